@@ -1,0 +1,107 @@
+# sonde build.
+#
+#   make               release build (-O2 -g) into build/release
+#   make SAN=1         ASan + UBSan build into build/san
+#   make FUZZ=1        libFuzzer build (clang) into build/fuzz; targets are build/fuzz/fuzz-NAME
+#   make test          build, then run the whole test suite (also with SAN=1)
+#   make format        clang-format every source file in place
+#
+# Sources are found by globbing: a new .c file under src/ joins libsonde, one under
+# programs/NAME/ joins that program, one under tests/{unit,integration}/ joins the test
+# runner, one under tests/progs/ becomes a target program, one under fuzz/ a fuzz target.
+# Modules that need extra rules add a fragment mk/NAME.mk (included at the end).
+
+ifeq ($(FUZZ),1)
+  VARIANT := fuzz
+  CC := clang
+  MODE_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
+  MODE_LDFLAGS := -fsanitize=address,undefined
+else ifeq ($(SAN),1)
+  VARIANT := san
+  MODE_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+		 -fno-sanitize-recover=undefined
+  MODE_LDFLAGS := -fsanitize=address,undefined
+else
+  VARIANT := release
+  MODE_CFLAGS := -O2 -g
+  MODE_LDFLAGS :=
+endif
+
+B := build/$(VARIANT)
+CC ?= cc
+WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes -Wmissing-prototypes \
+	-Wno-unused-parameter -Wno-missing-field-initializers
+CFLAGS += -std=gnu11 $(WARN) $(MODE_CFLAGS) -fvisibility=hidden -D_GNU_SOURCE \
+	  -Iinclude -Isrc -MMD -MP
+LDFLAGS += $(MODE_LDFLAGS)
+LDLIBS += -ldw -lelf -ldebuginfod -lzstd -lz -lpthread -lm
+
+# Target programs that tests and benchmarks profile: always built the same way, never
+# sanitized, so that what is measured does not depend on the build variant.
+PROG_CFLAGS := -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -fno-optimize-sibling-calls \
+	       -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE
+PROG_LDLIBS := -lpthread -ldl -lm
+
+src_of = $(sort $(shell find $(1) -name '*.c' 2>/dev/null))
+obj_of = $(patsubst %.c,$(B)/obj/%.o,$(1))
+
+LIB_SRC := $(call src_of,src)
+LIB := $(B)/libsonde.a
+PROGRAMS := $(notdir $(wildcard programs/*))
+PROGRAM_BINS := $(addprefix $(B)/,$(PROGRAMS))
+TEST_SRC := $(wildcard tests/*.c) $(call src_of,tests/unit) $(call src_of,tests/integration)
+TEST_BIN := $(B)/sonde-test
+PROG_BINS := $(patsubst tests/progs/%.c,$(B)/progs/%,$(wildcard tests/progs/*.c))
+EXAMPLE_BINS := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
+FUZZ_SRC := $(filter-out fuzz/driver.c,$(wildcard fuzz/*.c))
+ifeq ($(FUZZ),1)
+  FUZZ_BINS := $(patsubst fuzz/%.c,$(B)/fuzz-%,$(FUZZ_SRC))
+else
+  # Outside FUZZ=1 every fuzz target is linked with a small driver that replays files,
+  # so the test suite can run each target's corpus under the sanitizers.
+  FUZZ_BINS := $(patsubst fuzz/%.c,$(B)/replay-%,$(FUZZ_SRC))
+endif
+
+.PHONY: all test format clean programs progs
+all: $(PROGRAM_BINS) $(TEST_BIN) $(PROG_BINS) $(EXAMPLE_BINS) $(FUZZ_BINS)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(call obj_of,$(LIB_SRC))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+.SECONDEXPANSION:
+$(PROGRAM_BINS): $(B)/%: $$(call obj_of,$$(call src_of,programs/%)) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(TEST_BIN): $(call obj_of,$(TEST_SRC)) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(B)/progs/%: tests/progs/%.c
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) $(PROG_EXTRA_CFLAGS_$*) $< -o $@ $(PROG_LDLIBS)
+
+$(B)/examples/%: $(B)/obj/examples/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(B)/fuzz-%: $(B)/obj/fuzz/%.o $(LIB)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+
+$(B)/replay-%: $(B)/obj/fuzz/%.o $(B)/obj/fuzz/driver.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+test: all
+	SONDE_BUILD=$(B) $(TEST_BIN) $(TESTS)
+
+format:
+	clang-format -i $$(find include src programs tests fuzz bench examples -name '*.[ch]')
+
+clean:
+	rm -rf build
+
+-include $(wildcard mk/*.mk)
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,54 @@
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sonde/log.h>
+
+/* The library's only mutable global state (house style): the log sink. */
+static sonde_log_fn log_fn;
+static void *log_ctx;
+static enum sonde_log_level log_level = SONDE_LOG_WARN;
+
+static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
+
+void sonde_log_set_callback(sonde_log_fn fn, void *ctx)
+{
+	log_fn = fn;
+	log_ctx = ctx;
+}
+
+void sonde_log_set_level(enum sonde_log_level level)
+{
+	log_level = level;
+}
+
+enum sonde_log_level sonde_log_get_level(void)
+{
+	return log_level;
+}
+
+int sonde_log_parse_level(const char *name, enum sonde_log_level *out)
+{
+	for (int i = 0; i <= SONDE_LOG_OFF; i++) {
+		if (strcmp(name, level_names[i]) == 0) {
+			*out = (enum sonde_log_level)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+void sonde_log(enum sonde_log_level level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (level < log_level || level >= SONDE_LOG_OFF)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (log_fn)
+		log_fn(level, msg, log_ctx);
+	else
+		fprintf(stderr, "sonde: %s: %s\n", level_names[level], msg);
+}

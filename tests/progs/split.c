@@ -1,0 +1,89 @@
+/* A CPU-bound program with a known profile: about 60%, 30% and 10% of its time in three
+ * leaf functions, each reached through its own middle function:
+ *
+ *   main -> run -> path_hot  -> compute_hot   (60%)
+ *               -> path_warm -> compute_warm  (30%)
+ *               -> path_cool -> compute_cool  (10%)
+ *
+ * usage: split [SECONDS]   (default 3). It is the bundled demo and the reference target of
+ * the profiler's accuracy tests, so the split is set by work done, not by time slept.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+enum { UNIT = 200000 };
+
+static volatile uint64_t sink;
+
+/* One unit of work: a dependent multiply-add chain the compiler cannot fold. */
+static inline __attribute__((always_inline)) uint64_t spin(uint64_t x, long units)
+{
+	for (long i = 0; i < units * UNIT; i++)
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+	return x;
+}
+
+__attribute__((noinline)) uint64_t compute_hot(uint64_t x)
+{
+	return spin(x, 6);
+}
+
+__attribute__((noinline)) uint64_t compute_warm(uint64_t x)
+{
+	return spin(x, 3);
+}
+
+__attribute__((noinline)) uint64_t compute_cool(uint64_t x)
+{
+	return spin(x, 1);
+}
+
+__attribute__((noinline)) uint64_t path_hot(uint64_t x)
+{
+	return compute_hot(x) + 1;
+}
+
+__attribute__((noinline)) uint64_t path_warm(uint64_t x)
+{
+	return compute_warm(x) + 2;
+}
+
+__attribute__((noinline)) uint64_t path_cool(uint64_t x)
+{
+	return compute_cool(x) + 3;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) uint64_t run(double seconds)
+{
+	double end = now() + seconds;
+	uint64_t x = 1;
+
+	while (now() < end) {
+		x = path_hot(x);
+		x = path_warm(x);
+		x = path_cool(x);
+	}
+	return x;
+}
+
+int main(int argc, char **argv)
+{
+	double seconds = argc > 1 ? atof(argv[1]) : 3.0;
+
+	if (seconds <= 0) {
+		fprintf(stderr, "usage: split [SECONDS]\n");
+		return 2;
+	}
+	sink = run(seconds);
+	return 0;
+}

@@ -1,0 +1,294 @@
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "util.h"
+
+static char build_dir[PATH_MAX];
+static char tmpdir[PATH_MAX];
+
+static const char *build_path(const char *fmt, const char *name)
+{
+	static char bufs[8][PATH_MAX];
+	static unsigned next;
+	char *buf = bufs[next++ % 8];
+
+	if (!build_dir[0]) {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n < 0)
+			FAIL("readlink /proc/self/exe: %s", strerror(errno));
+		self[n] = 0;
+		snprintf(build_dir, sizeof(build_dir), "%s", dirname(self));
+	}
+	snprintf(buf, PATH_MAX, fmt, build_dir, name);
+	return buf;
+}
+
+const char *test_bin(const char *name)
+{
+	return build_path("%s/%s", name);
+}
+
+const char *test_prog(const char *name)
+{
+	return build_path("%s/progs/%s", name);
+}
+
+const char *test_src_path(const char *rel)
+{
+	/* the runner lives in <source>/build/<variant>/ */
+	return build_path("%s/../../%s", rel);
+}
+
+const char *test_example(const char *name)
+{
+	return build_path("%s/examples/%s", name);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void remove_tmpdir(void)
+{
+	if (tmpdir[0])
+		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *test_tmpdir(void)
+{
+	if (!tmpdir[0]) {
+		snprintf(tmpdir, sizeof(tmpdir), "/tmp/sonde-test.XXXXXX");
+		if (!mkdtemp(tmpdir))
+			FAIL("mkdtemp: %s", strerror(errno));
+		chmod(tmpdir, 0755);
+		atexit(remove_tmpdir);
+	}
+	return tmpdir;
+}
+
+const char *test_path(const char *name)
+{
+	static char bufs[8][PATH_MAX];
+	static unsigned next;
+	char *buf = bufs[next++ % 8];
+
+	snprintf(buf, PATH_MAX, "%s/%s", test_tmpdir(), name);
+	return buf;
+}
+
+double test_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void append(char **buf, size_t *len, size_t *cap, const char *data, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		*cap = (*len + n + 1) * 2;
+		*buf = realloc(*buf, *cap);
+		if (!*buf)
+			FAIL("out of memory capturing output");
+	}
+	memcpy(*buf + *len, data, n);
+	*len += n;
+	(*buf)[*len] = 0;
+}
+
+static int reap(pid_t pid, double deadline)
+{
+	int status;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, deadline > 0 ? WNOHANG : 0);
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR)
+			FAIL("waitpid: %s", strerror(errno));
+		if (deadline > 0 && test_now() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+		usleep(2000);
+	}
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+void test_run(struct test_output *o, int timeout_s, const char *const argv[])
+{
+	int out[2], err[2];
+	size_t out_cap = 0, err_cap = 0;
+	double deadline = test_now() + timeout_s;
+
+	memset(o, 0, sizeof(*o));
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
+		FAIL("pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		FAIL("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+		dup2(null, STDIN_FILENO);
+		dup2(out[1], STDOUT_FILENO);
+		dup2(err[1], STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	struct pollfd p[2] = {{.fd = out[0], .events = POLLIN}, {.fd = err[0], .events = POLLIN}};
+	int open_fds = 2;
+	append(&o->out, &o->out_len, &out_cap, "", 0);
+	append(&o->err, &o->err_len, &err_cap, "", 0);
+	while (open_fds > 0) {
+		double left = deadline - test_now();
+		if (left <= 0)
+			break;
+		if (poll(p, 2, (int)(left * 1000) + 1) <= 0)
+			continue;
+		for (int i = 0; i < 2; i++) {
+			if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			char tmp[8192];
+			ssize_t n = read(p[i].fd, tmp, sizeof(tmp));
+			if (n <= 0) {
+				close(p[i].fd);
+				p[i].fd = -1;
+				open_fds--;
+			} else if (i == 0) {
+				append(&o->out, &o->out_len, &out_cap, tmp, (size_t)n);
+			} else {
+				append(&o->err, &o->err_len, &err_cap, tmp, (size_t)n);
+			}
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (p[i].fd >= 0)
+			close(p[i].fd);
+	o->status = reap(pid, open_fds > 0 ? test_now() - 1 : deadline);
+}
+
+void test_runf(struct test_output *o, int timeout_s, const char *fmt, ...)
+{
+	char line[8192];
+	const char *argv[256];
+	int argc = 0;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	for (char *save, *tok = strtok_r(line, " ", &save); tok && argc < 255;
+	     tok = strtok_r(NULL, " ", &save))
+		argv[argc++] = tok;
+	argv[argc] = NULL;
+	if (argc == 0)
+		FAIL("test_runf: empty command line");
+	test_run(o, timeout_s, argv);
+}
+
+void test_output_free(struct test_output *o)
+{
+	free(o->out);
+	free(o->err);
+	memset(o, 0, sizeof(*o));
+}
+
+char *test_read_file(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		char tmp[65536];
+		ssize_t r = read(fd, tmp, sizeof(tmp));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+			close(fd);
+			free(buf);
+			errno = e;
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		append(&buf, &n, &cap, tmp, (size_t)r);
+	}
+	close(fd);
+	if (!buf)
+		append(&buf, &n, &cap, "", 0);
+	if (len)
+		*len = n;
+	return buf;
+}
+
+void test_write_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		FAIL("open %s: %s", path, strerror(errno));
+	if (write(fd, data, len) != (ssize_t)len)
+		FAIL("write %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+pid_t test_spawn(const char *const argv[])
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		FAIL("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+int test_wait(pid_t pid, int timeout_s)
+{
+	return reap(pid, test_now() + timeout_s);
+}
+
+int test_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		FAIL("opendir /proc/self/fd: %s", strerror(errno));
+	for (struct dirent *e; (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1; /* the directory stream's own fd */
+}

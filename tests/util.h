@@ -1,0 +1,52 @@
+/* Helpers for integration tests: run sonde's programs and the target programs under
+ * tests/progs, capture their output, make temporary files. */
+#ifndef SONDE_TEST_UTIL_H
+#define SONDE_TEST_UTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct test_output {
+	char *out;   /* captured stdout, NUL-terminated */
+	size_t out_len;
+	char *err;   /* captured stderr, NUL-terminated */
+	size_t err_len;
+	int status;  /* exit code, or 128+signal; -1 when it timed out and was killed */
+};
+
+/* Path of a program built by this build variant: "sonde", "sonded", "sonde-test". */
+const char *test_bin(const char *name);
+/* Path of a target program from tests/progs/NAME.c. */
+const char *test_prog(const char *name);
+/* Path of an example from examples/NAME.c. */
+const char *test_example(const char *name);
+/* Path of a file in the source tree, e.g. "fuzz/corpus". */
+const char *test_src_path(const char *rel);
+/* A fresh directory for this test, removed when the test process ends. */
+const char *test_tmpdir(void);
+/* test_tmpdir()/name, in a static rotating buffer (valid for the next 8 calls). */
+const char *test_path(const char *name);
+
+/* Run argv (NULL-terminated; argv[0] a path) with stdin from /dev/null, capturing both
+ * streams; kill it after timeout_s. Fails the test if it cannot be started. */
+void test_run(struct test_output *o, int timeout_s, const char *const argv[]);
+/* Same, but the command line is split on spaces (no quoting). */
+void test_runf(struct test_output *o, int timeout_s, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void test_output_free(struct test_output *o);
+
+/* Whole file into a NUL-terminated malloc'd buffer; NULL and errno on failure. */
+char *test_read_file(const char *path, size_t *len);
+void test_write_file(const char *path, const void *data, size_t len);
+
+/* Start a program in the background; returns its pid (stdout/stderr to /dev/null). */
+pid_t test_spawn(const char *const argv[]);
+/* Wait for a background program, killing it after timeout_s; returns as test_output.status. */
+int test_wait(pid_t pid, int timeout_s);
+
+/* Number of open file descriptors of this process. */
+int test_count_fds(void);
+/* Monotonic time in seconds. */
+double test_now(void);
+
+#endif
