@@ -1,0 +1,89 @@
+/* The spool: sonde's compact recording format (docs/spool.md has it byte by byte).
+ *
+ * Writer call order: sonde_spool_writer_new, then any interleaving of add_module,
+ * add_thread, retire_process and add_sample with non-decreasing timestamps, then
+ * sonde_spool_writer_finish, then sonde_spool_writer_free. Everything a sample refers to
+ * (thread, modules) must have been added before it. The writer interns frames and stacks
+ * (a prefix tree) itself, so a caller passes whole stacks every time.
+ */
+#ifndef SONDE_SPOOL_H
+#define SONDE_SPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <sonde/export.h>
+
+struct sonde_spool_writer;
+
+/* Writes all len bytes or fails; returns 0 or -errno. */
+typedef int (*sonde_spool_write_fn)(void *ctx, const void *buf, size_t len);
+
+struct sonde_spool_header {
+	uint64_t start_time_ns;	     /* wall clock (CLOCK_REALTIME) when recording started */
+	uint64_t start_monotonic_ns; /* the same instant on the sample clock (CLOCK_MONOTONIC) */
+	uint64_t sample_period_ns;   /* nominal interval between samples (1e9 / frequency) */
+};
+
+enum sonde_spool_module_flags {
+	SONDE_MODULE_EXEC = 1u << 0,   /* mapped executable */
+	SONDE_MODULE_VDSO = 1u << 1,   /* [vdso], image read from memory */
+	SONDE_MODULE_KERNEL = 1u << 2, /* the kernel or a kernel module (pid 0) */
+	SONDE_MODULE_JIT = 1u << 3,    /* anonymous executable memory (perf map names apply) */
+	SONDE_MODULE_DELETED = 1u << 4,
+};
+
+/* One executable mapping of one process. The writer copies everything it needs. */
+struct sonde_spool_module_def {
+	uint32_t pid;
+	uint32_t flags;		 /* enum sonde_spool_module_flags */
+	uint64_t start, end;	 /* mapped address range [start, end) */
+	uint64_t pgoff;		 /* file offset of start */
+	uint64_t dev, inode;	 /* identity of the mapped file (0 when none) */
+	const uint8_t *build_id; /* may be NULL */
+	size_t build_id_len;	 /* at most 32 */
+	const char *path;	 /* as in /proc/PID/maps, e.g. "/usr/lib/x86_64-linux-gnu/libc.so.6" */
+};
+
+/* One frame: module != 0 means addr is a file offset inside that module (the sampled
+ * address minus module start plus pgoff); module == 0 means addr is a raw address no
+ * module covers. Frames other than the innermost hold their return address minus one,
+ * so that they resolve to the call instruction. */
+struct sonde_spool_frame {
+	uint32_t module;
+	uint64_t addr;
+};
+
+enum sonde_spool_sample_flags {
+	SONDE_SAMPLE_TRUNCATED = 1u << 0, /* the stack continues beyond what was recorded */
+	SONDE_SAMPLE_KERNEL = 1u << 1,	  /* the first frames are kernel frames */
+};
+
+/* Creates a writer and writes the file header. NULL and errno on failure. */
+SONDE_API struct sonde_spool_writer *sonde_spool_writer_new(sonde_spool_write_fn write, void *ctx,
+							    const struct sonde_spool_header *h);
+/* A ready-made write function for a file descriptor: pass (void *)(intptr_t)fd as ctx. */
+SONDE_API int sonde_spool_write_fd(void *ctx, const void *buf, size_t len);
+
+/* Defines a module; *id receives its id (ids start at 1). */
+SONDE_API int sonde_spool_add_module(struct sonde_spool_writer *w, uint64_t time_ns,
+				     const struct sonde_spool_module_def *m, uint32_t *id);
+/* Defines a thread (a new id whenever a tid is reused or renamed); *id receives it. */
+SONDE_API int sonde_spool_add_thread(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid,
+				     uint32_t tid, const char *comm, uint32_t *id);
+/* The process exec'd or exited: its modules are retired and may not be referenced again. */
+SONDE_API int sonde_spool_retire_process(struct sonde_spool_writer *w, uint64_t time_ns,
+					 uint32_t pid);
+/* One sample; frames[0] is the innermost frame. */
+SONDE_API int sonde_spool_add_sample(struct sonde_spool_writer *w, uint64_t time_ns,
+				     uint32_t thread, const struct sonde_spool_frame *frames,
+				     size_t n_frames, uint32_t flags);
+/* Pushes buffered bytes to the write function. */
+SONDE_API int sonde_spool_writer_flush(struct sonde_spool_writer *w);
+/* Writes the end record and flushes. */
+SONDE_API int sonde_spool_writer_finish(struct sonde_spool_writer *w);
+/* Frees the writer (NULL is fine); unflushed bytes are lost. */
+SONDE_API void sonde_spool_writer_free(struct sonde_spool_writer *w);
+
+#endif

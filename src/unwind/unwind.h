@@ -1,0 +1,61 @@
+/* What every unwinder consumes: a sample's user registers and its copy of the user stack.
+ * Internal to libsonde. x86-64 only for now.
+ *
+ * Registers are indexed by their DWARF numbers so that CFI rules index them directly;
+ * the recorder converts perf's PERF_SAMPLE_REGS_USER order into this one.
+ */
+#ifndef SONDE_UNWIND_UNWIND_H
+#define SONDE_UNWIND_UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum unwind_dwarf_reg {
+	UREG_RAX = 0,
+	UREG_RDX = 1,
+	UREG_RCX = 2,
+	UREG_RBX = 3,
+	UREG_RSI = 4,
+	UREG_RDI = 5,
+	UREG_RBP = 6,
+	UREG_RSP = 7,
+	UREG_R8 = 8,
+	UREG_R15 = 15,
+	UREG_RIP = 16, /* the return-address column */
+	UREG_COUNT = 17,
+};
+
+struct unwind_regs {
+	uint64_t r[UREG_COUNT];
+	uint32_t valid; /* bit i set when r[i] is known */
+};
+
+/* A copy of user memory [start, start + len): start is the stack pointer at the sample. */
+struct unwind_stack {
+	const uint8_t *data;
+	size_t len;
+	uint64_t start;
+};
+
+/* At most this many frames per stack; a longer stack ends with a truncation mark. */
+enum { UNWIND_MAX_FRAMES = 1024 };
+
+/* Why a stack ended early (a sample's stack flags). */
+enum unwind_end {
+	UNWIND_END_COMPLETE = 0,      /* reached the outermost frame */
+	UNWIND_END_COPY_WINDOW = 1,   /* the next frame lies beyond the copied stack */
+	UNWIND_END_MAX_FRAMES = 2,    /* UNWIND_MAX_FRAMES reached */
+	UNWIND_END_ERROR = 3,	      /* no way to continue (bad frame) */
+};
+
+/* Reads 8 bytes of the copied stack at user address addr; false when outside the copy. */
+static inline bool unwind_stack_read(const struct unwind_stack *s, uint64_t addr, uint64_t *out)
+{
+	if (addr < s->start || addr - s->start > s->len || s->len - (addr - s->start) < 8)
+		return false;
+	__builtin_memcpy(out, s->data + (addr - s->start), 8);
+	return true;
+}
+
+#endif
