@@ -1,0 +1,83 @@
+/* The symbolizer: turns recorded addresses into function names, source lines and inline
+ * frames.
+ *
+ * Order of lookup (docs/recorder.md): JIT perf maps (/tmp/perf-PID.map) for JIT modules
+ * and raw addresses, then the ELF (symtab, dynsym, separate debug files by build-id or
+ * debuglink, debuginfod when configured, DWARF lines and inline frames), then kernel
+ * symbols (kallsyms), then an address-only fallback "module+0xoffset".
+ *
+ * Strings in results are owned by the symbolizer and stay valid until it is freed.
+ * A warm (cached) lookup allocates nothing.
+ */
+#ifndef SONDE_SYMBOLIZE_H
+#define SONDE_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sonde/export.h>
+
+struct sonde_symbolizer;
+
+struct sonde_symbolizer_opts {
+	size_t sz;			/* sizeof(struct sonde_symbolizer_opts) */
+	int no_demangle;		/* keep mangled C++/Rust names */
+	const char *debuginfod_urls;	/* NULL: the DEBUGINFOD_URLS environment variable */
+	const char *kallsyms_path;	/* NULL: /proc/kallsyms */
+	const char *perf_map_dir;	/* NULL: /tmp (perf-PID.map files) */
+};
+
+/* A module as recorded (see struct sonde_spool_module_def). */
+struct sonde_sym_module {
+	uint32_t pid;
+	uint32_t flags; /* SONDE_MODULE_* of include/sonde/spool.h */
+	uint64_t start, end, pgoff;
+	uint64_t dev, inode;
+	const uint8_t *build_id;
+	size_t build_id_len;
+	const char *path;
+};
+
+enum sonde_sym_kind {
+	SONDE_SYM_NATIVE,
+	SONDE_SYM_KERNEL,
+	SONDE_SYM_JIT,
+	SONDE_SYM_INTERPRETER,
+};
+
+enum sonde_sym_origin {
+	SONDE_SYM_ORIGIN_NONE,	     /* unresolved: name is "module+0xoffset" or "0xaddr" */
+	SONDE_SYM_ORIGIN_SYMTAB,
+	SONDE_SYM_ORIGIN_DYNSYM,
+	SONDE_SYM_ORIGIN_DWARF,	     /* from debug info (local or separate file) */
+	SONDE_SYM_ORIGIN_DEBUGINFOD, /* from debug info fetched through debuginfod */
+	SONDE_SYM_ORIGIN_PERF_MAP,
+	SONDE_SYM_ORIGIN_KALLSYMS,
+};
+
+struct sonde_sym_frame {
+	const char *name;	/* demangled unless no_demangle; never NULL */
+	const char *module;	/* module path, or NULL */
+	const char *file;	/* source file, or NULL */
+	uint32_t line;		/* 0 when unknown */
+	uint32_t inline_depth;	/* 0 for the real function, >0 for frames inlined into it */
+	uint8_t kind;		/* enum sonde_sym_kind */
+	uint8_t origin;		/* enum sonde_sym_origin */
+};
+
+/* NULL and errno on failure. opts may be NULL. */
+SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbolizer_opts *opts);
+SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s);
+
+/* Resolves file offset `offset` inside module m (for a kernel module: the absolute kernel
+ * address). Fills out[0..n-1], innermost first: inlined frames come before the function
+ * they were inlined into, which is last (inline_depth 0). Returns n >= 1 (an unresolved
+ * address still yields one frame, origin NONE), or a negative error for invalid
+ * arguments. At most max frames are filled; max must be >= 1. */
+SONDE_API int sonde_symbolize(struct sonde_symbolizer *s, const struct sonde_sym_module *m,
+			      uint64_t offset, struct sonde_sym_frame *out, size_t max);
+/* Resolves an address no module covered (JIT perf map of pid, else "0xaddr"). */
+SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
+				  struct sonde_sym_frame *out, size_t max);
+
+#endif
