@@ -1,0 +1,45 @@
+/* Spool format v1 constants shared by the writer and the decoder. Internal to libsonde;
+ * docs/spool.md describes the format byte by byte. */
+#ifndef SONDE_SPOOL_FORMAT_H
+#define SONDE_SPOOL_FORMAT_H
+
+#include <stdint.h>
+
+/* 0x89 first so that a text-mode transfer or a `file` guess cannot mistake it for text;
+ * "\r\n" last so that line-ending conversion is detected, as in PNG. */
+#define SPOOL_MAGIC "\x89SONDE\r\n"
+
+enum {
+	SPOOL_MAGIC_LEN = 8,
+	SPOOL_VERSION_MAJOR = 1,
+	SPOOL_VERSION_MINOR = 0,
+	/* Bounds every reader enforces; the writer never produces more. */
+	SPOOL_MAX_HEADER = 4096,
+	SPOOL_MAX_RECORD = 65536,
+	SPOOL_MAX_PATH = 4096,
+	SPOOL_MAX_COMM = 256,
+	SPOOL_MAX_BUILD_ID = 32,
+	SPOOL_MAX_DEPTH = 4096,
+	/* ids are u32 and 0 is reserved, so at most this many of each kind */
+	SPOOL_MAX_ID = UINT32_MAX - 1,
+};
+
+enum spool_tag {
+	/* Definitions and lifecycle: tag, varint payload length, payload. */
+	SPOOL_TAG_MODULE = 0x01,
+	SPOOL_TAG_FRAME = 0x02,
+	SPOOL_TAG_NODE = 0x03,
+	SPOOL_TAG_THREAD = 0x04,
+	SPOOL_TAG_RETIRE = 0x05,
+	SPOOL_TAG_END = 0x06,
+	/* Length-prefixed records a reader that does not know them skips (later minors). */
+	SPOOL_TAG_SKIP_FIRST = 0x40,
+	SPOOL_TAG_SKIP_LAST = 0x7f,
+	/* Samples: no length prefix, to keep them a few bytes. Tag bits: */
+	SPOOL_TAG_SAMPLE = 0x80,
+	SPOOL_SAMPLE_FLAG_MASK = 0x03,	 /* enum sonde_spool_sample_flags */
+	SPOOL_SAMPLE_SAME_THREAD = 0x04, /* thread omitted: same as the previous sample */
+	SPOOL_SAMPLE_RESERVED = 0x78,	 /* must be zero in v1 */
+};
+
+#endif

@@ -1,0 +1,448 @@
+/* The spool writer: encodes records into a large output buffer and hands it to the
+ * caller's write function in big chunks. Frames and stack nodes are interned in open
+ * addressing hash tables, so once every frame and call path of a workload has been seen,
+ * add_sample touches only memory it already owns. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+#include <sonde/spool.h>
+
+#include "base/buf.h"
+#include "base/pb.h"
+#include "spool/format.h"
+
+/* Bytes buffered before the write function is called. */
+enum { FLUSH_AT = 256 * 1024 };
+
+/* An interning table: keys[id - 1] holds the (a, b) pair of id; tab maps a hash slot to
+ * an id (0 = empty). The table is kept at most half full. */
+struct intern {
+	struct intern_key {
+		uint64_t a, b;
+	} * keys;
+	uint32_t n;
+	size_t keys_cap;
+	uint32_t *tab;
+	size_t tab_size; /* a power of two, or 0 */
+};
+
+struct wmodule {
+	uint32_t pid;
+	bool live;
+	uint64_t lo, hi; /* valid frame offsets [lo, hi) */
+};
+
+struct sonde_spool_writer {
+	sonde_spool_write_fn write;
+	void *ctx;
+	struct buf out;
+	int err; /* sticky: the first failure, returned by every later call */
+	bool finished;
+
+	uint64_t last_time;
+	uint32_t last_thread;
+	uint32_t n_threads;
+	uint64_t n_samples;
+
+	struct wmodule *modules; /* modules[id - 1] */
+	uint32_t n_modules;
+	size_t modules_cap;
+
+	struct intern frames; /* (module, addr) */
+	struct intern nodes;  /* (parent node, frame) */
+};
+
+static uint64_t mix(uint64_t a, uint64_t b)
+{
+	uint64_t h = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL);
+	h ^= h >> 31;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return h ^ (h >> 29);
+}
+
+static int intern_grow(struct intern *t)
+{
+	size_t size = t->tab_size ? t->tab_size * 2 : 1024;
+	uint32_t *tab = calloc(size, sizeof(*tab));
+
+	if (!tab)
+		return -ENOMEM;
+	for (uint32_t id = 1; id <= t->n; id++) {
+		const struct intern_key *k = &t->keys[id - 1];
+		size_t i = mix(k->a, k->b) & (size - 1);
+		while (tab[i])
+			i = (i + 1) & (size - 1);
+		tab[i] = id;
+	}
+	free(t->tab);
+	t->tab = tab;
+	t->tab_size = size;
+	return 0;
+}
+
+/* Finds (a, b) or adds it. Returns 1 if it was added (a new id), 0 if found, or -errno. */
+static int intern_get(struct intern *t, uint64_t a, uint64_t b, uint32_t *id)
+{
+	if ((size_t)t->n + 1 > t->tab_size / 2) {
+		int r = intern_grow(t);
+		if (r < 0)
+			return r;
+	}
+	size_t mask = t->tab_size - 1, i = mix(a, b) & mask;
+	for (; t->tab[i]; i = (i + 1) & mask) {
+		const struct intern_key *k = &t->keys[t->tab[i] - 1];
+		if (k->a == a && k->b == b) {
+			*id = t->tab[i];
+			return 0;
+		}
+	}
+	if (t->n >= SPOOL_MAX_ID)
+		return -ERANGE;
+	if (t->n == t->keys_cap) {
+		size_t cap = t->keys_cap ? t->keys_cap * 2 : 512;
+		struct intern_key *keys = realloc(t->keys, cap * sizeof(*keys));
+		if (!keys)
+			return -ENOMEM;
+		t->keys = keys;
+		t->keys_cap = cap;
+	}
+	t->keys[t->n] = (struct intern_key){a, b};
+	*id = ++t->n;
+	t->tab[i] = *id;
+	return 1;
+}
+
+static void intern_free(struct intern *t)
+{
+	free(t->keys);
+	free(t->tab);
+}
+
+static void put_varint(struct buf *b, uint64_t v)
+{
+	pb_put_varint_raw(b, v);
+}
+
+static void put_bytes(struct buf *b, const void *p, size_t n)
+{
+	put_varint(b, n);
+	buf_append(b, p, n);
+}
+
+/* Length-prefixed records are built in place: the tag, a one-byte length placeholder, the
+ * payload; end_record then widens the length to its varint size (payloads are small, so
+ * the move is short and rare). */
+static size_t begin_record(struct buf *b, uint8_t tag)
+{
+	buf_put_u8(b, tag);
+	buf_put_u8(b, 0);
+	return b->len;
+}
+
+static void end_record(struct buf *b, size_t start)
+{
+	if (buf_error(b))
+		return;
+	size_t n = b->len - start;
+	uint8_t len[PB_VARINT_MAX];
+	size_t k = pb_varint_encode(len, n);
+	if (k > 1 && !buf_extend(b, k - 1))
+		return;
+	memmove(b->data + start + k - 1, b->data + start, n);
+	memcpy(b->data + start - 1, len, k);
+}
+
+static int push(struct sonde_spool_writer *w, size_t at_least)
+{
+	if (w->err)
+		return w->err;
+	if (buf_error(&w->out))
+		return w->err = -ENOMEM;
+	if (w->out.len < at_least || w->out.len == 0)
+		return 0;
+	int r = w->write(w->ctx, w->out.data, w->out.len);
+	if (r < 0)
+		return w->err = r;
+	w->out.len = 0;
+	return 0;
+}
+
+int sonde_spool_write_fd(void *ctx, const void *buf, size_t len)
+{
+	int fd = (int)(intptr_t)ctx;
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void put_header(struct buf *b, const struct sonde_spool_header *h)
+{
+	uint8_t payload[3 * PB_VARINT_MAX];
+	size_t n = 0;
+
+	buf_append(b, SPOOL_MAGIC, SPOOL_MAGIC_LEN);
+	buf_put_u8(b, SPOOL_VERSION_MAJOR);
+	buf_put_u8(b, SPOOL_VERSION_MINOR);
+	n += pb_varint_encode(payload + n, h->start_time_ns);
+	n += pb_varint_encode(payload + n, h->start_monotonic_ns);
+	n += pb_varint_encode(payload + n, h->sample_period_ns);
+	put_bytes(b, payload, n);
+}
+
+struct sonde_spool_writer *sonde_spool_writer_new(sonde_spool_write_fn write, void *ctx,
+						  const struct sonde_spool_header *h)
+{
+	struct sonde_spool_writer *w;
+
+	if (!write || !h) {
+		errno = EINVAL;
+		return NULL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->write = write;
+	w->ctx = ctx;
+	if (buf_reserve(&w->out, FLUSH_AT + 64 * 1024) < 0)
+		goto fail;
+	put_header(&w->out, h);
+	if (buf_error(&w->out))
+		goto fail;
+	return w;
+fail:
+	sonde_spool_writer_free(w);
+	errno = ENOMEM;
+	return NULL;
+}
+
+static int check_open(struct sonde_spool_writer *w)
+{
+	if (!w)
+		return -EINVAL;
+	if (w->err)
+		return w->err;
+	return w->finished ? -SONDE_E_STATE : 0;
+}
+
+int sonde_spool_add_module(struct sonde_spool_writer *w, uint64_t time_ns,
+			   const struct sonde_spool_module_def *m, uint32_t *id)
+{
+	int r = check_open(w);
+	size_t path_len;
+
+	if (r < 0)
+		return r;
+	if (!m || !id || m->end <= m->start || m->build_id_len > SPOOL_MAX_BUILD_ID ||
+	    (m->build_id_len && !m->build_id) || m->pgoff > UINT64_MAX - (m->end - m->start))
+		return -EINVAL;
+	path_len = m->path ? strlen(m->path) : 0;
+	if (path_len > SPOOL_MAX_PATH)
+		return -ENAMETOOLONG;
+	if (w->n_modules >= SPOOL_MAX_ID)
+		return -ERANGE;
+	if (w->n_modules == w->modules_cap) {
+		size_t cap = w->modules_cap ? w->modules_cap * 2 : 64;
+		struct wmodule *mods = realloc(w->modules, cap * sizeof(*mods));
+		if (!mods)
+			return -ENOMEM;
+		w->modules = mods;
+		w->modules_cap = cap;
+	}
+	w->modules[w->n_modules] = (struct wmodule){
+		.pid = m->pid, .live = true, .lo = m->pgoff, .hi = m->pgoff + (m->end - m->start)};
+
+	size_t rec = begin_record(&w->out, SPOOL_TAG_MODULE);
+	put_varint(&w->out, time_ns);
+	put_varint(&w->out, m->pid);
+	put_varint(&w->out, m->flags);
+	put_varint(&w->out, m->start);
+	put_varint(&w->out, m->end - m->start);
+	put_varint(&w->out, m->pgoff);
+	put_varint(&w->out, m->dev);
+	put_varint(&w->out, m->inode);
+	put_bytes(&w->out, m->build_id, m->build_id_len);
+	put_bytes(&w->out, m->path, path_len);
+	end_record(&w->out, rec);
+	if ((r = push(w, FLUSH_AT)) < 0)
+		return r;
+	*id = ++w->n_modules;
+	return 0;
+}
+
+int sonde_spool_add_thread(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid,
+			   uint32_t tid, const char *comm, uint32_t *id)
+{
+	int r = check_open(w);
+	size_t comm_len = comm ? strnlen(comm, SPOOL_MAX_COMM) : 0;
+
+	if (r < 0)
+		return r;
+	if (!id)
+		return -EINVAL;
+	if (w->n_threads >= SPOOL_MAX_ID)
+		return -ERANGE;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_THREAD);
+	put_varint(&w->out, time_ns);
+	put_varint(&w->out, pid);
+	put_varint(&w->out, tid);
+	/* a comm longer than the bound is cut; the kernel's own limit is 15 bytes */
+	put_bytes(&w->out, comm, comm_len < SPOOL_MAX_COMM ? comm_len : SPOOL_MAX_COMM - 1);
+	end_record(&w->out, rec);
+	if ((r = push(w, FLUSH_AT)) < 0)
+		return r;
+	*id = ++w->n_threads;
+	return 0;
+}
+
+int sonde_spool_retire_process(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid)
+{
+	int r = check_open(w);
+
+	if (r < 0)
+		return r;
+	/* Rare (exec and exit only), so a scan of the module table is fine. */
+	for (uint32_t i = 0; i < w->n_modules; i++)
+		if (w->modules[i].pid == pid)
+			w->modules[i].live = false;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_RETIRE);
+	put_varint(&w->out, time_ns);
+	put_varint(&w->out, pid);
+	end_record(&w->out, rec);
+	return push(w, FLUSH_AT);
+}
+
+static int check_frame(const struct sonde_spool_writer *w, const struct sonde_spool_frame *f)
+{
+	if (f->module == 0)
+		return 0;
+	if (f->module > w->n_modules)
+		return -EINVAL;
+	const struct wmodule *m = &w->modules[f->module - 1];
+	if (!m->live) {
+		sonde_debug("spool: frame in retired module %u", f->module);
+		return -EINVAL;
+	}
+	if (f->addr < m->lo || f->addr >= m->hi) {
+		sonde_debug("spool: frame offset 0x%llx outside module %u [0x%llx, 0x%llx)",
+			    (unsigned long long)f->addr, f->module, (unsigned long long)m->lo,
+			    (unsigned long long)m->hi);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Interns the stack from its outermost frame inward; new frames and nodes are defined in
+ * the output (a frame before the node that uses it). *node receives the innermost node. */
+static int intern_stack(struct sonde_spool_writer *w, const struct sonde_spool_frame *frames,
+			size_t n, uint32_t *node)
+{
+	uint32_t parent = 0;
+
+	for (size_t i = n; i-- > 0;) {
+		const struct sonde_spool_frame *f = &frames[i];
+		uint32_t frame, child;
+		int r = check_frame(w, f);
+		if (r < 0)
+			return r;
+		r = intern_get(&w->frames, f->module, f->addr, &frame);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			size_t rec = begin_record(&w->out, SPOOL_TAG_FRAME);
+			put_varint(&w->out, f->module);
+			put_varint(&w->out, f->addr);
+			end_record(&w->out, rec);
+		}
+		r = intern_get(&w->nodes, parent, frame, &child);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			size_t rec = begin_record(&w->out, SPOOL_TAG_NODE);
+			put_varint(&w->out, parent);
+			put_varint(&w->out, frame);
+			end_record(&w->out, rec);
+		}
+		parent = child;
+	}
+	*node = parent;
+	return 0;
+}
+
+int sonde_spool_add_sample(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
+			   const struct sonde_spool_frame *frames, size_t n_frames, uint32_t flags)
+{
+	int r = check_open(w);
+	uint32_t node;
+
+	if (r < 0)
+		return r;
+	if (thread == 0 || thread > w->n_threads || (flags & ~(uint32_t)SPOOL_SAMPLE_FLAG_MASK) ||
+	    (n_frames && !frames) || n_frames > SPOOL_MAX_DEPTH)
+		return -EINVAL;
+	if (time_ns < w->last_time)
+		return -ERANGE; /* samples must come in timestamp order */
+	if ((r = intern_stack(w, frames, n_frames, &node)) < 0)
+		return r;
+
+	uint8_t tag = SPOOL_TAG_SAMPLE | (uint8_t)flags;
+	if (thread == w->last_thread)
+		tag |= SPOOL_SAMPLE_SAME_THREAD;
+	if (buf_reserve(&w->out, 1 + 3 * PB_VARINT_MAX) < 0)
+		return w->err = -ENOMEM;
+	uint8_t *p = w->out.data + w->out.len, *start = p;
+	*p++ = tag;
+	p += pb_varint_encode(p, time_ns - w->last_time);
+	if (!(tag & SPOOL_SAMPLE_SAME_THREAD))
+		p += pb_varint_encode(p, thread);
+	p += pb_varint_encode(p, node);
+	w->out.len += (size_t)(p - start);
+	w->last_time = time_ns;
+	w->last_thread = thread;
+	w->n_samples++;
+	return push(w, FLUSH_AT);
+}
+
+int sonde_spool_writer_flush(struct sonde_spool_writer *w)
+{
+	if (!w)
+		return -EINVAL;
+	return push(w, 1);
+}
+
+int sonde_spool_writer_finish(struct sonde_spool_writer *w)
+{
+	int r = check_open(w);
+
+	if (r < 0)
+		return r;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_END);
+	put_varint(&w->out, w->n_samples);
+	end_record(&w->out, rec);
+	w->finished = true;
+	return push(w, 1);
+}
+
+void sonde_spool_writer_free(struct sonde_spool_writer *w)
+{
+	if (!w)
+		return;
+	buf_free(&w->out);
+	free(w->modules);
+	intern_free(&w->frames);
+	intern_free(&w->nodes);
+	free(w);
+}
