@@ -1,0 +1,200 @@
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "symbol/symtab.h"
+
+/* A candidate while building: the rank decides which of several names for one address
+ * wins (as perf does: global over weak over local, then fewer leading underscores, then
+ * the shorter name). */
+struct sym_cand {
+	struct sym_entry e;
+	uint64_t size;
+	uint64_t sec_end; /* end of the containing section, bounds size-0 symbols */
+	uint8_t bind_rank;
+};
+
+static unsigned underscores(const char *s)
+{
+	unsigned n = 0;
+
+	while (s[n] == '_')
+		n++;
+	return n;
+}
+
+static int cand_better(const struct sym_cand *a, const struct sym_cand *b)
+{
+	if (a->bind_rank != b->bind_rank)
+		return a->bind_rank < b->bind_rank;
+	if ((a->size != 0) != (b->size != 0))
+		return a->size != 0;
+	unsigned ua = underscores(a->e.name), ub = underscores(b->e.name);
+	if (ua != ub)
+		return ua < ub;
+	size_t la = strlen(a->e.name), lb = strlen(b->e.name);
+	if (la != lb)
+		return la < lb;
+	return strcmp(a->e.name, b->e.name) < 0;
+}
+
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const struct sym_cand *a = pa, *b = pb;
+
+	if (a->e.addr != b->e.addr)
+		return a->e.addr < b->e.addr ? -1 : 1;
+	/* best first among equal addresses */
+	if (cand_better(a, b))
+		return -1;
+	if (cand_better(b, a))
+		return 1;
+	return 0;
+}
+
+static int sym_wanted(Elf *elf, const GElf_Sym *sym, uint64_t *sec_end)
+{
+	int type = GELF_ST_TYPE(sym->st_info), bind = GELF_ST_BIND(sym->st_info);
+	GElf_Shdr sh;
+	Elf_Scn *scn;
+
+	if (sym->st_shndx == SHN_UNDEF || sym->st_shndx >= SHN_LORESERVE || sym->st_value == 0)
+		return 0;
+	scn = elf_getscn(elf, sym->st_shndx);
+	if (!scn || !gelf_getshdr(scn, &sh))
+		return 0;
+	*sec_end = sh.sh_addr + sh.sh_size;
+	if (type == STT_FUNC || type == STT_GNU_IFUNC)
+		return 1;
+	/* Untyped global labels in code (hand-written assembly entry points) are functions
+	 * too; local untyped ones are branch targets and mapping symbols. */
+	return type == STT_NOTYPE && bind != STB_LOCAL && (sh.sh_flags & SHF_EXECINSTR);
+}
+
+static Elf_Scn *find_section(Elf *elf, uint32_t sh_type, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, sh) && sh->sh_type == sh_type)
+			return scn;
+	return NULL;
+}
+
+static size_t collect(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct sym_cand *c, size_t max)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	size_t n = 0;
+
+	if (!d)
+		return 0;
+	for (size_t i = 1; i < max; i++) {
+		GElf_Sym sym;
+		uint64_t sec_end;
+		if (!gelf_getsym(d, (int)i, &sym) || !sym_wanted(elf, &sym, &sec_end))
+			continue;
+		const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		if (!name || !name[0])
+			continue;
+		int bind = GELF_ST_BIND(sym.st_info);
+		c[n++] = (struct sym_cand){
+			.e = {.addr = sym.st_value, .name = name},
+			.size = sym.st_size,
+			.sec_end = sec_end,
+			.bind_rank = bind == STB_GLOBAL ? 0
+				     : bind == STB_WEAK ? 1
+							: 2,
+		};
+	}
+	return n;
+}
+
+/* Sorts, keeps the best name per address, and gives every symbol its end: its size, or
+ * for size 0 the next symbol's address (bounded by its section). */
+static size_t finish(struct sym_cand *c, size_t n, struct sym_entry *out)
+{
+	size_t m = 0;
+
+	qsort(c, n, sizeof(*c), cand_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (m && out[m - 1].addr == c[i].e.addr)
+			continue;
+		size_t next = i + 1;
+		while (next < n && c[next].e.addr == c[i].e.addr)
+			next++;
+		uint64_t end = c[i].e.addr + c[i].size;
+		if (!c[i].size) {
+			end = next < n ? c[next].e.addr : c[i].sec_end;
+			if (end > c[i].sec_end && c[i].sec_end > c[i].e.addr)
+				end = c[i].sec_end;
+			if (end <= c[i].e.addr)
+				end = c[i].e.addr + 1;
+		} else if (end < c[i].e.addr) {
+			end = UINT64_MAX; /* overflowing size: clamp */
+		}
+		out[m] = c[i].e;
+		out[m].end = end;
+		m++;
+	}
+	return m;
+}
+
+int symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(elf, sh_type, &sh);
+	struct sym_cand *c;
+	size_t max, n;
+
+	t->v = NULL;
+	t->n = 0;
+	if (!scn || !sh.sh_entsize || sh.sh_type == SHT_NOBITS)
+		return 0;
+	max = sh.sh_size / sh.sh_entsize;
+	if (max < 2 || max > (1u << 26))
+		return 0;
+	c = malloc(max * sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	n = collect(elf, scn, &sh, c, max);
+	if (n) {
+		t->v = malloc(n * sizeof(*t->v));
+		if (!t->v) {
+			free(c);
+			return -ENOMEM;
+		}
+		t->n = finish(c, n, t->v);
+	}
+	free(c);
+	return (int)t->n;
+}
+
+struct sym_entry *symtab_find(const struct symtab *t, uint64_t vaddr)
+{
+	size_t lo = 0, hi = t->n;
+
+	/* the last symbol starting at or below vaddr */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->v[mid].addr <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* A small symbol nested in a larger one (an alias or a local entry point) may be the
+	 * nearest start without containing vaddr: look back a few entries for the enclosing
+	 * one. */
+	for (size_t i = lo, k = 0; i > 0 && k < 8; i--, k++)
+		if (vaddr < t->v[i - 1].end)
+			return &t->v[i - 1];
+	return NULL;
+}
+
+void symtab_free(struct symtab *t)
+{
+	if (!t)
+		return;
+	free(t->v);
+	t->v = NULL;
+	t->n = 0;
+}

@@ -1,0 +1,31 @@
+/* A module's ELF function symbols as a sorted address table. Internal.
+ *
+ * Built once per module from .symtab or .dynsym; lookups are a binary search and allocate
+ * nothing. Names point into the ELF image, which must outlive the table.
+ */
+#ifndef SONDE_SYMBOL_SYMTAB_H
+#define SONDE_SYMBOL_SYMTAB_H
+
+#include <gelf.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sym_entry {
+	uint64_t addr, end; /* [addr, end) */
+	const char *name;
+	const char *pretty; /* demangled name once computed, else NULL */
+};
+
+struct symtab {
+	struct sym_entry *v;
+	size_t n;
+};
+
+/* Collects function symbols of the section of type sh_type (SHT_SYMTAB or SHT_DYNSYM).
+ * Returns the number of symbols (0: no such section or no functions), or -ENOMEM. */
+int symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type);
+/* The symbol containing vaddr, or NULL. */
+struct sym_entry *symtab_find(const struct symtab *t, uint64_t vaddr);
+void symtab_free(struct symtab *t);
+
+#endif

@@ -1,0 +1,78 @@
+#include <stdarg.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "sym_util.h"
+
+uint64_t sym_test_nm(const char *path, const char *name, int dynamic)
+{
+	struct test_output o;
+	const char *argv[] = {"/usr/bin/nm", dynamic ? "-D" : "--defined-only", path, NULL};
+
+	test_run(&o, 30, argv);
+	ASSERT_INT(o.status, ==, 0);
+	for (char *line = strtok(o.out, "\n"); line; line = strtok(NULL, "\n")) {
+		unsigned long long addr;
+		char type, sym[512];
+		if (sscanf(line, "%llx %c %511s", &addr, &type, sym) == 3 && !strcmp(sym, name)) {
+			test_output_free(&o);
+			return addr;
+		}
+	}
+	FAIL("nm %s: no symbol %s", path, name);
+}
+
+uint64_t sym_test_vaddr_to_off(const char *path, uint64_t vaddr)
+{
+	struct test_output o;
+	const char *argv[] = {"/usr/bin/readelf", "-lW", path, NULL};
+
+	test_run(&o, 30, argv);
+	ASSERT_INT(o.status, ==, 0);
+	for (char *line = strtok(o.out, "\n"); line; line = strtok(NULL, "\n")) {
+		unsigned long long off, va, pa, filesz, memsz;
+		if (sscanf(line, " LOAD 0x%llx 0x%llx 0x%llx 0x%llx 0x%llx", &off, &va, &pa,
+			   &filesz, &memsz) == 5 &&
+		    vaddr >= va && vaddr < va + filesz) {
+			test_output_free(&o);
+			return vaddr - va + off;
+		}
+	}
+	FAIL("readelf -l %s: no PT_LOAD holds 0x%llx", path, (unsigned long long)vaddr);
+}
+
+struct sonde_sym_module sym_test_module(const char *path)
+{
+	return (struct sonde_sym_module){
+		.flags = SONDE_MODULE_EXEC,
+		.start = 0x10000,
+		.end = 0x20000,
+		.path = path,
+	};
+}
+
+void sym_test_copy(const char *from, const char *to)
+{
+	size_t len;
+	char *data = test_read_file(from, &len);
+
+	ASSERT_NOT_NULL(data);
+	test_write_file(to, data, len);
+	free(data);
+}
+
+void sym_test_sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	struct test_output o;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	test_run(&o, 60, argv);
+	if (o.status != 0)
+		FAIL("`%s` exited %d:\n%s%s", cmd, o.status, o.out, o.err);
+	test_output_free(&o);
+}

@@ -1,0 +1,23 @@
+/* Helpers shared by the symbolizer tests: addresses and file offsets computed with the
+ * binutils tools (nm, readelf), independently of the code under test. */
+#ifndef SONDE_TEST_SYM_UTIL_H
+#define SONDE_TEST_SYM_UTIL_H
+
+#include <stdint.h>
+
+#include <sonde/spool.h>
+#include <sonde/symbolize.h>
+
+/* Virtual address of symbol name in path per `nm` (dynamic: `nm -D`). Fails the test if
+ * the symbol is missing. */
+uint64_t sym_test_nm(const char *path, const char *name, int dynamic);
+/* File offset of virtual address vaddr per the PT_LOAD lines of `readelf -lW`. */
+uint64_t sym_test_vaddr_to_off(const char *path, uint64_t vaddr);
+/* A module description for a file mapped by no particular process. */
+struct sonde_sym_module sym_test_module(const char *path);
+/* Copies a file. */
+void sym_test_copy(const char *from, const char *to);
+/* Runs a shell command line (through /bin/sh -c), failing the test if it fails. */
+void sym_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
