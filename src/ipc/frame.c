@@ -1,0 +1,313 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+
+#include "ipc/frame.h"
+#include "ipc/protos.h"
+
+/* ---------------------------------------------------------------- decoding */
+
+static int decode_bind(struct pb_reader r, struct ipc_frame *f)
+{
+	struct pb_field fl;
+	int rc;
+
+	while ((rc = pb_next(&r, &fl)) > 0)
+		if (fl.num == PF_BIND_SERVICE_SERVICE_NAME && fl.wire == PB_LEN) {
+			f->name = (const char *)fl.ptr;
+			f->name_len = fl.len;
+		}
+	return rc;
+}
+
+static int decode_bind_reply(struct pb_reader r, struct ipc_frame *f)
+{
+	struct pb_field fl;
+	int rc;
+
+	f->methods_pb = r.p;
+	f->methods_pb_len = (size_t)(r.end - r.p);
+	while ((rc = pb_next(&r, &fl)) > 0) {
+		if (fl.wire != PB_VARINT)
+			continue;
+		if (fl.num == PF_BIND_SERVICE_REPLY_SUCCESS)
+			f->success = fl.u != 0;
+		else if (fl.num == PF_BIND_SERVICE_REPLY_SERVICE_ID)
+			f->service_id = (uint32_t)fl.u;
+	}
+	return rc;
+}
+
+static int decode_invoke(struct pb_reader r, struct ipc_frame *f)
+{
+	struct pb_field fl;
+	int rc;
+
+	while ((rc = pb_next(&r, &fl)) > 0) {
+		if (fl.num == PF_INVOKE_METHOD_ARGS_PROTO && fl.wire == PB_LEN) {
+			f->data = fl.ptr;
+			f->data_len = fl.len;
+		} else if (fl.wire != PB_VARINT) {
+			continue;
+		} else if (fl.num == PF_INVOKE_METHOD_SERVICE_ID) {
+			f->service_id = (uint32_t)fl.u;
+		} else if (fl.num == PF_INVOKE_METHOD_METHOD_ID) {
+			f->method_id = (uint32_t)fl.u;
+		} else if (fl.num == PF_INVOKE_METHOD_DROP_REPLY) {
+			f->drop_reply = fl.u != 0;
+		}
+	}
+	return rc;
+}
+
+static int decode_reply(struct pb_reader r, struct ipc_frame *f)
+{
+	struct pb_field fl;
+	int rc;
+
+	while ((rc = pb_next(&r, &fl)) > 0) {
+		if (fl.num == PF_INVOKE_METHOD_REPLY_REPLY_PROTO && fl.wire == PB_LEN) {
+			f->data = fl.ptr;
+			f->data_len = fl.len;
+		} else if (fl.wire != PB_VARINT) {
+			continue;
+		} else if (fl.num == PF_INVOKE_METHOD_REPLY_SUCCESS) {
+			f->success = fl.u != 0;
+		} else if (fl.num == PF_INVOKE_METHOD_REPLY_HAS_MORE) {
+			f->has_more = fl.u != 0;
+		}
+	}
+	return rc;
+}
+
+static int decode_peer_identity(struct pb_reader r, struct ipc_frame *f)
+{
+	struct pb_field fl;
+	int rc;
+
+	while ((rc = pb_next(&r, &fl)) > 0) {
+		if (fl.wire != PB_VARINT)
+			continue;
+		if (fl.num == PF_SET_PEER_IDENTITY_PID)
+			f->peer_pid = (int32_t)fl.u;
+		else if (fl.num == PF_SET_PEER_IDENTITY_UID)
+			f->peer_uid = (int32_t)fl.u;
+	}
+	return rc;
+}
+
+static int decode_msg(const struct pb_field *fl, struct ipc_frame *f)
+{
+	struct pb_reader r = pb_sub(fl);
+
+	/* oneof: the last msg field wins, so reset what an earlier one may have set */
+	const uint64_t id = f->request_id;
+	memset(f, 0, sizeof(*f));
+	f->request_id = id;
+	f->msg = (enum ipc_msg)fl->num;
+	switch (fl->num) {
+	case PF_IPC_FRAME_BIND_SERVICE:
+		return decode_bind(r, f);
+	case PF_IPC_FRAME_BIND_SERVICE_REPLY:
+		return decode_bind_reply(r, f);
+	case PF_IPC_FRAME_INVOKE_METHOD:
+		return decode_invoke(r, f);
+	case PF_IPC_FRAME_INVOKE_METHOD_REPLY:
+		return decode_reply(r, f);
+	case PF_IPC_FRAME_REQUEST_ERROR:
+		return decode_bind(r, f); /* {1: string}, same shape as BindService */
+	default:
+		return decode_peer_identity(r, f);
+	}
+}
+
+int ipc_frame_decode(const void *buf, size_t len, struct ipc_frame *f)
+{
+	struct pb_reader r = pb_reader_init(buf, len);
+	struct pb_field fl;
+	uint64_t request_id = 0;
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	while ((rc = pb_next(&r, &fl)) > 0) {
+		if (fl.num == PF_IPC_FRAME_REQUEST_ID && fl.wire == PB_VARINT) {
+			request_id = fl.u;
+		} else if (fl.num >= PF_IPC_FRAME_BIND_SERVICE &&
+			   fl.num <= PF_IPC_FRAME_SET_PEER_IDENTITY && fl.wire == PB_LEN) {
+			if (decode_msg(&fl, f) < 0)
+				return -SONDE_E_FORMAT;
+		}
+	}
+	f->request_id = request_id;
+	return rc < 0 ? -SONDE_E_FORMAT : 0;
+}
+
+int ipc_methods_next(const struct ipc_frame *f, size_t *it, struct ipc_method *m)
+{
+	struct pb_reader r;
+	struct pb_field fl, sub;
+	int rc;
+
+	if (f->msg != IPC_MSG_BIND_SERVICE_REPLY || *it > f->methods_pb_len)
+		return 0;
+	r = pb_reader_init(f->methods_pb + *it, f->methods_pb_len - *it);
+	while ((rc = pb_next(&r, &fl)) > 0) {
+		if (fl.num != PF_BIND_SERVICE_REPLY_METHODS || fl.wire != PB_LEN)
+			continue;
+		struct pb_reader mr = pb_sub(&fl);
+		memset(m, 0, sizeof(*m));
+		while ((rc = pb_next(&mr, &sub)) > 0) {
+			if (sub.num == PF_METHOD_INFO_ID && sub.wire == PB_VARINT) {
+				m->id = (uint32_t)sub.u;
+			} else if (sub.num == PF_METHOD_INFO_NAME && sub.wire == PB_LEN) {
+				m->name = (const char *)sub.ptr;
+				m->name_len = sub.len;
+			}
+		}
+		if (rc < 0)
+			return -SONDE_E_FORMAT;
+		*it = (size_t)(r.p - f->methods_pb);
+		return 1;
+	}
+	*it = f->methods_pb_len;
+	return rc < 0 ? -SONDE_E_FORMAT : 0;
+}
+
+uint32_t ipc_method_id(const struct ipc_frame *f, const char *name)
+{
+	struct ipc_method m;
+	size_t it = 0, n = strlen(name);
+
+	while (ipc_methods_next(f, &it, &m) > 0)
+		if (m.id && m.name_len == n && memcmp(m.name, name, n) == 0)
+			return m.id;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- encoding */
+
+/* The body of the msg submessage is sized first, so the frame is written once, in place,
+ * with minimal varints (reply payloads run up to 128 KiB and are not worth moving). */
+
+static size_t vlen(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static size_t len_field(size_t n)
+{
+	return 1 + vlen(n) + n;
+}
+
+static size_t method_info_len(size_t id, const char *name)
+{
+	return 1 + vlen(id) + len_field(strlen(name));
+}
+
+static size_t body_len(const struct ipc_frame *f)
+{
+	size_t n = 0;
+
+	switch (f->msg) {
+	case IPC_MSG_BIND_SERVICE:
+	case IPC_MSG_REQUEST_ERROR:
+		return len_field(f->name_len);
+	case IPC_MSG_BIND_SERVICE_REPLY:
+		n = (f->success ? 2 : 0) + 1 + vlen(f->service_id);
+		for (size_t i = 0; i < f->n_methods; i++)
+			n += len_field(method_info_len(i + 1, f->method_names[i]));
+		return n;
+	case IPC_MSG_INVOKE_METHOD:
+		return 1 + vlen(f->service_id) + 1 + vlen(f->method_id) + len_field(f->data_len) +
+		       (f->drop_reply ? 2 : 0);
+	case IPC_MSG_INVOKE_METHOD_REPLY:
+		return (f->success ? 2 : 0) + (f->has_more ? 2 : 0) +
+		       (f->data ? len_field(f->data_len) : 0);
+	case IPC_MSG_SET_PEER_IDENTITY:
+		return 1 + vlen((uint32_t)f->peer_pid) + 1 + vlen((uint32_t)f->peer_uid);
+	default:
+		return 0;
+	}
+}
+
+static void put_body(struct buf *b, const struct ipc_frame *f)
+{
+	switch (f->msg) {
+	case IPC_MSG_BIND_SERVICE:
+	case IPC_MSG_REQUEST_ERROR:
+		pb_put_bytes(b, 1, f->name, f->name_len);
+		break;
+	case IPC_MSG_BIND_SERVICE_REPLY:
+		if (f->success)
+			pb_put_bool(b, PF_BIND_SERVICE_REPLY_SUCCESS, true);
+		pb_put_varint(b, PF_BIND_SERVICE_REPLY_SERVICE_ID, f->service_id);
+		for (size_t i = 0; i < f->n_methods; i++) {
+			pb_put_tag(b, PF_BIND_SERVICE_REPLY_METHODS, PB_LEN);
+			pb_put_varint_raw(b, method_info_len(i + 1, f->method_names[i]));
+			pb_put_varint(b, PF_METHOD_INFO_ID, i + 1);
+			pb_put_string(b, PF_METHOD_INFO_NAME, f->method_names[i]);
+		}
+		break;
+	case IPC_MSG_INVOKE_METHOD:
+		pb_put_varint(b, PF_INVOKE_METHOD_SERVICE_ID, f->service_id);
+		pb_put_varint(b, PF_INVOKE_METHOD_METHOD_ID, f->method_id);
+		pb_put_bytes(b, PF_INVOKE_METHOD_ARGS_PROTO, f->data, f->data_len);
+		if (f->drop_reply)
+			pb_put_bool(b, PF_INVOKE_METHOD_DROP_REPLY, true);
+		break;
+	case IPC_MSG_INVOKE_METHOD_REPLY:
+		if (f->success)
+			pb_put_bool(b, PF_INVOKE_METHOD_REPLY_SUCCESS, true);
+		if (f->has_more)
+			pb_put_bool(b, PF_INVOKE_METHOD_REPLY_HAS_MORE, true);
+		if (f->data)
+			pb_put_bytes(b, PF_INVOKE_METHOD_REPLY_REPLY_PROTO, f->data, f->data_len);
+		break;
+	case IPC_MSG_SET_PEER_IDENTITY:
+		pb_put_varint(b, PF_SET_PEER_IDENTITY_PID, (uint32_t)f->peer_pid);
+		pb_put_varint(b, PF_SET_PEER_IDENTITY_UID, (uint32_t)f->peer_uid);
+		break;
+	default:
+		break;
+	}
+}
+
+int ipc_frame_encode(struct buf *b, const struct ipc_frame *f)
+{
+	size_t start = b->len, body = body_len(f);
+	size_t payload = 1 + vlen(f->request_id);
+	uint32_t hdr;
+
+	if (f->msg != IPC_MSG_NONE)
+		payload += 1 + vlen(body) + body;
+	if (payload > IPC_MAX_PAYLOAD)
+		return -SONDE_E_LIMIT;
+	if (buf_reserve(b, IPC_HEADER_SIZE + payload) < 0)
+		return -ENOMEM;
+	hdr = (uint32_t)payload; /* little-endian host (§0) */
+	buf_append(b, &hdr, sizeof(hdr));
+	pb_put_varint(b, PF_IPC_FRAME_REQUEST_ID, f->request_id);
+	if (f->msg != IPC_MSG_NONE) {
+		pb_put_tag(b, (uint32_t)f->msg, PB_LEN);
+		pb_put_varint_raw(b, body);
+		put_body(b, f);
+	}
+	if (buf_error(b) < 0)
+		return -ENOMEM;
+	if (b->len - start != IPC_HEADER_SIZE + payload) { /* sizing bug: never send it */
+		b->len = start;
+		return -SONDE_E_FORMAT;
+	}
+	return 0;
+}
