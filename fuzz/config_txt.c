@@ -1,0 +1,44 @@
+/* Fuzz target: the text-format TraceConfig parser takes arbitrary bytes; on success its
+ * output must be well-formed protobuf all the way down. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <sonde/client.h>
+
+#include "base/pb.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void walk(struct pb_reader r, int depth)
+{
+	struct pb_field f;
+	int n;
+
+	while ((n = pb_next(&r, &f)) > 0)
+		if (f.wire == PB_LEN && depth < 8)
+			walk(pb_sub(&f), depth + 1);
+	(void)n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sonde_txt_error err;
+	uint8_t *out;
+	size_t len;
+
+	if (sonde_trace_config_from_text((const char *)data, size, &out, &len, &err) == 0) {
+		struct pb_reader r = pb_reader_init(out, len);
+		struct pb_field f;
+		int n;
+		/* the top level is always a valid message */
+		while ((n = pb_next(&r, &f)) > 0)
+			;
+		if (n < 0)
+			abort();
+		walk(pb_reader_init(out, len), 0);
+		free(out);
+	} else if (err.line < 0 || err.column < 0 || !err.msg[0]) {
+		abort();
+	}
+	return 0;
+}
