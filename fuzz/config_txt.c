@@ -1,5 +1,6 @@
 /* Fuzz target: the text-format TraceConfig parser takes arbitrary bytes; on success its
- * output must be well-formed protobuf all the way down. */
+ * output must be well-formed protobuf that the config summary accepts. The input is also
+ * summarized as a binary config. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -23,8 +24,12 @@ static void walk(struct pb_reader r, int depth)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct sonde_txt_error err;
+	struct sonde_trace_config_summary sum;
 	uint8_t *out;
 	size_t len;
+
+	/* the same bytes as a binary config */
+	(void)sonde_trace_config_summarize(data, size, &sum);
 
 	if (sonde_trace_config_from_text((const char *)data, size, &out, &len, &err) == 0) {
 		struct pb_reader r = pb_reader_init(out, len);
@@ -36,6 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (n < 0)
 			abort();
 		walk(pb_reader_init(out, len), 0);
+		if (sonde_trace_config_summarize(out, len, &sum) < 0)
+			abort();
 		free(out);
 	} else if (err.line < 0 || err.column < 0 || !err.msg[0]) {
 		abort();

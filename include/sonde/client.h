@@ -43,6 +43,67 @@ struct sonde_txt_error {
 SONDE_API int sonde_trace_config_from_text(const char *text, size_t len, uint8_t **out,
 					   size_t *out_len, struct sonde_txt_error *err);
 
+enum sonde_fill_policy {
+	SONDE_FILL_RING_BUFFER = 1,
+	SONDE_FILL_DISCARD = 2,
+};
+
+/* Options of a TraceConfig built with sonde_trace_config__new(). Zero means "not set". */
+struct sonde_trace_config_opts {
+	size_t sz; /* sizeof(struct sonde_trace_config_opts) */
+	uint32_t duration_ms;
+	uint32_t flush_period_ms;
+	uint32_t flush_timeout_ms;
+	uint32_t data_source_stop_timeout_ms;
+	uint32_t file_write_period_ms;
+	uint64_t max_file_size_bytes;
+	bool write_into_file;
+	bool deferred_start;
+	const char *unique_session_name; /* copied */
+	const char *output_path;	 /* copied */
+};
+
+struct sonde_trace_config;
+
+/* A TraceConfig under construction. opts may be NULL. Free with sonde_trace_config__free. */
+SONDE_API struct sonde_trace_config *
+sonde_trace_config__new(const struct sonde_trace_config_opts *opts);
+SONDE_API void sonde_trace_config__free(struct sonde_trace_config *cfg);
+/* Adds a buffer; returns its index (the data sources' target_buffer) or -errno. */
+SONDE_API int sonde_trace_config__add_buffer(struct sonde_trace_config *cfg, uint32_t size_kb,
+					     enum sonde_fill_policy policy);
+/* Adds a data source by name writing into buffer target_buffer. extra (may be NULL) holds
+ * further serialized DataSourceConfig fields, appended verbatim (e.g. a track_event_config).
+ * Returns 0 or -errno. */
+SONDE_API int sonde_trace_config__add_data_source(struct sonde_trace_config *cfg, const char *name,
+						  uint32_t target_buffer, const void *extra,
+						  size_t extra_len);
+/* Sets the SMB geometry the service should give producer `name` (0: service default). */
+SONDE_API int sonde_trace_config__add_producer(struct sonde_trace_config *cfg, const char *name,
+					       uint32_t shm_size_kb, uint32_t page_size_kb);
+/* Serializes the config: *out is malloc'd (free() it). Returns 0 or -ENOMEM. */
+SONDE_API int sonde_trace_config__encode(const struct sonde_trace_config *cfg, uint8_t **out,
+					 size_t *out_len);
+
+/* The TraceConfig fields that decide how a consumer drives a session. */
+struct sonde_trace_config_summary {
+	uint32_t duration_ms;
+	uint32_t num_buffers;
+	uint32_t num_data_sources;
+	uint64_t total_buffer_kb;
+	bool write_into_file;
+	bool deferred_start;
+	bool has_output_path;
+	bool has_triggers;
+	uint32_t flush_timeout_ms;
+	uint32_t data_source_stop_timeout_ms;
+};
+
+/* Decodes the summary of a binary TraceConfig (untrusted bytes). Returns 0 or
+ * -SONDE_E_FORMAT. */
+SONDE_API int sonde_trace_config_summarize(const void *cfg, size_t len,
+					   struct sonde_trace_config_summary *out);
+
 /* ------------------------------------------------------------------------------------
  * Trace files: `Trace { repeated TracePacket packet = 1; }`
  * ------------------------------------------------------------------------------------ */

@@ -258,3 +258,63 @@ TEST(trace_file_reports_truncation_and_garbage)
 	pos = 0;
 	ASSERT_INT(sonde_trace_next_packet(cut, 0, &pos, &pkt, &n), ==, 0);
 }
+
+TEST(client_config_builder_roundtrips_through_summary)
+{
+	struct sonde_trace_config_opts o = {.sz = sizeof(o),
+					    .duration_ms = 2500,
+					    .write_into_file = true,
+					    .flush_timeout_ms = 700,
+					    .unique_session_name = "u"};
+	struct sonde_trace_config *cfg = ASSERT_NOT_NULL(sonde_trace_config__new(&o));
+	struct sonde_trace_config_summary s;
+	uint8_t *out;
+	size_t len;
+
+	ASSERT_INT(sonde_trace_config__add_buffer(cfg, 1024, SONDE_FILL_DISCARD), ==, 0);
+	ASSERT_INT(sonde_trace_config__add_buffer(cfg, 2048, SONDE_FILL_RING_BUFFER), ==, 1);
+	ASSERT_OK(sonde_trace_config__add_data_source(cfg, "a", 1, NULL, 0));
+	ASSERT_OK(sonde_trace_config__add_data_source(cfg, "b", 0, "\x18\x05", 2));
+	ASSERT_ERR(sonde_trace_config__add_data_source(cfg, "", 0, NULL, 0), -EINVAL);
+	ASSERT_OK(sonde_trace_config__add_producer(cfg, "p", 512, 8));
+	ASSERT_OK(sonde_trace_config__encode(cfg, &out, &len));
+	ASSERT_OK(sonde_trace_config_summarize(out, len, &s));
+	ASSERT_UINT(s.num_buffers, ==, 2);
+	ASSERT_UINT(s.total_buffer_kb, ==, 3072);
+	ASSERT_UINT(s.num_data_sources, ==, 2);
+	ASSERT_UINT(s.duration_ms, ==, 2500);
+	ASSERT_UINT(s.flush_timeout_ms, ==, 700);
+	ASSERT(s.write_into_file && !s.has_output_path && !s.deferred_start);
+
+	/* the same config written as text encodes to the same bytes */
+	const char *txt =
+		"buffers { size_kb: 1024 fill_policy: DISCARD }\n"
+		"buffers { size_kb: 2048 fill_policy: RING_BUFFER }\n"
+		"data_sources { config { name: \"a\" target_buffer: 1 } }\n"
+		"data_sources { config { name: \"b\" target_buffer: 0 trace_duration_ms: 5 } }\n"
+		"producers { producer_name: \"p\" shm_size_kb: 512 page_size_kb: 8 }\n"
+		"duration_ms: 2500 flush_timeout_ms: 700 write_into_file: true\n"
+		"unique_session_name: \"u\"\n";
+	uint8_t *t;
+	size_t tlen;
+	parse_ok(txt, &t, &tlen);
+	ASSERT_UINT(tlen, ==, len);
+	ASSERT_MEM_EQ(t, out, len);
+	free(t);
+	free(out);
+	sonde_trace_config__free(cfg);
+	sonde_trace_config__free(NULL);
+}
+
+TEST(client_config_summary_rejects_malformed_configs)
+{
+	static const uint8_t bad_nested[] = {0x0a, 0x02, 0x08, 0x80}; /* buffers: truncated */
+	static const uint8_t bad_ds[] = {0x12, 0x03, 0x0a, 0x01, 0xff};
+	struct sonde_trace_config_summary s;
+
+	ASSERT_ERR(sonde_trace_config_summarize(bad_nested, sizeof(bad_nested), &s),
+		   -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde_trace_config_summarize(bad_ds, sizeof(bad_ds), &s), -SONDE_E_FORMAT);
+	ASSERT_OK(sonde_trace_config_summarize(bad_ds, 0, &s));
+	ASSERT_UINT(s.num_buffers, ==, 0);
+}
