@@ -1,0 +1,416 @@
+/* CFI tables: every row of real binaries (split-nofp, this test binary, the libc it runs
+ * on, a .debug_frame-only program with a separate debug file) agrees with
+ * `readelf --debug-dump=frames-interp`, an independent decoder; .eh_frame_hdr and scanning
+ * give the same table; malformed input is rejected without crashing. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "unwind/cfi.h"
+#include "unwind/unwind.h"
+
+struct image {
+	char *buf;
+	size_t len;
+};
+
+static struct image load(const char *path)
+{
+	struct image im;
+
+	im.buf = test_read_file(path, &im.len);
+	if (!im.buf)
+		FAIL("cannot read %s: %s", path, strerror(errno));
+	return im;
+}
+
+/* The path of the libc this process runs on, from /proc/self/maps. */
+static void libc_path(char *out, size_t n)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+
+	out[0] = 0;
+	ASSERT(f != NULL);
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+		if (p && strstr(p, "/libc.so")) {
+			p[strcspn(p, "\n")] = 0;
+			snprintf(out, n, "%s", p);
+			break;
+		}
+	}
+	fclose(f);
+	ASSERT(out[0] != 0);
+}
+
+static int reg_number(const char *name)
+{
+	static const char *const names[] = {"rax", "rdx", "rcx", "rbx", "rsi", "rdi",
+					    "rbp", "rsp", "r8",	 "r9",	"r10", "r11",
+					    "r12", "r13", "r14", "r15", "ra"};
+	for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+		if (!strcmp(name, names[i]))
+			return i;
+	return -1;
+}
+
+enum { MAX_COLS = 24 };
+
+/* One readelf row: rules from lo to hi. */
+struct rrow {
+	uint64_t lo, hi;
+	char cfa[32];
+	int ncols;
+	int col_reg[MAX_COLS];
+	char col_val[MAX_COLS][16];
+};
+
+static void check_rule(const struct cfi_row *row, int col, const char *v, uint64_t pc)
+{
+	unsigned kind = CFI_ROW_RULE(row, col);
+	const char *what = col == CFI_COL_RA ? "ra" : col == CFI_COL_RBP ? "rbp" : "rbx";
+
+	if (!strcmp(v, "u")) {
+		/* readelf prints "u" for DW_CFA_undefined and for columns never set. */
+		if (col == CFI_COL_RA)
+			ASSERT_UINT(kind, ==, CFI_RULE_UNDEFINED);
+		else if (kind != CFI_RULE_SAME && kind != CFI_RULE_UNDEFINED)
+			FAIL("%s at 0x%" PRIx64 ": kind %u, readelf u", what, pc, kind);
+	} else if (!strcmp(v, "s")) {
+		ASSERT_UINT(kind, ==, CFI_RULE_SAME);
+	} else if (v[0] == 'c') {
+		long off = strtol(v + 1, NULL, 10);
+		if (off % 8 || off / 8 < -128 || off / 8 > 127)
+			ASSERT_UINT(kind, ==, CFI_RULE_UNSUPPORTED);
+		else if (kind != CFI_RULE_OFFSET || row->off[col] * 8 != off)
+			FAIL("%s at 0x%" PRIx64 ": kind %u off %d, readelf %s", what, pc, kind,
+			     row->off[col] * 8, v);
+	} else if (!strcmp(v, "exp")) {
+		ASSERT(kind == CFI_RULE_AT_RSP || kind == CFI_RULE_UNSUPPORTED);
+	} else if (v[0] == 'r') {
+		ASSERT_UINT(kind, ==, CFI_RULE_REGISTER);
+		ASSERT_INT(row->off[col], ==, atoi(v + 1));
+	} else {
+		ASSERT(kind == CFI_RULE_VAL_OFFSET || kind == CFI_RULE_UNSUPPORTED);
+	}
+}
+
+static void check_at(const struct cfi_table *t, const struct rrow *r, uint64_t pc)
+{
+	const struct cfi_row *row = cfi_table_lookup(t, pc);
+	char reg[8];
+	long off;
+
+	if (!row)
+		FAIL("no row at 0x%" PRIx64 " (readelf: CFA %s)", pc, r->cfa);
+	unsigned kind = row->cfa_kind & CFI_CFA_KIND_MASK;
+	if (!strcmp(r->cfa, "exp")) {
+		ASSERT(kind == CFI_CFA_DEREF || kind == CFI_CFA_PLT || kind == CFI_CFA_UNSUPPORTED);
+	} else if (sscanf(r->cfa, "%7[a-z0-9]%ld", reg, &off) == 2) {
+		if (kind != CFI_CFA_REG || row->cfa_reg != reg_number(reg) || row->cfa_off != off)
+			FAIL("CFA at 0x%" PRIx64 ": kind %u reg %u off %d, readelf %s", pc, kind,
+			     row->cfa_reg, row->cfa_off, r->cfa);
+	} else {
+		FAIL("unexpected readelf CFA %s", r->cfa);
+	}
+	unsigned clobbers = 0;
+	for (int i = 0; i < r->ncols; i++) {
+		int reg_no = r->col_reg[i];
+		const char *v = r->col_val[i];
+		if (reg_no == 16)
+			check_rule(row, CFI_COL_RA, v, pc);
+		else if (reg_no == UREG_RBP)
+			check_rule(row, CFI_COL_RBP, v, pc);
+		else if (reg_no == UREG_RBX)
+			check_rule(row, CFI_COL_RBX, v, pc);
+		else if (reg_no >= 12 && reg_no <= 15 && strcmp(v, "u") && strcmp(v, "s"))
+			clobbers |= 1u << (reg_no - 12);
+	}
+	ASSERT_UINT((unsigned)row->rules >> CFI_CLOBBER_SHIFT, ==, clobbers);
+}
+
+struct walk {
+	const struct cfi_table *t;
+	long rows, fdes;
+	/* CIE offset -> its initial row, for FDEs whose own program is empty */
+	uint64_t cie_off[512];
+	struct rrow cie_row[512];
+	int n_cies;
+};
+
+static void parse_row(struct rrow *r, char *line, char (*cols)[8], int ncols)
+{
+	char *save, *tok = strtok_r(line, " \n", &save);
+
+	r->lo = strtoull(tok, NULL, 16);
+	tok = strtok_r(NULL, " \n", &save);
+	snprintf(r->cfa, sizeof(r->cfa), "%s", tok ? tok : "?");
+	r->ncols = 0;
+	for (int i = 0; i < ncols && (tok = strtok_r(NULL, " \n", &save)); i++) {
+		if (tok[0] == '(') { /* "r9 (r9)": the register's name after its number */
+			i--;
+			continue;
+		}
+		r->col_reg[r->ncols] = reg_number(cols[i]);
+		snprintf(r->col_val[r->ncols++], sizeof(r->col_val[0]), "%s", tok);
+	}
+}
+
+/* Runs readelf on path and checks every row of the section named in `section` (e.g.
+ * ".eh_frame") at its first and last pc. */
+static void check_against_readelf(struct walk *w, const char *path, const char *section)
+{
+	char cmd[1024], line[1024], cols[MAX_COLS][8];
+	int ncols = 0, in_section = 0, in_fde = 0, in_cie = -1, nrows = 0;
+	uint64_t fde_lo = 0, fde_hi = 0, cie = 0;
+	static struct rrow rows[4096];
+
+	snprintf(cmd, sizeof(cmd), "readelf --debug-dump=frames-interp '%s' 2>/dev/null", path);
+	FILE *f = popen(cmd, "r");
+	ASSERT(f != NULL);
+	while (true) {
+		char *got = fgets(line, sizeof(line), f);
+		bool is_row = got && strlen(line) > 17 && line[16] == ' ' &&
+			      strspn(line, "0123456789abcdef") == 16;
+		bool entry_end = !got || (!is_row && !strstr(line, "   LOC"));
+		if (entry_end && in_fde && in_section) {
+			if (nrows == 0) {
+				int i;
+				for (i = 0; i < w->n_cies && w->cie_off[i] != cie; i++)
+					;
+				ASSERT(i < w->n_cies);
+				rows[nrows] = w->cie_row[i];
+				rows[nrows++].lo = fde_lo;
+			}
+			for (int i = 0; i < nrows; i++) {
+				rows[i].hi = i + 1 < nrows ? rows[i + 1].lo : fde_hi;
+				if (rows[i].hi <= rows[i].lo)
+					continue;
+				check_at(w->t, &rows[i], rows[i].lo);
+				check_at(w->t, &rows[i], rows[i].hi - 1);
+				w->rows++;
+			}
+			w->fdes++;
+		}
+		if (entry_end) {
+			in_fde = 0;
+			nrows = 0;
+		}
+		if (!got)
+			break;
+		if (strstr(line, "Contents of"))
+			in_section = strstr(line, section) != NULL;
+		unsigned long long off_, lo, hi;
+		if (strstr(line, " FDE ") &&
+		    sscanf(line, "%llx %*s %*s FDE cie=%llx pc=%llx..%llx", &off_,
+			   (unsigned long long *)&cie, &lo, &hi) == 4) {
+			in_fde = 1;
+			fde_lo = lo;
+			fde_hi = hi;
+		} else if (strstr(line, " CIE") && sscanf(line, "%llx", &off_) == 1 &&
+			   w->n_cies < 512) {
+			in_cie = w->n_cies++;
+			w->cie_off[in_cie] = off_;
+			w->cie_row[in_cie].ncols = 0;
+			snprintf(w->cie_row[in_cie].cfa, sizeof(w->cie_row[0].cfa), "?");
+		} else if (strstr(line, "   LOC")) {
+			char *save, *tok = strtok_r(line, " \n", &save);
+			ncols = 0;
+			for (int i = 0; tok; i++, tok = strtok_r(NULL, " \n", &save))
+				if (i >= 2 && ncols < MAX_COLS)
+					snprintf(cols[ncols++], sizeof(cols[0]), "%s", tok);
+		} else if (is_row) {
+			if (in_fde && nrows < 4096)
+				parse_row(&rows[nrows++], line, cols, ncols);
+			else if (!in_fde && in_cie >= 0)
+				parse_row(&w->cie_row[in_cie], line, cols, ncols);
+		}
+		if (strstr(line, " FDE ") || strstr(line, "Contents of"))
+			in_cie = -1;
+	}
+	/* readelf exits 1 on a debug file (it misses the program interpreter there) after
+	 * printing everything; the FDE counts the callers check tell whether it worked. */
+	pclose(f);
+}
+
+static struct cfi_table *table_of(const char *path, struct image *im)
+{
+	*im = load(path);
+	struct cfi_table *t = cfi_table_from_elf(im->buf, im->len, NULL, 0);
+	if (!t)
+		FAIL("no table for %s: %s", path, strerror(errno));
+	return t;
+}
+
+TEST(cfi_split_nofp_matches_readelf)
+{
+	struct image im;
+	struct cfi_table *t = table_of(test_prog("split-nofp"), &im);
+	struct walk w = {.t = t};
+
+	ASSERT(cfi_table_stats(t)->used_hdr);
+	check_against_readelf(&w, test_prog("split-nofp"), ".eh_frame");
+	ASSERT_INT(w.fdes, >=, 8);
+	ASSERT_INT(w.fdes, ==, cfi_table_stats(t)->fdes);
+	printf("%ld FDEs, %ld readelf rows checked, %zu table rows\n", w.fdes, w.rows,
+	       cfi_table_rows(t));
+	cfi_table_free(t);
+	free(im.buf);
+}
+
+TEST_TIMEOUT(cfi_libc_and_self_match_readelf, 120)
+{
+	char libc[512], self[512];
+	const char *paths[2] = {libc, self};
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	ASSERT(n > 0);
+	self[n] = 0; /* readelf runs in another process: /proc/self would be its own */
+	libc_path(libc, sizeof(libc));
+	for (int i = 0; i < 2; i++) {
+		struct image im;
+		struct cfi_table *t = table_of(paths[i], &im);
+		struct walk *w = calloc(1, sizeof(*w));
+		w->t = t;
+		check_against_readelf(w, paths[i], ".eh_frame");
+		printf("%s: %ld FDEs, %ld rows checked, %zu table rows (%zu bytes)\n", paths[i],
+		       w->fdes, w->rows, cfi_table_rows(t),
+		       cfi_table_rows(t) * sizeof(struct cfi_row));
+		ASSERT_INT(w->fdes, >, 100);
+		ASSERT_INT(cfi_table_stats(t)->fdes + cfi_table_stats(t)->overlapping, ==, w->fdes);
+		free(w);
+		cfi_table_free(t);
+		free(im.buf);
+	}
+}
+
+/* A broken .eh_frame_hdr (wrong version) makes the builder scan .eh_frame instead, with
+ * exactly the same result. */
+TEST(cfi_hdr_and_scan_give_the_same_table)
+{
+	struct image im;
+	struct cfi_table *a = table_of(test_prog("split-nofp"), &im);
+	FILE *f;
+	char cmd[512];
+	unsigned long hdr_off = 0;
+
+	snprintf(cmd, sizeof(cmd), "readelf -SW '%s' | awk '$2==\".eh_frame_hdr\"{print $5}'",
+		 test_prog("split-nofp"));
+	f = popen(cmd, "r");
+	ASSERT(f && fscanf(f, "%lx", &hdr_off) == 1);
+	pclose(f);
+	ASSERT(hdr_off > 0 && hdr_off < im.len);
+	im.buf[hdr_off] = 7;
+	struct cfi_table *b = cfi_table_from_elf(im.buf, im.len, NULL, 0);
+	ASSERT(b != NULL);
+	ASSERT(cfi_table_stats(a)->used_hdr);
+	ASSERT(!cfi_table_stats(b)->used_hdr);
+	ASSERT_UINT(cfi_table_rows(a), ==, cfi_table_rows(b));
+	ASSERT_UINT(cfi_table_base(a), ==, cfi_table_base(b));
+	for (size_t i = 0; i < cfi_table_rows(a); i++)
+		ASSERT(!memcmp(cfi_table_row(a, i), cfi_table_row(b, i), sizeof(struct cfi_row)));
+	cfi_table_free(a);
+	cfi_table_free(b);
+	free(im.buf);
+}
+
+/* CFI only in .debug_frame of a separate debug file: the stripped binary alone knows only
+ * the C runtime's .eh_frame; with its debug file every function is covered, as readelf
+ * decodes the debug file's .debug_frame. */
+TEST(cfi_debug_frame_from_separate_debug_file)
+{
+	char dbg_path[512];
+	struct image bin = load(test_prog("unwind_dbgframe"));
+	struct image dbg;
+
+	snprintf(dbg_path, sizeof(dbg_path), "%s.debug", test_prog("unwind_dbgframe"));
+	dbg = load(dbg_path);
+	struct cfi_table *alone = cfi_table_from_elf(bin.buf, bin.len, NULL, 0);
+	struct cfi_table *t = cfi_table_from_elf(bin.buf, bin.len, dbg.buf, dbg.len);
+	ASSERT(t != NULL);
+	ASSERT(cfi_table_stats(t)->used_debug_frame);
+	ASSERT_UINT(cfi_table_stats(t)->fdes, >, alone ? cfi_table_stats(alone)->fdes : 0);
+	struct walk w = {.t = t};
+	check_against_readelf(&w, dbg_path, ".debug_frame");
+	ASSERT_INT(w.fdes, >=, 7);
+	cfi_table_free(alone);
+	cfi_table_free(t);
+	free(bin.buf);
+	free(dbg.buf);
+}
+
+/* Hand-assembled .eh_frame: a CIE with every augmentation the parser knows, pointer
+ * encodings, and a program using remember/restore_state and the PLT expression. */
+TEST(cfi_handmade_eh_frame_rules)
+{
+	static const uint8_t eh[] = {
+		/* CIE at 0: length 0x1c */
+		0x1c, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'P', 'L', 'R', 'S', 0, 1, 0x78, 16,
+		/* aug length 7: P = udata4 0x12345678, L = sdata4, R = pcrel|sdata4 */
+		7, 0x03, 0x78, 0x56, 0x34, 0x12, 0x0b, 0x1b,
+		/* def_cfa rsp+8; offset ra cfa-8; nop */
+		0x0c, 7, 8, 0x90, 1, 0,
+		/* FDE at 0x20: length 0x2c, CIE pointer 0x24 */
+		0x2c, 0, 0, 0, 0x24, 0, 0, 0,
+		/* pc_begin pcrel: field at 0x28 (vaddr 0x1028) + 0xfd8 = 0x2000, range 0x40 */
+		0xd8, 0x0f, 0, 0, 0x40, 0, 0, 0,
+		/* aug length 4: LSDA */
+		4, 0, 0, 0, 0,
+		/* advance 1; def_cfa_offset 16; offset rbp cfa-16; remember; advance 4;
+		 * def_cfa_register rbp; offset rbx cfa-24; advance 4; restore_state */
+		0x41, 0x0e, 16, 0x86, 2, 0x0a, 0x44, 0x0d, 6, 0x83, 3, 0x44, 0x0b,
+		/* advance 4; def_cfa_expression (PLT) */
+		0x44, 0x0f, 11, 0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22, 0, 0, 0,
+		0, /* padding and terminator */
+	};
+	struct cfi_table *t = cfi_table_from_section(eh, sizeof(eh), 0x1000, false);
+	const struct cfi_row *r;
+
+	ASSERT(t != NULL);
+	ASSERT(cfi_table_lookup(t, 0x1fff) == NULL);
+	r = cfi_table_lookup(t, 0x2000);
+	ASSERT(r && r->cfa_reg == UREG_RSP && r->cfa_off == 8);
+	ASSERT(r->cfa_kind == (CFI_CFA_REG | CFI_ROW_SIGNAL));
+	ASSERT_UINT(CFI_ROW_RULE(r, CFI_COL_RA), ==, CFI_RULE_OFFSET);
+	ASSERT_INT(r->off[CFI_COL_RA], ==, -1);
+	r = cfi_table_lookup(t, 0x2001);
+	ASSERT(r && r->cfa_off == 16 && CFI_ROW_RULE(r, CFI_COL_RBP) == CFI_RULE_OFFSET);
+	ASSERT_INT(r->off[CFI_COL_RBP], ==, -2);
+	r = cfi_table_lookup(t, 0x2007);
+	ASSERT(r && r->cfa_reg == UREG_RBP && r->cfa_off == 16);
+	ASSERT_UINT(CFI_ROW_RULE(r, CFI_COL_RBX), ==, CFI_RULE_OFFSET);
+	r = cfi_table_lookup(t, 0x2009); /* restored: rsp+16, rbx back to same value */
+	ASSERT(r && r->cfa_reg == UREG_RSP && r->cfa_off == 16);
+	ASSERT_UINT(CFI_ROW_RULE(r, CFI_COL_RBX), ==, CFI_RULE_SAME);
+	r = cfi_table_lookup(t, 0x200d);
+	ASSERT(r && (r->cfa_kind & CFI_CFA_KIND_MASK) == CFI_CFA_PLT);
+	ASSERT_INT(r->cfa_off, ==, 8);
+	ASSERT_INT(r->cfa_reg, ==, 11);
+	ASSERT(cfi_table_lookup(t, 0x203f) == r);
+	ASSERT(cfi_table_lookup(t, 0x2040) == NULL);
+	cfi_table_free(t);
+}
+
+TEST(cfi_rejects_malformed_input)
+{
+	static const uint8_t not_elf[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+	uint8_t eh[64];
+
+	errno = 0;
+	ASSERT(cfi_table_from_elf(not_elf, sizeof(not_elf), NULL, 0) == NULL);
+	ASSERT_INT(errno, ==, EINVAL);
+	ASSERT(cfi_table_from_elf("", 0, NULL, 0) == NULL);
+	/* A CIE whose length runs past the section, and one claiming a huge length. */
+	memset(eh, 0xff, sizeof(eh));
+	ASSERT(cfi_table_from_section(eh, sizeof(eh), 0x1000, false) == NULL);
+	memset(eh, 0, sizeof(eh));
+	eh[0] = 0x30;
+	ASSERT(cfi_table_from_section(eh, sizeof(eh), 0x1000, false) == NULL);
+	ASSERT(cfi_table_lookup(NULL, 0x1000) == NULL);
+	cfi_table_free(NULL);
+}
