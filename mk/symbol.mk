@@ -2,7 +2,8 @@
 #   progs/sym_split_nopie   split.c as a fixed-address executable, where file offsets and
 #                           virtual addresses differ
 #   progs/libsym_shlib.so   a shared object with exported, local and ifunc symbols
-SYM_PROG_BINS := $(B)/progs/sym_split_nopie $(B)/progs/libsym_shlib.so
+#   progs/sym_cxx           a C++ program (demangling)
+SYM_PROG_BINS := $(B)/progs/sym_split_nopie $(B)/progs/libsym_shlib.so $(B)/progs/sym_cxx
 
 all: $(SYM_PROG_BINS)
 
@@ -13,3 +14,11 @@ $(B)/progs/sym_split_nopie: tests/progs/split.c
 $(B)/progs/libsym_shlib.so: tests/progs/sym_shlib/shlib.c
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -fPIC -shared -Wl,--build-id $< -o $@
+LDLIBS += -liberty
+
+$(B)/progs/sym_cxx: tests/progs/sym_cxx/cxx.cc
+	@mkdir -p $(@D)
+	$(CXX) -std=gnu++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror $< -o $@
+
+# always_inline frames with real optimisation
+PROG_EXTRA_CFLAGS_sym_inline := -O2

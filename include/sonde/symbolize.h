@@ -25,6 +25,14 @@ struct sonde_symbolizer_opts {
 	const char *debuginfod_urls;	/* NULL: the DEBUGINFOD_URLS environment variable */
 	const char *kallsyms_path;	/* NULL: /proc/kallsyms */
 	const char *perf_map_dir;	/* NULL: /tmp (perf-PID.map files) */
+	/* Global debug directories, colon-separated, searched by build id
+	 * (DIR/.build-id/xx/rest.debug) and by .gnu_debuglink (DIR/MODULE_DIR/NAME).
+	 * NULL: /usr/lib/debug. */
+	const char *debug_dirs;
+	/* Bound of the image cache (sonde_symbolizer_add_image): total bytes of the files
+	 * kept open, 0: 1 GiB; and their number, 0: 128. Least recently used go first. */
+	uint64_t image_cache_bytes;
+	uint32_t image_cache_max;
 };
 
 /* A module as recorded (see struct sonde_spool_module_def). */

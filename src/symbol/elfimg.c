@@ -96,6 +96,7 @@ static void elfimg_read_loads(struct elfimg *img)
 			.filesz = ph.p_filesz,
 			.vaddr = ph.p_vaddr,
 			.memsz = ph.p_memsz,
+			.flags = ph.p_flags,
 		};
 	}
 }
@@ -242,14 +243,29 @@ void elfimg_close(struct elfimg *img)
 	img->mem = NULL;
 }
 
+int elfimg_mapping_to_vaddr(const struct elfimg *img, uint64_t pgoff, uint64_t off, uint64_t *vaddr)
+{
+	const struct elfimg_load *x = NULL;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	for (size_t i = 0; i < img->n_loads; i++) {
+		if (!(img->loads[i].flags & PF_X))
+			continue;
+		if (x)
+			return -SONDE_E_RANGE; /* several code segments: which one is ambiguous */
+		x = &img->loads[i];
+	}
+	if (!x || off < pgoff || off - pgoff >= x->memsz + page)
+		return -SONDE_E_RANGE;
+	*vaddr = (x->vaddr & ~(page - 1)) + (off - pgoff);
+	return 0;
+}
+
 int elfimg_off_to_vaddr(const struct elfimg *img, uint64_t off, uint64_t *vaddr)
 {
-	if (!img->n_loads) {
-		if (img->type == ET_REL) {
-			*vaddr = off;
-			return 0;
-		}
-		return -SONDE_E_RANGE;
+	if (!img->n_loads && img->type == ET_REL) {
+		*vaddr = off;
+		return 0;
 	}
 	for (size_t i = 0; i < img->n_loads; i++) {
 		const struct elfimg_load *l = &img->loads[i];

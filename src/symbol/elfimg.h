@@ -17,6 +17,7 @@ enum { ELFIMG_MAX_BUILD_ID = 64, ELFIMG_MAX_LOADS = 32 };
 
 struct elfimg_load {
 	uint64_t offset, filesz, vaddr, memsz;
+	uint32_t flags; /* PF_* */
 };
 
 struct elfimg {
@@ -44,6 +45,13 @@ void elfimg_close(struct elfimg *img);
 /* File offset -> virtual address through the PT_LOAD segment containing it. 0 or
  * -SONDE_E_RANGE. Images without program headers (relocatable files) map 1:1. */
 int elfimg_off_to_vaddr(const struct elfimg *img, uint64_t off, uint64_t *vaddr);
+
+/* For a separate debug file standing in for a missing image: its segments keep their
+ * addresses but not their file offsets, so the offset is placed through the recorded
+ * mapping instead (file offset pgoff mapped at the page of the one executable segment).
+ * 0 or -SONDE_E_RANGE. */
+int elfimg_mapping_to_vaddr(const struct elfimg *img, uint64_t pgoff, uint64_t off,
+			    uint64_t *vaddr);
 
 /* Parsers of untrusted section bytes, exposed for tests and fuzzing. */
 /* Finds an NT_GNU_BUILD_ID note in a notes blob; 0 (filling id and id_len), or -SONDE_E_FORMAT /

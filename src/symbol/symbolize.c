@@ -20,6 +20,10 @@
 #include <sonde/spool.h>
 #include <sonde/symbolize.h>
 
+#include "symbol/debugfile.h"
+#include "symbol/demangle.h"
+#include "symbol/dinfod.h"
+#include "symbol/dwidx.h"
 #include "symbol/elfimg.h"
 #include "symbol/strpool.h"
 #include "symbol/symtab.h"
@@ -34,10 +38,13 @@ struct sym_mod {
 	const char *path; /* pool copy; also the frames' module */
 	const char *base; /* basename of path, for "base+0xoffset" */
 	int loaded;
-	int have_img;
-	struct elfimg img;
+	int have_img, have_dbg;
+	struct elfimg img; /* the module's own image */
+	struct elfimg dbg; /* its separate debug file */
 	struct symtab syms;
 	uint8_t sym_origin;
+	struct dwidx *dw;
+	uint8_t dw_origin;	/* DWARF, or DEBUGINFOD when the debug file came from there */
 	struct u64map fallback; /* offset -> "base+0xoffset", so repeats do not allocate */
 };
 
@@ -47,6 +54,8 @@ struct sonde_symbolizer {
 	struct sym_mod **buckets;
 	size_t n_buckets, n_mods;
 	struct u64map raw_names; /* addr -> "0xaddr" */
+	struct dinfod *dinfod;	 /* NULL: debuginfod not configured */
+	int dinfod_checked;
 };
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -148,6 +157,9 @@ static struct sym_mod *mod_get(struct sonde_symbolizer *s, const struct sonde_sy
 static void mod_free(struct sym_mod *sm)
 {
 	symtab_free(&sm->syms);
+	dwidx_close(sm->dw);
+	if (sm->have_dbg)
+		elfimg_close(&sm->dbg);
 	if (sm->have_img)
 		elfimg_close(&sm->img);
 	u64map_free(&sm->fallback);
@@ -212,28 +224,82 @@ static void mod_open_image(struct sym_mod *sm, uint32_t pid)
 	}
 }
 
+static const uint8_t *mod_build_id(const struct sym_mod *sm, size_t *len)
+{
+	if (sm->build_id_len) {
+		*len = sm->build_id_len;
+		return sm->build_id;
+	}
+	*len = sm->have_img ? sm->img.build_id_len : 0;
+	return sm->img.build_id;
+}
+
+static struct dinfod *symbolizer_dinfod(struct sonde_symbolizer *s)
+{
+	if (!s->dinfod_checked) {
+		s->dinfod_checked = 1;
+		s->dinfod = dinfod_new(s->opts.debuginfod_urls);
+	}
+	return s->dinfod;
+}
+
+/* Local debug files first (build id, then debuglink); debuginfod only for a build id that
+ * has none. */
+static void mod_find_debug(struct sonde_symbolizer *s, struct sym_mod *sm)
+{
+	struct debugfile_query q = {.debug_dirs = s->opts.debug_dirs, .module_path = sm->path};
+	struct dinfod *d;
+
+	q.build_id = mod_build_id(sm, &q.build_id_len);
+	if (sm->have_img) {
+		q.debuglink = sm->img.debuglink;
+		q.debuglink_crc = sm->img.debuglink_crc;
+	}
+	if (debugfile_find(&q, &sm->dbg) == 0) {
+		sm->have_dbg = 1;
+		sm->dw_origin = SONDE_SYM_ORIGIN_DWARF;
+		return;
+	}
+	if (q.build_id_len && (d = symbolizer_dinfod(s)) &&
+	    dinfod_find_debuginfo(d, q.build_id, q.build_id_len, &sm->dbg) == 0) {
+		sm->have_dbg = 1;
+		sm->dw_origin = SONDE_SYM_ORIGIN_DEBUGINFOD;
+	}
+}
+
+/* .symtab of the image, else of the debug file (which keeps it when the image was
+ * stripped), else the image's .dynsym. */
 static void mod_load_symbols(struct sym_mod *sm)
 {
-	int r;
-
-	if (!sm->have_img)
-		return;
-	r = symtab_build(&sm->syms, sm->img.elf, SHT_SYMTAB);
-	if (r > 0) {
+	if (sm->have_img && symtab_build(&sm->syms, sm->img.elf, SHT_SYMTAB) > 0) {
 		sm->sym_origin = SONDE_SYM_ORIGIN_SYMTAB;
 		return;
 	}
-	r = symtab_build(&sm->syms, sm->img.elf, SHT_DYNSYM);
-	if (r > 0)
+	if (sm->have_dbg && symtab_build(&sm->syms, sm->dbg.elf, SHT_SYMTAB) > 0) {
+		sm->sym_origin = SONDE_SYM_ORIGIN_SYMTAB;
+		return;
+	}
+	if (sm->have_img && symtab_build(&sm->syms, sm->img.elf, SHT_DYNSYM) > 0)
 		sm->sym_origin = SONDE_SYM_ORIGIN_DYNSYM;
 }
 
 static void mod_load(struct sonde_symbolizer *s, struct sym_mod *sm,
 		     const struct sonde_sym_module *m)
 {
+	Elf *dw_elf = NULL;
+
 	sm->loaded = 1;
 	mod_open_image(sm, m->pid);
+	sm->dw_origin = SONDE_SYM_ORIGIN_DWARF;
+	if (!sm->have_img || !sm->img.has_debug_info)
+		mod_find_debug(s, sm);
 	mod_load_symbols(sm);
+	if (sm->have_img && sm->img.has_debug_info)
+		dw_elf = sm->img.elf;
+	else if (sm->have_dbg && sm->dbg.has_debug_info)
+		dw_elf = sm->dbg.elf;
+	if (dw_elf)
+		sm->dw = dwidx_open(dw_elf);
 }
 
 static void frame_init(struct sonde_sym_frame *f, const char *name, const char *module,
@@ -262,15 +328,81 @@ static int mod_fallback(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t
 	return 1;
 }
 
-static int mod_symtab_frame(struct sym_mod *sm, uint64_t vaddr, struct sonde_sym_frame *out)
+static const char *pretty_name(struct sonde_symbolizer *s, const char *raw, const char **cache)
+{
+	if (s->opts.no_demangle || !raw)
+		return raw;
+	if (!*cache)
+		*cache = sym_demangle(&s->pool, raw);
+	return *cache ? *cache : raw;
+}
+
+static int mod_symtab_frame(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t vaddr,
+			    struct sonde_sym_frame *out)
 {
 	struct sym_entry *e = symtab_find(&sm->syms, vaddr);
 
 	if (!e)
 		return 0;
-	frame_init(out, e->pretty ? e->pretty : e->name, sm->path, SONDE_SYM_NATIVE,
+	frame_init(out, pretty_name(s, e->name, &e->pretty), sm->path, SONDE_SYM_NATIVE,
 		   sm->sym_origin);
 	return 1;
+}
+
+/* Frames from DWARF: r->scopes[0] is the innermost scope. When more scopes than max
+ * remain, the innermost ones are dropped so that the real function stays last. */
+static int mod_dwarf_frames(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t vaddr,
+			    const struct dw_result *r, struct sonde_sym_frame *out, size_t max)
+{
+	size_t skip = r->n > max ? r->n - max : 0;
+	int n = 0;
+
+	for (size_t i = skip; i < r->n; i++) {
+		struct dw_scope *sc = r->scopes[i];
+		struct sonde_sym_frame *f = &out[n++];
+		const char *name = pretty_name(s, sc->name, &sc->pretty);
+		if (i == r->n - 1 && (!name || sc->is_inline) && mod_symtab_frame(s, sm, vaddr, f))
+			name = f->name;
+		frame_init(f, name ? name : "??", sm->path, SONDE_SYM_NATIVE, sm->dw_origin);
+		f->inline_depth = (uint32_t)(r->n - 1 - i);
+		if (i == 0) {
+			f->file = r->file;
+			f->line = r->line;
+		} else {
+			f->file = r->scopes[i - 1]->call_file;
+			f->line = r->scopes[i - 1]->call_line;
+		}
+	}
+	return n;
+}
+
+static int mod_resolve(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t vaddr,
+		       struct sonde_sym_frame *out, size_t max)
+{
+	struct dw_result r;
+
+	if (sm->dw && dwidx_lookup(sm->dw, vaddr, &r)) {
+		if (r.n)
+			return mod_dwarf_frames(s, sm, vaddr, &r, out, max);
+		/* code with lines but no function entry (assembly): name from the symbols */
+		if (mod_symtab_frame(s, sm, vaddr, out)) {
+			out->file = r.file;
+			out->line = r.line;
+			return 1;
+		}
+		return 0;
+	}
+	return mod_symtab_frame(s, sm, vaddr, out);
+}
+
+static int mod_vaddr(const struct sym_mod *sm, const struct sonde_sym_module *m, uint64_t offset,
+		     uint64_t *vaddr)
+{
+	if (sm->have_img)
+		return elfimg_off_to_vaddr(&sm->img, offset, vaddr);
+	if (sm->have_dbg)
+		return elfimg_mapping_to_vaddr(&sm->dbg, m->pgoff, offset, vaddr);
+	return -SONDE_E_RANGE;
 }
 
 SONDE_API int sonde_symbolize(struct sonde_symbolizer *s, const struct sonde_sym_module *m,
@@ -287,8 +419,8 @@ SONDE_API int sonde_symbolize(struct sonde_symbolizer *s, const struct sonde_sym
 		return -ENOMEM;
 	if (!sm->loaded)
 		mod_load(s, sm, m);
-	if (sm->have_img && elfimg_off_to_vaddr(&sm->img, offset, &vaddr) == 0) {
-		r = mod_symtab_frame(sm, vaddr, out);
+	if (mod_vaddr(sm, m, offset, &vaddr) == 0) {
+		r = mod_resolve(s, sm, vaddr, out, max);
 		if (r)
 			return r;
 	}
@@ -338,6 +470,7 @@ SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s)
 		}
 	}
 	free(s->buckets);
+	dinfod_free(s->dinfod);
 	u64map_free(&s->raw_names);
 	strpool_free(&s->pool);
 	free(s);

@@ -76,3 +76,66 @@ void sym_test_sh(const char *fmt, ...)
 		FAIL("`%s` exited %d:\n%s%s", cmd, o.status, o.out, o.err);
 	test_output_free(&o);
 }
+
+size_t sym_test_lines(const char *path, struct sym_test_row *rows, size_t max)
+{
+	struct test_output o;
+	const char *argv[] = {"/usr/bin/objdump", "--dwarf=decodedline", path, NULL};
+	size_t n = 0;
+
+	test_run(&o, 60, argv);
+	ASSERT_INT(o.status, ==, 0);
+	for (char *line = strtok(o.out, "\n"); line && n < max; line = strtok(NULL, "\n")) {
+		struct sym_test_row r = {0};
+		char num[32];
+		unsigned long long addr;
+		if (sscanf(line, "%127s %31s 0x%llx", r.file, num, &addr) != 3)
+			continue;
+		r.addr = addr;
+		r.line = num[0] == '-' ? 0 : (uint32_t)strtoul(num, NULL, 10);
+		rows[n++] = r;
+	}
+	test_output_free(&o);
+	return n;
+}
+
+uint32_t sym_test_line_at(const struct sym_test_row *rows, size_t n, uint64_t vaddr)
+{
+	uint32_t line = 0;
+	uint64_t best = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].addr <= vaddr && rows[i].addr >= best) {
+			best = rows[i].addr;
+			line = rows[i].line;
+		}
+	return line;
+}
+
+uint32_t sym_test_marker_line(const char *src, const char *marker)
+{
+	char *text = test_read_file(src, NULL);
+	uint32_t line = 1;
+
+	ASSERT_NOT_NULL(text);
+	char *at = strstr(text, marker);
+	if (!at)
+		FAIL("%s has no marker %s", src, marker);
+	for (char *p = text; p < at; p++)
+		line += *p == '\n';
+	free(text);
+	return line;
+}
+
+void sym_test_build_id_hex(const char *path, char *hex, size_t size)
+{
+	struct test_output o;
+	const char *argv[] = {"/usr/bin/readelf", "-n", path, NULL};
+
+	test_run(&o, 30, argv);
+	char *at = strstr(o.out, "Build ID: ");
+	if (!at)
+		FAIL("%s has no build id", path);
+	snprintf(hex, size, "%.*s", (int)strcspn(at + 10, " \n"), at + 10);
+	test_output_free(&o);
+}

@@ -20,4 +20,18 @@ void sym_test_copy(const char *from, const char *to);
 /* Runs a shell command line (through /bin/sh -c), failing the test if it fails. */
 void sym_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* One row of the line table as `objdump --dwarf=decodedline` prints it. */
+struct sym_test_row {
+	uint64_t addr;
+	uint32_t line; /* 0 for an end of sequence */
+	char file[128];
+};
+/* The rows of path's line table, in order; returns how many (at most max). */
+size_t sym_test_lines(const char *path, struct sym_test_row *rows, size_t max);
+/* The line whose rows cover vaddr (the last row at the greatest address <= vaddr). */
+uint32_t sym_test_line_at(const struct sym_test_row *rows, size_t n, uint64_t vaddr);
+/* The number of the line of the source file src holding marker. */
+uint32_t sym_test_marker_line(const char *src, const char *marker);
+/* Build id of an ELF file per `readelf -n`, as hex. */
+void sym_test_build_id_hex(const char *path, char *hex, size_t size);
 #endif

@@ -65,8 +65,14 @@ TEST(sym_shared_object_symtab_and_ifunc)
 	expect_sym(s, so, so, "shlib_exported", 2, 0, 255);
 	expect_sym(s, so, so, "shlib_local_helper", 1, 0, 255);
 	expect_sym(s, so, so, "shlib_spin", 6, 0, 255);
-	/* ifunc and its resolver share an address: the global ifunc name wins */
-	expect_sym(s, so, so, "shlib_ifunc", 0, 0, 255);
+	/* debug info names the code at an ifunc symbol for what it is, the resolver */
+	expect_sym(s, so, so, "shlib_pick", 0, 0, SONDE_SYM_ORIGIN_DWARF);
+	/* in the symbol table the ifunc and its resolver share an address: the global name
+	 * wins */
+	const char *nodebug = test_path("libnodebug.so");
+	sym_test_sh("strip -g -o %s %s", nodebug, so);
+	expect_sym(s, nodebug, nodebug, "shlib_ifunc", 0, 0, SONDE_SYM_ORIGIN_SYMTAB);
+	expect_sym(s, nodebug, nodebug, "shlib_local_helper", 1, 0, SONDE_SYM_ORIGIN_SYMTAB);
 	sonde_symbolizer_free(s);
 	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
 	expect_sym(s, so, so, "shlib_exported", 0, 0, 255);
@@ -143,5 +149,40 @@ TEST(sym_replaced_file_is_not_trusted)
 	uint64_t off = sym_test_vaddr_to_off(copy, sym_test_nm(copy, "shlib_spin", 0));
 	ASSERT_OK(sonde_symbolize(s, &m, off, f, 2));
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
+	sonde_symbolizer_free(s);
+}
+
+TEST(sym_cxx_names_are_demangled)
+{
+	const char *exe = test_prog("sym_cxx");
+	const char *nodebug = test_path("sym_cxx_nodebug");
+	static const char frob[] = "_ZN10sonde_test6Widget4frobEi";
+	struct sonde_sym_module m = sym_test_module(exe);
+	struct sonde_sym_frame f[8];
+	uint64_t off = sym_test_vaddr_to_off(exe, sym_test_nm(exe, frob, 0) + 4);
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+
+	/* from DWARF (the linkage name) */
+	int n = ASSERT_OK(sonde_symbolize(s, &m, off, f, 8));
+	ASSERT_STR_EQ(f[n - 1].name, "sonde_test::Widget::frob(int)");
+	ASSERT_INT(f[n - 1].origin, ==, SONDE_SYM_ORIGIN_DWARF);
+	/* from the symbol table */
+	sym_test_sh("strip -g -o %s %s", nodebug, exe);
+	struct sonde_sym_module mn = sym_test_module(nodebug);
+	n = ASSERT_OK(sonde_symbolize(s, &mn, off, f, 8));
+	ASSERT_STR_EQ(f[n - 1].name, "sonde_test::Widget::frob(int)");
+	ASSERT_INT(f[n - 1].origin, ==, SONDE_SYM_ORIGIN_SYMTAB);
+	uint64_t t =
+		sym_test_vaddr_to_off(exe, sym_test_nm(exe, "_ZN10sonde_test5twiceIiEET_S1_", 0));
+	n = ASSERT_OK(sonde_symbolize(s, &mn, t, f, 8));
+	ASSERT_STR_EQ(f[n - 1].name, "int sonde_test::twice<int>(int)");
+	sonde_symbolizer_free(s);
+
+	struct sonde_symbolizer_opts o = {.sz = sizeof(o), .no_demangle = 1};
+	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
+	n = ASSERT_OK(sonde_symbolize(s, &m, off, f, 8));
+	ASSERT_STR_EQ(f[n - 1].name, frob);
+	n = ASSERT_OK(sonde_symbolize(s, &mn, off, f, 8));
+	ASSERT_STR_EQ(f[n - 1].name, frob);
 	sonde_symbolizer_free(s);
 }
