@@ -1,0 +1,376 @@
+/* The whole-file spool reader: runs the decoder over a file or a buffer and keeps every
+ * definition and sample for random access. A file is read in bounded chunks, exactly as a
+ * live tail reader would: a record cut by the chunk boundary is retried with more bytes,
+ * and one cut by the end of the file is the truncated tail, dropped and reported. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/spool_reader.h>
+
+#include "spool/format.h"
+
+enum { CHUNK = 1 << 20 };
+
+struct rnode {
+	uint32_t parent, frame;
+};
+
+struct sonde_spool {
+	struct sonde_spool_decoder *dec;
+	struct sonde_spool_info info;
+	struct sonde_spool_sample *samples;
+	size_t samples_cap;
+	struct sonde_spool_frame *frames;
+	size_t frames_cap;
+	struct rnode *nodes;
+	size_t nodes_cap;
+	struct sonde_spool_module *modules;
+	size_t modules_cap;
+	struct sonde_spool_thread *threads;
+	size_t threads_cap;
+};
+
+static int grow(void *pp, size_t *cap, size_t need, size_t elem)
+{
+	void **p = pp;
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap : 256;
+	while (n < need)
+		n *= 2;
+	void *q = realloc(*p, n * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+static char *dup_str(const char *s, size_t n)
+{
+	char *r = malloc(n + 1);
+
+	if (r) {
+		if (n)
+			memcpy(r, s, n);
+		r[n] = 0;
+	}
+	return r;
+}
+
+static int keep_module(struct sonde_spool *s, const struct sonde_spool_record *rec)
+{
+	struct sonde_spool_info *in = &s->info;
+
+	if (grow(&s->modules, &s->modules_cap, (size_t)in->modules + 1, sizeof(*s->modules)) < 0)
+		return -ENOMEM;
+	struct sonde_spool_module m = {.def = rec->module.def, .time_ns = rec->module.time_ns};
+	char *path = dup_str(rec->module.def.path, rec->module.path_len);
+	uint8_t *bid = m.def.build_id_len ? malloc(m.def.build_id_len) : NULL;
+	if (!path || (m.def.build_id_len && !bid)) {
+		free(path);
+		free(bid);
+		return -ENOMEM;
+	}
+	if (bid)
+		memcpy(bid, m.def.build_id, m.def.build_id_len);
+	m.def.path = path;
+	m.def.build_id = bid;
+	s->modules[in->modules++] = m;
+	return 0;
+}
+
+static int keep_thread(struct sonde_spool *s, const struct sonde_spool_record *rec)
+{
+	struct sonde_spool_info *in = &s->info;
+
+	if (grow(&s->threads, &s->threads_cap, (size_t)in->threads + 1, sizeof(*s->threads)) < 0)
+		return -ENOMEM;
+	char *comm = dup_str(rec->thread.comm, rec->thread.comm_len);
+	if (!comm)
+		return -ENOMEM;
+	s->threads[in->threads++] = (struct sonde_spool_thread){.pid = rec->thread.pid,
+								.tid = rec->thread.tid,
+								.time_ns = rec->thread.time_ns,
+								.comm = comm};
+	return 0;
+}
+
+static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *rec)
+{
+	struct sonde_spool_info *in = &s->info;
+
+	if (grow(&s->samples, &s->samples_cap, in->samples + 1, sizeof(*s->samples)) < 0)
+		return -ENOMEM;
+	s->samples[in->samples++] = (struct sonde_spool_sample){
+		rec->sample.time_ns, rec->sample.thread, rec->sample.stack, rec->sample.flags};
+	if (in->samples == 1)
+		in->first_time_ns = rec->sample.time_ns;
+	in->last_time_ns = rec->sample.time_ns;
+	return 0;
+}
+
+/* Keeps what one decoded record defines. The decoder has validated it; ids are dense, so
+ * the arrays are indexed by id - 1. */
+static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
+{
+	struct sonde_spool_info *in = &s->info;
+
+	switch (rec->type) {
+	case SONDE_SPOOL_REC_HEADER:
+		in->version_major = rec->header.major;
+		in->version_minor = rec->header.minor;
+		in->header = rec->header.h;
+		return 0;
+	case SONDE_SPOOL_REC_MODULE:
+		return keep_module(s, rec);
+	case SONDE_SPOOL_REC_FRAME:
+		if (grow(&s->frames, &s->frames_cap, (size_t)in->frames + 1, sizeof(*s->frames)) <
+		    0)
+			return -ENOMEM;
+		s->frames[in->frames++] = rec->frame.frame;
+		return 0;
+	case SONDE_SPOOL_REC_NODE:
+		if (grow(&s->nodes, &s->nodes_cap, (size_t)in->stacks + 1, sizeof(*s->nodes)) < 0)
+			return -ENOMEM;
+		s->nodes[in->stacks++] = (struct rnode){rec->node.parent, rec->node.frame};
+		return 0;
+	case SONDE_SPOOL_REC_THREAD:
+		return keep_thread(s, rec);
+	case SONDE_SPOOL_REC_RETIRE:
+		for (size_t i = 0; i < rec->retire.n_retired; i++) {
+			struct sonde_spool_module *m = &s->modules[rec->retire.retired[i] - 1];
+			m->retired = 1;
+			m->retired_ns = rec->retire.time_ns;
+		}
+		return 0;
+	case SONDE_SPOOL_REC_SAMPLE:
+		return keep_sample(s, rec);
+	case SONDE_SPOOL_REC_END:
+		in->complete = 1;
+		return 0;
+	case SONDE_SPOOL_REC_OPTIONAL:
+		return 0;
+	}
+	return -SONDE_E_FORMAT;
+}
+
+/* Decodes every complete record of buf; returns the bytes consumed or an error. */
+static long feed(struct sonde_spool *s, const uint8_t *buf, size_t len)
+{
+	struct sonde_spool_record rec;
+	size_t pos = 0;
+
+	while (pos < len) {
+		int r = sonde_spool_decode(s->dec, buf + pos, len - pos, &rec);
+		if (r <= 0) {
+			if (r < 0)
+				return r;
+			break;
+		}
+		int k = keep(s, &rec);
+		if (k < 0)
+			return k;
+		pos += (size_t)r;
+		s->info.valid_bytes = sonde_spool_decoder_offset(s->dec);
+	}
+	return (long)pos;
+}
+
+static struct sonde_spool *reader_new(void)
+{
+	struct sonde_spool *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->dec = sonde_spool_decoder_new();
+	if (!s->dec) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* The end of input: what was not consumed is a partial final record. */
+static int finish_input(struct sonde_spool *s, size_t leftover)
+{
+	if (!s->info.version_major)
+		return -SONDE_E_TRUNCATED; /* not even a whole header */
+	s->info.dropped_bytes = leftover;
+	return 0;
+}
+
+static struct sonde_spool *fail(struct sonde_spool *s, int err, uint64_t *err_offset)
+{
+	if (err_offset)
+		*err_offset = s ? sonde_spool_decoder_offset(s->dec) : 0;
+	sonde_spool_close(s);
+	errno = -err;
+	return NULL;
+}
+
+struct sonde_spool *sonde_spool_open_mem(const void *buf, size_t len, uint64_t *err_offset)
+{
+	struct sonde_spool *s;
+	long r;
+
+	if (!buf && len)
+		return fail(NULL, -EINVAL, err_offset);
+	if (!(s = reader_new()))
+		return fail(NULL, -ENOMEM, err_offset);
+	r = feed(s, buf, len);
+	if (r >= 0)
+		r = finish_input(s, len - (size_t)r);
+	if (r < 0)
+		return fail(s, (int)r, err_offset);
+	return s;
+}
+
+/* Reads fd to its end in CHUNK-sized steps, keeping only an incomplete record between
+ * steps. */
+static int read_all(struct sonde_spool *s, int fd)
+{
+	uint8_t *buf = malloc(CHUNK + SPOOL_MAX_RECORD + 64);
+	size_t have = 0;
+	int err = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			break;
+		}
+		if (n == 0) {
+			err = finish_input(s, have);
+			break;
+		}
+		have += (size_t)n;
+		long used = feed(s, buf, have);
+		if (used < 0) {
+			err = (int)used;
+			break;
+		}
+		/* what is left is one incomplete record, at most a header or SPOOL_MAX_RECORD
+		 * plus its framing, so the buffer never grows */
+		memmove(buf, buf + used, have - (size_t)used);
+		have -= (size_t)used;
+	}
+	free(buf);
+	return err;
+}
+
+struct sonde_spool *sonde_spool_open(const char *path, uint64_t *err_offset)
+{
+	struct sonde_spool *s;
+	int fd, err;
+
+	if (!path)
+		return fail(NULL, -EINVAL, err_offset);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(NULL, -errno, err_offset);
+	s = reader_new();
+	if (!s) {
+		close(fd);
+		return fail(NULL, -ENOMEM, err_offset);
+	}
+	err = read_all(s, fd);
+	close(fd);
+	if (err < 0)
+		return fail(s, err, err_offset);
+	return s;
+}
+
+void sonde_spool_close(struct sonde_spool *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->info.modules; i++) {
+		free((void *)s->modules[i].def.path);
+		free((void *)s->modules[i].def.build_id);
+	}
+	for (uint32_t i = 0; i < s->info.threads; i++)
+		free((void *)s->threads[i].comm);
+	free(s->modules);
+	free(s->threads);
+	free(s->samples);
+	free(s->frames);
+	free(s->nodes);
+	sonde_spool_decoder_free(s->dec);
+	free(s);
+}
+
+void sonde_spool_get_info(const struct sonde_spool *s, struct sonde_spool_info *info)
+{
+	*info = s->info;
+}
+
+int sonde_spool_get_sample(const struct sonde_spool *s, uint64_t i, struct sonde_spool_sample *out)
+{
+	if (i >= s->info.samples)
+		return -ERANGE;
+	*out = s->samples[i];
+	return 0;
+}
+
+int sonde_spool_get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t *frames, size_t max)
+{
+	int depth = 0;
+
+	if (stack > s->info.stacks)
+		return -ERANGE;
+	/* parents precede their children (checked by the decoder), so this ends, within
+	 * SONDE_SPOOL_MAX_DEPTH steps */
+	for (uint32_t n = stack; n; n = s->nodes[n - 1].parent) {
+		if ((size_t)depth < max)
+			frames[depth] = s->nodes[n - 1].frame;
+		depth++;
+	}
+	return depth;
+}
+
+int sonde_spool_get_node(const struct sonde_spool *s, uint32_t stack, uint32_t *parent,
+			 uint32_t *frame)
+{
+	if (stack == 0 || stack > s->info.stacks)
+		return -ERANGE;
+	*parent = s->nodes[stack - 1].parent;
+	*frame = s->nodes[stack - 1].frame;
+	return 0;
+}
+
+int sonde_spool_get_frame(const struct sonde_spool *s, uint32_t frame,
+			  struct sonde_spool_frame *out)
+{
+	if (frame == 0 || frame > s->info.frames)
+		return -ERANGE;
+	*out = s->frames[frame - 1];
+	return 0;
+}
+
+int sonde_spool_get_module(const struct sonde_spool *s, uint32_t module,
+			   struct sonde_spool_module *out)
+{
+	if (module == 0 || module > s->info.modules)
+		return -ERANGE;
+	*out = s->modules[module - 1];
+	return 0;
+}
+
+int sonde_spool_get_thread(const struct sonde_spool *s, uint32_t thread,
+			   struct sonde_spool_thread *out)
+{
+	if (thread == 0 || thread > s->info.threads)
+		return -ERANGE;
+	*out = s->threads[thread - 1];
+	return 0;
+}
