@@ -1,0 +1,210 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "perf/event.h"
+
+#define SAMPLE_TYPE                                                                                \
+	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |                   \
+	 PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
+
+const char *perf_kind_name(enum perf_kind k)
+{
+	return k == PERF_KIND_CYCLES ? "cycles" : "cpu-clock";
+}
+
+void perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	if (c->kind == PERF_KIND_CYCLES) {
+		a->type = PERF_TYPE_HARDWARE;
+		a->config = PERF_COUNT_HW_CPU_CYCLES;
+	} else {
+		a->type = PERF_TYPE_SOFTWARE;
+		a->config = PERF_COUNT_SW_CPU_CLOCK;
+	}
+	a->freq = 1;
+	a->sample_freq = c->freq;
+	a->sample_type = SAMPLE_TYPE;
+	a->sample_regs_user = PERF_DECODE_REGS_MASK;
+	a->sample_stack_user = c->stack_bytes;
+	a->exclude_kernel = 1;
+	a->exclude_hv = 1;
+	a->exclude_callchain_kernel = 1;
+	a->disabled = c->disabled || c->enable_on_exec;
+	a->enable_on_exec = c->enable_on_exec;
+	/* Threads and processes the target creates later inherit the events (and write into the
+	 * same per-CPU rings), so nothing started after attaching goes unsampled. */
+	a->inherit = 1;
+	/* Side band: executable mappings, comm changes (exec), fork and exit. */
+	a->mmap = 1;
+	a->mmap2 = 1;
+	a->comm = 1;
+	a->comm_exec = 1;
+	a->task = 1;
+	a->sample_id_all = 1;
+	/* The spool header's start time is on CLOCK_MONOTONIC: samples must use that clock. */
+	a->use_clockid = 1;
+	a->clockid = CLOCK_MONOTONIC;
+	a->watermark = 1;
+	a->wakeup_watermark = c->wakeup_bytes ? c->wakeup_bytes : 1;
+}
+
+void perf_event_layout(struct perf_layout *l)
+{
+	l->sample_type = SAMPLE_TYPE;
+	l->regs_mask = PERF_DECODE_REGS_MASK;
+	l->sample_id_all = true;
+}
+
+static int raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return -errno;
+	if (rl.rlim_cur >= rl.rlim_max)
+		return -EMFILE;
+	rlim_t want = rl.rlim_cur * 2 < rl.rlim_max ? rl.rlim_cur * 2 : rl.rlim_max;
+	sonde_info("raising the open file limit from %llu to %llu", (unsigned long long)rl.rlim_cur,
+		   (unsigned long long)want);
+	rl.rlim_cur = want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return -errno;
+	return 0;
+}
+
+int perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
+{
+	for (;;) {
+		long fd = syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd >= 0)
+			return (int)fd;
+		int err = errno;
+		if (err != EMFILE || raise_nofile() < 0)
+			return -err;
+	}
+}
+
+int perf_set_output(int fd, int target)
+{
+	return ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, target) < 0 ? -errno : 0;
+}
+
+int perf_enable(int fd)
+{
+	return ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0 ? -errno : 0;
+}
+
+int perf_disable(int fd)
+{
+	return ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) < 0 ? -errno : 0;
+}
+
+bool perf_err_is_unsupported(int err)
+{
+	if (err < 0)
+		err = -err;
+	return err == ENOENT || err == ENODEV || err == EOPNOTSUPP || err == EINVAL;
+}
+
+static int read_small_file(const char *path, char *buf, size_t cap, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, cap - 1);
+	int err = n < 0 ? -errno : 0;
+	close(fd);
+	if (err)
+		return err;
+	buf[n] = 0;
+	*len = (size_t)n;
+	return 0;
+}
+
+int perf_max_sample_rate(uint64_t *out)
+{
+	char buf[64], *end;
+	size_t len;
+	int err = read_small_file("/proc/sys/kernel/perf_event_max_sample_rate", buf, sizeof(buf),
+				  &len);
+
+	if (err)
+		return err;
+	errno = 0;
+	unsigned long long v = strtoull(buf, &end, 10);
+	if (errno || end == buf)
+		return -SONDE_E_FORMAT;
+	*out = v;
+	return 0;
+}
+
+int perf_parse_cpu_list(const char *buf, size_t len, int *cpus, size_t max)
+{
+	size_t n = 0, i = 0;
+
+	while (i < len && buf[i] != '\n' && buf[i] != 0) {
+		long a = 0, b;
+		size_t start = i;
+		while (i < len && buf[i] >= '0' && buf[i] <= '9' && a < 1 << 20)
+			a = a * 10 + (buf[i++] - '0');
+		if (i == start || a >= 1 << 20)
+			return -SONDE_E_FORMAT;
+		b = a;
+		if (i < len && buf[i] == '-') {
+			b = 0;
+			start = ++i;
+			while (i < len && buf[i] >= '0' && buf[i] <= '9' && b < 1 << 20)
+				b = b * 10 + (buf[i++] - '0');
+			if (i == start || b < a || b >= 1 << 20)
+				return -SONDE_E_FORMAT;
+		}
+		for (long c = a; c <= b; c++) {
+			if (n == max)
+				return -SONDE_E_LIMIT;
+			cpus[n++] = (int)c;
+		}
+		if (i < len && buf[i] == ',')
+			i++;
+		else if (i < len && buf[i] != '\n' && buf[i] != 0)
+			return -SONDE_E_FORMAT;
+	}
+	return (int)n;
+}
+
+int perf_online_cpus(int **cpus, size_t *n)
+{
+	char buf[4096];
+	size_t len;
+	long conf = sysconf(_SC_NPROCESSORS_CONF);
+	size_t max = conf > 0 ? (size_t)conf : 1;
+	int err = read_small_file("/sys/devices/system/cpu/online", buf, sizeof(buf), &len);
+
+	if (max < 4096)
+		max = 4096;
+	int *c = malloc(max * sizeof(int));
+	if (!c)
+		return -ENOMEM;
+	int got = err ? err : perf_parse_cpu_list(buf, len, c, max);
+	if (got <= 0) {
+		/* No sysfs (containers): every configured CPU. */
+		got = conf > 0 ? (int)conf : 1;
+		for (int i = 0; i < got; i++)
+			c[i] = i;
+	}
+	*cpus = c;
+	*n = (size_t)got;
+	return 0;
+}

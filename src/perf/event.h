@@ -1,0 +1,59 @@
+/* Opening perf events for sampling. Internal.
+ *
+ * All events of a recording share one attribute layout (perf_event_layout), so one decoder
+ * reads every ring. Sampling is user space only: no kernel privilege beyond the target's
+ * is needed, and kernel frames are not recorded.
+ */
+#ifndef SONDE_PERF_EVENT_H
+#define SONDE_PERF_EVENT_H
+
+#include <linux/perf_event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "perf/decode.h"
+
+enum perf_kind {
+	PERF_KIND_CYCLES,    /* hardware cycles: needs a PMU */
+	PERF_KIND_CPU_CLOCK, /* software hrtimer: works everywhere, including VMs without PMU */
+};
+
+struct perf_event_cfg {
+	enum perf_kind kind;
+	uint64_t freq;	       /* samples per second */
+	uint32_t stack_bytes;  /* user stack copied per sample, a multiple of 8 */
+	bool disabled;	       /* created disabled */
+	bool enable_on_exec;   /* enabled by the kernel when the task execs */
+	uint32_t wakeup_bytes; /* poll() reports the ring readable once this much is queued */
+};
+
+/* Default, and largest allowed, user stack copy per sample. The kernel caps a record at
+ * 64 KiB, so 65528 is the largest multiple of 8 it accepts. */
+enum { PERF_STACK_DEFAULT = 32768, PERF_STACK_MAX = 65528 };
+
+const char *perf_kind_name(enum perf_kind k);
+void perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c);
+/* The decode layout matching perf_attr_fill. */
+void perf_event_layout(struct perf_layout *l);
+
+/* perf_event_open(attr, pid, cpu, -1, CLOEXEC). On EMFILE, raises the soft RLIMIT_NOFILE
+ * towards the hard limit and retries. Returns the fd or -errno. */
+int perf_open(struct perf_event_attr *a, pid_t pid, int cpu);
+/* Routes fd's records into target's ring (same CPU). 0 or -errno. */
+int perf_set_output(int fd, int target);
+int perf_enable(int fd);
+int perf_disable(int fd);
+/* Errors of perf_event_open meaning "this event does not exist here" (so another event may
+ * be tried), as opposed to permission or resource errors. */
+bool perf_err_is_unsupported(int err);
+
+/* The kernel's maximum sampling rate (kernel.perf_event_max_sample_rate). 0 or -errno. */
+int perf_max_sample_rate(uint64_t *out);
+/* Online CPUs from /sys/devices/system/cpu/online; *cpus is malloc'd. 0 or -errno. */
+int perf_online_cpus(int **cpus, size_t *n);
+/* Parses a CPU list such as "0-3,8,10-11" (buf, len); at most max entries. Count or -errno. */
+int perf_parse_cpu_list(const char *buf, size_t len, int *cpus, size_t max);
+
+#endif

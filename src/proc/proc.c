@@ -1,0 +1,312 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+
+#include "proc/proc.h"
+
+int proc_read_file(const char *path, struct buf *b)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	buf_reset(b);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	for (;;) {
+		if (buf_reserve(b, 4096) < 0) {
+			close(fd);
+			return -ENOMEM;
+		}
+		ssize_t n = read(fd, b->data + b->len, b->cap - b->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = errno == ESRCH ? -ESRCH : -errno;
+			close(fd);
+			return err;
+		}
+		if (n == 0)
+			break;
+		b->len += (size_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+static const char *skip_fields(const char *p, const char *end, int n)
+{
+	while (n-- > 0) {
+		while (p < end && *p != ' ')
+			p++;
+		while (p < end && *p == ' ')
+			p++;
+	}
+	return p;
+}
+
+static bool parse_u64(const char *p, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = p;
+
+	while (p < end && *p >= '0' && *p <= '9') {
+		if (v > (UINT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	}
+	*out = v;
+	return p > s;
+}
+
+int proc_stat_parse(const char *buf, size_t len, struct proc_stat *st)
+{
+	const char *end = buf + len;
+	const char *open_paren = memchr(buf, '(', len);
+	const char *close_paren = NULL;
+	uint64_t ppid;
+
+	memset(st, 0, sizeof(*st));
+	/* comm may itself contain ')' and spaces: the last ')' ends it. */
+	for (const char *p = end; p > buf; p--)
+		if (p[-1] == ')') {
+			close_paren = p - 1;
+			break;
+		}
+	if (!open_paren || !close_paren || close_paren < open_paren || end - close_paren < 3)
+		return -SONDE_E_FORMAT;
+	size_t n = (size_t)(close_paren - open_paren - 1);
+	if (n >= sizeof(st->comm))
+		n = sizeof(st->comm) - 1;
+	memcpy(st->comm, open_paren + 1, n);
+	st->comm[n] = 0;
+
+	const char *p = close_paren + 2; /* field 3: state */
+	st->state = *p;
+	p = skip_fields(p, end, 1);
+	if (!parse_u64(p, end, &ppid) || ppid > INT32_MAX)
+		return -SONDE_E_FORMAT;
+	st->ppid = (int)ppid;
+	p = skip_fields(p, end, 22 - 4); /* field 4 (ppid) -> field 22 (starttime) */
+	if (!parse_u64(p, end, &st->start_time))
+		return -SONDE_E_FORMAT;
+	return 0;
+}
+
+int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
+{
+	char path[64];
+	struct buf b = BUF_INIT;
+
+	if (pid <= 0)
+		return -ESRCH;
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int err = proc_read_file(path, &b);
+	if (!err)
+		err = proc_stat_parse((const char *)b.data, b.len, st);
+	buf_free(&b);
+	return err;
+}
+
+int proc_list_tasks(pid_t pid, pid_t **tids, size_t *n)
+{
+	char path[64];
+	size_t cap = 0, count = 0;
+	pid_t *out = NULL;
+	struct dirent *de;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		long tid = strtol(de->d_name, &end, 10);
+		if (*end || tid <= 0)
+			continue;
+		if (count == cap) {
+			cap = cap ? cap * 2 : 16;
+			pid_t *np = realloc(out, cap * sizeof(*out));
+			if (!np) {
+				free(out);
+				closedir(d);
+				return -ENOMEM;
+			}
+			out = np;
+		}
+		out[count++] = (pid_t)tid;
+	}
+	closedir(d);
+	if (count == 0) {
+		free(out);
+		return -ESRCH;
+	}
+	*tids = out;
+	*n = count;
+	return 0;
+}
+
+int proc_read_comm(pid_t pid, pid_t tid, char *out, size_t cap)
+{
+	char path[64];
+	struct buf b = BUF_INIT;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)(tid ? tid : pid));
+	int err = proc_read_file(path, &b);
+	if (!err) {
+		size_t n = b.len;
+		while (n && (b.data[n - 1] == '\n'))
+			n--;
+		if (n >= cap)
+			n = cap - 1;
+		memcpy(out, b.data, n);
+		out[n] = 0;
+	}
+	buf_free(&b);
+	return err;
+}
+
+int proc_status_parse_uids(const char *buf, size_t len, uid_t *ruid, uid_t *euid)
+{
+	const char *p = buf, *end = buf + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		if (le - p > 4 && memcmp(p, "Uid:", 4) == 0) {
+			uint64_t r, e;
+			const char *q = p + 4;
+			while (q < le && (*q == '\t' || *q == ' '))
+				q++;
+			if (!parse_u64(q, le, &r))
+				return -SONDE_E_FORMAT;
+			while (q < le && *q >= '0' && *q <= '9')
+				q++;
+			while (q < le && (*q == '\t' || *q == ' '))
+				q++;
+			if (!parse_u64(q, le, &e) || r > UINT32_MAX || e > UINT32_MAX)
+				return -SONDE_E_FORMAT;
+			*ruid = (uid_t)r;
+			*euid = (uid_t)e;
+			return 0;
+		}
+		p = nl ? nl + 1 : end;
+	}
+	return -SONDE_E_FORMAT;
+}
+
+int proc_read_uids(pid_t pid, uid_t *ruid, uid_t *euid)
+{
+	char path[64];
+	struct buf b = BUF_INIT;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	int err = proc_read_file(path, &b);
+	if (!err)
+		err = proc_status_parse_uids((const char *)b.data, b.len, ruid, euid);
+	buf_free(&b);
+	return err;
+}
+
+int proc_is_alive(pid_t pid, uint64_t start_time)
+{
+	struct proc_stat st;
+	int err = proc_stat_read(pid, 0, &st);
+
+	if (err == -ESRCH)
+		return 0;
+	if (err)
+		return err;
+	if (st.state == 'Z' || st.state == 'X')
+		return 0;
+	return start_time == 0 || st.start_time == start_time;
+}
+
+static bool state_is_stopped(char s)
+{
+	/* Zombie and dead threads will never stop: they do not run either. */
+	return s == 'T' || s == 't' || s == 'Z' || s == 'X';
+}
+
+/* 1 when every thread is stopped, 0 when some still runs, -errno. */
+static int all_threads_stopped(pid_t pid)
+{
+	pid_t *tids;
+	size_t n;
+	int err = proc_list_tasks(pid, &tids, &n);
+
+	if (err)
+		return err;
+	int stopped = 1;
+	for (size_t i = 0; i < n && stopped; i++) {
+		struct proc_stat st;
+		err = proc_stat_read(pid, tids[i], &st);
+		if (err == -ESRCH)
+			continue; /* the thread exited meanwhile */
+		if (err) {
+			stopped = err;
+			break;
+		}
+		stopped = state_is_stopped(st.state);
+	}
+	free(tids);
+	return stopped;
+}
+
+int proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc_stopped *out)
+{
+	struct proc_stat st;
+	int err = proc_stat_read(pid, 0, &st);
+
+	memset(out, 0, sizeof(*out));
+	if (err)
+		return err;
+	if ((start_time && st.start_time != start_time) || st.state == 'Z' || st.state == 'X')
+		return -ESRCH;
+	out->pid = pid;
+	out->start_time = st.start_time;
+	if (st.state == 'T' || st.state == 't')
+		return 0; /* already stopped by someone else: leave it to them */
+	if (kill(pid, SIGSTOP) < 0)
+		return -errno;
+	out->stopped_by_us = true;
+
+	struct timespec nap = {0, 1000000};
+	for (int waited = 0;; waited++) {
+		err = all_threads_stopped(pid);
+		if (err == 1)
+			break;
+		if (err < 0 || waited >= timeout_ms) {
+			proc_resume(out);
+			return err < 0 ? err : -ETIMEDOUT;
+		}
+		nanosleep(&nap, NULL);
+	}
+	/* The pid could have been reused between the first read and the kill. */
+	err = proc_stat_read(pid, 0, &st);
+	if (err || st.start_time != out->start_time) {
+		out->stopped_by_us = false;
+		return err ? err : -ESRCH;
+	}
+	return 0;
+}
+
+int proc_resume(struct proc_stopped *st)
+{
+	if (!st || !st->stopped_by_us)
+		return 0;
+	st->stopped_by_us = false;
+	int alive = proc_is_alive(st->pid, st->start_time);
+	if (alive <= 0)
+		return alive;
+	return kill(st->pid, SIGCONT) < 0 ? -errno : 0;
+}

@@ -1,0 +1,450 @@
+/* The perf layer: ring reading over a synthetic ring, record decoding, the cross-ring
+ * sorter, CPU lists, and a real cpu-clock event on this process. */
+#include <linux/perf_event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "perf/decode.h"
+#include "perf/event.h"
+#include "perf/ring.h"
+#include "perf/sorter.h"
+
+/* Writes a record of type/size filled with a byte pattern at ring position pos. */
+static void put_record(uint8_t *data, uint64_t size, uint64_t pos, uint32_t type, uint16_t len,
+		       uint8_t fill)
+{
+	uint8_t rec[512];
+	struct perf_event_header h = {.type = type, .misc = 0, .size = len};
+
+	memcpy(rec, &h, sizeof(h));
+	for (unsigned i = sizeof(h); i < len; i++)
+		rec[i] = (uint8_t)(fill + i);
+	for (unsigned i = 0; i < len; i++)
+		data[(pos + i) & (size - 1)] = rec[i];
+}
+
+TEST(perf_ring_reads_records_that_wrap)
+{
+	static struct perf_event_mmap_page meta;
+	uint8_t data[256];
+	struct perf_ring r;
+	const void *rec;
+	size_t len;
+
+	memset(&meta, 0, sizeof(meta));
+	/* Start close to the end so the second record straddles the wrap point, and use
+	 * positions beyond the ring size, as the kernel's free-running counters are. */
+	uint64_t pos = 256 * 5 + 200;
+	meta.data_tail = pos;
+	put_record(data, 256, pos, 9, 40, 0x10);
+	put_record(data, 256, pos + 40, 10, 48, 0x20); /* bytes 240..288: wraps */
+	put_record(data, 256, pos + 88, 11, 16, 0x30);
+	meta.data_head = pos + 104;
+
+	perf_ring_init_mem(&r, &meta, data, sizeof(data));
+	perf_ring_begin(&r);
+	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 1);
+	ASSERT_UINT(len, ==, 40);
+	ASSERT_UINT(((const struct perf_event_header *)rec)->type, ==, 9);
+	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 1);
+	ASSERT_UINT(len, ==, 48);
+	const struct perf_event_header *h = rec;
+	ASSERT_UINT(h->type, ==, 10);
+	/* The wrapped record is contiguous in the copy, every byte in place. */
+	for (unsigned i = sizeof(*h); i < 48; i++)
+		ASSERT_UINT(((const uint8_t *)rec)[i], ==, (uint8_t)(0x20 + i));
+	ASSERT(rec < (const void *)data || rec >= (const void *)(data + sizeof(data)));
+	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 1);
+	ASSERT_UINT(((const struct perf_event_header *)rec)->type, ==, 11);
+	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 0);
+	ASSERT_UINT(meta.data_tail, ==, pos); /* nothing published before end */
+	perf_ring_end(&r);
+	ASSERT_UINT(meta.data_tail, ==, pos + 104);
+	ASSERT_UINT(perf_ring_pending(&r), ==, 0);
+	perf_ring_unmap(&r);
+}
+
+TEST(perf_ring_never_reads_past_a_bad_header)
+{
+	static struct perf_event_mmap_page meta;
+	uint8_t data[128] = {0};
+	struct perf_ring r;
+	const void *rec;
+	size_t len;
+
+	memset(&meta, 0, sizeof(meta));
+	put_record(data, 128, 0, 9, 16, 0);
+	/* A record claiming more bytes than the kernel published. */
+	put_record(data, 128, 16, 9, 64, 0);
+	meta.data_head = 16 + 32;
+	perf_ring_init_mem(&r, &meta, data, sizeof(data));
+	perf_ring_begin(&r);
+	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 1);
+	ASSERT_ERR(perf_ring_next(&r, &rec, &len), -SONDE_E_FORMAT);
+	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 0);
+	perf_ring_end(&r);
+	ASSERT_UINT(meta.data_tail, ==, 48); /* resynchronized at the head */
+
+	/* A header smaller than a header. */
+	put_record(data, 128, 48, 9, 4, 0);
+	meta.data_head = 48 + 8;
+	perf_ring_begin(&r);
+	ASSERT_ERR(perf_ring_next(&r, &rec, &len), -SONDE_E_FORMAT);
+	perf_ring_end(&r);
+	perf_ring_unmap(&r);
+}
+
+/* A little record builder. */
+struct rb {
+	uint8_t b[4096];
+	size_t n;
+};
+
+static void rb_u64(struct rb *r, uint64_t v)
+{
+	memcpy(r->b + r->n, &v, 8);
+	r->n += 8;
+}
+
+static void rb_u32x2(struct rb *r, uint32_t a, uint32_t b)
+{
+	rb_u64(r, (uint64_t)b << 32 | a);
+}
+
+static void rb_bytes(struct rb *r, const void *p, size_t n)
+{
+	memcpy(r->b + r->n, p, n);
+	r->n += n;
+}
+
+static void rb_begin(struct rb *r, uint32_t type, uint16_t misc)
+{
+	r->n = 0;
+	struct perf_event_header h = {.type = type, .misc = misc};
+	rb_bytes(r, &h, sizeof(h));
+}
+
+static void rb_end(struct rb *r)
+{
+	uint16_t sz = (uint16_t)r->n;
+	memcpy(r->b + 6, &sz, 2);
+}
+
+/* The sample_id trailer for our layout: pid/tid, time, cpu. */
+static void rb_trailer(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint32_t cpu)
+{
+	rb_u32x2(r, pid, tid);
+	rb_u64(r, t);
+	rb_u32x2(r, cpu, 0);
+}
+
+static void build_sample(struct rb *r, uint64_t stack_size, uint64_t dyn)
+{
+	rb_begin(r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+	rb_u64(r, 0x401234);   /* ip */
+	rb_u32x2(r, 100, 101); /* pid, tid */
+	rb_u64(r, 123456789);  /* time */
+	rb_u32x2(r, 1, 0);     /* cpu */
+	rb_u64(r, 1000);       /* period */
+	rb_u64(r, PERF_SAMPLE_REGS_ABI_64);
+	for (int i = 0; i < 24; i++)
+		if (PERF_DECODE_REGS_MASK & (1ull << i))
+			rb_u64(r, 0x1000 + (uint64_t)i); /* value = perf index */
+	rb_u64(r, stack_size);
+	for (uint64_t i = 0; i < stack_size; i++)
+		r->b[r->n++] = (uint8_t)i;
+	rb_u64(r, dyn);
+	rb_end(r);
+}
+
+TEST(perf_decode_sample_maps_registers_to_dwarf_order)
+{
+	struct perf_layout l;
+	struct perf_rec rec;
+	struct rb r;
+
+	perf_event_layout(&l);
+	ASSERT_OK(perf_layout_check(&l));
+	build_sample(&r, 64, 40);
+	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_UINT(rec.type, ==, PERF_RECORD_SAMPLE);
+	ASSERT_UINT(rec.sample.ip, ==, 0x401234);
+	ASSERT_UINT(rec.pid, ==, 100);
+	ASSERT_UINT(rec.tid, ==, 101);
+	ASSERT_UINT(rec.time, ==, 123456789);
+	ASSERT_UINT(rec.cpu, ==, 1);
+	ASSERT_UINT(rec.sample.period, ==, 1000);
+	ASSERT_UINT(rec.sample.regs.r[UREG_RAX], ==, 0x1000);
+	ASSERT_UINT(rec.sample.regs.r[UREG_RBX], ==, 0x1001);
+	ASSERT_UINT(rec.sample.regs.r[UREG_RCX], ==, 0x1002);
+	ASSERT_UINT(rec.sample.regs.r[UREG_RDX], ==, 0x1003);
+	ASSERT_UINT(rec.sample.regs.r[UREG_RBP], ==, 0x1006);
+	ASSERT_UINT(rec.sample.regs.r[UREG_RSP], ==, 0x1007);
+	ASSERT_UINT(rec.sample.regs.r[UREG_RIP], ==, 0x1008);
+	ASSERT_UINT(rec.sample.regs.r[UREG_R8], ==, 0x1010);
+	ASSERT_UINT(rec.sample.regs.r[UREG_R15], ==, 0x1017);
+	ASSERT_UINT(rec.sample.regs.valid, ==, (1u << UREG_COUNT) - 1);
+	ASSERT_UINT(rec.sample.stack_len, ==, 40);
+	ASSERT_UINT(rec.sample.stack[39], ==, 39);
+	uint64_t t;
+	ASSERT_OK(perf_record_time(r.b, r.n, &l, &t));
+	ASSERT_UINT(t, ==, 123456789);
+}
+
+TEST(perf_decode_rejects_samples_that_do_not_fit)
+{
+	struct perf_layout l;
+	struct perf_rec rec;
+	struct rb r;
+
+	perf_event_layout(&l);
+	build_sample(&r, 64, 65); /* dyn_size beyond the copy */
+	ASSERT_ERR(perf_decode(r.b, r.n, &l, &rec), -SONDE_E_FORMAT);
+	build_sample(&r, 64, 8);
+	/* Every truncation of a valid sample is refused, never read past. */
+	for (size_t cut = 8; cut < r.n; cut += 8) {
+		uint8_t *copy = malloc(cut);
+		memcpy(copy, r.b, cut);
+		uint16_t sz = (uint16_t)cut;
+		memcpy(copy + 6, &sz, 2);
+		ASSERT(perf_decode(copy, cut, &l, &rec) < 0);
+		free(copy);
+	}
+	/* A header that claims more than the buffer holds. */
+	ASSERT_ERR(perf_decode(r.b, r.n - 8, &l, &rec), -SONDE_E_FORMAT);
+}
+
+TEST(perf_decode_side_band_records)
+{
+	struct perf_layout l;
+	struct perf_rec rec;
+	struct rb r;
+	char name[24] = "/usr/bin/true";
+
+	perf_event_layout(&l);
+	rb_begin(&r, PERF_RECORD_MMAP2, PERF_RECORD_MISC_USER);
+	rb_u32x2(&r, 7, 8);
+	rb_u64(&r, 0x400000);
+	rb_u64(&r, 0x2000);
+	rb_u64(&r, 0x1000);
+	rb_u32x2(&r, 8, 1);
+	rb_u64(&r, 424242);
+	rb_u64(&r, 0);
+	rb_u32x2(&r, 4 /* PROT_EXEC */, 2);
+	rb_bytes(&r, name, sizeof(name));
+	rb_trailer(&r, 7, 8, 555, 1);
+	rb_end(&r);
+	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_UINT(rec.type, ==, PERF_RECORD_MMAP2);
+	ASSERT(rec.has_id);
+	ASSERT_UINT(rec.time, ==, 555);
+	ASSERT_UINT(rec.mmap2.addr, ==, 0x400000);
+	ASSERT_UINT(rec.mmap2.len, ==, 0x2000);
+	ASSERT_UINT(rec.mmap2.pgoff, ==, 0x1000);
+	ASSERT_UINT(rec.mmap2.maj, ==, 8);
+	ASSERT_UINT(rec.mmap2.min, ==, 1);
+	ASSERT_UINT(rec.mmap2.ino, ==, 424242);
+	ASSERT_UINT(rec.mmap2.prot, ==, 4 /* PROT_EXEC */);
+	ASSERT_STR_EQ(rec.mmap2.filename, "/usr/bin/true");
+	/* Without a NUL in the name the record is refused. */
+	memset(r.b + r.n - 24 - sizeof(name), 'x', sizeof(name));
+	ASSERT_ERR(perf_decode(r.b, r.n, &l, &rec), -SONDE_E_TRUNCATED);
+
+	rb_begin(&r, PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC);
+	rb_u32x2(&r, 7, 7);
+	rb_bytes(&r, "split\0\0\0", 8);
+	rb_trailer(&r, 7, 7, 600, 0);
+	rb_end(&r);
+	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_STR_EQ(rec.comm.comm, "split");
+	ASSERT(rec.comm.exec);
+	ASSERT_UINT(rec.time, ==, 600);
+
+	rb_begin(&r, PERF_RECORD_FORK, 0);
+	rb_u32x2(&r, 9, 7);
+	rb_u32x2(&r, 9, 7);
+	rb_u64(&r, 700);
+	rb_trailer(&r, 7, 7, 700, 0);
+	rb_end(&r);
+	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_UINT(rec.task.pid, ==, 9);
+	ASSERT_UINT(rec.task.ppid, ==, 7);
+
+	rb_begin(&r, PERF_RECORD_LOST, 0);
+	rb_u64(&r, 1);
+	rb_u64(&r, 17);
+	rb_trailer(&r, 0, 0, 800, 0);
+	rb_end(&r);
+	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_UINT(rec.lost.lost, ==, 17);
+	uint64_t t;
+	ASSERT_OK(perf_record_time(r.b, r.n, &l, &t));
+	ASSERT_UINT(t, ==, 800);
+}
+
+TEST(perf_sorter_merges_rings_in_time_order)
+{
+	struct perf_sorter *s = ASSERT_NOT_NULL(perf_sorter_new());
+	const void *rec;
+	size_t len;
+	uint64_t t, last = 0;
+	/* Two rings' records interleaved as a drain pass sees them: ring A then ring B. */
+	uint64_t ring_a[] = {10, 20, 30, 40};
+	uint64_t ring_b[] = {15, 25, 25, 50};
+
+	for (int i = 0; i < 4; i++)
+		ASSERT_OK(perf_sorter_push(s, ring_a[i], &ring_a[i], 8));
+	for (int i = 0; i < 4; i++)
+		ASSERT_OK(perf_sorter_push(s, ring_b[i], &i, sizeof(i)));
+	uint64_t latest[2] = {40, 50};
+	uint64_t limit = perf_sorter_limit(latest, 2, 5);
+	ASSERT_UINT(limit, ==, 40);
+	int popped = 0, seen25 = 0;
+	while (perf_sorter_pop(s, limit, &rec, &len, &t) == 1) {
+		ASSERT_UINT(t, >=, last);
+		if (t == 25) /* equal times keep push order */
+			ASSERT_INT(*(const int *)rec, ==, 1 + seen25++);
+		last = t;
+		popped++;
+	}
+	ASSERT_INT(popped, ==, 7); /* 50 stays: ring A could still produce 41..49 */
+	ASSERT_UINT(perf_sorter_count(s), ==, 1);
+	ASSERT_INT(perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t), ==, 1);
+	ASSERT_UINT(t, ==, 50);
+	ASSERT_UINT(perf_sorter_bytes(s), ==, 0);
+	perf_sorter_free(s);
+}
+
+TEST(perf_sorter_limit_ignores_idle_rings)
+{
+	uint64_t latest[3] = {0, 900, 1200};
+
+	/* Ring 0 never produced anything: the floor (clock before the pass) stands for it. */
+	ASSERT_UINT(perf_sorter_limit(latest, 3, 1000), ==, 1000);
+	ASSERT_UINT(perf_sorter_limit(latest, 3, 100), ==, 100);
+	uint64_t busy[2] = {2000, 3000};
+	ASSERT_UINT(perf_sorter_limit(busy, 2, 1000), ==, 2000);
+	ASSERT_UINT(perf_sorter_limit(NULL, 0, 77), ==, 77);
+}
+
+TEST(perf_sorter_handles_many_records)
+{
+	struct perf_sorter *s = ASSERT_NOT_NULL(perf_sorter_new());
+	const void *rec;
+	size_t len;
+	uint64_t t, last = 0;
+
+	srand(1);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 5000; i++) {
+			uint64_t v = (uint64_t)(rand() % 100000) + 100000 * (uint64_t)round;
+			ASSERT_OK(perf_sorter_push(s, v, &v, sizeof(v)));
+		}
+		while (perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t) == 1) {
+			ASSERT_UINT(t, >=, last);
+			ASSERT_UINT(*(const uint64_t *)rec, ==, t);
+			last = t;
+		}
+	}
+	perf_sorter_free(s);
+}
+
+TEST(perf_cpu_list_parses)
+{
+	int cpus[16];
+
+	ASSERT_INT(perf_parse_cpu_list("0-3,8,10-11\n", 12, cpus, 16), ==, 7);
+	ASSERT_INT(cpus[4], ==, 8);
+	ASSERT_INT(cpus[6], ==, 11);
+	ASSERT_INT(perf_parse_cpu_list("0\n", 2, cpus, 16), ==, 1);
+	ASSERT_ERR(perf_parse_cpu_list("3-1", 3, cpus, 16), -SONDE_E_FORMAT);
+	ASSERT_ERR(perf_parse_cpu_list("a", 1, cpus, 16), -SONDE_E_FORMAT);
+	ASSERT_ERR(perf_parse_cpu_list("0-100", 5, cpus, 16), -SONDE_E_LIMIT);
+}
+
+static volatile uint64_t perf_sink;
+
+/* Opens cpu-clock on this thread (every CPU, one shared ring), burns CPU, and decodes what
+ * the kernel wrote: the real layout must match the decoder's. */
+TEST(perf_event_samples_this_thread)
+{
+	struct perf_event_cfg cfg = {
+		.kind = PERF_KIND_CPU_CLOCK, .freq = 1000, .stack_bytes = 4096};
+	struct perf_event_attr a;
+	struct perf_layout l;
+	struct perf_ring ring;
+	int fd;
+
+	perf_attr_fill(&a, &cfg);
+	perf_event_layout(&l);
+	/* One event for the thread on any CPU: the kernel refuses to map an inherited one. */
+	a.inherit = 0;
+	fd = perf_open(&a, 0, -1);
+	if (fd == -EACCES || fd == -EPERM)
+		SKIP("perf_event_open not permitted: %s", strerror(-fd));
+	ASSERT_OK(fd);
+	ASSERT_OK(perf_ring_map(&ring, fd, -1, 64, 4));
+	ASSERT_OK(perf_enable(fd));
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 100000; i++)
+			perf_sink = perf_sink * 31 + (uint64_t)i;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while ((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec) < 200000000);
+	ASSERT_OK(perf_disable(fd));
+
+	const void *rec;
+	size_t len;
+	int samples = 0;
+	uint64_t t0ns = (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec;
+	uint64_t t1ns = (uint64_t)t1.tv_sec * 1000000000ull + (uint64_t)t1.tv_nsec;
+	perf_ring_begin(&ring);
+	while (perf_ring_next(&ring, &rec, &len) == 1) {
+		struct perf_rec r;
+		ASSERT_OK(perf_decode(rec, len, &l, &r));
+		if (r.type != PERF_RECORD_SAMPLE)
+			continue;
+		samples++;
+		ASSERT_UINT(r.pid, ==, (uint64_t)getpid());
+		/* CLOCK_MONOTONIC, as requested with use_clockid. */
+		ASSERT_UINT(r.time, >=, t0ns);
+		ASSERT_UINT(r.time, <=, t1ns + 10000000);
+		ASSERT_UINT(r.sample.regs_abi, ==, PERF_SAMPLE_REGS_ABI_64);
+		ASSERT_UINT(r.sample.regs.r[UREG_RIP], ==, r.sample.ip);
+		ASSERT_UINT(r.sample.stack_len, >, 0);
+	}
+	perf_ring_end(&ring);
+	ASSERT_INT(samples, >=, 20);
+	perf_ring_unmap(&ring);
+	close(fd);
+}
+
+TEST(perf_cycles_open_fails_cleanly_without_pmu)
+{
+	struct perf_event_cfg cfg = {.kind = PERF_KIND_CYCLES, .freq = 100, .stack_bytes = 8};
+	struct perf_event_attr a;
+
+	perf_attr_fill(&a, &cfg);
+	int fd = perf_open(&a, 0, -1);
+	if (fd >= 0) {
+		close(fd); /* this machine has a PMU: cycles is the right choice */
+		return;
+	}
+	if (fd == -EACCES || fd == -EPERM)
+		SKIP("perf_event_open not permitted");
+	/* No PMU: the error must be one the recorder treats as "try cpu-clock". */
+	ASSERT(perf_err_is_unsupported(fd));
+}
+
+TEST(perf_max_sample_rate_reads_the_kernel_limit)
+{
+	uint64_t max;
+
+	ASSERT_OK(perf_max_sample_rate(&max));
+	ASSERT_UINT(max, >, 0);
+}

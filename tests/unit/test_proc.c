@@ -1,0 +1,274 @@
+/* The proc layer: maps/stat/status parsing, stopping and resuming, launching suspended. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "proc/launch.h"
+#include "proc/maps.h"
+#include "proc/proc.h"
+
+struct collected {
+	struct proc_map m[8];
+	char path[8][128];
+	int n;
+};
+
+static int collect(void *ctx, const struct proc_map *m)
+{
+	struct collected *c = ctx;
+
+	if (c->n == 8)
+		return 1;
+	c->m[c->n] = *m;
+	snprintf(c->path[c->n], sizeof(c->path[0]), "%.*s", (int)m->path_len, m->path);
+	c->n++;
+	return 0;
+}
+
+TEST(proc_maps_parse_fields)
+{
+	static const char text[] =
+		"55d0c8a00000-55d0c8a02000 r--p 00000000 fd:01 1312 /usr/bin/cat\n"
+		"55d0c8a02000-55d0c8a07000 r-xp 00002000 fd:01 1312 /usr/bin/cat\n"
+		"7f0000000000-7f0000001000 rwxs 00000000 00:05 99 /dev/zero (deleted)\n"
+		"7f1000000000-7f1000021000 rw-p 00000000 00:00 0 \n"
+		"7ffd1e5f0000-7ffd1e5f2000 r-xp 00000000 00:00 0                          [vdso]\n"
+		"7f2000000000-7f2000001000 r-xp 00001000 103:0a 4242 /opt/with space/lib.so\n";
+	struct collected c = {0};
+
+	ASSERT_OK(proc_maps_parse(text, sizeof(text) - 1, collect, &c));
+	ASSERT_INT(c.n, ==, 6);
+	ASSERT_UINT(c.m[1].start, ==, 0x55d0c8a02000);
+	ASSERT_UINT(c.m[1].end, ==, 0x55d0c8a07000);
+	ASSERT_UINT(c.m[1].pgoff, ==, 0x2000);
+	ASSERT_UINT(c.m[1].dev_major, ==, 0xfd);
+	ASSERT_UINT(c.m[1].dev_minor, ==, 1);
+	ASSERT_UINT(c.m[1].inode, ==, 1312);
+	ASSERT(c.m[1].exec && c.m[1].read && !c.m[1].write && !c.m[1].shared);
+	ASSERT(!c.m[0].exec);
+	ASSERT_STR_EQ(c.path[1], "/usr/bin/cat");
+	ASSERT(c.m[2].shared && c.m[2].write);
+	ASSERT_STR_EQ(c.path[2], "/dev/zero (deleted)");
+	ASSERT_STR_EQ(c.path[3], "");
+	ASSERT_STR_EQ(c.path[4], "[vdso]");
+	ASSERT_UINT(c.m[5].dev_major, ==, 0x103);
+	ASSERT_UINT(c.m[5].dev_minor, ==, 0xa);
+	ASSERT_STR_EQ(c.path[5], "/opt/with space/lib.so");
+}
+
+TEST(proc_maps_parse_rejects_malformed_lines)
+{
+	static const char *bad[] = {
+		"55d0c8a00000 r--p 00000000 fd:01 1312 /x\n",
+		"2000-1000 r--p 00000000 fd:01 1312 /x\n",
+		"1000-2000 rq-p 00000000 fd:01 1312 /x\n",
+		"1000-2000 r--p 00000000 fd01 1312 /x\n",
+		"1000-2000 r--p 00000000 fd:01 x /x\n",
+		"11112222333344445-2000 r--p 0 0:0 0\n",
+		"1000-2000 r--p",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct collected c = {0};
+		ASSERT_ERR(proc_maps_parse(bad[i], strlen(bad[i]), collect, &c), -SONDE_E_FORMAT);
+		ASSERT_INT(c.n, ==, 0);
+	}
+}
+
+TEST(proc_maps_of_self_cover_this_code)
+{
+	struct collected c = {0};
+	uint64_t here = (uint64_t)(uintptr_t)&proc_maps_parse;
+	int found = 0;
+	struct buf b = BUF_INIT;
+
+	ASSERT_OK(proc_read_file("/proc/self/maps", &b));
+	const char *p = (const char *)b.data, *end = p + b.len;
+	/* Check every line, eight at a time. */
+	while (p < end) {
+		const char *q = p;
+		int lines = 0;
+		while (q < end && lines < 8) {
+			const char *nl = memchr(q, '\n', (size_t)(end - q));
+			q = nl ? nl + 1 : end;
+			lines++;
+		}
+		c.n = 0;
+		ASSERT_OK(proc_maps_parse(p, (size_t)(q - p), collect, &c));
+		for (int i = 0; i < c.n; i++)
+			if (here >= c.m[i].start && here < c.m[i].end) {
+				ASSERT(c.m[i].exec);
+				ASSERT_CONTAINS(c.path[i], "sonde-test");
+				found = 1;
+			}
+		p = q;
+	}
+	buf_free(&b);
+	ASSERT(found);
+}
+
+TEST(proc_stat_parse_handles_odd_comm)
+{
+	static const char text[] =
+		"4242 (a) b (c)) S 17 4242 4242 0 -1 4194304 100 0 0 0 1 2 0 0 20 "
+		"0 1 0 987654 1000 100\n";
+	struct proc_stat st;
+
+	ASSERT_OK(proc_stat_parse(text, sizeof(text) - 1, &st));
+	ASSERT_STR_EQ(st.comm, "a) b (c)");
+	ASSERT_INT(st.state, ==, 'S');
+	ASSERT_INT(st.ppid, ==, 17);
+	ASSERT_UINT(st.start_time, ==, 987654);
+	ASSERT_ERR(proc_stat_parse("4242 (x) S 1 2", 14, &st), -SONDE_E_FORMAT);
+	ASSERT_ERR(proc_stat_parse("4242 x", 6, &st), -SONDE_E_FORMAT);
+}
+
+TEST(proc_status_parse_uids)
+{
+	static const char text[] = "Name:\tcat\nState:\tR\nUid:\t1000\t1001\t1001\t1001\nGid:\t0\n";
+	uid_t r, e;
+
+	ASSERT_OK(proc_status_parse_uids(text, sizeof(text) - 1, &r, &e));
+	ASSERT_UINT(r, ==, 1000);
+	ASSERT_UINT(e, ==, 1001);
+	ASSERT_ERR(proc_status_parse_uids("Name:\tx\n", 8, &r, &e), -SONDE_E_FORMAT);
+	ASSERT_OK(proc_read_uids(getpid(), &r, &e));
+	ASSERT_UINT(e, ==, geteuid());
+}
+
+TEST(proc_tasks_and_comm_of_self)
+{
+	pid_t *tids;
+	size_t n;
+	char comm[16];
+	struct proc_stat st;
+
+	ASSERT_OK(proc_list_tasks(getpid(), &tids, &n));
+	ASSERT_UINT(n, >=, 1);
+	ASSERT_INT(tids[0], >, 0);
+	free(tids);
+	ASSERT_OK(proc_read_comm(getpid(), 0, comm, sizeof(comm)));
+	ASSERT_STR_EQ(comm, "sonde-test");
+	ASSERT_OK(proc_stat_read(getpid(), 0, &st));
+	ASSERT_INT(st.ppid, ==, getppid());
+	ASSERT_INT(proc_is_alive(getpid(), st.start_time), ==, 1);
+	ASSERT_INT(proc_is_alive(getpid(), st.start_time + 1), ==, 0); /* a reused pid */
+	ASSERT_ERR(proc_list_tasks(0x7ffffff0, &tids, &n), -ESRCH);
+}
+
+static char state_of(pid_t pid)
+{
+	struct proc_stat st;
+
+	return proc_stat_read(pid, 0, &st) ? '?' : st.state;
+}
+
+TEST(proc_stop_and_resume_only_what_it_stopped)
+{
+	pid_t child = fork();
+	if (child == 0) {
+		for (;;)
+			;
+	}
+	struct proc_stopped s;
+	ASSERT_OK(proc_stop(child, 0, 5000, &s));
+	ASSERT(s.stopped_by_us);
+	ASSERT_INT(state_of(child), ==, 'T');
+	ASSERT_OK(proc_resume(&s));
+	for (int i = 0; i < 1000 && state_of(child) == 'T'; i++)
+		usleep(1000);
+	ASSERT_INT(state_of(child), !=, 'T');
+
+	/* Stopped by someone else: left stopped. */
+	kill(child, SIGSTOP);
+	for (int i = 0; i < 1000 && state_of(child) != 'T'; i++)
+		usleep(1000);
+	ASSERT_OK(proc_stop(child, 0, 5000, &s));
+	ASSERT(!s.stopped_by_us);
+	ASSERT_OK(proc_resume(&s));
+	usleep(20000);
+	ASSERT_INT(state_of(child), ==, 'T');
+
+	/* The wrong start time is another process. */
+	ASSERT_ERR(proc_stop(child, s.start_time + 1, 100, &s), -ESRCH);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	ASSERT_ERR(proc_stop(child, 0, 100, &s), -ESRCH);
+}
+
+TEST(proc_launch_runs_only_after_resume)
+{
+	struct proc_launch l;
+	char *argv[] = {"sh", "-c", "exit 7", NULL};
+	char comm[16];
+	int status;
+
+	ASSERT_OK(proc_launch_start(&l, argv, NULL));
+	ASSERT_INT(l.pid, >, 0);
+	/* Suspended before execve: still a copy of this program. */
+	ASSERT_OK(proc_read_comm(l.pid, 0, comm, sizeof(comm)));
+	ASSERT_STR_EQ(comm, "sonde-test");
+	ASSERT_INT(proc_launch_wait(&l, WNOHANG, &status), ==, 0);
+	ASSERT_OK(proc_launch_resume(&l));
+	ASSERT_INT(proc_launch_wait(&l, 0, &status), ==, 1);
+	ASSERT_INT(proc_exit_code(status), ==, 7);
+	ASSERT_INT(proc_launch_wait(&l, 0, &status), ==, 1); /* repeatable */
+	proc_launch_free(&l);
+}
+
+TEST(proc_launch_reports_exec_errors)
+{
+	struct proc_launch l;
+	char *missing[] = {"sonde-no-such-command", NULL};
+	int status;
+
+	ASSERT_ERR(proc_launch_start(&l, missing, NULL), -ENOENT);
+
+	/* Not executable: found, but refused. */
+	const char *plain = test_path("plain");
+	test_write_file(plain, "x", 1);
+	char *noexec[] = {(char *)plain, NULL};
+	ASSERT_OK(proc_launch_start(&l, noexec, NULL));
+	ASSERT_ERR(proc_launch_resume(&l), -EACCES);
+	ASSERT_INT(proc_launch_wait(&l, 0, &status), ==, 1);
+	ASSERT_INT(proc_exit_code(status), ==, 127);
+	proc_launch_free(&l);
+
+	/* Executable but not a program: execve's own error comes back through the pipe. */
+	const char *junk = test_path("junk");
+	test_write_file(junk, "\x7f\x45\x4c\x46garbage", 11);
+	chmod(junk, 0755);
+	char *bad[] = {(char *)junk, NULL};
+	ASSERT_OK(proc_launch_start(&l, bad, NULL));
+	ASSERT_ERR(proc_launch_resume(&l), -ENOEXEC);
+	proc_launch_free(&l);
+}
+
+TEST(proc_launch_abort_kills_the_suspended_child)
+{
+	struct proc_launch l;
+	char *argv[] = {"true", NULL};
+	int status;
+
+	ASSERT_OK(proc_launch_start(&l, argv, NULL));
+	proc_launch_abort(&l);
+	ASSERT_INT(proc_launch_wait(&l, 0, &status), ==, 1);
+	ASSERT_INT(proc_exit_code(status), ==, 127);
+	proc_launch_free(&l);
+}
+
+TEST(proc_find_in_path_searches_like_execvp)
+{
+	char out[4096];
+
+	ASSERT_OK(proc_find_in_path("sh", out, sizeof(out)));
+	ASSERT(out[0] == '/');
+	ASSERT_OK(proc_find_in_path("./relative", out, sizeof(out)));
+	ASSERT_STR_EQ(out, "./relative");
+	ASSERT_ERR(proc_find_in_path("sonde-no-such-command", out, sizeof(out)), -ENOENT);
+	ASSERT_ERR(proc_find_in_path("", out, sizeof(out)), -ENOENT);
+}
