@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <link.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +27,8 @@
 #include "symbol/dinfod.h"
 #include "symbol/dwidx.h"
 #include "symbol/elfimg.h"
+#include "symbol/kallsyms.h"
+#include "symbol/perfmap.h"
 #include "symbol/strpool.h"
 #include "symbol/symtab.h"
 #include "symbol/u64map.h"
@@ -56,6 +60,14 @@ struct sonde_symbolizer {
 	struct u64map raw_names; /* addr -> "0xaddr" */
 	struct dinfod *dinfod;	 /* NULL: debuginfod not configured */
 	int dinfod_checked;
+	struct kallsyms ksyms;
+	int ksyms_loaded;
+	struct u64map perfmaps; /* pid -> struct sym_perfmap */
+};
+
+struct sym_perfmap {
+	struct perfmap map;
+	const char *path; /* pool copy, the frames' module */
 };
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -176,7 +188,7 @@ static int mod_is_image(const struct sym_mod *sm, const struct elfimg *img, int 
 	if (sm->build_id_len && img->build_id_len)
 		return sm->build_id_len == img->build_id_len &&
 		       !memcmp(sm->build_id, img->build_id, sm->build_id_len);
-	if (!sm->inode)
+	if (!sm->inode || fd < 0)
 		return 1;
 	return fstat(fd, &st) == 0 && (uint64_t)st.st_ino == sm->inode;
 }
@@ -198,6 +210,31 @@ static int mod_try_path(struct sym_mod *sm, const char *path)
 	if (r == 0)
 		sm->have_img = 1;
 	return r;
+}
+
+/* The vDSO is the same image in every process of this kernel: ours stands in for the
+ * recorded one when the build ids agree. */
+static void mod_open_vdso(struct sym_mod *sm)
+{
+	const unsigned char *base = (const unsigned char *)getauxval(AT_SYSINFO_EHDR);
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;
+	size_t len;
+
+	if (!base || memcmp(eh->e_ident, ELFMAG, SELFMAG))
+		return;
+	len = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	for (size_t i = 0; i < eh->e_phnum; i++) {
+		const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff) + i;
+		if (ph->p_offset + ph->p_filesz > len)
+			len = ph->p_offset + ph->p_filesz;
+	}
+	if (elfimg_open_mem(&sm->img, base, len) < 0)
+		return;
+	if (!mod_is_image(sm, &sm->img, -1)) {
+		elfimg_close(&sm->img);
+		return;
+	}
+	sm->have_img = 1;
 }
 
 static void mod_open_image(struct sym_mod *sm, uint32_t pid)
@@ -289,7 +326,10 @@ static void mod_load(struct sonde_symbolizer *s, struct sym_mod *sm,
 	Elf *dw_elf = NULL;
 
 	sm->loaded = 1;
-	mod_open_image(sm, m->pid);
+	if (m->flags & SONDE_MODULE_VDSO)
+		mod_open_vdso(sm);
+	else
+		mod_open_image(sm, m->pid);
 	sm->dw_origin = SONDE_SYM_ORIGIN_DWARF;
 	if (!sm->have_img || !sm->img.has_debug_info)
 		mod_find_debug(s, sm);
@@ -395,6 +435,62 @@ static int mod_resolve(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t 
 	return mod_symtab_frame(s, sm, vaddr, out);
 }
 
+static struct sym_perfmap *perfmap_of(struct sonde_symbolizer *s, uint32_t pid)
+{
+	struct sym_perfmap *p = u64map_get(&s->perfmaps, pid);
+	char path[4096];
+
+	if (!p) {
+		snprintf(path, sizeof(path), "%s/perf-%" PRIu32 ".map",
+			 s->opts.perf_map_dir ? s->opts.perf_map_dir : "/tmp", pid);
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return NULL;
+		p->path = strpool_add(&s->pool, path);
+		if (!p->path || u64map_put(&s->perfmaps, pid, p) < 0) {
+			free(p);
+			return NULL;
+		}
+	}
+	return p;
+}
+
+/* Names from the JIT's perf map; the file is checked for news on every lookup, since a
+ * JIT keeps appending to it. */
+static int jit_frame(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
+		     struct sonde_sym_frame *out)
+{
+	struct sym_perfmap *p = perfmap_of(s, pid);
+	const struct perfmap_entry *e;
+
+	if (!p)
+		return -ENOMEM;
+	perfmap_refresh(&p->map, p->path);
+	e = perfmap_find(&p->map, addr);
+	if (!e)
+		return 0;
+	frame_init(out, e->name, p->path, SONDE_SYM_JIT, SONDE_SYM_ORIGIN_PERF_MAP);
+	return 1;
+}
+
+static int kernel_frame(struct sonde_symbolizer *s, uint64_t addr, struct sonde_sym_frame *out)
+{
+	const struct ksym *k;
+
+	if (!s->ksyms_loaded) {
+		s->ksyms_loaded = 1;
+		const char *path = s->opts.kallsyms_path ? s->opts.kallsyms_path : "/proc/kallsyms";
+		int r = kallsyms_load(&s->ksyms, path);
+		if (r < 0)
+			sonde_debug("symbolize: %s: %s", path, sonde_strerror(r));
+	}
+	k = kallsyms_find(&s->ksyms, addr);
+	if (!k)
+		return 0;
+	frame_init(out, k->name, k->module, SONDE_SYM_KERNEL, SONDE_SYM_ORIGIN_KALLSYMS);
+	return 1;
+}
+
 static int mod_vaddr(const struct sym_mod *sm, const struct sonde_sym_module *m, uint64_t offset,
 		     uint64_t *vaddr)
 {
@@ -414,9 +510,22 @@ SONDE_API int sonde_symbolize(struct sonde_symbolizer *s, const struct sonde_sym
 
 	if (!s || !m || !out || max < 1)
 		return -EINVAL;
+	if (m->flags & SONDE_MODULE_KERNEL) {
+		r = kernel_frame(s, offset, out);
+		if (r)
+			return r;
+	} else if (m->flags & SONDE_MODULE_JIT) {
+		r = jit_frame(s, m->pid, m->start + (offset - m->pgoff), out);
+		if (r)
+			return r;
+	}
 	sm = mod_get(s, m);
 	if (!sm)
 		return -ENOMEM;
+	if (m->flags & (SONDE_MODULE_KERNEL | SONDE_MODULE_JIT))
+		return mod_fallback(
+			s, sm, offset,
+			m->flags & SONDE_MODULE_KERNEL ? SONDE_SYM_KERNEL : SONDE_SYM_JIT, out);
 	if (!sm->loaded)
 		mod_load(s, sm, m);
 	if (mod_vaddr(sm, m, offset, &vaddr) == 0) {
@@ -434,6 +543,9 @@ SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint
 
 	if (!s || !out || max < 1)
 		return -EINVAL;
+	int r = jit_frame(s, pid, addr, out);
+	if (r)
+		return r;
 	name = u64map_get(&s->raw_names, addr);
 	if (!name) {
 		name = strpool_printf(&s->pool, "0x%" PRIx64, addr);
@@ -471,6 +583,15 @@ SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s)
 	}
 	free(s->buckets);
 	dinfod_free(s->dinfod);
+	kallsyms_free(&s->ksyms);
+	for (size_t i = 0; i < s->perfmaps.cap; i++) {
+		struct sym_perfmap *p = s->perfmaps.slots[i].val;
+		if (p) {
+			perfmap_free(&p->map);
+			free(p);
+		}
+	}
+	u64map_free(&s->perfmaps);
 	u64map_free(&s->raw_names);
 	strpool_free(&s->pool);
 	free(s);

@@ -1,0 +1,34 @@
+/* Kernel symbols from /proc/kallsyms ("ADDR TYPE NAME [MODULE]" per line). Internal.
+ *
+ * Only text symbols (t, T) are kept. A symbol reaches to the next one; the last one
+ * reaches 1 MiB at most. Without privilege the kernel shows every address as 0: such
+ * lines are dropped, and the table ends up empty.
+ */
+#ifndef SONDE_SYMBOL_KALLSYMS_H
+#define SONDE_SYMBOL_KALLSYMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "symbol/strpool.h"
+
+struct ksym {
+	uint64_t addr;
+	const char *name;
+	const char *module; /* "[kernel.kallsyms]" or "[name]" */
+};
+
+struct kallsyms {
+	struct strpool pool;
+	struct ksym *v;
+	size_t n, cap;
+};
+
+/* Parses a whole kallsyms text. 0 or -ENOMEM (malformed lines are skipped). */
+int kallsyms_parse(struct kallsyms *k, const char *buf, size_t len);
+/* Reads and parses a file. 0 or -errno. */
+int kallsyms_load(struct kallsyms *k, const char *path);
+const struct ksym *kallsyms_find(const struct kallsyms *k, uint64_t addr);
+void kallsyms_free(struct kallsyms *k);
+
+#endif
