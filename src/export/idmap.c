@@ -1,0 +1,66 @@
+#include <errno.h>
+#include <stdlib.h>
+
+#include "export/idmap.h"
+
+int64_t idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
+		   const void *key)
+{
+	if (!m->slots)
+		return -1;
+	for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
+		uint64_t s = m->slots[i];
+		if (!s)
+			return -1;
+		if ((uint32_t)(s >> 32) == h && eq(ctx, (uint32_t)s - 1, key))
+			return (uint32_t)s - 1;
+	}
+}
+
+static void place(uint64_t *slots, size_t mask, uint64_t s)
+{
+	size_t i = (s >> 32) & mask;
+
+	while (slots[i])
+		i = (i + 1) & mask;
+	slots[i] = s;
+}
+
+static int grow(struct idmap *m)
+{
+	size_t cap = m->slots ? (m->mask + 1) * 2 : 64;
+	uint64_t *slots = calloc(cap, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	if (m->slots) {
+		for (size_t i = 0; i <= m->mask; i++)
+			if (m->slots[i])
+				place(slots, cap - 1, m->slots[i]);
+		free(m->slots);
+	}
+	m->slots = slots;
+	m->mask = cap - 1;
+	return 0;
+}
+
+int idmap_insert(struct idmap *m, uint32_t h, uint32_t id)
+{
+	/* keep the load under 1/2 so probe runs stay short */
+	if (!m->slots || (m->n + 1) * 2 > m->mask + 1) {
+		int err = grow(m);
+		if (err)
+			return err;
+	}
+	place(m->slots, m->mask, ((uint64_t)h << 32) | ((uint64_t)id + 1));
+	m->n++;
+	return 0;
+}
+
+void idmap_free(struct idmap *m)
+{
+	if (!m)
+		return;
+	free(m->slots);
+	*m = (struct idmap){0};
+}

@@ -1,0 +1,51 @@
+/* A small open-addressing hash index from keys to dense ids. Internal to libsonde.
+ *
+ * The map stores only (hash, id) pairs: the keys live in the caller's own arrays, and
+ * lookups compare through a callback. That lets one index type serve strings, tuples and
+ * tree nodes without copying keys, and rehashing never needs the keys.
+ */
+#ifndef SONDE_EXPORT_IDMAP_H
+#define SONDE_EXPORT_IDMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct idmap {
+	uint64_t *slots; /* (hash32 << 32) | (id + 1); 0 is empty */
+	size_t mask;	 /* capacity - 1; capacity is a power of two */
+	size_t n;
+};
+
+/* Does the entry `id` hold `key`? */
+typedef bool (*idmap_eq_fn)(const void *ctx, uint32_t id, const void *key);
+
+/* The id stored under hash h whose entry equals key, or -1. */
+int64_t idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
+		   const void *key);
+/* Adds id under hash h (the caller checked it is absent). 0 or -ENOMEM. */
+int idmap_insert(struct idmap *m, uint32_t h, uint32_t id);
+void idmap_free(struct idmap *m);
+
+/* 64-bit mixers for keys. */
+static inline uint64_t idmap_mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static inline uint64_t idmap_hash_bytes(const void *p, size_t n)
+{
+	const uint8_t *s = p;
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, finished by the mixer */
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ s[i]) * 0x100000001b3ULL;
+	return idmap_mix64(h ^ n);
+}
+
+#endif

@@ -1,0 +1,360 @@
+/* pprof's profile.proto (github.com/google/pprof/proto/profile.proto), gzip'd as pprof
+ * expects. Samples are aggregated per (stack, thread), with pid/tid/thread labels; inlined
+ * frames are extra Line entries of one Location, innermost first. */
+#include <errno.h>
+#include <zlib.h>
+
+#include <sonde/spool.h>
+
+#include "base/pb.h"
+#include "export/out.h"
+#include "export/profile.h"
+
+/* profile.proto field numbers */
+enum {
+	PROFILE_SAMPLE_TYPE = 1,
+	PROFILE_SAMPLE = 2,
+	PROFILE_MAPPING = 3,
+	PROFILE_LOCATION = 4,
+	PROFILE_FUNCTION = 5,
+	PROFILE_STRING_TABLE = 6,
+	PROFILE_TIME_NANOS = 9,
+	PROFILE_DURATION_NANOS = 10,
+	PROFILE_PERIOD_TYPE = 11,
+	PROFILE_PERIOD = 12,
+	PROFILE_COMMENT = 13,
+	PROFILE_DEFAULT_SAMPLE_TYPE = 14,
+	VALUE_TYPE_TYPE = 1,
+	VALUE_TYPE_UNIT = 2,
+	SAMPLE_LOCATION_ID = 1,
+	SAMPLE_VALUE = 2,
+	SAMPLE_LABEL = 3,
+	LABEL_KEY = 1,
+	LABEL_STR = 2,
+	LABEL_NUM = 3,
+	MAPPING_ID = 1,
+	MAPPING_MEMORY_START = 2,
+	MAPPING_MEMORY_LIMIT = 3,
+	MAPPING_FILE_OFFSET = 4,
+	MAPPING_FILENAME = 5,
+	MAPPING_BUILD_ID = 6,
+	MAPPING_HAS_FUNCTIONS = 7,
+	MAPPING_HAS_FILENAMES = 8,
+	MAPPING_HAS_LINE_NUMBERS = 9,
+	MAPPING_HAS_INLINE_FRAMES = 10,
+	LOCATION_ID = 1,
+	LOCATION_MAPPING_ID = 2,
+	LOCATION_ADDRESS = 3,
+	LOCATION_LINE = 4,
+	LINE_FUNCTION_ID = 1,
+	LINE_LINE = 2,
+	FUNCTION_ID = 1,
+	FUNCTION_NAME = 2,
+	FUNCTION_SYSTEM_NAME = 3,
+	FUNCTION_FILENAME = 4,
+};
+
+struct agg {
+	uint32_t node, thread;
+	uint64_t count;
+};
+
+struct pp {
+	const struct sonde_profile *p;
+	struct buf b;		/* the Profile message */
+	struct buf msg, packed; /* scratch for one nested message and one packed field */
+	uint32_t *str_map;	/* model string id -> pprof string index (0: not yet) */
+	ARR(const char *) tab;	/* the pprof string table */
+	ARR(struct agg) aggs;
+	struct idmap agg_index;
+	uint32_t k_pid, k_tid, k_thread; /* label keys */
+	bool failed;			 /* a string table allocation failed */
+};
+
+/* The pprof index of a model string, appended to the table on first use. Allocation
+ * failures set pp->failed (and yield 0) so that callers check once at the end. */
+static uint32_t str_of(struct pp *pp, uint32_t id)
+{
+	if (!id)
+		return 0;
+	if (!pp->str_map[id]) {
+		const char **slot = ARR_PUSH(pp->tab);
+		if (!slot) {
+			pp->failed = true;
+			return 0;
+		}
+		*slot = prof_str(pp->p, id);
+		pp->str_map[id] = pp->tab.n - 1;
+	}
+	return pp->str_map[id];
+}
+
+/* Strings that are not in the model (value type names, label keys): few, and looked up
+ * while the table is still short, so a scan. */
+static uint32_t str_lit(struct pp *pp, const char *s)
+{
+	for (uint32_t i = 1; i < pp->tab.n; i++)
+		if (strcmp(pp->tab.v[i], s) == 0)
+			return i;
+	const char **slot = ARR_PUSH(pp->tab);
+	if (!slot) {
+		pp->failed = true;
+		return 0;
+	}
+	*slot = s;
+	return pp->tab.n - 1;
+}
+
+static void put_nested(struct buf *b, uint32_t field, const struct buf *m)
+{
+	pb_put_bytes(b, field, m->data, m->len);
+}
+
+static void value_type(struct pp *pp, uint32_t field, const char *type, const char *unit)
+{
+	buf_reset(&pp->msg);
+	pb_put_varint(&pp->msg, VALUE_TYPE_TYPE, (uint64_t)str_lit(pp, type));
+	pb_put_varint(&pp->msg, VALUE_TYPE_UNIT, (uint64_t)str_lit(pp, unit));
+	put_nested(&pp->b, field, &pp->msg);
+}
+
+static bool agg_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct agg *a = &((const struct pp *)ctx)->aggs.v[id];
+	const struct agg *k = key;
+
+	return a->node == k->node && a->thread == k->thread;
+}
+
+static int aggregate(struct pp *pp)
+{
+	const struct sonde_profile *p = pp->p;
+
+	for (uint32_t i = 0; i < p->samples.n; i++) {
+		const struct prof_sample *s = &p->samples.v[i];
+		struct agg k = {s->node, s->thread, 0};
+		uint32_t h = (uint32_t)idmap_mix64((uint64_t)s->node << 32 | s->thread);
+		int64_t id = idmap_find(&pp->agg_index, h, agg_eq, pp, &k);
+		if (id < 0) {
+			struct agg *a = ARR_PUSH(pp->aggs);
+			if (!a || idmap_insert(&pp->agg_index, h, pp->aggs.n - 1) < 0)
+				return -ENOMEM;
+			*a = k;
+			id = pp->aggs.n - 1;
+		}
+		pp->aggs.v[id].count += s->count;
+	}
+	return 0;
+}
+
+static void label(struct pp *pp, struct buf *m, uint32_t key, uint32_t str, int64_t num)
+{
+	buf_reset(&pp->packed);
+	pb_put_varint(&pp->packed, LABEL_KEY, (uint64_t)key);
+	if (str)
+		pb_put_varint(&pp->packed, LABEL_STR, (uint64_t)str_of(pp, str));
+	else
+		pb_put_varint(&pp->packed, LABEL_NUM, (uint64_t)num);
+	put_nested(m, SAMPLE_LABEL, &pp->packed);
+}
+
+static void write_samples(struct pp *pp)
+{
+	const struct sonde_profile *p = pp->p;
+	uint64_t period = p->info.sample_period_ns;
+
+	for (uint32_t i = 0; i < pp->aggs.n; i++) {
+		const struct agg *a = &pp->aggs.v[i];
+		const struct prof_thread *t = &p->threads.v[a->thread];
+
+		buf_reset(&pp->msg);
+		buf_reset(&pp->packed);
+		/* the leaf node holds the innermost location: walking up is leaf first */
+		for (uint32_t n = a->node; n; n = p->nodes.v[n].parent)
+			pb_put_varint_raw(&pp->packed, p->nodes.v[n].loc);
+		put_nested(&pp->msg, SAMPLE_LOCATION_ID, &pp->packed);
+		buf_reset(&pp->packed);
+		pb_put_varint_raw(&pp->packed, a->count);
+		if (period)
+			pb_put_varint_raw(&pp->packed, a->count * period);
+		put_nested(&pp->msg, SAMPLE_VALUE, &pp->packed);
+		if (a->thread) {
+			label(pp, &pp->msg, pp->k_pid, 0, t->pid);
+			label(pp, &pp->msg, pp->k_tid, 0, t->tid);
+			if (t->comm)
+				label(pp, &pp->msg, pp->k_thread, t->comm, 0);
+		}
+		put_nested(&pp->b, PROFILE_SAMPLE, &pp->msg);
+	}
+}
+
+enum { HAS_FUNCTIONS = 1, HAS_FILENAMES = 2, HAS_LINES = 4, HAS_INLINES = 8 };
+
+static void write_mappings(struct pp *pp)
+{
+	const struct sonde_profile *p = pp->p;
+	uint8_t *has = calloc(p->modules.n, 1);
+
+	if (!has) {
+		pp->b.failed = true;
+		return;
+	}
+	for (uint32_t i = 1; i < p->locs.n; i++) {
+		const struct prof_loc *l = &p->locs.v[i];
+		for (uint32_t j = 0; j < l->n_lines; j++) {
+			const struct prof_line *ln = &p->lines.v[l->first_line + j];
+			has[l->module] |= HAS_FUNCTIONS | (ln->line ? HAS_LINES : 0) |
+					  (p->funcs.v[ln->func].file ? HAS_FILENAMES : 0) |
+					  (l->n_lines > 1 ? HAS_INLINES : 0);
+		}
+	}
+	for (uint32_t i = 1; i < p->modules.n; i++) {
+		const struct prof_module *m = &p->modules.v[i];
+		buf_reset(&pp->msg);
+		pb_put_varint(&pp->msg, MAPPING_ID, i);
+		pb_put_varint(&pp->msg, MAPPING_MEMORY_START, m->start);
+		pb_put_varint(&pp->msg, MAPPING_MEMORY_LIMIT, m->end);
+		pb_put_varint(&pp->msg, MAPPING_FILE_OFFSET, m->pgoff);
+		pb_put_varint(&pp->msg, MAPPING_FILENAME, (uint64_t)str_of(pp, m->path));
+		pb_put_varint(&pp->msg, MAPPING_BUILD_ID, (uint64_t)str_of(pp, m->build_id));
+		pb_put_bool(&pp->msg, MAPPING_HAS_FUNCTIONS, has[i] & HAS_FUNCTIONS);
+		pb_put_bool(&pp->msg, MAPPING_HAS_FILENAMES, has[i] & HAS_FILENAMES);
+		pb_put_bool(&pp->msg, MAPPING_HAS_LINE_NUMBERS, has[i] & HAS_LINES);
+		pb_put_bool(&pp->msg, MAPPING_HAS_INLINE_FRAMES, has[i] & HAS_INLINES);
+		put_nested(&pp->b, PROFILE_MAPPING, &pp->msg);
+	}
+	free(has);
+}
+
+static void write_locations(struct pp *pp, uint8_t *func_used)
+{
+	const struct sonde_profile *p = pp->p;
+
+	for (uint32_t i = 1; i < p->locs.n; i++) {
+		const struct prof_loc *l = &p->locs.v[i];
+		buf_reset(&pp->msg);
+		pb_put_varint(&pp->msg, LOCATION_ID, i);
+		if (l->module)
+			pb_put_varint(&pp->msg, LOCATION_MAPPING_ID, l->module);
+		pb_put_varint(&pp->msg, LOCATION_ADDRESS, prof_loc_address(p, l));
+		for (uint32_t j = 0; j < l->n_lines; j++) {
+			const struct prof_line *ln = &p->lines.v[l->first_line + j];
+			buf_reset(&pp->packed);
+			pb_put_varint(&pp->packed, LINE_FUNCTION_ID, ln->func);
+			if (ln->line)
+				pb_put_varint(&pp->packed, LINE_LINE, ln->line);
+			put_nested(&pp->msg, LOCATION_LINE, &pp->packed);
+			func_used[ln->func] = 1;
+		}
+		put_nested(&pp->b, PROFILE_LOCATION, &pp->msg);
+	}
+}
+
+static void write_functions(struct pp *pp, const uint8_t *func_used)
+{
+	const struct sonde_profile *p = pp->p;
+
+	for (uint32_t i = 1; i < p->funcs.n; i++) {
+		const struct prof_func *f = &p->funcs.v[i];
+		if (!func_used[i])
+			continue;
+		buf_reset(&pp->msg);
+		pb_put_varint(&pp->msg, FUNCTION_ID, i);
+		pb_put_varint(&pp->msg, FUNCTION_NAME, (uint64_t)str_of(pp, f->name));
+		pb_put_varint(&pp->msg, FUNCTION_SYSTEM_NAME, (uint64_t)str_of(pp, f->name));
+		if (f->file)
+			pb_put_varint(&pp->msg, FUNCTION_FILENAME, (uint64_t)str_of(pp, f->file));
+		put_nested(&pp->b, PROFILE_FUNCTION, &pp->msg);
+	}
+}
+
+static void write_header(struct pp *pp)
+{
+	const struct sonde_profile *p = pp->p;
+	uint64_t period = p->info.sample_period_ns, duration = 0;
+
+	value_type(pp, PROFILE_SAMPLE_TYPE, "samples", "count");
+	if (period) {
+		value_type(pp, PROFILE_SAMPLE_TYPE, "cpu", "nanoseconds");
+		value_type(pp, PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
+		pb_put_varint(&pp->b, PROFILE_PERIOD, period);
+		pb_put_varint(&pp->b, PROFILE_DEFAULT_SAMPLE_TYPE, (uint64_t)str_lit(pp, "cpu"));
+	}
+	if (p->info.start_time_ns)
+		pb_put_varint(&pp->b, PROFILE_TIME_NANOS, p->info.start_time_ns);
+	if (p->samples.n) {
+		uint64_t from =
+			p->info.start_monotonic_ns && p->info.start_monotonic_ns <= p->first_time_ns
+				? p->info.start_monotonic_ns
+				: p->first_time_ns;
+		duration = p->last_time_ns - from + period;
+	}
+	pb_put_varint(&pp->b, PROFILE_DURATION_NANOS, duration);
+	pb_put_varint(&pp->b, PROFILE_COMMENT, (uint64_t)str_lit(pp, "recorded by sonde"));
+	pp->k_pid = str_lit(pp, "pid");
+	pp->k_tid = str_lit(pp, "tid");
+	pp->k_thread = str_lit(pp, "thread");
+}
+
+static int gzip_to_fd(const struct buf *b, int fd)
+{
+	z_stream z = {0};
+	uint8_t chunk[1 << 16];
+	struct out o;
+	int zr;
+
+	/* windowBits 15 + 16: a gzip wrapper rather than zlib's */
+	if (b->len > UINT32_MAX)
+		return -EFBIG;
+	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+	    Z_OK)
+		return -ENOMEM;
+	out_init(&o, fd);
+	z.next_in = b->data;
+	z.avail_in = (uInt)b->len;
+	do {
+		z.next_out = chunk;
+		z.avail_out = sizeof(chunk);
+		zr = deflate(&z, Z_FINISH);
+		out_write(&o, chunk, sizeof(chunk) - z.avail_out);
+	} while (zr == Z_OK && !o.err);
+	deflateEnd(&z);
+	int err = out_close(&o);
+	if (!err && zr != Z_STREAM_END)
+		err = -EIO;
+	return err;
+}
+
+int prof_write_pprof(const struct sonde_profile *p, int fd)
+{
+	struct pp pp = {.p = p};
+	uint8_t *func_used = calloc(p->funcs.n, 1);
+	int err = -ENOMEM;
+
+	pp.str_map = calloc(p->strs.n, sizeof(*pp.str_map));
+	if (!func_used || !pp.str_map || !ARR_PUSH(pp.tab))
+		goto out;
+	pp.tab.v[0] = "";
+	if (p->chars.len > UINT32_MAX || aggregate(&pp) < 0)
+		goto out;
+	write_header(&pp);
+	write_samples(&pp);
+	write_mappings(&pp);
+	write_locations(&pp, func_used);
+	write_functions(&pp, func_used);
+	for (uint32_t i = 0; i < pp.tab.n; i++)
+		pb_put_string(&pp.b, PROFILE_STRING_TABLE, pp.tab.v[i]);
+	if (buf_error(&pp.b) || buf_error(&pp.msg) || buf_error(&pp.packed) || pp.failed)
+		goto out;
+	err = gzip_to_fd(&pp.b, fd);
+out:
+	buf_free(&pp.b);
+	buf_free(&pp.msg);
+	buf_free(&pp.packed);
+	free(pp.str_map);
+	ARR_FREE(pp.tab);
+	ARR_FREE(pp.aggs);
+	idmap_free(&pp.agg_index);
+	free(func_used);
+	return err;
+}

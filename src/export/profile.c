@@ -1,0 +1,401 @@
+/* The profile model: interning of strings, functions and stacks. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sonde/error.h>
+#include <sonde/spool.h>
+
+#include "export/profile.h"
+
+int arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz)
+{
+	uint32_t c = *cap ? *cap : 16;
+
+	while (c < need) {
+		if (c > UINT32_MAX / 2)
+			return -ENOMEM;
+		c *= 2;
+	}
+	if ((size_t)c > SIZE_MAX / elsz)
+		return -ENOMEM;
+	void *n = realloc(*v, (size_t)c * elsz);
+	if (!n)
+		return -ENOMEM;
+	*v = n;
+	*cap = c;
+	return 0;
+}
+
+struct str_key {
+	const char *s;
+	size_t len;
+};
+
+static bool str_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct sonde_profile *p = ctx;
+	const struct str_key *k = key;
+	const char *s = prof_str(p, id);
+
+	return strncmp(s, k->s, k->len) == 0 && s[k->len] == 0;
+}
+
+int64_t prof_intern(struct sonde_profile *p, const char *s)
+{
+	if (!s || !*s)
+		return 0;
+	struct str_key k = {s, strlen(s)};
+	uint32_t h = (uint32_t)idmap_hash_bytes(s, k.len);
+	int64_t id = idmap_find(&p->str_index, h, str_eq, p, &k);
+	if (id >= 0)
+		return id;
+	if (p->chars.len + k.len + 1 > UINT32_MAX)
+		return -ENOMEM;
+	uint32_t *off = ARR_PUSH(p->strs);
+	if (!off)
+		return -ENOMEM;
+	*off = (uint32_t)p->chars.len;
+	buf_append(&p->chars, s, k.len + 1);
+	if (buf_error(&p->chars) || idmap_insert(&p->str_index, h, p->strs.n - 1) < 0) {
+		p->strs.n--;
+		return -ENOMEM;
+	}
+	return p->strs.n - 1;
+}
+
+struct sonde_profile *sonde_profile_new(const struct sonde_profile_info *info)
+{
+	struct sonde_profile *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	if (info) {
+		size_t n = info->sz && info->sz < sizeof(p->info) ? info->sz : sizeof(p->info);
+		memcpy(&p->info, info, n);
+	}
+	p->info.sz = sizeof(p->info);
+	/* entry 0 of every table is a placeholder so that id 0 means "none" */
+	if (!ARR_PUSH(p->strs) || !ARR_PUSH(p->modules) || !ARR_PUSH(p->threads) ||
+	    !ARR_PUSH(p->funcs) || !ARR_PUSH(p->locs) || !ARR_PUSH(p->nodes))
+		goto fail;
+	buf_put_u8(&p->chars, 0);
+	if (buf_error(&p->chars))
+		goto fail;
+	return p;
+fail:
+	sonde_profile_free(p);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void sonde_profile_free(struct sonde_profile *p)
+{
+	if (!p)
+		return;
+	buf_free(&p->chars);
+	ARR_FREE(p->strs);
+	idmap_free(&p->str_index);
+	ARR_FREE(p->modules);
+	ARR_FREE(p->threads);
+	ARR_FREE(p->funcs);
+	idmap_free(&p->func_index);
+	ARR_FREE(p->lines);
+	ARR_FREE(p->locs);
+	ARR_FREE(p->nodes);
+	idmap_free(&p->node_index);
+	ARR_FREE(p->samples);
+	free(p);
+}
+
+static int64_t intern_build_id(struct sonde_profile *p, const uint8_t *id, size_t len)
+{
+	char hex[2 * 32 + 1];
+
+	if (!id || !len)
+		return 0;
+	if (len > 32)
+		return -SONDE_E_RANGE;
+	for (size_t i = 0; i < len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	return prof_intern(p, hex);
+}
+
+int sonde_profile_add_module(struct sonde_profile *p, const struct sonde_profile_module *m,
+			     uint32_t *id)
+{
+	if (!p || !m || m->end < m->start)
+		return -EINVAL;
+	int64_t path = prof_intern(p, m->path);
+	int64_t bid = intern_build_id(p, m->build_id, m->build_id_len);
+	if (path < 0 || bid < 0)
+		return path < 0 ? (int)path : (int)bid;
+	struct prof_module *pm = ARR_PUSH(p->modules);
+	if (!pm)
+		return -ENOMEM;
+	*pm = (struct prof_module){.pid = m->pid,
+				   .flags = m->flags,
+				   .start = m->start,
+				   .end = m->end,
+				   .pgoff = m->pgoff,
+				   .path = (uint32_t)path,
+				   .build_id = (uint32_t)bid};
+	if (id)
+		*id = p->modules.n - 1;
+	return 0;
+}
+
+int sonde_profile_add_thread(struct sonde_profile *p, uint32_t pid, uint32_t tid, const char *comm,
+			     uint32_t *id)
+{
+	if (!p)
+		return -EINVAL;
+	int64_t c = prof_intern(p, comm);
+	if (c < 0)
+		return (int)c;
+	struct prof_thread *t = ARR_PUSH(p->threads);
+	if (!t)
+		return -ENOMEM;
+	*t = (struct prof_thread){pid, tid, (uint32_t)c};
+	if (id)
+		*id = p->threads.n - 1;
+	return 0;
+}
+
+static bool func_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct prof_func *a = &((const struct sonde_profile *)ctx)->funcs.v[id];
+	const struct prof_func *b = key;
+
+	return a->name == b->name && a->file == b->file && a->module == b->module &&
+	       a->kind == b->kind;
+}
+
+/* Functions are identified by (name, source file, module path, kind). */
+static int64_t intern_func(struct sonde_profile *p, const struct prof_func *f)
+{
+	uint32_t h = (uint32_t)idmap_mix64(((uint64_t)f->name << 32 | f->file) ^
+					   idmap_mix64((uint64_t)f->module << 8 | f->kind));
+	int64_t id = idmap_find(&p->func_index, h, func_eq, p, f);
+	if (id >= 0)
+		return id;
+	struct prof_func *nf = ARR_PUSH(p->funcs);
+	if (!nf)
+		return -ENOMEM;
+	*nf = *f;
+	if (idmap_insert(&p->func_index, h, p->funcs.n - 1) < 0) {
+		p->funcs.n--;
+		return -ENOMEM;
+	}
+	return p->funcs.n - 1;
+}
+
+static int add_line(struct sonde_profile *p, const struct sonde_sym_frame *s)
+{
+	int64_t name = prof_intern(p, s->name ? s->name : "??");
+	int64_t file = prof_intern(p, s->file);
+	int64_t mod = prof_intern(p, s->module);
+	if (name < 0 || file < 0 || mod < 0)
+		return -ENOMEM;
+	struct prof_func f = {(uint32_t)name, (uint32_t)file, (uint32_t)mod, s->kind, s->origin};
+	int64_t fid = intern_func(p, &f);
+	if (fid < 0)
+		return (int)fid;
+	struct prof_line *l = ARR_PUSH(p->lines);
+	if (!l)
+		return -ENOMEM;
+	*l = (struct prof_line){(uint32_t)fid, s->line, s->inline_depth};
+	return 0;
+}
+
+const char *prof_basename(const struct sonde_profile *p, uint32_t str)
+{
+	const char *s = prof_str(p, str);
+	const char *slash = strrchr(s, '/');
+
+	return slash && slash[1] ? slash + 1 : s;
+}
+
+/* The name flame views give a location nobody symbolized: "module+0xoffset" or
+ * "0xaddress", the same text the symbolizer's address-only fallback uses. */
+static int64_t display_func(struct sonde_profile *p, uint32_t module, uint64_t addr)
+{
+	char name[512];
+	struct prof_func f = {0};
+
+	if (module) {
+		const struct prof_module *m = &p->modules.v[module];
+		const char *base = m->path ? prof_basename(p, m->path) : "[anon]";
+		snprintf(name, sizeof(name), "%s+0x%" PRIx64, base, addr);
+		f.module = m->path;
+		f.kind = m->flags & SONDE_MODULE_KERNEL ? SONDE_SYM_KERNEL
+			 : m->flags & SONDE_MODULE_JIT	? SONDE_SYM_JIT
+							: SONDE_SYM_NATIVE;
+	} else {
+		snprintf(name, sizeof(name), "0x%" PRIx64, addr);
+	}
+	int64_t s = prof_intern(p, name);
+	if (s < 0)
+		return s;
+	f.name = (uint32_t)s;
+	f.origin = SONDE_SYM_ORIGIN_NONE;
+	return intern_func(p, &f);
+}
+
+int sonde_profile_add_location(struct sonde_profile *p, uint32_t module, uint64_t addr,
+			       const struct sonde_sym_frame *lines, size_t n, uint32_t *id)
+{
+	if (!p || module >= p->modules.n || (n && !lines) || n > UINT32_MAX)
+		return -EINVAL;
+	uint32_t first = p->lines.n;
+	for (size_t i = 0; i < n; i++) {
+		int err = add_line(p, &lines[i]);
+		if (err) {
+			p->lines.n = first;
+			return err;
+		}
+	}
+	int64_t df = n ? p->lines.v[first + n - 1].func : display_func(p, module, addr);
+	struct prof_loc *l = df < 0 ? NULL : ARR_PUSH(p->locs);
+	if (!l) {
+		p->lines.n = first;
+		return df < 0 ? (int)df : -ENOMEM;
+	}
+	*l = (struct prof_loc){.module = module,
+			       .addr = addr,
+			       .first_line = first,
+			       .n_lines = (uint32_t)n,
+			       .display_func = (uint32_t)df};
+	if (id)
+		*id = p->locs.n - 1;
+	return 0;
+}
+
+uint64_t prof_loc_address(const struct sonde_profile *p, const struct prof_loc *l)
+{
+	if (!l->module)
+		return l->addr;
+	const struct prof_module *m = &p->modules.v[l->module];
+	/* kernel modules record absolute addresses (see sonde_symbolize) */
+	if (m->flags & SONDE_MODULE_KERNEL)
+		return l->addr;
+	return m->start + (l->addr - m->pgoff);
+}
+
+static bool node_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct prof_node *a = &((const struct sonde_profile *)ctx)->nodes.v[id];
+	const struct prof_node *b = key;
+
+	return a->parent == b->parent && a->loc == b->loc;
+}
+
+static int64_t intern_node(struct sonde_profile *p, uint32_t parent, uint32_t loc)
+{
+	struct prof_node k = {parent, loc};
+	uint32_t h = (uint32_t)idmap_mix64((uint64_t)parent << 32 | loc);
+	int64_t id = idmap_find(&p->node_index, h, node_eq, p, &k);
+	if (id >= 0)
+		return id;
+	struct prof_node *n = ARR_PUSH(p->nodes);
+	if (!n)
+		return -ENOMEM;
+	*n = k;
+	if (idmap_insert(&p->node_index, h, p->nodes.n - 1) < 0) {
+		p->nodes.n--;
+		return -ENOMEM;
+	}
+	return p->nodes.n - 1;
+}
+
+int sonde_profile_add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+			     const uint32_t *locs, size_t n, uint64_t count)
+{
+	if (!p || thread >= p->threads.n || (n && !locs))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!locs[i] || locs[i] >= p->locs.n)
+			return -SONDE_E_REFERENCE;
+	if (count == 0)
+		return 0;
+	int64_t node = 0;
+	/* the tree grows from the outermost frame, so walk the stack backwards */
+	for (size_t i = n; i-- > 0;) {
+		node = intern_node(p, (uint32_t)node, locs[i]);
+		if (node < 0)
+			return (int)node;
+	}
+	struct prof_sample *s = ARR_PUSH(p->samples);
+	if (!s)
+		return -ENOMEM;
+	*s = (struct prof_sample){time_ns, count, thread, (uint32_t)node};
+	if (p->samples.n == 1 || time_ns < p->first_time_ns)
+		p->first_time_ns = time_ns;
+	if (time_ns > p->last_time_ns)
+		p->last_time_ns = time_ns;
+	p->total += count;
+	return 0;
+}
+
+uint64_t sonde_profile_sample_count(const struct sonde_profile *p)
+{
+	return p ? p->total : 0;
+}
+
+static const struct {
+	const char *suffix;
+	enum sonde_profile_format fmt;
+} suffixes[] = {
+	{".pb.gz", SONDE_PROFILE_PPROF},     {".pprof", SONDE_PROFILE_PPROF},
+	{".folded", SONDE_PROFILE_FOLDED},   {".txt", SONDE_PROFILE_FOLDED},
+	{".json", SONDE_PROFILE_SPEEDSCOPE}, {".svg", SONDE_PROFILE_SVG},
+};
+
+int sonde_profile_format_from_path(const char *path, enum sonde_profile_format *out)
+{
+	size_t len = path ? strlen(path) : 0;
+
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		size_t sl = strlen(suffixes[i].suffix);
+		if (len > sl && strcmp(path + len - sl, suffixes[i].suffix) == 0) {
+			*out = suffixes[i].fmt;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int sonde_profile_parse_format(const char *name, enum sonde_profile_format *out)
+{
+	static const char *const names[] = {"pprof", "folded", "speedscope", "svg"};
+
+	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(name, names[i]) == 0) {
+			*out = (enum sonde_profile_format)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int sonde_profile_write(const struct sonde_profile *p, enum sonde_profile_format fmt, int fd,
+			const struct sonde_profile_write_opts *opts)
+{
+	const char *title = opts && opts->title ? opts->title : "sonde profile";
+
+	if (!p || fd < 0)
+		return -EINVAL;
+	switch (fmt) {
+	case SONDE_PROFILE_PPROF:
+		return prof_write_pprof(p, fd);
+	case SONDE_PROFILE_FOLDED:
+		return prof_write_folded(p, fd);
+	case SONDE_PROFILE_SPEEDSCOPE:
+		return prof_write_speedscope(p, fd, title);
+	case SONDE_PROFILE_SVG:
+		return prof_write_svg(p, fd, title);
+	}
+	return -EINVAL;
+}

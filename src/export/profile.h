@@ -1,0 +1,113 @@
+/* The profile model behind include/sonde/profile.h, shared by the exporters. Internal to
+ * libsonde.
+ *
+ * Every table is a dense array whose entry 0 is a placeholder, so that id 0 can mean
+ * "none" everywhere (as in the spool and in pprof). Strings are interned: string 0 is "".
+ * Invariants the exporters rely on: a stack node's parent has a smaller id than the node;
+ * a location's lines are innermost first and end with the inline_depth 0 frame.
+ */
+#ifndef SONDE_EXPORT_PROFILE_H
+#define SONDE_EXPORT_PROFILE_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sonde/profile.h>
+
+#include "base/buf.h"
+#include "export/idmap.h"
+
+/* A growable array of T: ARR_PUSH returns a pointer to a new zeroed slot, or NULL. */
+#define ARR(T)                                                                                     \
+	struct {                                                                                   \
+		T *v;                                                                              \
+		uint32_t n, cap;                                                                   \
+	}
+int arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz);
+#define ARR_PUSH(a)                                                                                \
+	((a).n < (a).cap || arr_grow((void **)&(a).v, &(a).cap, (a).n + 1, sizeof(*(a).v)) == 0    \
+		 ? memset(&(a).v[(a).n++], 0, sizeof(*(a).v))                                      \
+		 : NULL)
+#define ARR_FREE(a) (free((a).v), (a).v = NULL, (a).n = (a).cap = 0)
+
+struct prof_module {
+	uint32_t pid, flags;
+	uint64_t start, end, pgoff;
+	uint32_t path;	   /* string id (0: none) */
+	uint32_t build_id; /* string id of the lowercase hex build id (0: none) */
+};
+
+struct prof_func {
+	uint32_t name, file, module; /* string ids; module is the module path */
+	uint8_t kind, origin;	     /* enum sonde_sym_kind, enum sonde_sym_origin */
+};
+
+struct prof_line {
+	uint32_t func;
+	uint32_t line;
+	uint32_t inline_depth;
+};
+
+struct prof_loc {
+	uint32_t module;       /* 0: addr is a raw address */
+	uint64_t addr;	       /* file offset in module, or raw address */
+	uint32_t first_line;   /* index into lines */
+	uint32_t n_lines;      /* 0: unsymbolized */
+	uint32_t display_func; /* what flame views show for an unsymbolized location */
+};
+
+struct prof_node {
+	uint32_t parent; /* 0: root (outermost frame) */
+	uint32_t loc;
+};
+
+struct prof_sample {
+	uint64_t time_ns;
+	uint64_t count;
+	uint32_t thread;
+	uint32_t node;
+};
+
+struct prof_thread {
+	uint32_t pid, tid;
+	uint32_t comm; /* string id */
+};
+
+struct sonde_profile {
+	struct sonde_profile_info info;
+	struct buf chars;   /* NUL-terminated strings, back to back */
+	ARR(uint32_t) strs; /* string id -> offset in chars */
+	struct idmap str_index;
+	ARR(struct prof_module) modules;
+	ARR(struct prof_thread) threads;
+	ARR(struct prof_func) funcs;
+	struct idmap func_index;
+	ARR(struct prof_line) lines;
+	ARR(struct prof_loc) locs;
+	ARR(struct prof_node) nodes;
+	struct idmap node_index;
+	ARR(struct prof_sample) samples;
+	uint64_t total; /* sum of sample counts */
+	uint64_t first_time_ns, last_time_ns;
+};
+
+static inline const char *prof_str(const struct sonde_profile *p, uint32_t id)
+{
+	return (const char *)p->chars.data + p->strs.v[id];
+}
+
+/* Interns s (NULL and "" are string 0); returns the id or -ENOMEM. */
+int64_t prof_intern(struct sonde_profile *p, const char *s);
+/* The absolute address a location stands for (what pprof and perf show). */
+uint64_t prof_loc_address(const struct sonde_profile *p, const struct prof_loc *l);
+/* Last path component of a string id (the whole string if it has no '/'). */
+const char *prof_basename(const struct sonde_profile *p, uint32_t str);
+
+/* The exporters, each writing one format to fd. */
+int prof_write_pprof(const struct sonde_profile *p, int fd);
+int prof_write_folded(const struct sonde_profile *p, int fd);
+int prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title);
+int prof_write_svg(const struct sonde_profile *p, int fd, const char *title);
+
+#endif

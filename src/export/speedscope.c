@@ -1,0 +1,190 @@
+/* speedscope's file format (https://www.speedscope.app/file-format-schema.json): one
+ * "sampled" profile per thread, samples in time order with runs of the same stack merged,
+ * frames shared by all profiles and identified by function. */
+#include <errno.h>
+
+#include "export/flame.h"
+#include "export/out.h"
+
+#define SONDE_EXPORTER "sonde"
+
+struct ss {
+	const struct sonde_profile *p;
+	struct flame f;
+	struct out o;
+	uint32_t *frame_of_func; /* func id -> frame index + 1 (0: not emitted) */
+	uint32_t *path;		 /* scratch, max_depth entries */
+	uint32_t *order;	 /* sample indices grouped by thread, in time order */
+	uint32_t *thread_start;	 /* thread id -> first index in order; n_threads + 1 entries */
+};
+
+static void write_frames(struct ss *s)
+{
+	const struct sonde_profile *p = s->p;
+	uint32_t next = 0;
+
+	out_puts(&s->o, "\"shared\":{\"frames\":[");
+	for (uint32_t it = flame_next(&s->f, 0); it; it = flame_next(&s->f, it)) {
+		uint32_t func = s->f.nodes.v[it].func;
+		const struct prof_func *fn = &p->funcs.v[func];
+		if (s->frame_of_func[func])
+			continue;
+		s->frame_of_func[func] = ++next;
+		out_puts(&s->o, next > 1 ? ",{\"name\":\"" : "{\"name\":\"");
+		out_json_str(&s->o, prof_str(p, fn->name));
+		out_putc(&s->o, '"');
+		if (fn->file || fn->module) {
+			out_puts(&s->o, ",\"file\":\"");
+			out_json_str(&s->o, prof_str(p, fn->file ? fn->file : fn->module));
+			out_putc(&s->o, '"');
+		}
+		out_putc(&s->o, '}');
+	}
+	out_puts(&s->o, "]},");
+}
+
+/* Counting sort of sample indices by thread; a stable sort keeps each thread in time
+ * order (samples are added in time order). */
+static int group_by_thread(struct ss *s)
+{
+	const struct sonde_profile *p = s->p;
+	uint32_t nt = p->threads.n;
+
+	s->order = malloc(((size_t)p->samples.n + 1) * sizeof(*s->order));
+	s->thread_start = calloc((size_t)nt + 1, sizeof(*s->thread_start));
+	if (!s->order || !s->thread_start)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->samples.n; i++)
+		s->thread_start[p->samples.v[i].thread + 1]++;
+	for (uint32_t t = 1; t <= nt; t++)
+		s->thread_start[t] += s->thread_start[t - 1];
+	uint32_t *fill = malloc(((size_t)nt + 1) * sizeof(*fill));
+	if (!fill)
+		return -ENOMEM;
+	memcpy(fill, s->thread_start, ((size_t)nt + 1) * sizeof(*fill));
+	for (uint32_t i = 0; i < p->samples.n; i++)
+		s->order[fill[p->samples.v[i].thread]++] = i;
+	free(fill);
+	return 0;
+}
+
+/* A stack as frame indices, outermost first. */
+static void write_stack(struct ss *s, uint32_t fnode)
+{
+	uint32_t depth = 0;
+
+	for (uint32_t n = fnode; n; n = s->f.nodes.v[n].parent)
+		s->path[depth++] = s->frame_of_func[s->f.nodes.v[n].func] - 1;
+	out_putc(&s->o, '[');
+	while (depth-- > 0) {
+		out_u64(&s->o, s->path[depth]);
+		if (depth)
+			out_putc(&s->o, ',');
+	}
+	out_putc(&s->o, ']');
+}
+
+static void thread_name(struct ss *s, uint32_t t)
+{
+	const struct prof_thread *th = &s->p->threads.v[t];
+
+	out_puts(&s->o, "\"name\":\"");
+	if (t == 0) {
+		out_puts(&s->o, "unknown thread");
+	} else {
+		out_json_str(&s->o, th->comm ? prof_str(s->p, th->comm) : "thread");
+		out_printf(&s->o, " (pid %u, tid %u)", th->pid, th->tid);
+	}
+	out_puts(&s->o, "\",");
+}
+
+/* One thread's samples; consecutive samples with the same stack become one weighted
+ * sample, which speedscope displays identically. */
+static void write_profile(struct ss *s, uint32_t t, uint64_t unit_weight)
+{
+	const struct sonde_profile *p = s->p;
+	uint32_t from = s->thread_start[t], to = s->thread_start[t + 1];
+	uint64_t total = 0;
+
+	out_puts(&s->o, "{\"type\":\"sampled\",");
+	thread_name(s, t);
+	out_puts(&s->o, unit_weight > 1 ? "\"unit\":\"nanoseconds\"," : "\"unit\":\"none\",");
+	out_puts(&s->o, "\"startValue\":0,\"samples\":[");
+	for (uint32_t i = from; i < to;) {
+		uint32_t fn = s->f.of_node[p->samples.v[s->order[i]].node];
+		if (i > from)
+			out_putc(&s->o, ',');
+		write_stack(s, fn);
+		while (++i < to && s->f.of_node[p->samples.v[s->order[i]].node] == fn)
+			;
+	}
+	out_puts(&s->o, "],\"weights\":[");
+	for (uint32_t i = from; i < to;) {
+		uint32_t fn = s->f.of_node[p->samples.v[s->order[i]].node];
+		uint64_t w = 0;
+		do {
+			w += p->samples.v[s->order[i]].count * unit_weight;
+		} while (++i < to && s->f.of_node[p->samples.v[s->order[i]].node] == fn);
+		if (total)
+			out_putc(&s->o, ',');
+		out_u64(&s->o, w);
+		total += w;
+	}
+	out_puts(&s->o, "],\"endValue\":");
+	out_u64(&s->o, total);
+	out_putc(&s->o, '}');
+}
+
+static void write_profiles(struct ss *s)
+{
+	const struct sonde_profile *p = s->p;
+	uint64_t unit = p->info.sample_period_ns ? p->info.sample_period_ns : 1;
+	uint32_t n = 0, active = 0, most = 0;
+
+	out_puts(&s->o, "\"profiles\":[");
+	for (uint32_t t = 0; t < p->threads.n; t++) {
+		uint32_t count = s->thread_start[t + 1] - s->thread_start[t];
+		if (!count)
+			continue;
+		if (n)
+			out_putc(&s->o, ',');
+		write_profile(s, t, unit);
+		if (count > most) {
+			most = count;
+			active = n;
+		}
+		n++;
+	}
+	out_puts(&s->o, "],\"activeProfileIndex\":");
+	out_u64(&s->o, active);
+}
+
+int prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title)
+{
+	struct ss s = {.p = p};
+	int err = flame_build(&s.f, p);
+
+	if (err)
+		return err;
+	err = -ENOMEM;
+	s.frame_of_func = calloc(p->funcs.n, sizeof(*s.frame_of_func));
+	s.path = malloc(((size_t)s.f.max_depth + 1) * sizeof(*s.path));
+	if (!s.frame_of_func || !s.path || group_by_thread(&s) < 0)
+		goto out;
+	out_init(&s.o, fd);
+	out_puts(&s.o, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+		       "\"exporter\":\"" SONDE_EXPORTER "\",\"name\":\"");
+	out_json_str(&s.o, title);
+	out_puts(&s.o, "\",");
+	write_frames(&s);
+	write_profiles(&s);
+	out_puts(&s.o, "}\n");
+	err = out_close(&s.o);
+out:
+	free(s.thread_start);
+	free(s.order);
+	free(s.path);
+	free(s.frame_of_func);
+	flame_free(&s.f);
+	return err;
+}
