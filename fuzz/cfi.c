@@ -5,10 +5,38 @@
 #include <stdlib.h>
 
 #include "unwind/cfi.h"
+#include "unwind/dwarf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void probe(struct cfi_table *t)
+static bool find_table(void *ctx, uint64_t pc, struct unwind_module *out)
+{
+	out->table = ctx;
+	out->bias = 0;
+	return ctx != NULL;
+}
+
+/* Unwinds with the input bytes as both the CFI and the copied stack. */
+static void walk(const struct cfi_table *t, const uint8_t *data, size_t size)
+{
+	static uint64_t frames[64];
+	struct unwind_regs regs = {0};
+	struct unwind_stack s = {data, size, 0x7ff000000000};
+	size_t n;
+
+	for (size_t i = 0; i < cfi_table_rows(t) && i < 8; i++) {
+		for (unsigned r = 0; r < UREG_COUNT; r++)
+			regs.r[r] = s.start + (size / UREG_COUNT) * r;
+		regs.r[UREG_RIP] = cfi_table_base(t) + cfi_table_row(t, i)->pc;
+		regs.r[UREG_RSP] = s.start;
+		regs.valid = (1u << UREG_COUNT) - 1 - (uint32_t)i;
+		unwind_dwarf(&regs, &s, find_table, (void *)t, frames, 64, &n, NULL);
+		if (n > 64)
+			abort();
+	}
+}
+
+static void probe(struct cfi_table *t, const uint8_t *data, size_t size)
 {
 	uint32_t prev = 0;
 
@@ -26,14 +54,15 @@ static void probe(struct cfi_table *t)
 		cfi_table_lookup(t, pc - 1);
 		cfi_table_lookup(t, pc + 1);
 	}
+	walk(t, data, size);
 	cfi_table_free(t);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	probe(cfi_table_from_elf(data, size, NULL, 0));
-	probe(cfi_table_from_elf(data, size, data, size));
-	probe(cfi_table_from_section(data, size, 0x1000, false));
-	probe(cfi_table_from_section(data, size, 0x1000, true));
+	probe(cfi_table_from_elf(data, size, NULL, 0), data, size);
+	probe(cfi_table_from_elf(data, size, data, size), data, size);
+	probe(cfi_table_from_section(data, size, 0x1000, false), data, size);
+	probe(cfi_table_from_section(data, size, 0x1000, true), data, size);
 	return 0;
 }

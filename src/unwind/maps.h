@@ -1,0 +1,41 @@
+/* The executable mappings of one process, each with a CFI table built lazily the first
+ * time a pc in it is unwound. Internal to libsonde.
+ *
+ * Call order: unwind_maps_new, then unwind_maps_add (or unwind_maps_load_pid) for each
+ * mapping, then any number of unwind_dwarf calls with unwind_maps_find as the module
+ * lookup and the maps as its context, then unwind_maps_free. Not thread-safe.
+ */
+#ifndef SONDE_UNWIND_MAPS_H
+#define SONDE_UNWIND_MAPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "unwind/dwarf.h"
+
+struct unwind_maps;
+
+/* An empty set of mappings; pid (0 when none) selects /proc/PID/map_files/ to open files,
+ * which reaches deleted or replaced binaries. NULL and errno on failure. */
+struct unwind_maps *unwind_maps_new(pid_t pid);
+
+/* Adds the executable mapping [start, end) of file offset pgoff. The table is built from
+ * image (copied if non-NULL: e.g. a vDSO read from memory) or else, on first use, from the
+ * file (/proc/PID/map_files first, then path). path may be NULL only with an image.
+ * Returns 0 or -errno. */
+int unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
+		    const char *path, const void *image, size_t image_len);
+
+/* Adds every executable mapping of process pid from /proc/PID/maps; the [vdso] image is
+ * read from the process's memory. Returns the number added or -errno. */
+int unwind_maps_load_pid(struct unwind_maps *m, pid_t pid);
+
+/* unwind_find_module_fn over the maps (ctx is the struct unwind_maps *). Builds the
+ * mapping's table on first use; a mapping whose table cannot be built reports no CFI. */
+bool unwind_maps_find(void *ctx, uint64_t pc, struct unwind_module *out);
+
+/* Frees the maps and their tables; NULL is fine. */
+void unwind_maps_free(struct unwind_maps *m);
+
+#endif
