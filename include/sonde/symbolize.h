@@ -88,4 +88,18 @@ SONDE_API int sonde_symbolize(struct sonde_symbolizer *s, const struct sonde_sym
 SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
 				  struct sonde_sym_frame *out, size_t max);
 
+/* Keeps the exact image of module m (dev and inode must be set) open in the image cache:
+ * fd is a descriptor of the mapped file, typically from /proc/PID/map_files/START-END,
+ * so that a library deleted or replaced after it was mapped still symbolizes. The
+ * symbolizer keeps a duplicate; the caller keeps fd. Lookups of a module with the same
+ * dev, inode (and build id, when recorded) prefer this image over the module's path.
+ * Returns 0, -ESTALE when the file's build id differs from m's, -SONDE_E_LIMIT when the
+ * file alone exceeds the cache's byte bound, or another -errno. */
+SONDE_API int sonde_symbolizer_add_image(struct sonde_symbolizer *s,
+					 const struct sonde_sym_module *m, int fd);
+/* The same, opening /proc/m->pid/map_files/START-END itself (the process must be alive,
+ * and reading map_files needs CAP_SYS_ADMIN). */
+SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
+						  const struct sonde_sym_module *m);
+
 #endif

@@ -27,6 +27,7 @@
 #include "symbol/dinfod.h"
 #include "symbol/dwidx.h"
 #include "symbol/elfimg.h"
+#include "symbol/imgcache.h"
 #include "symbol/kallsyms.h"
 #include "symbol/perfmap.h"
 #include "symbol/strpool.h"
@@ -63,6 +64,12 @@ struct sonde_symbolizer {
 	struct kallsyms ksyms;
 	int ksyms_loaded;
 	struct u64map perfmaps; /* pid -> struct sym_perfmap */
+	struct imgcache images;
+};
+
+enum {
+	IMAGE_CACHE_BYTES = 1u << 30, /* default bound of the image cache */
+	IMAGE_CACHE_MAX = 128,	      /* default number of images (descriptors) kept */
 };
 
 struct sym_perfmap {
@@ -237,13 +244,26 @@ static void mod_open_vdso(struct sym_mod *sm)
 	sm->have_img = 1;
 }
 
-static void mod_open_image(struct sym_mod *sm, uint32_t pid)
+static int mod_try_cached(struct sonde_symbolizer *s, struct sym_mod *sm)
+{
+	int fd;
+
+	if (!sm->inode)
+		return -ENOENT;
+	fd = imgcache_get(&s->images, sm->dev, sm->inode, sm->build_id, sm->build_id_len);
+	if (fd < 0 || elfimg_open_fd(&sm->img, fd) < 0)
+		return -ENOENT;
+	sm->have_img = 1;
+	return 0;
+}
+
+static void mod_open_image(struct sonde_symbolizer *s, struct sym_mod *sm, uint32_t pid)
 {
 	char buf[4096];
 	size_t n = strlen(sm->path);
 	static const char deleted[] = " (deleted)";
 
-	if (sm->path[0] != '/')
+	if (mod_try_cached(s, sm) == 0 || sm->path[0] != '/')
 		return;
 	if (mod_try_path(sm, sm->path) == 0)
 		return;
@@ -329,7 +349,7 @@ static void mod_load(struct sonde_symbolizer *s, struct sym_mod *sm,
 	if (m->flags & SONDE_MODULE_VDSO)
 		mod_open_vdso(sm);
 	else
-		mod_open_image(sm, m->pid);
+		mod_open_image(s, sm, m->pid);
 	sm->dw_origin = SONDE_SYM_ORIGIN_DWARF;
 	if (!sm->have_img || !sm->img.has_debug_info)
 		mod_find_debug(s, sm);
@@ -556,6 +576,52 @@ SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint
 	return 1;
 }
 
+SONDE_API int sonde_symbolizer_add_image(struct sonde_symbolizer *s,
+					 const struct sonde_sym_module *m, int fd)
+{
+	struct elfimg img;
+	int r, dup_fd;
+
+	if (!s || !m || fd < 0 || !m->inode)
+		return -EINVAL;
+	r = elfimg_open_fd(&img, fd);
+	if (r < 0)
+		return r;
+	if (m->build_id_len && (m->build_id_len != img.build_id_len ||
+				memcmp(m->build_id, img.build_id, img.build_id_len))) {
+		elfimg_close(&img);
+		return -ESTALE;
+	}
+	dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup_fd < 0) {
+		r = -errno;
+		elfimg_close(&img);
+		return r;
+	}
+	r = imgcache_add(&s->images, m->dev, m->inode, img.build_id, img.build_id_len, dup_fd,
+			 img.file_size);
+	elfimg_close(&img);
+	return r;
+}
+
+SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
+						  const struct sonde_sym_module *m)
+{
+	char path[128];
+	int fd, r;
+
+	if (!s || !m)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, m->pid,
+		 m->start, m->end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = sonde_symbolizer_add_image(s, m, fd);
+	close(fd);
+	return r;
+}
+
 SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbolizer_opts *opts)
 {
 	struct sonde_symbolizer *s = calloc(1, sizeof(*s));
@@ -568,6 +634,9 @@ SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbo
 		memcpy(&s->opts, opts, n);
 	}
 	s->opts.sz = sizeof(s->opts);
+	s->images.max_bytes =
+		s->opts.image_cache_bytes ? s->opts.image_cache_bytes : IMAGE_CACHE_BYTES;
+	s->images.max_n = s->opts.image_cache_max ? s->opts.image_cache_max : IMAGE_CACHE_MAX;
 	return s;
 }
 
@@ -592,6 +661,7 @@ SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s)
 		}
 	}
 	u64map_free(&s->perfmaps);
+	imgcache_free(&s->images);
 	u64map_free(&s->raw_names);
 	strpool_free(&s->pool);
 	free(s);
