@@ -21,3 +21,10 @@ $(B)/progs/unwind_dbgframe.full: tests/progs/split.c
 $(B)/progs/unwind_dbgframe.debug: $(B)/progs/unwind_dbgframe.full
 	objcopy --only-keep-debug $< $@
 	objcopy --strip-debug --strip-unneeded $< $(B)/progs/unwind_dbgframe
+
+# bench-unwind: replays recorded samples through the DWARF unwinder (bench/unwind.sh runs
+# it next to perf). Built with the library of the current variant.
+all: $(B)/bench-unwind
+
+$(B)/bench-unwind: $(B)/obj/bench/unwind.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "unwind/dwarf.h"
+#include "unwind/fp.h"
 
 enum step_result {
 	STEP_OK,
@@ -157,28 +158,31 @@ static enum step_result cfi_step(const struct cfi_row *row, struct frame *f,
 	return STEP_OK;
 }
 
-/* The frame-pointer step: [rbp] is the caller's rbp, [rbp + 8] the return address. Used
- * only when CFI cannot unwind this frame. */
+/* The frame-pointer step, used only when CFI cannot unwind this frame: fp.c's walk, asked
+ * for one caller, validates the frame pointer ([rbp] is the caller's rbp, [rbp + 8] the
+ * return address; rbp at or above rsp, aligned, inside the copy). One step rather than the
+ * rest of the chain, so that CFI resumes at the caller: a frame without CFI inside code
+ * built without frame pointers costs one frame of guesswork, not the rest of the stack. */
 static enum step_result fp_step(struct frame *f, const struct unwind_stack *s)
 {
-	uint64_t rbp, saved_rbp, ra;
-	enum step_result r;
+	struct unwind_regs regs;
+	uint64_t pcs[2], saved_rbp;
+	enum unwind_end end;
 
-	if (!reg_get(f, UREG_RBP, &rbp))
-		return STEP_FAIL;
-	if (rbp == 0)
-		return STEP_COMPLETE; /* the outermost frame clears rbp (x86-64 ABI) */
-	if ((rbp & 7) || rbp < f->r[UREG_RSP])
-		return STEP_FAIL;
-	if ((r = read_stack(s, rbp, &saved_rbp)) != STEP_OK ||
-	    (r = read_stack(s, rbp + 8, &ra)) != STEP_OK)
-		return r;
-	f->valid &= BIT(UREG_RSP) | BIT(UREG_RIP) | BIT(UREG_RBP);
-	f->r[UREG_RBP] = saved_rbp;
-	f->r[UREG_RSP] = rbp + 16;
-	f->r[UREG_RIP] = ra;
-	f->exact = false;
-	return STEP_OK;
+	memcpy(regs.r, f->r, sizeof(regs.r));
+	regs.valid = f->valid;
+	if (unwind_fp(&regs, s, NULL, NULL, pcs, 2, &end) == 2 &&
+	    unwind_stack_read(s, f->r[UREG_RBP], &saved_rbp)) {
+		f->valid &= BIT(UREG_RSP) | BIT(UREG_RIP) | BIT(UREG_RBP);
+		f->r[UREG_RSP] = f->r[UREG_RBP] + 16;
+		f->r[UREG_RBP] = saved_rbp;
+		f->r[UREG_RIP] = pcs[1] + 1;
+		f->exact = false;
+		return STEP_OK;
+	}
+	return end == UNWIND_END_COMPLETE      ? STEP_COMPLETE
+	       : end == UNWIND_END_COPY_WINDOW ? STEP_COPY_WINDOW
+					       : STEP_FAIL;
 }
 
 /* Finds the row for the frame's pc; false with *why when there is none. */
