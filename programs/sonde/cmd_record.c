@@ -1,0 +1,407 @@
+/* sonde record: sample a command or running processes into a spool file.
+ *
+ * The loop: wait for ring data (or 100 ms), let the recorder process what is ready, then
+ * check whether to stop (SIGINT/SIGTERM, the launched command exited, every -p process
+ * exited). The recorder is then finished and the summary printed to stderr.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+#include <sonde/record.h>
+
+#include "cli.h"
+
+enum { MAX_PIDS = 64, POLL_MS = 100, CHILD_GRACE_MS = 2000 };
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+struct record_args {
+	struct sonde_record_opts opts;
+	pid_t pids[MAX_PIDS];
+	int n_pids;
+	const char *output;
+	char **cmd;
+	bool quiet;
+};
+
+/* The library explains failures through the log; the last error becomes our one line. */
+static char last_error[512];
+
+static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx)
+{
+	if (level >= SONDE_LOG_ERROR)
+		snprintf(last_error, sizeof(last_error), "%s", msg);
+	else if (level >= sonde_log_get_level())
+		fprintf(stderr, "sonde record: %s: %s\n",
+			level == SONDE_LOG_WARN ? "warning" : "info", msg);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sonde record [-F HZ|max] [-p PID]... [-o FILE] [--stack-size BYTES] [-- "
+		"CMD "
+		"ARGS...]\n\n"
+		"Samples the user-space stacks of a command, or of running processes, into a spool "
+		"file.\n\n"
+		"  -F, --freq HZ|max     samples per second per thread (default 999; max = the "
+		"kernel "
+		"limit)\n"
+		"  -p, --pid PID         record a running process (repeatable)\n"
+		"  -o, --output FILE     spool file to write (default sonde.spool)\n"
+		"      --stack-size N    user stack bytes copied per sample (default 32768, at "
+		"most "
+		"65528)\n"
+		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
+		"  -e, --event EVENT     auto (default), cycles (try cycles first) or cpu-clock\n"
+		"  -q, --quiet           no summary\n"
+		"  -h, --help            this help\n\n"
+		"Recording stops when the command (or every -p process) exits, or on Ctrl-C.\n"
+		"The exit status is the command's (128+N when killed by signal N).\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_event(const char *s, enum sonde_record_event *out)
+{
+	if (!strcmp(s, "auto"))
+		*out = SONDE_RECORD_EVENT_AUTO;
+	else if (!strcmp(s, "cycles"))
+		*out = SONDE_RECORD_EVENT_CYCLES;
+	else if (!strcmp(s, "cpu-clock"))
+		*out = SONDE_RECORD_EVENT_CPU_CLOCK;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* One option; returns 0, or CLI_USAGE after printing why. */
+static int parse_opt(struct record_args *a, int c, const char *arg)
+{
+	uint64_t v;
+
+	switch (c) {
+	case 'F':
+		if (!strcmp(arg, "max")) {
+			a->opts.frequency = SONDE_RECORD_FREQ_MAX;
+			return 0;
+		}
+		if (parse_u64(arg, &v) || v == 0) {
+			cli_error("record",
+				  "-F wants a positive number of samples per second or "
+				  "'max', not '%s'",
+				  arg);
+			return CLI_USAGE;
+		}
+		a->opts.frequency = v;
+		return 0;
+	case 'p':
+		if (parse_u64(arg, &v) || v == 0 || v > INT32_MAX) {
+			cli_error("record", "-p wants a process id, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		if (a->n_pids == MAX_PIDS) {
+			cli_error("record", "at most %d -p options", MAX_PIDS);
+			return CLI_USAGE;
+		}
+		a->pids[a->n_pids++] = (pid_t)v;
+		return 0;
+	case 'o':
+		a->output = arg;
+		return 0;
+	case 'S':
+		if (parse_u64(arg, &v) || v == 0 || v > 65528) {
+			cli_error("record", "--stack-size wants 8..65528 bytes, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		a->opts.stack_bytes = (uint32_t)v;
+		return 0;
+	case 'R':
+		if (parse_u64(arg, &v) || v == 0 || v > (1u << 20) || (v & (v - 1))) {
+			cli_error("record", "--ring-pages wants a power of two, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		a->opts.ring_pages = (uint32_t)v;
+		return 0;
+	case 'e':
+		if (parse_event(arg, &a->opts.event)) {
+			cli_error("record", "--event wants auto, cycles or cpu-clock, not '%s'",
+				  arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case 'q':
+		a->quiet = true;
+		return 0;
+	default:
+		usage(stderr);
+		return CLI_USAGE;
+	}
+}
+
+/* Returns -1 to go on, else an exit code. */
+static int parse_args(struct record_args *a, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"freq", required_argument, NULL, 'F'},
+		{"pid", required_argument, NULL, 'p'},
+		{"output", required_argument, NULL, 'o'},
+		{"stack-size", required_argument, NULL, 'S'},
+		{"ring-pages", required_argument, NULL, 'R'},
+		{"event", required_argument, NULL, 'e'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	a->opts.sz = sizeof(a->opts);
+	a->opts.frequency = 999;
+	a->output = "sonde.spool";
+	optind = 1;
+	/* '+': options end at the command, so its own options are left alone. */
+	while ((c = getopt_long(argc, argv, "+F:p:o:e:qh", longopts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_OK;
+		}
+		int err = parse_opt(a, c, optarg);
+		if (err)
+			return err;
+	}
+	if (optind < argc)
+		a->cmd = argv + optind;
+	if (!a->cmd && a->n_pids == 0) {
+		cli_error("record", "nothing to record: give a command after '--' or -p PID");
+		return CLI_USAGE;
+	}
+	return -1;
+}
+
+static void report_failure(const char *fallback_fmt, int err)
+{
+	if (last_error[0])
+		cli_error("record", "%s", last_error);
+	else
+		cli_error("record", fallback_fmt, sonde_strerror(err));
+}
+
+static void print_summary(const struct record_args *a, const struct sonde_record_summary *s)
+{
+	char fallback[96] = "";
+
+	if (s->cycles_error)
+		snprintf(fallback, sizeof(fallback), " (cycles unavailable: %s)",
+			 strerror(-s->cycles_error));
+	fprintf(stderr,
+		"sonde record: %llu samples (%llu written), %llu lost, %.2f s, event %s%s\n"
+		"  output %s; %llu Hz, %u-byte stacks, %u ring%s of %llu KiB; %u process%s, %u "
+		"thread%s; %llu empty, %llu truncated stacks\n",
+		(unsigned long long)s->samples, (unsigned long long)s->samples_written,
+		(unsigned long long)(s->lost_events + s->lost_samples), s->duration_ns / 1e9,
+		s->event, fallback, a->output, (unsigned long long)s->frequency, s->stack_bytes,
+		s->rings, s->rings == 1 ? "" : "s", (unsigned long long)(s->ring_bytes / 1024),
+		s->processes, s->processes == 1 ? "" : "es", s->threads, s->threads == 1 ? "" : "s",
+		(unsigned long long)s->empty_stacks, (unsigned long long)s->truncated_stacks);
+}
+
+static int install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal; /* no SA_RESTART: a signal interrupts the wait */
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The launched command: forward a stop signal once, then give it a grace period. */
+struct child {
+	struct sonde_launch *l;
+	bool exited;
+	int status;
+	bool signalled;
+	double signal_time;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static bool child_done(struct child *c)
+{
+	if (!c->l || c->exited)
+		return true;
+	if (sonde_launch_wait(c->l, WNOHANG, &c->status) == 1)
+		c->exited = true;
+	return c->exited;
+}
+
+/* true when the loop should end. */
+static bool should_stop(struct sonde_recorder *r, struct child *c, int n_pids)
+{
+	if (c->l) {
+		if (child_done(c))
+			return true;
+		if (stop_signal && !c->signalled) {
+			kill(sonde_launch_pid(c->l), stop_signal);
+			c->signalled = true;
+			c->signal_time = now_s();
+		}
+		if (c->signalled && now_s() - c->signal_time > CHILD_GRACE_MS / 1000.0) {
+			kill(sonde_launch_pid(c->l), SIGKILL);
+			sonde_launch_wait(c->l, 0, &c->status);
+			c->exited = true;
+			return true;
+		}
+		return false;
+	}
+	if (stop_signal)
+		return true;
+	return n_pids > 0 && sonde_recorder_active_process_count(r) == 0;
+}
+
+static int record_loop(struct sonde_recorder *r, struct child *c, int n_pids)
+{
+	int first = 0;
+
+	while (!should_stop(r, c, n_pids)) {
+		int err = sonde_recorder_poll(r, POLL_MS, NULL);
+		if (err < 0 && !first) {
+			first = err;
+			report_failure("recording failed: %s", err);
+			break;
+		}
+	}
+	return first;
+}
+
+static int exit_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return CLI_FAILURE;
+}
+
+/* Launches the command suspended; returns NULL after reporting (and sets *code). */
+static struct sonde_launch *launch(char **cmd, int *code)
+{
+	struct sonde_launch *l = sonde_launch_new(cmd, NULL);
+
+	if (!l) {
+		cli_error("record", "cannot run '%s': %s", cmd[0], strerror(errno));
+		*code = errno == ENOENT ? 127 : 126;
+	}
+	return l;
+}
+
+static struct sonde_recorder *attach_all(struct record_args *a, struct child *c, int *code)
+{
+	pid_t first = c->l ? sonde_launch_pid(c->l) : a->pids[0];
+	enum sonde_attach_mode mode = c->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP;
+	struct sonde_recorder *r = sonde_recorder_attach(first, a->output, mode, &a->opts);
+
+	*code = CLI_FAILURE;
+	if (!r) {
+		report_failure("cannot attach: %s", -errno);
+		return NULL;
+	}
+	for (int i = c->l ? 0 : 1; i < a->n_pids; i++) {
+		int out = sonde_recorder_attach_process(r, a->pids[i], SONDE_ATTACH_STOP);
+		if (out == SONDE_ATTACH_EXITED) {
+			cli_error("record", "no such process: %d", (int)a->pids[i]);
+			out = -ESRCH;
+		}
+		if (out < 0) {
+			if (out != -ESRCH)
+				report_failure("cannot attach: %s", out);
+			sonde_recorder_free(r);
+			return NULL;
+		}
+	}
+	return r;
+}
+
+static int run_record(int argc, char **argv)
+{
+	struct record_args a;
+	struct child c = {0};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	int code = parse_args(&a, argc, argv);
+
+	if (code >= 0)
+		return code;
+	sonde_log_set_callback(log_to_stderr, NULL);
+	if (install_signals() < 0)
+		return CLI_FAILURE;
+	if (a.cmd && !(c.l = launch(a.cmd, &code)))
+		return code;
+	struct sonde_recorder *r = attach_all(&a, &c, &code);
+	if (!r) {
+		sonde_launch_free(c.l);
+		return code;
+	}
+	if (c.l) {
+		int err = sonde_launch_resume(c.l);
+		if (err) {
+			cli_error("record", "cannot run '%s': %s", a.cmd[0], strerror(-err));
+			sonde_recorder_finish(r, NULL);
+			sonde_recorder_free(r);
+			sonde_launch_free(c.l);
+			return err == -ENOENT ? 127 : 126;
+		}
+	}
+	int err = record_loop(r, &c, a.n_pids);
+	int ferr = sonde_recorder_finish(r, &sum);
+	if (ferr && !err)
+		report_failure("finishing the recording failed: %s", ferr);
+	if (!a.quiet)
+		print_summary(&a, &sum);
+	sonde_recorder_free(r);
+	if (c.l) {
+		child_done(&c);
+		code = c.exited ? exit_code(c.status) : CLI_FAILURE;
+		sonde_launch_free(c.l);
+	} else {
+		code = CLI_OK;
+	}
+	return (err || ferr) && code == CLI_OK ? CLI_FAILURE : code;
+}
+
+SONDE_COMMAND("record", "sample the stacks of a command or running processes into a spool",
+	      run_record)

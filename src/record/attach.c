@@ -1,0 +1,267 @@
+/* Opening perf events on a process's threads, the per-CPU rings they share, and the
+ * diagnosis of refusals. */
+#include <errno.h>
+#include <linux/capability.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "record/recorder.h"
+
+enum { STOP_TIMEOUT_MS = 5000 };
+
+static bool machine_has_cpu_pmu(void)
+{
+	/* Hybrid CPUs expose cpu_core/cpu_atom instead of cpu. */
+	return access("/sys/bus/event_source/devices/cpu", F_OK) == 0 ||
+	       access("/sys/bus/event_source/devices/cpu_core", F_OK) == 0;
+}
+
+int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want)
+{
+	struct perf_event_attr a;
+	bool try_cycles = want == SONDE_RECORD_EVENT_CYCLES ||
+			  (want == SONDE_RECORD_EVENT_AUTO && machine_has_cpu_pmu());
+
+	r->cycles_error = 0;
+	r->cfg.kind = try_cycles ? PERF_KIND_CYCLES : PERF_KIND_CPU_CLOCK;
+	for (;;) {
+		/* A probe on the target's first CPU: it answers both "does this event exist here"
+		 * and "may we profile this process" before anything is stopped. */
+		perf_attr_fill(&a, &r->cfg);
+		a.disabled = 1;
+		a.enable_on_exec = 0;
+		int fd = perf_open(&a, pid, r->cpus[0]);
+		if (fd >= 0) {
+			close(fd);
+			return 0;
+		}
+		if (r->cfg.kind == PERF_KIND_CYCLES && perf_err_is_unsupported(fd)) {
+			sonde_info("cycles event unavailable (%s), using cpu-clock", strerror(-fd));
+			r->cycles_error = fd;
+			r->cfg.kind = PERF_KIND_CPU_CLOCK;
+			continue;
+		}
+		return fd;
+	}
+}
+
+static int read_int_file(const char *path, long *out)
+{
+	FILE *f = fopen(path, "re");
+	int ok = f && fscanf(f, "%ld", out) == 1;
+
+	if (f)
+		fclose(f);
+	return ok ? 0 : -ENOENT;
+}
+
+static bool have_cap(int cap)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return false;
+	return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
+void rec_explain_perf_error(pid_t pid, int err)
+{
+	long paranoid = -1, yama = -1;
+	uid_t ruid = 0, euid = 0;
+	bool perfmon = have_cap(38 /* CAP_PERFMON */) || have_cap(CAP_SYS_ADMIN);
+	bool ptrace_cap = have_cap(CAP_SYS_PTRACE);
+
+	if (err != -EACCES && err != -EPERM) {
+		sonde_error("cannot open perf events on pid %d: %s", (int)pid, sonde_strerror(err));
+		return;
+	}
+	read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
+	read_int_file("/proc/sys/kernel/yama/ptrace_scope", &yama);
+	int uerr = proc_read_uids(pid, &ruid, &euid);
+	if (uerr == 0 && euid != geteuid() && !ptrace_cap && !perfmon) {
+		sonde_error("permission denied: pid %d belongs to uid %u; profiling another user's "
+			    "process needs CAP_PERFMON or CAP_SYS_PTRACE "
+			    "(kernel.perf_event_paranoid is %ld)",
+			    (int)pid, (unsigned)euid, paranoid);
+	} else if (yama >= 1 && !ptrace_cap) {
+		sonde_error("permission denied on pid %d: kernel.yama.ptrace_scope is %ld "
+			    "(/proc/sys/kernel/yama/ptrace_scope) and this process lacks "
+			    "CAP_SYS_PTRACE",
+			    (int)pid, yama);
+	} else if (!perfmon) {
+		sonde_error(
+			"permission denied on pid %d: kernel.perf_event_paranoid is %ld "
+			"(/proc/sys/kernel/perf_event_paranoid; user-space sampling needs <= 2) "
+			"and this process lacks CAP_PERFMON",
+			(int)pid, paranoid);
+	} else {
+		sonde_error("permission denied opening perf events on pid %d: %s", (int)pid,
+			    sonde_strerror(err));
+	}
+}
+
+/* Smallest ring holding two samples of the configured stack size, in pages. */
+static unsigned min_ring_pages(const struct sonde_recorder *r)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), need = 2 * ((size_t)r->cfg.stack_bytes + 1024);
+	unsigned pages = 1;
+
+	while ((size_t)pages * page < need)
+		pages *= 2;
+	return pages;
+}
+
+/* Routes event fd into its CPU's ring, creating the ring on first use. */
+static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
+{
+	struct rec_ring *ring = &r->rings[cpu_idx];
+
+	if (ring->mapped)
+		return perf_set_output(fd, ring->ring.fd);
+	unsigned min = min_ring_pages(r), pages = r->ring_pages < min ? min : r->ring_pages;
+	int err = perf_ring_map(&ring->ring, fd, r->cpus[cpu_idx], pages, min);
+	if (err) {
+		sonde_error("cannot map a perf ring of %u pages: %s", pages, strerror(-err));
+		return err;
+	}
+	ring->mapped = true;
+	r->sum.ring_bytes = ring->ring.size;
+	r->sum.rings++;
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = cpu_idx};
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+static int add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec)
+{
+	if (r->n_events == r->cap_events) {
+		size_t cap = r->cap_events ? r->cap_events * 2 : 64;
+		struct rec_event *ne = realloc(r->events, cap * sizeof(*ne));
+		if (!ne)
+			return -ENOMEM;
+		r->events = ne;
+		r->cap_events = cap;
+	}
+	int err = attach_to_ring(r, fd, cpu_idx);
+	if (err)
+		return err;
+	r->events[r->n_events++] = (struct rec_event){fd, (int)cpu_idx, tid, on_exec};
+	return 0;
+}
+
+/* One event per (thread, CPU), all disabled or armed for exec. */
+static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
+{
+	struct perf_event_attr a;
+	struct perf_event_cfg cfg = r->cfg;
+
+	cfg.disabled = true;
+	cfg.enable_on_exec = on_exec;
+	perf_attr_fill(&a, &cfg);
+	for (size_t c = 0; c < r->n_cpus; c++) {
+		int fd = perf_open(&a, tid, r->cpus[c]);
+		if (fd == -ENODEV)
+			continue; /* CPU went offline */
+		if (fd < 0)
+			return fd;
+		int err = add_event(r, fd, c, tid, on_exec);
+		if (err) {
+			close(fd);
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int open_threads(struct sonde_recorder *r, struct rec_process *p)
+{
+	pid_t *tids;
+	size_t n, opened = 0;
+	int err = proc_list_tasks(p->pid, &tids, &n);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < n && !err; i++) {
+		struct rec_thread *t = rec_thread_get(r, tids[i], true);
+		if (!t) {
+			err = -ENOMEM;
+			break;
+		}
+		t->pid = p->pid;
+		if (proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
+			t->comm[0] = 0;
+		err = open_thread(r, tids[i], false);
+		if (err == -ESRCH) {
+			err = 0; /* exited meanwhile */
+			continue;
+		}
+		opened += err == 0;
+	}
+	free(tids);
+	if (!err && opened == 0)
+		err = -ESRCH;
+	return err;
+}
+
+int rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
+{
+	struct proc_stat st;
+	int err = proc_stat_read(pid, 0, &st);
+
+	if (err)
+		return err;
+	if (st.state == 'Z' || st.state == 'X')
+		return -ESRCH;
+	struct rec_process *p = rec_process_get(r, pid, true);
+	if (!p)
+		return -ENOMEM;
+	p->attached = true;
+	p->start_time = st.start_time;
+	if (mode == SONDE_ATTACH_ON_EXEC) {
+		/* Still a copy of the launcher: its mappings are replaced at exec. */
+		struct rec_thread *t = rec_thread_get(r, pid, true);
+		if (!t)
+			return -ENOMEM;
+		t->pid = pid;
+		return open_thread(r, pid, true);
+	}
+	if (mode == SONDE_ATTACH_STOP) {
+		err = proc_stop(pid, st.start_time, STOP_TIMEOUT_MS, &p->stop);
+		if (err)
+			return err;
+	}
+	err = open_threads(r, p);
+	if (!err)
+		err = rec_read_maps(r, p, rec_time(r, rec_now()));
+	return err;
+}
+
+int rec_enable_all(struct sonde_recorder *r, bool enable)
+{
+	int first = 0;
+
+	for (size_t i = 0; i < r->n_events; i++) {
+		if (enable && r->events[i].armed_on_exec)
+			continue;
+		int err = enable ? perf_enable(r->events[i].fd) : perf_disable(r->events[i].fd);
+		if (err && !first)
+			first = err;
+	}
+	return first;
+}
+
+void rec_exec_seen(struct sonde_recorder *r, pid_t pid)
+{
+	for (size_t i = 0; i < r->n_events; i++)
+		if (r->events[i].tid == pid)
+			r->events[i].armed_on_exec = false;
+}

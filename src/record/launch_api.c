@@ -1,0 +1,60 @@
+/* The public launcher: a thin owner of proc/launch. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <sonde/record.h>
+
+#include "proc/launch.h"
+
+struct sonde_launch {
+	struct proc_launch l;
+	bool resumed;
+};
+
+struct sonde_launch *sonde_launch_new(char *const argv[], char *const envp[])
+{
+	struct sonde_launch *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	if (!argv || !argv[0]) {
+		free(s);
+		errno = EINVAL;
+		return NULL;
+	}
+	int err = proc_launch_start(&s->l, argv, envp);
+	if (err) {
+		free(s);
+		errno = -err;
+		return NULL;
+	}
+	return s;
+}
+
+pid_t sonde_launch_pid(const struct sonde_launch *s)
+{
+	return s->l.pid;
+}
+
+int sonde_launch_resume(struct sonde_launch *s)
+{
+	if (s->resumed)
+		return -EALREADY;
+	s->resumed = true;
+	return proc_launch_resume(&s->l);
+}
+
+int sonde_launch_wait(struct sonde_launch *s, int flags, int *status)
+{
+	return proc_launch_wait(&s->l, flags, status);
+}
+
+void sonde_launch_free(struct sonde_launch *s)
+{
+	if (!s)
+		return;
+	if (!s->resumed)
+		proc_launch_abort(&s->l);
+	proc_launch_free(&s->l);
+	free(s);
+}

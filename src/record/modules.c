@@ -1,0 +1,190 @@
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record/modules.h"
+
+static const char *own_path(struct rec_modtable *t, const char *path)
+{
+	/* Consecutive inserts of the same file (split pieces, copies) share one string. */
+	if (t->n_paths && strcmp(t->paths[t->n_paths - 1], path) == 0)
+		return t->paths[t->n_paths - 1];
+	if (t->n_paths == t->cap_paths) {
+		size_t cap = t->cap_paths ? t->cap_paths * 2 : 16;
+		char **np = realloc(t->paths, cap * sizeof(*np));
+		if (!np)
+			return NULL;
+		t->paths = np;
+		t->cap_paths = cap;
+	}
+	char *s = strdup(path);
+	if (!s)
+		return NULL;
+	t->paths[t->n_paths++] = s;
+	return s;
+}
+
+static int reserve(struct rec_modtable *t, size_t extra)
+{
+	if (t->n + extra <= t->cap)
+		return 0;
+	size_t cap = t->cap ? t->cap * 2 : 16;
+	while (cap < t->n + extra)
+		cap *= 2;
+	struct rec_module *nm = realloc(t->m, cap * sizeof(*nm));
+	if (!nm)
+		return -ENOMEM;
+	t->m = nm;
+	t->cap = cap;
+	return 0;
+}
+
+/* Index of the first entry whose end is above addr. */
+static size_t lower_bound(const struct rec_modtable *t, uint64_t addr)
+{
+	size_t lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->m[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Removes [start, end) from the table, trimming or splitting entries that straddle it.
+ * Needs one free slot (a split adds an entry). */
+static void punch(struct rec_modtable *t, uint64_t start, uint64_t end)
+{
+	size_t i = lower_bound(t, start);
+
+	while (i < t->n && t->m[i].start < end) {
+		struct rec_module *e = &t->m[i];
+		if (e->start < start && e->end > end) { /* split in two */
+			memmove(e + 1, e, (t->n - i) * sizeof(*e));
+			t->n++;
+			struct rec_module *right = e + 1;
+			e->end = start;
+			right->pgoff += end - right->start;
+			right->start = end;
+			return;
+		}
+		if (e->start < start) { /* keep the left part */
+			e->end = start;
+			i++;
+		} else if (e->end > end) { /* keep the right part */
+			e->pgoff += end - e->start;
+			e->start = end;
+			return;
+		} else { /* fully covered */
+			memmove(e, e + 1, (t->n - i - 1) * sizeof(*e));
+			t->n--;
+		}
+	}
+}
+
+int modtable_insert(struct rec_modtable *t, const struct rec_module *m)
+{
+	if (m->end <= m->start)
+		return 0;
+	if (reserve(t, 2) < 0)
+		return -ENOMEM;
+	const char *path = own_path(t, m->path ? m->path : "");
+	if (!path)
+		return -ENOMEM;
+	punch(t, m->start, m->end);
+	size_t i = lower_bound(t, m->start);
+	memmove(&t->m[i + 1], &t->m[i], (t->n - i) * sizeof(t->m[0]));
+	t->m[i] = *m;
+	t->m[i].path = path;
+	t->n++;
+	return 0;
+}
+
+const struct rec_module *modtable_find(const struct rec_modtable *t, uint64_t pc)
+{
+	size_t i = lower_bound(t, pc);
+
+	if (i < t->n && t->m[i].start <= pc)
+		return &t->m[i];
+	return NULL;
+}
+
+void modtable_clear(struct rec_modtable *t)
+{
+	for (size_t i = 0; i < t->n_paths; i++)
+		free(t->paths[i]);
+	t->n_paths = 0;
+	t->n = 0;
+}
+
+int modtable_copy(struct rec_modtable *dst, const struct rec_modtable *src)
+{
+	for (size_t i = 0; i < src->n; i++) {
+		int err = modtable_insert(dst, &src->m[i]);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+void modtable_free(struct rec_modtable *t)
+{
+	if (!t)
+		return;
+	modtable_clear(t);
+	free(t->m);
+	free(t->paths);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Looks for NT_GNU_BUILD_ID in one note-bearing region. */
+static int find_note(Elf_Data *d, uint8_t *out, size_t cap)
+{
+	GElf_Nhdr nh;
+	size_t off = 0, name_off, desc_off;
+
+	while (d && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+		    memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0) {
+			size_t n = nh.n_descsz < cap ? nh.n_descsz : cap;
+			memcpy(out, (const uint8_t *)d->d_buf + desc_off, n);
+			return (int)n;
+		}
+	}
+	return 0;
+}
+
+int read_build_id(int fd, uint8_t *out, size_t cap)
+{
+	size_t nph;
+	int found = 0;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOSYS;
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e)
+		return 0; /* not ELF, or unreadable: no build id */
+	/* Program headers first: loaded notes are what identifies the mapped image. */
+	if (elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nph) == 0) {
+		for (size_t i = 0; i < nph && !found; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_NOTE)
+				continue;
+			Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz,
+							   ELF_T_NHDR);
+			found = find_note(d, out, cap);
+		}
+	}
+	for (Elf_Scn *s = NULL; !found && elf_kind(e) == ELF_K_ELF && (s = elf_nextscn(e, s));) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(s, &sh) && sh.sh_type == SHT_NOTE)
+			found = find_note(elf_getdata(s, NULL), out, cap);
+	}
+	elf_end(e);
+	return found;
+}

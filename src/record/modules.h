@@ -1,0 +1,45 @@
+/* The executable mappings of one process, for turning sampled pcs into (module, file
+ * offset) frames and for telling code addresses from garbage while unwinding. Internal.
+ *
+ * Entries never overlap: a new mapping replaces whatever part of older ones it covers (as
+ * mmap does). Each entry keeps the spool id of the module definition it came from, and the
+ * file offset of its own start, so a pc translates the same way after a split.
+ */
+#ifndef SONDE_RECORD_MODULES_H
+#define SONDE_RECORD_MODULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct rec_module {
+	uint64_t start, end; /* [start, end) */
+	uint64_t pgoff;	     /* file offset of start */
+	uint32_t id;	     /* spool module id */
+	uint32_t flags;	     /* enum sonde_spool_module_flags */
+	uint64_t dev, inode;
+	const char *path; /* owned by the table (shared between the pieces of a split) */
+};
+
+struct rec_modtable {
+	struct rec_module *m; /* sorted by start */
+	size_t n, cap;
+	char **paths; /* every path string the table owns */
+	size_t n_paths, cap_paths;
+};
+
+/* Inserts a mapping (path is copied). 0 or -ENOMEM. */
+int modtable_insert(struct rec_modtable *t, const struct rec_module *m);
+/* The entry containing pc, or NULL. */
+const struct rec_module *modtable_find(const struct rec_modtable *t, uint64_t pc);
+/* Drops every entry (exec, exit). */
+void modtable_clear(struct rec_modtable *t);
+/* Copies every entry of src into dst (fork). 0 or -ENOMEM. */
+int modtable_copy(struct rec_modtable *dst, const struct rec_modtable *src);
+void modtable_free(struct rec_modtable *t);
+
+/* The GNU build id of the ELF file open at fd (at most cap bytes). Length, 0 when the file
+ * has none or is not ELF, -errno. */
+int read_build_id(int fd, uint8_t *out, size_t cap);
+
+#endif

@@ -1,0 +1,493 @@
+/* The recorder's public API and its drain pipeline:
+ *
+ *   1. drain   every ring, pushing each record (copied) into the sorter
+ *   2. limit   the time up to which no ring can still deliver an older record
+ *   3. process records up to the limit, in time order: side band updates the process,
+ *              thread and module tables; samples are unwound and written
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "record/recorder.h"
+
+enum {
+	DEFAULT_FREQ = 999,
+	DEFAULT_RING_PAGES = 512,
+	/* Records still being written when a ring is read can carry a timestamp slightly
+	 * older than the read; they are released one poll later at most. */
+	REORDER_SLACK_NS = 2000000,
+};
+
+uint64_t rec_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t wall_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int rec_error(struct sonde_recorder *r, int err)
+{
+	if (err && !r->first_error)
+		r->first_error = err;
+	return err;
+}
+
+uint64_t rec_time(struct sonde_recorder *r, uint64_t t)
+{
+	if (t < r->last_time)
+		return r->last_time;
+	r->last_time = t;
+	return t;
+}
+
+int sonde_record_max_frequency(uint64_t *out)
+{
+	return perf_max_sample_rate(out);
+}
+
+/* Validates options into the event configuration. */
+static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *opts)
+{
+	struct sonde_record_opts o = {.frequency = DEFAULT_FREQ};
+	uint64_t max;
+
+	if (opts) {
+		if (opts->sz < sizeof(size_t) + sizeof(uint64_t)) {
+			sonde_error("record options: sz must be set");
+			return -EINVAL;
+		}
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	}
+	int err = perf_max_sample_rate(&max);
+	if (err) {
+		sonde_error("cannot read kernel.perf_event_max_sample_rate: %s", strerror(-err));
+		return err;
+	}
+	if (o.frequency == SONDE_RECORD_FREQ_MAX)
+		o.frequency = max;
+	if (o.frequency == 0 || o.frequency > max) {
+		sonde_error(
+			"sampling frequency %llu Hz is out of range: the kernel maximum is %llu "
+			"Hz (kernel.perf_event_max_sample_rate)",
+			(unsigned long long)o.frequency, (unsigned long long)max);
+		return -SONDE_E_RANGE;
+	}
+	if (o.stack_bytes > PERF_STACK_MAX) {
+		sonde_error("stack size %u is too large: at most %u bytes", o.stack_bytes,
+			    PERF_STACK_MAX);
+		return -SONDE_E_RANGE;
+	}
+	if (o.ring_pages & (o.ring_pages - 1)) {
+		sonde_error("ring size %u pages is not a power of two", o.ring_pages);
+		return -SONDE_E_RANGE;
+	}
+	r->cfg.freq = o.frequency;
+	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
+	r->ring_pages = o.ring_pages ? o.ring_pages : DEFAULT_RING_PAGES;
+	r->sum.frequency = r->cfg.freq;
+	r->sum.stack_bytes = r->cfg.stack_bytes;
+	return (int)o.event;
+}
+
+static struct sonde_recorder *recorder_alloc(void)
+{
+	struct sonde_recorder *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->epfd = -1;
+	r->out_fd = -1;
+	perf_event_layout(&r->layout);
+	r->sum.sz = sizeof(r->sum);
+	if (perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
+	    !(r->rings = calloc(r->n_cpus, sizeof(*r->rings))) ||
+	    !(r->sorter = perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+		sonde_recorder_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn write, void *ctx,
+		  enum sonde_attach_mode mode, const struct sonde_record_opts *opts)
+{
+	int want = apply_opts(r, opts);
+
+	if (want < 0)
+		return want;
+	if (mode > SONDE_ATTACH_RUNNING || want > SONDE_RECORD_EVENT_CPU_CLOCK)
+		return -EINVAL;
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH)) {
+		sonde_error("no such process: %d", (int)pid);
+		return -ESRCH;
+	}
+	int err = rec_choose_event(r, pid, want);
+	if (err) {
+		if (err == -ESRCH)
+			sonde_error("no such process: %d", (int)pid);
+		else
+			rec_explain_perf_error(pid, err);
+		return err;
+	}
+	snprintf(r->sum.event, sizeof(r->sum.event), "%s", perf_kind_name(r->cfg.kind));
+	r->sum.cycles_error = r->cycles_error;
+	r->cfg.wakeup_bytes = 0;
+
+	r->start_mono = rec_now();
+	struct sonde_spool_header h = {.start_time_ns = wall_now(),
+				       .start_monotonic_ns = r->start_mono,
+				       .sample_period_ns = 1000000000ull / r->cfg.freq};
+	r->last_time = r->start_mono;
+	r->spool = sonde_spool_writer_new(write, ctx, &h);
+	if (!r->spool) {
+		sonde_error("cannot write the spool header: %s", strerror(errno));
+		return -errno;
+	}
+	err = rec_open_process(r, pid, mode);
+	if (err == -EACCES || err == -EPERM)
+		rec_explain_perf_error(pid, err);
+	else if (err == -ESRCH)
+		sonde_error("no such process: %d (it exited while attaching)", (int)pid);
+	else if (err)
+		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
+	if (!err && mode != SONDE_ATTACH_ON_EXEC)
+		err = sonde_recorder_enable(r);
+	return err;
+}
+
+static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid,
+					     sonde_spool_write_fn write, void *ctx,
+					     enum sonde_attach_mode mode,
+					     const struct sonde_record_opts *opts)
+{
+	int err = attach(r, pid, write, ctx, mode, opts);
+
+	if (!err)
+		return r;
+	sonde_recorder_free(r);
+	errno = err <= -SONDE_E_BASE ? ERANGE : -err;
+	return NULL;
+}
+
+struct sonde_recorder *sonde_recorder_attach_writer(pid_t pid, sonde_spool_write_fn write,
+						    void *ctx, enum sonde_attach_mode mode,
+						    const struct sonde_record_opts *opts)
+{
+	struct sonde_recorder *r = recorder_alloc();
+
+	if (!r)
+		return NULL;
+	return attach_or_free(r, pid, write, ctx, mode, opts);
+}
+
+struct sonde_recorder *sonde_recorder_attach(pid_t pid, const char *path,
+					     enum sonde_attach_mode mode,
+					     const struct sonde_record_opts *opts)
+{
+	struct sonde_recorder *r = recorder_alloc();
+
+	if (!r)
+		return NULL;
+	r->out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (r->out_fd < 0) {
+		int err = errno;
+		sonde_error("cannot create %s: %s", path, strerror(err));
+		sonde_recorder_free(r);
+		errno = err;
+		return NULL;
+	}
+	return attach_or_free(r, pid, sonde_spool_write_fd, (void *)(intptr_t)r->out_fd, mode,
+			      opts);
+}
+
+int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
+{
+	struct rec_process *p = rec_process_get(r, pid, false);
+
+	if (r->finished)
+		return -SONDE_E_STATE;
+	if (mode > SONDE_ATTACH_RUNNING)
+		return -EINVAL;
+	if (p && !p->exited) {
+		int alive = proc_is_alive(pid, p->start_time);
+		if (alive < 0)
+			return alive;
+		if (alive)
+			return SONDE_ATTACH_ALREADY;
+	}
+	if (p) {
+		/* The pid now names another process: start over with it. */
+		p->exited = false;
+		p->attached = false;
+	}
+	int err = rec_open_process(r, pid, mode);
+	if (err == -ESRCH)
+		return SONDE_ATTACH_EXITED;
+	if (err == -EACCES || err == -EPERM)
+		rec_explain_perf_error(pid, err);
+	else if (err)
+		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
+	if (!err && mode != SONDE_ATTACH_ON_EXEC)
+		err = sonde_recorder_enable(r);
+	return err ? err : SONDE_ATTACH_ATTACHED;
+}
+
+int sonde_recorder_epoll_fd(const struct sonde_recorder *r)
+{
+	return r->epfd;
+}
+
+/* Step 1: every published record of every ring into the sorter. */
+static int drain_rings(struct sonde_recorder *r)
+{
+	int first = 0;
+
+	for (size_t i = 0; i < r->n_cpus; i++) {
+		struct rec_ring *ring = &r->rings[i];
+		const void *rec;
+		size_t len;
+		int got;
+
+		if (!ring->mapped)
+			continue;
+		perf_ring_begin(&ring->ring);
+		while ((got = perf_ring_next(&ring->ring, &rec, &len)) != 0) {
+			uint64_t t;
+			if (got < 0 || perf_record_time(rec, len, &r->layout, &t) < 0) {
+				r->sum.bad_records++;
+				continue;
+			}
+			if (t > ring->latest)
+				ring->latest = t;
+			int err = perf_sorter_push(r->sorter, t, rec, len);
+			if (err && !first)
+				first = err;
+		}
+		perf_ring_end(&ring->ring);
+	}
+	return first;
+}
+
+/* Steps 2 and 3. */
+static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_record_poll *pr)
+{
+	const void *buf;
+	size_t len;
+	uint64_t t;
+
+	while (perf_sorter_pop(r->sorter, limit, &buf, &len, &t) == 1) {
+		struct perf_rec rec;
+		if (perf_decode(buf, len, &r->layout, &rec) < 0) {
+			r->sum.bad_records++;
+			continue;
+		}
+		uint64_t samples = r->sum.samples, lost = r->sum.lost_events;
+		int err = rec_process_record(r, &rec);
+		pr->samples += r->sum.samples - samples;
+		pr->lost_events += r->sum.lost_events - lost;
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_record_poll *pr)
+{
+	uint64_t floor = rec_now() - REORDER_SLACK_NS;
+	uint64_t latest[64];
+	int err = rec_error(r, drain_rings(r));
+	uint64_t limit = UINT64_MAX;
+
+	if (!final) {
+		/* Rings beyond the array are represented by the floor: still correct, since
+		 * the floor is below anything they can still deliver. */
+		size_t n = r->n_cpus < 64 ? r->n_cpus : 64;
+		for (size_t i = 0; i < n; i++)
+			latest[i] = r->rings[i].mapped ? r->rings[i].latest : 0;
+		limit = perf_sorter_limit(latest, n, floor);
+		if (r->n_cpus > 64 && limit > floor)
+			limit = floor;
+	}
+	int perr = process_until(r, limit, pr);
+	return err ? err : perr;
+}
+
+static void drop_hung_up(struct sonde_recorder *r, const struct epoll_event *ev, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct rec_ring *ring = &r->rings[ev[i].data.u64];
+		/* A ring whose events all ended stays readable forever: stop waiting on it (its
+		 * remaining records are still drained). */
+		if ((ev[i].events & (EPOLLHUP | EPOLLERR)) && !ring->hup) {
+			epoll_ctl(r->epfd, EPOLL_CTL_DEL, ring->ring.fd, NULL);
+			ring->hup = true;
+		}
+	}
+}
+
+int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms, struct sonde_record_poll *out)
+{
+	struct sonde_record_poll pr = {0};
+	struct epoll_event ev[16];
+
+	if (r->finished)
+		return -SONDE_E_STATE;
+	if (timeout_ms != 0) {
+		int n = epoll_wait(r->epfd, ev, 16, timeout_ms);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		drop_hung_up(r, ev, n);
+	}
+	int err = drain_and_process(r, false, &pr);
+	if (out && out->sz >= sizeof(size_t)) {
+		pr.sz = out->sz;
+		memcpy(out, &pr, out->sz < sizeof(pr) ? out->sz : sizeof(pr));
+	}
+	return err ? err : (int)(pr.samples > INT32_MAX ? INT32_MAX : pr.samples);
+}
+
+int sonde_recorder_enable(struct sonde_recorder *r)
+{
+	int err = rec_enable_all(r, true);
+
+	for (size_t i = 0; i < r->n_procs; i++) {
+		int rerr = proc_resume(&r->procs[i].stop);
+		if (rerr && rerr != -ESRCH)
+			sonde_warn("cannot resume pid %d: %s", (int)r->procs[i].pid,
+				   strerror(-rerr));
+		if (rerr && !err)
+			err = rerr;
+	}
+	r->enabled = err == 0;
+	return err;
+}
+
+int sonde_recorder_disable(struct sonde_recorder *r)
+{
+	r->enabled = false;
+	return rec_enable_all(r, false);
+}
+
+int sonde_recorder_summary(const struct sonde_recorder *r, struct sonde_record_summary *out)
+{
+	struct sonde_record_summary s = r->sum;
+
+	if (!out || out->sz < sizeof(size_t))
+		return -EINVAL;
+	s.sz = out->sz;
+	if (r->start_mono)
+		s.duration_ns = rec_now() - r->start_mono;
+	if (r->finished)
+		s.duration_ns = r->sum.duration_ns;
+	memcpy(out, &s, out->sz < sizeof(s) ? out->sz : sizeof(s));
+	return 0;
+}
+
+int sonde_recorder_process_is_active(struct sonde_recorder *r, pid_t pid)
+{
+	struct rec_process *p = rec_process_get(r, pid, false);
+
+	if (!p)
+		return -EINVAL;
+	if (p->exited)
+		return 0;
+	return proc_is_alive(pid, p->start_time);
+}
+
+int sonde_recorder_active_process_count(struct sonde_recorder *r)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < r->n_procs; i++) {
+		struct rec_process *p = &r->procs[i];
+		if (p->exited)
+			continue;
+		int alive = proc_is_alive(p->pid, p->start_time);
+		if (alive < 0)
+			return alive;
+		n += alive;
+	}
+	return n;
+}
+
+static void keep_first(int *first, int err, const char *what)
+{
+	if (!err)
+		return;
+	if (!*first)
+		*first = err;
+	else
+		sonde_warn("%s also failed: %s", what, sonde_strerror(err));
+}
+
+int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary *out)
+{
+	struct sonde_record_poll pr = {0};
+	int first = r->first_error;
+
+	if (r->finished)
+		return -SONDE_E_STATE;
+	keep_first(&first, sonde_recorder_disable(r), "disabling events");
+	for (size_t i = 0; i < r->n_procs; i++)
+		keep_first(&first, proc_resume(&r->procs[i].stop), "resuming a stopped process");
+	keep_first(&first, drain_and_process(r, true, &pr), "the final drain");
+	/* Flushing is attempted whatever happened before. */
+	keep_first(&first, sonde_spool_writer_finish(r->spool), "flushing the spool");
+	if (r->out_fd >= 0) {
+		if (close(r->out_fd) < 0)
+			keep_first(&first, -errno, "closing the spool file");
+		r->out_fd = -1;
+	}
+	r->sum.duration_ns = rec_now() - r->start_mono;
+	r->finished = true;
+	if (out)
+		keep_first(&first, sonde_recorder_summary(r, out), "the summary");
+	return first;
+}
+
+void sonde_recorder_free(struct sonde_recorder *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n_events; i++) {
+		if (!r->finished)
+			perf_disable(r->events[i].fd);
+	}
+	for (size_t i = 0; i < r->n_procs; i++)
+		proc_resume(&r->procs[i].stop);
+	for (size_t i = 0; r->rings && i < r->n_cpus; i++)
+		if (r->rings[i].mapped)
+			perf_ring_unmap(&r->rings[i].ring);
+	for (size_t i = 0; i < r->n_events; i++)
+		close(r->events[i].fd);
+	if (r->epfd >= 0)
+		close(r->epfd);
+	if (r->out_fd >= 0)
+		close(r->out_fd);
+	sonde_spool_writer_free(r->spool);
+	perf_sorter_free(r->sorter);
+	rec_track_free(r);
+	free(r->events);
+	free(r->rings);
+	free(r->cpus);
+	free(r);
+}

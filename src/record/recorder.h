@@ -1,0 +1,119 @@
+/* The recorder's internal state, shared by its source files. Internal.
+ *
+ * recorder.c: public API, the drain/sort/process pipeline. attach.c: opening events, rings,
+ * stopping and reading processes, diagnosing permission errors. track.c: processes,
+ * threads and modules as side-band records change them.
+ */
+#ifndef SONDE_RECORD_RECORDER_H
+#define SONDE_RECORD_RECORDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <sonde/record.h>
+#include <sonde/spool.h>
+
+#include "perf/decode.h"
+#include "perf/event.h"
+#include "perf/ring.h"
+#include "perf/sorter.h"
+#include "proc/proc.h"
+#include "record/modules.h"
+
+struct rec_ring {
+	struct perf_ring ring;
+	uint64_t latest; /* newest timestamp read from this ring */
+	bool mapped;
+	bool hup; /* removed from epoll after POLLHUP (still drained) */
+};
+
+struct rec_event {
+	int fd;
+	int ring; /* index into rings (= CPU index) */
+	pid_t tid;
+	bool armed_on_exec; /* enable_on_exec still pending: enabling by hand would sample the
+			     * launcher before its exec */
+};
+
+struct rec_process {
+	pid_t pid;
+	uint64_t start_time; /* 0 when unknown (a child seen only through FORK) */
+	bool attached;	     /* attached explicitly, as opposed to followed */
+	bool exited;
+	bool has_spool_modules; /* modules defined in the spool since the last retirement */
+	struct proc_stopped stop;
+	struct rec_modtable mods;
+};
+
+struct rec_thread {
+	pid_t tid; /* 0: empty slot */
+	pid_t pid;
+	uint32_t spool_id; /* valid when defined */
+	bool defined;
+	char comm[16];
+};
+
+struct rec_build_id {
+	uint64_t dev, inode;
+	uint8_t len;
+	uint8_t id[32];
+};
+
+struct sonde_recorder {
+	struct perf_layout layout;
+	struct perf_event_cfg cfg;
+	int cycles_error;
+	uint32_t ring_pages;
+
+	int *cpus;
+	size_t n_cpus;
+	struct rec_ring *rings; /* one per CPU */
+	struct rec_event *events;
+	size_t n_events, cap_events;
+	int epfd;
+	struct perf_sorter *sorter;
+
+	struct sonde_spool_writer *spool;
+	int out_fd; /* owned when recording to a path, else -1 */
+
+	struct rec_process *procs;
+	size_t n_procs, cap_procs;
+	struct rec_thread *threads; /* open addressing on tid, cap a power of two */
+	size_t n_threads, cap_threads;
+	struct rec_build_id *build_ids;
+	size_t n_build_ids, cap_build_ids;
+
+	struct sonde_record_summary sum;
+	uint64_t start_mono, last_time;
+	int first_error;
+	bool enabled, finished;
+
+	struct sonde_spool_frame frames[UNWIND_MAX_FRAMES];
+};
+
+/* Keeps the first error of the recording; returns err. */
+int rec_error(struct sonde_recorder *r, int err);
+uint64_t rec_now(void);
+/* Clamps a record time so that spool writes never go back in time. */
+uint64_t rec_time(struct sonde_recorder *r, uint64_t t);
+
+/* attach.c */
+int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
+int rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode);
+void rec_explain_perf_error(pid_t pid, int err);
+int rec_enable_all(struct sonde_recorder *r, bool enable);
+void rec_exec_seen(struct sonde_recorder *r, pid_t pid);
+
+/* track.c */
+struct rec_process *rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
+struct rec_thread *rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
+void rec_thread_remove(struct sonde_recorder *r, pid_t tid);
+int rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
+		    const struct rec_module *m, uint32_t maj, uint32_t min);
+int rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
+int rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
+int rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);
+void rec_track_free(struct sonde_recorder *r);
+
+#endif

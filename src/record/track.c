@@ -1,0 +1,421 @@
+/* Processes, threads and modules, as the side-band records change them, and the samples
+ * that refer to them. Everything here runs in timestamp order (after the sorter). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "proc/maps.h"
+#include "record/recorder.h"
+#include "record/stack.h"
+
+struct rec_process *rec_process_get(struct sonde_recorder *r, pid_t pid, bool create)
+{
+	for (size_t i = 0; i < r->n_procs; i++)
+		if (r->procs[i].pid == pid)
+			return &r->procs[i];
+	if (!create)
+		return NULL;
+	if (r->n_procs == r->cap_procs) {
+		size_t cap = r->cap_procs ? r->cap_procs * 2 : 8;
+		struct rec_process *np = realloc(r->procs, cap * sizeof(*np));
+		if (!np)
+			return NULL;
+		r->procs = np;
+		r->cap_procs = cap;
+	}
+	struct rec_process *p = &r->procs[r->n_procs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	r->sum.processes++;
+	return p;
+}
+
+/* Threads: open addressing with linear probing; tid 0 marks an empty slot. */
+static size_t slot_of(const struct sonde_recorder *r, pid_t tid)
+{
+	return ((uint32_t)tid * 2654435761u) & (r->cap_threads - 1);
+}
+
+static int threads_grow(struct sonde_recorder *r)
+{
+	size_t old_cap = r->cap_threads, cap = old_cap ? old_cap * 2 : 64;
+	struct rec_thread *old = r->threads, *nt = calloc(cap, sizeof(*nt));
+
+	if (!nt)
+		return -ENOMEM;
+	r->threads = nt;
+	r->cap_threads = cap;
+	for (size_t i = 0; i < old_cap; i++) {
+		if (!old[i].tid)
+			continue;
+		size_t s = slot_of(r, old[i].tid);
+		while (nt[s].tid)
+			s = (s + 1) & (cap - 1);
+		nt[s] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
+struct rec_thread *rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create)
+{
+	if (r->cap_threads) {
+		for (size_t s = slot_of(r, tid);; s = (s + 1) & (r->cap_threads - 1)) {
+			if (r->threads[s].tid == tid)
+				return &r->threads[s];
+			if (!r->threads[s].tid)
+				break;
+		}
+	}
+	if (!create || tid <= 0)
+		return NULL;
+	if ((r->n_threads + 1) * 2 > r->cap_threads && threads_grow(r) < 0)
+		return NULL;
+	size_t s = slot_of(r, tid);
+	while (r->threads[s].tid)
+		s = (s + 1) & (r->cap_threads - 1);
+	memset(&r->threads[s], 0, sizeof(r->threads[s]));
+	r->threads[s].tid = tid;
+	r->n_threads++;
+	r->sum.threads++;
+	return &r->threads[s];
+}
+
+void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
+{
+	struct rec_thread *t = rec_thread_get(r, tid, false);
+
+	if (!t)
+		return;
+	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
+	size_t mask = r->cap_threads - 1, i = (size_t)(t - r->threads), j = i;
+	r->threads[i].tid = 0;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!r->threads[j].tid)
+			break;
+		size_t home = slot_of(r, r->threads[j].tid);
+		/* Move j back to i unless its home lies cyclically in (i, j]. */
+		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+			r->threads[i] = r->threads[j];
+			r->threads[j].tid = 0;
+			i = j;
+		}
+	}
+	r->n_threads--;
+}
+
+/* Build ids by file identity: every process mapping libc reads it once. */
+static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
+					    const struct rec_module *m)
+{
+	for (size_t i = 0; i < r->n_build_ids; i++)
+		if (r->build_ids[i].dev == m->dev && r->build_ids[i].inode == m->inode)
+			return &r->build_ids[i];
+	if (r->n_build_ids == r->cap_build_ids) {
+		size_t cap = r->cap_build_ids ? r->cap_build_ids * 2 : 32;
+		struct rec_build_id *nb = realloc(r->build_ids, cap * sizeof(*nb));
+		if (!nb)
+			return NULL;
+		r->build_ids = nb;
+		r->cap_build_ids = cap;
+	}
+	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
+	memset(b, 0, sizeof(*b));
+	b->dev = m->dev;
+	b->inode = m->inode;
+
+	/* map_files reaches the mapped file even when it was deleted or replaced; the inode
+	 * check makes sure a path that now names another file is not used. */
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_ino != m->inode) {
+		if (fd >= 0)
+			close(fd);
+		fd = open(m->path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_ino != m->inode)) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (fd >= 0) {
+		int n = read_build_id(fd, b->id, sizeof(b->id));
+		b->len = n > 0 ? (uint8_t)n : 0;
+		close(fd);
+	}
+	return b;
+}
+
+static uint32_t mapping_flags(const char *path, size_t *path_len)
+{
+	size_t n = strlen(path);
+	static const char deleted[] = " (deleted)";
+
+	*path_len = n;
+	if (strcmp(path, "[vdso]") == 0)
+		return SONDE_MODULE_EXEC | SONDE_MODULE_VDSO;
+	if (!*path || strcmp(path, "//anon") == 0 || strncmp(path, "[anon", 5) == 0)
+		return SONDE_MODULE_EXEC | SONDE_MODULE_JIT;
+	if (n > sizeof(deleted) - 1 && strcmp(path + n - (sizeof(deleted) - 1), deleted) == 0)
+		return SONDE_MODULE_EXEC | SONDE_MODULE_DELETED;
+	return SONDE_MODULE_EXEC;
+}
+
+int rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
+		    const struct rec_module *m, uint32_t maj, uint32_t min)
+{
+	struct rec_module mod = *m;
+	size_t path_len;
+	const struct rec_build_id *b = NULL;
+
+	mod.flags = mapping_flags(m->path, &path_len);
+	mod.dev = m->inode ? makedev(maj, min) : 0;
+	if (m->inode && !(mod.flags & SONDE_MODULE_DELETED))
+		b = build_id_lookup(r, p->pid, &mod);
+
+	struct sonde_spool_module_def def = {
+		.pid = (uint32_t)p->pid,
+		.flags = mod.flags,
+		.start = mod.start,
+		.end = mod.end,
+		.pgoff = mod.pgoff,
+		.dev = mod.dev,
+		.inode = mod.inode,
+		.build_id = b && b->len ? b->id : NULL,
+		.build_id_len = b ? b->len : 0,
+		.path = mod.path,
+	};
+	int err = sonde_spool_add_module(r->spool, rec_time(r, time), &def, &mod.id);
+	if (err)
+		return rec_error(r, err);
+	p->has_spool_modules = true;
+	err = modtable_insert(&p->mods, &mod);
+	return err ? rec_error(r, err) : 0;
+}
+
+struct maps_ctx {
+	struct sonde_recorder *r;
+	struct rec_process *p;
+	uint64_t time;
+};
+
+static int on_map(void *ctx, const struct proc_map *pm)
+{
+	struct maps_ctx *c = ctx;
+	char path[4096];
+
+	if (!pm->exec || strncmp(pm->path, "[vsyscall]", pm->path_len) == 0)
+		return 0;
+	snprintf(path, sizeof(path), "%.*s", (int)pm->path_len, pm->path);
+	struct rec_module m = {.start = pm->start,
+			       .end = pm->end,
+			       .pgoff = pm->pgoff,
+			       .inode = pm->inode,
+			       .path = path};
+	return rec_add_mapping(c->r, c->p, c->time, &m, pm->dev_major, pm->dev_minor);
+}
+
+int rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
+{
+	struct maps_ctx c = {r, p, time};
+
+	return proc_maps_read(p->pid, on_map, &c);
+}
+
+int rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
+{
+	int err = 0;
+
+	if (p->has_spool_modules)
+		err = sonde_spool_retire_process(r->spool, rec_time(r, time), (uint32_t)p->pid);
+	p->has_spool_modules = false;
+	modtable_clear(&p->mods);
+	return err ? rec_error(r, err) : 0;
+}
+
+/* The spool id of a thread, defining it on first use (and after a rename). */
+static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid, uint32_t *id)
+{
+	struct rec_thread *t = rec_thread_get(r, tid, true);
+
+	if (!t)
+		return rec_error(r, -ENOMEM);
+	if (t->defined && t->pid == pid) {
+		*id = t->spool_id;
+		return 0;
+	}
+	t->pid = pid;
+	if (!t->comm[0] && proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
+		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
+	int err = sonde_spool_add_thread(r->spool, rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
+					 t->comm, &t->spool_id);
+	if (err)
+		return rec_error(r, err);
+	t->defined = true;
+	*id = t->spool_id;
+	return 0;
+}
+
+static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	const struct perf_sample *s = &rec->sample;
+	struct rec_process *p = rec_process_get(r, (pid_t)rec->pid, true);
+	enum unwind_end end = UNWIND_END_ERROR;
+	size_t n = 0;
+	uint32_t tid_id = 0;
+
+	if (!p)
+		return rec_error(r, -ENOMEM);
+	r->sum.samples++;
+	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
+		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP]};
+		n = record_unwind(&s->regs, &st, &p->mods, r->frames, UNWIND_MAX_FRAMES, &end);
+	}
+	if (n == 0) {
+		r->sum.empty_stacks++;
+		return 0;
+	}
+	uint32_t flags = 0;
+	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
+		flags |= SONDE_SAMPLE_TRUNCATED;
+		r->sum.truncated_stacks++;
+	} else if (end == UNWIND_END_ERROR) {
+		r->sum.unwind_errors++;
+	}
+	int err = thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
+	if (err)
+		return err;
+	err = sonde_spool_add_sample(r->spool, rec_time(r, rec->time), tid_id, r->frames, n, flags);
+	if (err)
+		return rec_error(r, err);
+	r->sum.samples_written++;
+	return 0;
+}
+
+static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	const struct perf_mmap2 *m = &rec->mmap2;
+
+	if (!(m->prot & PROT_EXEC) || !m->filename || m->addr + m->len < m->addr)
+		return 0;
+	struct rec_process *p = rec_process_get(r, (pid_t)m->pid, true);
+	if (!p)
+		return rec_error(r, -ENOMEM);
+	struct rec_module mod = {.start = m->addr,
+				 .end = m->addr + m->len,
+				 .pgoff = m->pgoff,
+				 .inode = m->has_build_id ? 0 : m->ino,
+				 .path = m->filename};
+	return rec_add_mapping(r, p, rec->time, &mod, m->maj, m->min);
+}
+
+static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	const struct perf_comm *c = &rec->comm;
+	struct rec_thread *t = rec_thread_get(r, (pid_t)c->tid, true);
+
+	if (!t)
+		return rec_error(r, -ENOMEM);
+	/* A new name is a new spool thread from the next sample on. */
+	snprintf(t->comm, sizeof(t->comm), "%s", c->comm ? c->comm : "");
+	t->defined = false;
+	if (c->exec) {
+		rec_exec_seen(r, (pid_t)c->pid);
+		struct rec_process *p = rec_process_get(r, (pid_t)c->pid, true);
+		if (!p)
+			return rec_error(r, -ENOMEM);
+		return rec_retire(r, p, rec->time);
+	}
+	return 0;
+}
+
+static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	const struct perf_task *f = &rec->task;
+	struct rec_thread *t = rec_thread_get(r, (pid_t)f->tid, true);
+
+	if (!t)
+		return rec_error(r, -ENOMEM);
+	/* Looked up after the insertion, which may have moved the table. */
+	struct rec_thread *parent = rec_thread_get(r, (pid_t)f->ptid, false);
+	t->pid = (pid_t)f->pid;
+	t->defined = false;
+	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
+	if (f->pid == f->ppid)
+		return 0; /* a new thread of a known process */
+
+	/* A new process: it starts with a copy of its parent's mappings. */
+	struct rec_process *child = rec_process_get(r, (pid_t)f->pid, true);
+	struct rec_process *pp = rec_process_get(r, (pid_t)f->ppid, false);
+	if (!child)
+		return rec_error(r, -ENOMEM);
+	child->exited = false;
+	if (!pp)
+		return 0;
+	for (size_t i = 0; i < pp->mods.n; i++) {
+		int err = rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
+					  major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	const struct perf_task *e = &rec->task;
+
+	rec_thread_remove(r, (pid_t)e->tid);
+	if (e->pid != e->tid)
+		return 0;
+	struct rec_process *p = rec_process_get(r, (pid_t)e->pid, false);
+	if (!p)
+		return 0;
+	p->exited = true;
+	return rec_retire(r, p, rec->time);
+}
+
+int rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	switch (rec->type) {
+	case PERF_RECORD_SAMPLE:
+		return on_sample(r, rec);
+	case PERF_RECORD_MMAP2:
+		return on_mmap2(r, rec);
+	case PERF_RECORD_COMM:
+		return on_comm(r, rec);
+	case PERF_RECORD_FORK:
+		return on_fork(r, rec);
+	case PERF_RECORD_EXIT:
+		return on_exit_rec(r, rec);
+	case PERF_RECORD_LOST:
+		r->sum.lost_events += rec->lost.lost;
+		return 0;
+	case PERF_RECORD_LOST_SAMPLES:
+		r->sum.lost_samples += rec->lost.lost;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+void rec_track_free(struct sonde_recorder *r)
+{
+	for (size_t i = 0; i < r->n_procs; i++)
+		modtable_free(&r->procs[i].mods);
+	free(r->procs);
+	free(r->threads);
+	free(r->build_ids);
+}

@@ -1,0 +1,461 @@
+/* sonde record and the recorder API, end to end: real perf events on the split program,
+ * read back with the spool reader. */
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/log.h>
+#include <sonde/record.h>
+#include <sonde/spool_reader.h>
+
+#include "../test.h"
+#include "../util.h"
+
+static bool perf_allowed(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+	int v = 3;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 3;
+		fclose(f);
+	}
+	return geteuid() == 0 || v <= 2;
+}
+
+#define REQUIRE_PERF()                                                                             \
+	do {                                                                                       \
+		if (!perf_allowed())                                                               \
+			SKIP("perf_event_open is not permitted here");                             \
+	} while (0)
+
+struct split_stats {
+	uint64_t samples;
+	uint64_t deep;	   /* stacks with >= 3 frames inside the split binary */
+	uint64_t in_split; /* samples whose leaf is in the split binary */
+	uint64_t first_ns, start_ns;
+	bool split_has_build_id;
+};
+
+static bool module_is_split(const struct sonde_spool *s, uint32_t id, bool *has_build_id)
+{
+	struct sonde_spool_module m;
+
+	if (id == 0 || sonde_spool_get_module(s, id, &m) < 0)
+		return false;
+	const char *p = m.def.path;
+	size_t n = strlen(p);
+	bool yes = n >= 6 && strcmp(p + n - 6, "/split") == 0;
+	if (yes && has_build_id)
+		*has_build_id = m.def.build_id_len > 0;
+	return yes;
+}
+
+static void analyze(const struct sonde_spool *s, struct split_stats *st)
+{
+	struct sonde_spool_info info;
+	uint32_t frames[64];
+
+	memset(st, 0, sizeof(*st));
+	sonde_spool_get_info(s, &info);
+	st->samples = info.samples;
+	st->first_ns = info.first_time_ns;
+	st->start_ns = info.header.start_monotonic_ns;
+	for (uint64_t i = 0; i < info.samples; i++) {
+		struct sonde_spool_sample smp;
+		ASSERT_OK(sonde_spool_get_sample(s, i, &smp));
+		int depth = ASSERT_OK(sonde_spool_get_stack(s, smp.stack, frames, 64));
+		int n_split = 0;
+		for (int k = 0; k < depth && k < 64; k++) {
+			struct sonde_spool_frame f;
+			ASSERT_OK(sonde_spool_get_frame(s, frames[k], &f));
+			if (module_is_split(s, f.module, &st->split_has_build_id)) {
+				n_split++;
+				st->in_split += k == 0;
+			}
+		}
+		/* compute_* (a leaf without its own frame, so frame pointers skip its caller
+		 * path_*), run and main. */
+		st->deep += n_split >= 3;
+	}
+}
+
+static void analyze_file(const char *path, struct split_stats *st)
+{
+	uint64_t off = 0;
+	struct sonde_spool *s = sonde_spool_open(path, &off);
+
+	if (!s)
+		FAIL("cannot read %s: %s at offset %llu", path, sonde_strerror(errno),
+		     (unsigned long long)off);
+	struct sonde_spool_info info;
+	sonde_spool_get_info(s, &info);
+	ASSERT(info.complete);
+	analyze(s, st);
+	sonde_spool_close(s);
+}
+
+TEST_TIMEOUT(record_launched_split_unwinds_to_main, 120)
+{
+	struct test_output o;
+	struct split_stats st;
+	const char *out = test_path("split.spool");
+
+	REQUIRE_PERF();
+	test_runf(&o, 100, "%s record -F 999 -o %s -- %s 1", test_bin("sonde"), out,
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "samples");
+	ASSERT_CONTAINS(o.err, "event ");
+	analyze_file(out, &st);
+	ASSERT_UINT(st.samples, >=, 50);
+	ASSERT(st.split_has_build_id);
+	/* Nearly every sample is in compute_* with run and main above it. */
+	ASSERT_UINT(st.in_split * 10, >=, st.samples * 9);
+	ASSERT_UINT(st.deep * 10, >=, st.samples * 9);
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(record_attach_by_pid_until_exit, 120)
+{
+	struct test_output o;
+	struct split_stats st;
+	const char *out = test_path("pid.spool");
+	const char *argv[] = {test_prog("split"), "2", NULL};
+
+	REQUIRE_PERF();
+	pid_t pid = test_spawn(argv);
+	usleep(200000);
+	test_runf(&o, 100, "%s record -F 999 -o %s -p %d", test_bin("sonde"), out, (int)pid);
+	ASSERT_INT(o.status, ==, 0);
+	/* It was stopped for attaching, and resumed: it ran to its normal end. */
+	ASSERT_INT(test_wait(pid, 30), ==, 0);
+	analyze_file(out, &st);
+	ASSERT_UINT(st.samples, >=, 30);
+	ASSERT_UINT(st.deep * 10, >=, st.samples * 9);
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(record_on_exec_samples_from_the_start, 120)
+{
+	struct test_output o;
+	struct split_stats st;
+	const char *out = test_path("exec.spool");
+
+	REQUIRE_PERF();
+	/* 80 ms of work: only sampling from exec on catches it. */
+	test_runf(&o, 100, "%s record -F 2000 -o %s -- %s 0.08", test_bin("sonde"), out,
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	analyze_file(out, &st);
+	ASSERT_UINT(st.samples, >=, 5);
+	ASSERT_UINT(st.deep, >=, 5);
+	/* The first sample comes within 100 ms of attaching (it includes exec and loading). */
+	ASSERT_UINT(st.first_ns - st.start_ns, <, 100000000);
+	test_output_free(&o);
+}
+
+TEST(record_missing_pid_is_a_clean_error)
+{
+	struct test_output o;
+
+	REQUIRE_PERF();
+	test_runf(&o, 30, "%s record -o %s -p 2147483000", test_bin("sonde"), test_path("x"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "sonde record: no such process: 2147483000\n");
+	test_output_free(&o);
+}
+
+TEST(record_missing_command_exits_127)
+{
+	struct test_output o;
+
+	test_runf(&o, 30, "%s record -o %s -- nosuchcmd", test_bin("sonde"), test_path("x"));
+	ASSERT_INT(o.status, ==, 127);
+	ASSERT_STR_EQ(o.err, "sonde record: cannot run 'nosuchcmd': No such file or directory\n");
+	test_output_free(&o);
+}
+
+TEST(record_frequency_above_kernel_max_names_it)
+{
+	struct test_output o;
+	uint64_t max;
+	char want[128];
+
+	ASSERT_OK(sonde_record_max_frequency(&max));
+	snprintf(want, sizeof(want), "kernel maximum is %llu Hz", (unsigned long long)max);
+	test_runf(&o, 30, "%s record -F %llu -o %s -- %s 5", test_bin("sonde"),
+		  (unsigned long long)max + 1, test_path("x"), test_prog("split"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, want);
+	ASSERT_CONTAINS(o.err, "sonde record: ");
+	test_output_free(&o);
+}
+
+TEST(record_unwritable_output_is_a_clean_error)
+{
+	struct test_output o;
+	double t0 = test_now();
+
+	test_runf(&o, 30, "%s record -o /nonexistent-dir/x.spool -- %s 10", test_bin("sonde"),
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err,
+			"sonde record: cannot create /nonexistent-dir/x.spool: No such file");
+	/* The suspended command was not left to run its 10 s. */
+	ASSERT(test_now() - t0 < 5);
+	test_output_free(&o);
+}
+
+TEST(record_usage_errors)
+{
+	struct test_output o;
+
+	test_runf(&o, 30, "%s record", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "nothing to record");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s record -F fast -- true", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "-F wants");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s record --help", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "usage: sonde record");
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(record_passes_on_the_exit_status, 60)
+{
+	struct test_output o;
+
+	REQUIRE_PERF();
+	const char *argv[] = {test_bin("sonde"), "record", "-q", "-o",
+			      test_path("x"),	 "--",	   "sh", "-c",
+			      "exit 3",		 NULL};
+	test_run(&o, 30, argv);
+	ASSERT_INT(o.status, ==, 3);
+	test_output_free(&o);
+	const char *argv2[] = {test_bin("sonde"), "record", "-q", "-o",
+			       test_path("x"),	  "--",	    "sh", "-c",
+			       "kill -TERM $$",	  NULL};
+	test_run(&o, 30, argv2);
+	ASSERT_INT(o.status, ==, 128 + SIGTERM);
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(record_cycles_request_falls_back_visibly, 60)
+{
+	struct test_output o;
+
+	REQUIRE_PERF();
+	test_runf(&o, 30, "%s record -e cycles -o %s -- %s 0.2", test_bin("sonde"), test_path("x"),
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	if (access("/sys/bus/event_source/devices/cpu", F_OK) == 0) {
+		ASSERT_CONTAINS(o.err, "event cycles");
+	} else {
+		ASSERT_CONTAINS(o.err, "event cpu-clock (cycles unavailable: ");
+	}
+	test_output_free(&o);
+	/* auto on a machine without a PMU goes straight to cpu-clock, without a failed try. */
+	test_runf(&o, 30, "%s record -o %s -- %s 0.2", test_bin("sonde"), test_path("x"),
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	if (access("/sys/bus/event_source/devices/cpu", F_OK) != 0)
+		ASSERT_NOT_CONTAINS(o.err, "cycles unavailable");
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(record_sigint_finishes_cleanly, 60)
+{
+	struct split_stats st;
+	const char *out = test_path("int.spool");
+	const char *argv[] = {test_bin("sonde"),  "record", "-o", out, "--",
+			      test_prog("split"), "30",	    NULL};
+
+	REQUIRE_PERF();
+	pid_t pid = test_spawn(argv);
+	usleep(1500000);
+	kill(pid, SIGINT);
+	/* The command got the signal too and its status is passed on: 128 + SIGINT. */
+	ASSERT_INT(test_wait(pid, 20), ==, 128 + SIGINT);
+	analyze_file(out, &st);
+	ASSERT_UINT(st.samples, >=, 10);
+}
+
+/* As uid nobody, attaching to a root process must fail and say why. */
+TEST_TIMEOUT(record_permission_denied_names_the_cause, 60)
+{
+	const char *argv[] = {"/bin/sleep", "20", NULL};
+	const char *errfile = test_path("err.txt");
+	char pidbuf[16];
+
+	if (geteuid() != 0)
+		SKIP("needs root to create a process another user cannot profile");
+	pid_t target = test_spawn(argv);
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)target);
+	int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+	ASSERT(fd >= 0);
+	fchmod(fd, 0666);
+	pid_t child = fork();
+	if (child == 0) {
+		dup2(fd, STDERR_FILENO);
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(99);
+		execl(test_bin("sonde"), "sonde", "record", "-o", "/dev/null", "-p", pidbuf,
+		      (char *)NULL);
+		_exit(98);
+	}
+	close(fd);
+	int status = test_wait(child, 30);
+	char *err = test_read_file(errfile, NULL);
+	char state[512] = "";
+	snprintf(state, sizeof(state), "/proc/%d/stat", (int)target);
+	char *stat = test_read_file(state, NULL);
+	kill(target, SIGKILL);
+	test_wait(target, 10);
+	ASSERT_INT(status, ==, 1);
+	ASSERT_CONTAINS(err, "sonde record: permission denied");
+	ASSERT_CONTAINS(err, "perf_event_paranoid");
+	ASSERT_CONTAINS(err, "CAP_PERFMON");
+	/* One line, and the target was never stopped. */
+	ASSERT(strchr(err, '\n') == err + strlen(err) - 1);
+	ASSERT_NOT_CONTAINS(stat, ") T ");
+	free(err);
+	free(stat);
+}
+
+/* ---- the library API ---- */
+
+struct membuf {
+	uint8_t *data;
+	size_t len, cap;
+};
+
+static int mem_write(void *ctx, const void *buf, size_t len)
+{
+	struct membuf *m = ctx;
+
+	if (m->len + len > m->cap) {
+		size_t cap = (m->cap + len) * 2;
+		uint8_t *d = realloc(m->data, cap);
+		if (!d)
+			return -ENOMEM;
+		m->data = d;
+		m->cap = cap;
+	}
+	memcpy(m->data + m->len, buf, len);
+	m->len += len;
+	return 0;
+}
+
+TEST_TIMEOUT(record_api_writer_and_launch, 120)
+{
+	char *argv[] = {(char *)test_prog("split"), "0.5", NULL};
+	struct membuf mem = {0};
+	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 999, .stack_bytes = 4000};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	struct split_stats st;
+	int status;
+
+	REQUIRE_PERF();
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
+		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_INT(sonde_recorder_epoll_fd(r), >=, 0);
+	ASSERT_INT(sonde_recorder_process_is_active(r, sonde_launch_pid(l)), ==, 1);
+	ASSERT_ERR(sonde_recorder_process_is_active(r, 1), -EINVAL);
+	ASSERT_OK(sonde_launch_resume(l));
+	uint64_t polled = 0;
+	while (sonde_launch_wait(l, WNOHANG, &status) == 0) {
+		struct sonde_record_poll pr = {.sz = sizeof(pr)};
+		int n = ASSERT_OK(sonde_recorder_poll(r, 50, &pr));
+		ASSERT_UINT(pr.samples, ==, (uint64_t)n);
+		polled += pr.samples;
+	}
+	ASSERT_INT(WEXITSTATUS(status), ==, 0);
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	ASSERT_ERR(sonde_recorder_finish(r, NULL), -SONDE_E_STATE);
+	sonde_recorder_free(r);
+	sonde_launch_free(l);
+
+	ASSERT_STR_EQ(sum.event, "cpu-clock");
+	ASSERT_UINT(sum.stack_bytes, ==, 4000);
+	ASSERT_UINT(sum.frequency, ==, 999);
+	ASSERT_UINT(sum.samples, >=, polled);
+	ASSERT_UINT(sum.samples, >=, 20);
+	ASSERT_UINT(sum.samples_written + sum.empty_stacks, ==, sum.samples);
+	ASSERT_UINT(sum.duration_ns, >=, 400000000);
+	ASSERT_UINT(sum.rings, >=, 1);
+	struct sonde_spool *s = sonde_spool_open_mem(mem.data, mem.len, NULL);
+	ASSERT_NOT_NULL(s);
+	analyze(s, &st);
+	ASSERT_UINT(st.samples, ==, sum.samples_written);
+	ASSERT_UINT(st.deep * 10, >=, st.samples * 9);
+	sonde_spool_close(s);
+	free(mem.data);
+}
+
+TEST(record_api_rejects_bad_options)
+{
+	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 0};
+	uint64_t max;
+
+	sonde_log_set_level(SONDE_LOG_OFF);
+	ASSERT_OK(sonde_record_max_frequency(&max));
+	errno = 0;
+	ASSERT(!sonde_recorder_attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT_INT(errno, ==, ERANGE);
+	opts.frequency = max + 1;
+	ASSERT(!sonde_recorder_attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT_INT(errno, ==, ERANGE);
+	opts.frequency = 99;
+	opts.stack_bytes = 65536;
+	ASSERT(!sonde_recorder_attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT_INT(errno, ==, ERANGE);
+	opts.stack_bytes = 0;
+	opts.ring_pages = 3;
+	ASSERT(!sonde_recorder_attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT_INT(errno, ==, ERANGE);
+	ASSERT(!sonde_recorder_attach(2147483000, test_path("a"), SONDE_ATTACH_RUNNING, NULL));
+	ASSERT_INT(errno, ==, ESRCH);
+}
+
+TEST_TIMEOUT(record_api_running_mode_and_max_frequency, 60)
+{
+	const char *argv[] = {test_prog("split"), "1", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = SONDE_RECORD_FREQ_MAX,
+					 .ring_pages = 8,
+					 .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	uint64_t max;
+
+	REQUIRE_PERF();
+	ASSERT_OK(sonde_record_max_frequency(&max));
+	pid_t pid = test_spawn(argv);
+	usleep(100000);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder_attach(pid, test_path("run.spool"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT_INT(sonde_recorder_attach_process(r, pid, SONDE_ATTACH_RUNNING), ==,
+		   SONDE_ATTACH_ALREADY);
+	ASSERT_INT(sonde_recorder_attach_process(r, 2147483000, SONDE_ATTACH_RUNNING), ==,
+		   SONDE_ATTACH_EXITED);
+	while (sonde_recorder_active_process_count(r) > 0)
+		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	sonde_recorder_free(r);
+	ASSERT_INT(test_wait(pid, 10), ==, 0);
+	ASSERT_UINT(sum.frequency, ==, max);
+	ASSERT_UINT(sum.samples, >, 0);
+	/* 8 pages cannot hold two 32 KiB samples: the ring was sized up to what one needs. */
+	ASSERT_UINT(sum.ring_bytes, >=, 2 * 32768);
+}
