@@ -414,3 +414,33 @@ TEST(cfi_rejects_malformed_input)
 	ASSERT(cfi_table_lookup(NULL, 0x1000) == NULL);
 	cfi_table_free(NULL);
 }
+
+/* The vDSO has no file: its table is built from the image in memory (what the recorder
+ * reads from the target), and matches readelf on a dump of the same bytes. */
+TEST(cfi_vdso_image_from_memory)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	uint64_t lo = 0, hi = 0;
+
+	ASSERT(f != NULL);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "[vdso]"))
+			ASSERT(sscanf(line, "%lx-%lx", &lo, &hi) == 2);
+	fclose(f);
+	if (!lo)
+		SKIP("this process has no vDSO");
+	size_t len = (size_t)(hi - lo);
+	uint8_t *img = malloc(len);
+	ASSERT(img != NULL);
+	memcpy(img, (const void *)(uintptr_t)lo, len);
+	test_write_file(test_path("vdso.so"), img, len);
+	struct cfi_table *t = cfi_table_from_elf(img, len, NULL, 0);
+	ASSERT(t != NULL);
+	struct walk w = {.t = t};
+	check_against_readelf(&w, test_path("vdso.so"), ".eh_frame");
+	ASSERT_INT(w.fdes, >=, 1);
+	ASSERT_INT(w.fdes, ==, cfi_table_stats(t)->fdes);
+	cfi_table_free(t);
+	free(img);
+}

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -391,5 +392,65 @@ TEST(unwind_falls_back_to_frame_pointers)
 	ASSERT_UINT(st.fp_steps, ==, 2);
 	ASSERT_UINT(st.fallbacks[UNWIND_FB_NO_MODULE], ==, 3);
 	ASSERT_STR_EQ(unwind_fallback_name(UNWIND_FB_NO_MODULE), "no-module");
+	unwind_maps_free(m);
+}
+
+/* A sample inside the vDSO (clock_gettime) unwinds through the vDSO's own CFI, whose table
+ * is built from the process's memory. The signal lands wherever the loop is: retry until
+ * it lands inside the vDSO. */
+NOFP void unwind_vdso_caller(void);
+NOFP void unwind_vdso_caller(void)
+{
+	struct timespec ts;
+
+	__asm__ volatile("mov $0x99, %%ebp" : : : "rbp");
+	while (!spin_stop)
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+	__asm__ volatile("" ::: "memory");
+}
+
+TEST(unwind_through_vdso)
+{
+	struct sigaction sa = {.sa_sigaction = on_alarm, .sa_flags = SA_SIGINFO};
+	struct itimerval it = {.it_value = {0, 2000}};
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	uint64_t lo = 0, hi = 0;
+	size_t n;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "[vdso]"))
+			ASSERT(sscanf(line, "%lx-%lx", &lo, &hi) == 2);
+	if (f)
+		fclose(f);
+	if (!lo)
+		SKIP("this process has no vDSO");
+	sigemptyset(&sa.sa_mask);
+	ASSERT_INT(sigaction(SIGALRM, &sa, NULL), ==, 0);
+	for (int tries = 0; tries < 500; tries++) {
+		spin_stop = 0;
+		ASSERT_INT(setitimer(ITIMER_REAL, &it, NULL), ==, 0);
+		unwind_vdso_caller();
+		if (sig_cap.uc_rip >= lo && sig_cap.uc_rip < hi)
+			break;
+	}
+	if (sig_cap.uc_rip < lo || sig_cap.uc_rip >= hi)
+		FAIL("500 signals never interrupted the vDSO");
+	struct unwind_maps *m = self_maps();
+	struct unwind_stats st = {0};
+	enum unwind_end end = unwind_dwarf(&sig_cap.regs, &sig_cap.stack, unwind_maps_find, m,
+					   frames, 64, &n, &st);
+	ASSERT_INT(end, ==, UNWIND_END_COMPLETE);
+	ASSERT_UINT(frames[3], ==, sig_cap.uc_rip);
+	/* clock_gettime in the vDSO, through libc's wrapper (and the sanitizer's interceptor in
+	 * SAN builds), then the caller */
+	size_t k = 4;
+	while (k < n && !in(frames[k], "unwind_vdso_caller", (void *)unwind_vdso_caller))
+		k++;
+	for (size_t i = 0; i < n; i++)
+		printf("#%zu 0x%lx\n", i, frames[i]);
+	ASSERT_UINT(k, <=, 6);
+	ASSERT(in(frames[k + 1], "test_unwind_through_vdso", (void *)test_unwind_through_vdso));
+	ASSERT_UINT(st.fp_steps, ==, 0);
 	unwind_maps_free(m);
 }
