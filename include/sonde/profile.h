@@ -8,6 +8,7 @@
  * Call order when building one by hand: sonde_profile_new, then any interleaving of
  * add_module, add_thread, add_location and add_sample (everything a call refers to must
  * exist already), then any number of sonde_profile_write calls, then sonde_profile_free.
+ * sonde_profile_from_spool does all of that from a recording.
  */
 #ifndef SONDE_PROFILE_H
 #define SONDE_PROFILE_H
@@ -65,6 +66,19 @@ SONDE_API int sonde_profile_add_sample(struct sonde_profile *p, uint64_t time_ns
 
 /* Total number of samples (sum of counts). */
 SONDE_API uint64_t sonde_profile_sample_count(const struct sonde_profile *p);
+
+struct sonde_profile_spool_opts {
+	size_t sz;				 /* sizeof(struct sonde_profile_spool_opts) */
+	int no_symbolize;			 /* keep raw addresses and build ids only */
+	const struct sonde_symbolizer_opts *sym; /* NULL: defaults */
+};
+
+/* Reads the spool file at path and builds its profile, symbolizing every distinct address
+ * once unless opts->no_symbolize. opts may be NULL. NULL and errno on failure (a negative
+ * SONDE_E_* value is stored in errno as its absolute value). A truncated final record is
+ * tolerated, as by the spool reader. */
+SONDE_API struct sonde_profile *
+sonde_profile_from_spool(const char *path, const struct sonde_profile_spool_opts *opts);
 
 enum sonde_profile_format {
 	SONDE_PROFILE_PPROF,	  /* gzip'd profile.proto */

@@ -292,7 +292,7 @@ static bool node_eq(const void *ctx, uint32_t id, const void *key)
 	return a->parent == b->parent && a->loc == b->loc;
 }
 
-static int64_t intern_node(struct sonde_profile *p, uint32_t parent, uint32_t loc)
+int64_t prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t loc)
 {
 	struct prof_node k = {parent, loc};
 	uint32_t h = (uint32_t)idmap_mix64((uint64_t)parent << 32 | loc);
@@ -323,14 +323,20 @@ int sonde_profile_add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_t
 	int64_t node = 0;
 	/* the tree grows from the outermost frame, so walk the stack backwards */
 	for (size_t i = n; i-- > 0;) {
-		node = intern_node(p, (uint32_t)node, locs[i]);
+		node = prof_add_node(p, (uint32_t)node, locs[i]);
 		if (node < 0)
 			return (int)node;
 	}
+	return prof_add_sample_node(p, time_ns, thread, (uint32_t)node, count);
+}
+
+int prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
+			 uint64_t count)
+{
 	struct prof_sample *s = ARR_PUSH(p->samples);
 	if (!s)
 		return -ENOMEM;
-	*s = (struct prof_sample){time_ns, count, thread, (uint32_t)node};
+	*s = (struct prof_sample){time_ns, count, thread, node};
 	if (p->samples.n == 1 || time_ns < p->first_time_ns)
 		p->first_time_ns = time_ns;
 	if (time_ns > p->last_time_ns)

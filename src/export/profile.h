@@ -99,6 +99,11 @@ static inline const char *prof_str(const struct sonde_profile *p, uint32_t id)
 
 /* Interns s (NULL and "" are string 0); returns the id or -ENOMEM. */
 int64_t prof_intern(struct sonde_profile *p, const char *s);
+/* Interns the stack node (parent, loc); returns its id or -ENOMEM. Both must exist. */
+int64_t prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t loc);
+/* Appends a sample whose stack is an existing node. 0 or -ENOMEM. */
+int prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
+			 uint64_t count);
 /* The absolute address a location stands for (what pprof and perf show). */
 uint64_t prof_loc_address(const struct sonde_profile *p, const struct prof_loc *l);
 /* Last path component of a string id (the whole string if it has no '/'). */

@@ -1,0 +1,156 @@
+/* sonde convert: a recording into pprof, folded stacks, speedscope or an SVG flame graph. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/profile.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sonde convert SPOOL -o OUT [--format FORMAT] [--no-symbolize] [--title "
+		"T]\n\n"
+		"Converts a spool written by 'sonde record' into a profile other tools read.\n"
+		"The format follows OUT's extension unless --format says otherwise:\n"
+		"  pprof       .pb.gz, .pprof     gzip'd profile.proto (go tool pprof, pprof)\n"
+		"  folded      .folded, .txt      'outer;...;inner COUNT' lines (flamegraph.pl)\n"
+		"  speedscope  .json              speedscope's format, one profile per thread\n"
+		"  svg         .svg               an interactive flame graph (click to zoom, "
+		"Search)\n"
+		"  perfetto    .pftrace, .perfetto-trace\n\n"
+		"  -o, --output OUT   the file to write ('-' for standard output)\n"
+		"  -f, --format F     one of the formats above\n"
+		"  --no-symbolize     keep raw addresses and build ids (symbolize elsewhere)\n"
+		"  --title T          title of the SVG and speedscope views\n"
+		"  -h, --help         this help\n");
+}
+
+static int is_perfetto(const char *name, int is_path)
+{
+	static const char *const exts[] = {".pftrace", ".perfetto-trace"};
+	size_t len = strlen(name);
+
+	if (!is_path)
+		return strcmp(name, "perfetto") == 0;
+	for (size_t i = 0; i < 2; i++) {
+		size_t el = strlen(exts[i]);
+		if (len > el && strcmp(name + len - el, exts[i]) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Writes into a temporary file next to OUT and renames it at the end, so that a failed
+ * conversion never leaves a half-written profile under the requested name. */
+static int write_out(const struct sonde_profile *p, enum sonde_profile_format fmt, const char *out,
+		     const struct sonde_profile_write_opts *wo)
+{
+	char tmp[4096];
+	int fd, err;
+
+	if (strcmp(out, "-") == 0)
+		return sonde_profile_write(p, fmt, STDOUT_FILENO, wo);
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", out, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	err = sonde_profile_write(p, fmt, fd, wo);
+	if (close(fd) < 0 && !err)
+		err = -errno;
+	if (!err && rename(tmp, out) < 0)
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE };
+
+static int run_convert(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"format", required_argument, NULL, 'f'},
+		{"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
+		{"title", required_argument, NULL, OPT_TITLE},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct sonde_profile_spool_opts so = {.sz = sizeof(so)};
+	struct sonde_profile_write_opts wo = {.sz = sizeof(wo)};
+	const char *out = NULL, *format = NULL;
+	enum sonde_profile_format fmt;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "o:f:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out = optarg;
+			break;
+		case 'f':
+			format = optarg;
+			break;
+		case OPT_NO_SYMBOLIZE:
+			so.no_symbolize = 1;
+			break;
+		case OPT_TITLE:
+			wo.title = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return CLI_OK;
+		default:
+			usage(stderr);
+			return CLI_USAGE;
+		}
+	}
+	if (optind + 1 != argc || !out) {
+		cli_error("convert", optind >= argc ? "no spool file given (see --help)"
+				     : optind + 1 < argc
+					     ? "one spool file at a time (see --help)"
+					     : "no output given: use -o OUT (see --help)");
+		return CLI_USAGE;
+	}
+	const char *spool = argv[optind];
+	if (format ? is_perfetto(format, 0) : is_perfetto(out, 1)) {
+		cli_error("convert", "perfetto export not available yet");
+		return CLI_FAILURE;
+	}
+	if (format && sonde_profile_parse_format(format, &fmt) < 0) {
+		cli_error("convert",
+			  "unknown format '%s' (perfetto, pprof, folded, speedscope, svg)", format);
+		return CLI_USAGE;
+	}
+	if (!format && sonde_profile_format_from_path(out, &fmt) < 0) {
+		cli_error(
+			"convert",
+			"cannot tell the format from '%s': name it .pb.gz, .folded, .json or .svg, "
+			"or pass --format",
+			out);
+		return CLI_USAGE;
+	}
+	if (!wo.title)
+		wo.title = spool;
+	struct sonde_profile *p = sonde_profile_from_spool(spool, &so);
+	if (!p) {
+		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
+		return CLI_FAILURE;
+	}
+	int err = write_out(p, fmt, out, &wo);
+	sonde_profile_free(p);
+	if (err) {
+		cli_error("convert", "%s: %s", out, sonde_strerror(err));
+		return CLI_FAILURE;
+	}
+	return CLI_OK;
+}
+
+SONDE_COMMAND("convert", "convert a recording to pprof, folded, speedscope or SVG", run_convert)

@@ -1,0 +1,252 @@
+/* Builds a profile from a spool: streams the file through the spool decoder (so memory
+ * grows with distinct modules, frames and stacks plus one small entry per sample), and
+ * symbolizes each distinct frame once, when it is defined. Spool ids are dense and
+ * defined before use (docs/spool.md), so plain arrays map them to profile ids. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+#include <sonde/spool_reader.h>
+
+#include "export/profile.h"
+
+enum { READ_CHUNK = 1 << 20, MAX_INLINE = 64 };
+
+struct conv_module {
+	struct sonde_sym_module m; /* what the symbolizer needs, with owned strings */
+	char *path;
+	uint8_t build_id[32];
+	uint32_t id; /* profile module id */
+};
+
+struct conv {
+	struct sonde_profile *p;
+	struct sonde_symbolizer *sym;
+	ARR(struct conv_module) mods; /* indexed by spool id; entry 0 unused */
+	ARR(uint32_t) frames;	      /* spool frame id -> location id */
+	ARR(uint32_t) nodes;	      /* spool node id -> profile node id */
+	ARR(uint32_t) threads;	      /* spool thread id -> profile thread id */
+	struct sonde_sym_frame out[MAX_INLINE];
+	uint64_t sym_failures;
+};
+
+static int on_module(struct conv *c, const struct sonde_spool_record *r)
+{
+	const struct sonde_spool_module_def *d = &r->module.def;
+	struct conv_module *cm = ARR_PUSH(c->mods);
+
+	if (!cm)
+		return -ENOMEM;
+	cm->path = strndup(d->path ? d->path : "", r->module.path_len);
+	if (!cm->path)
+		return -ENOMEM;
+	if (d->build_id_len)
+		memcpy(cm->build_id, d->build_id, d->build_id_len);
+	cm->m = (struct sonde_sym_module){
+		.pid = d->pid,
+		.flags = d->flags,
+		.start = d->start,
+		.end = d->end,
+		.pgoff = d->pgoff,
+		.dev = d->dev,
+		.inode = d->inode,
+		.build_id = d->build_id_len ? cm->build_id : NULL,
+		.build_id_len = d->build_id_len,
+		.path = cm->path,
+	};
+	struct sonde_profile_module pm = {
+		.pid = d->pid,
+		.flags = d->flags,
+		.start = d->start,
+		.end = d->end,
+		.pgoff = d->pgoff,
+		.build_id = cm->m.build_id,
+		.build_id_len = d->build_id_len,
+		.path = cm->path[0] ? cm->path : NULL,
+	};
+	return sonde_profile_add_module(c->p, &pm, &cm->id);
+}
+
+static int on_frame(struct conv *c, const struct sonde_spool_record *r)
+{
+	const struct sonde_spool_frame *f = &r->frame.frame;
+	uint32_t *slot = ARR_PUSH(c->frames);
+	int n = 0;
+
+	if (!slot)
+		return -ENOMEM;
+	/* module-less frames stay raw: a frame record names no process, so there is no pid
+	 * to look up a JIT map for (JIT code the recorder saw mapped comes with a module) */
+	if (c->sym && f->module) {
+		n = sonde_symbolize(c->sym, &c->mods.v[f->module].m, f->addr, c->out, MAX_INLINE);
+		if (n < 0 && c->sym_failures++ == 0)
+			sonde_warn("cannot symbolize %s+0x%llx: %s", c->mods.v[f->module].path,
+				   (unsigned long long)f->addr, sonde_strerror(n));
+	}
+	return sonde_profile_add_location(c->p, f->module ? c->mods.v[f->module].id : 0, f->addr,
+					  c->out, n > 0 ? (size_t)n : 0, slot);
+}
+
+static int on_record(struct conv *c, const struct sonde_spool_record *r)
+{
+	struct sonde_profile_info *info = &c->p->info;
+	uint32_t *slot;
+	int64_t node;
+
+	switch (r->type) {
+	case SONDE_SPOOL_REC_HEADER:
+		info->start_time_ns = r->header.h.start_time_ns;
+		info->start_monotonic_ns = r->header.h.start_monotonic_ns;
+		info->sample_period_ns = r->header.h.sample_period_ns;
+		return 0;
+	case SONDE_SPOOL_REC_MODULE:
+		return on_module(c, r);
+	case SONDE_SPOOL_REC_FRAME:
+		return on_frame(c, r);
+	case SONDE_SPOOL_REC_NODE:
+		slot = ARR_PUSH(c->nodes);
+		if (!slot)
+			return -ENOMEM;
+		node = prof_add_node(c->p, c->nodes.v[r->node.parent], c->frames.v[r->node.frame]);
+		*slot = (uint32_t)node;
+		return node < 0 ? (int)node : 0;
+	case SONDE_SPOOL_REC_THREAD: {
+		char comm[256];
+		snprintf(comm, sizeof(comm), "%.*s", (int)r->thread.comm_len, r->thread.comm);
+		slot = ARR_PUSH(c->threads);
+		return slot ? sonde_profile_add_thread(c->p, r->thread.pid, r->thread.tid, comm,
+						       slot)
+			    : -ENOMEM;
+	}
+	case SONDE_SPOOL_REC_SAMPLE:
+		return prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
+					    c->nodes.v[r->sample.stack], 1);
+	default: /* retirements change nothing here; END and optional records carry nothing */
+		return 0;
+	}
+}
+
+/* Runs the decoder over the file in chunks; a record cut by the end of the file is the
+ * truncated tail of a recording that did not finish: kept out, and said. */
+static int decode_file(struct conv *c, int fd, const char *path)
+{
+	struct sonde_spool_decoder *d = sonde_spool_decoder_new();
+	size_t cap = READ_CHUNK, len = 0;
+	uint8_t *buf = malloc(cap);
+	struct sonde_spool_record rec;
+	int err = 0;
+	bool eof = false;
+
+	if (!d || !buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	while (!err) {
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			break;
+		}
+		eof = n == 0;
+		len += (size_t)n;
+		size_t off = 0;
+		int r = 0;
+		while (off < len && (r = sonde_spool_decode(d, buf + off, len - off, &rec)) > 0) {
+			off += (size_t)r;
+			err = on_record(c, &rec);
+			if (err)
+				break;
+		}
+		if (!err && off < len && r < 0)
+			err = r;
+		memmove(buf, buf + off, len - off);
+		len -= off;
+		if (err || eof)
+			break;
+		if (len == cap) { /* one record larger than the buffer */
+			uint8_t *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				err = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	if (!err && sonde_spool_decoder_offset(d) == 0)
+		err = -SONDE_E_MAGIC; /* not even a header */
+	else if (!err && (len || !sonde_spool_decoder_ended(d)))
+		sonde_warn(
+			"%s is truncated (a recording that did not finish): using the %llu bytes "
+			"before the cut%s",
+			path, (unsigned long long)sonde_spool_decoder_offset(d),
+			len ? ", ignoring a partial last record" : "");
+	if (err)
+		sonde_debug("%s: error at byte %llu", path,
+			    (unsigned long long)sonde_spool_decoder_offset(d));
+out:
+	free(buf);
+	sonde_spool_decoder_free(d);
+	return err;
+}
+
+static void conv_free(struct conv *c)
+{
+	for (uint32_t i = 0; i < c->mods.n; i++)
+		free(c->mods.v[i].path);
+	ARR_FREE(c->mods);
+	ARR_FREE(c->frames);
+	ARR_FREE(c->nodes);
+	ARR_FREE(c->threads);
+	sonde_symbolizer_free(c->sym);
+}
+
+struct sonde_profile *sonde_profile_from_spool(const char *path,
+					       const struct sonde_profile_spool_opts *opts)
+{
+	struct conv c = {0};
+	int err = -ENOMEM, fd = -1;
+
+	if (!path) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c.p = sonde_profile_new(NULL);
+	/* entry 0 of each map stands for spool id 0 ("none", the root) */
+	if (!c.p || !ARR_PUSH(c.mods) || !ARR_PUSH(c.frames) || !ARR_PUSH(c.nodes) ||
+	    !ARR_PUSH(c.threads))
+		goto fail;
+	if (!(opts && opts->no_symbolize)) {
+		c.sym = sonde_symbolizer_new(opts ? opts->sym : NULL);
+		if (!c.sym) {
+			err = -errno;
+			goto fail;
+		}
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	err = decode_file(&c, fd, path);
+	close(fd);
+	if (err)
+		goto fail;
+	if (c.sym_failures)
+		sonde_warn("%llu addresses could not be symbolized",
+			   (unsigned long long)c.sym_failures);
+	conv_free(&c);
+	return c.p;
+fail:
+	conv_free(&c);
+	sonde_profile_free(c.p);
+	errno = err < 0 ? -err : EINVAL;
+	return NULL;
+}

@@ -1,0 +1,226 @@
+/* sonde convert end to end on spools: a spool written with the spool writer from the real
+ * addresses of tests/progs/split (symbolized by the real symbolizer), and recordings. */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <sonde/spool.h>
+
+#include "../test.h"
+#include "../unit/export_fixture.h"
+#include "../util.h"
+#include "export_browser.h"
+#include "sym_util.h"
+
+/* A spool of split's call paths with 60/30/10 samples, at addresses inside the functions
+ * (per nm), in a module mapped the way the loader maps a PIE. */
+static const char *split_spool(void)
+{
+	const char *bin = test_prog("split");
+	const char *path = test_path("split.spool");
+	static const char *const names[] = {"main",	    "run",	   "path_hot",
+					    "path_warm",    "path_cool",   "compute_hot",
+					    "compute_warm", "compute_cool"};
+	uint64_t off[8];
+	struct sonde_spool_header h = {.start_time_ns = 1700000000000000000ULL,
+				       .start_monotonic_ns = 5000000,
+				       .sample_period_ns = 1000000};
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	uint32_t mod, thread;
+
+	ASSERT(fd >= 0);
+	for (int i = 0; i < 8; i++)
+		off[i] = sym_test_vaddr_to_off(bin, sym_test_nm(bin, names[i], 0) + 4);
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer_new(sonde_spool_write_fd, (void *)(intptr_t)fd, &h));
+	struct sonde_spool_module_def m = {.pid = 4242,
+					   .flags = SONDE_MODULE_EXEC,
+					   .start = 0x555555554000,
+					   .end = 0x555555554000 + 0x100000,
+					   .path = bin};
+	ASSERT_OK(sonde_spool_add_module(w, 5000000, &m, &mod));
+	ASSERT_OK(sonde_spool_add_thread(w, 5000000, 4242, 4242, "split", &thread));
+	uint64_t t = 6000000;
+	for (int i = 0; i < 100; i++) {
+		int leaf = i % 10 < 6 ? 0 : i % 10 < 9 ? 1 : 2; /* hot, warm, cool */
+		struct sonde_spool_frame st[4] = {
+			{mod, off[5 + leaf]}, {mod, off[2 + leaf]}, {mod, off[1]}, {mod, off[0]}};
+		ASSERT_OK(sonde_spool_add_sample(w, t += 1000000, thread, st, 4, 0));
+	}
+	ASSERT_OK(sonde_spool_writer_finish(w));
+	sonde_spool_writer_free(w);
+	close(fd);
+	return path;
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+static void convert(struct test_output *o, const char *spool, const char *out, const char *extra)
+{
+	test_runf(o, 60, "%s convert %s -o %s%s%s", test_bin("sonde"), spool, out, extra ? " " : "",
+		  extra ? extra : "");
+}
+
+TEST(convert_spool_to_folded_symbolized)
+{
+	const char *spool = split_spool();
+	const char *out = test_path("split.folded");
+	struct test_output o;
+
+	convert(&o, spool, out, NULL);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_STR_EQ(o.err, "");
+	char *text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_STR_EQ(text, "main;run;path_cool;compute_cool 10\n"
+			    "main;run;path_hot;compute_hot 60\n"
+			    "main;run;path_warm;compute_warm 30\n");
+	free(text);
+	test_output_free(&o);
+}
+
+TEST(convert_no_symbolize_keeps_offsets)
+{
+	const char *spool = split_spool();
+	const char *bin = test_prog("split");
+	struct test_output o;
+	char expect[256];
+
+	test_runf(&o, 60, "%s convert %s -o - --format folded --no-symbolize", test_bin("sonde"),
+		  spool);
+	ASSERT_INT(o.status, ==, 0);
+	uint64_t hot = sym_test_vaddr_to_off(bin, sym_test_nm(bin, "compute_hot", 0) + 4);
+	uint64_t main_off = sym_test_vaddr_to_off(bin, sym_test_nm(bin, "main", 0) + 4);
+	snprintf(expect, sizeof(expect), "split+0x%llx;", (unsigned long long)main_off);
+	ASSERT_CONTAINS(o.out, expect);
+	snprintf(expect, sizeof(expect), ";split+0x%llx 60\n", (unsigned long long)hot);
+	ASSERT_CONTAINS(o.out, expect);
+	ASSERT_NOT_CONTAINS(o.out, "compute_hot");
+	test_output_free(&o);
+}
+
+TEST(convert_errors_are_one_line)
+{
+	struct test_output o;
+	const char *garbage = test_path("garbage.spool");
+
+	test_write_file(garbage, "not a spool at all", 18);
+	convert(&o, garbage, test_path("x.svg"), NULL);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "sonde convert: ");
+	ASSERT_INT(count_lines(o.err), ==, 1);
+	ASSERT(access(test_path("x.svg"), F_OK) != 0); /* nothing half-written */
+	test_output_free(&o);
+
+	convert(&o, test_path("missing.spool"), test_path("x.svg"), NULL);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "missing.spool: No such file or directory\n");
+	test_output_free(&o);
+
+	convert(&o, split_spool(), test_path("x.bin"), NULL);
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "cannot tell the format from");
+	test_output_free(&o);
+
+	convert(&o, split_spool(), test_path("x.svg"), "--format flames");
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "unknown format 'flames'");
+	test_output_free(&o);
+
+	/* the Perfetto trace export comes with the tracing service */
+	convert(&o, split_spool(), test_path("x.pftrace"), NULL);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_STR_EQ(o.err, "sonde convert: perfetto export not available yet\n");
+	test_output_free(&o);
+
+	test_runf(&o, 10, "%s convert %s", test_bin("sonde"), split_spool());
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "no output given");
+	test_output_free(&o);
+
+	test_runf(&o, 10, "%s convert --help", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "usage: sonde convert SPOOL -o OUT");
+	test_output_free(&o);
+}
+
+/* The flat% go tool pprof -top prints for function `name`, or -1. */
+static double pprof_flat_pct(const char *top, const char *name)
+{
+	for (const char *l = top; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *end = strchr(l, '\n');
+		size_t len = end ? (size_t)(end - l) : strlen(l);
+		size_t nl = strlen(name);
+		/* rows end with the function name */
+		if (len > nl && strncmp(l + len - nl, name, nl) == 0 && l[len - nl - 1] == ' ') {
+			char flat[32];
+			double pct;
+			if (sscanf(l, "%31s %lf%%", flat, &pct) == 2)
+				return pct;
+		}
+	}
+	return -1;
+}
+
+/* go tool pprof -top on a pprof export; fails the test unless it ran. */
+static void go_pprof_top(struct test_output *o, const char *pprof)
+{
+	const char *go = export_which("go");
+	char home[4200];
+
+	if (!go)
+		FAIL("go not found: golang-go is in scripts/packages");
+	/* go wants a cache directory; keep it inside the test's own directory */
+	snprintf(home, sizeof(home), "GOCACHE=%s", test_path("gocache"));
+	putenv(home);
+	test_run(o, 120, (const char *const[]){go, "tool", "pprof", "-top", pprof, NULL});
+	if (o->status != 0)
+		FAIL("go tool pprof failed (%d):\n%s%s", o->status, o->out, o->err);
+}
+
+TEST_TIMEOUT(convert_pprof_reads_in_go_tool_pprof, 200)
+{
+	const char *spool = split_spool();
+	const char *out = test_path("cpu.pb.gz");
+	struct test_output o;
+
+	convert(&o, spool, out, NULL);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	go_pprof_top(&o, out);
+	ASSERT_CONTAINS(o.out, "Type: cpu");
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "compute_hot"), 60, 0.01);
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "compute_warm"), 30, 0.01);
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "compute_cool"), 10, 0.01);
+	ASSERT_CONTAINS(o.out, "100ms total");
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(convert_svg_and_speedscope_in_chromium, 600)
+{
+	const char *spool = split_spool();
+	const char *svg = test_path("split.svg");
+	const char *json = test_path("split.speedscope.json");
+	char url[4200];
+	struct test_output o;
+
+	convert(&o, spool, svg, NULL);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	snprintf(url, sizeof(url), "file://%s?s=compute_hot", svg);
+	export_chromium(&o, "--dump-dom", url);
+	ASSERT_CONTAINS(o.out, ">Matched: 60.0% (1 frame)<");
+	/* the title defaults to the spool's name */
+	ASSERT_CONTAINS(o.out, "split.spool</text>");
+	test_output_free(&o);
+
+	convert(&o, spool, json, "--title split-run");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	export_check_speedscope(json, "split (pid 4242, tid 4242)");
+}
