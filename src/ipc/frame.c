@@ -144,6 +144,8 @@ int ipc_frame_decode(const void *buf, size_t len, struct ipc_frame *f)
 		}
 	}
 	f->request_id = request_id;
+	f->raw = buf;
+	f->raw_len = len;
 	return rc < 0 ? -SONDE_E_FORMAT : 0;
 }
 
@@ -226,7 +228,8 @@ static size_t body_len(const struct ipc_frame *f)
 	case IPC_MSG_BIND_SERVICE_REPLY:
 		n = (f->success ? 2 : 0) + 1 + vlen(f->service_id);
 		for (size_t i = 0; i < f->n_methods; i++)
-			n += len_field(method_info_len(i + 1, f->method_names[i]));
+			if (f->method_names[i])
+				n += len_field(method_info_len(i + 1, f->method_names[i]));
 		return n;
 	case IPC_MSG_INVOKE_METHOD:
 		return 1 + vlen(f->service_id) + 1 + vlen(f->method_id) + len_field(f->data_len) +
@@ -253,6 +256,8 @@ static void put_body(struct buf *b, const struct ipc_frame *f)
 			pb_put_bool(b, PF_BIND_SERVICE_REPLY_SUCCESS, true);
 		pb_put_varint(b, PF_BIND_SERVICE_REPLY_SERVICE_ID, f->service_id);
 		for (size_t i = 0; i < f->n_methods; i++) {
+			if (!f->method_names[i])
+				continue;
 			pb_put_tag(b, PF_BIND_SERVICE_REPLY_METHODS, PB_LEN);
 			pb_put_varint_raw(b, method_info_len(i + 1, f->method_names[i]));
 			pb_put_varint(b, PF_METHOD_INFO_ID, i + 1);

@@ -46,8 +46,8 @@ enum ipc_msg {
  *   BIND_SERVICE        name
  *   BIND_SERVICE_REPLY  success, service_id, and the methods: when decoding, methods_pb
  *                       holds the raw BindServiceReply bytes (iterate with
- *                       ipc_methods_next); when encoding, method_names[0..n_methods) are
- *                       listed with ids 1..n_methods, in order
+ *                       ipc_methods_next); when encoding, method_names[i] is listed with
+ *                       id i + 1; NULL entries (unimplemented methods) are left out
  *   INVOKE_METHOD       service_id, method_id, data (args_proto), drop_reply
  *   INVOKE_METHOD_REPLY success, has_more, data (reply_proto; encoded only when set)
  *   REQUEST_ERROR       name (the error string)
@@ -70,6 +70,8 @@ struct ipc_frame {
 	const char *const *method_names;
 	size_t n_methods;
 	int32_t peer_pid, peer_uid;
+	const uint8_t *raw; /* decoding only: the whole payload that was decoded */
+	size_t raw_len;
 };
 
 struct ipc_method {

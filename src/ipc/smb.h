@@ -83,6 +83,7 @@ struct smb_chunk_info {
 	uint16_t writer_id;
 	uint16_t count; /* fragments */
 	uint8_t flags;	/* enum smb_chunk_flags */
+	uint32_t size;	/* whole chunk size, header included (set by smb_acquire_for_reading) */
 };
 
 /* ---- geometry ---- */
@@ -209,6 +210,7 @@ static inline struct smb_chunk_info smb_chunk_read_hdr(uint8_t *chunk)
 	ci.writer_id = __atomic_load_n(&h->writer_id, __ATOMIC_RELAXED);
 	ci.count = packets & SMB_PACKETS_COUNT_MASK;
 	ci.flags = (uint8_t)(packets >> SMB_PACKETS_FLAGS_SHIFT);
+	ci.size = 0;
 	return ci;
 }
 
@@ -250,6 +252,7 @@ static inline uint8_t *smb_acquire_for_reading(void *base, size_t page_size, siz
 		return NULL;
 	c = smb_chunk_ptr(base, page_size, page, layout, chunk);
 	*ci = smb_chunk_read_hdr(c);
+	ci->size = (uint32_t)smb_chunk_size(page_size, layout);
 	return c;
 }
 

@@ -1,0 +1,394 @@
+/* The IPC host: listening sockets, connections, BindService/InvokeMethod dispatch
+ * (perfetto-wire.md §1), and the public sonde_service API. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+#include <sonde/service.h>
+
+#include "ipc/sock.h"
+#include "service/internal.h"
+
+struct sonde_service {
+	struct svc s;
+};
+
+/* Method names in .proto order: the index + 1 is the method id. NULL marks a method this
+ * service does not implement; it is left out of BindServiceReply so clients skip it. */
+static const char *const producer_methods[] = {
+	"InitializeConnection",
+	"RegisterDataSource",
+	"UnregisterDataSource",
+	"CommitData",
+	"GetAsyncCommand",
+	"RegisterTraceWriter",
+	"UnregisterTraceWriter",
+	"NotifyDataSourceStarted",
+	"NotifyDataSourceStopped",
+	"ActivateTriggers",
+	"Sync",
+	"UpdateDataSource",
+};
+static const char *const consumer_methods[] = {
+	"EnableTracing",
+	"DisableTracing",
+	"ReadBuffers",
+	"FreeBuffers",
+	"Flush",
+	"StartTracing",
+	NULL,
+	NULL,
+	NULL,
+	"GetTraceStats",
+	"ObserveEvents",
+	"QueryServiceState",
+	"QueryCapabilities",
+	NULL,
+	NULL,
+};
+#define NMETHODS(a) (sizeof(a) / sizeof((a)[0]))
+
+char *svc_strndup(const uint8_t *p, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	if (s) {
+		memcpy(s, p, n);
+		s[n] = '\0';
+	}
+	return s;
+}
+
+struct conn *svc_conn(struct svc *s, uint64_t id)
+{
+	for (size_t i = 0; i < s->nconns; i++)
+		if (s->conns[i]->id == id && !s->conns[i]->dead)
+			return s->conns[i];
+	return NULL;
+}
+
+void svc_conn_update_events(struct svc *s, struct conn *c)
+{
+	uint32_t want = EPOLLIN | (ipc_chan_tx_pending(&c->ch) ? EPOLLOUT : 0);
+
+	if (c->dead || want == c->events)
+		return;
+	c->events = want;
+	if (loop_mod(&s->loop, c->ch.fd, want, c->id) < 0)
+		svc_conn_fail(s, c);
+}
+
+void svc_conn_fail(struct svc *s, struct conn *c)
+{
+	(void)s;
+	c->dead = true; /* torn down by reap(), outside of any handler */
+}
+
+int svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
+		   const uint8_t *data, size_t len, int fd)
+{
+	struct ipc_frame f = {.request_id = req_id,
+			      .msg = IPC_MSG_INVOKE_METHOD_REPLY,
+			      .success = success,
+			      .has_more = has_more,
+			      .data = data ? data : (const uint8_t *)"",
+			      .data_len = data ? len : 0};
+	int rc;
+
+	if (c->dead)
+		return -EPIPE;
+	if (!success)
+		f.data = NULL;
+	rc = ipc_chan_send(&c->ch, &f, fd);
+	if (rc < 0)
+		c->dead = true;
+	return rc;
+}
+
+int svc_reply(struct req *r, const struct buf *reply, bool has_more)
+{
+	if (r->drop_reply)
+		return 0;
+	return svc_send_reply(r->c, r->id, true, has_more, reply ? reply->data : NULL,
+			      reply ? reply->len : 0, -1);
+}
+
+static void send_bind_reply(struct conn *c, uint64_t id, const char *name, size_t len)
+{
+	const char *want = c->is_producer ? "ProducerPort" : "ConsumerPort";
+	struct ipc_frame f = {.request_id = id, .msg = IPC_MSG_BIND_SERVICE_REPLY};
+
+	if (len == strlen(want) && memcmp(name, want, len) == 0) {
+		f.success = true;
+		f.service_id = 1;
+		f.method_names = c->is_producer ? producer_methods : consumer_methods;
+		f.n_methods =
+			c->is_producer ? NMETHODS(producer_methods) : NMETHODS(consumer_methods);
+		c->bound = true;
+	}
+	if (ipc_chan_send(&c->ch, &f, -1) < 0)
+		c->dead = true;
+}
+
+static void invoke(struct svc *s, struct conn *c, const struct ipc_frame *f, int *fd)
+{
+	const char *const *names = c->is_producer ? producer_methods : consumer_methods;
+	size_t n = c->is_producer ? NMETHODS(producer_methods) : NMETHODS(consumer_methods);
+	struct req r = {c, f->request_id, f->drop_reply, f->data, f->data_len, *fd};
+	int rc;
+
+	if (!c->bound || f->service_id != 1 || f->method_id == 0 || f->method_id > n ||
+	    !names[f->method_id - 1]) {
+		svc_send_reply(c, f->request_id, false, false, NULL, 0, -1);
+		return;
+	}
+	if (!r.args)
+		r.args = (const uint8_t *)"";
+	rc = c->is_producer ? producer_dispatch(s, &r, f->method_id)
+			    : consumer_dispatch(s, &r, f->method_id);
+	*fd = r.fd;
+	/* unparsable arguments are answered even under drop_reply (§1.5) */
+	if (rc < 0 && (!f->drop_reply || rc == -SONDE_E_FORMAT))
+		svc_send_reply(c, f->request_id, false, false, NULL, 0, -1);
+}
+
+static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *f, int fd)
+{
+	switch (f->msg) {
+	case IPC_MSG_BIND_SERVICE:
+		send_bind_reply(c, f->request_id, f->name, f->name_len);
+		break;
+	case IPC_MSG_INVOKE_METHOD:
+		invoke(s, c, f, &fd);
+		break;
+	case IPC_MSG_SET_PEER_IDENTITY:
+		break; /* AF_UNIX: SO_PEERCRED is authoritative */
+	default: {
+		struct ipc_frame e = {.request_id = f->request_id,
+				      .msg = IPC_MSG_REQUEST_ERROR,
+				      .name = "unknown request",
+				      .name_len = 15};
+		if (ipc_chan_send(&c->ch, &e, -1) < 0)
+			c->dead = true;
+	}
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static void conn_io(struct svc *s, struct conn *c, uint32_t events)
+{
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+		int rc = ipc_chan_read(&c->ch), n = 0, fd;
+		struct ipc_frame f;
+		while (!c->dead && (n = ipc_chan_next(&c->ch, &f, &fd)) > 0)
+			handle_frame(s, c, &f, fd);
+		if (n < 0 || rc < 0) {
+			if (rc < 0 && rc != -ECONNRESET)
+				sonde_debug("connection %llu: %s", (unsigned long long)c->id,
+					    sonde_strerror(rc));
+			c->dead = true;
+		}
+	}
+	if (!c->dead && (events & EPOLLOUT) && ipc_chan_flush(&c->ch) < 0)
+		c->dead = true;
+	if (!c->dead && !c->is_producer && c->k.reading &&
+	    ipc_chan_tx_pending(&c->ch) < SVC_READ_PAUSE_BYTES / 2)
+		consumer_continue_read(s, c);
+	svc_conn_update_events(s, c);
+}
+
+static void accept_conns(struct svc *s, int which)
+{
+	for (;;) {
+		int fd = accept4(s->lfd[which], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return; /* EAGAIN, or a transient error: the listener stays */
+		struct conn *c = calloc(1, sizeof(*c));
+		struct conn **v = realloc(s->conns, (s->nconns + 1) * sizeof(*v));
+		if (v)
+			s->conns = v;
+		if (!c || !v || ipc_chan_init(&c->ch, fd) < 0) {
+			if (c)
+				ipc_chan_close(&c->ch);
+			else
+				close(fd);
+			free(c);
+			continue;
+		}
+		c->id = s->next_conn_id++;
+		c->is_producer = which == 0;
+		c->p.smb_fd = -1;
+		c->events = EPOLLIN;
+		if (loop_add(&s->loop, fd, EPOLLIN, c->id) < 0) {
+			ipc_chan_close(&c->ch);
+			free(c);
+			continue;
+		}
+		s->conns[s->nconns++] = c;
+		sonde_debug("%s connected: pid %d uid %d", which ? "consumer" : "producer",
+			    (int)c->ch.peer_pid, (int)c->ch.peer_uid);
+	}
+}
+
+static void on_io(void *ctx, uint64_t cookie, uint32_t events)
+{
+	struct svc *s = ctx;
+
+	if (cookie == SVC_COOKIE_PRODUCER_LISTENER || cookie == SVC_COOKIE_CONSUMER_LISTENER) {
+		accept_conns(s, cookie == SVC_COOKIE_CONSUMER_LISTENER);
+		return;
+	}
+	struct conn *c = svc_conn(s, cookie);
+	if (c)
+		conn_io(s, c, events);
+}
+
+static void destroy_conn(struct svc *s, struct conn *c)
+{
+	loop_del(&s->loop, c->ch.fd);
+	if (c->is_producer)
+		producer_gone(s, c);
+	else
+		consumer_gone(s, c);
+	ipc_chan_close(&c->ch);
+	free(c);
+}
+
+/* Tears down dead connections. Teardown can kill others (a send to a peer fails), so it
+ * repeats until none is left. */
+static void reap(struct svc *s)
+{
+	for (size_t i = 0; i < s->nconns;) {
+		struct conn *c = s->conns[i];
+		if (!c->dead) {
+			i++;
+			continue;
+		}
+		s->conns[i] = s->conns[--s->nconns];
+		destroy_conn(s, c);
+		i = 0;
+	}
+}
+
+static void housekeeping(void *ctx, uint64_t arg)
+{
+	struct svc *s = ctx;
+	uint64_t now = loop_now_ns();
+
+	/* §1.2: a peer that does not drain its socket for 10 s is disconnected */
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct conn *c = s->conns[i];
+		if (c->ch.tx_stalled_ns &&
+		    now - c->ch.tx_stalled_ns > IPC_SEND_TIMEOUT_MS * 1000000ull) {
+			sonde_warn("connection %llu: peer did not read for 10 s, closing",
+				   (unsigned long long)c->id);
+			c->dead = true;
+		}
+	}
+	s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0);
+}
+
+static int listen_on(struct svc *s, int which, const char *name)
+{
+	int fd = ipc_listen(name);
+
+	if (fd < 0) {
+		sonde_error("cannot listen on %s: %s", name, sonde_strerror(fd));
+		return fd;
+	}
+	s->lfd[which] = fd;
+	s->path[which] = strdup(name);
+	if (!s->path[which])
+		return -ENOMEM;
+	return loop_add(&s->loop, fd, EPOLLIN,
+			which ? SVC_COOKIE_CONSUMER_LISTENER : SVC_COOKIE_PRODUCER_LISTENER);
+}
+
+struct sonde_service *sonde_service_new(const struct sonde_service_opts *opts)
+{
+	struct sonde_service *ss = calloc(1, sizeof(*ss));
+	const char *prod = NULL, *cons = NULL;
+	int rc;
+
+	if (!ss)
+		return NULL;
+	struct svc *s = &ss->s;
+	s->lfd[0] = s->lfd[1] = -1;
+	s->next_conn_id = 3;
+	s->next_instance_id = s->next_session_id = s->next_flush_id = 1;
+	s->next_producer_id = 1;
+	s->uid = getuid();
+	if (opts && opts->sz >= offsetof(struct sonde_service_opts, consumer_socket) +
+					sizeof(opts->consumer_socket)) {
+		prod = opts->producer_socket;
+		cons = opts->consumer_socket;
+	}
+	rc = loop_init(&s->loop, on_io, s);
+	if (rc == 0)
+		rc = listen_on(s, 0, prod ? prod : ipc_default_sock_name(IPC_PORT_PRODUCER));
+	if (rc == 0)
+		rc = listen_on(s, 1, cons ? cons : ipc_default_sock_name(IPC_PORT_CONSUMER));
+	if (rc == 0 && !(s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0)))
+		rc = -ENOMEM;
+	if (rc < 0) {
+		sonde_service_free(ss);
+		errno = -rc;
+		return NULL;
+	}
+	return ss;
+}
+
+int sonde_service_fd(const struct sonde_service *ss)
+{
+	return ss->s.loop.epfd;
+}
+
+int sonde_service_timeout_ms(const struct sonde_service *ss)
+{
+	return loop_timeout_ms(&ss->s.loop);
+}
+
+int sonde_service_process(struct sonde_service *ss)
+{
+	int rc = loop_process(&ss->s.loop, 0);
+
+	reap(&ss->s);
+	return rc < 0 ? rc : 0;
+}
+
+const char *sonde_service_socket(const struct sonde_service *ss, int which)
+{
+	return ss->s.path[which ? 1 : 0];
+}
+
+void sonde_service_free(struct sonde_service *ss)
+{
+	if (!ss)
+		return;
+	struct svc *s = &ss->s;
+	for (size_t i = 0; i < s->nconns; i++)
+		s->conns[i]->dead = true;
+	reap(s);
+	while (s->nsessions) /* detached or orphaned sessions */
+		session_free(s, s->sessions[0]);
+	for (int i = 0; i < 2; i++) {
+		if (s->lfd[i] >= 0)
+			close(s->lfd[i]);
+		if (s->path[i] && s->path[i][0] != '@')
+			unlink(s->path[i]);
+		free(s->path[i]);
+	}
+	free(s->conns);
+	free(s->ds);
+	free(s->sessions);
+	free(s->flushes);
+	buf_free(&s->scratch);
+	loop_free(&s->loop);
+	free(ss);
+}

@@ -1,0 +1,254 @@
+/* sonded's core state, shared by the service's modules. Internal to the service.
+ *
+ *   host.c      sockets, connections, IPC dispatch, the public API
+ *   producer.c  ProducerPort: SMB setup, CommitData, scraping, async commands
+ *   session.c   TraceConfig, sessions, data-source instances, flush and stop, file output
+ *   consumer.c  ConsumerPort: the methods, ReadBuffers streaming, stats, queries
+ *   svcpkt.c    packets the service itself writes (sequence 1)
+ *
+ * Objects refer to each other by id (connection, session, instance) rather than by
+ * pointer wherever one can die before the other; lookups are linear over small arrays.
+ */
+#ifndef SONDE_SERVICE_INTERNAL_H
+#define SONDE_SERVICE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/buf.h"
+#include "ipc/frame.h"
+#include "service/loop.h"
+#include "service/tbuf.h"
+
+enum {
+	SVC_MAX_BUFFER_ID = 4096, /* global BufferIDs are 1..4095 */
+	SVC_MAX_SESSIONS = 15,
+	SVC_MAX_SESSIONS_PER_UID = 5,
+	SVC_MAX_BUFFERS_PER_SESSION = 128,
+	SVC_DEFAULT_TIMEOUT_MS = 5000,
+	SVC_READ_PAUSE_BYTES = 4 << 20, /* ReadBuffers waits while this much is unsent */
+	SVC_COOKIE_PRODUCER_LISTENER = 1,
+	SVC_COOKIE_CONSUMER_LISTENER = 2,
+};
+
+enum ds_state { DS_CONFIGURED, DS_STARTING, DS_STARTED, DS_STOPPING, DS_STOPPED };
+enum sess_state { SESS_CONFIGURED, SESS_STARTED, SESS_STOPPING, SESS_DISABLED };
+
+struct req {
+	struct conn *c;
+	uint64_t id;
+	bool drop_reply;
+	const uint8_t *args;
+	size_t args_len;
+	int fd; /* received with the frame; a handler that keeps it sets it to -1 */
+};
+
+/* A registered data source. */
+struct ds_reg {
+	uint64_t conn_id;
+	char *name;
+	uint8_t *desc; /* raw DataSourceDescriptor */
+	size_t desc_len;
+	uint64_t desc_id;
+	bool notify_start, notify_stop, no_flush, handles_incr;
+};
+
+struct pending_cmd {
+	uint8_t *data;
+	size_t len;
+	bool with_smb_fd;
+};
+
+struct producer {
+	uint32_t id;
+	bool initialized;
+	char *name, *sdk_version;
+	uint32_t page_hint, size_hint;
+	bool scraping;
+	int smb_fd;
+	uint8_t *smb;
+	size_t smb_size, page_size, num_pages;
+	bool smb_adopted, setup_sent;
+	bool cmd_stream;
+	uint64_t cmd_req_id;
+	struct pending_cmd *pending;
+	size_t npending;
+	uint16_t writer_buf[SMB_MAX_WRITER_ID + 1]; /* writer -> registered BufferID */
+	uint16_t *allowed;			    /* BufferIDs it may write into */
+	size_t nallowed, allowed_cap;
+};
+
+struct consumer {
+	uint64_t session_id;
+	uint64_t observe_req;
+	uint32_t observe_mask;
+	/* ReadBuffers in progress (paused while the socket drains) */
+	uint64_t read_req;
+	bool reading, read_started;
+	struct buf reply;
+	size_t reply_est;
+};
+
+struct conn {
+	uint64_t id;
+	bool is_producer;
+	bool bound;
+	bool dead;
+	struct ipc_chan ch;
+	uint32_t events;
+	struct producer p;
+	struct consumer k;
+};
+
+struct instance {
+	uint64_t id;
+	uint64_t conn_id;
+	char *ds_name;
+	uint8_t *cfg; /* DataSourceConfig as sent to the producer */
+	size_t cfg_len;
+	enum ds_state state;
+	bool notify_start, notify_stop, no_flush, handles_incr;
+	uint16_t buf_id;
+};
+
+struct ds_cfg {
+	const uint8_t *raw; /* DataSourceConfig bytes inside session->config */
+	size_t raw_len;
+	char *name;
+	uint32_t target_buffer;
+	char **name_filter, **regex_filter;
+	size_t n_name_filter, n_regex_filter;
+};
+
+struct session {
+	uint64_t id;
+	uint64_t conn_id; /* consumer */
+	int32_t consumer_uid;
+	enum sess_state state;
+	uint8_t *config;
+	size_t config_len;
+	/* parsed TraceConfig */
+	struct ds_cfg *ds;
+	size_t nds;
+	uint32_t duration_ms, flush_period_ms, flush_timeout_ms, stop_timeout_ms;
+	uint32_t file_write_period_ms, snapshot_interval_ms, clear_period_ms;
+	uint64_t max_file_size;
+	bool deferred_start, write_into_file, extra_guardrails;
+	bool no_clock_snapshots, no_trace_config, no_system_info, no_service_events;
+	char *unique_name;
+	/* buffers */
+	uint16_t *buf_ids;
+	struct tbuf **bufs;
+	size_t nbufs;
+	/* instances */
+	struct instance *inst;
+	size_t ninst, inst_cap;
+	uint32_t next_seq_id;
+	/* the EnableTracing reply, held until DISABLED */
+	uint64_t enable_req;
+	bool enable_pending;
+	char *error;
+	/* timers */
+	uint64_t t_duration, t_flush_period, t_file, t_stop, t_snapshot, t_clear;
+	/* write_into_file */
+	int out_fd;
+	uint64_t file_bytes;
+	struct buf fbuf;
+	/* service packets */
+	struct buf svc_clocks, svc_pkts; /* queued packets: u32 length + bytes each */
+	bool obs_all_started_sent;
+	bool config_emitted, sysinfo_emitted, sync_due, stats_due, all_started_emitted;
+	bool read_completed_emitted, file_full;
+	uint64_t invalid_packets;
+	uint64_t start_ns;
+};
+
+struct flush {
+	uint64_t id;
+	uint64_t session_id;
+	uint64_t *conns; /* producers still to ack */
+	size_t nconns;
+	uint64_t timer;
+	uint64_t consumer_conn, consumer_req; /* 0: not a consumer request */
+	bool then_disable;
+};
+
+struct svc {
+	struct loop loop;
+	int lfd[2]; /* producer, consumer */
+	char *path[2];
+	struct conn **conns;
+	size_t nconns;
+	uint64_t next_conn_id, next_instance_id, next_session_id, next_flush_id;
+	uint32_t next_producer_id;
+	uint64_t t_housekeeping;
+	struct ds_reg **ds;
+	size_t nds;
+	struct session **sessions;
+	size_t nsessions;
+	struct tbuf *bufmap[SVC_MAX_BUFFER_ID];
+	uint64_t bufowner[SVC_MAX_BUFFER_ID];
+	struct flush *flushes;
+	size_t nflushes;
+	uid_t uid;
+	uint64_t producers_seen, data_sources_seen, chunks_discarded, patches_discarded;
+	struct buf scratch;
+};
+
+/* host.c */
+struct conn *svc_conn(struct svc *s, uint64_t id);
+int svc_reply(struct req *r, const struct buf *reply, bool has_more);
+int svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
+		   const uint8_t *data, size_t len, int fd);
+void svc_conn_update_events(struct svc *s, struct conn *c);
+void svc_conn_fail(struct svc *s, struct conn *c);
+char *svc_strndup(const uint8_t *p, size_t n);
+
+/* producer.c */
+int producer_dispatch(struct svc *s, struct req *r, uint32_t method);
+void producer_gone(struct svc *s, struct conn *c);
+int producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool with_smb_fd);
+int producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss);
+void producer_allow_buffer(struct conn *c, uint16_t buf_id);
+void producer_disallow_buffer(struct conn *c, uint16_t buf_id);
+void producer_scrape(struct svc *s, struct conn *c, const struct session *only);
+
+/* session.c */
+struct session *svc_session(struct svc *s, uint64_t id);
+int session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len, int fd);
+void session_start(struct svc *s, struct session *ss);
+void session_disable(struct svc *s, struct session *ss, bool immediately);
+void session_free(struct svc *s, struct session *ss);
+void session_setup_for_producer(struct svc *s, struct conn *c, struct ds_reg *d);
+void session_producer_gone(struct svc *s, struct conn *c);
+void session_ds_started(struct svc *s, struct conn *c, uint64_t inst_id);
+void session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id);
+void session_remove_ds(struct svc *s, struct conn *c, const char *name);
+uint64_t session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
+		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable);
+void session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id);
+void session_drain_file(struct svc *s, struct session *ss);
+/* Reads every buffer of the session into fn; 1 if fn asked to stop, else 0. */
+int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
+void session_notify_observer(struct svc *s, struct session *ss, struct instance *in,
+			     bool all_started);
+struct instance *session_instance(struct svc *s, uint64_t id, struct session **out);
+
+/* consumer.c */
+int consumer_dispatch(struct svc *s, struct req *r, uint32_t method);
+void consumer_gone(struct svc *s, struct conn *c);
+void consumer_continue_read(struct svc *s, struct conn *c);
+void consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b);
+
+/* svcpkt.c */
+uint64_t svc_boottime_ns(void);
+/* Queues a service event (enum pf_service_event) with the current time. */
+void svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field);
+void svcpkt_clock_snapshot(struct svc *s, struct session *ss);
+/* Emits the packets due at the start of a read pass (§6.3 steps 1-7) into fn. */
+void svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
+/* The trace stats packet, if due; `final` marks the end of a pass. */
+void svcpkt_emit_tail(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
+
+#endif

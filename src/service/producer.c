@@ -1,0 +1,670 @@
+/* ProducerPort (perfetto-wire.md §2): connection set-up, the shared memory buffer, the
+ * async command stream, CommitData and SMB scraping. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "base/pb.h"
+#include "ipc/protos.h"
+#include "ipc/smb.h"
+#include "service/internal.h"
+
+/* ------------------------------------------------------------------ SMB */
+
+static int map_smb(struct producer *p, int fd, size_t size, size_t page)
+{
+	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (m == MAP_FAILED)
+		return -errno;
+	p->smb = m;
+	p->smb_fd = fd;
+	p->smb_size = size;
+	p->page_size = page;
+	p->num_pages = size / page;
+	return 0;
+}
+
+/* A producer-provided SMB is adopted only if it is a memfd sealed against shrink, grow
+ * and further sealing, so the producer cannot truncate it under the service. */
+static bool adopt_smb(struct producer *p, int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS), need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	struct stat st;
+
+	if (seals < 0 || (seals & need) != need || fstat(fd, &st) < 0 || st.st_size <= 0)
+		return false;
+	if (!smb_geometry_svc_ok((size_t)st.st_size, p->page_hint))
+		return false;
+	return map_smb(p, fd, (size_t)st.st_size, p->page_hint) == 0;
+}
+
+/* TraceConfig.producers[producer_name == name] sizes, in bytes (0 when unset). */
+static void config_sizes(const struct session *ss, const char *name, size_t *page, size_t *size)
+{
+	struct pb_reader r = pb_reader_init(ss->config, ss->config_len);
+	struct pb_field f, g;
+
+	while (pb_next(&r, &f) > 0) {
+		if (f.num != PF_TRACE_CONFIG_PRODUCERS || f.wire != PB_LEN)
+			continue;
+		struct pb_reader pr = pb_sub(&f);
+		bool match = false;
+		uint64_t shm_kb = 0, page_kb = 0;
+		while (pb_next(&pr, &g) > 0) {
+			if (g.num == PF_PRODUCER_CONFIG_PRODUCER_NAME && g.wire == PB_LEN)
+				match = name && g.len == strlen(name) &&
+					!memcmp(g.ptr, name, g.len);
+			else if (g.num == PF_PRODUCER_CONFIG_SHM_SIZE_KB && g.wire == PB_VARINT)
+				shm_kb = g.u;
+			else if (g.num == PF_PRODUCER_CONFIG_PAGE_SIZE_KB && g.wire == PB_VARINT)
+				page_kb = g.u;
+		}
+		if (match) {
+			*page = page_kb < (1u << 20) ? (size_t)page_kb * 1024 : 0;
+			*size = shm_kb < (1u << 20) ? (size_t)shm_kb * 1024 : 0;
+		}
+	}
+}
+
+static int create_smb(struct producer *p, size_t size, size_t page)
+{
+	int fd = memfd_create("perfetto_shmem", MFD_CLOEXEC | MFD_ALLOW_SEALING), rc;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	rc = map_smb(p, fd, size, page);
+	if (rc < 0)
+		close(fd);
+	return rc;
+}
+
+int producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss)
+{
+	struct producer *p = &c->p;
+	size_t page = 0, size = 0;
+	struct buf b = BUF_INIT;
+	int rc;
+
+	if (p->smb)
+		return 0;
+	config_sizes(ss, p->name, &page, &size);
+	if (!page)
+		page = p->page_hint;
+	if (!size)
+		size = p->size_hint;
+	if (!page)
+		page = SMB_DEFAULT_PAGE_SIZE;
+	if (!size)
+		size = SMB_DEFAULT_SIZE;
+	if (page > SMB_SVC_MAX_PAGE_SIZE)
+		page = SMB_SVC_MAX_PAGE_SIZE;
+	if (size > SMB_SVC_MAX_SIZE)
+		size = SMB_SVC_MAX_SIZE;
+	if (!smb_geometry_svc_ok(size, page)) {
+		page = SMB_DEFAULT_PAGE_SIZE;
+		size = SMB_DEFAULT_SIZE;
+	}
+	rc = create_smb(p, size, page);
+	if (rc < 0) {
+		sonde_error("producer %s: cannot create its shared memory: %s", p->name,
+			    sonde_strerror(rc));
+		return rc;
+	}
+	size_t m = pb_begin(&b, PF_ASYNC_CMD_SETUP_TRACING);
+	pb_put_varint(&b, PF_SETUP_TRACING_PAGE_SIZE_KB, page / 1024);
+	pb_end(&b, m);
+	p->setup_sent = true;
+	rc = producer_send_cmd(s, c, &b, true);
+	buf_free(&b);
+	return rc;
+}
+
+void producer_allow_buffer(struct conn *c, uint16_t buf_id)
+{
+	struct producer *p = &c->p;
+
+	for (size_t i = 0; i < p->nallowed; i++)
+		if (p->allowed[i] == buf_id)
+			return;
+	if (p->nallowed == p->allowed_cap) {
+		size_t cap = p->allowed_cap ? p->allowed_cap * 2 : 8;
+		uint16_t *a = realloc(p->allowed, cap * sizeof(*a));
+		if (!a)
+			return;
+		p->allowed = a;
+		p->allowed_cap = cap;
+	}
+	p->allowed[p->nallowed++] = buf_id;
+}
+
+void producer_disallow_buffer(struct conn *c, uint16_t buf_id)
+{
+	struct producer *p = &c->p;
+
+	for (size_t i = 0; i < p->nallowed; i++)
+		if (p->allowed[i] == buf_id)
+			p->allowed[i] = p->allowed[--p->nallowed];
+}
+
+static bool allowed(const struct producer *p, uint32_t buf_id)
+{
+	for (size_t i = 0; i < p->nallowed; i++)
+		if (p->allowed[i] == buf_id)
+			return true;
+	return false;
+}
+
+/* ------------------------------------------------------------------ commands */
+
+int producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool with_smb_fd)
+{
+	struct producer *p = &c->p;
+
+	if (buf_error(cmd) < 0)
+		return -ENOMEM;
+	if (p->cmd_stream) {
+		int rc = svc_send_reply(c, p->cmd_req_id, true, true, cmd->data, cmd->len,
+					with_smb_fd ? p->smb_fd : -1);
+		svc_conn_update_events(s, c);
+		return rc;
+	}
+	/* GetAsyncCommand not called yet: keep the commands in order until it is */
+	struct pending_cmd *v = realloc(p->pending, (p->npending + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	p->pending = v;
+	v[p->npending].data = malloc(cmd->len ? cmd->len : 1);
+	if (!v[p->npending].data)
+		return -ENOMEM;
+	memcpy(v[p->npending].data, cmd->data, cmd->len);
+	v[p->npending].len = cmd->len;
+	v[p->npending].with_smb_fd = with_smb_fd;
+	p->npending++;
+	return 0;
+}
+
+static int get_async_command(struct svc *s, struct req *r)
+{
+	struct producer *p = &r->c->p;
+
+	p->cmd_stream = true;
+	p->cmd_req_id = r->id;
+	if (p->smb_adopted && !p->setup_sent) {
+		/* adopted SMB: setup_tracing without fd or page size, right away (§2.3) */
+		struct buf b = BUF_INIT;
+		size_t m = pb_begin(&b, PF_ASYNC_CMD_SETUP_TRACING);
+		pb_end(&b, m);
+		p->setup_sent = true;
+		producer_send_cmd(s, r->c, &b, false);
+		buf_free(&b);
+	}
+	for (size_t i = 0; i < p->npending; i++) {
+		struct pending_cmd *pc = &p->pending[i];
+		svc_send_reply(r->c, r->id, true, true, pc->data, pc->len,
+			       pc->with_smb_fd ? p->smb_fd : -1);
+		free(pc->data);
+	}
+	p->npending = 0;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ methods */
+
+static int initialize(struct svc *s, struct req *r)
+{
+	struct producer *p = &r->c->p;
+	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
+	struct pb_field f;
+	bool provided = false;
+	uint64_t mode = 0;
+	int rc;
+
+	if (p->initialized)
+		return -SONDE_E_STATE;
+	while ((rc = pb_next(&rd, &f)) > 0) {
+		if (f.num == PF_INIT_CONN_REQ_PRODUCER_NAME && f.wire == PB_LEN) {
+			free(p->name);
+			p->name = svc_strndup(f.ptr, f.len);
+		} else if (f.num == PF_INIT_CONN_REQ_SDK_VERSION && f.wire == PB_LEN) {
+			free(p->sdk_version);
+			p->sdk_version = svc_strndup(f.ptr, f.len);
+		} else if (f.wire != PB_VARINT) {
+			continue;
+		} else if (f.num == PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES) {
+			p->page_hint = (uint32_t)f.u;
+		} else if (f.num == PF_INIT_CONN_REQ_SIZE_HINT_BYTES) {
+			p->size_hint = (uint32_t)f.u;
+		} else if (f.num == PF_INIT_CONN_REQ_SMB_SCRAPING_MODE) {
+			mode = f.u;
+		} else if (f.num == PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM) {
+			provided = f.u != 0;
+		}
+	}
+	if (rc < 0)
+		return -SONDE_E_FORMAT;
+	if (!p->name)
+		p->name = strdup("");
+	p->initialized = true;
+	p->id = s->next_producer_id++;
+	p->scraping = mode == PF_SMB_SCRAPING_ENABLED;
+	s->producers_seen++;
+	if (provided && r->fd >= 0 && adopt_smb(p, r->fd)) {
+		p->smb_adopted = true;
+		r->fd = -1; /* the mapping keeps it */
+	}
+	sonde_info("producer %u \"%s\" pid %d uid %d%s", p->id, p->name, (int)r->c->ch.peer_pid,
+		   (int)r->c->ch.peer_uid, p->smb_adopted ? " (producer-provided SMB)" : "");
+	struct buf b = BUF_INIT;
+	if (p->smb_adopted)
+		pb_put_bool(&b, PF_INIT_CONN_RESP_USING_SHMEM_PROVIDED_BY_PRODUCER, true);
+	pb_put_bool(&b, PF_INIT_CONN_RESP_DIRECT_SMB_PATCHING_SUPPORTED, true);
+	rc = svc_reply(r, &b, false);
+	buf_free(&b);
+	return rc;
+}
+
+static void free_reg(struct ds_reg *d)
+{
+	if (!d)
+		return;
+	free(d->name);
+	free(d->desc);
+	free(d);
+}
+
+static struct ds_reg *parse_descriptor(const uint8_t *p, size_t n)
+{
+	struct pb_reader r = pb_reader_init(p, n);
+	struct pb_field f;
+	struct ds_reg *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->desc = malloc(n ? n : 1);
+	if (!d->desc)
+		goto fail;
+	memcpy(d->desc, p, n);
+	d->desc_len = n;
+	while (pb_next(&r, &f) > 0) {
+		if (f.num == PF_DS_DESCRIPTOR_NAME && f.wire == PB_LEN) {
+			free(d->name);
+			d->name = svc_strndup(f.ptr, f.len);
+		} else if (f.wire != PB_VARINT) {
+			continue;
+		} else if (f.num == PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_STOP) {
+			d->notify_stop = f.u != 0;
+		} else if (f.num == PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_START) {
+			d->notify_start = f.u != 0;
+		} else if (f.num == PF_DS_DESCRIPTOR_HANDLES_INCREMENTAL_STATE_CLEAR) {
+			d->handles_incr = f.u != 0;
+		} else if (f.num == PF_DS_DESCRIPTOR_ID) {
+			d->desc_id = f.u;
+		} else if (f.num == PF_DS_DESCRIPTOR_NO_FLUSH) {
+			d->no_flush = f.u != 0;
+		}
+	}
+	if (d->name)
+		return d;
+fail:
+	free_reg(d);
+	return NULL;
+}
+
+/* The descriptor field of Register/UpdateDataSourceRequest. */
+static struct ds_reg *request_descriptor(const struct req *r)
+{
+	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
+	struct pb_field f;
+	struct ds_reg *d = NULL;
+
+	while (pb_next(&rd, &f) > 0) {
+		if (f.num == PF_REGISTER_DS_REQ_DESCRIPTOR && f.wire == PB_LEN) {
+			free_reg(d);
+			d = parse_descriptor(f.ptr, f.len);
+		}
+	}
+	return d;
+}
+
+static int register_ds(struct svc *s, struct req *r)
+{
+	struct ds_reg *d = request_descriptor(r);
+
+	if (d && d->name[0]) {
+		struct ds_reg **v = realloc(s->ds, (s->nds + 1) * sizeof(*v));
+		if (!v) {
+			free_reg(d);
+			return -ENOMEM;
+		}
+		s->ds = v;
+		d->conn_id = r->c->id;
+		s->ds[s->nds++] = d;
+		s->data_sources_seen++;
+		sonde_debug("producer %s registered data source %s", r->c->p.name, d->name);
+		session_setup_for_producer(s, r->c, d);
+	} else {
+		free_reg(d); /* an empty name is ignored (§2.1) */
+	}
+	return svc_reply(r, NULL, false);
+}
+
+static int update_ds(struct svc *s, struct req *r)
+{
+	struct ds_reg *d = request_descriptor(r);
+
+	for (size_t i = 0; d && i < s->nds; i++) {
+		struct ds_reg *o = s->ds[i];
+		if (o->conn_id == r->c->id && o->desc_id == d->desc_id &&
+		    !strcmp(o->name, d->name)) {
+			d->conn_id = o->conn_id;
+			s->ds[i] = d;
+			free_reg(o);
+			d = NULL;
+		}
+	}
+	free_reg(d);
+	return svc_reply(r, NULL, false);
+}
+
+static void unregister_all(struct svc *s, struct conn *c, const char *name)
+{
+	session_remove_ds(s, c, name);
+	for (size_t i = 0; i < s->nds;) {
+		if (s->ds[i]->conn_id == c->id && (!name || !strcmp(s->ds[i]->name, name))) {
+			free_reg(s->ds[i]);
+			s->ds[i] = s->ds[--s->nds];
+		} else {
+			i++;
+		}
+	}
+}
+
+static int unregister_ds(struct svc *s, struct req *r)
+{
+	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
+	struct pb_field f;
+
+	while (pb_next(&rd, &f) > 0) {
+		if (f.num == PF_UNREGISTER_DS_REQ_NAME && f.wire == PB_LEN) {
+			char *name = svc_strndup(f.ptr, f.len);
+			if (name)
+				unregister_all(s, r->c, name);
+			free(name);
+		}
+	}
+	return svc_reply(r, NULL, false);
+}
+
+/* Register/UnregisterTraceWriter, NotifyDataSourceStarted/Stopped: one varint each. */
+static uint64_t first_varint(const struct req *r, uint32_t num, uint64_t *second)
+{
+	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
+	struct pb_field f;
+	uint64_t v = 0;
+
+	while (pb_next(&rd, &f) > 0) {
+		if (f.wire != PB_VARINT)
+			continue;
+		if (f.num == num)
+			v = f.u;
+		else if (second && f.num == num + 1)
+			*second = f.u;
+	}
+	return v;
+}
+
+static int trace_writer(struct svc *s, struct req *r, bool reg)
+{
+	uint64_t target = 0;
+	uint64_t id = first_varint(r, PF_REGISTER_TW_REQ_WRITER_ID, reg ? &target : NULL);
+
+	if (id >= 1 && id <= SMB_MAX_WRITER_ID)
+		r->c->p.writer_buf[id] = target < SVC_MAX_BUFFER_ID ? (uint16_t)target : 0;
+	return svc_reply(r, NULL, false);
+}
+
+/* ------------------------------------------------------------------ CommitData */
+
+static void move_chunk(struct svc *s, struct conn *c, uint64_t page, uint64_t chunk,
+		       uint64_t target)
+{
+	struct producer *p = &c->p;
+	struct smb_chunk_info ci;
+	uint8_t *ch;
+
+	if (!p->smb || page >= p->num_pages || chunk >= SMB_MAX_CHUNKS_PER_PAGE)
+		return;
+	ch = smb_acquire_for_reading(p->smb, p->page_size, page, (unsigned)chunk, &ci);
+	if (!ch)
+		return;
+	struct tbuf *tb = target < SVC_MAX_BUFFER_ID ? s->bufmap[target] : NULL;
+	bool ok = tb && allowed(p, (uint32_t)target) && ci.writer_id >= 1 &&
+		  ci.writer_id <= SMB_MAX_WRITER_ID &&
+		  (!p->writer_buf[ci.writer_id] || p->writer_buf[ci.writer_id] == target);
+	if (ok)
+		tbuf_copy_chunk(tb, p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
+				ch + SMB_CHUNK_HDR_SIZE, ci.size - SMB_CHUNK_HDR_SIZE);
+	else
+		s->chunks_discarded++;
+	/* freed even when refused, so a misdirected producer does not leak its SMB */
+	smb_release_read_chunk(p->smb, p->page_size, page, (unsigned)chunk, ch);
+}
+
+static void parse_move(struct svc *s, struct conn *c, const struct pb_field *e)
+{
+	struct pb_reader r = pb_sub(e);
+	struct pb_field f;
+	uint64_t page = UINT64_MAX, chunk = UINT64_MAX, target = 0;
+
+	while (pb_next(&r, &f) > 0) {
+		if (f.wire != PB_VARINT)
+			continue;
+		if (f.num == PF_CHUNKS_TO_MOVE_PAGE)
+			page = f.u;
+		else if (f.num == PF_CHUNKS_TO_MOVE_CHUNK)
+			chunk = f.u;
+		else if (f.num == PF_CHUNKS_TO_MOVE_TARGET_BUFFER)
+			target = f.u;
+	}
+	move_chunk(s, c, page, chunk, target);
+}
+
+static void apply_patches(struct svc *s, struct conn *c, const struct pb_field *e)
+{
+	struct pb_reader r = pb_sub(e), pr;
+	struct pb_field f, g;
+	uint64_t target = 0, writer = 0, chunk_id = 0, npatches = 0;
+	bool more = false;
+
+	while (pb_next(&r, &f) > 0) {
+		if (f.num == PF_CHUNK_TO_PATCH_PATCHES && f.wire == PB_LEN)
+			npatches++;
+		else if (f.wire != PB_VARINT)
+			continue;
+		else if (f.num == PF_CHUNK_TO_PATCH_TARGET_BUFFER)
+			target = f.u;
+		else if (f.num == PF_CHUNK_TO_PATCH_WRITER_ID)
+			writer = f.u;
+		else if (f.num == PF_CHUNK_TO_PATCH_CHUNK_ID)
+			chunk_id = f.u;
+		else if (f.num == PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES)
+			more = f.u != 0;
+	}
+	struct tbuf *tb = target < SVC_MAX_BUFFER_ID ? s->bufmap[target] : NULL;
+	if (!tb || writer == 0 || writer > SMB_MAX_WRITER_ID || chunk_id > UINT32_MAX ||
+	    npatches > 1024) {
+		s->patches_discarded++;
+		return;
+	}
+	/* the lookup is keyed by the trusted producer id: a producer patches only its own */
+	r = pb_sub(e);
+	while (pb_next(&r, &f) > 0) {
+		if (f.num != PF_CHUNK_TO_PATCH_PATCHES || f.wire != PB_LEN)
+			continue;
+		uint64_t off = UINT64_MAX;
+		const uint8_t *data = NULL;
+		size_t dlen = 0;
+		pr = pb_sub(&f);
+		while (pb_next(&pr, &g) > 0) {
+			if (g.num == PF_PATCH_OFFSET && g.wire == PB_VARINT)
+				off = g.u;
+			else if (g.num == PF_PATCH_DATA && g.wire == PB_LEN)
+				data = g.ptr, dlen = g.len;
+		}
+		if (dlen != 4 || off > UINT32_MAX) {
+			s->patches_discarded++;
+			continue;
+		}
+		if (tbuf_patch(tb, c->p.id, (uint16_t)writer, (uint32_t)chunk_id, (uint32_t)off,
+			       data) < 0)
+			return;
+	}
+	if (!more)
+		tbuf_patch_done(tb, c->p.id, (uint16_t)writer, (uint32_t)chunk_id);
+}
+
+static int commit_data(struct svc *s, struct req *r)
+{
+	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
+	struct pb_field f;
+	uint64_t flush_id = 0;
+	bool patches = false;
+	int rc;
+
+	while ((rc = pb_next(&rd, &f)) > 0) {
+		if (f.num == PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE && f.wire == PB_LEN)
+			parse_move(s, r->c, &f);
+		else if (f.num == PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH && f.wire == PB_LEN)
+			patches = true;
+		else if (f.num == PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID && f.wire == PB_VARINT)
+			flush_id = f.u;
+	}
+	if (rc < 0)
+		return -SONDE_E_FORMAT;
+	if (patches) { /* always after every move of the same request (§2.5) */
+		rd = pb_reader_init(r->args, r->args_len);
+		while (pb_next(&rd, &f) > 0)
+			if (f.num == PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH && f.wire == PB_LEN)
+				apply_patches(s, r->c, &f);
+	}
+	if (flush_id)
+		session_flush_ack(s, r->c, flush_id);
+	return svc_reply(r, NULL, false);
+}
+
+/* ------------------------------------------------------------------ scraping */
+
+static void scrape_chunk(struct svc *s, struct conn *c, const struct session *only, uint8_t *ch,
+			 size_t chunk_size, bool complete)
+{
+	struct producer *p = &c->p;
+	struct smb_chunk_info ci = smb_chunk_read_hdr(ch);
+
+	if (ci.writer_id < 1 || ci.writer_id > SMB_MAX_WRITER_ID)
+		return;
+	uint16_t id = p->writer_buf[ci.writer_id];
+	if (!id || !s->bufmap[id] || !allowed(p, id) || (only && s->bufowner[id] != only->id))
+		return;
+	if (!complete) {
+		/* the last fragment may be half written: leave it for the real commit */
+		if (ci.count < 2)
+			return;
+		ci.count--;
+		ci.flags &= (uint8_t) ~(SMB_FLAG_LAST_PACKET_CONTINUES | SMB_FLAG_NEEDS_PATCHING);
+	}
+	tbuf_copy_chunk(s->bufmap[id], p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
+			ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
+}
+
+void producer_scrape(struct svc *s, struct conn *c, const struct session *only)
+{
+	struct producer *p = &c->p;
+
+	if (!p->scraping || !p->smb)
+		return;
+	for (size_t pg = 0; pg < p->num_pages; pg++) {
+		uint32_t bm = smb_bitmap_load(smb_page_bitmap(p->smb, p->page_size, pg));
+		unsigned layout = smb_bitmap_layout(bm), n = smb_layout_nchunks(layout);
+		size_t csize = smb_chunk_size(p->page_size, layout);
+		for (unsigned i = 0; i < n; i++) {
+			enum smb_chunk_state st = smb_bitmap_state(bm, i);
+			if (st != SMB_CHUNK_BEING_WRITTEN && st != SMB_CHUNK_COMPLETE)
+				continue;
+			scrape_chunk(s, c, only, smb_chunk_ptr(p->smb, p->page_size, pg, layout, i),
+				     csize, st == SMB_CHUNK_COMPLETE);
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+int producer_dispatch(struct svc *s, struct req *r, uint32_t method)
+{
+	if (method != PF_PRODUCER_INITIALIZE_CONNECTION && !r->c->p.initialized)
+		return -SONDE_E_STATE;
+	switch (method) {
+	case PF_PRODUCER_INITIALIZE_CONNECTION:
+		return initialize(s, r);
+	case PF_PRODUCER_REGISTER_DATA_SOURCE:
+		return register_ds(s, r);
+	case PF_PRODUCER_UNREGISTER_DATA_SOURCE:
+		return unregister_ds(s, r);
+	case PF_PRODUCER_COMMIT_DATA:
+		return commit_data(s, r);
+	case PF_PRODUCER_GET_ASYNC_COMMAND:
+		return get_async_command(s, r);
+	case PF_PRODUCER_REGISTER_TRACE_WRITER:
+		return trace_writer(s, r, true);
+	case PF_PRODUCER_UNREGISTER_TRACE_WRITER:
+		return trace_writer(s, r, false);
+	case PF_PRODUCER_NOTIFY_DATA_SOURCE_STARTED:
+		session_ds_started(s, r->c, first_varint(r, PF_NOTIFY_DS_REQ_DATA_SOURCE_ID, NULL));
+		return svc_reply(r, NULL, false);
+	case PF_PRODUCER_NOTIFY_DATA_SOURCE_STOPPED:
+		session_ds_stopped(s, r->c, first_varint(r, PF_NOTIFY_DS_REQ_DATA_SOURCE_ID, NULL));
+		return svc_reply(r, NULL, false);
+	case PF_PRODUCER_ACTIVATE_TRIGGERS: /* accepted; no session uses triggers */
+	case PF_PRODUCER_SYNC:		    /* everything received before it has been handled */
+		return svc_reply(r, NULL, false);
+	case PF_PRODUCER_UPDATE_DATA_SOURCE:
+		return update_ds(s, r);
+	default:
+		return -ENOSYS;
+	}
+}
+
+void producer_gone(struct svc *s, struct conn *c)
+{
+	struct producer *p = &c->p;
+
+	if (p->initialized) {
+		producer_scrape(s, c, NULL); /* §1.8: its last data first */
+		unregister_all(s, c, NULL);
+		session_producer_gone(s, c);
+		sonde_info("producer %u \"%s\" disconnected", p->id, p->name);
+	}
+	if (p->smb)
+		munmap(p->smb, p->smb_size);
+	if (p->smb_fd >= 0)
+		close(p->smb_fd);
+	for (size_t i = 0; i < p->npending; i++)
+		free(p->pending[i].data);
+	free(p->pending);
+	free(p->allowed);
+	free(p->name);
+	free(p->sdk_version);
+}

@@ -1,0 +1,1131 @@
+/* Tracing sessions (perfetto-wire.md §3.3): TraceConfig, buffers, data-source instances
+ * and their commands, start/stop with acks and timeouts, flushes, periodic tasks and
+ * write_into_file. */
+#include <errno.h>
+#include <fcntl.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "base/pb.h"
+#include "ipc/protos.h"
+#include "service/internal.h"
+
+enum {
+	MAX_DURATION_MS = 7 * 24 * 3600 * 1000u,
+	MAX_DURATION_GUARDRAILS_MS = 24 * 3600 * 1000u,
+	FILE_FLUSH_BYTES = 1 << 20,
+};
+
+struct session *svc_session(struct svc *s, uint64_t id)
+{
+	for (size_t i = 0; id && i < s->nsessions; i++)
+		if (s->sessions[i]->id == id)
+			return s->sessions[i];
+	return NULL;
+}
+
+struct instance *session_instance(struct svc *s, uint64_t id, struct session **out)
+{
+	for (size_t i = 0; i < s->nsessions; i++) {
+		struct session *ss = s->sessions[i];
+		for (size_t j = 0; j < ss->ninst; j++) {
+			if (ss->inst[j].id == id) {
+				*out = ss;
+				return &ss->inst[j];
+			}
+		}
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ config */
+
+static int push_str(char ***v, size_t *n, const uint8_t *p, size_t len)
+{
+	char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	if (!(nv[*n] = svc_strndup(p, len)))
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+static int parse_ds(struct session *ss, const struct pb_field *e)
+{
+	struct pb_reader r = pb_sub(e), cr;
+	struct pb_field f, g;
+	struct ds_cfg *v = realloc(ss->ds, (ss->nds + 1) * sizeof(*v)), *d;
+
+	if (!v)
+		return -ENOMEM;
+	ss->ds = v;
+	d = memset(&v[ss->nds++], 0, sizeof(*d));
+	while (pb_next(&r, &f) > 0) {
+		if (f.wire != PB_LEN)
+			continue;
+		if (f.num == PF_TC_DATA_SOURCE_CONFIG) {
+			d->raw = f.ptr;
+			d->raw_len = f.len;
+		} else if (f.num == PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER) {
+			if (push_str(&d->name_filter, &d->n_name_filter, f.ptr, f.len) < 0)
+				return -ENOMEM;
+		} else if (f.num == PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER) {
+			if (push_str(&d->regex_filter, &d->n_regex_filter, f.ptr, f.len) < 0)
+				return -ENOMEM;
+		}
+	}
+	cr = pb_reader_init(d->raw, d->raw_len);
+	while (pb_next(&cr, &g) > 0) {
+		if (g.num == PF_DS_CONFIG_NAME && g.wire == PB_LEN) {
+			free(d->name);
+			d->name = svc_strndup(g.ptr, g.len);
+		} else if (g.num == PF_DS_CONFIG_TARGET_BUFFER && g.wire == PB_VARINT) {
+			d->target_buffer = g.u > UINT32_MAX ? UINT32_MAX : (uint32_t)g.u;
+		}
+	}
+	return 0;
+}
+
+static void parse_builtin(struct session *ss, const struct pb_field *e)
+{
+	struct pb_reader r = pb_sub(e);
+	struct pb_field f;
+
+	while (pb_next(&r, &f) > 0) {
+		if (f.wire != PB_VARINT)
+			continue;
+		if (f.num == PF_BUILTIN_DS_DISABLE_CLOCK_SNAPSHOTTING)
+			ss->no_clock_snapshots = f.u != 0;
+		else if (f.num == PF_BUILTIN_DS_DISABLE_TRACE_CONFIG)
+			ss->no_trace_config = f.u != 0;
+		else if (f.num == PF_BUILTIN_DS_DISABLE_SYSTEM_INFO)
+			ss->no_system_info = f.u != 0;
+		else if (f.num == PF_BUILTIN_DS_DISABLE_SERVICE_EVENTS)
+			ss->no_service_events = f.u != 0;
+		else if (f.num == PF_BUILTIN_DS_SNAPSHOT_INTERVAL_MS && f.u)
+			ss->snapshot_interval_ms = (uint32_t)f.u;
+	}
+}
+
+static uint64_t sub_varint(const struct pb_field *e, uint32_t num)
+{
+	struct pb_reader r = pb_sub(e);
+	struct pb_field f;
+	uint64_t v = 0;
+
+	while (pb_next(&r, &f) > 0)
+		if (f.num == num && f.wire == PB_VARINT)
+			v = f.u;
+	return v;
+}
+
+/* Fields of the top-level TraceConfig that are plain varints. */
+static void parse_scalar(struct session *ss, const struct pb_field *f, bool *trigger)
+{
+	uint32_t v32 = f->u > UINT32_MAX ? UINT32_MAX : (uint32_t)f->u;
+
+	switch (f->num) {
+	case PF_TRACE_CONFIG_DURATION_MS:
+		ss->duration_ms = v32;
+		break;
+	case PF_TRACE_CONFIG_ENABLE_EXTRA_GUARDRAILS:
+		ss->extra_guardrails = f->u;
+		break;
+	case PF_TRACE_CONFIG_WRITE_INTO_FILE:
+		ss->write_into_file = f->u;
+		break;
+	case PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS:
+		ss->file_write_period_ms = v32;
+		break;
+	case PF_TRACE_CONFIG_MAX_FILE_SIZE_BYTES:
+		ss->max_file_size = f->u;
+		break;
+	case PF_TRACE_CONFIG_DEFERRED_START:
+		ss->deferred_start = f->u;
+		break;
+	case PF_TRACE_CONFIG_FLUSH_PERIOD_MS:
+		ss->flush_period_ms = v32;
+		break;
+	case PF_TRACE_CONFIG_FLUSH_TIMEOUT_MS:
+		ss->flush_timeout_ms = v32;
+		break;
+	case PF_TRACE_CONFIG_DATA_SOURCE_STOP_TIMEOUT_MS:
+		ss->stop_timeout_ms = v32;
+		break;
+	case PF_TRACE_CONFIG_TRIGGER_CONFIG:
+		*trigger = true;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Parses ss->config. Buffers are returned as (size, discard) pairs in *bufs. Returns an
+ * error message for the consumer, or NULL. */
+static const char *parse_config(struct session *ss, uint64_t **bufs, size_t *nbufs,
+				char **output_path)
+{
+	struct pb_reader r = pb_reader_init(ss->config, ss->config_len);
+	struct pb_field f;
+	bool trigger = false;
+	int rc;
+
+	while ((rc = pb_next(&r, &f)) > 0) {
+		if (f.wire == PB_VARINT) {
+			parse_scalar(ss, &f, &trigger);
+		} else if (f.wire != PB_LEN) {
+			continue;
+		} else if (f.num == PF_TRACE_CONFIG_BUFFERS) {
+			uint64_t *v = realloc(*bufs, (*nbufs + 1) * 2 * sizeof(*v));
+			if (!v)
+				return "out of memory";
+			*bufs = v;
+			v[*nbufs * 2] = sub_varint(&f, PF_BUFFER_CONFIG_SIZE_KB);
+			v[*nbufs * 2 + 1] = sub_varint(&f, PF_BUFFER_CONFIG_FILL_POLICY) ==
+					    PF_FILL_POLICY_DISCARD;
+			(*nbufs)++;
+		} else if (f.num == PF_TRACE_CONFIG_DATA_SOURCES) {
+			if (parse_ds(ss, &f) < 0)
+				return "out of memory";
+		} else if (f.num == PF_TRACE_CONFIG_BUILTIN_DATA_SOURCES) {
+			parse_builtin(ss, &f);
+		} else if (f.num == PF_TRACE_CONFIG_INCREMENTAL_STATE_CONFIG) {
+			ss->clear_period_ms = (uint32_t)sub_varint(
+				&f, PF_INCREMENTAL_STATE_CONFIG_CLEAR_PERIOD_MS);
+		} else if (f.num == PF_TRACE_CONFIG_UNIQUE_SESSION_NAME) {
+			free(ss->unique_name);
+			ss->unique_name = svc_strndup(f.ptr, f.len);
+		} else if (f.num == PF_TRACE_CONFIG_OUTPUT_PATH) {
+			free(*output_path);
+			*output_path = svc_strndup(f.ptr, f.len);
+		} else if (f.num == PF_TRACE_CONFIG_TRIGGER_CONFIG) {
+			trigger = trigger || sub_varint(&f, PF_TRIGGER_CONFIG_TRIGGER_MODE) ||
+				  f.len > 0;
+		}
+	}
+	if (rc < 0)
+		return "malformed TraceConfig";
+	if (trigger)
+		return "trigger_config is not supported by sonded";
+	if (ss->duration_ms > (ss->extra_guardrails ? MAX_DURATION_GUARDRAILS_MS : MAX_DURATION_MS))
+		return "duration_ms is too long";
+	if (*nbufs > SVC_MAX_BUFFERS_PER_SESSION)
+		return "too many buffers";
+	if (ss->extra_guardrails && ss->deferred_start)
+		return "deferred_start is not allowed with enable_extra_guardrails";
+	return NULL;
+}
+
+static const char *check_limits(struct svc *s, const struct session *ss)
+{
+	size_t per_uid = 0;
+
+	for (size_t i = 0; i < s->nsessions; i++) {
+		const struct session *o = s->sessions[i];
+		per_uid += o->consumer_uid == ss->consumer_uid;
+		if (ss->unique_name && o->unique_name && !strcmp(ss->unique_name, o->unique_name))
+			return "a session with this unique_session_name is already running";
+	}
+	if (per_uid >= SVC_MAX_SESSIONS_PER_UID)
+		return "too many sessions for this uid";
+	if (s->nsessions >= SVC_MAX_SESSIONS)
+		return "too many tracing sessions";
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ instances */
+
+static bool regex_full_match(const char *re, const char *s)
+{
+	size_t n = strlen(re);
+	char *anchored = malloc(n + 5);
+	regex_t rx;
+	bool ok = false;
+
+	if (!anchored)
+		return false;
+	snprintf(anchored, n + 5, "^(%s)$", re);
+	if (regcomp(&rx, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
+		ok = regexec(&rx, s, 0, NULL, 0) == 0;
+		regfree(&rx);
+	}
+	free(anchored);
+	return ok;
+}
+
+static bool ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg)
+{
+	if (!d->name || strcmp(d->name, reg->name))
+		return false;
+	if (!d->n_name_filter && !d->n_regex_filter)
+		return true;
+	for (size_t i = 0; i < d->n_name_filter; i++)
+		if (!strcmp(d->name_filter[i], c->p.name))
+			return true;
+	for (size_t i = 0; i < d->n_regex_filter; i++)
+		if (regex_full_match(d->regex_filter[i], c->p.name))
+			return true;
+	return false;
+}
+
+/* The consumer's DataSourceConfig, byte for byte, with the service-owned fields
+ * appended (last value wins, §5). */
+static uint8_t *rewrite_ds_config(const struct session *ss, const struct ds_cfg *d, uint16_t buf_id,
+				  size_t *len)
+{
+	struct buf b = BUF_INIT;
+
+	buf_append(&b, d->raw, d->raw_len);
+	pb_put_varint(&b, PF_DS_CONFIG_TARGET_BUFFER, buf_id);
+	pb_put_varint(&b, PF_DS_CONFIG_TRACE_DURATION_MS, ss->duration_ms);
+	pb_put_varint(&b, PF_DS_CONFIG_TRACING_SESSION_ID, ss->id);
+	if (ss->extra_guardrails)
+		pb_put_bool(&b, PF_DS_CONFIG_ENABLE_EXTRA_GUARDRAILS, true);
+	pb_put_varint(&b, PF_DS_CONFIG_STOP_TIMEOUT_MS, ss->stop_timeout_ms);
+	if (buf_error(&b) < 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	*len = b.len;
+	return b.data;
+}
+
+static void send_ds_cmd(struct svc *s, struct conn *c, uint32_t cmd, const struct instance *in,
+			bool with_config)
+{
+	struct buf b = BUF_INIT;
+	size_t m = pb_begin(&b, cmd);
+
+	pb_put_varint(&b, PF_START_DS_NEW_INSTANCE_ID, in->id);
+	if (with_config)
+		pb_put_bytes(&b, PF_START_DS_CONFIG, in->cfg, in->cfg_len);
+	pb_end(&b, m);
+	producer_send_cmd(s, c, &b, false);
+	buf_free(&b);
+}
+
+static void check_all_started(struct svc *s, struct session *ss)
+{
+	if (ss->state != SESS_STARTED || ss->all_started_emitted)
+		return;
+	for (size_t i = 0; i < ss->ninst; i++)
+		if (ss->inst[i].state != DS_STARTED)
+			return;
+	ss->all_started_emitted = true;
+	svcpkt_event(s, ss, PF_SERVICE_EVENT_ALL_DATA_SOURCES_STARTED);
+	session_notify_observer(s, ss, NULL, true);
+}
+
+static void set_state(struct svc *s, struct session *ss, struct instance *in, enum ds_state st)
+{
+	in->state = st;
+	if (st == DS_CONFIGURED || st == DS_STARTED || st == DS_STOPPED)
+		session_notify_observer(s, ss, in, false);
+	if (st == DS_STARTED)
+		check_all_started(s, ss);
+}
+
+static void start_instance(struct svc *s, struct session *ss, struct instance *in)
+{
+	struct conn *c = svc_conn(s, in->conn_id);
+
+	if (!c || in->state != DS_CONFIGURED)
+		return;
+	send_ds_cmd(s, c, PF_ASYNC_CMD_START_DATA_SOURCE, in, true);
+	set_state(s, ss, in, in->notify_start ? DS_STARTING : DS_STARTED);
+}
+
+static void stop_instance(struct svc *s, struct session *ss, struct instance *in)
+{
+	struct conn *c = svc_conn(s, in->conn_id);
+
+	if (in->state == DS_STOPPED || in->state == DS_STOPPING)
+		return;
+	if (c)
+		send_ds_cmd(s, c, PF_ASYNC_CMD_STOP_DATA_SOURCE, in, false);
+	set_state(s, ss, in, c && in->notify_stop ? DS_STOPPING : DS_STOPPED);
+}
+
+static void create_instance(struct svc *s, struct session *ss, const struct ds_cfg *d,
+			    struct conn *c, const struct ds_reg *reg)
+{
+	struct instance *in;
+
+	if (d->target_buffer >= ss->nbufs || producer_ensure_smb(s, c, ss) < 0)
+		return;
+	if (ss->ninst == ss->inst_cap) {
+		size_t cap = ss->inst_cap ? ss->inst_cap * 2 : 8;
+		struct instance *v = realloc(ss->inst, cap * sizeof(*v));
+		if (!v)
+			return;
+		ss->inst = v;
+		ss->inst_cap = cap;
+	}
+	in = memset(&ss->inst[ss->ninst], 0, sizeof(*in));
+	in->buf_id = ss->buf_ids[d->target_buffer];
+	in->cfg = rewrite_ds_config(ss, d, in->buf_id, &in->cfg_len);
+	in->ds_name = strdup(reg->name);
+	if (!in->cfg || !in->ds_name) {
+		free(in->cfg);
+		free(in->ds_name);
+		return;
+	}
+	ss->ninst++;
+	in->id = s->next_instance_id++;
+	in->conn_id = c->id;
+	in->notify_start = reg->notify_start;
+	in->notify_stop = reg->notify_stop;
+	in->no_flush = reg->no_flush;
+	in->handles_incr = reg->handles_incr;
+	producer_allow_buffer(c, in->buf_id);
+	send_ds_cmd(s, c, PF_ASYNC_CMD_SETUP_DATA_SOURCE, in, true);
+	set_state(s, ss, in, DS_CONFIGURED);
+	if (ss->state == SESS_STARTED)
+		start_instance(s, ss, in);
+}
+
+void session_setup_for_producer(struct svc *s, struct conn *c, struct ds_reg *d)
+{
+	for (size_t i = 0; i < s->nsessions; i++) {
+		struct session *ss = s->sessions[i];
+		if (ss->state != SESS_CONFIGURED && ss->state != SESS_STARTED)
+			continue;
+		for (size_t j = 0; j < ss->nds; j++)
+			if (ds_matches(&ss->ds[j], c, d))
+				create_instance(s, ss, &ss->ds[j], c, d);
+	}
+}
+
+/* ------------------------------------------------------------------ stop */
+
+static void cancel_timer(struct svc *s, uint64_t *t)
+{
+	if (*t)
+		loop_timer_del(&s->loop, *t);
+	*t = 0;
+}
+
+static void resolve_enable(struct svc *s, struct session *ss)
+{
+	struct conn *c = svc_conn(s, ss->conn_id);
+	struct buf b = BUF_INIT;
+
+	if (!ss->enable_pending || !c)
+		return;
+	ss->enable_pending = false;
+	pb_put_bool(&b, PF_ENABLE_TRACING_RESP_DISABLED, true);
+	if (ss->error)
+		pb_put_string(&b, PF_ENABLE_TRACING_RESP_ERROR, ss->error);
+	svc_send_reply(c, ss->enable_req, true, false, b.data, b.len, -1);
+	svc_conn_update_events(s, c);
+	buf_free(&b);
+}
+
+static void scrape_session(struct svc *s, struct session *ss)
+{
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct conn *c = s->conns[i];
+		if (!c->is_producer || c->dead)
+			continue;
+		for (size_t j = 0; j < ss->ninst; j++) {
+			if (ss->inst[j].conn_id == c->id) {
+				producer_scrape(s, c, ss);
+				break;
+			}
+		}
+	}
+}
+
+static void finalize(struct svc *s, struct session *ss)
+{
+	cancel_timer(s, &ss->t_stop);
+	cancel_timer(s, &ss->t_duration);
+	cancel_timer(s, &ss->t_flush_period);
+	cancel_timer(s, &ss->t_clear);
+	cancel_timer(s, &ss->t_snapshot);
+	for (size_t i = 0; i < ss->ninst; i++)
+		if (ss->inst[i].state != DS_STOPPED)
+			set_state(s, ss, &ss->inst[i], DS_STOPPED);
+	scrape_session(s, ss);
+	if (ss->state != SESS_CONFIGURED) {
+		svcpkt_clock_snapshot(s, ss);
+		svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_DISABLED);
+	}
+	ss->state = SESS_DISABLED;
+	ss->stats_due = true;
+	if (ss->write_into_file) {
+		cancel_timer(s, &ss->t_file);
+		session_drain_file(s, ss);
+		if (ss->out_fd >= 0)
+			fsync(ss->out_fd);
+	}
+	sonde_info("session %llu disabled", (unsigned long long)ss->id);
+	resolve_enable(s, ss);
+}
+
+static void maybe_finalize(struct svc *s, struct session *ss)
+{
+	if (ss->state != SESS_STOPPING)
+		return;
+	for (size_t i = 0; i < ss->ninst; i++)
+		if (ss->inst[i].state == DS_STOPPING)
+			return;
+	finalize(s, ss);
+}
+
+static void on_stop_timeout(void *ctx, uint64_t id)
+{
+	struct svc *s = ctx;
+	struct session *ss = svc_session(s, id);
+
+	if (!ss)
+		return;
+	ss->t_stop = 0;
+	sonde_warn("session %llu: data sources did not acknowledge the stop in time",
+		   (unsigned long long)id);
+	finalize(s, ss);
+}
+
+void session_disable(struct svc *s, struct session *ss, bool immediately)
+{
+	if (ss->state == SESS_DISABLED)
+		return;
+	if (ss->state == SESS_STOPPING && !immediately)
+		return;
+	if (ss->state == SESS_STARTED || ss->state == SESS_CONFIGURED) {
+		bool was_started = ss->state == SESS_STARTED;
+		cancel_timer(s, &ss->t_duration);
+		cancel_timer(s, &ss->t_flush_period);
+		cancel_timer(s, &ss->t_clear);
+		for (size_t i = 0; i < ss->ninst; i++)
+			stop_instance(s, ss, &ss->inst[i]);
+		if (!was_started) { /* CONFIGURED: no ack wait (§3.3) */
+			finalize(s, ss);
+			return;
+		}
+		ss->state = SESS_STOPPING;
+	}
+	if (immediately) {
+		finalize(s, ss);
+		return;
+	}
+	maybe_finalize(s, ss);
+	if (ss->state == SESS_STOPPING && !ss->t_stop)
+		ss->t_stop = loop_timer_add(&s->loop, ss->stop_timeout_ms, on_stop_timeout, ss->id);
+}
+
+static void remove_instance(struct session *ss, size_t i)
+{
+	free(ss->inst[i].cfg);
+	free(ss->inst[i].ds_name);
+	ss->inst[i] = ss->inst[--ss->ninst];
+}
+
+void session_remove_ds(struct svc *s, struct conn *c, const char *name)
+{
+	for (size_t i = 0; i < s->nsessions; i++) {
+		struct session *ss = s->sessions[i];
+		for (size_t j = 0; j < ss->ninst;) {
+			struct instance *in = &ss->inst[j];
+			if (in->conn_id != c->id || (name && strcmp(in->ds_name, name))) {
+				j++;
+				continue;
+			}
+			stop_instance(s, ss, in);
+			if (in->state != DS_STOPPED)
+				set_state(s, ss, in, DS_STOPPED);
+			remove_instance(ss, j);
+		}
+		maybe_finalize(s, ss);
+		check_all_started(s, ss);
+	}
+}
+
+/* ------------------------------------------------------------------ flush */
+
+static void complete_flush(struct svc *s, size_t idx, bool ok)
+{
+	struct flush fl = s->flushes[idx];
+	struct session *ss = svc_session(s, fl.session_id);
+
+	s->flushes[idx] = s->flushes[--s->nflushes];
+	cancel_timer(s, &fl.timer);
+	free(fl.conns);
+	if (ss) {
+		scrape_session(s, ss); /* §2.6: in both cases */
+		svcpkt_event(s, ss, PF_SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED);
+	}
+	if (fl.consumer_req) {
+		struct conn *c = svc_conn(s, fl.consumer_conn);
+		if (c) {
+			svc_send_reply(c, fl.consumer_req, ok, false, NULL, 0, -1);
+			svc_conn_update_events(s, c);
+		}
+	}
+	if (!ok)
+		sonde_info("flush %llu timed out", (unsigned long long)fl.id);
+	if (ss && fl.then_disable)
+		session_disable(s, ss, false);
+}
+
+static void on_flush_timeout(void *ctx, uint64_t id)
+{
+	struct svc *s = ctx;
+
+	for (size_t i = 0; i < s->nflushes; i++) {
+		if (s->flushes[i].id == id) {
+			s->flushes[i].timer = 0;
+			complete_flush(s, i, false);
+			return;
+		}
+	}
+}
+
+static bool add_conn(struct flush *fl, uint64_t id)
+{
+	for (size_t i = 0; i < fl->nconns; i++)
+		if (fl->conns[i] == id)
+			return true;
+	uint64_t *v = realloc(fl->conns, (fl->nconns + 1) * sizeof(*v));
+	if (!v)
+		return false;
+	fl->conns = v;
+	v[fl->nconns++] = id;
+	return true;
+}
+
+static void send_flush(struct svc *s, struct session *ss, struct conn *c, uint64_t id)
+{
+	struct buf b = BUF_INIT;
+	size_t m = pb_begin(&b, PF_ASYNC_CMD_FLUSH);
+
+	for (size_t i = 0; i < ss->ninst; i++)
+		if (ss->inst[i].conn_id == c->id && ss->inst[i].state != DS_STOPPED)
+			pb_put_varint(&b, PF_FLUSH_CMD_DATA_SOURCE_IDS, ss->inst[i].id);
+	pb_put_varint(&b, PF_FLUSH_CMD_REQUEST_ID, id);
+	pb_end(&b, m);
+	producer_send_cmd(s, c, &b, false);
+	buf_free(&b);
+}
+
+uint64_t session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
+		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable)
+{
+	struct flush fl = {.id = s->next_flush_id++,
+			   .session_id = ss->id,
+			   .consumer_conn = consumer_conn,
+			   .consumer_req = consumer_req,
+			   .then_disable = then_disable};
+	struct flush *v = realloc(s->flushes, (s->nflushes + 1) * sizeof(*v));
+
+	if (!v)
+		return 0;
+	s->flushes = v;
+	for (size_t i = 0; i < ss->ninst; i++) {
+		struct instance *in = &ss->inst[i];
+		struct conn *c = svc_conn(s, in->conn_id);
+		if (!c || in->state == DS_STOPPED || in->no_flush)
+			continue;
+		bool known = false;
+		for (size_t k = 0; k < fl.nconns; k++)
+			known = known || fl.conns[k] == c->id;
+		if (!known && add_conn(&fl, c->id))
+			send_flush(s, ss, c, fl.id);
+	}
+	if (!timeout_ms)
+		timeout_ms = ss->flush_timeout_ms;
+	s->flushes[s->nflushes++] = fl;
+	if (!fl.nconns) {
+		complete_flush(s, s->nflushes - 1, true);
+		return fl.id;
+	}
+	s->flushes[s->nflushes - 1].timer =
+		loop_timer_add(&s->loop, timeout_ms, on_flush_timeout, fl.id);
+	return fl.id;
+}
+
+/* Acks are cumulative: an ack for id X covers every pending flush <= X (§10.8). */
+void session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id)
+{
+	for (size_t i = 0; i < s->nflushes;) {
+		struct flush *fl = &s->flushes[i];
+		bool removed = false;
+		for (size_t k = 0; fl->id <= flush_id && k < fl->nconns; k++) {
+			if (fl->conns[k] == c->id) {
+				fl->conns[k] = fl->conns[--fl->nconns];
+				removed = true;
+				break;
+			}
+		}
+		if (removed && fl->nconns == 0) {
+			complete_flush(s, i, true);
+			i = 0; /* the array changed */
+			continue;
+		}
+		i++;
+	}
+}
+
+/* ------------------------------------------------------------------ producer events */
+
+void session_ds_started(struct svc *s, struct conn *c, uint64_t inst_id)
+{
+	struct session *ss;
+	struct instance *in = session_instance(s, inst_id, &ss);
+
+	if (!in || in->conn_id != c->id || in->state != DS_STARTING) {
+		sonde_debug("ignoring start notification for instance %llu",
+			    (unsigned long long)inst_id);
+		return;
+	}
+	set_state(s, ss, in, DS_STARTED);
+}
+
+void session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id)
+{
+	struct session *ss;
+	struct instance *in = session_instance(s, inst_id, &ss);
+
+	if (!in || in->conn_id != c->id || in->state != DS_STOPPING) {
+		sonde_debug("ignoring stop notification for instance %llu",
+			    (unsigned long long)inst_id);
+		return;
+	}
+	set_state(s, ss, in, DS_STOPPED);
+	maybe_finalize(s, ss);
+}
+
+void session_producer_gone(struct svc *s, struct conn *c)
+{
+	for (size_t i = 0; i < s->nsessions; i++) {
+		struct session *ss = s->sessions[i];
+		for (size_t j = 0; j < ss->ninst;) {
+			if (ss->inst[j].conn_id == c->id) {
+				if (ss->inst[j].state != DS_STOPPED)
+					set_state(s, ss, &ss->inst[j], DS_STOPPED);
+				remove_instance(ss, j);
+			} else {
+				j++;
+			}
+		}
+		maybe_finalize(s, ss);
+		check_all_started(s, ss);
+	}
+	/* a producer that is gone can no longer ack: treat it as having acked */
+	for (size_t i = 0; i < s->nflushes;) {
+		struct flush *fl = &s->flushes[i];
+		for (size_t k = 0; k < fl->nconns; k++)
+			if (fl->conns[k] == c->id)
+				fl->conns[k] = fl->conns[--fl->nconns];
+		if (fl->nconns == 0) {
+			complete_flush(s, i, true);
+			i = 0;
+			continue;
+		}
+		i++;
+	}
+}
+
+/* ------------------------------------------------------------------ periodic tasks */
+
+static void on_duration(void *ctx, uint64_t id)
+{
+	struct svc *s = ctx;
+	struct session *ss = svc_session(s, id);
+
+	if (!ss)
+		return;
+	ss->t_duration = 0;
+	session_flush(s, ss, 0, 0, 0, true); /* flush first, then disable */
+}
+
+static void on_flush_period(void *ctx, uint64_t id)
+{
+	struct svc *s = ctx;
+	struct session *ss = svc_session(s, id);
+
+	if (!ss || ss->state != SESS_STARTED)
+		return;
+	ss->t_flush_period = loop_timer_add(&s->loop, ss->flush_period_ms, on_flush_period, id);
+	session_flush(s, ss, 0, 0, 0, false);
+}
+
+static void on_clear_period(void *ctx, uint64_t id)
+{
+	struct svc *s = ctx;
+	struct session *ss = svc_session(s, id);
+
+	if (!ss || ss->state != SESS_STARTED)
+		return;
+	ss->t_clear = loop_timer_add(&s->loop, ss->clear_period_ms, on_clear_period, id);
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct conn *c = s->conns[i];
+		struct buf b = BUF_INIT;
+		size_t m = pb_begin(&b, PF_ASYNC_CMD_CLEAR_INCREMENTAL_STATE);
+		size_t n = 0;
+		for (size_t j = 0; j < ss->ninst; j++) {
+			struct instance *in = &ss->inst[j];
+			if (in->conn_id == c->id && in->handles_incr && in->state == DS_STARTED) {
+				pb_put_varint(&b, PF_CLEAR_INCR_CMD_DATA_SOURCE_IDS, in->id);
+				n++;
+			}
+		}
+		pb_end(&b, m);
+		if (n)
+			producer_send_cmd(s, c, &b, false);
+		buf_free(&b);
+	}
+}
+
+static void on_snapshot(void *ctx, uint64_t id)
+{
+	struct svc *s = ctx;
+	struct session *ss = svc_session(s, id);
+
+	if (!ss || ss->state != SESS_STARTED)
+		return;
+	ss->t_snapshot = loop_timer_add(&s->loop, ss->snapshot_interval_ms, on_snapshot, id);
+	ss->sync_due = ss->stats_due = true;
+}
+
+static void on_file_period(void *ctx, uint64_t id)
+{
+	struct svc *s = ctx;
+	struct session *ss = svc_session(s, id);
+
+	if (!ss || ss->state == SESS_DISABLED)
+		return;
+	ss->t_file = loop_timer_add(&s->loop, ss->file_write_period_ms, on_file_period, id);
+	session_drain_file(s, ss);
+}
+
+void session_start(struct svc *s, struct session *ss)
+{
+	if (ss->state != SESS_CONFIGURED)
+		return;
+	ss->state = SESS_STARTED;
+	ss->start_ns = svc_boottime_ns();
+	ss->sync_due = ss->stats_due = true;
+	svcpkt_clock_snapshot(s, ss);
+	svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_STARTED);
+	if (ss->duration_ms)
+		ss->t_duration = loop_timer_add(&s->loop, ss->duration_ms, on_duration, ss->id);
+	if (ss->flush_period_ms)
+		ss->t_flush_period =
+			loop_timer_add(&s->loop, ss->flush_period_ms, on_flush_period, ss->id);
+	if (ss->clear_period_ms)
+		ss->t_clear =
+			loop_timer_add(&s->loop, ss->clear_period_ms, on_clear_period, ss->id);
+	ss->t_snapshot = loop_timer_add(&s->loop, ss->snapshot_interval_ms, on_snapshot, ss->id);
+	if (ss->write_into_file)
+		ss->t_file =
+			loop_timer_add(&s->loop, ss->file_write_period_ms, on_file_period, ss->id);
+	sonde_info("session %llu started with %zu data source instances",
+		   (unsigned long long)ss->id, ss->ninst);
+	for (size_t i = 0; i < ss->ninst; i++)
+		start_instance(s, ss, &ss->inst[i]);
+	check_all_started(s, ss);
+}
+
+/* ------------------------------------------------------------------ write_into_file */
+
+static int file_flush(struct session *ss)
+{
+	size_t off = 0;
+
+	while (off < ss->fbuf.len) {
+		ssize_t w = write(ss->out_fd, ss->fbuf.data + off, ss->fbuf.len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			buf_reset(&ss->fbuf);
+			return -errno;
+		}
+		off += (size_t)w;
+	}
+	buf_reset(&ss->fbuf);
+	return 0;
+}
+
+struct file_sink {
+	struct session *ss;
+	bool full;
+};
+
+/* Writes one Trace.packet record: 0x0A, varint length, the packet's slices. */
+static int file_packet(void *ctx, const struct iovec *iov, size_t n, size_t total)
+{
+	struct file_sink *fs = ctx;
+	struct session *ss = fs->ss;
+	uint8_t hdr[1 + PB_VARINT_MAX];
+	size_t h;
+
+	hdr[0] = (PF_TRACE_PACKET << 3) | PB_LEN;
+	h = 1 + pb_varint_encode(hdr + 1, total);
+	if (ss->max_file_size && ss->file_bytes + h + total > ss->max_file_size) {
+		fs->full = true;
+		return 1;
+	}
+	buf_append(&ss->fbuf, hdr, h);
+	for (size_t i = 0; i < n; i++)
+		buf_append(&ss->fbuf, iov[i].iov_base, iov[i].iov_len);
+	ss->file_bytes += h + total;
+	if (ss->fbuf.len >= FILE_FLUSH_BYTES && file_flush(ss) < 0)
+		fs->full = true;
+	return fs->full;
+}
+
+int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < ss->nbufs; i++)
+		if (tbuf_read(ss->bufs[i], fn, ctx, &ss->next_seq_id, &ss->invalid_packets))
+			return 1;
+	return 0;
+}
+
+void session_drain_file(struct svc *s, struct session *ss)
+{
+	struct file_sink fs = {ss, false};
+
+	if (ss->out_fd < 0 || ss->file_full)
+		return;
+	svcpkt_emit_head(s, ss, file_packet, &fs);
+	if (!fs.full)
+		session_read_buffers(s, ss, file_packet, &fs);
+	if (!fs.full)
+		svcpkt_emit_tail(s, ss, file_packet, &fs);
+	if (file_flush(ss) < 0)
+		fs.full = true;
+	if (fs.full) {
+		/* max_file_size_bytes reached (or the file broke): stop writing, end it */
+		ss->file_full = true;
+		if (ss->state == SESS_STARTED)
+			session_disable(s, ss, false);
+	}
+}
+
+/* ------------------------------------------------------------------ enable / free */
+
+static int open_output(struct session *ss, const char *path, int fd)
+{
+	if ((fd >= 0) == (path != NULL && path[0]))
+		return -EINVAL;
+	if (fd >= 0) {
+		ss->out_fd = fd;
+		return 0;
+	}
+	ss->out_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (ss->out_fd < 0)
+		return -errno;
+	fchmod(ss->out_fd, 0644);
+	return 0;
+}
+
+static int alloc_buffers(struct svc *s, struct session *ss, const uint64_t *cfg, size_t n)
+{
+	ss->buf_ids = calloc(n ? n : 1, sizeof(*ss->buf_ids));
+	ss->bufs = calloc(n ? n : 1, sizeof(*ss->bufs));
+	if (!ss->buf_ids || !ss->bufs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint16_t id = 0;
+		for (uint16_t k = 1; k < SVC_MAX_BUFFER_ID && !id; k++)
+			if (!s->bufmap[k])
+				id = k;
+		struct tbuf *tb = calloc(1, sizeof(*tb));
+		size_t kb = cfg[2 * i] ? cfg[2 * i] : 1024;
+		if (!id || !tb || kb > (1u << 22) || tbuf_init(tb, kb * 1024, cfg[2 * i + 1]) < 0) {
+			free(tb);
+			return -ENOMEM;
+		}
+		s->bufmap[id] = tb;
+		s->bufowner[id] = ss->id;
+		ss->buf_ids[i] = id;
+		ss->bufs[i] = tb;
+		ss->nbufs++;
+	}
+	return 0;
+}
+
+static struct session *new_session(struct svc *s, struct conn *c, const uint8_t *cfg, size_t len)
+{
+	struct session *ss = calloc(1, sizeof(*ss));
+
+	if (!ss)
+		return NULL;
+	ss->config = malloc(len ? len : 1);
+	if (!ss->config) {
+		free(ss);
+		return NULL;
+	}
+	memcpy(ss->config, cfg, len);
+	ss->config_len = len;
+	ss->id = s->next_session_id++;
+	ss->conn_id = c->id;
+	ss->consumer_uid = (int32_t)c->ch.peer_uid;
+	ss->out_fd = -1;
+	ss->next_seq_id = 2; /* 1 is the service's own sequence */
+	return ss;
+}
+
+static void apply_defaults(struct session *ss)
+{
+	if (!ss->flush_timeout_ms)
+		ss->flush_timeout_ms = SVC_DEFAULT_TIMEOUT_MS;
+	if (!ss->stop_timeout_ms)
+		ss->stop_timeout_ms = SVC_DEFAULT_TIMEOUT_MS;
+	if (!ss->snapshot_interval_ms)
+		ss->snapshot_interval_ms = 10000;
+	if (!ss->file_write_period_ms)
+		ss->file_write_period_ms = 5000;
+	if (ss->file_write_period_ms < 100)
+		ss->file_write_period_ms = 100;
+}
+
+/* Config errors are not IPC failures: they come back as disabled + error (§3.1). */
+static int reply_error(struct req *r, const char *msg)
+{
+	struct buf b = BUF_INIT;
+	int rc;
+
+	sonde_info("EnableTracing refused: %s", msg);
+	pb_put_bool(&b, PF_ENABLE_TRACING_RESP_DISABLED, true);
+	pb_put_string(&b, PF_ENABLE_TRACING_RESP_ERROR, msg);
+	rc = svc_reply(r, &b, false);
+	buf_free(&b);
+	return rc;
+}
+
+static const char *setup_session(struct svc *s, struct session *ss, struct req *r)
+{
+	uint64_t *bufcfg = NULL;
+	size_t nbufs = 0;
+	char *path = NULL;
+	const char *err = parse_config(ss, &bufcfg, &nbufs, &path);
+
+	if (!err)
+		err = check_limits(s, ss);
+	if (!err && alloc_buffers(s, ss, bufcfg, nbufs) < 0)
+		err = "cannot allocate the trace buffers";
+	if (!err && ss->write_into_file) {
+		int rc = open_output(ss, path, r->fd);
+		if (rc == -EINVAL)
+			err = "write_into_file needs exactly one of an fd or output_path";
+		else if (rc < 0)
+			err = "cannot create output_path";
+		else if (r->fd >= 0)
+			r->fd = -1; /* the session owns it now */
+	}
+	free(bufcfg);
+	free(path);
+	apply_defaults(ss);
+	return err;
+}
+
+int session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len, int fd)
+{
+	struct conn *c = r->c;
+	struct session *ss, **v;
+	const char *err;
+
+	if (svc_session(s, c->k.session_id))
+		return reply_error(r, "this consumer already has a tracing session");
+	ss = new_session(s, c, cfg, len);
+	v = realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
+	if (!ss || !v) {
+		free(ss ? ss->config : NULL);
+		free(ss);
+		return -ENOMEM;
+	}
+	s->sessions = v;
+	err = setup_session(s, ss, r);
+	if (err) {
+		ss->state = SESS_DISABLED;	  /* it never ran: nothing to stop */
+		s->sessions[s->nsessions++] = ss; /* so that session_free finds it */
+		session_free(s, ss);
+		return reply_error(r, err);
+	}
+	s->sessions[s->nsessions++] = ss;
+	c->k.session_id = ss->id;
+	ss->enable_req = r->id;
+	ss->enable_pending = !r->drop_reply;
+	sonde_info("session %llu enabled: %zu buffers, %zu data sources",
+		   (unsigned long long)ss->id, ss->nbufs, ss->nds);
+	for (size_t i = 0; i < ss->nds; i++)
+		for (size_t j = 0; j < s->nds; j++) {
+			struct conn *pc = svc_conn(s, s->ds[j]->conn_id);
+			if (pc && ds_matches(&ss->ds[i], pc, s->ds[j]))
+				create_instance(s, ss, &ss->ds[i], pc, s->ds[j]);
+		}
+	if (!ss->deferred_start)
+		session_start(s, ss);
+	return 0;
+}
+
+static void free_ds_cfgs(struct session *ss)
+{
+	for (size_t i = 0; i < ss->nds; i++) {
+		struct ds_cfg *d = &ss->ds[i];
+		for (size_t k = 0; k < d->n_name_filter; k++)
+			free(d->name_filter[k]);
+		for (size_t k = 0; k < d->n_regex_filter; k++)
+			free(d->regex_filter[k]);
+		free(d->name_filter);
+		free(d->regex_filter);
+		free(d->name);
+	}
+	free(ss->ds);
+}
+
+void session_free(struct svc *s, struct session *ss)
+{
+	if (ss->state != SESS_DISABLED)
+		session_disable(s, ss, true);
+	cancel_timer(s, &ss->t_file);
+	for (size_t i = 0; i < s->nflushes;) {
+		if (s->flushes[i].session_id == ss->id) {
+			complete_flush(s, i, false);
+			i = 0;
+		} else {
+			i++;
+		}
+	}
+	for (size_t i = 0; i < ss->nbufs; i++) {
+		uint16_t id = ss->buf_ids[i];
+		for (size_t k = 0; k < s->nconns; k++)
+			if (s->conns[k]->is_producer)
+				producer_disallow_buffer(s->conns[k], id);
+		s->bufmap[id] = NULL;
+		s->bufowner[id] = 0;
+		tbuf_free(ss->bufs[i]);
+		free(ss->bufs[i]);
+	}
+	for (size_t i = 0; i < s->nsessions; i++)
+		if (s->sessions[i] == ss)
+			s->sessions[i] = s->sessions[--s->nsessions];
+	while (ss->ninst)
+		remove_instance(ss, 0);
+	if (ss->out_fd >= 0)
+		close(ss->out_fd);
+	free_ds_cfgs(ss);
+	free(ss->inst);
+	free(ss->buf_ids);
+	free(ss->bufs);
+	free(ss->config);
+	free(ss->unique_name);
+	free(ss->error);
+	buf_free(&ss->fbuf);
+	buf_free(&ss->svc_pkts);
+	buf_free(&ss->svc_clocks);
+	free(ss);
+}

@@ -1,0 +1,182 @@
+/* Packets the service writes itself, on trusted sequence 1 (perfetto-wire.md §6.3):
+ * clock snapshots, the sync marker, the trace config, system info, lifecycle events and
+ * trace stats. */
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/pb.h"
+#include "ipc/protos.h"
+#include "service/internal.h"
+
+static const uint8_t sync_marker[16] = {0x82, 0x47, 0x7A, 0x76, 0xB2, 0x8D, 0x42, 0xBA,
+					0x81, 0xDC, 0x33, 0x32, 0x6D, 0x57, 0xA0, 0x79};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t svc_boottime_ns(void)
+{
+	return clock_ns(CLOCK_BOOTTIME);
+}
+
+static void put_trusted(struct svc *s, struct buf *b)
+{
+	pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
+	pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
+	pb_put_varint(b, PF_PACKET_TIMESTAMP_CLOCK_ID, PF_CLOCK_BOOTTIME);
+}
+
+/* Appends the packet in s->scratch to a queue as u32 length + bytes. */
+static void enqueue(struct svc *s, struct buf *q)
+{
+	uint32_t n = (uint32_t)s->scratch.len;
+
+	if (buf_error(&s->scratch) < 0)
+		return;
+	buf_append(q, &n, sizeof(n));
+	buf_append(q, s->scratch.data, n);
+}
+
+void svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field)
+{
+	struct buf *b = &s->scratch;
+
+	if (ss->no_service_events)
+		return;
+	buf_reset(b);
+	pb_put_varint(b, PF_PACKET_TIMESTAMP, svc_boottime_ns());
+	size_t m = pb_begin(b, PF_PACKET_SERVICE_EVENT);
+	pb_put_bool(b, event_field, true);
+	pb_end(b, m);
+	put_trusted(s, b);
+	enqueue(s, &ss->svc_pkts);
+}
+
+void svcpkt_clock_snapshot(struct svc *s, struct session *ss)
+{
+	static const struct {
+		uint32_t id;
+		clockid_t clk;
+	} clocks[] = {
+		{PF_CLOCK_BOOTTIME, CLOCK_BOOTTIME},
+		{PF_CLOCK_REALTIME_COARSE, CLOCK_REALTIME_COARSE},
+		{PF_CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC_COARSE},
+		{PF_CLOCK_REALTIME, CLOCK_REALTIME},
+		{PF_CLOCK_MONOTONIC, CLOCK_MONOTONIC},
+		{PF_CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC_RAW},
+	};
+	struct buf *b = &s->scratch;
+	uint64_t now = svc_boottime_ns();
+
+	if (ss->no_clock_snapshots || ss->svc_clocks.len > 16 * 256)
+		return;
+	buf_reset(b);
+	pb_put_varint(b, PF_PACKET_TIMESTAMP, now);
+	size_t m = pb_begin(b, PF_PACKET_CLOCK_SNAPSHOT);
+	for (size_t i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++) {
+		size_t c = pb_begin(b, PF_CLOCK_SNAPSHOT_CLOCKS);
+		pb_put_varint(b, PF_CLOCK_CLOCK_ID, clocks[i].id);
+		pb_put_varint(b, PF_CLOCK_TIMESTAMP, i == 0 ? now : clock_ns(clocks[i].clk));
+		pb_end(b, c);
+	}
+	pb_put_varint(b, PF_CLOCK_SNAPSHOT_PRIMARY_TRACE_CLOCK, PF_CLOCK_BOOTTIME);
+	pb_end(b, m);
+	put_trusted(s, b);
+	enqueue(s, &ss->svc_clocks);
+}
+
+static int emit_scratch(struct svc *s, tbuf_packet_fn fn, void *ctx)
+{
+	struct iovec v = {s->scratch.data, s->scratch.len};
+
+	if (buf_error(&s->scratch) < 0)
+		return 0;
+	return fn(ctx, &v, 1, v.iov_len);
+}
+
+static void emit_queue(struct buf *q, tbuf_packet_fn fn, void *ctx)
+{
+	for (size_t off = 0; off + 4 <= q->len;) {
+		uint32_t n;
+		memcpy(&n, q->data + off, 4);
+		struct iovec v = {q->data + off + 4, n};
+		fn(ctx, &v, 1, n);
+		off += 4 + n;
+	}
+	buf_reset(q);
+}
+
+static void system_info(struct svc *s, struct buf *b)
+{
+	struct utsname u;
+
+	size_t m = pb_begin(b, PF_PACKET_SYSTEM_INFO);
+	if (uname(&u) == 0) {
+		size_t n = pb_begin(b, PF_SYSTEM_INFO_UTSNAME);
+		pb_put_string(b, PF_UTSNAME_SYSNAME, u.sysname);
+		pb_put_string(b, PF_UTSNAME_VERSION, u.version);
+		pb_put_string(b, PF_UTSNAME_RELEASE, u.release);
+		pb_put_string(b, PF_UTSNAME_MACHINE, u.machine);
+		pb_end(b, n);
+	}
+	pb_put_varint(b, PF_SYSTEM_INFO_HZ, (uint64_t)sysconf(_SC_CLK_TCK));
+	pb_put_string(b, PF_SYSTEM_INFO_TRACING_SERVICE_VERSION, "sonded");
+	pb_put_varint(b, PF_SYSTEM_INFO_PAGE_SIZE, (uint64_t)sysconf(_SC_PAGESIZE));
+	pb_put_varint(b, PF_SYSTEM_INFO_NUM_CPUS, (uint64_t)sysconf(_SC_NPROCESSORS_CONF));
+	pb_end(b, m);
+	put_trusted(s, b);
+}
+
+void svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
+{
+	struct buf *b = &s->scratch;
+
+	emit_queue(&ss->svc_clocks, fn, ctx);
+	if (ss->sync_due) {
+		/* the marker must be the last field: 18 <uid> 50 01 A2 02 10 <16 bytes> */
+		ss->sync_due = false;
+		buf_reset(b);
+		pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
+		pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
+		pb_put_bytes(b, PF_PACKET_SYNCHRONIZATION_MARKER, sync_marker, sizeof(sync_marker));
+		emit_scratch(s, fn, ctx);
+	}
+	if (!ss->config_emitted && !ss->no_trace_config) {
+		ss->config_emitted = true;
+		buf_reset(b);
+		pb_put_bytes(b, PF_PACKET_TRACE_CONFIG, ss->config, ss->config_len);
+		put_trusted(s, b);
+		emit_scratch(s, fn, ctx);
+	}
+	if (!ss->sysinfo_emitted && !ss->no_system_info) {
+		ss->sysinfo_emitted = true;
+		buf_reset(b);
+		system_info(s, b);
+		emit_scratch(s, fn, ctx);
+	}
+	emit_queue(&ss->svc_pkts, fn, ctx);
+}
+
+void svcpkt_emit_tail(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
+{
+	struct buf *b = &s->scratch;
+
+	emit_queue(&ss->svc_pkts, fn, ctx);
+	if (!ss->stats_due)
+		return;
+	ss->stats_due = false;
+	buf_reset(b);
+	pb_put_varint(b, PF_PACKET_TIMESTAMP, svc_boottime_ns());
+	size_t m = pb_begin(b, PF_PACKET_TRACE_STATS);
+	consumer_put_trace_stats(s, ss, b);
+	pb_end(b, m);
+	put_trusted(s, b);
+	emit_scratch(s, fn, ctx);
+}

@@ -1,0 +1,519 @@
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/pb.h"
+#include "ipc/protos.h"
+#include "service/tbuf.h"
+
+enum { REC_HDR = 16, REC_CHUNK = 1, REC_PAD = 2, MAX_REC = 65536 };
+
+/* The 16-byte record header in the ring. */
+struct rec {
+	uint16_t seq;
+	uint16_t payload_len;
+	uint32_t chunk_id;
+	uint16_t count;
+	uint16_t frags_read; /* fragments already consumed */
+	uint16_t read_off;   /* payload offset of the first unconsumed fragment */
+	uint8_t flags;	     /* smb_chunk_flags */
+	uint8_t kind;
+};
+_Static_assert(sizeof(struct rec) == REC_HDR, "record header is 16 bytes");
+
+static size_t rec_size(const struct rec *r)
+{
+	size_t n = REC_HDR + r->payload_len;
+	return r->kind == REC_PAD ? n : (n + 15) & ~(size_t)15;
+}
+
+static struct rec *rec_at(const struct tbuf *tb, size_t off)
+{
+	return (struct rec *)(void *)(tb->data + off);
+}
+
+static uint64_t chunk_key(uint16_t seq, uint32_t chunk_id)
+{
+	return ((uint64_t)seq << 32) | chunk_id;
+}
+
+int tbuf_init(struct tbuf *tb, size_t size, bool discard)
+{
+	memset(tb, 0, sizeof(*tb));
+	size &= ~(size_t)15;
+	if (size < 4096)
+		size = 4096;
+	tb->data = malloc(size);
+	tb->size = size;
+	tb->discard = discard;
+	/* about one index entry per 1 KiB chunk up front; the index grows if chunks are
+	 * smaller, which happens once, not per chunk */
+	if (!tb->data || imap_init(&tb->chunks, size / 1024) < 0 ||
+	    imap_init(&tb->seqmap, 16) < 0) {
+		tbuf_free(tb);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void tbuf_free(struct tbuf *tb)
+{
+	free(tb->data);
+	imap_free(&tb->chunks);
+	imap_free(&tb->seqmap);
+	free(tb->seqs);
+	free(tb->iov);
+	buf_free(&tb->scratch);
+	memset(tb, 0, sizeof(*tb));
+}
+
+static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, int32_t uid,
+		   int32_t pid)
+{
+	uint64_t key = ((uint64_t)producer_id << 16) | writer_id;
+	uint32_t *v = imap_get(&tb->seqmap, key);
+
+	if (v)
+		return (int)*v;
+	if (tb->nseqs >= UINT16_MAX)
+		return -1;
+	if (tb->nseqs == tb->seqs_cap) {
+		size_t cap = tb->seqs_cap ? tb->seqs_cap * 2 : 16;
+		struct tbuf_seq *s = realloc(tb->seqs, cap * sizeof(*s));
+		if (!s)
+			return -1;
+		tb->seqs = s;
+		tb->seqs_cap = cap;
+	}
+	if (imap_put(&tb->seqmap, key, (uint32_t)tb->nseqs) < 0)
+		return -1;
+	tb->seqs[tb->nseqs] = (struct tbuf_seq){
+		.producer_id = producer_id, .writer_id = writer_id, .uid = uid, .pid = pid};
+	return (int)tb->nseqs++;
+}
+
+/* Drops the record at rd from the FIFO (consumed, or overwritten). */
+static void pop_rec(struct tbuf *tb)
+{
+	struct rec *r = rec_at(tb, tb->rd);
+	size_t n = rec_size(r);
+
+	if (r->kind == REC_CHUNK) {
+		uint64_t key = chunk_key(r->seq, r->chunk_id);
+		uint32_t *v = imap_get(&tb->chunks, key);
+		if (v && *v == tb->rd)
+			imap_del(&tb->chunks, key);
+		if (r->frags_read < r->count) {
+			tb->st.chunks_overwritten++;
+			tb->st.bytes_overwritten += n;
+			tb->seqs[r->seq].loss = true;
+		}
+	}
+	tb->used -= n;
+	tb->rd += n;
+	if (tb->rd == tb->size)
+		tb->rd = 0;
+}
+
+/* Makes `need` contiguous bytes free at wr. Returns false if the chunk must be dropped. */
+static bool make_room(struct tbuf *tb, size_t need)
+{
+	for (;;) {
+		if (tb->used == 0)
+			tb->rd = tb->wr = 0;
+		bool linear = tb->used == 0 || tb->wr > tb->rd;
+		size_t contig = linear ? tb->size - tb->wr : tb->rd - tb->wr;
+		if (contig >= need)
+			return true;
+		if (tb->discard) {
+			tb->discard_full = true;
+			return false;
+		}
+		if (linear) {
+			struct rec *pad = rec_at(tb, tb->wr);
+			memset(pad, 0, REC_HDR);
+			pad->kind = REC_PAD;
+			pad->payload_len = (uint16_t)(contig - REC_HDR);
+			tb->used += contig;
+			tb->st.padding_bytes_written += contig;
+			tb->st.write_wrap_count++;
+			tb->wr = 0;
+			continue;
+		}
+		pop_rec(tb);
+	}
+}
+
+static void append_rec(struct tbuf *tb, int seq, const struct smb_chunk_info *ci,
+		       const uint8_t *payload, size_t len, uint16_t frags_read, uint16_t read_off)
+{
+	size_t need = (REC_HDR + len + 15) & ~(size_t)15;
+	struct rec *r;
+
+	if (tb->discard_full || !make_room(tb, need)) {
+		tb->st.chunks_discarded++;
+		return;
+	}
+	r = rec_at(tb, tb->wr);
+	*r = (struct rec){.seq = (uint16_t)seq,
+			  .payload_len = (uint16_t)len,
+			  .chunk_id = ci->chunk_id,
+			  .count = ci->count,
+			  .frags_read = frags_read,
+			  .read_off = read_off,
+			  .flags = ci->flags,
+			  .kind = REC_CHUNK};
+	memcpy(r + 1, payload, len);
+	if (imap_put(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id), (uint32_t)tb->wr) < 0) {
+		r->frags_read = r->count; /* unindexed: still read in order, never patched */
+		tb->st.abi_violations++;
+	}
+	tb->wr += need;
+	tb->used += need;
+	if (tb->wr == tb->size)
+		tb->wr = 0;
+	tb->st.chunks_written++;
+	tb->st.bytes_written += need;
+}
+
+/* A chunk id seen again (§4.7): keep the copy that grew, reject shrinking or flag loss. */
+static void recommit(struct tbuf *tb, struct rec *r, const struct smb_chunk_info *ci,
+		     const uint8_t *payload, size_t len)
+{
+	if (ci->count == r->count)
+		return;
+	if (ci->count < r->count || (r->flags & ~ci->flags) || len != r->payload_len) {
+		tb->st.abi_violations++;
+		return;
+	}
+	memcpy(r + 1, payload, len);
+	r->count = ci->count;
+	r->flags = ci->flags;
+	tb->st.chunks_rewritten++;
+}
+
+void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
+		     const struct smb_chunk_info *ci, const uint8_t *payload, size_t len)
+{
+	size_t cap = tb->size < 65535 ? tb->size : 65535;
+	struct tbuf_seq *s;
+	uint32_t *off;
+	int seq;
+
+	if (((REC_HDR + len + 15) & ~(size_t)15) > cap || ci->writer_id == 0 ||
+	    ci->writer_id > SMB_MAX_WRITER_ID) {
+		tb->st.abi_violations++;
+		return;
+	}
+	seq = seq_get(tb, producer_id, ci->writer_id, uid, pid);
+	if (seq < 0) {
+		tb->st.chunks_discarded++;
+		return;
+	}
+	off = imap_get(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id));
+	if (off) {
+		recommit(tb, rec_at(tb, *off), ci, payload, len);
+		return;
+	}
+	s = &tb->seqs[seq];
+	if (s->has_last && s->last_chunk_id == ci->chunk_id) {
+		/* an earlier copy was read and has left the ring: keep only what is new */
+		if (ci->count > s->last_frags)
+			append_rec(tb, seq, ci, payload, len, s->last_frags, s->last_off);
+		return;
+	}
+	append_rec(tb, seq, ci, payload, len, 0, 0);
+}
+
+static struct rec *find_rec(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id,
+			    uint32_t chunk_id)
+{
+	uint32_t *v = imap_get(&tb->seqmap, ((uint64_t)producer_id << 16) | writer_id), *off;
+
+	if (!v)
+		return NULL;
+	off = imap_get(&tb->chunks, chunk_key((uint16_t)*v, chunk_id));
+	return off ? rec_at(tb, *off) : NULL;
+}
+
+int tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id,
+	       uint32_t off, const uint8_t data[4])
+{
+	struct rec *r = find_rec(tb, producer_id, writer_id, chunk_id);
+
+	if (!r) {
+		tb->st.patches_failed++;
+		return -ENOENT;
+	}
+	if ((uint64_t)off + 4 > r->payload_len) {
+		tb->st.patches_failed++;
+		return -ERANGE;
+	}
+	memcpy((uint8_t *)(r + 1) + off, data, 4);
+	tb->st.patches_succeeded++;
+	return 0;
+}
+
+void tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id)
+{
+	struct rec *r = find_rec(tb, producer_id, writer_id, chunk_id);
+
+	if (r)
+		r->flags &= (uint8_t)~SMB_FLAG_NEEDS_PATCHING;
+}
+
+/* ------------------------------------------------------------------ reading */
+
+static const uint32_t reserved_fields[] = {
+	PF_PACKET_TRUSTED_UID,	      PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID,
+	PF_PACKET_TRACE_CONFIG,	      PF_PACKET_TRACE_STATS,
+	PF_PACKET_COMPRESSED_PACKETS, PF_PACKET_SYNCHRONIZATION_MARKER,
+	PF_PACKET_TRUSTED_PID,	      PF_PACKET_MACHINE_ID,
+	PF_PACKET_SERVICE_EVENT,      PF_PACKET_TRACE_PROVENANCE,
+	PF_PACKET_PROTOVMS,	      PF_PACKET_ZSTD_COMPRESSED_PACKETS,
+};
+
+bool tbuf_packet_valid(const uint8_t *p, size_t len)
+{
+	struct pb_reader r = pb_reader_init(p, len);
+	struct pb_field f;
+	int rc;
+
+	while ((rc = pb_next(&r, &f)) > 0) {
+		if (f.wire == PB_LEN && f.len > 0x0FFFFFFF)
+			return false;
+		for (size_t i = 0; i < sizeof(reserved_fields) / sizeof(reserved_fields[0]); i++)
+			if (f.num == reserved_fields[i])
+				return false;
+	}
+	return rc == 0;
+}
+
+/* A fragment inside a record's payload. */
+struct frag {
+	const uint8_t *p;
+	uint32_t len;
+	uint16_t next_off; /* payload offset just past it */
+};
+
+/* Parses the fragment at r->read_off. Returns 1 ok, 0 for a drop marker, -1 for an ABI
+ * violation (the rest of the chunk is unusable). */
+static int parse_frag(const struct rec *r, struct frag *fr)
+{
+	const uint8_t *base = (const uint8_t *)(r + 1);
+	const uint8_t *p = base + r->read_off, *end = base + r->payload_len;
+	uint32_t size;
+	size_t h;
+
+	if (r->read_off >= r->payload_len)
+		return -1;
+	h = smb_frag_size(p, end, &size);
+	if (!h)
+		return -1;
+	if (size == SMB_PACKET_SIZE_DROP)
+		return 0;
+	if (size > (size_t)(end - p) - h)
+		return -1;
+	fr->p = p + h;
+	fr->len = size;
+	fr->next_off = (uint16_t)(r->read_off + h + size);
+	return 1;
+}
+
+static void consume_rest(struct rec *r)
+{
+	r->frags_read = r->count;
+	r->read_off = r->payload_len;
+}
+
+static bool iov_push(struct tbuf *tb, size_t *n, const void *p, size_t len)
+{
+	if (*n == tb->iov_cap) {
+		size_t cap = tb->iov_cap ? tb->iov_cap * 2 : 64;
+		struct iovec *v = realloc(tb->iov, cap * sizeof(*v));
+		if (!v)
+			return false;
+		tb->iov = v;
+		tb->iov_cap = cap;
+	}
+	tb->iov[(*n)++] = (struct iovec){(void *)p, len};
+	return true;
+}
+
+static size_t build_suffix(struct tbuf *tb, const struct tbuf_seq *s)
+{
+	struct buf b = {.data = tb->suffix, .cap = sizeof(tb->suffix)};
+
+	/* appended after the producer's bytes: last value wins, so these are authoritative */
+	pb_put_varint(&b, PF_PACKET_TRUSTED_UID, (uint64_t)(int64_t)s->uid);
+	pb_put_varint(&b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, s->trusted_id);
+	if (s->pid > 0)
+		pb_put_varint(&b, PF_PACKET_TRUSTED_PID, (uint64_t)s->pid);
+	if (s->loss)
+		pb_put_varint(&b, PF_PACKET_PREVIOUS_PACKET_DROPPED, 1);
+	return b.len;
+}
+
+/* Validates the slices [0, n) as one packet (copying only when it spans chunks). */
+static bool slices_valid(struct tbuf *tb, size_t n, size_t total)
+{
+	if (n == 1)
+		return tbuf_packet_valid(tb->iov[0].iov_base, total);
+	buf_reset(&tb->scratch);
+	for (size_t i = 0; i < n; i++)
+		buf_append(&tb->scratch, tb->iov[i].iov_base, tb->iov[i].iov_len);
+	return buf_error(&tb->scratch) == 0 && tbuf_packet_valid(tb->scratch.data, total);
+}
+
+struct rd_ctx {
+	tbuf_packet_fn fn;
+	void *ctx;
+	uint32_t *next_seq_id;
+	uint64_t *invalid;
+	bool stop;
+};
+
+static void emit(struct tbuf *tb, struct rd_ctx *c, struct tbuf_seq *s, size_t n, size_t total)
+{
+	if (total == 0)
+		return; /* empty packets are skipped */
+	if (!slices_valid(tb, n, total)) {
+		(*c->invalid)++;
+		return;
+	}
+	if (!s->trusted_id) {
+		s->trusted_id = (*c->next_seq_id)++;
+		s->loss = true; /* v14 marks the first packet of every sequence */
+	}
+	size_t slen = build_suffix(tb, s);
+	s->loss = false;
+	if (!iov_push(tb, &n, tb->suffix, slen))
+		return;
+	tb->st.bytes_read += total;
+	if (c->fn(c->ctx, tb->iov, n, total + slen))
+		c->stop = true;
+}
+
+/* Gathers the continuation of a packet whose last fragment is in r: chunks chunk_id+1...
+ * of the same sequence. Returns 1 when complete (slices appended to tb->iov), 0 when a
+ * piece is missing or unpatched (retry later), -1 when the chain is broken. */
+static int gather(struct tbuf *tb, const struct rec *r, size_t *n, size_t *total)
+{
+	uint32_t id = r->chunk_id;
+
+	for (int hops = 0; hops < 65536; hops++) {
+		uint32_t *off = imap_get(&tb->chunks, chunk_key(r->seq, ++id));
+		if (!off)
+			return 0;
+		struct rec *c = rec_at(tb, *off);
+		struct frag fr;
+		if (c->flags & SMB_FLAG_NEEDS_PATCHING)
+			return 0;
+		if (!(c->flags & SMB_FLAG_FIRST_PACKET_CONTINUES) || c->frags_read || !c->count ||
+		    parse_frag(c, &fr) != 1)
+			return -1;
+		if (!iov_push(tb, n, fr.p, fr.len))
+			return -1;
+		*total += fr.len;
+		if (!(c->count == 1 && (c->flags & SMB_FLAG_LAST_PACKET_CONTINUES)))
+			return 1;
+	}
+	return -1;
+}
+
+/* Marks the continuation chunks of a gathered packet as having their first fragment read. */
+static void consume_chain(struct tbuf *tb, const struct rec *r, size_t pieces)
+{
+	uint32_t id = r->chunk_id;
+
+	for (size_t i = 0; i < pieces; i++) {
+		struct rec *c = rec_at(tb, *imap_get(&tb->chunks, chunk_key(r->seq, ++id)));
+		struct frag fr;
+		parse_frag(c, &fr);
+		c->frags_read = 1;
+		c->read_off = fr.next_off;
+		tb->st.readaheads_succeeded++;
+	}
+}
+
+/* Reads what is readable of one record. Returns false if its sequence must wait. */
+static bool read_rec(struct tbuf *tb, struct rd_ctx *c, struct rec *r)
+{
+	struct tbuf_seq *s = &tb->seqs[r->seq];
+
+	if (r->flags & SMB_FLAG_NEEDS_PATCHING)
+		return false;
+	if (s->has_last && r->chunk_id != s->last_chunk_id && r->chunk_id != s->last_chunk_id + 1)
+		s->loss = true;
+	while (r->frags_read < r->count && !c->stop) {
+		struct frag fr;
+		int rc = parse_frag(r, &fr);
+		if (rc <= 0) {
+			if (rc < 0)
+				tb->st.abi_violations++;
+			else
+				tb->st.trace_writer_packet_loss++;
+			s->loss = true;
+			consume_rest(r);
+			break;
+		}
+		bool first = r->frags_read == 0, last = r->frags_read + 1 == r->count;
+		if (first && (r->flags & SMB_FLAG_FIRST_PACKET_CONTINUES)) {
+			s->loss = true; /* its beginning is gone */
+		} else {
+			size_t n = 0, total = fr.len;
+			iov_push(tb, &n, fr.p, fr.len);
+			if (last && (r->flags & SMB_FLAG_LAST_PACKET_CONTINUES)) {
+				int g = gather(tb, r, &n, &total);
+				if (g == 0) {
+					tb->st.readaheads_failed++;
+					return false;
+				}
+				if (g < 0) {
+					s->loss = true;
+					n = 0;
+				} else {
+					consume_chain(tb, r, n - 1);
+				}
+			}
+			if (n)
+				emit(tb, c, s, n, total);
+		}
+		r->frags_read++;
+		r->read_off = fr.next_off;
+	}
+	if (r->frags_read >= r->count)
+		tb->st.chunks_read++;
+	s->has_last = true;
+	s->last_chunk_id = r->chunk_id;
+	s->last_frags = r->frags_read;
+	s->last_off = r->read_off;
+	return true;
+}
+
+int tbuf_read(struct tbuf *tb, tbuf_packet_fn fn, void *ctx, uint32_t *next_seq_id,
+	      uint64_t *invalid)
+{
+	struct rd_ctx c = {fn, ctx, next_seq_id, invalid, false};
+	size_t pos = tb->rd, left = tb->used;
+	bool at_front = true; /* every record before pos has been fully consumed */
+
+	tb->pass++;
+	while (left > 0 && !c.stop) {
+		struct rec *r = rec_at(tb, pos);
+		size_t n = rec_size(r);
+		if (r->kind == REC_CHUNK && r->frags_read < r->count) {
+			struct tbuf_seq *s = &tb->seqs[r->seq];
+			if (s->blocked_pass != tb->pass && !read_rec(tb, &c, r))
+				s->blocked_pass = tb->pass;
+		}
+		bool done = r->kind != REC_CHUNK || r->frags_read >= r->count;
+		left -= n;
+		pos = pos + n == tb->size ? 0 : pos + n;
+		if (at_front && done)
+			pop_rec(tb);
+		else
+			at_front = false;
+	}
+	return c.stop ? 1 : 0;
+}

@@ -1,0 +1,98 @@
+/* Central trace buffer: the service-side store of chunks copied out of producers' shared
+ * memory (perfetto-wire.md §4.7-§4.9). Internal to the service.
+ *
+ * The buffer is one byte ring holding 16-byte-aligned records in commit order: a 16-byte
+ * header followed by a verbatim copy of the chunk payload (the snapshot the spec asks
+ * for: the producer can no longer change what gets parsed). Ingest is one hash update and
+ * one memcpy per chunk, without parsing. Packets are only parsed on the read side, which
+ * walks records oldest first, reassembles fragments across consecutive chunk ids of the
+ * same sequence (through a (sequence, chunk_id) index), validates each packet and adds
+ * the trusted suffix. Consumption state lives in the records, so a read can stop after
+ * any packet and resume later.
+ *
+ * RING_BUFFER overwrites the oldest records; DISCARD stops accepting chunks the first
+ * time one does not fit.
+ */
+#ifndef SONDE_SERVICE_TBUF_H
+#define SONDE_SERVICE_TBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "base/buf.h"
+#include "ipc/smb.h"
+#include "service/imap.h"
+
+struct tbuf_stats {
+	uint64_t bytes_written, bytes_overwritten, bytes_read, padding_bytes_written;
+	uint64_t chunks_written, chunks_rewritten, chunks_overwritten, chunks_discarded;
+	uint64_t chunks_read, chunks_committed_out_of_order, write_wrap_count;
+	uint64_t patches_succeeded, patches_failed, readaheads_succeeded, readaheads_failed;
+	uint64_t abi_violations, trace_writer_packet_loss;
+};
+
+/* A writer's sequence within this buffer. */
+struct tbuf_seq {
+	uint32_t producer_id;
+	uint16_t writer_id;
+	int32_t uid, pid;
+	uint32_t trusted_id; /* trusted_packet_sequence_id, 0 until first read */
+	bool has_last;	     /* last_* describe the newest chunk read from */
+	bool loss;	     /* set previous_packet_dropped on the next packet */
+	uint32_t last_chunk_id;
+	uint16_t last_frags, last_off; /* fragments/bytes of it consumed */
+	uint32_t blocked_pass;	       /* waiting for a patch or a continuation */
+};
+
+struct tbuf {
+	uint8_t *data;
+	size_t size;
+	size_t rd, wr, used; /* records live in [rd, wr) of the ring; used bytes incl. padding */
+	bool discard;	     /* fill policy DISCARD */
+	bool discard_full;
+	struct imap chunks; /* (seq index << 32 | chunk_id) -> record offset */
+	struct imap seqmap; /* (producer_id << 16 | writer_id) -> seq index */
+	struct tbuf_seq *seqs;
+	size_t nseqs, seqs_cap;
+	struct tbuf_stats st;
+	uint32_t pass;
+	/* reader scratch, reused */
+	struct iovec *iov;
+	size_t iov_cap;
+	struct buf scratch;
+	uint8_t suffix[40];
+};
+
+/* Receives each packet read: its slices (the last one is the trusted suffix) and total
+ * length. Returns 0 to go on, or non-zero to stop reading after this packet. */
+typedef int (*tbuf_packet_fn)(void *ctx, const struct iovec *iov, size_t n, size_t total);
+
+/* size is rounded down to a multiple of 16 (minimum 4096). Returns 0 or -ENOMEM. */
+int tbuf_init(struct tbuf *tb, size_t size, bool discard);
+void tbuf_free(struct tbuf *tb);
+
+/* Copies a chunk payload (len bytes, a snapshot of shared memory) into the buffer.
+ * Handles re-commits of the same (producer, writer, chunk_id) as §4.7 says. */
+void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
+		     const struct smb_chunk_info *ci, const uint8_t *payload, size_t len);
+
+/* Applies one 4-byte patch at payload offset `off` of a stored chunk. Returns 0, or
+ * -ENOENT if the chunk is gone, -ERANGE if off is out of range (counted as failed). */
+int tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id,
+	       uint32_t off, const uint8_t data[4]);
+/* Clears the needs-patching flag of a stored chunk (its last patch arrived). */
+void tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id);
+
+/* Reads packets oldest first into fn. *next_seq_id hands out trusted sequence ids (the
+ * session's counter); invalid packets are dropped and counted in *invalid. Returns 1 if
+ * fn asked to stop (more may remain), 0 when nothing readable is left. */
+int tbuf_read(struct tbuf *tb, tbuf_packet_fn fn, void *ctx, uint32_t *next_seq_id,
+	      uint64_t *invalid);
+
+/* Checks a TracePacket written by a producer (§4.8): well-formed top-level fields and
+ * no reserved (service-only) field. */
+bool tbuf_packet_valid(const uint8_t *p, size_t len);
+
+#endif
