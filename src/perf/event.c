@@ -53,6 +53,8 @@ void perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
 	a->comm_exec = 1;
 	a->task = 1;
 	a->sample_id_all = 1;
+	if (c->read_lost)
+		a->read_format = PERF_FORMAT_LOST;
 	/* The spool header's start time is on CLOCK_MONOTONIC: samples must use that clock. */
 	a->use_clockid = 1;
 	a->clockid = CLOCK_MONOTONIC;
@@ -109,6 +111,19 @@ int perf_enable(int fd)
 int perf_disable(int fd)
 {
 	return ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) < 0 ? -errno : 0;
+}
+
+int perf_read_lost(int fd, uint64_t *lost)
+{
+	uint64_t v[2];
+	ssize_t n = read(fd, v, sizeof(v));
+
+	if (n < 0)
+		return -errno;
+	if (n != sizeof(v))
+		return -EIO;
+	*lost = v[1];
+	return 0;
 }
 
 bool perf_err_is_unsupported(int err)

@@ -27,6 +27,7 @@ struct perf_event_cfg {
 	bool disabled;	       /* created disabled */
 	bool enable_on_exec;   /* enabled by the kernel when the task execs */
 	uint32_t wakeup_bytes; /* poll() reports the ring readable once this much is queued */
+	bool read_lost; /* read() reports the event's lost samples (PERF_FORMAT_LOST, 6.0+) */
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at
@@ -45,6 +46,8 @@ int perf_open(struct perf_event_attr *a, pid_t pid, int cpu);
 int perf_set_output(int fd, int target);
 int perf_enable(int fd);
 int perf_disable(int fd);
+/* The samples this event could not write (read_lost events only). 0 or -errno. */
+int perf_read_lost(int fd, uint64_t *lost);
 /* Errors of perf_event_open meaning "this event does not exist here" (so another event may
  * be tried), as opposed to permission or resource errors. */
 bool perf_err_is_unsupported(int err);

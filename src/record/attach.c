@@ -31,6 +31,7 @@ int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_even
 
 	r->cycles_error = 0;
 	r->cfg.kind = try_cycles ? PERF_KIND_CYCLES : PERF_KIND_CPU_CLOCK;
+	r->cfg.read_lost = true;
 	for (;;) {
 		/* A probe on the target's first CPU: it answers both "does this event exist here"
 		 * and "may we profile this process" before anything is stopped. */
@@ -42,10 +43,15 @@ int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_even
 			close(fd);
 			return 0;
 		}
+		if (fd == -EINVAL && r->cfg.read_lost) {
+			r->cfg.read_lost = false; /* a kernel before 6.0 */
+			continue;
+		}
 		if (r->cfg.kind == PERF_KIND_CYCLES && perf_err_is_unsupported(fd)) {
 			sonde_info("cycles event unavailable (%s), using cpu-clock", strerror(-fd));
 			r->cycles_error = fd;
 			r->cfg.kind = PERF_KIND_CPU_CLOCK;
+			r->cfg.read_lost = true;
 			continue;
 		}
 		return fd;
@@ -264,4 +270,21 @@ void rec_exec_seen(struct sonde_recorder *r, pid_t pid)
 	for (size_t i = 0; i < r->n_events; i++)
 		if (r->events[i].tid == pid)
 			r->events[i].armed_on_exec = false;
+}
+
+void rec_reconcile_lost(struct sonde_recorder *r)
+{
+	uint64_t total = 0;
+
+	if (!r->cfg.read_lost)
+		return;
+	/* Inherited events (threads created after attaching) are not included: this is a
+	 * lower bound, which still catches losses the kernel had no chance to report. */
+	for (size_t i = 0; i < r->n_events; i++) {
+		uint64_t lost;
+		if (perf_read_lost(r->events[i].fd, &lost) == 0)
+			total += lost;
+	}
+	if (total > r->sum.lost_events)
+		r->sum.lost_events = total;
 }

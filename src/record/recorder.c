@@ -450,6 +450,7 @@ int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary 
 	for (size_t i = 0; i < r->n_procs; i++)
 		keep_first(&first, proc_resume(&r->procs[i].stop), "resuming a stopped process");
 	keep_first(&first, drain_and_process(r, true, &pr), "the final drain");
+	rec_reconcile_lost(r);
 	/* Flushing is attempted whatever happened before. */
 	keep_first(&first, sonde_spool_writer_finish(r->spool), "flushing the spool");
 	if (r->out_fd >= 0) {

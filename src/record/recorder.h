@@ -104,6 +104,8 @@ int rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode
 void rec_explain_perf_error(pid_t pid, int err);
 int rec_enable_all(struct sonde_recorder *r, bool enable);
 void rec_exec_seen(struct sonde_recorder *r, pid_t pid);
+/* After the final drain: losses the kernel never got to report as LOST records. */
+void rec_reconcile_lost(struct sonde_recorder *r);
 
 /* track.c */
 struct rec_process *rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);

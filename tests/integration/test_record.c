@@ -459,3 +459,95 @@ TEST_TIMEOUT(record_api_running_mode_and_max_frequency, 60)
 	/* 8 pages cannot hold two 32 KiB samples: the ring was sized up to what one needs. */
 	ASSERT_UINT(sum.ring_bytes, >=, 2 * 32768);
 }
+
+/* Threads started and processes forked after attaching are sampled (inherited events),
+ * named by their comm changes, and the child resolves frames through the modules it
+ * inherited from its parent. */
+TEST_TIMEOUT(record_follows_threads_and_children, 120)
+{
+	struct test_output o;
+	const char *out = test_path("family.spool");
+	uint32_t frames[64];
+
+	REQUIRE_PERF();
+	test_runf(&o, 100, "%s record -F 999 -o %s -- %s 1", test_bin("sonde"), out,
+		  test_prog("record_family"));
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open(out, NULL));
+	struct sonde_spool_info info;
+	sonde_spool_get_info(s, &info);
+	uint32_t pids[8] = {0}, n_pids = 0;
+	bool saw_worker = false, saw_child = false;
+	uint64_t child_resolved = 0;
+	for (uint64_t i = 0; i < info.samples; i++) {
+		struct sonde_spool_sample smp;
+		struct sonde_spool_thread th;
+		ASSERT_OK(sonde_spool_get_sample(s, i, &smp));
+		ASSERT_OK(sonde_spool_get_thread(s, smp.thread, &th));
+		bool known = false;
+		for (uint32_t k = 0; k < n_pids; k++)
+			known |= pids[k] == th.pid;
+		if (!known && n_pids < 8)
+			pids[n_pids++] = th.pid;
+		saw_worker |= strcmp(th.comm, "worker") == 0;
+		if (strcmp(th.comm, "child") == 0) {
+			saw_child = true;
+			int d = ASSERT_OK(sonde_spool_get_stack(s, smp.stack, frames, 64));
+			struct sonde_spool_frame f;
+			ASSERT_OK(sonde_spool_get_frame(s, frames[d < 64 ? d - 1 : 63], &f));
+			child_resolved += f.module != 0;
+		}
+	}
+	ASSERT(saw_worker);
+	ASSERT(saw_child);
+	ASSERT_UINT(n_pids, ==, 2);
+	ASSERT_UINT(child_resolved, >, 0);
+	sonde_spool_close(s);
+}
+
+/* A ring nobody drains overflows: the kernel's loss reports are counted, not hidden. */
+TEST_TIMEOUT(record_counts_lost_events, 60)
+{
+	const char *argv[] = {test_prog("split"), "2", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 4000, .ring_pages = 1};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+
+	REQUIRE_PERF();
+	pid_t pid = test_spawn(argv);
+	usleep(100000);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder_attach(pid, test_path("lost.spool"), SONDE_ATTACH_STOP, &opts));
+	usleep(1000000);
+	/* The kernel reports a loss with the first record it can write after the ring has
+	 * room again: drain while the target still runs. */
+	for (int i = 0; i < 10; i++)
+		ASSERT_OK(sonde_recorder_poll(r, 20, NULL));
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	sonde_recorder_free(r);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+	ASSERT_UINT(sum.lost_events + sum.lost_samples, >, 0);
+	ASSERT_UINT(sum.samples_written, >, 0);
+}
+
+/* Losses the kernel never reported (nothing was written after the overflow) are still
+ * counted at finish, from the events' own lost counters. */
+TEST_TIMEOUT(record_counts_unreported_losses, 60)
+{
+	const char *argv[] = {test_prog("split"), "2", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 4000, .ring_pages = 1};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+
+	REQUIRE_PERF();
+	pid_t pid = test_spawn(argv);
+	usleep(100000);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder_attach(pid, test_path("lost.spool"), SONDE_ATTACH_STOP, &opts));
+	usleep(1000000);
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	sonde_recorder_free(r);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+	ASSERT_UINT(sum.lost_events, >, 0);
+}

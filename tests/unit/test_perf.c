@@ -3,6 +3,8 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -447,4 +449,41 @@ TEST(perf_max_sample_rate_reads_the_kernel_limit)
 
 	ASSERT_OK(perf_max_sample_rate(&max));
 	ASSERT_UINT(max, >, 0);
+}
+
+TEST(perf_open_raises_the_fd_limit_on_emfile)
+{
+	struct perf_event_cfg cfg = {
+		.kind = PERF_KIND_CPU_CLOCK, .freq = 100, .stack_bytes = 8, .disabled = true};
+	struct perf_event_attr a;
+	struct rlimit rl, tight, now;
+	int dups[1024], n_dups = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_max < 2048)
+		SKIP("hard open file limit too low for this test");
+	int used = 0;
+	for (int fd = 0; fd < 1024; fd++)
+		used = fcntl(fd, F_GETFD) >= 0 ? fd + 1 : used;
+	tight = (struct rlimit){.rlim_cur = (rlim_t)used + 4, .rlim_max = rl.rlim_max};
+	ASSERT(setrlimit(RLIMIT_NOFILE, &tight) == 0);
+	/* Use up every descriptor the soft limit allows. */
+	while (n_dups < 1024) {
+		int fd = dup(0);
+		if (fd < 0)
+			break;
+		dups[n_dups++] = fd;
+	}
+	ASSERT_INT(errno, ==, EMFILE);
+	perf_attr_fill(&a, &cfg);
+	a.inherit = 0;
+	int fd = perf_open(&a, 0, -1);
+	ASSERT(getrlimit(RLIMIT_NOFILE, &now) == 0);
+	for (int i = 0; i < n_dups; i++)
+		close(dups[i]);
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (fd == -EACCES || fd == -EPERM)
+		SKIP("perf_event_open not permitted");
+	ASSERT_OK(fd);
+	close(fd);
+	ASSERT_UINT(now.rlim_cur, >, tight.rlim_cur);
 }
