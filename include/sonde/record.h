@@ -98,8 +98,8 @@ struct sonde_record_poll {
 /* Attaches to pid and writes the spool to the file at path (created or truncated).
  * opts may be NULL (999 Hz, defaults for the rest). Returns a recorder owned by the caller
  * (free it with sonde_recorder_free), or NULL and errno: ESRCH no such process, EACCES or
- * EPERM perf_event or the process is not accessible (the cause is logged), ERANGE (with
- * SONDE_E_RANGE logged) an option out of range, or the error of creating the file. */
+ * EPERM perf_event or the process is not accessible (the cause is logged), ERANGE an option
+ * out of range, or the error of creating the file. On failure no file is left at path. */
 SONDE_API struct sonde_recorder *sonde_recorder_attach(pid_t pid, const char *path,
 						       enum sonde_attach_mode mode,
 						       const struct sonde_record_opts *opts);
@@ -129,6 +129,13 @@ SONDE_API int sonde_recorder_epoll_fd(const struct sonde_recorder *r);
  * number of samples processed, or the first error (decoding, unwinding, writing). */
 SONDE_API int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms,
 				  struct sonde_record_poll *out);
+/* Drains every ring, processes what can be ordered, and pushes the spool's buffered bytes
+ * to the writer (the file or write function then holds every sample processed so far).
+ * Sampling goes on. 0 or the first error. */
+SONDE_API int sonde_recorder_flush(struct sonde_recorder *r);
+/* true when records are queued in user space (waiting to be ordered) or a ring holds data
+ * not yet drained. */
+SONDE_API bool sonde_recorder_has_pending_events(const struct sonde_recorder *r);
 /* Enables sampling of every attached process, and resumes any process still stopped for
  * attaching. On failure the enable error is returned (a resume error is logged). */
 SONDE_API int sonde_recorder_enable(struct sonde_recorder *r);

@@ -184,7 +184,7 @@ static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid
 	if (!err)
 		return r;
 	sonde_recorder_free(r);
-	errno = err <= -SONDE_E_BASE ? ERANGE : -err;
+	errno = err == -SONDE_E_RANGE ? ERANGE : err <= -SONDE_E_BASE ? EIO : -err;
 	return NULL;
 }
 
@@ -215,8 +215,14 @@ struct sonde_recorder *sonde_recorder_attach(pid_t pid, const char *path,
 		errno = err;
 		return NULL;
 	}
-	return attach_or_free(r, pid, sonde_spool_write_fd, (void *)(intptr_t)r->out_fd, mode,
-			      opts);
+	r = attach_or_free(r, pid, sonde_spool_write_fd, (void *)(intptr_t)r->out_fd, mode, opts);
+	if (!r) {
+		/* Nothing was recorded: leave no half-written file behind. */
+		int err = errno;
+		unlink(path);
+		errno = err;
+	}
+	return r;
 }
 
 int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
@@ -363,6 +369,27 @@ int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms, struct sonde_r
 		memcpy(out, &pr, out->sz < sizeof(pr) ? out->sz : sizeof(pr));
 	}
 	return err ? err : (int)(pr.samples > INT32_MAX ? INT32_MAX : pr.samples);
+}
+
+int sonde_recorder_flush(struct sonde_recorder *r)
+{
+	struct sonde_record_poll pr = {0};
+
+	if (r->finished)
+		return -SONDE_E_STATE;
+	int err = drain_and_process(r, false, &pr);
+	int ferr = sonde_spool_writer_flush(r->spool);
+	return rec_error(r, err ? err : ferr);
+}
+
+bool sonde_recorder_has_pending_events(const struct sonde_recorder *r)
+{
+	if (perf_sorter_count(r->sorter) > 0)
+		return true;
+	for (size_t i = 0; i < r->n_cpus; i++)
+		if (r->rings[i].mapped && perf_ring_pending(&r->rings[i].ring) > 0)
+			return true;
+	return false;
 }
 
 int sonde_recorder_enable(struct sonde_recorder *r)

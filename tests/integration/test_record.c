@@ -169,7 +169,8 @@ TEST(record_missing_pid_is_a_clean_error)
 	REQUIRE_PERF();
 	test_runf(&o, 30, "%s record -o %s -p 2147483000", test_bin("sonde"), test_path("x"));
 	ASSERT_INT(o.status, ==, 1);
-	ASSERT_CONTAINS(o.err, "sonde record: no such process: 2147483000\n");
+	ASSERT_STR_EQ(o.err, "sonde record: no such process: 2147483000\n");
+	ASSERT(access(test_path("x"), F_OK) != 0); /* no empty spool left behind */
 	test_output_free(&o);
 }
 
@@ -443,16 +444,28 @@ TEST_TIMEOUT(record_api_running_mode_and_max_frequency, 60)
 	ASSERT_OK(sonde_record_max_frequency(&max));
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
+	int fds = test_count_fds();
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
 		sonde_recorder_attach(pid, test_path("run.spool"), SONDE_ATTACH_RUNNING, &opts));
 	ASSERT_INT(sonde_recorder_attach_process(r, pid, SONDE_ATTACH_RUNNING), ==,
 		   SONDE_ATTACH_ALREADY);
 	ASSERT_INT(sonde_recorder_attach_process(r, 2147483000, SONDE_ATTACH_RUNNING), ==,
 		   SONDE_ATTACH_EXITED);
+	usleep(300000);
+	ASSERT(sonde_recorder_has_pending_events(r)); /* nothing drains in the background */
+	ASSERT_OK(sonde_recorder_flush(r));
+	/* Flushed: the file already holds a readable recording (without its end record). */
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open(test_path("run.spool"), NULL));
+	struct sonde_spool_info info;
+	sonde_spool_get_info(s, &info);
+	ASSERT_UINT(info.samples, >, 0);
+	ASSERT(!info.complete);
+	sonde_spool_close(s);
 	while (sonde_recorder_active_process_count(r) > 0)
 		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
 	ASSERT_OK(sonde_recorder_finish(r, &sum));
 	sonde_recorder_free(r);
+	ASSERT_INT(test_count_fds(), ==, fds); /* every event, ring and file closed */
 	ASSERT_INT(test_wait(pid, 10), ==, 0);
 	ASSERT_UINT(sum.frequency, ==, max);
 	ASSERT_UINT(sum.samples, >, 0);
@@ -550,4 +563,53 @@ TEST_TIMEOUT(record_counts_unreported_losses, 60)
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
 	ASSERT_UINT(sum.lost_events, >, 0);
+}
+
+/* Without privileges, the locked-memory limit refuses a big ring: it is halved until it
+ * fits, and recording works (kernel.perf_event_paranoid <= 2 allows a user's own
+ * processes). */
+TEST_TIMEOUT(record_unprivileged_halves_the_ring, 60)
+{
+	char dir[4096], out[4200], errfile[4200];
+	long paranoid = 3;
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld", &paranoid) != 1)
+			paranoid = 3;
+		fclose(f);
+	}
+	if (geteuid() != 0)
+		SKIP("needs root to switch to an unprivileged user");
+	if (paranoid > 2)
+		SKIP("kernel.perf_event_paranoid %ld forbids unprivileged sampling", paranoid);
+	snprintf(dir, sizeof(dir), "%s/nobody", test_tmpdir());
+	ASSERT(mkdir(dir, 0777) == 0 && chmod(dir, 0777) == 0);
+	chmod(test_tmpdir(), 0755);
+	snprintf(out, sizeof(out), "%s/out.spool", dir);
+	snprintf(errfile, sizeof(errfile), "%s/err.txt", dir);
+	pid_t child = fork();
+	if (child == 0) {
+		int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		dup2(fd, STDERR_FILENO);
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(99);
+		execl(test_bin("sonde"), "sonde", "record", "--ring-pages", "65536", "-o", out,
+		      "--", test_prog("split"), "0.3", (char *)NULL);
+		_exit(98);
+	}
+	int status = test_wait(child, 40);
+	char *err = test_read_file(errfile, NULL);
+	ASSERT_INT(status, ==, 0);
+	/* 65536 pages are 256 MiB per CPU: far beyond an unprivileged user's lock limit. */
+	ASSERT_CONTAINS(err, " KiB;");
+	unsigned long long kib = 0;
+	const char *p = strstr(err, " of ");
+	ASSERT(p && sscanf(p, " of %llu KiB", &kib) == 1);
+	ASSERT_UINT(kib, <, 65536ull * 4);
+	ASSERT_UINT(kib, >=, 64);
+	struct split_stats st;
+	analyze_file(out, &st);
+	ASSERT_UINT(st.samples, >, 0);
+	free(err);
 }
