@@ -150,7 +150,11 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 	}
 	snprintf(r->sum.event, sizeof(r->sum.event), "%s", perf_kind_name(r->cfg.kind));
 	r->sum.cycles_error = r->cycles_error;
-	r->cfg.wakeup_bytes = 0;
+	/* Wake the caller once a quarter of a ring is used, not at every sample: fewer
+	 * wakeups, same latency bound (the caller also polls with a timeout). The kernel
+	 * clamps the watermark to the ring actually mapped. */
+	r->cfg.wakeup_bytes =
+		(uint32_t)((uint64_t)r->ring_pages * (uint64_t)sysconf(_SC_PAGESIZE) / 4);
 
 	r->start_mono = rec_now();
 	struct sonde_spool_header h = {.start_time_ns = wall_now(),
