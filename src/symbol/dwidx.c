@@ -185,7 +185,8 @@ static int build_finish(struct dw_build *b)
 				f->s.parent = f->parent_first + k;
 		}
 	}
-	qsort(b->v, b->n, sizeof(*b->v), frag_cmp);
+	if (b->n > 1)
+		qsort(b->v, b->n, sizeof(*b->v), frag_cmp);
 	for (size_t i = 0; i < b->n; i++)
 		where[b->v[i].orig] = (uint32_t)i;
 	cu->scopes = malloc((b->n ? b->n : 1) * sizeof(*cu->scopes));
@@ -288,7 +289,8 @@ static int read_units(struct dwidx *x)
 		if (x->n_cus >= UINT32_MAX - 1)
 			break;
 	}
-	qsort(x->ranges, x->n_ranges, sizeof(*x->ranges), range_cmp);
+	if (x->n_ranges > 1)
+		qsort(x->ranges, x->n_ranges, sizeof(*x->ranges), range_cmp);
 	return 0;
 }
 

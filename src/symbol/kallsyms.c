@@ -112,7 +112,8 @@ int kallsyms_parse(struct kallsyms *k, const char *buf, size_t len)
 			return -ENOMEM;
 		pos = end + 1;
 	}
-	qsort(k->v, k->n, sizeof(*k->v), ksym_cmp);
+	if (k->n > 1)
+		qsort(k->v, k->n, sizeof(*k->v), ksym_cmp);
 	return 0;
 }
 

@@ -81,13 +81,10 @@ static Elf_Scn *find_section(Elf *elf, uint32_t sh_type, GElf_Shdr *sh)
 	return NULL;
 }
 
-static size_t collect(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct sym_cand *c, size_t max)
+static size_t collect(Elf *elf, Elf_Data *d, const GElf_Shdr *sh, struct sym_cand *c, size_t max)
 {
-	Elf_Data *d = elf_getdata(scn, NULL);
 	size_t n = 0;
 
-	if (!d)
-		return 0;
 	for (size_t i = 1; i < max; i++) {
 		GElf_Sym sym;
 		uint64_t sec_end;
@@ -144,19 +141,23 @@ int symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type)
 	GElf_Shdr sh;
 	Elf_Scn *scn = find_section(elf, sh_type, &sh);
 	struct sym_cand *c;
+	Elf_Data *d;
 	size_t max, n;
 
 	t->v = NULL;
 	t->n = 0;
-	if (!scn || !sh.sh_entsize || sh.sh_type == SHT_NOBITS)
+	if (!scn || sh.sh_type == SHT_NOBITS || !(d = elf_getdata(scn, NULL)))
 		return 0;
-	max = sh.sh_size / sh.sh_entsize;
+	/* The count comes from the data libelf actually holds (bounded by the file), not
+	 * from the header's claims. */
+	max = d->d_size /
+	      (gelf_getclass(elf) == ELFCLASS64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym));
 	if (max < 2 || max > (1u << 26))
 		return 0;
 	c = malloc(max * sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	n = collect(elf, scn, &sh, c, max);
+	n = collect(elf, d, &sh, c, max);
 	if (n) {
 		t->v = malloc(n * sizeof(*t->v));
 		if (!t->v) {
