@@ -20,17 +20,20 @@ sonde_samples=$(awk '/^samples/{print $2+0}' "$tmp/sonde.txt")
 perf record -q --call-graph dwarf,16384 -F "$FREQ" -o "$tmp/perf.data" \
 	"$B/progs/split-nofp" "$S" >/dev/null 2>&1
 perf_samples=$(perf script -i "$tmp/perf.data" -F tid 2>/dev/null | wc -l)
-t0=$(date +%s.%N)
-perf report -i "$tmp/perf.data" --stdio >/dev/null 2>&1
-t1=$(date +%s.%N)
-perf script -i "$tmp/perf.data" >/dev/null 2>&1
-t2=$(date +%s.%N)
+# CPU time (task-clock, ms) of each perf run: comparable to sonde's thread CPU time on a
+# shared machine.
+cpu_ms() {
+	perf stat -x, -e task-clock -o "$tmp/stat" "$@" >/dev/null 2>&1
+	awk -F, '/task-clock/{print $1}' "$tmp/stat"
+}
+rep_ms=$(cpu_ms perf report -i "$tmp/perf.data" --stdio)
+scr_ms=$(cpu_ms perf script -i "$tmp/perf.data")
 
-awk -v sp="$sonde_pass" -v ss="$sonde_samples" -v ps="$perf_samples" -v t0="$t0" -v t1="$t1" \
-    -v t2="$t2" 'BEGIN {
-	sonde = sp / ss; rep = (t1 - t0) / ps; scr = (t2 - t1) / ps;
-	printf "perf report: %d samples in %.3f s = %.1f us/sample\n", ps, t1 - t0, rep * 1e6;
-	printf "perf script: %d samples in %.3f s = %.1f us/sample\n", ps, t2 - t1, scr * 1e6;
-	printf "sonde unwind: %.2f us/sample\n", sonde * 1e6;
+awk -v sp="$sonde_pass" -v ss="$sonde_samples" -v ps="$perf_samples" -v rm="$rep_ms" \
+    -v sm="$scr_ms" 'BEGIN {
+	sonde = sp / ss; rep = rm / 1e3 / ps; scr = sm / 1e3 / ps;
+	printf "perf report: %d samples in %.3f s CPU = %.1f us/sample\n", ps, rm / 1e3, rep * 1e6;
+	printf "perf script: %d samples in %.3f s CPU = %.1f us/sample\n", ps, sm / 1e3, scr * 1e6;
+	printf "sonde unwind: %.2f us/sample (CPU)\n", sonde * 1e6;
 	printf "ratio perf report / sonde: %.1fx, perf script / sonde: %.1fx\n", rep / sonde, scr / sonde;
 }'

@@ -20,15 +20,14 @@ struct unwind_maps;
  * which reaches deleted or replaced binaries. NULL and errno on failure. */
 struct unwind_maps *unwind_maps_new(pid_t pid);
 
-/* Adds the executable mapping [start, end) of file offset pgoff. The table is built from
- * image (copied if non-NULL: e.g. a vDSO read from memory) or else, on first use, from the
- * file (/proc/PID/map_files first, then path). path may be NULL only with an image.
- * Returns 0 or -errno. */
+/* Adds the executable mapping [start, end) of file offset pgoff of the file (dev, inode)
+ * at path ("[vdso]": the vDSO, read from the process's memory). Its table is built on first
+ * use (unwind/cache.h). Returns 0 or -errno. */
 int unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
-		    const char *path, const void *image, size_t image_len);
+		    uint64_t dev, uint64_t inode, const char *path);
 
-/* Adds every executable mapping of process pid from /proc/PID/maps; the [vdso] image is
- * read from the process's memory. Returns the number added or -errno. */
+/* Adds every executable mapping of process pid from /proc/PID/maps (files and the vDSO).
+ * Returns the number added or -errno. */
 int unwind_maps_load_pid(struct unwind_maps *m, pid_t pid);
 
 /* unwind_find_module_fn over the maps (ctx is the struct unwind_maps *). Builds the

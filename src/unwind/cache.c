@@ -1,0 +1,221 @@
+/* Per-recording cache of CFI tables (see cache.h). Entries live in an open-addressing hash
+ * on file identity; the vDSO is one entry (every process of a boot maps the same image). */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sonde/log.h>
+
+#include "unwind/cache.h"
+#include "unwind/cfi_parse.h"
+
+/* Larger files are not loaded: no real binary needs it, and a hostile mapping must not
+ * make the profiler read gigabytes. The vDSO is a few pages. */
+enum { MAX_IMAGE = 1 << 30, MAX_VDSO = 1 << 20 };
+
+struct entry {
+	uint64_t dev, inode; /* inode 0 and dev 1: the vDSO; 0/0: empty slot */
+	struct cfi_table *table;
+	struct cfi_load loads[CFI_MAX_LOADS]; /* for the bias of each mapping */
+	unsigned n_loads;
+};
+
+struct unwind_cache {
+	struct entry *v;
+	size_t n, cap; /* cap a power of two */
+	uint32_t tables, without;
+};
+
+struct unwind_cache *unwind_cache_new(void)
+{
+	struct unwind_cache *c = calloc(1, sizeof(*c));
+
+	if (c && !(c->v = calloc(c->cap = 64, sizeof(*c->v)))) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void unwind_cache_free(struct unwind_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->cap; i++)
+		cfi_table_free(c->v[i].table);
+	free(c->v);
+	free(c);
+}
+
+void unwind_cache_counts(const struct unwind_cache *c, uint32_t *tables, uint32_t *without)
+{
+	*tables = c->tables;
+	*without = c->without;
+}
+
+static size_t slot_of(const struct unwind_cache *c, uint64_t dev, uint64_t inode)
+{
+	uint64_t h = (inode * 0x9e3779b97f4a7c15ull) ^ (dev * 0xc2b2ae3d27d4eb4full);
+	size_t i = (size_t)(h >> 17) & (c->cap - 1);
+
+	while ((c->v[i].dev || c->v[i].inode) && (c->v[i].dev != dev || c->v[i].inode != inode))
+		i = (i + 1) & (c->cap - 1);
+	return i;
+}
+
+static int grow(struct unwind_cache *c)
+{
+	struct unwind_cache bigger = {.cap = c->cap * 2};
+
+	if (!(bigger.v = calloc(bigger.cap, sizeof(*bigger.v))))
+		return -ENOMEM;
+	for (size_t i = 0; i < c->cap; i++)
+		if (c->v[i].dev || c->v[i].inode)
+			bigger.v[slot_of(&bigger, c->v[i].dev, c->v[i].inode)] = c->v[i];
+	free(c->v);
+	c->v = bigger.v;
+	c->cap = bigger.cap;
+	return 0;
+}
+
+static uint8_t *read_fd(int fd, uint64_t inode, size_t *len)
+{
+	struct stat st;
+	uint8_t *buf;
+	size_t got = 0;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    st.st_size > MAX_IMAGE || (inode && st.st_ino != inode))
+		return NULL;
+	if (!(buf = malloc((size_t)st.st_size)))
+		return NULL;
+	while (got < (size_t)st.st_size) {
+		ssize_t r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+		if (r <= 0) {
+			free(buf);
+			return NULL;
+		}
+		got += (size_t)r;
+	}
+	*len = got;
+	return buf;
+}
+
+/* The mapped file's bytes: map_files first (deleted or replaced files), then the path. */
+static uint8_t *read_image(const struct unwind_mapping *m, size_t *len)
+{
+	char path[96];
+	uint8_t *img = NULL;
+	int fd;
+
+	if (m->vdso) {
+		if (m->end - m->start > MAX_VDSO)
+			return NULL;
+		snprintf(path, sizeof(path), "/proc/%d/mem", (int)m->pid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			return NULL;
+		*len = (size_t)(m->end - m->start);
+		if ((img = malloc(*len)) &&
+		    pread(fd, img, *len, (off_t)m->start) != (ssize_t)*len) {
+			free(img);
+			img = NULL;
+		}
+		close(fd);
+		return img;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)m->pid,
+		 m->start, m->end);
+	for (int i = 0; i < 2 && !img; i++) {
+		const char *p = i == 0 ? path : m->path;
+		if (!p || (i == 0 && m->pid <= 0) || (fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		img = read_fd(fd, m->inode, len);
+		close(fd);
+	}
+	return img;
+}
+
+static void read_loads(const uint8_t *img, size_t len, struct entry *e)
+{
+	Elf *elf;
+	size_t nph;
+
+	if (elf_version(EV_CURRENT) == EV_NONE || !(elf = elf_memory((char *)img, len)))
+		return;
+	if (elf_getphdrnum(elf, &nph) < 0)
+		nph = 0;
+	for (size_t i = 0; i < nph && e->n_loads < CFI_MAX_LOADS; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD)
+			e->loads[e->n_loads++] =
+				(struct cfi_load){ph.p_vaddr, ph.p_memsz, ph.p_offset, ph.p_filesz,
+						  (ph.p_flags & PF_X) != 0};
+	}
+	elf_end(elf);
+}
+
+static void build(struct entry *e, const struct unwind_mapping *m)
+{
+	size_t len = 0;
+	uint8_t *img = read_image(m, &len);
+
+	if (!img) {
+		sonde_debug("unwind: cannot read %s", m->path ? m->path : "[vdso]");
+		return;
+	}
+	read_loads(img, len, e);
+	if (e->n_loads)
+		e->table = cfi_table_from_elf(img, len, NULL, 0);
+	if (!e->table)
+		sonde_debug("unwind: no CFI in %s", m->path ? m->path : "[vdso]");
+	free(img);
+}
+
+/* runtime address - ELF vaddr, from the PT_LOAD segment that holds the mapping's offset. */
+static bool bias_of(const struct entry *e, const struct unwind_mapping *m, uint64_t *bias)
+{
+	for (unsigned i = 0; i < e->n_loads; i++) {
+		const struct cfi_load *l = &e->loads[i];
+		if (m->pgoff >= (l->offset & ~(uint64_t)0xfff) &&
+		    m->pgoff < l->offset + l->filesz) {
+			*bias = m->start - m->pgoff + l->offset - l->vaddr;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool unwind_cache_lookup(struct unwind_cache *c, const struct unwind_mapping *m,
+			 struct unwind_module *out)
+{
+	uint64_t dev = m->vdso ? 1 : m->dev, inode = m->vdso ? 0 : m->inode;
+
+	out->table = NULL;
+	out->bias = 0;
+	if (!m->vdso && !inode)
+		return true; /* anonymous code (JIT): no file, no CFI */
+	if (2 * (c->n + 1) > c->cap && grow(c) < 0)
+		return false;
+	size_t i = slot_of(c, dev, inode);
+	struct entry *e = &c->v[i];
+	if (!e->dev && !e->inode) {
+		e->dev = dev;
+		e->inode = inode;
+		c->n++;
+		build(e, m);
+		if (e->table)
+			c->tables++;
+		else
+			c->without++;
+	}
+	if (e->table && bias_of(e, m, &out->bias))
+		out->table = e->table;
+	return true;
+}
