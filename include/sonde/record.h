@@ -66,6 +66,8 @@ struct sonde_record_opts {
 	enum sonde_record_event event;
 };
 
+#define SONDE_UNWIND_FALLBACKS 8
+
 /* Counters of the whole recording. */
 struct sonde_record_summary {
 	size_t sz;		   /* set by the caller: sizeof(struct sonde_record_summary) */
@@ -86,7 +88,18 @@ struct sonde_record_summary {
 	uint32_t threads;	   /* threads seen */
 	char event[16];		   /* the event sampled: "cycles" or "cpu-clock" */
 	int cycles_error;	   /* -errno of the refused cycles attempt when it fell back */
+	/* Unwinding: frames found through DWARF CFI and through the frame-pointer fallback, and
+	 * why CFI failed for a frame, by reason (names from sonde_unwind_fallback_name). */
+	uint64_t unwind_cfi_frames;
+	uint64_t unwind_fp_frames;
+	uint64_t unwind_fallbacks[SONDE_UNWIND_FALLBACKS];
 };
+
+/* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in
+ * no mapping), "no-cfi" (its file has no unwind data), "no-row" (its CFI does not cover
+ * the pc), "unsupported-rule", "cfa-unrecoverable", "ra-unrecoverable", "no-advance",
+ * "sp-backwards". Never NULL. */
+SONDE_API const char *sonde_unwind_fallback_name(unsigned i);
 
 /* What one poll did. */
 struct sonde_record_poll {

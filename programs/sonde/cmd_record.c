@@ -230,6 +230,17 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		s->rings, s->rings == 1 ? "" : "s", (unsigned long long)(s->ring_bytes / 1024),
 		s->processes, s->processes == 1 ? "" : "es", s->threads, s->threads == 1 ? "" : "s",
 		(unsigned long long)s->empty_stacks, (unsigned long long)s->truncated_stacks);
+	fprintf(stderr, "  unwind: %llu frames by DWARF CFI, %llu by frame pointers",
+		(unsigned long long)s->unwind_cfi_frames, (unsigned long long)s->unwind_fp_frames);
+	const char *sep = "; CFI fallbacks:";
+	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++) {
+		if (!s->unwind_fallbacks[i])
+			continue;
+		fprintf(stderr, "%s %s %llu", sep, sonde_unwind_fallback_name(i),
+			(unsigned long long)s->unwind_fallbacks[i]);
+		sep = ",";
+	}
+	fprintf(stderr, "\n");
 }
 
 static int install_signals(void)

@@ -120,7 +120,8 @@ static struct sonde_recorder *recorder_alloc(void)
 	r->sum.sz = sizeof(r->sum);
 	if (perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
 	    !(r->rings = calloc(r->n_cpus, sizeof(*r->rings))) ||
-	    !(r->sorter = perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+	    !(r->sorter = perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    !(r->unwind_cache = unwind_cache_new())) {
 		sonde_recorder_free(r);
 		return NULL;
 	}
@@ -429,6 +430,10 @@ int sonde_recorder_summary(const struct sonde_recorder *r, struct sonde_record_s
 		s.duration_ns = rec_now() - r->start_mono;
 	if (r->finished)
 		s.duration_ns = r->sum.duration_ns;
+	s.unwind_cfi_frames = r->unwind_stats.cfi_steps;
+	s.unwind_fp_frames = r->unwind_stats.fp_steps;
+	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++)
+		s.unwind_fallbacks[i] = r->unwind_stats.fallbacks[i];
 	memcpy(out, &s, out->sz < sizeof(s) ? out->sz : sizeof(s));
 	return 0;
 }
@@ -518,6 +523,7 @@ void sonde_recorder_free(struct sonde_recorder *r)
 	sonde_spool_writer_free(r->spool);
 	perf_sorter_free(r->sorter);
 	rec_track_free(r);
+	unwind_cache_free(r->unwind_cache);
 	free(r->events);
 	free(r->rings);
 	free(r->cpus);

@@ -20,6 +20,8 @@
 #include "perf/sorter.h"
 #include "proc/proc.h"
 #include "record/modules.h"
+#include "unwind/cache.h"
+#include "unwind/dwarf.h"
 
 struct rec_ring {
 	struct perf_ring ring;
@@ -90,6 +92,8 @@ struct sonde_recorder {
 	bool enabled, finished;
 
 	struct sonde_spool_frame frames[UNWIND_MAX_FRAMES];
+	struct unwind_cache *unwind_cache; /* CFI tables of every file seen, built on first use */
+	struct unwind_stats unwind_stats;
 };
 
 /* Keeps the first error of the recording; returns err. */

@@ -1,22 +1,51 @@
 #include "record/stack.h"
-#include "unwind/fp.h"
 
-/* A return address must point into mapped code; anything else means the frame-pointer
- * chain went through code built without frame pointers and the walk must stop. */
-static bool in_code(void *ctx, uint64_t pc)
+/* Module lookup for the unwinder: the process's module table, then the recording's table
+ * cache, remembered for the last module (consecutive frames are mostly in the same one). */
+struct find_ctx {
+	const struct rec_modtable *mods;
+	struct unwind_cache *cache;
+	pid_t pid;
+	const struct rec_module *last;
+	struct unwind_module last_mod;
+};
+
+static bool find_module(void *vctx, uint64_t pc, struct unwind_module *out)
 {
-	return modtable_find(ctx, pc) != NULL;
+	struct find_ctx *c = vctx;
+	const struct rec_module *m = modtable_find(c->mods, pc);
+
+	if (!m)
+		return false;
+	if (m != c->last) {
+		struct unwind_mapping um = {.pid = c->pid,
+					    .start = m->start,
+					    .end = m->end,
+					    .pgoff = m->pgoff,
+					    .dev = m->dev,
+					    .inode = m->inode,
+					    .path = m->path,
+					    .vdso = (m->flags & SONDE_MODULE_VDSO) != 0};
+		if (!unwind_cache_lookup(c->cache, &um, &c->last_mod))
+			c->last_mod.table = NULL;
+		c->last = m;
+	}
+	*out = c->last_mod;
+	return true;
 }
 
 size_t record_unwind(const struct unwind_regs *regs, const struct unwind_stack *stack,
-		     const struct rec_modtable *mods, struct sonde_spool_frame *frames, size_t max,
+		     const struct rec_modtable *mods, struct unwind_cache *cache, pid_t pid,
+		     struct unwind_stats *stats, struct sonde_spool_frame *frames, size_t max,
 		     enum unwind_end *end)
 {
 	uint64_t pcs[UNWIND_MAX_FRAMES];
+	struct find_ctx ctx = {.mods = mods, .cache = cache, .pid = pid};
+	size_t n;
 
 	if (max > UNWIND_MAX_FRAMES)
 		max = UNWIND_MAX_FRAMES;
-	size_t n = unwind_fp(regs, stack, in_code, (void *)mods, pcs, max, end);
+	*end = unwind_dwarf(regs, stack, find_module, &ctx, pcs, max, &n, stats);
 	for (size_t i = 0; i < n; i++) {
 		/* Callers hold return address - 1: still inside the call's module. */
 		const struct rec_module *m = modtable_find(mods, pcs[i]);

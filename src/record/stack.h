@@ -1,24 +1,29 @@
-/* The recorder's single call into an unwinder: registers and stack copy in, spool frames
+/* The recorder's single call into the unwinder: registers and stack copy in, spool frames
  * and the reason the walk ended out. Internal.
  *
- * Frame-pointer walking is what runs today; a CFI unwinder plugs in here, with the same
- * inputs (the process's module table tells it which file and offset each pc belongs to).
+ * DWARF CFI unwinding (unwind/dwarf.h) with the frame-pointer walk as its per-frame
+ * fallback; the process's module table tells which file each pc belongs to, and the
+ * recording's unwind cache holds each file's CFI table, built when a pc in it is first hit.
  */
 #ifndef SONDE_RECORD_STACK_H
 #define SONDE_RECORD_STACK_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <sonde/spool.h>
 
 #include "record/modules.h"
-#include "unwind/unwind.h"
+#include "unwind/cache.h"
+#include "unwind/dwarf.h"
 
-/* Unwinds one sample into frames[0..max) (innermost first; callers as return address minus
- * one), each translated to (module id, file offset) when a module of mods covers it, else
- * (0, raw address). Returns the number of frames and sets *end. */
+/* Unwinds one sample of process pid into frames[0..max) (innermost first; callers as return
+ * address minus one), each translated to (module id, file offset) when a module of mods
+ * covers it, else (0, raw address). Counts CFI and fallback steps into stats. Returns the
+ * number of frames and sets *end. */
 size_t record_unwind(const struct unwind_regs *regs, const struct unwind_stack *stack,
-		     const struct rec_modtable *mods, struct sonde_spool_frame *frames, size_t max,
+		     const struct rec_modtable *mods, struct unwind_cache *cache, pid_t pid,
+		     struct unwind_stats *stats, struct sonde_spool_frame *frames, size_t max,
 		     enum unwind_end *end);
 
 #endif

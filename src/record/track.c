@@ -281,7 +281,8 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	r->sum.samples++;
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP]};
-		n = record_unwind(&s->regs, &st, &p->mods, r->frames, UNWIND_MAX_FRAMES, &end);
+		n = record_unwind(&s->regs, &st, &p->mods, r->unwind_cache, p->pid,
+				  &r->unwind_stats, r->frames, UNWIND_MAX_FRAMES, &end);
 	}
 	if (n == 0) {
 		r->sum.empty_stacks++;

@@ -5,6 +5,8 @@
  * of using a stale value. */
 #include <string.h>
 
+#include <sonde/record.h>
+
 #include "unwind/dwarf.h"
 #include "unwind/fp.h"
 
@@ -36,9 +38,16 @@ static const char *const fallback_names[UNWIND_FB_COUNT] = {
 	[UNWIND_FB_SP_BACKWARDS] = "sp-backwards",
 };
 
+_Static_assert(UNWIND_FB_COUNT == SONDE_UNWIND_FALLBACKS, "the summary has one slot per reason");
+
 const char *unwind_fallback_name(enum unwind_fallback r)
 {
 	return (unsigned)r < UNWIND_FB_COUNT ? fallback_names[r] : "unknown";
+}
+
+const char *sonde_unwind_fallback_name(unsigned i)
+{
+	return unwind_fallback_name((enum unwind_fallback)i);
 }
 
 /* Reading stack memory: beyond the end of the copy means the window was too small;
@@ -163,15 +172,32 @@ static enum step_result cfi_step(const struct cfi_row *row, struct frame *f,
  * return address; rbp at or above rsp, aligned, inside the copy). One step rather than the
  * rest of the chain, so that CFI resumes at the caller: a frame without CFI inside code
  * built without frame pointers costs one frame of guesswork, not the rest of the stack. */
-static enum step_result fp_step(struct frame *f, const struct unwind_stack *s)
+struct fp_check {
+	unwind_find_module_fn find;
+	void *ctx;
+};
+
+/* A frame-pointer return address must be inside a mapping; anything else means the chain
+ * went through a frame whose rbp is not a frame pointer. */
+static bool fp_plausible(void *vctx, uint64_t pc)
 {
+	struct fp_check *c = vctx;
+	struct unwind_module m;
+
+	return c->find(c->ctx, pc - 1, &m);
+}
+
+static enum step_result fp_step(struct frame *f, const struct unwind_stack *s,
+				unwind_find_module_fn find, void *ctx)
+{
+	struct fp_check check = {find, ctx};
 	struct unwind_regs regs;
 	uint64_t pcs[2], saved_rbp;
 	enum unwind_end end;
 
 	memcpy(regs.r, f->r, sizeof(regs.r));
 	regs.valid = f->valid;
-	if (unwind_fp(&regs, s, NULL, NULL, pcs, 2, &end) == 2 &&
+	if (unwind_fp(&regs, s, fp_plausible, &check, pcs, 2, &end) == 2 &&
 	    unwind_stack_read(s, f->r[UREG_RBP], &saved_rbp)) {
 		f->valid &= BIT(UREG_RSP) | BIT(UREG_RIP) | BIT(UREG_RBP);
 		f->r[UREG_RSP] = f->r[UREG_RBP] + 16;
@@ -244,7 +270,7 @@ static enum step_result step(struct frame *f, const struct unwind_stack *s,
 	}
 	st->fallbacks[why]++;
 	next = *f;
-	r = fp_step(&next, s);
+	r = fp_step(&next, s, find, ctx);
 	if (r != STEP_OK)
 		return r;
 	if (!sane(f, &next, false, &why))

@@ -364,7 +364,15 @@ TEST(unwind_through_signal_frame)
 	unwind_maps_free(m);
 }
 
-/* Without any module, the unwinder falls back to frame pointers and counts why. */
+/* Code in [0x400000, 0x500000) without CFI. */
+static bool fake_code(void *ctx, uint64_t pc, struct unwind_module *out)
+{
+	out->table = NULL;
+	out->bias = 0;
+	return pc >= 0x400000 && pc < 0x500000;
+}
+
+/* Code without CFI: the unwinder falls back to frame pointers and counts why. */
 TEST(unwind_falls_back_to_frame_pointers)
 {
 	static uint64_t stack[8];
@@ -383,16 +391,19 @@ TEST(unwind_falls_back_to_frame_pointers)
 	regs.r[UREG_RBP] = base + 16;
 	regs.valid = 1u << UREG_RIP | 1u << UREG_RSP | 1u << UREG_RBP;
 	struct unwind_stack s = {(const uint8_t *)stack, sizeof(stack), base};
-	struct unwind_maps *m = unwind_maps_new(0);
-	enum unwind_end end = unwind_dwarf(&regs, &s, unwind_maps_find, m, frames, 16, &n, &st);
+	enum unwind_end end = unwind_dwarf(&regs, &s, fake_code, NULL, frames, 16, &n, &st);
 	ASSERT_INT(end, ==, UNWIND_END_COMPLETE);
 	ASSERT_UINT(n, ==, 3);
 	ASSERT_UINT(frames[1], ==, 0x401233);
 	ASSERT_UINT(frames[2], ==, 0x4014ff);
 	ASSERT_UINT(st.fp_steps, ==, 2);
-	ASSERT_UINT(st.fallbacks[UNWIND_FB_NO_MODULE], ==, 3);
-	ASSERT_STR_EQ(unwind_fallback_name(UNWIND_FB_NO_MODULE), "no-module");
-	unwind_maps_free(m);
+	ASSERT_UINT(st.fallbacks[UNWIND_FB_NO_CFI], ==, 3);
+	ASSERT_STR_EQ(unwind_fallback_name(UNWIND_FB_NO_CFI), "no-cfi");
+	/* A return address outside every mapping is not followed. */
+	stack[3] = 0x901234;
+	ASSERT_INT(unwind_dwarf(&regs, &s, fake_code, NULL, frames, 16, &n, &st), ==,
+		   UNWIND_END_ERROR);
+	ASSERT_UINT(n, ==, 1);
 }
 
 /* A sample inside the vDSO (clock_gettime) unwinds through the vDSO's own CFI, whose table
