@@ -216,12 +216,14 @@ struct entry {
  * malformed. */
 static int entry_at(const struct cfi_sec *s, size_t off, struct entry *e)
 {
-	struct cfi_rd r = {s->buf + off, s->buf + s->len, off > s->len};
+	if (off >= s->len)
+		return 0;
+	struct cfi_rd r = {s->buf + off, s->buf + s->len, false};
 	uint64_t len = rd_fixed(&r, 4), id;
 	bool dwarf64 = len == 0xffffffffu;
 
 	if (r.err)
-		return off >= s->len ? 0 : -1;
+		return -1;
 	if (len == 0)
 		return 0;
 	if (dwarf64)

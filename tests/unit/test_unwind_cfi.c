@@ -11,6 +11,7 @@
 #include "../test.h"
 #include "../util.h"
 #include "unwind/cfi.h"
+#include "unwind/cfi_parse.h"
 #include "unwind/unwind.h"
 
 struct image {
@@ -443,4 +444,61 @@ TEST(cfi_vdso_image_from_memory)
 	ASSERT_INT(w.fdes, ==, cfi_table_stats(t)->fdes);
 	cfi_table_free(t);
 	free(img);
+}
+
+/* Every DW_EH_PE pointer encoding the parser accepts, and the ones it must refuse. */
+TEST(cfi_pointer_encodings)
+{
+	/* An image whose one segment maps file offset 0 at vaddr 0x5000: a pointer stored at
+	 * 0x5008 holds 0x12345678 (for DW_EH_PE_indirect). */
+	uint8_t file[16] = {0};
+	file[8] = 0x78, file[9] = 0x56, file[10] = 0x34, file[11] = 0x12;
+	struct cfi_image img = {.buf = file, .len = sizeof(file), .n_loads = 1};
+	img.loads[0] = (struct cfi_load){0x5000, 16, 0, 16, false};
+	static const uint8_t bytes[] = {
+		0xfe, 0xff,			 /* 0: udata2 0xfffe / sdata2 -2 */
+		0xe5, 0x8e, 0x26,		 /* 2: uleb 624485 / sleb */
+		0x7f,				 /* 5: sleb -1 */
+		0x10, 0,    0,	  0,		 /* 6: sdata4 16 */
+		8,    0x50, 0,	  0, 0, 0, 0, 0, /* 10: udata8 0x5008 */
+	};
+	struct cfi_sec s = {.buf = bytes,
+			    .len = sizeof(bytes),
+			    .vaddr = 0x1000,
+			    .text_base = 0x2000,
+			    .data_base = 0x3000,
+			    .img = &img};
+	struct {
+		size_t at;
+		uint8_t enc;
+		bool ok;
+		uint64_t want;
+	} cases[] = {
+		{0, 0x02, true, 0xfffe},
+		{0, 0x0a, true, (uint64_t)-2},
+		{2, 0x01, true, 624485},
+		{5, 0x09, true, (uint64_t)-1},
+		{6, 0x1b, true, 0x1000 + 6 + 16}, /* pcrel sdata4: from the field */
+		{6, 0x2b, true, 0x2000 + 16},	  /* textrel */
+		{6, 0x3b, true, 0x3000 + 16},	  /* datarel */
+		{10, 0x04, true, 0x5008},	  /* udata8 */
+		{10, 0x00, true, 0x5008},	  /* absptr is 8 bytes */
+		{10, 0x84, true, 0x12345678},	  /* indirect: read from the image */
+		{6, 0x83, false, 0},		  /* indirect to an address not in the image */
+		{6, 0x05, false, 0},		  /* no such format */
+		{6, 0x4b, false, 0},		  /* funcrel: not used by CFI headers */
+		{14, 0x04, false, 0},		  /* runs past the end */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cfi_rd r = {bytes + cases[i].at, bytes + sizeof(bytes), false};
+		uint64_t v = 0;
+		bool ok = cfi_rd_encoded(&r, &s, cases[i].enc, &v);
+		if (ok != cases[i].ok || (ok && v != cases[i].want))
+			FAIL("case %zu (enc 0x%02x): ok %d value 0x%" PRIx64
+			     ", want ok %d 0x%" PRIx64,
+			     i, cases[i].enc, ok, v, cases[i].ok, cases[i].want);
+	}
+	struct cfi_rd r = {bytes, bytes, false};
+	uint64_t v = 1;
+	ASSERT(cfi_rd_encoded(&r, &s, 0xff, &v) && v == 0); /* omit */
 }
