@@ -82,6 +82,8 @@ static int on_frame(struct conv *c, const struct sonde_spool_record *r)
 		return -ENOMEM;
 	/* module-less frames stay raw: a frame record names no process, so there is no pid
 	 * to look up a JIT map for (JIT code the recorder saw mapped comes with a module) */
+	if (f->module >= c->mods.n)
+		return -SONDE_E_REFERENCE;
 	if (c->sym && f->module) {
 		n = sonde_symbolize(c->sym, &c->mods.v[f->module].m, f->addr, c->out, MAX_INLINE);
 		if (n < 0 && c->sym_failures++ == 0)
@@ -109,6 +111,10 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 	case SONDE_SPOOL_REC_FRAME:
 		return on_frame(c, r);
 	case SONDE_SPOOL_REC_NODE:
+		/* the decoder validated every reference; checked again because an index out
+		 * of these arrays would be a memory error rather than a bad file */
+		if (r->node.parent >= c->nodes.n || r->node.frame >= c->frames.n)
+			return -SONDE_E_REFERENCE;
 		slot = ARR_PUSH(c->nodes);
 		if (!slot)
 			return -ENOMEM;
@@ -124,6 +130,8 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 			    : -ENOMEM;
 	}
 	case SONDE_SPOOL_REC_SAMPLE:
+		if (r->sample.thread >= c->threads.n || r->sample.stack >= c->nodes.n)
+			return -SONDE_E_REFERENCE;
 		return prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
 					    c->nodes.v[r->sample.stack], 1);
 	default: /* retirements change nothing here; END and optional records carry nothing */
@@ -208,16 +216,12 @@ static void conv_free(struct conv *c)
 	sonde_symbolizer_free(c->sym);
 }
 
-struct sonde_profile *sonde_profile_from_spool(const char *path,
-					       const struct sonde_profile_spool_opts *opts)
+struct sonde_profile *prof_from_spool_fd(int fd, const char *name,
+					 const struct sonde_profile_spool_opts *opts)
 {
 	struct conv c = {0};
-	int err = -ENOMEM, fd = -1;
+	int err = -ENOMEM;
 
-	if (!path) {
-		errno = EINVAL;
-		return NULL;
-	}
 	c.p = sonde_profile_new(NULL);
 	/* entry 0 of each map stands for spool id 0 ("none", the root) */
 	if (!c.p || !ARR_PUSH(c.mods) || !ARR_PUSH(c.frames) || !ARR_PUSH(c.nodes) ||
@@ -230,13 +234,7 @@ struct sonde_profile *sonde_profile_from_spool(const char *path,
 			goto fail;
 		}
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		goto fail;
-	}
-	err = decode_file(&c, fd, path);
-	close(fd);
+	err = decode_file(&c, fd, name);
 	if (err)
 		goto fail;
 	if (c.sym_failures)
@@ -249,4 +247,21 @@ fail:
 	sonde_profile_free(c.p);
 	errno = err < 0 ? -err : EINVAL;
 	return NULL;
+}
+
+struct sonde_profile *sonde_profile_from_spool(const char *path,
+					       const struct sonde_profile_spool_opts *opts)
+{
+	if (!path) {
+		errno = EINVAL;
+		return NULL;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct sonde_profile *p = prof_from_spool_fd(fd, path, opts);
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return p;
 }

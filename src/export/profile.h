@@ -109,6 +109,11 @@ uint64_t prof_loc_address(const struct sonde_profile *p, const struct prof_loc *
 /* Last path component of a string id (the whole string if it has no '/'). */
 const char *prof_basename(const struct sonde_profile *p, uint32_t str);
 
+/* sonde_profile_from_spool on an open file (read from its current position to its end);
+ * name is used in messages. */
+struct sonde_profile *prof_from_spool_fd(int fd, const char *name,
+					 const struct sonde_profile_spool_opts *opts);
+
 /* The exporters, each writing one format to fd. */
 int prof_write_pprof(const struct sonde_profile *p, int fd);
 int prof_write_folded(const struct sonde_profile *p, int fd);

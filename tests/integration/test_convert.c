@@ -289,7 +289,8 @@ TEST_TIMEOUT(convert_recording_of_split_to_every_format, 600)
 		SKIP("perf_event_open is not permitted here");
 	test_runf(&o, 60, "%s record -q -F 999 -o %s -- %s 2", test_bin("sonde"), spool,
 		  test_prog("split"));
-	ASSERT_INT(o.status, ==, 0);
+	if (o.status != 0)
+		FAIL("sonde record failed (%d): %s", o.status, o.err);
 	test_output_free(&o);
 	convert(&o, spool, pprof, NULL);
 	ASSERT_INT(o.status, ==, 0);
