@@ -22,3 +22,9 @@ $(B)/progs/sym_cxx: tests/progs/sym_cxx/cxx.cc
 
 # always_inline frames with real optimisation
 PROG_EXTRA_CFLAGS_sym_inline := -O2
+
+# bench-symbolize: sonde's symbolizer against eu-addr2line and addr2line (bench/symbolize.c)
+all: $(B)/bench-symbolize
+
+$(B)/bench-symbolize: $(B)/obj/bench/symbolize.o $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

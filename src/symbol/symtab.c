@@ -4,38 +4,25 @@
 
 #include "symbol/symtab.h"
 
-/* A candidate while building: the rank decides which of several names for one address
- * wins (as perf does: global over weak over local, then fewer leading underscores, then
- * the shorter name). */
+/* A candidate while building. Several names for one address are common (aliases,
+ * ifuncs and their resolvers, assembly entry points); the one kept is the one libdwfl
+ * (eu-addr2line, perf with libdw) reports: a sized symbol over a sizeless one, then
+ * global over weak over local, then the first in the table. */
 struct sym_cand {
 	struct sym_entry e;
 	uint64_t size;
 	uint64_t sec_end; /* end of the containing section, bounds size-0 symbols */
+	uint32_t index;	  /* position in the symbol table */
 	uint8_t bind_rank;
 };
 
-static unsigned underscores(const char *s)
-{
-	unsigned n = 0;
-
-	while (s[n] == '_')
-		n++;
-	return n;
-}
-
 static int cand_better(const struct sym_cand *a, const struct sym_cand *b)
 {
-	if (a->bind_rank != b->bind_rank)
-		return a->bind_rank < b->bind_rank;
 	if ((a->size != 0) != (b->size != 0))
 		return a->size != 0;
-	unsigned ua = underscores(a->e.name), ub = underscores(b->e.name);
-	if (ua != ub)
-		return ua < ub;
-	size_t la = strlen(a->e.name), lb = strlen(b->e.name);
-	if (la != lb)
-		return la < lb;
-	return strcmp(a->e.name, b->e.name) < 0;
+	if (a->bind_rank != b->bind_rank)
+		return a->bind_rank < b->bind_rank;
+	return a->index < b->index;
 }
 
 static int cand_cmp(const void *pa, const void *pb)
@@ -98,6 +85,7 @@ static size_t collect(Elf *elf, Elf_Data *d, const GElf_Shdr *sh, struct sym_can
 			.e = {.addr = sym.st_value, .name = name},
 			.size = sym.st_size,
 			.sec_end = sec_end,
+			.index = (uint32_t)i,
 			.bind_rank = bind == STB_GLOBAL ? 0
 				     : bind == STB_WEAK ? 1
 							: 2,

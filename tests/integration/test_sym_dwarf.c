@@ -1,6 +1,8 @@
 /* Symbolization from DWARF: source lines, inline frames with their call sites, and
  * separate debug files found by build id and by .gnu_debuglink. Expected lines come from
  * objdump's decoding of the line table and from markers in the sources. */
+#include <malloc.h>
+
 #include "../test.h"
 #include "../util.h"
 #include "sym_util.h"
@@ -163,5 +165,44 @@ TEST(sym_debug_file_by_debuglink_with_crc)
 	uint64_t off = sym_test_vaddr_to_off(split, sym_test_nm(split, "compute_hot", 0));
 	ASSERT_OK(sonde_symbolize(s, &m, off, f, 4));
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
+	sonde_symbolizer_free(s);
+}
+
+TEST(sym_warm_lookups_allocate_nothing)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	SKIP("ASan replaces glibc's allocator, which mallinfo2 measures");
+#endif
+	const char *inl = test_prog("sym_inline"), *split = test_prog("split");
+	const char *cxx = test_prog("sym_cxx");
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_sym_module mods[3] = {sym_test_module(inl), sym_test_module(split),
+					   sym_test_module(cxx)};
+	struct sonde_sym_frame f[16];
+	uint64_t offs[3];
+
+	offs[0] = sym_test_vaddr_to_off(inl, sym_test_nm(inl, "outer_work", 0));
+	offs[1] = sym_test_vaddr_to_off(split, sym_test_nm(split, "compute_hot", 0));
+	offs[2] = sym_test_vaddr_to_off(cxx, sym_test_nm(cxx, "_ZN10sonde_test6Widget4frobEi", 0));
+	/* warm: every module loaded, every unit indexed, every name demangled, every
+	 * fallback name made once */
+	for (int pass = 0; pass < 2; pass++) {
+		struct mallinfo2 before = mallinfo2();
+		for (int k = 0; k < 3; k++)
+			for (uint64_t d = 0; d < 0x80; d++)
+				ASSERT_OK(sonde_symbolize(s, &mods[k], offs[k] + d, f, 16));
+		ASSERT_OK(sonde_symbolize(s, &mods[1], 0x7fffff00, f, 16)); /* fallback */
+		ASSERT_OK(sonde_symbolize_raw(s, 1, 0x1234, f, 16));
+		struct mallinfo2 after = mallinfo2();
+		if (pass == 1)
+			ASSERT_UINT(after.uordblks + after.hblkhd, ==,
+				    before.uordblks + before.hblkhd);
+	}
+	/* the measurement itself sees an allocation */
+	struct mallinfo2 b = mallinfo2();
+	void *volatile probe = malloc(4096);
+	struct mallinfo2 a = mallinfo2();
+	ASSERT_UINT(a.uordblks + a.hblkhd, >, b.uordblks + b.hblkhd);
+	free(probe);
 	sonde_symbolizer_free(s);
 }
