@@ -194,3 +194,473 @@ TEST_TIMEOUT(sonded_producer_session_end_to_end, 60)
 	buf_free(&trace);
 	rig_down(&r);
 }
+
+static void register_writer(struct tprod *p, uint32_t writer, uint32_t target)
+{
+	struct buf a = BUF_INIT;
+
+	pb_put_varint(&a, PF_REGISTER_TW_REQ_WRITER_ID, writer);
+	pb_put_varint(&a, PF_REGISTER_TW_REQ_TARGET_BUFFER, target);
+	tc_call(&p->t, "RegisterTraceWriter", &a, -1, true);
+	buf_free(&a);
+}
+
+/* The packet containing tag must equal want byte for byte, followed by the suffix. */
+static void assert_packet(const struct buf *trace, const char *tag, const struct buf *want)
+{
+	struct tpkt pk;
+
+	ASSERT_INT(trace_count(trace, tag, strlen(tag), &pk), ==, 1);
+	ASSERT_UINT(pk.len, >, want->len);
+	ASSERT_MEM_EQ(pk.p, want->data, want->len);
+	ASSERT(pk.has_uid && pk.has_seq && pk.seq >= 2);
+}
+
+TEST_TIMEOUT(sonded_reassembles_packets_fragmented_across_chunks, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, a = BUF_INIT, big = BUF_INIT, c = BUF_INIT, trace = BUF_INIT;
+	unsigned m01[2][2] = {{0, 0}, {1, 0}}, m2[1][2] = {{2, 0}};
+
+	tcfg_basic(&cfg, 1024, one_ds, 1);
+	rig_up(&r, &cfg, false, false, false);
+	rig_start(&r);
+	make_packet(&a, "frag-small-a", 0);
+	make_packet(&big, "frag-big-b", 10000); /* > two 4080-byte payloads */
+	make_packet(&c, "frag-small-c", 0);
+	size_t p0 = 4080 - (4 + a.len) - 4, p1 = 4080 - 4;
+	ASSERT_UINT(big.len, >, p0 + p1);
+	struct iovec c0[2] = {{a.data, a.len}, {big.data, p0}};
+	struct iovec c1[1] = {{big.data + p0, p1}};
+	struct iovec c2[2] = {{big.data + p0 + p1, big.len - p0 - p1}, {c.data, c.len}};
+	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 10, SMB_FLAG_LAST_PACKET_CONTINUES, c0, 2,
+		    true);
+	tprod_chunk(&r.p, 1, SMB_LAYOUT_DIV1, 0, 1, 11,
+		    SMB_FLAG_FIRST_PACKET_CONTINUES | SMB_FLAG_LAST_PACKET_CONTINUES, c1, 1, true);
+	tprod_commit(&r.p, m01, 2, r.target, 0, NULL);
+	/* the tail has not arrived: the big packet waits, the one before it does not */
+	tcons_read(&r.c, &trace);
+	ASSERT_INT(trace_count(&trace, "frag-small-a", 12, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "frag-big-b", 10, NULL), ==, 0);
+	tprod_chunk(&r.p, 2, SMB_LAYOUT_DIV1, 0, 1, 12, SMB_FLAG_FIRST_PACKET_CONTINUES, c2, 2,
+		    true);
+	tprod_commit(&r.p, m2, 1, r.target, 0, NULL);
+	buf_reset(&trace);
+	rig_stop_and_read(&r, &trace);
+	assert_packet(&trace, "frag-big-b", &big);
+	assert_packet(&trace, "frag-small-c", &c);
+	ASSERT_INT(trace_count(&trace, "frag-small-a", 12, NULL), ==, 0); /* read once */
+	buf_free(&cfg);
+	buf_free(&a);
+	buf_free(&big);
+	buf_free(&c);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(sonded_applies_patches_before_releasing_a_chunk, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, pkt = BUF_INIT, want = BUF_INIT, patch = BUF_INIT;
+	struct buf trace = BUF_INIT;
+	unsigned mv[1][2] = {{0, 0}};
+
+	tcfg_basic(&cfg, 1024, one_ds, 1);
+	rig_up(&r, &cfg, false, false, false);
+	rig_start(&r);
+	/* a packet with a nested message whose 4-byte length is filled in later */
+	pb_put_string(&want, 900, "patched-packet");
+	size_t mark = pb_begin(&want, 902);
+	pb_put_string(&want, 1, "inner-data");
+	pb_end(&want, mark);
+	buf_append(&pkt, want.data, want.len);
+	memset(pkt.data + mark, 0, 4);
+	struct iovec v = {pkt.data, pkt.len};
+	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, SMB_FLAG_NEEDS_PATCHING, &v, 1, true);
+	tprod_commit(&r.p, mv, 1, r.target, 0, NULL);
+	tcons_read(&r.c, &trace);
+	ASSERT_INT(trace_count(&trace, "patched-packet", 14, NULL), ==, 0); /* held back */
+	/* ChunksToPatch: offsets are relative to the chunk payload (after the 8-byte header) */
+	size_t e = pb_begin(&patch, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
+	pb_put_varint(&patch, PF_CHUNK_TO_PATCH_TARGET_BUFFER, r.target);
+	pb_put_varint(&patch, PF_CHUNK_TO_PATCH_WRITER_ID, 1);
+	pb_put_varint(&patch, PF_CHUNK_TO_PATCH_CHUNK_ID, 0);
+	size_t pm = pb_begin(&patch, PF_CHUNK_TO_PATCH_PATCHES);
+	pb_put_varint(&patch, PF_PATCH_OFFSET, 4 + mark);
+	pb_put_bytes(&patch, PF_PATCH_DATA, want.data + mark, 4);
+	pb_end(&patch, pm);
+	pb_end(&patch, e);
+	tprod_commit(&r.p, NULL, 0, r.target, 0, &patch);
+	buf_reset(&trace);
+	rig_stop_and_read(&r, &trace);
+	assert_packet(&trace, "patched-packet", &want);
+	buf_free(&cfg);
+	buf_free(&pkt);
+	buf_free(&want);
+	buf_free(&patch);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(sonded_scrapes_chunks_a_producer_never_committed, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, p[5] = {BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT};
+	struct buf trace = BUF_INIT;
+	struct iovec v[5];
+
+	tcfg_basic(&cfg, 1024, one_ds, 1);
+	rig_up(&r, &cfg, true, false, false);
+	rig_start(&r);
+	register_writer(&r.p, 1, r.target);
+	register_writer(&r.p, 2, r.target);
+	/* Sync: the registrations are processed before the consumer's stop arrives */
+	tc_msg_free(tc_ok(&r.p.t, tc_call(&r.p.t, "Sync", NULL, -1, false)));
+	for (int i = 0; i < 5; i++) {
+		char tag[32];
+		snprintf(tag, sizeof(tag), "scraped-%d", i);
+		make_packet(&p[i], tag, 0);
+		v[i] = (struct iovec){p[i].data, p[i].len};
+	}
+	/* writer 1: a chunk still being written (its last fragment may be incomplete);
+	 * writer 2: a completed chunk that was never listed in CommitData */
+	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV4, 0, 1, 0, 0, v, 3, false);
+	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV4, 1, 2, 0, 0, v + 3, 2, true);
+	rig_stop_and_read(&r, &trace);
+	ASSERT_INT(trace_count(&trace, "scraped-0", 9, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "scraped-1", 9, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "scraped-2", 9, NULL), ==, 0);
+	ASSERT_INT(trace_count(&trace, "scraped-3", 9, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "scraped-4", 9, NULL), ==, 1);
+	/* scraping leaves the chunks' states alone */
+	uint32_t bm = smb_bitmap_load(smb_page_bitmap(r.p.smb, r.p.page, 0));
+	ASSERT_UINT(smb_bitmap_state(bm, 0), ==, SMB_CHUNK_BEING_WRITTEN);
+	ASSERT_UINT(smb_bitmap_state(bm, 1), ==, SMB_CHUNK_COMPLETE);
+	for (int i = 0; i < 5; i++)
+		buf_free(&p[i]);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+static uint64_t call_flush(struct tc *c, uint32_t timeout_ms)
+{
+	struct buf a = BUF_INIT;
+	uint64_t id;
+
+	pb_put_varint(&a, PF_FLUSH_REQ_TIMEOUT_MS, timeout_ms);
+	id = tc_call(c, "Flush", &a, -1, false);
+	buf_free(&a);
+	return id;
+}
+
+TEST_TIMEOUT(sonded_flush_is_acked_by_commit_or_fails_on_timeout, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, pk = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	unsigned mv[1][2] = {{0, 0}};
+
+	tcfg_basic(&cfg, 1024, one_ds, 1);
+	rig_up(&r, &cfg, false, false, false);
+	rig_start(&r);
+	uint64_t req = call_flush(&r.c, 5000);
+	tprod_expect(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
+	ASSERT_UINT(cmd.flush_id, >, 0);
+	ASSERT(tc_wait(&r.c, req, 200) == NULL); /* not before the producer acks */
+	make_packet(&pk, "flushed-packet", 0);
+	struct iovec v = {pk.data, pk.len};
+	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
+	tprod_commit(&r.p, mv, 1, r.target, cmd.flush_id, NULL);
+	tc_msg_free(tc_ok(&r.c, req));
+
+	/* a producer that never acks: the flush fails after its timeout */
+	double t0 = test_now();
+	req = call_flush(&r.c, 300);
+	tprod_expect(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
+	struct tc_msg *m = tc_wait(&r.c, req, 5000);
+	ASSERT(m != NULL);
+	ASSERT(!m->f.success);
+	ASSERT(test_now() - t0 >= 0.29);
+	ASSERT(test_now() - t0 < 4.5); /* its own timeout, not the 5 s default */
+	tc_msg_free(m);
+	rig_stop_and_read(&r, &trace);
+	ASSERT_INT(trace_count(&trace, "flushed-packet", 14, NULL), ==, 1);
+	buf_free(&cfg);
+	buf_free(&pk);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(sonded_waits_for_stop_acks_and_times_them_out, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT;
+	struct tcmd cmd;
+
+	tcfg_basic(&cfg, 256, one_ds, 1);
+	pb_put_varint(&cfg, PF_TRACE_CONFIG_DATA_SOURCE_STOP_TIMEOUT_MS, 400);
+	rig_up(&r, &cfg, false, true, true);
+	rig_start(&r);
+	tprod_notify(&r.p, "NotifyDataSourceStarted", r.inst);
+	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
+	tprod_expect(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	ASSERT(tc_wait(&r.c, r.enable_req, 150) == NULL); /* held until the ack */
+	tprod_notify(&r.p, "NotifyDataSourceStopped", r.inst);
+	char *err = tcons_wait_disabled(&r.c, r.enable_req, 300);
+	ASSERT(err == NULL);
+	tc_close(&r.c);
+
+	/* second session: the producer never acks the stop */
+	tc_open(&r.c, r.d.csock, "ConsumerPort");
+	r.enable_req = tcons_enable(&r.c, &cfg, -1);
+	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	tprod_expect(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tprod_notify(&r.p, "NotifyDataSourceStarted", cmd.inst_id);
+	double t0 = test_now();
+	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&r.c, r.enable_req, 5000));
+	ASSERT(test_now() - t0 >= 0.39);
+	buf_free(&cfg);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(sonded_deferred_start_and_all_started_event, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, a = BUF_INIT;
+	struct tcmd cmd;
+
+	tcfg_basic(&cfg, 256, one_ds, 1);
+	pb_put_bool(&cfg, PF_TRACE_CONFIG_DEFERRED_START, true);
+	rig_up(&r, &cfg, false, true, false);
+	pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE,
+		      PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED);
+	uint64_t obs = tc_call(&r.c, "ObserveEvents", &a, -1, false);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 300)); /* no start before StartTracing */
+	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "StartTracing", NULL, -1, false)));
+	rig_start(&r);
+	ASSERT(tc_wait(&r.c, obs, 150) == NULL); /* STARTING until the producer says so */
+	tprod_notify(&r.p, "NotifyDataSourceStarted", r.inst);
+	struct tc_msg *m = tc_wait(&r.c, obs, 5000);
+	ASSERT(m != NULL);
+	ASSERT(m->f.success && m->f.has_more);
+	struct pb_reader rd = pb_reader_init(m->f.data, m->f.data_len);
+	struct pb_field f, g;
+	bool all = false;
+	while (pb_next(&rd, &f) > 0) {
+		struct pb_reader er = pb_sub(&f);
+		while (pb_next(&er, &g) > 0)
+			all = all ||
+			      (g.num == PF_OBSERVABLE_EVENTS_ALL_DATA_SOURCES_STARTED && g.u);
+	}
+	ASSERT(all);
+	tc_msg_free(m);
+	buf_free(&cfg);
+	buf_free(&a);
+	rig_down(&r);
+}
+
+/* write_into_file with a duration: the service flushes, stops and writes the file. */
+static void file_session(struct rig *r, const struct buf *cfg, int fd, const char *tag, char **err)
+{
+	struct buf pk = BUF_INIT;
+	struct tcmd cmd;
+	unsigned mv[1][2] = {{0, 0}};
+
+	sonded_start(&r->d, NULL);
+	tprod_open(&r->p, r->d.psock, "test-producer", false);
+	tprod_register(&r->p, "test.ds", false, false);
+	tc_open(&r->c, r->d.csock, "ConsumerPort");
+	r->enable_req = tcons_enable(&r->c, cfg, fd);
+	if (!tprod_cmd(&r->p, &cmd, 2000)) { /* a refused config never reaches the producer */
+		*err = tcons_wait_disabled(&r->c, r->enable_req, 5000);
+		return;
+	}
+	ASSERT_UINT(cmd.kind, ==, PF_ASYNC_CMD_SETUP_DATA_SOURCE);
+	r->target = cmd.target_buffer;
+	r->inst = cmd.inst_id;
+	tc_msg_free(cmd.m);
+	rig_start(r);
+	make_packet(&pk, tag, 0);
+	struct iovec v = {pk.data, pk.len};
+	tprod_chunk(&r->p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
+	tprod_commit(&r->p, mv, 1, r->target, 0, NULL);
+	tprod_expect(&r->p, PF_ASYNC_CMD_FLUSH, &cmd); /* duration expiry flushes first */
+	tprod_commit(&r->p, NULL, 0, r->target, cmd.flush_id, NULL);
+	tprod_expect(&r->p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	*err = tcons_wait_disabled(&r->c, r->enable_req, 10000);
+	buf_free(&pk);
+}
+
+static void file_config(struct buf *cfg, const char *path)
+{
+	tcfg_basic(cfg, 1024, one_ds, 1);
+	pb_put_bool(cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	pb_put_varint(cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
+	pb_put_varint(cfg, PF_TRACE_CONFIG_DURATION_MS, 500);
+	if (path)
+		pb_put_string(cfg, PF_TRACE_CONFIG_OUTPUT_PATH, path);
+}
+
+TEST_TIMEOUT(sonded_write_into_file_through_consumer_fd, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	const char *path = test_path("out.pftrace");
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	char *err = NULL;
+
+	ASSERT(fd >= 0);
+	file_config(&cfg, NULL);
+	double t0 = test_now();
+	file_session(&r, &cfg, fd, "into-fd-packet", &err);
+	ASSERT(err == NULL);
+	ASSERT(test_now() - t0 >= 0.45); /* duration_ms ran out */
+	close(fd);
+	tcons_read(&r.c, &trace); /* a write_into_file session streams nothing */
+	ASSERT_UINT(trace.len, ==, 0);
+	size_t n;
+	char *data = test_read_file(path, &n);
+	ASSERT(data != NULL);
+	struct buf file = {.data = (uint8_t *)data, .len = n, .cap = n};
+	ASSERT_INT(trace_count(&file, "into-fd-packet", 14, NULL), ==, 1);
+	ASSERT_INT(trace_count_field(&file, PF_PACKET_TRACE_CONFIG), ==, 1);
+	ASSERT_INT(trace_count_field(&file, PF_PACKET_SERVICE_EVENT), >=, 2);
+	free(data);
+	buf_free(&cfg);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(sonded_write_into_file_output_path, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT;
+	const char *path = test_path("by-path.pftrace");
+	char *err = NULL;
+	struct stat st;
+
+	file_config(&cfg, path);
+	file_session(&r, &cfg, -1, "into-path-packet", &err);
+	ASSERT(err == NULL);
+	ASSERT_OK(stat(path, &st));
+	ASSERT_UINT(st.st_mode & 0777, ==, 0644);
+	size_t n;
+	char *data = test_read_file(path, &n);
+	struct buf file = {.data = (uint8_t *)data, .len = n, .cap = n};
+	ASSERT_INT(trace_count(&file, "into-path-packet", 16, NULL), ==, 1);
+	free(data);
+	rig_down(&r);
+	/* an existing output_path is never overwritten */
+	file_session(&r, &cfg, -1, "never", &err);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "output_path");
+	free(err);
+	buf_free(&cfg);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(sonded_sessions_see_only_their_own_data, 60)
+{
+	struct sonded d;
+	struct tprod p;
+	struct tc ca, cb;
+	struct buf cfga = BUF_INIT, cfgb = BUF_INIT, pa = BUF_INIT, pb = BUF_INIT;
+	struct buf ta = BUF_INIT, tb = BUF_INIT;
+	struct tcmd cmd;
+	const char *a[] = {"ds.a"}, *b[] = {"ds.b"};
+	uint32_t target_a, target_b;
+	unsigned ma[1][2] = {{0, 0}}, mb[1][2] = {{1, 0}};
+
+	sonded_start(&d, NULL);
+	tprod_open(&p, d.psock, "two-sessions", false);
+	tprod_register(&p, "ds.a", false, false);
+	tprod_register(&p, "ds.b", false, false);
+	tc_open(&ca, d.csock, "ConsumerPort");
+	tc_open(&cb, d.csock, "ConsumerPort");
+	tcfg_basic(&cfga, 256, a, 1);
+	tcfg_basic(&cfgb, 256, b, 1);
+	uint64_t ea = tcons_enable(&ca, &cfga, -1);
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	target_a = cmd.target_buffer;
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	uint64_t eb = tcons_enable(&cb, &cfgb, -1);
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	target_b = cmd.target_buffer;
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	ASSERT_UINT(target_a, !=, target_b);
+	make_packet(&pa, "only-for-a", 0);
+	make_packet(&pb, "only-for-b", 0);
+	struct iovec va = {pa.data, pa.len}, vb = {pb.data, pb.len};
+	tprod_chunk(&p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &va, 1, true);
+	tprod_chunk(&p, 1, SMB_LAYOUT_DIV1, 0, 2, 0, 0, &vb, 1, true);
+	tprod_commit(&p, ma, 1, target_a, 0, NULL);
+	tprod_commit(&p, mb, 1, target_b, 0, NULL);
+	tc_msg_free(tc_ok(&ca, tc_call(&ca, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&ca, ea, 5000));
+	tc_msg_free(tc_ok(&cb, tc_call(&cb, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&cb, eb, 5000));
+	tcons_read(&ca, &ta);
+	tcons_read(&cb, &tb);
+	ASSERT_INT(trace_count(&ta, "only-for-a", 10, NULL), ==, 1);
+	ASSERT_INT(trace_count(&ta, "only-for-b", 10, NULL), ==, 0);
+	ASSERT_INT(trace_count(&tb, "only-for-b", 10, NULL), ==, 1);
+	ASSERT_INT(trace_count(&tb, "only-for-a", 10, NULL), ==, 0);
+	buf_free(&cfga);
+	buf_free(&cfgb);
+	buf_free(&pa);
+	buf_free(&pb);
+	buf_free(&ta);
+	buf_free(&tb);
+	tc_close(&ca);
+	tc_close(&cb);
+	tc_close(&p.t);
+	sonded_stop(&d);
+}
+
+TEST_TIMEOUT(sonded_adopts_only_sealed_producer_shared_memory, 60)
+{
+	struct sonded d;
+
+	sonded_start(&d, NULL);
+	for (int sealed = 0; sealed < 2; sealed++) {
+		struct tc t;
+		struct buf a = BUF_INIT;
+		int fd = memfd_create("smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		ASSERT(fd >= 0);
+		ASSERT_OK(ftruncate(fd, 65536));
+		if (sealed)
+			ASSERT_OK(
+				fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL));
+		tc_open(&t, d.psock, "ProducerPort");
+		pb_put_varint(&a, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, 4096);
+		pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "startup");
+		pb_put_bool(&a, PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM, true);
+		struct tc_msg *m = tc_ok(&t, tc_call(&t, "InitializeConnection", &a, fd, false));
+		close(fd);
+		struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
+		struct pb_field f;
+		bool adopted = false, patching = false;
+		while (pb_next(&r, &f) > 0) {
+			if (f.num == PF_INIT_CONN_RESP_USING_SHMEM_PROVIDED_BY_PRODUCER)
+				adopted = f.u;
+			if (f.num == PF_INIT_CONN_RESP_DIRECT_SMB_PATCHING_SUPPORTED)
+				patching = f.u;
+		}
+		tc_msg_free(m);
+		ASSERT_INT(adopted, ==, sealed);
+		ASSERT(patching);
+		if (sealed) { /* setup_tracing comes at once, without an fd */
+			uint64_t g = tc_call(&t, "GetAsyncCommand", NULL, -1, false);
+			m = tc_wait(&t, g, 5000);
+			ASSERT(m && m->f.has_more && m->fd == -1);
+			r = pb_reader_init(m->f.data, m->f.data_len);
+			ASSERT_INT(pb_next(&r, &f), ==, 1);
+			ASSERT_UINT(f.num, ==, PF_ASYNC_CMD_SETUP_TRACING);
+			tc_msg_free(m);
+		}
+		buf_free(&a);
+		tc_close(&t);
+	}
+	sonded_stop(&d);
+}

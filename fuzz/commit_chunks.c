@@ -1,0 +1,73 @@
+/* Fuzz target: the central trace buffer against arbitrary chunk traffic. The input is a
+ * script of operations on a small buffer (so it wraps and overwrites): copy a chunk with
+ * an arbitrary header and payload, patch a stored chunk, read everything. Every packet
+ * read must be a valid producer packet followed by the trusted suffix. */
+#include <stdint.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/tbuf.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int on_packet(void *ctx, const struct iovec *iov, size_t n, size_t total)
+{
+	size_t sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += iov[i].iov_len;
+	if (sum != total || n < 2)
+		abort();
+	(*(size_t *)ctx)++;
+	return 0;
+}
+
+static uint32_t take(const uint8_t **p, const uint8_t *end, size_t n)
+{
+	uint32_t v = 0;
+
+	for (size_t i = 0; i < n && *p < end; i++)
+		v |= (uint32_t) * (*p)++ << (8 * i);
+	return v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint8_t *p = data, *end = data + size;
+	struct tbuf tb;
+	uint32_t next_seq = 2;
+	uint64_t invalid = 0;
+	size_t packets = 0;
+
+	if (tbuf_init(&tb, 8192, size && (data[0] & 1)) < 0)
+		return 0;
+	while (p < end) {
+		uint8_t op = *p++;
+		if (op % 3 == 0) {
+			struct smb_chunk_info ci = {0};
+			ci.writer_id = (uint16_t)take(&p, end, 2);
+			ci.chunk_id = take(&p, end, 1);
+			ci.count = (uint16_t)(take(&p, end, 2) & 1023);
+			ci.flags = (uint8_t)(take(&p, end, 1) & 7);
+			size_t len = take(&p, end, 2) % 3000;
+			if (len > (size_t)(end - p))
+				len = (size_t)(end - p);
+			tbuf_copy_chunk(&tb, op >> 6, 1000, 42, &ci, p, len);
+			p += len;
+		} else if (op % 3 == 1) {
+			uint8_t d[4];
+			uint16_t writer = (uint16_t)take(&p, end, 2);
+			uint32_t chunk_id = take(&p, end, 1), off = take(&p, end, 2);
+			memcpy(d, &off, 4);
+			tbuf_patch(&tb, op >> 6, writer, chunk_id, off, d);
+			if (op & 0x20)
+				tbuf_patch_done(&tb, op >> 6, writer, chunk_id);
+		} else {
+			tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
+		}
+	}
+	tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
+	tbuf_free(&tb);
+	return 0;
+}
