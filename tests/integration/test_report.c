@@ -1,0 +1,335 @@
+/* sonde report over spools written by the spool writer with stacks of real code: the
+ * function offsets come from nm and readelf on the built target programs, so the names
+ * the report prints go through the real symbolizer. */
+#include <sonde/spool.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "../unit/spool_fixture.h"
+#include "sym_util.h"
+
+enum { PID = 4242 };
+
+struct split_spool {
+	struct buf b;
+	struct sonde_spool_writer *w;
+	uint32_t thread, exe;
+	uint64_t t;
+	const char *prog;
+};
+
+static void begin(struct split_spool *s, const char *prog)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1001001};
+	struct sonde_spool_module_def m = {.pid = PID,
+					   .flags = SONDE_MODULE_EXEC,
+					   .start = 0x555555554000ULL,
+					   .end = 0x555555554000ULL + 0x100000,
+					   .path = prog};
+
+	memset(s, 0, sizeof(*s));
+	s->prog = prog;
+	s->t = h.start_monotonic_ns;
+	s->w = ASSERT_NOT_NULL(sonde_spool_writer_new(spool_fixture_write, &s->b, &h));
+	ASSERT_OK(sonde_spool_add_thread(s->w, s->t, PID, PID, "split", &s->thread));
+	ASSERT_OK(sonde_spool_add_module(s->w, s->t, &m, &s->exe));
+}
+
+/* File offset of a point inside function fn. */
+static uint64_t off_in(const struct split_spool *s, const char *fn, uint64_t delta)
+{
+	return sym_test_vaddr_to_off(s->prog, sym_test_nm(s->prog, fn, 0) + delta);
+}
+
+/* n samples of the stack fns[] (innermost first), the leaf address varying a little. */
+static void add(struct split_spool *s, const char *const *fns, size_t depth, int n)
+{
+	struct sonde_spool_frame st[16];
+
+	for (size_t i = 0; i < depth; i++)
+		st[i] = (struct sonde_spool_frame){s->exe, off_in(s, fns[i], 4)};
+	uint64_t leaf = st[0].addr;
+	for (int k = 0; k < n; k++) {
+		st[0].addr = leaf + (uint64_t)(k % 3);
+		s->t += 1001001;
+		ASSERT_OK(sonde_spool_add_sample(s->w, s->t, s->thread, st, depth, 0));
+	}
+}
+
+static const char *const hot[] = {"compute_hot", "path_hot", "run", "main"};
+static const char *const warm[] = {"compute_warm", "path_warm", "run", "main"};
+static const char *const cool[] = {"compute_cool", "path_cool", "run", "main"};
+
+/* The split profile, 600/300/100 samples, written to test_path(name). */
+static const char *split_file(const char *name, int finish, size_t *len)
+{
+	struct split_spool s;
+	const char *path = test_path(name);
+
+	begin(&s, test_prog("split"));
+	for (int round = 0; round < 2; round++) {
+		add(&s, hot, 4, 300);
+		add(&s, warm, 4, 150);
+		add(&s, cool, 4, 50);
+	}
+	if (finish)
+		ASSERT_OK(sonde_spool_writer_finish(s.w));
+	else
+		ASSERT_OK(sonde_spool_writer_flush(s.w));
+	sonde_spool_writer_free(s.w);
+	test_write_file(path, s.b.data, s.b.len);
+	if (len)
+		*len = s.b.len;
+	buf_free(&s.b);
+	return path;
+}
+
+/* The row of `function` in the table that follows `title`, e.g. "by self". */
+static const char *row_of(const char *out, const char *title, const char *function)
+{
+	static char line[512];
+	const char *p = strstr(out, title);
+
+	if (!p)
+		FAIL("no table '%s' in:\n%s", title, out);
+	p = strchr(p, '\n');
+	for (; p && *p; p = strchr(p + 1, '\n')) {
+		const char *eol = strchr(p + 1, '\n');
+		size_t n = eol ? (size_t)(eol - p - 1) : strlen(p + 1);
+		if (n == 0)
+			break; /* end of the table */
+		snprintf(line, sizeof(line), "%.*s", (int)n, p + 1);
+		char needle[256];
+		snprintf(needle, sizeof(needle), "  %s [", function);
+		if (strstr(line, needle))
+			return line;
+	}
+	FAIL("no row for %s in table '%s':\n%s", function, title, out);
+}
+
+/* Percentages of a row: "  60.00%       600  100.00%  ..." */
+static void row_pcts(const char *row, double *self, double *total)
+{
+	unsigned long long s, t;
+	if (sscanf(row, " %lf%% %llu %lf%% %llu", self, &s, total, &t) != 4)
+		FAIL("cannot parse row: %s", row);
+}
+
+TEST(report_top_functions_self_and_total)
+{
+	struct test_output o;
+	double self, total;
+	const char *path = split_file("split.spool", 1, NULL);
+
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_STR_EQ(o.err, "");
+	ASSERT_CONTAINS(o.out, "1000 samples");
+	row_pcts(row_of(o.out, "by self", "compute_hot"), &self, &total);
+	ASSERT_DOUBLE_NEAR(self, 60.0, 0.001);
+	ASSERT_DOUBLE_NEAR(total, 60.0, 0.001);
+	ASSERT_CONTAINS(row_of(o.out, "by self", "compute_hot"), "[split]");
+	row_pcts(row_of(o.out, "by self", "compute_warm"), &self, &total);
+	ASSERT_DOUBLE_NEAR(self, 30.0, 0.001);
+	row_pcts(row_of(o.out, "by self", "compute_cool"), &self, &total);
+	ASSERT_DOUBLE_NEAR(self, 10.0, 0.001);
+	row_pcts(row_of(o.out, "by total", "main"), &self, &total);
+	ASSERT_DOUBLE_NEAR(self, 0.0, 0.001);
+	ASSERT_DOUBLE_NEAR(total, 100.0, 0.001);
+	row_pcts(row_of(o.out, "by total", "path_warm"), &self, &total);
+	ASSERT_DOUBLE_NEAR(total, 30.0, 0.001);
+	/* the self table lists only functions with self samples */
+	char *self_table = strdup(strstr(o.out, "by self"));
+	*strstr(self_table, "by total") = 0;
+	ASSERT_NOT_CONTAINS(self_table, "  main [");
+	free(self_table);
+	ASSERT_CONTAINS(o.out, "unresolved frames: 0 of ");
+	test_output_free(&o);
+
+	/* --top bounds the rows */
+	test_runf(&o, 60, "%s report --top 1 %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.out, "compute_warm");
+	test_output_free(&o);
+}
+
+TEST(report_folded_stacks)
+{
+	struct test_output o;
+	const char *path = split_file("split.spool", 1, NULL);
+
+	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	/* leaf addresses differ, functions merge; sorted; nothing else printed */
+	ASSERT_STR_EQ(o.out, "main;run;path_cool;compute_cool 100\n"
+			     "main;run;path_hot;compute_hot 600\n"
+			     "main;run;path_warm;compute_warm 300\n");
+	test_output_free(&o);
+}
+
+TEST(report_recursion_counts_once_and_unresolved)
+{
+	struct test_output o;
+	struct split_spool s;
+	double self, total;
+	const char *path = test_path("rec.spool");
+
+	begin(&s, test_prog("split"));
+	/* run appears twice on the stack (different call sites): still 100% total */
+	struct sonde_spool_frame st[] = {{s.exe, off_in(&s, "compute_hot", 4)},
+					 {s.exe, off_in(&s, "run", 4)},
+					 {s.exe, off_in(&s, "run", 8)},
+					 {s.exe, off_in(&s, "main", 4)}};
+	for (int i = 0; i < 50; i++)
+		ASSERT_OK(sonde_spool_add_sample(s.w, s.t += 1000000, s.thread, st, 4, 0));
+	/* a raw address no module covers, and an empty stack */
+	struct sonde_spool_frame raw[] = {{0, 0x1234}, {s.exe, off_in(&s, "main", 4)}};
+	for (int i = 0; i < 50; i++)
+		ASSERT_OK(sonde_spool_add_sample(s.w, s.t += 1000000, s.thread, raw, 2, 0));
+	ASSERT_OK(sonde_spool_add_sample(s.w, s.t += 1000000, s.thread, NULL, 0, 0));
+	ASSERT_OK(sonde_spool_writer_finish(s.w));
+	sonde_spool_writer_free(s.w);
+	test_write_file(path, s.b.data, s.b.len);
+	buf_free(&s.b);
+
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	row_pcts(row_of(o.out, "by total", "run"), &self, &total);
+	ASSERT_DOUBLE_NEAR(total, 100.0 * 50 / 101, 0.01);
+	row_pcts(row_of(o.out, "by self", "0x1234"), &self, &total);
+	ASSERT_DOUBLE_NEAR(self, 100.0 * 50 / 101, 0.01);
+	ASSERT_CONTAINS(o.out, "1 samples (0.99%) have an empty stack");
+	ASSERT_CONTAINS(o.out, "unresolved frames: 1 of 5");
+	test_output_free(&o);
+}
+
+TEST(report_lines_and_inline_frames)
+{
+	struct test_output o;
+	struct split_spool s;
+	const char *exe = test_prog("sym_inline");
+	const char *src = test_src_path("tests/progs/sym_inline.c");
+	const char *path = test_path("inline.spool");
+	static struct sym_test_row rows[4096];
+	size_t n_rows = sym_test_lines(exe, rows, 4096);
+	uint32_t body = sym_test_marker_line(src, "sym:inner-body");
+	uint64_t lo = sym_test_nm(exe, "outer_work", 0), leaf = 0;
+
+	for (size_t i = 0; i < n_rows && !leaf; i++)
+		if (rows[i].addr >= lo && rows[i].addr < lo + 0x200 &&
+		    sym_test_line_at(rows, n_rows, rows[i].addr) == body)
+			leaf = rows[i].addr;
+	ASSERT(leaf != 0);
+	begin(&s, exe);
+	struct sonde_spool_frame st[] = {{s.exe, sym_test_vaddr_to_off(exe, leaf)},
+					 {s.exe, off_in(&s, "main", 4)}};
+	for (int i = 0; i < 10; i++)
+		ASSERT_OK(sonde_spool_add_sample(s.w, s.t += 1000000, s.thread, st, 2, 0));
+	ASSERT_OK(sonde_spool_writer_finish(s.w));
+	sonde_spool_writer_free(s.w);
+	test_write_file(path, s.b.data, s.b.len);
+	buf_free(&s.b);
+
+	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), path);
+	ASSERT_STR_EQ(o.out, "main;outer_work;middle_step;inner_mix 10\n");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --folded --no-inline %s", test_bin("sonde"), path);
+	ASSERT_STR_EQ(o.out, "main;outer_work 10\n");
+	test_output_free(&o);
+
+	char want[128];
+	snprintf(want, sizeof(want), "  inner_mix (sym_inline.c:%u) [sym_inline]", body);
+	test_runf(&o, 60, "%s report --lines %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, want);
+	test_output_free(&o);
+}
+
+TEST(report_truncated_spool_recovers_with_warning)
+{
+	struct test_output o;
+	size_t len;
+	const char *full = split_file("full.spool", 1, &len);
+	char *data = test_read_file(full, NULL);
+	const char *cut = test_path("cut.spool");
+
+	test_write_file(cut, data, len - 2); /* inside the last sample or the end record */
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), cut);
+	ASSERT_INT(o.status, ==, 0);
+	char want[512];
+	snprintf(want, sizeof(want), "sonde report: %s: truncated at byte ", cut);
+	ASSERT_CONTAINS(o.err, want);
+	ASSERT_CONTAINS(o.err, ", recovered 1000 samples\n");
+	ASSERT_CONTAINS(o.out, "compute_hot");
+	test_output_free(&o);
+	/* a recording that was never finished, cut at a record boundary */
+	const char *open_rec = split_file("unfinished.spool", 0, &len);
+	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), open_rec);
+	ASSERT_INT(o.status, ==, 0);
+	snprintf(want, sizeof(want), "truncated at byte %zu, recovered 1000 samples", len);
+	ASSERT_CONTAINS(o.err, want);
+	ASSERT_CONTAINS(o.out, "main;run;path_hot;compute_hot 600\n");
+	test_output_free(&o);
+	free(data);
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+TEST(report_errors_are_one_clear_line)
+{
+	struct test_output o;
+	size_t len;
+	const char *full = split_file("full.spool", 1, &len);
+	char *data = test_read_file(full, NULL);
+	const char *bad = test_path("bad.spool");
+
+	data[len - 1] = 77; /* the END record's sample count */
+	test_write_file(bad, data, len);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), bad);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "corrupt spool: malformed data at byte ");
+	ASSERT_INT(count_lines(o.err), ==, 1);
+	ASSERT_STR_EQ(o.out, "");
+	test_output_free(&o);
+
+	test_write_file(bad, "#!/bin/sh\necho hello\n", 21);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), bad);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "not a sonde spool file");
+	ASSERT_INT(count_lines(o.err), ==, 1);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), test_path("nope.spool"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "No such file or directory");
+	ASSERT_INT(count_lines(o.err), ==, 1);
+	test_output_free(&o);
+	free(data);
+}
+
+TEST(report_usage)
+{
+	struct test_output o;
+
+	test_runf(&o, 10, "%s report --help", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "usage: sonde report");
+	ASSERT_CONTAINS(o.out, "--folded");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --top x f", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--top");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --bogus f", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+}
