@@ -155,3 +155,32 @@ TEST_TIMEOUT(unwind_record_split_nofp_stacks_complete_like_perf, 240)
 		ASSERT_DOUBLE_NEAR(a, b, 0.12);
 	}
 }
+
+/* A stack copy too small for the whole stack: samples are marked truncated (the summary
+ * counts them), never passed off as complete. */
+TEST_TIMEOUT(unwind_record_small_copy_window_marks_truncated, 120)
+{
+	struct test_output o;
+	unsigned long long samples = 0, written = 0, lost = 0, empty = 0, truncated = 0;
+
+	if (geteuid() != 0)
+		SKIP("needs perf_event_open on a child: run as root");
+	test_runf(&o, 60, "%s record -F 499 --stack-size 64 -o %s -- %s 2", test_bin("sonde"),
+		  test_path("small.spool"), test_prog("split-nofp"));
+	ASSERT_INT(o.status, ==, 0);
+	printf("%s", o.err);
+	const char *p = strstr(o.err, "sonde record: ");
+	ASSERT(p && sscanf(p, "sonde record: %llu samples (%llu written), %llu lost", &samples,
+			   &written, &lost) == 3);
+	p = strstr(o.err, " empty, ");
+	ASSERT(p != NULL);
+	while (p > o.err && p[-1] != ' ')
+		p--;
+	ASSERT(sscanf(p, "%llu empty, %llu truncated", &empty, &truncated) == 2);
+	ASSERT_UINT(written, >=, 20);
+	/* 64 bytes hold a few frames at most: every stack is cut, but for the odd sample
+	 * taken at the first instructions of the dynamic loader, whose stack is short. */
+	ASSERT_UINT(truncated + 2, >=, written);
+	ASSERT_UINT(truncated, >, 0);
+	test_output_free(&o);
+}

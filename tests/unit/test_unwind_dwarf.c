@@ -7,6 +7,7 @@
 #include <execinfo.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -463,5 +464,25 @@ TEST(unwind_through_vdso)
 	ASSERT_UINT(k, <=, 6);
 	ASSERT(in(frames[k + 1], "test_unwind_through_vdso", (void *)test_unwind_through_vdso));
 	ASSERT_UINT(st.fp_steps, ==, 0);
+	unwind_maps_free(m);
+}
+
+/* Once the tables are built, unwinding allocates nothing (the recorder unwinds every sample
+ * on its drain path). */
+TEST(unwind_no_allocation_when_warm)
+{
+	static struct capture c;
+	struct unwind_maps *m = self_maps();
+	size_t n;
+
+	unwind_chain_a(&c, 1);
+	unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, frames, 64, &n, NULL); /* warm */
+	struct mallinfo2 before = mallinfo2();
+	for (int i = 0; i < 1000; i++)
+		unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, frames, 64, &n, NULL);
+	struct mallinfo2 after = mallinfo2();
+	ASSERT_UINT(after.uordblks, ==, before.uordblks);
+	ASSERT_UINT(after.hblkhd, ==, before.hblkhd);
+	ASSERT_INT(n, >=, 6);
 	unwind_maps_free(m);
 }
