@@ -17,27 +17,31 @@ enum { UNIT = 200000 };
 
 static volatile uint64_t sink;
 
-/* One unit of work: a dependent multiply-add chain the compiler cannot fold. */
-static inline __attribute__((always_inline)) uint64_t spin(uint64_t x, long units)
-{
-	for (long i = 0; i < units * UNIT; i++)
-		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-	return x;
-}
+/* One unit of work: a dependent multiply-add chain the compiler cannot fold. A macro, not
+ * an inline function, so that each compute_* is the leaf that profiles attribute time to
+ * (an inlined function would rightly appear as its own inline frame). */
+#define SPIN(x, units)                                                                             \
+	do {                                                                                       \
+		for (long i_ = 0; i_ < (units) * UNIT; i_++)                                       \
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;                   \
+	} while (0)
 
 __attribute__((noinline)) uint64_t compute_hot(uint64_t x)
 {
-	return spin(x, 6);
+	SPIN(x, 6);
+	return x;
 }
 
 __attribute__((noinline)) uint64_t compute_warm(uint64_t x)
 {
-	return spin(x, 3);
+	SPIN(x, 3);
+	return x;
 }
 
 __attribute__((noinline)) uint64_t compute_cool(uint64_t x)
 {
-	return spin(x, 1);
+	SPIN(x, 1);
+	return x;
 }
 
 __attribute__((noinline)) uint64_t path_hot(uint64_t x)
