@@ -115,6 +115,290 @@ SONDE_API int sonde_trace_config_summarize(const void *cfg, size_t len,
 SONDE_API int sonde_trace_next_packet(const void *buf, size_t len, size_t *pos, const void **pkt,
 				      size_t *pkt_len);
 
+/* ------------------------------------------------------------------------------------
+ * Producer
+ *
+ * Call order:
+ *   p = sonde_producer__new(&opts)             connect, bind ProducerPort, initialize
+ *   sonde_producer__register_data_source(p, "name", &cbs)
+ *   loop: poll(sonde_producer__fd(p)) then sonde_producer__process(p)
+ *         (or sonde_producer__poll(p, timeout)); callbacks run inside process
+ *   in the start callback: w = sonde_producer__new_writer(p, instance_id)
+ *         write packets with w on ONE thread at a time
+ *   in the stop callback (or later): sonde_trace_writer__free(w)
+ *   sonde_producer__free(p)                    after every writer is freed
+ * ------------------------------------------------------------------------------------ */
+
+struct sonde_producer;
+struct sonde_trace_writer;
+
+enum sonde_smb_scraping {
+	SONDE_SMB_SCRAPING_DEFAULT = 0, /* the service decides */
+	SONDE_SMB_SCRAPING_ENABLED = 1,
+	SONDE_SMB_SCRAPING_DISABLED = 2,
+};
+
+struct sonde_producer_opts {
+	size_t sz;		     /* sizeof(struct sonde_producer_opts) */
+	const char *name;	     /* producer_name (required) */
+	const char *socket;	     /* NULL: PERFETTO_PRODUCER_SOCK_NAME or the default path */
+	uint32_t smb_size_hint;	     /* bytes; 0: the service's default */
+	uint32_t smb_page_size_hint; /* bytes, multiple of 4096; 0: the service's default */
+	/* Create the SMB here (a sealed memfd of the hinted geometry, 256 KiB / 4 KiB by
+	 * default) and offer it at InitializeConnection; used if the service adopts it. */
+	bool producer_provided_smb;
+	enum sonde_smb_scraping smb_scraping;
+	/* How long a writer waits for a free chunk before dropping packets: 0 drops at once,
+	 * UINT32_MAX waits as long as the connection lives. Default (0 here): 10 ms. */
+	uint32_t stall_ms;
+	bool stall_ms_set; /* use stall_ms even when it is 0 */
+	int timeout_ms;	   /* for the connection handshake; 0: 5000 */
+};
+
+/* Data source callbacks, all optional, run on the thread calling sonde_producer__process
+ * (the loop thread). config/config_len is the DataSourceConfig as the service sent it
+ * (valid during the call). After `flush` returns, the producer commits the instance's
+ * writers that were created on the loop thread and are between packets, then acks the
+ * flush. Writers created on other threads are never touched by the producer: their thread
+ * flushes them (sonde_trace_writer__flush), and the service scrapes what they hold when
+ * SMB scraping is enabled. After `stop` returns, the same loop-thread writers are flushed
+ * and, if will_notify_on_stop, the stop is acknowledged. */
+struct sonde_data_source_cbs {
+	size_t sz; /* sizeof(struct sonde_data_source_cbs) */
+	void (*setup)(void *ctx, uint64_t instance_id, const void *config, size_t config_len);
+	void (*start)(void *ctx, uint64_t instance_id, const void *config, size_t config_len);
+	void (*stop)(void *ctx, uint64_t instance_id);
+	void (*flush)(void *ctx, uint64_t instance_id);
+	void (*clear_incremental_state)(void *ctx, uint64_t instance_id);
+	void *ctx;
+	bool will_notify_on_start;
+	bool will_notify_on_stop;
+	bool handles_incremental_state_clear;
+};
+
+/* Connects to the service, binds ProducerPort and sends InitializeConnection. Blocks only
+ * for the BindService round trip (opts->timeout_ms). Returns NULL with errno set:
+ * ECONNREFUSED or ENOENT when no service listens at the socket (see
+ * sonde_producer__socket_path for the name tried). */
+SONDE_API struct sonde_producer *sonde_producer__new(const struct sonde_producer_opts *opts);
+/* Disconnects and unmaps the SMB. Every writer must have been freed. NULL is fine. */
+SONDE_API void sonde_producer__free(struct sonde_producer *p);
+/* The socket path a producer with these opts connects to (static storage of the call;
+ * copy it). */
+SONDE_API const char *sonde_producer__socket_path(const struct sonde_producer_opts *opts);
+/* The connection's fd: poll it for POLLIN (and POLLOUT while sonde_producer__want_write). */
+SONDE_API int sonde_producer__fd(const struct sonde_producer *p);
+SONDE_API bool sonde_producer__want_write(struct sonde_producer *p);
+/* Reads and dispatches everything available without blocking, commits batched chunks and
+ * writes queued bytes. Returns 0, or -ECONNRESET once the service has gone away (writers
+ * then drop their packets), or another -errno. */
+SONDE_API int sonde_producer__process(struct sonde_producer *p);
+/* Waits up to timeout_ms (-1: forever) for input, then processes. Same returns. */
+SONDE_API int sonde_producer__poll(struct sonde_producer *p, int timeout_ms);
+/* Registers a data source (copied). Returns 0 or -errno. */
+SONDE_API int sonde_producer__register_data_source(struct sonde_producer *p, const char *name,
+						   const struct sonde_data_source_cbs *cbs);
+/* True once the service has acknowledged InitializeConnection. */
+SONDE_API bool sonde_producer__connected(const struct sonde_producer *p);
+/* True once the SMB is mapped (setup_tracing received, or our own SMB adopted). */
+SONDE_API bool sonde_producer__has_smb(const struct sonde_producer *p);
+/* Whether the service adopted the SMB this producer provided (opts.producer_provided_smb),
+ * known once sonde_producer__connected. */
+SONDE_API bool sonde_producer__smb_adopted(const struct sonde_producer *p);
+/* Sends ActivateTriggers for the n names. Returns 0 or -errno. */
+SONDE_API int sonde_producer__activate_triggers(struct sonde_producer *p, const char *const *names,
+						size_t n);
+/* Commits every returned chunk now. Returns 0 or -errno. */
+SONDE_API int sonde_producer__commit(struct sonde_producer *p);
+
+/* A trace writer for a started data source instance, writing into the instance's target
+ * buffer (one sequence in the trace). It belongs to the calling thread (any thread may
+ * call this); use it on that thread only. Free it with sonde_trace_writer__free before
+ * the producer. NULL with errno (ENOENT: unknown instance, EMFILE: 1023 writers). */
+SONDE_API struct sonde_trace_writer *sonde_producer__new_writer(struct sonde_producer *p,
+								uint64_t instance_id);
+/* Returns the writer's chunk, commits, unregisters the writer. NULL is fine. */
+SONDE_API void sonde_trace_writer__free(struct sonde_trace_writer *w);
+
+/* Packet writing. A packet is begin_packet, any number of appends and nested messages,
+ * end_packet; packets may be larger than a chunk (they are fragmented). Nothing is
+ * allocated per packet. begin_packet returns 0, or -SONDE_E_LIMIT when the packet will be
+ * dropped (no free chunk in time, or no SMB yet); writing it anyway is harmless. */
+SONDE_API int sonde_trace_writer__begin_packet(struct sonde_trace_writer *w);
+SONDE_API void sonde_trace_writer__append(struct sonde_trace_writer *w, const void *data,
+					  size_t len);
+/* Appends a varint field / a length-delimited field of the packet (or nested message). */
+SONDE_API void sonde_trace_writer__append_varint(struct sonde_trace_writer *w, uint32_t field,
+						 uint64_t v);
+SONDE_API void sonde_trace_writer__append_bytes(struct sonde_trace_writer *w, uint32_t field,
+						const void *data, size_t len);
+/* Opens a nested message field (up to 32 deep); its length is filled in by end_nested,
+ * by patching if the message outgrew its chunk. Returns 0 or -SONDE_E_STATE/-LIMIT. */
+SONDE_API int sonde_trace_writer__begin_nested(struct sonde_trace_writer *w, uint32_t field);
+SONDE_API int sonde_trace_writer__end_nested(struct sonde_trace_writer *w);
+/* Closes the packet (and any nested message left open). */
+SONDE_API void sonde_trace_writer__end_packet(struct sonde_trace_writer *w);
+/* begin + append + end for an already serialized packet. */
+SONDE_API int sonde_trace_writer__write_packet(struct sonde_trace_writer *w, const void *pkt,
+					       size_t len);
+/* Returns the current chunk and commits: what was written becomes readable. Call between
+ * packets, on the writer's thread. */
+SONDE_API void sonde_trace_writer__flush(struct sonde_trace_writer *w);
+/* Packets dropped so far because no chunk was available. */
+SONDE_API uint64_t sonde_trace_writer__packets_lost(const struct sonde_trace_writer *w);
+
+/* ------------------------------------------------------------------------------------
+ * Consumer
+ *
+ * Event-driven use: set callbacks, start calls (they return once the request is sent),
+ * poll sonde_consumer__fd and call sonde_consumer__process; completions arrive as
+ * callbacks from inside process. The *_sync helpers wrap the same calls in a private
+ * poll loop for programs without one.
+ *
+ * A session: enable_tracing (with an output fd for write_into_file configs without
+ * output_path) -> [start_tracing if deferred_start] -> ... -> disable_tracing or the
+ * duration expires -> on_disabled -> read_buffers (unless write_into_file) -> free or
+ * disconnect.
+ * ------------------------------------------------------------------------------------ */
+
+struct sonde_consumer;
+
+struct sonde_consumer_opts {
+	size_t sz;	    /* sizeof(struct sonde_consumer_opts) */
+	const char *socket; /* NULL: PERFETTO_CONSUMER_SOCK_NAME or the default path */
+	int timeout_ms;	    /* for the connection handshake; 0: 5000 */
+};
+
+struct sonde_consumer_cbs {
+	size_t sz; /* sizeof(struct sonde_consumer_cbs) */
+	/* The session ended (EnableTracing's deferred reply). error is NULL for a normal end,
+	 * else the service's reason; valid during the call. */
+	void (*on_disabled)(void *ctx, const char *error);
+	/* One reassembled TracePacket from ReadBuffers; valid during the call. */
+	void (*on_packet)(void *ctx, const void *pkt, size_t len);
+	void *ctx;
+};
+
+/* Completion of a request: status 0, -ETIMEDOUT for a flush that timed out, -ECONNRESET
+ * when the connection dropped, -SONDE_E_PROTOCOL for a service-side failure. */
+typedef void (*sonde_consumer_done_fn)(void *ctx, int status);
+
+enum { SONDE_MAX_STATS_BUFFERS = 32 };
+
+struct sonde_buffer_stats {
+	uint64_t buffer_size, bytes_written, bytes_overwritten, bytes_read;
+	uint64_t padding_bytes_written, padding_bytes_cleared;
+	uint64_t chunks_written, chunks_rewritten, chunks_overwritten, chunks_discarded;
+	uint64_t chunks_read, chunks_committed_out_of_order, write_wrap_count;
+	uint64_t patches_succeeded, patches_failed, readaheads_succeeded, readaheads_failed;
+	uint64_t abi_violations, trace_writer_packet_loss;
+};
+
+struct sonde_trace_stats {
+	uint32_t n_buffers; /* all buffers; the first SONDE_MAX_STATS_BUFFERS are detailed */
+	struct sonde_buffer_stats buffers[SONDE_MAX_STATS_BUFFERS];
+	uint64_t producers_connected, producers_seen, data_sources_registered, data_sources_seen;
+	uint64_t tracing_sessions, total_buffers, chunks_discarded, patches_discarded;
+	uint64_t invalid_packets;
+};
+
+struct sonde_service_producer {
+	int32_t id, uid, pid;
+	char name[128];
+	char sdk_version[64];
+};
+
+struct sonde_service_data_source {
+	int32_t producer_id;
+	char name[128];
+	bool will_notify_on_start, will_notify_on_stop, handles_incremental_state_clear;
+};
+
+struct sonde_service_session {
+	uint64_t id;
+	int32_t consumer_uid;
+	char state[32];
+	char unique_session_name[128];
+	uint64_t buffer_size_kb; /* summed over buffers */
+	uint32_t duration_ms, num_data_sources;
+	bool is_started;
+};
+
+/* QueryServiceState's answer. Free with sonde_service_state__free. */
+struct sonde_service_state {
+	size_t n_producers, n_data_sources, n_sessions;
+	struct sonde_service_producer *producers;
+	struct sonde_service_data_source *data_sources;
+	struct sonde_service_session *sessions;
+	int32_t num_sessions, num_sessions_started;
+	char version[128];
+};
+
+typedef void (*sonde_consumer_stats_fn)(void *ctx, int status,
+					const struct sonde_trace_stats *stats);
+typedef void (*sonde_consumer_state_fn)(void *ctx, int status,
+					const struct sonde_service_state *state);
+
+/* Connects and binds ConsumerPort (blocking for that round trip). NULL with errno set:
+ * ECONNREFUSED or ENOENT when no service listens (see sonde_consumer__socket_path). */
+SONDE_API struct sonde_consumer *sonde_consumer__new(const struct sonde_consumer_opts *opts);
+/* Disconnects: the service frees the session unless it was detached. NULL is fine. */
+SONDE_API void sonde_consumer__free(struct sonde_consumer *c);
+/* The socket path a consumer with these opts connects to (thread-local storage; copy it). */
+SONDE_API const char *sonde_consumer__socket_path(const struct sonde_consumer_opts *opts);
+SONDE_API int sonde_consumer__fd(const struct sonde_consumer *c);
+SONDE_API bool sonde_consumer__want_write(struct sonde_consumer *c);
+/* Callbacks (copied); may be changed at any time. */
+SONDE_API void sonde_consumer__set_callbacks(struct sonde_consumer *c,
+					     const struct sonde_consumer_cbs *cbs);
+/* Reads and dispatches what is available, without blocking. Returns 0, -ECONNRESET once the
+ * service closed the connection (pending requests complete with -ECONNRESET), or -errno. */
+SONDE_API int sonde_consumer__process(struct sonde_consumer *c);
+
+/* Creates the session. output_fd >= 0 is sent along (not taken) for write_into_file
+ * configs without output_path. Completion: on_disabled when the session ends. */
+SONDE_API int sonde_consumer__enable_tracing(struct sonde_consumer *c, const void *cfg,
+					     size_t cfg_len, int output_fd);
+/* Starts a deferred_start session. */
+SONDE_API int sonde_consumer__start_tracing(struct sonde_consumer *c);
+/* Asks the service to stop the session (it flushes, stops data sources, then on_disabled). */
+SONDE_API int sonde_consumer__disable_tracing(struct sonde_consumer *c);
+/* Drains the session's buffers: packets go to on_packet, then done(ctx, status). */
+SONDE_API int sonde_consumer__read_buffers(struct sonde_consumer *c, sonde_consumer_done_fn done,
+					   void *ctx);
+/* Flushes every data source of the session (timeout_ms 0: the service's default). */
+SONDE_API int sonde_consumer__flush(struct sonde_consumer *c, uint32_t timeout_ms,
+				    sonde_consumer_done_fn done, void *ctx);
+/* Destroys the session and its buffers. */
+SONDE_API int sonde_consumer__free_buffers(struct sonde_consumer *c);
+SONDE_API int sonde_consumer__get_trace_stats(struct sonde_consumer *c, sonde_consumer_stats_fn fn,
+					      void *ctx);
+SONDE_API int sonde_consumer__query_service_state(struct sonde_consumer *c,
+						  sonde_consumer_state_fn fn, void *ctx);
+SONDE_API void sonde_service_state__free(struct sonde_service_state *s);
+
+/* Blocking helpers: each runs the consumer's own poll loop until its reply arrives or
+ * timeout_ms passes (-ETIMEDOUT). Other completions are dispatched meanwhile. */
+/* Waits for the session to end. error (may be NULL) receives the service's reason ("" for
+ * a normal end). Returns 0 or -errno. */
+SONDE_API int sonde_consumer__wait_disabled(struct sonde_consumer *c, int timeout_ms, char *error,
+					    size_t error_len);
+/* True once on_disabled has happened for the current session. */
+SONDE_API bool sonde_consumer__disabled(const struct sonde_consumer *c);
+SONDE_API int sonde_consumer__read_buffers_sync(struct sonde_consumer *c, int timeout_ms);
+SONDE_API int sonde_consumer__flush_sync(struct sonde_consumer *c, uint32_t flush_timeout_ms,
+					 int timeout_ms);
+SONDE_API int sonde_consumer__get_trace_stats_sync(struct sonde_consumer *c,
+						   struct sonde_trace_stats *out, int timeout_ms);
+/* *out is allocated; free it with sonde_service_state__free. */
+SONDE_API int sonde_consumer__query_service_state_sync(struct sonde_consumer *c,
+						       struct sonde_service_state **out,
+						       int timeout_ms);
+/* Decoders of the replies, for untrusted bytes (also used by the calls above). */
+SONDE_API int sonde_trace_stats_decode(const void *buf, size_t len, struct sonde_trace_stats *out);
+SONDE_API int sonde_service_state_decode(const void *buf, size_t len,
+					 struct sonde_service_state **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,684 @@
+/* Tracing service benchmark: ingest from flooding producers, buffer drain through
+ * ReadBuffers and write_into_file, and service memory. Runs against sonded and, when a
+ * path to a peer service binary (e.g. Perfetto's traced) is given, against the peer in the
+ * same run, printing ratios.
+ *
+ * usage: trace_bench SONDED [PEER] [--seconds N] [--quick]
+ *
+ * Both services are started with PERFETTO_PRODUCER_SOCK_NAME / PERFETTO_CONSUMER_SOCK_NAME
+ * pointing into a temporary directory and no arguments. The producers and consumer are
+ * sonde's client library in both cases, so the service is the only variable.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/client.h>
+#include <sonde/log.h>
+
+enum { MAX_PRODUCERS = 100 };
+
+struct svc {
+	const char *bin, *label;
+	pid_t pid;
+	char dir[64], psock[128], csock[128];
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void die(const char *msg)
+{
+	fprintf(stderr, "trace_bench: %s\n", msg);
+	exit(1);
+}
+
+/* ---------------------------------------------------------------- the service */
+
+static bool can_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void svc_start(struct svc *s)
+{
+	snprintf(s->dir, sizeof(s->dir), "/tmp/trace_bench.XXXXXX");
+	if (!mkdtemp(s->dir))
+		die("mkdtemp failed");
+	snprintf(s->psock, sizeof(s->psock), "%s/p.sock", s->dir);
+	snprintf(s->csock, sizeof(s->csock), "%s/c.sock", s->dir);
+	setenv("PERFETTO_PRODUCER_SOCK_NAME", s->psock, 1);
+	setenv("PERFETTO_CONSUMER_SOCK_NAME", s->csock, 1);
+	s->pid = fork();
+	if (s->pid == 0) {
+		int devnull = open("/dev/null", O_RDWR);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+		execl(s->bin, s->bin, (char *)NULL);
+		_exit(127);
+	}
+	double end = now_s() + 10;
+	while (!(can_connect(s->psock) && can_connect(s->csock))) {
+		if (now_s() > end)
+			die("the service did not start listening");
+		usleep(10000);
+	}
+}
+
+static void svc_stop(struct svc *s)
+{
+	kill(s->pid, SIGTERM);
+	for (int i = 0; i < 100 && waitpid(s->pid, NULL, WNOHANG) == 0; i++)
+		usleep(50000);
+	kill(s->pid, SIGKILL);
+	waitpid(s->pid, NULL, 0);
+	unlink(s->psock);
+	unlink(s->csock);
+	rmdir(s->dir);
+}
+
+/* utime + stime of the service, in seconds. */
+static double svc_cpu(const struct svc *s)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", s->pid);
+	FILE *f = fopen(path, "r");
+	if (!f || !fgets(buf, sizeof(buf), f))
+		die("cannot read the service's /proc/PID/stat");
+	fclose(f);
+	/* fields after the ')' of comm: state is field 3, utime 14, stime 15 */
+	const char *p = strrchr(buf, ')');
+	unsigned long ut = 0, st = 0;
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		die("cannot parse /proc/PID/stat");
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static long svc_rss_kb(const struct svc *s)
+{
+	char path[64], line[256];
+	long kb = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", s->pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* ---------------------------------------------------------------- flooding producer */
+
+struct flood {
+	struct sonde_producer *p;
+	size_t pkt_size;
+	uint64_t instance;
+	pthread_t th;
+	atomic_bool stop;
+	bool running, done;
+	uint64_t packets, lost;
+};
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	do {
+		p[n++] = (uint8_t)(v | (v >= 0x80 ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return n;
+}
+
+/* A TracePacket {900 for_testing: {1 str: body}} of about `size` bytes. */
+static size_t make_packet(uint8_t *pkt, size_t size)
+{
+	size_t body = size > 16 ? size - 10 : 6, n = 0;
+	uint8_t inner_hdr[12];
+	size_t ih = 0;
+
+	inner_hdr[ih++] = 0x0a;
+	ih += put_varint(inner_hdr + ih, body);
+	n += put_varint(pkt + n, (900 << 3) | 2);
+	n += put_varint(pkt + n, ih + body);
+	memcpy(pkt + n, inner_hdr, ih);
+	n += ih;
+	memset(pkt + n, 'x', body);
+	return n + body;
+}
+
+static void *flood_thread(void *arg)
+{
+	struct flood *f = arg;
+	uint8_t *pkt = malloc(f->pkt_size + 32);
+	if (!pkt)
+		return NULL;
+	size_t n = make_packet(pkt, f->pkt_size);
+
+	struct sonde_trace_writer *w = sonde_producer__new_writer(f->p, f->instance);
+	if (!w) {
+		free(pkt);
+		return NULL;
+	}
+	while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+		for (int i = 0; i < 64; i++)
+			sonde_trace_writer__write_packet(w, pkt, n);
+		f->packets += 64;
+	}
+	f->lost = sonde_trace_writer__packets_lost(w);
+	sonde_trace_writer__free(w);
+	free(pkt);
+	return NULL;
+}
+
+static void flood_start(void *ctx, uint64_t id, const void *cfg, size_t len)
+{
+	struct flood *f = ctx;
+	f->instance = id;
+	atomic_store(&f->stop, false);
+	f->running = pthread_create(&f->th, NULL, flood_thread, f) == 0;
+}
+
+static void flood_stop(void *ctx, uint64_t id)
+{
+	struct flood *f = ctx;
+	if (!f->running)
+		return;
+	atomic_store(&f->stop, true);
+	pthread_join(f->th, NULL);
+	f->running = false;
+	f->done = true;
+}
+
+/* A producer process: floods while its data source runs, then writes "packets lost" to
+ * the pipe and exits. */
+static void flood_child(int out, size_t pkt_size, uint32_t page, uint32_t smb)
+{
+	struct flood f = {.pkt_size = pkt_size};
+	struct sonde_producer_opts po = {.sz = sizeof(po),
+					 .name = "bench-flood",
+					 .smb_size_hint = smb,
+					 .smb_page_size_hint = page,
+					 .smb_scraping = SONDE_SMB_SCRAPING_ENABLED,
+					 .stall_ms = 1000};
+	struct sonde_data_source_cbs cbs = {.sz = sizeof(cbs),
+					    .start = flood_start,
+					    .stop = flood_stop,
+					    .ctx = &f,
+					    .will_notify_on_stop = true};
+	if (!(f.p = sonde_producer__new(&po)))
+		_exit(2);
+	sonde_producer__register_data_source(f.p, "bench.flood", &cbs);
+	double end = now_s() + 600;
+	while (!f.done && now_s() < end && sonde_producer__poll(f.p, 100) >= 0)
+		;
+	for (int i = 0; i < 5; i++) /* let the stop ack and last commits out */
+		sonde_producer__poll(f.p, 20);
+	dprintf(out, "%" PRIu64 " %" PRIu64 "\n", f.packets, f.lost);
+	sonde_producer__free(f.p);
+	_exit(0);
+}
+
+struct producers {
+	pid_t pid[MAX_PRODUCERS];
+	int pipe[MAX_PRODUCERS];
+	int n;
+};
+
+static void spawn_floods(struct producers *ps, int n, size_t pkt, uint32_t page, uint32_t smb)
+{
+	ps->n = n;
+	for (int i = 0; i < n; i++) {
+		int fds[2];
+		if (pipe(fds) < 0)
+			die("pipe");
+		fflush(NULL);
+		ps->pid[i] = fork();
+		if (ps->pid[i] == 0) {
+			close(fds[0]);
+			flood_child(fds[1], pkt, page, smb);
+		}
+		close(fds[1]);
+		ps->pipe[i] = fds[0];
+	}
+}
+
+/* Waits for the producers; returns the packets they wrote and lost. */
+static void reap_floods(struct producers *ps, uint64_t *written, uint64_t *lost)
+{
+	*written = *lost = 0;
+	for (int i = 0; i < ps->n; i++) {
+		char buf[64] = "";
+		ssize_t k = read(ps->pipe[i], buf, sizeof(buf) - 1);
+		uint64_t w = 0, l = 0;
+		if (k > 0 && sscanf(buf, "%" SCNu64 " %" SCNu64, &w, &l) == 2) {
+			*written += w;
+			*lost += l;
+		}
+		close(ps->pipe[i]);
+		waitpid(ps->pid[i], NULL, 0);
+	}
+}
+
+/* ---------------------------------------------------------------- consumer side */
+
+static struct sonde_consumer *consumer(const struct svc *s)
+{
+	struct sonde_consumer_opts co = {.sz = sizeof(co), .socket = s->csock};
+	struct sonde_consumer *c = sonde_consumer__new(&co);
+	if (!c)
+		die("cannot connect a consumer");
+	return c;
+}
+
+struct cfg_params {
+	const char *ds;
+	uint32_t buf_kb, page_kb, smb_kb, file_period_ms;
+	enum sonde_fill_policy fill;
+	bool wif;
+};
+
+static uint8_t *make_config(const struct cfg_params *p, size_t *len)
+{
+	struct sonde_trace_config_opts o = {.sz = sizeof(o),
+					    .write_into_file = p->wif,
+					    .file_write_period_ms = p->file_period_ms};
+	struct sonde_trace_config *cfg = sonde_trace_config__new(&o);
+	uint8_t *out;
+	if (!cfg || sonde_trace_config__add_buffer(cfg, p->buf_kb, p->fill) < 0 ||
+	    sonde_trace_config__add_data_source(cfg, p->ds, 0, NULL, 0) < 0 ||
+	    (p->smb_kb &&
+	     sonde_trace_config__add_producer(cfg, "bench-flood", p->smb_kb, p->page_kb) < 0) ||
+	    sonde_trace_config__encode(cfg, &out, len) < 0)
+		die("cannot build the config");
+	sonde_trace_config__free(cfg);
+	return out;
+}
+
+static void wait_data_sources(const struct svc *s, const char *name, int n)
+{
+	struct sonde_consumer *c = consumer(s);
+	double end = now_s() + 30;
+	for (;;) {
+		struct sonde_service_state *st;
+		int found = 0;
+		if (sonde_consumer__query_service_state_sync(c, &st, 10000) < 0)
+			die("QueryServiceState failed");
+		for (size_t i = 0; i < st->n_data_sources; i++)
+			found += strcmp(st->data_sources[i].name, name) == 0;
+		sonde_service_state__free(st);
+		if (found >= n)
+			break;
+		if (now_s() > end)
+			die("producers did not register");
+		usleep(20000);
+	}
+	sonde_consumer__free(c);
+}
+
+/* Keeps the consumer serviced while time passes. */
+static void idle(struct sonde_consumer *c, double secs)
+{
+	for (double end = now_s() + secs; now_s() < end;) {
+		struct pollfd p = {.fd = sonde_consumer__fd(c), .events = POLLIN};
+		if (poll(&p, 1, 50) > 0)
+			sonde_consumer__process(c);
+	}
+}
+
+static void stats(struct sonde_consumer *c, struct sonde_trace_stats *st)
+{
+	if (sonde_consumer__get_trace_stats_sync(c, st, 10000) < 0 || st->n_buffers < 1)
+		die("GetTraceStats failed");
+}
+
+static void stop_session(struct sonde_consumer *c)
+{
+	if (sonde_consumer__disable_tracing(c) < 0 ||
+	    sonde_consumer__wait_disabled(c, 60000, NULL, 0) < 0)
+		die("the session did not stop");
+}
+
+struct flood_result {
+	double mbps, cpu_per_gb;
+	uint64_t bytes, chunks_lost, packets_lost, packets;
+};
+
+static void run_flood(struct svc *s, int nprod, uint32_t page, size_t pkt, double secs,
+		      struct flood_result *r)
+{
+	struct producers ps;
+	struct cfg_params cp = {.ds = "bench.flood",
+				.buf_kb = 64 * 1024,
+				.page_kb = page / 1024,
+				.smb_kb = 4096,
+				.fill = SONDE_FILL_RING_BUFFER};
+	struct sonde_trace_stats a, b;
+	size_t len;
+
+	spawn_floods(&ps, nprod, pkt, page, 4 << 20);
+	wait_data_sources(s, "bench.flood", nprod);
+	struct sonde_consumer *c = consumer(s);
+	uint8_t *cfg = make_config(&cp, &len);
+	if (sonde_consumer__enable_tracing(c, cfg, len, -1) < 0)
+		die("EnableTracing failed");
+	idle(c, 0.5); /* the producers get their SMB and start writing */
+	stats(c, &a);
+	double cpu0 = svc_cpu(s), t0 = now_s();
+	idle(c, secs);
+	stats(c, &b);
+	double cpu1 = svc_cpu(s), t1 = now_s();
+	stop_session(c);
+	sonde_consumer__free(c);
+	free(cfg);
+	reap_floods(&ps, &r->packets, &r->packets_lost);
+	r->bytes = b.buffers[0].bytes_written - a.buffers[0].bytes_written;
+	r->mbps = (double)r->bytes / 1e6 / (t1 - t0);
+	r->cpu_per_gb = r->bytes ? (cpu1 - cpu0) / ((double)r->bytes / 1e9) : 0;
+	r->chunks_lost =
+		b.buffers[0].chunks_discarded + b.buffers[0].abi_violations + b.chunks_discarded;
+}
+
+/* ---------------------------------------------------------------- drain */
+
+struct drain_result {
+	double mbps, cpu_per_mb;
+	uint64_t bytes;
+};
+
+static void count_packet(void *ctx, const void *pkt, size_t len)
+{
+	(void)pkt;
+	*(uint64_t *)ctx += len;
+}
+
+/* Floods a DISCARD buffer of buf_kb until it is full (or 60 s pass), then stops. */
+static void fill_buffer(struct svc *s, struct sonde_consumer *c, const uint8_t *cfg, size_t len,
+			int out_fd, uint32_t buf_kb)
+{
+	struct producers ps;
+	struct sonde_trace_stats st;
+
+	spawn_floods(&ps, 1, 16384, 32768, 4 << 20);
+	wait_data_sources(s, "bench.flood", 1);
+	if (sonde_consumer__enable_tracing(c, cfg, len, out_fd) < 0)
+		die("EnableTracing failed");
+	for (double end = now_s() + 60; now_s() < end;) {
+		idle(c, 0.2);
+		stats(c, &st);
+		if (st.buffers[0].chunks_discarded > 0 ||
+		    st.buffers[0].bytes_written >= (uint64_t)buf_kb * 1024 * 97 / 100)
+			break;
+	}
+	/* stop the producers first: the drain below then measures the service alone */
+	for (int i = 0; i < ps.n; i++)
+		kill(ps.pid[i], SIGKILL);
+	uint64_t w, l;
+	reap_floods(&ps, &w, &l);
+}
+
+static void run_drain_read(struct svc *s, uint32_t buf_kb, struct drain_result *r)
+{
+	struct cfg_params cp = {.ds = "bench.flood",
+				.buf_kb = buf_kb,
+				.page_kb = 32,
+				.smb_kb = 4096,
+				.fill = SONDE_FILL_DISCARD};
+	struct sonde_consumer *c = consumer(s);
+	size_t len;
+	uint8_t *cfg = make_config(&cp, &len);
+
+	fill_buffer(s, c, cfg, len, -1, buf_kb);
+	stop_session(c);
+	uint64_t bytes = 0;
+	struct sonde_consumer_cbs cbs = {
+		.sz = sizeof(cbs), .on_packet = count_packet, .ctx = &bytes};
+	sonde_consumer__set_callbacks(c, &cbs);
+	double cpu0 = svc_cpu(s), t0 = now_s();
+	if (sonde_consumer__read_buffers_sync(c, 300000) < 0)
+		die("ReadBuffers failed");
+	double t = now_s() - t0, cpu = svc_cpu(s) - cpu0;
+	sonde_consumer__free(c);
+	free(cfg);
+	r->bytes = bytes;
+	r->mbps = (double)bytes / 1e6 / t;
+	r->cpu_per_mb = bytes ? cpu / ((double)bytes / 1e6) : 0;
+}
+
+static void run_drain_file(struct svc *s, uint32_t buf_kb, struct drain_result *r)
+{
+	/* no periodic drain: everything is written by the final drain at the end */
+	struct cfg_params cp = {.ds = "bench.flood",
+				.buf_kb = buf_kb,
+				.page_kb = 32,
+				.smb_kb = 4096,
+				.fill = SONDE_FILL_DISCARD,
+				.wif = true,
+				.file_period_ms = 3600000};
+	struct sonde_consumer *c = consumer(s);
+	char path[160];
+	size_t len;
+	uint8_t *cfg = make_config(&cp, &len);
+
+	snprintf(path, sizeof(path), "%s/out.pftrace", s->dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		die("cannot create the output file");
+	fill_buffer(s, c, cfg, len, fd, buf_kb);
+	double cpu0 = svc_cpu(s), t0 = now_s();
+	stop_session(c);
+	double t = now_s() - t0, cpu = svc_cpu(s) - cpu0;
+	struct stat st;
+	fstat(fd, &st);
+	close(fd);
+	unlink(path);
+	sonde_consumer__free(c);
+	free(cfg);
+	r->bytes = (uint64_t)st.st_size;
+	r->mbps = (double)r->bytes / 1e6 / t;
+	r->cpu_per_mb = r->bytes ? cpu / ((double)r->bytes / 1e6) : 0;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+/* One process holding n producers, each registering bench.idle, until killed. */
+static pid_t spawn_idle_producers(int n)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	static struct sonde_producer *p[MAX_PRODUCERS];
+	struct pollfd fds[MAX_PRODUCERS];
+	struct sonde_producer_opts po = {
+		.sz = sizeof(po), .name = "bench-idle", .smb_size_hint = 256 * 1024};
+	for (int i = 0; i < n; i++) {
+		if (!(p[i] = sonde_producer__new(&po)))
+			_exit(2);
+		sonde_producer__register_data_source(p[i], "bench.idle", NULL);
+		fds[i] = (struct pollfd){.fd = sonde_producer__fd(p[i]), .events = POLLIN};
+	}
+	for (;;) {
+		if (poll(fds, (nfds_t)n, 1000) < 0)
+			_exit(1);
+		for (int i = 0; i < n; i++)
+			if (fds[i].revents && sonde_producer__process(p[i]) < 0)
+				_exit(0);
+	}
+}
+
+static void run_rss(struct svc *s, long *idle_kb, long *busy_kb)
+{
+	struct cfg_params cp = {.ds = "bench.idle", .buf_kb = 1024, .fill = SONDE_FILL_RING_BUFFER};
+	size_t len;
+
+	usleep(200000);
+	*idle_kb = svc_rss_kb(s);
+	pid_t pid = spawn_idle_producers(MAX_PRODUCERS);
+	wait_data_sources(s, "bench.idle", MAX_PRODUCERS);
+	struct sonde_consumer *c = consumer(s);
+	uint8_t *cfg = make_config(&cp, &len);
+	if (sonde_consumer__enable_tracing(c, cfg, len, -1) < 0)
+		die("EnableTracing failed");
+	idle(c, 1.0); /* every producer gets its SMB */
+	*busy_kb = svc_rss_kb(s);
+	stop_session(c);
+	sonde_consumer__free(c);
+	free(cfg);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* ---------------------------------------------------------------- driver */
+
+struct flood_case {
+	int producers;
+	uint32_t page;
+	size_t pkt;
+};
+
+static const struct flood_case cases[] = {
+	{1, 4096, 64}, {1, 4096, 16384}, {1, 32768, 64}, {1, 32768, 16384},
+	{4, 4096, 64}, {4, 4096, 16384}, {4, 32768, 64}, {4, 32768, 16384},
+};
+enum { N_CASES = sizeof(cases) / sizeof(cases[0]) };
+
+struct results {
+	struct flood_result flood[N_CASES];
+	struct drain_result read, file;
+	long rss_idle, rss_busy;
+};
+
+static void run_all(struct svc *s, double secs, uint32_t drain_kb, bool quick, struct results *r)
+{
+	svc_start(s);
+	run_rss(s, &r->rss_idle, &r->rss_busy);
+	for (int i = 0; i < N_CASES; i++) {
+		if (quick && i % 2)
+			continue;
+		run_flood(s, cases[i].producers, cases[i].page, cases[i].pkt, secs, &r->flood[i]);
+		fprintf(stderr, "  %s: flood %dp %2uK %5zuB: %.0f MB/s\n", s->label,
+			cases[i].producers, cases[i].page / 1024, cases[i].pkt, r->flood[i].mbps);
+	}
+	run_drain_read(s, drain_kb, &r->read);
+	run_drain_file(s, drain_kb, &r->file);
+	svc_stop(s);
+}
+
+static void ratio(char *out, size_t n, double a, double b)
+{
+	if (b > 0)
+		snprintf(out, n, "%6.2fx", a / b);
+	else
+		snprintf(out, n, "%7s", "-");
+}
+
+static void report(const struct results *r, const struct results *peer, bool quick)
+{
+	char q[16];
+
+	printf("\n%-28s %12s %12s %12s %12s %10s\n", "ingest (64 MiB ring)", "MB/s", "cpu s/GB",
+	       "chunks lost", "pkts lost", peer ? "vs peer" : "");
+	for (int i = 0; i < N_CASES; i++) {
+		const struct flood_result *f = &r->flood[i];
+		if (quick && i % 2)
+			continue;
+		char name[64];
+		snprintf(name, sizeof(name), "%d producer%s, %2uK pages, %5zuB", cases[i].producers,
+			 cases[i].producers > 1 ? "s" : " ", cases[i].page / 1024, cases[i].pkt);
+		ratio(q, sizeof(q), f->mbps, peer ? peer->flood[i].mbps : 0);
+		printf("%-28s %12.1f %12.3f %12" PRIu64 " %12" PRIu64 " %10s\n", name, f->mbps,
+		       f->cpu_per_gb, f->chunks_lost, f->packets_lost, peer ? q : "");
+		if (peer)
+			printf("%-28s %12.1f %12.3f %12" PRIu64 " %12" PRIu64 "\n", "  peer",
+			       peer->flood[i].mbps, peer->flood[i].cpu_per_gb,
+			       peer->flood[i].chunks_lost, peer->flood[i].packets_lost);
+	}
+	printf("\n%-28s %12s %12s %12s %10s\n", "drain", "MB/s", "cpu ms/MB", "MB", "");
+	const struct drain_result *d[2] = {&r->read, &r->file};
+	const struct drain_result *pd[2] = {peer ? &peer->read : NULL, peer ? &peer->file : NULL};
+	const char *names[2] = {"ReadBuffers", "write_into_file"};
+	for (int i = 0; i < 2; i++) {
+		ratio(q, sizeof(q), d[i]->mbps, pd[i] ? pd[i]->mbps : 0);
+		printf("%-28s %12.1f %12.3f %12.1f %10s\n", names[i], d[i]->mbps,
+		       d[i]->cpu_per_mb * 1000, (double)d[i]->bytes / 1e6, peer ? q : "");
+		if (pd[i])
+			printf("%-28s %12.1f %12.3f %12.1f\n", "  peer", pd[i]->mbps,
+			       pd[i]->cpu_per_mb * 1000, (double)pd[i]->bytes / 1e6);
+	}
+	printf("\n%-28s %12s %10s\n", "service RSS", "KiB", "");
+	ratio(q, sizeof(q), (double)r->rss_idle, peer ? (double)peer->rss_idle : 0);
+	printf("%-28s %12ld %10s\n", "idle", r->rss_idle, peer ? q : "");
+	if (peer)
+		printf("%-28s %12ld\n", "  peer", peer->rss_idle);
+	ratio(q, sizeof(q), (double)r->rss_busy, peer ? (double)peer->rss_busy : 0);
+	printf("%-28s %12ld %10s\n", "100 producers, 256K SMBs", r->rss_busy, peer ? q : "");
+	if (peer)
+		printf("%-28s %12ld\n", "  peer", peer->rss_busy);
+}
+
+int main(int argc, char **argv)
+{
+	const char *bins[2] = {NULL, NULL};
+	double secs = 10;
+	uint32_t drain_kb = 256 * 1024;
+	bool quick = false;
+	int nb = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+			secs = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--drain-mb") && i + 1 < argc)
+			drain_kb = (uint32_t)atoi(argv[++i]) * 1024;
+		else if (!strcmp(argv[i], "--quick"))
+			quick = true;
+		else if (argv[i][0] != '-' && nb < 2)
+			bins[nb++] = argv[i];
+		else {
+			fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] "
+					"[--drain-mb N] [--quick]\n");
+			return 2;
+		}
+	}
+	if (!nb) {
+		fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] "
+				"[--quick]\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	sonde_log_set_level(SONDE_LOG_ERROR);
+	static struct results res[2];
+	struct svc svcs[2] = {{.bin = bins[0], .label = "sonded"},
+			      {.bin = bins[1], .label = "peer"}};
+	for (int i = 0; i < nb; i++)
+		run_all(&svcs[i], secs, drain_kb, quick, &res[i]);
+	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: libsonde\n",
+	       secs, drain_kb / 1024);
+	printf("service: %s%s%s\n", bins[0], nb > 1 ? ", peer: " : "", nb > 1 ? bins[1] : "");
+	report(&res[0], nb > 1 ? &res[1] : NULL, quick);
+	return 0;
+}

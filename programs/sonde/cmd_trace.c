@@ -1,0 +1,529 @@
+/* sonde trace: record a trace from a Perfetto-compatible tracing service (sonded or traced),
+ * in the spirit of the `perfetto` command. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/client.h>
+#include <sonde/error.h>
+
+#include "cli.h"
+
+#define CMD "trace"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sonde trace -o FILE -c CONFIG [--txt]\n"
+		"       sonde trace -o FILE [-t DURATION] [-b SIZE] DATA_SOURCE...\n"
+		"       sonde trace --query\n"
+		"\n"
+		"Records a trace from a Perfetto-compatible tracing service (sonded, traced).\n"
+		"Ctrl-C flushes the data sources and stops the session cleanly.\n"
+		"\n"
+		"  -c, --config FILE    trace config: binary TraceConfig protobuf, or protobuf "
+		"text\n"
+		"                       format with --txt ('-' reads standard input)\n"
+		"      --txt            the config is in text format\n"
+		"  -o, --out FILE       write the trace to FILE (required to trace)\n"
+		"  -t, --time DURATION  session length, e.g. 10s, 500ms, 2m (default 10s)\n"
+		"  -b, --buffer SIZE    central buffer size, e.g. 64mb, 512kb (default 32mb)\n"
+		"      --socket PATH    the service's consumer socket (default\n"
+		"                       $PERFETTO_CONSUMER_SOCK_NAME, else /run/perfetto/\n"
+		"                       traced-consumer.sock or /tmp/perfetto-consumer)\n"
+		"  -q, --query          list the service's producers, data sources and sessions\n"
+		"  -h, --help           show this help\n"
+		"\n"
+		"-t, -b and DATA_SOURCE names build a config with one ring buffer; they cannot be\n"
+		"combined with -c. See docs/trace.md for the text format sonde understands.\n");
+}
+
+struct opts {
+	const char *config, *out, *socket;
+	bool txt, query, quick;
+	uint32_t duration_ms;
+	uint32_t buffer_kb;
+	char **sources;
+	int n_sources;
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted++;
+}
+
+/* "10s", "500ms", "2m", "1h", bare numbers are seconds. */
+static int parse_duration(const char *s, uint32_t *ms)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	double mul = 1000;
+	if (errno || end == s || v < 0)
+		return -1;
+	if (!strcasecmp(end, "ms"))
+		mul = 1;
+	else if (!*end || !strcasecmp(end, "s"))
+		mul = 1000;
+	else if (!strcasecmp(end, "m"))
+		mul = 60000;
+	else if (!strcasecmp(end, "h"))
+		mul = 3600000;
+	else
+		return -1;
+	if (v * mul > 7 * 24 * 3600000.0)
+		return -1;
+	*ms = (uint32_t)(v * mul);
+	return 0;
+}
+
+/* "64mb", "512kb", "1gb", "4096" (KiB); the result is in KiB. */
+static int parse_size_kb(const char *s, uint32_t *kb)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	double mul = 1;
+	if (errno || end == s || v <= 0)
+		return -1;
+	if (!*end || !strcasecmp(end, "k") || !strcasecmp(end, "kb"))
+		mul = 1;
+	else if (!strcasecmp(end, "m") || !strcasecmp(end, "mb"))
+		mul = 1024;
+	else if (!strcasecmp(end, "g") || !strcasecmp(end, "gb"))
+		mul = 1024 * 1024;
+	else if (!strcasecmp(end, "b"))
+		mul = 1.0 / 1024;
+	else
+		return -1;
+	if (v * mul < 4 || v * mul > 4.0 * 1024 * 1024)
+		return -1;
+	*kb = (uint32_t)(v * mul);
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	enum { OPT_TXT = 256, OPT_SOCKET };
+	static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+						 {"txt", no_argument, NULL, OPT_TXT},
+						 {"out", required_argument, NULL, 'o'},
+						 {"time", required_argument, NULL, 't'},
+						 {"buffer", required_argument, NULL, 'b'},
+						 {"socket", required_argument, NULL, OPT_SOCKET},
+						 {"query", no_argument, NULL, 'q'},
+						 {"help", no_argument, NULL, 'h'},
+						 {NULL, 0, NULL, 0}};
+	int c;
+
+	o->duration_ms = 10000;
+	o->buffer_kb = 32 * 1024;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:o:t:b:qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			o->config = optarg;
+			break;
+		case OPT_TXT:
+			o->txt = true;
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
+		case 't':
+			o->quick = true;
+			if (parse_duration(optarg, &o->duration_ms) < 0) {
+				cli_error(CMD, "bad duration '%s' (e.g. 10s, 500ms, 2m)", optarg);
+				return CLI_USAGE;
+			}
+			break;
+		case 'b':
+			o->quick = true;
+			if (parse_size_kb(optarg, &o->buffer_kb) < 0) {
+				cli_error(CMD, "bad buffer size '%s' (e.g. 64mb, 512kb)", optarg);
+				return CLI_USAGE;
+			}
+			break;
+		case OPT_SOCKET:
+			o->socket = optarg;
+			break;
+		case 'q':
+			o->query = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		default:
+			usage(stderr);
+			return CLI_USAGE;
+		}
+	}
+	o->sources = argv + optind;
+	o->n_sources = argc - optind;
+	return 0;
+}
+
+static int check_args(const struct opts *o)
+{
+	if (o->query)
+		return 0;
+	if (!o->out) {
+		cli_error(CMD, "-o FILE is required (see 'sonde trace --help')");
+		return CLI_USAGE;
+	}
+	if (o->config && (o->quick || o->n_sources)) {
+		cli_error(CMD, "-c cannot be combined with -t, -b or data source names");
+		return CLI_USAGE;
+	}
+	if (o->txt && !o->config) {
+		cli_error(CMD, "--txt needs -c FILE");
+		return CLI_USAGE;
+	}
+	if (!o->config && !o->n_sources) {
+		cli_error(CMD, "give a config (-c FILE) or at least one data source name");
+		return CLI_USAGE;
+	}
+	return 0;
+}
+
+static char *read_all(const char *path, size_t *len)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap + 1);
+
+	if (!f || !buf) {
+		if (f && f != stdin)
+			fclose(f);
+		free(buf);
+		return NULL;
+	}
+	for (size_t k; (k = fread(buf + n, 1, cap - n, f)) > 0;) {
+		n += k;
+		if (n == cap) {
+			char *nb = realloc(buf, 2 * cap + 1);
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	int err = ferror(f) ? errno : 0;
+	if (f != stdin)
+		fclose(f);
+	if (err || !buf) {
+		free(buf);
+		errno = err ? err : ENOMEM;
+		return NULL;
+	}
+	buf[n] = 0;
+	*len = n;
+	return buf;
+}
+
+static int quick_config(const struct opts *o, uint8_t **cfg, size_t *len)
+{
+	struct sonde_trace_config_opts co = {.sz = sizeof(co), .duration_ms = o->duration_ms};
+	struct sonde_trace_config *c = sonde_trace_config__new(&co);
+	int r = -ENOMEM;
+
+	if (!c)
+		return -ENOMEM;
+	if (sonde_trace_config__add_buffer(c, o->buffer_kb, SONDE_FILL_RING_BUFFER) < 0)
+		goto out;
+	for (int i = 0; i < o->n_sources; i++)
+		if ((r = sonde_trace_config__add_data_source(c, o->sources[i], 0, NULL, 0)) < 0)
+			goto out;
+	r = sonde_trace_config__encode(c, cfg, len);
+out:
+	sonde_trace_config__free(c);
+	return r;
+}
+
+/* The config to send, as binary TraceConfig. Returns 0 or an exit code. */
+static int load_config(const struct opts *o, uint8_t **cfg, size_t *len,
+		       struct sonde_trace_config_summary *sum)
+{
+	if (!o->config) {
+		if (quick_config(o, cfg, len) < 0) {
+			cli_error(CMD, "out of memory");
+			return CLI_FAILURE;
+		}
+	} else {
+		size_t n;
+		char *text = read_all(o->config, &n);
+		if (!text) {
+			cli_error(CMD, "cannot read config %s: %s", o->config, strerror(errno));
+			return CLI_FAILURE;
+		}
+		if (o->txt) {
+			struct sonde_txt_error e;
+			int r = sonde_trace_config_from_text(text, n, cfg, len, &e);
+			free(text);
+			if (r < 0) {
+				cli_error(CMD, "%s:%d:%d: %s", o->config, e.line, e.column, e.msg);
+				return CLI_FAILURE;
+			}
+		} else {
+			*cfg = (uint8_t *)text;
+			*len = n;
+		}
+	}
+	if (sonde_trace_config_summarize(*cfg, *len, sum) < 0) {
+		cli_error(CMD, "%s is not a binary TraceConfig%s", o->config,
+			  o->txt ? "" : " (is it text? add --txt)");
+		goto fail;
+	}
+	if (sum->has_output_path) {
+		cli_error(CMD, "the config sets output_path, which makes the service write the "
+			       "trace itself; remove it and use -o");
+		goto fail;
+	}
+	if (!sum->num_data_sources) {
+		cli_error(CMD, "the config enables no data source");
+		goto fail;
+	}
+	return 0;
+fail:
+	free(*cfg);
+	*cfg = NULL;
+	return CLI_FAILURE;
+}
+
+static struct sonde_consumer *connect_service(const struct opts *o)
+{
+	struct sonde_consumer_opts co = {.sz = sizeof(co), .socket = o->socket};
+	struct sonde_consumer *c = sonde_consumer__new(&co);
+
+	if (!c) {
+		int e = errno;
+		const char *path = sonde_consumer__socket_path(&co);
+		if (e == ENOENT || e == ECONNREFUSED)
+			cli_error(CMD,
+				  "no tracing service at %s (%s): start sonded, or point "
+				  "--socket or PERFETTO_CONSUMER_SOCK_NAME at a running service",
+				  path, strerror(e));
+		else
+			cli_error(CMD, "cannot connect to the tracing service at %s: %s", path,
+				  strerror(e));
+	}
+	return c;
+}
+
+static int run_query(const struct opts *o)
+{
+	struct sonde_consumer *c = connect_service(o);
+	struct sonde_service_state *s = NULL;
+
+	if (!c)
+		return CLI_FAILURE;
+	int r = sonde_consumer__query_service_state_sync(c, &s, 10000);
+	sonde_consumer__free(c);
+	if (r < 0) {
+		cli_error(CMD, "QueryServiceState failed: %s", sonde_strerror(r));
+		return CLI_FAILURE;
+	}
+	if (s->version[0])
+		printf("service: %s\n", s->version);
+	printf("producers (%zu):\n", s->n_producers);
+	for (size_t i = 0; i < s->n_producers; i++)
+		printf("  %-4d %-32s uid %d pid %d%s%s\n", s->producers[i].id, s->producers[i].name,
+		       s->producers[i].uid, s->producers[i].pid,
+		       s->producers[i].sdk_version[0] ? "  " : "", s->producers[i].sdk_version);
+	printf("data sources (%zu):\n", s->n_data_sources);
+	for (size_t i = 0; i < s->n_data_sources; i++)
+		printf("  %-32s producer %d\n", s->data_sources[i].name,
+		       s->data_sources[i].producer_id);
+	printf("sessions: %d (%d started)\n", s->num_sessions, s->num_sessions_started);
+	for (size_t i = 0; i < s->n_sessions; i++)
+		printf("  #%llu %-10s uid %d, %llu KiB, %u ms, %u data sources%s%s\n",
+		       (unsigned long long)s->sessions[i].id, s->sessions[i].state,
+		       s->sessions[i].consumer_uid,
+		       (unsigned long long)s->sessions[i].buffer_size_kb,
+		       s->sessions[i].duration_ms, s->sessions[i].num_data_sources,
+		       s->sessions[i].unique_session_name[0] ? ", " : "",
+		       s->sessions[i].unique_session_name);
+	sonde_service_state__free(s);
+	return CLI_OK;
+}
+
+struct sink {
+	FILE *f;
+	uint64_t packets, bytes;
+	int err;
+};
+
+/* Trace file framing: each packet is a `Trace.packet` field (0x0A varint(len) bytes). */
+static void write_packet(void *ctx, const void *pkt, size_t len)
+{
+	struct sink *s = ctx;
+	uint8_t hdr[11] = {0x0a};
+	size_t n = 1;
+	uint64_t v = len;
+
+	do {
+		hdr[n++] = (uint8_t)(v | (v >= 0x80 ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	if (fwrite(hdr, 1, n, s->f) != n || fwrite(pkt, 1, len, s->f) != len)
+		s->err = errno ? errno : EIO;
+	s->packets++;
+	s->bytes += n + len;
+}
+
+static void flushed_then_stop(void *ctx, int status)
+{
+	struct sonde_consumer *c = ctx;
+	if (status < 0)
+		cli_error(CMD, "flush before stopping failed: %s", sonde_strerror(status));
+	sonde_consumer__disable_tracing(c);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Runs the consumer loop until the session ends; Ctrl-C flushes and stops it. */
+static int wait_session(struct sonde_consumer *c, uint32_t duration_ms)
+{
+	/* as perfetto does: give up well after the session should have ended */
+	uint64_t limit_ms = duration_ms ? (uint64_t)duration_ms + 60000 + 10000 : 0;
+	uint64_t start = now_ms();
+	bool stopping = false;
+
+	while (!sonde_consumer__disabled(c)) {
+		if (interrupted > 1)
+			return -EINTR;
+		if (interrupted && !stopping) {
+			stopping = true;
+			fprintf(stderr, "sonde trace: stopping (Ctrl-C again to abort)\n");
+			if (sonde_consumer__flush(c, 0, flushed_then_stop, c) < 0)
+				sonde_consumer__disable_tracing(c);
+		}
+		struct pollfd p = {.fd = sonde_consumer__fd(c), .events = POLLIN};
+		if (sonde_consumer__want_write(c))
+			p.events |= POLLOUT;
+		int r = poll(&p, 1, 200);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r > 0 && (r = sonde_consumer__process(c)) < 0 && !sonde_consumer__disabled(c))
+			return r;
+		if (limit_ms && now_ms() - start > limit_ms)
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+static int open_output(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		cli_error(CMD, "cannot create %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/* After the session ended: drain it into the file, unless the service wrote it. */
+static int collect(struct sonde_consumer *c, const struct opts *o, int fd, bool into_file)
+{
+	struct sink s = {0};
+
+	if (into_file) {
+		off_t size = lseek(fd, 0, SEEK_END);
+		fprintf(stderr, "sonde trace: the service wrote %lld bytes to %s\n",
+			(long long)size, o->out);
+		return CLI_OK;
+	}
+	if (!(s.f = fdopen(dup(fd), "wb"))) {
+		cli_error(CMD, "%s: %s", o->out, strerror(errno));
+		return CLI_FAILURE;
+	}
+	struct sonde_consumer_cbs cbs = {.sz = sizeof(cbs), .on_packet = write_packet, .ctx = &s};
+	sonde_consumer__set_callbacks(c, &cbs);
+	int r = sonde_consumer__read_buffers_sync(c, 60000);
+	if (fclose(s.f) != 0 && !s.err)
+		s.err = errno;
+	if (r < 0) {
+		cli_error(CMD, "reading the trace failed: %s", sonde_strerror(r));
+		return CLI_FAILURE;
+	}
+	if (s.err) {
+		cli_error(CMD, "writing %s: %s", o->out, strerror(s.err));
+		return CLI_FAILURE;
+	}
+	fprintf(stderr, "sonde trace: wrote %llu packets, %llu bytes to %s\n",
+		(unsigned long long)s.packets, (unsigned long long)s.bytes, o->out);
+	return CLI_OK;
+}
+
+static int run_trace(const struct opts *o)
+{
+	struct sonde_trace_config_summary sum;
+	struct sonde_consumer *c = NULL;
+	uint8_t *cfg = NULL;
+	size_t len = 0;
+	char err[256];
+	int fd = -1, rc;
+
+	if ((rc = load_config(o, &cfg, &len, &sum)) != 0)
+		return rc;
+	rc = CLI_FAILURE;
+	if (!(c = connect_service(o)) || (fd = open_output(o->out)) < 0)
+		goto out;
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	int r = sonde_consumer__enable_tracing(c, cfg, len, sum.write_into_file ? fd : -1);
+	if (r < 0) {
+		cli_error(CMD, "EnableTracing failed: %s", sonde_strerror(r));
+		goto out;
+	}
+	fprintf(stderr, "sonde trace: tracing %u data source%s%s\n", sum.num_data_sources,
+		sum.num_data_sources == 1 ? "" : "s", sum.duration_ms ? "" : " until Ctrl-C");
+	if ((r = wait_session(c, sum.duration_ms)) < 0) {
+		cli_error(CMD, "%s", r == -EINTR ? "aborted" : sonde_strerror(r));
+		goto out;
+	}
+	sonde_consumer__wait_disabled(c, 0, err, sizeof(err));
+	if (err[0]) {
+		cli_error(CMD, "the service ended the session with an error: %s", err);
+		goto out;
+	}
+	rc = collect(c, o, fd, sum.write_into_file);
+out:
+	sonde_consumer__free(c);
+	if (fd >= 0)
+		close(fd);
+	free(cfg);
+	return rc;
+}
+
+static int cmd_trace(int argc, char **argv)
+{
+	struct opts o = {0};
+	int r = parse_args(argc, argv, &o);
+
+	if (r < 0)
+		return CLI_OK; /* --help */
+	if (r || (r = check_args(&o)))
+		return r;
+	return o.query ? run_query(&o) : run_trace(&o);
+}
+
+SONDE_COMMAND("trace", "record a trace from a Perfetto-compatible tracing service", cmd_trace)

@@ -1,0 +1,285 @@
+/* Producer-side SMB arbiter: chunk acquisition and the CommitData batch. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "base/pb.h"
+#include "client/arbiter.h"
+#include "ipc/frame.h"
+#include "ipc/protos.h"
+#include "ipc/smb.h"
+
+/* Split a batch so that every CommitData stays well inside one IPC frame. */
+enum { COMMIT_REQ_SOFT_MAX = 96 * 1024 };
+
+int arbiter_init(struct arbiter *a, void *base, size_t size, size_t page_size, unsigned layout,
+		 arb_send_fn send, void *send_ctx)
+{
+	memset(a, 0, sizeof(*a));
+	if (!smb_geometry_abi_ok(size, page_size) || !smb_layout_nchunks(layout))
+		return -EINVAL;
+	a->base = base;
+	a->size = size;
+	a->page_size = page_size;
+	a->num_pages = size / page_size;
+	a->layout = layout;
+	a->send = send;
+	a->send_ctx = send_ctx;
+	/* Commit once an eighth of the SMB is batched: large enough that the commit costs
+	 * little per chunk, small enough that the service frees chunks long before the
+	 * writers run out. */
+	a->commit_threshold = arbiter_total_chunks(a) / 8;
+	if (!a->commit_threshold)
+		a->commit_threshold = 1;
+	return -pthread_mutex_init(&a->lock, NULL);
+}
+
+void arbiter_fini(struct arbiter *a)
+{
+	if (!a->base)
+		return;
+	pthread_mutex_destroy(&a->lock);
+	free(a->moves);
+	free(a->patches);
+	buf_free(&a->req);
+	a->base = NULL;
+}
+
+size_t arbiter_total_chunks(const struct arbiter *a)
+{
+	return a->num_pages * smb_layout_nchunks(a->layout);
+}
+
+void arbiter_lock(struct arbiter *a)
+{
+	pthread_mutex_lock(&a->lock);
+}
+
+void arbiter_unlock(struct arbiter *a)
+{
+	pthread_mutex_unlock(&a->lock);
+}
+
+static bool acquire_in_page(struct arbiter *a, size_t page, struct arb_chunk *c)
+{
+	uint32_t *bm = smb_page_bitmap(a->base, a->page_size, page);
+	uint32_t cur = smb_bitmap_load(bm);
+
+	if (cur == 0) {
+		/* partition a free page; losing the race to another writer is fine */
+		smb_try_partition(a->base, a->page_size, page, a->layout);
+		cur = smb_bitmap_load(bm);
+	}
+	unsigned layout = smb_bitmap_layout(cur), n = smb_layout_nchunks(layout);
+	for (unsigned k = 0; k < n; k++) {
+		if (smb_bitmap_state(cur, k) != SMB_CHUNK_FREE)
+			continue;
+		/* transition directly (not smb_acquire_for_writing) to learn the layout the
+		 * CAS succeeded with: chunk address and size must both come from it */
+		unsigned got;
+		if (!smb_chunk_transition(bm, k, SMB_CHUNK_FREE, SMB_CHUNK_BEING_WRITTEN, &got))
+			continue;
+		uint8_t *p = smb_chunk_ptr(a->base, a->page_size, page, got, k);
+		c->base = p;
+		c->payload = p + SMB_CHUNK_HDR_SIZE;
+		c->payload_size =
+			(uint32_t)(smb_chunk_size(a->page_size, got) - SMB_CHUNK_HDR_SIZE);
+		c->page = (uint32_t)page;
+		c->index = k;
+		return true;
+	}
+	return false;
+}
+
+bool arbiter_try_acquire(struct arbiter *a, struct arb_chunk *c)
+{
+	size_t start = __atomic_load_n(&a->next_page, __ATOMIC_RELAXED);
+
+	for (size_t i = 0; i < a->num_pages; i++) {
+		size_t page = (start + i) % a->num_pages;
+		if (acquire_in_page(a, page, c)) {
+			__atomic_store_n(&a->next_page, page, __ATOMIC_RELAXED);
+			return true;
+		}
+	}
+	return false;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap * 2 : 64;
+	while (n < need)
+		n *= 2;
+	void *p = realloc(*arr, n * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+void arbiter_return_chunk(struct arbiter *a, const struct arb_chunk *c, uint16_t writer_id,
+			  uint32_t chunk_id, uint32_t target_buffer)
+{
+	arbiter_lock(a);
+	if (grow((void **)&a->moves, &a->cap_moves, a->n_moves + 1, sizeof(*a->moves)) < 0) {
+		/* cannot batch it: commit now, which needs no memory for this chunk */
+		arbiter_commit_locked(a, 0);
+		if (grow((void **)&a->moves, &a->cap_moves, 1, sizeof(*a->moves)) < 0) {
+			smb_mark_complete(a->base, a->page_size, c->page, c->index);
+			arbiter_unlock(a);
+			return;
+		}
+	}
+	a->moves[a->n_moves++] = (struct arb_move){*c, target_buffer, chunk_id, writer_id};
+	if (a->n_moves >= a->commit_threshold)
+		arbiter_commit_locked(a, 0);
+	arbiter_unlock(a);
+}
+
+static struct arb_move *find_batched(struct arbiter *a, const struct arb_patch *p)
+{
+	for (size_t i = a->n_moves; i-- > 0;) {
+		struct arb_move *m = &a->moves[i];
+		if (m->chunk_id == p->chunk_id && m->writer_id == p->writer_id &&
+		    m->target_buffer == p->target_buffer)
+			return m;
+	}
+	return NULL;
+}
+
+static void patch_in_place(struct arb_move *m, const struct arb_patch *p)
+{
+	if ((uint32_t)p->offset + 4 > m->c.payload_size)
+		return;
+	memcpy(m->c.payload + p->offset, p->data, 4);
+	if (!p->has_more) {
+		/* we still own the chunk (BeingWritten): clearing the flag is ours to do */
+		struct smb_chunk_info ci = smb_chunk_read_hdr(m->c.base);
+		smb_chunk_set_packets(m->c.base, ci.count, ci.flags & ~SMB_FLAG_NEEDS_PATCHING);
+	}
+}
+
+void arbiter_add_patches(struct arbiter *a, const struct arb_patch *p, size_t n)
+{
+	if (!n)
+		return;
+	arbiter_lock(a);
+	for (size_t i = 0; i < n; i++) {
+		struct arb_move *m = find_batched(a, &p[i]);
+		if (m) {
+			patch_in_place(m, &p[i]);
+			a->patches_direct++;
+			continue;
+		}
+		if (grow((void **)&a->patches, &a->cap_patches, a->n_patches + 1,
+			 sizeof(*a->patches)) < 0) {
+			sonde_warn("producer: out of memory, dropping a patch");
+			continue;
+		}
+		a->patches[a->n_patches++] = p[i];
+	}
+	arbiter_unlock(a);
+}
+
+static int send_req(struct arbiter *a)
+{
+	int r = 0;
+
+	if (buf_error(&a->req))
+		r = -ENOMEM;
+	else if (a->send)
+		r = a->send(a->send_ctx, a->req.data, a->req.len);
+	if (r < 0 && !a->send_error)
+		a->send_error = r;
+	a->commits_sent++;
+	buf_reset(&a->req);
+	return r;
+}
+
+static void encode_moves(struct arbiter *a)
+{
+	for (size_t i = 0; i < a->n_moves; i++) {
+		struct arb_move *m = &a->moves[i];
+		/* hand the chunk to the service; a failed transition means the page changed
+		 * under us, and then the service must not read it either */
+		if (!smb_mark_complete(a->base, a->page_size, m->c.page, m->c.index))
+			continue;
+		size_t mk = pb_begin(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
+		pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_PAGE, m->c.page);
+		pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_CHUNK, m->c.index);
+		pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, m->target_buffer);
+		pb_end(&a->req, mk);
+		a->chunks_committed++;
+		if (a->req.len > COMMIT_REQ_SOFT_MAX)
+			send_req(a);
+	}
+	a->n_moves = 0;
+}
+
+static void encode_patches(struct arbiter *a)
+{
+	size_t i = 0;
+
+	while (i < a->n_patches) {
+		const struct arb_patch *first = &a->patches[i];
+		size_t mk = pb_begin(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
+		pb_put_varint(&a->req, PF_CHUNK_TO_PATCH_TARGET_BUFFER, first->target_buffer);
+		pb_put_varint(&a->req, PF_CHUNK_TO_PATCH_WRITER_ID, first->writer_id);
+		pb_put_varint(&a->req, PF_CHUNK_TO_PATCH_CHUNK_ID, first->chunk_id);
+		bool more = true;
+		/* group the consecutive patches of one chunk (writers emit them together) */
+		for (; i < a->n_patches; i++) {
+			const struct arb_patch *p = &a->patches[i];
+			if (p->chunk_id != first->chunk_id || p->writer_id != first->writer_id ||
+			    p->target_buffer != first->target_buffer)
+				break;
+			size_t pm = pb_begin(&a->req, PF_CHUNK_TO_PATCH_PATCHES);
+			pb_put_varint(&a->req, PF_PATCH_OFFSET, p->offset);
+			pb_put_bytes(&a->req, PF_PATCH_DATA, p->data, 4);
+			pb_end(&a->req, pm);
+			more = p->has_more;
+			a->patches_sent++;
+		}
+		if (more)
+			pb_put_bool(&a->req, PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES, true);
+		pb_end(&a->req, mk);
+		if (a->req.len > COMMIT_REQ_SOFT_MAX)
+			send_req(a);
+	}
+	a->n_patches = 0;
+}
+
+int arbiter_commit_locked(struct arbiter *a, uint64_t flush_id)
+{
+	if (!a->n_moves && !a->n_patches && !flush_id) {
+		/* nothing new: just push out bytes an earlier commit left queued */
+		if (a->send && !a->send_error) {
+			int r = a->send(a->send_ctx, NULL, 0);
+			if (r < 0)
+				a->send_error = r;
+		}
+		return a->send_error;
+	}
+	buf_reset(&a->req);
+	encode_moves(a);
+	encode_patches(a);
+	if (flush_id)
+		pb_put_varint(&a->req, PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID, flush_id);
+	if (a->req.len || flush_id)
+		send_req(a);
+	return a->send_error;
+}
+
+int arbiter_commit(struct arbiter *a, uint64_t flush_id)
+{
+	arbiter_lock(a);
+	int r = arbiter_commit_locked(a, flush_id);
+	arbiter_unlock(a);
+	return r;
+}

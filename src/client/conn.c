@@ -1,0 +1,226 @@
+/* Client connection: socket path rules, connect, BindService, invoke. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "client/conn.h"
+
+void conn_default_path(enum conn_kind kind, char *out, size_t size)
+{
+	const char *env = getenv(kind == CONN_PRODUCER ? "PERFETTO_PRODUCER_SOCK_NAME"
+						       : "PERFETTO_CONSUMER_SOCK_NAME");
+	if (env && *env)
+		snprintf(out, size, "%s", env);
+	else if (access("/run/perfetto/", X_OK) == 0)
+		snprintf(out, size, "/run/perfetto/traced-%s.sock",
+			 kind == CONN_PRODUCER ? "producer" : "consumer");
+	else
+		snprintf(out, size, "/tmp/perfetto-%s",
+			 kind == CONN_PRODUCER ? "producer" : "consumer");
+}
+
+static int connect_unix(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t n = strlen(path);
+	socklen_t len;
+
+	if (n == 0 || n >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, n);
+	if (path[0] == '@') {
+		/* abstract namespace: a leading NUL and no trailing NUL */
+		sa.sun_path[0] = 0;
+		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+	} else {
+		len = (socklen_t)sizeof(sa);
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* connect blocking (AF_UNIX connects complete at once); ipc_chan_init then makes the
+	 * socket nonblocking */
+	if (connect(fd, (struct sockaddr *)&sa, len) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static int64_t ms_left(const struct timespec *deadline)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)(deadline->tv_sec - now.tv_sec) * 1000 +
+	       (deadline->tv_nsec - now.tv_nsec) / 1000000;
+}
+
+static int resolve_methods(struct conn *c, const struct ipc_frame *f, const char *const *names,
+			   size_t n)
+{
+	if (!f->success || !f->service_id)
+		return -SONDE_E_PROTOCOL;
+	c->service_id = f->service_id;
+	for (size_t i = 0; i < n; i++)
+		c->method_ids[i] = ipc_method_id(f, names[i]);
+	return 0;
+}
+
+static int await_bind_reply(struct conn *c, uint64_t req, const char *const *names, size_t n,
+			    int timeout_ms)
+{
+	struct timespec deadline;
+	struct ipc_frame f;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += timeout_ms / 1000;
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (deadline.tv_nsec >= 1000000000) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000;
+	}
+	for (bool eof = false;;) {
+		while ((r = ipc_chan_next(&c->ch, &f, NULL)) > 0)
+			if (f.request_id == req && f.msg == IPC_MSG_BIND_SERVICE_REPLY)
+				return resolve_methods(c, &f, names, n);
+		if (r < 0)
+			return r;
+		if (eof)
+			return -ECONNRESET;
+		int64_t left = ms_left(&deadline);
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if ((r = conn_wait(c, (int)left)) < 0)
+			return r;
+		if (r > 0 && (r = ipc_chan_read(&c->ch)) < 0) {
+			if (r != -ECONNRESET)
+				return r;
+			eof = true;
+		}
+	}
+}
+
+int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char *service,
+	      const char *const *names, size_t n, int timeout_ms)
+{
+	int fd, r;
+
+	memset(c, 0, sizeof(*c));
+	c->ch.fd = -1;
+	if (n > CONN_MAX_METHODS)
+		return -EINVAL;
+	if (path)
+		snprintf(c->path, sizeof(c->path), "%s", path);
+	else
+		conn_default_path(kind, c->path, sizeof(c->path));
+	if ((r = pthread_mutex_init(&c->lock, NULL)) != 0)
+		return -r;
+	c->open = true;
+	if ((fd = connect_unix(c->path)) < 0) {
+		r = fd;
+		goto fail;
+	}
+	if ((r = ipc_chan_init(&c->ch, fd)) < 0)
+		goto fail;
+	c->next_request_id = 1;
+	struct ipc_frame f = {.request_id = c->next_request_id++,
+			      .msg = IPC_MSG_BIND_SERVICE,
+			      .name = service,
+			      .name_len = strlen(service)};
+	if ((r = ipc_chan_send(&c->ch, &f, -1)) < 0)
+		goto fail;
+	if ((r = await_bind_reply(c, f.request_id, names, n, timeout_ms > 0 ? timeout_ms : 5000)) <
+	    0)
+		goto fail;
+	return 0;
+fail:
+	conn_close(c);
+	return r;
+}
+
+void conn_close(struct conn *c)
+{
+	if (!c->open)
+		return;
+	ipc_chan_close(&c->ch);
+	pthread_mutex_destroy(&c->lock);
+	c->open = false;
+}
+
+int64_t conn_invoke(struct conn *c, unsigned m, const void *args, size_t len, bool drop_reply,
+		    int fd)
+{
+	if (m >= CONN_MAX_METHODS || !c->method_ids[m])
+		return -SONDE_E_UNSUPPORTED;
+	pthread_mutex_lock(&c->lock);
+	struct ipc_frame f = {.request_id = c->next_request_id++,
+			      .msg = IPC_MSG_INVOKE_METHOD,
+			      .service_id = c->service_id,
+			      .method_id = c->method_ids[m],
+			      .data = args,
+			      .data_len = len,
+			      .drop_reply = drop_reply};
+	int r = ipc_chan_send(&c->ch, &f, fd);
+	pthread_mutex_unlock(&c->lock);
+	return r < 0 ? r : (int64_t)f.request_id;
+}
+
+int conn_flush(struct conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	int r = ipc_chan_tx_pending(&c->ch) ? ipc_chan_flush(&c->ch) : 0;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+size_t conn_tx_pending(struct conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	size_t n = ipc_chan_tx_pending(&c->ch);
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+int conn_read(struct conn *c)
+{
+	return ipc_chan_read(&c->ch);
+}
+
+int conn_next(struct conn *c, struct ipc_frame *f, int *fd)
+{
+	return ipc_chan_next(&c->ch, f, fd);
+}
+
+int conn_wait(struct conn *c, int timeout_ms)
+{
+	int r = conn_flush(c);
+	if (r < 0)
+		return r;
+	struct pollfd p = {.fd = c->ch.fd, .events = POLLIN | (r > 0 ? POLLOUT : 0)};
+	for (;;) {
+		r = poll(&p, 1, timeout_ms);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return 0;
+		if (p.revents & (POLLIN | POLLHUP | POLLERR))
+			return 1;
+		/* writable only: push more and keep waiting (timeout restarts, harmless) */
+		if ((r = conn_flush(c)) < 0)
+			return r;
+		p.events = POLLIN | (r > 0 ? POLLOUT : 0);
+	}
+}

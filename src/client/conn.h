@@ -1,0 +1,62 @@
+/* A client connection to one service port (ProducerPort or ConsumerPort): socket path
+ * rules, connect, BindService, and method invocation. Internal to libsonde.
+ *
+ * Sends are serialized by a mutex so that producer trace writers on any thread can
+ * commit; receiving is left to the single thread that owns the event loop.
+ */
+#ifndef SONDE_CLIENT_CONN_H
+#define SONDE_CLIENT_CONN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/frame.h"
+
+enum conn_kind { CONN_PRODUCER, CONN_CONSUMER };
+
+enum { CONN_MAX_METHODS = 16 };
+
+struct conn {
+	struct ipc_chan ch;
+	bool open;
+	pthread_mutex_t lock;
+	uint64_t next_request_id;
+	uint32_t service_id;
+	/* method ids by our own index (the order of the names passed to conn_open); 0 when
+	 * the service did not list the method */
+	uint32_t method_ids[CONN_MAX_METHODS];
+	char path[108];
+};
+
+/* The socket name a client of `kind` uses: PERFETTO_{PRODUCER,CONSUMER}_SOCK_NAME, else
+ * /run/perfetto/traced-{producer,consumer}.sock if /run/perfetto/ is searchable, else
+ * /tmp/perfetto-{producer,consumer} (perfetto-wire.md §1.1). */
+void conn_default_path(enum conn_kind kind, char *out, size_t size);
+
+/* Connects to path (NULL: the default for kind; a leading '@' is the abstract namespace),
+ * binds `service` and resolves the n method names (n <= CONN_MAX_METHODS), waiting up to
+ * timeout_ms for the reply. Returns 0, -ECONNREFUSED/-ENOENT when nothing listens,
+ * -ETIMEDOUT, -SONDE_E_PROTOCOL if the service refused the binding, or -errno. */
+int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char *service,
+	      const char *const *names, size_t n, int timeout_ms);
+void conn_close(struct conn *c);
+
+/* Sends InvokeMethod for our method index `m` (fd >= 0 is attached, not taken). Returns the
+ * request id (> 0), -SONDE_E_UNSUPPORTED if the service lacks the method, or -errno. */
+int64_t conn_invoke(struct conn *c, unsigned m, const void *args, size_t len, bool drop_reply,
+		    int fd);
+/* Writes queued bytes; 0 when all are out, 1 when some remain, or -errno. */
+int conn_flush(struct conn *c);
+/* Bytes waiting in the transmit queue. */
+size_t conn_tx_pending(struct conn *c);
+/* Reads what the socket has. Returns 0, -ECONNRESET at EOF, or -errno. Loop thread only. */
+int conn_read(struct conn *c);
+/* Next complete frame (see ipc_chan_next). Loop thread only. */
+int conn_next(struct conn *c, struct ipc_frame *f, int *fd);
+/* Waits up to timeout_ms for input (flushing output meanwhile). Returns 1 when readable,
+ * 0 on timeout, or -errno. */
+int conn_wait(struct conn *c, int timeout_ms);
+
+#endif
