@@ -1,0 +1,192 @@
+/* `sonde trace` end to end against sonded, with protoc as an independent decoder. */
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <sonde/client.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "client_util.h"
+
+struct rig {
+	struct client_svc svc;
+	pid_t prod;
+};
+
+static void rig_start(struct rig *r, int packets)
+{
+	struct client_prod_opts o = {.packets = packets, .commit_on_start = true};
+	client_svc_start(&r->svc);
+	o.socket = r->svc.psock;
+	r->prod = client_prod_spawn(&o);
+	client_wait_data_source(r->svc.csock, "client.test");
+}
+
+static void rig_stop(struct rig *r)
+{
+	ASSERT_INT(test_wait(r->prod, 20), ==, 0);
+	client_svc_stop(&r->svc);
+}
+
+static void check_trace_file(const char *path, int packets)
+{
+	size_t n;
+	char *data = ASSERT_NOT_NULL(test_read_file(path, &n));
+	ASSERT_INT(client_count_test_packets(data, n, packets, 0), ==, packets);
+	free(data);
+}
+
+TEST_TIMEOUT(trace_cli_quick_flags_end_to_end_with_protoc, 90)
+{
+	struct rig r;
+	struct test_output o;
+	const char *out = test_path("quick.pftrace");
+
+	rig_start(&r, 100);
+	test_runf(&o, 60, "%s trace --socket %s -o %s -t 1s -b 4mb client.test", test_bin("sonde"),
+		  r.svc.csock, out);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "wrote ");
+	test_output_free(&o);
+	check_trace_file(out, 100);
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "protoc --decode_raw < %s", out);
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	test_run(&o, 30, argv);
+	if (o.status == 127)
+		SKIP("protoc is not installed (scripts/packages lists protobuf-compiler)");
+	ASSERT_INT(o.status, ==, 0);
+	/* every record is a packet (field 1) carrying our payload as field 900 */
+	ASSERT_CONTAINS(o.out, "1 {\n");
+	ASSERT_CONTAINS(o.out, "900 {\n    1: \"client packet 0\"");
+	ASSERT_CONTAINS(o.out, "1: \"client packet 99\"");
+	test_output_free(&o);
+	rig_stop(&r);
+}
+
+TEST_TIMEOUT(trace_cli_text_config_write_into_file, 90)
+{
+	struct rig r;
+	struct test_output o;
+	const char *out = test_path("txt.pftrace"), *cfg = test_path("cfg.txt");
+	static const char txt[] = "# sonde trace test\n"
+				  "buffers { size_kb: 4096 fill_policy: DISCARD }\n"
+				  "data_sources { config { name: \"client.test\" } }\n"
+				  "duration_ms: 1200\n"
+				  "write_into_file: true\n"
+				  "file_write_period_ms: 200\n";
+
+	rig_start(&r, 150);
+	test_write_file(cfg, txt, sizeof(txt) - 1);
+	test_runf(&o, 60, "%s trace --socket %s -c %s --txt -o %s", test_bin("sonde"), r.svc.csock,
+		  cfg, out);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "the service wrote");
+	test_output_free(&o);
+	check_trace_file(out, 150);
+	rig_stop(&r);
+}
+
+TEST_TIMEOUT(trace_cli_binary_config, 90)
+{
+	struct rig r;
+	struct test_output o;
+	const char *out = test_path("bin.pftrace"), *cfg = test_path("cfg.pb");
+	static const char txt[] = "buffers { size_kb: 2048 }\n"
+				  "data_sources { config { name: \"client.test\" } }\n"
+				  "duration_ms: 1000\n";
+	uint8_t *bin;
+	size_t len;
+
+	ASSERT_OK(sonde_trace_config_from_text(txt, sizeof(txt) - 1, &bin, &len, NULL));
+	test_write_file(cfg, bin, len);
+	free(bin);
+	rig_start(&r, 30);
+	test_runf(&o, 60, "%s trace --socket %s -c %s -o %s", test_bin("sonde"), r.svc.csock, cfg,
+		  out);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	check_trace_file(out, 30);
+	rig_stop(&r);
+}
+
+TEST_TIMEOUT(trace_cli_ctrl_c_flushes_and_stops, 90)
+{
+	struct rig r;
+	const char *out = test_path("sigint.pftrace");
+
+	/* the producer never commits by itself: only the Ctrl-C flush brings the data */
+	struct client_prod_opts po = {.packets = 60};
+	client_svc_start(&r.svc);
+	po.socket = r.svc.psock;
+	r.prod = client_prod_spawn(&po);
+	client_wait_data_source(r.svc.csock, "client.test");
+	const char *argv[] = {
+		test_bin("sonde"), "trace", "--socket", r.svc.csock, "-o", out, "-t", "1h",
+		"client.test",	   NULL};
+	pid_t pid = test_spawn(argv);
+	usleep(800 * 1000);
+	double t0 = test_now();
+	kill(pid, SIGINT);
+	ASSERT_INT(test_wait(pid, 30), ==, 0);
+	ASSERT(test_now() - t0 < 15);
+	check_trace_file(out, 60);
+	rig_stop(&r);
+}
+
+TEST_TIMEOUT(trace_cli_query_lists_producers, 60)
+{
+	struct rig r;
+	struct test_output o;
+
+	rig_start(&r, 1);
+	test_runf(&o, 30, "%s trace --socket %s --query", test_bin("sonde"), r.svc.csock);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "client-test");
+	ASSERT_CONTAINS(o.out, "client.test");
+	ASSERT_CONTAINS(o.out, "sessions: 0");
+	test_output_free(&o);
+	kill(r.prod, SIGKILL);
+	test_wait(r.prod, 10);
+	client_svc_stop(&r.svc);
+}
+
+TEST(trace_cli_errors)
+{
+	struct test_output o;
+	const char *cfg = test_path("bad.txt");
+	static const char bad[] = "buffers { size_kb: 1024 }\ndata_sources { confg {} }\n";
+
+	test_runf(&o, 10, "%s trace --socket %s -o %s x", test_bin("sonde"), test_path("none.sock"),
+		  test_path("o"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "no tracing service at ");
+	ASSERT_CONTAINS(o.err, test_path("none.sock"));
+	test_output_free(&o);
+
+	test_write_file(cfg, bad, sizeof(bad) - 1);
+	test_runf(&o, 10, "%s trace -c %s --txt -o %s", test_bin("sonde"), cfg, test_path("o"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, ":2:16: unknown field 'confg' in DataSource");
+	test_output_free(&o);
+
+	test_runf(&o, 10, "%s trace client.test", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "-o FILE is required");
+	test_output_free(&o);
+
+	test_runf(&o, 10, "%s trace -o x -c y -t 1s", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+
+	test_runf(&o, 10, "%s trace -o x -t 10parsecs a", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "bad duration");
+	test_output_free(&o);
+
+	test_runf(&o, 10, "%s trace --help", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "--query");
+	test_output_free(&o);
+}
