@@ -463,6 +463,15 @@ int sonde_consumer__get_trace_stats_sync(struct sonde_consumer *c, struct sonde_
 	return wait_sync(c, &s, sonde_consumer__get_trace_stats(c, sync_stats_cb, &s), timeout_ms);
 }
 
+/* A copy of n elements (an empty array is still a valid allocation). */
+static void *dup_array(const void *src, size_t n, size_t size)
+{
+	void *p = malloc(n * size + 1);
+	if (p && n)
+		memcpy(p, src, n * size);
+	return p;
+}
+
 static void sync_state_cb(void *ctx, int status, const struct sonde_service_state *st)
 {
 	struct sync_done *s = ctx;
@@ -477,17 +486,15 @@ static void sync_state_cb(void *ctx, int status, const struct sonde_service_stat
 		return;
 	}
 	*cp = *st;
-	cp->producers = malloc(st->n_producers * sizeof(*cp->producers) + 1);
-	cp->data_sources = malloc(st->n_data_sources * sizeof(*cp->data_sources) + 1);
-	cp->sessions = malloc(st->n_sessions * sizeof(*cp->sessions) + 1);
+	cp->producers = dup_array(st->producers, st->n_producers, sizeof(*cp->producers));
+	cp->data_sources = dup_array(st->data_sources, st->n_data_sources,
+				     sizeof(*cp->data_sources));
+	cp->sessions = dup_array(st->sessions, st->n_sessions, sizeof(*cp->sessions));
 	if (!cp->producers || !cp->data_sources || !cp->sessions) {
 		sonde_service_state__free(cp);
 		s->status = -ENOMEM;
 		return;
 	}
-	memcpy(cp->producers, st->producers, st->n_producers * sizeof(*cp->producers));
-	memcpy(cp->data_sources, st->data_sources, st->n_data_sources * sizeof(*cp->data_sources));
-	memcpy(cp->sessions, st->sessions, st->n_sessions * sizeof(*cp->sessions));
 	s->state = cp;
 }
 
