@@ -26,6 +26,11 @@ static void decode_all(const uint8_t *data, size_t size)
 	perf_event_layout(&l);
 	perf_decode(data, size, &l, &rec);
 	perf_record_time(data, size, &l, &t);
+	uint8_t *small = malloc(size ? size : 1);
+	int n = perf_sample_compact(data, size, &l, small);
+	if (n > 0 && perf_decode(small, (size_t)n, &l, &rec) != 0)
+		__builtin_trap(); /* a compacted sample must decode */
+	free(small);
 	if (size >= 16) {
 		uint64_t bits;
 		memcpy(&bits, data + size - 8, 8);

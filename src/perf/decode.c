@@ -289,3 +289,33 @@ int perf_record_time(const void *buf, size_t len, const struct perf_layout *l, u
 	memcpy(time, p + off, 8);
 	return 0;
 }
+
+int perf_sample_compact(const void *rec, size_t len, const struct perf_layout *l, void *out)
+{
+	struct perf_rec r;
+	int err = perf_decode(rec, len, l, &r);
+
+	if (err)
+		return err;
+	if (r.type != PERF_RECORD_SAMPLE || !r.sample.stack)
+		return 0;
+	/* Layout: [head ... u64 size][data: size bytes][u64 dyn_size][tail: nothing we request
+	 * comes after the stack, but keep whatever does]. */
+	const uint8_t *base = rec, *data = r.sample.stack;
+	size_t head = (size_t)(data - base), size;
+	memcpy(&size, data - 8, 8);
+	size_t keep = (size_t)((r.sample.stack_len + 7) & ~7ull);
+	size_t tail = len - head - size - 8;
+	size_t new_len = head + keep + 8 + tail;
+	if (keep == size || new_len > UINT16_MAX)
+		return 0;
+	uint8_t *o = out;
+	memcpy(o, base, head);
+	uint64_t keep64 = keep;
+	memcpy(o + head - 8, &keep64, 8);
+	memcpy(o + head, data, keep);
+	memcpy(o + head + keep, data + size, 8 + tail);
+	uint16_t sz = (uint16_t)new_len;
+	memcpy(o + 6, &sz, 2);
+	return (int)new_len;
+}

@@ -114,7 +114,10 @@ static struct entry *take_entry(struct perf_sorter *s, size_t len)
 	if (!e)
 		return NULL;
 	if (e->cap < len) {
-		size_t cap = len < 256 ? 256 : len;
+		/* Power-of-two capacities: entries settle at a few sizes and stop growing. */
+		size_t cap = 256;
+		while (cap < len)
+			cap *= 2;
 		uint8_t *d = realloc(e->data, cap);
 		if (!d) {
 			recycle(s, e);

@@ -289,6 +289,12 @@ static int drain_rings(struct sonde_recorder *r)
 			}
 			if (t > ring->latest)
 				ring->latest = t;
+			/* Queue only the valid part of the stack copy. */
+			int n = perf_sample_compact(rec, len, &r->layout, r->compact);
+			if (n > 0) {
+				rec = r->compact;
+				len = (size_t)n;
+			}
 			int err = perf_sorter_push(r->sorter, t, rec, len);
 			if (err && !first)
 				first = err;

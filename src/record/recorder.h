@@ -94,6 +94,7 @@ struct sonde_recorder {
 	struct sonde_spool_frame frames[UNWIND_MAX_FRAMES];
 	struct unwind_cache *unwind_cache; /* CFI tables of every file seen, built on first use */
 	struct unwind_stats unwind_stats;
+	uint8_t compact[65536]; /* a sample without its unused stack bytes (records are < 64 KiB) */
 };
 
 /* Keeps the first error of the recording; returns err. */
