@@ -12,7 +12,7 @@
 #include "sym_util.h"
 
 /* A spool of split's call paths with 60/30/10 samples, at addresses inside the functions
- * (per nm), in a module mapped the way the loader maps a PIE. */
+ * (per nm), in a module mapped the way the loader maps a PIE's code. */
 static const char *split_spool(void)
 {
 	const char *bin = test_prog("split");
@@ -32,10 +32,20 @@ static const char *split_spool(void)
 		off[i] = sym_test_vaddr_to_off(bin, sym_test_nm(bin, names[i], 0) + 4);
 	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
 		sonde_spool_writer_new(sonde_spool_write_fd, (void *)(intptr_t)fd, &h));
+	/* the executable mapping as the loader makes it: the pages holding the code, at the
+	 * load base plus their file offset (split is a PIE whose vaddrs equal offsets) */
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < 8; i++) {
+		lo = off[i] < lo ? off[i] : lo;
+		hi = off[i] > hi ? off[i] : hi;
+	}
+	lo &= ~0xfffULL;
+	hi = (hi + 0x1000) & ~0xfffULL;
 	struct sonde_spool_module_def m = {.pid = 4242,
 					   .flags = SONDE_MODULE_EXEC,
-					   .start = 0x555555554000,
-					   .end = 0x555555554000 + 0x100000,
+					   .start = 0x555555554000 + lo,
+					   .end = 0x555555554000 + hi,
+					   .pgoff = lo,
 					   .path = bin};
 	ASSERT_OK(sonde_spool_add_module(w, 5000000, &m, &mod));
 	ASSERT_OK(sonde_spool_add_thread(w, 5000000, 4242, 4242, "split", &thread));
@@ -223,6 +233,26 @@ TEST_TIMEOUT(convert_svg_and_speedscope_in_chromium, 600)
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
 	export_check_speedscope(json, "split (pid 4242, tid 4242)");
+}
+
+TEST_TIMEOUT(convert_no_symbolize_pprof_symbolizes_in_go_tool_pprof, 200)
+{
+	const char *spool = split_spool();
+	const char *out = test_path("raw.pb.gz");
+	struct test_output o;
+
+	/* only addresses and mappings: pprof finds the binary by its mapping and symbolizes
+	 * the addresses itself, which checks that they are the real virtual addresses */
+	convert(&o, spool, out, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	go_pprof_top(&o, out);
+	if (pprof_flat_pct(o.out, "compute_hot") < 0)
+		FAIL("no compute_hot in:\n%s\n%s", o.out, o.err);
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "compute_hot"), 60, 0.01);
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "compute_warm"), 30, 0.01);
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "compute_cool"), 10, 0.01);
+	test_output_free(&o);
 }
 
 /* Share of samples (in %) whose folded stack contains frame `name`. */
