@@ -1,6 +1,7 @@
 /* The flame graph's embedded script: zoom on click, reset, search (a prompt, Ctrl-F or
- * F3, or the page's ?s=REGEXP parameter) with the share of samples matched, and a details
- * line for the frame under the pointer. Frame names and sample counts are read back from
+ * F3, or the page's ?s=REGEXP parameter) with the share of samples matched, ?z=REGEXP to
+ * open zoomed into the widest matching frame, and a details line for the frame under the
+ * pointer. Frame names and sample counts are read back from
  * each frame's <title>; original geometry is kept in data-x / data-w. Internal. */
 #ifndef SONDE_EXPORT_SVG_SCRIPT_H
 #define SONDE_EXPORT_SVG_SCRIPT_H
@@ -55,6 +56,16 @@ static const char svg_script[] =
 	"    }\n"
 	"    if (!f.classList.contains('hide')) fitText(f);\n"
 	"  });\n"
+	"}\n"
+	"/* zooms into the widest frame whose name matches re (the ?z= parameter) */\n"
+	"function zoomTo(term) {\n"
+	"  var re, best = null, bestw = -1;\n"
+	"  try { re = new RegExp(term); } catch (e) { return; }\n"
+	"  each(function (f, fr) {\n"
+	"    var w = Number(fr.dataset.w);\n"
+	"    if (w > bestw && re.test(parse(f).name)) { best = f; bestw = w; }\n"
+	"  });\n"
+	"  if (best) zoom(best);\n"
 	"}\n"
 	"function unzoom() {\n"
 	"  unzoombtn.classList.add('hide');\n"
@@ -114,7 +125,9 @@ static const char svg_script[] =
 	"    if (e.key === 'F3' || (e.ctrlKey && e.key === 'f')) { e.preventDefault(); "
 	"askSearch(); }\n"
 	"  });\n"
-	"  var q = new URLSearchParams(document.location.search).get('s');\n"
+	"  var params = new URLSearchParams(document.location.search);\n"
+	"  var z = params.get('z'), q = params.get('s');\n"
+	"  if (z) zoomTo(z);\n"
 	"  if (q) search(q);\n"
 	"}\n"
 	"window.addEventListener('load', init);\n";

@@ -42,6 +42,49 @@ TEST_TIMEOUT(export_svg_search_in_chromium, 200)
 	sonde_profile_free(p);
 }
 
+/* The width of the rect of the first frame whose title starts with `title`. */
+static double rect_width(const char *dom, const char *title)
+{
+	char key[128];
+	double w = -1;
+
+	snprintf(key, sizeof(key), "<title>%s", title);
+	const char *t = strstr(dom, key);
+	const char *wa = t ? strstr(t, "width=\"") : NULL;
+	if (!wa || sscanf(wa, "width=\"%lf", &w) != 1)
+		FAIL("no frame %s in:\n%.3000s", title, dom);
+	return w;
+}
+
+TEST_TIMEOUT(export_svg_zoom_in_chromium, 200)
+{
+	struct sonde_profile *p = export_fixture();
+	const char *svg = export_fixture_write(p, SONDE_PROFILE_SVG, "flame.svg");
+	char url[4200];
+	struct test_output o;
+
+	/* zoomed into path_hot: it and its callees span the width, its callers stay as
+	 * faded full-width parents, frames elsewhere are hidden */
+	snprintf(url, sizeof(url), "file://%s?z=^path_hot$", svg);
+	export_chromium(&o, "--dump-dom", url);
+	ASSERT_DOUBLE_NEAR(rect_width(o.out, "path_hot ("), 1180, 0.01);
+	ASSERT_DOUBLE_NEAR(rect_width(o.out, "spin ("), 1180, 0.01);
+	ASSERT_CONTAINS(o.out, "<g class=\"parent\"><title>run (");
+	ASSERT_CONTAINS(o.out, "<g class=\"hide\"><title>compute_warm (");
+	ASSERT_CONTAINS(o.out, "<g class=\"hide\"><title>path_cool (");
+	ASSERT_NOT_CONTAINS(o.out, "id=\"unzoom\" class=\"hide\"");
+	/* the labels were refitted to the new widths */
+	ASSERT_CONTAINS(o.out, ">compute_hot</text>");
+	test_output_free(&o);
+
+	/* unzoomed, compute_hot keeps its share of the width */
+	snprintf(url, sizeof(url), "file://%s", svg);
+	export_chromium(&o, "--dump-dom", url);
+	ASSERT_DOUBLE_NEAR(rect_width(o.out, "path_hot ("), 1180.0 * 60 / 105, 0.01);
+	test_output_free(&o);
+	sonde_profile_free(p);
+}
+
 TEST_TIMEOUT(export_speedscope_renders_in_chromium, 600)
 {
 	struct sonde_profile *p = export_fixture();
