@@ -294,6 +294,23 @@ static double pprof_cum_pct(const char *top, const char *name)
 	return -1;
 }
 
+/* The self% sonde report prints for function `name` (its first table), or -1. */
+static double report_self_pct(const char *report, const char *name)
+{
+	char key[128];
+	double pct = -1;
+
+	snprintf(key, sizeof(key), "  %s [", name);
+	const char *row = strstr(report, key);
+	if (!row)
+		return -1;
+	while (row > report && row[-1] != '\n')
+		row--;
+	if (sscanf(row, "%lf%%", &pct) != 1)
+		return -1;
+	return pct;
+}
+
 static int perf_allowed(void)
 {
 	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
@@ -329,16 +346,25 @@ TEST_TIMEOUT(convert_recording_of_split_to_every_format, 600)
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
 	char *text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
+	struct test_output rep;
+	test_runf(&rep, 120, "%s report %s", test_bin("sonde"), spool);
+	if (rep.status != 0)
+		FAIL("sonde report failed (%d): %s", rep.status, rep.err);
 
 	go_pprof_top(&o, pprof);
 	for (int i = 0; i < 3; i++) {
-		double go = pprof_cum_pct(o.out, funcs[i]), ours = folded_pct(text, funcs[i]);
-		/* the same samples, counted by go tool pprof from the pprof export and here from
-		 * the folded export, agree; both show split's known shape */
-		ASSERT_DOUBLE_NEAR(go, ours, 1.0);
-		ASSERT_DOUBLE_NEAR(go, expect[i], 8.0);
+		double go_flat = pprof_flat_pct(o.out, funcs[i]);
+		double go_cum = pprof_cum_pct(o.out, funcs[i]);
+		double report = report_self_pct(rep.out, funcs[i]);
+		/* the same samples counted three ways: by go tool pprof from the pprof export,
+		 * by sonde report from the spool, and from the folded export; all show split's
+		 * known shape */
+		ASSERT_DOUBLE_NEAR(go_flat, report, 1.0);
+		ASSERT_DOUBLE_NEAR(go_cum, folded_pct(text, funcs[i]), 1.0);
+		ASSERT_DOUBLE_NEAR(go_flat, expect[i], 8.0);
 	}
 	test_output_free(&o);
+	test_output_free(&rep);
 	free(text);
 
 	/* speedscope and the SVG read the same recording in the browser */
