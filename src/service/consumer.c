@@ -30,9 +30,20 @@ static void flush_reply(struct conn *c, bool has_more)
 	k->reply_est = 0;
 }
 
+static size_t varint_len(size_t n)
+{
+	size_t l = 1;
+
+	while (n >= 0x80) {
+		n >>= 7;
+		l++;
+	}
+	return l;
+}
+
 static void put_slice(struct consumer *k, const uint8_t *p, size_t n, bool last)
 {
-	size_t inner = 1 + (n < 128 ? 1 : n < 16384 ? 2 : 3) + n + (last ? 2 : 0);
+	size_t inner = 1 + varint_len(n) + n + (last ? 2 : 0);
 
 	pb_put_tag(&k->reply, PF_READ_BUFFERS_RESP_SLICES, PB_LEN);
 	pb_put_varint_raw(&k->reply, inner);
@@ -51,13 +62,28 @@ static int reply_packet(void *ctx, const struct iovec *iov, size_t n, size_t tot
 	struct consumer *k = &c->k;
 	const size_t budget = IPC_BUFFER_SIZE - REPLY_OVERHEAD;
 
+	size_t room =
+		k->reply_est + SLICE_OVERHEAD < budget ? budget - k->reply_est - SLICE_OVERHEAD : 0;
+	if (total <= room) {
+		/* the common case: the packet and its trusted suffix as one slice */
+		size_t inner = 1 + varint_len(total) + total + 2;
+		pb_put_tag(&k->reply, PF_READ_BUFFERS_RESP_SLICES, PB_LEN);
+		pb_put_varint_raw(&k->reply, inner);
+		pb_put_tag(&k->reply, PF_SLICE_DATA, PB_LEN);
+		pb_put_varint_raw(&k->reply, total);
+		for (size_t i = 0; i < n; i++)
+			buf_append(&k->reply, iov[i].iov_base, iov[i].iov_len);
+		pb_put_bool(&k->reply, PF_SLICE_LAST_SLICE_FOR_PACKET, true);
+		k->reply_est += total + SLICE_OVERHEAD;
+		return ipc_chan_tx_pending(&c->ch) > SVC_READ_PAUSE_BYTES;
+	}
 	for (size_t i = 0; i < n && !c->dead; i++) {
 		const uint8_t *p = iov[i].iov_base;
 		size_t len = iov[i].iov_len;
 		while (!c->dead) {
-			size_t room = k->reply_est + SLICE_OVERHEAD < budget
-					      ? budget - k->reply_est - SLICE_OVERHEAD
-					      : 0;
+			room = k->reply_est + SLICE_OVERHEAD < budget
+				       ? budget - k->reply_est - SLICE_OVERHEAD
+				       : 0;
 			if (len <= room) {
 				put_slice(k, p, len, i + 1 == n);
 				break;

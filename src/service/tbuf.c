@@ -264,14 +264,22 @@ void tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, 
 
 /* ------------------------------------------------------------------ reading */
 
-static const uint32_t reserved_fields[] = {
-	PF_PACKET_TRUSTED_UID,	      PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID,
-	PF_PACKET_TRACE_CONFIG,	      PF_PACKET_TRACE_STATS,
-	PF_PACKET_COMPRESSED_PACKETS, PF_PACKET_SYNCHRONIZATION_MARKER,
-	PF_PACKET_TRUSTED_PID,	      PF_PACKET_MACHINE_ID,
-	PF_PACKET_SERVICE_EVENT,      PF_PACKET_TRACE_PROVENANCE,
-	PF_PACKET_PROTOVMS,	      PF_PACKET_ZSTD_COMPRESSED_PACKETS,
-};
+/* Top-level TracePacket fields only the service may write (§8), as a bitmap over field
+ * numbers 0..191, so validation costs one bit test per field. */
+#define RBIT(n, w) ((n) / 64 == (w) ? 1ull << ((n) % 64) : 0)
+#define RWORD(w)                                                                                   \
+	(RBIT(PF_PACKET_TRUSTED_UID, w) | RBIT(PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, w) |          \
+	 RBIT(PF_PACKET_TRACE_CONFIG, w) | RBIT(PF_PACKET_TRACE_STATS, w) |                        \
+	 RBIT(PF_PACKET_COMPRESSED_PACKETS, w) | RBIT(PF_PACKET_SYNCHRONIZATION_MARKER, w) |       \
+	 RBIT(PF_PACKET_TRUSTED_PID, w) | RBIT(PF_PACKET_MACHINE_ID, w) |                          \
+	 RBIT(PF_PACKET_SERVICE_EVENT, w) | RBIT(PF_PACKET_TRACE_PROVENANCE, w) |                  \
+	 RBIT(PF_PACKET_PROTOVMS, w) | RBIT(PF_PACKET_ZSTD_COMPRESSED_PACKETS, w))
+static const uint64_t reserved_bits[3] = {RWORD(0), RWORD(1), RWORD(2)};
+
+static bool reserved(uint32_t num)
+{
+	return num < 192 && (reserved_bits[num / 64] >> (num % 64) & 1);
+}
 
 bool tbuf_packet_valid(const uint8_t *p, size_t len)
 {
@@ -280,11 +288,8 @@ bool tbuf_packet_valid(const uint8_t *p, size_t len)
 	int rc;
 
 	while ((rc = pb_next(&r, &f)) > 0) {
-		if (f.wire == PB_LEN && f.len > 0x0FFFFFFF)
+		if (reserved(f.num) || (f.wire == PB_LEN && f.len > 0x0FFFFFFF))
 			return false;
-		for (size_t i = 0; i < sizeof(reserved_fields) / sizeof(reserved_fields[0]); i++)
-			if (f.num == reserved_fields[i])
-				return false;
 	}
 	return rc == 0;
 }
@@ -340,18 +345,16 @@ static bool iov_push(struct tbuf *tb, size_t *n, const void *p, size_t len)
 	return true;
 }
 
-static size_t build_suffix(struct tbuf *tb, const struct tbuf_seq *s)
+static void build_suffix(struct tbuf_seq *s)
 {
-	struct buf b = {.data = tb->suffix, .cap = sizeof(tb->suffix)};
+	struct buf b = {.data = s->suffix, .cap = sizeof(s->suffix)};
 
 	/* appended after the producer's bytes: last value wins, so these are authoritative */
-	pb_put_varint(&b, PF_PACKET_TRUSTED_UID, (uint64_t)(int64_t)s->uid);
+	pb_put_varint(&b, PF_PACKET_TRUSTED_UID, (uint64_t)(uint32_t)s->uid);
 	pb_put_varint(&b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, s->trusted_id);
 	if (s->pid > 0)
 		pb_put_varint(&b, PF_PACKET_TRUSTED_PID, (uint64_t)s->pid);
-	if (s->loss)
-		pb_put_varint(&b, PF_PACKET_PREVIOUS_PACKET_DROPPED, 1);
-	return b.len;
+	s->suffix_len = (uint8_t)b.len;
 }
 
 /* Validates the slices [0, n) as one packet (copying only when it spans chunks). */
@@ -384,10 +387,19 @@ static void emit(struct tbuf *tb, struct rd_ctx *c, struct tbuf_seq *s, size_t n
 	if (!s->trusted_id) {
 		s->trusted_id = (*c->next_seq_id)++;
 		s->loss = true; /* v14 marks the first packet of every sequence */
+		build_suffix(s);
 	}
-	size_t slen = build_suffix(tb, s);
-	s->loss = false;
-	if (!iov_push(tb, &n, tb->suffix, slen))
+	const uint8_t *suffix = s->suffix;
+	size_t slen = s->suffix_len;
+	if (s->loss) {
+		static const uint8_t dropped[] = {0xD0, 0x02, 0x01}; /* previous_packet_dropped */
+		memcpy(tb->suffix, s->suffix, slen);
+		memcpy(tb->suffix + slen, dropped, sizeof(dropped));
+		suffix = tb->suffix;
+		slen += sizeof(dropped);
+		s->loss = false;
+	}
+	if (!iov_push(tb, &n, suffix, slen))
 		return;
 	tb->st.bytes_read += total;
 	if (c->fn(c->ctx, tb->iov, n, total + slen))

@@ -44,6 +44,8 @@ struct tbuf_seq {
 	uint32_t last_chunk_id;
 	uint16_t last_frags, last_off; /* fragments/bytes of it consumed */
 	uint32_t blocked_pass;	       /* waiting for a patch or a continuation */
+	uint8_t suffix_len;
+	uint8_t suffix[30]; /* trusted fields, built once with trusted_id */
 };
 
 struct tbuf {

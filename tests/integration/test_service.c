@@ -664,3 +664,110 @@ TEST_TIMEOUT(sonded_adopts_only_sealed_producer_shared_memory, 60)
 	}
 	sonded_stop(&d);
 }
+
+/* Commits n one-packet Div1 chunks on writer 1 (chunk ids 0..n-1), 16 pages at a time. */
+static void commit_many(struct rig *r, int n, size_t pad)
+{
+	struct buf pk = BUF_INIT;
+	unsigned mv[16][2];
+
+	for (int i = 0; i < n;) {
+		int batch = 0;
+		for (; batch < 16 && i < n; batch++, i++) {
+			char tag[32];
+			snprintf(tag, sizeof(tag), "many-%05d", i);
+			make_packet(&pk, tag, pad);
+			struct iovec v = {pk.data, pk.len};
+			tprod_chunk(&r->p, (unsigned)batch, SMB_LAYOUT_DIV1, 0, 1, (uint32_t)i, 0,
+				    &v, 1, true);
+			mv[batch][0] = (unsigned)batch;
+			mv[batch][1] = 0;
+		}
+		tprod_commit(&r->p, (const unsigned(*)[2])mv, (size_t)batch, r->target, 0, NULL);
+	}
+	buf_free(&pk);
+}
+
+TEST_TIMEOUT(sonded_streams_large_reads_in_frames_under_the_limit, 120)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+
+	tcfg_basic(&cfg, 8192, one_ds, 1);
+	rig_up(&r, &cfg, false, false, false);
+	rig_start(&r);
+	commit_many(&r, 600, 3900);    /* ~2.3 MB: many ReadBuffers replies */
+	rig_stop_and_read(&r, &trace); /* tcons_read checks every frame's size */
+	ASSERT_INT(trace_count(&trace, "many-", 5, NULL), ==, 600);
+	ASSERT_INT(trace_count(&trace, "many-00000", 10, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "many-00599", 10, NULL), ==, 1);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(sonded_ring_overwrites_oldest_discard_keeps_first, 120)
+{
+	for (int discard = 0; discard < 2; discard++) {
+		struct rig r;
+		struct buf cfg = BUF_INIT, trace = BUF_INIT;
+		struct tpkt pk;
+		size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
+		pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 64);
+		pb_put_varint(&cfg, PF_BUFFER_CONFIG_FILL_POLICY,
+			      discard ? PF_FILL_POLICY_DISCARD : PF_FILL_POLICY_RING_BUFFER);
+		pb_end(&cfg, m);
+		size_t d = pb_begin(&cfg, PF_TRACE_CONFIG_DATA_SOURCES);
+		size_t c = pb_begin(&cfg, PF_TC_DATA_SOURCE_CONFIG);
+		pb_put_string(&cfg, PF_DS_CONFIG_NAME, "test.ds");
+		pb_end(&cfg, c);
+		pb_end(&cfg, d);
+		rig_up(&r, &cfg, false, false, false);
+		rig_start(&r);
+		commit_many(&r, 100, 3900); /* ~400 KB into 64 KB */
+		rig_stop_and_read(&r, &trace);
+		int n = trace_count(&trace, "many-", 5, NULL);
+		ASSERT_INT(n, >=, 10);
+		ASSERT_INT(n, <=, 16);
+		if (discard) {
+			ASSERT_INT(trace_count(&trace, "many-00000", 10, NULL), ==, 1);
+			ASSERT_INT(trace_count(&trace, "many-00099", 10, NULL), ==, 0);
+		} else {
+			ASSERT_INT(trace_count(&trace, "many-00000", 10, NULL), ==, 0);
+			ASSERT_INT(trace_count(&trace, "many-00099", 10, NULL), ==, 1);
+			char tag[32];
+			snprintf(tag, sizeof(tag), "many-%05d", 100 - n);
+			ASSERT_INT(trace_count(&trace, tag, 10, &pk), ==, 1);
+			ASSERT(pk.dropped); /* the first packet after the overwritten ones */
+		}
+		buf_free(&cfg);
+		buf_free(&trace);
+		rig_down(&r);
+	}
+}
+
+TEST_TIMEOUT(sonded_stops_writing_at_max_file_size, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT;
+	const char *path = test_path("capped.pftrace");
+	struct stat st;
+	struct tcmd cmd;
+
+	tcfg_basic(&cfg, 4096, one_ds, 1);
+	pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
+	pb_put_varint(&cfg, PF_TRACE_CONFIG_MAX_FILE_SIZE_BYTES, 20000);
+	pb_put_string(&cfg, PF_TRACE_CONFIG_OUTPUT_PATH, path);
+	rig_up(&r, &cfg, false, false, false);
+	rig_start(&r);
+	commit_many(&r, 40, 3900); /* 160 KB, far above the cap */
+	/* the next periodic drain hits the cap and ends the session by itself */
+	tprod_expect(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	ASSERT_OK(stat(path, &st));
+	ASSERT_INT(st.st_size, <=, 20000);
+	ASSERT_INT(st.st_size, >, 4000);
+	buf_free(&cfg);
+	rig_down(&r);
+}
