@@ -88,8 +88,42 @@ static void analyze(const struct sonde_spool *s, struct split_stats *st)
 	}
 }
 
+/* The rings were merged in time order: every timed record of the file, in file order. */
+static void check_file_order(const char *path)
+{
+	size_t len, off = 0;
+	uint8_t *buf = (uint8_t *)test_read_file(path, &len);
+	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder_new());
+	struct sonde_spool_record rec;
+	uint64_t last = 0, n = 0;
+	int got;
+
+	ASSERT_NOT_NULL(buf);
+	while (off < len && (got = sonde_spool_decode(d, buf + off, len - off, &rec)) > 0) {
+		uint64_t t = 0;
+		if (rec.type == SONDE_SPOOL_REC_SAMPLE) {
+			t = rec.sample.time_ns;
+			n++;
+		} else if (rec.type == SONDE_SPOOL_REC_MODULE) {
+			t = rec.module.time_ns;
+		} else if (rec.type == SONDE_SPOOL_REC_THREAD) {
+			t = rec.thread.time_ns;
+		}
+		if (t) {
+			ASSERT_UINT(t, >=, last);
+			last = t;
+		}
+		off += (size_t)got;
+	}
+	ASSERT_UINT(off, ==, len);
+	ASSERT_UINT(n, >, 0);
+	sonde_spool_decoder_free(d);
+	free(buf);
+}
+
 static void analyze_file(const char *path, struct split_stats *st)
 {
+	check_file_order(path);
 	uint64_t off = 0;
 	struct sonde_spool *s = sonde_spool_open(path, &off);
 
@@ -665,4 +699,39 @@ TEST_TIMEOUT(record_steady_state_retains_nothing_per_sample, 60)
 	/* Retaining anything per sample would grow memory at nearly every poll. */
 	ASSERT_INT(grew, <=, 3);
 #endif
+}
+
+/* Several -p: every process is recorded, and the recording ends when the last one exits. */
+TEST_TIMEOUT(record_several_pids, 120)
+{
+	struct test_output o;
+	const char *out = test_path("two.spool");
+	const char *a1[] = {test_prog("split"), "1", NULL};
+	const char *a2[] = {test_prog("split"), "2", NULL};
+
+	REQUIRE_PERF();
+	pid_t p1 = test_spawn(a1), p2 = test_spawn(a2);
+	usleep(200000);
+	double t0 = test_now();
+	test_runf(&o, 100, "%s record -o %s -p %d -p %d", test_bin("sonde"), out, (int)p1, (int)p2);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT(test_now() - t0 > 1.2); /* it waited for the longer one */
+	ASSERT_CONTAINS(o.err, "2 processes");
+	ASSERT_INT(test_wait(p1, 30), ==, 0);
+	ASSERT_INT(test_wait(p2, 30), ==, 0);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open(out, NULL));
+	struct sonde_spool_info info;
+	sonde_spool_get_info(s, &info);
+	bool seen1 = false, seen2 = false;
+	for (uint64_t i = 0; i < info.samples; i++) {
+		struct sonde_spool_sample smp;
+		struct sonde_spool_thread th;
+		ASSERT_OK(sonde_spool_get_sample(s, i, &smp));
+		ASSERT_OK(sonde_spool_get_thread(s, smp.thread, &th));
+		seen1 |= th.pid == (uint32_t)p1;
+		seen2 |= th.pid == (uint32_t)p2;
+	}
+	ASSERT(seen1 && seen2);
+	sonde_spool_close(s);
+	test_output_free(&o);
 }
