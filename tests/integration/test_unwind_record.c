@@ -38,7 +38,7 @@ static void account(struct tally *t, const char *stack)
 	}
 }
 
-/* sonde's folded output: "outer;...;inner COUNT" lines. */
+/* sonde report --folded: "outer;...;inner COUNT" lines. */
 static void tally_folded(struct tally *t, char *text)
 {
 	char *save;
@@ -119,7 +119,7 @@ TEST_TIMEOUT(unwind_record_split_nofp_stacks_complete_like_perf, 240)
 	ASSERT(strstr(o.err, " 0 by frame pointers") != NULL);
 	test_output_free(&o);
 
-	test_runf(&o, 60, "%s convert %s -o - --format folded", test_bin("sonde"), spool);
+	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), spool);
 	ASSERT_INT(o.status, ==, 0);
 	struct tally sonde = {0};
 	tally_folded(&sonde, o.out);
