@@ -45,6 +45,7 @@ int tbuf_init(struct tbuf *tb, size_t size, bool discard)
 		size = 4096;
 	tb->data = malloc(size);
 	tb->size = size;
+	tb->seq_cache_key = UINT64_MAX;
 	tb->discard = discard;
 	/* about one index entry per 1 KiB chunk up front; the index grows if chunks are
 	 * smaller, which happens once, not per chunk */
@@ -71,10 +72,16 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 		   int32_t pid)
 {
 	uint64_t key = ((uint64_t)producer_id << 16) | writer_id;
-	uint32_t *v = imap_get(&tb->seqmap, key);
+	uint32_t *v;
 
-	if (v)
+	if (key == tb->seq_cache_key)
+		return tb->seq_cache_idx;
+	v = imap_get(&tb->seqmap, key);
+	if (v) {
+		tb->seq_cache_key = key;
+		tb->seq_cache_idx = (int)*v;
 		return (int)*v;
+	}
 	if (tb->nseqs >= UINT16_MAX)
 		return -1;
 	if (tb->nseqs == tb->seqs_cap) {
@@ -210,12 +217,21 @@ void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t
 		tb->st.chunks_discarded++;
 		return;
 	}
+	s = &tb->seqs[seq];
+	if (!s->has_newest || (int32_t)(ci->chunk_id - s->newest_chunk_id) > 0) {
+		/* the common case, a chunk newer than any copied: it cannot be stored yet */
+		s->has_newest = true;
+		s->newest_chunk_id = ci->chunk_id;
+		append_rec(tb, seq, ci, payload, len, 0, 0);
+		return;
+	}
 	off = imap_get(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id));
 	if (off) {
 		recommit(tb, rec_at(tb, *off), ci, payload, len);
 		return;
 	}
-	s = &tb->seqs[seq];
+	if (ci->chunk_id != s->newest_chunk_id)
+		tb->st.chunks_committed_out_of_order++;
 	if (s->has_last && s->last_chunk_id == ci->chunk_id) {
 		/* an earlier copy was read and has left the ring: keep only what is new */
 		if (ci->count > s->last_frags)

@@ -44,6 +44,8 @@ struct tbuf_seq {
 	uint32_t last_chunk_id;
 	uint16_t last_frags, last_off; /* fragments/bytes of it consumed */
 	uint32_t blocked_pass;	       /* waiting for a patch or a continuation */
+	bool has_newest;	       /* newest_chunk_id: the highest chunk id copied */
+	uint32_t newest_chunk_id;
 	uint8_t suffix_len;
 	uint8_t suffix[30]; /* trusted fields, built once with trusted_id */
 };
@@ -58,6 +60,8 @@ struct tbuf {
 	struct imap seqmap; /* (producer_id << 16 | writer_id) -> seq index */
 	struct tbuf_seq *seqs;
 	size_t nseqs, seqs_cap;
+	uint64_t seq_cache_key; /* the last sequence looked up, skipping the hash */
+	int seq_cache_idx;
 	struct tbuf_stats st;
 	uint32_t pass;
 	/* reader scratch, reused */

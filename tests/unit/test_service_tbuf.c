@@ -1,0 +1,100 @@
+/* The central trace buffer on its own: re-commits of a scraped chunk return only new
+ * fragments, packets carry the trusted suffix, reserved fields are dropped. */
+#include "../test.h"
+#include "base/pb.h"
+#include "ipc/protos.h"
+#include "service/tbuf.h"
+
+struct got {
+	int n;
+	char last[64];
+	uint64_t seq;
+};
+
+static int on_packet(void *ctx, const struct iovec *iov, size_t n, size_t total)
+{
+	struct got *g = ctx;
+	struct pb_reader r = pb_reader_init(iov[0].iov_base, iov[0].iov_len);
+	struct pb_field f;
+
+	(void)total;
+	while (pb_next(&r, &f) > 0)
+		if (f.num == 900)
+			snprintf(g->last, sizeof(g->last), "%.*s", (int)f.len, f.ptr);
+	r = pb_reader_init(iov[n - 1].iov_base, iov[n - 1].iov_len); /* the suffix */
+	while (pb_next(&r, &f) > 0)
+		if (f.num == PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID)
+			g->seq = f.u;
+	g->n++;
+	return 0;
+}
+
+/* A chunk payload with packets tagged names[0..n). */
+static size_t payload(uint8_t *out, const char *const *names, size_t n, uint32_t extra_field)
+{
+	size_t off = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct buf b = BUF_INIT;
+		pb_put_string(&b, 900, names[i]);
+		if (extra_field)
+			pb_put_varint(&b, extra_field, 1);
+		pb_write_redundant_len(out + off, (uint32_t)b.len);
+		memcpy(out + off + 4, b.data, b.len);
+		off += 4 + b.len;
+		buf_free(&b);
+	}
+	return off;
+}
+
+TEST(service_tbuf_recommit_returns_only_new_fragments)
+{
+	static const char *const names[] = {"p0", "p1", "p2"};
+	uint8_t chunk[1012] = {0};
+	struct smb_chunk_info ci = {.chunk_id = 5, .writer_id = 3, .count = 1};
+	struct tbuf tb;
+	struct got g = {0};
+	uint32_t seq = 2;
+	uint64_t invalid = 0;
+
+	ASSERT_OK(tbuf_init(&tb, 65536, false));
+	payload(chunk, names, 3, 0);
+	tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk)); /* scraped: 1 fragment */
+	ASSERT_INT(tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+	ASSERT_INT(g.n, ==, 1);
+	ASSERT_STR_EQ(g.last, "p0");
+	ASSERT_UINT(g.seq, ==, 2);
+	ci.count = 3; /* the real commit of the same chunk, after the copy was consumed */
+	tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
+	ASSERT_INT(tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+	ASSERT_INT(g.n, ==, 3);
+	ASSERT_STR_EQ(g.last, "p2");
+	ci.count = 2; /* shrinking is a violation and changes nothing */
+	tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
+	ASSERT_INT(tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+	ASSERT_INT(g.n, ==, 3);
+	ASSERT_UINT(invalid, ==, 0);
+	tbuf_free(&tb);
+}
+
+TEST(service_tbuf_drops_packets_with_reserved_fields)
+{
+	static const char *const names[] = {"forged"};
+	uint8_t chunk[1012] = {0};
+	struct smb_chunk_info ci = {.chunk_id = 0, .writer_id = 1, .count = 1};
+	struct tbuf tb;
+	struct got g = {0};
+	uint32_t seq = 2;
+	uint64_t invalid = 0;
+
+	ASSERT_OK(tbuf_init(&tb, 65536, false));
+	payload(chunk, names, 1, PF_PACKET_TRUSTED_UID);
+	tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
+	ASSERT_INT(tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+	ASSERT_INT(g.n, ==, 0);
+	ASSERT_UINT(invalid, ==, 1);
+	ASSERT(!tbuf_packet_valid((const uint8_t *)"\x50\x01", 2)); /* sequence id */
+	ASSERT(tbuf_packet_valid((const uint8_t *)"\x40\x01", 2));  /* timestamp */
+	ASSERT(!tbuf_packet_valid((const uint8_t *)"\x42", 1));	    /* truncated */
+	tbuf_free(&tb);
+}
