@@ -7,7 +7,7 @@
  * symbols (kallsyms), then an address-only fallback "module+0xoffset".
  *
  * Strings in results are owned by the symbolizer and stay valid until it is freed.
- * A warm (cached) lookup allocates nothing.
+ * A warm (cached) lookup allocates nothing. A symbolizer is used by one thread at a time.
  */
 #ifndef SONDE_SYMBOLIZE_H
 #define SONDE_SYMBOLIZE_H
@@ -101,5 +101,9 @@ SONDE_API int sonde_symbolizer_add_image(struct sonde_symbolizer *s,
  * and reading map_files needs CAP_SYS_ADMIN). */
 SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
 						  const struct sonde_sym_module *m);
+/* Forgets what is cached for process pid (its JIT perf map), because the process exited
+ * or exec'd and a reused pid brings a new map. Strings handed out earlier stay valid.
+ * Returns 1 when something was dropped, 0 when nothing was cached, -EINVAL. */
+SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t pid);
 
 #endif

@@ -241,13 +241,15 @@ const struct perfmap_entry *perfmap_find(const struct perfmap *pm, uint64_t addr
 	return NULL;
 }
 
-static void perfmap_reset(struct perfmap *pm)
+void perfmap_reset(struct perfmap *pm)
 {
 	/* names stay in the pool: frames handed out earlier may still point at them */
 	pm->n_lines = 0;
 	pm->n_complete = 0;
 	pm->n_segs = 0;
 	pm->parsed = 0;
+	pm->ino = pm->dev = pm->size = 0;
+	pm->mtime_ns = 0;
 }
 
 static int read_from(struct perfmap *pm, int fd, uint64_t size)

@@ -47,6 +47,9 @@ int perfmap_index(struct perfmap *pm);
 const struct perfmap_entry *perfmap_find(const struct perfmap *pm, uint64_t addr);
 /* Brings pm up to date with the file at path (stat, then read what is new). 0 or -errno. */
 int perfmap_refresh(struct perfmap *pm, const char *path);
+/* Empties the map so the next refresh reads the file anew; names already handed out
+ * stay valid (they live in the pool until perfmap_free). */
+void perfmap_reset(struct perfmap *pm);
 void perfmap_free(struct perfmap *pm);
 
 #endif

@@ -622,6 +622,19 @@ SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
 	return r;
 }
 
+SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t pid)
+{
+	struct sym_perfmap *p;
+
+	if (!s)
+		return -EINVAL;
+	p = u64map_get(&s->perfmaps, pid);
+	if (!p || !p->map.n_lines)
+		return 0;
+	perfmap_reset(&p->map);
+	return 1;
+}
+
 SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbolizer_opts *opts)
 {
 	struct sonde_symbolizer *s = calloc(1, sizeof(*s));

@@ -90,6 +90,15 @@ TEST(sym_perf_map_rules_and_growth)
 	ASSERT_OK(sonde_symbolize(s, &m, 0x800, f, 2));
 	ASSERT_STR_EQ(f[0].name, "anon+0x800");
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
+
+	/* the pid is reused by a process with another map of the same size */
+	const char *old_name = raw_name(s, 4242, 0x5000, &origin);
+	unlink(map);
+	append(map, "1000 100 first_fn\n5000 40 other_method\n");
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer_forget_pid(s, 4242)), ==, 1);
+	EXPECT_RAW(s, 0x5000, "other_method");
+	ASSERT_STR_EQ(old_name, "new_method"); /* still valid */
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer_forget_pid(s, 999)), ==, 0);
 	sonde_symbolizer_free(s);
 }
 
