@@ -398,9 +398,73 @@ static int enable_tracing(struct svc *s, struct req *r)
 			return -SONDE_E_STATE;
 		ss->enable_req = r->id;
 		ss->enable_pending = !r->drop_reply;
+		session_resolve_if_disabled(s, ss);
 		return 0;
 	}
 	return session_enable(s, r, cfg, len, r->fd);
+}
+
+static char *arg_key(const struct req *r)
+{
+	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
+	struct pb_field f;
+	char *key = NULL;
+
+	while (pb_next(&rd, &f) > 0) {
+		if (f.num == PF_DETACH_REQ_KEY && f.wire == PB_LEN) {
+			free(key);
+			key = svc_strndup(f.ptr, f.len);
+		}
+	}
+	return key;
+}
+
+static struct session *detached(struct svc *s, int32_t uid, const char *key)
+{
+	for (size_t i = 0; i < s->nsessions; i++) {
+		struct session *ss = s->sessions[i];
+		if (ss->detach_key && ss->consumer_uid == uid && !strcmp(ss->detach_key, key))
+			return ss;
+	}
+	return NULL;
+}
+
+/* Detach: the session survives the consumer's disconnect, found again by (uid, key). */
+static int detach(struct svc *s, struct req *r)
+{
+	struct session *ss = own_session(s, r->c);
+	char *key = arg_key(r);
+
+	if (!ss || !key || ss->detach_key || detached(s, (int32_t)r->c->ch.peer_uid, key)) {
+		free(key);
+		return -SONDE_E_STATE;
+	}
+	ss->detach_key = key;
+	ss->enable_pending = false; /* nobody to tell; Attach re-arms it */
+	return svc_reply(r, NULL, false);
+}
+
+static int attach(struct svc *s, struct req *r)
+{
+	char *key = arg_key(r);
+	struct session *ss = key ? detached(s, (int32_t)r->c->ch.peer_uid, key) : NULL;
+	struct buf b = BUF_INIT;
+	int rc;
+
+	free(key);
+	if (!ss || own_session(s, r->c))
+		return -SONDE_E_STATE;
+	struct conn *old = svc_conn(s, ss->conn_id);
+	if (old)
+		old->k.session_id = 0;
+	free(ss->detach_key);
+	ss->detach_key = NULL;
+	ss->conn_id = r->c->id;
+	r->c->k.session_id = ss->id;
+	pb_put_bytes(&b, PF_ATTACH_RESP_TRACE_CONFIG, ss->config, ss->config_len);
+	rc = svc_reply(r, &b, false);
+	buf_free(&b);
+	return rc;
 }
 
 static uint64_t arg_varint(const struct req *r, uint32_t num)
@@ -449,6 +513,10 @@ int consumer_dispatch(struct svc *s, struct req *r, uint32_t method)
 		rc = svc_reply(r, NULL, false);
 		session_start(s, ss);
 		return rc;
+	case PF_CONSUMER_DETACH:
+		return detach(s, r);
+	case PF_CONSUMER_ATTACH:
+		return attach(s, r);
 	case PF_CONSUMER_GET_TRACE_STATS:
 		return get_trace_stats(s, r);
 	case PF_CONSUMER_OBSERVE_EVENTS:
@@ -466,7 +534,9 @@ void consumer_gone(struct svc *s, struct conn *c)
 {
 	struct session *ss = own_session(s, c);
 
-	if (ss)
+	if (ss && ss->detach_key)
+		ss->conn_id = 0; /* detached: it lives on until attached and freed */
+	else if (ss)
 		session_free(s, ss);
 	c->k.session_id = 0;
 	buf_free(&c->k.reply);

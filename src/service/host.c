@@ -41,15 +41,15 @@ static const char *const consumer_methods[] = {
 	"FreeBuffers",
 	"Flush",
 	"StartTracing",
-	NULL,
-	NULL,
-	NULL,
+	NULL, /* ChangeTraceConfig */
+	"Detach",
+	"Attach",
 	"GetTraceStats",
 	"ObserveEvents",
 	"QueryServiceState",
 	"QueryCapabilities",
-	NULL,
-	NULL,
+	NULL, /* SaveTraceForBugreport */
+	NULL, /* CloneSession */
 };
 #define NMETHODS(a) (sizeof(a) / sizeof((a)[0]))
 

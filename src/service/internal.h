@@ -137,6 +137,7 @@ struct session {
 	bool deferred_start, write_into_file, extra_guardrails;
 	bool no_clock_snapshots, no_trace_config, no_system_info, no_service_events;
 	char *unique_name;
+	char *detach_key; /* set while detached: the session outlives its consumer */
 	/* buffers */
 	uint16_t *buf_ids;
 	struct tbuf **bufs;
@@ -229,6 +230,8 @@ uint64_t session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
 		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable);
 void session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id);
 void session_drain_file(struct svc *s, struct session *ss);
+/* Sends the held EnableTracing reply now if the session already ended. */
+void session_resolve_if_disabled(struct svc *s, struct session *ss);
 /* Reads every buffer of the session into fn; 1 if fn asked to stop, else 0. */
 int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
 void session_notify_observer(struct svc *s, struct session *ss, struct instance *in,

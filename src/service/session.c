@@ -431,6 +431,12 @@ static void resolve_enable(struct svc *s, struct session *ss)
 	buf_free(&b);
 }
 
+void session_resolve_if_disabled(struct svc *s, struct session *ss)
+{
+	if (ss->state == SESS_DISABLED)
+		resolve_enable(s, ss);
+}
+
 static void scrape_session(struct svc *s, struct session *ss)
 {
 	for (size_t i = 0; i < s->nconns; i++) {
@@ -1123,6 +1129,7 @@ void session_free(struct svc *s, struct session *ss)
 	free(ss->bufs);
 	free(ss->config);
 	free(ss->unique_name);
+	free(ss->detach_key);
 	free(ss->error);
 	buf_free(&ss->fbuf);
 	buf_free(&ss->svc_pkts);

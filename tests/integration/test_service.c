@@ -2,6 +2,7 @@
  * end to end, fragmentation, patching, scraping, flush and stop acks with their timeouts,
  * deferred start, write_into_file, and session isolation. */
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
+#include "ipc/sock.h"
 #include "svc_util.h"
 
 static const char *const one_ds[] = {"test.ds"};
@@ -99,7 +101,9 @@ TEST_TIMEOUT(sonded_binds_and_lists_methods_in_proto_order, 60)
 	ASSERT_UINT(tc_method_id(&c, "StartTracing"), ==, 6);
 	ASSERT_UINT(tc_method_id(&c, "GetTraceStats"), ==, 10);
 	ASSERT_UINT(tc_method_id(&c, "QueryCapabilities"), ==, 13);
-	ASSERT_UINT(tc_method_id(&c, "Detach"), ==, 0); /* not implemented: not listed */
+	ASSERT_UINT(tc_method_id(&c, "Detach"), ==, 8);
+	ASSERT_UINT(tc_method_id(&c, "Attach"), ==, 9);
+	ASSERT_UINT(tc_method_id(&c, "CloneSession"), ==, 0); /* not implemented: not listed */
 
 	/* unknown service: a reply without success */
 	struct ipc_frame f = {
@@ -769,5 +773,94 @@ TEST_TIMEOUT(sonded_stops_writing_at_max_file_size, 60)
 	ASSERT_INT(st.st_size, <=, 20000);
 	ASSERT_INT(st.st_size, >, 4000);
 	buf_free(&cfg);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(sonded_socket_names_from_environment_and_abstract, 60)
+{
+	char p[64], c[64];
+	struct test_output o;
+	struct tc t;
+
+	snprintf(p, sizeof(p), "@sonde-test-%d-producer", (int)getpid());
+	snprintf(c, sizeof(c), "@sonde-test-%d-consumer", (int)getpid());
+	setenv("PERFETTO_PRODUCER_SOCK_NAME", p, 1);
+	setenv("PERFETTO_CONSUMER_SOCK_NAME", c, 1);
+	const char *argv[] = {test_bin("sonded"), "-l", "error", NULL};
+	pid_t pid = test_spawn(argv);
+	int fd = -1;
+	for (int i = 0; i < 500 && fd < 0; i++) {
+		fd = ipc_connect(c);
+		if (fd < 0)
+			usleep(10000);
+	}
+	ASSERT(fd >= 0);
+	close(fd);
+	tc_open(&t, p, "ProducerPort"); /* both abstract names, taken from the environment */
+	tc_close(&t);
+	tc_open(&t, c, "ConsumerPort");
+	tc_close(&t);
+	kill(pid, SIGINT);
+	ASSERT_INT(test_wait(pid, 20), ==, 0);
+
+	const char *help[] = {test_bin("sonded"), "--help", NULL};
+	test_run(&o, 10, help);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "PERFETTO_PRODUCER_SOCK_NAME");
+	test_output_free(&o);
+	const char *bad[] = {test_bin("sonded"), "--log-level", "loud", NULL};
+	test_run(&o, 10, bad);
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+}
+
+static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
+{
+	struct buf a = BUF_INIT;
+
+	pb_put_string(&a, PF_DETACH_REQ_KEY, key);
+	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 5000);
+	buf_free(&a);
+	ASSERT(m != NULL);
+	return m;
+}
+
+TEST_TIMEOUT(sonded_detached_session_survives_and_reattaches, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, pk = BUF_INIT, trace = BUF_INIT, a = BUF_INIT;
+	struct tcmd cmd;
+	struct tc_msg *m;
+	unsigned mv[1][2] = {{0, 0}};
+
+	tcfg_basic(&cfg, 1024, one_ds, 1);
+	rig_up(&r, &cfg, false, false, false);
+	rig_start(&r);
+	m = call_key(&r.c, "Detach", "bg-key");
+	ASSERT(m->f.success);
+	tc_msg_free(m);
+	tc_close(&r.c); /* the session must outlive this consumer */
+	make_packet(&pk, "detached-packet", 0);
+	struct iovec v = {pk.data, pk.len};
+	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
+	tprod_commit(&r.p, mv, 1, r.target, 0, NULL);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 200)); /* no stop: still tracing */
+
+	tc_open(&r.c, r.d.csock, "ConsumerPort");
+	m = call_key(&r.c, "Attach", "wrong-key");
+	ASSERT(!m->f.success);
+	tc_msg_free(m);
+	m = call_key(&r.c, "Attach", "bg-key");
+	ASSERT(m->f.success);
+	ASSERT(m->f.data_len > 0); /* AttachResponse carries the session's TraceConfig */
+	tc_msg_free(m);
+	pb_put_bool(&a, PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY, true);
+	r.enable_req = tc_call(&r.c, "EnableTracing", &a, -1, false);
+	rig_stop_and_read(&r, &trace);
+	ASSERT_INT(trace_count(&trace, "detached-packet", 15, NULL), ==, 1);
+	buf_free(&cfg);
+	buf_free(&pk);
+	buf_free(&a);
+	buf_free(&trace);
 	rig_down(&r);
 }
