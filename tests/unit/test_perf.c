@@ -432,13 +432,17 @@ TEST(perf_event_samples_this_thread)
 	ASSERT_OK(fd);
 	ASSERT_OK(perf_ring_map(&ring, fd, -1, 64, 4));
 	ASSERT_OK(perf_enable(fd));
-	struct timespec t0, t1;
+	/* Spin for 200 ms of this thread's CPU time, not wall time: cpu-clock samples only
+	 * while the thread runs, and on a loaded machine it may run a fraction of the time. */
+	struct timespec t0, t1, c0, c1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
 	do {
 		for (int i = 0; i < 100000; i++)
 			perf_sink = perf_sink * 31 + (uint64_t)i;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-	} while ((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec) < 200000000);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	} while ((c1.tv_sec - c0.tv_sec) * 1000000000ll + (c1.tv_nsec - c0.tv_nsec) < 200000000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ASSERT_OK(perf_disable(fd));
 
 	const void *rec;
