@@ -137,7 +137,8 @@ struct session {
 	bool deferred_start, write_into_file, extra_guardrails;
 	bool no_clock_snapshots, no_trace_config, no_system_info, no_service_events;
 	char *unique_name;
-	char *detach_key; /* set while detached: the session outlives its consumer */
+	char *detach_key;	 /* set while detached: the session outlives its consumer */
+	uint64_t last_clocks[6]; /* the values of the last queued clock snapshot */
 	/* buffers */
 	uint16_t *buf_ids;
 	struct tbuf **bufs;
@@ -249,6 +250,8 @@ uint64_t svc_boottime_ns(void);
 /* Queues a service event (enum pf_service_event) with the current time. */
 void svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field);
 void svcpkt_clock_snapshot(struct svc *s, struct session *ss);
+/* Queues a snapshot only if some clock drifted >= 10 ms against BOOTTIME since the last. */
+void svcpkt_clock_snapshot_if_drifted(struct svc *s, struct session *ss);
 /* Emits the packets due at the start of a read pass (§6.3 steps 1-7) into fn. */
 void svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
 /* The trace stats packet, if due; `final` marks the end of a pass. */

@@ -802,6 +802,7 @@ static void on_snapshot(void *ctx, uint64_t id)
 		return;
 	ss->t_snapshot = loop_timer_add(&s->loop, ss->snapshot_interval_ms, on_snapshot, id);
 	ss->sync_due = ss->stats_due = true;
+	svcpkt_clock_snapshot_if_drifted(s, ss);
 }
 
 static void on_file_period(void *ctx, uint64_t id)

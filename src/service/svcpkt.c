@@ -59,37 +59,68 @@ void svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field)
 	enqueue(s, &ss->svc_pkts);
 }
 
-void svcpkt_clock_snapshot(struct svc *s, struct session *ss)
-{
-	static const struct {
-		uint32_t id;
-		clockid_t clk;
-	} clocks[] = {
-		{PF_CLOCK_BOOTTIME, CLOCK_BOOTTIME},
-		{PF_CLOCK_REALTIME_COARSE, CLOCK_REALTIME_COARSE},
-		{PF_CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC_COARSE},
-		{PF_CLOCK_REALTIME, CLOCK_REALTIME},
-		{PF_CLOCK_MONOTONIC, CLOCK_MONOTONIC},
-		{PF_CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC_RAW},
-	};
-	struct buf *b = &s->scratch;
-	uint64_t now = svc_boottime_ns();
+static const struct {
+	uint32_t id;
+	clockid_t clk;
+} clocks[6] = {
+	{PF_CLOCK_BOOTTIME, CLOCK_BOOTTIME},
+	{PF_CLOCK_REALTIME_COARSE, CLOCK_REALTIME_COARSE},
+	{PF_CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC_COARSE},
+	{PF_CLOCK_REALTIME, CLOCK_REALTIME},
+	{PF_CLOCK_MONOTONIC, CLOCK_MONOTONIC},
+	{PF_CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC_RAW},
+};
 
-	if (ss->no_clock_snapshots || ss->svc_clocks.len > 16 * 256)
+static void read_clocks(uint64_t v[6])
+{
+	for (size_t i = 0; i < 6; i++)
+		v[i] = clock_ns(clocks[i].clk);
+}
+
+static void queue_snapshot(struct svc *s, struct session *ss, const uint64_t v[6])
+{
+	struct buf *b = &s->scratch;
+
+	if (ss->no_clock_snapshots || ss->svc_clocks.len > 16 * 256) /* at most ~16 queued */
 		return;
+	memcpy(ss->last_clocks, v, sizeof(ss->last_clocks));
 	buf_reset(b);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP, now);
+	pb_put_varint(b, PF_PACKET_TIMESTAMP, v[0]);
 	size_t m = pb_begin(b, PF_PACKET_CLOCK_SNAPSHOT);
-	for (size_t i = 0; i < sizeof(clocks) / sizeof(clocks[0]); i++) {
+	for (size_t i = 0; i < 6; i++) {
 		size_t c = pb_begin(b, PF_CLOCK_SNAPSHOT_CLOCKS);
 		pb_put_varint(b, PF_CLOCK_CLOCK_ID, clocks[i].id);
-		pb_put_varint(b, PF_CLOCK_TIMESTAMP, i == 0 ? now : clock_ns(clocks[i].clk));
+		pb_put_varint(b, PF_CLOCK_TIMESTAMP, v[i]);
 		pb_end(b, c);
 	}
 	pb_put_varint(b, PF_CLOCK_SNAPSHOT_PRIMARY_TRACE_CLOCK, PF_CLOCK_BOOTTIME);
 	pb_end(b, m);
 	put_trusted(s, b);
 	enqueue(s, &ss->svc_clocks);
+}
+
+void svcpkt_clock_snapshot(struct svc *s, struct session *ss)
+{
+	uint64_t v[6];
+
+	read_clocks(v);
+	queue_snapshot(s, ss, v);
+}
+
+void svcpkt_clock_snapshot_if_drifted(struct svc *s, struct session *ss)
+{
+	const int64_t threshold = 10 * 1000 * 1000;
+	uint64_t v[6];
+
+	read_clocks(v);
+	int64_t boot = (int64_t)(v[0] - ss->last_clocks[0]);
+	for (size_t i = 1; i < 6; i++) {
+		int64_t drift = (int64_t)(v[i] - ss->last_clocks[i]) - boot;
+		if (drift >= threshold || drift <= -threshold) {
+			queue_snapshot(s, ss, v);
+			return;
+		}
+	}
 }
 
 static int emit_scratch(struct svc *s, tbuf_packet_fn fn, void *ctx)
