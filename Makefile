@@ -62,8 +62,15 @@ else
   FUZZ_BINS := $(patsubst fuzz/%.c,$(B)/replay-%,$(FUZZ_SRC))
 endif
 
-.PHONY: all test format clean programs progs
+.PHONY: all fuzz test format clean programs progs
+ifeq ($(FUZZ),1)
+# The fuzz variant exists to run the fuzz targets: `make FUZZ=1` builds only them. Tests,
+# target programs and benchmarks are built by the release and SAN variants (some use
+# gcc-only attributes to shape the code they unwind).
+.DEFAULT_GOAL := fuzz
+endif
 all: $(PROGRAM_BINS) $(TEST_BIN) $(PROG_BINS) $(EXAMPLE_BINS) $(FUZZ_BINS)
+fuzz: $(FUZZ_BINS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(@D)

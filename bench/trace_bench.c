@@ -310,7 +310,7 @@ static uint8_t *make_config(const struct cfg_params *p, size_t *len)
 					    .write_into_file = p->wif,
 					    .file_write_period_ms = p->file_period_ms};
 	struct sonde_trace_config *cfg = sonde_trace_config__new(&o);
-	uint8_t *out;
+	uint8_t *out = NULL;
 	if (!cfg || sonde_trace_config__add_buffer(cfg, p->buf_kb, p->fill) < 0 ||
 	    sonde_trace_config__add_data_source(cfg, p->ds, 0, NULL, 0) < 0 ||
 	    (p->smb_kb &&
