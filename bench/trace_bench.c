@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -240,7 +241,11 @@ static void flood_child(int out, size_t pkt_size, uint32_t page, uint32_t smb)
 		;
 	for (int i = 0; i < 5; i++) /* let the stop ack and last commits out */
 		sonde_producer__poll(f.p, 20);
-	dprintf(out, "%" PRIu64 " %" PRIu64 "\n", f.packets, f.lost);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+		     (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	dprintf(out, "%" PRIu64 " %" PRIu64 " %.6f\n", f.packets, f.lost, cpu);
 	sonde_producer__free(f.p);
 	_exit(0);
 }
@@ -269,17 +274,20 @@ static void spawn_floods(struct producers *ps, int n, size_t pkt, uint32_t page,
 	}
 }
 
-/* Waits for the producers; returns the packets they wrote and lost. */
-static void reap_floods(struct producers *ps, uint64_t *written, uint64_t *lost)
+/* Waits for the producers; returns the packets they wrote and lost, and their CPU time. */
+static void reap_floods(struct producers *ps, uint64_t *written, uint64_t *lost, double *cpu)
 {
 	*written = *lost = 0;
+	*cpu = 0;
 	for (int i = 0; i < ps->n; i++) {
-		char buf[64] = "";
+		char buf[96] = "";
 		ssize_t k = read(ps->pipe[i], buf, sizeof(buf) - 1);
 		uint64_t w = 0, l = 0;
-		if (k > 0 && sscanf(buf, "%" SCNu64 " %" SCNu64, &w, &l) == 2) {
+		double c = 0;
+		if (k > 0 && sscanf(buf, "%" SCNu64 " %" SCNu64 " %lf", &w, &l, &c) == 3) {
 			*written += w;
 			*lost += l;
+			*cpu += c;
 		}
 		close(ps->pipe[i]);
 		waitpid(ps->pid[i], NULL, 0);
@@ -366,7 +374,8 @@ static void stop_session(struct sonde_consumer *c)
 }
 
 struct flood_result {
-	double mbps, cpu_per_gb;
+	double mbps, cpu_per_gb, prod_cpu_per_gb;
+	int producers;
 	uint64_t bytes, chunks_lost, packets_lost, packets;
 };
 
@@ -397,8 +406,14 @@ static void run_flood(struct svc *s, int nprod, uint32_t page, size_t pkt, doubl
 	stop_session(c);
 	sonde_consumer__free(c);
 	free(cfg);
-	reap_floods(&ps, &r->packets, &r->packets_lost);
+	double prod_cpu;
+	r->producers = nprod;
+	reap_floods(&ps, &r->packets, &r->packets_lost, &prod_cpu);
 	r->bytes = b.buffers[0].bytes_written - a.buffers[0].bytes_written;
+	/* the producers' whole life, against everything that reached the buffer */
+	r->prod_cpu_per_gb = b.buffers[0].bytes_written
+				     ? prod_cpu / ((double)b.buffers[0].bytes_written / 1e9)
+				     : 0;
 	r->mbps = (double)r->bytes / 1e6 / (t1 - t0);
 	r->cpu_per_gb = r->bytes ? (cpu1 - cpu0) / ((double)r->bytes / 1e9) : 0;
 	r->chunks_lost =
@@ -440,7 +455,8 @@ static void fill_buffer(struct svc *s, struct sonde_consumer *c, const uint8_t *
 	for (int i = 0; i < ps.n; i++)
 		kill(ps.pid[i], SIGKILL);
 	uint64_t w, l;
-	reap_floods(&ps, &w, &l);
+	double cpu;
+	reap_floods(&ps, &w, &l, &cpu);
 }
 
 static void run_drain_read(struct svc *s, uint32_t buf_kb, struct drain_result *r)
@@ -575,9 +591,19 @@ struct results {
 	long rss_idle, rss_busy;
 };
 
-static void run_all(struct svc *s, double secs, uint32_t drain_kb, bool quick, struct results *r)
+static void run_all(struct svc *s, double secs, uint32_t drain_kb, bool quick, int only,
+		    struct results *r)
 {
 	svc_start(s);
+	if (only >= 0 && only < N_CASES) {
+		/* one ingest case only, for profiling */
+		run_flood(s, cases[only].producers, cases[only].page, cases[only].pkt, secs,
+			  &r->flood[only]);
+		printf("%s: %.1f MB/s, %.3f cpu s/GB\n", s->label, r->flood[only].mbps,
+		       r->flood[only].cpu_per_gb);
+		svc_stop(s);
+		return;
+	}
 	run_rss(s, &r->rss_idle, &r->rss_busy);
 	for (int i = 0; i < N_CASES; i++) {
 		if (quick && i % 2)
@@ -599,12 +625,25 @@ static void ratio(char *out, size_t n, double a, double b)
 		snprintf(out, n, "%7s", "-");
 }
 
+/* capacity: the MB/s the slower side would sustain with a core each (the service, or each
+ * producer), i.e. the rate on an idle machine with enough cores; on a loaded machine the
+ * measured MB/s mostly reflects how much CPU the processes were given */
+static void print_flood(const char *name, const struct flood_result *f, const char *q)
+{
+	double prod = f->producers ? f->prod_cpu_per_gb / f->producers : 0;
+	double worst = f->cpu_per_gb > prod ? f->cpu_per_gb : prod;
+	printf("%-28s %10.1f %10.3f %10.3f %10.0f %11" PRIu64 " %10" PRIu64 " %8s\n", name, f->mbps,
+	       f->cpu_per_gb, f->prod_cpu_per_gb, worst > 0 ? 1000 / worst : 0, f->chunks_lost,
+	       f->packets_lost, q);
+}
+
 static void report(const struct results *r, const struct results *peer, bool quick)
 {
 	char q[16];
 
-	printf("\n%-28s %12s %12s %12s %12s %10s\n", "ingest (64 MiB ring)", "MB/s", "cpu s/GB",
-	       "chunks lost", "pkts lost", peer ? "vs peer" : "");
+	printf("\n%-28s %10s %10s %10s %10s %11s %10s %8s\n", "ingest (64 MiB ring)", "MB/s",
+	       "svc s/GB", "prod s/GB", "capacity", "chunks lost", "pkts lost",
+	       peer ? "vs peer" : "");
 	for (int i = 0; i < N_CASES; i++) {
 		const struct flood_result *f = &r->flood[i];
 		if (quick && i % 2)
@@ -613,12 +652,9 @@ static void report(const struct results *r, const struct results *peer, bool qui
 		snprintf(name, sizeof(name), "%d producer%s, %2uK pages, %5zuB", cases[i].producers,
 			 cases[i].producers > 1 ? "s" : " ", cases[i].page / 1024, cases[i].pkt);
 		ratio(q, sizeof(q), f->mbps, peer ? peer->flood[i].mbps : 0);
-		printf("%-28s %12.1f %12.3f %12" PRIu64 " %12" PRIu64 " %10s\n", name, f->mbps,
-		       f->cpu_per_gb, f->chunks_lost, f->packets_lost, peer ? q : "");
+		print_flood(name, f, peer ? q : "");
 		if (peer)
-			printf("%-28s %12.1f %12.3f %12" PRIu64 " %12" PRIu64 "\n", "  peer",
-			       peer->flood[i].mbps, peer->flood[i].cpu_per_gb,
-			       peer->flood[i].chunks_lost, peer->flood[i].packets_lost);
+			print_flood("  peer", &peer->flood[i], "");
 	}
 	printf("\n%-28s %12s %12s %12s %10s\n", "drain", "MB/s", "cpu ms/MB", "MB", "");
 	const struct drain_result *d[2] = {&r->read, &r->file};
@@ -649,7 +685,7 @@ int main(int argc, char **argv)
 	double secs = 10;
 	uint32_t drain_kb = 256 * 1024;
 	bool quick = false;
-	int nb = 0;
+	int nb = 0, only = -1;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
@@ -658,11 +694,13 @@ int main(int argc, char **argv)
 			drain_kb = (uint32_t)atoi(argv[++i]) * 1024;
 		else if (!strcmp(argv[i], "--quick"))
 			quick = true;
+		else if (!strcmp(argv[i], "--case") && i + 1 < argc)
+			only = atoi(argv[++i]);
 		else if (argv[i][0] != '-' && nb < 2)
 			bins[nb++] = argv[i];
 		else {
 			fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] "
-					"[--drain-mb N] [--quick]\n");
+					"[--drain-mb N] [--quick] [--case 0-7]\n");
 			return 2;
 		}
 	}
@@ -677,7 +715,9 @@ int main(int argc, char **argv)
 	struct svc svcs[2] = {{.bin = bins[0], .label = "sonded"},
 			      {.bin = bins[1], .label = "peer"}};
 	for (int i = 0; i < nb; i++)
-		run_all(&svcs[i], secs, drain_kb, quick, &res[i]);
+		run_all(&svcs[i], secs, drain_kb, quick, only, &res[i]);
+	if (only >= 0)
+		return 0;
 	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: libsonde\n",
 	       secs, drain_kb / 1024);
 	printf("service: %s%s%s\n", bins[0], nb > 1 ? ", peer: " : "", nb > 1 ? bins[1] : "");

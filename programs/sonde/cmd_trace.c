@@ -494,6 +494,11 @@ static int run_trace(const struct opts *o)
 		cli_error(CMD, "EnableTracing failed: %s", sonde_strerror(r));
 		goto out;
 	}
+	/* sonde trace has nothing to wait for between enabling and starting */
+	if (sum.deferred_start && (r = sonde_consumer__start_tracing(c)) < 0) {
+		cli_error(CMD, "StartTracing failed: %s", sonde_strerror(r));
+		goto out;
+	}
 	fprintf(stderr, "sonde trace: tracing %u data source%s%s\n", sum.num_data_sources,
 		sum.num_data_sources == 1 ? "" : "s", sum.duration_ms ? "" : " until Ctrl-C");
 	if ((r = wait_session(c, sum.duration_ms)) < 0) {
