@@ -356,8 +356,29 @@ void sonde_trace_writer__append_bytes(struct sonde_trace_writer *w, uint32_t fie
 	sonde_trace_writer__append(w, data, len);
 }
 
+static inline void put_redundant_len(uint8_t *p, uint32_t n)
+{
+	p[0] = (uint8_t)(n | 0x80);
+	p[1] = (uint8_t)((n >> 7) | 0x80);
+	p[2] = (uint8_t)((n >> 14) | 0x80);
+	p[3] = (uint8_t)((n >> 21) & 0x7f);
+}
+
 int sonde_trace_writer__write_packet(struct sonde_trace_writer *w, const void *pkt, size_t len)
 {
+	/* fast path: the whole packet fits in the current chunk, so its size is final at
+	 * once and the fragment is written in one go; the count is published after the bytes
+	 * (release), so a scraping service never sees this fragment half written */
+	if (w->have_chunk && !w->in_packet && w->count < SMB_MAX_PACKET_COUNT &&
+	    (size_t)(w->end - w->wp) >= len + SMB_PACKET_HDR_SIZE + MIN_FRAGMENT_ROOM) {
+		put_redundant_len(w->wp, (uint32_t)len);
+		memcpy(w->wp + SMB_PACKET_HDR_SIZE, pkt, len);
+		w->wp += SMB_PACKET_HDR_SIZE + len;
+		w->count++;
+		publish_count(w);
+		w->packets_written++;
+		return 0;
+	}
 	int r = sonde_trace_writer__begin_packet(w);
 	sonde_trace_writer__append(w, pkt, len);
 	sonde_trace_writer__end_packet(w);
