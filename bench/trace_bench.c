@@ -423,9 +423,18 @@ static void run_flood(struct svc *s, int nprod, uint32_t page, size_t pkt, doubl
 /* ---------------------------------------------------------------- drain */
 
 struct drain_result {
-	double mbps, cpu_per_mb;
+	double mbps, cpu_per_mb, client_cpu_per_mb;
 	uint64_t bytes;
 };
+
+/* CPU time of this process (the consumer), children excluded. */
+static double self_cpu(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
+}
 
 static void count_packet(void *ctx, const void *pkt, size_t len)
 {
@@ -476,10 +485,11 @@ static void run_drain_read(struct svc *s, uint32_t buf_kb, struct drain_result *
 	struct sonde_consumer_cbs cbs = {
 		.sz = sizeof(cbs), .on_packet = count_packet, .ctx = &bytes};
 	sonde_consumer__set_callbacks(c, &cbs);
-	double cpu0 = svc_cpu(s), t0 = now_s();
+	double cpu0 = svc_cpu(s), t0 = now_s(), me0 = self_cpu();
 	if (sonde_consumer__read_buffers_sync(c, 300000) < 0)
 		die("ReadBuffers failed");
 	double t = now_s() - t0, cpu = svc_cpu(s) - cpu0;
+	r->client_cpu_per_mb = bytes ? (self_cpu() - me0) / ((double)bytes / 1e6) : 0;
 	sonde_consumer__free(c);
 	free(cfg);
 	r->bytes = bytes;
@@ -656,17 +666,20 @@ static void report(const struct results *r, const struct results *peer, bool qui
 		if (peer)
 			print_flood("  peer", &peer->flood[i], "");
 	}
-	printf("\n%-28s %12s %12s %12s %10s\n", "drain", "MB/s", "cpu ms/MB", "MB", "");
+	printf("\n%-28s %10s %10s %10s %10s %10s\n", "drain (256 MiB buffer)", "MB/s", "svc ms/MB",
+	       "cons ms/MB", "MB", peer ? "vs peer" : "");
 	const struct drain_result *d[2] = {&r->read, &r->file};
 	const struct drain_result *pd[2] = {peer ? &peer->read : NULL, peer ? &peer->file : NULL};
 	const char *names[2] = {"ReadBuffers", "write_into_file"};
 	for (int i = 0; i < 2; i++) {
 		ratio(q, sizeof(q), d[i]->mbps, pd[i] ? pd[i]->mbps : 0);
-		printf("%-28s %12.1f %12.3f %12.1f %10s\n", names[i], d[i]->mbps,
-		       d[i]->cpu_per_mb * 1000, (double)d[i]->bytes / 1e6, peer ? q : "");
+		printf("%-28s %10.1f %10.3f %10.3f %10.1f %10s\n", names[i], d[i]->mbps,
+		       d[i]->cpu_per_mb * 1000, d[i]->client_cpu_per_mb * 1000,
+		       (double)d[i]->bytes / 1e6, peer ? q : "");
 		if (pd[i])
-			printf("%-28s %12.1f %12.3f %12.1f\n", "  peer", pd[i]->mbps,
-			       pd[i]->cpu_per_mb * 1000, (double)pd[i]->bytes / 1e6);
+			printf("%-28s %10.1f %10.3f %10.3f %10.1f\n", "  peer", pd[i]->mbps,
+			       pd[i]->cpu_per_mb * 1000, pd[i]->client_cpu_per_mb * 1000,
+			       (double)pd[i]->bytes / 1e6);
 	}
 	printf("\n%-28s %12s %10s\n", "service RSS", "KiB", "");
 	ratio(q, sizeof(q), (double)r->rss_idle, peer ? (double)peer->rss_idle : 0);

@@ -93,9 +93,10 @@ TEST_TIMEOUT(trace_cli_binary_config, 90)
 	struct rig r;
 	struct test_output o;
 	const char *out = test_path("bin.pftrace"), *cfg = test_path("cfg.pb");
+	/* deferred_start: sonde trace must send StartTracing itself */
 	static const char txt[] = "buffers { size_kb: 2048 }\n"
 				  "data_sources { config { name: \"client.test\" } }\n"
-				  "duration_ms: 1000\n";
+				  "duration_ms: 1000 deferred_start: true\n";
 	uint8_t *bin;
 	size_t len;
 
