@@ -31,6 +31,8 @@ struct conv {
 	ARR(uint32_t) frames;	      /* spool frame id -> location id */
 	ARR(uint32_t) nodes;	      /* spool node id -> profile node id */
 	ARR(uint32_t) threads;	      /* spool thread id -> profile thread id */
+	ARR(uint32_t) trunc;	      /* profile node id -> the same path under [truncated], or 0 */
+	uint32_t trunc_loc;	      /* the [truncated] location, once made */
 	struct sonde_sym_frame out[MAX_INLINE];
 	uint64_t sym_failures;
 };
@@ -94,6 +96,51 @@ static int on_frame(struct conv *c, const struct sonde_spool_record *r)
 					  c->out, n > 0 ? (size_t)n : 0, slot);
 }
 
+/* The node for the same call path hung under a "[truncated]" root frame, so that a stack
+ * the recorder cut short does not pose as starting at its outermost recorded frame.
+ * Memoized per node; parents are mapped before their children. */
+static int64_t truncated_node(struct conv *c, uint32_t node)
+{
+	struct sonde_profile *p = c->p;
+
+	if (!c->trunc_loc) {
+		struct sonde_sym_frame f = {.name = "[truncated]"};
+		int err = sonde_profile_add_location(p, 0, 0, &f, 1, &c->trunc_loc);
+		if (err)
+			return err;
+	}
+	if (node >= c->trunc.n) {
+		uint32_t old = c->trunc.n;
+		if (arr_grow((void **)&c->trunc.v, &c->trunc.cap, p->nodes.n, sizeof(uint32_t)))
+			return -ENOMEM;
+		memset(c->trunc.v + old, 0, (p->nodes.n - old) * sizeof(uint32_t));
+		c->trunc.n = p->nodes.n;
+	}
+	if (c->trunc.v[node])
+		return c->trunc.v[node];
+	int64_t parent = node ? truncated_node(c, p->nodes.v[node].parent) : 0;
+	if (parent < 0)
+		return parent;
+	int64_t id = prof_add_node(p, (uint32_t)parent, node ? p->nodes.v[node].loc : c->trunc_loc);
+	if (id < 0)
+		return id;
+	c->trunc.v[node] = (uint32_t)id;
+	return id;
+}
+
+static int on_sample(struct conv *c, const struct sonde_spool_record *r)
+{
+	if (r->sample.thread >= c->threads.n || r->sample.stack >= c->nodes.n)
+		return -SONDE_E_REFERENCE;
+	int64_t node = c->nodes.v[r->sample.stack];
+	if (r->sample.flags & SONDE_SAMPLE_TRUNCATED)
+		node = truncated_node(c, (uint32_t)node);
+	if (node < 0)
+		return (int)node;
+	return prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
+				    (uint32_t)node, 1);
+}
+
 static int on_record(struct conv *c, const struct sonde_spool_record *r)
 {
 	struct sonde_profile_info *info = &c->p->info;
@@ -130,10 +177,7 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 			    : -ENOMEM;
 	}
 	case SONDE_SPOOL_REC_SAMPLE:
-		if (r->sample.thread >= c->threads.n || r->sample.stack >= c->nodes.n)
-			return -SONDE_E_REFERENCE;
-		return prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
-					    c->nodes.v[r->sample.stack], 1);
+		return on_sample(c, r);
 	default: /* retirements change nothing here; END and optional records carry nothing */
 		return 0;
 	}
@@ -213,6 +257,7 @@ static void conv_free(struct conv *c)
 	ARR_FREE(c->frames);
 	ARR_FREE(c->nodes);
 	ARR_FREE(c->threads);
+	ARR_FREE(c->trunc);
 	sonde_symbolizer_free(c->sym);
 }
 

@@ -62,6 +62,44 @@ static const char *split_spool(void)
 	return path;
 }
 
+TEST(convert_truncated_stacks_are_marked)
+{
+	const char *bin = test_prog("split");
+	const char *path = test_path("trunc.spool");
+	struct sonde_spool_header h = {.sample_period_ns = 1000000};
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	uint64_t hot = sym_test_vaddr_to_off(bin, sym_test_nm(bin, "compute_hot", 0) + 4);
+	uint64_t ph = sym_test_vaddr_to_off(bin, sym_test_nm(bin, "path_hot", 0) + 4);
+	uint64_t run = sym_test_vaddr_to_off(bin, sym_test_nm(bin, "run", 0) + 4);
+	uint32_t mod, thread;
+	struct test_output o;
+
+	ASSERT(fd >= 0);
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer_new(sonde_spool_write_fd, (void *)(intptr_t)fd, &h));
+	struct sonde_spool_module_def m = {.pid = 7,
+					   .flags = SONDE_MODULE_EXEC,
+					   .start = 0x10000,
+					   .end = 0x10000 + 0x100000,
+					   .path = bin};
+	ASSERT_OK(sonde_spool_add_module(w, 1, &m, &mod));
+	ASSERT_OK(sonde_spool_add_thread(w, 1, 7, 7, "t", &thread));
+	struct sonde_spool_frame st[3] = {{mod, hot}, {mod, ph}, {mod, run}};
+	ASSERT_OK(sonde_spool_add_sample(w, 2, thread, st, 3, 0));
+	/* cut short: the same frames, but the recorder could not reach the root */
+	ASSERT_OK(sonde_spool_add_sample(w, 3, thread, st, 2, SONDE_SAMPLE_TRUNCATED));
+	ASSERT_OK(sonde_spool_add_sample(w, 4, thread, st, 2, SONDE_SAMPLE_TRUNCATED));
+	ASSERT_OK(sonde_spool_writer_finish(w));
+	sonde_spool_writer_free(w);
+	close(fd);
+
+	test_runf(&o, 60, "%s convert %s -o - -f folded", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_STR_EQ(o.out, "[truncated];path_hot;compute_hot 2\n"
+			     "run;path_hot;compute_hot 1\n");
+	test_output_free(&o);
+}
+
 static int count_lines(const char *s)
 {
 	int n = 0;
