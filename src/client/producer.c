@@ -15,6 +15,7 @@
 #include "base/pb.h"
 #include "client/arbiter.h"
 #include "client/conn.h"
+#include "client/producer_fuzz.h"
 #include "client/writer.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
@@ -731,4 +732,52 @@ void sonde_trace_writer__free(struct sonde_trace_writer *w)
 		pthread_mutex_unlock(&p->wlock);
 	}
 	free(w);
+}
+
+/* ---------------------------------------------------------------- fuzzing */
+
+static void fuzz_start(void *ctx, uint64_t id, const void *cfg, size_t len)
+{
+	struct sonde_producer *p = ctx;
+	struct sonde_trace_writer *w = sonde_producer__new_writer(p, id);
+
+	/* no SMB here: the packet takes the drop path */
+	if (!w)
+		return;
+	sonde_trace_writer__write_packet(w, cfg, len);
+	sonde_trace_writer__free(w);
+}
+
+int producer_fuzz_commands(const uint8_t *data, size_t len)
+{
+	struct sonde_producer *p = calloc(1, sizeof(*p));
+	struct sonde_data_source_cbs cbs = {.sz = sizeof(cbs),
+					    .start = fuzz_start,
+					    .will_notify_on_start = true,
+					    .will_notify_on_stop = true};
+	struct pb_reader r = pb_reader_init(data, len);
+	struct pb_field f;
+
+	if (!p)
+		return -ENOMEM;
+	/* a producer without a connection: every send fails harmlessly (no method ids) */
+	p->c.ch.fd = -1;
+	pthread_mutex_init(&p->wlock, NULL);
+	p->name = strdup("fuzz");
+	p->opts.name = p->name;
+	cbs.ctx = p;
+	if (!p->name || !(p->regs = calloc(2, sizeof(*p->regs))) ||
+	    !(p->regs[0].name = strdup("a")) || !(p->regs[1].name = strdup("b"))) {
+		sonde_producer__free(p);
+		return -ENOMEM;
+	}
+	p->regs[0].cbs = cbs;
+	p->regs[1].cbs = cbs;
+	p->n_regs = 2;
+	/* the input is a sequence of GetAsyncCommandResponse messages, each in a field 1 */
+	while (pb_next(&r, &f) > 0)
+		if (f.wire == PB_LEN)
+			on_async_command(p, f.ptr, f.len, -1);
+	sonde_producer__free(p);
+	return 0;
 }
