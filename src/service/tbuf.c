@@ -49,8 +49,8 @@ int tbuf_init(struct tbuf *tb, size_t size, bool discard)
 	tb->discard = discard;
 	/* about one index entry per 1 KiB chunk up front; the index grows if chunks are
 	 * smaller, which happens once, not per chunk */
-	if (!tb->data || imap_init(&tb->chunks, size / 1024) < 0 ||
-	    imap_init(&tb->seqmap, 16) < 0) {
+	if (!tb->data || u64map_reserve(&tb->chunks, size / 1024) < 0 ||
+	    u64map_reserve(&tb->seqmap, 16) < 0) {
 		tbuf_free(tb);
 		return -ENOMEM;
 	}
@@ -60,8 +60,8 @@ int tbuf_init(struct tbuf *tb, size_t size, bool discard)
 void tbuf_free(struct tbuf *tb)
 {
 	free(tb->data);
-	imap_free(&tb->chunks);
-	imap_free(&tb->seqmap);
+	u64map_free(&tb->chunks);
+	u64map_free(&tb->seqmap);
 	free(tb->seqs);
 	free(tb->iov);
 	buf_free(&tb->scratch);
@@ -72,11 +72,11 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 		   int32_t pid)
 {
 	uint64_t key = ((uint64_t)producer_id << 16) | writer_id;
-	uint32_t *v;
+	uint64_t *v;
 
 	if (key == tb->seq_cache_key)
 		return tb->seq_cache_idx;
-	v = imap_get(&tb->seqmap, key);
+	v = u64map_get(&tb->seqmap, key);
 	if (v) {
 		tb->seq_cache_key = key;
 		tb->seq_cache_idx = (int)*v;
@@ -92,7 +92,7 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 		tb->seqs = s;
 		tb->seqs_cap = cap;
 	}
-	if (imap_put(&tb->seqmap, key, (uint32_t)tb->nseqs) < 0)
+	if (u64map_put(&tb->seqmap, key, (uint32_t)tb->nseqs) < 0)
 		return -1;
 	tb->seqs[tb->nseqs] = (struct tbuf_seq){
 		.producer_id = producer_id, .writer_id = writer_id, .uid = uid, .pid = pid};
@@ -107,9 +107,9 @@ static void pop_rec(struct tbuf *tb)
 
 	if (r->kind == REC_CHUNK) {
 		uint64_t key = chunk_key(r->seq, r->chunk_id);
-		uint32_t *v = imap_get(&tb->chunks, key);
+		uint64_t *v = u64map_get(&tb->chunks, key);
 		if (v && *v == tb->rd)
-			imap_del(&tb->chunks, key);
+			u64map_del(&tb->chunks, key);
 		if (r->frags_read < r->count) {
 			tb->st.chunks_overwritten++;
 			tb->st.bytes_overwritten += n;
@@ -171,7 +171,7 @@ static void append_rec(struct tbuf *tb, int seq, const struct smb_chunk_info *ci
 			  .flags = ci->flags,
 			  .kind = REC_CHUNK};
 	memcpy(r + 1, payload, len);
-	if (imap_put(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id), (uint32_t)tb->wr) < 0) {
+	if (u64map_put(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id), (uint32_t)tb->wr) < 0) {
 		r->frags_read = r->count; /* unindexed: still read in order, never patched */
 		tb->st.abi_violations++;
 	}
@@ -204,7 +204,7 @@ void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t
 {
 	size_t cap = tb->size < 65535 ? tb->size : 65535;
 	struct tbuf_seq *s;
-	uint32_t *off;
+	uint64_t *off;
 	int seq;
 
 	if (((REC_HDR + len + 15) & ~(size_t)15) > cap || ci->writer_id == 0 ||
@@ -225,7 +225,7 @@ void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t
 		append_rec(tb, seq, ci, payload, len, 0, 0);
 		return;
 	}
-	off = imap_get(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id));
+	off = u64map_get(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id));
 	if (off) {
 		recommit(tb, rec_at(tb, *off), ci, payload, len);
 		return;
@@ -244,11 +244,11 @@ void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t
 static struct rec *find_rec(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id,
 			    uint32_t chunk_id)
 {
-	uint32_t *v = imap_get(&tb->seqmap, ((uint64_t)producer_id << 16) | writer_id), *off;
+	uint64_t *v = u64map_get(&tb->seqmap, ((uint64_t)producer_id << 16) | writer_id), *off;
 
 	if (!v)
 		return NULL;
-	off = imap_get(&tb->chunks, chunk_key((uint16_t)*v, chunk_id));
+	off = u64map_get(&tb->chunks, chunk_key((uint16_t)*v, chunk_id));
 	return off ? rec_at(tb, *off) : NULL;
 }
 
@@ -430,7 +430,7 @@ static int gather(struct tbuf *tb, const struct rec *r, size_t *n, size_t *total
 	uint32_t id = r->chunk_id;
 
 	for (int hops = 0; hops < 65536; hops++) {
-		uint32_t *off = imap_get(&tb->chunks, chunk_key(r->seq, ++id));
+		uint64_t *off = u64map_get(&tb->chunks, chunk_key(r->seq, ++id));
 		if (!off)
 			return 0;
 		struct rec *c = rec_at(tb, *off);
@@ -455,7 +455,7 @@ static void consume_chain(struct tbuf *tb, const struct rec *r, size_t pieces)
 	uint32_t id = r->chunk_id;
 
 	for (size_t i = 0; i < pieces; i++) {
-		struct rec *c = rec_at(tb, *imap_get(&tb->chunks, chunk_key(r->seq, ++id)));
+		struct rec *c = rec_at(tb, *u64map_get(&tb->chunks, chunk_key(r->seq, ++id)));
 		struct frag fr;
 		parse_frag(c, &fr);
 		c->frags_read = 1;

@@ -22,8 +22,8 @@
 #include <sys/uio.h>
 
 #include "base/buf.h"
+#include "base/u64map.h"
 #include "ipc/smb.h"
-#include "service/imap.h"
 
 struct tbuf_stats {
 	uint64_t bytes_written, bytes_overwritten, bytes_read, padding_bytes_written;
@@ -56,8 +56,8 @@ struct tbuf {
 	size_t rd, wr, used; /* records live in [rd, wr) of the ring; used bytes incl. padding */
 	bool discard;	     /* fill policy DISCARD */
 	bool discard_full;
-	struct imap chunks; /* (seq index << 32 | chunk_id) -> record offset */
-	struct imap seqmap; /* (producer_id << 16 | writer_id) -> seq index */
+	struct u64map chunks; /* (seq index << 32 | chunk_id) -> record offset */
+	struct u64map seqmap; /* (producer_id << 16 | writer_id) -> seq index */
 	struct tbuf_seq *seqs;
 	size_t nseqs, seqs_cap;
 	uint64_t seq_cache_key; /* the last sequence looked up, skipping the hash */

@@ -32,7 +32,7 @@
 #include "symbol/perfmap.h"
 #include "symbol/strpool.h"
 #include "symbol/symtab.h"
-#include "symbol/u64map.h"
+#include "base/u64map.h"
 
 struct sym_mod {
 	struct sym_mod *next; /* hash chain */
@@ -377,11 +377,11 @@ static void frame_init(struct sonde_sym_frame *f, const char *name, const char *
 static int mod_fallback(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t offset,
 			uint8_t kind, struct sonde_sym_frame *out)
 {
-	const char *name = u64map_get(&sm->fallback, offset);
+	const char *name = u64map_get_ptr(&sm->fallback, offset);
 
 	if (!name) {
 		name = strpool_printf(&s->pool, "%s+0x%" PRIx64, sm->base, offset);
-		if (!name || u64map_put(&sm->fallback, offset, (void *)name) < 0)
+		if (!name || u64map_put_ptr(&sm->fallback, offset, name) < 0)
 			return -ENOMEM;
 	}
 	frame_init(out, name, sm->path, kind, SONDE_SYM_ORIGIN_NONE);
@@ -457,7 +457,7 @@ static int mod_resolve(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t 
 
 static struct sym_perfmap *perfmap_of(struct sonde_symbolizer *s, uint32_t pid)
 {
-	struct sym_perfmap *p = u64map_get(&s->perfmaps, pid);
+	struct sym_perfmap *p = u64map_get_ptr(&s->perfmaps, pid);
 	char path[4096];
 
 	if (!p) {
@@ -467,7 +467,7 @@ static struct sym_perfmap *perfmap_of(struct sonde_symbolizer *s, uint32_t pid)
 		if (!p)
 			return NULL;
 		p->path = strpool_add(&s->pool, path);
-		if (!p->path || u64map_put(&s->perfmaps, pid, p) < 0) {
+		if (!p->path || u64map_put_ptr(&s->perfmaps, pid, p) < 0) {
 			free(p);
 			return NULL;
 		}
@@ -566,10 +566,10 @@ SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint
 	int r = jit_frame(s, pid, addr, out);
 	if (r)
 		return r;
-	name = u64map_get(&s->raw_names, addr);
+	name = u64map_get_ptr(&s->raw_names, addr);
 	if (!name) {
 		name = strpool_printf(&s->pool, "0x%" PRIx64, addr);
-		if (!name || u64map_put(&s->raw_names, addr, (void *)name) < 0)
+		if (!name || u64map_put_ptr(&s->raw_names, addr, name) < 0)
 			return -ENOMEM;
 	}
 	frame_init(out, name, NULL, SONDE_SYM_NATIVE, SONDE_SYM_ORIGIN_NONE);
@@ -628,7 +628,7 @@ SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t p
 
 	if (!s)
 		return -EINVAL;
-	p = u64map_get(&s->perfmaps, pid);
+	p = u64map_get_ptr(&s->perfmaps, pid);
 	if (!p || !p->map.n_lines)
 		return 0;
 	perfmap_reset(&p->map);
@@ -655,6 +655,8 @@ SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbo
 
 SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s)
 {
+	uint64_t pid, val;
+
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->n_buckets; i++) {
@@ -666,12 +668,10 @@ SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s)
 	free(s->buckets);
 	dinfod_free(s->dinfod);
 	kallsyms_free(&s->ksyms);
-	for (size_t i = 0; i < s->perfmaps.cap; i++) {
-		struct sym_perfmap *p = s->perfmaps.slots[i].val;
-		if (p) {
-			perfmap_free(&p->map);
-			free(p);
-		}
+	for (size_t pos = 0; u64map_next(&s->perfmaps, &pos, &pid, &val);) {
+		struct sym_perfmap *p = (void *)(uintptr_t)val;
+		perfmap_free(&p->map);
+		free(p);
 	}
 	u64map_free(&s->perfmaps);
 	imgcache_free(&s->images);
