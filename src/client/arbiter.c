@@ -6,6 +6,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/array.h"
 #include "base/pb.h"
 #include "client/arbiter.h"
 #include "ipc/frame.h"
@@ -108,29 +109,14 @@ bool arbiter_try_acquire(struct arbiter *a, struct arb_chunk *c)
 	return false;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap * 2 : 64;
-	while (n < need)
-		n *= 2;
-	void *p = realloc(*arr, n * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
-}
-
 void arbiter_return_chunk(struct arbiter *a, const struct arb_chunk *c, uint16_t writer_id,
 			  uint32_t chunk_id, uint32_t target_buffer)
 {
 	arbiter_lock(a);
-	if (grow((void **)&a->moves, &a->cap_moves, a->n_moves + 1, sizeof(*a->moves)) < 0) {
+	if (array_grow(&a->moves, &a->cap_moves, a->n_moves + 1, sizeof(*a->moves), 64) < 0) {
 		/* cannot batch it: commit now, which needs no memory for this chunk */
 		arbiter_commit_locked(a, 0);
-		if (grow((void **)&a->moves, &a->cap_moves, 1, sizeof(*a->moves)) < 0) {
+		if (array_grow(&a->moves, &a->cap_moves, 1, sizeof(*a->moves), 64) < 0) {
 			smb_mark_complete(a->base, a->page_size, c->page, c->index);
 			arbiter_unlock(a);
 			return;
@@ -177,8 +163,8 @@ void arbiter_add_patches(struct arbiter *a, const struct arb_patch *p, size_t n)
 			a->patches_direct++;
 			continue;
 		}
-		if (grow((void **)&a->patches, &a->cap_patches, a->n_patches + 1,
-			 sizeof(*a->patches)) < 0) {
+		if (array_grow(&a->patches, &a->cap_patches, a->n_patches + 1, sizeof(*a->patches),
+			       64) < 0) {
 			sonde_warn("producer: out of memory, dropping a patch");
 			continue;
 		}

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "perf/sorter.h"
 
 struct entry {
@@ -84,23 +85,6 @@ static void sift_down(struct entry **h, size_t n, size_t i)
 	}
 }
 
-static int grow(void *pptr, size_t *cap, size_t need)
-{
-	void **p = pptr;
-
-	if (need <= *cap)
-		return 0;
-	size_t ncap = *cap ? *cap * 2 : 64;
-	while (ncap < need)
-		ncap *= 2;
-	void *np = realloc(*p, ncap * sizeof(void *));
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
 static void recycle(struct perf_sorter *s, struct entry *e)
 {
 	/* The free list was sized together with the heap, so this cannot fail. */
@@ -132,7 +116,8 @@ static struct entry *take_entry(struct perf_sorter *s, size_t len)
 int perf_sorter_push(struct perf_sorter *s, uint64_t time, const void *rec, size_t len)
 {
 	/* +1 for the entry held in s->popped */
-	if (grow(&s->heap, &s->cap, s->n + 1) || grow(&s->free, &s->cap_free, s->n + s->n_free + 2))
+	if (array_grow(&s->heap, &s->cap, s->n + 1, sizeof(void *), 64) ||
+	    array_grow(&s->free, &s->cap_free, s->n + s->n_free + 2, sizeof(void *), 64))
 		return -ENOMEM;
 	struct entry *e = take_entry(s, len);
 	if (!e)

@@ -15,6 +15,7 @@
 #include <sonde/error.h>
 #include <sonde/spool_reader.h>
 
+#include "base/array.h"
 #include "base/pb.h"
 #include "spool/format.h"
 
@@ -55,29 +56,13 @@ struct sonde_spool_decoder {
 	size_t depth_cap;
 };
 
-static int grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-	void **p = pp;
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 64;
-	while (n < need)
-		n *= 2;
-	void *q = realloc(*p, n * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 struct sonde_spool_decoder *sonde_spool_decoder_new(void)
 {
 	struct sonde_spool_decoder *d = calloc(1, sizeof(*d));
 
 	if (!d)
 		return NULL;
-	if (grow(&d->depth, &d->depth_cap, 1, sizeof(*d->depth)) < 0) {
+	if (array_grow(&d->depth, &d->depth_cap, 1, sizeof(*d->depth), 64) < 0) {
 		sonde_spool_decoder_free(d);
 		errno = ENOMEM;
 		return NULL;
@@ -279,7 +264,8 @@ static int dec_module(struct sonde_spool_decoder *d, struct cur *c, struct sonde
 	    d->n_modules >= SPOOL_MAX_ID)
 		return -SONDE_E_RANGE;
 	m->end = m->start + size;
-	if (grow(&d->modules, &d->modules_cap, (size_t)d->n_modules + 1, sizeof(*d->modules)) < 0)
+	if (array_grow(&d->modules, &d->modules_cap, (size_t)d->n_modules + 1, sizeof(*d->modules),
+		       64) < 0)
 		return -ENOMEM;
 	struct pid_slot *slot = pid_find(d, m->pid, true);
 	if (!slot)
@@ -326,7 +312,7 @@ static int dec_node(struct sonde_spool_decoder *d, struct cur *c, struct sonde_s
 	uint32_t depth = d->depth[parent] + 1u;
 	if (depth > SONDE_SPOOL_MAX_DEPTH || d->n_nodes >= SPOOL_MAX_ID)
 		return -SONDE_E_RANGE;
-	if (grow(&d->depth, &d->depth_cap, (size_t)d->n_nodes + 2, sizeof(*d->depth)) < 0)
+	if (array_grow(&d->depth, &d->depth_cap, (size_t)d->n_nodes + 2, sizeof(*d->depth), 64) < 0)
 		return -ENOMEM;
 	d->depth[++d->n_nodes] = (uint16_t)depth;
 	rec->type = SONDE_SPOOL_REC_NODE;
@@ -363,7 +349,7 @@ static int dec_retire(struct sonde_spool_decoder *d, struct cur *c, struct sonde
 		return c->err;
 	struct pid_slot *slot = pid_find(d, pid, false);
 	for (uint32_t id = slot ? slot->head : 0; id; id = d->modules[id - 1].next_live) {
-		if (grow(&d->retired, &d->retired_cap, n + 1, sizeof(*d->retired)) < 0)
+		if (array_grow(&d->retired, &d->retired_cap, n + 1, sizeof(*d->retired), 64) < 0)
 			return -ENOMEM;
 		d->retired[n++] = id;
 	}

@@ -12,6 +12,7 @@
 #include <sonde/error.h>
 #include <sonde/spool_reader.h>
 
+#include "base/array.h"
 #include "spool/format.h"
 
 enum { CHUNK = 1 << 20 };
@@ -35,22 +36,6 @@ struct sonde_spool {
 	size_t threads_cap;
 };
 
-static int grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-	void **p = pp;
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 256;
-	while (n < need)
-		n *= 2;
-	void *q = realloc(*p, n * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 static char *dup_str(const char *s, size_t n)
 {
 	char *r = malloc(n + 1);
@@ -67,7 +52,8 @@ static int keep_module(struct sonde_spool *s, const struct sonde_spool_record *r
 {
 	struct sonde_spool_info *in = &s->info;
 
-	if (grow(&s->modules, &s->modules_cap, (size_t)in->modules + 1, sizeof(*s->modules)) < 0)
+	if (array_grow(&s->modules, &s->modules_cap, (size_t)in->modules + 1, sizeof(*s->modules),
+		       256) < 0)
 		return -ENOMEM;
 	struct sonde_spool_module m = {.def = rec->module.def, .time_ns = rec->module.time_ns};
 	char *path = dup_str(rec->module.def.path, rec->module.path_len);
@@ -89,7 +75,8 @@ static int keep_thread(struct sonde_spool *s, const struct sonde_spool_record *r
 {
 	struct sonde_spool_info *in = &s->info;
 
-	if (grow(&s->threads, &s->threads_cap, (size_t)in->threads + 1, sizeof(*s->threads)) < 0)
+	if (array_grow(&s->threads, &s->threads_cap, (size_t)in->threads + 1, sizeof(*s->threads),
+		       256) < 0)
 		return -ENOMEM;
 	char *comm = dup_str(rec->thread.comm, rec->thread.comm_len);
 	if (!comm)
@@ -105,7 +92,7 @@ static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *r
 {
 	struct sonde_spool_info *in = &s->info;
 
-	if (grow(&s->samples, &s->samples_cap, in->samples + 1, sizeof(*s->samples)) < 0)
+	if (array_grow(&s->samples, &s->samples_cap, in->samples + 1, sizeof(*s->samples), 256) < 0)
 		return -ENOMEM;
 	s->samples[in->samples++] = (struct sonde_spool_sample){
 		rec->sample.time_ns, rec->sample.thread, rec->sample.stack, rec->sample.flags};
@@ -130,13 +117,14 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 	case SONDE_SPOOL_REC_MODULE:
 		return keep_module(s, rec);
 	case SONDE_SPOOL_REC_FRAME:
-		if (grow(&s->frames, &s->frames_cap, (size_t)in->frames + 1, sizeof(*s->frames)) <
-		    0)
+		if (array_grow(&s->frames, &s->frames_cap, (size_t)in->frames + 1,
+			       sizeof(*s->frames), 256) < 0)
 			return -ENOMEM;
 		s->frames[in->frames++] = rec->frame.frame;
 		return 0;
 	case SONDE_SPOOL_REC_NODE:
-		if (grow(&s->nodes, &s->nodes_cap, (size_t)in->stacks + 1, sizeof(*s->nodes)) < 0)
+		if (array_grow(&s->nodes, &s->nodes_cap, (size_t)in->stacks + 1, sizeof(*s->nodes),
+			       256) < 0)
 			return -ENOMEM;
 		s->nodes[in->stacks++] = (struct rnode){rec->node.parent, rec->node.frame};
 		return 0;
