@@ -14,7 +14,7 @@ static bool fnode_eq(const void *ctx, uint32_t id, const void *key)
 static int64_t intern(struct flame *f, uint32_t parent, uint32_t func)
 {
 	struct flame_node k = {.parent = parent, .func = func};
-	uint32_t h = (uint32_t)idmap_mix64((uint64_t)parent << 32 | func);
+	uint32_t h = (uint32_t)u64_hash((uint64_t)parent << 32 | func);
 	int64_t id = idmap_find(&f->index, h, fnode_eq, f, &k);
 	if (id >= 0)
 		return id;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/u64map.h"
+
 struct idmap {
 	uint64_t *slots; /* (hash32 << 32) | (id + 1); 0 is empty */
 	size_t mask;	 /* capacity - 1; capacity is a power of two */
@@ -27,16 +29,7 @@ int64_t idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void
 int idmap_insert(struct idmap *m, uint32_t h, uint32_t id);
 void idmap_free(struct idmap *m);
 
-/* 64-bit mixers for keys. */
-static inline uint64_t idmap_mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
+/* Mixer for hashed keys: base/u64map.h's u64_hash. */
 
 static inline uint64_t idmap_hash_bytes(const void *p, size_t n)
 {
@@ -45,7 +38,7 @@ static inline uint64_t idmap_hash_bytes(const void *p, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ s[i]) * 0x100000001b3ULL;
-	return idmap_mix64(h ^ n);
+	return u64_hash(h ^ n);
 }
 
 #endif

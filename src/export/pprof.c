@@ -133,7 +133,7 @@ static int aggregate(struct pp *pp)
 	for (uint32_t i = 0; i < p->samples.n; i++) {
 		const struct prof_sample *s = &p->samples.v[i];
 		struct agg k = {s->node, s->thread, 0};
-		uint32_t h = (uint32_t)idmap_mix64((uint64_t)s->node << 32 | s->thread);
+		uint32_t h = (uint32_t)u64_hash((uint64_t)s->node << 32 | s->thread);
 		int64_t id = idmap_find(&pp->agg_index, h, agg_eq, pp, &k);
 		if (id < 0) {
 			struct agg *a = ARR_PUSH(pp->aggs);

@@ -176,8 +176,8 @@ static bool func_eq(const void *ctx, uint32_t id, const void *key)
 /* Functions are identified by (name, source file, module path, kind). */
 static int64_t intern_func(struct sonde_profile *p, const struct prof_func *f)
 {
-	uint32_t h = (uint32_t)idmap_mix64(((uint64_t)f->name << 32 | f->file) ^
-					   idmap_mix64((uint64_t)f->module << 8 | f->kind));
+	uint32_t h = (uint32_t)u64_hash(((uint64_t)f->name << 32 | f->file) ^
+					   u64_hash((uint64_t)f->module << 8 | f->kind));
 	int64_t id = idmap_find(&p->func_index, h, func_eq, p, f);
 	if (id >= 0)
 		return id;
@@ -295,7 +295,7 @@ static bool node_eq(const void *ctx, uint32_t id, const void *key)
 int64_t prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t loc)
 {
 	struct prof_node k = {parent, loc};
-	uint32_t h = (uint32_t)idmap_mix64((uint64_t)parent << 32 | loc);
+	uint32_t h = (uint32_t)u64_hash((uint64_t)parent << 32 | loc);
 	int64_t id = idmap_find(&p->node_index, h, node_eq, p, &k);
 	if (id >= 0)
 		return id;
