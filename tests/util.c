@@ -279,6 +279,20 @@ int test_wait(pid_t pid, int timeout_s)
 	return reap(pid, test_now() + timeout_s);
 }
 
+void test_require_perf(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+	int v = 3;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 3;
+		fclose(f);
+	}
+	if (geteuid() != 0 && v > 2)
+		SKIP("perf_event_open is not permitted here (perf_event_paranoid %d)", v);
+}
+
 int test_count_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");

@@ -44,6 +44,10 @@ pid_t test_spawn(const char *const argv[]);
 /* Wait for a background program, killing it after timeout_s; returns as test_output.status. */
 int test_wait(pid_t pid, int timeout_s);
 
+/* Skips the test, naming kernel.perf_event_paranoid, unless this process may profile
+ * other processes with perf_event (root, or paranoid <= 2 for its own children). */
+void test_require_perf(void);
+
 /* Number of open file descriptors of this process. */
 int test_count_fds(void);
 /* Monotonic time in seconds. */

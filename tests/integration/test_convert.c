@@ -349,19 +349,6 @@ static double report_self_pct(const char *report, const char *name)
 	return pct;
 }
 
-static int perf_allowed(void)
-{
-	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
-	int v = 3;
-
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = 3;
-		fclose(f);
-	}
-	return geteuid() == 0 || v <= 2;
-}
-
 TEST_TIMEOUT(convert_recording_of_split_to_every_format, 600)
 {
 	const char *spool = test_path("rec.spool");
@@ -370,8 +357,7 @@ TEST_TIMEOUT(convert_recording_of_split_to_every_format, 600)
 	static const double expect[] = {60, 30, 10};
 	struct test_output o;
 
-	if (!perf_allowed())
-		SKIP("perf_event_open is not permitted here");
+	test_require_perf();
 	test_runf(&o, 60, "%s record -q -F 999 -o %s -- %s 2", test_bin("sonde"), spool,
 		  test_prog("split"));
 	if (o.status != 0)

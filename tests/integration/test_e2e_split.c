@@ -14,27 +14,13 @@
 #include "../test.h"
 #include "../util.h"
 
-static void require_perf(void)
-{
-	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
-	int v = 3;
-
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = 3;
-		fclose(f);
-	}
-	if (geteuid() != 0 && v > 2)
-		SKIP("perf_event_open is not permitted here (perf_event_paranoid %d)", v);
-}
-
 /* Records `split SECONDS` at 999 Hz into out; returns the samples it holds. */
 static uint64_t record_split(const char *out, int seconds)
 {
 	struct test_output o;
 	struct sonde_spool_info in;
 
-	require_perf();
+	test_require_perf();
 	test_runf(&o, seconds + 60, "%s record -F 999 -o %s -- %s %d", test_bin("sonde"), out,
 		  test_prog("split"), seconds);
 	if (o.status != 0)

@@ -18,25 +18,6 @@
 #include "../test.h"
 #include "../util.h"
 
-static bool perf_allowed(void)
-{
-	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
-	int v = 3;
-
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = 3;
-		fclose(f);
-	}
-	return geteuid() == 0 || v <= 2;
-}
-
-#define REQUIRE_PERF()                                                                             \
-	do {                                                                                       \
-		if (!perf_allowed())                                                               \
-			SKIP("perf_event_open is not permitted here");                             \
-	} while (0)
-
 struct split_stats {
 	uint64_t samples;
 	uint64_t deep;	   /* stacks with >= 4 frames inside the split binary */
@@ -143,7 +124,7 @@ TEST_TIMEOUT(record_launched_split_unwinds_to_main, 120)
 	struct split_stats st;
 	const char *out = test_path("split.spool");
 
-	REQUIRE_PERF();
+	test_require_perf();
 	test_runf(&o, 100, "%s record -F 999 -o %s -- %s 1", test_bin("sonde"), out,
 		  test_prog("split"));
 	ASSERT_INT(o.status, ==, 0);
@@ -165,7 +146,7 @@ TEST_TIMEOUT(record_attach_by_pid_until_exit, 120)
 	const char *out = test_path("pid.spool");
 	const char *argv[] = {test_prog("split"), "2", NULL};
 
-	REQUIRE_PERF();
+	test_require_perf();
 	pid_t pid = test_spawn(argv);
 	usleep(200000);
 	test_runf(&o, 100, "%s record -F 999 -o %s -p %d", test_bin("sonde"), out, (int)pid);
@@ -184,7 +165,7 @@ TEST_TIMEOUT(record_on_exec_samples_from_the_start, 120)
 	struct split_stats st;
 	const char *out = test_path("exec.spool");
 
-	REQUIRE_PERF();
+	test_require_perf();
 	/* A short run (how much CPU it gets depends on the machine's load): only sampling from
 	 * exec on is sure to catch it, with the program's mappings learnt from the exec itself
 	 * (no /proc/PID/maps was read: the process did not exist yet). */
@@ -205,7 +186,7 @@ TEST(record_missing_pid_is_a_clean_error)
 {
 	struct test_output o;
 
-	REQUIRE_PERF();
+	test_require_perf();
 	test_runf(&o, 30, "%s record -o %s -p 2147483000", test_bin("sonde"), test_path("x"));
 	ASSERT_INT(o.status, ==, 1);
 	ASSERT_STR_EQ(o.err, "sonde record: no such process: 2147483000\n");
@@ -276,7 +257,7 @@ TEST_TIMEOUT(record_passes_on_the_exit_status, 60)
 {
 	struct test_output o;
 
-	REQUIRE_PERF();
+	test_require_perf();
 	const char *argv[] = {test_bin("sonde"), "record", "-q", "-o",
 			      test_path("x"),	 "--",	   "sh", "-c",
 			      "exit 3",		 NULL};
@@ -295,7 +276,7 @@ TEST_TIMEOUT(record_cycles_request_falls_back_visibly, 60)
 {
 	struct test_output o;
 
-	REQUIRE_PERF();
+	test_require_perf();
 	test_runf(&o, 30, "%s record -e cycles -o %s -- %s 0.2", test_bin("sonde"), test_path("x"),
 		  test_prog("split"));
 	ASSERT_INT(o.status, ==, 0);
@@ -321,7 +302,7 @@ TEST_TIMEOUT(record_sigint_finishes_cleanly, 60)
 	const char *argv[] = {test_bin("sonde"),  "record", "-o", out, "--",
 			      test_prog("split"), "30",	    NULL};
 
-	REQUIRE_PERF();
+	test_require_perf();
 	pid_t pid = test_spawn(argv);
 	usleep(1500000);
 	kill(pid, SIGINT);
@@ -406,7 +387,7 @@ TEST_TIMEOUT(record_api_writer_and_launch, 120)
 	struct split_stats st;
 	int status;
 
-	REQUIRE_PERF();
+	test_require_perf();
 	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
 	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
 		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
@@ -479,7 +460,7 @@ TEST_TIMEOUT(record_api_running_mode_and_max_frequency, 60)
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 	uint64_t max;
 
-	REQUIRE_PERF();
+	test_require_perf();
 	ASSERT_OK(sonde_record_max_frequency(&max));
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
@@ -521,7 +502,7 @@ TEST_TIMEOUT(record_follows_threads_and_children, 120)
 	const char *out = test_path("family.spool");
 	uint32_t frames[64];
 
-	REQUIRE_PERF();
+	test_require_perf();
 	test_runf(&o, 100, "%s record -F 999 -o %s -- %s 1", test_bin("sonde"), out,
 		  test_prog("record_family"));
 	ASSERT_INT(o.status, ==, 0);
@@ -565,7 +546,7 @@ TEST_TIMEOUT(record_counts_lost_events, 60)
 	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 4000, .ring_pages = 1};
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 
-	REQUIRE_PERF();
+	test_require_perf();
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
@@ -591,7 +572,7 @@ TEST_TIMEOUT(record_counts_unreported_losses, 60)
 	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 4000, .ring_pages = 1};
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 
-	REQUIRE_PERF();
+	test_require_perf();
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
@@ -674,7 +655,7 @@ TEST_TIMEOUT(record_steady_state_retains_nothing_per_sample, 60)
 	struct sonde_record_summary s0 = {.sz = sizeof(s0)}, s1 = {.sz = sizeof(s1)};
 	size_t written = 0;
 
-	REQUIRE_PERF();
+	test_require_perf();
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
@@ -714,7 +695,7 @@ TEST_TIMEOUT(record_several_pids, 120)
 	const char *a1[] = {test_prog("split"), "1", NULL};
 	const char *a2[] = {test_prog("split"), "2", NULL};
 
-	REQUIRE_PERF();
+	test_require_perf();
 	pid_t p1 = test_spawn(a1), p2 = test_spawn(a2);
 	usleep(200000);
 	double t0 = test_now();
