@@ -52,29 +52,28 @@ static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx
 			level == SONDE_LOG_WARN ? "warning" : "info", msg);
 }
 
+/* User-visible lines stay whole, so they can be found with grep. */
+/* clang-format off */
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde record [-F HZ|max] [-p PID]... [-o FILE] [--stack-size BYTES] [-- "
-		"CMD "
-		"ARGS...]\n\n"
-		"Samples the user-space stacks of a command, or of running processes, into a spool "
-		"file.\n\n"
-		"  -F, --freq HZ|max     samples per second per thread (default 999; max = the "
-		"kernel "
-		"limit)\n"
+		"usage: sonde record [-F HZ|max] [-p PID]... [-o FILE] [--stack-size BYTES] [-- CMD ARGS...]\n"
+		"\n"
+		"Samples the user-space stacks of a command, or of running processes, into a spool file.\n"
+		"\n"
+		"  -F, --freq HZ|max     samples per second per thread (default 999; max = the kernel limit)\n"
 		"  -p, --pid PID         record a running process (repeatable)\n"
 		"  -o, --output FILE     spool file to write (default sonde.spool)\n"
-		"      --stack-size N    user stack bytes copied per sample (default 32768, at "
-		"most "
-		"65528)\n"
+		"      --stack-size N    user stack bytes copied per sample (default 32768, at most 65528)\n"
 		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
 		"  -e, --event EVENT     auto (default), cycles (try cycles first) or cpu-clock\n"
 		"  -q, --quiet           no summary\n"
-		"  -h, --help            this help\n\n"
+		"  -h, --help            this help\n"
+		"\n"
 		"Recording stops when the command (or every -p process) exits, or on Ctrl-C.\n"
 		"The exit status is the command's (128+N when killed by signal N).\n");
 }
+/* clang-format on */
 
 static int parse_u64(const char *s, uint64_t *out)
 {
