@@ -279,6 +279,22 @@ int test_wait(pid_t pid, int timeout_s)
 	return reap(pid, test_now() + timeout_s);
 }
 
+const char *test_copy_for_anyone(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t len;
+	char *data = test_read_file(path, &len);
+
+	if (!data)
+		FAIL("read %s: %s", path, strerror(errno));
+	const char *copy = test_path(base ? base + 1 : path);
+	test_write_file(copy, data, len);
+	free(data);
+	if (chmod(copy, 0755) < 0)
+		FAIL("chmod %s: %s", copy, strerror(errno));
+	return copy;
+}
+
 void test_require_perf(void)
 {
 	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");

@@ -27,6 +27,11 @@ const char *test_tmpdir(void);
 /* test_tmpdir()/name, in a static rotating buffer (valid for the next 8 calls). */
 const char *test_path(const char *name);
 
+/* A copy of the program at path in test_tmpdir(), executable by every user: for tests that
+ * run a program as an unprivileged user, who may not be able to reach the build tree (a
+ * checkout under a 0700 directory). Returned as test_path() returns. */
+const char *test_copy_for_anyone(const char *path);
+
 /* Run argv (NULL-terminated; argv[0] a path) with stdin from /dev/null, capturing both
  * streams; kill it after timeout_s. Fails the test if it cannot be started. */
 void test_run(struct test_output *o, int timeout_s, const char *const argv[]);

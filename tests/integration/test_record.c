@@ -326,12 +326,13 @@ TEST_TIMEOUT(record_permission_denied_names_the_cause, 60)
 	int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666);
 	ASSERT(fd >= 0);
 	fchmod(fd, 0666);
+	const char *sonde = test_copy_for_anyone(test_bin("sonde"));
 	pid_t child = fork();
 	if (child == 0) {
 		dup2(fd, STDERR_FILENO);
 		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
 			_exit(99);
-		execl(test_bin("sonde"), "sonde", "record", "-o", "/dev/null", "-p", pidbuf,
+		execl(sonde, "sonde", "record", "-o", "/dev/null", "-p", pidbuf,
 		      (char *)NULL);
 		_exit(98);
 	}
@@ -608,14 +609,16 @@ TEST_TIMEOUT(record_unprivileged_halves_the_ring, 60)
 	chmod(test_tmpdir(), 0755);
 	snprintf(out, sizeof(out), "%s/out.spool", dir);
 	snprintf(errfile, sizeof(errfile), "%s/err.txt", dir);
+	const char *sonde = test_copy_for_anyone(test_bin("sonde"));
+	const char *split = test_copy_for_anyone(test_prog("split"));
 	pid_t child = fork();
 	if (child == 0) {
 		int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666);
 		dup2(fd, STDERR_FILENO);
 		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
 			_exit(99);
-		execl(test_bin("sonde"), "sonde", "record", "--ring-pages", "65536", "-o", out,
-		      "--", test_prog("split"), "0.3", (char *)NULL);
+		execl(sonde, "sonde", "record", "--ring-pages", "65536", "-o", out, "--", split,
+		      "0.3", (char *)NULL);
 		_exit(98);
 	}
 	int status = test_wait(child, 40);
