@@ -64,6 +64,12 @@ struct sonde_record_opts {
 	 * kernel refuses to map (locked-memory limit) is halved down to what one sample needs. */
 	uint32_t ring_pages;
 	enum sonde_record_event event;
+	/* Kernel frames too: samples taken in the kernel count, and each sample's stack starts
+	 * with its kernel frames (from the perf callchain, innermost first) followed by the
+	 * user frames. When the kernel refuses kernel sampling (EACCES/EPERM, for example
+	 * kernel.perf_event_paranoid >= 2 without CAP_PERFMON) the recording goes on with
+	 * user frames only, logs one warning, and the summary says kernel_enabled = 0. */
+	bool kernel;
 };
 
 #define SONDE_UNWIND_FALLBACKS 8
@@ -93,6 +99,12 @@ struct sonde_record_summary {
 	uint64_t unwind_cfi_frames;
 	uint64_t unwind_fp_frames;
 	uint64_t unwind_fallbacks[SONDE_UNWIND_FALLBACKS];
+	/* Kernel frames: whether they are recorded (asked for and allowed), the -errno of
+	 * the refused attempt when they were asked for but denied (else 0), and how many
+	 * kernel frames were written with samples. */
+	uint32_t kernel_enabled;
+	int kernel_error;
+	uint64_t kernel_frames;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

@@ -57,13 +57,14 @@ static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde record [-F HZ|max] [-p PID]... [-o FILE] [--stack-size BYTES] [-- CMD ARGS...]\n"
+		"usage: sonde record [-F HZ|max] [-p PID]... [-o FILE] [--kernel] [--stack-size BYTES] [-- CMD ARGS...]\n"
 		"\n"
 		"Samples the user-space stacks of a command, or of running processes, into a spool file.\n"
 		"\n"
 		"  -F, --freq HZ|max     samples per second per thread (default 999; max = the kernel limit)\n"
 		"  -p, --pid PID         record a running process (repeatable)\n"
 		"  -o, --output FILE     spool file to write (default sonde.spool)\n"
+		"      --kernel          kernel frames too (below the user frames); user frames only, with a warning, when the kernel denies it\n"
 		"      --stack-size N    user stack bytes copied per sample (default 32768, at most 65528)\n"
 		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
 		"  -e, --event EVENT     auto (default), cycles (try cycles first) or cpu-clock\n"
@@ -158,6 +159,9 @@ static int parse_opt(struct record_args *a, int c, const char *arg)
 	case 'q':
 		a->quiet = true;
 		return 0;
+	case 'K':
+		a->opts.kernel = true;
+		return 0;
 	default:
 		usage(stderr);
 		return CLI_USAGE;
@@ -175,6 +179,7 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"ring-pages", required_argument, NULL, 'R'},
 		{"event", required_argument, NULL, 'e'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"kernel", no_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -240,6 +245,11 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		sep = ",";
 	}
 	fprintf(stderr, "\n");
+	if (a->opts.kernel && s->kernel_enabled)
+		fprintf(stderr, "  kernel: %llu frames\n", (unsigned long long)s->kernel_frames);
+	else if (a->opts.kernel)
+		fprintf(stderr, "  kernel: not recorded (denied: %s), user frames only\n",
+			strerror(-s->kernel_error));
 }
 
 static int install_signals(void)

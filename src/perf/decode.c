@@ -145,6 +145,14 @@ static int decode_sample(struct cur c, const struct perf_layout *l, struct perf_
 		get_u32_pair(&c, &s->cpu, NULL);
 	if (t & PERF_SAMPLE_PERIOD)
 		s->period = get_u64(&c);
+	if (t & PERF_SAMPLE_CALLCHAIN) {
+		uint64_t nr = get_u64(&c);
+		if (nr > (uint64_t)(c.end - c.p) / 8)
+			return -SONDE_E_FORMAT;
+		s->callchain = c.p;
+		s->callchain_nr = nr;
+		c.p += nr * 8;
+	}
 	if (t & PERF_SAMPLE_REGS_USER)
 		decode_regs(&c, l->regs_mask, s);
 	if (t & PERF_SAMPLE_STACK_USER) {

@@ -17,7 +17,7 @@
 #define PERF_DECODE_SAMPLE_TYPES                                                                   \
 	(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |            \
 	 PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |           \
-	 PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
+	 PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
 
 /* perf's x86-64 user registers: AX..IP and R8..R15 (the segment registers and flags are
  * not needed for unwinding, and the kernel refuses DS/ES/FS/GS in a 64-bit mask). */
@@ -34,6 +34,10 @@ struct perf_sample {
 	uint64_t ip, time, period, id;
 	uint32_t pid, tid, cpu;
 	uint64_t regs_abi; /* PERF_SAMPLE_REGS_ABI_*; NONE when the sample hit a kernel thread */
+	/* PERF_SAMPLE_CALLCHAIN: callchain_nr u64 entries at callchain (unaligned: read with
+	 * memcpy), context markers (PERF_CONTEXT_*) included. */
+	const uint8_t *callchain;
+	uint64_t callchain_nr;
 	struct unwind_regs regs;
 	const uint8_t *stack; /* the copied user stack, stack_len valid bytes */
 	uint64_t stack_len;

@@ -36,11 +36,17 @@ void perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
 	a->freq = 1;
 	a->sample_freq = c->freq;
 	a->sample_type = SAMPLE_TYPE;
+	if (c->kernel) {
+		/* The kernel part of the callchain only: user frames come from sonde's own
+		 * unwinding of the copied registers and stack. */
+		a->sample_type |= PERF_SAMPLE_CALLCHAIN;
+		a->exclude_callchain_user = 1;
+	}
 	a->sample_regs_user = PERF_DECODE_REGS_MASK;
 	a->sample_stack_user = c->stack_bytes;
-	a->exclude_kernel = 1;
+	a->exclude_kernel = !c->kernel;
 	a->exclude_hv = 1;
-	a->exclude_callchain_kernel = 1;
+	a->exclude_callchain_kernel = !c->kernel;
 	a->disabled = c->disabled || c->enable_on_exec;
 	a->enable_on_exec = c->enable_on_exec;
 	/* Threads and processes the target creates later inherit the events (and write into the
@@ -67,6 +73,13 @@ void perf_event_layout(struct perf_layout *l)
 	l->sample_type = SAMPLE_TYPE;
 	l->regs_mask = PERF_DECODE_REGS_MASK;
 	l->sample_id_all = true;
+}
+
+void perf_event_layout_cfg(struct perf_layout *l, const struct perf_event_cfg *c)
+{
+	perf_event_layout(l);
+	if (c->kernel)
+		l->sample_type |= PERF_SAMPLE_CALLCHAIN;
 }
 
 static int raise_nofile(void)

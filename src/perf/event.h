@@ -28,6 +28,7 @@ struct perf_event_cfg {
 	bool enable_on_exec;   /* enabled by the kernel when the task execs */
 	uint32_t wakeup_bytes; /* poll() reports the ring readable once this much is queued */
 	bool read_lost; /* read() reports the event's lost samples (PERF_FORMAT_LOST, 6.0+) */
+	bool kernel;	/* sample in the kernel too, with the kernel callchain */
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at
@@ -36,8 +37,10 @@ enum { PERF_STACK_DEFAULT = 32768, PERF_STACK_MAX = 65528 };
 
 const char *perf_kind_name(enum perf_kind k);
 void perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c);
-/* The decode layout matching perf_attr_fill. */
+/* The decode layout matching perf_attr_fill of a user-only configuration. */
 void perf_event_layout(struct perf_layout *l);
+/* The decode layout matching perf_attr_fill(c). */
+void perf_event_layout_cfg(struct perf_layout *l, const struct perf_event_cfg *c);
 
 /* perf_event_open(attr, pid, cpu, -1, CLOEXEC). On EMFILE, raises the soft RLIMIT_NOFILE
  * towards the hard limit and retries. Returns the fd or -errno. */

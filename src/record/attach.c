@@ -23,6 +23,23 @@ static bool machine_has_cpu_pmu(void)
 	       access("/sys/bus/event_source/devices/cpu_core", F_OK) == 0;
 }
 
+static int read_int_file(const char *path, long *out);
+
+/* Kernel sampling refused: say so once, then go on with user frames only (if user
+ * sampling is refused too, the next probe reports that as the error). */
+static void kernel_denied(struct sonde_recorder *r, int err)
+{
+	long paranoid = -1;
+
+	read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
+	sonde_warn("kernel frames not recorded: kernel sampling denied (%s; "
+		   "kernel.perf_event_paranoid is %ld, kernel frames need <= 1 or CAP_PERFMON); "
+		   "recording user frames only",
+		   strerror(-err), paranoid);
+	r->kernel_error = err;
+	r->cfg.kernel = false;
+}
+
 int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want)
 {
 	struct perf_event_attr a;
@@ -45,6 +62,10 @@ int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_even
 		}
 		if (fd == -EINVAL && r->cfg.read_lost) {
 			r->cfg.read_lost = false; /* a kernel before 6.0 */
+			continue;
+		}
+		if (r->cfg.kernel && (fd == -EACCES || fd == -EPERM)) {
+			kernel_denied(r, fd);
 			continue;
 		}
 		if (r->cfg.kind == PERF_KIND_CYCLES && perf_err_is_unsupported(fd)) {

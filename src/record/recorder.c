@@ -101,6 +101,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		return -SONDE_E_RANGE;
 	}
 	r->cfg.freq = o.frequency;
+	r->cfg.kernel = o.kernel;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
 	r->ring_pages = o.ring_pages ? o.ring_pages : DEFAULT_RING_PAGES;
 	r->sum.frequency = r->cfg.freq;
@@ -149,6 +150,9 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 			rec_explain_perf_error(pid, err);
 		return err;
 	}
+	perf_event_layout_cfg(&r->layout, &r->cfg);
+	r->sum.kernel_enabled = r->cfg.kernel;
+	r->sum.kernel_error = r->kernel_error;
 	snprintf(r->sum.event, sizeof(r->sum.event), "%s", perf_kind_name(r->cfg.kind));
 	r->sum.cycles_error = r->cycles_error;
 	/* Wake the caller once a quarter of a ring is used, not at every sample: fewer

@@ -23,6 +23,12 @@
 #include "unwind/cache.h"
 #include "unwind/dwarf.h"
 
+/* Kernel frames kept per sample; perf's own default limit (kernel.perf_event_max_stack)
+ * is 127. */
+enum { REC_KERNEL_MAX_FRAMES = 256 };
+/* Lowest kernel address on x86-64 (the upper half of the canonical address space). */
+#define REC_KERNEL_START 0xffff800000000000ull
+
 struct rec_ring {
 	struct perf_ring ring;
 	uint64_t latest; /* newest timestamp read from this ring */
@@ -66,6 +72,8 @@ struct sonde_recorder {
 	struct perf_layout layout;
 	struct perf_event_cfg cfg;
 	int cycles_error;
+	int kernel_error;	/* kernel frames were asked for and refused: why */
+	uint32_t kernel_module; /* spool id of the kernel module, 0 until first needed */
 	uint32_t ring_pages;
 
 	int *cpus;
@@ -91,7 +99,9 @@ struct sonde_recorder {
 	int first_error;
 	bool enabled, finished;
 
-	struct sonde_spool_frame frames[UNWIND_MAX_FRAMES];
+	/* A sample's stack: its kernel frames (at most REC_KERNEL_MAX_FRAMES), then the user
+	 * frames of the unwind. */
+	struct sonde_spool_frame frames[REC_KERNEL_MAX_FRAMES + UNWIND_MAX_FRAMES];
 	struct unwind_cache *unwind_cache; /* CFI tables of every file seen, built on first use */
 	struct unwind_stats unwind_stats;
 	uint8_t compact[65536]; /* a sample without its unused stack bytes (records are < 64 KiB) */

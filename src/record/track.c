@@ -268,37 +268,93 @@ static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t t
 	return 0;
 }
 
+/* The one module all kernel frames refer to: pid 0, covering the kernel half of the
+ * address space, with pgoff = start so that frame offsets are the kernel addresses. */
+static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
+{
+	static const char path[] = "[kernel.kallsyms]";
+
+	if (!r->kernel_module) {
+		struct sonde_spool_module_def def = {
+			.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
+			.start = REC_KERNEL_START,
+			.end = UINT64_MAX,
+			.pgoff = REC_KERNEL_START,
+			.path = path,
+		};
+		int err = sonde_spool_add_module(r->spool, rec_time(r, time), &def,
+						 &r->kernel_module);
+		if (err)
+			return rec_error(r, err);
+	}
+	*id = r->kernel_module;
+	return 0;
+}
+
+/* The sample's kernel callchain into r->frames, innermost first: the sampled pc exactly,
+ * callers as return address minus one (as the user frames). Context markers are skipped;
+ * the user part (which the events exclude) would end the walk. Returns the count. */
+static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, size_t *n)
+{
+	const struct perf_sample *s = &rec->sample;
+	uint32_t mod = 0;
+
+	*n = 0;
+	for (uint64_t i = 0; i < s->callchain_nr && *n < REC_KERNEL_MAX_FRAMES; i++) {
+		uint64_t ip;
+		memcpy(&ip, s->callchain + i * 8, 8);
+		if (ip == PERF_CONTEXT_USER)
+			break;
+		if (ip >= (uint64_t)PERF_CONTEXT_MAX || ip < REC_KERNEL_START)
+			continue;
+		if (!mod) {
+			int err = kernel_module(r, rec->time, &mod);
+			if (err)
+				return err;
+		}
+		r->frames[*n].module = mod;
+		r->frames[*n].addr = *n ? ip - 1 : ip;
+		(*n)++;
+	}
+	r->sum.kernel_frames += *n;
+	return 0;
+}
+
 static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_sample *s = &rec->sample;
 	struct rec_process *p = rec_process_get(r, (pid_t)rec->pid, true);
-	enum unwind_end end = UNWIND_END_ERROR;
-	size_t n = 0;
+	enum unwind_end end = UNWIND_END_COMPLETE;
+	size_t n = 0, nk = 0;
 	uint32_t tid_id = 0;
 
 	if (!p)
 		return rec_error(r, -ENOMEM);
 	r->sum.samples++;
+	int err = kernel_frames(r, rec, &nk);
+	if (err)
+		return err;
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP]};
 		n = record_unwind(&s->regs, &st, &p->mods, r->unwind_cache, p->pid,
-				  &r->unwind_stats, r->frames, UNWIND_MAX_FRAMES, &end);
+				  &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
-	if (n == 0) {
+	if (n + nk == 0) {
 		r->sum.empty_stacks++;
 		return 0;
 	}
-	uint32_t flags = 0;
+	uint32_t flags = nk ? SONDE_SAMPLE_KERNEL : 0;
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
 		flags |= SONDE_SAMPLE_TRUNCATED;
 		r->sum.truncated_stacks++;
 	} else if (end == UNWIND_END_ERROR) {
 		r->sum.unwind_errors++;
 	}
-	int err = thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
+	err = thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
 	if (err)
 		return err;
-	err = sonde_spool_add_sample(r->spool, rec_time(r, rec->time), tid_id, r->frames, n, flags);
+	err = sonde_spool_add_sample(r->spool, rec_time(r, rec->time), tid_id, r->frames, n + nk,
+				     flags);
 	if (err)
 		return rec_error(r, err);
 	r->sum.samples_written++;

@@ -1,0 +1,291 @@
+/* Kernel frames, end to end: `sonde record --kernel` on a syscall-heavy program (most of
+ * its time is spent in read() of /dev/zero) gives stacks whose innermost frames are kernel
+ * functions named from /proc/kallsyms, called from the program's own frames; as an
+ * unprivileged user with kernel.perf_event_paranoid = 2 the kernel part is refused, and the
+ * recording falls back to user frames with one warning. */
+#include <fcntl.h>
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sonde/record.h>
+#include <sonde/spool_reader.h>
+
+#include "../test.h"
+#include "../util.h"
+
+static const char paranoid_path[] = "/proc/sys/kernel/perf_event_paranoid";
+
+static long read_paranoid(void)
+{
+	long v = 3;
+	FILE *f = fopen(paranoid_path, "r");
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = 3;
+		fclose(f);
+	}
+	return v;
+}
+
+static int write_paranoid(long v)
+{
+	FILE *f = fopen(paranoid_path, "w");
+
+	if (!f)
+		return -errno;
+	int ok = fprintf(f, "%ld\n", v) > 0;
+	return fclose(f) == 0 && ok ? 0 : -EIO;
+}
+
+/* Kernel sampling needs root (or CAP_PERFMON, or paranoid <= 1). */
+static void require_kernel_sampling(void)
+{
+	test_require_perf();
+	if (geteuid() != 0 && read_paranoid() > 1)
+		SKIP("kernel sampling needs root or kernel.perf_event_paranoid <= 1");
+}
+
+/* Position of the first kernel entry frame in a folded stack, or NULL. */
+static const char *kernel_entry(const char *stack)
+{
+	const char *k = strstr(stack, ";entry_SYSCALL");
+
+	if (!k)
+		k = strstr(stack, ";do_syscall_64");
+	return k;
+}
+
+struct ktally {
+	long reader;	  /* samples under zero_reader */
+	long reader_kern; /* ... whose innermost frames are the kernel's */
+	long read_named;  /* ... with a kernel read function (ksys_read, vfs_read, ...) */
+	long misordered;  /* kernel frames above (outer to) a user frame */
+	char example[512];
+};
+
+static void ktally_line(struct ktally *t, const char *stack, long count)
+{
+	const char *user = strstr(stack, ";main;run;zero_reader;");
+	const char *k = kernel_entry(stack);
+
+	/* Kernel frames are innermost: no frame of the program or of libc after them. */
+	if (k && (strstr(k, ";main;") || strstr(k, ";run;") || strstr(k, "_reader") ||
+		  strstr(k, "_writer") || strstr(k, "libc"))) {
+		t->misordered += count;
+		snprintf(t->example, sizeof(t->example), "%s", stack);
+	}
+	if (!user)
+		return;
+	t->reader += count;
+	if (!k)
+		return;
+	t->reader_kern += count;
+	if (strstr(k, "sys_read") || strstr(k, ";vfs_read") || strstr(k, ";read_zero"))
+		t->read_named += count;
+}
+
+/* "outer;...;inner COUNT" lines of sonde report --folded or the folded export. */
+static void ktally_folded(struct ktally *t, char *text)
+{
+	char *save;
+
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = 0;
+		ktally_line(t, line, atol(sp + 1));
+	}
+}
+
+static void assert_kernel_below_user(char *folded)
+{
+	struct ktally t = {0};
+
+	ktally_folded(&t, folded);
+	if (t.misordered)
+		FAIL("%ld samples have kernel frames outside the innermost position, e.g. %s",
+		     t.misordered, t.example);
+	ASSERT_INT(t.reader, >=, 50);
+	/* read() of 64 KiB from /dev/zero spends its time clearing memory in the kernel. */
+	ASSERT_INT(t.reader_kern * 2, >=, t.reader);
+	ASSERT_INT(t.read_named * 2, >=, t.reader);
+}
+
+TEST_TIMEOUT(kernel_record_shows_kernel_frames_below_user_frames, 120)
+{
+	struct test_output o;
+	const char *spool = test_path("k.spool"), *folded = test_path("k.folded");
+
+	require_kernel_sampling();
+	test_runf(&o, 90, "%s record --kernel -o %s -- %s 2", test_bin("sonde"), spool,
+		  test_prog("kernel_syscalls"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "  kernel: ");
+	ASSERT_NOT_CONTAINS(o.err, "warning");
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	assert_kernel_below_user(o.out);
+	test_output_free(&o);
+
+	/* The exports symbolize kernel frames the same way. */
+	test_runf(&o, 60, "%s convert %s -o %s --format folded", test_bin("sonde"), spool, folded);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
+	assert_kernel_below_user(text);
+	free(text);
+
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "[kernel.kallsyms]");
+	test_output_free(&o);
+}
+
+static int mem_write(void *ctx, const void *buf, size_t len)
+{
+	struct {
+		char *p;
+		size_t len, cap;
+	} *m = ctx;
+
+	if (m->len + len > m->cap) {
+		size_t cap = (m->len + len) * 2;
+		char *np = realloc(m->p, cap);
+		if (!np)
+			return -ENOMEM;
+		m->p = np;
+		m->cap = cap;
+	}
+	memcpy(m->p + m->len, buf, len);
+	m->len += len;
+	return 0;
+}
+
+/* The C API: the option, the summary, and the spool's representation of kernel frames
+ * (flag on the sample, frames of one pid-0 kernel module holding kernel addresses). */
+TEST_TIMEOUT(kernel_record_api_marks_kernel_frames_in_the_spool, 120)
+{
+	struct {
+		char *p;
+		size_t len, cap;
+	} mem = {0};
+	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 499, .kernel = true};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	const char *argv[] = {test_prog("kernel_syscalls"), "1", NULL};
+
+	require_kernel_sampling();
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new((char *const *)argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
+		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_OK(sonde_launch_resume(l));
+	int status;
+	while (sonde_launch_wait(l, WNOHANG, &status) == 0)
+		ASSERT_INT(sonde_recorder_poll(r, 100, NULL), >=, 0);
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	sonde_recorder_free(r);
+	sonde_launch_free(l);
+	ASSERT_UINT(sum.kernel_enabled, ==, 1);
+	ASSERT_INT(sum.kernel_error, ==, 0);
+	ASSERT_UINT(sum.kernel_frames, >, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open_mem(mem.p, mem.len, NULL));
+	struct sonde_spool_info info;
+	sonde_spool_get_info(s, &info);
+	uint64_t flagged = 0;
+	for (uint64_t i = 0; i < info.samples; i++) {
+		struct sonde_spool_sample smp;
+		uint32_t frames[64];
+		ASSERT_OK(sonde_spool_get_sample(s, i, &smp));
+		int n = sonde_spool_get_stack(s, smp.stack, frames, 64);
+		ASSERT_INT(n, >, 0);
+		struct sonde_spool_frame f;
+		struct sonde_spool_module m;
+		ASSERT_OK(sonde_spool_get_frame(s, frames[0], &f));
+		int leaf_kernel = 0;
+		if (f.module) {
+			ASSERT_OK(sonde_spool_get_module(s, f.module, &m));
+			leaf_kernel = (m.def.flags & SONDE_MODULE_KERNEL) != 0;
+		}
+		/* The flag says exactly whether the innermost frames are the kernel's. */
+		ASSERT_INT(leaf_kernel, ==, (smp.flags & SONDE_SAMPLE_KERNEL) != 0);
+		if (!leaf_kernel)
+			continue;
+		flagged++;
+		ASSERT_UINT(m.def.pid, ==, 0);
+		ASSERT_UINT(f.addr, >=, 0xffff800000000000ull);
+	}
+	ASSERT_UINT(flagged * 2, >=, info.samples);
+	sonde_spool_close(s);
+	free(mem.p);
+}
+
+/* Runs `sonde record --kernel` as uid nobody; returns its wait status, stderr in *err. */
+static int record_as_nobody(const char *dir, const char *out, char **err)
+{
+	char errfile[4200];
+	const char *sonde = test_copy_for_anyone(test_bin("sonde"));
+	const char *prog = test_copy_for_anyone(test_prog("kernel_syscalls"));
+
+	snprintf(errfile, sizeof(errfile), "%s/err.txt", dir);
+	pid_t child = fork();
+	if (child == 0) {
+		int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		dup2(fd, STDERR_FILENO);
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(99);
+		execl(sonde, "sonde", "record", "--kernel", "-o", out, "--", prog, "1",
+		      (char *)NULL);
+		_exit(98);
+	}
+	int status = test_wait(child, 60);
+	*err = test_read_file(errfile, NULL);
+	return status;
+}
+
+/* paranoid 2: a user may sample its own processes in user space, not the kernel. */
+TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
+{
+	char dir[4096], out[4200];
+	struct test_output o;
+	char *err = NULL;
+
+	if (geteuid() != 0)
+		SKIP("needs root to switch to an unprivileged user and set perf_event_paranoid");
+	snprintf(dir, sizeof(dir), "%s/nobody", test_tmpdir());
+	ASSERT(mkdir(dir, 0777) == 0 && chmod(dir, 0777) == 0);
+	chmod(test_tmpdir(), 0755);
+	snprintf(out, sizeof(out), "%s/out.spool", dir);
+
+	long saved = read_paranoid();
+	int set = saved == 2 ? 0 : write_paranoid(2);
+	if (set < 0)
+		SKIP("cannot set kernel.perf_event_paranoid: %s", strerror(-set));
+	int status = record_as_nobody(dir, out, &err);
+	/* Restored before any assertion can end the test. */
+	int restored = saved == 2 ? 0 : write_paranoid(saved);
+	ASSERT_OK(restored);
+	ASSERT_INT(read_paranoid(), ==, saved);
+
+	ASSERT_NOT_NULL(err);
+	ASSERT_INT(status, ==, 0);
+	const char *w = strstr(err, "warning: kernel frames not recorded");
+	ASSERT_NOT_NULL(w);
+	ASSERT(strstr(w + 1, "warning: kernel frames not recorded") == NULL);
+	ASSERT_CONTAINS(err, "perf_event_paranoid is 2");
+	ASSERT_CONTAINS(err, "kernel: not recorded");
+
+	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), out);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, ";main;run;zero_reader");
+	ASSERT(kernel_entry(o.out) == NULL);
+	ASSERT_NOT_CONTAINS(o.out, "kallsyms");
+	test_output_free(&o);
+	free(err);
+}
