@@ -70,6 +70,14 @@ struct sonde_record_opts {
 	 * kernel.perf_event_paranoid >= 2 without CAP_PERFMON) the recording goes on with
 	 * user frames only, logs one warning, and the summary says kernel_enabled = 0. */
 	bool kernel;
+	/* The build-id cache (docs/record.md): mapped images that were deleted or replaced
+	 * while recorded are copied there when the recording finishes, so that they still
+	 * symbolize after the process is gone. Directory: NULL for $SONDE_BUILDID_CACHE, else
+	 * $XDG_CACHE_HOME/sonde/buildid, else ~/.cache/sonde/buildid. Bound of its total
+	 * size: 0 for 512 MiB (the least recently stored images go first). */
+	const char *buildid_cache_dir;
+	uint64_t buildid_cache_bytes;
+	bool no_buildid_cache; /* keep nothing */
 };
 
 #define SONDE_UNWIND_FALLBACKS 8
@@ -105,6 +113,8 @@ struct sonde_record_summary {
 	uint32_t kernel_enabled;
 	int kernel_error;
 	uint64_t kernel_frames;
+	/* Images copied to the build-id cache (deleted or replaced while recorded). */
+	uint32_t images_saved;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

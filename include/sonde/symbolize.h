@@ -2,8 +2,9 @@
  * frames.
  *
  * Order of lookup (docs/recorder.md): JIT perf maps (/tmp/perf-PID.map) for JIT modules
- * and raw addresses, then the ELF (symtab, dynsym, separate debug files by build-id or
- * debuglink, debuginfod when configured, DWARF lines and inline frames), then kernel
+ * and raw addresses, then the ELF (found through the image cache, its path, or the build-id
+ * cache the recorder fills with deleted and replaced images; symtab, dynsym, separate debug files
+ * by build-id or debuglink, debuginfod when configured, DWARF lines and inline frames), then kernel
  * symbols (kallsyms), then an address-only fallback "module+0xoffset".
  *
  * Strings in results are owned by the symbolizer and stay valid until it is freed.
@@ -20,11 +21,11 @@
 struct sonde_symbolizer;
 
 struct sonde_symbolizer_opts {
-	size_t sz;			/* sizeof(struct sonde_symbolizer_opts) */
-	int no_demangle;		/* keep mangled C++/Rust names */
-	const char *debuginfod_urls;	/* NULL: the DEBUGINFOD_URLS environment variable */
-	const char *kallsyms_path;	/* NULL: /proc/kallsyms */
-	const char *perf_map_dir;	/* NULL: /tmp (perf-PID.map files) */
+	size_t sz;		     /* sizeof(struct sonde_symbolizer_opts) */
+	int no_demangle;	     /* keep mangled C++/Rust names */
+	const char *debuginfod_urls; /* NULL: the DEBUGINFOD_URLS environment variable */
+	const char *kallsyms_path;   /* NULL: /proc/kallsyms */
+	const char *perf_map_dir;    /* NULL: /tmp (perf-PID.map files) */
 	/* Global debug directories, colon-separated, searched by build id
 	 * (DIR/.build-id/xx/rest.debug) and by .gnu_debuglink (DIR/MODULE_DIR/NAME).
 	 * NULL: /usr/lib/debug. */
@@ -33,6 +34,11 @@ struct sonde_symbolizer_opts {
 	 * kept open, 0: 1 GiB; and their number, 0: 128. Least recently used go first. */
 	uint64_t image_cache_bytes;
 	uint32_t image_cache_max;
+	/* The build-id cache the recorder keeps deleted or replaced images in, searched by
+	 * build id when a module's path no longer leads to its image. NULL: as the recorder
+	 * chooses it ($SONDE_BUILDID_CACHE, else $XDG_CACHE_HOME/sonde/buildid, else
+	 * ~/.cache/sonde/buildid); "": none. */
+	const char *buildid_cache_dir;
 };
 
 /* A module as recorded (see struct sonde_spool_module_def). */
@@ -54,7 +60,7 @@ enum sonde_sym_kind {
 };
 
 enum sonde_sym_origin {
-	SONDE_SYM_ORIGIN_NONE,	     /* unresolved: name is "module+0xoffset" or "0xaddr" */
+	SONDE_SYM_ORIGIN_NONE, /* unresolved: name is "module+0xoffset" or "0xaddr" */
 	SONDE_SYM_ORIGIN_SYMTAB,
 	SONDE_SYM_ORIGIN_DYNSYM,
 	SONDE_SYM_ORIGIN_DWARF,	     /* from debug info (local or separate file) */
@@ -64,13 +70,13 @@ enum sonde_sym_origin {
 };
 
 struct sonde_sym_frame {
-	const char *name;	/* demangled unless no_demangle; never NULL */
-	const char *module;	/* module path, or NULL */
-	const char *file;	/* source file, or NULL */
-	uint32_t line;		/* 0 when unknown */
-	uint32_t inline_depth;	/* 0 for the real function, >0 for frames inlined into it */
-	uint8_t kind;		/* enum sonde_sym_kind */
-	uint8_t origin;		/* enum sonde_sym_origin */
+	const char *name;      /* demangled unless no_demangle; never NULL */
+	const char *module;    /* module path, or NULL */
+	const char *file;      /* source file, or NULL */
+	uint32_t line;	       /* 0 when unknown */
+	uint32_t inline_depth; /* 0 for the real function, >0 for frames inlined into it */
+	uint8_t kind;	       /* enum sonde_sym_kind */
+	uint8_t origin;	       /* enum sonde_sym_origin */
 };
 
 /* NULL and errno on failure. opts may be NULL. */

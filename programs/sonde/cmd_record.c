@@ -65,6 +65,8 @@ static void usage(FILE *f)
 		"  -p, --pid PID         record a running process (repeatable)\n"
 		"  -o, --output FILE     spool file to write (default sonde.spool)\n"
 		"      --kernel          kernel frames too (below the user frames); user frames only, with a warning, when the kernel denies it\n"
+		"      --buildid-cache DIR  keep images deleted or replaced while recorded in DIR (default $SONDE_BUILDID_CACHE, else ~/.cache/sonde/buildid)\n"
+		"      --no-buildid-cache   keep no images\n"
 		"      --stack-size N    user stack bytes copied per sample (default 32768, at most 65528)\n"
 		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
 		"  -e, --event EVENT     auto (default), cycles (try cycles first) or cpu-clock\n"
@@ -162,6 +164,12 @@ static int parse_opt(struct record_args *a, int c, const char *arg)
 	case 'K':
 		a->opts.kernel = true;
 		return 0;
+	case 'B':
+		a->opts.buildid_cache_dir = arg;
+		return 0;
+	case 'N':
+		a->opts.no_buildid_cache = true;
+		return 0;
 	default:
 		usage(stderr);
 		return CLI_USAGE;
@@ -180,6 +188,8 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"event", required_argument, NULL, 'e'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"kernel", no_argument, NULL, 'K'},
+		{"buildid-cache", required_argument, NULL, 'B'},
+		{"no-buildid-cache", no_argument, NULL, 'N'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -245,6 +255,9 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		sep = ",";
 	}
 	fprintf(stderr, "\n");
+	if (s->images_saved)
+		fprintf(stderr, "  %u deleted or replaced image%s kept in the build-id cache\n",
+			s->images_saved, s->images_saved == 1 ? "" : "s");
 	if (a->opts.kernel && s->kernel_enabled)
 		fprintf(stderr, "  kernel: %llu frames\n", (unsigned long long)s->kernel_frames);
 	else if (a->opts.kernel)

@@ -102,6 +102,9 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	}
 	r->cfg.freq = o.frequency;
 	r->cfg.kernel = o.kernel;
+	int err_img = rec_images_configure(r, &o);
+	if (err_img)
+		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
 	r->ring_pages = o.ring_pages ? o.ring_pages : DEFAULT_RING_PAGES;
 	r->sum.frequency = r->cfg.freq;
@@ -497,6 +500,7 @@ int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary 
 		keep_first(&first, proc_resume(&r->procs[i].stop), "resuming a stopped process");
 	keep_first(&first, drain_and_process(r, true, &pr), "the final drain");
 	rec_reconcile_lost(r);
+	rec_images_save(r);
 	/* Flushing is attempted whatever happened before. */
 	keep_first(&first, sonde_spool_writer_finish(r->spool), "flushing the spool");
 	if (r->out_fd >= 0) {
@@ -533,6 +537,7 @@ void sonde_recorder_free(struct sonde_recorder *r)
 	sonde_spool_writer_free(r->spool);
 	perf_sorter_free(r->sorter);
 	rec_track_free(r);
+	free(r->bidcache_dir);
 	unwind_cache_free(r->unwind_cache);
 	free(r->events);
 	free(r->rings);

@@ -66,7 +66,12 @@ struct rec_build_id {
 	uint64_t dev, inode;
 	uint8_t len;
 	uint8_t id[32];
+	int fd;	    /* the image, held until finish (images.c), or -1 */
+	char *path; /* its path when held */
 };
+
+/* Images held open at once, to be checked (and kept if deleted) when the recording ends. */
+enum { REC_IMAGES_HELD_MAX = 256 };
 
 struct sonde_recorder {
 	struct perf_layout layout;
@@ -93,6 +98,9 @@ struct sonde_recorder {
 	size_t n_threads, cap_threads;
 	struct rec_build_id *build_ids;
 	size_t n_build_ids, cap_build_ids;
+	size_t n_images_held;
+	char *bidcache_dir; /* where deleted or replaced images are kept; NULL: nowhere */
+	uint64_t bidcache_bytes;
 
 	struct sonde_record_summary sum;
 	uint64_t start_mono, last_time;
@@ -121,6 +129,14 @@ int rec_enable_all(struct sonde_recorder *r, bool enable);
 void rec_exec_seen(struct sonde_recorder *r, pid_t pid);
 /* After the final drain: losses the kernel never got to report as LOST records. */
 void rec_reconcile_lost(struct sonde_recorder *r);
+
+/* images.c */
+int rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
+/* Takes ownership of fd, the image b was read from (mapped at path). */
+void rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path);
+/* Copies the held images whose path no longer leads to them into the build-id cache. */
+void rec_images_save(struct sonde_recorder *r);
+void rec_images_free(struct sonde_recorder *r);
 
 /* track.c */
 struct rec_process *rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);

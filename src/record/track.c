@@ -131,6 +131,7 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 	}
 	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
 	memset(b, 0, sizeof(*b));
+	b->fd = -1;
 	b->dev = m->dev;
 	b->inode = m->inode;
 
@@ -153,7 +154,7 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 	if (fd >= 0) {
 		int n = read_build_id(fd, b->id, sizeof(b->id));
 		b->len = n > 0 ? (uint8_t)n : 0;
-		close(fd);
+		rec_image_hold(r, b, fd, m->path);
 	}
 	return b;
 }
@@ -182,7 +183,8 @@ int rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t ti
 
 	mod.flags = mapping_flags(m->path, &path_len);
 	mod.dev = m->inode ? makedev(maj, min) : 0;
-	if (m->inode && !(mod.flags & SONDE_MODULE_DELETED))
+	/* A deleted file is still reachable through map_files while the process lives. */
+	if (m->inode)
 		b = build_id_lookup(r, p->pid, &mod);
 
 	struct sonde_spool_module_def def = {
@@ -474,5 +476,6 @@ void rec_track_free(struct sonde_recorder *r)
 		modtable_free(&r->procs[i].mods);
 	free(r->procs);
 	free(r->threads);
+	rec_images_free(r);
 	free(r->build_ids);
 }

@@ -22,6 +22,7 @@
 #include <sonde/spool.h>
 #include <sonde/symbolize.h>
 
+#include "symbol/bidcache.h"
 #include "symbol/debugfile.h"
 #include "symbol/demangle.h"
 #include "symbol/dinfod.h"
@@ -65,6 +66,7 @@ struct sonde_symbolizer {
 	int ksyms_loaded;
 	struct u64map perfmaps; /* pid -> struct sym_perfmap */
 	struct imgcache images;
+	char *bidcache_dir; /* NULL: no build-id cache */
 };
 
 enum {
@@ -257,28 +259,52 @@ static int mod_try_cached(struct sonde_symbolizer *s, struct sym_mod *sm)
 	return 0;
 }
 
+static int mod_open_image_path(struct sonde_symbolizer *s, struct sym_mod *sm, uint32_t pid);
+
+/* The recorder's copy of a deleted or replaced image, by build id. */
+static int mod_try_bidcache(struct sonde_symbolizer *s, struct sym_mod *sm)
+{
+	char path[4096];
+
+	if (!s->bidcache_dir || !sm->build_id_len ||
+	    bidcache_path(s->bidcache_dir, sm->build_id, sm->build_id_len, path, sizeof(path)))
+		return -ENOENT;
+	return mod_try_path(sm, path);
+}
+
 static void mod_open_image(struct sonde_symbolizer *s, struct sym_mod *sm, uint32_t pid)
+{
+	if (mod_open_image_path(s, sm, pid) < 0 && !sm->have_img)
+		mod_try_bidcache(s, sm);
+}
+
+/* A hold of the image through the image cache or the module's path; 0 or -ENOENT. */
+static int mod_open_image_path(struct sonde_symbolizer *s, struct sym_mod *sm, uint32_t pid)
 {
 	char buf[4096];
 	size_t n = strlen(sm->path);
 	static const char deleted[] = " (deleted)";
 
-	if (mod_try_cached(s, sm) == 0 || sm->path[0] != '/')
-		return;
+	if (mod_try_cached(s, sm) == 0)
+		return 0;
+	if (sm->path[0] != '/')
+		return -ENOENT;
 	if (mod_try_path(sm, sm->path) == 0)
-		return;
+		return 0;
 	/* A path from another mount namespace is reachable through the process's root. */
 	if (pid &&
 	    snprintf(buf, sizeof(buf), "/proc/%" PRIu32 "/root%s", pid, sm->path) <
 		    (int)sizeof(buf) &&
 	    mod_try_path(sm, buf) == 0)
-		return;
+		return 0;
 	if (n > sizeof(deleted) - 1 && !strcmp(sm->path + n - (sizeof(deleted) - 1), deleted) &&
 	    n < sizeof(buf)) {
 		memcpy(buf, sm->path, n - (sizeof(deleted) - 1));
 		buf[n - (sizeof(deleted) - 1)] = 0;
-		mod_try_path(sm, buf);
+		if (mod_try_path(sm, buf) == 0)
+			return 0;
 	}
+	return -ENOENT;
 }
 
 static const uint8_t *mod_build_id(const struct sym_mod *sm, size_t *len)
@@ -650,6 +676,14 @@ SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbo
 	s->images.max_bytes =
 		s->opts.image_cache_bytes ? s->opts.image_cache_bytes : IMAGE_CACHE_BYTES;
 	s->images.max_n = s->opts.image_cache_max ? s->opts.image_cache_max : IMAGE_CACHE_MAX;
+	char dir[4096];
+	if (bidcache_dir(s->opts.buildid_cache_dir, dir, sizeof(dir)) == 0 &&
+	    !(s->bidcache_dir = strdup(dir))) {
+		free(s);
+		return NULL;
+	}
+	/* The caller's strings are not kept. */
+	s->opts.buildid_cache_dir = NULL;
 	return s;
 }
 
@@ -675,6 +709,7 @@ SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s)
 	}
 	u64map_free(&s->perfmaps);
 	imgcache_free(&s->images);
+	free(s->bidcache_dir);
 	u64map_free(&s->raw_names);
 	strpool_free(&s->pool);
 	free(s);

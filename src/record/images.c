@@ -1,0 +1,96 @@
+/* Keeping the images a recording needs: the recorder holds a descriptor of every mapped
+ * file it read a build id from (bounded), and when the recording finishes copies into the
+ * build-id cache (symbol/bidcache.h) the ones whose path no longer leads to them (deleted
+ * or replaced while mapped). After the processes are gone, the symbolizer finds them there
+ * by build id. An image whose path is already wrong when it is first seen is copied at
+ * once. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "record/recorder.h"
+#include "symbol/bidcache.h"
+
+/* Whether path still names the file with this inode (the device is not compared: overlay
+ * file systems report another one in /proc/PID/maps than stat does). */
+static bool path_is_image(const char *path, uint64_t inode)
+{
+	static const char deleted[] = " (deleted)";
+	size_t n = strlen(path);
+	struct stat st;
+
+	if (n > sizeof(deleted) - 1 && strcmp(path + n - (sizeof(deleted) - 1), deleted) == 0)
+		return false;
+	return stat(path, &st) == 0 && (uint64_t)st.st_ino == inode;
+}
+
+static void save(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path)
+{
+	int err = bidcache_store(r->bidcache_dir, b->id, b->len, fd, r->bidcache_bytes);
+
+	if (err < 0)
+		sonde_warn("cannot keep %s in the build-id cache %s: %s", path, r->bidcache_dir,
+			   sonde_strerror(err));
+	else
+		r->sum.images_saved++;
+}
+
+void rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path)
+{
+	if (!r->bidcache_dir || !b->len) {
+		close(fd);
+		return;
+	}
+	if (!path_is_image(path, b->inode)) {
+		save(r, b, fd, path);
+		close(fd);
+		return;
+	}
+	if (r->n_images_held >= REC_IMAGES_HELD_MAX || !(b->path = strdup(path))) {
+		close(fd);
+		return;
+	}
+	b->fd = fd;
+	r->n_images_held++;
+}
+
+void rec_images_save(struct sonde_recorder *r)
+{
+	for (size_t i = 0; i < r->n_build_ids; i++) {
+		struct rec_build_id *b = &r->build_ids[i];
+		if (b->fd < 0)
+			continue;
+		if (!path_is_image(b->path, b->inode))
+			save(r, b, b->fd, b->path);
+		close(b->fd);
+		b->fd = -1;
+		r->n_images_held--;
+	}
+}
+
+void rec_images_free(struct sonde_recorder *r)
+{
+	for (size_t i = 0; i < r->n_build_ids; i++) {
+		if (r->build_ids[i].fd >= 0)
+			close(r->build_ids[i].fd);
+		free(r->build_ids[i].path);
+	}
+	r->n_images_held = 0;
+}
+
+int rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	char dir[4096];
+
+	r->bidcache_bytes =
+		o->buildid_cache_bytes ? o->buildid_cache_bytes : BIDCACHE_DEFAULT_BYTES;
+	if (o->no_buildid_cache || bidcache_dir(o->buildid_cache_dir, dir, sizeof(dir)) < 0)
+		return 0;
+	r->bidcache_dir = strdup(dir);
+	return r->bidcache_dir ? 0 : -ENOMEM;
+}

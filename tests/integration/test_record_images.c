@@ -1,0 +1,127 @@
+/* Images deleted or replaced while recorded still symbolize after the process is gone:
+ * `sonde record` keeps them in the build-id cache, and `sonde report` / `sonde convert`
+ * (run after the target exited) find them there by build id. */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "../util.h"
+
+/* Number of images in a build-id cache directory (DIR/xx/rest). */
+static int count_images(const char *dir)
+{
+	char sub[4200];
+	struct dirent *d, *e;
+	int n = 0;
+	DIR *dh = opendir(dir);
+
+	if (!dh)
+		return 0;
+	while ((d = readdir(dh))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", dir, d->d_name);
+		DIR *sh = opendir(sub);
+		while (sh && (e = readdir(sh)))
+			n += e->d_name[0] != '.';
+		if (sh)
+			closedir(sh);
+	}
+	closedir(dh);
+	return n;
+}
+
+/* Records record_dellib (delete or replace mode) into spool with the cache at cache. */
+static void record_gone(const char *spool, const char *cache, const char *mode,
+			const char *extra_opt)
+{
+	struct test_output o;
+	const char *dir = test_path("libdir");
+
+	mkdir(dir, 0755);
+	setenv("SONDE_BUILDID_CACHE", cache, 1);
+	test_runf(&o, 60, "%s record %s -o %s -- %s %s %s 1.5 %s", test_bin("sonde"), extra_opt,
+		  spool, test_prog("record_dellib"), test_prog("libsym_shlib.so"), dir, mode);
+	ASSERT_INT(o.status, ==, 0);
+	if (!strstr(extra_opt, "no-buildid-cache"))
+		ASSERT_CONTAINS(o.err, "1 deleted or replaced image kept in the build-id cache");
+	test_output_free(&o);
+	/* The library is gone from its path (or is another file there now). */
+	char lib[4200];
+	snprintf(lib, sizeof(lib), "%s/libgone.so", dir);
+	if (!*mode)
+		ASSERT(access(lib, F_OK) < 0);
+}
+
+static void assert_report_names_library(const char *spool)
+{
+	struct test_output o;
+
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "shlib_spin [libgone.so]");
+	ASSERT_CONTAINS(o.out, "shlib_exported [libgone.so]");
+	ASSERT_CONTAINS(o.out, "shlib_local_helper [libgone.so]");
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(kernel_deleted_library_symbolizes_after_exit, 120)
+{
+	const char *spool = test_path("d.spool"), *cache = test_path("bidcache");
+	const char *folded = test_path("d.folded");
+	struct test_output o;
+
+	test_require_perf();
+	record_gone(spool, cache, "", "");
+	ASSERT_INT(count_images(cache), ==, 1);
+	assert_report_names_library(spool);
+
+	test_runf(&o, 60, "%s convert %s -o %s --format folded", test_bin("sonde"), spool, folded);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
+	ASSERT_CONTAINS(text, ";main;shlib_spin;shlib_exported");
+	free(text);
+
+	/* Without the cache the same recording cannot name them: the image is really gone. */
+	setenv("SONDE_BUILDID_CACHE", "", 1);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.out, "shlib_exported");
+	ASSERT_CONTAINS(o.out, "libgone.so+0x");
+	test_output_free(&o);
+}
+
+/* A library replaced by another file at the same path (an upgrade) is kept too, and the
+ * report does not take the new file for it. */
+TEST_TIMEOUT(kernel_replaced_library_symbolizes_after_exit, 120)
+{
+	const char *spool = test_path("r.spool"), *cache = test_path("bidcache");
+
+	test_require_perf();
+	record_gone(spool, cache, "replace", "");
+	ASSERT_INT(count_images(cache), ==, 1);
+	assert_report_names_library(spool);
+}
+
+/* --no-buildid-cache keeps nothing; images still on disk are never copied. */
+TEST_TIMEOUT(kernel_buildid_cache_only_keeps_what_is_gone, 120)
+{
+	const char *spool = test_path("n.spool"), *cache = test_path("bidcache");
+	struct test_output o;
+
+	test_require_perf();
+	record_gone(spool, cache, "", "--no-buildid-cache");
+	ASSERT_INT(count_images(cache), ==, 0);
+
+	/* split maps only files that stay in place: nothing to keep. */
+	test_runf(&o, 60, "%s record --buildid-cache %s -o %s -- %s 0.3", test_bin("sonde"), cache,
+		  spool, test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.err, "build-id cache");
+	test_output_free(&o);
+	ASSERT_INT(count_images(cache), ==, 0);
+}
