@@ -16,6 +16,7 @@
 #ifndef SONDE_SERVICE_H
 #define SONDE_SERVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sonde/export.h>
 
@@ -28,6 +29,35 @@ struct sonde_service_opts {
 	 * name. */
 	const char *producer_socket;
 	const char *consumer_socket;
+	/* The connector socket where a supervisor hands over connected sockets (see
+	 * docs/service.md). NULL: $SONDE_CONNECTOR_SOCK_NAME, else
+	 * /run/perfetto/sonde-connector.sock if /run/perfetto/ is accessible, else
+	 * /tmp/sonde-connector. "none" disables the connector. */
+	const char *connector_socket;
+	/* Start in lockdown mode: producers whose uid is not the service's are refused. */
+	bool lockdown;
+	/* Socket permissions, indexed by enum sonde_service_socket. A mode of 0 selects the
+	 * default (0666 producer and consumer, 0600 connector); gid is applied when
+	 * socket_gid_set. */
+	unsigned socket_mode[3];
+	unsigned socket_gid[3];
+	bool socket_gid_set[3];
+	/* Limits; 0 selects the default documented in docs/service.md. */
+	unsigned max_sessions;			  /* 15 */
+	unsigned max_sessions_per_uid;		  /* 5 */
+	unsigned max_connections;		  /* 1000 */
+	unsigned max_connections_per_uid;	  /* 256 */
+	unsigned max_buffers_per_session;	  /* 128 (also the hard maximum) */
+	unsigned long long max_session_buffer_kb; /* 1 GiB: sum of a session's buffer sizes */
+	unsigned max_smb_kb;			  /* 32 MiB (also the hard maximum) */
+	unsigned max_pending_kb;		  /* 16 MiB unsent to one client */
+};
+
+/* Index of a socket in sonde_service_opts.socket_* and for sonde_service_socket. */
+enum sonde_service_socket {
+	SONDE_SOCKET_PRODUCER = 0,
+	SONDE_SOCKET_CONSUMER = 1,
+	SONDE_SOCKET_CONNECTOR = 2,
 };
 
 /* Creates the service and starts listening on both sockets. Returns NULL and sets errno
@@ -39,8 +69,8 @@ SONDE_API int sonde_service_fd(const struct sonde_service *s);
 SONDE_API int sonde_service_timeout_ms(const struct sonde_service *s);
 /* Handles ready IO and due timers without blocking. Returns 0 or -errno. */
 SONDE_API int sonde_service_process(struct sonde_service *s);
-/* The socket names in use (valid until sonde_service_free). which: 0 producer,
- * 1 consumer. */
+/* The socket names in use (valid until sonde_service_free). which: an enum
+ * sonde_service_socket; NULL for a disabled connector. */
 SONDE_API const char *sonde_service_socket(const struct sonde_service *s, int which);
 /* Ends every session and connection, closes and unlinks the sockets. Accepts NULL. */
 SONDE_API void sonde_service_free(struct sonde_service *s);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -32,12 +33,31 @@ static void usage(FILE *f)
 		"$PERFETTO_CONSUMER_SOCK_NAME,\n"
 		"                              else /run/perfetto/traced-consumer.sock or\n"
 		"                              /tmp/perfetto-consumer); '@name' is abstract\n"
+		"  -x, --connector-socket NAME connector socket, where a supervisor hands over\n"
+		"                              connected sockets (default\n"
+		"                              $SONDE_CONNECTOR_SOCK_NAME, else\n"
+		"                              /run/perfetto/sonde-connector.sock or\n"
+		"                              /tmp/sonde-connector); 'none' disables it\n"
+		"      --socket-mode WHICH:MODE   octal mode of a socket; WHICH is producer,\n"
+		"                              consumer or connector (defaults 0666, 0666, 0600)\n"
+		"      --socket-group WHICH:GROUP group (name or number) of a socket\n"
+		"      --set-socket-permissions PGRP:PMODE:CGRP:CMODE  as traced's option\n"
+		"      --lockdown              refuse producers whose uid is not sonded's\n"
+		"      --max-sessions N        tracing sessions in all (15)\n"
+		"      --max-sessions-per-uid N  sessions of one uid (5)\n"
+		"      --max-connections N     client connections in all (1000)\n"
+		"      --max-connections-per-uid N  connections of one uid (256)\n"
+		"      --max-buffers N         buffers in one session (128, the maximum)\n"
+		"      --max-session-buffer-kb N  buffer memory of one session (1048576)\n"
+		"      --max-smb-kb N          shared memory buffer of a producer (32768,\n"
+		"                              the maximum)\n"
+		"      --max-pending-kb N      bytes queued unsent to one client (16384)\n"
 		"  -b, --background            detach and run in the background\n"
 		"  -f, --foreground            stay in the foreground (the default)\n"
 		"  -l, --log-level LEVEL       debug, info, warn (default), error or off\n"
 		"  -h, --help                  show this help\n"
 		"\n"
-		"If $TRACED_NOTIFY_FD is set, \"1\" is written to that fd once both sockets "
+		"If $TRACED_NOTIFY_FD is set, \"1\" is written to that fd once the sockets "
 		"listen.\n"
 		"SIGINT or SIGTERM ends every session and exits cleanly.\n");
 }
@@ -57,6 +77,150 @@ static int notify_ready(void)
 		return -errno;
 	close((int)fd);
 	return 0;
+}
+
+enum {
+	OPT_SOCKET_MODE = 256,
+	OPT_SOCKET_GROUP,
+	OPT_SET_PERMS,
+	OPT_LOCKDOWN,
+	OPT_MAX_SESSIONS,
+	OPT_MAX_SESSIONS_UID,
+	OPT_MAX_CONNS,
+	OPT_MAX_CONNS_UID,
+	OPT_MAX_BUFFERS,
+	OPT_MAX_SESSION_KB,
+	OPT_MAX_SMB_KB,
+	OPT_MAX_PENDING_KB,
+};
+
+static int which_socket(const char *s, size_t n)
+{
+	static const char *const names[] = {"producer", "consumer", "connector"};
+
+	for (int i = 0; i < 3; i++)
+		if (strlen(names[i]) == n && !strncmp(s, names[i], n))
+			return i;
+	return -1;
+}
+
+static int set_mode(struct sonde_service_opts *o, int which, const char *v)
+{
+	char *end;
+	unsigned long m = strtoul(v, &end, 8);
+
+	if (which < 0 || !*v || *end || m == 0 || m > 0777)
+		return -EINVAL;
+	o->socket_mode[which] = (unsigned)m;
+	return 0;
+}
+
+static int set_group(struct sonde_service_opts *o, int which, const char *v)
+{
+	char *end;
+	unsigned long g = strtoul(v, &end, 10);
+
+	if (which < 0 || !*v)
+		return -EINVAL;
+	if (*end) {
+		struct group *gr = getgrnam(v);
+		if (!gr)
+			return -ENOENT;
+		g = gr->gr_gid;
+	}
+	o->socket_gid[which] = (unsigned)g;
+	o->socket_gid_set[which] = true;
+	return 0;
+}
+
+/* WHICH:VALUE */
+static int socket_opt(struct sonde_service_opts *o, const char *arg, bool mode)
+{
+	const char *colon = strchr(arg, ':');
+
+	if (!colon)
+		return -EINVAL;
+	int which = which_socket(arg, (size_t)(colon - arg));
+	return mode ? set_mode(o, which, colon + 1) : set_group(o, which, colon + 1);
+}
+
+/* traced's --set-socket-permissions prod_grp:prod_mode:cons_grp:cons_mode */
+static int set_perms(struct sonde_service_opts *o, char *arg)
+{
+	char *save = NULL, *f[4];
+
+	for (int i = 0; i < 4; i++)
+		if (!(f[i] = strtok_r(i ? NULL : arg, ":", &save)))
+			return -EINVAL;
+	if (strtok_r(NULL, ":", &save))
+		return -EINVAL;
+	if (set_group(o, 0, f[0]) < 0 || set_mode(o, 0, f[1]) < 0 || set_group(o, 1, f[2]) < 0 ||
+	    set_mode(o, 1, f[3]) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+static int number(const char *v, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	if (!*v || *end || errno || *out == 0 || *out > max)
+		return -EINVAL;
+	return 0;
+}
+
+static int limit_opt(struct sonde_service_opts *o, int c, const char *v)
+{
+	unsigned long long n;
+
+	if (number(v, c == OPT_MAX_SESSION_KB ? (1ull << 40) : (1ull << 31), &n) < 0)
+		return -EINVAL;
+	switch (c) {
+	case OPT_MAX_SESSIONS:
+		o->max_sessions = (unsigned)n;
+		break;
+	case OPT_MAX_SESSIONS_UID:
+		o->max_sessions_per_uid = (unsigned)n;
+		break;
+	case OPT_MAX_CONNS:
+		o->max_connections = (unsigned)n;
+		break;
+	case OPT_MAX_CONNS_UID:
+		o->max_connections_per_uid = (unsigned)n;
+		break;
+	case OPT_MAX_BUFFERS:
+		o->max_buffers_per_session = (unsigned)n;
+		break;
+	case OPT_MAX_SESSION_KB:
+		o->max_session_buffer_kb = n;
+		break;
+	case OPT_MAX_SMB_KB:
+		o->max_smb_kb = (unsigned)n;
+		break;
+	case OPT_MAX_PENDING_KB:
+		o->max_pending_kb = (unsigned)n;
+		break;
+	}
+	return 0;
+}
+
+static int security_opt(struct sonde_service_opts *o, int c, char *arg)
+{
+	switch (c) {
+	case OPT_SOCKET_MODE:
+		return socket_opt(o, arg, true);
+	case OPT_SOCKET_GROUP:
+		return socket_opt(o, arg, false);
+	case OPT_SET_PERMS:
+		return set_perms(o, arg);
+	case OPT_LOCKDOWN:
+		o->lockdown = true;
+		return 0;
+	default:
+		return limit_opt(o, c, arg);
+	}
 }
 
 static int run(struct sonde_service *svc, int sfd)
@@ -84,6 +248,19 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"producer-socket", required_argument, NULL, 'p'},
 		{"consumer-socket", required_argument, NULL, 'c'},
+		{"connector-socket", required_argument, NULL, 'x'},
+		{"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
+		{"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
+		{"set-socket-permissions", required_argument, NULL, OPT_SET_PERMS},
+		{"lockdown", no_argument, NULL, OPT_LOCKDOWN},
+		{"max-sessions", required_argument, NULL, OPT_MAX_SESSIONS},
+		{"max-sessions-per-uid", required_argument, NULL, OPT_MAX_SESSIONS_UID},
+		{"max-connections", required_argument, NULL, OPT_MAX_CONNS},
+		{"max-connections-per-uid", required_argument, NULL, OPT_MAX_CONNS_UID},
+		{"max-buffers", required_argument, NULL, OPT_MAX_BUFFERS},
+		{"max-session-buffer-kb", required_argument, NULL, OPT_MAX_SESSION_KB},
+		{"max-smb-kb", required_argument, NULL, OPT_MAX_SMB_KB},
+		{"max-pending-kb", required_argument, NULL, OPT_MAX_PENDING_KB},
 		{"background", no_argument, NULL, 'b'},
 		{"foreground", no_argument, NULL, 'f'},
 		{"log-level", required_argument, NULL, 'l'},
@@ -96,8 +273,18 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int c, sfd, rc;
 
-	while ((c = getopt_long(argc, argv, "p:c:bfl:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:c:x:bfl:h", opts, NULL)) != -1) {
+		if (c >= OPT_SOCKET_MODE) {
+			if (security_opt(&so, c, optarg) < 0) {
+				fprintf(stderr, "sonded: invalid option value '%s'\n", optarg);
+				return 2;
+			}
+			continue;
+		}
 		switch (c) {
+		case 'x':
+			so.connector_socket = optarg;
+			break;
 		case 'p':
 			so.producer_socket = optarg;
 			break;
@@ -148,8 +335,10 @@ int main(int argc, char **argv)
 	}
 	if (notify_ready() < 0)
 		sonde_warn("cannot write to TRACED_NOTIFY_FD");
-	sonde_info("listening on %s and %s", sonde_service_socket(svc, 0),
-		   sonde_service_socket(svc, 1));
+	sonde_info("listening on %s and %s, connector %s%s", sonde_service_socket(svc, 0),
+		   sonde_service_socket(svc, 1),
+		   sonde_service_socket(svc, 2) ? sonde_service_socket(svc, 2) : "disabled",
+		   so.lockdown ? " (lockdown)" : "");
 	rc = run(svc, sfd);
 	sonde_service_free(svc);
 	close(sfd);

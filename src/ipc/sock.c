@@ -1,8 +1,10 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -11,6 +13,14 @@
 const char *ipc_default_sock_name(enum ipc_port port)
 {
 	bool prod = port == IPC_PORT_PRODUCER;
+
+	if (port == IPC_PORT_CONNECTOR) {
+		const char *e = getenv("SONDE_CONNECTOR_SOCK_NAME");
+		if (e && *e)
+			return e;
+		return access("/run/perfetto/", X_OK) == 0 ? "/run/perfetto/sonde-connector.sock"
+							   : "/tmp/sonde-connector";
+	}
 	const char *env =
 		getenv(prod ? "PERFETTO_PRODUCER_SOCK_NAME" : "PERFETTO_CONSUMER_SOCK_NAME");
 
@@ -41,7 +51,31 @@ static int make_addr(const char *name, struct sockaddr_un *a, socklen_t *len)
 	return 0;
 }
 
-int ipc_listen(const char *name)
+/* Sets the mode and group of the socket just bound at path. The path is opened with
+ * O_PATH|O_NOFOLLOW and checked to be a socket, so a symlink swapped in after bind() is
+ * never followed; chmod goes through /proc/self/fd, which names the inode itself. */
+static int set_perm(const char *path, unsigned mode, long gid)
+{
+	char proc[64];
+	struct stat st;
+	int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		rc = -errno;
+	else if (!S_ISSOCK(st.st_mode))
+		rc = -ENOTSOCK;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (rc == 0 && gid >= 0 && fchownat(fd, "", (uid_t)-1, (gid_t)gid, AT_EMPTY_PATH) < 0)
+		rc = -errno;
+	if (rc == 0 && mode && chmod(proc, mode) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+int ipc_listen_perm(const char *name, int type, unsigned mode, long gid)
 {
 	struct sockaddr_un a;
 	socklen_t len;
@@ -49,17 +83,31 @@ int ipc_listen(const char *name)
 
 	if (rc < 0)
 		return rc;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (name[0] != '@')
 		unlink(name);
-	if (bind(fd, (struct sockaddr *)&a, len) < 0 || listen(fd, SOMAXCONN) < 0) {
+	/* permissions are set between bind and listen: nobody can connect before */
+	if (bind(fd, (struct sockaddr *)&a, len) < 0) {
 		rc = -errno;
-		close(fd);
-		return rc;
+		goto fail;
+	}
+	if (name[0] != '@' && (mode || gid >= 0) && (rc = set_perm(name, mode, gid)) < 0)
+		goto fail;
+	if (listen(fd, SOMAXCONN) < 0) {
+		rc = -errno;
+		goto fail;
 	}
 	return fd;
+fail:
+	close(fd);
+	return rc;
+}
+
+int ipc_listen(const char *name)
+{
+	return ipc_listen_perm(name, SOCK_STREAM, 0, -1);
 }
 
 int ipc_connect(const char *name)

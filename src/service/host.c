@@ -197,10 +197,40 @@ static void conn_io(struct svc *s, struct conn *c, uint32_t events)
 	}
 	if (!c->dead && (events & EPOLLOUT) && ipc_chan_flush(&c->ch) < 0)
 		c->dead = true;
+	if (!c->dead)
+		sec_pending_ok(s, c, 0);
 	if (!c->dead && !c->is_producer && c->k.reading &&
 	    ipc_chan_tx_pending(&c->ch) < SVC_READ_PAUSE_BYTES / 2)
 		consumer_continue_read(s, c);
 	svc_conn_update_events(s, c);
+}
+
+struct conn *svc_add_conn(struct svc *s, int fd, bool producer)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	struct conn **v = realloc(s->conns, (s->nconns + 1) * sizeof(*v));
+
+	if (v)
+		s->conns = v;
+	if (!c || !v || ipc_chan_init(&c->ch, fd) < 0) {
+		if (c)
+			ipc_chan_close(&c->ch);
+		else
+			close(fd);
+		free(c);
+		return NULL;
+	}
+	c->id = s->next_conn_id++;
+	c->is_producer = producer;
+	c->p.smb_fd = -1;
+	c->events = EPOLLIN;
+	if (sec_peer_identity(c, fd) < 0 || loop_add(&s->loop, fd, EPOLLIN, c->id) < 0) {
+		ipc_chan_close(&c->ch);
+		free(c);
+		return NULL;
+	}
+	s->conns[s->nconns++] = c;
+	return c;
 }
 
 static void accept_conns(struct svc *s, int which)
@@ -209,30 +239,17 @@ static void accept_conns(struct svc *s, int which)
 		int fd = accept4(s->lfd[which], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return; /* EAGAIN, or a transient error: the listener stays */
-		struct conn *c = calloc(1, sizeof(*c));
-		struct conn **v = realloc(s->conns, (s->nconns + 1) * sizeof(*v));
-		if (v)
-			s->conns = v;
-		if (!c || !v || ipc_chan_init(&c->ch, fd) < 0) {
-			if (c)
-				ipc_chan_close(&c->ch);
-			else
-				close(fd);
-			free(c);
+		struct ucred cr;
+		socklen_t len = sizeof(cr);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+		    !sec_admit_conn(s, cr.uid)) {
+			close(fd);
 			continue;
 		}
-		c->id = s->next_conn_id++;
-		c->is_producer = which == 0;
-		c->p.smb_fd = -1;
-		c->events = EPOLLIN;
-		if (loop_add(&s->loop, fd, EPOLLIN, c->id) < 0) {
-			ipc_chan_close(&c->ch);
-			free(c);
-			continue;
-		}
-		s->conns[s->nconns++] = c;
-		sonde_debug("%s connected: pid %d uid %d", which ? "consumer" : "producer",
-			    (int)c->ch.peer_pid, (int)c->ch.peer_uid);
+		struct conn *c = svc_add_conn(s, fd, which == 0);
+		if (c)
+			sonde_debug("%s connected: pid %d uid %d", which ? "consumer" : "producer",
+				    (int)c->ch.peer_pid, (int)c->ch.peer_uid);
 	}
 }
 
@@ -242,6 +259,10 @@ static void on_io(void *ctx, uint64_t cookie, uint32_t events)
 
 	if (cookie == SVC_COOKIE_PRODUCER_LISTENER || cookie == SVC_COOKIE_CONSUMER_LISTENER) {
 		accept_conns(s, cookie == SVC_COOKIE_CONSUMER_LISTENER);
+		return;
+	}
+	if (connector_owns(s, cookie)) {
+		connector_io(s, cookie, events);
 		return;
 	}
 	struct conn *c = svc_conn(s, cookie);
@@ -290,13 +311,15 @@ static void housekeeping(void *ctx, uint64_t arg)
 				   (unsigned long long)c->id);
 			c->dead = true;
 		}
+		sec_pending_ok(s, c, 0);
 	}
 	s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0);
 }
 
-static int listen_on(struct svc *s, int which, const char *name)
+static int listen_on(struct svc *s, const struct sonde_service_opts *o, int which,
+		     const char *name)
 {
-	int fd = ipc_listen(name);
+	int fd = sec_listen(o, which, name);
 
 	if (fd < 0) {
 		sonde_error("cannot listen on %s: %s", name, sonde_strerror(fd));
@@ -324,16 +347,21 @@ struct sonde_service *sonde_service_new(const struct sonde_service_opts *opts)
 	s->next_instance_id = s->next_session_id = s->next_flush_id = 1;
 	s->next_producer_id = 1;
 	s->uid = getuid();
-	if (opts && opts->sz >= offsetof(struct sonde_service_opts, consumer_socket) +
-					sizeof(opts->consumer_socket)) {
-		prod = opts->producer_socket;
-		cons = opts->consumer_socket;
-	}
+	/* opts of an older, smaller layout: copy what it has, zeros select the defaults */
+	struct sonde_service_opts o = {0};
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	o.sz = sizeof(o);
+	prod = o.producer_socket;
+	cons = o.consumer_socket;
+	sec_init(s, &o);
 	rc = loop_init(&s->loop, on_io, s);
 	if (rc == 0)
-		rc = listen_on(s, 0, prod ? prod : ipc_default_sock_name(IPC_PORT_PRODUCER));
+		rc = listen_on(s, &o, 0, prod ? prod : ipc_default_sock_name(IPC_PORT_PRODUCER));
 	if (rc == 0)
-		rc = listen_on(s, 1, cons ? cons : ipc_default_sock_name(IPC_PORT_CONSUMER));
+		rc = listen_on(s, &o, 1, cons ? cons : ipc_default_sock_name(IPC_PORT_CONSUMER));
+	if (rc == 0)
+		rc = connector_init(s, &o);
 	if (rc == 0 && !(s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0)))
 		rc = -ENOMEM;
 	if (rc < 0) {
@@ -364,6 +392,8 @@ int sonde_service_process(struct sonde_service *ss)
 
 const char *sonde_service_socket(const struct sonde_service *ss, int which)
 {
+	if (which == SONDE_SOCKET_CONNECTOR)
+		return connector_path(&ss->s);
 	return ss->s.path[which ? 1 : 0];
 }
 
@@ -377,6 +407,7 @@ void sonde_service_free(struct sonde_service *ss)
 	reap(s);
 	while (s->nsessions) /* detached or orphaned sessions */
 		session_free(s, s->sessions[0]);
+	connector_free(s);
 	for (int i = 0; i < 2; i++) {
 		if (s->lfd[i] >= 0)
 			close(s->lfd[i]);

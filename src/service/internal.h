@@ -92,6 +92,8 @@ struct consumer {
 
 struct conn {
 	uint64_t id;
+	uint32_t peer_gid; /* with ch.peer_uid/peer_pid: SO_PEERCRED (security.c) */
+	bool via_connector;
 	bool is_producer;
 	bool bound;
 	bool dead;
@@ -155,6 +157,7 @@ struct session {
 	uint64_t t_duration, t_flush_period, t_file, t_stop, t_snapshot, t_clear;
 	/* write_into_file */
 	int out_fd;
+	bool out_created; /* output_path: the service created the file */
 	uint64_t file_bytes;
 	struct buf fbuf;
 	/* service packets */
@@ -176,8 +179,19 @@ struct flush {
 	bool then_disable;
 };
 
+/* Configured limits (security.c; defaults in docs/service.md). */
+struct svc_limits {
+	uint32_t sessions, sessions_per_uid, conns, conns_per_uid, buffers_per_session;
+	uint64_t session_buffer_bytes, smb_bytes, pending_bytes;
+};
+
+struct svc_connector;
+
 struct svc {
 	struct loop loop;
+	struct svc_limits lim;
+	bool lockdown;
+	struct svc_connector *cx; /* connector.c; NULL when disabled */
 	int lfd[2]; /* producer, consumer */
 	char *path[2];
 	struct conn **conns;
@@ -200,6 +214,9 @@ struct svc {
 
 /* host.c */
 struct conn *svc_conn(struct svc *s, uint64_t id);
+/* Adds a connected socket as a producer or consumer connection (takes fd, even on
+ * failure; NULL then). Its identity is its SO_PEERCRED until the caller overrides it. */
+struct conn *svc_add_conn(struct svc *s, int fd, bool producer);
 int svc_reply(struct req *r, const struct buf *reply, bool has_more);
 int svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
 		   const uint8_t *data, size_t len, int fd);
@@ -212,6 +229,9 @@ int producer_dispatch(struct svc *s, struct req *r, uint32_t method);
 void producer_gone(struct svc *s, struct conn *c);
 int producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool with_smb_fd);
 int producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss);
+/* The connector's SMB for a producer not yet initialized: maps fd (validated, the
+ * producer then owns it) or, with create, creates a sealed memfd of that geometry. */
+int producer_preassign_smb(struct conn *c, int fd, size_t size, size_t page, bool create);
 void producer_allow_buffer(struct conn *c, uint16_t buf_id);
 void producer_disallow_buffer(struct conn *c, uint16_t buf_id);
 void producer_scrape(struct svc *s, struct conn *c, const struct session *only);
@@ -238,6 +258,41 @@ int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, v
 void session_notify_observer(struct svc *s, struct session *ss, struct instance *in,
 			     bool all_started);
 struct instance *session_instance(struct svc *s, uint64_t id, struct session **out);
+
+/* security.c: identity, lockdown, limits, file creation, socket permissions */
+struct sonde_service_opts;
+void sec_init(struct svc *s, const struct sonde_service_opts *o);
+/* Reads SO_PEERCRED into c (uid, pid, gid). Returns 0 or -errno. */
+int sec_peer_identity(struct conn *c, int fd);
+/* Whether one more connection of uid fits the connection limits (logs when not). */
+bool sec_admit_conn(const struct svc *s, uid_t uid);
+/* Creates a listening socket with the configured mode and group of socket `which`. */
+int sec_listen(const struct sonde_service_opts *o, int which, const char *name);
+/* At InitializeConnection: 0 to go on, or -EACCES after refusing the producer (lockdown). */
+int sec_check_producer(struct svc *s, struct req *r);
+/* At EnableTracing, before validation: applies TraceConfig.lockdown_mode. An error for
+ * the consumer, or NULL. */
+const char *sec_apply_lockdown(struct svc *s, struct conn *c, const uint8_t *cfg, size_t len);
+/* Session count and buffer limits; bufs holds (size_kb, discard) pairs. */
+const char *sec_check_session(struct svc *s, const struct session *ss, const uint64_t *bufs,
+			      size_t nbufs);
+/* Creates output_path for consumer c: O_EXCL|O_NOFOLLOW, mode 0600, with the consumer's
+ * file-system identity. Returns the fd or -errno. */
+int sec_create_output(const struct conn *c, const char *path);
+/* Validates a shared memory buffer handed to the service: a memfd sealed against shrink,
+ * grow and sealing (not against writes), open read-write, whose size is a multiple of
+ * page and within the limits. Sets *size. 0 or -EBADF (not a memfd), -EPERM (seals),
+ * -EACCES (read-only), -EINVAL (geometry), -EFBIG (over the SMB limit). */
+int sec_check_smb(const struct svc *s, int fd, size_t page, size_t *size);
+/* False (and the connection marked dead) when c has more unsent bytes than allowed. */
+bool sec_pending_ok(struct svc *s, struct conn *c, size_t more);
+
+/* connector.c */
+int connector_init(struct svc *s, const struct sonde_service_opts *o);
+void connector_io(struct svc *s, uint64_t cookie, uint32_t events);
+bool connector_owns(const struct svc *s, uint64_t cookie);
+const char *connector_path(const struct svc *s);
+void connector_free(struct svc *s);
 
 /* consumer.c */
 int consumer_dispatch(struct svc *s, struct req *r, uint32_t method);

@@ -18,6 +18,8 @@
 
 /* ------------------------------------------------------------------ SMB */
 
+static int create_smb(struct producer *p, size_t size, size_t page);
+
 static int map_smb(struct producer *p, int fd, size_t size, size_t page)
 {
 	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -34,16 +36,30 @@ static int map_smb(struct producer *p, int fd, size_t size, size_t page)
 
 /* A producer-provided SMB is adopted only if it is a memfd sealed against shrink, grow
  * and further sealing, so the producer cannot truncate it under the service. */
-static bool adopt_smb(struct producer *p, int fd)
+static bool adopt_smb(struct svc *s, struct producer *p, int fd)
 {
-	int seals = fcntl(fd, F_GET_SEALS), need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-	struct stat st;
+	size_t size;
 
-	if (seals < 0 || (seals & need) != need || fstat(fd, &st) < 0 || st.st_size <= 0)
+	if (sec_check_smb(s, fd, p->page_hint, &size) < 0)
 		return false;
-	if (!smb_geometry_svc_ok((size_t)st.st_size, p->page_hint))
-		return false;
-	return map_smb(p, fd, (size_t)st.st_size, p->page_hint) == 0;
+	return map_smb(p, fd, size, p->page_hint) == 0;
+}
+
+int producer_preassign_smb(struct conn *c, int fd, size_t size, size_t page, bool create)
+{
+	if (create)
+		return create_smb(&c->p, size, page);
+	return map_smb(&c->p, fd, size, page);
+}
+
+/* Whether the fd a producer offered at InitializeConnection is the very file the
+ * connector handed over for it. */
+static bool same_file(int a, int b)
+{
+	struct stat x, y;
+
+	return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev &&
+	       x.st_ino == y.st_ino;
 }
 
 /* TraceConfig.producers[producer_name == name] sizes, in bytes (0 when unset). */
@@ -112,11 +128,12 @@ int producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss)
 		size = SMB_DEFAULT_SIZE;
 	if (page > SMB_SVC_MAX_PAGE_SIZE)
 		page = SMB_SVC_MAX_PAGE_SIZE;
-	if (size > SMB_SVC_MAX_SIZE)
-		size = SMB_SVC_MAX_SIZE;
+	if (size > s->lim.smb_bytes)
+		size = s->lim.smb_bytes;
 	if (!smb_geometry_svc_ok(size, page)) {
 		page = SMB_DEFAULT_PAGE_SIZE;
-		size = SMB_DEFAULT_SIZE;
+		size = SMB_DEFAULT_SIZE < s->lim.smb_bytes ? SMB_DEFAULT_SIZE
+							   : s->lim.smb_bytes / page * page;
 	}
 	rc = create_smb(p, size, page);
 	if (rc < 0) {
@@ -176,6 +193,8 @@ int producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool
 
 	if (buf_error(cmd) < 0)
 		return -ENOMEM;
+	if (!sec_pending_ok(s, c, cmd->len))
+		return -SONDE_E_LIMIT;
 	if (p->cmd_stream) {
 		int rc = svc_send_reply(c, p->cmd_req_id, true, true, cmd->data, cmd->len,
 					with_smb_fd ? p->smb_fd : -1);
@@ -203,13 +222,17 @@ static int get_async_command(struct svc *s, struct req *r)
 
 	p->cmd_stream = true;
 	p->cmd_req_id = r->id;
-	if (p->smb_adopted && !p->setup_sent) {
-		/* adopted SMB: setup_tracing without fd or page size, right away (§2.3) */
+	if (p->smb && !p->setup_sent) {
+		/* adopted SMB: setup_tracing without fd or page size, right away (§2.3); an
+		 * SMB the connector handed over but the producer did not offer goes out like a
+		 * service-created one, fd and page size */
 		struct buf b = BUF_INIT;
 		size_t m = pb_begin(&b, PF_ASYNC_CMD_SETUP_TRACING);
+		if (!p->smb_adopted)
+			pb_put_varint(&b, PF_SETUP_TRACING_PAGE_SIZE_KB, p->page_size / 1024);
 		pb_end(&b, m);
 		p->setup_sent = true;
-		producer_send_cmd(s, r->c, &b, false);
+		producer_send_cmd(s, r->c, &b, !p->smb_adopted);
 		buf_free(&b);
 	}
 	for (size_t i = 0; i < p->npending; i++) {
@@ -235,6 +258,8 @@ static int initialize(struct svc *s, struct req *r)
 
 	if (p->initialized)
 		return -SONDE_E_STATE;
+	if ((rc = sec_check_producer(s, r)) < 0)
+		return rc;
 	while ((rc = pb_next(&rd, &f)) > 0) {
 		if (f.num == PF_INIT_CONN_REQ_PRODUCER_NAME && f.wire == PB_LEN) {
 			free(p->name);
@@ -262,7 +287,10 @@ static int initialize(struct svc *s, struct req *r)
 	p->id = s->next_producer_id++;
 	p->scraping = mode == PF_SMB_SCRAPING_ENABLED;
 	s->producers_seen++;
-	if (provided && r->fd >= 0 && adopt_smb(p, r->fd)) {
+	if (p->smb) {
+		/* handed over by the connector: adopted if the producer offers that file */
+		p->smb_adopted = provided && r->fd >= 0 && same_file(r->fd, p->smb_fd);
+	} else if (provided && r->fd >= 0 && adopt_smb(s, p, r->fd)) {
 		p->smb_adopted = true;
 		r->fd = -1; /* the mapping keeps it */
 	}

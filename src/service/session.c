@@ -228,19 +228,12 @@ static const char *parse_config(struct session *ss, uint64_t **bufs, size_t *nbu
 
 static const char *check_limits(struct svc *s, const struct session *ss)
 {
-	size_t per_uid = 0;
-
 	for (size_t i = 0; i < s->nsessions; i++) {
 		const struct session *o = s->sessions[i];
-		per_uid += o->consumer_uid == ss->consumer_uid;
 		if (ss->unique_name && o->unique_name && !strcmp(ss->unique_name, o->unique_name))
 			return "a session with this unique_session_name is already running";
 	}
-	if (per_uid >= SVC_MAX_SESSIONS_PER_UID)
-		return "too many sessions for this uid";
-	if (s->nsessions >= SVC_MAX_SESSIONS)
-		return "too many tracing sessions";
-	return NULL;
+	return NULL; /* session caps: sec_check_session */
 }
 
 /* ------------------------------------------------------------------ instances */
@@ -474,6 +467,8 @@ static void finalize(struct svc *s, struct session *ss)
 		session_drain_file(s, ss);
 		if (ss->out_fd >= 0)
 			fsync(ss->out_fd);
+		if (ss->out_fd >= 0 && ss->out_created)
+			fchmod(ss->out_fd, 0644); /* complete: readable by others now */
 	}
 	sonde_info("session %llu disabled", (unsigned long long)ss->id);
 	resolve_enable(s, ss);
@@ -923,7 +918,7 @@ void session_drain_file(struct svc *s, struct session *ss)
 
 /* ------------------------------------------------------------------ enable / free */
 
-static int open_output(struct session *ss, const char *path, int fd)
+static int open_output(struct session *ss, const struct conn *c, const char *path, int fd)
 {
 	if ((fd >= 0) == (path != NULL && path[0]))
 		return -EINVAL;
@@ -931,10 +926,10 @@ static int open_output(struct session *ss, const char *path, int fd)
 		ss->out_fd = fd;
 		return 0;
 	}
-	ss->out_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ss->out_fd = sec_create_output(c, path);
 	if (ss->out_fd < 0)
-		return -errno;
-	fchmod(ss->out_fd, 0644);
+		return ss->out_fd;
+	ss->out_created = true; /* 0600 while written, 0644 once DISABLED */
 	return 0;
 }
 
@@ -1018,16 +1013,25 @@ static const char *setup_session(struct svc *s, struct session *ss, struct req *
 	uint64_t *bufcfg = NULL;
 	size_t nbufs = 0;
 	char *path = NULL;
-	const char *err = parse_config(ss, &bufcfg, &nbufs, &path);
+	const char *err = sec_apply_lockdown(s, r->c, ss->config, ss->config_len);
 
 	if (!err)
+		err = parse_config(ss, &bufcfg, &nbufs, &path);
+	if (!err)
 		err = check_limits(s, ss);
+	if (!err)
+		err = sec_check_session(s, ss, bufcfg, nbufs);
 	if (!err && alloc_buffers(s, ss, bufcfg, nbufs) < 0)
 		err = "cannot allocate the trace buffers";
 	if (!err && ss->write_into_file) {
-		int rc = open_output(ss, path, r->fd);
-		if (rc == -EINVAL)
+		int rc = open_output(ss, r->c, path, r->fd);
+		if (rc == -EINVAL && !(path && path[0] && path[0] != '/'))
 			err = "write_into_file needs exactly one of an fd or output_path";
+		else if (rc == -EINVAL)
+			err = "output_path must be an absolute path";
+		else if (rc == -EEXIST || rc == -ELOOP)
+			err = "output_path already exists (it is never overwritten nor followed "
+			      "as a symlink)";
 		else if (rc < 0)
 			err = "cannot create output_path";
 		else if (r->fd >= 0)

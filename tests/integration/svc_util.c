@@ -19,11 +19,12 @@
 
 void sonded_start(struct sonded *d, const char *const *extra)
 {
-	const char *argv[32] = {test_bin("sonded"), "-p", d->psock, "-c", d->csock};
-	int n = 5;
+	const char *argv[32] = {test_bin("sonded"), "-p", d->psock, "-c", d->csock, "-x", d->xsock};
+	int n = 7;
 
 	snprintf(d->psock, sizeof(d->psock), "%s/prod.sock", test_tmpdir());
 	snprintf(d->csock, sizeof(d->csock), "%s/cons.sock", test_tmpdir());
+	snprintf(d->xsock, sizeof(d->xsock), "%s/conn.sock", test_tmpdir());
 	for (; extra && *extra && n < 30; extra++)
 		argv[n++] = *extra;
 	argv[n] = NULL;
@@ -119,13 +120,19 @@ struct tc_msg *tc_ok(struct tc *t, uint64_t req)
 
 void tc_open(struct tc *t, const char *sock, const char *service)
 {
+	int fd = ipc_connect(sock);
+
+	ASSERT_OK(fd);
+	tc_open_fd(t, fd, service);
+}
+
+void tc_open_fd(struct tc *t, int fd, const char *service)
+{
 	struct ipc_frame f = {.request_id = 1, .msg = IPC_MSG_BIND_SERVICE};
 	struct ipc_method mi;
 	size_t it = 0;
-	int fd = ipc_connect(sock);
 
 	memset(t, 0, sizeof(*t));
-	ASSERT_OK(fd);
 	ASSERT_OK(ipc_chan_init(&t->ch, fd));
 	t->next_id = 2;
 	f.name = service;
@@ -191,10 +198,18 @@ uint64_t tc_call(struct tc *t, const char *method, const struct buf *args, int f
 
 void tprod_open(struct tprod *p, const char *sock, const char *name, bool scraping)
 {
+	int fd = ipc_connect(sock);
+
+	ASSERT_OK(fd);
+	tprod_open_fd(p, fd, name, scraping);
+}
+
+void tprod_open_fd(struct tprod *p, int fd, const char *name, bool scraping)
+{
 	struct buf a = BUF_INIT;
 
 	memset(p, 0, sizeof(*p));
-	tc_open(&p->t, sock, "ProducerPort");
+	tc_open_fd(&p->t, fd, "ProducerPort");
 	pb_put_varint(&a, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, 4096);
 	pb_put_varint(&a, PF_INIT_CONN_REQ_SIZE_HINT_BYTES, 65536);
 	pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, name);

@@ -30,7 +30,7 @@ struct tc {
 
 struct sonded {
 	pid_t pid;
-	char psock[256], csock[256];
+	char psock[256], csock[256], xsock[256]; /* producer, consumer, connector */
 };
 
 /* Spawns build/VARIANT/sonded on sockets in the test's tmpdir and waits until both
@@ -40,6 +40,8 @@ void sonded_start(struct sonded *d, const char *const *extra);
 void sonded_stop(struct sonded *d);
 
 void tc_open(struct tc *t, const char *sock, const char *service);
+/* The same over an already connected socket (taken). */
+void tc_open_fd(struct tc *t, int fd, const char *service);
 void tc_close(struct tc *t);
 uint32_t tc_method_id(const struct tc *t, const char *name);
 uint64_t tc_call(struct tc *t, const char *method, const struct buf *args, int fd, bool drop);
@@ -66,6 +68,7 @@ struct tcmd {
 };
 
 void tprod_open(struct tprod *p, const char *sock, const char *name, bool scraping);
+void tprod_open_fd(struct tprod *p, int fd, const char *name, bool scraping);
 void tprod_register(struct tprod *p, const char *ds, bool notify_start, bool notify_stop);
 /* The next async command (setup_tracing is handled here: the SMB gets mapped). Returns
  * false on timeout. */

@@ -1,0 +1,440 @@
+/* sonded's security model over its real sockets: lockdown, session and connection caps,
+ * buffer limits, output_path creation, socket permissions (docs/service.md "Security"). */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "base/pb.h"
+#include "ipc/protos.h"
+#include "ipc/sock.h"
+#include "sec_util.h"
+#include "svc_util.h"
+
+static const char *const one_ds[] = {"test.ds"};
+
+/* A config that ends by itself after 50 ms: an accepted session answers EnableTracing
+ * without error soon, a refused one with its error at once. */
+static void short_config(struct buf *b, uint32_t size_kb)
+{
+	tcfg_basic(b, size_kb, one_ds, 1);
+	pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, 50);
+}
+
+static char *enable(struct tc *c, const struct buf *cfg)
+{
+	return tcons_wait_disabled(c, tcons_enable(c, cfg, -1), 20000);
+}
+
+/* True if the peer closed c (EOF) within timeout_ms. */
+static bool closed_by_peer(struct tc *t, int timeout_ms)
+{
+	double end = test_now() + timeout_ms / 1000.0;
+
+	while (test_now() < end) {
+		struct pollfd p = {t->ch.fd, POLLIN, 0};
+		if (poll(&p, 1, 100) > 0) {
+			int rc = ipc_chan_read(&t->ch);
+			if (rc == -ECONNRESET || rc == -EPIPE)
+				return true;
+			struct ipc_frame f;
+			while (ipc_chan_next(&t->ch, &f, NULL) > 0)
+				;
+		}
+	}
+	return false;
+}
+
+/* InitializeConnection from a raw producer; returns the reply or error frame. */
+static struct tc_msg *init_producer(struct tc *t, const char *name)
+{
+	struct buf a = BUF_INIT;
+
+	pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, name);
+	uint64_t id = tc_call(t, "InitializeConnection", &a, -1, false);
+	buf_free(&a);
+	struct tc_msg *m = tc_wait(t, id, 10000);
+	ASSERT(m != NULL);
+	return m;
+}
+
+static void expect_lockdown_refusal(struct tc *t)
+{
+	struct tc_msg *m = init_producer(t, "foreign");
+
+	ASSERT_UINT(m->f.msg, ==, IPC_MSG_REQUEST_ERROR);
+	char *msg = strndup(m->f.name, m->f.name_len);
+	ASSERT_CONTAINS(msg, "lockdown mode: producers must run as uid 0");
+	ASSERT_CONTAINS(msg, "uid 65534");
+	free(msg);
+	tc_msg_free(m);
+	ASSERT(closed_by_peer(t, 5000));
+}
+
+TEST_TIMEOUT(sec_lockdown_flag_refuses_producers_of_other_uids, 60)
+{
+	struct sonded d;
+	struct tc foreign, c;
+	struct tprod root;
+	struct tcmd cmd;
+	struct buf cfg = BUF_INIT;
+
+	sec_require_root();
+	const char *extra[] = {"--lockdown", NULL};
+	sonded_start(&d, extra);
+	tc_open_fd(&foreign, sec_connect_as(SEC_NOBODY, d.psock), "ProducerPort");
+	expect_lockdown_refusal(&foreign);
+	tc_close(&foreign);
+	/* a producer of the service's uid is accepted and gets its instance */
+	tprod_open(&root, d.psock, "root-producer", false);
+	tprod_register(&root, "test.ds", false, false);
+	tc_open(&c, d.csock, "ConsumerPort");
+	tcfg_basic(&cfg, 256, one_ds, 1);
+	tcons_enable(&c, &cfg, -1);
+	tprod_expect(&root, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+	buf_free(&cfg);
+	tc_close(&c);
+	tc_close(&root.t);
+	sonded_stop(&d);
+}
+
+TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
+{
+	struct sonded d;
+	struct tc c, nc, p2;
+	struct tprod foreign;
+	struct buf set = BUF_INIT, clear = BUF_INIT;
+	char *err;
+
+	sec_require_root();
+	sonded_start(&d, NULL);
+	/* without lockdown, a producer of another uid is welcome */
+	tprod_open_fd(&foreign, sec_connect_as(SEC_NOBODY, d.psock), "foreign", false);
+	tprod_register(&foreign, "test.ds", false, false);
+
+	/* a consumer of another uid may not change the mode */
+	short_config(&set, 256);
+	pb_put_varint(&set, PF_TRACE_CONFIG_LOCKDOWN_MODE, 2 /* LOCKDOWN_SET */);
+	tc_open_fd(&nc, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	err = enable(&nc, &set);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "lockdown_mode can only be changed");
+	free(err);
+	tc_close(&nc);
+
+	/* root sets it: the foreign producer is dropped and never gets an instance */
+	tc_open(&c, d.csock, "ConsumerPort");
+	err = enable(&c, &set);
+	ASSERT(err == NULL);
+	ASSERT(closed_by_peer(&foreign.t, 5000));
+	tc_close(&foreign.t);
+	tc_open_fd(&p2, sec_connect_as(SEC_NOBODY, d.psock), "ProducerPort");
+	expect_lockdown_refusal(&p2);
+	tc_close(&p2);
+	tc_close(&c); /* frees the session */
+
+	/* cleared again: accepted */
+	short_config(&clear, 256);
+	pb_put_varint(&clear, PF_TRACE_CONFIG_LOCKDOWN_MODE, 1 /* LOCKDOWN_CLEAR */);
+	tc_open(&c, d.csock, "ConsumerPort");
+	free(enable(&c, &clear));
+	tc_open_fd(&p2, sec_connect_as(SEC_NOBODY, d.psock), "ProducerPort");
+	struct tc_msg *m = init_producer(&p2, "foreign-again");
+	ASSERT_UINT(m->f.msg, ==, IPC_MSG_INVOKE_METHOD_REPLY);
+	ASSERT(m->f.success);
+	tc_msg_free(m);
+	tc_close(&p2);
+	tc_close(&c);
+	buf_free(&set);
+	buf_free(&clear);
+	sonded_stop(&d);
+}
+
+TEST_TIMEOUT(sec_session_caps_per_uid_and_in_total, 90)
+{
+	struct sonded d;
+	struct tc c[8];
+	struct buf cfg = BUF_INIT;
+	char *err;
+
+	sec_require_root();
+	const char *extra[] = {"--max-sessions", "6", NULL};
+	sonded_start(&d, extra);
+	short_config(&cfg, 64);
+	for (int i = 0; i < 5; i++) { /* the default per-uid cap is 5 */
+		tc_open(&c[i], d.csock, "ConsumerPort");
+		err = enable(&c[i], &cfg);
+		ASSERT(err == NULL);
+	}
+	tc_open(&c[5], d.csock, "ConsumerPort");
+	err = enable(&c[5], &cfg);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "too many tracing sessions for this uid");
+	free(err);
+	tc_close(&c[5]);
+	/* another uid still has room, up to the service-wide cap of 6 */
+	tc_open_fd(&c[5], sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	ASSERT(enable(&c[5], &cfg) == NULL);
+	tc_open_fd(&c[6], sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	err = enable(&c[6], &cfg);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "service-wide limit");
+	free(err);
+	/* a session that ends frees its slot */
+	tc_close(&c[0]);
+	double end = test_now() + 10;
+	for (;;) {
+		tc_close(&c[6]);
+		tc_open_fd(&c[6], sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+		err = enable(&c[6], &cfg);
+		if (!err)
+			break;
+		free(err);
+		ASSERT(test_now() < end); /* the disconnect is handled asynchronously */
+		usleep(50000);
+	}
+	for (int i = 1; i < 7; i++)
+		tc_close(&c[i]);
+	buf_free(&cfg);
+	sonded_stop(&d);
+}
+
+TEST_TIMEOUT(sec_buffer_count_and_memory_limits, 60)
+{
+	struct sonded d;
+	struct tc c;
+	struct buf cfg = BUF_INIT;
+	char *err;
+
+	const char *extra[] = {"--max-buffers", "2", "--max-session-buffer-kb", "2048", NULL};
+	sonded_start(&d, extra);
+	tc_open(&c, d.csock, "ConsumerPort");
+	short_config(&cfg, 512);
+	for (int i = 0; i < 2; i++) { /* three buffers */
+		size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
+		pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 64);
+		pb_end(&cfg, m);
+	}
+	err = enable(&c, &cfg);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "too many buffers");
+	free(err);
+	buf_reset(&cfg);
+	short_config(&cfg, 2049); /* one buffer over the session memory limit */
+	err = enable(&c, &cfg);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "per-session memory limit");
+	free(err);
+	buf_reset(&cfg);
+	short_config(&cfg, 1024);
+	size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
+	pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 1024); /* exactly at the limit */
+	pb_end(&cfg, m);
+	ASSERT(enable(&c, &cfg) == NULL);
+	buf_free(&cfg);
+	tc_close(&c);
+	sonded_stop(&d);
+}
+
+static void path_config(struct buf *cfg, const char *path)
+{
+	short_config(cfg, 256);
+	pb_put_bool(cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	pb_put_string(cfg, PF_TRACE_CONFIG_OUTPUT_PATH, path);
+}
+
+static char *enable_path(struct tc *c, const char *path)
+{
+	struct buf cfg = BUF_INIT;
+
+	path_config(&cfg, path);
+	char *err = enable(c, &cfg);
+	buf_free(&cfg);
+	return err;
+}
+
+TEST_TIMEOUT(sec_output_path_is_created_exclusively_never_through_symlinks, 60)
+{
+	struct sonded d;
+	struct tc c;
+	struct stat st;
+	char *err;
+	const char *victim = test_path("victim"), *link = test_path("link.pftrace");
+
+	sonded_start(&d, NULL);
+	test_write_file(victim, "precious", 8);
+	ASSERT_OK(symlink(victim, link));
+	tc_open(&c, d.csock, "ConsumerPort");
+	err = enable_path(&c, link);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "already exists");
+	free(err);
+	/* a dangling symlink is not followed to create its target either */
+	const char *dangling = test_path("dangling.pftrace"), *target = test_path("created-via");
+	ASSERT_OK(symlink(target, dangling));
+	err = enable_path(&c, dangling);
+	ASSERT(err != NULL);
+	free(err);
+	ASSERT_INT(access(target, F_OK), ==, -1);
+	/* an existing file is never overwritten */
+	err = enable_path(&c, victim);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "already exists");
+	free(err);
+	size_t n;
+	char *data = test_read_file(victim, &n);
+	ASSERT(data && n == 8 && !memcmp(data, "precious", 8));
+	free(data);
+	/* relative paths would resolve against sonded's working directory */
+	err = enable_path(&c, "relative.pftrace");
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "absolute");
+	free(err);
+	/* a new file: 0644 once the trace is complete */
+	const char *fresh = test_path("fresh.pftrace");
+	ASSERT(enable_path(&c, fresh) == NULL);
+	ASSERT_OK(lstat(fresh, &st));
+	ASSERT(S_ISREG(st.st_mode));
+	ASSERT_UINT(st.st_mode & 0777, ==, 0644);
+	tc_close(&c);
+	sonded_stop(&d);
+}
+
+TEST_TIMEOUT(sec_output_path_of_another_uid_is_created_with_its_rights, 60)
+{
+	struct sonded d;
+	struct tc c;
+	struct stat st;
+	char *err, priv[512], open_dir[512], file[600];
+
+	sec_require_root();
+	sonded_start(&d, NULL);
+	snprintf(priv, sizeof(priv), "%s/root-only", test_tmpdir());
+	snprintf(open_dir, sizeof(open_dir), "%s/nobody-dir", test_tmpdir());
+	ASSERT_OK(mkdir(priv, 0700));
+	ASSERT_OK(mkdir(open_dir, 0700));
+	ASSERT_OK(chown(open_dir, SEC_NOBODY, SEC_NOBODY));
+	tc_open_fd(&c, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	/* root's sonded would be able to write there; the consumer could not */
+	snprintf(file, sizeof(file), "%s/trace", priv);
+	err = enable_path(&c, file);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "cannot create output_path");
+	free(err);
+	ASSERT_INT(access(file, F_OK), ==, -1);
+	tc_close(&c);
+	tc_open_fd(&c, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	snprintf(file, sizeof(file), "%s/trace", open_dir);
+	ASSERT(enable_path(&c, file) == NULL);
+	ASSERT_OK(stat(file, &st));
+	ASSERT_UINT(st.st_uid, ==, SEC_NOBODY); /* the consumer's file, not root's */
+	ASSERT_UINT(st.st_mode & 0777, ==, 0644);
+	tc_close(&c);
+	sonded_stop(&d);
+}
+
+static unsigned mode_of(const char *path)
+{
+	struct stat st;
+
+	ASSERT_OK(lstat(path, &st));
+	ASSERT(S_ISSOCK(st.st_mode));
+	return st.st_mode & 07777;
+}
+
+TEST_TIMEOUT(sec_socket_modes_and_groups_are_applied, 60)
+{
+	struct sonded d;
+	struct stat st;
+
+	sonded_start(&d, NULL); /* the defaults */
+	ASSERT_UINT(mode_of(d.psock), ==, 0666);
+	ASSERT_UINT(mode_of(d.csock), ==, 0666);
+	ASSERT_UINT(mode_of(d.xsock), ==, 0600);
+	sonded_stop(&d);
+
+	const char *extra[] = {"--socket-mode",
+			       "producer:0660",
+			       "--socket-group",
+			       "producer:65534",
+			       "--socket-mode",
+			       "consumer:0640",
+			       "--socket-mode",
+			       "connector:0660",
+			       "--socket-group",
+			       "connector:65534",
+			       NULL};
+	sonded_start(&d, extra);
+	ASSERT_UINT(mode_of(d.psock), ==, 0660);
+	ASSERT_UINT(mode_of(d.csock), ==, 0640);
+	ASSERT_UINT(mode_of(d.xsock), ==, 0660);
+	ASSERT_OK(stat(d.psock, &st));
+	ASSERT_UINT(st.st_gid, ==, 65534);
+	ASSERT_OK(stat(d.xsock, &st));
+	ASSERT_UINT(st.st_gid, ==, 65534);
+	ASSERT_OK(stat(d.csock, &st));
+	ASSERT_UINT(st.st_gid, ==, getgid());
+	sonded_stop(&d);
+
+	/* traced's spelling */
+	const char *compat[] = {"--set-socket-permissions", "65534:0620:0:0604", NULL};
+	sonded_start(&d, compat);
+	ASSERT_UINT(mode_of(d.psock), ==, 0620);
+	ASSERT_UINT(mode_of(d.csock), ==, 0604);
+	ASSERT_OK(stat(d.psock, &st));
+	ASSERT_UINT(st.st_gid, ==, 65534);
+	sonded_stop(&d);
+
+	struct test_output o;
+	test_runf(&o, 20, "%s --socket-mode bogus:0600 -p @x -c @y", test_bin("sonded"));
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(sec_connections_per_uid_are_capped, 60)
+{
+	struct sonded d;
+	struct tc t[4], other;
+
+	sec_require_root();
+	const char *extra[] = {"--max-connections-per-uid", "3", NULL};
+	sonded_start(&d, extra);
+	for (int i = 0; i < 3; i++)
+		tc_open(&t[i], d.csock, "ConsumerPort");
+	/* the fourth of this uid is closed at once */
+	int fd = ipc_connect(d.csock);
+	ASSERT_OK(fd);
+	struct tc extra_conn = {.ch = {.fd = -1}};
+	ASSERT_OK(ipc_chan_init(&extra_conn.ch, fd));
+	ASSERT(closed_by_peer(&extra_conn, 5000));
+	ipc_chan_close(&extra_conn.ch);
+	/* other uids are not affected */
+	tc_open_fd(&other, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	tc_close(&other);
+	/* a closed connection frees its slot */
+	tc_close(&t[0]);
+	double end = test_now() + 10;
+	for (;;) {
+		fd = ipc_connect(d.csock);
+		ASSERT_OK(fd);
+		struct tc probe = {.ch = {.fd = -1}};
+		ASSERT_OK(ipc_chan_init(&probe.ch, fd));
+		bool closed = closed_by_peer(&probe, 300);
+		ipc_chan_close(&probe.ch);
+		if (!closed)
+			break;
+		ASSERT(test_now() < end);
+	}
+	tc_close(&t[1]);
+	tc_close(&t[2]);
+	sonded_stop(&d);
+}
