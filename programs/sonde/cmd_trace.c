@@ -25,6 +25,7 @@ static void usage(FILE *f)
 		"usage: sonde trace -o FILE -c CONFIG [--txt]\n"
 		"       sonde trace -o FILE [-t DURATION] [-b SIZE] DATA_SOURCE...\n"
 		"       sonde trace --query\n"
+		"       sonde trace --trigger NAME [--trigger NAME...]\n"
 		"\n"
 		"Records a trace from a Perfetto-compatible tracing service (sonded, traced).\n"
 		"Ctrl-C flushes the data sources and stops the session cleanly.\n"
@@ -40,6 +41,11 @@ static void usage(FILE *f)
 		"                       $PERFETTO_CONSUMER_SOCK_NAME, else /run/perfetto/\n"
 		"                       traced-consumer.sock or /tmp/perfetto-consumer)\n"
 		"  -q, --query          list the service's producers, data sources and sessions\n"
+		"      --trigger NAME   activate the trigger NAME (repeatable) as producer\n"
+		"                       \"perfetto_cmd_producer\", then exit (perfetto --trigger)\n"
+		"      --producer-socket PATH  the service's producer socket, for --trigger\n"
+		"                       (default $PERFETTO_PRODUCER_SOCK_NAME, else the usual\n"
+		"                       path)\n"
 		"  -h, --help           show this help\n"
 		"\n"
 		"-t, -b and DATA_SOURCE names build a config with one ring buffer; they cannot be\n"
@@ -47,7 +53,9 @@ static void usage(FILE *f)
 }
 
 struct opts {
-	const char *config, *out, *socket;
+	const char *config, *out, *socket, *producer_socket;
+	const char *triggers[32];
+	size_t n_triggers;
 	bool txt, query, quick;
 	uint32_t duration_ms;
 	uint32_t buffer_kb;
@@ -61,6 +69,13 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	interrupted++;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* "10s", "500ms", "2m", "1h", bare numbers are seconds. */
@@ -115,16 +130,19 @@ static int parse_size_kb(const char *s, uint32_t *kb)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_TXT = 256, OPT_SOCKET };
-	static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-						 {"txt", no_argument, NULL, OPT_TXT},
-						 {"out", required_argument, NULL, 'o'},
-						 {"time", required_argument, NULL, 't'},
-						 {"buffer", required_argument, NULL, 'b'},
-						 {"socket", required_argument, NULL, OPT_SOCKET},
-						 {"query", no_argument, NULL, 'q'},
-						 {"help", no_argument, NULL, 'h'},
-						 {NULL, 0, NULL, 0}};
+	enum { OPT_TXT = 256, OPT_SOCKET, OPT_TRIGGER, OPT_PRODUCER_SOCKET };
+	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"txt", no_argument, NULL, OPT_TXT},
+		{"out", required_argument, NULL, 'o'},
+		{"time", required_argument, NULL, 't'},
+		{"buffer", required_argument, NULL, 'b'},
+		{"socket", required_argument, NULL, OPT_SOCKET},
+		{"query", no_argument, NULL, 'q'},
+		{"trigger", required_argument, NULL, OPT_TRIGGER},
+		{"producer-socket", required_argument, NULL, OPT_PRODUCER_SOCKET},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}};
 	int c;
 
 	o->duration_ms = 10000;
@@ -161,6 +179,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'q':
 			o->query = true;
 			break;
+		case OPT_TRIGGER:
+			if (o->n_triggers == sizeof(o->triggers) / sizeof(o->triggers[0])) {
+				cli_error(CMD, "too many --trigger names");
+				return CLI_USAGE;
+			}
+			o->triggers[o->n_triggers++] = optarg;
+			break;
+		case OPT_PRODUCER_SOCKET:
+			o->producer_socket = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return -1;
@@ -176,7 +204,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 static int check_args(const struct opts *o)
 {
-	if (o->query)
+	if (o->n_triggers && (o->query || o->out || o->config || o->n_sources)) {
+		cli_error(CMD, "--trigger only activates triggers: it takes no other option");
+		return CLI_USAGE;
+	}
+	if (o->query || o->n_triggers)
 		return 0;
 	if (!o->out) {
 		cli_error(CMD, "-o FILE is required (see 'sonde trace --help')");
@@ -361,6 +393,48 @@ static int run_query(const struct opts *o)
 	return CLI_OK;
 }
 
+/* perfetto --trigger: connect as a producer, send ActivateTriggers, make sure the bytes
+ * left, and exit (the service handles a connection's requests before its close). */
+static int run_triggers(const struct opts *o)
+{
+	struct sonde_producer_opts po = {
+		.sz = sizeof(po), .name = "perfetto_cmd_producer", .socket = o->producer_socket};
+	struct sonde_producer *p = sonde_producer__new(&po);
+	uint64_t start = now_ms();
+	int r;
+
+	if (!p) {
+		cli_error(CMD, "cannot connect to the producer socket %s: %s",
+			  sonde_producer__socket_path(&po), strerror(errno));
+		return CLI_FAILURE;
+	}
+	/* Wait for the InitializeConnection reply: closing while the service still has a reply
+	 * to send would make that send fail and the service drop the connection, maybe before
+	 * it read ActivateTriggers. Nothing else is sent to a producer without data sources. */
+	r = 0;
+	while (r >= 0 && !sonde_producer__connected(p) && now_ms() - start < 5000)
+		r = sonde_producer__poll(p, 100);
+	if (r >= 0 && !sonde_producer__connected(p))
+		r = -ETIMEDOUT;
+	if (r >= 0)
+		r = sonde_producer__activate_triggers(p, o->triggers, o->n_triggers);
+	while (r >= 0 && sonde_producer__want_write(p) && now_ms() - start < 5000) {
+		struct pollfd pf = {.fd = sonde_producer__fd(p), .events = POLLOUT};
+		if (poll(&pf, 1, 100) > 0)
+			r = sonde_producer__process(p);
+	}
+	if (r >= 0 && sonde_producer__want_write(p))
+		r = -ETIMEDOUT;
+	sonde_producer__free(p);
+	if (r < 0) {
+		cli_error(CMD, "ActivateTriggers failed: %s", sonde_strerror(r));
+		return CLI_FAILURE;
+	}
+	fprintf(stderr, "sonde trace: activated %zu trigger%s\n", o->n_triggers,
+		o->n_triggers == 1 ? "" : "s");
+	return CLI_OK;
+}
+
 struct sink {
 	FILE *f;
 	uint64_t packets, bytes;
@@ -391,13 +465,6 @@ static void flushed_then_stop(void *ctx, int status)
 	if (status < 0)
 		cli_error(CMD, "flush before stopping failed: %s", sonde_strerror(status));
 	sonde_consumer__disable_tracing(c);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* Runs the consumer loop until the session ends; Ctrl-C flushes and stops it. */
@@ -528,6 +595,8 @@ static int cmd_trace(int argc, char **argv)
 		return CLI_OK; /* --help */
 	if (r || (r = check_args(&o)))
 		return r;
+	if (o.n_triggers)
+		return run_triggers(&o);
 	return o.query ? run_query(&o) : run_trace(&o);
 }
 

@@ -144,7 +144,7 @@ static int read_buffers(struct svc *s, struct req *r)
 	c->k.read_req = r->id;
 	buf_reset(&c->k.reply);
 	c->k.reply_est = 0;
-	if (!ss || ss->write_into_file) {
+	if (!ss || ss->write_into_file || trigger_waiting(ss)) {
 		finish_read(s, c, NULL);
 		return 0;
 	}
@@ -292,8 +292,9 @@ static int observe_events(struct svc *s, struct req *r)
 	}
 	if (k->observe_mask) /* the previous stream ends */
 		svc_send_reply(r->c, k->observe_req, true, false, NULL, 0, -1);
-	k->observe_mask = mask & (PF_OBSERVABLE_DATA_SOURCES_INSTANCES |
-				  PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED);
+	k->observe_mask =
+		mask & (PF_OBSERVABLE_DATA_SOURCES_INSTANCES |
+			PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED | PF_OBSERVABLE_CLONE_TRIGGER_HIT);
 	k->observe_req = r->id;
 	if (!k->observe_mask)
 		return svc_send_reply(r->c, r->id, true, false, NULL, 0, -1);
@@ -365,6 +366,7 @@ static int query_capabilities(struct svc *s, struct req *r)
 	pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS, PF_OBSERVABLE_DATA_SOURCES_INSTANCES);
 	pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS,
 		      PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED);
+	pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS, PF_OBSERVABLE_CLONE_TRIGGER_HIT);
 	pb_put_bool(&b, PF_CAPABILITIES_HAS_TRACE_CONFIG_OUTPUT_PATH, true);
 	pb_end(&b, m);
 	rc = svc_reply(r, &b, false);

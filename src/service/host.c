@@ -415,6 +415,7 @@ void sonde_service_free(struct sonde_service *ss)
 			unlink(s->path[i]);
 		free(s->path[i]);
 	}
+	trigger_svc_free(s);
 	free(s->conns);
 	free(s->ds);
 	free(s->sessions);

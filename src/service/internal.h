@@ -12,6 +12,7 @@
 #ifndef SONDE_SERVICE_INTERNAL_H
 #define SONDE_SERVICE_INTERNAL_H
 
+#include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -77,6 +78,8 @@ struct producer {
 	uint16_t writer_buf[SMB_MAX_WRITER_ID + 1]; /* writer -> registered BufferID */
 	uint16_t *allowed;			    /* BufferIDs it may write into */
 	size_t nallowed, allowed_cap;
+	uint32_t trig_tokens; /* ActivateTriggers throttle (trigger.c) */
+	uint64_t trig_refill_ns;
 };
 
 struct consumer {
@@ -123,6 +126,27 @@ struct ds_cfg {
 	size_t n_name_filter, n_regex_filter;
 };
 
+struct pb_field;
+struct trig_global;
+
+/* One TraceConfig.trigger_config.triggers entry. */
+struct trig_def {
+	char *name;
+	regex_t *rx; /* producer_name_regex, anchored; NULL matches every producer */
+	uint32_t stop_delay_ms, max_per_24h;
+	double skip_probability;
+};
+
+struct trig_cfg {
+	bool present; /* the config had a trigger_config */
+	uint32_t mode, timeout_ms;
+	struct trig_def *defs;
+	size_t ndefs;
+	uint32_t nreceived; /* triggers recorded so far */
+	uint64_t timer;	    /* the trigger timeout, then the stop delay */
+	struct buf pkts;    /* Trigger packets not emitted yet: u32 length + bytes each */
+};
+
 struct session {
 	uint64_t id;
 	uint64_t conn_id; /* consumer */
@@ -167,6 +191,8 @@ struct session {
 	bool read_completed_emitted, file_full;
 	uint64_t invalid_packets;
 	uint64_t start_ns;
+	struct trig_cfg trig;
+	bool read_only; /* a clone (clone.c): never started, stopped or written into */
 };
 
 struct flush {
@@ -210,6 +236,7 @@ struct svc {
 	uid_t uid;
 	uint64_t producers_seen, data_sources_seen, chunks_discarded, patches_discarded;
 	struct buf scratch;
+	struct trig_global *trig; /* trigger.c, allocated on first use */
 };
 
 /* host.c */
@@ -299,6 +326,29 @@ int consumer_dispatch(struct svc *s, struct req *r, uint32_t method);
 void consumer_gone(struct svc *s, struct conn *c);
 void consumer_continue_read(struct svc *s, struct conn *c);
 void consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b);
+
+/* trigger.c */
+/* Parses TraceConfig.trigger_config into ss->trig; returns an error message or NULL. */
+const char *trigger_parse(struct session *ss, const struct pb_field *trigger_config);
+/* The trigger guardrails of §3.3 (after the whole config is parsed); message or NULL. */
+const char *trigger_validate(const struct session *ss);
+/* START_TRACING: the session waits for a trigger instead of starting. */
+bool trigger_defers_start(const struct session *ss);
+/* The session has triggers and none arrived yet: reads return nothing (§2.7). */
+bool trigger_waiting(const struct session *ss);
+/* Arms the trigger timeout of a new session. */
+void trigger_session_enabled(struct svc *s, struct session *ss);
+void trigger_session_free(struct svc *s, struct session *ss);
+void trigger_svc_free(struct svc *s);
+/* ProducerPort.ActivateTriggers. */
+int trigger_activate(struct svc *s, struct req *r);
+/* Emits the Trigger packets not emitted yet (§6.3 step 4). */
+void trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx);
+
+/* clone.c */
+/* CLONE_SNAPSHOT: tells the session's consumer (ObserveEvents CLONE_TRIGGER_HIT). */
+void clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
+		       const struct conn *producer, uint64_t now_ns, uint32_t delay_ms);
 
 /* svcpkt.c */
 uint64_t svc_boottime_ns(void);

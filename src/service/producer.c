@@ -665,8 +665,9 @@ int producer_dispatch(struct svc *s, struct req *r, uint32_t method)
 	case PF_PRODUCER_NOTIFY_DATA_SOURCE_STOPPED:
 		session_ds_stopped(s, r->c, first_varint(r, PF_NOTIFY_DS_REQ_DATA_SOURCE_ID, NULL));
 		return svc_reply(r, NULL, false);
-	case PF_PRODUCER_ACTIVATE_TRIGGERS: /* accepted; no session uses triggers */
-	case PF_PRODUCER_SYNC:		    /* everything received before it has been handled */
+	case PF_PRODUCER_ACTIVATE_TRIGGERS:
+		return trigger_activate(s, r);
+	case PF_PRODUCER_SYNC: /* everything received before it has been handled */
 		return svc_reply(r, NULL, false);
 	case PF_PRODUCER_UPDATE_DATA_SOURCE:
 		return update_ds(s, r);

@@ -130,7 +130,7 @@ static uint64_t sub_varint(const struct pb_field *e, uint32_t num)
 }
 
 /* Fields of the top-level TraceConfig that are plain varints. */
-static void parse_scalar(struct session *ss, const struct pb_field *f, bool *trigger)
+static void parse_scalar(struct session *ss, const struct pb_field *f)
 {
 	uint32_t v32 = f->u > UINT32_MAX ? UINT32_MAX : (uint32_t)f->u;
 
@@ -162,9 +162,6 @@ static void parse_scalar(struct session *ss, const struct pb_field *f, bool *tri
 	case PF_TRACE_CONFIG_DATA_SOURCE_STOP_TIMEOUT_MS:
 		ss->stop_timeout_ms = v32;
 		break;
-	case PF_TRACE_CONFIG_TRIGGER_CONFIG:
-		*trigger = true;
-		break;
 	default:
 		break;
 	}
@@ -177,12 +174,12 @@ static const char *parse_config(struct session *ss, uint64_t **bufs, size_t *nbu
 {
 	struct pb_reader r = pb_reader_init(ss->config, ss->config_len);
 	struct pb_field f;
-	bool trigger = false;
+	const char *err;
 	int rc;
 
 	while ((rc = pb_next(&r, &f)) > 0) {
 		if (f.wire == PB_VARINT) {
-			parse_scalar(ss, &f, &trigger);
+			parse_scalar(ss, &f);
 		} else if (f.wire != PB_LEN) {
 			continue;
 		} else if (f.num == PF_TRACE_CONFIG_BUFFERS) {
@@ -209,14 +206,14 @@ static const char *parse_config(struct session *ss, uint64_t **bufs, size_t *nbu
 			free(*output_path);
 			*output_path = svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_TRACE_CONFIG_TRIGGER_CONFIG) {
-			trigger = trigger || sub_varint(&f, PF_TRIGGER_CONFIG_TRIGGER_MODE) ||
-				  f.len > 0;
+			if ((err = trigger_parse(ss, &f)))
+				return err;
 		}
 	}
 	if (rc < 0)
 		return "malformed TraceConfig";
-	if (trigger)
-		return "trigger_config is not supported by sonded";
+	if ((err = trigger_validate(ss)))
+		return err;
 	if (ss->duration_ms > (ss->extra_guardrails ? MAX_DURATION_GUARDRAILS_MS : MAX_DURATION_MS))
 		return "duration_ms is too long";
 	if (*nbufs > SVC_MAX_BUFFERS_PER_SESSION)
@@ -899,7 +896,7 @@ void session_drain_file(struct svc *s, struct session *ss)
 {
 	struct file_sink fs = {ss, false};
 
-	if (ss->out_fd < 0 || ss->file_full)
+	if (ss->out_fd < 0 || ss->file_full || trigger_waiting(ss))
 		return;
 	svcpkt_emit_head(s, ss, file_packet, &fs);
 	if (!fs.full)
@@ -1078,7 +1075,8 @@ int session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len,
 			if (pc && ds_matches(&ss->ds[i], pc, s->ds[j]))
 				create_instance(s, ss, &ss->ds[i], pc, s->ds[j]);
 		}
-	if (!ss->deferred_start)
+	trigger_session_enabled(s, ss);
+	if (!ss->deferred_start && !trigger_defers_start(ss))
 		session_start(s, ss);
 	return 0;
 }
@@ -1129,6 +1127,7 @@ void session_free(struct svc *s, struct session *ss)
 	if (ss->out_fd >= 0)
 		close(ss->out_fd);
 	free_ds_cfgs(ss);
+	trigger_session_free(s, ss);
 	free(ss->inst);
 	free(ss->buf_ids);
 	free(ss->bufs);

@@ -186,6 +186,7 @@ void svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void
 		put_trusted(s, b);
 		emit_scratch(s, fn, ctx);
 	}
+	trigger_emit(ss, fn, ctx);
 	if (!ss->sysinfo_emitted && !ss->no_system_info) {
 		ss->sysinfo_emitted = true;
 		buf_reset(b);

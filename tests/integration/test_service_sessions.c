@@ -1,0 +1,470 @@
+/* sonded's advanced session features, driven only over its sockets with raw IPC frames:
+ * START/STOP triggers (timeouts, producer regex, skip probability, max_per_24_h, a
+ * flooding producer), CloneSession, ChangeTraceConfig, unique_session_name,
+ * incremental-state clearing, Detach/Attach across uids and the session list of
+ * QueryServiceState. */
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "base/pb.h"
+#include "ipc/protos.h"
+#include "ipc/smb.h"
+#include "svc_util.h"
+
+static const char *const one_ds[] = {"test.ds"};
+
+struct trig_spec {
+	const char *name, *regex;
+	uint32_t stop_delay_ms, max_per_24h;
+	double skip;
+};
+
+/* tcfg_basic plus a trigger_config. */
+static void cfg_triggers(struct buf *b, uint32_t mode, uint32_t timeout_ms,
+			 const struct trig_spec *t, size_t n)
+{
+	tcfg_basic(b, 1024, one_ds, 1);
+	size_t m = pb_begin(b, PF_TRACE_CONFIG_TRIGGER_CONFIG);
+	pb_put_varint(b, PF_TRIGGER_CONFIG_TRIGGER_MODE, mode);
+	for (size_t i = 0; i < n; i++) {
+		size_t k = pb_begin(b, PF_TRIGGER_CONFIG_TRIGGERS);
+		pb_put_string(b, PF_TRIGGER_NAME, t[i].name);
+		if (t[i].regex)
+			pb_put_string(b, PF_TRIGGER_PRODUCER_NAME_REGEX, t[i].regex);
+		pb_put_varint(b, PF_TRIGGER_STOP_DELAY_MS, t[i].stop_delay_ms);
+		if (t[i].max_per_24h)
+			pb_put_varint(b, PF_TRIGGER_MAX_PER_24_H, t[i].max_per_24h);
+		if (t[i].skip > 0)
+			pb_put_double(b, PF_TRIGGER_SKIP_PROBABILITY, t[i].skip);
+		pb_end(b, k);
+	}
+	pb_put_varint(b, PF_TRIGGER_CONFIG_TRIGGER_TIMEOUT_MS, timeout_ms);
+	pb_end(b, m);
+}
+
+static void make_packet(struct buf *b, const char *tag)
+{
+	buf_reset(b);
+	pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
+	pb_put_string(b, 900, tag);
+}
+
+/* Writes one complete chunk holding a packet tagged `tag` and commits it. */
+static void commit_tagged(struct tprod *p, uint32_t target, unsigned chunk, const char *tag)
+{
+	struct buf pk = BUF_INIT;
+	unsigned mv[1][2] = {{0, chunk}};
+
+	make_packet(&pk, tag);
+	struct iovec v = {pk.data, pk.len};
+	tprod_chunk(p, 0, SMB_LAYOUT_DIV4, chunk, 1, chunk, 0, &v, 1, true);
+	tprod_commit(p, mv, 1, target, 0, NULL);
+	buf_free(&pk);
+}
+
+/* Sends ActivateTriggers (drop_reply, as clients do), then Sync so that it was handled. */
+static void send_triggers(struct tprod *p, const char *const *names, size_t n)
+{
+	struct buf a = BUF_INIT;
+
+	for (size_t i = 0; i < n; i++)
+		pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, names[i]);
+	tc_call(&p->t, "ActivateTriggers", &a, -1, true);
+	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "Sync", NULL, -1, false)));
+	buf_free(&a);
+}
+
+static void send_trigger(struct tprod *p, const char *name)
+{
+	send_triggers(p, &name, 1);
+}
+
+/* sonded, a producer of test.ds, a consumer that enabled cfg; setup received. */
+struct rig {
+	struct sonded d;
+	struct tprod p;
+	struct tc c;
+	uint64_t enable_req, inst;
+	uint32_t target;
+};
+
+static void rig_enable(struct rig *r, const struct buf *cfg)
+{
+	struct tcmd cmd;
+
+	tc_open(&r->c, r->d.csock, "ConsumerPort");
+	r->enable_req = tcons_enable(&r->c, cfg, -1);
+	tprod_expect(&r->p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	r->inst = cmd.inst_id;
+	r->target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+}
+
+static void rig_up(struct rig *r, const struct buf *cfg)
+{
+	sonded_start(&r->d, NULL);
+	tprod_open(&r->p, r->d.psock, "test-producer", false);
+	tprod_register(&r->p, "test.ds", false, false);
+	rig_enable(r, cfg);
+}
+
+static void expect_cmd(struct tprod *p, uint32_t kind, struct tcmd *cmd)
+{
+	tprod_expect(p, kind, cmd);
+	tc_msg_free(cmd->m);
+	cmd->m = NULL;
+}
+
+static void rig_down(struct rig *r)
+{
+	tc_close(&r->c);
+	tc_close(&r->p.t);
+	sonded_stop(&r->d);
+}
+
+/* The Trigger packet of `name`: its producer name and uid must be as given. */
+static void assert_trigger_packet(const struct buf *trace, const char *name, const char *producer,
+				  uint32_t stop_delay_ms)
+{
+	struct tpkt pk;
+	bool found = false;
+
+	for (size_t off = 0; trace_next(trace, &off, &pk);) {
+		struct pb_reader r = pb_reader_init(pk.p, pk.len), tr;
+		struct pb_field f, g;
+		char tname[64] = "", pname[64] = "";
+		int64_t uid = -1;
+		uint64_t delay = UINT64_MAX, ts = 0;
+		bool is_trigger = false;
+		while (pb_next(&r, &f) > 0) {
+			if (f.num == PF_PACKET_TIMESTAMP)
+				ts = f.u;
+			if (f.num != PF_PACKET_TRIGGER || f.wire != PB_LEN)
+				continue;
+			is_trigger = true;
+			tr = pb_sub(&f);
+			while (pb_next(&tr, &g) > 0) {
+				if (g.num == PF_TRIGGER_PACKET_TRIGGER_NAME)
+					snprintf(tname, sizeof(tname), "%.*s", (int)g.len, g.ptr);
+				else if (g.num == PF_TRIGGER_PACKET_PRODUCER_NAME)
+					snprintf(pname, sizeof(pname), "%.*s", (int)g.len, g.ptr);
+				else if (g.num == PF_TRIGGER_PACKET_TRUSTED_PRODUCER_UID)
+					uid = (int64_t)g.u;
+				else if (g.num == PF_TRIGGER_PACKET_STOP_DELAY_MS)
+					delay = g.u;
+			}
+		}
+		if (!is_trigger || strcmp(tname, name))
+			continue;
+		ASSERT_STR_EQ(pname, producer);
+		ASSERT_INT(uid, ==, getuid());
+		ASSERT_UINT(delay, ==, stop_delay_ms);
+		ASSERT_UINT(ts, >, 0);
+		ASSERT(pk.has_seq && pk.seq == 1); /* a service packet */
+		found = true;
+	}
+	ASSERT(found);
+}
+
+TEST_TIMEOUT(trig_start_trigger_starts_session_from_matching_producer_only, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	struct tprod bad, good;
+	const struct trig_spec t[] = {{"go", "trig-.*", 0, 0, 0}};
+
+	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 60000, t, 1);
+	rig_up(&r, &cfg);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 300)); /* configured, waiting for the trigger */
+	tprod_open(&bad, r.d.psock, "xtrig-sender", false); /* the regex must match in full */
+	tprod_open(&good, r.d.psock, "trig-sender", false);
+	send_trigger(&good, "other-name");
+	send_trigger(&bad, "go");
+	ASSERT(!tprod_cmd(&r.p, &cmd, 300));
+	/* nothing is readable before the trigger */
+	tcons_read(&r.c, &trace);
+	ASSERT_UINT(trace.len, ==, 0);
+
+	send_trigger(&good, "go");
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	ASSERT_UINT(cmd.inst_id, ==, r.inst);
+	commit_tagged(&r.p, r.target, 0, "after-start-trigger");
+	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
+	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	tcons_read(&r.c, &trace);
+	ASSERT_INT(trace_count(&trace, "after-start-trigger", 19, NULL), ==, 1);
+	assert_trigger_packet(&trace, "go", "trig-sender", 0);
+	ASSERT_INT(trace_count_field(&trace, PF_PACKET_TRIGGER), ==, 1);
+	tc_close(&bad.t);
+	tc_close(&good.t);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(trig_start_stop_delay_becomes_the_duration, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	const struct trig_spec t[] = {{"go", NULL, 300, 0, 0}};
+
+	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 60000, t, 1);
+	rig_up(&r, &cfg);
+	send_trigger(&r.p, "go");
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	double t0 = test_now();
+	/* after stop_delay_ms: a flush, then the stop, without any consumer request */
+	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
+	ASSERT(test_now() - t0 >= 0.25);
+	tprod_commit(&r.p, NULL, 0, r.target, cmd.flush_id, NULL);
+	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	tcons_read(&r.c, &trace);
+	assert_trigger_packet(&trace, "go", "test-producer", 300);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(trig_start_timeout_ends_session_with_empty_trace, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	const struct trig_spec t[] = {{"never-sent", NULL, 0, 0, 0}};
+
+	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 400, t, 1);
+	rig_up(&r, &cfg);
+	char *err = tcons_wait_disabled(&r.c, r.enable_req, 10000);
+	ASSERT(err == NULL); /* a timeout is a normal end */
+	/* the instance was only set up, then stopped without ever starting */
+	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	tcons_read(&r.c, &trace);
+	ASSERT_UINT(trace.len, ==, 0);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(trig_stop_trigger_flushes_and_stops_after_delay, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	const struct trig_spec t[] = {{"stop-now", NULL, 300, 0, 0}, {"other", NULL, 0, 0, 0}};
+
+	cfg_triggers(&cfg, PF_TRIGGER_MODE_STOP_TRACING, 60000, t, 2);
+	rig_up(&r, &cfg);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd); /* STOP: runs at once */
+	commit_tagged(&r.p, r.target, 0, "before-stop-trigger");
+	tcons_read(&r.c, &trace); /* waiting for the trigger: nothing readable yet */
+	ASSERT_UINT(trace.len, ==, 0);
+	send_trigger(&r.p, "stop-now");
+	double t0 = test_now();
+	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
+	ASSERT(test_now() - t0 >= 0.25);
+	send_trigger(&r.p, "other"); /* recorded, changes nothing */
+	tprod_commit(&r.p, NULL, 0, r.target, cmd.flush_id, NULL);
+	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	tcons_read(&r.c, &trace);
+	ASSERT_INT(trace_count(&trace, "before-stop-trigger", 19, NULL), ==, 1);
+	assert_trigger_packet(&trace, "stop-now", "test-producer", 300);
+	assert_trigger_packet(&trace, "other", "test-producer", 0);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(trig_stop_timeout_without_trigger_gives_empty_trace, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	const struct trig_spec t[] = {{"never-sent", NULL, 0, 0, 0}};
+
+	cfg_triggers(&cfg, PF_TRIGGER_MODE_STOP_TRACING, 500, t, 1);
+	rig_up(&r, &cfg);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	commit_tagged(&r.p, r.target, 0, "untriggered-data");
+	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd); /* the timeout flushes, then stops */
+	tprod_commit(&r.p, NULL, 0, r.target, cmd.flush_id, NULL);
+	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	tcons_read(&r.c, &trace);
+	ASSERT_UINT(trace.len, ==, 0); /* never triggered: the trace is empty */
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(trig_skip_probability_and_max_per_24h, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	const struct trig_spec t[] = {{"always-skipped", NULL, 0, 0, 1.0},
+				      {"once-a-day", NULL, 0, 1, 0}};
+
+	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 60000, t, 2);
+	rig_up(&r, &cfg);
+	for (int i = 0; i < 20; i++)
+		send_trigger(&r.p, "always-skipped");
+	ASSERT(!tprod_cmd(&r.p, &cmd, 200));
+	send_trigger(&r.p, "once-a-day");
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "FreeBuffers", NULL, -1, false)));
+	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	tc_close(&r.c);
+
+	/* a new session with the same trigger: the daily allowance is used up */
+	rig_enable(&r, &cfg);
+	send_trigger(&r.p, "once-a-day");
+	ASSERT(!tprod_cmd(&r.p, &cmd, 300));
+	tcons_read(&r.c, &trace);
+	ASSERT_UINT(trace.len, ==, 0);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(trig_config_errors_are_reported, 60)
+{
+	struct sonded d;
+	struct tc c;
+	struct buf cfg = BUF_INIT;
+	const struct trig_spec t[] = {{"a", NULL, 0, 0, 0}, {"a", NULL, 0, 0, 0}};
+	const struct trig_spec bad_re[] = {{"a", "(unclosed", 0, 0, 0}};
+	struct {
+		uint32_t mode, timeout;
+		const struct trig_spec *t;
+		size_t n;
+		const char *want;
+	} cases[] = {
+		{PF_TRIGGER_MODE_START_TRACING, 0, t, 1, "trigger_timeout_ms"},
+		{0, 1000, t, 1, "trigger_mode"},
+		{PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 2, "unique"},
+		{PF_TRIGGER_MODE_STOP_TRACING, 1000, bad_re, 1, "regex"},
+		{PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 0, "no triggers"},
+	};
+
+	sonded_start(&d, NULL);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		buf_reset(&cfg);
+		cfg_triggers(&cfg, cases[i].mode, cases[i].timeout, cases[i].t, cases[i].n);
+		tc_open(&c, d.csock, "ConsumerPort");
+		char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 5000);
+		ASSERT(err != NULL);
+		ASSERT(strstr(err, cases[i].want) != NULL);
+		free(err);
+		tc_close(&c);
+	}
+	/* duration_ms together with triggers */
+	buf_reset(&cfg);
+	cfg_triggers(&cfg, PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 1);
+	pb_put_varint(&cfg, PF_TRACE_CONFIG_DURATION_MS, 1000);
+	tc_open(&c, d.csock, "ConsumerPort");
+	char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 5000);
+	ASSERT(err != NULL && strstr(err, "duration_ms"));
+	free(err);
+	tc_close(&c);
+	buf_free(&cfg);
+	sonded_stop(&d);
+}
+
+/* A producer sending thousands of trigger names: the service keeps serving everyone,
+ * and only a bounded number of them is applied. */
+TEST_TIMEOUT(trig_flooding_producer_is_throttled, 120)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT, a = BUF_INIT;
+	struct tcmd cmd;
+	struct tprod flood;
+	const struct trig_spec t[] = {{"flood", NULL, 0, 0, 0}};
+
+	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 60000, t, 1);
+	rig_up(&r, &cfg);
+	tprod_open(&flood, r.d.psock, "flooder", false);
+	for (int i = 0; i < 64; i++)
+		pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, "flood");
+	double t0 = test_now();
+	for (int i = 0; i < 300; i++)
+		tc_call(&flood.t, "ActivateTriggers", &a, -1, true);
+	tc_msg_free(tc_ok(&flood.t, tc_call(&flood.t, "Sync", NULL, -1, false)));
+	double elapsed = test_now() - t0;
+	/* the first one started the session; the other producer is still served */
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(tc_ok(&r.p.t, tc_call(&r.p.t, "Sync", NULL, -1, false)));
+	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	tcons_read(&r.c, &trace);
+	int n = trace_count_field(&trace, PF_PACKET_TRIGGER);
+	/* 19200 names were sent; a 128-token burst plus 64 per second got through */
+	ASSERT_INT(n, >=, 1);
+	ASSERT_INT(n, <=, 128 + (int)(64 * (elapsed + 1)));
+	ASSERT_INT(n, <=, 256);
+	tc_close(&flood.t);
+	buf_free(&a);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+/* `sonde trace --txt` with a START trigger config, started by `sonde trace --trigger`. */
+TEST_TIMEOUT(trig_sonde_trace_cli_sends_and_honours_triggers, 90)
+{
+	struct sonded d;
+	struct tprod p;
+	struct tcmd cmd;
+	struct test_output o;
+	const char *cfg_path = test_path("trig.txt"), *out = test_path("trig.pftrace");
+	const char *txt = "buffers { size_kb: 1024 }\n"
+			  "data_sources { config { name: \"test.ds\" } }\n"
+			  "trigger_config {\n"
+			  "  trigger_mode: START_TRACING\n"
+			  "  trigger_timeout_ms: 60000\n"
+			  "  triggers { name: \"cli-go\" producer_name_regex: \"perfetto_cmd_.*\"\n"
+			  "             stop_delay_ms: 300 }\n"
+			  "}\n";
+
+	test_write_file(cfg_path, txt, strlen(txt));
+	sonded_start(&d, NULL);
+	tprod_open(&p, d.psock, "test-producer", false);
+	tprod_register(&p, "test.ds", false, false);
+	const char *argv[] = {test_bin("sonde"), "trace", "--socket", d.csock, "--txt", "-c",
+			      cfg_path,		 "-o",	  out,	      NULL};
+	pid_t tracer = test_spawn(argv);
+	expect_cmd(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	ASSERT(!tprod_cmd(&p, &cmd, 300));
+	test_runf(&o, 30, "%s trace --trigger cli-go --producer-socket %s", test_bin("sonde"),
+		  d.psock);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	expect_cmd(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	commit_tagged(&p, target, 0, "cli-triggered-packet");
+	expect_cmd(&p, PF_ASYNC_CMD_FLUSH, &cmd); /* stop_delay_ms later */
+	tprod_commit(&p, NULL, 0, target, cmd.flush_id, NULL);
+	expect_cmd(&p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	ASSERT_INT(test_wait(tracer, 30), ==, 0);
+	struct buf trace = BUF_INIT;
+	size_t len;
+	char *data = test_read_file(out, &len);
+	ASSERT(data != NULL);
+	buf_append(&trace, data, len);
+	free(data);
+	ASSERT_INT(trace_count(&trace, "cli-triggered-packet", 20, NULL), ==, 1);
+	assert_trigger_packet(&trace, "cli-go", "perfetto_cmd_producer", 300);
+	buf_free(&trace);
+	tc_close(&p.t);
+	sonded_stop(&d);
+}
