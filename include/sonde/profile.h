@@ -80,6 +80,13 @@ struct sonde_profile_spool_opts {
 SONDE_API struct sonde_profile *
 sonde_profile_from_spool(const char *path, const struct sonde_profile_spool_opts *opts);
 
+/* Converts the spool at path into a standalone Perfetto trace written to fd: traced_perf's
+ * packets (PerfSample with interned callstacks, ProcessTree), one sequence, symbolized
+ * unless opts->no_symbolize (docs/exports.md). opts may be NULL. Returns 0 or -errno /
+ * -SONDE_E_*; fd stays open. A truncated final record is tolerated (with a warning). */
+SONDE_API int sonde_profile_spool_to_perfetto(const char *path, int fd,
+					      const struct sonde_profile_spool_opts *opts);
+
 enum sonde_profile_format {
 	SONDE_PROFILE_PPROF,	  /* gzip'd profile.proto */
 	SONDE_PROFILE_FOLDED,	  /* "outer;...;inner count" lines */

@@ -1,4 +1,5 @@
-/* sonde convert: a recording into pprof, folded stacks, speedscope or an SVG flame graph. */
+/* sonde convert: a recording into a Perfetto trace, pprof, folded stacks, speedscope or an
+ * SVG flame graph. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -24,7 +25,7 @@ static void usage(FILE *f)
 		"  speedscope  .json              speedscope's format, one profile per thread\n"
 		"  svg         .svg               an interactive flame graph (click to zoom, "
 		"Search)\n"
-		"  perfetto    .pftrace, .perfetto-trace\n\n"
+		"  perfetto    .pftrace, .perfetto-trace  a Perfetto trace (ui.perfetto.dev)\n\n"
 		"  -o, --output OUT   the file to write ('-' for standard output)\n"
 		"  -f, --format F     one of the formats above\n"
 		"  --no-symbolize     keep raw addresses and build ids (symbolize elsewhere)\n"
@@ -47,22 +48,36 @@ static int is_perfetto(const char *name, int is_path)
 	return 0;
 }
 
+struct conv_job {
+	const struct sonde_profile *p; /* NULL: the Perfetto export, straight from the spool */
+	enum sonde_profile_format fmt;
+	const char *spool;
+	const struct sonde_profile_spool_opts *so;
+	const struct sonde_profile_write_opts *wo;
+};
+
+static int write_fd(const struct conv_job *j, int fd)
+{
+	if (!j->p)
+		return sonde_profile_spool_to_perfetto(j->spool, fd, j->so);
+	return sonde_profile_write(j->p, j->fmt, fd, j->wo);
+}
+
 /* Writes into a temporary file next to OUT and renames it at the end, so that a failed
  * conversion never leaves a half-written profile under the requested name. */
-static int write_out(const struct sonde_profile *p, enum sonde_profile_format fmt, const char *out,
-		     const struct sonde_profile_write_opts *wo)
+static int write_out(const struct conv_job *j, const char *out)
 {
 	char tmp[4096];
 	int fd, err;
 
 	if (strcmp(out, "-") == 0)
-		return sonde_profile_write(p, fmt, STDOUT_FILENO, wo);
+		return write_fd(j, STDOUT_FILENO);
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", out, (int)getpid()) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	err = sonde_profile_write(p, fmt, fd, wo);
+	err = write_fd(j, fd);
 	if (close(fd) < 0 && !err)
 		err = -errno;
 	if (!err && rename(tmp, out) < 0)
@@ -120,9 +135,19 @@ static int run_convert(int argc, char **argv)
 		return CLI_USAGE;
 	}
 	const char *spool = argv[optind];
+	struct conv_job job = {.spool = spool, .so = &so, .wo = &wo};
+	int err;
 	if (format ? is_perfetto(format, 0) : is_perfetto(out, 1)) {
-		cli_error("convert", "perfetto export not available yet");
-		return CLI_FAILURE;
+		if (access(spool, R_OK) < 0) {
+			cli_error("convert", "%s: %s", spool, sonde_strerror(-errno));
+			return CLI_FAILURE;
+		}
+		err = write_out(&job, out);
+		if (err) {
+			cli_error("convert", "%s: %s", out, sonde_strerror(err));
+			return CLI_FAILURE;
+		}
+		return CLI_OK;
 	}
 	if (format && sonde_profile_parse_format(format, &fmt) < 0) {
 		cli_error("convert",
@@ -130,22 +155,22 @@ static int run_convert(int argc, char **argv)
 		return CLI_USAGE;
 	}
 	if (!format && sonde_profile_format_from_path(out, &fmt) < 0) {
-		cli_error(
-			"convert",
-			"cannot tell the format from '%s': name it .pb.gz, .folded, .json or .svg, "
-			"or pass --format",
-			out);
+		cli_error("convert",
+			  "cannot tell the format from '%s': name it .pftrace, .pb.gz, .folded, "
+			  ".json or .svg, or pass --format",
+			  out);
 		return CLI_USAGE;
 	}
 	if (!wo.title)
 		wo.title = spool;
-	struct sonde_profile *p = sonde_profile_from_spool(spool, &so);
-	if (!p) {
+	job.fmt = fmt;
+	job.p = sonde_profile_from_spool(spool, &so);
+	if (!job.p) {
 		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
 		return CLI_FAILURE;
 	}
-	int err = write_out(p, fmt, out, &wo);
-	sonde_profile_free(p);
+	err = write_out(&job, out);
+	sonde_profile_free((struct sonde_profile *)job.p);
 	if (err) {
 		cli_error("convert", "%s: %s", out, sonde_strerror(err));
 		return CLI_FAILURE;
@@ -153,4 +178,5 @@ static int run_convert(int argc, char **argv)
 	return CLI_OK;
 }
 
-SONDE_COMMAND("convert", "convert a recording to pprof, folded, speedscope or SVG", run_convert)
+SONDE_COMMAND("convert", "convert a recording to perfetto, pprof, folded, speedscope or SVG",
+	      run_convert)

@@ -5,6 +5,7 @@
  * exited). The recorder is then finished and the summary printed to stderr.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 
 #include <sonde/error.h>
 #include <sonde/log.h>
+#include <sonde/profile.h>
 #include <sonde/record.h>
 
 #include "cli.h"
@@ -36,6 +38,8 @@ struct record_args {
 	pid_t pids[MAX_PIDS];
 	int n_pids;
 	const char *output;
+	const char *trace; /* -o names a Perfetto trace: the spool is a temporary file */
+	char spool_tmp[4096];
 	char **cmd;
 	bool quiet;
 };
@@ -63,7 +67,8 @@ static void usage(FILE *f)
 		"\n"
 		"  -F, --freq HZ|max     samples per second per thread (default 999; max = the kernel limit)\n"
 		"  -p, --pid PID         record a running process (repeatable)\n"
-		"  -o, --output FILE     spool file to write (default sonde.spool)\n"
+		"  -o, --output FILE     spool file to write (default sonde.spool);\n"
+		"                        FILE.pftrace or FILE.perfetto-trace: a Perfetto trace\n"
 		"      --kernel          kernel frames too (below the user frames); user frames only, with a warning, when the kernel denies it\n"
 		"      --buildid-cache DIR  keep images deleted or replaced while recorded in DIR (default $SONDE_BUILDID_CACHE, else ~/.cache/sonde/buildid)\n"
 		"      --no-buildid-cache   keep no images\n"
@@ -390,6 +395,48 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 	return r;
 }
 
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* -o x.pftrace: record into a temporary spool beside it, converted at the end. */
+static int setup_trace_output(struct record_args *a)
+{
+	if (!ends_with(a->output, ".pftrace") && !ends_with(a->output, ".perfetto-trace"))
+		return 0;
+	a->trace = a->output;
+	if (snprintf(a->spool_tmp, sizeof(a->spool_tmp), "%s.spool.tmp.%d", a->output,
+		     (int)getpid()) >= (int)sizeof(a->spool_tmp)) {
+		cli_error("record", "output name too long: %s", a->output);
+		return -1;
+	}
+	a->output = a->spool_tmp;
+	return 0;
+}
+
+static int convert_trace(struct record_args *a)
+{
+	char tmp[4200];
+	int fd, err;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", a->spool_tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	err = fd < 0 ? -errno : sonde_profile_spool_to_perfetto(a->spool_tmp, fd, NULL);
+	if (fd >= 0 && close(fd) < 0 && !err)
+		err = -errno;
+	if (!err && rename(tmp, a->trace) < 0)
+		err = -errno;
+	if (err) {
+		unlink(tmp);
+		cli_error("record", "%s: %s", a->trace, sonde_strerror(err));
+	}
+	unlink(a->spool_tmp);
+	return err;
+}
+
 static int run_record(int argc, char **argv)
 {
 	struct record_args a;
@@ -399,6 +446,8 @@ static int run_record(int argc, char **argv)
 
 	if (code >= 0)
 		return code;
+	if (setup_trace_output(&a) < 0)
+		return CLI_USAGE;
 	sonde_log_set_callback(log_to_stderr, NULL);
 	if (install_signals() < 0)
 		return CLI_FAILURE;
@@ -423,9 +472,14 @@ static int run_record(int argc, char **argv)
 	int ferr = sonde_recorder_finish(r, &sum);
 	if (ferr && !err)
 		report_failure("finishing the recording failed: %s", ferr);
+	sonde_recorder_free(r);
+	if (a.trace) {
+		if (convert_trace(&a) < 0 && !err)
+			ferr = -1;
+		a.output = a.trace;
+	}
 	if (!a.quiet)
 		print_summary(&a, &sum);
-	sonde_recorder_free(r);
 	if (c.l) {
 		child_done(&c);
 		code = c.exited ? exit_code(c.status) : CLI_FAILURE;

@@ -1,0 +1,795 @@
+/* Perfetto profile packets from spool records; see perfetto.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+#include <sonde/spool.h>
+
+#include "base/pb.h"
+#include "export/perfetto.h"
+#include "export/profile.h"
+
+enum { MAX_INLINE = 64, PF_ANON_MAPPING = 0x7fffffff };
+
+/* TracePacket and nested field numbers (perfetto-wire.md §6.1, §7). */
+enum {
+	F_PACKET_PROCESS_TREE = 2,
+	F_PACKET_CLOCK_SNAPSHOT = 6,
+	F_PACKET_TIMESTAMP = 8,
+	F_PACKET_INTERNED_DATA = 12,
+	F_PACKET_SEQUENCE_FLAGS = 13,
+	F_PACKET_TIMESTAMP_CLOCK_ID = 58,
+	F_PACKET_DEFAULTS = 59,
+	F_PACKET_PERF_SAMPLE = 66,
+	F_DEFAULTS_PERF_SAMPLE = 12,
+	F_PERF_DEFAULTS_TIMEBASE = 1,
+	F_TIMEBASE_PERIOD = 1,
+	F_TIMEBASE_FREQUENCY = 2,
+	F_TIMEBASE_COUNTER = 4,
+	F_INTERNED_FUNCTION_NAMES = 5,
+	F_INTERNED_FRAMES = 6,
+	F_INTERNED_CALLSTACKS = 7,
+	F_INTERNED_BUILD_IDS = 16,
+	F_INTERNED_MAPPING_PATHS = 17,
+	F_INTERNED_MAPPINGS = 19,
+	F_SAMPLE_PID = 2,
+	F_SAMPLE_TID = 3,
+	F_SAMPLE_CALLSTACK_IID = 4,
+	F_SAMPLE_CPU_MODE = 5,
+	F_SAMPLE_TIMEBASE_COUNT = 6,
+	F_SAMPLE_UNWIND_ERROR = 16,
+	F_SAMPLE_KERNEL_RECORDS_LOST = 17,
+	F_SAMPLE_PRODUCER_EVENT = 19,
+	F_PROCESS_TREE_PROCESSES = 1,
+	F_PROCESS_TREE_THREADS = 2,
+	SEQ_INCREMENTAL_STATE_CLEARED = 1,
+	SEQ_NEEDS_INCREMENTAL_STATE = 2,
+	CLOCK_REALTIME_ID = 1,
+	CLOCK_MONOTONIC_ID = 3,
+	CLOCK_BOOTTIME_ID = 6,
+	CPU_MODE_KERNEL = 1,
+	CPU_MODE_USER = 2,
+};
+
+/* One interning table (function names, build ids or mapping paths): iid = index, iid 0 is
+ * the empty string. Strings may hold any bytes (build ids are raw). */
+struct pf_str {
+	uint32_t off, len, gen;
+};
+
+struct pf_strtab {
+	struct buf chars;
+	ARR(struct pf_str) s;
+	struct idmap idx;
+};
+
+struct pf_mod {
+	uint32_t gen;
+	uint32_t bid;	 /* build_ids iid */
+	uint32_t *comps; /* mapping_paths iids */
+	uint32_t n_comps;
+	struct sonde_sym_module sm; /* for the symbolizer; owns path */
+	uint8_t build_id[32];
+	char *path;
+};
+
+struct pf_frame {
+	uint32_t module; /* spool module id, 0: raw address */
+	uint64_t addr;
+	uint32_t first, n; /* expanded frames [first, first + n) in xfn, innermost first */
+	uint32_t gen;
+};
+
+struct pf_node {
+	uint32_t parent, frame, gen;
+};
+
+struct pf_thread {
+	uint32_t pid, tid;
+	char comm[64];
+};
+
+struct pf_enc {
+	struct pf_enc_opts o;
+	uint32_t gen; /* current interning generation */
+	bool started; /* start packets of this generation written */
+	bool have_header, snapshot_done;
+	struct sonde_spool_header hdr;
+	struct pf_strtab fn, bid, paths;
+	ARR(struct pf_mod) mods;
+	ARR(struct pf_frame) frames;
+	ARR(uint32_t) xfn; /* function_names iid of each expanded frame (frame iid = index + 1) */
+	ARR(struct pf_node) nodes;
+	ARR(struct pf_thread) threads;
+	ARR(uint32_t) pending; /* thread ids not yet in a ProcessTree packet */
+	ARR(uint32_t) path;    /* scratch: node ids leaf to root */
+	struct u64map pids;    /* pids already in a ProcessTree */
+	uint32_t anon_gen;     /* generation the raw-address mapping was emitted in */
+	/* interned_data of the packet being built, one buffer per field */
+	struct buf i_bid, i_paths, i_fn, i_maps, i_frames, i_stacks;
+	struct buf pkt;
+	struct sonde_spool_decoder *dec;
+	struct buf in; /* pf_enc_feed's unconsumed bytes */
+	struct sonde_sym_frame out[MAX_INLINE];
+	uint64_t samples, sym_failures;
+};
+
+/* ---- strings ---- */
+
+struct str_key {
+	const void *p;
+	size_t len;
+};
+
+static bool str_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct pf_strtab *t = ctx;
+	const struct str_key *k = key;
+	const struct pf_str *s = &t->s.v[id];
+
+	return s->len == k->len && memcmp(t->chars.data + s->off, k->p, k->len) == 0;
+}
+
+static int strtab_init(struct pf_strtab *t)
+{
+	return ARR_PUSH(t->s) ? 0 : -ENOMEM; /* iid 0: "" */
+}
+
+static void strtab_free(struct pf_strtab *t)
+{
+	buf_free(&t->chars);
+	ARR_FREE(t->s);
+	idmap_free(&t->idx);
+}
+
+static int64_t strtab_intern(struct pf_strtab *t, const void *p, size_t len)
+{
+	if (!len)
+		return 0;
+	struct str_key k = {p, len};
+	uint32_t h = (uint32_t)idmap_hash_bytes(p, len);
+	int64_t id = idmap_find(&t->idx, h, str_eq, t, &k);
+	if (id >= 0)
+		return id;
+	if (t->chars.len + len > UINT32_MAX)
+		return -ENOMEM;
+	struct pf_str *s = ARR_PUSH(t->s);
+	if (!s)
+		return -ENOMEM;
+	*s = (struct pf_str){(uint32_t)t->chars.len, (uint32_t)len, 0};
+	buf_append(&t->chars, p, len);
+	if (buf_error(&t->chars) || idmap_insert(&t->idx, h, t->s.n - 1) < 0) {
+		t->s.n--;
+		return -ENOMEM;
+	}
+	return t->s.n - 1;
+}
+
+/* Adds InternedString{iid, str} to out unless it was emitted in this generation. */
+static void strtab_use(struct pf_enc *e, struct pf_strtab *t, uint32_t iid, struct buf *out,
+		       uint32_t field)
+{
+	struct pf_str *s = &t->s.v[iid];
+
+	if (!iid || s->gen == e->gen)
+		return;
+	s->gen = e->gen;
+	size_t m = pb_begin(out, field);
+	pb_put_varint(out, 1, iid);
+	pb_put_bytes(out, 2, t->chars.data + s->off, s->len);
+	pb_end(out, m);
+}
+
+/* ---- packets ---- */
+
+static int emit(struct pf_enc *e)
+{
+	if (buf_error(&e->pkt))
+		return -ENOMEM;
+	int err = e->o.sink(e->o.ctx, e->pkt.data, e->pkt.len);
+	buf_reset(&e->pkt);
+	return err;
+}
+
+static void put_timebase(struct pf_enc *e, struct buf *b)
+{
+	uint64_t freq = e->o.frequency;
+
+	if (!freq && !e->o.period && e->hdr.sample_period_ns)
+		freq = (1000000000ull + e->hdr.sample_period_ns / 2) / e->hdr.sample_period_ns;
+	size_t m = pb_begin(b, F_PERF_DEFAULTS_TIMEBASE);
+	if (e->o.period)
+		pb_put_varint(b, F_TIMEBASE_PERIOD, e->o.period);
+	else
+		pb_put_varint(b, F_TIMEBASE_FREQUENCY, freq);
+	if (e->o.counter)
+		pb_put_varint(b, F_TIMEBASE_COUNTER, e->o.counter);
+	pb_end(b, m);
+}
+
+static int emit_clock_snapshot(struct pf_enc *e)
+{
+	const uint32_t ids[] = {CLOCK_BOOTTIME_ID, CLOCK_MONOTONIC_ID, CLOCK_REALTIME_ID};
+	const uint64_t ts[] = {e->hdr.start_monotonic_ns, e->hdr.start_monotonic_ns,
+			       e->hdr.start_time_ns};
+	struct buf *b = &e->pkt;
+
+	pb_put_varint(b, F_PACKET_TIMESTAMP, e->hdr.start_monotonic_ns);
+	pb_put_varint(b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+	size_t m = pb_begin(b, F_PACKET_CLOCK_SNAPSHOT);
+	for (int i = 0; i < 3; i++) {
+		size_t c = pb_begin(b, 1);
+		pb_put_varint(b, 1, ids[i]);
+		pb_put_varint(b, 2, ts[i]);
+		pb_end(b, c);
+	}
+	pb_put_varint(b, 2, CLOCK_BOOTTIME_ID); /* primary_trace_clock */
+	pb_end(b, m);
+	e->snapshot_done = true;
+	return emit(e);
+}
+
+/* §7.2 step 1: the defaults packet (clearing the sequence's state), then the iid-0
+ * strings, once per generation, before any other packet of it. */
+static int ensure_started(struct pf_enc *e, uint64_t ts)
+{
+	struct buf *b = &e->pkt;
+	int err;
+
+	if (e->started)
+		return 0;
+	if (e->o.clock_snapshot && e->have_header && !e->snapshot_done) {
+		err = emit_clock_snapshot(e);
+		if (err)
+			return err;
+	}
+	pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	pb_put_varint(b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+	pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+	size_t d = pb_begin(b, F_PACKET_DEFAULTS);
+	pb_put_varint(b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+	size_t p = pb_begin(b, F_DEFAULTS_PERF_SAMPLE);
+	put_timebase(e, b);
+	pb_end(b, p);
+	pb_end(b, d);
+	err = emit(e);
+	if (err)
+		return err;
+	pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t i = pb_begin(b, F_PACKET_INTERNED_DATA);
+	static const uint32_t tables[] = {F_INTERNED_BUILD_IDS, F_INTERNED_MAPPING_PATHS,
+					  F_INTERNED_FUNCTION_NAMES};
+	for (int k = 0; k < 3; k++) {
+		size_t m = pb_begin(b, tables[k]);
+		pb_put_varint(b, 1, 0);
+		pb_put_bytes(b, 2, "", 0);
+		pb_end(b, m);
+	}
+	pb_end(b, i);
+	e->started = true;
+	return emit(e);
+}
+
+void pf_enc_clear_incremental(struct pf_enc *e)
+{
+	if (!e)
+		return;
+	e->gen++;
+	e->started = false;
+}
+
+/* ---- modules, frames, callstacks ---- */
+
+static int on_module(struct pf_enc *e, const struct sonde_spool_record *r)
+{
+	const struct sonde_spool_module_def *d = &r->module.def;
+	struct pf_mod *m = ARR_PUSH(e->mods);
+
+	if (!m)
+		return -ENOMEM;
+	m->path = strndup(d->path ? d->path : "", r->module.path_len);
+	if (!m->path)
+		return -ENOMEM;
+	if (d->build_id_len)
+		memcpy(m->build_id, d->build_id, d->build_id_len);
+	m->sm = (struct sonde_sym_module){
+		.pid = d->pid,
+		.flags = d->flags,
+		.start = d->start,
+		.end = d->end,
+		.pgoff = d->pgoff,
+		.dev = d->dev,
+		.inode = d->inode,
+		.build_id = d->build_id_len ? m->build_id : NULL,
+		.build_id_len = d->build_id_len,
+		.path = m->path,
+	};
+	if (d->flags & SONDE_MODULE_KERNEL) {
+		/* §7.2: the kernel is one mapping named /kernel, without build id */
+		int64_t k = strtab_intern(&e->paths, "kernel", 6);
+		m->comps = malloc(sizeof(uint32_t));
+		if (k < 0 || !m->comps)
+			return -ENOMEM;
+		m->comps[m->n_comps++] = (uint32_t)k;
+		return 0;
+	}
+	int64_t bid = strtab_intern(&e->bid, d->build_id, d->build_id_len);
+	if (bid < 0)
+		return (int)bid;
+	m->bid = (uint32_t)bid;
+	m->comps = malloc((strlen(m->path) / 2 + 2) * sizeof(uint32_t));
+	if (!m->comps)
+		return -ENOMEM;
+	/* one mapping_paths entry per path component; the path is "/" + join("/") */
+	for (const char *p = m->path; *p;) {
+		const char *end = strchr(p, '/');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		if (n) {
+			int64_t c = strtab_intern(&e->paths, p, n);
+			if (c < 0)
+				return (int)c;
+			m->comps[m->n_comps++] = (uint32_t)c;
+		}
+		p += n + (end != NULL);
+	}
+	return 0;
+}
+
+static void use_mapping(struct pf_enc *e, uint32_t id)
+{
+	struct buf *b = &e->i_maps;
+
+	if (!id) {
+		/* addresses no module covered share one anonymous mapping */
+		if (e->anon_gen == e->gen)
+			return;
+		e->anon_gen = e->gen;
+		size_t m = pb_begin(b, F_INTERNED_MAPPINGS);
+		pb_put_varint(b, 1, PF_ANON_MAPPING);
+		pb_end(b, m);
+		return;
+	}
+	struct pf_mod *pm = &e->mods.v[id];
+	if (pm->gen == e->gen)
+		return;
+	pm->gen = e->gen;
+	bool kernel = pm->sm.flags & SONDE_MODULE_KERNEL;
+
+	strtab_use(e, &e->bid, pm->bid, &e->i_bid, F_INTERNED_BUILD_IDS);
+	for (uint32_t i = 0; i < pm->n_comps; i++)
+		strtab_use(e, &e->paths, pm->comps[i], &e->i_paths, F_INTERNED_MAPPING_PATHS);
+	size_t m = pb_begin(b, F_INTERNED_MAPPINGS);
+	pb_put_varint(b, 1, id);
+	if (pm->bid)
+		pb_put_varint(b, 2, pm->bid);
+	if (!kernel) {
+		pb_put_varint(b, 3, pm->sm.pgoff); /* start_offset */
+		pb_put_varint(b, 4, pm->sm.start);
+		pb_put_varint(b, 5, pm->sm.end);
+		pb_put_varint(b, 8, pm->sm.pgoff); /* exact_offset */
+	}
+	for (uint32_t i = 0; i < pm->n_comps; i++)
+		pb_put_varint(b, 7, pm->comps[i]);
+	pb_end(b, m);
+}
+
+static int on_frame(struct pf_enc *e, const struct sonde_spool_record *r)
+{
+	const struct sonde_spool_frame *f = &r->frame.frame;
+	struct pf_frame *pf = ARR_PUSH(e->frames);
+	int n = 0;
+
+	if (!pf)
+		return -ENOMEM;
+	if (f->module >= e->mods.n)
+		return -SONDE_E_REFERENCE;
+	*pf = (struct pf_frame){.module = f->module, .addr = f->addr, .first = e->xfn.n};
+	if (e->o.sym) {
+		n = f->module ? sonde_symbolize(e->o.sym, &e->mods.v[f->module].sm, f->addr, e->out,
+						MAX_INLINE)
+			      : 0;
+		if (n < 0 && e->sym_failures++ == 0)
+			sonde_warn("cannot symbolize %s+0x%llx: %s", e->mods.v[f->module].path,
+				   (unsigned long long)f->addr, sonde_strerror(n));
+	}
+	for (int i = 0; i < (n > 0 ? n : 1); i++) {
+		int64_t s =
+			n > 0 ? strtab_intern(&e->fn, e->out[i].name, strlen(e->out[i].name)) : 0;
+		uint32_t *x = s < 0 ? NULL : ARR_PUSH(e->xfn);
+		if (!x)
+			return -ENOMEM;
+		*x = (uint32_t)s;
+	}
+	pf->n = e->xfn.n - pf->first;
+	return 0;
+}
+
+static void use_frame(struct pf_enc *e, uint32_t id)
+{
+	struct pf_frame *f = &e->frames.v[id];
+	struct buf *b = &e->i_frames;
+
+	if (f->gen == e->gen)
+		return;
+	f->gen = e->gen;
+	use_mapping(e, f->module);
+	for (uint32_t i = 0; i < f->n; i++) {
+		uint32_t fn = e->xfn.v[f->first + i];
+		strtab_use(e, &e->fn, fn, &e->i_fn, F_INTERNED_FUNCTION_NAMES);
+		size_t m = pb_begin(b, F_INTERNED_FRAMES);
+		pb_put_varint(b, 1, f->first + i + 1);
+		if (fn)
+			pb_put_varint(b, 2, fn);
+		pb_put_varint(b, 3, f->module ? f->module : PF_ANON_MAPPING);
+		/* rel_pc: the file offset (kernel: the address), which is the ELF-relative pc
+		 * for the usual layout where segments have p_vaddr == p_offset */
+		pb_put_varint(b, 4, f->addr);
+		pb_end(b, m);
+	}
+}
+
+/* Interns callstack `node` (iid = the spool node id) with everything it refers to. */
+static int use_callstack(struct pf_enc *e, uint32_t node)
+{
+	struct buf *b = &e->i_stacks;
+
+	if (e->nodes.v[node].gen == e->gen)
+		return 0;
+	e->path.n = 0;
+	for (uint32_t n = node; n; n = e->nodes.v[n].parent) {
+		uint32_t *slot = ARR_PUSH(e->path);
+		if (!slot)
+			return -ENOMEM;
+		*slot = n;
+		use_frame(e, e->nodes.v[n].frame);
+	}
+	e->nodes.v[node].gen = e->gen;
+	size_t m = pb_begin(b, F_INTERNED_CALLSTACKS);
+	pb_put_varint(b, 1, node);
+	/* frame_ids[0] is the root: walk the path backwards, and each frame's inline
+	 * expansion from the real function (last) to the innermost inlined one */
+	for (uint32_t i = e->path.n; i-- > 0;) {
+		const struct pf_frame *f = &e->frames.v[e->nodes.v[e->path.v[i]].frame];
+		for (uint32_t k = f->n; k-- > 0;)
+			pb_put_varint(b, 2, f->first + k + 1);
+	}
+	pb_end(b, m);
+	return 0;
+}
+
+/* Writes the interned_data collected for the current packet: strings first, then
+ * mappings, frames and callstacks (§7.2). */
+static void put_interned(struct pf_enc *e)
+{
+	struct buf *parts[] = {&e->i_bid,  &e->i_paths,	 &e->i_fn,
+			       &e->i_maps, &e->i_frames, &e->i_stacks};
+	size_t total = 0;
+
+	for (size_t i = 0; i < 6; i++)
+		total += parts[i]->len;
+	if (total) {
+		size_t m = pb_begin(&e->pkt, F_PACKET_INTERNED_DATA);
+		for (size_t i = 0; i < 6; i++)
+			buf_append(&e->pkt, parts[i]->data, parts[i]->len);
+		pb_end(&e->pkt, m);
+	}
+	for (size_t i = 0; i < 6; i++) {
+		if (buf_error(parts[i]))
+			e->pkt.failed = true;
+		buf_reset(parts[i]);
+	}
+}
+
+/* ---- processes and threads (§7.3) ---- */
+
+static size_t read_small(const char *path, char *out, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len = 0;
+
+	if (fd < 0)
+		return 0;
+	while (len < cap) {
+		ssize_t n = read(fd, out + len, cap - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	return len;
+}
+
+/* ProcessDescriptor-like entry of ProcessTree: {1 pid, 2 ppid, 3 cmdline repeated}. */
+static void put_process(struct pf_enc *e, const struct pf_thread *t)
+{
+	struct buf *b = &e->pkt;
+	char cmd[4096], path[64];
+	size_t len = 0;
+	int ppid = 0;
+
+	if (e->o.live_proc) {
+		snprintf(path, sizeof(path), "/proc/%u/cmdline", t->pid);
+		len = read_small(path, cmd, sizeof(cmd) - 1);
+		char stat[512];
+		snprintf(path, sizeof(path), "/proc/%u/stat", t->pid);
+		size_t sl = read_small(path, stat, sizeof(stat) - 1);
+		stat[sl] = 0;
+		const char *rp = strrchr(stat, ')');
+		if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+			ppid = 0;
+	}
+	size_t m = pb_begin(b, F_PROCESS_TREE_PROCESSES);
+	pb_put_varint(b, 1, t->pid);
+	pb_put_varint(b, 2, (uint64_t)(int64_t)ppid);
+	if (len) {
+		cmd[len] = 0;
+		for (size_t i = 0; i < len; i += strlen(cmd + i) + 1)
+			pb_put_string(b, 3, cmd + i);
+	} else {
+		/* Trace Processor ignores processes without a cmdline: the comm stands in */
+		pb_put_string(b, 3, t->comm[0] ? t->comm : "?");
+	}
+	pb_end(b, m);
+}
+
+static int flush_process_tree(struct pf_enc *e, uint64_t ts)
+{
+	struct buf *b = &e->pkt;
+
+	if (!e->pending.n)
+		return 0;
+	pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	size_t m = pb_begin(b, F_PACKET_PROCESS_TREE);
+	for (uint32_t i = 0; i < e->pending.n; i++) {
+		const struct pf_thread *t = &e->threads.v[e->pending.v[i]];
+		if (u64map_get(&e->pids, t->pid))
+			continue;
+		/* name the process after its main thread when that one is pending too */
+		const struct pf_thread *main_t = t;
+		for (uint32_t j = 0; j < e->pending.n; j++)
+			if (e->threads.v[e->pending.v[j]].tid == t->pid)
+				main_t = &e->threads.v[e->pending.v[j]];
+		if (u64map_put(&e->pids, t->pid, 1) < 0)
+			return -ENOMEM;
+		put_process(e, main_t);
+	}
+	for (uint32_t i = 0; i < e->pending.n; i++) {
+		const struct pf_thread *t = &e->threads.v[e->pending.v[i]];
+		size_t tm = pb_begin(b, F_PROCESS_TREE_THREADS);
+		pb_put_varint(b, 1, t->tid);
+		pb_put_string(b, 2, t->comm);
+		pb_put_varint(b, 3, t->pid);
+		pb_end(b, tm);
+	}
+	pb_end(b, m);
+	e->pending.n = 0;
+	return emit(e);
+}
+
+static int on_thread(struct pf_enc *e, const struct sonde_spool_record *r)
+{
+	struct pf_thread *t = ARR_PUSH(e->threads);
+	uint32_t *p = t ? ARR_PUSH(e->pending) : NULL;
+
+	if (!p)
+		return -ENOMEM;
+	t->pid = r->thread.pid;
+	t->tid = r->thread.tid;
+	snprintf(t->comm, sizeof(t->comm), "%.*s", (int)r->thread.comm_len, r->thread.comm);
+	*p = e->threads.n - 1;
+	return 0;
+}
+
+/* ---- samples ---- */
+
+static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
+{
+	uint64_t ts = r->sample.time_ns;
+	uint32_t node = r->sample.stack;
+	int err;
+
+	if (r->sample.thread >= e->threads.n || !r->sample.thread || node >= e->nodes.n)
+		return -SONDE_E_REFERENCE;
+	err = ensure_started(e, ts);
+	if (!err)
+		err = flush_process_tree(e, ts);
+	bool stack = node && !e->o.skip_user_frames;
+	if (!err && stack)
+		err = use_callstack(e, node);
+	if (err)
+		return err;
+	const struct pf_thread *t = &e->threads.v[r->sample.thread];
+	struct buf *b = &e->pkt;
+	pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	put_interned(e);
+	size_t m = pb_begin(b, F_PACKET_PERF_SAMPLE);
+	pb_put_varint(b, F_SAMPLE_PID, t->pid);
+	pb_put_varint(b, F_SAMPLE_TID, t->tid);
+	if (stack)
+		pb_put_varint(b, F_SAMPLE_CALLSTACK_IID, node);
+	pb_put_varint(b, F_SAMPLE_CPU_MODE,
+		      r->sample.flags & SONDE_SAMPLE_KERNEL ? CPU_MODE_KERNEL : CPU_MODE_USER);
+	if (e->hdr.sample_period_ns)
+		pb_put_varint(b, F_SAMPLE_TIMEBASE_COUNT, e->hdr.sample_period_ns);
+	/* a stack cut short where the copied stack memory ended */
+	if (r->sample.flags & SONDE_SAMPLE_TRUNCATED)
+		pb_put_varint(b, F_SAMPLE_UNWIND_ERROR, PF_UNWIND_MEMORY_INVALID);
+	pb_end(b, m);
+	e->samples++;
+	return emit(e);
+}
+
+int pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
+{
+	struct pf_node *n;
+
+	switch (r->type) {
+	case SONDE_SPOOL_REC_HEADER:
+		e->hdr = r->header.h;
+		e->have_header = true;
+		return ensure_started(e, e->hdr.start_monotonic_ns);
+	case SONDE_SPOOL_REC_MODULE:
+		return on_module(e, r);
+	case SONDE_SPOOL_REC_FRAME:
+		return on_frame(e, r);
+	case SONDE_SPOOL_REC_NODE:
+		if (r->node.parent >= e->nodes.n || r->node.frame >= e->frames.n || !r->node.frame)
+			return -SONDE_E_REFERENCE;
+		n = ARR_PUSH(e->nodes);
+		if (!n)
+			return -ENOMEM;
+		n->parent = r->node.parent;
+		n->frame = r->node.frame;
+		return 0;
+	case SONDE_SPOOL_REC_THREAD:
+		return on_thread(e, r);
+	case SONDE_SPOOL_REC_SAMPLE:
+		return on_sample(e, r);
+	case SONDE_SPOOL_REC_END:
+		/* threads that never had a sample still get their names */
+		return e->started ? flush_process_tree(e, e->hdr.start_monotonic_ns) : 0;
+	default:
+		return 0;
+	}
+}
+
+int pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
+{
+	struct sonde_spool_record rec;
+	size_t off = 0;
+	int r = 0, err = 0;
+
+	buf_append(&e->in, buf, len);
+	if (buf_error(&e->in))
+		return -ENOMEM;
+	while (off < e->in.len &&
+	       (r = sonde_spool_decode(e->dec, e->in.data + off, e->in.len - off, &rec)) > 0) {
+		off += (size_t)r;
+		err = pf_enc_record(e, &rec);
+		if (err)
+			break;
+	}
+	if (!err && r < 0)
+		err = r;
+	memmove(e->in.data, e->in.data + off, e->in.len - off);
+	e->in.len -= off;
+	return err;
+}
+
+int pf_enc_lost(struct pf_enc *e, uint64_t ts, uint64_t n)
+{
+	int err = ensure_started(e, ts);
+
+	if (err || !n)
+		return err;
+	pb_put_varint(&e->pkt, F_PACKET_TIMESTAMP, ts);
+	pb_put_varint(&e->pkt, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t m = pb_begin(&e->pkt, F_PACKET_PERF_SAMPLE);
+	pb_put_varint(&e->pkt, F_SAMPLE_KERNEL_RECORDS_LOST, n);
+	pb_end(&e->pkt, m);
+	return emit(e);
+}
+
+int pf_enc_stop_event(struct pf_enc *e, uint64_t ts, uint32_t reason)
+{
+	int err = ensure_started(e, ts);
+
+	if (err)
+		return err;
+	pb_put_varint(&e->pkt, F_PACKET_TIMESTAMP, ts);
+	pb_put_varint(&e->pkt, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t m = pb_begin(&e->pkt, F_PACKET_PERF_SAMPLE);
+	size_t p = pb_begin(&e->pkt, F_SAMPLE_PRODUCER_EVENT);
+	pb_put_varint(&e->pkt, 1, reason);
+	pb_end(&e->pkt, p);
+	pb_end(&e->pkt, m);
+	return emit(e);
+}
+
+int pf_enc_ended(const struct pf_enc *e)
+{
+	return sonde_spool_decoder_ended(e->dec);
+}
+
+uint64_t pf_enc_samples(const struct pf_enc *e)
+{
+	return e ? e->samples : 0;
+}
+
+struct pf_enc *pf_enc_new(const struct pf_enc_opts *o)
+{
+	struct pf_enc *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->o = *o;
+	e->gen = 1;
+	e->dec = sonde_spool_decoder_new();
+	/* entry 0 of the spool-indexed tables stands for id 0 ("none") */
+	if (!e->dec || strtab_init(&e->fn) || strtab_init(&e->bid) || strtab_init(&e->paths) ||
+	    !ARR_PUSH(e->mods) || !ARR_PUSH(e->frames) || !ARR_PUSH(e->nodes) ||
+	    !ARR_PUSH(e->threads)) {
+		pf_enc_free(e);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return e;
+}
+
+void pf_enc_free(struct pf_enc *e)
+{
+	if (!e)
+		return;
+	if (e->sym_failures)
+		sonde_warn("%llu addresses could not be symbolized",
+			   (unsigned long long)e->sym_failures);
+	strtab_free(&e->fn);
+	strtab_free(&e->bid);
+	strtab_free(&e->paths);
+	for (uint32_t i = 0; i < e->mods.n; i++) {
+		free(e->mods.v[i].path);
+		free(e->mods.v[i].comps);
+	}
+	ARR_FREE(e->mods);
+	ARR_FREE(e->frames);
+	ARR_FREE(e->xfn);
+	ARR_FREE(e->nodes);
+	ARR_FREE(e->threads);
+	ARR_FREE(e->pending);
+	ARR_FREE(e->path);
+	u64map_free(&e->pids);
+	buf_free(&e->i_bid);
+	buf_free(&e->i_paths);
+	buf_free(&e->i_fn);
+	buf_free(&e->i_maps);
+	buf_free(&e->i_frames);
+	buf_free(&e->i_stacks);
+	buf_free(&e->pkt);
+	buf_free(&e->in);
+	sonde_spool_decoder_free(e->dec);
+	free(e);
+}
+
+int pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,
+			uint32_t seq_id)
+{
+	uint8_t suffix[2 + PB_VARINT_MAX * 2];
+	size_t n = 0;
+
+	suffix[n++] = 0x18; /* trusted_uid (3), varint */
+	n += pb_varint_encode(suffix + n, (uint64_t)(int64_t)uid);
+	suffix[n++] = 0x50; /* trusted_packet_sequence_id (10), varint */
+	n += pb_varint_encode(suffix + n, seq_id);
+	buf_put_u8(out, 0x0a);
+	pb_put_varint_raw(out, len + n);
+	buf_append(out, pkt, len);
+	buf_append(out, suffix, n);
+	return buf_error(out);
+}

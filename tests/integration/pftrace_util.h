@@ -1,0 +1,44 @@
+/* A small decoder of the profile packets of a Perfetto trace, for tests: rebuilds each
+ * PerfSample's call stack (function names, root first) from the sequence's interned data,
+ * the way Trace Processor does, and keeps the other perf_sample records and logs. */
+#ifndef SONDE_TEST_PFTRACE_UTIL_H
+#define SONDE_TEST_PFTRACE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct pft_sample {
+	uint32_t seq, pid, tid;
+	uint64_t ts;
+	char *stack;	    /* "outer;...;leaf" (names; "?" for a frame without one), or NULL */
+	char *leaf_mapping; /* the leaf frame's mapping path, or NULL */
+	uint64_t leaf_rel_pc;
+	int unwind_error;
+};
+
+struct pft_trace {
+	struct pft_sample *samples;
+	size_t n_samples;
+	uint64_t lost;	      /* sum of kernel_records_lost */
+	int guardrail_stops;  /* producer_event{source_stop_reason=GUARDRAIL} */
+	int defaults_packets; /* packets with trace_packet_defaults.perf_sample_defaults */
+	uint64_t timebase_freq, timebase_period, timebase_counter;
+	int clock_id_default; /* trace_packet_defaults.timestamp_clock_id */
+	char *process_names;  /* "pid=cmdline0\n" per ProcessTree process */
+	char *thread_names;   /* "tid=name\n" per ProcessTree thread */
+	char *errors;	      /* android_log messages of priority ERROR, one a line */
+	uint32_t seq_ids[8];  /* distinct trusted_packet_sequence_id of profile packets */
+	int n_seq_ids;
+	int missing_interned; /* references to iids the sequence never defined */
+};
+
+/* Decodes a whole trace (fails the test on malformed bytes). */
+void pft_decode(const uint8_t *buf, size_t len, struct pft_trace *t);
+void pft_free(struct pft_trace *t);
+/* Share (0..100) of samples in compute_KIND (the leaf, or the function the leaf was inlined
+ * into) whose stack goes through "main;run;path_KIND;compute_KIND", for KIND hot, warm,
+ * cool, among the samples of pid (0: all); fails the test when a sample reaches a
+ * compute_* function through another path. Returns the samples counted in *total. */
+void pft_split(const struct pft_trace *t, uint32_t pid, double pct[3], size_t *total);
+
+#endif
