@@ -334,6 +334,16 @@ struct sonde_service_state {
 	char version[128];
 };
 
+/* CloneSession's answer. */
+struct sonde_clone_result {
+	bool success;		  /* false: error says why */
+	bool was_write_into_file; /* the source writes into a file */
+	int64_t uuid_msb, uuid_lsb; /* the clone's trace uuid */
+	char error[256];
+};
+
+typedef void (*sonde_consumer_clone_fn)(void *ctx, int status,
+					const struct sonde_clone_result *res);
 typedef void (*sonde_consumer_stats_fn)(void *ctx, int status,
 					const struct sonde_trace_stats *stats);
 typedef void (*sonde_consumer_state_fn)(void *ctx, int status,
@@ -376,6 +386,16 @@ SONDE_API int sonde_consumer__get_trace_stats(struct sonde_consumer *c, sonde_co
 SONDE_API int sonde_consumer__query_service_state(struct sonde_consumer *c,
 						  sonde_consumer_state_fn fn, void *ctx);
 SONDE_API void sonde_service_state__free(struct sonde_service_state *s);
+/* CloneSession (HEAD services): the service flushes session `session_id` (or, when it is 0,
+ * the session named unique_session_name), copies its buffers into a new read-only session
+ * bound to this consumer, and answers; then read the copy with read_buffers. Allowed for
+ * root and for the source's consumer uid; this consumer must have no session. fn gets
+ * status 0 and res (valid during the call) when the service answered, res->success telling
+ * whether it cloned; -SONDE_E_UNSUPPORTED is returned at once by a service without
+ * CloneSession. */
+SONDE_API int sonde_consumer__clone_session(struct sonde_consumer *c, uint64_t session_id,
+					    const char *unique_session_name,
+					    sonde_consumer_clone_fn fn, void *ctx);
 
 /* Blocking helpers: each runs the consumer's own poll loop until its reply arrives or
  * timeout_ms passes (-ETIMEDOUT). Other completions are dispatched meanwhile. */
@@ -390,6 +410,10 @@ SONDE_API int sonde_consumer__flush_sync(struct sonde_consumer *c, uint32_t flus
 					 int timeout_ms);
 SONDE_API int sonde_consumer__get_trace_stats_sync(struct sonde_consumer *c,
 						   struct sonde_trace_stats *out, int timeout_ms);
+/* Returns 0 with *out filled in (out->success says whether it cloned), or -errno. */
+SONDE_API int sonde_consumer__clone_session_sync(struct sonde_consumer *c, uint64_t session_id,
+						 const char *unique_session_name,
+						 struct sonde_clone_result *out, int timeout_ms);
 /* *out is allocated; free it with sonde_service_state__free. */
 SONDE_API int sonde_consumer__query_service_state_sync(struct sonde_consumer *c,
 						       struct sonde_service_state **out,

@@ -26,6 +26,7 @@ static void usage(FILE *f)
 		"       sonde trace -o FILE [-t DURATION] [-b SIZE] DATA_SOURCE...\n"
 		"       sonde trace --query\n"
 		"       sonde trace --trigger NAME [--trigger NAME...]\n"
+		"       sonde trace --clone ID|NAME -o FILE\n"
 		"\n"
 		"Records a trace from a Perfetto-compatible tracing service (sonded, traced).\n"
 		"Ctrl-C flushes the data sources and stops the session cleanly.\n"
@@ -43,6 +44,9 @@ static void usage(FILE *f)
 		"  -q, --query          list the service's producers, data sources and sessions\n"
 		"      --trigger NAME   activate the trigger NAME (repeatable) as producer\n"
 		"                       \"perfetto_cmd_producer\", then exit (perfetto --trigger)\n"
+		"      --clone ID|NAME  write a snapshot of the running session with this id or\n"
+		"                       unique_session_name to -o (CloneSession; root or the\n"
+		"                       session's uid)\n"
 		"      --producer-socket PATH  the service's producer socket, for --trigger\n"
 		"                       (default $PERFETTO_PRODUCER_SOCK_NAME, else the usual\n"
 		"                       path)\n"
@@ -53,7 +57,7 @@ static void usage(FILE *f)
 }
 
 struct opts {
-	const char *config, *out, *socket, *producer_socket;
+	const char *config, *out, *socket, *producer_socket, *clone;
 	const char *triggers[32];
 	size_t n_triggers;
 	bool txt, query, quick;
@@ -130,7 +134,7 @@ static int parse_size_kb(const char *s, uint32_t *kb)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_TXT = 256, OPT_SOCKET, OPT_TRIGGER, OPT_PRODUCER_SOCKET };
+	enum { OPT_TXT = 256, OPT_SOCKET, OPT_TRIGGER, OPT_PRODUCER_SOCKET, OPT_CLONE };
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"txt", no_argument, NULL, OPT_TXT},
@@ -140,6 +144,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"socket", required_argument, NULL, OPT_SOCKET},
 		{"query", no_argument, NULL, 'q'},
 		{"trigger", required_argument, NULL, OPT_TRIGGER},
+		{"clone", required_argument, NULL, OPT_CLONE},
 		{"producer-socket", required_argument, NULL, OPT_PRODUCER_SOCKET},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
@@ -186,6 +191,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			}
 			o->triggers[o->n_triggers++] = optarg;
 			break;
+		case OPT_CLONE:
+			o->clone = optarg;
+			break;
 		case OPT_PRODUCER_SOCKET:
 			o->producer_socket = optarg;
 			break;
@@ -210,6 +218,10 @@ static int check_args(const struct opts *o)
 	}
 	if (o->query || o->n_triggers)
 		return 0;
+	if (o->clone && (o->config || o->n_sources || o->quick)) {
+		cli_error(CMD, "--clone reads an existing session: it takes no config");
+		return CLI_USAGE;
+	}
 	if (!o->out) {
 		cli_error(CMD, "-o FILE is required (see 'sonde trace --help')");
 		return CLI_USAGE;
@@ -222,7 +234,7 @@ static int check_args(const struct opts *o)
 		cli_error(CMD, "--txt needs -c FILE");
 		return CLI_USAGE;
 	}
-	if (!o->config && !o->n_sources) {
+	if (!o->config && !o->n_sources && !o->clone) {
 		cli_error(CMD, "give a config (-c FILE) or at least one data source name");
 		return CLI_USAGE;
 	}
@@ -539,6 +551,36 @@ static int collect(struct sonde_consumer *c, const struct opts *o, int fd, bool 
 	return CLI_OK;
 }
 
+/* perfetto --clone: a read-only copy of a running session (by id or unique_session_name),
+ * written to -o. */
+static int run_clone(const struct opts *o)
+{
+	struct sonde_clone_result res;
+	struct sonde_consumer *c = connect_service(o);
+	char *end;
+	uint64_t id = strtoull(o->clone, &end, 10);
+	int fd = -1, rc = CLI_FAILURE, r;
+
+	if (!c)
+		return CLI_FAILURE;
+	if (*end || end == o->clone)
+		id = 0; /* not a number: a unique_session_name */
+	r = sonde_consumer__clone_session_sync(c, id, id ? NULL : o->clone, &res, 60000);
+	if (r < 0) {
+		cli_error(CMD, "CloneSession failed: %s",
+			  r == -SONDE_E_UNSUPPORTED ? "the service does not support it"
+						    : sonde_strerror(r));
+	} else if (!res.success) {
+		cli_error(CMD, "cannot clone session %s: %s", o->clone, res.error);
+	} else if ((fd = open_output(o->out)) >= 0) {
+		rc = collect(c, o, fd, false);
+	}
+	if (fd >= 0)
+		close(fd);
+	sonde_consumer__free(c);
+	return rc;
+}
+
 static int run_trace(const struct opts *o)
 {
 	struct sonde_trace_config_summary sum;
@@ -597,6 +639,8 @@ static int cmd_trace(int argc, char **argv)
 		return r;
 	if (o.n_triggers)
 		return run_triggers(&o);
+	if (o.clone)
+		return run_clone(&o);
 	return o.query ? run_query(&o) : run_trace(&o);
 }
 

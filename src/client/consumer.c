@@ -14,11 +14,22 @@
 #include "client/conn.h"
 #include "ipc/protos.h"
 
-enum { CM_ENABLE, CM_DISABLE, CM_READ, CM_FREE, CM_FLUSH, CM_START, CM_STATS, CM_STATE, CM_COUNT };
+enum {
+	CM_ENABLE,
+	CM_DISABLE,
+	CM_READ,
+	CM_FREE,
+	CM_FLUSH,
+	CM_START,
+	CM_STATS,
+	CM_STATE,
+	CM_CLONE,
+	CM_COUNT
+};
 
 static const char *const method_names[CM_COUNT] = {
-	"EnableTracing", "DisableTracing", "ReadBuffers",   "FreeBuffers",
-	"Flush",	 "StartTracing",   "GetTraceStats", "QueryServiceState",
+	"EnableTracing", "DisableTracing", "ReadBuffers",	"FreeBuffers",	"Flush",
+	"StartTracing",	 "GetTraceStats",  "QueryServiceState", "CloneSession",
 };
 
 enum { MAX_PENDING = 32 };
@@ -29,6 +40,7 @@ struct pending {
 	sonde_consumer_done_fn done;
 	sonde_consumer_stats_fn stats;
 	sonde_consumer_state_fn state;
+	sonde_consumer_clone_fn clone;
 	void *ctx;
 };
 
@@ -202,7 +214,46 @@ int sonde_consumer__query_service_state(struct sonde_consumer *c, sonde_consumer
 	return invoke(c, CM_STATE, NULL, 0, -1, &p);
 }
 
+int sonde_consumer__clone_session(struct sonde_consumer *c, uint64_t session_id,
+				  const char *unique_session_name, sonde_consumer_clone_fn fn,
+				  void *ctx)
+{
+	struct pending p = {.clone = fn, .ctx = ctx};
+	struct buf b = BUF_INIT;
+	int r;
+
+	if (session_id)
+		pb_put_varint(&b, PF_CLONE_SESSION_REQ_SESSION_ID, session_id);
+	else if (unique_session_name)
+		pb_put_string(&b, PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME, unique_session_name);
+	r = buf_error(&b) ? -ENOMEM : invoke(c, CM_CLONE, b.data, b.len, -1, &p);
+	buf_free(&b);
+	return r;
+}
+
 /* ---------------------------------------------------------------- replies */
+
+static void decode_clone(const struct ipc_frame *f, struct sonde_clone_result *res)
+{
+	struct pb_reader r = pb_reader_init(f->data, f->data_len);
+	struct pb_field fl;
+
+	memset(res, 0, sizeof(*res));
+	while (pb_next(&r, &fl) > 0) {
+		if (fl.num == PF_CLONE_SESSION_RESP_SUCCESS && fl.wire == PB_VARINT)
+			res->success = fl.u != 0;
+		else if (fl.num == PF_CLONE_SESSION_RESP_ERROR && fl.wire == PB_LEN)
+			snprintf(res->error, sizeof(res->error), "%.*s", (int)fl.len,
+				 (const char *)fl.ptr);
+		else if (fl.num == PF_CLONE_SESSION_RESP_UUID_MSB && fl.wire == PB_VARINT)
+			res->uuid_msb = (int64_t)fl.u;
+		else if (fl.num == PF_CLONE_SESSION_RESP_UUID_LSB && fl.wire == PB_VARINT)
+			res->uuid_lsb = (int64_t)fl.u;
+		else if (fl.num == PF_CLONE_SESSION_RESP_WAS_WRITE_INTO_FILE &&
+			 fl.wire == PB_VARINT)
+			res->was_write_into_file = fl.u != 0;
+	}
+}
 
 static void session_ended(struct sonde_consumer *c, const char *error)
 {
@@ -290,6 +341,12 @@ static void complete(struct sonde_consumer *c, struct pending *p, int status,
 		if (done.state)
 			done.state(done.ctx, status, s);
 		sonde_service_state__free(s);
+	} else if (done.method == CM_CLONE) {
+		struct sonde_clone_result res;
+		if (status == 0)
+			decode_clone(f, &res);
+		if (done.clone)
+			done.clone(done.ctx, status, status ? NULL : &res);
 	} else if (done.method == CM_ENABLE) {
 		if (status < 0)
 			session_ended(c, "connection to the service lost");
@@ -411,6 +468,7 @@ struct sync_done {
 	int status;
 	struct sonde_trace_stats *stats;
 	struct sonde_service_state *state;
+	struct sonde_clone_result *clone;
 };
 
 static void sync_done_cb(void *ctx, int status)
@@ -463,6 +521,26 @@ int sonde_consumer__get_trace_stats_sync(struct sonde_consumer *c, struct sonde_
 	return wait_sync(c, &s, sonde_consumer__get_trace_stats(c, sync_stats_cb, &s), timeout_ms);
 }
 
+static void sync_clone_cb(void *ctx, int status, const struct sonde_clone_result *res)
+{
+	struct sync_done *s = ctx;
+	s->done = true;
+	s->status = status;
+	if (res)
+		*s->clone = *res;
+}
+
+int sonde_consumer__clone_session_sync(struct sonde_consumer *c, uint64_t session_id,
+				       const char *unique_session_name,
+				       struct sonde_clone_result *out, int timeout_ms)
+{
+	struct sync_done s = {.clone = out};
+	return wait_sync(c, &s,
+			 sonde_consumer__clone_session(c, session_id, unique_session_name,
+						       sync_clone_cb, &s),
+			 timeout_ms);
+}
+
 /* A copy of n elements (an empty array is still a valid allocation). */
 static void *dup_array(const void *src, size_t n, size_t size)
 {
@@ -487,8 +565,8 @@ static void sync_state_cb(void *ctx, int status, const struct sonde_service_stat
 	}
 	*cp = *st;
 	cp->producers = dup_array(st->producers, st->n_producers, sizeof(*cp->producers));
-	cp->data_sources = dup_array(st->data_sources, st->n_data_sources,
-				     sizeof(*cp->data_sources));
+	cp->data_sources =
+		dup_array(st->data_sources, st->n_data_sources, sizeof(*cp->data_sources));
 	cp->sessions = dup_array(st->sessions, st->n_sessions, sizeof(*cp->sessions));
 	if (!cp->producers || !cp->data_sources || !cp->sessions) {
 		sonde_service_state__free(cp);

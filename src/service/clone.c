@@ -1,7 +1,16 @@
-/* CloneSession (perfetto-wire.md §3.1, HEAD) and the CLONE_SNAPSHOT trigger notice. */
+/* CloneSession (perfetto-wire.md §3.1, HEAD), the CLONE_SNAPSHOT trigger notice and the
+ * session list of QueryServiceState.
+ *
+ * A clone is a new session in state DISABLED marked read_only: the source is flushed
+ * first, then each of its buffers is copied (records, index, sequences and read state),
+ * and the clone is bound to the calling consumer, which reads it with ReadBuffers and
+ * frees it with FreeBuffers or by disconnecting. It has no data-source instances, so no
+ * producer can write into it. Only root or the source's consumer uid may clone (§8). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <sonde/error.h>
 #include <sonde/log.h>
@@ -33,4 +42,261 @@ void clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
 		svc_conn_update_events(s, c);
 	}
 	buf_free(&b);
+}
+
+static bool may_clone(const struct conn *caller, const struct session *src)
+{
+	return caller->ch.peer_uid == 0 || (int32_t)caller->ch.peer_uid == src->consumer_uid;
+}
+
+/* ------------------------------------------------------------------ CloneSession */
+
+static void reply_clone(struct svc *s, struct conn *c, uint64_t req, const char *err,
+			bool was_write_into_file, uint64_t clone_id)
+{
+	struct buf b = BUF_INIT;
+	uint64_t uuid[2];
+
+	if (!req)
+		return; /* drop_reply */
+	pb_put_bool(&b, PF_CLONE_SESSION_RESP_SUCCESS, !err);
+	if (err) {
+		sonde_info("CloneSession refused: %s", err);
+		pb_put_string(&b, PF_CLONE_SESSION_RESP_ERROR, err);
+	} else {
+		/* the clone is a new trace: a new random (v4-style) uuid */
+		if (getrandom(uuid, sizeof(uuid), GRND_NONBLOCK) != sizeof(uuid)) {
+			uuid[0] = svc_boottime_ns();
+			uuid[1] = clone_id;
+		}
+		uuid[0] = (uuid[0] & ~0xF000ull) | 0x4000ull;
+		uuid[1] = (uuid[1] & ~(3ull << 62)) | (2ull << 62);
+		pb_put_varint(&b, PF_CLONE_SESSION_RESP_UUID_MSB, uuid[0]);
+		pb_put_varint(&b, PF_CLONE_SESSION_RESP_UUID_LSB, uuid[1]);
+		pb_put_bool(&b, PF_CLONE_SESSION_RESP_WAS_WRITE_INTO_FILE, was_write_into_file);
+	}
+	svc_send_reply(c, req, true, false, b.data, b.len, -1);
+	svc_conn_update_events(s, c);
+	buf_free(&b);
+}
+
+static int copy_buffers(struct svc *s, struct session *ss, const struct session *src)
+{
+	ss->buf_ids = calloc(src->nbufs ? src->nbufs : 1, sizeof(*ss->buf_ids));
+	ss->bufs = calloc(src->nbufs ? src->nbufs : 1, sizeof(*ss->bufs));
+	if (!ss->buf_ids || !ss->bufs)
+		return -ENOMEM;
+	for (size_t i = 0; i < src->nbufs; i++) {
+		uint16_t id = 0;
+		for (uint16_t k = 1; k < SVC_MAX_BUFFER_ID && !id; k++)
+			if (!s->bufmap[k])
+				id = k;
+		struct tbuf *tb = calloc(1, sizeof(*tb));
+		if (!id || !tb || tbuf_clone(tb, src->bufs[i]) < 0) {
+			free(tb);
+			return -ENOMEM;
+		}
+		s->bufmap[id] = tb;
+		s->bufowner[id] = ss->id;
+		ss->buf_ids[i] = id;
+		ss->bufs[i] = tb;
+		ss->nbufs++;
+	}
+	return 0;
+}
+
+static struct session *new_clone(struct svc *s, struct conn *c, const struct session *src)
+{
+	struct session *ss = calloc(1, sizeof(*ss));
+
+	if (!ss || !(ss->config = malloc(src->config_len ? src->config_len : 1))) {
+		free(ss);
+		return NULL;
+	}
+	memcpy(ss->config, src->config, src->config_len);
+	ss->config_len = src->config_len;
+	ss->id = s->next_session_id++;
+	ss->conn_id = c->id;
+	ss->consumer_uid = (int32_t)c->ch.peer_uid;
+	ss->state = SESS_DISABLED;
+	ss->read_only = true;
+	ss->out_fd = -1;
+	ss->next_seq_id = src->next_seq_id; /* the copied sequences keep their ids */
+	ss->no_clock_snapshots = src->no_clock_snapshots;
+	ss->no_trace_config = src->no_trace_config;
+	ss->no_system_info = src->no_system_info;
+	ss->no_service_events = src->no_service_events;
+	ss->snapshot_interval_ms = src->snapshot_interval_ms;
+	ss->flush_timeout_ms = src->flush_timeout_ms;
+	ss->stop_timeout_ms = src->stop_timeout_ms;
+	ss->sync_due = ss->stats_due = true;
+	ss->start_ns = src->start_ns;
+	return ss;
+}
+
+/* The source was flushed: copy it into a new session of consumer c. */
+static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_t req)
+{
+	struct session *src = svc_session(s, src_id), *ss, **v;
+	uint64_t *cfg = NULL;
+	const char *err = NULL;
+
+	if (!src) {
+		reply_clone(s, c, req, "the session ended before it could be cloned", false, 0);
+		return;
+	}
+	if (svc_session(s, c->k.session_id)) {
+		reply_clone(s, c, req, "this consumer already has a tracing session", false, 0);
+		return;
+	}
+	ss = new_clone(s, c, src);
+	v = realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
+	cfg = calloc(src->nbufs ? src->nbufs * 2 : 1, sizeof(*cfg));
+	if (!ss || !v || !cfg) {
+		if (v)
+			s->sessions = v;
+		free(ss ? ss->config : NULL);
+		free(ss);
+		free(cfg);
+		reply_clone(s, c, req, "out of memory", false, 0);
+		return;
+	}
+	s->sessions = v;
+	for (size_t i = 0; i < src->nbufs; i++)
+		cfg[2 * i] = src->bufs[i]->size / 1024;
+	err = sec_check_session(s, ss, cfg, src->nbufs);
+	free(cfg);
+	s->sessions[s->nsessions++] = ss; /* so that session_free finds it */
+	if (!err && copy_buffers(s, ss, src) < 0)
+		err = "cannot allocate the cloned buffers";
+	if (err) {
+		session_free(s, ss);
+		reply_clone(s, c, req, err, false, 0);
+		return;
+	}
+	/* triggers recorded but not read yet go with the snapshot */
+	buf_append(&ss->trig.pkts, src->trig.pkts.data, src->trig.pkts.len);
+	svcpkt_clock_snapshot(s, ss);
+	svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_DISABLED);
+	c->k.session_id = ss->id;
+	sonde_info("session %llu cloned into session %llu (%zu buffers)",
+		   (unsigned long long)src->id, (unsigned long long)ss->id, ss->nbufs);
+	reply_clone(s, c, req, NULL, src->write_into_file, ss->id);
+}
+
+void clone_flush_done(struct svc *s, uint64_t flush_id)
+{
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct conn *c = s->conns[i];
+		if (c->is_producer || c->dead || !c->k.clone_pending ||
+		    c->k.clone_flush != flush_id)
+			continue;
+		c->k.clone_pending = false;
+		finish_clone(s, c, c->k.clone_src, c->k.clone_req);
+		return;
+	}
+}
+
+static struct session *find_source(struct svc *s, uint64_t id, const char *name)
+{
+	if (id)
+		return svc_session(s, id);
+	for (size_t i = 0; name && i < s->nsessions; i++)
+		if (s->sessions[i]->unique_name && !strcmp(s->sessions[i]->unique_name, name))
+			return s->sessions[i];
+	return NULL;
+}
+
+static bool flush_pending(const struct svc *s, uint64_t id)
+{
+	for (size_t i = 0; i < s->nflushes; i++)
+		if (s->flushes[i].id == id)
+			return true;
+	return false;
+}
+
+int clone_session(struct svc *s, struct req *r)
+{
+	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
+	struct conn *c = r->c;
+	uint64_t id = 0, req = r->drop_reply ? 0 : r->id;
+	char name[256] = "";
+	struct pb_field f;
+	struct session *src;
+
+	while (pb_next(&rd, &f) > 0) {
+		if (f.num == PF_CLONE_SESSION_REQ_SESSION_ID && f.wire == PB_VARINT)
+			id = f.u;
+		else if (f.num == PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME && f.wire == PB_LEN)
+			snprintf(name, sizeof(name), "%.*s", (int)f.len, (const char *)f.ptr);
+	}
+	if (c->k.clone_pending)
+		return -SONDE_E_STATE;
+	if (svc_session(s, c->k.session_id)) {
+		reply_clone(s, c, req, "this consumer already has a tracing session", false, 0);
+		return 0;
+	}
+	if (!id && !name[0]) {
+		reply_clone(s, c, req, "CloneSession needs a session_id or a unique_session_name",
+			    false, 0);
+		return 0;
+	}
+	src = find_source(s, id, name[0] ? name : NULL);
+	if (!src || !may_clone(c, src)) {
+		reply_clone(s, c, req,
+			    src ? "permission denied: the session belongs to another uid"
+				: "no tracing session with this id or unique_session_name",
+			    false, 0);
+		return 0;
+	}
+	uint64_t fl = session_flush(s, src, 0, 0, 0, false);
+	if (fl && flush_pending(s, fl)) {
+		c->k.clone_pending = true;
+		c->k.clone_flush = fl;
+		c->k.clone_src = src->id;
+		c->k.clone_req = req;
+		return 0;
+	}
+	finish_clone(s, c, src->id, req); /* nothing to wait for */
+	return 0;
+}
+
+/* ------------------------------------------------------------------ QueryServiceState */
+
+static const char *state_name(const struct session *ss)
+{
+	if (ss->read_only)
+		return "CLONED_READ_ONLY";
+	switch (ss->state) {
+	case SESS_CONFIGURED:
+		return "CONFIGURED";
+	case SESS_STARTED:
+		return "STARTED";
+	case SESS_STOPPING:
+		return "DISABLING_WAITING_STOP_ACKS";
+	default:
+		return "DISABLED";
+	}
+}
+
+void clone_put_sessions(struct svc *s, const struct conn *caller, struct buf *b)
+{
+	for (size_t i = 0; i < s->nsessions; i++) {
+		const struct session *ss = s->sessions[i];
+		if (!may_clone(caller, ss))
+			continue;
+		size_t m = pb_begin(b, PF_TSS_TRACING_SESSIONS);
+		pb_put_varint(b, PF_TSS_SESSION_ID, ss->id);
+		pb_put_varint(b, PF_TSS_SESSION_CONSUMER_UID, (uint64_t)(int64_t)ss->consumer_uid);
+		pb_put_string(b, PF_TSS_SESSION_STATE, state_name(ss));
+		if (ss->unique_name)
+			pb_put_string(b, PF_TSS_SESSION_UNIQUE_SESSION_NAME, ss->unique_name);
+		for (size_t k = 0; k < ss->nbufs; k++)
+			pb_put_varint(b, PF_TSS_SESSION_BUFFER_SIZE_KB, ss->bufs[k]->size / 1024);
+		pb_put_varint(b, PF_TSS_SESSION_DURATION_MS, ss->duration_ms);
+		pb_put_varint(b, PF_TSS_SESSION_NUM_DATA_SOURCES, ss->nds);
+		pb_put_bool(b, PF_TSS_SESSION_IS_STARTED, ss->state != SESS_CONFIGURED);
+		pb_end(b, m);
+	}
+	pb_put_bool(b, PF_TSS_SUPPORTS_TRACING_SESSIONS, true);
 }

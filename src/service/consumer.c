@@ -350,6 +350,7 @@ static int query_service_state(struct svc *s, struct req *r)
 	pb_put_varint(&b, PF_TSS_NUM_SESSIONS, s->nsessions);
 	pb_put_varint(&b, PF_TSS_NUM_SESSIONS_STARTED, started);
 	pb_put_string(&b, PF_TSS_TRACING_SERVICE_VERSION, "sonded");
+	clone_put_sessions(s, r->c, &b);
 	pb_end(&b, m);
 	int rc = svc_send_reply(r->c, r->id, true, false, b.data, b.len, -1);
 	buf_free(&b);
@@ -368,6 +369,7 @@ static int query_capabilities(struct svc *s, struct req *r)
 		      PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED);
 	pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS, PF_OBSERVABLE_CLONE_TRIGGER_HIT);
 	pb_put_bool(&b, PF_CAPABILITIES_HAS_TRACE_CONFIG_OUTPUT_PATH, true);
+	pb_put_bool(&b, PF_CAPABILITIES_HAS_CLONE_SESSION, true);
 	pb_end(&b, m);
 	rc = svc_reply(r, &b, false);
 	buf_free(&b);
@@ -527,6 +529,8 @@ int consumer_dispatch(struct svc *s, struct req *r, uint32_t method)
 		return query_service_state(s, r);
 	case PF_CONSUMER_QUERY_CAPABILITIES:
 		return query_capabilities(s, r);
+	case PF_CONSUMER_CLONE_SESSION:
+		return clone_session(s, r);
 	default:
 		return -ENOSYS;
 	}

@@ -49,7 +49,7 @@ static const char *const consumer_methods[] = {
 	"QueryServiceState",
 	"QueryCapabilities",
 	NULL, /* SaveTraceForBugreport */
-	NULL, /* CloneSession */
+	"CloneSession",
 };
 #define NMETHODS(a) (sizeof(a) / sizeof((a)[0]))
 

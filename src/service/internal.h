@@ -91,6 +91,9 @@ struct consumer {
 	bool reading, read_started;
 	struct buf reply;
 	size_t reply_est;
+	/* CloneSession waiting for the source's flush (clone.c) */
+	uint64_t clone_flush, clone_src, clone_req;
+	bool clone_pending;
 };
 
 struct conn {
@@ -346,6 +349,12 @@ int trigger_activate(struct svc *s, struct req *r);
 void trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx);
 
 /* clone.c */
+/* ConsumerPort.CloneSession. */
+int clone_session(struct svc *s, struct req *r);
+/* A flush completed: a clone waiting for it proceeds. */
+void clone_flush_done(struct svc *s, uint64_t flush_id);
+/* TracingServiceState.tracing_sessions: the sessions caller may clone (HEAD, §8). */
+void clone_put_sessions(struct svc *s, const struct conn *caller, struct buf *b);
 /* CLONE_SNAPSHOT: tells the session's consumer (ObserveEvents CLONE_TRIGGER_HIT). */
 void clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
 		       const struct conn *producer, uint64_t now_ns, uint32_t delay_ms);

@@ -574,6 +574,7 @@ static void complete_flush(struct svc *s, size_t idx, bool ok)
 		sonde_info("flush %llu timed out", (unsigned long long)fl.id);
 	if (ss && fl.then_disable)
 		session_disable(s, ss, false);
+	clone_flush_done(s, fl.id);
 }
 
 static void on_flush_timeout(void *ctx, uint64_t id)

@@ -68,6 +68,41 @@ void tbuf_free(struct tbuf *tb)
 	memset(tb, 0, sizeof(*tb));
 }
 
+static int map_copy(struct u64map *dst, const struct u64map *src)
+{
+	*dst = *src;
+	if (!src->slots)
+		return 0;
+	dst->slots = malloc((src->cap + 1) * sizeof(*src->slots));
+	if (!dst->slots) {
+		memset(dst, 0, sizeof(*dst));
+		return -ENOMEM;
+	}
+	memcpy(dst->slots, src->slots, (src->cap + 1) * sizeof(*src->slots));
+	return 0;
+}
+
+int tbuf_clone(struct tbuf *dst, const struct tbuf *src)
+{
+	*dst = *src;
+	dst->data = malloc(src->size);
+	dst->seqs = malloc((src->seqs_cap ? src->seqs_cap : 1) * sizeof(*src->seqs));
+	dst->iov = NULL;
+	dst->iov_cap = 0;
+	dst->scratch = (struct buf)BUF_INIT;
+	memset(&dst->chunks, 0, sizeof(dst->chunks));
+	memset(&dst->seqmap, 0, sizeof(dst->seqmap));
+	if (!dst->data || !dst->seqs || map_copy(&dst->chunks, &src->chunks) < 0 ||
+	    map_copy(&dst->seqmap, &src->seqmap) < 0) {
+		tbuf_free(dst);
+		return -ENOMEM;
+	}
+	memcpy(dst->data, src->data, src->size);
+	if (src->nseqs)
+		memcpy(dst->seqs, src->seqs, src->nseqs * sizeof(*src->seqs));
+	return 0;
+}
+
 static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, int32_t uid,
 		   int32_t pid)
 {

@@ -79,6 +79,10 @@ typedef int (*tbuf_packet_fn)(void *ctx, const struct iovec *iov, size_t n, size
 int tbuf_init(struct tbuf *tb, size_t size, bool discard);
 void tbuf_free(struct tbuf *tb);
 
+/* Makes dst an independent copy of src: its records, index, sequences, read positions
+ * and stats (CloneSession). Returns 0 or -ENOMEM (dst is then empty). */
+int tbuf_clone(struct tbuf *dst, const struct tbuf *src);
+
 /* Copies a chunk payload (len bytes, a snapshot of shared memory) into the buffer.
  * Handles re-commits of the same (producer, writer, chunk_id) as §4.7 says. */
 void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,

@@ -15,6 +15,7 @@
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
+#include "sec_util.h"
 #include "svc_util.h"
 
 static const char *const one_ds[] = {"test.ds"};
@@ -467,4 +468,263 @@ TEST_TIMEOUT(trig_sonde_trace_cli_sends_and_honours_triggers, 90)
 	buf_free(&trace);
 	tc_close(&p.t);
 	sonded_stop(&d);
+}
+
+/* ------------------------------------------------------------------ CloneSession */
+
+struct clone_resp {
+	bool success, was_write_into_file;
+	uint64_t uuid_msb, uuid_lsb;
+	char error[256];
+};
+
+static void clone_call(struct tc *c, uint64_t id, const char *name, struct clone_resp *out)
+{
+	struct buf a = BUF_INIT;
+
+	if (id)
+		pb_put_varint(&a, PF_CLONE_SESSION_REQ_SESSION_ID, id);
+	if (name)
+		pb_put_string(&a, PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME, name);
+	struct tc_msg *m = tc_ok(c, tc_call(c, "CloneSession", &a, -1, false));
+	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
+	struct pb_field f;
+	memset(out, 0, sizeof(*out));
+	while (pb_next(&r, &f) > 0) {
+		if (f.num == PF_CLONE_SESSION_RESP_SUCCESS)
+			out->success = f.u != 0;
+		else if (f.num == PF_CLONE_SESSION_RESP_ERROR)
+			snprintf(out->error, sizeof(out->error), "%.*s", (int)f.len, f.ptr);
+		else if (f.num == PF_CLONE_SESSION_RESP_UUID_MSB)
+			out->uuid_msb = f.u;
+		else if (f.num == PF_CLONE_SESSION_RESP_UUID_LSB)
+			out->uuid_lsb = f.u;
+		else if (f.num == PF_CLONE_SESSION_RESP_WAS_WRITE_INTO_FILE)
+			out->was_write_into_file = f.u != 0;
+	}
+	tc_msg_free(m);
+	buf_free(&a);
+}
+
+/* tracing_sessions {id, unique_session_name, state} of QueryServiceState, as
+ * "id:name:state;" entries. */
+static void query_sessions(struct tc *c, char *out, size_t n)
+{
+	uint64_t req = tc_call(c, "QueryServiceState", NULL, -1, false);
+	size_t len = 0;
+
+	out[0] = 0;
+	for (;;) {
+		struct tc_msg *m = tc_wait(c, req, 10000);
+		ASSERT(m != NULL && m->f.success);
+		struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len), sr, tr;
+		struct pb_field f, g, h;
+		while (pb_next(&r, &f) > 0) {
+			sr = pb_sub(&f);
+			while (pb_next(&sr, &g) > 0) {
+				if (g.num != PF_TSS_TRACING_SESSIONS)
+					continue;
+				uint64_t id = 0;
+				char name[64] = "", state[64] = "";
+				tr = pb_sub(&g);
+				while (pb_next(&tr, &h) > 0) {
+					if (h.num == PF_TSS_SESSION_ID)
+						id = h.u;
+					else if (h.num == PF_TSS_SESSION_UNIQUE_SESSION_NAME)
+						snprintf(name, sizeof(name), "%.*s", (int)h.len,
+							 h.ptr);
+					else if (h.num == PF_TSS_SESSION_STATE)
+						snprintf(state, sizeof(state), "%.*s", (int)h.len,
+							 h.ptr);
+				}
+				len += snprintf(out + len, n - len, "%llu:%s:%s;",
+						(unsigned long long)id, name, state);
+			}
+		}
+		bool more = m->f.has_more;
+		tc_msg_free(m);
+		if (!more)
+			break;
+	}
+}
+
+static uint64_t session_id_of(struct tc *c, const char *name)
+{
+	char list[1024], *p, want[80];
+
+	query_sessions(c, list, sizeof(list));
+	snprintf(want, sizeof(want), ":%s:", name);
+	p = strstr(list, want);
+	ASSERT(p != NULL);
+	while (p > list && p[-1] != ';')
+		p--;
+	return strtoull(p, NULL, 10);
+}
+
+static void cfg_named(struct buf *b, const char *name)
+{
+	tcfg_basic(b, 1024, one_ds, 1);
+	pb_put_string(b, PF_TRACE_CONFIG_UNIQUE_SESSION_NAME, name);
+	pb_put_varint(b, PF_TRACE_CONFIG_FLUSH_TIMEOUT_MS, 500); /* unacked clone flushes */
+}
+
+TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	struct tc k2, k3;
+	struct clone_resp cr;
+	char list[1024];
+
+	cfg_named(&cfg, "clone-src");
+	rig_up(&r, &cfg);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	commit_tagged(&r.p, r.target, 0, "before-clone-A");
+	tc_open(&k2, r.d.csock, "ConsumerPort");
+	uint64_t src = session_id_of(&k2, "clone-src");
+	ASSERT_UINT(src, >, 0);
+
+	/* the clone waits for the source's flush; data committed with the ack is in it */
+	struct buf a = BUF_INIT;
+	pb_put_varint(&a, PF_CLONE_SESSION_REQ_SESSION_ID, src);
+	uint64_t creq = tc_call(&k2, "CloneSession", &a, -1, false);
+	buf_free(&a);
+	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
+	ASSERT(tc_wait(&k2, creq, 200) == NULL); /* not before the flush completed */
+	struct buf pk = BUF_INIT;
+	make_packet(&pk, "flushed-B");
+	struct iovec v = {pk.data, pk.len};
+	unsigned mv[1][2] = {{0, 1}};
+	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV4, 1, 1, 1, 0, &v, 1, true);
+	tprod_commit(&r.p, mv, 1, r.target, cmd.flush_id, NULL);
+	buf_free(&pk);
+	struct tc_msg *m = tc_ok(&k2, creq);
+	struct pb_reader rd = pb_reader_init(m->f.data, m->f.data_len);
+	struct pb_field f;
+	bool ok = false, has_uuid = false;
+	while (pb_next(&rd, &f) > 0) {
+		ok |= f.num == PF_CLONE_SESSION_RESP_SUCCESS && f.u;
+		has_uuid |= f.num == PF_CLONE_SESSION_RESP_UUID_MSB && f.u;
+	}
+	tc_msg_free(m);
+	ASSERT(ok && has_uuid);
+
+	/* the source keeps tracing; the clone does not see what comes later */
+	commit_tagged(&r.p, r.target, 2, "after-clone-C");
+	tcons_read(&k2, &trace);
+	ASSERT_INT(trace_count(&trace, "before-clone-A", 14, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "flushed-B", 9, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "after-clone-C", 13, NULL), ==, 0);
+	ASSERT_INT(trace_count_field(&trace, PF_PACKET_TRACE_CONFIG), ==, 1);
+	query_sessions(&k2, list, sizeof(list));
+	ASSERT_CONTAINS(list, ":CLONED_READ_ONLY;");
+	ASSERT_CONTAINS(list, ":clone-src:STARTED;");
+
+	/* by unique_session_name, from a third consumer */
+	tc_open(&k3, r.d.csock, "ConsumerPort");
+	clone_call(&k3, 0, "clone-src", &cr);
+	ASSERT(cr.success);
+	ASSERT(!cr.was_write_into_file);
+	ASSERT(cr.uuid_msb != 0 || cr.uuid_lsb != 0);
+
+	/* no producer may write into a clone: the source's reader still gets everything */
+	buf_reset(&trace);
+	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	tcons_read(&r.c, &trace);
+	ASSERT_INT(trace_count(&trace, "before-clone-A", 14, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "flushed-B", 9, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "after-clone-C", 13, NULL), ==, 1);
+	tc_msg_free(tc_ok(&k2, tc_call(&k2, "FreeBuffers", NULL, -1, false)));
+	tc_close(&k2);
+	tc_close(&k3);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(clone_refusals_are_clear_errors, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT;
+	struct tcmd cmd;
+	struct tc other, k2;
+	struct clone_resp cr;
+	char list[1024];
+
+	sec_require_root();
+	cfg_named(&cfg, "root-session");
+	rig_up(&r, &cfg);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	uint64_t src = session_id_of(&r.c, "root-session");
+
+	chmod(r.d.csock, 0666);
+	tc_open_fd(&other, sec_connect_as(SEC_NOBODY, r.d.csock), "ConsumerPort");
+	clone_call(&other, src, NULL, &cr);
+	ASSERT(!cr.success);
+	ASSERT_CONTAINS(cr.error, "permission denied");
+	clone_call(&other, 0, "root-session", &cr);
+	ASSERT(!cr.success);
+	ASSERT_CONTAINS(cr.error, "permission denied");
+	/* and another uid does not even see the session listed */
+	query_sessions(&other, list, sizeof(list));
+	ASSERT_NOT_CONTAINS(list, "root-session");
+	tc_close(&other);
+
+	tc_open(&k2, r.d.csock, "ConsumerPort");
+	clone_call(&k2, 999999, NULL, &cr);
+	ASSERT(!cr.success);
+	ASSERT_CONTAINS(cr.error, "no tracing session");
+	clone_call(&k2, 0, "no-such-name", &cr);
+	ASSERT(!cr.success);
+	ASSERT_CONTAINS(cr.error, "no tracing session");
+	clone_call(&k2, 0, NULL, &cr);
+	ASSERT(!cr.success);
+	ASSERT_CONTAINS(cr.error, "session_id or a unique_session_name");
+	tc_close(&k2);
+	/* a consumer that owns a session cannot clone into it */
+	clone_call(&r.c, src, NULL, &cr);
+	ASSERT(!cr.success);
+	ASSERT_CONTAINS(cr.error, "already has a tracing session");
+	buf_free(&cfg);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(clone_sonde_trace_cli_writes_a_snapshot, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	struct test_output o;
+	const char *out = test_path("clone.pftrace");
+
+	cfg_named(&cfg, "cli-clone-src");
+	rig_up(&r, &cfg);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	commit_tagged(&r.p, r.target, 0, "snapshot-me");
+	test_runf(&o, 30, "%s trace --socket %s --query", test_bin("sonde"), r.d.csock);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "cli-clone-src");
+	test_output_free(&o);
+	/* the producer does not answer the clone's flush: it times out, the clone goes on */
+	test_runf(&o, 30, "%s trace --socket %s --clone cli-clone-src -o %s", test_bin("sonde"),
+		  r.d.csock, out);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	size_t len;
+	char *data = test_read_file(out, &len);
+	ASSERT(data != NULL);
+	buf_append(&trace, data, len);
+	free(data);
+	ASSERT_INT(trace_count(&trace, "snapshot-me", 11, NULL), ==, 1);
+	ASSERT_INT(trace_count_field(&trace, PF_PACKET_TRACE_CONFIG), ==, 1);
+	test_runf(&o, 30, "%s trace --socket %s --clone no-such-session -o %s",
+		  test_bin("sonde"), r.d.csock, test_path("none.pftrace"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "no tracing session");
+	test_output_free(&o);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
 }
