@@ -1,4 +1,5 @@
-/* Fuzz target: the /proc text parsers (maps, stat, status) over arbitrary bytes. */
+/* Fuzz target: the /proc text parsers (maps, stat, status, cpu and pid lists) over arbitrary bytes.
+ */
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -26,10 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct proc_stat st;
 	uid_t r, e;
 	int cpus[64];
+	pid_t pids[64];
 
 	proc_maps_parse(text, size, touch, &total);
 	proc_stat_parse(text, size, &st);
 	proc_status_parse_uids(text, size, &r, &e);
 	perf_parse_cpu_list(text, size, cpus, 64);
+	proc_parse_pid_list(text, size, pids, 64);
 	return 0;
 }

@@ -155,6 +155,81 @@ int proc_list_tasks(pid_t pid, pid_t **tids, size_t *n)
 	return 0;
 }
 
+int proc_parse_pid_list(const char *buf, size_t len, pid_t *out, size_t max)
+{
+	const char *p = buf, *end = buf + len;
+	size_t n = 0;
+
+	for (;;) {
+		while (p < end && (*p == ' ' || *p == '\n'))
+			p++;
+		if (p == end)
+			return (int)n;
+		uint64_t v;
+		if (!parse_u64(p, end, &v) || v == 0 || v > INT32_MAX)
+			return -SONDE_E_FORMAT;
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+		if (p < end && *p != ' ' && *p != '\n')
+			return -SONDE_E_FORMAT;
+		if (n < max)
+			out[n++] = (pid_t)v;
+		else
+			return (int)n;
+	}
+}
+
+/* Appends the pids listed in b to *out. 0 or -errno. */
+static int append_pids(const struct buf *b, pid_t **out, size_t *n, size_t *cap)
+{
+	size_t room = b->len / 2 + 1; /* a pid takes at least two bytes with its separator */
+
+	if (*n + room > *cap) {
+		size_t c = (*n + room) * 2;
+		pid_t *np = realloc(*out, c * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		*out = np;
+		*cap = c;
+	}
+	int got = proc_parse_pid_list((const char *)b->data, b->len, *out + *n, room);
+	if (got < 0)
+		return got;
+	*n += (size_t)got;
+	return 0;
+}
+
+int proc_list_children(pid_t pid, pid_t **pids, size_t *n)
+{
+	pid_t *tids, *out = NULL;
+	size_t n_tids, count = 0, cap = 0;
+	struct buf b = BUF_INIT;
+	int err = proc_list_tasks(pid, &tids, &n_tids);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < n_tids && !err; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)tids[i]);
+		err = proc_read_file(path, &b);
+		if (err == -ESRCH) {
+			err = 0; /* that thread exited meanwhile */
+			continue;
+		}
+		if (!err)
+			err = append_pids(&b, &out, &count, &cap);
+	}
+	buf_free(&b);
+	free(tids);
+	if (err) {
+		free(out);
+		return err;
+	}
+	*pids = out;
+	*n = count;
+	return 0;
+}
+
 int proc_read_comm(pid_t pid, pid_t tid, char *out, size_t cap)
 {
 	char path[64];

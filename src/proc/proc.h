@@ -41,6 +41,14 @@ int proc_read_uids(pid_t pid, uid_t *ruid, uid_t *euid);
  * -errno when it cannot be determined (never guessed). start_time 0 skips the identity check. */
 int proc_is_alive(pid_t pid, uint64_t start_time);
 
+/* Parses a list of decimal pids separated by spaces or newlines (the text of
+ * /proc/PID/task/TID/children) into out[0..max). Count of pids (at most max), or
+ * -SONDE_E_FORMAT at anything else. */
+int proc_parse_pid_list(const char *buf, size_t len, pid_t *out, size_t max);
+/* The children of every thread of pid (malloc'd array, caller frees; may be empty).
+ * 0 or -errno (-ESRCH: no process). */
+int proc_list_children(pid_t pid, pid_t **pids, size_t *n);
+
 /* A process stopped for attaching. */
 struct proc_stopped {
 	pid_t pid;

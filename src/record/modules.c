@@ -105,6 +105,16 @@ int modtable_insert(struct rec_modtable *t, const struct rec_module *m)
 	return 0;
 }
 
+int modtable_remove(struct rec_modtable *t, uint64_t start, uint64_t end)
+{
+	if (end <= start)
+		return 0;
+	if (reserve(t, 1) < 0)
+		return -ENOMEM;
+	punch(t, start, end);
+	return 0;
+}
+
 const struct rec_module *modtable_find(const struct rec_modtable *t, uint64_t pc)
 {
 	size_t i = lower_bound(t, pc);

@@ -30,6 +30,8 @@ struct rec_modtable {
 
 /* Inserts a mapping (path is copied). 0 or -ENOMEM. */
 int modtable_insert(struct rec_modtable *t, const struct rec_module *m);
+/* Removes [start, end) (munmap: entries are trimmed or split). 0 or -ENOMEM. */
+int modtable_remove(struct rec_modtable *t, uint64_t start, uint64_t end);
 /* The entry containing pc, or NULL. */
 const struct rec_module *modtable_find(const struct rec_modtable *t, uint64_t pc);
 /* Drops every entry (exec, exit). */
