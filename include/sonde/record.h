@@ -12,6 +12,11 @@
  *   sonde_recorder_finish                        disables sampling, drains, flushes
  *   sonde_recorder_free
  *
+ * Lifecycle (docs/record.md): new threads inherit the events; with follow_children, so do
+ * forked processes, which start with their parent's modules. exec retires a process's
+ * modules, exits retire threads and processes. A loss (full ring) may drop those records
+ * too: any new loss schedules a recovery sweep that reconciles the tables with /proc.
+ *
  * A recorder is not thread-safe; use it from one thread. Errors are -errno or -SONDE_E_*;
  * the detailed cause of a failure (for example which kernel setting refused perf_event) is
  * logged through sonde_log at SONDE_LOG_ERROR before the call returns.
@@ -78,6 +83,11 @@ struct sonde_record_opts {
 	const char *buildid_cache_dir;
 	uint64_t buildid_cache_bytes;
 	bool no_buildid_cache; /* keep nothing */
+	/* Follow the processes the targets fork (and their threads, and their own children):
+	 * each inherits the events, its parent's modules and unwind state, and is retired at
+	 * exec and exit like an attached process. false: only the attached processes and their
+	 * threads are sampled (children are created without events). */
+	bool follow_children;
 };
 
 #define SONDE_UNWIND_FALLBACKS 8
@@ -115,6 +125,27 @@ struct sonde_record_summary {
 	uint64_t kernel_frames;
 	/* Images copied to the build-id cache (deleted or replaced while recorded). */
 	uint32_t images_saved;
+	/* Loss and recovery. A lifecycle gap is one report of loss (a LOST or LOST_SAMPLES
+	 * record, or a rise of the events' own lost counters): side-band records (mmap, exec,
+	 * fork, exit) may have been dropped with the samples, so the process, thread and module
+	 * tables are uncertain until a recovery sweep reconciles them with /proc. */
+	uint64_t lifecycle_gaps;
+	uint64_t gaps_recovered;      /* gaps closed by a completed recovery sweep */
+	uint64_t recovery_sweeps;     /* sweeps run (at most one per 250 ms, or forced by flush) */
+	uint64_t recovered_modules;   /* mappings a sweep found missing and added */
+	uint64_t stale_modules;	      /* mappings a sweep found gone and dropped */
+	uint64_t recovered_processes; /* descendants a sweep found that no fork record named */
+	uint64_t recovered_exits;     /* processes a sweep found dead with no exit record */
+	uint64_t recovered_execs;     /* processes a sweep found running another executable */
+	uint64_t threads_refreshed;   /* threads given their own events by a refresh */
+	uint64_t samples_missing_ids; /* samples without a pid, tid or timestamp (dropped) */
+	uint64_t idle_samples;	      /* samples of the idle task, pid 0 (dropped) */
+	uint64_t unfollowed_samples;  /* samples of processes not recorded (dropped) */
+	/* Errors kept as context: when a call fails for several reasons (enable and resume,
+	 * or the steps of finish), the first is returned and the later ones are logged,
+	 * counted here, and the first of them kept. */
+	uint32_t context_errors;
+	int context_error;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in
@@ -152,44 +183,88 @@ enum sonde_attach_outcome {
 };
 
 /* Adds another process to the recording, attached as in sonde_recorder_attach (sampling
- * starts right away, or at exec for SONDE_ATTACH_ON_EXEC). Returns an enum
- * sonde_attach_outcome, or -errno (the cause logged) when it cannot be attached. */
+ * starts right away, or at exec for SONDE_ATTACH_ON_EXEC). A pid the recording already
+ * holds under another start time was reused: the old process is retired first, so the two
+ * never share modules or threads. Returns an enum sonde_attach_outcome (EXITED also for a
+ * process that exits, or is a zombie, while it is being attached), or -errno (the cause
+ * logged) when it cannot be attached; -SONDE_E_STATE after finish. */
 SONDE_API int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid,
 					    enum sonde_attach_mode mode);
+
+enum sonde_refresh_outcome {
+	SONDE_REFRESH_REFRESHED = 0, /* every live thread of the process has events */
+	SONDE_REFRESH_EXITED = 1,    /* the process is gone (its modules are retired) */
+};
+
+/* Rescans /proc/PID/task of an attached process and opens events for the threads that have
+ * none: threads neither opened when attaching nor announced by a fork record, and that
+ * started before the process was attached (threads started later inherited the events;
+ * giving them events of their own would sample them twice). Needed only after attaching in
+ * SONDE_ATTACH_RUNNING mode, or after a loss (recovery sweeps call it themselves).
+ * Returns an enum sonde_refresh_outcome, -EINVAL when pid is not attached (a followed
+ * child, or unknown), -SONDE_E_STATE after finish, or -errno when the threads cannot be
+ * listed or opened. */
+SONDE_API int sonde_recorder_refresh_threads(struct sonde_recorder *r, pid_t pid);
 
 /* An epoll fd that becomes readable when a ring has data to drain; owned by the recorder. */
 SONDE_API int sonde_recorder_epoll_fd(const struct sonde_recorder *r);
 /* Waits at most timeout_ms (0: do not wait, -1: forever) for data, then drains every ring
- * and writes what is ready. out (may be NULL) receives this poll's counts. Returns the
- * number of samples processed, or the first error (decoding, unwinding, writing). */
+ * and writes what is ready. When a loss was reported since the last recovery sweep and the
+ * last sweep is at least 250 ms old, runs one (see sonde_recorder_flush). out (may be NULL)
+ * receives this poll's counts. Returns the number of samples processed, or the first error
+ * (decoding, unwinding, writing). */
 SONDE_API int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms,
 				  struct sonde_record_poll *out);
-/* Drains every ring, processes what can be ordered, and pushes the spool's buffered bytes
- * to the writer (the file or write function then holds every sample processed so far).
- * Sampling goes on. 0 or the first error. */
+/* Drains every ring, processes what can be ordered, forces loss bookkeeping (reads the
+ * events' own lost counters, so losses the kernel has not reported yet count as gaps) and,
+ * when any gap is open, a recovery sweep without waiting for the rate limit: every tracked
+ * process is checked for death (/proc start time), a missed exec (/proc/PID/exe) and its
+ * executable mappings (/proc/PID/maps against the module table: missing ones added, gone
+ * ones dropped); with follow_children, /proc/PID/task/TID/children finds descendants no
+ * fork record named; attached processes get their threads refreshed. Then pushes the
+ * spool's buffered bytes to the writer (the file or write function then holds every sample
+ * processed so far). Sampling and lifecycle tracking go on. 0 or the first error. */
 SONDE_API int sonde_recorder_flush(struct sonde_recorder *r);
 /* true when records are queued in user space (waiting to be ordered) or a ring holds data
  * not yet drained. */
 SONDE_API bool sonde_recorder_has_pending_events(const struct sonde_recorder *r);
-/* Enables sampling of every attached process, and resumes any process still stopped for
- * attaching. On failure the enable error is returned (a resume error is logged). */
+/* Enables sampling of every attached process (events armed for exec stay armed), and
+ * resumes any process still stopped for attaching. 0, or the first enable error; when both
+ * enabling and resuming fail, the enable error is returned and the resume error is logged
+ * and kept as context (summary context_error). A resume error alone is returned. */
 SONDE_API int sonde_recorder_enable(struct sonde_recorder *r);
+/* Stops sampling of every attached process; records already in the rings are still
+ * drained by the next poll. 0 or the first error. */
 SONDE_API int sonde_recorder_disable(struct sonde_recorder *r);
 /* A snapshot of the counters; out->sz must be set. 0 or -EINVAL. */
 SONDE_API int sonde_recorder_summary(const struct sonde_recorder *r,
 				     struct sonde_record_summary *out);
-/* 1 when pid is attached and alive, 0 when it exited, -EINVAL when it was never attached,
- * -errno when its state cannot be read (never guessed). */
+/* Liveness. A process is (pid, start time): a pid that now names another process counts
+ * as exited. Children seen only through a fork record are identified by the fork's time
+ * against their /proc start time. Inspection failures are errors, never read as alive or
+ * dead. */
+/* 1 when pid is recorded and alive, 0 when it exited (or is a zombie), -EINVAL when it was
+ * never recorded, -errno when its state cannot be read. */
 SONDE_API int sonde_recorder_process_is_active(struct sonde_recorder *r, pid_t pid);
-/* Number of attached processes (and followed children) still alive, or -errno. */
+/* 1 when a recorded process other than pid is alive, 0 when none is, -errno when one
+ * cannot be inspected. pid need not be recorded. */
+SONDE_API int sonde_recorder_has_active_processes_except(struct sonde_recorder *r, pid_t pid);
+/* Number of recorded processes (attached, and followed children) still alive, or -errno
+ * when one cannot be inspected. */
 SONDE_API int sonde_recorder_active_process_count(struct sonde_recorder *r);
-/* Disables sampling, drains every ring, writes the end of the spool and flushes it. Flushing
- * is attempted even after an earlier error; the first error is returned (later ones are
- * logged). out (may be NULL, else sz set) receives the final counters. The recorder must
- * still be freed. Calling it twice returns -SONDE_E_STATE. */
+/* Disables sampling, resumes processes still stopped for attaching, drains every ring,
+ * processes everything queued, counts losses never reported, writes the end of the spool
+ * and flushes it (and closes the file of sonde_recorder_attach). Flushing is attempted
+ * whatever failed before; the first error of the recording or of these steps is returned,
+ * later ones are logged and kept as context (summary context_errors). out (may be NULL,
+ * else sz set) receives the final counters. The recorder must still be freed; only
+ * sonde_recorder_summary and _free may follow. Calling it twice returns -SONDE_E_STATE. */
 SONDE_API int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary *out);
-/* Frees the recorder (NULL is fine). Without finish, sampling is disabled on a best-effort
- * basis and queued samples are lost (the spool is left without its end record). */
+/* Frees the recorder and everything it owns (events, rings, the file it created; NULL is
+ * fine). Without finish this is best effort only: sampling is disabled, stopped processes
+ * are resumed, but samples still queued in the rings or in user space are lost, nothing is
+ * flushed (write errors cannot be reported), and the spool is left without its end record
+ * (readers report it as truncated). */
 SONDE_API void sonde_recorder_free(struct sonde_recorder *r);
 
 /* The kernel's maximum sampling frequency. 0 or -errno. */

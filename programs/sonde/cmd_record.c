@@ -1,8 +1,9 @@
 /* sonde record: sample a command or running processes into a spool file.
  *
  * The loop: wait for ring data (or 100 ms), let the recorder process what is ready, then
- * check whether to stop (SIGINT/SIGTERM, the launched command exited, every -p process
- * exited). The recorder is then finished and the summary printed to stderr.
+ * check whether to stop (SIGINT/SIGTERM, --duration elapsed, the launched command exited,
+ * every -p process exited). The recorder is then finished and the summary printed to
+ * stderr.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +43,7 @@ struct record_args {
 	char spool_tmp[4096];
 	char **cmd;
 	bool quiet;
+	double duration; /* seconds; 0: until the targets exit */
 };
 
 /* The library explains failures through the log; the last error becomes our one line. */
@@ -61,12 +63,16 @@ static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde record [-F HZ|max] [-p PID]... [-o FILE] [--kernel] [--stack-size BYTES] [-- CMD ARGS...]\n"
+		"usage: sonde record [-F HZ|max] [-p PID]... [--children] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
 		"\n"
 		"Samples the user-space stacks of a command, or of running processes, into a spool file.\n"
 		"\n"
 		"  -F, --freq HZ|max     samples per second per thread (default 999; max = the kernel limit)\n"
 		"  -p, --pid PID         record a running process (repeatable)\n"
+		"  -c, --children        also record the processes the targets fork, and theirs\n"
+		"                        (default: the targets and their threads only)\n"
+		"  -d, --duration SECS   stop after SECS seconds (a fraction is fine): -p processes keep\n"
+		"                        running, a launched command is sent SIGTERM (SIGKILL after 2 s)\n"
 		"  -o, --output FILE     spool file to write (default sonde.spool);\n"
 		"                        FILE.pftrace or FILE.perfetto-trace: a Perfetto trace\n"
 		"      --kernel          kernel frames too (below the user frames); user frames only, with a warning, when the kernel denies it\n"
@@ -78,8 +84,10 @@ static void usage(FILE *f)
 		"  -q, --quiet           no summary\n"
 		"  -h, --help            this help\n"
 		"\n"
-		"Recording stops when the command (or every -p process) exits, or on Ctrl-C.\n"
-		"The exit status is the command's (128+N when killed by signal N).\n");
+		"Recording stops when the command (or every -p process, and with --children every\n"
+		"process they forked) exits, when --duration elapses, or on Ctrl-C.\n"
+		"The exit status is the command's (128+N when killed by signal N), or 0 when\n"
+		"--duration ended the recording and the command was stopped by it.\n");
 }
 /* clang-format on */
 
@@ -163,6 +171,21 @@ static int parse_opt(struct record_args *a, int c, const char *arg)
 			return CLI_USAGE;
 		}
 		return 0;
+	case 'c':
+		a->opts.follow_children = true;
+		return 0;
+	case 'd': {
+		char *end;
+		errno = 0;
+		double d = strtod(arg, &end);
+		if (errno || end == arg || *end || !(d > 0) || d > 1e7) {
+			cli_error("record",
+				  "--duration wants a positive number of seconds, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		a->duration = d;
+		return 0;
+	}
 	case 'q':
 		a->quiet = true;
 		return 0;
@@ -191,6 +214,8 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"stack-size", required_argument, NULL, 'S'},
 		{"ring-pages", required_argument, NULL, 'R'},
 		{"event", required_argument, NULL, 'e'},
+		{"children", no_argument, NULL, 'c'},
+		{"duration", required_argument, NULL, 'd'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"kernel", no_argument, NULL, 'K'},
 		{"buildid-cache", required_argument, NULL, 'B'},
@@ -206,7 +231,7 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 	a->output = "sonde.spool";
 	optind = 1;
 	/* '+': options end at the command, so its own options are left alone. */
-	while ((c = getopt_long(argc, argv, "+F:p:o:e:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+F:p:o:e:cd:qh", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK;
@@ -232,7 +257,11 @@ static void report_failure(const char *fallback_fmt, int err)
 		cli_error("record", fallback_fmt, sonde_strerror(err));
 }
 
-static void print_summary(const struct record_args *a, const struct sonde_record_summary *s)
+struct child;
+static void print_status(const struct child *c);
+
+static void print_summary(const struct record_args *a, const struct sonde_record_summary *s,
+			  const struct child *c)
 {
 	char fallback[96] = "";
 
@@ -268,6 +297,17 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 	else if (a->opts.kernel)
 		fprintf(stderr, "  kernel: not recorded (denied: %s), user frames only\n",
 			strerror(-s->kernel_error));
+	fprintf(stderr,
+		"  loss: %llu records and %llu samples lost; %llu gap%s, %llu recovered by %llu "
+		"sweep%s (%llu modules, %llu processes, %llu exits, %llu execs, %llu threads "
+		"recovered)\n",
+		(unsigned long long)s->lost_events, (unsigned long long)s->lost_samples,
+		(unsigned long long)s->lifecycle_gaps, s->lifecycle_gaps == 1 ? "" : "s",
+		(unsigned long long)s->gaps_recovered, (unsigned long long)s->recovery_sweeps,
+		s->recovery_sweeps == 1 ? "" : "s", (unsigned long long)s->recovered_modules,
+		(unsigned long long)s->recovered_processes, (unsigned long long)s->recovered_exits,
+		(unsigned long long)s->recovered_execs, (unsigned long long)s->threads_refreshed);
+	print_status(c);
 }
 
 static int install_signals(void)
@@ -289,7 +329,23 @@ struct child {
 	int status;
 	bool signalled;
 	double signal_time;
+	double deadline; /* --duration: monotonic seconds at which to stop; 0: none */
+	bool timed_out;	 /* the deadline ended the recording */
 };
+
+static void print_status(const struct child *c)
+{
+	if (!c->l)
+		return;
+	if (!c->exited)
+		fprintf(stderr, "  command: still running\n");
+	else if (WIFSIGNALED(c->status))
+		fprintf(stderr, "  command: killed by signal %d (%s)%s\n", WTERMSIG(c->status),
+			strsignal(WTERMSIG(c->status)),
+			c->timed_out && c->signalled ? " at the end of --duration" : "");
+	else
+		fprintf(stderr, "  command: exited with status %d\n", WEXITSTATUS(c->status));
+}
 
 static double now_s(void)
 {
@@ -311,11 +367,13 @@ static bool child_done(struct child *c)
 /* true when the loop should end. */
 static bool should_stop(struct sonde_recorder *r, struct child *c, int n_pids)
 {
+	if (c->deadline && !c->timed_out && now_s() >= c->deadline)
+		c->timed_out = true;
 	if (c->l) {
 		if (child_done(c))
 			return true;
-		if (stop_signal && !c->signalled) {
-			kill(sonde_launch_pid(c->l), stop_signal);
+		if ((stop_signal || c->timed_out) && !c->signalled) {
+			kill(sonde_launch_pid(c->l), stop_signal ? stop_signal : SIGTERM);
 			c->signalled = true;
 			c->signal_time = now_s();
 		}
@@ -327,8 +385,9 @@ static bool should_stop(struct sonde_recorder *r, struct child *c, int n_pids)
 		}
 		return false;
 	}
-	if (stop_signal)
+	if (stop_signal || c->timed_out)
 		return true;
+	/* An inspection failure is not an exit: go on (Ctrl-C still ends it). */
 	return n_pids > 0 && sonde_recorder_active_process_count(r) == 0;
 }
 
@@ -468,6 +527,8 @@ static int run_record(int argc, char **argv)
 			return err == -ENOENT ? 127 : 126;
 		}
 	}
+	if (a.duration > 0)
+		c.deadline = now_s() + a.duration;
 	int err = record_loop(r, &c, a.n_pids);
 	int ferr = sonde_recorder_finish(r, &sum);
 	if (ferr && !err)
@@ -478,11 +539,15 @@ static int run_record(int argc, char **argv)
 			ferr = -1;
 		a.output = a.trace;
 	}
-	if (!a.quiet)
-		print_summary(&a, &sum);
-	if (c.l) {
+	if (c.l)
 		child_done(&c);
+	if (!a.quiet)
+		print_summary(&a, &sum, &c);
+	if (c.l) {
 		code = c.exited ? exit_code(c.status) : CLI_FAILURE;
+		/* --duration stopped it: that is the expected end, not the command's failure. */
+		if (c.timed_out && c.signalled && c.exited && WIFSIGNALED(c.status))
+			code = CLI_OK;
 		sonde_launch_free(c.l);
 	} else {
 		code = CLI_OK;

@@ -52,6 +52,7 @@ void perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
 	/* Threads and processes the target creates later inherit the events (and write into the
 	 * same per-CPU rings), so nothing started after attaching goes unsampled. */
 	a->inherit = 1;
+	a->inherit_thread = c->no_children;
 	/* Side band: executable mappings, comm changes (exec), fork and exit. */
 	a->mmap = 1;
 	a->mmap2 = 1;

@@ -27,8 +27,9 @@ struct perf_event_cfg {
 	bool disabled;	       /* created disabled */
 	bool enable_on_exec;   /* enabled by the kernel when the task execs */
 	uint32_t wakeup_bytes; /* poll() reports the ring readable once this much is queued */
-	bool read_lost; /* read() reports the event's lost samples (PERF_FORMAT_LOST, 6.0+) */
-	bool kernel;	/* sample in the kernel too, with the kernel callchain */
+	bool read_lost;	  /* read() reports the event's lost samples (PERF_FORMAT_LOST, 6.0+) */
+	bool kernel;	  /* sample in the kernel too, with the kernel callchain */
+	bool no_children; /* only threads inherit the events, not forked processes (5.13+) */
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at

@@ -181,8 +181,33 @@ static int add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid
 	int err = attach_to_ring(r, fd, cpu_idx);
 	if (err)
 		return err;
-	r->events[r->n_events++] = (struct rec_event){fd, (int)cpu_idx, tid, on_exec};
+	r->events[r->n_events++] = (struct rec_event){fd, (int)cpu_idx, tid, on_exec, false};
 	return 0;
+}
+
+/* Closes the events of tid (every thread when tid is 0) opened from index `from` on. An
+ * event that owns a ring stays open (the ring's mapping and the other events' output
+ * depend on it), disabled for good. */
+static void close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
+{
+	for (size_t i = from; i < r->n_events;) {
+		struct rec_event *e = &r->events[i];
+		if (tid && e->tid != tid) {
+			i++;
+			continue;
+		}
+		if (r->rings[e->ring].ring.fd == e->fd) {
+			perf_disable(e->fd);
+			e->retired = true;
+			i++;
+			continue;
+		}
+		uint64_t lost;
+		if (r->cfg.read_lost && perf_read_lost(e->fd, &lost) == 0)
+			r->closed_lost += lost;
+		close(e->fd);
+		*e = r->events[--r->n_events];
+	}
 }
 
 /* One event per (thread, CPU), all disabled or armed for exec. */
@@ -190,6 +215,7 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 {
 	struct perf_event_attr a;
 	struct perf_event_cfg cfg = r->cfg;
+	size_t first = r->n_events;
 
 	cfg.disabled = true;
 	cfg.enable_on_exec = on_exec;
@@ -198,15 +224,56 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 		int fd = perf_open(&a, tid, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* CPU went offline */
-		if (fd < 0)
-			return fd;
-		int err = add_event(r, fd, c, tid, on_exec);
+		int err = fd < 0 ? fd : add_event(r, fd, c, tid, on_exec);
 		if (err) {
-			close(fd);
+			if (fd >= 0)
+				close(fd);
+			close_events_from(r, tid, first);
 			return err;
 		}
 	}
+	struct rec_thread *t = rec_thread_get(r, tid, false);
+	if (t)
+		t->own_events = true;
 	return 0;
+}
+
+int rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
+{
+	size_t first = r->n_events;
+	int err = open_thread(r, tid, false);
+
+	for (size_t i = first; !err && r->enabled && i < r->n_events; i++)
+		err = perf_enable(r->events[i].fd);
+	if (err)
+		close_events_from(r, tid, first);
+	return err;
+}
+
+void rec_close_thread_events(struct sonde_recorder *r, pid_t tid)
+{
+	struct rec_thread *t = rec_thread_get(r, tid, false);
+
+	/* A long recording of a process that keeps starting threads would otherwise hold
+	 * their fds until the end. */
+	if (t && t->own_events)
+		close_events_from(r, tid, 0);
+}
+
+uint64_t rec_read_lost_counters(struct sonde_recorder *r)
+{
+	uint64_t total = r->closed_lost;
+
+	if (!r->cfg.read_lost)
+		return 0;
+	/* Inherited events (threads created after attaching) are not included: this is a
+	 * lower bound, which still catches losses the kernel had no chance to report. */
+	for (size_t i = 0; i < r->n_events; i++) {
+		uint64_t lost;
+		if (perf_read_lost(r->events[i].fd, &lost) == 0)
+			total += lost;
+	}
+	return total;
 }
 
 static int open_threads(struct sonde_recorder *r, struct rec_process *p)
@@ -234,6 +301,7 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 		opened += err == 0;
 	}
 	free(tids);
+	p->attach_ticks = rec_boot_ticks();
 	if (!err && opened == 0)
 		err = -ESRCH;
 	return err;
@@ -242,6 +310,7 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 int rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
 {
 	struct proc_stat st;
+	size_t first_event = r->n_events;
 	int err = proc_stat_read(pid, 0, &st);
 
 	if (err)
@@ -252,6 +321,7 @@ int rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode
 	if (!p)
 		return -ENOMEM;
 	p->attached = true;
+	p->exited = false;
 	p->start_time = st.start_time;
 	if (mode == SONDE_ATTACH_ON_EXEC) {
 		/* Still a copy of the launcher: its mappings are replaced at exec. */
@@ -259,16 +329,26 @@ int rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode
 		if (!t)
 			return -ENOMEM;
 		t->pid = pid;
-		return open_thread(r, pid, true);
+		err = open_thread(r, pid, true);
+		p->attach_ticks = rec_boot_ticks();
+		goto out;
 	}
+	rec_read_exe(p->pid, &p->exe_dev, &p->exe_ino);
 	if (mode == SONDE_ATTACH_STOP) {
 		err = proc_stop(pid, st.start_time, STOP_TIMEOUT_MS, &p->stop);
 		if (err)
-			return err;
+			goto out;
 	}
 	err = open_threads(r, p);
 	if (!err)
 		err = rec_read_maps(r, p, rec_time(r, rec_now()));
+out:
+	if (err) {
+		/* Nothing of it is recorded: it must not stay stopped, nor count as alive. */
+		proc_resume(&p->stop);
+		p->exited = true;
+		close_events_from(r, 0, first_event);
+	}
 	return err;
 }
 
@@ -277,7 +357,7 @@ int rec_enable_all(struct sonde_recorder *r, bool enable)
 	int first = 0;
 
 	for (size_t i = 0; i < r->n_events; i++) {
-		if (enable && r->events[i].armed_on_exec)
+		if (r->events[i].retired || (enable && r->events[i].armed_on_exec))
 			continue;
 		int err = enable ? perf_enable(r->events[i].fd) : perf_disable(r->events[i].fd);
 		if (err && !first)
@@ -295,17 +375,8 @@ void rec_exec_seen(struct sonde_recorder *r, pid_t pid)
 
 void rec_reconcile_lost(struct sonde_recorder *r)
 {
-	uint64_t total = 0;
+	uint64_t total = rec_read_lost_counters(r);
 
-	if (!r->cfg.read_lost)
-		return;
-	/* Inherited events (threads created after attaching) are not included: this is a
-	 * lower bound, which still catches losses the kernel had no chance to report. */
-	for (size_t i = 0; i < r->n_events; i++) {
-		uint64_t lost;
-		if (perf_read_lost(r->events[i].fd, &lost) == 0)
-			total += lost;
-	}
 	if (total > r->sum.lost_events)
 		r->sum.lost_events = total;
 }

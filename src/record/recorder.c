@@ -51,6 +51,13 @@ int rec_error(struct sonde_recorder *r, int err)
 	return err;
 }
 
+void rec_context_error(struct sonde_recorder *r, int err, const char *what)
+{
+	sonde_warn("%s also failed: %s", what, sonde_strerror(err));
+	if (!r->sum.context_errors++)
+		r->sum.context_error = err;
+}
+
 uint64_t rec_time(struct sonde_recorder *r, uint64_t t)
 {
 	if (t < r->last_time)
@@ -100,6 +107,8 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		sonde_error("ring size %u pages is not a power of two", o.ring_pages);
 		return -SONDE_E_RANGE;
 	}
+	r->follow_children = o.follow_children;
+	r->cfg.no_children = !o.follow_children;
 	r->cfg.freq = o.frequency;
 	r->cfg.kernel = o.kernel;
 	int err_img = rec_images_configure(r, &o);
@@ -122,6 +131,10 @@ static struct sonde_recorder *recorder_alloc(void)
 	r->out_fd = -1;
 	perf_event_layout(&r->layout);
 	r->sum.sz = sizeof(r->sum);
+	struct timespec boot;
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	r->boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
+				      (uint64_t)boot.tv_nsec - rec_now());
 	if (perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
 	    !(r->rings = calloc(r->n_cpus, sizeof(*r->rings))) ||
 	    !(r->sorter = perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
@@ -254,8 +267,9 @@ int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid, enum sond
 	}
 	if (p) {
 		/* The pid now names another process: start over with it. */
-		p->exited = false;
-		p->attached = false;
+		int err = rec_process_reset(r, p, rec_time(r, rec_now()));
+		if (err)
+			return err;
 	}
 	int err = rec_open_process(r, pid, mode);
 	if (err == -ESRCH)
@@ -355,6 +369,13 @@ static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_
 	return err ? err : perr;
 }
 
+int rec_drain(struct sonde_recorder *r, bool final)
+{
+	struct sonde_record_poll pr = {0};
+
+	return drain_and_process(r, final, &pr);
+}
+
 static void drop_hung_up(struct sonde_recorder *r, const struct epoll_event *ev, int n)
 {
 	for (int i = 0; i < n; i++) {
@@ -382,6 +403,8 @@ int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms, struct sonde_r
 		drop_hung_up(r, ev, n);
 	}
 	int err = drain_and_process(r, false, &pr);
+	if (!err)
+		err = rec_maybe_recover(r, false);
 	if (out && out->sz >= sizeof(size_t)) {
 		pr.sz = out->sz;
 		memcpy(out, &pr, out->sz < sizeof(pr) ? out->sz : sizeof(pr));
@@ -396,6 +419,9 @@ int sonde_recorder_flush(struct sonde_recorder *r)
 	if (r->finished)
 		return -SONDE_E_STATE;
 	int err = drain_and_process(r, false, &pr);
+	if (!err)
+		err = rec_maybe_recover(r, true);
+	/* The writer is flushed whatever happened before. */
 	int ferr = sonde_spool_writer_flush(r->spool);
 	return rec_error(r, err ? err : ferr);
 }
@@ -412,15 +438,22 @@ bool sonde_recorder_has_pending_events(const struct sonde_recorder *r)
 
 int sonde_recorder_enable(struct sonde_recorder *r)
 {
+	if (r->finished)
+		return -SONDE_E_STATE;
 	int err = rec_enable_all(r, true);
-
+	if (err)
+		sonde_error("cannot enable sampling: %s", sonde_strerror(err));
 	for (size_t i = 0; i < r->n_procs; i++) {
 		int rerr = proc_resume(&r->procs[i].stop);
-		if (rerr && rerr != -ESRCH)
-			sonde_warn("cannot resume pid %d: %s", (int)r->procs[i].pid,
-				   strerror(-rerr));
-		if (rerr && !err)
+		if (!rerr || rerr == -ESRCH)
+			continue; /* a process that died while stopped needs no resuming */
+		if (err) {
+			rec_context_error(r, rerr, "resuming a process stopped for attaching");
+		} else {
+			sonde_error("cannot resume pid %d: %s", (int)r->procs[i].pid,
+				    strerror(-rerr));
 			err = rerr;
+		}
 	}
 	r->enabled = err == 0;
 	return err;
@@ -457,35 +490,70 @@ int sonde_recorder_process_is_active(struct sonde_recorder *r, pid_t pid)
 
 	if (!p)
 		return -EINVAL;
-	if (p->exited)
-		return 0;
-	return proc_is_alive(pid, p->start_time);
+	return rec_process_alive(r, p);
 }
 
-int sonde_recorder_active_process_count(struct sonde_recorder *r)
+/* Live processes other than `except` (0: none excepted), stopping at the first when
+ * any_only. Count or -errno. */
+static int count_alive(struct sonde_recorder *r, pid_t except, bool any_only)
 {
 	int n = 0;
 
 	for (size_t i = 0; i < r->n_procs; i++) {
 		struct rec_process *p = &r->procs[i];
-		if (p->exited)
+		if (p->exited || (except && p->pid == except))
 			continue;
-		int alive = proc_is_alive(p->pid, p->start_time);
+		int alive = rec_process_alive(r, p);
 		if (alive < 0)
 			return alive;
 		n += alive;
+		if (n && any_only)
+			break;
 	}
 	return n;
 }
 
-static void keep_first(int *first, int err, const char *what)
+int sonde_recorder_has_active_processes_except(struct sonde_recorder *r, pid_t pid)
+{
+	int n = count_alive(r, pid > 0 ? pid : -1, true);
+
+	return n < 0 ? n : n > 0;
+}
+
+int sonde_recorder_active_process_count(struct sonde_recorder *r)
+{
+	return count_alive(r, 0, false);
+}
+
+int sonde_recorder_refresh_threads(struct sonde_recorder *r, pid_t pid)
+{
+	struct rec_process *p = rec_process_get(r, pid, false);
+
+	if (r->finished)
+		return -SONDE_E_STATE;
+	if (!p || !p->attached) {
+		sonde_error("refresh_threads: pid %d is not attached to this recording", (int)pid);
+		return -EINVAL;
+	}
+	int alive = rec_process_alive(r, p);
+	if (alive < 0)
+		return alive;
+	if (!alive)
+		return SONDE_REFRESH_EXITED;
+	int n = rec_refresh_threads(r, p);
+	if (n == -ESRCH)
+		return SONDE_REFRESH_EXITED;
+	return n < 0 ? n : SONDE_REFRESH_REFRESHED;
+}
+
+static void keep_first(struct sonde_recorder *r, int *first, int err, const char *what)
 {
 	if (!err)
 		return;
 	if (!*first)
 		*first = err;
 	else
-		sonde_warn("%s also failed: %s", what, sonde_strerror(err));
+		rec_context_error(r, err, what);
 }
 
 int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary *out)
@@ -495,23 +563,23 @@ int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary 
 
 	if (r->finished)
 		return -SONDE_E_STATE;
-	keep_first(&first, sonde_recorder_disable(r), "disabling events");
+	keep_first(r, &first, sonde_recorder_disable(r), "disabling events");
 	for (size_t i = 0; i < r->n_procs; i++)
-		keep_first(&first, proc_resume(&r->procs[i].stop), "resuming a stopped process");
-	keep_first(&first, drain_and_process(r, true, &pr), "the final drain");
+		keep_first(r, &first, proc_resume(&r->procs[i].stop), "resuming a stopped process");
+	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
 	rec_reconcile_lost(r);
 	rec_images_save(r);
 	/* Flushing is attempted whatever happened before. */
-	keep_first(&first, sonde_spool_writer_finish(r->spool), "flushing the spool");
+	keep_first(r, &first, sonde_spool_writer_finish(r->spool), "flushing the spool");
 	if (r->out_fd >= 0) {
 		if (close(r->out_fd) < 0)
-			keep_first(&first, -errno, "closing the spool file");
+			keep_first(r, &first, -errno, "closing the spool file");
 		r->out_fd = -1;
 	}
 	r->sum.duration_ns = rec_now() - r->start_mono;
 	r->finished = true;
 	if (out)
-		keep_first(&first, sonde_recorder_summary(r, out), "the summary");
+		keep_first(r, &first, sonde_recorder_summary(r, out), "the summary");
 	return first;
 }
 

@@ -42,6 +42,7 @@ struct rec_event {
 	pid_t tid;
 	bool armed_on_exec; /* enable_on_exec still pending: enabling by hand would sample the
 			     * launcher before its exec */
+	bool retired;	    /* its thread is gone, but it owns its ring: kept open, disabled */
 };
 
 struct rec_process {
@@ -52,6 +53,9 @@ struct rec_process {
 	bool has_spool_modules; /* modules defined in the spool since the last retirement */
 	struct proc_stopped stop;
 	struct rec_modtable mods;
+	uint64_t fork_time;	   /* monotonic ns of its fork record (followed children) */
+	uint64_t attach_ticks;	   /* boot time in clock ticks when its threads were listed */
+	uint64_t exe_dev, exe_ino; /* /proc/PID/exe when last checked; 0 when unknown */
 };
 
 struct rec_thread {
@@ -59,6 +63,8 @@ struct rec_thread {
 	pid_t pid;
 	uint32_t spool_id; /* valid when defined */
 	bool defined;
+	bool own_events; /* events opened on it by the recorder (not inherited) */
+	bool announced;	 /* a fork record created it: it inherited the events */
 	char comm[16];
 };
 
@@ -113,11 +119,24 @@ struct sonde_recorder {
 	struct unwind_cache *unwind_cache; /* CFI tables of every file seen, built on first use */
 	struct unwind_stats unwind_stats;
 	uint8_t compact[65536]; /* a sample without its unused stack bytes (records are < 64 KiB) */
+
+	/* Lifecycle and loss recovery (recover.c). */
+	bool follow_children;
+	uint64_t gaps_open;	/* losses reported since the last completed sweep */
+	uint64_t last_sweep;	/* rec_now() when the last sweep ran */
+	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
+	uint64_t closed_lost;	/* lost counts of event fds already closed */
+	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
 };
 
 /* Keeps the first error of the recording; returns err. */
 int rec_error(struct sonde_recorder *r, int err);
+/* Logs err as a secondary failure of `what` and keeps it as context (summary
+ * context_error). */
+void rec_context_error(struct sonde_recorder *r, int err, const char *what);
 uint64_t rec_now(void);
+/* Drains every ring and processes what can be ordered (final: everything queued). */
+int rec_drain(struct sonde_recorder *r, bool final);
 /* Clamps a record time so that spool writes never go back in time. */
 uint64_t rec_time(struct sonde_recorder *r, uint64_t t);
 
@@ -129,6 +148,14 @@ int rec_enable_all(struct sonde_recorder *r, bool enable);
 void rec_exec_seen(struct sonde_recorder *r, pid_t pid);
 /* After the final drain: losses the kernel never got to report as LOST records. */
 void rec_reconcile_lost(struct sonde_recorder *r);
+/* Opens (and, when sampling is on, enables) events for thread tid, which must be in the
+ * thread table. 0 or -errno (nothing of it left open). */
+int rec_open_thread_events(struct sonde_recorder *r, pid_t tid);
+/* Closes the events the recorder opened on an exited thread (not those that own a ring),
+ * keeping their lost counts. */
+void rec_close_thread_events(struct sonde_recorder *r, pid_t tid);
+/* Sum of the lost counters of every open event plus those already closed. */
+uint64_t rec_read_lost_counters(struct sonde_recorder *r);
 
 /* images.c */
 int rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
@@ -148,5 +175,28 @@ int rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time
 int rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);
 void rec_track_free(struct sonde_recorder *r);
+/* Forgets everything about p's previous incarnation (its pid was reused, or it is being
+ * attached again): retires its modules and resets its identity. */
+int rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
+
+/* recover.c */
+/* A loss was reported: one more open gap. */
+void rec_note_loss(struct sonde_recorder *r);
+/* Runs a recovery sweep when a gap is open and (unless forced) the last sweep is old
+ * enough. Also reads the events' lost counters when forced. 0 or the first error. */
+int rec_maybe_recover(struct sonde_recorder *r, bool force);
+/* Liveness of p by (pid, start time), or for a followed child by its fork time. 1 alive,
+ * 0 gone (p is then marked exited and retired), -errno. */
+int rec_process_alive(struct sonde_recorder *r, struct rec_process *p);
+/* Opens events for p's threads that have none and started before p was attached. Count
+ * of threads opened, or -errno (-ESRCH: the process is gone). */
+int rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p);
+/* Whether a process with /proc start time `ticks` is the child whose fork record has
+ * monotonic time fork_ns. */
+bool rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t ticks);
+/* Boot time now in clock ticks (the unit of /proc start times). */
+uint64_t rec_boot_ticks(void);
+/* Device and inode of /proc/PID/exe (both 0 when unreadable). */
+void rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino);
 
 #endif

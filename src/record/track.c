@@ -322,17 +322,34 @@ static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, s
 	return 0;
 }
 
+/* The process a sample belongs to, or NULL (counted) when it is not to be recorded. */
+static struct rec_process *sample_process(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	if (!rec->has_id || rec->pid == UINT32_MAX || rec->tid == UINT32_MAX || !rec->time) {
+		r->sum.samples_missing_ids++;
+		return NULL;
+	}
+	if (rec->pid == 0) {
+		r->sum.idle_samples++;
+		return NULL;
+	}
+	struct rec_process *p = rec_process_get(r, (pid_t)rec->pid, r->follow_children);
+	if (!p)
+		r->sum.unfollowed_samples++;
+	return p;
+}
+
 static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_sample *s = &rec->sample;
-	struct rec_process *p = rec_process_get(r, (pid_t)rec->pid, true);
 	enum unwind_end end = UNWIND_END_COMPLETE;
 	size_t n = 0, nk = 0;
 	uint32_t tid_id = 0;
 
-	if (!p)
-		return rec_error(r, -ENOMEM);
 	r->sum.samples++;
+	struct rec_process *p = sample_process(r, rec);
+	if (!p)
+		return 0;
 	int err = kernel_frames(r, rec, &nk);
 	if (err)
 		return err;
@@ -395,34 +412,72 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 		struct rec_process *p = rec_process_get(r, (pid_t)c->pid, true);
 		if (!p)
 			return rec_error(r, -ENOMEM);
+		/* Another executable from now on: the next sweep learns which. */
+		p->exe_dev = p->exe_ino = 0;
 		return rec_retire(r, p, rec->time);
 	}
 	return 0;
 }
 
+int rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
+{
+	int err = rec_retire(r, p, time);
+
+	p->exited = false;
+	p->attached = false;
+	p->start_time = 0;
+	p->fork_time = 0;
+	p->attach_ticks = 0;
+	p->exe_dev = p->exe_ino = 0;
+	memset(&p->stop, 0, sizeof(p->stop));
+	return err;
+}
+
 static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_task *f = &rec->task;
-	struct rec_thread *t = rec_thread_get(r, (pid_t)f->tid, true);
+	bool new_process = f->pid != f->ppid;
 
+	/* Without follow_children, children have no events: their fork is only a record of
+	 * the parent's, and nothing of theirs is tracked. */
+	if (new_process && !r->follow_children)
+		return 0;
+	struct rec_thread *t = rec_thread_get(r, (pid_t)f->tid, true);
 	if (!t)
 		return rec_error(r, -ENOMEM);
 	/* Looked up after the insertion, which may have moved the table. */
 	struct rec_thread *parent = rec_thread_get(r, (pid_t)f->ptid, false);
 	t->pid = (pid_t)f->pid;
 	t->defined = false;
+	t->announced = true;
+	t->own_events = false;
 	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
-	if (f->pid == f->ppid)
+	if (!new_process)
 		return 0; /* a new thread of a known process */
 
-	/* A new process: it starts with a copy of its parent's mappings. */
-	struct rec_process *child = rec_process_get(r, (pid_t)f->pid, true);
-	struct rec_process *pp = rec_process_get(r, (pid_t)f->ppid, false);
-	if (!child)
+	/* A new process: it starts with a copy of its parent's mappings. A record of the same
+	 * pid is an earlier process whose exit went unseen (lost): it must not lend its
+	 * modules to this one. */
+	struct rec_process *child = rec_process_get(r, (pid_t)f->pid, false);
+	if (child && !child->exited && child->start_time &&
+	    rec_is_forked_at(r, rec->time, child->start_time)) {
+		/* A recovery sweep found it before this record was processed. */
+		child->fork_time = rec->time;
+		return 0;
+	}
+	if (child) {
+		int err = rec_process_reset(r, child, rec->time);
+		if (err)
+			return err;
+	} else if (!(child = rec_process_get(r, (pid_t)f->pid, true))) {
 		return rec_error(r, -ENOMEM);
-	child->exited = false;
+	}
+	child->fork_time = rec->time;
+	struct rec_process *pp = rec_process_get(r, (pid_t)f->ppid, false);
 	if (!pp)
 		return 0;
+	child->exe_dev = pp->exe_dev;
+	child->exe_ino = pp->exe_ino;
 	for (size_t i = 0; i < pp->mods.n; i++) {
 		int err = rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
 					  major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
@@ -436,11 +491,12 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_task *e = &rec->task;
 
+	rec_close_thread_events(r, (pid_t)e->tid);
 	rec_thread_remove(r, (pid_t)e->tid);
 	if (e->pid != e->tid)
 		return 0;
 	struct rec_process *p = rec_process_get(r, (pid_t)e->pid, false);
-	if (!p)
+	if (!p || p->exited)
 		return 0;
 	p->exited = true;
 	return rec_retire(r, p, rec->time);
@@ -461,9 +517,11 @@ int rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec)
 		return on_exit_rec(r, rec);
 	case PERF_RECORD_LOST:
 		r->sum.lost_events += rec->lost.lost;
+		rec_note_loss(r);
 		return 0;
 	case PERF_RECORD_LOST_SAMPLES:
 		r->sum.lost_samples += rec->lost.lost;
+		rec_note_loss(r);
 		return 0;
 	default:
 		return 0;

@@ -504,7 +504,7 @@ TEST_TIMEOUT(record_follows_threads_and_children, 120)
 	uint32_t frames[64];
 
 	test_require_perf();
-	test_runf(&o, 100, "%s record -F 999 -o %s -- %s 1", test_bin("sonde"), out,
+	test_runf(&o, 100, "%s record --children -F 999 -o %s -- %s 1", test_bin("sonde"), out,
 		  test_prog("record_family"));
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);

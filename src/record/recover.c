@@ -1,0 +1,391 @@
+/* Process identity and liveness, thread refresh, and recovery from loss.
+ *
+ * A full ring drops records of every kind, side band included: a lost MMAP2 leaves a
+ * module unknown (or a stale one in place), a lost COMM exec keeps the old executable's
+ * modules, a lost FORK hides a child, a lost EXIT keeps a dead process alive. Every report
+ * of loss opens a gap; a sweep closes the open gaps by reconciling the tables with /proc:
+ *
+ *   1. drain    every ring and process everything queued, so that no sample taken before
+ *               the sweep is resolved against the table the sweep is about to change
+ *   2. for each tracked process (processes the sweep adds are visited too):
+ *        dead?     (/proc start time, or fork time for a child) -> retire its modules
+ *        exec?     /proc/PID/exe changed -> retire, the maps below redefine everything
+ *        maps      exec mappings missing from the table are added, entries no mapping
+ *                  covers any more are dropped
+ *        children  with follow_children, /proc/PID/task/TID/children not yet tracked
+ *        threads   attached processes get events on threads that have none
+ *
+ * Sweeps run at most every SWEEP_INTERVAL_NS from poll, and whenever flush is called.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "proc/maps.h"
+#include "record/recorder.h"
+
+enum {
+	SWEEP_INTERVAL_NS = 250000000,
+	/* A child's /proc start time and its fork record's time are taken a few instructions
+	 * apart, but a preempted fork can stretch that: a pid cannot be reused that fast. */
+	FORK_START_SLACK_TICKS = 5,
+};
+
+static uint64_t ns_per_tick(void)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+
+	return 1000000000ull / (uint64_t)(hz > 0 ? hz : 100);
+}
+
+uint64_t rec_boot_ticks(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) / ns_per_tick();
+}
+
+void rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (stat(path, &st) < 0) {
+		*dev = *ino = 0;
+		return;
+	}
+	*dev = st.st_dev;
+	*ino = st.st_ino;
+}
+
+void rec_note_loss(struct sonde_recorder *r)
+{
+	r->sum.lifecycle_gaps++;
+	r->gaps_open++;
+}
+
+bool rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t ticks)
+{
+	uint64_t fork_ticks = (uint64_t)((int64_t)fork_ns + r->boot_offset_ns) / ns_per_tick();
+
+	return fork_ticks + FORK_START_SLACK_TICKS >= ticks &&
+	       ticks + FORK_START_SLACK_TICKS >= fork_ticks;
+}
+
+int rec_process_alive(struct sonde_recorder *r, struct rec_process *p)
+{
+	struct proc_stat st;
+	bool same;
+
+	if (p->exited)
+		return 0;
+	int err = proc_stat_read(p->pid, 0, &st);
+	if (err && err != -ESRCH)
+		return err;
+	if (err || st.state == 'Z' || st.state == 'X') {
+		same = false;
+	} else if (p->start_time) {
+		same = st.start_time == p->start_time;
+	} else if (p->fork_time) {
+		same = rec_is_forked_at(r, p->fork_time, st.start_time);
+		if (same)
+			p->start_time = st.start_time;
+	} else {
+		/* Known only from its samples (its fork was lost before any sweep): the process
+		 * now holding the pid is the best identity there is. */
+		p->start_time = st.start_time;
+		same = true;
+	}
+	if (!same)
+		p->exited = true; /* retired by its exit record, or by the next sweep */
+	return same;
+}
+
+/* Threads whose events may be missing: no events of ours, no fork record, and started
+ * before the process was attached (anything later inherited the events). */
+static bool thread_needs_events(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
+{
+	struct rec_thread *t = rec_thread_get(r, tid, false);
+	struct proc_stat st;
+
+	if (t && t->pid == p->pid && (t->own_events || t->announced))
+		return false;
+	if (proc_stat_read(p->pid, tid, &st) < 0 || st.state == 'Z' || st.state == 'X')
+		return false;
+	return st.start_time <= p->attach_ticks;
+}
+
+int rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p)
+{
+	pid_t *tids;
+	size_t n;
+	int opened = 0, err = proc_list_tasks(p->pid, &tids, &n);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < n && err >= 0; i++) {
+		if (!thread_needs_events(r, p, tids[i]))
+			continue;
+		struct rec_thread *t = rec_thread_get(r, tids[i], true);
+		if (!t) {
+			err = -ENOMEM;
+			break;
+		}
+		t->pid = p->pid;
+		t->defined = false;
+		if (proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
+			t->comm[0] = 0;
+		err = rec_open_thread_events(r, tids[i]);
+		if (err == -ESRCH)
+			err = 0; /* it exited meanwhile */
+		else if (!err)
+			opened++;
+	}
+	free(tids);
+	r->sum.threads_refreshed += (uint64_t)opened;
+	return err < 0 ? err : opened;
+}
+
+/* ---- maps ---- */
+
+static bool is_anon(const char *path)
+{
+	return !*path || strcmp(path, "//anon") == 0 || strncmp(path, "[anon", 5) == 0;
+}
+
+/* Whether the table maps [pm->start, pm->end) to the same file at the same offsets. */
+static bool table_covers(const struct rec_modtable *t, const struct proc_map *pm, const char *path)
+{
+	for (uint64_t a = pm->start; a < pm->end;) {
+		const struct rec_module *m = modtable_find(t, a);
+		if (!m)
+			return false;
+		bool anon = is_anon(path) && is_anon(m->path);
+		if (!anon && m->pgoff + (a - m->start) != pm->pgoff + (a - pm->start))
+			return false;
+		if (!anon &&
+		    (m->inode && pm->inode ? m->inode != pm->inode : strcmp(m->path, path) != 0))
+			return false;
+		a = m->end;
+	}
+	return true;
+}
+
+struct reconcile {
+	struct sonde_recorder *r;
+	size_t proc;
+	uint64_t time;
+	uint64_t (*ranges)[2]; /* the exec mappings /proc lists, in address order */
+	size_t n, cap;
+};
+
+static int on_current_map(void *ctx, const struct proc_map *pm)
+{
+	struct reconcile *c = ctx;
+	struct rec_process *p = &c->r->procs[c->proc];
+	char path[4096];
+
+	if (!pm->exec || strncmp(pm->path, "[vsyscall]", pm->path_len) == 0)
+		return 0;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		void *nr = realloc(c->ranges, cap * sizeof(*c->ranges));
+		if (!nr)
+			return -ENOMEM;
+		c->ranges = nr;
+		c->cap = cap;
+	}
+	c->ranges[c->n][0] = pm->start;
+	c->ranges[c->n][1] = pm->end;
+	c->n++;
+	snprintf(path, sizeof(path), "%.*s", (int)pm->path_len, pm->path);
+	if (table_covers(&p->mods, pm, path))
+		return 0;
+	struct rec_module m = {.start = pm->start,
+			       .end = pm->end,
+			       .pgoff = pm->pgoff,
+			       .inode = pm->inode,
+			       .path = path};
+	c->r->sum.recovered_modules++;
+	return rec_add_mapping(c->r, p, c->time, &m, pm->dev_major, pm->dev_minor);
+}
+
+static bool overlaps_any(const struct reconcile *c, uint64_t start, uint64_t end)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->ranges[i][0] < end && start < c->ranges[i][1])
+			return true;
+	return false;
+}
+
+/* Table entries that no current mapping overlaps were unmapped (munmap, dlclose) while
+ * their record was lost; resolving through them could only misattribute. */
+static int drop_stale(struct reconcile *c)
+{
+	struct rec_modtable *t = &c->r->procs[c->proc].mods;
+
+	for (size_t i = 0; i < t->n;) {
+		if (overlaps_any(c, t->m[i].start, t->m[i].end)) {
+			i++;
+			continue;
+		}
+		c->r->sum.stale_modules++;
+		int err = modtable_remove(t, t->m[i].start, t->m[i].end);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int reconcile_maps(struct sonde_recorder *r, size_t proc, uint64_t time)
+{
+	struct reconcile c = {.r = r, .proc = proc, .time = time};
+	int err = proc_maps_read(r->procs[proc].pid, on_current_map, &c);
+
+	if (!err)
+		err = drop_stale(&c);
+	free(c.ranges);
+	return err;
+}
+
+/* A process running another executable than the one recorded missed its exec record. */
+static int reconcile_exe(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
+{
+	uint64_t dev, ino;
+	int err = 0;
+
+	rec_read_exe(p->pid, &dev, &ino);
+	if (!ino)
+		return 0;
+	if (p->exe_ino && (dev != p->exe_dev || ino != p->exe_ino)) {
+		r->sum.recovered_execs++;
+		err = rec_retire(r, p, time);
+	}
+	p->exe_dev = dev;
+	p->exe_ino = ino;
+	return err;
+}
+
+/* ---- descendants ---- */
+
+/* Starts tracking child pid of a followed process, unless it is tracked already. */
+static int adopt_child(struct sonde_recorder *r, pid_t pid, uint64_t time)
+{
+	struct rec_process *c = rec_process_get(r, pid, false);
+	struct proc_stat st;
+
+	if (c && rec_process_alive(r, c) == 1)
+		return 0;
+	if (proc_stat_read(pid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X')
+		return 0; /* gone already */
+	if (c) {
+		int err = rec_process_reset(r, c, time);
+		if (err)
+			return err;
+	} else if (!(c = rec_process_get(r, pid, true))) {
+		return -ENOMEM;
+	}
+	c->start_time = st.start_time;
+	rec_read_exe(pid, &c->exe_dev, &c->exe_ino);
+	r->sum.recovered_processes++;
+	/* Its maps are read when the sweep reaches it (it was appended to the table). */
+	return 0;
+}
+
+static int discover_children(struct sonde_recorder *r, pid_t pid, uint64_t time)
+{
+	pid_t *kids;
+	size_t n;
+	int err = proc_list_children(pid, &kids, &n);
+
+	if (err)
+		return err == -ESRCH ? 0 : err;
+	for (size_t i = 0; i < n && !err; i++)
+		err = adopt_child(r, kids[i], time);
+	free(kids);
+	return err;
+}
+
+/* ---- the sweep ---- */
+
+static void keep(int *first, int err)
+{
+	if (err && err != -ESRCH && !*first)
+		*first = err;
+}
+
+/* Steps of the sweep for the live process at index i. */
+static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
+{
+	int first = 0;
+
+	keep(&first, reconcile_exe(r, &r->procs[i], time));
+	keep(&first, reconcile_maps(r, i, time));
+	if (r->follow_children)
+		keep(&first, discover_children(r, r->procs[i].pid, time));
+	/* The table may have grown: index again. */
+	if (r->procs[i].attached) {
+		int n = rec_refresh_threads(r, &r->procs[i]);
+		keep(&first, n < 0 ? n : 0);
+	}
+	return first;
+}
+
+static int sweep(struct sonde_recorder *r)
+{
+	int first = rec_drain(r, true);
+	uint64_t gaps = r->gaps_open, time = rec_time(r, rec_now());
+
+	r->sum.recovery_sweeps++;
+	for (size_t i = 0; i < r->n_procs; i++) {
+		struct rec_process *p = &r->procs[i];
+		bool had_modules = p->has_spool_modules;
+		int alive = rec_process_alive(r, p);
+		if (alive < 0) {
+			keep(&first, alive);
+			continue;
+		}
+		if (!alive) {
+			/* Dead with its modules still live: its exit record was lost. */
+			r->sum.recovered_exits += had_modules;
+			keep(&first, rec_retire(r, p, time));
+			continue;
+		}
+		keep(&first, reconcile_process(r, i, time));
+	}
+	r->last_sweep = rec_now();
+	if (first) {
+		sonde_warn("recovery sweep: %s", sonde_strerror(first));
+		return rec_error(r, first);
+	}
+	r->gaps_open -= gaps;
+	r->sum.gaps_recovered += gaps;
+	return 0;
+}
+
+int rec_maybe_recover(struct sonde_recorder *r, bool force)
+{
+	if (force) {
+		/* Losses the kernel has not written a record about yet. */
+		uint64_t lost = rec_read_lost_counters(r);
+		if (lost > r->lost_counted) {
+			r->lost_counted = lost;
+			rec_note_loss(r);
+		}
+	}
+	if (!r->gaps_open)
+		return 0;
+	if (!force && rec_now() - r->last_sweep < SWEEP_INTERVAL_NS)
+		return 0;
+	return sweep(r);
+}

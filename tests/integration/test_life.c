@@ -1,0 +1,676 @@
+/* The recorder's process lifecycle, loss recovery and the calls around them, end to end:
+ * real perf events on the programs of tests/progs, read back with every frame symbolized.
+ *
+ *  - children of a shell script, followed with --children, under their own names and
+ *    their own binaries' symbols; without --children, none of them;
+ *  - exec retires the shell's modules;
+ *  - two libraries dlopen'ed and dlclose'd in turn at the same address: no sample in the
+ *    wrong one;
+ *  - 1000 threads created and joined: sampled, and no file descriptor kept;
+ *  - a tiny ring at a high rate: losses counted, recovery sweeps run, stacks still right;
+ *  - the target SIGKILLed mid-recording: a complete recording, its status reported;
+ *  - attaching to processes that exit during the attach, or are zombies: a clear outcome,
+ *    never a hang;
+ *  - --duration, refresh_threads, liveness calls.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+#include <sonde/record.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "life_util.h"
+
+struct membuf {
+	uint8_t *data;
+	size_t len, cap;
+};
+
+static int mem_write(void *ctx, const void *buf, size_t len)
+{
+	struct membuf *m = ctx;
+
+	if (m->len + len > m->cap) {
+		size_t cap = (m->cap + len) * 2;
+		uint8_t *d = realloc(m->data, cap);
+		if (!d)
+			return -ENOMEM;
+		m->data = d;
+		m->cap = cap;
+	}
+	memcpy(m->data + m->len, buf, len);
+	m->len += len;
+	return 0;
+}
+
+/* The file /bin/sh really is (dash, bash...). */
+static const char *shell_file(void)
+{
+	static char path[PATH_MAX];
+
+	if (!realpath("/bin/sh", path))
+		FAIL("realpath /bin/sh: %s", strerror(errno));
+	return path;
+}
+
+static bool seen_before(uint32_t *set, size_t *n, size_t cap, uint32_t v)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (set[i] == v)
+			return true;
+	if (*n < cap)
+		set[(*n)++] = v;
+	return false;
+}
+
+/* Samples of life_spin processes: counted per process, and checked frame by frame. */
+struct spin_stats {
+	uint64_t samples, in_work, in_shell;
+	uint32_t pids[512];
+	size_t n_pids;
+	uint64_t shell_comm_samples;
+};
+
+static void count_spin_samples(struct life_spool *ls, struct spin_stats *st)
+{
+	const char *sh = shell_file();
+
+	memset(st, 0, sizeof(*st));
+	for (uint64_t i = 0; i < ls->info.samples; i++) {
+		struct life_sample s;
+		life_sample(ls, i, &s);
+		if (strcmp(s.comm, "life_spin") != 0) {
+			st->shell_comm_samples++;
+			continue;
+		}
+		st->samples++;
+		seen_before(st->pids, &st->n_pids, 512, s.pid);
+		int k = life_find(&s, "life_spin_work");
+		if (k >= 0 && life_is_file(s.mod[k], "life_spin"))
+			st->in_work++;
+		/* After exec, nothing of the shell may be used to resolve its frames. */
+		for (int f = 0; f < s.depth; f++)
+			st->in_shell += strcmp(s.mod[f], sh) == 0;
+	}
+}
+
+TEST_TIMEOUT(life_script_children_under_their_own_names, 400)
+{
+	struct test_output o;
+	struct life_spool ls;
+	struct spin_stats st;
+	char script[1024];
+	const char *out = test_path("script.spool");
+
+	test_require_perf();
+	snprintf(script, sizeof(script), "i=0; while [ $i -lt 200 ]; do %s 15; i=$((i+1)); done",
+		 test_prog("life_spin"));
+	const char *argv[] = {test_bin("sonde"), "record", "--children", "-o", out, "--",
+			      "/bin/sh",	 "-c",	   script,	 NULL};
+	test_run(&o, 380, argv);
+	if (o.status != 0)
+		FAIL("sonde record exited %d: %s", o.status, o.err);
+	ASSERT_CONTAINS(o.err, "loss: ");
+	ASSERT_CONTAINS(o.err, "command: exited with status 0");
+	test_output_free(&o);
+	life_open(&ls, out);
+	count_spin_samples(&ls, &st);
+	life_close(&ls);
+	/* 15 ms of CPU each at 999 Hz: about 15 samples per child, so nearly every one of the
+	 * 200 has some, under its own name and pid. */
+	ASSERT_UINT(st.n_pids, >=, 150);
+	ASSERT_UINT(st.samples, >=, 1000);
+	ASSERT_UINT(st.in_work * 100, >=, st.samples * 95);
+	ASSERT_UINT(st.in_shell, ==, 0);
+}
+
+/* Without --children, the children have no events: only the shell itself is recorded. */
+TEST_TIMEOUT(life_without_children_only_the_target, 200)
+{
+	struct test_output o;
+	struct life_spool ls;
+	struct spin_stats st;
+	char script[1024];
+	const char *out = test_path("nochildren.spool");
+
+	test_require_perf();
+	snprintf(script, sizeof(script),
+		 "i=0; while [ $i -lt 20 ]; do %s 15; i=$((i+1)); done; "
+		 "while [ $i -lt 100000 ]; do i=$((i+1)); done",
+		 test_prog("life_spin"));
+	const char *argv[] = {test_bin("sonde"), "record", "-o",   out, "--",
+			      "/bin/sh",	 "-c",	   script, NULL};
+	test_run(&o, 180, argv);
+	if (o.status != 0)
+		FAIL("sonde record exited %d: %s", o.status, o.err);
+	ASSERT_CONTAINS(o.err, " 1 process, ");
+	test_output_free(&o);
+	life_open(&ls, out);
+	count_spin_samples(&ls, &st);
+	life_close(&ls);
+	ASSERT_UINT(st.samples, ==, 0);
+	ASSERT_UINT(st.shell_comm_samples, >, 0); /* the shell's own loop */
+}
+
+/* A shell that execs the program: the same process, another executable. The shell's
+ * modules are retired at exec, and the program's samples resolve in its own binary. */
+TEST_TIMEOUT(life_exec_retires_the_old_modules, 120)
+{
+	struct test_output o;
+	struct life_spool ls;
+	struct spin_stats st;
+	char script[1024];
+	const char *out = test_path("exec.spool");
+
+	test_require_perf();
+	snprintf(script, sizeof(script),
+		 "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; exec %s 300",
+		 test_prog("life_spin"));
+	const char *argv[] = {test_bin("sonde"), "record", "-o",   out, "--",
+			      "/bin/sh",	 "-c",	   script, NULL};
+	test_run(&o, 100, argv);
+	if (o.status != 0)
+		FAIL("sonde record exited %d: %s", o.status, o.err);
+	test_output_free(&o);
+	life_open(&ls, out);
+	count_spin_samples(&ls, &st);
+	ASSERT_UINT(st.samples, >=, 50);
+	ASSERT_UINT(st.n_pids, ==, 1);
+	ASSERT_UINT(st.in_work * 100, >=, st.samples * 95);
+	ASSERT_UINT(st.in_shell, ==, 0);
+	ASSERT_UINT(st.shell_comm_samples, >, 0);
+	/* The shell's modules were defined, then retired by the exec. */
+	bool shell_retired = false;
+	for (uint32_t id = 1; id <= ls.info.modules; id++) {
+		struct sonde_spool_module m;
+		if (sonde_spool_get_module(ls.s, id, &m) == 0 && m.retired &&
+		    strcmp(m.def.path, shell_file()) == 0)
+			shell_retired = true;
+	}
+	ASSERT(shell_retired);
+	life_close(&ls);
+}
+
+TEST_TIMEOUT(life_dlopen_dlclose_never_misattributes, 240)
+{
+	struct test_output o;
+	struct life_spool ls;
+	const char *out = test_path("dl.spool");
+	char liba[PATH_MAX], libb[PATH_MAX];
+	long rounds = 0, same = 0;
+	uint64_t in_a = 0, in_b = 0;
+
+	test_require_perf();
+	snprintf(liba, sizeof(liba), "%s", test_prog("liblife_a.so"));
+	snprintf(libb, sizeof(libb), "%s", test_prog("liblife_b.so"));
+	const char *argv[] = {test_bin("sonde"),	"record", "-F", "999", "-o", out, "--",
+			      test_prog("life_dlswap"), liba,	  libb, "1.5", NULL};
+	test_run(&o, 220, argv);
+	if (o.status != 0)
+		FAIL("sonde record exited %d: %s%s", o.status, o.out, o.err);
+	ASSERT(sscanf(o.out, "rounds %ld same_address %ld", &rounds, &same) == 2);
+	/* The hazard was real: most rounds mapped a library where the other had just been. */
+	ASSERT_INT(same * 2, >=, rounds);
+	test_output_free(&o);
+	life_open(&ls, out);
+	for (uint64_t i = 0; i < ls.info.samples; i++) {
+		struct life_sample s;
+		life_sample(&ls, i, &s);
+		/* The round this sample was taken in, from the main binary's frames. */
+		bool round_a = life_find(&s, "life_round_a") >= 0;
+		bool round_b = life_find(&s, "life_round_b") >= 0;
+		for (int k = 0; k < s.depth; k++) {
+			bool mod_a = life_is_file(s.mod[k], "liblife_a.so");
+			bool mod_b = life_is_file(s.mod[k], "liblife_b.so");
+			bool fn_a = strncmp(s.fn[k], "life_a_", 7) == 0;
+			bool fn_b = strncmp(s.fn[k], "life_b_", 7) == 0;
+			/* A frame in a library is in the library of its round, and its name
+			 * agrees with its file. */
+			if ((mod_a && (round_b || fn_b)) || (mod_b && (round_a || fn_a)) ||
+			    (fn_a && !mod_a) || (fn_b && !mod_b))
+				FAIL("sample %llu frame %d: %s in %s (round of %s)",
+				     (unsigned long long)i, k, s.fn[k], s.mod[k],
+				     round_a   ? "a"
+				     : round_b ? "b"
+					       : "none");
+			in_a += k == 0 && mod_a && fn_a;
+			in_b += k == 0 && mod_b && fn_b;
+		}
+	}
+	life_close(&ls);
+	ASSERT_UINT(in_a, >=, 100);
+	ASSERT_UINT(in_b, >=, 100);
+}
+
+TEST_TIMEOUT(life_thousand_threads_sampled_without_fd_leak, 300)
+{
+	char *argv[] = {(char *)test_prog("life_threads"), "1000", "2", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 999};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	struct membuf mem = {0};
+	struct life_spool ls;
+	uint32_t tids[1024];
+	size_t n_tids = 0;
+	uint64_t thr_samples = 0, in_work = 0;
+	int status;
+
+	test_require_perf();
+	int fds_before = test_count_fds();
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
+		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	int fds_attached = test_count_fds();
+	ASSERT_OK(sonde_launch_resume(l));
+	while (sonde_launch_wait(l, WNOHANG, &status) == 0) {
+		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
+		/* Threads come and go: the recorder's descriptors do not grow with them. */
+		ASSERT_INT(test_count_fds(), <=, fds_attached);
+	}
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	sonde_recorder_free(r);
+	sonde_launch_free(l);
+	ASSERT_INT(test_count_fds(), ==, fds_before);
+	ASSERT_UINT(sum.threads, >=, 1001);
+
+	life_open_mem(&ls, mem.data, mem.len);
+	for (uint64_t i = 0; i < ls.info.samples; i++) {
+		struct life_sample s;
+		life_sample(&ls, i, &s);
+		if (strcmp(s.comm, "lifethr") != 0)
+			continue;
+		thr_samples++;
+		seen_before(tids, &n_tids, 1024, s.tid);
+		int k = life_find(&s, "life_thread_work");
+		in_work += k >= 0 && life_is_file(s.mod[k], "life_threads");
+	}
+	life_close(&ls);
+	free(mem.data);
+	/* 2 ms of CPU each at 999 Hz: about two samples per thread. */
+	ASSERT_UINT(n_tids, >=, 300);
+	ASSERT_UINT(in_work * 100, >=, thr_samples * 95);
+}
+
+/* split's functions and the caller each compute_X must have. */
+static void check_split_stack(const struct life_sample *s, uint64_t *checked)
+{
+	static const char *const names[] = {"compute_hot", "compute_warm", "compute_cool",
+					    "path_hot",	   "path_warm",	   "path_cool",
+					    "run",	   "main",	   "_start"};
+
+	for (int k = 0; k < s->depth; k++) {
+		if (!life_is_file(s->mod[k], "split"))
+			continue;
+		bool known = false;
+		for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++)
+			known |= strcmp(s->fn[k], names[n]) == 0;
+		if (!known)
+			FAIL("frame %d of a split sample is %s", k, s->fn[k]);
+		if (strncmp(s->fn[k], "compute_", 8) == 0 && k + 1 < s->depth) {
+			char want[32];
+			snprintf(want, sizeof(want), "path_%s", s->fn[k] + 8);
+			ASSERT_STR_EQ(s->fn[k + 1], want);
+			(*checked)++;
+		}
+	}
+}
+
+/* A ring of the minimum size (two samples) at 4 kHz, drained only every 30 ms: the kernel
+ * drops most samples. Losses are counted, each opens a gap that a recovery sweep closes,
+ * and what was recorded is still attributed right. */
+TEST_TIMEOUT(life_tiny_ring_loss_is_recovered, 120)
+{
+	const char *argv[] = {test_prog("split"), "6", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = 4000,
+					 .ring_pages = 1,
+					 .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+	struct sonde_record_summary mid = {.sz = sizeof(mid)}, sum = {.sz = sizeof(sum)};
+	struct membuf mem = {0};
+	struct life_spool ls;
+	uint64_t checked = 0;
+
+	test_require_perf();
+	pid_t pid = test_spawn(argv);
+	usleep(100000);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder_attach_writer(pid, mem_write, &mem, SONDE_ATTACH_STOP, &opts));
+	double t0 = test_now();
+	while (test_now() - t0 < 2.5) {
+		ASSERT_OK(sonde_recorder_poll(r, 0, NULL));
+		usleep(30000);
+	}
+	ASSERT_OK(sonde_recorder_summary(r, &mid));
+	usleep(100000);
+	/* flush settles the books now: counters read, a sweep for any open gap. */
+	ASSERT_OK(sonde_recorder_flush(r));
+	ASSERT_OK(sonde_recorder_summary(r, &sum));
+	ASSERT_UINT(sum.lifecycle_gaps, >, 0);
+	ASSERT_UINT(sum.gaps_recovered, ==, sum.lifecycle_gaps);
+	ASSERT_UINT(sum.recovery_sweeps, >, mid.recovery_sweeps);
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	sonde_recorder_free(r);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+	ASSERT_UINT(sum.lost_events + sum.lost_samples, >, 0);
+	ASSERT_UINT(sum.recovery_sweeps, >, 1);
+	ASSERT_UINT(sum.gaps_recovered, >, 0);
+	/* split's mappings never changed: a sweep has nothing to repair. */
+	ASSERT_UINT(sum.recovered_modules + sum.stale_modules + sum.recovered_execs, ==, 0);
+	ASSERT_UINT(sum.samples_written, >=, 20);
+
+	life_open_mem(&ls, mem.data, mem.len);
+	ASSERT_UINT(ls.info.samples, ==, sum.samples_written);
+	for (uint64_t i = 0; i < ls.info.samples; i++) {
+		struct life_sample s;
+		life_sample(&ls, i, &s);
+		check_split_stack(&s, &checked);
+	}
+	life_close(&ls);
+	free(mem.data);
+	ASSERT_UINT(checked, >=, 20);
+}
+
+/* The pid of the only child of pid, waiting for it to appear (0 when none did). */
+static pid_t child_of(pid_t pid)
+{
+	char path[64];
+	double t0 = test_now();
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	while (test_now() - t0 < 30) {
+		char *s = test_read_file(path, NULL);
+		int child = s ? atoi(s) : 0;
+		free(s);
+		if (child > 0)
+			return child;
+		usleep(20000);
+	}
+	return 0;
+}
+
+/* CPU time of pid in clock ticks, -1 once it is gone. */
+static long cpu_ticks(pid_t pid)
+{
+	char path[64];
+	unsigned long ut, st;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char *s = test_read_file(path, NULL);
+	char *p = s ? strrchr(s, ')') : NULL;
+	int ok = p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			     &st) == 2;
+	free(s);
+	return ok ? (long)(ut + st) : -1;
+}
+
+TEST_TIMEOUT(life_target_sigkilled_mid_recording, 180)
+{
+	char cmd[2048];
+	const char *out = test_path("killed.spool"), *err = test_path("killed.err");
+	struct life_spool ls;
+	struct test_output o;
+	uint64_t in_compute = 0;
+
+	test_require_perf();
+	snprintf(cmd, sizeof(cmd), "exec %s record -o %s -- %s 60 2>%s", test_bin("sonde"), out,
+		 test_prog("split"), err);
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	pid_t sonde = test_spawn(argv);
+	pid_t target = child_of(sonde);
+	ASSERT_INT(target, >, 0);
+	/* Half a second of the target's CPU time: samples are there to keep. */
+	double t0 = test_now();
+	while (cpu_ticks(target) >= 0 && cpu_ticks(target) < 50 && test_now() - t0 < 60)
+		usleep(20000);
+	ASSERT_INT(kill(target, SIGKILL), ==, 0);
+	ASSERT_INT(test_wait(sonde, 60), ==, 128 + SIGKILL);
+	char *text = test_read_file(err, NULL);
+	ASSERT_NOT_NULL(text);
+	ASSERT_CONTAINS(text, "command: killed by signal 9");
+	free(text);
+
+	life_open(&ls, out); /* complete: the end record was written */
+	ASSERT_UINT(ls.info.samples, >=, 20);
+	for (uint64_t i = 0; i < ls.info.samples; i++) {
+		struct life_sample s;
+		life_sample(&ls, i, &s);
+		in_compute += s.depth > 0 && strncmp(s.fn[0], "compute_", 8) == 0;
+	}
+	ASSERT_UINT(in_compute * 10, >=, ls.info.samples * 9);
+	life_close(&ls);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), out);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "compute_hot");
+	test_output_free(&o);
+}
+
+/* ---- attaching to processes that exit meanwhile ---- */
+
+struct reaper {
+	pid_t pid;
+};
+
+static void *reap(void *arg)
+{
+	struct reaper *rp = arg;
+
+	waitpid(rp->pid, NULL, 0);
+	return NULL;
+}
+
+/* A child that exits after a little work (0 to ~1 ms), reaped by a thread when reap_now. */
+static pid_t short_child(int i, pthread_t *th, struct reaper *rp)
+{
+	pid_t pid = fork();
+
+	ASSERT_INT(pid, >=, 0);
+	if (pid == 0) {
+		volatile unsigned x = 0;
+		for (int k = 0; k < (i % 8) * 20000; k++)
+			x += (unsigned)k;
+		_exit(0);
+	}
+	rp->pid = pid;
+	ASSERT_INT(pthread_create(th, NULL, reap, rp), ==, 0);
+	return pid;
+}
+
+static bool outcome_ok(int out)
+{
+	return out == SONDE_ATTACH_ATTACHED || out == SONDE_ATTACH_EXITED || out == -ESRCH;
+}
+
+/* A zombie child of this process (exited, not reaped). */
+static pid_t zombie(void)
+{
+	pid_t pid = fork();
+	char path[64];
+
+	ASSERT_INT(pid, >=, 0);
+	if (pid == 0)
+		_exit(0);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (double t0 = test_now(); test_now() - t0 < 30; usleep(5000)) {
+		char *s = test_read_file(path, NULL);
+		bool z = s && strstr(s, ") Z ");
+		free(s);
+		if (z)
+			return pid;
+	}
+	FAIL("pid %d never became a zombie", (int)pid);
+}
+
+TEST_TIMEOUT(life_attach_races_with_exit, 400)
+{
+	const char *argv[] = {test_prog("split"), "120", NULL};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	int attached = 0, exited = 0;
+
+	test_require_perf();
+	sonde_log_set_level(SONDE_LOG_OFF);
+	pid_t anchor = test_spawn(argv);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder_attach(anchor, test_path("race.spool"), SONDE_ATTACH_STOP, NULL));
+	for (int i = 0; i < 150; i++) {
+		pthread_t th;
+		struct reaper rp;
+		pid_t pid = short_child(i, &th, &rp);
+		enum sonde_attach_mode mode = i % 3 == 0 ? SONDE_ATTACH_RUNNING : SONDE_ATTACH_STOP;
+		double t0 = test_now();
+		int out = sonde_recorder_attach_process(r, pid, mode);
+		ASSERT(test_now() - t0 < 10); /* bounded: the stop wait has a timeout */
+		if (!outcome_ok(out))
+			FAIL("attach_process of an exiting pid: %d (%s)", out, sonde_strerror(out));
+		attached += out == SONDE_ATTACH_ATTACHED;
+		exited += out != SONDE_ATTACH_ATTACHED;
+		pthread_join(th, NULL);
+		int active = sonde_recorder_process_is_active(r, pid);
+		ASSERT(active == 0 || active == -EINVAL);
+		ASSERT_OK(sonde_recorder_poll(r, 0, NULL));
+	}
+	ASSERT_INT(attached + exited, ==, 150);
+	/* A new recorder on an exiting pid: ESRCH, or a recording of what it saw. */
+	for (int i = 0; i < 40; i++) {
+		pthread_t th;
+		struct reaper rp;
+		pid_t pid = short_child(i, &th, &rp);
+		errno = 0;
+		struct sonde_recorder *r2 = sonde_recorder_attach(pid, test_path("race2.spool"),
+								  SONDE_ATTACH_STOP, NULL);
+		int e = errno;
+		pthread_join(th, NULL);
+		if (r2) {
+			ASSERT_OK(sonde_recorder_finish(r2, NULL));
+			sonde_recorder_free(r2);
+		} else {
+			ASSERT_INT(e, ==, ESRCH);
+		}
+	}
+	/* A zombie is not a process to attach to. */
+	pid_t z = zombie();
+	ASSERT_INT(sonde_recorder_attach_process(r, z, SONDE_ATTACH_STOP), ==, SONDE_ATTACH_EXITED);
+	errno = 0;
+	ASSERT(!sonde_recorder_attach(z, test_path("z.spool"), SONDE_ATTACH_STOP, NULL));
+	ASSERT_INT(errno, ==, ESRCH);
+	struct test_output o;
+	test_runf(&o, 60, "%s record -o %s -p %d", test_bin("sonde"), test_path("z2.spool"),
+		  (int)z);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "no such process");
+	test_output_free(&o);
+	waitpid(z, NULL, 0);
+
+	/* The recording of the anchor went on throughout. */
+	ASSERT_INT(sonde_recorder_process_is_active(r, anchor), ==, 1);
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	sonde_recorder_free(r);
+	kill(anchor, SIGKILL);
+	test_wait(anchor, 10);
+	ASSERT_UINT(sum.samples_written, >, 0);
+}
+
+/* ---- the calls around the lifecycle ---- */
+
+TEST_TIMEOUT(life_api_refresh_and_liveness, 120)
+{
+	const char *argv[] = {test_prog("record_family"), "30", NULL};
+	const char *argv2[] = {test_prog("split"), "30", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 499};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+
+	test_require_perf();
+	sonde_log_set_level(SONDE_LOG_OFF);
+	pid_t fam = test_spawn(argv);
+	usleep(300000); /* its threads and its child are started */
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder_attach(fam, test_path("api.spool"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT_OK(sonde_recorder_poll(r, 100, NULL));
+	/* Every thread got events when attaching: nothing to add. */
+	ASSERT_INT(sonde_recorder_refresh_threads(r, fam), ==, SONDE_REFRESH_REFRESHED);
+	ASSERT_ERR(sonde_recorder_refresh_threads(r, getpid()), -EINVAL);
+	ASSERT_INT(sonde_recorder_active_process_count(r), ==, 1); /* its child is not followed */
+	ASSERT_INT(sonde_recorder_has_active_processes_except(r, fam), ==, 0);
+	ASSERT_INT(sonde_recorder_has_active_processes_except(r, 0), ==, 1);
+
+	pid_t other = test_spawn(argv2);
+	ASSERT_INT(sonde_recorder_attach_process(r, other, SONDE_ATTACH_STOP), ==,
+		   SONDE_ATTACH_ATTACHED);
+	ASSERT_INT(sonde_recorder_attach_process(r, other, SONDE_ATTACH_STOP), ==,
+		   SONDE_ATTACH_ALREADY);
+	ASSERT_INT(sonde_recorder_has_active_processes_except(r, fam), ==, 1);
+	ASSERT_INT(sonde_recorder_active_process_count(r), ==, 2);
+	kill(fam, SIGKILL);
+	test_wait(fam, 10);
+	ASSERT_INT(sonde_recorder_process_is_active(r, fam), ==, 0);
+	ASSERT_INT(sonde_recorder_refresh_threads(r, fam), ==, SONDE_REFRESH_EXITED);
+	ASSERT_INT(sonde_recorder_has_active_processes_except(r, other), ==, 0);
+	ASSERT_INT(sonde_recorder_active_process_count(r), ==, 1);
+	ASSERT_OK(sonde_recorder_flush(r));
+	ASSERT_OK(sonde_recorder_enable(r));
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	ASSERT_ERR(sonde_recorder_enable(r), -SONDE_E_STATE);
+	ASSERT_ERR(sonde_recorder_refresh_threads(r, other), -SONDE_E_STATE);
+	sonde_recorder_free(r);
+	kill(other, SIGKILL);
+	test_wait(other, 10);
+	ASSERT_UINT(sum.processes, ==, 2);
+	ASSERT_UINT(sum.context_errors, ==, 0);
+	ASSERT_UINT(sum.idle_samples + sum.samples_missing_ids + sum.unfollowed_samples, ==, 0);
+}
+
+/* --duration: a -p target keeps running; a launched command is stopped, and that is a
+ * successful recording. */
+TEST_TIMEOUT(life_duration_stops_the_recording, 120)
+{
+	const char *argv[] = {test_prog("split"), "60", NULL};
+	struct test_output o;
+	struct life_spool ls;
+
+	test_require_perf();
+	pid_t pid = test_spawn(argv);
+	double t0 = test_now();
+	test_runf(&o, 60, "%s record -d 1 -o %s -p %d", test_bin("sonde"), test_path("d1.spool"),
+		  (int)pid);
+	double took = test_now() - t0;
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT(took >= 1.0 && took < 30);
+	test_output_free(&o);
+	ASSERT_INT(kill(pid, 0), ==, 0); /* still running */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char *stat = test_read_file(path, NULL);
+	ASSERT_NOT_CONTAINS(strrchr(stat, ')'), ") T ");
+	free(stat);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+	life_open(&ls, test_path("d1.spool"));
+	ASSERT_UINT(ls.info.samples, >, 0);
+	life_close(&ls);
+
+	test_runf(&o, 60, "%s record --duration 0.5 -o %s -- %s 60", test_bin("sonde"),
+		  test_path("d2.spool"), test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "command: killed by signal 15");
+	ASSERT_CONTAINS(o.err, "at the end of --duration");
+	test_output_free(&o);
+	life_open(&ls, test_path("d2.spool"));
+	ASSERT_UINT(ls.info.samples, >, 0);
+	life_close(&ls);
+
+	test_runf(&o, 30, "%s record --duration soon -- true", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--duration wants");
+	test_output_free(&o);
+}
