@@ -141,7 +141,10 @@ enum sonde_smb_scraping {
 struct sonde_producer_opts {
 	size_t sz;		     /* sizeof(struct sonde_producer_opts) */
 	const char *name;	     /* producer_name (required) */
-	const char *socket;	     /* NULL: PERFETTO_PRODUCER_SOCK_NAME or the default path */
+	/* NULL: the inherited socket named by $SONDE_PRODUCER_FD (set by `sonde run --trace`),
+	 * else $PERFETTO_PRODUCER_SOCK_NAME, else the default path. "fd:N" names an inherited
+	 * connected socket explicitly; it is taken once (EBUSY after). */
+	const char *socket;
 	uint32_t smb_size_hint;	     /* bytes; 0: the service's default */
 	uint32_t smb_page_size_hint; /* bytes, multiple of 4096; 0: the service's default */
 	/* Create the SMB here (a sealed memfd of the hinted geometry, 256 KiB / 4 KiB by
@@ -265,7 +268,9 @@ struct sonde_consumer;
 
 struct sonde_consumer_opts {
 	size_t sz;	    /* sizeof(struct sonde_consumer_opts) */
-	const char *socket; /* NULL: PERFETTO_CONSUMER_SOCK_NAME or the default path */
+	/* NULL: $SONDE_CONSUMER_FD ("fd:N", an inherited socket), else
+	 * $PERFETTO_CONSUMER_SOCK_NAME, else the default path */
+	const char *socket;
 	int timeout_ms;	    /* for the connection handshake; 0: 5000 */
 };
 

@@ -1,5 +1,6 @@
 /* Client connection: socket path rules, connect, BindService, invoke. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +17,12 @@
 
 void conn_default_path(enum conn_kind kind, char *out, size_t size)
 {
+	const char *fd = getenv(kind == CONN_PRODUCER ? "SONDE_PRODUCER_FD" : "SONDE_CONSUMER_FD");
 	const char *env = getenv(kind == CONN_PRODUCER ? "PERFETTO_PRODUCER_SOCK_NAME"
 						       : "PERFETTO_CONSUMER_SOCK_NAME");
-	if (env && *env)
+	if (fd && *fd)
+		snprintf(out, size, "fd:%s", fd);
+	else if (env && *env)
 		snprintf(out, size, "%s", env);
 	else if (access("/run/perfetto/", X_OK) == 0)
 		snprintf(out, size, "/run/perfetto/traced-%s.sock",
@@ -55,6 +59,30 @@ static int connect_unix(const char *path)
 		return -e;
 	}
 	return fd;
+}
+
+/* "fd:N": a connected socket inherited from a supervisor (sonde run --trace). It is taken
+ * at most once: the supervisor leaves it without FD_CLOEXEC for exec, and taking it sets
+ * the flag, so a second producer of the same process finds it set and gets -EBUSY
+ * instead of sharing the stream with the first. */
+static int adopt_fd(const char *spec)
+{
+	char *end;
+	long n = strtol(spec, &end, 10);
+	int type = 0, fl;
+	socklen_t len = sizeof(type);
+
+	if (!*spec || *end || n < 0 || n > 1 << 30)
+		return -EINVAL;
+	if ((fl = fcntl((int)n, F_GETFD)) < 0)
+		return -EBADF;
+	if (fl & FD_CLOEXEC)
+		return -EBUSY;
+	if (getsockopt((int)n, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM)
+		return -ENOTSOCK;
+	if (fcntl((int)n, F_SETFD, fl | FD_CLOEXEC) < 0)
+		return -errno;
+	return (int)n;
 }
 
 static int64_t ms_left(const struct timespec *deadline)
@@ -127,7 +155,8 @@ int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char 
 	if ((r = pthread_mutex_init(&c->lock, NULL)) != 0)
 		return -r;
 	c->open = true;
-	if ((fd = connect_unix(c->path)) < 0) {
+	fd = strncmp(c->path, "fd:", 3) ? connect_unix(c->path) : adopt_fd(c->path + 3);
+	if (fd < 0) {
 		r = fd;
 		goto fail;
 	}

@@ -30,12 +30,14 @@ struct conn {
 	char path[108];
 };
 
-/* The socket name a client of `kind` uses: PERFETTO_{PRODUCER,CONSUMER}_SOCK_NAME, else
+/* The socket name a client of `kind` uses: "fd:N" if SONDE_{PRODUCER,CONSUMER}_FD=N (a
+ * socket inherited from a supervisor), else PERFETTO_{PRODUCER,CONSUMER}_SOCK_NAME, else
  * /run/perfetto/traced-{producer,consumer}.sock if /run/perfetto/ is searchable, else
  * /tmp/perfetto-{producer,consumer} (perfetto-wire.md §1.1). */
 void conn_default_path(enum conn_kind kind, char *out, size_t size);
 
-/* Connects to path (NULL: the default for kind; a leading '@' is the abstract namespace),
+/* Connects to path (NULL: the default for kind; a leading '@' is the abstract namespace;
+ * "fd:N" takes the inherited connected socket N, once: -EBUSY if already taken),
  * binds `service` and resolves the n method names (n <= CONN_MAX_METHODS), waiting up to
  * timeout_ms for the reply. Returns 0, -ECONNREFUSED/-ENOENT when nothing listens,
  * -ETIMEDOUT, -SONDE_E_PROTOCOL if the service refused the binding, or -errno. */

@@ -112,13 +112,18 @@ int ipc_listen(const char *name)
 
 int ipc_connect(const char *name)
 {
+	return ipc_connect_type(name, SOCK_STREAM);
+}
+
+int ipc_connect_type(const char *name, int type)
+{
 	struct sockaddr_un a;
 	socklen_t len;
 	int fd, rc = make_addr(name, &a, &len);
 
 	if (rc < 0)
 		return rc;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&a, len) < 0) {

@@ -25,5 +25,7 @@ int ipc_listen_perm(const char *name, int type, unsigned mode, long gid);
 /* Connects a nonblocking close-on-exec socket to name (connect itself is blocking on
  * AF_UNIX, which completes or fails at once). Returns the fd or -errno. */
 int ipc_connect(const char *name);
+/* The same for a socket type (SOCK_STREAM, SOCK_SEQPACKET). */
+int ipc_connect_type(const char *name, int type);
 
 #endif

@@ -1,0 +1,215 @@
+/* The supervisor side of sonded's connector (include/sonde/connector.h): one request,
+ * one reply, over a SOCK_SEQPACKET connection; fds ride on the messages as SCM_RIGHTS. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/connector.h>
+#include <sonde/error.h>
+
+#include "ipc/cxmsg.h"
+#include "ipc/sock.h"
+
+struct sonde_connector {
+	int fd;
+	int timeout_ms;
+	uint64_t next_id;
+	char error[CX_MAX_TEXT];
+};
+
+const char *sonde_connector__socket_path(const struct sonde_connector_opts *opts)
+{
+	if (opts && opts->socket)
+		return opts->socket;
+	return ipc_default_sock_name(IPC_PORT_CONNECTOR);
+}
+
+struct sonde_connector *sonde_connector__new(const struct sonde_connector_opts *opts)
+{
+	struct sonde_connector_opts o = {0};
+	struct sonde_connector *c;
+	int fd;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	fd = ipc_connect_type(sonde_connector__socket_path(&o), SOCK_SEQPACKET);
+	if (fd < 0) {
+		errno = -fd;
+		return NULL;
+	}
+	if (!(c = calloc(1, sizeof(*c)))) {
+		close(fd);
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->fd = fd;
+	c->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 5000;
+	c->next_id = 1;
+	return c;
+}
+
+void sonde_connector__free(struct sonde_connector *c)
+{
+	if (!c)
+		return;
+	close(c->fd);
+	free(c);
+}
+
+const char *sonde_connector__last_error(const struct sonde_connector *c)
+{
+	return c->error;
+}
+
+static int send_request(struct sonde_connector *c, const struct cx_request *q, const int *fds,
+			size_t nfds)
+{
+	union {
+		char buf[CMSG_SPACE(CX_MAX_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct buf b = BUF_INIT;
+	struct iovec iov;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	int rc = 0;
+
+	cx_request_encode(q, &b);
+	if (buf_error(&b) < 0) {
+		buf_free(&b);
+		return -ENOMEM;
+	}
+	iov.iov_base = b.data;
+	iov.iov_len = b.len;
+	memset(&ctl, 0, sizeof(ctl));
+	mh.msg_control = ctl.buf;
+	mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+	struct pollfd p = {c->fd, POLLOUT, 0};
+	for (;;) {
+		if (sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+			break;
+		if (errno != EAGAIN && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		if (poll(&p, 1, c->timeout_ms) == 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	}
+	buf_free(&b);
+	return rc;
+}
+
+/* Receives the reply to request id; *fd gets an fd that came with it (or -1). */
+static int recv_reply(struct sonde_connector *c, uint64_t id, struct cx_reply *r, int *fd)
+{
+	uint8_t msg[CX_MAX_MSG];
+	union {
+		char buf[CMSG_SPACE(CX_MAX_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {msg, sizeof(msg)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl)};
+	struct pollfd p = {c->fd, POLLIN, 0};
+	ssize_t n;
+
+	*fd = -1;
+	for (;;) {
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n >= 0)
+			break;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		int pr = poll(&p, 1, c->timeout_ms);
+		if (pr == 0)
+			return -ETIMEDOUT;
+		if (pr < 0 && errno != EINTR)
+			return -errno;
+	}
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int got;
+			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = got;
+			else
+				close(got);
+		}
+	}
+	if (n == 0)
+		return -ECONNRESET;
+	if ((mh.msg_flags & MSG_TRUNC) || cx_reply_decode(msg, (size_t)n, r) < 0 || r->id != id) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static int request(struct sonde_connector *c, uint32_t kind, int sock,
+		   const struct sonde_connect_opts *opts, int *buffer_out)
+{
+	struct sonde_connect_opts o = {0};
+	struct cx_request q = {.id = c->next_id++, .kind = kind};
+	struct cx_reply r;
+	int fds[2] = {sock, -1}, got = -1, rc;
+
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if (buffer_out)
+		*buffer_out = -1;
+	c->error[0] = '\0';
+	q.buffer = (uint32_t)o.buffer;
+	q.page_size = o.page_size;
+	q.buffer_size = o.buffer_size;
+	q.has_uid = o.set_uid;
+	q.uid = o.uid;
+	q.has_gid = o.set_gid;
+	q.gid = o.gid;
+	if (o.buffer == SONDE_CONNECTOR_BUFFER_PROVIDED)
+		fds[1] = o.buffer_fd;
+	if ((rc = send_request(c, &q, fds, fds[1] >= 0 ? 2 : 1)) < 0)
+		return rc;
+	if ((rc = recv_reply(c, q.id, &r, &got)) < 0)
+		return rc;
+	snprintf(c->error, sizeof(c->error), "%s", r.message);
+	if (r.status) {
+		if (got >= 0)
+			close(got);
+		return -(int)r.status;
+	}
+	if (buffer_out)
+		*buffer_out = got;
+	else if (got >= 0)
+		close(got);
+	return 0;
+}
+
+int sonde_connector__connect_producer(struct sonde_connector *c, int sock,
+				      const struct sonde_connect_opts *opts, int *buffer_out)
+{
+	return request(c, CX_KIND_PRODUCER, sock, opts, buffer_out);
+}
+
+int sonde_connector__connect_consumer(struct sonde_connector *c, int sock,
+				      const struct sonde_connect_opts *opts)
+{
+	return request(c, CX_KIND_CONSUMER, sock, opts, NULL);
+}
