@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,10 +32,14 @@ void sonded_start(struct sonded *d, const char *const *extra)
 	d->pid = test_spawn(argv);
 	for (int i = 0; i < 500; i++) {
 		int a = ipc_connect(d->psock), b = a >= 0 ? ipc_connect(d->csock) : -1;
+		/* the connector listens last */
+		int x = b >= 0 ? ipc_connect_type(d->xsock, SOCK_SEQPACKET) : -1;
 		if (a >= 0)
 			close(a);
-		if (b >= 0) {
+		if (b >= 0)
 			close(b);
+		if (x >= 0) {
+			close(x);
 			return;
 		}
 		usleep(10000);
