@@ -1,7 +1,13 @@
 /* Builds a profile from a spool: streams the file through the spool decoder (so memory
  * grows with distinct modules, frames and stacks plus one small entry per sample), and
  * symbolizes each distinct frame once, when it is defined. Spool ids are dense and
- * defined before use (docs/spool.md), so plain arrays map them to profile ids. */
+ * defined before use (docs/spool.md), so plain arrays map them to profile ids.
+ *
+ * A frame no module covered (module 0: typically JIT code whose mapping the recorder did not
+ * see) needs a pid to find its JIT perf map, and a frame record names none. The writer
+ * defines frames and nodes right before the sample that first uses them, so such a frame
+ * is held back, with every node defined after it, until the next sample: its thread gives
+ * the pid, then the held frames are symbolized and the held nodes built, in order. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,8 +30,20 @@ struct conv_module {
 	uint32_t id; /* profile module id */
 };
 
+struct held_frame {
+	uint32_t id; /* spool frame id */
+	uint64_t addr;
+};
+
+struct held_node {
+	uint32_t id, parent, frame; /* spool ids */
+};
+
 struct conv {
 	struct sonde_profile *p;
+	ARR(uint32_t) pids;		    /* spool thread id -> pid */
+	ARR(struct held_frame) held_frames; /* module-0 frames waiting for a pid */
+	ARR(struct held_node) held_nodes;   /* nodes defined since the first held frame */
 	struct sonde_symbolizer *sym;
 	ARR(struct conv_module) mods; /* indexed by spool id; entry 0 unused */
 	ARR(uint32_t) frames;	      /* spool frame id -> location id */
@@ -82,10 +100,15 @@ static int on_frame(struct conv *c, const struct sonde_spool_record *r)
 
 	if (!slot)
 		return -ENOMEM;
-	/* module-less frames stay raw: a frame record names no process, so there is no pid
-	 * to look up a JIT map for (JIT code the recorder saw mapped comes with a module) */
 	if (f->module >= c->mods.n)
 		return -SONDE_E_REFERENCE;
+	if (c->sym && !f->module) {
+		struct held_frame *h = ARR_PUSH(c->held_frames);
+		if (!h)
+			return -ENOMEM;
+		*h = (struct held_frame){c->frames.n - 1, f->addr};
+		return 0;
+	}
 	if (c->sym && f->module) {
 		n = sonde_symbolize(c->sym, &c->mods.v[f->module].m, f->addr, c->out, MAX_INLINE);
 		if (n < 0 && c->sym_failures++ == 0)
@@ -128,10 +151,42 @@ static int64_t truncated_node(struct conv *c, uint32_t node)
 	return id;
 }
 
+static int on_node(struct conv *c, uint32_t parent, uint32_t frame, uint32_t *slot)
+{
+	int64_t node = prof_add_node(c->p, c->nodes.v[parent], c->frames.v[frame]);
+
+	*slot = (uint32_t)node;
+	return node < 0 ? (int)node : 0;
+}
+
+/* Symbolizes the held frames with process pid's JIT map, then builds the held nodes. */
+static int release_held(struct conv *c, uint32_t pid)
+{
+	int err = 0;
+
+	for (uint32_t i = 0; i < c->held_frames.n && !err; i++) {
+		const struct held_frame *h = &c->held_frames.v[i];
+		int n = sonde_symbolize_raw(c->sym, pid, h->addr, c->out, MAX_INLINE);
+		err = sonde_profile_add_location(c->p, 0, h->addr, c->out, n > 0 ? (size_t)n : 0,
+						 &c->frames.v[h->id]);
+	}
+	for (uint32_t i = 0; i < c->held_nodes.n && !err; i++) {
+		const struct held_node *h = &c->held_nodes.v[i];
+		err = on_node(c, h->parent, h->frame, &c->nodes.v[h->id]);
+	}
+	c->held_frames.n = c->held_nodes.n = 0;
+	return err;
+}
+
 static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 {
 	if (r->sample.thread >= c->threads.n || r->sample.stack >= c->nodes.n)
 		return -SONDE_E_REFERENCE;
+	if (c->held_frames.n) {
+		int err = release_held(c, c->pids.v[r->sample.thread]);
+		if (err)
+			return err;
+	}
 	int64_t node = c->nodes.v[r->sample.stack];
 	if (r->sample.flags & SONDE_SAMPLE_TRUNCATED)
 		node = truncated_node(c, (uint32_t)node);
@@ -145,7 +200,6 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 {
 	struct sonde_profile_info *info = &c->p->info;
 	uint32_t *slot;
-	int64_t node;
 
 	switch (r->type) {
 	case SONDE_SPOOL_REC_HEADER:
@@ -165,12 +219,21 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 		slot = ARR_PUSH(c->nodes);
 		if (!slot)
 			return -ENOMEM;
-		node = prof_add_node(c->p, c->nodes.v[r->node.parent], c->frames.v[r->node.frame]);
-		*slot = (uint32_t)node;
-		return node < 0 ? (int)node : 0;
+		if (c->held_frames.n) {
+			struct held_node *h = ARR_PUSH(c->held_nodes);
+			if (!h)
+				return -ENOMEM;
+			*h = (struct held_node){c->nodes.n - 1, r->node.parent, r->node.frame};
+			return 0;
+		}
+		return on_node(c, r->node.parent, r->node.frame, slot);
 	case SONDE_SPOOL_REC_THREAD: {
 		char comm[256];
 		snprintf(comm, sizeof(comm), "%.*s", (int)r->thread.comm_len, r->thread.comm);
+		uint32_t *pid = ARR_PUSH(c->pids);
+		if (!pid)
+			return -ENOMEM;
+		*pid = r->thread.pid;
 		slot = ARR_PUSH(c->threads);
 		return slot ? sonde_profile_add_thread(c->p, r->thread.pid, r->thread.tid, comm,
 						       slot)
@@ -257,6 +320,9 @@ static void conv_free(struct conv *c)
 	ARR_FREE(c->frames);
 	ARR_FREE(c->nodes);
 	ARR_FREE(c->threads);
+	ARR_FREE(c->pids);
+	ARR_FREE(c->held_frames);
+	ARR_FREE(c->held_nodes);
 	ARR_FREE(c->trunc);
 	sonde_symbolizer_free(c->sym);
 }
@@ -270,7 +336,7 @@ struct sonde_profile *prof_from_spool_fd(int fd, const char *name,
 	c.p = sonde_profile_new(NULL);
 	/* entry 0 of each map stands for spool id 0 ("none", the root) */
 	if (!c.p || !ARR_PUSH(c.mods) || !ARR_PUSH(c.frames) || !ARR_PUSH(c.nodes) ||
-	    !ARR_PUSH(c.threads))
+	    !ARR_PUSH(c.threads) || !ARR_PUSH(c.pids))
 		goto fail;
 	if (!(opts && opts->no_symbolize)) {
 		c.sym = sonde_symbolizer_new(opts ? opts->sym : NULL);
@@ -280,6 +346,9 @@ struct sonde_profile *prof_from_spool_fd(int fd, const char *name,
 		}
 	}
 	err = decode_file(&c, fd, name);
+	/* Frames no sample used (a cut recording): symbolized without a process. */
+	if (!err && c.held_frames.n)
+		err = release_held(&c, 0);
 	if (err)
 		goto fail;
 	if (c.sym_failures)
