@@ -1,4 +1,10 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../test.h"
 #include "../util.h"
@@ -138,4 +144,57 @@ void sym_test_build_id_hex(const char *path, char *hex, size_t size)
 		FAIL("%s has no build id", path);
 	snprintf(hex, size, "%.*s", (int)strcspn(at + 10, " \n"), at + 10);
 	test_output_free(&o);
+}
+
+/* 1 when GET path on 127.0.0.1:port answers 200. */
+static int http_ok(int port, const char *path)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	char req[512], resp[64] = "";
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok = 0;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+		int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", path);
+		if (write(fd, req, (size_t)n) == n && read(fd, resp, sizeof(resp) - 1) > 0)
+			ok = strstr(resp, " 200 ") != NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* One attempt on port: the server's pid once it serves probe, else -1 (it was stopped). */
+static pid_t debuginfod_try(const char *srv, const char *db, const char *probe, int port)
+{
+	char port_arg[32];
+	int st, up = 0;
+
+	snprintf(port_arg, sizeof(port_arg), "--port=%d", port);
+	const char *argv[] = {
+		"/usr/bin/debuginfod", "-F", port_arg, "-d", db, "-t", "0", "-g", "0", srv, NULL};
+	unlink(db);
+	pid_t server = test_spawn(argv);
+	for (int i = 0; i < 300 && !(up = http_ok(port, probe)); i++) {
+		if (waitpid(server, &st, WNOHANG) == server)
+			return -1;
+		usleep(100000);
+	}
+	if (up)
+		return server;
+	kill(server, SIGTERM);
+	test_wait(server, 10);
+	return -1;
+}
+
+pid_t sym_test_debuginfod_start(const char *srv, const char *db, const char *probe, int *port)
+{
+	*port = 20000 + (int)(getpid() % 20000);
+	/* a port someone else holds makes the server exit: then another is tried */
+	for (int attempt = 0; attempt < 4; attempt++, *port += 7919) {
+		pid_t server = debuginfod_try(srv, db, probe, *port);
+		if (server > 0)
+			return server;
+	}
+	FAIL("debuginfod never served %s", probe);
 }

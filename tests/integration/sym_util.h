@@ -4,6 +4,7 @@
 #define SONDE_TEST_SYM_UTIL_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sonde/spool.h>
 #include <sonde/symbolize.h>
@@ -34,4 +35,9 @@ uint32_t sym_test_line_at(const struct sym_test_row *rows, size_t n, uint64_t va
 uint32_t sym_test_marker_line(const char *src, const char *marker);
 /* Build id of an ELF file per `readelf -n`, as hex. */
 void sym_test_build_id_hex(const char *path, char *hex, size_t size);
+/* Starts Debian's debuginfod on loopback over the files under srv (its database at db),
+ * waiting until it answers GET probe (e.g. "/buildid/HEX/debuginfo") with 200; *port
+ * receives its port. Returns its pid (stop it with SIGTERM); fails the test if it never
+ * serves. */
+pid_t sym_test_debuginfod_start(const char *srv, const char *db, const char *probe, int *port);
 #endif
