@@ -83,6 +83,9 @@ struct pf_frame {
 	uint64_t addr;
 	uint32_t first, n; /* expanded frames [first, first + n) in xfn, innermost first */
 	uint32_t gen;
+	/* A raw address waiting for the pid of the first sample using it, whose JIT perf
+	 * map names it (a frame record names no process). */
+	bool held;
 };
 
 struct pf_node {
@@ -117,6 +120,7 @@ struct pf_enc {
 	struct buf in; /* pf_enc_feed's unconsumed bytes */
 	struct sonde_sym_frame out[MAX_INLINE];
 	uint64_t samples, sym_failures;
+	uint32_t n_held; /* frames still held (pf_frame.held) */
 };
 
 /* ---- strings ---- */
@@ -379,6 +383,22 @@ static void use_mapping(struct pf_enc *e, uint32_t id)
 	pb_end(b, m);
 }
 
+/* Appends the n symbolized names in e->out (none: one unnamed entry) as f's expansion. */
+static int push_names(struct pf_enc *e, struct pf_frame *f, int n)
+{
+	f->first = e->xfn.n;
+	for (int i = 0; i < (n > 0 ? n : 1); i++) {
+		int64_t s =
+			n > 0 ? strtab_intern(&e->fn, e->out[i].name, strlen(e->out[i].name)) : 0;
+		uint32_t *x = s < 0 ? NULL : ARR_PUSH(e->xfn);
+		if (!x)
+			return -ENOMEM;
+		*x = (uint32_t)s;
+	}
+	f->n = e->xfn.n - f->first;
+	return 0;
+}
+
 static int on_frame(struct pf_enc *e, const struct sonde_spool_record *r)
 {
 	const struct sonde_spool_frame *f = &r->frame.frame;
@@ -390,23 +410,35 @@ static int on_frame(struct pf_enc *e, const struct sonde_spool_record *r)
 	if (f->module >= e->mods.n)
 		return -SONDE_E_REFERENCE;
 	*pf = (struct pf_frame){.module = f->module, .addr = f->addr, .first = e->xfn.n};
+	if (e->o.sym && !f->module) {
+		pf->held = true;
+		e->n_held++;
+		return 0;
+	}
 	if (e->o.sym) {
-		n = f->module ? sonde_symbolize(e->o.sym, &e->mods.v[f->module].sm, f->addr, e->out,
-						MAX_INLINE)
-			      : 0;
+		n = sonde_symbolize(e->o.sym, &e->mods.v[f->module].sm, f->addr, e->out,
+				    MAX_INLINE);
 		if (n < 0 && e->sym_failures++ == 0)
 			sonde_warn("cannot symbolize %s+0x%llx: %s", e->mods.v[f->module].path,
 				   (unsigned long long)f->addr, sonde_strerror(n));
 	}
-	for (int i = 0; i < (n > 0 ? n : 1); i++) {
-		int64_t s =
-			n > 0 ? strtab_intern(&e->fn, e->out[i].name, strlen(e->out[i].name)) : 0;
-		uint32_t *x = s < 0 ? NULL : ARR_PUSH(e->xfn);
-		if (!x)
-			return -ENOMEM;
-		*x = (uint32_t)s;
+	return push_names(e, pf, n);
+}
+
+/* Names the held frames of stack `node` through process pid's JIT perf map. */
+static int release_held(struct pf_enc *e, uint32_t node, uint32_t pid)
+{
+	for (uint32_t n = node; n && e->n_held; n = e->nodes.v[n].parent) {
+		struct pf_frame *f = &e->frames.v[e->nodes.v[n].frame];
+		if (!f->held)
+			continue;
+		int k = sonde_symbolize_raw(e->o.sym, pid, f->addr, e->out, MAX_INLINE);
+		int err = push_names(e, f, k);
+		if (err)
+			return err;
+		f->held = false;
+		e->n_held--;
 	}
-	pf->n = e->xfn.n - pf->first;
 	return 0;
 }
 
@@ -600,6 +632,8 @@ static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
 	if (!err)
 		err = flush_process_tree(e, ts);
 	bool stack = node && !e->o.skip_user_frames;
+	if (!err && stack && e->n_held)
+		err = release_held(e, node, e->threads.v[r->sample.thread].pid);
 	if (!err && stack)
 		err = use_callstack(e, node);
 	if (err)

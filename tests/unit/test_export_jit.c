@@ -62,6 +62,18 @@ TEST(kernel_convert_names_module0_frames_from_the_samples_perf_map)
 	ASSERT_CONTAINS(text, "jit_two_caller;jit_two_leaf 3\n");
 	free(text);
 
+	/* The Perfetto export interns the same names (its frames are strings in the trace). */
+	int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ASSERT(fd >= 0);
+	ASSERT_OK(sonde_profile_spool_to_perfetto(spool, fd, &po));
+	close(fd);
+	size_t len;
+	char *trace = ASSERT_NOT_NULL(test_read_file(out, &len));
+	ASSERT(memmem(trace, len, "jit_one", 7) != NULL);
+	ASSERT(memmem(trace, len, "jit_two_leaf", 12) != NULL);
+	ASSERT(memmem(trace, len, "jit_two_caller", 14) != NULL);
+	free(trace);
+
 	/* --no-symbolize keeps them raw. */
 	struct sonde_profile_spool_opts raw = {.sz = sizeof(raw), .no_symbolize = 1};
 	p = ASSERT_NOT_NULL(sonde_profile_from_spool(spool, &raw));
