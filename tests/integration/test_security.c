@@ -15,6 +15,7 @@
 #include "../util.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
+#include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "sec_util.h"
 #include "svc_util.h"
@@ -436,5 +437,121 @@ TEST_TIMEOUT(sec_connections_per_uid_are_capped, 60)
 	}
 	tc_close(&t[1]);
 	tc_close(&t[2]);
+	sonded_stop(&d);
+}
+
+/* TraceStats.invalid_packets of the consumer's session. */
+static uint64_t invalid_packets(struct tc *c)
+{
+	struct tc_msg *m = tc_ok(c, tc_call(c, "GetTraceStats", NULL, -1, false));
+	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
+	struct pb_field f, g;
+	uint64_t n = UINT64_MAX;
+
+	while (pb_next(&r, &f) > 0) {
+		if (f.num != PF_GET_TRACE_STATS_RESP_TRACE_STATS || f.wire != PB_LEN)
+			continue;
+		struct pb_reader s = pb_sub(&f);
+		n = 0;
+		while (pb_next(&s, &g) > 0)
+			if (g.num == PF_TRACE_STATS_INVALID_PACKETS && g.wire == PB_VARINT)
+				n = g.u;
+	}
+	tc_msg_free(m);
+	return n;
+}
+
+TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
+{
+	struct sonded d;
+	struct tprod p;
+	struct tc c;
+	struct tcmd cmd;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT, pk[3] = {BUF_INIT, BUF_INIT, BUF_INIT};
+	unsigned moves[1][2] = {{0, 0}};
+
+	sonded_start(&d, NULL);
+	tprod_open(&p, d.psock, "forger", false);
+	tprod_register(&p, "test.ds", false, false);
+	tc_open(&c, d.csock, "ConsumerPort");
+	tcfg_basic(&cfg, 1024, one_ds, 1);
+	uint64_t en = tcons_enable(&c, &cfg, -1);
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+	/* an honest packet, one claiming uid 0, one carrying a trace_config */
+	pb_put_string(&pk[0], 900, "honest-packet");
+	pb_put_varint(&pk[1], PF_PACKET_TRUSTED_UID, 0);
+	pb_put_string(&pk[1], 900, "forged-uid-packet");
+	pb_put_string(&pk[2], 900, "forged-config-packet");
+	pb_put_bytes(&pk[2], PF_PACKET_TRACE_CONFIG, "", 0);
+	struct iovec v[3] = {
+		{pk[0].data, pk[0].len}, {pk[1].data, pk[1].len}, {pk[2].data, pk[2].len}};
+	tprod_chunk(&p, 0, SMB_LAYOUT_DIV4, 0, 1, 0, 0, v, 3, true);
+	tprod_commit(&p, moves, 1, target, 0, NULL);
+	tc_msg_free(tc_ok(&c, tc_call(&c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&c, en, 20000));
+	tcons_read(&c, &trace);
+	ASSERT_INT(trace_count(&trace, "honest-packet", 13, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "forged-uid-packet", 17, NULL), ==, 0);
+	ASSERT_INT(trace_count(&trace, "forged-config-packet", 20, NULL), ==, 0);
+	ASSERT_UINT(invalid_packets(&c), ==, 2);
+	for (int i = 0; i < 3; i++)
+		buf_free(&pk[i]);
+	buf_free(&cfg);
+	buf_free(&trace);
+	tc_close(&c);
+	tc_close(&p.t);
+	sonded_stop(&d);
+}
+
+TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit, 60)
+{
+	struct sonded d;
+	struct tprod p;
+	struct tc c, other;
+	struct buf a = BUF_INIT;
+
+	const char *extra[] = {"--max-pending-kb", "1", NULL}; /* raised to the 5 MiB floor */
+	sonded_start(&d, extra);
+	/* a data source whose descriptor makes every QueryServiceState reply ~100 KB */
+	tprod_open(&p, d.psock, "bulky", false);
+	size_t m = pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
+	pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, "bulky.ds");
+	char *blob = calloc(1, 100000);
+	ASSERT(blob != NULL);
+	pb_put_bytes(&a, 1000, blob, 100000);
+	free(blob);
+	pb_end(&a, m);
+	tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "RegisterDataSource", &a, -1, false)));
+	/* 120 requests, replies never read: over 5 MiB queue up */
+	tc_open(&c, d.csock, "ConsumerPort");
+	double t0 = test_now();
+	for (int i = 0; i < 120; i++)
+		tc_call(&c, "QueryServiceState", NULL, -1, false);
+	/* the service closes it well before the 10 s send timeout would */
+	bool closed = false;
+	while (!closed && test_now() - t0 < 8) {
+		struct pollfd pf = {c.ch.fd, POLLIN, 0};
+		if (poll(&pf, 1, 100) > 0) {
+			int rc = ipc_chan_read(&c.ch);
+			closed = rc == -ECONNRESET || rc == -EPIPE;
+			struct ipc_frame f;
+			while (ipc_chan_next(&c.ch, &f, NULL) > 0)
+				;
+			if (!closed && test_now() - t0 < 1)
+				usleep(200000); /* stay slow at first: let the queue build up */
+		}
+	}
+	ASSERT(closed);
+	/* everybody else is served */
+	tc_open(&other, d.csock, "ConsumerPort");
+	tc_msg_free(tc_ok(&other, tc_call(&other, "QueryCapabilities", NULL, -1, false)));
+	tc_close(&other);
+	tc_close(&c);
+	tc_close(&p.t);
+	buf_free(&a);
 	sonded_stop(&d);
 }
