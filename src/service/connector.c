@@ -144,6 +144,8 @@ static int check_buffer(struct svc *s, struct cx_ctx *x, int fd, size_t page, si
 			"and not against writes");
 	case -EACCES:
 		return status(x, EACCES, "the buffer is not open for writing");
+	case -ENODEV:
+		return status(x, ENODEV, "the buffer cannot be mapped shared and writable");
 	case -EFBIG:
 		return status(x, EFBIG, "the buffer is over the limit of %llu bytes",
 			      (unsigned long long)s->lim.smb_bytes);

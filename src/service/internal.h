@@ -312,7 +312,8 @@ int sec_create_output(const struct conn *c, const char *path);
 /* Validates a shared memory buffer handed to the service: a memfd sealed against shrink,
  * grow and sealing (not against writes), open read-write, whose size is a multiple of
  * page and within the limits. Sets *size. 0 or -EBADF (not a memfd), -EPERM (seals),
- * -EACCES (read-only), -EINVAL (geometry), -EFBIG (over the SMB limit). */
+ * -EACCES (read-only), -EINVAL (geometry), -EFBIG (over the SMB limit), -ENODEV (it
+ * cannot be mapped shared and writable). */
 int sec_check_smb(const struct svc *s, int fd, size_t page, size_t *size);
 /* False (and the connection marked dead) when c has more unsent bytes than allowed. */
 bool sec_pending_ok(struct svc *s, struct conn *c, size_t more);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -302,6 +303,11 @@ int sec_check_smb(const struct svc *s, int fd, size_t page, size_t *size)
 		return (uint64_t)st.st_size > s->lim.smb_bytes ? -EFBIG : -EINVAL;
 	if ((uint64_t)st.st_size > s->lim.smb_bytes)
 		return -EFBIG;
+	/* the mapping the service will make, tried before anything depends on it */
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return -ENODEV;
+	munmap(m, (size_t)st.st_size);
 	*size = (size_t)st.st_size;
 	return 0;
 }

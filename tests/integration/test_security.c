@@ -555,3 +555,77 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 	buf_free(&a);
 	sonded_stop(&d);
 }
+
+static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
+{
+	struct buf a = BUF_INIT;
+
+	pb_put_string(&a, PF_DETACH_REQ_KEY, key);
+	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 10000);
+	buf_free(&a);
+	ASSERT(m != NULL);
+	return m;
+}
+
+TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
+{
+	struct sonded d;
+	struct tprod p;
+	struct tc rc, nc;
+	struct tcmd cmd;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT, pk = BUF_INIT;
+	unsigned moves[1][2] = {{0, 0}};
+
+	sec_require_root();
+	sonded_start(&d, NULL);
+	tprod_open(&p, d.psock, "root-producer", false);
+	tprod_register(&p, "test.ds", false, false);
+	tc_open(&rc, d.csock, "ConsumerPort");
+	tcfg_basic(&cfg, 1024, one_ds, 1);
+	tcons_enable(&rc, &cfg, -1);
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+	pb_put_string(&pk, 900, "root-secret");
+	struct iovec v = {pk.data, pk.len};
+	tprod_chunk(&p, 0, SMB_LAYOUT_DIV4, 0, 1, 0, 0, &v, 1, true);
+	tprod_commit(&p, moves, 1, target, 0, NULL);
+	struct tc_msg *m = call_key(&rc, "Detach", "the-key");
+	ASSERT(m->f.success);
+	tc_msg_free(m);
+	tc_close(&rc); /* detached: the session lives on */
+
+	tc_open_fd(&nc, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	m = call_key(&nc, "Attach", "the-key"); /* detached sessions are found by (uid, key) */
+	ASSERT(!m->f.success);
+	tc_msg_free(m);
+	tcons_read(&nc, &trace);
+	ASSERT_INT(trace_count(&trace, "root-secret", 11, NULL), ==, 0);
+	m = tc_wait(&nc, tc_call(&nc, "Flush", NULL, -1, false), 10000);
+	ASSERT(m && !m->f.success);
+	tc_msg_free(m);
+	tc_msg_free(tc_ok(&nc, tc_call(&nc, "DisableTracing", NULL, -1, false)));
+	tc_msg_free(tc_ok(&nc, tc_call(&nc, "FreeBuffers", NULL, -1, false)));
+	tc_close(&nc);
+
+	/* root's session is untouched: still started, its data unread */
+	tc_open(&rc, d.csock, "ConsumerPort");
+	m = call_key(&rc, "Attach", "the-key");
+	ASSERT(m->f.success);
+	tc_msg_free(m);
+	if (tprod_cmd(&p, &cmd, 200)) {
+		ASSERT_UINT(cmd.kind, !=, PF_ASYNC_CMD_STOP_DATA_SOURCE);
+		tc_msg_free(cmd.m);
+	}
+	buf_reset(&trace);
+	tcons_read(&rc, &trace);
+	ASSERT_INT(trace_count(&trace, "root-secret", 11, NULL), ==, 1);
+	buf_free(&cfg);
+	buf_free(&trace);
+	buf_free(&pk);
+	tc_close(&rc);
+	tc_close(&p.t);
+	sonded_stop(&d);
+}
