@@ -531,6 +531,8 @@ int consumer_dispatch(struct svc *s, struct req *r, uint32_t method)
 		return query_capabilities(s, r);
 	case PF_CONSUMER_CLONE_SESSION:
 		return clone_session(s, r);
+	case PF_CONSUMER_CHANGE_TRACE_CONFIG:
+		return reconfig_change(s, r);
 	default:
 		return -ENOSYS;
 	}

@@ -41,7 +41,7 @@ static const char *const consumer_methods[] = {
 	"FreeBuffers",
 	"Flush",
 	"StartTracing",
-	NULL, /* ChangeTraceConfig */
+	"ChangeTraceConfig",
 	"Detach",
 	"Attach",
 	"GetTraceStats",

@@ -331,6 +331,19 @@ void consumer_gone(struct svc *s, struct conn *c);
 void consumer_continue_read(struct svc *s, struct conn *c);
 void consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b);
 
+/* session.c, for reconfig.c */
+/* Parses the data_sources of ss->config into ss->ds. 0, -ENOMEM or a format error. */
+int session_parse_data_sources(struct session *ss);
+void session_free_data_sources(struct session *ss);
+bool session_ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg);
+/* Sets up (and starts, if the session runs) an instance of d on producer c. */
+void session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d,
+			  struct conn *c, const struct ds_reg *reg);
+
+/* reconfig.c */
+/* ConsumerPort.ChangeTraceConfig. */
+int reconfig_change(struct svc *s, struct req *r);
+
 /* trigger.c */
 /* Parses TraceConfig.trigger_config into ss->trig; returns an error message or NULL. */
 const char *trigger_parse(struct session *ss, const struct pb_field *trigger_config);

@@ -1141,3 +1141,36 @@ void session_free(struct svc *s, struct session *ss)
 	buf_free(&ss->svc_clocks);
 	free(ss);
 }
+
+/* ------------------------------------------------------------------ for reconfig.c */
+
+int session_parse_data_sources(struct session *ss)
+{
+	struct pb_reader r = pb_reader_init(ss->config, ss->config_len);
+	struct pb_field f;
+	int rc;
+
+	while ((rc = pb_next(&r, &f)) > 0)
+		if (f.num == PF_TRACE_CONFIG_DATA_SOURCES && f.wire == PB_LEN &&
+		    parse_ds(ss, &f) < 0)
+			return -ENOMEM;
+	return rc < 0 ? rc : 0;
+}
+
+void session_free_data_sources(struct session *ss)
+{
+	free_ds_cfgs(ss);
+	ss->ds = NULL;
+	ss->nds = 0;
+}
+
+bool session_ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg)
+{
+	return ds_matches(d, c, reg);
+}
+
+void session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d,
+			  struct conn *c, const struct ds_reg *reg)
+{
+	create_instance(s, ss, d, c, reg);
+}

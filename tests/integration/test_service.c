@@ -103,6 +103,7 @@ TEST_TIMEOUT(sonded_binds_and_lists_methods_in_proto_order, 60)
 	ASSERT_UINT(tc_method_id(&c, "QueryCapabilities"), ==, 13);
 	ASSERT_UINT(tc_method_id(&c, "Detach"), ==, 8);
 	ASSERT_UINT(tc_method_id(&c, "Attach"), ==, 9);
+	ASSERT_UINT(tc_method_id(&c, "ChangeTraceConfig"), ==, 7);
 	ASSERT_UINT(tc_method_id(&c, "CloneSession"), ==, 15);
 
 	/* unknown service: a reply without success */

@@ -719,12 +719,289 @@ TEST_TIMEOUT(clone_sonde_trace_cli_writes_a_snapshot, 60)
 	free(data);
 	ASSERT_INT(trace_count(&trace, "snapshot-me", 11, NULL), ==, 1);
 	ASSERT_INT(trace_count_field(&trace, PF_PACKET_TRACE_CONFIG), ==, 1);
-	test_runf(&o, 30, "%s trace --socket %s --clone no-such-session -o %s",
-		  test_bin("sonde"), r.d.csock, test_path("none.pftrace"));
+	test_runf(&o, 30, "%s trace --socket %s --clone no-such-session -o %s", test_bin("sonde"),
+		  r.d.csock, test_path("none.pftrace"));
 	ASSERT_INT(o.status, ==, 1);
 	ASSERT_CONTAINS(o.err, "no tracing session");
 	test_output_free(&o);
 	buf_free(&cfg);
 	buf_free(&trace);
 	rig_down(&r);
+}
+
+/* ------------------------------------------------------------------ ChangeTraceConfig */
+
+/* One buffer, test.ds restricted to the producers names[0..n) (exact) and regex. */
+static void cfg_filtered(struct buf *b, const char *const *names, size_t n, const char *regex,
+			 uint32_t duration_ms)
+{
+	buf_reset(b);
+	size_t m = pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
+	pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, 1024);
+	pb_end(b, m);
+	size_t d = pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
+	size_t c = pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
+	pb_put_string(b, PF_DS_CONFIG_NAME, "test.ds");
+	pb_end(b, c);
+	for (size_t i = 0; i < n; i++)
+		pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER, names[i]);
+	if (regex)
+		pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER, regex);
+	pb_end(b, d);
+	if (duration_ms)
+		pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, duration_ms);
+}
+
+static struct tc_msg *change_config(struct tc *c, const struct buf *cfg)
+{
+	struct buf a = BUF_INIT;
+
+	pb_put_bytes(&a, PF_CHANGE_TRACE_CONFIG_REQ_TRACE_CONFIG, cfg->data, cfg->len);
+	struct tc_msg *m = tc_wait(c, tc_call(c, "ChangeTraceConfig", &a, -1, false), 10000);
+	buf_free(&a);
+	ASSERT(m != NULL);
+	return m;
+}
+
+TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
+{
+	struct sonded d;
+	struct tprod a, b, x, late;
+	struct tc c;
+	struct tcmd cmd;
+	struct buf cfg = BUF_INIT;
+	const char *only_a[] = {"prod-a"}, *a_and_b[] = {"prod-a", "prod-b"};
+
+	sonded_start(&d, NULL);
+	tprod_open(&a, d.psock, "prod-a", false);
+	tprod_open(&b, d.psock, "prod-b", false);
+	tprod_open(&x, d.psock, "other", false);
+	tprod_register(&a, "test.ds", false, false);
+	tprod_register(&b, "test.ds", false, false);
+	tprod_register(&x, "test.ds", false, false);
+	tc_open(&c, d.csock, "ConsumerPort");
+	cfg_filtered(&cfg, only_a, 1, NULL, 0);
+	tcons_enable(&c, &cfg, -1);
+	expect_cmd(&a, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	expect_cmd(&a, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	ASSERT(!tprod_cmd(&b, &cmd, 300));
+
+	/* prod-b joins the running session; prod-a keeps its one instance */
+	cfg_filtered(&cfg, a_and_b, 2, NULL, 0);
+	struct tc_msg *m = change_config(&c, &cfg);
+	ASSERT(m->f.success);
+	tc_msg_free(m);
+	expect_cmd(&b, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	expect_cmd(&b, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	ASSERT(!tprod_cmd(&a, &cmd, 200));
+	ASSERT(!tprod_cmd(&x, &cmd, 200));
+
+	/* a regex filter: producers connecting later that match get an instance */
+	cfg_filtered(&cfg, a_and_b, 2, "late-.*", 0);
+	m = change_config(&c, &cfg);
+	ASSERT(m->f.success);
+	tc_msg_free(m);
+	tprod_open(&late, d.psock, "late-producer", false);
+	tprod_register(&late, "test.ds", false, false);
+	expect_cmd(&late, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	expect_cmd(&late, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+
+	/* anything else than the filters may not change */
+	cfg_filtered(&cfg, a_and_b, 2, ".*", 5000);
+	m = change_config(&c, &cfg);
+	ASSERT(!m->f.success);
+	tc_msg_free(m);
+	ASSERT(!tprod_cmd(&x, &cmd, 300)); /* the ".*" regex did not apply */
+	tc_close(&late.t);
+	tc_close(&x.t);
+	tc_close(&b.t);
+	tc_close(&a.t);
+	tc_close(&c);
+	buf_free(&cfg);
+	sonded_stop(&d);
+}
+
+/* ------------------------------------------------------------------ the rest */
+
+TEST_TIMEOUT(sess_unique_session_name_is_refused_while_live, 60)
+{
+	struct sonded d;
+	struct tc c1, c2, c3;
+	struct buf cfg = BUF_INIT, other = BUF_INIT;
+
+	sonded_start(&d, NULL);
+	cfg_named(&cfg, "only-one");
+	cfg_named(&other, "another-one");
+	tc_open(&c1, d.csock, "ConsumerPort");
+	uint64_t e1 = tcons_enable(&c1, &cfg, -1);
+	ASSERT(tc_wait(&c1, e1, 300) == NULL); /* running */
+	tc_open(&c2, d.csock, "ConsumerPort");
+	char *err = tcons_wait_disabled(&c2, tcons_enable(&c2, &cfg, -1), 5000);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "unique_session_name");
+	free(err);
+	tc_close(&c2);
+	/* another name is fine */
+	tc_open(&c3, d.csock, "ConsumerPort");
+	uint64_t e3 = tcons_enable(&c3, &other, -1);
+	ASSERT(tc_wait(&c3, e3, 300) == NULL);
+	tc_close(&c3);
+	/* once the first session is gone, the name is free again */
+	tc_msg_free(tc_ok(&c1, tc_call(&c1, "FreeBuffers", NULL, -1, false)));
+	tc_open(&c2, d.csock, "ConsumerPort");
+	uint64_t e2 = tcons_enable(&c2, &cfg, -1);
+	ASSERT(tc_wait(&c2, e2, 300) == NULL);
+	tc_close(&c2);
+	tc_close(&c1);
+	buf_free(&cfg);
+	buf_free(&other);
+	sonded_stop(&d);
+}
+
+static void register_incr(struct tprod *p, const char *ds)
+{
+	struct buf a = BUF_INIT;
+	size_t m = pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
+
+	pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, ds);
+	pb_put_bool(&a, PF_DS_DESCRIPTOR_HANDLES_INCREMENTAL_STATE_CLEAR, true);
+	pb_end(&a, m);
+	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "RegisterDataSource", &a, -1, false)));
+	buf_free(&a);
+}
+
+TEST_TIMEOUT(sess_clears_incremental_state_periodically, 60)
+{
+	struct sonded d;
+	struct tprod yes, no;
+	struct tc c;
+	struct tcmd cmd;
+	struct buf cfg = BUF_INIT;
+
+	sonded_start(&d, NULL);
+	tprod_open(&yes, d.psock, "handles-clear", false);
+	tprod_open(&no, d.psock, "ignores-clear", false);
+	register_incr(&yes, "test.ds");
+	tprod_register(&no, "test.ds", false, false);
+	tcfg_basic(&cfg, 1024, one_ds, 1);
+	size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_INCREMENTAL_STATE_CONFIG);
+	pb_put_varint(&cfg, PF_INCREMENTAL_STATE_CONFIG_CLEAR_PERIOD_MS, 200);
+	pb_end(&cfg, m);
+	tc_open(&c, d.csock, "ConsumerPort");
+	tcons_enable(&c, &cfg, -1);
+	expect_cmd(&yes, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint64_t inst = cmd.inst_id;
+	expect_cmd(&yes, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	expect_cmd(&no, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	expect_cmd(&no, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	double t0 = test_now();
+	for (int i = 0; i < 3; i++) {
+		expect_cmd(&yes, PF_ASYNC_CMD_CLEAR_INCREMENTAL_STATE, &cmd);
+		ASSERT_UINT(cmd.inst_id, ==, inst);
+	}
+	ASSERT(test_now() - t0 >= 0.5); /* three periods of 200 ms */
+	/* the data source that did not declare handles_incremental_state_clear gets none */
+	ASSERT(!tprod_cmd(&no, &cmd, 300));
+	tc_close(&c);
+	tc_close(&no.t);
+	tc_close(&yes.t);
+	buf_free(&cfg);
+	sonded_stop(&d);
+}
+
+static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
+{
+	struct buf a = BUF_INIT;
+
+	pb_put_string(&a, PF_DETACH_REQ_KEY, key);
+	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 5000);
+	buf_free(&a);
+	ASSERT(m != NULL);
+	return m;
+}
+
+TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT, a = BUF_INIT;
+	struct tcmd cmd;
+	struct tc other, again;
+	struct tc_msg *m;
+	char list[1024];
+
+	sec_require_root();
+	cfg_named(&cfg, "detach-me");
+	rig_up(&r, &cfg);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	m = call_key(&r.c, "Detach", "shared-key");
+	ASSERT(m->f.success);
+	tc_msg_free(m);
+	m = call_key(&r.c, "Detach", "second-key"); /* already detached */
+	ASSERT(!m->f.success);
+	tc_msg_free(m);
+	tc_close(&r.c);
+	commit_tagged(&r.p, r.target, 0, "while-detached");
+
+	/* another uid with the same key finds nothing, and does not see the session */
+	chmod(r.d.csock, 0666);
+	tc_open_fd(&other, sec_connect_as(SEC_NOBODY, r.d.csock), "ConsumerPort");
+	m = call_key(&other, "Attach", "shared-key");
+	ASSERT(!m->f.success);
+	tc_msg_free(m);
+	query_sessions(&other, list, sizeof(list));
+	ASSERT_NOT_CONTAINS(list, "detach-me");
+	tc_close(&other);
+
+	/* the same uid, on a new connection */
+	tc_open(&again, r.d.csock, "ConsumerPort");
+	m = call_key(&again, "Attach", "shared-key");
+	ASSERT(m->f.success);
+	tc_msg_free(m);
+	pb_put_bool(&a, PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY, true);
+	uint64_t en = tc_call(&again, "EnableTracing", &a, -1, false);
+	tc_msg_free(tc_ok(&again, tc_call(&again, "DisableTracing", NULL, -1, false)));
+	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	free(tcons_wait_disabled(&again, en, 10000));
+	tcons_read(&again, &trace);
+	ASSERT_INT(trace_count(&trace, "while-detached", 14, NULL), ==, 1);
+	/* attached again: the key is free, a second Attach finds nothing */
+	tc_close(&again);
+	tc_open(&again, r.d.csock, "ConsumerPort");
+	m = call_key(&again, "Attach", "shared-key");
+	ASSERT(!m->f.success);
+	tc_msg_free(m);
+	r.c = again;
+	buf_free(&a);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
+
+TEST_TIMEOUT(sess_query_lists_own_sessions_and_all_for_root, 60)
+{
+	struct sonded d;
+	struct tc nob, root;
+	struct buf cfg = BUF_INIT;
+	char list[1024];
+
+	sec_require_root();
+	sonded_start(&d, NULL);
+	chmod(d.csock, 0666);
+	tc_open_fd(&nob, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	cfg_named(&cfg, "nobodys-session");
+	tcons_enable(&nob, &cfg, -1);
+	tc_open(&root, d.csock, "ConsumerPort");
+	buf_reset(&cfg);
+	cfg_named(&cfg, "roots-session");
+	tcons_enable(&root, &cfg, -1);
+	query_sessions(&nob, list, sizeof(list));
+	ASSERT_CONTAINS(list, "nobodys-session:STARTED");
+	ASSERT_NOT_CONTAINS(list, "roots-session");
+	query_sessions(&root, list, sizeof(list));
+	ASSERT_CONTAINS(list, "nobodys-session:STARTED");
+	ASSERT_CONTAINS(list, "roots-session:STARTED");
+	tc_close(&root);
+	tc_close(&nob);
+	buf_free(&cfg);
+	sonded_stop(&d);
 }
