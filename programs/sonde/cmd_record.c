@@ -299,14 +299,15 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			strerror(-s->kernel_error));
 	fprintf(stderr,
 		"  loss: %llu records and %llu samples lost; %llu gap%s, %llu recovered by %llu "
-		"sweep%s (%llu modules, %llu processes, %llu exits, %llu execs, %llu threads "
-		"recovered)\n",
+		"sweep%s (modules %llu added, %llu dropped; %llu processes, %llu exits, %llu "
+		"execs, %llu threads recovered)\n",
 		(unsigned long long)s->lost_events, (unsigned long long)s->lost_samples,
 		(unsigned long long)s->lifecycle_gaps, s->lifecycle_gaps == 1 ? "" : "s",
 		(unsigned long long)s->gaps_recovered, (unsigned long long)s->recovery_sweeps,
 		s->recovery_sweeps == 1 ? "" : "s", (unsigned long long)s->recovered_modules,
-		(unsigned long long)s->recovered_processes, (unsigned long long)s->recovered_exits,
-		(unsigned long long)s->recovered_execs, (unsigned long long)s->threads_refreshed);
+		(unsigned long long)s->stale_modules, (unsigned long long)s->recovered_processes,
+		(unsigned long long)s->recovered_exits, (unsigned long long)s->recovered_execs,
+		(unsigned long long)s->threads_refreshed);
 	print_status(c);
 }
 

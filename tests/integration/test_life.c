@@ -681,3 +681,50 @@ TEST_TIMEOUT(life_duration_stops_the_recording, 120)
 	ASSERT_CONTAINS(o.err, "--duration wants");
 	test_output_free(&o);
 }
+
+/* Loss while mappings change: a tiny ring drained every 30 ms drops most records, mmap
+ * records of the libraries loaded and unloaded in turn included. The recovery sweeps find
+ * the module table out of step with /proc/PID/maps and repair it. */
+TEST_TIMEOUT(life_loss_sweeps_repair_the_module_table, 180)
+{
+	char cmd[4096];
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = 4000,
+					 .ring_pages = 1,
+					 .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	struct membuf mem = {0};
+	struct life_spool ls;
+	int status;
+
+	test_require_perf();
+	snprintf(cmd, sizeof(cmd), "exec %s %s %s 2.5 >/dev/null", test_prog("life_dlswap"),
+		 test_prog("liblife_a.so"), test_prog("liblife_b.so"));
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
+		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_OK(sonde_launch_resume(l));
+	while (sonde_launch_wait(l, WNOHANG, &status) == 0) {
+		ASSERT_OK(sonde_recorder_poll(r, 0, NULL));
+		usleep(30000);
+	}
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	sonde_recorder_free(r);
+	sonde_launch_free(l);
+	ASSERT_UINT(sum.lost_events + sum.lost_samples, >, 0);
+	ASSERT_UINT(sum.recovery_sweeps, >, 0);
+	ASSERT_UINT(sum.recovered_modules + sum.stale_modules, >, 0);
+	ASSERT_UINT(sum.samples_written, >, 0);
+	/* Still a valid recording: every frame refers to a module defined, and not retired,
+	 * when the sample was written (the reader checks), and resolves. */
+	life_open_mem(&ls, mem.data, mem.len);
+	ASSERT_UINT(ls.info.samples, ==, sum.samples_written);
+	for (uint64_t i = 0; i < ls.info.samples; i++) {
+		struct life_sample s;
+		life_sample(&ls, i, &s);
+	}
+	life_close(&ls);
+	free(mem.data);
+}
