@@ -195,7 +195,6 @@ static int connect_one(struct svc *s, struct cx_ctx *x, const struct cx_client *
 	c->ch.peer_uid = uid;
 	c->ch.peer_pid = cl->pid;
 	c->peer_gid = gid;
-	c->via_connector = true;
 	if (q->buffer != CX_BUFFER_NONE) {
 		bool create = q->buffer == CX_BUFFER_FROM_SERVICE;
 		rc = producer_preassign_smb(c, create ? -1 : fds[1], size, page, create);

@@ -99,7 +99,6 @@ struct consumer {
 struct conn {
 	uint64_t id;
 	uint32_t peer_gid; /* with ch.peer_uid/peer_pid: SO_PEERCRED (security.c) */
-	bool via_connector;
 	bool is_producer;
 	bool bound;
 	bool dead;

@@ -750,3 +750,37 @@ TEST_TIMEOUT(conn_sonde_run_with_service_and_own_buffers, 120)
 	test_output_free(&o);
 	sonded_stop(&d);
 }
+
+TEST_TIMEOUT(conn_handed_over_sockets_count_against_connection_limits, 60)
+{
+	struct sonded d;
+	int sv[2], keep[2];
+
+	const char *extra[] = {"--max-connections-per-uid", "2", NULL};
+	sonded_start(&d, extra);
+	struct sonde_connector *c = cx_open(&d);
+	keep[0] = hand_producer(c, NULL, NULL);
+	keep[1] = hand_producer(c, NULL, NULL);
+	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	ASSERT_ERR(sonde_connector__connect_consumer(c, sv[0], NULL), -EUSERS);
+	ASSERT_CONTAINS(sonde_connector__last_error(c), "too many connections for uid");
+	close(sv[0]);
+	close(sv[1]);
+	/* one closes: the next hand-over fits again */
+	close(keep[0]);
+	double end = test_now() + 10;
+	for (;;) {
+		ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+		int rc = sonde_connector__connect_consumer(c, sv[0], NULL);
+		close(sv[0]);
+		close(sv[1]);
+		if (rc == 0)
+			break;
+		ASSERT_INT(rc, ==, -EUSERS);
+		ASSERT(test_now() < end); /* the close is noticed asynchronously */
+		usleep(20000);
+	}
+	close(keep[1]);
+	sonde_connector__free(c);
+	sonded_stop(&d);
+}
