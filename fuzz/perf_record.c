@@ -30,6 +30,13 @@ static void decode_all(const uint8_t *data, size_t size)
 	int n = perf_sample_compact(data, size, &l, small);
 	if (n > 0 && perf_decode(small, (size_t)n, &l, &rec) != 0)
 		__builtin_trap(); /* a compacted sample must decode */
+	/* The layout of --kernel recordings: a callchain before the user registers. */
+	struct perf_event_cfg kcfg = {.kernel = true};
+	perf_event_layout_cfg(&l, &kcfg);
+	perf_decode(data, size, &l, &rec);
+	n = perf_sample_compact(data, size, &l, small);
+	if (n > 0 && perf_decode(small, (size_t)n, &l, &rec) != 0)
+		__builtin_trap();
 	free(small);
 	if (size >= 16) {
 		uint64_t bits;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,9 +300,12 @@ static void print_table(const struct report *r, uint32_t *order, int self)
 		const struct func *f = &r->funcs[order[i]];
 		if (!(self ? f->self : f->total))
 			break;
-		printf("%7.2f%% %9" PRIu64 " %7.2f%% %9" PRIu64 "  %s [%s]\n",
+		/* names that are already bracketed ([kernel.kallsyms], [vdso]) are not wrapped
+		 * again */
+		bool bracketed = f->module[0] == '[' && f->module[strlen(f->module) - 1] == ']';
+		printf("%7.2f%% %9" PRIu64 " %7.2f%% %9" PRIu64 "  %s %s%s%s\n",
 		       100.0 * f->self / all, f->self, 100.0 * f->total / all, f->total, f->label,
-		       f->module);
+		       bracketed ? "" : "[", f->module, bracketed ? "" : "]");
 		rows++;
 	}
 }

@@ -144,7 +144,8 @@ TEST_TIMEOUT(kernel_record_shows_kernel_frames_below_user_frames, 120)
 
 	test_runf(&o, 60, "%s report %s", test_bin("sonde"), spool);
 	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.out, "[kernel.kallsyms]");
+	ASSERT_CONTAINS(o.out, " [kernel.kallsyms]\n");
+	ASSERT_NOT_CONTAINS(o.out, "[[");
 	test_output_free(&o);
 }
 
