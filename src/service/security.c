@@ -236,6 +236,8 @@ struct fsid {
 
 static int become(const struct conn *c, struct fsid *saved)
 {
+	saved->uid = geteuid(); /* what the fs ids follow until changed */
+	saved->gid = getegid();
 	saved->ngroups = getgroups(64, saved->groups);
 	if (saved->ngroups < 0)
 		return -errno;
