@@ -84,7 +84,8 @@ static int parse_ds(struct session *ss, const struct pb_field *e)
 				return -ENOMEM;
 		}
 	}
-	cr = pb_reader_init(d->raw, d->raw_len);
+	/* a data source without a config has no bytes (and a NULL pointer) to read */
+	cr = d->raw ? pb_reader_init(d->raw, d->raw_len) : pb_reader_init("", 0);
 	while (pb_next(&cr, &g) > 0) {
 		if (g.num == PF_DS_CONFIG_NAME && g.wire == PB_LEN) {
 			free(d->name);
@@ -1169,8 +1170,8 @@ bool session_ds_matches(const struct ds_cfg *d, const struct conn *c, const stru
 	return ds_matches(d, c, reg);
 }
 
-void session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d,
-			  struct conn *c, const struct ds_reg *reg)
+void session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d, struct conn *c,
+			  const struct ds_reg *reg)
 {
 	create_instance(s, ss, d, c, reg);
 }

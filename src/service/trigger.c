@@ -23,6 +23,7 @@
 enum {
 	TRIG_MAX_DEFS = 64,	    /* triggers[] entries per config */
 	TRIG_MAX_NAME_LEN = 256,    /* longer names match nothing and are ignored */
+	TRIG_MAX_REGEX_LEN = 128,   /* bounds regcomp's work on a consumer's pattern */
 	TRIG_MAX_NAMES = 64,	    /* names looked at per ActivateTriggers */
 	TRIG_BURST = 128,	    /* token bucket per producer */
 	TRIG_RATE = 64,		    /* tokens per second */
@@ -71,6 +72,10 @@ static const char *parse_def(struct trig_def *d, const struct pb_field *e)
 	if (!d->name || !d->name[0] || strlen(d->name) > TRIG_MAX_NAME_LEN) {
 		free(regex);
 		return "a trigger needs a name (at most 256 bytes)";
+	}
+	if (regex && strlen(regex) > TRIG_MAX_REGEX_LEN) {
+		free(regex);
+		return "trigger producer_name_regex is too long (at most 128 bytes)";
 	}
 	if (regex && regex[0]) {
 		/* Perfetto uses std::regex_match: the whole producer name must match */

@@ -1005,3 +1005,77 @@ TEST_TIMEOUT(sess_query_lists_own_sessions_and_all_for_root, 60)
 	buf_free(&cfg);
 	sonded_stop(&d);
 }
+
+/* CLONE_SNAPSHOT: a trigger notifies the session's consumer, which has another connection
+ * clone the session; the session itself keeps running until its timeout. */
+TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, a = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	struct tc k2;
+	struct clone_resp cr;
+	const struct trig_spec t[] = {{"snap", NULL, 0, 0, 0}};
+
+	cfg_triggers(&cfg, PF_TRIGGER_MODE_CLONE_SNAPSHOT, 60000, t, 1);
+	rig_up(&r, &cfg);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE, PF_OBSERVABLE_CLONE_TRIGGER_HIT);
+	uint64_t obs = tc_call(&r.c, "ObserveEvents", &a, -1, false);
+	commit_tagged(&r.p, r.target, 0, "snapshot-data");
+	tc_msg_free(tc_ok(&r.p.t, tc_call(&r.p.t, "Sync", NULL, -1, false)));
+	send_trigger(&r.p, "snap");
+
+	struct tc_msg *m = tc_wait(&r.c, obs, 10000);
+	ASSERT(m != NULL && m->f.success && m->f.has_more);
+	struct pb_reader rd = pb_reader_init(m->f.data, m->f.data_len), er, hr;
+	struct pb_field f, g, h;
+	uint64_t sid = 0;
+	char tname[32] = "", pname[32] = "";
+	while (pb_next(&rd, &f) > 0) {
+		er = pb_sub(&f);
+		while (pb_next(&er, &g) > 0) {
+			if (g.num != PF_OBSERVABLE_EVENTS_CLONE_TRIGGER_HIT)
+				continue;
+			hr = pb_sub(&g);
+			while (pb_next(&hr, &h) > 0) {
+				if (h.num == PF_CLONE_TRIGGER_HIT_TRACING_SESSION_ID)
+					sid = h.u;
+				else if (h.num == PF_CLONE_TRIGGER_HIT_TRIGGER_NAME)
+					snprintf(tname, sizeof(tname), "%.*s", (int)h.len, h.ptr);
+				else if (h.num == PF_CLONE_TRIGGER_HIT_PRODUCER_NAME)
+					snprintf(pname, sizeof(pname), "%.*s", (int)h.len, h.ptr);
+			}
+		}
+	}
+	tc_msg_free(m);
+	ASSERT_UINT(sid, >, 0);
+	ASSERT_STR_EQ(tname, "snap");
+	ASSERT_STR_EQ(pname, "test-producer");
+
+	/* as perfetto --clone does: a second connection clones the session it was told of */
+	tc_open(&k2, r.d.csock, "ConsumerPort");
+	struct buf ca = BUF_INIT;
+	pb_put_varint(&ca, PF_CLONE_SESSION_REQ_SESSION_ID, sid);
+	uint64_t creq = tc_call(&k2, "CloneSession", &ca, -1, false);
+	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
+	tprod_commit(&r.p, NULL, 0, r.target, cmd.flush_id, NULL);
+	m = tc_ok(&k2, creq);
+	rd = pb_reader_init(m->f.data, m->f.data_len);
+	memset(&cr, 0, sizeof(cr));
+	while (pb_next(&rd, &f) > 0)
+		if (f.num == PF_CLONE_SESSION_RESP_SUCCESS)
+			cr.success = f.u != 0;
+	tc_msg_free(m);
+	ASSERT(cr.success);
+	tcons_read(&k2, &trace);
+	ASSERT_INT(trace_count(&trace, "snapshot-data", 13, NULL), ==, 1);
+	assert_trigger_packet(&trace, "snap", "test-producer", 0);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 200)); /* the source still runs: no stop */
+	tc_close(&k2);
+	buf_free(&ca);
+	buf_free(&a);
+	buf_free(&cfg);
+	buf_free(&trace);
+	rig_down(&r);
+}
