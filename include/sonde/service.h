@@ -11,7 +11,8 @@
  *     sonde_service_process(s)                            handles what is ready
  *   sonde_service_free(s);                                closes everything, unlinks paths
  *
- * Everything happens on the calling thread inside sonde_service_process().
+ * Everything happens on the calling thread inside sonde_service_process(), except the
+ * linux.perf data source (sonde_service_start_perf), which runs on a thread of its own.
  */
 #ifndef SONDE_SERVICE_H
 #define SONDE_SERVICE_H
@@ -74,5 +75,10 @@ SONDE_API int sonde_service_process(struct sonde_service *s);
 SONDE_API const char *sonde_service_socket(const struct sonde_service *s, int which);
 /* Ends every session and connection, closes and unlinks the sockets. Accepts NULL. */
 SONDE_API void sonde_service_free(struct sonde_service *s);
+/* Starts sonde's linux.perf data source (docs/service.md): a producer on a thread of its
+ * own, connected to this service's producer socket, so the calling thread must keep
+ * running the loop above for it to register. Stopped by sonde_service_free. 0 or -errno
+ * (-EINVAL if already started). */
+SONDE_API int sonde_service_start_perf(struct sonde_service *s);
 
 #endif

@@ -15,6 +15,7 @@
 #include <sonde/client.h>
 #include <sonde/error.h>
 
+#include "base/pb.h"
 #include "cli.h"
 
 #define CMD "trace"
@@ -451,7 +452,43 @@ struct sink {
 	FILE *f;
 	uint64_t packets, bytes;
 	int err;
+	unsigned profiler_errors;
 };
+
+/* What a profiler data source said in the trace (sonded's linux.perf writes android_log
+ * events tagged "linux.perf": errors such as a refused target or config, warnings such as
+ * a fallback or the guardrail stop) is the consumer's business: printed, and errors make
+ * the exit status 1. */
+static void report_profiler_errors(struct sink *s, const void *pkt, size_t len)
+{
+	struct pb_reader r = pb_reader_init(pkt, len), lr, er;
+	struct pb_field f, g, h;
+
+	while (pb_next(&r, &f) > 0) {
+		if (f.num != 39 || f.wire != PB_LEN) /* TracePacket.android_log */
+			continue;
+		for (lr = pb_sub(&f); pb_next(&lr, &g) > 0;) {
+			const uint8_t *tag = NULL, *msg = NULL;
+			size_t tag_len = 0, msg_len = 0;
+			uint64_t prio = 0;
+			if (g.num != 1 || g.wire != PB_LEN)
+				continue;
+			for (er = pb_sub(&g); pb_next(&er, &h) > 0;) {
+				if (h.num == 6 && h.wire == PB_LEN)
+					tag = h.ptr, tag_len = h.len;
+				else if (h.num == 7 && h.wire == PB_VARINT)
+					prio = h.u;
+				else if (h.num == 8 && h.wire == PB_LEN)
+					msg = h.ptr, msg_len = h.len;
+			}
+			if (!msg || tag_len != 10 || memcmp(tag, "linux.perf", 10) || prio < 5)
+				continue;
+			cli_error(CMD, "linux.perf: %s%.*s", prio == 5 ? "warning: " : "",
+				  (int)msg_len, (const char *)msg);
+			s->profiler_errors += prio >= 6;
+		}
+	}
+}
 
 /* Trace file framing: each packet is a `Trace.packet` field (0x0A varint(len) bytes). */
 static void write_packet(void *ctx, const void *pkt, size_t len)
@@ -467,6 +504,7 @@ static void write_packet(void *ctx, const void *pkt, size_t len)
 	} while (v);
 	if (fwrite(hdr, 1, n, s->f) != n || fwrite(pkt, 1, len, s->f) != len)
 		s->err = errno ? errno : EIO;
+	report_profiler_errors(s, pkt, len);
 	s->packets++;
 	s->bytes += n + len;
 }
@@ -548,6 +586,11 @@ static int collect(struct sonde_consumer *c, const struct opts *o, int fd, bool 
 	}
 	fprintf(stderr, "sonde trace: wrote %llu packets, %llu bytes to %s\n",
 		(unsigned long long)s.packets, (unsigned long long)s.bytes, o->out);
+	if (s.profiler_errors) {
+		cli_error(CMD, "the trace holds %u profiler error%s (above)", s.profiler_errors,
+			  s.profiler_errors == 1 ? "" : "s");
+		return CLI_FAILURE;
+	}
 	return CLI_OK;
 }
 

@@ -52,6 +52,7 @@ static void usage(FILE *f)
 		"      --max-smb-kb N          shared memory buffer of a producer (32768,\n"
 		"                              the maximum)\n"
 		"      --max-pending-kb N      bytes queued unsent to one client (16384)\n"
+		"      --no-perf               do not serve the linux.perf data source\n"
 		"  -b, --background            detach and run in the background\n"
 		"  -f, --foreground            stay in the foreground (the default)\n"
 		"  -l, --log-level LEVEL       debug, info, warn (default), error or off\n"
@@ -261,6 +262,7 @@ int main(int argc, char **argv)
 		{"max-session-buffer-kb", required_argument, NULL, OPT_MAX_SESSION_KB},
 		{"max-smb-kb", required_argument, NULL, OPT_MAX_SMB_KB},
 		{"max-pending-kb", required_argument, NULL, OPT_MAX_PENDING_KB},
+		{"no-perf", no_argument, NULL, 'P'},
 		{"background", no_argument, NULL, 'b'},
 		{"foreground", no_argument, NULL, 'f'},
 		{"log-level", required_argument, NULL, 'l'},
@@ -268,7 +270,7 @@ int main(int argc, char **argv)
 		{0},
 	};
 	struct sonde_service_opts so = {.sz = sizeof(so)};
-	bool background = false;
+	bool background = false, perf = true;
 	enum sonde_log_level level;
 	sigset_t mask;
 	int c, sfd, rc;
@@ -282,6 +284,9 @@ int main(int argc, char **argv)
 			continue;
 		}
 		switch (c) {
+		case 'P':
+			perf = false;
+			break;
 		case 'x':
 			so.connector_socket = optarg;
 			break;
@@ -333,6 +338,9 @@ int main(int argc, char **argv)
 		sonde_service_free(svc);
 		return 1;
 	}
+	/* after daemon(): a fork keeps only the calling thread */
+	if (perf && (rc = sonde_service_start_perf(svc)) < 0)
+		sonde_warn("cannot start the linux.perf data source: %s", sonde_strerror(rc));
 	if (notify_ready() < 0)
 		sonde_warn("cannot write to TRACED_NOTIFY_FD");
 	sonde_info("listening on %s and %s, connector %s%s", sonde_service_socket(svc, 0),

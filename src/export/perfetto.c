@@ -466,6 +466,25 @@ static void use_frame(struct pf_enc *e, uint32_t id)
 	}
 }
 
+/* Whether frame id goes into callstacks: all of them, or with user_frames SKIP only kernel
+ * frames. */
+static bool frame_kept(const struct pf_enc *e, uint32_t id)
+{
+	const struct pf_frame *f = &e->frames.v[id];
+
+	return !e->o.skip_user_frames ||
+	       (f->module && (e->mods.v[f->module].sm.flags & SONDE_MODULE_KERNEL));
+}
+
+/* Whether the sample's callstack has any frame to show. */
+static bool stack_shown(const struct pf_enc *e, uint32_t node)
+{
+	for (uint32_t n = node; n; n = e->nodes.v[n].parent)
+		if (frame_kept(e, e->nodes.v[n].frame))
+			return true;
+	return false;
+}
+
 /* Interns callstack `node` (iid = the spool node id) with everything it refers to. */
 static int use_callstack(struct pf_enc *e, uint32_t node)
 {
@@ -475,6 +494,8 @@ static int use_callstack(struct pf_enc *e, uint32_t node)
 		return 0;
 	e->path.n = 0;
 	for (uint32_t n = node; n; n = e->nodes.v[n].parent) {
+		if (!frame_kept(e, e->nodes.v[n].frame))
+			continue;
 		uint32_t *slot = ARR_PUSH(e->path);
 		if (!slot)
 			return -ENOMEM;
@@ -631,7 +652,7 @@ static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
 	err = ensure_started(e, ts);
 	if (!err)
 		err = flush_process_tree(e, ts);
-	bool stack = node && !e->o.skip_user_frames;
+	bool stack = node && stack_shown(e, node);
 	if (!err && stack && e->n_held)
 		err = release_held(e, node, e->threads.v[r->sample.thread].pid);
 	if (!err && stack)
@@ -700,6 +721,8 @@ int pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
 	size_t off = 0;
 	int r = 0, err = 0;
 
+	if (!len)
+		return 0;
 	buf_append(&e->in, buf, len);
 	if (buf_error(&e->in))
 		return -ENOMEM;
@@ -712,8 +735,10 @@ int pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
 	}
 	if (!err && r < 0)
 		err = r;
-	memmove(e->in.data, e->in.data + off, e->in.len - off);
-	e->in.len -= off;
+	if (off) {
+		memmove(e->in.data, e->in.data + off, e->in.len - off);
+		e->in.len -= off;
+	}
 	return err;
 }
 

@@ -47,7 +47,8 @@ struct pf_enc_opts {
 	/* Read /proc/PID/cmdline and the parent pid of new processes (live data source);
 	 * otherwise the process name is the comm of its threads. */
 	bool live_proc;
-	/* Leave user frames out of callstacks (user_frames SKIP). */
+	/* Leave user frames out of callstacks (user_frames SKIP): only kernel frames stay, and
+	 * a sample without any has no callstack. */
 	bool skip_user_frames;
 };
 

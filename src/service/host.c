@@ -13,6 +13,7 @@
 
 #include "ipc/sock.h"
 #include "service/internal.h"
+#include "service/perfds.h"
 
 struct sonde_service {
 	struct svc s;
@@ -397,11 +398,19 @@ const char *sonde_service_socket(const struct sonde_service *ss, int which)
 	return ss->s.path[which ? 1 : 0];
 }
 
+int sonde_service_start_perf(struct sonde_service *ss)
+{
+	if (!ss || ss->s.perfds)
+		return -EINVAL;
+	return perfds_start(&ss->s, ss->s.path[0]);
+}
+
 void sonde_service_free(struct sonde_service *ss)
 {
 	if (!ss)
 		return;
 	struct svc *s = &ss->s;
+	perfds_stop(s); /* its producer connection goes first, while the service is whole */
 	for (size_t i = 0; i < s->nconns; i++)
 		s->conns[i]->dead = true;
 	reap(s);

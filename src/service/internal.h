@@ -239,6 +239,7 @@ struct svc {
 	uint64_t producers_seen, data_sources_seen, chunks_discarded, patches_discarded;
 	struct buf scratch;
 	struct trig_global *trig; /* trigger.c, allocated on first use */
+	struct perfds *perfds;	  /* perfds.c: the linux.perf data source, when started */
 };
 
 /* host.c */

@@ -91,7 +91,8 @@ bool sec_admit_conn(const struct svc *s, uid_t uid)
 	size_t total = 0, mine = 0;
 
 	for (size_t i = 0; i < s->nconns; i++) {
-		if (s->conns[i]->dead)
+		/* the service's own linux.perf producer (perfds.c) takes no one's quota */
+		if (s->conns[i]->dead || s->conns[i]->ch.peer_pid == getpid())
 			continue;
 		total++;
 		mine += s->conns[i]->ch.peer_uid == uid;

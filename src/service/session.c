@@ -16,6 +16,7 @@
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/internal.h"
+#include "service/perfds.h"
 
 enum {
 	MAX_DURATION_MS = 7 * 24 * 3600 * 1000u,
@@ -974,6 +975,7 @@ static struct session *new_session(struct svc *s, struct conn *c, const uint8_t 
 	ss->id = s->next_session_id++;
 	ss->conn_id = c->id;
 	ss->consumer_uid = (int32_t)c->ch.peer_uid;
+	perfds_note_session(s, ss->id, ss->consumer_uid);
 	ss->out_fd = -1;
 	ss->next_seq_id = 2; /* 1 is the service's own sequence */
 	return ss;
@@ -1100,6 +1102,7 @@ static void free_ds_cfgs(struct session *ss)
 
 void session_free(struct svc *s, struct session *ss)
 {
+	perfds_forget_session(s, ss->id);
 	if (ss->state != SESS_DISABLED)
 		session_disable(s, ss, true);
 	cancel_timer(s, &ss->t_file);

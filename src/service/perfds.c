@@ -1,0 +1,706 @@
+/* The linux.perf data source inside sonded (docs/service.md, "linux.perf").
+ *
+ * It runs on its own thread as a producer connected to the service's own producer socket,
+ * through the same client library any producer uses: its packets take the normal path
+ * (SMB, CommitData, trace buffer, trusted suffix with its own sequence id) and the service
+ * loop never waits for perf rings, unwinding or symbolization. The one thing the wire
+ * protocol cannot give a producer is the consumer's identity, which the authorization
+ * rule needs; the service records each session's consumer uid here (perfds_note_session),
+ * and the thread looks it up by the tracing_session_id the service wrote into the
+ * DataSourceConfig. Nothing else is shared between the threads.
+ *
+ * Per instance: a recorder (include/sonde/record.h) attached to every authorized target,
+ * whose spool bytes go straight into the Perfetto encoder (export/perfetto.h), whose
+ * packets go to the instance's trace writer.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/client.h>
+#include <sonde/error.h>
+#include <sonde/log.h>
+#include <sonde/record.h>
+#include <sonde/symbolize.h>
+
+#include "base/buf.h"
+#include "base/pb.h"
+#include "export/perfetto.h"
+#include "service/internal.h"
+#include "service/perfds.h"
+
+enum {
+	MAX_INST = 64,
+	RESCAN_MS = 1000,
+	RECONNECT_MS = 1000,
+	MAX_POLL_MS = 1000,
+	LOG_PRIO_WARN = 5,
+	LOG_PRIO_ERROR = 6,
+	F_PACKET_TIMESTAMP = 8,
+	F_PACKET_TIMESTAMP_CLOCK_ID = 58,
+	F_PACKET_ANDROID_LOG = 39,
+	CLOCK_MONOTONIC_ID = 3,
+};
+
+struct sess_uid {
+	uint64_t id;
+	int32_t uid;
+};
+
+struct perfds;
+
+struct inst {
+	struct perfds *pd;
+	uint64_t id;
+	struct perfds_cfg cfg;
+	int cfg_err;
+	char err[256];
+	int32_t consumer_uid;
+	struct sonde_trace_writer *w;
+	struct sonde_recorder *rec;
+	struct pf_enc *enc;
+	struct buf pre; /* spool bytes written before the encoder exists */
+	pid_t *seen;	/* pids already attached or refused */
+	size_t nseen;
+	uint64_t lost_reported;
+	uint64_t next_read_ms, next_scan_ms;
+	bool guardrail_hit;
+};
+
+struct perfds {
+	pthread_t th;
+	int stop_fd;
+	char *socket;
+	pthread_mutex_t lock; /* guards sess */
+	struct sess_uid *sess;
+	size_t nsess, sess_cap;
+	/* thread side */
+	struct sonde_producer *p;
+	struct sonde_symbolizer *sym;
+	struct inst *inst[MAX_INST];
+	size_t ninst;
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ms(void)
+{
+	return clock_ns(CLOCK_MONOTONIC) / 1000000;
+}
+
+/* ---- the session registry (service thread writes, data source thread reads) ---- */
+
+void perfds_note_session(struct svc *s, uint64_t session_id, int32_t consumer_uid)
+{
+	struct perfds *pd = s->perfds;
+
+	if (!pd)
+		return;
+	pthread_mutex_lock(&pd->lock);
+	if (pd->nsess == pd->sess_cap) {
+		size_t cap = pd->sess_cap ? pd->sess_cap * 2 : 16;
+		struct sess_uid *n = realloc(pd->sess, cap * sizeof(*n));
+		if (n) {
+			pd->sess = n;
+			pd->sess_cap = cap;
+		}
+	}
+	/* without room the session stays unknown, and linux.perf refuses it */
+	if (pd->nsess < pd->sess_cap)
+		pd->sess[pd->nsess++] = (struct sess_uid){session_id, consumer_uid};
+	pthread_mutex_unlock(&pd->lock);
+}
+
+void perfds_forget_session(struct svc *s, uint64_t session_id)
+{
+	struct perfds *pd = s->perfds;
+
+	if (!pd)
+		return;
+	pthread_mutex_lock(&pd->lock);
+	for (size_t i = 0; i < pd->nsess; i++) {
+		if (pd->sess[i].id == session_id) {
+			pd->sess[i] = pd->sess[--pd->nsess];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pd->lock);
+}
+
+static bool session_uid(struct perfds *pd, uint64_t session_id, int32_t *uid)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&pd->lock);
+	for (size_t i = 0; i < pd->nsess && !found; i++) {
+		if (pd->sess[i].id == session_id) {
+			*uid = pd->sess[i].uid;
+			found = true;
+		}
+	}
+	pthread_mutex_unlock(&pd->lock);
+	return found;
+}
+
+/* ---- packets ---- */
+
+static int sink(void *ctx, const uint8_t *pkt, size_t len)
+{
+	struct inst *in = ctx;
+
+	/* a packet the SMB had no room for is lost; the writer counts it */
+	if (in->w)
+		sonde_trace_writer__write_packet(in->w, pkt, len);
+	return 0;
+}
+
+/* A message for the trace and sonded's log. In the trace it is an android_log event
+ * (tag "linux.perf"): the one TracePacket kind that carries free text any Perfetto
+ * reader shows (Trace Processor's android_logs table, the UI's log panel); `sonde trace`
+ * prints the errors. */
+static void note(struct inst *in, int prio, pid_t pid, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void note(struct inst *in, int prio, pid_t pid, const char *fmt, ...)
+{
+	char msg[512];
+	struct buf b = BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	sonde_log(prio == LOG_PRIO_ERROR ? SONDE_LOG_ERROR : SONDE_LOG_WARN,
+		  "linux.perf (session %llu, consumer uid %d): %s",
+		  (unsigned long long)in->cfg.session_id, (int)in->consumer_uid, msg);
+	pb_put_varint(&b, F_PACKET_TIMESTAMP, clock_ns(CLOCK_MONOTONIC));
+	pb_put_varint(&b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+	size_t a = pb_begin(&b, F_PACKET_ANDROID_LOG);
+	size_t e = pb_begin(&b, 1);
+	if (pid > 0)
+		pb_put_varint(&b, 2, (uint64_t)pid);
+	pb_put_varint(&b, 5, clock_ns(CLOCK_REALTIME)); /* log events are on REALTIME */
+	pb_put_string(&b, 6, "linux.perf");
+	pb_put_varint(&b, 7, (uint64_t)prio);
+	pb_put_string(&b, 8, msg);
+	pb_end(&b, e);
+	pb_end(&b, a);
+	if (!buf_error(&b))
+		sink(in, b.data, b.len);
+	buf_free(&b);
+}
+
+/* ---- recording ---- */
+
+static int rec_write(void *ctx, const void *buf, size_t len)
+{
+	struct inst *in = ctx;
+
+	if (!in->enc) {
+		buf_append(&in->pre, buf, len);
+		return buf_error(&in->pre);
+	}
+	return pf_enc_feed(in->enc, buf, len);
+}
+
+static uint64_t rec_frequency(const struct perfds_cfg *c)
+{
+	/* a cpu-clock period is nanoseconds of CPU time: the same as its frequency */
+	if (c->period)
+		return c->period >= 1000000000ull ? 1 : 1000000000ull / c->period;
+	return c->frequency;
+}
+
+/* After the first attach: the effective event decides the timebase the encoder writes;
+ * fallbacks are said in the trace. */
+static int start_encoder(struct inst *in)
+{
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	uint32_t counter = in->cfg.counter;
+
+	sonde_recorder_summary(in->rec, &sum);
+	if (counter == PERFDS_COUNTER_HW_CPU_CYCLES && strcmp(sum.event, "cycles") != 0) {
+		note(in, LOG_PRIO_WARN, 0,
+		     "HW_CPU_CYCLES is not available here (%s): sampling SW_CPU_CLOCK instead",
+		     sum.cycles_error ? sonde_strerror(sum.cycles_error) : "no CPU PMU");
+		counter = PERFDS_COUNTER_SW_CPU_CLOCK;
+	}
+	bool want_kernel =
+		in->cfg.kernel_frames || in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
+	if (want_kernel && !sum.kernel_enabled)
+		note(in, LOG_PRIO_WARN, 0, "kernel frames were denied (%s): user frames only",
+		     sonde_strerror(sum.kernel_error));
+	struct pf_enc_opts o = {
+		.sink = sink,
+		.ctx = in,
+		.frequency = in->cfg.period ? 0 : in->cfg.frequency,
+		.period = in->cfg.period,
+		.counter = counter,
+		.sym = in->pd->sym,
+		.live_proc = true,
+		.skip_user_frames = in->cfg.user_frames == PERFDS_UNWIND_SKIP ||
+				    in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER,
+	};
+	in->enc = pf_enc_new(&o);
+	if (!in->enc)
+		return -errno;
+	int err = pf_enc_feed(in->enc, in->pre.data, in->pre.len);
+	buf_free(&in->pre);
+	return err;
+}
+
+static void attach(struct inst *in, pid_t pid)
+{
+	int rc;
+
+	if (!in->rec) {
+		struct sonde_record_opts o = {
+			.sz = sizeof(o),
+			.frequency = rec_frequency(&in->cfg),
+			.ring_pages = in->cfg.ring_pages,
+			.event = in->cfg.counter == PERFDS_COUNTER_HW_CPU_CYCLES
+					 ? SONDE_RECORD_EVENT_CYCLES
+					 : SONDE_RECORD_EVENT_CPU_CLOCK,
+			.kernel = in->cfg.kernel_frames ||
+				  in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER,
+			.no_buildid_cache = true,
+		};
+		in->rec =
+			sonde_recorder_attach_writer(pid, rec_write, in, SONDE_ATTACH_RUNNING, &o);
+		if (!in->rec) {
+			rc = -errno;
+			buf_free(&in->pre);
+			note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
+			     sonde_strerror(rc));
+			return;
+		}
+		rc = start_encoder(in);
+	} else {
+		rc = sonde_recorder_attach_process(in->rec, pid, SONDE_ATTACH_RUNNING);
+		if (rc == SONDE_ATTACH_EXITED)
+			rc = -ESRCH;
+	}
+	if (rc < 0)
+		note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
+		     sonde_strerror(rc));
+}
+
+static void comm_of(pid_t pid, char *out, size_t cap)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "re");
+	out[0] = 0;
+	if (f) {
+		if (fgets(out, (int)cap, f))
+			out[strcspn(out, "\n")] = 0;
+		fclose(f);
+	}
+}
+
+/* The authorization rule: a consumer may profile what its uid could ptrace, that is
+ * processes whose real, effective and saved uids are all its own; root may profile any. */
+static void consider(struct inst *in, pid_t pid, bool listed)
+{
+	int32_t uid;
+	char comm[32];
+
+	if (pid == getpid())
+		return;
+	for (size_t i = 0; i < in->nseen; i++)
+		if (in->seen[i] == pid)
+			return;
+	pid_t *n = realloc(in->seen, (in->nseen + 1) * sizeof(*n));
+	if (!n)
+		return;
+	in->seen = n;
+	in->seen[in->nseen++] = pid;
+	if (!perfds_is_target(&in->cfg, pid))
+		return;
+	int rc = perfds_process_uid(pid, &uid);
+	if (rc < 0) {
+		if (listed)
+			note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
+			     rc == -ENOENT ? "no such process" : sonde_strerror(rc));
+		return;
+	}
+	if (in->consumer_uid != 0 && uid != in->consumer_uid) {
+		comm_of(pid, comm, sizeof(comm));
+		note(in, LOG_PRIO_ERROR, pid,
+		     "refused: consumer uid %d may not profile pid %d (%s, uid %d): only its owner "
+		     "or root may",
+		     (int)in->consumer_uid, (int)pid, comm, (int)uid);
+		return;
+	}
+	attach(in, pid);
+}
+
+static void scan(struct inst *in)
+{
+	for (size_t i = 0; i < in->cfg.n_pids; i++)
+		consider(in, in->cfg.pids[i], true);
+	if (!in->cfg.n_cmdlines)
+		return;
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		consider(in, (pid_t)pid, false);
+	}
+	if (d)
+		closedir(d);
+}
+
+static uint64_t rss_kb(void)
+{
+	unsigned long size, resident;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	int n = fscanf(f, "%lu %lu", &size, &resident);
+	fclose(f);
+	return n == 2 ? (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE) / 1024 : 0;
+}
+
+/* Drains the rings into the trace; with `finish` the recording ends (stop, guardrail). */
+static void drain(struct inst *in, bool finish)
+{
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	int rc;
+
+	if (!in->rec)
+		return;
+	if (finish) {
+		rc = sonde_recorder_finish(in->rec, &sum);
+	} else {
+		struct sonde_record_poll po = {.sz = sizeof(po)};
+		rc = sonde_recorder_poll(in->rec, 0, &po);
+		if (rc >= 0)
+			rc = sonde_recorder_flush(in->rec);
+		sonde_recorder_summary(in->rec, &sum);
+	}
+	if (rc < 0)
+		sonde_warn("linux.perf: recording failed: %s", sonde_strerror(rc));
+	if (in->enc && sum.lost_events > in->lost_reported) {
+		pf_enc_lost(in->enc, clock_ns(CLOCK_MONOTONIC),
+			    sum.lost_events - in->lost_reported);
+		in->lost_reported = sum.lost_events;
+	}
+	if (finish) {
+		sonde_recorder_free(in->rec);
+		in->rec = NULL;
+	}
+}
+
+/* max_daemon_memory_kb: the daemon's resident size (sonded's, since the data source
+ * lives in it). Over it, the instance stops itself as traced_perf does. */
+static void check_guardrail(struct inst *in)
+{
+	uint64_t kb;
+
+	if (!in->cfg.max_daemon_memory_kb || in->guardrail_hit || !in->rec)
+		return;
+	kb = rss_kb();
+	if (kb <= in->cfg.max_daemon_memory_kb)
+		return;
+	in->guardrail_hit = true;
+	drain(in, true);
+	if (in->enc)
+		pf_enc_stop_event(in->enc, clock_ns(CLOCK_MONOTONIC), PF_STOP_REASON_GUARDRAIL);
+	note(in, LOG_PRIO_WARN, 0,
+	     "stopped: sonded uses %llu KiB, above max_daemon_memory_kb %llu (guardrail)",
+	     (unsigned long long)kb, (unsigned long long)in->cfg.max_daemon_memory_kb);
+	if (in->w)
+		sonde_trace_writer__flush(in->w);
+}
+
+/* ---- instances ---- */
+
+static struct inst *find(struct perfds *pd, uint64_t id, size_t *idx)
+{
+	for (size_t i = 0; i < pd->ninst; i++) {
+		if (pd->inst[i]->id == id) {
+			if (idx)
+				*idx = i;
+			return pd->inst[i];
+		}
+	}
+	return NULL;
+}
+
+static struct inst *inst_new(struct perfds *pd, uint64_t id, const void *cfg, size_t len)
+{
+	struct inst *in = pd->ninst < MAX_INST ? calloc(1, sizeof(*in)) : NULL;
+
+	if (!in) {
+		sonde_error("linux.perf: no room for instance %llu", (unsigned long long)id);
+		return NULL;
+	}
+	in->pd = pd;
+	in->id = id;
+	in->cfg_err = perfds_cfg_parse(cfg, len, &in->cfg, in->err, sizeof(in->err));
+	if (!in->cfg_err && !session_uid(pd, in->cfg.session_id, &in->consumer_uid)) {
+		in->cfg_err = -ESRCH;
+		snprintf(in->err, sizeof(in->err), "session %llu is unknown to the service",
+			 (unsigned long long)in->cfg.session_id);
+	}
+	pd->inst[pd->ninst++] = in;
+	return in;
+}
+
+static void inst_free(struct perfds *pd, struct inst *in)
+{
+	size_t i;
+
+	if (find(pd, in->id, &i))
+		pd->inst[i] = pd->inst[--pd->ninst];
+	if (in->rec)
+		drain(in, true);
+	pf_enc_free(in->enc);
+	sonde_trace_writer__free(in->w);
+	perfds_cfg_free(&in->cfg);
+	buf_free(&in->pre);
+	free(in->seen);
+	free(in);
+}
+
+static void on_setup(void *ctx, uint64_t id, const void *cfg, size_t len)
+{
+	struct perfds *pd = ctx;
+	struct inst *old = find(pd, id, NULL);
+
+	if (old)
+		inst_free(pd, old);
+	inst_new(pd, id, cfg, len);
+}
+
+static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
+{
+	struct perfds *pd = ctx;
+	struct inst *in = find(pd, id, NULL);
+
+	if (!in && !(in = inst_new(pd, id, cfg, len)))
+		return;
+	if (in->w)
+		return;
+	in->w = sonde_producer__new_writer(pd->p, id);
+	if (!in->w)
+		sonde_error("linux.perf: no trace writer for instance %llu: %s",
+			    (unsigned long long)id, sonde_strerror(-errno));
+	if (in->cfg_err) {
+		note(in, LOG_PRIO_ERROR, 0, "config refused: %s", in->err);
+		return;
+	}
+	if (!pd->sym && !(pd->sym = sonde_symbolizer_new(NULL)))
+		sonde_warn("linux.perf: no symbolizer: %s", sonde_strerror(-errno));
+	scan(in);
+	uint64_t now = now_ms();
+	in->next_read_ms = now + in->cfg.read_period_ms;
+	in->next_scan_ms = now + RESCAN_MS;
+	if (!in->rec)
+		note(in, LOG_PRIO_ERROR, 0, "no process to profile: nothing is recorded");
+	check_guardrail(in);
+}
+
+static void on_stop(void *ctx, uint64_t id)
+{
+	struct perfds *pd = ctx;
+	struct inst *in = find(pd, id, NULL);
+
+	if (in)
+		inst_free(pd, in); /* drains everything, then commits the writer */
+}
+
+static void on_flush(void *ctx, uint64_t id)
+{
+	struct inst *in = find(ctx, id, NULL);
+
+	if (!in)
+		return;
+	drain(in, false);
+	if (in->w)
+		sonde_trace_writer__flush(in->w);
+}
+
+static void on_clear(void *ctx, uint64_t id)
+{
+	struct inst *in = find(ctx, id, NULL);
+
+	if (in)
+		pf_enc_clear_incremental(in->enc);
+}
+
+/* ---- the thread ---- */
+
+static void drop_connection(struct perfds *pd)
+{
+	while (pd->ninst)
+		inst_free(pd, pd->inst[0]);
+	sonde_producer__free(pd->p);
+	pd->p = NULL;
+}
+
+static int connect_service(struct perfds *pd)
+{
+	struct sonde_producer_opts o = {
+		.sz = sizeof(o),
+		.name = "sonde.perf",
+		.socket = pd->socket,
+		.smb_size_hint = 1 << 20,
+		.stall_ms = 100,
+		.timeout_ms = 2000,
+	};
+	struct sonde_data_source_cbs cbs = {
+		.sz = sizeof(cbs),
+		.setup = on_setup,
+		.start = on_start,
+		.stop = on_stop,
+		.flush = on_flush,
+		.clear_incremental_state = on_clear,
+		.ctx = pd,
+		.will_notify_on_stop = true,
+		.handles_incremental_state_clear = true,
+	};
+
+	pd->p = sonde_producer__new(&o);
+	if (!pd->p)
+		return -errno;
+	int rc = sonde_producer__register_data_source(pd->p, "linux.perf", &cbs);
+	if (rc < 0)
+		drop_connection(pd);
+	return rc;
+}
+
+static void tick(struct perfds *pd, const struct pollfd *fds, size_t nfds)
+{
+	uint64_t now = now_ms();
+
+	for (size_t i = 0; i < pd->ninst; i++) {
+		struct inst *in = pd->inst[i];
+		bool ready = false;
+		for (size_t k = 2; in->rec && k < nfds; k++)
+			ready |= fds[k].fd == sonde_recorder_epoll_fd(in->rec) && fds[k].revents;
+		if (in->rec && (ready || now >= in->next_read_ms)) {
+			drain(in, false);
+			in->next_read_ms = now + in->cfg.read_period_ms;
+		}
+		if (in->w && !in->cfg_err && in->cfg.n_cmdlines && !in->guardrail_hit &&
+		    now >= in->next_scan_ms) {
+			scan(in);
+			in->next_scan_ms = now + RESCAN_MS;
+		}
+		check_guardrail(in);
+	}
+}
+
+static int poll_timeout(struct perfds *pd)
+{
+	uint64_t now = now_ms(), t = now + MAX_POLL_MS;
+
+	for (size_t i = 0; i < pd->ninst; i++)
+		if (pd->inst[i]->rec && pd->inst[i]->next_read_ms < t)
+			t = pd->inst[i]->next_read_ms;
+	return t > now ? (int)(t - now) : 0;
+}
+
+static void *thread_main(void *arg)
+{
+	struct perfds *pd = arg;
+	struct pollfd fds[2 + MAX_INST];
+
+	for (;;) {
+		size_t n = 1;
+		int timeout = RECONNECT_MS;
+		fds[0] = (struct pollfd){.fd = pd->stop_fd, .events = POLLIN};
+		if (pd->p || connect_service(pd) == 0) {
+			fds[n++] = (struct pollfd){
+				.fd = sonde_producer__fd(pd->p),
+				.events =
+					POLLIN | (sonde_producer__want_write(pd->p) ? POLLOUT : 0)};
+			for (size_t i = 0; i < pd->ninst; i++)
+				if (pd->inst[i]->rec)
+					fds[n++] = (struct pollfd){
+						.fd = sonde_recorder_epoll_fd(pd->inst[i]->rec),
+						.events = POLLIN};
+			timeout = poll_timeout(pd);
+		}
+		if (poll(fds, n, timeout) < 0 && errno != EINTR)
+			break;
+		if (fds[0].revents)
+			break;
+		if (!pd->p)
+			continue;
+		if (sonde_producer__process(pd->p) < 0) {
+			sonde_warn("linux.perf: lost the connection to the service; reconnecting");
+			drop_connection(pd);
+			continue;
+		}
+		tick(pd, fds, n);
+	}
+	if (pd->p)
+		drop_connection(pd);
+	return NULL;
+}
+
+int perfds_start(struct svc *s, const char *producer_socket)
+{
+	struct perfds *pd = calloc(1, sizeof(*pd));
+	int rc = -ENOMEM;
+
+	if (!pd)
+		return -ENOMEM;
+	pd->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pd->socket = producer_socket ? strdup(producer_socket) : NULL;
+	if (pd->stop_fd < 0 || (producer_socket && !pd->socket))
+		goto fail;
+	pthread_mutex_init(&pd->lock, NULL);
+	s->perfds = pd;
+	rc = -pthread_create(&pd->th, NULL, thread_main, pd);
+	if (rc == 0)
+		return 0;
+	s->perfds = NULL;
+	pthread_mutex_destroy(&pd->lock);
+fail:
+	if (pd->stop_fd >= 0)
+		close(pd->stop_fd);
+	free(pd->socket);
+	free(pd);
+	return rc;
+}
+
+void perfds_stop(struct svc *s)
+{
+	struct perfds *pd = s->perfds;
+	uint64_t one = 1;
+
+	if (!pd)
+		return;
+	if (write(pd->stop_fd, &one, sizeof(one)) != sizeof(one))
+		sonde_warn("linux.perf: cannot signal the thread: %s", strerror(errno));
+	pthread_join(pd->th, NULL);
+	sonde_symbolizer_free(pd->sym);
+	s->perfds = NULL;
+	pthread_mutex_destroy(&pd->lock);
+	close(pd->stop_fd);
+	free(pd->sess);
+	free(pd->socket);
+	free(pd);
+}

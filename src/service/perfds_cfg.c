@@ -1,0 +1,414 @@
+/* PerfEventConfig (perfetto-wire.md §7.1) for the linux.perf data source, and the target
+ * selection that follows traced_perf: pids and normalized cmdlines, with exclusions. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+
+#include "base/pb.h"
+#include "service/perfds.h"
+
+enum {
+	DS_TRACING_SESSION_ID = 4,
+	DS_PERF_EVENT_CONFIG = 111,
+	PE_SAMPLING_FREQUENCY = 2,
+	PE_RING_BUFFER_PAGES = 3,
+	PE_TARGET_PID = 4,
+	PE_TARGET_CMDLINE = 5,
+	PE_EXCLUDE_PID = 6,
+	PE_EXCLUDE_CMDLINE = 7,
+	PE_READ_PERIOD_MS = 8,
+	PE_KERNEL_FRAMES = 12,
+	PE_MAX_DAEMON_MEMORY_KB = 13,
+	PE_TIMEBASE = 15,
+	PE_CALLSTACK_SAMPLING = 16,
+	TB_PERIOD = 1,
+	TB_FREQUENCY = 2,
+	TB_TRACEPOINT = 3,
+	TB_COUNTER = 4,
+	TB_RAW_EVENT = 5,
+	TB_POLL_PERIOD_MS = 6,
+	CS_SCOPE = 1,
+	CS_KERNEL_FRAMES = 2,
+	CS_USER_FRAMES = 3,
+	SC_TARGET_PID = 1,
+	SC_TARGET_CMDLINE = 2,
+	SC_EXCLUDE_PID = 3,
+	SC_EXCLUDE_CMDLINE = 4,
+	MAX_TARGETS = 1024,
+	DEFAULT_FREQUENCY = 10,	      /* traced_perf's default */
+	DEFAULT_READ_PERIOD_MS = 100, /* traced_perf's default */
+	MAX_RING_PAGES = 1 << 16,
+};
+
+/* What the message holds, before the precedence rules are applied. */
+struct raw {
+	bool has_timebase, has_callstack, tracepoint, raw_event, poll;
+	uint64_t tb_period, tb_frequency, legacy_frequency;
+	uint32_t counter, user_frames, ring_pages, read_period_ms;
+	uint64_t max_mem_kb;
+	bool cs_kernel, legacy_kernel;
+	/* targets: [0] legacy flat fields, [1] callstack_sampling.scope */
+	struct perfds_cfg t[2];
+};
+
+static void set_err(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+static int push_pid(int32_t **v, size_t *n, uint64_t pid)
+{
+	if (*n >= MAX_TARGETS)
+		return -SONDE_E_LIMIT;
+	int32_t *nv = realloc(*v, (*n + 1) * sizeof(**v));
+	if (!nv)
+		return -ENOMEM;
+	nv[(*n)++] = (int32_t)pid;
+	*v = nv;
+	return 0;
+}
+
+/* A repeated int32 field, packed or not. */
+static int add_pids(int32_t **v, size_t *n, const struct pb_field *f)
+{
+	if (f->wire == PB_VARINT)
+		return push_pid(v, n, f->u);
+	if (f->wire != PB_LEN)
+		return -SONDE_E_FORMAT;
+	struct pb_reader r = pb_sub(f);
+	uint64_t pid;
+	int rc, err;
+	while ((rc = pb_packed_next(&r, &pid)) > 0)
+		if ((err = push_pid(v, n, pid)) < 0)
+			return err;
+	return rc;
+}
+
+static int add_cmdline(char ***v, size_t *n, const struct pb_field *f)
+{
+	char norm[256];
+
+	if (f->wire != PB_LEN)
+		return -SONDE_E_FORMAT;
+	if (*n >= MAX_TARGETS)
+		return -SONDE_E_LIMIT;
+	perfds_cmdline_normalize((const char *)f->ptr, f->len, norm, sizeof(norm));
+	char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	if (!(nv[*n] = strdup(norm)))
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+static int parse_scope(struct perfds_cfg *t, struct pb_reader r)
+{
+	struct pb_field f;
+	int rc, err = 0;
+
+	while (!err && (rc = pb_next(&r, &f)) > 0) {
+		if (f.num == SC_TARGET_PID)
+			err = add_pids(&t->pids, &t->n_pids, &f);
+		else if (f.num == SC_EXCLUDE_PID)
+			err = add_pids(&t->exclude_pids, &t->n_exclude_pids, &f);
+		else if (f.num == SC_TARGET_CMDLINE)
+			err = add_cmdline(&t->cmdlines, &t->n_cmdlines, &f);
+		else if (f.num == SC_EXCLUDE_CMDLINE)
+			err = add_cmdline(&t->exclude_cmdlines, &t->n_exclude_cmdlines, &f);
+	}
+	return err ? err : rc;
+}
+
+static int parse_timebase(struct raw *w, struct pb_reader r)
+{
+	struct pb_field f;
+	int rc;
+
+	w->has_timebase = true;
+	while ((rc = pb_next(&r, &f)) > 0) {
+		if (f.num == TB_PERIOD && f.wire == PB_VARINT)
+			w->tb_period = f.u, w->tb_frequency = 0, w->poll = false;
+		else if (f.num == TB_FREQUENCY && f.wire == PB_VARINT)
+			w->tb_frequency = f.u, w->tb_period = 0, w->poll = false;
+		else if (f.num == TB_POLL_PERIOD_MS)
+			w->poll = true;
+		else if (f.num == TB_COUNTER && f.wire == PB_VARINT)
+			w->counter = (uint32_t)f.u, w->tracepoint = w->raw_event = false;
+		else if (f.num == TB_TRACEPOINT)
+			w->tracepoint = true;
+		else if (f.num == TB_RAW_EVENT)
+			w->raw_event = true;
+	}
+	return rc;
+}
+
+static int parse_callstack(struct raw *w, struct pb_reader r)
+{
+	struct pb_field f;
+	int rc, err = 0;
+
+	w->has_callstack = true;
+	while (!err && (rc = pb_next(&r, &f)) > 0) {
+		if (f.num == CS_SCOPE && f.wire == PB_LEN)
+			err = parse_scope(&w->t[1], pb_sub(&f));
+		else if (f.num == CS_KERNEL_FRAMES)
+			w->cs_kernel = f.u != 0;
+		else if (f.num == CS_USER_FRAMES)
+			w->user_frames = (uint32_t)f.u;
+	}
+	return err ? err : rc;
+}
+
+static int parse_perf(struct raw *w, struct pb_reader r)
+{
+	struct pb_field f;
+	int rc, err = 0;
+
+	while (!err && (rc = pb_next(&r, &f)) > 0) {
+		bool len = f.wire == PB_LEN;
+		switch (f.num) {
+		case PE_SAMPLING_FREQUENCY:
+			w->legacy_frequency = f.u;
+			break;
+		case PE_RING_BUFFER_PAGES:
+			w->ring_pages = f.u > UINT32_MAX ? UINT32_MAX : (uint32_t)f.u;
+			break;
+		case PE_TARGET_PID:
+			err = add_pids(&w->t[0].pids, &w->t[0].n_pids, &f);
+			break;
+		case PE_EXCLUDE_PID:
+			err = add_pids(&w->t[0].exclude_pids, &w->t[0].n_exclude_pids, &f);
+			break;
+		case PE_TARGET_CMDLINE:
+			err = add_cmdline(&w->t[0].cmdlines, &w->t[0].n_cmdlines, &f);
+			break;
+		case PE_EXCLUDE_CMDLINE:
+			err = add_cmdline(&w->t[0].exclude_cmdlines, &w->t[0].n_exclude_cmdlines,
+					  &f);
+			break;
+		case PE_READ_PERIOD_MS:
+			w->read_period_ms = (uint32_t)f.u;
+			break;
+		case PE_KERNEL_FRAMES:
+			w->legacy_kernel = f.u != 0;
+			break;
+		case PE_MAX_DAEMON_MEMORY_KB:
+			w->max_mem_kb = f.u;
+			break;
+		case PE_TIMEBASE:
+			err = len ? parse_timebase(w, pb_sub(&f)) : -SONDE_E_FORMAT;
+			break;
+		case PE_CALLSTACK_SAMPLING:
+			err = len ? parse_callstack(w, pb_sub(&f)) : -SONDE_E_FORMAT;
+			break;
+		}
+	}
+	return err ? err : rc;
+}
+
+static void move_targets(struct perfds_cfg *c, struct perfds_cfg *t)
+{
+	c->pids = t->pids, c->n_pids = t->n_pids;
+	c->exclude_pids = t->exclude_pids, c->n_exclude_pids = t->n_exclude_pids;
+	c->cmdlines = t->cmdlines, c->n_cmdlines = t->n_cmdlines;
+	c->exclude_cmdlines = t->exclude_cmdlines, c->n_exclude_cmdlines = t->n_exclude_cmdlines;
+	memset(t, 0, sizeof(*t));
+}
+
+/* traced_perf's precedence: a timebase replaces the flat sampling_frequency, and a
+ * callstack_sampling message replaces the flat targets and kernel_frames. */
+static int resolve(struct raw *w, struct perfds_cfg *c, char *err, size_t err_len)
+{
+	move_targets(c, &w->t[w->has_callstack ? 1 : 0]);
+	c->kernel_frames = w->has_callstack ? w->cs_kernel : w->legacy_kernel;
+	c->user_frames = w->user_frames;
+	c->counter = w->counter ? w->counter : PERFDS_COUNTER_SW_CPU_CLOCK;
+	c->frequency = w->has_timebase ? w->tb_frequency : w->legacy_frequency;
+	c->period = w->has_timebase ? w->tb_period : 0;
+	if (!c->frequency && !c->period)
+		c->frequency = DEFAULT_FREQUENCY;
+	c->ring_pages = w->ring_pages;
+	c->read_period_ms = w->read_period_ms ? w->read_period_ms : DEFAULT_READ_PERIOD_MS;
+	c->max_daemon_memory_kb = w->max_mem_kb;
+	if (w->tracepoint || w->raw_event || w->poll) {
+		set_err(err, err_len, "%s timebases are not supported: use a counter",
+			w->tracepoint  ? "tracepoint"
+			: w->raw_event ? "raw event"
+				       : "polled");
+		return -EINVAL;
+	}
+	if (c->counter != PERFDS_COUNTER_SW_CPU_CLOCK &&
+	    c->counter != PERFDS_COUNTER_HW_CPU_CYCLES) {
+		set_err(err, err_len,
+			"counter %u is not supported: use SW_CPU_CLOCK or HW_CPU_CYCLES",
+			c->counter);
+		return -EINVAL;
+	}
+	if (c->period && c->counter == PERFDS_COUNTER_HW_CPU_CYCLES) {
+		set_err(err, err_len, "a period of HW_CPU_CYCLES is not supported: use frequency");
+		return -EINVAL;
+	}
+	if (c->ring_pages && (c->ring_pages & (c->ring_pages - 1))) {
+		set_err(err, err_len, "ring_buffer_pages %u is not a power of two", c->ring_pages);
+		return -EINVAL;
+	}
+	if (c->ring_pages > MAX_RING_PAGES) {
+		set_err(err, err_len, "ring_buffer_pages %u is above %u", c->ring_pages,
+			MAX_RING_PAGES);
+		return -EINVAL;
+	}
+	if (c->user_frames > PERFDS_UNWIND_KERNEL_FRAME_POINTER) {
+		set_err(err, err_len, "unknown user_frames mode %u", c->user_frames);
+		return -EINVAL;
+	}
+	if (!c->n_pids && !c->n_cmdlines) {
+		set_err(err, err_len,
+			"no target: set target_pid or target_cmdline (system-wide sampling is not "
+			"supported)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_cfg *c, char *err,
+		     size_t err_len)
+{
+	struct pb_reader r = pb_reader_init(ds_config, len);
+	struct raw w = {0};
+	struct pb_field f;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if (err_len)
+		err[0] = 0;
+	while ((rc = pb_next(&r, &f)) > 0) {
+		if (f.num == DS_TRACING_SESSION_ID && f.wire == PB_VARINT)
+			c->session_id = f.u;
+		else if (f.num == DS_PERF_EVENT_CONFIG && f.wire == PB_LEN)
+			rc = parse_perf(&w, pb_sub(&f)); /* repeated: merged, as protobuf does */
+		if (rc < 0)
+			break;
+	}
+	if (rc == 0)
+		rc = resolve(&w, c, err, err_len);
+	else if (err_len && !err[0])
+		set_err(err, err_len, "malformed perf_event_config: %s", sonde_strerror(rc));
+	for (int i = 0; i < 2; i++)
+		perfds_cfg_free(&w.t[i]);
+	return rc;
+}
+
+static void free_strs(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void perfds_cfg_free(struct perfds_cfg *c)
+{
+	if (!c)
+		return;
+	free(c->pids);
+	free(c->exclude_pids);
+	free_strs(c->cmdlines, c->n_cmdlines);
+	free_strs(c->exclude_cmdlines, c->n_exclude_cmdlines);
+	memset(c, 0, sizeof(*c));
+}
+
+void perfds_cmdline_normalize(const char *cmdline, size_t len, char *out, size_t cap)
+{
+	const char *nul = memchr(cmdline, 0, len);
+	size_t n = nul ? (size_t)(nul - cmdline) : len;
+	const char *at = memchr(cmdline, '@', n);
+
+	if (at)
+		n = (size_t)(at - cmdline);
+	const char *start = cmdline;
+	for (size_t i = 0; i < n; i++)
+		if (cmdline[i] == '/')
+			start = cmdline + i + 1;
+	n -= (size_t)(start - cmdline);
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, start, n);
+	out[n] = 0;
+}
+
+static bool has_pid(const int32_t *v, size_t n, pid_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == pid)
+			return true;
+	return false;
+}
+
+static bool has_str(char *const *v, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i], s))
+			return true;
+	return false;
+}
+
+static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t cap)
+{
+	char path[64];
+	ssize_t len = 0, n;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while ((size_t)len < cap - 1 && (n = read(fd, buf + len, cap - 1 - (size_t)len)) > 0)
+		len += n;
+	close(fd);
+	buf[len] = 0;
+	return len;
+}
+
+bool perfds_is_target(const struct perfds_cfg *c, pid_t pid)
+{
+	char raw[512], norm[256];
+	ssize_t len;
+
+	if (has_pid(c->exclude_pids, c->n_exclude_pids, pid))
+		return false;
+	bool by_pid = has_pid(c->pids, c->n_pids, pid);
+	if (!c->n_cmdlines && !c->n_exclude_cmdlines)
+		return by_pid;
+	len = read_proc(pid, "cmdline", raw, sizeof(raw));
+	if (len <= 0) /* kernel threads have none; gone processes neither */
+		return by_pid;
+	perfds_cmdline_normalize(raw, (size_t)len, norm, sizeof(norm));
+	if (has_str(c->exclude_cmdlines, c->n_exclude_cmdlines, norm))
+		return false;
+	return by_pid || has_str(c->cmdlines, c->n_cmdlines, norm);
+}
+
+int perfds_process_uid(pid_t pid, int32_t *uid)
+{
+	char buf[4096];
+	long r, e, s;
+
+	ssize_t len = read_proc(pid, "status", buf, sizeof(buf));
+	if (len < 0)
+		return (int)len;
+	const char *u = strstr(buf, "\nUid:");
+	if (!u || sscanf(u + 5, "%ld %ld %ld", &r, &e, &s) != 3)
+		return -SONDE_E_FORMAT;
+	*uid = r == e && e == s ? (int32_t)r : -1;
+	return 0;
+}

@@ -1,0 +1,350 @@
+/* sonded's linux.perf data source over the real sockets: `sonde trace --txt` with a
+ * PerfEventConfig, the trace decoded packet by packet (pftrace_util.c rebuilds each
+ * PerfSample's stack from the sequence's interned callstacks, frames and names). */
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "client_util.h"
+#include "ipc/sock.h"
+#include "pftrace_util.h"
+
+enum { NOBODY = 65534 };
+
+struct rig {
+	pid_t sonded;
+	char psock[256], csock[256], log[256];
+};
+
+/* sonded on sockets in a directory anyone can reach, its log in a file; returns once
+ * linux.perf is registered. */
+static void rig_start(struct rig *r)
+{
+	chmod(test_tmpdir(), 0755);
+	snprintf(r->psock, sizeof(r->psock), "%s", test_path("prod.sock"));
+	snprintf(r->csock, sizeof(r->csock), "%s", test_path("cons.sock"));
+	snprintf(r->log, sizeof(r->log), "%s", test_path("sonded.log"));
+	const char *sonded = test_bin("sonded");
+	r->sonded = fork();
+	ASSERT(r->sonded >= 0);
+	if (r->sonded == 0) {
+		int fd = open(r->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0)
+			_exit(97);
+		execl(sonded, "sonded", "-p", r->psock, "-c", r->csock, "-x", "none", "-l", "info",
+		      (char *)NULL);
+		_exit(98);
+	}
+	double end = test_now() + 20;
+	int fd;
+	while ((fd = ipc_connect(r->csock)) < 0) {
+		if (test_now() > end)
+			FAIL("sonded does not listen on %s", r->csock);
+		usleep(10000);
+	}
+	close(fd);
+	client_wait_data_source(r->csock, "linux.perf");
+}
+
+static void rig_stop(struct rig *r)
+{
+	kill(r->sonded, SIGTERM);
+	ASSERT_INT(test_wait(r->sonded, 20), ==, 0);
+}
+
+/* Runs `sonde trace --txt` with the config text; returns its output (status, stderr). */
+static void trace(const struct rig *r, const char *cfg, const char *out, struct test_output *o)
+{
+	const char *path = test_path("cfg.txt");
+	test_write_file(path, cfg, strlen(cfg));
+	test_runf(o, 120, "%s trace --socket %s --txt -c %s -o %s", test_bin("sonde"), r->csock,
+		  path, out);
+}
+
+static void decode(const char *path, struct pft_trace *t)
+{
+	size_t len;
+	uint8_t *data = ASSERT_NOT_NULL((uint8_t *)test_read_file(path, &len));
+	pft_decode(data, len, t);
+	free(data);
+}
+
+static pid_t spawn_split(const char *path, const char *seconds)
+{
+	const char *argv[] = {path, seconds, NULL};
+	return test_spawn(argv);
+}
+
+static size_t samples_of(const struct pft_trace *t, uint32_t pid)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->n_samples; i++)
+		n += t->samples[i].pid == pid;
+	return n;
+}
+
+/* compute_* shares of `sonde report --folded` on a spool of split recorded at 999 Hz. */
+static void report_split(double pct[3])
+{
+	static const char *const kinds[] = {"hot", "warm", "cool"};
+	const char *spool = test_path("split.spool");
+	struct test_output o;
+	uint64_t n[3] = {0}, all = 0;
+
+	test_runf(&o, 120, "%s record -q -F 999 -o %s -- %s 3", test_bin("sonde"), spool,
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	test_runf(&o, 120, "%s report --folded %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	for (char *line = strtok(o.out, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' ');
+		ASSERT(sp != NULL);
+		*sp = 0;
+		uint64_t c = strtoull(sp + 1, NULL, 10);
+		all += c;
+		for (int k = 0; k < 3; k++) {
+			char leaf[32];
+			snprintf(leaf, sizeof(leaf), ";compute_%s", kinds[k]);
+			const char *at = strstr(line, leaf);
+			if (at && (at[strlen(leaf)] == 0 || at[strlen(leaf)] == ';'))
+				n[k] += c;
+		}
+	}
+	test_output_free(&o);
+	ASSERT_UINT(all, >=, 300);
+	for (int k = 0; k < 3; k++)
+		pct[k] = 100.0 * (double)n[k] / (double)all;
+}
+
+TEST_TIMEOUT(perfds_split_through_sonde_trace_matches_report, 300)
+{
+	struct rig r;
+	struct test_output o;
+	struct pft_trace t;
+	char cfg[1024];
+	const char *out = test_path("split.pftrace");
+	double tr[3], rep[3];
+	size_t total;
+
+	test_require_perf();
+	rig_start(&r);
+	pid_t split = spawn_split(test_prog("split"), "30");
+	usleep(200000); /* past its start-up */
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 32768 fill_policy: DISCARD }\n"
+		 "duration_ms: 4000\n"
+		 "incremental_state_config { clear_period_ms: 1000 }\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { frequency: 999 counter: SW_CPU_CLOCK }\n"
+		 "  callstack_sampling { scope { target_pid: %d } }\n"
+		 "  ring_buffer_read_period_ms: 50 } } }\n",
+		 (int)split);
+	trace(&r, cfg, out, &o);
+	if (o.status != 0)
+		FAIL("sonde trace exited %d:\n%s", o.status, o.err);
+	ASSERT_NOT_CONTAINS(o.err, "linux.perf:");
+	test_output_free(&o);
+	kill(split, SIGKILL);
+	test_wait(split, 10);
+	rig_stop(&r);
+
+	decode(out, &t);
+	/* one sequence of its own: not the service's (1) */
+	ASSERT_INT(t.n_seq_ids, ==, 1);
+	ASSERT_UINT(t.seq_ids[0], >=, 2);
+	ASSERT_INT(t.missing_interned, ==, 0);
+	/* the periodic clears re-emitted the defaults and the interning */
+	ASSERT_INT(t.defaults_packets, >=, 2);
+	ASSERT_UINT(t.timebase_freq, ==, 999);
+	ASSERT_UINT(t.timebase_counter, ==, 1);
+	char name[64];
+	snprintf(name, sizeof(name), "%d=", (int)split);
+	ASSERT_CONTAINS(t.process_names, name);
+	ASSERT_CONTAINS(t.thread_names, "=split\n");
+	pft_split(&t, (uint32_t)split, tr, &total);
+	pft_free(&t);
+	ASSERT_UINT(total, >=, 300);
+	report_split(rep);
+	printf("trace (%zu samples): %.1f/%.1f/%.1f; report: %.1f/%.1f/%.1f\n", total, tr[0], tr[1],
+	       tr[2], rep[0], rep[1], rep[2]);
+	static const double want[3] = {60, 30, 10};
+	for (int k = 0; k < 3; k++) {
+		ASSERT_DOUBLE_NEAR(tr[k], rep[k], 5.0);
+		ASSERT_DOUBLE_NEAR(tr[k], want[k], 5.0);
+	}
+}
+
+TEST_TIMEOUT(perfds_target_cmdline_with_exclusion, 180)
+{
+	struct rig r;
+	struct test_output o;
+	struct pft_trace t;
+	char a[256], b[256], cfg[1024];
+	const char *out = test_path("cmdline.pftrace");
+
+	test_require_perf();
+	/* names no other process on the machine has */
+	snprintf(a, sizeof(a), "%s/pdsel_a%d", test_tmpdir(), (int)getpid());
+	snprintf(b, sizeof(b), "%s/pdsel_b%d", test_tmpdir(), (int)getpid());
+	for (int i = 0; i < 2; i++) {
+		size_t len;
+		char *bin = ASSERT_NOT_NULL(test_read_file(test_prog("split"), &len));
+		test_write_file(i ? b : a, bin, len);
+		chmod(i ? b : a, 0755);
+		free(bin);
+	}
+	rig_start(&r);
+	pid_t pa = spawn_split(a, "30"), pb = spawn_split(b, "30");
+	usleep(200000);
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 16384 fill_policy: DISCARD }\n"
+		 "duration_ms: 2000\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { frequency: 499 }\n"
+		 "  callstack_sampling { scope { target_cmdline: \"pdsel_a%d\"\n"
+		 "    target_cmdline: \"/any/dir/pdsel_b%d\" exclude_cmdline: \"pdsel_b%d\" } }\n"
+		 "} } }\n",
+		 (int)getpid(), (int)getpid(), (int)getpid());
+	trace(&r, cfg, out, &o);
+	if (o.status != 0)
+		FAIL("sonde trace exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	kill(pa, SIGKILL);
+	kill(pb, SIGKILL);
+	test_wait(pa, 10);
+	test_wait(pb, 10);
+	rig_stop(&r);
+	decode(out, &t);
+	printf("%zu samples of pdsel_a, %zu of pdsel_b\n", samples_of(&t, (uint32_t)pa),
+	       samples_of(&t, (uint32_t)pb));
+	ASSERT_UINT(samples_of(&t, (uint32_t)pa), >, 50);
+	ASSERT_UINT(samples_of(&t, (uint32_t)pb), ==, 0);
+	ASSERT_UINT(t.n_samples, ==, samples_of(&t, (uint32_t)pa));
+	pft_free(&t);
+}
+
+/* `sonde trace` as uid nobody asking for a root process: refused, said in the trace, in
+ * the consumer's output and in sonded's log. */
+TEST_TIMEOUT(perfds_unprivileged_consumer_is_refused_root_target, 120)
+{
+	struct rig r;
+	struct pft_trace t;
+	char dir[512], cfg[1024], out[600], errfile[600], cfgfile[600];
+
+	if (geteuid() != 0)
+		SKIP("needs root to run a root target and switch to uid nobody");
+	rig_start(&r);
+	pid_t target = spawn_split(test_prog("split"), "30");
+	snprintf(dir, sizeof(dir), "%s/nobody", test_tmpdir());
+	ASSERT(mkdir(dir, 0777) == 0 && chmod(dir, 0777) == 0);
+	snprintf(out, sizeof(out), "%s/out.pftrace", dir);
+	snprintf(errfile, sizeof(errfile), "%s/err.txt", dir);
+	snprintf(cfgfile, sizeof(cfgfile), "%s/cfg.txt", dir);
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 4096 }\nduration_ms: 500\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { frequency: 99 } callstack_sampling { scope { target_pid: %d } } } } "
+		 "}\n",
+		 (int)target);
+	test_write_file(cfgfile, cfg, strlen(cfg));
+	chmod(cfgfile, 0644);
+	const char *sonde = test_copy_for_anyone(test_bin("sonde"));
+	pid_t child = fork();
+	ASSERT(child >= 0);
+	if (child == 0) {
+		int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		dup2(fd, STDERR_FILENO);
+		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+			_exit(99);
+		execl(sonde, "sonde", "trace", "--socket", r.csock, "--txt", "-c", cfgfile, "-o",
+		      out, (char *)NULL);
+		_exit(98);
+	}
+	int status = test_wait(child, 60);
+	char *err = ASSERT_NOT_NULL(test_read_file(errfile, NULL));
+	char want[256];
+	snprintf(want, sizeof(want),
+		 "sonde trace: linux.perf: refused: consumer uid 65534 may not profile pid %d "
+		 "(split, uid 0)",
+		 (int)target);
+	ASSERT_CONTAINS(err, want);
+	ASSERT_INT(status, ==, 1);
+	free(err);
+	kill(target, SIGKILL);
+	test_wait(target, 10);
+	decode(out, &t);
+	ASSERT_CONTAINS(t.errors, "refused: consumer uid 65534 may not profile pid");
+	ASSERT_UINT(t.n_samples, ==, 0);
+	pft_free(&t);
+	rig_stop(&r);
+	char *log = ASSERT_NOT_NULL(test_read_file(r.log, NULL));
+	ASSERT_CONTAINS(log, "consumer uid 65534): refused: consumer uid 65534 may not profile");
+	free(log);
+}
+
+TEST_TIMEOUT(perfds_guardrail_stops_the_data_source, 120)
+{
+	struct rig r;
+	struct test_output o;
+	struct pft_trace t;
+	char cfg[1024];
+	const char *out = test_path("guard.pftrace");
+
+	test_require_perf();
+	rig_start(&r);
+	pid_t split = spawn_split(test_prog("split"), "30");
+	/* any daemon is above 1 KiB: the first check stops it */
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 4096 }\nduration_ms: 1000\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { frequency: 99 } callstack_sampling { scope { target_pid: %d } }\n"
+		 "  max_daemon_memory_kb: 1 } } }\n",
+		 (int)split);
+	trace(&r, cfg, out, &o);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "linux.perf: warning: stopped: sonded uses ");
+	ASSERT_CONTAINS(o.err, "above max_daemon_memory_kb 1 (guardrail)");
+	test_output_free(&o);
+	kill(split, SIGKILL);
+	test_wait(split, 10);
+	rig_stop(&r);
+	decode(out, &t);
+	ASSERT_INT(t.guardrail_stops, ==, 1);
+	pft_free(&t);
+}
+
+TEST_TIMEOUT(perfds_bad_config_is_refused, 120)
+{
+	struct rig r;
+	struct test_output o;
+	struct pft_trace t;
+	char cfg[1024];
+	const char *out = test_path("bad.pftrace");
+
+	rig_start(&r);
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 4096 }\nduration_ms: 300\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { frequency: 99 } callstack_sampling { scope { target_pid: %d } }\n"
+		 "  ring_buffer_pages: 3 } } }\n",
+		 (int)getpid());
+	trace(&r, cfg, out, &o);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "sonde trace: linux.perf: config refused: ring_buffer_pages 3 is "
+			       "not a power of two\n");
+	test_output_free(&o);
+	rig_stop(&r);
+	decode(out, &t);
+	ASSERT_CONTAINS(t.errors, "ring_buffer_pages 3 is not a power of two");
+	ASSERT_UINT(t.n_samples, ==, 0);
+	pft_free(&t);
+}
