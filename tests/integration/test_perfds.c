@@ -226,7 +226,7 @@ TEST_TIMEOUT(perfds_target_cmdline_with_exclusion, 180)
 	decode(out, &t);
 	printf("%zu samples of pdsel_a, %zu of pdsel_b\n", samples_of(&t, (uint32_t)pa),
 	       samples_of(&t, (uint32_t)pb));
-	ASSERT_UINT(samples_of(&t, (uint32_t)pa), >, 50);
+	ASSERT_UINT(samples_of(&t, (uint32_t)pa), >=, 10);
 	ASSERT_UINT(samples_of(&t, (uint32_t)pb), ==, 0);
 	ASSERT_UINT(t.n_samples, ==, samples_of(&t, (uint32_t)pa));
 	pft_free(&t);
