@@ -22,6 +22,7 @@ enum sonde_error {
 	SONDE_E_STATE,		       /* call not valid in the object's current state */
 	SONDE_E_EXITED,		       /* the target process has exited */
 	SONDE_E_LIMIT,		       /* a configured limit was reached */
+	SONDE_E_SHRUNK,		       /* a file being followed became shorter */
 	SONDE_E_END
 };
 

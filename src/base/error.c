@@ -13,6 +13,7 @@ static const char *const messages[SONDE_E_END - SONDE_E_BASE] = {
 	[SONDE_E_STATE - SONDE_E_BASE] = "operation not valid in the current state",
 	[SONDE_E_EXITED - SONDE_E_BASE] = "process has exited",
 	[SONDE_E_LIMIT - SONDE_E_BASE] = "limit reached",
+	[SONDE_E_SHRUNK - SONDE_E_BASE] = "file shrank while being followed",
 };
 
 const char *sonde_strerror(int err)

@@ -405,6 +405,8 @@ int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms, struct sonde_r
 	int err = drain_and_process(r, false, &pr);
 	if (!err)
 		err = rec_maybe_recover(r, false);
+	if (!err)
+		err = rec_error(r, rec_live_push(r));
 	if (out && out->sz >= sizeof(size_t)) {
 		pr.sz = out->sz;
 		memcpy(out, &pr, out->sz < sizeof(pr) ? out->sz : sizeof(pr));
@@ -602,6 +604,7 @@ void sonde_recorder_free(struct sonde_recorder *r)
 		close(r->epfd);
 	if (r->out_fd >= 0)
 		close(r->out_fd);
+	rec_live_free(r);
 	sonde_spool_writer_free(r->spool);
 	perf_sorter_free(r->sorter);
 	rec_track_free(r);

@@ -19,6 +19,7 @@
 #include "perf/ring.h"
 #include "perf/sorter.h"
 #include "proc/proc.h"
+#include "record/live.h"
 #include "record/modules.h"
 #include "unwind/cache.h"
 #include "unwind/dwarf.h"
@@ -112,6 +113,7 @@ struct sonde_recorder {
 	uint64_t start_mono, last_time;
 	int first_error;
 	bool enabled, finished;
+	struct rec_live live; /* periodic pushes, the tail (live.c) */
 
 	/* A sample's stack: its kernel frames (at most REC_KERNEL_MAX_FRAMES), then the user
 	 * frames of the unwind. */

@@ -1,0 +1,101 @@
+/* Fuzz target: the tail reader following a growing file whose bytes are arbitrary.
+ *
+ * Input: one control byte, then the file's bytes. The control byte seeds the split points
+ * (the file grows by pseudo-random pieces of 1 to 64 bytes, polled after each), the batch
+ * bounds, and whether consumed blocks are punched. Every sample a batch hands out must
+ * resolve (stack, frames, thread), and the tail must agree with the whole-file reader:
+ * the same samples when both succeed, and an error only where the reader also fails. */
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <sonde/log.h>
+#include <sonde/spool_reader.h>
+#include <sonde/tail.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_batch(const struct sonde_tail *t, const struct sonde_tail_batch *b)
+{
+	uint32_t frames[16];
+	struct sonde_spool_thread th;
+	struct sonde_spool_frame f;
+	struct sonde_spool_module m;
+
+	for (size_t i = 0; i < b->n_samples; i++) {
+		int depth = sonde_tail_get_stack(t, b->samples[i].stack, frames, 16);
+		if (depth < 0 || sonde_tail_get_thread(t, b->samples[i].thread, &th) < 0)
+			__builtin_trap();
+		for (int k = 0; k < depth && k < 16; k++) {
+			if (sonde_tail_get_frame(t, frames[k], &f) < 0)
+				__builtin_trap();
+			if (f.module && sonde_tail_get_module(t, f.module, &m) < 0)
+				__builtin_trap();
+		}
+	}
+}
+
+/* Polls until nothing more is visible; returns the samples seen, or the error. */
+static long poll_all(struct sonde_tail *t, size_t max_records, size_t max_bytes, int *err)
+{
+	struct sonde_tail_batch b = {.sz = sizeof(b)};
+	long samples = 0;
+	int n;
+
+	while ((n = sonde_tail_poll(t, max_records, max_bytes, &b)) > 0) {
+		check_batch(t, &b);
+		samples += (long)b.n_samples;
+	}
+	if (n < 0)
+		*err = n;
+	return samples;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* Malformed input is the normal case here: its error messages are noise. */
+	sonde_log_set_level(SONDE_LOG_OFF);
+	if (size < 1)
+		return 0;
+	uint8_t ctl = data[0];
+	const uint8_t *file = data + 1;
+	size_t len = size - 1, off = 0;
+	uint32_t rng = 0x9e3779b9u ^ ctl;
+	size_t max_records = 1 + ctl % 5, max_bytes = (ctl & 0x40) ? 1 + ctl % 97 : 0;
+	struct sonde_tail_opts o = {.sz = sizeof(o), .punch_holes = (ctl & 0x80) != 0};
+	int fd = memfd_create("fuzz-tail", MFD_CLOEXEC), err = 0;
+	long samples = 0;
+
+	if (fd < 0)
+		return 0;
+	struct sonde_tail *t = sonde_tail_open_fd(fd, &o);
+	if (!t) {
+		close(fd);
+		return 0;
+	}
+	while (off < len && !err) {
+		rng = rng * 1103515245u + 12345u;
+		size_t piece = 1 + (rng >> 16) % 64;
+		if (piece > len - off)
+			piece = len - off;
+		if (write(fd, file + off, piece) != (ssize_t)piece)
+			break;
+		off += piece;
+		samples += poll_all(t, max_records, max_bytes, &err);
+	}
+	sonde_tail_free(t);
+	close(fd);
+
+	struct sonde_spool *s = sonde_spool_open_mem(file, len, NULL);
+	if (s && err)
+		__builtin_trap(); /* the tail refused what the reader accepts */
+	if (s) {
+		struct sonde_spool_info in;
+		sonde_spool_get_info(s, &in);
+		if ((uint64_t)samples != in.samples)
+			__builtin_trap();
+		sonde_spool_close(s);
+	}
+	return 0;
+}

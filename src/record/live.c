@@ -1,0 +1,98 @@
+/* The live side of a recording: periodic pushes of spool bytes, and the tail of this
+ * process with its view of the images the recorder holds (src/record/live.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "record/recorder.h"
+#include "tail/tail.h"
+
+enum {
+	/* A tail in another process sees a sample at most this long after a poll processed
+	 * it (plus the tail's own polling interval). One write per interval costs little. */
+	PUSH_INTERVAL_NS = 100 * 1000 * 1000,
+};
+
+void rec_live_free(struct sonde_recorder *r)
+{
+	if (r->live.tail)
+		tail_set_recorder(r->live.tail, NULL);
+	r->live.tail = NULL;
+}
+
+int rec_live_push(struct sonde_recorder *r)
+{
+	uint64_t now = rec_now();
+
+	if (now - r->live.last_push_ns < PUSH_INTERVAL_NS)
+		return 0;
+	r->live.last_push_ns = now;
+	return sonde_spool_writer_flush(r->spool);
+}
+
+int rec_image_fd(struct sonde_recorder *r, uint64_t dev, uint64_t inode, const uint8_t *build_id,
+		 size_t build_id_len)
+{
+	for (size_t i = 0; i < r->n_build_ids; i++) {
+		const struct rec_build_id *b = &r->build_ids[i];
+		if (b->dev != dev || b->inode != inode || b->fd < 0)
+			continue;
+		if (build_id_len && b->len &&
+		    (build_id_len != b->len || memcmp(build_id, b->id, b->len) != 0))
+			return -1;
+		return b->fd;
+	}
+	return -1;
+}
+
+void rec_tail_gone(struct sonde_recorder *r)
+{
+	r->live.tail = NULL;
+}
+
+struct sonde_tail *sonde_recorder_tail(struct sonde_recorder *r, const struct sonde_tail_opts *opts)
+{
+	char path[64];
+
+	const char *why = r->live.tail_made ? "this recorder already made its tail"
+			  : r->finished	    ? "the recording is finished"
+			  : r->out_fd < 0   ? "the recorder writes to a write function, not a file"
+					    : NULL;
+
+	if (why) {
+		sonde_error("tail: %s", why);
+		errno = EINVAL;
+		return NULL;
+	}
+	int err = sonde_spool_writer_flush(r->spool);
+	if (err) {
+		sonde_error("tail: cannot flush the spool: %s", sonde_strerror(err));
+		errno = err <= -SONDE_E_BASE ? EIO : -err;
+		return NULL;
+	}
+	bool punch = opts &&
+		     opts->sz >= offsetof(struct sonde_tail_opts, punch_holes) + sizeof(int) &&
+		     opts->punch_holes;
+	/* A descriptor of its own (reopened, not dup'ed: the recorder's is write-only and its
+	 * offset must not move), reachable even when the file was unlinked. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", r->out_fd);
+	int fd = open(path, (punch ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		sonde_error("tail: cannot reopen the spool: %s", strerror(e));
+		errno = e;
+		return NULL;
+	}
+	struct sonde_tail *t = tail_new_fd(fd, opts);
+	if (!t)
+		return NULL;
+	tail_set_recorder(t, r);
+	r->live.tail = t;
+	r->live.tail_made = true;
+	return t;
+}

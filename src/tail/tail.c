@@ -1,0 +1,553 @@
+/* The tail: follows a spool file as it grows.
+ *
+ * A poll is three phases:
+ *   1. check  the file is not shorter than what was read (a rewritten spool cannot be
+ *             followed)
+ *   2. decode records from the buffer, reading bounded chunks of the file with pread when
+ *             the buffer ends inside a record, until a limit or the end of what is visible;
+ *             an incomplete record stays in the buffer for the next poll
+ *   3. update the symbolizer (forgotten processes, shared images), punch consumed blocks
+ *
+ * Definitions are kept in arrays indexed by id - 1 (ids are dense, validated by the
+ * decoder), so memory grows with distinct modules, frames, stacks and threads, never with
+ * samples: a batch's samples are dropped at the next poll.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "base/array.h"
+#include "record/live.h"
+#include "tail/tail.h"
+
+enum {
+	DEFAULT_RECORDS = 65536,
+	DEFAULT_BYTES = 1 << 20,
+	CHUNK = 256 * 1024,
+	PUNCH_BLOCK = 4096,
+};
+
+struct tnode {
+	uint32_t parent, frame;
+};
+
+struct sonde_tail {
+	int fd;
+	int err; /* sticky */
+	struct sonde_spool_decoder *dec;
+	struct sonde_recorder *rec; /* the recorder sharing its images, or NULL */
+
+	uint8_t *buf; /* file bytes [file_pos - (len - pos), file_pos) */
+	size_t pos, len, cap;
+	uint64_t file_pos;
+
+	bool punch;
+	uint64_t punched; /* bytes [0, punched) were deallocated */
+
+	bool have_header, ended;
+	struct sonde_spool_header header;
+	struct sonde_spool_module *modules;
+	size_t n_modules, modules_cap;
+	struct sonde_spool_frame *frames;
+	size_t n_frames, frames_cap;
+	struct tnode *nodes;
+	size_t n_nodes, nodes_cap;
+	struct sonde_spool_thread *threads;
+	size_t n_threads, threads_cap;
+
+	struct sonde_spool_sample *samples; /* the current batch */
+	size_t n_samples, samples_cap;
+	uint32_t *invalid; /* pids invalidated by the current batch */
+	size_t n_invalid, invalid_cap;
+
+	struct sonde_symbolizer *sym; /* NULL until first used */
+};
+
+static char *dup_str(const char *s, size_t n)
+{
+	char *r = malloc(n + 1);
+
+	if (r) {
+		if (n)
+			memcpy(r, s, n);
+		r[n] = 0;
+	}
+	return r;
+}
+
+struct sonde_tail *tail_new_fd(int fd, const struct sonde_tail_opts *opts)
+{
+	struct sonde_tail_opts o = {0};
+	struct sonde_tail *t;
+
+	if (opts) {
+		if (opts->sz < sizeof(size_t)) {
+			close(fd);
+			errno = EINVAL;
+			return NULL;
+		}
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t || !(t->dec = sonde_spool_decoder_new())) {
+		int err = errno ? errno : ENOMEM;
+		free(t);
+		close(fd);
+		errno = err;
+		return NULL;
+	}
+	t->fd = fd;
+	t->punch = o.punch_holes != 0;
+	if (o.symbolizer) {
+		/* Created now: its options (and their strings) are only borrowed during this
+		 * call. Without options it is created on first use. */
+		t->sym = sonde_symbolizer_new(o.symbolizer);
+		if (!t->sym) {
+			int err = errno;
+			sonde_tail_free(t);
+			errno = err;
+			return NULL;
+		}
+	}
+	return t;
+}
+
+struct sonde_tail *sonde_tail_open(const char *path, const struct sonde_tail_opts *opts)
+{
+	bool punch = opts &&
+		     opts->sz >= offsetof(struct sonde_tail_opts, punch_holes) + sizeof(int) &&
+		     opts->punch_holes;
+	int fd = open(path, (punch ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+
+	if (fd < 0) {
+		int err = errno;
+		sonde_error("cannot open %s: %s", path, strerror(err));
+		errno = err;
+		return NULL;
+	}
+	return tail_new_fd(fd, opts);
+}
+
+struct sonde_tail *sonde_tail_open_fd(int fd, const struct sonde_tail_opts *opts)
+{
+	int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+	if (own < 0)
+		return NULL;
+	return tail_new_fd(own, opts);
+}
+
+void tail_set_recorder(struct sonde_tail *t, struct sonde_recorder *r)
+{
+	t->rec = r;
+}
+
+void sonde_tail_free(struct sonde_tail *t)
+{
+	if (!t)
+		return;
+	if (t->rec)
+		rec_tail_gone(t->rec);
+	for (size_t i = 0; i < t->n_modules; i++) {
+		free((void *)t->modules[i].def.path);
+		free((void *)t->modules[i].def.build_id);
+	}
+	for (size_t i = 0; i < t->n_threads; i++)
+		free((void *)t->threads[i].comm);
+	free(t->modules);
+	free(t->frames);
+	free(t->nodes);
+	free(t->threads);
+	free(t->samples);
+	free(t->invalid);
+	free(t->buf);
+	sonde_symbolizer_free(t->sym);
+	sonde_spool_decoder_free(t->dec);
+	if (t->fd >= 0)
+		close(t->fd);
+	free(t);
+}
+
+static int fail(struct sonde_tail *t, int err)
+{
+	if (!t->err) {
+		t->err = err;
+		sonde_error("spool tail: %s at byte %llu", sonde_strerror(err),
+			    (unsigned long long)sonde_spool_decoder_offset(t->dec));
+	}
+	return err;
+}
+
+/* ---- phase 3 helpers: the symbolizer ---- */
+
+static void sym_module(const struct sonde_spool_module *m, struct sonde_sym_module *out)
+{
+	*out = (struct sonde_sym_module){
+		.pid = m->def.pid,
+		.flags = m->def.flags,
+		.start = m->def.start,
+		.end = m->def.end,
+		.pgoff = m->def.pgoff,
+		.dev = m->def.dev,
+		.inode = m->def.inode,
+		.build_id = m->def.build_id,
+		.build_id_len = m->def.build_id_len,
+		.path = m->def.path,
+	};
+}
+
+/* Hands the symbolizer the recorder's exact image of module id, when it has one. */
+static void share_image(struct sonde_tail *t, size_t id)
+{
+	const struct sonde_spool_module *m = &t->modules[id - 1];
+	struct sonde_sym_module sm;
+
+	if (!t->sym || !t->rec || !m->def.inode)
+		return;
+	int fd = rec_image_fd(t->rec, m->def.dev, m->def.inode, m->def.build_id,
+			      m->def.build_id_len);
+	if (fd < 0)
+		return;
+	sym_module(m, &sm);
+	int err = sonde_symbolizer_add_image(t->sym, &sm, fd);
+	if (err && err != -SONDE_E_LIMIT)
+		sonde_debug("tail: image of %s not shared: %s", m->def.path, sonde_strerror(err));
+}
+
+static int invalidate(struct sonde_tail *t, uint32_t pid)
+{
+	for (size_t i = 0; i < t->n_invalid; i++)
+		if (t->invalid[i] == pid)
+			return 0;
+	if (array_grow(&t->invalid, &t->invalid_cap, t->n_invalid + 1, sizeof(*t->invalid), 16) < 0)
+		return -ENOMEM;
+	t->invalid[t->n_invalid++] = pid;
+	if (t->sym)
+		sonde_symbolizer_forget_pid(t->sym, pid);
+	return 0;
+}
+
+struct sonde_symbolizer *sonde_tail_symbolizer(struct sonde_tail *t)
+{
+	if (t->sym)
+		return t->sym;
+	t->sym = sonde_symbolizer_new(NULL);
+	for (size_t id = 1; t->sym && id <= t->n_modules; id++)
+		share_image(t, id);
+	return t->sym;
+}
+
+int sonde_tail_symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
+			 struct sonde_sym_frame *out, size_t max)
+{
+	struct sonde_sym_module sm;
+
+	if (!frame || frame > t->n_frames || !out || !max)
+		return -EINVAL;
+	if (!sonde_tail_symbolizer(t))
+		return -errno;
+	const struct sonde_spool_frame *f = &t->frames[frame - 1];
+	if (!f->module)
+		return sonde_symbolize_raw(t->sym, pid, f->addr, out, max);
+	sym_module(&t->modules[f->module - 1], &sm);
+	return sonde_symbolize(t->sym, &sm, f->addr, out, max);
+}
+
+/* ---- phase 2: keeping what records define ---- */
+
+static int keep_module(struct sonde_tail *t, const struct sonde_spool_record *rec,
+		       struct sonde_tail_batch *b)
+{
+	if (array_grow(&t->modules, &t->modules_cap, t->n_modules + 1, sizeof(*t->modules), 64) < 0)
+		return -ENOMEM;
+	struct sonde_spool_module m = {.def = rec->module.def, .time_ns = rec->module.time_ns};
+	char *path = dup_str(rec->module.def.path, rec->module.path_len);
+	uint8_t *bid = m.def.build_id_len ? malloc(m.def.build_id_len) : NULL;
+	if (!path || (m.def.build_id_len && !bid)) {
+		free(path);
+		free(bid);
+		return -ENOMEM;
+	}
+	if (bid)
+		memcpy(bid, m.def.build_id, m.def.build_id_len);
+	m.def.path = path;
+	m.def.build_id = bid;
+	t->modules[t->n_modules++] = m;
+	b->new_modules++;
+	share_image(t, t->n_modules);
+	/* New JIT code: the process's perf map has grown, names read before may be stale. */
+	if (m.def.flags & SONDE_MODULE_JIT)
+		return invalidate(t, m.def.pid);
+	return 0;
+}
+
+static int keep_thread(struct sonde_tail *t, const struct sonde_spool_record *rec,
+		       struct sonde_tail_batch *b)
+{
+	if (array_grow(&t->threads, &t->threads_cap, t->n_threads + 1, sizeof(*t->threads), 64) < 0)
+		return -ENOMEM;
+	char *comm = dup_str(rec->thread.comm, rec->thread.comm_len);
+	if (!comm)
+		return -ENOMEM;
+	t->threads[t->n_threads++] = (struct sonde_spool_thread){.pid = rec->thread.pid,
+								 .tid = rec->thread.tid,
+								 .time_ns = rec->thread.time_ns,
+								 .comm = comm};
+	b->new_threads++;
+	return 0;
+}
+
+static int keep_retire(struct sonde_tail *t, const struct sonde_spool_record *rec,
+		       struct sonde_tail_batch *b)
+{
+	for (size_t i = 0; i < rec->retire.n_retired; i++) {
+		struct sonde_spool_module *m = &t->modules[rec->retire.retired[i] - 1];
+		m->retired = 1;
+		m->retired_ns = rec->retire.time_ns;
+	}
+	b->retirements++;
+	/* exec or exit: whatever the pid names next is another program. */
+	return invalidate(t, rec->retire.pid);
+}
+
+static int keep_sample(struct sonde_tail *t, const struct sonde_spool_record *rec)
+{
+	if (array_grow(&t->samples, &t->samples_cap, t->n_samples + 1, sizeof(*t->samples), 256) <
+	    0)
+		return -ENOMEM;
+	t->samples[t->n_samples++] = (struct sonde_spool_sample){
+		rec->sample.time_ns, rec->sample.thread, rec->sample.stack, rec->sample.flags};
+	return 0;
+}
+
+static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
+		struct sonde_tail_batch *b)
+{
+	switch (rec->type) {
+	case SONDE_SPOOL_REC_HEADER:
+		t->header = rec->header.h;
+		t->have_header = true;
+		return 0;
+	case SONDE_SPOOL_REC_MODULE:
+		return keep_module(t, rec, b);
+	case SONDE_SPOOL_REC_FRAME:
+		if (array_grow(&t->frames, &t->frames_cap, t->n_frames + 1, sizeof(*t->frames),
+			       256) < 0)
+			return -ENOMEM;
+		t->frames[t->n_frames++] = rec->frame.frame;
+		b->new_frames++;
+		return 0;
+	case SONDE_SPOOL_REC_NODE:
+		if (array_grow(&t->nodes, &t->nodes_cap, t->n_nodes + 1, sizeof(*t->nodes), 256) <
+		    0)
+			return -ENOMEM;
+		t->nodes[t->n_nodes++] = (struct tnode){rec->node.parent, rec->node.frame};
+		b->new_stacks++;
+		return 0;
+	case SONDE_SPOOL_REC_THREAD:
+		return keep_thread(t, rec, b);
+	case SONDE_SPOOL_REC_RETIRE:
+		return keep_retire(t, rec, b);
+	case SONDE_SPOOL_REC_SAMPLE:
+		return keep_sample(t, rec);
+	case SONDE_SPOOL_REC_END:
+		t->ended = true;
+		return 0;
+	case SONDE_SPOOL_REC_OPTIONAL:
+		return 0;
+	}
+	return -SONDE_E_FORMAT;
+}
+
+/* Decodes buffered records until the buffer ends inside one or *left reaches 0. */
+static int decode_buffered(struct sonde_tail *t, size_t *left, struct sonde_tail_batch *b)
+{
+	struct sonde_spool_record rec;
+
+	while (*left && t->pos < t->len) {
+		int n = sonde_spool_decode(t->dec, t->buf + t->pos, t->len - t->pos, &rec);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			break;
+		int err = keep(t, &rec, b);
+		if (err)
+			return err;
+		t->pos += (size_t)n;
+		b->records++;
+		b->bytes += (uint64_t)n;
+		(*left)--;
+	}
+	return 0;
+}
+
+/* Appends at most want bytes of the file to the buffer. Returns bytes read, 0 at the end. */
+static ssize_t read_more(struct sonde_tail *t, size_t want)
+{
+	if (t->pos) {
+		/* Keep only the unconsumed part: the buffer stays about one chunk big. */
+		memmove(t->buf, t->buf + t->pos, t->len - t->pos);
+		t->len -= t->pos;
+		t->pos = 0;
+	}
+	if (array_grow(&t->buf, &t->cap, t->len + want, 1, CHUNK) < 0)
+		return -ENOMEM;
+	ssize_t n;
+	do
+		n = pread(t->fd, t->buf + t->len, want, (off_t)t->file_pos);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	t->len += (size_t)n;
+	t->file_pos += (uint64_t)n;
+	return n;
+}
+
+static int check_size(struct sonde_tail *t)
+{
+	struct stat st;
+
+	if (fstat(t->fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size < t->file_pos) {
+		sonde_error("spool tail: the file shrank from at least %llu to %llu bytes (it was "
+			    "truncated or rewritten)",
+			    (unsigned long long)t->file_pos, (unsigned long long)st.st_size);
+		t->err = -SONDE_E_SHRUNK;
+		return t->err;
+	}
+	return 0;
+}
+
+/* Deallocates whole blocks that hold consumed records only. */
+static void punch_consumed(struct sonde_tail *t)
+{
+	uint64_t upto = sonde_spool_decoder_offset(t->dec) / PUNCH_BLOCK * PUNCH_BLOCK;
+
+	if (!t->punch || upto <= t->punched)
+		return;
+	if (fallocate(t->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)t->punched,
+		      (off_t)(upto - t->punched)) < 0) {
+		sonde_warn("spool tail: cannot punch holes in the spool (%s); keeping its blocks",
+			   strerror(errno));
+		t->punch = false;
+		return;
+	}
+	t->punched = upto;
+}
+
+int sonde_tail_poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
+		    struct sonde_tail_batch *out)
+{
+	struct sonde_tail_batch b = {0};
+	size_t left = max_records ? max_records : DEFAULT_RECORDS;
+	size_t budget = max_bytes ? max_bytes : DEFAULT_BYTES;
+	int err = t->err ? t->err : check_size(t);
+
+	if (err)
+		return err;
+	t->n_samples = 0;
+	t->n_invalid = 0;
+	for (;;) {
+		err = decode_buffered(t, &left, &b);
+		if (err)
+			return fail(t, err);
+		if (!left || !budget)
+			break;
+		ssize_t n = read_more(t, budget < CHUNK ? budget : CHUNK);
+		if (n < 0)
+			return fail(t, (int)n);
+		if (n == 0)
+			break;
+		budget -= (size_t)n;
+	}
+	punch_consumed(t);
+	b.samples = t->samples;
+	b.n_samples = t->n_samples;
+	b.invalidated_pids = t->invalid;
+	b.n_invalidated = t->n_invalid;
+	b.offset = sonde_spool_decoder_offset(t->dec);
+	b.pending = t->len - t->pos;
+	b.ended = t->ended;
+	if (out && out->sz >= sizeof(size_t)) {
+		b.sz = out->sz;
+		memcpy(out, &b, out->sz < sizeof(b) ? out->sz : sizeof(b));
+	}
+	return b.records > INT32_MAX ? INT32_MAX : (int)b.records;
+}
+
+uint64_t sonde_tail_offset(const struct sonde_tail *t)
+{
+	return sonde_spool_decoder_offset(t->dec);
+}
+
+int sonde_tail_header(const struct sonde_tail *t, struct sonde_spool_header *out)
+{
+	if (!t->have_header)
+		return -EAGAIN;
+	*out = t->header;
+	return 0;
+}
+
+/* ---- definitions ---- */
+
+int sonde_tail_get_node(const struct sonde_tail *t, uint32_t stack, uint32_t *parent,
+			uint32_t *frame)
+{
+	if (!stack || stack > t->n_nodes)
+		return -ERANGE;
+	*parent = t->nodes[stack - 1].parent;
+	*frame = t->nodes[stack - 1].frame;
+	return 0;
+}
+
+int sonde_tail_get_stack(const struct sonde_tail *t, uint32_t stack, uint32_t *frames, size_t max)
+{
+	int depth = 0;
+
+	if (stack > t->n_nodes)
+		return -ERANGE;
+	/* Parents have smaller ids (the decoder checked), so the walk ends. */
+	while (stack) {
+		const struct tnode *n = &t->nodes[stack - 1];
+		if ((size_t)depth < max)
+			frames[depth] = n->frame;
+		depth++;
+		stack = n->parent;
+	}
+	return depth;
+}
+
+int sonde_tail_get_frame(const struct sonde_tail *t, uint32_t frame, struct sonde_spool_frame *out)
+{
+	if (!frame || frame > t->n_frames)
+		return -ERANGE;
+	*out = t->frames[frame - 1];
+	return 0;
+}
+
+int sonde_tail_get_module(const struct sonde_tail *t, uint32_t module,
+			  struct sonde_spool_module *out)
+{
+	if (!module || module > t->n_modules)
+		return -ERANGE;
+	*out = t->modules[module - 1];
+	return 0;
+}
+
+int sonde_tail_get_thread(const struct sonde_tail *t, uint32_t thread,
+			  struct sonde_spool_thread *out)
+{
+	if (!thread || thread > t->n_threads)
+		return -ERANGE;
+	*out = t->threads[thread - 1];
+	return 0;
+}

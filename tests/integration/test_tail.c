@@ -1,0 +1,255 @@
+/* The tail on real recordings of the split program: in the recording process (sharing the
+ * recorder's images), and in a second process (how soon it sees what the recorder
+ * flushed). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/record.h>
+#include <sonde/tail.h>
+
+#include "../test.h"
+#include "../util.h"
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct sonde_recorder *record_launched(struct sonde_launch **l, const char *prog,
+					      const char *secs, const char *out)
+{
+	char *argv[] = {(char *)prog, (char *)secs, NULL};
+	struct sonde_record_opts o = {.sz = sizeof(o), .frequency = 999};
+
+	*l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder_attach(sonde_launch_pid(*l), out, SONDE_ATTACH_ON_EXEC, &o));
+	ASSERT_OK(sonde_launch_resume(*l));
+	return r;
+}
+
+/* Leaf function names of a batch's samples: counts of compute_hot and of all samples. */
+struct leaf_counts {
+	uint64_t samples, hot, resolved;
+};
+
+static void count_leaves(struct sonde_tail *t, const struct sonde_tail_batch *b,
+			 struct leaf_counts *c)
+{
+	for (size_t i = 0; i < b->n_samples; i++) {
+		uint32_t frames[1];
+		struct sonde_spool_thread th;
+		struct sonde_sym_frame sym[8];
+		c->samples++;
+		if (ASSERT_OK(sonde_tail_get_stack(t, b->samples[i].stack, frames, 1)) == 0)
+			continue;
+		ASSERT_OK(sonde_tail_get_thread(t, b->samples[i].thread, &th));
+		int n = ASSERT_OK(sonde_tail_symbolize(t, frames[0], th.pid, sym, 8));
+		ASSERT_INT(n, >=, 1);
+		if (sym[n - 1].origin != SONDE_SYM_ORIGIN_NONE)
+			c->resolved++;
+		if (strcmp(sym[n - 1].name, "compute_hot") == 0)
+			c->hot++;
+	}
+}
+
+static void drain_tail(struct sonde_tail *t, struct leaf_counts *c, int *ended)
+{
+	struct sonde_tail_batch b = {.sz = sizeof(b)};
+
+	while (ASSERT_OK(sonde_tail_poll(t, 5000, 0, &b)) > 0)
+		count_leaves(t, &b, c);
+	*ended = b.ended;
+}
+
+TEST_TIMEOUT(tail_recorder_follows_its_own_recording, 120)
+{
+	const char *out = test_path("live.spool");
+	struct sonde_launch *l;
+	struct leaf_counts c = {0};
+	int status, ended = 0, batches_with_samples = 0;
+
+	test_require_perf();
+	struct sonde_recorder *r = record_launched(&l, test_prog("split"), "3", out);
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_recorder_tail(r, NULL));
+	/* One tail per recorder. */
+	ASSERT(sonde_recorder_tail(r, NULL) == NULL);
+	ASSERT_INT(errno, ==, EINVAL);
+	while (sonde_launch_wait(l, WNOHANG, &status) == 0) {
+		ASSERT_OK(sonde_recorder_poll(r, 100, NULL));
+		uint64_t before = c.samples;
+		drain_tail(t, &c, &ended);
+		batches_with_samples += c.samples > before;
+		ASSERT(!ended);
+	}
+	struct sonde_record_summary s = {.sz = sizeof(s)};
+	ASSERT_OK(sonde_recorder_finish(r, &s));
+	/* The tail outlives its recorder. */
+	sonde_recorder_free(r);
+	drain_tail(t, &c, &ended);
+	ASSERT(ended);
+	ASSERT_UINT(c.samples, ==, s.samples_written);
+	ASSERT_UINT(c.samples, >=, 300);
+	/* Samples arrived while the program ran, not only at the end. */
+	ASSERT_INT(batches_with_samples, >=, 3);
+	/* Symbolized through the tail: compute_hot holds ~60% of the CPU. */
+	ASSERT_UINT(c.resolved * 10, >=, c.samples * 9);
+	ASSERT_UINT(c.hot * 100, >=, c.samples * 40);
+	ASSERT_UINT(c.hot * 100, <=, c.samples * 80);
+	sonde_tail_free(t);
+	sonde_launch_free(l);
+}
+
+TEST_TIMEOUT(tail_shares_recorder_images_of_deleted_binary, 120)
+{
+	const char *out = test_path("deleted.spool");
+	const char *copy = test_copy_for_anyone(test_prog("split"));
+	struct sonde_launch *l;
+	struct leaf_counts shared = {0}, alone = {0};
+	int status, ended;
+
+	test_require_perf();
+	struct sonde_recorder *r = record_launched(&l, copy, "1", out);
+	while (sonde_launch_wait(l, WNOHANG, &status) == 0)
+		ASSERT_OK(sonde_recorder_poll(r, 100, NULL));
+	ASSERT_OK(sonde_recorder_flush(r));
+	/* The process is gone and so is its binary: only the recorder's image is left. */
+	ASSERT_OK(unlink(copy));
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_recorder_tail(r, NULL));
+	drain_tail(t, &shared, &ended);
+	struct sonde_tail *t2 = ASSERT_NOT_NULL(sonde_tail_open(out, NULL));
+	drain_tail(t2, &alone, &ended);
+
+	ASSERT_UINT(shared.samples, >=, 100);
+	ASSERT_UINT(shared.samples, ==, alone.samples);
+	ASSERT_UINT(shared.hot * 100, >=, shared.samples * 40);
+	/* Without the recorder, the deleted binary's frames cannot be named. */
+	ASSERT_UINT(alone.hot, ==, 0);
+	sonde_tail_free(t2);
+	sonde_tail_free(t);
+	ASSERT_OK(sonde_recorder_finish(r, NULL));
+	sonde_recorder_free(r);
+	sonde_launch_free(l);
+}
+
+TEST(tail_of_writer_recorder_is_refused)
+{
+	struct sonde_launch *l;
+	char *argv[] = {(char *)test_prog("split"), "1", NULL};
+
+	test_require_perf();
+	l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
+	int fd = open(test_path("w.spool"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder_attach_writer(sonde_launch_pid(l), sonde_spool_write_fd,
+					     (void *)(intptr_t)fd, SONDE_ATTACH_ON_EXEC, NULL));
+	ASSERT(sonde_recorder_tail(r, NULL) == NULL);
+	ASSERT_INT(errno, ==, EINVAL);
+	sonde_recorder_free(r);
+	sonde_launch_free(l);
+	close(fd);
+}
+
+/* What the reader process reports: how many samples it has seen, and when. */
+struct seen {
+	uint64_t samples, at_ns;
+};
+
+static void reader_process(const char *path, int wfd)
+{
+	struct sonde_tail *t = sonde_tail_open(path, NULL);
+	struct sonde_tail_batch b = {.sz = sizeof(b)};
+	struct seen s = {0};
+	uint64_t deadline = mono_ns() + 60ull * 1000000000ull;
+
+	if (!t)
+		_exit(2);
+	while (mono_ns() < deadline) {
+		int n = sonde_tail_poll(t, 0, 0, &b);
+		if (n < 0)
+			_exit(3);
+		if (b.n_samples) {
+			s.samples += b.n_samples;
+			s.at_ns = mono_ns();
+			if (write(wfd, &s, sizeof(s)) != sizeof(s))
+				_exit(4);
+		}
+		if (b.ended)
+			_exit(0);
+		if (n == 0)
+			usleep(10000);
+	}
+	_exit(5);
+}
+
+/* Polls the recorder while waiting for the reader to report at least `want` samples;
+ * returns when it did. */
+static uint64_t wait_for_reader(struct sonde_recorder *r, int rfd, uint64_t want)
+{
+	struct seen s = {0};
+	uint64_t deadline = mono_ns() + 30ull * 1000000000ull;
+
+	while (s.samples < want) {
+		struct pollfd p = {.fd = rfd, .events = POLLIN};
+		ASSERT(mono_ns() < deadline);
+		if (poll(&p, 1, 5) == 1)
+			ASSERT_INT(read(rfd, &s, sizeof(s)), ==, (long)sizeof(s));
+		else
+			ASSERT_OK(sonde_recorder_poll(r, 0, NULL));
+	}
+	return s.at_ns;
+}
+
+TEST_TIMEOUT(tail_second_process_sees_flushed_samples_within_a_second, 120)
+{
+	const char *out = test_path("xproc.spool");
+	struct sonde_launch *l;
+	int pfd[2], status;
+	uint64_t worst = 0;
+
+	test_require_perf();
+	struct sonde_recorder *r = record_launched(&l, test_prog("split"), "5", out);
+	ASSERT_OK(pipe(pfd));
+	pid_t reader = fork();
+	ASSERT(reader >= 0);
+	if (reader == 0) {
+		close(pfd[0]);
+		reader_process(out, pfd[1]);
+	}
+	close(pfd[1]);
+	for (int round = 0; round < 5; round++) {
+		/* Let samples accumulate, then flush and time until the reader has them. */
+		uint64_t until = mono_ns() + 300ull * 1000000;
+		while (mono_ns() < until)
+			ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
+		ASSERT_OK(sonde_recorder_flush(r));
+		struct sonde_record_summary s = {.sz = sizeof(s)};
+		ASSERT_OK(sonde_recorder_summary(r, &s));
+		uint64_t flushed = mono_ns();
+		if (s.samples_written == 0)
+			continue;
+		uint64_t seen = wait_for_reader(r, pfd[0], s.samples_written);
+		uint64_t latency = seen > flushed ? seen - flushed : 0;
+		if (latency > worst)
+			worst = latency;
+	}
+	ASSERT_UINT(worst, <, 1000000000ull);
+	ASSERT_OK(sonde_recorder_finish(r, NULL));
+	ASSERT_INT(test_wait(reader, 30), ==, 0);
+	sonde_recorder_free(r);
+	kill(sonde_launch_pid(l), SIGKILL);
+	sonde_launch_wait(l, 0, &status);
+	sonde_launch_free(l);
+	close(pfd[0]);
+}
