@@ -1,0 +1,559 @@
+/* sonde top: a live view of the hottest functions of a recording in progress.
+ *
+ * The source is a spool followed by a tail (include/sonde/tail.h): one this command
+ * records itself (-p PID, or -- CMD), into an unlinked temporary file whose consumed blocks
+ * are punched, or a file another `sonde record` is writing. The loop:
+ *   1. wait up to 50 ms (for ring data when recording, else for a key)
+ *   2. read keys (q quits), consume every batch the tail has
+ *   3. once per refresh interval: drop samples older than the window, redraw
+ *   4. stop on q, Ctrl-C/SIGTERM, the end of the recording (command or processes exited,
+ *      END record), or an error
+ * On a terminal the view is drawn on the alternate screen with the keyboard in raw mode;
+ * both are restored on every exit path. Otherwise a plain table is printed each interval,
+ * and a final one at the end.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+#include <sonde/record.h>
+#include <sonde/tail.h>
+
+#include "cli.h"
+#include "top.h"
+
+enum { MAX_PIDS = 64, WAIT_MS = 50, PLAIN_ROWS = 20, CHILD_GRACE_MS = 2000 };
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+struct top_args {
+	double delay_s, window_s;
+	uint64_t freq;
+	pid_t attach[MAX_PIDS];
+	int n_attach;
+	uint32_t pid, tid; /* filters */
+	bool by_total;
+	int rows; /* plain mode rows, 0: PLAIN_ROWS */
+	const char *file;
+	char **cmd;
+};
+
+struct top {
+	struct top_args a;
+	struct sonde_recorder *r;
+	struct sonde_launch *l;
+	struct sonde_tail *t;
+	struct top_agg *agg;
+	char source[128];
+	bool screen, keys; /* drawing on a terminal; reading keys from one */
+	struct termios saved;
+	bool ended; /* the recording is over: show what is left, then stop */
+	int child_status;
+	uint64_t seen; /* samples consumed in all */
+};
+
+/* clang-format off */
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sonde top [options] -p PID [-p PID]...\n"
+		"       sonde top [options] -- CMD ARGS...\n"
+		"       sonde top [options] FILE\n"
+		"\n"
+		"Shows the hottest functions of a live recording, by self and total samples over a\n"
+		"sliding window, refreshed every second. FILE is a spool being written by `sonde record`.\n"
+		"\n"
+		"  -p, --attach PID      record a running process (repeatable)\n"
+		"  -d, --delay SECS      refresh interval (default 1)\n"
+		"  -w, --window SECS     sliding window (default 5)\n"
+		"  -F, --freq HZ|max     sampling frequency when recording (default 999)\n"
+		"      --pid PID         show only samples of process PID\n"
+		"      --tid TID         show only samples of thread TID\n"
+		"  -s, --sort self|total order of the table (default self)\n"
+		"  -n, --rows N          rows per table when not on a terminal (default 20)\n"
+		"  -h, --help            this help\n"
+		"\n"
+		"Keys: q quits (so does Ctrl-C). When standard output is not a terminal, a plain table is\n"
+		"printed every interval and a final one at the end.\n");
+}
+/* clang-format on */
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !(v > 0) || v > 86400)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (end == s || *end || v == 0 || v > INT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* One option; returns 0, or CLI_USAGE after reporting. */
+static int parse_opt(struct top_args *a, int c)
+{
+	uint32_t v;
+
+	switch (c) {
+	case 'p':
+		if (a->n_attach == MAX_PIDS || parse_u32(optarg, &v) < 0)
+			break;
+		a->attach[a->n_attach++] = (pid_t)v;
+		return 0;
+	case 'd':
+		if (parse_seconds(optarg, &a->delay_s) < 0)
+			break;
+		return 0;
+	case 'w':
+		if (parse_seconds(optarg, &a->window_s) < 0)
+			break;
+		return 0;
+	case 'F':
+		if (strcmp(optarg, "max") == 0) {
+			a->freq = SONDE_RECORD_FREQ_MAX;
+			return 0;
+		}
+		if (parse_u32(optarg, &v) < 0)
+			break;
+		a->freq = v;
+		return 0;
+	case 'P':
+		return parse_u32(optarg, &a->pid) < 0
+			       ? (cli_error("top", "bad --pid: %s", optarg), CLI_USAGE)
+			       : 0;
+	case 'T':
+		return parse_u32(optarg, &a->tid) < 0
+			       ? (cli_error("top", "bad --tid: %s", optarg), CLI_USAGE)
+			       : 0;
+	case 's':
+		if (strcmp(optarg, "self") && strcmp(optarg, "total"))
+			break;
+		a->by_total = strcmp(optarg, "total") == 0;
+		return 0;
+	case 'n':
+		if (parse_u32(optarg, &v) < 0)
+			break;
+		a->rows = (int)v;
+		return 0;
+	default:
+		return CLI_USAGE;
+	}
+	cli_error("top", "bad value for -%c: %s", c, optarg);
+	return CLI_USAGE;
+}
+
+/* Returns 0, or an exit code (help or usage error) after printing. */
+static int parse_args(struct top_args *a, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"attach", required_argument, NULL, 'p'}, {"delay", required_argument, NULL, 'd'},
+		{"window", required_argument, NULL, 'w'}, {"freq", required_argument, NULL, 'F'},
+		{"pid", required_argument, NULL, 'P'},	  {"tid", required_argument, NULL, 'T'},
+		{"sort", required_argument, NULL, 's'},	  {"rows", required_argument, NULL, 'n'},
+		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	*a = (struct top_args){.delay_s = 1, .window_s = 5, .freq = 999};
+	while ((c = getopt_long(argc, argv, "+p:d:w:F:s:n:h", longopts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_OK + 256; /* done, exit 0 */
+		}
+		int err = parse_opt(a, c);
+		if (err) {
+			usage(stderr);
+			return err;
+		}
+	}
+	bool dashdash = optind > 0 && strcmp(argv[optind - 1], "--") == 0;
+	if (dashdash && optind < argc)
+		a->cmd = &argv[optind];
+	else if (optind + 1 == argc)
+		a->file = argv[optind];
+	else if (optind < argc) {
+		cli_error("top", "unexpected argument: %s", argv[optind + 1]);
+		return CLI_USAGE;
+	}
+	int sources = (a->n_attach > 0) + (a->cmd != NULL) + (a->file != NULL);
+	if (sources != 1) {
+		cli_error("top", sources ? "give only one of -p PID, -- CMD and FILE"
+					 : "nothing to show: give -p PID, -- CMD or FILE");
+		usage(stderr);
+		return CLI_USAGE;
+	}
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- sources ---- */
+
+/* A temporary spool for recording: unlinked once the tail has it open, and punched as it
+ * is consumed, so it takes no lasting disk space. */
+static int temp_spool(char *path, size_t n)
+{
+	const char *dir = getenv("TMPDIR");
+
+	snprintf(path, n, "%s/sonde-top-XXXXXX", dir && *dir ? dir : "/tmp");
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+static int open_tail(struct top *tp, const char *spool)
+{
+	struct sonde_tail_opts o = {.sz = sizeof(o), .punch_holes = 1};
+
+	tp->t = tp->r ? sonde_recorder_tail(tp->r, &o) : sonde_tail_open(spool, NULL);
+	if (!tp->t) {
+		cli_error("top", "cannot follow %s: %s", spool, strerror(errno));
+		return CLI_FAILURE;
+	}
+	return 0;
+}
+
+static int start_recording(struct top *tp)
+{
+	struct sonde_record_opts o = {.sz = sizeof(o), .frequency = tp->a.freq};
+	char path[256];
+	pid_t pid = tp->a.n_attach ? tp->a.attach[0] : 0;
+	int err = temp_spool(path, sizeof(path));
+
+	if (err) {
+		cli_error("top", "cannot create a temporary spool in %s: %s", path, strerror(-err));
+		return CLI_FAILURE;
+	}
+	if (tp->a.cmd) {
+		tp->l = sonde_launch_new(tp->a.cmd, NULL);
+		if (!tp->l) {
+			cli_error("top", "cannot run '%s': %s", tp->a.cmd[0], strerror(errno));
+			unlink(path);
+			return errno == ENOENT ? 127 : 126;
+		}
+		pid = sonde_launch_pid(tp->l);
+	}
+	tp->r = sonde_recorder_attach(pid, path, tp->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP,
+				      &o);
+	if (!tp->r) {
+		cli_error("top", "cannot record pid %d: %s", (int)pid,
+			  errno == ESRCH ? "no such process" : strerror(errno));
+		unlink(path);
+		return CLI_FAILURE;
+	}
+	for (int i = 1; i < tp->a.n_attach; i++) {
+		int out = sonde_recorder_attach_process(tp->r, tp->a.attach[i], SONDE_ATTACH_STOP);
+		if (out < 0 || out == SONDE_ATTACH_EXITED) {
+			cli_error("top", "cannot record pid %d: %s", (int)tp->a.attach[i],
+				  out < 0 ? sonde_strerror(out) : "no such process");
+			unlink(path);
+			return CLI_FAILURE;
+		}
+	}
+	err = open_tail(tp, path);
+	unlink(path);
+	if (err)
+		return err;
+	if (tp->l && (err = sonde_launch_resume(tp->l)) < 0) {
+		cli_error("top", "cannot run '%s': %s", tp->a.cmd[0], strerror(-err));
+		return err == -ENOENT ? 127 : 126;
+	}
+	if (tp->l)
+		snprintf(tp->source, sizeof(tp->source), "%s (pid %d)", tp->a.cmd[0], (int)pid);
+	else
+		snprintf(tp->source, sizeof(tp->source), "pid %d%s", (int)pid,
+			 tp->a.n_attach > 1 ? " and others" : "");
+	return 0;
+}
+
+static int open_source(struct top *tp)
+{
+	if (!tp->a.file)
+		return start_recording(tp);
+	snprintf(tp->source, sizeof(tp->source), "%s", tp->a.file);
+	return open_tail(tp, tp->a.file);
+}
+
+/* true once the recorded processes are gone. */
+static bool recording_over(struct top *tp)
+{
+	if (tp->l)
+		return sonde_launch_wait(tp->l, WNOHANG, &tp->child_status) == 1;
+	if (tp->r)
+		return sonde_recorder_active_process_count(tp->r) == 0;
+	return false;
+}
+
+/* Ends what this command started: the recording (its last samples go to the tail) and a
+ * launched command that is still running. */
+static void stop_source(struct top *tp)
+{
+	if (tp->l && sonde_launch_wait(tp->l, WNOHANG, &tp->child_status) == 0) {
+		pid_t pid = sonde_launch_pid(tp->l);
+		kill(pid, SIGTERM);
+		for (int i = 0; i < CHILD_GRACE_MS / 10; i++) {
+			if (sonde_launch_wait(tp->l, WNOHANG, &tp->child_status) != 0)
+				break;
+			usleep(10000);
+		}
+		if (sonde_launch_wait(tp->l, WNOHANG, &tp->child_status) == 0) {
+			kill(pid, SIGKILL);
+			sonde_launch_wait(tp->l, 0, &tp->child_status);
+		}
+	}
+	if (tp->r) {
+		int err = sonde_recorder_finish(tp->r, NULL);
+		if (err)
+			cli_error("top", "finishing the recording: %s", sonde_strerror(err));
+	}
+}
+
+/* ---- the terminal ---- */
+
+static void screen_enter(struct top *tp)
+{
+	struct termios raw;
+
+	tp->screen = isatty(STDOUT_FILENO);
+	tp->keys = tp->screen && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &tp->saved) == 0;
+	if (tp->keys) {
+		/* Keys arrive one by one without echo; ISIG stays on, so Ctrl-C is SIGINT. */
+		raw = tp->saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw);
+	}
+	if (tp->screen) {
+		/* Alternate screen, cursor hidden: the shell's screen comes back on exit. */
+		fputs("\033[?1049h\033[?25l\033[H\033[2J", stdout);
+		fflush(stdout);
+	}
+}
+
+static void screen_leave(struct top *tp)
+{
+	if (tp->screen) {
+		fputs("\033[?25h\033[?1049l", stdout);
+		fflush(stdout);
+	}
+	if (tp->keys)
+		tcsetattr(STDIN_FILENO, TCSAFLUSH, &tp->saved);
+	tp->screen = tp->keys = false;
+}
+
+/* true when q was pressed. */
+static bool read_keys(struct top *tp)
+{
+	char buf[64];
+
+	if (!tp->keys)
+		return false;
+	ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == 'q' || buf[i] == 'Q')
+			return true;
+	return false;
+}
+
+/* ---- drawing ---- */
+
+static void draw_table(struct top *tp, int max_rows, int width, const char *note)
+{
+	const struct top_row *rows;
+	uint64_t total = top_agg_samples(tp->agg);
+	int n = top_agg_rows(tp->agg, tp->a.by_total, &rows);
+	char line[1024];
+
+	printf("sonde top: %s | window %.1f s | %llu samples%s%s\n", tp->source, tp->a.window_s,
+	       (unsigned long long)total, note ? " | " : "", note ? note : "");
+	if (tp->a.pid || tp->a.tid)
+		printf("filter: %s%u %s%u\n", tp->a.pid ? "pid " : "", tp->a.pid,
+		       tp->a.tid ? "tid " : "", tp->a.tid);
+	printf("%7s %7s  %-40s %s\n", "SELF%", "TOTAL%", "FUNCTION", "MODULE");
+	for (int i = 0; i < n && i < max_rows; i++) {
+		double self = total ? 100.0 * (double)rows[i].self / (double)total : 0;
+		double tot = total ? 100.0 * (double)rows[i].total / (double)total : 0;
+		snprintf(line, sizeof(line), "%7.2f %7.2f  %-40s %s", self, tot, rows[i].name,
+			 rows[i].module);
+		if (width > 0 && (size_t)width < sizeof(line))
+			line[width] = 0;
+		puts(line);
+	}
+}
+
+static void redraw(struct top *tp, bool final)
+{
+	uint64_t now =
+		tp->ended && top_agg_last_time(tp->agg) ? top_agg_last_time(tp->agg) : mono_ns();
+
+	top_agg_expire(tp->agg, now);
+	if (!tp->screen) {
+		draw_table(tp, tp->a.rows ? tp->a.rows : PLAIN_ROWS, 0, final ? "final" : NULL);
+		putchar('\n');
+		fflush(stdout);
+		return;
+	}
+	struct winsize ws = {.ws_row = 24, .ws_col = 80};
+	ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
+	fputs("\033[H\033[2J", stdout);
+	draw_table(tp, ws.ws_row > 5 ? ws.ws_row - 5 : 1, ws.ws_col,
+		   tp->ended ? "recording ended, q to quit" : "q to quit");
+	fflush(stdout);
+}
+
+/* ---- the loop ---- */
+
+static int consume(struct top *tp)
+{
+	struct sonde_tail_batch b = {.sz = sizeof(b)};
+	int n;
+
+	while ((n = sonde_tail_poll(tp->t, 0, 0, &b)) > 0) {
+		tp->seen += b.n_samples;
+		int err = top_agg_add(tp->agg, &b);
+		if (err)
+			return err;
+	}
+	if (b.ended)
+		tp->ended = true;
+	return n;
+}
+
+/* Waits at most WAIT_MS: for ring data when recording, else for a key. */
+static int wait_step(struct top *tp)
+{
+	if (tp->r && !tp->ended) {
+		int err = sonde_recorder_poll(tp->r, WAIT_MS, NULL);
+		return err < 0 ? err : 0;
+	}
+	struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+	poll(&p, tp->keys ? 1 : 0, WAIT_MS);
+	return 0;
+}
+
+static int top_loop(struct top *tp)
+{
+	uint64_t delay = (uint64_t)(tp->a.delay_s * 1e9), next = mono_ns() + delay;
+	int err = 0;
+
+	while (!stop_signal) {
+		if ((err = wait_step(tp)) < 0)
+			break;
+		if (read_keys(tp))
+			break;
+		if (!tp->ended && (tp->r || tp->l) && recording_over(tp)) {
+			stop_source(tp);
+			tp->ended = true;
+		}
+		if ((err = consume(tp)) < 0)
+			break;
+		/* Without a terminal to keep showing, the end of the recording ends the view. */
+		if (tp->ended && !tp->screen)
+			break;
+		if (mono_ns() >= next) {
+			redraw(tp, false);
+			next += delay;
+			if (next < mono_ns())
+				next = mono_ns() + delay;
+		}
+	}
+	if (err < 0)
+		cli_error("top", "%s", sonde_strerror(err));
+	return err < 0 ? CLI_FAILURE : CLI_OK;
+}
+
+static void handle_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+static char last_error[512];
+
+static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx)
+{
+	if (level >= SONDE_LOG_ERROR)
+		snprintf(last_error, sizeof(last_error), "%s", msg);
+	else if (level >= sonde_log_get_level())
+		fprintf(stderr, "sonde top: warning: %s\n", msg);
+}
+
+static int cmd_top(int argc, char **argv)
+{
+	struct top tp = {0};
+	int code = parse_args(&tp.a, argc, argv);
+
+	if (code)
+		return code > 255 ? CLI_OK : code;
+	sonde_log_set_callback(log_to_stderr, NULL);
+	handle_signals();
+	code = open_source(&tp);
+	if (code && last_error[0])
+		cli_error("top", "%s", last_error);
+	if (!code &&
+	    !(tp.agg = top_agg_new(tp.t, (uint64_t)(tp.a.window_s * 1e9), tp.a.pid, tp.a.tid))) {
+		cli_error("top", "out of memory");
+		code = CLI_FAILURE;
+	}
+	if (!code) {
+		screen_enter(&tp);
+		bool on_screen = tp.screen;
+		code = top_loop(&tp);
+		screen_leave(&tp);
+		if (!tp.ended)
+			stop_source(&tp);
+		/* A terminal gets its own screen back; a pipe or file gets the last word. */
+		if (!code && !on_screen) {
+			consume(&tp);
+			redraw(&tp, true);
+		}
+	}
+	top_agg_free(tp.agg);
+	sonde_tail_free(tp.t);
+	sonde_recorder_free(tp.r);
+	sonde_launch_free(tp.l);
+	return code;
+}
+
+SONDE_COMMAND("top", "live view of the hottest functions of a running recording", cmd_top)

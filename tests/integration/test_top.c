@@ -1,0 +1,346 @@
+/* sonde top, end to end: the plain-text view of split, following a file `sonde record` is
+ * writing, the pid/tid filters, Ctrl-C, and the terminal view driven through a pty. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <sonde/spool_reader.h>
+
+#include "../test.h"
+#include "../util.h"
+
+/* The last table of a plain-text output (from its "sonde top:" line on). */
+static const char *last_table(const char *out)
+{
+	const char *t = NULL;
+
+	for (const char *p = out; (p = strstr(p, "sonde top:")); p++)
+		t = p;
+	ASSERT_NOT_NULL(t);
+	return t;
+}
+
+static int count_tables(const char *out)
+{
+	int n = 0;
+
+	for (const char *p = out; (p = strstr(p, "sonde top:")); p++)
+		n++;
+	return n;
+}
+
+/* The SELF% and TOTAL% of function `name` in the table starting at t (up to the next
+ * blank line); false when it is not listed. */
+static bool row_of(const char *t, const char *name, double *self, double *total)
+{
+	const char *end = strstr(t, "\n\n");
+
+	for (const char *p = strchr(t, '\n'); p && (!end || p < end); p = strchr(p + 1, '\n')) {
+		char fn[256];
+		double s, tot;
+		if (sscanf(p + 1, "%lf %lf %255s", &s, &tot, fn) == 3 && strcmp(fn, name) == 0) {
+			*self = s;
+			*total = tot;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The function on the first row of the table at t. */
+static void first_row(const char *t, char *fn, size_t n)
+{
+	const char *p = strstr(t, "FUNCTION");
+	double s, tot;
+	char buf[256];
+
+	ASSERT_NOT_NULL(p);
+	p = strchr(p, '\n');
+	ASSERT_INT(sscanf(p + 1, "%lf %lf %255s", &s, &tot, buf), ==, 3);
+	snprintf(fn, n, "%s", buf);
+}
+
+static void check_split_table(const char *t)
+{
+	char fn[256];
+	double self, total;
+
+	first_row(t, fn, sizeof(fn));
+	ASSERT_STR_EQ(fn, "compute_hot");
+	ASSERT(row_of(t, "compute_hot", &self, &total));
+	ASSERT_DOUBLE_NEAR(self, 60, 15);
+	ASSERT(row_of(t, "compute_warm", &self, &total));
+	ASSERT_DOUBLE_NEAR(self, 30, 12);
+	ASSERT(row_of(t, "main", &self, &total));
+	ASSERT_DOUBLE_NEAR(total, 100, 3);
+	ASSERT_DOUBLE_NEAR(self, 0, 2);
+}
+
+TEST_TIMEOUT(top_plain_mode_on_split, 120)
+{
+	struct test_output o;
+
+	test_require_perf();
+	test_runf(&o, 90, "%s top -d 0.5 -- %s 3", test_bin("sonde"), test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	/* A table every half second while it ran, then the final one. */
+	ASSERT_INT(count_tables(o.out), >=, 3);
+	const char *t = last_table(o.out);
+	ASSERT_CONTAINS(t, "| final");
+	check_split_table(t);
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(top_follows_a_file_sonde_record_is_writing, 120)
+{
+	const char *spool = test_path("rec.spool");
+	const char *rec[] = {test_bin("sonde"),	 "record", "-q", "-o", spool, "--",
+			     test_prog("split"), "4",	   NULL};
+	struct test_output o;
+	struct stat st;
+
+	test_require_perf();
+	pid_t recorder = test_spawn(rec);
+	double deadline = test_now() + 30;
+	while ((stat(spool, &st) < 0 || st.st_size == 0) && test_now() < deadline)
+		usleep(10000);
+	ASSERT_INT(st.st_size, >, 0);
+	const char *top[] = {test_bin("sonde"), "top", "-d", "0.5", spool, NULL};
+	test_run(&o, 90, top);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_INT(test_wait(recorder, 30), ==, 0);
+	/* It showed the recording while it was being written, not only at its end. */
+	ASSERT_INT(count_tables(o.out), >=, 4);
+	const char *first = strstr(o.out, "sonde top:");
+	const char *second = strstr(first + 1, "sonde top:");
+	double self, total;
+	ASSERT(row_of(second, "compute_hot", &self, &total));
+	ASSERT(strstr(second, "| final") == NULL ||
+	       strstr(second, "| final") > strchr(second, '\n'));
+	const char *t = last_table(o.out);
+	ASSERT_CONTAINS(t, "| final");
+	check_split_table(t);
+	test_output_free(&o);
+}
+
+/* Threads of a record_family recording: the main thread, a worker, and the child. */
+struct family {
+	uint32_t pid, child_pid, worker_tid;
+};
+
+static void family_ids(const char *spool, struct family *f)
+{
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open(spool, NULL));
+	struct sonde_spool_thread th;
+
+	memset(f, 0, sizeof(*f));
+	for (uint32_t i = 1; sonde_spool_get_thread(s, i, &th) == 0; i++) {
+		if (strcmp(th.comm, "child") == 0)
+			f->child_pid = th.pid;
+		else if (strcmp(th.comm, "worker") == 0)
+			f->worker_tid = th.tid;
+		else if (th.pid == th.tid && !f->pid)
+			f->pid = th.pid;
+	}
+	sonde_spool_close(s);
+	ASSERT_UINT(f->child_pid, !=, 0);
+	ASSERT_UINT(f->worker_tid, !=, 0);
+	ASSERT_UINT(f->pid, !=, 0);
+	ASSERT_UINT(f->pid, !=, f->child_pid);
+}
+
+static void top_filtered(struct test_output *o, const char *spool, const char *opt, uint32_t id)
+{
+	test_runf(o, 60, "%s top -w 60 %s %u %s", test_bin("sonde"), opt, id, spool);
+	ASSERT_INT(o->status, ==, 0);
+}
+
+TEST_TIMEOUT(top_filters_by_pid_and_tid, 120)
+{
+	const char *spool = test_path("family.spool");
+	struct test_output o;
+	struct family f;
+	double self, total;
+
+	test_require_perf();
+	test_runf(&o, 60, "%s record -q -o %s -- %s 1", test_bin("sonde"), spool,
+		  test_prog("record_family"));
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	family_ids(spool, &f);
+
+	top_filtered(&o, spool, "--pid", f.child_pid);
+	const char *t = last_table(o.out);
+	ASSERT(row_of(t, "family_child", &self, &total));
+	ASSERT_DOUBLE_NEAR(total, 100, 3);
+	ASSERT(!row_of(t, "worker", &self, &total));
+	test_output_free(&o);
+
+	top_filtered(&o, spool, "--pid", f.pid);
+	t = last_table(o.out);
+	ASSERT(!row_of(t, "family_child", &self, &total));
+	ASSERT(row_of(t, "worker", &self, &total));
+	ASSERT(row_of(t, "main", &self, &total));
+	test_output_free(&o);
+
+	top_filtered(&o, spool, "--tid", f.worker_tid);
+	t = last_table(o.out);
+	ASSERT(row_of(t, "worker", &self, &total));
+	ASSERT_DOUBLE_NEAR(total, 100, 3);
+	ASSERT(!row_of(t, "main", &self, &total));
+	ASSERT(!row_of(t, "family_child", &self, &total));
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(top_exits_cleanly_on_sigint, 120)
+{
+	const char *out = test_path("top.out");
+	char *text = NULL;
+
+	test_require_perf();
+	fflush(NULL);
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, STDOUT_FILENO);
+		execl(test_bin("sonde"), "sonde", "top", "-d", "0.3", "--", test_prog("split"),
+		      "60", (char *)NULL);
+		_exit(127);
+	}
+	/* Wait for a first table that has samples. */
+	double deadline = test_now() + 30;
+	while (test_now() < deadline) {
+		free(text);
+		text = test_read_file(out, NULL);
+		if (text && strstr(text, "compute_hot"))
+			break;
+		usleep(50000);
+	}
+	ASSERT_CONTAINS(text, "compute_hot");
+	double sent = test_now();
+	ASSERT_OK(kill(pid, SIGINT));
+	ASSERT_INT(test_wait(pid, 20), ==, 0);
+	ASSERT_DOUBLE_NEAR(test_now() - sent, 0, 5);
+	free(text);
+	text = test_read_file(out, NULL);
+	ASSERT_CONTAINS(last_table(text), "| final");
+	/* The command it launched was ended too. */
+	int child;
+	const char *p = strstr(text, "(pid ");
+	ASSERT_NOT_NULL(p);
+	ASSERT_INT(sscanf(p, "(pid %d)", &child), ==, 1);
+	deadline = test_now() + 10;
+	while (kill(child, 0) == 0 && test_now() < deadline)
+		usleep(20000);
+	ASSERT_INT(kill(child, 0), ==, -1);
+	free(text);
+}
+
+/* Reads what the pty shows until `needle` appears or the deadline; returns the text. */
+static char *pty_read_until(int master, char *acc, size_t *len, const char *needle, double secs)
+{
+	double deadline = test_now() + secs;
+
+	while (!memmem(acc, *len, needle, strlen(needle)) && test_now() < deadline) {
+		struct pollfd p = {.fd = master, .events = POLLIN};
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		acc = realloc(acc, *len + 4097);
+		ssize_t n = read(master, acc + *len, 4096);
+		if (n <= 0)
+			break;
+		*len += (size_t)n;
+		acc[*len] = 0;
+	}
+	return acc;
+}
+
+TEST_TIMEOUT(top_terminal_mode_quits_on_q_and_restores_the_screen, 120)
+{
+	struct winsize ws = {.ws_row = 30, .ws_col = 100};
+	struct termios during, after;
+	int master, status;
+	char *acc = calloc(1, 1);
+	size_t len = 0;
+
+	test_require_perf();
+	fflush(NULL);
+	pid_t pid = forkpty(&master, NULL, NULL, &ws);
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		execl(test_bin("sonde"), "sonde", "top", "-d", "0.3", "--", test_prog("split"),
+		      "60", (char *)NULL);
+		_exit(127);
+	}
+	acc = pty_read_until(master, acc, &len, "compute_hot", 30);
+	ASSERT_CONTAINS(acc, "\033[?1049h"); /* the alternate screen */
+	ASSERT_CONTAINS(acc, "compute_hot");
+	/* Raw mode while it runs: no canonical input, no echo. */
+	ASSERT_OK(tcgetattr(master, &during));
+	ASSERT_UINT(during.c_lflag & (ICANON | ECHO), ==, 0);
+	ASSERT_INT(write(master, "q", 1), ==, 1);
+	double sent = test_now();
+	acc = pty_read_until(master, acc, &len, "\033[?1049l", 10);
+	ASSERT_INT(waitpid(pid, &status, 0), ==, pid);
+	ASSERT_DOUBLE_NEAR(test_now() - sent, 0, 5);
+	ASSERT(WIFEXITED(status));
+	ASSERT_INT(WEXITSTATUS(status), ==, 0);
+	/* The normal screen is back, cursor shown, and nothing was drawn on it after. */
+	const char *leave = ASSERT_NOT_NULL(strstr(acc, "\033[?1049l"));
+	ASSERT_NOT_CONTAINS(leave, "compute_hot");
+	ASSERT_CONTAINS(acc, "\033[?25h");
+	ASSERT_OK(tcgetattr(master, &after));
+	ASSERT_UINT(after.c_lflag & (ICANON | ECHO), ==, ICANON | ECHO);
+	close(master);
+	free(acc);
+}
+
+TEST(top_usage_and_errors)
+{
+	struct test_output o;
+
+	test_runf(&o, 30, "%s top --help", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "usage: sonde top");
+	test_output_free(&o);
+
+	test_runf(&o, 30, "%s top", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "nothing to show");
+	test_output_free(&o);
+
+	test_runf(&o, 30, "%s top -d 0 x.spool", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "bad value for -d");
+	test_output_free(&o);
+
+	test_runf(&o, 30, "%s top -p 1 %s", test_bin("sonde"), test_path("x.spool"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "only one of");
+	test_output_free(&o);
+
+	test_runf(&o, 30, "%s top %s", test_bin("sonde"), test_path("missing.spool"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "missing.spool");
+	ASSERT_CONTAINS(o.err, "No such file");
+	test_output_free(&o);
+
+	test_runf(&o, 30, "%s top -p 2147483646", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "no such process");
+	test_output_free(&o);
+
+	test_runf(&o, 30, "%s top -- /nonexistent/cmd", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 127);
+	test_output_free(&o);
+}
