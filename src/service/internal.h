@@ -359,6 +359,9 @@ void trigger_session_free(struct svc *s, struct session *ss);
 void trigger_svc_free(struct svc *s);
 /* ProducerPort.ActivateTriggers. */
 int trigger_activate(struct svc *s, struct req *r);
+/* Appends to the TraceConfig packet being written what differs from the consumer's bytes:
+ * with STOP_TRACING, duration_ms = trigger_timeout_ms (§6.3; last value wins). */
+void trigger_config_fixup(const struct session *ss, struct buf *config);
 /* Emits the Trigger packets not emitted yet (§6.3 step 4). */
 void trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx);
 

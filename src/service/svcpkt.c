@@ -182,7 +182,10 @@ void svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void
 	if (!ss->config_emitted && !ss->no_trace_config) {
 		ss->config_emitted = true;
 		buf_reset(b);
-		pb_put_bytes(b, PF_PACKET_TRACE_CONFIG, ss->config, ss->config_len);
+		size_t m = pb_begin(b, PF_PACKET_TRACE_CONFIG);
+		buf_append(b, ss->config, ss->config_len);
+		trigger_config_fixup(ss, b);
+		pb_end(b, m);
 		put_trusted(s, b);
 		emit_scratch(s, fn, ctx);
 	}

@@ -441,6 +441,12 @@ int trigger_activate(struct svc *s, struct req *r)
 
 /* ------------------------------------------------------------------ packets */
 
+void trigger_config_fixup(const struct session *ss, struct buf *config)
+{
+	if (ss->trig.ndefs && ss->trig.mode == PF_TRIGGER_MODE_STOP_TRACING)
+		pb_put_varint(config, PF_TRACE_CONFIG_DURATION_MS, ss->trig.timeout_ms);
+}
+
 void trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx)
 {
 	struct buf *q = &ss->trig.pkts;

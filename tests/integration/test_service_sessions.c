@@ -256,6 +256,28 @@ TEST_TIMEOUT(trig_start_timeout_ends_session_with_empty_trace, 60)
 	rig_down(&r);
 }
 
+/* duration_ms of the TraceConfig packet (the last value of the field). */
+static uint64_t config_duration(const struct buf *trace)
+{
+	struct tpkt pk;
+	uint64_t d = UINT64_MAX;
+
+	for (size_t off = 0; trace_next(trace, &off, &pk);) {
+		struct pb_reader r = pb_reader_init(pk.p, pk.len), cr;
+		struct pb_field f, g;
+		while (pb_next(&r, &f) > 0) {
+			if (f.num != PF_PACKET_TRACE_CONFIG || f.wire != PB_LEN)
+				continue;
+			cr = pb_sub(&f);
+			d = 0;
+			while (pb_next(&cr, &g) > 0)
+				if (g.num == PF_TRACE_CONFIG_DURATION_MS && g.wire == PB_VARINT)
+					d = g.u;
+		}
+	}
+	return d;
+}
+
 TEST_TIMEOUT(trig_stop_trigger_flushes_and_stops_after_delay, 60)
 {
 	struct rig r;
@@ -279,6 +301,7 @@ TEST_TIMEOUT(trig_stop_trigger_flushes_and_stops_after_delay, 60)
 	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
 	tcons_read(&r.c, &trace);
 	ASSERT_INT(trace_count(&trace, "before-stop-trigger", 19, NULL), ==, 1);
+	ASSERT_UINT(config_duration(&trace), ==, 60000); /* the trigger timeout, §6.3 */
 	assert_trigger_packet(&trace, "stop-now", "test-producer", 300);
 	assert_trigger_packet(&trace, "other", "test-producer", 0);
 	buf_free(&cfg);
