@@ -39,7 +39,7 @@ printf "(%s bytes, cycling the %d samples of the sonde recording)\n" \
 	"$(stat -c %s "$tmp/big.spool")" "$real_samples"
 awk -v c="$perf_cpu" -v n="$perf_samples" 'BEGIN {
 	printf "%-30s %8.3f s CPU for %8d samples = %7.3f us/sample\n", "perf script", c, n, c / n * 1e6 }'
-for fmt in pprof folded speedscope svg; do
+for fmt in pprof folded speedscope svg perfetto; do
 	for opt in "" --no-symbolize; do
 		c=$(cpu "$B/sonde" convert "$tmp/big.spool" -o "$tmp/out" --format "$fmt" $opt)
 		awk -v name="convert $fmt $opt" -v c="$c" -v n="$N" -v pc="$perf_cpu" \
