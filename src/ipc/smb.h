@@ -64,6 +64,31 @@ enum smb_chunk_flags {
 	SMB_FLAG_NEEDS_PATCHING = 1 << 2,
 };
 
+/* Points where the service touches shared memory that a hostile producer can rewrite at
+ * any moment (see smb_access_hook). */
+enum smb_access_point {
+	SMB_AT_CAS,	 /* before a CAS on a bitmap word (ptr: the word) */
+	SMB_AT_ACQUIRED, /* chunk taken Complete->BeingRead, header not read yet (ptr: chunk) */
+	SMB_AT_COPY,	 /* before the payload is copied out (ptr, len: the payload) */
+	SMB_AT_COPIED,	 /* the payload has been copied out (ptr, len: the payload) */
+	SMB_AT_RELEASE,	 /* header cleared, before the CAS to Free (ptr: chunk) */
+	SMB_AT_SCRAPE,	 /* scraping, after the bitmap load, before the header (ptr: chunk) */
+};
+
+/* A test seam, not an API: a program that defines this function (the hostile-SMB fuzz
+ * target does) has it called at each smb_access_point, from the thread that is about to
+ * touch the SMB, and may rewrite any byte of the SMB there, as a concurrent malicious
+ * producer could. Elsewhere the symbol stays undefined (weak), which costs one predictable
+ * branch per access point. */
+extern void smb_access_hook(enum smb_access_point at, const void *ptr, size_t len)
+	__attribute__((weak, visibility("default")));
+
+static inline void smb_access(enum smb_access_point at, const void *ptr, size_t len)
+{
+	if (smb_access_hook)
+		smb_access_hook(at, ptr, len);
+}
+
 #define SMB_LAYOUT_SHIFT	28
 #define SMB_LAYOUT_MASK		(7u << SMB_LAYOUT_SHIFT)
 #define SMB_STATES_MASK		((1u << (2 * SMB_MAX_CHUNKS_PER_PAGE)) - 1)
@@ -182,6 +207,7 @@ static inline bool smb_chunk_transition(uint32_t *bm, unsigned chunk, enum smb_c
 		unsigned layout = smb_bitmap_layout(cur);
 		if (chunk >= smb_layout_nchunks(layout) || smb_bitmap_state(cur, chunk) != from)
 			return false;
+		smb_access(SMB_AT_CAS, bm, sizeof(*bm));
 		if (smb_bitmap_cas(bm, &cur, smb_bitmap_with_state(cur, chunk, to))) {
 			if (layout_out)
 				*layout_out = layout;
@@ -251,6 +277,7 @@ static inline uint8_t *smb_acquire_for_reading(void *base, size_t page_size, siz
 				  SMB_CHUNK_BEING_READ, &layout))
 		return NULL;
 	c = smb_chunk_ptr(base, page_size, page, layout, chunk);
+	smb_access(SMB_AT_ACQUIRED, c, smb_chunk_size(page_size, layout));
 	*ci = smb_chunk_read_hdr(c);
 	ci->size = (uint32_t)smb_chunk_size(page_size, layout);
 	return c;
@@ -268,6 +295,7 @@ static inline void smb_release_read_chunk(void *base, size_t page_size, size_t p
 	__atomic_store_n(&h->writer_id, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->chunk_id, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->packets, 0, __ATOMIC_RELEASE);
+	smb_access(SMB_AT_RELEASE, c, SMB_CHUNK_HDR_SIZE);
 	cur = smb_bitmap_load(bm);
 	for (int i = 0; i < SMB_CAS_ATTEMPTS; i++) {
 		if (smb_bitmap_state(cur, chunk) != SMB_CHUNK_BEING_READ)
@@ -275,6 +303,7 @@ static inline void smb_release_read_chunk(void *base, size_t page_size, size_t p
 		next = smb_bitmap_with_state(cur, chunk, SMB_CHUNK_FREE);
 		if (smb_bitmap_all_free(next))
 			next = 0;
+		smb_access(SMB_AT_CAS, bm, sizeof(*bm));
 		if (smb_bitmap_cas(bm, &cur, next))
 			return;
 	}

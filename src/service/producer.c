@@ -483,11 +483,16 @@ static void move_chunk(struct svc *s, struct conn *c, uint64_t page, uint64_t ch
 	bool ok = tb && allowed(p, (uint32_t)target) && ci.writer_id >= 1 &&
 		  ci.writer_id <= SMB_MAX_WRITER_ID &&
 		  (!p->writer_buf[ci.writer_id] || p->writer_buf[ci.writer_id] == target);
-	if (ok)
+	if (ok) {
+		const uint8_t *payload = ch + SMB_CHUNK_HDR_SIZE;
+		size_t len = ci.size - SMB_CHUNK_HDR_SIZE;
+		smb_access(SMB_AT_COPY, payload, len);
 		tbuf_copy_chunk(tb, p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
-				ch + SMB_CHUNK_HDR_SIZE, ci.size - SMB_CHUNK_HDR_SIZE);
-	else
+				payload, len);
+		smb_access(SMB_AT_COPIED, payload, len);
+	} else {
 		s->chunks_discarded++;
+	}
 	/* freed even when refused, so a misdirected producer does not leak its SMB */
 	smb_release_read_chunk(p->smb, p->page_size, page, (unsigned)chunk, ch);
 }
@@ -600,8 +605,10 @@ static void scrape_chunk(struct svc *s, struct conn *c, const struct session *on
 			 size_t chunk_size, bool complete)
 {
 	struct producer *p = &c->p;
-	struct smb_chunk_info ci = smb_chunk_read_hdr(ch);
+	struct smb_chunk_info ci;
 
+	smb_access(SMB_AT_SCRAPE, ch, chunk_size);
+	ci = smb_chunk_read_hdr(ch);
 	if (ci.writer_id < 1 || ci.writer_id > SMB_MAX_WRITER_ID)
 		return;
 	uint16_t id = p->writer_buf[ci.writer_id];
@@ -614,8 +621,10 @@ static void scrape_chunk(struct svc *s, struct conn *c, const struct session *on
 		ci.count--;
 		ci.flags &= (uint8_t) ~(SMB_FLAG_LAST_PACKET_CONTINUES | SMB_FLAG_NEEDS_PATCHING);
 	}
+	smb_access(SMB_AT_COPY, ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
 	tbuf_copy_chunk(s->bufmap[id], p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
 			ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
+	smb_access(SMB_AT_COPIED, ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
 }
 
 void producer_scrape(struct svc *s, struct conn *c, const struct session *only)

@@ -339,7 +339,10 @@ bool tbuf_packet_valid(const uint8_t *p, size_t len)
 	int rc;
 
 	while ((rc = pb_next(&r, &f)) > 0) {
-		if (reserved(f.num) || (f.wire == PB_LEN && f.len > 0x0FFFFFFF))
+		/* A tag of 2^32 or more has no field number in protobuf (1..2^29-1); readers
+		 * that truncate such a tag to 32 bits would see a reserved field in it. */
+		if (f.num > 0x1FFFFFFF || reserved(f.num) ||
+		    (f.wire == PB_LEN && f.len > 0x0FFFFFFF))
 			return false;
 	}
 	return rc == 0;
