@@ -298,8 +298,11 @@ static inline void smb_release_read_chunk(void *base, size_t page_size, size_t p
 	smb_access(SMB_AT_RELEASE, c, SMB_CHUNK_HDR_SIZE);
 	cur = smb_bitmap_load(bm);
 	for (int i = 0; i < SMB_CAS_ATTEMPTS; i++) {
-		if (smb_bitmap_state(cur, chunk) != SMB_CHUNK_BEING_READ)
-			return; /* the producer broke the protocol; leave the page alone */
+		/* the producer re-partitioned the page or flipped the state: it broke the
+		 * protocol, so leave the page alone rather than write bits of another layout */
+		if (chunk >= smb_layout_nchunks(smb_bitmap_layout(cur)) ||
+		    smb_bitmap_state(cur, chunk) != SMB_CHUNK_BEING_READ)
+			return;
 		next = smb_bitmap_with_state(cur, chunk, SMB_CHUNK_FREE);
 		if (smb_bitmap_all_free(next))
 			next = 0;
