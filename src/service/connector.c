@@ -325,8 +325,10 @@ static void accept_clients(struct svc *s)
 
 	for (;;) {
 		int fd = accept4(cx->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			svc_accept_failed(s, cx->lfd, cx->lcookie, errno);
 			return;
+		}
 		struct ucred cr;
 		socklen_t len = sizeof(cr);
 		if (cx->ncl == CX_MAX_CLIENTS ||

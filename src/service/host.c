@@ -234,12 +234,40 @@ struct conn *svc_add_conn(struct svc *s, int fd, bool producer)
 	return c;
 }
 
+static void resume_accept(void *ctx, uint64_t arg)
+{
+	struct svc *s = ctx;
+	int rc = loop_mod(&s->loop, (int)(arg >> 32), EPOLLIN, arg & UINT32_MAX);
+
+	if (rc < 0)
+		sonde_error("cannot watch a listening socket again: %s", sonde_strerror(rc));
+}
+
+void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err)
+{
+	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
+		return; /* EAGAIN, or a transient error: the listener stays */
+	/* Out of fds or memory, the peer stays in the backlog and the listener readable: a
+	 * level-triggered epoll would wake the loop at once, forever. Stop watching the
+	 * listener for a moment instead. The timer's arg packs the fd and the cookie (a
+	 * listener's cookie is below 2^32). */
+	sonde_debug("accept: %s; pausing for 100 ms", sonde_strerror(-err));
+	if (loop_mod(&s->loop, lfd, 0, cookie) == 0)
+		loop_timer_add(&s->loop, 100, resume_accept,
+			       (uint64_t)lfd << 32 | (uint32_t)cookie);
+}
+
 static void accept_conns(struct svc *s, int which)
 {
 	for (;;) {
 		int fd = accept4(s->lfd[which], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return; /* EAGAIN, or a transient error: the listener stays */
+		if (fd < 0) {
+			svc_accept_failed(s, s->lfd[which],
+					  which ? SVC_COOKIE_CONSUMER_LISTENER
+						: SVC_COOKIE_PRODUCER_LISTENER,
+					  errno);
+			return;
+		}
 		struct ucred cr;
 		socklen_t len = sizeof(cr);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
@@ -317,8 +345,7 @@ static void housekeeping(void *ctx, uint64_t arg)
 	s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0);
 }
 
-static int listen_on(struct svc *s, const struct sonde_service_opts *o, int which,
-		     const char *name)
+static int listen_on(struct svc *s, const struct sonde_service_opts *o, int which, const char *name)
 {
 	int fd = sec_listen(o, which, name);
 

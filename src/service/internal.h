@@ -220,7 +220,7 @@ struct svc {
 	struct svc_limits lim;
 	bool lockdown;
 	struct svc_connector *cx; /* connector.c; NULL when disabled */
-	int lfd[2]; /* producer, consumer */
+	int lfd[2];		  /* producer, consumer */
 	char *path[2];
 	struct conn **conns;
 	size_t nconns;
@@ -252,6 +252,8 @@ int svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
 		   const uint8_t *data, size_t len, int fd);
 void svc_conn_update_events(struct svc *s, struct conn *c);
 void svc_conn_fail(struct svc *s, struct conn *c);
+/* After accept4 on listener lfd failed with err: pauses the listener when out of fds. */
+void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err);
 char *svc_strndup(const uint8_t *p, size_t n);
 
 /* producer.c */

@@ -42,6 +42,25 @@ int proc_fd_count(pid_t pid)
 	return n;
 }
 
+double proc_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long ut = 0, st = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 long proc_rss_kb(pid_t pid)
 {
 	char path[64], line[256];
@@ -422,6 +441,29 @@ bool raw_bind_answered(int fd, const char *name)
 		     g.msg == IPC_MSG_BIND_SERVICE_REPLY && g.success;
 	}
 	return ok;
+}
+
+int raw_reply(int fd, uint64_t id, struct raw_reply *out)
+{
+	static uint8_t in[IPC_BUFFER_SIZE];
+
+	memset(out, 0, sizeof(*out));
+	for (double end = test_now() + 10; test_now() < end;) {
+		int n = raw_read_frame(fd, in, sizeof(in), 10000);
+		struct ipc_frame g;
+		if (n < 0)
+			return -1;
+		if (ipc_frame_decode(in, (size_t)n, &g) < 0 || g.request_id != id)
+			continue;
+		out->msg = (int)g.msg;
+		out->success = g.success;
+		out->has_more = g.has_more;
+		out->data_len = g.data_len;
+		if (g.msg == IPC_MSG_REQUEST_ERROR)
+			snprintf(out->error, sizeof(out->error), "%.*s", (int)g.name_len, g.name);
+		return out->msg;
+	}
+	return -1;
 }
 
 int raw_invoke(int fd, uint64_t id, uint32_t method, uint32_t wrap_field, const struct buf *args)

@@ -59,9 +59,10 @@ bool hostile_producer_started(struct tprod *p, const struct hostile *h, const ch
 /* Appends a ChunksToPatch entry full of out-of-range values naming buffer target. */
 void hostile_put_patches(struct buf *a, uint32_t target, unsigned *seed);
 
-/* sonded's open fd count and VmRSS in KiB. */
+/* sonded's open fd count, VmRSS in KiB, and CPU time (user + system) in seconds. */
 int proc_fd_count(pid_t pid);
 long proc_rss_kb(pid_t pid);
+double proc_cpu_s(pid_t pid);
 
 /* ---- raw sockets (never assert) ---- */
 /* Sends all n bytes. On a non-blocking fd, returns -EAGAIN if not a byte could be sent
@@ -72,6 +73,15 @@ bool raw_bind_answered(int fd, const char *name);
 /* InvokeMethod(service 1, method) as request id. args are the request message, or, with
  * wrap_field != 0, the bytes of that field of it. */
 int raw_invoke(int fd, uint64_t id, uint32_t method, uint32_t wrap_field, const struct buf *args);
+struct raw_reply {
+	int msg; /* enum ipc_msg */
+	bool success, has_more;
+	size_t data_len;
+	char error[200]; /* RequestError's text */
+};
+/* Reads frames until the one answering request id; returns its msg, or -1 on EOF or
+ * after 10 s. */
+int raw_reply(int fd, uint64_t id, struct raw_reply *out);
 /* Reads and drops everything until EOF or a reset: true if it came within timeout_ms. */
 bool raw_wait_eof(int fd, int timeout_ms);
 /* Waits, reading nothing, until the peer hung up: true if it did within timeout_ms. */

@@ -345,3 +345,49 @@ TEST_TIMEOUT(hostile_trigger_flood_does_not_grow_memory, 120)
 	ASSERT_INT(hostile_run(&h, attack_trigger_flood, &h, 60), ==, 0);
 	hostile_down(&h);
 }
+
+/* ------------------------------------------------------------------ fd exhaustion */
+
+enum { FD_LIMIT = 64, FD_HELD = 200 };
+
+/* More connections than sonded has fds: they wait in the listen backlog. sonded must not
+ * spin on a listener it cannot accept from; once fds are free it serves new peers. */
+static int attack_fd_exhaustion(void *arg)
+{
+	struct hostile *h = arg;
+	static int held[FD_HELD];
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	for (int i = 0; i < FD_HELD; i++)
+		if ((held[i] = ipc_connect(i % 2 ? h->d.csock : h->d.psock)) < 0)
+			return 80;
+	double t0 = test_now(), c0 = proc_cpu_s(h->d.pid);
+	sleep(3);
+	double used = proc_cpu_s(h->d.pid) - c0, wall = test_now() - t0;
+	for (int i = 0; i < FD_HELD; i++)
+		close(held[i]);
+	/* serving the witness costs a few percent of a CPU; spinning costs all it can get */
+	return used < 0.1 * wall ? 0 : 81;
+}
+
+TEST_TIMEOUT(hostile_fd_exhaustion_does_not_spin, 120)
+{
+	struct hostile h;
+	struct rlimit rl, tight;
+	struct tc c;
+
+	ASSERT_OK(getrlimit(RLIMIT_NOFILE, &rl));
+	tight = (struct rlimit){FD_LIMIT, rl.rlim_max}; /* sonded inherits it */
+	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &tight));
+	hostile_up(&h, NULL);
+	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &rl));
+	ASSERT_INT(hostile_run(&h, attack_fd_exhaustion, &h, 60), ==, 0);
+	tc_open(&c, h.d.csock, "ConsumerPort"); /* accepting again */
+	tc_msg_free(tc_ok(&c, tc_call(&c, "QueryCapabilities", NULL, -1, false)));
+	tc_close(&c);
+	hostile_down(&h);
+}
