@@ -31,8 +31,9 @@ struct hostile {
 	struct tc hc; /* the attacker's own consumer session, if any */
 	uint64_t hc_enable;
 	bool has_hc;
-	int fds0;  /* sonded's open fds once the sessions run */
-	long rss0; /* and its resident set, KiB */
+	volatile int *quiet; /* shared with the attacker: while set, the witness pauses */
+	int fds0;	     /* sonded's open fds once the sessions run */
+	long rss0;	     /* and its resident set, KiB */
 };
 
 /* Starts sonded (extra: its further arguments, or NULL) and the witness; with ds, also a
@@ -63,6 +64,9 @@ void hostile_put_patches(struct buf *a, uint32_t target, unsigned *seed);
 int proc_fd_count(pid_t pid);
 long proc_rss_kb(pid_t pid);
 double proc_cpu_s(pid_t pid);
+/* Time the process spent runnable (on a CPU or waiting for one), in seconds: about the
+ * wall time for a process that never sleeps, whatever the load. -1 if unknown. */
+double proc_runnable_s(pid_t pid);
 
 /* ---- raw sockets (never assert) ---- */
 /* Sends all n bytes. On a non-blocking fd, returns -EAGAIN if not a byte could be sent
@@ -77,7 +81,8 @@ struct raw_reply {
 	int msg; /* enum ipc_msg */
 	bool success, has_more;
 	size_t data_len;
-	char error[200]; /* RequestError's text */
+	uint8_t data[4096]; /* the reply message (its first bytes) */
+	char error[200];    /* RequestError's text */
 };
 /* Reads frames until the one answering request id; returns its msg, or -1 on EOF or
  * after 10 s. */

@@ -1,7 +1,9 @@
 /* An unprivileged user (uid nobody) against sessions of root, over sonded's sockets (which
  * are 0666 by default, in a test directory every user may traverse). A consumer reaches
  * only its own session: nobody cannot read, flush, stop, free, attach to or clone root's
- * sessions, and gets a clear refusal where the protocol has one. With lockdown, nobody's
+ * sessions, and gets a clear refusal where the protocol has one (ReadBuffers, DisableTracing
+ * and FreeBuffers act on the caller's own session, so for a caller without one they read
+ * nothing and stop nothing, as in traced). With lockdown, nobody's
  * producer is refused at InitializeConnection with an error naming the reason. Root's
  * witness session runs meanwhile and must lose nothing. */
 #include <grp.h>
@@ -32,6 +34,22 @@ static int call(int fd, uint64_t id, uint32_t method, const struct buf *args, st
 	return raw_reply(fd, id, r);
 }
 
+/* A CloneSessionResponse with success false and an error containing why. */
+static bool clone_refused(const struct raw_reply *r, const char *why)
+{
+	struct pb_reader rd = pb_reader_init(r->data, r->data_len);
+	struct pb_field f;
+	bool ok = false, named = false;
+
+	while (pb_next(&rd, &f) > 0) {
+		if (f.num == PF_CLONE_SESSION_RESP_SUCCESS && f.wire == PB_VARINT)
+			ok = f.u != 0;
+		else if (f.num == PF_CLONE_SESSION_RESP_ERROR && f.wire == PB_LEN)
+			named = memmem(f.ptr, f.len, why, strlen(why)) != NULL;
+	}
+	return !ok && named;
+}
+
 static int nobody_consumer(void *arg)
 {
 	struct hostile *h = arg;
@@ -58,15 +76,19 @@ static int nobody_consumer(void *arg)
 	pb_put_string(&key, PF_DETACH_REQ_KEY, "root-key");
 	if (call(fd, 5, PF_CONSUMER_ATTACH, &key, &r) < 0 || r.success)
 		return 96;
-	/* clone: refused, whether or not the service implements it */
-	buf_reset(&key);
-	pb_put_varint(&key, 1 /* session_id */, 1);
-	if (call(fd, 6, PF_CONSUMER_CLONE_SESSION, &key, &r) < 0 || r.success)
-		return 97;
+	/* clone root's witness session (id 1) and its detached one (id 2): refused because
+	 * they belong to another uid, not because they do not exist */
+	for (uint64_t id = 1; id <= 2; id++) {
+		buf_reset(&key);
+		pb_put_varint(&key, PF_CLONE_SESSION_REQ_SESSION_ID, id);
+		if (call(fd, 5 + id, PF_CONSUMER_CLONE_SESSION, &key, &r) < 0 || !r.success ||
+		    !clone_refused(&r, "permission denied"))
+			return 97;
+	}
 	/* stop and free act on its own (absent) session: nothing happens to root's */
-	if (call(fd, 7, PF_CONSUMER_DISABLE_TRACING, NULL, &r) < 0)
+	if (call(fd, 8, PF_CONSUMER_DISABLE_TRACING, NULL, &r) < 0)
 		return 98;
-	if (call(fd, 8, PF_CONSUMER_FREE_BUFFERS, NULL, &r) < 0)
+	if (call(fd, 9, PF_CONSUMER_FREE_BUFFERS, NULL, &r) < 0)
 		return 99;
 	buf_free(&key);
 	close(fd);
