@@ -250,6 +250,8 @@ static ssize_t send_some(struct ipc_chan *c)
 
 int ipc_chan_flush(struct ipc_chan *c)
 {
+	bool progress = false;
+
 	while (c->tx_off < c->tx.len) {
 		ssize_t w = send_some(c);
 		if (w < 0) {
@@ -260,10 +262,14 @@ int ipc_chan_flush(struct ipc_chan *c)
 			return -errno;
 		}
 		c->tx_off += (size_t)w;
+		if (w > 0)
+			progress = true;
 	}
 	tx_compact(c);
 	if (c->tx_off < c->tx.len) {
-		if (!c->tx_stalled_ns)
+		/* the send timeout counts from the last bytes the peer took: a consumer that
+		 * keeps reading a trace longer than the timeout is slow, not stalled */
+		if (!c->tx_stalled_ns || progress)
 			c->tx_stalled_ns = mono_ns();
 		return 1;
 	}

@@ -118,7 +118,7 @@ struct ipc_chan {
 		int fd;
 	} tx_fds[IPC_CHAN_MAX_TX_FDS];
 	unsigned n_tx_fds;
-	uint64_t tx_stalled_ns; /* CLOCK_MONOTONIC when the queue last became non-empty */
+	uint64_t tx_stalled_ns; /* CLOCK_MONOTONIC of the last progress while bytes wait */
 	/* peer identity from SO_PEERCRED (-1 when unknown) */
 	pid_t peer_pid;
 	uid_t peer_uid;

@@ -440,6 +440,11 @@ static int raw_read_frame(int fd, uint8_t *out, size_t cap, int timeout_ms)
 	return (int)len;
 }
 
+int raw_next_frame(int fd, uint8_t *out, size_t cap, int timeout_ms)
+{
+	return raw_read_frame(fd, out, cap, timeout_ms);
+}
+
 bool raw_bind_answered(int fd, const char *name)
 {
 	struct ipc_frame f = {.request_id = 1, .msg = IPC_MSG_BIND_SERVICE};

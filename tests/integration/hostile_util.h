@@ -72,6 +72,9 @@ double proc_runnable_s(pid_t pid);
 /* Sends all n bytes. On a non-blocking fd, returns -EAGAIN if not a byte could be sent
  * within 100 ms; a frame once started is always completed (or -ETIMEDOUT after 30 s). */
 int raw_send(int fd, const void *p, size_t n);
+/* Reads one frame's payload into out (blocking up to timeout_ms): its length, or -1 on
+ * EOF, timeout or a frame larger than cap. */
+int raw_next_frame(int fd, uint8_t *out, size_t cap, int timeout_ms);
 /* BindService(name) as request 1; true once its successful reply arrived (10 s). */
 bool raw_bind_answered(int fd, const char *name);
 /* InvokeMethod(service 1, method) as request id. args are the request message, or, with

@@ -397,3 +397,103 @@ TEST_TIMEOUT(hostile_fd_exhaustion_does_not_spin, 120)
 	tc_close(&c);
 	hostile_down(&h);
 }
+
+/* ------------------------------------------------------------------ slow but steady */
+
+enum { BULK_PACKETS = 3000, BULK_PAD = 990, BULK_RATE = 200 * 1024 /* bytes/s */ };
+
+static void bulk_fill(struct tprod *p, uint32_t target)
+{
+	static uint8_t pad[BULK_PAD];
+	unsigned pages = (unsigned)(p->smb_size / p->page), chunk = 0;
+
+	for (uint32_t n = 0; n < BULK_PACKETS; chunk++) {
+		struct buf pk[4] = {BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT};
+		struct iovec v[4];
+		unsigned moves[1][2] = {{chunk % pages, 0}};
+		int k = 0;
+		for (; k < 4 && n < BULK_PACKETS; k++, n++) {
+			pb_put_varint(&pk[k], 901, n);
+			pb_put_bytes(&pk[k], 902, pad, sizeof(pad));
+			v[k] = (struct iovec){pk[k].data, pk[k].len};
+		}
+		tprod_chunk(p, chunk % pages, SMB_LAYOUT_DIV1, 0, 1, chunk, 0, v, (size_t)k, true);
+		tprod_commit(p, moves, 1, target, 0, NULL);
+		for (int i = 0; i < 4; i++)
+			buf_free(&pk[i]);
+	}
+}
+
+/* Reads the ReadBuffers replies of request id at about BULK_RATE; returns the number of
+ * packets with field 901, each counted once in seen[]. */
+static int bulk_read_slowly(int fd, uint64_t id, uint8_t *seen)
+{
+	static uint8_t in[IPC_BUFFER_SIZE];
+	struct buf pkt = BUF_INIT;
+	int found = 0;
+
+	for (bool more = true; more;) {
+		int n = raw_next_frame(fd, in, sizeof(in), 15000);
+		struct ipc_frame f;
+		ASSERT_INT(n, >=, 0); /* not disconnected */
+		ASSERT_OK(ipc_frame_decode(in, (size_t)n, &f));
+		if (f.request_id != id)
+			continue;
+		ASSERT(f.success);
+		more = f.has_more;
+		struct pb_reader r = pb_reader_init(f.data, f.data_len), sr;
+		struct pb_field g, h;
+		while (pb_next(&r, &g) > 0) {
+			bool last = false;
+			sr = pb_sub(&g);
+			while (pb_next(&sr, &h) > 0) {
+				if (h.num == PF_SLICE_DATA)
+					buf_append(&pkt, h.ptr, h.len);
+				else if (h.num == PF_SLICE_LAST_SLICE_FOR_PACKET)
+					last = h.u != 0;
+			}
+			if (!last)
+				continue;
+			struct pb_reader pr = pb_reader_init(pkt.data, pkt.len);
+			while (pb_next(&pr, &h) > 0)
+				if (h.num == 901 && h.u < BULK_PACKETS && !seen[h.u]++)
+					found++;
+			buf_reset(&pkt);
+		}
+		usleep((useconds_t)((uint64_t)n * 1000000 / BULK_RATE));
+	}
+	buf_free(&pkt);
+	return found;
+}
+
+/* A consumer reading a 3 MB trace at 200 KB/s takes 15 s, longer than the 10 s send
+ * timeout, but it keeps taking bytes: it is slow, not stalled, and gets everything. */
+TEST_TIMEOUT(hostile_slow_but_steady_reader_is_served, 120)
+{
+	static const char *const ds[] = {"bulk.ds"};
+	static uint8_t seen[BULK_PACKETS];
+	struct sonded d;
+	struct tprod p;
+	struct tc c;
+	struct tcmd cmd;
+	struct buf cfg = BUF_INIT;
+
+	sonded_start(&d, NULL);
+	tprod_open(&p, d.psock, "bulk-producer", false);
+	tprod_register(&p, "bulk.ds", false, false);
+	tc_open(&c, d.csock, "ConsumerPort");
+	tcfg_basic(&cfg, 4096, ds, 1);
+	tcons_enable(&c, &cfg, -1);
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	bulk_fill(&p, target);
+	double t0 = test_now();
+	uint64_t id = tc_call(&c, "ReadBuffers", NULL, -1, false);
+	ASSERT_INT(bulk_read_slowly(c.ch.fd, id, seen), ==, BULK_PACKETS);
+	ASSERT_INT(test_now() - t0, >, 11); /* it did outlast the send timeout */
+	buf_free(&cfg);
+	tc_close(&c);
+	tc_close(&p.t);
+	sonded_stop(&d);
+}
