@@ -306,43 +306,82 @@ TEST_TIMEOUT(hostile_thousands_of_connections_opened_and_dropped, 180)
 
 /* ------------------------------------------------------------------ triggers */
 
+/* Sends ActivateTriggers(name) until it went out (the fd is non-blocking). */
+static int send_trigger(int fd, uint64_t id, const char *name)
+{
+	struct buf a = BUF_INIT;
+	int rc;
+
+	pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, name);
+	while ((rc = raw_invoke(fd, id, PF_PRODUCER_ACTIVATE_TRIGGERS, 0, &a)) == -EAGAIN)
+		usleep(1000); /* the service stopped reading us for now */
+	buf_free(&a);
+	return rc;
+}
+
+/* Floods ActivateTriggers for 3 s, then names the trigger that would stop the session of
+ * the test: by then its token bucket is empty, so that one must be ignored too. */
 static int attack_trigger_flood(void *arg)
 {
 	struct hostile *h = arg;
 	int fd = ipc_connect(h->d.psock);
 	struct buf a = BUF_INIT;
 	char name[64];
+	uint64_t id = 3;
 
 	if (fd < 0 || !raw_bind_answered(fd, "ProducerPort"))
 		return 70;
 	pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "hostile-triggers");
 	if (raw_invoke(fd, 2, PF_PRODUCER_INITIALIZE_CONNECTION, 0, &a) < 0)
 		return 71;
+	buf_free(&a);
 	fcntl(fd, F_SETFL, O_NONBLOCK);
-	uint64_t id = 3;
 	for (double end = test_now() + 3; test_now() < end; id++) {
-		buf_reset(&a);
 		snprintf(name, sizeof(name), "trigger-%llu", (unsigned long long)id);
-		pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, name);
-		int rc = raw_invoke(fd, id, PF_PRODUCER_ACTIVATE_TRIGGERS, 0, &a);
-		if (rc == -EAGAIN)
-			usleep(1000); /* throttled: the service stopped reading us for now */
-		else if (rc < 0)
-			break; /* disconnected */
+		if (send_trigger(fd, id, name) < 0)
+			return 0; /* disconnected: that is an answer too */
 		if (id % 64 == 0)
 			raw_drain(fd); /* read replies, so that only the flood itself counts */
 	}
-	buf_free(&a);
+	if (send_trigger(fd, id, "hostile-stop") < 0)
+		return 0;
+	usleep(300000); /* let it be handled before the connection goes */
 	close(fd);
 	return id > 1000 ? 0 : 72; /* the flood did happen */
 }
 
-TEST_TIMEOUT(hostile_trigger_flood_does_not_grow_memory, 120)
+TEST_TIMEOUT(hostile_trigger_flood_is_throttled, 120)
 {
+	static const char *const ds[] = {"hostile.ds"};
 	struct hostile h;
+	struct buf cfg = BUF_INIT, a = BUF_INIT;
+	struct tprod p;
+	struct tc t;
 
 	hostile_up(&h, NULL);
+	/* a session that the STOP trigger "hostile-stop" ends */
+	tc_open(&t, h.d.csock, "ConsumerPort");
+	tcfg_basic(&cfg, 64, ds, 1);
+	size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_TRIGGER_CONFIG);
+	pb_put_varint(&cfg, PF_TRIGGER_CONFIG_TRIGGER_MODE, PF_TRIGGER_MODE_STOP_TRACING);
+	pb_put_varint(&cfg, PF_TRIGGER_CONFIG_TRIGGER_TIMEOUT_MS, 600000);
+	size_t tm = pb_begin(&cfg, PF_TRIGGER_CONFIG_TRIGGERS);
+	pb_put_string(&cfg, PF_TRIGGER_NAME, "hostile-stop");
+	pb_end(&cfg, tm);
+	pb_end(&cfg, m);
+	uint64_t req = tcons_enable(&t, &cfg, -1);
 	ASSERT_INT(hostile_run(&h, attack_trigger_flood, &h, 60), ==, 0);
+	/* the flooder's own "hostile-stop" came with an empty bucket: ignored */
+	ASSERT(tc_wait(&t, req, 1000) == NULL);
+	/* the trigger itself works: another producer's ends the session */
+	tprod_open(&p, h.d.psock, "polite-producer", false);
+	pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, "hostile-stop");
+	tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "ActivateTriggers", &a, -1, false)));
+	free(tcons_wait_disabled(&t, req, 10000));
+	tc_close(&p.t);
+	tc_close(&t);
+	buf_free(&a);
+	buf_free(&cfg);
 	hostile_down(&h);
 }
 
