@@ -320,7 +320,7 @@ static int send_trigger(int fd, uint64_t id, const char *name)
 }
 
 /* Floods ActivateTriggers for 3 s, then names the trigger that would stop the session of
- * the test: by then its token bucket is empty, so that one must be ignored too. */
+ * the test after more names than its token bucket can hold: that one must be ignored. */
 static int attack_trigger_flood(void *arg)
 {
 	struct hostile *h = arg;
@@ -334,7 +334,6 @@ static int attack_trigger_flood(void *arg)
 	pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "hostile-triggers");
 	if (raw_invoke(fd, 2, PF_PRODUCER_INITIALIZE_CONNECTION, 0, &a) < 0)
 		return 71;
-	buf_free(&a);
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	for (double end = test_now() + 3; test_now() < end; id++) {
 		snprintf(name, sizeof(name), "trigger-%llu", (unsigned long long)id);
@@ -343,8 +342,31 @@ static int attack_trigger_flood(void *arg)
 		if (id % 64 == 0)
 			raw_drain(fd); /* read replies, so that only the flood itself counts */
 	}
-	if (send_trigger(fd, id, "hostile-stop") < 0)
-		return 0;
+	/* then, in one write, 5 requests of 64 names (the most one request may name) ending
+	 * with the stop trigger: 320 names against a bucket of at most 128 tokens, however the
+	 * attacker and the service were scheduled meanwhile */
+	struct buf frames = BUF_INIT;
+	for (int k = 0; k < 5; k++, id++) {
+		struct ipc_frame f = {.request_id = id,
+				      .msg = IPC_MSG_INVOKE_METHOD,
+				      .service_id = 1,
+				      .method_id = PF_PRODUCER_ACTIVATE_TRIGGERS,
+				      .drop_reply = true};
+		buf_reset(&a);
+		for (int n = 0; n < 64; n++) {
+			snprintf(name, sizeof(name), "burst-%d-%d", k, n);
+			pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES,
+				      k == 4 && n == 63 ? "hostile-stop" : name);
+		}
+		f.data = a.data;
+		f.data_len = a.len;
+		if (ipc_frame_encode(&frames, &f) < 0)
+			return 73;
+	}
+	while (raw_send(fd, frames.data, frames.len) == -EAGAIN)
+		usleep(1000);
+	buf_free(&frames);
+	buf_free(&a);
 	usleep(300000); /* let it be handled before the connection goes */
 	close(fd);
 	return id > 1000 ? 0 : 72; /* the flood did happen */
