@@ -486,8 +486,9 @@ int raw_reply(int fd, uint64_t id, struct raw_reply *out)
 		out->success = g.success;
 		out->has_more = g.has_more;
 		out->data_len = g.data_len;
-		memcpy(out->data, g.data,
-		       g.data_len < sizeof(out->data) ? g.data_len : sizeof(out->data));
+		if (g.data)
+			memcpy(out->data, g.data,
+			       g.data_len < sizeof(out->data) ? g.data_len : sizeof(out->data));
 		if (g.msg == IPC_MSG_REQUEST_ERROR)
 			snprintf(out->error, sizeof(out->error), "%.*s", (int)g.name_len, g.name);
 		return out->msg;
