@@ -344,3 +344,24 @@ TEST(top_usage_and_errors)
 	ASSERT_INT(o.status, ==, 127);
 	test_output_free(&o);
 }
+
+TEST_TIMEOUT(top_attaches_to_a_running_pid_until_it_exits, 120)
+{
+	const char *split[] = {test_prog("split"), "4", NULL};
+	struct test_output o;
+
+	test_require_perf();
+	pid_t pid = test_spawn(split);
+	test_runf(&o, 90, "%s top -d 0.5 -p %d", test_bin("sonde"), (int)pid);
+	/* The process was resumed after attaching and ran to its normal end. */
+	ASSERT_INT(test_wait(pid, 30), ==, 0);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_INT(count_tables(o.out), >=, 3);
+	const char *t = last_table(o.out);
+	ASSERT_CONTAINS(t, "| final");
+	char src[64];
+	snprintf(src, sizeof(src), "sonde top: pid %d |", (int)pid);
+	ASSERT_CONTAINS(t, src);
+	check_split_table(t);
+	test_output_free(&o);
+}
