@@ -290,7 +290,11 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 			err = -ENOMEM;
 			break;
 		}
+		/* Whatever a reused tid was before, it is defined afresh. */
 		t->pid = p->pid;
+		t->defined = false;
+		t->announced = false;
+		t->since = p->since;
 		if (proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
 			t->comm[0] = 0;
 		err = open_thread(r, tids[i], false);
@@ -323,6 +327,8 @@ int rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode
 	p->attached = true;
 	p->exited = false;
 	p->start_time = st.start_time;
+	/* Its events are opened after this: every record of it is at least as recent. */
+	p->since = rec_now();
 	if (mode == SONDE_ATTACH_ON_EXEC) {
 		/* Still a copy of the launcher: its mappings are replaced at exec. */
 		struct rec_thread *t = rec_thread_get(r, pid, true);

@@ -57,6 +57,9 @@ struct rec_process {
 	uint64_t fork_time;	   /* monotonic ns of its fork record (followed children) */
 	uint64_t attach_ticks;	   /* boot time in clock ticks when its threads were listed */
 	uint64_t exe_dev, exe_ino; /* /proc/PID/exe when last checked; 0 when unknown */
+	/* Monotonic ns from which records of this pid belong to this process: older ones
+	 * (still queued when the pid was reused) are of its predecessor and are ignored. */
+	uint64_t since;
 };
 
 struct rec_thread {
@@ -66,6 +69,7 @@ struct rec_thread {
 	bool defined;
 	bool own_events; /* events opened on it by the recorder (not inherited) */
 	bool announced;	 /* a fork record created it: it inherited the events */
+	uint64_t since;	 /* as rec_process.since, for a reused tid */
 	char comm[16];
 };
 

@@ -296,6 +296,10 @@ static int adopt_child(struct sonde_recorder *r, pid_t pid, uint64_t time)
 		return -ENOMEM;
 	}
 	c->start_time = st.start_time;
+	/* Its start in monotonic time, a tick early: /proc rounds it down to a tick. */
+	int64_t start_ns = (int64_t)(st.start_time * ns_per_tick()) - r->boot_offset_ns;
+	start_ns -= (int64_t)ns_per_tick();
+	c->since = start_ns > 0 ? (uint64_t)start_ns : 0;
 	rec_read_exe(pid, &c->exe_dev, &c->exe_ino);
 	r->sum.recovered_processes++;
 	/* Its maps are read when the sweep reaches it (it was appended to the table). */

@@ -258,7 +258,11 @@ static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t t
 		*id = t->spool_id;
 		return 0;
 	}
-	t->pid = pid;
+	if (t->pid != pid) {
+		/* The tid was another process's thread (its exit lost): not its name either. */
+		t->pid = pid;
+		t->comm[0] = 0;
+	}
 	if (!t->comm[0] && proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
 	int err = sonde_spool_add_thread(r->spool, rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
@@ -334,8 +338,11 @@ static struct rec_process *sample_process(struct sonde_recorder *r, const struct
 		return NULL;
 	}
 	struct rec_process *p = rec_process_get(r, (pid_t)rec->pid, r->follow_children);
-	if (!p)
+	if (!p || rec->time < p->since) {
+		/* Not recorded, or of an earlier process with this pid, retired already. */
 		r->sum.unfollowed_samples++;
+		return NULL;
+	}
 	return p;
 }
 
@@ -389,6 +396,8 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 	struct rec_process *p = rec_process_get(r, (pid_t)m->pid, true);
 	if (!p)
 		return rec_error(r, -ENOMEM);
+	if (rec->time < p->since)
+		return 0; /* of an earlier process with this pid */
 	struct rec_module mod = {.start = m->addr,
 				 .end = m->addr + m->len,
 				 .pgoff = m->pgoff,
@@ -404,6 +413,8 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 
 	if (!t)
 		return rec_error(r, -ENOMEM);
+	if (rec->time < t->since)
+		return 0; /* of an earlier thread with this tid */
 	/* A new name is a new spool thread from the next sample on. */
 	snprintf(t->comm, sizeof(t->comm), "%s", c->comm ? c->comm : "");
 	t->defined = false;
@@ -412,6 +423,8 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 		struct rec_process *p = rec_process_get(r, (pid_t)c->pid, true);
 		if (!p)
 			return rec_error(r, -ENOMEM);
+		if (rec->time < p->since)
+			return 0;
 		/* Another executable from now on: the next sweep learns which. */
 		p->exe_dev = p->exe_ino = 0;
 		return rec_retire(r, p, rec->time);
@@ -423,12 +436,25 @@ int rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 {
 	int err = rec_retire(r, p, time);
 
+	/* Threads of the old process whose exit went unseen: their names and spool
+	 * definitions must not carry over to threads of the new one. */
+	for (size_t i = 0; i < r->cap_threads; i++) {
+		struct rec_thread *t = &r->threads[i];
+		if (!t->tid || t->pid != p->pid)
+			continue;
+		t->defined = false;
+		t->own_events = false;
+		t->announced = false;
+		t->comm[0] = 0;
+	}
+
 	p->exited = false;
 	p->attached = false;
 	p->start_time = 0;
 	p->fork_time = 0;
 	p->attach_ticks = 0;
 	p->exe_dev = p->exe_ino = 0;
+	p->since = 0;
 	memset(&p->stop, 0, sizeof(p->stop));
 	return err;
 }
@@ -451,6 +477,7 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	t->defined = false;
 	t->announced = true;
 	t->own_events = false;
+	t->since = rec->time;
 	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
 	if (!new_process)
 		return 0; /* a new thread of a known process */
@@ -473,6 +500,7 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 		return rec_error(r, -ENOMEM);
 	}
 	child->fork_time = rec->time;
+	child->since = rec->time;
 	struct rec_process *pp = rec_process_get(r, (pid_t)f->ppid, false);
 	if (!pp)
 		return 0;
@@ -490,14 +518,20 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_task *e = &rec->task;
+	struct rec_thread *t = rec_thread_get(r, (pid_t)e->tid, false);
 
+	/* The exit of an earlier thread or process with this id, processed after the id was
+	 * reused (and attached again): it ends nothing of the new one. */
+	if (t && rec->time < t->since)
+		return 0;
 	rec_close_thread_events(r, (pid_t)e->tid);
 	rec_thread_remove(r, (pid_t)e->tid);
 	if (e->pid != e->tid)
 		return 0;
 	struct rec_process *p = rec_process_get(r, (pid_t)e->pid, false);
-	if (!p || p->exited)
+	if (!p || rec->time < p->since)
 		return 0;
+	/* Retiring is idempotent: a liveness check may have marked it exited already. */
 	p->exited = true;
 	return rec_retire(r, p, rec->time);
 }

@@ -728,3 +728,98 @@ TEST_TIMEOUT(life_loss_sweeps_repair_the_module_table, 180)
 	life_close(&ls);
 	free(mem.data);
 }
+
+/* A child running argv whose pid is `want`, made by asking the kernel for the pid after
+ * want - 1 (/proc/sys/kernel/ns_last_pid); another process can take it first, so this
+ * retries. 0 when it cannot be had (the test then skips). */
+static pid_t spawn_at_pid(pid_t want, const char *const argv[])
+{
+	for (int tries = 0; tries < 50; tries++) {
+		char buf[32];
+		int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+		if (fd < 0)
+			return 0;
+		int n = snprintf(buf, sizeof(buf), "%d", (int)want - 1);
+		bool ok = write(fd, buf, (size_t)n) == n;
+		close(fd);
+		if (!ok)
+			return 0;
+		pid_t pid = fork();
+		ASSERT_INT(pid, >=, 0);
+		if (pid == 0) {
+			execv(argv[0], (char *const *)argv);
+			_exit(127);
+		}
+		if (pid == want)
+			return pid;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	return 0;
+}
+
+/* A recorded process exits and another program gets its pid: the recorder tells them
+ * apart by start time, never reads the new one as the old one alive, attaches it as a new
+ * process, and no sample of either is resolved in the other's modules, nor named after the
+ * other. */
+TEST_TIMEOUT(life_pid_reuse_never_mixes_processes, 180)
+{
+	const char *argv_a[] = {test_prog("split"), "30", NULL};
+	const char *argv_b[] = {test_prog("life_spin"), "400", NULL};
+	const char *out = test_path("reuse.spool");
+	struct life_spool ls;
+	uint64_t in_a = 0, in_b = 0, checked = 0;
+
+	test_require_perf();
+	pid_t a = test_spawn(argv_a);
+	struct sonde_recorder *r =
+		ASSERT_NOT_NULL(sonde_recorder_attach(a, out, SONDE_ATTACH_STOP, NULL));
+	for (double t0 = test_now(); test_now() - t0 < 0.5;)
+		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
+	kill(a, SIGKILL);
+	test_wait(a, 10);
+	pid_t b = spawn_at_pid(a, argv_b);
+	if (!b) {
+		sonde_recorder_free(r);
+		SKIP("cannot choose the next pid (/proc/sys/kernel/ns_last_pid)");
+	}
+	/* A's exit record is still in the ring: it must not end B. */
+	ASSERT_INT(sonde_recorder_process_is_active(r, a), ==, 0);
+	ASSERT_INT(sonde_recorder_attach_process(r, b, SONDE_ATTACH_STOP), ==,
+		   SONDE_ATTACH_ATTACHED);
+	ASSERT_OK(sonde_recorder_poll(r, 10, NULL));
+	ASSERT_INT(sonde_recorder_process_is_active(r, b), ==, 1);
+	while (sonde_recorder_process_is_active(r, b) == 1)
+		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
+	test_wait(b, 30);
+	ASSERT_OK(sonde_recorder_finish(r, NULL));
+	sonde_recorder_free(r);
+
+	life_open(&ls, out);
+	for (uint64_t i = 0; i < ls.info.samples; i++) {
+		struct life_sample s;
+		life_sample(&ls, i, &s);
+		ASSERT_UINT(s.pid, ==, (uint32_t)a);
+		bool is_b = strcmp(s.comm, "life_spin") == 0;
+		if (!is_b)
+			ASSERT_STR_EQ(s.comm, "split");
+		for (int k = 0; k < s.depth; k++) {
+			if (is_b && life_is_file(s.mod[k], "split"))
+				FAIL("a sample of the new process in the old one's split: %s",
+				     s.fn[k]);
+			if (!is_b && life_is_file(s.mod[k], "life_spin"))
+				FAIL("a sample of the old process in the new one's binary: %s",
+				     s.fn[k]);
+		}
+		if (is_b) {
+			int k = life_find(&s, "life_spin_work");
+			in_b += k >= 0 && life_is_file(s.mod[k], "life_spin");
+		} else {
+			check_split_stack(&s, &checked);
+			in_a++;
+		}
+	}
+	life_close(&ls);
+	ASSERT_UINT(in_a, >=, 10);
+	ASSERT_UINT(in_b, >=, 10);
+}
