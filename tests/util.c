@@ -67,6 +67,17 @@ static void remove_tmpdir(void)
 		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* Images the recorder keeps for deleted or replaced binaries go to the test's own directory,
+ * never into the user's ~/.cache, where a copy left by one run would change what the next run
+ * can symbolize. Tests that check the cache's location set their own value. */
+static __attribute__((noinline)) void keep_caches_local(void)
+{
+	char cache[sizeof(tmpdir) + 32];
+
+	snprintf(cache, sizeof(cache), "%s/buildid-cache", tmpdir);
+	setenv("SONDE_BUILDID_CACHE", cache, 0);
+}
+
 const char *test_tmpdir(void)
 {
 	if (!tmpdir[0]) {
@@ -75,6 +86,7 @@ const char *test_tmpdir(void)
 			FAIL("mkdtemp: %s", strerror(errno));
 		chmod(tmpdir, 0755);
 		atexit(remove_tmpdir);
+		keep_caches_local();
 	}
 	return tmpdir;
 }
