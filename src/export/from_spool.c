@@ -55,19 +55,17 @@ struct conv {
 	uint64_t sym_failures;
 };
 
-static int on_module(struct conv *c, const struct sonde_spool_record *r)
+int prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
+			       uint8_t build_id[32], struct sonde_sym_module *out)
 {
 	const struct sonde_spool_module_def *d = &r->module.def;
-	struct conv_module *cm = ARR_PUSH(c->mods);
 
-	if (!cm)
-		return -ENOMEM;
-	cm->path = strndup(d->path ? d->path : "", r->module.path_len);
-	if (!cm->path)
+	*path = strndup(d->path ? d->path : "", r->module.path_len);
+	if (!*path)
 		return -ENOMEM;
 	if (d->build_id_len)
-		memcpy(cm->build_id, d->build_id, d->build_id_len);
-	cm->m = (struct sonde_sym_module){
+		memcpy(build_id, d->build_id, d->build_id_len);
+	*out = (struct sonde_sym_module){
 		.pid = d->pid,
 		.flags = d->flags,
 		.start = d->start,
@@ -75,10 +73,22 @@ static int on_module(struct conv *c, const struct sonde_spool_record *r)
 		.pgoff = d->pgoff,
 		.dev = d->dev,
 		.inode = d->inode,
-		.build_id = d->build_id_len ? cm->build_id : NULL,
+		.build_id = d->build_id_len ? build_id : NULL,
 		.build_id_len = d->build_id_len,
-		.path = cm->path,
+		.path = *path,
 	};
+	return 0;
+}
+
+static int on_module(struct conv *c, const struct sonde_spool_record *r)
+{
+	const struct sonde_spool_module_def *d = &r->module.def;
+	struct conv_module *cm = ARR_PUSH(c->mods);
+
+	if (!cm)
+		return -ENOMEM;
+	if (prof_sym_module_from_spool(r, &cm->path, cm->build_id, &cm->m))
+		return -ENOMEM;
 	struct sonde_profile_module pm = {
 		.pid = d->pid,
 		.flags = d->flags,

@@ -297,23 +297,8 @@ static int on_module(struct pf_enc *e, const struct sonde_spool_record *r)
 
 	if (!m)
 		return -ENOMEM;
-	m->path = strndup(d->path ? d->path : "", r->module.path_len);
-	if (!m->path)
+	if (prof_sym_module_from_spool(r, &m->path, m->build_id, &m->sm))
 		return -ENOMEM;
-	if (d->build_id_len)
-		memcpy(m->build_id, d->build_id, d->build_id_len);
-	m->sm = (struct sonde_sym_module){
-		.pid = d->pid,
-		.flags = d->flags,
-		.start = d->start,
-		.end = d->end,
-		.pgoff = d->pgoff,
-		.dev = d->dev,
-		.inode = d->inode,
-		.build_id = d->build_id_len ? m->build_id : NULL,
-		.build_id_len = d->build_id_len,
-		.path = m->path,
-	};
 	if (d->flags & SONDE_MODULE_KERNEL) {
 		/* §7.2: the kernel is one mapping named /kernel, without build id */
 		int64_t k = strtab_intern(&e->paths, "kernel", 6);

@@ -115,6 +115,15 @@ struct sonde_profile *prof_from_spool_fd(int fd, const char *name,
 					 const struct sonde_profile_spool_opts *opts);
 
 /* The exporters, each writing one format to fd. */
+struct sonde_spool_record;
+struct sonde_sym_module;
+
+/* The symbolizer's view of a spool module definition. The path is copied (*path, to be
+ * freed by the caller) and so is the build id (into build_id, 32 bytes), so the result
+ * outlives the record. 0 or -ENOMEM. */
+int prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
+			       uint8_t build_id[32], struct sonde_sym_module *out);
+
 int prof_write_pprof(const struct sonde_profile *p, int fd);
 int prof_write_folded(const struct sonde_profile *p, int fd);
 int prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title);
