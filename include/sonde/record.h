@@ -88,6 +88,9 @@ struct sonde_record_opts {
 	 * exec and exit like an attached process. false: only the attached processes and their
 	 * threads are sampled (children are created without events). */
 	bool follow_children;
+	/* Walk user stacks by frame pointers only, never by CFI: for code built with frame
+	 * pointers, where the walk is cheaper (every frame counts in unwind_fp_frames). */
+	bool frame_pointers_only;
 };
 
 #define SONDE_UNWIND_FALLBACKS 8

@@ -108,6 +108,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		return -SONDE_E_RANGE;
 	}
 	r->follow_children = o.follow_children;
+	r->frame_pointers_only = o.frame_pointers_only;
 	r->cfg.no_children = !o.follow_children;
 	r->cfg.freq = o.frequency;
 	r->cfg.kernel = o.kernel;

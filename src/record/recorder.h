@@ -128,6 +128,7 @@ struct sonde_recorder {
 
 	/* Lifecycle and loss recovery (recover.c). */
 	bool follow_children;
+	bool frame_pointers_only; /* opts.frame_pointers_only */
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
 	uint64_t last_sweep;	/* rec_now() when the last sweep ran */
 	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */

@@ -26,7 +26,9 @@ static bool find_module(void *vctx, uint64_t pc, struct unwind_module *out)
 					    .inode = m->inode,
 					    .path = m->path,
 					    .vdso = (m->flags & SONDE_MODULE_VDSO) != 0};
-		if (!unwind_cache_lookup(c->cache, &um, &c->last_mod))
+		/* without a cache (frame pointers only) no module has CFI: the unwinder
+		 * walks frame pointers through every frame */
+		if (!c->cache || !unwind_cache_lookup(c->cache, &um, &c->last_mod))
 			c->last_mod.table = NULL;
 		c->last = m;
 	}

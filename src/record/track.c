@@ -362,7 +362,8 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 		return err;
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP]};
-		n = record_unwind(&s->regs, &st, &p->mods, r->unwind_cache, p->pid,
+		n = record_unwind(&s->regs, &st, &p->mods,
+				  r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
 				  &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
 	if (n + nk == 0) {

@@ -277,6 +277,7 @@ static void attach(struct inst *in, pid_t pid)
 			.kernel = in->cfg.kernel_frames ||
 				  in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER,
 			.no_buildid_cache = true,
+			.frame_pointers_only = in->cfg.user_frames == PERFDS_UNWIND_FRAME_POINTER,
 		};
 		in->rec =
 			sonde_recorder_attach_writer(pid, rec_write, in, SONDE_ATTACH_RUNNING, &o);

@@ -724,3 +724,38 @@ TEST_TIMEOUT(record_several_pids, 120)
 	sonde_spool_close(s);
 	test_output_free(&o);
 }
+
+/* frame_pointers_only (linux.perf's FRAME_POINTER mode): no frame is walked by CFI, and split,
+ * built with frame pointers, is still walked from compute_* up through run and main (a frame
+ * pointer walk skips path_*, whose leaf callee sets up no frame). */
+TEST_TIMEOUT(record_api_frame_pointers_only, 120)
+{
+	char *argv[] = {(char *)test_prog("split"), "0.5", NULL};
+	struct membuf mem = {0};
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 999, .frame_pointers_only = true};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	struct split_stats st;
+	int status;
+
+	test_require_perf();
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
+		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_OK(sonde_launch_resume(l));
+	while (sonde_launch_wait(l, WNOHANG, &status) == 0)
+		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
+	ASSERT_OK(sonde_recorder_finish(r, &sum));
+	sonde_recorder_free(r);
+	sonde_launch_free(l);
+
+	ASSERT_UINT(sum.samples_written, >=, 10);
+	ASSERT_UINT(sum.unwind_cfi_frames, ==, 0);
+	ASSERT_UINT(sum.unwind_fp_frames, >=, 2 * sum.samples_written);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open_mem(mem.data, mem.len, NULL));
+	analyze(s, &st);
+	ASSERT_UINT(st.deep, ==, 0);
+	ASSERT_UINT(st.in_split * 10, >=, st.samples * 9);
+	sonde_spool_close(s);
+	free(mem.data);
+}
