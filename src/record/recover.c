@@ -185,7 +185,7 @@ struct reconcile {
 	struct sonde_recorder *r;
 	size_t proc;
 	uint64_t time;
-	uint64_t (*ranges)[2]; /* the exec mappings /proc lists, in address order */
+	uint64_t (*ranges)[2]; /* the mappings /proc lists, in address order */
 	size_t n, cap;
 };
 
@@ -195,8 +195,6 @@ static int on_current_map(void *ctx, const struct proc_map *pm)
 	struct rec_process *p = &c->r->procs[c->proc];
 	char path[4096];
 
-	if (!pm->exec || strncmp(pm->path, "[vsyscall]", pm->path_len) == 0)
-		return 0;
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
 		void *nr = realloc(c->ranges, cap * sizeof(*c->ranges));
@@ -208,6 +206,12 @@ static int on_current_map(void *ctx, const struct proc_map *pm)
 	c->ranges[c->n][0] = pm->start;
 	c->ranges[c->n][1] = pm->end;
 	c->n++;
+	/* Every mapping counts as still there for drop_stale, executable or not: a JIT
+	 * compiler flips its code pages between writable and executable, and a page that is
+	 * writable at this moment still holds the code the table knows. Only executable ones
+	 * are added. */
+	if (!pm->exec || strncmp(pm->path, "[vsyscall]", pm->path_len) == 0)
+		return 0;
 	snprintf(path, sizeof(path), "%.*s", (int)pm->path_len, pm->path);
 	if (table_covers(&p->mods, pm, path))
 		return 0;

@@ -314,7 +314,7 @@ static void check_split_stack(const struct life_sample *s, uint64_t *checked)
 {
 	static const char *const names[] = {"compute_hot", "compute_warm", "compute_cool",
 					    "path_hot",	   "path_warm",	   "path_cool",
-					    "run",	   "main",	   "_start"};
+					    "run",	   "main",	   "_start",	   "now"};
 
 	for (int k = 0; k < s->depth; k++) {
 		if (!life_is_file(s->mod[k], "split"))
