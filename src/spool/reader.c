@@ -14,6 +14,7 @@
 
 #include "base/array.h"
 #include "spool/format.h"
+#include "spool/keep.h"
 
 enum { CHUNK = 1 << 20 };
 
@@ -36,18 +37,6 @@ struct sonde_spool {
 	size_t threads_cap;
 };
 
-static char *dup_str(const char *s, size_t n)
-{
-	char *r = malloc(n + 1);
-
-	if (r) {
-		if (n)
-			memcpy(r, s, n);
-		r[n] = 0;
-	}
-	return r;
-}
-
 static int keep_module(struct sonde_spool *s, const struct sonde_spool_record *rec)
 {
 	struct sonde_spool_info *in = &s->info;
@@ -55,18 +44,9 @@ static int keep_module(struct sonde_spool *s, const struct sonde_spool_record *r
 	if (array_grow(&s->modules, &s->modules_cap, (size_t)in->modules + 1, sizeof(*s->modules),
 		       256) < 0)
 		return -ENOMEM;
-	struct sonde_spool_module m = {.def = rec->module.def, .time_ns = rec->module.time_ns};
-	char *path = dup_str(rec->module.def.path, rec->module.path_len);
-	uint8_t *bid = m.def.build_id_len ? malloc(m.def.build_id_len) : NULL;
-	if (!path || (m.def.build_id_len && !bid)) {
-		free(path);
-		free(bid);
+	struct sonde_spool_module m;
+	if (spool_keep_module(rec, &m))
 		return -ENOMEM;
-	}
-	if (bid)
-		memcpy(bid, m.def.build_id, m.def.build_id_len);
-	m.def.path = path;
-	m.def.build_id = bid;
 	s->modules[in->modules++] = m;
 	return 0;
 }
@@ -78,7 +58,7 @@ static int keep_thread(struct sonde_spool *s, const struct sonde_spool_record *r
 	if (array_grow(&s->threads, &s->threads_cap, (size_t)in->threads + 1, sizeof(*s->threads),
 		       256) < 0)
 		return -ENOMEM;
-	char *comm = dup_str(rec->thread.comm, rec->thread.comm_len);
+	char *comm = spool_dup_str(rec->thread.comm, rec->thread.comm_len);
 	if (!comm)
 		return -ENOMEM;
 	s->threads[in->threads++] = (struct sonde_spool_thread){.pid = rec->thread.pid,

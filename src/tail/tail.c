@@ -25,6 +25,7 @@
 #include <sonde/log.h>
 
 #include "base/array.h"
+#include "spool/keep.h"
 #include "record/live.h"
 #include "tail/tail.h"
 
@@ -70,18 +71,6 @@ struct sonde_tail {
 
 	struct sonde_symbolizer *sym; /* NULL until first used */
 };
-
-static char *dup_str(const char *s, size_t n)
-{
-	char *r = malloc(n + 1);
-
-	if (r) {
-		if (n)
-			memcpy(r, s, n);
-		r[n] = 0;
-	}
-	return r;
-}
 
 struct sonde_tail *tail_new_fd(int fd, const struct sonde_tail_opts *opts)
 {
@@ -268,18 +257,9 @@ static int keep_module(struct sonde_tail *t, const struct sonde_spool_record *re
 {
 	if (array_grow(&t->modules, &t->modules_cap, t->n_modules + 1, sizeof(*t->modules), 64) < 0)
 		return -ENOMEM;
-	struct sonde_spool_module m = {.def = rec->module.def, .time_ns = rec->module.time_ns};
-	char *path = dup_str(rec->module.def.path, rec->module.path_len);
-	uint8_t *bid = m.def.build_id_len ? malloc(m.def.build_id_len) : NULL;
-	if (!path || (m.def.build_id_len && !bid)) {
-		free(path);
-		free(bid);
+	struct sonde_spool_module m;
+	if (spool_keep_module(rec, &m))
 		return -ENOMEM;
-	}
-	if (bid)
-		memcpy(bid, m.def.build_id, m.def.build_id_len);
-	m.def.path = path;
-	m.def.build_id = bid;
 	t->modules[t->n_modules++] = m;
 	b->new_modules++;
 	share_image(t, t->n_modules);
@@ -294,7 +274,7 @@ static int keep_thread(struct sonde_tail *t, const struct sonde_spool_record *re
 {
 	if (array_grow(&t->threads, &t->threads_cap, t->n_threads + 1, sizeof(*t->threads), 64) < 0)
 		return -ENOMEM;
-	char *comm = dup_str(rec->thread.comm, rec->thread.comm_len);
+	char *comm = spool_dup_str(rec->thread.comm, rec->thread.comm_len);
 	if (!comm)
 		return -ENOMEM;
 	t->threads[t->n_threads++] = (struct sonde_spool_thread){.pid = rec->thread.pid,

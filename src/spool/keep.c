@@ -1,0 +1,37 @@
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spool/keep.h"
+
+char *spool_dup_str(const char *s, size_t n)
+{
+	char *r = malloc(n + 1);
+
+	if (r) {
+		if (n)
+			memcpy(r, s, n);
+		r[n] = 0;
+	}
+	return r;
+}
+
+int spool_keep_module(const struct sonde_spool_record *rec, struct sonde_spool_module *out)
+{
+	struct sonde_spool_module m = {.def = rec->module.def, .time_ns = rec->module.time_ns};
+	char *path = spool_dup_str(rec->module.def.path, rec->module.path_len);
+	uint8_t *bid = m.def.build_id_len ? malloc(m.def.build_id_len) : NULL;
+
+	if (!path || (m.def.build_id_len && !bid)) {
+		free(path);
+		free(bid);
+		return -ENOMEM;
+	}
+	if (bid)
+		memcpy(bid, m.def.build_id, m.def.build_id_len);
+	m.def.path = path;
+	m.def.build_id = bid;
+	*out = m;
+	return 0;
+}
