@@ -23,6 +23,8 @@ enum sonde_error {
 	SONDE_E_EXITED,		       /* the target process has exited */
 	SONDE_E_LIMIT,		       /* a configured limit was reached */
 	SONDE_E_SHRUNK,		       /* a file being followed became shorter */
+	SONDE_E_NOT_REGULAR,	       /* a FIFO, device... where a file was due */
+	SONDE_E_OWNER,		       /* a file of an owner it may not come from */
 	SONDE_E_END
 };
 

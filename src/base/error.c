@@ -14,6 +14,8 @@ static const char *const messages[SONDE_E_END - SONDE_E_BASE] = {
 	[SONDE_E_EXITED - SONDE_E_BASE] = "process has exited",
 	[SONDE_E_LIMIT - SONDE_E_BASE] = "limit reached",
 	[SONDE_E_SHRUNK - SONDE_E_BASE] = "file shrank while being followed",
+	[SONDE_E_NOT_REGULAR - SONDE_E_BASE] = "not a regular file",
+	[SONDE_E_OWNER - SONDE_E_BASE] = "file owned by neither root nor the user it belongs to",
 };
 
 const char *sonde_strerror(int err)
