@@ -187,12 +187,17 @@ static unsigned table_entry_size(uint8_t enc)
 static int hdr_fdes(const struct cfi_sec *h, const struct cfi_sec *eh, struct cfi_fde_list *l,
 		    uint32_t *bad)
 {
-	struct cfi_rd r = {h->buf, h->buf + h->len, false};
+	struct cfi_rd r;
 	uint64_t eh_ptr, count, prev = 0;
 	size_t n0 = l->n;
 	uint32_t bad0 = *bad;
 
-	if (!h->buf || !eh->buf || cfi_rd_u8(&r) != 1)
+	/* An image without .eh_frame_hdr leaves h->buf NULL: no reader over it, since even
+	 * NULL + 0 is undefined. */
+	if (!h->buf || !eh->buf)
+		return 1;
+	r = (struct cfi_rd){h->buf, h->buf + h->len, false};
+	if (cfi_rd_u8(&r) != 1)
 		return 1;
 	uint8_t ptr_enc = cfi_rd_u8(&r), count_enc = cfi_rd_u8(&r), table_enc = cfi_rd_u8(&r);
 	unsigned sz = table_entry_size(table_enc);
