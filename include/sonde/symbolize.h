@@ -107,6 +107,23 @@ SONDE_API int sonde_symbolizer_add_image(struct sonde_symbolizer *s,
  * and reading map_files needs CAP_SYS_ADMIN). */
 SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
 						  const struct sonde_sym_module *m);
+/* Files the symbolizer refused to read, by reason (docs/symbolize.md, "Files at paths
+ * others control"): a perf map, image, debug file or build-id cache entry that was a
+ * symbolic link where none may be, no regular file (a FIFO, device, socket, directory),
+ * bigger than its cap, or (perf maps) owned by neither root nor the process's user. The
+ * first refusal of each reason is also logged as a warning. */
+struct sonde_symbolizer_stats {
+	size_t sz; /* set by the caller: sizeof(struct sonde_symbolizer_stats) */
+	uint64_t refused_symlink;
+	uint64_t refused_not_regular;
+	uint64_t refused_too_big;
+	uint64_t refused_owner;
+};
+
+/* Fills out (out->sz set by the caller; a smaller struct gets what fits). 0 or -EINVAL. */
+SONDE_API int sonde_symbolizer_get_stats(const struct sonde_symbolizer *s,
+					 struct sonde_symbolizer_stats *out);
+
 /* Forgets what is cached for process pid (its JIT perf map), because the process exited
  * or exec'd and a reused pid brings a new map. Strings handed out earlier stay valid.
  * Returns 1 when something was dropped, 0 when nothing was cached, -EINVAL. */

@@ -489,6 +489,27 @@ static int parse_args(struct report *r, int argc, char **argv)
 	return -1;
 }
 
+/* One line on stderr when files were refused: their names are missing from the report,
+ * and the warnings said which files (docs/symbolize.md). */
+static void note_refused(const struct report *r)
+{
+	struct sonde_symbolizer_stats st = {.sz = sizeof(st)};
+	uint64_t n;
+
+	if (sonde_symbolizer_get_stats(r->sym, &st) < 0)
+		return;
+	n = st.refused_symlink + st.refused_not_regular + st.refused_too_big + st.refused_owner;
+	if (n)
+		fprintf(stderr,
+			"sonde report: %llu file%s ignored (%llu symbolic links, %llu not regular "
+			"files, %llu too big, %llu of another owner): their names are missing\n",
+			(unsigned long long)n, n == 1 ? "" : "s",
+			(unsigned long long)st.refused_symlink,
+			(unsigned long long)st.refused_not_regular,
+			(unsigned long long)st.refused_too_big,
+			(unsigned long long)st.refused_owner);
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	struct report r = {0};
@@ -509,6 +530,7 @@ static int cmd_report(int argc, char **argv)
 		err = r.folded ? print_folded(&r) : attribute(&r);
 	if (!err && !r.folded)
 		err = print_report(&r);
+	note_refused(&r);
 	if (err < 0)
 		cli_error("report", "%s: %s", r.path, sonde_strerror(err));
 	report_free(&r);

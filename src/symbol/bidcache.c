@@ -74,14 +74,18 @@ static int mkdirs(char *path)
 	}
 }
 
-static int copy_fd(int in, int out)
+/* Copies the first size bytes (the size fstat gave and the bound was checked against: a
+ * file that keeps growing is not followed past it). */
+static int copy_fd(int in, int out, uint64_t size)
 {
 	char *buf = malloc(COPY_CHUNK);
 	off_t off = 0;
 	int err = buf ? 0 : -ENOMEM;
 
-	while (!err) {
-		ssize_t n = pread(in, buf, COPY_CHUNK, off);
+	while (!err && (uint64_t)off < size) {
+		size_t want = size - (uint64_t)off < COPY_CHUNK ? (size_t)(size - (uint64_t)off)
+								: COPY_CHUNK;
+		ssize_t n = pread(in, buf, want, off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -184,6 +188,8 @@ int bidcache_store(const char *dir, const uint8_t *id, size_t len, int fd, uint6
 		return err;
 	if (fstat(fd, &st) < 0)
 		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -SONDE_E_NOT_REGULAR;
 	if ((uint64_t)st.st_size > max_bytes)
 		return -SONDE_E_LIMIT;
 	if (access(path, F_OK) == 0)
@@ -201,7 +207,7 @@ int bidcache_store(const char *dir, const uint8_t *id, size_t len, int fd, uint6
 	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (out < 0)
 		return -errno;
-	err = copy_fd(fd, out);
+	err = copy_fd(fd, out, (uint64_t)st.st_size);
 	if (close(out) < 0 && !err)
 		err = -errno;
 	if (!err && rename(tmp, path) < 0)
@@ -214,13 +220,18 @@ int bidcache_store(const char *dir, const uint8_t *id, size_t len, int fd, uint6
 	return 1;
 }
 
-int bidcache_open(const char *dir, const uint8_t *id, size_t len)
+int bidcache_open(const char *dir, const uint8_t *id, size_t len, uint64_t max_bytes,
+		  struct regfile_refusals *refusals)
 {
 	char path[4096];
+	struct regfile_rules rules = {
+		.what = "build-id cache entry",
+		.max_size = max_bytes,
+		.refusals = refusals,
+	};
 	int err = bidcache_path(dir, id, len, path, sizeof(path));
 
 	if (err)
 		return err;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
+	return regfile_open(path, &rules, NULL);
 }

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/regfile.h"
+
 /* Default bound of the directory's total size. */
 #define BIDCACHE_DEFAULT_BYTES (512ull << 20)
 /* Environment variable naming the directory (overrides the XDG default). */
@@ -35,7 +37,10 @@ int bidcache_path(const char *dir, const uint8_t *id, size_t len, char *out, siz
  * file alone exceeds max_bytes, or -errno. */
 int bidcache_store(const char *dir, const uint8_t *id, size_t len, int fd, uint64_t max_bytes);
 
-/* Opens the image of a build id in dir, read-only. A descriptor or -errno. */
-int bidcache_open(const char *dir, const uint8_t *id, size_t len);
+/* Opens the image of a build id in dir, read-only, with regfile_open's rules: a regular
+ * file, no symbolic link, at most max_bytes; refusals counted in refusals (may be NULL).
+ * A descriptor or -errno. */
+int bidcache_open(const char *dir, const uint8_t *id, size_t len, uint64_t max_bytes,
+		  struct regfile_refusals *refusals);
 
 #endif

@@ -1,5 +1,5 @@
 #include <errno.h>
-#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@ static int same_build_id(const struct elfimg *img, const uint8_t *id, size_t len
 
 static int try_build_id_path(const char *path, const struct debugfile_query *q, struct elfimg *out)
 {
-	if (elfimg_open_path(out, path) < 0)
+	if (elfimg_open_path(out, path, true, q->refusals) < 0)
 		return -ENOENT;
 	if (!same_build_id(out, q->build_id, q->build_id_len)) {
 		sonde_debug("symbolize: %s has another build id", path);
@@ -27,9 +27,11 @@ static int try_build_id_path(const char *path, const struct debugfile_query *q, 
 	return 0;
 }
 
-static int try_link_path(const char *path, const struct debugfile_query *q, struct elfimg *out)
+static int try_link_path(const char *path, bool trusted, const struct debugfile_query *q,
+			 struct elfimg *out)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct regfile_rules rules = elfimg_rules(trusted, q->refusals);
+	int fd = regfile_open(path, &rules, NULL);
 	uint32_t crc;
 	int r = -ENOENT;
 
@@ -93,7 +95,7 @@ static int by_link_global(const char *dir, size_t len, void *ctx)
 	if (snprintf(path, sizeof(path), "%.*s%.*s/%s", (int)len, dir, (int)s->moddir_len,
 		     s->moddir, s->q->debuglink) >= (int)sizeof(path))
 		return -ENOENT;
-	return try_link_path(path, s->q, s->out);
+	return try_link_path(path, true, s->q, s->out);
 }
 
 static int by_link(struct search *s)
@@ -108,11 +110,11 @@ static int by_link(struct search *s)
 	s->moddir_len = (size_t)(slash - q->module_path);
 	if (snprintf(path, sizeof(path), "%.*s/%s", (int)s->moddir_len, s->moddir, q->debuglink) <
 		    (int)sizeof(path) &&
-	    strcmp(path, q->module_path) != 0 && try_link_path(path, q, s->out) == 0)
+	    strcmp(path, q->module_path) != 0 && try_link_path(path, false, q, s->out) == 0)
 		return 0;
 	if (snprintf(path, sizeof(path), "%.*s/.debug/%s", (int)s->moddir_len, s->moddir,
 		     q->debuglink) < (int)sizeof(path) &&
-	    try_link_path(path, q, s->out) == 0)
+	    try_link_path(path, false, q, s->out) == 0)
 		return 0;
 	return each_dir(q->debug_dirs ? q->debug_dirs : default_debug_dirs, by_link_global, s);
 }

@@ -219,14 +219,26 @@ int elfimg_open_mem(struct elfimg *img, const void *buf, size_t len)
 	return elfimg_init(img);
 }
 
-int elfimg_open_path(struct elfimg *img, const char *path)
+struct regfile_rules elfimg_rules(bool trusted, struct regfile_refusals *refusals)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	return (struct regfile_rules){
+		.what = "ELF file",
+		.max_size = ELFIMG_MAX_BYTES,
+		.follow = trusted,
+		.refusals = refusals,
+	};
+}
+
+int elfimg_open_path(struct elfimg *img, const char *path, bool trusted,
+		     struct regfile_refusals *refusals)
+{
+	struct regfile_rules rules = elfimg_rules(trusted, refusals);
+	int fd = regfile_open(path, &rules, NULL);
 	int r;
 
 	memset(img, 0, sizeof(*img));
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = elfimg_open_fd(img, fd);
 	close(fd);
 	return r;

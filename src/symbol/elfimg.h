@@ -13,7 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/regfile.h"
+
 enum { ELFIMG_MAX_BUILD_ID = 64, ELFIMG_MAX_LOADS = 32 };
+/* The cap on an image or debug file opened by path. libelf maps it, which costs address
+ * space rather than memory, but a file bigger than any real binary or debug file is
+ * refused before it is mapped. */
+#define ELFIMG_MAX_BYTES (4ull << 30)
 
 struct elfimg_load {
 	uint64_t offset, filesz, vaddr, memsz;
@@ -39,7 +45,12 @@ struct elfimg {
 int elfimg_open_fd(struct elfimg *img, int fd);
 /* Opens a private copy of buf[0..len). Same results. */
 int elfimg_open_mem(struct elfimg *img, const void *buf, size_t len);
-int elfimg_open_path(struct elfimg *img, const char *path);
+/* Opens the file at path with regfile_open's rules (follow as trusted says, the cap
+ * ELFIMG_MAX_BYTES, refusals counted in refusals, which may be NULL). */
+int elfimg_open_path(struct elfimg *img, const char *path, bool trusted,
+		     struct regfile_refusals *refusals);
+/* The rules for an image or debug file at path. */
+struct regfile_rules elfimg_rules(bool trusted, struct regfile_refusals *refusals);
 void elfimg_close(struct elfimg *img);
 
 /* File offset -> virtual address through the PT_LOAD segment containing it. 0 or

@@ -117,24 +117,30 @@ int kallsyms_parse(struct kallsyms *k, const char *buf, size_t len)
 	return 0;
 }
 
-int kallsyms_load(struct kallsyms *k, const char *path)
+int kallsyms_load(struct kallsyms *k, const char *path, struct regfile_refusals *refusals)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* The path is the caller's choice (an option, default /proc/kallsyms): trusted. */
+	struct regfile_rules rules = {
+		.what = "kallsyms",
+		.max_size = KALLSYMS_MAX_BYTES,
+		.follow = true,
+		.refusals = refusals,
+	};
+	int fd = regfile_open(path, &rules, NULL);
 	size_t len = 0, cap = 1 << 20;
 	char *buf;
-	int r;
+	int r = -ENOMEM;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	buf = malloc(cap);
-	/* /proc files report size 0: read until the end */
+	/* /proc files report size 0: read until the end, or the cap */
 	for (ssize_t got; buf; len += (size_t)got) {
 		if (len == cap) {
-			char *b = realloc(buf, cap * 2);
+			char *b = cap < KALLSYMS_MAX_BYTES ? realloc(buf, cap * 2) : NULL;
 			if (!b) {
-				free(buf);
-				buf = NULL;
-				break;
+				r = cap < KALLSYMS_MAX_BYTES ? -ENOMEM : -EFBIG;
+				goto out;
 			}
 			buf = b;
 			cap *= 2;
@@ -145,11 +151,11 @@ int kallsyms_load(struct kallsyms *k, const char *path)
 		else if (got <= 0)
 			break;
 	}
-	close(fd);
-	if (!buf)
-		return -ENOMEM;
-	r = kallsyms_parse(k, buf, len);
+	if (buf)
+		r = kallsyms_parse(k, buf, len);
+out:
 	free(buf);
+	close(fd);
 	return r;
 }
 

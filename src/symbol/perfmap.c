@@ -1,10 +1,12 @@
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <sonde/error.h>
 
 #include "symbol/perfmap.h"
 
@@ -248,59 +250,129 @@ void perfmap_reset(struct perfmap *pm)
 	pm->n_complete = 0;
 	pm->n_segs = 0;
 	pm->parsed = 0;
-	pm->ino = pm->dev = pm->size = 0;
-	pm->mtime_ns = 0;
+	pm->read = (struct perfmap_file){0};
 }
 
+/* A piece of the file read into buf[have..); bytes read, 0 at its end, or -errno. */
+static ssize_t read_piece(int fd, char *buf, size_t room, uint64_t off)
+{
+	for (;;) {
+		ssize_t r = pread(fd, buf, room, (off_t)off);
+		if (r >= 0 || errno != EINTR)
+			return r < 0 ? -errno : r;
+	}
+}
+
+/* Parses the file from pm->parsed to size, PERFMAP_MAX_LINE bytes at a time. buf[0] is
+ * the byte at file offset base; a piece that holds no newline at all is a line too long
+ * to keep, skipped up to its newline. */
 static int read_from(struct perfmap *pm, int fd, uint64_t size)
 {
-	size_t len = (size_t)(size - pm->parsed);
-	char *buf = malloc(len ? len : 1);
-	ssize_t got = 0, r;
+	char *buf = malloc(PERFMAP_MAX_LINE);
+	uint64_t base = pm->parsed, off = pm->parsed;
+	size_t have = 0;
+	bool skipping = false;
+	ssize_t r = 0;
 
 	if (!buf)
 		return -ENOMEM;
 	/* an unterminated last line read before is dropped and read again */
 	pm->n_lines = pm->n_complete;
-	while ((size_t)got < len) {
-		r = pread(fd, buf + got, len - (size_t)got, (off_t)pm->parsed + got);
-		if (r < 0 && errno == EINTR)
-			continue;
+	while (off < size) {
+		size_t room = PERFMAP_MAX_LINE - have;
+		if (room > size - off)
+			room = (size_t)(size - off);
+		r = read_piece(fd, buf + have, room, off);
 		if (r <= 0)
 			break;
-		got += r;
+		have += (size_t)r;
+		off += (uint64_t)r;
+		if (skipping) {
+			const char *nl = memchr(buf, '\n', have);
+			size_t k = nl ? (size_t)(nl - buf) + 1 : have;
+			memmove(buf, buf + k, have - k);
+			base += k;
+			have -= k;
+			if (!nl)
+				continue;
+			pm->parsed = base;
+			skipping = false;
+		}
+		r = perfmap_parse(pm, buf, have, off >= size);
+		if (r < 0)
+			break;
+		if (r == 0 && have == PERFMAP_MAX_LINE) {
+			skipping = true;
+			r = (ssize_t)have;
+		} else {
+			pm->parsed = base + (uint64_t)r;
+		}
+		memmove(buf, buf + r, have - (size_t)r);
+		base += (uint64_t)r;
+		have -= (size_t)r;
 	}
-	r = perfmap_parse(pm, buf, (size_t)got, 1);
 	free(buf);
 	if (r < 0)
 		return (int)r;
-	pm->parsed += (uint64_t)r;
 	return perfmap_index(pm);
 }
 
-int perfmap_refresh(struct perfmap *pm, const char *path)
+static struct perfmap_file file_of(const struct stat *st)
 {
+	return (struct perfmap_file){
+		.ino = (uint64_t)st->st_ino,
+		.dev = (uint64_t)st->st_dev,
+		.size = (uint64_t)st->st_size,
+		.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
+		.ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec,
+	};
+}
+
+static bool same_file(const struct perfmap_file *a, const struct perfmap_file *b)
+{
+	return a->ino == b->ino && a->dev == b->dev && a->size == b->size &&
+	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
+static bool is_refusal(int err)
+{
+	return err == -ELOOP || err == -SONDE_E_NOT_REGULAR || err == -EFBIG ||
+	       err == -SONDE_E_OWNER;
+}
+
+int perfmap_refresh(struct perfmap *pm, const char *path, const struct regfile_rules *rules)
+{
+	struct regfile_rules rr = *rules;
+	struct perfmap_file now;
 	struct stat st;
 	int fd, r;
 
-	if (stat(path, &st) < 0)
+	/* The cheap check on every lookup; a JIT keeps appending to its map. */
+	if (lstat(path, &st) < 0)
 		return -errno;
-	int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	if ((uint64_t)st.st_ino == pm->ino && (uint64_t)st.st_dev == pm->dev &&
-	    (uint64_t)st.st_size == pm->size && mtime == pm->mtime_ns)
+	now = file_of(&st);
+	if (S_ISREG(st.st_mode) && same_file(&now, &pm->read))
 		return 0;
-	if ((uint64_t)st.st_ino != pm->ino || (uint64_t)st.st_dev != pm->dev ||
-	    (uint64_t)st.st_size < pm->size)
+	if (pm->refused_err && same_file(&now, &pm->refused))
+		return pm->refused_err;
+	rr.what = "perf map";
+	rr.max_size = PERFMAP_MAX_BYTES;
+	rr.follow = false;
+	fd = regfile_open(path, &rr, &st);
+	if (fd < 0) {
+		if (is_refusal(fd)) {
+			pm->refused = now;
+			pm->refused_err = fd;
+		}
+		return fd;
+	}
+	pm->refused_err = 0;
+	now = file_of(&st);
+	if (now.ino != pm->read.ino || now.dev != pm->read.dev || now.size < pm->read.size)
 		perfmap_reset(pm);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	r = read_from(pm, fd, (uint64_t)st.st_size);
+	r = read_from(pm, fd, now.size);
 	close(fd);
-	pm->ino = (uint64_t)st.st_ino;
-	pm->dev = (uint64_t)st.st_dev;
-	pm->size = (uint64_t)st.st_size;
-	pm->mtime_ns = mtime;
+	pm->read = now;
 	return r;
 }
 

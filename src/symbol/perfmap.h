@@ -7,7 +7,11 @@
  * reuse code memory and append the new name). A size of 0 reaches to the next entry.
  *
  * The map is re-read when the file changes: appended lines are parsed incrementally, a
- * truncated or replaced file is parsed again from the start.
+ * truncated or replaced file is parsed again from the start. The file is read in pieces
+ * of PERFMAP_MAX_LINE bytes, so no buffer of the file's size is ever held; a longer line
+ * is skipped. Anyone can create /tmp/perf-PID.map for any pid, so the file is opened
+ * with regfile_open's rules (base/regfile.h): a regular file, no symbolic link, at most
+ * PERFMAP_MAX_BYTES, owned by root or by the process's user (docs/symbolize.md).
  */
 #ifndef SONDE_SYMBOL_PERFMAP_H
 #define SONDE_SYMBOL_PERFMAP_H
@@ -16,7 +20,20 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/regfile.h"
 #include "symbol/strpool.h"
+
+enum {
+	PERFMAP_MAX_BYTES = 64 << 20, /* a bigger file is refused, not read */
+	PERFMAP_MAX_LINE = 64 << 10,  /* the read size, and the longest line kept */
+};
+
+/* What identifies one state of the file: changed (written, replaced, chown'ed), it is
+ * looked at again. */
+struct perfmap_file {
+	uint64_t ino, dev, size;
+	int64_t mtime_ns, ctime_ns;
+};
 
 struct perfmap_entry {
 	uint64_t start, end;
@@ -30,11 +47,12 @@ struct perfmap {
 	size_t n_complete; /* lines from newline-terminated text (the rest is provisional) */
 	struct perfmap_entry *segs; /* disjoint, sorted: the winner for each range */
 	size_t n_segs;
-	/* what was read of the file */
-	uint64_t ino, dev;
-	int64_t mtime_ns;
-	uint64_t size;
-	uint64_t parsed; /* bytes of complete lines consumed */
+	struct perfmap_file read; /* what was read of the file */
+	uint64_t parsed;	  /* bytes of complete lines consumed */
+	/* The file last refused, and why: it is not opened (or counted) again until it
+	 * changes. */
+	struct perfmap_file refused;
+	int refused_err;
 };
 
 /* Parses lines from buf[0..len); only newline-terminated lines are consumed unless
@@ -45,8 +63,11 @@ ssize_t perfmap_parse(struct perfmap *pm, const char *buf, size_t len, int at_eo
 /* Rebuilds the lookup table from the parsed lines. 0 or -ENOMEM. */
 int perfmap_index(struct perfmap *pm);
 const struct perfmap_entry *perfmap_find(const struct perfmap *pm, uint64_t addr);
-/* Brings pm up to date with the file at path (stat, then read what is new). 0 or -errno. */
-int perfmap_refresh(struct perfmap *pm, const char *path);
+/* Brings pm up to date with the file at path (lstat, then read what is new). rules gives
+ * the owner check and the refusal counters; the cap (PERFMAP_MAX_BYTES) and the refusal
+ * of a symbolic link are the perf map's own. 0, or a -errno of regfile_open or pread (what
+ * was read before stays). */
+int perfmap_refresh(struct perfmap *pm, const char *path, const struct regfile_rules *rules);
 /* Empties the map so the next refresh reads the file anew; names already handed out
  * stay valid (they live in the pool until perfmap_free). */
 void perfmap_reset(struct perfmap *pm);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <sonde/spool.h>
 #include <sonde/symbolize.h>
 
+#include "proc/proc.h"
 #include "symbol/bidcache.h"
 #include "symbol/debugfile.h"
 #include "symbol/demangle.h"
@@ -66,7 +68,8 @@ struct sonde_symbolizer {
 	int ksyms_loaded;
 	struct u64map perfmaps; /* pid -> struct sym_perfmap */
 	struct imgcache images;
-	char *bidcache_dir; /* NULL: no build-id cache */
+	char *bidcache_dir;		 /* NULL: no build-id cache */
+	struct regfile_refusals refused; /* files not read, by reason (docs/symbolize.md) */
 };
 
 enum {
@@ -77,6 +80,10 @@ enum {
 struct sym_perfmap {
 	struct perfmap map;
 	const char *path; /* pool copy, the frames' module */
+	/* Who may own the map besides root: the process's effective uid, looked up while it
+	 * runs; once it is gone, the reader's own (perf's rule). */
+	bool owner_known;
+	uid_t owner;
 };
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -202,13 +209,16 @@ static int mod_is_image(const struct sym_mod *sm, const struct elfimg *img, int 
 	return fstat(fd, &st) == 0 && (uint64_t)st.st_ino == sm->inode;
 }
 
-static int mod_try_path(struct sym_mod *sm, const char *path)
+/* path comes from a recording (the mapped file's name, as /proc/PID/maps shows it) or
+ * names a file in the build-id cache: never a symbolic link for the real file. */
+static int mod_try_path(struct sonde_symbolizer *s, struct sym_mod *sm, const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct regfile_rules rules = elfimg_rules(false, &s->refused);
+	int fd = regfile_open(path, &rules, NULL);
 	int r;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = elfimg_open_fd(&sm->img, fd);
 	if (r == 0 && !mod_is_image(sm, &sm->img, fd)) {
 		sonde_debug("symbolize: %s is not the mapped image (replaced?)", path);
@@ -269,7 +279,7 @@ static int mod_try_bidcache(struct sonde_symbolizer *s, struct sym_mod *sm)
 	if (!s->bidcache_dir || !sm->build_id_len ||
 	    bidcache_path(s->bidcache_dir, sm->build_id, sm->build_id_len, path, sizeof(path)))
 		return -ENOENT;
-	return mod_try_path(sm, path);
+	return mod_try_path(s, sm, path);
 }
 
 static void mod_open_image(struct sonde_symbolizer *s, struct sym_mod *sm, uint32_t pid)
@@ -289,19 +299,19 @@ static int mod_open_image_path(struct sonde_symbolizer *s, struct sym_mod *sm, u
 		return 0;
 	if (sm->path[0] != '/')
 		return -ENOENT;
-	if (mod_try_path(sm, sm->path) == 0)
+	if (mod_try_path(s, sm, sm->path) == 0)
 		return 0;
 	/* A path from another mount namespace is reachable through the process's root. */
 	if (pid &&
 	    snprintf(buf, sizeof(buf), "/proc/%" PRIu32 "/root%s", pid, sm->path) <
 		    (int)sizeof(buf) &&
-	    mod_try_path(sm, buf) == 0)
+	    mod_try_path(s, sm, buf) == 0)
 		return 0;
 	if (n > sizeof(deleted) - 1 && !strcmp(sm->path + n - (sizeof(deleted) - 1), deleted) &&
 	    n < sizeof(buf)) {
 		memcpy(buf, sm->path, n - (sizeof(deleted) - 1));
 		buf[n - (sizeof(deleted) - 1)] = 0;
-		if (mod_try_path(sm, buf) == 0)
+		if (mod_try_path(s, sm, buf) == 0)
 			return 0;
 	}
 	return -ENOENT;
@@ -330,7 +340,11 @@ static struct dinfod *symbolizer_dinfod(struct sonde_symbolizer *s)
  * has none. */
 static void mod_find_debug(struct sonde_symbolizer *s, struct sym_mod *sm)
 {
-	struct debugfile_query q = {.debug_dirs = s->opts.debug_dirs, .module_path = sm->path};
+	struct debugfile_query q = {
+		.debug_dirs = s->opts.debug_dirs,
+		.module_path = sm->path,
+		.refusals = &s->refused,
+	};
 	struct dinfod *d;
 
 	q.build_id = mod_build_id(sm, &q.build_id_len);
@@ -501,6 +515,25 @@ static struct sym_perfmap *perfmap_of(struct sonde_symbolizer *s, uint32_t pid)
 	return p;
 }
 
+/* Anyone can create /tmp/perf-PID.map for any pid, so the map counts only when root or
+ * the process's own user wrote it. perf accepts root's and its own user's (dso__load);
+ * read as root on another user's behalf, "its own user" has to be the process's. */
+static struct regfile_rules perfmap_rules(struct sonde_symbolizer *s, struct sym_perfmap *p,
+					  uint32_t pid)
+{
+	uid_t ruid, euid;
+
+	if (!p->owner_known && proc_read_uids((pid_t)pid, &ruid, &euid) == 0) {
+		p->owner = euid;
+		p->owner_known = true;
+	}
+	return (struct regfile_rules){
+		.check_owner = true,
+		.owner = p->owner_known ? p->owner : geteuid(),
+		.refusals = &s->refused,
+	};
+}
+
 /* Names from the JIT's perf map; the file is checked for news on every lookup, since a
  * JIT keeps appending to it. */
 static int jit_frame(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
@@ -508,10 +541,12 @@ static int jit_frame(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
 {
 	struct sym_perfmap *p = perfmap_of(s, pid);
 	const struct perfmap_entry *e;
+	struct regfile_rules rules;
 
 	if (!p)
 		return -ENOMEM;
-	perfmap_refresh(&p->map, p->path);
+	rules = perfmap_rules(s, p, pid);
+	perfmap_refresh(&p->map, p->path, &rules);
 	e = perfmap_find(&p->map, addr);
 	if (!e)
 		return 0;
@@ -526,7 +561,7 @@ static int kernel_frame(struct sonde_symbolizer *s, uint64_t addr, struct sonde_
 	if (!s->ksyms_loaded) {
 		s->ksyms_loaded = 1;
 		const char *path = s->opts.kallsyms_path ? s->opts.kallsyms_path : "/proc/kallsyms";
-		int r = kallsyms_load(&s->ksyms, path);
+		int r = kallsyms_load(&s->ksyms, path, &s->refused);
 		if (r < 0)
 			sonde_debug("symbolize: %s: %s", path, sonde_strerror(r));
 	}
@@ -633,6 +668,9 @@ SONDE_API int sonde_symbolizer_add_image(struct sonde_symbolizer *s,
 SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
 						  const struct sonde_sym_module *m)
 {
+	/* map_files entries are the kernel's links to what is mapped: followed, but a mapped
+	 * device is still no image */
+	struct regfile_rules rules = elfimg_rules(true, NULL);
 	char path[128];
 	int fd, r;
 
@@ -640,12 +678,30 @@ SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, m->pid,
 		 m->start, m->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = regfile_open(path, &rules, NULL);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = sonde_symbolizer_add_image(s, m, fd);
 	close(fd);
 	return r;
+}
+
+SONDE_API int sonde_symbolizer_get_stats(const struct sonde_symbolizer *s,
+					 struct sonde_symbolizer_stats *out)
+{
+	struct sonde_symbolizer_stats st;
+
+	if (!s || !out || out->sz < sizeof(size_t))
+		return -EINVAL;
+	st = (struct sonde_symbolizer_stats){
+		.sz = out->sz,
+		.refused_symlink = s->refused.symlink,
+		.refused_not_regular = s->refused.not_regular,
+		.refused_too_big = s->refused.too_big,
+		.refused_owner = s->refused.owner,
+	};
+	memcpy(out, &st, out->sz < sizeof(st) ? out->sz : sizeof(st));
+	return 0;
 }
 
 SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t pid)
@@ -655,7 +711,11 @@ SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t p
 	if (!s)
 		return -EINVAL;
 	p = u64map_get_ptr(&s->perfmaps, pid);
-	if (!p || !p->map.n_lines)
+	if (!p)
+		return 0;
+	/* a reused pid may belong to another user */
+	p->owner_known = false;
+	if (!p->map.n_lines)
 		return 0;
 	perfmap_reset(&p->map);
 	return 1;

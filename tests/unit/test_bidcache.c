@@ -35,14 +35,14 @@ TEST(kernel_bidcache_layout_and_store_once)
 	ASSERT_INT(bidcache_store(dir, id, sizeof(id), fd, 1 << 20), ==, 1);
 	ASSERT_INT(bidcache_store(dir, id, sizeof(id), fd, 1 << 20), ==, 0);
 	ASSERT_INT(bidcache_store(dir, id, sizeof(id), fd, 999), ==, -SONDE_E_LIMIT);
-	int in = bidcache_open(dir, id, sizeof(id));
+	int in = bidcache_open(dir, id, sizeof(id), UINT64_MAX, NULL);
 	ASSERT_INT(in, >=, 0);
 	char buf[2000];
 	ASSERT_INT(read(in, buf, sizeof(buf)), ==, 1000);
 	ASSERT(buf[0] == 'x' && buf[999] == 'x');
 	close(in);
 	close(fd);
-	ASSERT_INT(bidcache_open(dir, (const uint8_t *)"\1", 1), ==, -ENOENT);
+	ASSERT_INT(bidcache_open(dir, (const uint8_t *)"\1", 1, UINT64_MAX, NULL), ==, -ENOENT);
 }
 
 TEST(kernel_bidcache_removes_oldest_past_its_bound)
@@ -60,9 +60,9 @@ TEST(kernel_bidcache_removes_oldest_past_its_bound)
 		struct timespec ts = {0, 20 * 1000 * 1000};
 		nanosleep(&ts, NULL); /* distinct modification times */
 	}
-	ASSERT_INT(bidcache_open(dir, id[0], 2), ==, -ENOENT);
+	ASSERT_INT(bidcache_open(dir, id[0], 2, UINT64_MAX, NULL), ==, -ENOENT);
 	for (int i = 1; i < 3; i++) {
-		int fd = bidcache_open(dir, id[i], 2);
+		int fd = bidcache_open(dir, id[i], 2, UINT64_MAX, NULL);
 		ASSERT_INT(fd, >=, 0);
 		close(fd);
 	}
