@@ -149,6 +149,9 @@ struct sonde_record_summary {
 	 * counted here, and the first of them kept. */
 	uint32_t context_errors;
 	int context_error;
+	/* Mapped files not read for their build id because their path led to no regular file
+	 * of a sane size (a FIFO, a symbolic link put in its place, ...: docs/symbolize.md). */
+	uint64_t files_refused;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

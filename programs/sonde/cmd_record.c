@@ -292,6 +292,9 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 	if (s->images_saved)
 		fprintf(stderr, "  %u deleted or replaced image%s kept in the build-id cache\n",
 			s->images_saved, s->images_saved == 1 ? "" : "s");
+	if (s->files_refused)
+		fprintf(stderr, "  %llu mapped file%s not read (not a regular file, or too big)\n",
+			(unsigned long long)s->files_refused, s->files_refused == 1 ? "" : "s");
 	if (a->opts.kernel && s->kernel_enabled)
 		fprintf(stderr, "  kernel: %llu frames\n", (unsigned long long)s->kernel_frames);
 	else if (a->opts.kernel)

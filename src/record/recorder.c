@@ -483,6 +483,7 @@ int sonde_recorder_summary(const struct sonde_recorder *r, struct sonde_record_s
 	s.unwind_fp_frames = r->unwind_stats.fp_steps;
 	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++)
 		s.unwind_fallbacks[i] = r->unwind_stats.fallbacks[i];
+	s.files_refused = regfile_refusals_total(&r->refused);
 	memcpy(out, &s, out->sz < sizeof(s) ? out->sz : sizeof(s));
 	return 0;
 }

@@ -18,6 +18,7 @@
 #include "perf/event.h"
 #include "perf/ring.h"
 #include "perf/sorter.h"
+#include "base/regfile.h"
 #include "proc/proc.h"
 #include "record/live.h"
 #include "record/modules.h"
@@ -112,6 +113,7 @@ struct sonde_recorder {
 	size_t n_images_held;
 	char *bidcache_dir; /* where deleted or replaced images are kept; NULL: nowhere */
 	uint64_t bidcache_bytes;
+	struct regfile_refusals refused; /* mapped files not read (base/regfile.h) */
 
 	struct sonde_record_summary sum;
 	uint64_t start_mono, last_time;

@@ -16,6 +16,7 @@
 #include "proc/maps.h"
 #include "record/recorder.h"
 #include "record/stack.h"
+#include "symbol/elfimg.h"
 
 struct rec_process *rec_process_get(struct sonde_recorder *r, pid_t pid, bool create)
 {
@@ -114,6 +115,33 @@ void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
 	r->n_threads--;
 }
 
+/* The mapped file, for its build id. map_files reaches it even when it was deleted or
+ * replaced (a kernel link, followed); the mapped path is the target's to replace (with a
+ * FIFO, a link to a device...), so it is opened as an untrusted path; the inode check
+ * makes sure a path that now names another file is not used. A descriptor or -1. */
+static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct rec_module *m)
+{
+	struct regfile_rules rules = elfimg_rules(true, &r->refused);
+	char path[64];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	fd = regfile_open(path, &rules, &st);
+	if (fd >= 0 && st.st_ino == m->inode)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	rules.follow = false;
+	fd = regfile_open(m->path, &rules, &st);
+	if (fd >= 0 && st.st_ino == m->inode)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
 /* Build ids by file identity: every process mapping libc reads it once. */
 static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 					    const struct rec_module *m)
@@ -135,22 +163,7 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 	b->dev = m->dev;
 	b->inode = m->inode;
 
-	/* map_files reaches the mapped file even when it was deleted or replaced; the inode
-	 * check makes sure a path that now names another file is not used. */
-	char path[64];
-	struct stat st;
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0 || st.st_ino != m->inode) {
-		if (fd >= 0)
-			close(fd);
-		fd = open(m->path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_ino != m->inode)) {
-			close(fd);
-			fd = -1;
-		}
-	}
+	int fd = open_mapped_file(r, pid, m);
 	if (fd >= 0) {
 		int n = read_build_id(fd, b->id, sizeof(b->id));
 		b->len = n > 0 ? (uint8_t)n : 0;

@@ -13,6 +13,7 @@
 
 #include <sonde/log.h>
 
+#include "base/regfile.h"
 #include "unwind/cache.h"
 #include "unwind/cfi_parse.h"
 
@@ -85,19 +86,18 @@ static int grow(struct unwind_cache *c)
 	return 0;
 }
 
-static uint8_t *read_fd(int fd, uint64_t inode, size_t *len)
+/* fd was opened by regfile_open: a regular file within MAX_IMAGE. */
+static uint8_t *read_fd(int fd, const struct stat *st, uint64_t inode, size_t *len)
 {
-	struct stat st;
 	uint8_t *buf;
 	size_t got = 0;
 
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
-	    st.st_size > MAX_IMAGE || (inode && st.st_ino != inode))
+	if (st->st_size <= 0 || (inode && st->st_ino != inode))
 		return NULL;
-	if (!(buf = malloc((size_t)st.st_size)))
+	if (!(buf = malloc((size_t)st->st_size)))
 		return NULL;
-	while (got < (size_t)st.st_size) {
-		ssize_t r = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+	while (got < (size_t)st->st_size) {
+		ssize_t r = pread(fd, buf + got, (size_t)st->st_size - got, (off_t)got);
 		if (r <= 0) {
 			free(buf);
 			return NULL;
@@ -133,10 +133,15 @@ static uint8_t *read_image(const struct unwind_mapping *m, size_t *len)
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)m->pid,
 		 m->start, m->end);
 	for (int i = 0; i < 2 && !img; i++) {
+		/* map_files is the kernel's link to the mapping, followed; the mapped path is
+		 * the target's to replace (a FIFO there would block the unwinder) */
+		struct regfile_rules rules = {
+			.what = "mapped file", .max_size = MAX_IMAGE, .follow = i == 0};
 		const char *p = i == 0 ? path : m->path;
-		if (!p || (i == 0 && m->pid <= 0) || (fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		struct stat st;
+		if (!p || (i == 0 && m->pid <= 0) || (fd = regfile_open(p, &rules, &st)) < 0)
 			continue;
-		img = read_fd(fd, m->inode, len);
+		img = read_fd(fd, &st, m->inode, len);
 		close(fd);
 	}
 	return img;
