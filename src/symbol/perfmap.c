@@ -253,9 +253,11 @@ void perfmap_reset(struct perfmap *pm)
 	pm->read = (struct perfmap_file){0};
 }
 
-/* A piece of the file read into buf[have..); bytes read, 0 at its end, or -errno. */
-static ssize_t read_piece(int fd, char *buf, size_t room, uint64_t off)
+/* A piece read into buf[0..room); bytes read, 0 at the end, or -errno. */
+static ssize_t pread_piece(void *ctx, char *buf, size_t room, uint64_t off)
 {
+	int fd = *(const int *)ctx;
+
 	for (;;) {
 		ssize_t r = pread(fd, buf, room, (off_t)off);
 		if (r >= 0 || errno != EINTR)
@@ -263,58 +265,59 @@ static ssize_t read_piece(int fd, char *buf, size_t room, uint64_t off)
 	}
 }
 
-/* Parses the file from pm->parsed to size, PERFMAP_MAX_LINE bytes at a time. buf[0] is
- * the byte at file offset base; a piece that holds no newline at all is a line too long
- * to keep, skipped up to its newline. */
-static int read_from(struct perfmap *pm, int fd, uint64_t size)
+/* While skipping a line too long to keep: drops buf up to and including its newline.
+ * Returns true when the newline was there. */
+static bool skip_to_newline(char *buf, size_t *have, uint64_t *base)
 {
-	char *buf = malloc(PERFMAP_MAX_LINE);
-	uint64_t base = pm->parsed, off = pm->parsed;
+	const char *nl = memchr(buf, '\n', *have);
+	size_t k = nl ? (size_t)(nl - buf) + 1 : *have;
+
+	memmove(buf, buf + k, *have - k);
+	*base += k;
+	*have -= k;
+	return nl != NULL;
+}
+
+int perfmap_read(struct perfmap *pm, perfmap_read_fn fill, void *ctx, uint64_t size, size_t piece)
+{
+	char *buf = malloc(piece ? piece : 1);
+	uint64_t base = pm->parsed, off = pm->parsed; /* buf[0] is the byte at base */
 	size_t have = 0;
 	bool skipping = false;
 	ssize_t r = 0;
 
-	if (!buf)
+	if (!buf || !piece) {
+		free(buf);
 		return -ENOMEM;
+	}
 	/* an unterminated last line read before is dropped and read again */
 	pm->n_lines = pm->n_complete;
 	while (off < size) {
-		size_t room = PERFMAP_MAX_LINE - have;
-		if (room > size - off)
-			room = (size_t)(size - off);
-		r = read_piece(fd, buf + have, room, off);
-		if (r <= 0)
+		size_t room = piece - have < size - off ? piece - have : (size_t)(size - off);
+		if ((r = fill(ctx, buf + have, room, off)) <= 0)
 			break;
 		have += (size_t)r;
 		off += (uint64_t)r;
 		if (skipping) {
-			const char *nl = memchr(buf, '\n', have);
-			size_t k = nl ? (size_t)(nl - buf) + 1 : have;
-			memmove(buf, buf + k, have - k);
-			base += k;
-			have -= k;
-			if (!nl)
+			if (!skip_to_newline(buf, &have, &base))
 				continue;
 			pm->parsed = base;
 			skipping = false;
 		}
-		r = perfmap_parse(pm, buf, have, off >= size);
-		if (r < 0)
+		if ((r = perfmap_parse(pm, buf, have, off >= size)) < 0)
 			break;
-		if (r == 0 && have == PERFMAP_MAX_LINE) {
-			skipping = true;
+		/* a full buffer without a newline: a line too long to keep */
+		skipping = r == 0 && have == piece;
+		if (skipping)
 			r = (ssize_t)have;
-		} else {
+		else
 			pm->parsed = base + (uint64_t)r;
-		}
 		memmove(buf, buf + r, have - (size_t)r);
 		base += (uint64_t)r;
 		have -= (size_t)r;
 	}
 	free(buf);
-	if (r < 0)
-		return (int)r;
-	return perfmap_index(pm);
+	return r < 0 ? (int)r : perfmap_index(pm);
 }
 
 static struct perfmap_file file_of(const struct stat *st)
@@ -370,7 +373,7 @@ int perfmap_refresh(struct perfmap *pm, const char *path, const struct regfile_r
 	now = file_of(&st);
 	if (now.ino != pm->read.ino || now.dev != pm->read.dev || now.size < pm->read.size)
 		perfmap_reset(pm);
-	r = read_from(pm, fd, now.size);
+	r = perfmap_read(pm, pread_piece, &fd, now.size, PERFMAP_MAX_LINE);
 	close(fd);
 	pm->read = now;
 	return r;

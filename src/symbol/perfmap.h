@@ -60,6 +60,14 @@ struct perfmap {
  * it is read again once complete). Returns the bytes consumed, or -ENOMEM. Call
  * perfmap_index afterwards. */
 ssize_t perfmap_parse(struct perfmap *pm, const char *buf, size_t len, int at_eof);
+/* Source of the file's bytes for perfmap_read: up to len bytes at offset off into buf;
+ * returns the count, 0 at the end, or -errno. */
+typedef ssize_t (*perfmap_read_fn)(void *ctx, char *buf, size_t len, uint64_t off);
+/* Parses what is new, from pm->parsed up to size, reading piece bytes at a time (a line
+ * of piece bytes or more is skipped; an unterminated last one is kept up to piece bytes),
+ * then indexes. The file reader's loop, separate so that it can be fuzzed with small
+ * pieces. 0, -ENOMEM, or the read's -errno. */
+int perfmap_read(struct perfmap *pm, perfmap_read_fn fill, void *ctx, uint64_t size, size_t piece);
 /* Rebuilds the lookup table from the parsed lines. 0 or -ENOMEM. */
 int perfmap_index(struct perfmap *pm);
 const struct perfmap_entry *perfmap_find(const struct perfmap *pm, uint64_t addr);
