@@ -8,6 +8,7 @@
 
 #include <sonde/error.h>
 
+#include "proc/proc.h"
 #include "symbol/perfmap.h"
 
 /* strtoull(p, &end, 16) over a bounded buffer: optional blanks, an optional 0x when a hex
@@ -343,9 +344,26 @@ static bool is_refusal(int err)
 	       err == -SONDE_E_OWNER;
 }
 
-int perfmap_refresh(struct perfmap *pm, const char *path, const struct regfile_rules *rules)
+/* Anyone can create /tmp/perf-PID.map for any pid, so a map counts only when root or the
+ * process's own user wrote it. perf takes root's and its own user's (dso__load, "not owned
+ * by current user or root"); read as root on another user's behalf, "its own user" has to
+ * be the process's: its effective uid, the one its files are created with. Looked up when
+ * the file is opened, so a pid now held by another process is judged by that one. */
+static uid_t map_owner(pid_t pid)
 {
-	struct regfile_rules rr = *rules;
+	uid_t ruid, euid;
+
+	return proc_read_uids(pid, &ruid, &euid) == 0 ? euid : geteuid();
+}
+
+int perfmap_refresh(struct perfmap *pm, const char *path, pid_t pid,
+		    struct regfile_refusals *refusals)
+{
+	struct regfile_rules rr = {
+		.what = "perf map",
+		.max_size = PERFMAP_MAX_BYTES,
+		.refusals = refusals,
+	};
 	struct perfmap_file now;
 	struct stat st;
 	int fd, r;
@@ -358,9 +376,8 @@ int perfmap_refresh(struct perfmap *pm, const char *path, const struct regfile_r
 		return 0;
 	if (pm->refused_err && same_file(&now, &pm->refused))
 		return pm->refused_err;
-	rr.what = "perf map";
-	rr.max_size = PERFMAP_MAX_BYTES;
-	rr.follow = false;
+	rr.check_owner = true;
+	rr.owner = map_owner(pid);
 	fd = regfile_open(path, &rr, &st);
 	if (fd < 0) {
 		if (is_refusal(fd)) {

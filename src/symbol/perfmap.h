@@ -71,11 +71,13 @@ int perfmap_read(struct perfmap *pm, perfmap_read_fn fill, void *ctx, uint64_t s
 /* Rebuilds the lookup table from the parsed lines. 0 or -ENOMEM. */
 int perfmap_index(struct perfmap *pm);
 const struct perfmap_entry *perfmap_find(const struct perfmap *pm, uint64_t addr);
-/* Brings pm up to date with the file at path (lstat, then read what is new). rules gives
- * the owner check and the refusal counters; the cap (PERFMAP_MAX_BYTES) and the refusal
- * of a symbolic link are the perf map's own. 0, or a -errno of regfile_open or pread (what
- * was read before stays). */
-int perfmap_refresh(struct perfmap *pm, const char *path, const struct regfile_rules *rules);
+/* Brings pm up to date with pid's map at path (lstat, then read what is new), opened by
+ * regfile_open's rules: no symbolic link, at most PERFMAP_MAX_BYTES, owned by root or by
+ * the user pid runs as (looked up each time the file is opened anew; when pid is gone,
+ * the caller's euid, as perf does). Refusals are counted in refusals (may be NULL). 0, or
+ * a -errno of regfile_open or pread (what was read before stays). */
+int perfmap_refresh(struct perfmap *pm, const char *path, pid_t pid,
+		    struct regfile_refusals *refusals);
 /* Empties the map so the next refresh reads the file anew; names already handed out
  * stay valid (they live in the pool until perfmap_free). */
 void perfmap_reset(struct perfmap *pm);

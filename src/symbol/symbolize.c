@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +22,6 @@
 #include <sonde/spool.h>
 #include <sonde/symbolize.h>
 
-#include "proc/proc.h"
 #include "symbol/bidcache.h"
 #include "symbol/debugfile.h"
 #include "symbol/demangle.h"
@@ -80,10 +78,6 @@ enum {
 struct sym_perfmap {
 	struct perfmap map;
 	const char *path; /* pool copy, the frames' module */
-	/* Who may own the map besides root: the process's effective uid, looked up while it
-	 * runs; once it is gone, the reader's own (perf's rule). */
-	bool owner_known;
-	uid_t owner;
 };
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -515,25 +509,6 @@ static struct sym_perfmap *perfmap_of(struct sonde_symbolizer *s, uint32_t pid)
 	return p;
 }
 
-/* Anyone can create /tmp/perf-PID.map for any pid, so the map counts only when root or
- * the process's own user wrote it. perf accepts root's and its own user's (dso__load);
- * read as root on another user's behalf, "its own user" has to be the process's. */
-static struct regfile_rules perfmap_rules(struct sonde_symbolizer *s, struct sym_perfmap *p,
-					  uint32_t pid)
-{
-	uid_t ruid, euid;
-
-	if (!p->owner_known && proc_read_uids((pid_t)pid, &ruid, &euid) == 0) {
-		p->owner = euid;
-		p->owner_known = true;
-	}
-	return (struct regfile_rules){
-		.check_owner = true,
-		.owner = p->owner_known ? p->owner : geteuid(),
-		.refusals = &s->refused,
-	};
-}
-
 /* Names from the JIT's perf map; the file is checked for news on every lookup, since a
  * JIT keeps appending to it. */
 static int jit_frame(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
@@ -541,12 +516,10 @@ static int jit_frame(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
 {
 	struct sym_perfmap *p = perfmap_of(s, pid);
 	const struct perfmap_entry *e;
-	struct regfile_rules rules;
 
 	if (!p)
 		return -ENOMEM;
-	rules = perfmap_rules(s, p, pid);
-	perfmap_refresh(&p->map, p->path, &rules);
+	perfmap_refresh(&p->map, p->path, (pid_t)pid, &s->refused);
 	e = perfmap_find(&p->map, addr);
 	if (!e)
 		return 0;
@@ -711,11 +684,7 @@ SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t p
 	if (!s)
 		return -EINVAL;
 	p = u64map_get_ptr(&s->perfmaps, pid);
-	if (!p)
-		return 0;
-	/* a reused pid may belong to another user */
-	p->owner_known = false;
-	if (!p->map.n_lines)
+	if (!p || !p->map.n_lines)
 		return 0;
 	perfmap_reset(&p->map);
 	return 1;
