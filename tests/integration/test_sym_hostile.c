@@ -205,7 +205,7 @@ TEST_TIMEOUT(sym_hostile_module_path_fifo_falls_back, 20)
 
 /* ---- a JIT target running as nobody puts a FIFO where its perf map belongs ---- */
 
-static char fifo_map[64];
+static char fifo_map[64]; /* the map jit_spin made */
 
 static void remove_fifo_map(void)
 {
@@ -213,9 +213,10 @@ static void remove_fifo_map(void)
 		unlink(fifo_map);
 }
 
-/* tests/progs/jit_spin as nobody, spinning in anonymous code after making a FIFO of
- * /tmp/perf-PID.map (removed when the test process ends, however it ends). */
-static pid_t spawn_jit_with_fifo(const char *seconds)
+/* tests/progs/jit_spin as nobody, spinning in anonymous code after making /tmp/perf-PID.map
+ * a FIFO or a sparse giant (mode "fifo", "sparse"; removed when the test process ends,
+ * however it ends). */
+static pid_t spawn_jit_with_map(const char *seconds, const char *mode)
 {
 	const char *prog = test_copy_for_anyone(test_prog("jit_spin"));
 	struct stat st;
@@ -227,7 +228,7 @@ static pid_t spawn_jit_with_fifo(const char *seconds)
 		dup2(null, STDOUT_FILENO);
 		if (setgroups(0, NULL) < 0 || setgid(SEC_NOBODY) < 0 || setuid(SEC_NOBODY) < 0)
 			_exit(99);
-		execl(prog, "jit_spin", seconds, "fifo", (char *)NULL);
+		execl(prog, "jit_spin", seconds, mode, (char *)NULL);
 		_exit(98);
 	}
 	snprintf(fifo_map, sizeof(fifo_map), "/tmp/perf-%d.map", (int)pid);
@@ -235,7 +236,7 @@ static pid_t spawn_jit_with_fifo(const char *seconds)
 	for (int i = 0; i < 500 && lstat(fifo_map, &st) < 0; i++)
 		usleep(10000);
 	ASSERT_OK(lstat(fifo_map, &st));
-	ASSERT(S_ISFIFO(st.st_mode));
+	ASSERT(strcmp(mode, "fifo") ? st.st_size == 768 << 20 : S_ISFIFO(st.st_mode));
 	return pid;
 }
 
@@ -278,7 +279,7 @@ TEST_TIMEOUT(perfds_fifo_perf_map_of_target_does_not_stall_linux_perf, 180)
 
 	sec_require_root();
 	test_require_perf();
-	pid_t target = spawn_jit_with_fifo("60");
+	pid_t target = spawn_jit_with_map("60", "fifo");
 	chmod(test_tmpdir(), 0755);
 	sonded_start(&d, NULL);
 	client_wait_data_source(d.csock, "linux.perf");
@@ -292,6 +293,45 @@ TEST_TIMEOUT(perfds_fifo_perf_map_of_target_does_not_stall_linux_perf, 180)
 	ASSERT_UINT(second, >=, 20);
 }
 
+static long status_kib(pid_t pid, const char *field)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	char *text = ASSERT_NOT_NULL(test_read_file(path, NULL));
+	const char *at = strstr(text, field);
+	long kib = at ? atol(at + strlen(field)) : -1;
+	free(text);
+	ASSERT_INT(kib, >, 0);
+	return kib;
+}
+
+/* The same process with a 768 MiB sparse perf map: sonded refuses it by its size, so
+ * neither its peak nor its resident memory after the session grows by anything like it
+ * (it read the whole file into memory, and kept a copy of the one endless name). */
+TEST_TIMEOUT(perfds_sparse_perf_map_of_target_costs_sonded_no_memory, 180)
+{
+	struct sonded d;
+
+	sec_require_root();
+	test_require_perf();
+	pid_t target = spawn_jit_with_map("60", "sparse");
+	chmod(test_tmpdir(), 0755);
+	sonded_start(&d, NULL);
+	client_wait_data_source(d.csock, "linux.perf");
+	long before = status_kib(d.pid, "VmRSS:");
+	size_t n = session_samples(d.csock, target, "sparse.pftrace");
+	long peak = status_kib(d.pid, "VmHWM:"), after = status_kib(d.pid, "VmRSS:");
+	printf("%zu samples; sonded RSS %ld KiB before, %ld after, peak %ld\n", n, before, after,
+	       peak);
+	sonded_stop(&d);
+	kill(target, SIGKILL);
+	test_wait(target, 10);
+	ASSERT_UINT(n, >=, 20);
+	ASSERT_INT(peak - before, <, 128 << 10);
+	ASSERT_INT(after - before, <, 64 << 10);
+}
+
 /* Root's `sonde report` and `sonde convert` of a recording of that process finish, and
  * say that a file was ignored. */
 TEST_TIMEOUT(sym_hostile_report_convert_with_fifo_perf_map, 180)
@@ -302,7 +342,7 @@ TEST_TIMEOUT(sym_hostile_report_convert_with_fifo_perf_map, 180)
 
 	sec_require_root();
 	test_require_perf();
-	pid_t target = spawn_jit_with_fifo("60");
+	pid_t target = spawn_jit_with_map("60", "fifo");
 	snprintf(pid_arg, sizeof(pid_arg), "%d", (int)target);
 	test_runf(&o, 60, "%s record -q -F 199 -d 1.5 -p %s -o %s", test_bin("sonde"), pid_arg,
 		  spool);

@@ -1,9 +1,11 @@
 /* A stand-in for a JIT: spins in machine code it copied into anonymous executable memory,
  * so that samples land where only a perf map (/tmp/perf-PID.map) could name them.
  *
- * usage: jit_spin SECONDS [fifo]
+ * usage: jit_spin SECONDS [fifo|sparse]
  *   fifo: first put a FIFO at /tmp/perf-PID.map, as a hostile process may, to see that a
- *   profiler reading its map does not block on it.
+ *   profiler reading its map does not block on it;
+ *   sparse: make the map a 768 MiB sparse file (one real line, then zeros), which a
+ *   profiler must not read into memory.
  * x86-64 only (the copied code is x86-64); elsewhere it exits 77.
  */
 #include <stdint.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,12 +34,18 @@ int main(int argc, char **argv)
 	double secs = argc > 1 ? atof(argv[1]) : 3, end = now() + secs;
 	char map[64];
 
-	if (argc > 2 && strcmp(argv[2], "fifo") == 0) {
-		snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)getpid());
-		if (mkfifo(map, 0644) < 0) {
+	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)getpid());
+	if (argc > 2 && strcmp(argv[2], "fifo") == 0 && mkfifo(map, 0644) < 0) {
+		perror(map);
+		return 1;
+	}
+	if (argc > 2 && strcmp(argv[2], "sparse") == 0) {
+		int fd = open(map, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (fd < 0 || write(fd, "1000 10 f\n", 10) != 10 || ftruncate(fd, 768 << 20) < 0) {
 			perror(map);
 			return 1;
 		}
+		close(fd);
 	}
 	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
 		       -1, 0);
