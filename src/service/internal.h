@@ -258,6 +258,10 @@ char *svc_strndup(const uint8_t *p, size_t n);
 
 /* producer.c */
 int producer_dispatch(struct svc *s, struct req *r, uint32_t method);
+/* The next producer id from the counter *next: never 0, and never one in_use says is
+ * taken, so that after 2^32 producers the counter wraps without reusing a live id. 0
+ * only when every id is taken. */
+uint32_t producer_id_next(uint32_t *next, bool (*in_use)(void *ctx, uint32_t id), void *ctx);
 void producer_gone(struct svc *s, struct conn *c);
 int producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool with_smb_fd);
 int producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss);
