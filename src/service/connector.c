@@ -96,6 +96,13 @@ static int grant_identity(struct cx_ctx *x, const struct cx_client *cl, const st
 {
 	*uid = cl->uid;
 	*gid = cl->gid;
+	/* (uid_t)-1 is no one's uid: the kernel refuses it in setuid() and uses it to mean
+	 * "unchanged" or "unmapped", so granting it could only make it collide with such a
+	 * marker somewhere. */
+	if (q->has_uid && q->uid == (uint32_t)(uid_t)-1)
+		return status(x, EINVAL, "uid %u is not a valid uid", q->uid);
+	if (q->has_gid && q->gid == (uint32_t)(gid_t)-1)
+		return status(x, EINVAL, "gid %u is not a valid gid", q->gid);
 	if (q->has_uid && q->uid != cl->uid) {
 		if (cl->uid != 0)
 			return status(x, EPERM, "uid %u may not grant uid %u", (unsigned)cl->uid,

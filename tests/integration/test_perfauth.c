@@ -410,3 +410,36 @@ TEST_TIMEOUT(perfauth_kernel_frames_carry_names_not_addresses, 120)
 	stop_target(pid);
 	sonded_stop(&d);
 }
+
+/* uid 0xFFFFFFFF is (uid_t)-1, no one's uid: the connector refuses to grant it (and gid
+ * 0xFFFFFFFF), so no connection can carry it into a credential comparison. */
+TEST_TIMEOUT(perfauth_connector_refuses_to_grant_uid_minus_one, 60)
+{
+	struct sonded d;
+	int sv[2];
+
+	sec_require_root();
+	sonded_start(&d, NULL);
+	struct sonde_connector_opts co = {.sz = sizeof(co), .socket = d.xsock};
+	struct sonde_connector *c = ASSERT_NOT_NULL(sonde_connector__new(&co));
+	for (int which = 0; which < 2; which++) {
+		struct sonde_connect_opts o = {.sz = sizeof(o)};
+		if (which == 0) {
+			o.set_uid = true;
+			o.uid = 0xFFFFFFFFu;
+		} else {
+			o.set_gid = true;
+			o.gid = 0xFFFFFFFFu;
+		}
+		ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+		int rc = sonde_connector__connect_consumer(c, sv[0], &o);
+		ASSERT_INT(rc, ==, -EINVAL);
+		ASSERT_CONTAINS(sonde_connector__last_error(c),
+				which ? "gid 4294967295 is not a valid gid"
+				      : "uid 4294967295 is not a valid uid");
+		close(sv[0]);
+		close(sv[1]);
+	}
+	sonde_connector__free(c);
+	sonded_stop(&d);
+}
