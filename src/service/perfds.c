@@ -85,7 +85,7 @@ struct inst {
 	struct sonde_recorder *rec;
 	struct pf_enc *enc;
 	struct buf pre; /* spool bytes written before the encoder exists */
-	pid_t *seen;	/* pids already attached or refused */
+	pid_t *seen;	/* targets already attached or refused */
 	size_t nseen;
 	uint64_t lost_reported;
 	uint64_t next_read_ms, next_scan_ms;
@@ -447,13 +447,15 @@ static void consider(struct inst *in, pid_t pid, bool listed)
 	for (size_t i = 0; i < in->nseen; i++)
 		if (in->seen[i] == pid)
 			return;
+	/* A process that is no target now may become one when it execs (a shell's child
+	 * before its exec): only targets are remembered, the others are looked at again. */
+	if (!perfds_is_target(&in->cfg, pid))
+		return;
 	pid_t *n = realloc(in->seen, (in->nseen + 1) * sizeof(*n));
 	if (!n)
 		return;
 	in->seen = n;
 	in->seen[in->nseen++] = pid;
-	if (!perfds_is_target(&in->cfg, pid))
-		return;
 	/* From here on the process is named by the pidfd, never by its number alone. */
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
@@ -656,7 +658,9 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 	uint64_t now = now_ms();
 	in->next_read_ms = now + in->cfg.read_period_ms;
 	in->next_scan_ms = now + RESCAN_MS;
-	if (!in->ever_attached)
+	/* Listed pids are all there is; a process chosen by cmdline may start later, and
+	 * only the end of the session says whether none did (on_stop). */
+	if (!in->ever_attached && !in->cfg.n_cmdlines)
 		note(in, LOG_PRIO_ERROR, 0, "no process to profile: nothing is recorded");
 	check_guardrail(in);
 }
@@ -666,8 +670,13 @@ static void on_stop(void *ctx, uint64_t id)
 	struct perfds *pd = ctx;
 	struct inst *in = find(pd, id, NULL);
 
-	if (in)
-		inst_free(pd, in); /* drains everything, then commits the writer */
+	if (!in)
+		return;
+	if (in->w && !in->cfg_err && !in->ever_attached && in->cfg.n_cmdlines)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "no process matching target_cmdline ran during the session: nothing was "
+		     "recorded");
+	inst_free(pd, in); /* drains everything, then commits the writer */
 }
 
 static void on_flush(void *ctx, uint64_t id)

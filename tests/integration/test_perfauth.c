@@ -443,3 +443,47 @@ TEST_TIMEOUT(perfauth_connector_refuses_to_grant_uid_minus_one, 60)
 	sonde_connector__free(c);
 	sonded_stop(&d);
 }
+
+/* A target chosen by cmdline that starts after the session began is normal: no error,
+ * and its samples are there (issue: "no process to profile" contradicted the trace). */
+TEST_TIMEOUT(perfauth_cmdline_target_starting_late_is_no_error, 120)
+{
+	struct sonded d;
+	struct run r;
+	char path[512], scope[128];
+
+	rig_start(&d);
+	snprintf(path, sizeof(path), "%s", test_copy_for_anyone(test_prog("auth_target")));
+	char name[64];
+	snprintf(name, sizeof(name), "auth_late%d", (int)getpid());
+	char late[600];
+	snprintf(late, sizeof(late), "%s/%s", test_tmpdir(), name);
+	ASSERT_OK(link(path, late));
+	/* it execs 1 s after the session starts, as nobody */
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		usleep(1000000);
+		if (setgroups(0, NULL) < 0 || setgid(SEC_NOBODY) < 0 || setuid(SEC_NOBODY) < 0)
+			_exit(99);
+		execl(late, late, "spin", "30", (char *)NULL);
+		_exit(98);
+	}
+	snprintf(scope, sizeof(scope), "target_cmdline: \"%s\"", name);
+	trace_as(SEC_NOBODY, &d, scope, NULL, 3500, &r);
+	printf("%zu samples; stderr: %s\n", r.t.n_samples, r.err);
+	ASSERT_NOT_CONTAINS(r.err, "no process");
+	ASSERT_NOT_CONTAINS(r.err, "error");
+	ASSERT_INT(r.status, ==, 0);
+	ASSERT_UINT(samples_of(&r.t, pid), >=, 20);
+	run_free(&r);
+	stop_target(pid);
+	/* and one that never starts: an error, at the end */
+	snprintf(scope, sizeof(scope), "target_cmdline: \"never%d\"", (int)getpid());
+	trace_as(SEC_NOBODY, &d, scope, NULL, 1500, &r);
+	ASSERT_INT(r.status, ==, 1);
+	ASSERT_CONTAINS(r.err, "no process matching target_cmdline ran during the session");
+	ASSERT_CONTAINS(r.t.errors, "no process matching target_cmdline ran during the session");
+	run_free(&r);
+	sonded_stop(&d);
+}
