@@ -327,20 +327,22 @@ TEST_TIMEOUT(perfauth_target_exec_of_setuid_program_ends_profiling, 120)
 	sonded_stop(&d);
 }
 
-/* Whether any sample has a kernel frame, and whether any kernel frame has an address. */
+/* Samples whose leaf is a kernel frame (the one mapping named /kernel), and how many of
+ * those frames have an address. */
 static void kernel_frames_of(const struct pft_trace *t, size_t *frames, size_t *addressed)
 {
 	*frames = *addressed = 0;
 	for (size_t i = 0; i < t->n_samples; i++) {
 		const struct pft_sample *s = &t->samples[i];
-		if (!s->leaf_mapping || !strstr(s->leaf_mapping, "kernel"))
+		if (!s->leaf_mapping || strcmp(s->leaf_mapping, "/kernel") != 0)
 			continue;
 		(*frames)++;
 		*addressed += s->leaf_rel_pc != 0;
 	}
 }
 
-/* With kernel.perf_event_paranoid 2, nobody gets no kernel frames, and says why. */
+/* With kernel.perf_event_paranoid 2, nobody gets no kernel frames of its own
+ * syscall-heavy process, and is told why. */
 TEST_TIMEOUT(perfauth_kernel_frames_refused_to_unprivileged_consumer, 120)
 {
 	struct sonded d;
@@ -356,11 +358,11 @@ TEST_TIMEOUT(perfauth_kernel_frames_refused_to_unprivileged_consumer, 120)
 	bool restore = atoi(old) != 2;
 	if (restore)
 		test_write_file("/proc/sys/kernel/perf_event_paranoid", "2\n", 2);
-	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "spin", "30", NULL};
+	const char *argv[] = {test_copy_for_anyone(test_prog("kernel_syscalls")), "30", NULL};
 	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
 	usleep(200000);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
-	trace_as(SEC_NOBODY, &d, scope, "kernel_frames: true", 1000, &r);
+	trace_as(SEC_NOBODY, &d, scope, "kernel_frames: true", 1500, &r);
 	if (restore)
 		test_write_file("/proc/sys/kernel/perf_event_paranoid", old, strlen(old));
 	if (r.status != 0)
@@ -369,7 +371,8 @@ TEST_TIMEOUT(perfauth_kernel_frames_refused_to_unprivileged_consumer, 120)
 			       "consumer uid 65534");
 	kernel_frames_of(&r.t, &kf, &ka);
 	printf("%zu samples, %zu with a kernel leaf\n", r.t.n_samples, kf);
-	ASSERT_UINT(samples_of(&r.t, pid), >=, 20);
+	/* user time only, now: a small share of this program's */
+	ASSERT_UINT(samples_of(&r.t, pid), >=, 5);
 	ASSERT_UINT(kf, ==, 0);
 	run_free(&r);
 	stop_target(pid);
@@ -385,7 +388,7 @@ TEST_TIMEOUT(perfauth_kernel_frames_carry_names_not_addresses, 120)
 	size_t kf, ka;
 
 	rig_start(&d);
-	const char *argv[] = {test_prog("auth_target"), "spin", "30", NULL};
+	const char *argv[] = {test_prog("kernel_syscalls"), "30", NULL};
 	pid_t pid = spawn_as(0, 0, argv);
 	usleep(200000);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
@@ -402,7 +405,7 @@ TEST_TIMEOUT(perfauth_kernel_frames_carry_names_not_addresses, 120)
 	for (size_t i = 0; i < r.t.n_samples; i++) {
 		const struct pft_sample *s = &r.t.samples[i];
 		const char *leaf = s->stack ? strrchr(s->stack, ';') : NULL;
-		if (s->leaf_mapping && strstr(s->leaf_mapping, "kernel") && leaf)
+		if (s->leaf_mapping && !strcmp(s->leaf_mapping, "/kernel") && leaf)
 			named += strcmp(leaf, ";?") != 0;
 	}
 	ASSERT_UINT(named, >=, kf / 2);
