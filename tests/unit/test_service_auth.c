@@ -1,6 +1,12 @@
-/* linux.perf's authorization rule (src/service/perfauth.c), clause by clause. */
+/* linux.perf's authorization rule (src/service/perfauth.c), clause by clause, and its
+ * reads of credentials through pidfds. */
+#include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../test.h"
 #include "service/perfauth.h"
@@ -93,4 +99,46 @@ TEST(perfauth_kernel_frames_need_perfmon_sys_admin_or_paranoid_1)
 	ASSERT(perfauth_may_see_kernel(&c, 3));
 	c.caps_known = false;
 	ASSERT(!perfauth_may_see_kernel(&c, 2));
+}
+
+static int pidfd_of(pid_t pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	ASSERT(fd >= 0);
+	return fd;
+}
+
+/* A pidfd whose process is gone: whatever now holds a pid, nothing read of it counts. */
+TEST(perfauth_reads_through_the_pidfd_never_the_pid_alone)
+{
+	struct perfauth_target t;
+	struct perfauth_consumer c = {.uid = getuid(), .gid = getgid(), .pid = getpid()};
+	pid_t child = fork();
+
+	ASSERT(child >= 0);
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	int dead = pidfd_of(child);
+	kill(child, SIGKILL);
+	ASSERT_INT(waitpid(child, NULL, 0), ==, child);
+	/* as if child's pid now named this process */
+	ASSERT_ERR(perfauth_target_read(dead, getpid(), 0, 0, &t), -ESRCH);
+	perfauth_consumer_caps(dead, getpid(), &c);
+	ASSERT(!c.caps_known);
+
+	int self = pidfd_of(getpid());
+	ASSERT_OK(perfauth_target_read(self, getpid(), 0, 0, &t));
+	ASSERT_UINT(t.uid.real, ==, getuid());
+	ASSERT_UINT(t.gid.eff, ==, getegid());
+	perfauth_consumer_caps(self, getpid(), &c);
+	ASSERT(c.caps_known);
+	/* ids other than the ones it connected with: its capabilities are not credited */
+	c.uid = getuid() + 1;
+	perfauth_consumer_caps(self, getpid(), &c);
+	ASSERT(!c.caps_known);
+	close(self);
+	close(dead);
 }
