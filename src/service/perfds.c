@@ -377,6 +377,15 @@ static void target_drop(struct inst *in, struct target *tg)
 	*tg = in->targets[--in->ntargets];
 }
 
+/* By pid: an exec check may have dropped it already. */
+static void target_forget(struct inst *in, pid_t pid)
+{
+	struct target *tg = target_of(in, pid);
+
+	if (tg)
+		target_drop(in, tg);
+}
+
 /* The recorder saw pid run a new program: a set-user-ID or set-group-ID one, or one that
  * made it non-dumpable, ends its profiling here. The kernel closes perf events at such an
  * exec itself (fs/exec.c begin_new_exec), but not what the recorder does as root with
@@ -426,7 +435,7 @@ static void attach_checked(struct inst *in, pid_t pid, int pidfd, bool listed)
 	in->targets = n;
 	in->targets[in->ntargets++] = (struct target){pid, pidfd};
 	if (attach(in, pid) < 0) {
-		target_drop(in, target_of(in, pid));
+		target_forget(in, pid);
 		return;
 	}
 	rc = authorize(in, pidfd, pid, &t, &why);
@@ -434,7 +443,7 @@ static void attach_checked(struct inst *in, pid_t pid, int pidfd, bool listed)
 		if (why)
 			refuse(in, pid, &t, " after its events were opened", why);
 		sonde_recorder_detach_process(in->rec, pid);
-		target_drop(in, target_of(in, pid));
+		target_forget(in, pid);
 		return;
 	}
 	in->ever_attached = true;
@@ -468,8 +477,23 @@ static void consider(struct inst *in, pid_t pid, bool listed)
 	attach_checked(in, pid, pidfd, listed);
 }
 
+/* Targets that exited give back their pidfds (a pidfd polls readable once its process
+ * has exited), so that a cmdline matching many short-lived processes holds no more fds
+ * than live targets. */
+static void prune_targets(struct inst *in)
+{
+	for (size_t i = 0; i < in->ntargets;) {
+		struct pollfd p = {.fd = in->targets[i].pidfd, .events = POLLIN};
+		if (poll(&p, 1, 0) == 1)
+			target_drop(in, &in->targets[i]);
+		else
+			i++;
+	}
+}
+
 static void scan(struct inst *in)
 {
+	prune_targets(in);
 	for (size_t i = 0; i < in->cfg.n_pids; i++)
 		consider(in, in->cfg.pids[i], true);
 	if (!in->cfg.n_cmdlines)
