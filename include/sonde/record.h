@@ -91,6 +91,12 @@ struct sonde_record_opts {
 	/* Walk user stacks by frame pointers only, never by CFI: for code built with frame
 	 * pointers, where the walk is cheaper (every frame counts in unwind_fp_frames). */
 	bool frame_pointers_only;
+	/* Called when an attached process is seen running a new program (its exec record, in
+	 * time order with its samples, or a recovery sweep finding another executable),
+	 * before any later record of it is processed. Returning false stops recording the
+	 * process there, as sonde_recorder_detach_process does. NULL: every exec is fine. */
+	bool (*exec_check)(void *ctx, pid_t pid);
+	void *exec_check_ctx;
 };
 
 #define SONDE_UNWIND_FALLBACKS 8
@@ -196,6 +202,12 @@ enum sonde_attach_outcome {
  * logged) when it cannot be attached; -SONDE_E_STATE after finish. */
 SONDE_API int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid,
 					    enum sonde_attach_mode mode);
+
+/* Stops recording attached process pid: closes the events of its threads and ignores
+ * every later record of it (samples still queued that are older are kept). Attaching it
+ * again later starts afresh. 0, -EINVAL when pid is not attached, -SONDE_E_STATE after
+ * finish. */
+SONDE_API int sonde_recorder_detach_process(struct sonde_recorder *r, pid_t pid);
 
 enum sonde_refresh_outcome {
 	SONDE_REFRESH_REFRESHED = 0, /* every live thread of the process has events */

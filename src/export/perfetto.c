@@ -436,6 +436,7 @@ static void use_frame(struct pf_enc *e, uint32_t id)
 		return;
 	f->gen = e->gen;
 	use_mapping(e, f->module);
+	bool kernel = f->module && (e->mods.v[f->module].sm.flags & SONDE_MODULE_KERNEL);
 	for (uint32_t i = 0; i < f->n; i++) {
 		uint32_t fn = e->xfn.v[f->first + i];
 		strtab_use(e, &e->fn, fn, &e->i_fn, F_INTERNED_FUNCTION_NAMES);
@@ -444,9 +445,12 @@ static void use_frame(struct pf_enc *e, uint32_t id)
 		if (fn)
 			pb_put_varint(b, 2, fn);
 		pb_put_varint(b, 3, f->module ? f->module : PF_ANON_MAPPING);
-		/* rel_pc: the file offset (kernel: the address), which is the ELF-relative pc
-		 * for the usual layout where segments have p_vaddr == p_offset */
-		pb_put_varint(b, 4, f->addr);
+		/* rel_pc: the file offset, which is the ELF-relative pc for the usual layout
+		 * where segments have p_vaddr == p_offset. A kernel frame has none: as in
+		 * traced_perf, only its function name is written, so that a trace never
+		 * discloses kernel addresses (KASLR). */
+		if (!kernel)
+			pb_put_varint(b, 4, f->addr);
 		pb_end(b, m);
 	}
 }

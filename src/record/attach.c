@@ -372,6 +372,32 @@ int rec_enable_all(struct sonde_recorder *r, bool enable)
 	return first;
 }
 
+int rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
+{
+	for (size_t i = 0; i < r->cap_threads; i++) {
+		struct rec_thread *t = &r->threads[i];
+		if (t->tid && t->pid == p->pid) {
+			close_events_from(r, t->tid, 0);
+			t->own_events = false;
+		}
+	}
+	close_events_from(r, p->pid, 0);
+	proc_resume(&p->stop);
+	int err = rec_retire(r, p, rec_time(r, rec_now()));
+	p->attached = false;
+	p->exited = true;
+	/* records still queued or in the rings are of the process it no longer is */
+	p->since = UINT64_MAX;
+	return err;
+}
+
+int rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
+{
+	if (!r->exec_check || !p->attached || p->exited)
+		return 0;
+	return r->exec_check(r->exec_check_ctx, p->pid) ? 0 : rec_stop_process(r, p);
+}
+
 void rec_exec_seen(struct sonde_recorder *r, pid_t pid)
 {
 	for (size_t i = 0; i < r->n_events; i++)

@@ -109,6 +109,8 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	}
 	r->follow_children = o.follow_children;
 	r->frame_pointers_only = o.frame_pointers_only;
+	r->exec_check = o.exec_check;
+	r->exec_check_ctx = o.exec_check_ctx;
 	r->cfg.no_children = !o.follow_children;
 	r->cfg.freq = o.frequency;
 	r->cfg.kernel = o.kernel;
@@ -282,6 +284,17 @@ int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid, enum sond
 	if (!err && mode != SONDE_ATTACH_ON_EXEC)
 		err = sonde_recorder_enable(r);
 	return err ? err : SONDE_ATTACH_ATTACHED;
+}
+
+int sonde_recorder_detach_process(struct sonde_recorder *r, pid_t pid)
+{
+	struct rec_process *p = rec_process_get(r, pid, false);
+
+	if (r->finished)
+		return -SONDE_E_STATE;
+	if (!p || !p->attached || p->exited)
+		return -EINVAL;
+	return rec_stop_process(r, p);
 }
 
 int sonde_recorder_epoll_fd(const struct sonde_recorder *r)

@@ -131,6 +131,8 @@ struct sonde_recorder {
 	/* Lifecycle and loss recovery (recover.c). */
 	bool follow_children;
 	bool frame_pointers_only; /* opts.frame_pointers_only */
+	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
+	void *exec_check_ctx;
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
 	uint64_t last_sweep;	/* rec_now() when the last sweep ran */
 	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
@@ -176,6 +178,11 @@ void rec_images_free(struct sonde_recorder *r);
 
 /* track.c */
 struct rec_process *rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
+/* Stops recording process p: its threads' events closed, its modules retired, every later
+ * record of it ignored (sonde_recorder_detach_process). */
+int rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
+/* After p was seen running a new program: asks opts.exec_check whether to go on. */
+int rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 struct rec_thread *rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
 void rec_thread_remove(struct sonde_recorder *r, pid_t tid);
 int rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,

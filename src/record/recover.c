@@ -274,6 +274,8 @@ static int reconcile_exe(struct sonde_recorder *r, struct rec_process *p, uint64
 	if (p->exe_ino && (dev != p->exe_dev || ino != p->exe_ino)) {
 		r->sum.recovered_execs++;
 		err = rec_retire(r, p, time);
+		if (!err)
+			err = rec_check_exec(r, p);
 	}
 	p->exe_dev = dev;
 	p->exe_ino = ino;

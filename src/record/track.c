@@ -441,7 +441,8 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 			return 0;
 		/* Another executable from now on: the next sweep learns which. */
 		p->exe_dev = p->exe_ino = 0;
-		return rec_retire(r, p, rec->time);
+		int err = rec_retire(r, p, rec->time);
+		return err ? err : rec_check_exec(r, p);
 	}
 	return 0;
 }

@@ -38,6 +38,8 @@ struct cx_client {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	bool caps_known; /* its capabilities, read at accept (sec_peer_caps) */
+	uint64_t cap_eff;
 };
 
 struct svc_connector {
@@ -94,6 +96,13 @@ static int grant_identity(struct cx_ctx *x, const struct cx_client *cl, const st
 {
 	*uid = cl->uid;
 	*gid = cl->gid;
+	/* (uid_t)-1 is no one's uid: the kernel refuses it in setuid() and uses it to mean
+	 * "unchanged" or "unmapped", so granting it could only make it collide with such a
+	 * marker somewhere. */
+	if (q->has_uid && q->uid == (uint32_t)(uid_t)-1)
+		return status(x, EINVAL, "uid %u is not a valid uid", q->uid);
+	if (q->has_gid && q->gid == (uint32_t)(gid_t)-1)
+		return status(x, EINVAL, "gid %u is not a valid gid", q->gid);
 	if (q->has_uid && q->uid != cl->uid) {
 		if (cl->uid != 0)
 			return status(x, EPERM, "uid %u may not grant uid %u", (unsigned)cl->uid,
@@ -195,6 +204,12 @@ static int connect_one(struct svc *s, struct cx_ctx *x, const struct cx_client *
 	c->ch.peer_uid = uid;
 	c->ch.peer_pid = cl->pid;
 	c->peer_gid = gid;
+	/* The supervisor's capabilities go with its own identity only: a granted uid or gid
+	 * is an ordinary user's (and the socket's creator, whose capabilities
+	 * svc_add_conn read, proves nothing). */
+	bool own = uid == cl->uid && gid == cl->gid;
+	c->caps_known = own && cl->caps_known;
+	c->cap_eff = own ? cl->cap_eff : 0;
 	if (q->buffer != CX_BUFFER_NONE) {
 		bool create = q->buffer == CX_BUFFER_FROM_SERVICE;
 		rc = producer_preassign_smb(c, create ? -1 : fds[1], size, page, create);
@@ -339,6 +354,7 @@ static void accept_clients(struct svc *s)
 		}
 		struct cx_client *cl = &cx->cl[cx->ncl];
 		*cl = (struct cx_client){s->next_conn_id++, fd, cr.uid, cr.gid, cr.pid};
+		sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &cl->caps_known, &cl->cap_eff);
 		if (loop_add(&s->loop, fd, EPOLLIN, cl->cookie) < 0) {
 			close(fd);
 			continue;

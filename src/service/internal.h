@@ -99,6 +99,10 @@ struct consumer {
 struct conn {
 	uint64_t id;
 	uint32_t peer_gid; /* with ch.peer_uid/peer_pid: SO_PEERCRED (security.c) */
+	/* the peer's effective capabilities, read at accept (sec_peer_identity); unknown
+	 * counts as none */
+	bool caps_known;
+	uint64_t cap_eff;
 	bool is_producer;
 	bool bound;
 	bool dead;
@@ -258,6 +262,10 @@ char *svc_strndup(const uint8_t *p, size_t n);
 
 /* producer.c */
 int producer_dispatch(struct svc *s, struct req *r, uint32_t method);
+/* The next producer id from the counter *next: never 0, and never one in_use says is
+ * taken, so that after 2^32 producers the counter wraps without reusing a live id. 0
+ * only when every id is taken. */
+uint32_t producer_id_next(uint32_t *next, bool (*in_use)(void *ctx, uint32_t id), void *ctx);
 void producer_gone(struct svc *s, struct conn *c);
 int producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool with_smb_fd);
 int producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss);
@@ -294,8 +302,15 @@ struct instance *session_instance(struct svc *s, uint64_t id, struct session **o
 /* security.c: identity, lockdown, limits, file creation, socket permissions */
 struct sonde_service_opts;
 void sec_init(struct svc *s, const struct sonde_service_opts *o);
-/* Reads SO_PEERCRED into c (uid, pid, gid). Returns 0 or -errno. */
+/* SO_PEERPIDFD (Linux 6.5), for headers older than it. */
+#define SVC_SO_PEERPIDFD 77
+/* Reads SO_PEERCRED into c (uid, pid, gid) and, for a consumer, its capabilities (below).
+ * Returns 0 or -errno. */
 int sec_peer_identity(struct conn *c, int fd);
+/* The effective capabilities of the process at the other end of socket fd, whose
+ * SO_PEERCRED is (pid, uid, gid); *known false when they cannot be read for that process
+ * (perfauth_consumer_caps). */
+void sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps);
 /* Whether one more connection of uid fits the connection limits (logs when not). */
 bool sec_admit_conn(const struct svc *s, uid_t uid);
 /* Creates a listening socket with the configured mode and group of socket `which`. */

@@ -5,9 +5,13 @@
  * (SMB, CommitData, trace buffer, trusted suffix with its own sequence id) and the service
  * loop never waits for perf rings, unwinding or symbolization. The one thing the wire
  * protocol cannot give a producer is the consumer's identity, which the authorization
- * rule needs; the service records each session's consumer uid here (perfds_note_session),
- * and the thread looks it up by the tracing_session_id the service wrote into the
- * DataSourceConfig. Nothing else is shared between the threads.
+ * rule needs; the service records each session's consumer credentials here
+ * (perfds_note_session), and the thread looks them up by the tracing_session_id the
+ * service wrote into the DataSourceConfig. Nothing else is shared between the threads.
+ *
+ * Authorization (perfauth.h): each target is checked through a pidfd before its events
+ * are opened, again once they are (they are opened on a pid number, which may have
+ * changed hands or credentials meanwhile), and at every exec the recorder sees.
  *
  * Per instance: a recorder (include/sonde/record.h) attached to every authorized target,
  * whose spool bytes go straight into the Perfetto encoder (export/perfetto.h), whose
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +40,7 @@
 #include "base/pb.h"
 #include "export/perfetto.h"
 #include "service/internal.h"
+#include "service/perfauth.h"
 #include "service/perfds.h"
 
 enum {
@@ -50,9 +56,15 @@ enum {
 	CLOCK_MONOTONIC_ID = 3,
 };
 
-struct sess_uid {
+struct sess_cred {
 	uint64_t id;
-	int32_t uid;
+	struct perfauth_consumer who;
+};
+
+/* An attached process, and the pidfd every check of it goes through. */
+struct target {
+	pid_t pid;
+	int pidfd;
 };
 
 struct perfds;
@@ -63,12 +75,17 @@ struct inst {
 	struct perfds_cfg cfg;
 	int cfg_err;
 	char err[256];
-	int32_t consumer_uid;
+	struct perfauth_consumer who;
+	int yama_scope;	 /* kernel.yama.ptrace_scope at start (0 without Yama) */
+	bool kernel_ok;	 /* kernel frames may be recorded for this consumer */
+	bool ever_attached;
+	struct target *targets;
+	size_t ntargets;
 	struct sonde_trace_writer *w;
 	struct sonde_recorder *rec;
 	struct pf_enc *enc;
 	struct buf pre; /* spool bytes written before the encoder exists */
-	pid_t *seen;	/* pids already attached or refused */
+	pid_t *seen;	/* targets already attached or refused */
 	size_t nseen;
 	uint64_t lost_reported;
 	uint64_t next_read_ms, next_scan_ms;
@@ -80,7 +97,7 @@ struct perfds {
 	int stop_fd;
 	char *socket;
 	pthread_mutex_t lock; /* guards sess */
-	struct sess_uid *sess;
+	struct sess_cred *sess;
 	size_t nsess, sess_cap;
 	/* thread side */
 	struct sonde_producer *p;
@@ -104,7 +121,7 @@ static uint64_t now_ms(void)
 
 /* ---- the session registry (service thread writes, data source thread reads) ---- */
 
-void perfds_note_session(struct svc *s, uint64_t session_id, int32_t consumer_uid)
+void perfds_note_session(struct svc *s, uint64_t session_id, const struct perfauth_consumer *who)
 {
 	struct perfds *pd = s->perfds;
 
@@ -113,7 +130,7 @@ void perfds_note_session(struct svc *s, uint64_t session_id, int32_t consumer_ui
 	pthread_mutex_lock(&pd->lock);
 	if (pd->nsess == pd->sess_cap) {
 		size_t cap = pd->sess_cap ? pd->sess_cap * 2 : 16;
-		struct sess_uid *n = realloc(pd->sess, cap * sizeof(*n));
+		struct sess_cred *n = realloc(pd->sess, cap * sizeof(*n));
 		if (n) {
 			pd->sess = n;
 			pd->sess_cap = cap;
@@ -121,7 +138,7 @@ void perfds_note_session(struct svc *s, uint64_t session_id, int32_t consumer_ui
 	}
 	/* without room the session stays unknown, and linux.perf refuses it */
 	if (pd->nsess < pd->sess_cap)
-		pd->sess[pd->nsess++] = (struct sess_uid){session_id, consumer_uid};
+		pd->sess[pd->nsess++] = (struct sess_cred){session_id, *who};
 	pthread_mutex_unlock(&pd->lock);
 }
 
@@ -141,14 +158,14 @@ void perfds_forget_session(struct svc *s, uint64_t session_id)
 	pthread_mutex_unlock(&pd->lock);
 }
 
-static bool session_uid(struct perfds *pd, uint64_t session_id, int32_t *uid)
+static bool session_cred(struct perfds *pd, uint64_t session_id, struct perfauth_consumer *who)
 {
 	bool found = false;
 
 	pthread_mutex_lock(&pd->lock);
 	for (size_t i = 0; i < pd->nsess && !found; i++) {
 		if (pd->sess[i].id == session_id) {
-			*uid = pd->sess[i].uid;
+			*who = pd->sess[i].who;
 			found = true;
 		}
 	}
@@ -184,8 +201,8 @@ static void note(struct inst *in, int prio, pid_t pid, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	sonde_log(prio == LOG_PRIO_ERROR ? SONDE_LOG_ERROR : SONDE_LOG_WARN,
-		  "linux.perf (session %llu, consumer uid %d): %s",
-		  (unsigned long long)in->cfg.session_id, (int)in->consumer_uid, msg);
+		  "linux.perf (session %llu, consumer uid %u): %s",
+		  (unsigned long long)in->cfg.session_id, (unsigned)in->who.uid, msg);
 	pb_put_varint(&b, F_PACKET_TIMESTAMP, clock_ns(CLOCK_MONOTONIC));
 	pb_put_varint(&b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
 	size_t a = pb_begin(&b, F_PACKET_ANDROID_LOG);
@@ -240,7 +257,7 @@ static int start_encoder(struct inst *in)
 	}
 	bool want_kernel =
 		in->cfg.kernel_frames || in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
-	if (want_kernel && !sum.kernel_enabled)
+	if (want_kernel && in->kernel_ok && !sum.kernel_enabled)
 		note(in, LOG_PRIO_WARN, 0, "kernel frames were denied (%s): user frames only",
 		     sonde_strerror(sum.kernel_error));
 	struct pf_enc_opts o = {
@@ -251,8 +268,11 @@ static int start_encoder(struct inst *in)
 		.counter = counter,
 		.sym = in->pd->sym,
 		.live_proc = true,
+		/* KERNEL_FRAME_POINTER without the right to kernel frames: the user part, as
+		 * the warning says, rather than empty stacks */
 		.skip_user_frames = in->cfg.user_frames == PERFDS_UNWIND_SKIP ||
-				    in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER,
+				    (in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER &&
+				     in->kernel_ok),
 	};
 	in->enc = pf_enc_new(&o);
 	if (!in->enc)
@@ -262,11 +282,16 @@ static int start_encoder(struct inst *in)
 	return err;
 }
 
-static void attach(struct inst *in, pid_t pid)
+static bool exec_check(void *ctx, pid_t pid);
+
+/* Attaches pid (the first one creates the recorder). 0, or -errno once said in the trace. */
+static int attach(struct inst *in, pid_t pid)
 {
 	int rc;
 
 	if (!in->rec) {
+		bool want_kernel = in->cfg.kernel_frames ||
+				   in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
 		struct sonde_record_opts o = {
 			.sz = sizeof(o),
 			.frequency = rec_frequency(&in->cfg),
@@ -274,10 +299,11 @@ static void attach(struct inst *in, pid_t pid)
 			.event = in->cfg.counter == PERFDS_COUNTER_HW_CPU_CYCLES
 					 ? SONDE_RECORD_EVENT_CYCLES
 					 : SONDE_RECORD_EVENT_CPU_CLOCK,
-			.kernel = in->cfg.kernel_frames ||
-				  in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER,
+			.kernel = want_kernel && in->kernel_ok,
 			.no_buildid_cache = true,
 			.frame_pointers_only = in->cfg.user_frames == PERFDS_UNWIND_FRAME_POINTER,
+			.exec_check = exec_check,
+			.exec_check_ctx = in,
 		};
 		in->rec =
 			sonde_recorder_attach_writer(pid, rec_write, in, SONDE_ATTACH_RUNNING, &o);
@@ -286,7 +312,7 @@ static void attach(struct inst *in, pid_t pid)
 			buf_free(&in->pre);
 			note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
 			     sonde_strerror(rc));
-			return;
+			return rc;
 		}
 		rc = start_encoder(in);
 	} else {
@@ -297,6 +323,7 @@ static void attach(struct inst *in, pid_t pid)
 	if (rc < 0)
 		note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
 		     sonde_strerror(rc));
+	return rc < 0 ? rc : 0;
 }
 
 static void comm_of(pid_t pid, char *out, size_t cap)
@@ -313,45 +340,160 @@ static void comm_of(pid_t pid, char *out, size_t cap)
 	}
 }
 
-/* The authorization rule: a consumer may profile what its uid could ptrace, that is
- * processes whose real, effective and saved uids are all its own; root may profile any. */
-static void consider(struct inst *in, pid_t pid, bool listed)
+/* The authorization rule (perfauth_may_profile) for the process pidfd refers to. 0 with
+ * *why NULL when the consumer may profile it, 0 with the reason when not, -errno when it
+ * cannot be read (gone: -ESRCH). */
+static int authorize(struct inst *in, int pidfd, pid_t pid, struct perfauth_target *t,
+		     const char **why)
 {
-	int32_t uid;
+	int rc = perfauth_target_read(pidfd, pid, in->who.pid, in->yama_scope, t);
+
+	*why = rc < 0 ? NULL : perfauth_may_profile(&in->who, t, in->yama_scope);
+	return rc;
+}
+
+static void refuse(struct inst *in, pid_t pid, const struct perfauth_target *t,
+		   const char *what, const char *why)
+{
 	char comm[32];
 
+	comm_of(pid, comm, sizeof(comm));
+	note(in, LOG_PRIO_ERROR, pid,
+	     "refused: consumer uid %u may not profile pid %d (%s, uid %u)%s: %s",
+	     (unsigned)in->who.uid, (int)pid, comm, (unsigned)t->uid.real, what, why);
+}
+
+static struct target *target_of(struct inst *in, pid_t pid)
+{
+	for (size_t i = 0; i < in->ntargets; i++)
+		if (in->targets[i].pid == pid)
+			return &in->targets[i];
+	return NULL;
+}
+
+static void target_drop(struct inst *in, struct target *tg)
+{
+	close(tg->pidfd);
+	*tg = in->targets[--in->ntargets];
+}
+
+/* By pid: an exec check may have dropped it already. */
+static void target_forget(struct inst *in, pid_t pid)
+{
+	struct target *tg = target_of(in, pid);
+
+	if (tg)
+		target_drop(in, tg);
+}
+
+/* The recorder saw pid run a new program: a set-user-ID or set-group-ID one, or one that
+ * made it non-dumpable, ends its profiling here. The kernel closes perf events at such an
+ * exec itself (fs/exec.c begin_new_exec), but not what the recorder does as root with
+ * the process afterwards (its maps, /proc/PID/mem, map_files), nor events opened after
+ * the exec on a pid checked before it: those are the re-check after attaching. */
+static bool exec_check(void *ctx, pid_t pid)
+{
+	struct inst *in = ctx;
+	struct target *tg = target_of(in, pid);
+	struct perfauth_target t;
+	const char *why;
+
+	if (!tg)
+		return false; /* attached without a check: cannot happen, and must not pass */
+	int rc = authorize(in, tg->pidfd, pid, &t, &why);
+	if (rc == 0 && !why)
+		return true;
+	if (why)
+		refuse(in, pid, &t, " after it exec'd; no longer profiled", why);
+	target_drop(in, tg);
+	return false;
+}
+
+/* Authorizes, attaches, then checks again: the events were opened on a pid number, so
+ * only a check through the pidfd once they are open says that they are on the process
+ * that was authorized, and that it still may be profiled. */
+static void attach_checked(struct inst *in, pid_t pid, int pidfd, bool listed)
+{
+	struct perfauth_target t;
+	const char *why;
+	int rc = authorize(in, pidfd, pid, &t, &why);
+
+	if (rc < 0 || why) {
+		if (why)
+			refuse(in, pid, &t, "", why);
+		else if (listed)
+			note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
+			     rc == -ESRCH ? "no such process" : sonde_strerror(rc));
+		close(pidfd);
+		return;
+	}
+	struct target *n = realloc(in->targets, (in->ntargets + 1) * sizeof(*n));
+	if (!n) {
+		close(pidfd);
+		return;
+	}
+	in->targets = n;
+	in->targets[in->ntargets++] = (struct target){pid, pidfd};
+	if (attach(in, pid) < 0) {
+		target_forget(in, pid);
+		return;
+	}
+	rc = authorize(in, pidfd, pid, &t, &why);
+	if (rc < 0 || why) {
+		if (why)
+			refuse(in, pid, &t, " after its events were opened", why);
+		sonde_recorder_detach_process(in->rec, pid);
+		target_forget(in, pid);
+		return;
+	}
+	in->ever_attached = true;
+}
+
+static void consider(struct inst *in, pid_t pid, bool listed)
+{
 	if (pid == getpid())
 		return;
 	for (size_t i = 0; i < in->nseen; i++)
 		if (in->seen[i] == pid)
 			return;
+	/* A process that is no target now may become one when it execs (a shell's child
+	 * before its exec): only targets are remembered, the others are looked at again. */
+	if (!perfds_is_target(&in->cfg, pid))
+		return;
 	pid_t *n = realloc(in->seen, (in->nseen + 1) * sizeof(*n));
 	if (!n)
 		return;
 	in->seen = n;
 	in->seen[in->nseen++] = pid;
-	if (!perfds_is_target(&in->cfg, pid))
-		return;
-	int rc = perfds_process_uid(pid, &uid);
-	if (rc < 0) {
+	/* From here on the process is named by the pidfd, never by its number alone. */
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		int rc = errno == EINVAL ? -ESRCH : -errno; /* EINVAL: a thread id */
 		if (listed)
 			note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
-			     rc == -ENOENT ? "no such process" : sonde_strerror(rc));
+			     rc == -ESRCH ? "no such process" : sonde_strerror(rc));
 		return;
 	}
-	if (in->consumer_uid != 0 && uid != in->consumer_uid) {
-		comm_of(pid, comm, sizeof(comm));
-		note(in, LOG_PRIO_ERROR, pid,
-		     "refused: consumer uid %d may not profile pid %d (%s, uid %d): only its owner "
-		     "or root may",
-		     (int)in->consumer_uid, (int)pid, comm, (int)uid);
-		return;
+	attach_checked(in, pid, pidfd, listed);
+}
+
+/* Targets that exited give back their pidfds (a pidfd polls readable once its process
+ * has exited), so that a cmdline matching many short-lived processes holds no more fds
+ * than live targets. */
+static void prune_targets(struct inst *in)
+{
+	for (size_t i = 0; i < in->ntargets;) {
+		struct pollfd p = {.fd = in->targets[i].pidfd, .events = POLLIN};
+		if (poll(&p, 1, 0) == 1)
+			target_drop(in, &in->targets[i]);
+		else
+			i++;
 	}
-	attach(in, pid);
 }
 
 static void scan(struct inst *in)
 {
+	prune_targets(in);
 	for (size_t i = 0; i < in->cfg.n_pids; i++)
 		consider(in, in->cfg.pids[i], true);
 	if (!in->cfg.n_cmdlines)
@@ -458,7 +600,7 @@ static struct inst *inst_new(struct perfds *pd, uint64_t id, const void *cfg, si
 	in->pd = pd;
 	in->id = id;
 	in->cfg_err = perfds_cfg_parse(cfg, len, &in->cfg, in->err, sizeof(in->err));
-	if (!in->cfg_err && !session_uid(pd, in->cfg.session_id, &in->consumer_uid)) {
+	if (!in->cfg_err && !session_cred(pd, in->cfg.session_id, &in->who)) {
 		in->cfg_err = -ESRCH;
 		snprintf(in->err, sizeof(in->err), "session %llu is unknown to the service",
 			 (unsigned long long)in->cfg.session_id);
@@ -475,12 +617,33 @@ static void inst_free(struct perfds *pd, struct inst *in)
 		pd->inst[i] = pd->inst[--pd->ninst];
 	if (in->rec)
 		drain(in, true);
+	while (in->ntargets) /* after the drain: its exec checks use them */
+		target_drop(in, &in->targets[0]);
+	free(in->targets);
 	pf_enc_free(in->enc);
 	sonde_trace_writer__free(in->w);
 	perfds_cfg_free(&in->cfg);
 	buf_free(&in->pre);
 	free(in->seen);
 	free(in);
+}
+
+/* Kernel frames only for a consumer the kernel would give them (perfauth_may_see_kernel):
+ * as root, sonded's own perf_event_open always gets them. */
+static void authorize_kernel(struct inst *in)
+{
+	/* unreadable: the kernel's strictest default */
+	int paranoid = perfauth_sysctl("kernel/perf_event_paranoid", 2);
+	bool want = in->cfg.kernel_frames ||
+		    in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
+
+	in->kernel_ok = perfauth_may_see_kernel(&in->who, paranoid);
+	if (want && !in->kernel_ok)
+		note(in, LOG_PRIO_WARN, 0,
+		     "kernel frames are not permitted for consumer uid %u (it needs CAP_PERFMON "
+		     "or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1, which is %d): user "
+		     "frames only",
+		     (unsigned)in->who.uid, paranoid);
 }
 
 static void on_setup(void *ctx, uint64_t id, const void *cfg, size_t len)
@@ -512,11 +675,16 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 	}
 	if (!pd->sym && !(pd->sym = sonde_symbolizer_new(NULL)))
 		sonde_warn("linux.perf: no symbolizer: %s", sonde_strerror(-errno));
+	authorize_kernel(in);
+	/* Yama restricts attaching; without it (no such file) nothing is restricted. */
+	in->yama_scope = perfauth_sysctl("kernel/yama/ptrace_scope", 0);
 	scan(in);
 	uint64_t now = now_ms();
 	in->next_read_ms = now + in->cfg.read_period_ms;
 	in->next_scan_ms = now + RESCAN_MS;
-	if (!in->rec)
+	/* Listed pids are all there is; a process chosen by cmdline may start later, and
+	 * only the end of the session says whether none did (on_stop). */
+	if (!in->ever_attached && !in->cfg.n_cmdlines)
 		note(in, LOG_PRIO_ERROR, 0, "no process to profile: nothing is recorded");
 	check_guardrail(in);
 }
@@ -526,8 +694,13 @@ static void on_stop(void *ctx, uint64_t id)
 	struct perfds *pd = ctx;
 	struct inst *in = find(pd, id, NULL);
 
-	if (in)
-		inst_free(pd, in); /* drains everything, then commits the writer */
+	if (!in)
+		return;
+	if (in->w && !in->cfg_err && !in->ever_attached && in->cfg.n_cmdlines)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "no process matching target_cmdline ran during the session: nothing was "
+		     "recorded");
+	inst_free(pd, in); /* drains everything, then commits the writer */
 }
 
 static void on_flush(void *ctx, uint64_t id)

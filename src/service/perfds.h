@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 struct svc;
+struct perfauth_consumer;
 
 /* ---- configuration (perfds_cfg.c) ---- */
 
@@ -59,10 +60,6 @@ void perfds_cmdline_normalize(const char *cmdline, size_t len, char *out, size_t
 /* Whether process pid is a target of c: listed by pid, or its normalized cmdline equals a
  * target cmdline, and neither excluded by pid nor by cmdline. */
 bool perfds_is_target(const struct perfds_cfg *c, pid_t pid);
-/* The uid that decides whether a consumer may profile pid: its real uid when real,
- * effective and saved uids agree, else -1 (only root may then profile it, as ptrace would
- * require all three to match). -errno when the process cannot be read. */
-int perfds_process_uid(pid_t pid, int32_t *uid);
 
 /* ---- the service side (perfds.c) ---- */
 
@@ -70,9 +67,11 @@ int perfds_process_uid(pid_t pid, int32_t *uid);
 int perfds_start(struct svc *s, const char *producer_socket);
 /* Stops and joins the thread (its instances end; nothing if it never started). */
 void perfds_stop(struct svc *s);
-/* The service's record of which consumer uid owns each session: the only trusted source
- * of the consumer's identity, since the wire protocol does not tell producers. */
-void perfds_note_session(struct svc *s, uint64_t session_id, int32_t consumer_uid);
+/* The service's record of which consumer owns each session (its credentials,
+ * perfauth.h): the only trusted source of the consumer's identity, since the wire
+ * protocol does not tell producers. */
+void perfds_note_session(struct svc *s, uint64_t session_id,
+			 const struct perfauth_consumer *who);
 void perfds_forget_session(struct svc *s, uint64_t session_id);
 
 #endif

@@ -397,18 +397,3 @@ bool perfds_is_target(const struct perfds_cfg *c, pid_t pid)
 		return false;
 	return by_pid || has_str(c->cmdlines, c->n_cmdlines, norm);
 }
-
-int perfds_process_uid(pid_t pid, int32_t *uid)
-{
-	char buf[4096];
-	long r, e, s;
-
-	ssize_t len = read_proc(pid, "status", buf, sizeof(buf));
-	if (len < 0)
-		return (int)len;
-	const char *u = strstr(buf, "\nUid:");
-	if (!u || sscanf(u + 5, "%ld %ld %ld", &r, &e, &s) != 3)
-		return -SONDE_E_FORMAT;
-	*uid = r == e && e == s ? (int32_t)r : -1;
-	return 0;
-}

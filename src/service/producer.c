@@ -247,6 +247,35 @@ static int get_async_command(struct svc *s, struct req *r)
 
 /* ------------------------------------------------------------------ methods */
 
+
+uint32_t producer_id_next(uint32_t *next, bool (*in_use)(void *ctx, uint32_t id), void *ctx)
+{
+	for (uint64_t tries = 0; tries <= UINT32_MAX; tries++) {
+		uint32_t id = (*next)++;
+		if (id && !in_use(ctx, id))
+			return id;
+	}
+	return 0; /* every id taken: 4 billion producers or sequences alive */
+}
+
+/* An id is taken while a producer holds it, and while any buffer holds a sequence of it:
+ * a new producer with that id would continue the old one's sequences (same trusted
+ * sequence id, the old producer's trusted uid). */
+static bool producer_id_taken(void *ctx, uint32_t id)
+{
+	struct svc *s = ctx;
+
+	for (size_t i = 0; i < s->nconns; i++)
+		if (s->conns[i]->is_producer && s->conns[i]->p.initialized &&
+		    s->conns[i]->p.id == id)
+			return true;
+	for (size_t b = 0; b < SVC_MAX_BUFFER_ID; b++)
+		for (size_t k = 0; s->bufmap[b] && k < s->bufmap[b]->nseqs; k++)
+			if (s->bufmap[b]->seqs[k].producer_id == id)
+				return true;
+	return false;
+}
+
 static int initialize(struct svc *s, struct req *r)
 {
 	struct producer *p = &r->c->p;
@@ -284,7 +313,7 @@ static int initialize(struct svc *s, struct req *r)
 	if (!p->name)
 		p->name = strdup("");
 	p->initialized = true;
-	p->id = s->next_producer_id++;
+	p->id = producer_id_next(&s->next_producer_id, producer_id_taken, s);
 	p->scraping = mode == PF_SMB_SCRAPING_ENABLED;
 	s->producers_seen++;
 	if (p->smb) {

@@ -25,6 +25,7 @@
 #include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "service/internal.h"
+#include "service/perfauth.h"
 
 enum {
 	DEF_CONNS = 1000,
@@ -71,6 +72,35 @@ void sec_init(struct svc *s, const struct sonde_service_opts *o)
 
 /* ------------------------------------------------------------------ identity */
 
+/* A pidfd of the process that connected: SO_PEERPIDFD names exactly that process (it may
+ * have exited since); before Linux 6.5, pidfd_open of its SO_PEERCRED pid, which names
+ * whatever holds that pid now (perfauth_consumer_caps then requires its ids to match). */
+static int peer_pidfd(int fd, pid_t pid)
+{
+	int pidfd = -1;
+	socklen_t len = sizeof(pidfd);
+
+	if (getsockopt(fd, SOL_SOCKET, SVC_SO_PEERPIDFD, &pidfd, &len) == 0)
+		return len == sizeof(pidfd) ? pidfd : -1;
+	/* only a kernel without the option may fall back: after another failure (the peer
+	 * is gone) the pid may already name someone else */
+	if (errno != ENOPROTOOPT)
+		return -1;
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+void sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps)
+{
+	struct perfauth_consumer pc = {.uid = uid, .gid = gid, .pid = pid};
+	int pidfd = peer_pidfd(fd, pid);
+
+	perfauth_consumer_caps(pidfd, pid, &pc);
+	if (pidfd >= 0)
+		close(pidfd);
+	*known = pc.caps_known;
+	*caps = pc.cap_eff;
+}
+
 int sec_peer_identity(struct conn *c, int fd)
 {
 	struct ucred cr;
@@ -83,6 +113,9 @@ int sec_peer_identity(struct conn *c, int fd)
 	c->ch.peer_uid = cr.uid;
 	c->ch.peer_pid = cr.pid;
 	c->peer_gid = cr.gid;
+	/* what linux.perf may do for this peer as a consumer (perfauth.h) */
+	if (!c->is_producer)
+		sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &c->caps_known, &c->cap_eff);
 	return 0;
 }
 

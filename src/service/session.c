@@ -16,6 +16,7 @@
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/internal.h"
+#include "service/perfauth.h"
 #include "service/perfds.h"
 
 enum {
@@ -975,7 +976,12 @@ static struct session *new_session(struct svc *s, struct conn *c, const uint8_t 
 	ss->id = s->next_session_id++;
 	ss->conn_id = c->id;
 	ss->consumer_uid = (int32_t)c->ch.peer_uid;
-	perfds_note_session(s, ss->id, ss->consumer_uid);
+	struct perfauth_consumer who = {.uid = c->ch.peer_uid,
+					.gid = c->peer_gid,
+					.pid = c->ch.peer_pid,
+					.caps_known = c->caps_known,
+					.cap_eff = c->cap_eff};
+	perfds_note_session(s, ss->id, &who);
 	ss->out_fd = -1;
 	ss->next_seq_id = 2; /* 1 is the service's own sequence */
 	return ss;

@@ -1,0 +1,492 @@
+/* linux.perf never gives a consumer more than the kernel would (docs/service.md,
+ * "Authorization"): each test runs the attack as uid nobody with `sonde trace` against a
+ * root sonded, on targets put in the state under test by tests/progs/auth_target.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sonde/connector.h>
+#include <sonde/error.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "client_util.h"
+#include "pftrace_util.h"
+#include "sec_util.h"
+#include "svc_util.h"
+
+enum { OTHER_GID = 4242 };
+
+/* sonded (root) with linux.perf, its sockets reachable by nobody. */
+static void rig_start(struct sonded *d)
+{
+	sec_require_root();
+	test_require_perf();
+	ASSERT_OK(chmod(test_tmpdir(), 0755));
+	sonded_start(d, NULL);
+	client_wait_data_source(d->csock, "linux.perf");
+}
+
+/* Starts argv as uid:gid (no supplementary groups); returns its pid. */
+static pid_t spawn_as(uid_t uid, gid_t gid, const char *const argv[])
+{
+	pid_t pid = fork();
+
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
+			_exit(99);
+		execv(argv[0], (char *const *)argv);
+		_exit(98);
+	}
+	return pid;
+}
+
+/* A copy of auth_target anyone may run, with owner, group and mode as given (a set-ID
+ * copy needs a file system mounted without nosuid: the test skips otherwise). */
+static void target_copy(char *out, size_t cap, const char *name, uid_t uid, gid_t gid,
+			mode_t mode)
+{
+	struct statvfs sv;
+
+	snprintf(out, cap, "%s/%s", test_tmpdir(), name);
+	size_t len;
+	char *bin = ASSERT_NOT_NULL(test_read_file(test_prog("auth_target"), &len));
+	test_write_file(out, bin, len);
+	free(bin);
+	ASSERT_OK(chown(out, uid, gid));
+	ASSERT_OK(chmod(out, mode));
+	ASSERT_OK(statvfs(out, &sv));
+	if ((mode & (S_ISUID | S_ISGID)) && (sv.f_flag & ST_NOSUID))
+		SKIP("%s is on a file system mounted nosuid: set-ID bits have no effect",
+		     test_tmpdir());
+}
+
+struct run {
+	int status;
+	char *err; /* sonde trace's stderr */
+	struct pft_trace t;
+};
+
+/* `sonde trace` as uid nobody with a linux.perf config around `scope` and `extra`. */
+static void trace_as(uid_t uid, const struct sonded *d, const char *scope, const char *extra,
+		     int duration_ms, struct run *r)
+{
+	char dir[512], cfg[2048], out[600], errf[600], cfgf[600];
+
+	snprintf(dir, sizeof(dir), "%s/as%u.%d", test_tmpdir(), (unsigned)uid, rand());
+	ASSERT(mkdir(dir, 0777) == 0 && chmod(dir, 0777) == 0);
+	snprintf(out, sizeof(out), "%s/out.pftrace", dir);
+	snprintf(errf, sizeof(errf), "%s/err.txt", dir);
+	snprintf(cfgf, sizeof(cfgf), "%s/cfg.txt", dir);
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 16384 fill_policy: DISCARD }\nduration_ms: %d\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { frequency: 199 }\n"
+		 "  callstack_sampling { scope { %s } %s }\n"
+		 "  ring_buffer_read_period_ms: 50 } } }\n",
+		 duration_ms, scope, extra ? extra : "");
+	test_write_file(cfgf, cfg, strlen(cfg));
+	chmod(cfgf, 0644);
+	char sonde[512];
+	snprintf(sonde, sizeof(sonde), "%s", test_copy_for_anyone(test_bin("sonde")));
+	pid_t child = fork();
+	ASSERT(child >= 0);
+	if (child == 0) {
+		int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		dup2(fd, STDERR_FILENO);
+		if (setgroups(0, NULL) < 0 || setgid(uid ? SEC_NOBODY : 0) < 0 || setuid(uid) < 0)
+			_exit(99);
+		execl(sonde, "sonde", "trace", "--socket", d->csock, "--txt", "-c", cfgf, "-o",
+		      out, (char *)NULL);
+		_exit(98);
+	}
+	r->status = test_wait(child, 120);
+	r->err = ASSERT_NOT_NULL(test_read_file(errf, NULL));
+	size_t len;
+	uint8_t *data = (uint8_t *)test_read_file(out, &len);
+	if (!data)
+		FAIL("sonde trace exited %d without a trace:\n%s", r->status, r->err);
+	pft_decode(data, len, &r->t);
+	free(data);
+}
+
+static void run_free(struct run *r)
+{
+	free(r->err);
+	pft_free(&r->t);
+}
+
+static size_t samples_of(const struct pft_trace *t, pid_t pid)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n_samples; i++)
+		n += t->samples[i].pid == (uint32_t)pid;
+	return n;
+}
+
+static size_t samples_in(const struct pft_trace *t, const char *fn)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n_samples; i++)
+		n += t->samples[i].stack && strstr(t->samples[i].stack, fn) != NULL;
+	return n;
+}
+
+static void stop_target(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+}
+
+/* nobody asks for target pid, which it must not get: refused with the reason, in the
+ * trace and on stderr, and not one sample of it. */
+static void expect_refused(const struct sonded *d, pid_t pid, const char *reason)
+{
+	struct run r;
+	char scope[64], want[256];
+
+	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
+	trace_as(SEC_NOBODY, d, scope, NULL, 1000, &r);
+	snprintf(want, sizeof(want), "refused: consumer uid 65534 may not profile pid %d", (int)pid);
+	ASSERT_CONTAINS(r.err, want);
+	ASSERT_CONTAINS(r.err, reason);
+	ASSERT_CONTAINS(r.t.errors, want);
+	ASSERT_INT(r.status, ==, 1);
+	ASSERT_UINT(samples_of(&r.t, pid), ==, 0);
+	run_free(&r);
+}
+
+/* The control: nobody's own ordinary process is profiled. */
+TEST_TIMEOUT(perfauth_nobody_profiles_its_own_process, 120)
+{
+	struct sonded d;
+	struct run r;
+	char scope[64];
+
+	rig_start(&d);
+	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "spin", "30", NULL};
+	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	usleep(200000);
+	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
+	trace_as(SEC_NOBODY, &d, scope, NULL, 1000, &r);
+	if (r.status != 0)
+		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+	ASSERT_UINT(samples_of(&r.t, pid), >=, 20);
+	run_free(&r);
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* A set-user-ID root program run by nobody: its effective and saved uids are root's. */
+TEST_TIMEOUT(perfauth_setuid_target_is_refused, 120)
+{
+	struct sonded d;
+	char path[512];
+
+	rig_start(&d);
+	target_copy(path, sizeof(path), "auth_setuid", 0, 0, 04755);
+	const char *argv[] = {path, "spin", "30", NULL};
+	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	usleep(200000);
+	expect_refused(&d, pid, "its real, effective and saved uids are not all the consumer's");
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* ... and one that went back to nobody's uid after it started: all its uids are nobody's,
+ * but the kernel keeps it non-dumpable (it may hold what it opened as root). */
+TEST_TIMEOUT(perfauth_setuid_target_back_to_callers_uid_is_refused, 120)
+{
+	struct sonded d;
+	char path[512];
+
+	rig_start(&d);
+	target_copy(path, sizeof(path), "auth_setuid", 0, 0, 04755);
+	const char *argv[] = {path, "dropsuid", "30", NULL};
+	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	usleep(200000);
+	expect_refused(&d, pid, "it is not dumpable");
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* A set-group-ID program run by nobody (as ssh-agent is): uids all nobody's, but the
+ * effective and saved gids are another group's. */
+TEST_TIMEOUT(perfauth_setgid_target_is_refused, 120)
+{
+	struct sonded d;
+	char path[512];
+
+	rig_start(&d);
+	target_copy(path, sizeof(path), "auth_setgid", 0, OTHER_GID, 02755);
+	const char *argv[] = {path, "spin", "30", NULL};
+	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	usleep(200000);
+	expect_refused(&d, pid, "its real, effective and saved gids are not all the consumer's");
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* nobody's own process that made itself non-dumpable with prctl. */
+TEST_TIMEOUT(perfauth_nondumpable_target_is_refused, 120)
+{
+	struct sonded d;
+
+	rig_start(&d);
+	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "nodump", "30",
+			      NULL};
+	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	usleep(200000);
+	expect_refused(&d, pid, "it is not dumpable");
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* A root daemon that changed its uids and gids to nobody's after it started. */
+TEST_TIMEOUT(perfauth_target_that_changed_uid_is_refused, 120)
+{
+	struct sonded d;
+
+	rig_start(&d);
+	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "drop", "30",
+			      "65534", NULL};
+	pid_t pid = spawn_as(0, 0, argv);
+	usleep(200000);
+	expect_refused(&d, pid, "it is not dumpable");
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* Root's consumer holds CAP_SYS_PTRACE: it may profile the set-group-ID process. */
+TEST_TIMEOUT(perfauth_root_consumer_profiles_setgid_target, 120)
+{
+	struct sonded d;
+	struct run r;
+	char path[512], scope[64];
+
+	rig_start(&d);
+	target_copy(path, sizeof(path), "auth_setgid", 0, OTHER_GID, 02755);
+	const char *argv[] = {path, "spin", "30", NULL};
+	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	usleep(200000);
+	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
+	trace_as(0, &d, scope, NULL, 1000, &r);
+	if (r.status != 0)
+		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+	ASSERT_UINT(samples_of(&r.t, pid), >=, 20);
+	run_free(&r);
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* nobody's process, profiled, execs a set-user-ID root program. The kernel ends perf
+ * events itself at an exec that leaves the process non-dumpable (fs/exec.c
+ * begin_new_exec); sonded must stop too (it would otherwise go on reading the process's
+ * maps, memory and mapped files as root for the recording) and say so in the trace. */
+TEST_TIMEOUT(perfauth_target_exec_of_setuid_program_ends_profiling, 120)
+{
+	struct sonded d;
+	struct run r;
+	char path[512], scope[64];
+
+	rig_start(&d);
+	target_copy(path, sizeof(path), "auth_setuid", 0, 0, 04755);
+	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "exec", "1", path,
+			      NULL};
+	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	usleep(100000);
+	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
+	trace_as(SEC_NOBODY, &d, scope, NULL, 2500, &r);
+	printf("%zu samples in public_work, %zu in secret_work\n", samples_in(&r.t, "public_work"),
+	       samples_in(&r.t, "secret_work"));
+	ASSERT_UINT(samples_in(&r.t, "public_work"), >=, 10);
+	ASSERT_UINT(samples_in(&r.t, "secret_work"), ==, 0);
+	char want[160];
+	snprintf(want, sizeof(want), "may not profile pid %d", (int)pid);
+	ASSERT_CONTAINS(r.t.errors, want);
+	ASSERT_CONTAINS(r.t.errors, "after it exec'd; no longer profiled");
+	ASSERT_CONTAINS(r.err, "after it exec'd; no longer profiled");
+	run_free(&r);
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* Samples whose leaf is a kernel frame (the one mapping named /kernel), and how many of
+ * those frames have an address. */
+static void kernel_frames_of(const struct pft_trace *t, size_t *frames, size_t *addressed)
+{
+	*frames = *addressed = 0;
+	for (size_t i = 0; i < t->n_samples; i++) {
+		const struct pft_sample *s = &t->samples[i];
+		if (!s->leaf_mapping || strcmp(s->leaf_mapping, "/kernel") != 0)
+			continue;
+		(*frames)++;
+		*addressed += s->leaf_rel_pc != 0;
+	}
+}
+
+/* With kernel.perf_event_paranoid 2, nobody gets no kernel frames of its own
+ * syscall-heavy process, and is told why. */
+TEST_TIMEOUT(perfauth_kernel_frames_refused_to_unprivileged_consumer, 120)
+{
+	struct sonded d;
+	struct run r;
+	char scope[64], old[16] = "";
+	size_t kf, ka;
+
+	rig_start(&d);
+	char *cur = ASSERT_NOT_NULL(test_read_file("/proc/sys/kernel/perf_event_paranoid", NULL));
+	snprintf(old, sizeof(old), "%s", cur);
+	free(cur);
+	/* the kernel's default (and Debian's more) refuses kernel samples to nobody */
+	bool restore = atoi(old) != 2;
+	if (restore)
+		test_write_file("/proc/sys/kernel/perf_event_paranoid", "2\n", 2);
+	const char *argv[] = {test_copy_for_anyone(test_prog("kernel_syscalls")), "30", NULL};
+	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	usleep(200000);
+	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
+	trace_as(SEC_NOBODY, &d, scope, "kernel_frames: true", 1500, &r);
+	if (restore)
+		test_write_file("/proc/sys/kernel/perf_event_paranoid", old, strlen(old));
+	if (r.status != 0)
+		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+	ASSERT_CONTAINS(r.err, "linux.perf: warning: kernel frames are not permitted for "
+			       "consumer uid 65534");
+	kernel_frames_of(&r.t, &kf, &ka);
+	printf("%zu samples, %zu with a kernel leaf\n", r.t.n_samples, kf);
+	/* user time only, now: a small share of this program's */
+	ASSERT_UINT(samples_of(&r.t, pid), >=, 5);
+	ASSERT_UINT(kf, ==, 0);
+	run_free(&r);
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* Root gets kernel frames, named, under the kernel mapping, without their addresses. */
+TEST_TIMEOUT(perfauth_kernel_frames_carry_names_not_addresses, 120)
+{
+	struct sonded d;
+	struct run r;
+	char scope[64];
+	size_t kf, ka;
+
+	rig_start(&d);
+	const char *argv[] = {test_prog("kernel_syscalls"), "30", NULL};
+	pid_t pid = spawn_as(0, 0, argv);
+	usleep(200000);
+	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
+	trace_as(0, &d, scope, "kernel_frames: true", 1000, &r);
+	if (r.status != 0)
+		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+	kernel_frames_of(&r.t, &kf, &ka);
+	printf("%zu samples, %zu with a kernel leaf, %zu of them with an address\n",
+	       r.t.n_samples, kf, ka);
+	ASSERT_UINT(kf, >=, 5);
+	ASSERT_UINT(ka, ==, 0);
+	/* named from kallsyms: the leaf has a name */
+	size_t named = 0;
+	for (size_t i = 0; i < r.t.n_samples; i++) {
+		const struct pft_sample *s = &r.t.samples[i];
+		const char *leaf = s->stack ? strrchr(s->stack, ';') : NULL;
+		if (s->leaf_mapping && !strcmp(s->leaf_mapping, "/kernel") && leaf)
+			named += strcmp(leaf, ";?") != 0;
+	}
+	ASSERT_UINT(named, >=, kf / 2);
+	run_free(&r);
+	stop_target(pid);
+	sonded_stop(&d);
+}
+
+/* uid 0xFFFFFFFF is (uid_t)-1, no one's uid: the connector refuses to grant it (and gid
+ * 0xFFFFFFFF), so no connection can carry it into a credential comparison. */
+TEST_TIMEOUT(perfauth_connector_refuses_to_grant_uid_minus_one, 60)
+{
+	struct sonded d;
+	int sv[2];
+
+	sec_require_root();
+	sonded_start(&d, NULL);
+	struct sonde_connector_opts co = {.sz = sizeof(co), .socket = d.xsock};
+	struct sonde_connector *c = ASSERT_NOT_NULL(sonde_connector__new(&co));
+	for (int which = 0; which < 2; which++) {
+		struct sonde_connect_opts o = {.sz = sizeof(o)};
+		if (which == 0) {
+			o.set_uid = true;
+			o.uid = 0xFFFFFFFFu;
+		} else {
+			o.set_gid = true;
+			o.gid = 0xFFFFFFFFu;
+		}
+		ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+		int rc = sonde_connector__connect_consumer(c, sv[0], &o);
+		ASSERT_INT(rc, ==, -EINVAL);
+		ASSERT_CONTAINS(sonde_connector__last_error(c),
+				which ? "gid 4294967295 is not a valid gid"
+				      : "uid 4294967295 is not a valid uid");
+		close(sv[0]);
+		close(sv[1]);
+	}
+	sonde_connector__free(c);
+	sonded_stop(&d);
+}
+
+/* A target chosen by cmdline that starts after the session began is normal: no error,
+ * and its samples are there (issue: "no process to profile" contradicted the trace). */
+TEST_TIMEOUT(perfauth_cmdline_target_starting_late_is_no_error, 120)
+{
+	struct sonded d;
+	struct run r;
+	char path[512], scope[128];
+
+	rig_start(&d);
+	snprintf(path, sizeof(path), "%s", test_copy_for_anyone(test_prog("auth_target")));
+	char name[64];
+	snprintf(name, sizeof(name), "auth_late%d", (int)getpid());
+	char late[600];
+	snprintf(late, sizeof(late), "%s/%s", test_tmpdir(), name);
+	ASSERT_OK(link(path, late));
+	/* it execs 1 s after the session starts, as nobody */
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		usleep(1000000);
+		if (setgroups(0, NULL) < 0 || setgid(SEC_NOBODY) < 0 || setuid(SEC_NOBODY) < 0)
+			_exit(99);
+		execl(late, late, "spin", "30", (char *)NULL);
+		_exit(98);
+	}
+	snprintf(scope, sizeof(scope), "target_cmdline: \"%s\"", name);
+	trace_as(SEC_NOBODY, &d, scope, NULL, 3500, &r);
+	printf("%zu samples; stderr: %s\n", r.t.n_samples, r.err);
+	ASSERT_NOT_CONTAINS(r.err, "no process");
+	ASSERT_NOT_CONTAINS(r.err, "error");
+	ASSERT_INT(r.status, ==, 0);
+	ASSERT_UINT(samples_of(&r.t, pid), >=, 20);
+	run_free(&r);
+	stop_target(pid);
+	/* and one that never starts: an error, at the end */
+	snprintf(scope, sizeof(scope), "target_cmdline: \"never%d\"", (int)getpid());
+	trace_as(SEC_NOBODY, &d, scope, NULL, 1500, &r);
+	ASSERT_INT(r.status, ==, 1);
+	ASSERT_CONTAINS(r.err, "no process matching target_cmdline ran during the session");
+	ASSERT_CONTAINS(r.t.errors, "no process matching target_cmdline ran during the session");
+	run_free(&r);
+	sonded_stop(&d);
+}
