@@ -452,6 +452,7 @@ void sonde_service_free(struct sonde_service *ss)
 		free(s->path[i]);
 	}
 	trigger_svc_free(s);
+	bufid_free(s);
 	free(s->conns);
 	free(s->ds);
 	free(s->sessions);

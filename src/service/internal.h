@@ -18,12 +18,13 @@
 #include <sys/types.h>
 
 #include "base/buf.h"
+#include "base/u64map.h"
 #include "ipc/frame.h"
 #include "service/loop.h"
 #include "service/tbuf.h"
 
 enum {
-	SVC_MAX_BUFFER_ID = 4096, /* global BufferIDs are 1..4095 */
+	SVC_MAX_BUFFER_ID = 65535, /* global BufferIDs are 1..65535 (bufid.c) */
 	SVC_MAX_SESSIONS = 15,
 	SVC_MAX_SESSIONS_PER_UID = 5,
 	SVC_MAX_BUFFERS_PER_SESSION = 128,
@@ -231,8 +232,8 @@ struct svc {
 	size_t nds;
 	struct session **sessions;
 	size_t nsessions;
-	struct tbuf *bufmap[SVC_MAX_BUFFER_ID];
-	uint64_t bufowner[SVC_MAX_BUFFER_ID];
+	struct u64map buf_by_id; /* BufferID -> struct tbuf * (bufid.c) */
+	uint16_t last_buf_id;	 /* the last id handed out */
 	struct flush *flushes;
 	size_t nflushes;
 	uid_t uid;
@@ -241,6 +242,17 @@ struct svc {
 	struct trig_global *trig; /* trigger.c, allocated on first use */
 	struct perfds *perfds;	  /* perfds.c: the linux.perf data source, when started */
 };
+
+/* bufid.c: global BufferIDs */
+/* Registers tb under the next free id after the last one handed out, cyclically over
+ * 1..SVC_MAX_BUFFER_ID. 0, -ENOMEM, or -ENOSPC when every id is in use. */
+int bufid_alloc(struct svc *s, struct tbuf *tb, uint16_t *id);
+/* The buffer of a BufferID, or NULL: never allocated, freed, or out of range. */
+struct tbuf *bufid_get(const struct svc *s, uint64_t id);
+void bufid_release(struct svc *s, uint16_t id);
+/* Buffers that exist, in all sessions. */
+size_t bufid_count(const struct svc *s);
+void bufid_free(struct svc *s);
 
 /* host.c */
 struct conn *svc_conn(struct svc *s, uint64_t id);
@@ -270,6 +282,7 @@ void producer_scrape(struct svc *s, struct conn *c, const struct session *only);
 
 /* session.c */
 struct session *svc_session(struct svc *s, uint64_t id);
+bool session_owns_buffer(const struct session *ss, uint16_t buf_id);
 int session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len, int fd);
 void session_start(struct svc *s, struct session *ss);
 void session_disable(struct svc *s, struct session *ss, bool immediately);

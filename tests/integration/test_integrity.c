@@ -1,0 +1,291 @@
+/* sonded's integrity against ordinary clients (issue 11): data of an ended session never
+ * reaches the next one, descriptors passed to sonded never leak, and a second sonded
+ * never takes over the sockets of a running one. Everything is driven over sonded's
+ * sockets. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sonde/client.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "base/pb.h"
+#include "client_util.h"
+#include "hostile_util.h"
+#include "ipc/protos.h"
+#include "ipc/smb.h"
+#include "ipc/sock.h"
+#include "sec_util.h"
+#include "svc_util.h"
+
+enum {
+	TAG = 900,	  /* TracePacket field of the test strings */
+	LATE_PACKETS = 20, /* packets each writer of the SDK-like producer writes */
+};
+
+/* ------------------------------------------------------------------ sessions */
+
+static uint64_t begin_session(struct tc *t, const char *ds)
+{
+	const char *const dss[] = {ds};
+	struct buf cfg = BUF_INIT;
+	uint64_t req;
+
+	tcfg_basic(&cfg, 256, dss, 1);
+	req = tcons_enable(t, &cfg, -1);
+	buf_free(&cfg);
+	return req;
+}
+
+/* Disables t's session, waits for its end and reads it into trace. The buffers stay until
+ * free_session. */
+static void end_session(struct tc *t, uint64_t enable_req, struct buf *trace)
+{
+	tc_msg_free(tc_ok(t, tc_call(t, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(t, enable_req, 10000));
+	tcons_read(t, trace);
+}
+
+static void free_session(struct tc *t)
+{
+	tc_msg_free(tc_ok(t, tc_call(t, "FreeBuffers", NULL, -1, false)));
+}
+
+static int count_str(const struct buf *trace, const char *s)
+{
+	return trace_count(trace, s, strlen(s), NULL);
+}
+
+/* ------------------------------------------------------------------ raw producer */
+
+static void register_writer(struct tprod *p, uint32_t writer, uint32_t target)
+{
+	struct buf a = BUF_INIT;
+
+	pb_put_varint(&a, PF_REGISTER_TW_REQ_WRITER_ID, writer);
+	pb_put_varint(&a, PF_REGISTER_TW_REQ_TARGET_BUFFER, target);
+	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "RegisterTraceWriter", &a, -1, false)));
+	buf_free(&a);
+}
+
+/* A complete chunk of writer in (page, 0) holding n packets with the string s. */
+static void put_chunk(struct tprod *p, unsigned page, uint16_t writer, uint32_t chunk_id,
+		      const char *s, int n)
+{
+	struct buf pk[8];
+	struct iovec v[8];
+
+	ASSERT_INT(n, <=, 8);
+	for (int i = 0; i < n; i++) {
+		pk[i] = (struct buf)BUF_INIT;
+		pb_put_varint(&pk[i], PF_PACKET_TIMESTAMP, (uint64_t)i + 1);
+		pb_put_string(&pk[i], TAG, s);
+		v[i] = (struct iovec){pk[i].data, pk[i].len};
+	}
+	tprod_chunk(p, page, SMB_LAYOUT_DIV1, 0, writer, chunk_id, 0, v, (size_t)n, true);
+	for (int i = 0; i < n; i++)
+		buf_free(&pk[i]);
+}
+
+static void put_patch(struct buf *a, uint32_t target, uint32_t writer, uint32_t chunk_id)
+{
+	size_t m = pb_begin(a, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
+	pb_put_varint(a, PF_CHUNK_TO_PATCH_TARGET_BUFFER, target);
+	pb_put_varint(a, PF_CHUNK_TO_PATCH_WRITER_ID, writer);
+	pb_put_varint(a, PF_CHUNK_TO_PATCH_CHUNK_ID, chunk_id);
+	size_t k = pb_begin(a, PF_CHUNK_TO_PATCH_PATCHES);
+	/* over "late" in the first packet: after its size (4), timestamp (2), tag and length (3) */
+	pb_put_varint(a, PF_PATCH_OFFSET, 9);
+	pb_put_bytes(a, PF_PATCH_DATA, "LATE", 4);
+	pb_end(a, k);
+	pb_end(a, m);
+}
+
+/* A writer's last chunk (and a patch of it) committed to its session's buffer after that
+ * session was freed and the next one started, as the SDK does when it replaces the
+ * writer: none of it reaches the new session; both are counted as discarded. */
+TEST(integrity_late_chunk_of_freed_buffer_is_dropped)
+{
+	static const unsigned first[1][2] = {{0, 0}}, late[1][2] = {{1, 0}}, fresh[1][2] = {{2, 0}};
+	struct sonded d;
+	struct tprod p;
+	struct tc c1, c2;
+	struct tcmd cmd;
+	struct buf t1 = BUF_INIT, t2 = BUF_INIT, patch = BUF_INIT;
+
+	sonded_start(&d, NULL);
+	tprod_open(&p, d.psock, "late-producer", false);
+	tprod_register(&p, "late.ds", false, false);
+
+	tc_open(&c1, d.csock, "ConsumerPort");
+	uint64_t e1 = begin_session(&c1, "late.ds");
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t b1 = cmd.target_buffer;
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	register_writer(&p, 1, b1);
+	put_chunk(&p, 0, 1, 0, "first session", 4);
+	tprod_commit(&p, first, 1, b1, 0, NULL);
+	/* the writer's last chunk: complete in the SMB, not committed yet */
+	put_chunk(&p, 1, 1, 1, "late of the first session", 4);
+	end_session(&c1, e1, &t1);
+	tprod_expect(&p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	ASSERT_INT(count_str(&t1, "first session"), ==, 4);
+	free_session(&c1);
+
+	tc_open(&c2, d.csock, "ConsumerPort");
+	uint64_t e2 = begin_session(&c2, "late.ds");
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t b2 = cmd.target_buffer;
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	/* now the old writer is replaced: its last chunk and a patch go to its old buffer */
+	put_patch(&patch, b1, 1, 1);
+	tprod_commit(&p, late, 1, b1, 0, &patch);
+	register_writer(&p, 2, b2);
+	put_chunk(&p, 2, 2, 0, "second session", 3);
+	tprod_commit(&p, fresh, 1, b2, 0, NULL);
+	end_session(&c2, e2, &t2);
+	tprod_expect(&p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	ASSERT_INT(count_str(&t2, "second session"), ==, 3);
+	ASSERT_INT(count_str(&t2, "first session"), ==, 0);
+	ASSERT_UINT(hostile_stat(&c2, PF_TRACE_STATS_CHUNKS_DISCARDED), ==, 1);
+	ASSERT_UINT(hostile_stat(&c2, PF_TRACE_STATS_PATCHES_DISCARDED), ==, 1);
+	ASSERT_UINT(b2, !=, b1); /* the freed id is not handed out again */
+	free_session(&c2);
+
+	buf_free(&patch);
+	buf_free(&t1);
+	buf_free(&t2);
+	tc_close(&c1);
+	tc_close(&c2);
+	tc_close(&p.t);
+	sonded_stop(&d);
+}
+
+/* ------------------------------------------------------------------ SDK-like producer */
+
+/* A producer written like an SDK app: each data source instance gets a writer at its
+ * start, kept (as the SDK keeps a thread's writer) past the instance's stop, and replaced
+ * only at the next instance's start, after writing into it once more; the replaced writer
+ * commits its last chunk, addressed to the buffer of the session that ended. */
+struct sdk_like {
+	struct sonde_producer *p;
+	struct sonde_trace_writer *w;
+	int session; /* of w */
+};
+
+static void write_tagged(struct sonde_trace_writer *w, int session)
+{
+	char s[64];
+
+	snprintf(s, sizeof(s), "packet of session %d;", session);
+	for (int i = 0; i < LATE_PACKETS; i++) {
+		sonde_trace_writer__begin_packet(w);
+		sonde_trace_writer__append_varint(w, PF_PACKET_TIMESTAMP, (uint64_t)i + 1);
+		sonde_trace_writer__append_bytes(w, TAG, s, strlen(s));
+		sonde_trace_writer__end_packet(w);
+	}
+}
+
+static void sdk_like_start(void *ctx, uint64_t inst, const void *cfg, size_t len)
+{
+	struct sdk_like *x = ctx;
+
+	if (x->w) {
+		write_tagged(x->w, x->session);
+		sonde_trace_writer__free(x->w);
+	}
+	x->session++;
+	x->w = sonde_producer__new_writer(x->p, inst);
+	if (!x->w)
+		_exit(3);
+	write_tagged(x->w, x->session);
+	sonde_trace_writer__flush(x->w);
+}
+
+static int sdk_like_main(const char *sock)
+{
+	struct sdk_like x = {0};
+	struct sonde_producer_opts po = {.sz = sizeof(po), .name = "sdk-like", .socket = sock};
+	struct sonde_data_source_cbs cbs = {.sz = sizeof(cbs),
+					    .start = sdk_like_start,
+					    .ctx = &x,
+					    .will_notify_on_stop = true};
+
+	if (!(x.p = sonde_producer__new(&po)) ||
+	    sonde_producer__register_data_source(x.p, "sdk.ds", &cbs) < 0)
+		return 2;
+	for (double end = test_now() + 60; test_now() < end;)
+		if (sonde_producer__poll(x.p, 100) < 0)
+			break; /* the service went away */
+	sonde_trace_writer__free(x.w);
+	sonde_producer__free(x.p);
+	return 0;
+}
+
+static void open_consumer_as(struct tc *t, const struct sonded *d, uid_t uid)
+{
+	if (uid == 0)
+		tc_open(t, d->csock, "ConsumerPort");
+	else
+		tc_open_fd(t, sec_connect_as(uid, d->csock), "ConsumerPort");
+}
+
+/* Two sessions back to back on the SDK-like producer, of consumers of uids first and
+ * second: the second trace holds its own packets and none of the first session's. */
+static void back_to_back(uid_t first, uid_t second)
+{
+	struct sonded d;
+	struct tc c1, c2;
+	struct buf t1 = BUF_INIT, t2 = BUF_INIT;
+
+	if (first != 0 || second != 0)
+		sec_require_root();
+	sonded_start(&d, NULL);
+	fflush(NULL);
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0)
+		_exit(sdk_like_main(d.psock));
+	client_wait_data_source(d.csock, "sdk.ds");
+
+	open_consumer_as(&c1, &d, first);
+	end_session(&c1, begin_session(&c1, "sdk.ds"), &t1);
+	ASSERT_INT(count_str(&t1, "packet of session 1;"), ==, LATE_PACKETS);
+	free_session(&c1);
+
+	open_consumer_as(&c2, &d, second);
+	end_session(&c2, begin_session(&c2, "sdk.ds"), &t2);
+	ASSERT_INT(count_str(&t2, "packet of session 2;"), ==, LATE_PACKETS);
+	ASSERT_INT(count_str(&t2, "packet of session 1;"), ==, 0);
+	/* the old writer's last chunk did arrive, and was dropped */
+	ASSERT_UINT(hostile_stat(&c2, PF_TRACE_STATS_CHUNKS_DISCARDED), >=, 1);
+	free_session(&c2);
+
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	buf_free(&t1);
+	buf_free(&t2);
+	tc_close(&c1);
+	tc_close(&c2);
+	sonded_stop(&d);
+}
+
+TEST(integrity_replaced_writer_data_stays_in_its_session)
+{
+	back_to_back(0, 0);
+}
+
+TEST(integrity_root_session_data_never_reaches_nobody)
+{
+	back_to_back(0, SEC_NOBODY);
+}
+
+TEST(integrity_nobody_session_data_never_reaches_root)
+{
+	back_to_back(SEC_NOBODY, 0);
+}
