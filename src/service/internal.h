@@ -228,6 +228,7 @@ struct svc {
 	uint64_t next_conn_id, next_instance_id, next_session_id, next_flush_id;
 	uint32_t next_producer_id;
 	uint64_t t_housekeeping;
+	uint64_t accept_warn_ns, accept_unreported; /* svc_accept_failed's rate limit */
 	struct ds_reg **ds;
 	size_t nds;
 	struct session **sessions;
