@@ -43,6 +43,16 @@ int proc_fd_count(pid_t pid)
 	return n;
 }
 
+int proc_fd_wait(pid_t pid, int want, int timeout_ms)
+{
+	double end = test_now() + timeout_ms / 1000.0;
+	int n;
+
+	while ((n = proc_fd_count(pid)) != want && test_now() < end)
+		usleep(20000);
+	return n;
+}
+
 double proc_cpu_s(pid_t pid)
 {
 	char path[64], buf[1024];

@@ -3,6 +3,7 @@
  * never takes over the sockets of a running one. Everything is driven over sonded's
  * sockets. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,6 +18,8 @@
 #include "base/pb.h"
 #include "client_util.h"
 #include "hostile_util.h"
+#include "ipc/cxmsg.h"
+#include "ipc/fdpass.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
 #include "ipc/sock.h"
@@ -288,4 +291,223 @@ TEST(integrity_root_session_data_never_reaches_nobody)
 TEST(integrity_nobody_session_data_never_reaches_root)
 {
 	back_to_back(SEC_NOBODY, 0);
+}
+
+/* ------------------------------------------------------------------ passed fds */
+
+static const int fd_counts[] = {0, 1, 2, 8, IPC_FDPASS_MAX};
+
+/* sonded with a consumer connection kept open, and its fd count once every earlier
+ * connection is gone: the BindService round trip of the new connection comes after
+ * sonded read the EOFs of sonded_start's probes. */
+static int fd_baseline(struct sonded *d, struct tc *keep)
+{
+	static const char *const args[] = {"--no-perf", NULL};
+
+	sonded_start(d, args);
+	tc_open(keep, d->csock, "ConsumerPort");
+	tc_msg_free(tc_ok(keep, tc_call(keep, "QueryCapabilities", NULL, -1, false)));
+	return proc_fd_count(d->pid);
+}
+
+/* Fills fds[0..k) with copies of one pipe end (each arrives as a descriptor of its own). */
+static void fill_fds(int *fds, int k, int fd)
+{
+	for (int i = 0; i < k; i++)
+		fds[i] = fd;
+}
+
+/* InvokeMethod(method) with no arguments as request 2, carrying k fds on its one sendmsg. */
+static void invoke_with_fds(int sock, uint32_t method, const int *fds, int k)
+{
+	struct ipc_frame f = {.request_id = 2,
+			      .msg = IPC_MSG_INVOKE_METHOD,
+			      .service_id = 1,
+			      .method_id = method};
+	struct buf b = BUF_INIT;
+
+	ASSERT_OK(ipc_frame_encode(&b, &f));
+	ASSERT_INT(ipc_fdpass_send(sock, b.data, b.len, fds, (size_t)k, MSG_NOSIGNAL), ==, b.len);
+	buf_free(&b);
+}
+
+/* On a producer or consumer socket, a frame with k fds for a method that may take one
+ * (takes_fd) and for one that takes none: a frame with no fd, or one fd for takes_fd, must
+ * be answered; any other must end the connection. Returns how many connections sonded
+ * wrongly kept (checked by the caller after the fd count, which is what matters most). */
+static int stream_fd_cases(const char *sock, const char *service, uint32_t takes_fd,
+			   uint32_t takes_none, int pipe_fd)
+{
+	static int fds[IPC_FDPASS_MAX];
+	struct raw_reply r;
+	int kept = 0;
+
+	for (size_t i = 0; i < sizeof(fd_counts) / sizeof(fd_counts[0]); i++) {
+		for (int m = 0; m < 2; m++) {
+			int k = fd_counts[i], s = ipc_connect(sock);
+			uint32_t method = m ? takes_none : takes_fd;
+			ASSERT_OK(s);
+			ASSERT(raw_bind_answered(s, service));
+			fill_fds(fds, k, pipe_fd);
+			invoke_with_fds(s, method, fds, k);
+			if (k == 0 || (k == 1 && method == takes_fd)) {
+				ASSERT_INT(raw_reply(s, 2, &r), ==, IPC_MSG_INVOKE_METHOD_REPLY);
+			} else if (!raw_wait_eof(s, 5000)) {
+				fprintf(stderr, "%s: %d fds on method %u kept the connection\n",
+					service, k, method);
+				kept++;
+			}
+			close(s);
+		}
+	}
+	return kept;
+}
+
+/* A connector request for a producer with k fds: only one fd, and a connected socket, is
+ * accepted; the reply's status says which. */
+static uint32_t connector_request(const char *xsock, const int *fds, int k)
+{
+	struct cx_request q = {.id = 7, .kind = CX_KIND_PRODUCER};
+	struct cx_reply rep;
+	struct buf b = BUF_INIT;
+	uint8_t in[CX_MAX_MSG];
+	int s = ipc_connect_type(xsock, SOCK_SEQPACKET);
+
+	ASSERT_OK(s);
+	cx_request_encode(&q, &b);
+	ASSERT_INT(ipc_fdpass_send(s, b.data, b.len, fds, (size_t)k, MSG_NOSIGNAL), ==, b.len);
+	struct pollfd p = {s, POLLIN, 0};
+	ASSERT_INT(poll(&p, 1, 10000), ==, 1);
+	ssize_t n = recv(s, in, sizeof(in), 0);
+	ASSERT_INT(n, >, 0);
+	ASSERT_OK(cx_reply_decode(in, (size_t)n, &rep));
+	ASSERT_UINT(rep.id, ==, 7);
+	close(s);
+	buf_free(&b);
+	return rep.status;
+}
+
+static void connector_fd_cases(const char *xsock, int pipe_fd)
+{
+	static int fds[IPC_FDPASS_MAX];
+	int sv[2];
+
+	for (size_t i = 0; i < sizeof(fd_counts) / sizeof(fd_counts[0]); i++) {
+		int k = fd_counts[i];
+		fill_fds(fds, k, pipe_fd);
+		uint32_t st = connector_request(xsock, fds, k);
+		ASSERT_UINT(st, ==, k == 1 ? ENOTSOCK : EBADF); /* a pipe, or a wrong count */
+	}
+	/* and one that is taken: the connection it becomes ends when its peer goes */
+	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	ASSERT_UINT(connector_request(xsock, &sv[1], 1), ==, 0);
+	close(sv[1]);
+	close(sv[0]);
+}
+
+/* Connections opened and dropped in every state sonded can see them in. */
+static void churn(const struct sonded *d)
+{
+	for (int i = 0; i < 300; i++) {
+		int s = ipc_connect(i % 2 ? d->csock : d->psock);
+		ASSERT_OK(s);
+		if (i % 3 == 1)
+			raw_bind_answered(s, i % 2 ? "ConsumerPort" : "ProducerPort");
+		else if (i % 3 == 2)
+			raw_send(s, "\x10\x00\x00\x00\x10\x01", 6); /* half a frame */
+		close(s);
+	}
+}
+
+/* An ordinary session after all that: a raw producer's packets reach its consumer. */
+static void session_works(const struct sonded *d)
+{
+	static const unsigned moves[1][2] = {{0, 0}};
+	struct tprod p;
+	struct tc c;
+	struct tcmd cmd;
+	struct buf t = BUF_INIT;
+
+	tprod_open(&p, d->psock, "after-producer", false);
+	tprod_register(&p, "after.ds", false, false);
+	tc_open(&c, d->csock, "ConsumerPort");
+	uint64_t e = begin_session(&c, "after.ds");
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	put_chunk(&p, 0, 1, 0, "still works", 5);
+	tprod_commit(&p, moves, 1, target, 0, NULL);
+	end_session(&c, e, &t);
+	ASSERT_INT(count_str(&t, "still works"), ==, 5);
+	buf_free(&t);
+	tc_close(&c);
+	tc_close(&p.t);
+}
+
+/* Every descriptor passed to sonded is taken or closed: 0, 1, 2, 8 and 253 fds on
+ * frames of the producer and consumer sockets and on connector requests, then connection
+ * churn, and sonded's fd count is back at its baseline exactly. */
+TEST(integrity_passed_fds_never_leak)
+{
+	struct sonded d;
+	struct tc keep;
+	int pp[2];
+
+	int fds0 = fd_baseline(&d, &keep);
+	ASSERT_OK(pipe2(pp, O_CLOEXEC));
+	int kept = stream_fd_cases(d.psock, "ProducerPort", PF_PRODUCER_INITIALIZE_CONNECTION,
+				   PF_PRODUCER_SYNC, pp[0]);
+	kept += stream_fd_cases(d.csock, "ConsumerPort", PF_CONSUMER_CLONE_SESSION,
+				PF_CONSUMER_QUERY_CAPABILITIES, pp[0]);
+	connector_fd_cases(d.xsock, pp[0]);
+	churn(&d);
+	ASSERT_INT(proc_fd_wait(d.pid, fds0, 5000), ==, fds0);
+	ASSERT_INT(kept, ==, 0);
+	session_works(&d);
+	ASSERT_INT(proc_fd_wait(d.pid, fds0, 5000), ==, fds0);
+	close(pp[0]);
+	close(pp[1]);
+	tc_close(&keep);
+	sonded_stop(&d);
+}
+
+/* The issue's flood: one connection sending frames that carry two fds each. The first
+ * such frame ends the connection, so however many follow, nothing piles up. */
+TEST(integrity_two_fd_flood_ends_the_connection)
+{
+	struct sonded d;
+	struct tc keep;
+	int pp[2], fds[2];
+
+	int fds0 = fd_baseline(&d, &keep);
+	ASSERT_OK(pipe2(pp, O_CLOEXEC));
+	fill_fds(fds, 2, pp[0]);
+	int kept = 0;
+	for (int c = 0; c < 20; c++) {
+		int s = ipc_connect(d.psock);
+		ASSERT_OK(s);
+		ASSERT(raw_bind_answered(s, "ProducerPort"));
+		for (int i = 0; i < 200; i++) {
+			struct ipc_frame f = {.request_id = (uint64_t)i + 2,
+					      .msg = IPC_MSG_INVOKE_METHOD,
+					      .service_id = 1,
+					      .method_id = PF_PRODUCER_SYNC};
+			struct buf b = BUF_INIT;
+			ASSERT_OK(ipc_frame_encode(&b, &f));
+			ssize_t w = ipc_fdpass_send(s, b.data, b.len, fds, 2,
+						    MSG_NOSIGNAL | MSG_DONTWAIT);
+			buf_free(&b);
+			if (w < 0)
+				break; /* sonded hung up (or stopped reading) */
+		}
+		kept += !raw_wait_eof(s, 2000);
+		close(s);
+	}
+	ASSERT_INT(proc_fd_wait(d.pid, fds0, 5000), ==, fds0);
+	ASSERT_INT(kept, ==, 0);
+	session_works(&d);
+	close(pp[0]);
+	close(pp[1]);
+	tc_close(&keep);
+	sonded_stop(&d);
 }
