@@ -45,6 +45,7 @@ struct svc_connector {
 	int lfd;
 	uint64_t lcookie;
 	char *path;
+	struct ipc_bound bound; /* the socket file, unlinked at exit if still ours */
 	struct cx_client cl[CX_MAX_CLIENTS];
 	size_t ncl;
 };
@@ -221,9 +222,8 @@ static void send_reply(struct cx_client *cl, struct cx_ctx *x, bool *dead)
 
 	cx_reply_encode(&x->rep, &b);
 	/* a supervisor that does not read its replies is dropped rather than waited for */
-	if (buf_error(&b) < 0 ||
-	    ipc_fdpass_send(cl->fd, b.data, b.len, &x->reply_fd, x->reply_fd >= 0,
-			    MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+	if (buf_error(&b) < 0 || ipc_fdpass_send(cl->fd, b.data, b.len, &x->reply_fd,
+						 x->reply_fd >= 0, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		*dead = true;
 	buf_free(&b);
 }
@@ -356,9 +356,9 @@ int connector_init(struct svc *s, const struct sonde_service_opts *o)
 		return 0;
 	if (!(cx = calloc(1, sizeof(*cx))))
 		return -ENOMEM;
-	fd = sec_listen(o, SONDE_SOCKET_CONNECTOR, name);
+	fd = sec_listen(o, SONDE_SOCKET_CONNECTOR, name, &cx->bound);
 	if (fd < 0) {
-		sonde_error("cannot listen on %s: %s", name, sonde_strerror(fd));
+		svc_listen_failed(name, fd);
 		free(cx);
 		return fd;
 	}
@@ -380,8 +380,8 @@ void connector_free(struct svc *s)
 		drop_client(s, 0);
 	loop_del(&s->loop, cx->lfd);
 	close(cx->lfd);
-	if (cx->path && cx->path[0] != '@')
-		unlink(cx->path);
+	if (cx->path)
+		ipc_unlink_bound(cx->path, &cx->bound);
 	free(cx->path);
 	free(cx);
 	s->cx = NULL;

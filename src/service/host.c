@@ -387,12 +387,23 @@ static void housekeeping(void *ctx, uint64_t arg)
 	s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0);
 }
 
+void svc_listen_failed(const char *name, int err)
+{
+	/* one line that says what to do about it: this is how a second instance ends */
+	if (err == -EADDRINUSE)
+		sonde_error("%s: a tracing service is already running there", name);
+	else if (err == -EEXIST)
+		sonde_error("%s: exists and is not a socket; not replacing it", name);
+	else
+		sonde_error("cannot listen on %s: %s", name, sonde_strerror(err));
+}
+
 static int listen_on(struct svc *s, const struct sonde_service_opts *o, int which, const char *name)
 {
-	int fd = sec_listen(o, which, name);
+	int fd = sec_listen(o, which, name, &s->bound[which]);
 
 	if (fd < 0) {
-		sonde_error("cannot listen on %s: %s", name, sonde_strerror(fd));
+		svc_listen_failed(name, fd);
 		return fd;
 	}
 	s->lfd[which] = fd;
@@ -489,8 +500,8 @@ void sonde_service_free(struct sonde_service *ss)
 	for (int i = 0; i < 2; i++) {
 		if (s->lfd[i] >= 0)
 			close(s->lfd[i]);
-		if (s->path[i] && s->path[i][0] != '@')
-			unlink(s->path[i]);
+		if (s->path[i])
+			ipc_unlink_bound(s->path[i], &s->bound[i]);
 		free(s->path[i]);
 	}
 	trigger_svc_free(s);

@@ -20,6 +20,7 @@
 #include "base/buf.h"
 #include "base/u64map.h"
 #include "ipc/frame.h"
+#include "ipc/sock.h"
 #include "service/loop.h"
 #include "service/tbuf.h"
 
@@ -223,6 +224,7 @@ struct svc {
 	struct svc_connector *cx; /* connector.c; NULL when disabled */
 	int lfd[2];		  /* producer, consumer */
 	char *path[2];
+	struct ipc_bound bound[2]; /* their socket files, unlinked at exit if still ours */
 	struct conn **conns;
 	size_t nconns;
 	uint64_t next_conn_id, next_instance_id, next_session_id, next_flush_id;
@@ -265,6 +267,8 @@ int svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
 		   const uint8_t *data, size_t len, int fd);
 void svc_conn_update_events(struct svc *s, struct conn *c);
 void svc_conn_fail(struct svc *s, struct conn *c);
+/* Logs why a listening socket could not be created (one line). */
+void svc_listen_failed(const char *name, int err);
 /* After accept4 on listener lfd failed with err: pauses the listener when out of fds. */
 void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err);
 char *svc_strndup(const uint8_t *p, size_t n);
@@ -312,8 +316,10 @@ void sec_init(struct svc *s, const struct sonde_service_opts *o);
 int sec_peer_identity(struct conn *c, int fd);
 /* Whether one more connection of uid fits the connection limits (logs when not). */
 bool sec_admit_conn(const struct svc *s, uid_t uid);
-/* Creates a listening socket with the configured mode and group of socket `which`. */
-int sec_listen(const struct sonde_service_opts *o, int which, const char *name);
+/* Creates a listening socket with the configured mode and group of socket `which`
+ * (ipc_listen_perm: -EADDRINUSE if a service already listens there). */
+int sec_listen(const struct sonde_service_opts *o, int which, const char *name,
+	       struct ipc_bound *bound);
 /* At InitializeConnection: 0 to go on, or -EACCES after refusing the producer (lockdown). */
 int sec_check_producer(struct svc *s, struct req *r);
 /* At EnableTracing, before validation: applies TraceConfig.lockdown_mode. An error for
