@@ -58,8 +58,7 @@ void ipc_fds_close(struct ipc_fds *fds)
 	fds->n = 0;
 }
 
-ssize_t ipc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, size_t n,
-			int flags)
+ssize_t ipc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, size_t n, int flags)
 {
 	union fd_ctl ctl;
 	struct iovec iov = {(void *)buf, len};

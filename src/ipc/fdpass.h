@@ -32,7 +32,6 @@ ssize_t ipc_fdpass_recv(int sock, void *buf, size_t len, int flags, struct ipc_f
 void ipc_fds_close(struct ipc_fds *fds);
 /* sendmsg(sock, buf, flags) with fds[0..n) attached (none if n is 0; n at most
  * IPC_FDPASS_MAX). The fds are not taken. Returns the byte count or -errno. */
-ssize_t ipc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, size_t n,
-			int flags);
+ssize_t ipc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, size_t n, int flags);
 
 #endif

@@ -27,7 +27,7 @@
 #include "svc_util.h"
 
 enum {
-	TAG = 900,	  /* TracePacket field of the test strings */
+	TAG = 900,	   /* TracePacket field of the test strings */
 	LATE_PACKETS = 20, /* packets each writer of the SDK-like producer writes */
 };
 
@@ -214,10 +214,8 @@ static int sdk_like_main(const char *sock)
 {
 	struct sdk_like x = {0};
 	struct sonde_producer_opts po = {.sz = sizeof(po), .name = "sdk-like", .socket = sock};
-	struct sonde_data_source_cbs cbs = {.sz = sizeof(cbs),
-					    .start = sdk_like_start,
-					    .ctx = &x,
-					    .will_notify_on_stop = true};
+	struct sonde_data_source_cbs cbs = {
+		.sz = sizeof(cbs), .start = sdk_like_start, .ctx = &x, .will_notify_on_stop = true};
 
 	if (!(x.p = sonde_producer__new(&po)) ||
 	    sonde_producer__register_data_source(x.p, "sdk.ds", &cbs) < 0)
@@ -509,5 +507,164 @@ TEST(integrity_two_fd_flood_ends_the_connection)
 	close(pp[0]);
 	close(pp[1]);
 	tc_close(&keep);
+	sonded_stop(&d);
+}
+
+/* ------------------------------------------------------------------ one service per socket */
+
+/* Starts sonded on the given names (x may be "none") and waits until p and c answer. */
+static void start_on(struct sonded *d, const char *p, const char *c, const char *x)
+{
+	const char *argv[] = {test_bin("sonded"), "-p", p, "-c", c, "-x", x, "--no-perf", NULL};
+
+	snprintf(d->psock, sizeof(d->psock), "%s", p);
+	snprintf(d->csock, sizeof(d->csock), "%s", c);
+	snprintf(d->xsock, sizeof(d->xsock), "%s", x);
+	d->pid = test_spawn(argv);
+	for (double end = test_now() + 10;; usleep(10000)) {
+		int a = ipc_connect(p), b = a >= 0 ? ipc_connect(c) : -1;
+		if (a >= 0)
+			close(a);
+		if (b >= 0) {
+			close(b);
+			return;
+		}
+		if (test_now() > end)
+			FAIL("sonded did not start listening on %s and %s", p, c);
+	}
+}
+
+/* Runs a second sonded on the given names; asserts it exits non-zero with one line that
+ * names `named` and says why. */
+static void second_refused(const char *p, const char *c, const char *x, const char *named,
+			   const char *why)
+{
+	const char *argv[] = {test_bin("sonded"), "-p", p, "-c", c, "-x", x, "--no-perf", NULL};
+	struct test_output o;
+
+	test_run(&o, 20, argv);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, named);
+	ASSERT_CONTAINS(o.err, why);
+	const char *nl = strchr(o.err, '\n');
+	if (!nl || nl[1] != '\0')
+		FAIL("expected one line, got:\n%s", o.err);
+	test_output_free(&o);
+}
+
+static ino_t inode_of(const char *path)
+{
+	struct stat st;
+
+	ASSERT_OK(lstat(path, &st));
+	ASSERT(S_ISSOCK(st.st_mode));
+	return st.st_ino;
+}
+
+#define LIVE "a tracing service is already running there"
+
+/* A second sonded on any one of a running sonded's socket paths exits non-zero with one
+ * line naming that path, touches none of them (nor the fresh ones it was given), and the
+ * first one still serves sessions. */
+TEST(integrity_second_sonded_refuses_live_sockets)
+{
+	static const char *const args[] = {"--no-perf", NULL};
+	struct sonded d;
+
+	sonded_start(&d, args);
+	ino_t ip = inode_of(d.psock), ic = inode_of(d.csock), ix = inode_of(d.xsock);
+	const char *p2 = test_path("p2.sock"), *c2 = test_path("c2.sock"),
+		   *x2 = test_path("x2.sock");
+
+	second_refused(d.psock, c2, x2, d.psock, LIVE);
+	second_refused(p2, d.csock, x2, d.csock, LIVE);
+	second_refused(p2, c2, d.xsock, d.xsock, LIVE);
+	/* the fresh sockets the refused instances bound before failing are gone with them */
+	ASSERT_INT(access(p2, F_OK), ==, -1);
+	ASSERT_INT(access(c2, F_OK), ==, -1);
+	ASSERT_UINT(inode_of(d.psock), ==, ip);
+	ASSERT_UINT(inode_of(d.csock), ==, ic);
+	ASSERT_UINT(inode_of(d.xsock), ==, ix);
+	session_works(&d);
+	sonded_stop(&d);
+}
+
+/* Bound and closed, never unlinked: what a service that was killed leaves behind. */
+static void make_stale_socket(const char *path)
+{
+	int fd = ipc_listen(path);
+
+	ASSERT_OK(fd);
+	close(fd);
+	ASSERT_INT(ipc_connect(path), ==, -ECONNREFUSED);
+}
+
+/* A socket file nothing answers on is replaced; a path that is not a socket is an error,
+ * and the file is left as it was. */
+TEST(integrity_stale_socket_replaced_other_files_kept)
+{
+	struct sonded d;
+	const char *p = test_path("stale-p.sock"), *c = test_path("stale-c.sock"),
+		   *x = test_path("stale-x.sock"), *f = test_path("file");
+
+	make_stale_socket(p);
+	make_stale_socket(c);
+	make_stale_socket(x);
+	start_on(&d, p, c, x);
+	session_works(&d);
+	sonded_stop(&d);
+	/* at exit sonded removed the sockets it had bound */
+	ASSERT_INT(access(p, F_OK), ==, -1);
+	ASSERT_INT(access(x, F_OK), ==, -1);
+
+	test_write_file(f, "keep me", 7);
+	second_refused(f, c, "none", f, "exists and is not a socket");
+	second_refused(p, f, "none", f, "exists and is not a socket");
+	ASSERT_INT(access(p, F_OK), ==, -1); /* bound by the refused one, removed by it */
+	size_t n;
+	char *txt = test_read_file(f, &n);
+	ASSERT(txt != NULL);
+	ASSERT_INT(n, ==, 7);
+	ASSERT_MEM_EQ(txt, "keep me", 7);
+	free(txt);
+}
+
+/* sonded unlinks at exit only the socket files it bound: one that replaced its own (after
+ * someone removed it) belongs to someone else and stays, still listening. */
+TEST(integrity_exit_leaves_a_replaced_socket_alone)
+{
+	static const char *const args[] = {"--no-perf", NULL};
+	struct sonded d;
+
+	sonded_start(&d, args);
+	ASSERT_OK(unlink(d.psock));
+	int other = ipc_listen(d.psock);
+	ASSERT_OK(other);
+	ino_t mine = inode_of(d.psock);
+	sonded_stop(&d);
+	ASSERT_UINT(inode_of(d.psock), ==, mine);
+	int s = ipc_connect(d.psock);
+	ASSERT_OK(s); /* still the replacement's listener */
+	close(s);
+	close(other);
+	/* its own consumer and connector sockets it did remove */
+	ASSERT_INT(access(d.csock, F_OK), ==, -1);
+	ASSERT_INT(access(d.xsock, F_OK), ==, -1);
+}
+
+/* Abstract names: a second sonded on a taken one fails the same way. */
+TEST(integrity_second_sonded_refuses_abstract_names)
+{
+	char p[64], c[64], p2[64], c2[64];
+	struct sonded d;
+
+	snprintf(p, sizeof(p), "@sonde-integrity-%d-p", (int)getpid());
+	snprintf(c, sizeof(c), "@sonde-integrity-%d-c", (int)getpid());
+	snprintf(p2, sizeof(p2), "@sonde-integrity-%d-p2", (int)getpid());
+	snprintf(c2, sizeof(c2), "@sonde-integrity-%d-c2", (int)getpid());
+	start_on(&d, p, c, "none");
+	second_refused(p, c2, "none", p, LIVE);
+	second_refused(p2, c, "none", c, LIVE);
+	session_works(&d);
 	sonded_stop(&d);
 }
