@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -667,4 +668,78 @@ TEST(integrity_second_sonded_refuses_abstract_names)
 	second_refused(p2, c, "none", c, LIVE);
 	session_works(&d);
 	sonded_stop(&d);
+}
+
+/* ------------------------------------------------------------------ accept failures */
+
+enum { TIGHT_FDS = 64, HELD_CONNS = 150 };
+
+/* sonded with at most TIGHT_FDS descriptors and its stderr in log. */
+static pid_t spawn_tight(struct sonded *d, const char *log)
+{
+	snprintf(d->psock, sizeof(d->psock), "%s", test_path("tight-p.sock"));
+	snprintf(d->csock, sizeof(d->csock), "%s", test_path("tight-c.sock"));
+	snprintf(d->xsock, sizeof(d->xsock), "%s", test_path("tight-x.sock"));
+	const char *argv[] = {test_bin("sonded"), "-p",	       d->psock, "-c", d->csock, "-x",
+			      d->xsock,		  "--no-perf", NULL};
+	fflush(NULL);
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = {TIGHT_FDS, TIGHT_FDS};
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0 || setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	d->pid = pid;
+	for (double end = test_now() + 10;; usleep(10000)) {
+		int s = ipc_connect(d->csock);
+		if (s >= 0) {
+			close(s);
+			return pid;
+		}
+		if (test_now() > end)
+			FAIL("sonded did not start listening on %s", d->csock);
+	}
+}
+
+static int count_lines_with(const char *txt, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = txt; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Out of fds, sonded says so at warn level (the default), about once a second rather
+ * than at each of its retries every 100 ms, and counts the failures it did not report. */
+TEST(integrity_accept_failures_warn_rate_limited)
+{
+	static int held[HELD_CONNS];
+	const char *log = test_path("sonded.log");
+	struct sonded d;
+	struct tc c;
+
+	spawn_tight(&d, log);
+	for (int i = 0; i < HELD_CONNS; i++)
+		held[i] = ASSERT_OK(ipc_connect(i % 2 ? d.csock : d.psock));
+	usleep(2500000); /* about 25 retries of the listeners */
+	for (int i = 0; i < HELD_CONNS; i++)
+		close(held[i]);
+	tc_open(&c, d.csock, "ConsumerPort"); /* accepting again */
+	tc_msg_free(tc_ok(&c, tc_call(&c, "QueryCapabilities", NULL, -1, false)));
+	tc_close(&c);
+	kill(d.pid, SIGTERM);
+	ASSERT_INT(test_wait(d.pid, 20), ==, 0);
+
+	char *txt = test_read_file(log, NULL);
+	ASSERT(txt != NULL);
+	int warned = count_lines_with(txt, "cannot accept connections: ");
+	if (warned < 1 || warned > 5)
+		FAIL("%d accept warnings in 2.5 s:\n%s", warned, txt);
+	ASSERT_CONTAINS(txt, "more failures since the last report");
+	free(txt);
 }
