@@ -82,7 +82,7 @@ static void put_chunk(struct tprod *p, unsigned page, uint16_t writer, uint32_t 
 		      const char *s, int n)
 {
 	struct buf pk[8];
-	struct iovec v[8];
+	struct iovec v[8] = {{0}};
 
 	ASSERT_INT(n, <=, 8);
 	for (int i = 0; i < n; i++) {
