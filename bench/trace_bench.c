@@ -75,6 +75,7 @@ static void svc_start(struct svc *s)
 	snprintf(s->csock, sizeof(s->csock), "%s/c.sock", dir);
 	setenv("PERFETTO_PRODUCER_SOCK_NAME", s->psock, 1);
 	setenv("PERFETTO_CONSUMER_SOCK_NAME", s->csock, 1);
+	setenv("SONDE_CONNECTOR_SOCK_NAME", "none", 1); /* the default may be in use */
 	s->pid = fork();
 	if (s->pid == 0) {
 		int devnull = open("/dev/null", O_RDWR);

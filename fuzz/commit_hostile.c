@@ -238,12 +238,13 @@ void smb_access_hook(enum smb_access_point at, const void *ptr, size_t len)
 
 static void svc_setup(void)
 {
+	bufid_free(&svc); /* the previous run's ids: each run starts from a fresh pool */
 	memset(&svc, 0, sizeof(svc));
 	memset(&conn, 0, sizeof(conn));
-	svc.bufmap[1] = &tbufs[0];
-	svc.bufmap[2] = &tbufs[1];
-	svc.bufowner[1] = 1;
-	svc.bufowner[2] = 2;
+	uint16_t id;
+	if (bufid_alloc(&svc, &tbufs[0], &id) < 0 || id != 1 ||
+	    bufid_alloc(&svc, &tbufs[1], &id) < 0 || id != 2)
+		abort();
 	conn.id = 5;
 	conn.is_producer = true;
 	conn.ch.fd = -1;

@@ -61,8 +61,11 @@ enum sonde_service_socket {
 	SONDE_SOCKET_CONNECTOR = 2,
 };
 
-/* Creates the service and starts listening on both sockets. Returns NULL and sets errno
- * on failure. The caller owns the result (sonde_service_free). */
+/* Creates the service and starts listening on both sockets (and the connector's). Returns
+ * NULL and sets errno on failure: EADDRINUSE when a service already answers on one of
+ * the names, EEXIST when a path exists and is not a socket (a stale socket file, which
+ * nothing answers on, is replaced); the log then says which in one line. The caller owns
+ * the result (sonde_service_free). */
 SONDE_API struct sonde_service *sonde_service_new(const struct sonde_service_opts *opts);
 /* A pollable fd that becomes readable when the service has work. Owned by the service. */
 SONDE_API int sonde_service_fd(const struct sonde_service *s);
@@ -73,7 +76,8 @@ SONDE_API int sonde_service_process(struct sonde_service *s);
 /* The socket names in use (valid until sonde_service_free). which: an enum
  * sonde_service_socket; NULL for a disabled connector. */
 SONDE_API const char *sonde_service_socket(const struct sonde_service *s, int which);
-/* Ends every session and connection, closes and unlinks the sockets. Accepts NULL. */
+/* Ends every session and connection, closes the sockets and unlinks the socket files it
+ * bound that are still its own (not one put in their place). Accepts NULL. */
 SONDE_API void sonde_service_free(struct sonde_service *s);
 /* Starts sonde's linux.perf data source (docs/service.md): a producer on a thread of its
  * own, connected to this service's producer socket, so the calling thread must keep

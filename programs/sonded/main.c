@@ -330,7 +330,10 @@ int main(int argc, char **argv)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	struct sonde_service *svc = sonde_service_new(&so);
 	if (!svc || sfd < 0) {
-		fprintf(stderr, "sonded: cannot start: %s\n", strerror(errno));
+		/* a socket taken by a running service (or a file in the way) was reported by
+		 * the service in one line naming the path; anything else is said here */
+		if (svc || sfd < 0 || (errno != EADDRINUSE && errno != EEXIST))
+			fprintf(stderr, "sonded: cannot start: %s\n", strerror(errno));
 		return 1;
 	}
 	if (background && daemon(0, 0) < 0) {

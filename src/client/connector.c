@@ -13,6 +13,7 @@
 #include <sonde/error.h>
 
 #include "ipc/cxmsg.h"
+#include "ipc/fdpass.h"
 #include "ipc/sock.h"
 
 struct sonde_connector {
@@ -69,13 +70,8 @@ const char *sonde_connector__last_error(const struct sonde_connector *c)
 static int send_request(struct sonde_connector *c, const struct cx_request *q, const int *fds,
 			size_t nfds)
 {
-	union {
-		char buf[CMSG_SPACE(CX_MAX_FDS * sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
 	struct buf b = BUF_INIT;
-	struct iovec iov;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct pollfd p = {c->fd, POLLOUT, 0};
 	int rc = 0;
 
 	cx_request_encode(q, &b);
@@ -83,22 +79,13 @@ static int send_request(struct sonde_connector *c, const struct cx_request *q, c
 		buf_free(&b);
 		return -ENOMEM;
 	}
-	iov.iov_base = b.data;
-	iov.iov_len = b.len;
-	memset(&ctl, 0, sizeof(ctl));
-	mh.msg_control = ctl.buf;
-	mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-	struct pollfd p = {c->fd, POLLOUT, 0};
 	for (;;) {
-		if (sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+		ssize_t w = ipc_fdpass_send(c->fd, b.data, b.len, fds, nfds,
+					    MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w >= 0)
 			break;
-		if (errno != EAGAIN && errno != EINTR) {
-			rc = -errno;
+		if (w != -EAGAIN && w != -EINTR) {
+			rc = (int)w;
 			break;
 		}
 		if (poll(&p, 1, c->timeout_ms) == 0) {
@@ -110,56 +97,38 @@ static int send_request(struct sonde_connector *c, const struct cx_request *q, c
 	return rc;
 }
 
-/* Receives the reply to request id; *fd gets an fd that came with it (or -1). */
+/* Receives the reply to request id; *fd gets the fd that came with it (or -1). A reply
+ * carries at most one: more is a broken service, and all of them are closed. */
 static int recv_reply(struct sonde_connector *c, uint64_t id, struct cx_reply *r, int *fd)
 {
 	uint8_t msg[CX_MAX_MSG];
-	union {
-		char buf[CMSG_SPACE(CX_MAX_FDS * sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {msg, sizeof(msg)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = ctl.buf,
-			    .msg_controllen = sizeof(ctl)};
 	struct pollfd p = {c->fd, POLLIN, 0};
+	struct ipc_fds in;
+	int mflags;
 	ssize_t n;
 
 	*fd = -1;
 	for (;;) {
-		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		n = ipc_fdpass_recv(c->fd, msg, sizeof(msg), MSG_DONTWAIT, &in, &mflags);
 		if (n >= 0)
 			break;
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
+		if (n != -EAGAIN && n != -EINTR)
+			return (int)n;
 		int pr = poll(&p, 1, c->timeout_ms);
 		if (pr == 0)
 			return -ETIMEDOUT;
 		if (pr < 0 && errno != EINTR)
 			return -errno;
 	}
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int got;
-			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			if (*fd < 0)
-				*fd = got;
-			else
-				close(got);
-		}
-	}
-	if (n == 0)
+	if (n == 0 && in.n == 0)
 		return -ECONNRESET;
-	if ((mh.msg_flags & MSG_TRUNC) || cx_reply_decode(msg, (size_t)n, r) < 0 || r->id != id) {
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
+	if (in.n > 1 || (mflags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	    cx_reply_decode(msg, (size_t)n, r) < 0 || r->id != id) {
+		ipc_fds_close(&in);
 		return -EPROTO;
 	}
+	if (in.n == 1)
+		*fd = in.fd[0];
 	return 0;
 }
 

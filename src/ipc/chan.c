@@ -8,6 +8,7 @@
 
 #include <sonde/error.h>
 
+#include "ipc/fdpass.h"
 #include "ipc/frame.h"
 
 enum {
@@ -80,83 +81,76 @@ static void drop_rx_fd(struct ipc_chan *c, unsigned i)
 	c->n_rx_fds--;
 }
 
-static void take_cmsg_fd(struct ipc_chan *c, struct msghdr *mh, uint64_t pos, uint64_t end)
+/* Keeps the fd of a read covering stream bytes [pos, end) until its frame is taken. */
+static void keep_rx_fd(struct ipc_chan *c, int fd, uint64_t pos, uint64_t end)
 {
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-		    cm->cmsg_len < CMSG_LEN(sizeof(int)))
-			continue;
-		int fd;
-		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-		if (c->n_rx_fds == IPC_CHAN_MAX_RX_FDS)
-			drop_rx_fd(c, 0);
-		c->rx_fds[c->n_rx_fds].pos = pos;
-		c->rx_fds[c->n_rx_fds].end = end;
-		c->rx_fds[c->n_rx_fds].fd = fd;
-		c->n_rx_fds++;
-	}
+	if (c->n_rx_fds == IPC_CHAN_MAX_RX_FDS)
+		drop_rx_fd(c, 0);
+	c->rx_fds[c->n_rx_fds].pos = pos;
+	c->rx_fds[c->n_rx_fds].end = end;
+	c->rx_fds[c->n_rx_fds].fd = fd;
+	c->n_rx_fds++;
 }
 
 int ipc_chan_read(struct ipc_chan *c)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
+	struct ipc_fds in;
+	int mflags;
 
 	while (c->rx.len - c->rx_off < RX_MAX_BUFFERED) {
 		rx_compact(c);
 		if (buf_reserve(&c->rx, RX_READ_SIZE) < 0)
 			return -ENOMEM;
-		struct iovec iov = {c->rx.data + c->rx.len, c->rx.cap - c->rx.len};
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+		ssize_t n = ipc_fdpass_recv(c->fd, c->rx.data + c->rx.len, c->rx.cap - c->rx.len,
+					    MSG_DONTWAIT, &in, &mflags);
+		if (n == -EINTR)
+			continue;
+		if (n == -EAGAIN || n == -EWOULDBLOCK)
+			return 0;
+		if (n < 0)
+			return (int)n;
+		/* a frame carries at most one fd (§1.6): more, or truncated ancillary data, is
+		 * a broken peer; whatever arrived is closed before the connection goes */
+		if (in.n > 1 || (mflags & (MSG_CTRUNC | MSG_TRUNC))) {
+			ipc_fds_close(&in);
+			return -SONDE_E_PROTOCOL;
 		}
 		uint64_t pos = c->rx_base + c->rx.len;
-		if (mh.msg_controllen > 0)
-			take_cmsg_fd(c, &mh, pos, pos + (uint64_t)n);
-		if (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC))
-			return -SONDE_E_PROTOCOL;
+		if (in.n == 1)
+			keep_rx_fd(c, in.fd[0], pos, pos + (uint64_t)n);
 		if (n == 0) {
 			c->eof = true;
 			return -ECONNRESET;
 		}
 		c->rx.len += (size_t)n;
-		if (mh.msg_controllen > 0)
+		if (in.n)
 			break; /* let the caller take the frame that claims this fd */
 	}
 	return 0;
 }
 
-/* Hands out the fd that arrived with the frame [start, end), or -1.
+/* Hands out in *fd the fd that arrived with the frame [start, end), or -1.
  *
  * A sender attaches the fd to the sendmsg that begins its frame, and the kernel ends a
  * read right after an skb that carried fds (it may, however, glue earlier fd-less bytes
  * in front of it). So the fd belongs to the frame holding the read's last byte, provided
- * that frame began within the read. Fds that no frame claims are closed. */
-static int claim_fd(struct ipc_chan *c, uint64_t start, uint64_t end)
+ * that frame began within the read. An fd that no frame can claim rode on the middle of
+ * a frame: -SONDE_E_PROTOCOL (the fd is closed). */
+static int claim_fd(struct ipc_chan *c, uint64_t start, uint64_t end, int *fd)
 {
-	while (c->n_rx_fds) {
-		if (start >= c->rx_fds[0].end) {
-			drop_rx_fd(c, 0); /* its frame was never completed as expected */
-			continue;
-		}
-		if (start >= c->rx_fds[0].pos && end >= c->rx_fds[0].end) {
-			int fd = c->rx_fds[0].fd;
-			memmove(&c->rx_fds[0], &c->rx_fds[1],
-				(c->n_rx_fds - 1) * sizeof(c->rx_fds[0]));
-			c->n_rx_fds--;
-			return fd;
-		}
-		break;
+	*fd = -1;
+	if (!c->n_rx_fds)
+		return 0;
+	if (start >= c->rx_fds[0].end) {
+		drop_rx_fd(c, 0);
+		return -SONDE_E_PROTOCOL;
 	}
-	return -1;
+	if (start >= c->rx_fds[0].pos && end >= c->rx_fds[0].end) {
+		*fd = c->rx_fds[0].fd;
+		memmove(&c->rx_fds[0], &c->rx_fds[1], (c->n_rx_fds - 1) * sizeof(c->rx_fds[0]));
+		c->n_rx_fds--;
+	}
+	return 0;
 }
 
 int ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd)
@@ -164,6 +158,7 @@ int ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd)
 	for (;;) {
 		size_t avail = c->rx.len - c->rx_off;
 		uint32_t len;
+		int got;
 
 		if (fd)
 			*fd = -1;
@@ -176,7 +171,8 @@ int ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd)
 			return 0;
 		const uint8_t *payload = c->rx.data + c->rx_off + IPC_HEADER_SIZE;
 		uint64_t start = c->rx_base + c->rx_off;
-		int got = claim_fd(c, start, start + IPC_HEADER_SIZE + len);
+		if (claim_fd(c, start, start + IPC_HEADER_SIZE + len, &got) < 0)
+			return -SONDE_E_PROTOCOL;
 		c->rx_off += IPC_HEADER_SIZE + len;
 		if (len > 0 && ipc_frame_decode(payload, len, f) == 0) {
 			if (fd)
@@ -205,16 +201,11 @@ static void tx_compact(struct ipc_chan *c)
 	}
 }
 
+/* Writes some of the queue; the byte count or -errno. */
 static ssize_t send_some(struct ipc_chan *c)
 {
 	uint64_t pos = c->tx_base + c->tx_off;
 	size_t n = c->tx.len - c->tx_off;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	int fd = -1;
 
 	if (c->n_tx_fds) {
@@ -225,21 +216,12 @@ static ssize_t send_some(struct ipc_chan *c)
 				n = (size_t)(c->tx_fds[0].pos - pos);
 		} else {
 			fd = c->tx_fds[0].fd;
-			memset(&ctl, 0, sizeof(ctl));
-			mh.msg_control = ctl.buf;
-			mh.msg_controllen = sizeof(ctl.buf);
-			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-			cm->cmsg_level = SOL_SOCKET;
-			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 			if (c->n_tx_fds > 1 && c->tx_fds[1].pos - pos < n)
 				n = (size_t)(c->tx_fds[1].pos - pos);
 		}
 	}
-	iov.iov_base = c->tx.data + c->tx_off;
-	iov.iov_len = n;
-	ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	ssize_t w = ipc_fdpass_send(c->fd, c->tx.data + c->tx_off, n, &fd, fd >= 0,
+				    MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (w > 0 && fd >= 0) {
 		close(fd);
 		memmove(&c->tx_fds[0], &c->tx_fds[1], (c->n_tx_fds - 1) * sizeof(c->tx_fds[0]));
@@ -254,13 +236,12 @@ int ipc_chan_flush(struct ipc_chan *c)
 
 	while (c->tx_off < c->tx.len) {
 		ssize_t w = send_some(c);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				break;
-			return -errno;
-		}
+		if (w == -EINTR)
+			continue;
+		if (w == -EAGAIN || w == -EWOULDBLOCK)
+			break;
+		if (w < 0)
+			return (int)w;
 		c->tx_off += (size_t)w;
 		if (w > 0)
 			progress = true;

@@ -14,7 +14,6 @@
 
 enum {
 	CX_MAX_MSG = 512, /* bytes; larger requests are refused with EMSGSIZE */
-	CX_MAX_FDS = 2,	  /* the socket, then the buffer */
 	CX_MAX_TEXT = 160,
 };
 

@@ -134,14 +134,16 @@ void ipc_chan_close(struct ipc_chan *c);
 
 /* Reads everything the socket has. Returns 0 (possibly with no data), -ECONNRESET at
  * EOF (frames already received can still be taken with ipc_chan_next), -SONDE_E_PROTOCOL
- * if more than one fd arrived or ancillary data was truncated, or -errno. */
+ * if more than one fd arrived with one read or ancillary data was truncated (every fd
+ * that arrived is closed then), or -errno. */
 int ipc_chan_read(struct ipc_chan *c);
 /* Takes the next complete frame. Returns 1 with *f filled (pointers valid until the next
  * ipc_chan_read or ipc_chan_next), 0 when no complete frame is buffered, or
- * -SONDE_E_PROTOCOL when a header announces more than IPC_MAX_PAYLOAD (the stream is
- * then unusable). Empty and unparsable payloads are skipped, as the spec requires. If an
- * fd arrived with the frame's bytes, *fd receives it (the caller owns it), else -1; fd
- * may be NULL, then such an fd is closed. */
+ * -SONDE_E_PROTOCOL when a header announces more than IPC_MAX_PAYLOAD or an fd arrived
+ * in the middle of a frame rather than with its first bytes (the stream is then
+ * unusable). Empty and unparsable payloads are skipped, as the spec requires, and an fd
+ * that came with one is closed. If an fd arrived with the frame's bytes, *fd receives it
+ * (the caller owns it), else -1; fd may be NULL, then such an fd is closed. */
 int ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd);
 
 /* Encodes f into the tx queue, attaching fd (>= 0; not taken: it is dup'ed) to the

@@ -75,39 +75,108 @@ static int set_perm(const char *path, unsigned mode, long gid)
 	return rc;
 }
 
-int ipc_listen_perm(const char *name, int type, unsigned mode, long gid)
+/* Whether a service listens at the socket file path: -EADDRINUSE if a connect is
+ * answered (or the backlog is full, or the socket is of another type: something listens),
+ * 0 if it is refused (a stale file, left by a service that died), another -errno if it
+ * cannot be told. The connect never blocks. */
+static int probe_live(const char *path, int type)
 {
 	struct sockaddr_un a;
 	socklen_t len;
-	int fd, rc = make_addr(name, &a, &len);
+	int fd, rc = make_addr(path, &a, &len);
 
 	if (rc < 0)
 		return rc;
 	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (name[0] != '@')
-		unlink(name);
-	/* permissions are set between bind and listen: nobody can connect before */
+	if (connect(fd, (struct sockaddr *)&a, len) == 0)
+		rc = -EADDRINUSE;
+	else if (errno == ECONNREFUSED)
+		rc = 0;
+	else if (errno == EAGAIN || errno == EINPROGRESS || errno == EPROTOTYPE)
+		rc = -EADDRINUSE;
+	else
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Makes room to bind at path: nothing there, or a stale socket file, which is removed.
+ * A live socket is -EADDRINUSE; anything that is not a socket -EEXIST (never removed). */
+static int clear_path(const char *path, int type)
+{
+	struct stat st;
+	int rc;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	if ((rc = probe_live(path, type)) < 0)
+		return rc;
+	if (unlink(path) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct ipc_bound *out)
+{
+	struct ipc_bound local, *bound = out ? out : &local;
+	struct sockaddr_un a;
+	struct stat st;
+	socklen_t len;
+	bool path = name[0] != '@';
+	int fd, rc = make_addr(name, &a, &len);
+
+	*bound = (struct ipc_bound){0};
+	if (rc < 0)
+		return rc;
+	if (path && (rc = clear_path(name, type)) < 0)
+		return rc;
+	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* a path created meanwhile, or an abstract name taken, fails here with EADDRINUSE */
 	if (bind(fd, (struct sockaddr *)&a, len) < 0) {
 		rc = -errno;
 		goto fail;
 	}
-	if (name[0] != '@' && (mode || gid >= 0) && (rc = set_perm(name, mode, gid)) < 0)
-		goto fail;
+	if (path && lstat(name, &st) == 0) {
+		bound->dev = st.st_dev;
+		bound->ino = st.st_ino;
+		bound->valid = true;
+	}
+	/* permissions are set between bind and listen: nobody can connect before */
+	if (path && (mode || gid >= 0) && (rc = set_perm(name, mode, gid)) < 0)
+		goto fail_unlink;
 	if (listen(fd, SOMAXCONN) < 0) {
 		rc = -errno;
-		goto fail;
+		goto fail_unlink;
 	}
 	return fd;
+fail_unlink:
+	ipc_unlink_bound(name, bound);
 fail:
 	close(fd);
 	return rc;
 }
 
+void ipc_unlink_bound(const char *name, struct ipc_bound *bound)
+{
+	struct stat st;
+
+	/* only the socket this process bound: a later one at the same path (another
+	 * service's, after this one's was removed) is left alone */
+	if (bound->valid && lstat(name, &st) == 0 && st.st_dev == bound->dev &&
+	    st.st_ino == bound->ino)
+		unlink(name);
+	bound->valid = false;
+}
+
 int ipc_listen(const char *name)
 {
-	return ipc_listen_perm(name, SOCK_STREAM, 0, -1);
+	return ipc_listen_perm(name, SOCK_STREAM, 0, -1, NULL);
 }
 
 int ipc_connect(const char *name)

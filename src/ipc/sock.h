@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 enum ipc_port { IPC_PORT_PRODUCER, IPC_PORT_CONSUMER, IPC_PORT_CONNECTOR };
 
@@ -15,13 +16,28 @@ enum ipc_port { IPC_PORT_PRODUCER, IPC_PORT_CONSUMER, IPC_PORT_CONNECTOR };
  * /run/perfetto/sonde-connector.sock under the same rule, else /tmp/sonde-connector.
  * The string is static or from the environment; do not free it. */
 const char *ipc_default_sock_name(enum ipc_port port);
+/* The inode a listener's socket file got at bind time (valid: a path was bound). */
+struct ipc_bound {
+	dev_t dev;
+	ino_t ino;
+	bool valid;
+};
+
 /* Creates a listening nonblocking close-on-exec AF_UNIX stream socket. A leading '@'
- * selects the abstract namespace; otherwise a stale path is unlinked first. Returns the
- * fd or -errno (-ENAMETOOLONG for names that do not fit sun_path). */
+ * selects the abstract namespace. A path is bound only if nothing is there or a stale
+ * socket file (nothing answers a connect: ECONNREFUSED), which is replaced. Returns the
+ * fd or -errno: -EADDRINUSE when a service already listens at name (path or abstract),
+ * -EEXIST when the path exists and is not a socket (it is left alone), -ENAMETOOLONG for
+ * names that do not fit sun_path. */
 int ipc_listen(const char *name);
-/* The same for a socket type (SOCK_STREAM, SOCK_SEQPACKET), setting a filesystem socket's mode (0: leave it to the umask) and group (-1:
- * leave it) before it listens. Abstract names have no permissions and ignore both. */
-int ipc_listen_perm(const char *name, int type, unsigned mode, long gid);
+/* The same for a socket type (SOCK_STREAM, SOCK_SEQPACKET), setting a filesystem socket's
+ * mode (0: leave it to the umask) and group (-1: leave it) before it listens. Abstract
+ * names have no permissions and ignore both. bound (may be NULL) receives the socket
+ * file's inode, for ipc_unlink_bound. */
+int ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct ipc_bound *bound);
+/* Unlinks the socket file name if it is still the inode recorded in *bound, never a file
+ * that replaced it; then marks *bound invalid. */
+void ipc_unlink_bound(const char *name, struct ipc_bound *bound);
 /* Connects a nonblocking close-on-exec socket to name (connect itself is blocking on
  * AF_UNIX, which completes or fails at once). Returns the fd or -errno. */
 int ipc_connect(const char *name);

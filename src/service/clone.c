@@ -87,17 +87,17 @@ static int copy_buffers(struct svc *s, struct session *ss, const struct session 
 	if (!ss->buf_ids || !ss->bufs)
 		return -ENOMEM;
 	for (size_t i = 0; i < src->nbufs; i++) {
-		uint16_t id = 0;
-		for (uint16_t k = 1; k < SVC_MAX_BUFFER_ID && !id; k++)
-			if (!s->bufmap[k])
-				id = k;
+		uint16_t id;
 		struct tbuf *tb = calloc(1, sizeof(*tb));
-		if (!id || !tb || tbuf_clone(tb, src->bufs[i]) < 0) {
+		if (!tb || tbuf_clone(tb, src->bufs[i]) < 0) {
 			free(tb);
 			return -ENOMEM;
 		}
-		s->bufmap[id] = tb;
-		s->bufowner[id] = ss->id;
+		if (bufid_alloc(s, tb, &id) < 0) {
+			tbuf_free(tb);
+			free(tb);
+			return -ENOMEM;
+		}
 		ss->buf_ids[i] = id;
 		ss->bufs[i] = tb;
 		ss->nbufs++;

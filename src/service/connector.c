@@ -22,6 +22,7 @@
 #include <sonde/service.h>
 
 #include "ipc/cxmsg.h"
+#include "ipc/fdpass.h"
 #include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "service/internal.h"
@@ -46,6 +47,7 @@ struct svc_connector {
 	int lfd;
 	uint64_t lcookie;
 	char *path;
+	struct ipc_bound bound; /* the socket file, unlinked at exit if still ours */
 	struct cx_client cl[CX_MAX_CLIENTS];
 	size_t ncl;
 };
@@ -232,31 +234,12 @@ static int connect_one(struct svc *s, struct cx_ctx *x, const struct cx_client *
 static void send_reply(struct cx_client *cl, struct cx_ctx *x, bool *dead)
 {
 	struct buf b = BUF_INIT;
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	cx_reply_encode(&x->rep, &b);
-	if (buf_error(&b) < 0) {
-		*dead = true;
-		goto out;
-	}
-	iov.iov_base = b.data;
-	iov.iov_len = b.len;
-	if (x->reply_fd >= 0) {
-		memset(cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &x->reply_fd, sizeof(int));
-	}
 	/* a supervisor that does not read its replies is dropped rather than waited for */
-	if (sendmsg(cl->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+	if (buf_error(&b) < 0 || ipc_fdpass_send(cl->fd, b.data, b.len, &x->reply_fd,
+						 x->reply_fd >= 0, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		*dead = true;
-out:
 	buf_free(&b);
 }
 
@@ -269,7 +252,7 @@ static void handle(struct svc *s, struct cx_client *cl, const uint8_t *msg, size
 	if (flags & MSG_TRUNC)
 		status(&x, EMSGSIZE, "request over %d bytes", CX_MAX_MSG);
 	else if (flags & MSG_CTRUNC)
-		status(&x, EBADF, "more than %d file descriptors", CX_MAX_FDS);
+		status(&x, EBADF, "ancillary data truncated");
 	else if (cx_request_decode(msg, len, &q) < 0)
 		status(&x, EPROTO, "malformed request");
 	else {
@@ -282,46 +265,22 @@ static void handle(struct svc *s, struct cx_client *cl, const uint8_t *msg, size
 	send_reply(cl, &x, dead);
 }
 
-/* Receives one request with its fds. Returns 1 (handled), 0 (nothing more now), -1 (the
- * client is gone). */
+/* Receives one request with its fds; each fd is taken by the request or closed here.
+ * Returns 1 (handled), 0 (nothing more now), -1 (the client is gone). */
 static int read_one(struct svc *s, struct cx_client *cl)
 {
 	uint8_t msg[CX_MAX_MSG];
-	union {
-		char buf[CMSG_SPACE(CX_MAX_FDS * sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {msg, sizeof(msg)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = ctl.buf,
-			    .msg_controllen = sizeof(ctl.buf)};
-	int fds[CX_MAX_FDS];
-	size_t nfds = 0;
+	struct ipc_fds in;
 	bool dead = false;
-	ssize_t n = recvmsg(cl->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	int mflags;
+	ssize_t n = ipc_fdpass_recv(cl->fd, msg, sizeof(msg), MSG_DONTWAIT, &in, &mflags);
 
 	if (n < 0)
-		return errno == EAGAIN || errno == EINTR ? 0 : -1;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			if (nfds < CX_MAX_FDS)
-				fds[nfds++] = fd;
-			else
-				close(fd);
-		}
-	}
-	if (n == 0 && nfds == 0)
+		return n == -EAGAIN || n == -EINTR ? 0 : -1;
+	if (n == 0 && in.n == 0)
 		return -1; /* EOF (a SEQPACKET peer cannot send an empty request with no fds) */
-	handle(s, cl, msg, (size_t)n, mh.msg_flags, fds, nfds, &dead);
-	for (size_t i = 0; i < nfds; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
+	handle(s, cl, msg, (size_t)n, mflags, in.fd, in.n, &dead);
+	ipc_fds_close(&in); /* those connect_one did not take (it set them to -1) */
 	return dead ? -1 : 1;
 }
 
@@ -413,9 +372,9 @@ int connector_init(struct svc *s, const struct sonde_service_opts *o)
 		return 0;
 	if (!(cx = calloc(1, sizeof(*cx))))
 		return -ENOMEM;
-	fd = sec_listen(o, SONDE_SOCKET_CONNECTOR, name);
+	fd = sec_listen(o, SONDE_SOCKET_CONNECTOR, name, &cx->bound);
 	if (fd < 0) {
-		sonde_error("cannot listen on %s: %s", name, sonde_strerror(fd));
+		svc_listen_failed(name, fd);
 		free(cx);
 		return fd;
 	}
@@ -437,8 +396,8 @@ void connector_free(struct svc *s)
 		drop_client(s, 0);
 	loop_del(&s->loop, cx->lfd);
 	close(cx->lfd);
-	if (cx->path && cx->path[0] != '@')
-		unlink(cx->path);
+	if (cx->path)
+		ipc_unlink_bound(cx->path, &cx->bound);
 	free(cx->path);
 	free(cx);
 	s->cx = NULL;

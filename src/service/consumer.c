@@ -183,20 +183,18 @@ static void put_buffer_stats(struct buf *b, const struct tbuf *tb)
 
 void consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b)
 {
-	uint64_t producers = 0, buffers = 0;
+	uint64_t producers = 0;
 
 	for (size_t i = 0; i < ss->nbufs; i++)
 		put_buffer_stats(b, ss->bufs[i]);
 	for (size_t i = 0; i < s->nconns; i++)
 		producers += s->conns[i]->is_producer && s->conns[i]->p.initialized;
-	for (size_t i = 1; i < SVC_MAX_BUFFER_ID; i++)
-		buffers += s->bufmap[i] != NULL;
 	pb_put_varint(b, PF_TRACE_STATS_PRODUCERS_CONNECTED, producers);
 	pb_put_varint(b, PF_TRACE_STATS_PRODUCERS_SEEN, s->producers_seen);
 	pb_put_varint(b, PF_TRACE_STATS_DATA_SOURCES_REGISTERED, s->nds);
 	pb_put_varint(b, PF_TRACE_STATS_DATA_SOURCES_SEEN, s->data_sources_seen);
 	pb_put_varint(b, PF_TRACE_STATS_TRACING_SESSIONS, s->nsessions);
-	pb_put_varint(b, PF_TRACE_STATS_TOTAL_BUFFERS, buffers);
+	pb_put_varint(b, PF_TRACE_STATS_TOTAL_BUFFERS, bufid_count(s));
 	pb_put_varint(b, PF_TRACE_STATS_CHUNKS_DISCARDED, s->chunks_discarded);
 	pb_put_varint(b, PF_TRACE_STATS_PATCHES_DISCARDED, s->patches_discarded);
 	pb_put_varint(b, PF_TRACE_STATS_INVALID_PACKETS, ss->invalid_packets);

@@ -11,6 +11,7 @@
 #include <sonde/log.h>
 #include <sonde/service.h>
 
+#include "ipc/protos.h"
 #include "ipc/sock.h"
 #include "service/internal.h"
 #include "service/perfds.h"
@@ -158,8 +159,29 @@ static void invoke(struct svc *s, struct conn *c, const struct ipc_frame *f, int
 		svc_send_reply(c, f->request_id, false, false, NULL, 0, -1);
 }
 
+/* The frames a client may attach an fd to (§1.6): the producer's SMB, the consumer's
+ * output file. The method takes the fd or it is closed after the method ran. */
+static bool fd_expected(const struct conn *c, const struct ipc_frame *f)
+{
+	if (f->msg != IPC_MSG_INVOKE_METHOD)
+		return false;
+	if (c->is_producer)
+		return f->method_id == PF_PRODUCER_INITIALIZE_CONNECTION;
+	return f->method_id == PF_CONSUMER_ENABLE_TRACING ||
+	       f->method_id == PF_CONSUMER_CLONE_SESSION;
+}
+
 static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *f, int fd)
 {
+	if (fd >= 0 && !fd_expected(c, f)) {
+		/* a descriptor nobody asked for: close it now and the connection with it, so
+		 * that a client cannot pile descriptors up in the service */
+		sonde_debug("connection %llu: an fd came with a frame that takes none",
+			    (unsigned long long)c->id);
+		close(fd);
+		c->dead = true;
+		return;
+	}
 	switch (f->msg) {
 	case IPC_MSG_BIND_SERVICE:
 		send_bind_reply(c, f->request_id, f->name, f->name_len);
@@ -243,15 +265,35 @@ static void resume_accept(void *ctx, uint64_t arg)
 		sonde_error("cannot watch a listening socket again: %s", sonde_strerror(rc));
 }
 
+/* Out of descriptors, no client can connect: say so at warn level, but at most once a
+ * second (a listener retries every 100 ms), with the number of failures not reported. */
+static void warn_accept(struct svc *s, int err)
+{
+	uint64_t now = loop_now_ns();
+
+	if (s->accept_warn_ns && now - s->accept_warn_ns < 1000000000ull) {
+		s->accept_unreported++;
+		return;
+	}
+	if (s->accept_unreported)
+		sonde_warn("cannot accept connections: %s (%llu more failures since the last "
+			   "report)",
+			   sonde_strerror(-err), (unsigned long long)s->accept_unreported);
+	else
+		sonde_warn("cannot accept connections: %s", sonde_strerror(-err));
+	s->accept_warn_ns = now;
+	s->accept_unreported = 0;
+}
+
 void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err)
 {
 	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
 		return; /* EAGAIN, or a transient error: the listener stays */
+	warn_accept(s, err);
 	/* Out of fds or memory, the peer stays in the backlog and the listener readable: a
 	 * level-triggered epoll would wake the loop at once, forever. Stop watching the
 	 * listener for a moment instead. The timer's arg packs the fd and the cookie (a
 	 * listener's cookie is below 2^32). */
-	sonde_debug("accept: %s; pausing for 100 ms", sonde_strerror(-err));
 	if (loop_mod(&s->loop, lfd, 0, cookie) == 0)
 		loop_timer_add(&s->loop, 100, resume_accept,
 			       (uint64_t)lfd << 32 | (uint32_t)cookie);
@@ -345,12 +387,23 @@ static void housekeeping(void *ctx, uint64_t arg)
 	s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0);
 }
 
+void svc_listen_failed(const char *name, int err)
+{
+	/* one line that says what to do about it: this is how a second instance ends */
+	if (err == -EADDRINUSE)
+		sonde_error("%s: a tracing service is already running there", name);
+	else if (err == -EEXIST)
+		sonde_error("%s: exists and is not a socket; not replacing it", name);
+	else
+		sonde_error("cannot listen on %s: %s", name, sonde_strerror(err));
+}
+
 static int listen_on(struct svc *s, const struct sonde_service_opts *o, int which, const char *name)
 {
-	int fd = sec_listen(o, which, name);
+	int fd = sec_listen(o, which, name, &s->bound[which]);
 
 	if (fd < 0) {
-		sonde_error("cannot listen on %s: %s", name, sonde_strerror(fd));
+		svc_listen_failed(name, fd);
 		return fd;
 	}
 	s->lfd[which] = fd;
@@ -447,11 +500,12 @@ void sonde_service_free(struct sonde_service *ss)
 	for (int i = 0; i < 2; i++) {
 		if (s->lfd[i] >= 0)
 			close(s->lfd[i]);
-		if (s->path[i] && s->path[i][0] != '@')
-			unlink(s->path[i]);
+		if (s->path[i])
+			ipc_unlink_bound(s->path[i], &s->bound[i]);
 		free(s->path[i]);
 	}
 	trigger_svc_free(s);
+	bufid_free(s);
 	free(s->conns);
 	free(s->ds);
 	free(s->sessions);

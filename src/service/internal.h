@@ -18,12 +18,14 @@
 #include <sys/types.h>
 
 #include "base/buf.h"
+#include "base/u64map.h"
 #include "ipc/frame.h"
+#include "ipc/sock.h"
 #include "service/loop.h"
 #include "service/tbuf.h"
 
 enum {
-	SVC_MAX_BUFFER_ID = 4096, /* global BufferIDs are 1..4095 */
+	SVC_MAX_BUFFER_ID = 65535, /* global BufferIDs are 1..65535 (bufid.c) */
 	SVC_MAX_SESSIONS = 15,
 	SVC_MAX_SESSIONS_PER_UID = 5,
 	SVC_MAX_BUFFERS_PER_SESSION = 128,
@@ -226,17 +228,19 @@ struct svc {
 	struct svc_connector *cx; /* connector.c; NULL when disabled */
 	int lfd[2];		  /* producer, consumer */
 	char *path[2];
+	struct ipc_bound bound[2]; /* their socket files, unlinked at exit if still ours */
 	struct conn **conns;
 	size_t nconns;
 	uint64_t next_conn_id, next_instance_id, next_session_id, next_flush_id;
 	uint32_t next_producer_id;
 	uint64_t t_housekeeping;
+	uint64_t accept_warn_ns, accept_unreported; /* svc_accept_failed's rate limit */
 	struct ds_reg **ds;
 	size_t nds;
 	struct session **sessions;
 	size_t nsessions;
-	struct tbuf *bufmap[SVC_MAX_BUFFER_ID];
-	uint64_t bufowner[SVC_MAX_BUFFER_ID];
+	struct u64map buf_by_id; /* BufferID -> struct tbuf * (bufid.c) */
+	uint16_t last_buf_id;	 /* the last id handed out */
 	struct flush *flushes;
 	size_t nflushes;
 	uid_t uid;
@@ -245,6 +249,17 @@ struct svc {
 	struct trig_global *trig; /* trigger.c, allocated on first use */
 	struct perfds *perfds;	  /* perfds.c: the linux.perf data source, when started */
 };
+
+/* bufid.c: global BufferIDs */
+/* Registers tb under the next free id after the last one handed out, cyclically over
+ * 1..SVC_MAX_BUFFER_ID. 0, -ENOMEM, or -ENOSPC when every id is in use. */
+int bufid_alloc(struct svc *s, struct tbuf *tb, uint16_t *id);
+/* The buffer of a BufferID, or NULL: never allocated, freed, or out of range. */
+struct tbuf *bufid_get(const struct svc *s, uint64_t id);
+void bufid_release(struct svc *s, uint16_t id);
+/* Buffers that exist, in all sessions. */
+size_t bufid_count(const struct svc *s);
+void bufid_free(struct svc *s);
 
 /* host.c */
 struct conn *svc_conn(struct svc *s, uint64_t id);
@@ -256,6 +271,8 @@ int svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
 		   const uint8_t *data, size_t len, int fd);
 void svc_conn_update_events(struct svc *s, struct conn *c);
 void svc_conn_fail(struct svc *s, struct conn *c);
+/* Logs why a listening socket could not be created (one line). */
+void svc_listen_failed(const char *name, int err);
 /* After accept4 on listener lfd failed with err: pauses the listener when out of fds. */
 void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err);
 char *svc_strndup(const uint8_t *p, size_t n);
@@ -278,6 +295,7 @@ void producer_scrape(struct svc *s, struct conn *c, const struct session *only);
 
 /* session.c */
 struct session *svc_session(struct svc *s, uint64_t id);
+bool session_owns_buffer(const struct session *ss, uint16_t buf_id);
 int session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len, int fd);
 void session_start(struct svc *s, struct session *ss);
 void session_disable(struct svc *s, struct session *ss, bool immediately);
@@ -313,8 +331,10 @@ int sec_peer_identity(struct conn *c, int fd);
 void sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps);
 /* Whether one more connection of uid fits the connection limits (logs when not). */
 bool sec_admit_conn(const struct svc *s, uid_t uid);
-/* Creates a listening socket with the configured mode and group of socket `which`. */
-int sec_listen(const struct sonde_service_opts *o, int which, const char *name);
+/* Creates a listening socket with the configured mode and group of socket `which`
+ * (ipc_listen_perm: -EADDRINUSE if a service already listens there). */
+int sec_listen(const struct sonde_service_opts *o, int which, const char *name,
+	       struct ipc_bound *bound);
 /* At InitializeConnection: 0 to go on, or -EACCES after refusing the producer (lockdown). */
 int sec_check_producer(struct svc *s, struct req *r);
 /* At EnableTracing, before validation: applies TraceConfig.lockdown_mode. An error for

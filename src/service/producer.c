@@ -490,7 +490,7 @@ static int trace_writer(struct svc *s, struct req *r, bool reg)
 	uint64_t id = first_varint(r, PF_REGISTER_TW_REQ_WRITER_ID, reg ? &target : NULL);
 
 	if (id >= 1 && id <= SMB_MAX_WRITER_ID)
-		r->c->p.writer_buf[id] = target < SVC_MAX_BUFFER_ID ? (uint16_t)target : 0;
+		r->c->p.writer_buf[id] = target <= SVC_MAX_BUFFER_ID ? (uint16_t)target : 0;
 	return svc_reply(r, NULL, false);
 }
 
@@ -508,7 +508,8 @@ static void move_chunk(struct svc *s, struct conn *c, uint64_t page, uint64_t ch
 	ch = smb_acquire_for_reading(p->smb, p->page_size, page, (unsigned)chunk, &ci);
 	if (!ch)
 		return;
-	struct tbuf *tb = target < SVC_MAX_BUFFER_ID ? s->bufmap[target] : NULL;
+	/* a buffer freed meanwhile is unknown: its id is not handed out again soon (bufid.c) */
+	struct tbuf *tb = bufid_get(s, target);
 	bool ok = tb && allowed(p, (uint32_t)target) && ci.writer_id >= 1 &&
 		  ci.writer_id <= SMB_MAX_WRITER_ID &&
 		  (!p->writer_buf[ci.writer_id] || p->writer_buf[ci.writer_id] == target);
@@ -566,7 +567,7 @@ static void apply_patches(struct svc *s, struct conn *c, const struct pb_field *
 		else if (f.num == PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES)
 			more = f.u != 0;
 	}
-	struct tbuf *tb = target < SVC_MAX_BUFFER_ID ? s->bufmap[target] : NULL;
+	struct tbuf *tb = bufid_get(s, target);
 	if (!tb || writer == 0 || writer > SMB_MAX_WRITER_ID || chunk_id > UINT32_MAX ||
 	    npatches > 1024) {
 		s->patches_discarded++;
@@ -641,7 +642,8 @@ static void scrape_chunk(struct svc *s, struct conn *c, const struct session *on
 	if (ci.writer_id < 1 || ci.writer_id > SMB_MAX_WRITER_ID)
 		return;
 	uint16_t id = p->writer_buf[ci.writer_id];
-	if (!id || !s->bufmap[id] || !allowed(p, id) || (only && s->bufowner[id] != only->id))
+	struct tbuf *tb = bufid_get(s, id);
+	if (!tb || !allowed(p, id) || (only && !session_owns_buffer(only, id)))
 		return;
 	if (!complete) {
 		/* the last fragment may be half written: leave it for the real commit */
@@ -651,7 +653,7 @@ static void scrape_chunk(struct svc *s, struct conn *c, const struct session *on
 		ci.flags &= (uint8_t) ~(SMB_FLAG_LAST_PACKET_CONTINUES | SMB_FLAG_NEEDS_PATCHING);
 	}
 	smb_access(SMB_AT_COPY, ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
-	tbuf_copy_chunk(s->bufmap[id], p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
+	tbuf_copy_chunk(tb, p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
 			ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
 	smb_access(SMB_AT_COPIED, ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
 }

@@ -147,14 +147,15 @@ bool sec_admit_conn(const struct svc *s, uid_t uid)
 
 static const unsigned default_mode[3] = {0666, 0666, 0600};
 
-int sec_listen(const struct sonde_service_opts *o, int which, const char *name)
+int sec_listen(const struct sonde_service_opts *o, int which, const char *name,
+	       struct ipc_bound *bound)
 {
 	unsigned mode =
 		o && o->socket_mode[which] ? o->socket_mode[which] & 07777 : default_mode[which];
 	bool gid_set = o && o->socket_gid_set[which];
 
 	return ipc_listen_perm(name, which == SONDE_SOCKET_CONNECTOR ? SOCK_SEQPACKET : SOCK_STREAM,
-			       mode, gid_set ? (long)o->socket_gid[which] : -1);
+			       mode, gid_set ? (long)o->socket_gid[which] : -1, bound);
 }
 
 /* ------------------------------------------------------------------ lockdown */

@@ -33,6 +33,14 @@ struct session *svc_session(struct svc *s, uint64_t id)
 	return NULL;
 }
 
+bool session_owns_buffer(const struct session *ss, uint16_t buf_id)
+{
+	for (size_t i = 0; i < ss->nbufs; i++)
+		if (ss->buf_ids[i] == buf_id)
+			return true;
+	return false;
+}
+
 struct instance *session_instance(struct svc *s, uint64_t id, struct session **out)
 {
 	for (size_t i = 0; i < s->nsessions; i++) {
@@ -941,18 +949,18 @@ static int alloc_buffers(struct svc *s, struct session *ss, const uint64_t *cfg,
 	if (!ss->buf_ids || !ss->bufs)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		uint16_t id = 0;
-		for (uint16_t k = 1; k < SVC_MAX_BUFFER_ID && !id; k++)
-			if (!s->bufmap[k])
-				id = k;
+		uint16_t id;
 		struct tbuf *tb = calloc(1, sizeof(*tb));
 		size_t kb = cfg[2 * i] ? cfg[2 * i] : 1024;
-		if (!id || !tb || kb > (1u << 22) || tbuf_init(tb, kb * 1024, cfg[2 * i + 1]) < 0) {
+		if (!tb || kb > (1u << 22) || tbuf_init(tb, kb * 1024, cfg[2 * i + 1]) < 0) {
 			free(tb);
 			return -ENOMEM;
 		}
-		s->bufmap[id] = tb;
-		s->bufowner[id] = ss->id;
+		if (bufid_alloc(s, tb, &id) < 0) {
+			tbuf_free(tb);
+			free(tb);
+			return -ENOMEM;
+		}
 		ss->buf_ids[i] = id;
 		ss->bufs[i] = tb;
 		ss->nbufs++;
@@ -1125,8 +1133,7 @@ void session_free(struct svc *s, struct session *ss)
 		for (size_t k = 0; k < s->nconns; k++)
 			if (s->conns[k]->is_producer)
 				producer_disallow_buffer(s->conns[k], id);
-		s->bufmap[id] = NULL;
-		s->bufowner[id] = 0;
+		bufid_release(s, id);
 		tbuf_free(ss->bufs[i]);
 		free(ss->bufs[i]);
 	}

@@ -35,7 +35,9 @@ void client_svc_start(struct client_svc *s)
 {
 	snprintf(s->psock, sizeof(s->psock), "%s", test_path("prod.sock"));
 	snprintf(s->csock, sizeof(s->csock), "%s", test_path("cons.sock"));
-	const char *argv[] = {test_bin("sonded"), "-p", s->psock, "-c", s->csock, NULL};
+	/* a connector socket of its own too: the default path may be another sonded's */
+	const char *argv[] = {test_bin("sonded"),   "-p", s->psock, "-c", s->csock, "-x",
+			      test_path("cx.sock"), NULL};
 	s->pid = test_spawn(argv);
 	double end = test_now() + 10;
 	while (!(can_connect(s->psock) && can_connect(s->csock))) {

@@ -43,6 +43,16 @@ int proc_fd_count(pid_t pid)
 	return n;
 }
 
+int proc_fd_wait(pid_t pid, int want, int timeout_ms)
+{
+	double end = test_now() + timeout_ms / 1000.0;
+	int n;
+
+	while ((n = proc_fd_count(pid)) != want && test_now() < end)
+		usleep(20000);
+	return n;
+}
+
 double proc_cpu_s(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -200,9 +210,43 @@ static void witness_check(struct witness *w)
 
 /* ------------------------------------------------------------------ the rig */
 
-static void take_baseline(struct hostile *h)
+/* Whether sonded lists data source name, asked over the witness's consumer connection (a
+ * connection of its own would be one more fd in sonded until sonded has seen it close). */
+static bool lists_data_source(struct tc *t, const char *name)
 {
-	/* a few rounds first, so that buffers and caches reached their working size */
+	uint64_t id = tc_call(t, "QueryServiceState", NULL, -1, false);
+	bool found = false, more = true;
+
+	while (more) {
+		struct tc_msg *m = tc_wait(t, id, 10000);
+		if (!m)
+			FAIL("QueryServiceState was not answered");
+		ASSERT(m->f.success);
+		found |= m->f.data && memmem(m->f.data, m->f.data_len, name, strlen(name));
+		more = m->f.has_more;
+		tc_msg_free(m);
+	}
+	return found;
+}
+
+/* sonded's own linux.perf producer connects from a thread of its own some time after the
+ * sockets listen: two more fds in sonded (the thread's socket and its accepted end). On a
+ * loaded machine that can come after the witness is up, so the baseline waits for it. */
+static void wait_perf_producer(struct hostile *h)
+{
+	for (double end = test_now() + 10; !lists_data_source(&h->w.c, "linux.perf");) {
+		if (test_now() > end)
+			FAIL("sonded's linux.perf data source never registered");
+		usleep(20000);
+	}
+}
+
+static void take_baseline(struct hostile *h, bool perf)
+{
+	if (perf)
+		wait_perf_producer(h);
+	/* a few rounds first, so that buffers and caches reached their working size; these
+	 * round trips also come after sonded saw sonded_start's probe connections close */
 	for (int i = 0; i < 2 * W_READ_EVERY; i++)
 		witness_step(&h->w);
 	h->fds0 = proc_fd_count(h->d.pid);
@@ -236,7 +280,10 @@ void hostile_up_args(struct hostile *h, const char *ds, const char *const *extra
 		h->has_hc = true;
 		buf_free(&cfg);
 	}
-	take_baseline(h);
+	bool perf = true;
+	for (const char *const *a = extra; a && *a; a++)
+		perf &= strcmp(*a, "--no-perf") != 0;
+	take_baseline(h, perf);
 }
 
 void hostile_up(struct hostile *h, const char *ds)

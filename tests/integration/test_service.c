@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -779,14 +780,17 @@ TEST_TIMEOUT(sonded_stops_writing_at_max_file_size, 60)
 
 TEST_TIMEOUT(sonded_socket_names_from_environment_and_abstract, 60)
 {
-	char p[64], c[64];
+	char p[64], c[64], x[64];
 	struct test_output o;
 	struct tc t;
 
 	snprintf(p, sizeof(p), "@sonde-test-%d-producer", (int)getpid());
 	snprintf(c, sizeof(c), "@sonde-test-%d-consumer", (int)getpid());
+	snprintf(x, sizeof(x), "@sonde-test-%d-connector", (int)getpid());
 	setenv("PERFETTO_PRODUCER_SOCK_NAME", p, 1);
 	setenv("PERFETTO_CONSUMER_SOCK_NAME", c, 1);
+	/* not the default /tmp/sonde-connector, which another sonded may be serving */
+	setenv("SONDE_CONNECTOR_SOCK_NAME", x, 1);
 	const char *argv[] = {test_bin("sonded"), "-l", "error", NULL};
 	pid_t pid = test_spawn(argv);
 	int fd = -1;
@@ -801,6 +805,9 @@ TEST_TIMEOUT(sonded_socket_names_from_environment_and_abstract, 60)
 	tc_close(&t);
 	tc_open(&t, c, "ConsumerPort");
 	tc_close(&t);
+	fd = ipc_connect_type(x, SOCK_SEQPACKET);
+	ASSERT_OK(fd);
+	close(fd);
 	kill(pid, SIGINT);
 	ASSERT_INT(test_wait(pid, 20), ==, 0);
 
