@@ -45,6 +45,15 @@ size_t bufid_count(const struct svc *s)
 	return u64map_count(&s->buf_by_id);
 }
 
+struct tbuf *bufid_next(const struct svc *s, size_t *pos)
+{
+	uint64_t key, val;
+
+	if (!u64map_next(&s->buf_by_id, pos, &key, &val))
+		return NULL;
+	return (struct tbuf *)(uintptr_t)val;
+}
+
 void bufid_free(struct svc *s)
 {
 	u64map_free(&s->buf_by_id);

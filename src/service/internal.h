@@ -259,6 +259,9 @@ struct tbuf *bufid_get(const struct svc *s, uint64_t id);
 void bufid_release(struct svc *s, uint16_t id);
 /* Buffers that exist, in all sessions. */
 size_t bufid_count(const struct svc *s);
+/* Iteration over the buffers that exist: start with *pos = 0; NULL at the end. No buffer
+ * may be allocated or released meanwhile. */
+struct tbuf *bufid_next(const struct svc *s, size_t *pos);
 void bufid_free(struct svc *s);
 
 /* host.c */

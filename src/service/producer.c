@@ -269,9 +269,11 @@ static bool producer_id_taken(void *ctx, uint32_t id)
 		if (s->conns[i]->is_producer && s->conns[i]->p.initialized &&
 		    s->conns[i]->p.id == id)
 			return true;
-	for (size_t b = 0; b < SVC_MAX_BUFFER_ID; b++)
-		for (size_t k = 0; s->bufmap[b] && k < s->bufmap[b]->nseqs; k++)
-			if (s->bufmap[b]->seqs[k].producer_id == id)
+	size_t pos = 0;
+	const struct tbuf *tb;
+	while ((tb = bufid_next(s, &pos)))
+		for (size_t k = 0; k < tb->nseqs; k++)
+			if (tb->seqs[k].producer_id == id)
 				return true;
 	return false;
 }
