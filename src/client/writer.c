@@ -81,8 +81,16 @@ static void use_chunk(struct sonde_trace_writer *w, const struct arb_chunk *c, b
 	w->chunks_used++;
 }
 
+/* Out of chunks: the packets go to scratch until a chunk is free again. */
 static void use_scratch(struct sonde_trace_writer *w)
 {
+	/* What is batched must reach the service now, the chunk just given up included. A
+	 * batch leaves once it holds an eighth of the SMB, and a writer that drops returns no
+	 * more chunks to fill it: nothing would be freed for it until the loop thread's next
+	 * commit, up to its poll timeout later. (The SDK's IPC thread, likewise, sends a
+	 * commit as soon as a chunk is returned.) */
+	if (w->arb && w->arb->base)
+		arbiter_commit_batched(w->arb);
 	w->have_chunk = false;
 	w->dropping = true;
 	w->lost_since_chunk = true;

@@ -391,6 +391,31 @@ TEST(client_writer_exhausted_smb_drops_with_marker_and_flags_the_next_packet)
 	rig_fini(&r);
 }
 
+TEST(client_writer_out_of_chunks_sends_the_batch_at_once)
+{
+	static uint8_t pkt[3000];
+	struct rig r;
+	struct commit c;
+
+	rig_init(&r, 2 * 4096, 4096, 0); /* two chunks, no stalling, a batch never full */
+	ASSERT_OK(sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt)));
+	ASSERT_OK(sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt)));
+	ASSERT_INT(r.n_commits, ==, 0);
+	/* the third starts in the second chunk and needs a third there is none of: it is
+	 * abandoned, and both chunks go to the service now, which alone can free one */
+	sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt));
+	ASSERT_UINT(sonde_trace_writer__packets_lost(&r.w), ==, 1);
+	ASSERT_INT(r.n_commits, ==, 1);
+	decode_commit(&r.commits[0], &c);
+	ASSERT_INT(c.n_moves, ==, 2);
+	ASSERT_UINT(chunk_state(&r, 0, 0), ==, SMB_CHUNK_COMPLETE);
+	ASSERT_UINT(chunk_state(&r, 1, 0), ==, SMB_CHUNK_COMPLETE);
+	/* while dropping with nothing batched, no empty commits */
+	ASSERT_ERR(sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt)), -SONDE_E_LIMIT);
+	ASSERT_INT(r.n_commits, ==, 1);
+	rig_fini(&r);
+}
+
 TEST(client_writer_packet_count_limit_starts_a_new_chunk)
 {
 	struct rig r;
