@@ -34,7 +34,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes -Wmis
 CFLAGS += -std=gnu11 $(WARN) $(MODE_CFLAGS) -fvisibility=hidden -D_GNU_SOURCE \
 	  -Iinclude -Isrc -MMD -MP
 LDFLAGS += $(MODE_LDFLAGS)
-LDLIBS += -ldw -lelf -ldebuginfod -lzstd -lz -lpthread -lm
+LDLIBS += -ldw -lelf -lzstd -lz -lpthread -lm -ldl
 
 # Target programs that tests and benchmarks profile: always built the same way, never
 # sanitized, so that what is measured does not depend on the build variant.

@@ -3,7 +3,10 @@
  * path to a peer service binary (e.g. Perfetto's traced) is given, against the peer in the
  * same run, printing ratios.
  *
- * usage: trace_bench SONDED [PEER] [--seconds N] [--quick]
+ * usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] [--quick] [--case 0-7] [--rss]
+ *
+ * --rss measures only the service memory (idle, and with 100 producers holding 256 KiB
+ * SMBs in a session).
  *
  * Both services are started with PERFETTO_PRODUCER_SOCK_NAME / PERFETTO_CONSUMER_SOCK_NAME
  * pointing into a temporary directory and no arguments. The producers and consumer are
@@ -603,9 +606,14 @@ struct results {
 };
 
 static void run_all(struct svc *s, double secs, uint32_t drain_kb, bool quick, int only,
-		    struct results *r)
+		    bool rss_only, struct results *r)
 {
 	svc_start(s);
+	if (rss_only) {
+		run_rss(s, &r->rss_idle, &r->rss_busy);
+		svc_stop(s);
+		return;
+	}
 	if (only >= 0 && only < N_CASES) {
 		/* one ingest case only, for profiling */
 		run_flood(s, cases[only].producers, cases[only].page, cases[only].pkt, secs,
@@ -648,9 +656,13 @@ static void print_flood(const char *name, const struct flood_result *f, const ch
 	       f->packets_lost, q);
 }
 
-static void report(const struct results *r, const struct results *peer, bool quick)
+static void report(const struct results *r, const struct results *peer, bool quick,
+		   bool rss_only)
 {
 	char q[16];
+
+	if (rss_only)
+		goto rss;
 
 	printf("\n%-28s %10s %10s %10s %10s %11s %10s %8s\n", "ingest (64 MiB ring)", "MB/s",
 	       "svc s/GB", "prod s/GB", "capacity", "chunks lost", "pkts lost",
@@ -682,6 +694,7 @@ static void report(const struct results *r, const struct results *peer, bool qui
 			       pd[i]->cpu_per_mb * 1000, pd[i]->client_cpu_per_mb * 1000,
 			       (double)pd[i]->bytes / 1e6);
 	}
+rss:
 	printf("\n%-28s %12s %10s\n", "service RSS", "KiB", "");
 	ratio(q, sizeof(q), (double)r->rss_idle, peer ? (double)peer->rss_idle : 0);
 	printf("%-28s %12ld %10s\n", "idle", r->rss_idle, peer ? q : "");
@@ -698,7 +711,7 @@ int main(int argc, char **argv)
 	const char *bins[2] = {NULL, NULL};
 	double secs = 10;
 	uint32_t drain_kb = 256 * 1024;
-	bool quick = false;
+	bool quick = false, rss_only = false;
 	int nb = 0, only = -1;
 
 	for (int i = 1; i < argc; i++) {
@@ -708,19 +721,21 @@ int main(int argc, char **argv)
 			drain_kb = (uint32_t)atoi(argv[++i]) * 1024;
 		else if (!strcmp(argv[i], "--quick"))
 			quick = true;
+		else if (!strcmp(argv[i], "--rss"))
+			rss_only = true;
 		else if (!strcmp(argv[i], "--case") && i + 1 < argc)
 			only = atoi(argv[++i]);
 		else if (argv[i][0] != '-' && nb < 2)
 			bins[nb++] = argv[i];
 		else {
 			fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] "
-					"[--drain-mb N] [--quick] [--case 0-7]\n");
+					"[--drain-mb N] [--quick] [--case 0-7] [--rss]\n");
 			return 2;
 		}
 	}
 	if (!nb) {
 		fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] "
-				"[--quick]\n");
+				"[--quick] [--case 0-7] [--rss]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -729,12 +744,12 @@ int main(int argc, char **argv)
 	struct svc svcs[2] = {{.bin = bins[0], .label = "sonded"},
 			      {.bin = bins[1], .label = "peer"}};
 	for (int i = 0; i < nb; i++)
-		run_all(&svcs[i], secs, drain_kb, quick, only, &res[i]);
+		run_all(&svcs[i], secs, drain_kb, quick, only, rss_only, &res[i]);
 	if (only >= 0)
 		return 0;
 	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: libsonde\n",
 	       secs, drain_kb / 1024);
 	printf("service: %s%s%s\n", bins[0], nb > 1 ? ", peer: " : "", nb > 1 ? bins[1] : "");
-	report(&res[0], nb > 1 ? &res[1] : NULL, quick);
+	report(&res[0], nb > 1 ? &res[1] : NULL, quick, rss_only);
 	return 0;
 }

@@ -269,3 +269,11 @@ int arbiter_commit(struct arbiter *a, uint64_t flush_id)
 	arbiter_unlock(a);
 	return r;
 }
+
+void arbiter_commit_batched(struct arbiter *a)
+{
+	arbiter_lock(a);
+	if (a->n_moves || a->n_patches)
+		arbiter_commit_locked(a, 0);
+	arbiter_unlock(a);
+}

@@ -89,6 +89,8 @@ void arbiter_add_patches(struct arbiter *a, const struct arb_patch *p, size_t n)
 /* Sends the batch (even if empty when flush_id != 0: that acks the flush). Returns 0 or
  * the send error. */
 int arbiter_commit(struct arbiter *a, uint64_t flush_id);
+/* Sends the batch if it holds any chunk or patch; does nothing otherwise. */
+void arbiter_commit_batched(struct arbiter *a);
 /* Locked variants' building blocks, for callers that batch several steps. */
 void arbiter_lock(struct arbiter *a);
 void arbiter_unlock(struct arbiter *a);

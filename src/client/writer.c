@@ -9,6 +9,7 @@
 
 #include "base/pb.h"
 #include "client/writer.h"
+#include "ipc/protos.h"
 #include "ipc/smb.h"
 
 /* Start a packet in the current chunk only if this much payload is left: a fragment of a
@@ -68,12 +69,6 @@ static void publish_count(struct sonde_trace_writer *w)
 /* Makes chunk c the current one; continues the open packet when `cont`. */
 static void use_chunk(struct sonde_trace_writer *w, const struct arb_chunk *c, bool cont)
 {
-	if (w->lost_since_chunk) {
-		/* a gap in chunk ids makes the service flag the next packet as preceded by a
-		 * loss (previous_packet_dropped) */
-		w->next_chunk_id++;
-		w->lost_since_chunk = false;
-	}
 	w->cur = *c;
 	w->cur_chunk_id = w->next_chunk_id++;
 	w->have_chunk = true;
@@ -86,8 +81,16 @@ static void use_chunk(struct sonde_trace_writer *w, const struct arb_chunk *c, b
 	w->chunks_used++;
 }
 
+/* Out of chunks: the packets go to scratch until a chunk is free again. */
 static void use_scratch(struct sonde_trace_writer *w)
 {
+	/* What is batched must reach the service now, the chunk just given up included. A
+	 * batch leaves once it holds an eighth of the SMB, and a writer that drops returns no
+	 * more chunks to fill it: nothing would be freed for it until the loop thread's next
+	 * commit, up to its poll timeout later. (The SDK's IPC thread, likewise, sends a
+	 * commit as soon as a chunk is returned.) */
+	if (w->arb && w->arb->base)
+		arbiter_commit_batched(w->arb);
 	w->have_chunk = false;
 	w->dropping = true;
 	w->lost_since_chunk = true;
@@ -266,7 +269,17 @@ int sonde_trace_writer__begin_packet(struct sonde_trace_writer *w)
 	w->total = 0;
 	w->depth = 0;
 	open_fragment(w);
-	return w->dropping ? -SONDE_E_LIMIT : 0;
+	if (w->dropping)
+		return -SONDE_E_LIMIT;
+	if (w->lost_since_chunk) {
+		/* The first packet after a loss says so itself, as the SDK's writers do. Chunk
+		 * ids stay consecutive: a service that follows Perfetto's reads a sequence
+		 * only up to its first gap in chunk ids until the gap is filled, so a skipped
+		 * id would hide everything written after the loss. */
+		sonde_trace_writer__append_varint(w, PF_PACKET_PREVIOUS_PACKET_DROPPED, 1);
+		w->lost_since_chunk = false;
+	}
+	return 0;
 }
 
 void sonde_trace_writer__end_packet(struct sonde_trace_writer *w)

@@ -56,7 +56,7 @@ struct sonde_trace_writer {
 	/* current chunk */
 	bool have_chunk;
 	bool dropping;	       /* writing into scratch: the bytes are discarded */
-	bool lost_since_chunk; /* packets were lost: skip a chunk id to tell the service */
+	bool lost_since_chunk; /* packets were lost: the next packet says so */
 	struct arb_chunk cur;
 	uint32_t cur_chunk_id;
 	uint8_t *wp, *end;

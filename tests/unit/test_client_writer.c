@@ -351,7 +351,7 @@ TEST(client_writer_nested_length_in_committed_chunk_travels_as_patch)
 	rig_fini(&r);
 }
 
-TEST(client_writer_exhausted_smb_drops_with_marker_and_chunk_id_gap)
+TEST(client_writer_exhausted_smb_drops_with_marker_and_flags_the_next_packet)
 {
 	static uint8_t pkt[6000];
 	struct rig r;
@@ -373,12 +373,46 @@ TEST(client_writer_exhausted_smb_drops_with_marker_and_chunk_id_gap)
 	struct smb_chunk_info ci;
 	uint8_t *ch = ASSERT_NOT_NULL(smb_acquire_for_reading(r.smb, 4096, 0, 0, &ci));
 	smb_release_read_chunk(r.smb, 4096, 0, 0, ch);
-	/* the writer recovers, and skips a chunk id so the service sees the loss */
+	/* the writer recovers with the next chunk id (a gap would stall a reader that
+	 * waits for it) and its first packet carries previous_packet_dropped */
 	ASSERT_OK(sonde_trace_writer__write_packet(&r.w, "back", 4));
 	read_chunk(&r, 0, &v);
-	ASSERT_UINT(v.ci.chunk_id, ==, 2);
+	ASSERT_UINT(v.ci.chunk_id, ==, 1);
 	ASSERT_UINT(v.n, ==, 1);
-	ASSERT_MEM_EQ(v.frag[0], "back", 4);
+	static const uint8_t flagged[] = {0xd0, 0x02, 0x01, 'b', 'a', 'c', 'k'};
+	ASSERT_UINT(v.frag_len[0], ==, sizeof(flagged));
+	ASSERT_MEM_EQ(v.frag[0], flagged, sizeof(flagged));
+	/* only the first one */
+	ASSERT_OK(sonde_trace_writer__write_packet(&r.w, "more", 4));
+	read_chunk(&r, 0, &v);
+	ASSERT_UINT(v.n, ==, 2);
+	ASSERT_UINT(v.frag_len[1], ==, 4);
+	ASSERT_MEM_EQ(v.frag[1], "more", 4);
+	rig_fini(&r);
+}
+
+TEST(client_writer_out_of_chunks_sends_the_batch_at_once)
+{
+	static uint8_t pkt[3000];
+	struct rig r;
+	struct commit c;
+
+	rig_init(&r, 2 * 4096, 4096, 0); /* two chunks, no stalling, a batch never full */
+	ASSERT_OK(sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt)));
+	ASSERT_OK(sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt)));
+	ASSERT_INT(r.n_commits, ==, 0);
+	/* the third starts in the second chunk and needs a third there is none of: it is
+	 * abandoned, and both chunks go to the service now, which alone can free one */
+	sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt));
+	ASSERT_UINT(sonde_trace_writer__packets_lost(&r.w), ==, 1);
+	ASSERT_INT(r.n_commits, ==, 1);
+	decode_commit(&r.commits[0], &c);
+	ASSERT_INT(c.n_moves, ==, 2);
+	ASSERT_UINT(chunk_state(&r, 0, 0), ==, SMB_CHUNK_COMPLETE);
+	ASSERT_UINT(chunk_state(&r, 1, 0), ==, SMB_CHUNK_COMPLETE);
+	/* while dropping with nothing batched, no empty commits */
+	ASSERT_ERR(sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt)), -SONDE_E_LIMIT);
+	ASSERT_INT(r.n_commits, ==, 1);
 	rig_fini(&r);
 }
 
