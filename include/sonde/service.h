@@ -52,6 +52,9 @@ struct sonde_service_opts {
 	unsigned long long max_session_buffer_kb; /* 1 GiB: sum of a session's buffer sizes */
 	unsigned max_smb_kb;			  /* 32 MiB (also the hard maximum) */
 	unsigned max_pending_kb;		  /* 16 MiB unsent to one client */
+	/* Sum of the buffer sizes of every session of one consumer uid, detached sessions
+	 * included: a quarter of MemTotal (at least 1 GiB if /proc/meminfo is unreadable). */
+	unsigned long long max_uid_buffer_kb;
 };
 
 /* Index of a socket in sonde_service_opts.socket_* and for sonde_service_socket. */

@@ -210,7 +210,7 @@ struct flush {
 /* Configured limits (security.c; defaults in docs/service.md). */
 struct svc_limits {
 	uint32_t sessions, sessions_per_uid, conns, conns_per_uid, buffers_per_session;
-	uint64_t session_buffer_bytes, smb_bytes, pending_bytes;
+	uint64_t session_buffer_bytes, uid_buffer_bytes, smb_bytes, pending_bytes;
 };
 
 struct svc_connector;
