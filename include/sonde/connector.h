@@ -72,7 +72,8 @@ SONDE_API void sonde_connector__free(struct sonde_connector *c);
  * its copy) to the service as a producer connection. opts may be NULL (no buffer, own
  * identity). With FROM_SERVICE, *buffer_out (if not NULL) receives the service's memfd
  * (the caller owns it); else it is set to -1. Returns 0, or the service's refusal as
- * -errno: -ENOTSOCK / -ENOTCONN (sock is not a connected stream socket), -EBADF (buffer not
+ * -errno: -ENOTSOCK / -ENOTCONN (sock is not a connected stream socket), -ELOOP (sock is
+ * connected to one of the service's own sockets), -EBADF (buffer not
  * a memfd, or wrong fd count), -EPERM (buffer not sealed; or an identity the caller may not
  * grant), -EACCES (buffer read-only), -EINVAL (geometry or options), -EFBIG (buffer over the
  * service's limit), -EUSERS (connection limits), or -ETIMEDOUT, -EPROTO, -errno of the

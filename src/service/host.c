@@ -169,6 +169,16 @@ static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *
 		break;
 	case IPC_MSG_SET_PEER_IDENTITY:
 		break; /* AF_UNIX: SO_PEERCRED is authoritative */
+	case IPC_MSG_BIND_SERVICE_REPLY:
+	case IPC_MSG_INVOKE_METHOD_REPLY:
+	case IPC_MSG_REQUEST_ERROR:
+		/* Only a service sends these: the peer is a service, perhaps this one through a
+		 * socket that leads back to it. Answering would start an endless exchange of
+		 * errors between two services, so the connection ends instead. */
+		sonde_warn("connection %llu (pid %d) sent a reply, not a request: closing",
+			   (unsigned long long)c->id, (int)c->ch.peer_pid);
+		c->dead = true;
+		break;
 	default: {
 		struct ipc_frame e = {.request_id = f->request_id,
 				      .msg = IPC_MSG_REQUEST_ERROR,
@@ -259,7 +269,9 @@ void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err)
 
 static void accept_conns(struct svc *s, int which)
 {
-	for (;;) {
+	/* bounded per wake-up (level-triggered: the rest comes in the next iteration), so a
+	 * peer connecting as fast as it is refused cannot keep the loop from the others */
+	for (int k = 0; k < SVC_ACCEPT_BATCH; k++) {
 		int fd = accept4(s->lfd[which], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			svc_accept_failed(s, s->lfd[which],

@@ -29,6 +29,7 @@ enum {
 	SVC_MAX_BUFFERS_PER_SESSION = 128,
 	SVC_DEFAULT_TIMEOUT_MS = 5000,
 	SVC_READ_PAUSE_BYTES = 4 << 20, /* ReadBuffers waits while this much is unsent */
+	SVC_ACCEPT_BATCH = 32,		/* connections accepted per wake-up of a listener */
 	SVC_COOKIE_PRODUCER_LISTENER = 1,
 	SVC_COOKIE_CONSUMER_LISTENER = 2,
 };

@@ -1,12 +1,18 @@
 /* sonded stays available to everyone whatever one client does, and clients survive a
- * service that goes away or is not the one they expect: the per-uid buffer budget. */
+ * service that goes away or is not the one they expect: the per-uid buffer budget, a
+ * socket handed to the connector that leads back to sonded itself. */
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <sonde/connector.h>
 
 #include "../test.h"
 #include "../util.h"
 #include "base/pb.h"
+#include "hostile_util.h"
 #include "ipc/protos.h"
+#include "ipc/sock.h"
 #include "sec_util.h"
 #include "svc_util.h"
 
@@ -95,5 +101,112 @@ TEST(liveness_uid_buffer_budget_counts_detached_sessions)
 	tc_close(&root);
 	tc_close(&nb[2]);
 	tc_close(&nb[3]);
+	sonded_stop(&d);
+}
+
+/* A new consumer connects, binds and gets an answer to a call: the seconds it took. */
+static double consumer_answer_s(const struct sonded *d)
+{
+	double t0 = test_now();
+	struct tc t;
+
+	tc_open(&t, d->csock, "ConsumerPort");
+	tc_msg_free(tc_ok(&t, tc_call(&t, "QueryCapabilities", NULL, -1, false)));
+	tc_close(&t);
+	return test_now() - t0;
+}
+
+/* Waits (up to 15 s) for a 1 s window in which sonded used under 0.1 s of CPU. */
+static bool cpu_settles(pid_t pid)
+{
+	for (double end = test_now() + 15; test_now() < end;) {
+		double c0 = proc_cpu_s(pid);
+		usleep(1000000);
+		if (proc_cpu_s(pid) - c0 < 0.1)
+			return true;
+	}
+	return false;
+}
+
+/* Hands the connector a socket connected to sonded's own socket `sock`, with a
+ * BindService already written into it, as a producer or a consumer. */
+static void hand_back(const struct sonded *d, const char *sock, bool producer)
+{
+	struct sonde_connector_opts xo = {.sz = sizeof(xo), .socket = d->xsock};
+	struct sonde_connector *x = sonde_connector__new(&xo);
+	struct ipc_frame f = {.request_id = 1, .msg = IPC_MSG_BIND_SERVICE};
+	struct buf b = BUF_INIT;
+	int fd = ipc_connect(sock), rc;
+
+	ASSERT(x != NULL);
+	ASSERT_OK(fd);
+	f.name = producer ? "ProducerPort" : "ConsumerPort";
+	f.name_len = strlen(f.name);
+	ASSERT_OK(ipc_frame_encode(&b, &f));
+	ASSERT_INT(raw_send(fd, b.data, b.len), >=, 0);
+	rc = producer ? sonde_connector__connect_producer(x, fd, NULL, NULL)
+		      : sonde_connector__connect_consumer(x, fd, NULL);
+	ASSERT_ERR(rc, -ELOOP);
+	ASSERT_CONTAINS(sonde_connector__last_error(x), "connected to this service");
+	close(fd);
+	buf_free(&b);
+	sonde_connector__free(x);
+}
+
+TEST_TIMEOUT(liveness_connector_refuses_a_socket_connected_to_sonded_itself, 90)
+{
+	static const char *const args[] = {"--no-perf", NULL};
+	struct sonded d;
+
+	sonded_start(&d, args);
+	hand_back(&d, d.psock, true);
+	hand_back(&d, d.csock, false);
+	hand_back(&d, d.psock, false); /* a producer socket's end handed as a consumer */
+	double t = consumer_answer_s(&d);
+	if (t > 1.0)
+		FAIL("a new consumer waited %.2f s for an answer", t);
+	if (!cpu_settles(d.pid))
+		FAIL("sonded keeps using CPU after the refusals");
+	double t0 = test_now();
+	kill(d.pid, SIGTERM);
+	ASSERT_INT(test_wait(d.pid, 10), ==, 0);
+	if (test_now() - t0 > 2.0)
+		FAIL("SIGTERM took %.2f s to end sonded", test_now() - t0);
+}
+
+/* Both ends of one socketpair handed over, as a producer and as a consumer: SO_PEERCRED
+ * names the supervisor, so only the protocol tells. A BindService written into one end
+ * reaches the consumer, whose reply reaches the producer: that is not a request, and the
+ * connection ends instead of answering it with an error (which the consumer would
+ * answer, and so on). */
+TEST_TIMEOUT(liveness_socketpair_handed_as_both_ends_does_not_spin, 60)
+{
+	static const char *const args[] = {"--no-perf", NULL};
+	struct sonde_connector_opts xo = {.sz = sizeof(xo)};
+	struct ipc_frame f = {.request_id = 1, .msg = IPC_MSG_BIND_SERVICE};
+	struct buf b = BUF_INIT;
+	struct sonded d;
+	int sv[2];
+
+	sonded_start(&d, args);
+	xo.socket = d.xsock;
+	struct sonde_connector *x = sonde_connector__new(&xo);
+	ASSERT(x != NULL);
+	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	ASSERT_OK(sonde_connector__connect_producer(x, sv[0], NULL, NULL));
+	ASSERT_OK(sonde_connector__connect_consumer(x, sv[1], NULL));
+	f.name = "ConsumerPort";
+	f.name_len = strlen(f.name);
+	ASSERT_OK(ipc_frame_encode(&b, &f));
+	ASSERT_INT(raw_send(sv[0], b.data, b.len), >=, 0);
+	close(sv[0]);
+	close(sv[1]);
+	if (!cpu_settles(d.pid))
+		FAIL("sonded keeps using CPU");
+	double t = consumer_answer_s(&d);
+	if (t > 1.0)
+		FAIL("a new consumer waited %.2f s for an answer", t);
+	buf_free(&b);
+	sonde_connector__free(x);
 	sonded_stop(&d);
 }
