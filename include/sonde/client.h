@@ -155,7 +155,15 @@ struct sonde_producer_opts {
 	 * UINT32_MAX waits as long as the connection lives. Default (0 here): 10 ms. */
 	uint32_t stall_ms;
 	bool stall_ms_set; /* use stall_ms even when it is 0 */
-	int timeout_ms;	   /* for the connection handshake; 0: 5000 */
+	int timeout_ms;	   /* for the connection handshake; 0: 5000 */	/* The service's uid must be root or the caller's effective uid (anyone can bind a
+	 * socket path while no service runs there): also trust this uid when trust_uid_set,
+	 * or $SONDE_TRUST_UID when not. An untrusted service is left before anything is sent:
+	 * NULL with errno EPERM. Inherited "fd:N" sockets are not checked. */
+	bool trust_uid_set;
+	uint32_t trust_uid;
+	/* Not NULL: receives the untrusted service's uid on EPERM, and the caller reports the
+	 * refusal; NULL: the library logs it as a warning. */
+	uint32_t *untrusted_uid;
 };
 
 /* Data source callbacks, all optional, run on the thread calling sonde_producer__process
@@ -182,7 +190,8 @@ struct sonde_data_source_cbs {
 /* Connects to the service, binds ProducerPort and sends InitializeConnection. Blocks only
  * for the BindService round trip (opts->timeout_ms). Returns NULL with errno set:
  * ECONNREFUSED or ENOENT when no service listens at the socket (see
- * sonde_producer__socket_path for the name tried). */
+ * sonde_producer__socket_path for the name tried), EPERM when the service's uid is not
+ * trusted (opts->trust_uid), EINVAL for a bad $SONDE_TRUST_UID. */
 SONDE_API struct sonde_producer *sonde_producer__new(const struct sonde_producer_opts *opts);
 /* Disconnects and unmaps the SMB. Every writer must have been freed. NULL is fine. */
 SONDE_API void sonde_producer__free(struct sonde_producer *p);
@@ -271,7 +280,15 @@ struct sonde_consumer_opts {
 	/* NULL: $SONDE_CONSUMER_FD ("fd:N", an inherited socket), else
 	 * $PERFETTO_CONSUMER_SOCK_NAME, else the default path */
 	const char *socket;
-	int timeout_ms;	    /* for the connection handshake; 0: 5000 */
+	int timeout_ms;	    /* for the connection handshake; 0: 5000 */	/* The service's uid must be root or the caller's effective uid (anyone can bind a
+	 * socket path while no service runs there): also trust this uid when trust_uid_set,
+	 * or $SONDE_TRUST_UID when not. An untrusted service is left before anything is sent:
+	 * NULL with errno EPERM. Inherited "fd:N" sockets are not checked. */
+	bool trust_uid_set;
+	uint32_t trust_uid;
+	/* Not NULL: receives the untrusted service's uid on EPERM, and the caller reports the
+	 * refusal; NULL: the library logs it as a warning. */
+	uint32_t *untrusted_uid;
 };
 
 struct sonde_consumer_cbs {
@@ -355,7 +372,9 @@ typedef void (*sonde_consumer_state_fn)(void *ctx, int status,
 					const struct sonde_service_state *state);
 
 /* Connects and binds ConsumerPort (blocking for that round trip). NULL with errno set:
- * ECONNREFUSED or ENOENT when no service listens (see sonde_consumer__socket_path). */
+ * ECONNREFUSED or ENOENT when no service listens (see sonde_consumer__socket_path), EPERM
+ * when the service's uid is not trusted (opts->trust_uid), EINVAL for a bad
+ * $SONDE_TRUST_UID. */
 SONDE_API struct sonde_consumer *sonde_consumer__new(const struct sonde_consumer_opts *opts);
 /* Disconnects: the service frees the session unless it was detached. NULL is fine. */
 SONDE_API void sonde_consumer__free(struct sonde_consumer *c);

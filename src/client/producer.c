@@ -206,8 +206,11 @@ struct sonde_producer *sonde_producer__new(const struct sonde_producer_opts *opt
 		goto fail;
 	p->opts.name = p->name;
 	p->opts.socket = NULL; /* not kept: the path is in p->c */
+	struct conn_trust t = {p->opts.trust_uid_set, p->opts.trust_uid, p->opts.untrusted_uid};
+	if ((r = conn_trust_from_env(&t)) < 0)
+		goto fail;
 	r = conn_open(&p->c, CONN_PRODUCER, socket_path_of(opts, path, sizeof(path)),
-		      "ProducerPort", method_names, PM_COUNT, opts->timeout_ms);
+		      "ProducerPort", method_names, PM_COUNT, p->opts.timeout_ms, &t);
 	if (r < 0)
 		goto fail;
 	if ((r = send_initialize(p)) < 0)

@@ -1,8 +1,11 @@
 /* sonded stays available to everyone whatever one client does, and clients survive a
  * service that goes away or is not the one they expect: the per-uid buffer budget, a
- * socket handed to the connector that leads back to sonded itself. */
+ * socket handed to the connector that leads back to sonded itself, a service run by a
+ * user who is neither root nor the client. */
+#include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sonde/connector.h>
@@ -10,6 +13,7 @@
 #include "../test.h"
 #include "../util.h"
 #include "base/pb.h"
+#include "client_util.h"
 #include "hostile_util.h"
 #include "ipc/protos.h"
 #include "ipc/sock.h"
@@ -209,4 +213,71 @@ TEST_TIMEOUT(liveness_socketpair_handed_as_both_ends_does_not_spin, 60)
 	buf_free(&b);
 	sonde_connector__free(x);
 	sonded_stop(&d);
+}
+
+/* sonded run as uid nobody on sockets in dir (a user may bind the default /tmp paths while
+ * no service runs); its producer and consumer socket paths go to psock and csock. */
+static pid_t sonded_as_nobody(const char *dir, char *psock, char *csock, size_t n)
+{
+	const char *bin = test_copy_for_anyone(test_bin("sonded"));
+
+	snprintf(psock, n, "%s/p.sock", dir);
+	snprintf(csock, n, "%s/c.sock", dir);
+	fflush(NULL);
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) < 0 || setgid(SEC_NOBODY) < 0 || setuid(SEC_NOBODY) < 0)
+			_exit(126);
+		execl(bin, bin, "-p", psock, "-c", csock, "-x", "none", "--no-perf", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 1000; i++) {
+		int fd = ipc_connect(csock);
+		if (fd >= 0) {
+			close(fd);
+			return pid;
+		}
+		usleep(10000);
+	}
+	FAIL("sonded as nobody did not listen on %s", csock);
+}
+
+TEST_TIMEOUT(liveness_trace_refuses_a_service_run_by_another_user, 90)
+{
+	const char *dir = test_path("nobody-run"), *out = test_path("t.pftrace");
+	struct client_prod_opts po = {.packets = 20, .commit_on_start = true};
+	struct test_output o;
+	char psock[256], csock[256];
+
+	sec_require_root();
+	ASSERT_OK(mkdir(dir, 0777));
+	ASSERT_OK(chmod(dir, 0777));
+	pid_t d = sonded_as_nobody(dir, psock, csock, sizeof(psock));
+	unsetenv("SONDE_TRUST_UID");
+	/* refused before a byte is sent, naming the socket, the uid and the override */
+	test_runf(&o, 30, "%s trace --socket %s -o %s -t 1s client.test", test_bin("sonde"),
+		  csock, out);
+	ASSERT_INT(o.status, !=, 0);
+	ASSERT_CONTAINS(o.err, csock);
+	ASSERT_CONTAINS(o.err, "runs as uid 65534");
+	ASSERT_CONTAINS(o.err, "--trust-uid 65534");
+	test_output_free(&o);
+	/* a producer trusting it through the environment, then sonde trace with the flag */
+	setenv("SONDE_TRUST_UID", "65534", 1);
+	po.socket = psock;
+	pid_t prod = client_prod_spawn(&po);
+	client_wait_data_source(csock, "client.test");
+	unsetenv("SONDE_TRUST_UID");
+	test_runf(&o, 60, "%s trace --trust-uid 65534 --socket %s -o %s -t 1s client.test",
+		  test_bin("sonde"), csock, out);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	size_t n;
+	char *data = ASSERT_NOT_NULL(test_read_file(out, &n));
+	ASSERT_INT(client_count_test_packets(data, n, 20, 0), ==, 20);
+	free(data);
+	ASSERT_INT(test_wait(prod, 20), ==, 0);
+	kill(d, SIGTERM);
+	ASSERT_INT(test_wait(d, 20), ==, 0);
 }
