@@ -354,6 +354,7 @@ static void housekeeping(void *ctx, uint64_t arg)
 		}
 		sec_pending_ok(s, c, 0);
 	}
+	session_reap_writers(s, 0);
 	s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0);
 }
 
@@ -455,6 +456,7 @@ void sonde_service_free(struct sonde_service *ss)
 	reap(s);
 	while (s->nsessions) /* detached or orphaned sessions */
 		session_free(s, s->sessions[0]);
+	session_reap_writers(s, 2000); /* their files get 2 s to take what is queued */
 	connector_free(s);
 	for (int i = 0; i < 2; i++) {
 		if (s->lfd[i] >= 0)

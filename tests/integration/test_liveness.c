@@ -1,7 +1,8 @@
 /* sonded stays available to everyone whatever one client does, and clients survive a
  * service that goes away or is not the one they expect: the per-uid buffer budget, a
  * socket handed to the connector that leads back to sonded itself, a service run by a
- * user who is neither root nor the client. */
+ * user who is neither root nor the client, an output file that never drains. */
+#include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include "client_util.h"
 #include "hostile_util.h"
 #include "ipc/protos.h"
+#include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "sec_util.h"
 #include "svc_util.h"
@@ -280,4 +282,88 @@ TEST_TIMEOUT(liveness_trace_refuses_a_service_run_by_another_user, 90)
 	ASSERT_INT(test_wait(prod, 20), ==, 0);
 	kill(d, SIGTERM);
 	ASSERT_INT(test_wait(d, 20), ==, 0);
+}
+
+/* In the attacker's child (so it never asserts): for 12 s, every 300 ms, a new consumer
+ * connects and has its BindService answered within 1 s. 0, 1 after a slow answer, 2 when
+ * there was none. */
+static int new_clients_answer(void *arg)
+{
+	const struct hostile *h = arg;
+
+	for (double end = test_now() + 12; test_now() < end; usleep(300000)) {
+		double t0 = test_now();
+		int fd = ipc_connect(h->d.csock);
+		if (fd < 0 || !raw_bind_answered(fd, "ConsumerPort"))
+			return 2;
+		close(fd);
+		if (test_now() - t0 > 1.0)
+			return 1;
+	}
+	return 0;
+}
+
+/* A session writing into file `fd` through the service every 100 ms. */
+static uint64_t enable_into_fd(struct tc *t, int fd)
+{
+	static const char *const ds[] = {"liveness.pipe"};
+	struct buf cfg = BUF_INIT;
+	uint64_t req;
+
+	tcfg_basic(&cfg, 4096, ds, 1);
+	pb_put_varint(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, 1);
+	pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
+	req = tcons_enable(t, &cfg, fd);
+	buf_free(&cfg);
+	return req;
+}
+
+/* Commits n chunks holding one 3000-byte packet each into target. */
+static void write_chunks(struct tprod *p, uint32_t target, unsigned n)
+{
+	static uint8_t filler[3000];
+	struct buf pk = BUF_INIT;
+
+	pb_put_bytes(&pk, 900, filler, sizeof(filler));
+	for (unsigned i = 0; i < n; i++) {
+		struct iovec v = {pk.data, pk.len};
+		unsigned page = i % (unsigned)(p->smb_size / p->page);
+		unsigned moves[1][2] = {{page, 0}};
+		tprod_chunk(p, page, SMB_LAYOUT_DIV1, 0, 1, i, 0, &v, 1, true);
+		tprod_commit(p, moves, 1, target, 0, NULL);
+	}
+	buf_free(&pk);
+}
+
+/* uid nobody passes a pipe that nobody reads as its write_into_file fd and fills it: the
+ * writer blocks, the loop does not. The witness loses nothing, new clients are answered
+ * at once, and after 10 s without progress nobody's session ends with the reason. */
+TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 120)
+{
+	struct hostile h;
+	struct tprod p;
+	struct tcmd cmd;
+	struct tc nb;
+	int pfd[2];
+
+	sec_require_root();
+	hostile_up(&h, NULL);
+	tprod_open(&p, h.d.psock, "pipe-producer", false);
+	tprod_register(&p, "liveness.pipe", false, false);
+	tc_open_fd(&nb, sec_connect_as(SEC_NOBODY, h.d.csock), "ConsumerPort");
+	ASSERT_OK(pipe2(pfd, O_CLOEXEC));
+	uint64_t req = enable_into_fd(&nb, pfd[1]);
+	close(pfd[1]);
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	write_chunks(&p, target, 100); /* 300 KB: the pipe holds 64 KiB */
+	ASSERT_INT(hostile_run(&h, new_clients_answer, &h, 60), ==, 0);
+	char *err = tcons_wait_disabled(&nb, req, 20000);
+	ASSERT_CONTAINS(err, "the output file accepted nothing");
+	free(err);
+	tc_close(&nb);
+	tc_close(&p.t);
+	close(pfd[0]);
+	hostile_down(&h); /* the witness lost nothing; fds and memory are back */
 }
