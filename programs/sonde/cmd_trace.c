@@ -607,6 +607,25 @@ static int open_output(const char *path)
 	return fd;
 }
 
+/* The session did not end normally (lost connection, abort, timeout): what the file holds
+ * (the service's writes, for write_into_file; else nothing yet) stays, and is incomplete. */
+static void lost(const struct opts *o, int fd, int r, bool into_file)
+{
+	const char *why = r == -EINTR	    ? "aborted"
+			  : r == -ECONNRESET ? "the connection to the service was lost"
+					     : sonde_strerror(r);
+	off_t size = lseek(fd, 0, SEEK_END);
+
+	if (into_file)
+		cli_error(CMD, "%s: %s holds the %lld bytes the service wrote; the trace is "
+			       "incomplete",
+			  why, o->out, (long long)(size > 0 ? size : 0));
+	else
+		cli_error(CMD, "%s before the trace was read: nothing was written to %s; the "
+			       "trace is incomplete",
+			  why, o->out);
+}
+
 /* After the session ended: drain it into the file, unless the service wrote it. */
 static int collect(struct sonde_consumer *c, const struct opts *o, int fd, bool into_file)
 {
@@ -627,12 +646,17 @@ static int collect(struct sonde_consumer *c, const struct opts *o, int fd, bool 
 	int r = sonde_consumer__read_buffers_sync(c, 60000);
 	if (fclose(s.f) != 0 && !s.err)
 		s.err = errno;
-	if (r < 0) {
-		cli_error(CMD, "reading the trace failed: %s", sonde_strerror(r));
-		return CLI_FAILURE;
-	}
 	if (s.err) {
 		cli_error(CMD, "writing %s: %s", o->out, strerror(s.err));
+		return CLI_FAILURE;
+	}
+	/* every packet that arrived is in the file, whole: keep it, and say it is partial */
+	if (r < 0) {
+		cli_error(CMD, "%s while reading: wrote %llu packets, %llu bytes to %s; the trace "
+			       "is incomplete",
+			  r == -ECONNRESET ? "the connection to the service was lost"
+					   : sonde_strerror(r),
+			  (unsigned long long)s.packets, (unsigned long long)s.bytes, o->out);
 		return CLI_FAILURE;
 	}
 	fprintf(stderr, "sonde trace: wrote %llu packets, %llu bytes to %s\n",
@@ -705,7 +729,7 @@ static int run_trace(const struct opts *o)
 	fprintf(stderr, "sonde trace: tracing %u data source%s%s\n", sum.num_data_sources,
 		sum.num_data_sources == 1 ? "" : "s", sum.duration_ms ? "" : " until Ctrl-C");
 	if ((r = wait_session(c, sum.duration_ms)) < 0) {
-		cli_error(CMD, "%s", r == -EINTR ? "aborted" : sonde_strerror(r));
+		lost(o, fd, r, sum.write_into_file);
 		goto out;
 	}
 	sonde_consumer__wait_disabled(c, 0, err, sizeof(err));

@@ -1,12 +1,14 @@
 /* sonded stays available to everyone whatever one client does, and clients survive a
  * service that goes away or is not the one they expect: the per-uid buffer budget, a
  * socket handed to the connector that leads back to sonded itself, a service run by a
- * user who is neither root nor the client, an output file that never drains. */
+ * user who is neither root nor the client, an output file that never drains, a service
+ * that goes away while `sonde trace` reads. */
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sonde/connector.h>
@@ -366,4 +368,71 @@ TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 120)
 	tc_close(&p.t);
 	close(pfd[0]);
 	hostile_down(&h); /* the witness lost nothing; fds and memory are back */
+}
+
+/* argv in the background with its stderr into the file errpath. */
+static pid_t spawn_stderr_to(const char *const argv[], const char *errpath)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		int err = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (null < 0 || err < 0)
+			_exit(126);
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(err, STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+/* sonded dies while `sonde trace` reads a large trace: the file keeps every packet that
+ * arrived, whole, stderr says the trace is incomplete, and the exit status is not 0. To
+ * land the kill inside the read, sonde trace is stopped as soon as its file grows. */
+TEST_TIMEOUT(liveness_trace_keeps_what_it_read_when_the_service_dies, 120)
+{
+	static const char *const args[] = {"--no-perf", NULL};
+	enum { PACKETS = 3000, BIG = 8192 };
+	const char *out = test_path("partial.pftrace"), *errf = test_path("trace.err");
+	struct client_prod_opts po = {.packets = PACKETS, .big = BIG, .commit_on_start = true};
+	struct sonded d;
+
+	sonded_start(&d, args);
+	po.socket = d.psock;
+	po.smb_size = 4 << 20;
+	pid_t prod = client_prod_spawn(&po);
+	client_wait_data_source(d.csock, "client.test");
+	const char *argv[] = {test_bin("sonde"), "trace", "--socket", d.csock, "-o", out,
+			      "-t", "2s", "-b", "64mb", "client.test", NULL};
+	pid_t tr = spawn_stderr_to(argv, errf);
+	double end = test_now() + 60;
+	while (file_size(out) == 0 && test_now() < end)
+		usleep(1000);
+	ASSERT_INT(file_size(out), >, 0);
+	kill(tr, SIGSTOP);
+	kill(d.pid, SIGKILL);
+	waitpid(d.pid, NULL, 0);
+	kill(tr, SIGCONT);
+	ASSERT_INT(test_wait(tr, 30), !=, 0);
+	size_t n;
+	char *err = ASSERT_NOT_NULL(test_read_file(errf, &n));
+	ASSERT_CONTAINS(err, "the connection to the service was lost while reading");
+	ASSERT_CONTAINS(err, "the trace is incomplete");
+	free(err);
+	char *data = ASSERT_NOT_NULL(test_read_file(out, &n));
+	int got = client_count_test_packets(data, n, PACKETS, BIG); /* every record whole */
+	ASSERT_INT(got, >, 0);
+	free(data);
+	test_wait(prod, 20); /* it saw the service go */
 }
