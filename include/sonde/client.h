@@ -164,6 +164,14 @@ struct sonde_producer_opts {
 	/* Not NULL: receives the untrusted service's uid on EPERM, and the caller reports the
 	 * refusal; NULL: the library logs it as a warning. */
 	uint32_t *untrusted_uid;
+	/* When the connection is lost (the service restarts), stop every instance (their
+	 * stop callbacks run), then connect again as the Perfetto SDK does: once the last
+	 * writer is freed, after 100 ms, doubling up to 5 s between attempts, registering
+	 * every data source again. sonde_producer__process then returns 0 instead of
+	 * -ECONNRESET; sonde_producer__fd is -1 while disconnected (fetch it before each
+	 * poll), and sonde_producer__timeout_ms says when to call process next. Not for an
+	 * inherited "fd:N" socket. */
+	bool reconnect;
 };
 
 /* Data source callbacks, all optional, run on the thread calling sonde_producer__process
@@ -198,8 +206,12 @@ SONDE_API void sonde_producer__free(struct sonde_producer *p);
 /* The socket path a producer with these opts connects to (static storage of the call;
  * copy it). */
 SONDE_API const char *sonde_producer__socket_path(const struct sonde_producer_opts *opts);
-/* The connection's fd: poll it for POLLIN (and POLLOUT while sonde_producer__want_write). */
+/* The connection's fd: poll it for POLLIN (and POLLOUT while sonde_producer__want_write).
+ * -1 while reconnecting (opts.reconnect). */
 SONDE_API int sonde_producer__fd(const struct sonde_producer *p);
+/* Milliseconds until the next reconnection attempt is due (0: now), or -1 when connected.
+ * sonde_producer__poll waits for it by itself. */
+SONDE_API int sonde_producer__timeout_ms(const struct sonde_producer *p);
 SONDE_API bool sonde_producer__want_write(struct sonde_producer *p);
 /* Reads and dispatches everything available without blocking, commits batched chunks and
  * writes queued bytes. Returns 0, or -ECONNRESET once the service has gone away (writers

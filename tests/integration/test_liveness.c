@@ -436,3 +436,38 @@ TEST_TIMEOUT(liveness_trace_keeps_what_it_read_when_the_service_dies, 120)
 	free(data);
 	test_wait(prod, 20); /* it saw the service go */
 }
+
+/* examples/trace_hello registers its data source, sonded restarts, and it connects again
+ * by itself (backoff), registers again, and the new sonded's session gets its packets. */
+TEST_TIMEOUT(liveness_producer_reconnects_to_a_restarted_service, 90)
+{
+	static const char *const args[] = {"--no-perf", NULL};
+	const char *out = test_path("after.pftrace");
+	struct test_output o;
+	struct sonded d;
+
+	sonded_start(&d, args);
+	setenv("PERFETTO_PRODUCER_SOCK_NAME", d.psock, 1);
+	const char *hello[] = {test_example("trace_hello"), "liveness.hello", "5", "again", NULL};
+	pid_t prod = test_spawn(hello);
+	unsetenv("PERFETTO_PRODUCER_SOCK_NAME");
+	client_wait_data_source(d.csock, "liveness.hello");
+	sonded_stop(&d);
+	usleep(300000); /* a few failed attempts */
+	sonded_start(&d, args);
+	client_wait_data_source(d.csock, "liveness.hello"); /* registered again */
+	test_runf(&o, 60, "%s trace --socket %s -o %s -t 1s liveness.hello", test_bin("sonde"),
+		  d.csock, out);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	size_t n;
+	char *data = ASSERT_NOT_NULL(test_read_file(out, &n));
+	for (int i = 0; i < 5; i++) {
+		char s[32];
+		snprintf(s, sizeof(s), "again %d", i);
+		ASSERT(memmem(data, n, s, strlen(s)) != NULL);
+	}
+	free(data);
+	ASSERT_INT(test_wait(prod, 20), ==, 0); /* and it ended with that session */
+	sonded_stop(&d);
+}
