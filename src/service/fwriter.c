@@ -17,9 +17,9 @@ struct fwriter {
 	pthread_cond_t idle;  /* to fwriter_free: the queue is written out */
 	int fd;
 	size_t max;
-	struct buf q;	  /* queued by the loop, not yet taken by the thread */
-	struct buf out;	  /* taken by the thread; only it touches this */
-	size_t inflight;  /* bytes of `out` not written yet */
+	struct buf q;	   /* queued by the loop, not yet taken by the thread */
+	struct buf out;	   /* taken by the thread; only it touches this */
+	size_t inflight;   /* bytes of `out` not written yet */
 	uint64_t since_ns; /* last progress, or when bytes began to wait */
 	int err;
 	unsigned mode;
@@ -137,8 +137,9 @@ int fwriter_push(struct fwriter *w, const void *p, size_t n)
 	else if (w->q.len + w->inflight + n > w->max)
 		rc = -ENOBUFS;
 	else if (n) {
+		/* the stall clock starts with the first byte waiting */
 		if (!w->q.len && !w->inflight)
-			w->since_ns = loop_now_ns(); /* the stall clock starts with the first byte */
+			w->since_ns = loop_now_ns();
 		buf_append(&w->q, p, n);
 		rc = buf_error(&w->q);
 		pthread_cond_signal(&w->work);

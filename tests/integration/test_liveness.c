@@ -260,8 +260,8 @@ TEST_TIMEOUT(liveness_trace_refuses_a_service_run_by_another_user, 90)
 	pid_t d = sonded_as_nobody(dir, psock, csock, sizeof(psock));
 	unsetenv("SONDE_TRUST_UID");
 	/* refused before a byte is sent, naming the socket, the uid and the override */
-	test_runf(&o, 30, "%s trace --socket %s -o %s -t 1s client.test", test_bin("sonde"),
-		  csock, out);
+	test_runf(&o, 30, "%s trace --socket %s -o %s -t 1s client.test", test_bin("sonde"), csock,
+		  out);
 	ASSERT_INT(o.status, !=, 0);
 	ASSERT_CONTAINS(o.err, csock);
 	ASSERT_CONTAINS(o.err, "runs as uid 65534");
@@ -413,8 +413,10 @@ TEST_TIMEOUT(liveness_trace_keeps_what_it_read_when_the_service_dies, 120)
 	po.smb_size = 4 << 20;
 	pid_t prod = client_prod_spawn(&po);
 	client_wait_data_source(d.csock, "client.test");
-	const char *argv[] = {test_bin("sonde"), "trace", "--socket", d.csock, "-o", out,
-			      "-t", "2s", "-b", "64mb", "client.test", NULL};
+	char sock[300];
+	snprintf(sock, sizeof(sock), "--socket=%s", d.csock);
+	const char *argv[] = {test_bin("sonde"), "trace",	  sock,		 "-o", out,
+			      "--time=2s",	 "--buffer=64mb", "client.test", NULL};
 	pid_t tr = spawn_stderr_to(argv, errf);
 	double end = test_now() + 60;
 	while (file_size(out) == 0 && test_now() < end)
