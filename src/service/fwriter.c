@@ -127,6 +127,14 @@ struct fwriter *fwriter_new(int fd, size_t max_queued)
 	return w;
 }
 
+/* An empty queue takes anything, so that a packet larger than the bound still goes. */
+static bool fits(const struct fwriter *w, size_t n)
+{
+	size_t have = w->q.len + w->inflight;
+
+	return have == 0 || have + n <= w->max;
+}
+
 int fwriter_push(struct fwriter *w, const void *p, size_t n)
 {
 	int rc = 0;
@@ -134,7 +142,7 @@ int fwriter_push(struct fwriter *w, const void *p, size_t n)
 	pthread_mutex_lock(&w->lock);
 	if (w->err)
 		rc = w->err;
-	else if (w->q.len + w->inflight + n > w->max)
+	else if (!fits(w, n))
 		rc = -ENOBUFS;
 	else if (n) {
 		/* the stall clock starts with the first byte waiting */
@@ -148,17 +156,12 @@ int fwriter_push(struct fwriter *w, const void *p, size_t n)
 	return rc;
 }
 
-size_t fwriter_pending(struct fwriter *w)
-{
-	pthread_mutex_lock(&w->lock);
-	size_t n = w->q.len + w->inflight;
-	pthread_mutex_unlock(&w->lock);
-	return n;
-}
-
 bool fwriter_room(struct fwriter *w, size_t n)
 {
-	return fwriter_pending(w) + n < w->max;
+	pthread_mutex_lock(&w->lock);
+	bool ok = fits(w, n);
+	pthread_mutex_unlock(&w->lock);
+	return ok;
 }
 
 uint64_t fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns)

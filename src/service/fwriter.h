@@ -28,12 +28,11 @@ struct fwriter;
 /* Starts the writer of fd; max_queued bounds the bytes waiting. The writer owns fd on
  * success (closed by fwriter_free); NULL with errno on failure, fd untouched. */
 struct fwriter *fwriter_new(int fd, size_t max_queued);
-/* Queues n bytes. 0, -ENOBUFS if they would pass the bound (nothing is queued), or the
- * writer's error once a write failed (-errno; everything queued is dropped then). */
+/* Queues n bytes. 0, -ENOBUFS if they would pass the bound (nothing is queued; an empty
+ * queue takes any n), or the writer's error once a write failed (-errno; everything
+ * queued is dropped then). */
 int fwriter_push(struct fwriter *w, const void *p, size_t n);
-/* Bytes queued or being written. */
-size_t fwriter_pending(struct fwriter *w);
-/* Whether one more push of n bytes would fit. */
+/* Whether a push of n bytes would be taken now. */
 bool fwriter_room(struct fwriter *w, size_t n);
 /* Nanoseconds (CLOCK_MONOTONIC) since the writer last made progress while bytes are
  * waiting; 0 when nothing waits. */
