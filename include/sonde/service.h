@@ -12,7 +12,10 @@
  *   sonde_service_free(s);                                closes everything, unlinks paths
  *
  * Everything happens on the calling thread inside sonde_service_process(), except the
- * linux.perf data source (sonde_service_start_perf), which runs on a thread of its own.
+ * linux.perf data source (sonde_service_start_perf), which runs on a thread of its own,
+ * and the writes into write_into_file outputs, one thread per file (a consumer's file may
+ * block a write forever; the loop never waits for it). The process should ignore SIGPIPE
+ * (sonded does), so that a pipe whose reader went away fails the write instead.
  */
 #ifndef SONDE_SERVICE_H
 #define SONDE_SERVICE_H
