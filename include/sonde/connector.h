@@ -63,8 +63,10 @@ struct sonde_connect_opts {
 };
 
 /* Connects to the connector socket. NULL with errno on failure (ENOENT, ECONNREFUSED:
- * no service there; EACCES: the socket's mode keeps the caller out). The caller owns the
- * result (sonde_connector__free). */
+ * no service there; EACCES: the socket's mode keeps the caller out; EPERM: the listener's
+ * uid is neither root nor the caller's, nor $SONDE_TRUST_UID, so it is not trusted with
+ * sockets; EINVAL: $SONDE_TRUST_UID is not a uid). The caller owns the result
+ * (sonde_connector__free). */
 SONDE_API struct sonde_connector *sonde_connector__new(const struct sonde_connector_opts *opts);
 /* Closes the connector connection. Sockets handed over stay connected. NULL is fine. */
 SONDE_API void sonde_connector__free(struct sonde_connector *c);

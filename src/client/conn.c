@@ -101,8 +101,7 @@ int conn_trust_from_env(struct conn_trust *t)
 	return 0;
 }
 
-/* The listener must be someone the caller trusts to be the service (conn.h). */
-static int check_listener(int fd, const char *path, const struct conn_trust *t)
+int conn_check_listener(int fd, const char *path, const struct conn_trust *t)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
@@ -200,7 +199,7 @@ int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char 
 	}
 	if ((r = ipc_chan_init(&c->ch, fd)) < 0)
 		goto fail;
-	if (!inherited && (r = check_listener(fd, c->path, trust)) < 0)
+	if (!inherited && (r = conn_check_listener(fd, c->path, trust)) < 0)
 		goto fail;
 	c->next_request_id = 1;
 	struct ipc_frame f = {.request_id = c->next_request_id++,

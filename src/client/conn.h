@@ -50,6 +50,9 @@ struct conn_trust {
 
 /* Fills t from $SONDE_TRUST_UID unless t->uid_set. -EINVAL if the variable is not a uid. */
 int conn_trust_from_env(struct conn_trust *t);
+/* 0 if the process listening at the other end of connected socket fd (named path, for
+ * the message) is trusted by t (NULL: root or the caller's own uid), else -EPERM. */
+int conn_check_listener(int fd, const char *path, const struct conn_trust *t);
 
 /* Connects to path (NULL: the default for kind; a leading '@' is the abstract namespace;
  * "fd:N" takes the inherited connected socket N, once: -EBUSY if already taken), checks

@@ -221,23 +221,24 @@ TEST_TIMEOUT(liveness_socketpair_handed_as_both_ends_does_not_spin, 60)
 
 /* sonded run as uid nobody on sockets in dir (a user may bind the default /tmp paths while
  * no service runs); its producer and consumer socket paths go to psock and csock. */
-static pid_t sonded_as_nobody(const char *dir, char *psock, char *csock, size_t n)
+static pid_t sonded_as_nobody(const char *dir, char *psock, char *csock, char *xsock, size_t n)
 {
 	const char *bin = test_copy_for_anyone(test_bin("sonded"));
 
 	snprintf(psock, n, "%s/p.sock", dir);
 	snprintf(csock, n, "%s/c.sock", dir);
+	snprintf(xsock, n, "%s/x.sock", dir);
 	fflush(NULL);
 	pid_t pid = fork();
 	ASSERT(pid >= 0);
 	if (pid == 0) {
 		if (setgroups(0, NULL) < 0 || setgid(SEC_NOBODY) < 0 || setuid(SEC_NOBODY) < 0)
 			_exit(126);
-		execl(bin, bin, "-p", psock, "-c", csock, "-x", "none", "--no-perf", (char *)NULL);
+		execl(bin, bin, "-p", psock, "-c", csock, "-x", xsock, "--no-perf", (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 1000; i++) {
-		int fd = ipc_connect(csock);
+		int fd = ipc_connect_type(xsock, SOCK_SEQPACKET); /* it listens last */
 		if (fd >= 0) {
 			close(fd);
 			return pid;
@@ -252,12 +253,22 @@ TEST_TIMEOUT(liveness_trace_refuses_a_service_run_by_another_user, 90)
 	const char *dir = test_path("nobody-run"), *out = test_path("t.pftrace");
 	struct client_prod_opts po = {.packets = 20, .commit_on_start = true};
 	struct test_output o;
-	char psock[256], csock[256];
+	char psock[256], csock[256], xsock[256];
 
 	sec_require_root();
 	ASSERT_OK(mkdir(dir, 0777));
 	ASSERT_OK(chmod(dir, 0777));
-	pid_t d = sonded_as_nobody(dir, psock, csock, sizeof(psock));
+	pid_t d = sonded_as_nobody(dir, psock, csock, xsock, sizeof(psock));
+	unsetenv("SONDE_TRUST_UID");
+	/* a supervisor would hand it sockets: refused too, and trusted on request */
+	struct sonde_connector_opts xo = {.sz = sizeof(xo), .socket = xsock};
+	errno = 0;
+	ASSERT(sonde_connector__new(&xo) == NULL);
+	ASSERT_INT(errno, ==, EPERM);
+	setenv("SONDE_TRUST_UID", "65534", 1);
+	struct sonde_connector *x = sonde_connector__new(&xo);
+	ASSERT(x != NULL);
+	sonde_connector__free(x);
 	unsetenv("SONDE_TRUST_UID");
 	/* refused before a byte is sent, naming the socket, the uid and the override */
 	test_runf(&o, 30, "%s trace --socket %s -o %s -t 1s client.test", test_bin("sonde"), csock,
