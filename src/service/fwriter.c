@@ -202,35 +202,22 @@ int fwriter_error(struct fwriter *w)
 	return e;
 }
 
-static void wait_idle(struct fwriter *w, int timeout_ms)
+static struct timespec deadline_in(clockid_t clk, int timeout_ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clk, &ts);
 	ts.tv_sec += timeout_ms / 1000;
 	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
 	if (ts.tv_nsec >= 1000000000) {
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
-	while ((w->q.len || w->inflight || (w->finish_req && !w->finished)) && !w->err)
-		if (pthread_cond_timedwait(&w->idle, &w->lock, &ts) == ETIMEDOUT)
-			break;
+	return ts;
 }
 
-void fwriter_free(struct fwriter *w, int timeout_ms)
+static void destroy(struct fwriter *w)
 {
-	if (!w)
-		return;
-	pthread_mutex_lock(&w->lock);
-	if (timeout_ms > 0)
-		wait_idle(w, timeout_ms);
-	w->stop = true;
-	pthread_cond_signal(&w->work);
-	pthread_mutex_unlock(&w->lock);
-	/* a write that has not returned by now is abandoned */
-	pthread_cancel(w->thread);
-	pthread_join(w->thread, NULL);
 	close(w->fd);
 	buf_free(&w->q);
 	buf_free(&w->out);
@@ -238,4 +225,42 @@ void fwriter_free(struct fwriter *w, int timeout_ms)
 	pthread_cond_destroy(&w->work);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
+}
+
+void fwriter_cancel(struct fwriter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_signal(&w->work);
+	pthread_mutex_unlock(&w->lock);
+	pthread_cancel(w->thread);
+}
+
+bool fwriter_reap(struct fwriter *w)
+{
+	if (pthread_tryjoin_np(w->thread, NULL) != 0)
+		return false;
+	destroy(w);
+	return true;
+}
+
+bool fwriter_free(struct fwriter *w, int timeout_ms)
+{
+	uint64_t end = loop_now_ns() + (uint64_t)timeout_ms * 1000000;
+
+	if (!w)
+		return true;
+	pthread_mutex_lock(&w->lock);
+	struct timespec ts = deadline_in(CLOCK_MONOTONIC, timeout_ms);
+	while ((w->q.len || w->inflight || (w->finish_req && !w->finished)) && !w->err && !w->stop)
+		if (pthread_cond_timedwait(&w->idle, &w->lock, &ts) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&w->lock);
+	fwriter_cancel(w);
+	uint64_t now = loop_now_ns();
+	ts = deadline_in(CLOCK_REALTIME, now < end ? (int)((end - now) / 1000000) : 0);
+	if (pthread_timedjoin_np(w->thread, NULL, &ts) != 0)
+		return false; /* left to the process's exit */
+	destroy(w);
+	return true;
 }

@@ -12,7 +12,8 @@
  *
  * A write in progress is abandoned with pthread_cancel: write() and fsync() are
  * cancellation points, and the thread enables cancellation only around them and holds no
- * lock there, so a cancel lands either in the call or at the next one.
+ * lock there, so a cancel lands either in the call or at the next one. The loop never
+ * joins: it cancels and reaps the thread once it has ended.
  *
  * All functions are called from the loop thread.
  */
@@ -26,7 +27,7 @@
 struct fwriter;
 
 /* Starts the writer of fd; max_queued bounds the bytes waiting. The writer owns fd on
- * success (closed by fwriter_free); NULL with errno on failure, fd untouched. */
+ * success (closed when the writer is freed); NULL with errno on failure, fd untouched. */
 struct fwriter *fwriter_new(int fd, size_t max_queued);
 /* Queues n bytes. 0, -ENOBUFS if they would pass the bound (nothing is queued; an empty
  * queue takes any n), or the writer's error once a write failed (-errno; everything
@@ -43,8 +44,16 @@ void fwriter_finish(struct fwriter *w, unsigned mode);
 bool fwriter_finished(struct fwriter *w);
 /* -errno of the first failed write, or 0. */
 int fwriter_error(struct fwriter *w);
-/* Waits up to timeout_ms for the queue to be written out, then stops the writer (a write
- * in progress is abandoned), closes the fd and frees. NULL is fine. */
-void fwriter_free(struct fwriter *w, int timeout_ms);
+/* Stops the writer now: a write in progress is abandoned. Does not wait: the thread ends
+ * on its own, fwriter_reap then frees it. */
+void fwriter_cancel(struct fwriter *w);
+/* After fwriter_cancel: true (the writer is freed, its fd closed) once its thread ended,
+ * false while it has not (a write the kernel does not interrupt, e.g. on a FUSE mount
+ * whose server ignores interrupts): try again later. */
+bool fwriter_reap(struct fwriter *w);
+/* Blocking, for shutdown only: waits up to timeout_ms in all for the queue to be written
+ * out and the thread to end after a cancel. True when the writer is freed; false if its
+ * thread still runs (it is left to the process's exit). NULL is fine. */
+bool fwriter_free(struct fwriter *w, int timeout_ms);
 
 #endif

@@ -223,6 +223,11 @@ struct svc_limits {
 
 struct svc_connector;
 
+struct svc_retired {
+	struct fwriter *fw;
+	bool cancelled;
+};
+
 struct svc {
 	struct loop loop;
 	struct svc_limits lim;
@@ -248,9 +253,10 @@ struct svc {
 	struct buf scratch;
 	struct trig_global *trig; /* trigger.c, allocated on first use */
 	struct perfds *perfds;	  /* perfds.c: the linux.perf data source, when started */
-	/* writers of freed sessions still writing out their queue (session.c) */
-	struct fwriter *draining[SVC_MAX_DRAINING];
-	size_t ndraining;
+	/* writers no session owns any more (session.c): still writing out the file of a
+	 * freed session (at most SVC_MAX_DRAINING), or cancelled and not ended yet */
+	struct svc_retired *retired;
+	size_t nretired, retired_cap;
 };
 
 /* host.c */
@@ -294,8 +300,9 @@ uint64_t session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
 		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable);
 void session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id);
 void session_drain_file(struct svc *s, struct session *ss);
-/* Frees the writers of freed sessions that are done or stalled; with wait_ms, first gives
- * them that long in all to finish (shutdown only: it blocks). */
+/* Stops the retired writers that are done or stalled and frees those whose thread ended;
+ * with wait_ms, gives all of them that long in all to finish, then lets them go (shutdown
+ * only: it blocks). */
 void session_reap_writers(struct svc *s, int wait_ms);
 /* Sends the held EnableTracing reply now if the session already ended. */
 void session_resolve_if_disabled(struct svc *s, struct session *ss);

@@ -912,6 +912,37 @@ int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, v
 	return 0;
 }
 
+/* Hands a writer over to the retired list; cancelled, it is stopped now (and freed here
+ * if its thread ended at once). */
+static void retire(struct svc *s, struct fwriter *w, bool cancel)
+{
+	if (cancel) {
+		fwriter_cancel(w);
+		if (fwriter_reap(w))
+			return;
+	}
+	if (s->nretired == s->retired_cap) {
+		size_t cap = s->retired_cap ? 2 * s->retired_cap : 8;
+		struct svc_retired *v = realloc(s->retired, cap * sizeof(*v));
+		if (!v) {
+			/* the one blocking way out left, bounded */
+			if (!fwriter_free(w, 100))
+				sonde_error("a file writer could not be stopped; it is left running");
+			return;
+		}
+		s->retired = v;
+		s->retired_cap = cap;
+	}
+	if (!cancel)
+		for (size_t i = 0, n = 0; i < s->nretired; i++)
+			if (!s->retired[i].cancelled && ++n >= SVC_MAX_DRAINING) {
+				fwriter_cancel(w);
+				cancel = true;
+				break;
+			}
+	s->retired[s->nretired++] = (struct svc_retired){w, cancel};
+}
+
 /* The file failed or stopped draining: the writer goes (a write in progress is
  * abandoned), the session ends with msg as its error. */
 static void file_fail(struct svc *s, struct session *ss, const char *msg)
@@ -919,7 +950,7 @@ static void file_fail(struct svc *s, struct session *ss, const char *msg)
 	sonde_warn("session %llu: %s", (unsigned long long)ss->id, msg);
 	if (!ss->error)
 		ss->error = strdup(msg);
-	fwriter_free(ss->fw, 0);
+	retire(s, ss->fw, true);
 	ss->fw = NULL;
 	ss->file_done = true;
 	buf_reset(&ss->fbuf);
@@ -988,28 +1019,40 @@ static void file_release(struct svc *s, struct session *ss)
 		return;
 	file_push(ss);
 	fwriter_finish(ss->fw, ss->out_created ? 0644 : 0);
-	if (!ss->file_done && !fwriter_finished(ss->fw) && s->ndraining < SVC_MAX_DRAINING)
-		s->draining[s->ndraining++] = ss->fw;
-	else
-		fwriter_free(ss->fw, 0);
+	retire(s, ss->fw, ss->file_done || fwriter_finished(ss->fw));
 	ss->fw = NULL;
 }
 
 void session_reap_writers(struct svc *s, int wait_ms)
 {
-	uint64_t now = loop_now_ns(), deadline = now + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
+	uint64_t now = loop_now_ns(), end = now + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
 
-	for (size_t i = 0; i < s->ndraining;) {
-		struct fwriter *w = s->draining[i];
-		if (wait_ms <= 0 && !fwriter_finished(w) &&
-		    fwriter_stalled_ns(w, now) <= SVC_FILE_STALL_MS * 1000000ull) {
-			i++;
-			continue;
+	for (size_t i = 0; i < s->nretired;) {
+		struct svc_retired *r = &s->retired[i];
+		bool gone;
+		if (wait_ms > 0) {
+			/* shutdown: the wait is shared by all of them */
+			now = loop_now_ns();
+			fwriter_free(r->fw, end > now ? (int)((end - now) / 1000000) : 0);
+			gone = true; /* freed, or left running to the process's exit */
+		} else {
+			if (!r->cancelled && (fwriter_finished(r->fw) ||
+					      fwriter_stalled_ns(r->fw, now) >
+						      SVC_FILE_STALL_MS * 1000000ull)) {
+				fwriter_cancel(r->fw);
+				r->cancelled = true;
+			}
+			gone = r->cancelled && fwriter_reap(r->fw);
 		}
-		/* the wait is shared by all of them */
-		now = loop_now_ns();
-		fwriter_free(w, wait_ms > 0 && deadline > now ? (int)((deadline - now) / 1000000) : 0);
-		s->draining[i] = s->draining[--s->ndraining];
+		if (gone)
+			s->retired[i] = s->retired[--s->nretired];
+		else
+			i++;
+	}
+	if (wait_ms > 0) {
+		free(s->retired);
+		s->retired = NULL;
+		s->retired_cap = 0;
 	}
 }
 
