@@ -6,9 +6,12 @@
  * COUNT (default 10) packets whose for_testing payload is "TEXT i" (default "hello"),
  * commits them, and exits once the session stops it. It connects wherever the library
  * finds the service: the socket inherited from `sonde run --trace` ($SONDE_PRODUCER_FD),
- * else $PERFETTO_PRODUCER_SOCK_NAME, else the default path.
+ * else $PERFETTO_PRODUCER_SOCK_NAME, else the default path. If the service goes away (a
+ * restart), it connects again with a backoff (100 ms doubling to 5 s), registers
+ * DATA_SOURCE again and waits for the next session.
  *
- * Exit status: 0 after a stop, 1 if it cannot connect, 2 if never started within 30 s. */
+ * Exit status: 0 after a stop, 1 if it cannot connect, 2 if never started within 30 s
+ * (of starting, or of losing the service). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +29,10 @@ struct hello {
 	const char *text;
 	int count;
 	bool started, stopped;
+	double deadline;
 };
+
+static double now(void);
 
 static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 {
@@ -60,7 +66,13 @@ static void on_stop(void *ctx, uint64_t id)
 		return;
 	sonde_trace_writer__free(h->w);
 	h->w = NULL;
-	h->stopped = true;
+	if (sonde_producer__connected(h->p)) {
+		h->stopped = true; /* the session ended */
+		return;
+	}
+	/* the service went away: the next session (after a reconnection) starts afresh */
+	h->started = false;
+	h->deadline = now() + 30;
 }
 
 static double now(void)
@@ -75,14 +87,15 @@ int main(int argc, char **argv)
 {
 	struct hello h = {.text = argc > 3 ? argv[3] : "hello",
 			  .count = argc > 2 ? atoi(argv[2]) : 10};
-	struct sonde_producer_opts po = {.sz = sizeof(po), .name = "trace_hello"};
+	struct sonde_producer_opts po = {.sz = sizeof(po), .name = "trace_hello", .reconnect = true};
 	struct sonde_data_source_cbs cbs = {.sz = sizeof(cbs),
 					    .start = on_start,
 					    .stop = on_stop,
 					    .ctx = &h,
 					    .will_notify_on_stop = true};
 	const char *ds = argc > 1 ? argv[1] : "sonde.hello";
-	double deadline = now() + 30;
+
+	h.deadline = now() + 30;
 
 	if (!(h.p = sonde_producer__new(&po))) {
 		fprintf(stderr, "trace_hello: cannot connect to %s: %s\n",
@@ -93,7 +106,7 @@ int main(int argc, char **argv)
 		sonde_producer__free(h.p);
 		return 1;
 	}
-	while (!h.stopped && (h.started || now() < deadline))
+	while (!h.stopped && (h.started || now() < h.deadline))
 		if (sonde_producer__poll(h.p, 100) < 0)
 			break; /* the service went away */
 	/* let the stop acknowledgement go out */

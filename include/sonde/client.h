@@ -155,7 +155,23 @@ struct sonde_producer_opts {
 	 * UINT32_MAX waits as long as the connection lives. Default (0 here): 10 ms. */
 	uint32_t stall_ms;
 	bool stall_ms_set; /* use stall_ms even when it is 0 */
-	int timeout_ms;	   /* for the connection handshake; 0: 5000 */
+	int timeout_ms;	   /* for the connection handshake; 0: 5000 */	/* The service's uid must be root or the caller's effective uid (anyone can bind a
+	 * socket path while no service runs there): also trust this uid when trust_uid_set,
+	 * or $SONDE_TRUST_UID when not. An untrusted service is left before anything is sent:
+	 * NULL with errno EPERM. Inherited "fd:N" sockets are not checked. */
+	bool trust_uid_set;
+	uint32_t trust_uid;
+	/* Not NULL: receives the untrusted service's uid on EPERM, and the caller reports the
+	 * refusal; NULL: the library logs it as a warning. */
+	uint32_t *untrusted_uid;
+	/* When the connection is lost (the service restarts), stop every instance (their
+	 * stop callbacks run), then connect again as the Perfetto SDK does: once the last
+	 * writer is freed, after 100 ms, doubling up to 5 s between attempts, registering
+	 * every data source again. sonde_producer__process then returns 0 instead of
+	 * -ECONNRESET; sonde_producer__fd is -1 while disconnected (fetch it before each
+	 * poll), and sonde_producer__timeout_ms says when to call process next. Not for an
+	 * inherited "fd:N" socket. */
+	bool reconnect;
 };
 
 /* Data source callbacks, all optional, run on the thread calling sonde_producer__process
@@ -182,15 +198,20 @@ struct sonde_data_source_cbs {
 /* Connects to the service, binds ProducerPort and sends InitializeConnection. Blocks only
  * for the BindService round trip (opts->timeout_ms). Returns NULL with errno set:
  * ECONNREFUSED or ENOENT when no service listens at the socket (see
- * sonde_producer__socket_path for the name tried). */
+ * sonde_producer__socket_path for the name tried), EPERM when the service's uid is not
+ * trusted (opts->trust_uid), EINVAL for a bad $SONDE_TRUST_UID. */
 SONDE_API struct sonde_producer *sonde_producer__new(const struct sonde_producer_opts *opts);
 /* Disconnects and unmaps the SMB. Every writer must have been freed. NULL is fine. */
 SONDE_API void sonde_producer__free(struct sonde_producer *p);
 /* The socket path a producer with these opts connects to (static storage of the call;
  * copy it). */
 SONDE_API const char *sonde_producer__socket_path(const struct sonde_producer_opts *opts);
-/* The connection's fd: poll it for POLLIN (and POLLOUT while sonde_producer__want_write). */
+/* The connection's fd: poll it for POLLIN (and POLLOUT while sonde_producer__want_write).
+ * -1 while reconnecting (opts.reconnect). */
 SONDE_API int sonde_producer__fd(const struct sonde_producer *p);
+/* Milliseconds until the next reconnection attempt is due (0: now), or -1 when connected.
+ * sonde_producer__poll waits for it by itself. */
+SONDE_API int sonde_producer__timeout_ms(const struct sonde_producer *p);
 SONDE_API bool sonde_producer__want_write(struct sonde_producer *p);
 /* Reads and dispatches everything available without blocking, commits batched chunks and
  * writes queued bytes. Returns 0, or -ECONNRESET once the service has gone away (writers
@@ -271,7 +292,15 @@ struct sonde_consumer_opts {
 	/* NULL: $SONDE_CONSUMER_FD ("fd:N", an inherited socket), else
 	 * $PERFETTO_CONSUMER_SOCK_NAME, else the default path */
 	const char *socket;
-	int timeout_ms;	    /* for the connection handshake; 0: 5000 */
+	int timeout_ms;	    /* for the connection handshake; 0: 5000 */	/* The service's uid must be root or the caller's effective uid (anyone can bind a
+	 * socket path while no service runs there): also trust this uid when trust_uid_set,
+	 * or $SONDE_TRUST_UID when not. An untrusted service is left before anything is sent:
+	 * NULL with errno EPERM. Inherited "fd:N" sockets are not checked. */
+	bool trust_uid_set;
+	uint32_t trust_uid;
+	/* Not NULL: receives the untrusted service's uid on EPERM, and the caller reports the
+	 * refusal; NULL: the library logs it as a warning. */
+	uint32_t *untrusted_uid;
 };
 
 struct sonde_consumer_cbs {
@@ -355,7 +384,9 @@ typedef void (*sonde_consumer_state_fn)(void *ctx, int status,
 					const struct sonde_service_state *state);
 
 /* Connects and binds ConsumerPort (blocking for that round trip). NULL with errno set:
- * ECONNREFUSED or ENOENT when no service listens (see sonde_consumer__socket_path). */
+ * ECONNREFUSED or ENOENT when no service listens (see sonde_consumer__socket_path), EPERM
+ * when the service's uid is not trusted (opts->trust_uid), EINVAL for a bad
+ * $SONDE_TRUST_UID. */
 SONDE_API struct sonde_consumer *sonde_consumer__new(const struct sonde_consumer_opts *opts);
 /* Disconnects: the service frees the session unless it was detached. NULL is fine. */
 SONDE_API void sonde_consumer__free(struct sonde_consumer *c);

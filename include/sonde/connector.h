@@ -63,8 +63,10 @@ struct sonde_connect_opts {
 };
 
 /* Connects to the connector socket. NULL with errno on failure (ENOENT, ECONNREFUSED:
- * no service there; EACCES: the socket's mode keeps the caller out). The caller owns the
- * result (sonde_connector__free). */
+ * no service there; EACCES: the socket's mode keeps the caller out; EPERM: the listener's
+ * uid is neither root nor the caller's, nor $SONDE_TRUST_UID, so it is not trusted with
+ * sockets; EINVAL: $SONDE_TRUST_UID is not a uid). The caller owns the result
+ * (sonde_connector__free). */
 SONDE_API struct sonde_connector *sonde_connector__new(const struct sonde_connector_opts *opts);
 /* Closes the connector connection. Sockets handed over stay connected. NULL is fine. */
 SONDE_API void sonde_connector__free(struct sonde_connector *c);
@@ -72,7 +74,8 @@ SONDE_API void sonde_connector__free(struct sonde_connector *c);
  * its copy) to the service as a producer connection. opts may be NULL (no buffer, own
  * identity). With FROM_SERVICE, *buffer_out (if not NULL) receives the service's memfd
  * (the caller owns it); else it is set to -1. Returns 0, or the service's refusal as
- * -errno: -ENOTSOCK / -ENOTCONN (sock is not a connected stream socket), -EBADF (buffer not
+ * -errno: -ENOTSOCK / -ENOTCONN (sock is not a connected stream socket), -ELOOP (sock is
+ * connected to one of the service's own sockets), -EBADF (buffer not
  * a memfd, or wrong fd count), -EPERM (buffer not sealed; or an identity the caller may not
  * grant), -EACCES (buffer read-only), -EINVAL (geometry or options), -EFBIG (buffer over the
  * service's limit), -EUSERS (connection limits), or -ETIMEDOUT, -EPROTO, -errno of the

@@ -12,7 +12,10 @@
  *   sonde_service_free(s);                                closes everything, unlinks paths
  *
  * Everything happens on the calling thread inside sonde_service_process(), except the
- * linux.perf data source (sonde_service_start_perf), which runs on a thread of its own.
+ * linux.perf data source (sonde_service_start_perf), which runs on a thread of its own,
+ * and the writes into write_into_file outputs, one thread per file (a consumer's file may
+ * block a write forever; the loop never waits for it). The process should ignore SIGPIPE
+ * (sonded does), so that a pipe whose reader went away fails the write instead.
  */
 #ifndef SONDE_SERVICE_H
 #define SONDE_SERVICE_H
@@ -52,6 +55,9 @@ struct sonde_service_opts {
 	unsigned long long max_session_buffer_kb; /* 1 GiB: sum of a session's buffer sizes */
 	unsigned max_smb_kb;			  /* 32 MiB (also the hard maximum) */
 	unsigned max_pending_kb;		  /* 16 MiB unsent to one client */
+	/* Sum of the buffer sizes of every session of one consumer uid, detached sessions
+	 * included: a quarter of MemTotal (at least 1 GiB if /proc/meminfo is unreadable). */
+	unsigned long long max_uid_buffer_kb;
 };
 
 /* Index of a socket in sonde_service_opts.socket_* and for sonde_service_socket. */

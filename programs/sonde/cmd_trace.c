@@ -51,6 +51,8 @@ static void usage(FILE *f)
 		"      --producer-socket PATH  the service's producer socket, for --trigger\n"
 		"                       (default $PERFETTO_PRODUCER_SOCK_NAME, else the usual\n"
 		"                       path)\n"
+		"      --trust-uid UID  also trust a service running as UID (default: only root\n"
+		"                       or your own uid; $SONDE_TRUST_UID does the same)\n"
 		"  -h, --help           show this help\n"
 		"\n"
 		"-t, -b and DATA_SOURCE names build a config with one ring buffer; they cannot be\n"
@@ -61,7 +63,8 @@ struct opts {
 	const char *config, *out, *socket, *producer_socket, *clone;
 	const char *triggers[32];
 	size_t n_triggers;
-	bool txt, query, quick;
+	bool txt, query, quick, trust_uid_set;
+	uint32_t trust_uid;
 	uint32_t duration_ms;
 	uint32_t buffer_kb;
 	char **sources;
@@ -133,9 +136,31 @@ static int parse_size_kb(const char *s, uint32_t *kb)
 	return 0;
 }
 
+static int parse_uid(const char *s, uint32_t *uid)
+{
+	char *end;
+
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v >= UINT32_MAX)
+		return -1;
+	*uid = (uint32_t)v;
+	return 0;
+}
+
+/* A service refused as untrusted (EPERM from the client library): one line that names it
+ * and says how to trust it. */
+static void untrusted(const char *path, uint32_t uid)
+{
+	cli_error(CMD,
+		  "not talking to the service at %s: it runs as uid %u, which is neither root "
+		  "nor yours (uid %u); if it is the service you meant, pass --trust-uid %u",
+		  path, (unsigned)uid, (unsigned)geteuid(), (unsigned)uid);
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_TXT = 256, OPT_SOCKET, OPT_TRIGGER, OPT_PRODUCER_SOCKET, OPT_CLONE };
+	enum { OPT_TXT = 256, OPT_SOCKET, OPT_TRIGGER, OPT_PRODUCER_SOCKET, OPT_CLONE, OPT_TRUST };
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"txt", no_argument, NULL, OPT_TXT},
@@ -147,6 +172,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"trigger", required_argument, NULL, OPT_TRIGGER},
 		{"clone", required_argument, NULL, OPT_CLONE},
 		{"producer-socket", required_argument, NULL, OPT_PRODUCER_SOCKET},
+		{"trust-uid", required_argument, NULL, OPT_TRUST},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	int c;
@@ -197,6 +223,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_PRODUCER_SOCKET:
 			o->producer_socket = optarg;
+			break;
+		case OPT_TRUST:
+			if (parse_uid(optarg, &o->trust_uid) < 0) {
+				cli_error(CMD, "bad uid '%s' for --trust-uid", optarg);
+				return CLI_USAGE;
+			}
+			o->trust_uid_set = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -351,13 +384,22 @@ fail:
 
 static struct sonde_consumer *connect_service(const struct opts *o)
 {
-	struct sonde_consumer_opts co = {.sz = sizeof(co), .socket = o->socket};
+	uint32_t uid = 0;
+	struct sonde_consumer_opts co = {.sz = sizeof(co),
+					 .socket = o->socket,
+					 .trust_uid_set = o->trust_uid_set,
+					 .trust_uid = o->trust_uid,
+					 .untrusted_uid = &uid};
 	struct sonde_consumer *c = sonde_consumer__new(&co);
 
 	if (!c) {
 		int e = errno;
 		const char *path = sonde_consumer__socket_path(&co);
-		if (e == ENOENT || e == ECONNREFUSED)
+		if (e == EPERM)
+			untrusted(path, uid);
+		else if (e == EINVAL)
+			cli_error(CMD, "SONDE_TRUST_UID is not a uid");
+		else if (e == ENOENT || e == ECONNREFUSED)
 			cli_error(CMD,
 				  "no tracing service at %s (%s): start sonded, or point "
 				  "--socket or PERFETTO_CONSUMER_SOCK_NAME at a running service",
@@ -410,12 +452,21 @@ static int run_query(const struct opts *o)
  * left, and exit (the service handles a connection's requests before its close). */
 static int run_triggers(const struct opts *o)
 {
-	struct sonde_producer_opts po = {
-		.sz = sizeof(po), .name = "perfetto_cmd_producer", .socket = o->producer_socket};
+	uint32_t uid = 0;
+	struct sonde_producer_opts po = {.sz = sizeof(po),
+					 .name = "perfetto_cmd_producer",
+					 .socket = o->producer_socket,
+					 .trust_uid_set = o->trust_uid_set,
+					 .trust_uid = o->trust_uid,
+					 .untrusted_uid = &uid};
 	struct sonde_producer *p = sonde_producer__new(&po);
 	uint64_t start = now_ms();
 	int r;
 
+	if (!p && errno == EPERM) {
+		untrusted(sonde_producer__socket_path(&po), uid);
+		return CLI_FAILURE;
+	}
 	if (!p) {
 		cli_error(CMD, "cannot connect to the producer socket %s: %s",
 			  sonde_producer__socket_path(&po), strerror(errno));
@@ -556,6 +607,25 @@ static int open_output(const char *path)
 	return fd;
 }
 
+/* The session did not end normally (lost connection, abort, timeout): what the file holds
+ * (the service's writes, for write_into_file; else nothing yet) stays, and is incomplete. */
+static void lost(const struct opts *o, int fd, int r, bool into_file)
+{
+	const char *why = r == -EINTR	    ? "aborted"
+			  : r == -ECONNRESET ? "the connection to the service was lost"
+					     : sonde_strerror(r);
+	off_t size = lseek(fd, 0, SEEK_END);
+
+	if (into_file)
+		cli_error(CMD, "%s: %s holds the %lld bytes the service wrote; the trace is "
+			       "incomplete",
+			  why, o->out, (long long)(size > 0 ? size : 0));
+	else
+		cli_error(CMD, "%s before the trace was read: nothing was written to %s; the "
+			       "trace is incomplete",
+			  why, o->out);
+}
+
 /* After the session ended: drain it into the file, unless the service wrote it. */
 static int collect(struct sonde_consumer *c, const struct opts *o, int fd, bool into_file)
 {
@@ -576,12 +646,17 @@ static int collect(struct sonde_consumer *c, const struct opts *o, int fd, bool 
 	int r = sonde_consumer__read_buffers_sync(c, 60000);
 	if (fclose(s.f) != 0 && !s.err)
 		s.err = errno;
-	if (r < 0) {
-		cli_error(CMD, "reading the trace failed: %s", sonde_strerror(r));
-		return CLI_FAILURE;
-	}
 	if (s.err) {
 		cli_error(CMD, "writing %s: %s", o->out, strerror(s.err));
+		return CLI_FAILURE;
+	}
+	/* every packet that arrived is in the file, whole: keep it, and say it is partial */
+	if (r < 0) {
+		cli_error(CMD, "%s while reading: wrote %llu packets, %llu bytes to %s; the trace "
+			       "is incomplete",
+			  r == -ECONNRESET ? "the connection to the service was lost"
+					   : sonde_strerror(r),
+			  (unsigned long long)s.packets, (unsigned long long)s.bytes, o->out);
 		return CLI_FAILURE;
 	}
 	fprintf(stderr, "sonde trace: wrote %llu packets, %llu bytes to %s\n",
@@ -654,7 +729,7 @@ static int run_trace(const struct opts *o)
 	fprintf(stderr, "sonde trace: tracing %u data source%s%s\n", sum.num_data_sources,
 		sum.num_data_sources == 1 ? "" : "s", sum.duration_ms ? "" : " until Ctrl-C");
 	if ((r = wait_session(c, sum.duration_ms)) < 0) {
-		cli_error(CMD, "%s", r == -EINTR ? "aborted" : sonde_strerror(r));
+		lost(o, fd, r, sum.write_into_file);
 		goto out;
 	}
 	sonde_consumer__wait_disabled(c, 0, err, sizeof(err));

@@ -49,6 +49,8 @@ static void usage(FILE *f)
 		"      --max-connections-per-uid N  connections of one uid (256)\n"
 		"      --max-buffers N         buffers in one session (128, the maximum)\n"
 		"      --max-session-buffer-kb N  buffer memory of one session (1048576)\n"
+		"      --max-buffer-kb-per-uid N  buffer memory of all sessions of one uid,\n"
+		"                              detached ones included (a quarter of MemTotal)\n"
 		"      --max-smb-kb N          shared memory buffer of a producer (32768,\n"
 		"                              the maximum)\n"
 		"      --max-pending-kb N      bytes queued unsent to one client (16384)\n"
@@ -91,6 +93,7 @@ enum {
 	OPT_MAX_CONNS_UID,
 	OPT_MAX_BUFFERS,
 	OPT_MAX_SESSION_KB,
+	OPT_MAX_UID_KB,
 	OPT_MAX_SMB_KB,
 	OPT_MAX_PENDING_KB,
 };
@@ -175,8 +178,9 @@ static int number(const char *v, unsigned long long max, unsigned long long *out
 static int limit_opt(struct sonde_service_opts *o, int c, const char *v)
 {
 	unsigned long long n;
+	bool kb64 = c == OPT_MAX_SESSION_KB || c == OPT_MAX_UID_KB;
 
-	if (number(v, c == OPT_MAX_SESSION_KB ? (1ull << 40) : (1ull << 31), &n) < 0)
+	if (number(v, kb64 ? (1ull << 40) : (1ull << 31), &n) < 0)
 		return -EINVAL;
 	switch (c) {
 	case OPT_MAX_SESSIONS:
@@ -196,6 +200,9 @@ static int limit_opt(struct sonde_service_opts *o, int c, const char *v)
 		break;
 	case OPT_MAX_SESSION_KB:
 		o->max_session_buffer_kb = n;
+		break;
+	case OPT_MAX_UID_KB:
+		o->max_uid_buffer_kb = n;
 		break;
 	case OPT_MAX_SMB_KB:
 		o->max_smb_kb = (unsigned)n;
@@ -260,6 +267,7 @@ int main(int argc, char **argv)
 		{"max-connections-per-uid", required_argument, NULL, OPT_MAX_CONNS_UID},
 		{"max-buffers", required_argument, NULL, OPT_MAX_BUFFERS},
 		{"max-session-buffer-kb", required_argument, NULL, OPT_MAX_SESSION_KB},
+		{"max-buffer-kb-per-uid", required_argument, NULL, OPT_MAX_UID_KB},
 		{"max-smb-kb", required_argument, NULL, OPT_MAX_SMB_KB},
 		{"max-pending-kb", required_argument, NULL, OPT_MAX_PENDING_KB},
 		{"no-perf", no_argument, NULL, 'P'},

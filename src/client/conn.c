@@ -85,6 +85,41 @@ static int adopt_fd(const char *spec)
 	return (int)n;
 }
 
+int conn_trust_from_env(struct conn_trust *t)
+{
+	const char *v = getenv("SONDE_TRUST_UID");
+	char *end;
+
+	if (t->uid_set || !v || !*v)
+		return 0;
+	errno = 0;
+	unsigned long u = strtoul(v, &end, 10);
+	if (*end || errno || u >= (uid_t)-1)
+		return -EINVAL;
+	t->uid_set = true;
+	t->uid = (uint32_t)u;
+	return 0;
+}
+
+int conn_check_listener(int fd, const char *path, const struct conn_trust *t)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	uid_t me = geteuid();
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+		return -errno;
+	if (cr.uid == 0 || cr.uid == me || (t && t->uid_set && cr.uid == t->uid))
+		return 0;
+	if (t && t->refused_uid)
+		*t->refused_uid = cr.uid;
+	else
+		sonde_warn("not connecting to %s: the service there runs as uid %u, neither root "
+			   "nor uid %u (set SONDE_TRUST_UID=%u to trust it)",
+			   path, (unsigned)cr.uid, (unsigned)me, (unsigned)cr.uid);
+	return -EPERM;
+}
+
 static int64_t ms_left(const struct timespec *deadline)
 {
 	struct timespec now;
@@ -140,8 +175,9 @@ static int await_bind_reply(struct conn *c, uint64_t req, const char *const *nam
 }
 
 int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char *service,
-	      const char *const *names, size_t n, int timeout_ms)
+	      const char *const *names, size_t n, int timeout_ms, const struct conn_trust *trust)
 {
+	bool inherited;
 	int fd, r;
 
 	memset(c, 0, sizeof(*c));
@@ -155,12 +191,15 @@ int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char 
 	if ((r = pthread_mutex_init(&c->lock, NULL)) != 0)
 		return -r;
 	c->open = true;
-	fd = strncmp(c->path, "fd:", 3) ? connect_unix(c->path) : adopt_fd(c->path + 3);
+	inherited = !strncmp(c->path, "fd:", 3);
+	fd = inherited ? adopt_fd(c->path + 3) : connect_unix(c->path);
 	if (fd < 0) {
 		r = fd;
 		goto fail;
 	}
 	if ((r = ipc_chan_init(&c->ch, fd)) < 0)
+		goto fail;
+	if (!inherited && (r = conn_check_listener(fd, c->path, trust)) < 0)
 		goto fail;
 	c->next_request_id = 1;
 	struct ipc_frame f = {.request_id = c->next_request_id++,

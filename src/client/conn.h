@@ -36,13 +36,33 @@ struct conn {
  * /tmp/perfetto-{producer,consumer} (perfetto-wire.md §1.1). */
 void conn_default_path(enum conn_kind kind, char *out, size_t size);
 
+/* Whom a client believes to be the service. A socket path can be bound by anyone who
+ * gets there first (/tmp/perfetto-* while no service runs, any abstract name), so before
+ * a byte is sent the listener's SO_PEERCRED uid must be root, the caller's effective uid,
+ * or `uid` when uid_set. An inherited "fd:N" socket is the supervisor's choice and is not
+ * checked. */
+struct conn_trust {
+	bool uid_set;
+	uint32_t uid;
+	/* Receives the listener's uid on -EPERM; when NULL the refusal is logged instead. */
+	uint32_t *refused_uid;
+};
+
+/* Fills t from $SONDE_TRUST_UID unless t->uid_set. -EINVAL if the variable is not a uid. */
+int conn_trust_from_env(struct conn_trust *t);
+/* 0 if the process listening at the other end of connected socket fd (named path, for
+ * the message) is trusted by t (NULL: root or the caller's own uid), else -EPERM. */
+int conn_check_listener(int fd, const char *path, const struct conn_trust *t);
+
 /* Connects to path (NULL: the default for kind; a leading '@' is the abstract namespace;
- * "fd:N" takes the inherited connected socket N, once: -EBUSY if already taken),
- * binds `service` and resolves the n method names (n <= CONN_MAX_METHODS), waiting up to
- * timeout_ms for the reply. Returns 0, -ECONNREFUSED/-ENOENT when nothing listens,
- * -ETIMEDOUT, -SONDE_E_PROTOCOL if the service refused the binding, or -errno. */
+ * "fd:N" takes the inherited connected socket N, once: -EBUSY if already taken), checks
+ * the listener against trust (NULL: root or the caller's own uid), binds `service` and
+ * resolves the n method names (n <= CONN_MAX_METHODS), waiting up to timeout_ms for the
+ * reply. Returns 0, -ECONNREFUSED/-ENOENT when nothing listens, -EPERM when the listener
+ * is not trusted, -ETIMEDOUT, -SONDE_E_PROTOCOL if the service refused the binding, or
+ * -errno. */
 int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char *service,
-	      const char *const *names, size_t n, int timeout_ms);
+	      const char *const *names, size_t n, int timeout_ms, const struct conn_trust *trust);
 void conn_close(struct conn *c);
 
 /* Sends InvokeMethod for our method index `m` (fd >= 0 is attached, not taken). Returns the

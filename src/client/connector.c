@@ -12,6 +12,7 @@
 #include <sonde/connector.h>
 #include <sonde/error.h>
 
+#include "client/conn.h"
 #include "ipc/cxmsg.h"
 #include "ipc/fdpass.h"
 #include "ipc/sock.h"
@@ -38,9 +39,18 @@ struct sonde_connector *sonde_connector__new(const struct sonde_connector_opts *
 
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
-	fd = ipc_connect_type(sonde_connector__socket_path(&o), SOCK_SEQPACKET);
+	const char *path = sonde_connector__socket_path(&o);
+	struct conn_trust t = {0};
+	int rc = conn_trust_from_env(&t);
+	fd = rc < 0 ? rc : ipc_connect_type(path, SOCK_SEQPACKET);
 	if (fd < 0) {
 		errno = -fd;
+		return NULL;
+	}
+	/* sockets handed to whoever listens there reach that user: it must be the service */
+	if ((rc = conn_check_listener(fd, path, &t)) < 0) {
+		close(fd);
+		errno = -rc;
 		return NULL;
 	}
 	if (!(c = calloc(1, sizeof(*c)))) {

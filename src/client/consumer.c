@@ -77,8 +77,15 @@ struct sonde_consumer *sonde_consumer__new(const struct sonde_consumer_opts *opt
 
 	if (!c)
 		return NULL;
-	r = conn_open(&c->c, CONN_CONSUMER, path_of(opts, path, sizeof(path)), "ConsumerPort",
-		      method_names, CM_COUNT, opts ? opts->timeout_ms : 0);
+	/* fields past the caller's sz are taken as zero (an older, smaller opts layout) */
+	struct sonde_consumer_opts o = {0};
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	struct conn_trust t = {o.trust_uid_set, o.trust_uid, o.untrusted_uid};
+	r = conn_trust_from_env(&t);
+	if (r == 0)
+		r = conn_open(&c->c, CONN_CONSUMER, path_of(opts, path, sizeof(path)),
+			      "ConsumerPort", method_names, CM_COUNT, o.timeout_ms, &t);
 	if (r < 0) {
 		free(c);
 		errno = -r < SONDE_E_BASE ? -r : EPROTO;

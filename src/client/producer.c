@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sonde/client.h>
@@ -40,7 +41,14 @@ static const char *const method_names[PM_COUNT] = {
 	"NotifyDataSourceStarted", "NotifyDataSourceStopped", "ActivateTriggers",
 };
 
-enum { DEFAULT_STALL_MS = 10, OWN_SMB_SIZE = 262144, OWN_SMB_PAGE = 4096 };
+enum {
+	DEFAULT_STALL_MS = 10,
+	OWN_SMB_SIZE = 262144,
+	OWN_SMB_PAGE = 4096,
+	/* reconnection backoff, as the Perfetto SDK's: the first retry soon, then doubling */
+	RECONNECT_FIRST_MS = 100,
+	RECONNECT_MAX_MS = 5000,
+};
 
 struct ds_reg {
 	char *name;
@@ -75,6 +83,14 @@ struct sonde_producer {
 	pthread_mutex_t wlock;
 	struct sonde_trace_writer *writers[SMB_MAX_WRITER_ID + 1];
 	struct buf scratch;
+	/* opts.reconnect: after the connection is lost (down), the old connection and SMB stay
+	 * until the last writer is freed (writers of any thread may still use them), then a
+	 * new connection is tried at retry_ms with a doubling backoff */
+	struct conn_trust trust;
+	char path[108];
+	bool down;
+	uint64_t retry_ms;
+	uint32_t backoff_ms;
 };
 
 static const char *socket_path_of(const struct sonde_producer_opts *o, char *buf, size_t n)
@@ -206,10 +222,17 @@ struct sonde_producer *sonde_producer__new(const struct sonde_producer_opts *opt
 		goto fail;
 	p->opts.name = p->name;
 	p->opts.socket = NULL; /* not kept: the path is in p->c */
+	struct conn_trust t = {p->opts.trust_uid_set, p->opts.trust_uid, p->opts.untrusted_uid};
+	if ((r = conn_trust_from_env(&t)) < 0)
+		goto fail;
 	r = conn_open(&p->c, CONN_PRODUCER, socket_path_of(opts, path, sizeof(path)),
-		      "ProducerPort", method_names, PM_COUNT, opts->timeout_ms);
+		      "ProducerPort", method_names, PM_COUNT, p->opts.timeout_ms, &t);
 	if (r < 0)
 		goto fail;
+	snprintf(p->path, sizeof(p->path), "%s", p->c.path);
+	p->trust = t;
+	p->trust.refused_uid = NULL; /* the caller's pointer is not kept: later refusals log */
+	p->opts.untrusted_uid = NULL;
 	if ((r = send_initialize(p)) < 0)
 		goto fail;
 	return p;
@@ -219,17 +242,16 @@ fail:
 	return NULL;
 }
 
+static void drop_smb(struct sonde_producer *p);
+
 void sonde_producer__free(struct sonde_producer *p)
 {
 	if (!p)
 		return;
-	if (p->arb_ready) {
+	if (p->arb_ready)
 		arbiter_commit(&p->arb, 0);
-		arbiter_fini(&p->arb);
-	}
 	conn_close(&p->c);
-	if (p->smb)
-		munmap(p->smb, p->smb_size);
+	drop_smb(p);
 	for (size_t i = 0; i < p->n_regs; i++)
 		free(p->regs[i].name);
 	free(p->regs);
@@ -242,12 +264,12 @@ void sonde_producer__free(struct sonde_producer *p)
 
 int sonde_producer__fd(const struct sonde_producer *p)
 {
-	return p->c.ch.fd;
+	return p->down ? -1 : p->c.ch.fd;
 }
 
 bool sonde_producer__want_write(struct sonde_producer *p)
 {
-	return conn_tx_pending(&p->c) > 0;
+	return !p->down && conn_tx_pending(&p->c) > 0;
 }
 
 bool sonde_producer__connected(const struct sonde_producer *p)
@@ -267,11 +289,12 @@ bool sonde_producer__has_smb(const struct sonde_producer *p)
 
 /* ---------------------------------------------------------------- data sources */
 
+static int send_register(struct sonde_producer *p, const struct ds_reg *reg);
+
 int sonde_producer__register_data_source(struct sonde_producer *p, const char *name,
 					 const struct sonde_data_source_cbs *cbs)
 {
 	struct sonde_data_source_cbs c = {0};
-	struct buf *b = &p->scratch;
 
 	if (!name || !*name)
 		return -EINVAL;
@@ -285,9 +308,19 @@ int sonde_producer__register_data_source(struct sonde_producer *p, const char *n
 		return -ENOMEM;
 	regs[p->n_regs].cbs = c;
 	p->n_regs++;
+	if (p->down)
+		return 0; /* sent with the others once connected again */
+	return send_register(p, &p->regs[p->n_regs - 1]);
+}
+
+static int send_register(struct sonde_producer *p, const struct ds_reg *reg)
+{
+	const struct sonde_data_source_cbs c = reg->cbs;
+	struct buf *b = &p->scratch;
+
 	buf_reset(b);
 	size_t m = pb_begin(b, PF_REGISTER_DS_REQ_DESCRIPTOR);
-	pb_put_string(b, PF_DS_DESCRIPTOR_NAME, name);
+	pb_put_string(b, PF_DS_DESCRIPTOR_NAME, reg->name);
 	if (c.will_notify_on_stop)
 		pb_put_bool(b, PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_STOP, true);
 	if (c.will_notify_on_start)
@@ -627,11 +660,111 @@ static void dispatch(struct sonde_producer *p, const struct ipc_frame *f, int fd
 		close(fd);
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The connection is gone: every instance stops (the service that ran them is gone too),
+ * and a reconnection is scheduled. The connection and the SMB stay until the writers are
+ * freed: their packets are dropped meanwhile (send_error). */
+static void lose_connection(struct sonde_producer *p)
+{
+	sonde_warn("producer %s: the connection to %s was lost; reconnecting", p->name, p->path);
+	p->connected = false;
+	p->down = true;
+	p->backoff_ms = RECONNECT_FIRST_MS;
+	p->retry_ms = mono_ms() + p->backoff_ms;
+	while (p->n_insts) {
+		struct ds_inst in = p->insts[p->n_insts - 1];
+		const struct sonde_data_source_cbs *cbs = &p->regs[in.reg].cbs;
+		if (cbs->stop)
+			cbs->stop(cbs->ctx, in.id);
+		release_writers_of(p, in.id);
+		pthread_mutex_lock(&p->wlock);
+		p->n_insts--;
+		pthread_mutex_unlock(&p->wlock);
+	}
+}
+
+static bool writers_left(struct sonde_producer *p)
+{
+	bool any = false;
+
+	pthread_mutex_lock(&p->wlock);
+	for (unsigned i = 1; i <= SMB_MAX_WRITER_ID && !any; i++)
+		any = p->writers[i] != NULL;
+	pthread_mutex_unlock(&p->wlock);
+	return any;
+}
+
+static void drop_smb(struct sonde_producer *p)
+{
+	if (p->arb_ready) {
+		__atomic_store_n(&p->arb_ready, false, __ATOMIC_RELEASE);
+		arbiter_fini(&p->arb);
+	}
+	if (p->smb)
+		munmap(p->smb, p->smb_size);
+	p->smb = NULL;
+	p->smb_offered = p->smb_adopted = false;
+}
+
+/* One attempt, when due: a new connection, InitializeConnection, and every data source
+ * registered again. Failures double the wait, up to RECONNECT_MAX_MS. */
+static void try_reconnect(struct sonde_producer *p)
+{
+	int r;
+
+	if (mono_ms() < p->retry_ms)
+		return;
+	if (writers_left(p)) {
+		p->retry_ms = mono_ms() + RECONNECT_FIRST_MS;
+		return;
+	}
+	conn_close(&p->c);
+	drop_smb(p);
+	p->eof = p->failed = false;
+	r = conn_open(&p->c, CONN_PRODUCER, p->path, "ProducerPort", method_names, PM_COUNT,
+		      p->opts.timeout_ms, &p->trust);
+	if (r == 0)
+		r = send_initialize(p);
+	for (size_t i = 0; r == 0 && i < p->n_regs; i++)
+		r = send_register(p, &p->regs[i]);
+	if (r < 0) {
+		conn_close(&p->c);
+		drop_smb(p);
+		p->backoff_ms = p->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS
+								      : p->backoff_ms * 2;
+		p->retry_ms = mono_ms() + p->backoff_ms;
+		sonde_debug("producer %s: reconnecting to %s: %s; next try in %u ms", p->name,
+			    p->path, sonde_strerror(r), p->backoff_ms);
+		return;
+	}
+	p->down = false;
+	sonde_info("producer %s: connected again to %s", p->name, p->path);
+}
+
+int sonde_producer__timeout_ms(const struct sonde_producer *p)
+{
+	if (!p->down)
+		return -1;
+	uint64_t now = mono_ms();
+	return p->retry_ms > now ? (int)(p->retry_ms - now) : 0;
+}
+
 int sonde_producer__process(struct sonde_producer *p)
 {
 	struct ipc_frame f;
 	int r, fd;
 
+	if (p->down) {
+		try_reconnect(p);
+		return 0;
+	}
 	if (!p->eof) {
 		r = conn_read(&p->c);
 		if (r == -ECONNRESET)
@@ -649,7 +782,11 @@ int sonde_producer__process(struct sonde_producer *p)
 	if (p->eof) {
 		if (p->arb_ready && !p->arb.send_error)
 			p->arb.send_error = -ECONNRESET;
-		return -ECONNRESET;
+		/* an inherited socket ("fd:N") cannot be opened again */
+		if (!p->opts.reconnect || !strncmp(p->path, "fd:", 3))
+			return -ECONNRESET;
+		lose_connection(p);
+		return 0;
 	}
 	if (p->failed)
 		return -SONDE_E_PROTOCOL;
@@ -658,6 +795,14 @@ int sonde_producer__process(struct sonde_producer *p)
 
 int sonde_producer__poll(struct sonde_producer *p, int timeout_ms)
 {
+	if (p->down) {
+		int wait = sonde_producer__timeout_ms(p);
+		if (timeout_ms >= 0 && timeout_ms < wait)
+			wait = timeout_ms;
+		if (wait > 0)
+			nanosleep(&(struct timespec){wait / 1000, (long)(wait % 1000) * 1000000}, NULL);
+		return sonde_producer__process(p);
+	}
 	if (p->eof)
 		return -ECONNRESET;
 	int r = conn_wait(&p->c, timeout_ms);

@@ -120,7 +120,6 @@ static struct session *new_clone(struct svc *s, struct conn *c, const struct ses
 	ss->consumer_uid = (int32_t)c->ch.peer_uid;
 	ss->state = SESS_DISABLED;
 	ss->read_only = true;
-	ss->out_fd = -1;
 	ss->next_seq_id = src->next_seq_id; /* the copied sequences keep their ids */
 	ss->no_clock_snapshots = src->no_clock_snapshots;
 	ss->no_trace_config = src->no_trace_config;

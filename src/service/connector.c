@@ -30,6 +30,7 @@
 enum {
 	CX_MAX_CLIENTS = 64,   /* supervisors connected at once */
 	CX_BATCH = 32,	       /* requests handled per wake-up of one client */
+	CX_ACCEPT_BATCH = 16,  /* clients accepted per wake-up of the listener */
 	CX_NOBODY_GID = 65534, /* the gid of a granted uid when none is granted */
 };
 
@@ -71,6 +72,24 @@ static int status(struct cx_ctx *x, int err, const char *fmt, ...)
 	return -err;
 }
 
+/* A socket connected to one of the service's own listening sockets would make the
+ * service its own client: every frame one end sends, the other end answers. The peer of
+ * such a socket is the listener, whose SO_PEERCRED is the process that called listen():
+ * this one. No legitimate client is served by sonded itself, so that is refused. */
+static int check_not_self(struct cx_ctx *x, int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || len != sizeof(cr))
+		return status(x, ENOTCONN, "the socket has no peer credentials");
+	if (cr.pid == getpid())
+		return status(x, ELOOP,
+			      "the socket is connected to this service itself (to one of its own "
+			      "sockets): a self-connection is refused");
+	return 0;
+}
+
 /* The handed-over socket must be a connected AF_UNIX stream socket: not a listener
  * (accepting on the service's behalf), not a datagram socket. */
 static int check_socket(struct cx_ctx *x, int fd)
@@ -88,7 +107,7 @@ static int check_socket(struct cx_ctx *x, int fd)
 		return status(x, ENOTSOCK, "the first fd is not an AF_UNIX stream socket");
 	if (acc || getpeername(fd, (struct sockaddr *)&peer, &pl) < 0)
 		return status(x, ENOTCONN, "the socket is not connected");
-	return 0;
+	return check_not_self(x, fd);
 }
 
 /* Trust model: the connection carries the supervisor's identity, or one it may grant:
@@ -297,7 +316,9 @@ static void accept_clients(struct svc *s)
 {
 	struct svc_connector *cx = s->cx;
 
-	for (;;) {
+	/* bounded per wake-up: a client reconnecting as fast as it is refused cannot keep
+	 * the loop here */
+	for (int k = 0; k < CX_ACCEPT_BATCH; k++) {
 		int fd = accept4(cx->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			svc_accept_failed(s, cx->lfd, cx->lcookie, errno);

@@ -191,6 +191,16 @@ static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *
 		break;
 	case IPC_MSG_SET_PEER_IDENTITY:
 		break; /* AF_UNIX: SO_PEERCRED is authoritative */
+	case IPC_MSG_BIND_SERVICE_REPLY:
+	case IPC_MSG_INVOKE_METHOD_REPLY:
+	case IPC_MSG_REQUEST_ERROR:
+		/* Only a service sends these: the peer is a service, perhaps this one through a
+		 * socket that leads back to it. Answering would start an endless exchange of
+		 * errors between two services, so the connection ends instead. */
+		sonde_warn("connection %llu (pid %d) sent a reply, not a request: closing",
+			   (unsigned long long)c->id, (int)c->ch.peer_pid);
+		c->dead = true;
+		break;
 	default: {
 		struct ipc_frame e = {.request_id = f->request_id,
 				      .msg = IPC_MSG_REQUEST_ERROR,
@@ -301,7 +311,9 @@ void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err)
 
 static void accept_conns(struct svc *s, int which)
 {
-	for (;;) {
+	/* bounded per wake-up (level-triggered: the rest comes in the next iteration), so a
+	 * peer connecting as fast as it is refused cannot keep the loop from the others */
+	for (int k = 0; k < SVC_ACCEPT_BATCH; k++) {
 		int fd = accept4(s->lfd[which], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			svc_accept_failed(s, s->lfd[which],
@@ -384,6 +396,7 @@ static void housekeeping(void *ctx, uint64_t arg)
 		}
 		sec_pending_ok(s, c, 0);
 	}
+	session_reap_writers(s, 0);
 	s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0);
 }
 
@@ -496,6 +509,7 @@ void sonde_service_free(struct sonde_service *ss)
 	reap(s);
 	while (s->nsessions) /* detached or orphaned sessions */
 		session_free(s, s->sessions[0]);
+	session_reap_writers(s, 2000); /* their files get 2 s to take what is queued */
 	connector_free(s);
 	for (int i = 0; i < 2; i++) {
 		if (s->lfd[i] >= 0)

@@ -31,6 +31,10 @@ enum {
 	SVC_MAX_BUFFERS_PER_SESSION = 128,
 	SVC_DEFAULT_TIMEOUT_MS = 5000,
 	SVC_READ_PAUSE_BYTES = 4 << 20, /* ReadBuffers waits while this much is unsent */
+	SVC_ACCEPT_BATCH = 32,		/* connections accepted per wake-up of a listener */
+	SVC_FILE_QUEUE_BYTES = 4 << 20, /* write_into_file: bytes queued to the writer thread */
+	SVC_FILE_STALL_MS = 10000,	/* ... and how long they may wait without progress */
+	SVC_MAX_DRAINING = 16,		/* writers finishing the files of freed sessions */
 	SVC_COOKIE_PRODUCER_LISTENER = 1,
 	SVC_COOKIE_CONSUMER_LISTENER = 2,
 };
@@ -187,9 +191,13 @@ struct session {
 	char *error;
 	/* timers */
 	uint64_t t_duration, t_flush_period, t_file, t_stop, t_snapshot, t_clear;
-	/* write_into_file */
-	int out_fd;
+	/* write_into_file: the file is written by a thread of its own (fwriter.h), fed from
+	 * fbuf by session_drain_file; once DISABLED the EnableTracing reply waits until the
+	 * writer has finished (file_done) */
+	struct fwriter *fw;
 	bool out_created; /* output_path: the service created the file */
+	bool file_closing, file_done;
+	uint64_t t_pump; /* a drain soon: the writer's queue was full, or the file closes */
 	uint64_t file_bytes;
 	struct buf fbuf;
 	/* service packets */
@@ -216,10 +224,15 @@ struct flush {
 /* Configured limits (security.c; defaults in docs/service.md). */
 struct svc_limits {
 	uint32_t sessions, sessions_per_uid, conns, conns_per_uid, buffers_per_session;
-	uint64_t session_buffer_bytes, smb_bytes, pending_bytes;
+	uint64_t session_buffer_bytes, uid_buffer_bytes, smb_bytes, pending_bytes;
 };
 
 struct svc_connector;
+
+struct svc_retired {
+	struct fwriter *fw;
+	bool cancelled;
+};
 
 struct svc {
 	struct loop loop;
@@ -248,6 +261,10 @@ struct svc {
 	struct buf scratch;
 	struct trig_global *trig; /* trigger.c, allocated on first use */
 	struct perfds *perfds;	  /* perfds.c: the linux.perf data source, when started */
+	/* writers no session owns any more (session.c): still writing out the file of a
+	 * freed session (at most SVC_MAX_DRAINING), or cancelled and not ended yet */
+	struct svc_retired *retired;
+	size_t nretired, retired_cap;
 };
 
 /* bufid.c: global BufferIDs */
@@ -312,6 +329,10 @@ uint64_t session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
 		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable);
 void session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id);
 void session_drain_file(struct svc *s, struct session *ss);
+/* Stops the retired writers that are done or stalled and frees those whose thread ended;
+ * with wait_ms, gives all of them that long in all to finish, then lets them go (shutdown
+ * only: it blocks). */
+void session_reap_writers(struct svc *s, int wait_ms);
 /* Sends the held EnableTracing reply now if the session already ended. */
 void session_resolve_if_disabled(struct svc *s, struct session *ss);
 /* Reads every buffer of the session into fn; 1 if fn asked to stop, else 0. */

@@ -42,6 +42,17 @@ static uint32_t pick(unsigned v, uint32_t def, uint32_t max)
 	return v == 0 || v > max ? def : v;
 }
 
+/* A quarter of the machine's memory: one uid can then not make the service the reason the
+ * machine swaps, and a few uids tracing at once still fit. */
+static uint64_t default_uid_buffer_bytes(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || psz <= 0)
+		return 1ull << 30;
+	return (uint64_t)pages * (uint64_t)psz / 4;
+}
+
 void sec_init(struct svc *s, const struct sonde_service_opts *o)
 {
 	struct svc_limits *l = &s->lim;
@@ -57,6 +68,8 @@ void sec_init(struct svc *s, const struct sonde_service_opts *o)
 	l->session_buffer_bytes =
 		(o && o->max_session_buffer_kb ? o->max_session_buffer_kb : DEF_SESSION_BUFFER_KB) *
 		1024ull;
+	l->uid_buffer_bytes = o && o->max_uid_buffer_kb ? o->max_uid_buffer_kb * 1024ull
+							: default_uid_buffer_bytes();
 	l->smb_bytes =
 		pick(o ? o->max_smb_kb : 0, SMB_SVC_MAX_SIZE / 1024, SMB_SVC_MAX_SIZE / 1024) *
 		1024ull;
@@ -218,6 +231,20 @@ const char *sec_apply_lockdown(struct svc *s, struct conn *c, const uint8_t *cfg
 
 /* ------------------------------------------------------------------ sessions */
 
+/* The buffer memory the sessions of uid hold: detached sessions and clones too, since
+ * they keep their buffers until freed. */
+static uint64_t uid_buffer_bytes(const struct svc *s, int32_t uid)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < s->nsessions; i++) {
+		const struct session *o = s->sessions[i];
+		for (size_t k = 0; o->consumer_uid == uid && k < o->nbufs; k++)
+			n += o->bufs[k]->size;
+	}
+	return n;
+}
+
 const char *sec_check_session(struct svc *s, const struct session *ss, const uint64_t *bufs,
 			      size_t nbufs)
 {
@@ -238,6 +265,10 @@ const char *sec_check_session(struct svc *s, const struct session *ss, const uin
 	}
 	if (total * 1024 > s->lim.session_buffer_bytes)
 		return "the trace config's buffers exceed the per-session memory limit";
+	if (total * 1024 > s->lim.uid_buffer_bytes ||
+	    uid_buffer_bytes(s, ss->consumer_uid) > s->lim.uid_buffer_bytes - total * 1024)
+		return "the trace config's buffers and those of this uid's other sessions "
+		       "(detached ones included) exceed the per-uid memory limit";
 	return NULL;
 }
 

@@ -15,6 +15,7 @@
 
 #include "base/pb.h"
 #include "ipc/protos.h"
+#include "service/fwriter.h"
 #include "service/internal.h"
 #include "service/perfauth.h"
 #include "service/perfds.h"
@@ -434,7 +435,7 @@ static void resolve_enable(struct svc *s, struct session *ss)
 
 void session_resolve_if_disabled(struct svc *s, struct session *ss)
 {
-	if (ss->state == SESS_DISABLED)
+	if (ss->state == SESS_DISABLED && (!ss->fw || ss->file_done))
 		resolve_enable(s, ss);
 }
 
@@ -470,15 +471,13 @@ static void finalize(struct svc *s, struct session *ss)
 	}
 	ss->state = SESS_DISABLED;
 	ss->stats_due = true;
-	if (ss->write_into_file) {
-		cancel_timer(s, &ss->t_file);
-		session_drain_file(s, ss);
-		if (ss->out_fd >= 0)
-			fsync(ss->out_fd);
-		if (ss->out_fd >= 0 && ss->out_created)
-			fchmod(ss->out_fd, 0644); /* complete: readable by others now */
-	}
 	sonde_info("session %llu disabled", (unsigned long long)ss->id);
+	cancel_timer(s, &ss->t_file);
+	if (ss->fw && !ss->file_done) {
+		ss->file_closing = true;
+		session_drain_file(s, ss); /* resolves once the file is complete */
+		return;
+	}
 	resolve_enable(s, ss);
 }
 
@@ -850,27 +849,42 @@ void session_start(struct svc *s, struct session *ss)
 
 /* ------------------------------------------------------------------ write_into_file */
 
-static int file_flush(struct session *ss)
-{
-	size_t off = 0;
+/* The file is written by its writer thread (fwriter.h): the loop moves packets from the
+ * buffers into fbuf, and fbuf into the writer's bounded queue. While the queue is full
+ * the packets stay in the trace buffers (which then wrap or discard by their own policy,
+ * as when the consumer of a ReadBuffers does not read), and a drain is retried soon. A
+ * file that takes nothing for SVC_FILE_STALL_MS ends its session with an error; the other
+ * sessions never wait for it. */
 
-	while (off < ss->fbuf.len) {
-		ssize_t w = write(ss->out_fd, ss->fbuf.data + off, ss->fbuf.len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			buf_reset(&ss->fbuf);
-			return -errno;
-		}
-		off += (size_t)w;
-	}
-	buf_reset(&ss->fbuf);
-	return 0;
+static void on_pump(void *ctx, uint64_t id)
+{
+	struct svc *s = ctx;
+	struct session *ss = svc_session(s, id);
+
+	if (!ss)
+		return;
+	ss->t_pump = 0;
+	session_drain_file(s, ss);
+}
+
+/* fbuf into the writer's queue; fbuf stays as it is while the queue has no room. */
+static int file_push(struct session *ss)
+{
+	int rc;
+
+	if (!ss->fbuf.len)
+		return 0;
+	rc = fwriter_push(ss->fw, ss->fbuf.data, ss->fbuf.len);
+	if (rc == -ENOBUFS)
+		return 0;
+	if (rc == 0)
+		buf_reset(&ss->fbuf);
+	return rc;
 }
 
 struct file_sink {
 	struct session *ss;
-	bool full;
+	bool full, broken, backlog;
 };
 
 /* Writes one Trace.packet record: 0x0A, varint length, the packet's slices. */
@@ -891,9 +905,12 @@ static int file_packet(void *ctx, const struct iovec *iov, size_t n, size_t tota
 	for (size_t i = 0; i < n; i++)
 		buf_append(&ss->fbuf, iov[i].iov_base, iov[i].iov_len);
 	ss->file_bytes += h + total;
-	if (ss->fbuf.len >= FILE_FLUSH_BYTES && file_flush(ss) < 0)
-		fs->full = true;
-	return fs->full;
+	if (ss->fbuf.len >= FILE_FLUSH_BYTES && file_push(ss) < 0)
+		fs->broken = true;
+	/* this packet is taken; the next ones wait in the buffers for room */
+	if (!fwriter_room(ss->fw, ss->fbuf.len))
+		fs->backlog = true;
+	return fs->full || fs->broken || fs->backlog;
 }
 
 int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
@@ -904,41 +921,172 @@ int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, v
 	return 0;
 }
 
+/* Hands a writer over to the retired list; cancelled, it is stopped now (and freed here
+ * if its thread ended at once). */
+static void retire(struct svc *s, struct fwriter *w, bool cancel)
+{
+	if (cancel) {
+		fwriter_cancel(w);
+		if (fwriter_reap(w))
+			return;
+	}
+	if (s->nretired == s->retired_cap) {
+		size_t cap = s->retired_cap ? 2 * s->retired_cap : 8;
+		struct svc_retired *v = realloc(s->retired, cap * sizeof(*v));
+		if (!v) {
+			/* the one blocking way out left, bounded */
+			if (!fwriter_free(w, 100))
+				sonde_error("a file writer could not be stopped; it is left running");
+			return;
+		}
+		s->retired = v;
+		s->retired_cap = cap;
+	}
+	if (!cancel)
+		for (size_t i = 0, n = 0; i < s->nretired; i++)
+			if (!s->retired[i].cancelled && ++n >= SVC_MAX_DRAINING) {
+				fwriter_cancel(w);
+				cancel = true;
+				break;
+			}
+	s->retired[s->nretired++] = (struct svc_retired){w, cancel};
+}
+
+/* The file failed or stopped draining: the writer goes (a write in progress is
+ * abandoned), the session ends with msg as its error. */
+static void file_fail(struct svc *s, struct session *ss, const char *msg)
+{
+	sonde_warn("session %llu: %s", (unsigned long long)ss->id, msg);
+	if (!ss->error)
+		ss->error = strdup(msg);
+	retire(s, ss->fw, true);
+	ss->fw = NULL;
+	ss->file_done = true;
+	buf_reset(&ss->fbuf);
+	if (ss->state != SESS_DISABLED)
+		session_disable(s, ss, false);
+	else
+		resolve_enable(s, ss);
+}
+
+/* Once DISABLED and everything is queued: fsync (and make a created file readable), then
+ * the EnableTracing reply. */
+static void file_close_step(struct svc *s, struct session *ss, bool backlog)
+{
+	if (backlog || ss->fbuf.len)
+		return;
+	fwriter_finish(ss->fw, ss->out_created ? 0644 : 0);
+	if (!fwriter_finished(ss->fw))
+		return;
+	ss->file_done = true;
+	resolve_enable(s, ss);
+}
+
 void session_drain_file(struct svc *s, struct session *ss)
 {
-	struct file_sink fs = {ss, false};
+	struct file_sink fs = {ss, false, false, false};
 
-	if (ss->out_fd < 0 || ss->file_full || trigger_waiting(ss))
+	if (!ss->fw || ss->file_done)
 		return;
-	svcpkt_emit_head(s, ss, file_packet, &fs);
-	if (!fs.full)
-		session_read_buffers(s, ss, file_packet, &fs);
-	if (!fs.full)
-		svcpkt_emit_tail(s, ss, file_packet, &fs);
-	if (file_flush(ss) < 0)
-		fs.full = true;
-	if (fs.full) {
-		/* max_file_size_bytes reached (or the file broke): stop writing, end it */
+	if (fwriter_stalled_ns(ss->fw, loop_now_ns()) > SVC_FILE_STALL_MS * 1000000ull) {
+		file_fail(s, ss, "the output file accepted nothing for 10 s: session ended");
+		return;
+	}
+	if (file_push(ss) < 0)
+		fs.broken = true;
+	fs.backlog = !fwriter_room(ss->fw, ss->fbuf.len);
+	if (!fs.broken && !fs.backlog && !ss->file_full && !trigger_waiting(ss)) {
+		svcpkt_emit_head(s, ss, file_packet, &fs);
+		if (!fs.full && !fs.broken && !fs.backlog)
+			session_read_buffers(s, ss, file_packet, &fs);
+		if (!fs.full && !fs.broken && !fs.backlog)
+			svcpkt_emit_tail(s, ss, file_packet, &fs);
+	}
+	if (!fs.broken && file_push(ss) < 0)
+		fs.broken = true;
+	if (fs.broken || fwriter_error(ss->fw)) {
+		file_fail(s, ss, "writing the output file failed: session ended");
+		return;
+	}
+	if (fs.full && !ss->file_full) {
+		/* max_file_size_bytes reached: stop writing, end the session */
 		ss->file_full = true;
 		if (ss->state == SESS_STARTED)
 			session_disable(s, ss, false);
+	}
+	if (ss->file_closing && !ss->file_done)
+		file_close_step(s, ss, fs.backlog);
+	if ((fs.backlog || (ss->file_closing && !ss->file_done)) && !ss->t_pump)
+		ss->t_pump = loop_timer_add(&s->loop, 20, on_pump, ss->id);
+}
+
+/* A freed session's writer finishes its queue on its own; reaped when done or stalled.
+ * Beyond SVC_MAX_DRAINING at once (a consumer could make many), it is stopped at once. */
+static void file_release(struct svc *s, struct session *ss)
+{
+	if (!ss->fw)
+		return;
+	file_push(ss);
+	fwriter_finish(ss->fw, ss->out_created ? 0644 : 0);
+	retire(s, ss->fw, ss->file_done || fwriter_finished(ss->fw));
+	ss->fw = NULL;
+}
+
+void session_reap_writers(struct svc *s, int wait_ms)
+{
+	uint64_t now = loop_now_ns(), end = now + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
+
+	for (size_t i = 0; i < s->nretired;) {
+		struct svc_retired *r = &s->retired[i];
+		bool gone;
+		if (wait_ms > 0) {
+			/* shutdown: the wait is shared by all of them */
+			now = loop_now_ns();
+			fwriter_free(r->fw, end > now ? (int)((end - now) / 1000000) : 0);
+			gone = true; /* freed, or left running to the process's exit */
+		} else {
+			if (!r->cancelled && (fwriter_finished(r->fw) ||
+					      fwriter_stalled_ns(r->fw, now) >
+						      SVC_FILE_STALL_MS * 1000000ull)) {
+				fwriter_cancel(r->fw);
+				r->cancelled = true;
+			}
+			gone = r->cancelled && fwriter_reap(r->fw);
+		}
+		if (gone)
+			s->retired[i] = s->retired[--s->nretired];
+		else
+			i++;
+	}
+	if (wait_ms > 0) {
+		free(s->retired);
+		s->retired = NULL;
+		s->retired_cap = 0;
 	}
 }
 
 /* ------------------------------------------------------------------ enable / free */
 
+/* Takes fd (the consumer's) on success; with a path, creates the file. */
 static int open_output(struct session *ss, const struct conn *c, const char *path, int fd)
 {
+	bool created = false;
+
 	if ((fd >= 0) == (path != NULL && path[0]))
 		return -EINVAL;
-	if (fd >= 0) {
-		ss->out_fd = fd;
-		return 0;
+	if (fd < 0) {
+		fd = sec_create_output(c, path);
+		if (fd < 0)
+			return fd;
+		created = true; /* 0600 while written, 0644 once DISABLED */
 	}
-	ss->out_fd = sec_create_output(c, path);
-	if (ss->out_fd < 0)
-		return ss->out_fd;
-	ss->out_created = true; /* 0600 while written, 0644 once DISABLED */
+	ss->fw = fwriter_new(fd, SVC_FILE_QUEUE_BYTES);
+	if (!ss->fw) {
+		if (created)
+			close(fd);
+		return -ENOMEM;
+	}
+	ss->out_created = created;
 	return 0;
 }
 
@@ -990,7 +1138,6 @@ static struct session *new_session(struct svc *s, struct conn *c, const uint8_t 
 					.caps_known = c->caps_known,
 					.cap_eff = c->cap_eff};
 	perfds_note_session(s, ss->id, &who);
-	ss->out_fd = -1;
 	ss->next_seq_id = 2; /* 1 is the service's own sequence */
 	return ss;
 }
@@ -1044,6 +1191,8 @@ static const char *setup_session(struct svc *s, struct session *ss, struct req *
 			err = "write_into_file needs exactly one of an fd or output_path";
 		else if (rc == -EINVAL)
 			err = "output_path must be an absolute path";
+		else if (rc == -ENOMEM)
+			err = "cannot start the writer of the output file";
 		else if (rc == -EEXIST || rc == -ELOOP)
 			err = "output_path already exists (it is never overwritten nor followed "
 			      "as a symlink)";
@@ -1120,6 +1269,8 @@ void session_free(struct svc *s, struct session *ss)
 	if (ss->state != SESS_DISABLED)
 		session_disable(s, ss, true);
 	cancel_timer(s, &ss->t_file);
+	cancel_timer(s, &ss->t_pump);
+	file_release(s, ss);
 	for (size_t i = 0; i < s->nflushes;) {
 		if (s->flushes[i].session_id == ss->id) {
 			complete_flush(s, i, false);
@@ -1142,8 +1293,6 @@ void session_free(struct svc *s, struct session *ss)
 			s->sessions[i] = s->sessions[--s->nsessions];
 	while (ss->ninst)
 		remove_instance(ss, 0);
-	if (ss->out_fd >= 0)
-		close(ss->out_fd);
 	free_ds_cfgs(ss);
 	trigger_session_free(s, ss);
 	free(ss->inst);
