@@ -184,7 +184,6 @@ int rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 /* After p was seen running a new program: asks opts.exec_check whether to go on. */
 int rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 struct rec_thread *rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
-void rec_thread_remove(struct sonde_recorder *r, pid_t tid);
 int rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
 		    const struct rec_module *m, uint32_t maj, uint32_t min);
 int rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);

@@ -91,7 +91,7 @@ struct rec_thread *rec_thread_get(struct sonde_recorder *r, pid_t tid, bool crea
 	return &r->threads[s];
 }
 
-void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
+static void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
 {
 	struct rec_thread *t = rec_thread_get(r, tid, false);
 

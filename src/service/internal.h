@@ -339,7 +339,6 @@ void session_resolve_if_disabled(struct svc *s, struct session *ss);
 int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
 void session_notify_observer(struct svc *s, struct session *ss, struct instance *in,
 			     bool all_started);
-struct instance *session_instance(struct svc *s, uint64_t id, struct session **out);
 
 /* security.c: identity, lockdown, limits, file creation, socket permissions */
 struct sonde_service_opts;

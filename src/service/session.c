@@ -42,7 +42,7 @@ bool session_owns_buffer(const struct session *ss, uint16_t buf_id)
 	return false;
 }
 
-struct instance *session_instance(struct svc *s, uint64_t id, struct session **out)
+static struct instance *session_instance(struct svc *s, uint64_t id, struct session **out)
 {
 	for (size_t i = 0; i < s->nsessions; i++) {
 		struct session *ss = s->sessions[i];
