@@ -72,13 +72,13 @@ static int drain(struct perf_ring *r, const struct perf_layout *l, struct sample
 	size_t len;
 	int rc = 0;
 
-	perf_ring_begin(r);
-	while (rc >= 0 && perf_ring_next(r, &rec, &len) > 0) {
+	sonde__perf_ring_begin(r);
+	while (rc >= 0 && sonde__perf_ring_next(r, &rec, &len) > 0) {
 		struct perf_rec pr;
-		if (perf_decode(rec, len, l, &pr) == 0 && pr.type == PERF_RECORD_SAMPLE)
+		if (sonde__perf_decode(rec, len, l, &pr) == 0 && pr.type == PERF_RECORD_SAMPLE)
 			rc = keep(s, &pr.sample);
 	}
-	perf_ring_end(r);
+	sonde__perf_ring_end(r);
 	return rc;
 }
 
@@ -101,29 +101,29 @@ static int record(char *const argv[], uint64_t freq, struct samples *s, struct u
 	int *cpus = NULL, rc, status;
 	size_t ncpu = 0, nr = 0;
 
-	if ((rc = proc_launch_start(&pl, argv, NULL)) < 0)
+	if ((rc = sonde__proc_launch_start(&pl, argv, NULL)) < 0)
 		return rc;
-	perf_attr_fill(&a, &cfg);
-	perf_event_layout(&l);
-	rc = perf_online_cpus(&cpus, &ncpu);
+	sonde__perf_attr_fill(&a, &cfg);
+	sonde__perf_event_layout(&l);
+	rc = sonde__perf_online_cpus(&cpus, &ncpu);
 	for (size_t i = 0; rc >= 0 && i < ncpu && nr < MAX_CPUS; i++, nr++) {
-		int fd = perf_open(&a, pl.pid, cpus[i]);
-		rc = fd < 0 ? fd : perf_ring_map(&rings[nr], fd, cpus[i], 512, 64);
+		int fd = sonde__perf_open(&a, pl.pid, cpus[i]);
+		rc = fd < 0 ? fd : sonde__perf_ring_map(&rings[nr], fd, cpus[i], 512, 64);
 		pfd[nr] = (struct pollfd){.fd = fd, .events = POLLIN};
 	}
 	free(cpus);
 	if (rc >= 0)
-		rc = proc_launch_resume(&pl);
+		rc = sonde__proc_launch_resume(&pl);
 	if (rc < 0) {
 		fprintf(stderr, "cannot sample %s: %s\n", argv[0], strerror(-rc));
-		proc_launch_abort(&pl);
+		sonde__proc_launch_abort(&pl);
 		return -1;
 	}
 	usleep(100000); /* past the dynamic loader: the mappings are final */
-	*maps = unwind_maps_new(pl.pid);
-	unwind_maps_load_pid(*maps, pl.pid);
+	*maps = sonde__unwind_maps_new(pl.pid);
+	sonde__unwind_maps_load_pid(*maps, pl.pid);
 	for (bool last = false; rc >= 0;) {
-		last = proc_launch_wait(&pl, WNOHANG, &status) != 0;
+		last = sonde__proc_launch_wait(&pl, WNOHANG, &status) != 0;
 		poll(pfd, nr, 100);
 		for (size_t i = 0; i < nr && rc >= 0; i++)
 			rc = drain(&rings[i], &l, s);
@@ -131,10 +131,10 @@ static int record(char *const argv[], uint64_t freq, struct samples *s, struct u
 			break;
 	}
 	for (size_t i = 0; i < nr; i++) {
-		perf_ring_unmap(&rings[i]);
+		sonde__perf_ring_unmap(&rings[i]);
 		close(pfd[i].fd);
 	}
-	proc_launch_free(&pl);
+	sonde__proc_launch_free(&pl);
 	return rc;
 }
 
@@ -147,7 +147,7 @@ static uint64_t unwind_all(const struct samples *s, struct unwind_maps *m, struc
 	for (size_t i = 0; i < s->n; i++) {
 		struct unwind_stack stack = {s->v[i].data, s->v[i].len, s->v[i].sp};
 		size_t n;
-		unwind_dwarf(&s->v[i].regs, &stack, unwind_maps_find, m, frames, UNWIND_MAX_FRAMES,
+		sonde__unwind_dwarf(&s->v[i].regs, &stack, sonde__unwind_maps_find, m, frames, UNWIND_MAX_FRAMES,
 			     &n, st);
 		total += n;
 	}
@@ -188,7 +188,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)warm.cfi_steps, (unsigned long long)warm.fp_steps);
 	for (int r = 0; r < UNWIND_FB_COUNT; r++)
 		if (warm.fallbacks[r])
-			printf(" %s %llu", unwind_fallback_name(r),
+			printf(" %s %llu", sonde__unwind_fallback_name(r),
 			       (unsigned long long)warm.fallbacks[r]);
 	printf("\nunwind: %d passes in %.3f s: %.2f M frames/s, %.0f ns/stack (CPU time of one core, warm tables)\n",
 	       passes, t, frames_done / t / 1e6, t * 1e9 / ((double)passes * s.n));
@@ -196,6 +196,6 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < s.n; i++)
 		free(s.v[i].data);
 	free(s.v);
-	unwind_maps_free(m);
+	sonde__unwind_maps_free(m);
 	return 0;
 }

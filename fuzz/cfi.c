@@ -24,13 +24,13 @@ static void walk(const struct cfi_table *t, const uint8_t *data, size_t size)
 	struct unwind_stack s = {data, size, 0x7ff000000000};
 	size_t n;
 
-	for (size_t i = 0; i < cfi_table_rows(t) && i < 8; i++) {
+	for (size_t i = 0; i < sonde__cfi_table_rows(t) && i < 8; i++) {
 		for (unsigned r = 0; r < UREG_COUNT; r++)
 			regs.r[r] = s.start + (size / UREG_COUNT) * r;
-		regs.r[UREG_RIP] = cfi_table_base(t) + cfi_table_row(t, i)->pc;
+		regs.r[UREG_RIP] = sonde__cfi_table_base(t) + sonde__cfi_table_row(t, i)->pc;
 		regs.r[UREG_RSP] = s.start;
 		regs.valid = (1u << UREG_COUNT) - 1 - (uint32_t)i;
-		unwind_dwarf(&regs, &s, find_table, (void *)t, frames, 64, &n, NULL);
+		sonde__unwind_dwarf(&regs, &s, find_table, (void *)t, frames, 64, &n, NULL);
 		if (n > 64)
 			abort();
 	}
@@ -42,27 +42,27 @@ static void probe(struct cfi_table *t, const uint8_t *data, size_t size)
 
 	if (!t)
 		return;
-	for (size_t i = 0; i < cfi_table_rows(t); i++) {
-		const struct cfi_row *r = cfi_table_row(t, i);
+	for (size_t i = 0; i < sonde__cfi_table_rows(t); i++) {
+		const struct cfi_row *r = sonde__cfi_table_row(t, i);
 		if (i && r->pc <= prev)
 			abort(); /* rows must be strictly sorted */
 		prev = r->pc;
-		uint64_t pc = cfi_table_base(t) + r->pc;
-		const struct cfi_row *l = cfi_table_lookup(t, pc);
+		uint64_t pc = sonde__cfi_table_base(t) + r->pc;
+		const struct cfi_row *l = sonde__cfi_table_lookup(t, pc);
 		if (l && l != r)
 			abort(); /* the row starting at pc is the one found there */
-		cfi_table_lookup(t, pc - 1);
-		cfi_table_lookup(t, pc + 1);
+		sonde__cfi_table_lookup(t, pc - 1);
+		sonde__cfi_table_lookup(t, pc + 1);
 	}
 	walk(t, data, size);
-	cfi_table_free(t);
+	sonde__cfi_table_free(t);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	probe(cfi_table_from_elf(data, size, NULL, 0), data, size);
-	probe(cfi_table_from_elf(data, size, data, size), data, size);
-	probe(cfi_table_from_section(data, size, 0x1000, false), data, size);
-	probe(cfi_table_from_section(data, size, 0x1000, true), data, size);
+	probe(sonde__cfi_table_from_elf(data, size, NULL, 0), data, size);
+	probe(sonde__cfi_table_from_elf(data, size, data, size), data, size);
+	probe(sonde__cfi_table_from_section(data, size, 0x1000, false), data, size);
+	probe(sonde__cfi_table_from_section(data, size, 0x1000, true), data, size);
 	return 0;
 }

@@ -13,6 +13,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	sonde_log_set_level(SONDE_LOG_OFF);
-	producer_fuzz_commands(data, size);
+	sonde__producer_fuzz_commands(data, size);
 	return 0;
 }

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t invalid = 0;
 	size_t packets = 0;
 
-	if (tbuf_init(&tb, 8192, size && (data[0] & 1)) < 0)
+	if (sonde__tbuf_init(&tb, 8192, size && (data[0] & 1)) < 0)
 		return 0;
 	while (p < end) {
 		uint8_t op = *p++;
@@ -53,21 +53,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			size_t len = take(&p, end, 2) % 3000;
 			if (len > (size_t)(end - p))
 				len = (size_t)(end - p);
-			tbuf_copy_chunk(&tb, op >> 6, 1000, 42, &ci, p, len);
+			sonde__tbuf_copy_chunk(&tb, op >> 6, 1000, 42, &ci, p, len);
 			p += len;
 		} else if (op % 3 == 1) {
 			uint8_t d[4];
 			uint16_t writer = (uint16_t)take(&p, end, 2);
 			uint32_t chunk_id = take(&p, end, 1), off = take(&p, end, 2);
 			memcpy(d, &off, 4);
-			tbuf_patch(&tb, op >> 6, writer, chunk_id, off, d);
+			sonde__tbuf_patch(&tb, op >> 6, writer, chunk_id, off, d);
 			if (op & 0x20)
-				tbuf_patch_done(&tb, op >> 6, writer, chunk_id);
+				sonde__tbuf_patch_done(&tb, op >> 6, writer, chunk_id);
 		} else {
-			tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
+			sonde__tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
 		}
 	}
-	tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
-	tbuf_free(&tb);
+	sonde__tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
+	sonde__tbuf_free(&tb);
 	return 0;
 }

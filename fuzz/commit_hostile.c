@@ -238,12 +238,12 @@ void smb_access_hook(enum smb_access_point at, const void *ptr, size_t len)
 
 static void svc_setup(void)
 {
-	bufid_free(&svc); /* the previous run's ids: each run starts from a fresh pool */
+	sonde__bufid_free(&svc); /* the previous run's ids: each run starts from a fresh pool */
 	memset(&svc, 0, sizeof(svc));
 	memset(&conn, 0, sizeof(conn));
 	uint16_t id;
-	if (bufid_alloc(&svc, &tbufs[0], &id) < 0 || id != 1 ||
-	    bufid_alloc(&svc, &tbufs[1], &id) < 0 || id != 2)
+	if (sonde__bufid_alloc(&svc, &tbufs[0], &id) < 0 || id != 1 ||
+	    sonde__bufid_alloc(&svc, &tbufs[1], &id) < 0 || id != 2)
 		abort();
 	conn.id = 5;
 	conn.is_producer = true;
@@ -258,7 +258,7 @@ static void svc_setup(void)
 	conn.p.smb_size = SMB_BYTES;
 	conn.p.page_size = PAGE;
 	conn.p.num_pages = NPAGES;
-	producer_allow_buffer(&conn, 1);
+	sonde__producer_allow_buffer(&conn, 1);
 }
 
 /* Runs CommitData with args under the mutation schedule s. */
@@ -271,7 +271,7 @@ static void run_commit(const struct buf *args, struct reader s)
 	sched = s;
 	memcpy(shadow, smb, SMB_BYTES);
 	hooks_on = true;
-	producer_dispatch(&svc, &r, PF_PRODUCER_COMMIT_DATA);
+	sonde__producer_dispatch(&svc, &r, PF_PRODUCER_COMMIT_DATA);
 	check_service_writes();
 	hooks_on = false;
 	if (held)
@@ -283,7 +283,7 @@ static void run_scrape(struct reader s)
 	sched = s;
 	memcpy(shadow, smb, SMB_BYTES);
 	hooks_on = true;
-	producer_scrape(&svc, &conn, NULL);
+	sonde__producer_scrape(&svc, &conn, NULL);
 	check_service_writes();
 	hooks_on = false;
 }
@@ -295,20 +295,20 @@ static int on_packet(void *ctx, const struct iovec *iov, size_t n, size_t total)
 
 	if (n < 2)
 		abort(); /* at least the packet and the trusted suffix */
-	buf_reset(b);
+	sonde__buf_reset(b);
 	for (size_t i = 0; i < n; i++) {
-		buf_append(b, iov[i].iov_base, iov[i].iov_len);
+		sonde__buf_append(b, iov[i].iov_base, iov[i].iov_len);
 		sum += iov[i].iov_len;
 		if (i + 1 < n)
 			body += iov[i].iov_len;
 	}
-	if (sum != total || buf_error(b) < 0 || !tbuf_packet_valid(b->data, body))
+	if (sum != total || buf_error(b) < 0 || !sonde__tbuf_packet_valid(b->data, body))
 		abort();
 	/* the suffix is authoritative: the last trusted values are the service's */
 	struct pb_reader r = pb_reader_init(b->data, b->len);
 	struct pb_field f;
 	uint64_t uid = 0, seq = 0;
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_PACKET_TRUSTED_UID)
 			uid = f.wire == PB_VARINT ? f.u : UINT64_MAX;
 		else if (f.num == PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID)
@@ -328,10 +328,10 @@ static void read_all(uint32_t *next_seq)
 	if (mprotect(smb, SMB_BYTES, PROT_NONE) < 0)
 		abort();
 	for (int i = 0; i < 2; i++)
-		tbuf_read(&tbufs[i], on_packet, &b, next_seq, &invalid);
+		sonde__tbuf_read(&tbufs[i], on_packet, &b, next_seq, &invalid);
 	if (mprotect(smb, SMB_BYTES, PROT_READ | PROT_WRITE) < 0)
 		abort();
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 /* ------------------------------------------------------------------ script */
@@ -366,7 +366,7 @@ static void op_chunk(struct reader *in)
 		size_t n = (size_t)(b.end - b.p);
 		if (off + 4 + n > room)
 			break;
-		pb_write_redundant_len(c + SMB_CHUNK_HDR_SIZE + off, (uint32_t)n);
+		sonde__pb_write_redundant_len(c + SMB_CHUNK_HDR_SIZE + off, (uint32_t)n);
 		memcpy(c + SMB_CHUNK_HDR_SIZE + off + 4, b.p, n);
 		off += 4 + n;
 	}
@@ -375,28 +375,28 @@ static void op_chunk(struct reader *in)
 /* 'M': CommitData from structured moves and patches. */
 static void op_commit(struct reader *in, struct buf *a)
 {
-	buf_reset(a);
+	sonde__buf_reset(a);
 	for (unsigned n = take(in, 1) % 16; n--;) {
-		size_t m = pb_begin(a, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
-		pb_put_varint(a, PF_CHUNKS_TO_MOVE_PAGE, take(in, 1) % (NPAGES + 1));
-		pb_put_varint(a, PF_CHUNKS_TO_MOVE_CHUNK, take(in, 1) % 16);
-		pb_put_varint(a, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, take(in, 1) % 4);
-		pb_end(a, m);
+		size_t m = sonde__pb_begin(a, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
+		sonde__pb_put_varint(a, PF_CHUNKS_TO_MOVE_PAGE, take(in, 1) % (NPAGES + 1));
+		sonde__pb_put_varint(a, PF_CHUNKS_TO_MOVE_CHUNK, take(in, 1) % 16);
+		sonde__pb_put_varint(a, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, take(in, 1) % 4);
+		sonde__pb_end(a, m);
 	}
 	for (unsigned n = take(in, 1) % 4; n--;) {
-		size_t m = pb_begin(a, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
-		pb_put_varint(a, PF_CHUNK_TO_PATCH_TARGET_BUFFER, take(in, 1) % 4);
-		pb_put_varint(a, PF_CHUNK_TO_PATCH_WRITER_ID, take(in, 2));
-		pb_put_varint(a, PF_CHUNK_TO_PATCH_CHUNK_ID, take(in, 4));
+		size_t m = sonde__pb_begin(a, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
+		sonde__pb_put_varint(a, PF_CHUNK_TO_PATCH_TARGET_BUFFER, take(in, 1) % 4);
+		sonde__pb_put_varint(a, PF_CHUNK_TO_PATCH_WRITER_ID, take(in, 2));
+		sonde__pb_put_varint(a, PF_CHUNK_TO_PATCH_CHUNK_ID, take(in, 4));
 		for (unsigned k = take(in, 1) % 4; k--;) {
-			size_t pm = pb_begin(a, PF_CHUNK_TO_PATCH_PATCHES);
-			pb_put_varint(a, PF_PATCH_OFFSET, take(in, 2));
+			size_t pm = sonde__pb_begin(a, PF_CHUNK_TO_PATCH_PATCHES);
+			sonde__pb_put_varint(a, PF_PATCH_OFFSET, take(in, 2));
 			struct reader d = take_bytes(in, take(in, 1) % 6);
-			pb_put_bytes(a, PF_PATCH_DATA, d.p, (size_t)(d.end - d.p));
-			pb_end(a, pm);
+			sonde__pb_put_bytes(a, PF_PATCH_DATA, d.p, (size_t)(d.end - d.p));
+			sonde__pb_end(a, pm);
 		}
-		pb_put_bool(a, PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES, take(in, 1) & 1);
-		pb_end(a, m);
+		sonde__pb_put_bool(a, PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES, take(in, 1) & 1);
+		sonde__pb_end(a, m);
 	}
 	run_commit(a, take_bytes(in, take(in, 1)));
 }
@@ -406,8 +406,8 @@ static void op_raw_commit(struct reader *in, struct buf *a)
 {
 	struct reader b = take_bytes(in, take(in, 2));
 
-	buf_reset(a);
-	buf_append(a, b.p, (size_t)(b.end - b.p));
+	sonde__buf_reset(a);
+	sonde__buf_append(a, b.p, (size_t)(b.end - b.p));
 	run_commit(a, take_bytes(in, take(in, 1)));
 }
 
@@ -450,7 +450,7 @@ static void run_script(struct reader *in)
 		}
 	}
 	read_all(&next_seq);
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -466,10 +466,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	memset(smb, 0, SMB_BYTES);
 	held = NULL;
-	if (tbuf_init(&tbufs[0], 8192, discard) < 0)
+	if (sonde__tbuf_init(&tbufs[0], 8192, discard) < 0)
 		return 0;
-	if (tbuf_init(&tbufs[1], 8192, false) < 0) {
-		tbuf_free(&tbufs[0]);
+	if (sonde__tbuf_init(&tbufs[1], 8192, false) < 0) {
+		sonde__tbuf_free(&tbufs[0]);
 		return 0;
 	}
 	svc_setup();
@@ -479,7 +479,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (tbufs[0].st.chunks_written + tbufs[1].st.chunks_written > 0 && hook_calls == 0)
 		abort();
 	free(conn.p.allowed);
-	tbuf_free(&tbufs[0]);
-	tbuf_free(&tbufs[1]);
+	sonde__tbuf_free(&tbufs[0]);
+	sonde__tbuf_free(&tbufs[1]);
 	return 0;
 }

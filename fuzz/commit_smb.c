@@ -32,7 +32,7 @@ static void take_page(struct tbuf *tb, uint8_t *smb, size_t page_size, size_t pg
 		if (c) {
 			if (i >= n)
 				abort(); /* acquired a chunk outside the layout */
-			tbuf_copy_chunk(tb, 1, 0, 1, &ci, c + SMB_CHUNK_HDR_SIZE,
+			sonde__tbuf_copy_chunk(tb, 1, 0, 1, &ci, c + SMB_CHUNK_HDR_SIZE,
 					ci.size - SMB_CHUNK_HDR_SIZE);
 			smb_release_read_chunk(smb, page_size, pg, i, c);
 		} else if (i < n && smb_bitmap_state(bm, i) == SMB_CHUNK_BEING_WRITTEN) {
@@ -42,7 +42,7 @@ static void take_page(struct tbuf *tb, uint8_t *smb, size_t page_size, size_t pg
 				wi.count--;
 				wi.flags &= (uint8_t) ~(SMB_FLAG_LAST_PACKET_CONTINUES |
 							SMB_FLAG_NEEDS_PATCHING);
-				tbuf_copy_chunk(tb, 1, 0, 1, &wi, w + SMB_CHUNK_HDR_SIZE,
+				sonde__tbuf_copy_chunk(tb, 1, 0, 1, &wi, w + SMB_CHUNK_HDR_SIZE,
 						smb_chunk_size(page_size, layout) -
 							SMB_CHUNK_HDR_SIZE);
 			}
@@ -67,11 +67,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memset(smb, 0, pages * page_size);
 	memcpy(smb, data, size);
-	if (tbuf_init(&tb, 65536, false) == 0) {
+	if (sonde__tbuf_init(&tb, 65536, false) == 0) {
 		for (size_t pg = 0; pg < pages; pg++)
 			take_page(&tb, smb, page_size, pg);
-		tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
-		tbuf_free(&tb);
+		sonde__tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
+		sonde__tbuf_free(&tb);
 	}
 	free(smb);
 	return 0;

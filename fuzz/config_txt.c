@@ -15,7 +15,7 @@ static void walk(struct pb_reader r, int depth)
 	struct pb_field f;
 	int n;
 
-	while ((n = pb_next(&r, &f)) > 0)
+	while ((n = sonde__pb_next(&r, &f)) > 0)
 		if (f.wire == PB_LEN && depth < 8)
 			walk(pb_sub(&f), depth + 1);
 	(void)n;
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct pb_field f;
 		int n;
 		/* the top level is always a valid message */
-		while ((n = pb_next(&r, &f)) > 0)
+		while ((n = sonde__pb_next(&r, &f)) > 0)
 			;
 		if (n < 0)
 			abort();

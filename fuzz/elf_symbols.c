@@ -13,14 +13,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void probe(struct symtab *t, struct dwidx *dw, struct strpool *pool, uint64_t a)
 {
-	struct sym_entry *e = symtab_find(t, a);
+	struct sym_entry *e = sonde__symtab_find(t, a);
 	struct dw_result r;
 
 	if (e && !e->pretty)
-		e->pretty = sym_demangle(pool, e->name);
-	if (dw && dwidx_lookup(dw, a, &r))
+		e->pretty = sonde__sym_demangle(pool, e->name);
+	if (dw && sonde__dwidx_lookup(dw, a, &r))
 		for (size_t i = 0; i < r.n; i++)
-			sym_demangle(pool, r.scopes[i]->name);
+			sonde__sym_demangle(pool, r.scopes[i]->name);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -31,16 +31,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct dwidx *dw;
 	uint64_t va;
 
-	if (elfimg_open_mem(&img, data, size) < 0)
+	if (sonde__elfimg_open_mem(&img, data, size) < 0)
 		return 0;
-	symtab_build(&st, img.elf, SHT_SYMTAB);
-	symtab_build(&dyn, img.elf, SHT_DYNSYM);
-	dw = dwidx_open(img.elf);
+	sonde__symtab_build(&st, img.elf, SHT_SYMTAB);
+	sonde__symtab_build(&dyn, img.elf, SHT_DYNSYM);
+	dw = sonde__dwidx_open(img.elf);
 	for (size_t i = 0; i < img.n_loads; i++) {
 		for (uint64_t d = 0; d < 0x400; d += 0x40)
-			if (elfimg_off_to_vaddr(&img, img.loads[i].offset + d, &va) == 0)
+			if (sonde__elfimg_off_to_vaddr(&img, img.loads[i].offset + d, &va) == 0)
 				probe(&st, dw, &pool, va);
-		if (elfimg_mapping_to_vaddr(&img, img.loads[i].offset, img.loads[i].offset + 8,
+		if (sonde__elfimg_mapping_to_vaddr(&img, img.loads[i].offset, img.loads[i].offset + 8,
 					    &va) == 0)
 			probe(&dyn, dw, &pool, va);
 	}
@@ -48,10 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		probe(&st, dw, &pool, st.v[i].addr + 1);
 	for (size_t i = 0; i < dyn.n && i < 64; i++)
 		probe(&dyn, dw, &pool, dyn.v[i].addr);
-	dwidx_close(dw);
-	symtab_free(&dyn);
-	symtab_free(&st);
-	strpool_free(&pool);
-	elfimg_close(&img);
+	sonde__dwidx_close(dw);
+	sonde__symtab_free(&dyn);
+	sonde__symtab_free(&st);
+	sonde__strpool_free(&pool);
+	sonde__elfimg_close(&img);
 	return 0;
 }

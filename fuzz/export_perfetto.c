@@ -20,7 +20,7 @@ static int check_packet(void *ctx, const uint8_t *pkt, size_t len)
 	struct pb_field f;
 	int rc;
 
-	while ((rc = pb_next(&r, &f)) > 0)
+	while ((rc = sonde__pb_next(&r, &f)) > 0)
 		;
 	if (rc < 0)
 		abort();
@@ -35,15 +35,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	size_t cut = size > 1 ? data[0] % size : 0;
-	struct pf_enc *e = pf_enc_new(&o);
+	struct pf_enc *e = sonde__pf_enc_new(&o);
 	if (!e)
 		return 0;
-	if (pf_enc_feed(e, data + 1, cut > 0 ? cut - 1 : 0) == 0) {
-		pf_enc_clear_incremental(e);
-		pf_enc_lost(e, 1, 3);
-		pf_enc_feed(e, data + (cut > 0 ? cut : 1), size - (cut > 0 ? cut : 1));
-		pf_enc_stop_event(e, 2, PF_STOP_REASON_GUARDRAIL);
+	if (sonde__pf_enc_feed(e, data + 1, cut > 0 ? cut - 1 : 0) == 0) {
+		sonde__pf_enc_clear_incremental(e);
+		sonde__pf_enc_lost(e, 1, 3);
+		sonde__pf_enc_feed(e, data + (cut > 0 ? cut : 1), size - (cut > 0 ? cut : 1));
+		sonde__pf_enc_stop_event(e, 2, PF_STOP_REASON_GUARDRAIL);
 	}
-	pf_enc_free(e);
+	sonde__pf_enc_free(e);
 	return 0;
 }

@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (fd < 0 || null_fd < 0)
 		return 0;
 	if (write(fd, data, size) == (ssize_t)size && lseek(fd, 0, SEEK_SET) == 0) {
-		struct sonde_profile *p = prof_from_spool_fd(fd, "fuzz", &opts);
+		struct sonde_profile *p = sonde__prof_from_spool_fd(fd, "fuzz", &opts);
 		for (int f = SONDE_PROFILE_PPROF; p && f <= SONDE_PROFILE_SVG; f++)
 			sonde_profile_write(p, (enum sonde_profile_format)f, null_fd, NULL);
 		sonde_profile_free(p);

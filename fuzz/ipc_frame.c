@@ -20,8 +20,8 @@ static void roundtrip(const struct ipc_frame *f)
 	g.n_methods = 0;
 	if (g.msg == IPC_MSG_INVOKE_METHOD && !g.data)
 		g.data_len = 0;
-	if (ipc_frame_encode(&b, &g) == 0) {
-		if (ipc_frame_decode(b.data + IPC_HEADER_SIZE, b.len - IPC_HEADER_SIZE, &h) != 0)
+	if (sonde__ipc_frame_encode(&b, &g) == 0) {
+		if (sonde__ipc_frame_decode(b.data + IPC_HEADER_SIZE, b.len - IPC_HEADER_SIZE, &h) != 0)
 			abort();
 		if (h.request_id != g.request_id || h.msg != g.msg)
 			abort();
@@ -30,7 +30,7 @@ static void roundtrip(const struct ipc_frame *f)
 		     (g.data_len && memcmp(h.data, g.data, g.data_len) != 0)))
 			abort();
 	}
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -42,13 +42,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(&c, 0, sizeof(c));
 	c.fd = -1;
-	buf_append(&c.rx, data, size);
-	while (ipc_chan_next(&c, &f, &fd) > 0) {
+	sonde__buf_append(&c.rx, data, size);
+	while (sonde__ipc_chan_next(&c, &f, &fd) > 0) {
 		size_t it = 0;
-		while (ipc_methods_next(&f, &it, &m) > 0)
+		while (sonde__ipc_methods_next(&f, &it, &m) > 0)
 			;
 		roundtrip(&f);
 	}
-	ipc_chan_close(&c);
+	sonde__ipc_chan_close(&c);
 	return 0;
 }

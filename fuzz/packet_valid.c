@@ -1,4 +1,4 @@
-/* Fuzz target: the producer packet validator (tbuf_packet_valid, perfetto-wire.md §4.8 and
+/* Fuzz target: the producer packet validator (sonde__tbuf_packet_valid, perfetto-wire.md §4.8 and
  * §8) on arbitrary packet bytes, checked against a reference written here from the spec's
  * rules alone:
  *   - the packet is a sequence of whole top-level fields: a tag varint below 2^32 (field
@@ -96,9 +96,9 @@ static int on_packet(void *ctx, const struct iovec *iov, size_t n, size_t total)
 
 	if (n < 2)
 		abort();
-	buf_reset(&g->b);
+	sonde__buf_reset(&g->b);
 	for (size_t i = 0; i + 1 < n; i++) {
-		buf_append(&g->b, iov[i].iov_base, iov[i].iov_len);
+		sonde__buf_append(&g->b, iov[i].iov_base, iov[i].iov_len);
 		body += iov[i].iov_len;
 	}
 	if (body + iov[n - 1].iov_len != total || body != g->want_len ||
@@ -120,9 +120,9 @@ static void put_piece(struct tbuf *tb, const uint8_t *p, size_t len, unsigned i,
 		ci.flags |= SMB_FLAG_FIRST_PACKET_CONTINUES;
 	if (i + 1 < n)
 		ci.flags |= SMB_FLAG_LAST_PACKET_CONTINUES;
-	pb_write_redundant_len(payload, (uint32_t)len);
+	sonde__pb_write_redundant_len(payload, (uint32_t)len);
 	memcpy(payload + 4, p, len);
-	tbuf_copy_chunk(tb, 1, 1000, 42, &ci, payload, len + 4);
+	sonde__tbuf_copy_chunk(tb, 1, 1000, 42, &ci, payload, len + 4);
 	free(payload);
 }
 
@@ -138,16 +138,16 @@ static void through_buffer(const uint8_t *split, const uint8_t *pkt, size_t len,
 	if (cut[2] < cut[1] || n < 3)
 		cut[2] = cut[1];
 	cut[n] = len;
-	if (tbuf_init(&tb, 1 << 15, false) < 0)
+	if (sonde__tbuf_init(&tb, 1 << 15, false) < 0)
 		return;
 	for (unsigned i = 0; i < n; i++)
 		put_piece(&tb, pkt + cut[i], cut[i + 1] - cut[i], i, n);
-	tbuf_read(&tb, on_packet, &g, &next_seq, &invalid);
+	sonde__tbuf_read(&tb, on_packet, &g, &next_seq, &invalid);
 	/* an empty packet is skipped without counting */
 	if (len && (valid ? g.packets != 1 || invalid : g.packets || invalid != 1))
 		abort();
-	tbuf_free(&tb);
-	buf_free(&g.b);
+	sonde__tbuf_free(&tb);
+	sonde__buf_free(&g.b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -156,7 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const uint8_t *pkt = data + 3;
 	size_t len = size - 3;
-	bool valid = tbuf_packet_valid(pkt, len);
+	bool valid = sonde__tbuf_packet_valid(pkt, len);
 
 	if (valid != ref_valid(pkt, len))
 		abort();

@@ -11,12 +11,12 @@ static void walk(struct pb_reader r, int depth)
 {
 	struct pb_field f;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.wire == PB_LEN && depth < 8) {
 			walk(pb_sub(&f), depth + 1);
 			struct pb_reader packed = pb_sub(&f);
 			uint64_t v;
-			while (pb_packed_next(&packed, &v) > 0)
+			while (sonde__pb_packed_next(&packed, &v) > 0)
 				;
 		}
 	}

@@ -1,6 +1,6 @@
 /* Fuzz target: perf record decoding and ring reading over arbitrary bytes.
  *
- * The input is used twice: as one record for perf_decode (with the recorder's layout and
+ * The input is used twice: as one record for sonde__perf_decode (with the recorder's layout and
  * with a layout derived from the first bytes), and as the data area of a synthetic ring
  * whose head covers the whole input, read record by record with the wrap-around copy.
  */
@@ -23,19 +23,19 @@ static void decode_all(const uint8_t *data, size_t size)
 	struct perf_rec rec;
 	uint64_t t;
 
-	perf_event_layout(&l);
-	perf_decode(data, size, &l, &rec);
-	perf_record_time(data, size, &l, &t);
+	sonde__perf_event_layout(&l);
+	sonde__perf_decode(data, size, &l, &rec);
+	sonde__perf_record_time(data, size, &l, &t);
 	uint8_t *small = malloc(size ? size : 1);
-	int n = perf_sample_compact(data, size, &l, small);
-	if (n > 0 && perf_decode(small, (size_t)n, &l, &rec) != 0)
+	int n = sonde__perf_sample_compact(data, size, &l, small);
+	if (n > 0 && sonde__perf_decode(small, (size_t)n, &l, &rec) != 0)
 		__builtin_trap(); /* a compacted sample must decode */
 	/* The layout of --kernel recordings: a callchain before the user registers. */
 	struct perf_event_cfg kcfg = {.kernel = true};
-	perf_event_layout_cfg(&l, &kcfg);
-	perf_decode(data, size, &l, &rec);
-	n = perf_sample_compact(data, size, &l, small);
-	if (n > 0 && perf_decode(small, (size_t)n, &l, &rec) != 0)
+	sonde__perf_event_layout_cfg(&l, &kcfg);
+	sonde__perf_decode(data, size, &l, &rec);
+	n = sonde__perf_sample_compact(data, size, &l, small);
+	if (n > 0 && sonde__perf_decode(small, (size_t)n, &l, &rec) != 0)
 		__builtin_trap();
 	free(small);
 	if (size >= 16) {
@@ -44,9 +44,9 @@ static void decode_all(const uint8_t *data, size_t size)
 		l.sample_type = bits & PERF_DECODE_SAMPLE_TYPES;
 		l.regs_mask = (bits >> 32) & 0xffffff;
 		l.sample_id_all = bits & 1;
-		if (perf_layout_check(&l) == 0) {
-			perf_decode(data, size - 8, &l, &rec);
-			perf_record_time(data, size - 8, &l, &t);
+		if (sonde__perf_layout_check(&l) == 0) {
+			sonde__perf_decode(data, size - 8, &l, &rec);
+			sonde__perf_record_time(data, size - 8, &l, &t);
 		}
 	}
 }
@@ -71,13 +71,13 @@ static void ring_all(const uint8_t *data, size_t size)
 		ring[(start + i) % ring_size] = data[i];
 	meta->data_tail = start;
 	meta->data_head = start + n;
-	perf_event_layout(&l);
-	perf_ring_init_mem(&r, meta, ring, ring_size);
-	perf_ring_begin(&r);
-	while (perf_ring_next(&r, &p, &len) == 1)
-		perf_decode(p, len, &l, &rec);
-	perf_ring_end(&r);
-	perf_ring_unmap(&r);
+	sonde__perf_event_layout(&l);
+	sonde__perf_ring_init_mem(&r, meta, ring, ring_size);
+	sonde__perf_ring_begin(&r);
+	while (sonde__perf_ring_next(&r, &p, &len) == 1)
+		sonde__perf_decode(p, len, &l, &rec);
+	sonde__perf_ring_end(&r);
+	sonde__perf_ring_unmap(&r);
 	free(ring);
 	free(meta);
 }

@@ -14,9 +14,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct perfds_cfg c;
 	char err[256], norm[64];
 
-	if (perfds_cfg_parse(data, size, &c, err, sizeof(err)) == 0)
-		(void)perfds_is_target(&c, getpid());
-	perfds_cfg_free(&c);
-	perfds_cmdline_normalize((const char *)data, size, norm, sizeof(norm));
+	if (sonde__perfds_cfg_parse(data, size, &c, err, sizeof(err)) == 0)
+		(void)sonde__perfds_is_target(&c, getpid());
+	sonde__perfds_cfg_free(&c);
+	sonde__perfds_cmdline_normalize((const char *)data, size, norm, sizeof(norm));
 	return 0;
 }

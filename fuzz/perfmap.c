@@ -55,7 +55,7 @@ static void check_segments(const struct perfmap *pm)
 		const struct perfmap_entry *e = &pm->segs[i];
 		if (e->start >= e->end || (i && pm->segs[i - 1].end > e->start))
 			abort();
-		if (perfmap_find(pm, e->start) != e || perfmap_find(pm, e->end - 1) != e)
+		if (sonde__perfmap_find(pm, e->start) != e || sonde__perfmap_find(pm, e->end - 1) != e)
 			abort();
 	}
 }
@@ -83,8 +83,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(kept = malloc(s.len + 1)))
 		return 0;
 	size_t n = keep_short_lines(s.p, s.len, piece, kept);
-	if (perfmap_read(&got, fill, &s, s.len, piece) == 0 &&
-	    perfmap_parse(&whole, kept, n, 1) >= 0 && perfmap_index(&whole) == 0) {
+	if (sonde__perfmap_read(&got, fill, &s, s.len, piece) == 0 &&
+	    sonde__perfmap_parse(&whole, kept, n, 1) >= 0 && sonde__perfmap_index(&whole) == 0) {
 		check_segments(&got);
 		check_same(&got, &whole);
 		/* every complete line is consumed, skipped ones included */
@@ -92,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	free(kept);
-	perfmap_free(&whole);
-	perfmap_free(&got);
+	sonde__perfmap_free(&whole);
+	sonde__perfmap_free(&got);
 	return 0;
 }

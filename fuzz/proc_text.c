@@ -29,10 +29,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int cpus[64];
 	pid_t pids[64];
 
-	proc_maps_parse(text, size, touch, &total);
-	proc_stat_parse(text, size, &st);
-	proc_status_parse_uids(text, size, &r, &e);
-	perf_parse_cpu_list(text, size, cpus, 64);
-	proc_parse_pid_list(text, size, pids, 64);
+	sonde__proc_maps_parse(text, size, touch, &total);
+	sonde__proc_stat_parse(text, size, &st);
+	sonde__proc_status_parse_uids(text, size, &r, &e);
+	sonde__perf_parse_cpu_list(text, size, cpus, 64);
+	sonde__proc_parse_pid_list(text, size, pids, 64);
 	return 0;
 }

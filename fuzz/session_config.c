@@ -22,13 +22,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *err = NULL;
 
 	memset(&ss, 0, sizeof(ss));
-	while (!err && pb_next(&r, &f) > 0) {
+	while (!err && sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_TRACE_CONFIG_TRIGGER_CONFIG && f.wire == PB_LEN)
-			err = trigger_parse(&ss, &f); /* the service refuses the config then */
+			err = sonde__trigger_parse(&ss, &f); /* the service refuses the config then */
 		if (f.num == PF_TRACE_CONFIG_DURATION_MS && f.wire == PB_VARINT)
 			ss.duration_ms = (uint32_t)f.u;
 	}
-	if (!err && !trigger_validate(&ss)) {
+	if (!err && !sonde__trigger_validate(&ss)) {
 		/* an accepted config has named, unique triggers and a bounded timeout */
 		for (size_t i = 0; i < ss.trig.ndefs; i++)
 			if (!ss.trig.defs[i].name || !ss.trig.defs[i].name[0])
@@ -36,15 +36,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (ss.trig.present && (!ss.trig.timeout_ms || ss.duration_ms))
 			abort();
 	}
-	trigger_session_free(&s, &ss);
+	sonde__trigger_session_free(&s, &ss);
 
 	ss.config = (uint8_t *)data;
 	ss.config_len = size;
-	session_parse_data_sources(&ss);
+	sonde__session_parse_data_sources(&ss);
 	for (size_t i = 0; i < ss.nds; i++)
 		if (ss.ds[i].raw_len &&
 		    (ss.ds[i].raw < data || ss.ds[i].raw + ss.ds[i].raw_len > data + size))
 			abort();
-	session_free_data_sources(&ss);
+	sonde__session_free_data_sources(&ss);
 	return 0;
 }

@@ -200,7 +200,7 @@ static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 		if (id < 0)
 			return (int)id;
 		uint32_t v = (uint32_t)id;
-		buf_append(&r->frame_funcs, &v, sizeof(v));
+		sonde__buf_append(&r->frame_funcs, &v, sizeof(v));
 	}
 	return buf_error(&r->frame_funcs);
 }
@@ -221,7 +221,7 @@ static int expand_stack(struct report *r, uint32_t node)
 		}
 		const uint32_t *ids =
 			(const uint32_t *)r->frame_funcs.data + r->frames[frame].first;
-		buf_append(&r->stack, ids, r->frames[frame].n * sizeof(uint32_t));
+		sonde__buf_append(&r->stack, ids, r->frames[frame].n * sizeof(uint32_t));
 	}
 	return buf_error(&r->stack);
 }
@@ -354,11 +354,11 @@ static char *folded_text(const struct report *r)
 
 	for (size_t i = n; i-- > 0;) {
 		const char *label = r->funcs[ids[i]].label;
-		buf_append(&b, label, strlen(label));
+		sonde__buf_append(&b, label, strlen(label));
 		buf_put_u8(&b, i ? ';' : 0);
 	}
 	if (buf_error(&b)) {
-		buf_free(&b);
+		sonde__buf_free(&b);
 		return NULL;
 	}
 	return (char *)b.data;
@@ -410,8 +410,8 @@ static void report_free(struct report *r)
 	free(r->frames);
 	free(r->node_count);
 	free(r->node_pid);
-	buf_free(&r->frame_funcs);
-	buf_free(&r->stack);
+	sonde__buf_free(&r->frame_funcs);
+	sonde__buf_free(&r->stack);
 	sonde_symbolizer_free(r->sym);
 	sonde_spool_close(r->spool);
 }

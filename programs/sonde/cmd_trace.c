@@ -515,16 +515,16 @@ static void report_profiler_errors(struct sink *s, const void *pkt, size_t len)
 	struct pb_reader r = pb_reader_init(pkt, len), lr, er;
 	struct pb_field f, g, h;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num != 39 || f.wire != PB_LEN) /* TracePacket.android_log */
 			continue;
-		for (lr = pb_sub(&f); pb_next(&lr, &g) > 0;) {
+		for (lr = pb_sub(&f); sonde__pb_next(&lr, &g) > 0;) {
 			const uint8_t *tag = NULL, *msg = NULL;
 			size_t tag_len = 0, msg_len = 0;
 			uint64_t prio = 0;
 			if (g.num != 1 || g.wire != PB_LEN)
 				continue;
-			for (er = pb_sub(&g); pb_next(&er, &h) > 0;) {
+			for (er = pb_sub(&g); sonde__pb_next(&er, &h) > 0;) {
 				if (h.num == 6 && h.wire == PB_LEN)
 					tag = h.ptr, tag_len = h.len;
 				else if (h.num == 7 && h.wire == PB_VARINT)

@@ -4,7 +4,7 @@
 
 #include "base/array.h"
 
-int array_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t min_cap)
+int sonde__array_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t min_cap)
 {
 	void **p = pp;
 

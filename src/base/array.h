@@ -8,6 +8,6 @@
  * doubling its capacity, starting from min_cap. Returns 0, or -ENOMEM when memory or the
  * size arithmetic runs out; on failure *pp and *cap are unchanged. pp is the address of
  * the array pointer (any T **). */
-int array_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t min_cap);
+int sonde__array_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t min_cap);
 
 #endif

@@ -3,7 +3,7 @@
 
 #include "base/buf.h"
 
-int buf_reserve(struct buf *b, size_t n)
+int sonde__buf_reserve(struct buf *b, size_t n)
 {
 	if (b->failed)
 		return -ENOMEM;
@@ -29,30 +29,30 @@ fail:
 	return -ENOMEM;
 }
 
-void buf_append(struct buf *b, const void *p, size_t n)
+void sonde__buf_append(struct buf *b, const void *p, size_t n)
 {
-	if (n == 0 || buf_reserve(b, n) < 0)
+	if (n == 0 || sonde__buf_reserve(b, n) < 0)
 		return;
 	memcpy(b->data + b->len, p, n);
 	b->len += n;
 }
 
-void *buf_extend(struct buf *b, size_t n)
+void *sonde__buf_extend(struct buf *b, size_t n)
 {
-	if (buf_reserve(b, n) < 0)
+	if (sonde__buf_reserve(b, n) < 0)
 		return NULL;
 	void *p = b->data + b->len;
 	b->len += n;
 	return p;
 }
 
-void buf_reset(struct buf *b)
+void sonde__buf_reset(struct buf *b)
 {
 	b->len = 0;
 	b->failed = false;
 }
 
-void buf_free(struct buf *b)
+void sonde__buf_free(struct buf *b)
 {
 	if (!b)
 		return;

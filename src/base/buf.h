@@ -22,12 +22,12 @@ struct buf {
 #define BUF_INIT {0}
 
 /* Ensures room for n more bytes. Returns 0 or -ENOMEM (and marks the buffer failed). */
-int buf_reserve(struct buf *b, size_t n);
-void buf_append(struct buf *b, const void *p, size_t n);
+int sonde__buf_reserve(struct buf *b, size_t n);
+void sonde__buf_append(struct buf *b, const void *p, size_t n);
 /* Appends n bytes and returns a pointer to them (uninitialised), or NULL on failure. */
-void *buf_extend(struct buf *b, size_t n);
-void buf_reset(struct buf *b); /* len = 0, keeps the memory and clears the error */
-void buf_free(struct buf *b);
+void *sonde__buf_extend(struct buf *b, size_t n);
+void sonde__buf_reset(struct buf *b); /* len = 0, keeps the memory and clears the error */
+void sonde__buf_free(struct buf *b);
 /* 0, or -ENOMEM if any growth failed since the last reset. */
 static inline int buf_error(const struct buf *b)
 {
@@ -39,7 +39,7 @@ static inline void buf_put_u8(struct buf *b, uint8_t v)
 	if (b->len < b->cap)
 		b->data[b->len++] = v;
 	else
-		buf_append(b, &v, 1);
+		sonde__buf_append(b, &v, 1);
 }
 
 #endif

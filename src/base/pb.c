@@ -4,7 +4,7 @@
 
 #include "base/pb.h"
 
-size_t pb_varint_encode(uint8_t *out, uint64_t v)
+size_t sonde__pb_varint_encode(uint8_t *out, uint64_t v)
 {
 	size_t n = 0;
 
@@ -16,7 +16,7 @@ size_t pb_varint_encode(uint8_t *out, uint64_t v)
 	return n;
 }
 
-size_t pb_varint_decode(const uint8_t *p, const uint8_t *end, uint64_t *v)
+size_t sonde__pb_varint_decode(const uint8_t *p, const uint8_t *end, uint64_t *v)
 {
 	uint64_t r = 0;
 
@@ -34,68 +34,68 @@ size_t pb_varint_decode(const uint8_t *p, const uint8_t *end, uint64_t *v)
 	return 0;
 }
 
-void pb_put_varint_raw(struct buf *b, uint64_t v)
+void sonde__pb_put_varint_raw(struct buf *b, uint64_t v)
 {
-	if (buf_reserve(b, PB_VARINT_MAX) < 0)
+	if (sonde__buf_reserve(b, PB_VARINT_MAX) < 0)
 		return;
-	b->len += pb_varint_encode(b->data + b->len, v);
+	b->len += sonde__pb_varint_encode(b->data + b->len, v);
 }
 
-void pb_put_tag(struct buf *b, uint32_t field, enum pb_wire wire)
+void sonde__pb_put_tag(struct buf *b, uint32_t field, enum pb_wire wire)
 {
-	pb_put_varint_raw(b, ((uint64_t)field << 3) | wire);
+	sonde__pb_put_varint_raw(b, ((uint64_t)field << 3) | wire);
 }
 
-void pb_put_varint(struct buf *b, uint32_t field, uint64_t v)
+void sonde__pb_put_varint(struct buf *b, uint32_t field, uint64_t v)
 {
-	pb_put_tag(b, field, PB_VARINT);
-	pb_put_varint_raw(b, v);
+	sonde__pb_put_tag(b, field, PB_VARINT);
+	sonde__pb_put_varint_raw(b, v);
 }
 
-void pb_put_sint(struct buf *b, uint32_t field, int64_t v)
+void sonde__pb_put_sint(struct buf *b, uint32_t field, int64_t v)
 {
-	pb_put_varint(b, field, pb_zigzag(v));
+	sonde__pb_put_varint(b, field, pb_zigzag(v));
 }
 
-void pb_put_bool(struct buf *b, uint32_t field, bool v)
+void sonde__pb_put_bool(struct buf *b, uint32_t field, bool v)
 {
-	pb_put_varint(b, field, v);
+	sonde__pb_put_varint(b, field, v);
 }
 
-void pb_put_fixed32(struct buf *b, uint32_t field, uint32_t v)
+void sonde__pb_put_fixed32(struct buf *b, uint32_t field, uint32_t v)
 {
-	pb_put_tag(b, field, PB_FIXED32);
-	buf_append(b, &v, 4); /* little-endian host, as the wire spec assumes */
+	sonde__pb_put_tag(b, field, PB_FIXED32);
+	sonde__buf_append(b, &v, 4); /* little-endian host, as the wire spec assumes */
 }
 
-void pb_put_fixed64(struct buf *b, uint32_t field, uint64_t v)
+void sonde__pb_put_fixed64(struct buf *b, uint32_t field, uint64_t v)
 {
-	pb_put_tag(b, field, PB_FIXED64);
-	buf_append(b, &v, 8);
+	sonde__pb_put_tag(b, field, PB_FIXED64);
+	sonde__buf_append(b, &v, 8);
 }
 
-void pb_put_double(struct buf *b, uint32_t field, double v)
+void sonde__pb_put_double(struct buf *b, uint32_t field, double v)
 {
 	uint64_t u;
 
 	memcpy(&u, &v, 8);
-	pb_put_fixed64(b, field, u);
+	sonde__pb_put_fixed64(b, field, u);
 }
 
-void pb_put_bytes(struct buf *b, uint32_t field, const void *p, size_t n)
+void sonde__pb_put_bytes(struct buf *b, uint32_t field, const void *p, size_t n)
 {
-	pb_put_tag(b, field, PB_LEN);
-	pb_put_varint_raw(b, n);
-	buf_append(b, p, n);
+	sonde__pb_put_tag(b, field, PB_LEN);
+	sonde__pb_put_varint_raw(b, n);
+	sonde__buf_append(b, p, n);
 }
 
-void pb_put_string(struct buf *b, uint32_t field, const char *s)
+void sonde__pb_put_string(struct buf *b, uint32_t field, const char *s)
 {
 	if (s)
-		pb_put_bytes(b, field, s, strlen(s));
+		sonde__pb_put_bytes(b, field, s, strlen(s));
 }
 
-void pb_write_redundant_len(uint8_t out[4], uint32_t n)
+void sonde__pb_write_redundant_len(uint8_t out[4], uint32_t n)
 {
 	out[0] = (uint8_t)((n & 0x7f) | 0x80);
 	out[1] = (uint8_t)(((n >> 7) & 0x7f) | 0x80);
@@ -103,16 +103,16 @@ void pb_write_redundant_len(uint8_t out[4], uint32_t n)
 	out[3] = (uint8_t)((n >> 21) & 0x7f);
 }
 
-size_t pb_begin(struct buf *b, uint32_t field)
+size_t sonde__pb_begin(struct buf *b, uint32_t field)
 {
-	pb_put_tag(b, field, PB_LEN);
+	sonde__pb_put_tag(b, field, PB_LEN);
 	size_t mark = b->len;
 	uint8_t zero[PB_NESTED_LEN_SIZE] = {0};
-	buf_append(b, zero, sizeof(zero));
+	sonde__buf_append(b, zero, sizeof(zero));
 	return mark;
 }
 
-void pb_end(struct buf *b, size_t mark)
+void sonde__pb_end(struct buf *b, size_t mark)
 {
 	if (b->failed)
 		return;
@@ -121,17 +121,17 @@ void pb_end(struct buf *b, size_t mark)
 		b->failed = true;
 		return;
 	}
-	pb_write_redundant_len(b->data + mark, (uint32_t)n);
+	sonde__pb_write_redundant_len(b->data + mark, (uint32_t)n);
 }
 
-int pb_next(struct pb_reader *r, struct pb_field *f)
+int sonde__pb_next(struct pb_reader *r, struct pb_field *f)
 {
 	uint64_t tag, len;
 	size_t n;
 
 	if (r->p >= r->end)
 		return 0;
-	n = pb_varint_decode(r->p, r->end, &tag);
+	n = sonde__pb_varint_decode(r->p, r->end, &tag);
 	if (!n || (tag >> 3) == 0 || (tag >> 3) > UINT32_MAX)
 		return -SONDE_E_FORMAT;
 	r->p += n;
@@ -141,7 +141,7 @@ int pb_next(struct pb_reader *r, struct pb_field *f)
 	f->len = 0;
 	switch (f->wire) {
 	case PB_VARINT:
-		n = pb_varint_decode(r->p, r->end, &f->u);
+		n = sonde__pb_varint_decode(r->p, r->end, &f->u);
 		if (!n)
 			return -SONDE_E_FORMAT;
 		r->p += n;
@@ -157,7 +157,7 @@ int pb_next(struct pb_reader *r, struct pb_field *f)
 		return 1;
 	}
 	case PB_LEN:
-		n = pb_varint_decode(r->p, r->end, &len);
+		n = sonde__pb_varint_decode(r->p, r->end, &len);
 		if (!n || len > (uint64_t)(r->end - r->p - n))
 			return -SONDE_E_FORMAT;
 		f->ptr = r->p + n;
@@ -169,11 +169,11 @@ int pb_next(struct pb_reader *r, struct pb_field *f)
 	}
 }
 
-int pb_packed_next(struct pb_reader *r, uint64_t *v)
+int sonde__pb_packed_next(struct pb_reader *r, uint64_t *v)
 {
 	if (r->p >= r->end)
 		return 0;
-	size_t n = pb_varint_decode(r->p, r->end, v);
+	size_t n = sonde__pb_varint_decode(r->p, r->end, v);
 	if (!n)
 		return -SONDE_E_FORMAT;
 	r->p += n;

@@ -38,7 +38,7 @@ static int check(const struct regfile_rules *rules, const struct stat *st)
 	return 0;
 }
 
-int regfile_open(const char *path, const struct regfile_rules *rules, struct stat *st)
+int sonde__regfile_open(const char *path, const struct regfile_rules *rules, struct stat *st)
 {
 	struct stat pre, own;
 	int fd, err;
@@ -71,7 +71,7 @@ int regfile_open(const char *path, const struct regfile_rules *rules, struct sta
 	return fd;
 }
 
-uint64_t regfile_refusals_total(const struct regfile_refusals *r)
+uint64_t sonde__regfile_refusals_total(const struct regfile_refusals *r)
 {
 	return r->symlink + r->not_regular + r->too_big + r->owner;
 }

@@ -3,7 +3,7 @@
  * sonde reads, often as root on another user's behalf, files at paths that someone else
  * can create or replace: /tmp/perf-PID.map, a module's path from /proc/PID/maps, a debug
  * file next to a module. A FIFO there blocks open(2) and read(2) forever, a symbolic link
- * can lead to /dev/zero, a sparse file can claim gigabytes. regfile_open takes a file only
+ * can lead to /dev/zero, a sparse file can claim gigabytes. sonde__regfile_open takes a file only
  * when it is a regular file within a size cap (and, where the rules ask, owned by root or
  * by one given user), opened without blocking and, unless the rules say the path is
  * trusted, not through a symbolic link.
@@ -44,9 +44,9 @@ struct regfile_rules {
  * never opened; the fstat of the opened file decides. Returns the descriptor and fills *st
  * (may be NULL); or -ELOOP (symbolic link), -SONDE_E_NOT_REGULAR, -EFBIG (over the cap),
  * -SONDE_E_OWNER, or the -errno of stat, open or fstat. */
-int regfile_open(const char *path, const struct regfile_rules *rules, struct stat *st);
+int sonde__regfile_open(const char *path, const struct regfile_rules *rules, struct stat *st);
 
 /* Total of all reasons. */
-uint64_t regfile_refusals_total(const struct regfile_refusals *r);
+uint64_t sonde__regfile_refusals_total(const struct regfile_refusals *r);
 
 #endif

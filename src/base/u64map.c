@@ -41,7 +41,7 @@ static int rehash(struct u64map *m, size_t cap)
 	return 0;
 }
 
-int u64map_reserve(struct u64map *m, size_t n)
+int sonde__u64map_reserve(struct u64map *m, size_t n)
 {
 	size_t cap = U64MAP_MIN_CAP;
 
@@ -52,7 +52,7 @@ int u64map_reserve(struct u64map *m, size_t n)
 	return cap > m->cap ? rehash(m, cap) : 0;
 }
 
-void u64map_free(struct u64map *m)
+void sonde__u64map_free(struct u64map *m)
 {
 	if (!m)
 		return;
@@ -60,7 +60,7 @@ void u64map_free(struct u64map *m)
 	memset(m, 0, sizeof(*m));
 }
 
-void u64map_clear(struct u64map *m)
+void sonde__u64map_clear(struct u64map *m)
 {
 	if (m->slots)
 		memset(m->slots, 0, (m->cap + 1) * sizeof(*m->slots));
@@ -68,7 +68,7 @@ void u64map_clear(struct u64map *m)
 	m->has_zero = false;
 }
 
-uint64_t *u64map_get(const struct u64map *m, uint64_t key)
+uint64_t *sonde__u64map_get(const struct u64map *m, uint64_t key)
 {
 	size_t i;
 
@@ -80,9 +80,9 @@ uint64_t *u64map_get(const struct u64map *m, uint64_t key)
 	return m->slots[i].key ? &m->slots[i].val : NULL;
 }
 
-int u64map_put(struct u64map *m, uint64_t key, uint64_t val)
+int sonde__u64map_put(struct u64map *m, uint64_t key, uint64_t val)
 {
-	uint64_t *v = u64map_get(m, key);
+	uint64_t *v = sonde__u64map_get(m, key);
 	size_t i;
 
 	if (v) {
@@ -105,7 +105,7 @@ int u64map_put(struct u64map *m, uint64_t key, uint64_t val)
 	return 0;
 }
 
-bool u64map_del(struct u64map *m, uint64_t key)
+bool sonde__u64map_del(struct u64map *m, uint64_t key)
 {
 	size_t mask = m->cap - 1, i, j;
 
@@ -133,7 +133,7 @@ bool u64map_del(struct u64map *m, uint64_t key)
 	return true;
 }
 
-bool u64map_next(const struct u64map *m, size_t *pos, uint64_t *key, uint64_t *val)
+bool sonde__u64map_next(const struct u64map *m, size_t *pos, uint64_t *key, uint64_t *val)
 {
 	for (; *pos < m->cap; (*pos)++) {
 		if (m->slots[*pos].key) {

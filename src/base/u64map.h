@@ -13,8 +13,8 @@
  *   no empty slot between home and it.
  * - Memory is allocated only when an insert of a new key would break the load bound (or
  *   the first insert): lookups, replacements and deletions never allocate, and after
- *   u64map_reserve(m, n) the first n distinct keys are inserted without allocating.
- * - A pointer returned by u64map_get stays valid until the next put of a new key, del,
+ *   sonde__u64map_reserve(m, n) the first n distinct keys are inserted without allocating.
+ * - A pointer returned by sonde__u64map_get stays valid until the next put of a new key, del,
  *   clear or free on the same map.
  *
  * A zeroed struct (U64MAP_INIT) is an empty, valid map.
@@ -57,11 +57,11 @@ static inline uint64_t u64_hash(uint64_t k)
 
 /* Makes room for n entries in total without further allocation. 0 or -ENOMEM (the map is
  * unchanged on failure). Never shrinks. */
-int u64map_reserve(struct u64map *m, size_t n);
+int sonde__u64map_reserve(struct u64map *m, size_t n);
 /* Frees the table; the map is empty and valid afterwards. Accepts NULL. */
-void u64map_free(struct u64map *m);
+void sonde__u64map_free(struct u64map *m);
 /* Removes every entry, keeping the table (no allocation on refill up to its capacity). */
-void u64map_clear(struct u64map *m);
+void sonde__u64map_clear(struct u64map *m);
 /* Number of entries. */
 static inline size_t u64map_count(const struct u64map *m)
 {
@@ -69,27 +69,27 @@ static inline size_t u64map_count(const struct u64map *m)
 }
 /* Pointer to the value of key, or NULL if absent. The map owns it; see the validity rule
  * above. Writing through it updates the entry. */
-uint64_t *u64map_get(const struct u64map *m, uint64_t key);
+uint64_t *sonde__u64map_get(const struct u64map *m, uint64_t key);
 /* Inserts key or replaces its value. 0, or -ENOMEM (map unchanged) if growth failed. */
-int u64map_put(struct u64map *m, uint64_t key, uint64_t val);
+int sonde__u64map_put(struct u64map *m, uint64_t key, uint64_t val);
 /* Removes key; returns whether it was present. Never allocates. */
-bool u64map_del(struct u64map *m, uint64_t key);
+bool sonde__u64map_del(struct u64map *m, uint64_t key);
 /* Iteration in table order: start with *pos = 0; each call stores the next entry and
  * returns true, or returns false at the end. The map must not be modified meanwhile,
- * except through the value pointers of u64map_get. */
-bool u64map_next(const struct u64map *m, size_t *pos, uint64_t *key, uint64_t *val);
+ * except through the value pointers of sonde__u64map_get. */
+bool sonde__u64map_next(const struct u64map *m, size_t *pos, uint64_t *key, uint64_t *val);
 
 /* For maps whose values are non-NULL pointers: NULL means absent. */
 static inline void *u64map_get_ptr(const struct u64map *m, uint64_t key)
 {
-	const uint64_t *v = u64map_get(m, key);
+	const uint64_t *v = sonde__u64map_get(m, key);
 
 	return v ? (void *)(uintptr_t)*v : NULL;
 }
 
 static inline int u64map_put_ptr(struct u64map *m, uint64_t key, const void *p)
 {
-	return u64map_put(m, key, (uint64_t)(uintptr_t)p);
+	return sonde__u64map_put(m, key, (uint64_t)(uintptr_t)p);
 }
 
 #endif

@@ -16,7 +16,7 @@
 /* Split a batch so that every CommitData stays well inside one IPC frame. */
 enum { COMMIT_REQ_SOFT_MAX = 96 * 1024 };
 
-int arbiter_init(struct arbiter *a, void *base, size_t size, size_t page_size, unsigned layout,
+int sonde__arbiter_init(struct arbiter *a, void *base, size_t size, size_t page_size, unsigned layout,
 		 arb_send_fn send, void *send_ctx)
 {
 	memset(a, 0, sizeof(*a));
@@ -32,34 +32,34 @@ int arbiter_init(struct arbiter *a, void *base, size_t size, size_t page_size, u
 	/* Commit once an eighth of the SMB is batched: large enough that the commit costs
 	 * little per chunk, small enough that the service frees chunks long before the
 	 * writers run out. */
-	a->commit_threshold = arbiter_total_chunks(a) / 8;
+	a->commit_threshold = sonde__arbiter_total_chunks(a) / 8;
 	if (!a->commit_threshold)
 		a->commit_threshold = 1;
 	return -pthread_mutex_init(&a->lock, NULL);
 }
 
-void arbiter_fini(struct arbiter *a)
+void sonde__arbiter_fini(struct arbiter *a)
 {
 	if (!a->base)
 		return;
 	pthread_mutex_destroy(&a->lock);
 	free(a->moves);
 	free(a->patches);
-	buf_free(&a->req);
+	sonde__buf_free(&a->req);
 	a->base = NULL;
 }
 
-size_t arbiter_total_chunks(const struct arbiter *a)
+size_t sonde__arbiter_total_chunks(const struct arbiter *a)
 {
 	return a->num_pages * smb_layout_nchunks(a->layout);
 }
 
-void arbiter_lock(struct arbiter *a)
+void sonde__arbiter_lock(struct arbiter *a)
 {
 	pthread_mutex_lock(&a->lock);
 }
 
-void arbiter_unlock(struct arbiter *a)
+void sonde__arbiter_unlock(struct arbiter *a)
 {
 	pthread_mutex_unlock(&a->lock);
 }
@@ -95,7 +95,7 @@ static bool acquire_in_page(struct arbiter *a, size_t page, struct arb_chunk *c)
 	return false;
 }
 
-bool arbiter_try_acquire(struct arbiter *a, struct arb_chunk *c)
+bool sonde__arbiter_try_acquire(struct arbiter *a, struct arb_chunk *c)
 {
 	size_t start = __atomic_load_n(&a->next_page, __ATOMIC_RELAXED);
 
@@ -109,23 +109,23 @@ bool arbiter_try_acquire(struct arbiter *a, struct arb_chunk *c)
 	return false;
 }
 
-void arbiter_return_chunk(struct arbiter *a, const struct arb_chunk *c, uint16_t writer_id,
+void sonde__arbiter_return_chunk(struct arbiter *a, const struct arb_chunk *c, uint16_t writer_id,
 			  uint32_t chunk_id, uint32_t target_buffer)
 {
-	arbiter_lock(a);
-	if (array_grow(&a->moves, &a->cap_moves, a->n_moves + 1, sizeof(*a->moves), 64) < 0) {
+	sonde__arbiter_lock(a);
+	if (sonde__array_grow(&a->moves, &a->cap_moves, a->n_moves + 1, sizeof(*a->moves), 64) < 0) {
 		/* cannot batch it: commit now, which needs no memory for this chunk */
-		arbiter_commit_locked(a, 0);
-		if (array_grow(&a->moves, &a->cap_moves, 1, sizeof(*a->moves), 64) < 0) {
+		sonde__arbiter_commit_locked(a, 0);
+		if (sonde__array_grow(&a->moves, &a->cap_moves, 1, sizeof(*a->moves), 64) < 0) {
 			smb_mark_complete(a->base, a->page_size, c->page, c->index);
-			arbiter_unlock(a);
+			sonde__arbiter_unlock(a);
 			return;
 		}
 	}
 	a->moves[a->n_moves++] = (struct arb_move){*c, target_buffer, chunk_id, writer_id};
 	if (a->n_moves >= a->commit_threshold)
-		arbiter_commit_locked(a, 0);
-	arbiter_unlock(a);
+		sonde__arbiter_commit_locked(a, 0);
+	sonde__arbiter_unlock(a);
 }
 
 static struct arb_move *find_batched(struct arbiter *a, const struct arb_patch *p)
@@ -151,11 +151,11 @@ static void patch_in_place(struct arb_move *m, const struct arb_patch *p)
 	}
 }
 
-void arbiter_add_patches(struct arbiter *a, const struct arb_patch *p, size_t n)
+void sonde__arbiter_add_patches(struct arbiter *a, const struct arb_patch *p, size_t n)
 {
 	if (!n)
 		return;
-	arbiter_lock(a);
+	sonde__arbiter_lock(a);
 	for (size_t i = 0; i < n; i++) {
 		struct arb_move *m = find_batched(a, &p[i]);
 		if (m) {
@@ -163,14 +163,14 @@ void arbiter_add_patches(struct arbiter *a, const struct arb_patch *p, size_t n)
 			a->patches_direct++;
 			continue;
 		}
-		if (array_grow(&a->patches, &a->cap_patches, a->n_patches + 1, sizeof(*a->patches),
+		if (sonde__array_grow(&a->patches, &a->cap_patches, a->n_patches + 1, sizeof(*a->patches),
 			       64) < 0) {
 			sonde_warn("producer: out of memory, dropping a patch");
 			continue;
 		}
 		a->patches[a->n_patches++] = p[i];
 	}
-	arbiter_unlock(a);
+	sonde__arbiter_unlock(a);
 }
 
 static int send_req(struct arbiter *a)
@@ -184,7 +184,7 @@ static int send_req(struct arbiter *a)
 	if (r < 0 && !a->send_error)
 		a->send_error = r;
 	a->commits_sent++;
-	buf_reset(&a->req);
+	sonde__buf_reset(&a->req);
 	return r;
 }
 
@@ -196,11 +196,11 @@ static void encode_moves(struct arbiter *a)
 		 * under us, and then the service must not read it either */
 		if (!smb_mark_complete(a->base, a->page_size, m->c.page, m->c.index))
 			continue;
-		size_t mk = pb_begin(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
-		pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_PAGE, m->c.page);
-		pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_CHUNK, m->c.index);
-		pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, m->target_buffer);
-		pb_end(&a->req, mk);
+		size_t mk = sonde__pb_begin(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
+		sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_PAGE, m->c.page);
+		sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_CHUNK, m->c.index);
+		sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, m->target_buffer);
+		sonde__pb_end(&a->req, mk);
 		a->chunks_committed++;
 		if (a->req.len > COMMIT_REQ_SOFT_MAX)
 			send_req(a);
@@ -214,10 +214,10 @@ static void encode_patches(struct arbiter *a)
 
 	while (i < a->n_patches) {
 		const struct arb_patch *first = &a->patches[i];
-		size_t mk = pb_begin(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
-		pb_put_varint(&a->req, PF_CHUNK_TO_PATCH_TARGET_BUFFER, first->target_buffer);
-		pb_put_varint(&a->req, PF_CHUNK_TO_PATCH_WRITER_ID, first->writer_id);
-		pb_put_varint(&a->req, PF_CHUNK_TO_PATCH_CHUNK_ID, first->chunk_id);
+		size_t mk = sonde__pb_begin(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
+		sonde__pb_put_varint(&a->req, PF_CHUNK_TO_PATCH_TARGET_BUFFER, first->target_buffer);
+		sonde__pb_put_varint(&a->req, PF_CHUNK_TO_PATCH_WRITER_ID, first->writer_id);
+		sonde__pb_put_varint(&a->req, PF_CHUNK_TO_PATCH_CHUNK_ID, first->chunk_id);
 		bool more = true;
 		/* group the consecutive patches of one chunk (writers emit them together) */
 		for (; i < a->n_patches; i++) {
@@ -225,23 +225,23 @@ static void encode_patches(struct arbiter *a)
 			if (p->chunk_id != first->chunk_id || p->writer_id != first->writer_id ||
 			    p->target_buffer != first->target_buffer)
 				break;
-			size_t pm = pb_begin(&a->req, PF_CHUNK_TO_PATCH_PATCHES);
-			pb_put_varint(&a->req, PF_PATCH_OFFSET, p->offset);
-			pb_put_bytes(&a->req, PF_PATCH_DATA, p->data, 4);
-			pb_end(&a->req, pm);
+			size_t pm = sonde__pb_begin(&a->req, PF_CHUNK_TO_PATCH_PATCHES);
+			sonde__pb_put_varint(&a->req, PF_PATCH_OFFSET, p->offset);
+			sonde__pb_put_bytes(&a->req, PF_PATCH_DATA, p->data, 4);
+			sonde__pb_end(&a->req, pm);
 			more = p->has_more;
 			a->patches_sent++;
 		}
 		if (more)
-			pb_put_bool(&a->req, PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES, true);
-		pb_end(&a->req, mk);
+			sonde__pb_put_bool(&a->req, PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES, true);
+		sonde__pb_end(&a->req, mk);
 		if (a->req.len > COMMIT_REQ_SOFT_MAX)
 			send_req(a);
 	}
 	a->n_patches = 0;
 }
 
-int arbiter_commit_locked(struct arbiter *a, uint64_t flush_id)
+int sonde__arbiter_commit_locked(struct arbiter *a, uint64_t flush_id)
 {
 	if (!a->n_moves && !a->n_patches && !flush_id) {
 		/* nothing new: just push out bytes an earlier commit left queued */
@@ -252,28 +252,28 @@ int arbiter_commit_locked(struct arbiter *a, uint64_t flush_id)
 		}
 		return a->send_error;
 	}
-	buf_reset(&a->req);
+	sonde__buf_reset(&a->req);
 	encode_moves(a);
 	encode_patches(a);
 	if (flush_id)
-		pb_put_varint(&a->req, PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID, flush_id);
+		sonde__pb_put_varint(&a->req, PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID, flush_id);
 	if (a->req.len || flush_id)
 		send_req(a);
 	return a->send_error;
 }
 
-int arbiter_commit(struct arbiter *a, uint64_t flush_id)
+int sonde__arbiter_commit(struct arbiter *a, uint64_t flush_id)
 {
-	arbiter_lock(a);
-	int r = arbiter_commit_locked(a, flush_id);
-	arbiter_unlock(a);
+	sonde__arbiter_lock(a);
+	int r = sonde__arbiter_commit_locked(a, flush_id);
+	sonde__arbiter_unlock(a);
 	return r;
 }
 
-void arbiter_commit_batched(struct arbiter *a)
+void sonde__arbiter_commit_batched(struct arbiter *a)
 {
-	arbiter_lock(a);
+	sonde__arbiter_lock(a);
 	if (a->n_moves || a->n_patches)
-		arbiter_commit_locked(a, 0);
-	arbiter_unlock(a);
+		sonde__arbiter_commit_locked(a, 0);
+	sonde__arbiter_unlock(a);
 }

@@ -70,31 +70,31 @@ struct arbiter {
 	uint64_t chunks_committed, patches_sent, patches_direct, commits_sent;
 };
 
-/* Adopts an SMB mapping (not owned: the caller unmaps it after arbiter_fini). layout is
+/* Adopts an SMB mapping (not owned: the caller unmaps it after sonde__arbiter_fini). layout is
  * the page layout writers get (SMB_LAYOUT_DIV1 as in the SDK). Returns 0 or -errno. */
-int arbiter_init(struct arbiter *a, void *base, size_t size, size_t page_size, unsigned layout,
+int sonde__arbiter_init(struct arbiter *a, void *base, size_t size, size_t page_size, unsigned layout,
 		 arb_send_fn send, void *send_ctx);
-void arbiter_fini(struct arbiter *a);
+void sonde__arbiter_fini(struct arbiter *a);
 
 /* Tries once to take a free chunk (Free -> BeingWritten). Returns true with *c filled. */
-bool arbiter_try_acquire(struct arbiter *a, struct arb_chunk *c);
+bool sonde__arbiter_try_acquire(struct arbiter *a, struct arb_chunk *c);
 
 /* Returns a chunk the writer has finished (its header is final except for flags that
  * patches clear). It stays BeingWritten until the batch is sent. May send the batch. */
-void arbiter_return_chunk(struct arbiter *a, const struct arb_chunk *c, uint16_t writer_id,
+void sonde__arbiter_return_chunk(struct arbiter *a, const struct arb_chunk *c, uint16_t writer_id,
 			  uint32_t chunk_id, uint32_t target_buffer);
 /* Hands over ready patches: applied in place when their chunk is still batched, else
  * queued for IPC. Each patch's has_more tells whether more will follow for its chunk. */
-void arbiter_add_patches(struct arbiter *a, const struct arb_patch *p, size_t n);
+void sonde__arbiter_add_patches(struct arbiter *a, const struct arb_patch *p, size_t n);
 /* Sends the batch (even if empty when flush_id != 0: that acks the flush). Returns 0 or
  * the send error. */
-int arbiter_commit(struct arbiter *a, uint64_t flush_id);
+int sonde__arbiter_commit(struct arbiter *a, uint64_t flush_id);
 /* Sends the batch if it holds any chunk or patch; does nothing otherwise. */
-void arbiter_commit_batched(struct arbiter *a);
+void sonde__arbiter_commit_batched(struct arbiter *a);
 /* Locked variants' building blocks, for callers that batch several steps. */
-void arbiter_lock(struct arbiter *a);
-void arbiter_unlock(struct arbiter *a);
-int arbiter_commit_locked(struct arbiter *a, uint64_t flush_id);
-size_t arbiter_total_chunks(const struct arbiter *a);
+void sonde__arbiter_lock(struct arbiter *a);
+void sonde__arbiter_unlock(struct arbiter *a);
+int sonde__arbiter_commit_locked(struct arbiter *a, uint64_t flush_id);
+size_t sonde__arbiter_total_chunks(const struct arbiter *a);
 
 #endif

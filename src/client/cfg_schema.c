@@ -335,9 +335,9 @@ static const struct cfg_field trace_config_f[] = {
 	F("bugreport_score", 30, CT_I32),
 	E("statsd_logging", 31, statsd_logging),
 	END};
-const struct cfg_msg cfg_trace_config = {"TraceConfig", trace_config_f};
+const struct cfg_msg sonde__cfg_trace_config = {"TraceConfig", trace_config_f};
 
-const struct cfg_field *cfg_find_field(const struct cfg_msg *m, const char *name, size_t len)
+const struct cfg_field *sonde__cfg_find_field(const struct cfg_msg *m, const char *name, size_t len)
 {
 	for (const struct cfg_field *f = m->fields; f->name; f++)
 		if (strlen(f->name) == len && memcmp(f->name, name, len) == 0)

@@ -58,9 +58,9 @@ struct cfg_msg {
 	const struct cfg_field *fields; /* terminated by a NULL name; at most 64 */
 };
 
-extern const struct cfg_msg cfg_trace_config;
+extern const struct cfg_msg sonde__cfg_trace_config;
 
 /* The field called name in m, or NULL. */
-const struct cfg_field *cfg_find_field(const struct cfg_msg *m, const char *name, size_t len);
+const struct cfg_field *sonde__cfg_find_field(const struct cfg_msg *m, const char *name, size_t len);
 
 #endif

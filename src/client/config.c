@@ -49,18 +49,18 @@ void sonde_trace_config__free(struct sonde_trace_config *cfg)
 		return;
 	free(cfg->unique_session_name);
 	free(cfg->output_path);
-	buf_free(&cfg->repeated);
+	sonde__buf_free(&cfg->repeated);
 	free(cfg);
 }
 
 int sonde_trace_config__add_buffer(struct sonde_trace_config *cfg, uint32_t size_kb,
 				   enum sonde_fill_policy policy)
 {
-	size_t m = pb_begin(&cfg->repeated, PF_TRACE_CONFIG_BUFFERS);
-	pb_put_varint(&cfg->repeated, PF_BUFFER_CONFIG_SIZE_KB, size_kb);
+	size_t m = sonde__pb_begin(&cfg->repeated, PF_TRACE_CONFIG_BUFFERS);
+	sonde__pb_put_varint(&cfg->repeated, PF_BUFFER_CONFIG_SIZE_KB, size_kb);
 	if (policy)
-		pb_put_varint(&cfg->repeated, PF_BUFFER_CONFIG_FILL_POLICY, policy);
-	pb_end(&cfg->repeated, m);
+		sonde__pb_put_varint(&cfg->repeated, PF_BUFFER_CONFIG_FILL_POLICY, policy);
+	sonde__pb_end(&cfg->repeated, m);
 	if (buf_error(&cfg->repeated))
 		return -ENOMEM;
 	return cfg->num_buffers++;
@@ -71,34 +71,34 @@ int sonde_trace_config__add_data_source(struct sonde_trace_config *cfg, const ch
 {
 	if (!name || !*name)
 		return -EINVAL;
-	size_t ds = pb_begin(&cfg->repeated, PF_TRACE_CONFIG_DATA_SOURCES);
-	size_t c = pb_begin(&cfg->repeated, PF_TC_DATA_SOURCE_CONFIG);
-	pb_put_string(&cfg->repeated, PF_DS_CONFIG_NAME, name);
-	pb_put_varint(&cfg->repeated, PF_DS_CONFIG_TARGET_BUFFER, target_buffer);
+	size_t ds = sonde__pb_begin(&cfg->repeated, PF_TRACE_CONFIG_DATA_SOURCES);
+	size_t c = sonde__pb_begin(&cfg->repeated, PF_TC_DATA_SOURCE_CONFIG);
+	sonde__pb_put_string(&cfg->repeated, PF_DS_CONFIG_NAME, name);
+	sonde__pb_put_varint(&cfg->repeated, PF_DS_CONFIG_TARGET_BUFFER, target_buffer);
 	if (extra && extra_len)
-		buf_append(&cfg->repeated, extra, extra_len);
-	pb_end(&cfg->repeated, c);
-	pb_end(&cfg->repeated, ds);
+		sonde__buf_append(&cfg->repeated, extra, extra_len);
+	sonde__pb_end(&cfg->repeated, c);
+	sonde__pb_end(&cfg->repeated, ds);
 	return buf_error(&cfg->repeated);
 }
 
 int sonde_trace_config__add_producer(struct sonde_trace_config *cfg, const char *name,
 				     uint32_t shm_size_kb, uint32_t page_size_kb)
 {
-	size_t m = pb_begin(&cfg->repeated, PF_TRACE_CONFIG_PRODUCERS);
-	pb_put_string(&cfg->repeated, PF_PRODUCER_CONFIG_PRODUCER_NAME, name);
+	size_t m = sonde__pb_begin(&cfg->repeated, PF_TRACE_CONFIG_PRODUCERS);
+	sonde__pb_put_string(&cfg->repeated, PF_PRODUCER_CONFIG_PRODUCER_NAME, name);
 	if (shm_size_kb)
-		pb_put_varint(&cfg->repeated, PF_PRODUCER_CONFIG_SHM_SIZE_KB, shm_size_kb);
+		sonde__pb_put_varint(&cfg->repeated, PF_PRODUCER_CONFIG_SHM_SIZE_KB, shm_size_kb);
 	if (page_size_kb)
-		pb_put_varint(&cfg->repeated, PF_PRODUCER_CONFIG_PAGE_SIZE_KB, page_size_kb);
-	pb_end(&cfg->repeated, m);
+		sonde__pb_put_varint(&cfg->repeated, PF_PRODUCER_CONFIG_PAGE_SIZE_KB, page_size_kb);
+	sonde__pb_end(&cfg->repeated, m);
 	return buf_error(&cfg->repeated);
 }
 
 static void put_u32_if(struct buf *b, uint32_t field, uint64_t v)
 {
 	if (v)
-		pb_put_varint(b, field, v);
+		sonde__pb_put_varint(b, field, v);
 }
 
 int sonde_trace_config__encode(const struct sonde_trace_config *cfg, uint8_t **out, size_t *out_len)
@@ -106,7 +106,7 @@ int sonde_trace_config__encode(const struct sonde_trace_config *cfg, uint8_t **o
 	const struct sonde_trace_config_opts *o = &cfg->opts;
 	struct buf b = BUF_INIT;
 
-	buf_append(&b, cfg->repeated.data, cfg->repeated.len);
+	sonde__buf_append(&b, cfg->repeated.data, cfg->repeated.len);
 	put_u32_if(&b, PF_TRACE_CONFIG_DURATION_MS, o->duration_ms);
 	put_u32_if(&b, PF_TRACE_CONFIG_FLUSH_PERIOD_MS, o->flush_period_ms);
 	put_u32_if(&b, PF_TRACE_CONFIG_FLUSH_TIMEOUT_MS, o->flush_timeout_ms);
@@ -114,14 +114,14 @@ int sonde_trace_config__encode(const struct sonde_trace_config *cfg, uint8_t **o
 	put_u32_if(&b, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, o->file_write_period_ms);
 	put_u32_if(&b, PF_TRACE_CONFIG_MAX_FILE_SIZE_BYTES, o->max_file_size_bytes);
 	if (o->write_into_file)
-		pb_put_bool(&b, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+		sonde__pb_put_bool(&b, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
 	if (o->deferred_start)
-		pb_put_bool(&b, PF_TRACE_CONFIG_DEFERRED_START, true);
-	pb_put_string(&b, PF_TRACE_CONFIG_UNIQUE_SESSION_NAME, cfg->unique_session_name);
-	pb_put_string(&b, PF_TRACE_CONFIG_OUTPUT_PATH, cfg->output_path);
+		sonde__pb_put_bool(&b, PF_TRACE_CONFIG_DEFERRED_START, true);
+	sonde__pb_put_string(&b, PF_TRACE_CONFIG_UNIQUE_SESSION_NAME, cfg->unique_session_name);
+	sonde__pb_put_string(&b, PF_TRACE_CONFIG_OUTPUT_PATH, cfg->output_path);
 	buf_put_u8(&b, 0); /* never return a NULL buffer for an empty config */
 	if (buf_error(&b)) {
-		buf_free(&b);
+		sonde__buf_free(&b);
 		return -ENOMEM;
 	}
 	*out = b.data;
@@ -135,13 +135,13 @@ static int summarize_data_source(struct pb_field *ds, struct sonde_trace_config_
 	struct pb_field f;
 	int n;
 
-	while ((n = pb_next(&r, &f)) > 0) {
+	while ((n = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num != PF_TC_DATA_SOURCE_CONFIG || f.wire != PB_LEN)
 			continue;
 		/* the config must itself be a message */
 		struct pb_reader c = pb_sub(&f);
 		struct pb_field g;
-		while ((n = pb_next(&c, &g)) > 0)
+		while ((n = sonde__pb_next(&c, &g)) > 0)
 			;
 		if (n < 0)
 			return n;
@@ -157,7 +157,7 @@ static int summarize_buffer(struct pb_field *bf, struct sonde_trace_config_summa
 	struct pb_field f;
 	int n;
 
-	while ((n = pb_next(&r, &f)) > 0)
+	while ((n = sonde__pb_next(&r, &f)) > 0)
 		if (f.num == PF_BUFFER_CONFIG_SIZE_KB && f.wire == PB_VARINT)
 			s->total_buffer_kb += (uint32_t)f.u;
 	if (n == 0)
@@ -172,7 +172,7 @@ int sonde_trace_config_summarize(const void *cfg, size_t len, struct sonde_trace
 	int n;
 
 	memset(s, 0, sizeof(*s));
-	while ((n = pb_next(&r, &f)) > 0) {
+	while ((n = sonde__pb_next(&r, &f)) > 0) {
 		bool v = f.wire == PB_VARINT, l = f.wire == PB_LEN;
 		if (f.num == PF_TRACE_CONFIG_BUFFERS && l)
 			n = summarize_buffer(&f, s);

@@ -15,7 +15,7 @@
 
 #include "client/conn.h"
 
-void conn_default_path(enum conn_kind kind, char *out, size_t size)
+void sonde__conn_default_path(enum conn_kind kind, char *out, size_t size)
 {
 	const char *fd = getenv(kind == CONN_PRODUCER ? "SONDE_PRODUCER_FD" : "SONDE_CONSUMER_FD");
 	const char *env = getenv(kind == CONN_PRODUCER ? "PERFETTO_PRODUCER_SOCK_NAME"
@@ -51,7 +51,7 @@ static int connect_unix(const char *path)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	/* connect blocking (AF_UNIX connects complete at once); ipc_chan_init then makes the
+	/* connect blocking (AF_UNIX connects complete at once); sonde__ipc_chan_init then makes the
 	 * socket nonblocking */
 	if (connect(fd, (struct sockaddr *)&sa, len) < 0) {
 		int e = errno;
@@ -85,7 +85,7 @@ static int adopt_fd(const char *spec)
 	return (int)n;
 }
 
-int conn_trust_from_env(struct conn_trust *t)
+int sonde__conn_trust_from_env(struct conn_trust *t)
 {
 	const char *v = getenv("SONDE_TRUST_UID");
 	char *end;
@@ -101,7 +101,7 @@ int conn_trust_from_env(struct conn_trust *t)
 	return 0;
 }
 
-int conn_check_listener(int fd, const char *path, const struct conn_trust *t)
+int sonde__conn_check_listener(int fd, const char *path, const struct conn_trust *t)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
@@ -135,7 +135,7 @@ static int resolve_methods(struct conn *c, const struct ipc_frame *f, const char
 		return -SONDE_E_PROTOCOL;
 	c->service_id = f->service_id;
 	for (size_t i = 0; i < n; i++)
-		c->method_ids[i] = ipc_method_id(f, names[i]);
+		c->method_ids[i] = sonde__ipc_method_id(f, names[i]);
 	return 0;
 }
 
@@ -154,7 +154,7 @@ static int await_bind_reply(struct conn *c, uint64_t req, const char *const *nam
 		deadline.tv_nsec -= 1000000000;
 	}
 	for (bool eof = false;;) {
-		while ((r = ipc_chan_next(&c->ch, &f, NULL)) > 0)
+		while ((r = sonde__ipc_chan_next(&c->ch, &f, NULL)) > 0)
 			if (f.request_id == req && f.msg == IPC_MSG_BIND_SERVICE_REPLY)
 				return resolve_methods(c, &f, names, n);
 		if (r < 0)
@@ -164,9 +164,9 @@ static int await_bind_reply(struct conn *c, uint64_t req, const char *const *nam
 		int64_t left = ms_left(&deadline);
 		if (left <= 0)
 			return -ETIMEDOUT;
-		if ((r = conn_wait(c, (int)left)) < 0)
+		if ((r = sonde__conn_wait(c, (int)left)) < 0)
 			return r;
-		if (r > 0 && (r = ipc_chan_read(&c->ch)) < 0) {
+		if (r > 0 && (r = sonde__ipc_chan_read(&c->ch)) < 0) {
 			if (r != -ECONNRESET)
 				return r;
 			eof = true;
@@ -174,7 +174,7 @@ static int await_bind_reply(struct conn *c, uint64_t req, const char *const *nam
 	}
 }
 
-int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char *service,
+int sonde__conn_open(struct conn *c, enum conn_kind kind, const char *path, const char *service,
 	      const char *const *names, size_t n, int timeout_ms, const struct conn_trust *trust)
 {
 	bool inherited;
@@ -187,7 +187,7 @@ int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char 
 	if (path)
 		snprintf(c->path, sizeof(c->path), "%s", path);
 	else
-		conn_default_path(kind, c->path, sizeof(c->path));
+		sonde__conn_default_path(kind, c->path, sizeof(c->path));
 	if ((r = pthread_mutex_init(&c->lock, NULL)) != 0)
 		return -r;
 	c->open = true;
@@ -197,36 +197,36 @@ int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char 
 		r = fd;
 		goto fail;
 	}
-	if ((r = ipc_chan_init(&c->ch, fd)) < 0)
+	if ((r = sonde__ipc_chan_init(&c->ch, fd)) < 0)
 		goto fail;
-	if (!inherited && (r = conn_check_listener(fd, c->path, trust)) < 0)
+	if (!inherited && (r = sonde__conn_check_listener(fd, c->path, trust)) < 0)
 		goto fail;
 	c->next_request_id = 1;
 	struct ipc_frame f = {.request_id = c->next_request_id++,
 			      .msg = IPC_MSG_BIND_SERVICE,
 			      .name = service,
 			      .name_len = strlen(service)};
-	if ((r = ipc_chan_send(&c->ch, &f, -1)) < 0)
+	if ((r = sonde__ipc_chan_send(&c->ch, &f, -1)) < 0)
 		goto fail;
 	if ((r = await_bind_reply(c, f.request_id, names, n, timeout_ms > 0 ? timeout_ms : 5000)) <
 	    0)
 		goto fail;
 	return 0;
 fail:
-	conn_close(c);
+	sonde__conn_close(c);
 	return r;
 }
 
-void conn_close(struct conn *c)
+void sonde__conn_close(struct conn *c)
 {
 	if (!c->open)
 		return;
-	ipc_chan_close(&c->ch);
+	sonde__ipc_chan_close(&c->ch);
 	pthread_mutex_destroy(&c->lock);
 	c->open = false;
 }
 
-int64_t conn_invoke(struct conn *c, unsigned m, const void *args, size_t len, bool drop_reply,
+int64_t sonde__conn_invoke(struct conn *c, unsigned m, const void *args, size_t len, bool drop_reply,
 		    int fd)
 {
 	if (m >= CONN_MAX_METHODS || !c->method_ids[m])
@@ -239,20 +239,20 @@ int64_t conn_invoke(struct conn *c, unsigned m, const void *args, size_t len, bo
 			      .data = args,
 			      .data_len = len,
 			      .drop_reply = drop_reply};
-	int r = ipc_chan_send(&c->ch, &f, fd);
+	int r = sonde__ipc_chan_send(&c->ch, &f, fd);
 	pthread_mutex_unlock(&c->lock);
 	return r < 0 ? r : (int64_t)f.request_id;
 }
 
-int conn_flush(struct conn *c)
+int sonde__conn_flush(struct conn *c)
 {
 	pthread_mutex_lock(&c->lock);
-	int r = ipc_chan_tx_pending(&c->ch) ? ipc_chan_flush(&c->ch) : 0;
+	int r = ipc_chan_tx_pending(&c->ch) ? sonde__ipc_chan_flush(&c->ch) : 0;
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
 
-size_t conn_tx_pending(struct conn *c)
+size_t sonde__conn_tx_pending(struct conn *c)
 {
 	pthread_mutex_lock(&c->lock);
 	size_t n = ipc_chan_tx_pending(&c->ch);
@@ -260,19 +260,19 @@ size_t conn_tx_pending(struct conn *c)
 	return n;
 }
 
-int conn_read(struct conn *c)
+int sonde__conn_read(struct conn *c)
 {
-	return ipc_chan_read(&c->ch);
+	return sonde__ipc_chan_read(&c->ch);
 }
 
-int conn_next(struct conn *c, struct ipc_frame *f, int *fd)
+int sonde__conn_next(struct conn *c, struct ipc_frame *f, int *fd)
 {
-	return ipc_chan_next(&c->ch, f, fd);
+	return sonde__ipc_chan_next(&c->ch, f, fd);
 }
 
-int conn_wait(struct conn *c, int timeout_ms)
+int sonde__conn_wait(struct conn *c, int timeout_ms)
 {
-	int r = conn_flush(c);
+	int r = sonde__conn_flush(c);
 	if (r < 0)
 		return r;
 	struct pollfd p = {.fd = c->ch.fd, .events = POLLIN | (r > 0 ? POLLOUT : 0)};
@@ -287,7 +287,7 @@ int conn_wait(struct conn *c, int timeout_ms)
 		if (p.revents & (POLLIN | POLLHUP | POLLERR))
 			return 1;
 		/* writable only: push more and keep waiting (timeout restarts, harmless) */
-		if ((r = conn_flush(c)) < 0)
+		if ((r = sonde__conn_flush(c)) < 0)
 			return r;
 		p.events = POLLIN | (r > 0 ? POLLOUT : 0);
 	}

@@ -24,7 +24,7 @@ struct conn {
 	pthread_mutex_t lock;
 	uint64_t next_request_id;
 	uint32_t service_id;
-	/* method ids by our own index (the order of the names passed to conn_open); 0 when
+	/* method ids by our own index (the order of the names passed to sonde__conn_open); 0 when
 	 * the service did not list the method */
 	uint32_t method_ids[CONN_MAX_METHODS];
 	char path[108];
@@ -34,7 +34,7 @@ struct conn {
  * socket inherited from a supervisor), else PERFETTO_{PRODUCER,CONSUMER}_SOCK_NAME, else
  * /run/perfetto/traced-{producer,consumer}.sock if /run/perfetto/ is searchable, else
  * /tmp/perfetto-{producer,consumer} (perfetto-wire.md §1.1). */
-void conn_default_path(enum conn_kind kind, char *out, size_t size);
+void sonde__conn_default_path(enum conn_kind kind, char *out, size_t size);
 
 /* Whom a client believes to be the service. A socket path can be bound by anyone who
  * gets there first (/tmp/perfetto-* while no service runs, any abstract name), so before
@@ -49,10 +49,10 @@ struct conn_trust {
 };
 
 /* Fills t from $SONDE_TRUST_UID unless t->uid_set. -EINVAL if the variable is not a uid. */
-int conn_trust_from_env(struct conn_trust *t);
+int sonde__conn_trust_from_env(struct conn_trust *t);
 /* 0 if the process listening at the other end of connected socket fd (named path, for
  * the message) is trusted by t (NULL: root or the caller's own uid), else -EPERM. */
-int conn_check_listener(int fd, const char *path, const struct conn_trust *t);
+int sonde__conn_check_listener(int fd, const char *path, const struct conn_trust *t);
 
 /* Connects to path (NULL: the default for kind; a leading '@' is the abstract namespace;
  * "fd:N" takes the inherited connected socket N, once: -EBUSY if already taken), checks
@@ -61,24 +61,24 @@ int conn_check_listener(int fd, const char *path, const struct conn_trust *t);
  * reply. Returns 0, -ECONNREFUSED/-ENOENT when nothing listens, -EPERM when the listener
  * is not trusted, -ETIMEDOUT, -SONDE_E_PROTOCOL if the service refused the binding, or
  * -errno. */
-int conn_open(struct conn *c, enum conn_kind kind, const char *path, const char *service,
+int sonde__conn_open(struct conn *c, enum conn_kind kind, const char *path, const char *service,
 	      const char *const *names, size_t n, int timeout_ms, const struct conn_trust *trust);
-void conn_close(struct conn *c);
+void sonde__conn_close(struct conn *c);
 
 /* Sends InvokeMethod for our method index `m` (fd >= 0 is attached, not taken). Returns the
  * request id (> 0), -SONDE_E_UNSUPPORTED if the service lacks the method, or -errno. */
-int64_t conn_invoke(struct conn *c, unsigned m, const void *args, size_t len, bool drop_reply,
+int64_t sonde__conn_invoke(struct conn *c, unsigned m, const void *args, size_t len, bool drop_reply,
 		    int fd);
 /* Writes queued bytes; 0 when all are out, 1 when some remain, or -errno. */
-int conn_flush(struct conn *c);
+int sonde__conn_flush(struct conn *c);
 /* Bytes waiting in the transmit queue. */
-size_t conn_tx_pending(struct conn *c);
+size_t sonde__conn_tx_pending(struct conn *c);
 /* Reads what the socket has. Returns 0, -ECONNRESET at EOF, or -errno. Loop thread only. */
-int conn_read(struct conn *c);
-/* Next complete frame (see ipc_chan_next). Loop thread only. */
-int conn_next(struct conn *c, struct ipc_frame *f, int *fd);
+int sonde__conn_read(struct conn *c);
+/* Next complete frame (see sonde__ipc_chan_next). Loop thread only. */
+int sonde__conn_next(struct conn *c, struct ipc_frame *f, int *fd);
 /* Waits up to timeout_ms for input (flushing output meanwhile). Returns 1 when readable,
  * 0 on timeout, or -errno. */
-int conn_wait(struct conn *c, int timeout_ms);
+int sonde__conn_wait(struct conn *c, int timeout_ms);
 
 #endif

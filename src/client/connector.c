@@ -28,7 +28,7 @@ const char *sonde_connector__socket_path(const struct sonde_connector_opts *opts
 {
 	if (opts && opts->socket)
 		return opts->socket;
-	return ipc_default_sock_name(IPC_PORT_CONNECTOR);
+	return sonde__ipc_default_sock_name(IPC_PORT_CONNECTOR);
 }
 
 struct sonde_connector *sonde_connector__new(const struct sonde_connector_opts *opts)
@@ -41,14 +41,14 @@ struct sonde_connector *sonde_connector__new(const struct sonde_connector_opts *
 		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 	const char *path = sonde_connector__socket_path(&o);
 	struct conn_trust t = {0};
-	int rc = conn_trust_from_env(&t);
-	fd = rc < 0 ? rc : ipc_connect_type(path, SOCK_SEQPACKET);
+	int rc = sonde__conn_trust_from_env(&t);
+	fd = rc < 0 ? rc : sonde__ipc_connect_type(path, SOCK_SEQPACKET);
 	if (fd < 0) {
 		errno = -fd;
 		return NULL;
 	}
 	/* sockets handed to whoever listens there reach that user: it must be the service */
-	if ((rc = conn_check_listener(fd, path, &t)) < 0) {
+	if ((rc = sonde__conn_check_listener(fd, path, &t)) < 0) {
 		close(fd);
 		errno = -rc;
 		return NULL;
@@ -84,13 +84,13 @@ static int send_request(struct sonde_connector *c, const struct cx_request *q, c
 	struct pollfd p = {c->fd, POLLOUT, 0};
 	int rc = 0;
 
-	cx_request_encode(q, &b);
+	sonde__cx_request_encode(q, &b);
 	if (buf_error(&b) < 0) {
-		buf_free(&b);
+		sonde__buf_free(&b);
 		return -ENOMEM;
 	}
 	for (;;) {
-		ssize_t w = ipc_fdpass_send(c->fd, b.data, b.len, fds, nfds,
+		ssize_t w = sonde__ipc_fdpass_send(c->fd, b.data, b.len, fds, nfds,
 					    MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w >= 0)
 			break;
@@ -103,7 +103,7 @@ static int send_request(struct sonde_connector *c, const struct cx_request *q, c
 			break;
 		}
 	}
-	buf_free(&b);
+	sonde__buf_free(&b);
 	return rc;
 }
 
@@ -119,7 +119,7 @@ static int recv_reply(struct sonde_connector *c, uint64_t id, struct cx_reply *r
 
 	*fd = -1;
 	for (;;) {
-		n = ipc_fdpass_recv(c->fd, msg, sizeof(msg), MSG_DONTWAIT, &in, &mflags);
+		n = sonde__ipc_fdpass_recv(c->fd, msg, sizeof(msg), MSG_DONTWAIT, &in, &mflags);
 		if (n >= 0)
 			break;
 		if (n != -EAGAIN && n != -EINTR)
@@ -133,8 +133,8 @@ static int recv_reply(struct sonde_connector *c, uint64_t id, struct cx_reply *r
 	if (n == 0 && in.n == 0)
 		return -ECONNRESET;
 	if (in.n > 1 || (mflags & (MSG_TRUNC | MSG_CTRUNC)) ||
-	    cx_reply_decode(msg, (size_t)n, r) < 0 || r->id != id) {
-		ipc_fds_close(&in);
+	    sonde__cx_reply_decode(msg, (size_t)n, r) < 0 || r->id != id) {
+		sonde__ipc_fds_close(&in);
 		return -EPROTO;
 	}
 	if (in.n == 1)

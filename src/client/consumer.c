@@ -59,7 +59,7 @@ static const char *path_of(const struct sonde_consumer_opts *o, char *buf, size_
 {
 	if (o && o->socket)
 		return o->socket;
-	conn_default_path(CONN_CONSUMER, buf, n);
+	sonde__conn_default_path(CONN_CONSUMER, buf, n);
 	return buf;
 }
 
@@ -82,9 +82,9 @@ struct sonde_consumer *sonde_consumer__new(const struct sonde_consumer_opts *opt
 	if (opts)
 		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 	struct conn_trust t = {o.trust_uid_set, o.trust_uid, o.untrusted_uid};
-	r = conn_trust_from_env(&t);
+	r = sonde__conn_trust_from_env(&t);
 	if (r == 0)
-		r = conn_open(&c->c, CONN_CONSUMER, path_of(opts, path, sizeof(path)),
+		r = sonde__conn_open(&c->c, CONN_CONSUMER, path_of(opts, path, sizeof(path)),
 			      "ConsumerPort", method_names, CM_COUNT, o.timeout_ms, &t);
 	if (r < 0) {
 		free(c);
@@ -98,9 +98,9 @@ void sonde_consumer__free(struct sonde_consumer *c)
 {
 	if (!c)
 		return;
-	conn_close(&c->c);
-	buf_free(&c->packet);
-	buf_free(&c->state);
+	sonde__conn_close(&c->c);
+	sonde__buf_free(&c->packet);
+	sonde__buf_free(&c->state);
 	free(c);
 }
 
@@ -111,7 +111,7 @@ int sonde_consumer__fd(const struct sonde_consumer *c)
 
 bool sonde_consumer__want_write(struct sonde_consumer *c)
 {
-	return conn_tx_pending(&c->c) > 0;
+	return sonde__conn_tx_pending(&c->c) > 0;
 }
 
 void sonde_consumer__set_callbacks(struct sonde_consumer *c, const struct sonde_consumer_cbs *cbs)
@@ -142,7 +142,7 @@ static int invoke(struct sonde_consumer *c, unsigned m, const void *args, size_t
 		if (!slot)
 			return -EBUSY;
 	}
-	int64_t id = conn_invoke(&c->c, m, args, len, !tmpl, fd);
+	int64_t id = sonde__conn_invoke(&c->c, m, args, len, !tmpl, fd);
 	if (id < 0)
 		return (int)id;
 	if (slot) {
@@ -159,15 +159,15 @@ int sonde_consumer__enable_tracing(struct sonde_consumer *c, const void *cfg, si
 	struct buf b = BUF_INIT;
 	struct pending p = {0};
 
-	pb_put_bytes(&b, PF_ENABLE_TRACING_REQ_TRACE_CONFIG, cfg, cfg_len);
+	sonde__pb_put_bytes(&b, PF_ENABLE_TRACING_REQ_TRACE_CONFIG, cfg, cfg_len);
 	if (buf_error(&b)) {
-		buf_free(&b);
+		sonde__buf_free(&b);
 		return -ENOMEM;
 	}
 	c->session_disabled = false;
 	c->disable_error[0] = 0;
 	int r = invoke(c, CM_ENABLE, b.data, b.len, output_fd, &p);
-	buf_free(&b);
+	sonde__buf_free(&b);
 	return r;
 }
 
@@ -189,7 +189,7 @@ int sonde_consumer__free_buffers(struct sonde_consumer *c)
 int sonde_consumer__read_buffers(struct sonde_consumer *c, sonde_consumer_done_fn done, void *ctx)
 {
 	struct pending p = {.done = done, .ctx = ctx};
-	buf_reset(&c->packet);
+	sonde__buf_reset(&c->packet);
 	return invoke(c, CM_READ, NULL, 0, -1, &p);
 }
 
@@ -201,8 +201,8 @@ int sonde_consumer__flush(struct sonde_consumer *c, uint32_t timeout_ms,
 	size_t n = 0;
 
 	if (timeout_ms) {
-		n = pb_varint_encode(b, (PF_FLUSH_REQ_TIMEOUT_MS << 3) | PB_VARINT);
-		n += pb_varint_encode(b + n, timeout_ms);
+		n = sonde__pb_varint_encode(b, (PF_FLUSH_REQ_TIMEOUT_MS << 3) | PB_VARINT);
+		n += sonde__pb_varint_encode(b + n, timeout_ms);
 	}
 	return invoke(c, CM_FLUSH, b, n, -1, &p);
 }
@@ -217,7 +217,7 @@ int sonde_consumer__query_service_state(struct sonde_consumer *c, sonde_consumer
 					void *ctx)
 {
 	struct pending p = {.state = fn, .ctx = ctx};
-	buf_reset(&c->state);
+	sonde__buf_reset(&c->state);
 	return invoke(c, CM_STATE, NULL, 0, -1, &p);
 }
 
@@ -230,11 +230,11 @@ int sonde_consumer__clone_session(struct sonde_consumer *c, uint64_t session_id,
 	int r;
 
 	if (session_id)
-		pb_put_varint(&b, PF_CLONE_SESSION_REQ_SESSION_ID, session_id);
+		sonde__pb_put_varint(&b, PF_CLONE_SESSION_REQ_SESSION_ID, session_id);
 	else if (unique_session_name)
-		pb_put_string(&b, PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME, unique_session_name);
+		sonde__pb_put_string(&b, PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME, unique_session_name);
 	r = buf_error(&b) ? -ENOMEM : invoke(c, CM_CLONE, b.data, b.len, -1, &p);
-	buf_free(&b);
+	sonde__buf_free(&b);
 	return r;
 }
 
@@ -246,7 +246,7 @@ static void decode_clone(const struct ipc_frame *f, struct sonde_clone_result *r
 	struct pb_field fl;
 
 	memset(res, 0, sizeof(*res));
-	while (pb_next(&r, &fl) > 0) {
+	while (sonde__pb_next(&r, &fl) > 0) {
 		if (fl.num == PF_CLONE_SESSION_RESP_SUCCESS && fl.wire == PB_VARINT)
 			res->success = fl.u != 0;
 		else if (fl.num == PF_CLONE_SESSION_RESP_ERROR && fl.wire == PB_LEN)
@@ -280,7 +280,7 @@ static void on_enable_reply(struct sonde_consumer *c, const struct ipc_frame *f)
 		session_ended(c, "the service rejected EnableTracing");
 		return;
 	}
-	while (pb_next(&r, &fl) > 0)
+	while (sonde__pb_next(&r, &fl) > 0)
 		if (fl.num == PF_ENABLE_TRACING_RESP_ERROR && fl.wire == PB_LEN)
 			snprintf(err, sizeof(err), "%.*s", (int)fl.len, (const char *)fl.ptr);
 	session_ended(c, err[0] ? err : NULL);
@@ -292,14 +292,14 @@ static void on_read_reply(struct sonde_consumer *c, const struct ipc_frame *f)
 	struct pb_reader r = pb_reader_init(f->data, f->data_len);
 	struct pb_field fl, g;
 
-	while (pb_next(&r, &fl) > 0) {
+	while (sonde__pb_next(&r, &fl) > 0) {
 		if (fl.num != PF_READ_BUFFERS_RESP_SLICES || fl.wire != PB_LEN)
 			continue;
 		struct pb_reader s = pb_sub(&fl);
 		const uint8_t *data = NULL;
 		size_t len = 0;
 		bool last = false;
-		while (pb_next(&s, &g) > 0) {
+		while (sonde__pb_next(&s, &g) > 0) {
 			if (g.num == PF_SLICE_DATA && g.wire == PB_LEN) {
 				data = g.ptr;
 				len = g.len;
@@ -308,7 +308,7 @@ static void on_read_reply(struct sonde_consumer *c, const struct ipc_frame *f)
 			}
 		}
 		if (!last) {
-			buf_append(&c->packet, data, len);
+			sonde__buf_append(&c->packet, data, len);
 			continue;
 		}
 		if (c->packet.len == 0) { /* a packet in one slice: no copy */
@@ -316,12 +316,12 @@ static void on_read_reply(struct sonde_consumer *c, const struct ipc_frame *f)
 				c->cbs.on_packet(c->cbs.ctx, data, len);
 			continue;
 		}
-		buf_append(&c->packet, data, len);
+		sonde__buf_append(&c->packet, data, len);
 		if (buf_error(&c->packet))
 			sonde_warn("consumer: out of memory, dropping a packet");
 		else if (c->cbs.on_packet)
 			c->cbs.on_packet(c->cbs.ctx, c->packet.data, c->packet.len);
-		buf_reset(&c->packet);
+		sonde__buf_reset(&c->packet);
 	}
 }
 
@@ -336,7 +336,7 @@ static void complete(struct sonde_consumer *c, struct pending *p, int status,
 		struct pb_reader r = pb_reader_init(f ? f->data : NULL, f ? f->data_len : 0);
 		struct pb_field fl;
 		memset(&st, 0, sizeof(st));
-		while (status == 0 && pb_next(&r, &fl) > 0)
+		while (status == 0 && sonde__pb_next(&r, &fl) > 0)
 			if (fl.num == PF_GET_TRACE_STATS_RESP_TRACE_STATS && fl.wire == PB_LEN)
 				status = sonde_trace_stats_decode(fl.ptr, fl.len, &st);
 		if (done.stats)
@@ -369,9 +369,9 @@ static void on_state_part(struct sonde_consumer *c, const struct ipc_frame *f)
 
 	/* each part is a TracingServiceState; concatenating them merges them (repeated
 	 * fields append, scalars take the last value) */
-	while (pb_next(&r, &fl) > 0)
+	while (sonde__pb_next(&r, &fl) > 0)
 		if (fl.num == PF_QUERY_SERVICE_STATE_RESP_SERVICE_STATE && fl.wire == PB_LEN)
-			buf_append(&c->state, fl.ptr, fl.len);
+			sonde__buf_append(&c->state, fl.ptr, fl.len);
 }
 
 static void dispatch(struct sonde_consumer *c, const struct ipc_frame *f)
@@ -411,13 +411,13 @@ int sonde_consumer__process(struct sonde_consumer *c)
 	int r;
 
 	if (!c->eof) {
-		r = conn_read(&c->c);
+		r = sonde__conn_read(&c->c);
 		if (r == -ECONNRESET)
 			c->eof = true;
 		else if (r < 0)
 			return r;
 	}
-	while ((r = conn_next(&c->c, &f, NULL)) > 0)
+	while ((r = sonde__conn_next(&c->c, &f, NULL)) > 0)
 		dispatch(c, &f);
 	if (r < 0)
 		return r;
@@ -427,7 +427,7 @@ int sonde_consumer__process(struct sonde_consumer *c)
 				complete(c, &c->pending[i], -ECONNRESET, NULL);
 		return -ECONNRESET;
 	}
-	r = conn_flush(&c->c);
+	r = sonde__conn_flush(&c->c);
 	return r < 0 ? r : 0;
 }
 
@@ -449,7 +449,7 @@ static int run_until(struct sonde_consumer *c, const bool *flag, int timeout_ms)
 		int64_t left = deadline == INT64_MAX ? -1 : deadline - now_ms();
 		if (deadline != INT64_MAX && left <= 0)
 			return -ETIMEDOUT;
-		int r = c->eof ? 1 : conn_wait(&c->c, (int)(left > 1000 ? 1000 : left));
+		int r = c->eof ? 1 : sonde__conn_wait(&c->c, (int)(left > 1000 ? 1000 : left));
 		if (r < 0)
 			return r;
 		r = sonde_consumer__process(c);

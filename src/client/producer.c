@@ -97,7 +97,7 @@ static const char *socket_path_of(const struct sonde_producer_opts *o, char *buf
 {
 	if (o && o->socket)
 		return o->socket;
-	conn_default_path(CONN_PRODUCER, buf, n);
+	sonde__conn_default_path(CONN_PRODUCER, buf, n);
 	return buf;
 }
 
@@ -112,10 +112,10 @@ static int send_commit(void *ctx, const uint8_t *req, size_t len)
 	struct sonde_producer *p = ctx;
 
 	if (!req) {
-		int r = conn_flush(&p->c);
+		int r = sonde__conn_flush(&p->c);
 		return r < 0 ? r : 0;
 	}
-	int64_t r = conn_invoke(&p->c, PM_COMMIT, req, len, true, -1);
+	int64_t r = sonde__conn_invoke(&p->c, PM_COMMIT, req, len, true, -1);
 	return r < 0 ? (int)r : 0;
 }
 
@@ -134,7 +134,7 @@ static int map_smb(struct sonde_producer *p, int fd, size_t size, size_t page)
 
 static void start_arbiter(struct sonde_producer *p)
 {
-	if (arbiter_init(&p->arb, p->smb, p->smb_size, p->smb_page, SMB_LAYOUT_DIV1, send_commit,
+	if (sonde__arbiter_init(&p->arb, p->smb, p->smb_size, p->smb_page, SMB_LAYOUT_DIV1, send_commit,
 			 p) < 0) {
 		sonde_error("producer: cannot use the shared memory buffer");
 		return;
@@ -176,18 +176,18 @@ static int send_initialize(struct sonde_producer *p)
 
 	if (p->opts.producer_provided_smb && (r = create_own_smb(p, &fd)) < 0)
 		return r;
-	buf_reset(b);
+	sonde__buf_reset(b);
 	if (p->opts.smb_page_size_hint)
-		pb_put_varint(b, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, p->opts.smb_page_size_hint);
+		sonde__pb_put_varint(b, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, p->opts.smb_page_size_hint);
 	if (p->opts.smb_size_hint)
-		pb_put_varint(b, PF_INIT_CONN_REQ_SIZE_HINT_BYTES, p->opts.smb_size_hint);
-	pb_put_string(b, PF_INIT_CONN_REQ_PRODUCER_NAME, p->name);
+		sonde__pb_put_varint(b, PF_INIT_CONN_REQ_SIZE_HINT_BYTES, p->opts.smb_size_hint);
+	sonde__pb_put_string(b, PF_INIT_CONN_REQ_PRODUCER_NAME, p->name);
 	if (p->opts.smb_scraping)
-		pb_put_varint(b, PF_INIT_CONN_REQ_SMB_SCRAPING_MODE, p->opts.smb_scraping);
+		sonde__pb_put_varint(b, PF_INIT_CONN_REQ_SMB_SCRAPING_MODE, p->opts.smb_scraping);
 	if (fd >= 0)
-		pb_put_bool(b, PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM, true);
-	pb_put_string(b, PF_INIT_CONN_REQ_SDK_VERSION, "sonde");
-	int64_t id = conn_invoke(&p->c, PM_INIT, b->data, b->len, false, fd);
+		sonde__pb_put_bool(b, PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM, true);
+	sonde__pb_put_string(b, PF_INIT_CONN_REQ_SDK_VERSION, "sonde");
+	int64_t id = sonde__conn_invoke(&p->c, PM_INIT, b->data, b->len, false, fd);
 	if (fd >= 0)
 		close(fd); /* the channel dup'ed it */
 	if (id < 0)
@@ -195,7 +195,7 @@ static int send_initialize(struct sonde_producer *p)
 	p->init_req = (uint64_t)id;
 	p->smb_offered = fd >= 0;
 	/* the service answers InitializeConnection first, so the stream can follow at once */
-	id = conn_invoke(&p->c, PM_GET_ASYNC, NULL, 0, false, -1);
+	id = sonde__conn_invoke(&p->c, PM_GET_ASYNC, NULL, 0, false, -1);
 	if (id < 0)
 		return (int)id;
 	p->async_req = (uint64_t)id;
@@ -223,9 +223,9 @@ struct sonde_producer *sonde_producer__new(const struct sonde_producer_opts *opt
 	p->opts.name = p->name;
 	p->opts.socket = NULL; /* not kept: the path is in p->c */
 	struct conn_trust t = {p->opts.trust_uid_set, p->opts.trust_uid, p->opts.untrusted_uid};
-	if ((r = conn_trust_from_env(&t)) < 0)
+	if ((r = sonde__conn_trust_from_env(&t)) < 0)
 		goto fail;
-	r = conn_open(&p->c, CONN_PRODUCER, socket_path_of(opts, path, sizeof(path)),
+	r = sonde__conn_open(&p->c, CONN_PRODUCER, socket_path_of(opts, path, sizeof(path)),
 		      "ProducerPort", method_names, PM_COUNT, p->opts.timeout_ms, &t);
 	if (r < 0)
 		goto fail;
@@ -249,14 +249,14 @@ void sonde_producer__free(struct sonde_producer *p)
 	if (!p)
 		return;
 	if (p->arb_ready)
-		arbiter_commit(&p->arb, 0);
-	conn_close(&p->c);
+		sonde__arbiter_commit(&p->arb, 0);
+	sonde__conn_close(&p->c);
 	drop_smb(p);
 	for (size_t i = 0; i < p->n_regs; i++)
 		free(p->regs[i].name);
 	free(p->regs);
 	free(p->insts);
-	buf_free(&p->scratch);
+	sonde__buf_free(&p->scratch);
 	pthread_mutex_destroy(&p->wlock);
 	free(p->name);
 	free(p);
@@ -269,7 +269,7 @@ int sonde_producer__fd(const struct sonde_producer *p)
 
 bool sonde_producer__want_write(struct sonde_producer *p)
 {
-	return !p->down && conn_tx_pending(&p->c) > 0;
+	return !p->down && sonde__conn_tx_pending(&p->c) > 0;
 }
 
 bool sonde_producer__connected(const struct sonde_producer *p)
@@ -318,19 +318,19 @@ static int send_register(struct sonde_producer *p, const struct ds_reg *reg)
 	const struct sonde_data_source_cbs c = reg->cbs;
 	struct buf *b = &p->scratch;
 
-	buf_reset(b);
-	size_t m = pb_begin(b, PF_REGISTER_DS_REQ_DESCRIPTOR);
-	pb_put_string(b, PF_DS_DESCRIPTOR_NAME, reg->name);
+	sonde__buf_reset(b);
+	size_t m = sonde__pb_begin(b, PF_REGISTER_DS_REQ_DESCRIPTOR);
+	sonde__pb_put_string(b, PF_DS_DESCRIPTOR_NAME, reg->name);
 	if (c.will_notify_on_stop)
-		pb_put_bool(b, PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_STOP, true);
+		sonde__pb_put_bool(b, PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_STOP, true);
 	if (c.will_notify_on_start)
-		pb_put_bool(b, PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_START, true);
+		sonde__pb_put_bool(b, PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_START, true);
 	if (c.handles_incremental_state_clear)
-		pb_put_bool(b, PF_DS_DESCRIPTOR_HANDLES_INCREMENTAL_STATE_CLEAR, true);
-	pb_end(b, m);
+		sonde__pb_put_bool(b, PF_DS_DESCRIPTOR_HANDLES_INCREMENTAL_STATE_CLEAR, true);
+	sonde__pb_end(b, m);
 	if (buf_error(b))
 		return -ENOMEM;
-	int64_t r = conn_invoke(&p->c, PM_REGISTER_DS, b->data, b->len, true, -1);
+	int64_t r = sonde__conn_invoke(&p->c, PM_REGISTER_DS, b->data, b->len, true, -1);
 	return r < 0 ? (int)r : 0;
 }
 
@@ -338,12 +338,12 @@ int sonde_producer__activate_triggers(struct sonde_producer *p, const char *cons
 {
 	struct buf *b = &p->scratch;
 
-	buf_reset(b);
+	sonde__buf_reset(b);
 	for (size_t i = 0; i < n; i++)
-		pb_put_string(b, PF_ACTIVATE_TRIGGERS_REQ_NAMES, names[i]);
+		sonde__pb_put_string(b, PF_ACTIVATE_TRIGGERS_REQ_NAMES, names[i]);
 	if (buf_error(b))
 		return -ENOMEM;
-	int64_t r = conn_invoke(&p->c, PM_ACTIVATE_TRIGGERS, b->data, b->len, true, -1);
+	int64_t r = sonde__conn_invoke(&p->c, PM_ACTIVATE_TRIGGERS, b->data, b->len, true, -1);
 	return r < 0 ? (int)r : 0;
 }
 
@@ -369,7 +369,7 @@ static struct ds_inst *get_inst(struct sonde_producer *p, uint64_t id, const uin
 
 	if (in)
 		return in;
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_DS_CONFIG_NAME && f.wire == PB_LEN) {
 			name = f.ptr;
 			name_len = f.len;
@@ -406,9 +406,9 @@ static struct ds_inst *get_inst(struct sonde_producer *p, uint64_t id, const uin
 static void notify(struct sonde_producer *p, unsigned method, uint64_t id)
 {
 	uint8_t b[16];
-	size_t n = pb_varint_encode(b, (PF_NOTIFY_DS_REQ_DATA_SOURCE_ID << 3) | PB_VARINT);
-	n += pb_varint_encode(b + n, id);
-	conn_invoke(&p->c, method, b, n, true, -1);
+	size_t n = sonde__pb_varint_encode(b, (PF_NOTIFY_DS_REQ_DATA_SOURCE_ID << 3) | PB_VARINT);
+	n += sonde__pb_varint_encode(b + n, id);
+	sonde__conn_invoke(&p->c, method, b, n, true, -1);
 }
 
 /* Returns the chunks of the instance's writers that belong to this thread and are between
@@ -422,7 +422,7 @@ static void release_writers_of(struct sonde_producer *p, uint64_t instance_id)
 		struct sonde_trace_writer *w = p->writers[i];
 		if (w && w->instance_id == instance_id && !w->in_packet &&
 		    pthread_equal(w->owner, self))
-			tw_release(w);
+			sonde__tw_release(w);
 	}
 	pthread_mutex_unlock(&p->wlock);
 }
@@ -436,7 +436,7 @@ static void parse_ds_cmd(const struct pb_field *cmd, uint64_t *id, const uint8_t
 	*id = 0;
 	*cfg = NULL;
 	*len = 0;
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_START_DS_NEW_INSTANCE_ID && f.wire == PB_VARINT) {
 			*id = f.u;
 		} else if (f.num == PF_START_DS_CONFIG && f.wire == PB_LEN) {
@@ -473,7 +473,7 @@ static uint64_t first_varint(const struct pb_field *cmd, uint32_t num)
 	struct pb_reader r = pb_sub(cmd);
 	struct pb_field f;
 
-	while (pb_next(&r, &f) > 0)
+	while (sonde__pb_next(&r, &f) > 0)
 		if (f.num == num && f.wire == PB_VARINT)
 			return f.u;
 	return 0;
@@ -492,7 +492,7 @@ static void on_stop(struct sonde_producer *p, const struct pb_field *cmd)
 	/* what the instance wrote must be committed before the stop is acknowledged */
 	release_writers_of(p, id);
 	if (p->arb_ready)
-		arbiter_commit(&p->arb, 0);
+		sonde__arbiter_commit(&p->arb, 0);
 	if (cbs->will_notify_on_stop)
 		notify(p, PM_NOTIFY_STOPPED, id);
 	pthread_mutex_lock(&p->wlock);
@@ -508,7 +508,7 @@ static void for_each_id(struct sonde_producer *p, const struct pb_field *cmd,
 	struct pb_reader r = pb_sub(cmd);
 	struct pb_field f;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num != 1)
 			continue;
 		if (f.wire == PB_VARINT) {
@@ -518,7 +518,7 @@ static void for_each_id(struct sonde_producer *p, const struct pb_field *cmd,
 		} else if (f.wire == PB_LEN) {
 			struct pb_reader pk = pb_sub(&f);
 			uint64_t v;
-			while (pb_packed_next(&pk, &v) > 0) {
+			while (sonde__pb_packed_next(&pk, &v) > 0) {
 				struct ds_inst *in = find_inst(p, v);
 				if (in)
 					fn(p, in);
@@ -548,13 +548,13 @@ static void on_flush(struct sonde_producer *p, const struct pb_field *cmd)
 
 	for_each_id(p, cmd, flush_inst);
 	if (p->arb_ready) {
-		arbiter_commit(&p->arb, req);
+		sonde__arbiter_commit(&p->arb, req);
 	} else if (req) {
 		/* no SMB yet: the ack alone */
 		uint8_t b[16];
-		size_t n = pb_varint_encode(b, (PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID << 3) | 0);
-		n += pb_varint_encode(b + n, req);
-		conn_invoke(&p->c, PM_COMMIT, b, n, true, -1);
+		size_t n = sonde__pb_varint_encode(b, (PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID << 3) | 0);
+		n += sonde__pb_varint_encode(b + n, req);
+		sonde__conn_invoke(&p->c, PM_COMMIT, b, n, true, -1);
 	}
 }
 
@@ -586,7 +586,7 @@ static void on_async_command(struct sonde_producer *p, const uint8_t *data, size
 	struct pb_reader r = pb_reader_init(data, len);
 	struct pb_field f;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.wire != PB_LEN)
 			continue;
 		switch (f.num) {
@@ -626,7 +626,7 @@ static void on_init_reply(struct sonde_producer *p, const struct ipc_frame *f)
 	p->connected = true;
 	struct pb_reader r = pb_reader_init(f->data, f->data_len);
 	struct pb_field fl;
-	while (pb_next(&r, &fl) > 0)
+	while (sonde__pb_next(&r, &fl) > 0)
 		if (fl.num == PF_INIT_CONN_RESP_USING_SHMEM_PROVIDED_BY_PRODUCER &&
 		    fl.wire == PB_VARINT)
 			adopted = fl.u != 0;
@@ -705,7 +705,7 @@ static void drop_smb(struct sonde_producer *p)
 {
 	if (p->arb_ready) {
 		__atomic_store_n(&p->arb_ready, false, __ATOMIC_RELEASE);
-		arbiter_fini(&p->arb);
+		sonde__arbiter_fini(&p->arb);
 	}
 	if (p->smb)
 		munmap(p->smb, p->smb_size);
@@ -725,17 +725,17 @@ static void try_reconnect(struct sonde_producer *p)
 		p->retry_ms = mono_ms() + RECONNECT_FIRST_MS;
 		return;
 	}
-	conn_close(&p->c);
+	sonde__conn_close(&p->c);
 	drop_smb(p);
 	p->eof = p->failed = false;
-	r = conn_open(&p->c, CONN_PRODUCER, p->path, "ProducerPort", method_names, PM_COUNT,
+	r = sonde__conn_open(&p->c, CONN_PRODUCER, p->path, "ProducerPort", method_names, PM_COUNT,
 		      p->opts.timeout_ms, &p->trust);
 	if (r == 0)
 		r = send_initialize(p);
 	for (size_t i = 0; r == 0 && i < p->n_regs; i++)
 		r = send_register(p, &p->regs[i]);
 	if (r < 0) {
-		conn_close(&p->c);
+		sonde__conn_close(&p->c);
 		drop_smb(p);
 		p->backoff_ms = p->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS
 								      : p->backoff_ms * 2;
@@ -766,19 +766,19 @@ int sonde_producer__process(struct sonde_producer *p)
 		return 0;
 	}
 	if (!p->eof) {
-		r = conn_read(&p->c);
+		r = sonde__conn_read(&p->c);
 		if (r == -ECONNRESET)
 			p->eof = true;
 		else if (r < 0)
 			return r;
 	}
-	while ((r = conn_next(&p->c, &f, &fd)) > 0)
+	while ((r = sonde__conn_next(&p->c, &f, &fd)) > 0)
 		dispatch(p, &f, fd);
 	if (r < 0)
 		return r;
 	if (p->arb_ready)
-		arbiter_commit(&p->arb, 0);
-	r = conn_flush(&p->c);
+		sonde__arbiter_commit(&p->arb, 0);
+	r = sonde__conn_flush(&p->c);
 	if (p->eof) {
 		if (p->arb_ready && !p->arb.send_error)
 			p->arb.send_error = -ECONNRESET;
@@ -805,7 +805,7 @@ int sonde_producer__poll(struct sonde_producer *p, int timeout_ms)
 	}
 	if (p->eof)
 		return -ECONNRESET;
-	int r = conn_wait(&p->c, timeout_ms);
+	int r = sonde__conn_wait(&p->c, timeout_ms);
 	if (r < 0)
 		return r;
 	return sonde_producer__process(p);
@@ -813,7 +813,7 @@ int sonde_producer__poll(struct sonde_producer *p, int timeout_ms)
 
 int sonde_producer__commit(struct sonde_producer *p)
 {
-	return p->arb_ready ? arbiter_commit(&p->arb, 0) : 0;
+	return p->arb_ready ? sonde__arbiter_commit(&p->arb, 0) : 0;
 }
 
 /* ---------------------------------------------------------------- writers */
@@ -839,26 +839,26 @@ struct sonde_trace_writer *sonde_producer__new_writer(struct sonde_producer *p,
 		return NULL;
 	}
 	target = in->target_buffer;
-	tw_init(w, &p->arb, (uint16_t)id, target, p->opts.stall_ms);
+	sonde__tw_init(w, &p->arb, (uint16_t)id, target, p->opts.stall_ms);
 	w->producer = p;
 	w->owner = pthread_self();
 	w->instance_id = instance_id;
 	p->writers[id] = w;
 	pthread_mutex_unlock(&p->wlock);
 	uint8_t b[32];
-	size_t n = pb_varint_encode(b, (PF_REGISTER_TW_REQ_WRITER_ID << 3) | PB_VARINT);
-	n += pb_varint_encode(b + n, id);
-	n += pb_varint_encode(b + n, (PF_REGISTER_TW_REQ_TARGET_BUFFER << 3) | PB_VARINT);
-	n += pb_varint_encode(b + n, target);
-	conn_invoke(&p->c, PM_REGISTER_TW, b, n, true, -1);
+	size_t n = sonde__pb_varint_encode(b, (PF_REGISTER_TW_REQ_WRITER_ID << 3) | PB_VARINT);
+	n += sonde__pb_varint_encode(b + n, id);
+	n += sonde__pb_varint_encode(b + n, (PF_REGISTER_TW_REQ_TARGET_BUFFER << 3) | PB_VARINT);
+	n += sonde__pb_varint_encode(b + n, target);
+	sonde__conn_invoke(&p->c, PM_REGISTER_TW, b, n, true, -1);
 	return w;
 }
 
 void sonde_trace_writer__flush(struct sonde_trace_writer *w)
 {
-	tw_release(w);
+	sonde__tw_release(w);
 	if (w->arb && w->arb->base)
-		arbiter_commit(w->arb, 0);
+		sonde__arbiter_commit(w->arb, 0);
 }
 
 void sonde_trace_writer__free(struct sonde_trace_writer *w)
@@ -869,9 +869,9 @@ void sonde_trace_writer__free(struct sonde_trace_writer *w)
 	struct sonde_producer *p = w->producer;
 	if (p) {
 		uint8_t b[16];
-		size_t n = pb_varint_encode(b, (PF_UNREGISTER_TW_REQ_WRITER_ID << 3) | PB_VARINT);
-		n += pb_varint_encode(b + n, w->writer_id);
-		conn_invoke(&p->c, PM_UNREGISTER_TW, b, n, true, -1);
+		size_t n = sonde__pb_varint_encode(b, (PF_UNREGISTER_TW_REQ_WRITER_ID << 3) | PB_VARINT);
+		n += sonde__pb_varint_encode(b + n, w->writer_id);
+		sonde__conn_invoke(&p->c, PM_UNREGISTER_TW, b, n, true, -1);
 		pthread_mutex_lock(&p->wlock);
 		p->writers[w->writer_id] = NULL;
 		pthread_mutex_unlock(&p->wlock);
@@ -893,7 +893,7 @@ static void fuzz_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 	sonde_trace_writer__free(w);
 }
 
-int producer_fuzz_commands(const uint8_t *data, size_t len)
+int sonde__producer_fuzz_commands(const uint8_t *data, size_t len)
 {
 	struct sonde_producer *p = calloc(1, sizeof(*p));
 	struct sonde_data_source_cbs cbs = {.sz = sizeof(cbs),
@@ -920,7 +920,7 @@ int producer_fuzz_commands(const uint8_t *data, size_t len)
 	p->regs[1].cbs = cbs;
 	p->n_regs = 2;
 	/* the input is a sequence of GetAsyncCommandResponse messages, each in a field 1 */
-	while (pb_next(&r, &f) > 0)
+	while (sonde__pb_next(&r, &f) > 0)
 		if (f.wire == PB_LEN)
 			on_async_command(p, f.ptr, f.len, -1);
 	sonde_producer__free(p);

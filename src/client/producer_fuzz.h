@@ -8,6 +8,6 @@
 /* Runs data, a sequence of length-delimited GetAsyncCommandResponse messages, through a
  * producer that has no connection and two data sources named "a" and "b". Returns 0 or
  * -ENOMEM. */
-int producer_fuzz_commands(const uint8_t *data, size_t len);
+int sonde__producer_fuzz_commands(const uint8_t *data, size_t len);
 
 #endif

@@ -44,7 +44,7 @@ static int decode_buffer_stats(const struct pb_field *bf, struct sonde_buffer_st
 	struct pb_field f;
 	int n;
 
-	while ((n = pb_next(&r, &f)) > 0)
+	while ((n = sonde__pb_next(&r, &f)) > 0)
 		if (f.wire == PB_VARINT && f.num < 20 && slot[f.num])
 			*slot[f.num] = f.u;
 	return n;
@@ -68,7 +68,7 @@ int sonde_trace_stats_decode(const void *buf, size_t len, struct sonde_trace_sta
 	int n;
 
 	memset(s, 0, sizeof(*s));
-	while ((n = pb_next(&r, &f)) > 0) {
+	while ((n = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == PF_TRACE_STATS_BUFFER_STATS && f.wire == PB_LEN) {
 			struct sonde_buffer_stats scratch;
 			struct sonde_buffer_stats *b = s->n_buffers < SONDE_MAX_STATS_BUFFERS
@@ -111,7 +111,7 @@ static int decode_producer(const struct pb_field *pf, struct sonde_service_produ
 
 	memset(p, 0, sizeof(*p));
 	p->pid = -1;
-	while ((n = pb_next(&r, &f)) > 0) {
+	while ((n = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == PF_TSS_PRODUCER_NAME && f.wire == PB_LEN)
 			copy_str(p->name, sizeof(p->name), &f);
 		else if (f.num == PF_TSS_PRODUCER_SDK_VERSION && f.wire == PB_LEN)
@@ -134,7 +134,7 @@ static int decode_descriptor(const struct pb_field *df, struct sonde_service_dat
 	struct pb_field f;
 	int n;
 
-	while ((n = pb_next(&r, &f)) > 0) {
+	while ((n = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == PF_DS_DESCRIPTOR_NAME && f.wire == PB_LEN)
 			copy_str(d->name, sizeof(d->name), &f);
 		else if (f.wire != PB_VARINT)
@@ -156,7 +156,7 @@ static int decode_data_source(const struct pb_field *df, struct sonde_service_da
 	int n;
 
 	memset(d, 0, sizeof(*d));
-	while ((n = pb_next(&r, &f)) > 0) {
+	while ((n = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == PF_TSS_DATA_SOURCE_DESCRIPTOR && f.wire == PB_LEN)
 			n = decode_descriptor(&f, d);
 		else if (f.num == PF_TSS_DATA_SOURCE_PRODUCER_ID && f.wire == PB_VARINT)
@@ -174,7 +174,7 @@ static int decode_session(const struct pb_field *sf, struct sonde_service_sessio
 	int n;
 
 	memset(s, 0, sizeof(*s));
-	while ((n = pb_next(&r, &f)) > 0) {
+	while ((n = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == PF_TSS_SESSION_STATE && f.wire == PB_LEN) {
 			copy_str(s->state, sizeof(s->state), &f);
 		} else if (f.num == PF_TSS_SESSION_UNIQUE_SESSION_NAME && f.wire == PB_LEN) {
@@ -185,7 +185,7 @@ static int decode_session(const struct pb_field *sf, struct sonde_service_sessio
 			} else if (f.wire == PB_LEN) { /* packed */
 				struct pb_reader pk = pb_sub(&f);
 				uint64_t v;
-				while ((n = pb_packed_next(&pk, &v)) > 0)
+				while ((n = sonde__pb_packed_next(&pk, &v)) > 0)
 					s->buffer_size_kb += v;
 				if (n < 0)
 					return n;
@@ -250,7 +250,7 @@ int sonde_service_state_decode(const void *buf, size_t len, struct sonde_service
 	*out = NULL;
 	if (!(a.s = calloc(1, sizeof(*a.s))))
 		return -ENOMEM;
-	while ((n = pb_next(&r, &f)) > 0)
+	while ((n = sonde__pb_next(&r, &f)) > 0)
 		if ((n = decode_state_field(&a, &f)) < 0)
 			break;
 	if (n < 0) {

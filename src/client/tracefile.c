@@ -19,7 +19,7 @@ int sonde_trace_next_packet(const void *buf, size_t len, size_t *pos, const void
 	while (*pos < len) {
 		const uint8_t *p = base + *pos;
 		uint64_t tag, v;
-		size_t k = pb_varint_decode(p, end, &tag);
+		size_t k = sonde__pb_varint_decode(p, end, &tag);
 		if (!k)
 			return bad_varint(p, end);
 		p += k;
@@ -27,7 +27,7 @@ int sonde_trace_next_packet(const void *buf, size_t len, size_t *pos, const void
 			return -SONDE_E_FORMAT;
 		switch (tag & 7) {
 		case PB_VARINT:
-			if (!(k = pb_varint_decode(p, end, &v)))
+			if (!(k = sonde__pb_varint_decode(p, end, &v)))
 				return bad_varint(p, end);
 			p += k;
 			break;
@@ -40,7 +40,7 @@ int sonde_trace_next_packet(const void *buf, size_t len, size_t *pos, const void
 			break;
 		}
 		case PB_LEN:
-			if (!(k = pb_varint_decode(p, end, &v)))
+			if (!(k = sonde__pb_varint_decode(p, end, &v)))
 				return bad_varint(p, end);
 			p += k;
 			if (v > (uint64_t)(end - p))

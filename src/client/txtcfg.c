@@ -10,7 +10,7 @@
  * config cannot carry a field whose number is unknown, and silently dropping it would
  * change what gets traced.
  *
- * The output is built in one pass; nested messages get 4-byte length prefixes (pb_begin),
+ * The output is built in one pass; nested messages get 4-byte length prefixes (sonde__pb_begin),
  * which every protobuf decoder accepts.
  */
 #include <errno.h>
@@ -199,7 +199,7 @@ static void put_utf8(struct buf *b, uint32_t cp)
 		u[3] = (uint8_t)(0x80 | (cp & 0x3f));
 		n = 4;
 	}
-	buf_append(b, u, n);
+	sonde__buf_append(b, u, n);
 }
 
 /* One escape sequence after the backslash at ps->p[-1]. */
@@ -271,7 +271,7 @@ static int parse_strings(struct parser *ps)
 	struct tok *t;
 	int r, n = 0;
 
-	buf_reset(&ps->str);
+	sonde__buf_reset(&ps->str);
 	for (;;) {
 		if ((r = peek(ps, &t)) < 0)
 			return r;
@@ -458,31 +458,31 @@ static int parse_scalar(struct parser *ps, const struct cfg_field *f)
 	case CT_BOOL:
 		if ((r = parse_bool(ps, f, &b)) < 0)
 			return r;
-		pb_put_bool(&ps->out, f->num, b);
+		sonde__pb_put_bool(&ps->out, f->num, b);
 		return 0;
 	case CT_FLOAT:
 	case CT_DOUBLE:
 		if ((r = parse_float(ps, f, &d)) < 0)
 			return r;
 		if (f->type == CT_DOUBLE) {
-			pb_put_double(&ps->out, f->num, d);
+			sonde__pb_put_double(&ps->out, f->num, d);
 		} else {
 			float fl = (float)d;
 			uint32_t bits;
 			memcpy(&bits, &fl, 4);
-			pb_put_fixed32(&ps->out, f->num, bits);
+			sonde__pb_put_fixed32(&ps->out, f->num, bits);
 		}
 		return 0;
 	case CT_STRING:
 	case CT_BYTES:
 		if ((r = parse_strings(ps)) < 0)
 			return r;
-		pb_put_bytes(&ps->out, f->num, ps->str.data, ps->str.len);
+		sonde__pb_put_bytes(&ps->out, f->num, ps->str.data, ps->str.len);
 		return 0;
 	case CT_ENUM:
 		if ((r = parse_enum(ps, f, &u)) < 0)
 			return r;
-		pb_put_varint(&ps->out, f->num, u);
+		sonde__pb_put_varint(&ps->out, f->num, u);
 		return 0;
 	default:
 		break;
@@ -492,19 +492,19 @@ static int parse_scalar(struct parser *ps, const struct cfg_field *f)
 	switch (f->type) {
 	case CT_S32:
 	case CT_S64:
-		pb_put_sint(&ps->out, f->num, (int64_t)u);
+		sonde__pb_put_sint(&ps->out, f->num, (int64_t)u);
 		break;
 	case CT_FX32:
 	case CT_SFX32:
-		pb_put_fixed32(&ps->out, f->num, (uint32_t)u);
+		sonde__pb_put_fixed32(&ps->out, f->num, (uint32_t)u);
 		break;
 	case CT_FX64:
 	case CT_SFX64:
-		pb_put_fixed64(&ps->out, f->num, u);
+		sonde__pb_put_fixed64(&ps->out, f->num, u);
 		break;
 	case CT_I32: /* negative int32 is sign-extended to 10 bytes, as protobuf does */
 	default:
-		pb_put_varint(&ps->out, f->num, u);
+		sonde__pb_put_varint(&ps->out, f->num, u);
 		break;
 	}
 	return 0;
@@ -528,9 +528,9 @@ static int parse_msg_value(struct parser *ps, const struct cfg_field *f)
 	consume(ps);
 	if (++ps->depth > MAX_DEPTH)
 		return FAIL_TOK(ps, &open, "messages nested too deeply");
-	size_t mark = pb_begin(&ps->out, f->num);
+	size_t mark = sonde__pb_begin(&ps->out, f->num);
 	r = parse_message(ps, f->msg, open.p[0] == '{' ? '}' : '>', &open);
-	pb_end(&ps->out, mark);
+	sonde__pb_end(&ps->out, mark);
 	ps->depth--;
 	return r;
 }
@@ -579,7 +579,7 @@ static int parse_field(struct parser *ps, const struct cfg_msg *m, uint64_t *see
 		return FAIL_TOK(ps, t, "extensions and Any are not supported in text configs");
 	if (t->kind != TK_IDENT)
 		return FAIL_TOK(ps, t, "expected a field name in %s", m->name);
-	const struct cfg_field *f = cfg_find_field(m, t->p, t->len);
+	const struct cfg_field *f = sonde__cfg_find_field(m, t->p, t->len);
 	if (!f)
 		return FAIL_TOK(ps, t,
 				"unknown field '%.*s' in %s (sonde's text parser does not know it;"
@@ -657,12 +657,12 @@ int sonde_trace_config_from_text(const char *text, size_t len, uint8_t **out, si
 	*out_len = 0;
 	if (err)
 		memset(err, 0, sizeof(*err));
-	r = parse_message(&ps, &cfg_trace_config, 0, NULL);
+	r = parse_message(&ps, &sonde__cfg_trace_config, 0, NULL);
 	if (r == 0 && (r = buf_error(&ps.out)) < 0)
 		fail_at(&ps, 0, 0, "out of memory");
-	buf_free(&ps.str);
+	sonde__buf_free(&ps.str);
 	if (r < 0) {
-		buf_free(&ps.out);
+		sonde__buf_free(&ps.out);
 		return r;
 	}
 	if (!ps.out.data) /* an empty config is valid: return a 1-byte allocation */

@@ -16,7 +16,7 @@
  * few bytes costs a 4-byte prefix and, later, a reassembly. */
 enum { MIN_FRAGMENT_ROOM = SMB_PACKET_HDR_SIZE + 8 };
 
-void tw_init(struct sonde_trace_writer *w, struct arbiter *arb, uint16_t writer_id,
+void sonde__tw_init(struct sonde_trace_writer *w, struct arbiter *arb, uint16_t writer_id,
 	     uint32_t target_buffer, uint32_t stall_ms)
 {
 	memset(w, 0, offsetof(struct sonde_trace_writer, scratch));
@@ -40,22 +40,22 @@ static bool acquire(struct sonde_trace_writer *w, struct arb_chunk *c, bool may_
 
 	if (!a || !a->base)
 		return false;
-	if (arbiter_try_acquire(a, c))
+	if (sonde__arbiter_try_acquire(a, c))
 		return true;
 	if (!may_stall || !w->stall_ms)
 		return false;
 	/* the service frees chunks only after it sees them committed */
-	arbiter_commit(a, 0);
+	sonde__arbiter_commit(a, 0);
 	uint64_t deadline = w->stall_ms == UINT32_MAX ? UINT64_MAX : now_ms() + w->stall_ms;
 	for (unsigned attempt = 0;; attempt++) {
-		if (arbiter_try_acquire(a, c))
+		if (sonde__arbiter_try_acquire(a, c))
 			return true;
 		if (a->send_error || now_ms() >= deadline)
 			return false;
 		if (attempt < 16) {
 			sched_yield();
 		} else {
-			arbiter_commit(a, 0); /* also pushes out queued bytes */
+			sonde__arbiter_commit(a, 0); /* also pushes out queued bytes */
 			usleep(attempt < 64 ? 20 : 200);
 		}
 	}
@@ -90,7 +90,7 @@ static void use_scratch(struct sonde_trace_writer *w)
 	 * commit, up to its poll timeout later. (The SDK's IPC thread, likewise, sends a
 	 * commit as soon as a chunk is returned.) */
 	if (w->arb && w->arb->base)
-		arbiter_commit_batched(w->arb);
+		sonde__arbiter_commit_batched(w->arb);
 	w->have_chunk = false;
 	w->dropping = true;
 	w->lost_since_chunk = true;
@@ -114,7 +114,7 @@ static void open_fragment(struct sonde_trace_writer *w)
 
 static void close_fragment(struct sonde_trace_writer *w, uint32_t size)
 {
-	pb_write_redundant_len(w->frag_size, size);
+	sonde__pb_write_redundant_len(w->frag_size, size);
 }
 
 /* Turns the open lengths living in the current chunk into patches. */
@@ -174,13 +174,13 @@ static void hand_over_patches(struct sonde_trace_writer *w)
 		ready[j] = p;
 	}
 	w->n_ready = 0;
-	arbiter_add_patches(w->arb, ready, n);
+	sonde__arbiter_add_patches(w->arb, ready, n);
 }
 
 static void return_current(struct sonde_trace_writer *w)
 {
 	publish_count(w);
-	arbiter_return_chunk(w->arb, &w->cur, w->writer_id, w->cur_chunk_id, w->target_buffer);
+	sonde__arbiter_return_chunk(w->arb, &w->cur, w->writer_id, w->cur_chunk_id, w->target_buffer);
 	w->have_chunk = false;
 }
 
@@ -319,7 +319,7 @@ int sonde_trace_writer__begin_nested(struct sonde_trace_writer *w, uint32_t fiel
 		return -SONDE_E_STATE;
 	if (w->depth >= TW_MAX_NESTING)
 		return -SONDE_E_LIMIT;
-	sonde_trace_writer__append(w, tag, pb_varint_encode(tag, ((uint64_t)field << 3) | PB_LEN));
+	sonde_trace_writer__append(w, tag, sonde__pb_varint_encode(tag, ((uint64_t)field << 3) | PB_LEN));
 	reserve_contiguous(w, PB_NESTED_LEN_SIZE);
 	struct tw_nested *n = &w->stack[w->depth++];
 	n->field = w->wp;
@@ -340,7 +340,7 @@ int sonde_trace_writer__end_nested(struct sonde_trace_writer *w)
 	uint64_t size = w->total - n->begin_total;
 	uint8_t len[4];
 
-	pb_write_redundant_len(len, size < (1u << 28) ? (uint32_t)size : 0);
+	sonde__pb_write_redundant_len(len, size < (1u << 28) ? (uint32_t)size : 0);
 	if (n->slot >= 0) {
 		memcpy(w->slots[n->slot].p.data, len, 4);
 		w->slots[n->slot].state = TW_PATCH_READY;
@@ -354,8 +354,8 @@ int sonde_trace_writer__end_nested(struct sonde_trace_writer *w)
 void sonde_trace_writer__append_varint(struct sonde_trace_writer *w, uint32_t field, uint64_t v)
 {
 	uint8_t b[2 * PB_VARINT_MAX];
-	size_t n = pb_varint_encode(b, ((uint64_t)field << 3) | PB_VARINT);
-	n += pb_varint_encode(b + n, v);
+	size_t n = sonde__pb_varint_encode(b, ((uint64_t)field << 3) | PB_VARINT);
+	n += sonde__pb_varint_encode(b + n, v);
 	sonde_trace_writer__append(w, b, n);
 }
 
@@ -363,8 +363,8 @@ void sonde_trace_writer__append_bytes(struct sonde_trace_writer *w, uint32_t fie
 				      const void *data, size_t len)
 {
 	uint8_t b[2 * PB_VARINT_MAX];
-	size_t n = pb_varint_encode(b, ((uint64_t)field << 3) | PB_LEN);
-	n += pb_varint_encode(b + n, len);
+	size_t n = sonde__pb_varint_encode(b, ((uint64_t)field << 3) | PB_LEN);
+	n += sonde__pb_varint_encode(b + n, len);
 	sonde_trace_writer__append(w, b, n);
 	sonde_trace_writer__append(w, data, len);
 }
@@ -398,7 +398,7 @@ int sonde_trace_writer__write_packet(struct sonde_trace_writer *w, const void *p
 	return r;
 }
 
-void tw_release(struct sonde_trace_writer *w)
+void sonde__tw_release(struct sonde_trace_writer *w)
 {
 	if (w->in_packet)
 		sonde_trace_writer__end_packet(w);

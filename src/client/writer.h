@@ -78,9 +78,9 @@ struct sonde_trace_writer {
 };
 
 /* Initialises a writer in place (no allocation). */
-void tw_init(struct sonde_trace_writer *w, struct arbiter *arb, uint16_t writer_id,
+void sonde__tw_init(struct sonde_trace_writer *w, struct arbiter *arb, uint16_t writer_id,
 	     uint32_t target_buffer, uint32_t stall_ms);
 /* Returns the current chunk (if any) and hands over ready patches; does not commit. */
-void tw_release(struct sonde_trace_writer *w);
+void sonde__tw_release(struct sonde_trace_writer *w);
 
 #endif

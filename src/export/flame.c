@@ -15,7 +15,7 @@ static int64_t intern(struct flame *f, uint32_t parent, uint32_t func)
 {
 	struct flame_node k = {.parent = parent, .func = func};
 	uint32_t h = (uint32_t)u64_hash((uint64_t)parent << 32 | func);
-	int64_t id = idmap_find(&f->index, h, fnode_eq, f, &k);
+	int64_t id = sonde__idmap_find(&f->index, h, fnode_eq, f, &k);
 	if (id >= 0)
 		return id;
 	struct flame_node *n = ARR_PUSH(f->nodes);
@@ -25,7 +25,7 @@ static int64_t intern(struct flame *f, uint32_t parent, uint32_t func)
 	*n = k;
 	if (k.depth > f->max_depth)
 		f->max_depth = k.depth;
-	if (idmap_insert(&f->index, h, f->nodes.n - 1) < 0) {
+	if (sonde__idmap_insert(&f->index, h, f->nodes.n - 1) < 0) {
 		f->nodes.n--;
 		return -ENOMEM;
 	}
@@ -92,7 +92,7 @@ static int link_children(struct flame *f, const struct sonde_profile *p)
 	return 0;
 }
 
-uint32_t flame_next(const struct flame *f, uint32_t it)
+uint32_t sonde__flame_next(const struct flame *f, uint32_t it)
 {
 	const struct flame_node *n = &f->nodes.v[it];
 
@@ -107,7 +107,7 @@ uint32_t flame_next(const struct flame *f, uint32_t it)
 	return 0;
 }
 
-int flame_build(struct flame *f, const struct sonde_profile *p)
+int sonde__flame_build(struct flame *f, const struct sonde_profile *p)
 {
 	int err = -ENOMEM;
 
@@ -141,16 +141,16 @@ int flame_build(struct flame *f, const struct sonde_profile *p)
 	}
 	return 0;
 fail:
-	flame_free(f);
+	sonde__flame_free(f);
 	return err;
 }
 
-void flame_free(struct flame *f)
+void sonde__flame_free(struct flame *f)
 {
 	if (!f)
 		return;
 	ARR_FREE(f->nodes);
-	idmap_free(&f->index);
+	sonde__idmap_free(&f->index);
 	free(f->of_node);
 	*f = (struct flame){0};
 }

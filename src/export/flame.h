@@ -28,11 +28,11 @@ struct flame {
 };
 
 /* Builds the tree of p into f (zeroed by the call). 0 or -ENOMEM. */
-int flame_build(struct flame *f, const struct sonde_profile *p);
-void flame_free(struct flame *f);
+int sonde__flame_build(struct flame *f, const struct sonde_profile *p);
+void sonde__flame_free(struct flame *f);
 
 /* Iterates the tree depth-first in child order, starting after the root: *it must start
  * at 0; returns the next node id, or 0 at the end. */
-uint32_t flame_next(const struct flame *f, uint32_t it);
+uint32_t sonde__flame_next(const struct flame *f, uint32_t it);
 
 #endif

@@ -12,46 +12,46 @@ static void put_name(struct out *o, const char *s)
 
 	for (; *s; s++) {
 		if (*s == ';' || *s == '\n' || *s == '\r') {
-			out_write(o, start, (size_t)(s - start));
-			out_putc(o, *s == ';' ? ':' : ' ');
+			sonde__out_write(o, start, (size_t)(s - start));
+			sonde__out_putc(o, *s == ';' ? ':' : ' ');
 			start = s + 1;
 		}
 	}
-	out_write(o, start, (size_t)(s - start));
+	sonde__out_write(o, start, (size_t)(s - start));
 }
 
-int prof_write_folded(const struct sonde_profile *p, int fd)
+int sonde__prof_write_folded(const struct sonde_profile *p, int fd)
 {
 	struct flame f;
 	struct out o;
 	uint32_t *path;
-	int err = flame_build(&f, p);
+	int err = sonde__flame_build(&f, p);
 
 	if (err)
 		return err;
 	path = malloc(((size_t)f.max_depth + 1) * sizeof(*path));
 	if (!path) {
-		flame_free(&f);
+		sonde__flame_free(&f);
 		return -ENOMEM;
 	}
-	out_init(&o, fd);
-	for (uint32_t it = flame_next(&f, 0); it && !o.err; it = flame_next(&f, it)) {
+	sonde__out_init(&o, fd);
+	for (uint32_t it = sonde__flame_next(&f, 0); it && !o.err; it = sonde__flame_next(&f, it)) {
 		const struct flame_node *n = &f.nodes.v[it];
 		path[n->depth] = it;
 		if (!n->self)
 			continue;
 		for (uint32_t d = 1; d <= n->depth; d++) {
 			if (d > 1)
-				out_putc(&o, ';');
+				sonde__out_putc(&o, ';');
 			uint32_t func = f.nodes.v[path[d]].func;
 			put_name(&o, prof_str(p, p->funcs.v[func].name));
 		}
-		out_putc(&o, ' ');
-		out_u64(&o, n->self);
-		out_putc(&o, '\n');
+		sonde__out_putc(&o, ' ');
+		sonde__out_u64(&o, n->self);
+		sonde__out_putc(&o, '\n');
 	}
-	err = out_close(&o);
+	err = sonde__out_close(&o);
 	free(path);
-	flame_free(&f);
+	sonde__flame_free(&f);
 	return err;
 }

@@ -55,7 +55,7 @@ struct conv {
 	uint64_t sym_failures;
 };
 
-int prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
+int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
 			       uint8_t build_id[32], struct sonde_sym_module *out)
 {
 	const struct sonde_spool_module_def *d = &r->module.def;
@@ -87,7 +87,7 @@ static int on_module(struct conv *c, const struct sonde_spool_record *r)
 
 	if (!cm)
 		return -ENOMEM;
-	if (prof_sym_module_from_spool(r, &cm->path, cm->build_id, &cm->m))
+	if (sonde__prof_sym_module_from_spool(r, &cm->path, cm->build_id, &cm->m))
 		return -ENOMEM;
 	struct sonde_profile_module pm = {
 		.pid = d->pid,
@@ -144,7 +144,7 @@ static int64_t truncated_node(struct conv *c, uint32_t node)
 	}
 	if (node >= c->trunc.n) {
 		uint32_t old = c->trunc.n;
-		if (arr_grow((void **)&c->trunc.v, &c->trunc.cap, p->nodes.n, sizeof(uint32_t)))
+		if (sonde__arr_grow((void **)&c->trunc.v, &c->trunc.cap, p->nodes.n, sizeof(uint32_t)))
 			return -ENOMEM;
 		memset(c->trunc.v + old, 0, (p->nodes.n - old) * sizeof(uint32_t));
 		c->trunc.n = p->nodes.n;
@@ -154,7 +154,7 @@ static int64_t truncated_node(struct conv *c, uint32_t node)
 	int64_t parent = node ? truncated_node(c, p->nodes.v[node].parent) : 0;
 	if (parent < 0)
 		return parent;
-	int64_t id = prof_add_node(p, (uint32_t)parent, node ? p->nodes.v[node].loc : c->trunc_loc);
+	int64_t id = sonde__prof_add_node(p, (uint32_t)parent, node ? p->nodes.v[node].loc : c->trunc_loc);
 	if (id < 0)
 		return id;
 	c->trunc.v[node] = (uint32_t)id;
@@ -163,7 +163,7 @@ static int64_t truncated_node(struct conv *c, uint32_t node)
 
 static int on_node(struct conv *c, uint32_t parent, uint32_t frame, uint32_t *slot)
 {
-	int64_t node = prof_add_node(c->p, c->nodes.v[parent], c->frames.v[frame]);
+	int64_t node = sonde__prof_add_node(c->p, c->nodes.v[parent], c->frames.v[frame]);
 
 	*slot = (uint32_t)node;
 	return node < 0 ? (int)node : 0;
@@ -202,7 +202,7 @@ static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 		node = truncated_node(c, (uint32_t)node);
 	if (node < 0)
 		return (int)node;
-	return prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
+	return sonde__prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
 				    (uint32_t)node, 1);
 }
 
@@ -337,7 +337,7 @@ static void conv_free(struct conv *c)
 	sonde_symbolizer_free(c->sym);
 }
 
-struct sonde_profile *prof_from_spool_fd(int fd, const char *name,
+struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 					 const struct sonde_profile_spool_opts *opts)
 {
 	struct conv c = {0};
@@ -383,7 +383,7 @@ struct sonde_profile *sonde_profile_from_spool(const char *path,
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
-	struct sonde_profile *p = prof_from_spool_fd(fd, path, opts);
+	struct sonde_profile *p = sonde__prof_from_spool_fd(fd, path, opts);
 	int saved = errno;
 	close(fd);
 	errno = saved;

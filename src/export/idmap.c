@@ -3,7 +3,7 @@
 
 #include "export/idmap.h"
 
-int64_t idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
+int64_t sonde__idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
 		   const void *key)
 {
 	if (!m->slots)
@@ -44,7 +44,7 @@ static int grow(struct idmap *m)
 	return 0;
 }
 
-int idmap_insert(struct idmap *m, uint32_t h, uint32_t id)
+int sonde__idmap_insert(struct idmap *m, uint32_t h, uint32_t id)
 {
 	/* keep the load under 1/2 so probe runs stay short */
 	if (!m->slots || (m->n + 1) * 2 > m->mask + 1) {
@@ -57,7 +57,7 @@ int idmap_insert(struct idmap *m, uint32_t h, uint32_t id)
 	return 0;
 }
 
-void idmap_free(struct idmap *m)
+void sonde__idmap_free(struct idmap *m)
 {
 	if (!m)
 		return;

@@ -23,11 +23,11 @@ struct idmap {
 typedef bool (*idmap_eq_fn)(const void *ctx, uint32_t id, const void *key);
 
 /* The id stored under hash h whose entry equals key, or -1. */
-int64_t idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
+int64_t sonde__idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
 		   const void *key);
 /* Adds id under hash h (the caller checked it is absent). 0 or -ENOMEM. */
-int idmap_insert(struct idmap *m, uint32_t h, uint32_t id);
-void idmap_free(struct idmap *m);
+int sonde__idmap_insert(struct idmap *m, uint32_t h, uint32_t id);
+void sonde__idmap_free(struct idmap *m);
 
 /* Mixer for hashed keys: base/u64map.h's u64_hash. */
 

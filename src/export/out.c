@@ -8,7 +8,7 @@
 
 enum { OUT_FLUSH_AT = 1 << 16 };
 
-void out_init(struct out *o, int fd)
+void sonde__out_init(struct out *o, int fd)
 {
 	*o = (struct out){.fd = fd, .b = BUF_INIT};
 }
@@ -29,7 +29,7 @@ static void flush(struct out *o)
 		}
 		done += (size_t)n;
 	}
-	buf_reset(&o->b);
+	sonde__buf_reset(&o->b);
 }
 
 static void check(struct out *o)
@@ -40,20 +40,20 @@ static void check(struct out *o)
 		flush(o);
 }
 
-void out_write(struct out *o, const void *p, size_t n)
+void sonde__out_write(struct out *o, const void *p, size_t n)
 {
 	if (o->err)
 		return;
-	buf_append(&o->b, p, n);
+	sonde__buf_append(&o->b, p, n);
 	check(o);
 }
 
-void out_puts(struct out *o, const char *s)
+void sonde__out_puts(struct out *o, const char *s)
 {
-	out_write(o, s, strlen(s));
+	sonde__out_write(o, s, strlen(s));
 }
 
-void out_putc(struct out *o, char c)
+void sonde__out_putc(struct out *o, char c)
 {
 	if (o->err)
 		return;
@@ -61,7 +61,7 @@ void out_putc(struct out *o, char c)
 	check(o);
 }
 
-void out_u64(struct out *o, uint64_t v)
+void sonde__out_u64(struct out *o, uint64_t v)
 {
 	char tmp[24];
 	size_t i = sizeof(tmp);
@@ -70,10 +70,10 @@ void out_u64(struct out *o, uint64_t v)
 		tmp[--i] = (char)('0' + v % 10);
 		v /= 10;
 	} while (v);
-	out_write(o, tmp + i, sizeof(tmp) - i);
+	sonde__out_write(o, tmp + i, sizeof(tmp) - i);
 }
 
-void out_printf(struct out *o, const char *fmt, ...)
+void sonde__out_printf(struct out *o, const char *fmt, ...)
 {
 	char tmp[512];
 	va_list ap;
@@ -84,10 +84,10 @@ void out_printf(struct out *o, const char *fmt, ...)
 	if (n < 0)
 		return;
 	if ((size_t)n < sizeof(tmp)) {
-		out_write(o, tmp, (size_t)n);
+		sonde__out_write(o, tmp, (size_t)n);
 		return;
 	}
-	char *big = buf_extend(&o->b, (size_t)n + 1);
+	char *big = sonde__buf_extend(&o->b, (size_t)n + 1);
 	if (!big) {
 		check(o);
 		return;
@@ -99,7 +99,7 @@ void out_printf(struct out *o, const char *fmt, ...)
 	check(o);
 }
 
-size_t utf8_seq_len(const unsigned char *s)
+size_t sonde__utf8_seq_len(const unsigned char *s)
 {
 	unsigned c = s[0];
 
@@ -127,85 +127,85 @@ size_t utf8_seq_len(const unsigned char *s)
 
 static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
 
-void out_json_str(struct out *o, const char *str)
+void sonde__out_json_str(struct out *o, const char *str)
 {
 	const unsigned char *s = (const unsigned char *)str;
 
 	while (*s) {
-		size_t n = utf8_seq_len(s);
+		size_t n = sonde__utf8_seq_len(s);
 		if (n == 0) {
-			out_write(o, replacement, 3);
+			sonde__out_write(o, replacement, 3);
 			s++;
 		} else if (*s == '"' || *s == '\\') {
-			out_putc(o, '\\');
-			out_putc(o, (char)*s++);
+			sonde__out_putc(o, '\\');
+			sonde__out_putc(o, (char)*s++);
 		} else if (*s < 0x20) {
 			static const char esc[] = "btn\0fr";
 			if (*s >= 8 && *s <= 13 && *s != 11)
-				out_printf(o, "\\%c", esc[*s - 8]);
+				sonde__out_printf(o, "\\%c", esc[*s - 8]);
 			else
-				out_printf(o, "\\u%04x", *s);
+				sonde__out_printf(o, "\\u%04x", *s);
 			s++;
 		} else {
-			out_write(o, s, n);
+			sonde__out_write(o, s, n);
 			s += n;
 		}
 	}
 }
 
-void out_xml_str(struct out *o, const char *str, size_t max_chars)
+void sonde__out_xml_str(struct out *o, const char *str, size_t max_chars)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t chars = 0;
 
 	while (*s) {
 		if (max_chars && ++chars > max_chars) {
-			out_puts(o, "..");
+			sonde__out_puts(o, "..");
 			return;
 		}
-		size_t n = utf8_seq_len(s);
+		size_t n = sonde__utf8_seq_len(s);
 		if (n == 0 || (n == 3 && s[0] == 0xef && s[1] == 0xbf && s[2] >= 0xbe)) {
 			/* invalid bytes, or U+FFFE/U+FFFF which XML forbids */
-			out_write(o, replacement, 3);
+			sonde__out_write(o, replacement, 3);
 			s += n ? n : 1;
 			continue;
 		}
 		switch (*s) {
 		case '&':
-			out_puts(o, "&amp;");
+			sonde__out_puts(o, "&amp;");
 			break;
 		case '<':
-			out_puts(o, "&lt;");
+			sonde__out_puts(o, "&lt;");
 			break;
 		case '>':
-			out_puts(o, "&gt;");
+			sonde__out_puts(o, "&gt;");
 			break;
 		case '"':
-			out_puts(o, "&quot;");
+			sonde__out_puts(o, "&quot;");
 			break;
 		case '\'':
-			out_puts(o, "&apos;");
+			sonde__out_puts(o, "&apos;");
 			break;
 		case '\t':
 		case '\n':
 		case '\r':
-			out_putc(o, ' ');
+			sonde__out_putc(o, ' ');
 			break;
 		default:
 			if (*s < 0x20)
-				out_putc(o, '?');
+				sonde__out_putc(o, '?');
 			else
-				out_write(o, s, n);
+				sonde__out_write(o, s, n);
 		}
 		s += n;
 	}
 }
 
-int out_close(struct out *o)
+int sonde__out_close(struct out *o)
 {
 	if (!o->err && buf_error(&o->b))
 		o->err = -ENOMEM;
 	flush(o);
-	buf_free(&o->b);
+	sonde__buf_free(&o->b);
 	return o->err;
 }

@@ -117,7 +117,7 @@ struct pf_enc {
 	struct buf i_bid, i_paths, i_fn, i_maps, i_frames, i_stacks;
 	struct buf pkt;
 	struct sonde_spool_decoder *dec;
-	struct buf in; /* pf_enc_feed's unconsumed bytes */
+	struct buf in; /* sonde__pf_enc_feed's unconsumed bytes */
 	struct sonde_sym_frame out[MAX_INLINE];
 	uint64_t samples, sym_failures;
 	uint32_t n_held; /* frames still held (pf_frame.held) */
@@ -146,9 +146,9 @@ static int strtab_init(struct pf_strtab *t)
 
 static void strtab_free(struct pf_strtab *t)
 {
-	buf_free(&t->chars);
+	sonde__buf_free(&t->chars);
 	ARR_FREE(t->s);
-	idmap_free(&t->idx);
+	sonde__idmap_free(&t->idx);
 }
 
 static int64_t strtab_intern(struct pf_strtab *t, const void *p, size_t len)
@@ -157,7 +157,7 @@ static int64_t strtab_intern(struct pf_strtab *t, const void *p, size_t len)
 		return 0;
 	struct str_key k = {p, len};
 	uint32_t h = (uint32_t)idmap_hash_bytes(p, len);
-	int64_t id = idmap_find(&t->idx, h, str_eq, t, &k);
+	int64_t id = sonde__idmap_find(&t->idx, h, str_eq, t, &k);
 	if (id >= 0)
 		return id;
 	if (t->chars.len + len > UINT32_MAX)
@@ -166,8 +166,8 @@ static int64_t strtab_intern(struct pf_strtab *t, const void *p, size_t len)
 	if (!s)
 		return -ENOMEM;
 	*s = (struct pf_str){(uint32_t)t->chars.len, (uint32_t)len, 0};
-	buf_append(&t->chars, p, len);
-	if (buf_error(&t->chars) || idmap_insert(&t->idx, h, t->s.n - 1) < 0) {
+	sonde__buf_append(&t->chars, p, len);
+	if (buf_error(&t->chars) || sonde__idmap_insert(&t->idx, h, t->s.n - 1) < 0) {
 		t->s.n--;
 		return -ENOMEM;
 	}
@@ -183,10 +183,10 @@ static void strtab_use(struct pf_enc *e, struct pf_strtab *t, uint32_t iid, stru
 	if (!iid || s->gen == e->gen)
 		return;
 	s->gen = e->gen;
-	size_t m = pb_begin(out, field);
-	pb_put_varint(out, 1, iid);
-	pb_put_bytes(out, 2, t->chars.data + s->off, s->len);
-	pb_end(out, m);
+	size_t m = sonde__pb_begin(out, field);
+	sonde__pb_put_varint(out, 1, iid);
+	sonde__pb_put_bytes(out, 2, t->chars.data + s->off, s->len);
+	sonde__pb_end(out, m);
 }
 
 /* ---- packets ---- */
@@ -196,7 +196,7 @@ static int emit(struct pf_enc *e)
 	if (buf_error(&e->pkt))
 		return -ENOMEM;
 	int err = e->o.sink(e->o.ctx, e->pkt.data, e->pkt.len);
-	buf_reset(&e->pkt);
+	sonde__buf_reset(&e->pkt);
 	return err;
 }
 
@@ -206,14 +206,14 @@ static void put_timebase(struct pf_enc *e, struct buf *b)
 
 	if (!freq && !e->o.period && e->hdr.sample_period_ns)
 		freq = (1000000000ull + e->hdr.sample_period_ns / 2) / e->hdr.sample_period_ns;
-	size_t m = pb_begin(b, F_PERF_DEFAULTS_TIMEBASE);
+	size_t m = sonde__pb_begin(b, F_PERF_DEFAULTS_TIMEBASE);
 	if (e->o.period)
-		pb_put_varint(b, F_TIMEBASE_PERIOD, e->o.period);
+		sonde__pb_put_varint(b, F_TIMEBASE_PERIOD, e->o.period);
 	else
-		pb_put_varint(b, F_TIMEBASE_FREQUENCY, freq);
+		sonde__pb_put_varint(b, F_TIMEBASE_FREQUENCY, freq);
 	if (e->o.counter)
-		pb_put_varint(b, F_TIMEBASE_COUNTER, e->o.counter);
-	pb_end(b, m);
+		sonde__pb_put_varint(b, F_TIMEBASE_COUNTER, e->o.counter);
+	sonde__pb_end(b, m);
 }
 
 static int emit_clock_snapshot(struct pf_enc *e)
@@ -223,17 +223,17 @@ static int emit_clock_snapshot(struct pf_enc *e)
 			       e->hdr.start_time_ns};
 	struct buf *b = &e->pkt;
 
-	pb_put_varint(b, F_PACKET_TIMESTAMP, e->hdr.start_monotonic_ns);
-	pb_put_varint(b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
-	size_t m = pb_begin(b, F_PACKET_CLOCK_SNAPSHOT);
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP, e->hdr.start_monotonic_ns);
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+	size_t m = sonde__pb_begin(b, F_PACKET_CLOCK_SNAPSHOT);
 	for (int i = 0; i < 3; i++) {
-		size_t c = pb_begin(b, 1);
-		pb_put_varint(b, 1, ids[i]);
-		pb_put_varint(b, 2, ts[i]);
-		pb_end(b, c);
+		size_t c = sonde__pb_begin(b, 1);
+		sonde__pb_put_varint(b, 1, ids[i]);
+		sonde__pb_put_varint(b, 2, ts[i]);
+		sonde__pb_end(b, c);
 	}
-	pb_put_varint(b, 2, CLOCK_BOOTTIME_ID); /* primary_trace_clock */
-	pb_end(b, m);
+	sonde__pb_put_varint(b, 2, CLOCK_BOOTTIME_ID); /* primary_trace_clock */
+	sonde__pb_end(b, m);
 	e->snapshot_done = true;
 	return emit(e);
 }
@@ -252,35 +252,35 @@ static int ensure_started(struct pf_enc *e, uint64_t ts)
 		if (err)
 			return err;
 	}
-	pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
-	pb_put_varint(b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
-	pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
-	size_t d = pb_begin(b, F_PACKET_DEFAULTS);
-	pb_put_varint(b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
-	size_t p = pb_begin(b, F_DEFAULTS_PERF_SAMPLE);
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+	sonde__pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+	size_t d = sonde__pb_begin(b, F_PACKET_DEFAULTS);
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+	size_t p = sonde__pb_begin(b, F_DEFAULTS_PERF_SAMPLE);
 	put_timebase(e, b);
-	pb_end(b, p);
-	pb_end(b, d);
+	sonde__pb_end(b, p);
+	sonde__pb_end(b, d);
 	err = emit(e);
 	if (err)
 		return err;
-	pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
-	pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-	size_t i = pb_begin(b, F_PACKET_INTERNED_DATA);
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	sonde__pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t i = sonde__pb_begin(b, F_PACKET_INTERNED_DATA);
 	static const uint32_t tables[] = {F_INTERNED_BUILD_IDS, F_INTERNED_MAPPING_PATHS,
 					  F_INTERNED_FUNCTION_NAMES};
 	for (int k = 0; k < 3; k++) {
-		size_t m = pb_begin(b, tables[k]);
-		pb_put_varint(b, 1, 0);
-		pb_put_bytes(b, 2, "", 0);
-		pb_end(b, m);
+		size_t m = sonde__pb_begin(b, tables[k]);
+		sonde__pb_put_varint(b, 1, 0);
+		sonde__pb_put_bytes(b, 2, "", 0);
+		sonde__pb_end(b, m);
 	}
-	pb_end(b, i);
+	sonde__pb_end(b, i);
 	e->started = true;
 	return emit(e);
 }
 
-void pf_enc_clear_incremental(struct pf_enc *e)
+void sonde__pf_enc_clear_incremental(struct pf_enc *e)
 {
 	if (!e)
 		return;
@@ -297,7 +297,7 @@ static int on_module(struct pf_enc *e, const struct sonde_spool_record *r)
 
 	if (!m)
 		return -ENOMEM;
-	if (prof_sym_module_from_spool(r, &m->path, m->build_id, &m->sm))
+	if (sonde__prof_sym_module_from_spool(r, &m->path, m->build_id, &m->sm))
 		return -ENOMEM;
 	if (d->flags & SONDE_MODULE_KERNEL) {
 		/* §7.2: the kernel is one mapping named /kernel, without build id */
@@ -339,9 +339,9 @@ static void use_mapping(struct pf_enc *e, uint32_t id)
 		if (e->anon_gen == e->gen)
 			return;
 		e->anon_gen = e->gen;
-		size_t m = pb_begin(b, F_INTERNED_MAPPINGS);
-		pb_put_varint(b, 1, PF_ANON_MAPPING);
-		pb_end(b, m);
+		size_t m = sonde__pb_begin(b, F_INTERNED_MAPPINGS);
+		sonde__pb_put_varint(b, 1, PF_ANON_MAPPING);
+		sonde__pb_end(b, m);
 		return;
 	}
 	struct pf_mod *pm = &e->mods.v[id];
@@ -353,19 +353,19 @@ static void use_mapping(struct pf_enc *e, uint32_t id)
 	strtab_use(e, &e->bid, pm->bid, &e->i_bid, F_INTERNED_BUILD_IDS);
 	for (uint32_t i = 0; i < pm->n_comps; i++)
 		strtab_use(e, &e->paths, pm->comps[i], &e->i_paths, F_INTERNED_MAPPING_PATHS);
-	size_t m = pb_begin(b, F_INTERNED_MAPPINGS);
-	pb_put_varint(b, 1, id);
+	size_t m = sonde__pb_begin(b, F_INTERNED_MAPPINGS);
+	sonde__pb_put_varint(b, 1, id);
 	if (pm->bid)
-		pb_put_varint(b, 2, pm->bid);
+		sonde__pb_put_varint(b, 2, pm->bid);
 	if (!kernel) {
-		pb_put_varint(b, 3, pm->sm.pgoff); /* start_offset */
-		pb_put_varint(b, 4, pm->sm.start);
-		pb_put_varint(b, 5, pm->sm.end);
-		pb_put_varint(b, 8, pm->sm.pgoff); /* exact_offset */
+		sonde__pb_put_varint(b, 3, pm->sm.pgoff); /* start_offset */
+		sonde__pb_put_varint(b, 4, pm->sm.start);
+		sonde__pb_put_varint(b, 5, pm->sm.end);
+		sonde__pb_put_varint(b, 8, pm->sm.pgoff); /* exact_offset */
 	}
 	for (uint32_t i = 0; i < pm->n_comps; i++)
-		pb_put_varint(b, 7, pm->comps[i]);
-	pb_end(b, m);
+		sonde__pb_put_varint(b, 7, pm->comps[i]);
+	sonde__pb_end(b, m);
 }
 
 /* Appends the n symbolized names in e->out (none: one unnamed entry) as f's expansion. */
@@ -440,18 +440,18 @@ static void use_frame(struct pf_enc *e, uint32_t id)
 	for (uint32_t i = 0; i < f->n; i++) {
 		uint32_t fn = e->xfn.v[f->first + i];
 		strtab_use(e, &e->fn, fn, &e->i_fn, F_INTERNED_FUNCTION_NAMES);
-		size_t m = pb_begin(b, F_INTERNED_FRAMES);
-		pb_put_varint(b, 1, f->first + i + 1);
+		size_t m = sonde__pb_begin(b, F_INTERNED_FRAMES);
+		sonde__pb_put_varint(b, 1, f->first + i + 1);
 		if (fn)
-			pb_put_varint(b, 2, fn);
-		pb_put_varint(b, 3, f->module ? f->module : PF_ANON_MAPPING);
+			sonde__pb_put_varint(b, 2, fn);
+		sonde__pb_put_varint(b, 3, f->module ? f->module : PF_ANON_MAPPING);
 		/* rel_pc: the file offset, which is the ELF-relative pc for the usual layout
 		 * where segments have p_vaddr == p_offset. A kernel frame has none: as in
 		 * traced_perf, only its function name is written, so that a trace never
 		 * discloses kernel addresses (KASLR). */
 		if (!kernel)
-			pb_put_varint(b, 4, f->addr);
-		pb_end(b, m);
+			sonde__pb_put_varint(b, 4, f->addr);
+		sonde__pb_end(b, m);
 	}
 }
 
@@ -492,16 +492,16 @@ static int use_callstack(struct pf_enc *e, uint32_t node)
 		use_frame(e, e->nodes.v[n].frame);
 	}
 	e->nodes.v[node].gen = e->gen;
-	size_t m = pb_begin(b, F_INTERNED_CALLSTACKS);
-	pb_put_varint(b, 1, node);
+	size_t m = sonde__pb_begin(b, F_INTERNED_CALLSTACKS);
+	sonde__pb_put_varint(b, 1, node);
 	/* frame_ids[0] is the root: walk the path backwards, and each frame's inline
 	 * expansion from the real function (last) to the innermost inlined one */
 	for (uint32_t i = e->path.n; i-- > 0;) {
 		const struct pf_frame *f = &e->frames.v[e->nodes.v[e->path.v[i]].frame];
 		for (uint32_t k = f->n; k-- > 0;)
-			pb_put_varint(b, 2, f->first + k + 1);
+			sonde__pb_put_varint(b, 2, f->first + k + 1);
 	}
-	pb_end(b, m);
+	sonde__pb_end(b, m);
 	return 0;
 }
 
@@ -516,15 +516,15 @@ static void put_interned(struct pf_enc *e)
 	for (size_t i = 0; i < 6; i++)
 		total += parts[i]->len;
 	if (total) {
-		size_t m = pb_begin(&e->pkt, F_PACKET_INTERNED_DATA);
+		size_t m = sonde__pb_begin(&e->pkt, F_PACKET_INTERNED_DATA);
 		for (size_t i = 0; i < 6; i++)
-			buf_append(&e->pkt, parts[i]->data, parts[i]->len);
-		pb_end(&e->pkt, m);
+			sonde__buf_append(&e->pkt, parts[i]->data, parts[i]->len);
+		sonde__pb_end(&e->pkt, m);
 	}
 	for (size_t i = 0; i < 6; i++) {
 		if (buf_error(parts[i]))
 			e->pkt.failed = true;
-		buf_reset(parts[i]);
+		sonde__buf_reset(parts[i]);
 	}
 }
 
@@ -566,18 +566,18 @@ static void put_process(struct pf_enc *e, const struct pf_thread *t)
 		if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
 			ppid = 0;
 	}
-	size_t m = pb_begin(b, F_PROCESS_TREE_PROCESSES);
-	pb_put_varint(b, 1, t->pid);
-	pb_put_varint(b, 2, (uint64_t)(int64_t)ppid);
+	size_t m = sonde__pb_begin(b, F_PROCESS_TREE_PROCESSES);
+	sonde__pb_put_varint(b, 1, t->pid);
+	sonde__pb_put_varint(b, 2, (uint64_t)(int64_t)ppid);
 	if (len) {
 		cmd[len] = 0;
 		for (size_t i = 0; i < len; i += strlen(cmd + i) + 1)
-			pb_put_string(b, 3, cmd + i);
+			sonde__pb_put_string(b, 3, cmd + i);
 	} else {
 		/* Trace Processor ignores processes without a cmdline: the comm stands in */
-		pb_put_string(b, 3, t->comm[0] ? t->comm : "?");
+		sonde__pb_put_string(b, 3, t->comm[0] ? t->comm : "?");
 	}
-	pb_end(b, m);
+	sonde__pb_end(b, m);
 }
 
 static int flush_process_tree(struct pf_enc *e, uint64_t ts)
@@ -586,30 +586,30 @@ static int flush_process_tree(struct pf_enc *e, uint64_t ts)
 
 	if (!e->pending.n)
 		return 0;
-	pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
-	size_t m = pb_begin(b, F_PACKET_PROCESS_TREE);
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	size_t m = sonde__pb_begin(b, F_PACKET_PROCESS_TREE);
 	for (uint32_t i = 0; i < e->pending.n; i++) {
 		const struct pf_thread *t = &e->threads.v[e->pending.v[i]];
-		if (u64map_get(&e->pids, t->pid))
+		if (sonde__u64map_get(&e->pids, t->pid))
 			continue;
 		/* name the process after its main thread when that one is pending too */
 		const struct pf_thread *main_t = t;
 		for (uint32_t j = 0; j < e->pending.n; j++)
 			if (e->threads.v[e->pending.v[j]].tid == t->pid)
 				main_t = &e->threads.v[e->pending.v[j]];
-		if (u64map_put(&e->pids, t->pid, 1) < 0)
+		if (sonde__u64map_put(&e->pids, t->pid, 1) < 0)
 			return -ENOMEM;
 		put_process(e, main_t);
 	}
 	for (uint32_t i = 0; i < e->pending.n; i++) {
 		const struct pf_thread *t = &e->threads.v[e->pending.v[i]];
-		size_t tm = pb_begin(b, F_PROCESS_TREE_THREADS);
-		pb_put_varint(b, 1, t->tid);
-		pb_put_string(b, 2, t->comm);
-		pb_put_varint(b, 3, t->pid);
-		pb_end(b, tm);
+		size_t tm = sonde__pb_begin(b, F_PROCESS_TREE_THREADS);
+		sonde__pb_put_varint(b, 1, t->tid);
+		sonde__pb_put_string(b, 2, t->comm);
+		sonde__pb_put_varint(b, 3, t->pid);
+		sonde__pb_end(b, tm);
 	}
-	pb_end(b, m);
+	sonde__pb_end(b, m);
 	e->pending.n = 0;
 	return emit(e);
 }
@@ -650,27 +650,27 @@ static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
 		return err;
 	const struct pf_thread *t = &e->threads.v[r->sample.thread];
 	struct buf *b = &e->pkt;
-	pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
-	pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	sonde__pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
 	put_interned(e);
-	size_t m = pb_begin(b, F_PACKET_PERF_SAMPLE);
-	pb_put_varint(b, F_SAMPLE_PID, t->pid);
-	pb_put_varint(b, F_SAMPLE_TID, t->tid);
+	size_t m = sonde__pb_begin(b, F_PACKET_PERF_SAMPLE);
+	sonde__pb_put_varint(b, F_SAMPLE_PID, t->pid);
+	sonde__pb_put_varint(b, F_SAMPLE_TID, t->tid);
 	if (stack)
-		pb_put_varint(b, F_SAMPLE_CALLSTACK_IID, node);
-	pb_put_varint(b, F_SAMPLE_CPU_MODE,
+		sonde__pb_put_varint(b, F_SAMPLE_CALLSTACK_IID, node);
+	sonde__pb_put_varint(b, F_SAMPLE_CPU_MODE,
 		      r->sample.flags & SONDE_SAMPLE_KERNEL ? CPU_MODE_KERNEL : CPU_MODE_USER);
 	if (e->hdr.sample_period_ns)
-		pb_put_varint(b, F_SAMPLE_TIMEBASE_COUNT, e->hdr.sample_period_ns);
+		sonde__pb_put_varint(b, F_SAMPLE_TIMEBASE_COUNT, e->hdr.sample_period_ns);
 	/* a stack cut short where the copied stack memory ended */
 	if (r->sample.flags & SONDE_SAMPLE_TRUNCATED)
-		pb_put_varint(b, F_SAMPLE_UNWIND_ERROR, PF_UNWIND_MEMORY_INVALID);
-	pb_end(b, m);
+		sonde__pb_put_varint(b, F_SAMPLE_UNWIND_ERROR, PF_UNWIND_MEMORY_INVALID);
+	sonde__pb_end(b, m);
 	e->samples++;
 	return emit(e);
 }
 
-int pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
+int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
 {
 	struct pf_node *n;
 
@@ -704,7 +704,7 @@ int pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
 	}
 }
 
-int pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
+int sonde__pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
 {
 	struct sonde_spool_record rec;
 	size_t off = 0;
@@ -712,13 +712,13 @@ int pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
 
 	if (!len)
 		return 0;
-	buf_append(&e->in, buf, len);
+	sonde__buf_append(&e->in, buf, len);
 	if (buf_error(&e->in))
 		return -ENOMEM;
 	while (off < e->in.len &&
 	       (r = sonde_spool_decode(e->dec, e->in.data + off, e->in.len - off, &rec)) > 0) {
 		off += (size_t)r;
-		err = pf_enc_record(e, &rec);
+		err = sonde__pf_enc_record(e, &rec);
 		if (err)
 			break;
 	}
@@ -731,47 +731,47 @@ int pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
 	return err;
 }
 
-int pf_enc_lost(struct pf_enc *e, uint64_t ts, uint64_t n)
+int sonde__pf_enc_lost(struct pf_enc *e, uint64_t ts, uint64_t n)
 {
 	int err = ensure_started(e, ts);
 
 	if (err || !n)
 		return err;
-	pb_put_varint(&e->pkt, F_PACKET_TIMESTAMP, ts);
-	pb_put_varint(&e->pkt, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-	size_t m = pb_begin(&e->pkt, F_PACKET_PERF_SAMPLE);
-	pb_put_varint(&e->pkt, F_SAMPLE_KERNEL_RECORDS_LOST, n);
-	pb_end(&e->pkt, m);
+	sonde__pb_put_varint(&e->pkt, F_PACKET_TIMESTAMP, ts);
+	sonde__pb_put_varint(&e->pkt, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t m = sonde__pb_begin(&e->pkt, F_PACKET_PERF_SAMPLE);
+	sonde__pb_put_varint(&e->pkt, F_SAMPLE_KERNEL_RECORDS_LOST, n);
+	sonde__pb_end(&e->pkt, m);
 	return emit(e);
 }
 
-int pf_enc_stop_event(struct pf_enc *e, uint64_t ts, uint32_t reason)
+int sonde__pf_enc_stop_event(struct pf_enc *e, uint64_t ts, uint32_t reason)
 {
 	int err = ensure_started(e, ts);
 
 	if (err)
 		return err;
-	pb_put_varint(&e->pkt, F_PACKET_TIMESTAMP, ts);
-	pb_put_varint(&e->pkt, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-	size_t m = pb_begin(&e->pkt, F_PACKET_PERF_SAMPLE);
-	size_t p = pb_begin(&e->pkt, F_SAMPLE_PRODUCER_EVENT);
-	pb_put_varint(&e->pkt, 1, reason);
-	pb_end(&e->pkt, p);
-	pb_end(&e->pkt, m);
+	sonde__pb_put_varint(&e->pkt, F_PACKET_TIMESTAMP, ts);
+	sonde__pb_put_varint(&e->pkt, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	size_t m = sonde__pb_begin(&e->pkt, F_PACKET_PERF_SAMPLE);
+	size_t p = sonde__pb_begin(&e->pkt, F_SAMPLE_PRODUCER_EVENT);
+	sonde__pb_put_varint(&e->pkt, 1, reason);
+	sonde__pb_end(&e->pkt, p);
+	sonde__pb_end(&e->pkt, m);
 	return emit(e);
 }
 
-int pf_enc_ended(const struct pf_enc *e)
+int sonde__pf_enc_ended(const struct pf_enc *e)
 {
 	return sonde_spool_decoder_ended(e->dec);
 }
 
-uint64_t pf_enc_samples(const struct pf_enc *e)
+uint64_t sonde__pf_enc_samples(const struct pf_enc *e)
 {
 	return e ? e->samples : 0;
 }
 
-struct pf_enc *pf_enc_new(const struct pf_enc_opts *o)
+struct pf_enc *sonde__pf_enc_new(const struct pf_enc_opts *o)
 {
 	struct pf_enc *e = calloc(1, sizeof(*e));
 
@@ -784,14 +784,14 @@ struct pf_enc *pf_enc_new(const struct pf_enc_opts *o)
 	if (!e->dec || strtab_init(&e->fn) || strtab_init(&e->bid) || strtab_init(&e->paths) ||
 	    !ARR_PUSH(e->mods) || !ARR_PUSH(e->frames) || !ARR_PUSH(e->nodes) ||
 	    !ARR_PUSH(e->threads)) {
-		pf_enc_free(e);
+		sonde__pf_enc_free(e);
 		errno = ENOMEM;
 		return NULL;
 	}
 	return e;
 }
 
-void pf_enc_free(struct pf_enc *e)
+void sonde__pf_enc_free(struct pf_enc *e)
 {
 	if (!e)
 		return;
@@ -812,32 +812,32 @@ void pf_enc_free(struct pf_enc *e)
 	ARR_FREE(e->threads);
 	ARR_FREE(e->pending);
 	ARR_FREE(e->path);
-	u64map_free(&e->pids);
-	buf_free(&e->i_bid);
-	buf_free(&e->i_paths);
-	buf_free(&e->i_fn);
-	buf_free(&e->i_maps);
-	buf_free(&e->i_frames);
-	buf_free(&e->i_stacks);
-	buf_free(&e->pkt);
-	buf_free(&e->in);
+	sonde__u64map_free(&e->pids);
+	sonde__buf_free(&e->i_bid);
+	sonde__buf_free(&e->i_paths);
+	sonde__buf_free(&e->i_fn);
+	sonde__buf_free(&e->i_maps);
+	sonde__buf_free(&e->i_frames);
+	sonde__buf_free(&e->i_stacks);
+	sonde__buf_free(&e->pkt);
+	sonde__buf_free(&e->in);
 	sonde_spool_decoder_free(e->dec);
 	free(e);
 }
 
-int pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,
+int sonde__pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,
 			uint32_t seq_id)
 {
 	uint8_t suffix[2 + PB_VARINT_MAX * 2];
 	size_t n = 0;
 
 	suffix[n++] = 0x18; /* trusted_uid (3), varint */
-	n += pb_varint_encode(suffix + n, (uint64_t)(int64_t)uid);
+	n += sonde__pb_varint_encode(suffix + n, (uint64_t)(int64_t)uid);
 	suffix[n++] = 0x50; /* trusted_packet_sequence_id (10), varint */
-	n += pb_varint_encode(suffix + n, seq_id);
+	n += sonde__pb_varint_encode(suffix + n, seq_id);
 	buf_put_u8(out, 0x0a);
-	pb_put_varint_raw(out, len + n);
-	buf_append(out, pkt, len);
-	buf_append(out, suffix, n);
+	sonde__pb_put_varint_raw(out, len + n);
+	sonde__buf_append(out, pkt, len);
+	sonde__buf_append(out, suffix, n);
 	return buf_error(out);
 }

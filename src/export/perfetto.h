@@ -7,7 +7,7 @@
  * writer for a standalone trace, appends those).
  *
  * Interning is incremental: every interned object (string, mapping, frame, callstack)
- * remembers the generation it was last emitted in; pf_enc_clear_incremental starts a new
+ * remembers the generation it was last emitted in; sonde__pf_enc_clear_incremental starts a new
  * generation, so the next packet re-emits the defaults, the iid-0 strings and then,
  * lazily, whatever later packets refer to. iids themselves never change.
  */
@@ -55,32 +55,32 @@ struct pf_enc_opts {
 struct pf_enc;
 
 /* NULL and errno on failure. */
-struct pf_enc *pf_enc_new(const struct pf_enc_opts *o);
-void pf_enc_free(struct pf_enc *e);
+struct pf_enc *sonde__pf_enc_new(const struct pf_enc_opts *o);
+void sonde__pf_enc_free(struct pf_enc *e);
 
 /* Consumes one decoded spool record (in stream order), emitting the packets it makes:
  * the start packets at the header, a ProcessTree before a sample of a new thread, a
  * PerfSample with its interned data for each sample. 0 or -errno / -SONDE_E_*. */
-int pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r);
+int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r);
 /* Decodes spool bytes incrementally (a live stream, possibly cut anywhere) and feeds each
- * complete record to pf_enc_record; an incomplete tail is kept for the next call. */
-int pf_enc_feed(struct pf_enc *e, const void *buf, size_t len);
+ * complete record to sonde__pf_enc_record; an incomplete tail is kept for the next call. */
+int sonde__pf_enc_feed(struct pf_enc *e, const void *buf, size_t len);
 /* perf_sample{kernel_records_lost = n} at time ts. */
-int pf_enc_lost(struct pf_enc *e, uint64_t ts, uint64_t n);
+int sonde__pf_enc_lost(struct pf_enc *e, uint64_t ts, uint64_t n);
 /* perf_sample{producer_event{source_stop_reason}} at time ts. */
-int pf_enc_stop_event(struct pf_enc *e, uint64_t ts, uint32_t reason);
+int sonde__pf_enc_stop_event(struct pf_enc *e, uint64_t ts, uint32_t reason);
 /* Drops the sequence's interning: the next packet starts over (sequence_flags=1). */
-void pf_enc_clear_incremental(struct pf_enc *e);
-/* 1 once pf_enc_feed decoded the spool's END record. */
-int pf_enc_ended(const struct pf_enc *e);
+void sonde__pf_enc_clear_incremental(struct pf_enc *e);
+/* 1 once sonde__pf_enc_feed decoded the spool's END record. */
+int sonde__pf_enc_ended(const struct pf_enc *e);
 /* Samples encoded so far. */
-uint64_t pf_enc_samples(const struct pf_enc *e);
+uint64_t sonde__pf_enc_samples(const struct pf_enc *e);
 
 /* Frames a packet as a Trace record (0x0A varint(len) packet) followed by the trusted
  * fields a standalone file needs (trusted_uid, trusted_packet_sequence_id): appends to out.
  * Returns 0 or -ENOMEM. */
 struct buf;
-int pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,
+int sonde__pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,
 			uint32_t seq_id);
 
 /* Trusted sequence id of the profile in a standalone file: 1 is the service's sequence,

@@ -26,10 +26,10 @@ static int file_sink(void *ctx, const uint8_t *pkt, size_t len)
 {
 	struct file_sink *fs = ctx;
 
-	buf_reset(&fs->b);
-	if (pf_frame_standalone(&fs->b, pkt, len, fs->uid, PF_STANDALONE_SEQUENCE_ID) < 0)
+	sonde__buf_reset(&fs->b);
+	if (sonde__pf_frame_standalone(&fs->b, pkt, len, fs->uid, PF_STANDALONE_SEQUENCE_ID) < 0)
 		return -ENOMEM;
-	out_write(&fs->o, fs->b.data, fs->b.len);
+	sonde__out_write(&fs->o, fs->b.data, fs->b.len);
 	return fs->o.err;
 }
 
@@ -54,14 +54,14 @@ static int feed_file(struct pf_enc *e, int in, const char *path)
 		if (n == 0)
 			break;
 		total += (uint64_t)n;
-		err = pf_enc_feed(e, chunk, (size_t)n);
+		err = sonde__pf_enc_feed(e, chunk, (size_t)n);
 		if (err)
 			break;
 	}
 	free(chunk);
 	if (!err && total == 0)
 		err = -SONDE_E_MAGIC;
-	if (!err && !pf_enc_ended(e))
+	if (!err && !sonde__pf_enc_ended(e))
 		sonde_warn("%s is truncated (a recording that did not finish): using the records "
 			   "before the cut",
 			   path);
@@ -88,23 +88,23 @@ int sonde_profile_spool_to_perfetto(const char *path, int fd,
 			goto out;
 		}
 	}
-	out_init(&fs.o, fd);
+	sonde__out_init(&fs.o, fd);
 	struct pf_enc_opts eo = {.sink = file_sink, .ctx = &fs, .sym = sym, .clock_snapshot = true};
-	e = pf_enc_new(&eo);
+	e = sonde__pf_enc_new(&eo);
 	if (!e) {
 		err = -errno;
 		goto out_close;
 	}
 	err = feed_file(e, in, path);
 out_close:
-	pf_enc_free(e);
+	sonde__pf_enc_free(e);
 	{
-		int cerr = out_close(&fs.o);
+		int cerr = sonde__out_close(&fs.o);
 		if (!err)
 			err = cerr;
 	}
 out:
-	buf_free(&fs.b);
+	sonde__buf_free(&fs.b);
 	sonde_symbolizer_free(sym);
 	close(in);
 	return err;

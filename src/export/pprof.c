@@ -107,14 +107,14 @@ static uint32_t str_lit(struct pp *pp, const char *s)
 
 static void put_nested(struct buf *b, uint32_t field, const struct buf *m)
 {
-	pb_put_bytes(b, field, m->data, m->len);
+	sonde__pb_put_bytes(b, field, m->data, m->len);
 }
 
 static void value_type(struct pp *pp, uint32_t field, const char *type, const char *unit)
 {
-	buf_reset(&pp->msg);
-	pb_put_varint(&pp->msg, VALUE_TYPE_TYPE, (uint64_t)str_lit(pp, type));
-	pb_put_varint(&pp->msg, VALUE_TYPE_UNIT, (uint64_t)str_lit(pp, unit));
+	sonde__buf_reset(&pp->msg);
+	sonde__pb_put_varint(&pp->msg, VALUE_TYPE_TYPE, (uint64_t)str_lit(pp, type));
+	sonde__pb_put_varint(&pp->msg, VALUE_TYPE_UNIT, (uint64_t)str_lit(pp, unit));
 	put_nested(&pp->b, field, &pp->msg);
 }
 
@@ -134,10 +134,10 @@ static int aggregate(struct pp *pp)
 		const struct prof_sample *s = &p->samples.v[i];
 		struct agg k = {s->node, s->thread, 0};
 		uint32_t h = (uint32_t)u64_hash((uint64_t)s->node << 32 | s->thread);
-		int64_t id = idmap_find(&pp->agg_index, h, agg_eq, pp, &k);
+		int64_t id = sonde__idmap_find(&pp->agg_index, h, agg_eq, pp, &k);
 		if (id < 0) {
 			struct agg *a = ARR_PUSH(pp->aggs);
-			if (!a || idmap_insert(&pp->agg_index, h, pp->aggs.n - 1) < 0)
+			if (!a || sonde__idmap_insert(&pp->agg_index, h, pp->aggs.n - 1) < 0)
 				return -ENOMEM;
 			*a = k;
 			id = pp->aggs.n - 1;
@@ -149,12 +149,12 @@ static int aggregate(struct pp *pp)
 
 static void label(struct pp *pp, struct buf *m, uint32_t key, uint32_t str, int64_t num)
 {
-	buf_reset(&pp->packed);
-	pb_put_varint(&pp->packed, LABEL_KEY, (uint64_t)key);
+	sonde__buf_reset(&pp->packed);
+	sonde__pb_put_varint(&pp->packed, LABEL_KEY, (uint64_t)key);
 	if (str)
-		pb_put_varint(&pp->packed, LABEL_STR, (uint64_t)str_of(pp, str));
+		sonde__pb_put_varint(&pp->packed, LABEL_STR, (uint64_t)str_of(pp, str));
 	else
-		pb_put_varint(&pp->packed, LABEL_NUM, (uint64_t)num);
+		sonde__pb_put_varint(&pp->packed, LABEL_NUM, (uint64_t)num);
 	put_nested(m, SAMPLE_LABEL, &pp->packed);
 }
 
@@ -167,16 +167,16 @@ static void write_samples(struct pp *pp)
 		const struct agg *a = &pp->aggs.v[i];
 		const struct prof_thread *t = &p->threads.v[a->thread];
 
-		buf_reset(&pp->msg);
-		buf_reset(&pp->packed);
+		sonde__buf_reset(&pp->msg);
+		sonde__buf_reset(&pp->packed);
 		/* the leaf node holds the innermost location: walking up is leaf first */
 		for (uint32_t n = a->node; n; n = p->nodes.v[n].parent)
-			pb_put_varint_raw(&pp->packed, p->nodes.v[n].loc);
+			sonde__pb_put_varint_raw(&pp->packed, p->nodes.v[n].loc);
 		put_nested(&pp->msg, SAMPLE_LOCATION_ID, &pp->packed);
-		buf_reset(&pp->packed);
-		pb_put_varint_raw(&pp->packed, a->count);
+		sonde__buf_reset(&pp->packed);
+		sonde__pb_put_varint_raw(&pp->packed, a->count);
 		if (period)
-			pb_put_varint_raw(&pp->packed, a->count * period);
+			sonde__pb_put_varint_raw(&pp->packed, a->count * period);
 		put_nested(&pp->msg, SAMPLE_VALUE, &pp->packed);
 		if (a->thread) {
 			label(pp, &pp->msg, pp->k_pid, 0, t->pid);
@@ -210,17 +210,17 @@ static void write_mappings(struct pp *pp)
 	}
 	for (uint32_t i = 1; i < p->modules.n; i++) {
 		const struct prof_module *m = &p->modules.v[i];
-		buf_reset(&pp->msg);
-		pb_put_varint(&pp->msg, MAPPING_ID, i);
-		pb_put_varint(&pp->msg, MAPPING_MEMORY_START, m->start);
-		pb_put_varint(&pp->msg, MAPPING_MEMORY_LIMIT, m->end);
-		pb_put_varint(&pp->msg, MAPPING_FILE_OFFSET, m->pgoff);
-		pb_put_varint(&pp->msg, MAPPING_FILENAME, (uint64_t)str_of(pp, m->path));
-		pb_put_varint(&pp->msg, MAPPING_BUILD_ID, (uint64_t)str_of(pp, m->build_id));
-		pb_put_bool(&pp->msg, MAPPING_HAS_FUNCTIONS, has[i] & HAS_FUNCTIONS);
-		pb_put_bool(&pp->msg, MAPPING_HAS_FILENAMES, has[i] & HAS_FILENAMES);
-		pb_put_bool(&pp->msg, MAPPING_HAS_LINE_NUMBERS, has[i] & HAS_LINES);
-		pb_put_bool(&pp->msg, MAPPING_HAS_INLINE_FRAMES, has[i] & HAS_INLINES);
+		sonde__buf_reset(&pp->msg);
+		sonde__pb_put_varint(&pp->msg, MAPPING_ID, i);
+		sonde__pb_put_varint(&pp->msg, MAPPING_MEMORY_START, m->start);
+		sonde__pb_put_varint(&pp->msg, MAPPING_MEMORY_LIMIT, m->end);
+		sonde__pb_put_varint(&pp->msg, MAPPING_FILE_OFFSET, m->pgoff);
+		sonde__pb_put_varint(&pp->msg, MAPPING_FILENAME, (uint64_t)str_of(pp, m->path));
+		sonde__pb_put_varint(&pp->msg, MAPPING_BUILD_ID, (uint64_t)str_of(pp, m->build_id));
+		sonde__pb_put_bool(&pp->msg, MAPPING_HAS_FUNCTIONS, has[i] & HAS_FUNCTIONS);
+		sonde__pb_put_bool(&pp->msg, MAPPING_HAS_FILENAMES, has[i] & HAS_FILENAMES);
+		sonde__pb_put_bool(&pp->msg, MAPPING_HAS_LINE_NUMBERS, has[i] & HAS_LINES);
+		sonde__pb_put_bool(&pp->msg, MAPPING_HAS_INLINE_FRAMES, has[i] & HAS_INLINES);
 		put_nested(&pp->b, PROFILE_MAPPING, &pp->msg);
 	}
 	free(has);
@@ -232,17 +232,17 @@ static void write_locations(struct pp *pp, uint8_t *func_used)
 
 	for (uint32_t i = 1; i < p->locs.n; i++) {
 		const struct prof_loc *l = &p->locs.v[i];
-		buf_reset(&pp->msg);
-		pb_put_varint(&pp->msg, LOCATION_ID, i);
+		sonde__buf_reset(&pp->msg);
+		sonde__pb_put_varint(&pp->msg, LOCATION_ID, i);
 		if (l->module)
-			pb_put_varint(&pp->msg, LOCATION_MAPPING_ID, l->module);
-		pb_put_varint(&pp->msg, LOCATION_ADDRESS, prof_loc_address(p, l));
+			sonde__pb_put_varint(&pp->msg, LOCATION_MAPPING_ID, l->module);
+		sonde__pb_put_varint(&pp->msg, LOCATION_ADDRESS, sonde__prof_loc_address(p, l));
 		for (uint32_t j = 0; j < l->n_lines; j++) {
 			const struct prof_line *ln = &p->lines.v[l->first_line + j];
-			buf_reset(&pp->packed);
-			pb_put_varint(&pp->packed, LINE_FUNCTION_ID, ln->func);
+			sonde__buf_reset(&pp->packed);
+			sonde__pb_put_varint(&pp->packed, LINE_FUNCTION_ID, ln->func);
 			if (ln->line)
-				pb_put_varint(&pp->packed, LINE_LINE, ln->line);
+				sonde__pb_put_varint(&pp->packed, LINE_LINE, ln->line);
 			put_nested(&pp->msg, LOCATION_LINE, &pp->packed);
 			func_used[ln->func] = 1;
 		}
@@ -258,12 +258,12 @@ static void write_functions(struct pp *pp, const uint8_t *func_used)
 		const struct prof_func *f = &p->funcs.v[i];
 		if (!func_used[i])
 			continue;
-		buf_reset(&pp->msg);
-		pb_put_varint(&pp->msg, FUNCTION_ID, i);
-		pb_put_varint(&pp->msg, FUNCTION_NAME, (uint64_t)str_of(pp, f->name));
-		pb_put_varint(&pp->msg, FUNCTION_SYSTEM_NAME, (uint64_t)str_of(pp, f->name));
+		sonde__buf_reset(&pp->msg);
+		sonde__pb_put_varint(&pp->msg, FUNCTION_ID, i);
+		sonde__pb_put_varint(&pp->msg, FUNCTION_NAME, (uint64_t)str_of(pp, f->name));
+		sonde__pb_put_varint(&pp->msg, FUNCTION_SYSTEM_NAME, (uint64_t)str_of(pp, f->name));
 		if (f->file)
-			pb_put_varint(&pp->msg, FUNCTION_FILENAME, (uint64_t)str_of(pp, f->file));
+			sonde__pb_put_varint(&pp->msg, FUNCTION_FILENAME, (uint64_t)str_of(pp, f->file));
 		put_nested(&pp->b, PROFILE_FUNCTION, &pp->msg);
 	}
 }
@@ -277,11 +277,11 @@ static void write_header(struct pp *pp)
 	if (period) {
 		value_type(pp, PROFILE_SAMPLE_TYPE, "cpu", "nanoseconds");
 		value_type(pp, PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
-		pb_put_varint(&pp->b, PROFILE_PERIOD, period);
-		pb_put_varint(&pp->b, PROFILE_DEFAULT_SAMPLE_TYPE, (uint64_t)str_lit(pp, "cpu"));
+		sonde__pb_put_varint(&pp->b, PROFILE_PERIOD, period);
+		sonde__pb_put_varint(&pp->b, PROFILE_DEFAULT_SAMPLE_TYPE, (uint64_t)str_lit(pp, "cpu"));
 	}
 	if (p->info.start_time_ns)
-		pb_put_varint(&pp->b, PROFILE_TIME_NANOS, p->info.start_time_ns);
+		sonde__pb_put_varint(&pp->b, PROFILE_TIME_NANOS, p->info.start_time_ns);
 	if (p->samples.n) {
 		uint64_t from =
 			p->info.start_monotonic_ns && p->info.start_monotonic_ns <= p->first_time_ns
@@ -289,8 +289,8 @@ static void write_header(struct pp *pp)
 				: p->first_time_ns;
 		duration = p->last_time_ns - from + period;
 	}
-	pb_put_varint(&pp->b, PROFILE_DURATION_NANOS, duration);
-	pb_put_varint(&pp->b, PROFILE_COMMENT, (uint64_t)str_lit(pp, "recorded by sonde"));
+	sonde__pb_put_varint(&pp->b, PROFILE_DURATION_NANOS, duration);
+	sonde__pb_put_varint(&pp->b, PROFILE_COMMENT, (uint64_t)str_lit(pp, "recorded by sonde"));
 	pp->k_pid = str_lit(pp, "pid");
 	pp->k_tid = str_lit(pp, "tid");
 	pp->k_thread = str_lit(pp, "thread");
@@ -309,23 +309,23 @@ static int gzip_to_fd(const struct buf *b, int fd)
 	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
 	    Z_OK)
 		return -ENOMEM;
-	out_init(&o, fd);
+	sonde__out_init(&o, fd);
 	z.next_in = b->data;
 	z.avail_in = (uInt)b->len;
 	do {
 		z.next_out = chunk;
 		z.avail_out = sizeof(chunk);
 		zr = deflate(&z, Z_FINISH);
-		out_write(&o, chunk, sizeof(chunk) - z.avail_out);
+		sonde__out_write(&o, chunk, sizeof(chunk) - z.avail_out);
 	} while (zr == Z_OK && !o.err);
 	deflateEnd(&z);
-	int err = out_close(&o);
+	int err = sonde__out_close(&o);
 	if (!err && zr != Z_STREAM_END)
 		err = -EIO;
 	return err;
 }
 
-int prof_write_pprof(const struct sonde_profile *p, int fd)
+int sonde__prof_write_pprof(const struct sonde_profile *p, int fd)
 {
 	struct pp pp = {.p = p};
 	uint8_t *func_used = calloc(p->funcs.n, 1);
@@ -343,18 +343,18 @@ int prof_write_pprof(const struct sonde_profile *p, int fd)
 	write_locations(&pp, func_used);
 	write_functions(&pp, func_used);
 	for (uint32_t i = 0; i < pp.tab.n; i++)
-		pb_put_string(&pp.b, PROFILE_STRING_TABLE, pp.tab.v[i]);
+		sonde__pb_put_string(&pp.b, PROFILE_STRING_TABLE, pp.tab.v[i]);
 	if (buf_error(&pp.b) || buf_error(&pp.msg) || buf_error(&pp.packed) || pp.failed)
 		goto out;
 	err = gzip_to_fd(&pp.b, fd);
 out:
-	buf_free(&pp.b);
-	buf_free(&pp.msg);
-	buf_free(&pp.packed);
+	sonde__buf_free(&pp.b);
+	sonde__buf_free(&pp.msg);
+	sonde__buf_free(&pp.packed);
 	free(pp.str_map);
 	ARR_FREE(pp.tab);
 	ARR_FREE(pp.aggs);
-	idmap_free(&pp.agg_index);
+	sonde__idmap_free(&pp.agg_index);
 	free(func_used);
 	return err;
 }

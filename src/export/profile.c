@@ -10,7 +10,7 @@
 
 #include "export/profile.h"
 
-int arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz)
+int sonde__arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz)
 {
 	uint32_t c = *cap ? *cap : 16;
 
@@ -43,13 +43,13 @@ static bool str_eq(const void *ctx, uint32_t id, const void *key)
 	return strncmp(s, k->s, k->len) == 0 && s[k->len] == 0;
 }
 
-int64_t prof_intern(struct sonde_profile *p, const char *s)
+int64_t sonde__prof_intern(struct sonde_profile *p, const char *s)
 {
 	if (!s || !*s)
 		return 0;
 	struct str_key k = {s, strlen(s)};
 	uint32_t h = (uint32_t)idmap_hash_bytes(s, k.len);
-	int64_t id = idmap_find(&p->str_index, h, str_eq, p, &k);
+	int64_t id = sonde__idmap_find(&p->str_index, h, str_eq, p, &k);
 	if (id >= 0)
 		return id;
 	if (p->chars.len + k.len + 1 > UINT32_MAX)
@@ -58,8 +58,8 @@ int64_t prof_intern(struct sonde_profile *p, const char *s)
 	if (!off)
 		return -ENOMEM;
 	*off = (uint32_t)p->chars.len;
-	buf_append(&p->chars, s, k.len + 1);
-	if (buf_error(&p->chars) || idmap_insert(&p->str_index, h, p->strs.n - 1) < 0) {
+	sonde__buf_append(&p->chars, s, k.len + 1);
+	if (buf_error(&p->chars) || sonde__idmap_insert(&p->str_index, h, p->strs.n - 1) < 0) {
 		p->strs.n--;
 		return -ENOMEM;
 	}
@@ -95,17 +95,17 @@ void sonde_profile_free(struct sonde_profile *p)
 {
 	if (!p)
 		return;
-	buf_free(&p->chars);
+	sonde__buf_free(&p->chars);
 	ARR_FREE(p->strs);
-	idmap_free(&p->str_index);
+	sonde__idmap_free(&p->str_index);
 	ARR_FREE(p->modules);
 	ARR_FREE(p->threads);
 	ARR_FREE(p->funcs);
-	idmap_free(&p->func_index);
+	sonde__idmap_free(&p->func_index);
 	ARR_FREE(p->lines);
 	ARR_FREE(p->locs);
 	ARR_FREE(p->nodes);
-	idmap_free(&p->node_index);
+	sonde__idmap_free(&p->node_index);
 	ARR_FREE(p->samples);
 	free(p);
 }
@@ -120,7 +120,7 @@ static int64_t intern_build_id(struct sonde_profile *p, const uint8_t *id, size_
 		return -SONDE_E_RANGE;
 	for (size_t i = 0; i < len; i++)
 		snprintf(hex + 2 * i, 3, "%02x", id[i]);
-	return prof_intern(p, hex);
+	return sonde__prof_intern(p, hex);
 }
 
 int sonde_profile_add_module(struct sonde_profile *p, const struct sonde_profile_module *m,
@@ -128,7 +128,7 @@ int sonde_profile_add_module(struct sonde_profile *p, const struct sonde_profile
 {
 	if (!p || !m || m->end < m->start)
 		return -EINVAL;
-	int64_t path = prof_intern(p, m->path);
+	int64_t path = sonde__prof_intern(p, m->path);
 	int64_t bid = intern_build_id(p, m->build_id, m->build_id_len);
 	if (path < 0 || bid < 0)
 		return path < 0 ? (int)path : (int)bid;
@@ -152,7 +152,7 @@ int sonde_profile_add_thread(struct sonde_profile *p, uint32_t pid, uint32_t tid
 {
 	if (!p)
 		return -EINVAL;
-	int64_t c = prof_intern(p, comm);
+	int64_t c = sonde__prof_intern(p, comm);
 	if (c < 0)
 		return (int)c;
 	struct prof_thread *t = ARR_PUSH(p->threads);
@@ -178,14 +178,14 @@ static int64_t intern_func(struct sonde_profile *p, const struct prof_func *f)
 {
 	uint32_t h = (uint32_t)u64_hash(((uint64_t)f->name << 32 | f->file) ^
 					   u64_hash((uint64_t)f->module << 8 | f->kind));
-	int64_t id = idmap_find(&p->func_index, h, func_eq, p, f);
+	int64_t id = sonde__idmap_find(&p->func_index, h, func_eq, p, f);
 	if (id >= 0)
 		return id;
 	struct prof_func *nf = ARR_PUSH(p->funcs);
 	if (!nf)
 		return -ENOMEM;
 	*nf = *f;
-	if (idmap_insert(&p->func_index, h, p->funcs.n - 1) < 0) {
+	if (sonde__idmap_insert(&p->func_index, h, p->funcs.n - 1) < 0) {
 		p->funcs.n--;
 		return -ENOMEM;
 	}
@@ -194,9 +194,9 @@ static int64_t intern_func(struct sonde_profile *p, const struct prof_func *f)
 
 static int add_line(struct sonde_profile *p, const struct sonde_sym_frame *s)
 {
-	int64_t name = prof_intern(p, s->name ? s->name : "??");
-	int64_t file = prof_intern(p, s->file);
-	int64_t mod = prof_intern(p, s->module);
+	int64_t name = sonde__prof_intern(p, s->name ? s->name : "??");
+	int64_t file = sonde__prof_intern(p, s->file);
+	int64_t mod = sonde__prof_intern(p, s->module);
 	if (name < 0 || file < 0 || mod < 0)
 		return -ENOMEM;
 	struct prof_func f = {(uint32_t)name, (uint32_t)file, (uint32_t)mod, s->kind, s->origin};
@@ -210,7 +210,7 @@ static int add_line(struct sonde_profile *p, const struct sonde_sym_frame *s)
 	return 0;
 }
 
-const char *prof_basename(const struct sonde_profile *p, uint32_t str)
+const char *sonde__prof_basename(const struct sonde_profile *p, uint32_t str)
 {
 	const char *s = prof_str(p, str);
 	const char *slash = strrchr(s, '/');
@@ -227,7 +227,7 @@ static int64_t display_func(struct sonde_profile *p, uint32_t module, uint64_t a
 
 	if (module) {
 		const struct prof_module *m = &p->modules.v[module];
-		const char *base = m->path ? prof_basename(p, m->path) : "[anon]";
+		const char *base = m->path ? sonde__prof_basename(p, m->path) : "[anon]";
 		snprintf(name, sizeof(name), "%s+0x%" PRIx64, base, addr);
 		f.module = m->path;
 		f.kind = m->flags & SONDE_MODULE_KERNEL ? SONDE_SYM_KERNEL
@@ -236,7 +236,7 @@ static int64_t display_func(struct sonde_profile *p, uint32_t module, uint64_t a
 	} else {
 		snprintf(name, sizeof(name), "0x%" PRIx64, addr);
 	}
-	int64_t s = prof_intern(p, name);
+	int64_t s = sonde__prof_intern(p, name);
 	if (s < 0)
 		return s;
 	f.name = (uint32_t)s;
@@ -273,7 +273,7 @@ int sonde_profile_add_location(struct sonde_profile *p, uint32_t module, uint64_
 	return 0;
 }
 
-uint64_t prof_loc_address(const struct sonde_profile *p, const struct prof_loc *l)
+uint64_t sonde__prof_loc_address(const struct sonde_profile *p, const struct prof_loc *l)
 {
 	if (!l->module)
 		return l->addr;
@@ -292,18 +292,18 @@ static bool node_eq(const void *ctx, uint32_t id, const void *key)
 	return a->parent == b->parent && a->loc == b->loc;
 }
 
-int64_t prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t loc)
+int64_t sonde__prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t loc)
 {
 	struct prof_node k = {parent, loc};
 	uint32_t h = (uint32_t)u64_hash((uint64_t)parent << 32 | loc);
-	int64_t id = idmap_find(&p->node_index, h, node_eq, p, &k);
+	int64_t id = sonde__idmap_find(&p->node_index, h, node_eq, p, &k);
 	if (id >= 0)
 		return id;
 	struct prof_node *n = ARR_PUSH(p->nodes);
 	if (!n)
 		return -ENOMEM;
 	*n = k;
-	if (idmap_insert(&p->node_index, h, p->nodes.n - 1) < 0) {
+	if (sonde__idmap_insert(&p->node_index, h, p->nodes.n - 1) < 0) {
 		p->nodes.n--;
 		return -ENOMEM;
 	}
@@ -323,14 +323,14 @@ int sonde_profile_add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_t
 	int64_t node = 0;
 	/* the tree grows from the outermost frame, so walk the stack backwards */
 	for (size_t i = n; i-- > 0;) {
-		node = prof_add_node(p, (uint32_t)node, locs[i]);
+		node = sonde__prof_add_node(p, (uint32_t)node, locs[i]);
 		if (node < 0)
 			return (int)node;
 	}
-	return prof_add_sample_node(p, time_ns, thread, (uint32_t)node, count);
+	return sonde__prof_add_sample_node(p, time_ns, thread, (uint32_t)node, count);
 }
 
-int prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
+int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
 			 uint64_t count)
 {
 	struct prof_sample *s = ARR_PUSH(p->samples);
@@ -395,13 +395,13 @@ int sonde_profile_write(const struct sonde_profile *p, enum sonde_profile_format
 		return -EINVAL;
 	switch (fmt) {
 	case SONDE_PROFILE_PPROF:
-		return prof_write_pprof(p, fd);
+		return sonde__prof_write_pprof(p, fd);
 	case SONDE_PROFILE_FOLDED:
-		return prof_write_folded(p, fd);
+		return sonde__prof_write_folded(p, fd);
 	case SONDE_PROFILE_SPEEDSCOPE:
-		return prof_write_speedscope(p, fd, title);
+		return sonde__prof_write_speedscope(p, fd, title);
 	case SONDE_PROFILE_SVG:
-		return prof_write_svg(p, fd, title);
+		return sonde__prof_write_svg(p, fd, title);
 	}
 	return -EINVAL;
 }

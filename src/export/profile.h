@@ -24,9 +24,9 @@
 		T *v;                                                                              \
 		uint32_t n, cap;                                                                   \
 	}
-int arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz);
+int sonde__arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz);
 #define ARR_PUSH(a)                                                                                \
-	((a).n < (a).cap || arr_grow((void **)&(a).v, &(a).cap, (a).n + 1, sizeof(*(a).v)) == 0    \
+	((a).n < (a).cap || sonde__arr_grow((void **)&(a).v, &(a).cap, (a).n + 1, sizeof(*(a).v)) == 0    \
 		 ? memset(&(a).v[(a).n++], 0, sizeof(*(a).v))                                      \
 		 : NULL)
 #define ARR_FREE(a) (free((a).v), (a).v = NULL, (a).n = (a).cap = 0)
@@ -98,20 +98,20 @@ static inline const char *prof_str(const struct sonde_profile *p, uint32_t id)
 }
 
 /* Interns s (NULL and "" are string 0); returns the id or -ENOMEM. */
-int64_t prof_intern(struct sonde_profile *p, const char *s);
+int64_t sonde__prof_intern(struct sonde_profile *p, const char *s);
 /* Interns the stack node (parent, loc); returns its id or -ENOMEM. Both must exist. */
-int64_t prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t loc);
+int64_t sonde__prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t loc);
 /* Appends a sample whose stack is an existing node. 0 or -ENOMEM. */
-int prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
+int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
 			 uint64_t count);
 /* The absolute address a location stands for (what pprof and perf show). */
-uint64_t prof_loc_address(const struct sonde_profile *p, const struct prof_loc *l);
+uint64_t sonde__prof_loc_address(const struct sonde_profile *p, const struct prof_loc *l);
 /* Last path component of a string id (the whole string if it has no '/'). */
-const char *prof_basename(const struct sonde_profile *p, uint32_t str);
+const char *sonde__prof_basename(const struct sonde_profile *p, uint32_t str);
 
 /* sonde_profile_from_spool on an open file (read from its current position to its end);
  * name is used in messages. */
-struct sonde_profile *prof_from_spool_fd(int fd, const char *name,
+struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 					 const struct sonde_profile_spool_opts *opts);
 
 /* The exporters, each writing one format to fd. */
@@ -121,12 +121,12 @@ struct sonde_sym_module;
 /* The symbolizer's view of a spool module definition. The path is copied (*path, to be
  * freed by the caller) and so is the build id (into build_id, 32 bytes), so the result
  * outlives the record. 0 or -ENOMEM. */
-int prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
+int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
 			       uint8_t build_id[32], struct sonde_sym_module *out);
 
-int prof_write_pprof(const struct sonde_profile *p, int fd);
-int prof_write_folded(const struct sonde_profile *p, int fd);
-int prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title);
-int prof_write_svg(const struct sonde_profile *p, int fd, const char *title);
+int sonde__prof_write_pprof(const struct sonde_profile *p, int fd);
+int sonde__prof_write_folded(const struct sonde_profile *p, int fd);
+int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title);
+int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title);
 
 #endif

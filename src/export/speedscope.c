@@ -23,24 +23,24 @@ static void write_frames(struct ss *s)
 	const struct sonde_profile *p = s->p;
 	uint32_t next = 0;
 
-	out_puts(&s->o, "\"shared\":{\"frames\":[");
-	for (uint32_t it = flame_next(&s->f, 0); it; it = flame_next(&s->f, it)) {
+	sonde__out_puts(&s->o, "\"shared\":{\"frames\":[");
+	for (uint32_t it = sonde__flame_next(&s->f, 0); it; it = sonde__flame_next(&s->f, it)) {
 		uint32_t func = s->f.nodes.v[it].func;
 		const struct prof_func *fn = &p->funcs.v[func];
 		if (s->frame_of_func[func])
 			continue;
 		s->frame_of_func[func] = ++next;
-		out_puts(&s->o, next > 1 ? ",{\"name\":\"" : "{\"name\":\"");
-		out_json_str(&s->o, prof_str(p, fn->name));
-		out_putc(&s->o, '"');
+		sonde__out_puts(&s->o, next > 1 ? ",{\"name\":\"" : "{\"name\":\"");
+		sonde__out_json_str(&s->o, prof_str(p, fn->name));
+		sonde__out_putc(&s->o, '"');
 		if (fn->file || fn->module) {
-			out_puts(&s->o, ",\"file\":\"");
-			out_json_str(&s->o, prof_str(p, fn->file ? fn->file : fn->module));
-			out_putc(&s->o, '"');
+			sonde__out_puts(&s->o, ",\"file\":\"");
+			sonde__out_json_str(&s->o, prof_str(p, fn->file ? fn->file : fn->module));
+			sonde__out_putc(&s->o, '"');
 		}
-		out_putc(&s->o, '}');
+		sonde__out_putc(&s->o, '}');
 	}
-	out_puts(&s->o, "]},");
+	sonde__out_puts(&s->o, "]},");
 }
 
 /* Counting sort of sample indices by thread; a stable sort keeps each thread in time
@@ -75,27 +75,27 @@ static void write_stack(struct ss *s, uint32_t fnode)
 
 	for (uint32_t n = fnode; n; n = s->f.nodes.v[n].parent)
 		s->path[depth++] = s->frame_of_func[s->f.nodes.v[n].func] - 1;
-	out_putc(&s->o, '[');
+	sonde__out_putc(&s->o, '[');
 	while (depth-- > 0) {
-		out_u64(&s->o, s->path[depth]);
+		sonde__out_u64(&s->o, s->path[depth]);
 		if (depth)
-			out_putc(&s->o, ',');
+			sonde__out_putc(&s->o, ',');
 	}
-	out_putc(&s->o, ']');
+	sonde__out_putc(&s->o, ']');
 }
 
 static void thread_name(struct ss *s, uint32_t t)
 {
 	const struct prof_thread *th = &s->p->threads.v[t];
 
-	out_puts(&s->o, "\"name\":\"");
+	sonde__out_puts(&s->o, "\"name\":\"");
 	if (t == 0) {
-		out_puts(&s->o, "unknown thread");
+		sonde__out_puts(&s->o, "unknown thread");
 	} else {
-		out_json_str(&s->o, th->comm ? prof_str(s->p, th->comm) : "thread");
-		out_printf(&s->o, " (pid %u, tid %u)", th->pid, th->tid);
+		sonde__out_json_str(&s->o, th->comm ? prof_str(s->p, th->comm) : "thread");
+		sonde__out_printf(&s->o, " (pid %u, tid %u)", th->pid, th->tid);
 	}
-	out_puts(&s->o, "\",");
+	sonde__out_puts(&s->o, "\",");
 }
 
 /* One thread's samples; consecutive samples with the same stack become one weighted
@@ -106,19 +106,19 @@ static void write_profile(struct ss *s, uint32_t t, uint64_t unit_weight)
 	uint32_t from = s->thread_start[t], to = s->thread_start[t + 1];
 	uint64_t total = 0;
 
-	out_puts(&s->o, "{\"type\":\"sampled\",");
+	sonde__out_puts(&s->o, "{\"type\":\"sampled\",");
 	thread_name(s, t);
-	out_puts(&s->o, unit_weight > 1 ? "\"unit\":\"nanoseconds\"," : "\"unit\":\"none\",");
-	out_puts(&s->o, "\"startValue\":0,\"samples\":[");
+	sonde__out_puts(&s->o, unit_weight > 1 ? "\"unit\":\"nanoseconds\"," : "\"unit\":\"none\",");
+	sonde__out_puts(&s->o, "\"startValue\":0,\"samples\":[");
 	for (uint32_t i = from; i < to;) {
 		uint32_t fn = s->f.of_node[p->samples.v[s->order[i]].node];
 		if (i > from)
-			out_putc(&s->o, ',');
+			sonde__out_putc(&s->o, ',');
 		write_stack(s, fn);
 		while (++i < to && s->f.of_node[p->samples.v[s->order[i]].node] == fn)
 			;
 	}
-	out_puts(&s->o, "],\"weights\":[");
+	sonde__out_puts(&s->o, "],\"weights\":[");
 	for (uint32_t i = from; i < to;) {
 		uint32_t fn = s->f.of_node[p->samples.v[s->order[i]].node];
 		uint64_t w = 0;
@@ -126,13 +126,13 @@ static void write_profile(struct ss *s, uint32_t t, uint64_t unit_weight)
 			w += p->samples.v[s->order[i]].count * unit_weight;
 		} while (++i < to && s->f.of_node[p->samples.v[s->order[i]].node] == fn);
 		if (total)
-			out_putc(&s->o, ',');
-		out_u64(&s->o, w);
+			sonde__out_putc(&s->o, ',');
+		sonde__out_u64(&s->o, w);
 		total += w;
 	}
-	out_puts(&s->o, "],\"endValue\":");
-	out_u64(&s->o, total);
-	out_putc(&s->o, '}');
+	sonde__out_puts(&s->o, "],\"endValue\":");
+	sonde__out_u64(&s->o, total);
+	sonde__out_putc(&s->o, '}');
 }
 
 static void write_profiles(struct ss *s)
@@ -141,13 +141,13 @@ static void write_profiles(struct ss *s)
 	uint64_t unit = p->info.sample_period_ns ? p->info.sample_period_ns : 1;
 	uint32_t n = 0, active = 0, most = 0;
 
-	out_puts(&s->o, "\"profiles\":[");
+	sonde__out_puts(&s->o, "\"profiles\":[");
 	for (uint32_t t = 0; t < p->threads.n; t++) {
 		uint32_t count = s->thread_start[t + 1] - s->thread_start[t];
 		if (!count)
 			continue;
 		if (n)
-			out_putc(&s->o, ',');
+			sonde__out_putc(&s->o, ',');
 		write_profile(s, t, unit);
 		if (count > most) {
 			most = count;
@@ -155,14 +155,14 @@ static void write_profiles(struct ss *s)
 		}
 		n++;
 	}
-	out_puts(&s->o, "],\"activeProfileIndex\":");
-	out_u64(&s->o, active);
+	sonde__out_puts(&s->o, "],\"activeProfileIndex\":");
+	sonde__out_u64(&s->o, active);
 }
 
-int prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title)
+int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title)
 {
 	struct ss s = {.p = p};
-	int err = flame_build(&s.f, p);
+	int err = sonde__flame_build(&s.f, p);
 
 	if (err)
 		return err;
@@ -171,20 +171,20 @@ int prof_write_speedscope(const struct sonde_profile *p, int fd, const char *tit
 	s.path = malloc(((size_t)s.f.max_depth + 1) * sizeof(*s.path));
 	if (!s.frame_of_func || !s.path || group_by_thread(&s) < 0)
 		goto out;
-	out_init(&s.o, fd);
-	out_puts(&s.o, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+	sonde__out_init(&s.o, fd);
+	sonde__out_puts(&s.o, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
 		       "\"exporter\":\"" SONDE_EXPORTER "\",\"name\":\"");
-	out_json_str(&s.o, title);
-	out_puts(&s.o, "\",");
+	sonde__out_json_str(&s.o, title);
+	sonde__out_puts(&s.o, "\",");
 	write_frames(&s);
 	write_profiles(&s);
-	out_puts(&s.o, "}\n");
-	err = out_close(&s.o);
+	sonde__out_puts(&s.o, "}\n");
+	err = sonde__out_close(&s.o);
 out:
 	free(s.thread_start);
 	free(s.order);
 	free(s.path);
 	free(s.frame_of_func);
-	flame_free(&s.f);
+	sonde__flame_free(&s.f);
 	return err;
 }

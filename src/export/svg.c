@@ -60,29 +60,29 @@ static void frame(struct out *o, const struct sonde_profile *p, const struct fla
 
 	if (fn)
 		color(p, fn, fill);
-	out_puts(o, id ? "<g><title>" : "<g id=\"root\"><title>");
-	out_xml_str(o, name, 0);
-	out_printf(o, " (%" PRIu64 " sample%s, %.2f%%)</title>", n->total, n->total == 1 ? "" : "s",
+	sonde__out_puts(o, id ? "<g><title>" : "<g id=\"root\"><title>");
+	sonde__out_xml_str(o, name, 0);
+	sonde__out_printf(o, " (%" PRIu64 " sample%s, %.2f%%)</title>", n->total, n->total == 1 ? "" : "s",
 		   100.0 * (double)n->total / (double)total);
-	out_printf(o,
+	sonde__out_printf(o,
 		   "<rect x=\"%.4f\" y=\"%u\" width=\"%.4f\" height=\"%u\" fill=\"%s\" rx=\"2\" "
 		   "ry=\"2\"/><text x=\"%.2f\" y=\"%u\">",
 		   x, y, w, SVG_FRAME_H - 1, fill, x + 3, y + SVG_FRAME_H - 4);
 	/* the label as it fits without scripting; the script refits it on zoom */
 	int chars = (int)((w - 6) / SVG_FONT_W);
 	if (chars >= 3)
-		out_xml_str(o, name, (size_t)chars);
-	out_puts(o, "</text></g>\n");
+		sonde__out_xml_str(o, name, (size_t)chars);
+	sonde__out_puts(o, "</text></g>\n");
 }
 
 static void header(struct out *o, const char *title, uint64_t total, unsigned height)
 {
-	out_printf(o,
+	sonde__out_printf(o,
 		   "<?xml version=\"1.0\" standalone=\"no\"?>\n"
 		   "<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
 		   "xmlns=\"http://www.w3.org/2000/svg\">\n",
 		   SVG_WIDTH, height, SVG_WIDTH, height);
-	out_printf(o,
+	sonde__out_printf(o,
 		   "<style>\n"
 		   "text { font-family: Verdana, sans-serif; font-size: %dpx; fill: #000; }\n"
 		   "#frames text { pointer-events: none; }\n"
@@ -95,18 +95,18 @@ static void header(struct out *o, const char *title, uint64_t total, unsigned he
 		   ".parent { opacity: 0.5; }\n"
 		   "</style>\n<script type=\"text/ecmascript\"><![CDATA[\n",
 		   SVG_FONT);
-	out_puts(o, svg_script);
-	out_puts(o, "]]></script>\n");
-	out_printf(o,
+	sonde__out_puts(o, svg_script);
+	sonde__out_puts(o, "]]></script>\n");
+	sonde__out_printf(o,
 		   "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f0\"/>\n"
 		   "<text id=\"title\" x=\"%d\" y=\"24\">",
 		   SVG_WIDTH / 2);
-	out_xml_str(o, title, 0);
-	out_printf(o,
+	sonde__out_xml_str(o, title, 0);
+	sonde__out_printf(o,
 		   "</text>\n<text id=\"subtitle\" x=\"%d\" y=\"40\" text-anchor=\"middle\">"
 		   "%" PRIu64 " samples</text>\n",
 		   SVG_WIDTH / 2, total);
-	out_printf(o,
+	sonde__out_printf(o,
 		   "<text id=\"unzoom\" class=\"hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
 		   "<text id=\"search\" x=\"%d\" y=\"24\">Search</text>\n"
 		   "<text id=\"details\" x=\"%d\" y=\"%u\"> </text>\n"
@@ -115,11 +115,11 @@ static void header(struct out *o, const char *title, uint64_t total, unsigned he
 		   height - 12);
 }
 
-int prof_write_svg(const struct sonde_profile *p, int fd, const char *title)
+int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title)
 {
 	struct flame f;
 	struct out o;
-	int err = flame_build(&f, p);
+	int err = sonde__flame_build(&f, p);
 
 	if (err)
 		return err;
@@ -127,17 +127,17 @@ int prof_write_svg(const struct sonde_profile *p, int fd, const char *title)
 	unsigned height = SVG_TOP + SVG_BOTTOM + (f.max_depth + 1) * SVG_FRAME_H;
 	double min_samples = SVG_MIN_WIDTH * (double)total / (SVG_WIDTH - 2 * SVG_XPAD);
 
-	out_init(&o, fd);
+	sonde__out_init(&o, fd);
 	header(&o, title, total, height);
-	out_puts(&o, "<g id=\"frames\">\n");
+	sonde__out_puts(&o, "<g id=\"frames\">\n");
 	if (total) {
 		frame(&o, p, &f, 0, height);
-		for (uint32_t it = flame_next(&f, 0); it && !o.err; it = flame_next(&f, it))
+		for (uint32_t it = sonde__flame_next(&f, 0); it && !o.err; it = sonde__flame_next(&f, it))
 			if ((double)f.nodes.v[it].total >= min_samples)
 				frame(&o, p, &f, it, height);
 	}
-	out_puts(&o, "</g>\n</svg>\n");
-	err = out_close(&o);
-	flame_free(&f);
+	sonde__out_puts(&o, "</g>\n</svg>\n");
+	err = sonde__out_close(&o);
+	sonde__flame_free(&f);
 	return err;
 }

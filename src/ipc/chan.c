@@ -32,7 +32,7 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int ipc_chan_init(struct ipc_chan *c, int fd)
+int sonde__ipc_chan_init(struct ipc_chan *c, int fd)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
@@ -52,7 +52,7 @@ int ipc_chan_init(struct ipc_chan *c, int fd)
 	return 0;
 }
 
-void ipc_chan_close(struct ipc_chan *c)
+void sonde__ipc_chan_close(struct ipc_chan *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
@@ -63,8 +63,8 @@ void ipc_chan_close(struct ipc_chan *c)
 	for (unsigned i = 0; i < c->n_tx_fds; i++)
 		close(c->tx_fds[i].fd);
 	c->n_tx_fds = 0;
-	buf_free(&c->rx);
-	buf_free(&c->tx);
+	sonde__buf_free(&c->rx);
+	sonde__buf_free(&c->tx);
 	c->rx_off = c->tx_off = 0;
 }
 
@@ -97,16 +97,16 @@ static void keep_rx_fd(struct ipc_chan *c, int fd, uint64_t pos, uint64_t end)
 	c->n_rx_fds++;
 }
 
-int ipc_chan_read(struct ipc_chan *c)
+int sonde__ipc_chan_read(struct ipc_chan *c)
 {
 	struct ipc_fds in;
 	int mflags;
 
 	while (c->rx.len - c->rx_off < RX_MAX_BUFFERED) {
 		rx_compact(c);
-		if (c->rx.cap - c->rx.len < RX_MIN_ROOM && buf_reserve(&c->rx, RX_READ_SIZE) < 0)
+		if (c->rx.cap - c->rx.len < RX_MIN_ROOM && sonde__buf_reserve(&c->rx, RX_READ_SIZE) < 0)
 			return -ENOMEM;
-		ssize_t n = ipc_fdpass_recv(c->fd, c->rx.data + c->rx.len, c->rx.cap - c->rx.len,
+		ssize_t n = sonde__ipc_fdpass_recv(c->fd, c->rx.data + c->rx.len, c->rx.cap - c->rx.len,
 					    MSG_DONTWAIT, &in, &mflags);
 		if (n == -EINTR)
 			continue;
@@ -117,7 +117,7 @@ int ipc_chan_read(struct ipc_chan *c)
 		/* a frame carries at most one fd (§1.6): more, or truncated ancillary data, is
 		 * a broken peer; whatever arrived is closed before the connection goes */
 		if (in.n > 1 || (mflags & (MSG_CTRUNC | MSG_TRUNC))) {
-			ipc_fds_close(&in);
+			sonde__ipc_fds_close(&in);
 			return -SONDE_E_PROTOCOL;
 		}
 		uint64_t pos = c->rx_base + c->rx.len;
@@ -158,7 +158,7 @@ static int claim_fd(struct ipc_chan *c, uint64_t start, uint64_t end, int *fd)
 	return 0;
 }
 
-int ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd)
+int sonde__ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd)
 {
 	for (;;) {
 		size_t avail = c->rx.len - c->rx_off;
@@ -179,7 +179,7 @@ int ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd)
 		if (claim_fd(c, start, start + IPC_HEADER_SIZE + len, &got) < 0)
 			return -SONDE_E_PROTOCOL;
 		c->rx_off += IPC_HEADER_SIZE + len;
-		if (len > 0 && ipc_frame_decode(payload, len, f) == 0) {
+		if (len > 0 && sonde__ipc_frame_decode(payload, len, f) == 0) {
 			if (fd)
 				*fd = got;
 			else if (got >= 0)
@@ -225,7 +225,7 @@ static ssize_t send_some(struct ipc_chan *c)
 				n = (size_t)(c->tx_fds[1].pos - pos);
 		}
 	}
-	ssize_t w = ipc_fdpass_send(c->fd, c->tx.data + c->tx_off, n, &fd, fd >= 0,
+	ssize_t w = sonde__ipc_fdpass_send(c->fd, c->tx.data + c->tx_off, n, &fd, fd >= 0,
 				    MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (w > 0 && fd >= 0) {
 		close(fd);
@@ -235,7 +235,7 @@ static ssize_t send_some(struct ipc_chan *c)
 	return w;
 }
 
-int ipc_chan_flush(struct ipc_chan *c)
+int sonde__ipc_chan_flush(struct ipc_chan *c)
 {
 	bool progress = false;
 
@@ -280,14 +280,14 @@ static int queue_fd(struct ipc_chan *c, size_t frame_off, int fd)
 	return 0;
 }
 
-int ipc_chan_send(struct ipc_chan *c, const struct ipc_frame *f, int fd)
+int sonde__ipc_chan_send(struct ipc_chan *c, const struct ipc_frame *f, int fd)
 {
 	size_t off = c->tx.len;
 	int rc;
 
 	if (c->fd < 0)
 		return -EPIPE;
-	rc = ipc_frame_encode(&c->tx, f);
+	rc = sonde__ipc_frame_encode(&c->tx, f);
 	if (rc < 0)
 		return rc;
 	rc = queue_fd(c, off, fd);
@@ -295,11 +295,11 @@ int ipc_chan_send(struct ipc_chan *c, const struct ipc_frame *f, int fd)
 		c->tx.len = off;
 		return rc;
 	}
-	rc = ipc_chan_flush(c);
+	rc = sonde__ipc_chan_flush(c);
 	return rc < 0 ? rc : 0;
 }
 
-int ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, int fd)
+int sonde__ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, int fd)
 {
 	size_t off = c->tx.len;
 	int rc;
@@ -308,7 +308,7 @@ int ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, int fd)
 		return -EPIPE;
 	if (len > IPC_BUFFER_SIZE)
 		return -SONDE_E_LIMIT;
-	buf_append(&c->tx, frame, len);
+	sonde__buf_append(&c->tx, frame, len);
 	if (buf_error(&c->tx) < 0) {
 		c->tx.len = off;
 		c->tx.failed = false;
@@ -319,6 +319,6 @@ int ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, int fd)
 		c->tx.len = off;
 		return rc;
 	}
-	rc = ipc_chan_flush(c);
+	rc = sonde__ipc_chan_flush(c);
 	return rc < 0 ? rc : 0;
 }

@@ -13,14 +13,14 @@ static int get_u32(const struct pb_field *f, uint32_t *out)
 	return 0;
 }
 
-int cx_request_decode(const void *buf, size_t len, struct cx_request *r)
+int sonde__cx_request_decode(const void *buf, size_t len, struct cx_request *r)
 {
 	struct pb_reader rd = pb_reader_init(buf, len);
 	struct pb_field f;
 	int rc;
 
 	memset(r, 0, sizeof(*r));
-	while ((rc = pb_next(&rd, &f)) > 0) {
+	while ((rc = sonde__pb_next(&rd, &f)) > 0) {
 		switch (f.num) {
 		case CX_REQ_ID:
 			if (f.wire != PB_VARINT)
@@ -56,14 +56,14 @@ int cx_request_decode(const void *buf, size_t len, struct cx_request *r)
 	return rc < 0 ? -SONDE_E_FORMAT : 0;
 }
 
-int cx_reply_decode(const void *buf, size_t len, struct cx_reply *r)
+int sonde__cx_reply_decode(const void *buf, size_t len, struct cx_reply *r)
 {
 	struct pb_reader rd = pb_reader_init(buf, len);
 	struct pb_field f;
 	int rc;
 
 	memset(r, 0, sizeof(*r));
-	while ((rc = pb_next(&rd, &f)) > 0) {
+	while ((rc = sonde__pb_next(&rd, &f)) > 0) {
 		switch (f.num) {
 		case CX_REP_ID:
 			if (f.wire != PB_VARINT)
@@ -96,30 +96,30 @@ int cx_reply_decode(const void *buf, size_t len, struct cx_reply *r)
 	return rc < 0 ? -SONDE_E_FORMAT : 0;
 }
 
-void cx_request_encode(const struct cx_request *r, struct buf *b)
+void sonde__cx_request_encode(const struct cx_request *r, struct buf *b)
 {
-	pb_put_varint(b, CX_REQ_ID, r->id);
-	pb_put_varint(b, CX_REQ_KIND, r->kind);
+	sonde__pb_put_varint(b, CX_REQ_ID, r->id);
+	sonde__pb_put_varint(b, CX_REQ_KIND, r->kind);
 	if (r->buffer)
-		pb_put_varint(b, CX_REQ_BUFFER, r->buffer);
+		sonde__pb_put_varint(b, CX_REQ_BUFFER, r->buffer);
 	if (r->page_size)
-		pb_put_varint(b, CX_REQ_PAGE_SIZE, r->page_size);
+		sonde__pb_put_varint(b, CX_REQ_PAGE_SIZE, r->page_size);
 	if (r->buffer_size)
-		pb_put_varint(b, CX_REQ_BUFFER_SIZE, r->buffer_size);
+		sonde__pb_put_varint(b, CX_REQ_BUFFER_SIZE, r->buffer_size);
 	if (r->has_uid)
-		pb_put_varint(b, CX_REQ_UID, r->uid);
+		sonde__pb_put_varint(b, CX_REQ_UID, r->uid);
 	if (r->has_gid)
-		pb_put_varint(b, CX_REQ_GID, r->gid);
+		sonde__pb_put_varint(b, CX_REQ_GID, r->gid);
 }
 
-void cx_reply_encode(const struct cx_reply *r, struct buf *b)
+void sonde__cx_reply_encode(const struct cx_reply *r, struct buf *b)
 {
-	pb_put_varint(b, CX_REP_ID, r->id);
-	pb_put_varint(b, CX_REP_STATUS, r->status);
+	sonde__pb_put_varint(b, CX_REP_ID, r->id);
+	sonde__pb_put_varint(b, CX_REP_STATUS, r->status);
 	if (r->message[0])
-		pb_put_string(b, CX_REP_MESSAGE, r->message);
+		sonde__pb_put_string(b, CX_REP_MESSAGE, r->message);
 	if (r->page_size)
-		pb_put_varint(b, CX_REP_PAGE_SIZE, r->page_size);
+		sonde__pb_put_varint(b, CX_REP_PAGE_SIZE, r->page_size);
 	if (r->buffer_size)
-		pb_put_varint(b, CX_REP_BUFFER_SIZE, r->buffer_size);
+		sonde__pb_put_varint(b, CX_REP_BUFFER_SIZE, r->buffer_size);
 }

@@ -57,10 +57,10 @@ struct cx_reply {
 /* Decode untrusted bytes. Unknown fields are skipped; a repeated field keeps its last
  * value. Returns 0 or -SONDE_E_FORMAT (malformed protobuf, a wrong wire type for a known
  * field, a value that does not fit its field). Range checks of values are the caller's. */
-int cx_request_decode(const void *buf, size_t len, struct cx_request *r);
-int cx_reply_decode(const void *buf, size_t len, struct cx_reply *r);
+int sonde__cx_request_decode(const void *buf, size_t len, struct cx_request *r);
+int sonde__cx_reply_decode(const void *buf, size_t len, struct cx_reply *r);
 /* Append the encoding to b (check buf_error). */
-void cx_request_encode(const struct cx_request *r, struct buf *b);
-void cx_reply_encode(const struct cx_reply *r, struct buf *b);
+void sonde__cx_request_encode(const struct cx_request *r, struct buf *b);
+void sonde__cx_reply_encode(const struct cx_reply *r, struct buf *b);
 
 #endif

@@ -29,7 +29,7 @@ static void collect(struct msghdr *mh, struct ipc_fds *fds)
 	}
 }
 
-ssize_t ipc_fdpass_recv(int sock, void *buf, size_t len, int flags, struct ipc_fds *fds,
+ssize_t sonde__ipc_fdpass_recv(int sock, void *buf, size_t len, int flags, struct ipc_fds *fds,
 			int *msg_flags)
 {
 	union fd_ctl ctl;
@@ -50,7 +50,7 @@ ssize_t ipc_fdpass_recv(int sock, void *buf, size_t len, int flags, struct ipc_f
 	return n;
 }
 
-void ipc_fds_close(struct ipc_fds *fds)
+void sonde__ipc_fds_close(struct ipc_fds *fds)
 {
 	for (unsigned i = 0; i < fds->n; i++)
 		if (fds->fd[i] >= 0)
@@ -58,7 +58,7 @@ void ipc_fds_close(struct ipc_fds *fds)
 	fds->n = 0;
 }
 
-ssize_t ipc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, size_t n, int flags)
+ssize_t sonde__ipc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, size_t n, int flags)
 {
 	union fd_ctl ctl;
 	struct iovec iov = {(void *)buf, len};

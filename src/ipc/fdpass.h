@@ -26,12 +26,12 @@ struct ipc_fds {
  * that fit and drops the rest, and those installed are still the caller's). *msg_flags
  * gets the message's flags (MSG_TRUNC, MSG_CTRUNC). Returns the byte count (0 at EOF or
  * for a message with no bytes) or -errno, with fds->n == 0 then. */
-ssize_t ipc_fdpass_recv(int sock, void *buf, size_t len, int flags, struct ipc_fds *fds,
+ssize_t sonde__ipc_fdpass_recv(int sock, void *buf, size_t len, int flags, struct ipc_fds *fds,
 			int *msg_flags);
 /* Closes every descriptor held; fds->n is 0 afterwards. */
-void ipc_fds_close(struct ipc_fds *fds);
+void sonde__ipc_fds_close(struct ipc_fds *fds);
 /* sendmsg(sock, buf, flags) with fds[0..n) attached (none if n is 0; n at most
  * IPC_FDPASS_MAX). The fds are not taken. Returns the byte count or -errno. */
-ssize_t ipc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, size_t n, int flags);
+ssize_t sonde__ipc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, size_t n, int flags);
 
 #endif

@@ -17,7 +17,7 @@ static int decode_bind(struct pb_reader r, struct ipc_frame *f)
 	struct pb_field fl;
 	int rc;
 
-	while ((rc = pb_next(&r, &fl)) > 0)
+	while ((rc = sonde__pb_next(&r, &fl)) > 0)
 		if (fl.num == PF_BIND_SERVICE_SERVICE_NAME && fl.wire == PB_LEN) {
 			f->name = (const char *)fl.ptr;
 			f->name_len = fl.len;
@@ -32,7 +32,7 @@ static int decode_bind_reply(struct pb_reader r, struct ipc_frame *f)
 
 	f->methods_pb = r.p;
 	f->methods_pb_len = (size_t)(r.end - r.p);
-	while ((rc = pb_next(&r, &fl)) > 0) {
+	while ((rc = sonde__pb_next(&r, &fl)) > 0) {
 		if (fl.wire != PB_VARINT)
 			continue;
 		if (fl.num == PF_BIND_SERVICE_REPLY_SUCCESS)
@@ -48,7 +48,7 @@ static int decode_invoke(struct pb_reader r, struct ipc_frame *f)
 	struct pb_field fl;
 	int rc;
 
-	while ((rc = pb_next(&r, &fl)) > 0) {
+	while ((rc = sonde__pb_next(&r, &fl)) > 0) {
 		if (fl.num == PF_INVOKE_METHOD_ARGS_PROTO && fl.wire == PB_LEN) {
 			f->data = fl.ptr;
 			f->data_len = fl.len;
@@ -70,7 +70,7 @@ static int decode_reply(struct pb_reader r, struct ipc_frame *f)
 	struct pb_field fl;
 	int rc;
 
-	while ((rc = pb_next(&r, &fl)) > 0) {
+	while ((rc = sonde__pb_next(&r, &fl)) > 0) {
 		if (fl.num == PF_INVOKE_METHOD_REPLY_REPLY_PROTO && fl.wire == PB_LEN) {
 			f->data = fl.ptr;
 			f->data_len = fl.len;
@@ -90,7 +90,7 @@ static int decode_peer_identity(struct pb_reader r, struct ipc_frame *f)
 	struct pb_field fl;
 	int rc;
 
-	while ((rc = pb_next(&r, &fl)) > 0) {
+	while ((rc = sonde__pb_next(&r, &fl)) > 0) {
 		if (fl.wire != PB_VARINT)
 			continue;
 		if (fl.num == PF_SET_PEER_IDENTITY_PID)
@@ -126,7 +126,7 @@ static int decode_msg(const struct pb_field *fl, struct ipc_frame *f)
 	}
 }
 
-int ipc_frame_decode(const void *buf, size_t len, struct ipc_frame *f)
+int sonde__ipc_frame_decode(const void *buf, size_t len, struct ipc_frame *f)
 {
 	struct pb_reader r = pb_reader_init(buf, len);
 	struct pb_field fl;
@@ -134,7 +134,7 @@ int ipc_frame_decode(const void *buf, size_t len, struct ipc_frame *f)
 	int rc;
 
 	memset(f, 0, sizeof(*f));
-	while ((rc = pb_next(&r, &fl)) > 0) {
+	while ((rc = sonde__pb_next(&r, &fl)) > 0) {
 		if (fl.num == PF_IPC_FRAME_REQUEST_ID && fl.wire == PB_VARINT) {
 			request_id = fl.u;
 		} else if (fl.num >= PF_IPC_FRAME_BIND_SERVICE &&
@@ -149,7 +149,7 @@ int ipc_frame_decode(const void *buf, size_t len, struct ipc_frame *f)
 	return rc < 0 ? -SONDE_E_FORMAT : 0;
 }
 
-int ipc_methods_next(const struct ipc_frame *f, size_t *it, struct ipc_method *m)
+int sonde__ipc_methods_next(const struct ipc_frame *f, size_t *it, struct ipc_method *m)
 {
 	struct pb_reader r;
 	struct pb_field fl, sub;
@@ -158,12 +158,12 @@ int ipc_methods_next(const struct ipc_frame *f, size_t *it, struct ipc_method *m
 	if (f->msg != IPC_MSG_BIND_SERVICE_REPLY || *it > f->methods_pb_len)
 		return 0;
 	r = pb_reader_init(f->methods_pb + *it, f->methods_pb_len - *it);
-	while ((rc = pb_next(&r, &fl)) > 0) {
+	while ((rc = sonde__pb_next(&r, &fl)) > 0) {
 		if (fl.num != PF_BIND_SERVICE_REPLY_METHODS || fl.wire != PB_LEN)
 			continue;
 		struct pb_reader mr = pb_sub(&fl);
 		memset(m, 0, sizeof(*m));
-		while ((rc = pb_next(&mr, &sub)) > 0) {
+		while ((rc = sonde__pb_next(&mr, &sub)) > 0) {
 			if (sub.num == PF_METHOD_INFO_ID && sub.wire == PB_VARINT) {
 				m->id = (uint32_t)sub.u;
 			} else if (sub.num == PF_METHOD_INFO_NAME && sub.wire == PB_LEN) {
@@ -180,12 +180,12 @@ int ipc_methods_next(const struct ipc_frame *f, size_t *it, struct ipc_method *m
 	return rc < 0 ? -SONDE_E_FORMAT : 0;
 }
 
-uint32_t ipc_method_id(const struct ipc_frame *f, const char *name)
+uint32_t sonde__ipc_method_id(const struct ipc_frame *f, const char *name)
 {
 	struct ipc_method m;
 	size_t it = 0, n = strlen(name);
 
-	while (ipc_methods_next(f, &it, &m) > 0)
+	while (sonde__ipc_methods_next(f, &it, &m) > 0)
 		if (m.id && m.name_len == n && memcmp(m.name, name, n) == 0)
 			return m.id;
 	return 0;
@@ -249,46 +249,46 @@ static void put_body(struct buf *b, const struct ipc_frame *f)
 	switch (f->msg) {
 	case IPC_MSG_BIND_SERVICE:
 	case IPC_MSG_REQUEST_ERROR:
-		pb_put_bytes(b, 1, f->name, f->name_len);
+		sonde__pb_put_bytes(b, 1, f->name, f->name_len);
 		break;
 	case IPC_MSG_BIND_SERVICE_REPLY:
 		if (f->success)
-			pb_put_bool(b, PF_BIND_SERVICE_REPLY_SUCCESS, true);
-		pb_put_varint(b, PF_BIND_SERVICE_REPLY_SERVICE_ID, f->service_id);
+			sonde__pb_put_bool(b, PF_BIND_SERVICE_REPLY_SUCCESS, true);
+		sonde__pb_put_varint(b, PF_BIND_SERVICE_REPLY_SERVICE_ID, f->service_id);
 		for (size_t i = 0; i < f->n_methods; i++) {
 			if (!f->method_names[i])
 				continue;
-			pb_put_tag(b, PF_BIND_SERVICE_REPLY_METHODS, PB_LEN);
-			pb_put_varint_raw(b, method_info_len(i + 1, f->method_names[i]));
-			pb_put_varint(b, PF_METHOD_INFO_ID, i + 1);
-			pb_put_string(b, PF_METHOD_INFO_NAME, f->method_names[i]);
+			sonde__pb_put_tag(b, PF_BIND_SERVICE_REPLY_METHODS, PB_LEN);
+			sonde__pb_put_varint_raw(b, method_info_len(i + 1, f->method_names[i]));
+			sonde__pb_put_varint(b, PF_METHOD_INFO_ID, i + 1);
+			sonde__pb_put_string(b, PF_METHOD_INFO_NAME, f->method_names[i]);
 		}
 		break;
 	case IPC_MSG_INVOKE_METHOD:
-		pb_put_varint(b, PF_INVOKE_METHOD_SERVICE_ID, f->service_id);
-		pb_put_varint(b, PF_INVOKE_METHOD_METHOD_ID, f->method_id);
-		pb_put_bytes(b, PF_INVOKE_METHOD_ARGS_PROTO, f->data, f->data_len);
+		sonde__pb_put_varint(b, PF_INVOKE_METHOD_SERVICE_ID, f->service_id);
+		sonde__pb_put_varint(b, PF_INVOKE_METHOD_METHOD_ID, f->method_id);
+		sonde__pb_put_bytes(b, PF_INVOKE_METHOD_ARGS_PROTO, f->data, f->data_len);
 		if (f->drop_reply)
-			pb_put_bool(b, PF_INVOKE_METHOD_DROP_REPLY, true);
+			sonde__pb_put_bool(b, PF_INVOKE_METHOD_DROP_REPLY, true);
 		break;
 	case IPC_MSG_INVOKE_METHOD_REPLY:
 		if (f->success)
-			pb_put_bool(b, PF_INVOKE_METHOD_REPLY_SUCCESS, true);
+			sonde__pb_put_bool(b, PF_INVOKE_METHOD_REPLY_SUCCESS, true);
 		if (f->has_more)
-			pb_put_bool(b, PF_INVOKE_METHOD_REPLY_HAS_MORE, true);
+			sonde__pb_put_bool(b, PF_INVOKE_METHOD_REPLY_HAS_MORE, true);
 		if (f->data)
-			pb_put_bytes(b, PF_INVOKE_METHOD_REPLY_REPLY_PROTO, f->data, f->data_len);
+			sonde__pb_put_bytes(b, PF_INVOKE_METHOD_REPLY_REPLY_PROTO, f->data, f->data_len);
 		break;
 	case IPC_MSG_SET_PEER_IDENTITY:
-		pb_put_varint(b, PF_SET_PEER_IDENTITY_PID, (uint32_t)f->peer_pid);
-		pb_put_varint(b, PF_SET_PEER_IDENTITY_UID, (uint32_t)f->peer_uid);
+		sonde__pb_put_varint(b, PF_SET_PEER_IDENTITY_PID, (uint32_t)f->peer_pid);
+		sonde__pb_put_varint(b, PF_SET_PEER_IDENTITY_UID, (uint32_t)f->peer_uid);
 		break;
 	default:
 		break;
 	}
 }
 
-int ipc_frame_encode(struct buf *b, const struct ipc_frame *f)
+int sonde__ipc_frame_encode(struct buf *b, const struct ipc_frame *f)
 {
 	size_t start = b->len, body = body_len(f);
 	size_t payload = 1 + vlen(f->request_id);
@@ -298,14 +298,14 @@ int ipc_frame_encode(struct buf *b, const struct ipc_frame *f)
 		payload += 1 + vlen(body) + body;
 	if (payload > IPC_MAX_PAYLOAD)
 		return -SONDE_E_LIMIT;
-	if (buf_reserve(b, IPC_HEADER_SIZE + payload) < 0)
+	if (sonde__buf_reserve(b, IPC_HEADER_SIZE + payload) < 0)
 		return -ENOMEM;
 	hdr = (uint32_t)payload; /* little-endian host (§0) */
-	buf_append(b, &hdr, sizeof(hdr));
-	pb_put_varint(b, PF_IPC_FRAME_REQUEST_ID, f->request_id);
+	sonde__buf_append(b, &hdr, sizeof(hdr));
+	sonde__pb_put_varint(b, PF_IPC_FRAME_REQUEST_ID, f->request_id);
 	if (f->msg != IPC_MSG_NONE) {
-		pb_put_tag(b, (uint32_t)f->msg, PB_LEN);
-		pb_put_varint_raw(b, body);
+		sonde__pb_put_tag(b, (uint32_t)f->msg, PB_LEN);
+		sonde__pb_put_varint_raw(b, body);
 		put_body(b, f);
 	}
 	if (buf_error(b) < 0)

@@ -6,12 +6,12 @@
  * The whole frame, header included, is at most IPC_BUFFER_SIZE (128 KiB).
  *
  * Call order for a channel:
- *   ipc_chan_init(c, fd)                      adopts a connected nonblocking socket
- *   on readable:  ipc_chan_read(c), then ipc_chan_next(c, &f, &fd) until it returns 0
- *   to send:      ipc_chan_send(c, &f, fd)    encodes into the tx queue and writes
- *   on writable:  ipc_chan_flush(c)           (watch for writability while
+ *   sonde__ipc_chan_init(c, fd)                      adopts a connected nonblocking socket
+ *   on readable:  sonde__ipc_chan_read(c), then sonde__ipc_chan_next(c, &f, &fd) until it returns 0
+ *   to send:      sonde__ipc_chan_send(c, &f, fd)    encodes into the tx queue and writes
+ *   on writable:  sonde__ipc_chan_flush(c)           (watch for writability while
  *                                             ipc_chan_tx_pending(c) is non-zero)
- *   ipc_chan_close(c)                         closes the socket and any fds it holds
+ *   sonde__ipc_chan_close(c)                         closes the socket and any fds it holds
  */
 #ifndef SONDE_IPC_FRAME_H
 #define SONDE_IPC_FRAME_H
@@ -46,7 +46,7 @@ enum ipc_msg {
  *   BIND_SERVICE        name
  *   BIND_SERVICE_REPLY  success, service_id, and the methods: when decoding, methods_pb
  *                       holds the raw BindServiceReply bytes (iterate with
- *                       ipc_methods_next); when encoding, method_names[i] is listed with
+ *                       sonde__ipc_methods_next); when encoding, method_names[i] is listed with
  *                       id i + 1; NULL entries (unimplemented methods) are left out
  *   INVOKE_METHOD       service_id, method_id, data (args_proto), drop_reply
  *   INVOKE_METHOD_REPLY success, has_more, data (reply_proto; encoded only when set)
@@ -83,16 +83,16 @@ struct ipc_method {
 /* Decodes an IPCFrame payload (without the 4-byte header). Unknown fields are skipped; a
  * frame with no recognised msg decodes with msg == IPC_MSG_NONE. Returns 0 or
  * -SONDE_E_FORMAT. */
-int ipc_frame_decode(const void *buf, size_t len, struct ipc_frame *f);
+int sonde__ipc_frame_decode(const void *buf, size_t len, struct ipc_frame *f);
 /* Iterates the MethodInfo entries of a decoded BindServiceReply: *it must start zeroed.
  * Returns 1 with *m filled, 0 at the end, -SONDE_E_FORMAT on malformed bytes. */
-int ipc_methods_next(const struct ipc_frame *f, size_t *it, struct ipc_method *m);
+int sonde__ipc_methods_next(const struct ipc_frame *f, size_t *it, struct ipc_method *m);
 /* Finds a method id by name in a decoded BindServiceReply; 0 when absent. */
-uint32_t ipc_method_id(const struct ipc_frame *f, const char *name);
+uint32_t sonde__ipc_method_id(const struct ipc_frame *f, const char *name);
 
 /* Appends the frame, header included, to b. Returns 0, -ENOMEM, or -SONDE_E_LIMIT if the
  * frame would exceed IPC_BUFFER_SIZE (b is then left unchanged). */
-int ipc_frame_encode(struct buf *b, const struct ipc_frame *f);
+int sonde__ipc_frame_encode(struct buf *b, const struct ipc_frame *f);
 
 /* ---- channel ---- */
 
@@ -127,35 +127,35 @@ struct ipc_chan {
 
 /* Adopts fd (a connected stream socket, made nonblocking here) and reads SO_PEERCRED.
  * Returns 0 or -errno; the channel owns fd from then on, even on error. */
-int ipc_chan_init(struct ipc_chan *c, int fd);
-/* Closes the socket and every fd still queued or received. Safe after any ipc_chan_init
+int sonde__ipc_chan_init(struct ipc_chan *c, int fd);
+/* Closes the socket and every fd still queued or received. Safe after any sonde__ipc_chan_init
  * (even a failed one) and when called twice. */
-void ipc_chan_close(struct ipc_chan *c);
+void sonde__ipc_chan_close(struct ipc_chan *c);
 
 /* Reads everything the socket has. Returns 0 (possibly with no data), -ECONNRESET at
- * EOF (frames already received can still be taken with ipc_chan_next), -SONDE_E_PROTOCOL
+ * EOF (frames already received can still be taken with sonde__ipc_chan_next), -SONDE_E_PROTOCOL
  * if more than one fd arrived with one read or ancillary data was truncated (every fd
  * that arrived is closed then), or -errno. */
-int ipc_chan_read(struct ipc_chan *c);
+int sonde__ipc_chan_read(struct ipc_chan *c);
 /* Takes the next complete frame. Returns 1 with *f filled (pointers valid until the next
- * ipc_chan_read or ipc_chan_next), 0 when no complete frame is buffered, or
+ * sonde__ipc_chan_read or sonde__ipc_chan_next), 0 when no complete frame is buffered, or
  * -SONDE_E_PROTOCOL when a header announces more than IPC_MAX_PAYLOAD or an fd arrived
  * in the middle of a frame rather than with its first bytes (the stream is then
  * unusable). Empty and unparsable payloads are skipped, as the spec requires, and an fd
  * that came with one is closed. If an fd arrived with the frame's bytes, *fd receives it
  * (the caller owns it), else -1; fd may be NULL, then such an fd is closed. */
-int ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd);
+int sonde__ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd);
 
 /* Encodes f into the tx queue, attaching fd (>= 0; not taken: it is dup'ed) to the
  * frame's first sendmsg, then writes what the socket accepts. Returns 0, -SONDE_E_LIMIT
  * for an oversize frame, -ENOMEM, -EMFILE if too many fds are queued, or -errno of a
  * broken connection. */
-int ipc_chan_send(struct ipc_chan *c, const struct ipc_frame *f, int fd);
+int sonde__ipc_chan_send(struct ipc_chan *c, const struct ipc_frame *f, int fd);
 /* Same with an already encoded frame (header included). */
-int ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, int fd);
+int sonde__ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, int fd);
 /* Writes queued bytes until the socket would block. Returns 0 when the queue is empty,
  * 1 while bytes remain (wait for writability), or -errno (e.g. -EPIPE). */
-int ipc_chan_flush(struct ipc_chan *c);
+int sonde__ipc_chan_flush(struct ipc_chan *c);
 /* Bytes queued and not yet written. */
 static inline size_t ipc_chan_tx_pending(const struct ipc_chan *c)
 {

@@ -10,7 +10,7 @@
 
 #include "ipc/sock.h"
 
-const char *ipc_default_sock_name(enum ipc_port port)
+const char *sonde__ipc_default_sock_name(enum ipc_port port)
 {
 	bool prod = port == IPC_PORT_PRODUCER;
 
@@ -120,7 +120,7 @@ static int clear_path(const char *path, int type)
 	return 0;
 }
 
-int ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct ipc_bound *out)
+int sonde__ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct ipc_bound *out)
 {
 	struct ipc_bound local, *bound = out ? out : &local;
 	struct sockaddr_un a;
@@ -156,13 +156,13 @@ int ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct 
 	}
 	return fd;
 fail_unlink:
-	ipc_unlink_bound(name, bound);
+	sonde__ipc_unlink_bound(name, bound);
 fail:
 	close(fd);
 	return rc;
 }
 
-void ipc_unlink_bound(const char *name, struct ipc_bound *bound)
+void sonde__ipc_unlink_bound(const char *name, struct ipc_bound *bound)
 {
 	struct stat st;
 
@@ -174,17 +174,17 @@ void ipc_unlink_bound(const char *name, struct ipc_bound *bound)
 	bound->valid = false;
 }
 
-int ipc_listen(const char *name)
+int sonde__ipc_listen(const char *name)
 {
-	return ipc_listen_perm(name, SOCK_STREAM, 0, -1, NULL);
+	return sonde__ipc_listen_perm(name, SOCK_STREAM, 0, -1, NULL);
 }
 
-int ipc_connect(const char *name)
+int sonde__ipc_connect(const char *name)
 {
-	return ipc_connect_type(name, SOCK_STREAM);
+	return sonde__ipc_connect_type(name, SOCK_STREAM);
 }
 
-int ipc_connect_type(const char *name, int type)
+int sonde__ipc_connect_type(const char *name, int type)
 {
 	struct sockaddr_un a;
 	socklen_t len;

@@ -15,7 +15,7 @@ enum ipc_port { IPC_PORT_PRODUCER, IPC_PORT_CONSUMER, IPC_PORT_CONNECTOR };
  * IPC_PORT_CONNECTOR (sonde's own): $SONDE_CONNECTOR_SOCK_NAME, else
  * /run/perfetto/sonde-connector.sock under the same rule, else /tmp/sonde-connector.
  * The string is static or from the environment; do not free it. */
-const char *ipc_default_sock_name(enum ipc_port port);
+const char *sonde__ipc_default_sock_name(enum ipc_port port);
 /* The inode a listener's socket file got at bind time (valid: a path was bound). */
 struct ipc_bound {
 	dev_t dev;
@@ -29,19 +29,19 @@ struct ipc_bound {
  * fd or -errno: -EADDRINUSE when a service already listens at name (path or abstract),
  * -EEXIST when the path exists and is not a socket (it is left alone), -ENAMETOOLONG for
  * names that do not fit sun_path. */
-int ipc_listen(const char *name);
+int sonde__ipc_listen(const char *name);
 /* The same for a socket type (SOCK_STREAM, SOCK_SEQPACKET), setting a filesystem socket's
  * mode (0: leave it to the umask) and group (-1: leave it) before it listens. Abstract
  * names have no permissions and ignore both. bound (may be NULL) receives the socket
- * file's inode, for ipc_unlink_bound. */
-int ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct ipc_bound *bound);
+ * file's inode, for sonde__ipc_unlink_bound. */
+int sonde__ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct ipc_bound *bound);
 /* Unlinks the socket file name if it is still the inode recorded in *bound, never a file
  * that replaced it; then marks *bound invalid. */
-void ipc_unlink_bound(const char *name, struct ipc_bound *bound);
+void sonde__ipc_unlink_bound(const char *name, struct ipc_bound *bound);
 /* Connects a nonblocking close-on-exec socket to name (connect itself is blocking on
  * AF_UNIX, which completes or fails at once). Returns the fd or -errno. */
-int ipc_connect(const char *name);
+int sonde__ipc_connect(const char *name);
 /* The same for a socket type (SOCK_STREAM, SOCK_SEQPACKET). */
-int ipc_connect_type(const char *name, int type);
+int sonde__ipc_connect_type(const char *name, int type);
 
 #endif

@@ -45,7 +45,7 @@ static const int8_t perf_to_dwarf[24] = {
 	[20] = 12,	[21] = 13,	[22] = 14,	[23] = 15,
 };
 
-int perf_layout_check(const struct perf_layout *l)
+int sonde__perf_layout_check(const struct perf_layout *l)
 {
 	if (l->sample_type & ~(uint64_t)PERF_DECODE_SAMPLE_TYPES)
 		return -EINVAL;
@@ -239,7 +239,7 @@ static void decode_body(struct cur *c, uint32_t type, uint16_t misc, struct perf
 	}
 }
 
-int perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct perf_rec *out)
+int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct perf_rec *out)
 {
 	struct perf_event_header h;
 
@@ -268,7 +268,7 @@ int perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct
 	return 0;
 }
 
-int perf_record_time(const void *buf, size_t len, const struct perf_layout *l, uint64_t *time)
+int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l, uint64_t *time)
 {
 	struct perf_event_header h;
 	uint64_t t = l->sample_type;
@@ -298,10 +298,10 @@ int perf_record_time(const void *buf, size_t len, const struct perf_layout *l, u
 	return 0;
 }
 
-int perf_sample_compact(const void *rec, size_t len, const struct perf_layout *l, void *out)
+int sonde__perf_sample_compact(const void *rec, size_t len, const struct perf_layout *l, void *out)
 {
 	struct perf_rec r;
-	int err = perf_decode(rec, len, l, &r);
+	int err = sonde__perf_decode(rec, len, l, &r);
 
 	if (err)
 		return err;

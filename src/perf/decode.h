@@ -88,20 +88,20 @@ struct perf_rec {
 };
 
 /* 0, or -EINVAL when the layout asks for fields the decoder does not know. */
-int perf_layout_check(const struct perf_layout *l);
+int sonde__perf_layout_check(const struct perf_layout *l);
 /* Decodes one record. Returns 0, or -SONDE_E_FORMAT / -SONDE_E_TRUNCATED when the record
  * does not fit its declared layout. Record types the recorder never requests decode to their
  * header and trailer only. */
-int perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct perf_rec *out);
+int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct perf_rec *out);
 
 /* Copies a SAMPLE record to out without the unused part of its user stack copy (the kernel
  * reserves the whole requested size in every record; the valid part is usually a small
  * fraction). The result decodes like the original. Returns the new length, 0 when rec is not
  * a sample with a stack to trim (copy it as is), or -SONDE_E_* when it does not decode.
  * out must hold len bytes. */
-int perf_sample_compact(const void *rec, size_t len, const struct perf_layout *l, void *out);
+int sonde__perf_sample_compact(const void *rec, size_t len, const struct perf_layout *l, void *out);
 
 /* Just the timestamp (for sorting before a full decode); -SONDE_E_FORMAT when absent. */
-int perf_record_time(const void *buf, size_t len, const struct perf_layout *l, uint64_t *time);
+int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l, uint64_t *time);
 
 #endif

@@ -17,12 +17,12 @@
 	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |                   \
 	 PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
 
-const char *perf_kind_name(enum perf_kind k)
+const char *sonde__perf_kind_name(enum perf_kind k)
 {
 	return k == PERF_KIND_CYCLES ? "cycles" : "cpu-clock";
 }
 
-void perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
+void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
@@ -69,16 +69,16 @@ void perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
 	a->wakeup_watermark = c->wakeup_bytes ? c->wakeup_bytes : 1;
 }
 
-void perf_event_layout(struct perf_layout *l)
+void sonde__perf_event_layout(struct perf_layout *l)
 {
 	l->sample_type = SAMPLE_TYPE;
 	l->regs_mask = PERF_DECODE_REGS_MASK;
 	l->sample_id_all = true;
 }
 
-void perf_event_layout_cfg(struct perf_layout *l, const struct perf_event_cfg *c)
+void sonde__perf_event_layout_cfg(struct perf_layout *l, const struct perf_event_cfg *c)
 {
-	perf_event_layout(l);
+	sonde__perf_event_layout(l);
 	if (c->kernel)
 		l->sample_type |= PERF_SAMPLE_CALLCHAIN;
 }
@@ -100,7 +100,7 @@ static int raise_nofile(void)
 	return 0;
 }
 
-int perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
+int sonde__perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
 {
 	for (;;) {
 		long fd = syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
@@ -112,22 +112,22 @@ int perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
 	}
 }
 
-int perf_set_output(int fd, int target)
+int sonde__perf_set_output(int fd, int target)
 {
 	return ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, target) < 0 ? -errno : 0;
 }
 
-int perf_enable(int fd)
+int sonde__perf_enable(int fd)
 {
 	return ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0 ? -errno : 0;
 }
 
-int perf_disable(int fd)
+int sonde__perf_disable(int fd)
 {
 	return ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) < 0 ? -errno : 0;
 }
 
-int perf_read_lost(int fd, uint64_t *lost)
+int sonde__perf_read_lost(int fd, uint64_t *lost)
 {
 	uint64_t v[2];
 	ssize_t n = read(fd, v, sizeof(v));
@@ -140,7 +140,7 @@ int perf_read_lost(int fd, uint64_t *lost)
 	return 0;
 }
 
-bool perf_err_is_unsupported(int err)
+bool sonde__perf_err_is_unsupported(int err)
 {
 	if (err < 0)
 		err = -err;
@@ -163,7 +163,7 @@ static int read_small_file(const char *path, char *buf, size_t cap, size_t *len)
 	return 0;
 }
 
-int perf_max_sample_rate(uint64_t *out)
+int sonde__perf_max_sample_rate(uint64_t *out)
 {
 	char buf[64], *end;
 	size_t len;
@@ -180,7 +180,7 @@ int perf_max_sample_rate(uint64_t *out)
 	return 0;
 }
 
-int perf_parse_cpu_list(const char *buf, size_t len, int *cpus, size_t max)
+int sonde__perf_parse_cpu_list(const char *buf, size_t len, int *cpus, size_t max)
 {
 	size_t n = 0, i = 0;
 
@@ -213,7 +213,7 @@ int perf_parse_cpu_list(const char *buf, size_t len, int *cpus, size_t max)
 	return (int)n;
 }
 
-int perf_online_cpus(int **cpus, size_t *n)
+int sonde__perf_online_cpus(int **cpus, size_t *n)
 {
 	char buf[4096];
 	size_t len;
@@ -226,7 +226,7 @@ int perf_online_cpus(int **cpus, size_t *n)
 	int *c = malloc(max * sizeof(int));
 	if (!c)
 		return -ENOMEM;
-	int got = err ? err : perf_parse_cpu_list(buf, len, c, max);
+	int got = err ? err : sonde__perf_parse_cpu_list(buf, len, c, max);
 	if (got <= 0) {
 		/* No sysfs (containers): every configured CPU. */
 		got = conf > 0 ? (int)conf : 1;

@@ -1,6 +1,6 @@
 /* Opening perf events for sampling. Internal.
  *
- * All events of a recording share one attribute layout (perf_event_layout), so one decoder
+ * All events of a recording share one attribute layout (sonde__perf_event_layout), so one decoder
  * reads every ring. Sampling is user space only: no kernel privilege beyond the target's
  * is needed, and kernel frames are not recorded.
  */
@@ -36,31 +36,31 @@ struct perf_event_cfg {
  * 64 KiB, so 65528 is the largest multiple of 8 it accepts. */
 enum { PERF_STACK_DEFAULT = 32768, PERF_STACK_MAX = 65528 };
 
-const char *perf_kind_name(enum perf_kind k);
-void perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c);
-/* The decode layout matching perf_attr_fill of a user-only configuration. */
-void perf_event_layout(struct perf_layout *l);
-/* The decode layout matching perf_attr_fill(c). */
-void perf_event_layout_cfg(struct perf_layout *l, const struct perf_event_cfg *c);
+const char *sonde__perf_kind_name(enum perf_kind k);
+void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c);
+/* The decode layout matching sonde__perf_attr_fill of a user-only configuration. */
+void sonde__perf_event_layout(struct perf_layout *l);
+/* The decode layout matching sonde__perf_attr_fill(c). */
+void sonde__perf_event_layout_cfg(struct perf_layout *l, const struct perf_event_cfg *c);
 
 /* perf_event_open(attr, pid, cpu, -1, CLOEXEC). On EMFILE, raises the soft RLIMIT_NOFILE
  * towards the hard limit and retries. Returns the fd or -errno. */
-int perf_open(struct perf_event_attr *a, pid_t pid, int cpu);
+int sonde__perf_open(struct perf_event_attr *a, pid_t pid, int cpu);
 /* Routes fd's records into target's ring (same CPU). 0 or -errno. */
-int perf_set_output(int fd, int target);
-int perf_enable(int fd);
-int perf_disable(int fd);
+int sonde__perf_set_output(int fd, int target);
+int sonde__perf_enable(int fd);
+int sonde__perf_disable(int fd);
 /* The samples this event could not write (read_lost events only). 0 or -errno. */
-int perf_read_lost(int fd, uint64_t *lost);
+int sonde__perf_read_lost(int fd, uint64_t *lost);
 /* Errors of perf_event_open meaning "this event does not exist here" (so another event may
  * be tried), as opposed to permission or resource errors. */
-bool perf_err_is_unsupported(int err);
+bool sonde__perf_err_is_unsupported(int err);
 
 /* The kernel's maximum sampling rate (kernel.perf_event_max_sample_rate). 0 or -errno. */
-int perf_max_sample_rate(uint64_t *out);
+int sonde__perf_max_sample_rate(uint64_t *out);
 /* Online CPUs from /sys/devices/system/cpu/online; *cpus is malloc'd. 0 or -errno. */
-int perf_online_cpus(int **cpus, size_t *n);
+int sonde__perf_online_cpus(int **cpus, size_t *n);
 /* Parses a CPU list such as "0-3,8,10-11" (buf, len); at most max entries. Count or -errno. */
-int perf_parse_cpu_list(const char *buf, size_t len, int *cpus, size_t max);
+int sonde__perf_parse_cpu_list(const char *buf, size_t len, int *cpus, size_t max);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "perf/ring.h"
 
-int perf_ring_map(struct perf_ring *r, int fd, int cpu, unsigned pages, unsigned min_pages)
+int sonde__perf_ring_map(struct perf_ring *r, int fd, int cpu, unsigned pages, unsigned min_pages)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
@@ -41,7 +41,7 @@ int perf_ring_map(struct perf_ring *r, int fd, int cpu, unsigned pages, unsigned
 	}
 }
 
-void perf_ring_init_mem(struct perf_ring *r, struct perf_event_mmap_page *meta, void *data,
+void sonde__perf_ring_init_mem(struct perf_ring *r, struct perf_event_mmap_page *meta, void *data,
 			uint64_t size)
 {
 	memset(r, 0, sizeof(*r));
@@ -54,24 +54,24 @@ void perf_ring_init_mem(struct perf_ring *r, struct perf_event_mmap_page *meta, 
 	r->head = r->tail;
 }
 
-void perf_ring_unmap(struct perf_ring *r)
+void sonde__perf_ring_unmap(struct perf_ring *r)
 {
 	if (!r)
 		return;
 	if (r->map)
 		munmap(r->map, r->map_len);
-	buf_free(&r->scratch);
+	sonde__buf_free(&r->scratch);
 	r->map = NULL;
 	r->meta = NULL;
 	r->data = NULL;
 }
 
-void perf_ring_begin(struct perf_ring *r)
+void sonde__perf_ring_begin(struct perf_ring *r)
 {
 	r->head = perf_ring_head_acquire(r->meta);
 }
 
-uint64_t perf_ring_pending(const struct perf_ring *r)
+uint64_t sonde__perf_ring_pending(const struct perf_ring *r)
 {
 	return perf_ring_head_acquire(r->meta) - r->tail;
 }
@@ -86,7 +86,7 @@ static void ring_copy(const struct perf_ring *r, uint64_t pos, void *dst, size_t
 	memcpy((uint8_t *)dst + first, r->data, n - first);
 }
 
-int perf_ring_next(struct perf_ring *r, const void **rec, size_t *len)
+int sonde__perf_ring_next(struct perf_ring *r, const void **rec, size_t *len)
 {
 	struct perf_event_header h;
 	uint64_t avail = r->head - r->tail;
@@ -105,8 +105,8 @@ int perf_ring_next(struct perf_ring *r, const void **rec, size_t *len)
 	if (off + h.size <= r->size) {
 		*rec = r->data + off;
 	} else {
-		buf_reset(&r->scratch);
-		void *dst = buf_extend(&r->scratch, h.size);
+		sonde__buf_reset(&r->scratch);
+		void *dst = sonde__buf_extend(&r->scratch, h.size);
 		if (!dst)
 			return -ENOMEM;
 		ring_copy(r, r->tail, dst, h.size);
@@ -122,7 +122,7 @@ bad:
 	return -SONDE_E_FORMAT;
 }
 
-void perf_ring_end(struct perf_ring *r)
+void sonde__perf_ring_end(struct perf_ring *r)
 {
 	perf_ring_tail_release(r->meta, r->tail);
 }

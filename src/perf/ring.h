@@ -1,9 +1,9 @@
 /* A perf mmap ring: the kernel writes records at data_head, we consume at data_tail.
  * Internal to libsonde.
  *
- * Call order for one read pass: perf_ring_begin (snapshot the head), perf_ring_next until it
- * returns 0, perf_ring_end (publish the new tail). Pointers returned by perf_ring_next stay
- * valid until the next perf_ring_next or perf_ring_end: they point into the ring, or into
+ * Call order for one read pass: sonde__perf_ring_begin (snapshot the head), sonde__perf_ring_next until it
+ * returns 0, sonde__perf_ring_end (publish the new tail). Pointers returned by sonde__perf_ring_next stay
+ * valid until the next sonde__perf_ring_next or sonde__perf_ring_end: they point into the ring, or into
  * the ring's scratch buffer when a record wraps around the end of the data area.
  */
 #ifndef SONDE_PERF_RING_H
@@ -19,8 +19,8 @@ struct perf_ring {
 	struct perf_event_mmap_page *meta; /* the header page */
 	uint8_t *data;			   /* data area of size bytes (a power of two) */
 	uint64_t size;
-	uint64_t head; /* snapshot taken by perf_ring_begin */
-	uint64_t tail; /* our read position (published by perf_ring_end) */
+	uint64_t head; /* snapshot taken by sonde__perf_ring_begin */
+	uint64_t tail; /* our read position (published by sonde__perf_ring_end) */
 	void *map;     /* the mmap'ed region, NULL for a ring in caller memory */
 	size_t map_len;
 	int fd;
@@ -45,21 +45,21 @@ static inline void perf_ring_tail_release(struct perf_event_mmap_page *meta, uin
 /* Maps the ring of event fd with 1 + pages pages (pages a power of two). When the mapping is
  * refused (ENOMEM, EPERM: the locked-memory limit), halves pages down to min_pages.
  * Returns 0 or -errno; r->size tells what was obtained. */
-int perf_ring_map(struct perf_ring *r, int fd, int cpu, unsigned pages, unsigned min_pages);
+int sonde__perf_ring_map(struct perf_ring *r, int fd, int cpu, unsigned pages, unsigned min_pages);
 /* A ring over caller memory (tests, fuzzing): meta and a data area of size bytes (a power
- * of two). perf_ring_unmap only frees the scratch buffer. */
-void perf_ring_init_mem(struct perf_ring *r, struct perf_event_mmap_page *meta, void *data,
+ * of two). sonde__perf_ring_unmap only frees the scratch buffer. */
+void sonde__perf_ring_init_mem(struct perf_ring *r, struct perf_event_mmap_page *meta, void *data,
 			uint64_t size);
-void perf_ring_unmap(struct perf_ring *r);
+void sonde__perf_ring_unmap(struct perf_ring *r);
 
-void perf_ring_begin(struct perf_ring *r);
+void sonde__perf_ring_begin(struct perf_ring *r);
 /* The next record: returns 1 with *rec and *len set, 0 when the ring is drained, or
  * -SONDE_E_FORMAT when a record header is impossible (smaller than a header or larger than
  * what the kernel published); the rest of the pass is then skipped so that reading resumes
  * at the head, and -ENOMEM when a wrapped record cannot be copied. */
-int perf_ring_next(struct perf_ring *r, const void **rec, size_t *len);
-void perf_ring_end(struct perf_ring *r);
+int sonde__perf_ring_next(struct perf_ring *r, const void **rec, size_t *len);
+void sonde__perf_ring_end(struct perf_ring *r);
 /* Bytes published but not yet consumed (for tests and flow control). */
-uint64_t perf_ring_pending(const struct perf_ring *r);
+uint64_t sonde__perf_ring_pending(const struct perf_ring *r);
 
 #endif

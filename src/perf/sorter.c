@@ -23,7 +23,7 @@ struct perf_sorter {
 	size_t bytes;
 };
 
-struct perf_sorter *perf_sorter_new(void)
+struct perf_sorter *sonde__perf_sorter_new(void)
 {
 	return calloc(1, sizeof(struct perf_sorter));
 }
@@ -36,7 +36,7 @@ static void entry_free(struct entry *e)
 	}
 }
 
-void perf_sorter_free(struct perf_sorter *s)
+void sonde__perf_sorter_free(struct perf_sorter *s)
 {
 	if (!s)
 		return;
@@ -113,11 +113,11 @@ static struct entry *take_entry(struct perf_sorter *s, size_t len)
 	return e;
 }
 
-int perf_sorter_push(struct perf_sorter *s, uint64_t time, const void *rec, size_t len)
+int sonde__perf_sorter_push(struct perf_sorter *s, uint64_t time, const void *rec, size_t len)
 {
 	/* +1 for the entry held in s->popped */
-	if (array_grow(&s->heap, &s->cap, s->n + 1, sizeof(void *), 64) ||
-	    array_grow(&s->free, &s->cap_free, s->n + s->n_free + 2, sizeof(void *), 64))
+	if (sonde__array_grow(&s->heap, &s->cap, s->n + 1, sizeof(void *), 64) ||
+	    sonde__array_grow(&s->free, &s->cap_free, s->n + s->n_free + 2, sizeof(void *), 64))
 		return -ENOMEM;
 	struct entry *e = take_entry(s, len);
 	if (!e)
@@ -132,7 +132,7 @@ int perf_sorter_push(struct perf_sorter *s, uint64_t time, const void *rec, size
 	return 0;
 }
 
-int perf_sorter_pop(struct perf_sorter *s, uint64_t limit, const void **rec, size_t *len,
+int sonde__perf_sorter_pop(struct perf_sorter *s, uint64_t limit, const void **rec, size_t *len,
 		    uint64_t *time)
 {
 	if (s->popped) {
@@ -152,17 +152,17 @@ int perf_sorter_pop(struct perf_sorter *s, uint64_t limit, const void **rec, siz
 	return 1;
 }
 
-size_t perf_sorter_count(const struct perf_sorter *s)
+size_t sonde__perf_sorter_count(const struct perf_sorter *s)
 {
 	return s->n;
 }
 
-size_t perf_sorter_bytes(const struct perf_sorter *s)
+size_t sonde__perf_sorter_bytes(const struct perf_sorter *s)
 {
 	return s->bytes;
 }
 
-uint64_t perf_sorter_limit(const uint64_t *latest, size_t n, uint64_t floor)
+uint64_t sonde__perf_sorter_limit(const uint64_t *latest, size_t n, uint64_t floor)
 {
 	uint64_t limit = UINT64_MAX;
 

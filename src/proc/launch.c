@@ -13,7 +13,7 @@
 
 extern char **environ;
 
-int proc_find_in_path(const char *name, char *out, size_t cap)
+int sonde__proc_find_in_path(const char *name, char *out, size_t cap)
 {
 	const char *path = getenv("PATH");
 	int err = -ENOENT;
@@ -65,14 +65,14 @@ static void child(int go_rd, int err_wr, const char *path, char *const argv[], c
 	_exit(127);
 }
 
-int proc_launch_start(struct proc_launch *l, char *const argv[], char *const envp[])
+int sonde__proc_launch_start(struct proc_launch *l, char *const argv[], char *const envp[])
 {
 	char path[PATH_MAX];
 	int go[2], er[2];
 
 	memset(l, 0, sizeof(*l));
 	l->go_fd = l->err_fd = -1;
-	int err = proc_find_in_path(argv[0], path, sizeof(path));
+	int err = sonde__proc_find_in_path(argv[0], path, sizeof(path));
 	if (err)
 		return err;
 	if (pipe2(go, O_CLOEXEC) < 0)
@@ -106,7 +106,7 @@ close_go:
 	return err;
 }
 
-int proc_launch_resume(struct proc_launch *l)
+int sonde__proc_launch_resume(struct proc_launch *l)
 {
 	int e = 0;
 	ssize_t n;
@@ -128,13 +128,13 @@ int proc_launch_resume(struct proc_launch *l)
 	l->err_fd = -1;
 	if (n == (ssize_t)sizeof(e) && e > 0) {
 		int status;
-		proc_launch_wait(l, 0, &status);
+		sonde__proc_launch_wait(l, 0, &status);
 		return -e;
 	}
 	return 0;
 }
 
-void proc_launch_abort(struct proc_launch *l)
+void sonde__proc_launch_abort(struct proc_launch *l)
 {
 	int status;
 
@@ -146,10 +146,10 @@ void proc_launch_abort(struct proc_launch *l)
 	} else {
 		kill(l->pid, SIGKILL);
 	}
-	proc_launch_wait(l, 0, &status);
+	sonde__proc_launch_wait(l, 0, &status);
 }
 
-int proc_launch_wait(struct proc_launch *l, int flags, int *status)
+int sonde__proc_launch_wait(struct proc_launch *l, int flags, int *status)
 {
 	if (l->reaped) {
 		*status = l->status;
@@ -169,7 +169,7 @@ int proc_launch_wait(struct proc_launch *l, int flags, int *status)
 	}
 }
 
-void proc_launch_free(struct proc_launch *l)
+void sonde__proc_launch_free(struct proc_launch *l)
 {
 	if (!l)
 		return;
@@ -180,7 +180,7 @@ void proc_launch_free(struct proc_launch *l)
 	l->go_fd = l->err_fd = -1;
 }
 
-int proc_exit_code(int st)
+int sonde__proc_exit_code(int st)
 {
 	if (WIFEXITED(st))
 		return WEXITSTATUS(st);

@@ -1,7 +1,7 @@
 /* Launching a command suspended before execve. Internal.
  *
- * proc_launch_start forks a child that waits on a pipe before it execs, so the caller can
- * open perf events on it (with enable_on_exec) first. proc_launch_resume lets it exec and
+ * sonde__proc_launch_start forks a child that waits on a pipe before it execs, so the caller can
+ * open perf events on it (with enable_on_exec) first. sonde__proc_launch_resume lets it exec and
  * reports whether execve failed: the child writes errno to a close-on-exec pipe, so an
  * end-of-file on that pipe means the exec succeeded. The exit status is waitable.
  *
@@ -24,23 +24,23 @@ struct proc_launch {
 /* argv[0] is looked up in PATH unless it contains a '/'. envp NULL means the caller's
  * environment. 0 or -errno (-ENOENT/-EACCES when argv[0] cannot be found or run: nothing
  * was started). */
-int proc_launch_start(struct proc_launch *l, char *const argv[], char *const envp[]);
+int sonde__proc_launch_start(struct proc_launch *l, char *const argv[], char *const envp[]);
 /* Lets the child exec. 0 when execve succeeded, -errno of the failed execve otherwise (the
  * child has then exited with status 127 and been reaped). */
-int proc_launch_resume(struct proc_launch *l);
+int sonde__proc_launch_resume(struct proc_launch *l);
 /* Kills a child that has not been resumed yet and reaps it. */
-void proc_launch_abort(struct proc_launch *l);
+void sonde__proc_launch_abort(struct proc_launch *l);
 /* waitpid on the child (flags: 0 or WNOHANG). 1 with *status (a wait status) once it
  * exited, 0 while it runs (WNOHANG), -errno. Repeated calls after the exit return 1. */
-int proc_launch_wait(struct proc_launch *l, int flags, int *status);
+int sonde__proc_launch_wait(struct proc_launch *l, int flags, int *status);
 /* Closes the pipes. Does not wait for or kill the child. */
-void proc_launch_free(struct proc_launch *l);
+void sonde__proc_launch_free(struct proc_launch *l);
 
 /* Resolves a command name like execvp would: the path of the first executable candidate
  * in PATH (default "/bin:/usr/bin"). 0 or -ENOENT / -EACCES; out has PATH_MAX bytes. */
-int proc_find_in_path(const char *name, char *out, size_t cap);
+int sonde__proc_find_in_path(const char *name, char *out, size_t cap);
 
 /* A shell-style exit code from a wait status: the exit status, or 128 + signal. */
-int proc_exit_code(int wait_status);
+int sonde__proc_exit_code(int wait_status);
 
 #endif

@@ -96,7 +96,7 @@ static bool parse_line(const char *s, const char *end, struct proc_map *m)
 	return true;
 }
 
-int proc_maps_parse(const char *buf, size_t len, proc_map_fn fn, void *ctx)
+int sonde__proc_maps_parse(const char *buf, size_t len, proc_map_fn fn, void *ctx)
 {
 	const char *p = buf, *end = buf + len;
 
@@ -117,15 +117,15 @@ int proc_maps_parse(const char *buf, size_t len, proc_map_fn fn, void *ctx)
 	return 0;
 }
 
-int proc_maps_read(pid_t pid, proc_map_fn fn, void *ctx)
+int sonde__proc_maps_read(pid_t pid, proc_map_fn fn, void *ctx)
 {
 	char path[64];
 	struct buf b = BUF_INIT;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	int err = proc_read_file(path, &b);
+	int err = sonde__proc_read_file(path, &b);
 	if (!err)
-		err = proc_maps_parse((const char *)b.data, b.len, fn, ctx);
-	buf_free(&b);
+		err = sonde__proc_maps_parse((const char *)b.data, b.len, fn, ctx);
+	sonde__buf_free(&b);
 	return err;
 }

@@ -25,8 +25,8 @@ typedef int (*proc_map_fn)(void *ctx, const struct proc_map *m);
 
 /* Parses the text of a maps file (buf, len). Returns 0, the callback's nonzero value, or
  * -SONDE_E_FORMAT at the first malformed line (mappings before it have been reported). */
-int proc_maps_parse(const char *buf, size_t len, proc_map_fn fn, void *ctx);
+int sonde__proc_maps_parse(const char *buf, size_t len, proc_map_fn fn, void *ctx);
 /* Reads /proc/PID/maps and parses it. */
-int proc_maps_read(pid_t pid, proc_map_fn fn, void *ctx);
+int sonde__proc_maps_read(pid_t pid, proc_map_fn fn, void *ctx);
 
 #endif

@@ -12,15 +12,15 @@
 
 #include "proc/proc.h"
 
-int proc_read_file(const char *path, struct buf *b)
+int sonde__proc_read_file(const char *path, struct buf *b)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	buf_reset(b);
+	sonde__buf_reset(b);
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
 	for (;;) {
-		if (buf_reserve(b, 4096) < 0) {
+		if (sonde__buf_reserve(b, 4096) < 0) {
 			close(fd);
 			return -ENOMEM;
 		}
@@ -65,7 +65,7 @@ static bool parse_u64(const char *p, const char *end, uint64_t *out)
 	return p > s;
 }
 
-int proc_stat_parse(const char *buf, size_t len, struct proc_stat *st)
+int sonde__proc_stat_parse(const char *buf, size_t len, struct proc_stat *st)
 {
 	const char *end = buf + len;
 	const char *open_paren = memchr(buf, '(', len);
@@ -99,7 +99,7 @@ int proc_stat_parse(const char *buf, size_t len, struct proc_stat *st)
 	return 0;
 }
 
-int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
+int sonde__proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
 {
 	char path[64];
 	struct buf b = BUF_INIT;
@@ -110,14 +110,14 @@ int proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st)
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
 	else
 		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int err = proc_read_file(path, &b);
+	int err = sonde__proc_read_file(path, &b);
 	if (!err)
-		err = proc_stat_parse((const char *)b.data, b.len, st);
-	buf_free(&b);
+		err = sonde__proc_stat_parse((const char *)b.data, b.len, st);
+	sonde__buf_free(&b);
 	return err;
 }
 
-int proc_list_tasks(pid_t pid, pid_t **tids, size_t *n)
+int sonde__proc_list_tasks(pid_t pid, pid_t **tids, size_t *n)
 {
 	char path[64];
 	size_t cap = 0, count = 0;
@@ -155,7 +155,7 @@ int proc_list_tasks(pid_t pid, pid_t **tids, size_t *n)
 	return 0;
 }
 
-int proc_parse_pid_list(const char *buf, size_t len, pid_t *out, size_t max)
+int sonde__proc_parse_pid_list(const char *buf, size_t len, pid_t *out, size_t max)
 {
 	const char *p = buf, *end = buf + len;
 	size_t n = 0;
@@ -192,26 +192,26 @@ static int append_pids(const struct buf *b, pid_t **out, size_t *n, size_t *cap)
 		*out = np;
 		*cap = c;
 	}
-	int got = proc_parse_pid_list((const char *)b->data, b->len, *out + *n, room);
+	int got = sonde__proc_parse_pid_list((const char *)b->data, b->len, *out + *n, room);
 	if (got < 0)
 		return got;
 	*n += (size_t)got;
 	return 0;
 }
 
-int proc_list_children(pid_t pid, pid_t **pids, size_t *n)
+int sonde__proc_list_children(pid_t pid, pid_t **pids, size_t *n)
 {
 	pid_t *tids, *out = NULL;
 	size_t n_tids, count = 0, cap = 0;
 	struct buf b = BUF_INIT;
-	int err = proc_list_tasks(pid, &tids, &n_tids);
+	int err = sonde__proc_list_tasks(pid, &tids, &n_tids);
 
 	if (err)
 		return err;
 	for (size_t i = 0; i < n_tids && !err; i++) {
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)tids[i]);
-		err = proc_read_file(path, &b);
+		err = sonde__proc_read_file(path, &b);
 		if (err == -ESRCH) {
 			err = 0; /* that thread exited meanwhile */
 			continue;
@@ -219,7 +219,7 @@ int proc_list_children(pid_t pid, pid_t **pids, size_t *n)
 		if (!err)
 			err = append_pids(&b, &out, &count, &cap);
 	}
-	buf_free(&b);
+	sonde__buf_free(&b);
 	free(tids);
 	if (err) {
 		free(out);
@@ -230,13 +230,13 @@ int proc_list_children(pid_t pid, pid_t **pids, size_t *n)
 	return 0;
 }
 
-int proc_read_comm(pid_t pid, pid_t tid, char *out, size_t cap)
+int sonde__proc_read_comm(pid_t pid, pid_t tid, char *out, size_t cap)
 {
 	char path[64];
 	struct buf b = BUF_INIT;
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)(tid ? tid : pid));
-	int err = proc_read_file(path, &b);
+	int err = sonde__proc_read_file(path, &b);
 	if (!err) {
 		size_t n = b.len;
 		while (n && (b.data[n - 1] == '\n'))
@@ -246,11 +246,11 @@ int proc_read_comm(pid_t pid, pid_t tid, char *out, size_t cap)
 		memcpy(out, b.data, n);
 		out[n] = 0;
 	}
-	buf_free(&b);
+	sonde__buf_free(&b);
 	return err;
 }
 
-int proc_status_parse_uids(const char *buf, size_t len, uid_t *ruid, uid_t *euid)
+int sonde__proc_status_parse_uids(const char *buf, size_t len, uid_t *ruid, uid_t *euid)
 {
 	const char *p = buf, *end = buf + len;
 
@@ -279,23 +279,23 @@ int proc_status_parse_uids(const char *buf, size_t len, uid_t *ruid, uid_t *euid
 	return -SONDE_E_FORMAT;
 }
 
-int proc_read_uids(pid_t pid, uid_t *ruid, uid_t *euid)
+int sonde__proc_read_uids(pid_t pid, uid_t *ruid, uid_t *euid)
 {
 	char path[64];
 	struct buf b = BUF_INIT;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	int err = proc_read_file(path, &b);
+	int err = sonde__proc_read_file(path, &b);
 	if (!err)
-		err = proc_status_parse_uids((const char *)b.data, b.len, ruid, euid);
-	buf_free(&b);
+		err = sonde__proc_status_parse_uids((const char *)b.data, b.len, ruid, euid);
+	sonde__buf_free(&b);
 	return err;
 }
 
-int proc_is_alive(pid_t pid, uint64_t start_time)
+int sonde__proc_is_alive(pid_t pid, uint64_t start_time)
 {
 	struct proc_stat st;
-	int err = proc_stat_read(pid, 0, &st);
+	int err = sonde__proc_stat_read(pid, 0, &st);
 
 	if (err == -ESRCH)
 		return 0;
@@ -317,14 +317,14 @@ static int all_threads_stopped(pid_t pid)
 {
 	pid_t *tids;
 	size_t n;
-	int err = proc_list_tasks(pid, &tids, &n);
+	int err = sonde__proc_list_tasks(pid, &tids, &n);
 
 	if (err)
 		return err;
 	int stopped = 1;
 	for (size_t i = 0; i < n && stopped; i++) {
 		struct proc_stat st;
-		err = proc_stat_read(pid, tids[i], &st);
+		err = sonde__proc_stat_read(pid, tids[i], &st);
 		if (err == -ESRCH)
 			continue; /* the thread exited meanwhile */
 		if (err) {
@@ -337,10 +337,10 @@ static int all_threads_stopped(pid_t pid)
 	return stopped;
 }
 
-int proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc_stopped *out)
+int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc_stopped *out)
 {
 	struct proc_stat st;
-	int err = proc_stat_read(pid, 0, &st);
+	int err = sonde__proc_stat_read(pid, 0, &st);
 
 	memset(out, 0, sizeof(*out));
 	if (err)
@@ -361,13 +361,13 @@ int proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc_stoppe
 		if (err == 1)
 			break;
 		if (err < 0 || waited >= timeout_ms) {
-			proc_resume(out);
+			sonde__proc_resume(out);
 			return err < 0 ? err : -ETIMEDOUT;
 		}
 		nanosleep(&nap, NULL);
 	}
 	/* The pid could have been reused between the first read and the kill. */
-	err = proc_stat_read(pid, 0, &st);
+	err = sonde__proc_stat_read(pid, 0, &st);
 	if (err || st.start_time != out->start_time) {
 		out->stopped_by_us = false;
 		return err ? err : -ESRCH;
@@ -375,12 +375,12 @@ int proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc_stoppe
 	return 0;
 }
 
-int proc_resume(struct proc_stopped *st)
+int sonde__proc_resume(struct proc_stopped *st)
 {
 	if (!st || !st->stopped_by_us)
 		return 0;
 	st->stopped_by_us = false;
-	int alive = proc_is_alive(st->pid, st->start_time);
+	int alive = sonde__proc_is_alive(st->pid, st->start_time);
 	if (alive <= 0)
 		return alive;
 	return kill(st->pid, SIGCONT) < 0 ? -errno : 0;

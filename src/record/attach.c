@@ -40,7 +40,7 @@ static void kernel_denied(struct sonde_recorder *r, int err)
 	r->cfg.kernel = false;
 }
 
-int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want)
+int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want)
 {
 	struct perf_event_attr a;
 	bool try_cycles = want == SONDE_RECORD_EVENT_CYCLES ||
@@ -52,10 +52,10 @@ int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_even
 	for (;;) {
 		/* A probe on the target's first CPU: it answers both "does this event exist here"
 		 * and "may we profile this process" before anything is stopped. */
-		perf_attr_fill(&a, &r->cfg);
+		sonde__perf_attr_fill(&a, &r->cfg);
 		a.disabled = 1;
 		a.enable_on_exec = 0;
-		int fd = perf_open(&a, pid, r->cpus[0]);
+		int fd = sonde__perf_open(&a, pid, r->cpus[0]);
 		if (fd >= 0) {
 			close(fd);
 			return 0;
@@ -68,7 +68,7 @@ int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_even
 			kernel_denied(r, fd);
 			continue;
 		}
-		if (r->cfg.kind == PERF_KIND_CYCLES && perf_err_is_unsupported(fd)) {
+		if (r->cfg.kind == PERF_KIND_CYCLES && sonde__perf_err_is_unsupported(fd)) {
 			sonde_info("cycles event unavailable (%s), using cpu-clock", strerror(-fd));
 			r->cycles_error = fd;
 			r->cfg.kind = PERF_KIND_CPU_CLOCK;
@@ -99,7 +99,7 @@ static bool have_cap(int cap)
 	return (d[cap / 32].effective >> (cap % 32)) & 1;
 }
 
-void rec_explain_perf_error(pid_t pid, int err)
+void sonde__rec_explain_perf_error(pid_t pid, int err)
 {
 	long paranoid = -1, yama = -1;
 	uid_t ruid = 0, euid = 0;
@@ -112,7 +112,7 @@ void rec_explain_perf_error(pid_t pid, int err)
 	}
 	read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
 	read_int_file("/proc/sys/kernel/yama/ptrace_scope", &yama);
-	int uerr = proc_read_uids(pid, &ruid, &euid);
+	int uerr = sonde__proc_read_uids(pid, &ruid, &euid);
 	if (uerr == 0 && euid != geteuid() && !ptrace_cap && !perfmon) {
 		sonde_error("permission denied: pid %d belongs to uid %u; profiling another user's "
 			    "process needs CAP_PERFMON or CAP_SYS_PTRACE "
@@ -152,9 +152,9 @@ static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 	struct rec_ring *ring = &r->rings[cpu_idx];
 
 	if (ring->mapped)
-		return perf_set_output(fd, ring->ring.fd);
+		return sonde__perf_set_output(fd, ring->ring.fd);
 	unsigned min = min_ring_pages(r), pages = r->ring_pages < min ? min : r->ring_pages;
-	int err = perf_ring_map(&ring->ring, fd, r->cpus[cpu_idx], pages, min);
+	int err = sonde__perf_ring_map(&ring->ring, fd, r->cpus[cpu_idx], pages, min);
 	if (err) {
 		sonde_error("cannot map a perf ring of %u pages: %s", pages, strerror(-err));
 		return err;
@@ -197,13 +197,13 @@ static void close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
 			continue;
 		}
 		if (r->rings[e->ring].ring.fd == e->fd) {
-			perf_disable(e->fd);
+			sonde__perf_disable(e->fd);
 			e->retired = true;
 			i++;
 			continue;
 		}
 		uint64_t lost;
-		if (r->cfg.read_lost && perf_read_lost(e->fd, &lost) == 0)
+		if (r->cfg.read_lost && sonde__perf_read_lost(e->fd, &lost) == 0)
 			r->closed_lost += lost;
 		close(e->fd);
 		*e = r->events[--r->n_events];
@@ -219,9 +219,9 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 
 	cfg.disabled = true;
 	cfg.enable_on_exec = on_exec;
-	perf_attr_fill(&a, &cfg);
+	sonde__perf_attr_fill(&a, &cfg);
 	for (size_t c = 0; c < r->n_cpus; c++) {
-		int fd = perf_open(&a, tid, r->cpus[c]);
+		int fd = sonde__perf_open(&a, tid, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* CPU went offline */
 		int err = fd < 0 ? fd : add_event(r, fd, c, tid, on_exec);
@@ -232,27 +232,27 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 			return err;
 		}
 	}
-	struct rec_thread *t = rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
 	if (t)
 		t->own_events = true;
 	return 0;
 }
 
-int rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
+int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
 {
 	size_t first = r->n_events;
 	int err = open_thread(r, tid, false);
 
 	for (size_t i = first; !err && r->enabled && i < r->n_events; i++)
-		err = perf_enable(r->events[i].fd);
+		err = sonde__perf_enable(r->events[i].fd);
 	if (err)
 		close_events_from(r, tid, first);
 	return err;
 }
 
-void rec_close_thread_events(struct sonde_recorder *r, pid_t tid)
+void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid)
 {
-	struct rec_thread *t = rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
 
 	/* A long recording of a process that keeps starting threads would otherwise hold
 	 * their fds until the end. */
@@ -260,7 +260,7 @@ void rec_close_thread_events(struct sonde_recorder *r, pid_t tid)
 		close_events_from(r, tid, 0);
 }
 
-uint64_t rec_read_lost_counters(struct sonde_recorder *r)
+uint64_t sonde__rec_read_lost_counters(struct sonde_recorder *r)
 {
 	uint64_t total = r->closed_lost;
 
@@ -270,7 +270,7 @@ uint64_t rec_read_lost_counters(struct sonde_recorder *r)
 	 * lower bound, which still catches losses the kernel had no chance to report. */
 	for (size_t i = 0; i < r->n_events; i++) {
 		uint64_t lost;
-		if (perf_read_lost(r->events[i].fd, &lost) == 0)
+		if (sonde__perf_read_lost(r->events[i].fd, &lost) == 0)
 			total += lost;
 	}
 	return total;
@@ -280,12 +280,12 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 {
 	pid_t *tids;
 	size_t n, opened = 0;
-	int err = proc_list_tasks(p->pid, &tids, &n);
+	int err = sonde__proc_list_tasks(p->pid, &tids, &n);
 
 	if (err)
 		return err;
 	for (size_t i = 0; i < n && !err; i++) {
-		struct rec_thread *t = rec_thread_get(r, tids[i], true);
+		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], true);
 		if (!t) {
 			err = -ENOMEM;
 			break;
@@ -295,7 +295,7 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 		t->defined = false;
 		t->announced = false;
 		t->since = p->since;
-		if (proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
+		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
 			t->comm[0] = 0;
 		err = open_thread(r, tids[i], false);
 		if (err == -ESRCH) {
@@ -305,74 +305,74 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 		opened += err == 0;
 	}
 	free(tids);
-	p->attach_ticks = rec_boot_ticks();
+	p->attach_ticks = sonde__rec_boot_ticks();
 	if (!err && opened == 0)
 		err = -ESRCH;
 	return err;
 }
 
-int rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
+int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
 {
 	struct proc_stat st;
 	size_t first_event = r->n_events;
-	int err = proc_stat_read(pid, 0, &st);
+	int err = sonde__proc_stat_read(pid, 0, &st);
 
 	if (err)
 		return err;
 	if (st.state == 'Z' || st.state == 'X')
 		return -ESRCH;
-	struct rec_process *p = rec_process_get(r, pid, true);
+	struct rec_process *p = sonde__rec_process_get(r, pid, true);
 	if (!p)
 		return -ENOMEM;
 	p->attached = true;
 	p->exited = false;
 	p->start_time = st.start_time;
 	/* Its events are opened after this: every record of it is at least as recent. */
-	p->since = rec_now();
+	p->since = sonde__rec_now();
 	if (mode == SONDE_ATTACH_ON_EXEC) {
 		/* Still a copy of the launcher: its mappings are replaced at exec. */
-		struct rec_thread *t = rec_thread_get(r, pid, true);
+		struct rec_thread *t = sonde__rec_thread_get(r, pid, true);
 		if (!t)
 			return -ENOMEM;
 		t->pid = pid;
 		err = open_thread(r, pid, true);
-		p->attach_ticks = rec_boot_ticks();
+		p->attach_ticks = sonde__rec_boot_ticks();
 		goto out;
 	}
-	rec_read_exe(p->pid, &p->exe_dev, &p->exe_ino);
+	sonde__rec_read_exe(p->pid, &p->exe_dev, &p->exe_ino);
 	if (mode == SONDE_ATTACH_STOP) {
-		err = proc_stop(pid, st.start_time, STOP_TIMEOUT_MS, &p->stop);
+		err = sonde__proc_stop(pid, st.start_time, STOP_TIMEOUT_MS, &p->stop);
 		if (err)
 			goto out;
 	}
 	err = open_threads(r, p);
 	if (!err)
-		err = rec_read_maps(r, p, rec_time(r, rec_now()));
+		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now()));
 out:
 	if (err) {
 		/* Nothing of it is recorded: it must not stay stopped, nor count as alive. */
-		proc_resume(&p->stop);
+		sonde__proc_resume(&p->stop);
 		p->exited = true;
 		close_events_from(r, 0, first_event);
 	}
 	return err;
 }
 
-int rec_enable_all(struct sonde_recorder *r, bool enable)
+int sonde__rec_enable_all(struct sonde_recorder *r, bool enable)
 {
 	int first = 0;
 
 	for (size_t i = 0; i < r->n_events; i++) {
 		if (r->events[i].retired || (enable && r->events[i].armed_on_exec))
 			continue;
-		int err = enable ? perf_enable(r->events[i].fd) : perf_disable(r->events[i].fd);
+		int err = enable ? sonde__perf_enable(r->events[i].fd) : sonde__perf_disable(r->events[i].fd);
 		if (err && !first)
 			first = err;
 	}
 	return first;
 }
 
-int rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
+int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 {
 	for (size_t i = 0; i < r->cap_threads; i++) {
 		struct rec_thread *t = &r->threads[i];
@@ -382,8 +382,8 @@ int rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 		}
 	}
 	close_events_from(r, p->pid, 0);
-	proc_resume(&p->stop);
-	int err = rec_retire(r, p, rec_time(r, rec_now()));
+	sonde__proc_resume(&p->stop);
+	int err = sonde__rec_retire(r, p, sonde__rec_time(r, sonde__rec_now()));
 	p->attached = false;
 	p->exited = true;
 	/* records still queued or in the rings are of the process it no longer is */
@@ -391,23 +391,23 @@ int rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 	return err;
 }
 
-int rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
+int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
 {
 	if (!r->exec_check || !p->attached || p->exited)
 		return 0;
-	return r->exec_check(r->exec_check_ctx, p->pid) ? 0 : rec_stop_process(r, p);
+	return r->exec_check(r->exec_check_ctx, p->pid) ? 0 : sonde__rec_stop_process(r, p);
 }
 
-void rec_exec_seen(struct sonde_recorder *r, pid_t pid)
+void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid)
 {
 	for (size_t i = 0; i < r->n_events; i++)
 		if (r->events[i].tid == pid)
 			r->events[i].armed_on_exec = false;
 }
 
-void rec_reconcile_lost(struct sonde_recorder *r)
+void sonde__rec_reconcile_lost(struct sonde_recorder *r)
 {
-	uint64_t total = rec_read_lost_counters(r);
+	uint64_t total = sonde__rec_read_lost_counters(r);
 
 	if (total > r->sum.lost_events)
 		r->sum.lost_events = total;

@@ -31,7 +31,7 @@ static bool path_is_image(const char *path, uint64_t inode)
 
 static void save(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path)
 {
-	int err = bidcache_store(r->bidcache_dir, b->id, b->len, fd, r->bidcache_bytes);
+	int err = sonde__bidcache_store(r->bidcache_dir, b->id, b->len, fd, r->bidcache_bytes);
 
 	if (err < 0)
 		sonde_warn("cannot keep %s in the build-id cache %s: %s", path, r->bidcache_dir,
@@ -40,7 +40,7 @@ static void save(struct sonde_recorder *r, struct rec_build_id *b, int fd, const
 		r->sum.images_saved++;
 }
 
-void rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path)
+void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path)
 {
 	if (!r->bidcache_dir || !b->len) {
 		close(fd);
@@ -59,7 +59,7 @@ void rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, co
 	r->n_images_held++;
 }
 
-void rec_images_save(struct sonde_recorder *r)
+void sonde__rec_images_save(struct sonde_recorder *r)
 {
 	for (size_t i = 0; i < r->n_build_ids; i++) {
 		struct rec_build_id *b = &r->build_ids[i];
@@ -73,7 +73,7 @@ void rec_images_save(struct sonde_recorder *r)
 	}
 }
 
-void rec_images_free(struct sonde_recorder *r)
+void sonde__rec_images_free(struct sonde_recorder *r)
 {
 	for (size_t i = 0; i < r->n_build_ids; i++) {
 		if (r->build_ids[i].fd >= 0)
@@ -83,13 +83,13 @@ void rec_images_free(struct sonde_recorder *r)
 	r->n_images_held = 0;
 }
 
-int rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
+int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
 {
 	char dir[4096];
 
 	r->bidcache_bytes =
 		o->buildid_cache_bytes ? o->buildid_cache_bytes : BIDCACHE_DEFAULT_BYTES;
-	if (o->no_buildid_cache || bidcache_dir(o->buildid_cache_dir, dir, sizeof(dir)) < 0)
+	if (o->no_buildid_cache || sonde__bidcache_dir(o->buildid_cache_dir, dir, sizeof(dir)) < 0)
 		return 0;
 	r->bidcache_dir = strdup(dir);
 	return r->bidcache_dir ? 0 : -ENOMEM;

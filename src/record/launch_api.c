@@ -22,7 +22,7 @@ struct sonde_launch *sonde_launch_new(char *const argv[], char *const envp[])
 		errno = EINVAL;
 		return NULL;
 	}
-	int err = proc_launch_start(&s->l, argv, envp);
+	int err = sonde__proc_launch_start(&s->l, argv, envp);
 	if (err) {
 		free(s);
 		errno = -err;
@@ -41,12 +41,12 @@ int sonde_launch_resume(struct sonde_launch *s)
 	if (s->resumed)
 		return -EALREADY;
 	s->resumed = true;
-	return proc_launch_resume(&s->l);
+	return sonde__proc_launch_resume(&s->l);
 }
 
 int sonde_launch_wait(struct sonde_launch *s, int flags, int *status)
 {
-	return proc_launch_wait(&s->l, flags, status);
+	return sonde__proc_launch_wait(&s->l, flags, status);
 }
 
 void sonde_launch_free(struct sonde_launch *s)
@@ -54,7 +54,7 @@ void sonde_launch_free(struct sonde_launch *s)
 	if (!s)
 		return;
 	if (!s->resumed)
-		proc_launch_abort(&s->l);
-	proc_launch_free(&s->l);
+		sonde__proc_launch_abort(&s->l);
+	sonde__proc_launch_free(&s->l);
 	free(s);
 }

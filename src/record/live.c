@@ -18,16 +18,16 @@ enum {
 	PUSH_INTERVAL_NS = 100 * 1000 * 1000,
 };
 
-void rec_live_free(struct sonde_recorder *r)
+void sonde__rec_live_free(struct sonde_recorder *r)
 {
 	if (r->live.tail)
-		tail_set_recorder(r->live.tail, NULL);
+		sonde__tail_set_recorder(r->live.tail, NULL);
 	r->live.tail = NULL;
 }
 
-int rec_live_push(struct sonde_recorder *r)
+int sonde__rec_live_push(struct sonde_recorder *r)
 {
-	uint64_t now = rec_now();
+	uint64_t now = sonde__rec_now();
 
 	if (now - r->live.last_push_ns < PUSH_INTERVAL_NS)
 		return 0;
@@ -35,7 +35,7 @@ int rec_live_push(struct sonde_recorder *r)
 	return sonde_spool_writer_flush(r->spool);
 }
 
-int rec_image_fd(struct sonde_recorder *r, uint64_t dev, uint64_t inode, const uint8_t *build_id,
+int sonde__rec_image_fd(struct sonde_recorder *r, uint64_t dev, uint64_t inode, const uint8_t *build_id,
 		 size_t build_id_len)
 {
 	for (size_t i = 0; i < r->n_build_ids; i++) {
@@ -50,7 +50,7 @@ int rec_image_fd(struct sonde_recorder *r, uint64_t dev, uint64_t inode, const u
 	return -1;
 }
 
-void rec_tail_gone(struct sonde_recorder *r)
+void sonde__rec_tail_gone(struct sonde_recorder *r)
 {
 	r->live.tail = NULL;
 }
@@ -88,10 +88,10 @@ struct sonde_tail *sonde_recorder_tail(struct sonde_recorder *r, const struct so
 		errno = e;
 		return NULL;
 	}
-	struct sonde_tail *t = tail_new_fd(fd, opts);
+	struct sonde_tail *t = sonde__tail_new_fd(fd, opts);
 	if (!t)
 		return NULL;
-	tail_set_recorder(t, r);
+	sonde__tail_set_recorder(t, r);
 	r->live.tail = t;
 	r->live.tail_made = true;
 	return t;

@@ -19,17 +19,17 @@ struct rec_live {
 };
 
 /* Unlinks the tail, which keeps working without the recorder's images. */
-void rec_live_free(struct sonde_recorder *r);
+void sonde__rec_live_free(struct sonde_recorder *r);
 /* Pushes buffered spool bytes when the last push is older than the live interval, so a
  * reader of the file sees samples promptly even when the writer's buffer is far from full.
  * 0 or the writer's error. */
-int rec_live_push(struct sonde_recorder *r);
+int sonde__rec_live_push(struct sonde_recorder *r);
 /* A descriptor of the exact image of the file (dev, inode) that the recorder holds while the
- * recording runs (rec_image_hold, images.c), borrowed until the next call into the
+ * recording runs (sonde__rec_image_hold, images.c), borrowed until the next call into the
  * recorder, or -1. A build id, when given, must match the one the recorder read. */
-int rec_image_fd(struct sonde_recorder *r, uint64_t dev, uint64_t inode, const uint8_t *build_id,
+int sonde__rec_image_fd(struct sonde_recorder *r, uint64_t dev, uint64_t inode, const uint8_t *build_id,
 		 size_t build_id_len);
 /* The tail was freed. */
-void rec_tail_gone(struct sonde_recorder *r);
+void sonde__rec_tail_gone(struct sonde_recorder *r);
 
 #endif

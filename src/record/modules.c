@@ -87,7 +87,7 @@ static void punch(struct rec_modtable *t, uint64_t start, uint64_t end)
 	}
 }
 
-int modtable_insert(struct rec_modtable *t, const struct rec_module *m)
+int sonde__modtable_insert(struct rec_modtable *t, const struct rec_module *m)
 {
 	if (m->end <= m->start)
 		return 0;
@@ -105,7 +105,7 @@ int modtable_insert(struct rec_modtable *t, const struct rec_module *m)
 	return 0;
 }
 
-int modtable_remove(struct rec_modtable *t, uint64_t start, uint64_t end)
+int sonde__modtable_remove(struct rec_modtable *t, uint64_t start, uint64_t end)
 {
 	if (end <= start)
 		return 0;
@@ -115,7 +115,7 @@ int modtable_remove(struct rec_modtable *t, uint64_t start, uint64_t end)
 	return 0;
 }
 
-const struct rec_module *modtable_find(const struct rec_modtable *t, uint64_t pc)
+const struct rec_module *sonde__modtable_find(const struct rec_modtable *t, uint64_t pc)
 {
 	size_t i = lower_bound(t, pc);
 
@@ -124,7 +124,7 @@ const struct rec_module *modtable_find(const struct rec_modtable *t, uint64_t pc
 	return NULL;
 }
 
-void modtable_clear(struct rec_modtable *t)
+void sonde__modtable_clear(struct rec_modtable *t)
 {
 	for (size_t i = 0; i < t->n_paths; i++)
 		free(t->paths[i]);
@@ -132,21 +132,21 @@ void modtable_clear(struct rec_modtable *t)
 	t->n = 0;
 }
 
-int modtable_copy(struct rec_modtable *dst, const struct rec_modtable *src)
+int sonde__modtable_copy(struct rec_modtable *dst, const struct rec_modtable *src)
 {
 	for (size_t i = 0; i < src->n; i++) {
-		int err = modtable_insert(dst, &src->m[i]);
+		int err = sonde__modtable_insert(dst, &src->m[i]);
 		if (err)
 			return err;
 	}
 	return 0;
 }
 
-void modtable_free(struct rec_modtable *t)
+void sonde__modtable_free(struct rec_modtable *t)
 {
 	if (!t)
 		return;
-	modtable_clear(t);
+	sonde__modtable_clear(t);
 	free(t->m);
 	free(t->paths);
 	memset(t, 0, sizeof(*t));
@@ -169,7 +169,7 @@ static int find_note(Elf_Data *d, uint8_t *out, size_t cap)
 	return 0;
 }
 
-int read_build_id(int fd, uint8_t *out, size_t cap)
+int sonde__read_build_id(int fd, uint8_t *out, size_t cap)
 {
 	size_t nph;
 	int found = 0;

@@ -29,19 +29,19 @@ struct rec_modtable {
 };
 
 /* Inserts a mapping (path is copied). 0 or -ENOMEM. */
-int modtable_insert(struct rec_modtable *t, const struct rec_module *m);
+int sonde__modtable_insert(struct rec_modtable *t, const struct rec_module *m);
 /* Removes [start, end) (munmap: entries are trimmed or split). 0 or -ENOMEM. */
-int modtable_remove(struct rec_modtable *t, uint64_t start, uint64_t end);
+int sonde__modtable_remove(struct rec_modtable *t, uint64_t start, uint64_t end);
 /* The entry containing pc, or NULL. */
-const struct rec_module *modtable_find(const struct rec_modtable *t, uint64_t pc);
+const struct rec_module *sonde__modtable_find(const struct rec_modtable *t, uint64_t pc);
 /* Drops every entry (exec, exit). */
-void modtable_clear(struct rec_modtable *t);
+void sonde__modtable_clear(struct rec_modtable *t);
 /* Copies every entry of src into dst (fork). 0 or -ENOMEM. */
-int modtable_copy(struct rec_modtable *dst, const struct rec_modtable *src);
-void modtable_free(struct rec_modtable *t);
+int sonde__modtable_copy(struct rec_modtable *dst, const struct rec_modtable *src);
+void sonde__modtable_free(struct rec_modtable *t);
 
 /* The GNU build id of the ELF file open at fd (at most cap bytes). Length, 0 when the file
  * has none or is not ELF, -errno. */
-int read_build_id(int fd, uint8_t *out, size_t cap);
+int sonde__read_build_id(int fd, uint8_t *out, size_t cap);
 
 #endif

@@ -28,7 +28,7 @@ enum {
 	REORDER_SLACK_NS = 2000000,
 };
 
-uint64_t rec_now(void)
+uint64_t sonde__rec_now(void)
 {
 	struct timespec ts;
 
@@ -44,21 +44,21 @@ static uint64_t wall_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int rec_error(struct sonde_recorder *r, int err)
+int sonde__rec_error(struct sonde_recorder *r, int err)
 {
 	if (err && !r->first_error)
 		r->first_error = err;
 	return err;
 }
 
-void rec_context_error(struct sonde_recorder *r, int err, const char *what)
+void sonde__rec_context_error(struct sonde_recorder *r, int err, const char *what)
 {
 	sonde_warn("%s also failed: %s", what, sonde_strerror(err));
 	if (!r->sum.context_errors++)
 		r->sum.context_error = err;
 }
 
-uint64_t rec_time(struct sonde_recorder *r, uint64_t t)
+uint64_t sonde__rec_time(struct sonde_recorder *r, uint64_t t)
 {
 	if (t < r->last_time)
 		return r->last_time;
@@ -68,7 +68,7 @@ uint64_t rec_time(struct sonde_recorder *r, uint64_t t)
 
 int sonde_record_max_frequency(uint64_t *out)
 {
-	return perf_max_sample_rate(out);
+	return sonde__perf_max_sample_rate(out);
 }
 
 /* Validates options into the event configuration. */
@@ -84,7 +84,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		}
 		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 	}
-	int err = perf_max_sample_rate(&max);
+	int err = sonde__perf_max_sample_rate(&max);
 	if (err) {
 		sonde_error("cannot read kernel.perf_event_max_sample_rate: %s", strerror(-err));
 		return err;
@@ -114,7 +114,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	r->cfg.no_children = !o.follow_children;
 	r->cfg.freq = o.frequency;
 	r->cfg.kernel = o.kernel;
-	int err_img = rec_images_configure(r, &o);
+	int err_img = sonde__rec_images_configure(r, &o);
 	if (err_img)
 		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
@@ -132,16 +132,16 @@ static struct sonde_recorder *recorder_alloc(void)
 		return NULL;
 	r->epfd = -1;
 	r->out_fd = -1;
-	perf_event_layout(&r->layout);
+	sonde__perf_event_layout(&r->layout);
 	r->sum.sz = sizeof(r->sum);
 	struct timespec boot;
 	clock_gettime(CLOCK_BOOTTIME, &boot);
 	r->boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
-				      (uint64_t)boot.tv_nsec - rec_now());
-	if (perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
+				      (uint64_t)boot.tv_nsec - sonde__rec_now());
+	if (sonde__perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
 	    !(r->rings = calloc(r->n_cpus, sizeof(*r->rings))) ||
-	    !(r->sorter = perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-	    !(r->unwind_cache = unwind_cache_new())) {
+	    !(r->sorter = sonde__perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    !(r->unwind_cache = sonde__unwind_cache_new())) {
 		sonde_recorder_free(r);
 		return NULL;
 	}
@@ -161,18 +161,18 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		sonde_error("no such process: %d", (int)pid);
 		return -ESRCH;
 	}
-	int err = rec_choose_event(r, pid, want);
+	int err = sonde__rec_choose_event(r, pid, want);
 	if (err) {
 		if (err == -ESRCH)
 			sonde_error("no such process: %d", (int)pid);
 		else
-			rec_explain_perf_error(pid, err);
+			sonde__rec_explain_perf_error(pid, err);
 		return err;
 	}
-	perf_event_layout_cfg(&r->layout, &r->cfg);
+	sonde__perf_event_layout_cfg(&r->layout, &r->cfg);
 	r->sum.kernel_enabled = r->cfg.kernel;
 	r->sum.kernel_error = r->kernel_error;
-	snprintf(r->sum.event, sizeof(r->sum.event), "%s", perf_kind_name(r->cfg.kind));
+	snprintf(r->sum.event, sizeof(r->sum.event), "%s", sonde__perf_kind_name(r->cfg.kind));
 	r->sum.cycles_error = r->cycles_error;
 	/* Wake the caller once a quarter of a ring is used, not at every sample: fewer
 	 * wakeups, same latency bound (the caller also polls with a timeout). The kernel
@@ -180,7 +180,7 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 	r->cfg.wakeup_bytes =
 		(uint32_t)((uint64_t)r->ring_pages * (uint64_t)sysconf(_SC_PAGESIZE) / 4);
 
-	r->start_mono = rec_now();
+	r->start_mono = sonde__rec_now();
 	struct sonde_spool_header h = {.start_time_ns = wall_now(),
 				       .start_monotonic_ns = r->start_mono,
 				       .sample_period_ns = 1000000000ull / r->cfg.freq};
@@ -190,9 +190,9 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		sonde_error("cannot write the spool header: %s", strerror(errno));
 		return -errno;
 	}
-	err = rec_open_process(r, pid, mode);
+	err = sonde__rec_open_process(r, pid, mode);
 	if (err == -EACCES || err == -EPERM)
-		rec_explain_perf_error(pid, err);
+		sonde__rec_explain_perf_error(pid, err);
 	else if (err == -ESRCH)
 		sonde_error("no such process: %d (it exited while attaching)", (int)pid);
 	else if (err)
@@ -255,14 +255,14 @@ struct sonde_recorder *sonde_recorder_attach(pid_t pid, const char *path,
 
 int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
 {
-	struct rec_process *p = rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
 	if (mode > SONDE_ATTACH_RUNNING)
 		return -EINVAL;
 	if (p && !p->exited) {
-		int alive = proc_is_alive(pid, p->start_time);
+		int alive = sonde__proc_is_alive(pid, p->start_time);
 		if (alive < 0)
 			return alive;
 		if (alive)
@@ -270,15 +270,15 @@ int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid, enum sond
 	}
 	if (p) {
 		/* The pid now names another process: start over with it. */
-		int err = rec_process_reset(r, p, rec_time(r, rec_now()));
+		int err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now()));
 		if (err)
 			return err;
 	}
-	int err = rec_open_process(r, pid, mode);
+	int err = sonde__rec_open_process(r, pid, mode);
 	if (err == -ESRCH)
 		return SONDE_ATTACH_EXITED;
 	if (err == -EACCES || err == -EPERM)
-		rec_explain_perf_error(pid, err);
+		sonde__rec_explain_perf_error(pid, err);
 	else if (err)
 		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
 	if (!err && mode != SONDE_ATTACH_ON_EXEC)
@@ -288,13 +288,13 @@ int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid, enum sond
 
 int sonde_recorder_detach_process(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
 	if (!p || !p->attached || p->exited)
 		return -EINVAL;
-	return rec_stop_process(r, p);
+	return sonde__rec_stop_process(r, p);
 }
 
 int sonde_recorder_epoll_fd(const struct sonde_recorder *r)
@@ -315,26 +315,26 @@ static int drain_rings(struct sonde_recorder *r)
 
 		if (!ring->mapped)
 			continue;
-		perf_ring_begin(&ring->ring);
-		while ((got = perf_ring_next(&ring->ring, &rec, &len)) != 0) {
+		sonde__perf_ring_begin(&ring->ring);
+		while ((got = sonde__perf_ring_next(&ring->ring, &rec, &len)) != 0) {
 			uint64_t t;
-			if (got < 0 || perf_record_time(rec, len, &r->layout, &t) < 0) {
+			if (got < 0 || sonde__perf_record_time(rec, len, &r->layout, &t) < 0) {
 				r->sum.bad_records++;
 				continue;
 			}
 			if (t > ring->latest)
 				ring->latest = t;
 			/* Queue only the valid part of the stack copy. */
-			int n = perf_sample_compact(rec, len, &r->layout, r->compact);
+			int n = sonde__perf_sample_compact(rec, len, &r->layout, r->compact);
 			if (n > 0) {
 				rec = r->compact;
 				len = (size_t)n;
 			}
-			int err = perf_sorter_push(r->sorter, t, rec, len);
+			int err = sonde__perf_sorter_push(r->sorter, t, rec, len);
 			if (err && !first)
 				first = err;
 		}
-		perf_ring_end(&ring->ring);
+		sonde__perf_ring_end(&ring->ring);
 	}
 	return first;
 }
@@ -346,14 +346,14 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 	size_t len;
 	uint64_t t;
 
-	while (perf_sorter_pop(r->sorter, limit, &buf, &len, &t) == 1) {
+	while (sonde__perf_sorter_pop(r->sorter, limit, &buf, &len, &t) == 1) {
 		struct perf_rec rec;
-		if (perf_decode(buf, len, &r->layout, &rec) < 0) {
+		if (sonde__perf_decode(buf, len, &r->layout, &rec) < 0) {
 			r->sum.bad_records++;
 			continue;
 		}
 		uint64_t samples = r->sum.samples, lost = r->sum.lost_events;
-		int err = rec_process_record(r, &rec);
+		int err = sonde__rec_process_record(r, &rec);
 		pr->samples += r->sum.samples - samples;
 		pr->lost_events += r->sum.lost_events - lost;
 		if (err)
@@ -364,9 +364,9 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 
 static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_record_poll *pr)
 {
-	uint64_t floor = rec_now() - REORDER_SLACK_NS;
+	uint64_t floor = sonde__rec_now() - REORDER_SLACK_NS;
 	uint64_t latest[64];
-	int err = rec_error(r, drain_rings(r));
+	int err = sonde__rec_error(r, drain_rings(r));
 	uint64_t limit = UINT64_MAX;
 
 	if (!final) {
@@ -375,7 +375,7 @@ static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_
 		size_t n = r->n_cpus < 64 ? r->n_cpus : 64;
 		for (size_t i = 0; i < n; i++)
 			latest[i] = r->rings[i].mapped ? r->rings[i].latest : 0;
-		limit = perf_sorter_limit(latest, n, floor);
+		limit = sonde__perf_sorter_limit(latest, n, floor);
 		if (r->n_cpus > 64 && limit > floor)
 			limit = floor;
 	}
@@ -383,7 +383,7 @@ static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_
 	return err ? err : perr;
 }
 
-int rec_drain(struct sonde_recorder *r, bool final)
+int sonde__rec_drain(struct sonde_recorder *r, bool final)
 {
 	struct sonde_record_poll pr = {0};
 
@@ -418,9 +418,9 @@ int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms, struct sonde_r
 	}
 	int err = drain_and_process(r, false, &pr);
 	if (!err)
-		err = rec_maybe_recover(r, false);
+		err = sonde__rec_maybe_recover(r, false);
 	if (!err)
-		err = rec_error(r, rec_live_push(r));
+		err = sonde__rec_error(r, sonde__rec_live_push(r));
 	if (out && out->sz >= sizeof(size_t)) {
 		pr.sz = out->sz;
 		memcpy(out, &pr, out->sz < sizeof(pr) ? out->sz : sizeof(pr));
@@ -436,18 +436,18 @@ int sonde_recorder_flush(struct sonde_recorder *r)
 		return -SONDE_E_STATE;
 	int err = drain_and_process(r, false, &pr);
 	if (!err)
-		err = rec_maybe_recover(r, true);
+		err = sonde__rec_maybe_recover(r, true);
 	/* The writer is flushed whatever happened before. */
 	int ferr = sonde_spool_writer_flush(r->spool);
-	return rec_error(r, err ? err : ferr);
+	return sonde__rec_error(r, err ? err : ferr);
 }
 
 bool sonde_recorder_has_pending_events(const struct sonde_recorder *r)
 {
-	if (perf_sorter_count(r->sorter) > 0)
+	if (sonde__perf_sorter_count(r->sorter) > 0)
 		return true;
 	for (size_t i = 0; i < r->n_cpus; i++)
-		if (r->rings[i].mapped && perf_ring_pending(&r->rings[i].ring) > 0)
+		if (r->rings[i].mapped && sonde__perf_ring_pending(&r->rings[i].ring) > 0)
 			return true;
 	return false;
 }
@@ -456,15 +456,15 @@ int sonde_recorder_enable(struct sonde_recorder *r)
 {
 	if (r->finished)
 		return -SONDE_E_STATE;
-	int err = rec_enable_all(r, true);
+	int err = sonde__rec_enable_all(r, true);
 	if (err)
 		sonde_error("cannot enable sampling: %s", sonde_strerror(err));
 	for (size_t i = 0; i < r->n_procs; i++) {
-		int rerr = proc_resume(&r->procs[i].stop);
+		int rerr = sonde__proc_resume(&r->procs[i].stop);
 		if (!rerr || rerr == -ESRCH)
 			continue; /* a process that died while stopped needs no resuming */
 		if (err) {
-			rec_context_error(r, rerr, "resuming a process stopped for attaching");
+			sonde__rec_context_error(r, rerr, "resuming a process stopped for attaching");
 		} else {
 			sonde_error("cannot resume pid %d: %s", (int)r->procs[i].pid,
 				    strerror(-rerr));
@@ -478,7 +478,7 @@ int sonde_recorder_enable(struct sonde_recorder *r)
 int sonde_recorder_disable(struct sonde_recorder *r)
 {
 	r->enabled = false;
-	return rec_enable_all(r, false);
+	return sonde__rec_enable_all(r, false);
 }
 
 int sonde_recorder_summary(const struct sonde_recorder *r, struct sonde_record_summary *out)
@@ -489,25 +489,25 @@ int sonde_recorder_summary(const struct sonde_recorder *r, struct sonde_record_s
 		return -EINVAL;
 	s.sz = out->sz;
 	if (r->start_mono)
-		s.duration_ns = rec_now() - r->start_mono;
+		s.duration_ns = sonde__rec_now() - r->start_mono;
 	if (r->finished)
 		s.duration_ns = r->sum.duration_ns;
 	s.unwind_cfi_frames = r->unwind_stats.cfi_steps;
 	s.unwind_fp_frames = r->unwind_stats.fp_steps;
 	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++)
 		s.unwind_fallbacks[i] = r->unwind_stats.fallbacks[i];
-	s.files_refused = regfile_refusals_total(&r->refused);
+	s.files_refused = sonde__regfile_refusals_total(&r->refused);
 	memcpy(out, &s, out->sz < sizeof(s) ? out->sz : sizeof(s));
 	return 0;
 }
 
 int sonde_recorder_process_is_active(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
 	if (!p)
 		return -EINVAL;
-	return rec_process_alive(r, p);
+	return sonde__rec_process_alive(r, p);
 }
 
 /* Live processes other than `except` (0: none excepted), stopping at the first when
@@ -520,7 +520,7 @@ static int count_alive(struct sonde_recorder *r, pid_t except, bool any_only)
 		struct rec_process *p = &r->procs[i];
 		if (p->exited || (except && p->pid == except))
 			continue;
-		int alive = rec_process_alive(r, p);
+		int alive = sonde__rec_process_alive(r, p);
 		if (alive < 0)
 			return alive;
 		n += alive;
@@ -544,7 +544,7 @@ int sonde_recorder_active_process_count(struct sonde_recorder *r)
 
 int sonde_recorder_refresh_threads(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
@@ -552,12 +552,12 @@ int sonde_recorder_refresh_threads(struct sonde_recorder *r, pid_t pid)
 		sonde_error("refresh_threads: pid %d is not attached to this recording", (int)pid);
 		return -EINVAL;
 	}
-	int alive = rec_process_alive(r, p);
+	int alive = sonde__rec_process_alive(r, p);
 	if (alive < 0)
 		return alive;
 	if (!alive)
 		return SONDE_REFRESH_EXITED;
-	int n = rec_refresh_threads(r, p);
+	int n = sonde__rec_refresh_threads(r, p);
 	if (n == -ESRCH)
 		return SONDE_REFRESH_EXITED;
 	return n < 0 ? n : SONDE_REFRESH_REFRESHED;
@@ -570,7 +570,7 @@ static void keep_first(struct sonde_recorder *r, int *first, int err, const char
 	if (!*first)
 		*first = err;
 	else
-		rec_context_error(r, err, what);
+		sonde__rec_context_error(r, err, what);
 }
 
 int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary *out)
@@ -582,10 +582,10 @@ int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary 
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder_disable(r), "disabling events");
 	for (size_t i = 0; i < r->n_procs; i++)
-		keep_first(r, &first, proc_resume(&r->procs[i].stop), "resuming a stopped process");
+		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop), "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
-	rec_reconcile_lost(r);
-	rec_images_save(r);
+	sonde__rec_reconcile_lost(r);
+	sonde__rec_images_save(r);
 	/* Flushing is attempted whatever happened before. */
 	keep_first(r, &first, sonde_spool_writer_finish(r->spool), "flushing the spool");
 	if (r->out_fd >= 0) {
@@ -593,7 +593,7 @@ int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary 
 			keep_first(r, &first, -errno, "closing the spool file");
 		r->out_fd = -1;
 	}
-	r->sum.duration_ns = rec_now() - r->start_mono;
+	r->sum.duration_ns = sonde__rec_now() - r->start_mono;
 	r->finished = true;
 	if (out)
 		keep_first(r, &first, sonde_recorder_summary(r, out), "the summary");
@@ -606,25 +606,25 @@ void sonde_recorder_free(struct sonde_recorder *r)
 		return;
 	for (size_t i = 0; i < r->n_events; i++) {
 		if (!r->finished)
-			perf_disable(r->events[i].fd);
+			sonde__perf_disable(r->events[i].fd);
 	}
 	for (size_t i = 0; i < r->n_procs; i++)
-		proc_resume(&r->procs[i].stop);
+		sonde__proc_resume(&r->procs[i].stop);
 	for (size_t i = 0; r->rings && i < r->n_cpus; i++)
 		if (r->rings[i].mapped)
-			perf_ring_unmap(&r->rings[i].ring);
+			sonde__perf_ring_unmap(&r->rings[i].ring);
 	for (size_t i = 0; i < r->n_events; i++)
 		close(r->events[i].fd);
 	if (r->epfd >= 0)
 		close(r->epfd);
 	if (r->out_fd >= 0)
 		close(r->out_fd);
-	rec_live_free(r);
+	sonde__rec_live_free(r);
 	sonde_spool_writer_free(r->spool);
-	perf_sorter_free(r->sorter);
-	rec_track_free(r);
+	sonde__perf_sorter_free(r->sorter);
+	sonde__rec_track_free(r);
 	free(r->bidcache_dir);
-	unwind_cache_free(r->unwind_cache);
+	sonde__unwind_cache_free(r->unwind_cache);
 	free(r->events);
 	free(r->rings);
 	free(r->cpus);

@@ -134,84 +134,84 @@ struct sonde_recorder {
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
 	void *exec_check_ctx;
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
-	uint64_t last_sweep;	/* rec_now() when the last sweep ran */
+	uint64_t last_sweep;	/* sonde__rec_now() when the last sweep ran */
 	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
 	uint64_t closed_lost;	/* lost counts of event fds already closed */
 	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
 };
 
 /* Keeps the first error of the recording; returns err. */
-int rec_error(struct sonde_recorder *r, int err);
+int sonde__rec_error(struct sonde_recorder *r, int err);
 /* Logs err as a secondary failure of `what` and keeps it as context (summary
  * context_error). */
-void rec_context_error(struct sonde_recorder *r, int err, const char *what);
-uint64_t rec_now(void);
+void sonde__rec_context_error(struct sonde_recorder *r, int err, const char *what);
+uint64_t sonde__rec_now(void);
 /* Drains every ring and processes what can be ordered (final: everything queued). */
-int rec_drain(struct sonde_recorder *r, bool final);
+int sonde__rec_drain(struct sonde_recorder *r, bool final);
 /* Clamps a record time so that spool writes never go back in time. */
-uint64_t rec_time(struct sonde_recorder *r, uint64_t t);
+uint64_t sonde__rec_time(struct sonde_recorder *r, uint64_t t);
 
 /* attach.c */
-int rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
-int rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode);
-void rec_explain_perf_error(pid_t pid, int err);
-int rec_enable_all(struct sonde_recorder *r, bool enable);
-void rec_exec_seen(struct sonde_recorder *r, pid_t pid);
+int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
+int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode);
+void sonde__rec_explain_perf_error(pid_t pid, int err);
+int sonde__rec_enable_all(struct sonde_recorder *r, bool enable);
+void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid);
 /* After the final drain: losses the kernel never got to report as LOST records. */
-void rec_reconcile_lost(struct sonde_recorder *r);
+void sonde__rec_reconcile_lost(struct sonde_recorder *r);
 /* Opens (and, when sampling is on, enables) events for thread tid, which must be in the
  * thread table. 0 or -errno (nothing of it left open). */
-int rec_open_thread_events(struct sonde_recorder *r, pid_t tid);
+int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid);
 /* Closes the events the recorder opened on an exited thread (not those that own a ring),
  * keeping their lost counts. */
-void rec_close_thread_events(struct sonde_recorder *r, pid_t tid);
+void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid);
 /* Sum of the lost counters of every open event plus those already closed. */
-uint64_t rec_read_lost_counters(struct sonde_recorder *r);
+uint64_t sonde__rec_read_lost_counters(struct sonde_recorder *r);
 
 /* images.c */
-int rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
+int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Takes ownership of fd, the image b was read from (mapped at path). */
-void rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path);
+void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path);
 /* Copies the held images whose path no longer leads to them into the build-id cache. */
-void rec_images_save(struct sonde_recorder *r);
-void rec_images_free(struct sonde_recorder *r);
+void sonde__rec_images_save(struct sonde_recorder *r);
+void sonde__rec_images_free(struct sonde_recorder *r);
 
 /* track.c */
-struct rec_process *rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
+struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
 /* Stops recording process p: its threads' events closed, its modules retired, every later
  * record of it ignored (sonde_recorder_detach_process). */
-int rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
+int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 /* After p was seen running a new program: asks opts.exec_check whether to go on. */
-int rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
-struct rec_thread *rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
-int rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
+int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
+struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
+int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
 		    const struct rec_module *m, uint32_t maj, uint32_t min);
-int rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
-int rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
-int rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);
-void rec_track_free(struct sonde_recorder *r);
+int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
+int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
+int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);
+void sonde__rec_track_free(struct sonde_recorder *r);
 /* Forgets everything about p's previous incarnation (its pid was reused, or it is being
  * attached again): retires its modules and resets its identity. */
-int rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
+int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 
 /* recover.c */
 /* A loss was reported: one more open gap. */
-void rec_note_loss(struct sonde_recorder *r);
+void sonde__rec_note_loss(struct sonde_recorder *r);
 /* Runs a recovery sweep when a gap is open and (unless forced) the last sweep is old
  * enough. Also reads the events' lost counters when forced. 0 or the first error. */
-int rec_maybe_recover(struct sonde_recorder *r, bool force);
+int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force);
 /* Liveness of p by (pid, start time), or for a followed child by its fork time. 1 alive,
  * 0 gone (p is then marked exited and retired), -errno. */
-int rec_process_alive(struct sonde_recorder *r, struct rec_process *p);
+int sonde__rec_process_alive(struct sonde_recorder *r, struct rec_process *p);
 /* Opens events for p's threads that have none and started before p was attached. Count
  * of threads opened, or -errno (-ESRCH: the process is gone). */
-int rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p);
+int sonde__rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p);
 /* Whether a process with /proc start time `ticks` is the child whose fork record has
  * monotonic time fork_ns. */
-bool rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t ticks);
+bool sonde__rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t ticks);
 /* Boot time now in clock ticks (the unit of /proc start times). */
-uint64_t rec_boot_ticks(void);
+uint64_t sonde__rec_boot_ticks(void);
 /* Device and inode of /proc/PID/exe (both 0 when unreadable). */
-void rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino);
+void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino);
 
 #endif

@@ -46,7 +46,7 @@ static uint64_t ns_per_tick(void)
 	return 1000000000ull / (uint64_t)(hz > 0 ? hz : 100);
 }
 
-uint64_t rec_boot_ticks(void)
+uint64_t sonde__rec_boot_ticks(void)
 {
 	struct timespec ts;
 
@@ -54,7 +54,7 @@ uint64_t rec_boot_ticks(void)
 	return ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) / ns_per_tick();
 }
 
-void rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
+void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
 {
 	char path[64];
 	struct stat st;
@@ -68,13 +68,13 @@ void rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
 	*ino = st.st_ino;
 }
 
-void rec_note_loss(struct sonde_recorder *r)
+void sonde__rec_note_loss(struct sonde_recorder *r)
 {
 	r->sum.lifecycle_gaps++;
 	r->gaps_open++;
 }
 
-bool rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t ticks)
+bool sonde__rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t ticks)
 {
 	uint64_t fork_ticks = (uint64_t)((int64_t)fork_ns + r->boot_offset_ns) / ns_per_tick();
 
@@ -82,14 +82,14 @@ bool rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t
 	       ticks + FORK_START_SLACK_TICKS >= fork_ticks;
 }
 
-int rec_process_alive(struct sonde_recorder *r, struct rec_process *p)
+int sonde__rec_process_alive(struct sonde_recorder *r, struct rec_process *p)
 {
 	struct proc_stat st;
 	bool same;
 
 	if (p->exited)
 		return 0;
-	int err = proc_stat_read(p->pid, 0, &st);
+	int err = sonde__proc_stat_read(p->pid, 0, &st);
 	if (err && err != -ESRCH)
 		return err;
 	if (err || st.state == 'Z' || st.state == 'X') {
@@ -97,7 +97,7 @@ int rec_process_alive(struct sonde_recorder *r, struct rec_process *p)
 	} else if (p->start_time) {
 		same = st.start_time == p->start_time;
 	} else if (p->fork_time) {
-		same = rec_is_forked_at(r, p->fork_time, st.start_time);
+		same = sonde__rec_is_forked_at(r, p->fork_time, st.start_time);
 		if (same)
 			p->start_time = st.start_time;
 	} else {
@@ -115,37 +115,37 @@ int rec_process_alive(struct sonde_recorder *r, struct rec_process *p)
  * before the process was attached (anything later inherited the events). */
 static bool thread_needs_events(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
 {
-	struct rec_thread *t = rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
 	struct proc_stat st;
 
 	if (t && t->pid == p->pid && (t->own_events || t->announced))
 		return false;
-	if (proc_stat_read(p->pid, tid, &st) < 0 || st.state == 'Z' || st.state == 'X')
+	if (sonde__proc_stat_read(p->pid, tid, &st) < 0 || st.state == 'Z' || st.state == 'X')
 		return false;
 	return st.start_time <= p->attach_ticks;
 }
 
-int rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p)
+int sonde__rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p)
 {
 	pid_t *tids;
 	size_t n;
-	int opened = 0, err = proc_list_tasks(p->pid, &tids, &n);
+	int opened = 0, err = sonde__proc_list_tasks(p->pid, &tids, &n);
 
 	if (err)
 		return err;
 	for (size_t i = 0; i < n && err >= 0; i++) {
 		if (!thread_needs_events(r, p, tids[i]))
 			continue;
-		struct rec_thread *t = rec_thread_get(r, tids[i], true);
+		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], true);
 		if (!t) {
 			err = -ENOMEM;
 			break;
 		}
 		t->pid = p->pid;
 		t->defined = false;
-		if (proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
+		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
 			t->comm[0] = 0;
-		err = rec_open_thread_events(r, tids[i]);
+		err = sonde__rec_open_thread_events(r, tids[i]);
 		if (err == -ESRCH)
 			err = 0; /* it exited meanwhile */
 		else if (!err)
@@ -167,7 +167,7 @@ static bool is_anon(const char *path)
 static bool table_covers(const struct rec_modtable *t, const struct proc_map *pm, const char *path)
 {
 	for (uint64_t a = pm->start; a < pm->end;) {
-		const struct rec_module *m = modtable_find(t, a);
+		const struct rec_module *m = sonde__modtable_find(t, a);
 		if (!m)
 			return false;
 		bool anon = is_anon(path) && is_anon(m->path);
@@ -221,7 +221,7 @@ static int on_current_map(void *ctx, const struct proc_map *pm)
 			       .inode = pm->inode,
 			       .path = path};
 	c->r->sum.recovered_modules++;
-	return rec_add_mapping(c->r, p, c->time, &m, pm->dev_major, pm->dev_minor);
+	return sonde__rec_add_mapping(c->r, p, c->time, &m, pm->dev_major, pm->dev_minor);
 }
 
 static bool overlaps_any(const struct reconcile *c, uint64_t start, uint64_t end)
@@ -244,7 +244,7 @@ static int drop_stale(struct reconcile *c)
 			continue;
 		}
 		c->r->sum.stale_modules++;
-		int err = modtable_remove(t, t->m[i].start, t->m[i].end);
+		int err = sonde__modtable_remove(t, t->m[i].start, t->m[i].end);
 		if (err)
 			return err;
 	}
@@ -254,7 +254,7 @@ static int drop_stale(struct reconcile *c)
 static int reconcile_maps(struct sonde_recorder *r, size_t proc, uint64_t time)
 {
 	struct reconcile c = {.r = r, .proc = proc, .time = time};
-	int err = proc_maps_read(r->procs[proc].pid, on_current_map, &c);
+	int err = sonde__proc_maps_read(r->procs[proc].pid, on_current_map, &c);
 
 	if (!err)
 		err = drop_stale(&c);
@@ -268,14 +268,14 @@ static int reconcile_exe(struct sonde_recorder *r, struct rec_process *p, uint64
 	uint64_t dev, ino;
 	int err = 0;
 
-	rec_read_exe(p->pid, &dev, &ino);
+	sonde__rec_read_exe(p->pid, &dev, &ino);
 	if (!ino)
 		return 0;
 	if (p->exe_ino && (dev != p->exe_dev || ino != p->exe_ino)) {
 		r->sum.recovered_execs++;
-		err = rec_retire(r, p, time);
+		err = sonde__rec_retire(r, p, time);
 		if (!err)
-			err = rec_check_exec(r, p);
+			err = sonde__rec_check_exec(r, p);
 	}
 	p->exe_dev = dev;
 	p->exe_ino = ino;
@@ -287,18 +287,18 @@ static int reconcile_exe(struct sonde_recorder *r, struct rec_process *p, uint64
 /* Starts tracking child pid of a followed process, unless it is tracked already. */
 static int adopt_child(struct sonde_recorder *r, pid_t pid, uint64_t time)
 {
-	struct rec_process *c = rec_process_get(r, pid, false);
+	struct rec_process *c = sonde__rec_process_get(r, pid, false);
 	struct proc_stat st;
 
-	if (c && rec_process_alive(r, c) == 1)
+	if (c && sonde__rec_process_alive(r, c) == 1)
 		return 0;
-	if (proc_stat_read(pid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X')
+	if (sonde__proc_stat_read(pid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X')
 		return 0; /* gone already */
 	if (c) {
-		int err = rec_process_reset(r, c, time);
+		int err = sonde__rec_process_reset(r, c, time);
 		if (err)
 			return err;
-	} else if (!(c = rec_process_get(r, pid, true))) {
+	} else if (!(c = sonde__rec_process_get(r, pid, true))) {
 		return -ENOMEM;
 	}
 	c->start_time = st.start_time;
@@ -306,7 +306,7 @@ static int adopt_child(struct sonde_recorder *r, pid_t pid, uint64_t time)
 	int64_t start_ns = (int64_t)(st.start_time * ns_per_tick()) - r->boot_offset_ns;
 	start_ns -= (int64_t)ns_per_tick();
 	c->since = start_ns > 0 ? (uint64_t)start_ns : 0;
-	rec_read_exe(pid, &c->exe_dev, &c->exe_ino);
+	sonde__rec_read_exe(pid, &c->exe_dev, &c->exe_ino);
 	r->sum.recovered_processes++;
 	/* Its maps are read when the sweep reaches it (it was appended to the table). */
 	return 0;
@@ -316,7 +316,7 @@ static int discover_children(struct sonde_recorder *r, pid_t pid, uint64_t time)
 {
 	pid_t *kids;
 	size_t n;
-	int err = proc_list_children(pid, &kids, &n);
+	int err = sonde__proc_list_children(pid, &kids, &n);
 
 	if (err)
 		return err == -ESRCH ? 0 : err;
@@ -345,7 +345,7 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 		keep(&first, discover_children(r, r->procs[i].pid, time));
 	/* The table may have grown: index again. */
 	if (r->procs[i].attached) {
-		int n = rec_refresh_threads(r, &r->procs[i]);
+		int n = sonde__rec_refresh_threads(r, &r->procs[i]);
 		keep(&first, n < 0 ? n : 0);
 	}
 	return first;
@@ -353,14 +353,14 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 
 static int sweep(struct sonde_recorder *r)
 {
-	int first = rec_drain(r, true);
-	uint64_t gaps = r->gaps_open, time = rec_time(r, rec_now());
+	int first = sonde__rec_drain(r, true);
+	uint64_t gaps = r->gaps_open, time = sonde__rec_time(r, sonde__rec_now());
 
 	r->sum.recovery_sweeps++;
 	for (size_t i = 0; i < r->n_procs; i++) {
 		struct rec_process *p = &r->procs[i];
 		bool had_modules = p->has_spool_modules;
-		int alive = rec_process_alive(r, p);
+		int alive = sonde__rec_process_alive(r, p);
 		if (alive < 0) {
 			keep(&first, alive);
 			continue;
@@ -368,34 +368,34 @@ static int sweep(struct sonde_recorder *r)
 		if (!alive) {
 			/* Dead with its modules still live: its exit record was lost. */
 			r->sum.recovered_exits += had_modules;
-			keep(&first, rec_retire(r, p, time));
+			keep(&first, sonde__rec_retire(r, p, time));
 			continue;
 		}
 		keep(&first, reconcile_process(r, i, time));
 	}
-	r->last_sweep = rec_now();
+	r->last_sweep = sonde__rec_now();
 	if (first) {
 		sonde_warn("recovery sweep: %s", sonde_strerror(first));
-		return rec_error(r, first);
+		return sonde__rec_error(r, first);
 	}
 	r->gaps_open -= gaps;
 	r->sum.gaps_recovered += gaps;
 	return 0;
 }
 
-int rec_maybe_recover(struct sonde_recorder *r, bool force)
+int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force)
 {
 	if (force) {
 		/* Losses the kernel has not written a record about yet. */
-		uint64_t lost = rec_read_lost_counters(r);
+		uint64_t lost = sonde__rec_read_lost_counters(r);
 		if (lost > r->lost_counted) {
 			r->lost_counted = lost;
-			rec_note_loss(r);
+			sonde__rec_note_loss(r);
 		}
 	}
 	if (!r->gaps_open)
 		return 0;
-	if (!force && rec_now() - r->last_sweep < SWEEP_INTERVAL_NS)
+	if (!force && sonde__rec_now() - r->last_sweep < SWEEP_INTERVAL_NS)
 		return 0;
 	return sweep(r);
 }

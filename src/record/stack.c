@@ -13,7 +13,7 @@ struct find_ctx {
 static bool find_module(void *vctx, uint64_t pc, struct unwind_module *out)
 {
 	struct find_ctx *c = vctx;
-	const struct rec_module *m = modtable_find(c->mods, pc);
+	const struct rec_module *m = sonde__modtable_find(c->mods, pc);
 
 	if (!m)
 		return false;
@@ -28,7 +28,7 @@ static bool find_module(void *vctx, uint64_t pc, struct unwind_module *out)
 					    .vdso = (m->flags & SONDE_MODULE_VDSO) != 0};
 		/* without a cache (frame pointers only) no module has CFI: the unwinder
 		 * walks frame pointers through every frame */
-		if (!c->cache || !unwind_cache_lookup(c->cache, &um, &c->last_mod))
+		if (!c->cache || !sonde__unwind_cache_lookup(c->cache, &um, &c->last_mod))
 			c->last_mod.table = NULL;
 		c->last = m;
 	}
@@ -36,7 +36,7 @@ static bool find_module(void *vctx, uint64_t pc, struct unwind_module *out)
 	return true;
 }
 
-size_t record_unwind(const struct unwind_regs *regs, const struct unwind_stack *stack,
+size_t sonde__record_unwind(const struct unwind_regs *regs, const struct unwind_stack *stack,
 		     const struct rec_modtable *mods, struct unwind_cache *cache, pid_t pid,
 		     struct unwind_stats *stats, struct sonde_spool_frame *frames, size_t max,
 		     enum unwind_end *end)
@@ -47,10 +47,10 @@ size_t record_unwind(const struct unwind_regs *regs, const struct unwind_stack *
 
 	if (max > UNWIND_MAX_FRAMES)
 		max = UNWIND_MAX_FRAMES;
-	*end = unwind_dwarf(regs, stack, find_module, &ctx, pcs, max, &n, stats);
+	*end = sonde__unwind_dwarf(regs, stack, find_module, &ctx, pcs, max, &n, stats);
 	for (size_t i = 0; i < n; i++) {
 		/* Callers hold return address - 1: still inside the call's module. */
-		const struct rec_module *m = modtable_find(mods, pcs[i]);
+		const struct rec_module *m = sonde__modtable_find(mods, pcs[i]);
 		if (m) {
 			frames[i].module = m->id;
 			frames[i].addr = pcs[i] - m->start + m->pgoff;

@@ -21,7 +21,7 @@
  * address minus one), each translated to (module id, file offset) when a module of mods
  * covers it, else (0, raw address). Counts CFI and fallback steps into stats. Returns the
  * number of frames and sets *end. */
-size_t record_unwind(const struct unwind_regs *regs, const struct unwind_stack *stack,
+size_t sonde__record_unwind(const struct unwind_regs *regs, const struct unwind_stack *stack,
 		     const struct rec_modtable *mods, struct unwind_cache *cache, pid_t pid,
 		     struct unwind_stats *stats, struct sonde_spool_frame *frames, size_t max,
 		     enum unwind_end *end);

@@ -18,7 +18,7 @@
 #include "record/stack.h"
 #include "symbol/elfimg.h"
 
-struct rec_process *rec_process_get(struct sonde_recorder *r, pid_t pid, bool create)
+struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, bool create)
 {
 	for (size_t i = 0; i < r->n_procs; i++)
 		if (r->procs[i].pid == pid)
@@ -67,7 +67,7 @@ static int threads_grow(struct sonde_recorder *r)
 	return 0;
 }
 
-struct rec_thread *rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create)
+struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create)
 {
 	if (r->cap_threads) {
 		for (size_t s = slot_of(r, tid);; s = (s + 1) & (r->cap_threads - 1)) {
@@ -93,7 +93,7 @@ struct rec_thread *rec_thread_get(struct sonde_recorder *r, pid_t tid, bool crea
 
 static void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
 {
-	struct rec_thread *t = rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
 
 	if (!t)
 		return;
@@ -121,20 +121,20 @@ static void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
  * makes sure a path that now names another file is not used. A descriptor or -1. */
 static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct rec_module *m)
 {
-	struct regfile_rules rules = elfimg_rules(true, &r->refused);
+	struct regfile_rules rules = sonde__elfimg_rules(true, &r->refused);
 	char path[64];
 	struct stat st;
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
 		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = regfile_open(path, &rules, &st);
+	fd = sonde__regfile_open(path, &rules, &st);
 	if (fd >= 0 && st.st_ino == m->inode)
 		return fd;
 	if (fd >= 0)
 		close(fd);
 	rules.follow = false;
-	fd = regfile_open(m->path, &rules, &st);
+	fd = sonde__regfile_open(m->path, &rules, &st);
 	if (fd >= 0 && st.st_ino == m->inode)
 		return fd;
 	if (fd >= 0)
@@ -165,9 +165,9 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 
 	int fd = open_mapped_file(r, pid, m);
 	if (fd >= 0) {
-		int n = read_build_id(fd, b->id, sizeof(b->id));
+		int n = sonde__read_build_id(fd, b->id, sizeof(b->id));
 		b->len = n > 0 ? (uint8_t)n : 0;
-		rec_image_hold(r, b, fd, m->path);
+		sonde__rec_image_hold(r, b, fd, m->path);
 	}
 	return b;
 }
@@ -187,7 +187,7 @@ static uint32_t mapping_flags(const char *path, size_t *path_len)
 	return SONDE_MODULE_EXEC;
 }
 
-int rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
+int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
 		    const struct rec_module *m, uint32_t maj, uint32_t min)
 {
 	struct rec_module mod = *m;
@@ -212,12 +212,12 @@ int rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t ti
 		.build_id_len = b ? b->len : 0,
 		.path = mod.path,
 	};
-	int err = sonde_spool_add_module(r->spool, rec_time(r, time), &def, &mod.id);
+	int err = sonde_spool_add_module(r->spool, sonde__rec_time(r, time), &def, &mod.id);
 	if (err)
-		return rec_error(r, err);
+		return sonde__rec_error(r, err);
 	p->has_spool_modules = true;
-	err = modtable_insert(&p->mods, &mod);
-	return err ? rec_error(r, err) : 0;
+	err = sonde__modtable_insert(&p->mods, &mod);
+	return err ? sonde__rec_error(r, err) : 0;
 }
 
 struct maps_ctx {
@@ -239,34 +239,34 @@ static int on_map(void *ctx, const struct proc_map *pm)
 			       .pgoff = pm->pgoff,
 			       .inode = pm->inode,
 			       .path = path};
-	return rec_add_mapping(c->r, c->p, c->time, &m, pm->dev_major, pm->dev_minor);
+	return sonde__rec_add_mapping(c->r, c->p, c->time, &m, pm->dev_major, pm->dev_minor);
 }
 
-int rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
+int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
 {
 	struct maps_ctx c = {r, p, time};
 
-	return proc_maps_read(p->pid, on_map, &c);
+	return sonde__proc_maps_read(p->pid, on_map, &c);
 }
 
-int rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
+int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
 {
 	int err = 0;
 
 	if (p->has_spool_modules)
-		err = sonde_spool_retire_process(r->spool, rec_time(r, time), (uint32_t)p->pid);
+		err = sonde_spool_retire_process(r->spool, sonde__rec_time(r, time), (uint32_t)p->pid);
 	p->has_spool_modules = false;
-	modtable_clear(&p->mods);
-	return err ? rec_error(r, err) : 0;
+	sonde__modtable_clear(&p->mods);
+	return err ? sonde__rec_error(r, err) : 0;
 }
 
 /* The spool id of a thread, defining it on first use (and after a rename). */
 static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid, uint32_t *id)
 {
-	struct rec_thread *t = rec_thread_get(r, tid, true);
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, true);
 
 	if (!t)
-		return rec_error(r, -ENOMEM);
+		return sonde__rec_error(r, -ENOMEM);
 	if (t->defined && t->pid == pid) {
 		*id = t->spool_id;
 		return 0;
@@ -276,12 +276,12 @@ static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t t
 		t->pid = pid;
 		t->comm[0] = 0;
 	}
-	if (!t->comm[0] && proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
+	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
-	int err = sonde_spool_add_thread(r->spool, rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
+	int err = sonde_spool_add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
 					 t->comm, &t->spool_id);
 	if (err)
-		return rec_error(r, err);
+		return sonde__rec_error(r, err);
 	t->defined = true;
 	*id = t->spool_id;
 	return 0;
@@ -301,10 +301,10 @@ static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 			.pgoff = REC_KERNEL_START,
 			.path = path,
 		};
-		int err = sonde_spool_add_module(r->spool, rec_time(r, time), &def,
+		int err = sonde_spool_add_module(r->spool, sonde__rec_time(r, time), &def,
 						 &r->kernel_module);
 		if (err)
-			return rec_error(r, err);
+			return sonde__rec_error(r, err);
 	}
 	*id = r->kernel_module;
 	return 0;
@@ -350,7 +350,7 @@ static struct rec_process *sample_process(struct sonde_recorder *r, const struct
 		r->sum.idle_samples++;
 		return NULL;
 	}
-	struct rec_process *p = rec_process_get(r, (pid_t)rec->pid, r->follow_children);
+	struct rec_process *p = sonde__rec_process_get(r, (pid_t)rec->pid, r->follow_children);
 	if (!p || rec->time < p->since) {
 		/* Not recorded, or of an earlier process with this pid, retired already. */
 		r->sum.unfollowed_samples++;
@@ -375,7 +375,7 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 		return err;
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP]};
-		n = record_unwind(&s->regs, &st, &p->mods,
+		n = sonde__record_unwind(&s->regs, &st, &p->mods,
 				  r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
 				  &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
@@ -393,10 +393,10 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	err = thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
 	if (err)
 		return err;
-	err = sonde_spool_add_sample(r->spool, rec_time(r, rec->time), tid_id, r->frames, n + nk,
+	err = sonde_spool_add_sample(r->spool, sonde__rec_time(r, rec->time), tid_id, r->frames, n + nk,
 				     flags);
 	if (err)
-		return rec_error(r, err);
+		return sonde__rec_error(r, err);
 	r->sum.samples_written++;
 	return 0;
 }
@@ -407,9 +407,9 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 
 	if (!(m->prot & PROT_EXEC) || !m->filename || m->addr + m->len < m->addr)
 		return 0;
-	struct rec_process *p = rec_process_get(r, (pid_t)m->pid, true);
+	struct rec_process *p = sonde__rec_process_get(r, (pid_t)m->pid, true);
 	if (!p)
-		return rec_error(r, -ENOMEM);
+		return sonde__rec_error(r, -ENOMEM);
 	if (rec->time < p->since)
 		return 0; /* of an earlier process with this pid */
 	struct rec_module mod = {.start = m->addr,
@@ -417,39 +417,39 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 				 .pgoff = m->pgoff,
 				 .inode = m->has_build_id ? 0 : m->ino,
 				 .path = m->filename};
-	return rec_add_mapping(r, p, rec->time, &mod, m->maj, m->min);
+	return sonde__rec_add_mapping(r, p, rec->time, &mod, m->maj, m->min);
 }
 
 static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_comm *c = &rec->comm;
-	struct rec_thread *t = rec_thread_get(r, (pid_t)c->tid, true);
+	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)c->tid, true);
 
 	if (!t)
-		return rec_error(r, -ENOMEM);
+		return sonde__rec_error(r, -ENOMEM);
 	if (rec->time < t->since)
 		return 0; /* of an earlier thread with this tid */
 	/* A new name is a new spool thread from the next sample on. */
 	snprintf(t->comm, sizeof(t->comm), "%s", c->comm ? c->comm : "");
 	t->defined = false;
 	if (c->exec) {
-		rec_exec_seen(r, (pid_t)c->pid);
-		struct rec_process *p = rec_process_get(r, (pid_t)c->pid, true);
+		sonde__rec_exec_seen(r, (pid_t)c->pid);
+		struct rec_process *p = sonde__rec_process_get(r, (pid_t)c->pid, true);
 		if (!p)
-			return rec_error(r, -ENOMEM);
+			return sonde__rec_error(r, -ENOMEM);
 		if (rec->time < p->since)
 			return 0;
 		/* Another executable from now on: the next sweep learns which. */
 		p->exe_dev = p->exe_ino = 0;
-		int err = rec_retire(r, p, rec->time);
-		return err ? err : rec_check_exec(r, p);
+		int err = sonde__rec_retire(r, p, rec->time);
+		return err ? err : sonde__rec_check_exec(r, p);
 	}
 	return 0;
 }
 
-int rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
+int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time)
 {
-	int err = rec_retire(r, p, time);
+	int err = sonde__rec_retire(r, p, time);
 
 	/* Threads of the old process whose exit went unseen: their names and spool
 	 * definitions must not carry over to threads of the new one. */
@@ -483,11 +483,11 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	 * the parent's, and nothing of theirs is tracked. */
 	if (new_process && !r->follow_children)
 		return 0;
-	struct rec_thread *t = rec_thread_get(r, (pid_t)f->tid, true);
+	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
 	if (!t)
-		return rec_error(r, -ENOMEM);
+		return sonde__rec_error(r, -ENOMEM);
 	/* Looked up after the insertion, which may have moved the table. */
-	struct rec_thread *parent = rec_thread_get(r, (pid_t)f->ptid, false);
+	struct rec_thread *parent = sonde__rec_thread_get(r, (pid_t)f->ptid, false);
 	t->pid = (pid_t)f->pid;
 	t->defined = false;
 	t->announced = true;
@@ -500,29 +500,29 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	/* A new process: it starts with a copy of its parent's mappings. A record of the same
 	 * pid is an earlier process whose exit went unseen (lost): it must not lend its
 	 * modules to this one. */
-	struct rec_process *child = rec_process_get(r, (pid_t)f->pid, false);
+	struct rec_process *child = sonde__rec_process_get(r, (pid_t)f->pid, false);
 	if (child && !child->exited && child->start_time &&
-	    rec_is_forked_at(r, rec->time, child->start_time)) {
+	    sonde__rec_is_forked_at(r, rec->time, child->start_time)) {
 		/* A recovery sweep found it before this record was processed. */
 		child->fork_time = rec->time;
 		return 0;
 	}
 	if (child) {
-		int err = rec_process_reset(r, child, rec->time);
+		int err = sonde__rec_process_reset(r, child, rec->time);
 		if (err)
 			return err;
-	} else if (!(child = rec_process_get(r, (pid_t)f->pid, true))) {
-		return rec_error(r, -ENOMEM);
+	} else if (!(child = sonde__rec_process_get(r, (pid_t)f->pid, true))) {
+		return sonde__rec_error(r, -ENOMEM);
 	}
 	child->fork_time = rec->time;
 	child->since = rec->time;
-	struct rec_process *pp = rec_process_get(r, (pid_t)f->ppid, false);
+	struct rec_process *pp = sonde__rec_process_get(r, (pid_t)f->ppid, false);
 	if (!pp)
 		return 0;
 	child->exe_dev = pp->exe_dev;
 	child->exe_ino = pp->exe_ino;
 	for (size_t i = 0; i < pp->mods.n; i++) {
-		int err = rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
+		int err = sonde__rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
 					  major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
 		if (err)
 			return err;
@@ -533,25 +533,25 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_task *e = &rec->task;
-	struct rec_thread *t = rec_thread_get(r, (pid_t)e->tid, false);
+	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)e->tid, false);
 
 	/* The exit of an earlier thread or process with this id, processed after the id was
 	 * reused (and attached again): it ends nothing of the new one. */
 	if (t && rec->time < t->since)
 		return 0;
-	rec_close_thread_events(r, (pid_t)e->tid);
+	sonde__rec_close_thread_events(r, (pid_t)e->tid);
 	rec_thread_remove(r, (pid_t)e->tid);
 	if (e->pid != e->tid)
 		return 0;
-	struct rec_process *p = rec_process_get(r, (pid_t)e->pid, false);
+	struct rec_process *p = sonde__rec_process_get(r, (pid_t)e->pid, false);
 	if (!p || rec->time < p->since)
 		return 0;
 	/* Retiring is idempotent: a liveness check may have marked it exited already. */
 	p->exited = true;
-	return rec_retire(r, p, rec->time);
+	return sonde__rec_retire(r, p, rec->time);
 }
 
-int rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec)
+int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	switch (rec->type) {
 	case PERF_RECORD_SAMPLE:
@@ -566,23 +566,23 @@ int rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec)
 		return on_exit_rec(r, rec);
 	case PERF_RECORD_LOST:
 		r->sum.lost_events += rec->lost.lost;
-		rec_note_loss(r);
+		sonde__rec_note_loss(r);
 		return 0;
 	case PERF_RECORD_LOST_SAMPLES:
 		r->sum.lost_samples += rec->lost.lost;
-		rec_note_loss(r);
+		sonde__rec_note_loss(r);
 		return 0;
 	default:
 		return 0;
 	}
 }
 
-void rec_track_free(struct sonde_recorder *r)
+void sonde__rec_track_free(struct sonde_recorder *r)
 {
 	for (size_t i = 0; i < r->n_procs; i++)
-		modtable_free(&r->procs[i].mods);
+		sonde__modtable_free(&r->procs[i].mods);
 	free(r->procs);
 	free(r->threads);
-	rec_images_free(r);
+	sonde__rec_images_free(r);
 	free(r->build_ids);
 }

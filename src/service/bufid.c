@@ -11,13 +11,13 @@
 
 #include "service/internal.h"
 
-int bufid_alloc(struct svc *s, struct tbuf *tb, uint16_t *out)
+int sonde__bufid_alloc(struct svc *s, struct tbuf *tb, uint16_t *out)
 {
 	uint32_t id = s->last_buf_id;
 
 	for (uint32_t tries = 0; tries < SVC_MAX_BUFFER_ID; tries++) {
 		id = id >= SVC_MAX_BUFFER_ID ? 1 : id + 1;
-		if (u64map_get(&s->buf_by_id, id))
+		if (sonde__u64map_get(&s->buf_by_id, id))
 			continue;
 		if (u64map_put_ptr(&s->buf_by_id, id, tb) < 0)
 			return -ENOMEM;
@@ -28,33 +28,33 @@ int bufid_alloc(struct svc *s, struct tbuf *tb, uint16_t *out)
 	return -ENOSPC;
 }
 
-struct tbuf *bufid_get(const struct svc *s, uint64_t id)
+struct tbuf *sonde__bufid_get(const struct svc *s, uint64_t id)
 {
 	if (id == 0 || id > SVC_MAX_BUFFER_ID)
 		return NULL;
 	return u64map_get_ptr(&s->buf_by_id, id);
 }
 
-void bufid_release(struct svc *s, uint16_t id)
+void sonde__bufid_release(struct svc *s, uint16_t id)
 {
-	u64map_del(&s->buf_by_id, id);
+	sonde__u64map_del(&s->buf_by_id, id);
 }
 
-size_t bufid_count(const struct svc *s)
+size_t sonde__bufid_count(const struct svc *s)
 {
 	return u64map_count(&s->buf_by_id);
 }
 
-struct tbuf *bufid_next(const struct svc *s, size_t *pos)
+struct tbuf *sonde__bufid_next(const struct svc *s, size_t *pos)
 {
 	uint64_t key, val;
 
-	if (!u64map_next(&s->buf_by_id, pos, &key, &val))
+	if (!sonde__u64map_next(&s->buf_by_id, pos, &key, &val))
 		return NULL;
 	return (struct tbuf *)(uintptr_t)val;
 }
 
-void bufid_free(struct svc *s)
+void sonde__bufid_free(struct svc *s)
 {
-	u64map_free(&s->buf_by_id);
+	sonde__u64map_free(&s->buf_by_id);
 }

@@ -19,29 +19,29 @@
 #include "ipc/protos.h"
 #include "service/internal.h"
 
-void clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
+void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
 		       const struct conn *producer, uint64_t now_ns, uint32_t delay_ms)
 {
-	struct conn *c = svc_conn(s, ss->conn_id);
+	struct conn *c = sonde__svc_conn(s, ss->conn_id);
 	struct buf b = BUF_INIT;
 
 	if (!c || !(c->k.observe_mask & PF_OBSERVABLE_CLONE_TRIGGER_HIT))
 		return;
-	size_t m = pb_begin(&b, PF_OBSERVE_EVENTS_RESP_EVENTS);
-	size_t h = pb_begin(&b, PF_OBSERVABLE_EVENTS_CLONE_TRIGGER_HIT);
-	pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_TRACING_SESSION_ID, ss->id);
-	pb_put_string(&b, PF_CLONE_TRIGGER_HIT_TRIGGER_NAME, name);
-	pb_put_string(&b, PF_CLONE_TRIGGER_HIT_PRODUCER_NAME, producer->p.name);
-	pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_PRODUCER_UID, producer->ch.peer_uid);
-	pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_BOOT_TIME_NS, now_ns);
-	pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_TRIGGER_DELAY_MS, delay_ms);
-	pb_end(&b, h);
-	pb_end(&b, m);
+	size_t m = sonde__pb_begin(&b, PF_OBSERVE_EVENTS_RESP_EVENTS);
+	size_t h = sonde__pb_begin(&b, PF_OBSERVABLE_EVENTS_CLONE_TRIGGER_HIT);
+	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_TRACING_SESSION_ID, ss->id);
+	sonde__pb_put_string(&b, PF_CLONE_TRIGGER_HIT_TRIGGER_NAME, name);
+	sonde__pb_put_string(&b, PF_CLONE_TRIGGER_HIT_PRODUCER_NAME, producer->p.name);
+	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_PRODUCER_UID, producer->ch.peer_uid);
+	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_BOOT_TIME_NS, now_ns);
+	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_TRIGGER_DELAY_MS, delay_ms);
+	sonde__pb_end(&b, h);
+	sonde__pb_end(&b, m);
 	if (buf_error(&b) == 0) {
-		svc_send_reply(c, c->k.observe_req, true, true, b.data, b.len, -1);
-		svc_conn_update_events(s, c);
+		sonde__svc_send_reply(c, c->k.observe_req, true, true, b.data, b.len, -1);
+		sonde__svc_conn_update_events(s, c);
 	}
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 static bool may_clone(const struct conn *caller, const struct session *src)
@@ -59,25 +59,25 @@ static void reply_clone(struct svc *s, struct conn *c, uint64_t req, const char 
 
 	if (!req)
 		return; /* drop_reply */
-	pb_put_bool(&b, PF_CLONE_SESSION_RESP_SUCCESS, !err);
+	sonde__pb_put_bool(&b, PF_CLONE_SESSION_RESP_SUCCESS, !err);
 	if (err) {
 		sonde_info("CloneSession refused: %s", err);
-		pb_put_string(&b, PF_CLONE_SESSION_RESP_ERROR, err);
+		sonde__pb_put_string(&b, PF_CLONE_SESSION_RESP_ERROR, err);
 	} else {
 		/* the clone is a new trace: a new random (v4-style) uuid */
 		if (getrandom(uuid, sizeof(uuid), GRND_NONBLOCK) != sizeof(uuid)) {
-			uuid[0] = svc_boottime_ns();
+			uuid[0] = sonde__svc_boottime_ns();
 			uuid[1] = clone_id;
 		}
 		uuid[0] = (uuid[0] & ~0xF000ull) | 0x4000ull;
 		uuid[1] = (uuid[1] & ~(3ull << 62)) | (2ull << 62);
-		pb_put_varint(&b, PF_CLONE_SESSION_RESP_UUID_MSB, uuid[0]);
-		pb_put_varint(&b, PF_CLONE_SESSION_RESP_UUID_LSB, uuid[1]);
-		pb_put_bool(&b, PF_CLONE_SESSION_RESP_WAS_WRITE_INTO_FILE, was_write_into_file);
+		sonde__pb_put_varint(&b, PF_CLONE_SESSION_RESP_UUID_MSB, uuid[0]);
+		sonde__pb_put_varint(&b, PF_CLONE_SESSION_RESP_UUID_LSB, uuid[1]);
+		sonde__pb_put_bool(&b, PF_CLONE_SESSION_RESP_WAS_WRITE_INTO_FILE, was_write_into_file);
 	}
-	svc_send_reply(c, req, true, false, b.data, b.len, -1);
-	svc_conn_update_events(s, c);
-	buf_free(&b);
+	sonde__svc_send_reply(c, req, true, false, b.data, b.len, -1);
+	sonde__svc_conn_update_events(s, c);
+	sonde__buf_free(&b);
 }
 
 static int copy_buffers(struct svc *s, struct session *ss, const struct session *src)
@@ -89,12 +89,12 @@ static int copy_buffers(struct svc *s, struct session *ss, const struct session 
 	for (size_t i = 0; i < src->nbufs; i++) {
 		uint16_t id;
 		struct tbuf *tb = calloc(1, sizeof(*tb));
-		if (!tb || tbuf_clone(tb, src->bufs[i]) < 0) {
+		if (!tb || sonde__tbuf_clone(tb, src->bufs[i]) < 0) {
 			free(tb);
 			return -ENOMEM;
 		}
-		if (bufid_alloc(s, tb, &id) < 0) {
-			tbuf_free(tb);
+		if (sonde__bufid_alloc(s, tb, &id) < 0) {
+			sonde__tbuf_free(tb);
 			free(tb);
 			return -ENOMEM;
 		}
@@ -136,7 +136,7 @@ static struct session *new_clone(struct svc *s, struct conn *c, const struct ses
 /* The source was flushed: copy it into a new session of consumer c. */
 static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_t req)
 {
-	struct session *src = svc_session(s, src_id), *ss, **v;
+	struct session *src = sonde__svc_session(s, src_id), *ss, **v;
 	uint64_t *cfg = NULL;
 	const char *err = NULL;
 
@@ -144,7 +144,7 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 		reply_clone(s, c, req, "the session ended before it could be cloned", false, 0);
 		return;
 	}
-	if (svc_session(s, c->k.session_id)) {
+	if (sonde__svc_session(s, c->k.session_id)) {
 		reply_clone(s, c, req, "this consumer already has a tracing session", false, 0);
 		return;
 	}
@@ -163,27 +163,27 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 	s->sessions = v;
 	for (size_t i = 0; i < src->nbufs; i++)
 		cfg[2 * i] = src->bufs[i]->size / 1024;
-	err = sec_check_session(s, ss, cfg, src->nbufs);
+	err = sonde__sec_check_session(s, ss, cfg, src->nbufs);
 	free(cfg);
-	s->sessions[s->nsessions++] = ss; /* so that session_free finds it */
+	s->sessions[s->nsessions++] = ss; /* so that sonde__session_free finds it */
 	if (!err && copy_buffers(s, ss, src) < 0)
 		err = "cannot allocate the cloned buffers";
 	if (err) {
-		session_free(s, ss);
+		sonde__session_free(s, ss);
 		reply_clone(s, c, req, err, false, 0);
 		return;
 	}
 	/* triggers recorded but not read yet go with the snapshot */
-	buf_append(&ss->trig.pkts, src->trig.pkts.data, src->trig.pkts.len);
-	svcpkt_clock_snapshot(s, ss);
-	svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_DISABLED);
+	sonde__buf_append(&ss->trig.pkts, src->trig.pkts.data, src->trig.pkts.len);
+	sonde__svcpkt_clock_snapshot(s, ss);
+	sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_DISABLED);
 	c->k.session_id = ss->id;
 	sonde_info("session %llu cloned into session %llu (%zu buffers)",
 		   (unsigned long long)src->id, (unsigned long long)ss->id, ss->nbufs);
 	reply_clone(s, c, req, NULL, src->write_into_file, ss->id);
 }
 
-void clone_flush_done(struct svc *s, uint64_t flush_id)
+void sonde__clone_flush_done(struct svc *s, uint64_t flush_id)
 {
 	for (size_t i = 0; i < s->nconns; i++) {
 		struct conn *c = s->conns[i];
@@ -199,7 +199,7 @@ void clone_flush_done(struct svc *s, uint64_t flush_id)
 static struct session *find_source(struct svc *s, uint64_t id, const char *name)
 {
 	if (id)
-		return svc_session(s, id);
+		return sonde__svc_session(s, id);
 	for (size_t i = 0; name && i < s->nsessions; i++)
 		if (s->sessions[i]->unique_name && !strcmp(s->sessions[i]->unique_name, name))
 			return s->sessions[i];
@@ -214,7 +214,7 @@ static bool flush_pending(const struct svc *s, uint64_t id)
 	return false;
 }
 
-int clone_session(struct svc *s, struct req *r)
+int sonde__clone_session(struct svc *s, struct req *r)
 {
 	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
 	struct conn *c = r->c;
@@ -223,7 +223,7 @@ int clone_session(struct svc *s, struct req *r)
 	struct pb_field f;
 	struct session *src;
 
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		if (f.num == PF_CLONE_SESSION_REQ_SESSION_ID && f.wire == PB_VARINT)
 			id = f.u;
 		else if (f.num == PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME && f.wire == PB_LEN)
@@ -231,7 +231,7 @@ int clone_session(struct svc *s, struct req *r)
 	}
 	if (c->k.clone_pending)
 		return -SONDE_E_STATE;
-	if (svc_session(s, c->k.session_id)) {
+	if (sonde__svc_session(s, c->k.session_id)) {
 		reply_clone(s, c, req, "this consumer already has a tracing session", false, 0);
 		return 0;
 	}
@@ -248,7 +248,7 @@ int clone_session(struct svc *s, struct req *r)
 			    false, 0);
 		return 0;
 	}
-	uint64_t fl = session_flush(s, src, 0, 0, 0, false);
+	uint64_t fl = sonde__session_flush(s, src, 0, 0, 0, false);
 	if (fl && flush_pending(s, fl)) {
 		c->k.clone_pending = true;
 		c->k.clone_flush = fl;
@@ -278,24 +278,24 @@ static const char *state_name(const struct session *ss)
 	}
 }
 
-void clone_put_sessions(struct svc *s, const struct conn *caller, struct buf *b)
+void sonde__clone_put_sessions(struct svc *s, const struct conn *caller, struct buf *b)
 {
 	for (size_t i = 0; i < s->nsessions; i++) {
 		const struct session *ss = s->sessions[i];
 		if (!may_clone(caller, ss))
 			continue;
-		size_t m = pb_begin(b, PF_TSS_TRACING_SESSIONS);
-		pb_put_varint(b, PF_TSS_SESSION_ID, ss->id);
-		pb_put_varint(b, PF_TSS_SESSION_CONSUMER_UID, (uint64_t)(int64_t)ss->consumer_uid);
-		pb_put_string(b, PF_TSS_SESSION_STATE, state_name(ss));
+		size_t m = sonde__pb_begin(b, PF_TSS_TRACING_SESSIONS);
+		sonde__pb_put_varint(b, PF_TSS_SESSION_ID, ss->id);
+		sonde__pb_put_varint(b, PF_TSS_SESSION_CONSUMER_UID, (uint64_t)(int64_t)ss->consumer_uid);
+		sonde__pb_put_string(b, PF_TSS_SESSION_STATE, state_name(ss));
 		if (ss->unique_name)
-			pb_put_string(b, PF_TSS_SESSION_UNIQUE_SESSION_NAME, ss->unique_name);
+			sonde__pb_put_string(b, PF_TSS_SESSION_UNIQUE_SESSION_NAME, ss->unique_name);
 		for (size_t k = 0; k < ss->nbufs; k++)
-			pb_put_varint(b, PF_TSS_SESSION_BUFFER_SIZE_KB, ss->bufs[k]->size / 1024);
-		pb_put_varint(b, PF_TSS_SESSION_DURATION_MS, ss->duration_ms);
-		pb_put_varint(b, PF_TSS_SESSION_NUM_DATA_SOURCES, ss->nds);
-		pb_put_bool(b, PF_TSS_SESSION_IS_STARTED, ss->state != SESS_CONFIGURED);
-		pb_end(b, m);
+			sonde__pb_put_varint(b, PF_TSS_SESSION_BUFFER_SIZE_KB, ss->bufs[k]->size / 1024);
+		sonde__pb_put_varint(b, PF_TSS_SESSION_DURATION_MS, ss->duration_ms);
+		sonde__pb_put_varint(b, PF_TSS_SESSION_NUM_DATA_SOURCES, ss->nds);
+		sonde__pb_put_bool(b, PF_TSS_SESSION_IS_STARTED, ss->state != SESS_CONFIGURED);
+		sonde__pb_end(b, m);
 	}
-	pb_put_bool(b, PF_TSS_SUPPORTS_TRACING_SESSIONS, true);
+	sonde__pb_put_bool(b, PF_TSS_SUPPORTS_TRACING_SESSIONS, true);
 }

@@ -40,7 +40,7 @@ struct cx_client {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
-	bool caps_known; /* its capabilities, read at accept (sec_peer_caps) */
+	bool caps_known; /* its capabilities, read at accept (sonde__sec_peer_caps) */
 	uint64_t cap_eff;
 };
 
@@ -160,7 +160,7 @@ static int buffer_geometry(struct svc *s, struct cx_ctx *x, const struct cx_requ
 
 static int check_buffer(struct svc *s, struct cx_ctx *x, int fd, size_t page, size_t *size)
 {
-	int rc = sec_check_smb(s, fd, page, size);
+	int rc = sonde__sec_check_smb(s, fd, page, size);
 
 	switch (rc) {
 	case 0:
@@ -216,9 +216,9 @@ static int connect_one(struct svc *s, struct cx_ctx *x, const struct cx_client *
 		return rc;
 	if (q->buffer == CX_BUFFER_PROVIDED && (rc = check_buffer(s, x, fds[1], page, &size)) < 0)
 		return rc;
-	if (!sec_admit_conn(s, uid))
+	if (!sonde__sec_admit_conn(s, uid))
 		return status(x, EUSERS, "too many connections for uid %u", (unsigned)uid);
-	struct conn *c = svc_add_conn(s, fds[0], q->kind == CX_KIND_PRODUCER);
+	struct conn *c = sonde__svc_add_conn(s, fds[0], q->kind == CX_KIND_PRODUCER);
 	fds[0] = -1; /* taken, even on failure */
 	if (!c)
 		return status(x, ENOMEM, "cannot add the connection");
@@ -227,13 +227,13 @@ static int connect_one(struct svc *s, struct cx_ctx *x, const struct cx_client *
 	c->peer_gid = gid;
 	/* The supervisor's capabilities go with its own identity only: a granted uid or gid
 	 * is an ordinary user's (and the socket's creator, whose capabilities
-	 * svc_add_conn read, proves nothing). */
+	 * sonde__svc_add_conn read, proves nothing). */
 	bool own = uid == cl->uid && gid == cl->gid;
 	c->caps_known = own && cl->caps_known;
 	c->cap_eff = own ? cl->cap_eff : 0;
 	if (q->buffer != CX_BUFFER_NONE) {
 		bool create = q->buffer == CX_BUFFER_FROM_SERVICE;
-		rc = producer_preassign_smb(c, create ? -1 : fds[1], size, page, create);
+		rc = sonde__producer_preassign_smb(c, create ? -1 : fds[1], size, page, create);
 		if (rc < 0) {
 			c->dead = true;
 			return status(x, -rc, "cannot map the buffer: %s", sonde_strerror(rc));
@@ -254,12 +254,12 @@ static void send_reply(struct cx_client *cl, struct cx_ctx *x, bool *dead)
 {
 	struct buf b = BUF_INIT;
 
-	cx_reply_encode(&x->rep, &b);
+	sonde__cx_reply_encode(&x->rep, &b);
 	/* a supervisor that does not read its replies is dropped rather than waited for */
-	if (buf_error(&b) < 0 || ipc_fdpass_send(cl->fd, b.data, b.len, &x->reply_fd,
+	if (buf_error(&b) < 0 || sonde__ipc_fdpass_send(cl->fd, b.data, b.len, &x->reply_fd,
 						 x->reply_fd >= 0, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		*dead = true;
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 static void handle(struct svc *s, struct cx_client *cl, const uint8_t *msg, size_t len, int flags,
@@ -272,7 +272,7 @@ static void handle(struct svc *s, struct cx_client *cl, const uint8_t *msg, size
 		status(&x, EMSGSIZE, "request over %d bytes", CX_MAX_MSG);
 	else if (flags & MSG_CTRUNC)
 		status(&x, EBADF, "ancillary data truncated");
-	else if (cx_request_decode(msg, len, &q) < 0)
+	else if (sonde__cx_request_decode(msg, len, &q) < 0)
 		status(&x, EPROTO, "malformed request");
 	else {
 		x.rep.id = q.id;
@@ -292,14 +292,14 @@ static int read_one(struct svc *s, struct cx_client *cl)
 	struct ipc_fds in;
 	bool dead = false;
 	int mflags;
-	ssize_t n = ipc_fdpass_recv(cl->fd, msg, sizeof(msg), MSG_DONTWAIT, &in, &mflags);
+	ssize_t n = sonde__ipc_fdpass_recv(cl->fd, msg, sizeof(msg), MSG_DONTWAIT, &in, &mflags);
 
 	if (n < 0)
 		return n == -EAGAIN || n == -EINTR ? 0 : -1;
 	if (n == 0 && in.n == 0)
 		return -1; /* EOF (a SEQPACKET peer cannot send an empty request with no fds) */
 	handle(s, cl, msg, (size_t)n, mflags, in.fd, in.n, &dead);
-	ipc_fds_close(&in); /* those connect_one did not take (it set them to -1) */
+	sonde__ipc_fds_close(&in); /* those connect_one did not take (it set them to -1) */
 	return dead ? -1 : 1;
 }
 
@@ -307,7 +307,7 @@ static void drop_client(struct svc *s, size_t i)
 {
 	struct svc_connector *cx = s->cx;
 
-	loop_del(&s->loop, cx->cl[i].fd);
+	sonde__loop_del(&s->loop, cx->cl[i].fd);
 	close(cx->cl[i].fd);
 	cx->cl[i] = cx->cl[--cx->ncl];
 }
@@ -321,7 +321,7 @@ static void accept_clients(struct svc *s)
 	for (int k = 0; k < CX_ACCEPT_BATCH; k++) {
 		int fd = accept4(cx->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			svc_accept_failed(s, cx->lfd, cx->lcookie, errno);
+			sonde__svc_accept_failed(s, cx->lfd, cx->lcookie, errno);
 			return;
 		}
 		struct ucred cr;
@@ -334,8 +334,8 @@ static void accept_clients(struct svc *s)
 		}
 		struct cx_client *cl = &cx->cl[cx->ncl];
 		*cl = (struct cx_client){s->next_conn_id++, fd, cr.uid, cr.gid, cr.pid};
-		sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &cl->caps_known, &cl->cap_eff);
-		if (loop_add(&s->loop, fd, EPOLLIN, cl->cookie) < 0) {
+		sonde__sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &cl->caps_known, &cl->cap_eff);
+		if (sonde__loop_add(&s->loop, fd, EPOLLIN, cl->cookie) < 0) {
 			close(fd);
 			continue;
 		}
@@ -343,7 +343,7 @@ static void accept_clients(struct svc *s)
 	}
 }
 
-void connector_io(struct svc *s, uint64_t cookie, uint32_t events)
+void sonde__connector_io(struct svc *s, uint64_t cookie, uint32_t events)
 {
 	struct svc_connector *cx = s->cx;
 
@@ -363,7 +363,7 @@ void connector_io(struct svc *s, uint64_t cookie, uint32_t events)
 	}
 }
 
-bool connector_owns(const struct svc *s, uint64_t cookie)
+bool sonde__connector_owns(const struct svc *s, uint64_t cookie)
 {
 	const struct svc_connector *cx = s->cx;
 
@@ -377,15 +377,15 @@ bool connector_owns(const struct svc *s, uint64_t cookie)
 	return false;
 }
 
-const char *connector_path(const struct svc *s)
+const char *sonde__connector_path(const struct svc *s)
 {
 	return s->cx ? s->cx->path : NULL;
 }
 
-int connector_init(struct svc *s, const struct sonde_service_opts *o)
+int sonde__connector_init(struct svc *s, const struct sonde_service_opts *o)
 {
 	const char *name = o->connector_socket ? o->connector_socket
-					       : ipc_default_sock_name(IPC_PORT_CONNECTOR);
+					       : sonde__ipc_default_sock_name(IPC_PORT_CONNECTOR);
 	struct svc_connector *cx;
 	int fd;
 
@@ -393,21 +393,21 @@ int connector_init(struct svc *s, const struct sonde_service_opts *o)
 		return 0;
 	if (!(cx = calloc(1, sizeof(*cx))))
 		return -ENOMEM;
-	fd = sec_listen(o, SONDE_SOCKET_CONNECTOR, name, &cx->bound);
+	fd = sonde__sec_listen(o, SONDE_SOCKET_CONNECTOR, name, &cx->bound);
 	if (fd < 0) {
-		svc_listen_failed(name, fd);
+		sonde__svc_listen_failed(name, fd);
 		free(cx);
 		return fd;
 	}
 	cx->lfd = fd;
 	cx->lcookie = s->next_conn_id++;
 	s->cx = cx;
-	if (!(cx->path = strdup(name)) || loop_add(&s->loop, fd, EPOLLIN, cx->lcookie) < 0)
+	if (!(cx->path = strdup(name)) || sonde__loop_add(&s->loop, fd, EPOLLIN, cx->lcookie) < 0)
 		return -ENOMEM; /* sonde_service_new frees it */
 	return 0;
 }
 
-void connector_free(struct svc *s)
+void sonde__connector_free(struct svc *s)
 {
 	struct svc_connector *cx = s->cx;
 
@@ -415,10 +415,10 @@ void connector_free(struct svc *s)
 		return;
 	while (cx->ncl)
 		drop_client(s, 0);
-	loop_del(&s->loop, cx->lfd);
+	sonde__loop_del(&s->loop, cx->lfd);
 	close(cx->lfd);
 	if (cx->path)
-		ipc_unlink_bound(cx->path, &cx->bound);
+		sonde__ipc_unlink_bound(cx->path, &cx->bound);
 	free(cx->path);
 	free(cx);
 	s->cx = NULL;

@@ -16,7 +16,7 @@ enum { SLICE_OVERHEAD = 16, REPLY_OVERHEAD = 64 };
 
 static struct session *own_session(struct svc *s, struct conn *c)
 {
-	return svc_session(s, c->k.session_id);
+	return sonde__svc_session(s, c->k.session_id);
 }
 
 /* ------------------------------------------------------------------ ReadBuffers */
@@ -25,8 +25,8 @@ static void flush_reply(struct conn *c, bool has_more)
 {
 	struct consumer *k = &c->k;
 
-	svc_send_reply(c, k->read_req, true, has_more, k->reply.data, k->reply.len, -1);
-	buf_reset(&k->reply);
+	sonde__svc_send_reply(c, k->read_req, true, has_more, k->reply.data, k->reply.len, -1);
+	sonde__buf_reset(&k->reply);
 	k->reply_est = 0;
 }
 
@@ -45,11 +45,11 @@ static void put_slice(struct consumer *k, const uint8_t *p, size_t n, bool last)
 {
 	size_t inner = 1 + varint_len(n) + n + (last ? 2 : 0);
 
-	pb_put_tag(&k->reply, PF_READ_BUFFERS_RESP_SLICES, PB_LEN);
-	pb_put_varint_raw(&k->reply, inner);
-	pb_put_bytes(&k->reply, PF_SLICE_DATA, p, n);
+	sonde__pb_put_tag(&k->reply, PF_READ_BUFFERS_RESP_SLICES, PB_LEN);
+	sonde__pb_put_varint_raw(&k->reply, inner);
+	sonde__pb_put_bytes(&k->reply, PF_SLICE_DATA, p, n);
 	if (last)
-		pb_put_bool(&k->reply, PF_SLICE_LAST_SLICE_FOR_PACKET, true);
+		sonde__pb_put_bool(&k->reply, PF_SLICE_LAST_SLICE_FOR_PACKET, true);
 	k->reply_est += n + SLICE_OVERHEAD;
 }
 
@@ -67,13 +67,13 @@ static int reply_packet(void *ctx, const struct iovec *iov, size_t n, size_t tot
 	if (total <= room) {
 		/* the common case: the packet and its trusted suffix as one slice */
 		size_t inner = 1 + varint_len(total) + total + 2;
-		pb_put_tag(&k->reply, PF_READ_BUFFERS_RESP_SLICES, PB_LEN);
-		pb_put_varint_raw(&k->reply, inner);
-		pb_put_tag(&k->reply, PF_SLICE_DATA, PB_LEN);
-		pb_put_varint_raw(&k->reply, total);
+		sonde__pb_put_tag(&k->reply, PF_READ_BUFFERS_RESP_SLICES, PB_LEN);
+		sonde__pb_put_varint_raw(&k->reply, inner);
+		sonde__pb_put_tag(&k->reply, PF_SLICE_DATA, PB_LEN);
+		sonde__pb_put_varint_raw(&k->reply, total);
 		for (size_t i = 0; i < n; i++)
-			buf_append(&k->reply, iov[i].iov_base, iov[i].iov_len);
-		pb_put_bool(&k->reply, PF_SLICE_LAST_SLICE_FOR_PACKET, true);
+			sonde__buf_append(&k->reply, iov[i].iov_base, iov[i].iov_len);
+		sonde__pb_put_bool(&k->reply, PF_SLICE_LAST_SLICE_FOR_PACKET, true);
 		k->reply_est += total + SLICE_OVERHEAD;
 		return ipc_chan_tx_pending(&c->ch) > SVC_READ_PAUSE_BYTES;
 	}
@@ -104,15 +104,15 @@ static void finish_read(struct svc *s, struct conn *c, struct session *ss)
 	if (ss) {
 		if (ss->state == SESS_DISABLED && !ss->read_completed_emitted) {
 			ss->read_completed_emitted = true;
-			svcpkt_event(s, ss, PF_SERVICE_EVENT_READ_TRACING_BUFFERS_COMPLETED);
+			sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_READ_TRACING_BUFFERS_COMPLETED);
 		}
-		svcpkt_emit_tail(s, ss, reply_packet, c);
+		sonde__svcpkt_emit_tail(s, ss, reply_packet, c);
 	}
 	flush_reply(c, false); /* always end with has_more=false (§10.6) */
 	c->k.reading = false;
 }
 
-void consumer_continue_read(struct svc *s, struct conn *c)
+void sonde__consumer_continue_read(struct svc *s, struct conn *c)
 {
 	struct session *ss = own_session(s, c);
 
@@ -124,12 +124,12 @@ void consumer_continue_read(struct svc *s, struct conn *c)
 	}
 	if (!c->k.read_started) {
 		c->k.read_started = true;
-		svcpkt_emit_head(s, ss, reply_packet, c);
+		sonde__svcpkt_emit_head(s, ss, reply_packet, c);
 	}
-	if (session_read_buffers(s, ss, reply_packet, c) == 0 && !c->dead)
+	if (sonde__session_read_buffers(s, ss, reply_packet, c) == 0 && !c->dead)
 		finish_read(s, c, ss);
 	/* otherwise paused: conn_io() resumes once the socket drained */
-	svc_conn_update_events(s, c);
+	sonde__svc_conn_update_events(s, c);
 }
 
 static int read_buffers(struct svc *s, struct req *r)
@@ -142,13 +142,13 @@ static int read_buffers(struct svc *s, struct req *r)
 	c->k.reading = true;
 	c->k.read_started = false;
 	c->k.read_req = r->id;
-	buf_reset(&c->k.reply);
+	sonde__buf_reset(&c->k.reply);
 	c->k.reply_est = 0;
-	if (!ss || ss->write_into_file || trigger_waiting(ss)) {
+	if (!ss || ss->write_into_file || sonde__trigger_waiting(ss)) {
 		finish_read(s, c, NULL);
 		return 0;
 	}
-	consumer_continue_read(s, c);
+	sonde__consumer_continue_read(s, c);
 	return 0;
 }
 
@@ -157,31 +157,31 @@ static int read_buffers(struct svc *s, struct req *r)
 static void put_buffer_stats(struct buf *b, const struct tbuf *tb)
 {
 	const struct tbuf_stats *st = &tb->st;
-	size_t m = pb_begin(b, PF_TRACE_STATS_BUFFER_STATS);
+	size_t m = sonde__pb_begin(b, PF_TRACE_STATS_BUFFER_STATS);
 
-	pb_put_varint(b, PF_BUFFER_STATS_BUFFER_SIZE, tb->size);
-	pb_put_varint(b, PF_BUFFER_STATS_BYTES_WRITTEN, st->bytes_written);
-	pb_put_varint(b, PF_BUFFER_STATS_BYTES_OVERWRITTEN, st->bytes_overwritten);
-	pb_put_varint(b, PF_BUFFER_STATS_BYTES_READ, st->bytes_read);
-	pb_put_varint(b, PF_BUFFER_STATS_PADDING_BYTES_WRITTEN, st->padding_bytes_written);
-	pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_WRITTEN, st->chunks_written);
-	pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_REWRITTEN, st->chunks_rewritten);
-	pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_OVERWRITTEN, st->chunks_overwritten);
-	pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_DISCARDED, st->chunks_discarded);
-	pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_READ, st->chunks_read);
-	pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_COMMITTED_OUT_OF_ORDER,
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_BUFFER_SIZE, tb->size);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_BYTES_WRITTEN, st->bytes_written);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_BYTES_OVERWRITTEN, st->bytes_overwritten);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_BYTES_READ, st->bytes_read);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_PADDING_BYTES_WRITTEN, st->padding_bytes_written);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_WRITTEN, st->chunks_written);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_REWRITTEN, st->chunks_rewritten);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_OVERWRITTEN, st->chunks_overwritten);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_DISCARDED, st->chunks_discarded);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_READ, st->chunks_read);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_CHUNKS_COMMITTED_OUT_OF_ORDER,
 		      st->chunks_committed_out_of_order);
-	pb_put_varint(b, PF_BUFFER_STATS_WRITE_WRAP_COUNT, st->write_wrap_count);
-	pb_put_varint(b, PF_BUFFER_STATS_PATCHES_SUCCEEDED, st->patches_succeeded);
-	pb_put_varint(b, PF_BUFFER_STATS_PATCHES_FAILED, st->patches_failed);
-	pb_put_varint(b, PF_BUFFER_STATS_READAHEADS_SUCCEEDED, st->readaheads_succeeded);
-	pb_put_varint(b, PF_BUFFER_STATS_READAHEADS_FAILED, st->readaheads_failed);
-	pb_put_varint(b, PF_BUFFER_STATS_ABI_VIOLATIONS, st->abi_violations);
-	pb_put_varint(b, PF_BUFFER_STATS_TRACE_WRITER_PACKET_LOSS, st->trace_writer_packet_loss);
-	pb_end(b, m);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_WRITE_WRAP_COUNT, st->write_wrap_count);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_PATCHES_SUCCEEDED, st->patches_succeeded);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_PATCHES_FAILED, st->patches_failed);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_READAHEADS_SUCCEEDED, st->readaheads_succeeded);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_READAHEADS_FAILED, st->readaheads_failed);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_ABI_VIOLATIONS, st->abi_violations);
+	sonde__pb_put_varint(b, PF_BUFFER_STATS_TRACE_WRITER_PACKET_LOSS, st->trace_writer_packet_loss);
+	sonde__pb_end(b, m);
 }
 
-void consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b)
+void sonde__consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b)
 {
 	uint64_t producers = 0;
 
@@ -189,15 +189,15 @@ void consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b)
 		put_buffer_stats(b, ss->bufs[i]);
 	for (size_t i = 0; i < s->nconns; i++)
 		producers += s->conns[i]->is_producer && s->conns[i]->p.initialized;
-	pb_put_varint(b, PF_TRACE_STATS_PRODUCERS_CONNECTED, producers);
-	pb_put_varint(b, PF_TRACE_STATS_PRODUCERS_SEEN, s->producers_seen);
-	pb_put_varint(b, PF_TRACE_STATS_DATA_SOURCES_REGISTERED, s->nds);
-	pb_put_varint(b, PF_TRACE_STATS_DATA_SOURCES_SEEN, s->data_sources_seen);
-	pb_put_varint(b, PF_TRACE_STATS_TRACING_SESSIONS, s->nsessions);
-	pb_put_varint(b, PF_TRACE_STATS_TOTAL_BUFFERS, bufid_count(s));
-	pb_put_varint(b, PF_TRACE_STATS_CHUNKS_DISCARDED, s->chunks_discarded);
-	pb_put_varint(b, PF_TRACE_STATS_PATCHES_DISCARDED, s->patches_discarded);
-	pb_put_varint(b, PF_TRACE_STATS_INVALID_PACKETS, ss->invalid_packets);
+	sonde__pb_put_varint(b, PF_TRACE_STATS_PRODUCERS_CONNECTED, producers);
+	sonde__pb_put_varint(b, PF_TRACE_STATS_PRODUCERS_SEEN, s->producers_seen);
+	sonde__pb_put_varint(b, PF_TRACE_STATS_DATA_SOURCES_REGISTERED, s->nds);
+	sonde__pb_put_varint(b, PF_TRACE_STATS_DATA_SOURCES_SEEN, s->data_sources_seen);
+	sonde__pb_put_varint(b, PF_TRACE_STATS_TRACING_SESSIONS, s->nsessions);
+	sonde__pb_put_varint(b, PF_TRACE_STATS_TOTAL_BUFFERS, sonde__bufid_count(s));
+	sonde__pb_put_varint(b, PF_TRACE_STATS_CHUNKS_DISCARDED, s->chunks_discarded);
+	sonde__pb_put_varint(b, PF_TRACE_STATS_PATCHES_DISCARDED, s->patches_discarded);
+	sonde__pb_put_varint(b, PF_TRACE_STATS_INVALID_PACKETS, ss->invalid_packets);
 }
 
 static int get_trace_stats(struct svc *s, struct req *r)
@@ -208,11 +208,11 @@ static int get_trace_stats(struct svc *s, struct req *r)
 
 	if (!ss)
 		return -SONDE_E_STATE;
-	size_t m = pb_begin(&b, PF_GET_TRACE_STATS_RESP_TRACE_STATS);
-	consumer_put_trace_stats(s, ss, &b);
-	pb_end(&b, m);
-	rc = svc_reply(r, &b, false);
-	buf_free(&b);
+	size_t m = sonde__pb_begin(&b, PF_GET_TRACE_STATS_RESP_TRACE_STATS);
+	sonde__consumer_put_trace_stats(s, ss, &b);
+	sonde__pb_end(&b, m);
+	rc = sonde__svc_reply(r, &b, false);
+	sonde__buf_free(&b);
 	return rc;
 }
 
@@ -220,15 +220,15 @@ static int get_trace_stats(struct svc *s, struct req *r)
 
 static void put_state_change(struct svc *s, struct buf *b, const struct instance *in)
 {
-	struct conn *pc = svc_conn(s, in->conn_id);
-	size_t m = pb_begin(b, PF_OBSERVABLE_EVENTS_INSTANCE_STATE_CHANGES);
+	struct conn *pc = sonde__svc_conn(s, in->conn_id);
+	size_t m = sonde__pb_begin(b, PF_OBSERVABLE_EVENTS_INSTANCE_STATE_CHANGES);
 
-	pb_put_string(b, PF_INSTANCE_STATE_CHANGE_PRODUCER_NAME, pc ? pc->p.name : "");
-	pb_put_string(b, PF_INSTANCE_STATE_CHANGE_DATA_SOURCE_NAME, in->ds_name);
-	pb_put_varint(b, PF_INSTANCE_STATE_CHANGE_STATE,
+	sonde__pb_put_string(b, PF_INSTANCE_STATE_CHANGE_PRODUCER_NAME, pc ? pc->p.name : "");
+	sonde__pb_put_string(b, PF_INSTANCE_STATE_CHANGE_DATA_SOURCE_NAME, in->ds_name);
+	sonde__pb_put_varint(b, PF_INSTANCE_STATE_CHANGE_STATE,
 		      in->state == DS_STARTED ? PF_DS_INSTANCE_STATE_STARTED
 					      : PF_DS_INSTANCE_STATE_STOPPED);
-	pb_end(b, m);
+	sonde__pb_end(b, m);
 }
 
 static void send_events(struct svc *s, struct conn *c, struct session *ss,
@@ -236,7 +236,7 @@ static void send_events(struct svc *s, struct conn *c, struct session *ss,
 {
 	struct consumer *k = &c->k;
 	struct buf b = BUF_INIT;
-	size_t m = pb_begin(&b, PF_OBSERVE_EVENTS_RESP_EVENTS), n = 0;
+	size_t m = sonde__pb_begin(&b, PF_OBSERVE_EVENTS_RESP_EVENTS), n = 0;
 
 	if (k->observe_mask & PF_OBSERVABLE_DATA_SOURCES_INSTANCES) {
 		for (size_t i = 0; i < ss->ninst; i++) {
@@ -248,22 +248,22 @@ static void send_events(struct svc *s, struct conn *c, struct session *ss,
 	}
 	if (all_started && (k->observe_mask & PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED) &&
 	    !ss->obs_all_started_sent) {
-		pb_put_bool(&b, PF_OBSERVABLE_EVENTS_ALL_DATA_SOURCES_STARTED, true);
+		sonde__pb_put_bool(&b, PF_OBSERVABLE_EVENTS_ALL_DATA_SOURCES_STARTED, true);
 		ss->obs_all_started_sent = true;
 		n++;
 	}
-	pb_end(&b, m);
+	sonde__pb_end(&b, m);
 	if (n) {
-		svc_send_reply(c, k->observe_req, true, true, b.data, b.len, -1);
-		svc_conn_update_events(s, c);
+		sonde__svc_send_reply(c, k->observe_req, true, true, b.data, b.len, -1);
+		sonde__svc_conn_update_events(s, c);
 	}
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
-void session_notify_observer(struct svc *s, struct session *ss, struct instance *in,
+void sonde__session_notify_observer(struct svc *s, struct session *ss, struct instance *in,
 			     bool all_started)
 {
-	struct conn *c = svc_conn(s, ss->conn_id);
+	struct conn *c = sonde__svc_conn(s, ss->conn_id);
 
 	if (c && c->k.observe_mask && (in || all_started))
 		send_events(s, c, ss, in, all_started);
@@ -276,7 +276,7 @@ static int observe_events(struct svc *s, struct req *r)
 	struct pb_field f;
 	uint32_t mask = 0;
 
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		if (f.num != PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE)
 			continue;
 		if (f.wire == PB_VARINT) {
@@ -284,18 +284,18 @@ static int observe_events(struct svc *s, struct req *r)
 		} else if (f.wire == PB_LEN) {
 			struct pb_reader pr = pb_sub(&f);
 			uint64_t v;
-			while (pb_packed_next(&pr, &v) > 0)
+			while (sonde__pb_packed_next(&pr, &v) > 0)
 				mask |= (uint32_t)v;
 		}
 	}
 	if (k->observe_mask) /* the previous stream ends */
-		svc_send_reply(r->c, k->observe_req, true, false, NULL, 0, -1);
+		sonde__svc_send_reply(r->c, k->observe_req, true, false, NULL, 0, -1);
 	k->observe_mask =
 		mask & (PF_OBSERVABLE_DATA_SOURCES_INSTANCES |
 			PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED | PF_OBSERVABLE_CLONE_TRIGGER_HIT);
 	k->observe_req = r->id;
 	if (!k->observe_mask)
-		return svc_send_reply(r->c, r->id, true, false, NULL, 0, -1);
+		return sonde__svc_send_reply(r->c, r->id, true, false, NULL, 0, -1);
 	struct session *ss = own_session(s, r->c);
 	if (ss) /* the current state, and a started notice not reported yet */
 		send_events(s, r->c, ss, NULL, ss->all_started_emitted);
@@ -306,15 +306,15 @@ static int observe_events(struct svc *s, struct req *r)
 
 static void put_producer(struct buf *b, const struct conn *c)
 {
-	size_t m = pb_begin(b, PF_TSS_PRODUCERS);
+	size_t m = sonde__pb_begin(b, PF_TSS_PRODUCERS);
 
-	pb_put_varint(b, PF_TSS_PRODUCER_ID, c->p.id);
-	pb_put_string(b, PF_TSS_PRODUCER_NAME, c->p.name);
-	pb_put_varint(b, PF_TSS_PRODUCER_UID, (uint64_t)(int64_t)(int32_t)c->ch.peer_uid);
+	sonde__pb_put_varint(b, PF_TSS_PRODUCER_ID, c->p.id);
+	sonde__pb_put_string(b, PF_TSS_PRODUCER_NAME, c->p.name);
+	sonde__pb_put_varint(b, PF_TSS_PRODUCER_UID, (uint64_t)(int64_t)(int32_t)c->ch.peer_uid);
 	if (c->p.sdk_version)
-		pb_put_string(b, PF_TSS_PRODUCER_SDK_VERSION, c->p.sdk_version);
-	pb_put_varint(b, PF_TSS_PRODUCER_PID, (uint64_t)(int64_t)c->ch.peer_pid);
-	pb_end(b, m);
+		sonde__pb_put_string(b, PF_TSS_PRODUCER_SDK_VERSION, c->p.sdk_version);
+	sonde__pb_put_varint(b, PF_TSS_PRODUCER_PID, (uint64_t)(int64_t)c->ch.peer_pid);
+	sonde__pb_end(b, m);
 }
 
 /* Sends TracingServiceState in parts that each fit a frame; the concatenation of the
@@ -323,54 +323,54 @@ static int query_service_state(struct svc *s, struct req *r)
 {
 	struct buf b = BUF_INIT;
 	const size_t limit = IPC_BUFFER_SIZE - 1024;
-	size_t m = pb_begin(&b, PF_QUERY_SERVICE_STATE_RESP_SERVICE_STATE), started = 0;
+	size_t m = sonde__pb_begin(&b, PF_QUERY_SERVICE_STATE_RESP_SERVICE_STATE), started = 0;
 
 	for (size_t i = 0; i < s->nconns; i++)
 		if (s->conns[i]->is_producer && s->conns[i]->p.initialized && !s->conns[i]->dead)
 			put_producer(&b, s->conns[i]);
 	for (size_t i = 0; i < s->nds; i++) {
-		struct conn *pc = svc_conn(s, s->ds[i]->conn_id);
+		struct conn *pc = sonde__svc_conn(s, s->ds[i]->conn_id);
 		if (b.len + s->ds[i]->desc_len + 32 > limit) {
-			pb_end(&b, m);
-			svc_send_reply(r->c, r->id, true, true, b.data, b.len, -1);
-			buf_reset(&b);
-			m = pb_begin(&b, PF_QUERY_SERVICE_STATE_RESP_SERVICE_STATE);
+			sonde__pb_end(&b, m);
+			sonde__svc_send_reply(r->c, r->id, true, true, b.data, b.len, -1);
+			sonde__buf_reset(&b);
+			m = sonde__pb_begin(&b, PF_QUERY_SERVICE_STATE_RESP_SERVICE_STATE);
 		}
 		if (s->ds[i]->desc_len + 64 > limit)
 			continue; /* cannot be expressed in one frame */
-		size_t d = pb_begin(&b, PF_TSS_DATA_SOURCES);
-		pb_put_bytes(&b, PF_TSS_DATA_SOURCE_DESCRIPTOR, s->ds[i]->desc, s->ds[i]->desc_len);
-		pb_put_varint(&b, PF_TSS_DATA_SOURCE_PRODUCER_ID, pc ? pc->p.id : 0);
-		pb_end(&b, d);
+		size_t d = sonde__pb_begin(&b, PF_TSS_DATA_SOURCES);
+		sonde__pb_put_bytes(&b, PF_TSS_DATA_SOURCE_DESCRIPTOR, s->ds[i]->desc, s->ds[i]->desc_len);
+		sonde__pb_put_varint(&b, PF_TSS_DATA_SOURCE_PRODUCER_ID, pc ? pc->p.id : 0);
+		sonde__pb_end(&b, d);
 	}
 	for (size_t i = 0; i < s->nsessions; i++)
 		started += s->sessions[i]->state == SESS_STARTED;
-	pb_put_varint(&b, PF_TSS_NUM_SESSIONS, s->nsessions);
-	pb_put_varint(&b, PF_TSS_NUM_SESSIONS_STARTED, started);
-	pb_put_string(&b, PF_TSS_TRACING_SERVICE_VERSION, "sonded");
-	clone_put_sessions(s, r->c, &b);
-	pb_end(&b, m);
-	int rc = svc_send_reply(r->c, r->id, true, false, b.data, b.len, -1);
-	buf_free(&b);
+	sonde__pb_put_varint(&b, PF_TSS_NUM_SESSIONS, s->nsessions);
+	sonde__pb_put_varint(&b, PF_TSS_NUM_SESSIONS_STARTED, started);
+	sonde__pb_put_string(&b, PF_TSS_TRACING_SERVICE_VERSION, "sonded");
+	sonde__clone_put_sessions(s, r->c, &b);
+	sonde__pb_end(&b, m);
+	int rc = sonde__svc_send_reply(r->c, r->id, true, false, b.data, b.len, -1);
+	sonde__buf_free(&b);
 	return rc;
 }
 
 static int query_capabilities(struct svc *s, struct req *r)
 {
 	struct buf b = BUF_INIT;
-	size_t m = pb_begin(&b, PF_QUERY_CAPABILITIES_RESP_CAPABILITIES);
+	size_t m = sonde__pb_begin(&b, PF_QUERY_CAPABILITIES_RESP_CAPABILITIES);
 	int rc;
 
-	pb_put_bool(&b, PF_CAPABILITIES_HAS_QUERY_CAPABILITIES, true);
-	pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS, PF_OBSERVABLE_DATA_SOURCES_INSTANCES);
-	pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS,
+	sonde__pb_put_bool(&b, PF_CAPABILITIES_HAS_QUERY_CAPABILITIES, true);
+	sonde__pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS, PF_OBSERVABLE_DATA_SOURCES_INSTANCES);
+	sonde__pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS,
 		      PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED);
-	pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS, PF_OBSERVABLE_CLONE_TRIGGER_HIT);
-	pb_put_bool(&b, PF_CAPABILITIES_HAS_TRACE_CONFIG_OUTPUT_PATH, true);
-	pb_put_bool(&b, PF_CAPABILITIES_HAS_CLONE_SESSION, true);
-	pb_end(&b, m);
-	rc = svc_reply(r, &b, false);
-	buf_free(&b);
+	sonde__pb_put_varint(&b, PF_CAPABILITIES_OBSERVABLE_EVENTS, PF_OBSERVABLE_CLONE_TRIGGER_HIT);
+	sonde__pb_put_bool(&b, PF_CAPABILITIES_HAS_TRACE_CONFIG_OUTPUT_PATH, true);
+	sonde__pb_put_bool(&b, PF_CAPABILITIES_HAS_CLONE_SESSION, true);
+	sonde__pb_end(&b, m);
+	rc = sonde__svc_reply(r, &b, false);
+	sonde__buf_free(&b);
 	return rc;
 }
 
@@ -385,7 +385,7 @@ static int enable_tracing(struct svc *s, struct req *r)
 	bool attach_only = false;
 	int rc;
 
-	while ((rc = pb_next(&rd, &f)) > 0) {
+	while ((rc = sonde__pb_next(&rd, &f)) > 0) {
 		if (f.num == PF_ENABLE_TRACING_REQ_TRACE_CONFIG && f.wire == PB_LEN)
 			cfg = f.ptr, len = f.len;
 		else if (f.num == PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY &&
@@ -400,10 +400,10 @@ static int enable_tracing(struct svc *s, struct req *r)
 			return -SONDE_E_STATE;
 		ss->enable_req = r->id;
 		ss->enable_pending = !r->drop_reply;
-		session_resolve_if_disabled(s, ss);
+		sonde__session_resolve_if_disabled(s, ss);
 		return 0;
 	}
-	return session_enable(s, r, cfg, len, r->fd);
+	return sonde__session_enable(s, r, cfg, len, r->fd);
 }
 
 static char *arg_key(const struct req *r)
@@ -412,10 +412,10 @@ static char *arg_key(const struct req *r)
 	struct pb_field f;
 	char *key = NULL;
 
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		if (f.num == PF_DETACH_REQ_KEY && f.wire == PB_LEN) {
 			free(key);
-			key = svc_strndup(f.ptr, f.len);
+			key = sonde__svc_strndup(f.ptr, f.len);
 		}
 	}
 	return key;
@@ -443,7 +443,7 @@ static int detach(struct svc *s, struct req *r)
 	}
 	ss->detach_key = key;
 	ss->enable_pending = false; /* nobody to tell; Attach re-arms it */
-	return svc_reply(r, NULL, false);
+	return sonde__svc_reply(r, NULL, false);
 }
 
 static int attach(struct svc *s, struct req *r)
@@ -456,16 +456,16 @@ static int attach(struct svc *s, struct req *r)
 	free(key);
 	if (!ss || own_session(s, r->c))
 		return -SONDE_E_STATE;
-	struct conn *old = svc_conn(s, ss->conn_id);
+	struct conn *old = sonde__svc_conn(s, ss->conn_id);
 	if (old)
 		old->k.session_id = 0;
 	free(ss->detach_key);
 	ss->detach_key = NULL;
 	ss->conn_id = r->c->id;
 	r->c->k.session_id = ss->id;
-	pb_put_bytes(&b, PF_ATTACH_RESP_TRACE_CONFIG, ss->config, ss->config_len);
-	rc = svc_reply(r, &b, false);
-	buf_free(&b);
+	sonde__pb_put_bytes(&b, PF_ATTACH_RESP_TRACE_CONFIG, ss->config, ss->config_len);
+	rc = sonde__svc_reply(r, &b, false);
+	sonde__buf_free(&b);
 	return rc;
 }
 
@@ -475,13 +475,13 @@ static uint64_t arg_varint(const struct req *r, uint32_t num)
 	struct pb_field f;
 	uint64_t v = 0;
 
-	while (pb_next(&rd, &f) > 0)
+	while (sonde__pb_next(&rd, &f) > 0)
 		if (f.num == num && f.wire == PB_VARINT)
 			v = f.u;
 	return v;
 }
 
-int consumer_dispatch(struct svc *s, struct req *r, uint32_t method)
+int sonde__consumer_dispatch(struct svc *s, struct req *r, uint32_t method)
 {
 	struct session *ss = own_session(s, r->c);
 	int rc;
@@ -490,30 +490,30 @@ int consumer_dispatch(struct svc *s, struct req *r, uint32_t method)
 	case PF_CONSUMER_ENABLE_TRACING:
 		return enable_tracing(s, r);
 	case PF_CONSUMER_DISABLE_TRACING:
-		rc = svc_reply(r, NULL, false);
+		rc = sonde__svc_reply(r, NULL, false);
 		if (ss)
-			session_disable(s, ss, false);
+			sonde__session_disable(s, ss, false);
 		return rc;
 	case PF_CONSUMER_READ_BUFFERS:
 		return read_buffers(s, r);
 	case PF_CONSUMER_FREE_BUFFERS:
 		if (ss) {
-			session_free(s, ss);
+			sonde__session_free(s, ss);
 			r->c->k.session_id = 0;
 		}
-		return svc_reply(r, NULL, false);
+		return sonde__svc_reply(r, NULL, false);
 	case PF_CONSUMER_FLUSH: {
 		uint32_t t = (uint32_t)arg_varint(r, PF_FLUSH_REQ_TIMEOUT_MS);
 		if (!ss)
 			return -SONDE_E_STATE;
-		session_flush(s, ss, t, r->c->id, r->drop_reply ? 0 : r->id, false);
+		sonde__session_flush(s, ss, t, r->c->id, r->drop_reply ? 0 : r->id, false);
 		return 0;
 	}
 	case PF_CONSUMER_START_TRACING:
 		if (!ss)
 			return -SONDE_E_STATE;
-		rc = svc_reply(r, NULL, false);
-		session_start(s, ss);
+		rc = sonde__svc_reply(r, NULL, false);
+		sonde__session_start(s, ss);
 		return rc;
 	case PF_CONSUMER_DETACH:
 		return detach(s, r);
@@ -528,22 +528,22 @@ int consumer_dispatch(struct svc *s, struct req *r, uint32_t method)
 	case PF_CONSUMER_QUERY_CAPABILITIES:
 		return query_capabilities(s, r);
 	case PF_CONSUMER_CLONE_SESSION:
-		return clone_session(s, r);
+		return sonde__clone_session(s, r);
 	case PF_CONSUMER_CHANGE_TRACE_CONFIG:
-		return reconfig_change(s, r);
+		return sonde__reconfig_change(s, r);
 	default:
 		return -ENOSYS;
 	}
 }
 
-void consumer_gone(struct svc *s, struct conn *c)
+void sonde__consumer_gone(struct svc *s, struct conn *c)
 {
 	struct session *ss = own_session(s, c);
 
 	if (ss && ss->detach_key)
 		ss->conn_id = 0; /* detached: it lives on until attached and freed */
 	else if (ss)
-		session_free(s, ss);
+		sonde__session_free(s, ss);
 	c->k.session_id = 0;
-	buf_free(&c->k.reply);
+	sonde__buf_free(&c->k.reply);
 }

@@ -14,7 +14,7 @@ struct fwriter {
 	pthread_t thread;
 	pthread_mutex_t lock; /* guards everything below but `out` */
 	pthread_cond_t work;  /* to the thread: bytes, a finish, or stop */
-	pthread_cond_t idle;  /* to fwriter_free: the queue is written out */
+	pthread_cond_t idle;  /* to sonde__fwriter_free: the queue is written out */
 	int fd;
 	size_t max;
 	struct buf q;	   /* queued by the loop, not yet taken by the thread */
@@ -42,7 +42,7 @@ static int write_out(struct fwriter *w)
 		off += (size_t)n;
 		pthread_mutex_lock(&w->lock);
 		w->inflight -= (size_t)n;
-		w->since_ns = loop_now_ns();
+		w->since_ns = sonde__loop_now_ns();
 		pthread_mutex_unlock(&w->lock);
 	}
 	return 0;
@@ -68,11 +68,11 @@ static void write_queue(struct fwriter *w)
 	pthread_mutex_unlock(&w->lock);
 	int rc = write_out(w);
 	pthread_mutex_lock(&w->lock);
-	buf_reset(&w->out);
+	sonde__buf_reset(&w->out);
 	w->inflight = 0;
 	if (rc < 0 && !w->err) {
 		w->err = rc;
-		buf_reset(&w->q);
+		sonde__buf_reset(&w->q);
 	}
 	pthread_cond_broadcast(&w->idle);
 }
@@ -100,7 +100,7 @@ static void *run(void *arg)
 	return NULL;
 }
 
-struct fwriter *fwriter_new(int fd, size_t max_queued)
+struct fwriter *sonde__fwriter_new(int fd, size_t max_queued)
 {
 	struct fwriter *w = calloc(1, sizeof(*w));
 	pthread_condattr_t ca;
@@ -135,7 +135,7 @@ static bool fits(const struct fwriter *w, size_t n)
 	return have == 0 || have + n <= w->max;
 }
 
-int fwriter_push(struct fwriter *w, const void *p, size_t n)
+int sonde__fwriter_push(struct fwriter *w, const void *p, size_t n)
 {
 	int rc = 0;
 
@@ -147,8 +147,8 @@ int fwriter_push(struct fwriter *w, const void *p, size_t n)
 	else if (n) {
 		/* the stall clock starts with the first byte waiting */
 		if (!w->q.len && !w->inflight)
-			w->since_ns = loop_now_ns();
-		buf_append(&w->q, p, n);
+			w->since_ns = sonde__loop_now_ns();
+		sonde__buf_append(&w->q, p, n);
 		rc = buf_error(&w->q);
 		pthread_cond_signal(&w->work);
 	}
@@ -156,7 +156,7 @@ int fwriter_push(struct fwriter *w, const void *p, size_t n)
 	return rc;
 }
 
-bool fwriter_room(struct fwriter *w, size_t n)
+bool sonde__fwriter_room(struct fwriter *w, size_t n)
 {
 	pthread_mutex_lock(&w->lock);
 	bool ok = fits(w, n);
@@ -164,7 +164,7 @@ bool fwriter_room(struct fwriter *w, size_t n)
 	return ok;
 }
 
-uint64_t fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns)
+uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns)
 {
 	pthread_mutex_lock(&w->lock);
 	bool waiting = w->q.len || w->inflight || (w->finish_req && !w->finished);
@@ -173,20 +173,20 @@ uint64_t fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns)
 	return waiting && now_ns > since ? now_ns - since : 0;
 }
 
-void fwriter_finish(struct fwriter *w, unsigned mode)
+void sonde__fwriter_finish(struct fwriter *w, unsigned mode)
 {
 	pthread_mutex_lock(&w->lock);
 	if (!w->finish_req) {
 		w->finish_req = true;
 		w->mode = mode;
 		if (!w->q.len && !w->inflight)
-			w->since_ns = loop_now_ns();
+			w->since_ns = sonde__loop_now_ns();
 		pthread_cond_signal(&w->work);
 	}
 	pthread_mutex_unlock(&w->lock);
 }
 
-bool fwriter_finished(struct fwriter *w)
+bool sonde__fwriter_finished(struct fwriter *w)
 {
 	pthread_mutex_lock(&w->lock);
 	bool done = w->finished || w->err;
@@ -194,7 +194,7 @@ bool fwriter_finished(struct fwriter *w)
 	return done;
 }
 
-int fwriter_error(struct fwriter *w)
+int sonde__fwriter_error(struct fwriter *w)
 {
 	pthread_mutex_lock(&w->lock);
 	int e = w->err;
@@ -219,15 +219,15 @@ static struct timespec deadline_in(clockid_t clk, int timeout_ms)
 static void destroy(struct fwriter *w)
 {
 	close(w->fd);
-	buf_free(&w->q);
-	buf_free(&w->out);
+	sonde__buf_free(&w->q);
+	sonde__buf_free(&w->out);
 	pthread_cond_destroy(&w->idle);
 	pthread_cond_destroy(&w->work);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 }
 
-void fwriter_cancel(struct fwriter *w)
+void sonde__fwriter_cancel(struct fwriter *w)
 {
 	pthread_mutex_lock(&w->lock);
 	w->stop = true;
@@ -236,7 +236,7 @@ void fwriter_cancel(struct fwriter *w)
 	pthread_cancel(w->thread);
 }
 
-bool fwriter_reap(struct fwriter *w)
+bool sonde__fwriter_reap(struct fwriter *w)
 {
 	if (pthread_tryjoin_np(w->thread, NULL) != 0)
 		return false;
@@ -244,9 +244,9 @@ bool fwriter_reap(struct fwriter *w)
 	return true;
 }
 
-bool fwriter_free(struct fwriter *w, int timeout_ms)
+bool sonde__fwriter_free(struct fwriter *w, int timeout_ms)
 {
-	uint64_t end = loop_now_ns() + (uint64_t)timeout_ms * 1000000;
+	uint64_t end = sonde__loop_now_ns() + (uint64_t)timeout_ms * 1000000;
 
 	if (!w)
 		return true;
@@ -256,8 +256,8 @@ bool fwriter_free(struct fwriter *w, int timeout_ms)
 		if (pthread_cond_timedwait(&w->idle, &w->lock, &ts) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&w->lock);
-	fwriter_cancel(w);
-	uint64_t now = loop_now_ns();
+	sonde__fwriter_cancel(w);
+	uint64_t now = sonde__loop_now_ns();
 	ts = deadline_in(CLOCK_REALTIME, now < end ? (int)((end - now) / 1000000) : 0);
 	if (pthread_timedjoin_np(w->thread, NULL, &ts) != 0)
 		return false; /* left to the process's exit */

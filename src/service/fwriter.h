@@ -28,32 +28,32 @@ struct fwriter;
 
 /* Starts the writer of fd; max_queued bounds the bytes waiting. The writer owns fd on
  * success (closed when the writer is freed); NULL with errno on failure, fd untouched. */
-struct fwriter *fwriter_new(int fd, size_t max_queued);
+struct fwriter *sonde__fwriter_new(int fd, size_t max_queued);
 /* Queues n bytes. 0, -ENOBUFS if they would pass the bound (nothing is queued; an empty
  * queue takes any n), or the writer's error once a write failed (-errno; everything
  * queued is dropped then). */
-int fwriter_push(struct fwriter *w, const void *p, size_t n);
+int sonde__fwriter_push(struct fwriter *w, const void *p, size_t n);
 /* Whether a push of n bytes would be taken now. */
-bool fwriter_room(struct fwriter *w, size_t n);
+bool sonde__fwriter_room(struct fwriter *w, size_t n);
 /* Nanoseconds (CLOCK_MONOTONIC) since the writer last made progress while bytes are
  * waiting; 0 when nothing waits. */
-uint64_t fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns);
+uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns);
 /* After what is queued: fsync, and fchmod to mode unless it is 0. */
-void fwriter_finish(struct fwriter *w, unsigned mode);
+void sonde__fwriter_finish(struct fwriter *w, unsigned mode);
 /* The finish asked for is done (or the writer failed). */
-bool fwriter_finished(struct fwriter *w);
+bool sonde__fwriter_finished(struct fwriter *w);
 /* -errno of the first failed write, or 0. */
-int fwriter_error(struct fwriter *w);
+int sonde__fwriter_error(struct fwriter *w);
 /* Stops the writer now: a write in progress is abandoned. Does not wait: the thread ends
- * on its own, fwriter_reap then frees it. */
-void fwriter_cancel(struct fwriter *w);
-/* After fwriter_cancel: true (the writer is freed, its fd closed) once its thread ended,
+ * on its own, sonde__fwriter_reap then frees it. */
+void sonde__fwriter_cancel(struct fwriter *w);
+/* After sonde__fwriter_cancel: true (the writer is freed, its fd closed) once its thread ended,
  * false while it has not (a write the kernel does not interrupt, e.g. on a FUSE mount
  * whose server ignores interrupts): try again later. */
-bool fwriter_reap(struct fwriter *w);
+bool sonde__fwriter_reap(struct fwriter *w);
 /* Blocking, for shutdown only: waits up to timeout_ms in all for the queue to be written
  * out and the thread to end after a cancel. True when the writer is freed; false if its
  * thread still runs (it is left to the process's exit). NULL is fine. */
-bool fwriter_free(struct fwriter *w, int timeout_ms);
+bool sonde__fwriter_free(struct fwriter *w, int timeout_ms);
 
 #endif

@@ -55,7 +55,7 @@ static const char *const consumer_methods[] = {
 };
 #define NMETHODS(a) (sizeof(a) / sizeof((a)[0]))
 
-char *svc_strndup(const uint8_t *p, size_t n)
+char *sonde__svc_strndup(const uint8_t *p, size_t n)
 {
 	char *s = malloc(n + 1);
 
@@ -66,7 +66,7 @@ char *svc_strndup(const uint8_t *p, size_t n)
 	return s;
 }
 
-struct conn *svc_conn(struct svc *s, uint64_t id)
+struct conn *sonde__svc_conn(struct svc *s, uint64_t id)
 {
 	for (size_t i = 0; i < s->nconns; i++)
 		if (s->conns[i]->id == id && !s->conns[i]->dead)
@@ -74,24 +74,24 @@ struct conn *svc_conn(struct svc *s, uint64_t id)
 	return NULL;
 }
 
-void svc_conn_update_events(struct svc *s, struct conn *c)
+void sonde__svc_conn_update_events(struct svc *s, struct conn *c)
 {
 	uint32_t want = EPOLLIN | (ipc_chan_tx_pending(&c->ch) ? EPOLLOUT : 0);
 
 	if (c->dead || want == c->events)
 		return;
 	c->events = want;
-	if (loop_mod(&s->loop, c->ch.fd, want, c->id) < 0)
-		svc_conn_fail(s, c);
+	if (sonde__loop_mod(&s->loop, c->ch.fd, want, c->id) < 0)
+		sonde__svc_conn_fail(s, c);
 }
 
-void svc_conn_fail(struct svc *s, struct conn *c)
+void sonde__svc_conn_fail(struct svc *s, struct conn *c)
 {
 	(void)s;
 	c->dead = true; /* torn down by reap(), outside of any handler */
 }
 
-int svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
+int sonde__svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
 		   const uint8_t *data, size_t len, int fd)
 {
 	struct ipc_frame f = {.request_id = req_id,
@@ -106,17 +106,17 @@ int svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
 		return -EPIPE;
 	if (!success)
 		f.data = NULL;
-	rc = ipc_chan_send(&c->ch, &f, fd);
+	rc = sonde__ipc_chan_send(&c->ch, &f, fd);
 	if (rc < 0)
 		c->dead = true;
 	return rc;
 }
 
-int svc_reply(struct req *r, const struct buf *reply, bool has_more)
+int sonde__svc_reply(struct req *r, const struct buf *reply, bool has_more)
 {
 	if (r->drop_reply)
 		return 0;
-	return svc_send_reply(r->c, r->id, true, has_more, reply ? reply->data : NULL,
+	return sonde__svc_send_reply(r->c, r->id, true, has_more, reply ? reply->data : NULL,
 			      reply ? reply->len : 0, -1);
 }
 
@@ -133,7 +133,7 @@ static void send_bind_reply(struct conn *c, uint64_t id, const char *name, size_
 			c->is_producer ? NMETHODS(producer_methods) : NMETHODS(consumer_methods);
 		c->bound = true;
 	}
-	if (ipc_chan_send(&c->ch, &f, -1) < 0)
+	if (sonde__ipc_chan_send(&c->ch, &f, -1) < 0)
 		c->dead = true;
 }
 
@@ -146,17 +146,17 @@ static void invoke(struct svc *s, struct conn *c, const struct ipc_frame *f, int
 
 	if (!c->bound || f->service_id != 1 || f->method_id == 0 || f->method_id > n ||
 	    !names[f->method_id - 1]) {
-		svc_send_reply(c, f->request_id, false, false, NULL, 0, -1);
+		sonde__svc_send_reply(c, f->request_id, false, false, NULL, 0, -1);
 		return;
 	}
 	if (!r.args)
 		r.args = (const uint8_t *)"";
-	rc = c->is_producer ? producer_dispatch(s, &r, f->method_id)
-			    : consumer_dispatch(s, &r, f->method_id);
+	rc = c->is_producer ? sonde__producer_dispatch(s, &r, f->method_id)
+			    : sonde__consumer_dispatch(s, &r, f->method_id);
 	*fd = r.fd;
 	/* unparsable arguments are answered even under drop_reply (§1.5) */
 	if (rc < 0 && (!f->drop_reply || rc == -SONDE_E_FORMAT))
-		svc_send_reply(c, f->request_id, false, false, NULL, 0, -1);
+		sonde__svc_send_reply(c, f->request_id, false, false, NULL, 0, -1);
 }
 
 /* The frames a client may attach an fd to (§1.6): the producer's SMB, the consumer's
@@ -206,7 +206,7 @@ static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *
 				      .msg = IPC_MSG_REQUEST_ERROR,
 				      .name = "unknown request",
 				      .name_len = 15};
-		if (ipc_chan_send(&c->ch, &e, -1) < 0)
+		if (sonde__ipc_chan_send(&c->ch, &e, -1) < 0)
 			c->dead = true;
 	}
 	}
@@ -217,9 +217,9 @@ static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *
 static void conn_io(struct svc *s, struct conn *c, uint32_t events)
 {
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		int rc = ipc_chan_read(&c->ch), n = 0, fd;
+		int rc = sonde__ipc_chan_read(&c->ch), n = 0, fd;
 		struct ipc_frame f;
-		while (!c->dead && (n = ipc_chan_next(&c->ch, &f, &fd)) > 0)
+		while (!c->dead && (n = sonde__ipc_chan_next(&c->ch, &f, &fd)) > 0)
 			handle_frame(s, c, &f, fd);
 		if (n < 0 || rc < 0) {
 			if (rc < 0 && rc != -ECONNRESET)
@@ -228,26 +228,26 @@ static void conn_io(struct svc *s, struct conn *c, uint32_t events)
 			c->dead = true;
 		}
 	}
-	if (!c->dead && (events & EPOLLOUT) && ipc_chan_flush(&c->ch) < 0)
+	if (!c->dead && (events & EPOLLOUT) && sonde__ipc_chan_flush(&c->ch) < 0)
 		c->dead = true;
 	if (!c->dead)
-		sec_pending_ok(s, c, 0);
+		sonde__sec_pending_ok(s, c, 0);
 	if (!c->dead && !c->is_producer && c->k.reading &&
 	    ipc_chan_tx_pending(&c->ch) < SVC_READ_PAUSE_BYTES / 2)
-		consumer_continue_read(s, c);
-	svc_conn_update_events(s, c);
+		sonde__consumer_continue_read(s, c);
+	sonde__svc_conn_update_events(s, c);
 }
 
-struct conn *svc_add_conn(struct svc *s, int fd, bool producer)
+struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	struct conn **v = realloc(s->conns, (s->nconns + 1) * sizeof(*v));
 
 	if (v)
 		s->conns = v;
-	if (!c || !v || ipc_chan_init(&c->ch, fd) < 0) {
+	if (!c || !v || sonde__ipc_chan_init(&c->ch, fd) < 0) {
 		if (c)
-			ipc_chan_close(&c->ch);
+			sonde__ipc_chan_close(&c->ch);
 		else
 			close(fd);
 		free(c);
@@ -257,8 +257,8 @@ struct conn *svc_add_conn(struct svc *s, int fd, bool producer)
 	c->is_producer = producer;
 	c->p.smb_fd = -1;
 	c->events = EPOLLIN;
-	if (sec_peer_identity(c, fd) < 0 || loop_add(&s->loop, fd, EPOLLIN, c->id) < 0) {
-		ipc_chan_close(&c->ch);
+	if (sonde__sec_peer_identity(c, fd) < 0 || sonde__loop_add(&s->loop, fd, EPOLLIN, c->id) < 0) {
+		sonde__ipc_chan_close(&c->ch);
 		free(c);
 		return NULL;
 	}
@@ -269,7 +269,7 @@ struct conn *svc_add_conn(struct svc *s, int fd, bool producer)
 static void resume_accept(void *ctx, uint64_t arg)
 {
 	struct svc *s = ctx;
-	int rc = loop_mod(&s->loop, (int)(arg >> 32), EPOLLIN, arg & UINT32_MAX);
+	int rc = sonde__loop_mod(&s->loop, (int)(arg >> 32), EPOLLIN, arg & UINT32_MAX);
 
 	if (rc < 0)
 		sonde_error("cannot watch a listening socket again: %s", sonde_strerror(rc));
@@ -279,7 +279,7 @@ static void resume_accept(void *ctx, uint64_t arg)
  * second (a listener retries every 100 ms), with the number of failures not reported. */
 static void warn_accept(struct svc *s, int err)
 {
-	uint64_t now = loop_now_ns();
+	uint64_t now = sonde__loop_now_ns();
 
 	if (s->accept_warn_ns && now - s->accept_warn_ns < 1000000000ull) {
 		s->accept_unreported++;
@@ -295,7 +295,7 @@ static void warn_accept(struct svc *s, int err)
 	s->accept_unreported = 0;
 }
 
-void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err)
+void sonde__svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err)
 {
 	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
 		return; /* EAGAIN, or a transient error: the listener stays */
@@ -304,8 +304,8 @@ void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err)
 	 * level-triggered epoll would wake the loop at once, forever. Stop watching the
 	 * listener for a moment instead. The timer's arg packs the fd and the cookie (a
 	 * listener's cookie is below 2^32). */
-	if (loop_mod(&s->loop, lfd, 0, cookie) == 0)
-		loop_timer_add(&s->loop, 100, resume_accept,
+	if (sonde__loop_mod(&s->loop, lfd, 0, cookie) == 0)
+		sonde__loop_timer_add(&s->loop, 100, resume_accept,
 			       (uint64_t)lfd << 32 | (uint32_t)cookie);
 }
 
@@ -316,7 +316,7 @@ static void accept_conns(struct svc *s, int which)
 	for (int k = 0; k < SVC_ACCEPT_BATCH; k++) {
 		int fd = accept4(s->lfd[which], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			svc_accept_failed(s, s->lfd[which],
+			sonde__svc_accept_failed(s, s->lfd[which],
 					  which ? SVC_COOKIE_CONSUMER_LISTENER
 						: SVC_COOKIE_PRODUCER_LISTENER,
 					  errno);
@@ -325,11 +325,11 @@ static void accept_conns(struct svc *s, int which)
 		struct ucred cr;
 		socklen_t len = sizeof(cr);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
-		    !sec_admit_conn(s, cr.uid)) {
+		    !sonde__sec_admit_conn(s, cr.uid)) {
 			close(fd);
 			continue;
 		}
-		struct conn *c = svc_add_conn(s, fd, which == 0);
+		struct conn *c = sonde__svc_add_conn(s, fd, which == 0);
 		if (c)
 			sonde_debug("%s connected: pid %d uid %d", which ? "consumer" : "producer",
 				    (int)c->ch.peer_pid, (int)c->ch.peer_uid);
@@ -344,23 +344,23 @@ static void on_io(void *ctx, uint64_t cookie, uint32_t events)
 		accept_conns(s, cookie == SVC_COOKIE_CONSUMER_LISTENER);
 		return;
 	}
-	if (connector_owns(s, cookie)) {
-		connector_io(s, cookie, events);
+	if (sonde__connector_owns(s, cookie)) {
+		sonde__connector_io(s, cookie, events);
 		return;
 	}
-	struct conn *c = svc_conn(s, cookie);
+	struct conn *c = sonde__svc_conn(s, cookie);
 	if (c)
 		conn_io(s, c, events);
 }
 
 static void destroy_conn(struct svc *s, struct conn *c)
 {
-	loop_del(&s->loop, c->ch.fd);
+	sonde__loop_del(&s->loop, c->ch.fd);
 	if (c->is_producer)
-		producer_gone(s, c);
+		sonde__producer_gone(s, c);
 	else
-		consumer_gone(s, c);
-	ipc_chan_close(&c->ch);
+		sonde__consumer_gone(s, c);
+	sonde__ipc_chan_close(&c->ch);
 	free(c);
 }
 
@@ -383,7 +383,7 @@ static void reap(struct svc *s)
 static void housekeeping(void *ctx, uint64_t arg)
 {
 	struct svc *s = ctx;
-	uint64_t now = loop_now_ns();
+	uint64_t now = sonde__loop_now_ns();
 
 	/* §1.2: a peer that does not drain its socket for 10 s is disconnected */
 	for (size_t i = 0; i < s->nconns; i++) {
@@ -394,13 +394,13 @@ static void housekeeping(void *ctx, uint64_t arg)
 				   (unsigned long long)c->id);
 			c->dead = true;
 		}
-		sec_pending_ok(s, c, 0);
+		sonde__sec_pending_ok(s, c, 0);
 	}
-	session_reap_writers(s, 0);
-	s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0);
+	sonde__session_reap_writers(s, 0);
+	s->t_housekeeping = sonde__loop_timer_add(&s->loop, 1000, housekeeping, 0);
 }
 
-void svc_listen_failed(const char *name, int err)
+void sonde__svc_listen_failed(const char *name, int err)
 {
 	/* one line that says what to do about it: this is how a second instance ends */
 	if (err == -EADDRINUSE)
@@ -413,17 +413,17 @@ void svc_listen_failed(const char *name, int err)
 
 static int listen_on(struct svc *s, const struct sonde_service_opts *o, int which, const char *name)
 {
-	int fd = sec_listen(o, which, name, &s->bound[which]);
+	int fd = sonde__sec_listen(o, which, name, &s->bound[which]);
 
 	if (fd < 0) {
-		svc_listen_failed(name, fd);
+		sonde__svc_listen_failed(name, fd);
 		return fd;
 	}
 	s->lfd[which] = fd;
 	s->path[which] = strdup(name);
 	if (!s->path[which])
 		return -ENOMEM;
-	return loop_add(&s->loop, fd, EPOLLIN,
+	return sonde__loop_add(&s->loop, fd, EPOLLIN,
 			which ? SVC_COOKIE_CONSUMER_LISTENER : SVC_COOKIE_PRODUCER_LISTENER);
 }
 
@@ -448,15 +448,15 @@ struct sonde_service *sonde_service_new(const struct sonde_service_opts *opts)
 	o.sz = sizeof(o);
 	prod = o.producer_socket;
 	cons = o.consumer_socket;
-	sec_init(s, &o);
-	rc = loop_init(&s->loop, on_io, s);
+	sonde__sec_init(s, &o);
+	rc = sonde__loop_init(&s->loop, on_io, s);
 	if (rc == 0)
-		rc = listen_on(s, &o, 0, prod ? prod : ipc_default_sock_name(IPC_PORT_PRODUCER));
+		rc = listen_on(s, &o, 0, prod ? prod : sonde__ipc_default_sock_name(IPC_PORT_PRODUCER));
 	if (rc == 0)
-		rc = listen_on(s, &o, 1, cons ? cons : ipc_default_sock_name(IPC_PORT_CONSUMER));
+		rc = listen_on(s, &o, 1, cons ? cons : sonde__ipc_default_sock_name(IPC_PORT_CONSUMER));
 	if (rc == 0)
-		rc = connector_init(s, &o);
-	if (rc == 0 && !(s->t_housekeeping = loop_timer_add(&s->loop, 1000, housekeeping, 0)))
+		rc = sonde__connector_init(s, &o);
+	if (rc == 0 && !(s->t_housekeeping = sonde__loop_timer_add(&s->loop, 1000, housekeeping, 0)))
 		rc = -ENOMEM;
 	if (rc < 0) {
 		sonde_service_free(ss);
@@ -473,12 +473,12 @@ int sonde_service_fd(const struct sonde_service *ss)
 
 int sonde_service_timeout_ms(const struct sonde_service *ss)
 {
-	return loop_timeout_ms(&ss->s.loop);
+	return sonde__loop_timeout_ms(&ss->s.loop);
 }
 
 int sonde_service_process(struct sonde_service *ss)
 {
-	int rc = loop_process(&ss->s.loop, 0);
+	int rc = sonde__loop_process(&ss->s.loop, 0);
 
 	reap(&ss->s);
 	return rc < 0 ? rc : 0;
@@ -487,7 +487,7 @@ int sonde_service_process(struct sonde_service *ss)
 const char *sonde_service_socket(const struct sonde_service *ss, int which)
 {
 	if (which == SONDE_SOCKET_CONNECTOR)
-		return connector_path(&ss->s);
+		return sonde__connector_path(&ss->s);
 	return ss->s.path[which ? 1 : 0];
 }
 
@@ -495,7 +495,7 @@ int sonde_service_start_perf(struct sonde_service *ss)
 {
 	if (!ss || ss->s.perfds)
 		return -EINVAL;
-	return perfds_start(&ss->s, ss->s.path[0]);
+	return sonde__perfds_start(&ss->s, ss->s.path[0]);
 }
 
 void sonde_service_free(struct sonde_service *ss)
@@ -503,28 +503,28 @@ void sonde_service_free(struct sonde_service *ss)
 	if (!ss)
 		return;
 	struct svc *s = &ss->s;
-	perfds_stop(s); /* its producer connection goes first, while the service is whole */
+	sonde__perfds_stop(s); /* its producer connection goes first, while the service is whole */
 	for (size_t i = 0; i < s->nconns; i++)
 		s->conns[i]->dead = true;
 	reap(s);
 	while (s->nsessions) /* detached or orphaned sessions */
-		session_free(s, s->sessions[0]);
-	session_reap_writers(s, 2000); /* their files get 2 s to take what is queued */
-	connector_free(s);
+		sonde__session_free(s, s->sessions[0]);
+	sonde__session_reap_writers(s, 2000); /* their files get 2 s to take what is queued */
+	sonde__connector_free(s);
 	for (int i = 0; i < 2; i++) {
 		if (s->lfd[i] >= 0)
 			close(s->lfd[i]);
 		if (s->path[i])
-			ipc_unlink_bound(s->path[i], &s->bound[i]);
+			sonde__ipc_unlink_bound(s->path[i], &s->bound[i]);
 		free(s->path[i]);
 	}
-	trigger_svc_free(s);
-	bufid_free(s);
+	sonde__trigger_svc_free(s);
+	sonde__bufid_free(s);
 	free(s->conns);
 	free(s->ds);
 	free(s->sessions);
 	free(s->flushes);
-	buf_free(&s->scratch);
-	loop_free(&s->loop);
+	sonde__buf_free(&s->scratch);
+	sonde__loop_free(&s->loop);
 	free(ss);
 }

@@ -105,7 +105,7 @@ struct consumer {
 struct conn {
 	uint64_t id;
 	uint32_t peer_gid; /* with ch.peer_uid/peer_pid: SO_PEERCRED (security.c) */
-	/* the peer's effective capabilities, read at accept (sec_peer_identity); unknown
+	/* the peer's effective capabilities, read at accept (sonde__sec_peer_identity); unknown
 	 * counts as none */
 	bool caps_known;
 	uint64_t cap_eff;
@@ -192,7 +192,7 @@ struct session {
 	/* timers */
 	uint64_t t_duration, t_flush_period, t_file, t_stop, t_snapshot, t_clear;
 	/* write_into_file: the file is written by a thread of its own (fwriter.h), fed from
-	 * fbuf by session_drain_file; once DISABLED the EnableTracing reply waits until the
+	 * fbuf by sonde__session_drain_file; once DISABLED the EnableTracing reply waits until the
 	 * writer has finished (file_done) */
 	struct fwriter *fw;
 	bool out_created; /* output_path: the service created the file */
@@ -247,7 +247,7 @@ struct svc {
 	uint64_t next_conn_id, next_instance_id, next_session_id, next_flush_id;
 	uint32_t next_producer_id;
 	uint64_t t_housekeeping;
-	uint64_t accept_warn_ns, accept_unreported; /* svc_accept_failed's rate limit */
+	uint64_t accept_warn_ns, accept_unreported; /* sonde__svc_accept_failed's rate limit */
 	struct ds_reg **ds;
 	size_t nds;
 	struct session **sessions;
@@ -270,182 +270,182 @@ struct svc {
 /* bufid.c: global BufferIDs */
 /* Registers tb under the next free id after the last one handed out, cyclically over
  * 1..SVC_MAX_BUFFER_ID. 0, -ENOMEM, or -ENOSPC when every id is in use. */
-int bufid_alloc(struct svc *s, struct tbuf *tb, uint16_t *id);
+int sonde__bufid_alloc(struct svc *s, struct tbuf *tb, uint16_t *id);
 /* The buffer of a BufferID, or NULL: never allocated, freed, or out of range. */
-struct tbuf *bufid_get(const struct svc *s, uint64_t id);
-void bufid_release(struct svc *s, uint16_t id);
+struct tbuf *sonde__bufid_get(const struct svc *s, uint64_t id);
+void sonde__bufid_release(struct svc *s, uint16_t id);
 /* Buffers that exist, in all sessions. */
-size_t bufid_count(const struct svc *s);
+size_t sonde__bufid_count(const struct svc *s);
 /* Iteration over the buffers that exist: start with *pos = 0; NULL at the end. No buffer
  * may be allocated or released meanwhile. */
-struct tbuf *bufid_next(const struct svc *s, size_t *pos);
-void bufid_free(struct svc *s);
+struct tbuf *sonde__bufid_next(const struct svc *s, size_t *pos);
+void sonde__bufid_free(struct svc *s);
 
 /* host.c */
-struct conn *svc_conn(struct svc *s, uint64_t id);
+struct conn *sonde__svc_conn(struct svc *s, uint64_t id);
 /* Adds a connected socket as a producer or consumer connection (takes fd, even on
  * failure; NULL then). Its identity is its SO_PEERCRED until the caller overrides it. */
-struct conn *svc_add_conn(struct svc *s, int fd, bool producer);
-int svc_reply(struct req *r, const struct buf *reply, bool has_more);
-int svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
+struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer);
+int sonde__svc_reply(struct req *r, const struct buf *reply, bool has_more);
+int sonde__svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool has_more,
 		   const uint8_t *data, size_t len, int fd);
-void svc_conn_update_events(struct svc *s, struct conn *c);
-void svc_conn_fail(struct svc *s, struct conn *c);
+void sonde__svc_conn_update_events(struct svc *s, struct conn *c);
+void sonde__svc_conn_fail(struct svc *s, struct conn *c);
 /* Logs why a listening socket could not be created (one line). */
-void svc_listen_failed(const char *name, int err);
+void sonde__svc_listen_failed(const char *name, int err);
 /* After accept4 on listener lfd failed with err: pauses the listener when out of fds. */
-void svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err);
-char *svc_strndup(const uint8_t *p, size_t n);
+void sonde__svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err);
+char *sonde__svc_strndup(const uint8_t *p, size_t n);
 
 /* producer.c */
-int producer_dispatch(struct svc *s, struct req *r, uint32_t method);
+int sonde__producer_dispatch(struct svc *s, struct req *r, uint32_t method);
 /* The next producer id from the counter *next: never 0, and never one in_use says is
  * taken, so that after 2^32 producers the counter wraps without reusing a live id. 0
  * only when every id is taken. */
-uint32_t producer_id_next(uint32_t *next, bool (*in_use)(void *ctx, uint32_t id), void *ctx);
-void producer_gone(struct svc *s, struct conn *c);
-int producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool with_smb_fd);
-int producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss);
+uint32_t sonde__producer_id_next(uint32_t *next, bool (*in_use)(void *ctx, uint32_t id), void *ctx);
+void sonde__producer_gone(struct svc *s, struct conn *c);
+int sonde__producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool with_smb_fd);
+int sonde__producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss);
 /* The connector's SMB for a producer not yet initialized: maps fd (validated, the
  * producer then owns it) or, with create, creates a sealed memfd of that geometry. */
-int producer_preassign_smb(struct conn *c, int fd, size_t size, size_t page, bool create);
-void producer_allow_buffer(struct conn *c, uint16_t buf_id);
-void producer_disallow_buffer(struct conn *c, uint16_t buf_id);
-void producer_scrape(struct svc *s, struct conn *c, const struct session *only);
+int sonde__producer_preassign_smb(struct conn *c, int fd, size_t size, size_t page, bool create);
+void sonde__producer_allow_buffer(struct conn *c, uint16_t buf_id);
+void sonde__producer_disallow_buffer(struct conn *c, uint16_t buf_id);
+void sonde__producer_scrape(struct svc *s, struct conn *c, const struct session *only);
 
 /* session.c */
-struct session *svc_session(struct svc *s, uint64_t id);
-bool session_owns_buffer(const struct session *ss, uint16_t buf_id);
-int session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len, int fd);
-void session_start(struct svc *s, struct session *ss);
-void session_disable(struct svc *s, struct session *ss, bool immediately);
-void session_free(struct svc *s, struct session *ss);
-void session_setup_for_producer(struct svc *s, struct conn *c, struct ds_reg *d);
-void session_producer_gone(struct svc *s, struct conn *c);
-void session_ds_started(struct svc *s, struct conn *c, uint64_t inst_id);
-void session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id);
-void session_remove_ds(struct svc *s, struct conn *c, const char *name);
-uint64_t session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
+struct session *sonde__svc_session(struct svc *s, uint64_t id);
+bool sonde__session_owns_buffer(const struct session *ss, uint16_t buf_id);
+int sonde__session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len, int fd);
+void sonde__session_start(struct svc *s, struct session *ss);
+void sonde__session_disable(struct svc *s, struct session *ss, bool immediately);
+void sonde__session_free(struct svc *s, struct session *ss);
+void sonde__session_setup_for_producer(struct svc *s, struct conn *c, struct ds_reg *d);
+void sonde__session_producer_gone(struct svc *s, struct conn *c);
+void sonde__session_ds_started(struct svc *s, struct conn *c, uint64_t inst_id);
+void sonde__session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id);
+void sonde__session_remove_ds(struct svc *s, struct conn *c, const char *name);
+uint64_t sonde__session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
 		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable);
-void session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id);
-void session_drain_file(struct svc *s, struct session *ss);
+void sonde__session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id);
+void sonde__session_drain_file(struct svc *s, struct session *ss);
 /* Stops the retired writers that are done or stalled and frees those whose thread ended;
  * with wait_ms, gives all of them that long in all to finish, then lets them go (shutdown
  * only: it blocks). */
-void session_reap_writers(struct svc *s, int wait_ms);
+void sonde__session_reap_writers(struct svc *s, int wait_ms);
 /* Sends the held EnableTracing reply now if the session already ended. */
-void session_resolve_if_disabled(struct svc *s, struct session *ss);
+void sonde__session_resolve_if_disabled(struct svc *s, struct session *ss);
 /* Reads every buffer of the session into fn; 1 if fn asked to stop, else 0. */
-int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
-void session_notify_observer(struct svc *s, struct session *ss, struct instance *in,
+int sonde__session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
+void sonde__session_notify_observer(struct svc *s, struct session *ss, struct instance *in,
 			     bool all_started);
 
 /* security.c: identity, lockdown, limits, file creation, socket permissions */
 struct sonde_service_opts;
-void sec_init(struct svc *s, const struct sonde_service_opts *o);
+void sonde__sec_init(struct svc *s, const struct sonde_service_opts *o);
 /* SO_PEERPIDFD (Linux 6.5), for headers older than it. */
 #define SVC_SO_PEERPIDFD 77
 /* Reads SO_PEERCRED into c (uid, pid, gid) and, for a consumer, its capabilities (below).
  * Returns 0 or -errno. */
-int sec_peer_identity(struct conn *c, int fd);
+int sonde__sec_peer_identity(struct conn *c, int fd);
 /* The effective capabilities of the process at the other end of socket fd, whose
  * SO_PEERCRED is (pid, uid, gid); *known false when they cannot be read for that process
- * (perfauth_consumer_caps). */
-void sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps);
+ * (sonde__perfauth_consumer_caps). */
+void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps);
 /* Whether one more connection of uid fits the connection limits (logs when not). */
-bool sec_admit_conn(const struct svc *s, uid_t uid);
+bool sonde__sec_admit_conn(const struct svc *s, uid_t uid);
 /* Creates a listening socket with the configured mode and group of socket `which`
- * (ipc_listen_perm: -EADDRINUSE if a service already listens there). */
-int sec_listen(const struct sonde_service_opts *o, int which, const char *name,
+ * (sonde__ipc_listen_perm: -EADDRINUSE if a service already listens there). */
+int sonde__sec_listen(const struct sonde_service_opts *o, int which, const char *name,
 	       struct ipc_bound *bound);
 /* At InitializeConnection: 0 to go on, or -EACCES after refusing the producer (lockdown). */
-int sec_check_producer(struct svc *s, struct req *r);
+int sonde__sec_check_producer(struct svc *s, struct req *r);
 /* At EnableTracing, before validation: applies TraceConfig.lockdown_mode. An error for
  * the consumer, or NULL. */
-const char *sec_apply_lockdown(struct svc *s, struct conn *c, const uint8_t *cfg, size_t len);
+const char *sonde__sec_apply_lockdown(struct svc *s, struct conn *c, const uint8_t *cfg, size_t len);
 /* Session count and buffer limits; bufs holds (size_kb, discard) pairs. */
-const char *sec_check_session(struct svc *s, const struct session *ss, const uint64_t *bufs,
+const char *sonde__sec_check_session(struct svc *s, const struct session *ss, const uint64_t *bufs,
 			      size_t nbufs);
 /* Creates output_path for consumer c: O_EXCL|O_NOFOLLOW, mode 0600, with the consumer's
  * file-system identity. Returns the fd or -errno. */
-int sec_create_output(const struct conn *c, const char *path);
+int sonde__sec_create_output(const struct conn *c, const char *path);
 /* Validates a shared memory buffer handed to the service: a memfd sealed against shrink,
  * grow and sealing (not against writes), open read-write, whose size is a multiple of
  * page and within the limits. Sets *size. 0 or -EBADF (not a memfd), -EPERM (seals),
  * -EACCES (read-only), -EINVAL (geometry), -EFBIG (over the SMB limit), -ENODEV (it
  * cannot be mapped shared and writable). */
-int sec_check_smb(const struct svc *s, int fd, size_t page, size_t *size);
+int sonde__sec_check_smb(const struct svc *s, int fd, size_t page, size_t *size);
 /* False (and the connection marked dead) when c has more unsent bytes than allowed. */
-bool sec_pending_ok(struct svc *s, struct conn *c, size_t more);
+bool sonde__sec_pending_ok(struct svc *s, struct conn *c, size_t more);
 
 /* connector.c */
-int connector_init(struct svc *s, const struct sonde_service_opts *o);
-void connector_io(struct svc *s, uint64_t cookie, uint32_t events);
-bool connector_owns(const struct svc *s, uint64_t cookie);
-const char *connector_path(const struct svc *s);
-void connector_free(struct svc *s);
+int sonde__connector_init(struct svc *s, const struct sonde_service_opts *o);
+void sonde__connector_io(struct svc *s, uint64_t cookie, uint32_t events);
+bool sonde__connector_owns(const struct svc *s, uint64_t cookie);
+const char *sonde__connector_path(const struct svc *s);
+void sonde__connector_free(struct svc *s);
 
 /* consumer.c */
-int consumer_dispatch(struct svc *s, struct req *r, uint32_t method);
-void consumer_gone(struct svc *s, struct conn *c);
-void consumer_continue_read(struct svc *s, struct conn *c);
-void consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b);
+int sonde__consumer_dispatch(struct svc *s, struct req *r, uint32_t method);
+void sonde__consumer_gone(struct svc *s, struct conn *c);
+void sonde__consumer_continue_read(struct svc *s, struct conn *c);
+void sonde__consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b);
 
 /* session.c, for reconfig.c */
 /* Parses the data_sources of ss->config into ss->ds. 0, -ENOMEM or a format error. */
-int session_parse_data_sources(struct session *ss);
-void session_free_data_sources(struct session *ss);
-bool session_ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg);
+int sonde__session_parse_data_sources(struct session *ss);
+void sonde__session_free_data_sources(struct session *ss);
+bool sonde__session_ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg);
 /* Sets up (and starts, if the session runs) an instance of d on producer c. */
-void session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d,
+void sonde__session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d,
 			  struct conn *c, const struct ds_reg *reg);
 
 /* reconfig.c */
 /* ConsumerPort.ChangeTraceConfig. */
-int reconfig_change(struct svc *s, struct req *r);
+int sonde__reconfig_change(struct svc *s, struct req *r);
 
 /* trigger.c */
 /* Parses TraceConfig.trigger_config into ss->trig; returns an error message or NULL. */
-const char *trigger_parse(struct session *ss, const struct pb_field *trigger_config);
+const char *sonde__trigger_parse(struct session *ss, const struct pb_field *trigger_config);
 /* The trigger guardrails of §3.3 (after the whole config is parsed); message or NULL. */
-const char *trigger_validate(const struct session *ss);
+const char *sonde__trigger_validate(const struct session *ss);
 /* START_TRACING: the session waits for a trigger instead of starting. */
-bool trigger_defers_start(const struct session *ss);
+bool sonde__trigger_defers_start(const struct session *ss);
 /* The session has triggers and none arrived yet: reads return nothing (§2.7). */
-bool trigger_waiting(const struct session *ss);
+bool sonde__trigger_waiting(const struct session *ss);
 /* Arms the trigger timeout of a new session. */
-void trigger_session_enabled(struct svc *s, struct session *ss);
-void trigger_session_free(struct svc *s, struct session *ss);
-void trigger_svc_free(struct svc *s);
+void sonde__trigger_session_enabled(struct svc *s, struct session *ss);
+void sonde__trigger_session_free(struct svc *s, struct session *ss);
+void sonde__trigger_svc_free(struct svc *s);
 /* ProducerPort.ActivateTriggers. */
-int trigger_activate(struct svc *s, struct req *r);
+int sonde__trigger_activate(struct svc *s, struct req *r);
 /* Appends to the TraceConfig packet being written what differs from the consumer's bytes:
  * with STOP_TRACING, duration_ms = trigger_timeout_ms (§6.3; last value wins). */
-void trigger_config_fixup(const struct session *ss, struct buf *config);
+void sonde__trigger_config_fixup(const struct session *ss, struct buf *config);
 /* Emits the Trigger packets not emitted yet (§6.3 step 4). */
-void trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx);
+void sonde__trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx);
 
 /* clone.c */
 /* ConsumerPort.CloneSession. */
-int clone_session(struct svc *s, struct req *r);
+int sonde__clone_session(struct svc *s, struct req *r);
 /* A flush completed: a clone waiting for it proceeds. */
-void clone_flush_done(struct svc *s, uint64_t flush_id);
+void sonde__clone_flush_done(struct svc *s, uint64_t flush_id);
 /* TracingServiceState.tracing_sessions: the sessions caller may clone (HEAD, §8). */
-void clone_put_sessions(struct svc *s, const struct conn *caller, struct buf *b);
+void sonde__clone_put_sessions(struct svc *s, const struct conn *caller, struct buf *b);
 /* CLONE_SNAPSHOT: tells the session's consumer (ObserveEvents CLONE_TRIGGER_HIT). */
-void clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
+void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
 		       const struct conn *producer, uint64_t now_ns, uint32_t delay_ms);
 
 /* svcpkt.c */
-uint64_t svc_boottime_ns(void);
+uint64_t sonde__svc_boottime_ns(void);
 /* Queues a service event (enum pf_service_event) with the current time. */
-void svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field);
-void svcpkt_clock_snapshot(struct svc *s, struct session *ss);
+void sonde__svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field);
+void sonde__svcpkt_clock_snapshot(struct svc *s, struct session *ss);
 /* Queues a snapshot only if some clock drifted >= 10 ms against BOOTTIME since the last. */
-void svcpkt_clock_snapshot_if_drifted(struct svc *s, struct session *ss);
+void sonde__svcpkt_clock_snapshot_if_drifted(struct svc *s, struct session *ss);
 /* Emits the packets due at the start of a read pass (§6.3 steps 1-7) into fn. */
-void svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
+void sonde__svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
 /* The trace stats packet, if due; `final` marks the end of a pass. */
-void svcpkt_emit_tail(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
+void sonde__svcpkt_emit_tail(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
 
 #endif

@@ -7,7 +7,7 @@
 
 #include "service/loop.h"
 
-uint64_t loop_now_ns(void)
+uint64_t sonde__loop_now_ns(void)
 {
 	struct timespec ts;
 
@@ -15,7 +15,7 @@ uint64_t loop_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int loop_init(struct loop *l, loop_io_fn io_fn, void *ctx)
+int sonde__loop_init(struct loop *l, loop_io_fn io_fn, void *ctx)
 {
 	memset(l, 0, sizeof(*l));
 	l->io_fn = io_fn;
@@ -25,7 +25,7 @@ int loop_init(struct loop *l, loop_io_fn io_fn, void *ctx)
 	return l->epfd < 0 ? -errno : 0;
 }
 
-void loop_free(struct loop *l)
+void sonde__loop_free(struct loop *l)
 {
 	if (l->epfd >= 0)
 		close(l->epfd);
@@ -42,22 +42,22 @@ static int ctl(struct loop *l, int op, int fd, uint32_t events, uint64_t cookie)
 	return epoll_ctl(l->epfd, op, fd, &ev) < 0 ? -errno : 0;
 }
 
-int loop_add(struct loop *l, int fd, uint32_t events, uint64_t cookie)
+int sonde__loop_add(struct loop *l, int fd, uint32_t events, uint64_t cookie)
 {
 	return ctl(l, EPOLL_CTL_ADD, fd, events, cookie);
 }
 
-int loop_mod(struct loop *l, int fd, uint32_t events, uint64_t cookie)
+int sonde__loop_mod(struct loop *l, int fd, uint32_t events, uint64_t cookie)
 {
 	return ctl(l, EPOLL_CTL_MOD, fd, events, cookie);
 }
 
-void loop_del(struct loop *l, int fd)
+void sonde__loop_del(struct loop *l, int fd)
 {
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
-uint64_t loop_timer_add(struct loop *l, uint64_t ms, loop_timer_fn fn, uint64_t arg)
+uint64_t sonde__loop_timer_add(struct loop *l, uint64_t ms, loop_timer_fn fn, uint64_t arg)
 {
 	if (l->ntimers == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
@@ -68,11 +68,11 @@ uint64_t loop_timer_add(struct loop *l, uint64_t ms, loop_timer_fn fn, uint64_t 
 		l->cap = cap;
 	}
 	l->timers[l->ntimers++] = (struct loop_timer){
-		.id = l->next_id, .when_ns = loop_now_ns() + ms * 1000000ull, .arg = arg, .fn = fn};
+		.id = l->next_id, .when_ns = sonde__loop_now_ns() + ms * 1000000ull, .arg = arg, .fn = fn};
 	return l->next_id++;
 }
 
-void loop_timer_del(struct loop *l, uint64_t id)
+void sonde__loop_timer_del(struct loop *l, uint64_t id)
 {
 	for (size_t i = 0; i < l->ntimers; i++) {
 		if (l->timers[i].id == id) {
@@ -82,9 +82,9 @@ void loop_timer_del(struct loop *l, uint64_t id)
 	}
 }
 
-int loop_timeout_ms(const struct loop *l)
+int sonde__loop_timeout_ms(const struct loop *l)
 {
-	uint64_t now = loop_now_ns(), best = UINT64_MAX;
+	uint64_t now = sonde__loop_now_ns(), best = UINT64_MAX;
 
 	for (size_t i = 0; i < l->ntimers; i++)
 		if (l->timers[i].when_ns < best)
@@ -99,7 +99,7 @@ int loop_timeout_ms(const struct loop *l)
 /* Runs due timers one at a time, earliest first; a callback may add or delete timers. */
 static int run_timers(struct loop *l)
 {
-	uint64_t now = loop_now_ns();
+	uint64_t now = sonde__loop_now_ns();
 	int n = 0;
 
 	for (;;) {
@@ -117,10 +117,10 @@ static int run_timers(struct loop *l)
 	}
 }
 
-int loop_process(struct loop *l, int wait_ms)
+int sonde__loop_process(struct loop *l, int wait_ms)
 {
 	struct epoll_event ev[64];
-	int t = loop_timeout_ms(l), n;
+	int t = sonde__loop_timeout_ms(l), n;
 
 	if (t >= 0 && (wait_ms < 0 || t < wait_ms))
 		wait_ms = t;

@@ -1,6 +1,6 @@
 /* A small epoll loop with one-shot timers (in the manner of redis' ae). Internal to the
  * service: the service registers its sockets and timers here, and the program that owns
- * the real event loop polls loop.epfd and calls loop_process() when it is readable or the
+ * the real event loop polls loop.epfd and calls sonde__loop_process() when it is readable or the
  * next timer is due.
  *
  * IO registrations carry a 64-bit cookie, not a pointer, so an event for an object freed
@@ -30,19 +30,19 @@ struct loop {
 	uint64_t next_id;
 };
 
-int loop_init(struct loop *l, loop_io_fn io_fn, void *ctx);
-void loop_free(struct loop *l);
-int loop_add(struct loop *l, int fd, uint32_t events, uint64_t cookie);
-int loop_mod(struct loop *l, int fd, uint32_t events, uint64_t cookie);
-void loop_del(struct loop *l, int fd);
+int sonde__loop_init(struct loop *l, loop_io_fn io_fn, void *ctx);
+void sonde__loop_free(struct loop *l);
+int sonde__loop_add(struct loop *l, int fd, uint32_t events, uint64_t cookie);
+int sonde__loop_mod(struct loop *l, int fd, uint32_t events, uint64_t cookie);
+void sonde__loop_del(struct loop *l, int fd);
 /* Returns the timer id (never 0), or 0 on allocation failure. */
-uint64_t loop_timer_add(struct loop *l, uint64_t ms, loop_timer_fn fn, uint64_t arg);
-void loop_timer_del(struct loop *l, uint64_t id);
+uint64_t sonde__loop_timer_add(struct loop *l, uint64_t ms, loop_timer_fn fn, uint64_t arg);
+void sonde__loop_timer_del(struct loop *l, uint64_t id);
 /* Milliseconds until the next timer (0 if due), or -1 when there is none. */
-int loop_timeout_ms(const struct loop *l);
+int sonde__loop_timeout_ms(const struct loop *l);
 /* Dispatches ready IO (waiting at most wait_ms) and then due timers. Returns events
  * handled or -errno. */
-int loop_process(struct loop *l, int wait_ms);
-uint64_t loop_now_ns(void);
+int sonde__loop_process(struct loop *l, int wait_ms);
+uint64_t sonde__loop_now_ns(void);
 
 #endif

@@ -74,7 +74,7 @@ static bool pidfd_alive(int pidfd)
 	return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM;
 }
 
-void perfauth_consumer_caps(int pidfd, pid_t pid, struct perfauth_consumer *c)
+void sonde__perfauth_consumer_caps(int pidfd, pid_t pid, struct perfauth_consumer *c)
 {
 	struct status st;
 
@@ -104,7 +104,7 @@ static bool descends_from(pid_t pid, pid_t ancestor)
 	return false;
 }
 
-int perfauth_target_read(int pidfd, pid_t pid, pid_t consumer_pid, int yama_scope,
+int sonde__perfauth_target_read(int pidfd, pid_t pid, pid_t consumer_pid, int yama_scope,
 			 struct perfauth_target *t)
 {
 	struct status st;
@@ -152,7 +152,7 @@ static bool ids_are(const struct perfauth_ids *ids, uint32_t id)
  * ok:	if (mm && get_dumpable(mm) != SUID_DUMP_USER && !ptrace_has_cap(...)) return -EPERM;
  *	return security_ptrace_access_check(task, mode);         (Yama, below)
  *
- * The consumer's ids are its SO_PEERCRED (effective) ids, which perfauth_consumer_caps
+ * The consumer's ids are its SO_PEERCRED (effective) ids, which sonde__perfauth_consumer_caps
  * found equal to its real ones whenever its capabilities are known. Without user
  * namespaces of their own, every capability here is of the initial namespace.
  *
@@ -163,7 +163,7 @@ static bool ids_are(const struct perfauth_ids *ids, uint32_t id)
  * an attach: scope 1 allows descendants of the consumer's process (exceptions declared
  * with PR_SET_PTRACER cannot be seen from here and are not honoured) or CAP_SYS_PTRACE,
  * scope 2 CAP_SYS_PTRACE only, scope 3 nothing at all. */
-const char *perfauth_may_profile(const struct perfauth_consumer *c,
+const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
 				 const struct perfauth_target *t, int yama_scope)
 {
 	bool ptrace_cap = has_cap(c, PERFAUTH_CAP_SYS_PTRACE);
@@ -192,13 +192,13 @@ const char *perfauth_may_profile(const struct perfauth_consumer *c,
 
 /* kernel/events/core.c perf_allow_kernel: kernel samples need perf_event_paranoid <= 1
  * or perfmon_capable() (CAP_PERFMON, or CAP_SYS_ADMIN). */
-bool perfauth_may_see_kernel(const struct perfauth_consumer *c, int paranoid)
+bool sonde__perfauth_may_see_kernel(const struct perfauth_consumer *c, int paranoid)
 {
 	return paranoid <= 1 || has_cap(c, PERFAUTH_CAP_PERFMON) ||
 	       has_cap(c, PERFAUTH_CAP_SYS_ADMIN);
 }
 
-int perfauth_sysctl(const char *path, int def)
+int sonde__perfauth_sysctl(const char *path, int def)
 {
 	char p[128], buf[32];
 	int v = def;

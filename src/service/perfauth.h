@@ -3,9 +3,9 @@
  *
  * sonded runs as root, so the kernel's own checks on perf_event_open pass for everything
  * it opens; these functions restate them for the consumer's credentials:
- *   perfauth_may_profile  kernel/ptrace.c __ptrace_may_access (PTRACE_MODE_READ_REALCREDS)
+ *   sonde__perfauth_may_profile  kernel/ptrace.c __ptrace_may_access (PTRACE_MODE_READ_REALCREDS)
  *                         and security/yama/yama_lsm.c
- *   perfauth_may_see_kernel  kernel/events/core.c perf_allow_kernel
+ *   sonde__perfauth_may_see_kernel  kernel/events/core.c perf_allow_kernel
  * Credentials are read through a pidfd so that a check always names one process, never
  * whatever holds a pid number at the time. */
 #ifndef SONDE_SERVICE_PERFAUTH_H
@@ -51,26 +51,26 @@ struct perfauth_target {
  * afterwards and its real and effective ids are still the ones it connected with (a
  * process that exec'd a set-user-ID program since is not credited with its privileges).
  * Otherwise caps_known stays false. */
-void perfauth_consumer_caps(int pidfd, pid_t pid, struct perfauth_consumer *c);
+void sonde__perfauth_consumer_caps(int pidfd, pid_t pid, struct perfauth_consumer *c);
 
 /* Reads target pid's credentials and dumpability through pidfd (pidfd_open(pid)): 0, or
  * -ESRCH when the process is gone or pid is not a process (a thread id), -errno or
  * -SONDE_E_FORMAT when /proc cannot be read. With yama_scope 1 also whether the target
  * descends from consumer_pid. */
-int perfauth_target_read(int pidfd, pid_t pid, pid_t consumer_pid, int yama_scope,
+int sonde__perfauth_target_read(int pidfd, pid_t pid, pid_t consumer_pid, int yama_scope,
 			 struct perfauth_target *t);
 
 /* The rule. NULL when the consumer may profile the target, else why not (a phrase for a
  * message: "its gids differ from the consumer's"...). yama_scope: the value of
  * /proc/sys/kernel/yama/ptrace_scope, 0 without Yama. */
-const char *perfauth_may_profile(const struct perfauth_consumer *c,
+const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
 				 const struct perfauth_target *t, int yama_scope);
 
 /* Whether kernel frames (addresses become names, kernel modules) may be recorded for the
  * consumer: kernel.perf_event_paranoid <= 1, or CAP_PERFMON or CAP_SYS_ADMIN. */
-bool perfauth_may_see_kernel(const struct perfauth_consumer *c, int paranoid);
+bool sonde__perfauth_may_see_kernel(const struct perfauth_consumer *c, int paranoid);
 
 /* An integer sysctl under /proc/sys (path relative to it), or def when it is absent. */
-int perfauth_sysctl(const char *path, int def);
+int sonde__perfauth_sysctl(const char *path, int def);
 
 #endif

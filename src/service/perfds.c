@@ -6,7 +6,7 @@
  * loop never waits for perf rings, unwinding or symbolization. The one thing the wire
  * protocol cannot give a producer is the consumer's identity, which the authorization
  * rule needs; the service records each session's consumer credentials here
- * (perfds_note_session), and the thread looks them up by the tracing_session_id the
+ * (sonde__perfds_note_session), and the thread looks them up by the tracing_session_id the
  * service wrote into the DataSourceConfig. Nothing else is shared between the threads.
  *
  * Authorization (perfauth.h): each target is checked through a pidfd before its events
@@ -121,7 +121,7 @@ static uint64_t now_ms(void)
 
 /* ---- the session registry (service thread writes, data source thread reads) ---- */
 
-void perfds_note_session(struct svc *s, uint64_t session_id, const struct perfauth_consumer *who)
+void sonde__perfds_note_session(struct svc *s, uint64_t session_id, const struct perfauth_consumer *who)
 {
 	struct perfds *pd = s->perfds;
 
@@ -142,7 +142,7 @@ void perfds_note_session(struct svc *s, uint64_t session_id, const struct perfau
 	pthread_mutex_unlock(&pd->lock);
 }
 
-void perfds_forget_session(struct svc *s, uint64_t session_id)
+void sonde__perfds_forget_session(struct svc *s, uint64_t session_id)
 {
 	struct perfds *pd = s->perfds;
 
@@ -203,21 +203,21 @@ static void note(struct inst *in, int prio, pid_t pid, const char *fmt, ...)
 	sonde_log(prio == LOG_PRIO_ERROR ? SONDE_LOG_ERROR : SONDE_LOG_WARN,
 		  "linux.perf (session %llu, consumer uid %u): %s",
 		  (unsigned long long)in->cfg.session_id, (unsigned)in->who.uid, msg);
-	pb_put_varint(&b, F_PACKET_TIMESTAMP, clock_ns(CLOCK_MONOTONIC));
-	pb_put_varint(&b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
-	size_t a = pb_begin(&b, F_PACKET_ANDROID_LOG);
-	size_t e = pb_begin(&b, 1);
+	sonde__pb_put_varint(&b, F_PACKET_TIMESTAMP, clock_ns(CLOCK_MONOTONIC));
+	sonde__pb_put_varint(&b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+	size_t a = sonde__pb_begin(&b, F_PACKET_ANDROID_LOG);
+	size_t e = sonde__pb_begin(&b, 1);
 	if (pid > 0)
-		pb_put_varint(&b, 2, (uint64_t)pid);
-	pb_put_varint(&b, 5, clock_ns(CLOCK_REALTIME)); /* log events are on REALTIME */
-	pb_put_string(&b, 6, "linux.perf");
-	pb_put_varint(&b, 7, (uint64_t)prio);
-	pb_put_string(&b, 8, msg);
-	pb_end(&b, e);
-	pb_end(&b, a);
+		sonde__pb_put_varint(&b, 2, (uint64_t)pid);
+	sonde__pb_put_varint(&b, 5, clock_ns(CLOCK_REALTIME)); /* log events are on REALTIME */
+	sonde__pb_put_string(&b, 6, "linux.perf");
+	sonde__pb_put_varint(&b, 7, (uint64_t)prio);
+	sonde__pb_put_string(&b, 8, msg);
+	sonde__pb_end(&b, e);
+	sonde__pb_end(&b, a);
 	if (!buf_error(&b))
 		sink(in, b.data, b.len);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 /* ---- recording ---- */
@@ -227,10 +227,10 @@ static int rec_write(void *ctx, const void *buf, size_t len)
 	struct inst *in = ctx;
 
 	if (!in->enc) {
-		buf_append(&in->pre, buf, len);
+		sonde__buf_append(&in->pre, buf, len);
 		return buf_error(&in->pre);
 	}
-	return pf_enc_feed(in->enc, buf, len);
+	return sonde__pf_enc_feed(in->enc, buf, len);
 }
 
 static uint64_t rec_frequency(const struct perfds_cfg *c)
@@ -274,11 +274,11 @@ static int start_encoder(struct inst *in)
 				    (in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER &&
 				     in->kernel_ok),
 	};
-	in->enc = pf_enc_new(&o);
+	in->enc = sonde__pf_enc_new(&o);
 	if (!in->enc)
 		return -errno;
-	int err = pf_enc_feed(in->enc, in->pre.data, in->pre.len);
-	buf_free(&in->pre);
+	int err = sonde__pf_enc_feed(in->enc, in->pre.data, in->pre.len);
+	sonde__buf_free(&in->pre);
 	return err;
 }
 
@@ -309,7 +309,7 @@ static int attach(struct inst *in, pid_t pid)
 			sonde_recorder_attach_writer(pid, rec_write, in, SONDE_ATTACH_RUNNING, &o);
 		if (!in->rec) {
 			rc = -errno;
-			buf_free(&in->pre);
+			sonde__buf_free(&in->pre);
 			note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
 			     sonde_strerror(rc));
 			return rc;
@@ -340,15 +340,15 @@ static void comm_of(pid_t pid, char *out, size_t cap)
 	}
 }
 
-/* The authorization rule (perfauth_may_profile) for the process pidfd refers to. 0 with
+/* The authorization rule (sonde__perfauth_may_profile) for the process pidfd refers to. 0 with
  * *why NULL when the consumer may profile it, 0 with the reason when not, -errno when it
  * cannot be read (gone: -ESRCH). */
 static int authorize(struct inst *in, int pidfd, pid_t pid, struct perfauth_target *t,
 		     const char **why)
 {
-	int rc = perfauth_target_read(pidfd, pid, in->who.pid, in->yama_scope, t);
+	int rc = sonde__perfauth_target_read(pidfd, pid, in->who.pid, in->yama_scope, t);
 
-	*why = rc < 0 ? NULL : perfauth_may_profile(&in->who, t, in->yama_scope);
+	*why = rc < 0 ? NULL : sonde__perfauth_may_profile(&in->who, t, in->yama_scope);
 	return rc;
 }
 
@@ -458,7 +458,7 @@ static void consider(struct inst *in, pid_t pid, bool listed)
 			return;
 	/* A process that is no target now may become one when it execs (a shell's child
 	 * before its exec): only targets are remembered, the others are looked at again. */
-	if (!perfds_is_target(&in->cfg, pid))
+	if (!sonde__perfds_is_target(&in->cfg, pid))
 		return;
 	pid_t *n = realloc(in->seen, (in->nseen + 1) * sizeof(*n));
 	if (!n)
@@ -543,7 +543,7 @@ static void drain(struct inst *in, bool finish)
 	if (rc < 0)
 		sonde_warn("linux.perf: recording failed: %s", sonde_strerror(rc));
 	if (in->enc && sum.lost_events > in->lost_reported) {
-		pf_enc_lost(in->enc, clock_ns(CLOCK_MONOTONIC),
+		sonde__pf_enc_lost(in->enc, clock_ns(CLOCK_MONOTONIC),
 			    sum.lost_events - in->lost_reported);
 		in->lost_reported = sum.lost_events;
 	}
@@ -567,7 +567,7 @@ static void check_guardrail(struct inst *in)
 	in->guardrail_hit = true;
 	drain(in, true);
 	if (in->enc)
-		pf_enc_stop_event(in->enc, clock_ns(CLOCK_MONOTONIC), PF_STOP_REASON_GUARDRAIL);
+		sonde__pf_enc_stop_event(in->enc, clock_ns(CLOCK_MONOTONIC), PF_STOP_REASON_GUARDRAIL);
 	note(in, LOG_PRIO_WARN, 0,
 	     "stopped: sonded uses %llu KiB, above max_daemon_memory_kb %llu (guardrail)",
 	     (unsigned long long)kb, (unsigned long long)in->cfg.max_daemon_memory_kb);
@@ -599,7 +599,7 @@ static struct inst *inst_new(struct perfds *pd, uint64_t id, const void *cfg, si
 	}
 	in->pd = pd;
 	in->id = id;
-	in->cfg_err = perfds_cfg_parse(cfg, len, &in->cfg, in->err, sizeof(in->err));
+	in->cfg_err = sonde__perfds_cfg_parse(cfg, len, &in->cfg, in->err, sizeof(in->err));
 	if (!in->cfg_err && !session_cred(pd, in->cfg.session_id, &in->who)) {
 		in->cfg_err = -ESRCH;
 		snprintf(in->err, sizeof(in->err), "session %llu is unknown to the service",
@@ -620,24 +620,24 @@ static void inst_free(struct perfds *pd, struct inst *in)
 	while (in->ntargets) /* after the drain: its exec checks use them */
 		target_drop(in, &in->targets[0]);
 	free(in->targets);
-	pf_enc_free(in->enc);
+	sonde__pf_enc_free(in->enc);
 	sonde_trace_writer__free(in->w);
-	perfds_cfg_free(&in->cfg);
-	buf_free(&in->pre);
+	sonde__perfds_cfg_free(&in->cfg);
+	sonde__buf_free(&in->pre);
 	free(in->seen);
 	free(in);
 }
 
-/* Kernel frames only for a consumer the kernel would give them (perfauth_may_see_kernel):
+/* Kernel frames only for a consumer the kernel would give them (sonde__perfauth_may_see_kernel):
  * as root, sonded's own perf_event_open always gets them. */
 static void authorize_kernel(struct inst *in)
 {
 	/* unreadable: the kernel's strictest default */
-	int paranoid = perfauth_sysctl("kernel/perf_event_paranoid", 2);
+	int paranoid = sonde__perfauth_sysctl("kernel/perf_event_paranoid", 2);
 	bool want = in->cfg.kernel_frames ||
 		    in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
 
-	in->kernel_ok = perfauth_may_see_kernel(&in->who, paranoid);
+	in->kernel_ok = sonde__perfauth_may_see_kernel(&in->who, paranoid);
 	if (want && !in->kernel_ok)
 		note(in, LOG_PRIO_WARN, 0,
 		     "kernel frames are not permitted for consumer uid %u (it needs CAP_PERFMON "
@@ -677,7 +677,7 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 		sonde_warn("linux.perf: no symbolizer: %s", sonde_strerror(-errno));
 	authorize_kernel(in);
 	/* Yama restricts attaching; without it (no such file) nothing is restricted. */
-	in->yama_scope = perfauth_sysctl("kernel/yama/ptrace_scope", 0);
+	in->yama_scope = sonde__perfauth_sysctl("kernel/yama/ptrace_scope", 0);
 	scan(in);
 	uint64_t now = now_ms();
 	in->next_read_ms = now + in->cfg.read_period_ms;
@@ -719,7 +719,7 @@ static void on_clear(void *ctx, uint64_t id)
 	struct inst *in = find(ctx, id, NULL);
 
 	if (in)
-		pf_enc_clear_incremental(in->enc);
+		sonde__pf_enc_clear_incremental(in->enc);
 }
 
 /* ---- the thread ---- */
@@ -834,7 +834,7 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-int perfds_start(struct svc *s, const char *producer_socket)
+int sonde__perfds_start(struct svc *s, const char *producer_socket)
 {
 	struct perfds *pd = calloc(1, sizeof(*pd));
 	int rc = -ENOMEM;
@@ -860,7 +860,7 @@ fail:
 	return rc;
 }
 
-void perfds_stop(struct svc *s)
+void sonde__perfds_stop(struct svc *s)
 {
 	struct perfds *pd = s->perfds;
 	uint64_t one = 1;

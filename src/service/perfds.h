@@ -41,7 +41,7 @@ struct perfds_cfg {
 	uint64_t max_daemon_memory_kb; /* 0: no guardrail */
 	int32_t *pids, *exclude_pids;
 	size_t n_pids, n_exclude_pids;
-	char **cmdlines, **exclude_cmdlines; /* normalized (see perfds_cmdline_normalize) */
+	char **cmdlines, **exclude_cmdlines; /* normalized (see sonde__perfds_cmdline_normalize) */
 	size_t n_cmdlines, n_exclude_cmdlines;
 };
 
@@ -49,29 +49,29 @@ struct perfds_cfg {
  * service-owned fields win as the service appends them last. Returns 0, or -EINVAL with a
  * one-line reason in err for a config this data source refuses (ring_buffer_pages not a
  * power of two, a tracepoint or raw timebase, no target...), or -SONDE_E_FORMAT for
- * malformed bytes. *c must be freed with perfds_cfg_free in every case. */
-int perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_cfg *c, char *err,
+ * malformed bytes. *c must be freed with sonde__perfds_cfg_free in every case. */
+int sonde__perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_cfg *c, char *err,
 		     size_t err_len);
-void perfds_cfg_free(struct perfds_cfg *c);
+void sonde__perfds_cfg_free(struct perfds_cfg *c);
 
 /* traced_perf's cmdline normalization: argv[0] (the bytes before the first NUL), cut at
  * its first '@', without the directories. Writes a NUL-terminated copy into out. */
-void perfds_cmdline_normalize(const char *cmdline, size_t len, char *out, size_t cap);
+void sonde__perfds_cmdline_normalize(const char *cmdline, size_t len, char *out, size_t cap);
 /* Whether process pid is a target of c: listed by pid, or its normalized cmdline equals a
  * target cmdline, and neither excluded by pid nor by cmdline. */
-bool perfds_is_target(const struct perfds_cfg *c, pid_t pid);
+bool sonde__perfds_is_target(const struct perfds_cfg *c, pid_t pid);
 
 /* ---- the service side (perfds.c) ---- */
 
 /* Starts the data source thread, a producer connected to producer_socket. 0 or -errno. */
-int perfds_start(struct svc *s, const char *producer_socket);
+int sonde__perfds_start(struct svc *s, const char *producer_socket);
 /* Stops and joins the thread (its instances end; nothing if it never started). */
-void perfds_stop(struct svc *s);
+void sonde__perfds_stop(struct svc *s);
 /* The service's record of which consumer owns each session (its credentials,
  * perfauth.h): the only trusted source of the consumer's identity, since the wire
  * protocol does not tell producers. */
-void perfds_note_session(struct svc *s, uint64_t session_id,
+void sonde__perfds_note_session(struct svc *s, uint64_t session_id,
 			 const struct perfauth_consumer *who);
-void perfds_forget_session(struct svc *s, uint64_t session_id);
+void sonde__perfds_forget_session(struct svc *s, uint64_t session_id);
 
 #endif

@@ -88,7 +88,7 @@ static int add_pids(int32_t **v, size_t *n, const struct pb_field *f)
 	struct pb_reader r = pb_sub(f);
 	uint64_t pid;
 	int rc, err;
-	while ((rc = pb_packed_next(&r, &pid)) > 0)
+	while ((rc = sonde__pb_packed_next(&r, &pid)) > 0)
 		if ((err = push_pid(v, n, pid)) < 0)
 			return err;
 	return rc;
@@ -102,7 +102,7 @@ static int add_cmdline(char ***v, size_t *n, const struct pb_field *f)
 		return -SONDE_E_FORMAT;
 	if (*n >= MAX_TARGETS)
 		return -SONDE_E_LIMIT;
-	perfds_cmdline_normalize((const char *)f->ptr, f->len, norm, sizeof(norm));
+	sonde__perfds_cmdline_normalize((const char *)f->ptr, f->len, norm, sizeof(norm));
 	char **nv = realloc(*v, (*n + 1) * sizeof(**v));
 	if (!nv)
 		return -ENOMEM;
@@ -118,7 +118,7 @@ static int parse_scope(struct perfds_cfg *t, struct pb_reader r)
 	struct pb_field f;
 	int rc, err = 0;
 
-	while (!err && (rc = pb_next(&r, &f)) > 0) {
+	while (!err && (rc = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == SC_TARGET_PID)
 			err = add_pids(&t->pids, &t->n_pids, &f);
 		else if (f.num == SC_EXCLUDE_PID)
@@ -137,7 +137,7 @@ static int parse_timebase(struct raw *w, struct pb_reader r)
 	int rc;
 
 	w->has_timebase = true;
-	while ((rc = pb_next(&r, &f)) > 0) {
+	while ((rc = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == TB_PERIOD && f.wire == PB_VARINT)
 			w->tb_period = f.u, w->tb_frequency = 0, w->poll = false;
 		else if (f.num == TB_FREQUENCY && f.wire == PB_VARINT)
@@ -160,7 +160,7 @@ static int parse_callstack(struct raw *w, struct pb_reader r)
 	int rc, err = 0;
 
 	w->has_callstack = true;
-	while (!err && (rc = pb_next(&r, &f)) > 0) {
+	while (!err && (rc = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == CS_SCOPE && f.wire == PB_LEN)
 			err = parse_scope(&w->t[1], pb_sub(&f));
 		else if (f.num == CS_KERNEL_FRAMES)
@@ -176,7 +176,7 @@ static int parse_perf(struct raw *w, struct pb_reader r)
 	struct pb_field f;
 	int rc, err = 0;
 
-	while (!err && (rc = pb_next(&r, &f)) > 0) {
+	while (!err && (rc = sonde__pb_next(&r, &f)) > 0) {
 		bool len = f.wire == PB_LEN;
 		switch (f.num) {
 		case PE_SAMPLING_FREQUENCY:
@@ -282,7 +282,7 @@ static int resolve(struct raw *w, struct perfds_cfg *c, char *err, size_t err_le
 	return 0;
 }
 
-int perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_cfg *c, char *err,
+int sonde__perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_cfg *c, char *err,
 		     size_t err_len)
 {
 	struct pb_reader r = pb_reader_init(ds_config, len);
@@ -293,7 +293,7 @@ int perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_cfg *c,
 	memset(c, 0, sizeof(*c));
 	if (err_len)
 		err[0] = 0;
-	while ((rc = pb_next(&r, &f)) > 0) {
+	while ((rc = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == DS_TRACING_SESSION_ID && f.wire == PB_VARINT)
 			c->session_id = f.u;
 		else if (f.num == DS_PERF_EVENT_CONFIG && f.wire == PB_LEN)
@@ -306,7 +306,7 @@ int perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_cfg *c,
 	else if (err_len && !err[0])
 		set_err(err, err_len, "malformed perf_event_config: %s", sonde_strerror(rc));
 	for (int i = 0; i < 2; i++)
-		perfds_cfg_free(&w.t[i]);
+		sonde__perfds_cfg_free(&w.t[i]);
 	return rc;
 }
 
@@ -317,7 +317,7 @@ static void free_strs(char **v, size_t n)
 	free(v);
 }
 
-void perfds_cfg_free(struct perfds_cfg *c)
+void sonde__perfds_cfg_free(struct perfds_cfg *c)
 {
 	if (!c)
 		return;
@@ -328,7 +328,7 @@ void perfds_cfg_free(struct perfds_cfg *c)
 	memset(c, 0, sizeof(*c));
 }
 
-void perfds_cmdline_normalize(const char *cmdline, size_t len, char *out, size_t cap)
+void sonde__perfds_cmdline_normalize(const char *cmdline, size_t len, char *out, size_t cap)
 {
 	const char *nul = memchr(cmdline, 0, len);
 	size_t n = nul ? (size_t)(nul - cmdline) : len;
@@ -379,7 +379,7 @@ static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t cap)
 	return len;
 }
 
-bool perfds_is_target(const struct perfds_cfg *c, pid_t pid)
+bool sonde__perfds_is_target(const struct perfds_cfg *c, pid_t pid)
 {
 	char raw[512], norm[256];
 	ssize_t len;
@@ -392,7 +392,7 @@ bool perfds_is_target(const struct perfds_cfg *c, pid_t pid)
 	len = read_proc(pid, "cmdline", raw, sizeof(raw));
 	if (len <= 0) /* kernel threads have none; gone processes neither */
 		return by_pid;
-	perfds_cmdline_normalize(raw, (size_t)len, norm, sizeof(norm));
+	sonde__perfds_cmdline_normalize(raw, (size_t)len, norm, sizeof(norm));
 	if (has_str(c->exclude_cmdlines, c->n_exclude_cmdlines, norm))
 		return false;
 	return by_pid || has_str(c->cmdlines, c->n_cmdlines, norm);

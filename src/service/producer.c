@@ -40,12 +40,12 @@ static bool adopt_smb(struct svc *s, struct producer *p, int fd)
 {
 	size_t size;
 
-	if (sec_check_smb(s, fd, p->page_hint, &size) < 0)
+	if (sonde__sec_check_smb(s, fd, p->page_hint, &size) < 0)
 		return false;
 	return map_smb(p, fd, size, p->page_hint) == 0;
 }
 
-int producer_preassign_smb(struct conn *c, int fd, size_t size, size_t page, bool create)
+int sonde__producer_preassign_smb(struct conn *c, int fd, size_t size, size_t page, bool create)
 {
 	if (create)
 		return create_smb(&c->p, size, page);
@@ -68,13 +68,13 @@ static void config_sizes(const struct session *ss, const char *name, size_t *pag
 	struct pb_reader r = pb_reader_init(ss->config, ss->config_len);
 	struct pb_field f, g;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num != PF_TRACE_CONFIG_PRODUCERS || f.wire != PB_LEN)
 			continue;
 		struct pb_reader pr = pb_sub(&f);
 		bool match = false;
 		uint64_t shm_kb = 0, page_kb = 0;
-		while (pb_next(&pr, &g) > 0) {
+		while (sonde__pb_next(&pr, &g) > 0) {
 			if (g.num == PF_PRODUCER_CONFIG_PRODUCER_NAME && g.wire == PB_LEN)
 				match = name && g.len == strlen(name) &&
 					!memcmp(g.ptr, name, g.len);
@@ -108,7 +108,7 @@ static int create_smb(struct producer *p, size_t size, size_t page)
 	return rc;
 }
 
-int producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss)
+int sonde__producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss)
 {
 	struct producer *p = &c->p;
 	size_t page = 0, size = 0;
@@ -141,16 +141,16 @@ int producer_ensure_smb(struct svc *s, struct conn *c, const struct session *ss)
 			    sonde_strerror(rc));
 		return rc;
 	}
-	size_t m = pb_begin(&b, PF_ASYNC_CMD_SETUP_TRACING);
-	pb_put_varint(&b, PF_SETUP_TRACING_PAGE_SIZE_KB, page / 1024);
-	pb_end(&b, m);
+	size_t m = sonde__pb_begin(&b, PF_ASYNC_CMD_SETUP_TRACING);
+	sonde__pb_put_varint(&b, PF_SETUP_TRACING_PAGE_SIZE_KB, page / 1024);
+	sonde__pb_end(&b, m);
 	p->setup_sent = true;
-	rc = producer_send_cmd(s, c, &b, true);
-	buf_free(&b);
+	rc = sonde__producer_send_cmd(s, c, &b, true);
+	sonde__buf_free(&b);
 	return rc;
 }
 
-void producer_allow_buffer(struct conn *c, uint16_t buf_id)
+void sonde__producer_allow_buffer(struct conn *c, uint16_t buf_id)
 {
 	struct producer *p = &c->p;
 
@@ -168,7 +168,7 @@ void producer_allow_buffer(struct conn *c, uint16_t buf_id)
 	p->allowed[p->nallowed++] = buf_id;
 }
 
-void producer_disallow_buffer(struct conn *c, uint16_t buf_id)
+void sonde__producer_disallow_buffer(struct conn *c, uint16_t buf_id)
 {
 	struct producer *p = &c->p;
 
@@ -187,18 +187,18 @@ static bool allowed(const struct producer *p, uint32_t buf_id)
 
 /* ------------------------------------------------------------------ commands */
 
-int producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool with_smb_fd)
+int sonde__producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cmd, bool with_smb_fd)
 {
 	struct producer *p = &c->p;
 
 	if (buf_error(cmd) < 0)
 		return -ENOMEM;
-	if (!sec_pending_ok(s, c, cmd->len))
+	if (!sonde__sec_pending_ok(s, c, cmd->len))
 		return -SONDE_E_LIMIT;
 	if (p->cmd_stream) {
-		int rc = svc_send_reply(c, p->cmd_req_id, true, true, cmd->data, cmd->len,
+		int rc = sonde__svc_send_reply(c, p->cmd_req_id, true, true, cmd->data, cmd->len,
 					with_smb_fd ? p->smb_fd : -1);
-		svc_conn_update_events(s, c);
+		sonde__svc_conn_update_events(s, c);
 		return rc;
 	}
 	/* GetAsyncCommand not called yet: keep the commands in order until it is */
@@ -227,17 +227,17 @@ static int get_async_command(struct svc *s, struct req *r)
 		 * SMB the connector handed over but the producer did not offer goes out like a
 		 * service-created one, fd and page size */
 		struct buf b = BUF_INIT;
-		size_t m = pb_begin(&b, PF_ASYNC_CMD_SETUP_TRACING);
+		size_t m = sonde__pb_begin(&b, PF_ASYNC_CMD_SETUP_TRACING);
 		if (!p->smb_adopted)
-			pb_put_varint(&b, PF_SETUP_TRACING_PAGE_SIZE_KB, p->page_size / 1024);
-		pb_end(&b, m);
+			sonde__pb_put_varint(&b, PF_SETUP_TRACING_PAGE_SIZE_KB, p->page_size / 1024);
+		sonde__pb_end(&b, m);
 		p->setup_sent = true;
-		producer_send_cmd(s, r->c, &b, !p->smb_adopted);
-		buf_free(&b);
+		sonde__producer_send_cmd(s, r->c, &b, !p->smb_adopted);
+		sonde__buf_free(&b);
 	}
 	for (size_t i = 0; i < p->npending; i++) {
 		struct pending_cmd *pc = &p->pending[i];
-		svc_send_reply(r->c, r->id, true, true, pc->data, pc->len,
+		sonde__svc_send_reply(r->c, r->id, true, true, pc->data, pc->len,
 			       pc->with_smb_fd ? p->smb_fd : -1);
 		free(pc->data);
 	}
@@ -248,7 +248,7 @@ static int get_async_command(struct svc *s, struct req *r)
 /* ------------------------------------------------------------------ methods */
 
 
-uint32_t producer_id_next(uint32_t *next, bool (*in_use)(void *ctx, uint32_t id), void *ctx)
+uint32_t sonde__producer_id_next(uint32_t *next, bool (*in_use)(void *ctx, uint32_t id), void *ctx)
 {
 	for (uint64_t tries = 0; tries <= UINT32_MAX; tries++) {
 		uint32_t id = (*next)++;
@@ -271,7 +271,7 @@ static bool producer_id_taken(void *ctx, uint32_t id)
 			return true;
 	size_t pos = 0;
 	const struct tbuf *tb;
-	while ((tb = bufid_next(s, &pos)))
+	while ((tb = sonde__bufid_next(s, &pos)))
 		for (size_t k = 0; k < tb->nseqs; k++)
 			if (tb->seqs[k].producer_id == id)
 				return true;
@@ -289,15 +289,15 @@ static int initialize(struct svc *s, struct req *r)
 
 	if (p->initialized)
 		return -SONDE_E_STATE;
-	if ((rc = sec_check_producer(s, r)) < 0)
+	if ((rc = sonde__sec_check_producer(s, r)) < 0)
 		return rc;
-	while ((rc = pb_next(&rd, &f)) > 0) {
+	while ((rc = sonde__pb_next(&rd, &f)) > 0) {
 		if (f.num == PF_INIT_CONN_REQ_PRODUCER_NAME && f.wire == PB_LEN) {
 			free(p->name);
-			p->name = svc_strndup(f.ptr, f.len);
+			p->name = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_INIT_CONN_REQ_SDK_VERSION && f.wire == PB_LEN) {
 			free(p->sdk_version);
-			p->sdk_version = svc_strndup(f.ptr, f.len);
+			p->sdk_version = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.wire != PB_VARINT) {
 			continue;
 		} else if (f.num == PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES) {
@@ -315,7 +315,7 @@ static int initialize(struct svc *s, struct req *r)
 	if (!p->name)
 		p->name = strdup("");
 	p->initialized = true;
-	p->id = producer_id_next(&s->next_producer_id, producer_id_taken, s);
+	p->id = sonde__producer_id_next(&s->next_producer_id, producer_id_taken, s);
 	p->scraping = mode == PF_SMB_SCRAPING_ENABLED;
 	s->producers_seen++;
 	if (p->smb) {
@@ -329,10 +329,10 @@ static int initialize(struct svc *s, struct req *r)
 		   (int)r->c->ch.peer_uid, p->smb_adopted ? " (producer-provided SMB)" : "");
 	struct buf b = BUF_INIT;
 	if (p->smb_adopted)
-		pb_put_bool(&b, PF_INIT_CONN_RESP_USING_SHMEM_PROVIDED_BY_PRODUCER, true);
-	pb_put_bool(&b, PF_INIT_CONN_RESP_DIRECT_SMB_PATCHING_SUPPORTED, true);
-	rc = svc_reply(r, &b, false);
-	buf_free(&b);
+		sonde__pb_put_bool(&b, PF_INIT_CONN_RESP_USING_SHMEM_PROVIDED_BY_PRODUCER, true);
+	sonde__pb_put_bool(&b, PF_INIT_CONN_RESP_DIRECT_SMB_PATCHING_SUPPORTED, true);
+	rc = sonde__svc_reply(r, &b, false);
+	sonde__buf_free(&b);
 	return rc;
 }
 
@@ -358,10 +358,10 @@ static struct ds_reg *parse_descriptor(const uint8_t *p, size_t n)
 		goto fail;
 	memcpy(d->desc, p, n);
 	d->desc_len = n;
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_DS_DESCRIPTOR_NAME && f.wire == PB_LEN) {
 			free(d->name);
-			d->name = svc_strndup(f.ptr, f.len);
+			d->name = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.wire != PB_VARINT) {
 			continue;
 		} else if (f.num == PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_STOP) {
@@ -390,7 +390,7 @@ static struct ds_reg *request_descriptor(const struct req *r)
 	struct pb_field f;
 	struct ds_reg *d = NULL;
 
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		if (f.num == PF_REGISTER_DS_REQ_DESCRIPTOR && f.wire == PB_LEN) {
 			free_reg(d);
 			d = parse_descriptor(f.ptr, f.len);
@@ -414,11 +414,11 @@ static int register_ds(struct svc *s, struct req *r)
 		s->ds[s->nds++] = d;
 		s->data_sources_seen++;
 		sonde_debug("producer %s registered data source %s", r->c->p.name, d->name);
-		session_setup_for_producer(s, r->c, d);
+		sonde__session_setup_for_producer(s, r->c, d);
 	} else {
 		free_reg(d); /* an empty name is ignored (§2.1) */
 	}
-	return svc_reply(r, NULL, false);
+	return sonde__svc_reply(r, NULL, false);
 }
 
 static int update_ds(struct svc *s, struct req *r)
@@ -436,12 +436,12 @@ static int update_ds(struct svc *s, struct req *r)
 		}
 	}
 	free_reg(d);
-	return svc_reply(r, NULL, false);
+	return sonde__svc_reply(r, NULL, false);
 }
 
 static void unregister_all(struct svc *s, struct conn *c, const char *name)
 {
-	session_remove_ds(s, c, name);
+	sonde__session_remove_ds(s, c, name);
 	for (size_t i = 0; i < s->nds;) {
 		if (s->ds[i]->conn_id == c->id && (!name || !strcmp(s->ds[i]->name, name))) {
 			free_reg(s->ds[i]);
@@ -457,15 +457,15 @@ static int unregister_ds(struct svc *s, struct req *r)
 	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
 	struct pb_field f;
 
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		if (f.num == PF_UNREGISTER_DS_REQ_NAME && f.wire == PB_LEN) {
-			char *name = svc_strndup(f.ptr, f.len);
+			char *name = sonde__svc_strndup(f.ptr, f.len);
 			if (name)
 				unregister_all(s, r->c, name);
 			free(name);
 		}
 	}
-	return svc_reply(r, NULL, false);
+	return sonde__svc_reply(r, NULL, false);
 }
 
 /* Register/UnregisterTraceWriter, NotifyDataSourceStarted/Stopped: one varint each. */
@@ -475,7 +475,7 @@ static uint64_t first_varint(const struct req *r, uint32_t num, uint64_t *second
 	struct pb_field f;
 	uint64_t v = 0;
 
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		if (f.wire != PB_VARINT)
 			continue;
 		if (f.num == num)
@@ -493,7 +493,7 @@ static int trace_writer(struct svc *s, struct req *r, bool reg)
 
 	if (id >= 1 && id <= SMB_MAX_WRITER_ID)
 		r->c->p.writer_buf[id] = target <= SVC_MAX_BUFFER_ID ? (uint16_t)target : 0;
-	return svc_reply(r, NULL, false);
+	return sonde__svc_reply(r, NULL, false);
 }
 
 /* ------------------------------------------------------------------ CommitData */
@@ -511,7 +511,7 @@ static void move_chunk(struct svc *s, struct conn *c, uint64_t page, uint64_t ch
 	if (!ch)
 		return;
 	/* a buffer freed meanwhile is unknown: its id is not handed out again soon (bufid.c) */
-	struct tbuf *tb = bufid_get(s, target);
+	struct tbuf *tb = sonde__bufid_get(s, target);
 	bool ok = tb && allowed(p, (uint32_t)target) && ci.writer_id >= 1 &&
 		  ci.writer_id <= SMB_MAX_WRITER_ID &&
 		  (!p->writer_buf[ci.writer_id] || p->writer_buf[ci.writer_id] == target);
@@ -519,7 +519,7 @@ static void move_chunk(struct svc *s, struct conn *c, uint64_t page, uint64_t ch
 		const uint8_t *payload = ch + SMB_CHUNK_HDR_SIZE;
 		size_t len = ci.size - SMB_CHUNK_HDR_SIZE;
 		smb_access(SMB_AT_COPY, payload, len);
-		tbuf_copy_chunk(tb, p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
+		sonde__tbuf_copy_chunk(tb, p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
 				payload, len);
 		smb_access(SMB_AT_COPIED, payload, len);
 	} else {
@@ -535,7 +535,7 @@ static void parse_move(struct svc *s, struct conn *c, const struct pb_field *e)
 	struct pb_field f;
 	uint64_t page = UINT64_MAX, chunk = UINT64_MAX, target = 0;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.wire != PB_VARINT)
 			continue;
 		if (f.num == PF_CHUNKS_TO_MOVE_PAGE)
@@ -555,7 +555,7 @@ static void apply_patches(struct svc *s, struct conn *c, const struct pb_field *
 	uint64_t target = 0, writer = 0, chunk_id = 0, npatches = 0;
 	bool more = false;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_CHUNK_TO_PATCH_PATCHES && f.wire == PB_LEN)
 			npatches++;
 		else if (f.wire != PB_VARINT)
@@ -569,7 +569,7 @@ static void apply_patches(struct svc *s, struct conn *c, const struct pb_field *
 		else if (f.num == PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES)
 			more = f.u != 0;
 	}
-	struct tbuf *tb = bufid_get(s, target);
+	struct tbuf *tb = sonde__bufid_get(s, target);
 	if (!tb || writer == 0 || writer > SMB_MAX_WRITER_ID || chunk_id > UINT32_MAX ||
 	    npatches > 1024) {
 		s->patches_discarded++;
@@ -577,14 +577,14 @@ static void apply_patches(struct svc *s, struct conn *c, const struct pb_field *
 	}
 	/* the lookup is keyed by the trusted producer id: a producer patches only its own */
 	r = pb_sub(e);
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num != PF_CHUNK_TO_PATCH_PATCHES || f.wire != PB_LEN)
 			continue;
 		uint64_t off = UINT64_MAX;
 		const uint8_t *data = NULL;
 		size_t dlen = 0;
 		pr = pb_sub(&f);
-		while (pb_next(&pr, &g) > 0) {
+		while (sonde__pb_next(&pr, &g) > 0) {
 			if (g.num == PF_PATCH_OFFSET && g.wire == PB_VARINT)
 				off = g.u;
 			else if (g.num == PF_PATCH_DATA && g.wire == PB_LEN)
@@ -594,12 +594,12 @@ static void apply_patches(struct svc *s, struct conn *c, const struct pb_field *
 			s->patches_discarded++;
 			continue;
 		}
-		if (tbuf_patch(tb, c->p.id, (uint16_t)writer, (uint32_t)chunk_id, (uint32_t)off,
+		if (sonde__tbuf_patch(tb, c->p.id, (uint16_t)writer, (uint32_t)chunk_id, (uint32_t)off,
 			       data) < 0)
 			return;
 	}
 	if (!more)
-		tbuf_patch_done(tb, c->p.id, (uint16_t)writer, (uint32_t)chunk_id);
+		sonde__tbuf_patch_done(tb, c->p.id, (uint16_t)writer, (uint32_t)chunk_id);
 }
 
 static int commit_data(struct svc *s, struct req *r)
@@ -610,7 +610,7 @@ static int commit_data(struct svc *s, struct req *r)
 	bool patches = false;
 	int rc;
 
-	while ((rc = pb_next(&rd, &f)) > 0) {
+	while ((rc = sonde__pb_next(&rd, &f)) > 0) {
 		if (f.num == PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE && f.wire == PB_LEN)
 			parse_move(s, r->c, &f);
 		else if (f.num == PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH && f.wire == PB_LEN)
@@ -622,13 +622,13 @@ static int commit_data(struct svc *s, struct req *r)
 		return -SONDE_E_FORMAT;
 	if (patches) { /* always after every move of the same request (§2.5) */
 		rd = pb_reader_init(r->args, r->args_len);
-		while (pb_next(&rd, &f) > 0)
+		while (sonde__pb_next(&rd, &f) > 0)
 			if (f.num == PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH && f.wire == PB_LEN)
 				apply_patches(s, r->c, &f);
 	}
 	if (flush_id)
-		session_flush_ack(s, r->c, flush_id);
-	return svc_reply(r, NULL, false);
+		sonde__session_flush_ack(s, r->c, flush_id);
+	return sonde__svc_reply(r, NULL, false);
 }
 
 /* ------------------------------------------------------------------ scraping */
@@ -644,8 +644,8 @@ static void scrape_chunk(struct svc *s, struct conn *c, const struct session *on
 	if (ci.writer_id < 1 || ci.writer_id > SMB_MAX_WRITER_ID)
 		return;
 	uint16_t id = p->writer_buf[ci.writer_id];
-	struct tbuf *tb = bufid_get(s, id);
-	if (!tb || !allowed(p, id) || (only && !session_owns_buffer(only, id)))
+	struct tbuf *tb = sonde__bufid_get(s, id);
+	if (!tb || !allowed(p, id) || (only && !sonde__session_owns_buffer(only, id)))
 		return;
 	if (!complete) {
 		/* the last fragment may be half written: leave it for the real commit */
@@ -655,12 +655,12 @@ static void scrape_chunk(struct svc *s, struct conn *c, const struct session *on
 		ci.flags &= (uint8_t) ~(SMB_FLAG_LAST_PACKET_CONTINUES | SMB_FLAG_NEEDS_PATCHING);
 	}
 	smb_access(SMB_AT_COPY, ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
-	tbuf_copy_chunk(tb, p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
+	sonde__tbuf_copy_chunk(tb, p->id, (int32_t)c->ch.peer_uid, (int32_t)c->ch.peer_pid, &ci,
 			ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
 	smb_access(SMB_AT_COPIED, ch + SMB_CHUNK_HDR_SIZE, chunk_size - SMB_CHUNK_HDR_SIZE);
 }
 
-void producer_scrape(struct svc *s, struct conn *c, const struct session *only)
+void sonde__producer_scrape(struct svc *s, struct conn *c, const struct session *only)
 {
 	struct producer *p = &c->p;
 
@@ -682,7 +682,7 @@ void producer_scrape(struct svc *s, struct conn *c, const struct session *only)
 
 /* ------------------------------------------------------------------ dispatch */
 
-int producer_dispatch(struct svc *s, struct req *r, uint32_t method)
+int sonde__producer_dispatch(struct svc *s, struct req *r, uint32_t method)
 {
 	if (method != PF_PRODUCER_INITIALIZE_CONNECTION && !r->c->p.initialized)
 		return -SONDE_E_STATE;
@@ -702,15 +702,15 @@ int producer_dispatch(struct svc *s, struct req *r, uint32_t method)
 	case PF_PRODUCER_UNREGISTER_TRACE_WRITER:
 		return trace_writer(s, r, false);
 	case PF_PRODUCER_NOTIFY_DATA_SOURCE_STARTED:
-		session_ds_started(s, r->c, first_varint(r, PF_NOTIFY_DS_REQ_DATA_SOURCE_ID, NULL));
-		return svc_reply(r, NULL, false);
+		sonde__session_ds_started(s, r->c, first_varint(r, PF_NOTIFY_DS_REQ_DATA_SOURCE_ID, NULL));
+		return sonde__svc_reply(r, NULL, false);
 	case PF_PRODUCER_NOTIFY_DATA_SOURCE_STOPPED:
-		session_ds_stopped(s, r->c, first_varint(r, PF_NOTIFY_DS_REQ_DATA_SOURCE_ID, NULL));
-		return svc_reply(r, NULL, false);
+		sonde__session_ds_stopped(s, r->c, first_varint(r, PF_NOTIFY_DS_REQ_DATA_SOURCE_ID, NULL));
+		return sonde__svc_reply(r, NULL, false);
 	case PF_PRODUCER_ACTIVATE_TRIGGERS:
-		return trigger_activate(s, r);
+		return sonde__trigger_activate(s, r);
 	case PF_PRODUCER_SYNC: /* everything received before it has been handled */
-		return svc_reply(r, NULL, false);
+		return sonde__svc_reply(r, NULL, false);
 	case PF_PRODUCER_UPDATE_DATA_SOURCE:
 		return update_ds(s, r);
 	default:
@@ -718,14 +718,14 @@ int producer_dispatch(struct svc *s, struct req *r, uint32_t method)
 	}
 }
 
-void producer_gone(struct svc *s, struct conn *c)
+void sonde__producer_gone(struct svc *s, struct conn *c)
 {
 	struct producer *p = &c->p;
 
 	if (p->initialized) {
-		producer_scrape(s, c, NULL); /* §1.8: its last data first */
+		sonde__producer_scrape(s, c, NULL); /* §1.8: its last data first */
 		unregister_all(s, c, NULL);
-		session_producer_gone(s, c);
+		sonde__session_producer_gone(s, c);
 		sonde_info("producer %u \"%s\" disconnected", p->id, p->name);
 	}
 	if (p->smb)

@@ -24,23 +24,23 @@ static int strip_filters(const uint8_t *cfg, size_t len, struct buf *out)
 
 	for (;;) {
 		const uint8_t *start = r.p;
-		if ((rc = pb_next(&r, &f)) <= 0)
+		if ((rc = sonde__pb_next(&r, &f)) <= 0)
 			break;
 		if (f.num != PF_TRACE_CONFIG_DATA_SOURCES || f.wire != PB_LEN) {
-			buf_append(out, start, (size_t)(r.p - start));
+			sonde__buf_append(out, start, (size_t)(r.p - start));
 			continue;
 		}
 		struct pb_reader d = pb_sub(&f);
-		size_t m = pb_begin(out, PF_TRACE_CONFIG_DATA_SOURCES);
+		size_t m = sonde__pb_begin(out, PF_TRACE_CONFIG_DATA_SOURCES);
 		for (;;) {
 			const uint8_t *s2 = d.p;
-			if ((rc = pb_next(&d, &g)) <= 0)
+			if ((rc = sonde__pb_next(&d, &g)) <= 0)
 				break;
 			if (g.num != PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER &&
 			    g.num != PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER)
-				buf_append(out, s2, (size_t)(d.p - s2));
+				sonde__buf_append(out, s2, (size_t)(d.p - s2));
 		}
-		pb_end(out, m);
+		sonde__pb_end(out, m);
 		if (rc < 0)
 			return rc;
 	}
@@ -58,8 +58,8 @@ static const char *compatible(const struct session *ss, const uint8_t *cfg, size
 		err = "malformed TraceConfig";
 	else if (a.len != b.len || memcmp(a.data, b.data, a.len))
 		err = "only the producer name filters of the data sources can change";
-	buf_free(&a);
-	buf_free(&b);
+	sonde__buf_free(&a);
+	sonde__buf_free(&b);
 	return err;
 }
 
@@ -83,12 +83,12 @@ static int swap_config(struct session *ss, const uint8_t *cfg, size_t len)
 	if (!tmp.config)
 		return -ENOMEM;
 	memcpy(tmp.config, cfg, len);
-	if ((rc = session_parse_data_sources(&tmp)) < 0 || tmp.nds != ss->nds) {
-		session_free_data_sources(&tmp);
+	if ((rc = sonde__session_parse_data_sources(&tmp)) < 0 || tmp.nds != ss->nds) {
+		sonde__session_free_data_sources(&tmp);
 		free(tmp.config);
 		return rc < 0 ? rc : -SONDE_E_FORMAT;
 	}
-	session_free_data_sources(ss);
+	sonde__session_free_data_sources(ss);
 	free(ss->config);
 	ss->config = tmp.config;
 	ss->config_len = tmp.config_len;
@@ -97,9 +97,9 @@ static int swap_config(struct session *ss, const uint8_t *cfg, size_t len)
 	return 0;
 }
 
-int reconfig_change(struct svc *s, struct req *r)
+int sonde__reconfig_change(struct svc *s, struct req *r)
 {
-	struct session *ss = svc_session(s, r->c->k.session_id);
+	struct session *ss = sonde__svc_session(s, r->c->k.session_id);
 	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
 	struct pb_field f;
 	const uint8_t *cfg = NULL;
@@ -107,7 +107,7 @@ int reconfig_change(struct svc *s, struct req *r)
 	const char *err;
 	int rc;
 
-	while (pb_next(&rd, &f) > 0)
+	while (sonde__pb_next(&rd, &f) > 0)
 		if (f.num == PF_CHANGE_TRACE_CONFIG_REQ_TRACE_CONFIG && f.wire == PB_LEN)
 			cfg = f.ptr, len = f.len;
 	if (!ss || ss->read_only || (ss->state != SESS_CONFIGURED && ss->state != SESS_STARTED)) {
@@ -122,15 +122,15 @@ int reconfig_change(struct svc *s, struct req *r)
 		return rc;
 	for (size_t i = 0; i < ss->nds; i++) {
 		for (size_t j = 0; j < s->nds; j++) {
-			struct conn *pc = svc_conn(s, s->ds[j]->conn_id);
-			if (!pc || pc->dead || !session_ds_matches(&ss->ds[i], pc, s->ds[j]) ||
+			struct conn *pc = sonde__svc_conn(s, s->ds[j]->conn_id);
+			if (!pc || pc->dead || !sonde__session_ds_matches(&ss->ds[i], pc, s->ds[j]) ||
 			    has_instance(ss, pc, &ss->ds[i]))
 				continue;
-			session_add_instance(s, ss, &ss->ds[i], pc, s->ds[j]);
+			sonde__session_add_instance(s, ss, &ss->ds[i], pc, s->ds[j]);
 			added++;
 		}
 	}
 	sonde_info("session %llu: trace config changed, %zu new data source instances",
 		   (unsigned long long)ss->id, added);
-	return svc_reply(r, NULL, false);
+	return sonde__svc_reply(r, NULL, false);
 }

@@ -2,7 +2,7 @@
  * identity from SO_PEERCRED only, lockdown mode, connection, session, buffer and queue
  * limits, socket permissions, and the one file a client can make sonded create.
  *
- * Every open() the service performs on a client's behalf is here (sec_create_output); the
+ * Every open() the service performs on a client's behalf is here (sonde__sec_create_output); the
  * other files sonded opens are its own sockets and memfds. */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +53,7 @@ static uint64_t default_uid_buffer_bytes(void)
 	return (uint64_t)pages * (uint64_t)psz / 4;
 }
 
-void sec_init(struct svc *s, const struct sonde_service_opts *o)
+void sonde__sec_init(struct svc *s, const struct sonde_service_opts *o)
 {
 	struct svc_limits *l = &s->lim;
 	uint64_t pend_kb;
@@ -87,7 +87,7 @@ void sec_init(struct svc *s, const struct sonde_service_opts *o)
 
 /* A pidfd of the process that connected: SO_PEERPIDFD names exactly that process (it may
  * have exited since); before Linux 6.5, pidfd_open of its SO_PEERCRED pid, which names
- * whatever holds that pid now (perfauth_consumer_caps then requires its ids to match). */
+ * whatever holds that pid now (sonde__perfauth_consumer_caps then requires its ids to match). */
 static int peer_pidfd(int fd, pid_t pid)
 {
 	int pidfd = -1;
@@ -102,19 +102,19 @@ static int peer_pidfd(int fd, pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-void sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps)
+void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps)
 {
 	struct perfauth_consumer pc = {.uid = uid, .gid = gid, .pid = pid};
 	int pidfd = peer_pidfd(fd, pid);
 
-	perfauth_consumer_caps(pidfd, pid, &pc);
+	sonde__perfauth_consumer_caps(pidfd, pid, &pc);
 	if (pidfd >= 0)
 		close(pidfd);
 	*known = pc.caps_known;
 	*caps = pc.cap_eff;
 }
 
-int sec_peer_identity(struct conn *c, int fd)
+int sonde__sec_peer_identity(struct conn *c, int fd)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
@@ -128,11 +128,11 @@ int sec_peer_identity(struct conn *c, int fd)
 	c->peer_gid = cr.gid;
 	/* what linux.perf may do for this peer as a consumer (perfauth.h) */
 	if (!c->is_producer)
-		sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &c->caps_known, &c->cap_eff);
+		sonde__sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &c->caps_known, &c->cap_eff);
 	return 0;
 }
 
-bool sec_admit_conn(const struct svc *s, uid_t uid)
+bool sonde__sec_admit_conn(const struct svc *s, uid_t uid)
 {
 	size_t total = 0, mine = 0;
 
@@ -160,20 +160,20 @@ bool sec_admit_conn(const struct svc *s, uid_t uid)
 
 static const unsigned default_mode[3] = {0666, 0666, 0600};
 
-int sec_listen(const struct sonde_service_opts *o, int which, const char *name,
+int sonde__sec_listen(const struct sonde_service_opts *o, int which, const char *name,
 	       struct ipc_bound *bound)
 {
 	unsigned mode =
 		o && o->socket_mode[which] ? o->socket_mode[which] & 07777 : default_mode[which];
 	bool gid_set = o && o->socket_gid_set[which];
 
-	return ipc_listen_perm(name, which == SONDE_SOCKET_CONNECTOR ? SOCK_SEQPACKET : SOCK_STREAM,
+	return sonde__ipc_listen_perm(name, which == SONDE_SOCKET_CONNECTOR ? SOCK_SEQPACKET : SOCK_STREAM,
 			       mode, gid_set ? (long)o->socket_gid[which] : -1, bound);
 }
 
 /* ------------------------------------------------------------------ lockdown */
 
-int sec_check_producer(struct svc *s, struct req *r)
+int sonde__sec_check_producer(struct svc *s, struct req *r)
 {
 	struct conn *c = r->c;
 	char msg[160];
@@ -188,7 +188,7 @@ int sec_check_producer(struct svc *s, struct req *r)
 			      .msg = IPC_MSG_REQUEST_ERROR,
 			      .name = msg,
 			      .name_len = strlen(msg)};
-	ipc_chan_send(&c->ch, &e, -1);
+	sonde__ipc_chan_send(&c->ch, &e, -1);
 	c->dead = true;
 	return -EACCES;
 }
@@ -207,13 +207,13 @@ static void drop_foreign_producers(struct svc *s)
 	}
 }
 
-const char *sec_apply_lockdown(struct svc *s, struct conn *c, const uint8_t *cfg, size_t len)
+const char *sonde__sec_apply_lockdown(struct svc *s, struct conn *c, const uint8_t *cfg, size_t len)
 {
 	struct pb_reader r = pb_reader_init(cfg, len);
 	struct pb_field f;
 	uint64_t op = 0;
 
-	while (pb_next(&r, &f) > 0)
+	while (sonde__pb_next(&r, &f) > 0)
 		if (f.num == PF_TRACE_CONFIG_LOCKDOWN_MODE && f.wire == PB_VARINT)
 			op = f.u;
 	if (op != LOCKDOWN_SET && op != LOCKDOWN_CLEAR)
@@ -245,7 +245,7 @@ static uint64_t uid_buffer_bytes(const struct svc *s, int32_t uid)
 	return n;
 }
 
-const char *sec_check_session(struct svc *s, const struct session *ss, const uint64_t *bufs,
+const char *sonde__sec_check_session(struct svc *s, const struct session *ss, const uint64_t *bufs,
 			      size_t nbufs)
 {
 	size_t per_uid = 0;
@@ -272,7 +272,7 @@ const char *sec_check_session(struct svc *s, const struct session *ss, const uin
 	return NULL;
 }
 
-bool sec_pending_ok(struct svc *s, struct conn *c, size_t more)
+bool sonde__sec_pending_ok(struct svc *s, struct conn *c, size_t more)
 {
 	size_t n = ipc_chan_tx_pending(&c->ch) + more;
 
@@ -326,7 +326,7 @@ static void restore(const struct fsid *saved)
 		syscall(SYS_setgroups, (size_t)saved->ngroups, saved->groups);
 }
 
-int sec_create_output(const struct conn *c, const char *path)
+int sonde__sec_create_output(const struct conn *c, const char *path)
 {
 	const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
 	struct fsid saved = {.ngroups = -1};
@@ -351,7 +351,7 @@ int sec_create_output(const struct conn *c, const char *path)
 
 /* ------------------------------------------------------------------ shared memory */
 
-int sec_check_smb(const struct svc *s, int fd, size_t page, size_t *size)
+int sonde__sec_check_smb(const struct svc *s, int fd, size_t page, size_t *size)
 {
 	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 	const int forbid = F_SEAL_WRITE | F_SEAL_FUTURE_WRITE;

@@ -26,7 +26,7 @@ enum {
 	FILE_FLUSH_BYTES = 1 << 20,
 };
 
-struct session *svc_session(struct svc *s, uint64_t id)
+struct session *sonde__svc_session(struct svc *s, uint64_t id)
 {
 	for (size_t i = 0; id && i < s->nsessions; i++)
 		if (s->sessions[i]->id == id)
@@ -34,7 +34,7 @@ struct session *svc_session(struct svc *s, uint64_t id)
 	return NULL;
 }
 
-bool session_owns_buffer(const struct session *ss, uint16_t buf_id)
+bool sonde__session_owns_buffer(const struct session *ss, uint16_t buf_id)
 {
 	for (size_t i = 0; i < ss->nbufs; i++)
 		if (ss->buf_ids[i] == buf_id)
@@ -65,7 +65,7 @@ static int push_str(char ***v, size_t *n, const uint8_t *p, size_t len)
 	if (!nv)
 		return -ENOMEM;
 	*v = nv;
-	if (!(nv[*n] = svc_strndup(p, len)))
+	if (!(nv[*n] = sonde__svc_strndup(p, len)))
 		return -ENOMEM;
 	(*n)++;
 	return 0;
@@ -81,7 +81,7 @@ static int parse_ds(struct session *ss, const struct pb_field *e)
 		return -ENOMEM;
 	ss->ds = v;
 	d = memset(&v[ss->nds++], 0, sizeof(*d));
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.wire != PB_LEN)
 			continue;
 		if (f.num == PF_TC_DATA_SOURCE_CONFIG) {
@@ -97,10 +97,10 @@ static int parse_ds(struct session *ss, const struct pb_field *e)
 	}
 	/* a data source without a config has no bytes (and a NULL pointer) to read */
 	cr = d->raw ? pb_reader_init(d->raw, d->raw_len) : pb_reader_init("", 0);
-	while (pb_next(&cr, &g) > 0) {
+	while (sonde__pb_next(&cr, &g) > 0) {
 		if (g.num == PF_DS_CONFIG_NAME && g.wire == PB_LEN) {
 			free(d->name);
-			d->name = svc_strndup(g.ptr, g.len);
+			d->name = sonde__svc_strndup(g.ptr, g.len);
 		} else if (g.num == PF_DS_CONFIG_TARGET_BUFFER && g.wire == PB_VARINT) {
 			d->target_buffer = g.u > UINT32_MAX ? UINT32_MAX : (uint32_t)g.u;
 		}
@@ -113,7 +113,7 @@ static void parse_builtin(struct session *ss, const struct pb_field *e)
 	struct pb_reader r = pb_sub(e);
 	struct pb_field f;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.wire != PB_VARINT)
 			continue;
 		if (f.num == PF_BUILTIN_DS_DISABLE_CLOCK_SNAPSHOTTING)
@@ -135,7 +135,7 @@ static uint64_t sub_varint(const struct pb_field *e, uint32_t num)
 	struct pb_field f;
 	uint64_t v = 0;
 
-	while (pb_next(&r, &f) > 0)
+	while (sonde__pb_next(&r, &f) > 0)
 		if (f.num == num && f.wire == PB_VARINT)
 			v = f.u;
 	return v;
@@ -189,7 +189,7 @@ static const char *parse_config(struct session *ss, uint64_t **bufs, size_t *nbu
 	const char *err;
 	int rc;
 
-	while ((rc = pb_next(&r, &f)) > 0) {
+	while ((rc = sonde__pb_next(&r, &f)) > 0) {
 		if (f.wire == PB_VARINT) {
 			parse_scalar(ss, &f);
 		} else if (f.wire != PB_LEN) {
@@ -213,18 +213,18 @@ static const char *parse_config(struct session *ss, uint64_t **bufs, size_t *nbu
 				&f, PF_INCREMENTAL_STATE_CONFIG_CLEAR_PERIOD_MS);
 		} else if (f.num == PF_TRACE_CONFIG_UNIQUE_SESSION_NAME) {
 			free(ss->unique_name);
-			ss->unique_name = svc_strndup(f.ptr, f.len);
+			ss->unique_name = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_TRACE_CONFIG_OUTPUT_PATH) {
 			free(*output_path);
-			*output_path = svc_strndup(f.ptr, f.len);
+			*output_path = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_TRACE_CONFIG_TRIGGER_CONFIG) {
-			if ((err = trigger_parse(ss, &f)))
+			if ((err = sonde__trigger_parse(ss, &f)))
 				return err;
 		}
 	}
 	if (rc < 0)
 		return "malformed TraceConfig";
-	if ((err = trigger_validate(ss)))
+	if ((err = sonde__trigger_validate(ss)))
 		return err;
 	if (ss->duration_ms > (ss->extra_guardrails ? MAX_DURATION_GUARDRAILS_MS : MAX_DURATION_MS))
 		return "duration_ms is too long";
@@ -242,7 +242,7 @@ static const char *check_limits(struct svc *s, const struct session *ss)
 		if (ss->unique_name && o->unique_name && !strcmp(ss->unique_name, o->unique_name))
 			return "a session with this unique_session_name is already running";
 	}
-	return NULL; /* session caps: sec_check_session */
+	return NULL; /* session caps: sonde__sec_check_session */
 }
 
 /* ------------------------------------------------------------------ instances */
@@ -287,15 +287,15 @@ static uint8_t *rewrite_ds_config(const struct session *ss, const struct ds_cfg 
 {
 	struct buf b = BUF_INIT;
 
-	buf_append(&b, d->raw, d->raw_len);
-	pb_put_varint(&b, PF_DS_CONFIG_TARGET_BUFFER, buf_id);
-	pb_put_varint(&b, PF_DS_CONFIG_TRACE_DURATION_MS, ss->duration_ms);
-	pb_put_varint(&b, PF_DS_CONFIG_TRACING_SESSION_ID, ss->id);
+	sonde__buf_append(&b, d->raw, d->raw_len);
+	sonde__pb_put_varint(&b, PF_DS_CONFIG_TARGET_BUFFER, buf_id);
+	sonde__pb_put_varint(&b, PF_DS_CONFIG_TRACE_DURATION_MS, ss->duration_ms);
+	sonde__pb_put_varint(&b, PF_DS_CONFIG_TRACING_SESSION_ID, ss->id);
 	if (ss->extra_guardrails)
-		pb_put_bool(&b, PF_DS_CONFIG_ENABLE_EXTRA_GUARDRAILS, true);
-	pb_put_varint(&b, PF_DS_CONFIG_STOP_TIMEOUT_MS, ss->stop_timeout_ms);
+		sonde__pb_put_bool(&b, PF_DS_CONFIG_ENABLE_EXTRA_GUARDRAILS, true);
+	sonde__pb_put_varint(&b, PF_DS_CONFIG_STOP_TIMEOUT_MS, ss->stop_timeout_ms);
 	if (buf_error(&b) < 0) {
-		buf_free(&b);
+		sonde__buf_free(&b);
 		return NULL;
 	}
 	*len = b.len;
@@ -306,14 +306,14 @@ static void send_ds_cmd(struct svc *s, struct conn *c, uint32_t cmd, const struc
 			bool with_config)
 {
 	struct buf b = BUF_INIT;
-	size_t m = pb_begin(&b, cmd);
+	size_t m = sonde__pb_begin(&b, cmd);
 
-	pb_put_varint(&b, PF_START_DS_NEW_INSTANCE_ID, in->id);
+	sonde__pb_put_varint(&b, PF_START_DS_NEW_INSTANCE_ID, in->id);
 	if (with_config)
-		pb_put_bytes(&b, PF_START_DS_CONFIG, in->cfg, in->cfg_len);
-	pb_end(&b, m);
-	producer_send_cmd(s, c, &b, false);
-	buf_free(&b);
+		sonde__pb_put_bytes(&b, PF_START_DS_CONFIG, in->cfg, in->cfg_len);
+	sonde__pb_end(&b, m);
+	sonde__producer_send_cmd(s, c, &b, false);
+	sonde__buf_free(&b);
 }
 
 static void check_all_started(struct svc *s, struct session *ss)
@@ -324,22 +324,22 @@ static void check_all_started(struct svc *s, struct session *ss)
 		if (ss->inst[i].state != DS_STARTED)
 			return;
 	ss->all_started_emitted = true;
-	svcpkt_event(s, ss, PF_SERVICE_EVENT_ALL_DATA_SOURCES_STARTED);
-	session_notify_observer(s, ss, NULL, true);
+	sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_ALL_DATA_SOURCES_STARTED);
+	sonde__session_notify_observer(s, ss, NULL, true);
 }
 
 static void set_state(struct svc *s, struct session *ss, struct instance *in, enum ds_state st)
 {
 	in->state = st;
 	if (st == DS_CONFIGURED || st == DS_STARTED || st == DS_STOPPED)
-		session_notify_observer(s, ss, in, false);
+		sonde__session_notify_observer(s, ss, in, false);
 	if (st == DS_STARTED)
 		check_all_started(s, ss);
 }
 
 static void start_instance(struct svc *s, struct session *ss, struct instance *in)
 {
-	struct conn *c = svc_conn(s, in->conn_id);
+	struct conn *c = sonde__svc_conn(s, in->conn_id);
 
 	if (!c || in->state != DS_CONFIGURED)
 		return;
@@ -349,7 +349,7 @@ static void start_instance(struct svc *s, struct session *ss, struct instance *i
 
 static void stop_instance(struct svc *s, struct session *ss, struct instance *in)
 {
-	struct conn *c = svc_conn(s, in->conn_id);
+	struct conn *c = sonde__svc_conn(s, in->conn_id);
 
 	if (in->state == DS_STOPPED || in->state == DS_STOPPING)
 		return;
@@ -363,7 +363,7 @@ static void create_instance(struct svc *s, struct session *ss, const struct ds_c
 {
 	struct instance *in;
 
-	if (d->target_buffer >= ss->nbufs || producer_ensure_smb(s, c, ss) < 0)
+	if (d->target_buffer >= ss->nbufs || sonde__producer_ensure_smb(s, c, ss) < 0)
 		return;
 	if (ss->ninst == ss->inst_cap) {
 		size_t cap = ss->inst_cap ? ss->inst_cap * 2 : 8;
@@ -389,14 +389,14 @@ static void create_instance(struct svc *s, struct session *ss, const struct ds_c
 	in->notify_stop = reg->notify_stop;
 	in->no_flush = reg->no_flush;
 	in->handles_incr = reg->handles_incr;
-	producer_allow_buffer(c, in->buf_id);
+	sonde__producer_allow_buffer(c, in->buf_id);
 	send_ds_cmd(s, c, PF_ASYNC_CMD_SETUP_DATA_SOURCE, in, true);
 	set_state(s, ss, in, DS_CONFIGURED);
 	if (ss->state == SESS_STARTED)
 		start_instance(s, ss, in);
 }
 
-void session_setup_for_producer(struct svc *s, struct conn *c, struct ds_reg *d)
+void sonde__session_setup_for_producer(struct svc *s, struct conn *c, struct ds_reg *d)
 {
 	for (size_t i = 0; i < s->nsessions; i++) {
 		struct session *ss = s->sessions[i];
@@ -413,27 +413,27 @@ void session_setup_for_producer(struct svc *s, struct conn *c, struct ds_reg *d)
 static void cancel_timer(struct svc *s, uint64_t *t)
 {
 	if (*t)
-		loop_timer_del(&s->loop, *t);
+		sonde__loop_timer_del(&s->loop, *t);
 	*t = 0;
 }
 
 static void resolve_enable(struct svc *s, struct session *ss)
 {
-	struct conn *c = svc_conn(s, ss->conn_id);
+	struct conn *c = sonde__svc_conn(s, ss->conn_id);
 	struct buf b = BUF_INIT;
 
 	if (!ss->enable_pending || !c)
 		return;
 	ss->enable_pending = false;
-	pb_put_bool(&b, PF_ENABLE_TRACING_RESP_DISABLED, true);
+	sonde__pb_put_bool(&b, PF_ENABLE_TRACING_RESP_DISABLED, true);
 	if (ss->error)
-		pb_put_string(&b, PF_ENABLE_TRACING_RESP_ERROR, ss->error);
-	svc_send_reply(c, ss->enable_req, true, false, b.data, b.len, -1);
-	svc_conn_update_events(s, c);
-	buf_free(&b);
+		sonde__pb_put_string(&b, PF_ENABLE_TRACING_RESP_ERROR, ss->error);
+	sonde__svc_send_reply(c, ss->enable_req, true, false, b.data, b.len, -1);
+	sonde__svc_conn_update_events(s, c);
+	sonde__buf_free(&b);
 }
 
-void session_resolve_if_disabled(struct svc *s, struct session *ss)
+void sonde__session_resolve_if_disabled(struct svc *s, struct session *ss)
 {
 	if (ss->state == SESS_DISABLED && (!ss->fw || ss->file_done))
 		resolve_enable(s, ss);
@@ -447,7 +447,7 @@ static void scrape_session(struct svc *s, struct session *ss)
 			continue;
 		for (size_t j = 0; j < ss->ninst; j++) {
 			if (ss->inst[j].conn_id == c->id) {
-				producer_scrape(s, c, ss);
+				sonde__producer_scrape(s, c, ss);
 				break;
 			}
 		}
@@ -466,8 +466,8 @@ static void finalize(struct svc *s, struct session *ss)
 			set_state(s, ss, &ss->inst[i], DS_STOPPED);
 	scrape_session(s, ss);
 	if (ss->state != SESS_CONFIGURED) {
-		svcpkt_clock_snapshot(s, ss);
-		svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_DISABLED);
+		sonde__svcpkt_clock_snapshot(s, ss);
+		sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_DISABLED);
 	}
 	ss->state = SESS_DISABLED;
 	ss->stats_due = true;
@@ -475,7 +475,7 @@ static void finalize(struct svc *s, struct session *ss)
 	cancel_timer(s, &ss->t_file);
 	if (ss->fw && !ss->file_done) {
 		ss->file_closing = true;
-		session_drain_file(s, ss); /* resolves once the file is complete */
+		sonde__session_drain_file(s, ss); /* resolves once the file is complete */
 		return;
 	}
 	resolve_enable(s, ss);
@@ -494,7 +494,7 @@ static void maybe_finalize(struct svc *s, struct session *ss)
 static void on_stop_timeout(void *ctx, uint64_t id)
 {
 	struct svc *s = ctx;
-	struct session *ss = svc_session(s, id);
+	struct session *ss = sonde__svc_session(s, id);
 
 	if (!ss)
 		return;
@@ -504,7 +504,7 @@ static void on_stop_timeout(void *ctx, uint64_t id)
 	finalize(s, ss);
 }
 
-void session_disable(struct svc *s, struct session *ss, bool immediately)
+void sonde__session_disable(struct svc *s, struct session *ss, bool immediately)
 {
 	if (ss->state == SESS_DISABLED)
 		return;
@@ -529,7 +529,7 @@ void session_disable(struct svc *s, struct session *ss, bool immediately)
 	}
 	maybe_finalize(s, ss);
 	if (ss->state == SESS_STOPPING && !ss->t_stop)
-		ss->t_stop = loop_timer_add(&s->loop, ss->stop_timeout_ms, on_stop_timeout, ss->id);
+		ss->t_stop = sonde__loop_timer_add(&s->loop, ss->stop_timeout_ms, on_stop_timeout, ss->id);
 }
 
 static void remove_instance(struct session *ss, size_t i)
@@ -539,7 +539,7 @@ static void remove_instance(struct session *ss, size_t i)
 	ss->inst[i] = ss->inst[--ss->ninst];
 }
 
-void session_remove_ds(struct svc *s, struct conn *c, const char *name)
+void sonde__session_remove_ds(struct svc *s, struct conn *c, const char *name)
 {
 	for (size_t i = 0; i < s->nsessions; i++) {
 		struct session *ss = s->sessions[i];
@@ -564,27 +564,27 @@ void session_remove_ds(struct svc *s, struct conn *c, const char *name)
 static void complete_flush(struct svc *s, size_t idx, bool ok)
 {
 	struct flush fl = s->flushes[idx];
-	struct session *ss = svc_session(s, fl.session_id);
+	struct session *ss = sonde__svc_session(s, fl.session_id);
 
 	s->flushes[idx] = s->flushes[--s->nflushes];
 	cancel_timer(s, &fl.timer);
 	free(fl.conns);
 	if (ss) {
 		scrape_session(s, ss); /* §2.6: in both cases */
-		svcpkt_event(s, ss, PF_SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED);
+		sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED);
 	}
 	if (fl.consumer_req) {
-		struct conn *c = svc_conn(s, fl.consumer_conn);
+		struct conn *c = sonde__svc_conn(s, fl.consumer_conn);
 		if (c) {
-			svc_send_reply(c, fl.consumer_req, ok, false, NULL, 0, -1);
-			svc_conn_update_events(s, c);
+			sonde__svc_send_reply(c, fl.consumer_req, ok, false, NULL, 0, -1);
+			sonde__svc_conn_update_events(s, c);
 		}
 	}
 	if (!ok)
 		sonde_info("flush %llu timed out", (unsigned long long)fl.id);
 	if (ss && fl.then_disable)
-		session_disable(s, ss, false);
-	clone_flush_done(s, fl.id);
+		sonde__session_disable(s, ss, false);
+	sonde__clone_flush_done(s, fl.id);
 }
 
 static void on_flush_timeout(void *ctx, uint64_t id)
@@ -616,18 +616,18 @@ static bool add_conn(struct flush *fl, uint64_t id)
 static void send_flush(struct svc *s, struct session *ss, struct conn *c, uint64_t id)
 {
 	struct buf b = BUF_INIT;
-	size_t m = pb_begin(&b, PF_ASYNC_CMD_FLUSH);
+	size_t m = sonde__pb_begin(&b, PF_ASYNC_CMD_FLUSH);
 
 	for (size_t i = 0; i < ss->ninst; i++)
 		if (ss->inst[i].conn_id == c->id && ss->inst[i].state != DS_STOPPED)
-			pb_put_varint(&b, PF_FLUSH_CMD_DATA_SOURCE_IDS, ss->inst[i].id);
-	pb_put_varint(&b, PF_FLUSH_CMD_REQUEST_ID, id);
-	pb_end(&b, m);
-	producer_send_cmd(s, c, &b, false);
-	buf_free(&b);
+			sonde__pb_put_varint(&b, PF_FLUSH_CMD_DATA_SOURCE_IDS, ss->inst[i].id);
+	sonde__pb_put_varint(&b, PF_FLUSH_CMD_REQUEST_ID, id);
+	sonde__pb_end(&b, m);
+	sonde__producer_send_cmd(s, c, &b, false);
+	sonde__buf_free(&b);
 }
 
-uint64_t session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
+uint64_t sonde__session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
 		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable)
 {
 	struct flush fl = {.id = s->next_flush_id++,
@@ -642,7 +642,7 @@ uint64_t session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
 	s->flushes = v;
 	for (size_t i = 0; i < ss->ninst; i++) {
 		struct instance *in = &ss->inst[i];
-		struct conn *c = svc_conn(s, in->conn_id);
+		struct conn *c = sonde__svc_conn(s, in->conn_id);
 		if (!c || in->state == DS_STOPPED || in->no_flush)
 			continue;
 		bool known = false;
@@ -659,12 +659,12 @@ uint64_t session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
 		return fl.id;
 	}
 	s->flushes[s->nflushes - 1].timer =
-		loop_timer_add(&s->loop, timeout_ms, on_flush_timeout, fl.id);
+		sonde__loop_timer_add(&s->loop, timeout_ms, on_flush_timeout, fl.id);
 	return fl.id;
 }
 
 /* Acks are cumulative: an ack for id X covers every pending flush <= X (§10.8). */
-void session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id)
+void sonde__session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id)
 {
 	for (size_t i = 0; i < s->nflushes;) {
 		struct flush *fl = &s->flushes[i];
@@ -687,7 +687,7 @@ void session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id)
 
 /* ------------------------------------------------------------------ producer events */
 
-void session_ds_started(struct svc *s, struct conn *c, uint64_t inst_id)
+void sonde__session_ds_started(struct svc *s, struct conn *c, uint64_t inst_id)
 {
 	struct session *ss;
 	struct instance *in = session_instance(s, inst_id, &ss);
@@ -700,7 +700,7 @@ void session_ds_started(struct svc *s, struct conn *c, uint64_t inst_id)
 	set_state(s, ss, in, DS_STARTED);
 }
 
-void session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id)
+void sonde__session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id)
 {
 	struct session *ss;
 	struct instance *in = session_instance(s, inst_id, &ss);
@@ -714,7 +714,7 @@ void session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id)
 	maybe_finalize(s, ss);
 }
 
-void session_producer_gone(struct svc *s, struct conn *c)
+void sonde__session_producer_gone(struct svc *s, struct conn *c)
 {
 	for (size_t i = 0; i < s->nsessions; i++) {
 		struct session *ss = s->sessions[i];
@@ -750,96 +750,96 @@ void session_producer_gone(struct svc *s, struct conn *c)
 static void on_duration(void *ctx, uint64_t id)
 {
 	struct svc *s = ctx;
-	struct session *ss = svc_session(s, id);
+	struct session *ss = sonde__svc_session(s, id);
 
 	if (!ss)
 		return;
 	ss->t_duration = 0;
-	session_flush(s, ss, 0, 0, 0, true); /* flush first, then disable */
+	sonde__session_flush(s, ss, 0, 0, 0, true); /* flush first, then disable */
 }
 
 static void on_flush_period(void *ctx, uint64_t id)
 {
 	struct svc *s = ctx;
-	struct session *ss = svc_session(s, id);
+	struct session *ss = sonde__svc_session(s, id);
 
 	if (!ss || ss->state != SESS_STARTED)
 		return;
-	ss->t_flush_period = loop_timer_add(&s->loop, ss->flush_period_ms, on_flush_period, id);
-	session_flush(s, ss, 0, 0, 0, false);
+	ss->t_flush_period = sonde__loop_timer_add(&s->loop, ss->flush_period_ms, on_flush_period, id);
+	sonde__session_flush(s, ss, 0, 0, 0, false);
 }
 
 static void on_clear_period(void *ctx, uint64_t id)
 {
 	struct svc *s = ctx;
-	struct session *ss = svc_session(s, id);
+	struct session *ss = sonde__svc_session(s, id);
 
 	if (!ss || ss->state != SESS_STARTED)
 		return;
-	ss->t_clear = loop_timer_add(&s->loop, ss->clear_period_ms, on_clear_period, id);
+	ss->t_clear = sonde__loop_timer_add(&s->loop, ss->clear_period_ms, on_clear_period, id);
 	for (size_t i = 0; i < s->nconns; i++) {
 		struct conn *c = s->conns[i];
 		struct buf b = BUF_INIT;
-		size_t m = pb_begin(&b, PF_ASYNC_CMD_CLEAR_INCREMENTAL_STATE);
+		size_t m = sonde__pb_begin(&b, PF_ASYNC_CMD_CLEAR_INCREMENTAL_STATE);
 		size_t n = 0;
 		for (size_t j = 0; j < ss->ninst; j++) {
 			struct instance *in = &ss->inst[j];
 			if (in->conn_id == c->id && in->handles_incr && in->state == DS_STARTED) {
-				pb_put_varint(&b, PF_CLEAR_INCR_CMD_DATA_SOURCE_IDS, in->id);
+				sonde__pb_put_varint(&b, PF_CLEAR_INCR_CMD_DATA_SOURCE_IDS, in->id);
 				n++;
 			}
 		}
-		pb_end(&b, m);
+		sonde__pb_end(&b, m);
 		if (n)
-			producer_send_cmd(s, c, &b, false);
-		buf_free(&b);
+			sonde__producer_send_cmd(s, c, &b, false);
+		sonde__buf_free(&b);
 	}
 }
 
 static void on_snapshot(void *ctx, uint64_t id)
 {
 	struct svc *s = ctx;
-	struct session *ss = svc_session(s, id);
+	struct session *ss = sonde__svc_session(s, id);
 
 	if (!ss || ss->state != SESS_STARTED)
 		return;
-	ss->t_snapshot = loop_timer_add(&s->loop, ss->snapshot_interval_ms, on_snapshot, id);
+	ss->t_snapshot = sonde__loop_timer_add(&s->loop, ss->snapshot_interval_ms, on_snapshot, id);
 	ss->sync_due = ss->stats_due = true;
-	svcpkt_clock_snapshot_if_drifted(s, ss);
+	sonde__svcpkt_clock_snapshot_if_drifted(s, ss);
 }
 
 static void on_file_period(void *ctx, uint64_t id)
 {
 	struct svc *s = ctx;
-	struct session *ss = svc_session(s, id);
+	struct session *ss = sonde__svc_session(s, id);
 
 	if (!ss || ss->state == SESS_DISABLED)
 		return;
-	ss->t_file = loop_timer_add(&s->loop, ss->file_write_period_ms, on_file_period, id);
-	session_drain_file(s, ss);
+	ss->t_file = sonde__loop_timer_add(&s->loop, ss->file_write_period_ms, on_file_period, id);
+	sonde__session_drain_file(s, ss);
 }
 
-void session_start(struct svc *s, struct session *ss)
+void sonde__session_start(struct svc *s, struct session *ss)
 {
 	if (ss->state != SESS_CONFIGURED)
 		return;
 	ss->state = SESS_STARTED;
-	ss->start_ns = svc_boottime_ns();
+	ss->start_ns = sonde__svc_boottime_ns();
 	ss->sync_due = ss->stats_due = true;
-	svcpkt_clock_snapshot(s, ss);
-	svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_STARTED);
+	sonde__svcpkt_clock_snapshot(s, ss);
+	sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_STARTED);
 	if (ss->duration_ms)
-		ss->t_duration = loop_timer_add(&s->loop, ss->duration_ms, on_duration, ss->id);
+		ss->t_duration = sonde__loop_timer_add(&s->loop, ss->duration_ms, on_duration, ss->id);
 	if (ss->flush_period_ms)
 		ss->t_flush_period =
-			loop_timer_add(&s->loop, ss->flush_period_ms, on_flush_period, ss->id);
+			sonde__loop_timer_add(&s->loop, ss->flush_period_ms, on_flush_period, ss->id);
 	if (ss->clear_period_ms)
 		ss->t_clear =
-			loop_timer_add(&s->loop, ss->clear_period_ms, on_clear_period, ss->id);
-	ss->t_snapshot = loop_timer_add(&s->loop, ss->snapshot_interval_ms, on_snapshot, ss->id);
+			sonde__loop_timer_add(&s->loop, ss->clear_period_ms, on_clear_period, ss->id);
+	ss->t_snapshot = sonde__loop_timer_add(&s->loop, ss->snapshot_interval_ms, on_snapshot, ss->id);
 	if (ss->write_into_file)
 		ss->t_file =
-			loop_timer_add(&s->loop, ss->file_write_period_ms, on_file_period, ss->id);
+			sonde__loop_timer_add(&s->loop, ss->file_write_period_ms, on_file_period, ss->id);
 	sonde_info("session %llu started with %zu data source instances",
 		   (unsigned long long)ss->id, ss->ninst);
 	for (size_t i = 0; i < ss->ninst; i++)
@@ -859,12 +859,12 @@ void session_start(struct svc *s, struct session *ss)
 static void on_pump(void *ctx, uint64_t id)
 {
 	struct svc *s = ctx;
-	struct session *ss = svc_session(s, id);
+	struct session *ss = sonde__svc_session(s, id);
 
 	if (!ss)
 		return;
 	ss->t_pump = 0;
-	session_drain_file(s, ss);
+	sonde__session_drain_file(s, ss);
 }
 
 /* fbuf into the writer's queue; fbuf stays as it is while the queue has no room. */
@@ -874,11 +874,11 @@ static int file_push(struct session *ss)
 
 	if (!ss->fbuf.len)
 		return 0;
-	rc = fwriter_push(ss->fw, ss->fbuf.data, ss->fbuf.len);
+	rc = sonde__fwriter_push(ss->fw, ss->fbuf.data, ss->fbuf.len);
 	if (rc == -ENOBUFS)
 		return 0;
 	if (rc == 0)
-		buf_reset(&ss->fbuf);
+		sonde__buf_reset(&ss->fbuf);
 	return rc;
 }
 
@@ -896,27 +896,27 @@ static int file_packet(void *ctx, const struct iovec *iov, size_t n, size_t tota
 	size_t h;
 
 	hdr[0] = (PF_TRACE_PACKET << 3) | PB_LEN;
-	h = 1 + pb_varint_encode(hdr + 1, total);
+	h = 1 + sonde__pb_varint_encode(hdr + 1, total);
 	if (ss->max_file_size && ss->file_bytes + h + total > ss->max_file_size) {
 		fs->full = true;
 		return 1;
 	}
-	buf_append(&ss->fbuf, hdr, h);
+	sonde__buf_append(&ss->fbuf, hdr, h);
 	for (size_t i = 0; i < n; i++)
-		buf_append(&ss->fbuf, iov[i].iov_base, iov[i].iov_len);
+		sonde__buf_append(&ss->fbuf, iov[i].iov_base, iov[i].iov_len);
 	ss->file_bytes += h + total;
 	if (ss->fbuf.len >= FILE_FLUSH_BYTES && file_push(ss) < 0)
 		fs->broken = true;
 	/* this packet is taken; the next ones wait in the buffers for room */
-	if (!fwriter_room(ss->fw, ss->fbuf.len))
+	if (!sonde__fwriter_room(ss->fw, ss->fbuf.len))
 		fs->backlog = true;
 	return fs->full || fs->broken || fs->backlog;
 }
 
-int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
+int sonde__session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
 {
 	for (size_t i = 0; i < ss->nbufs; i++)
-		if (tbuf_read(ss->bufs[i], fn, ctx, &ss->next_seq_id, &ss->invalid_packets))
+		if (sonde__tbuf_read(ss->bufs[i], fn, ctx, &ss->next_seq_id, &ss->invalid_packets))
 			return 1;
 	return 0;
 }
@@ -926,8 +926,8 @@ int session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, v
 static void retire(struct svc *s, struct fwriter *w, bool cancel)
 {
 	if (cancel) {
-		fwriter_cancel(w);
-		if (fwriter_reap(w))
+		sonde__fwriter_cancel(w);
+		if (sonde__fwriter_reap(w))
 			return;
 	}
 	if (s->nretired == s->retired_cap) {
@@ -935,7 +935,7 @@ static void retire(struct svc *s, struct fwriter *w, bool cancel)
 		struct svc_retired *v = realloc(s->retired, cap * sizeof(*v));
 		if (!v) {
 			/* the one blocking way out left, bounded */
-			if (!fwriter_free(w, 100))
+			if (!sonde__fwriter_free(w, 100))
 				sonde_error("a file writer could not be stopped; it is left running");
 			return;
 		}
@@ -945,7 +945,7 @@ static void retire(struct svc *s, struct fwriter *w, bool cancel)
 	if (!cancel)
 		for (size_t i = 0, n = 0; i < s->nretired; i++)
 			if (!s->retired[i].cancelled && ++n >= SVC_MAX_DRAINING) {
-				fwriter_cancel(w);
+				sonde__fwriter_cancel(w);
 				cancel = true;
 				break;
 			}
@@ -962,9 +962,9 @@ static void file_fail(struct svc *s, struct session *ss, const char *msg)
 	retire(s, ss->fw, true);
 	ss->fw = NULL;
 	ss->file_done = true;
-	buf_reset(&ss->fbuf);
+	sonde__buf_reset(&ss->fbuf);
 	if (ss->state != SESS_DISABLED)
-		session_disable(s, ss, false);
+		sonde__session_disable(s, ss, false);
 	else
 		resolve_enable(s, ss);
 }
@@ -975,36 +975,36 @@ static void file_close_step(struct svc *s, struct session *ss, bool backlog)
 {
 	if (backlog || ss->fbuf.len)
 		return;
-	fwriter_finish(ss->fw, ss->out_created ? 0644 : 0);
-	if (!fwriter_finished(ss->fw))
+	sonde__fwriter_finish(ss->fw, ss->out_created ? 0644 : 0);
+	if (!sonde__fwriter_finished(ss->fw))
 		return;
 	ss->file_done = true;
 	resolve_enable(s, ss);
 }
 
-void session_drain_file(struct svc *s, struct session *ss)
+void sonde__session_drain_file(struct svc *s, struct session *ss)
 {
 	struct file_sink fs = {ss, false, false, false};
 
 	if (!ss->fw || ss->file_done)
 		return;
-	if (fwriter_stalled_ns(ss->fw, loop_now_ns()) > SVC_FILE_STALL_MS * 1000000ull) {
+	if (sonde__fwriter_stalled_ns(ss->fw, sonde__loop_now_ns()) > SVC_FILE_STALL_MS * 1000000ull) {
 		file_fail(s, ss, "the output file accepted nothing for 10 s: session ended");
 		return;
 	}
 	if (file_push(ss) < 0)
 		fs.broken = true;
-	fs.backlog = !fwriter_room(ss->fw, ss->fbuf.len);
-	if (!fs.broken && !fs.backlog && !ss->file_full && !trigger_waiting(ss)) {
-		svcpkt_emit_head(s, ss, file_packet, &fs);
+	fs.backlog = !sonde__fwriter_room(ss->fw, ss->fbuf.len);
+	if (!fs.broken && !fs.backlog && !ss->file_full && !sonde__trigger_waiting(ss)) {
+		sonde__svcpkt_emit_head(s, ss, file_packet, &fs);
 		if (!fs.full && !fs.broken && !fs.backlog)
-			session_read_buffers(s, ss, file_packet, &fs);
+			sonde__session_read_buffers(s, ss, file_packet, &fs);
 		if (!fs.full && !fs.broken && !fs.backlog)
-			svcpkt_emit_tail(s, ss, file_packet, &fs);
+			sonde__svcpkt_emit_tail(s, ss, file_packet, &fs);
 	}
 	if (!fs.broken && file_push(ss) < 0)
 		fs.broken = true;
-	if (fs.broken || fwriter_error(ss->fw)) {
+	if (fs.broken || sonde__fwriter_error(ss->fw)) {
 		file_fail(s, ss, "writing the output file failed: session ended");
 		return;
 	}
@@ -1012,12 +1012,12 @@ void session_drain_file(struct svc *s, struct session *ss)
 		/* max_file_size_bytes reached: stop writing, end the session */
 		ss->file_full = true;
 		if (ss->state == SESS_STARTED)
-			session_disable(s, ss, false);
+			sonde__session_disable(s, ss, false);
 	}
 	if (ss->file_closing && !ss->file_done)
 		file_close_step(s, ss, fs.backlog);
 	if ((fs.backlog || (ss->file_closing && !ss->file_done)) && !ss->t_pump)
-		ss->t_pump = loop_timer_add(&s->loop, 20, on_pump, ss->id);
+		ss->t_pump = sonde__loop_timer_add(&s->loop, 20, on_pump, ss->id);
 }
 
 /* A freed session's writer finishes its queue on its own; reaped when done or stalled.
@@ -1027,31 +1027,31 @@ static void file_release(struct svc *s, struct session *ss)
 	if (!ss->fw)
 		return;
 	file_push(ss);
-	fwriter_finish(ss->fw, ss->out_created ? 0644 : 0);
-	retire(s, ss->fw, ss->file_done || fwriter_finished(ss->fw));
+	sonde__fwriter_finish(ss->fw, ss->out_created ? 0644 : 0);
+	retire(s, ss->fw, ss->file_done || sonde__fwriter_finished(ss->fw));
 	ss->fw = NULL;
 }
 
-void session_reap_writers(struct svc *s, int wait_ms)
+void sonde__session_reap_writers(struct svc *s, int wait_ms)
 {
-	uint64_t now = loop_now_ns(), end = now + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
+	uint64_t now = sonde__loop_now_ns(), end = now + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
 
 	for (size_t i = 0; i < s->nretired;) {
 		struct svc_retired *r = &s->retired[i];
 		bool gone;
 		if (wait_ms > 0) {
 			/* shutdown: the wait is shared by all of them */
-			now = loop_now_ns();
-			fwriter_free(r->fw, end > now ? (int)((end - now) / 1000000) : 0);
+			now = sonde__loop_now_ns();
+			sonde__fwriter_free(r->fw, end > now ? (int)((end - now) / 1000000) : 0);
 			gone = true; /* freed, or left running to the process's exit */
 		} else {
-			if (!r->cancelled && (fwriter_finished(r->fw) ||
-					      fwriter_stalled_ns(r->fw, now) >
+			if (!r->cancelled && (sonde__fwriter_finished(r->fw) ||
+					      sonde__fwriter_stalled_ns(r->fw, now) >
 						      SVC_FILE_STALL_MS * 1000000ull)) {
-				fwriter_cancel(r->fw);
+				sonde__fwriter_cancel(r->fw);
 				r->cancelled = true;
 			}
-			gone = r->cancelled && fwriter_reap(r->fw);
+			gone = r->cancelled && sonde__fwriter_reap(r->fw);
 		}
 		if (gone)
 			s->retired[i] = s->retired[--s->nretired];
@@ -1075,12 +1075,12 @@ static int open_output(struct session *ss, const struct conn *c, const char *pat
 	if ((fd >= 0) == (path != NULL && path[0]))
 		return -EINVAL;
 	if (fd < 0) {
-		fd = sec_create_output(c, path);
+		fd = sonde__sec_create_output(c, path);
 		if (fd < 0)
 			return fd;
 		created = true; /* 0600 while written, 0644 once DISABLED */
 	}
-	ss->fw = fwriter_new(fd, SVC_FILE_QUEUE_BYTES);
+	ss->fw = sonde__fwriter_new(fd, SVC_FILE_QUEUE_BYTES);
 	if (!ss->fw) {
 		if (created)
 			close(fd);
@@ -1100,12 +1100,12 @@ static int alloc_buffers(struct svc *s, struct session *ss, const uint64_t *cfg,
 		uint16_t id;
 		struct tbuf *tb = calloc(1, sizeof(*tb));
 		size_t kb = cfg[2 * i] ? cfg[2 * i] : 1024;
-		if (!tb || kb > (1u << 22) || tbuf_init(tb, kb * 1024, cfg[2 * i + 1]) < 0) {
+		if (!tb || kb > (1u << 22) || sonde__tbuf_init(tb, kb * 1024, cfg[2 * i + 1]) < 0) {
 			free(tb);
 			return -ENOMEM;
 		}
-		if (bufid_alloc(s, tb, &id) < 0) {
-			tbuf_free(tb);
+		if (sonde__bufid_alloc(s, tb, &id) < 0) {
+			sonde__tbuf_free(tb);
 			free(tb);
 			return -ENOMEM;
 		}
@@ -1137,7 +1137,7 @@ static struct session *new_session(struct svc *s, struct conn *c, const uint8_t 
 					.pid = c->ch.peer_pid,
 					.caps_known = c->caps_known,
 					.cap_eff = c->cap_eff};
-	perfds_note_session(s, ss->id, &who);
+	sonde__perfds_note_session(s, ss->id, &who);
 	ss->next_seq_id = 2; /* 1 is the service's own sequence */
 	return ss;
 }
@@ -1163,10 +1163,10 @@ static int reply_error(struct req *r, const char *msg)
 	int rc;
 
 	sonde_info("EnableTracing refused: %s", msg);
-	pb_put_bool(&b, PF_ENABLE_TRACING_RESP_DISABLED, true);
-	pb_put_string(&b, PF_ENABLE_TRACING_RESP_ERROR, msg);
-	rc = svc_reply(r, &b, false);
-	buf_free(&b);
+	sonde__pb_put_bool(&b, PF_ENABLE_TRACING_RESP_DISABLED, true);
+	sonde__pb_put_string(&b, PF_ENABLE_TRACING_RESP_ERROR, msg);
+	rc = sonde__svc_reply(r, &b, false);
+	sonde__buf_free(&b);
 	return rc;
 }
 
@@ -1175,14 +1175,14 @@ static const char *setup_session(struct svc *s, struct session *ss, struct req *
 	uint64_t *bufcfg = NULL;
 	size_t nbufs = 0;
 	char *path = NULL;
-	const char *err = sec_apply_lockdown(s, r->c, ss->config, ss->config_len);
+	const char *err = sonde__sec_apply_lockdown(s, r->c, ss->config, ss->config_len);
 
 	if (!err)
 		err = parse_config(ss, &bufcfg, &nbufs, &path);
 	if (!err)
 		err = check_limits(s, ss);
 	if (!err)
-		err = sec_check_session(s, ss, bufcfg, nbufs);
+		err = sonde__sec_check_session(s, ss, bufcfg, nbufs);
 	if (!err && alloc_buffers(s, ss, bufcfg, nbufs) < 0)
 		err = "cannot allocate the trace buffers";
 	if (!err && ss->write_into_file) {
@@ -1207,13 +1207,13 @@ static const char *setup_session(struct svc *s, struct session *ss, struct req *
 	return err;
 }
 
-int session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len, int fd)
+int sonde__session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len, int fd)
 {
 	struct conn *c = r->c;
 	struct session *ss, **v;
 	const char *err;
 
-	if (svc_session(s, c->k.session_id))
+	if (sonde__svc_session(s, c->k.session_id))
 		return reply_error(r, "this consumer already has a tracing session");
 	ss = new_session(s, c, cfg, len);
 	v = realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
@@ -1226,8 +1226,8 @@ int session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len,
 	err = setup_session(s, ss, r);
 	if (err) {
 		ss->state = SESS_DISABLED;	  /* it never ran: nothing to stop */
-		s->sessions[s->nsessions++] = ss; /* so that session_free finds it */
-		session_free(s, ss);
+		s->sessions[s->nsessions++] = ss; /* so that sonde__session_free finds it */
+		sonde__session_free(s, ss);
 		return reply_error(r, err);
 	}
 	s->sessions[s->nsessions++] = ss;
@@ -1238,13 +1238,13 @@ int session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len,
 		   (unsigned long long)ss->id, ss->nbufs, ss->nds);
 	for (size_t i = 0; i < ss->nds; i++)
 		for (size_t j = 0; j < s->nds; j++) {
-			struct conn *pc = svc_conn(s, s->ds[j]->conn_id);
+			struct conn *pc = sonde__svc_conn(s, s->ds[j]->conn_id);
 			if (pc && ds_matches(&ss->ds[i], pc, s->ds[j]))
 				create_instance(s, ss, &ss->ds[i], pc, s->ds[j]);
 		}
-	trigger_session_enabled(s, ss);
-	if (!ss->deferred_start && !trigger_defers_start(ss))
-		session_start(s, ss);
+	sonde__trigger_session_enabled(s, ss);
+	if (!ss->deferred_start && !sonde__trigger_defers_start(ss))
+		sonde__session_start(s, ss);
 	return 0;
 }
 
@@ -1263,11 +1263,11 @@ static void free_ds_cfgs(struct session *ss)
 	free(ss->ds);
 }
 
-void session_free(struct svc *s, struct session *ss)
+void sonde__session_free(struct svc *s, struct session *ss)
 {
-	perfds_forget_session(s, ss->id);
+	sonde__perfds_forget_session(s, ss->id);
 	if (ss->state != SESS_DISABLED)
-		session_disable(s, ss, true);
+		sonde__session_disable(s, ss, true);
 	cancel_timer(s, &ss->t_file);
 	cancel_timer(s, &ss->t_pump);
 	file_release(s, ss);
@@ -1283,9 +1283,9 @@ void session_free(struct svc *s, struct session *ss)
 		uint16_t id = ss->buf_ids[i];
 		for (size_t k = 0; k < s->nconns; k++)
 			if (s->conns[k]->is_producer)
-				producer_disallow_buffer(s->conns[k], id);
-		bufid_release(s, id);
-		tbuf_free(ss->bufs[i]);
+				sonde__producer_disallow_buffer(s->conns[k], id);
+		sonde__bufid_release(s, id);
+		sonde__tbuf_free(ss->bufs[i]);
 		free(ss->bufs[i]);
 	}
 	for (size_t i = 0; i < s->nsessions; i++)
@@ -1294,7 +1294,7 @@ void session_free(struct svc *s, struct session *ss)
 	while (ss->ninst)
 		remove_instance(ss, 0);
 	free_ds_cfgs(ss);
-	trigger_session_free(s, ss);
+	sonde__trigger_session_free(s, ss);
 	free(ss->inst);
 	free(ss->buf_ids);
 	free(ss->bufs);
@@ -1302,40 +1302,40 @@ void session_free(struct svc *s, struct session *ss)
 	free(ss->unique_name);
 	free(ss->detach_key);
 	free(ss->error);
-	buf_free(&ss->fbuf);
-	buf_free(&ss->svc_pkts);
-	buf_free(&ss->svc_clocks);
+	sonde__buf_free(&ss->fbuf);
+	sonde__buf_free(&ss->svc_pkts);
+	sonde__buf_free(&ss->svc_clocks);
 	free(ss);
 }
 
 /* ------------------------------------------------------------------ for reconfig.c */
 
-int session_parse_data_sources(struct session *ss)
+int sonde__session_parse_data_sources(struct session *ss)
 {
 	struct pb_reader r = pb_reader_init(ss->config, ss->config_len);
 	struct pb_field f;
 	int rc;
 
-	while ((rc = pb_next(&r, &f)) > 0)
+	while ((rc = sonde__pb_next(&r, &f)) > 0)
 		if (f.num == PF_TRACE_CONFIG_DATA_SOURCES && f.wire == PB_LEN &&
 		    parse_ds(ss, &f) < 0)
 			return -ENOMEM;
 	return rc < 0 ? rc : 0;
 }
 
-void session_free_data_sources(struct session *ss)
+void sonde__session_free_data_sources(struct session *ss)
 {
 	free_ds_cfgs(ss);
 	ss->ds = NULL;
 	ss->nds = 0;
 }
 
-bool session_ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg)
+bool sonde__session_ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg)
 {
 	return ds_matches(d, c, reg);
 }
 
-void session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d, struct conn *c,
+void sonde__session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d, struct conn *c,
 			  const struct ds_reg *reg)
 {
 	create_instance(s, ss, d, c, reg);

@@ -21,16 +21,16 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t svc_boottime_ns(void)
+uint64_t sonde__svc_boottime_ns(void)
 {
 	return clock_ns(CLOCK_BOOTTIME);
 }
 
 static void put_trusted(struct svc *s, struct buf *b)
 {
-	pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
-	pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP_CLOCK_ID, PF_CLOCK_BOOTTIME);
+	sonde__pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
+	sonde__pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP_CLOCK_ID, PF_CLOCK_BOOTTIME);
 }
 
 /* Appends the packet in s->scratch to a queue as u32 length + bytes. */
@@ -40,21 +40,21 @@ static void enqueue(struct svc *s, struct buf *q)
 
 	if (buf_error(&s->scratch) < 0)
 		return;
-	buf_append(q, &n, sizeof(n));
-	buf_append(q, s->scratch.data, n);
+	sonde__buf_append(q, &n, sizeof(n));
+	sonde__buf_append(q, s->scratch.data, n);
 }
 
-void svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field)
+void sonde__svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field)
 {
 	struct buf *b = &s->scratch;
 
 	if (ss->no_service_events)
 		return;
-	buf_reset(b);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP, svc_boottime_ns());
-	size_t m = pb_begin(b, PF_PACKET_SERVICE_EVENT);
-	pb_put_bool(b, event_field, true);
-	pb_end(b, m);
+	sonde__buf_reset(b);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, sonde__svc_boottime_ns());
+	size_t m = sonde__pb_begin(b, PF_PACKET_SERVICE_EVENT);
+	sonde__pb_put_bool(b, event_field, true);
+	sonde__pb_end(b, m);
 	put_trusted(s, b);
 	enqueue(s, &ss->svc_pkts);
 }
@@ -84,22 +84,22 @@ static void queue_snapshot(struct svc *s, struct session *ss, const uint64_t v[6
 	if (ss->no_clock_snapshots || ss->svc_clocks.len > 16 * 256) /* at most ~16 queued */
 		return;
 	memcpy(ss->last_clocks, v, sizeof(ss->last_clocks));
-	buf_reset(b);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP, v[0]);
-	size_t m = pb_begin(b, PF_PACKET_CLOCK_SNAPSHOT);
+	sonde__buf_reset(b);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, v[0]);
+	size_t m = sonde__pb_begin(b, PF_PACKET_CLOCK_SNAPSHOT);
 	for (size_t i = 0; i < 6; i++) {
-		size_t c = pb_begin(b, PF_CLOCK_SNAPSHOT_CLOCKS);
-		pb_put_varint(b, PF_CLOCK_CLOCK_ID, clocks[i].id);
-		pb_put_varint(b, PF_CLOCK_TIMESTAMP, v[i]);
-		pb_end(b, c);
+		size_t c = sonde__pb_begin(b, PF_CLOCK_SNAPSHOT_CLOCKS);
+		sonde__pb_put_varint(b, PF_CLOCK_CLOCK_ID, clocks[i].id);
+		sonde__pb_put_varint(b, PF_CLOCK_TIMESTAMP, v[i]);
+		sonde__pb_end(b, c);
 	}
-	pb_put_varint(b, PF_CLOCK_SNAPSHOT_PRIMARY_TRACE_CLOCK, PF_CLOCK_BOOTTIME);
-	pb_end(b, m);
+	sonde__pb_put_varint(b, PF_CLOCK_SNAPSHOT_PRIMARY_TRACE_CLOCK, PF_CLOCK_BOOTTIME);
+	sonde__pb_end(b, m);
 	put_trusted(s, b);
 	enqueue(s, &ss->svc_clocks);
 }
 
-void svcpkt_clock_snapshot(struct svc *s, struct session *ss)
+void sonde__svcpkt_clock_snapshot(struct svc *s, struct session *ss)
 {
 	uint64_t v[6];
 
@@ -107,7 +107,7 @@ void svcpkt_clock_snapshot(struct svc *s, struct session *ss)
 	queue_snapshot(s, ss, v);
 }
 
-void svcpkt_clock_snapshot_if_drifted(struct svc *s, struct session *ss)
+void sonde__svcpkt_clock_snapshot_if_drifted(struct svc *s, struct session *ss)
 {
 	const int64_t threshold = 10 * 1000 * 1000;
 	uint64_t v[6];
@@ -141,31 +141,31 @@ static void emit_queue(struct buf *q, tbuf_packet_fn fn, void *ctx)
 		fn(ctx, &v, 1, n);
 		off += 4 + n;
 	}
-	buf_reset(q);
+	sonde__buf_reset(q);
 }
 
 static void system_info(struct svc *s, struct buf *b)
 {
 	struct utsname u;
 
-	size_t m = pb_begin(b, PF_PACKET_SYSTEM_INFO);
+	size_t m = sonde__pb_begin(b, PF_PACKET_SYSTEM_INFO);
 	if (uname(&u) == 0) {
-		size_t n = pb_begin(b, PF_SYSTEM_INFO_UTSNAME);
-		pb_put_string(b, PF_UTSNAME_SYSNAME, u.sysname);
-		pb_put_string(b, PF_UTSNAME_VERSION, u.version);
-		pb_put_string(b, PF_UTSNAME_RELEASE, u.release);
-		pb_put_string(b, PF_UTSNAME_MACHINE, u.machine);
-		pb_end(b, n);
+		size_t n = sonde__pb_begin(b, PF_SYSTEM_INFO_UTSNAME);
+		sonde__pb_put_string(b, PF_UTSNAME_SYSNAME, u.sysname);
+		sonde__pb_put_string(b, PF_UTSNAME_VERSION, u.version);
+		sonde__pb_put_string(b, PF_UTSNAME_RELEASE, u.release);
+		sonde__pb_put_string(b, PF_UTSNAME_MACHINE, u.machine);
+		sonde__pb_end(b, n);
 	}
-	pb_put_varint(b, PF_SYSTEM_INFO_HZ, (uint64_t)sysconf(_SC_CLK_TCK));
-	pb_put_string(b, PF_SYSTEM_INFO_TRACING_SERVICE_VERSION, "sonded");
-	pb_put_varint(b, PF_SYSTEM_INFO_PAGE_SIZE, (uint64_t)sysconf(_SC_PAGESIZE));
-	pb_put_varint(b, PF_SYSTEM_INFO_NUM_CPUS, (uint64_t)sysconf(_SC_NPROCESSORS_CONF));
-	pb_end(b, m);
+	sonde__pb_put_varint(b, PF_SYSTEM_INFO_HZ, (uint64_t)sysconf(_SC_CLK_TCK));
+	sonde__pb_put_string(b, PF_SYSTEM_INFO_TRACING_SERVICE_VERSION, "sonded");
+	sonde__pb_put_varint(b, PF_SYSTEM_INFO_PAGE_SIZE, (uint64_t)sysconf(_SC_PAGESIZE));
+	sonde__pb_put_varint(b, PF_SYSTEM_INFO_NUM_CPUS, (uint64_t)sysconf(_SC_NPROCESSORS_CONF));
+	sonde__pb_end(b, m);
 	put_trusted(s, b);
 }
 
-void svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
+void sonde__svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
 {
 	struct buf *b = &s->scratch;
 
@@ -173,33 +173,33 @@ void svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void
 	if (ss->sync_due) {
 		/* the marker must be the last field: 18 <uid> 50 01 A2 02 10 <16 bytes> */
 		ss->sync_due = false;
-		buf_reset(b);
-		pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
-		pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
-		pb_put_bytes(b, PF_PACKET_SYNCHRONIZATION_MARKER, sync_marker, sizeof(sync_marker));
+		sonde__buf_reset(b);
+		sonde__pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
+		sonde__pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
+		sonde__pb_put_bytes(b, PF_PACKET_SYNCHRONIZATION_MARKER, sync_marker, sizeof(sync_marker));
 		emit_scratch(s, fn, ctx);
 	}
 	if (!ss->config_emitted && !ss->no_trace_config) {
 		ss->config_emitted = true;
-		buf_reset(b);
-		size_t m = pb_begin(b, PF_PACKET_TRACE_CONFIG);
-		buf_append(b, ss->config, ss->config_len);
-		trigger_config_fixup(ss, b);
-		pb_end(b, m);
+		sonde__buf_reset(b);
+		size_t m = sonde__pb_begin(b, PF_PACKET_TRACE_CONFIG);
+		sonde__buf_append(b, ss->config, ss->config_len);
+		sonde__trigger_config_fixup(ss, b);
+		sonde__pb_end(b, m);
 		put_trusted(s, b);
 		emit_scratch(s, fn, ctx);
 	}
-	trigger_emit(ss, fn, ctx);
+	sonde__trigger_emit(ss, fn, ctx);
 	if (!ss->sysinfo_emitted && !ss->no_system_info) {
 		ss->sysinfo_emitted = true;
-		buf_reset(b);
+		sonde__buf_reset(b);
 		system_info(s, b);
 		emit_scratch(s, fn, ctx);
 	}
 	emit_queue(&ss->svc_pkts, fn, ctx);
 }
 
-void svcpkt_emit_tail(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
+void sonde__svcpkt_emit_tail(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
 {
 	struct buf *b = &s->scratch;
 
@@ -207,11 +207,11 @@ void svcpkt_emit_tail(struct svc *s, struct session *ss, tbuf_packet_fn fn, void
 	if (!ss->stats_due)
 		return;
 	ss->stats_due = false;
-	buf_reset(b);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP, svc_boottime_ns());
-	size_t m = pb_begin(b, PF_PACKET_TRACE_STATS);
-	consumer_put_trace_stats(s, ss, b);
-	pb_end(b, m);
+	sonde__buf_reset(b);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, sonde__svc_boottime_ns());
+	size_t m = sonde__pb_begin(b, PF_PACKET_TRACE_STATS);
+	sonde__consumer_put_trace_stats(s, ss, b);
+	sonde__pb_end(b, m);
 	put_trusted(s, b);
 	emit_scratch(s, fn, ctx);
 }

@@ -37,7 +37,7 @@ static uint64_t chunk_key(uint16_t seq, uint32_t chunk_id)
 	return ((uint64_t)seq << 32) | chunk_id;
 }
 
-int tbuf_init(struct tbuf *tb, size_t size, bool discard)
+int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard)
 {
 	memset(tb, 0, sizeof(*tb));
 	size &= ~(size_t)15;
@@ -49,22 +49,22 @@ int tbuf_init(struct tbuf *tb, size_t size, bool discard)
 	tb->discard = discard;
 	/* about one index entry per 1 KiB chunk up front; the index grows if chunks are
 	 * smaller, which happens once, not per chunk */
-	if (!tb->data || u64map_reserve(&tb->chunks, size / 1024) < 0 ||
-	    u64map_reserve(&tb->seqmap, 16) < 0) {
-		tbuf_free(tb);
+	if (!tb->data || sonde__u64map_reserve(&tb->chunks, size / 1024) < 0 ||
+	    sonde__u64map_reserve(&tb->seqmap, 16) < 0) {
+		sonde__tbuf_free(tb);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-void tbuf_free(struct tbuf *tb)
+void sonde__tbuf_free(struct tbuf *tb)
 {
 	free(tb->data);
-	u64map_free(&tb->chunks);
-	u64map_free(&tb->seqmap);
+	sonde__u64map_free(&tb->chunks);
+	sonde__u64map_free(&tb->seqmap);
 	free(tb->seqs);
 	free(tb->iov);
-	buf_free(&tb->scratch);
+	sonde__buf_free(&tb->scratch);
 	memset(tb, 0, sizeof(*tb));
 }
 
@@ -82,7 +82,7 @@ static int map_copy(struct u64map *dst, const struct u64map *src)
 	return 0;
 }
 
-int tbuf_clone(struct tbuf *dst, const struct tbuf *src)
+int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 {
 	*dst = *src;
 	dst->data = malloc(src->size);
@@ -94,7 +94,7 @@ int tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 	memset(&dst->seqmap, 0, sizeof(dst->seqmap));
 	if (!dst->data || !dst->seqs || map_copy(&dst->chunks, &src->chunks) < 0 ||
 	    map_copy(&dst->seqmap, &src->seqmap) < 0) {
-		tbuf_free(dst);
+		sonde__tbuf_free(dst);
 		return -ENOMEM;
 	}
 	memcpy(dst->data, src->data, src->size);
@@ -111,7 +111,7 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 
 	if (key == tb->seq_cache_key)
 		return tb->seq_cache_idx;
-	v = u64map_get(&tb->seqmap, key);
+	v = sonde__u64map_get(&tb->seqmap, key);
 	if (v) {
 		tb->seq_cache_key = key;
 		tb->seq_cache_idx = (int)*v;
@@ -127,7 +127,7 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 		tb->seqs = s;
 		tb->seqs_cap = cap;
 	}
-	if (u64map_put(&tb->seqmap, key, (uint32_t)tb->nseqs) < 0)
+	if (sonde__u64map_put(&tb->seqmap, key, (uint32_t)tb->nseqs) < 0)
 		return -1;
 	tb->seqs[tb->nseqs] = (struct tbuf_seq){
 		.producer_id = producer_id, .writer_id = writer_id, .uid = uid, .pid = pid};
@@ -142,9 +142,9 @@ static void pop_rec(struct tbuf *tb)
 
 	if (r->kind == REC_CHUNK) {
 		uint64_t key = chunk_key(r->seq, r->chunk_id);
-		uint64_t *v = u64map_get(&tb->chunks, key);
+		uint64_t *v = sonde__u64map_get(&tb->chunks, key);
 		if (v && *v == tb->rd)
-			u64map_del(&tb->chunks, key);
+			sonde__u64map_del(&tb->chunks, key);
 		if (r->frags_read < r->count) {
 			tb->st.chunks_overwritten++;
 			tb->st.bytes_overwritten += n;
@@ -206,7 +206,7 @@ static void append_rec(struct tbuf *tb, int seq, const struct smb_chunk_info *ci
 			  .flags = ci->flags,
 			  .kind = REC_CHUNK};
 	memcpy(r + 1, payload, len);
-	if (u64map_put(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id), (uint32_t)tb->wr) < 0) {
+	if (sonde__u64map_put(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id), (uint32_t)tb->wr) < 0) {
 		r->frags_read = r->count; /* unindexed: still read in order, never patched */
 		tb->st.abi_violations++;
 	}
@@ -234,7 +234,7 @@ static void recommit(struct tbuf *tb, struct rec *r, const struct smb_chunk_info
 	tb->st.chunks_rewritten++;
 }
 
-void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
+void sonde__tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
 		     const struct smb_chunk_info *ci, const uint8_t *payload, size_t len)
 {
 	size_t cap = tb->size < 65535 ? tb->size : 65535;
@@ -260,7 +260,7 @@ void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t
 		append_rec(tb, seq, ci, payload, len, 0, 0);
 		return;
 	}
-	off = u64map_get(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id));
+	off = sonde__u64map_get(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id));
 	if (off) {
 		recommit(tb, rec_at(tb, *off), ci, payload, len);
 		return;
@@ -279,15 +279,15 @@ void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t
 static struct rec *find_rec(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id,
 			    uint32_t chunk_id)
 {
-	uint64_t *v = u64map_get(&tb->seqmap, ((uint64_t)producer_id << 16) | writer_id), *off;
+	uint64_t *v = sonde__u64map_get(&tb->seqmap, ((uint64_t)producer_id << 16) | writer_id), *off;
 
 	if (!v)
 		return NULL;
-	off = u64map_get(&tb->chunks, chunk_key((uint16_t)*v, chunk_id));
+	off = sonde__u64map_get(&tb->chunks, chunk_key((uint16_t)*v, chunk_id));
 	return off ? rec_at(tb, *off) : NULL;
 }
 
-int tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id,
+int sonde__tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id,
 	       uint32_t off, const uint8_t data[4])
 {
 	struct rec *r = find_rec(tb, producer_id, writer_id, chunk_id);
@@ -305,7 +305,7 @@ int tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32
 	return 0;
 }
 
-void tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id)
+void sonde__tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id)
 {
 	struct rec *r = find_rec(tb, producer_id, writer_id, chunk_id);
 
@@ -332,13 +332,13 @@ static bool reserved(uint32_t num)
 	return num < 192 && (reserved_bits[num / 64] >> (num % 64) & 1);
 }
 
-bool tbuf_packet_valid(const uint8_t *p, size_t len)
+bool sonde__tbuf_packet_valid(const uint8_t *p, size_t len)
 {
 	struct pb_reader r = pb_reader_init(p, len);
 	struct pb_field f;
 	int rc;
 
-	while ((rc = pb_next(&r, &f)) > 0) {
+	while ((rc = sonde__pb_next(&r, &f)) > 0) {
 		/* A tag of 2^32 or more has no field number in protobuf (1..2^29-1); readers
 		 * that truncate such a tag to 32 bits would see a reserved field in it. */
 		if (f.num > 0x1FFFFFFF || reserved(f.num) ||
@@ -404,10 +404,10 @@ static void build_suffix(struct tbuf_seq *s)
 	struct buf b = {.data = s->suffix, .cap = sizeof(s->suffix)};
 
 	/* appended after the producer's bytes: last value wins, so these are authoritative */
-	pb_put_varint(&b, PF_PACKET_TRUSTED_UID, (uint64_t)(uint32_t)s->uid);
-	pb_put_varint(&b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, s->trusted_id);
+	sonde__pb_put_varint(&b, PF_PACKET_TRUSTED_UID, (uint64_t)(uint32_t)s->uid);
+	sonde__pb_put_varint(&b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, s->trusted_id);
 	if (s->pid > 0)
-		pb_put_varint(&b, PF_PACKET_TRUSTED_PID, (uint64_t)s->pid);
+		sonde__pb_put_varint(&b, PF_PACKET_TRUSTED_PID, (uint64_t)s->pid);
 	s->suffix_len = (uint8_t)b.len;
 }
 
@@ -415,11 +415,11 @@ static void build_suffix(struct tbuf_seq *s)
 static bool slices_valid(struct tbuf *tb, size_t n, size_t total)
 {
 	if (n == 1)
-		return tbuf_packet_valid(tb->iov[0].iov_base, total);
-	buf_reset(&tb->scratch);
+		return sonde__tbuf_packet_valid(tb->iov[0].iov_base, total);
+	sonde__buf_reset(&tb->scratch);
 	for (size_t i = 0; i < n; i++)
-		buf_append(&tb->scratch, tb->iov[i].iov_base, tb->iov[i].iov_len);
-	return buf_error(&tb->scratch) == 0 && tbuf_packet_valid(tb->scratch.data, total);
+		sonde__buf_append(&tb->scratch, tb->iov[i].iov_base, tb->iov[i].iov_len);
+	return buf_error(&tb->scratch) == 0 && sonde__tbuf_packet_valid(tb->scratch.data, total);
 }
 
 struct rd_ctx {
@@ -468,7 +468,7 @@ static int gather(struct tbuf *tb, const struct rec *r, size_t *n, size_t *total
 	uint32_t id = r->chunk_id;
 
 	for (int hops = 0; hops < 65536; hops++) {
-		uint64_t *off = u64map_get(&tb->chunks, chunk_key(r->seq, ++id));
+		uint64_t *off = sonde__u64map_get(&tb->chunks, chunk_key(r->seq, ++id));
 		if (!off)
 			return 0;
 		struct rec *c = rec_at(tb, *off);
@@ -493,7 +493,7 @@ static void consume_chain(struct tbuf *tb, const struct rec *r, size_t pieces)
 	uint32_t id = r->chunk_id;
 
 	for (size_t i = 0; i < pieces; i++) {
-		struct rec *c = rec_at(tb, *u64map_get(&tb->chunks, chunk_key(r->seq, ++id)));
+		struct rec *c = rec_at(tb, *sonde__u64map_get(&tb->chunks, chunk_key(r->seq, ++id)));
 		struct frag fr;
 		parse_frag(c, &fr);
 		c->frags_read = 1;
@@ -557,7 +557,7 @@ static bool read_rec(struct tbuf *tb, struct rd_ctx *c, struct rec *r)
 	return true;
 }
 
-int tbuf_read(struct tbuf *tb, tbuf_packet_fn fn, void *ctx, uint32_t *next_seq_id,
+int sonde__tbuf_read(struct tbuf *tb, tbuf_packet_fn fn, void *ctx, uint32_t *next_seq_id,
 	      uint64_t *invalid)
 {
 	struct rd_ctx c = {fn, ctx, next_seq_id, invalid, false};

@@ -76,33 +76,33 @@ struct tbuf {
 typedef int (*tbuf_packet_fn)(void *ctx, const struct iovec *iov, size_t n, size_t total);
 
 /* size is rounded down to a multiple of 16 (minimum 4096). Returns 0 or -ENOMEM. */
-int tbuf_init(struct tbuf *tb, size_t size, bool discard);
-void tbuf_free(struct tbuf *tb);
+int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard);
+void sonde__tbuf_free(struct tbuf *tb);
 
 /* Makes dst an independent copy of src: its records, index, sequences, read positions
  * and stats (CloneSession). Returns 0 or -ENOMEM (dst is then empty). */
-int tbuf_clone(struct tbuf *dst, const struct tbuf *src);
+int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src);
 
 /* Copies a chunk payload (len bytes, a snapshot of shared memory) into the buffer.
  * Handles re-commits of the same (producer, writer, chunk_id) as §4.7 says. */
-void tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
+void sonde__tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
 		     const struct smb_chunk_info *ci, const uint8_t *payload, size_t len);
 
 /* Applies one 4-byte patch at payload offset `off` of a stored chunk. Returns 0, or
  * -ENOENT if the chunk is gone, -ERANGE if off is out of range (counted as failed). */
-int tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id,
+int sonde__tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id,
 	       uint32_t off, const uint8_t data[4]);
 /* Clears the needs-patching flag of a stored chunk (its last patch arrived). */
-void tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id);
+void sonde__tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id);
 
 /* Reads packets oldest first into fn. *next_seq_id hands out trusted sequence ids (the
  * session's counter); invalid packets are dropped and counted in *invalid. Returns 1 if
  * fn asked to stop (more may remain), 0 when nothing readable is left. */
-int tbuf_read(struct tbuf *tb, tbuf_packet_fn fn, void *ctx, uint32_t *next_seq_id,
+int sonde__tbuf_read(struct tbuf *tb, tbuf_packet_fn fn, void *ctx, uint32_t *next_seq_id,
 	      uint64_t *invalid);
 
 /* Checks a TracePacket written by a producer (§4.8): well-formed top-level fields and
  * no reserved (service-only) field. */
-bool tbuf_packet_valid(const uint8_t *p, size_t len);
+bool sonde__tbuf_packet_valid(const uint8_t *p, size_t len);
 
 #endif

@@ -54,13 +54,13 @@ static const char *parse_def(struct trig_def *d, const struct pb_field *e)
 	struct pb_field f;
 	char *regex = NULL;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_TRIGGER_NAME && f.wire == PB_LEN) {
 			free(d->name);
-			d->name = svc_strndup(f.ptr, f.len);
+			d->name = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_TRIGGER_PRODUCER_NAME_REGEX && f.wire == PB_LEN) {
 			free(regex);
-			regex = svc_strndup(f.ptr, f.len);
+			regex = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_TRIGGER_STOP_DELAY_MS && f.wire == PB_VARINT) {
 			d->stop_delay_ms = f.u > UINT32_MAX ? UINT32_MAX : (uint32_t)f.u;
 		} else if (f.num == PF_TRIGGER_MAX_PER_24_H && f.wire == PB_VARINT) {
@@ -97,14 +97,14 @@ static const char *parse_def(struct trig_def *d, const struct pb_field *e)
 	return NULL;
 }
 
-const char *trigger_parse(struct session *ss, const struct pb_field *e)
+const char *sonde__trigger_parse(struct session *ss, const struct pb_field *e)
 {
 	struct pb_reader r = pb_sub(e);
 	struct pb_field f;
 	struct trig_cfg *t = &ss->trig;
 
 	t->present = true;
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_TRIGGER_CONFIG_TRIGGER_MODE && f.wire == PB_VARINT) {
 			t->mode = f.u > UINT32_MAX ? UINT32_MAX : (uint32_t)f.u;
 		} else if (f.num == PF_TRIGGER_CONFIG_TRIGGER_TIMEOUT_MS && f.wire == PB_VARINT) {
@@ -126,7 +126,7 @@ const char *trigger_parse(struct session *ss, const struct pb_field *e)
 }
 
 /* The guardrails of §3.3 for trigger configs; NULL if acceptable. */
-const char *trigger_validate(const struct session *ss)
+const char *sonde__trigger_validate(const struct session *ss)
 {
 	const struct trig_cfg *t = &ss->trig;
 
@@ -152,12 +152,12 @@ const char *trigger_validate(const struct session *ss)
 	return NULL;
 }
 
-bool trigger_defers_start(const struct session *ss)
+bool sonde__trigger_defers_start(const struct session *ss)
 {
 	return ss->trig.ndefs && ss->trig.mode == PF_TRIGGER_MODE_START_TRACING;
 }
 
-bool trigger_waiting(const struct session *ss)
+bool sonde__trigger_waiting(const struct session *ss)
 {
 	return ss->trig.ndefs && !ss->trig.nreceived;
 }
@@ -167,14 +167,14 @@ bool trigger_waiting(const struct session *ss)
 static void cancel(struct svc *s, struct trig_cfg *t)
 {
 	if (t->timer)
-		loop_timer_del(&s->loop, t->timer);
+		sonde__loop_timer_del(&s->loop, t->timer);
 	t->timer = 0;
 }
 
 static void on_timeout(void *ctx, uint64_t id)
 {
 	struct svc *s = ctx;
-	struct session *ss = svc_session(s, id);
+	struct session *ss = sonde__svc_session(s, id);
 
 	if (!ss)
 		return;
@@ -184,18 +184,18 @@ static void on_timeout(void *ctx, uint64_t id)
 	sonde_info("session %llu: %s", (unsigned long long)id,
 		   ss->trig.nreceived ? "trigger stop delay elapsed" : "no trigger before timeout");
 	if (ss->state == SESS_CONFIGURED)
-		session_disable(s, ss, false);
+		sonde__session_disable(s, ss, false);
 	else
-		session_flush(s, ss, 0, 0, 0, true); /* flush first, then disable */
+		sonde__session_flush(s, ss, 0, 0, 0, true); /* flush first, then disable */
 }
 
-void trigger_session_enabled(struct svc *s, struct session *ss)
+void sonde__trigger_session_enabled(struct svc *s, struct session *ss)
 {
 	if (ss->trig.ndefs)
-		ss->trig.timer = loop_timer_add(&s->loop, ss->trig.timeout_ms, on_timeout, ss->id);
+		ss->trig.timer = sonde__loop_timer_add(&s->loop, ss->trig.timeout_ms, on_timeout, ss->id);
 }
 
-void trigger_session_free(struct svc *s, struct session *ss)
+void sonde__trigger_session_free(struct svc *s, struct session *ss)
 {
 	struct trig_cfg *t = &ss->trig;
 
@@ -208,7 +208,7 @@ void trigger_session_free(struct svc *s, struct session *ss)
 		}
 	}
 	free(t->defs);
-	buf_free(&t->pkts);
+	sonde__buf_free(&t->pkts);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -222,13 +222,13 @@ static struct trig_global *global(struct svc *s)
 			return NULL;
 		if (getrandom(&s->trig->rng, sizeof(s->trig->rng), GRND_NONBLOCK) !=
 		    sizeof(s->trig->rng))
-			s->trig->rng = svc_boottime_ns();
+			s->trig->rng = sonde__svc_boottime_ns();
 		s->trig->rng |= 1;
 	}
 	return s->trig;
 }
 
-void trigger_svc_free(struct svc *s)
+void sonde__trigger_svc_free(struct svc *s)
 {
 	if (s->trig)
 		free(s->trig->hist);
@@ -304,23 +304,23 @@ static void record(struct svc *s, struct session *ss, const struct trig_def *d,
 	if (ss->trig.nreceived >= TRIG_MAX_RECORDED)
 		return;
 	ss->trig.nreceived++;
-	buf_reset(b);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP, now);
-	size_t m = pb_begin(b, PF_PACKET_TRIGGER);
-	pb_put_string(b, PF_TRIGGER_PACKET_TRIGGER_NAME, d->name);
-	pb_put_string(b, PF_TRIGGER_PACKET_PRODUCER_NAME, c->p.name);
-	pb_put_varint(b, PF_TRIGGER_PACKET_TRUSTED_PRODUCER_UID,
+	sonde__buf_reset(b);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, now);
+	size_t m = sonde__pb_begin(b, PF_PACKET_TRIGGER);
+	sonde__pb_put_string(b, PF_TRIGGER_PACKET_TRIGGER_NAME, d->name);
+	sonde__pb_put_string(b, PF_TRIGGER_PACKET_PRODUCER_NAME, c->p.name);
+	sonde__pb_put_varint(b, PF_TRIGGER_PACKET_TRUSTED_PRODUCER_UID,
 		      (uint64_t)(int64_t)(int32_t)c->ch.peer_uid);
-	pb_put_varint(b, PF_TRIGGER_PACKET_STOP_DELAY_MS, d->stop_delay_ms);
-	pb_end(b, m);
-	pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
-	pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP_CLOCK_ID, PF_CLOCK_BOOTTIME);
+	sonde__pb_put_varint(b, PF_TRIGGER_PACKET_STOP_DELAY_MS, d->stop_delay_ms);
+	sonde__pb_end(b, m);
+	sonde__pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
+	sonde__pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP_CLOCK_ID, PF_CLOCK_BOOTTIME);
 	if (buf_error(b) < 0)
 		return;
 	n = (uint32_t)b->len;
-	buf_append(&ss->trig.pkts, &n, sizeof(n));
-	buf_append(&ss->trig.pkts, b->data, n);
+	sonde__buf_append(&ss->trig.pkts, &n, sizeof(n));
+	sonde__buf_append(&ss->trig.pkts, b->data, n);
 }
 
 /* Applies a matching trigger to one session; returns whether it changed the session. */
@@ -339,18 +339,18 @@ static bool apply(struct svc *s, struct session *ss, const struct trig_def *d, c
 			return false;
 		cancel(s, t);
 		ss->duration_ms = d->stop_delay_ms; /* 0: runs until stopped */
-		session_start(s, ss);
+		sonde__session_start(s, ss);
 		return true;
 	case PF_TRIGGER_MODE_STOP_TRACING:
 		if (!first || ss->state != SESS_STARTED)
 			return false;
 		cancel(s, t);
-		t->timer = loop_timer_add(&s->loop, d->stop_delay_ms, on_timeout, ss->id);
+		t->timer = sonde__loop_timer_add(&s->loop, d->stop_delay_ms, on_timeout, ss->id);
 		return true;
 	case PF_TRIGGER_MODE_CLONE_SNAPSHOT:
 		if (ss->state != SESS_STARTED)
 			return false;
-		clone_trigger_hit(s, ss, d->name, c, now, d->stop_delay_ms);
+		sonde__clone_trigger_hit(s, ss, d->name, c, now, d->stop_delay_ms);
 		return true;
 	default:
 		return false;
@@ -408,19 +408,19 @@ static bool take_token(struct producer *p, uint64_t now)
 	return true;
 }
 
-int trigger_activate(struct svc *s, struct req *r)
+int sonde__trigger_activate(struct svc *s, struct req *r)
 {
 	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
 	struct trig_global *g = global(s);
 	struct pb_field f;
-	uint64_t now = svc_boottime_ns();
+	uint64_t now = sonde__svc_boottime_ns();
 	size_t seen = 0;
 	char name[TRIG_MAX_NAME_LEN + 1];
 
 	if (!g)
 		return -ENOMEM;
 	prune(g, now);
-	while (pb_next(&rd, &f) > 0 && seen < TRIG_MAX_NAMES) {
+	while (sonde__pb_next(&rd, &f) > 0 && seen < TRIG_MAX_NAMES) {
 		if (f.num != PF_ACTIVATE_TRIGGERS_REQ_NAMES || f.wire != PB_LEN)
 			continue;
 		seen++;
@@ -436,23 +436,23 @@ int trigger_activate(struct svc *s, struct req *r)
 		name[f.len] = 0;
 		activate_one(s, g, r->c, name, now);
 	}
-	return svc_reply(r, NULL, false);
+	return sonde__svc_reply(r, NULL, false);
 }
 
 /* ------------------------------------------------------------------ packets */
 
-void trigger_config_fixup(const struct session *ss, struct buf *config)
+void sonde__trigger_config_fixup(const struct session *ss, struct buf *config)
 {
 	if (ss->trig.ndefs && ss->trig.mode == PF_TRIGGER_MODE_STOP_TRACING)
-		pb_put_varint(config, PF_TRACE_CONFIG_DURATION_MS, ss->trig.timeout_ms);
+		sonde__pb_put_varint(config, PF_TRACE_CONFIG_DURATION_MS, ss->trig.timeout_ms);
 }
 
-void trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx)
+void sonde__trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx)
 {
 	struct buf *q = &ss->trig.pkts;
 
 	if (ss->no_trace_config) { /* §6.3: Trigger packets go with the config */
-		buf_reset(q);
+		sonde__buf_reset(q);
 		return;
 	}
 	for (size_t off = 0; off + 4 <= q->len;) {
@@ -462,5 +462,5 @@ void trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx)
 		fn(ctx, &v, 1, n);
 		off += 4 + n;
 	}
-	buf_reset(q);
+	sonde__buf_reset(q);
 }

@@ -62,7 +62,7 @@ struct sonde_spool_decoder *sonde_spool_decoder_new(void)
 
 	if (!d)
 		return NULL;
-	if (array_grow(&d->depth, &d->depth_cap, 1, sizeof(*d->depth), 64) < 0) {
+	if (sonde__array_grow(&d->depth, &d->depth_cap, 1, sizeof(*d->depth), 64) < 0) {
 		sonde_spool_decoder_free(d);
 		errno = ENOMEM;
 		return NULL;
@@ -100,7 +100,7 @@ enum { NEED_MORE = 1 };
  * inside it, -SONDE_E_FORMAT if it is malformed. */
 static int read_varint_open(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
-	size_t n = pb_varint_decode(*p, end, v);
+	size_t n = sonde__pb_varint_decode(*p, end, v);
 
 	if (n) {
 		*p += n;
@@ -128,7 +128,7 @@ static uint64_t get(struct cur *c)
 
 	if (c->err)
 		return 0;
-	n = pb_varint_decode(c->p, c->end, &v);
+	n = sonde__pb_varint_decode(c->p, c->end, &v);
 	if (!n) {
 		c->err = -SONDE_E_FORMAT;
 		return 0;
@@ -264,7 +264,7 @@ static int dec_module(struct sonde_spool_decoder *d, struct cur *c, struct sonde
 	    d->n_modules >= SPOOL_MAX_ID)
 		return -SONDE_E_RANGE;
 	m->end = m->start + size;
-	if (array_grow(&d->modules, &d->modules_cap, (size_t)d->n_modules + 1, sizeof(*d->modules),
+	if (sonde__array_grow(&d->modules, &d->modules_cap, (size_t)d->n_modules + 1, sizeof(*d->modules),
 		       64) < 0)
 		return -ENOMEM;
 	struct pid_slot *slot = pid_find(d, m->pid, true);
@@ -312,7 +312,7 @@ static int dec_node(struct sonde_spool_decoder *d, struct cur *c, struct sonde_s
 	uint32_t depth = d->depth[parent] + 1u;
 	if (depth > SONDE_SPOOL_MAX_DEPTH || d->n_nodes >= SPOOL_MAX_ID)
 		return -SONDE_E_RANGE;
-	if (array_grow(&d->depth, &d->depth_cap, (size_t)d->n_nodes + 2, sizeof(*d->depth), 64) < 0)
+	if (sonde__array_grow(&d->depth, &d->depth_cap, (size_t)d->n_nodes + 2, sizeof(*d->depth), 64) < 0)
 		return -ENOMEM;
 	d->depth[++d->n_nodes] = (uint16_t)depth;
 	rec->type = SONDE_SPOOL_REC_NODE;
@@ -349,7 +349,7 @@ static int dec_retire(struct sonde_spool_decoder *d, struct cur *c, struct sonde
 		return c->err;
 	struct pid_slot *slot = pid_find(d, pid, false);
 	for (uint32_t id = slot ? slot->head : 0; id; id = d->modules[id - 1].next_live) {
-		if (array_grow(&d->retired, &d->retired_cap, n + 1, sizeof(*d->retired), 64) < 0)
+		if (sonde__array_grow(&d->retired, &d->retired_cap, n + 1, sizeof(*d->retired), 64) < 0)
 			return -ENOMEM;
 		d->retired[n++] = id;
 	}

@@ -5,7 +5,7 @@
 
 #include "spool/keep.h"
 
-char *spool_dup_str(const char *s, size_t n)
+char *sonde__spool_dup_str(const char *s, size_t n)
 {
 	char *r = malloc(n + 1);
 
@@ -17,10 +17,10 @@ char *spool_dup_str(const char *s, size_t n)
 	return r;
 }
 
-int spool_keep_module(const struct sonde_spool_record *rec, struct sonde_spool_module *out)
+int sonde__spool_keep_module(const struct sonde_spool_record *rec, struct sonde_spool_module *out)
 {
 	struct sonde_spool_module m = {.def = rec->module.def, .time_ns = rec->module.time_ns};
-	char *path = spool_dup_str(rec->module.def.path, rec->module.path_len);
+	char *path = sonde__spool_dup_str(rec->module.def.path, rec->module.path_len);
 	uint8_t *bid = m.def.build_id_len ? malloc(m.def.build_id_len) : NULL;
 
 	if (!path || (m.def.build_id_len && !bid)) {

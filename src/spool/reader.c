@@ -41,11 +41,11 @@ static int keep_module(struct sonde_spool *s, const struct sonde_spool_record *r
 {
 	struct sonde_spool_info *in = &s->info;
 
-	if (array_grow(&s->modules, &s->modules_cap, (size_t)in->modules + 1, sizeof(*s->modules),
+	if (sonde__array_grow(&s->modules, &s->modules_cap, (size_t)in->modules + 1, sizeof(*s->modules),
 		       256) < 0)
 		return -ENOMEM;
 	struct sonde_spool_module m;
-	if (spool_keep_module(rec, &m))
+	if (sonde__spool_keep_module(rec, &m))
 		return -ENOMEM;
 	s->modules[in->modules++] = m;
 	return 0;
@@ -55,10 +55,10 @@ static int keep_thread(struct sonde_spool *s, const struct sonde_spool_record *r
 {
 	struct sonde_spool_info *in = &s->info;
 
-	if (array_grow(&s->threads, &s->threads_cap, (size_t)in->threads + 1, sizeof(*s->threads),
+	if (sonde__array_grow(&s->threads, &s->threads_cap, (size_t)in->threads + 1, sizeof(*s->threads),
 		       256) < 0)
 		return -ENOMEM;
-	char *comm = spool_dup_str(rec->thread.comm, rec->thread.comm_len);
+	char *comm = sonde__spool_dup_str(rec->thread.comm, rec->thread.comm_len);
 	if (!comm)
 		return -ENOMEM;
 	s->threads[in->threads++] = (struct sonde_spool_thread){.pid = rec->thread.pid,
@@ -72,7 +72,7 @@ static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *r
 {
 	struct sonde_spool_info *in = &s->info;
 
-	if (array_grow(&s->samples, &s->samples_cap, in->samples + 1, sizeof(*s->samples), 256) < 0)
+	if (sonde__array_grow(&s->samples, &s->samples_cap, in->samples + 1, sizeof(*s->samples), 256) < 0)
 		return -ENOMEM;
 	s->samples[in->samples++] = (struct sonde_spool_sample){
 		rec->sample.time_ns, rec->sample.thread, rec->sample.stack, rec->sample.flags};
@@ -97,13 +97,13 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 	case SONDE_SPOOL_REC_MODULE:
 		return keep_module(s, rec);
 	case SONDE_SPOOL_REC_FRAME:
-		if (array_grow(&s->frames, &s->frames_cap, (size_t)in->frames + 1,
+		if (sonde__array_grow(&s->frames, &s->frames_cap, (size_t)in->frames + 1,
 			       sizeof(*s->frames), 256) < 0)
 			return -ENOMEM;
 		s->frames[in->frames++] = rec->frame.frame;
 		return 0;
 	case SONDE_SPOOL_REC_NODE:
-		if (array_grow(&s->nodes, &s->nodes_cap, (size_t)in->stacks + 1, sizeof(*s->nodes),
+		if (sonde__array_grow(&s->nodes, &s->nodes_cap, (size_t)in->stacks + 1, sizeof(*s->nodes),
 			       256) < 0)
 			return -ENOMEM;
 		s->nodes[in->stacks++] = (struct rnode){rec->node.parent, rec->node.frame};

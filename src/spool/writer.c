@@ -125,13 +125,13 @@ static void intern_free(struct intern *t)
 
 static void put_varint(struct buf *b, uint64_t v)
 {
-	pb_put_varint_raw(b, v);
+	sonde__pb_put_varint_raw(b, v);
 }
 
 static void put_bytes(struct buf *b, const void *p, size_t n)
 {
 	put_varint(b, n);
-	buf_append(b, p, n);
+	sonde__buf_append(b, p, n);
 }
 
 /* Length-prefixed records are built in place: the tag, a one-byte length placeholder, the
@@ -150,8 +150,8 @@ static void end_record(struct buf *b, size_t start)
 		return;
 	size_t n = b->len - start;
 	uint8_t len[PB_VARINT_MAX];
-	size_t k = pb_varint_encode(len, n);
-	if (k > 1 && !buf_extend(b, k - 1))
+	size_t k = sonde__pb_varint_encode(len, n);
+	if (k > 1 && !sonde__buf_extend(b, k - 1))
 		return;
 	memmove(b->data + start + k - 1, b->data + start, n);
 	memcpy(b->data + start - 1, len, k);
@@ -194,12 +194,12 @@ static void put_header(struct buf *b, const struct sonde_spool_header *h)
 	uint8_t payload[3 * PB_VARINT_MAX];
 	size_t n = 0;
 
-	buf_append(b, SPOOL_MAGIC, SPOOL_MAGIC_LEN);
+	sonde__buf_append(b, SPOOL_MAGIC, SPOOL_MAGIC_LEN);
 	buf_put_u8(b, SPOOL_VERSION_MAJOR);
 	buf_put_u8(b, SPOOL_VERSION_MINOR);
-	n += pb_varint_encode(payload + n, h->start_time_ns);
-	n += pb_varint_encode(payload + n, h->start_monotonic_ns);
-	n += pb_varint_encode(payload + n, h->sample_period_ns);
+	n += sonde__pb_varint_encode(payload + n, h->start_time_ns);
+	n += sonde__pb_varint_encode(payload + n, h->start_monotonic_ns);
+	n += sonde__pb_varint_encode(payload + n, h->sample_period_ns);
 	put_bytes(b, payload, n);
 }
 
@@ -217,7 +217,7 @@ struct sonde_spool_writer *sonde_spool_writer_new(sonde_spool_write_fn write, vo
 		return NULL;
 	w->write = write;
 	w->ctx = ctx;
-	if (buf_reserve(&w->out, FLUSH_AT + 64 * 1024) < 0)
+	if (sonde__buf_reserve(&w->out, FLUSH_AT + 64 * 1024) < 0)
 		goto fail;
 	put_header(&w->out, h);
 	if (buf_error(&w->out))
@@ -401,14 +401,14 @@ int sonde_spool_add_sample(struct sonde_spool_writer *w, uint64_t time_ns, uint3
 	uint8_t tag = SPOOL_TAG_SAMPLE | (uint8_t)flags;
 	if (thread == w->last_thread)
 		tag |= SPOOL_SAMPLE_SAME_THREAD;
-	if (buf_reserve(&w->out, 1 + 3 * PB_VARINT_MAX) < 0)
+	if (sonde__buf_reserve(&w->out, 1 + 3 * PB_VARINT_MAX) < 0)
 		return w->err = -ENOMEM;
 	uint8_t *p = w->out.data + w->out.len, *start = p;
 	*p++ = tag;
-	p += pb_varint_encode(p, time_ns - w->last_time);
+	p += sonde__pb_varint_encode(p, time_ns - w->last_time);
 	if (!(tag & SPOOL_SAMPLE_SAME_THREAD))
-		p += pb_varint_encode(p, thread);
-	p += pb_varint_encode(p, node);
+		p += sonde__pb_varint_encode(p, thread);
+	p += sonde__pb_varint_encode(p, node);
 	w->out.len += (size_t)(p - start);
 	w->last_time = time_ns;
 	w->last_thread = thread;
@@ -440,7 +440,7 @@ void sonde_spool_writer_free(struct sonde_spool_writer *w)
 {
 	if (!w)
 		return;
-	buf_free(&w->out);
+	sonde__buf_free(&w->out);
 	free(w->modules);
 	intern_free(&w->frames);
 	intern_free(&w->nodes);

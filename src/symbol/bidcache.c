@@ -20,7 +20,7 @@ static int fit(int n, size_t cap)
 	return n < 0 ? -EINVAL : (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
-int bidcache_dir(const char *dir, char *out, size_t cap)
+int sonde__bidcache_dir(const char *dir, char *out, size_t cap)
 {
 	const char *env = getenv(BIDCACHE_ENV), *xdg = getenv("XDG_CACHE_HOME");
 	const char *home = getenv("HOME");
@@ -47,7 +47,7 @@ static void hex(char *out, const uint8_t *id, size_t len)
 	out[2 * len] = 0;
 }
 
-int bidcache_path(const char *dir, const uint8_t *id, size_t len, char *out, size_t cap)
+int sonde__bidcache_path(const char *dir, const uint8_t *id, size_t len, char *out, size_t cap)
 {
 	char h[2 * MAX_ID + 1];
 
@@ -178,11 +178,11 @@ static void trim(const char *dir, uint64_t max, const char *keep)
 	free(e);
 }
 
-int bidcache_store(const char *dir, const uint8_t *id, size_t len, int fd, uint64_t max_bytes)
+int sonde__bidcache_store(const char *dir, const uint8_t *id, size_t len, int fd, uint64_t max_bytes)
 {
 	char path[4096], tmp[4200];
 	struct stat st;
-	int err = bidcache_path(dir, id, len, path, sizeof(path));
+	int err = sonde__bidcache_path(dir, id, len, path, sizeof(path));
 
 	if (err)
 		return err;
@@ -220,7 +220,7 @@ int bidcache_store(const char *dir, const uint8_t *id, size_t len, int fd, uint6
 	return 1;
 }
 
-int bidcache_open(const char *dir, const uint8_t *id, size_t len, uint64_t max_bytes,
+int sonde__bidcache_open(const char *dir, const uint8_t *id, size_t len, uint64_t max_bytes,
 		  struct regfile_refusals *refusals)
 {
 	char path[4096];
@@ -229,9 +229,9 @@ int bidcache_open(const char *dir, const uint8_t *id, size_t len, uint64_t max_b
 		.max_size = max_bytes,
 		.refusals = refusals,
 	};
-	int err = bidcache_path(dir, id, len, path, sizeof(path));
+	int err = sonde__bidcache_path(dir, id, len, path, sizeof(path));
 
 	if (err)
 		return err;
-	return regfile_open(path, &rules, NULL);
+	return sonde__regfile_open(path, &rules, NULL);
 }

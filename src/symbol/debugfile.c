@@ -17,11 +17,11 @@ static int same_build_id(const struct elfimg *img, const uint8_t *id, size_t len
 
 static int try_build_id_path(const char *path, const struct debugfile_query *q, struct elfimg *out)
 {
-	if (elfimg_open_path(out, path, true, q->refusals) < 0)
+	if (sonde__elfimg_open_path(out, path, true, q->refusals) < 0)
 		return -ENOENT;
 	if (!same_build_id(out, q->build_id, q->build_id_len)) {
 		sonde_debug("symbolize: %s has another build id", path);
-		elfimg_close(out);
+		sonde__elfimg_close(out);
 		return -ENOENT;
 	}
 	return 0;
@@ -30,19 +30,19 @@ static int try_build_id_path(const char *path, const struct debugfile_query *q, 
 static int try_link_path(const char *path, bool trusted, const struct debugfile_query *q,
 			 struct elfimg *out)
 {
-	struct regfile_rules rules = elfimg_rules(trusted, q->refusals);
-	int fd = regfile_open(path, &rules, NULL);
+	struct regfile_rules rules = sonde__elfimg_rules(trusted, q->refusals);
+	int fd = sonde__regfile_open(path, &rules, NULL);
 	uint32_t crc;
 	int r = -ENOENT;
 
 	if (fd < 0)
 		return -ENOENT;
-	if (elf_file_crc32(fd, &crc) == 0 && crc == q->debuglink_crc) {
-		r = elfimg_open_fd(out, fd) == 0 ? 0 : -ENOENT;
+	if (sonde__elf_file_crc32(fd, &crc) == 0 && crc == q->debuglink_crc) {
+		r = sonde__elfimg_open_fd(out, fd) == 0 ? 0 : -ENOENT;
 		/* the CRC is the link's contract; a build id, when both have one, must agree */
 		if (r == 0 && q->build_id_len && out->build_id_len &&
 		    !same_build_id(out, q->build_id, q->build_id_len)) {
-			elfimg_close(out);
+			sonde__elfimg_close(out);
 			r = -ENOENT;
 		}
 	} else {
@@ -119,7 +119,7 @@ static int by_link(struct search *s)
 	return each_dir(q->debug_dirs ? q->debug_dirs : default_debug_dirs, by_link_global, s);
 }
 
-int debugfile_find(const struct debugfile_query *q, struct elfimg *out)
+int sonde__debugfile_find(const struct debugfile_query *q, struct elfimg *out)
 {
 	struct search s = {.q = q, .out = out};
 	const char *dirs = q->debug_dirs ? q->debug_dirs : default_debug_dirs;

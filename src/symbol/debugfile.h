@@ -29,6 +29,6 @@ struct debugfile_query {
 };
 
 /* Opens the first matching debug file into *out. 0, or -ENOENT when there is none. */
-int debugfile_find(const struct debugfile_query *q, struct elfimg *out);
+int sonde__debugfile_find(const struct debugfile_query *q, struct elfimg *out);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include "symbol/demangle.h"
 
-const char *sym_demangle(struct strpool *pool, const char *name)
+const char *sonde__sym_demangle(struct strpool *pool, const char *name)
 {
 	char *d;
 	const char *r;
@@ -20,7 +20,7 @@ const char *sym_demangle(struct strpool *pool, const char *name)
 	d = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI | DMGL_AUTO);
 	if (!d)
 		return name;
-	r = strpool_add(pool, d);
+	r = sonde__strpool_add(pool, d);
 	free(d);
 	return r ? r : name;
 }

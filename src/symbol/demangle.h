@@ -7,6 +7,6 @@
 
 /* The demangled form of name copied into the pool, or name itself when it is not a
  * mangled C++/Rust name (or cannot be demangled). NULL only when name is NULL. */
-const char *sym_demangle(struct strpool *pool, const char *name);
+const char *sonde__sym_demangle(struct strpool *pool, const char *name);
 
 #endif

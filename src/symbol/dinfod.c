@@ -69,7 +69,7 @@ static int dinfod_progress(debuginfod_client *c, long done, long total)
 	       (now.tv_sec == d->deadline.tv_sec && now.tv_nsec > d->deadline.tv_nsec);
 }
 
-struct dinfod *dinfod_new(const char *urls)
+struct dinfod *sonde__dinfod_new(const char *urls)
 {
 	const char *env = getenv("DEBUGINFOD_URLS");
 	struct dinfod *d;
@@ -87,7 +87,7 @@ struct dinfod *dinfod_new(const char *urls)
 	d->urls = strdup(urls);
 	d->client = lib.begin();
 	if (!d->urls || !d->client) {
-		dinfod_free(d);
+		sonde__dinfod_free(d);
 		return NULL;
 	}
 	lib.set_user_data(d->client, d);
@@ -95,7 +95,7 @@ struct dinfod *dinfod_new(const char *urls)
 	return d;
 }
 
-int dinfod_find_debuginfo(struct dinfod *d, const uint8_t *id, size_t len, struct elfimg *out)
+int sonde__dinfod_find_debuginfo(struct dinfod *d, const uint8_t *id, size_t len, struct elfimg *out)
 {
 	const char *prev = getenv("DEBUGINFOD_URLS");
 	char *saved = prev ? strdup(prev) : NULL;
@@ -116,12 +116,12 @@ int dinfod_find_debuginfo(struct dinfod *d, const uint8_t *id, size_t len, struc
 		sonde_debug("symbolize: debuginfod: %s", strerror(-fd));
 		return fd;
 	}
-	r = elfimg_open_fd(out, fd);
+	r = sonde__elfimg_open_fd(out, fd);
 	close(fd);
 	return r;
 }
 
-void dinfod_free(struct dinfod *d)
+void sonde__dinfod_free(struct dinfod *d)
 {
 	if (!d)
 		return;

@@ -18,9 +18,9 @@
 struct dinfod;
 
 /* urls: NULL to use the environment. NULL result: debuginfod is not configured. */
-struct dinfod *dinfod_new(const char *urls);
+struct dinfod *sonde__dinfod_new(const char *urls);
 /* Fetches (or finds in the cache) the debug file of a build id. 0 or -errno. */
-int dinfod_find_debuginfo(struct dinfod *d, const uint8_t *id, size_t len, struct elfimg *out);
-void dinfod_free(struct dinfod *d);
+int sonde__dinfod_find_debuginfo(struct dinfod *d, const uint8_t *id, size_t len, struct elfimg *out);
+void sonde__dinfod_free(struct dinfod *d);
 
 #endif

@@ -294,7 +294,7 @@ static int read_units(struct dwidx *x)
 	return 0;
 }
 
-struct dwidx *dwidx_open(Elf *elf)
+struct dwidx *sonde__dwidx_open(Elf *elf)
 {
 	struct dwidx *x = calloc(1, sizeof(*x));
 
@@ -307,14 +307,14 @@ struct dwidx *dwidx_open(Elf *elf)
 		return NULL;
 	}
 	if (read_units(x) < 0) {
-		dwidx_close(x);
+		sonde__dwidx_close(x);
 		errno = ENOMEM;
 		return NULL;
 	}
 	return x;
 }
 
-void dwidx_close(struct dwidx *x)
+void sonde__dwidx_close(struct dwidx *x)
 {
 	if (!x)
 		return;
@@ -373,7 +373,7 @@ static uint32_t find_scope(const struct dw_cu *cu, uint64_t a)
 	return DW_NONE;
 }
 
-int dwidx_lookup(struct dwidx *x, uint64_t vaddr, struct dw_result *r)
+int sonde__dwidx_lookup(struct dwidx *x, uint64_t vaddr, struct dw_result *r)
 {
 	struct dw_cu *cu = find_cu(x, vaddr);
 	Dwarf_Line *line;

@@ -41,10 +41,10 @@ struct dw_result {
 };
 
 /* Opens an index over elf's DWARF. NULL when it has none (errno ENOENT) or on failure. */
-struct dwidx *dwidx_open(Elf *elf);
+struct dwidx *sonde__dwidx_open(Elf *elf);
 /* Fills r for vaddr; returns 1 when some unit covers vaddr (r->n may still be 0, with
  * only a line), 0 when none does. */
-int dwidx_lookup(struct dwidx *x, uint64_t vaddr, struct dw_result *r);
-void dwidx_close(struct dwidx *x);
+int sonde__dwidx_lookup(struct dwidx *x, uint64_t vaddr, struct dw_result *r);
+void sonde__dwidx_close(struct dwidx *x);
 
 #endif

@@ -16,7 +16,7 @@ static void elfimg_lib_init(void)
 	elf_version(EV_CURRENT);
 }
 
-int elf_notes_build_id(const void *buf, size_t len, const uint8_t **id, size_t *id_len)
+int sonde__elf_notes_build_id(const void *buf, size_t len, const uint8_t **id, size_t *id_len)
 {
 	const uint8_t *p = buf;
 	size_t pos = 0;
@@ -44,7 +44,7 @@ int elf_notes_build_id(const void *buf, size_t len, const uint8_t **id, size_t *
 	return -ENOENT;
 }
 
-int elf_debuglink_parse(const void *buf, size_t len, const char **name, uint32_t *crc)
+int sonde__elf_debuglink_parse(const void *buf, size_t len, const char **name, uint32_t *crc)
 {
 	const char *p = buf;
 	const char *nul = memchr(p, 0, len);
@@ -59,7 +59,7 @@ int elf_debuglink_parse(const void *buf, size_t len, const char **name, uint32_t
 	return 0;
 }
 
-int elf_file_crc32(int fd, uint32_t *crc)
+int sonde__elf_file_crc32(int fd, uint32_t *crc)
 {
 	unsigned char buf[65536];
 	uLong c = crc32(0, Z_NULL, 0);
@@ -106,7 +106,7 @@ static void elfimg_take_build_id(struct elfimg *img, const void *buf, size_t len
 	const uint8_t *id;
 	size_t id_len;
 
-	if (img->build_id_len || elf_notes_build_id(buf, len, &id, &id_len) < 0)
+	if (img->build_id_len || sonde__elf_notes_build_id(buf, len, &id, &id_len) < 0)
 		return;
 	if (id_len > ELFIMG_MAX_BUILD_ID)
 		id_len = ELFIMG_MAX_BUILD_ID;
@@ -135,7 +135,7 @@ static void elfimg_scan_sections(struct elfimg *img)
 			const char *link;
 			uint32_t crc;
 			if (d && d->d_buf &&
-			    elf_debuglink_parse(d->d_buf, d->d_size, &link, &crc) == 0 &&
+			    sonde__elf_debuglink_parse(d->d_buf, d->d_size, &link, &crc) == 0 &&
 			    strlen(link) < sizeof(img->debuglink)) {
 				strcpy(img->debuglink, link);
 				img->debuglink_crc = crc;
@@ -170,7 +170,7 @@ static int elfimg_init(struct elfimg *img)
 	GElf_Ehdr eh;
 
 	if (elf_kind(img->elf) != ELF_K_ELF || !gelf_getehdr(img->elf, &eh)) {
-		elfimg_close(img);
+		sonde__elfimg_close(img);
 		return -SONDE_E_FORMAT;
 	}
 	img->type = eh.e_type;
@@ -180,7 +180,7 @@ static int elfimg_init(struct elfimg *img)
 	return 0;
 }
 
-int elfimg_open_fd(struct elfimg *img, int fd)
+int sonde__elfimg_open_fd(struct elfimg *img, int fd)
 {
 	struct stat st;
 
@@ -199,7 +199,7 @@ int elfimg_open_fd(struct elfimg *img, int fd)
 	return elfimg_init(img);
 }
 
-int elfimg_open_mem(struct elfimg *img, const void *buf, size_t len)
+int sonde__elfimg_open_mem(struct elfimg *img, const void *buf, size_t len)
 {
 	memset(img, 0, sizeof(*img));
 	elfimg_lib_init();
@@ -219,7 +219,7 @@ int elfimg_open_mem(struct elfimg *img, const void *buf, size_t len)
 	return elfimg_init(img);
 }
 
-struct regfile_rules elfimg_rules(bool trusted, struct regfile_refusals *refusals)
+struct regfile_rules sonde__elfimg_rules(bool trusted, struct regfile_refusals *refusals)
 {
 	return (struct regfile_rules){
 		.what = "ELF file",
@@ -229,22 +229,22 @@ struct regfile_rules elfimg_rules(bool trusted, struct regfile_refusals *refusal
 	};
 }
 
-int elfimg_open_path(struct elfimg *img, const char *path, bool trusted,
+int sonde__elfimg_open_path(struct elfimg *img, const char *path, bool trusted,
 		     struct regfile_refusals *refusals)
 {
-	struct regfile_rules rules = elfimg_rules(trusted, refusals);
-	int fd = regfile_open(path, &rules, NULL);
+	struct regfile_rules rules = sonde__elfimg_rules(trusted, refusals);
+	int fd = sonde__regfile_open(path, &rules, NULL);
 	int r;
 
 	memset(img, 0, sizeof(*img));
 	if (fd < 0)
 		return fd;
-	r = elfimg_open_fd(img, fd);
+	r = sonde__elfimg_open_fd(img, fd);
 	close(fd);
 	return r;
 }
 
-void elfimg_close(struct elfimg *img)
+void sonde__elfimg_close(struct elfimg *img)
 {
 	if (!img)
 		return;
@@ -255,7 +255,7 @@ void elfimg_close(struct elfimg *img)
 	img->mem = NULL;
 }
 
-int elfimg_mapping_to_vaddr(const struct elfimg *img, uint64_t pgoff, uint64_t off, uint64_t *vaddr)
+int sonde__elfimg_mapping_to_vaddr(const struct elfimg *img, uint64_t pgoff, uint64_t off, uint64_t *vaddr)
 {
 	const struct elfimg_load *x = NULL;
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -273,7 +273,7 @@ int elfimg_mapping_to_vaddr(const struct elfimg *img, uint64_t pgoff, uint64_t o
 	return 0;
 }
 
-int elfimg_off_to_vaddr(const struct elfimg *img, uint64_t off, uint64_t *vaddr)
+int sonde__elfimg_off_to_vaddr(const struct elfimg *img, uint64_t off, uint64_t *vaddr)
 {
 	if (!img->n_loads && img->type == ET_REL) {
 		*vaddr = off;

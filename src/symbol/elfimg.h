@@ -3,7 +3,7 @@
  * offset into a virtual address), its build id and its .gnu_debuglink. Internal.
  *
  * The image is mapped privately (libelf ELF_C_READ_MMAP, or a private copy of a memory
- * buffer), so names that point into it stay valid until elfimg_close, and no file
+ * buffer), so names that point into it stay valid until sonde__elfimg_close, and no file
  * descriptor is held.
  */
 #ifndef SONDE_SYMBOL_ELFIMG_H
@@ -42,36 +42,36 @@ struct elfimg {
 
 /* Opens the image behind fd (the caller keeps and may close fd afterwards). 0 or -errno /
  * -SONDE_E_FORMAT. On failure *img is left closed. */
-int elfimg_open_fd(struct elfimg *img, int fd);
+int sonde__elfimg_open_fd(struct elfimg *img, int fd);
 /* Opens a private copy of buf[0..len). Same results. */
-int elfimg_open_mem(struct elfimg *img, const void *buf, size_t len);
-/* Opens the file at path with regfile_open's rules (follow as trusted says, the cap
+int sonde__elfimg_open_mem(struct elfimg *img, const void *buf, size_t len);
+/* Opens the file at path with sonde__regfile_open's rules (follow as trusted says, the cap
  * ELFIMG_MAX_BYTES, refusals counted in refusals, which may be NULL). */
-int elfimg_open_path(struct elfimg *img, const char *path, bool trusted,
+int sonde__elfimg_open_path(struct elfimg *img, const char *path, bool trusted,
 		     struct regfile_refusals *refusals);
 /* The rules for an image or debug file at path. */
-struct regfile_rules elfimg_rules(bool trusted, struct regfile_refusals *refusals);
-void elfimg_close(struct elfimg *img);
+struct regfile_rules sonde__elfimg_rules(bool trusted, struct regfile_refusals *refusals);
+void sonde__elfimg_close(struct elfimg *img);
 
 /* File offset -> virtual address through the PT_LOAD segment containing it. 0 or
  * -SONDE_E_RANGE. Images without program headers (relocatable files) map 1:1. */
-int elfimg_off_to_vaddr(const struct elfimg *img, uint64_t off, uint64_t *vaddr);
+int sonde__elfimg_off_to_vaddr(const struct elfimg *img, uint64_t off, uint64_t *vaddr);
 
 /* For a separate debug file standing in for a missing image: its segments keep their
  * addresses but not their file offsets, so the offset is placed through the recorded
  * mapping instead (file offset pgoff mapped at the page of the one executable segment).
  * 0 or -SONDE_E_RANGE. */
-int elfimg_mapping_to_vaddr(const struct elfimg *img, uint64_t pgoff, uint64_t off,
+int sonde__elfimg_mapping_to_vaddr(const struct elfimg *img, uint64_t pgoff, uint64_t off,
 			    uint64_t *vaddr);
 
 /* Parsers of untrusted section bytes, exposed for tests and fuzzing. */
 /* Finds an NT_GNU_BUILD_ID note in a notes blob; 0 (filling id and id_len), or -SONDE_E_FORMAT /
  * -ENOENT. */
-int elf_notes_build_id(const void *buf, size_t len, const uint8_t **id, size_t *id_len);
+int sonde__elf_notes_build_id(const void *buf, size_t len, const uint8_t **id, size_t *id_len);
 /* Parses .gnu_debuglink contents: a NUL-terminated file name, padding to 4, a CRC32.
  * 0 or -SONDE_E_FORMAT. name points into buf. */
-int elf_debuglink_parse(const void *buf, size_t len, const char **name, uint32_t *crc);
+int sonde__elf_debuglink_parse(const void *buf, size_t len, const char **name, uint32_t *crc);
 /* CRC32 of a file's contents as .gnu_debuglink defines it (zlib's crc32). 0 or -errno. */
-int elf_file_crc32(int fd, uint32_t *crc);
+int sonde__elf_file_crc32(int fd, uint32_t *crc);
 
 #endif

@@ -58,7 +58,7 @@ static struct imgcache_entry *find(struct imgcache *c, uint64_t dev, uint64_t in
 	return NULL;
 }
 
-int imgcache_add(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *build_id,
+int sonde__imgcache_add(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *build_id,
 		 size_t build_id_len, int fd, uint64_t size)
 {
 	struct imgcache_entry *e = find(c, dev, ino);
@@ -91,7 +91,7 @@ int imgcache_add(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *
 	return 0;
 }
 
-int imgcache_get(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *build_id,
+int sonde__imgcache_get(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *build_id,
 		 size_t build_id_len)
 {
 	struct imgcache_entry *e = find(c, dev, ino);
@@ -106,7 +106,7 @@ int imgcache_get(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *
 	return e->fd;
 }
 
-void imgcache_free(struct imgcache *c)
+void sonde__imgcache_free(struct imgcache *c)
 {
 	if (!c)
 		return;

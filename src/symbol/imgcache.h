@@ -23,11 +23,11 @@ struct imgcache {
 
 /* Takes ownership of fd in every case (it is closed when not kept). 0, or -SONDE_E_LIMIT
  * when the file alone exceeds the byte bound, or -errno. */
-int imgcache_add(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *build_id,
+int sonde__imgcache_add(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *build_id,
 		 size_t build_id_len, int fd, uint64_t size);
 /* A borrowed descriptor of the image, or -1. A build id, when given, must match. */
-int imgcache_get(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *build_id,
+int sonde__imgcache_get(struct imgcache *c, uint64_t dev, uint64_t ino, const uint8_t *build_id,
 		 size_t build_id_len);
-void imgcache_free(struct imgcache *c);
+void sonde__imgcache_free(struct imgcache *c);
 
 #endif

@@ -57,7 +57,7 @@ static int add_sym(struct kallsyms *k, uint64_t addr, const char *name, size_t n
 	}
 	struct ksym *s = &k->v[k->n];
 	s->addr = addr;
-	s->name = strpool_addn(&k->pool, name, name_len);
+	s->name = sonde__strpool_addn(&k->pool, name, name_len);
 	/* module names repeat: consecutive symbols of one module share the string */
 	if (!mod_len)
 		s->module = kernel_module;
@@ -66,7 +66,7 @@ static int add_sym(struct kallsyms *k, uint64_t addr, const char *name, size_t n
 		 !memcmp(k->v[k->n - 1].module, mod, mod_len))
 		s->module = k->v[k->n - 1].module;
 	else
-		s->module = strpool_addn(&k->pool, mod, mod_len);
+		s->module = sonde__strpool_addn(&k->pool, mod, mod_len);
 	if (!s->name || !s->module)
 		return -ENOMEM;
 	k->n++;
@@ -101,7 +101,7 @@ static int ksym_cmp(const void *pa, const void *pb)
 	return strcmp(a->name, b->name);
 }
 
-int kallsyms_parse(struct kallsyms *k, const char *buf, size_t len)
+int sonde__kallsyms_parse(struct kallsyms *k, const char *buf, size_t len)
 {
 	size_t pos = 0;
 
@@ -117,7 +117,7 @@ int kallsyms_parse(struct kallsyms *k, const char *buf, size_t len)
 	return 0;
 }
 
-int kallsyms_load(struct kallsyms *k, const char *path, struct regfile_refusals *refusals)
+int sonde__kallsyms_load(struct kallsyms *k, const char *path, struct regfile_refusals *refusals)
 {
 	/* The path is the caller's choice (an option, default /proc/kallsyms): trusted. */
 	struct regfile_rules rules = {
@@ -126,7 +126,7 @@ int kallsyms_load(struct kallsyms *k, const char *path, struct regfile_refusals 
 		.follow = true,
 		.refusals = refusals,
 	};
-	int fd = regfile_open(path, &rules, NULL);
+	int fd = sonde__regfile_open(path, &rules, NULL);
 	size_t len = 0, cap = 1 << 20;
 	char *buf;
 	int r = -ENOMEM;
@@ -152,14 +152,14 @@ int kallsyms_load(struct kallsyms *k, const char *path, struct regfile_refusals 
 			break;
 	}
 	if (buf)
-		r = kallsyms_parse(k, buf, len);
+		r = sonde__kallsyms_parse(k, buf, len);
 out:
 	free(buf);
 	close(fd);
 	return r;
 }
 
-const struct ksym *kallsyms_find(const struct kallsyms *k, uint64_t addr)
+const struct ksym *sonde__kallsyms_find(const struct kallsyms *k, uint64_t addr)
 {
 	size_t lo = 0, hi = k->n;
 
@@ -177,11 +177,11 @@ const struct ksym *kallsyms_find(const struct kallsyms *k, uint64_t addr)
 	return &k->v[lo - 1];
 }
 
-void kallsyms_free(struct kallsyms *k)
+void sonde__kallsyms_free(struct kallsyms *k)
 {
 	if (!k)
 		return;
 	free(k->v);
-	strpool_free(&k->pool);
+	sonde__strpool_free(&k->pool);
 	memset(k, 0, sizeof(*k));
 }

@@ -29,12 +29,12 @@ struct kallsyms {
 };
 
 /* Parses a whole kallsyms text. 0 or -ENOMEM (malformed lines are skipped). */
-int kallsyms_parse(struct kallsyms *k, const char *buf, size_t len);
+int sonde__kallsyms_parse(struct kallsyms *k, const char *buf, size_t len);
 /* Reads and parses a file: a regular file (as /proc/kallsyms is), of which at most
  * KALLSYMS_MAX_BYTES are read (procfs reports size 0, so the cap is on what is read).
  * 0 or -errno (-EFBIG past the cap). */
-int kallsyms_load(struct kallsyms *k, const char *path, struct regfile_refusals *refusals);
-const struct ksym *kallsyms_find(const struct kallsyms *k, uint64_t addr);
-void kallsyms_free(struct kallsyms *k);
+int sonde__kallsyms_load(struct kallsyms *k, const char *path, struct regfile_refusals *refusals);
+const struct ksym *sonde__kallsyms_find(const struct kallsyms *k, uint64_t addr);
+void sonde__kallsyms_free(struct kallsyms *k);
 
 #endif

@@ -55,10 +55,10 @@ static int add_line(struct perfmap *pm, uint64_t start, uint64_t size, const cha
 		pm->lines = v;
 		pm->cap_lines = cap;
 	}
-	const char *n = strpool_addn(&pm->names, name, name_len);
+	const char *n = sonde__strpool_addn(&pm->names, name, name_len);
 	if (!n)
 		return -ENOMEM;
-	/* end 0 marks "size 0: up to the next entry", settled in perfmap_index */
+	/* end 0 marks "size 0: up to the next entry", settled in sonde__perfmap_index */
 	uint64_t end = size ? (start + size < start ? UINT64_MAX : start + size) : 0;
 	pm->lines[pm->n_lines++] = (struct perfmap_entry){start, end, n};
 	return 0;
@@ -78,7 +78,7 @@ static int parse_line(struct perfmap *pm, const char *line, size_t line_len)
 	return add_line(pm, start, size, line + len, line_len - len);
 }
 
-ssize_t perfmap_parse(struct perfmap *pm, const char *buf, size_t len, int at_eof)
+ssize_t sonde__perfmap_parse(struct perfmap *pm, const char *buf, size_t len, int at_eof)
 {
 	size_t pos = 0;
 
@@ -194,7 +194,7 @@ static void settle_zero_sizes(struct perfmap *pm, struct perfmap_entry **by_star
 	}
 }
 
-int perfmap_index(struct perfmap *pm)
+int sonde__perfmap_index(struct perfmap *pm)
 {
 	size_t n = pm->n_lines, n_coords = 0;
 	struct perfmap_entry **by_start = malloc((n ? n : 1) * sizeof(*by_start));
@@ -228,7 +228,7 @@ out:
 	return r;
 }
 
-const struct perfmap_entry *perfmap_find(const struct perfmap *pm, uint64_t addr)
+const struct perfmap_entry *sonde__perfmap_find(const struct perfmap *pm, uint64_t addr)
 {
 	size_t lo = 0, hi = pm->n_segs;
 
@@ -244,7 +244,7 @@ const struct perfmap_entry *perfmap_find(const struct perfmap *pm, uint64_t addr
 	return NULL;
 }
 
-void perfmap_reset(struct perfmap *pm)
+void sonde__perfmap_reset(struct perfmap *pm)
 {
 	/* names stay in the pool: frames handed out earlier may still point at them */
 	pm->n_lines = 0;
@@ -279,7 +279,7 @@ static bool skip_to_newline(char *buf, size_t *have, uint64_t *base)
 	return nl != NULL;
 }
 
-int perfmap_read(struct perfmap *pm, perfmap_read_fn fill, void *ctx, uint64_t size, size_t piece)
+int sonde__perfmap_read(struct perfmap *pm, perfmap_read_fn fill, void *ctx, uint64_t size, size_t piece)
 {
 	char *buf = malloc(piece ? piece : 1);
 	uint64_t base = pm->parsed, off = pm->parsed; /* buf[0] is the byte at base */
@@ -305,7 +305,7 @@ int perfmap_read(struct perfmap *pm, perfmap_read_fn fill, void *ctx, uint64_t s
 			pm->parsed = base;
 			skipping = false;
 		}
-		if ((r = perfmap_parse(pm, buf, have, off >= size)) < 0)
+		if ((r = sonde__perfmap_parse(pm, buf, have, off >= size)) < 0)
 			break;
 		/* a full buffer without a newline: a line too long to keep */
 		skipping = r == 0 && have == piece;
@@ -318,7 +318,7 @@ int perfmap_read(struct perfmap *pm, perfmap_read_fn fill, void *ctx, uint64_t s
 		have -= (size_t)r;
 	}
 	free(buf);
-	return r < 0 ? (int)r : perfmap_index(pm);
+	return r < 0 ? (int)r : sonde__perfmap_index(pm);
 }
 
 static struct perfmap_file file_of(const struct stat *st)
@@ -353,10 +353,10 @@ static uid_t map_owner(pid_t pid)
 {
 	uid_t ruid, euid;
 
-	return proc_read_uids(pid, &ruid, &euid) == 0 ? euid : geteuid();
+	return sonde__proc_read_uids(pid, &ruid, &euid) == 0 ? euid : geteuid();
 }
 
-int perfmap_refresh(struct perfmap *pm, const char *path, pid_t pid,
+int sonde__perfmap_refresh(struct perfmap *pm, const char *path, pid_t pid,
 		    struct regfile_refusals *refusals)
 {
 	struct regfile_rules rr = {
@@ -378,7 +378,7 @@ int perfmap_refresh(struct perfmap *pm, const char *path, pid_t pid,
 		return pm->refused_err;
 	rr.check_owner = true;
 	rr.owner = map_owner(pid);
-	fd = regfile_open(path, &rr, &st);
+	fd = sonde__regfile_open(path, &rr, &st);
 	if (fd < 0) {
 		if (is_refusal(fd)) {
 			pm->refused = now;
@@ -389,19 +389,19 @@ int perfmap_refresh(struct perfmap *pm, const char *path, pid_t pid,
 	pm->refused_err = 0;
 	now = file_of(&st);
 	if (now.ino != pm->read.ino || now.dev != pm->read.dev || now.size < pm->read.size)
-		perfmap_reset(pm);
-	r = perfmap_read(pm, pread_piece, &fd, now.size, PERFMAP_MAX_LINE);
+		sonde__perfmap_reset(pm);
+	r = sonde__perfmap_read(pm, pread_piece, &fd, now.size, PERFMAP_MAX_LINE);
 	close(fd);
 	pm->read = now;
 	return r;
 }
 
-void perfmap_free(struct perfmap *pm)
+void sonde__perfmap_free(struct perfmap *pm)
 {
 	if (!pm)
 		return;
 	free(pm->lines);
 	free(pm->segs);
-	strpool_free(&pm->names);
+	sonde__strpool_free(&pm->names);
 	memset(pm, 0, sizeof(*pm));
 }

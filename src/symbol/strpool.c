@@ -30,7 +30,7 @@ static char *strpool_alloc(struct strpool *p, size_t n)
 	return r;
 }
 
-const char *strpool_addn(struct strpool *p, const char *s, size_t n)
+const char *sonde__strpool_addn(struct strpool *p, const char *s, size_t n)
 {
 	char *d = strpool_alloc(p, n + 1);
 
@@ -41,12 +41,12 @@ const char *strpool_addn(struct strpool *p, const char *s, size_t n)
 	return d;
 }
 
-const char *strpool_add(struct strpool *p, const char *s)
+const char *sonde__strpool_add(struct strpool *p, const char *s)
 {
-	return strpool_addn(p, s, strlen(s));
+	return sonde__strpool_addn(p, s, strlen(s));
 }
 
-const char *strpool_printf(struct strpool *p, const char *fmt, ...)
+const char *sonde__strpool_printf(struct strpool *p, const char *fmt, ...)
 {
 	char small[256];
 	va_list ap;
@@ -58,7 +58,7 @@ const char *strpool_printf(struct strpool *p, const char *fmt, ...)
 	if (n < 0)
 		return NULL;
 	if ((size_t)n < sizeof(small))
-		return strpool_addn(p, small, (size_t)n);
+		return sonde__strpool_addn(p, small, (size_t)n);
 	char *d = strpool_alloc(p, (size_t)n + 1);
 	if (!d)
 		return NULL;
@@ -68,7 +68,7 @@ const char *strpool_printf(struct strpool *p, const char *fmt, ...)
 	return d;
 }
 
-void strpool_free(struct strpool *p)
+void sonde__strpool_free(struct strpool *p)
 {
 	if (!p)
 		return;

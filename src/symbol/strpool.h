@@ -15,11 +15,11 @@ struct strpool {
 };
 
 /* Copies n bytes of s plus a NUL; returns the copy or NULL (ENOMEM). */
-const char *strpool_addn(struct strpool *p, const char *s, size_t n);
-const char *strpool_add(struct strpool *p, const char *s);
+const char *sonde__strpool_addn(struct strpool *p, const char *s, size_t n);
+const char *sonde__strpool_add(struct strpool *p, const char *s);
 /* printf into the pool; NULL on failure. */
-const char *strpool_printf(struct strpool *p, const char *fmt, ...)
+const char *sonde__strpool_printf(struct strpool *p, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void strpool_free(struct strpool *p);
+void sonde__strpool_free(struct strpool *p);
 
 #endif

@@ -151,7 +151,7 @@ static struct sym_mod *mod_new(struct sonde_symbolizer *s, uint64_t h,
 		m->build_id_len > ELFIMG_MAX_BUILD_ID ? ELFIMG_MAX_BUILD_ID : m->build_id_len;
 	if (sm->build_id_len)
 		memcpy(sm->build_id, m->build_id, sm->build_id_len);
-	sm->path = strpool_add(&s->pool, m->path ? m->path : "");
+	sm->path = sonde__strpool_add(&s->pool, m->path ? m->path : "");
 	if (!sm->path) {
 		free(sm);
 		return NULL;
@@ -178,13 +178,13 @@ static struct sym_mod *mod_get(struct sonde_symbolizer *s, const struct sonde_sy
 
 static void mod_free(struct sym_mod *sm)
 {
-	symtab_free(&sm->syms);
-	dwidx_close(sm->dw);
+	sonde__symtab_free(&sm->syms);
+	sonde__dwidx_close(sm->dw);
 	if (sm->have_dbg)
-		elfimg_close(&sm->dbg);
+		sonde__elfimg_close(&sm->dbg);
 	if (sm->have_img)
-		elfimg_close(&sm->img);
-	u64map_free(&sm->fallback);
+		sonde__elfimg_close(&sm->img);
+	sonde__u64map_free(&sm->fallback);
 	free(sm);
 }
 
@@ -207,16 +207,16 @@ static int mod_is_image(const struct sym_mod *sm, const struct elfimg *img, int 
  * names a file in the build-id cache: never a symbolic link for the real file. */
 static int mod_try_path(struct sonde_symbolizer *s, struct sym_mod *sm, const char *path)
 {
-	struct regfile_rules rules = elfimg_rules(false, &s->refused);
-	int fd = regfile_open(path, &rules, NULL);
+	struct regfile_rules rules = sonde__elfimg_rules(false, &s->refused);
+	int fd = sonde__regfile_open(path, &rules, NULL);
 	int r;
 
 	if (fd < 0)
 		return fd;
-	r = elfimg_open_fd(&sm->img, fd);
+	r = sonde__elfimg_open_fd(&sm->img, fd);
 	if (r == 0 && !mod_is_image(sm, &sm->img, fd)) {
 		sonde_debug("symbolize: %s is not the mapped image (replaced?)", path);
-		elfimg_close(&sm->img);
+		sonde__elfimg_close(&sm->img);
 		r = -ESTALE;
 	}
 	close(fd);
@@ -241,10 +241,10 @@ static void mod_open_vdso(struct sym_mod *sm)
 		if (ph->p_offset + ph->p_filesz > len)
 			len = ph->p_offset + ph->p_filesz;
 	}
-	if (elfimg_open_mem(&sm->img, base, len) < 0)
+	if (sonde__elfimg_open_mem(&sm->img, base, len) < 0)
 		return;
 	if (!mod_is_image(sm, &sm->img, -1)) {
-		elfimg_close(&sm->img);
+		sonde__elfimg_close(&sm->img);
 		return;
 	}
 	sm->have_img = 1;
@@ -256,8 +256,8 @@ static int mod_try_cached(struct sonde_symbolizer *s, struct sym_mod *sm)
 
 	if (!sm->inode)
 		return -ENOENT;
-	fd = imgcache_get(&s->images, sm->dev, sm->inode, sm->build_id, sm->build_id_len);
-	if (fd < 0 || elfimg_open_fd(&sm->img, fd) < 0)
+	fd = sonde__imgcache_get(&s->images, sm->dev, sm->inode, sm->build_id, sm->build_id_len);
+	if (fd < 0 || sonde__elfimg_open_fd(&sm->img, fd) < 0)
 		return -ENOENT;
 	sm->have_img = 1;
 	return 0;
@@ -271,7 +271,7 @@ static int mod_try_bidcache(struct sonde_symbolizer *s, struct sym_mod *sm)
 	char path[4096];
 
 	if (!s->bidcache_dir || !sm->build_id_len ||
-	    bidcache_path(s->bidcache_dir, sm->build_id, sm->build_id_len, path, sizeof(path)))
+	    sonde__bidcache_path(s->bidcache_dir, sm->build_id, sm->build_id_len, path, sizeof(path)))
 		return -ENOENT;
 	return mod_try_path(s, sm, path);
 }
@@ -325,7 +325,7 @@ static struct dinfod *symbolizer_dinfod(struct sonde_symbolizer *s)
 {
 	if (!s->dinfod_checked) {
 		s->dinfod_checked = 1;
-		s->dinfod = dinfod_new(s->opts.debuginfod_urls);
+		s->dinfod = sonde__dinfod_new(s->opts.debuginfod_urls);
 	}
 	return s->dinfod;
 }
@@ -346,13 +346,13 @@ static void mod_find_debug(struct sonde_symbolizer *s, struct sym_mod *sm)
 		q.debuglink = sm->img.debuglink;
 		q.debuglink_crc = sm->img.debuglink_crc;
 	}
-	if (debugfile_find(&q, &sm->dbg) == 0) {
+	if (sonde__debugfile_find(&q, &sm->dbg) == 0) {
 		sm->have_dbg = 1;
 		sm->dw_origin = SONDE_SYM_ORIGIN_DWARF;
 		return;
 	}
 	if (q.build_id_len && (d = symbolizer_dinfod(s)) &&
-	    dinfod_find_debuginfo(d, q.build_id, q.build_id_len, &sm->dbg) == 0) {
+	    sonde__dinfod_find_debuginfo(d, q.build_id, q.build_id_len, &sm->dbg) == 0) {
 		sm->have_dbg = 1;
 		sm->dw_origin = SONDE_SYM_ORIGIN_DEBUGINFOD;
 	}
@@ -362,15 +362,15 @@ static void mod_find_debug(struct sonde_symbolizer *s, struct sym_mod *sm)
  * stripped), else the image's .dynsym. */
 static void mod_load_symbols(struct sym_mod *sm)
 {
-	if (sm->have_img && symtab_build(&sm->syms, sm->img.elf, SHT_SYMTAB) > 0) {
+	if (sm->have_img && sonde__symtab_build(&sm->syms, sm->img.elf, SHT_SYMTAB) > 0) {
 		sm->sym_origin = SONDE_SYM_ORIGIN_SYMTAB;
 		return;
 	}
-	if (sm->have_dbg && symtab_build(&sm->syms, sm->dbg.elf, SHT_SYMTAB) > 0) {
+	if (sm->have_dbg && sonde__symtab_build(&sm->syms, sm->dbg.elf, SHT_SYMTAB) > 0) {
 		sm->sym_origin = SONDE_SYM_ORIGIN_SYMTAB;
 		return;
 	}
-	if (sm->have_img && symtab_build(&sm->syms, sm->img.elf, SHT_DYNSYM) > 0)
+	if (sm->have_img && sonde__symtab_build(&sm->syms, sm->img.elf, SHT_DYNSYM) > 0)
 		sm->sym_origin = SONDE_SYM_ORIGIN_DYNSYM;
 }
 
@@ -393,7 +393,7 @@ static void mod_load(struct sonde_symbolizer *s, struct sym_mod *sm,
 	else if (sm->have_dbg && sm->dbg.has_debug_info)
 		dw_elf = sm->dbg.elf;
 	if (dw_elf)
-		sm->dw = dwidx_open(dw_elf);
+		sm->dw = sonde__dwidx_open(dw_elf);
 }
 
 static void frame_init(struct sonde_sym_frame *f, const char *name, const char *module,
@@ -414,7 +414,7 @@ static int mod_fallback(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t
 	const char *name = u64map_get_ptr(&sm->fallback, offset);
 
 	if (!name) {
-		name = strpool_printf(&s->pool, "%s+0x%" PRIx64, sm->base, offset);
+		name = sonde__strpool_printf(&s->pool, "%s+0x%" PRIx64, sm->base, offset);
 		if (!name || u64map_put_ptr(&sm->fallback, offset, name) < 0)
 			return -ENOMEM;
 	}
@@ -427,14 +427,14 @@ static const char *pretty_name(struct sonde_symbolizer *s, const char *raw, cons
 	if (s->opts.no_demangle || !raw)
 		return raw;
 	if (!*cache)
-		*cache = sym_demangle(&s->pool, raw);
+		*cache = sonde__sym_demangle(&s->pool, raw);
 	return *cache ? *cache : raw;
 }
 
 static int mod_symtab_frame(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t vaddr,
 			    struct sonde_sym_frame *out)
 {
-	struct sym_entry *e = symtab_find(&sm->syms, vaddr);
+	struct sym_entry *e = sonde__symtab_find(&sm->syms, vaddr);
 
 	if (!e)
 		return 0;
@@ -475,7 +475,7 @@ static int mod_resolve(struct sonde_symbolizer *s, struct sym_mod *sm, uint64_t 
 {
 	struct dw_result r;
 
-	if (sm->dw && dwidx_lookup(sm->dw, vaddr, &r)) {
+	if (sm->dw && sonde__dwidx_lookup(sm->dw, vaddr, &r)) {
 		if (r.n)
 			return mod_dwarf_frames(s, sm, vaddr, &r, out, max);
 		/* code with lines but no function entry (assembly): name from the symbols */
@@ -500,7 +500,7 @@ static struct sym_perfmap *perfmap_of(struct sonde_symbolizer *s, uint32_t pid)
 		p = calloc(1, sizeof(*p));
 		if (!p)
 			return NULL;
-		p->path = strpool_add(&s->pool, path);
+		p->path = sonde__strpool_add(&s->pool, path);
 		if (!p->path || u64map_put_ptr(&s->perfmaps, pid, p) < 0) {
 			free(p);
 			return NULL;
@@ -519,8 +519,8 @@ static int jit_frame(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
 
 	if (!p)
 		return -ENOMEM;
-	perfmap_refresh(&p->map, p->path, (pid_t)pid, &s->refused);
-	e = perfmap_find(&p->map, addr);
+	sonde__perfmap_refresh(&p->map, p->path, (pid_t)pid, &s->refused);
+	e = sonde__perfmap_find(&p->map, addr);
 	if (!e)
 		return 0;
 	frame_init(out, e->name, p->path, SONDE_SYM_JIT, SONDE_SYM_ORIGIN_PERF_MAP);
@@ -534,11 +534,11 @@ static int kernel_frame(struct sonde_symbolizer *s, uint64_t addr, struct sonde_
 	if (!s->ksyms_loaded) {
 		s->ksyms_loaded = 1;
 		const char *path = s->opts.kallsyms_path ? s->opts.kallsyms_path : "/proc/kallsyms";
-		int r = kallsyms_load(&s->ksyms, path, &s->refused);
+		int r = sonde__kallsyms_load(&s->ksyms, path, &s->refused);
 		if (r < 0)
 			sonde_debug("symbolize: %s: %s", path, sonde_strerror(r));
 	}
-	k = kallsyms_find(&s->ksyms, addr);
+	k = sonde__kallsyms_find(&s->ksyms, addr);
 	if (!k)
 		return 0;
 	frame_init(out, k->name, k->module, SONDE_SYM_KERNEL, SONDE_SYM_ORIGIN_KALLSYMS);
@@ -549,9 +549,9 @@ static int mod_vaddr(const struct sym_mod *sm, const struct sonde_sym_module *m,
 		     uint64_t *vaddr)
 {
 	if (sm->have_img)
-		return elfimg_off_to_vaddr(&sm->img, offset, vaddr);
+		return sonde__elfimg_off_to_vaddr(&sm->img, offset, vaddr);
 	if (sm->have_dbg)
-		return elfimg_mapping_to_vaddr(&sm->dbg, m->pgoff, offset, vaddr);
+		return sonde__elfimg_mapping_to_vaddr(&sm->dbg, m->pgoff, offset, vaddr);
 	return -SONDE_E_RANGE;
 }
 
@@ -602,7 +602,7 @@ SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint
 		return r;
 	name = u64map_get_ptr(&s->raw_names, addr);
 	if (!name) {
-		name = strpool_printf(&s->pool, "0x%" PRIx64, addr);
+		name = sonde__strpool_printf(&s->pool, "0x%" PRIx64, addr);
 		if (!name || u64map_put_ptr(&s->raw_names, addr, name) < 0)
 			return -ENOMEM;
 	}
@@ -618,23 +618,23 @@ SONDE_API int sonde_symbolizer_add_image(struct sonde_symbolizer *s,
 
 	if (!s || !m || fd < 0 || !m->inode)
 		return -EINVAL;
-	r = elfimg_open_fd(&img, fd);
+	r = sonde__elfimg_open_fd(&img, fd);
 	if (r < 0)
 		return r;
 	if (m->build_id_len && (m->build_id_len != img.build_id_len ||
 				memcmp(m->build_id, img.build_id, img.build_id_len))) {
-		elfimg_close(&img);
+		sonde__elfimg_close(&img);
 		return -ESTALE;
 	}
 	dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (dup_fd < 0) {
 		r = -errno;
-		elfimg_close(&img);
+		sonde__elfimg_close(&img);
 		return r;
 	}
-	r = imgcache_add(&s->images, m->dev, m->inode, img.build_id, img.build_id_len, dup_fd,
+	r = sonde__imgcache_add(&s->images, m->dev, m->inode, img.build_id, img.build_id_len, dup_fd,
 			 img.file_size);
-	elfimg_close(&img);
+	sonde__elfimg_close(&img);
 	return r;
 }
 
@@ -643,7 +643,7 @@ SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
 {
 	/* map_files entries are the kernel's links to what is mapped: followed, but a mapped
 	 * device is still no image */
-	struct regfile_rules rules = elfimg_rules(true, NULL);
+	struct regfile_rules rules = sonde__elfimg_rules(true, NULL);
 	char path[128];
 	int fd, r;
 
@@ -651,7 +651,7 @@ SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
 		return -EINVAL;
 	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, m->pid,
 		 m->start, m->end);
-	fd = regfile_open(path, &rules, NULL);
+	fd = sonde__regfile_open(path, &rules, NULL);
 	if (fd < 0)
 		return fd;
 	r = sonde_symbolizer_add_image(s, m, fd);
@@ -686,7 +686,7 @@ SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t p
 	p = u64map_get_ptr(&s->perfmaps, pid);
 	if (!p || !p->map.n_lines)
 		return 0;
-	perfmap_reset(&p->map);
+	sonde__perfmap_reset(&p->map);
 	return 1;
 }
 
@@ -706,7 +706,7 @@ SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbo
 		s->opts.image_cache_bytes ? s->opts.image_cache_bytes : IMAGE_CACHE_BYTES;
 	s->images.max_n = s->opts.image_cache_max ? s->opts.image_cache_max : IMAGE_CACHE_MAX;
 	char dir[4096];
-	if (bidcache_dir(s->opts.buildid_cache_dir, dir, sizeof(dir)) == 0 &&
+	if (sonde__bidcache_dir(s->opts.buildid_cache_dir, dir, sizeof(dir)) == 0 &&
 	    !(s->bidcache_dir = strdup(dir))) {
 		free(s);
 		return NULL;
@@ -729,17 +729,17 @@ SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s)
 		}
 	}
 	free(s->buckets);
-	dinfod_free(s->dinfod);
-	kallsyms_free(&s->ksyms);
-	for (size_t pos = 0; u64map_next(&s->perfmaps, &pos, &pid, &val);) {
+	sonde__dinfod_free(s->dinfod);
+	sonde__kallsyms_free(&s->ksyms);
+	for (size_t pos = 0; sonde__u64map_next(&s->perfmaps, &pos, &pid, &val);) {
 		struct sym_perfmap *p = (void *)(uintptr_t)val;
-		perfmap_free(&p->map);
+		sonde__perfmap_free(&p->map);
 		free(p);
 	}
-	u64map_free(&s->perfmaps);
-	imgcache_free(&s->images);
+	sonde__u64map_free(&s->perfmaps);
+	sonde__imgcache_free(&s->images);
 	free(s->bidcache_dir);
-	u64map_free(&s->raw_names);
-	strpool_free(&s->pool);
+	sonde__u64map_free(&s->raw_names);
+	sonde__strpool_free(&s->pool);
 	free(s);
 }

@@ -124,7 +124,7 @@ static size_t finish(struct sym_cand *c, size_t n, struct sym_entry *out)
 	return m;
 }
 
-int symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type)
+int sonde__symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type)
 {
 	GElf_Shdr sh;
 	Elf_Scn *scn = find_section(elf, sh_type, &sh);
@@ -158,7 +158,7 @@ int symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type)
 	return (int)t->n;
 }
 
-struct sym_entry *symtab_find(const struct symtab *t, uint64_t vaddr)
+struct sym_entry *sonde__symtab_find(const struct symtab *t, uint64_t vaddr)
 {
 	size_t lo = 0, hi = t->n;
 
@@ -179,7 +179,7 @@ struct sym_entry *symtab_find(const struct symtab *t, uint64_t vaddr)
 	return NULL;
 }
 
-void symtab_free(struct symtab *t)
+void sonde__symtab_free(struct symtab *t)
 {
 	if (!t)
 		return;

@@ -23,9 +23,9 @@ struct symtab {
 
 /* Collects function symbols of the section of type sh_type (SHT_SYMTAB or SHT_DYNSYM).
  * Returns the number of symbols (0: no such section or no functions), or -ENOMEM. */
-int symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type);
+int sonde__symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type);
 /* The symbol containing vaddr, or NULL. */
-struct sym_entry *symtab_find(const struct symtab *t, uint64_t vaddr);
-void symtab_free(struct symtab *t);
+struct sym_entry *sonde__symtab_find(const struct symtab *t, uint64_t vaddr);
+void sonde__symtab_free(struct symtab *t);
 
 #endif

@@ -72,7 +72,7 @@ struct sonde_tail {
 	struct sonde_symbolizer *sym; /* NULL until first used */
 };
 
-struct sonde_tail *tail_new_fd(int fd, const struct sonde_tail_opts *opts)
+struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts)
 {
 	struct sonde_tail_opts o = {0};
 	struct sonde_tail *t;
@@ -122,7 +122,7 @@ struct sonde_tail *sonde_tail_open(const char *path, const struct sonde_tail_opt
 		errno = err;
 		return NULL;
 	}
-	return tail_new_fd(fd, opts);
+	return sonde__tail_new_fd(fd, opts);
 }
 
 struct sonde_tail *sonde_tail_open_fd(int fd, const struct sonde_tail_opts *opts)
@@ -131,10 +131,10 @@ struct sonde_tail *sonde_tail_open_fd(int fd, const struct sonde_tail_opts *opts
 
 	if (own < 0)
 		return NULL;
-	return tail_new_fd(own, opts);
+	return sonde__tail_new_fd(own, opts);
 }
 
-void tail_set_recorder(struct sonde_tail *t, struct sonde_recorder *r)
+void sonde__tail_set_recorder(struct sonde_tail *t, struct sonde_recorder *r)
 {
 	t->rec = r;
 }
@@ -144,7 +144,7 @@ void sonde_tail_free(struct sonde_tail *t)
 	if (!t)
 		return;
 	if (t->rec)
-		rec_tail_gone(t->rec);
+		sonde__rec_tail_gone(t->rec);
 	for (size_t i = 0; i < t->n_modules; i++) {
 		free((void *)t->modules[i].def.path);
 		free((void *)t->modules[i].def.build_id);
@@ -201,7 +201,7 @@ static void share_image(struct sonde_tail *t, size_t id)
 
 	if (!t->sym || !t->rec || !m->def.inode)
 		return;
-	int fd = rec_image_fd(t->rec, m->def.dev, m->def.inode, m->def.build_id,
+	int fd = sonde__rec_image_fd(t->rec, m->def.dev, m->def.inode, m->def.build_id,
 			      m->def.build_id_len);
 	if (fd < 0)
 		return;
@@ -216,7 +216,7 @@ static int invalidate(struct sonde_tail *t, uint32_t pid)
 	for (size_t i = 0; i < t->n_invalid; i++)
 		if (t->invalid[i] == pid)
 			return 0;
-	if (array_grow(&t->invalid, &t->invalid_cap, t->n_invalid + 1, sizeof(*t->invalid), 16) < 0)
+	if (sonde__array_grow(&t->invalid, &t->invalid_cap, t->n_invalid + 1, sizeof(*t->invalid), 16) < 0)
 		return -ENOMEM;
 	t->invalid[t->n_invalid++] = pid;
 	if (t->sym)
@@ -255,10 +255,10 @@ int sonde_tail_symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
 static int keep_module(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		       struct sonde_tail_batch *b)
 {
-	if (array_grow(&t->modules, &t->modules_cap, t->n_modules + 1, sizeof(*t->modules), 64) < 0)
+	if (sonde__array_grow(&t->modules, &t->modules_cap, t->n_modules + 1, sizeof(*t->modules), 64) < 0)
 		return -ENOMEM;
 	struct sonde_spool_module m;
-	if (spool_keep_module(rec, &m))
+	if (sonde__spool_keep_module(rec, &m))
 		return -ENOMEM;
 	t->modules[t->n_modules++] = m;
 	b->new_modules++;
@@ -272,9 +272,9 @@ static int keep_module(struct sonde_tail *t, const struct sonde_spool_record *re
 static int keep_thread(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		       struct sonde_tail_batch *b)
 {
-	if (array_grow(&t->threads, &t->threads_cap, t->n_threads + 1, sizeof(*t->threads), 64) < 0)
+	if (sonde__array_grow(&t->threads, &t->threads_cap, t->n_threads + 1, sizeof(*t->threads), 64) < 0)
 		return -ENOMEM;
-	char *comm = spool_dup_str(rec->thread.comm, rec->thread.comm_len);
+	char *comm = sonde__spool_dup_str(rec->thread.comm, rec->thread.comm_len);
 	if (!comm)
 		return -ENOMEM;
 	t->threads[t->n_threads++] = (struct sonde_spool_thread){.pid = rec->thread.pid,
@@ -300,7 +300,7 @@ static int keep_retire(struct sonde_tail *t, const struct sonde_spool_record *re
 
 static int keep_sample(struct sonde_tail *t, const struct sonde_spool_record *rec)
 {
-	if (array_grow(&t->samples, &t->samples_cap, t->n_samples + 1, sizeof(*t->samples), 256) <
+	if (sonde__array_grow(&t->samples, &t->samples_cap, t->n_samples + 1, sizeof(*t->samples), 256) <
 	    0)
 		return -ENOMEM;
 	t->samples[t->n_samples++] = (struct sonde_spool_sample){
@@ -319,14 +319,14 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 	case SONDE_SPOOL_REC_MODULE:
 		return keep_module(t, rec, b);
 	case SONDE_SPOOL_REC_FRAME:
-		if (array_grow(&t->frames, &t->frames_cap, t->n_frames + 1, sizeof(*t->frames),
+		if (sonde__array_grow(&t->frames, &t->frames_cap, t->n_frames + 1, sizeof(*t->frames),
 			       256) < 0)
 			return -ENOMEM;
 		t->frames[t->n_frames++] = rec->frame.frame;
 		b->new_frames++;
 		return 0;
 	case SONDE_SPOOL_REC_NODE:
-		if (array_grow(&t->nodes, &t->nodes_cap, t->n_nodes + 1, sizeof(*t->nodes), 256) <
+		if (sonde__array_grow(&t->nodes, &t->nodes_cap, t->n_nodes + 1, sizeof(*t->nodes), 256) <
 		    0)
 			return -ENOMEM;
 		t->nodes[t->n_nodes++] = (struct tnode){rec->node.parent, rec->node.frame};
@@ -378,7 +378,7 @@ static ssize_t read_more(struct sonde_tail *t, size_t want)
 		t->len -= t->pos;
 		t->pos = 0;
 	}
-	if (array_grow(&t->buf, &t->cap, t->len + want, 1, CHUNK) < 0)
+	if (sonde__array_grow(&t->buf, &t->cap, t->len + want, 1, CHUNK) < 0)
 		return -ENOMEM;
 	ssize_t n;
 	do

@@ -10,8 +10,8 @@
 #include <sonde/tail.h>
 
 /* A tail reading fd (taken over in every case: closed on failure). NULL and errno. */
-struct sonde_tail *tail_new_fd(int fd, const struct sonde_tail_opts *opts);
+struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts);
 /* Links t to its recorder (NULL: the recorder is gone, stop asking it for images). */
-void tail_set_recorder(struct sonde_tail *t, struct sonde_recorder *r);
+void sonde__tail_set_recorder(struct sonde_tail *t, struct sonde_recorder *r);
 
 #endif

@@ -34,7 +34,7 @@ struct unwind_cache {
 	uint32_t tables, without;
 };
 
-struct unwind_cache *unwind_cache_new(void)
+struct unwind_cache *sonde__unwind_cache_new(void)
 {
 	struct unwind_cache *c = calloc(1, sizeof(*c));
 
@@ -45,17 +45,17 @@ struct unwind_cache *unwind_cache_new(void)
 	return c;
 }
 
-void unwind_cache_free(struct unwind_cache *c)
+void sonde__unwind_cache_free(struct unwind_cache *c)
 {
 	if (!c)
 		return;
 	for (size_t i = 0; i < c->cap; i++)
-		cfi_table_free(c->v[i].table);
+		sonde__cfi_table_free(c->v[i].table);
 	free(c->v);
 	free(c);
 }
 
-void unwind_cache_counts(const struct unwind_cache *c, uint32_t *tables, uint32_t *without)
+void sonde__unwind_cache_counts(const struct unwind_cache *c, uint32_t *tables, uint32_t *without)
 {
 	*tables = c->tables;
 	*without = c->without;
@@ -86,7 +86,7 @@ static int grow(struct unwind_cache *c)
 	return 0;
 }
 
-/* fd was opened by regfile_open: a regular file within MAX_IMAGE. */
+/* fd was opened by sonde__regfile_open: a regular file within MAX_IMAGE. */
 static uint8_t *read_fd(int fd, const struct stat *st, uint64_t inode, size_t *len)
 {
 	uint8_t *buf;
@@ -139,7 +139,7 @@ static uint8_t *read_image(const struct unwind_mapping *m, size_t *len)
 			.what = "mapped file", .max_size = MAX_IMAGE, .follow = i == 0};
 		const char *p = i == 0 ? path : m->path;
 		struct stat st;
-		if (!p || (i == 0 && m->pid <= 0) || (fd = regfile_open(p, &rules, &st)) < 0)
+		if (!p || (i == 0 && m->pid <= 0) || (fd = sonde__regfile_open(p, &rules, &st)) < 0)
 			continue;
 		img = read_fd(fd, &st, m->inode, len);
 		close(fd);
@@ -177,7 +177,7 @@ static void build(struct entry *e, const struct unwind_mapping *m)
 	}
 	read_loads(img, len, e);
 	if (e->n_loads)
-		e->table = cfi_table_from_elf(img, len, NULL, 0);
+		e->table = sonde__cfi_table_from_elf(img, len, NULL, 0);
 	if (!e->table)
 		sonde_debug("unwind: no CFI in %s", m->path ? m->path : "[vdso]");
 	free(img);
@@ -197,7 +197,7 @@ static bool bias_of(const struct entry *e, const struct unwind_mapping *m, uint6
 	return false;
 }
 
-bool unwind_cache_lookup(struct unwind_cache *c, const struct unwind_mapping *m,
+bool sonde__unwind_cache_lookup(struct unwind_cache *c, const struct unwind_mapping *m,
 			 struct unwind_module *out)
 {
 	uint64_t dev = m->vdso ? 1 : m->dev, inode = m->vdso ? 0 : m->inode;

@@ -24,20 +24,20 @@ struct unwind_mapping {
 struct unwind_cache;
 
 /* An empty cache. NULL and errno on failure. */
-struct unwind_cache *unwind_cache_new(void);
+struct unwind_cache *sonde__unwind_cache_new(void);
 
 /* Frees the cache and every table; NULL is fine. Tables handed out become invalid. */
-void unwind_cache_free(struct unwind_cache *c);
+void sonde__unwind_cache_free(struct unwind_cache *c);
 
 /* The table and load bias for mapping m, building the file's table on first use (through
  * /proc/PID/map_files first, which reaches deleted and replaced files, then path; either
  * must have m's inode). out->table is NULL when the file has no usable CFI or cannot be
  * read; that is remembered and not retried. The table stays valid until the cache is
  * freed. Returns false only when the cache cannot allocate. */
-bool unwind_cache_lookup(struct unwind_cache *c, const struct unwind_mapping *m,
+bool sonde__unwind_cache_lookup(struct unwind_cache *c, const struct unwind_mapping *m,
 			 struct unwind_module *out);
 
 /* Tables built so far and files that had none (for summaries). */
-void unwind_cache_counts(const struct unwind_cache *c, uint32_t *tables, uint32_t *without);
+void sonde__unwind_cache_counts(const struct unwind_cache *c, uint32_t *tables, uint32_t *without);
 
 #endif

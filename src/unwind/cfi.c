@@ -24,7 +24,7 @@ struct cfi_table {
 
 /* ---- bounded reads ---------------------------------------------------------------- */
 
-uint8_t cfi_rd_u8(struct cfi_rd *r)
+uint8_t sonde__cfi_rd_u8(struct cfi_rd *r)
 {
 	if (r->err || r->p >= r->end) {
 		r->err = true;
@@ -47,12 +47,12 @@ static uint64_t rd_fixed(struct cfi_rd *r, unsigned n)
 	return v;
 }
 
-uint64_t cfi_rd_uleb(struct cfi_rd *r)
+uint64_t sonde__cfi_rd_uleb(struct cfi_rd *r)
 {
 	uint64_t v = 0;
 
 	for (unsigned shift = 0;; shift += 7) {
-		uint8_t b = cfi_rd_u8(r);
+		uint8_t b = sonde__cfi_rd_u8(r);
 		if (r->err)
 			return 0;
 		if (shift < 64)
@@ -66,14 +66,14 @@ uint64_t cfi_rd_uleb(struct cfi_rd *r)
 	}
 }
 
-int64_t cfi_rd_sleb(struct cfi_rd *r)
+int64_t sonde__cfi_rd_sleb(struct cfi_rd *r)
 {
 	uint64_t v = 0;
 	unsigned shift = 0;
 	uint8_t b;
 
 	do {
-		b = cfi_rd_u8(r);
+		b = sonde__cfi_rd_u8(r);
 		if (r->err)
 			return 0;
 		if (shift < 64)
@@ -89,7 +89,7 @@ int64_t cfi_rd_sleb(struct cfi_rd *r)
 	return (int64_t)v;
 }
 
-bool cfi_image_read(const struct cfi_image *img, uint64_t vaddr, uint64_t *out)
+bool sonde__cfi_image_read(const struct cfi_image *img, uint64_t vaddr, uint64_t *out)
 {
 	for (unsigned i = 0; img && i < img->n_loads; i++) {
 		const struct cfi_load *l = &img->loads[i];
@@ -105,7 +105,7 @@ bool cfi_image_read(const struct cfi_image *img, uint64_t vaddr, uint64_t *out)
 	return false;
 }
 
-bool cfi_image_exec_range(const struct cfi_image *img, uint64_t lo, uint64_t hi)
+bool sonde__cfi_image_exec_range(const struct cfi_image *img, uint64_t lo, uint64_t hi)
 {
 	if (!img || !img->n_loads)
 		return true;
@@ -144,7 +144,7 @@ static bool rd_value(struct cfi_rd *r, uint8_t fmt, uint64_t *v)
 		*v = rd_fixed(r, 8);
 		break;
 	case PE_ULEB:
-		*v = cfi_rd_uleb(r);
+		*v = sonde__cfi_rd_uleb(r);
 		break;
 	case PE_UDATA2:
 		*v = rd_fixed(r, 2);
@@ -153,7 +153,7 @@ static bool rd_value(struct cfi_rd *r, uint8_t fmt, uint64_t *v)
 		*v = rd_fixed(r, 4);
 		break;
 	case PE_SLEB:
-		*v = (uint64_t)cfi_rd_sleb(r);
+		*v = (uint64_t)sonde__cfi_rd_sleb(r);
 		break;
 	case PE_SDATA2:
 		*v = (uint64_t)(int64_t)(int16_t)rd_fixed(r, 2);
@@ -167,7 +167,7 @@ static bool rd_value(struct cfi_rd *r, uint8_t fmt, uint64_t *v)
 	return !r->err;
 }
 
-bool cfi_rd_encoded(struct cfi_rd *r, const struct cfi_sec *s, uint8_t enc, uint64_t *out)
+bool sonde__cfi_rd_encoded(struct cfi_rd *r, const struct cfi_sec *s, uint8_t enc, uint64_t *out)
 {
 	uint64_t field = s->vaddr + (uint64_t)(r->p - s->buf), v;
 
@@ -196,7 +196,7 @@ bool cfi_rd_encoded(struct cfi_rd *r, const struct cfi_sec *s, uint8_t enc, uint
 	default: /* funcrel and aligned are not used in CIEs, FDEs or .eh_frame_hdr */
 		return false;
 	}
-	if ((enc & PE_INDIRECT) && !cfi_image_read(s->img, v, &v))
+	if ((enc & PE_INDIRECT) && !sonde__cfi_image_read(s->img, v, &v))
 		return false;
 	*out = v;
 	return true;
@@ -264,16 +264,16 @@ static bool parse_aug_data(struct cfi_rd *r, const struct cfi_sec *s, const char
 		uint64_t ignored;
 		switch (*a) {
 		case 'L':
-			c->lsda_enc = cfi_rd_u8(r);
+			c->lsda_enc = sonde__cfi_rd_u8(r);
 			break;
 		case 'R':
-			c->fde_enc = cfi_rd_u8(r);
+			c->fde_enc = sonde__cfi_rd_u8(r);
 			break;
 		case 'P': {
-			uint8_t enc = cfi_rd_u8(r);
+			uint8_t enc = sonde__cfi_rd_u8(r);
 			/* The personality routine is not needed to unwind; an indirect one that
 			 * points outside the image is fine, so read it without indirection. */
-			if (r->err || !cfi_rd_encoded(r, s, enc & 0x7f, &ignored))
+			if (r->err || !sonde__cfi_rd_encoded(r, s, enc & 0x7f, &ignored))
 				return false;
 			break;
 		}
@@ -290,7 +290,7 @@ static bool parse_aug_data(struct cfi_rd *r, const struct cfi_sec *s, const char
 static bool parse_cie(const struct cfi_sec *s, const struct entry *e, struct cie *c)
 {
 	struct cfi_rd r = {e->body, e->end, false};
-	uint8_t version = cfi_rd_u8(&r);
+	uint8_t version = sonde__cfi_rd_u8(&r);
 	const char *aug = (const char *)r.p;
 	size_t aug_len = strnlen(aug, (size_t)(r.end - r.p));
 
@@ -304,18 +304,18 @@ static bool parse_cie(const struct cfi_sec *s, const struct entry *e, struct cie
 	if (aug[0] && aug[0] != 'z')
 		return false; /* pre-'z' GCC augmentations ("eh") carry data we cannot size */
 	if (version == 4) {
-		uint8_t addr_size = cfi_rd_u8(&r), seg_size = cfi_rd_u8(&r);
+		uint8_t addr_size = sonde__cfi_rd_u8(&r), seg_size = sonde__cfi_rd_u8(&r);
 		if (addr_size != 8 || seg_size != 0)
 			return false;
 	}
-	c->code_align = cfi_rd_uleb(&r);
-	c->data_align = cfi_rd_sleb(&r);
-	c->ra_reg = version == 1 ? cfi_rd_u8(&r) : cfi_rd_uleb(&r);
+	c->code_align = sonde__cfi_rd_uleb(&r);
+	c->data_align = sonde__cfi_rd_sleb(&r);
+	c->ra_reg = version == 1 ? sonde__cfi_rd_u8(&r) : sonde__cfi_rd_uleb(&r);
 	if (r.err || c->ra_reg >= UREG_COUNT || c->code_align == 0 || c->code_align > 0xffff ||
 	    c->data_align < -0xffff || c->data_align > 0xffff)
 		return false;
 	if (aug[0] == 'z') {
-		uint64_t n = cfi_rd_uleb(&r);
+		uint64_t n = sonde__cfi_rd_uleb(&r);
 		if (r.err || n > (uint64_t)(r.end - r.p))
 			return false;
 		struct cfi_rd ar = {r.p, r.p + n, false};
@@ -345,7 +345,7 @@ static bool parse_fde(const struct cfi_sec *s, size_t off, struct cie *c, struct
 
 	struct cfi_rd r = {e.body, e.end, false};
 	uint64_t range;
-	if (!cfi_rd_encoded(&r, s, c->fde_enc, &f->pc_begin))
+	if (!sonde__cfi_rd_encoded(&r, s, c->fde_enc, &f->pc_begin))
 		return false;
 	/* The range is a length: same format, no base applied. */
 	if (!rd_value(&r, c->fde_enc & 0x0f, &range))
@@ -354,7 +354,7 @@ static bool parse_fde(const struct cfi_sec *s, size_t off, struct cie *c, struct
 	if (f->pc_end < f->pc_begin || range == 0)
 		return false;
 	if (c->aug_z) {
-		uint64_t n = cfi_rd_uleb(&r);
+		uint64_t n = sonde__cfi_rd_uleb(&r);
 		if (r.err || n > (uint64_t)(r.end - r.p))
 			return false;
 		r.p += n;
@@ -364,7 +364,7 @@ static bool parse_fde(const struct cfi_sec *s, size_t off, struct cie *c, struct
 	return true;
 }
 
-bool cfi_fde_range(const struct cfi_sec *s, size_t off, uint64_t *pc_begin, uint64_t *pc_end)
+bool sonde__cfi_fde_range(const struct cfi_sec *s, size_t off, uint64_t *pc_begin, uint64_t *pc_end)
 {
 	struct cie c;
 	struct fde f;
@@ -376,7 +376,7 @@ bool cfi_fde_range(const struct cfi_sec *s, size_t off, uint64_t *pc_begin, uint
 	return true;
 }
 
-int cfi_fde_list_add(struct cfi_fde_list *l, const struct cfi_fde_ref *f)
+int sonde__cfi_fde_list_add(struct cfi_fde_list *l, const struct cfi_fde_ref *f)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 256;
@@ -390,7 +390,7 @@ int cfi_fde_list_add(struct cfi_fde_list *l, const struct cfi_fde_ref *f)
 	return 0;
 }
 
-int cfi_scan_fdes(const struct cfi_sec *s, uint8_t src, struct cfi_fde_list *l, uint32_t *bad)
+int sonde__cfi_scan_fdes(const struct cfi_sec *s, uint8_t src, struct cfi_fde_list *l, uint32_t *bad)
 {
 	size_t off = 0;
 	struct entry e;
@@ -401,8 +401,8 @@ int cfi_scan_fdes(const struct cfi_sec *s, uint8_t src, struct cfi_fde_list *l, 
 		if (off > UINT32_MAX)
 			break;
 		if (!e.is_cie) {
-			if (cfi_fde_range(s, off, &f.pc_begin, &f.pc_end)) {
-				if (cfi_fde_list_add(l, &f) < 0)
+			if (sonde__cfi_fde_range(s, off, &f.pc_begin, &f.pc_end)) {
+				if (sonde__cfi_fde_list_add(l, &f) < 0)
 					return -ENOMEM;
 			} else {
 				(*bad)++;
@@ -473,13 +473,13 @@ enum {
 static void parse_cfa_expr(const uint8_t *p, size_t n, struct cfa *cfa)
 {
 	struct cfi_rd r = {p, p + n, false};
-	uint8_t op = cfi_rd_u8(&r);
+	uint8_t op = sonde__cfi_rd_u8(&r);
 	int64_t off;
 
 	cfa->kind = CFI_CFA_UNSUPPORTED;
 	if (op < OP_BREG0 || op > OP_BREG0 + UREG_RIP)
 		return;
-	off = cfi_rd_sleb(&r);
+	off = sonde__cfi_rd_sleb(&r);
 	if (r.err || off < INT32_MIN || off > INT32_MAX)
 		return;
 	size_t rest = (size_t)(r.end - r.p);
@@ -501,9 +501,9 @@ static struct rule parse_reg_expr(const uint8_t *p, size_t n)
 	struct cfi_rd r = {p, p + n, false};
 	struct rule ru = {CFI_RULE_UNSUPPORTED, 0};
 
-	if (cfi_rd_u8(&r) != OP_BREG0 + UREG_RSP)
+	if (sonde__cfi_rd_u8(&r) != OP_BREG0 + UREG_RSP)
 		return ru;
-	int64_t k = cfi_rd_sleb(&r);
+	int64_t k = sonde__cfi_rd_sleb(&r);
 	if (!r.err && r.p == r.end && k > -(1 << 20) && k < (1 << 20))
 		ru = (struct rule){CFI_RULE_AT_RSP, k};
 	return ru;
@@ -624,7 +624,7 @@ static void set_cfa(struct interp *in, uint64_t reg, int64_t off, bool ok)
 
 static bool rd_block(struct cfi_rd *r, const uint8_t **p, size_t *n)
 {
-	uint64_t len = cfi_rd_uleb(r);
+	uint64_t len = sonde__cfi_rd_uleb(r);
 
 	if (r->err || len > (uint64_t)(r->end - r->p))
 		return false;
@@ -644,11 +644,11 @@ static bool run_extended(struct interp *in, struct cfi_rd *r, uint8_t op)
 	size_t n;
 
 	if (op != 0x0e && op != 0x13 && op != 0x0f && op != 0x2e)
-		reg = cfi_rd_uleb(r);
+		reg = sonde__cfi_rd_uleb(r);
 	switch (op) {
 	case 0x05: /* offset_extended */
 		set_rule(in, reg, CFI_RULE_OFFSET,
-			 factored((int64_t)(cfi_rd_uleb(r) & INT64_MAX), c->data_align, &ok), ok);
+			 factored((int64_t)(sonde__cfi_rd_uleb(r) & INT64_MAX), c->data_align, &ok), ok);
 		break;
 	case 0x06: /* restore_extended */
 		if (reg < UREG_COUNT)
@@ -661,17 +661,17 @@ static bool run_extended(struct interp *in, struct cfi_rd *r, uint8_t op)
 		set_rule(in, reg, CFI_RULE_SAME, 0, true);
 		break;
 	case 0x09: /* register */
-		a = cfi_rd_uleb(r);
+		a = sonde__cfi_rd_uleb(r);
 		set_rule(in, reg, CFI_RULE_REGISTER, (int64_t)(a & 0xffff), a < UREG_COUNT);
 		break;
 	case 0x0c: /* def_cfa */
-		set_cfa(in, reg, (int64_t)(cfi_rd_uleb(r) & INT64_MAX), true);
+		set_cfa(in, reg, (int64_t)(sonde__cfi_rd_uleb(r) & INT64_MAX), true);
 		break;
 	case 0x0d: /* def_cfa_register: keeps the offset */
 		set_cfa(in, reg, in->cur.cfa.off, in->cur.cfa.kind == CFI_CFA_REG);
 		break;
 	case 0x0e: /* def_cfa_offset */
-		a = cfi_rd_uleb(r);
+		a = sonde__cfi_rd_uleb(r);
 		set_cfa(in, in->cur.cfa.reg, (int64_t)(a & INT64_MAX),
 			in->cur.cfa.kind == CFI_CFA_REG);
 		break;
@@ -689,29 +689,29 @@ static bool run_extended(struct interp *in, struct cfi_rd *r, uint8_t op)
 						      : (struct rule){CFI_RULE_UNSUPPORTED, 0};
 		break;
 	case 0x11: /* offset_extended_sf */
-		set_rule(in, reg, CFI_RULE_OFFSET, factored(cfi_rd_sleb(r), c->data_align, &ok),
+		set_rule(in, reg, CFI_RULE_OFFSET, factored(sonde__cfi_rd_sleb(r), c->data_align, &ok),
 			 ok);
 		break;
 	case 0x12: /* def_cfa_sf */
-		set_cfa(in, reg, factored(cfi_rd_sleb(r), c->data_align, &ok), ok);
+		set_cfa(in, reg, factored(sonde__cfi_rd_sleb(r), c->data_align, &ok), ok);
 		break;
 	case 0x13: /* def_cfa_offset_sf */
-		a = (uint64_t)factored(cfi_rd_sleb(r), c->data_align, &ok);
+		a = (uint64_t)factored(sonde__cfi_rd_sleb(r), c->data_align, &ok);
 		set_cfa(in, in->cur.cfa.reg, (int64_t)a, ok && in->cur.cfa.kind == CFI_CFA_REG);
 		break;
 	case 0x14: /* val_offset */
 		set_rule(in, reg, CFI_RULE_VAL_OFFSET,
-			 factored((int64_t)(cfi_rd_uleb(r) & INT64_MAX), c->data_align, &ok), ok);
+			 factored((int64_t)(sonde__cfi_rd_uleb(r) & INT64_MAX), c->data_align, &ok), ok);
 		break;
 	case 0x15: /* val_offset_sf */
-		set_rule(in, reg, CFI_RULE_VAL_OFFSET, factored(cfi_rd_sleb(r), c->data_align, &ok),
+		set_rule(in, reg, CFI_RULE_VAL_OFFSET, factored(sonde__cfi_rd_sleb(r), c->data_align, &ok),
 			 ok);
 		break;
 	case 0x2e: /* GNU_args_size: only matters to exception handling */
-		cfi_rd_uleb(r);
+		sonde__cfi_rd_uleb(r);
 		break;
 	case 0x2f: /* GNU_negative_offset_extended */
-		a = cfi_rd_uleb(r) & INT64_MAX;
+		a = sonde__cfi_rd_uleb(r) & INT64_MAX;
 		set_rule(in, reg, CFI_RULE_OFFSET, -factored((int64_t)a, c->data_align, &ok), ok);
 		break;
 	default:
@@ -726,14 +726,14 @@ static bool run_program(struct interp *in, const uint8_t *p, const uint8_t *end)
 	uint64_t a;
 
 	while (r.p < r.end && !r.err) {
-		uint8_t op = cfi_rd_u8(&r);
+		uint8_t op = sonde__cfi_rd_u8(&r);
 		switch (op >> 6) {
 		case 1: /* advance_loc */
 			advance_to(in, in->loc + (op & 0x3f) * in->c->code_align);
 			continue;
 		case 2: { /* offset */
 			bool ok = true;
-			int64_t off = factored((int64_t)(cfi_rd_uleb(&r) & INT64_MAX),
+			int64_t off = factored((int64_t)(sonde__cfi_rd_uleb(&r) & INT64_MAX),
 					       in->c->data_align, &ok);
 			set_rule(in, op & 0x3f, CFI_RULE_OFFSET, off, ok);
 			continue;
@@ -747,7 +747,7 @@ static bool run_program(struct interp *in, const uint8_t *p, const uint8_t *end)
 		case 0x00: /* nop */
 			break;
 		case 0x01: /* set_loc */
-			if (!cfi_rd_encoded(&r, in->s, in->c->fde_enc, &a) || a < in->loc)
+			if (!sonde__cfi_rd_encoded(&r, in->s, in->c->fde_enc, &a) || a < in->loc)
 				return false;
 			advance_to(in, a);
 			break;
@@ -828,7 +828,7 @@ static int fde_cmp(const void *pa, const void *pb)
 	return a->off < b->off ? -1 : a->off > b->off;
 }
 
-struct cfi_table *cfi_table_build(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
+struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
 				  uint32_t bad_before, const struct cfi_image *img)
 {
 	struct cfi_table *t = calloc(1, sizeof(*t));
@@ -843,7 +843,7 @@ struct cfi_table *cfi_table_build(const struct cfi_sec *secs, unsigned n, struct
 		qsort(l->v, l->n, sizeof(*l->v), fde_cmp);
 	for (size_t i = 0; i < l->n && !b.oom; i++) {
 		const struct cfi_fde_ref *f = &l->v[i];
-		if (f->src >= n || !cfi_image_exec_range(img, f->pc_begin, f->pc_end)) {
+		if (f->src >= n || !sonde__cfi_image_exec_range(img, f->pc_begin, f->pc_end)) {
 			t->stats.out_of_range++;
 			continue;
 		}
@@ -879,7 +879,7 @@ struct cfi_table *cfi_table_build(const struct cfi_sec *secs, unsigned n, struct
 	return t;
 }
 
-struct cfi_table *cfi_table_from_section(const void *buf, size_t len, uint64_t vaddr,
+struct cfi_table *sonde__cfi_table_from_section(const void *buf, size_t len, uint64_t vaddr,
 					 bool is_debug_frame)
 {
 	struct cfi_sec s = {.buf = buf, .len = len, .vaddr = vaddr, .debug_frame = is_debug_frame};
@@ -891,10 +891,10 @@ struct cfi_table *cfi_table_from_section(const void *buf, size_t len, uint64_t v
 		errno = EINVAL;
 		return NULL;
 	}
-	if (cfi_scan_fdes(&s, 0, &l, &bad) < 0)
+	if (sonde__cfi_scan_fdes(&s, 0, &l, &bad) < 0)
 		errno = ENOMEM;
 	else
-		t = cfi_table_build(&s, 1, &l, bad, NULL);
+		t = sonde__cfi_table_build(&s, 1, &l, bad, NULL);
 	if (t)
 		t->stats.used_eh_frame = !is_debug_frame,
 		t->stats.used_debug_frame = is_debug_frame;
@@ -902,7 +902,7 @@ struct cfi_table *cfi_table_from_section(const void *buf, size_t len, uint64_t v
 	return t;
 }
 
-void cfi_table_free(struct cfi_table *t)
+void sonde__cfi_table_free(struct cfi_table *t)
 {
 	if (!t)
 		return;
@@ -910,7 +910,7 @@ void cfi_table_free(struct cfi_table *t)
 	free(t);
 }
 
-const struct cfi_row *cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr)
+const struct cfi_row *sonde__cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr)
 {
 	size_t lo = 0, hi;
 
@@ -931,27 +931,27 @@ const struct cfi_row *cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr
 	return &rows[lo];
 }
 
-uint64_t cfi_table_base(const struct cfi_table *t)
+uint64_t sonde__cfi_table_base(const struct cfi_table *t)
 {
 	return t->base;
 }
 
-size_t cfi_table_rows(const struct cfi_table *t)
+size_t sonde__cfi_table_rows(const struct cfi_table *t)
 {
 	return t->n;
 }
 
-const struct cfi_row *cfi_table_row(const struct cfi_table *t, size_t i)
+const struct cfi_row *sonde__cfi_table_row(const struct cfi_table *t, size_t i)
 {
 	return i < t->n ? &t->rows[i] : NULL;
 }
 
-const struct cfi_table_stats *cfi_table_stats(const struct cfi_table *t)
+const struct cfi_table_stats *sonde__cfi_table_stats(const struct cfi_table *t)
 {
 	return &t->stats;
 }
 
-struct cfi_table_stats *cfi_table_stats_mut(struct cfi_table *t)
+struct cfi_table_stats *sonde__cfi_table_stats_mut(struct cfi_table *t)
 {
 	return &t->stats;
 }

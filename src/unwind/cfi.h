@@ -81,26 +81,26 @@ struct cfi_table;
  * separate debug file with the same layout (e.g. found by build-id). .eh_frame wins where
  * both cover a pc. The buffers are only read during the call. Returns NULL and sets errno
  * (ENOENT: no CFI at all, EINVAL: not an x86-64 ELF, ENOMEM) on failure. */
-struct cfi_table *cfi_table_from_elf(const void *image, size_t len, const void *debug,
+struct cfi_table *sonde__cfi_table_from_elf(const void *image, size_t len, const void *debug,
 				     size_t debug_len);
 
 /* Builds a table from raw .eh_frame bytes that are loaded at vaddr (for tests and
  * fuzzing); is_debug_frame selects the .debug_frame flavour. NULL and errno on failure. */
-struct cfi_table *cfi_table_from_section(const void *buf, size_t len, uint64_t vaddr,
+struct cfi_table *sonde__cfi_table_from_section(const void *buf, size_t len, uint64_t vaddr,
 					 bool is_debug_frame);
 
 /* Frees a table; NULL is fine. */
-void cfi_table_free(struct cfi_table *t);
+void sonde__cfi_table_free(struct cfi_table *t);
 
 /* The row covering ELF virtual address vaddr, or NULL when no CFI covers it. O(log n), no
  * allocation; the pointer stays valid until the table is freed. */
-const struct cfi_row *cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr);
+const struct cfi_row *sonde__cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr);
 
 /* The table's base address (rows' pcs are relative to it), its row count and row i
  * (for tests and diagnostics), and its build statistics. */
-uint64_t cfi_table_base(const struct cfi_table *t);
-size_t cfi_table_rows(const struct cfi_table *t);
-const struct cfi_row *cfi_table_row(const struct cfi_table *t, size_t i);
-const struct cfi_table_stats *cfi_table_stats(const struct cfi_table *t);
+uint64_t sonde__cfi_table_base(const struct cfi_table *t);
+size_t sonde__cfi_table_rows(const struct cfi_table *t);
+const struct cfi_row *sonde__cfi_table_row(const struct cfi_table *t, size_t i);
+const struct cfi_table_stats *sonde__cfi_table_stats(const struct cfi_table *t);
 
 #endif

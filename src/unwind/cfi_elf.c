@@ -1,7 +1,7 @@
 /* The ELF front end of the CFI table builder: finds .eh_frame (through .eh_frame_hdr when it
  * is valid, or PT_GNU_EH_FRAME when the image has no section headers, as images read from
  * memory may not), .debug_frame of the image and of a separate debug file, and hands the
- * FDEs to cfi_table_build. libelf locates sections; the CFI bytes are parsed in cfi.c. */
+ * FDEs to sonde__cfi_table_build. libelf locates sections; the CFI bytes are parsed in cfi.c. */
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -152,11 +152,11 @@ static void sections_from_phdrs(struct elf_in *in)
 	h->data_base = h->vaddr;
 	h->img = &in->img;
 	struct cfi_rd r = {h->buf, h->buf + h->len, false};
-	if (cfi_rd_u8(&r) != 1)
+	if (sonde__cfi_rd_u8(&r) != 1)
 		return;
-	uint8_t enc = cfi_rd_u8(&r);
+	uint8_t enc = sonde__cfi_rd_u8(&r);
 	r.p += 2;
-	if (r.p > r.end || !cfi_rd_encoded(&r, h, enc, &eh_ptr))
+	if (r.p > r.end || !sonde__cfi_rd_encoded(&r, h, enc, &eh_ptr))
 		return;
 	if (image_span(&in->img, eh_ptr, &in->eh.buf, &in->eh.len)) {
 		in->eh.vaddr = eh_ptr;
@@ -197,30 +197,30 @@ static int hdr_fdes(const struct cfi_sec *h, const struct cfi_sec *eh, struct cf
 	if (!h->buf || !eh->buf)
 		return 1;
 	r = (struct cfi_rd){h->buf, h->buf + h->len, false};
-	if (cfi_rd_u8(&r) != 1)
+	if (sonde__cfi_rd_u8(&r) != 1)
 		return 1;
-	uint8_t ptr_enc = cfi_rd_u8(&r), count_enc = cfi_rd_u8(&r), table_enc = cfi_rd_u8(&r);
+	uint8_t ptr_enc = sonde__cfi_rd_u8(&r), count_enc = sonde__cfi_rd_u8(&r), table_enc = sonde__cfi_rd_u8(&r);
 	unsigned sz = table_entry_size(table_enc);
 	if (r.err || !sz || table_enc == 0xff || count_enc == 0xff ||
-	    !cfi_rd_encoded(&r, h, ptr_enc, &eh_ptr) || eh_ptr != eh->vaddr ||
-	    !cfi_rd_encoded(&r, h, count_enc, &count) || count > (uint64_t)(r.end - r.p) / (2 * sz))
+	    !sonde__cfi_rd_encoded(&r, h, ptr_enc, &eh_ptr) || eh_ptr != eh->vaddr ||
+	    !sonde__cfi_rd_encoded(&r, h, count_enc, &count) || count > (uint64_t)(r.end - r.p) / (2 * sz))
 		return 1;
 	for (uint64_t i = 0; i < count; i++) {
 		struct cfi_fde_ref f = {.src = 0};
 		uint64_t init, addr, b, e;
-		if (!cfi_rd_encoded(&r, h, table_enc, &init) ||
-		    !cfi_rd_encoded(&r, h, table_enc, &addr) || init < prev || addr < eh->vaddr ||
+		if (!sonde__cfi_rd_encoded(&r, h, table_enc, &init) ||
+		    !sonde__cfi_rd_encoded(&r, h, table_enc, &addr) || init < prev || addr < eh->vaddr ||
 		    addr - eh->vaddr >= eh->len)
 			goto invalid;
 		prev = init;
 		f.off = (uint32_t)(addr - eh->vaddr);
-		if (!cfi_fde_range(eh, f.off, &b, &e) || b != init) {
+		if (!sonde__cfi_fde_range(eh, f.off, &b, &e) || b != init) {
 			(*bad)++;
 			continue;
 		}
 		f.pc_begin = b;
 		f.pc_end = e;
-		if (cfi_fde_list_add(l, &f) < 0)
+		if (sonde__cfi_fde_list_add(l, &f) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -230,7 +230,7 @@ invalid:
 	return 1;
 }
 
-struct cfi_table *cfi_table_from_elf(const void *image, size_t len, const void *debug,
+struct cfi_table *sonde__cfi_table_from_elf(const void *image, size_t len, const void *debug,
 				     size_t debug_len)
 {
 	struct elf_in in, dbg;
@@ -252,18 +252,18 @@ struct cfi_table *cfi_table_from_elf(const void *image, size_t len, const void *
 	struct cfi_sec secs[3] = {in.eh, in.dbg, dbg.dbg};
 	hdr_rc = hdr_fdes(&in.hdr, &in.eh, &l, &bad);
 	if (hdr_rc > 0 && in.eh.buf)
-		hdr_rc = cfi_scan_fdes(&in.eh, 0, &l, &bad) < 0 ? -ENOMEM : 1;
-	if (hdr_rc < 0 || (in.dbg.buf && cfi_scan_fdes(&in.dbg, 1, &l, &bad) < 0) ||
-	    (dbg.dbg.buf && cfi_scan_fdes(&dbg.dbg, 2, &l, &bad) < 0)) {
+		hdr_rc = sonde__cfi_scan_fdes(&in.eh, 0, &l, &bad) < 0 ? -ENOMEM : 1;
+	if (hdr_rc < 0 || (in.dbg.buf && sonde__cfi_scan_fdes(&in.dbg, 1, &l, &bad) < 0) ||
+	    (dbg.dbg.buf && sonde__cfi_scan_fdes(&dbg.dbg, 2, &l, &bad) < 0)) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	t = cfi_table_build(secs, 3, &l, bad, &in.img);
+	t = sonde__cfi_table_build(secs, 3, &l, bad, &in.img);
 	if (!t) {
 		rc = -errno;
 		goto out;
 	}
-	struct cfi_table_stats *st = cfi_table_stats_mut(t);
+	struct cfi_table_stats *st = sonde__cfi_table_stats_mut(t);
 	st->used_hdr = hdr_rc == 0;
 	st->used_eh_frame = in.eh.buf != NULL;
 	st->used_debug_frame = in.dbg.buf || dbg.dbg.buf;

@@ -40,17 +40,17 @@ struct cfi_sec {
 	const struct cfi_image *img; /* may be NULL */
 };
 
-uint8_t cfi_rd_u8(struct cfi_rd *r);
-uint64_t cfi_rd_uleb(struct cfi_rd *r);
-int64_t cfi_rd_sleb(struct cfi_rd *r);
+uint8_t sonde__cfi_rd_u8(struct cfi_rd *r);
+uint64_t sonde__cfi_rd_uleb(struct cfi_rd *r);
+int64_t sonde__cfi_rd_sleb(struct cfi_rd *r);
 /* Reads a pointer in DW_EH_PE encoding enc; false when the encoding is invalid or
  * unsupported, the bytes run out, or an indirect pointer cannot be resolved. */
-bool cfi_rd_encoded(struct cfi_rd *r, const struct cfi_sec *s, uint8_t enc, uint64_t *out);
+bool sonde__cfi_rd_encoded(struct cfi_rd *r, const struct cfi_sec *s, uint8_t enc, uint64_t *out);
 /* Reads 8 bytes at virtual address vaddr of the image; false when not in a file-backed
  * part of a loadable segment. */
-bool cfi_image_read(const struct cfi_image *img, uint64_t vaddr, uint64_t *out);
+bool sonde__cfi_image_read(const struct cfi_image *img, uint64_t vaddr, uint64_t *out);
 /* True when [lo, hi) lies inside one executable segment (or the image has no segments). */
-bool cfi_image_exec_range(const struct cfi_image *img, uint64_t lo, uint64_t hi);
+bool sonde__cfi_image_exec_range(const struct cfi_image *img, uint64_t lo, uint64_t hi);
 
 /* An FDE located in a section: where its code starts and ends, where it is. */
 struct cfi_fde_ref {
@@ -60,23 +60,23 @@ struct cfi_fde_ref {
 };
 
 /* Parses the FDE at offset off of s (with its CIE); fills pc range. False when malformed. */
-bool cfi_fde_range(const struct cfi_sec *s, size_t off, uint64_t *pc_begin, uint64_t *pc_end);
+bool sonde__cfi_fde_range(const struct cfi_sec *s, size_t off, uint64_t *pc_begin, uint64_t *pc_end);
 
 /* Growable list of FDE references; returns -ENOMEM on allocation failure. */
 struct cfi_fde_list {
 	struct cfi_fde_ref *v;
 	size_t n, cap;
 };
-int cfi_fde_list_add(struct cfi_fde_list *l, const struct cfi_fde_ref *f);
+int sonde__cfi_fde_list_add(struct cfi_fde_list *l, const struct cfi_fde_ref *f);
 
 /* Appends every FDE of s (scanning entry by entry) to l; counts malformed ones in *bad. */
-int cfi_scan_fdes(const struct cfi_sec *s, uint8_t src, struct cfi_fde_list *l, uint32_t *bad);
+int sonde__cfi_scan_fdes(const struct cfi_sec *s, uint8_t src, struct cfi_fde_list *l, uint32_t *bad);
 
 /* Builds a table from sections secs[0..n) and the FDE list (any order; lower src wins on
  * overlap). Consumes nothing; NULL and errno on failure. */
 struct cfi_table;
-struct cfi_table *cfi_table_build(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
+struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
 				  uint32_t bad_before, const struct cfi_image *img);
-struct cfi_table_stats *cfi_table_stats_mut(struct cfi_table *t);
+struct cfi_table_stats *sonde__cfi_table_stats_mut(struct cfi_table *t);
 
 #endif

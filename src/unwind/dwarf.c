@@ -40,14 +40,14 @@ static const char *const fallback_names[UNWIND_FB_COUNT] = {
 
 _Static_assert(UNWIND_FB_COUNT == SONDE_UNWIND_FALLBACKS, "the summary has one slot per reason");
 
-const char *unwind_fallback_name(enum unwind_fallback r)
+const char *sonde__unwind_fallback_name(enum unwind_fallback r)
 {
 	return (unsigned)r < UNWIND_FB_COUNT ? fallback_names[r] : "unknown";
 }
 
 const char *sonde_unwind_fallback_name(unsigned i)
 {
-	return unwind_fallback_name((enum unwind_fallback)i);
+	return sonde__unwind_fallback_name((enum unwind_fallback)i);
 }
 
 /* Reading stack memory: beyond the end of the copy means the window was too small;
@@ -197,7 +197,7 @@ static enum step_result fp_step(struct frame *f, const struct unwind_stack *s,
 
 	memcpy(regs.r, f->r, sizeof(regs.r));
 	regs.valid = f->valid;
-	if (unwind_fp(&regs, s, fp_plausible, &check, pcs, 2, &end) == 2 &&
+	if (sonde__unwind_fp(&regs, s, fp_plausible, &check, pcs, 2, &end) == 2 &&
 	    unwind_stack_read(s, f->r[UREG_RBP], &saved_rbp)) {
 		f->valid &= BIT(UREG_RSP) | BIT(UREG_RIP) | BIT(UREG_RBP);
 		f->r[UREG_RSP] = f->r[UREG_RBP] + 16;
@@ -227,7 +227,7 @@ static const struct cfi_row *find_row(const struct frame *f, unwind_find_module_
 		*why = UNWIND_FB_NO_CFI;
 		return NULL;
 	}
-	row = cfi_table_lookup(m.table, pc - m.bias);
+	row = sonde__cfi_table_lookup(m.table, pc - m.bias);
 	if (!row)
 		*why = UNWIND_FB_NO_ROW;
 	return row;
@@ -280,7 +280,7 @@ static enum step_result step(struct frame *f, const struct unwind_stack *s,
 	return STEP_OK;
 }
 
-enum unwind_end unwind_dwarf(const struct unwind_regs *regs, const struct unwind_stack *stack,
+enum unwind_end sonde__unwind_dwarf(const struct unwind_regs *regs, const struct unwind_stack *stack,
 			     unwind_find_module_fn find, void *ctx, uint64_t *frames, size_t max,
 			     size_t *n, struct unwind_stats *stats)
 {

@@ -47,7 +47,7 @@ enum unwind_fallback {
 
 /* Counters a caller accumulates over many stacks (never reset by the unwinder). */
 struct unwind_stats {
-	uint64_t stacks;		     /* unwind_dwarf calls */
+	uint64_t stacks;		     /* sonde__unwind_dwarf calls */
 	uint64_t frames;		     /* frames written */
 	uint64_t cfi_steps;		     /* frames reached through CFI */
 	uint64_t fp_steps;		     /* frames reached through frame pointers */
@@ -56,7 +56,7 @@ struct unwind_stats {
 };
 
 /* Name of a fallback reason, for summaries ("no-module", "no-cfi", ...). */
-const char *unwind_fallback_name(enum unwind_fallback r);
+const char *sonde__unwind_fallback_name(enum unwind_fallback r);
 
 /* Unwinds one stack into frames[0..max) (max is capped at UNWIND_MAX_FRAMES), setting *n.
  * Returns why the walk ended: COMPLETE when the outermost frame was reached (its return
@@ -64,7 +64,7 @@ const char *unwind_fallback_name(enum unwind_fallback r);
  * COPY_WINDOW when the next frame's data lies beyond the copied stack (the stack is
  * truncated, not complete); MAX_FRAMES when frames are full and the stack goes on; ERROR
  * when neither CFI nor frame pointers can find a sane caller. stats may be NULL. */
-enum unwind_end unwind_dwarf(const struct unwind_regs *regs, const struct unwind_stack *stack,
+enum unwind_end sonde__unwind_dwarf(const struct unwind_regs *regs, const struct unwind_stack *stack,
 			     unwind_find_module_fn find, void *ctx, uint64_t *frames, size_t max,
 			     size_t *n, struct unwind_stats *stats);
 

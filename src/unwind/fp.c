@@ -1,6 +1,6 @@
 #include "unwind/fp.h"
 
-size_t unwind_fp(const struct unwind_regs *regs, const struct unwind_stack *stack,
+size_t sonde__unwind_fp(const struct unwind_regs *regs, const struct unwind_stack *stack,
 		 unwind_pc_check_fn check, void *ctx, uint64_t *pcs, size_t max,
 		 enum unwind_end *end)
 {

@@ -21,7 +21,7 @@ typedef bool (*unwind_pc_check_fn)(void *ctx, uint64_t pc);
  * sampled pc; each caller frame receives its return address minus one, so that it falls
  * inside the call instruction. At most max frames (max <= UNWIND_MAX_FRAMES is usual).
  * Returns the number of frames and sets *end to why the walk stopped. */
-size_t unwind_fp(const struct unwind_regs *regs, const struct unwind_stack *stack,
+size_t sonde__unwind_fp(const struct unwind_regs *regs, const struct unwind_stack *stack,
 		 unwind_pc_check_fn check, void *ctx, uint64_t *pcs, size_t max,
 		 enum unwind_end *end);
 

@@ -23,32 +23,32 @@ struct unwind_maps {
 	struct unwind_cache *cache;
 };
 
-struct unwind_maps *unwind_maps_new(pid_t pid)
+struct unwind_maps *sonde__unwind_maps_new(pid_t pid)
 {
 	struct unwind_maps *m = calloc(1, sizeof(*m));
 
 	if (!m)
 		return NULL;
 	m->pid = pid;
-	if (!(m->cache = unwind_cache_new())) {
+	if (!(m->cache = sonde__unwind_cache_new())) {
 		free(m);
 		return NULL;
 	}
 	return m;
 }
 
-void unwind_maps_free(struct unwind_maps *m)
+void sonde__unwind_maps_free(struct unwind_maps *m)
 {
 	if (!m)
 		return;
 	for (size_t i = 0; i < m->n; i++)
 		free((char *)m->v[i].m.path);
 	free(m->v);
-	unwind_cache_free(m->cache);
+	sonde__unwind_cache_free(m->cache);
 	free(m);
 }
 
-int unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
+int sonde__unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
 		    uint64_t dev, uint64_t inode, const char *path)
 {
 	struct map e = {.m = {.pid = m->pid,
@@ -79,7 +79,7 @@ int unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, uint64_
 	return 0;
 }
 
-bool unwind_maps_find(void *ctx, uint64_t pc, struct unwind_module *out)
+bool sonde__unwind_maps_find(void *ctx, uint64_t pc, struct unwind_module *out)
 {
 	struct unwind_maps *m = ctx;
 	size_t lo = 0, hi = m->n;
@@ -95,12 +95,12 @@ bool unwind_maps_find(void *ctx, uint64_t pc, struct unwind_module *out)
 		return false;
 	struct map *e = &m->v[lo - 1];
 	if (!e->resolved)
-		e->resolved = unwind_cache_lookup(m->cache, &e->m, &e->mod);
+		e->resolved = sonde__unwind_cache_lookup(m->cache, &e->m, &e->mod);
 	*out = e->mod;
 	return true;
 }
 
-int unwind_maps_load_pid(struct unwind_maps *m, pid_t pid)
+int sonde__unwind_maps_load_pid(struct unwind_maps *m, pid_t pid)
 {
 	char path[64], line[4096];
 	FILE *f;
@@ -122,7 +122,7 @@ int unwind_maps_load_pid(struct unwind_maps *m, pid_t pid)
 		p[strcspn(p, "\n")] = 0;
 		if (p[0] != '/' && strcmp(p, "[vdso]"))
 			continue; /* anonymous code and [vsyscall] have no CFI */
-		rc = unwind_maps_add(m, start, end, off, makedev(maj, min), inode, p);
+		rc = sonde__unwind_maps_add(m, start, end, off, makedev(maj, min), inode, p);
 		added += rc >= 0;
 	}
 	fclose(f);

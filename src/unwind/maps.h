@@ -1,9 +1,9 @@
 /* The executable mappings of one process, each with a CFI table built lazily the first
  * time a pc in it is unwound. Internal to libsonde.
  *
- * Call order: unwind_maps_new, then unwind_maps_add (or unwind_maps_load_pid) for each
- * mapping, then any number of unwind_dwarf calls with unwind_maps_find as the module
- * lookup and the maps as its context, then unwind_maps_free. Not thread-safe.
+ * Call order: sonde__unwind_maps_new, then sonde__unwind_maps_add (or sonde__unwind_maps_load_pid) for each
+ * mapping, then any number of sonde__unwind_dwarf calls with sonde__unwind_maps_find as the module
+ * lookup and the maps as its context, then sonde__unwind_maps_free. Not thread-safe.
  */
 #ifndef SONDE_UNWIND_MAPS_H
 #define SONDE_UNWIND_MAPS_H
@@ -18,23 +18,23 @@ struct unwind_maps;
 
 /* An empty set of mappings; pid (0 when none) selects /proc/PID/map_files/ to open files,
  * which reaches deleted or replaced binaries. NULL and errno on failure. */
-struct unwind_maps *unwind_maps_new(pid_t pid);
+struct unwind_maps *sonde__unwind_maps_new(pid_t pid);
 
 /* Adds the executable mapping [start, end) of file offset pgoff of the file (dev, inode)
  * at path ("[vdso]": the vDSO, read from the process's memory). Its table is built on first
  * use (unwind/cache.h). Returns 0 or -errno. */
-int unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
+int sonde__unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
 		    uint64_t dev, uint64_t inode, const char *path);
 
 /* Adds every executable mapping of process pid from /proc/PID/maps (files and the vDSO).
  * Returns the number added or -errno. */
-int unwind_maps_load_pid(struct unwind_maps *m, pid_t pid);
+int sonde__unwind_maps_load_pid(struct unwind_maps *m, pid_t pid);
 
 /* unwind_find_module_fn over the maps (ctx is the struct unwind_maps *). Builds the
  * mapping's table on first use; a mapping whose table cannot be built reports no CFI. */
-bool unwind_maps_find(void *ctx, uint64_t pc, struct unwind_module *out);
+bool sonde__unwind_maps_find(void *ctx, uint64_t pc, struct unwind_module *out);
 
 /* Frees the maps and their tables; NULL is fine. */
-void unwind_maps_free(struct unwind_maps *m);
+void sonde__unwind_maps_free(struct unwind_maps *m);
 
 #endif

@@ -190,7 +190,7 @@ static int check_test_event(const struct pb_field *te, int n, size_t big, int *s
 	size_t str_len = 0, payload = 0;
 	int64_t s = -1;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == CT_TEST_STR && f.wire == PB_LEN) {
 			str = f.ptr;
 			str_len = f.len;
@@ -199,7 +199,7 @@ static int check_test_event(const struct pb_field *te, int n, size_t big, int *s
 		} else if (f.num == 5 && f.wire == PB_LEN) {
 			struct pb_reader pr = pb_sub(&f);
 			struct pb_field g;
-			if (pb_next(&pr, &g) != 1 || g.num != 1 || g.wire != PB_LEN)
+			if (sonde__pb_next(&pr, &g) != 1 || g.num != 1 || g.wire != PB_LEN)
 				FAIL("packet %lld: malformed nested payload", (long long)s);
 			for (size_t i = 0; i < g.len; i++)
 				if (g.ptr[i] != (uint8_t)((i % (1 << 20)) * 7))
@@ -232,7 +232,7 @@ int client_count_test_packets(const void *trace, size_t len, int n, size_t big)
 		struct pb_reader pr = pb_reader_init(pkt, plen);
 		struct pb_field f;
 		int rc;
-		while ((rc = pb_next(&pr, &f)) > 0) {
+		while ((rc = sonde__pb_next(&pr, &f)) > 0) {
 			int seq;
 			if (f.num != CT_FOR_TESTING || f.wire != PB_LEN ||
 			    check_test_event(&f, n, big, &seq) < 0)

@@ -107,9 +107,9 @@ long proc_rss_kb(pid_t pid)
 
 static void witness_packet(struct buf *b, uint32_t n)
 {
-	pb_put_varint(b, PF_PACKET_TIMESTAMP, (uint64_t)n + 1);
-	pb_put_string(b, W_FIELD_TAG, "witness");
-	pb_put_varint(b, W_FIELD_SEQ, n);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, (uint64_t)n + 1);
+	sonde__pb_put_string(b, W_FIELD_TAG, "witness");
+	sonde__pb_put_varint(b, W_FIELD_SEQ, n);
 }
 
 static void witness_up(struct witness *w, const struct sonded *d)
@@ -128,7 +128,7 @@ static void witness_up(struct witness *w, const struct sonded *d)
 	w->target = cmd.target_buffer;
 	tprod_expect(&w->p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	ASSERT(w->p.smb != NULL);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 }
 
 /* One chunk of numbered packets, committed; every few steps a read. */
@@ -149,7 +149,7 @@ static void witness_step(struct witness *w)
 	tprod_commit(&w->p, moves, 1, w->target, 0, NULL);
 	w->packets += W_PACKETS_PER_CHUNK;
 	for (int i = 0; i < W_PACKETS_PER_CHUNK; i++)
-		buf_free(&pk[i]);
+		sonde__buf_free(&pk[i]);
 	if (++w->steps % W_READ_EVERY == 0)
 		tcons_read(&w->c, &w->trace);
 }
@@ -162,7 +162,7 @@ static int64_t witness_seq(const struct tpkt *pk)
 	int64_t seq = -1, ts = -1;
 	bool tag = false;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == W_FIELD_SEQ)
 			seq = (int64_t)f.u;
 		else if (f.num == PF_PACKET_TIMESTAMP)
@@ -278,7 +278,7 @@ void hostile_up_args(struct hostile *h, const char *ds, const char *const *extra
 		tcfg_basic(&cfg, W_BUFFER_KB, dss, 1);
 		h->hc_enable = tcons_enable(&h->hc, &cfg, -1);
 		h->has_hc = true;
-		buf_free(&cfg);
+		sonde__buf_free(&cfg);
 	}
 	bool perf = true;
 	for (const char *const *a = extra; a && *a; a++)
@@ -349,7 +349,7 @@ void hostile_down(struct hostile *h)
 		tc_close(&h->hc);
 	tc_close(&h->w.c);
 	tc_close(&h->w.p.t);
-	buf_free(&h->w.trace);
+	sonde__buf_free(&h->w.trace);
 	sonded_stop(&h->d);
 	munmap((void *)h->quiet, sizeof(int));
 }
@@ -364,7 +364,7 @@ void hostile_read_attacker_session(struct hostile *h)
 	tcons_read(&h->hc, &trace); /* asserts frame sizes and whole packets */
 	while (trace_next(&trace, &off, &pk))
 		ASSERT(pk.has_seq || pk.len == 0);
-	buf_free(&trace);
+	sonde__buf_free(&trace);
 }
 
 uint64_t hostile_stat(struct tc *t, uint32_t field)
@@ -374,11 +374,11 @@ uint64_t hostile_stat(struct tc *t, uint32_t field)
 	struct pb_field f, g;
 	uint64_t v = 0;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num != PF_GET_TRACE_STATS_RESP_TRACE_STATS || f.wire != PB_LEN)
 			continue;
 		sr = pb_sub(&f);
-		while (pb_next(&sr, &g) > 0)
+		while (sonde__pb_next(&sr, &g) > 0)
 			if (g.num == field && g.wire == PB_VARINT)
 				v = g.u;
 	}
@@ -411,20 +411,20 @@ void hostile_put_patches(struct buf *a, uint32_t target, unsigned *seed)
 	static const uint64_t offsets[] = {0, 1, 4080, 4084, 4093, 65535, UINT32_MAX, 1ull << 40};
 	static const size_t lens[] = {4, 4, 0, 3, 5};
 	static const unsigned counts[] = {1, 3, 1025};
-	size_t m = pb_begin(a, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
+	size_t m = sonde__pb_begin(a, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
 	unsigned n = counts[(unsigned)rand_r(seed) % 3];
 
-	pb_put_varint(a, PF_CHUNK_TO_PATCH_TARGET_BUFFER, target);
-	pb_put_varint(a, PF_CHUNK_TO_PATCH_WRITER_ID, writers[(unsigned)rand_r(seed) % 6]);
-	pb_put_varint(a, PF_CHUNK_TO_PATCH_CHUNK_ID, (unsigned)rand_r(seed) % 10);
+	sonde__pb_put_varint(a, PF_CHUNK_TO_PATCH_TARGET_BUFFER, target);
+	sonde__pb_put_varint(a, PF_CHUNK_TO_PATCH_WRITER_ID, writers[(unsigned)rand_r(seed) % 6]);
+	sonde__pb_put_varint(a, PF_CHUNK_TO_PATCH_CHUNK_ID, (unsigned)rand_r(seed) % 10);
 	for (unsigned i = 0; i < n; i++) {
-		size_t pm = pb_begin(a, PF_CHUNK_TO_PATCH_PATCHES);
-		pb_put_varint(a, PF_PATCH_OFFSET, offsets[(unsigned)rand_r(seed) % 8]);
-		pb_put_bytes(a, PF_PATCH_DATA, "XXXXX", lens[(unsigned)rand_r(seed) % 5]);
-		pb_end(a, pm);
+		size_t pm = sonde__pb_begin(a, PF_CHUNK_TO_PATCH_PATCHES);
+		sonde__pb_put_varint(a, PF_PATCH_OFFSET, offsets[(unsigned)rand_r(seed) % 8]);
+		sonde__pb_put_bytes(a, PF_PATCH_DATA, "XXXXX", lens[(unsigned)rand_r(seed) % 5]);
+		sonde__pb_end(a, pm);
 	}
-	pb_put_bool(a, PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES, rand_r(seed) & 1);
-	pb_end(a, m);
+	sonde__pb_put_bool(a, PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES, rand_r(seed) & 1);
+	sonde__pb_end(a, m);
 }
 
 /* ------------------------------------------------------------------ raw sockets */
@@ -501,17 +501,17 @@ bool raw_bind_answered(int fd, const char *name)
 
 	f.name = name;
 	f.name_len = strlen(name);
-	if (ipc_frame_encode(&b, &f) < 0 || raw_send(fd, b.data, b.len) < 0) {
-		buf_free(&b);
+	if (sonde__ipc_frame_encode(&b, &f) < 0 || raw_send(fd, b.data, b.len) < 0) {
+		sonde__buf_free(&b);
 		return false;
 	}
-	buf_free(&b);
+	sonde__buf_free(&b);
 	for (double end = test_now() + 10; !ok && test_now() < end;) {
 		int n = raw_read_frame(fd, in, sizeof(in), 10000);
 		struct ipc_frame g;
 		if (n < 0)
 			break;
-		ok = ipc_frame_decode(in, (size_t)n, &g) == 0 && g.request_id == 1 &&
+		ok = sonde__ipc_frame_decode(in, (size_t)n, &g) == 0 && g.request_id == 1 &&
 		     g.msg == IPC_MSG_BIND_SERVICE_REPLY && g.success;
 	}
 	return ok;
@@ -527,7 +527,7 @@ int raw_reply(int fd, uint64_t id, struct raw_reply *out)
 		struct ipc_frame g;
 		if (n < 0)
 			return -1;
-		if (ipc_frame_decode(in, (size_t)n, &g) < 0 || g.request_id != id)
+		if (sonde__ipc_frame_decode(in, (size_t)n, &g) < 0 || g.request_id != id)
 			continue;
 		out->msg = (int)g.msg;
 		out->success = g.success;
@@ -553,16 +553,16 @@ int raw_invoke(int fd, uint64_t id, uint32_t method, uint32_t wrap_field, const 
 	int rc;
 
 	if (args && wrap_field) {
-		pb_put_bytes(&wrapped, wrap_field, args->data, args->len);
+		sonde__pb_put_bytes(&wrapped, wrap_field, args->data, args->len);
 		args = &wrapped;
 	}
 	f.data = args ? args->data : NULL;
 	f.data_len = args ? args->len : 0;
-	rc = ipc_frame_encode(&b, &f);
+	rc = sonde__ipc_frame_encode(&b, &f);
 	if (rc == 0)
 		rc = raw_send(fd, b.data, b.len);
-	buf_free(&b);
-	buf_free(&wrapped);
+	sonde__buf_free(&b);
+	sonde__buf_free(&wrapped);
 	return rc;
 }
 

@@ -34,11 +34,11 @@ struct dec {
 
 static void seq_reset(struct seqstate *s)
 {
-	u64map_free(&s->fn);
-	u64map_free(&s->frames);
-	u64map_free(&s->stacks);
-	u64map_free(&s->maps);
-	u64map_free(&s->paths);
+	sonde__u64map_free(&s->fn);
+	sonde__u64map_free(&s->frames);
+	sonde__u64map_free(&s->stacks);
+	sonde__u64map_free(&s->maps);
+	sonde__u64map_free(&s->paths);
 	for (size_t i = 0; i < s->n_strs; i++)
 		free(s->strs[i]);
 	for (size_t i = 0; i < s->n_stacks; i++)
@@ -74,7 +74,7 @@ static void intern_str(struct seqstate *s, struct u64map *m, struct pb_reader r)
 	uint64_t iid = 0;
 	char *str = strdup("");
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == 1)
 			iid = f.u;
 		else if (f.num == 2) {
@@ -84,12 +84,12 @@ static void intern_str(struct seqstate *s, struct u64map *m, struct pb_reader r)
 	}
 	GROW(s->strs, s->n_strs);
 	s->strs[s->n_strs] = str;
-	ASSERT_INT(u64map_put(m, iid, s->n_strs++), ==, 0);
+	ASSERT_INT(sonde__u64map_put(m, iid, s->n_strs++), ==, 0);
 }
 
 static const char *str_of(struct seqstate *s, struct u64map *m, uint64_t iid, int *missing)
 {
-	uint64_t *v = u64map_get(m, iid);
+	uint64_t *v = sonde__u64map_get(m, iid);
 	if (!v) {
 		(*missing)++;
 		return NULL;
@@ -103,20 +103,20 @@ static void intern_mapping(struct dec *d, struct seqstate *s, struct pb_reader r
 	uint64_t iid = 0;
 	struct buf p = BUF_INIT;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == 1)
 			iid = f.u;
 		if (f.num == 7) {
 			const char *c = str_of(s, &s->paths, f.u, &d->t->missing_interned);
-			buf_append(&p, "/", 1);
+			sonde__buf_append(&p, "/", 1);
 			if (c)
-				buf_append(&p, c, strlen(c));
+				sonde__buf_append(&p, c, strlen(c));
 		}
 	}
-	buf_append(&p, "", 1);
+	sonde__buf_append(&p, "", 1);
 	GROW(s->map_path, s->n_maps);
 	s->map_path[s->n_maps] = (char *)p.data;
-	ASSERT_INT(u64map_put(&s->maps, iid, s->n_maps++), ==, 0);
+	ASSERT_INT(sonde__u64map_put(&s->maps, iid, s->n_maps++), ==, 0);
 }
 
 static void intern_frame(struct seqstate *s, struct pb_reader r)
@@ -124,7 +124,7 @@ static void intern_frame(struct seqstate *s, struct pb_reader r)
 	struct pb_field f;
 	uint64_t iid = 0, fn = 0, map = 0, pc = 0;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == 1)
 			iid = f.u;
 		else if (f.num == 2)
@@ -140,7 +140,7 @@ static void intern_frame(struct seqstate *s, struct pb_reader r)
 	s->frame_fn[s->n_frames] = fn;
 	s->frame_map[s->n_frames] = map;
 	s->frame_pc[s->n_frames] = pc;
-	ASSERT_INT(u64map_put(&s->frames, iid, s->n_frames++), ==, 0);
+	ASSERT_INT(sonde__u64map_put(&s->frames, iid, s->n_frames++), ==, 0);
 }
 
 static void intern_stack(struct seqstate *s, struct pb_reader r)
@@ -148,7 +148,7 @@ static void intern_stack(struct seqstate *s, struct pb_reader r)
 	struct pb_field f;
 	uint64_t iid = 0, *fr = ASSERT_NOT_NULL(calloc(1, sizeof(uint64_t)));
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == 1)
 			iid = f.u;
 		else if (f.num == 2 && f.wire == PB_VARINT) {
@@ -158,7 +158,7 @@ static void intern_stack(struct seqstate *s, struct pb_reader r)
 	}
 	GROW(s->stack_frames, s->n_stacks);
 	s->stack_frames[s->n_stacks] = fr;
-	ASSERT_INT(u64map_put(&s->stacks, iid, s->n_stacks++), ==, 0);
+	ASSERT_INT(sonde__u64map_put(&s->stacks, iid, s->n_stacks++), ==, 0);
 }
 
 static void interned(struct dec *d, struct seqstate *s, struct pb_reader r)
@@ -169,7 +169,7 @@ static void interned(struct dec *d, struct seqstate *s, struct pb_reader r)
 	 * message before resolving references) */
 	for (int pass = 0; pass < 3; pass++) {
 		struct pb_reader rr = r;
-		while (pb_next(&rr, &f) > 0) {
+		while (sonde__pb_next(&rr, &f) > 0) {
 			if (pass == 0 && f.num == 5)
 				intern_str(s, &s->fn, pb_sub(&f));
 			else if (pass == 0 && f.num == 17)
@@ -186,7 +186,7 @@ static void interned(struct dec *d, struct seqstate *s, struct pb_reader r)
 
 static void resolve_stack(struct dec *d, struct seqstate *s, uint64_t iid, struct pft_sample *out)
 {
-	uint64_t *v = u64map_get(&s->stacks, iid);
+	uint64_t *v = sonde__u64map_get(&s->stacks, iid);
 	struct buf b = BUF_INIT;
 
 	if (!v) {
@@ -195,7 +195,7 @@ static void resolve_stack(struct dec *d, struct seqstate *s, uint64_t iid, struc
 	}
 	uint64_t *fr = s->stack_frames[*v];
 	for (uint64_t i = 1; i <= fr[0]; i++) {
-		uint64_t *fi = u64map_get(&s->frames, fr[i]);
+		uint64_t *fi = sonde__u64map_get(&s->frames, fr[i]);
 		if (!fi) {
 			d->t->missing_interned++;
 			continue;
@@ -204,11 +204,11 @@ static void resolve_stack(struct dec *d, struct seqstate *s, uint64_t iid, struc
 							     &d->t->missing_interned)
 						    : NULL;
 		if (b.len)
-			buf_append(&b, ";", 1);
+			sonde__buf_append(&b, ";", 1);
 		name = name && *name ? name : "?";
-		buf_append(&b, name, strlen(name));
+		sonde__buf_append(&b, name, strlen(name));
 		if (i == fr[0]) {
-			uint64_t *mi = u64map_get(&s->maps, s->frame_map[*fi]);
+			uint64_t *mi = sonde__u64map_get(&s->maps, s->frame_map[*fi]);
 			if (!mi)
 				d->t->missing_interned++;
 			else
@@ -216,7 +216,7 @@ static void resolve_stack(struct dec *d, struct seqstate *s, uint64_t iid, struc
 			out->leaf_rel_pc = s->frame_pc[*fi];
 		}
 	}
-	buf_append(&b, "", 1);
+	sonde__buf_append(&b, "", 1);
 	out->stack = (char *)b.data;
 }
 
@@ -227,7 +227,7 @@ static void perf_sample(struct dec *d, struct seqstate *s, uint64_t ts, struct p
 	uint64_t stack = 0;
 	bool is_sample = false;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		switch (f.num) {
 		case 2:
 			smp.pid = (uint32_t)f.u;
@@ -248,7 +248,7 @@ static void perf_sample(struct dec *d, struct seqstate *s, uint64_t ts, struct p
 		case 19: {
 			struct pb_reader pr = pb_sub(&f);
 			struct pb_field g;
-			while (pb_next(&pr, &g) > 0)
+			while (sonde__pb_next(&pr, &g) > 0)
 				if (g.num == 1 && g.u == 1)
 					d->t->guardrail_stops++;
 			break;
@@ -268,18 +268,18 @@ static void defaults(struct dec *d, struct pb_reader r)
 {
 	struct pb_field f, g, h;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == 58)
 			d->t->clock_id_default = (int)f.u;
 		if (f.num != 12)
 			continue;
 		d->t->defaults_packets++;
 		struct pb_reader pr = pb_sub(&f);
-		while (pb_next(&pr, &g) > 0) {
+		while (sonde__pb_next(&pr, &g) > 0) {
 			if (g.num != 1)
 				continue;
 			struct pb_reader tr = pb_sub(&g);
-			while (pb_next(&tr, &h) > 0) {
+			while (sonde__pb_next(&tr, &h) > 0) {
 				if (h.num == 1)
 					d->t->timebase_period = h.u;
 				else if (h.num == 2)
@@ -296,11 +296,11 @@ static void process_tree(struct dec *d, struct pb_reader r)
 	struct pb_field f, g;
 	char line[512];
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		struct pb_reader pr = pb_sub(&f);
 		uint64_t id = 0;
 		char name[256] = "";
-		while (pb_next(&pr, &g) > 0) {
+		while (sonde__pb_next(&pr, &g) > 0) {
 			if (g.num == 1)
 				id = g.u;
 			else if ((f.num == 1 && g.num == 3 && !name[0]) ||
@@ -308,7 +308,7 @@ static void process_tree(struct dec *d, struct pb_reader r)
 				snprintf(name, sizeof(name), "%.*s", (int)g.len, g.ptr);
 		}
 		snprintf(line, sizeof(line), "%llu=%s\n", (unsigned long long)id, name);
-		buf_append(f.num == 1 ? &d->pn : &d->tn, line, strlen(line));
+		sonde__buf_append(f.num == 1 ? &d->pn : &d->tn, line, strlen(line));
 	}
 }
 
@@ -317,22 +317,22 @@ static void android_log(struct dec *d, struct pb_reader r)
 {
 	struct pb_field f, g;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num != 1)
 			continue;
 		struct pb_reader er = pb_sub(&f);
 		uint64_t prio = 0;
 		const uint8_t *msg = NULL;
 		size_t len = 0;
-		while (pb_next(&er, &g) > 0) {
+		while (sonde__pb_next(&er, &g) > 0) {
 			if (g.num == 7)
 				prio = g.u;
 			else if (g.num == 8)
 				msg = g.ptr, len = g.len;
 		}
 		if (prio == 6 && msg) {
-			buf_append(&d->errs, msg, len);
-			buf_append(&d->errs, "\n", 1);
+			sonde__buf_append(&d->errs, msg, len);
+			sonde__buf_append(&d->errs, "\n", 1);
 		}
 	}
 }
@@ -344,7 +344,7 @@ static void packet(struct dec *d, struct pb_reader r)
 	uint32_t seq = 0;
 	bool has_interned = false, has_sample = false;
 
-	for (struct pb_reader rr = r; pb_next(&rr, &f) > 0;) {
+	for (struct pb_reader rr = r; sonde__pb_next(&rr, &f) > 0;) {
 		if (f.num == 10)
 			seq = (uint32_t)f.u;
 		else if (f.num == 8)
@@ -366,7 +366,7 @@ static void packet(struct dec *d, struct pb_reader r)
 		if (!known && d->t->n_seq_ids < 8)
 			d->t->seq_ids[d->t->n_seq_ids++] = seq;
 	}
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == 12)
 			interned(d, s, pb_sub(&f));
 		else if (f.num == 59)
@@ -388,7 +388,7 @@ void pft_decode(const uint8_t *buf, size_t len, struct pft_trace *t)
 	int rc;
 
 	memset(t, 0, sizeof(*t));
-	while ((rc = pb_next(&r, &f)) > 0) {
+	while ((rc = sonde__pb_next(&r, &f)) > 0) {
 		ASSERT_INT(f.num, ==, 1);
 		ASSERT_INT(f.wire, ==, PB_LEN);
 		packet(&d, pb_sub(&f));
@@ -396,9 +396,9 @@ void pft_decode(const uint8_t *buf, size_t len, struct pft_trace *t)
 	ASSERT_INT(rc, ==, 0);
 	for (int i = 0; i < d.nseqs; i++)
 		seq_reset(&d.seqs[i]);
-	buf_append(&d.pn, "", 1);
-	buf_append(&d.tn, "", 1);
-	buf_append(&d.errs, "", 1);
+	sonde__buf_append(&d.pn, "", 1);
+	sonde__buf_append(&d.tn, "", 1);
+	sonde__buf_append(&d.errs, "", 1);
 	t->process_names = (char *)d.pn.data;
 	t->thread_names = (char *)d.tn.data;
 	t->errors = (char *)d.errs.data;

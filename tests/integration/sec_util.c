@@ -54,7 +54,7 @@ int sec_connect_as(uid_t uid, const char *path)
 			send_fd(sv[1], -1, errno);
 			_exit(1);
 		}
-		int c = ipc_connect(path);
+		int c = sonde__ipc_connect(path);
 		send_fd(sv[1], c, c < 0 ? -c : 0);
 		_exit(0);
 	}

@@ -31,9 +31,9 @@ void sonded_start(struct sonded *d, const char *const *extra)
 	argv[n] = NULL;
 	d->pid = test_spawn(argv);
 	for (int i = 0; i < 500; i++) {
-		int a = ipc_connect(d->psock), b = a >= 0 ? ipc_connect(d->csock) : -1;
+		int a = sonde__ipc_connect(d->psock), b = a >= 0 ? sonde__ipc_connect(d->csock) : -1;
 		/* the connector listens last */
-		int x = b >= 0 ? ipc_connect_type(d->xsock, SOCK_SEQPACKET) : -1;
+		int x = b >= 0 ? sonde__ipc_connect_type(d->xsock, SOCK_SEQPACKET) : -1;
 		if (a >= 0)
 			close(a);
 		if (b >= 0)
@@ -59,11 +59,11 @@ static void tc_pump(struct tc *t, int timeout_ms)
 	struct ipc_frame f;
 	int fd, rc;
 
-	ipc_chan_flush(&t->ch);
+	sonde__ipc_chan_flush(&t->ch);
 	if (poll(&p, 1, timeout_ms) <= 0)
 		return;
-	rc = ipc_chan_read(&t->ch);
-	while (ipc_chan_next(&t->ch, &f, &fd) > 0) {
+	rc = sonde__ipc_chan_read(&t->ch);
+	while (sonde__ipc_chan_next(&t->ch, &f, &fd) > 0) {
 		struct tc_msg *v = realloc(t->q, (t->nq + 1) * sizeof(*v));
 		ASSERT(v != NULL);
 		t->q = v;
@@ -74,7 +74,7 @@ static void tc_pump(struct tc *t, int timeout_ms)
 		memcpy(m->payload, f.raw, f.raw_len);
 		m->len = f.raw_len + IPC_HEADER_SIZE;
 		m->fd = fd;
-		ASSERT_OK(ipc_frame_decode(m->payload, f.raw_len, &m->f));
+		ASSERT_OK(sonde__ipc_frame_decode(m->payload, f.raw_len, &m->f));
 	}
 	if (rc < 0 && rc != -ECONNRESET)
 		FAIL("connection error: %s", sonde_strerror(rc));
@@ -125,7 +125,7 @@ struct tc_msg *tc_ok(struct tc *t, uint64_t req)
 
 void tc_open(struct tc *t, const char *sock, const char *service)
 {
-	int fd = ipc_connect(sock);
+	int fd = sonde__ipc_connect(sock);
 
 	ASSERT_OK(fd);
 	tc_open_fd(t, fd, service);
@@ -138,17 +138,17 @@ void tc_open_fd(struct tc *t, int fd, const char *service)
 	size_t it = 0;
 
 	memset(t, 0, sizeof(*t));
-	ASSERT_OK(ipc_chan_init(&t->ch, fd));
+	ASSERT_OK(sonde__ipc_chan_init(&t->ch, fd));
 	t->next_id = 2;
 	f.name = service;
 	f.name_len = strlen(service);
-	ASSERT_OK(ipc_chan_send(&t->ch, &f, -1));
+	ASSERT_OK(sonde__ipc_chan_send(&t->ch, &f, -1));
 	struct tc_msg *m = tc_wait(t, 1, 10000);
 	ASSERT(m != NULL);
 	ASSERT_UINT(m->f.msg, ==, IPC_MSG_BIND_SERVICE_REPLY);
 	ASSERT(m->f.success);
 	ASSERT_UINT(m->f.service_id, ==, 1);
-	while (ipc_methods_next(&m->f, &it, &mi) > 0 && t->nmethods < 32) {
+	while (sonde__ipc_methods_next(&m->f, &it, &mi) > 0 && t->nmethods < 32) {
 		t->names[t->nmethods] = strndup(mi.name, mi.name_len);
 		t->ids[t->nmethods++] = mi.id;
 	}
@@ -157,7 +157,7 @@ void tc_open_fd(struct tc *t, int fd, const char *service)
 
 void tc_close(struct tc *t)
 {
-	ipc_chan_close(&t->ch);
+	sonde__ipc_chan_close(&t->ch);
 	for (size_t i = 0; i < t->nq; i++) {
 		if (t->q[i].fd >= 0)
 			close(t->q[i].fd);
@@ -190,11 +190,11 @@ uint64_t tc_call(struct tc *t, const char *method, const struct buf *args, int f
 		FAIL("method %s not listed by the service", method);
 	f.data = args ? args->data : NULL;
 	f.data_len = args ? args->len : 0;
-	ASSERT_OK(ipc_chan_send(&t->ch, &f, fd));
+	ASSERT_OK(sonde__ipc_chan_send(&t->ch, &f, fd));
 	while (ipc_chan_tx_pending(&t->ch)) {
 		struct pollfd p = {t->ch.fd, POLLOUT, 0};
 		poll(&p, 1, 1000);
-		ASSERT_OK(ipc_chan_flush(&t->ch));
+		ASSERT_OK(sonde__ipc_chan_flush(&t->ch));
 	}
 	return f.request_id;
 }
@@ -203,7 +203,7 @@ uint64_t tc_call(struct tc *t, const char *method, const struct buf *args, int f
 
 void tprod_open(struct tprod *p, const char *sock, const char *name, bool scraping)
 {
-	int fd = ipc_connect(sock);
+	int fd = sonde__ipc_connect(sock);
 
 	ASSERT_OK(fd);
 	tprod_open_fd(p, fd, name, scraping);
@@ -215,30 +215,30 @@ void tprod_open_fd(struct tprod *p, int fd, const char *name, bool scraping)
 
 	memset(p, 0, sizeof(*p));
 	tc_open_fd(&p->t, fd, "ProducerPort");
-	pb_put_varint(&a, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, 4096);
-	pb_put_varint(&a, PF_INIT_CONN_REQ_SIZE_HINT_BYTES, 65536);
-	pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, name);
-	pb_put_varint(&a, PF_INIT_CONN_REQ_SMB_SCRAPING_MODE,
+	sonde__pb_put_varint(&a, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, 4096);
+	sonde__pb_put_varint(&a, PF_INIT_CONN_REQ_SIZE_HINT_BYTES, 65536);
+	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, name);
+	sonde__pb_put_varint(&a, PF_INIT_CONN_REQ_SMB_SCRAPING_MODE,
 		      scraping ? PF_SMB_SCRAPING_ENABLED : PF_SMB_SCRAPING_DISABLED);
-	pb_put_string(&a, PF_INIT_CONN_REQ_SDK_VERSION, "sonde-test");
+	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_SDK_VERSION, "sonde-test");
 	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "InitializeConnection", &a, -1, false)));
 	p->cmd_req = tc_call(&p->t, "GetAsyncCommand", NULL, -1, false);
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 void tprod_register(struct tprod *p, const char *ds, bool notify_start, bool notify_stop)
 {
 	struct buf a = BUF_INIT;
-	size_t m = pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
+	size_t m = sonde__pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
 
-	pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, ds);
+	sonde__pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, ds);
 	if (notify_stop)
-		pb_put_bool(&a, PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_STOP, true);
+		sonde__pb_put_bool(&a, PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_STOP, true);
 	if (notify_start)
-		pb_put_bool(&a, PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_START, true);
-	pb_end(&a, m);
+		sonde__pb_put_bool(&a, PF_DS_DESCRIPTOR_WILL_NOTIFY_ON_START, true);
+	sonde__pb_end(&a, m);
 	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "RegisterDataSource", &a, -1, false)));
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 static void map_smb(struct tprod *p, struct tc_msg *m, struct pb_reader r)
@@ -249,7 +249,7 @@ static void map_smb(struct tprod *p, struct tc_msg *m, struct pb_reader r)
 	p->setups++;
 	ASSERT_INT(p->setups, ==, 1); /* exactly one setup_tracing per connection */
 	ASSERT(m->fd >= 0);
-	while (pb_next(&r, &f) > 0)
+	while (sonde__pb_next(&r, &f) > 0)
 		if (f.num == PF_SETUP_TRACING_PAGE_SIZE_KB)
 			p->page = f.u * 1024;
 	ASSERT_OK(fstat(m->fd, &st));
@@ -263,7 +263,7 @@ static void parse_cmd(struct tcmd *c, struct pb_reader r)
 {
 	struct pb_field f, g;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.wire != PB_VARINT)
 			continue;
 		if (f.num == 1 && c->kind != PF_ASYNC_CMD_FLUSH)
@@ -278,11 +278,11 @@ static void parse_target(struct tcmd *c, struct pb_reader r)
 {
 	struct pb_field f, g;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num != PF_START_DS_CONFIG || f.wire != PB_LEN)
 			continue;
 		struct pb_reader cr = pb_sub(&f);
-		while (pb_next(&cr, &g) > 0)
+		while (sonde__pb_next(&cr, &g) > 0)
 			if (g.num == PF_DS_CONFIG_TARGET_BUFFER && g.wire == PB_VARINT)
 				c->target_buffer = (uint32_t)g.u; /* last value wins */
 	}
@@ -301,7 +301,7 @@ bool tprod_cmd(struct tprod *p, struct tcmd *c, int timeout_ms)
 		ASSERT(m->f.has_more); /* the command stream never ends */
 		memset(c, 0, sizeof(*c));
 		r = pb_reader_init(m->f.data, m->f.data_len);
-		ASSERT_INT(pb_next(&r, &f), ==, 1);
+		ASSERT_INT(sonde__pb_next(&r, &f), ==, 1);
 		c->kind = f.num;
 		if (f.num == PF_ASYNC_CMD_SETUP_TRACING) {
 			map_smb(p, m, pb_sub(&f));
@@ -341,7 +341,7 @@ uint8_t *tprod_chunk(struct tprod *p, unsigned page, unsigned layout, unsigned i
 	smb_chunk_init_hdr(c, chunk_id, writer, flags);
 	for (size_t i = 0; i < n; i++) {
 		ASSERT(off + 4 + frags[i].iov_len <= smb_chunk_size(p->page, layout));
-		pb_write_redundant_len(c + off, (uint32_t)frags[i].iov_len);
+		sonde__pb_write_redundant_len(c + off, (uint32_t)frags[i].iov_len);
 		memcpy(c + off + 4, frags[i].iov_base, frags[i].iov_len);
 		off += 4 + frags[i].iov_len;
 	}
@@ -357,43 +357,43 @@ void tprod_commit(struct tprod *p, const unsigned (*moves)[2], size_t n, uint32_
 	struct buf a = BUF_INIT;
 
 	for (size_t i = 0; i < n; i++) {
-		size_t m = pb_begin(&a, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
-		pb_put_varint(&a, PF_CHUNKS_TO_MOVE_PAGE, moves[i][0]);
-		pb_put_varint(&a, PF_CHUNKS_TO_MOVE_CHUNK, moves[i][1]);
-		pb_put_varint(&a, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, target);
-		pb_end(&a, m);
+		size_t m = sonde__pb_begin(&a, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
+		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_PAGE, moves[i][0]);
+		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_CHUNK, moves[i][1]);
+		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, target);
+		sonde__pb_end(&a, m);
 	}
 	if (extra)
-		buf_append(&a, extra->data, extra->len);
+		sonde__buf_append(&a, extra->data, extra->len);
 	if (flush_id)
-		pb_put_varint(&a, PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID, flush_id);
+		sonde__pb_put_varint(&a, PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID, flush_id);
 	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "CommitData", &a, -1, false)));
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 void tprod_notify(struct tprod *p, const char *method, uint64_t inst_id)
 {
 	struct buf a = BUF_INIT;
 
-	pb_put_varint(&a, PF_NOTIFY_DS_REQ_DATA_SOURCE_ID, inst_id);
+	sonde__pb_put_varint(&a, PF_NOTIFY_DS_REQ_DATA_SOURCE_ID, inst_id);
 	tc_call(&p->t, method, &a, -1, true);
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 /* ------------------------------------------------------------------ consumer */
 
 void tcfg_basic(struct buf *b, uint32_t size_kb, const char *const *ds, size_t n)
 {
-	size_t m = pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
+	size_t m = sonde__pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
 
-	pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, size_kb);
-	pb_end(b, m);
+	sonde__pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, size_kb);
+	sonde__pb_end(b, m);
 	for (size_t i = 0; i < n; i++) {
-		size_t d = pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
-		size_t c = pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
-		pb_put_string(b, PF_DS_CONFIG_NAME, ds[i]);
-		pb_end(b, c);
-		pb_end(b, d);
+		size_t d = sonde__pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
+		size_t c = sonde__pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
+		sonde__pb_put_string(b, PF_DS_CONFIG_NAME, ds[i]);
+		sonde__pb_end(b, c);
+		sonde__pb_end(b, d);
 	}
 }
 
@@ -402,9 +402,9 @@ uint64_t tcons_enable(struct tc *t, const struct buf *cfg, int fd)
 	struct buf a = BUF_INIT;
 	uint64_t id;
 
-	pb_put_bytes(&a, PF_ENABLE_TRACING_REQ_TRACE_CONFIG, cfg->data, cfg->len);
+	sonde__pb_put_bytes(&a, PF_ENABLE_TRACING_REQ_TRACE_CONFIG, cfg->data, cfg->len);
 	id = tc_call(t, "EnableTracing", &a, fd, false);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	return id;
 }
 
@@ -421,7 +421,7 @@ char *tcons_wait_disabled(struct tc *t, uint64_t req, int timeout_ms)
 	ASSERT(m->f.success);
 	ASSERT(!m->f.has_more);
 	r = pb_reader_init(m->f.data, m->f.data_len);
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_ENABLE_TRACING_RESP_DISABLED)
 			disabled = f.u != 0;
 		else if (f.num == PF_ENABLE_TRACING_RESP_ERROR)
@@ -447,20 +447,20 @@ void tcons_read(struct tc *t, struct buf *trace)
 		ASSERT(m->f.success);
 		ASSERT_UINT(m->len, <=, IPC_BUFFER_SIZE);
 		r = pb_reader_init(m->f.data, m->f.data_len);
-		while (pb_next(&r, &f) > 0) {
+		while (sonde__pb_next(&r, &f) > 0) {
 			if (f.num != PF_READ_BUFFERS_RESP_SLICES)
 				continue;
 			bool last = false;
 			sr = pb_sub(&f);
-			while (pb_next(&sr, &g) > 0) {
+			while (sonde__pb_next(&sr, &g) > 0) {
 				if (g.num == PF_SLICE_DATA)
-					buf_append(&pkt, g.ptr, g.len);
+					sonde__buf_append(&pkt, g.ptr, g.len);
 				else if (g.num == PF_SLICE_LAST_SLICE_FOR_PACKET)
 					last = g.u != 0;
 			}
 			if (last) {
-				pb_put_bytes(trace, PF_TRACE_PACKET, pkt.data, pkt.len);
-				buf_reset(&pkt);
+				sonde__pb_put_bytes(trace, PF_TRACE_PACKET, pkt.data, pkt.len);
+				sonde__buf_reset(&pkt);
 			}
 		}
 		bool more = m->f.has_more;
@@ -469,7 +469,7 @@ void tcons_read(struct tc *t, struct buf *trace)
 			break;
 	}
 	ASSERT_UINT(pkt.len, ==, 0); /* no packet left half-sent */
-	buf_free(&pkt);
+	sonde__buf_free(&pkt);
 }
 
 /* ------------------------------------------------------------------ inspection */
@@ -479,7 +479,7 @@ bool trace_next(const struct buf *trace, size_t *off, struct tpkt *pk)
 	struct pb_reader r = pb_reader_init(trace->data + *off, trace->len - *off), pr;
 	struct pb_field f, g;
 
-	if (pb_next(&r, &f) <= 0)
+	if (sonde__pb_next(&r, &f) <= 0)
 		return false;
 	ASSERT_UINT(f.num, ==, PF_TRACE_PACKET);
 	*off = (size_t)(r.p - trace->data);
@@ -487,7 +487,7 @@ bool trace_next(const struct buf *trace, size_t *off, struct tpkt *pk)
 	pk->p = f.ptr;
 	pk->len = f.len;
 	pr = pb_sub(&f);
-	while (pb_next(&pr, &g) > 0) {
+	while (sonde__pb_next(&pr, &g) > 0) {
 		if (g.num == PF_PACKET_TRUSTED_UID && g.wire == PB_VARINT)
 			pk->uid = (int64_t)g.u, pk->has_uid = true;
 		else if (g.num == PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID && g.wire == PB_VARINT)
@@ -523,7 +523,7 @@ int trace_count_field(const struct buf *trace, uint32_t field)
 	while (trace_next(trace, &off, &pk)) {
 		struct pb_reader r = pb_reader_init(pk.p, pk.len);
 		struct pb_field f;
-		while (pb_next(&r, &f) > 0) {
+		while (sonde__pb_next(&r, &f) > 0) {
 			if (f.num == field) {
 				count++;
 				break;

@@ -18,7 +18,7 @@
 static void append_record(void *ctx, const void *pkt, size_t len)
 {
 	struct buf *b = ctx;
-	pb_put_bytes(b, 1, pkt, len);
+	sonde__pb_put_bytes(b, 1, pkt, len);
 }
 
 static uint8_t *make_config(size_t *len, uint32_t duration_ms, uint32_t buf_kb,
@@ -73,7 +73,7 @@ static void run_producer_session(const struct client_prod_opts *po, uint32_t buf
 	ASSERT_INT(client_count_test_packets(trace.data, trace.len, po->packets, po->big), ==,
 		   expect);
 	client_svc_stop(&svc);
-	buf_free(&trace);
+	sonde__buf_free(&trace);
 }
 
 TEST_TIMEOUT(client_e2e_session_small_packets, 90)
@@ -145,7 +145,7 @@ TEST_TIMEOUT(client_e2e_flush_while_tracing, 90)
 	ASSERT_INT(test_wait(prod, 20), ==, 0);
 	client_svc_stop(&svc);
 	free(cfg);
-	buf_free(&trace);
+	sonde__buf_free(&trace);
 }
 
 TEST_TIMEOUT(client_e2e_write_into_file, 90)

@@ -66,9 +66,9 @@ static int hand_producer(struct sonde_connector *c, const struct sonde_connect_o
 
 static void make_packet(struct buf *b, const char *tag)
 {
-	buf_reset(b);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
-	pb_put_string(b, 900, tag);
+	sonde__buf_reset(b);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
+	sonde__pb_put_string(b, 900, tag);
 }
 
 /* Writes one chunk holding a packet with tag into the producer's SMB and commits it. */
@@ -81,7 +81,7 @@ static void write_tag(struct tprod *p, uint32_t target, const char *tag)
 	struct iovec v = {pk.data, pk.len};
 	tprod_chunk(p, 0, SMB_LAYOUT_DIV4, 0, 1, 0, 0, &v, 1, true);
 	tprod_commit(p, moves, 1, target, 0, NULL);
-	buf_free(&pk);
+	sonde__buf_free(&pk);
 }
 
 /* A session over the registered producers ps[0..n): each writes its tag; the trace read
@@ -113,7 +113,7 @@ static void session(struct sonded *d, struct tprod *ps, size_t n, const char *co
 	free(tcons_wait_disabled(&c, en, 20000));
 	tcons_read(&c, trace);
 	tc_close(&c);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 }
 
 static void assert_traced(const struct buf *trace, const char *tag, int64_t uid)
@@ -161,7 +161,7 @@ TEST_TIMEOUT(conn_producer_with_its_own_memfd, 60)
 	assert_traced(&trace, tag, getuid());
 	munmap(mine, 64 * 1024);
 	close(mfd);
-	buf_free(&trace);
+	sonde__buf_free(&trace);
 	tc_close(&p.t);
 	sonded_stop(&d);
 }
@@ -179,17 +179,17 @@ TEST_TIMEOUT(conn_producer_offering_the_handed_memfd_gets_it_adopted, 60)
 		.sz = sizeof(o), .buffer = SONDE_CONNECTOR_BUFFER_PROVIDED, .buffer_fd = mfd};
 	for (int round = 0; round < 2; round++) {
 		tc_open_fd(&t, hand_producer(c, &o, NULL), "ProducerPort");
-		buf_reset(&a);
-		pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "offering");
-		pb_put_varint(&a, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, 4096);
-		pb_put_bool(&a, PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM, true);
+		sonde__buf_reset(&a);
+		sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "offering");
+		sonde__pb_put_varint(&a, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, 4096);
+		sonde__pb_put_bool(&a, PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM, true);
 		/* round 0 offers the handed-over file, round 1 another one */
 		struct tc_msg *m = tc_ok(
 			&t, tc_call(&t, "InitializeConnection", &a, round ? other : mfd, false));
 		struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
 		struct pb_field f;
 		bool adopted = false;
-		while (pb_next(&r, &f) > 0)
+		while (sonde__pb_next(&r, &f) > 0)
 			if (f.num == PF_INIT_CONN_RESP_USING_SHMEM_PROVIDED_BY_PRODUCER)
 				adopted = f.u != 0;
 		ASSERT_INT(adopted, ==, round == 0);
@@ -212,7 +212,7 @@ TEST_TIMEOUT(conn_producer_offering_the_handed_memfd_gets_it_adopted, 60)
 	sonde_connector__free(c);
 	close(mfd);
 	close(other);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	sonded_stop(&d);
 }
 
@@ -256,7 +256,7 @@ TEST_TIMEOUT(conn_producer_asking_the_service_for_a_buffer, 60)
 	munmap(mine, 128 * 1024);
 	close(got);
 	sonde_connector__free(c);
-	buf_free(&trace);
+	sonde__buf_free(&trace);
 	tc_close(&p.t);
 	sonded_stop(&d);
 }
@@ -298,19 +298,19 @@ TEST_TIMEOUT(conn_consumer_handed_over, 60)
 	ASSERT_OK(sonde_connector__connect_consumer(c, sv[0], NULL));
 	close(sv[0]);
 	memset(&wrong, 0, sizeof(wrong));
-	ASSERT_OK(ipc_chan_init(&wrong.ch, sv[1]));
+	ASSERT_OK(sonde__ipc_chan_init(&wrong.ch, sv[1]));
 	struct ipc_frame f = {.request_id = 1,
 			      .msg = IPC_MSG_BIND_SERVICE,
 			      .name = "ProducerPort",
 			      .name_len = 12};
-	ASSERT_OK(ipc_chan_send(&wrong.ch, &f, -1));
+	ASSERT_OK(sonde__ipc_chan_send(&wrong.ch, &f, -1));
 	struct tc_msg *m = tc_wait(&wrong, 1, 10000);
 	ASSERT(m && m->f.msg == IPC_MSG_BIND_SERVICE_REPLY && !m->f.success);
 	tc_msg_free(m);
 	tc_close(&wrong);
 	sonde_connector__free(c);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	tc_close(&cons);
 	tc_close(&p.t);
 	sonded_stop(&d);
@@ -411,7 +411,7 @@ TEST_TIMEOUT(conn_bad_buffers_are_refused_with_errno_statuses, 60)
 static uint32_t raw_request(const struct sonded *d, const void *msg, size_t len, const int *fds,
 			    size_t nfds, char *why, size_t whylen)
 {
-	int fd = ipc_connect_type(d->xsock, SOCK_SEQPACKET);
+	int fd = sonde__ipc_connect_type(d->xsock, SOCK_SEQPACKET);
 	union {
 		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
@@ -436,7 +436,7 @@ static uint32_t raw_request(const struct sonded *d, const void *msg, size_t len,
 	ASSERT_INT(sendmsg(fd, &mh, 0), ==, (ssize_t)len);
 	ssize_t n = recv(fd, rep, sizeof(rep), 0);
 	ASSERT_INT(n, >, 0);
-	ASSERT_OK(cx_reply_decode(rep, (size_t)n, &r));
+	ASSERT_OK(sonde__cx_reply_decode(rep, (size_t)n, &r));
 	snprintf(why, whylen, "%s", r.message);
 	close(fd);
 	return r.status;
@@ -452,7 +452,7 @@ TEST_TIMEOUT(conn_bad_requests_and_sockets_are_refused, 60)
 
 	sonded_start(&d, NULL);
 	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
-	cx_request_encode(&q, &b);
+	sonde__cx_request_encode(&q, &b);
 	/* no fd, two fds where one is expected */
 	ASSERT_UINT(raw_request(&d, b.data, b.len, NULL, 0, why, sizeof(why)), ==, EBADF);
 	ASSERT_CONTAINS(why, "expected 1 file descriptors, got 0");
@@ -466,22 +466,22 @@ TEST_TIMEOUT(conn_bad_requests_and_sockets_are_refused, 60)
 	uint8_t big[CX_MAX_MSG + 64];
 	memset(big, 0, sizeof(big));
 	ASSERT_UINT(raw_request(&d, big, sizeof(big), sv, 1, why, sizeof(why)), ==, EMSGSIZE);
-	buf_reset(&b);
+	sonde__buf_reset(&b);
 	q.kind = 9;
-	cx_request_encode(&q, &b);
+	sonde__cx_request_encode(&q, &b);
 	ASSERT_UINT(raw_request(&d, b.data, b.len, sv, 1, why, sizeof(why)), ==, EINVAL);
 	/* a consumer with a buffer */
-	buf_reset(&b);
+	sonde__buf_reset(&b);
 	q.kind = CX_KIND_CONSUMER;
 	q.buffer = CX_BUFFER_FROM_SERVICE;
-	cx_request_encode(&q, &b);
+	sonde__cx_request_encode(&q, &b);
 	ASSERT_UINT(raw_request(&d, b.data, b.len, sv, 1, why, sizeof(why)), ==, EINVAL);
 	/* not a stream socket, a listening socket, a datagram socket */
 	struct sonde_connector *c = cx_open(&d);
 	int pipefd[2];
 	ASSERT_OK(pipe2(pipefd, O_CLOEXEC));
 	ASSERT_ERR(sonde_connector__connect_producer(c, pipefd[0], NULL, NULL), -ENOTSOCK);
-	lfd = ipc_listen(test_path("listening.sock"));
+	lfd = sonde__ipc_listen(test_path("listening.sock"));
 	ASSERT_OK(lfd);
 	ASSERT_ERR(sonde_connector__connect_consumer(c, lfd, NULL), -ENOTCONN);
 	ASSERT_OK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, dg));
@@ -499,7 +499,7 @@ TEST_TIMEOUT(conn_bad_requests_and_sockets_are_refused, 60)
 	close(pipefd[1]);
 	close(sv[0]);
 	close(sv[1]);
-	buf_free(&b);
+	sonde__buf_free(&b);
 	sonded_stop(&d);
 }
 
@@ -539,7 +539,7 @@ TEST_TIMEOUT(conn_many_producers_at_once, 120)
 		while (trace_next(&trace, &off, &pk)) {
 			struct pb_reader r = pb_reader_init(pk.p, pk.len);
 			struct pb_field f;
-			while (pb_next(&r, &f) > 0)
+			while (sonde__pb_next(&r, &f) > 0)
 				hits += f.num == 900 && f.len == strlen(tags[i]) &&
 					!memcmp(f.ptr, tags[i], f.len);
 		}
@@ -549,7 +549,7 @@ TEST_TIMEOUT(conn_many_producers_at_once, 120)
 		tc_close(&p[i].t);
 	sonde_connector__free(c[0]);
 	sonde_connector__free(c[1]);
-	buf_free(&trace);
+	sonde__buf_free(&trace);
 	sonded_stop(&d);
 }
 
@@ -598,7 +598,7 @@ TEST_TIMEOUT(conn_identity_is_the_supervisors_or_what_it_may_grant, 60)
 	struct sonde_connect_opts o = {.sz = sizeof(o), .set_uid = true, .uid = SEC_NOBODY};
 	tc_open_fd(&t, hand_producer(c, &o, NULL), "ProducerPort");
 	struct buf a = BUF_INIT;
-	pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "granted");
+	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "granted");
 	struct tc_msg *m = tc_wait(&t, tc_call(&t, "InitializeConnection", &a, -1, false), 10000);
 	ASSERT(m && m->f.msg == IPC_MSG_REQUEST_ERROR);
 	char *msg = strndup(m->f.name, m->f.name_len);
@@ -611,7 +611,7 @@ TEST_TIMEOUT(conn_identity_is_the_supervisors_or_what_it_may_grant, 60)
 	m = tc_ok(&t, tc_call(&t, "InitializeConnection", &a, -1, false));
 	tc_msg_free(m);
 	tc_close(&t);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	sonde_connector__free(c);
 	sonded_stop(&d);
 }
@@ -638,7 +638,7 @@ TEST_TIMEOUT(conn_sonde_run_traces_a_process_without_socket_access, 120)
 	d.pid = test_spawn(argv);
 	for (int i = 0, fd = -1; fd < 0; i++) { /* the connector listens last */
 		ASSERT(i < 1000);
-		if ((fd = ipc_connect_type(xsock, SOCK_SEQPACKET)) < 0)
+		if ((fd = sonde__ipc_connect_type(xsock, SOCK_SEQPACKET)) < 0)
 			usleep(10000);
 		else
 			close(fd);
@@ -687,8 +687,8 @@ TEST_TIMEOUT(conn_sonde_run_traces_a_process_without_socket_access, 120)
 		ASSERT_INT(last.uid, ==, SEC_NOBODY);
 	}
 	tc_close(&c);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	sonded_stop(&d);
 }
 
@@ -735,8 +735,8 @@ TEST_TIMEOUT(conn_sonde_run_with_service_and_own_buffers, 120)
 		free(tcons_wait_disabled(&c, en, 20000));
 		ASSERT_INT(test_wait(pr, 30), ==, 0);
 		tc_close(&c);
-		buf_free(&cfg);
-		buf_free(&trace);
+		sonde__buf_free(&cfg);
+		sonde__buf_free(&trace);
 	}
 	/* a refused hand-over is reported with the service's reason */
 	test_runf(&o, 30,

@@ -34,7 +34,7 @@
  * a header announcing more than 128 KiB closes it. */
 static int garbage_on(const char *sock, const char *service, unsigned seed)
 {
-	int fd = ipc_connect(sock);
+	int fd = sonde__ipc_connect(sock);
 	uint8_t junk[1024];
 
 	if (fd < 0)
@@ -71,7 +71,7 @@ static int attack_garbage(void *arg)
 		return rc;
 	/* many connections spraying random bytes: the length word is over the limit */
 	for (unsigned i = 0; i < 64; i++) {
-		int fd = ipc_connect(i % 2 ? d->csock : d->psock);
+		int fd = sonde__ipc_connect(i % 2 ? d->csock : d->psock);
 		uint8_t junk[4096];
 		unsigned seed = i + 100;
 		for (size_t k = 0; k < sizeof(junk); k++)
@@ -154,15 +154,15 @@ static int attack_scribble(void *arg)
 		uint32_t targets[3] = {own, h->w.target, (uint32_t)rand_r(&seed)};
 		struct buf a = BUF_INIT;
 		for (int i = 0; i < 16; i++) {
-			size_t m = pb_begin(&a, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
-			pb_put_varint(&a, PF_CHUNKS_TO_MOVE_PAGE, (unsigned)rand_r(&seed) % 20);
-			pb_put_varint(&a, PF_CHUNKS_TO_MOVE_CHUNK, (unsigned)rand_r(&seed) % 16);
-			pb_put_varint(&a, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, targets[i % 3]);
-			pb_end(&a, m);
+			size_t m = sonde__pb_begin(&a, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
+			sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_PAGE, (unsigned)rand_r(&seed) % 20);
+			sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_CHUNK, (unsigned)rand_r(&seed) % 16);
+			sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, targets[i % 3]);
+			sonde__pb_end(&a, m);
 		}
 		hostile_put_patches(&a, targets[(unsigned)rand_r(&seed) % 3], &seed);
 		tc_call(&p.t, "CommitData", &a, -1, true);
-		buf_free(&a);
+		sonde__buf_free(&a);
 	}
 	s.stop = true;
 	pthread_join(t, NULL);
@@ -208,7 +208,7 @@ static int attack_patches(void *arg)
 		 * only reach its own chunks, whatever target it names */
 		hostile_put_patches(&a, round % 2 ? h->w.target : own, &seed);
 		tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "CommitData", &a, -1, false)));
-		buf_free(&a);
+		sonde__buf_free(&a);
 	}
 	tc_close(&p.t);
 	return 0;
@@ -233,7 +233,7 @@ TEST_TIMEOUT(hostile_patches_out_of_range, 120)
 static int attack_never_reads(void *arg)
 {
 	struct hostile *h = arg;
-	int fd = ipc_connect(h->d.csock);
+	int fd = sonde__ipc_connect(h->d.csock);
 	struct buf cfg = BUF_INIT;
 	static const char *const ds[] = {"hostile.ds"};
 
@@ -243,7 +243,7 @@ static int attack_never_reads(void *arg)
 	if (raw_invoke(fd, 2, PF_CONSUMER_ENABLE_TRACING, PF_ENABLE_TRACING_REQ_TRACE_CONFIG,
 		       &cfg) < 0)
 		return 51;
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	uint64_t id = 3;
 	bool blocked = false;
@@ -277,7 +277,7 @@ static int attack_churn(void *arg)
 	static int held[400];
 
 	for (int i = 0; i < 3000; i++) {
-		int fd = ipc_connect(i % 2 ? d->csock : d->psock);
+		int fd = sonde__ipc_connect(i % 2 ? d->csock : d->psock);
 		if (fd < 0)
 			return 60;
 		if (i % 3 == 1)
@@ -287,7 +287,7 @@ static int attack_churn(void *arg)
 		close(fd);
 	}
 	for (int i = 0; i < 400; i++)
-		if ((held[i] = ipc_connect(i % 2 ? d->csock : d->psock)) < 0)
+		if ((held[i] = sonde__ipc_connect(i % 2 ? d->csock : d->psock)) < 0)
 			return 61;
 	usleep(500000);
 	for (int i = 0; i < 400; i++)
@@ -312,10 +312,10 @@ static int send_trigger(int fd, uint64_t id, const char *name)
 	struct buf a = BUF_INIT;
 	int rc;
 
-	pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, name);
+	sonde__pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, name);
 	while ((rc = raw_invoke(fd, id, PF_PRODUCER_ACTIVATE_TRIGGERS, 0, &a)) == -EAGAIN)
 		usleep(1000); /* the service stopped reading us for now */
-	buf_free(&a);
+	sonde__buf_free(&a);
 	return rc;
 }
 
@@ -324,14 +324,14 @@ static int send_trigger(int fd, uint64_t id, const char *name)
 static int attack_trigger_flood(void *arg)
 {
 	struct hostile *h = arg;
-	int fd = ipc_connect(h->d.psock);
+	int fd = sonde__ipc_connect(h->d.psock);
 	struct buf a = BUF_INIT;
 	char name[64];
 	uint64_t id = 3;
 
 	if (fd < 0 || !raw_bind_answered(fd, "ProducerPort"))
 		return 70;
-	pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "hostile-triggers");
+	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "hostile-triggers");
 	if (raw_invoke(fd, 2, PF_PRODUCER_INITIALIZE_CONNECTION, 0, &a) < 0)
 		return 71;
 	fcntl(fd, F_SETFL, O_NONBLOCK);
@@ -352,21 +352,21 @@ static int attack_trigger_flood(void *arg)
 				      .service_id = 1,
 				      .method_id = PF_PRODUCER_ACTIVATE_TRIGGERS,
 				      .drop_reply = true};
-		buf_reset(&a);
+		sonde__buf_reset(&a);
 		for (int n = 0; n < 64; n++) {
 			snprintf(name, sizeof(name), "burst-%d-%d", k, n);
-			pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES,
+			sonde__pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES,
 				      k == 4 && n == 63 ? "hostile-stop" : name);
 		}
 		f.data = a.data;
 		f.data_len = a.len;
-		if (ipc_frame_encode(&frames, &f) < 0)
+		if (sonde__ipc_frame_encode(&frames, &f) < 0)
 			return 73;
 	}
 	while (raw_send(fd, frames.data, frames.len) == -EAGAIN)
 		usleep(1000);
-	buf_free(&frames);
-	buf_free(&a);
+	sonde__buf_free(&frames);
+	sonde__buf_free(&a);
 	usleep(300000); /* let it be handled before the connection goes */
 	close(fd);
 	return id > 1000 ? 0 : 72; /* the flood did happen */
@@ -384,26 +384,26 @@ TEST_TIMEOUT(hostile_trigger_flood_is_throttled, 120)
 	/* a session that the STOP trigger "hostile-stop" ends */
 	tc_open(&t, h.d.csock, "ConsumerPort");
 	tcfg_basic(&cfg, 64, ds, 1);
-	size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_TRIGGER_CONFIG);
-	pb_put_varint(&cfg, PF_TRIGGER_CONFIG_TRIGGER_MODE, PF_TRIGGER_MODE_STOP_TRACING);
-	pb_put_varint(&cfg, PF_TRIGGER_CONFIG_TRIGGER_TIMEOUT_MS, 600000);
-	size_t tm = pb_begin(&cfg, PF_TRIGGER_CONFIG_TRIGGERS);
-	pb_put_string(&cfg, PF_TRIGGER_NAME, "hostile-stop");
-	pb_end(&cfg, tm);
-	pb_end(&cfg, m);
+	size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_TRIGGER_CONFIG);
+	sonde__pb_put_varint(&cfg, PF_TRIGGER_CONFIG_TRIGGER_MODE, PF_TRIGGER_MODE_STOP_TRACING);
+	sonde__pb_put_varint(&cfg, PF_TRIGGER_CONFIG_TRIGGER_TIMEOUT_MS, 600000);
+	size_t tm = sonde__pb_begin(&cfg, PF_TRIGGER_CONFIG_TRIGGERS);
+	sonde__pb_put_string(&cfg, PF_TRIGGER_NAME, "hostile-stop");
+	sonde__pb_end(&cfg, tm);
+	sonde__pb_end(&cfg, m);
 	uint64_t req = tcons_enable(&t, &cfg, -1);
 	ASSERT_INT(hostile_run(&h, attack_trigger_flood, &h, 60), ==, 0);
 	/* the flooder's own "hostile-stop" came with an empty bucket: ignored */
 	ASSERT(tc_wait(&t, req, 1000) == NULL);
 	/* the trigger itself works: another producer's ends the session */
 	tprod_open(&p, h.d.psock, "polite-producer", false);
-	pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, "hostile-stop");
+	sonde__pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, "hostile-stop");
 	tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "ActivateTriggers", &a, -1, false)));
 	free(tcons_wait_disabled(&t, req, 10000));
 	tc_close(&p.t);
 	tc_close(&t);
-	buf_free(&a);
-	buf_free(&cfg);
+	sonde__buf_free(&a);
+	sonde__buf_free(&cfg);
 	hostile_down(&h);
 }
 
@@ -424,7 +424,7 @@ static int attack_fd_exhaustion(void *arg)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	for (int i = 0; i < FD_HELD; i++)
-		if ((held[i] = ipc_connect(i % 2 ? h->d.csock : h->d.psock)) < 0)
+		if ((held[i] = sonde__ipc_connect(i % 2 ? h->d.csock : h->d.psock)) < 0)
 			return 80;
 	/* with the witness quiet, an idle sonded sleeps; one spinning on its listener is
 	 * runnable all the time, however little CPU a loaded machine gives it */
@@ -474,14 +474,14 @@ static void bulk_fill(struct tprod *p, uint32_t target)
 		unsigned moves[1][2] = {{chunk % pages, 0}};
 		int k = 0;
 		for (; k < 4 && n < BULK_PACKETS; k++, n++) {
-			pb_put_varint(&pk[k], 901, n);
-			pb_put_bytes(&pk[k], 902, pad, sizeof(pad));
+			sonde__pb_put_varint(&pk[k], 901, n);
+			sonde__pb_put_bytes(&pk[k], 902, pad, sizeof(pad));
 			v[k] = (struct iovec){pk[k].data, pk[k].len};
 		}
 		tprod_chunk(p, chunk % pages, SMB_LAYOUT_DIV1, 0, 1, chunk, 0, v, (size_t)k, true);
 		tprod_commit(p, moves, 1, target, 0, NULL);
 		for (int i = 0; i < 4; i++)
-			buf_free(&pk[i]);
+			sonde__buf_free(&pk[i]);
 	}
 }
 
@@ -497,33 +497,33 @@ static int bulk_read_slowly(int fd, uint64_t id, uint8_t *seen)
 		int n = raw_next_frame(fd, in, sizeof(in), 15000);
 		struct ipc_frame f;
 		ASSERT_INT(n, >=, 0); /* not disconnected */
-		ASSERT_OK(ipc_frame_decode(in, (size_t)n, &f));
+		ASSERT_OK(sonde__ipc_frame_decode(in, (size_t)n, &f));
 		if (f.request_id != id)
 			continue;
 		ASSERT(f.success);
 		more = f.has_more;
 		struct pb_reader r = pb_reader_init(f.data, f.data_len), sr;
 		struct pb_field g, h;
-		while (pb_next(&r, &g) > 0) {
+		while (sonde__pb_next(&r, &g) > 0) {
 			bool last = false;
 			sr = pb_sub(&g);
-			while (pb_next(&sr, &h) > 0) {
+			while (sonde__pb_next(&sr, &h) > 0) {
 				if (h.num == PF_SLICE_DATA)
-					buf_append(&pkt, h.ptr, h.len);
+					sonde__buf_append(&pkt, h.ptr, h.len);
 				else if (h.num == PF_SLICE_LAST_SLICE_FOR_PACKET)
 					last = h.u != 0;
 			}
 			if (!last)
 				continue;
 			struct pb_reader pr = pb_reader_init(pkt.data, pkt.len);
-			while (pb_next(&pr, &h) > 0)
+			while (sonde__pb_next(&pr, &h) > 0)
 				if (h.num == 901 && h.u < BULK_PACKETS && !seen[h.u]++)
 					found++;
-			buf_reset(&pkt);
+			sonde__buf_reset(&pkt);
 		}
 		usleep((useconds_t)((uint64_t)n * 1000000 / BULK_RATE));
 	}
-	buf_free(&pkt);
+	sonde__buf_free(&pkt);
 	return found;
 }
 
@@ -553,7 +553,7 @@ TEST_TIMEOUT(hostile_slow_but_steady_reader_is_served, 120)
 	uint64_t id = tc_call(&c, "ReadBuffers", NULL, -1, false);
 	ASSERT_INT(bulk_read_slowly(c.ch.fd, id, seen), ==, BULK_PACKETS);
 	ASSERT_INT(test_now() - t0, >, 11); /* it did outlast the send timeout */
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	tc_close(&c);
 	tc_close(&p.t);
 	sonded_stop(&d);

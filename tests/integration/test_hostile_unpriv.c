@@ -41,7 +41,7 @@ static bool clone_refused(const struct raw_reply *r, const char *why)
 	struct pb_field f;
 	bool ok = false, named = false;
 
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		if (f.num == PF_CLONE_SESSION_RESP_SUCCESS && f.wire == PB_VARINT)
 			ok = f.u != 0;
 		else if (f.num == PF_CLONE_SESSION_RESP_ERROR && f.wire == PB_LEN)
@@ -58,7 +58,7 @@ static int nobody_consumer(void *arg)
 
 	if (!become_nobody())
 		return 90;
-	int fd = ipc_connect(h->d.csock);
+	int fd = sonde__ipc_connect(h->d.csock);
 	if (fd < 0)
 		return 91; /* the consumer socket must be open to every user */
 	if (!raw_bind_answered(fd, "ConsumerPort"))
@@ -73,14 +73,14 @@ static int nobody_consumer(void *arg)
 	if (call(fd, 4, PF_CONSUMER_GET_TRACE_STATS, NULL, &r) < 0 || r.success)
 		return 95;
 	/* attach to root's detached session by its key: refused (the key is per uid) */
-	pb_put_string(&key, PF_DETACH_REQ_KEY, "root-key");
+	sonde__pb_put_string(&key, PF_DETACH_REQ_KEY, "root-key");
 	if (call(fd, 5, PF_CONSUMER_ATTACH, &key, &r) < 0 || r.success)
 		return 96;
 	/* clone root's witness session (id 1) and its detached one (id 2): refused because
 	 * they belong to another uid, not because they do not exist */
 	for (uint64_t id = 1; id <= 2; id++) {
-		buf_reset(&key);
-		pb_put_varint(&key, PF_CLONE_SESSION_REQ_SESSION_ID, id);
+		sonde__buf_reset(&key);
+		sonde__pb_put_varint(&key, PF_CLONE_SESSION_REQ_SESSION_ID, id);
 		if (call(fd, 5 + id, PF_CONSUMER_CLONE_SESSION, &key, &r) < 0 || !r.success ||
 		    !clone_refused(&r, "permission denied"))
 			return 97;
@@ -90,7 +90,7 @@ static int nobody_consumer(void *arg)
 		return 98;
 	if (call(fd, 9, PF_CONSUMER_FREE_BUFFERS, NULL, &r) < 0)
 		return 99;
-	buf_free(&key);
+	sonde__buf_free(&key);
 	close(fd);
 	return 0;
 }
@@ -109,7 +109,7 @@ TEST_TIMEOUT(hostile_unprivileged_consumer_cannot_reach_root_sessions, 120)
 	tc_open(&root, h.d.csock, "ConsumerPort");
 	tcfg_basic(&cfg, 64, ds, 1);
 	tcons_enable(&root, &cfg, -1);
-	pb_put_string(&key, PF_DETACH_REQ_KEY, "root-key");
+	sonde__pb_put_string(&key, PF_DETACH_REQ_KEY, "root-key");
 	tc_msg_free(tc_ok(&root, tc_call(&root, "Detach", &key, -1, false)));
 	tc_close(&root);
 	ASSERT_INT(hostile_run(&h, nobody_consumer, &h, 60), ==, 0);
@@ -118,8 +118,8 @@ TEST_TIMEOUT(hostile_unprivileged_consumer_cannot_reach_root_sessions, 120)
 	tc_msg_free(tc_ok(&root, tc_call(&root, "Attach", &key, -1, false)));
 	tc_msg_free(tc_ok(&root, tc_call(&root, "FreeBuffers", NULL, -1, false)));
 	tc_close(&root);
-	buf_free(&cfg);
-	buf_free(&key);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&key);
 	hostile_down(&h); /* and the witness lost nothing */
 }
 
@@ -131,15 +131,15 @@ static int nobody_producer(void *arg)
 
 	if (!become_nobody())
 		return 90;
-	int fd = ipc_connect(h->d.psock);
+	int fd = sonde__ipc_connect(h->d.psock);
 	if (fd < 0 || !raw_bind_answered(fd, "ProducerPort"))
 		return 91;
-	pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "nobody-producer");
+	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "nobody-producer");
 	if (call(fd, 2, PF_PRODUCER_INITIALIZE_CONNECTION, &a, &r) != IPC_MSG_REQUEST_ERROR)
 		return 92;
 	if (!strstr(r.error, "lockdown"))
 		return 93; /* the refusal names its reason */
-	buf_free(&a);
+	sonde__buf_free(&a);
 	return raw_wait_eof(fd, 10000) ? 0 : 94; /* and the connection is closed */
 }
 

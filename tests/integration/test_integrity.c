@@ -42,7 +42,7 @@ static uint64_t begin_session(struct tc *t, const char *ds)
 
 	tcfg_basic(&cfg, 256, dss, 1);
 	req = tcons_enable(t, &cfg, -1);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	return req;
 }
 
@@ -71,10 +71,10 @@ static void register_writer(struct tprod *p, uint32_t writer, uint32_t target)
 {
 	struct buf a = BUF_INIT;
 
-	pb_put_varint(&a, PF_REGISTER_TW_REQ_WRITER_ID, writer);
-	pb_put_varint(&a, PF_REGISTER_TW_REQ_TARGET_BUFFER, target);
+	sonde__pb_put_varint(&a, PF_REGISTER_TW_REQ_WRITER_ID, writer);
+	sonde__pb_put_varint(&a, PF_REGISTER_TW_REQ_TARGET_BUFFER, target);
 	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "RegisterTraceWriter", &a, -1, false)));
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 /* A complete chunk of writer in (page, 0) holding n packets with the string s. */
@@ -87,27 +87,27 @@ static void put_chunk(struct tprod *p, unsigned page, uint16_t writer, uint32_t 
 	ASSERT_INT(n, <=, 8);
 	for (int i = 0; i < n; i++) {
 		pk[i] = (struct buf)BUF_INIT;
-		pb_put_varint(&pk[i], PF_PACKET_TIMESTAMP, (uint64_t)i + 1);
-		pb_put_string(&pk[i], TAG, s);
+		sonde__pb_put_varint(&pk[i], PF_PACKET_TIMESTAMP, (uint64_t)i + 1);
+		sonde__pb_put_string(&pk[i], TAG, s);
 		v[i] = (struct iovec){pk[i].data, pk[i].len};
 	}
 	tprod_chunk(p, page, SMB_LAYOUT_DIV1, 0, writer, chunk_id, 0, v, (size_t)n, true);
 	for (int i = 0; i < n; i++)
-		buf_free(&pk[i]);
+		sonde__buf_free(&pk[i]);
 }
 
 static void put_patch(struct buf *a, uint32_t target, uint32_t writer, uint32_t chunk_id)
 {
-	size_t m = pb_begin(a, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
-	pb_put_varint(a, PF_CHUNK_TO_PATCH_TARGET_BUFFER, target);
-	pb_put_varint(a, PF_CHUNK_TO_PATCH_WRITER_ID, writer);
-	pb_put_varint(a, PF_CHUNK_TO_PATCH_CHUNK_ID, chunk_id);
-	size_t k = pb_begin(a, PF_CHUNK_TO_PATCH_PATCHES);
+	size_t m = sonde__pb_begin(a, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
+	sonde__pb_put_varint(a, PF_CHUNK_TO_PATCH_TARGET_BUFFER, target);
+	sonde__pb_put_varint(a, PF_CHUNK_TO_PATCH_WRITER_ID, writer);
+	sonde__pb_put_varint(a, PF_CHUNK_TO_PATCH_CHUNK_ID, chunk_id);
+	size_t k = sonde__pb_begin(a, PF_CHUNK_TO_PATCH_PATCHES);
 	/* over "late" in the first packet: after its size (4), timestamp (2), tag and length (3) */
-	pb_put_varint(a, PF_PATCH_OFFSET, 9);
-	pb_put_bytes(a, PF_PATCH_DATA, "LATE", 4);
-	pb_end(a, k);
-	pb_end(a, m);
+	sonde__pb_put_varint(a, PF_PATCH_OFFSET, 9);
+	sonde__pb_put_bytes(a, PF_PATCH_DATA, "LATE", 4);
+	sonde__pb_end(a, k);
+	sonde__pb_end(a, m);
 }
 
 /* A writer's last chunk (and a patch of it) committed to its session's buffer after that
@@ -161,9 +161,9 @@ TEST(integrity_late_chunk_of_freed_buffer_is_dropped)
 	ASSERT_UINT(b2, !=, b1); /* the freed id is not handed out again */
 	free_session(&c2);
 
-	buf_free(&patch);
-	buf_free(&t1);
-	buf_free(&t2);
+	sonde__buf_free(&patch);
+	sonde__buf_free(&t1);
+	sonde__buf_free(&t2);
 	tc_close(&c1);
 	tc_close(&c2);
 	tc_close(&p.t);
@@ -270,8 +270,8 @@ static void back_to_back(uid_t first, uid_t second)
 
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	buf_free(&t1);
-	buf_free(&t2);
+	sonde__buf_free(&t1);
+	sonde__buf_free(&t2);
 	tc_close(&c1);
 	tc_close(&c2);
 	sonded_stop(&d);
@@ -325,9 +325,9 @@ static void invoke_with_fds(int sock, uint32_t method, const int *fds, int k)
 			      .method_id = method};
 	struct buf b = BUF_INIT;
 
-	ASSERT_OK(ipc_frame_encode(&b, &f));
-	ASSERT_INT(ipc_fdpass_send(sock, b.data, b.len, fds, (size_t)k, MSG_NOSIGNAL), ==, b.len);
-	buf_free(&b);
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
+	ASSERT_INT(sonde__ipc_fdpass_send(sock, b.data, b.len, fds, (size_t)k, MSG_NOSIGNAL), ==, b.len);
+	sonde__buf_free(&b);
 }
 
 /* On a producer or consumer socket, a frame with k fds for a method that may take one
@@ -343,7 +343,7 @@ static int stream_fd_cases(const char *sock, const char *service, uint32_t takes
 
 	for (size_t i = 0; i < sizeof(fd_counts) / sizeof(fd_counts[0]); i++) {
 		for (int m = 0; m < 2; m++) {
-			int k = fd_counts[i], s = ipc_connect(sock);
+			int k = fd_counts[i], s = sonde__ipc_connect(sock);
 			uint32_t method = m ? takes_none : takes_fd;
 			ASSERT_OK(s);
 			ASSERT(raw_bind_answered(s, service));
@@ -370,19 +370,19 @@ static uint32_t connector_request(const char *xsock, const int *fds, int k)
 	struct cx_reply rep;
 	struct buf b = BUF_INIT;
 	uint8_t in[CX_MAX_MSG];
-	int s = ipc_connect_type(xsock, SOCK_SEQPACKET);
+	int s = sonde__ipc_connect_type(xsock, SOCK_SEQPACKET);
 
 	ASSERT_OK(s);
-	cx_request_encode(&q, &b);
-	ASSERT_INT(ipc_fdpass_send(s, b.data, b.len, fds, (size_t)k, MSG_NOSIGNAL), ==, b.len);
+	sonde__cx_request_encode(&q, &b);
+	ASSERT_INT(sonde__ipc_fdpass_send(s, b.data, b.len, fds, (size_t)k, MSG_NOSIGNAL), ==, b.len);
 	struct pollfd p = {s, POLLIN, 0};
 	ASSERT_INT(poll(&p, 1, 10000), ==, 1);
 	ssize_t n = recv(s, in, sizeof(in), 0);
 	ASSERT_INT(n, >, 0);
-	ASSERT_OK(cx_reply_decode(in, (size_t)n, &rep));
+	ASSERT_OK(sonde__cx_reply_decode(in, (size_t)n, &rep));
 	ASSERT_UINT(rep.id, ==, 7);
 	close(s);
-	buf_free(&b);
+	sonde__buf_free(&b);
 	return rep.status;
 }
 
@@ -408,7 +408,7 @@ static void connector_fd_cases(const char *xsock, int pipe_fd)
 static void churn(const struct sonded *d)
 {
 	for (int i = 0; i < 300; i++) {
-		int s = ipc_connect(i % 2 ? d->csock : d->psock);
+		int s = sonde__ipc_connect(i % 2 ? d->csock : d->psock);
 		ASSERT_OK(s);
 		if (i % 3 == 1)
 			raw_bind_answered(s, i % 2 ? "ConsumerPort" : "ProducerPort");
@@ -438,7 +438,7 @@ static void session_works(const struct sonded *d)
 	tprod_commit(&p, moves, 1, target, 0, NULL);
 	end_session(&c, e, &t);
 	ASSERT_INT(count_str(&t, "still works"), ==, 5);
-	buf_free(&t);
+	sonde__buf_free(&t);
 	tc_close(&c);
 	tc_close(&p.t);
 }
@@ -484,26 +484,26 @@ TEST(integrity_two_fd_flood_ends_the_connection)
 	int fds0 = fd_baseline(&d, &keep);
 	ASSERT_OK(pipe2(pp, O_CLOEXEC));
 	fill_fds(fds, 2, pp[0]);
-	ASSERT_OK(ipc_frame_encode(&b, &f));
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
 	for (int c = 0; c < 20; c++) {
-		int s = ipc_connect(d.psock);
+		int s = sonde__ipc_connect(d.psock);
 		ASSERT_OK(s);
 		ASSERT(raw_bind_answered(s, "ProducerPort"));
 		for (int i = 0; i < 200; i++)
-			if (ipc_fdpass_send(s, b.data, b.len, fds, 2, MSG_NOSIGNAL | MSG_DONTWAIT) <
+			if (sonde__ipc_fdpass_send(s, b.data, b.len, fds, 2, MSG_NOSIGNAL | MSG_DONTWAIT) <
 			    0)
 				break; /* sonded hung up (or is not reading for now) */
 		close(s);
 	}
 	ASSERT_INT(proc_fd_wait(d.pid, fds0, 10000), ==, fds0);
-	int s = ipc_connect(d.psock);
+	int s = sonde__ipc_connect(d.psock);
 	ASSERT_OK(s);
 	ASSERT(raw_bind_answered(s, "ProducerPort"));
-	ASSERT_INT(ipc_fdpass_send(s, b.data, b.len, fds, 2, MSG_NOSIGNAL), ==, b.len);
+	ASSERT_INT(sonde__ipc_fdpass_send(s, b.data, b.len, fds, 2, MSG_NOSIGNAL), ==, b.len);
 	ASSERT(raw_wait_eof(s, 10000));
 	close(s);
 	session_works(&d);
-	buf_free(&b);
+	sonde__buf_free(&b);
 	close(pp[0]);
 	close(pp[1]);
 	tc_close(&keep);
@@ -522,7 +522,7 @@ static void start_on(struct sonded *d, const char *p, const char *c, const char 
 	snprintf(d->xsock, sizeof(d->xsock), "%s", x);
 	d->pid = test_spawn(argv);
 	for (double end = test_now() + 10;; usleep(10000)) {
-		int a = ipc_connect(p), b = a >= 0 ? ipc_connect(c) : -1;
+		int a = sonde__ipc_connect(p), b = a >= 0 ? sonde__ipc_connect(c) : -1;
 		if (a >= 0)
 			close(a);
 		if (b >= 0) {
@@ -592,11 +592,11 @@ TEST(integrity_second_sonded_refuses_live_sockets)
 /* Bound and closed, never unlinked: what a service that was killed leaves behind. */
 static void make_stale_socket(const char *path)
 {
-	int fd = ipc_listen(path);
+	int fd = sonde__ipc_listen(path);
 
 	ASSERT_OK(fd);
 	close(fd);
-	ASSERT_INT(ipc_connect(path), ==, -ECONNREFUSED);
+	ASSERT_INT(sonde__ipc_connect(path), ==, -ECONNREFUSED);
 }
 
 /* A socket file nothing answers on is replaced; a path that is not a socket is an error,
@@ -638,12 +638,12 @@ TEST(integrity_exit_leaves_a_replaced_socket_alone)
 
 	sonded_start(&d, args);
 	ASSERT_OK(unlink(d.psock));
-	int other = ipc_listen(d.psock);
+	int other = sonde__ipc_listen(d.psock);
 	ASSERT_OK(other);
 	ino_t mine = inode_of(d.psock);
 	sonded_stop(&d);
 	ASSERT_UINT(inode_of(d.psock), ==, mine);
-	int s = ipc_connect(d.psock);
+	int s = sonde__ipc_connect(d.psock);
 	ASSERT_OK(s); /* still the replacement's listener */
 	close(s);
 	close(other);
@@ -694,7 +694,7 @@ static pid_t spawn_tight(struct sonded *d, const char *log)
 	}
 	d->pid = pid;
 	for (double end = test_now() + 10;; usleep(10000)) {
-		int s = ipc_connect(d->csock);
+		int s = sonde__ipc_connect(d->csock);
 		if (s >= 0) {
 			close(s);
 			return pid;
@@ -724,7 +724,7 @@ TEST(integrity_accept_failures_warn_rate_limited)
 
 	spawn_tight(&d, log);
 	for (int i = 0; i < HELD_CONNS; i++)
-		held[i] = ASSERT_OK(ipc_connect(i % 2 ? d.csock : d.psock));
+		held[i] = ASSERT_OK(sonde__ipc_connect(i % 2 ? d.csock : d.psock));
 	usleep(3500000); /* about 35 retries of the listeners */
 	for (int i = 0; i < HELD_CONNS; i++)
 		close(held[i]);

@@ -30,7 +30,7 @@ static char *reply_error(const struct tc_msg *m)
 	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
 	struct pb_field f;
 
-	while (pb_next(&r, &f) > 0)
+	while (sonde__pb_next(&r, &f) > 0)
 		if (f.num == PF_ENABLE_TRACING_RESP_ERROR && f.wire == PB_LEN)
 			return strndup((const char *)f.ptr, f.len);
 	return strdup("");
@@ -48,7 +48,7 @@ static char *enable_kb(struct tc *t, uint32_t kb)
 
 	tcfg_basic(&cfg, kb, NULL, 0);
 	req = tcons_enable(t, &cfg, -1);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	stats = tc_call(t, "GetTraceStats", NULL, -1, false);
 	m = tc_wait(t, stats, 10000);
 	ASSERT(m != NULL);
@@ -65,9 +65,9 @@ static void detach(struct tc *t, const char *key)
 {
 	struct buf a = BUF_INIT;
 
-	pb_put_string(&a, PF_DETACH_REQ_KEY, key);
+	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
 	tc_msg_free(tc_ok(t, tc_call(t, "Detach", &a, -1, false)));
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 TEST(liveness_uid_buffer_budget_counts_detached_sessions)
@@ -144,20 +144,20 @@ static void hand_back(const struct sonded *d, const char *sock, bool producer)
 	struct sonde_connector *x = sonde_connector__new(&xo);
 	struct ipc_frame f = {.request_id = 1, .msg = IPC_MSG_BIND_SERVICE};
 	struct buf b = BUF_INIT;
-	int fd = ipc_connect(sock), rc;
+	int fd = sonde__ipc_connect(sock), rc;
 
 	ASSERT(x != NULL);
 	ASSERT_OK(fd);
 	f.name = producer ? "ProducerPort" : "ConsumerPort";
 	f.name_len = strlen(f.name);
-	ASSERT_OK(ipc_frame_encode(&b, &f));
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
 	ASSERT_INT(raw_send(fd, b.data, b.len), >=, 0);
 	rc = producer ? sonde_connector__connect_producer(x, fd, NULL, NULL)
 		      : sonde_connector__connect_consumer(x, fd, NULL);
 	ASSERT_ERR(rc, -ELOOP);
 	ASSERT_CONTAINS(sonde_connector__last_error(x), "connected to this service");
 	close(fd);
-	buf_free(&b);
+	sonde__buf_free(&b);
 	sonde_connector__free(x);
 }
 
@@ -205,7 +205,7 @@ TEST_TIMEOUT(liveness_socketpair_handed_as_both_ends_does_not_spin, 60)
 	ASSERT_OK(sonde_connector__connect_consumer(x, sv[1], NULL));
 	f.name = "ConsumerPort";
 	f.name_len = strlen(f.name);
-	ASSERT_OK(ipc_frame_encode(&b, &f));
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
 	ASSERT_INT(raw_send(sv[0], b.data, b.len), >=, 0);
 	close(sv[0]);
 	close(sv[1]);
@@ -214,7 +214,7 @@ TEST_TIMEOUT(liveness_socketpair_handed_as_both_ends_does_not_spin, 60)
 	double t = consumer_answer_s(&d);
 	if (t > 1.0)
 		FAIL("a new consumer waited %.2f s for an answer", t);
-	buf_free(&b);
+	sonde__buf_free(&b);
 	sonde_connector__free(x);
 	sonded_stop(&d);
 }
@@ -238,7 +238,7 @@ static pid_t sonded_as_nobody(const char *dir, char *psock, char *csock, char *x
 		_exit(127);
 	}
 	for (int i = 0; i < 1000; i++) {
-		int fd = ipc_connect_type(xsock, SOCK_SEQPACKET); /* it listens last */
+		int fd = sonde__ipc_connect_type(xsock, SOCK_SEQPACKET); /* it listens last */
 		if (fd >= 0) {
 			close(fd);
 			return pid;
@@ -306,7 +306,7 @@ static int new_clients_answer(void *arg)
 
 	for (double end = test_now() + 12; test_now() < end; usleep(300000)) {
 		double t0 = test_now();
-		int fd = ipc_connect(h->d.csock);
+		int fd = sonde__ipc_connect(h->d.csock);
 		if (fd < 0 || !raw_bind_answered(fd, "ConsumerPort"))
 			return 2;
 		close(fd);
@@ -324,10 +324,10 @@ static uint64_t enable_into_fd(struct tc *t, int fd)
 	uint64_t req;
 
 	tcfg_basic(&cfg, 4096, ds, 1);
-	pb_put_varint(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, 1);
-	pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, 1);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
 	req = tcons_enable(t, &cfg, fd);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	return req;
 }
 
@@ -337,7 +337,7 @@ static void write_chunks(struct tprod *p, uint32_t target, unsigned n)
 	static uint8_t filler[3000];
 	struct buf pk = BUF_INIT;
 
-	pb_put_bytes(&pk, 900, filler, sizeof(filler));
+	sonde__pb_put_bytes(&pk, 900, filler, sizeof(filler));
 	for (unsigned i = 0; i < n; i++) {
 		struct iovec v = {pk.data, pk.len};
 		unsigned page = i % (unsigned)(p->smb_size / p->page);
@@ -345,7 +345,7 @@ static void write_chunks(struct tprod *p, uint32_t target, unsigned n)
 		tprod_chunk(p, page, SMB_LAYOUT_DIV1, 0, 1, i, 0, &v, 1, true);
 		tprod_commit(p, moves, 1, target, 0, NULL);
 	}
-	buf_free(&pk);
+	sonde__buf_free(&pk);
 }
 
 /* uid nobody passes a pipe that nobody reads as its write_into_file fd and fills it: the

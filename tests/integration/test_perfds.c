@@ -45,7 +45,7 @@ static void rig_start(struct rig *r)
 	}
 	double end = test_now() + 20;
 	int fd;
-	while ((fd = ipc_connect(r->csock)) < 0) {
+	while ((fd = sonde__ipc_connect(r->csock)) < 0) {
 		if (test_now() > end)
 			FAIL("sonded does not listen on %s", r->csock);
 		usleep(10000);

@@ -80,7 +80,7 @@ static const char *split_file(const char *name, int finish, size_t *len)
 	test_write_file(path, s.b.data, s.b.len);
 	if (len)
 		*len = s.b.len;
-	buf_free(&s.b);
+	sonde__buf_free(&s.b);
 	return path;
 }
 
@@ -190,7 +190,7 @@ TEST(report_recursion_counts_once_and_unresolved)
 	ASSERT_OK(sonde_spool_writer_finish(s.w));
 	sonde_spool_writer_free(s.w);
 	test_write_file(path, s.b.data, s.b.len);
-	buf_free(&s.b);
+	sonde__buf_free(&s.b);
 
 	test_runf(&o, 60, "%s report %s", test_bin("sonde"), path);
 	ASSERT_INT(o.status, ==, 0);
@@ -228,7 +228,7 @@ TEST(report_lines_and_inline_frames)
 	ASSERT_OK(sonde_spool_writer_finish(s.w));
 	sonde_spool_writer_free(s.w);
 	test_write_file(path, s.b.data, s.b.len);
-	buf_free(&s.b);
+	sonde__buf_free(&s.b);
 
 	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), path);
 	ASSERT_STR_EQ(o.out, "main;outer_work;middle_step;inner_mix 10\n");

@@ -27,7 +27,7 @@ static const char *const one_ds[] = {"test.ds"};
 static void short_config(struct buf *b, uint32_t size_kb)
 {
 	tcfg_basic(b, size_kb, one_ds, 1);
-	pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, 50);
+	sonde__pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, 50);
 }
 
 static char *enable(struct tc *c, const struct buf *cfg)
@@ -43,11 +43,11 @@ static bool closed_by_peer(struct tc *t, int timeout_ms)
 	while (test_now() < end) {
 		struct pollfd p = {t->ch.fd, POLLIN, 0};
 		if (poll(&p, 1, 100) > 0) {
-			int rc = ipc_chan_read(&t->ch);
+			int rc = sonde__ipc_chan_read(&t->ch);
 			if (rc == -ECONNRESET || rc == -EPIPE)
 				return true;
 			struct ipc_frame f;
-			while (ipc_chan_next(&t->ch, &f, NULL) > 0)
+			while (sonde__ipc_chan_next(&t->ch, &f, NULL) > 0)
 				;
 		}
 	}
@@ -59,9 +59,9 @@ static struct tc_msg *init_producer(struct tc *t, const char *name)
 {
 	struct buf a = BUF_INIT;
 
-	pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, name);
+	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, name);
 	uint64_t id = tc_call(t, "InitializeConnection", &a, -1, false);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	struct tc_msg *m = tc_wait(t, id, 10000);
 	ASSERT(m != NULL);
 	return m;
@@ -102,7 +102,7 @@ TEST_TIMEOUT(sec_lockdown_flag_refuses_producers_of_other_uids, 60)
 	tcons_enable(&c, &cfg, -1);
 	tprod_expect(&root, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	tc_msg_free(cmd.m);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	tc_close(&c);
 	tc_close(&root.t);
 	sonded_stop(&d);
@@ -124,7 +124,7 @@ TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 
 	/* a consumer of another uid may not change the mode */
 	short_config(&set, 256);
-	pb_put_varint(&set, PF_TRACE_CONFIG_LOCKDOWN_MODE, 2 /* LOCKDOWN_SET */);
+	sonde__pb_put_varint(&set, PF_TRACE_CONFIG_LOCKDOWN_MODE, 2 /* LOCKDOWN_SET */);
 	tc_open_fd(&nc, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
 	err = enable(&nc, &set);
 	ASSERT(err != NULL);
@@ -145,7 +145,7 @@ TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 
 	/* cleared again: accepted */
 	short_config(&clear, 256);
-	pb_put_varint(&clear, PF_TRACE_CONFIG_LOCKDOWN_MODE, 1 /* LOCKDOWN_CLEAR */);
+	sonde__pb_put_varint(&clear, PF_TRACE_CONFIG_LOCKDOWN_MODE, 1 /* LOCKDOWN_CLEAR */);
 	tc_open(&c, d.csock, "ConsumerPort");
 	free(enable(&c, &clear));
 	tc_open_fd(&p2, sec_connect_as(SEC_NOBODY, d.psock), "ProducerPort");
@@ -155,8 +155,8 @@ TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 	tc_msg_free(m);
 	tc_close(&p2);
 	tc_close(&c);
-	buf_free(&set);
-	buf_free(&clear);
+	sonde__buf_free(&set);
+	sonde__buf_free(&clear);
 	sonded_stop(&d);
 }
 
@@ -205,7 +205,7 @@ TEST_TIMEOUT(sec_session_caps_per_uid_and_in_total, 90)
 	}
 	for (int i = 1; i < 7; i++)
 		tc_close(&c[i]);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	sonded_stop(&d);
 }
 
@@ -221,27 +221,27 @@ TEST_TIMEOUT(sec_buffer_count_and_memory_limits, 60)
 	tc_open(&c, d.csock, "ConsumerPort");
 	short_config(&cfg, 512);
 	for (int i = 0; i < 2; i++) { /* three buffers */
-		size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
-		pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 64);
-		pb_end(&cfg, m);
+		size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
+		sonde__pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 64);
+		sonde__pb_end(&cfg, m);
 	}
 	err = enable(&c, &cfg);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "too many buffers");
 	free(err);
-	buf_reset(&cfg);
+	sonde__buf_reset(&cfg);
 	short_config(&cfg, 2049); /* one buffer over the session memory limit */
 	err = enable(&c, &cfg);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "per-session memory limit");
 	free(err);
-	buf_reset(&cfg);
+	sonde__buf_reset(&cfg);
 	short_config(&cfg, 1024);
-	size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
-	pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 1024); /* exactly at the limit */
-	pb_end(&cfg, m);
+	size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
+	sonde__pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 1024); /* exactly at the limit */
+	sonde__pb_end(&cfg, m);
 	ASSERT(enable(&c, &cfg) == NULL);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	tc_close(&c);
 	sonded_stop(&d);
 }
@@ -249,8 +249,8 @@ TEST_TIMEOUT(sec_buffer_count_and_memory_limits, 60)
 static void path_config(struct buf *cfg, const char *path)
 {
 	short_config(cfg, 256);
-	pb_put_bool(cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
-	pb_put_string(cfg, PF_TRACE_CONFIG_OUTPUT_PATH, path);
+	sonde__pb_put_bool(cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	sonde__pb_put_string(cfg, PF_TRACE_CONFIG_OUTPUT_PATH, path);
 }
 
 static char *enable_path(struct tc *c, const char *path)
@@ -259,7 +259,7 @@ static char *enable_path(struct tc *c, const char *path)
 
 	path_config(&cfg, path);
 	char *err = enable(c, &cfg);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	return err;
 }
 
@@ -412,12 +412,12 @@ TEST_TIMEOUT(sec_connections_per_uid_are_capped, 60)
 	for (int i = 0; i < 3; i++)
 		tc_open(&t[i], d.csock, "ConsumerPort");
 	/* the fourth of this uid is closed at once */
-	int fd = ipc_connect(d.csock);
+	int fd = sonde__ipc_connect(d.csock);
 	ASSERT_OK(fd);
 	struct tc extra_conn = {.ch = {.fd = -1}};
-	ASSERT_OK(ipc_chan_init(&extra_conn.ch, fd));
+	ASSERT_OK(sonde__ipc_chan_init(&extra_conn.ch, fd));
 	ASSERT(closed_by_peer(&extra_conn, 5000));
-	ipc_chan_close(&extra_conn.ch);
+	sonde__ipc_chan_close(&extra_conn.ch);
 	/* other uids are not affected */
 	tc_open_fd(&other, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
 	tc_close(&other);
@@ -425,12 +425,12 @@ TEST_TIMEOUT(sec_connections_per_uid_are_capped, 60)
 	tc_close(&t[0]);
 	double end = test_now() + 10;
 	for (;;) {
-		fd = ipc_connect(d.csock);
+		fd = sonde__ipc_connect(d.csock);
 		ASSERT_OK(fd);
 		struct tc probe = {.ch = {.fd = -1}};
-		ASSERT_OK(ipc_chan_init(&probe.ch, fd));
+		ASSERT_OK(sonde__ipc_chan_init(&probe.ch, fd));
 		bool closed = closed_by_peer(&probe, 300);
-		ipc_chan_close(&probe.ch);
+		sonde__ipc_chan_close(&probe.ch);
 		if (!closed)
 			break;
 		ASSERT(test_now() < end);
@@ -448,12 +448,12 @@ static uint64_t invalid_packets(struct tc *c)
 	struct pb_field f, g;
 	uint64_t n = UINT64_MAX;
 
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num != PF_GET_TRACE_STATS_RESP_TRACE_STATS || f.wire != PB_LEN)
 			continue;
 		struct pb_reader s = pb_sub(&f);
 		n = 0;
-		while (pb_next(&s, &g) > 0)
+		while (sonde__pb_next(&s, &g) > 0)
 			if (g.num == PF_TRACE_STATS_INVALID_PACKETS && g.wire == PB_VARINT)
 				n = g.u;
 	}
@@ -482,11 +482,11 @@ TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
 	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	tc_msg_free(cmd.m);
 	/* an honest packet, one claiming uid 0, one carrying a trace_config */
-	pb_put_string(&pk[0], 900, "honest-packet");
-	pb_put_varint(&pk[1], PF_PACKET_TRUSTED_UID, 0);
-	pb_put_string(&pk[1], 900, "forged-uid-packet");
-	pb_put_string(&pk[2], 900, "forged-config-packet");
-	pb_put_bytes(&pk[2], PF_PACKET_TRACE_CONFIG, "", 0);
+	sonde__pb_put_string(&pk[0], 900, "honest-packet");
+	sonde__pb_put_varint(&pk[1], PF_PACKET_TRUSTED_UID, 0);
+	sonde__pb_put_string(&pk[1], 900, "forged-uid-packet");
+	sonde__pb_put_string(&pk[2], 900, "forged-config-packet");
+	sonde__pb_put_bytes(&pk[2], PF_PACKET_TRACE_CONFIG, "", 0);
 	struct iovec v[3] = {
 		{pk[0].data, pk[0].len}, {pk[1].data, pk[1].len}, {pk[2].data, pk[2].len}};
 	tprod_chunk(&p, 0, SMB_LAYOUT_DIV4, 0, 1, 0, 0, v, 3, true);
@@ -499,9 +499,9 @@ TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
 	ASSERT_INT(trace_count(&trace, "forged-config-packet", 20, NULL), ==, 0);
 	ASSERT_UINT(invalid_packets(&c), ==, 2);
 	for (int i = 0; i < 3; i++)
-		buf_free(&pk[i]);
-	buf_free(&cfg);
-	buf_free(&trace);
+		sonde__buf_free(&pk[i]);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	tc_close(&c);
 	tc_close(&p.t);
 	sonded_stop(&d);
@@ -518,13 +518,13 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 	sonded_start(&d, extra);
 	/* a data source whose descriptor makes every QueryServiceState reply ~100 KB */
 	tprod_open(&p, d.psock, "bulky", false);
-	size_t m = pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
-	pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, "bulky.ds");
+	size_t m = sonde__pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
+	sonde__pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, "bulky.ds");
 	char *blob = calloc(1, 100000);
 	ASSERT(blob != NULL);
-	pb_put_bytes(&a, 1000, blob, 100000);
+	sonde__pb_put_bytes(&a, 1000, blob, 100000);
 	free(blob);
-	pb_end(&a, m);
+	sonde__pb_end(&a, m);
 	tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "RegisterDataSource", &a, -1, false)));
 	/* 120 requests, replies never read: over 5 MiB queue up */
 	tc_open(&c, d.csock, "ConsumerPort");
@@ -536,10 +536,10 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 	while (!closed && test_now() - t0 < 8) {
 		struct pollfd pf = {c.ch.fd, POLLIN, 0};
 		if (poll(&pf, 1, 100) > 0) {
-			int rc = ipc_chan_read(&c.ch);
+			int rc = sonde__ipc_chan_read(&c.ch);
 			closed = rc == -ECONNRESET || rc == -EPIPE;
 			struct ipc_frame f;
-			while (ipc_chan_next(&c.ch, &f, NULL) > 0)
+			while (sonde__ipc_chan_next(&c.ch, &f, NULL) > 0)
 				;
 			if (!closed && test_now() - t0 < 1)
 				usleep(200000); /* stay slow at first: let the queue build up */
@@ -552,7 +552,7 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 	tc_close(&other);
 	tc_close(&c);
 	tc_close(&p.t);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	sonded_stop(&d);
 }
 
@@ -560,9 +560,9 @@ static struct tc_msg *call_key(struct tc *c, const char *method, const char *key
 {
 	struct buf a = BUF_INIT;
 
-	pb_put_string(&a, PF_DETACH_REQ_KEY, key);
+	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
 	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 10000);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	ASSERT(m != NULL);
 	return m;
 }
@@ -588,7 +588,7 @@ TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 	tc_msg_free(cmd.m);
 	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	tc_msg_free(cmd.m);
-	pb_put_string(&pk, 900, "root-secret");
+	sonde__pb_put_string(&pk, 900, "root-secret");
 	struct iovec v = {pk.data, pk.len};
 	tprod_chunk(&p, 0, SMB_LAYOUT_DIV4, 0, 1, 0, 0, &v, 1, true);
 	tprod_commit(&p, moves, 1, target, 0, NULL);
@@ -619,12 +619,12 @@ TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 		ASSERT_UINT(cmd.kind, !=, PF_ASYNC_CMD_STOP_DATA_SOURCE);
 		tc_msg_free(cmd.m);
 	}
-	buf_reset(&trace);
+	sonde__buf_reset(&trace);
 	tcons_read(&rc, &trace);
 	ASSERT_INT(trace_count(&trace, "root-secret", 11, NULL), ==, 1);
-	buf_free(&cfg);
-	buf_free(&trace);
-	buf_free(&pk);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
+	sonde__buf_free(&pk);
 	tc_close(&rc);
 	tc_close(&p.t);
 	sonded_stop(&d);

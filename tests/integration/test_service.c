@@ -21,14 +21,14 @@ static const char *const one_ds[] = {"test.ds"};
 /* A TracePacket carrying a recognizable payload in for_testing-like bytes (field 900). */
 static void make_packet(struct buf *b, const char *tag, size_t pad)
 {
-	buf_reset(b);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
-	pb_put_string(b, 900, tag);
+	sonde__buf_reset(b);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
+	sonde__pb_put_string(b, 900, tag);
 	if (pad) {
 		uint8_t *p = malloc(pad);
 		for (size_t i = 0; i < pad; i++)
 			p[i] = (uint8_t)('a' + i % 26);
-		pb_put_bytes(b, 901, p, pad);
+		sonde__pb_put_bytes(b, 901, p, pad);
 		free(p);
 	}
 }
@@ -110,7 +110,7 @@ TEST_TIMEOUT(sonded_binds_and_lists_methods_in_proto_order, 60)
 	/* unknown service: a reply without success */
 	struct ipc_frame f = {
 		.request_id = 7, .msg = IPC_MSG_BIND_SERVICE, .name = "Nope", .name_len = 4};
-	ASSERT_OK(ipc_chan_send(&c.ch, &f, -1));
+	ASSERT_OK(sonde__ipc_chan_send(&c.ch, &f, -1));
 	struct tc_msg *m = tc_wait(&c, 7, 5000);
 	ASSERT(m && m->f.msg == IPC_MSG_BIND_SERVICE_REPLY && !m->f.success);
 	tc_msg_free(m);
@@ -120,13 +120,13 @@ TEST_TIMEOUT(sonded_binds_and_lists_methods_in_proto_order, 60)
 			       .service_id = 1,
 			       .method_id = 99,
 			       .drop_reply = true};
-	ASSERT_OK(ipc_chan_send(&c.ch, &f, -1));
+	ASSERT_OK(sonde__ipc_chan_send(&c.ch, &f, -1));
 	m = tc_wait(&c, 8, 5000);
 	ASSERT(m && m->f.msg == IPC_MSG_INVOKE_METHOD_REPLY && !m->f.success);
 	tc_msg_free(m);
 	/* a frame without a msg: request_error */
 	f = (struct ipc_frame){.request_id = 9};
-	ASSERT_OK(ipc_chan_send(&c.ch, &f, -1));
+	ASSERT_OK(sonde__ipc_chan_send(&c.ch, &f, -1));
 	m = tc_wait(&c, 9, 5000);
 	ASSERT(m && m->f.msg == IPC_MSG_REQUEST_ERROR);
 	tc_msg_free(m);
@@ -190,14 +190,14 @@ TEST_TIMEOUT(sonded_producer_session_end_to_end, 60)
 	ASSERT_INT(trace_count_field(&trace, PF_PACKET_TRACE_STATS), ==, 1);
 	ASSERT_INT(trace_count_field(&trace, PF_PACKET_SERVICE_EVENT), >=, 2);
 	/* a second read returns nothing of the producer's again */
-	buf_reset(&trace);
+	sonde__buf_reset(&trace);
 	tcons_read(&r.c, &trace);
 	ASSERT_INT(trace_count(&trace, "e2e-packet", 10, NULL), ==, 0);
 	for (int i = 0; i < 3; i++)
-		buf_free(&p3[i]);
-	buf_free(&cfg);
-	buf_free(&pk);
-	buf_free(&trace);
+		sonde__buf_free(&p3[i]);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&pk);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -205,10 +205,10 @@ static void register_writer(struct tprod *p, uint32_t writer, uint32_t target)
 {
 	struct buf a = BUF_INIT;
 
-	pb_put_varint(&a, PF_REGISTER_TW_REQ_WRITER_ID, writer);
-	pb_put_varint(&a, PF_REGISTER_TW_REQ_TARGET_BUFFER, target);
+	sonde__pb_put_varint(&a, PF_REGISTER_TW_REQ_WRITER_ID, writer);
+	sonde__pb_put_varint(&a, PF_REGISTER_TW_REQ_TARGET_BUFFER, target);
 	tc_call(&p->t, "RegisterTraceWriter", &a, -1, true);
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 /* The packet containing tag must equal want byte for byte, followed by the suffix. */
@@ -251,16 +251,16 @@ TEST_TIMEOUT(sonded_reassembles_packets_fragmented_across_chunks, 60)
 	tprod_chunk(&r.p, 2, SMB_LAYOUT_DIV1, 0, 1, 12, SMB_FLAG_FIRST_PACKET_CONTINUES, c2, 2,
 		    true);
 	tprod_commit(&r.p, m2, 1, r.target, 0, NULL);
-	buf_reset(&trace);
+	sonde__buf_reset(&trace);
 	rig_stop_and_read(&r, &trace);
 	assert_packet(&trace, "frag-big-b", &big);
 	assert_packet(&trace, "frag-small-c", &c);
 	ASSERT_INT(trace_count(&trace, "frag-small-a", 12, NULL), ==, 0); /* read once */
-	buf_free(&cfg);
-	buf_free(&a);
-	buf_free(&big);
-	buf_free(&c);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&a);
+	sonde__buf_free(&big);
+	sonde__buf_free(&c);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -275,11 +275,11 @@ TEST_TIMEOUT(sonded_applies_patches_before_releasing_a_chunk, 60)
 	rig_up(&r, &cfg, false, false, false);
 	rig_start(&r);
 	/* a packet with a nested message whose 4-byte length is filled in later */
-	pb_put_string(&want, 900, "patched-packet");
-	size_t mark = pb_begin(&want, 902);
-	pb_put_string(&want, 1, "inner-data");
-	pb_end(&want, mark);
-	buf_append(&pkt, want.data, want.len);
+	sonde__pb_put_string(&want, 900, "patched-packet");
+	size_t mark = sonde__pb_begin(&want, 902);
+	sonde__pb_put_string(&want, 1, "inner-data");
+	sonde__pb_end(&want, mark);
+	sonde__buf_append(&pkt, want.data, want.len);
 	memset(pkt.data + mark, 0, 4);
 	struct iovec v = {pkt.data, pkt.len};
 	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, SMB_FLAG_NEEDS_PATCHING, &v, 1, true);
@@ -287,24 +287,24 @@ TEST_TIMEOUT(sonded_applies_patches_before_releasing_a_chunk, 60)
 	tcons_read(&r.c, &trace);
 	ASSERT_INT(trace_count(&trace, "patched-packet", 14, NULL), ==, 0); /* held back */
 	/* ChunksToPatch: offsets are relative to the chunk payload (after the 8-byte header) */
-	size_t e = pb_begin(&patch, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
-	pb_put_varint(&patch, PF_CHUNK_TO_PATCH_TARGET_BUFFER, r.target);
-	pb_put_varint(&patch, PF_CHUNK_TO_PATCH_WRITER_ID, 1);
-	pb_put_varint(&patch, PF_CHUNK_TO_PATCH_CHUNK_ID, 0);
-	size_t pm = pb_begin(&patch, PF_CHUNK_TO_PATCH_PATCHES);
-	pb_put_varint(&patch, PF_PATCH_OFFSET, 4 + mark);
-	pb_put_bytes(&patch, PF_PATCH_DATA, want.data + mark, 4);
-	pb_end(&patch, pm);
-	pb_end(&patch, e);
+	size_t e = sonde__pb_begin(&patch, PF_COMMIT_DATA_REQ_CHUNKS_TO_PATCH);
+	sonde__pb_put_varint(&patch, PF_CHUNK_TO_PATCH_TARGET_BUFFER, r.target);
+	sonde__pb_put_varint(&patch, PF_CHUNK_TO_PATCH_WRITER_ID, 1);
+	sonde__pb_put_varint(&patch, PF_CHUNK_TO_PATCH_CHUNK_ID, 0);
+	size_t pm = sonde__pb_begin(&patch, PF_CHUNK_TO_PATCH_PATCHES);
+	sonde__pb_put_varint(&patch, PF_PATCH_OFFSET, 4 + mark);
+	sonde__pb_put_bytes(&patch, PF_PATCH_DATA, want.data + mark, 4);
+	sonde__pb_end(&patch, pm);
+	sonde__pb_end(&patch, e);
 	tprod_commit(&r.p, NULL, 0, r.target, 0, &patch);
-	buf_reset(&trace);
+	sonde__buf_reset(&trace);
 	rig_stop_and_read(&r, &trace);
 	assert_packet(&trace, "patched-packet", &want);
-	buf_free(&cfg);
-	buf_free(&pkt);
-	buf_free(&want);
-	buf_free(&patch);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&pkt);
+	sonde__buf_free(&want);
+	sonde__buf_free(&patch);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -343,9 +343,9 @@ TEST_TIMEOUT(sonded_scrapes_chunks_a_producer_never_committed, 60)
 	ASSERT_UINT(smb_bitmap_state(bm, 0), ==, SMB_CHUNK_BEING_WRITTEN);
 	ASSERT_UINT(smb_bitmap_state(bm, 1), ==, SMB_CHUNK_COMPLETE);
 	for (int i = 0; i < 5; i++)
-		buf_free(&p[i]);
-	buf_free(&cfg);
-	buf_free(&trace);
+		sonde__buf_free(&p[i]);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -354,9 +354,9 @@ static uint64_t call_flush(struct tc *c, uint32_t timeout_ms)
 	struct buf a = BUF_INIT;
 	uint64_t id;
 
-	pb_put_varint(&a, PF_FLUSH_REQ_TIMEOUT_MS, timeout_ms);
+	sonde__pb_put_varint(&a, PF_FLUSH_REQ_TIMEOUT_MS, timeout_ms);
 	id = tc_call(c, "Flush", &a, -1, false);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	return id;
 }
 
@@ -392,9 +392,9 @@ TEST_TIMEOUT(sonded_flush_is_acked_by_commit_or_fails_on_timeout, 60)
 	tc_msg_free(m);
 	rig_stop_and_read(&r, &trace);
 	ASSERT_INT(trace_count(&trace, "flushed-packet", 14, NULL), ==, 1);
-	buf_free(&cfg);
-	buf_free(&pk);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&pk);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -405,7 +405,7 @@ TEST_TIMEOUT(sonded_waits_for_stop_acks_and_times_them_out, 60)
 	struct tcmd cmd;
 
 	tcfg_basic(&cfg, 256, one_ds, 1);
-	pb_put_varint(&cfg, PF_TRACE_CONFIG_DATA_SOURCE_STOP_TIMEOUT_MS, 400);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_DATA_SOURCE_STOP_TIMEOUT_MS, 400);
 	rig_up(&r, &cfg, false, true, true);
 	rig_start(&r);
 	tprod_notify(&r.p, "NotifyDataSourceStarted", r.inst);
@@ -427,7 +427,7 @@ TEST_TIMEOUT(sonded_waits_for_stop_acks_and_times_them_out, 60)
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
 	free(tcons_wait_disabled(&r.c, r.enable_req, 5000));
 	ASSERT(test_now() - t0 >= 0.39);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	rig_down(&r);
 }
 
@@ -438,9 +438,9 @@ TEST_TIMEOUT(sonded_deferred_start_and_all_started_event, 60)
 	struct tcmd cmd;
 
 	tcfg_basic(&cfg, 256, one_ds, 1);
-	pb_put_bool(&cfg, PF_TRACE_CONFIG_DEFERRED_START, true);
+	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_DEFERRED_START, true);
 	rig_up(&r, &cfg, false, true, false);
-	pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE,
+	sonde__pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE,
 		      PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED);
 	uint64_t obs = tc_call(&r.c, "ObserveEvents", &a, -1, false);
 	ASSERT(!tprod_cmd(&r.p, &cmd, 300)); /* no start before StartTracing */
@@ -454,16 +454,16 @@ TEST_TIMEOUT(sonded_deferred_start_and_all_started_event, 60)
 	struct pb_reader rd = pb_reader_init(m->f.data, m->f.data_len);
 	struct pb_field f, g;
 	bool all = false;
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		struct pb_reader er = pb_sub(&f);
-		while (pb_next(&er, &g) > 0)
+		while (sonde__pb_next(&er, &g) > 0)
 			all = all ||
 			      (g.num == PF_OBSERVABLE_EVENTS_ALL_DATA_SOURCES_STARTED && g.u);
 	}
 	ASSERT(all);
 	tc_msg_free(m);
-	buf_free(&cfg);
-	buf_free(&a);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&a);
 	rig_down(&r);
 }
 
@@ -496,17 +496,17 @@ static void file_session(struct rig *r, const struct buf *cfg, int fd, const cha
 	tprod_commit(&r->p, NULL, 0, r->target, cmd.flush_id, NULL);
 	tprod_expect(&r->p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
 	*err = tcons_wait_disabled(&r->c, r->enable_req, 10000);
-	buf_free(&pk);
+	sonde__buf_free(&pk);
 }
 
 static void file_config(struct buf *cfg, const char *path)
 {
 	tcfg_basic(cfg, 1024, one_ds, 1);
-	pb_put_bool(cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
-	pb_put_varint(cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
-	pb_put_varint(cfg, PF_TRACE_CONFIG_DURATION_MS, 500);
+	sonde__pb_put_bool(cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	sonde__pb_put_varint(cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
+	sonde__pb_put_varint(cfg, PF_TRACE_CONFIG_DURATION_MS, 500);
 	if (path)
-		pb_put_string(cfg, PF_TRACE_CONFIG_OUTPUT_PATH, path);
+		sonde__pb_put_string(cfg, PF_TRACE_CONFIG_OUTPUT_PATH, path);
 }
 
 TEST_TIMEOUT(sonded_write_into_file_through_consumer_fd, 60)
@@ -534,7 +534,7 @@ TEST_TIMEOUT(sonded_write_into_file_through_consumer_fd, 60)
 	ASSERT_INT(trace_count_field(&file, PF_PACKET_TRACE_CONFIG), ==, 1);
 	ASSERT_INT(trace_count_field(&file, PF_PACKET_SERVICE_EVENT), >=, 2);
 	free(data);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	rig_down(&r);
 }
 
@@ -562,7 +562,7 @@ TEST_TIMEOUT(sonded_write_into_file_output_path, 60)
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "output_path");
 	free(err);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	rig_down(&r);
 }
 
@@ -612,12 +612,12 @@ TEST_TIMEOUT(sonded_sessions_see_only_their_own_data, 60)
 	ASSERT_INT(trace_count(&ta, "only-for-b", 10, NULL), ==, 0);
 	ASSERT_INT(trace_count(&tb, "only-for-b", 10, NULL), ==, 1);
 	ASSERT_INT(trace_count(&tb, "only-for-a", 10, NULL), ==, 0);
-	buf_free(&cfga);
-	buf_free(&cfgb);
-	buf_free(&pa);
-	buf_free(&pb);
-	buf_free(&ta);
-	buf_free(&tb);
+	sonde__buf_free(&cfga);
+	sonde__buf_free(&cfgb);
+	sonde__buf_free(&pa);
+	sonde__buf_free(&pb);
+	sonde__buf_free(&ta);
+	sonde__buf_free(&tb);
 	tc_close(&ca);
 	tc_close(&cb);
 	tc_close(&p.t);
@@ -639,15 +639,15 @@ TEST_TIMEOUT(sonded_adopts_only_sealed_producer_shared_memory, 60)
 			ASSERT_OK(
 				fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL));
 		tc_open(&t, d.psock, "ProducerPort");
-		pb_put_varint(&a, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, 4096);
-		pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "startup");
-		pb_put_bool(&a, PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM, true);
+		sonde__pb_put_varint(&a, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, 4096);
+		sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "startup");
+		sonde__pb_put_bool(&a, PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM, true);
 		struct tc_msg *m = tc_ok(&t, tc_call(&t, "InitializeConnection", &a, fd, false));
 		close(fd);
 		struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
 		struct pb_field f;
 		bool adopted = false, patching = false;
-		while (pb_next(&r, &f) > 0) {
+		while (sonde__pb_next(&r, &f) > 0) {
 			if (f.num == PF_INIT_CONN_RESP_USING_SHMEM_PROVIDED_BY_PRODUCER)
 				adopted = f.u;
 			if (f.num == PF_INIT_CONN_RESP_DIRECT_SMB_PATCHING_SUPPORTED)
@@ -661,11 +661,11 @@ TEST_TIMEOUT(sonded_adopts_only_sealed_producer_shared_memory, 60)
 			m = tc_wait(&t, g, 5000);
 			ASSERT(m && m->f.has_more && m->fd == -1);
 			r = pb_reader_init(m->f.data, m->f.data_len);
-			ASSERT_INT(pb_next(&r, &f), ==, 1);
+			ASSERT_INT(sonde__pb_next(&r, &f), ==, 1);
 			ASSERT_UINT(f.num, ==, PF_ASYNC_CMD_SETUP_TRACING);
 			tc_msg_free(m);
 		}
-		buf_free(&a);
+		sonde__buf_free(&a);
 		tc_close(&t);
 	}
 	sonded_stop(&d);
@@ -691,7 +691,7 @@ static void commit_many(struct rig *r, int n, size_t pad)
 		}
 		tprod_commit(&r->p, (const unsigned(*)[2])mv, (size_t)batch, r->target, 0, NULL);
 	}
-	buf_free(&pk);
+	sonde__buf_free(&pk);
 }
 
 TEST_TIMEOUT(sonded_streams_large_reads_in_frames_under_the_limit, 120)
@@ -707,8 +707,8 @@ TEST_TIMEOUT(sonded_streams_large_reads_in_frames_under_the_limit, 120)
 	ASSERT_INT(trace_count(&trace, "many-", 5, NULL), ==, 600);
 	ASSERT_INT(trace_count(&trace, "many-00000", 10, NULL), ==, 1);
 	ASSERT_INT(trace_count(&trace, "many-00599", 10, NULL), ==, 1);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -718,16 +718,16 @@ TEST_TIMEOUT(sonded_ring_overwrites_oldest_discard_keeps_first, 120)
 		struct rig r;
 		struct buf cfg = BUF_INIT, trace = BUF_INIT;
 		struct tpkt pk;
-		size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
-		pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 64);
-		pb_put_varint(&cfg, PF_BUFFER_CONFIG_FILL_POLICY,
+		size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
+		sonde__pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 64);
+		sonde__pb_put_varint(&cfg, PF_BUFFER_CONFIG_FILL_POLICY,
 			      discard ? PF_FILL_POLICY_DISCARD : PF_FILL_POLICY_RING_BUFFER);
-		pb_end(&cfg, m);
-		size_t d = pb_begin(&cfg, PF_TRACE_CONFIG_DATA_SOURCES);
-		size_t c = pb_begin(&cfg, PF_TC_DATA_SOURCE_CONFIG);
-		pb_put_string(&cfg, PF_DS_CONFIG_NAME, "test.ds");
-		pb_end(&cfg, c);
-		pb_end(&cfg, d);
+		sonde__pb_end(&cfg, m);
+		size_t d = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_DATA_SOURCES);
+		size_t c = sonde__pb_begin(&cfg, PF_TC_DATA_SOURCE_CONFIG);
+		sonde__pb_put_string(&cfg, PF_DS_CONFIG_NAME, "test.ds");
+		sonde__pb_end(&cfg, c);
+		sonde__pb_end(&cfg, d);
 		rig_up(&r, &cfg, false, false, false);
 		rig_start(&r);
 		commit_many(&r, 100, 3900); /* ~400 KB into 64 KB */
@@ -746,8 +746,8 @@ TEST_TIMEOUT(sonded_ring_overwrites_oldest_discard_keeps_first, 120)
 			ASSERT_INT(trace_count(&trace, tag, 10, &pk), ==, 1);
 			ASSERT(pk.dropped); /* the first packet after the overwritten ones */
 		}
-		buf_free(&cfg);
-		buf_free(&trace);
+		sonde__buf_free(&cfg);
+		sonde__buf_free(&trace);
 		rig_down(&r);
 	}
 }
@@ -761,10 +761,10 @@ TEST_TIMEOUT(sonded_stops_writing_at_max_file_size, 60)
 	struct tcmd cmd;
 
 	tcfg_basic(&cfg, 4096, one_ds, 1);
-	pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
-	pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
-	pb_put_varint(&cfg, PF_TRACE_CONFIG_MAX_FILE_SIZE_BYTES, 20000);
-	pb_put_string(&cfg, PF_TRACE_CONFIG_OUTPUT_PATH, path);
+	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_MAX_FILE_SIZE_BYTES, 20000);
+	sonde__pb_put_string(&cfg, PF_TRACE_CONFIG_OUTPUT_PATH, path);
 	rig_up(&r, &cfg, false, false, false);
 	rig_start(&r);
 	commit_many(&r, 40, 3900); /* 160 KB, far above the cap */
@@ -774,7 +774,7 @@ TEST_TIMEOUT(sonded_stops_writing_at_max_file_size, 60)
 	ASSERT_OK(stat(path, &st));
 	ASSERT_INT(st.st_size, <=, 20000);
 	ASSERT_INT(st.st_size, >, 4000);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	rig_down(&r);
 }
 
@@ -795,7 +795,7 @@ TEST_TIMEOUT(sonded_socket_names_from_environment_and_abstract, 60)
 	pid_t pid = test_spawn(argv);
 	int fd = -1;
 	for (int i = 0; i < 500 && fd < 0; i++) {
-		fd = ipc_connect(c);
+		fd = sonde__ipc_connect(c);
 		if (fd < 0)
 			usleep(10000);
 	}
@@ -805,7 +805,7 @@ TEST_TIMEOUT(sonded_socket_names_from_environment_and_abstract, 60)
 	tc_close(&t);
 	tc_open(&t, c, "ConsumerPort");
 	tc_close(&t);
-	fd = ipc_connect_type(x, SOCK_SEQPACKET);
+	fd = sonde__ipc_connect_type(x, SOCK_SEQPACKET);
 	ASSERT_OK(fd);
 	close(fd);
 	kill(pid, SIGINT);
@@ -826,9 +826,9 @@ static struct tc_msg *call_key(struct tc *c, const char *method, const char *key
 {
 	struct buf a = BUF_INIT;
 
-	pb_put_string(&a, PF_DETACH_REQ_KEY, key);
+	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
 	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 5000);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	ASSERT(m != NULL);
 	return m;
 }
@@ -862,13 +862,13 @@ TEST_TIMEOUT(sonded_detached_session_survives_and_reattaches, 60)
 	ASSERT(m->f.success);
 	ASSERT(m->f.data_len > 0); /* AttachResponse carries the session's TraceConfig */
 	tc_msg_free(m);
-	pb_put_bool(&a, PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY, true);
+	sonde__pb_put_bool(&a, PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY, true);
 	r.enable_req = tc_call(&r.c, "EnableTracing", &a, -1, false);
 	rig_stop_and_read(&r, &trace);
 	ASSERT_INT(trace_count(&trace, "detached-packet", 15, NULL), ==, 1);
-	buf_free(&cfg);
-	buf_free(&pk);
-	buf_free(&a);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&pk);
+	sonde__buf_free(&a);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }

@@ -31,29 +31,29 @@ static void cfg_triggers(struct buf *b, uint32_t mode, uint32_t timeout_ms,
 			 const struct trig_spec *t, size_t n)
 {
 	tcfg_basic(b, 1024, one_ds, 1);
-	size_t m = pb_begin(b, PF_TRACE_CONFIG_TRIGGER_CONFIG);
-	pb_put_varint(b, PF_TRIGGER_CONFIG_TRIGGER_MODE, mode);
+	size_t m = sonde__pb_begin(b, PF_TRACE_CONFIG_TRIGGER_CONFIG);
+	sonde__pb_put_varint(b, PF_TRIGGER_CONFIG_TRIGGER_MODE, mode);
 	for (size_t i = 0; i < n; i++) {
-		size_t k = pb_begin(b, PF_TRIGGER_CONFIG_TRIGGERS);
-		pb_put_string(b, PF_TRIGGER_NAME, t[i].name);
+		size_t k = sonde__pb_begin(b, PF_TRIGGER_CONFIG_TRIGGERS);
+		sonde__pb_put_string(b, PF_TRIGGER_NAME, t[i].name);
 		if (t[i].regex)
-			pb_put_string(b, PF_TRIGGER_PRODUCER_NAME_REGEX, t[i].regex);
-		pb_put_varint(b, PF_TRIGGER_STOP_DELAY_MS, t[i].stop_delay_ms);
+			sonde__pb_put_string(b, PF_TRIGGER_PRODUCER_NAME_REGEX, t[i].regex);
+		sonde__pb_put_varint(b, PF_TRIGGER_STOP_DELAY_MS, t[i].stop_delay_ms);
 		if (t[i].max_per_24h)
-			pb_put_varint(b, PF_TRIGGER_MAX_PER_24_H, t[i].max_per_24h);
+			sonde__pb_put_varint(b, PF_TRIGGER_MAX_PER_24_H, t[i].max_per_24h);
 		if (t[i].skip > 0)
-			pb_put_double(b, PF_TRIGGER_SKIP_PROBABILITY, t[i].skip);
-		pb_end(b, k);
+			sonde__pb_put_double(b, PF_TRIGGER_SKIP_PROBABILITY, t[i].skip);
+		sonde__pb_end(b, k);
 	}
-	pb_put_varint(b, PF_TRIGGER_CONFIG_TRIGGER_TIMEOUT_MS, timeout_ms);
-	pb_end(b, m);
+	sonde__pb_put_varint(b, PF_TRIGGER_CONFIG_TRIGGER_TIMEOUT_MS, timeout_ms);
+	sonde__pb_end(b, m);
 }
 
 static void make_packet(struct buf *b, const char *tag)
 {
-	buf_reset(b);
-	pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
-	pb_put_string(b, 900, tag);
+	sonde__buf_reset(b);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
+	sonde__pb_put_string(b, 900, tag);
 }
 
 /* Writes one complete chunk holding a packet tagged `tag` and commits it. */
@@ -66,7 +66,7 @@ static void commit_tagged(struct tprod *p, uint32_t target, unsigned chunk, cons
 	struct iovec v = {pk.data, pk.len};
 	tprod_chunk(p, 0, SMB_LAYOUT_DIV4, chunk, 1, chunk, 0, &v, 1, true);
 	tprod_commit(p, mv, 1, target, 0, NULL);
-	buf_free(&pk);
+	sonde__buf_free(&pk);
 }
 
 /* Sends ActivateTriggers (drop_reply, as clients do), then Sync so that it was handled. */
@@ -75,10 +75,10 @@ static void send_triggers(struct tprod *p, const char *const *names, size_t n)
 	struct buf a = BUF_INIT;
 
 	for (size_t i = 0; i < n; i++)
-		pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, names[i]);
+		sonde__pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, names[i]);
 	tc_call(&p->t, "ActivateTriggers", &a, -1, true);
 	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "Sync", NULL, -1, false)));
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 static void send_trigger(struct tprod *p, const char *name)
@@ -143,14 +143,14 @@ static void assert_trigger_packet(const struct buf *trace, const char *name, con
 		int64_t uid = -1;
 		uint64_t delay = UINT64_MAX, ts = 0;
 		bool is_trigger = false;
-		while (pb_next(&r, &f) > 0) {
+		while (sonde__pb_next(&r, &f) > 0) {
 			if (f.num == PF_PACKET_TIMESTAMP)
 				ts = f.u;
 			if (f.num != PF_PACKET_TRIGGER || f.wire != PB_LEN)
 				continue;
 			is_trigger = true;
 			tr = pb_sub(&f);
-			while (pb_next(&tr, &g) > 0) {
+			while (sonde__pb_next(&tr, &g) > 0) {
 				if (g.num == PF_TRIGGER_PACKET_TRIGGER_NAME)
 					snprintf(tname, sizeof(tname), "%.*s", (int)g.len, g.ptr);
 				else if (g.num == PF_TRIGGER_PACKET_PRODUCER_NAME)
@@ -206,8 +206,8 @@ TEST_TIMEOUT(trig_start_trigger_starts_session_from_matching_producer_only, 60)
 	ASSERT_INT(trace_count_field(&trace, PF_PACKET_TRIGGER), ==, 1);
 	tc_close(&bad.t);
 	tc_close(&good.t);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -231,8 +231,8 @@ TEST_TIMEOUT(trig_start_stop_delay_becomes_the_duration, 60)
 	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
 	tcons_read(&r.c, &trace);
 	assert_trigger_packet(&trace, "go", "test-producer", 300);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -251,8 +251,8 @@ TEST_TIMEOUT(trig_start_timeout_ends_session_with_empty_trace, 60)
 	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
 	tcons_read(&r.c, &trace);
 	ASSERT_UINT(trace.len, ==, 0);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -265,12 +265,12 @@ static uint64_t config_duration(const struct buf *trace)
 	for (size_t off = 0; trace_next(trace, &off, &pk);) {
 		struct pb_reader r = pb_reader_init(pk.p, pk.len), cr;
 		struct pb_field f, g;
-		while (pb_next(&r, &f) > 0) {
+		while (sonde__pb_next(&r, &f) > 0) {
 			if (f.num != PF_PACKET_TRACE_CONFIG || f.wire != PB_LEN)
 				continue;
 			cr = pb_sub(&f);
 			d = 0;
-			while (pb_next(&cr, &g) > 0)
+			while (sonde__pb_next(&cr, &g) > 0)
 				if (g.num == PF_TRACE_CONFIG_DURATION_MS && g.wire == PB_VARINT)
 					d = g.u;
 		}
@@ -304,8 +304,8 @@ TEST_TIMEOUT(trig_stop_trigger_flushes_and_stops_after_delay, 60)
 	ASSERT_UINT(config_duration(&trace), ==, 60000); /* the trigger timeout, §6.3 */
 	assert_trigger_packet(&trace, "stop-now", "test-producer", 300);
 	assert_trigger_packet(&trace, "other", "test-producer", 0);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -326,8 +326,8 @@ TEST_TIMEOUT(trig_stop_timeout_without_trigger_gives_empty_trace, 60)
 	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
 	tcons_read(&r.c, &trace);
 	ASSERT_UINT(trace.len, ==, 0); /* never triggered: the trace is empty */
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -356,8 +356,8 @@ TEST_TIMEOUT(trig_skip_probability_and_max_per_24h, 60)
 	ASSERT(!tprod_cmd(&r.p, &cmd, 300));
 	tcons_read(&r.c, &trace);
 	ASSERT_UINT(trace.len, ==, 0);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -383,7 +383,7 @@ TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 
 	sonded_start(&d, NULL);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		buf_reset(&cfg);
+		sonde__buf_reset(&cfg);
 		cfg_triggers(&cfg, cases[i].mode, cases[i].timeout, cases[i].t, cases[i].n);
 		tc_open(&c, d.csock, "ConsumerPort");
 		char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 5000);
@@ -393,15 +393,15 @@ TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 		tc_close(&c);
 	}
 	/* duration_ms together with triggers */
-	buf_reset(&cfg);
+	sonde__buf_reset(&cfg);
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 1);
-	pb_put_varint(&cfg, PF_TRACE_CONFIG_DURATION_MS, 1000);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_DURATION_MS, 1000);
 	tc_open(&c, d.csock, "ConsumerPort");
 	char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 5000);
 	ASSERT(err != NULL && strstr(err, "duration_ms"));
 	free(err);
 	tc_close(&c);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	sonded_stop(&d);
 }
 
@@ -419,7 +419,7 @@ TEST_TIMEOUT(trig_flooding_producer_is_throttled, 120)
 	rig_up(&r, &cfg);
 	tprod_open(&flood, r.d.psock, "flooder", false);
 	for (int i = 0; i < 64; i++)
-		pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, "flood");
+		sonde__pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, "flood");
 	double t0 = test_now();
 	for (int i = 0; i < 300; i++)
 		tc_call(&flood.t, "ActivateTriggers", &a, -1, true);
@@ -437,9 +437,9 @@ TEST_TIMEOUT(trig_flooding_producer_is_throttled, 120)
 	ASSERT_INT(n, <=, 128 + (int)(64 * (elapsed + 1)));
 	ASSERT_INT(n, <=, 256);
 	tc_close(&flood.t);
-	buf_free(&a);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&a);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -484,11 +484,11 @@ TEST_TIMEOUT(trig_sonde_trace_cli_sends_and_honours_triggers, 90)
 	size_t len;
 	char *data = test_read_file(out, &len);
 	ASSERT(data != NULL);
-	buf_append(&trace, data, len);
+	sonde__buf_append(&trace, data, len);
 	free(data);
 	ASSERT_INT(trace_count(&trace, "cli-triggered-packet", 20, NULL), ==, 1);
 	assert_trigger_packet(&trace, "cli-go", "perfetto_cmd_producer", 300);
-	buf_free(&trace);
+	sonde__buf_free(&trace);
 	tc_close(&p.t);
 	sonded_stop(&d);
 }
@@ -506,14 +506,14 @@ static void clone_call(struct tc *c, uint64_t id, const char *name, struct clone
 	struct buf a = BUF_INIT;
 
 	if (id)
-		pb_put_varint(&a, PF_CLONE_SESSION_REQ_SESSION_ID, id);
+		sonde__pb_put_varint(&a, PF_CLONE_SESSION_REQ_SESSION_ID, id);
 	if (name)
-		pb_put_string(&a, PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME, name);
+		sonde__pb_put_string(&a, PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME, name);
 	struct tc_msg *m = tc_ok(c, tc_call(c, "CloneSession", &a, -1, false));
 	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
 	struct pb_field f;
 	memset(out, 0, sizeof(*out));
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_CLONE_SESSION_RESP_SUCCESS)
 			out->success = f.u != 0;
 		else if (f.num == PF_CLONE_SESSION_RESP_ERROR)
@@ -526,7 +526,7 @@ static void clone_call(struct tc *c, uint64_t id, const char *name, struct clone
 			out->was_write_into_file = f.u != 0;
 	}
 	tc_msg_free(m);
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 /* tracing_sessions {id, unique_session_name, state} of QueryServiceState, as
@@ -542,15 +542,15 @@ static void query_sessions(struct tc *c, char *out, size_t n)
 		ASSERT(m != NULL && m->f.success);
 		struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len), sr, tr;
 		struct pb_field f, g, h;
-		while (pb_next(&r, &f) > 0) {
+		while (sonde__pb_next(&r, &f) > 0) {
 			sr = pb_sub(&f);
-			while (pb_next(&sr, &g) > 0) {
+			while (sonde__pb_next(&sr, &g) > 0) {
 				if (g.num != PF_TSS_TRACING_SESSIONS)
 					continue;
 				uint64_t id = 0;
 				char name[64] = "", state[64] = "";
 				tr = pb_sub(&g);
-				while (pb_next(&tr, &h) > 0) {
+				while (sonde__pb_next(&tr, &h) > 0) {
 					if (h.num == PF_TSS_SESSION_ID)
 						id = h.u;
 					else if (h.num == PF_TSS_SESSION_UNIQUE_SESSION_NAME)
@@ -587,8 +587,8 @@ static uint64_t session_id_of(struct tc *c, const char *name)
 static void cfg_named(struct buf *b, const char *name)
 {
 	tcfg_basic(b, 1024, one_ds, 1);
-	pb_put_string(b, PF_TRACE_CONFIG_UNIQUE_SESSION_NAME, name);
-	pb_put_varint(b, PF_TRACE_CONFIG_FLUSH_TIMEOUT_MS, 500); /* unacked clone flushes */
+	sonde__pb_put_string(b, PF_TRACE_CONFIG_UNIQUE_SESSION_NAME, name);
+	sonde__pb_put_varint(b, PF_TRACE_CONFIG_FLUSH_TIMEOUT_MS, 500); /* unacked clone flushes */
 }
 
 TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
@@ -610,9 +610,9 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 
 	/* the clone waits for the source's flush; data committed with the ack is in it */
 	struct buf a = BUF_INIT;
-	pb_put_varint(&a, PF_CLONE_SESSION_REQ_SESSION_ID, src);
+	sonde__pb_put_varint(&a, PF_CLONE_SESSION_REQ_SESSION_ID, src);
 	uint64_t creq = tc_call(&k2, "CloneSession", &a, -1, false);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
 	ASSERT(tc_wait(&k2, creq, 200) == NULL); /* not before the flush completed */
 	struct buf pk = BUF_INIT;
@@ -621,12 +621,12 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	unsigned mv[1][2] = {{0, 1}};
 	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV4, 1, 1, 1, 0, &v, 1, true);
 	tprod_commit(&r.p, mv, 1, r.target, cmd.flush_id, NULL);
-	buf_free(&pk);
+	sonde__buf_free(&pk);
 	struct tc_msg *m = tc_ok(&k2, creq);
 	struct pb_reader rd = pb_reader_init(m->f.data, m->f.data_len);
 	struct pb_field f;
 	bool ok = false, has_uuid = false;
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		ok |= f.num == PF_CLONE_SESSION_RESP_SUCCESS && f.u;
 		has_uuid |= f.num == PF_CLONE_SESSION_RESP_UUID_MSB && f.u;
 	}
@@ -652,7 +652,7 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	ASSERT(cr.uuid_msb != 0 || cr.uuid_lsb != 0);
 
 	/* no producer may write into a clone: the source's reader still gets everything */
-	buf_reset(&trace);
+	sonde__buf_reset(&trace);
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
 	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
 	tcons_read(&r.c, &trace);
@@ -662,8 +662,8 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	tc_msg_free(tc_ok(&k2, tc_call(&k2, "FreeBuffers", NULL, -1, false)));
 	tc_close(&k2);
 	tc_close(&k3);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -710,7 +710,7 @@ TEST_TIMEOUT(clone_refusals_are_clear_errors, 60)
 	clone_call(&r.c, src, NULL, &cr);
 	ASSERT(!cr.success);
 	ASSERT_CONTAINS(cr.error, "already has a tracing session");
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	rig_down(&r);
 }
 
@@ -738,7 +738,7 @@ TEST_TIMEOUT(clone_sonde_trace_cli_writes_a_snapshot, 60)
 	size_t len;
 	char *data = test_read_file(out, &len);
 	ASSERT(data != NULL);
-	buf_append(&trace, data, len);
+	sonde__buf_append(&trace, data, len);
 	free(data);
 	ASSERT_INT(trace_count(&trace, "snapshot-me", 11, NULL), ==, 1);
 	ASSERT_INT(trace_count_field(&trace, PF_PACKET_TRACE_CONFIG), ==, 1);
@@ -747,8 +747,8 @@ TEST_TIMEOUT(clone_sonde_trace_cli_writes_a_snapshot, 60)
 	ASSERT_INT(o.status, ==, 1);
 	ASSERT_CONTAINS(o.err, "no tracing session");
 	test_output_free(&o);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -758,30 +758,30 @@ TEST_TIMEOUT(clone_sonde_trace_cli_writes_a_snapshot, 60)
 static void cfg_filtered(struct buf *b, const char *const *names, size_t n, const char *regex,
 			 uint32_t duration_ms)
 {
-	buf_reset(b);
-	size_t m = pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
-	pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, 1024);
-	pb_end(b, m);
-	size_t d = pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
-	size_t c = pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
-	pb_put_string(b, PF_DS_CONFIG_NAME, "test.ds");
-	pb_end(b, c);
+	sonde__buf_reset(b);
+	size_t m = sonde__pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
+	sonde__pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, 1024);
+	sonde__pb_end(b, m);
+	size_t d = sonde__pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
+	size_t c = sonde__pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
+	sonde__pb_put_string(b, PF_DS_CONFIG_NAME, "test.ds");
+	sonde__pb_end(b, c);
 	for (size_t i = 0; i < n; i++)
-		pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER, names[i]);
+		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER, names[i]);
 	if (regex)
-		pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER, regex);
-	pb_end(b, d);
+		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER, regex);
+	sonde__pb_end(b, d);
 	if (duration_ms)
-		pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, duration_ms);
+		sonde__pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, duration_ms);
 }
 
 static struct tc_msg *change_config(struct tc *c, const struct buf *cfg)
 {
 	struct buf a = BUF_INIT;
 
-	pb_put_bytes(&a, PF_CHANGE_TRACE_CONFIG_REQ_TRACE_CONFIG, cfg->data, cfg->len);
+	sonde__pb_put_bytes(&a, PF_CHANGE_TRACE_CONFIG_REQ_TRACE_CONFIG, cfg->data, cfg->len);
 	struct tc_msg *m = tc_wait(c, tc_call(c, "ChangeTraceConfig", &a, -1, false), 10000);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	ASSERT(m != NULL);
 	return m;
 }
@@ -840,7 +840,7 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	tc_close(&b.t);
 	tc_close(&a.t);
 	tc_close(&c);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	sonded_stop(&d);
 }
 
@@ -876,21 +876,21 @@ TEST_TIMEOUT(sess_unique_session_name_is_refused_while_live, 60)
 	ASSERT(tc_wait(&c2, e2, 300) == NULL);
 	tc_close(&c2);
 	tc_close(&c1);
-	buf_free(&cfg);
-	buf_free(&other);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&other);
 	sonded_stop(&d);
 }
 
 static void register_incr(struct tprod *p, const char *ds)
 {
 	struct buf a = BUF_INIT;
-	size_t m = pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
+	size_t m = sonde__pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
 
-	pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, ds);
-	pb_put_bool(&a, PF_DS_DESCRIPTOR_HANDLES_INCREMENTAL_STATE_CLEAR, true);
-	pb_end(&a, m);
+	sonde__pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, ds);
+	sonde__pb_put_bool(&a, PF_DS_DESCRIPTOR_HANDLES_INCREMENTAL_STATE_CLEAR, true);
+	sonde__pb_end(&a, m);
 	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "RegisterDataSource", &a, -1, false)));
-	buf_free(&a);
+	sonde__buf_free(&a);
 }
 
 TEST_TIMEOUT(sess_clears_incremental_state_periodically, 60)
@@ -907,9 +907,9 @@ TEST_TIMEOUT(sess_clears_incremental_state_periodically, 60)
 	register_incr(&yes, "test.ds");
 	tprod_register(&no, "test.ds", false, false);
 	tcfg_basic(&cfg, 1024, one_ds, 1);
-	size_t m = pb_begin(&cfg, PF_TRACE_CONFIG_INCREMENTAL_STATE_CONFIG);
-	pb_put_varint(&cfg, PF_INCREMENTAL_STATE_CONFIG_CLEAR_PERIOD_MS, 200);
-	pb_end(&cfg, m);
+	size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_INCREMENTAL_STATE_CONFIG);
+	sonde__pb_put_varint(&cfg, PF_INCREMENTAL_STATE_CONFIG_CLEAR_PERIOD_MS, 200);
+	sonde__pb_end(&cfg, m);
 	tc_open(&c, d.csock, "ConsumerPort");
 	tcons_enable(&c, &cfg, -1);
 	expect_cmd(&yes, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
@@ -928,7 +928,7 @@ TEST_TIMEOUT(sess_clears_incremental_state_periodically, 60)
 	tc_close(&c);
 	tc_close(&no.t);
 	tc_close(&yes.t);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	sonded_stop(&d);
 }
 
@@ -936,9 +936,9 @@ static struct tc_msg *call_key(struct tc *c, const char *method, const char *key
 {
 	struct buf a = BUF_INIT;
 
-	pb_put_string(&a, PF_DETACH_REQ_KEY, key);
+	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
 	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 5000);
-	buf_free(&a);
+	sonde__buf_free(&a);
 	ASSERT(m != NULL);
 	return m;
 }
@@ -980,7 +980,7 @@ TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 	m = call_key(&again, "Attach", "shared-key");
 	ASSERT(m->f.success);
 	tc_msg_free(m);
-	pb_put_bool(&a, PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY, true);
+	sonde__pb_put_bool(&a, PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY, true);
 	uint64_t en = tc_call(&again, "EnableTracing", &a, -1, false);
 	tc_msg_free(tc_ok(&again, tc_call(&again, "DisableTracing", NULL, -1, false)));
 	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
@@ -994,9 +994,9 @@ TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
 	r.c = again;
-	buf_free(&a);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&a);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }
 
@@ -1014,7 +1014,7 @@ TEST_TIMEOUT(sess_query_lists_own_sessions_and_all_for_root, 60)
 	cfg_named(&cfg, "nobodys-session");
 	tcons_enable(&nob, &cfg, -1);
 	tc_open(&root, d.csock, "ConsumerPort");
-	buf_reset(&cfg);
+	sonde__buf_reset(&cfg);
 	cfg_named(&cfg, "roots-session");
 	tcons_enable(&root, &cfg, -1);
 	query_sessions(&nob, list, sizeof(list));
@@ -1025,7 +1025,7 @@ TEST_TIMEOUT(sess_query_lists_own_sessions_and_all_for_root, 60)
 	ASSERT_CONTAINS(list, "roots-session:STARTED");
 	tc_close(&root);
 	tc_close(&nob);
-	buf_free(&cfg);
+	sonde__buf_free(&cfg);
 	sonded_stop(&d);
 }
 
@@ -1043,7 +1043,7 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_CLONE_SNAPSHOT, 60000, t, 1);
 	rig_up(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE, PF_OBSERVABLE_CLONE_TRIGGER_HIT);
+	sonde__pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE, PF_OBSERVABLE_CLONE_TRIGGER_HIT);
 	uint64_t obs = tc_call(&r.c, "ObserveEvents", &a, -1, false);
 	commit_tagged(&r.p, r.target, 0, "snapshot-data");
 	tc_msg_free(tc_ok(&r.p.t, tc_call(&r.p.t, "Sync", NULL, -1, false)));
@@ -1055,13 +1055,13 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	struct pb_field f, g, h;
 	uint64_t sid = 0;
 	char tname[32] = "", pname[32] = "";
-	while (pb_next(&rd, &f) > 0) {
+	while (sonde__pb_next(&rd, &f) > 0) {
 		er = pb_sub(&f);
-		while (pb_next(&er, &g) > 0) {
+		while (sonde__pb_next(&er, &g) > 0) {
 			if (g.num != PF_OBSERVABLE_EVENTS_CLONE_TRIGGER_HIT)
 				continue;
 			hr = pb_sub(&g);
-			while (pb_next(&hr, &h) > 0) {
+			while (sonde__pb_next(&hr, &h) > 0) {
 				if (h.num == PF_CLONE_TRIGGER_HIT_TRACING_SESSION_ID)
 					sid = h.u;
 				else if (h.num == PF_CLONE_TRIGGER_HIT_TRIGGER_NAME)
@@ -1079,14 +1079,14 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	/* as perfetto --clone does: a second connection clones the session it was told of */
 	tc_open(&k2, r.d.csock, "ConsumerPort");
 	struct buf ca = BUF_INIT;
-	pb_put_varint(&ca, PF_CLONE_SESSION_REQ_SESSION_ID, sid);
+	sonde__pb_put_varint(&ca, PF_CLONE_SESSION_REQ_SESSION_ID, sid);
 	uint64_t creq = tc_call(&k2, "CloneSession", &ca, -1, false);
 	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
 	tprod_commit(&r.p, NULL, 0, r.target, cmd.flush_id, NULL);
 	m = tc_ok(&k2, creq);
 	rd = pb_reader_init(m->f.data, m->f.data_len);
 	memset(&cr, 0, sizeof(cr));
-	while (pb_next(&rd, &f) > 0)
+	while (sonde__pb_next(&rd, &f) > 0)
 		if (f.num == PF_CLONE_SESSION_RESP_SUCCESS)
 			cr.success = f.u != 0;
 	tc_msg_free(m);
@@ -1096,9 +1096,9 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	assert_trigger_packet(&trace, "snap", "test-producer", 0);
 	ASSERT(!tprod_cmd(&r.p, &cmd, 200)); /* the source still runs: no stop */
 	tc_close(&k2);
-	buf_free(&ca);
-	buf_free(&a);
-	buf_free(&cfg);
-	buf_free(&trace);
+	sonde__buf_free(&ca);
+	sonde__buf_free(&a);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
 	rig_down(&r);
 }

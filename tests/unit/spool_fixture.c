@@ -5,7 +5,7 @@
 
 int spool_fixture_write(void *ctx, const void *p, size_t n)
 {
-	buf_append(ctx, p, n);
+	sonde__buf_append(ctx, p, n);
 	return buf_error(ctx);
 }
 

@@ -65,36 +65,36 @@ TEST(client_txtcfg_typical_config_encodes_like_the_writer)
 	struct buf w = BUF_INIT;
 
 	parse_ok(txt, &out, &len);
-	size_t m = pb_begin(&w, 1);
-	pb_put_varint(&w, 1, 65536);
-	pb_put_varint(&w, 4, 2);
-	pb_end(&w, m);
-	m = pb_begin(&w, 1);
-	pb_put_varint(&w, 1, 1024);
-	pb_end(&w, m);
-	size_t ds = pb_begin(&w, 2);
-	size_t c = pb_begin(&w, 1);
-	pb_put_string(&w, 1, "track_event");
-	pb_put_varint(&w, 2, 1);
-	size_t te = pb_begin(&w, 113);
-	pb_put_string(&w, 2, "cat");
-	pb_put_string(&w, 2, "x*");
-	pb_end(&w, te);
-	pb_end(&w, c);
-	pb_put_string(&w, 2, "app");
-	pb_end(&w, ds);
-	pb_put_varint(&w, 3, 10000);
-	pb_put_varint(&w, 13, 1000);
-	pb_put_bool(&w, 8, true);
-	pb_put_varint(&w, 10, UINT64_MAX);
-	pb_put_string(&w, 22, "session");
-	m = pb_begin(&w, 20);
-	pb_put_varint(&w, 5, 3);
-	pb_end(&w, m);
-	pb_put_varint(&w, 27, (uint64_t)-2);
+	size_t m = sonde__pb_begin(&w, 1);
+	sonde__pb_put_varint(&w, 1, 65536);
+	sonde__pb_put_varint(&w, 4, 2);
+	sonde__pb_end(&w, m);
+	m = sonde__pb_begin(&w, 1);
+	sonde__pb_put_varint(&w, 1, 1024);
+	sonde__pb_end(&w, m);
+	size_t ds = sonde__pb_begin(&w, 2);
+	size_t c = sonde__pb_begin(&w, 1);
+	sonde__pb_put_string(&w, 1, "track_event");
+	sonde__pb_put_varint(&w, 2, 1);
+	size_t te = sonde__pb_begin(&w, 113);
+	sonde__pb_put_string(&w, 2, "cat");
+	sonde__pb_put_string(&w, 2, "x*");
+	sonde__pb_end(&w, te);
+	sonde__pb_end(&w, c);
+	sonde__pb_put_string(&w, 2, "app");
+	sonde__pb_end(&w, ds);
+	sonde__pb_put_varint(&w, 3, 10000);
+	sonde__pb_put_varint(&w, 13, 1000);
+	sonde__pb_put_bool(&w, 8, true);
+	sonde__pb_put_varint(&w, 10, UINT64_MAX);
+	sonde__pb_put_string(&w, 22, "session");
+	m = sonde__pb_begin(&w, 20);
+	sonde__pb_put_varint(&w, 5, 3);
+	sonde__pb_end(&w, m);
+	sonde__pb_put_varint(&w, 27, (uint64_t)-2);
 	expect_bytes(out, len, &w);
 	free(out);
-	buf_free(&w);
+	sonde__buf_free(&w);
 }
 
 TEST(client_txtcfg_scalar_types)
@@ -109,29 +109,29 @@ TEST(client_txtcfg_scalar_types)
 	struct buf w = BUF_INIT;
 
 	parse_ok(txt, &out, &len);
-	size_t ds = pb_begin(&w, 2), c = pb_begin(&w, 1);
-	pb_put_string(&w, 1, "t");
-	size_t t = pb_begin(&w, 1001), d = pb_begin(&w, 6);
-	pb_put_varint(&w, 1, UINT32_MAX);
-	pb_put_varint(&w, 2, (uint64_t)(int64_t)INT32_MIN);
-	pb_put_sint(&w, 12, -3);
-	pb_put_sint(&w, 11, 5);
-	pb_put_fixed32(&w, 7, 7);
-	pb_put_fixed64(&w, 6, UINT64_MAX);
-	pb_put_double(&w, 9, -1500.0);
+	size_t ds = sonde__pb_begin(&w, 2), c = sonde__pb_begin(&w, 1);
+	sonde__pb_put_string(&w, 1, "t");
+	size_t t = sonde__pb_begin(&w, 1001), d = sonde__pb_begin(&w, 6);
+	sonde__pb_put_varint(&w, 1, UINT32_MAX);
+	sonde__pb_put_varint(&w, 2, (uint64_t)(int64_t)INT32_MIN);
+	sonde__pb_put_sint(&w, 12, -3);
+	sonde__pb_put_sint(&w, 11, 5);
+	sonde__pb_put_fixed32(&w, 7, 7);
+	sonde__pb_put_fixed64(&w, 6, UINT64_MAX);
+	sonde__pb_put_double(&w, 9, -1500.0);
 	float f = 0.25f;
 	uint32_t bits;
 	memcpy(&bits, &f, 4);
-	pb_put_fixed32(&w, 10, bits);
-	pb_put_bytes(&w, 14, "\x01\xff", 2);
-	pb_put_string(&w, 13, "\xc3\xa9");
-	pb_end(&w, d);
-	pb_end(&w, t);
-	pb_end(&w, c);
-	pb_end(&w, ds);
+	sonde__pb_put_fixed32(&w, 10, bits);
+	sonde__pb_put_bytes(&w, 14, "\x01\xff", 2);
+	sonde__pb_put_string(&w, 13, "\xc3\xa9");
+	sonde__pb_end(&w, d);
+	sonde__pb_end(&w, t);
+	sonde__pb_end(&w, c);
+	sonde__pb_end(&w, ds);
 	expect_bytes(out, len, &w);
 	free(out);
-	buf_free(&w);
+	sonde__buf_free(&w);
 }
 
 TEST(client_txtcfg_empty_and_comment_only_configs_are_empty)
@@ -183,13 +183,13 @@ TEST(client_txtcfg_lists_of_messages_and_empty_lists)
 
 	parse_ok("buffers: [{size_kb: 1}, <size_kb: 2>] activate_triggers: []", &out, &len);
 	for (int i = 1; i <= 2; i++) {
-		size_t m = pb_begin(&w, 1);
-		pb_put_varint(&w, 1, (uint64_t)i);
-		pb_end(&w, m);
+		size_t m = sonde__pb_begin(&w, 1);
+		sonde__pb_put_varint(&w, 1, (uint64_t)i);
+		sonde__pb_end(&w, m);
 	}
 	expect_bytes(out, len, &w);
 	free(out);
-	buf_free(&w);
+	sonde__buf_free(&w);
 }
 
 TEST(client_txtcfg_deep_nesting_is_bounded)
@@ -198,14 +198,14 @@ TEST(client_txtcfg_deep_nesting_is_bounded)
 	 * nested name stops the parse before any recursion */
 	struct buf t = BUF_INIT;
 	for (int i = 0; i < 1000; i++)
-		buf_append(&t, "buffers {", 9);
+		sonde__buf_append(&t, "buffers {", 9);
 	struct sonde_txt_error err;
 	uint8_t *out;
 	size_t len;
 	ASSERT_ERR(sonde_trace_config_from_text((const char *)t.data, t.len, &out, &len, &err),
 		   -SONDE_E_FORMAT);
 	ASSERT_CONTAINS(err.msg, "unknown field 'buffers' in BufferConfig");
-	buf_free(&t);
+	sonde__buf_free(&t);
 }
 
 TEST(trace_file_iterates_packets_and_skips_other_fields)
@@ -214,13 +214,13 @@ TEST(trace_file_iterates_packets_and_skips_other_fields)
 	const void *pkt;
 	size_t pos = 0, n;
 
-	pb_put_bytes(&b, 1, "abc", 3);
-	pb_put_varint(&b, 2, 7); /* not a packet: skipped */
-	pb_put_fixed32(&b, 3, 1);
-	pb_put_bytes(&b, 1, "", 0);
-	size_t m = pb_begin(&b, 1); /* 4-byte redundant length is valid too */
-	buf_append(&b, "xy", 2);
-	pb_end(&b, m);
+	sonde__pb_put_bytes(&b, 1, "abc", 3);
+	sonde__pb_put_varint(&b, 2, 7); /* not a packet: skipped */
+	sonde__pb_put_fixed32(&b, 3, 1);
+	sonde__pb_put_bytes(&b, 1, "", 0);
+	size_t m = sonde__pb_begin(&b, 1); /* 4-byte redundant length is valid too */
+	sonde__buf_append(&b, "xy", 2);
+	sonde__pb_end(&b, m);
 
 	ASSERT_INT(sonde_trace_next_packet(b.data, b.len, &pos, &pkt, &n), ==, 1);
 	ASSERT_UINT(n, ==, 3);
@@ -232,7 +232,7 @@ TEST(trace_file_iterates_packets_and_skips_other_fields)
 	ASSERT_MEM_EQ(pkt, "xy", 2);
 	ASSERT_INT(sonde_trace_next_packet(b.data, b.len, &pos, &pkt, &n), ==, 0);
 	ASSERT_UINT(pos, ==, b.len);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(trace_file_reports_truncation_and_garbage)

@@ -12,20 +12,20 @@ TEST(client_replies_trace_stats_decode)
 	struct sonde_trace_stats st;
 
 	for (int i = 0; i < 2; i++) {
-		size_t m = pb_begin(&b, 1);
-		pb_put_varint(&b, 12, 65536u << i);
-		pb_put_varint(&b, 1, 1000 + (uint64_t)i);
-		pb_put_varint(&b, 2, 3);
-		pb_put_varint(&b, 3, 4);
-		pb_put_varint(&b, 18, 5);
-		pb_put_varint(&b, 19, 6);
-		pb_put_varint(&b, 9, 7);
-		pb_put_string(&b, 99, "future field");
-		pb_end(&b, m);
+		size_t m = sonde__pb_begin(&b, 1);
+		sonde__pb_put_varint(&b, 12, 65536u << i);
+		sonde__pb_put_varint(&b, 1, 1000 + (uint64_t)i);
+		sonde__pb_put_varint(&b, 2, 3);
+		sonde__pb_put_varint(&b, 3, 4);
+		sonde__pb_put_varint(&b, 18, 5);
+		sonde__pb_put_varint(&b, 19, 6);
+		sonde__pb_put_varint(&b, 9, 7);
+		sonde__pb_put_string(&b, 99, "future field");
+		sonde__pb_end(&b, m);
 	}
-	pb_put_varint(&b, 2, 1);
-	pb_put_varint(&b, 10, 4);
-	pb_put_varint(&b, 500, 1); /* unknown: ignored */
+	sonde__pb_put_varint(&b, 2, 1);
+	sonde__pb_put_varint(&b, 10, 4);
+	sonde__pb_put_varint(&b, 500, 1); /* unknown: ignored */
 	ASSERT_OK(sonde_trace_stats_decode(b.data, b.len, &st));
 	ASSERT_UINT(st.n_buffers, ==, 2);
 	ASSERT_UINT(st.buffers[1].buffer_size, ==, 131072);
@@ -38,7 +38,7 @@ TEST(client_replies_trace_stats_decode)
 	ASSERT_UINT(st.producers_connected, ==, 1);
 	ASSERT_UINT(st.invalid_packets, ==, 4);
 	ASSERT_ERR(sonde_trace_stats_decode(b.data, b.len - 1, &st), -SONDE_E_FORMAT);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(client_replies_service_state_parts_concatenate)
@@ -48,29 +48,29 @@ TEST(client_replies_service_state_parts_concatenate)
 
 	/* two QueryServiceState parts, concatenated as the consumer does */
 	for (int part = 0; part < 2; part++) {
-		size_t m = pb_begin(&b, 1);
-		pb_put_varint(&b, 1, (uint64_t)part + 1);
-		pb_put_string(&b, 2, part ? "second" : "first");
-		pb_put_varint(&b, 3, 1000);
-		pb_put_varint(&b, 5, 42);
-		pb_end(&b, m);
-		m = pb_begin(&b, 2);
-		size_t d = pb_begin(&b, 1);
-		pb_put_string(&b, 1, "ds");
-		pb_put_bool(&b, 3, true);
-		pb_end(&b, d);
-		pb_put_varint(&b, 2, (uint64_t)part + 1);
-		pb_end(&b, m);
+		size_t m = sonde__pb_begin(&b, 1);
+		sonde__pb_put_varint(&b, 1, (uint64_t)part + 1);
+		sonde__pb_put_string(&b, 2, part ? "second" : "first");
+		sonde__pb_put_varint(&b, 3, 1000);
+		sonde__pb_put_varint(&b, 5, 42);
+		sonde__pb_end(&b, m);
+		m = sonde__pb_begin(&b, 2);
+		size_t d = sonde__pb_begin(&b, 1);
+		sonde__pb_put_string(&b, 1, "ds");
+		sonde__pb_put_bool(&b, 3, true);
+		sonde__pb_end(&b, d);
+		sonde__pb_put_varint(&b, 2, (uint64_t)part + 1);
+		sonde__pb_end(&b, m);
 	}
-	pb_put_varint(&b, 3, 2);
-	pb_put_varint(&b, 4, 1);
-	size_t m = pb_begin(&b, 6);
-	pb_put_varint(&b, 1, 9);
-	pb_put_string(&b, 3, "STARTED");
-	pb_put_varint(&b, 5, 1024);
-	pb_put_varint(&b, 5, 2048);
-	pb_put_bool(&b, 11, true);
-	pb_end(&b, m);
+	sonde__pb_put_varint(&b, 3, 2);
+	sonde__pb_put_varint(&b, 4, 1);
+	size_t m = sonde__pb_begin(&b, 6);
+	sonde__pb_put_varint(&b, 1, 9);
+	sonde__pb_put_string(&b, 3, "STARTED");
+	sonde__pb_put_varint(&b, 5, 1024);
+	sonde__pb_put_varint(&b, 5, 2048);
+	sonde__pb_put_bool(&b, 11, true);
+	sonde__pb_end(&b, m);
 	ASSERT_OK(sonde_service_state_decode(b.data, b.len, &s));
 	ASSERT_UINT(s->n_producers, ==, 2);
 	ASSERT_STR_EQ(s->producers[1].name, "second");
@@ -88,5 +88,5 @@ TEST(client_replies_service_state_parts_concatenate)
 	sonde_service_state__free(s);
 	ASSERT_ERR(sonde_service_state_decode(b.data, 3, &s), -SONDE_E_FORMAT);
 	ASSERT(s == NULL);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }

@@ -28,7 +28,7 @@ static int capture(void *ctx, const uint8_t *req, size_t len)
 	ASSERT(r->n_commits < 64);
 	struct buf *b = &r->commits[r->n_commits++];
 	*b = (struct buf)BUF_INIT;
-	buf_append(b, req, len);
+	sonde__buf_append(b, req, len);
 	return 0;
 }
 
@@ -39,17 +39,17 @@ static void rig_init(struct rig *r, size_t size, size_t page, uint32_t stall_ms)
 	memset(r->smb, 0, size);
 	r->size = size;
 	r->page = page;
-	ASSERT_OK(arbiter_init(&r->a, r->smb, size, page, SMB_LAYOUT_DIV1, capture, r));
+	ASSERT_OK(sonde__arbiter_init(&r->a, r->smb, size, page, SMB_LAYOUT_DIV1, capture, r));
 	/* commit only when asked, so tests see the batch */
 	r->a.commit_threshold = 1000;
-	tw_init(&r->w, &r->a, 7, 3, stall_ms);
+	sonde__tw_init(&r->w, &r->a, 7, 3, stall_ms);
 }
 
 static void rig_fini(struct rig *r)
 {
-	arbiter_fini(&r->a);
+	sonde__arbiter_fini(&r->a);
 	for (int i = 0; i < r->n_commits; i++)
-		buf_free(&r->commits[i]);
+		sonde__buf_free(&r->commits[i]);
 	free(r->smb);
 }
 
@@ -79,12 +79,12 @@ static void decode_commit(const struct buf *b, struct commit *c)
 	struct pb_field f, g, h;
 
 	memset(c, 0, sizeof(*c));
-	while (ASSERT_OK(pb_next(&r, &f)) > 0) {
+	while (ASSERT_OK(sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID) {
 			c->flush_id = f.u;
 		} else if (f.num == PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE) {
 			struct pb_reader s = pb_sub(&f);
-			while (ASSERT_OK(pb_next(&s, &g)) > 0) {
+			while (ASSERT_OK(sonde__pb_next(&s, &g)) > 0) {
 				if (g.num == 1)
 					c->moves[c->n_moves].page = (uint32_t)g.u;
 				if (g.num == 2)
@@ -98,7 +98,7 @@ static void decode_commit(const struct buf *b, struct commit *c)
 			uint32_t t = 0, wr = 0, id = 0;
 			bool more = false;
 			int first = c->n_patches;
-			while (ASSERT_OK(pb_next(&s, &g)) > 0) {
+			while (ASSERT_OK(sonde__pb_next(&s, &g)) > 0) {
 				if (g.num == 1)
 					t = (uint32_t)g.u;
 				else if (g.num == 2)
@@ -109,7 +109,7 @@ static void decode_commit(const struct buf *b, struct commit *c)
 					more = g.u != 0;
 				else if (g.num == 4) {
 					struct pb_reader pr = pb_sub(&g);
-					while (ASSERT_OK(pb_next(&pr, &h)) > 0) {
+					while (ASSERT_OK(sonde__pb_next(&pr, &h)) > 0) {
 						if (h.num == 1)
 							c->patches[c->n_patches].offset = (uint32_t)h.u;
 						if (h.num == 2) {
@@ -180,11 +180,11 @@ TEST(client_writer_small_packets_share_a_chunk)
 	}
 	/* the chunk is ours while we write */
 	ASSERT_UINT(chunk_state(&r, 0, 0), ==, SMB_CHUNK_BEING_WRITTEN);
-	tw_release(&r.w);
+	sonde__tw_release(&r.w);
 	/* returned but still batched: not yet the service's */
 	ASSERT_UINT(chunk_state(&r, 0, 0), ==, SMB_CHUNK_BEING_WRITTEN);
 	ASSERT_INT(r.n_commits, ==, 0);
-	ASSERT_OK(arbiter_commit(&r.a, 0));
+	ASSERT_OK(sonde__arbiter_commit(&r.a, 0));
 	ASSERT_UINT(chunk_state(&r, 0, 0), ==, SMB_CHUNK_COMPLETE);
 	ASSERT_INT(r.n_commits, ==, 1);
 	decode_commit(&r.commits[0], &c);
@@ -218,8 +218,8 @@ TEST(client_writer_large_packet_is_fragmented_with_continuation_flags)
 	ASSERT_OK(sonde_trace_writer__write_packet(&r.w, "ab", 2));
 	ASSERT_OK(sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt)));
 	ASSERT_OK(sonde_trace_writer__write_packet(&r.w, "cd", 2));
-	tw_release(&r.w);
-	ASSERT_OK(arbiter_commit(&r.a, 0));
+	sonde__tw_release(&r.w);
+	ASSERT_OK(sonde__arbiter_commit(&r.a, 0));
 	static const unsigned want_flags[3] = {
 		SMB_FLAG_LAST_PACKET_CONTINUES,
 		SMB_FLAG_FIRST_PACKET_CONTINUES | SMB_FLAG_LAST_PACKET_CONTINUES,
@@ -273,20 +273,20 @@ static void check_nested_packet(struct rig *r, size_t pages, size_t lead, size_t
 	}
 	struct pb_reader rd = pb_reader_init(got, off);
 	struct pb_field f, g;
-	ASSERT_INT(pb_next(&rd, &f), ==, 1);
+	ASSERT_INT(sonde__pb_next(&rd, &f), ==, 1);
 	ASSERT_UINT(f.num, ==, 4);
 	ASSERT_UINT(f.len, ==, lead);
-	ASSERT_INT(pb_next(&rd, &f), ==, 1);
+	ASSERT_INT(sonde__pb_next(&rd, &f), ==, 1);
 	ASSERT_UINT(f.num, ==, 1);
 	struct pb_reader sub = pb_sub(&f);
-	ASSERT_INT(pb_next(&sub, &g), ==, 1);
+	ASSERT_INT(sonde__pb_next(&sub, &g), ==, 1);
 	ASSERT_UINT(g.num, ==, 2);
 	ASSERT_UINT(g.len, ==, n);
-	ASSERT_INT(pb_next(&sub, &g), ==, 0);
-	ASSERT_INT(pb_next(&rd, &f), ==, 1);
+	ASSERT_INT(sonde__pb_next(&sub, &g), ==, 0);
+	ASSERT_INT(sonde__pb_next(&rd, &f), ==, 1);
 	ASSERT_UINT(f.num, ==, 3);
 	ASSERT_UINT(f.u, ==, 9);
-	ASSERT_INT(pb_next(&rd, &f), ==, 0);
+	ASSERT_INT(sonde__pb_next(&rd, &f), ==, 0);
 }
 
 TEST(client_writer_nested_length_in_batched_chunk_is_patched_in_place)
@@ -297,10 +297,10 @@ TEST(client_writer_nested_length_in_batched_chunk_is_patched_in_place)
 
 	rig_init(&r, 8 * 4096, 4096, 0);
 	write_nested_packet(&r, 3000, 3000);
-	tw_release(&r.w);
+	sonde__tw_release(&r.w);
 	/* both chunks were still batched when the length became known */
 	ASSERT_UINT(r.a.patches_direct, ==, 1);
-	ASSERT_OK(arbiter_commit(&r.a, 0));
+	ASSERT_OK(sonde__arbiter_commit(&r.a, 0));
 	decode_commit(&r.commits[0], &c);
 	ASSERT_INT(c.n_moves, ==, 2);
 	ASSERT_INT(c.n_patches, ==, 0);
@@ -319,8 +319,8 @@ TEST(client_writer_nested_length_in_committed_chunk_travels_as_patch)
 	rig_init(&r, 8 * 4096, 4096, 0);
 	r.a.commit_threshold = 1; /* every returned chunk is committed at once */
 	write_nested_packet(&r, 3000, 6000);
-	tw_release(&r.w);
-	ASSERT_OK(arbiter_commit(&r.a, 0));
+	sonde__tw_release(&r.w);
+	ASSERT_OK(sonde__arbiter_commit(&r.a, 0));
 	/* chunk 0 went out with the length open: it needs patching */
 	read_chunk(&r, 0, &v);
 	ASSERT_UINT(v.ci.flags, ==, SMB_FLAG_LAST_PACKET_CONTINUES | SMB_FLAG_NEEDS_PATCHING);
@@ -369,7 +369,7 @@ TEST(client_writer_exhausted_smb_drops_with_marker_and_flags_the_next_packet)
 	ASSERT_UINT(v.ci.flags, ==, 0); /* no continuation promised */
 	ASSERT_UINT(v.frag_len[1], ==, SMB_PACKET_SIZE_DROP);
 	/* the service reads and frees the chunk */
-	ASSERT_OK(arbiter_commit(&r.a, 0));
+	ASSERT_OK(sonde__arbiter_commit(&r.a, 0));
 	struct smb_chunk_info ci;
 	uint8_t *ch = ASSERT_NOT_NULL(smb_acquire_for_reading(r.smb, 4096, 0, 0, &ci));
 	smb_release_read_chunk(r.smb, 4096, 0, 0, ch);
@@ -424,7 +424,7 @@ TEST(client_writer_packet_count_limit_starts_a_new_chunk)
 	rig_init(&r, 4 * 16384, 16384, 0);
 	for (int i = 0; i < 1100; i++)
 		ASSERT_OK(sonde_trace_writer__write_packet(&r.w, "", 0));
-	tw_release(&r.w);
+	sonde__tw_release(&r.w);
 	read_chunk(&r, 0, &v);
 	ASSERT_UINT(v.ci.count, ==, 1023);
 	read_chunk(&r, 1, &v);
@@ -439,7 +439,7 @@ TEST(client_writer_flush_id_is_sent_even_without_chunks)
 	struct commit c;
 
 	rig_init(&r, 4096, 4096, 0);
-	ASSERT_OK(arbiter_commit(&r.a, 42));
+	ASSERT_OK(sonde__arbiter_commit(&r.a, 42));
 	ASSERT_INT(r.n_commits, ==, 1);
 	decode_commit(&r.commits[0], &c);
 	ASSERT_UINT(c.flush_id, ==, 42);
@@ -458,7 +458,7 @@ TEST(client_writer_warm_packets_allocate_nothing)
 	for (int i = 0; i < 200; i++)
 		sonde_trace_writer__write_packet(&r.w, pkt, sizeof(pkt));
 	for (int i = 0; i < r.n_commits; i++)
-		buf_free(&r.commits[i]);
+		sonde__buf_free(&r.commits[i]);
 	r.n_commits = 0;
 	void *moves = r.a.moves, *req = r.a.req.data;
 	size_t cap = r.a.cap_moves, reqcap = r.a.req.cap;

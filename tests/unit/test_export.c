@@ -124,7 +124,7 @@ static void decode_profile(const uint8_t *buf, size_t len, struct decoded *d)
 	int rc;
 
 	memset(d, 0, sizeof(*d));
-	while ((rc = pb_next(&r, &f)) > 0) {
+	while ((rc = sonde__pb_next(&r, &f)) > 0) {
 		switch (f.num) {
 		case 1:
 			PUSH(d->types, d->n_types, f);
@@ -180,7 +180,7 @@ static uint64_t msg_u(const struct pb_field *m, uint32_t num, uint64_t def)
 	struct pb_reader r = pb_sub(m);
 	struct pb_field f;
 
-	while (pb_next(&r, &f) > 0)
+	while (sonde__pb_next(&r, &f) > 0)
 		if (f.num == num && f.wire == PB_VARINT)
 			def = f.u;
 	return def;
@@ -202,7 +202,7 @@ static void loc_names(const struct decoded *d, uint64_t loc_id, char *out, size_
 	struct pb_field f;
 
 	out[0] = 0;
-	while (pb_next(&r, &f) > 0) {
+	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num != 4)
 			continue;
 		const struct pb_field *fn = by_id(d->funcs, d->n_funcs, msg_u(&f, 1, 0));
@@ -240,14 +240,14 @@ TEST(export_pprof_decodes_with_own_reader)
 		struct pb_reader r = pb_sub(&d.samples[i]);
 		struct pb_field f;
 		uint64_t leaf = 0, v[2] = {0}, depth = 0;
-		while (pb_next(&r, &f) > 0) {
+		while (sonde__pb_next(&r, &f) > 0) {
 			struct pb_reader pr = pb_sub(&f);
 			uint64_t x;
 			if (f.num == 1)
-				while (pb_packed_next(&pr, &x) > 0)
+				while (sonde__pb_packed_next(&pr, &x) > 0)
 					leaf = depth++ ? leaf : x;
 			if (f.num == 2)
-				for (int k = 0; k < 2 && pb_packed_next(&pr, &x) > 0; k++)
+				for (int k = 0; k < 2 && sonde__pb_packed_next(&pr, &x) > 0; k++)
 					v[k] = x;
 			labels += f.num == 3;
 		}

@@ -43,7 +43,7 @@ TEST(record_fp_unwind_walks_the_chain)
 	enum unwind_end end;
 
 	build(&f);
-	size_t n = unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end);
+	size_t n = sonde__unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end);
 	ASSERT_UINT(n, ==, 4);
 	ASSERT_INT(end, ==, UNWIND_END_COMPLETE);
 	ASSERT_UINT(pcs[0], ==, 0x401100); /* the sampled pc as is */
@@ -61,31 +61,31 @@ TEST(record_fp_unwind_stops_at_bad_frames)
 	/* A saved frame pointer that does not move towards the base: a loop. */
 	build(&f);
 	put(&f, BASE + 0x40, BASE + 0x10);
-	ASSERT_UINT(unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 3);
+	ASSERT_UINT(sonde__unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 3);
 	ASSERT_INT(end, ==, UNWIND_END_ERROR);
 
 	/* A frame beyond the copied window. */
 	build(&f);
 	put(&f, BASE + 0x40, BASE + 0x1000);
-	ASSERT_UINT(unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 3);
+	ASSERT_UINT(sonde__unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 3);
 	ASSERT_INT(end, ==, UNWIND_END_COPY_WINDOW);
 
 	/* The last word of the window: the return address would be outside it. */
 	build(&f);
 	put(&f, BASE + 0x40, BASE + sizeof(f.words) - 8);
-	ASSERT_UINT(unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 3);
+	ASSERT_UINT(sonde__unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 3);
 	ASSERT_INT(end, ==, UNWIND_END_COPY_WINDOW);
 
 	/* rbp below the stack pointer is not a frame pointer. */
 	build(&f);
 	f.regs.r[UREG_RBP] = BASE - 0x100;
-	ASSERT_UINT(unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 1);
+	ASSERT_UINT(sonde__unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 1);
 	ASSERT_INT(end, ==, UNWIND_END_ERROR);
 
 	/* Without rbp there is nothing to walk. */
 	build(&f);
 	f.regs.valid &= ~(1u << UREG_RBP);
-	ASSERT_UINT(unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 0);
+	ASSERT_UINT(sonde__unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 16, &end), ==, 0);
 	ASSERT_INT(end, ==, UNWIND_END_ERROR);
 }
 
@@ -96,7 +96,7 @@ TEST(record_fp_unwind_limits_frames)
 	enum unwind_end end;
 
 	build(&f);
-	ASSERT_UINT(unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 2, &end), ==, 2);
+	ASSERT_UINT(sonde__unwind_fp(&f.regs, &f.s, NULL, NULL, pcs, 2, &end), ==, 2);
 	ASSERT_INT(end, ==, UNWIND_END_MAX_FRAMES);
 	ASSERT_UINT(pcs[1], ==, 0x4011ff);
 }
@@ -113,6 +113,6 @@ TEST(record_fp_unwind_checks_return_addresses)
 	enum unwind_end end;
 
 	build(&f);
-	ASSERT_UINT(unwind_fp(&f.regs, &f.s, only_low_code, &limit, pcs, 16, &end), ==, 2);
+	ASSERT_UINT(sonde__unwind_fp(&f.regs, &f.s, only_low_code, &limit, pcs, 16, &end), ==, 2);
 	ASSERT_INT(end, ==, UNWIND_END_ERROR);
 }

@@ -15,10 +15,10 @@ TEST(hostile_validator_rejects_tags_above_32_bits)
 	/* field 2^29 (tag 2^32): one past it */
 	static const uint8_t past_max[] = {0x40, 0x05, 0x80, 0x80, 0x80, 0x80, 0x10, 0x07};
 
-	ASSERT(!tbuf_packet_valid(forged, sizeof(forged)));
-	ASSERT(tbuf_packet_valid(max_field, sizeof(max_field)));
-	ASSERT(!tbuf_packet_valid(past_max, sizeof(past_max)));
-	ASSERT(tbuf_packet_valid(forged, 2)); /* the timestamp alone is fine */
+	ASSERT(!sonde__tbuf_packet_valid(forged, sizeof(forged)));
+	ASSERT(sonde__tbuf_packet_valid(max_field, sizeof(max_field)));
+	ASSERT(!sonde__tbuf_packet_valid(past_max, sizeof(past_max)));
+	ASSERT(sonde__tbuf_packet_valid(forged, 2)); /* the timestamp alone is fine */
 }
 
 /* The producer re-partitions a page while the service holds one of its chunks: releasing

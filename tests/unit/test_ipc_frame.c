@@ -24,10 +24,10 @@ TEST(ipc_frame_bind_service_bytes_match_spec)
 
 	f.name = "ProducerPort";
 	f.name_len = 12;
-	ASSERT_OK(ipc_frame_encode(&b, &f));
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
 	ASSERT_UINT(b.len, ==, sizeof(want));
 	ASSERT_MEM_EQ(b.data, want, sizeof(want));
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(ipc_frame_roundtrip_all_variants)
@@ -43,18 +43,18 @@ TEST(ipc_frame_roundtrip_all_variants)
 			       .service_id = 1,
 			       .method_names = producer_methods,
 			       .n_methods = 3};
-	ASSERT_OK(ipc_frame_encode(&b, &f));
-	ASSERT_OK(ipc_frame_decode(b.data + 4, b.len - 4, &g));
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
+	ASSERT_OK(sonde__ipc_frame_decode(b.data + 4, b.len - 4, &g));
 	ASSERT_UINT(g.msg, ==, IPC_MSG_BIND_SERVICE_REPLY);
 	ASSERT(g.success);
 	ASSERT_UINT(g.request_id, ==, 7);
-	ASSERT_INT(ipc_methods_next(&g, &it, &m), ==, 1);
+	ASSERT_INT(sonde__ipc_methods_next(&g, &it, &m), ==, 1);
 	ASSERT_UINT(m.id, ==, 1);
 	ASSERT_UINT(m.name_len, ==, strlen("InitializeConnection"));
-	ASSERT_UINT(ipc_method_id(&g, "UnregisterDataSource"), ==, 3);
-	ASSERT_UINT(ipc_method_id(&g, "Nope"), ==, 0);
+	ASSERT_UINT(sonde__ipc_method_id(&g, "UnregisterDataSource"), ==, 3);
+	ASSERT_UINT(sonde__ipc_method_id(&g, "Nope"), ==, 0);
 
-	buf_reset(&b);
+	sonde__buf_reset(&b);
 	f = (struct ipc_frame){.request_id = 300,
 			       .msg = IPC_MSG_INVOKE_METHOD,
 			       .service_id = 1,
@@ -62,8 +62,8 @@ TEST(ipc_frame_roundtrip_all_variants)
 			       .data = (const uint8_t *)"\x08\x01",
 			       .data_len = 2,
 			       .drop_reply = true};
-	ASSERT_OK(ipc_frame_encode(&b, &f));
-	ASSERT_OK(ipc_frame_decode(b.data + 4, b.len - 4, &g));
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
+	ASSERT_OK(sonde__ipc_frame_decode(b.data + 4, b.len - 4, &g));
 	ASSERT_UINT(g.msg, ==, IPC_MSG_INVOKE_METHOD);
 	ASSERT_UINT(g.request_id, ==, 300);
 	ASSERT_UINT(g.method_id, ==, 4);
@@ -71,28 +71,28 @@ TEST(ipc_frame_roundtrip_all_variants)
 	ASSERT_UINT(g.data_len, ==, 2);
 	ASSERT_MEM_EQ(g.data, "\x08\x01", 2);
 
-	buf_reset(&b);
+	sonde__buf_reset(&b);
 	f = (struct ipc_frame){.request_id = 9,
 			       .msg = IPC_MSG_INVOKE_METHOD_REPLY,
 			       .success = true,
 			       .has_more = true,
 			       .data = (const uint8_t *)"",
 			       .data_len = 0};
-	ASSERT_OK(ipc_frame_encode(&b, &f));
-	ASSERT_OK(ipc_frame_decode(b.data + 4, b.len - 4, &g));
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
+	ASSERT_OK(sonde__ipc_frame_decode(b.data + 4, b.len - 4, &g));
 	ASSERT(g.success && g.has_more);
 	ASSERT(g.data != NULL);
 
-	buf_reset(&b);
+	sonde__buf_reset(&b);
 	f = (struct ipc_frame){.request_id = 5,
 			       .msg = IPC_MSG_REQUEST_ERROR,
 			       .name = "unknown request",
 			       .name_len = 15};
-	ASSERT_OK(ipc_frame_encode(&b, &f));
-	ASSERT_OK(ipc_frame_decode(b.data + 4, b.len - 4, &g));
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
+	ASSERT_OK(sonde__ipc_frame_decode(b.data + 4, b.len - 4, &g));
 	ASSERT_UINT(g.msg, ==, IPC_MSG_REQUEST_ERROR);
 	ASSERT_UINT(g.name_len, ==, 15);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(ipc_frame_encode_rejects_oversize)
@@ -104,12 +104,12 @@ TEST(ipc_frame_encode_rejects_oversize)
 			      .data_len = sizeof(big)};
 	struct buf b = BUF_INIT;
 
-	ASSERT_ERR(ipc_frame_encode(&b, &f), -SONDE_E_LIMIT);
+	ASSERT_ERR(sonde__ipc_frame_encode(&b, &f), -SONDE_E_LIMIT);
 	ASSERT_UINT(b.len, ==, 0);
 	f.data_len = IPC_MAX_PAYLOAD - 16;
-	ASSERT_OK(ipc_frame_encode(&b, &f));
+	ASSERT_OK(sonde__ipc_frame_encode(&b, &f));
 	ASSERT_UINT(b.len, <=, IPC_BUFFER_SIZE);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 static void chan_pair(struct ipc_chan *a, struct ipc_chan *b)
@@ -117,8 +117,8 @@ static void chan_pair(struct ipc_chan *a, struct ipc_chan *b)
 	int sv[2];
 
 	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
-	ASSERT_OK(ipc_chan_init(a, sv[0]));
-	ASSERT_OK(ipc_chan_init(b, sv[1]));
+	ASSERT_OK(sonde__ipc_chan_init(a, sv[0]));
+	ASSERT_OK(sonde__ipc_chan_init(b, sv[1]));
 	ASSERT_INT(a->peer_pid, ==, getpid());
 	ASSERT_UINT(a->peer_uid, ==, getuid());
 }
@@ -138,17 +138,17 @@ TEST(ipc_chan_reassembles_byte_by_byte)
 	chan_pair(&a, &b);
 	for (int i = 0; i < 3; i++) {
 		f.request_id = (uint64_t)i + 1;
-		ASSERT_OK(ipc_frame_encode(&enc, &f));
+		ASSERT_OK(sonde__ipc_frame_encode(&enc, &f));
 	}
 	/* an empty frame and an unparsable one in the middle are skipped */
-	buf_append(&enc, "\0\0\0\0\2\0\0\0\xff\xff", 10);
+	sonde__buf_append(&enc, "\0\0\0\0\2\0\0\0\xff\xff", 10);
 	f.request_id = 4;
-	ASSERT_OK(ipc_frame_encode(&enc, &f));
+	ASSERT_OK(sonde__ipc_frame_encode(&enc, &f));
 	for (size_t i = 0; i < enc.len; i++) {
 		ASSERT_INT(write(a.fd, enc.data + i, 1), ==, 1);
-		ASSERT_OK(ipc_chan_read(&b));
+		ASSERT_OK(sonde__ipc_chan_read(&b));
 		struct ipc_frame g;
-		while (ipc_chan_next(&b, &g, &fd) > 0) {
+		while (sonde__ipc_chan_next(&b, &g, &fd) > 0) {
 			got++;
 			ASSERT_UINT(g.request_id, ==, (uint64_t)got);
 			ASSERT_INT(fd, ==, -1);
@@ -156,11 +156,11 @@ TEST(ipc_chan_reassembles_byte_by_byte)
 		}
 	}
 	ASSERT_INT(got, ==, 4);
-	buf_free(&enc);
-	ipc_chan_close(&a);
-	ASSERT_ERR(ipc_chan_read(&b), -ECONNRESET);
-	ipc_chan_close(&b);
-	ipc_chan_close(&b);
+	sonde__buf_free(&enc);
+	sonde__ipc_chan_close(&a);
+	ASSERT_ERR(sonde__ipc_chan_read(&b), -ECONNRESET);
+	sonde__ipc_chan_close(&b);
+	sonde__ipc_chan_close(&b);
 }
 
 TEST(ipc_chan_passes_fd_with_its_frame)
@@ -179,16 +179,16 @@ TEST(ipc_chan_passes_fd_with_its_frame)
 	chan_pair(&a, &b);
 	/* frames before and after the fd frame, all queued before the peer reads */
 	f.request_id = 1;
-	ASSERT_OK(ipc_chan_send(&a, &f, -1));
+	ASSERT_OK(sonde__ipc_chan_send(&a, &f, -1));
 	f.request_id = 2;
-	ASSERT_OK(ipc_chan_send(&a, &f, mfd));
+	ASSERT_OK(sonde__ipc_chan_send(&a, &f, mfd));
 	f.request_id = 3;
-	ASSERT_OK(ipc_chan_send(&a, &f, -1));
+	ASSERT_OK(sonde__ipc_chan_send(&a, &f, -1));
 	close(mfd);
 	for (int want = 1; want <= 3;) {
-		ASSERT_OK(ipc_chan_read(&b));
+		ASSERT_OK(sonde__ipc_chan_read(&b));
 		struct ipc_frame g;
-		while (ipc_chan_next(&b, &g, &fd) > 0) {
+		while (sonde__ipc_chan_next(&b, &g, &fd) > 0) {
 			ASSERT_UINT(g.request_id, ==, (uint64_t)want);
 			if (want == 2) {
 				ASSERT(fd >= 0);
@@ -202,8 +202,8 @@ TEST(ipc_chan_passes_fd_with_its_frame)
 			want++;
 		}
 	}
-	ipc_chan_close(&a);
-	ipc_chan_close(&b);
+	sonde__ipc_chan_close(&a);
+	sonde__ipc_chan_close(&b);
 }
 
 TEST(ipc_chan_rejects_oversize_header)
@@ -214,10 +214,10 @@ TEST(ipc_chan_rejects_oversize_header)
 
 	chan_pair(&a, &b);
 	ASSERT_INT(write(a.fd, &hdr, 4), ==, 4);
-	ASSERT_OK(ipc_chan_read(&b));
-	ASSERT_ERR(ipc_chan_next(&b, &g, NULL), -SONDE_E_PROTOCOL);
-	ipc_chan_close(&a);
-	ipc_chan_close(&b);
+	ASSERT_OK(sonde__ipc_chan_read(&b));
+	ASSERT_ERR(sonde__ipc_chan_next(&b, &g, NULL), -SONDE_E_PROTOCOL);
+	sonde__ipc_chan_close(&a);
+	sonde__ipc_chan_close(&b);
 }
 
 TEST(ipc_chan_large_frames_flow_through_a_full_socket)
@@ -235,22 +235,22 @@ TEST(ipc_chan_large_frames_flow_through_a_full_socket)
 	chan_pair(&a, &b);
 	for (int i = 0; i < 40; i++) {
 		f.request_id = (uint64_t)i + 1;
-		ASSERT_OK(ipc_chan_send(&a, &f, -1));
+		ASSERT_OK(sonde__ipc_chan_send(&a, &f, -1));
 	}
 	ASSERT(ipc_chan_tx_pending(&a) > 0); /* a socket buffer holds far less than 4 MB */
 	while (got < 40) {
-		ASSERT_OK(ipc_chan_flush(&a));
-		ASSERT_OK(ipc_chan_read(&b));
+		ASSERT_OK(sonde__ipc_chan_flush(&a));
+		ASSERT_OK(sonde__ipc_chan_read(&b));
 		struct ipc_frame g;
-		while (ipc_chan_next(&b, &g, NULL) > 0) {
+		while (sonde__ipc_chan_next(&b, &g, NULL) > 0) {
 			ASSERT_UINT(g.request_id, ==, (uint64_t)++got);
 			ASSERT_UINT(g.data_len, ==, sizeof(payload));
 			ASSERT_MEM_EQ(g.data, payload, sizeof(payload));
 		}
 	}
 	ASSERT_UINT(ipc_chan_tx_pending(&a), ==, 0);
-	ipc_chan_close(&a);
-	ipc_chan_close(&b);
+	sonde__ipc_chan_close(&a);
+	sonde__ipc_chan_close(&b);
 }
 
 TEST(ipc_smb_geometry_and_chunk_states)

@@ -48,12 +48,12 @@ TEST(perf_ring_reads_records_that_wrap)
 	put_record(data, 256, pos + 88, 11, 16, 0x30);
 	meta.data_head = pos + 104;
 
-	perf_ring_init_mem(&r, &meta, data, sizeof(data));
-	perf_ring_begin(&r);
-	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 1);
+	sonde__perf_ring_init_mem(&r, &meta, data, sizeof(data));
+	sonde__perf_ring_begin(&r);
+	ASSERT_INT(sonde__perf_ring_next(&r, &rec, &len), ==, 1);
 	ASSERT_UINT(len, ==, 40);
 	ASSERT_UINT(((const struct perf_event_header *)rec)->type, ==, 9);
-	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 1);
+	ASSERT_INT(sonde__perf_ring_next(&r, &rec, &len), ==, 1);
 	ASSERT_UINT(len, ==, 48);
 	const struct perf_event_header *h = rec;
 	ASSERT_UINT(h->type, ==, 10);
@@ -61,14 +61,14 @@ TEST(perf_ring_reads_records_that_wrap)
 	for (unsigned i = sizeof(*h); i < 48; i++)
 		ASSERT_UINT(((const uint8_t *)rec)[i], ==, (uint8_t)(0x20 + i));
 	ASSERT(rec < (const void *)data || rec >= (const void *)(data + sizeof(data)));
-	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 1);
+	ASSERT_INT(sonde__perf_ring_next(&r, &rec, &len), ==, 1);
 	ASSERT_UINT(((const struct perf_event_header *)rec)->type, ==, 11);
-	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 0);
+	ASSERT_INT(sonde__perf_ring_next(&r, &rec, &len), ==, 0);
 	ASSERT_UINT(meta.data_tail, ==, pos); /* nothing published before end */
-	perf_ring_end(&r);
+	sonde__perf_ring_end(&r);
 	ASSERT_UINT(meta.data_tail, ==, pos + 104);
-	ASSERT_UINT(perf_ring_pending(&r), ==, 0);
-	perf_ring_unmap(&r);
+	ASSERT_UINT(sonde__perf_ring_pending(&r), ==, 0);
+	sonde__perf_ring_unmap(&r);
 }
 
 TEST(perf_ring_never_reads_past_a_bad_header)
@@ -84,21 +84,21 @@ TEST(perf_ring_never_reads_past_a_bad_header)
 	/* A record claiming more bytes than the kernel published. */
 	put_record(data, 128, 16, 9, 64, 0);
 	meta.data_head = 16 + 32;
-	perf_ring_init_mem(&r, &meta, data, sizeof(data));
-	perf_ring_begin(&r);
-	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 1);
-	ASSERT_ERR(perf_ring_next(&r, &rec, &len), -SONDE_E_FORMAT);
-	ASSERT_INT(perf_ring_next(&r, &rec, &len), ==, 0);
-	perf_ring_end(&r);
+	sonde__perf_ring_init_mem(&r, &meta, data, sizeof(data));
+	sonde__perf_ring_begin(&r);
+	ASSERT_INT(sonde__perf_ring_next(&r, &rec, &len), ==, 1);
+	ASSERT_ERR(sonde__perf_ring_next(&r, &rec, &len), -SONDE_E_FORMAT);
+	ASSERT_INT(sonde__perf_ring_next(&r, &rec, &len), ==, 0);
+	sonde__perf_ring_end(&r);
 	ASSERT_UINT(meta.data_tail, ==, 48); /* resynchronized at the head */
 
 	/* A header smaller than a header. */
 	put_record(data, 128, 48, 9, 4, 0);
 	meta.data_head = 48 + 8;
-	perf_ring_begin(&r);
-	ASSERT_ERR(perf_ring_next(&r, &rec, &len), -SONDE_E_FORMAT);
-	perf_ring_end(&r);
-	perf_ring_unmap(&r);
+	sonde__perf_ring_begin(&r);
+	ASSERT_ERR(sonde__perf_ring_next(&r, &rec, &len), -SONDE_E_FORMAT);
+	sonde__perf_ring_end(&r);
+	sonde__perf_ring_unmap(&r);
 }
 
 /* A little record builder. */
@@ -170,10 +170,10 @@ TEST(perf_decode_sample_maps_registers_to_dwarf_order)
 	struct perf_rec rec;
 	struct rb r;
 
-	perf_event_layout(&l);
-	ASSERT_OK(perf_layout_check(&l));
+	sonde__perf_event_layout(&l);
+	ASSERT_OK(sonde__perf_layout_check(&l));
 	build_sample(&r, 64, 40);
-	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_OK(sonde__perf_decode(r.b, r.n, &l, &rec));
 	ASSERT_UINT(rec.type, ==, PERF_RECORD_SAMPLE);
 	ASSERT_UINT(rec.sample.ip, ==, 0x401234);
 	ASSERT_UINT(rec.pid, ==, 100);
@@ -197,16 +197,16 @@ TEST(perf_decode_sample_maps_registers_to_dwarf_order)
 	/* Compacting drops the unused 24 bytes of the stack copy and decodes the same. */
 	uint8_t small[4096];
 	struct perf_rec c;
-	int n = perf_sample_compact(r.b, r.n, &l, small);
+	int n = sonde__perf_sample_compact(r.b, r.n, &l, small);
 	ASSERT_INT(n, ==, (int)r.n - 24);
-	ASSERT_OK(perf_decode(small, (size_t)n, &l, &c));
+	ASSERT_OK(sonde__perf_decode(small, (size_t)n, &l, &c));
 	ASSERT_UINT(c.sample.stack_len, ==, 40);
 	ASSERT_MEM_EQ(c.sample.stack, rec.sample.stack, 40);
 	ASSERT_MEM_EQ(&c.sample.regs, &rec.sample.regs, sizeof(c.sample.regs));
 	ASSERT_UINT(c.time, ==, rec.time);
-	ASSERT_INT(perf_sample_compact(small, (size_t)n, &l, small + 2048), ==, 0);
+	ASSERT_INT(sonde__perf_sample_compact(small, (size_t)n, &l, small + 2048), ==, 0);
 	uint64_t t;
-	ASSERT_OK(perf_record_time(r.b, r.n, &l, &t));
+	ASSERT_OK(sonde__perf_record_time(r.b, r.n, &l, &t));
 	ASSERT_UINT(t, ==, 123456789);
 }
 
@@ -216,9 +216,9 @@ TEST(perf_decode_rejects_samples_that_do_not_fit)
 	struct perf_rec rec;
 	struct rb r;
 
-	perf_event_layout(&l);
+	sonde__perf_event_layout(&l);
 	build_sample(&r, 64, 65); /* dyn_size beyond the copy */
-	ASSERT_ERR(perf_decode(r.b, r.n, &l, &rec), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_decode(r.b, r.n, &l, &rec), -SONDE_E_FORMAT);
 	build_sample(&r, 64, 8);
 	/* Every truncation of a valid sample is refused, never read past. */
 	for (size_t cut = 8; cut < r.n; cut += 8) {
@@ -226,11 +226,11 @@ TEST(perf_decode_rejects_samples_that_do_not_fit)
 		memcpy(copy, r.b, cut);
 		uint16_t sz = (uint16_t)cut;
 		memcpy(copy + 6, &sz, 2);
-		ASSERT(perf_decode(copy, cut, &l, &rec) < 0);
+		ASSERT(sonde__perf_decode(copy, cut, &l, &rec) < 0);
 		free(copy);
 	}
 	/* A header that claims more than the buffer holds. */
-	ASSERT_ERR(perf_decode(r.b, r.n - 8, &l, &rec), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_decode(r.b, r.n - 8, &l, &rec), -SONDE_E_FORMAT);
 }
 
 TEST(perf_decode_side_band_records)
@@ -240,7 +240,7 @@ TEST(perf_decode_side_band_records)
 	struct rb r;
 	char name[24] = "/usr/bin/true";
 
-	perf_event_layout(&l);
+	sonde__perf_event_layout(&l);
 	rb_begin(&r, PERF_RECORD_MMAP2, PERF_RECORD_MISC_USER);
 	rb_u32x2(&r, 7, 8);
 	rb_u64(&r, 0x400000);
@@ -253,7 +253,7 @@ TEST(perf_decode_side_band_records)
 	rb_bytes(&r, name, sizeof(name));
 	rb_trailer(&r, 7, 8, 555, 1);
 	rb_end(&r);
-	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_OK(sonde__perf_decode(r.b, r.n, &l, &rec));
 	ASSERT_UINT(rec.type, ==, PERF_RECORD_MMAP2);
 	ASSERT(rec.has_id);
 	ASSERT_UINT(rec.time, ==, 555);
@@ -267,14 +267,14 @@ TEST(perf_decode_side_band_records)
 	ASSERT_STR_EQ(rec.mmap2.filename, "/usr/bin/true");
 	/* Without a NUL in the name the record is refused. */
 	memset(r.b + r.n - 24 - sizeof(name), 'x', sizeof(name));
-	ASSERT_ERR(perf_decode(r.b, r.n, &l, &rec), -SONDE_E_TRUNCATED);
+	ASSERT_ERR(sonde__perf_decode(r.b, r.n, &l, &rec), -SONDE_E_TRUNCATED);
 
 	rb_begin(&r, PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC);
 	rb_u32x2(&r, 7, 7);
 	rb_bytes(&r, "split\0\0\0", 8);
 	rb_trailer(&r, 7, 7, 600, 0);
 	rb_end(&r);
-	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_OK(sonde__perf_decode(r.b, r.n, &l, &rec));
 	ASSERT_STR_EQ(rec.comm.comm, "split");
 	ASSERT(rec.comm.exec);
 	ASSERT_UINT(rec.time, ==, 600);
@@ -285,7 +285,7 @@ TEST(perf_decode_side_band_records)
 	rb_u64(&r, 700);
 	rb_trailer(&r, 7, 7, 700, 0);
 	rb_end(&r);
-	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_OK(sonde__perf_decode(r.b, r.n, &l, &rec));
 	ASSERT_UINT(rec.task.pid, ==, 9);
 	ASSERT_UINT(rec.task.ppid, ==, 7);
 
@@ -294,16 +294,16 @@ TEST(perf_decode_side_band_records)
 	rb_u64(&r, 17);
 	rb_trailer(&r, 0, 0, 800, 0);
 	rb_end(&r);
-	ASSERT_OK(perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_OK(sonde__perf_decode(r.b, r.n, &l, &rec));
 	ASSERT_UINT(rec.lost.lost, ==, 17);
 	uint64_t t;
-	ASSERT_OK(perf_record_time(r.b, r.n, &l, &t));
+	ASSERT_OK(sonde__perf_record_time(r.b, r.n, &l, &t));
 	ASSERT_UINT(t, ==, 800);
 }
 
 TEST(perf_sorter_merges_rings_in_time_order)
 {
-	struct perf_sorter *s = ASSERT_NOT_NULL(perf_sorter_new());
+	struct perf_sorter *s = ASSERT_NOT_NULL(sonde__perf_sorter_new());
 	const void *rec;
 	size_t len;
 	uint64_t t, last = 0;
@@ -312,14 +312,14 @@ TEST(perf_sorter_merges_rings_in_time_order)
 	uint64_t ring_b[] = {15, 25, 25, 50};
 
 	for (int i = 0; i < 4; i++)
-		ASSERT_OK(perf_sorter_push(s, ring_a[i], &ring_a[i], 8));
+		ASSERT_OK(sonde__perf_sorter_push(s, ring_a[i], &ring_a[i], 8));
 	for (int i = 0; i < 4; i++)
-		ASSERT_OK(perf_sorter_push(s, ring_b[i], &i, sizeof(i)));
+		ASSERT_OK(sonde__perf_sorter_push(s, ring_b[i], &i, sizeof(i)));
 	uint64_t latest[2] = {40, 50};
-	uint64_t limit = perf_sorter_limit(latest, 2, 5);
+	uint64_t limit = sonde__perf_sorter_limit(latest, 2, 5);
 	ASSERT_UINT(limit, ==, 40);
 	int popped = 0, seen25 = 0;
-	while (perf_sorter_pop(s, limit, &rec, &len, &t) == 1) {
+	while (sonde__perf_sorter_pop(s, limit, &rec, &len, &t) == 1) {
 		ASSERT_UINT(t, >=, last);
 		if (t == 25) /* equal times keep push order */
 			ASSERT_INT(*(const int *)rec, ==, 1 + seen25++);
@@ -327,11 +327,11 @@ TEST(perf_sorter_merges_rings_in_time_order)
 		popped++;
 	}
 	ASSERT_INT(popped, ==, 7); /* 50 stays: ring A could still produce 41..49 */
-	ASSERT_UINT(perf_sorter_count(s), ==, 1);
-	ASSERT_INT(perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t), ==, 1);
+	ASSERT_UINT(sonde__perf_sorter_count(s), ==, 1);
+	ASSERT_INT(sonde__perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t), ==, 1);
 	ASSERT_UINT(t, ==, 50);
-	ASSERT_UINT(perf_sorter_bytes(s), ==, 0);
-	perf_sorter_free(s);
+	ASSERT_UINT(sonde__perf_sorter_bytes(s), ==, 0);
+	sonde__perf_sorter_free(s);
 }
 
 TEST(perf_sorter_limit_ignores_idle_rings)
@@ -339,16 +339,16 @@ TEST(perf_sorter_limit_ignores_idle_rings)
 	uint64_t latest[3] = {0, 900, 1200};
 
 	/* Ring 0 never produced anything: the floor (clock before the pass) stands for it. */
-	ASSERT_UINT(perf_sorter_limit(latest, 3, 1000), ==, 1000);
-	ASSERT_UINT(perf_sorter_limit(latest, 3, 100), ==, 100);
+	ASSERT_UINT(sonde__perf_sorter_limit(latest, 3, 1000), ==, 1000);
+	ASSERT_UINT(sonde__perf_sorter_limit(latest, 3, 100), ==, 100);
 	uint64_t busy[2] = {2000, 3000};
-	ASSERT_UINT(perf_sorter_limit(busy, 2, 1000), ==, 2000);
-	ASSERT_UINT(perf_sorter_limit(NULL, 0, 77), ==, 77);
+	ASSERT_UINT(sonde__perf_sorter_limit(busy, 2, 1000), ==, 2000);
+	ASSERT_UINT(sonde__perf_sorter_limit(NULL, 0, 77), ==, 77);
 }
 
 TEST(perf_sorter_handles_many_records)
 {
-	struct perf_sorter *s = ASSERT_NOT_NULL(perf_sorter_new());
+	struct perf_sorter *s = ASSERT_NOT_NULL(sonde__perf_sorter_new());
 	const void *rec;
 	size_t len;
 	uint64_t t, last = 0;
@@ -357,15 +357,15 @@ TEST(perf_sorter_handles_many_records)
 	for (int round = 0; round < 3; round++) {
 		for (int i = 0; i < 5000; i++) {
 			uint64_t v = (uint64_t)(rand() % 100000) + 100000 * (uint64_t)round;
-			ASSERT_OK(perf_sorter_push(s, v, &v, sizeof(v)));
+			ASSERT_OK(sonde__perf_sorter_push(s, v, &v, sizeof(v)));
 		}
-		while (perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t) == 1) {
+		while (sonde__perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t) == 1) {
 			ASSERT_UINT(t, >=, last);
 			ASSERT_UINT(*(const uint64_t *)rec, ==, t);
 			last = t;
 		}
 	}
-	perf_sorter_free(s);
+	sonde__perf_sorter_free(s);
 }
 
 /* The drain path's only allocator: after a first round, pushing and popping the same
@@ -375,7 +375,7 @@ TEST(perf_sorter_recycles_entries)
 #if defined(__SANITIZE_ADDRESS__)
 	SKIP("ASan's allocator does not report mallinfo2");
 #else
-	struct perf_sorter *s = ASSERT_NOT_NULL(perf_sorter_new());
+	struct perf_sorter *s = ASSERT_NOT_NULL(sonde__perf_sorter_new());
 	static uint8_t rec[6000];
 	const void *p;
 	size_t len, m0 = 0;
@@ -386,13 +386,13 @@ TEST(perf_sorter_recycles_entries)
 		if (round == 20)
 			m0 = mallinfo2().uordblks;
 		for (int i = 0; i < 64; i++)
-			ASSERT_OK(perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64), rec,
+			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64), rec,
 						   (size_t)(100 + (i * 97) % 5900)));
-		while (perf_sorter_pop(s, UINT64_MAX, &p, &len, &t) == 1)
+		while (sonde__perf_sorter_pop(s, UINT64_MAX, &p, &len, &t) == 1)
 			;
 	}
 	ASSERT_UINT(mallinfo2().uordblks, ==, m0);
-	perf_sorter_free(s);
+	sonde__perf_sorter_free(s);
 #endif
 }
 
@@ -400,13 +400,13 @@ TEST(perf_cpu_list_parses)
 {
 	int cpus[16];
 
-	ASSERT_INT(perf_parse_cpu_list("0-3,8,10-11\n", 12, cpus, 16), ==, 7);
+	ASSERT_INT(sonde__perf_parse_cpu_list("0-3,8,10-11\n", 12, cpus, 16), ==, 7);
 	ASSERT_INT(cpus[4], ==, 8);
 	ASSERT_INT(cpus[6], ==, 11);
-	ASSERT_INT(perf_parse_cpu_list("0\n", 2, cpus, 16), ==, 1);
-	ASSERT_ERR(perf_parse_cpu_list("3-1", 3, cpus, 16), -SONDE_E_FORMAT);
-	ASSERT_ERR(perf_parse_cpu_list("a", 1, cpus, 16), -SONDE_E_FORMAT);
-	ASSERT_ERR(perf_parse_cpu_list("0-100", 5, cpus, 16), -SONDE_E_LIMIT);
+	ASSERT_INT(sonde__perf_parse_cpu_list("0\n", 2, cpus, 16), ==, 1);
+	ASSERT_ERR(sonde__perf_parse_cpu_list("3-1", 3, cpus, 16), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_parse_cpu_list("a", 1, cpus, 16), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_parse_cpu_list("0-100", 5, cpus, 16), -SONDE_E_LIMIT);
 }
 
 static volatile uint64_t perf_sink;
@@ -422,16 +422,16 @@ TEST(perf_event_samples_this_thread)
 	struct perf_ring ring;
 	int fd;
 
-	perf_attr_fill(&a, &cfg);
-	perf_event_layout(&l);
+	sonde__perf_attr_fill(&a, &cfg);
+	sonde__perf_event_layout(&l);
 	/* One event for the thread on any CPU: the kernel refuses to map an inherited one. */
 	a.inherit = 0;
-	fd = perf_open(&a, 0, -1);
+	fd = sonde__perf_open(&a, 0, -1);
 	if (fd == -EACCES || fd == -EPERM)
 		SKIP("perf_event_open not permitted: %s", strerror(-fd));
 	ASSERT_OK(fd);
-	ASSERT_OK(perf_ring_map(&ring, fd, -1, 64, 4));
-	ASSERT_OK(perf_enable(fd));
+	ASSERT_OK(sonde__perf_ring_map(&ring, fd, -1, 64, 4));
+	ASSERT_OK(sonde__perf_enable(fd));
 	/* Spin for 200 ms of this thread's CPU time, not wall time: cpu-clock samples only
 	 * while the thread runs, and on a loaded machine it may run a fraction of the time. */
 	struct timespec t0, t1, c0, c1;
@@ -443,17 +443,17 @@ TEST(perf_event_samples_this_thread)
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
 	} while ((c1.tv_sec - c0.tv_sec) * 1000000000ll + (c1.tv_nsec - c0.tv_nsec) < 200000000);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ASSERT_OK(perf_disable(fd));
+	ASSERT_OK(sonde__perf_disable(fd));
 
 	const void *rec;
 	size_t len;
 	int samples = 0;
 	uint64_t t0ns = (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec;
 	uint64_t t1ns = (uint64_t)t1.tv_sec * 1000000000ull + (uint64_t)t1.tv_nsec;
-	perf_ring_begin(&ring);
-	while (perf_ring_next(&ring, &rec, &len) == 1) {
+	sonde__perf_ring_begin(&ring);
+	while (sonde__perf_ring_next(&ring, &rec, &len) == 1) {
 		struct perf_rec r;
-		ASSERT_OK(perf_decode(rec, len, &l, &r));
+		ASSERT_OK(sonde__perf_decode(rec, len, &l, &r));
 		if (r.type != PERF_RECORD_SAMPLE)
 			continue;
 		samples++;
@@ -465,9 +465,9 @@ TEST(perf_event_samples_this_thread)
 		ASSERT_UINT(r.sample.regs.r[UREG_RIP], ==, r.sample.ip);
 		ASSERT_UINT(r.sample.stack_len, >, 0);
 	}
-	perf_ring_end(&ring);
+	sonde__perf_ring_end(&ring);
 	ASSERT_INT(samples, >=, 20);
-	perf_ring_unmap(&ring);
+	sonde__perf_ring_unmap(&ring);
 	close(fd);
 }
 
@@ -476,8 +476,8 @@ TEST(perf_cycles_open_fails_cleanly_without_pmu)
 	struct perf_event_cfg cfg = {.kind = PERF_KIND_CYCLES, .freq = 100, .stack_bytes = 8};
 	struct perf_event_attr a;
 
-	perf_attr_fill(&a, &cfg);
-	int fd = perf_open(&a, 0, -1);
+	sonde__perf_attr_fill(&a, &cfg);
+	int fd = sonde__perf_open(&a, 0, -1);
 	if (fd >= 0) {
 		close(fd); /* this machine has a PMU: cycles is the right choice */
 		return;
@@ -485,14 +485,14 @@ TEST(perf_cycles_open_fails_cleanly_without_pmu)
 	if (fd == -EACCES || fd == -EPERM)
 		SKIP("perf_event_open not permitted");
 	/* No PMU: the error must be one the recorder treats as "try cpu-clock". */
-	ASSERT(perf_err_is_unsupported(fd));
+	ASSERT(sonde__perf_err_is_unsupported(fd));
 }
 
 TEST(perf_max_sample_rate_reads_the_kernel_limit)
 {
 	uint64_t max;
 
-	ASSERT_OK(perf_max_sample_rate(&max));
+	ASSERT_OK(sonde__perf_max_sample_rate(&max));
 	ASSERT_UINT(max, >, 0);
 }
 
@@ -519,9 +519,9 @@ TEST(perf_open_raises_the_fd_limit_on_emfile)
 		dups[n_dups++] = fd;
 	}
 	ASSERT_INT(errno, ==, EMFILE);
-	perf_attr_fill(&a, &cfg);
+	sonde__perf_attr_fill(&a, &cfg);
 	a.inherit = 0;
-	int fd = perf_open(&a, 0, -1);
+	int fd = sonde__perf_open(&a, 0, -1);
 	ASSERT(getrlimit(RLIMIT_NOFILE, &now) == 0);
 	for (int i = 0; i < n_dups; i++)
 		close(dups[i]);

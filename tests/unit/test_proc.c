@@ -41,7 +41,7 @@ TEST(proc_maps_parse_fields)
 		"7f2000000000-7f2000001000 r-xp 00001000 103:0a 4242 /opt/with space/lib.so\n";
 	struct collected c = {0};
 
-	ASSERT_OK(proc_maps_parse(text, sizeof(text) - 1, collect, &c));
+	ASSERT_OK(sonde__proc_maps_parse(text, sizeof(text) - 1, collect, &c));
 	ASSERT_INT(c.n, ==, 6);
 	ASSERT_UINT(c.m[1].start, ==, 0x55d0c8a02000);
 	ASSERT_UINT(c.m[1].end, ==, 0x55d0c8a07000);
@@ -74,7 +74,7 @@ TEST(proc_maps_parse_rejects_malformed_lines)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct collected c = {0};
-		ASSERT_ERR(proc_maps_parse(bad[i], strlen(bad[i]), collect, &c), -SONDE_E_FORMAT);
+		ASSERT_ERR(sonde__proc_maps_parse(bad[i], strlen(bad[i]), collect, &c), -SONDE_E_FORMAT);
 		ASSERT_INT(c.n, ==, 0);
 	}
 }
@@ -82,11 +82,11 @@ TEST(proc_maps_parse_rejects_malformed_lines)
 TEST(proc_maps_of_self_cover_this_code)
 {
 	struct collected c = {0};
-	uint64_t here = (uint64_t)(uintptr_t)&proc_maps_parse;
+	uint64_t here = (uint64_t)(uintptr_t)&sonde__proc_maps_parse;
 	int found = 0;
 	struct buf b = BUF_INIT;
 
-	ASSERT_OK(proc_read_file("/proc/self/maps", &b));
+	ASSERT_OK(sonde__proc_read_file("/proc/self/maps", &b));
 	const char *p = (const char *)b.data, *end = p + b.len;
 	/* Check every line, eight at a time. */
 	while (p < end) {
@@ -98,7 +98,7 @@ TEST(proc_maps_of_self_cover_this_code)
 			lines++;
 		}
 		c.n = 0;
-		ASSERT_OK(proc_maps_parse(p, (size_t)(q - p), collect, &c));
+		ASSERT_OK(sonde__proc_maps_parse(p, (size_t)(q - p), collect, &c));
 		for (int i = 0; i < c.n; i++)
 			if (here >= c.m[i].start && here < c.m[i].end) {
 				ASSERT(c.m[i].exec);
@@ -107,7 +107,7 @@ TEST(proc_maps_of_self_cover_this_code)
 			}
 		p = q;
 	}
-	buf_free(&b);
+	sonde__buf_free(&b);
 	ASSERT(found);
 }
 
@@ -118,13 +118,13 @@ TEST(proc_stat_parse_handles_odd_comm)
 		"0 1 0 987654 1000 100\n";
 	struct proc_stat st;
 
-	ASSERT_OK(proc_stat_parse(text, sizeof(text) - 1, &st));
+	ASSERT_OK(sonde__proc_stat_parse(text, sizeof(text) - 1, &st));
 	ASSERT_STR_EQ(st.comm, "a) b (c)");
 	ASSERT_INT(st.state, ==, 'S');
 	ASSERT_INT(st.ppid, ==, 17);
 	ASSERT_UINT(st.start_time, ==, 987654);
-	ASSERT_ERR(proc_stat_parse("4242 (x) S 1 2", 14, &st), -SONDE_E_FORMAT);
-	ASSERT_ERR(proc_stat_parse("4242 x", 6, &st), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__proc_stat_parse("4242 (x) S 1 2", 14, &st), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__proc_stat_parse("4242 x", 6, &st), -SONDE_E_FORMAT);
 }
 
 TEST(proc_status_parse_uids)
@@ -132,11 +132,11 @@ TEST(proc_status_parse_uids)
 	static const char text[] = "Name:\tcat\nState:\tR\nUid:\t1000\t1001\t1001\t1001\nGid:\t0\n";
 	uid_t r, e;
 
-	ASSERT_OK(proc_status_parse_uids(text, sizeof(text) - 1, &r, &e));
+	ASSERT_OK(sonde__proc_status_parse_uids(text, sizeof(text) - 1, &r, &e));
 	ASSERT_UINT(r, ==, 1000);
 	ASSERT_UINT(e, ==, 1001);
-	ASSERT_ERR(proc_status_parse_uids("Name:\tx\n", 8, &r, &e), -SONDE_E_FORMAT);
-	ASSERT_OK(proc_read_uids(getpid(), &r, &e));
+	ASSERT_ERR(sonde__proc_status_parse_uids("Name:\tx\n", 8, &r, &e), -SONDE_E_FORMAT);
+	ASSERT_OK(sonde__proc_read_uids(getpid(), &r, &e));
 	ASSERT_UINT(e, ==, geteuid());
 }
 
@@ -147,24 +147,24 @@ TEST(proc_tasks_and_comm_of_self)
 	char comm[16];
 	struct proc_stat st;
 
-	ASSERT_OK(proc_list_tasks(getpid(), &tids, &n));
+	ASSERT_OK(sonde__proc_list_tasks(getpid(), &tids, &n));
 	ASSERT_UINT(n, >=, 1);
 	ASSERT_INT(tids[0], >, 0);
 	free(tids);
-	ASSERT_OK(proc_read_comm(getpid(), 0, comm, sizeof(comm)));
+	ASSERT_OK(sonde__proc_read_comm(getpid(), 0, comm, sizeof(comm)));
 	ASSERT_STR_EQ(comm, "sonde-test");
-	ASSERT_OK(proc_stat_read(getpid(), 0, &st));
+	ASSERT_OK(sonde__proc_stat_read(getpid(), 0, &st));
 	ASSERT_INT(st.ppid, ==, getppid());
-	ASSERT_INT(proc_is_alive(getpid(), st.start_time), ==, 1);
-	ASSERT_INT(proc_is_alive(getpid(), st.start_time + 1), ==, 0); /* a reused pid */
-	ASSERT_ERR(proc_list_tasks(0x7ffffff0, &tids, &n), -ESRCH);
+	ASSERT_INT(sonde__proc_is_alive(getpid(), st.start_time), ==, 1);
+	ASSERT_INT(sonde__proc_is_alive(getpid(), st.start_time + 1), ==, 0); /* a reused pid */
+	ASSERT_ERR(sonde__proc_list_tasks(0x7ffffff0, &tids, &n), -ESRCH);
 }
 
 static char state_of(pid_t pid)
 {
 	struct proc_stat st;
 
-	return proc_stat_read(pid, 0, &st) ? '?' : st.state;
+	return sonde__proc_stat_read(pid, 0, &st) ? '?' : st.state;
 }
 
 TEST(proc_stop_and_resume_only_what_it_stopped)
@@ -175,10 +175,10 @@ TEST(proc_stop_and_resume_only_what_it_stopped)
 			;
 	}
 	struct proc_stopped s;
-	ASSERT_OK(proc_stop(child, 0, 5000, &s));
+	ASSERT_OK(sonde__proc_stop(child, 0, 5000, &s));
 	ASSERT(s.stopped_by_us);
 	ASSERT_INT(state_of(child), ==, 'T');
-	ASSERT_OK(proc_resume(&s));
+	ASSERT_OK(sonde__proc_resume(&s));
 	for (int i = 0; i < 1000 && state_of(child) == 'T'; i++)
 		usleep(1000);
 	ASSERT_INT(state_of(child), !=, 'T');
@@ -187,17 +187,17 @@ TEST(proc_stop_and_resume_only_what_it_stopped)
 	kill(child, SIGSTOP);
 	for (int i = 0; i < 1000 && state_of(child) != 'T'; i++)
 		usleep(1000);
-	ASSERT_OK(proc_stop(child, 0, 5000, &s));
+	ASSERT_OK(sonde__proc_stop(child, 0, 5000, &s));
 	ASSERT(!s.stopped_by_us);
-	ASSERT_OK(proc_resume(&s));
+	ASSERT_OK(sonde__proc_resume(&s));
 	usleep(20000);
 	ASSERT_INT(state_of(child), ==, 'T');
 
 	/* The wrong start time is another process. */
-	ASSERT_ERR(proc_stop(child, s.start_time + 1, 100, &s), -ESRCH);
+	ASSERT_ERR(sonde__proc_stop(child, s.start_time + 1, 100, &s), -ESRCH);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
-	ASSERT_ERR(proc_stop(child, 0, 100, &s), -ESRCH);
+	ASSERT_ERR(sonde__proc_stop(child, 0, 100, &s), -ESRCH);
 }
 
 TEST(proc_launch_runs_only_after_resume)
@@ -207,17 +207,17 @@ TEST(proc_launch_runs_only_after_resume)
 	char comm[16];
 	int status;
 
-	ASSERT_OK(proc_launch_start(&l, argv, NULL));
+	ASSERT_OK(sonde__proc_launch_start(&l, argv, NULL));
 	ASSERT_INT(l.pid, >, 0);
 	/* Suspended before execve: still a copy of this program. */
-	ASSERT_OK(proc_read_comm(l.pid, 0, comm, sizeof(comm)));
+	ASSERT_OK(sonde__proc_read_comm(l.pid, 0, comm, sizeof(comm)));
 	ASSERT_STR_EQ(comm, "sonde-test");
-	ASSERT_INT(proc_launch_wait(&l, WNOHANG, &status), ==, 0);
-	ASSERT_OK(proc_launch_resume(&l));
-	ASSERT_INT(proc_launch_wait(&l, 0, &status), ==, 1);
-	ASSERT_INT(proc_exit_code(status), ==, 7);
-	ASSERT_INT(proc_launch_wait(&l, 0, &status), ==, 1); /* repeatable */
-	proc_launch_free(&l);
+	ASSERT_INT(sonde__proc_launch_wait(&l, WNOHANG, &status), ==, 0);
+	ASSERT_OK(sonde__proc_launch_resume(&l));
+	ASSERT_INT(sonde__proc_launch_wait(&l, 0, &status), ==, 1);
+	ASSERT_INT(sonde__proc_exit_code(status), ==, 7);
+	ASSERT_INT(sonde__proc_launch_wait(&l, 0, &status), ==, 1); /* repeatable */
+	sonde__proc_launch_free(&l);
 }
 
 TEST(proc_launch_reports_exec_errors)
@@ -226,26 +226,26 @@ TEST(proc_launch_reports_exec_errors)
 	char *missing[] = {"sonde-no-such-command", NULL};
 	int status;
 
-	ASSERT_ERR(proc_launch_start(&l, missing, NULL), -ENOENT);
+	ASSERT_ERR(sonde__proc_launch_start(&l, missing, NULL), -ENOENT);
 
 	/* Not executable: found, but refused. */
 	const char *plain = test_path("plain");
 	test_write_file(plain, "x", 1);
 	char *noexec[] = {(char *)plain, NULL};
-	ASSERT_OK(proc_launch_start(&l, noexec, NULL));
-	ASSERT_ERR(proc_launch_resume(&l), -EACCES);
-	ASSERT_INT(proc_launch_wait(&l, 0, &status), ==, 1);
-	ASSERT_INT(proc_exit_code(status), ==, 127);
-	proc_launch_free(&l);
+	ASSERT_OK(sonde__proc_launch_start(&l, noexec, NULL));
+	ASSERT_ERR(sonde__proc_launch_resume(&l), -EACCES);
+	ASSERT_INT(sonde__proc_launch_wait(&l, 0, &status), ==, 1);
+	ASSERT_INT(sonde__proc_exit_code(status), ==, 127);
+	sonde__proc_launch_free(&l);
 
 	/* Executable but not a program: execve's own error comes back through the pipe. */
 	const char *junk = test_path("junk");
 	test_write_file(junk, "\x7f\x45\x4c\x46garbage", 11);
 	chmod(junk, 0755);
 	char *bad[] = {(char *)junk, NULL};
-	ASSERT_OK(proc_launch_start(&l, bad, NULL));
-	ASSERT_ERR(proc_launch_resume(&l), -ENOEXEC);
-	proc_launch_free(&l);
+	ASSERT_OK(sonde__proc_launch_start(&l, bad, NULL));
+	ASSERT_ERR(sonde__proc_launch_resume(&l), -ENOEXEC);
+	sonde__proc_launch_free(&l);
 }
 
 TEST(proc_launch_abort_kills_the_suspended_child)
@@ -254,21 +254,21 @@ TEST(proc_launch_abort_kills_the_suspended_child)
 	char *argv[] = {"true", NULL};
 	int status;
 
-	ASSERT_OK(proc_launch_start(&l, argv, NULL));
-	proc_launch_abort(&l);
-	ASSERT_INT(proc_launch_wait(&l, 0, &status), ==, 1);
-	ASSERT_INT(proc_exit_code(status), ==, 127);
-	proc_launch_free(&l);
+	ASSERT_OK(sonde__proc_launch_start(&l, argv, NULL));
+	sonde__proc_launch_abort(&l);
+	ASSERT_INT(sonde__proc_launch_wait(&l, 0, &status), ==, 1);
+	ASSERT_INT(sonde__proc_exit_code(status), ==, 127);
+	sonde__proc_launch_free(&l);
 }
 
 TEST(proc_find_in_path_searches_like_execvp)
 {
 	char out[4096];
 
-	ASSERT_OK(proc_find_in_path("sh", out, sizeof(out)));
+	ASSERT_OK(sonde__proc_find_in_path("sh", out, sizeof(out)));
 	ASSERT(out[0] == '/');
-	ASSERT_OK(proc_find_in_path("./relative", out, sizeof(out)));
+	ASSERT_OK(sonde__proc_find_in_path("./relative", out, sizeof(out)));
 	ASSERT_STR_EQ(out, "./relative");
-	ASSERT_ERR(proc_find_in_path("sonde-no-such-command", out, sizeof(out)), -ENOENT);
-	ASSERT_ERR(proc_find_in_path("", out, sizeof(out)), -ENOENT);
+	ASSERT_ERR(sonde__proc_find_in_path("sonde-no-such-command", out, sizeof(out)), -ENOENT);
+	ASSERT_ERR(sonde__proc_find_in_path("", out, sizeof(out)), -ENOENT);
 }

@@ -1,4 +1,4 @@
-/* regfile_open: what a path someone else controls may lead to, refused without blocking. */
+/* sonde__regfile_open: what a path someone else controls may lead to, refused without blocking. */
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 
 static int try_open(const char *path, const struct regfile_rules *r)
 {
-	int fd = regfile_open(path, r, NULL);
+	int fd = sonde__regfile_open(path, r, NULL);
 
 	if (fd >= 0)
 		close(fd);
@@ -62,5 +62,5 @@ TEST_TIMEOUT(regfile_refuses_fifo_symlink_device_big_and_foreign, 20)
 	r.owner = 1234;
 	ASSERT_OK(try_open(ok, &r));
 	ASSERT_UINT(c.owner, ==, 1);
-	ASSERT_UINT(regfile_refusals_total(&c), ==, 6);
+	ASSERT_UINT(sonde__regfile_refusals_total(&c), ==, 6);
 }

@@ -27,23 +27,23 @@ TEST(perfauth_rule_needs_every_uid_and_gid_and_dumpable)
 {
 	struct perfauth_target t = own();
 
-	ASSERT(perfauth_may_profile(&user, &t, 0) == NULL);
+	ASSERT(sonde__perfauth_may_profile(&user, &t, 0) == NULL);
 	for (int k = 0; k < 3; k++) {
 		t = own();
 		uint32_t *id = k == 0 ? &t.uid.real : k == 1 ? &t.uid.eff : &t.uid.saved;
 		*id = 0;
-		ASSERT_CONTAINS(perfauth_may_profile(&user, &t, 0), "uids are not all");
+		ASSERT_CONTAINS(sonde__perfauth_may_profile(&user, &t, 0), "uids are not all");
 		t = own();
 		id = k == 0 ? &t.gid.real : k == 1 ? &t.gid.eff : &t.gid.saved;
 		*id = 0;
-		ASSERT_CONTAINS(perfauth_may_profile(&user, &t, 0), "gids are not all");
+		ASSERT_CONTAINS(sonde__perfauth_may_profile(&user, &t, 0), "gids are not all");
 	}
 	t = own();
 	t.dumpable = false;
-	ASSERT_CONTAINS(perfauth_may_profile(&user, &t, 0), "not dumpable");
+	ASSERT_CONTAINS(sonde__perfauth_may_profile(&user, &t, 0), "not dumpable");
 	t.dumpable_known = false; /* unknown counts as not dumpable */
 	t.dumpable = true;
-	ASSERT_CONTAINS(perfauth_may_profile(&user, &t, 0), "not dumpable");
+	ASSERT_CONTAINS(sonde__perfauth_may_profile(&user, &t, 0), "not dumpable");
 }
 
 TEST(perfauth_rule_cap_sys_ptrace_overrides_ids_but_unknown_caps_are_none)
@@ -52,12 +52,12 @@ TEST(perfauth_rule_cap_sys_ptrace_overrides_ids_but_unknown_caps_are_none)
 	struct perfauth_target t = {.uid = {0, 0, 0}, .gid = {0, 0, 0}};
 
 	c.cap_eff = 1ull << PERFAUTH_CAP_SYS_PTRACE;
-	ASSERT(perfauth_may_profile(&c, &t, 0) == NULL);
+	ASSERT(sonde__perfauth_may_profile(&c, &t, 0) == NULL);
 	c.caps_known = false;
-	ASSERT(perfauth_may_profile(&c, &t, 0) != NULL);
+	ASSERT(sonde__perfauth_may_profile(&c, &t, 0) != NULL);
 	c.caps_known = true;
 	c.cap_eff = ~0ull & ~(1ull << PERFAUTH_CAP_SYS_PTRACE);
-	ASSERT(perfauth_may_profile(&c, &t, 0) != NULL);
+	ASSERT(sonde__perfauth_may_profile(&c, &t, 0) != NULL);
 }
 
 /* (uid_t)-1 is no marker: a consumer of that uid matches only a target all of whose ids
@@ -67,7 +67,7 @@ TEST(perfauth_rule_has_no_uid_sentinel)
 	struct perfauth_consumer c = {.uid = 0xFFFFFFFFu, .gid = 0xFFFFFFFFu, .caps_known = true};
 	struct perfauth_target t = {.uid = {U, 0, 0}, .gid = {G, G, G}, .dumpable_known = true};
 
-	ASSERT(perfauth_may_profile(&c, &t, 0) != NULL);
+	ASSERT(sonde__perfauth_may_profile(&c, &t, 0) != NULL);
 }
 
 TEST(perfauth_rule_follows_yama_scopes)
@@ -76,29 +76,29 @@ TEST(perfauth_rule_follows_yama_scopes)
 	struct perfauth_target t = own();
 
 	cap.cap_eff = 1ull << PERFAUTH_CAP_SYS_PTRACE;
-	ASSERT_CONTAINS(perfauth_may_profile(&user, &t, 1), "ptrace_scope 1");
+	ASSERT_CONTAINS(sonde__perfauth_may_profile(&user, &t, 1), "ptrace_scope 1");
 	t.descendant = true;
-	ASSERT(perfauth_may_profile(&user, &t, 1) == NULL);
+	ASSERT(sonde__perfauth_may_profile(&user, &t, 1) == NULL);
 	t.descendant = false;
-	ASSERT(perfauth_may_profile(&cap, &t, 1) == NULL);
-	ASSERT_CONTAINS(perfauth_may_profile(&user, &t, 2), "ptrace_scope 2");
-	ASSERT(perfauth_may_profile(&cap, &t, 2) == NULL);
-	ASSERT_CONTAINS(perfauth_may_profile(&cap, &t, 3), "ptrace_scope 3");
+	ASSERT(sonde__perfauth_may_profile(&cap, &t, 1) == NULL);
+	ASSERT_CONTAINS(sonde__perfauth_may_profile(&user, &t, 2), "ptrace_scope 2");
+	ASSERT(sonde__perfauth_may_profile(&cap, &t, 2) == NULL);
+	ASSERT_CONTAINS(sonde__perfauth_may_profile(&cap, &t, 3), "ptrace_scope 3");
 }
 
 TEST(perfauth_kernel_frames_need_perfmon_sys_admin_or_paranoid_1)
 {
 	struct perfauth_consumer c = user;
 
-	ASSERT(!perfauth_may_see_kernel(&c, 2));
-	ASSERT(perfauth_may_see_kernel(&c, 1));
-	ASSERT(perfauth_may_see_kernel(&c, -1));
+	ASSERT(!sonde__perfauth_may_see_kernel(&c, 2));
+	ASSERT(sonde__perfauth_may_see_kernel(&c, 1));
+	ASSERT(sonde__perfauth_may_see_kernel(&c, -1));
 	c.cap_eff = 1ull << PERFAUTH_CAP_PERFMON;
-	ASSERT(perfauth_may_see_kernel(&c, 2));
+	ASSERT(sonde__perfauth_may_see_kernel(&c, 2));
 	c.cap_eff = 1ull << PERFAUTH_CAP_SYS_ADMIN;
-	ASSERT(perfauth_may_see_kernel(&c, 3));
+	ASSERT(sonde__perfauth_may_see_kernel(&c, 3));
 	c.caps_known = false;
-	ASSERT(!perfauth_may_see_kernel(&c, 2));
+	ASSERT(!sonde__perfauth_may_see_kernel(&c, 2));
 }
 
 static int pidfd_of(pid_t pid)
@@ -125,19 +125,19 @@ TEST(perfauth_reads_through_the_pidfd_never_the_pid_alone)
 	kill(child, SIGKILL);
 	ASSERT_INT(waitpid(child, NULL, 0), ==, child);
 	/* as if child's pid now named this process */
-	ASSERT_ERR(perfauth_target_read(dead, getpid(), 0, 0, &t), -ESRCH);
-	perfauth_consumer_caps(dead, getpid(), &c);
+	ASSERT_ERR(sonde__perfauth_target_read(dead, getpid(), 0, 0, &t), -ESRCH);
+	sonde__perfauth_consumer_caps(dead, getpid(), &c);
 	ASSERT(!c.caps_known);
 
 	int self = pidfd_of(getpid());
-	ASSERT_OK(perfauth_target_read(self, getpid(), 0, 0, &t));
+	ASSERT_OK(sonde__perfauth_target_read(self, getpid(), 0, 0, &t));
 	ASSERT_UINT(t.uid.real, ==, getuid());
 	ASSERT_UINT(t.gid.eff, ==, getegid());
-	perfauth_consumer_caps(self, getpid(), &c);
+	sonde__perfauth_consumer_caps(self, getpid(), &c);
 	ASSERT(c.caps_known);
 	/* ids other than the ones it connected with: its capabilities are not credited */
 	c.uid = getuid() + 1;
-	perfauth_consumer_caps(self, getpid(), &c);
+	sonde__perfauth_consumer_caps(self, getpid(), &c);
 	ASSERT(!c.caps_known);
 	close(self);
 	close(dead);

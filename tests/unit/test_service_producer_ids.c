@@ -17,9 +17,9 @@ TEST(producer_ids_wrap_without_reusing_a_live_id)
 	uint32_t next = UINT32_MAX - 1;
 	int calls = 0;
 
-	ASSERT_UINT(producer_id_next(&next, live, &calls), ==, UINT32_MAX - 1);
+	ASSERT_UINT(sonde__producer_id_next(&next, live, &calls), ==, UINT32_MAX - 1);
 	/* UINT32_MAX is live, 0 is never an id, 1..3 are live */
-	ASSERT_UINT(producer_id_next(&next, live, &calls), ==, 4);
-	ASSERT_UINT(producer_id_next(&next, live, &calls), ==, 5);
+	ASSERT_UINT(sonde__producer_id_next(&next, live, &calls), ==, 4);
+	ASSERT_UINT(sonde__producer_id_next(&next, live, &calls), ==, 5);
 	ASSERT_INT(calls, ==, 1 + 5 + 1);
 }

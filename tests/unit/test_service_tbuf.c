@@ -18,11 +18,11 @@ static int on_packet(void *ctx, const struct iovec *iov, size_t n, size_t total)
 	struct pb_field f;
 
 	(void)total;
-	while (pb_next(&r, &f) > 0)
+	while (sonde__pb_next(&r, &f) > 0)
 		if (f.num == 900)
 			snprintf(g->last, sizeof(g->last), "%.*s", (int)f.len, f.ptr);
 	r = pb_reader_init(iov[n - 1].iov_base, iov[n - 1].iov_len); /* the suffix */
-	while (pb_next(&r, &f) > 0)
+	while (sonde__pb_next(&r, &f) > 0)
 		if (f.num == PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID)
 			g->seq = f.u;
 	g->n++;
@@ -36,13 +36,13 @@ static size_t payload(uint8_t *out, const char *const *names, size_t n, uint32_t
 
 	for (size_t i = 0; i < n; i++) {
 		struct buf b = BUF_INIT;
-		pb_put_string(&b, 900, names[i]);
+		sonde__pb_put_string(&b, 900, names[i]);
 		if (extra_field)
-			pb_put_varint(&b, extra_field, 1);
-		pb_write_redundant_len(out + off, (uint32_t)b.len);
+			sonde__pb_put_varint(&b, extra_field, 1);
+		sonde__pb_write_redundant_len(out + off, (uint32_t)b.len);
 		memcpy(out + off + 4, b.data, b.len);
 		off += 4 + b.len;
-		buf_free(&b);
+		sonde__buf_free(&b);
 	}
 	return off;
 }
@@ -57,24 +57,24 @@ TEST(service_tbuf_recommit_returns_only_new_fragments)
 	uint32_t seq = 2;
 	uint64_t invalid = 0;
 
-	ASSERT_OK(tbuf_init(&tb, 65536, false));
+	ASSERT_OK(sonde__tbuf_init(&tb, 65536, false));
 	payload(chunk, names, 3, 0);
-	tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk)); /* scraped: 1 fragment */
-	ASSERT_INT(tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+	sonde__tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk)); /* scraped: 1 fragment */
+	ASSERT_INT(sonde__tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
 	ASSERT_INT(g.n, ==, 1);
 	ASSERT_STR_EQ(g.last, "p0");
 	ASSERT_UINT(g.seq, ==, 2);
 	ci.count = 3; /* the real commit of the same chunk, after the copy was consumed */
-	tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
-	ASSERT_INT(tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+	sonde__tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
+	ASSERT_INT(sonde__tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
 	ASSERT_INT(g.n, ==, 3);
 	ASSERT_STR_EQ(g.last, "p2");
 	ci.count = 2; /* shrinking is a violation and changes nothing */
-	tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
-	ASSERT_INT(tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+	sonde__tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
+	ASSERT_INT(sonde__tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
 	ASSERT_INT(g.n, ==, 3);
 	ASSERT_UINT(invalid, ==, 0);
-	tbuf_free(&tb);
+	sonde__tbuf_free(&tb);
 }
 
 TEST(service_tbuf_drops_packets_with_reserved_fields)
@@ -87,14 +87,14 @@ TEST(service_tbuf_drops_packets_with_reserved_fields)
 	uint32_t seq = 2;
 	uint64_t invalid = 0;
 
-	ASSERT_OK(tbuf_init(&tb, 65536, false));
+	ASSERT_OK(sonde__tbuf_init(&tb, 65536, false));
 	payload(chunk, names, 1, PF_PACKET_TRUSTED_UID);
-	tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
-	ASSERT_INT(tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+	sonde__tbuf_copy_chunk(&tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
+	ASSERT_INT(sonde__tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
 	ASSERT_INT(g.n, ==, 0);
 	ASSERT_UINT(invalid, ==, 1);
-	ASSERT(!tbuf_packet_valid((const uint8_t *)"\x50\x01", 2)); /* sequence id */
-	ASSERT(tbuf_packet_valid((const uint8_t *)"\x40\x01", 2));  /* timestamp */
-	ASSERT(!tbuf_packet_valid((const uint8_t *)"\x42", 1));	    /* truncated */
-	tbuf_free(&tb);
+	ASSERT(!sonde__tbuf_packet_valid((const uint8_t *)"\x50\x01", 2)); /* sequence id */
+	ASSERT(sonde__tbuf_packet_valid((const uint8_t *)"\x40\x01", 2));  /* timestamp */
+	ASSERT(!sonde__tbuf_packet_valid((const uint8_t *)"\x42", 1));	    /* truncated */
+	sonde__tbuf_free(&tb);
 }

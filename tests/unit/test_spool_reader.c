@@ -97,7 +97,7 @@ TEST(spool_reader_round_trip)
 	ASSERT_UINT(in.last_time_ns, ==, last);
 	sonde_spool_close(s);
 	sonde_spool_close(NULL);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 /* Feeding the decoder one more byte at a time, as a tail reader over a growing file does,
@@ -132,7 +132,7 @@ TEST(spool_decoder_incremental_matches_whole)
 	ASSERT_ERR(sonde_spool_decode(d, "\x80", 1, &rec), -SONDE_E_FORMAT);
 	ASSERT_UINT(records, >, 60);
 	sonde_spool_decoder_free(d);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(spool_reader_recovers_every_truncation)
@@ -163,7 +163,7 @@ TEST(spool_reader_recovers_every_truncation)
 		sonde_spool_close(s);
 	}
 	ASSERT_UINT(prev_samples, ==, 40);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(spool_reader_unfinished_recording)
@@ -178,7 +178,7 @@ TEST(spool_reader_unfinished_recording)
 	ASSERT_UINT(in.dropped_bytes, ==, 0);
 	ASSERT_UINT(in.samples, ==, 30);
 	sonde_spool_close(s);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 /* Crosses the file reader's 1 MiB chunks many times. */
@@ -223,7 +223,7 @@ TEST(spool_reader_file_matches_memory)
 
 	ASSERT(sonde_spool_open(test_path("missing.spool"), &off) == NULL);
 	ASSERT_INT(errno, ==, ENOENT);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 /* The worked example of docs/spool.md. */
@@ -349,10 +349,10 @@ static void put_rec(struct buf *b, uint8_t tag, const uint64_t *v, size_t n)
 	uint8_t payload[64];
 	size_t len = 0;
 	for (size_t i = 0; i < n; i++)
-		len += pb_varint_encode(payload + len, v[i]);
+		len += sonde__pb_varint_encode(payload + len, v[i]);
 	buf_put_u8(b, tag);
-	pb_put_varint_raw(b, len);
-	buf_append(b, payload, len);
+	sonde__pb_put_varint_raw(b, len);
+	sonde__buf_append(b, payload, len);
 }
 
 TEST(spool_reader_bounds_stack_depth)
@@ -360,7 +360,7 @@ TEST(spool_reader_bounds_stack_depth)
 	struct buf b = BUF_INIT;
 	uint64_t off;
 
-	buf_append(&b, example, 14);
+	sonde__buf_append(&b, example, 14);
 	put_rec(&b, 0x02, (uint64_t[]){0, 0x1234}, 2); /* frame 1: a raw address */
 	for (uint64_t i = 0; i < SONDE_SPOOL_MAX_DEPTH; i++)
 		put_rec(&b, 0x03, (uint64_t[]){i, 1}, 2);
@@ -372,7 +372,7 @@ TEST(spool_reader_bounds_stack_depth)
 	sonde_spool_close(s);
 	put_rec(&b, 0x03, (uint64_t[]){SONDE_SPOOL_MAX_DEPTH, 1}, 2);
 	expect_error(b.data, b.len, SONDE_E_RANGE, deepest_ok);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(spool_writer_stack_depth_limit)
@@ -403,5 +403,5 @@ TEST(spool_writer_stack_depth_limit)
 	ASSERT_OK(sonde_spool_get_frame(s, frames[SONDE_SPOOL_MAX_DEPTH - 1], &f));
 	ASSERT_UINT(f.addr, ==, 0x1000 + SONDE_SPOOL_MAX_DEPTH - 1);
 	sonde_spool_close(s);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }

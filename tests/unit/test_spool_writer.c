@@ -22,7 +22,7 @@ static int sink_write(void *ctx, const void *p, size_t n)
 	if (s->fail_with)
 		return s->fail_with;
 	s->calls++;
-	buf_append(&s->b, p, n);
+	sonde__buf_append(&s->b, p, n);
 	return buf_error(&s->b);
 }
 
@@ -83,7 +83,7 @@ TEST(spool_writer_exact_bytes)
 	/* everything went out in one chunk */
 	ASSERT_INT(s.calls, ==, 1);
 	sonde_spool_writer_free(w);
-	buf_free(&s.b);
+	sonde__buf_free(&s.b);
 }
 
 TEST(spool_writer_rejects_invalid_calls)
@@ -126,7 +126,7 @@ TEST(spool_writer_rejects_invalid_calls)
 	ASSERT_ERR(sonde_spool_writer_finish(w), -SONDE_E_STATE);
 	sonde_spool_writer_free(w);
 	sonde_spool_writer_free(NULL);
-	buf_free(&s.b);
+	sonde__buf_free(&s.b);
 }
 
 TEST(spool_writer_write_errors_are_sticky)
@@ -143,7 +143,7 @@ TEST(spool_writer_write_errors_are_sticky)
 	ASSERT_ERR(sonde_spool_writer_finish(w), -ENOSPC);
 	ASSERT_INT(s.calls, ==, 0);
 	sonde_spool_writer_free(w);
-	buf_free(&s.b);
+	sonde__buf_free(&s.b);
 }
 
 /* Many samples over a handful of call paths, as a CPU-bound program produces. */
@@ -182,7 +182,7 @@ TEST(spool_writer_samples_are_small_and_chunked)
 	/* big chunks: ~500 KB in a handful of writes, not one per sample */
 	ASSERT_INT(s.calls, <=, 4);
 	sonde_spool_writer_free(w);
-	buf_free(&s.b);
+	sonde__buf_free(&s.b);
 }
 
 /* mallinfo2 sees glibc's heap; under ASan its allocator replaces glibc's and the figures
@@ -203,7 +203,7 @@ TEST(spool_writer_warm_samples_allocate_nothing)
 	ASSERT_OK(sonde_spool_add_module(w, 0, &libc, &id));
 	/* warm: every path seen, output buffer sized, sink grown to hold it all */
 	add_split_like_samples(w, thread, 1000, &t);
-	ASSERT_OK(buf_reserve(&s.b, 8 << 20));
+	ASSERT_OK(sonde__buf_reserve(&s.b, 8 << 20));
 	struct mallinfo2 before = mallinfo2();
 	add_split_like_samples(w, thread, 200000, &t);
 	struct mallinfo2 after = mallinfo2();
@@ -214,7 +214,7 @@ TEST(spool_writer_warm_samples_allocate_nothing)
 	ASSERT_UINT(probed.uordblks + probed.hblkhd, >, after.uordblks + after.hblkhd);
 	free(probe);
 	sonde_spool_writer_free(w);
-	buf_free(&s.b);
+	sonde__buf_free(&s.b);
 }
 
 TEST(spool_writer_fd_output)

@@ -6,20 +6,20 @@ TEST(sym_demangle_cxx_and_rust)
 {
 	struct strpool p = {0};
 
-	ASSERT_STR_EQ(sym_demangle(&p, "_ZN10sonde_test6Widget4frobEi"),
+	ASSERT_STR_EQ(sonde__sym_demangle(&p, "_ZN10sonde_test6Widget4frobEi"),
 		      "sonde_test::Widget::frob(int)");
-	ASSERT_STR_EQ(sym_demangle(&p, "_ZN10sonde_test5twiceIiEET_S1_"),
+	ASSERT_STR_EQ(sonde__sym_demangle(&p, "_ZN10sonde_test5twiceIiEET_S1_"),
 		      "int sonde_test::twice<int>(int)");
 	/* Rust legacy: C++-like, with a hash the demangler drops */
-	ASSERT_STR_EQ(sym_demangle(&p, "_ZN1r3geo1P4area17h82098de04c9d05a7E"), "r::geo::P::area");
+	ASSERT_STR_EQ(sonde__sym_demangle(&p, "_ZN1r3geo1P4area17h82098de04c9d05a7E"), "r::geo::P::area");
 	/* Rust v0 */
-	ASSERT_STR_EQ(sym_demangle(&p, "_RNvMNtCs6GmmlP4bgsG_1r3geoNtB2_1P4area"),
+	ASSERT_STR_EQ(sonde__sym_demangle(&p, "_RNvMNtCs6GmmlP4bgsG_1r3geoNtB2_1P4area"),
 		      "<r::geo::P>::area");
 	/* C names and garbage come back unchanged (the same pointer) */
 	const char *c = "compute_hot", *bad = "_Zgarbage", *r = "_R";
-	ASSERT(sym_demangle(&p, c) == c);
-	ASSERT(sym_demangle(&p, bad) == bad);
-	ASSERT(sym_demangle(&p, r) == r);
-	ASSERT(sym_demangle(&p, NULL) == NULL);
-	strpool_free(&p);
+	ASSERT(sonde__sym_demangle(&p, c) == c);
+	ASSERT(sonde__sym_demangle(&p, bad) == bad);
+	ASSERT(sonde__sym_demangle(&p, r) == r);
+	ASSERT(sonde__sym_demangle(&p, NULL) == NULL);
+	sonde__strpool_free(&p);
 }

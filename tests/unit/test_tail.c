@@ -101,7 +101,7 @@ TEST(tail_every_split_point_of_a_growing_file)
 	follow_in_pieces(&b, 7, 3);
 	follow_in_pieces(&b, 4096, 1);
 	follow_in_pieces(&b, b.len, 100000);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(tail_batches_respect_byte_and_record_bounds)
@@ -127,7 +127,7 @@ TEST(tail_batches_respect_byte_and_record_bounds)
 	ASSERT_INT(polls, >=, (int)(b.len / 320));
 	ASSERT(batch.ended);
 	sonde_tail_free(t);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(tail_shrinking_file_is_an_error)
@@ -151,7 +151,7 @@ TEST(tail_shrinking_file_is_an_error)
 	ASSERT_ERR(sonde_tail_poll(t, 0, 0, &batch), -SONDE_E_SHRUNK);
 	ASSERT_CONTAINS(sonde_strerror(-SONDE_E_SHRUNK), "shrank");
 	sonde_tail_free(t);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(tail_reports_invalidated_processes)
@@ -203,7 +203,7 @@ TEST(tail_reports_invalidated_processes)
 	ASSERT_UINT(batch.n_invalidated, ==, 0);
 	sonde_spool_writer_free(w);
 	sonde_tail_free(t);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(tail_punches_consumed_blocks_and_keeps_definitions)
@@ -253,7 +253,7 @@ TEST(tail_punches_consumed_blocks_and_keeps_definitions)
 	ASSERT_STR_EQ(m.def.path, "/usr/bin/other");
 	close(fd);
 	sonde_tail_free(t);
-	buf_free(&b);
+	sonde__buf_free(&b);
 }
 
 TEST(tail_malformed_bytes_are_a_sticky_error)
@@ -277,7 +277,7 @@ TEST(tail_malformed_bytes_are_a_sticky_error)
 	t = ASSERT_NOT_NULL(sonde_tail_open(path, NULL));
 	ASSERT_ERR(sonde_tail_poll(t, 0, 0, NULL), -SONDE_E_MAGIC);
 	sonde_tail_free(t);
-	buf_free(&b);
+	sonde__buf_free(&b);
 	ASSERT(sonde_tail_open(test_path("missing"), NULL) == NULL);
 	ASSERT_INT(errno, ==, ENOENT);
 }

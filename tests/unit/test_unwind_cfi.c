@@ -103,7 +103,7 @@ static void check_rule(const struct cfi_row *row, int col, const char *v, uint64
 
 static void check_at(const struct cfi_table *t, const struct rrow *r, uint64_t pc)
 {
-	const struct cfi_row *row = cfi_table_lookup(t, pc);
+	const struct cfi_row *row = sonde__cfi_table_lookup(t, pc);
 	char reg[8];
 	long off;
 
@@ -242,7 +242,7 @@ static void check_against_readelf(struct walk *w, const char *path, const char *
 static struct cfi_table *table_of(const char *path, struct image *im)
 {
 	*im = load(path);
-	struct cfi_table *t = cfi_table_from_elf(im->buf, im->len, NULL, 0);
+	struct cfi_table *t = sonde__cfi_table_from_elf(im->buf, im->len, NULL, 0);
 	if (!t)
 		FAIL("no table for %s: %s", path, strerror(errno));
 	return t;
@@ -254,13 +254,13 @@ TEST(cfi_split_nofp_matches_readelf)
 	struct cfi_table *t = table_of(test_prog("split-nofp"), &im);
 	struct walk w = {.t = t};
 
-	ASSERT(cfi_table_stats(t)->used_hdr);
+	ASSERT(sonde__cfi_table_stats(t)->used_hdr);
 	check_against_readelf(&w, test_prog("split-nofp"), ".eh_frame");
 	ASSERT_INT(w.fdes, >=, 8);
-	ASSERT_INT(w.fdes, ==, cfi_table_stats(t)->fdes);
+	ASSERT_INT(w.fdes, ==, sonde__cfi_table_stats(t)->fdes);
 	printf("%ld FDEs, %ld readelf rows checked, %zu table rows\n", w.fdes, w.rows,
-	       cfi_table_rows(t));
-	cfi_table_free(t);
+	       sonde__cfi_table_rows(t));
+	sonde__cfi_table_free(t);
 	free(im.buf);
 }
 
@@ -280,12 +280,12 @@ TEST_TIMEOUT(cfi_libc_and_self_match_readelf, 120)
 		w->t = t;
 		check_against_readelf(w, paths[i], ".eh_frame");
 		printf("%s: %ld FDEs, %ld rows checked, %zu table rows (%zu bytes)\n", paths[i],
-		       w->fdes, w->rows, cfi_table_rows(t),
-		       cfi_table_rows(t) * sizeof(struct cfi_row));
+		       w->fdes, w->rows, sonde__cfi_table_rows(t),
+		       sonde__cfi_table_rows(t) * sizeof(struct cfi_row));
 		ASSERT_INT(w->fdes, >, 100);
-		ASSERT_INT(cfi_table_stats(t)->fdes + cfi_table_stats(t)->overlapping, ==, w->fdes);
+		ASSERT_INT(sonde__cfi_table_stats(t)->fdes + sonde__cfi_table_stats(t)->overlapping, ==, w->fdes);
 		free(w);
-		cfi_table_free(t);
+		sonde__cfi_table_free(t);
 		free(im.buf);
 	}
 }
@@ -307,16 +307,16 @@ TEST(cfi_hdr_and_scan_give_the_same_table)
 	pclose(f);
 	ASSERT(hdr_off > 0 && hdr_off < im.len);
 	im.buf[hdr_off] = 7;
-	struct cfi_table *b = cfi_table_from_elf(im.buf, im.len, NULL, 0);
+	struct cfi_table *b = sonde__cfi_table_from_elf(im.buf, im.len, NULL, 0);
 	ASSERT(b != NULL);
-	ASSERT(cfi_table_stats(a)->used_hdr);
-	ASSERT(!cfi_table_stats(b)->used_hdr);
-	ASSERT_UINT(cfi_table_rows(a), ==, cfi_table_rows(b));
-	ASSERT_UINT(cfi_table_base(a), ==, cfi_table_base(b));
-	for (size_t i = 0; i < cfi_table_rows(a); i++)
-		ASSERT(!memcmp(cfi_table_row(a, i), cfi_table_row(b, i), sizeof(struct cfi_row)));
-	cfi_table_free(a);
-	cfi_table_free(b);
+	ASSERT(sonde__cfi_table_stats(a)->used_hdr);
+	ASSERT(!sonde__cfi_table_stats(b)->used_hdr);
+	ASSERT_UINT(sonde__cfi_table_rows(a), ==, sonde__cfi_table_rows(b));
+	ASSERT_UINT(sonde__cfi_table_base(a), ==, sonde__cfi_table_base(b));
+	for (size_t i = 0; i < sonde__cfi_table_rows(a); i++)
+		ASSERT(!memcmp(sonde__cfi_table_row(a, i), sonde__cfi_table_row(b, i), sizeof(struct cfi_row)));
+	sonde__cfi_table_free(a);
+	sonde__cfi_table_free(b);
 	free(im.buf);
 }
 
@@ -331,16 +331,16 @@ TEST(cfi_debug_frame_from_separate_debug_file)
 
 	snprintf(dbg_path, sizeof(dbg_path), "%s.debug", test_prog("unwind_dbgframe"));
 	dbg = load(dbg_path);
-	struct cfi_table *alone = cfi_table_from_elf(bin.buf, bin.len, NULL, 0);
-	struct cfi_table *t = cfi_table_from_elf(bin.buf, bin.len, dbg.buf, dbg.len);
+	struct cfi_table *alone = sonde__cfi_table_from_elf(bin.buf, bin.len, NULL, 0);
+	struct cfi_table *t = sonde__cfi_table_from_elf(bin.buf, bin.len, dbg.buf, dbg.len);
 	ASSERT(t != NULL);
-	ASSERT(cfi_table_stats(t)->used_debug_frame);
-	ASSERT_UINT(cfi_table_stats(t)->fdes, >, alone ? cfi_table_stats(alone)->fdes : 0);
+	ASSERT(sonde__cfi_table_stats(t)->used_debug_frame);
+	ASSERT_UINT(sonde__cfi_table_stats(t)->fdes, >, alone ? sonde__cfi_table_stats(alone)->fdes : 0);
 	struct walk w = {.t = t};
 	check_against_readelf(&w, dbg_path, ".debug_frame");
 	ASSERT_INT(w.fdes, >=, 7);
-	cfi_table_free(alone);
-	cfi_table_free(t);
+	sonde__cfi_table_free(alone);
+	sonde__cfi_table_free(t);
 	free(bin.buf);
 	free(dbg.buf);
 }
@@ -369,32 +369,32 @@ TEST(cfi_handmade_eh_frame_rules)
 		0x44, 0x0f, 11, 0x77, 8, 0x80, 0, 0x3f, 0x1a, 0x3b, 0x2a, 0x33, 0x24, 0x22, 0, 0, 0,
 		0, /* padding and terminator */
 	};
-	struct cfi_table *t = cfi_table_from_section(eh, sizeof(eh), 0x1000, false);
+	struct cfi_table *t = sonde__cfi_table_from_section(eh, sizeof(eh), 0x1000, false);
 	const struct cfi_row *r;
 
 	ASSERT(t != NULL);
-	ASSERT(cfi_table_lookup(t, 0x1fff) == NULL);
-	r = cfi_table_lookup(t, 0x2000);
+	ASSERT(sonde__cfi_table_lookup(t, 0x1fff) == NULL);
+	r = sonde__cfi_table_lookup(t, 0x2000);
 	ASSERT(r && r->cfa_reg == UREG_RSP && r->cfa_off == 8);
 	ASSERT(r->cfa_kind == (CFI_CFA_REG | CFI_ROW_SIGNAL));
 	ASSERT_UINT(CFI_ROW_RULE(r, CFI_COL_RA), ==, CFI_RULE_OFFSET);
 	ASSERT_INT(r->off[CFI_COL_RA], ==, -1);
-	r = cfi_table_lookup(t, 0x2001);
+	r = sonde__cfi_table_lookup(t, 0x2001);
 	ASSERT(r && r->cfa_off == 16 && CFI_ROW_RULE(r, CFI_COL_RBP) == CFI_RULE_OFFSET);
 	ASSERT_INT(r->off[CFI_COL_RBP], ==, -2);
-	r = cfi_table_lookup(t, 0x2007);
+	r = sonde__cfi_table_lookup(t, 0x2007);
 	ASSERT(r && r->cfa_reg == UREG_RBP && r->cfa_off == 16);
 	ASSERT_UINT(CFI_ROW_RULE(r, CFI_COL_RBX), ==, CFI_RULE_OFFSET);
-	r = cfi_table_lookup(t, 0x2009); /* restored: rsp+16, rbx back to same value */
+	r = sonde__cfi_table_lookup(t, 0x2009); /* restored: rsp+16, rbx back to same value */
 	ASSERT(r && r->cfa_reg == UREG_RSP && r->cfa_off == 16);
 	ASSERT_UINT(CFI_ROW_RULE(r, CFI_COL_RBX), ==, CFI_RULE_SAME);
-	r = cfi_table_lookup(t, 0x200d);
+	r = sonde__cfi_table_lookup(t, 0x200d);
 	ASSERT(r && (r->cfa_kind & CFI_CFA_KIND_MASK) == CFI_CFA_PLT);
 	ASSERT_INT(r->cfa_off, ==, 8);
 	ASSERT_INT(r->cfa_reg, ==, 11);
-	ASSERT(cfi_table_lookup(t, 0x203f) == r);
-	ASSERT(cfi_table_lookup(t, 0x2040) == NULL);
-	cfi_table_free(t);
+	ASSERT(sonde__cfi_table_lookup(t, 0x203f) == r);
+	ASSERT(sonde__cfi_table_lookup(t, 0x2040) == NULL);
+	sonde__cfi_table_free(t);
 }
 
 TEST(cfi_rejects_malformed_input)
@@ -403,17 +403,17 @@ TEST(cfi_rejects_malformed_input)
 	uint8_t eh[64];
 
 	errno = 0;
-	ASSERT(cfi_table_from_elf(not_elf, sizeof(not_elf), NULL, 0) == NULL);
+	ASSERT(sonde__cfi_table_from_elf(not_elf, sizeof(not_elf), NULL, 0) == NULL);
 	ASSERT_INT(errno, ==, EINVAL);
-	ASSERT(cfi_table_from_elf("", 0, NULL, 0) == NULL);
+	ASSERT(sonde__cfi_table_from_elf("", 0, NULL, 0) == NULL);
 	/* A CIE whose length runs past the section, and one claiming a huge length. */
 	memset(eh, 0xff, sizeof(eh));
-	ASSERT(cfi_table_from_section(eh, sizeof(eh), 0x1000, false) == NULL);
+	ASSERT(sonde__cfi_table_from_section(eh, sizeof(eh), 0x1000, false) == NULL);
 	memset(eh, 0, sizeof(eh));
 	eh[0] = 0x30;
-	ASSERT(cfi_table_from_section(eh, sizeof(eh), 0x1000, false) == NULL);
-	ASSERT(cfi_table_lookup(NULL, 0x1000) == NULL);
-	cfi_table_free(NULL);
+	ASSERT(sonde__cfi_table_from_section(eh, sizeof(eh), 0x1000, false) == NULL);
+	ASSERT(sonde__cfi_table_lookup(NULL, 0x1000) == NULL);
+	sonde__cfi_table_free(NULL);
 }
 
 /* The vDSO has no file: its table is built from the image in memory (what the recorder
@@ -436,13 +436,13 @@ TEST(cfi_vdso_image_from_memory)
 	ASSERT(img != NULL);
 	memcpy(img, (const void *)(uintptr_t)lo, len);
 	test_write_file(test_path("vdso.so"), img, len);
-	struct cfi_table *t = cfi_table_from_elf(img, len, NULL, 0);
+	struct cfi_table *t = sonde__cfi_table_from_elf(img, len, NULL, 0);
 	ASSERT(t != NULL);
 	struct walk w = {.t = t};
 	check_against_readelf(&w, test_path("vdso.so"), ".eh_frame");
 	ASSERT_INT(w.fdes, >=, 1);
-	ASSERT_INT(w.fdes, ==, cfi_table_stats(t)->fdes);
-	cfi_table_free(t);
+	ASSERT_INT(w.fdes, ==, sonde__cfi_table_stats(t)->fdes);
+	sonde__cfi_table_free(t);
 	free(img);
 }
 
@@ -492,7 +492,7 @@ TEST(cfi_pointer_encodings)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct cfi_rd r = {bytes + cases[i].at, bytes + sizeof(bytes), false};
 		uint64_t v = 0;
-		bool ok = cfi_rd_encoded(&r, &s, cases[i].enc, &v);
+		bool ok = sonde__cfi_rd_encoded(&r, &s, cases[i].enc, &v);
 		if (ok != cases[i].ok || (ok && v != cases[i].want))
 			FAIL("case %zu (enc 0x%02x): ok %d value 0x%" PRIx64
 			     ", want ok %d 0x%" PRIx64,
@@ -500,5 +500,5 @@ TEST(cfi_pointer_encodings)
 	}
 	struct cfi_rd r = {bytes, bytes, false};
 	uint64_t v = 1;
-	ASSERT(cfi_rd_encoded(&r, &s, 0xff, &v) && v == 0); /* omit */
+	ASSERT(sonde__cfi_rd_encoded(&r, &s, 0xff, &v) && v == 0); /* omit */
 }

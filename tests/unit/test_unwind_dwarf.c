@@ -153,10 +153,10 @@ static void func_range(const char *name, void *fn, uint64_t *lo, uint64_t *hi)
 
 static struct unwind_maps *self_maps(void)
 {
-	struct unwind_maps *m = unwind_maps_new(getpid());
+	struct unwind_maps *m = sonde__unwind_maps_new(getpid());
 
 	ASSERT(m != NULL);
-	ASSERT_INT(unwind_maps_load_pid(m, getpid()), >=, 2);
+	ASSERT_INT(sonde__unwind_maps_load_pid(m, getpid()), >=, 2);
 	return m;
 }
 
@@ -178,7 +178,7 @@ TEST(unwind_self_chain_without_frame_pointers)
 	size_t n;
 
 	ASSERT_INT(unwind_chain_a(&c, 1), ==, ((1 + 5) * 3 + 1 + 2) * 7);
-	enum unwind_end end = unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, frames,
+	enum unwind_end end = sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames,
 					   UNWIND_MAX_FRAMES, &n, &st);
 	for (size_t i = 0; i < n || i < (size_t)c.n_bt; i++)
 		printf("#%zu 0x%lx bt %p\n", i, i < n ? frames[i] : 0,
@@ -201,7 +201,7 @@ TEST(unwind_self_chain_without_frame_pointers)
 		ASSERT_UINT(frames[i], ==, (uint64_t)(uintptr_t)c.bt[j + (int)i - 1] - 1);
 	ASSERT_UINT(st.fp_steps, ==, 0);
 	ASSERT_UINT(st.cfi_steps, ==, n - 1);
-	unwind_maps_free(m);
+	sonde__unwind_maps_free(m);
 }
 
 TEST(unwind_copy_window_and_max_frames)
@@ -212,16 +212,16 @@ TEST(unwind_copy_window_and_max_frames)
 	size_t n_full, n;
 
 	unwind_chain_a(&c, 1);
-	ASSERT_INT(unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, full, 64, &n_full, NULL),
+	ASSERT_INT(sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, full, 64, &n_full, NULL),
 		   ==, UNWIND_END_COMPLETE);
 	ASSERT_INT(n_full, >=, 6);
 	/* At most 3 frames: the first 3, marked as cut. */
-	ASSERT_INT(unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, frames, 3, &n, NULL), ==,
+	ASSERT_INT(sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, 3, &n, NULL), ==,
 		   UNWIND_END_MAX_FRAMES);
 	ASSERT_UINT(n, ==, 3);
 	ASSERT(!memcmp(frames, full, 3 * sizeof(frames[0])));
 	/* Exactly as many frames as the stack has is complete, not cut. */
-	ASSERT_INT(unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, frames, n_full, &n, NULL),
+	ASSERT_INT(sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, n_full, &n, NULL),
 		   ==, UNWIND_END_COMPLETE);
 	/* A copy that ends inside unwind_chain_b's frame: the frames inside it are found, then
 	 * the walk reports the copy window, not a complete stack. */
@@ -229,13 +229,13 @@ TEST(unwind_copy_window_and_max_frames)
 	unwind_chain_a(&c, 1);
 	copy_limit = COPY;
 	enum unwind_end end =
-		unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, frames, 64, &n, NULL);
+		sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, 64, &n, NULL);
 	ASSERT_INT(end, ==, UNWIND_END_COPY_WINDOW);
 	ASSERT_INT(n, >=, 1);
 	ASSERT_INT(n, <, n_full);
 	for (size_t i = 0; i < n; i++)
 		ASSERT_UINT(frames[i], ==, full[i]);
-	unwind_maps_free(m);
+	sonde__unwind_maps_free(m);
 }
 
 /* A function stopped at its first instruction (before its prologue ran) has CFA = rsp + 8:
@@ -250,7 +250,7 @@ TEST(unwind_leaf_before_prologue)
 	size_t n_full, n;
 
 	unwind_chain_a(&c, 1);
-	unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, full, 16, &n_full, NULL);
+	sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, full, 16, &n_full, NULL);
 	ASSERT(in(full[3], "unwind_chain_a", (void *)unwind_chain_a));
 	word[0] = full[3] + 1; /* the return address into unwind_chain_a */
 	regs.r[UREG_RIP] = (uint64_t)(uintptr_t)unwind_chain_b;
@@ -259,14 +259,14 @@ TEST(unwind_leaf_before_prologue)
 	regs.valid = 1u << UREG_RIP | 1u << UREG_RSP | 1u << UREG_RBP;
 	struct unwind_stack s = {(const uint8_t *)word, sizeof(word), 0x7ff000001000};
 	struct unwind_stats st = {0};
-	enum unwind_end end = unwind_dwarf(&regs, &s, unwind_maps_find, m, frames, 16, &n, &st);
+	enum unwind_end end = sonde__unwind_dwarf(&regs, &s, sonde__unwind_maps_find, m, frames, 16, &n, &st);
 	ASSERT_UINT(n, ==, 2);
 	ASSERT_UINT(frames[0], ==, (uint64_t)(uintptr_t)unwind_chain_b);
 	ASSERT_UINT(frames[1], ==, full[3]);
 	/* unwind_chain_a's own CFA lies beyond the 8 copied bytes. */
 	ASSERT_INT(end, ==, UNWIND_END_COPY_WINDOW);
 	ASSERT_UINT(st.cfi_steps, ==, 1);
-	unwind_maps_free(m);
+	sonde__unwind_maps_free(m);
 }
 
 /* Inside a lazy-binding PLT entry the CFA depends on whether its push ran: the PLT's
@@ -300,11 +300,11 @@ TEST(unwind_through_plt_entry)
 		stack[0] = off >= 11 ? 7 : ra; /* the pushed relocation index, then the ra */
 		stack[1] = off >= 11 ? ra : 0x5555;
 		struct unwind_stack s = {(const uint8_t *)stack, sizeof(stack), 0x7ff000002000};
-		unwind_dwarf(&regs, &s, unwind_maps_find, m, frames, 2, &n, NULL);
+		sonde__unwind_dwarf(&regs, &s, sonde__unwind_maps_find, m, frames, 2, &n, NULL);
 		ASSERT_UINT(n, ==, 2);
 		ASSERT_UINT(frames[1], ==, ra - 1);
 	}
-	unwind_maps_free(m);
+	sonde__unwind_maps_free(m);
 }
 
 static struct capture sig_cap;
@@ -348,7 +348,7 @@ TEST(unwind_through_signal_frame)
 	ASSERT_INT(setitimer(ITIMER_REAL, &it, NULL), ==, 0);
 	unwind_spin_caller();
 	ASSERT(in(sig_cap.uc_rip, "unwind_spin_leaf", (void *)unwind_spin_leaf));
-	enum unwind_end end = unwind_dwarf(&sig_cap.regs, &sig_cap.stack, unwind_maps_find, m,
+	enum unwind_end end = sonde__unwind_dwarf(&sig_cap.regs, &sig_cap.stack, sonde__unwind_maps_find, m,
 					   frames, 64, &n, &st);
 	for (size_t i = 0; i < n; i++)
 		printf("#%zu 0x%lx\n", i, frames[i]);
@@ -362,7 +362,7 @@ TEST(unwind_through_signal_frame)
 	ASSERT(in(frames[5], "test_unwind_through_signal_frame",
 		  (void *)test_unwind_through_signal_frame));
 	ASSERT_UINT(st.fp_steps, ==, 0);
-	unwind_maps_free(m);
+	sonde__unwind_maps_free(m);
 }
 
 /* Code in [0x400000, 0x500000) without CFI. */
@@ -392,17 +392,17 @@ TEST(unwind_falls_back_to_frame_pointers)
 	regs.r[UREG_RBP] = base + 16;
 	regs.valid = 1u << UREG_RIP | 1u << UREG_RSP | 1u << UREG_RBP;
 	struct unwind_stack s = {(const uint8_t *)stack, sizeof(stack), base};
-	enum unwind_end end = unwind_dwarf(&regs, &s, fake_code, NULL, frames, 16, &n, &st);
+	enum unwind_end end = sonde__unwind_dwarf(&regs, &s, fake_code, NULL, frames, 16, &n, &st);
 	ASSERT_INT(end, ==, UNWIND_END_COMPLETE);
 	ASSERT_UINT(n, ==, 3);
 	ASSERT_UINT(frames[1], ==, 0x401233);
 	ASSERT_UINT(frames[2], ==, 0x4014ff);
 	ASSERT_UINT(st.fp_steps, ==, 2);
 	ASSERT_UINT(st.fallbacks[UNWIND_FB_NO_CFI], ==, 3);
-	ASSERT_STR_EQ(unwind_fallback_name(UNWIND_FB_NO_CFI), "no-cfi");
+	ASSERT_STR_EQ(sonde__unwind_fallback_name(UNWIND_FB_NO_CFI), "no-cfi");
 	/* A return address outside every mapping is not followed. */
 	stack[3] = 0x901234;
-	ASSERT_INT(unwind_dwarf(&regs, &s, fake_code, NULL, frames, 16, &n, &st), ==,
+	ASSERT_INT(sonde__unwind_dwarf(&regs, &s, fake_code, NULL, frames, 16, &n, &st), ==,
 		   UNWIND_END_ERROR);
 	ASSERT_UINT(n, ==, 1);
 }
@@ -450,7 +450,7 @@ TEST(unwind_through_vdso)
 		FAIL("500 signals never interrupted the vDSO");
 	struct unwind_maps *m = self_maps();
 	struct unwind_stats st = {0};
-	enum unwind_end end = unwind_dwarf(&sig_cap.regs, &sig_cap.stack, unwind_maps_find, m,
+	enum unwind_end end = sonde__unwind_dwarf(&sig_cap.regs, &sig_cap.stack, sonde__unwind_maps_find, m,
 					   frames, 64, &n, &st);
 	ASSERT_INT(end, ==, UNWIND_END_COMPLETE);
 	ASSERT_UINT(frames[3], ==, sig_cap.uc_rip);
@@ -464,7 +464,7 @@ TEST(unwind_through_vdso)
 	ASSERT_UINT(k, <=, 6);
 	ASSERT(in(frames[k + 1], "test_unwind_through_vdso", (void *)test_unwind_through_vdso));
 	ASSERT_UINT(st.fp_steps, ==, 0);
-	unwind_maps_free(m);
+	sonde__unwind_maps_free(m);
 }
 
 /* Once the tables are built, unwinding allocates nothing (the recorder unwinds every sample
@@ -476,13 +476,13 @@ TEST(unwind_no_allocation_when_warm)
 	size_t n;
 
 	unwind_chain_a(&c, 1);
-	unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, frames, 64, &n, NULL); /* warm */
+	sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, 64, &n, NULL); /* warm */
 	struct mallinfo2 before = mallinfo2();
 	for (int i = 0; i < 1000; i++)
-		unwind_dwarf(&c.regs, &c.stack, unwind_maps_find, m, frames, 64, &n, NULL);
+		sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, 64, &n, NULL);
 	struct mallinfo2 after = mallinfo2();
 	ASSERT_UINT(after.uordblks, ==, before.uordblks);
 	ASSERT_UINT(after.hblkhd, ==, before.hblkhd);
 	ASSERT_INT(n, >=, 6);
-	unwind_maps_free(m);
+	sonde__unwind_maps_free(m);
 }
