@@ -21,17 +21,17 @@ static int copy_defs(struct sonde_spool *in, const struct sonde_spool_info *info
 {
 	for (uint32_t i = 1; i <= info->modules; i++) {
 		struct sonde_spool_module m;
-		int err = sonde_spool_get_module(in, i, &m);
+		int err = sonde_spool__get_module(in, i, &m);
 		if (!err)
-			err = sonde_spool_add_module(w, info->first_time_ns, &m.def, &mod_map[i]);
+			err = sonde_spool_writer__add_module(w, info->first_time_ns, &m.def, &mod_map[i]);
 		if (err)
 			return err;
 	}
 	for (uint32_t i = 1; i <= info->threads; i++) {
 		struct sonde_spool_thread t;
-		int err = sonde_spool_get_thread(in, i, &t);
+		int err = sonde_spool__get_thread(in, i, &t);
 		if (!err)
-			err = sonde_spool_add_thread(w, info->first_time_ns, t.pid, t.tid, t.comm,
+			err = sonde_spool_writer__add_thread(w, info->first_time_ns, t.pid, t.tid, t.comm,
 						     &thr_map[i]);
 		if (err)
 			return err;
@@ -49,18 +49,18 @@ static int copy_samples(struct sonde_spool *in, const struct sonde_spool_info *i
 
 	for (uint64_t i = 0; i < n; i++) {
 		struct sonde_spool_sample s;
-		int err = sonde_spool_get_sample(in, i % info->samples, &s);
+		int err = sonde_spool__get_sample(in, i % info->samples, &s);
 		int depth =
-			err ? err : sonde_spool_get_stack(in, s.stack, ids, SONDE_SPOOL_MAX_DEPTH);
+			err ? err : sonde_spool__get_stack(in, s.stack, ids, SONDE_SPOOL_MAX_DEPTH);
 		if (depth < 0)
 			return depth;
 		for (int d = 0; d < depth; d++) {
-			err = sonde_spool_get_frame(in, ids[d], &frames[d]);
+			err = sonde_spool__get_frame(in, ids[d], &frames[d]);
 			if (err)
 				return err;
 			frames[d].module = mod_map[frames[d].module];
 		}
-		err = sonde_spool_add_sample(w, info->first_time_ns + i * period, thr_map[s.thread],
+		err = sonde_spool_writer__add_sample(w, info->first_time_ns + i * period, thr_map[s.thread],
 					     frames, (size_t)depth, s.flags);
 		if (err)
 			return err;
@@ -77,12 +77,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench-convert-synth IN.spool OUT.spool N\n");
 		return 2;
 	}
-	struct sonde_spool *in = sonde_spool_open(argv[1], &bad);
+	struct sonde_spool *in = sonde_spool__open(argv[1], &bad);
 	if (!in) {
 		fprintf(stderr, "%s: %s\n", argv[1], sonde_strerror(errno));
 		return 1;
 	}
-	sonde_spool_get_info(in, &info);
+	sonde_spool__get_info(in, &info);
 	if (!info.samples) {
 		fprintf(stderr, "%s: no samples\n", argv[1]);
 		return 1;
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 	uint32_t *thr_map = calloc(info.threads + 1, sizeof(*thr_map));
 	struct sonde_spool_writer *w =
 		fd < 0 ? NULL
-		       : sonde_spool_writer_new(sonde_spool_write_fd, (void *)(intptr_t)fd,
+		       : sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd,
 						&info.header);
 	int err = !w || !mod_map || !thr_map ? -ENOMEM : 0;
 	if (!err)
@@ -100,14 +100,14 @@ int main(int argc, char **argv)
 	if (!err)
 		err = copy_samples(in, &info, w, mod_map, thr_map, strtoull(argv[3], NULL, 10));
 	if (!err)
-		err = sonde_spool_writer_finish(w);
+		err = sonde_spool_writer__finish(w);
 	if (err)
 		fprintf(stderr, "%s: %s\n", argv[2], sonde_strerror(err));
-	sonde_spool_writer_free(w);
+	sonde_spool_writer__free(w);
 	free(mod_map);
 	free(thr_map);
 	if (fd >= 0)
 		close(fd);
-	sonde_spool_close(in);
+	sonde_spool__close(in);
 	return err ? 1 : 0;
 }

@@ -584,7 +584,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	sonde_log_set_level(SONDE_LOG_ERROR);
+	sonde_log__set_level(SONDE_LOG_ERROR);
 	const char *cmd = getenv("FULLRATE_PRODUCER");
 	if (cmd && !*cmd)
 		cmd = NULL;

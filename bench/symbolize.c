@@ -292,13 +292,13 @@ int main(int argc, char **argv)
 
 	struct sonde_sym_module m = {.flags = SONDE_MODULE_EXEC, .path = elf};
 	double t0 = now();
-	struct sonde_symbolizer *s = sonde_symbolizer_new(NULL);
+	struct sonde_symbolizer *s = sonde_symbolizer__new(NULL);
 	for (size_t i = 0; i < count; i++)
-		nf[i] = sonde_symbolize(s, &m, offs[i], frames[i], MAX_FRAMES);
+		nf[i] = sonde_symbolizer__symbolize(s, &m, offs[i], frames[i], MAX_FRAMES);
 	double t_sonde = now() - t0;
 	t0 = now();
 	for (size_t i = 0; i < count; i++)
-		sonde_symbolize(s, &m, offs[i], frames[i], MAX_FRAMES);
+		sonde_symbolizer__symbolize(s, &m, offs[i], frames[i], MAX_FRAMES);
 	double t_warm = now() - t0;
 
 	snprintf(out_eu, sizeof(out_eu), "%s/eu.txt", dir);
@@ -349,7 +349,7 @@ int main(int argc, char **argv)
 	       agree, compared, alias);
 	printf("sample vs addr2line:    %zu/%zu identical, %zu more but for aliases\n", agree_bu,
 	       compared_bu, alias_bu);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 	unlink(in);
 	unlink(out_eu);
 	unlink(out_bu);

@@ -739,7 +739,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	sonde_log_set_level(SONDE_LOG_ERROR);
+	sonde_log__set_level(SONDE_LOG_ERROR);
 	static struct results res[2];
 	struct svc svcs[2] = {{.bin = bins[0], .label = "sonded"},
 			      {.bin = bins[1], .label = "peer"}};

@@ -56,24 +56,24 @@ static int record(const struct options *o)
 	pid_t pid = o->pid;
 
 	if (o->cmd) {
-		/* The child waits before execve until sonde_launch_resume, so the recorder can
+		/* The child waits before execve until sonde_launch__resume, so the recorder can
 		 * arm its events with enable-on-exec first. */
-		l = sonde_launch_new(o->cmd, NULL);
+		l = sonde_launch__new(o->cmd, NULL);
 		if (!l) {
 			fprintf(stderr, "cannot run %s: %s\n", o->cmd[0], strerror(errno));
 			return -1;
 		}
-		pid = sonde_launch_pid(l);
+		pid = sonde_launch__pid(l);
 	}
-	struct sonde_recorder *r = sonde_recorder_attach(
+	struct sonde_recorder *r = sonde_recorder__attach(
 		pid, o->file, l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP, &ro);
 	if (!r) {
 		/* The library has logged the detailed cause to stderr already. */
 		fprintf(stderr, "cannot record pid %d: %s\n", (int)pid, strerror(errno));
-		sonde_launch_free(l);
+		sonde_launch__free(l);
 		return -1;
 	}
-	if (l && sonde_launch_resume(l) < 0)
+	if (l && sonde_launch__resume(l) < 0)
 		fprintf(stderr, "%s did not start\n", o->cmd[0]);
 
 	/* Nothing is drained in the background: this loop is what moves samples from the
@@ -81,17 +81,17 @@ static int record(const struct options *o)
 	double deadline = now_s() + o->seconds;
 	int status, err = 0;
 	while (now_s() < deadline) {
-		err = sonde_recorder_poll(r, 100, NULL);
+		err = sonde_recorder__poll(r, 100, NULL);
 		if (err < 0)
 			break;
-		bool exited = l ? sonde_launch_wait(l, WNOHANG, &status) == 1
-				: sonde_recorder_active_process_count(r) == 0;
+		bool exited = l ? sonde_launch__wait(l, WNOHANG, &status) == 1
+				: sonde_recorder__active_process_count(r) == 0;
 		if (exited)
 			break;
 	}
 
 	struct sonde_record_summary s = {.sz = sizeof(s)};
-	int ferr = sonde_recorder_finish(r, &s);
+	int ferr = sonde_recorder__finish(r, &s);
 	if (err >= 0)
 		err = ferr;
 	if (err < 0)
@@ -99,9 +99,9 @@ static int record(const struct options *o)
 	else
 		fprintf(stderr, "%llu samples written, %llu lost\n",
 			(unsigned long long)s.samples_written, (unsigned long long)s.lost_events);
-	sonde_recorder_free(r);
+	sonde_recorder__free(r);
 	/* A command still running at the deadline is left running, as a -p process is. */
-	sonde_launch_free(l);
+	sonde_launch__free(l);
 	return err < 0 ? -1 : 0;
 }
 
@@ -129,9 +129,9 @@ static void print_frame(const struct sonde_spool *s, struct sonde_symbolizer *sy
 	struct sonde_sym_frame out[8];
 	int n;
 
-	if (sonde_spool_get_frame(s, frame, &f) < 0)
+	if (sonde_spool__get_frame(s, frame, &f) < 0)
 		return;
-	if (f.module && sonde_spool_get_module(s, f.module, &m) == 0) {
+	if (f.module && sonde_spool__get_module(s, f.module, &m) == 0) {
 		struct sonde_sym_module sm = {
 			.pid = m.def.pid,
 			.flags = m.def.flags,
@@ -144,9 +144,9 @@ static void print_frame(const struct sonde_spool *s, struct sonde_symbolizer *sy
 			.build_id_len = m.def.build_id_len,
 			.path = m.def.path,
 		};
-		n = sonde_symbolize(sym, &sm, f.addr, out, 8);
+		n = sonde_symbolizer__symbolize(sym, &sm, f.addr, out, 8);
 	} else {
-		n = sonde_symbolize_raw(sym, pid, f.addr, out, 8);
+		n = sonde_symbolizer__symbolize_raw(sym, pid, f.addr, out, 8);
 	}
 	for (int i = 0; i < n; i++) {
 		const char *mod = out[i].module ? strrchr(out[i].module, '/') : NULL;
@@ -160,7 +160,7 @@ static void print_frame(const struct sonde_spool *s, struct sonde_symbolizer *sy
 static int print_stacks(const struct options *o)
 {
 	uint64_t bad_offset = 0;
-	struct sonde_spool *s = sonde_spool_open(o->file, &bad_offset);
+	struct sonde_spool *s = sonde_spool__open(o->file, &bad_offset);
 
 	if (!s) {
 		fprintf(stderr, "cannot read %s: %s (at byte %llu)\n", o->file,
@@ -168,10 +168,10 @@ static int print_stacks(const struct options *o)
 		return -1;
 	}
 	struct sonde_spool_info info;
-	sonde_spool_get_info(s, &info);
+	sonde_spool__get_info(s, &info);
 	/* Stack ids are dense (1..info.stacks), so an array indexed by id counts them. */
 	struct stack_count *counts = calloc((size_t)info.stacks + 1, sizeof(*counts));
-	struct sonde_symbolizer *sym = sonde_symbolizer_new(NULL);
+	struct sonde_symbolizer *sym = sonde_symbolizer__new(NULL);
 	uint32_t *frames = calloc(SONDE_SPOOL_MAX_DEPTH, sizeof(*frames));
 	int ret = -1;
 	if (!counts || !sym || !frames) {
@@ -181,9 +181,9 @@ static int print_stacks(const struct options *o)
 	for (uint64_t i = 0; i < info.samples; i++) {
 		struct sonde_spool_sample smp;
 		struct sonde_spool_thread th;
-		if (sonde_spool_get_sample(s, i, &smp) < 0 || !smp.stack)
+		if (sonde_spool__get_sample(s, i, &smp) < 0 || !smp.stack)
 			continue;
-		sonde_spool_get_thread(s, smp.thread, &th);
+		sonde_spool__get_thread(s, smp.thread, &th);
 		counts[smp.stack] =
 			(struct stack_count){smp.stack, counts[smp.stack].count + 1, th.pid};
 	}
@@ -191,7 +191,7 @@ static int print_stacks(const struct options *o)
 	printf("%llu samples, %u distinct stacks\n", (unsigned long long)info.samples, info.stacks);
 	for (int k = 0; k < o->stacks && k <= (int)info.stacks && counts[k].count; k++) {
 		int depth =
-			sonde_spool_get_stack(s, counts[k].stack, frames, SONDE_SPOOL_MAX_DEPTH);
+			sonde_spool__get_stack(s, counts[k].stack, frames, SONDE_SPOOL_MAX_DEPTH);
 		printf("\nstack %d: %llu samples (%.1f%%)\n", k + 1,
 		       (unsigned long long)counts[k].count,
 		       100.0 * (double)counts[k].count / (double)info.samples);
@@ -202,9 +202,9 @@ static int print_stacks(const struct options *o)
 	ret = 0;
 out:
 	free(frames);
-	sonde_symbolizer_free(sym);
+	sonde_symbolizer__free(sym);
 	free(counts);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	return ret;
 }
 

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	sonde_log_set_level(SONDE_LOG_OFF);
+	sonde_log__set_level(SONDE_LOG_OFF);
 	sonde__producer_fuzz_commands(data, size);
 	return 0;
 }

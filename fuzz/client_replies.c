@@ -12,8 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct sonde_trace_stats st;
 	struct sonde_service_state *s = NULL;
 
-	(void)sonde_trace_stats_decode(data, size, &st);
-	if (sonde_service_state_decode(data, size, &s) == 0) {
+	(void)sonde_trace_stats__decode(data, size, &st);
+	if (sonde_service_state__decode(data, size, &s) == 0) {
 		if (!s)
 			abort();
 		for (size_t i = 0; i < s->n_producers; i++)

@@ -29,9 +29,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t len;
 
 	/* the same bytes as a binary config */
-	(void)sonde_trace_config_summarize(data, size, &sum);
+	(void)sonde_trace_config__summarize(data, size, &sum);
 
-	if (sonde_trace_config_from_text((const char *)data, size, &out, &len, &err) == 0) {
+	if (sonde_trace_config__from_text((const char *)data, size, &out, &len, &err) == 0) {
 		struct pb_reader r = pb_reader_init(out, len);
 		struct pb_field f;
 		int n;
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (n < 0)
 			abort();
 		walk(pb_reader_init(out, len), 0);
-		if (sonde_trace_config_summarize(out, len, &sum) < 0)
+		if (sonde_trace_config__summarize(out, len, &sum) < 0)
 			abort();
 		free(out);
 	} else if (err.line < 0 || err.column < 0 || !err.msg[0]) {

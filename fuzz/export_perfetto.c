@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct pf_enc_opts o = {.sink = check_packet};
 
-	sonde_log_set_level(SONDE_LOG_OFF);
+	sonde_log__set_level(SONDE_LOG_OFF);
 	if (size < 1)
 		return 0;
 	size_t cut = size > 1 ? data[0] % size : 0;

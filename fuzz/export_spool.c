@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct sonde_profile_spool_opts opts = {.sz = sizeof(opts), .no_symbolize = 1};
 	int fd = memfd_create("spool", MFD_CLOEXEC);
 
-	sonde_log_set_level(SONDE_LOG_OFF);
+	sonde_log__set_level(SONDE_LOG_OFF);
 	if (null_fd < 0)
 		null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || null_fd < 0)
@@ -28,8 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (write(fd, data, size) == (ssize_t)size && lseek(fd, 0, SEEK_SET) == 0) {
 		struct sonde_profile *p = sonde__prof_from_spool_fd(fd, "fuzz", &opts);
 		for (int f = SONDE_PROFILE_PPROF; p && f <= SONDE_PROFILE_SVG; f++)
-			sonde_profile_write(p, (enum sonde_profile_format)f, null_fd, NULL);
-		sonde_profile_free(p);
+			sonde_profile__write(p, (enum sonde_profile_format)f, null_fd, NULL);
+		sonde_profile__free(p);
 	}
 	close(fd);
 	return 0;

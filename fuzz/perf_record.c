@@ -85,7 +85,7 @@ static void ring_all(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* Malformed rings are logged; at fuzzing speed that is only noise. */
-	sonde_log_set_level(SONDE_LOG_OFF);
+	sonde_log__set_level(SONDE_LOG_OFF);
 	decode_all(data, size);
 	ring_all(data, size);
 	return 0;

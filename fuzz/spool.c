@@ -22,27 +22,27 @@ static void walk(const struct sonde_spool *s)
 	uint32_t frames[64], parent, frame;
 	volatile uint64_t sink = 0;
 
-	sonde_spool_get_info(s, &in);
-	for (uint64_t i = 0; sonde_spool_get_sample(s, i, &smp) == 0; i++) {
-		int depth = sonde_spool_get_stack(s, smp.stack, frames, 64);
-		if (depth < 0 || sonde_spool_get_thread(s, smp.thread, &t) < 0)
+	sonde_spool__get_info(s, &in);
+	for (uint64_t i = 0; sonde_spool__get_sample(s, i, &smp) == 0; i++) {
+		int depth = sonde_spool__get_stack(s, smp.stack, frames, 64);
+		if (depth < 0 || sonde_spool__get_thread(s, smp.thread, &t) < 0)
 			__builtin_trap(); /* the decoder let a bad reference through */
 		for (int k = 0; k < depth && k < 64; k++)
-			if (sonde_spool_get_frame(s, frames[k], &f) < 0)
+			if (sonde_spool__get_frame(s, frames[k], &f) < 0)
 				__builtin_trap();
 		sink += smp.time_ns;
 	}
-	for (uint32_t i = 1; sonde_spool_get_node(s, i, &parent, &frame) == 0; i++)
+	for (uint32_t i = 1; sonde_spool__get_node(s, i, &parent, &frame) == 0; i++)
 		sink += parent + frame;
-	for (uint32_t i = 1; sonde_spool_get_frame(s, i, &f) == 0; i++) {
-		if (f.module && sonde_spool_get_module(s, f.module, &m) < 0)
+	for (uint32_t i = 1; sonde_spool__get_frame(s, i, &f) == 0; i++) {
+		if (f.module && sonde_spool__get_module(s, f.module, &m) < 0)
 			__builtin_trap();
 		sink += f.addr;
 	}
-	for (uint32_t i = 1; sonde_spool_get_module(s, i, &m) == 0; i++)
+	for (uint32_t i = 1; sonde_spool__get_module(s, i, &m) == 0; i++)
 		for (const char *p = m.def.path; *p; p++)
 			sink += (uint8_t)*p;
-	for (uint32_t i = 1; sonde_spool_get_thread(s, i, &t) == 0; i++)
+	for (uint32_t i = 1; sonde_spool__get_thread(s, i, &t) == 0; i++)
 		for (const char *p = t.comm; *p; p++)
 			sink += (uint8_t)*p;
 	(void)sink;
@@ -52,7 +52,7 @@ static void walk(const struct sonde_spool *s)
  * records; *end gets the final status (0 or an error) and *pos the bytes consumed. */
 static size_t decode_all(const uint8_t *data, size_t size, size_t step, int *end, size_t *pos)
 {
-	struct sonde_spool_decoder *d = sonde_spool_decoder_new();
+	struct sonde_spool_decoder *d = sonde_spool_decoder__new();
 	struct sonde_spool_record rec;
 	size_t records = 0, avail = step ? 0 : size;
 
@@ -61,7 +61,7 @@ static size_t decode_all(const uint8_t *data, size_t size, size_t step, int *end
 	if (!d)
 		return 0;
 	for (;;) {
-		int r = sonde_spool_decode(d, data + *pos, avail - *pos, &rec);
+		int r = sonde_spool_decoder__decode(d, data + *pos, avail - *pos, &rec);
 		if (r < 0) {
 			*end = r;
 			break;
@@ -75,18 +75,18 @@ static size_t decode_all(const uint8_t *data, size_t size, size_t step, int *end
 			break;
 		avail = avail + step < size ? avail + step : size;
 	}
-	sonde_spool_decoder_free(d);
+	sonde_spool_decoder__free(d);
 	return records;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint64_t off;
-	struct sonde_spool *s = sonde_spool_open_mem(data, size, &off);
+	struct sonde_spool *s = sonde_spool__open_mem(data, size, &off);
 
 	if (s) {
 		walk(s);
-		sonde_spool_close(s);
+		sonde_spool__close(s);
 	}
 	int end_a, end_b;
 	size_t pos_a, pos_b;

@@ -24,13 +24,13 @@ static void check_batch(const struct sonde_tail *t, const struct sonde_tail_batc
 	struct sonde_spool_module m;
 
 	for (size_t i = 0; i < b->n_samples; i++) {
-		int depth = sonde_tail_get_stack(t, b->samples[i].stack, frames, 16);
-		if (depth < 0 || sonde_tail_get_thread(t, b->samples[i].thread, &th) < 0)
+		int depth = sonde_tail__get_stack(t, b->samples[i].stack, frames, 16);
+		if (depth < 0 || sonde_tail__get_thread(t, b->samples[i].thread, &th) < 0)
 			__builtin_trap();
 		for (int k = 0; k < depth && k < 16; k++) {
-			if (sonde_tail_get_frame(t, frames[k], &f) < 0)
+			if (sonde_tail__get_frame(t, frames[k], &f) < 0)
 				__builtin_trap();
-			if (f.module && sonde_tail_get_module(t, f.module, &m) < 0)
+			if (f.module && sonde_tail__get_module(t, f.module, &m) < 0)
 				__builtin_trap();
 		}
 	}
@@ -43,7 +43,7 @@ static long poll_all(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 	long samples = 0;
 	int n;
 
-	while ((n = sonde_tail_poll(t, max_records, max_bytes, &b)) > 0) {
+	while ((n = sonde_tail__poll(t, max_records, max_bytes, &b)) > 0) {
 		check_batch(t, &b);
 		samples += (long)b.n_samples;
 	}
@@ -55,7 +55,7 @@ static long poll_all(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* Malformed input is the normal case here: its error messages are noise. */
-	sonde_log_set_level(SONDE_LOG_OFF);
+	sonde_log__set_level(SONDE_LOG_OFF);
 	if (size < 1)
 		return 0;
 	uint8_t ctl = data[0];
@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (fd < 0)
 		return 0;
-	struct sonde_tail *t = sonde_tail_open_fd(fd, &o);
+	struct sonde_tail *t = sonde_tail__open_fd(fd, &o);
 	if (!t) {
 		close(fd);
 		return 0;
@@ -84,18 +84,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		off += piece;
 		samples += poll_all(t, max_records, max_bytes, &err);
 	}
-	sonde_tail_free(t);
+	sonde_tail__free(t);
 	close(fd);
 
-	struct sonde_spool *s = sonde_spool_open_mem(file, len, NULL);
+	struct sonde_spool *s = sonde_spool__open_mem(file, len, NULL);
 	if (s && err)
 		__builtin_trap(); /* the tail refused what the reader accepts */
 	if (s) {
 		struct sonde_spool_info in;
-		sonde_spool_get_info(s, &in);
+		sonde_spool__get_info(s, &in);
 		if ((uint64_t)samples != in.samples)
 			__builtin_trap();
-		sonde_spool_close(s);
+		sonde_spool__close(s);
 	}
 	return 0;
 }

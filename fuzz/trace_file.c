@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const void *pkt;
 	int r;
 
-	while ((r = sonde_trace_next_packet(data, size, &pos, &pkt, &n)) > 0) {
+	while ((r = sonde_trace__next_packet(data, size, &pos, &pkt, &n)) > 0) {
 		const uint8_t *p = pkt;
 		if (p < data || p + n > data + size || pos <= last || pos > size)
 			abort();

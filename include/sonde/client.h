@@ -40,7 +40,7 @@ struct sonde_txt_error {
  * any other field name is an error (docs/trace.md). On success *out is a malloc'd buffer
  * the caller frees with free(). On failure returns -SONDE_E_FORMAT (or -ENOMEM) and fills
  * *err when err is not NULL. */
-SONDE_API int sonde_trace_config_from_text(const char *text, size_t len, uint8_t **out,
+SONDE_API int sonde_trace_config__from_text(const char *text, size_t len, uint8_t **out,
 					   size_t *out_len, struct sonde_txt_error *err);
 
 enum sonde_fill_policy {
@@ -101,7 +101,7 @@ struct sonde_trace_config_summary {
 
 /* Decodes the summary of a binary TraceConfig (untrusted bytes). Returns 0 or
  * -SONDE_E_FORMAT. */
-SONDE_API int sonde_trace_config_summarize(const void *cfg, size_t len,
+SONDE_API int sonde_trace_config__summarize(const void *cfg, size_t len,
 					   struct sonde_trace_config_summary *out);
 
 /* ------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ SONDE_API int sonde_trace_config_summarize(const void *cfg, size_t len,
  * *pkt and *pkt_len pointing inside buf, 0 at the clean end, or -SONDE_E_TRUNCATED when the
  * buffer ends inside a record, -SONDE_E_FORMAT for bytes that are not a Trace. Fields of
  * Trace other than 1 are skipped. */
-SONDE_API int sonde_trace_next_packet(const void *buf, size_t len, size_t *pos, const void **pkt,
+SONDE_API int sonde_trace__next_packet(const void *buf, size_t len, size_t *pos, const void **pkt,
 				      size_t *pkt_len);
 
 /* ------------------------------------------------------------------------------------
@@ -455,8 +455,8 @@ SONDE_API int sonde_consumer__query_service_state_sync(struct sonde_consumer *c,
 						       struct sonde_service_state **out,
 						       int timeout_ms);
 /* Decoders of the replies, for untrusted bytes (also used by the calls above). */
-SONDE_API int sonde_trace_stats_decode(const void *buf, size_t len, struct sonde_trace_stats *out);
-SONDE_API int sonde_service_state_decode(const void *buf, size_t len,
+SONDE_API int sonde_trace_stats__decode(const void *buf, size_t len, struct sonde_trace_stats *out);
+SONDE_API int sonde_service_state__decode(const void *buf, size_t len,
 					 struct sonde_service_state **out);
 
 #ifdef __cplusplus

@@ -21,12 +21,12 @@ enum sonde_log_level {
 typedef void (*sonde_log_fn)(enum sonde_log_level level, const char *msg, void *ctx);
 
 /* Replace the log callback (NULL restores the default) and its context. */
-SONDE_API void sonde_log_set_callback(sonde_log_fn fn, void *ctx);
+SONDE_API void sonde_log__set_callback(sonde_log_fn fn, void *ctx);
 /* Messages below level are discarded before formatting. */
-SONDE_API void sonde_log_set_level(enum sonde_log_level level);
-SONDE_API enum sonde_log_level sonde_log_get_level(void);
+SONDE_API void sonde_log__set_level(enum sonde_log_level level);
+SONDE_API enum sonde_log_level sonde_log__get_level(void);
 /* Parse "debug", "info", "warn", "error" or "off"; returns 0 or -EINVAL. */
-SONDE_API int sonde_log_parse_level(const char *name, enum sonde_log_level *out);
+SONDE_API int sonde_log__parse_level(const char *name, enum sonde_log_level *out);
 
 SONDE_API void sonde_log(enum sonde_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -5,10 +5,10 @@
  * to, inlined frames first) and samples (a stack of locations, interned as a call tree,
  * plus time, thread and count).
  *
- * Call order when building one by hand: sonde_profile_new, then any interleaving of
+ * Call order when building one by hand: sonde_profile__new, then any interleaving of
  * add_module, add_thread, add_location and add_sample (everything a call refers to must
- * exist already), then any number of sonde_profile_write calls, then sonde_profile_free.
- * sonde_profile_from_spool does all of that from a recording.
+ * exist already), then any number of sonde_profile__write calls, then sonde_profile__free.
+ * sonde_profile__from_spool does all of that from a recording.
  */
 #ifndef SONDE_PROFILE_H
 #define SONDE_PROFILE_H
@@ -40,32 +40,32 @@ struct sonde_profile_module {
 };
 
 /* Creates an empty profile; info may be NULL. NULL and errno on failure. */
-SONDE_API struct sonde_profile *sonde_profile_new(const struct sonde_profile_info *info);
+SONDE_API struct sonde_profile *sonde_profile__new(const struct sonde_profile_info *info);
 /* Frees the profile and every string it holds (NULL is fine). */
-SONDE_API void sonde_profile_free(struct sonde_profile *p);
+SONDE_API void sonde_profile__free(struct sonde_profile *p);
 
 /* Adds a module (the profile copies it); *id receives its id (ids start at 1). */
-SONDE_API int sonde_profile_add_module(struct sonde_profile *p,
+SONDE_API int sonde_profile__add_module(struct sonde_profile *p,
 				       const struct sonde_profile_module *m, uint32_t *id);
 /* Adds a thread (comm may be NULL); *id receives its id (ids start at 1). */
-SONDE_API int sonde_profile_add_thread(struct sonde_profile *p, uint32_t pid, uint32_t tid,
+SONDE_API int sonde_profile__add_thread(struct sonde_profile *p, uint32_t pid, uint32_t tid,
 				       const char *comm, uint32_t *id);
 /* Adds a location: module != 0 means addr is a file offset inside that module, module == 0
  * a raw address no module covers (as in struct sonde_spool_frame). lines[0..n-1] are the
  * frames it resolved to, innermost first (inlined frames before the function they were
- * inlined into, as sonde_symbolize returns them); n == 0 keeps the location unsymbolized
+ * inlined into, as sonde_symbolizer__symbolize returns them); n == 0 keeps the location unsymbolized
  * (exporters then show "module+0xoffset" and keep the raw address and build id). Every
  * string is copied. *id receives the location id (ids start at 1). */
-SONDE_API int sonde_profile_add_location(struct sonde_profile *p, uint32_t module, uint64_t addr,
+SONDE_API int sonde_profile__add_location(struct sonde_profile *p, uint32_t module, uint64_t addr,
 					 const struct sonde_sym_frame *lines, size_t n,
 					 uint32_t *id);
 /* Adds `count` samples taken at time_ns (sample clock) in `thread` (0 when unknown) with
  * the stack locs[0..n-1], innermost first. Identical stacks share storage. */
-SONDE_API int sonde_profile_add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+SONDE_API int sonde_profile__add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
 				       const uint32_t *locs, size_t n, uint64_t count);
 
 /* Total number of samples (sum of counts). */
-SONDE_API uint64_t sonde_profile_sample_count(const struct sonde_profile *p);
+SONDE_API uint64_t sonde_profile__sample_count(const struct sonde_profile *p);
 
 struct sonde_profile_spool_opts {
 	size_t sz;				 /* sizeof(struct sonde_profile_spool_opts) */
@@ -78,13 +78,13 @@ struct sonde_profile_spool_opts {
  * SONDE_E_* value is stored in errno as its absolute value). A truncated final record is
  * tolerated, as by the spool reader. */
 SONDE_API struct sonde_profile *
-sonde_profile_from_spool(const char *path, const struct sonde_profile_spool_opts *opts);
+sonde_profile__from_spool(const char *path, const struct sonde_profile_spool_opts *opts);
 
 /* Converts the spool at path into a standalone Perfetto trace written to fd: traced_perf's
  * packets (PerfSample with interned callstacks, ProcessTree), one sequence, symbolized
  * unless opts->no_symbolize (docs/exports.md). opts may be NULL. Returns 0 or -errno /
  * -SONDE_E_*; fd stays open. A truncated final record is tolerated (with a warning). */
-SONDE_API int sonde_profile_spool_to_perfetto(const char *path, int fd,
+SONDE_API int sonde_profile__spool_to_perfetto(const char *path, int fd,
 					      const struct sonde_profile_spool_opts *opts);
 
 enum sonde_profile_format {
@@ -101,12 +101,12 @@ struct sonde_profile_write_opts {
 
 /* Writes the profile to fd in the given format; opts may be NULL. Returns 0 or -errno /
  * -SONDE_E_*. The profile is not modified; fd stays open. */
-SONDE_API int sonde_profile_write(const struct sonde_profile *p, enum sonde_profile_format fmt,
+SONDE_API int sonde_profile__write(const struct sonde_profile *p, enum sonde_profile_format fmt,
 				  int fd, const struct sonde_profile_write_opts *opts);
 
 /* Parses "pprof", "folded", "speedscope" or "svg"; returns 0 or -EINVAL. */
-SONDE_API int sonde_profile_parse_format(const char *name, enum sonde_profile_format *out);
+SONDE_API int sonde_profile__parse_format(const char *name, enum sonde_profile_format *out);
 /* The format a file name implies (.pb.gz/.pprof, .folded/.txt, .json, .svg), or -EINVAL. */
-SONDE_API int sonde_profile_format_from_path(const char *path, enum sonde_profile_format *out);
+SONDE_API int sonde_profile__format_from_path(const char *path, enum sonde_profile_format *out);
 
 #endif

@@ -2,15 +2,15 @@
  * to a spool (include/sonde/spool.h).
  *
  * Call order:
- *   sonde_recorder_attach (or _attach_writer)   opens events, writes the spool header and
+ *   sonde_recorder__attach (or _attach_writer)   opens events, writes the spool header and
  *                                                the target's executable mappings, starts
  *                                                sampling
- *   loop: wait on sonde_recorder_epoll_fd, or let sonde_recorder_poll wait; each poll drains
+ *   loop: wait on sonde_recorder__epoll_fd, or let sonde_recorder__poll wait; each poll drains
  *         every ring, merges the rings' records in time order, unwinds and writes samples.
  *         Nothing happens in the background: a recorder that is not polled loses samples
  *         once its rings fill (counted as lost).
- *   sonde_recorder_finish                        disables sampling, drains, flushes
- *   sonde_recorder_free
+ *   sonde_recorder__finish                        disables sampling, drains, flushes
+ *   sonde_recorder__free
  *
  * Lifecycle (docs/record.md): new threads inherit the events; with follow_children, so do
  * forked processes, which start with their parent's modules. exec retires a process's
@@ -38,7 +38,7 @@ enum sonde_attach_mode {
 	/* A running process: SIGSTOP it, wait until every thread is stopped, open events and
 	 * read its mappings, then enable and SIGCONT (only if this call stopped it). */
 	SONDE_ATTACH_STOP = 0,
-	/* A process launched suspended before execve (sonde_launch_new): events are enabled by
+	/* A process launched suspended before execve (sonde_launch__new): events are enabled by
 	 * the kernel at exec, so sampling starts at its first instruction. */
 	SONDE_ATTACH_ON_EXEC = 1,
 	/* A running process, without stopping it: mappings created while attaching may be
@@ -94,7 +94,7 @@ struct sonde_record_opts {
 	/* Called when an attached process is seen running a new program (its exec record, in
 	 * time order with its samples, or a recovery sweep finding another executable),
 	 * before any later record of it is processed. Returning false stops recording the
-	 * process there, as sonde_recorder_detach_process does. NULL: every exec is fine. */
+	 * process there, as sonde_recorder__detach_process does. NULL: every exec is fine. */
 	bool (*exec_check)(void *ctx, pid_t pid);
 	void *exec_check_ctx;
 };
@@ -122,7 +122,7 @@ struct sonde_record_summary {
 	char event[16];		   /* the event sampled: "cycles" or "cpu-clock" */
 	int cycles_error;	   /* -errno of the refused cycles attempt when it fell back */
 	/* Unwinding: frames found through DWARF CFI and through the frame-pointer fallback, and
-	 * why CFI failed for a frame, by reason (names from sonde_unwind_fallback_name). */
+	 * why CFI failed for a frame, by reason (names from sonde_recorder__unwind_fallback_name). */
 	uint64_t unwind_cfi_frames;
 	uint64_t unwind_fp_frames;
 	uint64_t unwind_fallbacks[SONDE_UNWIND_FALLBACKS];
@@ -164,7 +164,7 @@ struct sonde_record_summary {
  * no mapping), "no-cfi" (its file has no unwind data), "no-row" (its CFI does not cover
  * the pc), "unsupported-rule", "cfa-unrecoverable", "ra-unrecoverable", "no-advance",
  * "sp-backwards". Never NULL. */
-SONDE_API const char *sonde_unwind_fallback_name(unsigned i);
+SONDE_API const char *sonde_recorder__unwind_fallback_name(unsigned i);
 
 /* What one poll did. */
 struct sonde_record_poll {
@@ -175,15 +175,15 @@ struct sonde_record_poll {
 
 /* Attaches to pid and writes the spool to the file at path (created or truncated).
  * opts may be NULL (999 Hz, defaults for the rest). Returns a recorder owned by the caller
- * (free it with sonde_recorder_free), or NULL and errno: ESRCH no such process, EACCES or
+ * (free it with sonde_recorder__free), or NULL and errno: ESRCH no such process, EACCES or
  * EPERM perf_event or the process is not accessible (the cause is logged), ERANGE an option
  * out of range, or the error of creating the file. On failure no file is left at path. */
-SONDE_API struct sonde_recorder *sonde_recorder_attach(pid_t pid, const char *path,
+SONDE_API struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 						       enum sonde_attach_mode mode,
 						       const struct sonde_record_opts *opts);
 /* Same, but the spool bytes go to write(ctx, ...), which the caller owns and must keep valid
- * until sonde_recorder_finish or _free returns. */
-SONDE_API struct sonde_recorder *sonde_recorder_attach_writer(pid_t pid, sonde_spool_write_fn write,
+ * until sonde_recorder__finish or _free returns. */
+SONDE_API struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
 							      void *ctx,
 							      enum sonde_attach_mode mode,
 							      const struct sonde_record_opts *opts);
@@ -194,20 +194,20 @@ enum sonde_attach_outcome {
 	SONDE_ATTACH_EXITED = 2,   /* no such process (it exited, or never existed) */
 };
 
-/* Adds another process to the recording, attached as in sonde_recorder_attach (sampling
+/* Adds another process to the recording, attached as in sonde_recorder__attach (sampling
  * starts right away, or at exec for SONDE_ATTACH_ON_EXEC). A pid the recording already
  * holds under another start time was reused: the old process is retired first, so the two
  * never share modules or threads. Returns an enum sonde_attach_outcome (EXITED also for a
  * process that exits, or is a zombie, while it is being attached), or -errno (the cause
  * logged) when it cannot be attached; -SONDE_E_STATE after finish. */
-SONDE_API int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid,
+SONDE_API int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid,
 					    enum sonde_attach_mode mode);
 
 /* Stops recording attached process pid: closes the events of its threads and ignores
  * every later record of it (samples still queued that are older are kept). Attaching it
  * again later starts afresh. 0, -EINVAL when pid is not attached, -SONDE_E_STATE after
  * finish. */
-SONDE_API int sonde_recorder_detach_process(struct sonde_recorder *r, pid_t pid);
+SONDE_API int sonde_recorder__detach_process(struct sonde_recorder *r, pid_t pid);
 
 enum sonde_refresh_outcome {
 	SONDE_REFRESH_REFRESHED = 0, /* every live thread of the process has events */
@@ -222,16 +222,16 @@ enum sonde_refresh_outcome {
  * Returns an enum sonde_refresh_outcome, -EINVAL when pid is not attached (a followed
  * child, or unknown), -SONDE_E_STATE after finish, or -errno when the threads cannot be
  * listed or opened. */
-SONDE_API int sonde_recorder_refresh_threads(struct sonde_recorder *r, pid_t pid);
+SONDE_API int sonde_recorder__refresh_threads(struct sonde_recorder *r, pid_t pid);
 
 /* An epoll fd that becomes readable when a ring has data to drain; owned by the recorder. */
-SONDE_API int sonde_recorder_epoll_fd(const struct sonde_recorder *r);
+SONDE_API int sonde_recorder__epoll_fd(const struct sonde_recorder *r);
 /* Waits at most timeout_ms (0: do not wait, -1: forever) for data, then drains every ring
  * and writes what is ready. When a loss was reported since the last recovery sweep and the
- * last sweep is at least 250 ms old, runs one (see sonde_recorder_flush). out (may be NULL)
+ * last sweep is at least 250 ms old, runs one (see sonde_recorder__flush). out (may be NULL)
  * receives this poll's counts. Returns the number of samples processed, or the first error
  * (decoding, unwinding, writing). */
-SONDE_API int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms,
+SONDE_API int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms,
 				  struct sonde_record_poll *out);
 /* Drains every ring, processes what can be ordered, forces loss bookkeeping (reads the
  * events' own lost counters, so losses the kernel has not reported yet count as gaps) and,
@@ -242,20 +242,20 @@ SONDE_API int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms,
  * fork record named; attached processes get their threads refreshed. Then pushes the
  * spool's buffered bytes to the writer (the file or write function then holds every sample
  * processed so far). Sampling and lifecycle tracking go on. 0 or the first error. */
-SONDE_API int sonde_recorder_flush(struct sonde_recorder *r);
+SONDE_API int sonde_recorder__flush(struct sonde_recorder *r);
 /* true when records are queued in user space (waiting to be ordered) or a ring holds data
  * not yet drained. */
-SONDE_API bool sonde_recorder_has_pending_events(const struct sonde_recorder *r);
+SONDE_API bool sonde_recorder__has_pending_events(const struct sonde_recorder *r);
 /* Enables sampling of every attached process (events armed for exec stay armed), and
  * resumes any process still stopped for attaching. 0, or the first enable error; when both
  * enabling and resuming fail, the enable error is returned and the resume error is logged
  * and kept as context (summary context_error). A resume error alone is returned. */
-SONDE_API int sonde_recorder_enable(struct sonde_recorder *r);
+SONDE_API int sonde_recorder__enable(struct sonde_recorder *r);
 /* Stops sampling of every attached process; records already in the rings are still
  * drained by the next poll. 0 or the first error. */
-SONDE_API int sonde_recorder_disable(struct sonde_recorder *r);
+SONDE_API int sonde_recorder__disable(struct sonde_recorder *r);
 /* A snapshot of the counters; out->sz must be set. 0 or -EINVAL. */
-SONDE_API int sonde_recorder_summary(const struct sonde_recorder *r,
+SONDE_API int sonde_recorder__summary(const struct sonde_recorder *r,
 				     struct sonde_record_summary *out);
 /* Liveness. A process is (pid, start time): a pid that now names another process counts
  * as exited. Children seen only through a fork record are identified by the fork's time
@@ -263,45 +263,45 @@ SONDE_API int sonde_recorder_summary(const struct sonde_recorder *r,
  * dead. */
 /* 1 when pid is recorded and alive, 0 when it exited (or is a zombie), -EINVAL when it was
  * never recorded, -errno when its state cannot be read. */
-SONDE_API int sonde_recorder_process_is_active(struct sonde_recorder *r, pid_t pid);
+SONDE_API int sonde_recorder__process_is_active(struct sonde_recorder *r, pid_t pid);
 /* 1 when a recorded process other than pid is alive, 0 when none is, -errno when one
  * cannot be inspected. pid need not be recorded. */
-SONDE_API int sonde_recorder_has_active_processes_except(struct sonde_recorder *r, pid_t pid);
+SONDE_API int sonde_recorder__has_active_processes_except(struct sonde_recorder *r, pid_t pid);
 /* Number of recorded processes (attached, and followed children) still alive, or -errno
  * when one cannot be inspected. */
-SONDE_API int sonde_recorder_active_process_count(struct sonde_recorder *r);
+SONDE_API int sonde_recorder__active_process_count(struct sonde_recorder *r);
 /* Disables sampling, resumes processes still stopped for attaching, drains every ring,
  * processes everything queued, counts losses never reported, writes the end of the spool
- * and flushes it (and closes the file of sonde_recorder_attach). Flushing is attempted
+ * and flushes it (and closes the file of sonde_recorder__attach). Flushing is attempted
  * whatever failed before; the first error of the recording or of these steps is returned,
  * later ones are logged and kept as context (summary context_errors). out (may be NULL,
  * else sz set) receives the final counters. The recorder must still be freed; only
- * sonde_recorder_summary and _free may follow. Calling it twice returns -SONDE_E_STATE. */
-SONDE_API int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary *out);
+ * sonde_recorder__summary and _free may follow. Calling it twice returns -SONDE_E_STATE. */
+SONDE_API int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary *out);
 /* Frees the recorder and everything it owns (events, rings, the file it created; NULL is
  * fine). Without finish this is best effort only: sampling is disabled, stopped processes
  * are resumed, but samples still queued in the rings or in user space are lost, nothing is
  * flushed (write errors cannot be reported), and the spool is left without its end record
  * (readers report it as truncated). */
-SONDE_API void sonde_recorder_free(struct sonde_recorder *r);
+SONDE_API void sonde_recorder__free(struct sonde_recorder *r);
 
 /* The kernel's maximum sampling frequency. 0 or -errno. */
-SONDE_API int sonde_record_max_frequency(uint64_t *out);
+SONDE_API int sonde_recorder__max_frequency(uint64_t *out);
 
 /* Launching a command suspended before execve, for SONDE_ATTACH_ON_EXEC. */
 struct sonde_launch;
 
 /* Forks a child that waits before execve(argv[0] looked up in PATH, argv, envp or the
  * caller's environment when NULL). NULL and errno (ENOENT, EACCES: not found or not
- * executable; nothing was started). Free with sonde_launch_free. */
-SONDE_API struct sonde_launch *sonde_launch_new(char *const argv[], char *const envp[]);
-SONDE_API pid_t sonde_launch_pid(const struct sonde_launch *l);
+ * executable; nothing was started). Free with sonde_launch__free. */
+SONDE_API struct sonde_launch *sonde_launch__new(char *const argv[], char *const envp[]);
+SONDE_API pid_t sonde_launch__pid(const struct sonde_launch *l);
 /* Lets the child exec. 0, or -errno of its failed execve (it then exited with status 127). */
-SONDE_API int sonde_launch_resume(struct sonde_launch *l);
+SONDE_API int sonde_launch__resume(struct sonde_launch *l);
 /* waitpid for the child (flags 0 or WNOHANG): 1 and *status (a wait status) once it exited,
  * 0 while it runs, -errno. */
-SONDE_API int sonde_launch_wait(struct sonde_launch *l, int flags, int *status);
+SONDE_API int sonde_launch__wait(struct sonde_launch *l, int flags, int *status);
 /* Frees the handle; a child never resumed is killed and reaped, a running one is left. */
-SONDE_API void sonde_launch_free(struct sonde_launch *l);
+SONDE_API void sonde_launch__free(struct sonde_launch *l);
 
 #endif

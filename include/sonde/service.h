@@ -5,14 +5,14 @@
  * The service never owns the event loop. Call order:
  *
  *   struct sonde_service_opts o = {.sz = sizeof(o)};      optional socket names
- *   struct sonde_service *s = sonde_service_new(&o);      binds and listens
+ *   struct sonde_service *s = sonde_service__new(&o);      binds and listens
  *   loop:
- *     poll sonde_service_fd(s) for POLLIN, with timeout sonde_service_timeout_ms(s)
- *     sonde_service_process(s)                            handles what is ready
- *   sonde_service_free(s);                                closes everything, unlinks paths
+ *     poll sonde_service__fd(s) for POLLIN, with timeout sonde_service__timeout_ms(s)
+ *     sonde_service__process(s)                            handles what is ready
+ *   sonde_service__free(s);                                closes everything, unlinks paths
  *
- * Everything happens on the calling thread inside sonde_service_process(), except the
- * linux.perf data source (sonde_service_start_perf), which runs on a thread of its own,
+ * Everything happens on the calling thread inside sonde_service__process(), except the
+ * linux.perf data source (sonde_service__start_perf), which runs on a thread of its own,
  * and the writes into write_into_file outputs, one thread per file (a consumer's file may
  * block a write forever; the loop never waits for it). The process should ignore SIGPIPE
  * (sonded does), so that a pipe whose reader went away fails the write instead.
@@ -60,7 +60,7 @@ struct sonde_service_opts {
 	unsigned long long max_uid_buffer_kb;
 };
 
-/* Index of a socket in sonde_service_opts.socket_* and for sonde_service_socket. */
+/* Index of a socket in sonde_service_opts.socket_* and for sonde_service__socket. */
 enum sonde_service_socket {
 	SONDE_SOCKET_PRODUCER = 0,
 	SONDE_SOCKET_CONSUMER = 1,
@@ -71,24 +71,24 @@ enum sonde_service_socket {
  * NULL and sets errno on failure: EADDRINUSE when a service already answers on one of
  * the names, EEXIST when a path exists and is not a socket (a stale socket file, which
  * nothing answers on, is replaced); the log then says which in one line. The caller owns
- * the result (sonde_service_free). */
-SONDE_API struct sonde_service *sonde_service_new(const struct sonde_service_opts *opts);
+ * the result (sonde_service__free). */
+SONDE_API struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts);
 /* A pollable fd that becomes readable when the service has work. Owned by the service. */
-SONDE_API int sonde_service_fd(const struct sonde_service *s);
+SONDE_API int sonde_service__fd(const struct sonde_service *s);
 /* Milliseconds until the service's next timer, or -1 if none is armed. */
-SONDE_API int sonde_service_timeout_ms(const struct sonde_service *s);
+SONDE_API int sonde_service__timeout_ms(const struct sonde_service *s);
 /* Handles ready IO and due timers without blocking. Returns 0 or -errno. */
-SONDE_API int sonde_service_process(struct sonde_service *s);
-/* The socket names in use (valid until sonde_service_free). which: an enum
- * sonde_service_socket; NULL for a disabled connector. */
-SONDE_API const char *sonde_service_socket(const struct sonde_service *s, int which);
+SONDE_API int sonde_service__process(struct sonde_service *s);
+/* The socket names in use (valid until sonde_service__free). which: an enum
+ * sonde_service__socket; NULL for a disabled connector. */
+SONDE_API const char *sonde_service__socket(const struct sonde_service *s, int which);
 /* Ends every session and connection, closes the sockets and unlinks the socket files it
  * bound that are still its own (not one put in their place). Accepts NULL. */
-SONDE_API void sonde_service_free(struct sonde_service *s);
+SONDE_API void sonde_service__free(struct sonde_service *s);
 /* Starts sonde's linux.perf data source (docs/service.md): a producer on a thread of its
  * own, connected to this service's producer socket, so the calling thread must keep
- * running the loop above for it to register. Stopped by sonde_service_free. 0 or -errno
+ * running the loop above for it to register. Stopped by sonde_service__free. 0 or -errno
  * (-EINVAL if already started). */
-SONDE_API int sonde_service_start_perf(struct sonde_service *s);
+SONDE_API int sonde_service__start_perf(struct sonde_service *s);
 
 #endif

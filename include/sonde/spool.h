@@ -1,8 +1,8 @@
 /* The spool: sonde's compact recording format (docs/spool.md has it byte by byte).
  *
- * Writer call order: sonde_spool_writer_new, then any interleaving of add_module,
+ * Writer call order: sonde_spool_writer__new, then any interleaving of add_module,
  * add_thread, retire_process and add_sample with non-decreasing timestamps, then
- * sonde_spool_writer_finish, then sonde_spool_writer_free. Everything a sample refers to
+ * sonde_spool_writer__finish, then sonde_spool_writer__free. Everything a sample refers to
  * (thread, modules) must have been added before it. The writer interns frames and stacks
  * (a prefix tree) itself, so a caller passes whole stacks every time.
  */
@@ -61,29 +61,29 @@ enum sonde_spool_sample_flags {
 };
 
 /* Creates a writer and writes the file header. NULL and errno on failure. */
-SONDE_API struct sonde_spool_writer *sonde_spool_writer_new(sonde_spool_write_fn write, void *ctx,
+SONDE_API struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, void *ctx,
 							    const struct sonde_spool_header *h);
 /* A ready-made write function for a file descriptor: pass (void *)(intptr_t)fd as ctx. */
-SONDE_API int sonde_spool_write_fd(void *ctx, const void *buf, size_t len);
+SONDE_API int sonde_spool_writer__write_fd(void *ctx, const void *buf, size_t len);
 
 /* Defines a module; *id receives its id (ids start at 1). */
-SONDE_API int sonde_spool_add_module(struct sonde_spool_writer *w, uint64_t time_ns,
+SONDE_API int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_ns,
 				     const struct sonde_spool_module_def *m, uint32_t *id);
 /* Defines a thread (a new id whenever a tid is reused or renamed); *id receives it. */
-SONDE_API int sonde_spool_add_thread(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid,
+SONDE_API int sonde_spool_writer__add_thread(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid,
 				     uint32_t tid, const char *comm, uint32_t *id);
 /* The process exec'd or exited: its modules are retired and may not be referenced again. */
-SONDE_API int sonde_spool_retire_process(struct sonde_spool_writer *w, uint64_t time_ns,
+SONDE_API int sonde_spool_writer__retire_process(struct sonde_spool_writer *w, uint64_t time_ns,
 					 uint32_t pid);
 /* One sample; frames[0] is the innermost frame. */
-SONDE_API int sonde_spool_add_sample(struct sonde_spool_writer *w, uint64_t time_ns,
+SONDE_API int sonde_spool_writer__add_sample(struct sonde_spool_writer *w, uint64_t time_ns,
 				     uint32_t thread, const struct sonde_spool_frame *frames,
 				     size_t n_frames, uint32_t flags);
 /* Pushes buffered bytes to the write function. */
-SONDE_API int sonde_spool_writer_flush(struct sonde_spool_writer *w);
+SONDE_API int sonde_spool_writer__flush(struct sonde_spool_writer *w);
 /* Writes the end record and flushes. */
-SONDE_API int sonde_spool_writer_finish(struct sonde_spool_writer *w);
+SONDE_API int sonde_spool_writer__finish(struct sonde_spool_writer *w);
 /* Frees the writer (NULL is fine); unflushed bytes are lost. */
-SONDE_API void sonde_spool_writer_free(struct sonde_spool_writer *w);
+SONDE_API void sonde_spool_writer__free(struct sonde_spool_writer *w);
 
 #endif

@@ -6,7 +6,7 @@
  *    the definitions it must check references against (modules, stack depths, counts), so
  *    its memory grows with the number of distinct modules, frames and stacks, never with
  *    the number of samples: replaying or tailing a recording is done with it.
- *  - the whole-file reader (sonde_spool_open / sonde_spool_open_mem) decodes everything
+ *  - the whole-file reader (sonde_spool__open / sonde_spool__open_mem) decodes everything
  *    with the decoder and keeps it for random access to samples, stacks, frames, modules
  *    and threads.
  *
@@ -43,8 +43,8 @@ enum sonde_spool_record_type {
 };
 
 /* One decoded record. Pointers (path, comm, build_id, payload, retired) point into the
- * buffer passed to sonde_spool_decode or into the decoder, and stay valid until the next
- * sonde_spool_decode call; strings are NOT NUL-terminated (use the lengths). */
+ * buffer passed to sonde_spool_decoder__decode or into the decoder, and stay valid until the next
+ * sonde_spool_decoder__decode call; strings are NOT NUL-terminated (use the lengths). */
 struct sonde_spool_record {
 	enum sonde_spool_record_type type;
 	uint64_t offset; /* byte offset of the record in the stream */
@@ -98,21 +98,21 @@ struct sonde_spool_record {
 };
 
 /* A decoder positioned at the start of a stream (expecting the header). NULL and errno on
- * failure. Free with sonde_spool_decoder_free. */
-SONDE_API struct sonde_spool_decoder *sonde_spool_decoder_new(void);
-SONDE_API void sonde_spool_decoder_free(struct sonde_spool_decoder *d);
+ * failure. Free with sonde_spool_decoder__free. */
+SONDE_API struct sonde_spool_decoder *sonde_spool_decoder__new(void);
+SONDE_API void sonde_spool_decoder__free(struct sonde_spool_decoder *d);
 
 /* Decodes the record at the start of buf[0, len), which must begin at the decoder's stream
- * offset (sonde_spool_decoder_offset). Returns the bytes consumed (> 0) with *rec filled;
+ * offset (sonde_spool_decoder__offset). Returns the bytes consumed (> 0) with *rec filled;
  * 0 when buf holds only part of a record (nothing consumed: call again with the same bytes
  * plus more), or a negative error, after which the decoder stays failed and returns that
  * error again. A live reader keeps the unconsumed tail of its buffer and retries. */
-SONDE_API int sonde_spool_decode(struct sonde_spool_decoder *d, const void *buf, size_t len,
+SONDE_API int sonde_spool_decoder__decode(struct sonde_spool_decoder *d, const void *buf, size_t len,
 				 struct sonde_spool_record *rec);
 /* Stream offset of the next record: after an error, the offset of the bad record. */
-SONDE_API uint64_t sonde_spool_decoder_offset(const struct sonde_spool_decoder *d);
+SONDE_API uint64_t sonde_spool_decoder__offset(const struct sonde_spool_decoder *d);
 /* 1 once the END record was decoded, else 0. */
-SONDE_API int sonde_spool_decoder_ended(const struct sonde_spool_decoder *d);
+SONDE_API int sonde_spool_decoder__ended(const struct sonde_spool_decoder *d);
 
 /* ---- the whole-file reader ---- */
 
@@ -150,35 +150,35 @@ struct sonde_spool_thread {
 };
 
 /* Reads and validates a whole spool. A file cut short is not an error: everything up to
- * its last complete record is kept and sonde_spool_get_info says so (complete == 0,
+ * its last complete record is kept and sonde_spool__get_info says so (complete == 0,
  * dropped_bytes). On failure returns NULL with errno set to a positive errno or SONDE_E_*
  * code, and *err_offset (when not NULL) to the byte offset of the bad record. */
-SONDE_API struct sonde_spool *sonde_spool_open(const char *path, uint64_t *err_offset);
+SONDE_API struct sonde_spool *sonde_spool__open(const char *path, uint64_t *err_offset);
 /* The same over bytes in memory; buf is only read during the call (nothing is borrowed). */
-SONDE_API struct sonde_spool *sonde_spool_open_mem(const void *buf, size_t len,
+SONDE_API struct sonde_spool *sonde_spool__open_mem(const void *buf, size_t len,
 						   uint64_t *err_offset);
 /* Frees the reader and every string it handed out (NULL is fine). */
-SONDE_API void sonde_spool_close(struct sonde_spool *s);
+SONDE_API void sonde_spool__close(struct sonde_spool *s);
 
-SONDE_API void sonde_spool_get_info(const struct sonde_spool *s, struct sonde_spool_info *info);
+SONDE_API void sonde_spool__get_info(const struct sonde_spool *s, struct sonde_spool_info *info);
 /* Sample number i (0-based, in time order). 0, or -ERANGE past the end. */
-SONDE_API int sonde_spool_get_sample(const struct sonde_spool *s, uint64_t i,
+SONDE_API int sonde_spool__get_sample(const struct sonde_spool *s, uint64_t i,
 				     struct sonde_spool_sample *out);
 /* The frame ids of stack node `stack`, leaf first, into frames[0, max). Returns the depth
  * (which may exceed max: then only max are filled), 0 for the empty stack, or -ERANGE. */
-SONDE_API int sonde_spool_get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t *frames,
+SONDE_API int sonde_spool__get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t *frames,
 				    size_t max);
 /* One step of the prefix tree: the parent node and frame of node `stack` (>= 1). */
-SONDE_API int sonde_spool_get_node(const struct sonde_spool *s, uint32_t stack, uint32_t *parent,
+SONDE_API int sonde_spool__get_node(const struct sonde_spool *s, uint32_t stack, uint32_t *parent,
 				   uint32_t *frame);
 /* Frame id (>= 1). */
-SONDE_API int sonde_spool_get_frame(const struct sonde_spool *s, uint32_t frame,
+SONDE_API int sonde_spool__get_frame(const struct sonde_spool *s, uint32_t frame,
 				    struct sonde_spool_frame *out);
-/* Module id (>= 1); out's strings stay valid until sonde_spool_close. */
-SONDE_API int sonde_spool_get_module(const struct sonde_spool *s, uint32_t module,
+/* Module id (>= 1); out's strings stay valid until sonde_spool__close. */
+SONDE_API int sonde_spool__get_module(const struct sonde_spool *s, uint32_t module,
 				     struct sonde_spool_module *out);
-/* Thread id (>= 1); out->comm stays valid until sonde_spool_close. */
-SONDE_API int sonde_spool_get_thread(const struct sonde_spool *s, uint32_t thread,
+/* Thread id (>= 1); out->comm stays valid until sonde_spool__close. */
+SONDE_API int sonde_spool__get_thread(const struct sonde_spool *s, uint32_t thread,
 				     struct sonde_spool_thread *out);
 
 #endif

@@ -30,7 +30,7 @@ struct sonde_symbolizer_opts {
 	 * (DIR/.build-id/xx/rest.debug) and by .gnu_debuglink (DIR/MODULE_DIR/NAME).
 	 * NULL: /usr/lib/debug. */
 	const char *debug_dirs;
-	/* Bound of the image cache (sonde_symbolizer_add_image): total bytes of the files
+	/* Bound of the image cache (sonde_symbolizer__add_image): total bytes of the files
 	 * kept open, 0: 1 GiB; and their number, 0: 128. Least recently used go first. */
 	uint64_t image_cache_bytes;
 	uint32_t image_cache_max;
@@ -80,18 +80,18 @@ struct sonde_sym_frame {
 };
 
 /* NULL and errno on failure. opts may be NULL. */
-SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbolizer_opts *opts);
-SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s);
+SONDE_API struct sonde_symbolizer *sonde_symbolizer__new(const struct sonde_symbolizer_opts *opts);
+SONDE_API void sonde_symbolizer__free(struct sonde_symbolizer *s);
 
 /* Resolves file offset `offset` inside module m (for a kernel module: the absolute kernel
  * address). Fills out[0..n-1], innermost first: inlined frames come before the function
  * they were inlined into, which is last (inline_depth 0). Returns n >= 1 (an unresolved
  * address still yields one frame, origin NONE), or a negative error for invalid
  * arguments. At most max frames are filled; max must be >= 1. */
-SONDE_API int sonde_symbolize(struct sonde_symbolizer *s, const struct sonde_sym_module *m,
+SONDE_API int sonde_symbolizer__symbolize(struct sonde_symbolizer *s, const struct sonde_sym_module *m,
 			      uint64_t offset, struct sonde_sym_frame *out, size_t max);
 /* Resolves an address no module covered (JIT perf map of pid, else "0xaddr"). */
-SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
+SONDE_API int sonde_symbolizer__symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
 				  struct sonde_sym_frame *out, size_t max);
 
 /* Keeps the exact image of module m (dev and inode must be set) open in the image cache:
@@ -101,11 +101,11 @@ SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint
  * dev, inode (and build id, when recorded) prefer this image over the module's path.
  * Returns 0, -ESTALE when the file's build id differs from m's, -SONDE_E_LIMIT when the
  * file alone exceeds the cache's byte bound, or another -errno. */
-SONDE_API int sonde_symbolizer_add_image(struct sonde_symbolizer *s,
+SONDE_API int sonde_symbolizer__add_image(struct sonde_symbolizer *s,
 					 const struct sonde_sym_module *m, int fd);
 /* The same, opening /proc/m->pid/map_files/START-END itself (the process must be alive,
  * and reading map_files needs CAP_SYS_ADMIN). */
-SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
+SONDE_API int sonde_symbolizer__add_image_from_pid(struct sonde_symbolizer *s,
 						  const struct sonde_sym_module *m);
 /* Files the symbolizer refused to read, by reason (docs/symbolize.md, "Files at paths
  * others control"): a perf map, image, debug file or build-id cache entry that was a
@@ -121,12 +121,12 @@ struct sonde_symbolizer_stats {
 };
 
 /* Fills out (out->sz set by the caller; a smaller struct gets what fits). 0 or -EINVAL. */
-SONDE_API int sonde_symbolizer_get_stats(const struct sonde_symbolizer *s,
+SONDE_API int sonde_symbolizer__get_stats(const struct sonde_symbolizer *s,
 					 struct sonde_symbolizer_stats *out);
 
 /* Forgets what is cached for process pid (its JIT perf map), because the process exited
  * or exec'd and a reused pid brings a new map. Strings handed out earlier stay valid.
  * Returns 1 when something was dropped, 0 when nothing was cached, -EINVAL. */
-SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t pid);
+SONDE_API int sonde_symbolizer__forget_pid(struct sonde_symbolizer *s, uint32_t pid);
 
 #endif

@@ -1,16 +1,16 @@
 /* The tail: an incremental reader of a spool that is still being written (docs/tail.md).
  *
  * Call order:
- *   sonde_tail_open (a file by path), sonde_tail_open_fd, or sonde_recorder_tail (the
+ *   sonde_tail__open (a file by path), sonde_tail__open_fd, or sonde_recorder__tail (the
  *   recording of this process)
- *   loop: sonde_tail_poll returns the next bounded batch of records; samples of the batch
+ *   loop: sonde_tail__poll returns the next bounded batch of records; samples of the batch
  *         are in the batch, definitions (modules, frames, stack nodes, threads) stay in the
  *         tail for the tail's whole life, so a sample of a later batch still resolves
- *         through sonde_tail_get_stack / _get_frame / _get_module / _get_thread.
- *         sonde_tail_symbolize resolves a frame through the tail's symbolizer, which each
+ *         through sonde_tail__get_stack / _get_frame / _get_module / _get_thread.
+ *         sonde_tail__symbolize resolves a frame through the tail's symbolizer, which each
  *         batch has already brought up to date (processes that exec'd or exited, new JIT
  *         code, exact images shared by the recorder).
- *   sonde_tail_free
+ *   sonde_tail__free
  *
  * An incomplete last record (the writer is mid-flush) is not an error: it stays buffered
  * and is retried by the next poll. A file that becomes shorter than what was already read
@@ -51,7 +51,7 @@ struct sonde_tail_opts {
 };
 
 /* What one poll consumed. Pointers are owned by the tail and valid until the next
- * sonde_tail_poll or sonde_tail_free. */
+ * sonde_tail__poll or sonde_tail__free. */
 struct sonde_tail_batch {
 	size_t sz; /* set by the caller: sizeof(struct sonde_tail_batch) */
 	const struct sonde_spool_sample *samples; /* the batch's samples, in time order */
@@ -72,12 +72,12 @@ struct sonde_tail_batch {
 };
 
 /* Opens the spool at path for tailing from its start. opts may be NULL. Returns a tail owned
- * by the caller (free with sonde_tail_free), or NULL and errno (the open error; nothing is
+ * by the caller (free with sonde_tail__free), or NULL and errno (the open error; nothing is
  * read yet, so an empty or not-yet-written file is fine). */
-SONDE_API struct sonde_tail *sonde_tail_open(const char *path, const struct sonde_tail_opts *opts);
+SONDE_API struct sonde_tail *sonde_tail__open(const char *path, const struct sonde_tail_opts *opts);
 /* The same on a descriptor the caller keeps (the tail uses its own duplicate, read with
  * pread from offset 0). */
-SONDE_API struct sonde_tail *sonde_tail_open_fd(int fd, const struct sonde_tail_opts *opts);
+SONDE_API struct sonde_tail *sonde_tail__open_fd(int fd, const struct sonde_tail_opts *opts);
 /* Flushes the recorder's spool and creates the one live tail of this recording (which must
  * have been attached to a path, not a write function). The tail reads the spool file
  * through its own descriptor and shares the recorder's bounded cache of exact module images
@@ -86,44 +86,44 @@ SONDE_API struct sonde_tail *sonde_tail_open_fd(int fd, const struct sonde_tail_
  * then stops receiving images. NULL and errno: EINVAL for a second tail of the same
  * recorder or a recorder writing to a write function, else the error of flushing or of
  * opening the file. */
-SONDE_API struct sonde_tail *sonde_recorder_tail(struct sonde_recorder *r,
+SONDE_API struct sonde_tail *sonde_recorder__tail(struct sonde_recorder *r,
 						 const struct sonde_tail_opts *opts);
 /* Frees the tail, its definitions and its symbolizer (NULL is fine). */
-SONDE_API void sonde_tail_free(struct sonde_tail *t);
+SONDE_API void sonde_tail__free(struct sonde_tail *t);
 
 /* Consumes what the writer has made visible since the last poll, at most max_records records
  * and max_bytes bytes of the file (0: 65536 records, 1 MiB), and describes it in *out (sz
  * set; may be NULL). A record larger than max_bytes is still consumed, over several polls.
  * Returns the number of records consumed (0: nothing new yet), or a negative error:
  * -SONDE_E_SHRUNK when the file became shorter, a format error at the offset
- * sonde_tail_offset gives, or -errno of reading. The cause is logged. */
-SONDE_API int sonde_tail_poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
+ * sonde_tail__offset gives, or -errno of reading. The cause is logged. */
+SONDE_API int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 			      struct sonde_tail_batch *out);
 /* Stream offset of the next record to consume. */
-SONDE_API uint64_t sonde_tail_offset(const struct sonde_tail *t);
+SONDE_API uint64_t sonde_tail__offset(const struct sonde_tail *t);
 /* The header (valid once a poll consumed it: returns 0, else -EAGAIN). */
-SONDE_API int sonde_tail_header(const struct sonde_tail *t, struct sonde_spool_header *out);
+SONDE_API int sonde_tail__header(const struct sonde_tail *t, struct sonde_spool_header *out);
 
 /* Definitions seen so far, as in include/sonde/spool_reader.h. Strings are owned by the tail
- * and stay valid until sonde_tail_free. -ERANGE for an id not (yet) defined. */
-SONDE_API int sonde_tail_get_stack(const struct sonde_tail *t, uint32_t stack, uint32_t *frames,
+ * and stay valid until sonde_tail__free. -ERANGE for an id not (yet) defined. */
+SONDE_API int sonde_tail__get_stack(const struct sonde_tail *t, uint32_t stack, uint32_t *frames,
 				   size_t max);
-SONDE_API int sonde_tail_get_node(const struct sonde_tail *t, uint32_t stack, uint32_t *parent,
+SONDE_API int sonde_tail__get_node(const struct sonde_tail *t, uint32_t stack, uint32_t *parent,
 				  uint32_t *frame);
-SONDE_API int sonde_tail_get_frame(const struct sonde_tail *t, uint32_t frame,
+SONDE_API int sonde_tail__get_frame(const struct sonde_tail *t, uint32_t frame,
 				   struct sonde_spool_frame *out);
-SONDE_API int sonde_tail_get_module(const struct sonde_tail *t, uint32_t module,
+SONDE_API int sonde_tail__get_module(const struct sonde_tail *t, uint32_t module,
 				    struct sonde_spool_module *out);
-SONDE_API int sonde_tail_get_thread(const struct sonde_tail *t, uint32_t thread,
+SONDE_API int sonde_tail__get_thread(const struct sonde_tail *t, uint32_t thread,
 				    struct sonde_spool_thread *out);
 
 /* The tail's symbolizer, created on first call with opts->symbolizer, owned by the tail.
  * Each poll updates it before returning. NULL and errno when it cannot be created. */
-SONDE_API struct sonde_symbolizer *sonde_tail_symbolizer(struct sonde_tail *t);
+SONDE_API struct sonde_symbolizer *sonde_tail__symbolizer(struct sonde_tail *t);
 /* Resolves frame id `frame` through the tail's symbolizer; pid is the process of the sample
  * (used for frames outside any module, which only a JIT perf map of that process can name).
- * Results as sonde_symbolize: out[0, n), innermost first; strings owned by the symbolizer. */
-SONDE_API int sonde_tail_symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
+ * Results as sonde_symbolizer__symbolize: out[0, n), innermost first; strings owned by the symbolizer. */
+SONDE_API int sonde_tail__symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
 				   struct sonde_sym_frame *out, size_t max);
 
 #endif

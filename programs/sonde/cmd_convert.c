@@ -59,8 +59,8 @@ struct conv_job {
 static int write_fd(const struct conv_job *j, int fd)
 {
 	if (!j->p)
-		return sonde_profile_spool_to_perfetto(j->spool, fd, j->so);
-	return sonde_profile_write(j->p, j->fmt, fd, j->wo);
+		return sonde_profile__spool_to_perfetto(j->spool, fd, j->so);
+	return sonde_profile__write(j->p, j->fmt, fd, j->wo);
 }
 
 /* Writes into a temporary file next to OUT and renames it at the end, so that a failed
@@ -149,12 +149,12 @@ static int run_convert(int argc, char **argv)
 		}
 		return CLI_OK;
 	}
-	if (format && sonde_profile_parse_format(format, &fmt) < 0) {
+	if (format && sonde_profile__parse_format(format, &fmt) < 0) {
 		cli_error("convert",
 			  "unknown format '%s' (perfetto, pprof, folded, speedscope, svg)", format);
 		return CLI_USAGE;
 	}
-	if (!format && sonde_profile_format_from_path(out, &fmt) < 0) {
+	if (!format && sonde_profile__format_from_path(out, &fmt) < 0) {
 		cli_error("convert",
 			  "cannot tell the format from '%s': name it .pftrace, .pb.gz, .folded, "
 			  ".json or .svg, or pass --format",
@@ -164,13 +164,13 @@ static int run_convert(int argc, char **argv)
 	if (!wo.title)
 		wo.title = spool;
 	job.fmt = fmt;
-	job.p = sonde_profile_from_spool(spool, &so);
+	job.p = sonde_profile__from_spool(spool, &so);
 	if (!job.p) {
 		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
 		return CLI_FAILURE;
 	}
 	err = write_out(&job, out);
-	sonde_profile_free((struct sonde_profile *)job.p);
+	sonde_profile__free((struct sonde_profile *)job.p);
 	if (err) {
 		cli_error("convert", "%s: %s", out, sonde_strerror(err));
 		return CLI_FAILURE;

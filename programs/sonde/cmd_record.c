@@ -53,7 +53,7 @@ static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx
 {
 	if (level >= SONDE_LOG_ERROR)
 		snprintf(last_error, sizeof(last_error), "%s", msg);
-	else if (level >= sonde_log_get_level())
+	else if (level >= sonde_log__get_level())
 		fprintf(stderr, "sonde record: %s: %s\n",
 			level == SONDE_LOG_WARN ? "warning" : "info", msg);
 }
@@ -284,7 +284,7 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++) {
 		if (!s->unwind_fallbacks[i])
 			continue;
-		fprintf(stderr, "%s %s %llu", sep, sonde_unwind_fallback_name(i),
+		fprintf(stderr, "%s %s %llu", sep, sonde_recorder__unwind_fallback_name(i),
 			(unsigned long long)s->unwind_fallbacks[i]);
 		sep = ",";
 	}
@@ -363,7 +363,7 @@ static bool child_done(struct child *c)
 {
 	if (!c->l || c->exited)
 		return true;
-	if (sonde_launch_wait(c->l, WNOHANG, &c->status) == 1)
+	if (sonde_launch__wait(c->l, WNOHANG, &c->status) == 1)
 		c->exited = true;
 	return c->exited;
 }
@@ -377,13 +377,13 @@ static bool should_stop(struct sonde_recorder *r, struct child *c, int n_pids)
 		if (child_done(c))
 			return true;
 		if ((stop_signal || c->timed_out) && !c->signalled) {
-			kill(sonde_launch_pid(c->l), stop_signal ? stop_signal : SIGTERM);
+			kill(sonde_launch__pid(c->l), stop_signal ? stop_signal : SIGTERM);
 			c->signalled = true;
 			c->signal_time = now_s();
 		}
 		if (c->signalled && now_s() - c->signal_time > CHILD_GRACE_MS / 1000.0) {
-			kill(sonde_launch_pid(c->l), SIGKILL);
-			sonde_launch_wait(c->l, 0, &c->status);
+			kill(sonde_launch__pid(c->l), SIGKILL);
+			sonde_launch__wait(c->l, 0, &c->status);
 			c->exited = true;
 			return true;
 		}
@@ -392,7 +392,7 @@ static bool should_stop(struct sonde_recorder *r, struct child *c, int n_pids)
 	if (stop_signal || c->timed_out)
 		return true;
 	/* An inspection failure is not an exit: go on (Ctrl-C still ends it). */
-	return n_pids > 0 && sonde_recorder_active_process_count(r) == 0;
+	return n_pids > 0 && sonde_recorder__active_process_count(r) == 0;
 }
 
 static int record_loop(struct sonde_recorder *r, struct child *c, int n_pids)
@@ -400,7 +400,7 @@ static int record_loop(struct sonde_recorder *r, struct child *c, int n_pids)
 	int first = 0;
 
 	while (!should_stop(r, c, n_pids)) {
-		int err = sonde_recorder_poll(r, POLL_MS, NULL);
+		int err = sonde_recorder__poll(r, POLL_MS, NULL);
 		if (err < 0 && !first) {
 			first = err;
 			report_failure("recording failed: %s", err);
@@ -422,7 +422,7 @@ static int exit_code(int status)
 /* Launches the command suspended; returns NULL after reporting (and sets *code). */
 static struct sonde_launch *launch(char **cmd, int *code)
 {
-	struct sonde_launch *l = sonde_launch_new(cmd, NULL);
+	struct sonde_launch *l = sonde_launch__new(cmd, NULL);
 
 	if (!l) {
 		cli_error("record", "cannot run '%s': %s", cmd[0], strerror(errno));
@@ -433,9 +433,9 @@ static struct sonde_launch *launch(char **cmd, int *code)
 
 static struct sonde_recorder *attach_all(struct record_args *a, struct child *c, int *code)
 {
-	pid_t first = c->l ? sonde_launch_pid(c->l) : a->pids[0];
+	pid_t first = c->l ? sonde_launch__pid(c->l) : a->pids[0];
 	enum sonde_attach_mode mode = c->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP;
-	struct sonde_recorder *r = sonde_recorder_attach(first, a->output, mode, &a->opts);
+	struct sonde_recorder *r = sonde_recorder__attach(first, a->output, mode, &a->opts);
 
 	*code = CLI_FAILURE;
 	if (!r) {
@@ -443,7 +443,7 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 		return NULL;
 	}
 	for (int i = c->l ? 0 : 1; i < a->n_pids; i++) {
-		int out = sonde_recorder_attach_process(r, a->pids[i], SONDE_ATTACH_STOP);
+		int out = sonde_recorder__attach_process(r, a->pids[i], SONDE_ATTACH_STOP);
 		if (out == SONDE_ATTACH_EXITED) {
 			cli_error("record", "no such process: %d", (int)a->pids[i]);
 			out = -ESRCH;
@@ -451,7 +451,7 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 		if (out < 0) {
 			if (out != -ESRCH)
 				report_failure("cannot attach: %s", out);
-			sonde_recorder_free(r);
+			sonde_recorder__free(r);
 			return NULL;
 		}
 	}
@@ -487,7 +487,7 @@ static int convert_trace(struct record_args *a)
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp", a->spool_tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	err = fd < 0 ? -errno : sonde_profile_spool_to_perfetto(a->spool_tmp, fd, NULL);
+	err = fd < 0 ? -errno : sonde_profile__spool_to_perfetto(a->spool_tmp, fd, NULL);
 	if (fd >= 0 && close(fd) < 0 && !err)
 		err = -errno;
 	if (!err && rename(tmp, a->trace) < 0)
@@ -511,33 +511,33 @@ static int run_record(int argc, char **argv)
 		return code;
 	if (setup_trace_output(&a) < 0)
 		return CLI_USAGE;
-	sonde_log_set_callback(log_to_stderr, NULL);
+	sonde_log__set_callback(log_to_stderr, NULL);
 	if (install_signals() < 0)
 		return CLI_FAILURE;
 	if (a.cmd && !(c.l = launch(a.cmd, &code)))
 		return code;
 	struct sonde_recorder *r = attach_all(&a, &c, &code);
 	if (!r) {
-		sonde_launch_free(c.l);
+		sonde_launch__free(c.l);
 		return code;
 	}
 	if (c.l) {
-		int err = sonde_launch_resume(c.l);
+		int err = sonde_launch__resume(c.l);
 		if (err) {
 			cli_error("record", "cannot run '%s': %s", a.cmd[0], strerror(-err));
-			sonde_recorder_finish(r, NULL);
-			sonde_recorder_free(r);
-			sonde_launch_free(c.l);
+			sonde_recorder__finish(r, NULL);
+			sonde_recorder__free(r);
+			sonde_launch__free(c.l);
 			return err == -ENOENT ? 127 : 126;
 		}
 	}
 	if (a.duration > 0)
 		c.deadline = now_s() + a.duration;
 	int err = record_loop(r, &c, a.n_pids);
-	int ferr = sonde_recorder_finish(r, &sum);
+	int ferr = sonde_recorder__finish(r, &sum);
 	if (ferr && !err)
 		report_failure("finishing the recording failed: %s", ferr);
-	sonde_recorder_free(r);
+	sonde_recorder__free(r);
 	if (a.trace) {
 		if (convert_trace(&a) < 0 && !err)
 			ferr = -1;
@@ -552,7 +552,7 @@ static int run_record(int argc, char **argv)
 		/* --duration stopped it: that is the expected end, not the command's failure. */
 		if (c.timed_out && c.signalled && c.exited && WIFSIGNALED(c.status))
 			code = CLI_OK;
-		sonde_launch_free(c.l);
+		sonde_launch__free(c.l);
 	} else {
 		code = CLI_OK;
 	}

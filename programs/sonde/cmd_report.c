@@ -146,11 +146,11 @@ static int symbolize_frame(struct report *r, uint32_t frame_id, uint32_t pid,
 	struct sonde_spool_module m;
 
 	*module = "[unknown]";
-	if (sonde_spool_get_frame(r->spool, frame_id, &f) < 0)
+	if (sonde_spool__get_frame(r->spool, frame_id, &f) < 0)
 		return -ERANGE;
 	if (f.module == 0)
-		return sonde_symbolize_raw(r->sym, pid, f.addr, out, MAX_INLINE);
-	if (sonde_spool_get_module(r->spool, f.module, &m) < 0)
+		return sonde_symbolizer__symbolize_raw(r->sym, pid, f.addr, out, MAX_INLINE);
+	if (sonde_spool__get_module(r->spool, f.module, &m) < 0)
 		return -ERANGE;
 	*module = m.def.path && m.def.path[0] ? base_name(m.def.path) : "[anonymous]";
 	struct sonde_sym_module sm = {
@@ -165,7 +165,7 @@ static int symbolize_frame(struct report *r, uint32_t frame_id, uint32_t pid,
 		.build_id_len = m.def.build_id_len,
 		.path = m.def.path,
 	};
-	return sonde_symbolize(r->sym, &sm, f.addr, out, MAX_INLINE);
+	return sonde_symbolizer__symbolize(r->sym, &sm, f.addr, out, MAX_INLINE);
 }
 
 /* Resolves frame_id into function ids (cached); returns 0 or -errno. */
@@ -212,7 +212,7 @@ static int expand_stack(struct report *r, uint32_t node)
 
 	r->stack.len = 0;
 	for (; node; node = parent) {
-		if (sonde_spool_get_node(r->spool, node, &parent, &frame) < 0)
+		if (sonde_spool__get_node(r->spool, node, &parent, &frame) < 0)
 			return -ERANGE;
 		if (!r->frames[frame].n) {
 			int e = resolve_frame(r, frame, r->node_pid[node]);
@@ -237,9 +237,9 @@ static int count_nodes(struct report *r)
 	r->frames = calloc((size_t)r->info.frames + 1, sizeof(*r->frames));
 	if (!r->node_count || !r->node_pid || !r->frames)
 		return -ENOMEM;
-	for (uint64_t i = 0; sonde_spool_get_sample(r->spool, i, &smp) == 0; i++) {
+	for (uint64_t i = 0; sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
 		if (!r->node_count[smp.stack]++ &&
-		    sonde_spool_get_thread(r->spool, smp.thread, &t) == 0)
+		    sonde_spool__get_thread(r->spool, smp.thread, &t) == 0)
 			r->node_pid[smp.stack] = t.pid;
 	}
 	return 0;
@@ -412,8 +412,8 @@ static void report_free(struct report *r)
 	free(r->node_pid);
 	sonde__buf_free(&r->frame_funcs);
 	sonde__buf_free(&r->stack);
-	sonde_symbolizer_free(r->sym);
-	sonde_spool_close(r->spool);
+	sonde_symbolizer__free(r->sym);
+	sonde_spool__close(r->spool);
 }
 
 /* Opens the spool, printing the one-line error or truncation warning. */
@@ -421,7 +421,7 @@ static int open_spool(struct report *r)
 {
 	uint64_t off = 0;
 
-	r->spool = sonde_spool_open(r->path, &off);
+	r->spool = sonde_spool__open(r->path, &off);
 	if (!r->spool) {
 		int e = errno;
 		if (e == SONDE_E_MAGIC)
@@ -433,7 +433,7 @@ static int open_spool(struct report *r)
 			cli_error("report", "%s: %s", r->path, sonde_strerror(e));
 		return -e;
 	}
-	sonde_spool_get_info(r->spool, &r->info);
+	sonde_spool__get_info(r->spool, &r->info);
 	if (!r->info.complete)
 		cli_error("report",
 			  "%s: truncated at byte %" PRIu64 ", recovered %" PRIu64 " samples",
@@ -496,7 +496,7 @@ static void note_refused(const struct report *r)
 	struct sonde_symbolizer_stats st = {.sz = sizeof(st)};
 	uint64_t n;
 
-	if (sonde_symbolizer_get_stats(r->sym, &st) < 0)
+	if (sonde_symbolizer__get_stats(r->sym, &st) < 0)
 		return;
 	n = st.refused_symlink + st.refused_not_regular + st.refused_too_big + st.refused_owner;
 	if (n)
@@ -519,7 +519,7 @@ static int cmd_report(int argc, char **argv)
 		return rc;
 	if (open_spool(&r) < 0)
 		return CLI_FAILURE;
-	r.sym = sonde_symbolizer_new(NULL);
+	r.sym = sonde_symbolizer__new(NULL);
 	if (!r.sym) {
 		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
 		report_free(&r);

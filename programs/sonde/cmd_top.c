@@ -240,7 +240,7 @@ static int open_tail(struct top *tp, const char *spool)
 {
 	struct sonde_tail_opts o = {.sz = sizeof(o), .punch_holes = 1};
 
-	tp->t = tp->r ? sonde_recorder_tail(tp->r, &o) : sonde_tail_open(spool, NULL);
+	tp->t = tp->r ? sonde_recorder__tail(tp->r, &o) : sonde_tail__open(spool, NULL);
 	if (!tp->t) {
 		cli_error("top", "cannot follow %s: %s", spool, strerror(errno));
 		return CLI_FAILURE;
@@ -260,15 +260,15 @@ static int start_recording(struct top *tp)
 		return CLI_FAILURE;
 	}
 	if (tp->a.cmd) {
-		tp->l = sonde_launch_new(tp->a.cmd, NULL);
+		tp->l = sonde_launch__new(tp->a.cmd, NULL);
 		if (!tp->l) {
 			cli_error("top", "cannot run '%s': %s", tp->a.cmd[0], strerror(errno));
 			unlink(path);
 			return errno == ENOENT ? 127 : 126;
 		}
-		pid = sonde_launch_pid(tp->l);
+		pid = sonde_launch__pid(tp->l);
 	}
-	tp->r = sonde_recorder_attach(pid, path, tp->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP,
+	tp->r = sonde_recorder__attach(pid, path, tp->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP,
 				      &o);
 	if (!tp->r) {
 		cli_error("top", "cannot record pid %d: %s", (int)pid,
@@ -277,7 +277,7 @@ static int start_recording(struct top *tp)
 		return CLI_FAILURE;
 	}
 	for (int i = 1; i < tp->a.n_attach; i++) {
-		int out = sonde_recorder_attach_process(tp->r, tp->a.attach[i], SONDE_ATTACH_STOP);
+		int out = sonde_recorder__attach_process(tp->r, tp->a.attach[i], SONDE_ATTACH_STOP);
 		if (out < 0 || out == SONDE_ATTACH_EXITED) {
 			cli_error("top", "cannot record pid %d: %s", (int)tp->a.attach[i],
 				  out < 0 ? sonde_strerror(out) : "no such process");
@@ -289,7 +289,7 @@ static int start_recording(struct top *tp)
 	unlink(path);
 	if (err)
 		return err;
-	if (tp->l && (err = sonde_launch_resume(tp->l)) < 0) {
+	if (tp->l && (err = sonde_launch__resume(tp->l)) < 0) {
 		cli_error("top", "cannot run '%s': %s", tp->a.cmd[0], strerror(-err));
 		return err == -ENOENT ? 127 : 126;
 	}
@@ -313,9 +313,9 @@ static int open_source(struct top *tp)
 static bool recording_over(struct top *tp)
 {
 	if (tp->l)
-		return sonde_launch_wait(tp->l, WNOHANG, &tp->child_status) == 1;
+		return sonde_launch__wait(tp->l, WNOHANG, &tp->child_status) == 1;
 	if (tp->r)
-		return sonde_recorder_active_process_count(tp->r) == 0;
+		return sonde_recorder__active_process_count(tp->r) == 0;
 	return false;
 }
 
@@ -323,21 +323,21 @@ static bool recording_over(struct top *tp)
  * launched command that is still running. */
 static void stop_source(struct top *tp)
 {
-	if (tp->l && sonde_launch_wait(tp->l, WNOHANG, &tp->child_status) == 0) {
-		pid_t pid = sonde_launch_pid(tp->l);
+	if (tp->l && sonde_launch__wait(tp->l, WNOHANG, &tp->child_status) == 0) {
+		pid_t pid = sonde_launch__pid(tp->l);
 		kill(pid, SIGTERM);
 		for (int i = 0; i < CHILD_GRACE_MS / 10; i++) {
-			if (sonde_launch_wait(tp->l, WNOHANG, &tp->child_status) != 0)
+			if (sonde_launch__wait(tp->l, WNOHANG, &tp->child_status) != 0)
 				break;
 			usleep(10000);
 		}
-		if (sonde_launch_wait(tp->l, WNOHANG, &tp->child_status) == 0) {
+		if (sonde_launch__wait(tp->l, WNOHANG, &tp->child_status) == 0) {
 			kill(pid, SIGKILL);
-			sonde_launch_wait(tp->l, 0, &tp->child_status);
+			sonde_launch__wait(tp->l, 0, &tp->child_status);
 		}
 	}
 	if (tp->r) {
-		int err = sonde_recorder_finish(tp->r, NULL);
+		int err = sonde_recorder__finish(tp->r, NULL);
 		if (err)
 			cli_error("top", "finishing the recording: %s", sonde_strerror(err));
 	}
@@ -444,7 +444,7 @@ static int consume(struct top *tp)
 	struct sonde_tail_batch b = {.sz = sizeof(b)};
 	int n;
 
-	while ((n = sonde_tail_poll(tp->t, 0, 0, &b)) > 0) {
+	while ((n = sonde_tail__poll(tp->t, 0, 0, &b)) > 0) {
 		tp->seen += b.n_samples;
 		int err = top_agg_add(tp->agg, &b);
 		if (err)
@@ -459,7 +459,7 @@ static int consume(struct top *tp)
 static int wait_step(struct top *tp)
 {
 	if (tp->r && !tp->ended) {
-		int err = sonde_recorder_poll(tp->r, WAIT_MS, NULL);
+		int err = sonde_recorder__poll(tp->r, WAIT_MS, NULL);
 		return err < 0 ? err : 0;
 	}
 	struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
@@ -515,7 +515,7 @@ static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx
 {
 	if (level >= SONDE_LOG_ERROR)
 		snprintf(last_error, sizeof(last_error), "%s", msg);
-	else if (level >= sonde_log_get_level())
+	else if (level >= sonde_log__get_level())
 		fprintf(stderr, "sonde top: warning: %s\n", msg);
 }
 
@@ -526,7 +526,7 @@ static int cmd_top(int argc, char **argv)
 
 	if (code)
 		return code > 255 ? CLI_OK : code;
-	sonde_log_set_callback(log_to_stderr, NULL);
+	sonde_log__set_callback(log_to_stderr, NULL);
 	handle_signals();
 	code = open_source(&tp);
 	if (code && last_error[0])
@@ -550,9 +550,9 @@ static int cmd_top(int argc, char **argv)
 		}
 	}
 	top_agg_free(tp.agg);
-	sonde_tail_free(tp.t);
-	sonde_recorder_free(tp.r);
-	sonde_launch_free(tp.l);
+	sonde_tail__free(tp.t);
+	sonde_recorder__free(tp.r);
+	sonde_launch__free(tp.l);
 	return code;
 }
 

@@ -350,7 +350,7 @@ static int load_config(const struct opts *o, uint8_t **cfg, size_t *len,
 		}
 		if (o->txt) {
 			struct sonde_txt_error e;
-			int r = sonde_trace_config_from_text(text, n, cfg, len, &e);
+			int r = sonde_trace_config__from_text(text, n, cfg, len, &e);
 			free(text);
 			if (r < 0) {
 				cli_error(CMD, "%s:%d:%d: %s", o->config, e.line, e.column, e.msg);
@@ -361,7 +361,7 @@ static int load_config(const struct opts *o, uint8_t **cfg, size_t *len,
 			*len = n;
 		}
 	}
-	if (sonde_trace_config_summarize(*cfg, *len, sum) < 0) {
+	if (sonde_trace_config__summarize(*cfg, *len, sum) < 0) {
 		cli_error(CMD, "%s is not a binary TraceConfig%s", o->config,
 			  o->txt ? "" : " (is it text? add --txt)");
 		goto fail;

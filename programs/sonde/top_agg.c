@@ -146,7 +146,7 @@ static uint32_t frame_func(struct top_agg *a, uint32_t frame, uint32_t pid)
 		return 0;
 	if (a->frame_func[frame])
 		return a->frame_func[frame] - 1;
-	int n = sonde_tail_symbolize(a->t, frame, pid, sym, MAX_SYMS);
+	int n = sonde_tail__symbolize(a->t, frame, pid, sym, MAX_SYMS);
 	if (n <= 0)
 		return 0;
 	/* The last result is the real function; those before it were inlined into it. */
@@ -163,11 +163,11 @@ static void invalidate(struct top_agg *a, uint32_t pid)
 	struct sonde_spool_module m;
 
 	for (uint32_t id = 1; id < a->frames_cap; id++) {
-		if (!a->frame_func[id] || sonde_tail_get_frame(a->t, id, &f) < 0)
+		if (!a->frame_func[id] || sonde_tail__get_frame(a->t, id, &f) < 0)
 			continue;
 		/* Frames outside modules were named with a sample's pid: forget them all. */
 		if (!f.module ||
-		    (sonde_tail_get_module(a->t, f.module, &m) == 0 && m.def.pid == pid))
+		    (sonde_tail__get_module(a->t, f.module, &m) == 0 && m.def.pid == pid))
 			a->frame_func[id] = 0;
 	}
 }
@@ -203,7 +203,7 @@ int top_agg_add(struct top_agg *a, const struct sonde_tail_batch *b)
 		invalidate(a, b->invalidated_pids[i]);
 	for (size_t i = 0; i < b->n_samples; i++) {
 		const struct sonde_spool_sample *s = &b->samples[i];
-		if (sonde_tail_get_thread(a->t, s->thread, &th) < 0)
+		if (sonde_tail__get_thread(a->t, s->thread, &th) < 0)
 			continue;
 		if ((a->pid && th.pid != a->pid) || (a->tid && th.tid != a->tid))
 			continue;
@@ -243,7 +243,7 @@ static void count_node(struct top_agg *a, uint32_t node, uint64_t count)
 	bool leaf = true;
 
 	a->stamp++;
-	for (; node && sonde_tail_get_node(a->t, node, &parent, &frame) == 0; node = parent) {
+	for (; node && sonde_tail__get_node(a->t, node, &parent, &frame) == 0; node = parent) {
 		uint32_t f = frame_func(a, frame, pid);
 		if (!f)
 			continue;

@@ -234,8 +234,8 @@ static int security_opt(struct sonde_service_opts *o, int c, char *arg)
 static int run(struct sonde_service *svc, int sfd)
 {
 	for (;;) {
-		struct pollfd p[2] = {{sonde_service_fd(svc), POLLIN, 0}, {sfd, POLLIN, 0}};
-		int rc = poll(p, 2, sonde_service_timeout_ms(svc));
+		struct pollfd p[2] = {{sonde_service__fd(svc), POLLIN, 0}, {sfd, POLLIN, 0}};
+		int rc = poll(p, 2, sonde_service__timeout_ms(svc));
 		if (rc < 0 && errno != EINTR)
 			return -errno;
 		if (p[1].revents & POLLIN) {
@@ -245,7 +245,7 @@ static int run(struct sonde_service *svc, int sfd)
 				return 0;
 			}
 		}
-		rc = sonde_service_process(svc);
+		rc = sonde_service__process(svc);
 		if (rc < 0)
 			return rc;
 	}
@@ -311,11 +311,11 @@ int main(int argc, char **argv)
 			background = false;
 			break;
 		case 'l':
-			if (sonde_log_parse_level(optarg, &level) < 0) {
+			if (sonde_log__parse_level(optarg, &level) < 0) {
 				fprintf(stderr, "sonded: unknown log level '%s'\n", optarg);
 				return 2;
 			}
-			sonde_log_set_level(level);
+			sonde_log__set_level(level);
 			break;
 		case 'h':
 			usage(stdout);
@@ -336,7 +336,7 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	struct sonde_service *svc = sonde_service_new(&so);
+	struct sonde_service *svc = sonde_service__new(&so);
 	if (!svc || sfd < 0) {
 		/* a socket taken by a running service (or a file in the way) was reported by
 		 * the service in one line naming the path; anything else is said here */
@@ -346,20 +346,20 @@ int main(int argc, char **argv)
 	}
 	if (background && daemon(0, 0) < 0) {
 		fprintf(stderr, "sonded: cannot detach: %s\n", strerror(errno));
-		sonde_service_free(svc);
+		sonde_service__free(svc);
 		return 1;
 	}
 	/* after daemon(): a fork keeps only the calling thread */
-	if (perf && (rc = sonde_service_start_perf(svc)) < 0)
+	if (perf && (rc = sonde_service__start_perf(svc)) < 0)
 		sonde_warn("cannot start the linux.perf data source: %s", sonde_strerror(rc));
 	if (notify_ready() < 0)
 		sonde_warn("cannot write to TRACED_NOTIFY_FD");
-	sonde_info("listening on %s and %s, connector %s%s", sonde_service_socket(svc, 0),
-		   sonde_service_socket(svc, 1),
-		   sonde_service_socket(svc, 2) ? sonde_service_socket(svc, 2) : "disabled",
+	sonde_info("listening on %s and %s, connector %s%s", sonde_service__socket(svc, 0),
+		   sonde_service__socket(svc, 1),
+		   sonde_service__socket(svc, 2) ? sonde_service__socket(svc, 2) : "disabled",
 		   so.lockdown ? " (lockdown)" : "");
 	rc = run(svc, sfd);
-	sonde_service_free(svc);
+	sonde_service__free(svc);
 	close(sfd);
 	if (rc < 0) {
 		fprintf(stderr, "sonded: %s\n", sonde_strerror(rc));

@@ -10,23 +10,23 @@ static enum sonde_log_level log_level = SONDE_LOG_WARN;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
 
-void sonde_log_set_callback(sonde_log_fn fn, void *ctx)
+void sonde_log__set_callback(sonde_log_fn fn, void *ctx)
 {
 	log_fn = fn;
 	log_ctx = ctx;
 }
 
-void sonde_log_set_level(enum sonde_log_level level)
+void sonde_log__set_level(enum sonde_log_level level)
 {
 	log_level = level;
 }
 
-enum sonde_log_level sonde_log_get_level(void)
+enum sonde_log_level sonde_log__get_level(void)
 {
 	return log_level;
 }
 
-int sonde_log_parse_level(const char *name, enum sonde_log_level *out)
+int sonde_log__parse_level(const char *name, enum sonde_log_level *out)
 {
 	for (int i = 0; i <= SONDE_LOG_OFF; i++) {
 		if (strcmp(name, level_names[i]) == 0) {

@@ -165,7 +165,7 @@ static int summarize_buffer(struct pb_field *bf, struct sonde_trace_config_summa
 	return n;
 }
 
-int sonde_trace_config_summarize(const void *cfg, size_t len, struct sonde_trace_config_summary *s)
+int sonde_trace_config__summarize(const void *cfg, size_t len, struct sonde_trace_config_summary *s)
 {
 	struct pb_reader r = pb_reader_init(cfg, len);
 	struct pb_field f;

@@ -338,13 +338,13 @@ static void complete(struct sonde_consumer *c, struct pending *p, int status,
 		memset(&st, 0, sizeof(st));
 		while (status == 0 && sonde__pb_next(&r, &fl) > 0)
 			if (fl.num == PF_GET_TRACE_STATS_RESP_TRACE_STATS && fl.wire == PB_LEN)
-				status = sonde_trace_stats_decode(fl.ptr, fl.len, &st);
+				status = sonde_trace_stats__decode(fl.ptr, fl.len, &st);
 		if (done.stats)
 			done.stats(done.ctx, status, status ? NULL : &st);
 	} else if (done.method == CM_STATE) {
 		struct sonde_service_state *s = NULL;
 		if (status == 0)
-			status = sonde_service_state_decode(c->state.data, c->state.len, &s);
+			status = sonde_service_state__decode(c->state.data, c->state.len, &s);
 		if (done.state)
 			done.state(done.ctx, status, s);
 		sonde_service_state__free(s);

@@ -50,7 +50,7 @@ static int decode_buffer_stats(const struct pb_field *bf, struct sonde_buffer_st
 	return n;
 }
 
-int sonde_trace_stats_decode(const void *buf, size_t len, struct sonde_trace_stats *s)
+int sonde_trace_stats__decode(const void *buf, size_t len, struct sonde_trace_stats *s)
 {
 	uint64_t *slot[11] = {
 		[PF_TRACE_STATS_PRODUCERS_CONNECTED] = &s->producers_connected,
@@ -240,7 +240,7 @@ static int decode_state_field(struct state_acc *a, const struct pb_field *f)
 	return 0;
 }
 
-int sonde_service_state_decode(const void *buf, size_t len, struct sonde_service_state **out)
+int sonde_service_state__decode(const void *buf, size_t len, struct sonde_service_state **out)
 {
 	struct state_acc a = {0};
 	struct pb_reader r = pb_reader_init(buf, len);

@@ -11,7 +11,7 @@ static int bad_varint(const uint8_t *p, const uint8_t *end)
 	return end - p < PB_VARINT_MAX ? -SONDE_E_TRUNCATED : -SONDE_E_FORMAT;
 }
 
-int sonde_trace_next_packet(const void *buf, size_t len, size_t *pos, const void **pkt,
+int sonde_trace__next_packet(const void *buf, size_t len, size_t *pos, const void **pkt,
 			    size_t *pkt_len)
 {
 	const uint8_t *base = buf, *end = base + len;

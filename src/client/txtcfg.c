@@ -642,7 +642,7 @@ static int parse_message(struct parser *ps, const struct cfg_msg *m, char close,
 	}
 }
 
-int sonde_trace_config_from_text(const char *text, size_t len, uint8_t **out, size_t *out_len,
+int sonde_trace_config__from_text(const char *text, size_t len, uint8_t **out, size_t *out_len,
 				 struct sonde_txt_error *err)
 {
 	struct parser ps = {.src = text,

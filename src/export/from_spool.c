@@ -99,7 +99,7 @@ static int on_module(struct conv *c, const struct sonde_spool_record *r)
 		.build_id_len = d->build_id_len,
 		.path = cm->path[0] ? cm->path : NULL,
 	};
-	return sonde_profile_add_module(c->p, &pm, &cm->id);
+	return sonde_profile__add_module(c->p, &pm, &cm->id);
 }
 
 static int on_frame(struct conv *c, const struct sonde_spool_record *r)
@@ -120,12 +120,12 @@ static int on_frame(struct conv *c, const struct sonde_spool_record *r)
 		return 0;
 	}
 	if (c->sym && f->module) {
-		n = sonde_symbolize(c->sym, &c->mods.v[f->module].m, f->addr, c->out, MAX_INLINE);
+		n = sonde_symbolizer__symbolize(c->sym, &c->mods.v[f->module].m, f->addr, c->out, MAX_INLINE);
 		if (n < 0 && c->sym_failures++ == 0)
 			sonde_warn("cannot symbolize %s+0x%llx: %s", c->mods.v[f->module].path,
 				   (unsigned long long)f->addr, sonde_strerror(n));
 	}
-	return sonde_profile_add_location(c->p, f->module ? c->mods.v[f->module].id : 0, f->addr,
+	return sonde_profile__add_location(c->p, f->module ? c->mods.v[f->module].id : 0, f->addr,
 					  c->out, n > 0 ? (size_t)n : 0, slot);
 }
 
@@ -138,7 +138,7 @@ static int64_t truncated_node(struct conv *c, uint32_t node)
 
 	if (!c->trunc_loc) {
 		struct sonde_sym_frame f = {.name = "[truncated]"};
-		int err = sonde_profile_add_location(p, 0, 0, &f, 1, &c->trunc_loc);
+		int err = sonde_profile__add_location(p, 0, 0, &f, 1, &c->trunc_loc);
 		if (err)
 			return err;
 	}
@@ -176,8 +176,8 @@ static int release_held(struct conv *c, uint32_t pid)
 
 	for (uint32_t i = 0; i < c->held_frames.n && !err; i++) {
 		const struct held_frame *h = &c->held_frames.v[i];
-		int n = sonde_symbolize_raw(c->sym, pid, h->addr, c->out, MAX_INLINE);
-		err = sonde_profile_add_location(c->p, 0, h->addr, c->out, n > 0 ? (size_t)n : 0,
+		int n = sonde_symbolizer__symbolize_raw(c->sym, pid, h->addr, c->out, MAX_INLINE);
+		err = sonde_profile__add_location(c->p, 0, h->addr, c->out, n > 0 ? (size_t)n : 0,
 						 &c->frames.v[h->id]);
 	}
 	for (uint32_t i = 0; i < c->held_nodes.n && !err; i++) {
@@ -245,7 +245,7 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 			return -ENOMEM;
 		*pid = r->thread.pid;
 		slot = ARR_PUSH(c->threads);
-		return slot ? sonde_profile_add_thread(c->p, r->thread.pid, r->thread.tid, comm,
+		return slot ? sonde_profile__add_thread(c->p, r->thread.pid, r->thread.tid, comm,
 						       slot)
 			    : -ENOMEM;
 	}
@@ -260,7 +260,7 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
  * truncated tail of a recording that did not finish: kept out, and said. */
 static int decode_file(struct conv *c, int fd, const char *path)
 {
-	struct sonde_spool_decoder *d = sonde_spool_decoder_new();
+	struct sonde_spool_decoder *d = sonde_spool_decoder__new();
 	size_t cap = READ_CHUNK, len = 0;
 	uint8_t *buf = malloc(cap);
 	struct sonde_spool_record rec;
@@ -283,7 +283,7 @@ static int decode_file(struct conv *c, int fd, const char *path)
 		len += (size_t)n;
 		size_t off = 0;
 		int r = 0;
-		while (off < len && (r = sonde_spool_decode(d, buf + off, len - off, &rec)) > 0) {
+		while (off < len && (r = sonde_spool_decoder__decode(d, buf + off, len - off, &rec)) > 0) {
 			off += (size_t)r;
 			err = on_record(c, &rec);
 			if (err)
@@ -305,20 +305,20 @@ static int decode_file(struct conv *c, int fd, const char *path)
 			cap *= 2;
 		}
 	}
-	if (!err && sonde_spool_decoder_offset(d) == 0)
+	if (!err && sonde_spool_decoder__offset(d) == 0)
 		err = -SONDE_E_MAGIC; /* not even a header */
-	else if (!err && (len || !sonde_spool_decoder_ended(d)))
+	else if (!err && (len || !sonde_spool_decoder__ended(d)))
 		sonde_warn(
 			"%s is truncated (a recording that did not finish): using the %llu bytes "
 			"before the cut%s",
-			path, (unsigned long long)sonde_spool_decoder_offset(d),
+			path, (unsigned long long)sonde_spool_decoder__offset(d),
 			len ? ", ignoring a partial last record" : "");
 	if (err)
 		sonde_debug("%s: error at byte %llu", path,
-			    (unsigned long long)sonde_spool_decoder_offset(d));
+			    (unsigned long long)sonde_spool_decoder__offset(d));
 out:
 	free(buf);
-	sonde_spool_decoder_free(d);
+	sonde_spool_decoder__free(d);
 	return err;
 }
 
@@ -334,7 +334,7 @@ static void conv_free(struct conv *c)
 	ARR_FREE(c->held_frames);
 	ARR_FREE(c->held_nodes);
 	ARR_FREE(c->trunc);
-	sonde_symbolizer_free(c->sym);
+	sonde_symbolizer__free(c->sym);
 }
 
 struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
@@ -343,13 +343,13 @@ struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 	struct conv c = {0};
 	int err = -ENOMEM;
 
-	c.p = sonde_profile_new(NULL);
+	c.p = sonde_profile__new(NULL);
 	/* entry 0 of each map stands for spool id 0 ("none", the root) */
 	if (!c.p || !ARR_PUSH(c.mods) || !ARR_PUSH(c.frames) || !ARR_PUSH(c.nodes) ||
 	    !ARR_PUSH(c.threads) || !ARR_PUSH(c.pids))
 		goto fail;
 	if (!(opts && opts->no_symbolize)) {
-		c.sym = sonde_symbolizer_new(opts ? opts->sym : NULL);
+		c.sym = sonde_symbolizer__new(opts ? opts->sym : NULL);
 		if (!c.sym) {
 			err = -errno;
 			goto fail;
@@ -368,12 +368,12 @@ struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 	return c.p;
 fail:
 	conv_free(&c);
-	sonde_profile_free(c.p);
+	sonde_profile__free(c.p);
 	errno = err < 0 ? -err : EINVAL;
 	return NULL;
 }
 
-struct sonde_profile *sonde_profile_from_spool(const char *path,
+struct sonde_profile *sonde_profile__from_spool(const char *path,
 					       const struct sonde_profile_spool_opts *opts)
 {
 	if (!path) {

@@ -401,7 +401,7 @@ static int on_frame(struct pf_enc *e, const struct sonde_spool_record *r)
 		return 0;
 	}
 	if (e->o.sym) {
-		n = sonde_symbolize(e->o.sym, &e->mods.v[f->module].sm, f->addr, e->out,
+		n = sonde_symbolizer__symbolize(e->o.sym, &e->mods.v[f->module].sm, f->addr, e->out,
 				    MAX_INLINE);
 		if (n < 0 && e->sym_failures++ == 0)
 			sonde_warn("cannot symbolize %s+0x%llx: %s", e->mods.v[f->module].path,
@@ -417,7 +417,7 @@ static int release_held(struct pf_enc *e, uint32_t node, uint32_t pid)
 		struct pf_frame *f = &e->frames.v[e->nodes.v[n].frame];
 		if (!f->held)
 			continue;
-		int k = sonde_symbolize_raw(e->o.sym, pid, f->addr, e->out, MAX_INLINE);
+		int k = sonde_symbolizer__symbolize_raw(e->o.sym, pid, f->addr, e->out, MAX_INLINE);
 		int err = push_names(e, f, k);
 		if (err)
 			return err;
@@ -716,7 +716,7 @@ int sonde__pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
 	if (buf_error(&e->in))
 		return -ENOMEM;
 	while (off < e->in.len &&
-	       (r = sonde_spool_decode(e->dec, e->in.data + off, e->in.len - off, &rec)) > 0) {
+	       (r = sonde_spool_decoder__decode(e->dec, e->in.data + off, e->in.len - off, &rec)) > 0) {
 		off += (size_t)r;
 		err = sonde__pf_enc_record(e, &rec);
 		if (err)
@@ -763,7 +763,7 @@ int sonde__pf_enc_stop_event(struct pf_enc *e, uint64_t ts, uint32_t reason)
 
 int sonde__pf_enc_ended(const struct pf_enc *e)
 {
-	return sonde_spool_decoder_ended(e->dec);
+	return sonde_spool_decoder__ended(e->dec);
 }
 
 uint64_t sonde__pf_enc_samples(const struct pf_enc *e)
@@ -779,7 +779,7 @@ struct pf_enc *sonde__pf_enc_new(const struct pf_enc_opts *o)
 		return NULL;
 	e->o = *o;
 	e->gen = 1;
-	e->dec = sonde_spool_decoder_new();
+	e->dec = sonde_spool_decoder__new();
 	/* entry 0 of the spool-indexed tables stands for id 0 ("none") */
 	if (!e->dec || strtab_init(&e->fn) || strtab_init(&e->bid) || strtab_init(&e->paths) ||
 	    !ARR_PUSH(e->mods) || !ARR_PUSH(e->frames) || !ARR_PUSH(e->nodes) ||
@@ -821,7 +821,7 @@ void sonde__pf_enc_free(struct pf_enc *e)
 	sonde__buf_free(&e->i_stacks);
 	sonde__buf_free(&e->pkt);
 	sonde__buf_free(&e->in);
-	sonde_spool_decoder_free(e->dec);
+	sonde_spool_decoder__free(e->dec);
 	free(e);
 }
 

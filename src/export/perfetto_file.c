@@ -68,7 +68,7 @@ static int feed_file(struct pf_enc *e, int in, const char *path)
 	return err;
 }
 
-int sonde_profile_spool_to_perfetto(const char *path, int fd,
+int sonde_profile__spool_to_perfetto(const char *path, int fd,
 				    const struct sonde_profile_spool_opts *opts)
 {
 	struct file_sink fs = {.b = BUF_INIT, .uid = (int32_t)getuid()};
@@ -82,7 +82,7 @@ int sonde_profile_spool_to_perfetto(const char *path, int fd,
 	if (in < 0)
 		return -errno;
 	if (!(opts && opts->no_symbolize)) {
-		sym = sonde_symbolizer_new(opts ? opts->sym : NULL);
+		sym = sonde_symbolizer__new(opts ? opts->sym : NULL);
 		if (!sym) {
 			err = -errno;
 			goto out;
@@ -105,7 +105,7 @@ out_close:
 	}
 out:
 	sonde__buf_free(&fs.b);
-	sonde_symbolizer_free(sym);
+	sonde_symbolizer__free(sym);
 	close(in);
 	return err;
 }

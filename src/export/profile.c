@@ -66,7 +66,7 @@ int64_t sonde__prof_intern(struct sonde_profile *p, const char *s)
 	return p->strs.n - 1;
 }
 
-struct sonde_profile *sonde_profile_new(const struct sonde_profile_info *info)
+struct sonde_profile *sonde_profile__new(const struct sonde_profile_info *info)
 {
 	struct sonde_profile *p = calloc(1, sizeof(*p));
 
@@ -86,12 +86,12 @@ struct sonde_profile *sonde_profile_new(const struct sonde_profile_info *info)
 		goto fail;
 	return p;
 fail:
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 	errno = ENOMEM;
 	return NULL;
 }
 
-void sonde_profile_free(struct sonde_profile *p)
+void sonde_profile__free(struct sonde_profile *p)
 {
 	if (!p)
 		return;
@@ -123,7 +123,7 @@ static int64_t intern_build_id(struct sonde_profile *p, const uint8_t *id, size_
 	return sonde__prof_intern(p, hex);
 }
 
-int sonde_profile_add_module(struct sonde_profile *p, const struct sonde_profile_module *m,
+int sonde_profile__add_module(struct sonde_profile *p, const struct sonde_profile_module *m,
 			     uint32_t *id)
 {
 	if (!p || !m || m->end < m->start)
@@ -147,7 +147,7 @@ int sonde_profile_add_module(struct sonde_profile *p, const struct sonde_profile
 	return 0;
 }
 
-int sonde_profile_add_thread(struct sonde_profile *p, uint32_t pid, uint32_t tid, const char *comm,
+int sonde_profile__add_thread(struct sonde_profile *p, uint32_t pid, uint32_t tid, const char *comm,
 			     uint32_t *id)
 {
 	if (!p)
@@ -244,7 +244,7 @@ static int64_t display_func(struct sonde_profile *p, uint32_t module, uint64_t a
 	return intern_func(p, &f);
 }
 
-int sonde_profile_add_location(struct sonde_profile *p, uint32_t module, uint64_t addr,
+int sonde_profile__add_location(struct sonde_profile *p, uint32_t module, uint64_t addr,
 			       const struct sonde_sym_frame *lines, size_t n, uint32_t *id)
 {
 	if (!p || module >= p->modules.n || (n && !lines) || n > UINT32_MAX)
@@ -278,7 +278,7 @@ uint64_t sonde__prof_loc_address(const struct sonde_profile *p, const struct pro
 	if (!l->module)
 		return l->addr;
 	const struct prof_module *m = &p->modules.v[l->module];
-	/* kernel modules record absolute addresses (see sonde_symbolize) */
+	/* kernel modules record absolute addresses (see sonde_symbolizer__symbolize) */
 	if (m->flags & SONDE_MODULE_KERNEL)
 		return l->addr;
 	return m->start + (l->addr - m->pgoff);
@@ -310,7 +310,7 @@ int64_t sonde__prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t 
 	return p->nodes.n - 1;
 }
 
-int sonde_profile_add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+int sonde_profile__add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
 			     const uint32_t *locs, size_t n, uint64_t count)
 {
 	if (!p || thread >= p->threads.n || (n && !locs))
@@ -345,7 +345,7 @@ int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint3
 	return 0;
 }
 
-uint64_t sonde_profile_sample_count(const struct sonde_profile *p)
+uint64_t sonde_profile__sample_count(const struct sonde_profile *p)
 {
 	return p ? p->total : 0;
 }
@@ -359,7 +359,7 @@ static const struct {
 	{".json", SONDE_PROFILE_SPEEDSCOPE}, {".svg", SONDE_PROFILE_SVG},
 };
 
-int sonde_profile_format_from_path(const char *path, enum sonde_profile_format *out)
+int sonde_profile__format_from_path(const char *path, enum sonde_profile_format *out)
 {
 	size_t len = path ? strlen(path) : 0;
 
@@ -373,7 +373,7 @@ int sonde_profile_format_from_path(const char *path, enum sonde_profile_format *
 	return -EINVAL;
 }
 
-int sonde_profile_parse_format(const char *name, enum sonde_profile_format *out)
+int sonde_profile__parse_format(const char *name, enum sonde_profile_format *out)
 {
 	static const char *const names[] = {"pprof", "folded", "speedscope", "svg"};
 
@@ -386,7 +386,7 @@ int sonde_profile_parse_format(const char *name, enum sonde_profile_format *out)
 	return -EINVAL;
 }
 
-int sonde_profile_write(const struct sonde_profile *p, enum sonde_profile_format fmt, int fd,
+int sonde_profile__write(const struct sonde_profile *p, enum sonde_profile_format fmt, int fd,
 			const struct sonde_profile_write_opts *opts)
 {
 	const char *title = opts && opts->title ? opts->title : "sonde profile";

@@ -109,7 +109,7 @@ uint64_t sonde__prof_loc_address(const struct sonde_profile *p, const struct pro
 /* Last path component of a string id (the whole string if it has no '/'). */
 const char *sonde__prof_basename(const struct sonde_profile *p, uint32_t str);
 
-/* sonde_profile_from_spool on an open file (read from its current position to its end);
+/* sonde_profile__from_spool on an open file (read from its current position to its end);
  * name is used in messages. */
 struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 					 const struct sonde_profile_spool_opts *opts);

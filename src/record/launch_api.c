@@ -11,7 +11,7 @@ struct sonde_launch {
 	bool resumed;
 };
 
-struct sonde_launch *sonde_launch_new(char *const argv[], char *const envp[])
+struct sonde_launch *sonde_launch__new(char *const argv[], char *const envp[])
 {
 	struct sonde_launch *s = calloc(1, sizeof(*s));
 
@@ -31,12 +31,12 @@ struct sonde_launch *sonde_launch_new(char *const argv[], char *const envp[])
 	return s;
 }
 
-pid_t sonde_launch_pid(const struct sonde_launch *s)
+pid_t sonde_launch__pid(const struct sonde_launch *s)
 {
 	return s->l.pid;
 }
 
-int sonde_launch_resume(struct sonde_launch *s)
+int sonde_launch__resume(struct sonde_launch *s)
 {
 	if (s->resumed)
 		return -EALREADY;
@@ -44,12 +44,12 @@ int sonde_launch_resume(struct sonde_launch *s)
 	return sonde__proc_launch_resume(&s->l);
 }
 
-int sonde_launch_wait(struct sonde_launch *s, int flags, int *status)
+int sonde_launch__wait(struct sonde_launch *s, int flags, int *status)
 {
 	return sonde__proc_launch_wait(&s->l, flags, status);
 }
 
-void sonde_launch_free(struct sonde_launch *s)
+void sonde_launch__free(struct sonde_launch *s)
 {
 	if (!s)
 		return;

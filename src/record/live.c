@@ -32,7 +32,7 @@ int sonde__rec_live_push(struct sonde_recorder *r)
 	if (now - r->live.last_push_ns < PUSH_INTERVAL_NS)
 		return 0;
 	r->live.last_push_ns = now;
-	return sonde_spool_writer_flush(r->spool);
+	return sonde_spool_writer__flush(r->spool);
 }
 
 int sonde__rec_image_fd(struct sonde_recorder *r, uint64_t dev, uint64_t inode, const uint8_t *build_id,
@@ -55,7 +55,7 @@ void sonde__rec_tail_gone(struct sonde_recorder *r)
 	r->live.tail = NULL;
 }
 
-struct sonde_tail *sonde_recorder_tail(struct sonde_recorder *r, const struct sonde_tail_opts *opts)
+struct sonde_tail *sonde_recorder__tail(struct sonde_recorder *r, const struct sonde_tail_opts *opts)
 {
 	char path[64];
 
@@ -69,7 +69,7 @@ struct sonde_tail *sonde_recorder_tail(struct sonde_recorder *r, const struct so
 		errno = EINVAL;
 		return NULL;
 	}
-	int err = sonde_spool_writer_flush(r->spool);
+	int err = sonde_spool_writer__flush(r->spool);
 	if (err) {
 		sonde_error("tail: cannot flush the spool: %s", sonde_strerror(err));
 		errno = err <= -SONDE_E_BASE ? EIO : -err;

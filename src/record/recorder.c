@@ -66,7 +66,7 @@ uint64_t sonde__rec_time(struct sonde_recorder *r, uint64_t t)
 	return t;
 }
 
-int sonde_record_max_frequency(uint64_t *out)
+int sonde_recorder__max_frequency(uint64_t *out)
 {
 	return sonde__perf_max_sample_rate(out);
 }
@@ -142,7 +142,7 @@ static struct sonde_recorder *recorder_alloc(void)
 	    !(r->rings = calloc(r->n_cpus, sizeof(*r->rings))) ||
 	    !(r->sorter = sonde__perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    !(r->unwind_cache = sonde__unwind_cache_new())) {
-		sonde_recorder_free(r);
+		sonde_recorder__free(r);
 		return NULL;
 	}
 	return r;
@@ -185,7 +185,7 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 				       .start_monotonic_ns = r->start_mono,
 				       .sample_period_ns = 1000000000ull / r->cfg.freq};
 	r->last_time = r->start_mono;
-	r->spool = sonde_spool_writer_new(write, ctx, &h);
+	r->spool = sonde_spool_writer__new(write, ctx, &h);
 	if (!r->spool) {
 		sonde_error("cannot write the spool header: %s", strerror(errno));
 		return -errno;
@@ -198,7 +198,7 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 	else if (err)
 		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
 	if (!err && mode != SONDE_ATTACH_ON_EXEC)
-		err = sonde_recorder_enable(r);
+		err = sonde_recorder__enable(r);
 	return err;
 }
 
@@ -211,12 +211,12 @@ static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid
 
 	if (!err)
 		return r;
-	sonde_recorder_free(r);
+	sonde_recorder__free(r);
 	errno = err == -SONDE_E_RANGE ? ERANGE : err <= -SONDE_E_BASE ? EIO : -err;
 	return NULL;
 }
 
-struct sonde_recorder *sonde_recorder_attach_writer(pid_t pid, sonde_spool_write_fn write,
+struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
 						    void *ctx, enum sonde_attach_mode mode,
 						    const struct sonde_record_opts *opts)
 {
@@ -227,7 +227,7 @@ struct sonde_recorder *sonde_recorder_attach_writer(pid_t pid, sonde_spool_write
 	return attach_or_free(r, pid, write, ctx, mode, opts);
 }
 
-struct sonde_recorder *sonde_recorder_attach(pid_t pid, const char *path,
+struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 					     enum sonde_attach_mode mode,
 					     const struct sonde_record_opts *opts)
 {
@@ -239,11 +239,11 @@ struct sonde_recorder *sonde_recorder_attach(pid_t pid, const char *path,
 	if (r->out_fd < 0) {
 		int err = errno;
 		sonde_error("cannot create %s: %s", path, strerror(err));
-		sonde_recorder_free(r);
+		sonde_recorder__free(r);
 		errno = err;
 		return NULL;
 	}
-	r = attach_or_free(r, pid, sonde_spool_write_fd, (void *)(intptr_t)r->out_fd, mode, opts);
+	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode, opts);
 	if (!r) {
 		/* Nothing was recorded: leave no half-written file behind. */
 		int err = errno;
@@ -253,7 +253,7 @@ struct sonde_recorder *sonde_recorder_attach(pid_t pid, const char *path,
 	return r;
 }
 
-int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
+int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
 {
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
@@ -282,11 +282,11 @@ int sonde_recorder_attach_process(struct sonde_recorder *r, pid_t pid, enum sond
 	else if (err)
 		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
 	if (!err && mode != SONDE_ATTACH_ON_EXEC)
-		err = sonde_recorder_enable(r);
+		err = sonde_recorder__enable(r);
 	return err ? err : SONDE_ATTACH_ATTACHED;
 }
 
-int sonde_recorder_detach_process(struct sonde_recorder *r, pid_t pid)
+int sonde_recorder__detach_process(struct sonde_recorder *r, pid_t pid)
 {
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
@@ -297,7 +297,7 @@ int sonde_recorder_detach_process(struct sonde_recorder *r, pid_t pid)
 	return sonde__rec_stop_process(r, p);
 }
 
-int sonde_recorder_epoll_fd(const struct sonde_recorder *r)
+int sonde_recorder__epoll_fd(const struct sonde_recorder *r)
 {
 	return r->epfd;
 }
@@ -403,7 +403,7 @@ static void drop_hung_up(struct sonde_recorder *r, const struct epoll_event *ev,
 	}
 }
 
-int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms, struct sonde_record_poll *out)
+int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_record_poll *out)
 {
 	struct sonde_record_poll pr = {0};
 	struct epoll_event ev[16];
@@ -428,7 +428,7 @@ int sonde_recorder_poll(struct sonde_recorder *r, int timeout_ms, struct sonde_r
 	return err ? err : (int)(pr.samples > INT32_MAX ? INT32_MAX : pr.samples);
 }
 
-int sonde_recorder_flush(struct sonde_recorder *r)
+int sonde_recorder__flush(struct sonde_recorder *r)
 {
 	struct sonde_record_poll pr = {0};
 
@@ -438,11 +438,11 @@ int sonde_recorder_flush(struct sonde_recorder *r)
 	if (!err)
 		err = sonde__rec_maybe_recover(r, true);
 	/* The writer is flushed whatever happened before. */
-	int ferr = sonde_spool_writer_flush(r->spool);
+	int ferr = sonde_spool_writer__flush(r->spool);
 	return sonde__rec_error(r, err ? err : ferr);
 }
 
-bool sonde_recorder_has_pending_events(const struct sonde_recorder *r)
+bool sonde_recorder__has_pending_events(const struct sonde_recorder *r)
 {
 	if (sonde__perf_sorter_count(r->sorter) > 0)
 		return true;
@@ -452,7 +452,7 @@ bool sonde_recorder_has_pending_events(const struct sonde_recorder *r)
 	return false;
 }
 
-int sonde_recorder_enable(struct sonde_recorder *r)
+int sonde_recorder__enable(struct sonde_recorder *r)
 {
 	if (r->finished)
 		return -SONDE_E_STATE;
@@ -475,13 +475,13 @@ int sonde_recorder_enable(struct sonde_recorder *r)
 	return err;
 }
 
-int sonde_recorder_disable(struct sonde_recorder *r)
+int sonde_recorder__disable(struct sonde_recorder *r)
 {
 	r->enabled = false;
 	return sonde__rec_enable_all(r, false);
 }
 
-int sonde_recorder_summary(const struct sonde_recorder *r, struct sonde_record_summary *out)
+int sonde_recorder__summary(const struct sonde_recorder *r, struct sonde_record_summary *out)
 {
 	struct sonde_record_summary s = r->sum;
 
@@ -501,7 +501,7 @@ int sonde_recorder_summary(const struct sonde_recorder *r, struct sonde_record_s
 	return 0;
 }
 
-int sonde_recorder_process_is_active(struct sonde_recorder *r, pid_t pid)
+int sonde_recorder__process_is_active(struct sonde_recorder *r, pid_t pid)
 {
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
@@ -530,19 +530,19 @@ static int count_alive(struct sonde_recorder *r, pid_t except, bool any_only)
 	return n;
 }
 
-int sonde_recorder_has_active_processes_except(struct sonde_recorder *r, pid_t pid)
+int sonde_recorder__has_active_processes_except(struct sonde_recorder *r, pid_t pid)
 {
 	int n = count_alive(r, pid > 0 ? pid : -1, true);
 
 	return n < 0 ? n : n > 0;
 }
 
-int sonde_recorder_active_process_count(struct sonde_recorder *r)
+int sonde_recorder__active_process_count(struct sonde_recorder *r)
 {
 	return count_alive(r, 0, false);
 }
 
-int sonde_recorder_refresh_threads(struct sonde_recorder *r, pid_t pid)
+int sonde_recorder__refresh_threads(struct sonde_recorder *r, pid_t pid)
 {
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
@@ -573,21 +573,21 @@ static void keep_first(struct sonde_recorder *r, int *first, int err, const char
 		sonde__rec_context_error(r, err, what);
 }
 
-int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary *out)
+int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary *out)
 {
 	struct sonde_record_poll pr = {0};
 	int first = r->first_error;
 
 	if (r->finished)
 		return -SONDE_E_STATE;
-	keep_first(r, &first, sonde_recorder_disable(r), "disabling events");
+	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
 	for (size_t i = 0; i < r->n_procs; i++)
 		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop), "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
 	/* Flushing is attempted whatever happened before. */
-	keep_first(r, &first, sonde_spool_writer_finish(r->spool), "flushing the spool");
+	keep_first(r, &first, sonde_spool_writer__finish(r->spool), "flushing the spool");
 	if (r->out_fd >= 0) {
 		if (close(r->out_fd) < 0)
 			keep_first(r, &first, -errno, "closing the spool file");
@@ -596,11 +596,11 @@ int sonde_recorder_finish(struct sonde_recorder *r, struct sonde_record_summary 
 	r->sum.duration_ns = sonde__rec_now() - r->start_mono;
 	r->finished = true;
 	if (out)
-		keep_first(r, &first, sonde_recorder_summary(r, out), "the summary");
+		keep_first(r, &first, sonde_recorder__summary(r, out), "the summary");
 	return first;
 }
 
-void sonde_recorder_free(struct sonde_recorder *r)
+void sonde_recorder__free(struct sonde_recorder *r)
 {
 	if (!r)
 		return;
@@ -620,7 +620,7 @@ void sonde_recorder_free(struct sonde_recorder *r)
 	if (r->out_fd >= 0)
 		close(r->out_fd);
 	sonde__rec_live_free(r);
-	sonde_spool_writer_free(r->spool);
+	sonde_spool_writer__free(r->spool);
 	sonde__perf_sorter_free(r->sorter);
 	sonde__rec_track_free(r);
 	free(r->bidcache_dir);

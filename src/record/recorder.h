@@ -179,7 +179,7 @@ void sonde__rec_images_free(struct sonde_recorder *r);
 /* track.c */
 struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
 /* Stops recording process p: its threads' events closed, its modules retired, every later
- * record of it ignored (sonde_recorder_detach_process). */
+ * record of it ignored (sonde_recorder__detach_process). */
 int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 /* After p was seen running a new program: asks opts.exec_check whether to go on. */
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);

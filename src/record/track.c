@@ -212,7 +212,7 @@ int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint
 		.build_id_len = b ? b->len : 0,
 		.path = mod.path,
 	};
-	int err = sonde_spool_add_module(r->spool, sonde__rec_time(r, time), &def, &mod.id);
+	int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def, &mod.id);
 	if (err)
 		return sonde__rec_error(r, err);
 	p->has_spool_modules = true;
@@ -254,7 +254,7 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 	int err = 0;
 
 	if (p->has_spool_modules)
-		err = sonde_spool_retire_process(r->spool, sonde__rec_time(r, time), (uint32_t)p->pid);
+		err = sonde_spool_writer__retire_process(r->spool, sonde__rec_time(r, time), (uint32_t)p->pid);
 	p->has_spool_modules = false;
 	sonde__modtable_clear(&p->mods);
 	return err ? sonde__rec_error(r, err) : 0;
@@ -278,7 +278,7 @@ static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t t
 	}
 	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
-	int err = sonde_spool_add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
+	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
 					 t->comm, &t->spool_id);
 	if (err)
 		return sonde__rec_error(r, err);
@@ -301,7 +301,7 @@ static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 			.pgoff = REC_KERNEL_START,
 			.path = path,
 		};
-		int err = sonde_spool_add_module(r->spool, sonde__rec_time(r, time), &def,
+		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def,
 						 &r->kernel_module);
 		if (err)
 			return sonde__rec_error(r, err);
@@ -393,7 +393,7 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	err = thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
 	if (err)
 		return err;
-	err = sonde_spool_add_sample(r->spool, sonde__rec_time(r, rec->time), tid_id, r->frames, n + nk,
+	err = sonde_spool_writer__add_sample(r->spool, sonde__rec_time(r, rec->time), tid_id, r->frames, n + nk,
 				     flags);
 	if (err)
 		return sonde__rec_error(r, err);

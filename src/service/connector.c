@@ -403,7 +403,7 @@ int sonde__connector_init(struct svc *s, const struct sonde_service_opts *o)
 	cx->lcookie = s->next_conn_id++;
 	s->cx = cx;
 	if (!(cx->path = strdup(name)) || sonde__loop_add(&s->loop, fd, EPOLLIN, cx->lcookie) < 0)
-		return -ENOMEM; /* sonde_service_new frees it */
+		return -ENOMEM; /* sonde_service__new frees it */
 	return 0;
 }
 

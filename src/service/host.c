@@ -427,7 +427,7 @@ static int listen_on(struct svc *s, const struct sonde_service_opts *o, int whic
 			which ? SVC_COOKIE_CONSUMER_LISTENER : SVC_COOKIE_PRODUCER_LISTENER);
 }
 
-struct sonde_service *sonde_service_new(const struct sonde_service_opts *opts)
+struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 {
 	struct sonde_service *ss = calloc(1, sizeof(*ss));
 	const char *prod = NULL, *cons = NULL;
@@ -459,24 +459,24 @@ struct sonde_service *sonde_service_new(const struct sonde_service_opts *opts)
 	if (rc == 0 && !(s->t_housekeeping = sonde__loop_timer_add(&s->loop, 1000, housekeeping, 0)))
 		rc = -ENOMEM;
 	if (rc < 0) {
-		sonde_service_free(ss);
+		sonde_service__free(ss);
 		errno = -rc;
 		return NULL;
 	}
 	return ss;
 }
 
-int sonde_service_fd(const struct sonde_service *ss)
+int sonde_service__fd(const struct sonde_service *ss)
 {
 	return ss->s.loop.epfd;
 }
 
-int sonde_service_timeout_ms(const struct sonde_service *ss)
+int sonde_service__timeout_ms(const struct sonde_service *ss)
 {
 	return sonde__loop_timeout_ms(&ss->s.loop);
 }
 
-int sonde_service_process(struct sonde_service *ss)
+int sonde_service__process(struct sonde_service *ss)
 {
 	int rc = sonde__loop_process(&ss->s.loop, 0);
 
@@ -484,21 +484,21 @@ int sonde_service_process(struct sonde_service *ss)
 	return rc < 0 ? rc : 0;
 }
 
-const char *sonde_service_socket(const struct sonde_service *ss, int which)
+const char *sonde_service__socket(const struct sonde_service *ss, int which)
 {
 	if (which == SONDE_SOCKET_CONNECTOR)
 		return sonde__connector_path(&ss->s);
 	return ss->s.path[which ? 1 : 0];
 }
 
-int sonde_service_start_perf(struct sonde_service *ss)
+int sonde_service__start_perf(struct sonde_service *ss)
 {
 	if (!ss || ss->s.perfds)
 		return -EINVAL;
 	return sonde__perfds_start(&ss->s, ss->s.path[0]);
 }
 
-void sonde_service_free(struct sonde_service *ss)
+void sonde_service__free(struct sonde_service *ss)
 {
 	if (!ss)
 		return;

@@ -248,7 +248,7 @@ static int start_encoder(struct inst *in)
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 	uint32_t counter = in->cfg.counter;
 
-	sonde_recorder_summary(in->rec, &sum);
+	sonde_recorder__summary(in->rec, &sum);
 	if (counter == PERFDS_COUNTER_HW_CPU_CYCLES && strcmp(sum.event, "cycles") != 0) {
 		note(in, LOG_PRIO_WARN, 0,
 		     "HW_CPU_CYCLES is not available here (%s): sampling SW_CPU_CLOCK instead",
@@ -306,7 +306,7 @@ static int attach(struct inst *in, pid_t pid)
 			.exec_check_ctx = in,
 		};
 		in->rec =
-			sonde_recorder_attach_writer(pid, rec_write, in, SONDE_ATTACH_RUNNING, &o);
+			sonde_recorder__attach_writer(pid, rec_write, in, SONDE_ATTACH_RUNNING, &o);
 		if (!in->rec) {
 			rc = -errno;
 			sonde__buf_free(&in->pre);
@@ -316,7 +316,7 @@ static int attach(struct inst *in, pid_t pid)
 		}
 		rc = start_encoder(in);
 	} else {
-		rc = sonde_recorder_attach_process(in->rec, pid, SONDE_ATTACH_RUNNING);
+		rc = sonde_recorder__attach_process(in->rec, pid, SONDE_ATTACH_RUNNING);
 		if (rc == SONDE_ATTACH_EXITED)
 			rc = -ESRCH;
 	}
@@ -442,7 +442,7 @@ static void attach_checked(struct inst *in, pid_t pid, int pidfd, bool listed)
 	if (rc < 0 || why) {
 		if (why)
 			refuse(in, pid, &t, " after its events were opened", why);
-		sonde_recorder_detach_process(in->rec, pid);
+		sonde_recorder__detach_process(in->rec, pid);
 		target_forget(in, pid);
 		return;
 	}
@@ -532,13 +532,13 @@ static void drain(struct inst *in, bool finish)
 	if (!in->rec)
 		return;
 	if (finish) {
-		rc = sonde_recorder_finish(in->rec, &sum);
+		rc = sonde_recorder__finish(in->rec, &sum);
 	} else {
 		struct sonde_record_poll po = {.sz = sizeof(po)};
-		rc = sonde_recorder_poll(in->rec, 0, &po);
+		rc = sonde_recorder__poll(in->rec, 0, &po);
 		if (rc >= 0)
-			rc = sonde_recorder_flush(in->rec);
-		sonde_recorder_summary(in->rec, &sum);
+			rc = sonde_recorder__flush(in->rec);
+		sonde_recorder__summary(in->rec, &sum);
 	}
 	if (rc < 0)
 		sonde_warn("linux.perf: recording failed: %s", sonde_strerror(rc));
@@ -548,7 +548,7 @@ static void drain(struct inst *in, bool finish)
 		in->lost_reported = sum.lost_events;
 	}
 	if (finish) {
-		sonde_recorder_free(in->rec);
+		sonde_recorder__free(in->rec);
 		in->rec = NULL;
 	}
 }
@@ -673,7 +673,7 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 		note(in, LOG_PRIO_ERROR, 0, "config refused: %s", in->err);
 		return;
 	}
-	if (!pd->sym && !(pd->sym = sonde_symbolizer_new(NULL)))
+	if (!pd->sym && !(pd->sym = sonde_symbolizer__new(NULL)))
 		sonde_warn("linux.perf: no symbolizer: %s", sonde_strerror(-errno));
 	authorize_kernel(in);
 	/* Yama restricts attaching; without it (no such file) nothing is restricted. */
@@ -771,7 +771,7 @@ static void tick(struct perfds *pd, const struct pollfd *fds, size_t nfds)
 		struct inst *in = pd->inst[i];
 		bool ready = false;
 		for (size_t k = 2; in->rec && k < nfds; k++)
-			ready |= fds[k].fd == sonde_recorder_epoll_fd(in->rec) && fds[k].revents;
+			ready |= fds[k].fd == sonde_recorder__epoll_fd(in->rec) && fds[k].revents;
 		if (in->rec && (ready || now >= in->next_read_ms)) {
 			drain(in, false);
 			in->next_read_ms = now + in->cfg.read_period_ms;
@@ -812,7 +812,7 @@ static void *thread_main(void *arg)
 			for (size_t i = 0; i < pd->ninst; i++)
 				if (pd->inst[i]->rec)
 					fds[n++] = (struct pollfd){
-						.fd = sonde_recorder_epoll_fd(pd->inst[i]->rec),
+						.fd = sonde_recorder__epoll_fd(pd->inst[i]->rec),
 						.events = POLLIN};
 			timeout = poll_timeout(pd);
 		}
@@ -870,7 +870,7 @@ void sonde__perfds_stop(struct svc *s)
 	if (write(pd->stop_fd, &one, sizeof(one)) != sizeof(one))
 		sonde_warn("linux.perf: cannot signal the thread: %s", strerror(errno));
 	pthread_join(pd->th, NULL);
-	sonde_symbolizer_free(pd->sym);
+	sonde_symbolizer__free(pd->sym);
 	s->perfds = NULL;
 	pthread_mutex_destroy(&pd->lock);
 	close(pd->stop_fd);

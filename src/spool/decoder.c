@@ -56,14 +56,14 @@ struct sonde_spool_decoder {
 	size_t depth_cap;
 };
 
-struct sonde_spool_decoder *sonde_spool_decoder_new(void)
+struct sonde_spool_decoder *sonde_spool_decoder__new(void)
 {
 	struct sonde_spool_decoder *d = calloc(1, sizeof(*d));
 
 	if (!d)
 		return NULL;
 	if (sonde__array_grow(&d->depth, &d->depth_cap, 1, sizeof(*d->depth), 64) < 0) {
-		sonde_spool_decoder_free(d);
+		sonde_spool_decoder__free(d);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -71,7 +71,7 @@ struct sonde_spool_decoder *sonde_spool_decoder_new(void)
 	return d;
 }
 
-void sonde_spool_decoder_free(struct sonde_spool_decoder *d)
+void sonde_spool_decoder__free(struct sonde_spool_decoder *d)
 {
 	if (!d)
 		return;
@@ -82,12 +82,12 @@ void sonde_spool_decoder_free(struct sonde_spool_decoder *d)
 	free(d);
 }
 
-uint64_t sonde_spool_decoder_offset(const struct sonde_spool_decoder *d)
+uint64_t sonde_spool_decoder__offset(const struct sonde_spool_decoder *d)
 {
 	return d->offset;
 }
 
-int sonde_spool_decoder_ended(const struct sonde_spool_decoder *d)
+int sonde_spool_decoder__ended(const struct sonde_spool_decoder *d)
 {
 	return d->ended;
 }
@@ -466,7 +466,7 @@ static int decode_sample(struct sonde_spool_decoder *d, const uint8_t *buf, size
 	return (int)(p - buf);
 }
 
-int sonde_spool_decode(struct sonde_spool_decoder *d, const void *buf, size_t len,
+int sonde_spool_decoder__decode(struct sonde_spool_decoder *d, const void *buf, size_t len,
 		       struct sonde_spool_record *rec)
 {
 	const uint8_t *b = buf;

@@ -135,7 +135,7 @@ static long feed(struct sonde_spool *s, const uint8_t *buf, size_t len)
 	size_t pos = 0;
 
 	while (pos < len) {
-		int r = sonde_spool_decode(s->dec, buf + pos, len - pos, &rec);
+		int r = sonde_spool_decoder__decode(s->dec, buf + pos, len - pos, &rec);
 		if (r <= 0) {
 			if (r < 0)
 				return r;
@@ -145,7 +145,7 @@ static long feed(struct sonde_spool *s, const uint8_t *buf, size_t len)
 		if (k < 0)
 			return k;
 		pos += (size_t)r;
-		s->info.valid_bytes = sonde_spool_decoder_offset(s->dec);
+		s->info.valid_bytes = sonde_spool_decoder__offset(s->dec);
 	}
 	return (long)pos;
 }
@@ -156,7 +156,7 @@ static struct sonde_spool *reader_new(void)
 
 	if (!s)
 		return NULL;
-	s->dec = sonde_spool_decoder_new();
+	s->dec = sonde_spool_decoder__new();
 	if (!s->dec) {
 		free(s);
 		return NULL;
@@ -176,13 +176,13 @@ static int finish_input(struct sonde_spool *s, size_t leftover)
 static struct sonde_spool *fail(struct sonde_spool *s, int err, uint64_t *err_offset)
 {
 	if (err_offset)
-		*err_offset = s ? sonde_spool_decoder_offset(s->dec) : 0;
-	sonde_spool_close(s);
+		*err_offset = s ? sonde_spool_decoder__offset(s->dec) : 0;
+	sonde_spool__close(s);
 	errno = -err;
 	return NULL;
 }
 
-struct sonde_spool *sonde_spool_open_mem(const void *buf, size_t len, uint64_t *err_offset)
+struct sonde_spool *sonde_spool__open_mem(const void *buf, size_t len, uint64_t *err_offset)
 {
 	struct sonde_spool *s;
 	long r;
@@ -236,7 +236,7 @@ static int read_all(struct sonde_spool *s, int fd)
 	return err;
 }
 
-struct sonde_spool *sonde_spool_open(const char *path, uint64_t *err_offset)
+struct sonde_spool *sonde_spool__open(const char *path, uint64_t *err_offset)
 {
 	struct sonde_spool *s;
 	int fd, err;
@@ -258,7 +258,7 @@ struct sonde_spool *sonde_spool_open(const char *path, uint64_t *err_offset)
 	return s;
 }
 
-void sonde_spool_close(struct sonde_spool *s)
+void sonde_spool__close(struct sonde_spool *s)
 {
 	if (!s)
 		return;
@@ -273,16 +273,16 @@ void sonde_spool_close(struct sonde_spool *s)
 	free(s->samples);
 	free(s->frames);
 	free(s->nodes);
-	sonde_spool_decoder_free(s->dec);
+	sonde_spool_decoder__free(s->dec);
 	free(s);
 }
 
-void sonde_spool_get_info(const struct sonde_spool *s, struct sonde_spool_info *info)
+void sonde_spool__get_info(const struct sonde_spool *s, struct sonde_spool_info *info)
 {
 	*info = s->info;
 }
 
-int sonde_spool_get_sample(const struct sonde_spool *s, uint64_t i, struct sonde_spool_sample *out)
+int sonde_spool__get_sample(const struct sonde_spool *s, uint64_t i, struct sonde_spool_sample *out)
 {
 	if (i >= s->info.samples)
 		return -ERANGE;
@@ -290,7 +290,7 @@ int sonde_spool_get_sample(const struct sonde_spool *s, uint64_t i, struct sonde
 	return 0;
 }
 
-int sonde_spool_get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t *frames, size_t max)
+int sonde_spool__get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t *frames, size_t max)
 {
 	int depth = 0;
 
@@ -306,7 +306,7 @@ int sonde_spool_get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t 
 	return depth;
 }
 
-int sonde_spool_get_node(const struct sonde_spool *s, uint32_t stack, uint32_t *parent,
+int sonde_spool__get_node(const struct sonde_spool *s, uint32_t stack, uint32_t *parent,
 			 uint32_t *frame)
 {
 	if (stack == 0 || stack > s->info.stacks)
@@ -316,7 +316,7 @@ int sonde_spool_get_node(const struct sonde_spool *s, uint32_t stack, uint32_t *
 	return 0;
 }
 
-int sonde_spool_get_frame(const struct sonde_spool *s, uint32_t frame,
+int sonde_spool__get_frame(const struct sonde_spool *s, uint32_t frame,
 			  struct sonde_spool_frame *out)
 {
 	if (frame == 0 || frame > s->info.frames)
@@ -325,7 +325,7 @@ int sonde_spool_get_frame(const struct sonde_spool *s, uint32_t frame,
 	return 0;
 }
 
-int sonde_spool_get_module(const struct sonde_spool *s, uint32_t module,
+int sonde_spool__get_module(const struct sonde_spool *s, uint32_t module,
 			   struct sonde_spool_module *out)
 {
 	if (module == 0 || module > s->info.modules)
@@ -334,7 +334,7 @@ int sonde_spool_get_module(const struct sonde_spool *s, uint32_t module,
 	return 0;
 }
 
-int sonde_spool_get_thread(const struct sonde_spool *s, uint32_t thread,
+int sonde_spool__get_thread(const struct sonde_spool *s, uint32_t thread,
 			   struct sonde_spool_thread *out)
 {
 	if (thread == 0 || thread > s->info.threads)

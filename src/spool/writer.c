@@ -172,7 +172,7 @@ static int push(struct sonde_spool_writer *w, size_t at_least)
 	return 0;
 }
 
-int sonde_spool_write_fd(void *ctx, const void *buf, size_t len)
+int sonde_spool_writer__write_fd(void *ctx, const void *buf, size_t len)
 {
 	int fd = (int)(intptr_t)ctx;
 	const uint8_t *p = buf;
@@ -203,7 +203,7 @@ static void put_header(struct buf *b, const struct sonde_spool_header *h)
 	put_bytes(b, payload, n);
 }
 
-struct sonde_spool_writer *sonde_spool_writer_new(sonde_spool_write_fn write, void *ctx,
+struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, void *ctx,
 						  const struct sonde_spool_header *h)
 {
 	struct sonde_spool_writer *w;
@@ -224,7 +224,7 @@ struct sonde_spool_writer *sonde_spool_writer_new(sonde_spool_write_fn write, vo
 		goto fail;
 	return w;
 fail:
-	sonde_spool_writer_free(w);
+	sonde_spool_writer__free(w);
 	errno = ENOMEM;
 	return NULL;
 }
@@ -238,7 +238,7 @@ static int check_open(struct sonde_spool_writer *w)
 	return w->finished ? -SONDE_E_STATE : 0;
 }
 
-int sonde_spool_add_module(struct sonde_spool_writer *w, uint64_t time_ns,
+int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_ns,
 			   const struct sonde_spool_module_def *m, uint32_t *id)
 {
 	int r = check_open(w);
@@ -283,7 +283,7 @@ int sonde_spool_add_module(struct sonde_spool_writer *w, uint64_t time_ns,
 	return 0;
 }
 
-int sonde_spool_add_thread(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid,
+int sonde_spool_writer__add_thread(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid,
 			   uint32_t tid, const char *comm, uint32_t *id)
 {
 	int r = check_open(w);
@@ -308,7 +308,7 @@ int sonde_spool_add_thread(struct sonde_spool_writer *w, uint64_t time_ns, uint3
 	return 0;
 }
 
-int sonde_spool_retire_process(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid)
+int sonde_spool_writer__retire_process(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid)
 {
 	int r = check_open(w);
 
@@ -382,7 +382,7 @@ static int intern_stack(struct sonde_spool_writer *w, const struct sonde_spool_f
 	return 0;
 }
 
-int sonde_spool_add_sample(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
+int sonde_spool_writer__add_sample(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
 			   const struct sonde_spool_frame *frames, size_t n_frames, uint32_t flags)
 {
 	int r = check_open(w);
@@ -416,14 +416,14 @@ int sonde_spool_add_sample(struct sonde_spool_writer *w, uint64_t time_ns, uint3
 	return push(w, FLUSH_AT);
 }
 
-int sonde_spool_writer_flush(struct sonde_spool_writer *w)
+int sonde_spool_writer__flush(struct sonde_spool_writer *w)
 {
 	if (!w)
 		return -EINVAL;
 	return push(w, 1);
 }
 
-int sonde_spool_writer_finish(struct sonde_spool_writer *w)
+int sonde_spool_writer__finish(struct sonde_spool_writer *w)
 {
 	int r = check_open(w);
 
@@ -436,7 +436,7 @@ int sonde_spool_writer_finish(struct sonde_spool_writer *w)
 	return push(w, 1);
 }
 
-void sonde_spool_writer_free(struct sonde_spool_writer *w)
+void sonde_spool_writer__free(struct sonde_spool_writer *w)
 {
 	if (!w)
 		return;

@@ -555,7 +555,7 @@ static int mod_vaddr(const struct sym_mod *sm, const struct sonde_sym_module *m,
 	return -SONDE_E_RANGE;
 }
 
-SONDE_API int sonde_symbolize(struct sonde_symbolizer *s, const struct sonde_sym_module *m,
+SONDE_API int sonde_symbolizer__symbolize(struct sonde_symbolizer *s, const struct sonde_sym_module *m,
 			      uint64_t offset, struct sonde_sym_frame *out, size_t max)
 {
 	struct sym_mod *sm;
@@ -590,7 +590,7 @@ SONDE_API int sonde_symbolize(struct sonde_symbolizer *s, const struct sonde_sym
 	return mod_fallback(s, sm, offset, SONDE_SYM_NATIVE, out);
 }
 
-SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
+SONDE_API int sonde_symbolizer__symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint64_t addr,
 				  struct sonde_sym_frame *out, size_t max)
 {
 	const char *name;
@@ -610,7 +610,7 @@ SONDE_API int sonde_symbolize_raw(struct sonde_symbolizer *s, uint32_t pid, uint
 	return 1;
 }
 
-SONDE_API int sonde_symbolizer_add_image(struct sonde_symbolizer *s,
+SONDE_API int sonde_symbolizer__add_image(struct sonde_symbolizer *s,
 					 const struct sonde_sym_module *m, int fd)
 {
 	struct elfimg img;
@@ -638,7 +638,7 @@ SONDE_API int sonde_symbolizer_add_image(struct sonde_symbolizer *s,
 	return r;
 }
 
-SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
+SONDE_API int sonde_symbolizer__add_image_from_pid(struct sonde_symbolizer *s,
 						  const struct sonde_sym_module *m)
 {
 	/* map_files entries are the kernel's links to what is mapped: followed, but a mapped
@@ -654,12 +654,12 @@ SONDE_API int sonde_symbolizer_add_image_from_pid(struct sonde_symbolizer *s,
 	fd = sonde__regfile_open(path, &rules, NULL);
 	if (fd < 0)
 		return fd;
-	r = sonde_symbolizer_add_image(s, m, fd);
+	r = sonde_symbolizer__add_image(s, m, fd);
 	close(fd);
 	return r;
 }
 
-SONDE_API int sonde_symbolizer_get_stats(const struct sonde_symbolizer *s,
+SONDE_API int sonde_symbolizer__get_stats(const struct sonde_symbolizer *s,
 					 struct sonde_symbolizer_stats *out)
 {
 	struct sonde_symbolizer_stats st;
@@ -677,7 +677,7 @@ SONDE_API int sonde_symbolizer_get_stats(const struct sonde_symbolizer *s,
 	return 0;
 }
 
-SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t pid)
+SONDE_API int sonde_symbolizer__forget_pid(struct sonde_symbolizer *s, uint32_t pid)
 {
 	struct sym_perfmap *p;
 
@@ -690,7 +690,7 @@ SONDE_API int sonde_symbolizer_forget_pid(struct sonde_symbolizer *s, uint32_t p
 	return 1;
 }
 
-SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbolizer_opts *opts)
+SONDE_API struct sonde_symbolizer *sonde_symbolizer__new(const struct sonde_symbolizer_opts *opts)
 {
 	struct sonde_symbolizer *s = calloc(1, sizeof(*s));
 
@@ -716,7 +716,7 @@ SONDE_API struct sonde_symbolizer *sonde_symbolizer_new(const struct sonde_symbo
 	return s;
 }
 
-SONDE_API void sonde_symbolizer_free(struct sonde_symbolizer *s)
+SONDE_API void sonde_symbolizer__free(struct sonde_symbolizer *s)
 {
 	uint64_t pid, val;
 

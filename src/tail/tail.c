@@ -86,7 +86,7 @@ struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts
 		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 	}
 	t = calloc(1, sizeof(*t));
-	if (!t || !(t->dec = sonde_spool_decoder_new())) {
+	if (!t || !(t->dec = sonde_spool_decoder__new())) {
 		int err = errno ? errno : ENOMEM;
 		free(t);
 		close(fd);
@@ -98,10 +98,10 @@ struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts
 	if (o.symbolizer) {
 		/* Created now: its options (and their strings) are only borrowed during this
 		 * call. Without options it is created on first use. */
-		t->sym = sonde_symbolizer_new(o.symbolizer);
+		t->sym = sonde_symbolizer__new(o.symbolizer);
 		if (!t->sym) {
 			int err = errno;
-			sonde_tail_free(t);
+			sonde_tail__free(t);
 			errno = err;
 			return NULL;
 		}
@@ -109,7 +109,7 @@ struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts
 	return t;
 }
 
-struct sonde_tail *sonde_tail_open(const char *path, const struct sonde_tail_opts *opts)
+struct sonde_tail *sonde_tail__open(const char *path, const struct sonde_tail_opts *opts)
 {
 	bool punch = opts &&
 		     opts->sz >= offsetof(struct sonde_tail_opts, punch_holes) + sizeof(int) &&
@@ -125,7 +125,7 @@ struct sonde_tail *sonde_tail_open(const char *path, const struct sonde_tail_opt
 	return sonde__tail_new_fd(fd, opts);
 }
 
-struct sonde_tail *sonde_tail_open_fd(int fd, const struct sonde_tail_opts *opts)
+struct sonde_tail *sonde_tail__open_fd(int fd, const struct sonde_tail_opts *opts)
 {
 	int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 
@@ -139,7 +139,7 @@ void sonde__tail_set_recorder(struct sonde_tail *t, struct sonde_recorder *r)
 	t->rec = r;
 }
 
-void sonde_tail_free(struct sonde_tail *t)
+void sonde_tail__free(struct sonde_tail *t)
 {
 	if (!t)
 		return;
@@ -158,8 +158,8 @@ void sonde_tail_free(struct sonde_tail *t)
 	free(t->samples);
 	free(t->invalid);
 	free(t->buf);
-	sonde_symbolizer_free(t->sym);
-	sonde_spool_decoder_free(t->dec);
+	sonde_symbolizer__free(t->sym);
+	sonde_spool_decoder__free(t->dec);
 	if (t->fd >= 0)
 		close(t->fd);
 	free(t);
@@ -170,7 +170,7 @@ static int fail(struct sonde_tail *t, int err)
 	if (!t->err) {
 		t->err = err;
 		sonde_error("spool tail: %s at byte %llu", sonde_strerror(err),
-			    (unsigned long long)sonde_spool_decoder_offset(t->dec));
+			    (unsigned long long)sonde_spool_decoder__offset(t->dec));
 	}
 	return err;
 }
@@ -206,7 +206,7 @@ static void share_image(struct sonde_tail *t, size_t id)
 	if (fd < 0)
 		return;
 	sym_module(m, &sm);
-	int err = sonde_symbolizer_add_image(t->sym, &sm, fd);
+	int err = sonde_symbolizer__add_image(t->sym, &sm, fd);
 	if (err && err != -SONDE_E_LIMIT)
 		sonde_debug("tail: image of %s not shared: %s", m->def.path, sonde_strerror(err));
 }
@@ -220,34 +220,34 @@ static int invalidate(struct sonde_tail *t, uint32_t pid)
 		return -ENOMEM;
 	t->invalid[t->n_invalid++] = pid;
 	if (t->sym)
-		sonde_symbolizer_forget_pid(t->sym, pid);
+		sonde_symbolizer__forget_pid(t->sym, pid);
 	return 0;
 }
 
-struct sonde_symbolizer *sonde_tail_symbolizer(struct sonde_tail *t)
+struct sonde_symbolizer *sonde_tail__symbolizer(struct sonde_tail *t)
 {
 	if (t->sym)
 		return t->sym;
-	t->sym = sonde_symbolizer_new(NULL);
+	t->sym = sonde_symbolizer__new(NULL);
 	for (size_t id = 1; t->sym && id <= t->n_modules; id++)
 		share_image(t, id);
 	return t->sym;
 }
 
-int sonde_tail_symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
+int sonde_tail__symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
 			 struct sonde_sym_frame *out, size_t max)
 {
 	struct sonde_sym_module sm;
 
 	if (!frame || frame > t->n_frames || !out || !max)
 		return -EINVAL;
-	if (!sonde_tail_symbolizer(t))
+	if (!sonde_tail__symbolizer(t))
 		return -errno;
 	const struct sonde_spool_frame *f = &t->frames[frame - 1];
 	if (!f->module)
-		return sonde_symbolize_raw(t->sym, pid, f->addr, out, max);
+		return sonde_symbolizer__symbolize_raw(t->sym, pid, f->addr, out, max);
 	sym_module(&t->modules[f->module - 1], &sm);
-	return sonde_symbolize(t->sym, &sm, f->addr, out, max);
+	return sonde_symbolizer__symbolize(t->sym, &sm, f->addr, out, max);
 }
 
 /* ---- phase 2: keeping what records define ---- */
@@ -353,7 +353,7 @@ static int decode_buffered(struct sonde_tail *t, size_t *left, struct sonde_tail
 	struct sonde_spool_record rec;
 
 	while (*left && t->pos < t->len) {
-		int n = sonde_spool_decode(t->dec, t->buf + t->pos, t->len - t->pos, &rec);
+		int n = sonde_spool_decoder__decode(t->dec, t->buf + t->pos, t->len - t->pos, &rec);
 		if (n < 0)
 			return n;
 		if (n == 0)
@@ -410,7 +410,7 @@ static int check_size(struct sonde_tail *t)
 /* Deallocates whole blocks that hold consumed records only. */
 static void punch_consumed(struct sonde_tail *t)
 {
-	uint64_t upto = sonde_spool_decoder_offset(t->dec) / PUNCH_BLOCK * PUNCH_BLOCK;
+	uint64_t upto = sonde_spool_decoder__offset(t->dec) / PUNCH_BLOCK * PUNCH_BLOCK;
 
 	if (!t->punch || upto <= t->punched)
 		return;
@@ -424,7 +424,7 @@ static void punch_consumed(struct sonde_tail *t)
 	t->punched = upto;
 }
 
-int sonde_tail_poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
+int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 		    struct sonde_tail_batch *out)
 {
 	struct sonde_tail_batch b = {0};
@@ -454,7 +454,7 @@ int sonde_tail_poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 	b.n_samples = t->n_samples;
 	b.invalidated_pids = t->invalid;
 	b.n_invalidated = t->n_invalid;
-	b.offset = sonde_spool_decoder_offset(t->dec);
+	b.offset = sonde_spool_decoder__offset(t->dec);
 	b.pending = t->len - t->pos;
 	b.ended = t->ended;
 	if (out && out->sz >= sizeof(size_t)) {
@@ -464,12 +464,12 @@ int sonde_tail_poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 	return b.records > INT32_MAX ? INT32_MAX : (int)b.records;
 }
 
-uint64_t sonde_tail_offset(const struct sonde_tail *t)
+uint64_t sonde_tail__offset(const struct sonde_tail *t)
 {
-	return sonde_spool_decoder_offset(t->dec);
+	return sonde_spool_decoder__offset(t->dec);
 }
 
-int sonde_tail_header(const struct sonde_tail *t, struct sonde_spool_header *out)
+int sonde_tail__header(const struct sonde_tail *t, struct sonde_spool_header *out)
 {
 	if (!t->have_header)
 		return -EAGAIN;
@@ -479,7 +479,7 @@ int sonde_tail_header(const struct sonde_tail *t, struct sonde_spool_header *out
 
 /* ---- definitions ---- */
 
-int sonde_tail_get_node(const struct sonde_tail *t, uint32_t stack, uint32_t *parent,
+int sonde_tail__get_node(const struct sonde_tail *t, uint32_t stack, uint32_t *parent,
 			uint32_t *frame)
 {
 	if (!stack || stack > t->n_nodes)
@@ -489,7 +489,7 @@ int sonde_tail_get_node(const struct sonde_tail *t, uint32_t stack, uint32_t *pa
 	return 0;
 }
 
-int sonde_tail_get_stack(const struct sonde_tail *t, uint32_t stack, uint32_t *frames, size_t max)
+int sonde_tail__get_stack(const struct sonde_tail *t, uint32_t stack, uint32_t *frames, size_t max)
 {
 	int depth = 0;
 
@@ -506,7 +506,7 @@ int sonde_tail_get_stack(const struct sonde_tail *t, uint32_t stack, uint32_t *f
 	return depth;
 }
 
-int sonde_tail_get_frame(const struct sonde_tail *t, uint32_t frame, struct sonde_spool_frame *out)
+int sonde_tail__get_frame(const struct sonde_tail *t, uint32_t frame, struct sonde_spool_frame *out)
 {
 	if (!frame || frame > t->n_frames)
 		return -ERANGE;
@@ -514,7 +514,7 @@ int sonde_tail_get_frame(const struct sonde_tail *t, uint32_t frame, struct sond
 	return 0;
 }
 
-int sonde_tail_get_module(const struct sonde_tail *t, uint32_t module,
+int sonde_tail__get_module(const struct sonde_tail *t, uint32_t module,
 			  struct sonde_spool_module *out)
 {
 	if (!module || module > t->n_modules)
@@ -523,7 +523,7 @@ int sonde_tail_get_module(const struct sonde_tail *t, uint32_t module,
 	return 0;
 }
 
-int sonde_tail_get_thread(const struct sonde_tail *t, uint32_t thread,
+int sonde_tail__get_thread(const struct sonde_tail *t, uint32_t thread,
 			  struct sonde_spool_thread *out)
 {
 	if (!thread || thread > t->n_threads)

@@ -1,6 +1,6 @@
 /* The tail's link to a recorder in the same process. Internal to libsonde.
  *
- * A tail made by sonde_recorder_tail asks the recorder for the exact image of each module
+ * A tail made by sonde_recorder__tail asks the recorder for the exact image of each module
  * it sees; the recorder tells its tail when it goes away, so neither outlives a pointer
  * to the other.
  */

@@ -45,7 +45,7 @@ const char *sonde__unwind_fallback_name(enum unwind_fallback r)
 	return (unsigned)r < UNWIND_FB_COUNT ? fallback_names[r] : "unknown";
 }
 
-const char *sonde_unwind_fallback_name(unsigned i)
+const char *sonde_recorder__unwind_fallback_name(unsigned i)
 {
 	return sonde__unwind_fallback_name((enum unwind_fallback)i);
 }

@@ -228,7 +228,7 @@ int client_count_test_packets(const void *trace, size_t len, int n, size_t big)
 	int found = 0, r;
 
 	ASSERT(seen != NULL);
-	while ((r = sonde_trace_next_packet(trace, len, &pos, &pkt, &plen)) > 0) {
+	while ((r = sonde_trace__next_packet(trace, len, &pos, &pkt, &plen)) > 0) {
 		struct pb_reader pr = pb_reader_init(pkt, plen);
 		struct pb_field f;
 		int rc;

@@ -10,8 +10,8 @@ static void open_common(struct life_spool *ls)
 {
 	struct sonde_symbolizer_opts o = {.sz = sizeof(o)};
 
-	sonde_spool_get_info(ls->s, &ls->info);
-	ls->sym = sonde_symbolizer_new(&o);
+	sonde_spool__get_info(ls->s, &ls->info);
+	ls->sym = sonde_symbolizer__new(&o);
 	if (!ls->sym)
 		FAIL("cannot create a symbolizer: %s", sonde_strerror(errno));
 }
@@ -21,7 +21,7 @@ void life_open(struct life_spool *ls, const char *path)
 	uint64_t off = 0;
 
 	memset(ls, 0, sizeof(*ls));
-	ls->s = sonde_spool_open(path, &off);
+	ls->s = sonde_spool__open(path, &off);
 	if (!ls->s)
 		FAIL("cannot read %s: %s at offset %llu", path, sonde_strerror(errno),
 		     (unsigned long long)off);
@@ -35,7 +35,7 @@ void life_open_mem(struct life_spool *ls, const void *buf, size_t len)
 	uint64_t off = 0;
 
 	memset(ls, 0, sizeof(*ls));
-	ls->s = sonde_spool_open_mem(buf, len, &off);
+	ls->s = sonde_spool__open_mem(buf, len, &off);
 	if (!ls->s)
 		FAIL("cannot read the recording: %s at offset %llu", sonde_strerror(errno),
 		     (unsigned long long)off);
@@ -44,8 +44,8 @@ void life_open_mem(struct life_spool *ls, const void *buf, size_t len)
 
 void life_close(struct life_spool *ls)
 {
-	sonde_symbolizer_free(ls->sym);
-	sonde_spool_close(ls->s);
+	sonde_symbolizer__free(ls->sym);
+	sonde_spool__close(ls->s);
 	memset(ls, 0, sizeof(*ls));
 }
 
@@ -58,12 +58,12 @@ static void resolve(struct life_spool *ls, uint32_t frame_id, uint32_t pid, cons
 	struct sonde_sym_frame out[16];
 	int n;
 
-	ASSERT_OK(sonde_spool_get_frame(ls->s, frame_id, &f));
+	ASSERT_OK(sonde_spool__get_frame(ls->s, frame_id, &f));
 	*mod = "";
 	if (f.module == 0) {
-		n = sonde_symbolize_raw(ls->sym, pid, f.addr, out, 16);
+		n = sonde_symbolizer__symbolize_raw(ls->sym, pid, f.addr, out, 16);
 	} else {
-		ASSERT_OK(sonde_spool_get_module(ls->s, f.module, &m));
+		ASSERT_OK(sonde_spool__get_module(ls->s, f.module, &m));
 		struct sonde_sym_module sm = {
 			.pid = m.def.pid,
 			.flags = m.def.flags,
@@ -77,7 +77,7 @@ static void resolve(struct life_spool *ls, uint32_t frame_id, uint32_t pid, cons
 			.path = m.def.path,
 		};
 		*mod = m.def.path ? m.def.path : "";
-		n = sonde_symbolize(ls->sym, &sm, f.addr, out, 16);
+		n = sonde_symbolizer__symbolize(ls->sym, &sm, f.addr, out, 16);
 	}
 	ASSERT_INT(n, >=, 1);
 	*fn = out[n - 1].name;
@@ -89,9 +89,9 @@ void life_sample(struct life_spool *ls, uint64_t i, struct life_sample *out)
 	struct sonde_spool_thread th;
 	uint32_t frames[LIFE_MAX_FRAMES];
 
-	ASSERT_OK(sonde_spool_get_sample(ls->s, i, &smp));
-	ASSERT_OK(sonde_spool_get_thread(ls->s, smp.thread, &th));
-	int depth = ASSERT_OK(sonde_spool_get_stack(ls->s, smp.stack, frames, LIFE_MAX_FRAMES));
+	ASSERT_OK(sonde_spool__get_sample(ls->s, i, &smp));
+	ASSERT_OK(sonde_spool__get_thread(ls->s, smp.thread, &th));
+	int depth = ASSERT_OK(sonde_spool__get_stack(ls->s, smp.stack, frames, LIFE_MAX_FRAMES));
 	out->pid = th.pid;
 	out->tid = th.tid;
 	out->comm = th.comm;

@@ -16,7 +16,7 @@ TEST(client_txtcfg_output_decodes_with_protoc)
 	uint8_t *out;
 	size_t len;
 
-	ASSERT_OK(sonde_trace_config_from_text(txt, strlen(txt), &out, &len, NULL));
+	ASSERT_OK(sonde_trace_config__from_text(txt, strlen(txt), &out, &len, NULL));
 	const char *path = test_path("cfg.pb");
 	test_write_file(path, out, len);
 	free(out);

@@ -100,7 +100,7 @@ TEST_TIMEOUT(trace_cli_binary_config, 90)
 	uint8_t *bin;
 	size_t len;
 
-	ASSERT_OK(sonde_trace_config_from_text(txt, sizeof(txt) - 1, &bin, &len, NULL));
+	ASSERT_OK(sonde_trace_config__from_text(txt, sizeof(txt) - 1, &bin, &len, NULL));
 	test_write_file(cfg, bin, len);
 	free(bin);
 	rig_start(&r, 30);

@@ -31,7 +31,7 @@ static const char *split_spool(void)
 	for (int i = 0; i < 8; i++)
 		off[i] = sym_test_vaddr_to_off(bin, sym_test_nm(bin, names[i], 0) + 4);
 	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
-		sonde_spool_writer_new(sonde_spool_write_fd, (void *)(intptr_t)fd, &h));
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
 	/* the executable mapping as the loader makes it: the pages holding the code, at the
 	 * load base plus their file offset (split is a PIE whose vaddrs equal offsets) */
 	uint64_t lo = UINT64_MAX, hi = 0;
@@ -47,17 +47,17 @@ static const char *split_spool(void)
 					   .end = 0x555555554000 + hi,
 					   .pgoff = lo,
 					   .path = bin};
-	ASSERT_OK(sonde_spool_add_module(w, 5000000, &m, &mod));
-	ASSERT_OK(sonde_spool_add_thread(w, 5000000, 4242, 4242, "split", &thread));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 5000000, &m, &mod));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5000000, 4242, 4242, "split", &thread));
 	uint64_t t = 6000000;
 	for (int i = 0; i < 100; i++) {
 		int leaf = i % 10 < 6 ? 0 : i % 10 < 9 ? 1 : 2; /* hot, warm, cool */
 		struct sonde_spool_frame st[4] = {
 			{mod, off[5 + leaf]}, {mod, off[2 + leaf]}, {mod, off[1]}, {mod, off[0]}};
-		ASSERT_OK(sonde_spool_add_sample(w, t += 1000000, thread, st, 4, 0));
+		ASSERT_OK(sonde_spool_writer__add_sample(w, t += 1000000, thread, st, 4, 0));
 	}
-	ASSERT_OK(sonde_spool_writer_finish(w));
-	sonde_spool_writer_free(w);
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
 	close(fd);
 	return path;
 }
@@ -76,21 +76,21 @@ TEST(convert_truncated_stacks_are_marked)
 
 	ASSERT(fd >= 0);
 	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
-		sonde_spool_writer_new(sonde_spool_write_fd, (void *)(intptr_t)fd, &h));
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
 	struct sonde_spool_module_def m = {.pid = 7,
 					   .flags = SONDE_MODULE_EXEC,
 					   .start = 0x10000,
 					   .end = 0x10000 + 0x100000,
 					   .path = bin};
-	ASSERT_OK(sonde_spool_add_module(w, 1, &m, &mod));
-	ASSERT_OK(sonde_spool_add_thread(w, 1, 7, 7, "t", &thread));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 1, &m, &mod));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 1, 7, 7, "t", &thread));
 	struct sonde_spool_frame st[3] = {{mod, hot}, {mod, ph}, {mod, run}};
-	ASSERT_OK(sonde_spool_add_sample(w, 2, thread, st, 3, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 2, thread, st, 3, 0));
 	/* cut short: the same frames, but the recorder could not reach the root */
-	ASSERT_OK(sonde_spool_add_sample(w, 3, thread, st, 2, SONDE_SAMPLE_TRUNCATED));
-	ASSERT_OK(sonde_spool_add_sample(w, 4, thread, st, 2, SONDE_SAMPLE_TRUNCATED));
-	ASSERT_OK(sonde_spool_writer_finish(w));
-	sonde_spool_writer_free(w);
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 3, thread, st, 2, SONDE_SAMPLE_TRUNCATED));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 4, thread, st, 2, SONDE_SAMPLE_TRUNCATED));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
 	close(fd);
 
 	test_runf(&o, 60, "%s convert %s -o - -f folded", test_bin("sonde"), path);

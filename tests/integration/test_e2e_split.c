@@ -26,11 +26,11 @@ static uint64_t record_split(const char *out, int seconds)
 	if (o.status != 0)
 		FAIL("sonde record exited %d:\n%s%s", o.status, o.out, o.err);
 	test_output_free(&o);
-	struct sonde_spool *s = sonde_spool_open(out, NULL);
+	struct sonde_spool *s = sonde_spool__open(out, NULL);
 	if (!s)
 		FAIL("%s: %s", out, sonde_strerror(errno));
-	sonde_spool_get_info(s, &in);
-	sonde_spool_close(s);
+	sonde_spool__get_info(s, &in);
+	sonde_spool__close(s);
 	return in.samples;
 }
 
@@ -103,18 +103,18 @@ static uint64_t check_folded(char *folded, uint64_t *all)
 /* Offset of the first sample record, found with the decoder. */
 static uint64_t first_sample_offset(const char *data, size_t len)
 {
-	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder_new());
+	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder__new());
 	struct sonde_spool_record rec;
 	size_t pos = 0;
 
 	for (;;) {
-		int r = sonde_spool_decode(d, data + pos, len - pos, &rec);
+		int r = sonde_spool_decoder__decode(d, data + pos, len - pos, &rec);
 		ASSERT_INT(r, >, 0);
 		if (rec.type == SONDE_SPOOL_REC_SAMPLE)
 			break;
 		pos += (size_t)r;
 	}
-	sonde_spool_decoder_free(d);
+	sonde_spool_decoder__free(d);
 	return pos;
 }
 

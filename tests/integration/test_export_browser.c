@@ -39,7 +39,7 @@ TEST_TIMEOUT(export_svg_search_in_chromium, 200)
 	ASSERT_INT(count(o.out, "rgb(230,0,230)\""), ==, 0);
 	ASSERT_CONTAINS(o.out, ">Search<");
 	test_output_free(&o);
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 }
 
 /* The width of the rect of the first frame whose title starts with `title`. */
@@ -82,7 +82,7 @@ TEST_TIMEOUT(export_svg_zoom_in_chromium, 200)
 	export_chromium(&o, "--dump-dom", url);
 	ASSERT_DOUBLE_NEAR(rect_width(o.out, "path_hot ("), 1180.0 * 60 / 105, 0.01);
 	test_output_free(&o);
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 }
 
 TEST_TIMEOUT(export_speedscope_renders_in_chromium, 600)
@@ -91,5 +91,5 @@ TEST_TIMEOUT(export_speedscope_renders_in_chromium, 600)
 	const char *json = export_fixture_write(p, SONDE_PROFILE_SPEEDSCOPE, "p.speedscope.json");
 
 	export_check_speedscope(json, "split (pid 42, tid 42)");
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 }

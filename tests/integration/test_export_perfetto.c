@@ -27,11 +27,11 @@ static uint64_t record_split(const char *out)
 		if (o.status != 0)
 			FAIL("sonde record exited %d:\n%s%s", o.status, o.out, o.err);
 		test_output_free(&o);
-		struct sonde_spool *s = sonde_spool_open(out, NULL);
+		struct sonde_spool *s = sonde_spool__open(out, NULL);
 		if (!s)
 			FAIL("%s: %s", out, sonde_strerror(errno));
-		sonde_spool_get_info(s, &in);
-		sonde_spool_close(s);
+		sonde_spool__get_info(s, &in);
+		sonde_spool__close(s);
 		if (in.samples >= 1200)
 			break;
 		secs = in.samples ? (int)(secs * 1200 / in.samples) + 1 : 30;

@@ -182,36 +182,36 @@ TEST_TIMEOUT(kernel_record_api_marks_kernel_frames_in_the_spool, 120)
 	const char *argv[] = {test_prog("kernel_syscalls"), "1", NULL};
 
 	require_kernel_sampling();
-	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new((char *const *)argv, NULL));
-	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
-		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
-	ASSERT_OK(sonde_launch_resume(l));
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new((char *const *)argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_writer(
+		sonde_launch__pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_OK(sonde_launch__resume(l));
 	int status;
-	while (sonde_launch_wait(l, WNOHANG, &status) == 0)
-		ASSERT_INT(sonde_recorder_poll(r, 100, NULL), >=, 0);
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	sonde_recorder_free(r);
-	sonde_launch_free(l);
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0)
+		ASSERT_INT(sonde_recorder__poll(r, 100, NULL), >=, 0);
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
 	ASSERT_UINT(sum.kernel_enabled, ==, 1);
 	ASSERT_INT(sum.kernel_error, ==, 0);
 	ASSERT_UINT(sum.kernel_frames, >, 0);
 
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open_mem(mem.p, mem.len, NULL));
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(mem.p, mem.len, NULL));
 	struct sonde_spool_info info;
-	sonde_spool_get_info(s, &info);
+	sonde_spool__get_info(s, &info);
 	uint64_t flagged = 0;
 	for (uint64_t i = 0; i < info.samples; i++) {
 		struct sonde_spool_sample smp;
 		uint32_t frames[64];
-		ASSERT_OK(sonde_spool_get_sample(s, i, &smp));
-		int n = sonde_spool_get_stack(s, smp.stack, frames, 64);
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		int n = sonde_spool__get_stack(s, smp.stack, frames, 64);
 		ASSERT_INT(n, >, 0);
 		struct sonde_spool_frame f;
 		struct sonde_spool_module m;
-		ASSERT_OK(sonde_spool_get_frame(s, frames[0], &f));
+		ASSERT_OK(sonde_spool__get_frame(s, frames[0], &f));
 		int leaf_kernel = 0;
 		if (f.module) {
-			ASSERT_OK(sonde_spool_get_module(s, f.module, &m));
+			ASSERT_OK(sonde_spool__get_module(s, f.module, &m));
 			leaf_kernel = (m.def.flags & SONDE_MODULE_KERNEL) != 0;
 		}
 		/* The flag says exactly whether the innermost frames are the kernel's. */
@@ -223,7 +223,7 @@ TEST_TIMEOUT(kernel_record_api_marks_kernel_frames_in_the_spool, 120)
 		ASSERT_UINT(f.addr, >=, 0xffff800000000000ull);
 	}
 	ASSERT_UINT(flagged * 2, >=, info.samples);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	free(mem.p);
 }
 

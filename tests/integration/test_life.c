@@ -194,7 +194,7 @@ TEST_TIMEOUT(life_exec_retires_the_old_modules, 120)
 	bool shell_retired = false;
 	for (uint32_t id = 1; id <= ls.info.modules; id++) {
 		struct sonde_spool_module m;
-		if (sonde_spool_get_module(ls.s, id, &m) == 0 && m.retired &&
+		if (sonde_spool__get_module(ls.s, id, &m) == 0 && m.retired &&
 		    strcmp(m.def.path, shell_file()) == 0)
 			shell_retired = true;
 	}
@@ -267,14 +267,14 @@ TEST_TIMEOUT(life_thousand_threads_sampled_without_fd_leak, 300)
 
 	test_require_perf();
 	int fds_before = test_count_fds();
-	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
-	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
-		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
-	ASSERT_OK(sonde_launch_resume(l));
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_writer(
+		sonde_launch__pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_OK(sonde_launch__resume(l));
 	int fds_running = -1;
-	while (sonde_launch_wait(l, WNOHANG, &status) == 0) {
-		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
-		ASSERT_OK(sonde_recorder_summary(r, &sum));
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0) {
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+		ASSERT_OK(sonde_recorder__summary(r, &sum));
 		/* Once the program runs (its images seen: the recorder holds a descriptor per
 		 * mapped file, for the build-id cache), threads come and go and the recorder's
 		 * descriptors do not grow with them. */
@@ -285,9 +285,9 @@ TEST_TIMEOUT(life_thousand_threads_sampled_without_fd_leak, 300)
 	}
 	ASSERT_INT(fds_running, >, 0);
 	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	sonde_recorder_free(r);
-	sonde_launch_free(l);
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
 	ASSERT_INT(test_count_fds(), ==, fds_before);
 	ASSERT_UINT(sum.threads, >=, 1001);
 
@@ -352,22 +352,22 @@ TEST_TIMEOUT(life_tiny_ring_loss_is_recovered, 120)
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder_attach_writer(pid, mem_write, &mem, SONDE_ATTACH_STOP, &opts));
+		sonde_recorder__attach_writer(pid, mem_write, &mem, SONDE_ATTACH_STOP, &opts));
 	double t0 = test_now();
 	while (test_now() - t0 < 2.5) {
-		ASSERT_OK(sonde_recorder_poll(r, 0, NULL));
+		ASSERT_OK(sonde_recorder__poll(r, 0, NULL));
 		usleep(30000);
 	}
-	ASSERT_OK(sonde_recorder_summary(r, &mid));
+	ASSERT_OK(sonde_recorder__summary(r, &mid));
 	usleep(100000);
 	/* flush settles the books now: counters read, a sweep for any open gap. */
-	ASSERT_OK(sonde_recorder_flush(r));
-	ASSERT_OK(sonde_recorder_summary(r, &sum));
+	ASSERT_OK(sonde_recorder__flush(r));
+	ASSERT_OK(sonde_recorder__summary(r, &sum));
 	ASSERT_UINT(sum.lifecycle_gaps, >, 0);
 	ASSERT_UINT(sum.gaps_recovered, ==, sum.lifecycle_gaps);
 	ASSERT_UINT(sum.recovery_sweeps, >, mid.recovery_sweeps);
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	sonde_recorder_free(r);
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
 	ASSERT_UINT(sum.lost_events + sum.lost_samples, >, 0);
@@ -526,26 +526,26 @@ TEST_TIMEOUT(life_attach_races_with_exit, 400)
 	int attached = 0, exited = 0;
 
 	test_require_perf();
-	sonde_log_set_level(SONDE_LOG_OFF);
+	sonde_log__set_level(SONDE_LOG_OFF);
 	pid_t anchor = test_spawn(argv);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder_attach(anchor, test_path("race.spool"), SONDE_ATTACH_STOP, NULL));
+		sonde_recorder__attach(anchor, test_path("race.spool"), SONDE_ATTACH_STOP, NULL));
 	for (int i = 0; i < 150; i++) {
 		pthread_t th;
 		struct reaper rp;
 		pid_t pid = short_child(i, &th, &rp);
 		enum sonde_attach_mode mode = i % 3 == 0 ? SONDE_ATTACH_RUNNING : SONDE_ATTACH_STOP;
 		double t0 = test_now();
-		int out = sonde_recorder_attach_process(r, pid, mode);
+		int out = sonde_recorder__attach_process(r, pid, mode);
 		ASSERT(test_now() - t0 < 10); /* bounded: the stop wait has a timeout */
 		if (!outcome_ok(out))
 			FAIL("attach_process of an exiting pid: %d (%s)", out, sonde_strerror(out));
 		attached += out == SONDE_ATTACH_ATTACHED;
 		exited += out != SONDE_ATTACH_ATTACHED;
 		pthread_join(th, NULL);
-		int active = sonde_recorder_process_is_active(r, pid);
+		int active = sonde_recorder__process_is_active(r, pid);
 		ASSERT(active == 0 || active == -EINVAL);
-		ASSERT_OK(sonde_recorder_poll(r, 0, NULL));
+		ASSERT_OK(sonde_recorder__poll(r, 0, NULL));
 	}
 	ASSERT_INT(attached + exited, ==, 150);
 	/* A new recorder on an exiting pid: ESRCH, or a recording of what it saw. */
@@ -554,22 +554,22 @@ TEST_TIMEOUT(life_attach_races_with_exit, 400)
 		struct reaper rp;
 		pid_t pid = short_child(i, &th, &rp);
 		errno = 0;
-		struct sonde_recorder *r2 = sonde_recorder_attach(pid, test_path("race2.spool"),
+		struct sonde_recorder *r2 = sonde_recorder__attach(pid, test_path("race2.spool"),
 								  SONDE_ATTACH_STOP, NULL);
 		int e = errno;
 		pthread_join(th, NULL);
 		if (r2) {
-			ASSERT_OK(sonde_recorder_finish(r2, NULL));
-			sonde_recorder_free(r2);
+			ASSERT_OK(sonde_recorder__finish(r2, NULL));
+			sonde_recorder__free(r2);
 		} else {
 			ASSERT_INT(e, ==, ESRCH);
 		}
 	}
 	/* A zombie is not a process to attach to. */
 	pid_t z = zombie();
-	ASSERT_INT(sonde_recorder_attach_process(r, z, SONDE_ATTACH_STOP), ==, SONDE_ATTACH_EXITED);
+	ASSERT_INT(sonde_recorder__attach_process(r, z, SONDE_ATTACH_STOP), ==, SONDE_ATTACH_EXITED);
 	errno = 0;
-	ASSERT(!sonde_recorder_attach(z, test_path("z.spool"), SONDE_ATTACH_STOP, NULL));
+	ASSERT(!sonde_recorder__attach(z, test_path("z.spool"), SONDE_ATTACH_STOP, NULL));
 	ASSERT_INT(errno, ==, ESRCH);
 	struct test_output o;
 	test_runf(&o, 60, "%s record -o %s -p %d", test_bin("sonde"), test_path("z2.spool"),
@@ -580,9 +580,9 @@ TEST_TIMEOUT(life_attach_races_with_exit, 400)
 	waitpid(z, NULL, 0);
 
 	/* The recording of the anchor went on throughout. */
-	ASSERT_INT(sonde_recorder_process_is_active(r, anchor), ==, 1);
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	sonde_recorder_free(r);
+	ASSERT_INT(sonde_recorder__process_is_active(r, anchor), ==, 1);
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
 	kill(anchor, SIGKILL);
 	test_wait(anchor, 10);
 	ASSERT_UINT(sum.samples_written, >, 0);
@@ -598,38 +598,38 @@ TEST_TIMEOUT(life_api_refresh_and_liveness, 120)
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 
 	test_require_perf();
-	sonde_log_set_level(SONDE_LOG_OFF);
+	sonde_log__set_level(SONDE_LOG_OFF);
 	pid_t fam = test_spawn(argv);
 	usleep(300000); /* its threads and its child are started */
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder_attach(fam, test_path("api.spool"), SONDE_ATTACH_RUNNING, &opts));
-	ASSERT_OK(sonde_recorder_poll(r, 100, NULL));
+		sonde_recorder__attach(fam, test_path("api.spool"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT_OK(sonde_recorder__poll(r, 100, NULL));
 	/* Every thread got events when attaching: nothing to add. */
-	ASSERT_INT(sonde_recorder_refresh_threads(r, fam), ==, SONDE_REFRESH_REFRESHED);
-	ASSERT_ERR(sonde_recorder_refresh_threads(r, getpid()), -EINVAL);
-	ASSERT_INT(sonde_recorder_active_process_count(r), ==, 1); /* its child is not followed */
-	ASSERT_INT(sonde_recorder_has_active_processes_except(r, fam), ==, 0);
-	ASSERT_INT(sonde_recorder_has_active_processes_except(r, 0), ==, 1);
+	ASSERT_INT(sonde_recorder__refresh_threads(r, fam), ==, SONDE_REFRESH_REFRESHED);
+	ASSERT_ERR(sonde_recorder__refresh_threads(r, getpid()), -EINVAL);
+	ASSERT_INT(sonde_recorder__active_process_count(r), ==, 1); /* its child is not followed */
+	ASSERT_INT(sonde_recorder__has_active_processes_except(r, fam), ==, 0);
+	ASSERT_INT(sonde_recorder__has_active_processes_except(r, 0), ==, 1);
 
 	pid_t other = test_spawn(argv2);
-	ASSERT_INT(sonde_recorder_attach_process(r, other, SONDE_ATTACH_STOP), ==,
+	ASSERT_INT(sonde_recorder__attach_process(r, other, SONDE_ATTACH_STOP), ==,
 		   SONDE_ATTACH_ATTACHED);
-	ASSERT_INT(sonde_recorder_attach_process(r, other, SONDE_ATTACH_STOP), ==,
+	ASSERT_INT(sonde_recorder__attach_process(r, other, SONDE_ATTACH_STOP), ==,
 		   SONDE_ATTACH_ALREADY);
-	ASSERT_INT(sonde_recorder_has_active_processes_except(r, fam), ==, 1);
-	ASSERT_INT(sonde_recorder_active_process_count(r), ==, 2);
+	ASSERT_INT(sonde_recorder__has_active_processes_except(r, fam), ==, 1);
+	ASSERT_INT(sonde_recorder__active_process_count(r), ==, 2);
 	kill(fam, SIGKILL);
 	test_wait(fam, 10);
-	ASSERT_INT(sonde_recorder_process_is_active(r, fam), ==, 0);
-	ASSERT_INT(sonde_recorder_refresh_threads(r, fam), ==, SONDE_REFRESH_EXITED);
-	ASSERT_INT(sonde_recorder_has_active_processes_except(r, other), ==, 0);
-	ASSERT_INT(sonde_recorder_active_process_count(r), ==, 1);
-	ASSERT_OK(sonde_recorder_flush(r));
-	ASSERT_OK(sonde_recorder_enable(r));
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	ASSERT_ERR(sonde_recorder_enable(r), -SONDE_E_STATE);
-	ASSERT_ERR(sonde_recorder_refresh_threads(r, other), -SONDE_E_STATE);
-	sonde_recorder_free(r);
+	ASSERT_INT(sonde_recorder__process_is_active(r, fam), ==, 0);
+	ASSERT_INT(sonde_recorder__refresh_threads(r, fam), ==, SONDE_REFRESH_EXITED);
+	ASSERT_INT(sonde_recorder__has_active_processes_except(r, other), ==, 0);
+	ASSERT_INT(sonde_recorder__active_process_count(r), ==, 1);
+	ASSERT_OK(sonde_recorder__flush(r));
+	ASSERT_OK(sonde_recorder__enable(r));
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	ASSERT_ERR(sonde_recorder__enable(r), -SONDE_E_STATE);
+	ASSERT_ERR(sonde_recorder__refresh_threads(r, other), -SONDE_E_STATE);
+	sonde_recorder__free(r);
 	kill(other, SIGKILL);
 	test_wait(other, 10);
 	ASSERT_UINT(sum.processes, ==, 2);
@@ -701,18 +701,18 @@ TEST_TIMEOUT(life_loss_sweeps_repair_the_module_table, 180)
 	snprintf(cmd, sizeof(cmd), "exec %s %s %s 2.5 >/dev/null", test_prog("life_dlswap"),
 		 test_prog("liblife_a.so"), test_prog("liblife_b.so"));
 	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
-	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
-		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
-	ASSERT_OK(sonde_launch_resume(l));
-	while (sonde_launch_wait(l, WNOHANG, &status) == 0) {
-		ASSERT_OK(sonde_recorder_poll(r, 0, NULL));
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_writer(
+		sonde_launch__pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_OK(sonde_launch__resume(l));
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0) {
+		ASSERT_OK(sonde_recorder__poll(r, 0, NULL));
 		usleep(30000);
 	}
 	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	sonde_recorder_free(r);
-	sonde_launch_free(l);
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
 	ASSERT_UINT(sum.lost_events + sum.lost_samples, >, 0);
 	ASSERT_UINT(sum.recovery_sweeps, >, 0);
 	ASSERT_UINT(sum.recovered_modules + sum.stale_modules, >, 0);
@@ -773,27 +773,27 @@ TEST_TIMEOUT(life_pid_reuse_never_mixes_processes, 180)
 	test_require_perf();
 	pid_t a = test_spawn(argv_a);
 	struct sonde_recorder *r =
-		ASSERT_NOT_NULL(sonde_recorder_attach(a, out, SONDE_ATTACH_STOP, NULL));
+		ASSERT_NOT_NULL(sonde_recorder__attach(a, out, SONDE_ATTACH_STOP, NULL));
 	for (double t0 = test_now(); test_now() - t0 < 0.5;)
-		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
 	kill(a, SIGKILL);
 	test_wait(a, 10);
 	pid_t b = spawn_at_pid(a, argv_b);
 	if (!b) {
-		sonde_recorder_free(r);
+		sonde_recorder__free(r);
 		SKIP("cannot choose the next pid (/proc/sys/kernel/ns_last_pid)");
 	}
 	/* A's exit record is still in the ring: it must not end B. */
-	ASSERT_INT(sonde_recorder_process_is_active(r, a), ==, 0);
-	ASSERT_INT(sonde_recorder_attach_process(r, b, SONDE_ATTACH_STOP), ==,
+	ASSERT_INT(sonde_recorder__process_is_active(r, a), ==, 0);
+	ASSERT_INT(sonde_recorder__attach_process(r, b, SONDE_ATTACH_STOP), ==,
 		   SONDE_ATTACH_ATTACHED);
-	ASSERT_OK(sonde_recorder_poll(r, 10, NULL));
-	ASSERT_INT(sonde_recorder_process_is_active(r, b), ==, 1);
-	while (sonde_recorder_process_is_active(r, b) == 1)
-		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
+	ASSERT_OK(sonde_recorder__poll(r, 10, NULL));
+	ASSERT_INT(sonde_recorder__process_is_active(r, b), ==, 1);
+	while (sonde_recorder__process_is_active(r, b) == 1)
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
 	test_wait(b, 30);
-	ASSERT_OK(sonde_recorder_finish(r, NULL));
-	sonde_recorder_free(r);
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
 
 	life_open(&ls, out);
 	for (uint64_t i = 0; i < ls.info.samples; i++) {

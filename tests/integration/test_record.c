@@ -30,7 +30,7 @@ static bool module_is_split(const struct sonde_spool *s, uint32_t id, bool *has_
 {
 	struct sonde_spool_module m;
 
-	if (id == 0 || sonde_spool_get_module(s, id, &m) < 0)
+	if (id == 0 || sonde_spool__get_module(s, id, &m) < 0)
 		return false;
 	const char *p = m.def.path;
 	size_t n = strlen(p);
@@ -46,18 +46,18 @@ static void analyze(const struct sonde_spool *s, struct split_stats *st)
 	uint32_t frames[64];
 
 	memset(st, 0, sizeof(*st));
-	sonde_spool_get_info(s, &info);
+	sonde_spool__get_info(s, &info);
 	st->samples = info.samples;
 	st->first_ns = info.first_time_ns;
 	st->start_ns = info.header.start_monotonic_ns;
 	for (uint64_t i = 0; i < info.samples; i++) {
 		struct sonde_spool_sample smp;
-		ASSERT_OK(sonde_spool_get_sample(s, i, &smp));
-		int depth = ASSERT_OK(sonde_spool_get_stack(s, smp.stack, frames, 64));
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		int depth = ASSERT_OK(sonde_spool__get_stack(s, smp.stack, frames, 64));
 		int n_split = 0;
 		for (int k = 0; k < depth && k < 64; k++) {
 			struct sonde_spool_frame f;
-			ASSERT_OK(sonde_spool_get_frame(s, frames[k], &f));
+			ASSERT_OK(sonde_spool__get_frame(s, frames[k], &f));
 			if (module_is_split(s, f.module, &st->split_has_build_id)) {
 				n_split++;
 				st->in_split += k == 0;
@@ -74,13 +74,13 @@ static void check_file_order(const char *path)
 {
 	size_t len, off = 0;
 	uint8_t *buf = (uint8_t *)test_read_file(path, &len);
-	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder_new());
+	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder__new());
 	struct sonde_spool_record rec;
 	uint64_t last = 0, n = 0;
 	int got;
 
 	ASSERT_NOT_NULL(buf);
-	while (off < len && (got = sonde_spool_decode(d, buf + off, len - off, &rec)) > 0) {
+	while (off < len && (got = sonde_spool_decoder__decode(d, buf + off, len - off, &rec)) > 0) {
 		uint64_t t = 0;
 		if (rec.type == SONDE_SPOOL_REC_SAMPLE) {
 			t = rec.sample.time_ns;
@@ -98,7 +98,7 @@ static void check_file_order(const char *path)
 	}
 	ASSERT_UINT(off, ==, len);
 	ASSERT_UINT(n, >, 0);
-	sonde_spool_decoder_free(d);
+	sonde_spool_decoder__free(d);
 	free(buf);
 }
 
@@ -106,16 +106,16 @@ static void analyze_file(const char *path, struct split_stats *st)
 {
 	check_file_order(path);
 	uint64_t off = 0;
-	struct sonde_spool *s = sonde_spool_open(path, &off);
+	struct sonde_spool *s = sonde_spool__open(path, &off);
 
 	if (!s)
 		FAIL("cannot read %s: %s at offset %llu", path, sonde_strerror(errno),
 		     (unsigned long long)off);
 	struct sonde_spool_info info;
-	sonde_spool_get_info(s, &info);
+	sonde_spool__get_info(s, &info);
 	ASSERT(info.complete);
 	analyze(s, st);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 }
 
 TEST_TIMEOUT(record_launched_split_unwinds_to_main, 120)
@@ -210,7 +210,7 @@ TEST(record_frequency_above_kernel_max_names_it)
 	uint64_t max;
 	char want[128];
 
-	ASSERT_OK(sonde_record_max_frequency(&max));
+	ASSERT_OK(sonde_recorder__max_frequency(&max));
 	snprintf(want, sizeof(want), "kernel maximum is %llu Hz", (unsigned long long)max);
 	test_runf(&o, 30, "%s record -F %llu -o %s -- %s 5", test_bin("sonde"),
 		  (unsigned long long)max + 1, test_path("x"), test_prog("split"));
@@ -389,25 +389,25 @@ TEST_TIMEOUT(record_api_writer_and_launch, 120)
 	int status;
 
 	test_require_perf();
-	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
-	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
-		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
-	ASSERT_INT(sonde_recorder_epoll_fd(r), >=, 0);
-	ASSERT_INT(sonde_recorder_process_is_active(r, sonde_launch_pid(l)), ==, 1);
-	ASSERT_ERR(sonde_recorder_process_is_active(r, 1), -EINVAL);
-	ASSERT_OK(sonde_launch_resume(l));
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_writer(
+		sonde_launch__pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_INT(sonde_recorder__epoll_fd(r), >=, 0);
+	ASSERT_INT(sonde_recorder__process_is_active(r, sonde_launch__pid(l)), ==, 1);
+	ASSERT_ERR(sonde_recorder__process_is_active(r, 1), -EINVAL);
+	ASSERT_OK(sonde_launch__resume(l));
 	uint64_t polled = 0;
-	while (sonde_launch_wait(l, WNOHANG, &status) == 0) {
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0) {
 		struct sonde_record_poll pr = {.sz = sizeof(pr)};
-		int n = ASSERT_OK(sonde_recorder_poll(r, 50, &pr));
+		int n = ASSERT_OK(sonde_recorder__poll(r, 50, &pr));
 		ASSERT_UINT(pr.samples, ==, (uint64_t)n);
 		polled += pr.samples;
 	}
 	ASSERT_INT(WEXITSTATUS(status), ==, 0);
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	ASSERT_ERR(sonde_recorder_finish(r, NULL), -SONDE_E_STATE);
-	sonde_recorder_free(r);
-	sonde_launch_free(l);
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	ASSERT_ERR(sonde_recorder__finish(r, NULL), -SONDE_E_STATE);
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
 
 	ASSERT_STR_EQ(sum.event, "cpu-clock");
 	ASSERT_UINT(sum.stack_bytes, ==, 4000);
@@ -417,12 +417,12 @@ TEST_TIMEOUT(record_api_writer_and_launch, 120)
 	ASSERT_UINT(sum.samples_written + sum.empty_stacks, ==, sum.samples);
 	ASSERT_UINT(sum.duration_ns, >=, 400000000);
 	ASSERT_UINT(sum.rings, >=, 1);
-	struct sonde_spool *s = sonde_spool_open_mem(mem.data, mem.len, NULL);
+	struct sonde_spool *s = sonde_spool__open_mem(mem.data, mem.len, NULL);
 	ASSERT_NOT_NULL(s);
 	analyze(s, &st);
 	ASSERT_UINT(st.samples, ==, sum.samples_written);
 	ASSERT_UINT(st.deep * 10, >=, st.samples * 9);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	free(mem.data);
 }
 
@@ -431,23 +431,23 @@ TEST(record_api_rejects_bad_options)
 	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 0};
 	uint64_t max;
 
-	sonde_log_set_level(SONDE_LOG_OFF);
-	ASSERT_OK(sonde_record_max_frequency(&max));
+	sonde_log__set_level(SONDE_LOG_OFF);
+	ASSERT_OK(sonde_recorder__max_frequency(&max));
 	errno = 0;
-	ASSERT(!sonde_recorder_attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT(!sonde_recorder__attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
 	ASSERT_INT(errno, ==, ERANGE);
 	opts.frequency = max + 1;
-	ASSERT(!sonde_recorder_attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT(!sonde_recorder__attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
 	ASSERT_INT(errno, ==, ERANGE);
 	opts.frequency = 99;
 	opts.stack_bytes = 65536;
-	ASSERT(!sonde_recorder_attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT(!sonde_recorder__attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
 	ASSERT_INT(errno, ==, ERANGE);
 	opts.stack_bytes = 0;
 	opts.ring_pages = 3;
-	ASSERT(!sonde_recorder_attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT(!sonde_recorder__attach(getpid(), test_path("a"), SONDE_ATTACH_RUNNING, &opts));
 	ASSERT_INT(errno, ==, ERANGE);
-	ASSERT(!sonde_recorder_attach(2147483000, test_path("a"), SONDE_ATTACH_RUNNING, NULL));
+	ASSERT(!sonde_recorder__attach(2147483000, test_path("a"), SONDE_ATTACH_RUNNING, NULL));
 	ASSERT_INT(errno, ==, ESRCH);
 }
 
@@ -462,30 +462,30 @@ TEST_TIMEOUT(record_api_running_mode_and_max_frequency, 60)
 	uint64_t max;
 
 	test_require_perf();
-	ASSERT_OK(sonde_record_max_frequency(&max));
+	ASSERT_OK(sonde_recorder__max_frequency(&max));
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
 	int fds = test_count_fds();
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder_attach(pid, test_path("run.spool"), SONDE_ATTACH_RUNNING, &opts));
-	ASSERT_INT(sonde_recorder_attach_process(r, pid, SONDE_ATTACH_RUNNING), ==,
+		sonde_recorder__attach(pid, test_path("run.spool"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT_INT(sonde_recorder__attach_process(r, pid, SONDE_ATTACH_RUNNING), ==,
 		   SONDE_ATTACH_ALREADY);
-	ASSERT_INT(sonde_recorder_attach_process(r, 2147483000, SONDE_ATTACH_RUNNING), ==,
+	ASSERT_INT(sonde_recorder__attach_process(r, 2147483000, SONDE_ATTACH_RUNNING), ==,
 		   SONDE_ATTACH_EXITED);
 	usleep(300000);
-	ASSERT(sonde_recorder_has_pending_events(r)); /* nothing drains in the background */
-	ASSERT_OK(sonde_recorder_flush(r));
+	ASSERT(sonde_recorder__has_pending_events(r)); /* nothing drains in the background */
+	ASSERT_OK(sonde_recorder__flush(r));
 	/* Flushed: the file already holds a readable recording (without its end record). */
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open(test_path("run.spool"), NULL));
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(test_path("run.spool"), NULL));
 	struct sonde_spool_info info;
-	sonde_spool_get_info(s, &info);
+	sonde_spool__get_info(s, &info);
 	ASSERT_UINT(info.samples, >, 0);
 	ASSERT(!info.complete);
-	sonde_spool_close(s);
-	while (sonde_recorder_active_process_count(r) > 0)
-		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	sonde_recorder_free(r);
+	sonde_spool__close(s);
+	while (sonde_recorder__active_process_count(r) > 0)
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
 	ASSERT_INT(test_count_fds(), ==, fds); /* every event, ring and file closed */
 	ASSERT_INT(test_wait(pid, 10), ==, 0);
 	ASSERT_UINT(sum.frequency, ==, max);
@@ -508,17 +508,17 @@ TEST_TIMEOUT(record_follows_threads_and_children, 120)
 		  test_prog("record_family"));
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open(out, NULL));
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(out, NULL));
 	struct sonde_spool_info info;
-	sonde_spool_get_info(s, &info);
+	sonde_spool__get_info(s, &info);
 	uint32_t pids[8] = {0}, n_pids = 0;
 	bool saw_worker = false, saw_child = false;
 	uint64_t child_resolved = 0;
 	for (uint64_t i = 0; i < info.samples; i++) {
 		struct sonde_spool_sample smp;
 		struct sonde_spool_thread th;
-		ASSERT_OK(sonde_spool_get_sample(s, i, &smp));
-		ASSERT_OK(sonde_spool_get_thread(s, smp.thread, &th));
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		ASSERT_OK(sonde_spool__get_thread(s, smp.thread, &th));
 		bool known = false;
 		for (uint32_t k = 0; k < n_pids; k++)
 			known |= pids[k] == th.pid;
@@ -527,9 +527,9 @@ TEST_TIMEOUT(record_follows_threads_and_children, 120)
 		saw_worker |= strcmp(th.comm, "worker") == 0;
 		if (strcmp(th.comm, "child") == 0) {
 			saw_child = true;
-			int d = ASSERT_OK(sonde_spool_get_stack(s, smp.stack, frames, 64));
+			int d = ASSERT_OK(sonde_spool__get_stack(s, smp.stack, frames, 64));
 			struct sonde_spool_frame f;
-			ASSERT_OK(sonde_spool_get_frame(s, frames[d < 64 ? d - 1 : 63], &f));
+			ASSERT_OK(sonde_spool__get_frame(s, frames[d < 64 ? d - 1 : 63], &f));
 			child_resolved += f.module != 0;
 		}
 	}
@@ -537,7 +537,7 @@ TEST_TIMEOUT(record_follows_threads_and_children, 120)
 	ASSERT(saw_child);
 	ASSERT_UINT(n_pids, ==, 2);
 	ASSERT_UINT(child_resolved, >, 0);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 }
 
 /* A ring nobody drains overflows: the kernel's loss reports are counted, not hidden. */
@@ -551,14 +551,14 @@ TEST_TIMEOUT(record_counts_lost_events, 60)
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder_attach(pid, test_path("lost.spool"), SONDE_ATTACH_STOP, &opts));
+		sonde_recorder__attach(pid, test_path("lost.spool"), SONDE_ATTACH_STOP, &opts));
 	usleep(1000000);
 	/* The kernel reports a loss with the first record it can write after the ring has
 	 * room again: drain while the target still runs. */
 	for (int i = 0; i < 10; i++)
-		ASSERT_OK(sonde_recorder_poll(r, 20, NULL));
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	sonde_recorder_free(r);
+		ASSERT_OK(sonde_recorder__poll(r, 20, NULL));
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
 	ASSERT_UINT(sum.lost_events + sum.lost_samples, >, 0);
@@ -577,10 +577,10 @@ TEST_TIMEOUT(record_counts_unreported_losses, 60)
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder_attach(pid, test_path("lost.spool"), SONDE_ATTACH_STOP, &opts));
+		sonde_recorder__attach(pid, test_path("lost.spool"), SONDE_ATTACH_STOP, &opts));
 	usleep(1000000);
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	sonde_recorder_free(r);
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
 	ASSERT_UINT(sum.lost_events, >, 0);
@@ -661,25 +661,25 @@ TEST_TIMEOUT(record_steady_state_retains_nothing_per_sample, 60)
 	test_require_perf();
 	pid_t pid = test_spawn(argv);
 	usleep(100000);
-	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_writer(
 		pid, discard_write, &written, SONDE_ATTACH_RUNNING, &opts));
 	double t = test_now();
 	while (test_now() - t < 0.8)
-		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
-	ASSERT_OK(sonde_recorder_summary(r, &s0));
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+	ASSERT_OK(sonde_recorder__summary(r, &s0));
 	size_t prev = mallinfo2().uordblks;
 	int polls = 0, grew = 0;
 	t = test_now();
 	while (test_now() - t < 1.5) {
-		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
 		size_t now = mallinfo2().uordblks;
 		grew += now > prev;
 		prev = now;
 		polls++;
 	}
-	ASSERT_OK(sonde_recorder_summary(r, &s1));
-	ASSERT_OK(sonde_recorder_finish(r, NULL));
-	sonde_recorder_free(r);
+	ASSERT_OK(sonde_recorder__summary(r, &s1));
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
 	ASSERT_UINT(s1.samples_written - s0.samples_written, >=, 30);
@@ -708,20 +708,20 @@ TEST_TIMEOUT(record_several_pids, 120)
 	ASSERT_CONTAINS(o.err, "2 processes");
 	ASSERT_INT(test_wait(p1, 30), ==, 0);
 	ASSERT_INT(test_wait(p2, 30), ==, 0);
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open(out, NULL));
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(out, NULL));
 	struct sonde_spool_info info;
-	sonde_spool_get_info(s, &info);
+	sonde_spool__get_info(s, &info);
 	bool seen1 = false, seen2 = false;
 	for (uint64_t i = 0; i < info.samples; i++) {
 		struct sonde_spool_sample smp;
 		struct sonde_spool_thread th;
-		ASSERT_OK(sonde_spool_get_sample(s, i, &smp));
-		ASSERT_OK(sonde_spool_get_thread(s, smp.thread, &th));
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		ASSERT_OK(sonde_spool__get_thread(s, smp.thread, &th));
 		seen1 |= th.pid == (uint32_t)p1;
 		seen2 |= th.pid == (uint32_t)p2;
 	}
 	ASSERT(seen1 && seen2);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	test_output_free(&o);
 }
 
@@ -739,23 +739,23 @@ TEST_TIMEOUT(record_api_frame_pointers_only, 120)
 	int status;
 
 	test_require_perf();
-	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
-	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder_attach_writer(
-		sonde_launch_pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
-	ASSERT_OK(sonde_launch_resume(l));
-	while (sonde_launch_wait(l, WNOHANG, &status) == 0)
-		ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
-	ASSERT_OK(sonde_recorder_finish(r, &sum));
-	sonde_recorder_free(r);
-	sonde_launch_free(l);
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_writer(
+		sonde_launch__pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_OK(sonde_launch__resume(l));
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0)
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
 
 	ASSERT_UINT(sum.samples_written, >=, 10);
 	ASSERT_UINT(sum.unwind_cfi_frames, ==, 0);
 	ASSERT_UINT(sum.unwind_fp_frames, >=, 2 * sum.samples_written);
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open_mem(mem.data, mem.len, NULL));
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(mem.data, mem.len, NULL));
 	analyze(s, &st);
 	ASSERT_UINT(st.deep, ==, 0);
 	ASSERT_UINT(st.in_split * 10, >=, st.samples * 9);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	free(mem.data);
 }

@@ -23,9 +23,9 @@ static uint64_t record(const char *spool, int seconds)
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.err, " 0 by frame pointers");
 	test_output_free(&o);
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open(spool, NULL));
-	sonde_spool_get_info(s, &info);
-	sonde_spool_close(s);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	sonde_spool__get_info(s, &info);
+	sonde_spool__close(s);
 	return info.samples;
 }
 

@@ -30,9 +30,9 @@ static void begin(struct split_spool *s, const char *prog)
 	memset(s, 0, sizeof(*s));
 	s->prog = prog;
 	s->t = h.start_monotonic_ns;
-	s->w = ASSERT_NOT_NULL(sonde_spool_writer_new(spool_fixture_write, &s->b, &h));
-	ASSERT_OK(sonde_spool_add_thread(s->w, s->t, PID, PID, "split", &s->thread));
-	ASSERT_OK(sonde_spool_add_module(s->w, s->t, &m, &s->exe));
+	s->w = ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &s->b, &h));
+	ASSERT_OK(sonde_spool_writer__add_thread(s->w, s->t, PID, PID, "split", &s->thread));
+	ASSERT_OK(sonde_spool_writer__add_module(s->w, s->t, &m, &s->exe));
 }
 
 /* File offset of a point inside function fn. */
@@ -52,7 +52,7 @@ static void add(struct split_spool *s, const char *const *fns, size_t depth, int
 	for (int k = 0; k < n; k++) {
 		st[0].addr = leaf + (uint64_t)(k % 3);
 		s->t += 1001001;
-		ASSERT_OK(sonde_spool_add_sample(s->w, s->t, s->thread, st, depth, 0));
+		ASSERT_OK(sonde_spool_writer__add_sample(s->w, s->t, s->thread, st, depth, 0));
 	}
 }
 
@@ -73,10 +73,10 @@ static const char *split_file(const char *name, int finish, size_t *len)
 		add(&s, cool, 4, 50);
 	}
 	if (finish)
-		ASSERT_OK(sonde_spool_writer_finish(s.w));
+		ASSERT_OK(sonde_spool_writer__finish(s.w));
 	else
-		ASSERT_OK(sonde_spool_writer_flush(s.w));
-	sonde_spool_writer_free(s.w);
+		ASSERT_OK(sonde_spool_writer__flush(s.w));
+	sonde_spool_writer__free(s.w);
 	test_write_file(path, s.b.data, s.b.len);
 	if (len)
 		*len = s.b.len;
@@ -181,14 +181,14 @@ TEST(report_recursion_counts_once_and_unresolved)
 					 {s.exe, off_in(&s, "run", 8)},
 					 {s.exe, off_in(&s, "main", 4)}};
 	for (int i = 0; i < 50; i++)
-		ASSERT_OK(sonde_spool_add_sample(s.w, s.t += 1000000, s.thread, st, 4, 0));
+		ASSERT_OK(sonde_spool_writer__add_sample(s.w, s.t += 1000000, s.thread, st, 4, 0));
 	/* a raw address no module covers, and an empty stack */
 	struct sonde_spool_frame raw[] = {{0, 0x1234}, {s.exe, off_in(&s, "main", 4)}};
 	for (int i = 0; i < 50; i++)
-		ASSERT_OK(sonde_spool_add_sample(s.w, s.t += 1000000, s.thread, raw, 2, 0));
-	ASSERT_OK(sonde_spool_add_sample(s.w, s.t += 1000000, s.thread, NULL, 0, 0));
-	ASSERT_OK(sonde_spool_writer_finish(s.w));
-	sonde_spool_writer_free(s.w);
+		ASSERT_OK(sonde_spool_writer__add_sample(s.w, s.t += 1000000, s.thread, raw, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(s.w, s.t += 1000000, s.thread, NULL, 0, 0));
+	ASSERT_OK(sonde_spool_writer__finish(s.w));
+	sonde_spool_writer__free(s.w);
 	test_write_file(path, s.b.data, s.b.len);
 	sonde__buf_free(&s.b);
 
@@ -224,9 +224,9 @@ TEST(report_lines_and_inline_frames)
 	struct sonde_spool_frame st[] = {{s.exe, sym_test_vaddr_to_off(exe, leaf)},
 					 {s.exe, off_in(&s, "main", 4)}};
 	for (int i = 0; i < 10; i++)
-		ASSERT_OK(sonde_spool_add_sample(s.w, s.t += 1000000, s.thread, st, 2, 0));
-	ASSERT_OK(sonde_spool_writer_finish(s.w));
-	sonde_spool_writer_free(s.w);
+		ASSERT_OK(sonde_spool_writer__add_sample(s.w, s.t += 1000000, s.thread, st, 2, 0));
+	ASSERT_OK(sonde_spool_writer__finish(s.w));
+	sonde_spool_writer__free(s.w);
 	test_write_file(path, s.b.data, s.b.len);
 	sonde__buf_free(&s.b);
 

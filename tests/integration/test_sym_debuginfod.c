@@ -19,7 +19,7 @@ static void check_frames(struct sonde_symbolizer *s, const char *stripped, const
 	struct sonde_sym_module m = sym_test_module(stripped);
 	uint64_t va = sym_test_nm(split, "compute_warm", 0) + 4;
 	struct sonde_sym_frame f[8];
-	int n = ASSERT_OK(sonde_symbolize(s, &m, sym_test_vaddr_to_off(split, va), f, 8));
+	int n = ASSERT_OK(sonde_symbolizer__symbolize(s, &m, sym_test_vaddr_to_off(split, va), f, 8));
 
 	ASSERT_STR_EQ(f[n - 1].name, "compute_warm");
 	ASSERT_INT(f[n - 1].origin, ==, origin);
@@ -49,9 +49,9 @@ TEST_TIMEOUT(sym_debuginfod_end_to_end, 120)
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
 	struct sonde_symbolizer_opts o = {
 		.sz = sizeof(o), .debuginfod_urls = url, .debug_dirs = "/nonexistent"};
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
 	check_frames(s, stripped, split, SONDE_SYM_ORIGIN_DEBUGINFOD);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 	ASSERT(getenv("DEBUGINFOD_URLS") == NULL); /* restored after the query */
 
 	kill(server, SIGTERM);
@@ -61,16 +61,16 @@ TEST_TIMEOUT(sym_debuginfod_end_to_end, 120)
 	snprintf(cached, sizeof(cached), "%s/%s/debuginfo", cache, hex);
 	ASSERT_INT(stat(cached, &st), ==, 0);
 	/* the server is gone: the client's cache answers */
-	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
+	s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
 	check_frames(s, stripped, split, SONDE_SYM_ORIGIN_DEBUGINFOD);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 
 	/* not configured: no debug information at all */
 	struct sonde_symbolizer_opts none = {.sz = sizeof(none), .debug_dirs = "/nonexistent"};
-	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&none));
+	s = ASSERT_NOT_NULL(sonde_symbolizer__new(&none));
 	struct sonde_sym_module m = sym_test_module(stripped);
 	struct sonde_sym_frame f[4];
-	ASSERT_OK(sonde_symbolize(s, &m, 0x1000, f, 4));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &m, 0x1000, f, 4));
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }

@@ -22,7 +22,7 @@ TEST(sym_dwarf_inline_frames_and_call_sites)
 	uint32_t out_call = sym_test_marker_line(src, "sym:outer-call");
 	static struct sym_test_row rows[4096];
 	size_t n_rows = sym_test_lines(exe, rows, 4096);
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	struct sonde_sym_module m = sym_test_module(exe);
 	uint64_t lo = sym_test_nm(exe, "outer_work", 0);
 	int checked = 0;
@@ -33,7 +33,7 @@ TEST(sym_dwarf_inline_frames_and_call_sites)
 		if (a < lo || a > lo + 0x200 || sym_test_line_at(rows, n_rows, a) != body)
 			continue;
 		struct sonde_sym_frame f[8];
-		int n = ASSERT_OK(sonde_symbolize(s, &m, sym_test_vaddr_to_off(exe, a), f, 8));
+		int n = ASSERT_OK(sonde_symbolizer__symbolize(s, &m, sym_test_vaddr_to_off(exe, a), f, 8));
 		ASSERT_INT(n, ==, 3);
 		ASSERT_STR_EQ(f[0].name, "inner_mix");
 		ASSERT_INT(f[0].line, ==, body);
@@ -50,14 +50,14 @@ TEST(sym_dwarf_inline_frames_and_call_sites)
 			ASSERT_STR_EQ(f[k].module, exe);
 		}
 		/* with room for one frame only, the real function is kept */
-		ASSERT_INT(ASSERT_OK(sonde_symbolize(s, &m, sym_test_vaddr_to_off(exe, a), f, 1)),
+		ASSERT_INT(ASSERT_OK(sonde_symbolizer__symbolize(s, &m, sym_test_vaddr_to_off(exe, a), f, 1)),
 			   ==, 1);
 		ASSERT_STR_EQ(f[0].name, "outer_work");
 		ASSERT_INT(f[0].inline_depth, ==, 0);
 		checked++;
 	}
 	ASSERT_INT(checked, >=, 1);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 /* compute_hot and friends: name, file and the line objdump decodes at a few addresses. */
@@ -73,7 +73,7 @@ static void check_split_lines(struct sonde_symbolizer *s, const char *path, cons
 			uint64_t va = sym_test_nm(orig, fns[i], 0) + d;
 			struct sonde_sym_frame f[8];
 			int n = ASSERT_OK(
-				sonde_symbolize(s, m, sym_test_vaddr_to_off(orig, va), f, 8));
+				sonde_symbolizer__symbolize(s, m, sym_test_vaddr_to_off(orig, va), f, 8));
 			ASSERT_STR_EQ(f[n - 1].name, fns[i]);
 			ASSERT_INT(f[n - 1].origin, ==, origin);
 			ASSERT_STR_EQ(basename_of(f[0].file), "split.c");
@@ -85,12 +85,12 @@ static void check_split_lines(struct sonde_symbolizer *s, const char *path, cons
 
 TEST(sym_dwarf_lines_of_split)
 {
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	const char *split = test_prog("split");
 	struct sonde_sym_module m = sym_test_module(split);
 
 	check_split_lines(s, split, split, &m, SONDE_SYM_ORIGIN_DWARF);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 static void make_stripped(const char *orig, const char *stripped, const char *debug)
@@ -112,18 +112,18 @@ TEST(sym_debug_file_by_build_id)
 	make_stripped(split, stripped, path);
 
 	/* without the debug directory: nothing but the fallback */
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	struct sonde_sym_module m = sym_test_module(stripped);
 	struct sonde_sym_frame f[4];
 	uint64_t off = sym_test_vaddr_to_off(split, sym_test_nm(split, "compute_hot", 0));
-	ASSERT_OK(sonde_symbolize(s, &m, off, f, 4));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &m, off, f, 4));
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 
 	char dirs[4096];
 	snprintf(dirs, sizeof(dirs), "/nonexistent:%s/debug", test_tmpdir());
 	struct sonde_symbolizer_opts o = {.sz = sizeof(o), .debug_dirs = dirs};
-	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
+	s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
 	check_split_lines(s, stripped, split, &m, SONDE_SYM_ORIGIN_DWARF);
 
 	/* the image itself is gone: the recorded build id alone finds the debug file */
@@ -138,7 +138,7 @@ TEST(sym_debug_file_by_build_id)
 	uint64_t text = sym_test_nm(split, "compute_hot", 0);
 	gone.pgoff = sym_test_vaddr_to_off(split, text) & ~0xfffULL;
 	check_split_lines(s, "/nonexistent/split", split, &gone, SONDE_SYM_ORIGIN_DWARF);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_debug_file_by_debuglink_with_crc)
@@ -153,19 +153,19 @@ TEST(sym_debug_file_by_debuglink_with_crc)
 	sym_test_sh("objcopy --add-gnu-debuglink=%s %s", debug, stripped);
 	/* no build-id directory knows this file: the link must find it */
 	struct sonde_symbolizer_opts o = {.sz = sizeof(o), .debug_dirs = "/nonexistent"};
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
 	struct sonde_sym_module m = sym_test_module(stripped);
 	check_split_lines(s, stripped, split, &m, SONDE_SYM_ORIGIN_DWARF);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 
 	/* a debug file of the same name but other contents fails the CRC check */
 	sym_test_sh("objcopy --only-keep-debug %s %s", test_prog("sym_split_nopie"), debug);
-	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
+	s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
 	struct sonde_sym_frame f[4];
 	uint64_t off = sym_test_vaddr_to_off(split, sym_test_nm(split, "compute_hot", 0));
-	ASSERT_OK(sonde_symbolize(s, &m, off, f, 4));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &m, off, f, 4));
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_warm_lookups_allocate_nothing)
@@ -175,7 +175,7 @@ TEST(sym_warm_lookups_allocate_nothing)
 #endif
 	const char *inl = test_prog("sym_inline"), *split = test_prog("split");
 	const char *cxx = test_prog("sym_cxx");
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	struct sonde_sym_module mods[3] = {sym_test_module(inl), sym_test_module(split),
 					   sym_test_module(cxx)};
 	struct sonde_sym_frame f[16];
@@ -190,9 +190,9 @@ TEST(sym_warm_lookups_allocate_nothing)
 		struct mallinfo2 before = mallinfo2();
 		for (int k = 0; k < 3; k++)
 			for (uint64_t d = 0; d < 0x80; d++)
-				ASSERT_OK(sonde_symbolize(s, &mods[k], offs[k] + d, f, 16));
-		ASSERT_OK(sonde_symbolize(s, &mods[1], 0x7fffff00, f, 16)); /* fallback */
-		ASSERT_OK(sonde_symbolize_raw(s, 1, 0x1234, f, 16));
+				ASSERT_OK(sonde_symbolizer__symbolize(s, &mods[k], offs[k] + d, f, 16));
+		ASSERT_OK(sonde_symbolizer__symbolize(s, &mods[1], 0x7fffff00, f, 16)); /* fallback */
+		ASSERT_OK(sonde_symbolizer__symbolize_raw(s, 1, 0x1234, f, 16));
 		struct mallinfo2 after = mallinfo2();
 		if (pass == 1)
 			ASSERT_UINT(after.uordblks + after.hblkhd, ==,
@@ -204,5 +204,5 @@ TEST(sym_warm_lookups_allocate_nothing)
 	struct mallinfo2 a = mallinfo2();
 	ASSERT_UINT(a.uordblks + a.hblkhd, >, b.uordblks + b.hblkhd);
 	free(probe);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }

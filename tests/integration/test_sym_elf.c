@@ -13,7 +13,7 @@ static const struct sonde_sym_frame *expect_sym(struct sonde_symbolizer *s, cons
 	struct sonde_sym_module m = sym_test_module(path);
 	uint64_t va = sym_test_nm(nm_path, name, dynamic) + delta;
 	uint64_t off = sym_test_vaddr_to_off(nm_path, va);
-	int n = ASSERT_OK(sonde_symbolize(s, &m, off, f, 8));
+	int n = ASSERT_OK(sonde_symbolizer__symbolize(s, &m, off, f, 8));
 
 	ASSERT_INT(n, >=, 1);
 	ASSERT_STR_EQ(f[n - 1].name, name);
@@ -27,7 +27,7 @@ static const struct sonde_sym_frame *expect_sym(struct sonde_symbolizer *s, cons
 
 TEST(sym_split_pie_symtab)
 {
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	const char *split = test_prog("split");
 
 	for (int i = 0; i < 2; i++) { /* cold, then warm */
@@ -39,12 +39,12 @@ TEST(sym_split_pie_symtab)
 		expect_sym(s, split, split, "run", 4, 0, 255);
 		expect_sym(s, split, split, "main", 1, 0, 255);
 	}
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_split_fixed_address_executable)
 {
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	const char *exe = test_prog("sym_split_nopie");
 	uint64_t va = sym_test_nm(exe, "compute_hot", 0);
 
@@ -53,12 +53,12 @@ TEST(sym_split_fixed_address_executable)
 	expect_sym(s, exe, exe, "compute_hot", 1, 0, 255);
 	expect_sym(s, exe, exe, "compute_warm", 1, 0, 255);
 	expect_sym(s, exe, exe, "path_cool", 1, 0, 255);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_shared_object_symtab_and_ifunc)
 {
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	const char *so = test_prog("libsym_shlib.so");
 	struct sonde_symbolizer_opts o = {.sz = sizeof(o), .no_demangle = 1};
 
@@ -73,15 +73,15 @@ TEST(sym_shared_object_symtab_and_ifunc)
 	sym_test_sh("strip -g -o %s %s", nodebug, so);
 	expect_sym(s, nodebug, nodebug, "shlib_ifunc", 0, 0, SONDE_SYM_ORIGIN_SYMTAB);
 	expect_sym(s, nodebug, nodebug, "shlib_local_helper", 1, 0, SONDE_SYM_ORIGIN_SYMTAB);
-	sonde_symbolizer_free(s);
-	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
+	sonde_symbolizer__free(s);
+	s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
 	expect_sym(s, so, so, "shlib_exported", 0, 0, 255);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_stripped_shared_object_uses_dynsym)
 {
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	const char *so = test_prog("libsym_shlib.so");
 	const char *copy = test_path("libstripped.so");
 	struct sonde_sym_frame f[4];
@@ -93,50 +93,50 @@ TEST(sym_stripped_shared_object_uses_dynsym)
 	/* the local helper is gone with .symtab: it falls inside no dynamic symbol */
 	struct sonde_sym_module m = sym_test_module(copy);
 	uint64_t off = sym_test_vaddr_to_off(so, sym_test_nm(so, "shlib_local_helper", 0));
-	ASSERT_INT(ASSERT_OK(sonde_symbolize(s, &m, off, f, 4)), ==, 1);
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer__symbolize(s, &m, off, f, 4)), ==, 1);
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
 	char want[64];
 	snprintf(want, sizeof(want), "libstripped.so+0x%llx", (unsigned long long)off);
 	ASSERT_STR_EQ(f[0].name, want);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_fallback_names)
 {
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	struct sonde_sym_module m = sym_test_module("/nonexistent/dir/libgone.so.1");
 	struct sonde_sym_frame f[2];
 
-	ASSERT_INT(ASSERT_OK(sonde_symbolize(s, &m, 0x1234, f, 2)), ==, 1);
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer__symbolize(s, &m, 0x1234, f, 2)), ==, 1);
 	ASSERT_STR_EQ(f[0].name, "libgone.so.1+0x1234");
 	ASSERT_STR_EQ(f[0].module, "/nonexistent/dir/libgone.so.1");
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
 	ASSERT(f[0].file == NULL && f[0].line == 0);
 	const char *first = f[0].name;
-	ASSERT_OK(sonde_symbolize(s, &m, 0x1234, f, 2));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &m, 0x1234, f, 2));
 	ASSERT(f[0].name == first); /* cached, not rebuilt */
 
 	/* an offset past every segment of a real binary */
 	struct sonde_sym_module sp = sym_test_module(test_prog("split"));
-	ASSERT_OK(sonde_symbolize(s, &sp, 0x7fffff00, f, 2));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &sp, 0x7fffff00, f, 2));
 	ASSERT_STR_EQ(f[0].name, "split+0x7fffff00");
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
 
-	ASSERT_INT(ASSERT_OK(sonde_symbolize_raw(s, 4242, 0xdeadbeef, f, 2)), ==, 1);
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer__symbolize_raw(s, 4242, 0xdeadbeef, f, 2)), ==, 1);
 	ASSERT_STR_EQ(f[0].name, "0xdeadbeef");
 	ASSERT(f[0].module == NULL);
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
 
-	ASSERT_ERR(sonde_symbolize(s, &m, 0, f, 0), -EINVAL);
-	ASSERT_ERR(sonde_symbolize(s, NULL, 0, f, 1), -EINVAL);
-	ASSERT_ERR(sonde_symbolize(NULL, &m, 0, f, 1), -EINVAL);
-	sonde_symbolizer_free(s);
-	sonde_symbolizer_free(NULL);
+	ASSERT_ERR(sonde_symbolizer__symbolize(s, &m, 0, f, 0), -EINVAL);
+	ASSERT_ERR(sonde_symbolizer__symbolize(s, NULL, 0, f, 1), -EINVAL);
+	ASSERT_ERR(sonde_symbolizer__symbolize(NULL, &m, 0, f, 1), -EINVAL);
+	sonde_symbolizer__free(s);
+	sonde_symbolizer__free(NULL);
 }
 
 TEST(sym_replaced_file_is_not_trusted)
 {
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	const char *copy = test_path("libreplaced.so");
 	struct sonde_sym_frame f[2];
 
@@ -147,9 +147,9 @@ TEST(sym_replaced_file_is_not_trusted)
 	m.build_id = other_id;
 	m.build_id_len = sizeof(other_id);
 	uint64_t off = sym_test_vaddr_to_off(copy, sym_test_nm(copy, "shlib_spin", 0));
-	ASSERT_OK(sonde_symbolize(s, &m, off, f, 2));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &m, off, f, 2));
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_cxx_names_are_demangled)
@@ -160,29 +160,29 @@ TEST(sym_cxx_names_are_demangled)
 	struct sonde_sym_module m = sym_test_module(exe);
 	struct sonde_sym_frame f[8];
 	uint64_t off = sym_test_vaddr_to_off(exe, sym_test_nm(exe, frob, 0) + 4);
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 
 	/* from DWARF (the linkage name) */
-	int n = ASSERT_OK(sonde_symbolize(s, &m, off, f, 8));
+	int n = ASSERT_OK(sonde_symbolizer__symbolize(s, &m, off, f, 8));
 	ASSERT_STR_EQ(f[n - 1].name, "sonde_test::Widget::frob(int)");
 	ASSERT_INT(f[n - 1].origin, ==, SONDE_SYM_ORIGIN_DWARF);
 	/* from the symbol table */
 	sym_test_sh("strip -g -o %s %s", nodebug, exe);
 	struct sonde_sym_module mn = sym_test_module(nodebug);
-	n = ASSERT_OK(sonde_symbolize(s, &mn, off, f, 8));
+	n = ASSERT_OK(sonde_symbolizer__symbolize(s, &mn, off, f, 8));
 	ASSERT_STR_EQ(f[n - 1].name, "sonde_test::Widget::frob(int)");
 	ASSERT_INT(f[n - 1].origin, ==, SONDE_SYM_ORIGIN_SYMTAB);
 	uint64_t t =
 		sym_test_vaddr_to_off(exe, sym_test_nm(exe, "_ZN10sonde_test5twiceIiEET_S1_", 0));
-	n = ASSERT_OK(sonde_symbolize(s, &mn, t, f, 8));
+	n = ASSERT_OK(sonde_symbolizer__symbolize(s, &mn, t, f, 8));
 	ASSERT_STR_EQ(f[n - 1].name, "int sonde_test::twice<int>(int)");
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 
 	struct sonde_symbolizer_opts o = {.sz = sizeof(o), .no_demangle = 1};
-	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
-	n = ASSERT_OK(sonde_symbolize(s, &m, off, f, 8));
+	s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
+	n = ASSERT_OK(sonde_symbolizer__symbolize(s, &m, off, f, 8));
 	ASSERT_STR_EQ(f[n - 1].name, frob);
-	n = ASSERT_OK(sonde_symbolize(s, &mn, off, f, 8));
+	n = ASSERT_OK(sonde_symbolizer__symbolize(s, &mn, off, f, 8));
 	ASSERT_STR_EQ(f[n - 1].name, frob);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }

@@ -23,7 +23,7 @@ static struct sonde_symbolizer *symbolizer(void)
 	struct sonde_symbolizer_opts o = {
 		.sz = sizeof(o), .perf_map_dir = test_tmpdir(), .buildid_cache_dir = ""};
 
-	return ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
+	return ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
 }
 
 static const char *map_of(pid_t pid)
@@ -38,7 +38,7 @@ static const char *raw(struct sonde_symbolizer *s, pid_t pid, uint64_t addr)
 {
 	static struct sonde_sym_frame f[2];
 
-	ASSERT_INT(ASSERT_OK(sonde_symbolize_raw(s, (uint32_t)pid, addr, f, 2)), ==, 1);
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer__symbolize_raw(s, (uint32_t)pid, addr, f, 2)), ==, 1);
 	return f[0].name;
 }
 
@@ -46,7 +46,7 @@ static struct sonde_symbolizer_stats stats(const struct sonde_symbolizer *s)
 {
 	struct sonde_symbolizer_stats st = {.sz = sizeof(st)};
 
-	ASSERT_OK(sonde_symbolizer_get_stats(s, &st));
+	ASSERT_OK(sonde_symbolizer__get_stats(s, &st));
 	return st;
 }
 
@@ -86,7 +86,7 @@ TEST_TIMEOUT(sym_hostile_perf_map_fifo_is_not_opened, 20)
 	ASSERT_STR_EQ(raw(s, 4242, 0x1000), "0x1000");
 	/* one refusal for the file, not one per lookup */
 	ASSERT_UINT(stats(s).refused_not_regular, ==, 1);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 /* A symbolic link is no perf map, wherever it points: to /dev/zero, or to a real map
@@ -102,7 +102,7 @@ TEST_TIMEOUT(sym_hostile_perf_map_symlink_is_not_followed, 20)
 	ASSERT_STR_EQ(raw(s, 4242, 0x1000), "0x1000");
 	ASSERT_STR_EQ(raw(s, 4243, 0x1000), "0x1000");
 	ASSERT_UINT(stats(s).refused_symlink, ==, 2);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 /* A 768 MiB sparse map is refused by the cap without being read; a 60 MiB one under the
@@ -122,7 +122,7 @@ TEST_TIMEOUT(sym_hostile_perf_map_sparse_giant_costs_no_memory, 60)
 	ASSERT_STR_EQ(raw(s, 4243, 0x2000), "0x2000"); /* its name never ends: skipped */
 	printf("peak RSS grew by %ld KiB\n", peak_kib() - before);
 	ASSERT_INT(peak_kib() - before, <, 16 << 10);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 /* A child that sleeps as uid until killed. */
@@ -174,7 +174,7 @@ TEST_TIMEOUT(sym_hostile_perf_map_of_another_user_is_ignored, 30)
 	kill(other, SIGKILL);
 	test_wait(mine, 10);
 	test_wait(other, 10);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 /* A module whose recorded path is now a FIFO, or a link to /dev/zero: the frame falls back
@@ -192,15 +192,15 @@ TEST_TIMEOUT(sym_hostile_module_path_fifo_falls_back, 20)
 				     .end = 0x20000,
 				     .inode = 1,
 				     .path = fifo};
-	ASSERT_INT(ASSERT_OK(sonde_symbolize(s, &m, 0x1234, f, 4)), ==, 1);
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer__symbolize(s, &m, 0x1234, f, 4)), ==, 1);
 	ASSERT_STR_EQ(f[0].name, "libfifo.so+0x1234");
 	m.path = link;
-	ASSERT_INT(ASSERT_OK(sonde_symbolize(s, &m, 0x1234, f, 4)), ==, 1);
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer__symbolize(s, &m, 0x1234, f, 4)), ==, 1);
 	ASSERT_STR_EQ(f[0].name, "libzero.so+0x1234");
 	struct sonde_symbolizer_stats st = stats(s);
 	ASSERT_UINT(st.refused_not_regular, >=, 1);
 	ASSERT_UINT(st.refused_symlink, >=, 1);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 /* ---- a JIT target running as nobody puts a FIFO where its perf map belongs ---- */

@@ -67,7 +67,7 @@ static int resolves(struct sonde_symbolizer *s, const struct sonde_sym_module *m
 		    const char *name)
 {
 	struct sonde_sym_frame f[8];
-	int n = ASSERT_OK(sonde_symbolize(s, m, off, f, 8));
+	int n = ASSERT_OK(sonde_symbolizer__symbolize(s, m, off, f, 8));
 
 	return f[n - 1].origin != SONDE_SYM_ORIGIN_NONE && !strcmp(f[n - 1].name, name);
 }
@@ -86,25 +86,25 @@ TEST(sym_deleted_library_through_map_files)
 	ASSERT(stat(lib, &st) < 0);
 
 	/* without the cache the deleted file is gone */
-	struct sonde_symbolizer *plain = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *plain = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	ASSERT(!resolves(plain, &m, off, "shlib_spin"));
-	sonde_symbolizer_free(plain);
+	sonde_symbolizer__free(plain);
 
 	/* the recorder saw the mapping before the deletion; the samples name it after */
 	struct sonde_sym_module after = find_mapping(pid, lib, 3);
 	ASSERT_CONTAINS(after.path, "(deleted)");
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
-	ASSERT_OK(sonde_symbolizer_add_image_from_pid(s, &m));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
+	ASSERT_OK(sonde_symbolizer__add_image_from_pid(s, &m));
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
 	/* the process is gone too: the cached descriptor is all that is left */
 	ASSERT(resolves(s, &m, off, "shlib_spin"));
 	struct sonde_sym_frame f[8];
-	int n = ASSERT_OK(sonde_symbolize(s, &after, off, f, 8));
+	int n = ASSERT_OK(sonde_symbolizer__symbolize(s, &after, off, f, 8));
 	ASSERT_STR_EQ(f[n - 1].name, "shlib_spin");
 	ASSERT_INT(f[n - 1].origin, ==, SONDE_SYM_ORIGIN_DWARF);
 	ASSERT_CONTAINS(f[n - 1].module, "(deleted)");
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_image_cache_checks_and_evicts)
@@ -126,31 +126,31 @@ TEST(sym_image_cache_checks_and_evicts)
 	struct sonde_sym_module bad = ma;
 	bad.build_id = wrong;
 	bad.build_id_len = sizeof(wrong);
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
-	ASSERT_ERR(sonde_symbolizer_add_image_from_pid(s, &bad), -ESTALE);
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
+	ASSERT_ERR(sonde_symbolizer__add_image_from_pid(s, &bad), -ESTALE);
 	struct sonde_sym_module noino = ma;
 	noino.inode = 0;
-	ASSERT_ERR(sonde_symbolizer_add_image_from_pid(s, &noino), -EINVAL);
-	sonde_symbolizer_free(s);
+	ASSERT_ERR(sonde_symbolizer__add_image_from_pid(s, &noino), -EINVAL);
+	sonde_symbolizer__free(s);
 
 	/* room for one image: adding b evicts a */
 	struct sonde_symbolizer_opts o = {.sz = sizeof(o), .image_cache_max = 1};
-	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
-	ASSERT_OK(sonde_symbolizer_add_image_from_pid(s, &ma));
-	ASSERT_OK(sonde_symbolizer_add_image_from_pid(s, &mb));
+	s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
+	ASSERT_OK(sonde_symbolizer__add_image_from_pid(s, &ma));
+	ASSERT_OK(sonde_symbolizer__add_image_from_pid(s, &mb));
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
 	ASSERT(!resolves(s, &ma, off, "shlib_exported"));
 	ASSERT(resolves(s, &mb, off, "shlib_exported"));
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 
 	/* a byte bound smaller than the file refuses it */
 	struct sonde_symbolizer_opts tiny = {.sz = sizeof(tiny), .image_cache_bytes = 100};
-	s = ASSERT_NOT_NULL(sonde_symbolizer_new(&tiny));
+	s = ASSERT_NOT_NULL(sonde_symbolizer__new(&tiny));
 	int fd = open(orig, O_RDONLY);
 	struct sonde_sym_module mo = sym_test_module(orig);
 	mo.inode = 1;
-	ASSERT_ERR(sonde_symbolizer_add_image(s, &mo, fd), -SONDE_E_LIMIT);
+	ASSERT_ERR(sonde_symbolizer__add_image(s, &mo, fd), -SONDE_E_LIMIT);
 	close(fd);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }

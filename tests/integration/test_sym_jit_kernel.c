@@ -22,7 +22,7 @@ static const char *raw_name(struct sonde_symbolizer *s, uint32_t pid, uint64_t a
 {
 	struct sonde_sym_frame f[2];
 
-	ASSERT_INT(ASSERT_OK(sonde_symbolize_raw(s, pid, addr, f, 2)), ==, 1);
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer__symbolize_raw(s, pid, addr, f, 2)), ==, 1);
 	*origin = f[0].origin;
 	if (f[0].origin == SONDE_SYM_ORIGIN_PERF_MAP) {
 		ASSERT_INT(f[0].kind, ==, SONDE_SYM_JIT);
@@ -42,7 +42,7 @@ TEST(sym_perf_map_rules_and_growth)
 {
 	const char *map = test_path("perf-4242.map");
 	struct sonde_symbolizer_opts o = {.sz = sizeof(o), .perf_map_dir = test_tmpdir()};
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
 	uint8_t origin;
 
 	append(map, "1000 100 first_fn\n"
@@ -84,10 +84,10 @@ TEST(sym_perf_map_rules_and_growth)
 				     .pgoff = 0,
 				     .path = "//anon"};
 	struct sonde_sym_frame f[2];
-	ASSERT_OK(sonde_symbolize(s, &m, 0x30, f, 2));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &m, 0x30, f, 2));
 	ASSERT_STR_EQ(f[0].name, "new_method");
 	ASSERT_INT(f[0].kind, ==, SONDE_SYM_JIT);
-	ASSERT_OK(sonde_symbolize(s, &m, 0x800, f, 2));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &m, 0x800, f, 2));
 	ASSERT_STR_EQ(f[0].name, "anon+0x800");
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
 
@@ -95,11 +95,11 @@ TEST(sym_perf_map_rules_and_growth)
 	const char *old_name = raw_name(s, 4242, 0x5000, &origin);
 	unlink(map);
 	append(map, "1000 100 first_fn\n5000 40 other_method\n");
-	ASSERT_INT(ASSERT_OK(sonde_symbolizer_forget_pid(s, 4242)), ==, 1);
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer__forget_pid(s, 4242)), ==, 1);
 	EXPECT_RAW(s, 0x5000, "other_method");
 	ASSERT_STR_EQ(old_name, "new_method"); /* still valid */
-	ASSERT_INT(ASSERT_OK(sonde_symbolizer_forget_pid(s, 999)), ==, 0);
-	sonde_symbolizer_free(s);
+	ASSERT_INT(ASSERT_OK(sonde_symbolizer__forget_pid(s, 999)), ==, 0);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_kallsyms_file_and_live)
@@ -116,21 +116,21 @@ TEST(sym_kallsyms_file_and_live)
 		   "ffffffffc0100000 t mod_fn\t[my_mod]\n"
 		   "0000000000000000 T hidden\n"
 		   "garbage line\n");
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(&o));
-	ASSERT_OK(sonde_symbolize(s, &k, 0xffffffff81000105, f, 2));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(&o));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &k, 0xffffffff81000105, f, 2));
 	ASSERT_STR_EQ(f[0].name, "helper_fn");
 	ASSERT_STR_EQ(f[0].module, "[kernel.kallsyms]");
 	ASSERT_INT(f[0].kind, ==, SONDE_SYM_KERNEL);
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_KALLSYMS);
-	ASSERT_OK(sonde_symbolize(s, &k, 0xffffffff81000250, f, 2)); /* data is not code */
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &k, 0xffffffff81000250, f, 2)); /* data is not code */
 	ASSERT_STR_EQ(f[0].name, "helper_fn");
-	ASSERT_OK(sonde_symbolize(s, &k, 0xffffffffc0100010, f, 2));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &k, 0xffffffffc0100010, f, 2));
 	ASSERT_STR_EQ(f[0].name, "mod_fn");
 	ASSERT_STR_EQ(f[0].module, "[my_mod]");
-	ASSERT_OK(sonde_symbolize(s, &k, 0x1000, f, 2));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &k, 0x1000, f, 2));
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_NONE);
 	ASSERT_INT(f[0].kind, ==, SONDE_SYM_KERNEL);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 
 	/* the live kernel: a well-known function, its address read from /proc/kallsyms */
 	char *text = test_read_file("/proc/kallsyms", NULL);
@@ -146,11 +146,11 @@ TEST(sym_kallsyms_file_and_live)
 	free(text);
 	if (!addr)
 		SKIP("/proc/kallsyms shows no addresses (no privilege, or kptr_restrict)");
-	s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
-	ASSERT_OK(sonde_symbolize(s, &k, addr + 4, f, 2));
+	s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
+	ASSERT_OK(sonde_symbolizer__symbolize(s, &k, addr + 4, f, 2));
 	ASSERT_STR_EQ(f[0].name, "schedule");
 	ASSERT_INT(f[0].origin, ==, SONDE_SYM_ORIGIN_KALLSYMS);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }
 
 TEST(sym_vdso_from_our_own_image)
@@ -168,7 +168,7 @@ TEST(sym_vdso_from_our_own_image)
 			break;
 	fclose(maps);
 	ASSERT_CONTAINS(maps_line, "[vdso]");
-	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer_new(NULL));
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	struct sonde_sym_module m = {.flags = SONDE_MODULE_VDSO | SONDE_MODULE_EXEC,
 				     .pid = (uint32_t)getpid(),
 				     .path = "[vdso]"};
@@ -176,11 +176,11 @@ TEST(sym_vdso_from_our_own_image)
 	 * through our own copy of the vDSO */
 	int found = 0;
 	for (uint64_t off = 0; off < 0x2000 && !found; off += 4) {
-		int n = ASSERT_OK(sonde_symbolize(s, &m, off, f, 4));
+		int n = ASSERT_OK(sonde_symbolizer__symbolize(s, &m, off, f, 4));
 		if (f[n - 1].origin != SONDE_SYM_ORIGIN_NONE &&
 		    strstr(f[n - 1].name, "clock_gettime"))
 			found = 1;
 	}
 	ASSERT(found);
-	sonde_symbolizer_free(s);
+	sonde_symbolizer__free(s);
 }

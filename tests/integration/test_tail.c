@@ -32,10 +32,10 @@ static struct sonde_recorder *record_launched(struct sonde_launch **l, const cha
 	char *argv[] = {(char *)prog, (char *)secs, NULL};
 	struct sonde_record_opts o = {.sz = sizeof(o), .frequency = 999};
 
-	*l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
+	*l = ASSERT_NOT_NULL(sonde_launch__new(argv, NULL));
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder_attach(sonde_launch_pid(*l), out, SONDE_ATTACH_ON_EXEC, &o));
-	ASSERT_OK(sonde_launch_resume(*l));
+		sonde_recorder__attach(sonde_launch__pid(*l), out, SONDE_ATTACH_ON_EXEC, &o));
+	ASSERT_OK(sonde_launch__resume(*l));
 	return r;
 }
 
@@ -52,10 +52,10 @@ static void count_leaves(struct sonde_tail *t, const struct sonde_tail_batch *b,
 		struct sonde_spool_thread th;
 		struct sonde_sym_frame sym[8];
 		c->samples++;
-		if (ASSERT_OK(sonde_tail_get_stack(t, b->samples[i].stack, frames, 1)) == 0)
+		if (ASSERT_OK(sonde_tail__get_stack(t, b->samples[i].stack, frames, 1)) == 0)
 			continue;
-		ASSERT_OK(sonde_tail_get_thread(t, b->samples[i].thread, &th));
-		int n = ASSERT_OK(sonde_tail_symbolize(t, frames[0], th.pid, sym, 8));
+		ASSERT_OK(sonde_tail__get_thread(t, b->samples[i].thread, &th));
+		int n = ASSERT_OK(sonde_tail__symbolize(t, frames[0], th.pid, sym, 8));
 		ASSERT_INT(n, >=, 1);
 		if (sym[n - 1].origin != SONDE_SYM_ORIGIN_NONE)
 			c->resolved++;
@@ -68,7 +68,7 @@ static void drain_tail(struct sonde_tail *t, struct leaf_counts *c, int *ended)
 {
 	struct sonde_tail_batch b = {.sz = sizeof(b)};
 
-	while (ASSERT_OK(sonde_tail_poll(t, 5000, 0, &b)) > 0)
+	while (ASSERT_OK(sonde_tail__poll(t, 5000, 0, &b)) > 0)
 		count_leaves(t, &b, c);
 	*ended = b.ended;
 }
@@ -82,21 +82,21 @@ TEST_TIMEOUT(tail_recorder_follows_its_own_recording, 120)
 
 	test_require_perf();
 	struct sonde_recorder *r = record_launched(&l, test_prog("split"), "3", out);
-	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_recorder_tail(r, NULL));
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_recorder__tail(r, NULL));
 	/* One tail per recorder. */
-	ASSERT(sonde_recorder_tail(r, NULL) == NULL);
+	ASSERT(sonde_recorder__tail(r, NULL) == NULL);
 	ASSERT_INT(errno, ==, EINVAL);
-	while (sonde_launch_wait(l, WNOHANG, &status) == 0) {
-		ASSERT_OK(sonde_recorder_poll(r, 100, NULL));
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0) {
+		ASSERT_OK(sonde_recorder__poll(r, 100, NULL));
 		uint64_t before = c.samples;
 		drain_tail(t, &c, &ended);
 		batches_with_samples += c.samples > before;
 		ASSERT(!ended);
 	}
 	struct sonde_record_summary s = {.sz = sizeof(s)};
-	ASSERT_OK(sonde_recorder_finish(r, &s));
+	ASSERT_OK(sonde_recorder__finish(r, &s));
 	/* The tail outlives its recorder. */
-	sonde_recorder_free(r);
+	sonde_recorder__free(r);
 	drain_tail(t, &c, &ended);
 	ASSERT(ended);
 	ASSERT_UINT(c.samples, ==, s.samples_written);
@@ -107,8 +107,8 @@ TEST_TIMEOUT(tail_recorder_follows_its_own_recording, 120)
 	ASSERT_UINT(c.resolved * 10, >=, c.samples * 9);
 	ASSERT_UINT(c.hot * 100, >=, c.samples * 40);
 	ASSERT_UINT(c.hot * 100, <=, c.samples * 80);
-	sonde_tail_free(t);
-	sonde_launch_free(l);
+	sonde_tail__free(t);
+	sonde_launch__free(l);
 }
 
 TEST_TIMEOUT(tail_shares_recorder_images_of_deleted_binary, 120)
@@ -124,14 +124,14 @@ TEST_TIMEOUT(tail_shares_recorder_images_of_deleted_binary, 120)
 	 * the user's, where a later run's tail without the recorder would find it. */
 	setenv("SONDE_BUILDID_CACHE", test_path("bidcache"), 1);
 	struct sonde_recorder *r = record_launched(&l, copy, "1", out);
-	while (sonde_launch_wait(l, WNOHANG, &status) == 0)
-		ASSERT_OK(sonde_recorder_poll(r, 100, NULL));
-	ASSERT_OK(sonde_recorder_flush(r));
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0)
+		ASSERT_OK(sonde_recorder__poll(r, 100, NULL));
+	ASSERT_OK(sonde_recorder__flush(r));
 	/* The process is gone and so is its binary: only the recorder's image is left. */
 	ASSERT_OK(unlink(copy));
-	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_recorder_tail(r, NULL));
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_recorder__tail(r, NULL));
 	drain_tail(t, &shared, &ended);
-	struct sonde_tail *t2 = ASSERT_NOT_NULL(sonde_tail_open(out, NULL));
+	struct sonde_tail *t2 = ASSERT_NOT_NULL(sonde_tail__open(out, NULL));
 	drain_tail(t2, &alone, &ended);
 
 	ASSERT_UINT(shared.samples, >=, 100);
@@ -139,11 +139,11 @@ TEST_TIMEOUT(tail_shares_recorder_images_of_deleted_binary, 120)
 	ASSERT_UINT(shared.hot * 100, >=, shared.samples * 40);
 	/* Without the recorder, the deleted binary's frames cannot be named. */
 	ASSERT_UINT(alone.hot, ==, 0);
-	sonde_tail_free(t2);
-	sonde_tail_free(t);
-	ASSERT_OK(sonde_recorder_finish(r, NULL));
-	sonde_recorder_free(r);
-	sonde_launch_free(l);
+	sonde_tail__free(t2);
+	sonde_tail__free(t);
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
 }
 
 TEST(tail_of_writer_recorder_is_refused)
@@ -152,15 +152,15 @@ TEST(tail_of_writer_recorder_is_refused)
 	char *argv[] = {(char *)test_prog("split"), "1", NULL};
 
 	test_require_perf();
-	l = ASSERT_NOT_NULL(sonde_launch_new(argv, NULL));
+	l = ASSERT_NOT_NULL(sonde_launch__new(argv, NULL));
 	int fd = open(test_path("w.spool"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder_attach_writer(sonde_launch_pid(l), sonde_spool_write_fd,
+		sonde_recorder__attach_writer(sonde_launch__pid(l), sonde_spool_writer__write_fd,
 					     (void *)(intptr_t)fd, SONDE_ATTACH_ON_EXEC, NULL));
-	ASSERT(sonde_recorder_tail(r, NULL) == NULL);
+	ASSERT(sonde_recorder__tail(r, NULL) == NULL);
 	ASSERT_INT(errno, ==, EINVAL);
-	sonde_recorder_free(r);
-	sonde_launch_free(l);
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
 	close(fd);
 }
 
@@ -171,7 +171,7 @@ struct seen {
 
 static void reader_process(const char *path, int wfd)
 {
-	struct sonde_tail *t = sonde_tail_open(path, NULL);
+	struct sonde_tail *t = sonde_tail__open(path, NULL);
 	struct sonde_tail_batch b = {.sz = sizeof(b)};
 	struct seen s = {0};
 	uint64_t deadline = mono_ns() + 60ull * 1000000000ull;
@@ -179,7 +179,7 @@ static void reader_process(const char *path, int wfd)
 	if (!t)
 		_exit(2);
 	while (mono_ns() < deadline) {
-		int n = sonde_tail_poll(t, 0, 0, &b);
+		int n = sonde_tail__poll(t, 0, 0, &b);
 		if (n < 0)
 			_exit(3);
 		if (b.n_samples) {
@@ -209,7 +209,7 @@ static uint64_t wait_for_reader(struct sonde_recorder *r, int rfd, uint64_t want
 		if (poll(&p, 1, 5) == 1)
 			ASSERT_INT(read(rfd, &s, sizeof(s)), ==, (long)sizeof(s));
 		else
-			ASSERT_OK(sonde_recorder_poll(r, 0, NULL));
+			ASSERT_OK(sonde_recorder__poll(r, 0, NULL));
 	}
 	return s.at_ns;
 }
@@ -235,10 +235,10 @@ TEST_TIMEOUT(tail_second_process_sees_flushed_samples_within_a_second, 120)
 		/* Let samples accumulate, then flush and time until the reader has them. */
 		uint64_t until = mono_ns() + 300ull * 1000000;
 		while (mono_ns() < until)
-			ASSERT_OK(sonde_recorder_poll(r, 50, NULL));
-		ASSERT_OK(sonde_recorder_flush(r));
+			ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+		ASSERT_OK(sonde_recorder__flush(r));
 		struct sonde_record_summary s = {.sz = sizeof(s)};
-		ASSERT_OK(sonde_recorder_summary(r, &s));
+		ASSERT_OK(sonde_recorder__summary(r, &s));
 		uint64_t flushed = mono_ns();
 		if (s.samples_written == 0)
 			continue;
@@ -248,11 +248,11 @@ TEST_TIMEOUT(tail_second_process_sees_flushed_samples_within_a_second, 120)
 			worst = latency;
 	}
 	ASSERT_UINT(worst, <, 1000000000ull);
-	ASSERT_OK(sonde_recorder_finish(r, NULL));
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
 	ASSERT_INT(test_wait(reader, 30), ==, 0);
-	sonde_recorder_free(r);
-	kill(sonde_launch_pid(l), SIGKILL);
-	sonde_launch_wait(l, 0, &status);
-	sonde_launch_free(l);
+	sonde_recorder__free(r);
+	kill(sonde_launch__pid(l), SIGKILL);
+	sonde_launch__wait(l, 0, &status);
+	sonde_launch__free(l);
 	close(pfd[0]);
 }

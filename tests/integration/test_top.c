@@ -139,11 +139,11 @@ struct family {
 
 static void family_ids(const char *spool, struct family *f)
 {
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open(spool, NULL));
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 	struct sonde_spool_thread th;
 
 	memset(f, 0, sizeof(*f));
-	for (uint32_t i = 1; sonde_spool_get_thread(s, i, &th) == 0; i++) {
+	for (uint32_t i = 1; sonde_spool__get_thread(s, i, &th) == 0; i++) {
 		if (strcmp(th.comm, "child") == 0)
 			f->child_pid = th.pid;
 		else if (strcmp(th.comm, "worker") == 0)
@@ -151,7 +151,7 @@ static void family_ids(const char *spool, struct family *f)
 		else if (th.pid == th.tid && !f->pid)
 			f->pid = th.pid;
 	}
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	ASSERT_UINT(f->child_pid, !=, 0);
 	ASSERT_UINT(f->worker_tid, !=, 0);
 	ASSERT_UINT(f->pid, !=, 0);

@@ -28,7 +28,7 @@ static uint32_t loc(struct sonde_profile *p, uint32_t mod, uint64_t off, const c
 	};
 	uint32_t id;
 
-	ASSERT_OK(sonde_profile_add_location(p, mod, off, fr, outer ? 2 : 1, &id));
+	ASSERT_OK(sonde_profile__add_location(p, mod, off, fr, outer ? 2 : 1, &id));
 	return id;
 }
 
@@ -39,7 +39,7 @@ struct sonde_profile *export_fixture(void)
 					  .start_time_ns = 1700000000000000000ULL,
 					  .start_monotonic_ns = 1000000,
 					  .sample_period_ns = 1000000};
-	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile_new(&info));
+	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile__new(&info));
 	struct sonde_profile_module exe = {.pid = 42,
 					   .flags = SONDE_MODULE_EXEC,
 					   .start = 0x400000,
@@ -55,10 +55,10 @@ struct sonde_profile *export_fixture(void)
 					    .path = "/usr/lib/libc.so.6"};
 	uint32_t m_exe, m_libc, t1, t2;
 
-	ASSERT_OK(sonde_profile_add_module(p, &exe, &m_exe));
-	ASSERT_OK(sonde_profile_add_module(p, &libc, &m_libc));
-	ASSERT_OK(sonde_profile_add_thread(p, 42, 42, "split", &t1));
-	ASSERT_OK(sonde_profile_add_thread(p, 42, 43, "worker", &t2));
+	ASSERT_OK(sonde_profile__add_module(p, &exe, &m_exe));
+	ASSERT_OK(sonde_profile__add_module(p, &libc, &m_libc));
+	ASSERT_OK(sonde_profile__add_thread(p, 42, 42, "split", &t1));
+	ASSERT_OK(sonde_profile__add_thread(p, 42, 43, "worker", &t2));
 
 	uint32_t l_main = loc(p, m_exe, 0x1100, "main", NULL, 90);
 	uint32_t l_run = loc(p, m_exe, 0x1200, "run", NULL, 70);
@@ -71,7 +71,7 @@ struct sonde_profile *export_fixture(void)
 	uint32_t l_cool2 = loc(p, m_exe, 0x1608, "compute_cool", NULL, 36);
 	uint32_t l_weird = loc(p, m_exe, 0x1700, export_fixture_weird, NULL, 1);
 	uint32_t l_raw;
-	ASSERT_OK(sonde_profile_add_location(p, m_libc, 0x1234, NULL, 0, &l_raw));
+	ASSERT_OK(sonde_profile__add_location(p, m_libc, 0x1234, NULL, 0, &l_raw));
 
 	const uint32_t hot[] = {l_hot, l_phot, l_run, l_main};
 	const uint32_t warm[] = {l_warm, l_pwarm, l_run, l_main};
@@ -82,15 +82,15 @@ struct sonde_profile *export_fixture(void)
 	uint64_t t = 2000000;
 	/* interleaved in time as a real recording is; counts add up to the documented shape */
 	for (int i = 0; i < 10; i++) {
-		ASSERT_OK(sonde_profile_add_sample(p, t += 1000000, t1, hot, 4, 5));
-		ASSERT_OK(sonde_profile_add_sample(p, t += 1000000, t2, hot, 4, 1));
-		ASSERT_OK(sonde_profile_add_sample(p, t += 1000000, t1, warm, 4, 3));
-		ASSERT_OK(sonde_profile_add_sample(p, t += 1000000, i < 5 ? t1 : t2,
+		ASSERT_OK(sonde_profile__add_sample(p, t += 1000000, t1, hot, 4, 5));
+		ASSERT_OK(sonde_profile__add_sample(p, t += 1000000, t2, hot, 4, 1));
+		ASSERT_OK(sonde_profile__add_sample(p, t += 1000000, t1, warm, 4, 3));
+		ASSERT_OK(sonde_profile__add_sample(p, t += 1000000, i < 5 ? t1 : t2,
 						   i & 1 ? cool1 : cool2, 4, 1));
 	}
-	ASSERT_OK(sonde_profile_add_sample(p, t += 1000000, t1, raw, 3, 4));
-	ASSERT_OK(sonde_profile_add_sample(p, t += 1000000, t2, weird, 3, 1));
-	ASSERT_UINT(sonde_profile_sample_count(p), ==, EXPORT_FIXTURE_TOTAL);
+	ASSERT_OK(sonde_profile__add_sample(p, t += 1000000, t1, raw, 3, 4));
+	ASSERT_OK(sonde_profile__add_sample(p, t += 1000000, t2, weird, 3, 1));
+	ASSERT_UINT(sonde_profile__sample_count(p), ==, EXPORT_FIXTURE_TOTAL);
 	return p;
 }
 
@@ -102,7 +102,7 @@ const char *export_fixture_write(const struct sonde_profile *p, enum sonde_profi
 
 	if (fd < 0)
 		FAIL("open %s: %s", path, strerror(errno));
-	ASSERT_OK(sonde_profile_write(p, fmt, fd, NULL));
+	ASSERT_OK(sonde_profile__write(p, fmt, fd, NULL));
 	close(fd);
 	return path;
 }

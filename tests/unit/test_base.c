@@ -26,16 +26,16 @@ TEST(log_filters_by_level_and_reaches_callback)
 	int calls = 0;
 	enum sonde_log_level lvl;
 
-	sonde_log_set_callback(capture_log, &calls);
-	sonde_log_set_level(SONDE_LOG_WARN);
+	sonde_log__set_callback(capture_log, &calls);
+	sonde_log__set_level(SONDE_LOG_WARN);
 	sonde_info("hidden %d", 1);
 	ASSERT_INT(calls, ==, 0);
 	sonde_warn("shown %d", 2);
 	ASSERT_INT(calls, ==, 1);
 	ASSERT_STR_EQ(last_msg, "shown 2");
 	ASSERT_INT(last_level, ==, SONDE_LOG_WARN);
-	ASSERT_OK(sonde_log_parse_level("debug", &lvl));
+	ASSERT_OK(sonde_log__parse_level("debug", &lvl));
 	ASSERT_INT(lvl, ==, SONDE_LOG_DEBUG);
-	ASSERT_ERR(sonde_log_parse_level("loud", &lvl), -EINVAL);
-	sonde_log_set_callback(NULL, NULL);
+	ASSERT_ERR(sonde_log__parse_level("loud", &lvl), -EINVAL);
+	sonde_log__set_callback(NULL, NULL);
 }

@@ -11,7 +11,7 @@
 static void parse_ok(const char *txt, uint8_t **out, size_t *len)
 {
 	struct sonde_txt_error err;
-	int r = sonde_trace_config_from_text(txt, strlen(txt), out, len, &err);
+	int r = sonde_trace_config__from_text(txt, strlen(txt), out, len, &err);
 	if (r < 0)
 		FAIL("parse failed at %d:%d: %s", err.line, err.column, err.msg);
 }
@@ -22,7 +22,7 @@ static void parse_err(const char *txt, int line, int col, const char *needle)
 	uint8_t *out = (uint8_t *)"x";
 	size_t len = 7;
 
-	ASSERT_ERR(sonde_trace_config_from_text(txt, strlen(txt), &out, &len, &err),
+	ASSERT_ERR(sonde_trace_config__from_text(txt, strlen(txt), &out, &len, &err),
 		   -SONDE_E_FORMAT);
 	ASSERT(out == NULL);
 	ASSERT_UINT(len, ==, 0);
@@ -202,7 +202,7 @@ TEST(client_txtcfg_deep_nesting_is_bounded)
 	struct sonde_txt_error err;
 	uint8_t *out;
 	size_t len;
-	ASSERT_ERR(sonde_trace_config_from_text((const char *)t.data, t.len, &out, &len, &err),
+	ASSERT_ERR(sonde_trace_config__from_text((const char *)t.data, t.len, &out, &len, &err),
 		   -SONDE_E_FORMAT);
 	ASSERT_CONTAINS(err.msg, "unknown field 'buffers' in BufferConfig");
 	sonde__buf_free(&t);
@@ -222,15 +222,15 @@ TEST(trace_file_iterates_packets_and_skips_other_fields)
 	sonde__buf_append(&b, "xy", 2);
 	sonde__pb_end(&b, m);
 
-	ASSERT_INT(sonde_trace_next_packet(b.data, b.len, &pos, &pkt, &n), ==, 1);
+	ASSERT_INT(sonde_trace__next_packet(b.data, b.len, &pos, &pkt, &n), ==, 1);
 	ASSERT_UINT(n, ==, 3);
 	ASSERT_MEM_EQ(pkt, "abc", 3);
-	ASSERT_INT(sonde_trace_next_packet(b.data, b.len, &pos, &pkt, &n), ==, 1);
+	ASSERT_INT(sonde_trace__next_packet(b.data, b.len, &pos, &pkt, &n), ==, 1);
 	ASSERT_UINT(n, ==, 0);
-	ASSERT_INT(sonde_trace_next_packet(b.data, b.len, &pos, &pkt, &n), ==, 1);
+	ASSERT_INT(sonde_trace__next_packet(b.data, b.len, &pos, &pkt, &n), ==, 1);
 	ASSERT_UINT(n, ==, 2);
 	ASSERT_MEM_EQ(pkt, "xy", 2);
-	ASSERT_INT(sonde_trace_next_packet(b.data, b.len, &pos, &pkt, &n), ==, 0);
+	ASSERT_INT(sonde_trace__next_packet(b.data, b.len, &pos, &pkt, &n), ==, 0);
 	ASSERT_UINT(pos, ==, b.len);
 	sonde__buf_free(&b);
 }
@@ -245,18 +245,18 @@ TEST(trace_file_reports_truncation_and_garbage)
 	size_t pos, n;
 
 	pos = 0;
-	ASSERT_ERR(sonde_trace_next_packet(cut, sizeof(cut), &pos, &pkt, &n), -SONDE_E_TRUNCATED);
+	ASSERT_ERR(sonde_trace__next_packet(cut, sizeof(cut), &pos, &pkt, &n), -SONDE_E_TRUNCATED);
 	pos = 0;
-	ASSERT_ERR(sonde_trace_next_packet(cut_len, sizeof(cut_len), &pos, &pkt, &n),
+	ASSERT_ERR(sonde_trace__next_packet(cut_len, sizeof(cut_len), &pos, &pkt, &n),
 		   -SONDE_E_TRUNCATED);
 	pos = 0;
-	ASSERT_ERR(sonde_trace_next_packet(group, sizeof(group), &pos, &pkt, &n), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde_trace__next_packet(group, sizeof(group), &pos, &pkt, &n), -SONDE_E_FORMAT);
 	pos = 0;
-	ASSERT_ERR(sonde_trace_next_packet(field0, sizeof(field0), &pos, &pkt, &n),
+	ASSERT_ERR(sonde_trace__next_packet(field0, sizeof(field0), &pos, &pkt, &n),
 		   -SONDE_E_FORMAT);
 	/* an empty file is a valid, empty trace */
 	pos = 0;
-	ASSERT_INT(sonde_trace_next_packet(cut, 0, &pos, &pkt, &n), ==, 0);
+	ASSERT_INT(sonde_trace__next_packet(cut, 0, &pos, &pkt, &n), ==, 0);
 }
 
 TEST(client_config_builder_roundtrips_through_summary)
@@ -278,7 +278,7 @@ TEST(client_config_builder_roundtrips_through_summary)
 	ASSERT_ERR(sonde_trace_config__add_data_source(cfg, "", 0, NULL, 0), -EINVAL);
 	ASSERT_OK(sonde_trace_config__add_producer(cfg, "p", 512, 8));
 	ASSERT_OK(sonde_trace_config__encode(cfg, &out, &len));
-	ASSERT_OK(sonde_trace_config_summarize(out, len, &s));
+	ASSERT_OK(sonde_trace_config__summarize(out, len, &s));
 	ASSERT_UINT(s.num_buffers, ==, 2);
 	ASSERT_UINT(s.total_buffer_kb, ==, 3072);
 	ASSERT_UINT(s.num_data_sources, ==, 2);
@@ -312,9 +312,9 @@ TEST(client_config_summary_rejects_malformed_configs)
 	static const uint8_t bad_ds[] = {0x12, 0x03, 0x0a, 0x01, 0xff};
 	struct sonde_trace_config_summary s;
 
-	ASSERT_ERR(sonde_trace_config_summarize(bad_nested, sizeof(bad_nested), &s),
+	ASSERT_ERR(sonde_trace_config__summarize(bad_nested, sizeof(bad_nested), &s),
 		   -SONDE_E_FORMAT);
-	ASSERT_ERR(sonde_trace_config_summarize(bad_ds, sizeof(bad_ds), &s), -SONDE_E_FORMAT);
-	ASSERT_OK(sonde_trace_config_summarize(bad_ds, 0, &s));
+	ASSERT_ERR(sonde_trace_config__summarize(bad_ds, sizeof(bad_ds), &s), -SONDE_E_FORMAT);
+	ASSERT_OK(sonde_trace_config__summarize(bad_ds, 0, &s));
 	ASSERT_UINT(s.num_buffers, ==, 0);
 }

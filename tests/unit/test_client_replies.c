@@ -26,7 +26,7 @@ TEST(client_replies_trace_stats_decode)
 	sonde__pb_put_varint(&b, 2, 1);
 	sonde__pb_put_varint(&b, 10, 4);
 	sonde__pb_put_varint(&b, 500, 1); /* unknown: ignored */
-	ASSERT_OK(sonde_trace_stats_decode(b.data, b.len, &st));
+	ASSERT_OK(sonde_trace_stats__decode(b.data, b.len, &st));
 	ASSERT_UINT(st.n_buffers, ==, 2);
 	ASSERT_UINT(st.buffers[1].buffer_size, ==, 131072);
 	ASSERT_UINT(st.buffers[1].bytes_written, ==, 1001);
@@ -37,7 +37,7 @@ TEST(client_replies_trace_stats_decode)
 	ASSERT_UINT(st.buffers[0].abi_violations, ==, 7);
 	ASSERT_UINT(st.producers_connected, ==, 1);
 	ASSERT_UINT(st.invalid_packets, ==, 4);
-	ASSERT_ERR(sonde_trace_stats_decode(b.data, b.len - 1, &st), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde_trace_stats__decode(b.data, b.len - 1, &st), -SONDE_E_FORMAT);
 	sonde__buf_free(&b);
 }
 
@@ -71,7 +71,7 @@ TEST(client_replies_service_state_parts_concatenate)
 	sonde__pb_put_varint(&b, 5, 2048);
 	sonde__pb_put_bool(&b, 11, true);
 	sonde__pb_end(&b, m);
-	ASSERT_OK(sonde_service_state_decode(b.data, b.len, &s));
+	ASSERT_OK(sonde_service_state__decode(b.data, b.len, &s));
 	ASSERT_UINT(s->n_producers, ==, 2);
 	ASSERT_STR_EQ(s->producers[1].name, "second");
 	ASSERT_INT(s->producers[0].pid, ==, 42);
@@ -86,7 +86,7 @@ TEST(client_replies_service_state_parts_concatenate)
 	ASSERT_STR_EQ(s->sessions[0].state, "STARTED");
 	ASSERT(s->sessions[0].is_started);
 	sonde_service_state__free(s);
-	ASSERT_ERR(sonde_service_state_decode(b.data, 3, &s), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde_service_state__decode(b.data, 3, &s), -SONDE_E_FORMAT);
 	ASSERT(s == NULL);
 	sonde__buf_free(&b);
 }

@@ -23,12 +23,12 @@ TEST(export_folded_lines)
 			    "main;run;path_hot;compute_hot;spin 60\n"
 			    "main;run;path_warm;compute_warm 30\n");
 	free(text);
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 }
 
 TEST(export_empty_profile_is_valid_everywhere)
 {
-	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile_new(NULL));
+	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile__new(NULL));
 	const char *folded = export_fixture_write(p, SONDE_PROFILE_FOLDED, "e.folded");
 	char *text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
 
@@ -37,45 +37,45 @@ TEST(export_empty_profile_is_valid_everywhere)
 	export_fixture_write(p, SONDE_PROFILE_PPROF, "e.pb.gz");
 	export_fixture_write(p, SONDE_PROFILE_SPEEDSCOPE, "e.json");
 	export_fixture_write(p, SONDE_PROFILE_SVG, "e.svg");
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 }
 
 TEST(export_rejects_bad_references)
 {
-	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile_new(NULL));
+	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile__new(NULL));
 	uint32_t bad = 7, t;
 
-	ASSERT_ERR(sonde_profile_add_sample(p, 0, 0, &bad, 1, 1), -SONDE_E_REFERENCE);
-	ASSERT_ERR(sonde_profile_add_sample(p, 0, 3, NULL, 0, 1), -EINVAL);
-	ASSERT_ERR(sonde_profile_add_location(p, 5, 0, NULL, 0, &t), -EINVAL);
+	ASSERT_ERR(sonde_profile__add_sample(p, 0, 0, &bad, 1, 1), -SONDE_E_REFERENCE);
+	ASSERT_ERR(sonde_profile__add_sample(p, 0, 3, NULL, 0, 1), -EINVAL);
+	ASSERT_ERR(sonde_profile__add_location(p, 5, 0, NULL, 0, &t), -EINVAL);
 	struct sonde_profile_module m = {.start = 10, .end = 5};
-	ASSERT_ERR(sonde_profile_add_module(p, &m, &t), -EINVAL);
-	ASSERT_ERR(sonde_profile_write(p, SONDE_PROFILE_SVG, -1, NULL), -EINVAL);
-	sonde_profile_free(p);
-	sonde_profile_free(NULL);
+	ASSERT_ERR(sonde_profile__add_module(p, &m, &t), -EINVAL);
+	ASSERT_ERR(sonde_profile__write(p, SONDE_PROFILE_SVG, -1, NULL), -EINVAL);
+	sonde_profile__free(p);
+	sonde_profile__free(NULL);
 }
 
 TEST(export_format_names_and_extensions)
 {
 	enum sonde_profile_format f;
 
-	ASSERT_OK(sonde_profile_format_from_path("x/cpu.pb.gz", &f));
+	ASSERT_OK(sonde_profile__format_from_path("x/cpu.pb.gz", &f));
 	ASSERT_INT(f, ==, SONDE_PROFILE_PPROF);
-	ASSERT_OK(sonde_profile_format_from_path("cpu.pprof", &f));
+	ASSERT_OK(sonde_profile__format_from_path("cpu.pprof", &f));
 	ASSERT_INT(f, ==, SONDE_PROFILE_PPROF);
-	ASSERT_OK(sonde_profile_format_from_path("a.folded", &f));
+	ASSERT_OK(sonde_profile__format_from_path("a.folded", &f));
 	ASSERT_INT(f, ==, SONDE_PROFILE_FOLDED);
-	ASSERT_OK(sonde_profile_format_from_path("a.txt", &f));
+	ASSERT_OK(sonde_profile__format_from_path("a.txt", &f));
 	ASSERT_INT(f, ==, SONDE_PROFILE_FOLDED);
-	ASSERT_OK(sonde_profile_format_from_path("a.speedscope.json", &f));
+	ASSERT_OK(sonde_profile__format_from_path("a.speedscope.json", &f));
 	ASSERT_INT(f, ==, SONDE_PROFILE_SPEEDSCOPE);
-	ASSERT_OK(sonde_profile_format_from_path("a.svg", &f));
+	ASSERT_OK(sonde_profile__format_from_path("a.svg", &f));
 	ASSERT_INT(f, ==, SONDE_PROFILE_SVG);
-	ASSERT_ERR(sonde_profile_format_from_path("a.gz", &f), -EINVAL);
-	ASSERT_ERR(sonde_profile_format_from_path(".svg", &f), -EINVAL);
-	ASSERT_OK(sonde_profile_parse_format("speedscope", &f));
+	ASSERT_ERR(sonde_profile__format_from_path("a.gz", &f), -EINVAL);
+	ASSERT_ERR(sonde_profile__format_from_path(".svg", &f), -EINVAL);
+	ASSERT_OK(sonde_profile__parse_format("speedscope", &f));
 	ASSERT_INT(f, ==, SONDE_PROFILE_SPEEDSCOPE);
-	ASSERT_ERR(sonde_profile_parse_format("perfetto", &f), -EINVAL);
+	ASSERT_ERR(sonde_profile__parse_format("perfetto", &f), -EINVAL);
 }
 
 /* --- pprof, decoded by our own reader --- */
@@ -291,7 +291,7 @@ TEST(export_pprof_decodes_with_own_reader)
 	}
 	ASSERT(seen_raw);
 	free(raw);
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 }
 
 TEST(export_pprof_decodes_with_protoc)
@@ -325,7 +325,7 @@ TEST(export_pprof_decodes_with_protoc)
 	ASSERT_INT(locs, ==, 11);
 	test_output_free(&o);
 	free(raw);
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 }
 
 /* --- speedscope and SVG, checked by python's parsers --- */
@@ -375,7 +375,7 @@ TEST(export_speedscope_is_valid_json)
 	/* the odd name survives escaping, its bad byte as U+FFFD */
 	ASSERT_CONTAINS(o.out, "operator<<(a&, \"b\");\t<x>\xef\xbf\xbd'y'=0\n");
 	test_output_free(&o);
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 }
 
 TEST(export_svg_is_well_formed_xml)
@@ -403,5 +403,5 @@ TEST(export_svg_is_well_formed_xml)
 	/* colors depend on the name only: both compute_cool locations merged into one frame */
 	ASSERT_CONTAINS(o.out, "compute_cool (10 samples, 9.52%)|");
 	test_output_free(&o);
-	sonde_profile_free(p);
+	sonde_profile__free(p);
 }

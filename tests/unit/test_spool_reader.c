@@ -10,7 +10,7 @@
 static struct sonde_spool *open_ok(const struct buf *b)
 {
 	uint64_t off = 0;
-	struct sonde_spool *s = sonde_spool_open_mem(b->data, b->len, &off);
+	struct sonde_spool *s = sonde_spool__open_mem(b->data, b->len, &off);
 	if (!s)
 		FAIL("open_mem: %s at byte %llu", sonde_strerror(errno), (unsigned long long)off);
 	return s;
@@ -28,7 +28,7 @@ TEST(spool_reader_round_trip)
 
 	spool_fixture_small(&b, 100, 1);
 	struct sonde_spool *s = open_ok(&b);
-	sonde_spool_get_info(s, &in);
+	sonde_spool__get_info(s, &in);
 	ASSERT_UINT(in.version_major, ==, 1);
 	ASSERT_UINT(in.header.start_time_ns, ==, 1700000000000000000ULL);
 	ASSERT_UINT(in.header.start_monotonic_ns, ==, 5000000000ULL);
@@ -42,35 +42,35 @@ TEST(spool_reader_round_trip)
 	ASSERT_UINT(in.first_time_ns, ==, 5000000000ULL + 1001001);
 
 	/* sample 0: thread "worker" (i % 4 == 0), three frames leaf first */
-	ASSERT_OK(sonde_spool_get_sample(s, 0, &smp));
+	ASSERT_OK(sonde_spool__get_sample(s, 0, &smp));
 	ASSERT_UINT(smp.thread, ==, 2);
 	ASSERT_UINT(smp.flags, ==, 0);
-	ASSERT_INT(sonde_spool_get_stack(s, smp.stack, frames, 8), ==, 3);
-	ASSERT_OK(sonde_spool_get_frame(s, frames[0], &f));
+	ASSERT_INT(sonde_spool__get_stack(s, smp.stack, frames, 8), ==, 3);
+	ASSERT_OK(sonde_spool__get_frame(s, frames[0], &f));
 	ASSERT_UINT(f.module, ==, 2);
 	ASSERT_UINT(f.addr, ==, 0x1000);
-	ASSERT_OK(sonde_spool_get_frame(s, frames[2], &f));
+	ASSERT_OK(sonde_spool__get_frame(s, frames[2], &f));
 	ASSERT_UINT(f.module, ==, 1);
 	ASSERT_UINT(f.addr, ==, 0x3000);
 	/* a short buffer gets the leaf frames and the full depth */
-	ASSERT_INT(sonde_spool_get_stack(s, smp.stack, frames, 1), ==, 3);
+	ASSERT_INT(sonde_spool__get_stack(s, smp.stack, frames, 1), ==, 3);
 	/* sample 3: empty stack; sample 5: truncated */
-	ASSERT_OK(sonde_spool_get_sample(s, 3, &smp));
+	ASSERT_OK(sonde_spool__get_sample(s, 3, &smp));
 	ASSERT_UINT(smp.stack, ==, 0);
-	ASSERT_INT(sonde_spool_get_stack(s, 0, frames, 8), ==, 0);
-	ASSERT_OK(sonde_spool_get_sample(s, 5, &smp));
+	ASSERT_INT(sonde_spool__get_stack(s, 0, frames, 8), ==, 0);
+	ASSERT_OK(sonde_spool__get_sample(s, 5, &smp));
 	ASSERT_UINT(smp.flags, ==, SONDE_SAMPLE_TRUNCATED);
 	/* after the exec: kernel flag, raw leaf address, the new thread */
-	ASSERT_OK(sonde_spool_get_sample(s, 61, &smp));
+	ASSERT_OK(sonde_spool__get_sample(s, 61, &smp));
 	ASSERT_UINT(smp.flags, ==, SONDE_SAMPLE_KERNEL);
 	ASSERT_UINT(smp.thread, ==, 3);
-	ASSERT_INT(sonde_spool_get_stack(s, smp.stack, frames, 8), ==, 2);
-	ASSERT_OK(sonde_spool_get_frame(s, frames[0], &f));
+	ASSERT_INT(sonde_spool__get_stack(s, smp.stack, frames, 8), ==, 2);
+	ASSERT_OK(sonde_spool__get_frame(s, frames[0], &f));
 	ASSERT_UINT(f.module, ==, 0);
 	ASSERT_UINT(f.addr, ==, 0xffffffff81000000ULL + 61);
-	ASSERT_ERR(sonde_spool_get_sample(s, 100, &smp), -ERANGE);
+	ASSERT_ERR(sonde_spool__get_sample(s, 100, &smp), -ERANGE);
 
-	ASSERT_OK(sonde_spool_get_module(s, 1, &m));
+	ASSERT_OK(sonde_spool__get_module(s, 1, &m));
 	ASSERT_STR_EQ(m.def.path, "/usr/bin/prog");
 	ASSERT_UINT(m.def.start, ==, 0x400000);
 	ASSERT_UINT(m.def.end, ==, 0x410000);
@@ -79,24 +79,24 @@ TEST(spool_reader_round_trip)
 	ASSERT_UINT(m.def.build_id_len, ==, 20);
 	ASSERT_UINT(m.def.build_id[9], ==, 10);
 	ASSERT_INT(m.retired, ==, 1);
-	ASSERT_OK(sonde_spool_get_module(s, 3, &m));
+	ASSERT_OK(sonde_spool__get_module(s, 3, &m));
 	ASSERT_STR_EQ(m.def.path, "/usr/bin/other");
 	ASSERT_INT(m.retired, ==, 0);
-	ASSERT_ERR(sonde_spool_get_module(s, 4, &m), -ERANGE);
-	ASSERT_OK(sonde_spool_get_thread(s, 3, &th));
+	ASSERT_ERR(sonde_spool__get_module(s, 4, &m), -ERANGE);
+	ASSERT_OK(sonde_spool__get_thread(s, 3, &th));
 	ASSERT_STR_EQ(th.comm, "other");
 	ASSERT_UINT(th.tid, ==, 100);
 
 	/* times never go backwards */
 	uint64_t last = 0;
 	for (uint64_t i = 0; i < in.samples; i++) {
-		ASSERT_OK(sonde_spool_get_sample(s, i, &smp));
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
 		ASSERT_UINT(smp.time_ns, >=, last);
 		last = smp.time_ns;
 	}
 	ASSERT_UINT(in.last_time_ns, ==, last);
-	sonde_spool_close(s);
-	sonde_spool_close(NULL);
+	sonde_spool__close(s);
+	sonde_spool__close(NULL);
 	sonde__buf_free(&b);
 }
 
@@ -109,9 +109,9 @@ TEST(spool_decoder_incremental_matches_whole)
 	size_t pos = 0, records = 0, samples = 0;
 
 	spool_fixture_small(&b, 60, 1);
-	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder_new());
+	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder__new());
 	for (size_t avail = 0; avail <= b.len; avail++) {
-		int r = sonde_spool_decode(d, b.data + pos, avail - pos, &rec);
+		int r = sonde_spool_decoder__decode(d, b.data + pos, avail - pos, &rec);
 		ASSERT_INT(r, >=, 0);
 		if (r == 0)
 			continue;
@@ -125,13 +125,13 @@ TEST(spool_decoder_incremental_matches_whole)
 	}
 	ASSERT_UINT(pos, ==, b.len);
 	ASSERT_UINT(samples, ==, 60);
-	ASSERT_INT(sonde_spool_decoder_ended(d), ==, 1);
-	ASSERT_UINT(sonde_spool_decoder_offset(d), ==, b.len);
+	ASSERT_INT(sonde_spool_decoder__ended(d), ==, 1);
+	ASSERT_UINT(sonde_spool_decoder__offset(d), ==, b.len);
 	/* nothing may follow END */
-	ASSERT_ERR(sonde_spool_decode(d, "\x80", 1, &rec), -SONDE_E_FORMAT);
-	ASSERT_ERR(sonde_spool_decode(d, "\x80", 1, &rec), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde_spool_decoder__decode(d, "\x80", 1, &rec), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde_spool_decoder__decode(d, "\x80", 1, &rec), -SONDE_E_FORMAT);
 	ASSERT_UINT(records, >, 60);
-	sonde_spool_decoder_free(d);
+	sonde_spool_decoder__free(d);
 	sonde__buf_free(&b);
 }
 
@@ -143,7 +143,7 @@ TEST(spool_reader_recovers_every_truncation)
 	spool_fixture_small(&b, 40, 1);
 	for (size_t len = 0; len <= b.len; len++) {
 		uint64_t off = 99;
-		struct sonde_spool *s = sonde_spool_open_mem(b.data, len, &off);
+		struct sonde_spool *s = sonde_spool__open_mem(b.data, len, &off);
 		/* magic 8, version 2, length 1, times of 9 + 5 + 3 bytes */
 		if (len < 28) {
 			ASSERT(s == NULL);
@@ -155,12 +155,12 @@ TEST(spool_reader_recovers_every_truncation)
 			FAIL("prefix of %zu bytes: %s at %llu", len, sonde_strerror(errno),
 			     (unsigned long long)off);
 		struct sonde_spool_info in;
-		sonde_spool_get_info(s, &in);
+		sonde_spool__get_info(s, &in);
 		ASSERT_UINT(in.valid_bytes + in.dropped_bytes, ==, len);
 		ASSERT_INT(in.complete, ==, len == b.len);
 		ASSERT_UINT(in.samples, >=, prev_samples);
 		prev_samples = in.samples;
-		sonde_spool_close(s);
+		sonde_spool__close(s);
 	}
 	ASSERT_UINT(prev_samples, ==, 40);
 	sonde__buf_free(&b);
@@ -173,11 +173,11 @@ TEST(spool_reader_unfinished_recording)
 
 	spool_fixture_small(&b, 30, 0);
 	struct sonde_spool *s = open_ok(&b);
-	sonde_spool_get_info(s, &in);
+	sonde_spool__get_info(s, &in);
 	ASSERT_INT(in.complete, ==, 0);
 	ASSERT_UINT(in.dropped_bytes, ==, 0);
 	ASSERT_UINT(in.samples, ==, 30);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	sonde__buf_free(&b);
 }
 
@@ -193,35 +193,35 @@ TEST(spool_reader_file_matches_memory)
 	test_write_file(path, b.data, b.len);
 	struct sonde_spool *m = open_ok(&b);
 	uint64_t off;
-	struct sonde_spool *f = ASSERT_NOT_NULL(sonde_spool_open(path, &off));
-	sonde_spool_get_info(m, &a);
-	sonde_spool_get_info(f, &c);
+	struct sonde_spool *f = ASSERT_NOT_NULL(sonde_spool__open(path, &off));
+	sonde_spool__get_info(m, &a);
+	sonde_spool__get_info(f, &c);
 	ASSERT_UINT(c.samples, ==, 600000);
 	ASSERT_UINT(c.stacks, ==, a.stacks);
 	ASSERT_UINT(c.valid_bytes, ==, b.len);
 	ASSERT_INT(c.complete, ==, 1);
 	for (uint64_t i = 0; i < c.samples; i += 997) {
 		struct sonde_spool_sample x, y;
-		ASSERT_OK(sonde_spool_get_sample(m, i, &x));
-		ASSERT_OK(sonde_spool_get_sample(f, i, &y));
+		ASSERT_OK(sonde_spool__get_sample(m, i, &x));
+		ASSERT_OK(sonde_spool__get_sample(f, i, &y));
 		ASSERT_UINT(x.time_ns, ==, y.time_ns);
 		ASSERT_UINT(x.thread, ==, y.thread);
 		ASSERT_UINT(x.stack, ==, y.stack);
 		ASSERT_UINT(x.flags, ==, y.flags);
 	}
-	sonde_spool_close(m);
-	sonde_spool_close(f);
+	sonde_spool__close(m);
+	sonde_spool__close(f);
 
 	/* cut in the middle of a record: recovered, the tail reported */
 	test_write_file(path, b.data, b.len - 2);
-	f = ASSERT_NOT_NULL(sonde_spool_open(path, &off));
-	sonde_spool_get_info(f, &c);
+	f = ASSERT_NOT_NULL(sonde_spool__open(path, &off));
+	sonde_spool__get_info(f, &c);
 	ASSERT_INT(c.complete, ==, 0);
 	ASSERT_UINT(c.valid_bytes + c.dropped_bytes, ==, b.len - 2);
 	ASSERT_UINT(c.samples, ==, 600000);
-	sonde_spool_close(f);
+	sonde_spool__close(f);
 
-	ASSERT(sonde_spool_open(test_path("missing.spool"), &off) == NULL);
+	ASSERT(sonde_spool__open(test_path("missing.spool"), &off) == NULL);
 	ASSERT_INT(errno, ==, ENOENT);
 	sonde__buf_free(&b);
 }
@@ -252,9 +252,9 @@ static size_t edit_example(uint8_t *out, size_t at, size_t del, const void *ins,
 static void expect_error(const uint8_t *p, size_t len, int err, uint64_t offset)
 {
 	uint64_t off = 12345;
-	struct sonde_spool *s = sonde_spool_open_mem(p, len, &off);
+	struct sonde_spool *s = sonde_spool__open_mem(p, len, &off);
 	if (s) {
-		sonde_spool_close(s);
+		sonde_spool__close(s);
 		FAIL("opened; expected %s at %llu", sonde_strerror(err),
 		     (unsigned long long)offset);
 	}
@@ -278,8 +278,8 @@ TEST(spool_reader_rejects_corruption)
 
 	/* the example itself is valid */
 	struct sonde_spool *s =
-		ASSERT_NOT_NULL(sonde_spool_open_mem(example, sizeof(example), NULL));
-	sonde_spool_close(s);
+		ASSERT_NOT_NULL(sonde_spool__open_mem(example, sizeof(example), NULL));
+	sonde_spool__close(s);
 
 	expect_byte_error(1, 'X', SONDE_E_MAGIC, 0);
 	expect_byte_error(8, 2, SONDE_E_VERSION, 0);
@@ -317,12 +317,12 @@ TEST(spool_reader_rejects_corruption)
 	/* a record length reaching past the end of the data reads as a cut file */
 	memcpy(p, example, sizeof(example));
 	p[23] = 0xff;
-	s = ASSERT_NOT_NULL(sonde_spool_open_mem(p, sizeof(example), NULL));
+	s = ASSERT_NOT_NULL(sonde_spool__open_mem(p, sizeof(example), NULL));
 	struct sonde_spool_info in;
-	sonde_spool_get_info(s, &in);
+	sonde_spool__get_info(s, &in);
 	ASSERT_UINT(in.valid_bytes, ==, 22);
 	ASSERT_UINT(in.dropped_bytes, ==, sizeof(example) - 22);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	/* a byte after END */
 	n = edit_example(p, sizeof(example), 0, "\x80", 1);
 	expect_error(p, n, SONDE_E_FORMAT, 65);
@@ -330,16 +330,16 @@ TEST(spool_reader_rejects_corruption)
 	/* an optional record of a later minor is skipped; payload bytes past the known
 	 * fields too */
 	n = edit_example(p, 55, 0, "\x41\x02xy", 4);
-	s = ASSERT_NOT_NULL(sonde_spool_open_mem(p, n, NULL));
-	sonde_spool_close(s);
+	s = ASSERT_NOT_NULL(sonde_spool__open_mem(p, n, NULL));
+	sonde_spool__close(s);
 	n = edit_example(p, 43, 0, "\x09", 1);
 	p[40] = 3;
-	s = ASSERT_NOT_NULL(sonde_spool_open_mem(p, n, NULL));
-	sonde_spool_close(s);
+	s = ASSERT_NOT_NULL(sonde_spool__open_mem(p, n, NULL));
+	sonde_spool__close(s);
 	/* a later minor is read; a later major is not */
 	n = edit_example(p, 9, 1, "\x07", 1);
-	s = ASSERT_NOT_NULL(sonde_spool_open_mem(p, n, NULL));
-	sonde_spool_close(s);
+	s = ASSERT_NOT_NULL(sonde_spool__open_mem(p, n, NULL));
+	sonde_spool__close(s);
 	/* not a spool at all, even a short one */
 	expect_error((const uint8_t *)"hello", 5, SONDE_E_MAGIC, 0);
 }
@@ -365,11 +365,11 @@ TEST(spool_reader_bounds_stack_depth)
 	for (uint64_t i = 0; i < SONDE_SPOOL_MAX_DEPTH; i++)
 		put_rec(&b, 0x03, (uint64_t[]){i, 1}, 2);
 	size_t deepest_ok = b.len;
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool_open_mem(b.data, b.len, &off));
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, &off));
 	uint32_t frames[2];
-	ASSERT_INT(sonde_spool_get_stack(s, SONDE_SPOOL_MAX_DEPTH, frames, 2), ==,
+	ASSERT_INT(sonde_spool__get_stack(s, SONDE_SPOOL_MAX_DEPTH, frames, 2), ==,
 		   SONDE_SPOOL_MAX_DEPTH);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	put_rec(&b, 0x03, (uint64_t[]){SONDE_SPOOL_MAX_DEPTH, 1}, 2);
 	expect_error(b.data, b.len, SONDE_E_RANGE, deepest_ok);
 	sonde__buf_free(&b);
@@ -380,28 +380,28 @@ TEST(spool_writer_stack_depth_limit)
 	struct buf b = BUF_INIT;
 	struct sonde_spool_header h = {0};
 	struct sonde_spool_writer *w =
-		ASSERT_NOT_NULL(sonde_spool_writer_new(spool_fixture_write, &b, &h));
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
 	static struct sonde_spool_frame st[SONDE_SPOOL_MAX_DEPTH + 1];
 	uint32_t t;
 
 	for (size_t i = 0; i <= SONDE_SPOOL_MAX_DEPTH; i++)
 		st[i] = (struct sonde_spool_frame){0, 0x1000 + i};
-	ASSERT_OK(sonde_spool_add_thread(w, 0, 1, 1, "deep", &t));
-	ASSERT_ERR(sonde_spool_add_sample(w, 1, t, st, SONDE_SPOOL_MAX_DEPTH + 1, 0), -EINVAL);
-	ASSERT_OK(sonde_spool_add_sample(w, 1, t, st, SONDE_SPOOL_MAX_DEPTH, 0));
-	ASSERT_OK(sonde_spool_writer_finish(w));
-	sonde_spool_writer_free(w);
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 0, 1, 1, "deep", &t));
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 1, t, st, SONDE_SPOOL_MAX_DEPTH + 1, 0), -EINVAL);
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 1, t, st, SONDE_SPOOL_MAX_DEPTH, 0));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
 	struct sonde_spool *s = open_ok(&b);
 	struct sonde_spool_sample smp;
 	uint32_t frames[SONDE_SPOOL_MAX_DEPTH];
 	struct sonde_spool_frame f;
-	ASSERT_OK(sonde_spool_get_sample(s, 0, &smp));
-	ASSERT_INT(sonde_spool_get_stack(s, smp.stack, frames, SONDE_SPOOL_MAX_DEPTH), ==,
+	ASSERT_OK(sonde_spool__get_sample(s, 0, &smp));
+	ASSERT_INT(sonde_spool__get_stack(s, smp.stack, frames, SONDE_SPOOL_MAX_DEPTH), ==,
 		   SONDE_SPOOL_MAX_DEPTH);
-	ASSERT_OK(sonde_spool_get_frame(s, frames[0], &f));
+	ASSERT_OK(sonde_spool__get_frame(s, frames[0], &f));
 	ASSERT_UINT(f.addr, ==, 0x1000);
-	ASSERT_OK(sonde_spool_get_frame(s, frames[SONDE_SPOOL_MAX_DEPTH - 1], &f));
+	ASSERT_OK(sonde_spool__get_frame(s, frames[SONDE_SPOOL_MAX_DEPTH - 1], &f));
 	ASSERT_UINT(f.addr, ==, 0x1000 + SONDE_SPOOL_MAX_DEPTH - 1);
-	sonde_spool_close(s);
+	sonde_spool__close(s);
 	sonde__buf_free(&b);
 }

@@ -31,7 +31,7 @@ static const struct sonde_spool_header hdr = {1, 2, 3};
 static struct sonde_spool_writer *new_writer(struct sink *s)
 {
 	memset(s, 0, sizeof(*s));
-	return ASSERT_NOT_NULL(sonde_spool_writer_new(sink_write, s, &hdr));
+	return ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, s, &hdr));
 }
 
 static uint32_t add_test_module(struct sonde_spool_writer *w, uint32_t pid)
@@ -46,7 +46,7 @@ static uint32_t add_test_module(struct sonde_spool_writer *w, uint32_t pid)
 					   .build_id_len = 1,
 					   .path = "/x"};
 	uint32_t id = 0;
-	ASSERT_OK(sonde_spool_add_module(w, 6, &m, &id));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 6, &m, &id));
 	return id;
 }
 
@@ -57,12 +57,12 @@ TEST(spool_writer_exact_bytes)
 	uint32_t thread = 0;
 	const struct sonde_spool_frame frames[] = {{1, 0x10}, {1, 0x20}};
 
-	ASSERT_OK(sonde_spool_add_thread(w, 5, 10, 11, "ab", &thread));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &thread));
 	ASSERT_UINT(thread, ==, 1);
 	ASSERT_UINT(add_test_module(w, 10), ==, 1);
-	ASSERT_OK(sonde_spool_add_sample(w, 100, thread, frames, 2, 0));
-	ASSERT_OK(sonde_spool_add_sample(w, 150, thread, frames, 2, SONDE_SAMPLE_TRUNCATED));
-	ASSERT_OK(sonde_spool_writer_finish(w));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 100, thread, frames, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 150, thread, frames, 2, SONDE_SAMPLE_TRUNCATED));
+	ASSERT_OK(sonde_spool_writer__finish(w));
 
 	static const uint8_t expect[] = {
 		0x89, 'S', 'O', 'N',  'D', 'E',	 '\r', '\n', 1,	   0, /* magic, version 1.0 */
@@ -82,7 +82,7 @@ TEST(spool_writer_exact_bytes)
 	ASSERT_MEM_EQ(s.b.data, expect, sizeof(expect));
 	/* everything went out in one chunk */
 	ASSERT_INT(s.calls, ==, 1);
-	sonde_spool_writer_free(w);
+	sonde_spool_writer__free(w);
 	sonde__buf_free(&s.b);
 }
 
@@ -93,39 +93,39 @@ TEST(spool_writer_rejects_invalid_calls)
 	uint32_t thread, id;
 	struct sonde_spool_frame f = {1, 0x10};
 
-	ASSERT_OK(sonde_spool_add_thread(w, 0, 1, 1, "t", &thread));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 0, 1, 1, "t", &thread));
 	/* unknown thread, unknown module, unknown flags */
-	ASSERT_ERR(sonde_spool_add_sample(w, 1, 2, NULL, 0, 0), -EINVAL);
-	ASSERT_ERR(sonde_spool_add_sample(w, 1, 0, NULL, 0, 0), -EINVAL);
-	ASSERT_ERR(sonde_spool_add_sample(w, 1, thread, &f, 1, 0), -EINVAL);
-	ASSERT_ERR(sonde_spool_add_sample(w, 1, thread, NULL, 0, 0x100), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 1, 2, NULL, 0, 0), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 1, 0, NULL, 0, 0), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 1, thread, &f, 1, 0), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 1, thread, NULL, 0, 0x100), -EINVAL);
 	/* empty and inverted module ranges, oversized build id */
 	struct sonde_spool_module_def m = {.pid = 1, .start = 0x1000, .end = 0x1000};
-	ASSERT_ERR(sonde_spool_add_module(w, 0, &m, &id), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_module(w, 0, &m, &id), -EINVAL);
 	m.end = 0x2000;
 	m.build_id_len = 33;
 	m.build_id = (const uint8_t *)"0123456789012345678901234567890123";
-	ASSERT_ERR(sonde_spool_add_module(w, 0, &m, &id), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_module(w, 0, &m, &id), -EINVAL);
 
 	add_test_module(w, 1);
 	/* a frame offset outside the module's [pgoff, pgoff + size) */
 	f.addr = 0x1000;
-	ASSERT_ERR(sonde_spool_add_sample(w, 1, thread, &f, 1, 0), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 1, thread, &f, 1, 0), -EINVAL);
 	f.addr = 0xfff;
-	ASSERT_OK(sonde_spool_add_sample(w, 10, thread, &f, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 10, thread, &f, 1, 0));
 	/* samples go forward in time */
-	ASSERT_ERR(sonde_spool_add_sample(w, 9, thread, &f, 1, 0), -ERANGE);
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 9, thread, &f, 1, 0), -ERANGE);
 	/* a retired module cannot be referenced; a raw address can */
-	ASSERT_OK(sonde_spool_retire_process(w, 11, 1));
-	ASSERT_ERR(sonde_spool_add_sample(w, 12, thread, &f, 1, 0), -EINVAL);
+	ASSERT_OK(sonde_spool_writer__retire_process(w, 11, 1));
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 12, thread, &f, 1, 0), -EINVAL);
 	f.module = 0;
-	ASSERT_OK(sonde_spool_add_sample(w, 12, thread, &f, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 12, thread, &f, 1, 0));
 
-	ASSERT_OK(sonde_spool_writer_finish(w));
-	ASSERT_ERR(sonde_spool_add_sample(w, 13, thread, &f, 1, 0), -SONDE_E_STATE);
-	ASSERT_ERR(sonde_spool_writer_finish(w), -SONDE_E_STATE);
-	sonde_spool_writer_free(w);
-	sonde_spool_writer_free(NULL);
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 13, thread, &f, 1, 0), -SONDE_E_STATE);
+	ASSERT_ERR(sonde_spool_writer__finish(w), -SONDE_E_STATE);
+	sonde_spool_writer__free(w);
+	sonde_spool_writer__free(NULL);
 	sonde__buf_free(&s.b);
 }
 
@@ -135,14 +135,14 @@ TEST(spool_writer_write_errors_are_sticky)
 	struct sonde_spool_writer *w = new_writer(&s);
 	uint32_t thread;
 
-	ASSERT_OK(sonde_spool_add_thread(w, 0, 1, 1, "t", &thread));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 0, 1, 1, "t", &thread));
 	s.fail_with = -ENOSPC;
-	ASSERT_ERR(sonde_spool_writer_flush(w), -ENOSPC);
+	ASSERT_ERR(sonde_spool_writer__flush(w), -ENOSPC);
 	s.fail_with = 0;
-	ASSERT_ERR(sonde_spool_add_sample(w, 1, thread, NULL, 0, 0), -ENOSPC);
-	ASSERT_ERR(sonde_spool_writer_finish(w), -ENOSPC);
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, 1, thread, NULL, 0, 0), -ENOSPC);
+	ASSERT_ERR(sonde_spool_writer__finish(w), -ENOSPC);
 	ASSERT_INT(s.calls, ==, 0);
-	sonde_spool_writer_free(w);
+	sonde_spool_writer__free(w);
 	sonde__buf_free(&s.b);
 }
 
@@ -157,7 +157,7 @@ static void add_split_like_samples(struct sonde_spool_writer *w, uint32_t thread
 						 {1, 0x400},
 						 {2, 0x50}};
 		*t += 1001001 + (uint64_t)(i % 5) * 1000;
-		ASSERT_OK(sonde_spool_add_sample(w, *t, thread, st, 5, 0));
+		ASSERT_OK(sonde_spool_writer__add_sample(w, *t, thread, st, 5, 0));
 	}
 }
 
@@ -168,20 +168,20 @@ TEST(spool_writer_samples_are_small_and_chunked)
 	uint32_t thread, id;
 	uint64_t t = 1000000000;
 
-	ASSERT_OK(sonde_spool_add_thread(w, 0, 1, 1, "split", &thread));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 0, 1, 1, "split", &thread));
 	add_test_module(w, 1);
 	struct sonde_spool_module_def libc = {
 		.pid = 1, .start = 0x7000, .end = 0x9000, .path = "/lib/libc.so.6"};
-	ASSERT_OK(sonde_spool_add_module(w, 0, &libc, &id));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 0, &libc, &id));
 	add_split_like_samples(w, thread, 100000, &t);
-	ASSERT_OK(sonde_spool_writer_finish(w));
+	ASSERT_OK(sonde_spool_writer__finish(w));
 	double per_sample = (double)s.b.len / 100000;
 	printf("%zu bytes, %.2f bytes per sample, %d writes\n", s.b.len, per_sample, s.calls);
 	/* tag + 3-byte time delta + 1-byte node */
 	ASSERT(per_sample <= 5.1);
 	/* big chunks: ~500 KB in a handful of writes, not one per sample */
 	ASSERT_INT(s.calls, <=, 4);
-	sonde_spool_writer_free(w);
+	sonde_spool_writer__free(w);
 	sonde__buf_free(&s.b);
 }
 
@@ -197,10 +197,10 @@ TEST(spool_writer_warm_samples_allocate_nothing)
 	uint32_t thread, id;
 	uint64_t t = 0;
 
-	ASSERT_OK(sonde_spool_add_thread(w, 0, 1, 1, "split", &thread));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 0, 1, 1, "split", &thread));
 	add_test_module(w, 1);
 	struct sonde_spool_module_def libc = {.pid = 1, .start = 0x7000, .end = 0x9000};
-	ASSERT_OK(sonde_spool_add_module(w, 0, &libc, &id));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 0, &libc, &id));
 	/* warm: every path seen, output buffer sized, sink grown to hold it all */
 	add_split_like_samples(w, thread, 1000, &t);
 	ASSERT_OK(sonde__buf_reserve(&s.b, 8 << 20));
@@ -213,7 +213,7 @@ TEST(spool_writer_warm_samples_allocate_nothing)
 	struct mallinfo2 probed = mallinfo2();
 	ASSERT_UINT(probed.uordblks + probed.hblkhd, >, after.uordblks + after.hblkhd);
 	free(probe);
-	sonde_spool_writer_free(w);
+	sonde_spool_writer__free(w);
 	sonde__buf_free(&s.b);
 }
 
@@ -224,9 +224,9 @@ TEST(spool_writer_fd_output)
 	ASSERT_INT(fd, >=, 0);
 	unlink(path);
 	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
-		sonde_spool_writer_new(sonde_spool_write_fd, (void *)(intptr_t)fd, &hdr));
-	ASSERT_OK(sonde_spool_writer_finish(w));
-	sonde_spool_writer_free(w);
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &hdr));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
 	uint8_t got[32];
 	ASSERT_INT(pread(fd, got, sizeof(got), 0), ==, 17);
 	ASSERT_MEM_EQ(got, "\x89SONDE\r\n\x01\x00\x03\x01\x02\x03\x06\x01\x00", 17);

@@ -30,22 +30,22 @@ static void check_sample(struct sonde_tail *t, const struct sonde_spool *ref, ui
 	struct sonde_spool_sample want;
 	uint32_t fa[64], fb[64];
 
-	ASSERT_OK(sonde_spool_get_sample(ref, i, &want));
+	ASSERT_OK(sonde_spool__get_sample(ref, i, &want));
 	ASSERT_UINT(got->time_ns, ==, want.time_ns);
 	ASSERT_UINT(got->thread, ==, want.thread);
 	ASSERT_UINT(got->flags, ==, want.flags);
-	int da = ASSERT_OK(sonde_tail_get_stack(t, got->stack, fa, 64));
-	int db = ASSERT_OK(sonde_spool_get_stack(ref, want.stack, fb, 64));
+	int da = ASSERT_OK(sonde_tail__get_stack(t, got->stack, fa, 64));
+	int db = ASSERT_OK(sonde_spool__get_stack(ref, want.stack, fb, 64));
 	ASSERT_INT(da, ==, db);
 	for (int k = 0; k < da; k++) {
 		struct sonde_spool_frame x, y;
-		ASSERT_OK(sonde_tail_get_frame(t, fa[k], &x));
-		ASSERT_OK(sonde_spool_get_frame(ref, fb[k], &y));
+		ASSERT_OK(sonde_tail__get_frame(t, fa[k], &x));
+		ASSERT_OK(sonde_spool__get_frame(ref, fb[k], &y));
 		ASSERT_UINT(x.module, ==, y.module);
 		ASSERT_UINT(x.addr, ==, y.addr);
 	}
 	struct sonde_spool_thread th;
-	ASSERT_OK(sonde_tail_get_thread(t, got->thread, &th));
+	ASSERT_OK(sonde_tail__get_thread(t, got->thread, &th));
 	ASSERT(th.comm && th.comm[0]);
 }
 
@@ -53,22 +53,22 @@ static void check_sample(struct sonde_tail *t, const struct sonde_spool *ref, ui
  * max_records per poll; checks every sample against the reference. */
 static void follow_in_pieces(const struct buf *b, size_t step, size_t max_records)
 {
-	struct sonde_spool *ref = ASSERT_NOT_NULL(sonde_spool_open_mem(b->data, b->len, NULL));
+	struct sonde_spool *ref = ASSERT_NOT_NULL(sonde_spool__open_mem(b->data, b->len, NULL));
 	struct sonde_spool_info info;
 	const char *path = test_path("pieces.spool");
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail_open(path, NULL));
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
 	uint64_t seen = 0, records = 0;
 	bool saw_pending = false, ended = false;
 
-	sonde_spool_get_info(ref, &info);
+	sonde_spool__get_info(ref, &info);
 	ASSERT(fd >= 0);
 	for (size_t off = 0; off <= b->len; off += step) {
 		size_t n = b->len - off < step ? b->len - off : step;
 		append(fd, b->data + off, n);
 		for (;;) {
 			struct sonde_tail_batch batch = {.sz = sizeof(batch)};
-			int got = ASSERT_OK(sonde_tail_poll(t, max_records, 0, &batch));
+			int got = ASSERT_OK(sonde_tail__poll(t, max_records, 0, &batch));
 			ASSERT_UINT(batch.records, <=, max_records);
 			ASSERT_UINT(batch.records, ==, (uint64_t)got);
 			records += batch.records;
@@ -82,14 +82,14 @@ static void follow_in_pieces(const struct buf *b, size_t step, size_t max_record
 	}
 	ASSERT_UINT(seen, ==, info.samples);
 	ASSERT(ended);
-	ASSERT_UINT(sonde_tail_offset(t), ==, b->len);
+	ASSERT_UINT(sonde_tail__offset(t), ==, b->len);
 	/* Pieces that cut records were retried, not failed. */
 	if (step < 16)
 		ASSERT(saw_pending);
 	ASSERT_UINT(records, >, seen);
-	sonde_tail_free(t);
+	sonde_tail__free(t);
 	close(fd);
-	sonde_spool_close(ref);
+	sonde_spool__close(ref);
 }
 
 TEST(tail_every_split_point_of_a_growing_file)
@@ -111,12 +111,12 @@ TEST(tail_batches_respect_byte_and_record_bounds)
 
 	spool_fixture_small(&b, 3000, 1);
 	test_write_file(path, b.data, b.len);
-	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail_open(path, NULL));
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
 	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
 	uint64_t total = 0;
 	int polls = 0;
 	do {
-		ASSERT_OK(sonde_tail_poll(t, 0, 256, &batch));
+		ASSERT_OK(sonde_tail__poll(t, 0, 256, &batch));
 		/* A poll reads at most 256 bytes, so it consumes at most those plus the
 		 * incomplete record it carried over. */
 		ASSERT_UINT(batch.bytes, <=, 256 + 64);
@@ -126,7 +126,7 @@ TEST(tail_batches_respect_byte_and_record_bounds)
 	ASSERT_UINT(total, ==, b.len);
 	ASSERT_INT(polls, >=, (int)(b.len / 320));
 	ASSERT(batch.ended);
-	sonde_tail_free(t);
+	sonde_tail__free(t);
 	sonde__buf_free(&b);
 }
 
@@ -137,20 +137,20 @@ TEST(tail_shrinking_file_is_an_error)
 
 	spool_fixture_small(&b, 200, 0);
 	test_write_file(path, b.data, b.len);
-	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail_open(path, NULL));
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
 	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
-	ASSERT_INT(sonde_tail_poll(t, 0, 0, &batch), >, 0);
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
 	ASSERT_UINT(batch.n_samples, ==, 200);
 	ASSERT(!batch.ended);
 	/* Nothing new is fine... */
-	ASSERT_INT(sonde_tail_poll(t, 0, 0, &batch), ==, 0);
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), ==, 0);
 	/* ...a file cut below what was read is not, and the error stays. */
 	ASSERT_OK(truncate(path, (off_t)(b.len / 2)));
-	ASSERT_ERR(sonde_tail_poll(t, 0, 0, &batch), -SONDE_E_SHRUNK);
+	ASSERT_ERR(sonde_tail__poll(t, 0, 0, &batch), -SONDE_E_SHRUNK);
 	test_write_file(path, b.data, b.len);
-	ASSERT_ERR(sonde_tail_poll(t, 0, 0, &batch), -SONDE_E_SHRUNK);
+	ASSERT_ERR(sonde_tail__poll(t, 0, 0, &batch), -SONDE_E_SHRUNK);
 	ASSERT_CONTAINS(sonde_strerror(-SONDE_E_SHRUNK), "shrank");
-	sonde_tail_free(t);
+	sonde_tail__free(t);
 	sonde__buf_free(&b);
 }
 
@@ -160,7 +160,7 @@ TEST(tail_reports_invalidated_processes)
 	const char *path = test_path("inval.spool");
 	struct sonde_spool_header h = {1, 2, 3};
 	struct sonde_spool_writer *w =
-		ASSERT_NOT_NULL(sonde_spool_writer_new(spool_fixture_write, &b, &h));
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
 	struct sonde_spool_module_def exe = {.pid = 42,
 					     .flags = SONDE_MODULE_EXEC,
 					     .start = 0x1000,
@@ -173,36 +173,36 @@ TEST(tail_reports_invalidated_processes)
 					     .path = "//anon"};
 	uint32_t id, th;
 
-	ASSERT_OK(sonde_spool_add_module(w, 10, &exe, &id));
-	ASSERT_OK(sonde_spool_add_thread(w, 10, 42, 42, "x", &th));
-	ASSERT_OK(sonde_spool_writer_flush(w));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 10, &exe, &id));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 10, 42, 42, "x", &th));
+	ASSERT_OK(sonde_spool_writer__flush(w));
 	test_write_file(path, b.data, b.len);
-	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail_open(path, NULL));
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
 	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
-	ASSERT_INT(sonde_tail_poll(t, 0, 0, &batch), ==, 3);
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), ==, 3);
 	ASSERT_UINT(batch.new_modules, ==, 1);
 	ASSERT_UINT(batch.n_invalidated, ==, 0);
 
 	/* pid 42 execs (its modules retire, twice for good measure), pid 43 maps JIT code. */
-	ASSERT_OK(sonde_spool_retire_process(w, 20, 42));
-	ASSERT_OK(sonde_spool_retire_process(w, 21, 42));
-	ASSERT_OK(sonde_spool_add_module(w, 22, &jit, &id));
-	ASSERT_OK(sonde_spool_writer_flush(w));
+	ASSERT_OK(sonde_spool_writer__retire_process(w, 20, 42));
+	ASSERT_OK(sonde_spool_writer__retire_process(w, 21, 42));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 22, &jit, &id));
+	ASSERT_OK(sonde_spool_writer__flush(w));
 	test_write_file(path, b.data, b.len);
-	ASSERT_INT(sonde_tail_poll(t, 0, 0, &batch), ==, 3);
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), ==, 3);
 	ASSERT_UINT(batch.retirements, ==, 2);
 	ASSERT_UINT(batch.n_invalidated, ==, 2);
 	ASSERT_UINT(batch.invalidated_pids[0], ==, 42);
 	ASSERT_UINT(batch.invalidated_pids[1], ==, 43);
 	struct sonde_spool_module m;
-	ASSERT_OK(sonde_tail_get_module(t, 1, &m));
+	ASSERT_OK(sonde_tail__get_module(t, 1, &m));
 	ASSERT(m.retired);
 	ASSERT_STR_EQ(m.def.path, "/bin/x");
 	/* The next batch starts with a clean list. */
-	ASSERT_INT(sonde_tail_poll(t, 0, 0, &batch), ==, 0);
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), ==, 0);
 	ASSERT_UINT(batch.n_invalidated, ==, 0);
-	sonde_spool_writer_free(w);
-	sonde_tail_free(t);
+	sonde_spool_writer__free(w);
+	sonde_tail__free(t);
 	sonde__buf_free(&b);
 }
 
@@ -221,11 +221,11 @@ TEST(tail_punches_consumed_blocks_and_keeps_definitions)
 	ASSERT_OK(fstat(fd, &st_before));
 
 	struct sonde_tail_opts o = {.sz = sizeof(o), .punch_holes = 1};
-	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail_open(path, &o));
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, &o));
 	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
 	uint64_t samples = 0;
 	uint32_t last_stack = 0;
-	while (ASSERT_OK(sonde_tail_poll(t, 0, 0, &batch)) > 0) {
+	while (ASSERT_OK(sonde_tail__poll(t, 0, 0, &batch)) > 0) {
 		samples += batch.n_samples;
 		for (size_t i = 0; i < batch.n_samples; i++)
 			if (batch.samples[i].stack)
@@ -244,15 +244,15 @@ TEST(tail_punches_consumed_blocks_and_keeps_definitions)
 	ASSERT_MEM_EQ(head, zero, sizeof(head));
 	/* Definitions read from the punched range still resolve. */
 	uint32_t frames[8];
-	int depth = ASSERT_OK(sonde_tail_get_stack(t, last_stack, frames, 8));
+	int depth = ASSERT_OK(sonde_tail__get_stack(t, last_stack, frames, 8));
 	ASSERT_INT(depth, >=, 1);
 	struct sonde_spool_frame f;
-	ASSERT_OK(sonde_tail_get_frame(t, frames[depth - 1], &f));
+	ASSERT_OK(sonde_tail__get_frame(t, frames[depth - 1], &f));
 	struct sonde_spool_module m;
-	ASSERT_OK(sonde_tail_get_module(t, f.module, &m));
+	ASSERT_OK(sonde_tail__get_module(t, f.module, &m));
 	ASSERT_STR_EQ(m.def.path, "/usr/bin/other");
 	close(fd);
-	sonde_tail_free(t);
+	sonde_tail__free(t);
 	sonde__buf_free(&b);
 }
 
@@ -264,20 +264,20 @@ TEST(tail_malformed_bytes_are_a_sticky_error)
 	spool_fixture_small(&b, 50, 1);
 	b.data[b.len - 1] ^= 0x55; /* the END count no longer matches */
 	test_write_file(path, b.data, b.len);
-	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail_open(path, NULL));
-	int err = sonde_tail_poll(t, 0, 0, NULL);
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	int err = sonde_tail__poll(t, 0, 0, NULL);
 	if (err > 0) /* the good records come first */
-		err = sonde_tail_poll(t, 0, 0, NULL);
+		err = sonde_tail__poll(t, 0, 0, NULL);
 	ASSERT_INT(err, <, 0);
-	ASSERT_INT(sonde_tail_poll(t, 0, 0, NULL), ==, err);
-	ASSERT_UINT(sonde_tail_offset(t), <, b.len);
-	sonde_tail_free(t);
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, NULL), ==, err);
+	ASSERT_UINT(sonde_tail__offset(t), <, b.len);
+	sonde_tail__free(t);
 
 	test_write_file(path, "not a spool at all", 18);
-	t = ASSERT_NOT_NULL(sonde_tail_open(path, NULL));
-	ASSERT_ERR(sonde_tail_poll(t, 0, 0, NULL), -SONDE_E_MAGIC);
-	sonde_tail_free(t);
+	t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	ASSERT_ERR(sonde_tail__poll(t, 0, 0, NULL), -SONDE_E_MAGIC);
+	sonde_tail__free(t);
 	sonde__buf_free(&b);
-	ASSERT(sonde_tail_open(test_path("missing"), NULL) == NULL);
+	ASSERT(sonde_tail__open(test_path("missing"), NULL) == NULL);
 	ASSERT_INT(errno, ==, ENOENT);
 }
