@@ -5,6 +5,7 @@
 #   make FUZZ=1        libFuzzer build (clang) into build/fuzz; targets are build/fuzz/fuzz-NAME
 #   make test          build, then run the whole test suite (also with SAN=1)
 #   make format        clang-format every source file in place
+#   make install       install into $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall
 #
 # Sources are found by globbing: a new .c file under src/ joins libsonde, one under
 # programs/NAME/ joins that program, one under tests/{unit,integration}/ joins the test
@@ -29,10 +30,19 @@ endif
 
 B := build/$(VARIANT)
 CC ?= cc
+
+# libsonde's version, MAJOR.MINOR.PATCH (README, "ABI"): MAJOR changes when the ABI breaks
+# and names the SONAME (libsonde.so.MAJOR); MINOR when functions or opts fields are added;
+# PATCH for fixes alone.
+SONDE_MAJOR := 0
+SONDE_MINOR := 1
+SONDE_PATCH := 0
+SONDE_VERSION := $(SONDE_MAJOR).$(SONDE_MINOR).$(SONDE_PATCH)
+
 WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter -Wno-missing-field-initializers
-CFLAGS += -std=gnu11 $(WARN) $(MODE_CFLAGS) -fvisibility=hidden -D_GNU_SOURCE \
-	  -Iinclude -Isrc -MMD -MP
+CFLAGS += -std=gnu11 $(WARN) $(MODE_CFLAGS) -fvisibility=hidden -fPIC \
+	  -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP
 LDFLAGS += $(MODE_LDFLAGS)
 LDLIBS += -ldw -lelf -lzstd -lz -lpthread -lm -ldl
 
@@ -47,6 +57,14 @@ obj_of = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 LIB_SRC := $(call src_of,src)
 LIB := $(B)/libsonde.a
+# The shared library: the real file carries the full version, libsonde.so.MAJOR (the
+# SONAME) and libsonde.so (for -lsonde) are symlinks to it. Every object is compiled with
+# -fPIC once and goes into both libraries: a second, non-PIC object set would double the
+# build for a difference hidden visibility already makes negligible.
+SONAME := libsonde.so.$(SONDE_MAJOR)
+SOLIB := $(B)/libsonde.so
+SOLIBS := $(B)/libsonde.so.$(SONDE_VERSION) $(B)/$(SONAME) $(SOLIB)
+LIB_MAP := src/libsonde.map
 PROGRAMS := $(notdir $(wildcard programs/*))
 PROGRAM_BINS := $(addprefix $(B)/,$(PROGRAMS))
 TEST_SRC := $(wildcard tests/*.c) $(call src_of,tests/unit) $(call src_of,tests/integration)
@@ -62,23 +80,41 @@ else
   FUZZ_BINS := $(patsubst fuzz/%.c,$(B)/replay-%,$(FUZZ_SRC))
 endif
 
-.PHONY: all fuzz test format clean programs progs
+.PHONY: all fuzz test format clean programs progs FORCE
 ifeq ($(FUZZ),1)
 # The fuzz variant exists to run the fuzz targets: `make FUZZ=1` builds only them. Tests,
 # target programs and benchmarks are built by the release and SAN variants (some use
 # gcc-only attributes to shape the code they unwind).
 .DEFAULT_GOAL := fuzz
 endif
-all: $(PROGRAM_BINS) $(TEST_BIN) $(PROG_BINS) $(EXAMPLE_BINS) $(FUZZ_BINS)
+all: $(SOLIBS) $(PROGRAM_BINS) $(TEST_BIN) $(PROG_BINS) $(EXAMPLE_BINS) $(FUZZ_BINS)
 fuzz: $(FUZZ_BINS)
 
-$(B)/obj/%.o: %.c
+# Objects are rebuilt when the compiler or its flags change: $(B)/cflags holds them and is
+# rewritten only when they differ.
+$(B)/cflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' > $@
+
+$(B)/obj/%.o: %.c $(B)/cflags
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(call obj_of,$(LIB_SRC))
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
+
+# Exports exactly what the version script lists (tests/integration/test_abi.c checks it
+# against include/sonde/); -z defs: every dependency is named, none left to the program.
+$(B)/libsonde.so.$(SONDE_VERSION): $(call obj_of,$(LIB_SRC)) $(LIB_MAP)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(LIB_MAP) \
+		-Wl,-z,defs $(filter %.o,$^) -o $@ $(LDLIBS)
+
+$(B)/$(SONAME): $(B)/libsonde.so.$(SONDE_VERSION)
+	ln -sf $(<F) $@
+
+$(SOLIB): $(B)/$(SONAME)
+	ln -sf $(<F) $@
 
 .SECONDEXPANSION:
 $(PROGRAM_BINS): $(B)/%: $$(call obj_of,$$(call src_of,programs/%)) $(LIB)
@@ -91,9 +127,12 @@ $(B)/progs/%: tests/progs/%.c
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) $(PROG_EXTRA_CFLAGS_$*) $< -o $@ $(PROG_LDLIBS)
 
-$(B)/examples/%: $(B)/obj/examples/%.o $(LIB)
+# The programs link libsonde.a (they use internal helpers and install self-contained); the
+# examples use only the public API, so they link the shared library of the build tree, as
+# an outside program would.
+$(B)/examples/%: $(B)/obj/examples/%.o $(SOLIBS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(LDFLAGS) $< -o $@ -L$(B) -lsonde -Wl,-rpath,'$$ORIGIN/..'
 
 $(B)/fuzz-%: $(B)/obj/fuzz/%.o $(LIB)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
