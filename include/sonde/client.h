@@ -394,9 +394,10 @@ SONDE_API void sonde_consumer__free(struct sonde_consumer *c);
 SONDE_API const char *sonde_consumer__socket_path(const struct sonde_consumer_opts *opts);
 SONDE_API int sonde_consumer__fd(const struct sonde_consumer *c);
 SONDE_API bool sonde_consumer__want_write(struct sonde_consumer *c);
-/* Callbacks (copied); may be changed at any time. */
-SONDE_API void sonde_consumer__set_callbacks(struct sonde_consumer *c,
-					     const struct sonde_consumer_cbs *cbs);
+/* Callbacks (copied); may be changed at any time. Returns 0, or -EINVAL for a cbs struct
+ * this library cannot take (see "Options structs" in docs/abi.md). */
+SONDE_API int sonde_consumer__set_callbacks(struct sonde_consumer *c,
+					    const struct sonde_consumer_cbs *cbs);
 /* Reads and dispatches what is available, without blocking. Returns 0, -ECONNRESET once the
  * service closed the connection (pending requests complete with -ECONNRESET), or -errno. */
 SONDE_API int sonde_consumer__process(struct sonde_consumer *c);

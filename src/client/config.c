@@ -7,6 +7,7 @@
 #include <sonde/error.h>
 
 #include "base/buf.h"
+#include "base/opts.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 
@@ -22,15 +23,15 @@ struct sonde_trace_config {
 
 struct sonde_trace_config *sonde_trace_config__new(const struct sonde_trace_config_opts *opts)
 {
-	struct sonde_trace_config *cfg = calloc(1, sizeof(*cfg));
+	struct sonde_trace_config *cfg;
 
-	if (!cfg)
+	if (!OPTS_VALID(opts, sonde_trace_config_opts)) {
+		errno = EINVAL;
 		return NULL;
-	if (opts) {
-		size_t n = opts->sz < sizeof(cfg->opts) ? opts->sz : sizeof(cfg->opts);
-		memcpy(&cfg->opts, opts, n);
 	}
-	cfg->opts.sz = sizeof(cfg->opts);
+	if (!(cfg = calloc(1, sizeof(*cfg))))
+		return NULL;
+	OPTS_COPY(&cfg->opts, opts);
 	if (cfg->opts.unique_session_name &&
 	    !(cfg->unique_session_name = strdup(cfg->opts.unique_session_name)))
 		goto fail;

@@ -12,6 +12,7 @@
 #include <sonde/connector.h>
 #include <sonde/error.h>
 
+#include "base/opts.h"
 #include "client/conn.h"
 #include "ipc/cxmsg.h"
 #include "ipc/fdpass.h"
@@ -26,7 +27,7 @@ struct sonde_connector {
 
 const char *sonde_connector__socket_path(const struct sonde_connector_opts *opts)
 {
-	if (opts && opts->socket)
+	if (OPTS_GET(opts, socket, NULL))
 		return opts->socket;
 	return sonde__ipc_default_sock_name(IPC_PORT_CONNECTOR);
 }
@@ -37,8 +38,11 @@ struct sonde_connector *sonde_connector__new(const struct sonde_connector_opts *
 	struct sonde_connector *c;
 	int fd;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if (!OPTS_VALID(opts, sonde_connector_opts)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	OPTS_COPY(&o, opts);
 	const char *path = sonde_connector__socket_path(&o);
 	struct conn_trust t = {0};
 	int rc = sonde__conn_trust_from_env(&t);
@@ -150,10 +154,11 @@ static int request(struct sonde_connector *c, uint32_t kind, int sock,
 	struct cx_reply r;
 	int fds[2] = {sock, -1}, got = -1, rc;
 
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 	if (buffer_out)
 		*buffer_out = -1;
+	if (!OPTS_VALID(opts, sonde_connect_opts))
+		return -EINVAL;
+	OPTS_COPY(&o, opts);
 	c->error[0] = '\0';
 	q.buffer = (uint32_t)o.buffer;
 	q.page_size = o.page_size;

@@ -10,6 +10,7 @@
 #include <sonde/log.h>
 
 #include "base/buf.h"
+#include "base/opts.h"
 #include "base/pb.h"
 #include "client/conn.h"
 #include "ipc/protos.h"
@@ -57,7 +58,7 @@ struct sonde_consumer {
 
 static const char *path_of(const struct sonde_consumer_opts *o, char *buf, size_t n)
 {
-	if (o && o->socket)
+	if (OPTS_GET(o, socket, NULL))
 		return o->socket;
 	sonde__conn_default_path(CONN_CONSUMER, buf, n);
 	return buf;
@@ -71,16 +72,18 @@ const char *sonde_consumer__socket_path(const struct sonde_consumer_opts *opts)
 
 struct sonde_consumer *sonde_consumer__new(const struct sonde_consumer_opts *opts)
 {
-	struct sonde_consumer *c = calloc(1, sizeof(*c));
+	struct sonde_consumer *c;
 	char path[108];
 	int r;
 
-	if (!c)
+	if (!OPTS_VALID(opts, sonde_consumer_opts)) {
+		errno = EINVAL;
 		return NULL;
-	/* fields past the caller's sz are taken as zero (an older, smaller opts layout) */
+	}
+	if (!(c = calloc(1, sizeof(*c))))
+		return NULL;
 	struct sonde_consumer_opts o = {0};
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	OPTS_COPY(&o, opts);
 	struct conn_trust t = {o.trust_uid_set, o.trust_uid, o.untrusted_uid};
 	r = sonde__conn_trust_from_env(&t);
 	if (r == 0)
@@ -114,11 +117,13 @@ bool sonde_consumer__want_write(struct sonde_consumer *c)
 	return sonde__conn_tx_pending(&c->c) > 0;
 }
 
-void sonde_consumer__set_callbacks(struct sonde_consumer *c, const struct sonde_consumer_cbs *cbs)
+int sonde_consumer__set_callbacks(struct sonde_consumer *c, const struct sonde_consumer_cbs *cbs)
 {
+	if (!OPTS_VALID(cbs, sonde_consumer_cbs))
+		return -EINVAL;
 	memset(&c->cbs, 0, sizeof(c->cbs));
-	if (cbs)
-		memcpy(&c->cbs, cbs, cbs->sz < sizeof(c->cbs) ? cbs->sz : sizeof(c->cbs));
+	OPTS_COPY(&c->cbs, cbs);
+	return 0;
 }
 
 bool sonde_consumer__disabled(const struct sonde_consumer *c)

@@ -13,6 +13,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/opts.h"
 #include "base/pb.h"
 #include "client/arbiter.h"
 #include "client/conn.h"
@@ -208,13 +209,14 @@ struct sonde_producer *sonde_producer__new(const struct sonde_producer_opts *opt
 	char path[108];
 	int r = -ENOMEM;
 
-	if (!opts || !opts->name || !*opts->name) {
+	if (!opts || !OPTS_VALID(opts, sonde_producer_opts) || !OPTS_GET(opts, name, NULL) ||
+	    !*opts->name) {
 		errno = EINVAL;
 		return NULL;
 	}
 	if (!(p = calloc(1, sizeof(*p))))
 		return NULL;
-	memcpy(&p->opts, opts, opts->sz < sizeof(p->opts) ? opts->sz : sizeof(p->opts));
+	OPTS_COPY(&p->opts, opts);
 	if (!p->opts.stall_ms_set && !p->opts.stall_ms)
 		p->opts.stall_ms = DEFAULT_STALL_MS;
 	pthread_mutex_init(&p->wlock, NULL);
@@ -296,10 +298,9 @@ int sonde_producer__register_data_source(struct sonde_producer *p, const char *n
 {
 	struct sonde_data_source_cbs c = {0};
 
-	if (!name || !*name)
+	if (!name || !*name || !OPTS_VALID(cbs, sonde_data_source_cbs))
 		return -EINVAL;
-	if (cbs)
-		memcpy(&c, cbs, cbs->sz < sizeof(c) ? cbs->sz : sizeof(c));
+	OPTS_COPY(&c, cbs);
 	struct ds_reg *regs = realloc(p->regs, (p->n_regs + 1) * sizeof(*regs));
 	if (!regs)
 		return -ENOMEM;

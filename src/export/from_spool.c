@@ -19,6 +19,7 @@
 #include <sonde/log.h>
 #include <sonde/spool_reader.h>
 
+#include "base/opts.h"
 #include "export/profile.h"
 
 enum { READ_CHUNK = 1 << 20, MAX_INLINE = 64 };
@@ -343,13 +344,17 @@ struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 	struct conv c = {0};
 	int err = -ENOMEM;
 
+	if (!OPTS_VALID(opts, sonde_profile_spool_opts)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	c.p = sonde_profile__new(NULL);
 	/* entry 0 of each map stands for spool id 0 ("none", the root) */
 	if (!c.p || !ARR_PUSH(c.mods) || !ARR_PUSH(c.frames) || !ARR_PUSH(c.nodes) ||
 	    !ARR_PUSH(c.threads) || !ARR_PUSH(c.pids))
 		goto fail;
-	if (!(opts && opts->no_symbolize)) {
-		c.sym = sonde_symbolizer__new(opts ? opts->sym : NULL);
+	if (!OPTS_GET(opts, no_symbolize, false)) {
+		c.sym = sonde_symbolizer__new(OPTS_GET(opts, sym, NULL));
 		if (!c.sym) {
 			err = -errno;
 			goto fail;

@@ -11,6 +11,7 @@
 #include <sonde/profile.h>
 
 #include "base/buf.h"
+#include "base/opts.h"
 #include "export/out.h"
 #include "export/perfetto.h"
 
@@ -76,13 +77,13 @@ int sonde_profile__spool_to_perfetto(const char *path, int fd,
 	struct pf_enc *e = NULL;
 	int in = -1, err;
 
-	if (!path || fd < 0)
+	if (!path || fd < 0 || !OPTS_VALID(opts, sonde_profile_spool_opts))
 		return -EINVAL;
 	in = open(path, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return -errno;
-	if (!(opts && opts->no_symbolize)) {
-		sym = sonde_symbolizer__new(opts ? opts->sym : NULL);
+	if (!OPTS_GET(opts, no_symbolize, false)) {
+		sym = sonde_symbolizer__new(OPTS_GET(opts, sym, NULL));
 		if (!sym) {
 			err = -errno;
 			goto out;

@@ -8,6 +8,7 @@
 #include <sonde/error.h>
 #include <sonde/spool.h>
 
+#include "base/opts.h"
 #include "export/profile.h"
 
 int sonde__arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz)
@@ -68,15 +69,15 @@ int64_t sonde__prof_intern(struct sonde_profile *p, const char *s)
 
 struct sonde_profile *sonde_profile__new(const struct sonde_profile_info *info)
 {
-	struct sonde_profile *p = calloc(1, sizeof(*p));
+	struct sonde_profile *p;
 
-	if (!p)
+	if (!OPTS_VALID(info, sonde_profile_info)) {
+		errno = EINVAL;
 		return NULL;
-	if (info) {
-		size_t n = info->sz && info->sz < sizeof(p->info) ? info->sz : sizeof(p->info);
-		memcpy(&p->info, info, n);
 	}
-	p->info.sz = sizeof(p->info);
+	if (!(p = calloc(1, sizeof(*p))))
+		return NULL;
+	OPTS_COPY(&p->info, info);
 	/* entry 0 of every table is a placeholder so that id 0 means "none" */
 	if (!ARR_PUSH(p->strs) || !ARR_PUSH(p->modules) || !ARR_PUSH(p->threads) ||
 	    !ARR_PUSH(p->funcs) || !ARR_PUSH(p->locs) || !ARR_PUSH(p->nodes))
@@ -389,10 +390,12 @@ int sonde_profile__parse_format(const char *name, enum sonde_profile_format *out
 int sonde_profile__write(const struct sonde_profile *p, enum sonde_profile_format fmt, int fd,
 			const struct sonde_profile_write_opts *opts)
 {
-	const char *title = opts && opts->title ? opts->title : "sonde profile";
+	const char *title = OPTS_GET(opts, title, NULL);
 
-	if (!p || fd < 0)
+	if (!p || fd < 0 || !OPTS_VALID(opts, sonde_profile_write_opts))
 		return -EINVAL;
+	if (!title)
+		title = "sonde profile";
 	switch (fmt) {
 	case SONDE_PROFILE_PPROF:
 		return sonde__prof_write_pprof(p, fd);

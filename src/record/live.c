@@ -9,6 +9,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/opts.h"
 #include "record/recorder.h"
 #include "tail/tail.h"
 
@@ -75,9 +76,7 @@ struct sonde_tail *sonde_recorder__tail(struct sonde_recorder *r, const struct s
 		errno = err <= -SONDE_E_BASE ? EIO : -err;
 		return NULL;
 	}
-	bool punch = opts &&
-		     opts->sz >= offsetof(struct sonde_tail_opts, punch_holes) + sizeof(int) &&
-		     opts->punch_holes;
+	bool punch = OPTS_GET(opts, punch_holes, 0);
 	/* A descriptor of its own (reopened, not dup'ed: the recorder's is write-only and its
 	 * offset must not move), reachable even when the file was unlinked. */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", r->out_fd);

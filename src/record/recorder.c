@@ -18,6 +18,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/opts.h"
 #include "record/recorder.h"
 
 enum {
@@ -77,13 +78,9 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	struct sonde_record_opts o = {.frequency = DEFAULT_FREQ};
 	uint64_t max;
 
-	if (opts) {
-		if (opts->sz < sizeof(size_t) + sizeof(uint64_t)) {
-			sonde_error("record options: sz must be set");
-			return -EINVAL;
-		}
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
-	}
+	if (!OPTS_VALID(opts, sonde_record_opts))
+		return -EINVAL;
+	OPTS_COPY(&o, opts);
 	int err = sonde__perf_max_sample_rate(&max);
 	if (err) {
 		sonde_error("cannot read kernel.perf_event_max_sample_rate: %s", strerror(-err));

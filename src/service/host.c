@@ -11,6 +11,7 @@
 #include <sonde/log.h>
 #include <sonde/service.h>
 
+#include "base/opts.h"
 #include "ipc/protos.h"
 #include "ipc/sock.h"
 #include "service/internal.h"
@@ -429,11 +430,15 @@ static int listen_on(struct svc *s, const struct sonde_service_opts *o, int whic
 
 struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 {
-	struct sonde_service *ss = calloc(1, sizeof(*ss));
+	struct sonde_service *ss;
 	const char *prod = NULL, *cons = NULL;
 	int rc;
 
-	if (!ss)
+	if (!OPTS_VALID(opts, sonde_service_opts)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!(ss = calloc(1, sizeof(*ss))))
 		return NULL;
 	struct svc *s = &ss->s;
 	s->lfd[0] = s->lfd[1] = -1;
@@ -441,11 +446,9 @@ struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 	s->next_instance_id = s->next_session_id = s->next_flush_id = 1;
 	s->next_producer_id = 1;
 	s->uid = getuid();
-	/* opts of an older, smaller layout: copy what it has, zeros select the defaults */
+	/* opts of an older, smaller layout: zeros select the defaults */
 	struct sonde_service_opts o = {0};
-	if (opts)
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
-	o.sz = sizeof(o);
+	OPTS_COPY(&o, opts);
 	prod = o.producer_socket;
 	cons = o.consumer_socket;
 	sonde__sec_init(s, &o);

@@ -33,6 +33,7 @@
 #include "symbol/perfmap.h"
 #include "symbol/strpool.h"
 #include "symbol/symtab.h"
+#include "base/opts.h"
 #include "base/u64map.h"
 
 struct sym_mod {
@@ -692,16 +693,15 @@ SONDE_API int sonde_symbolizer__forget_pid(struct sonde_symbolizer *s, uint32_t 
 
 SONDE_API struct sonde_symbolizer *sonde_symbolizer__new(const struct sonde_symbolizer_opts *opts)
 {
-	struct sonde_symbolizer *s = calloc(1, sizeof(*s));
+	struct sonde_symbolizer *s;
 
-	if (!s)
+	if (!OPTS_VALID(opts, sonde_symbolizer_opts)) {
+		errno = EINVAL;
 		return NULL;
-	if (opts) {
-		/* Older callers pass a smaller struct: copy what they know, zero the rest. */
-		size_t n = opts->sz < sizeof(s->opts) ? opts->sz : sizeof(s->opts);
-		memcpy(&s->opts, opts, n);
 	}
-	s->opts.sz = sizeof(s->opts);
+	if (!(s = calloc(1, sizeof(*s))))
+		return NULL;
+	OPTS_COPY(&s->opts, opts);
 	s->images.max_bytes =
 		s->opts.image_cache_bytes ? s->opts.image_cache_bytes : IMAGE_CACHE_BYTES;
 	s->images.max_n = s->opts.image_cache_max ? s->opts.image_cache_max : IMAGE_CACHE_MAX;

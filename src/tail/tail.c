@@ -25,6 +25,7 @@
 #include <sonde/log.h>
 
 #include "base/array.h"
+#include "base/opts.h"
 #include "spool/keep.h"
 #include "record/live.h"
 #include "tail/tail.h"
@@ -77,14 +78,12 @@ struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts
 	struct sonde_tail_opts o = {0};
 	struct sonde_tail *t;
 
-	if (opts) {
-		if (opts->sz < sizeof(size_t)) {
-			close(fd);
-			errno = EINVAL;
-			return NULL;
-		}
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if (!OPTS_VALID(opts, sonde_tail_opts)) {
+		close(fd);
+		errno = EINVAL;
+		return NULL;
 	}
+	OPTS_COPY(&o, opts);
 	t = calloc(1, sizeof(*t));
 	if (!t || !(t->dec = sonde_spool_decoder__new())) {
 		int err = errno ? errno : ENOMEM;
@@ -111,9 +110,7 @@ struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts
 
 struct sonde_tail *sonde_tail__open(const char *path, const struct sonde_tail_opts *opts)
 {
-	bool punch = opts &&
-		     opts->sz >= offsetof(struct sonde_tail_opts, punch_holes) + sizeof(int) &&
-		     opts->punch_holes;
+	bool punch = OPTS_GET(opts, punch_holes, 0);
 	int fd = open(path, (punch ? O_RDWR : O_RDONLY) | O_CLOEXEC);
 
 	if (fd < 0) {
