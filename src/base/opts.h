@@ -76,6 +76,16 @@ static inline bool opts_valid(const void *opts, size_t known, const char *type)
  * holds the defaults (zero) beforehand; dst->sz becomes the library's size. */
 #define OPTS_COPY(dst, opts) opts_copy((dst), sizeof(*(dst)), (opts))
 
+/* The same rule for an output struct the caller hands in for the library to fill (its sz
+ * says how much of it there is): NULL is allowed where documented, sz below the size of sz
+ * is an error. The library then writes min(sz, its own size) bytes. */
+static inline bool opts_out_valid(const void *out)
+{
+	return !out || opts_sz(out) >= sizeof(size_t);
+}
+
+#define OPTS_OUT_VALID(out) opts_out_valid(out)
+
 static inline void opts_copy(void *dst, size_t dst_sz, const void *opts)
 {
 	size_t sz = opts_sz(opts);

@@ -407,6 +407,8 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 
 	if (r->finished)
 		return -SONDE_E_STATE;
+	if (!OPTS_OUT_VALID(out))
+		return -EINVAL;
 	if (timeout_ms != 0) {
 		int n = epoll_wait(r->epfd, ev, 16, timeout_ms);
 		if (n < 0 && errno != EINTR)

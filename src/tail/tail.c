@@ -429,6 +429,8 @@ int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 	size_t budget = max_bytes ? max_bytes : DEFAULT_BYTES;
 	int err = t->err ? t->err : check_size(t);
 
+	if (!OPTS_OUT_VALID(out))
+		return -EINVAL;
 	if (err)
 		return err;
 	t->n_samples = 0;

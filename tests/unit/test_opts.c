@@ -210,6 +210,25 @@ TEST(opts_recorder_and_tail_refuse_bad_opts)
 	sonde_tail__free(ASSERT_NOT_NULL(sonde_tail__open("/dev/null", NULL)));
 }
 
+/* Output structs: sz 0 is an error too; a larger one gets the part the library knows. */
+TEST(opts_output_struct_needs_sz)
+{
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open("/dev/null", NULL));
+	struct sonde_tail_batch zero = {0};
+	NEWER(sonde_tail_batch) n;
+
+	ASSERT(OPTS_OUT_VALID((struct sonde_tail_batch *)NULL));
+	ASSERT_ERR(sonde_tail__poll(t, 0, 0, &zero), -EINVAL);
+	ASSERT_OK(sonde_tail__poll(t, 0, 0, NULL));
+	memset(&n, 0xa5, sizeof(n));
+	n.o.sz = sizeof(n);
+	ASSERT_OK(sonde_tail__poll(t, 0, 0, &n.o));
+	ASSERT_UINT(n.o.sz, ==, sizeof(n));
+	ASSERT_UINT(n.o.n_samples, ==, 0);
+	ASSERT_UINT(n.newer, ==, 0xa5a5a5a5a5a5a5a5ull); /* not the library's to write */
+	sonde_tail__free(t);
+}
+
 TEST(opts_service_and_clients_refuse_bad_opts)
 {
 	struct sonde_service_opts so = {0};
