@@ -116,6 +116,10 @@ $(B)/$(SONAME): $(B)/libsonde.so.$(SONDE_VERSION)
 $(SOLIB): $(B)/$(SONAME)
 	ln -sf $(<F) $@
 
+# The programs, the test runner and the examples link libsonde.a: the programs install
+# self-contained and use internal helpers, the runner tests internals, and the examples are
+# run from copies where no libsonde.so is found (tests run them as another user).
+# test_install links record_stacks with the installed libsonde.so instead.
 .SECONDEXPANSION:
 $(PROGRAM_BINS): $(B)/%: $$(call obj_of,$$(call src_of,programs/%)) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
@@ -127,12 +131,9 @@ $(B)/progs/%: tests/progs/%.c
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) $(PROG_EXTRA_CFLAGS_$*) $< -o $@ $(PROG_LDLIBS)
 
-# The programs link libsonde.a (they use internal helpers and install self-contained); the
-# examples use only the public API, so they link the shared library of the build tree, as
-# an outside program would.
-$(B)/examples/%: $(B)/obj/examples/%.o $(SOLIBS)
+$(B)/examples/%: $(B)/obj/examples/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $< -o $@ -L$(B) -lsonde -Wl,-rpath,'$$ORIGIN/..'
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(B)/fuzz-%: $(B)/obj/fuzz/%.o $(LIB)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
