@@ -96,7 +96,7 @@ struct sonde_producer {
 
 static const char *socket_path_of(const struct sonde_producer_opts *o, char *buf, size_t n)
 {
-	if (o && o->socket)
+	if (OPTS_GET(o, socket, NULL))
 		return o->socket;
 	sonde__conn_default_path(CONN_PRODUCER, buf, n);
 	return buf;
