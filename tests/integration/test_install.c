@@ -47,15 +47,27 @@ static void sh(struct test_output *o, int timeout_s, const char *fmt, ...)
 	free(cmd);
 }
 
+/* The variables `make test` was given on its command line (MAKEFLAGS holds them after
+ * " -- ", spaces escaped as the shell reads them), so that the install sees the build the
+ * suite runs on instead of rebuilding it with other flags. */
+static const char *make_overrides(void)
+{
+	const char *flags = getenv("MAKEFLAGS");
+	const char *vars = flags ? strstr(flags, " -- ") : NULL;
+
+	return vars ? vars + 4 : "";
+}
+
 /* make TARGET DESTDIR=destdir PREFIX=/usr for this variant, from the source tree. The
- * runner may itself run under make: its jobserver is not this make's. */
+ * runner may itself run under make, whose jobserver is not this make's. */
 static void make(const char *target, const char *destdir)
 {
 	struct test_output o;
 
 	sh(&o, 120,
-	   "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C %s %s %s DESTDIR=%s PREFIX=" PREFIX,
-	   test_src_path("."), variant_flag(), target, destdir);
+	   "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C %s %s %s DESTDIR=%s PREFIX=" PREFIX
+	   " %s",
+	   test_src_path("."), variant_flag(), target, destdir, make_overrides());
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
 }
