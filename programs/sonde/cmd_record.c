@@ -63,14 +63,14 @@ static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde record [-F HZ|max] [-p PID]... [--children] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
+		"usage: sonde record [-F HZ|max] [-p PID]... [--no-inherit] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
 		"\n"
 		"Samples the user-space stacks of a command, or of running processes, into a spool file.\n"
 		"\n"
 		"  -F, --freq HZ|max     samples per second per thread (default 999; max = the kernel limit)\n"
 		"  -p, --pid PID         record a running process (repeatable)\n"
-		"  -c, --children        also record the processes the targets fork, and theirs\n"
-		"                        (default: the targets and their threads only)\n"
+		"      --no-inherit      record the targets and their threads only, not the processes\n"
+		"                        they fork (by default, children are followed at any depth)\n"
 		"  -d, --duration SECS   stop after SECS seconds (a fraction is fine): -p processes keep\n"
 		"                        running, a launched command is sent SIGTERM (SIGKILL after 2 s)\n"
 		"  -o, --output FILE     spool file to write (default sonde.spool);\n"
@@ -84,8 +84,8 @@ static void usage(FILE *f)
 		"  -q, --quiet           no summary\n"
 		"  -h, --help            this help\n"
 		"\n"
-		"Recording stops when the command (or every -p process, and with --children every\n"
-		"process they forked) exits, when --duration elapses, or on Ctrl-C.\n"
+		"Recording stops when the command (or every -p process) and every process they\n"
+		"forked have exited, when --duration elapses, or on Ctrl-C.\n"
 		"The exit status is the command's (128+N when killed by signal N), or 0 when\n"
 		"--duration ended the recording and the command was stopped by it.\n");
 }
@@ -171,8 +171,8 @@ static int parse_opt(struct record_args *a, int c, const char *arg)
 			return CLI_USAGE;
 		}
 		return 0;
-	case 'c':
-		a->opts.follow_children = true;
+	case 'I':
+		a->opts.follow_children = false;
 		return 0;
 	case 'd': {
 		char *end;
@@ -214,7 +214,7 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"stack-size", required_argument, NULL, 'S'},
 		{"ring-pages", required_argument, NULL, 'R'},
 		{"event", required_argument, NULL, 'e'},
-		{"children", no_argument, NULL, 'c'},
+		{"no-inherit", no_argument, NULL, 'I'},
 		{"duration", required_argument, NULL, 'd'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"kernel", no_argument, NULL, 'K'},
@@ -228,10 +228,11 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 	memset(a, 0, sizeof(*a));
 	a->opts.sz = sizeof(a->opts);
 	a->opts.frequency = 999;
+	a->opts.follow_children = true; /* like perf: children inherit the events */
 	a->output = "sonde.spool";
 	optind = 1;
 	/* '+': options end at the command, so its own options are left alone. */
-	while ((c = getopt_long(argc, argv, "+F:p:o:e:cd:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+F:p:o:e:d:qh", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK;
@@ -263,20 +264,24 @@ static void print_status(const struct child *c);
 static void print_summary(const struct record_args *a, const struct sonde_record_summary *s,
 			  const struct child *c)
 {
-	char fallback[96] = "";
+	char fallback[96] = "", followed[48] = "";
+	unsigned attached = a->cmd ? 1u + (unsigned)a->n_pids : (unsigned)a->n_pids;
 
 	if (s->cycles_error)
 		snprintf(fallback, sizeof(fallback), " (cycles unavailable: %s)",
 			 strerror(-s->cycles_error));
+	if (a->opts.follow_children)
+		snprintf(followed, sizeof(followed), " (%u followed)",
+			 s->processes > attached ? s->processes - attached : 0);
 	fprintf(stderr,
 		"sonde record: %llu samples (%llu written), %llu lost, %.2f s, event %s%s\n"
-		"  output %s; %llu Hz, %u-byte stacks, %u ring%s of %llu KiB; %u process%s, %u "
+		"  output %s; %llu Hz, %u-byte stacks, %u ring%s of %llu KiB; %u process%s%s, %u "
 		"thread%s; %llu empty, %llu truncated stacks\n",
 		(unsigned long long)s->samples, (unsigned long long)s->samples_written,
 		(unsigned long long)(s->lost_events + s->lost_samples), s->duration_ns / 1e9,
 		s->event, fallback, a->output, (unsigned long long)s->frequency, s->stack_bytes,
 		s->rings, s->rings == 1 ? "" : "s", (unsigned long long)(s->ring_bytes / 1024),
-		s->processes, s->processes == 1 ? "" : "es", s->threads, s->threads == 1 ? "" : "s",
+		s->processes, s->processes == 1 ? "" : "es", followed, s->threads, s->threads == 1 ? "" : "s",
 		(unsigned long long)s->empty_stacks, (unsigned long long)s->truncated_stacks);
 	fprintf(stderr, "  unwind: %llu frames by DWARF CFI, %llu by frame pointers",
 		(unsigned long long)s->unwind_cfi_frames, (unsigned long long)s->unwind_fp_frames);

@@ -1,8 +1,8 @@
 /* The recorder's process lifecycle, loss recovery and the calls around them, end to end:
  * real perf events on the programs of tests/progs, read back with every frame symbolized.
  *
- *  - children of a shell script, followed with --children, under their own names and
- *    their own binaries' symbols; without --children, none of them;
+ *  - children of a shell script, followed by default, under their own names and
+ *    their own binaries' symbols; with --no-inherit, none of them;
  *  - exec retires the shell's modules;
  *  - two libraries dlopen'ed and dlclose'd in turn at the same address: no sample in the
  *    wrong one;
@@ -116,8 +116,8 @@ TEST_TIMEOUT(life_script_children_under_their_own_names, 400)
 	test_require_perf();
 	snprintf(script, sizeof(script), "i=0; while [ $i -lt 200 ]; do %s 15; i=$((i+1)); done",
 		 test_prog("life_spin"));
-	const char *argv[] = {test_bin("sonde"), "record", "--children", "-o", out, "--",
-			      "/bin/sh",	 "-c",	   script,	 NULL};
+	const char *argv[] = {test_bin("sonde"), "record", "-o",   out, "--",
+			      "/bin/sh",	 "-c",	   script, NULL};
 	test_run(&o, 380, argv);
 	if (o.status != 0)
 		FAIL("sonde record exited %d: %s", o.status, o.err);
@@ -135,7 +135,7 @@ TEST_TIMEOUT(life_script_children_under_their_own_names, 400)
 	ASSERT_UINT(st.in_shell, ==, 0);
 }
 
-/* Without --children, the children have no events: only the shell itself is recorded. */
+/* With --no-inherit, the children have no events: only the shell itself is recorded. */
 TEST_TIMEOUT(life_without_children_only_the_target, 200)
 {
 	struct test_output o;
@@ -149,7 +149,7 @@ TEST_TIMEOUT(life_without_children_only_the_target, 200)
 		 "i=0; while [ $i -lt 20 ]; do %s 15; i=$((i+1)); done; "
 		 "while [ $i -lt 100000 ]; do i=$((i+1)); done",
 		 test_prog("life_spin"));
-	const char *argv[] = {test_bin("sonde"), "record", "-o",   out, "--",
+	const char *argv[] = {test_bin("sonde"), "record", "--no-inherit", "-o", out, "--",
 			      "/bin/sh",	 "-c",	   script, NULL};
 	test_run(&o, 180, argv);
 	if (o.status != 0)

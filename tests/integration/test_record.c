@@ -182,6 +182,40 @@ TEST_TIMEOUT(record_on_exec_samples_from_the_start, 120)
 	test_output_free(&o);
 }
 
+/* Like perf, the processes a launched command forks are recorded (a shell script's
+ * commands); --no-inherit records the command's own threads only. */
+TEST_TIMEOUT(record_follows_children_by_default, 120)
+{
+	struct test_output o;
+	struct split_stats st;
+	char script[512];
+	const char *out = test_path("kids.spool");
+
+	test_require_perf();
+	/* "; true": the shell forks split instead of exec'ing it. */
+	snprintf(script, sizeof(script), "%s 0.5; true", test_prog("split"));
+	const char *argv[] = {test_bin("sonde"), "record", "-o", out, "--", "sh", "-c", script,
+			      NULL};
+	test_run(&o, 100, argv);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "2 processes (1 followed)");
+	test_output_free(&o);
+	analyze_file(out, &st);
+	ASSERT_UINT(st.in_split, >=, 10);
+
+	const char *argv2[] = {test_bin("sonde"), "record", "--no-inherit", "-o", out, "--",
+			       "sh", "-c", script, NULL};
+	test_run(&o, 100, argv2);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, " 1 process, ");
+	test_output_free(&o);
+	/* The shell itself may not have run long enough for a sample. */
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(out, NULL));
+	analyze(s, &st);
+	sonde_spool__close(s);
+	ASSERT_UINT(st.in_split, ==, 0);
+}
+
 TEST(record_missing_pid_is_a_clean_error)
 {
 	struct test_output o;
@@ -504,7 +538,7 @@ TEST_TIMEOUT(record_follows_threads_and_children, 120)
 	uint32_t frames[64];
 
 	test_require_perf();
-	test_runf(&o, 100, "%s record --children -F 999 -o %s -- %s 1", test_bin("sonde"), out,
+	test_runf(&o, 100, "%s record -F 999 -o %s -- %s 1", test_bin("sonde"), out,
 		  test_prog("record_family"));
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);

@@ -172,7 +172,7 @@ TEST_TIMEOUT(top_filters_by_pid_and_tid, 120)
 	double self, total;
 
 	test_require_perf();
-	test_runf(&o, 60, "%s record -q --children -o %s -- %s 1", test_bin("sonde"), spool,
+	test_runf(&o, 60, "%s record -q -o %s -- %s 1", test_bin("sonde"), spool,
 		  test_prog("record_family"));
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
