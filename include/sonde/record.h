@@ -35,8 +35,11 @@
 struct sonde_recorder;
 
 enum sonde_attach_mode {
-	/* A running process: SIGSTOP it, wait until every thread is stopped, open events and
-	 * read its mappings, then enable and SIGCONT (only if this call stopped it). */
+	/* A running process: stop every thread (PTRACE_SEIZE + PTRACE_INTERRUPT, a ptrace-stop
+	 * its parent does not see, unlike SIGSTOP), open events and read its mappings, then
+	 * enable and detach (only what this call stopped). The calling thread is the tracer
+	 * until then. Where ptrace is refused (Yama ptrace_scope, no CAP_SYS_PTRACE, traced
+	 * already), a warning is logged and the process is attached running. */
 	SONDE_ATTACH_STOP = 0,
 	/* A process launched suspended before execve (sonde_launch__new): events are enabled by
 	 * the kernel at exec, so sampling starts at its first instruction. */
@@ -176,8 +179,9 @@ struct sonde_record_poll {
 /* Attaches to pid and writes the spool to the file at path (created or truncated).
  * opts may be NULL (999 Hz, defaults for the rest). Returns a recorder owned by the caller
  * (free it with sonde_recorder__free), or NULL and errno: ESRCH no such process, EACCES or
- * EPERM perf_event or the process is not accessible (the cause is logged), ERANGE an option
- * out of range, or the error of creating the file. On failure no file is left at path. */
+ * EPERM perf_event or the process is not accessible (the cause is logged), EIO for a kernel
+ * thread (no user space to sample; logged), ERANGE an option out of range, or the error of
+ * creating the file. On failure no file created by the call is left at path. */
 SONDE_API struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 						       enum sonde_attach_mode mode,
 						       const struct sonde_record_opts *opts);
@@ -199,7 +203,8 @@ enum sonde_attach_outcome {
  * holds under another start time was reused: the old process is retired first, so the two
  * never share modules or threads. Returns an enum sonde_attach_outcome (EXITED also for a
  * process that exits, or is a zombie, while it is being attached), or -errno (the cause
- * logged) when it cannot be attached; -SONDE_E_STATE after finish. */
+ * logged) when it cannot be attached (-SONDE_E_UNSUPPORTED: a kernel thread);
+ * -SONDE_E_STATE after finish. */
 SONDE_API int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid,
 					    enum sonde_attach_mode mode);
 

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,7 +72,7 @@ int sonde__proc_stat_parse(const char *buf, size_t len, struct proc_stat *st)
 	const char *end = buf + len;
 	const char *open_paren = memchr(buf, '(', len);
 	const char *close_paren = NULL;
-	uint64_t ppid;
+	uint64_t ppid, flags;
 
 	memset(st, 0, sizeof(*st));
 	/* comm may itself contain ')' and spaces: the last ')' ends it. */
@@ -93,7 +95,11 @@ int sonde__proc_stat_parse(const char *buf, size_t len, struct proc_stat *st)
 	if (!parse_u64(p, end, &ppid) || ppid > INT32_MAX)
 		return -SONDE_E_FORMAT;
 	st->ppid = (int)ppid;
-	p = skip_fields(p, end, 22 - 4); /* field 4 (ppid) -> field 22 (starttime) */
+	p = skip_fields(p, end, 9 - 4); /* field 4 (ppid) -> field 9 (flags) */
+	if (!parse_u64(p, end, &flags) || flags > UINT32_MAX)
+		return -SONDE_E_FORMAT;
+	st->flags = (unsigned)flags;
+	p = skip_fields(p, end, 22 - 9); /* -> field 22 (starttime) */
 	if (!parse_u64(p, end, &st->start_time))
 		return -SONDE_E_FORMAT;
 	return 0;
@@ -306,40 +312,133 @@ int sonde__proc_is_alive(pid_t pid, uint64_t start_time)
 	return start_time == 0 || st.start_time == start_time;
 }
 
-static bool state_is_stopped(char s)
+/* The threads of a stopped process: sonde__proc_stop seizes each one with PTRACE_SEIZE and stops
+ * it with PTRACE_INTERRUPT. A ptrace-stop is reported to the tracer only: the parent's
+ * waitpid(WUNTRACED) sees nothing, a shell does not print "Stopped" and take the terminal
+ * back, and no SIGCONT is needed (nor seen) afterwards. If sonde dies meanwhile, the kernel
+ * detaches and the threads run on. */
+
+static struct proc_held *held_find(struct proc_stopped *st, pid_t tid)
 {
-	/* Zombie and dead threads will never stop: they do not run either. */
-	return s == 'T' || s == 't' || s == 'Z' || s == 'X';
+	for (size_t i = 0; i < st->n_held; i++)
+		if (st->held[i].tid == tid)
+			return &st->held[i];
+	return NULL;
 }
 
-/* 1 when every thread is stopped, 0 when some still runs, -errno. */
-static int all_threads_stopped(pid_t pid)
+/* Seizes and interrupts tid. 1 when held, 0 when it is gone (exited, or a zombie that
+ * cannot run anyway), -errno. */
+static int hold_thread(struct proc_stopped *st, pid_t pid, pid_t tid)
 {
-	pid_t *tids;
-	size_t n;
-	int err = sonde__proc_list_tasks(pid, &tids, &n);
-
-	if (err)
-		return err;
-	int stopped = 1;
-	for (size_t i = 0; i < n && stopped; i++) {
-		struct proc_stat st;
-		err = sonde__proc_stat_read(pid, tids[i], &st);
-		if (err == -ESRCH)
-			continue; /* the thread exited meanwhile */
-		if (err) {
-			stopped = err;
-			break;
-		}
-		stopped = state_is_stopped(st.state);
+	if (st->n_held % 64 == 0) {
+		struct proc_held *n = realloc(st->held, (st->n_held + 64) * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		st->held = n;
 	}
-	free(tids);
-	return stopped;
+	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0) {
+		int err = -errno;
+		struct proc_stat ts;
+		if (err == -ESRCH)
+			return 0;
+		/* The kernel refuses to trace an exiting thread (EPERM), which never runs again. */
+		if (sonde__proc_stat_read(pid, tid, &ts) == -ESRCH || ts.state == 'Z' || ts.state == 'X')
+			return 0;
+		return err;
+	}
+	st->held[st->n_held++] = (struct proc_held){.tid = tid};
+	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0 && errno != ESRCH)
+		return -errno;
+	return 1;
+}
+
+/* One wait status of a held thread. */
+static void held_status(struct proc_held *h, int status)
+{
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		h->gone = true;
+		return;
+	}
+	if (!WIFSTOPPED(status))
+		return;
+	h->stopped = true;
+	/* Not our interrupt nor a group-stop (both PTRACE_EVENT_STOP): a signal-delivery-stop,
+	 * whose signal must still be delivered. */
+	if (status >> 16 != PTRACE_EVENT_STOP)
+		h->sig = WSTOPSIG(status);
+}
+
+/* Waits until every held thread is stopped or gone. 0, -ETIMEDOUT, -errno. */
+static int wait_held(struct proc_stopped *st, const struct timespec *deadline)
+{
+	struct timespec nap = {0, 1000000}, now;
+
+	for (;;) {
+		bool all = true;
+		for (size_t i = 0; i < st->n_held; i++) {
+			struct proc_held *h = &st->held[i];
+			int status;
+			if (h->stopped || h->gone)
+				continue;
+			pid_t got = waitpid(h->tid, &status, __WALL | WNOHANG);
+			if (got < 0 && errno == ECHILD)
+				h->gone = true; /* reaped as a thread of an exec'ing process */
+			else if (got < 0 && errno != EINTR)
+				return -errno;
+			else if (got > 0)
+				held_status(h, status);
+			all &= h->stopped || h->gone;
+		}
+		if (all)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > deadline->tv_sec ||
+		    (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec))
+			return -ETIMEDOUT;
+		nanosleep(&nap, NULL);
+	}
+}
+
+/* Holds every thread of pid, listing its threads again until no new one appears. */
+static int hold_all_threads(struct proc_stopped *st, const struct timespec *deadline)
+{
+	for (;;) {
+		pid_t *tids;
+		size_t n, added = 0;
+		int err = sonde__proc_list_tasks(st->pid, &tids, &n);
+
+		if (err)
+			return err;
+		for (size_t i = 0; i < n && !err; i++) {
+			if (held_find(st, tids[i]))
+				continue;
+			err = hold_thread(st, st->pid, tids[i]);
+			added += err > 0;
+			err = err < 0 ? err : 0;
+		}
+		free(tids);
+		if (!err)
+			err = wait_held(st, deadline);
+		if (err || added == 0)
+			return err;
+	}
+}
+
+static void deadline_in(struct timespec *d, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, d);
+	d->tv_sec += ms / 1000;
+	d->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (d->tv_nsec >= 1000000000) {
+		d->tv_sec++;
+		d->tv_nsec -= 1000000000;
+	}
 }
 
 int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc_stopped *out)
 {
 	struct proc_stat st;
+	struct timespec deadline;
 	int err = sonde__proc_stat_read(pid, 0, &st);
 
 	memset(out, 0, sizeof(*out));
@@ -351,37 +450,52 @@ int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc
 	out->start_time = st.start_time;
 	if (st.state == 'T' || st.state == 't')
 		return 0; /* already stopped by someone else: leave it to them */
-	if (kill(pid, SIGSTOP) < 0)
-		return -errno;
 	out->stopped_by_us = true;
-
-	struct timespec nap = {0, 1000000};
-	for (int waited = 0;; waited++) {
-		err = all_threads_stopped(pid);
-		if (err == 1)
-			break;
-		if (err < 0 || waited >= timeout_ms) {
-			sonde__proc_resume(out);
-			return err < 0 ? err : -ETIMEDOUT;
-		}
-		nanosleep(&nap, NULL);
-	}
-	/* The pid could have been reused between the first read and the kill. */
-	err = sonde__proc_stat_read(pid, 0, &st);
-	if (err || st.start_time != out->start_time) {
-		out->stopped_by_us = false;
-		return err ? err : -ESRCH;
+	deadline_in(&deadline, timeout_ms);
+	err = hold_all_threads(out, &deadline);
+	/* The pid could have been reused between the first read and the seize. */
+	if (!err && (err = sonde__proc_stat_read(pid, 0, &st)) == 0 && st.start_time != out->start_time)
+		err = -ESRCH;
+	if (!err && out->n_held == 0)
+		err = -ESRCH;
+	if (err) {
+		sonde__proc_resume(out);
+		return err;
 	}
 	return 0;
 }
 
 int sonde__proc_resume(struct proc_stopped *st)
 {
-	if (!st || !st->stopped_by_us)
+	struct timespec deadline;
+	int first = 0;
+
+	if (!st)
 		return 0;
+	/* Only a stopped tracee can be detached: after a failed sonde__proc_stop, a thread may still
+	 * be on its way to the interrupt stop. One still not there after a second (stuck in
+	 * the kernel) stays traced: it stops when it leaves the kernel and runs on when this
+	 * process exits, which detaches it. */
+	deadline_in(&deadline, 1000);
+	wait_held(st, &deadline);
+	for (size_t i = 0; i < st->n_held; i++) {
+		struct proc_held *h = &st->held[i];
+		int status;
+		if (h->gone || !h->stopped)
+			continue;
+		if (ptrace(PTRACE_DETACH, h->tid, NULL, (void *)(intptr_t)h->sig) == 0)
+			continue;
+		if (errno == ESRCH) {
+			/* Killed while held: reap the exit report the tracer gets, which lets
+			 * its parent reap it. */
+			waitpid(h->tid, &status, __WALL | WNOHANG);
+		} else if (!first) {
+			first = -errno;
+		}
+	}
+	free(st->held);
+	st->held = NULL;
+	st->n_held = 0;
 	st->stopped_by_us = false;
-	int alive = sonde__proc_is_alive(st->pid, st->start_time);
-	if (alive <= 0)
-		return alive;
-	return kill(st->pid, SIGCONT) < 0 ? -errno : 0;
+	return first;
 }

@@ -17,6 +17,7 @@
 struct proc_stat {
 	char state; /* R, S, D, T (stopped), t (traced), Z, X, ... */
 	int ppid;
+	unsigned flags; /* the kernel's PF_* flags (field 9) */
 	uint64_t start_time;
 	char comm[64];
 };
@@ -24,6 +25,9 @@ struct proc_stat {
 /* Reads a whole (pseudo-)file into b (replacing its contents). 0 or -errno; a missing file
  * is -ESRCH, since under /proc that means the process is gone. */
 int sonde__proc_read_file(const char *path, struct buf *b);
+
+/* PF_KTHREAD in proc_stat.flags: a kernel thread, which has no user space. */
+#define PROC_PF_KTHREAD 0x00200000u
 
 /* Parses the text of /proc/PID[/task/TID]/stat. 0 or -SONDE_E_FORMAT. */
 int sonde__proc_stat_parse(const char *buf, size_t len, struct proc_stat *st);
@@ -49,20 +53,36 @@ int sonde__proc_parse_pid_list(const char *buf, size_t len, pid_t *out, size_t m
  * 0 or -errno (-ESRCH: no process). */
 int sonde__proc_list_children(pid_t pid, pid_t **pids, size_t *n);
 
-/* A process stopped for attaching. */
+/* One thread held by sonde__proc_stop. */
+struct proc_held {
+	pid_t tid;
+	int sig; /* a signal it was about to receive when it stopped: delivered at resume */
+	bool stopped;
+	bool gone; /* exited while held (its exit was reaped from the ptrace link) */
+};
+
+/* A process stopped for attaching. A zeroed one holds nothing. */
 struct proc_stopped {
 	pid_t pid;
 	uint64_t start_time;
 	bool stopped_by_us; /* false when it was already stopped: then it is not resumed */
+	struct proc_held *held; /* malloc'd; freed by sonde__proc_resume */
+	size_t n_held;
 };
 
-/* Stops pid with SIGSTOP and waits (at most timeout_ms) until every thread is stopped.
- * start_time, when nonzero, must match (guards against pid reuse). A process that was
- * already stopped is left as it is. 0 or -errno (-ESRCH: gone or reused, -EPERM: not ours,
- * -ETIMEDOUT: it did not stop, and was resumed). */
+/* Stops every thread of pid for attaching, invisibly to its parent: each thread is seized
+ * with PTRACE_SEIZE and stopped with PTRACE_INTERRUPT (a ptrace-stop, which the parent's
+ * waitpid does not report, unlike SIGSTOP's group-stop), until a listing of its threads
+ * finds no thread that is not stopped (a running thread could have started another). Waits
+ * at most timeout_ms. start_time, when nonzero, must match (guards against pid reuse). A
+ * process that was already stopped is left as it is. The calling thread becomes the
+ * tracer: sonde__proc_resume must be called from it. 0 or -errno (-ESRCH: gone or reused, -EPERM:
+ * ptrace refused (Yama ptrace_scope, no CAP_SYS_PTRACE, already traced), -ETIMEDOUT: some
+ * thread did not stop; every thread is released again on failure). */
 int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc_stopped *out);
-/* Sends SIGCONT if and only if sonde__proc_stop stopped it, and the pid is still the same process.
- * Idempotent. 0 or -errno. */
+/* Detaches from every thread sonde__proc_stop holds (each receives the signal its stop
+ * intercepted, if any), so the process runs on. Idempotent; a zeroed st is fine.
+ * 0 or -errno. */
 int sonde__proc_resume(struct proc_stopped *st);
 
 #endif

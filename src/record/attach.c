@@ -311,6 +311,37 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 	return err;
 }
 
+int rec_check_target(pid_t pid)
+{
+	struct proc_stat st;
+	int err = sonde__proc_stat_read(pid, 0, &st);
+
+	if (err == -ESRCH || (!err && (st.state == 'Z' || st.state == 'X'))) {
+		sonde_error("no such process: %d", (int)pid);
+		return -ESRCH;
+	}
+	if (!err && (st.flags & PROC_PF_KTHREAD)) {
+		/* SIGSTOP and ptrace do not apply to it, and it never runs user code. */
+		sonde_error("pid %d is a kernel thread (%s): it has no user stacks to sample",
+			    (int)pid, st.comm);
+		return -SONDE_E_UNSUPPORTED;
+	}
+	return 0; /* anything else is for the attach itself to report */
+}
+
+/* ptrace is refused (Yama ptrace_scope, no CAP_SYS_PTRACE, traced already): the process
+ * is attached while it runs, which may miss a thread or mapping created meanwhile. */
+static void stop_denied(pid_t pid, int err)
+{
+	long scope = 0;
+
+	if (read_int_file("/proc/sys/kernel/yama/ptrace_scope", &scope) < 0)
+		scope = 0;
+	sonde_warn("cannot stop pid %d while attaching (ptrace: %s%s); attaching it running",
+		   (int)pid, strerror(-err),
+		   scope > 0 ? ", kernel.yama.ptrace_scope is set" : "");
+}
+
 int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
 {
 	struct proc_stat st;
@@ -342,6 +373,10 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 	sonde__rec_read_exe(p->pid, &p->exe_dev, &p->exe_ino);
 	if (mode == SONDE_ATTACH_STOP) {
 		err = sonde__proc_stop(pid, st.start_time, STOP_TIMEOUT_MS, &p->stop);
+		if (err == -EPERM || err == -EACCES) {
+			stop_denied(pid, err);
+			err = 0;
+		}
 		if (err)
 			goto out;
 	}

@@ -158,7 +158,10 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		sonde_error("no such process: %d", (int)pid);
 		return -ESRCH;
 	}
-	int err = sonde__rec_choose_event(r, pid, want);
+	int err = rec_check_target(pid);
+	if (err)
+		return err;
+	err = sonde__rec_choose_event(r, pid, want);
 	if (err) {
 		if (err == -ESRCH)
 			sonde_error("no such process: %d", (int)pid);
@@ -232,6 +235,9 @@ struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 
 	if (!r)
 		return NULL;
+	/* Only a file this call creates is removed again on failure: never a device, a FIFO or
+	 * a symlink the caller pointed it at. */
+	bool existed = access(path, F_OK) == 0 || errno != ENOENT;
 	r->out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (r->out_fd < 0) {
 		int err = errno;
@@ -244,7 +250,8 @@ struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 	if (!r) {
 		/* Nothing was recorded: leave no half-written file behind. */
 		int err = errno;
-		unlink(path);
+		if (!existed)
+			unlink(path);
 		errno = err;
 	}
 	return r;
@@ -271,7 +278,12 @@ int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum son
 		if (err)
 			return err;
 	}
-	int err = sonde__rec_open_process(r, pid, mode);
+	int err = rec_check_target(pid);
+	if (err == -ESRCH)
+		return SONDE_ATTACH_EXITED;
+	if (err)
+		return err;
+	err = sonde__rec_open_process(r, pid, mode);
 	if (err == -ESRCH)
 		return SONDE_ATTACH_EXITED;
 	if (err == -EACCES || err == -EPERM)

@@ -470,6 +470,7 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 	p->attach_ticks = 0;
 	p->exe_dev = p->exe_ino = 0;
 	p->since = 0;
+	sonde__proc_resume(&p->stop); /* holds nothing by now; frees what it would */
 	memset(&p->stop, 0, sizeof(p->stop));
 	return err;
 }

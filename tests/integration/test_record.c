@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -214,6 +215,115 @@ TEST_TIMEOUT(record_follows_children_by_default, 120)
 	analyze(s, &st);
 	sonde_spool__close(s);
 	ASSERT_UINT(st.in_split, ==, 0);
+}
+
+/* The pid a test program wrote to path (waits for it). */
+static pid_t read_pid_file(const char *path)
+{
+	for (int i = 0; i < 5000; i++) {
+		char *text = test_read_file(path, NULL);
+		if (text) {
+			pid_t pid = (pid_t)atoi(text);
+			free(text);
+			return pid;
+		}
+		usleep(1000);
+	}
+	FAIL("%s was never written", path);
+}
+
+/* Attaching stops the target (nothing runs unobserved meanwhile) with ptrace-stops, which
+ * its parent's waitpid does not see: a shell would otherwise print "Stopped" and take
+ * the terminal back. */
+TEST_TIMEOUT(record_pid_stop_is_invisible_to_the_parent, 120)
+{
+	struct test_output o;
+	struct split_stats st;
+	const char *pidfile = test_path("child.pid"), *report = test_path("watch.txt");
+	const char *out = test_path("watched.spool");
+	const char *argv[] = {test_prog("watch_child"), pidfile, report, "2.5", NULL};
+
+	test_require_perf();
+	pid_t watcher = test_spawn(argv);
+	pid_t child = read_pid_file(pidfile);
+	test_runf(&o, 60, "%s record -F 999 -o %s -p %d -d 1", test_bin("sonde"), out,
+		  (int)child);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT(!strstr(o.err, "cannot stop")); /* the stop was not skipped */
+	test_output_free(&o);
+	ASSERT_INT(test_wait(watcher, 30), ==, 0);
+	char *seen = ASSERT_NOT_NULL(test_read_file(report, NULL));
+	ASSERT_STR_EQ(seen, "stopped 0 continued 0 exit 0\n");
+	free(seen);
+	analyze_file(out, &st);
+	ASSERT_UINT(st.samples, >=, 10);
+}
+
+/* A process sonde may not ptrace (here: one traced already) is attached running, after a
+ * one-line note, instead of failing. */
+TEST_TIMEOUT(record_pid_without_ptrace_attaches_running, 120)
+{
+	struct test_output o;
+	struct split_stats st;
+	const char *out = test_path("traced.spool");
+
+	test_require_perf();
+	pid_t child = fork();
+	ASSERT(child >= 0);
+	if (child == 0) {
+		/* Traced by this test: another tracer's PTRACE_SEIZE gets EPERM. */
+		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
+			_exit(1);
+		execl(test_prog("split"), "split", "3", (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	/* The exec stops it once (SIGTRAP to its tracer); let it run on. */
+	ASSERT_INT(waitpid(child, &status, 0), ==, child);
+	ASSERT(WIFSTOPPED(status));
+	ASSERT_OK(ptrace(PTRACE_CONT, child, NULL, NULL));
+	usleep(100000);
+	test_runf(&o, 60, "%s record -F 999 -o %s -p %d -d 1", test_bin("sonde"), out,
+		  (int)child);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "sonde record: warning: cannot stop pid ");
+	ASSERT_CONTAINS(o.err, "attaching it running");
+	test_output_free(&o);
+	kill(child, SIGKILL);
+	waitpid(child, &status, 0);
+	analyze_file(out, &st);
+	ASSERT_UINT(st.samples, >=, 10);
+}
+
+/* A kernel thread has no user stacks: refused at once, not after a stop that never comes. */
+TEST(record_kernel_thread_is_refused_at_once)
+{
+	struct test_output o;
+	char *comm = test_read_file("/proc/2/comm", NULL);
+	bool kthreadd = comm && strcmp(comm, "kthreadd\n") == 0;
+
+	free(comm);
+	if (!kthreadd)
+		SKIP("pid 2 is not kthreadd here (a pid namespace)");
+	test_require_perf();
+	double t0 = test_now();
+	test_runf(&o, 30, "%s record -o %s -p 2 -d 10", test_bin("sonde"), test_path("k"));
+	ASSERT(test_now() - t0 < 1);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_STR_EQ(o.err, "sonde record: pid 2 is a kernel thread (kthreadd): it has no user "
+			     "stacks to sample\n");
+	ASSERT(access(test_path("k"), F_OK) != 0);
+	test_output_free(&o);
+	/* The same as a second -p. */
+	const char *argv[] = {"/bin/sleep", "20", NULL};
+	pid_t sleeper = test_spawn(argv);
+	test_runf(&o, 30, "%s record -o %s -p %d -p 2 -d 10", test_bin("sonde"), test_path("k"),
+		  (int)sleeper);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "pid 2 is a kernel thread");
+	test_output_free(&o);
+	kill(sleeper, SIGKILL);
+	test_wait(sleeper, 10);
 }
 
 TEST(record_missing_pid_is_a_clean_error)

@@ -122,6 +122,7 @@ TEST(proc_stat_parse_handles_odd_comm)
 	ASSERT_STR_EQ(st.comm, "a) b (c)");
 	ASSERT_INT(st.state, ==, 'S');
 	ASSERT_INT(st.ppid, ==, 17);
+	ASSERT_UINT(st.flags, ==, 4194304);
 	ASSERT_UINT(st.start_time, ==, 987654);
 	ASSERT_ERR(sonde__proc_stat_parse("4242 (x) S 1 2", 14, &st), -SONDE_E_FORMAT);
 	ASSERT_ERR(sonde__proc_stat_parse("4242 x", 6, &st), -SONDE_E_FORMAT);
@@ -177,11 +178,16 @@ TEST(proc_stop_and_resume_only_what_it_stopped)
 	struct proc_stopped s;
 	ASSERT_OK(sonde__proc_stop(child, 0, 5000, &s));
 	ASSERT(s.stopped_by_us);
-	ASSERT_INT(state_of(child), ==, 'T');
+	ASSERT_INT(state_of(child), ==, 't'); /* a ptrace-stop, not a group-stop */
 	ASSERT_OK(sonde__proc_resume(&s));
-	for (int i = 0; i < 1000 && state_of(child) == 'T'; i++)
+	ASSERT_OK(sonde__proc_resume(&s)); /* idempotent */
+	for (int i = 0; i < 1000 && state_of(child) == 't'; i++)
 		usleep(1000);
+	ASSERT_INT(state_of(child), !=, 't');
 	ASSERT_INT(state_of(child), !=, 'T');
+	/* Nothing was reported to the parent: no stop, no continue. */
+	int status;
+	ASSERT_INT(waitpid(child, &status, WNOHANG | WUNTRACED | WCONTINUED), ==, 0);
 
 	/* Stopped by someone else: left stopped. */
 	kill(child, SIGSTOP);
