@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <sonde/log.h>
 #include <sonde/profile.h>
 #include <sonde/record.h>
+#include <sonde/spool_reader.h>
 
 #include "cli.h"
 
@@ -44,6 +46,8 @@ struct record_args {
 	char **cmd;
 	bool quiet;
 	double duration; /* seconds; 0: until the targets exit */
+	bool failed;	 /* recording or finishing failed */
+	long long kept;	 /* then: samples readable in the spool, -1 unknown */
 };
 
 /* The library explains failures through the log; the last error becomes our one line. */
@@ -316,6 +320,12 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		(unsigned long long)s->stale_modules, (unsigned long long)s->recovered_processes,
 		(unsigned long long)s->recovered_exits, (unsigned long long)s->recovered_execs,
 		(unsigned long long)s->threads_refreshed);
+	if (a->failed && a->kept >= 0)
+		fprintf(stderr, "  recording failed: %lld samples kept in %s\n", a->kept,
+			a->output);
+	else if (a->failed)
+		fprintf(stderr, "  recording failed: %s cannot be read back to count the samples "
+			"kept\n", a->output);
 	print_status(c);
 }
 
@@ -340,6 +350,7 @@ struct child {
 	double signal_time;
 	double deadline; /* --duration: monotonic seconds at which to stop; 0: none */
 	bool timed_out;	 /* the deadline ended the recording */
+	bool failed;	 /* the recording failed: the command is ended as at the deadline */
 };
 
 static void print_status(const struct child *c)
@@ -351,7 +362,10 @@ static void print_status(const struct child *c)
 	else if (WIFSIGNALED(c->status))
 		fprintf(stderr, "  command: killed by signal %d (%s)%s\n", WTERMSIG(c->status),
 			strsignal(WTERMSIG(c->status)),
-			c->timed_out && c->signalled ? " at the end of --duration" : "");
+			!c->signalled	? ""
+			: c->failed	? " after the recording failed"
+			: c->timed_out	? " at the end of --duration"
+					: "");
 	else
 		fprintf(stderr, "  command: exited with status %d\n", WEXITSTATUS(c->status));
 }
@@ -381,7 +395,7 @@ static bool should_stop(struct sonde_recorder *r, struct child *c, int n_pids)
 	if (c->l) {
 		if (child_done(c))
 			return true;
-		if ((stop_signal || c->timed_out) && !c->signalled) {
+		if ((stop_signal || c->timed_out || c->failed) && !c->signalled) {
 			kill(sonde_launch__pid(c->l), stop_signal ? stop_signal : SIGTERM);
 			c->signalled = true;
 			c->signal_time = now_s();
@@ -394,7 +408,7 @@ static bool should_stop(struct sonde_recorder *r, struct child *c, int n_pids)
 		}
 		return false;
 	}
-	if (stop_signal || c->timed_out)
+	if (stop_signal || c->timed_out || c->failed)
 		return true;
 	/* An inspection failure is not an exit: go on (Ctrl-C still ends it). */
 	return n_pids > 0 && sonde_recorder__active_process_count(r) == 0;
@@ -413,6 +427,34 @@ static int record_loop(struct sonde_recorder *r, struct child *c, int n_pids)
 		}
 	}
 	return first;
+}
+
+/* After a failed recording, a launched command is ended as at the end of --duration
+ * (SIGTERM, SIGKILL 2 s later), rather than left running unrecorded. */
+static void end_command(struct sonde_recorder *r, struct child *c, int n_pids)
+{
+	struct timespec nap = {0, 10 * 1000000};
+
+	c->failed = true;
+	while (!should_stop(r, c, n_pids))
+		nanosleep(&nap, NULL);
+}
+
+/* How many samples a failed recording left readable in its spool: -1 when it cannot be
+ * read back (not a regular file, or nothing decodable). */
+static long long samples_kept(const char *path)
+{
+	struct stat st;
+	struct sonde_spool_info info;
+
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+		return -1;
+	struct sonde_spool *s = sonde_spool__open(path, NULL);
+	if (!s)
+		return -1;
+	sonde_spool__get_info(s, &info);
+	sonde_spool__close(s);
+	return (long long)info.samples;
 }
 
 static int exit_code(int status)
@@ -542,8 +584,16 @@ static int run_record(int argc, char **argv)
 	int ferr = sonde_recorder__finish(r, &sum);
 	if (ferr && !err)
 		report_failure("finishing the recording failed: %s", ferr);
+	if (err || ferr) {
+		end_command(r, &c, a.n_pids);
+		a.failed = true;
+		a.kept = samples_kept(a.output);
+	}
 	sonde_recorder__free(r);
-	if (a.trace) {
+	if (a.trace && a.failed) {
+		cli_error("record", "%s not written; the recording is kept in %s", a.trace,
+			  a.output);
+	} else if (a.trace) {
 		if (convert_trace(&a) < 0 && !err)
 			ferr = -1;
 		a.output = a.trace;
@@ -561,7 +611,8 @@ static int run_record(int argc, char **argv)
 	} else {
 		code = CLI_OK;
 	}
-	return (err || ferr) && code == CLI_OK ? CLI_FAILURE : code;
+	/* A failed recording is a failure whatever became of the command it ended. */
+	return err || ferr ? CLI_FAILURE : code;
 }
 
 SONDE_COMMAND("record", "sample the stacks of a command or running processes into a spool",

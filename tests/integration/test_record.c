@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -324,6 +325,70 @@ TEST(record_kernel_thread_is_refused_at_once)
 	test_output_free(&o);
 	kill(sleeper, SIGKILL);
 	test_wait(sleeper, 10);
+}
+
+static char full_mount[4096];
+
+static void unmount_full(void)
+{
+	if (full_mount[0])
+		umount2(full_mount, MNT_DETACH);
+}
+
+/* A filesystem of 256 KiB, all but 24 KiB of it taken: a recording runs out of space. */
+static const char *mount_nearly_full(void)
+{
+	snprintf(full_mount, sizeof(full_mount), "%s", test_path("small"));
+	ASSERT_OK(mkdir(full_mount, 0755));
+	if (mount("tmpfs", full_mount, "tmpfs", 0, "size=256k") < 0) {
+		int err = errno;
+		full_mount[0] = 0;
+		SKIP("cannot mount a small tmpfs: %s", strerror(err));
+	}
+	atexit(unmount_full); /* before the test directory is removed */
+	char filler[4200];
+	snprintf(filler, sizeof(filler), "%s/filler", full_mount);
+	size_t len = (256 - 24) * 1024;
+	char *zeros = calloc(1, len);
+	test_write_file(filler, zeros, len);
+	free(zeros);
+	return full_mount;
+}
+
+/* A recording that fails (here: the disk is full) ends the command it launched as
+ * --duration would, keeps what it wrote, and says how much that is. */
+TEST_TIMEOUT(record_full_disk_ends_the_command, 120)
+{
+	struct test_output o;
+	char out[4200], script[512], want[4400];
+	const char *pidfile = test_path("cmd.pid");
+
+	test_require_perf();
+	if (geteuid() != 0)
+		SKIP("needs root to mount a small filesystem");
+	snprintf(out, sizeof(out), "%s/x.spool", mount_nearly_full());
+	snprintf(script, sizeof(script), "echo $$ > %s; exec %s 60", pidfile, test_prog("split"));
+	const char *argv[] = {test_bin("sonde"), "record", "-F", "4000", "-o", out, "--", "sh",
+			      "-c", script, NULL};
+	double t0 = test_now();
+	test_run(&o, 60, argv);
+	ASSERT(test_now() - t0 < 30);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "No space left on device");
+	ASSERT_CONTAINS(o.err, "command: killed by signal 15 (Terminated) after the recording "
+			       "failed");
+	pid_t pid = read_pid_file(pidfile);
+	ASSERT(kill(pid, 0) < 0 && errno == ESRCH); /* gone, and reaped */
+	/* What the spool holds is what the summary says was kept. */
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(out, NULL));
+	struct sonde_spool_info info;
+	sonde_spool__get_info(s, &info);
+	sonde_spool__close(s);
+	ASSERT_UINT(info.samples, >, 0);
+	snprintf(want, sizeof(want), "recording failed: %llu samples kept in %s",
+		 (unsigned long long)info.samples, out);
+	ASSERT_CONTAINS(o.err, want);
+	test_output_free(&o);
 }
 
 TEST(record_missing_pid_is_a_clean_error)
