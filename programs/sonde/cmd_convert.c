@@ -10,14 +10,15 @@
 
 #include <sonde/error.h>
 #include <sonde/profile.h>
+#include <sonde/symbolize.h>
 
 #include "cli.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde convert SPOOL -o OUT [--format FORMAT] [--no-symbolize] [--title "
-		"T]\n\n"
+		"usage: sonde convert SPOOL -o OUT [--format FORMAT] [--no-symbolize] [--title T]\n"
+		"                     [--buildid-cache DIR]\n\n"
 		"Converts a spool written by 'sonde record' into a profile other tools read.\n"
 		"The format follows OUT's extension unless --format says otherwise:\n"
 		"  pprof       .pb.gz, .pprof     gzip'd profile.proto (go tool pprof, pprof)\n"
@@ -30,6 +31,9 @@ static void usage(FILE *f)
 		"  -f, --format F     one of the formats above\n"
 		"  --no-symbolize     keep raw addresses and build ids (symbolize elsewhere)\n"
 		"  --title T          title of the SVG and speedscope views\n"
+		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
+		"                     replaced images (default $SONDE_BUILDID_CACHE, else\n"
+		"                     $XDG_CACHE_HOME/sonde/buildid, else ~/.cache/sonde/buildid)\n"
 		"  -h, --help         this help\n");
 }
 
@@ -87,7 +91,7 @@ static int write_out(const struct conv_job *j, const char *out)
 	return err;
 }
 
-enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE };
+enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE, OPT_BUILDID_CACHE };
 
 static int run_convert(int argc, char **argv)
 {
@@ -96,10 +100,12 @@ static int run_convert(int argc, char **argv)
 		{"format", required_argument, NULL, 'f'},
 		{"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
 		{"title", required_argument, NULL, OPT_TITLE},
+		{"buildid-cache", required_argument, NULL, OPT_BUILDID_CACHE},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	struct sonde_profile_spool_opts so = {.sz = sizeof(so)};
+	struct sonde_symbolizer_opts symo = {.sz = sizeof(symo)};
+	struct sonde_profile_spool_opts so = {.sz = sizeof(so), .sym = &symo};
 	struct sonde_profile_write_opts wo = {.sz = sizeof(wo)};
 	const char *out = NULL, *format = NULL;
 	enum sonde_profile_format fmt;
@@ -118,6 +124,9 @@ static int run_convert(int argc, char **argv)
 			break;
 		case OPT_TITLE:
 			wo.title = optarg;
+			break;
+		case OPT_BUILDID_CACHE:
+			symo.buildid_cache_dir = optarg;
 			break;
 		case 'h':
 			usage(stdout);

@@ -36,6 +36,7 @@ struct frame_res {
 
 struct report {
 	const char *path;
+	const char *buildid_cache; /* NULL: the default the recorder writes to */
 	int folded, lines, no_inline;
 	long top;
 	struct sonde_spool *spool;
@@ -59,7 +60,8 @@ struct report {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde report [--folded] [--top N] [--lines] [--no-inline] FILE\n\n"
+		"usage: sonde report [--folded] [--top N] [--lines] [--no-inline] [--buildid-cache DIR] "
+		"FILE\n\n"
 		"Summarizes a spool written by 'sonde record': the functions with the most\n"
 		"samples, by self (the sampled function itself) and by total (anywhere on the\n"
 		"stack, counted once per sample even when recursive).\n\n"
@@ -67,6 +69,9 @@ static void usage(FILE *f)
 		"  --top N       rows per table (default 20)\n"
 		"  --lines       add file:line to each function when debug info has it\n"
 		"  --no-inline   attribute inlined code to the function it was inlined into\n"
+		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
+		"                replaced images (default $SONDE_BUILDID_CACHE, else\n"
+		"                $XDG_CACHE_HOME/sonde/buildid, else ~/.cache/sonde/buildid)\n"
 		"  -h, --help    this help\n");
 }
 
@@ -446,6 +451,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 	static const struct option opts[] = {
 		{"folded", no_argument, NULL, 'f'}, {"top", required_argument, NULL, 't'},
 		{"lines", no_argument, NULL, 'l'},  {"no-inline", no_argument, NULL, 'n'},
+		{"buildid-cache", required_argument, NULL, 'B'},
 		{"help", no_argument, NULL, 'h'},   {NULL, 0, NULL, 0},
 	};
 	char *end;
@@ -472,6 +478,9 @@ static int parse_args(struct report *r, int argc, char **argv)
 			break;
 		case 'n':
 			r->no_inline = 1;
+			break;
+		case 'B':
+			r->buildid_cache = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -519,7 +528,8 @@ static int cmd_report(int argc, char **argv)
 		return rc;
 	if (open_spool(&r) < 0)
 		return CLI_FAILURE;
-	r.sym = sonde_symbolizer__new(NULL);
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .buildid_cache_dir = r.buildid_cache};
+	r.sym = sonde_symbolizer__new(&so);
 	if (!r.sym) {
 		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
 		report_free(&r);

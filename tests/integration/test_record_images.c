@@ -125,3 +125,38 @@ TEST_TIMEOUT(kernel_buildid_cache_only_keeps_what_is_gone, 120)
 	test_output_free(&o);
 	ASSERT_INT(count_images(cache), ==, 0);
 }
+
+/* `record --buildid-cache DIR` is matched by `report --buildid-cache DIR` and
+ * `convert --buildid-cache DIR`: a library replaced while recorded is named from DIR. */
+TEST_TIMEOUT(kernel_report_and_convert_take_the_buildid_cache_option, 120)
+{
+	const char *spool = test_path("o.spool"), *cache = test_path("mycache");
+	const char *other = test_path("defaultcache"), *folded = test_path("o.folded");
+	char opt[4200];
+	struct test_output o;
+
+	test_require_perf();
+	/* The default ($SONDE_BUILDID_CACHE) is another directory than the one given. */
+	snprintf(opt, sizeof(opt), "--buildid-cache %s", cache);
+	record_gone(spool, other, "replace", opt);
+	ASSERT_INT(count_images(cache), ==, 1);
+	ASSERT_INT(count_images(other), ==, 0);
+
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.out, "shlib_exported");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --buildid-cache %s %s", test_bin("sonde"), cache, spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "shlib_spin [libgone.so]");
+	ASSERT_CONTAINS(o.out, "shlib_exported [libgone.so]");
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s convert --buildid-cache %s %s -o %s", test_bin("sonde"), cache,
+		  spool, folded);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
+	ASSERT_CONTAINS(text, ";main;shlib_spin;shlib_exported");
+	free(text);
+}
