@@ -13,6 +13,7 @@
 #include <sonde/symbolize.h>
 
 #include "cli.h"
+#include "output.h"
 
 static void usage(FILE *f)
 {
@@ -39,17 +40,7 @@ static void usage(FILE *f)
 
 static int is_perfetto(const char *name, int is_path)
 {
-	static const char *const exts[] = {".pftrace", ".perfetto-trace"};
-	size_t len = strlen(name);
-
-	if (!is_path)
-		return strcmp(name, "perfetto") == 0;
-	for (size_t i = 0; i < 2; i++) {
-		size_t el = strlen(exts[i]);
-		if (len > el && strcmp(name + len - el, exts[i]) == 0)
-			return 1;
-	}
-	return 0;
+	return is_path ? cli_is_trace_name(name) : strcmp(name, "perfetto") == 0;
 }
 
 struct conv_job {
@@ -67,28 +58,19 @@ static int write_fd(const struct conv_job *j, int fd)
 	return sonde_profile__write(j->p, j->fmt, fd, j->wo);
 }
 
-/* Writes into a temporary file next to OUT and renames it at the end, so that a failed
- * conversion never leaves a half-written profile under the requested name. */
+/* A regular file is written under a temporary name and renamed at the end, so that a
+ * failed conversion never leaves a half-written profile under the requested name; a FIFO
+ * or device is written in place (output.h). */
 static int write_out(const struct conv_job *j, const char *out)
 {
-	char tmp[4096];
-	int fd, err;
+	struct cli_output o;
+	int err = cli_output_open(&o, out);
 
-	if (strcmp(out, "-") == 0)
-		return write_fd(j, STDOUT_FILENO);
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", out, (int)getpid()) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	err = write_fd(j, fd);
-	if (close(fd) < 0 && !err)
-		err = -errno;
-	if (!err && rename(tmp, out) < 0)
-		err = -errno;
 	if (err)
-		unlink(tmp);
-	return err;
+		return err;
+	err = write_fd(j, o.fd);
+	int cerr = cli_output_close(&o, err == 0);
+	return err ? err : cerr;
 }
 
 enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE, OPT_BUILDID_CACHE };
@@ -149,6 +131,7 @@ static int run_convert(int argc, char **argv)
 	if (format ? is_perfetto(format, 0) : is_perfetto(out, 1)) {
 		if (access(spool, R_OK) < 0) {
 			cli_error("convert", "%s: %s", spool, sonde_strerror(-errno));
+			cli_hint_unfinished("convert", spool);
 			return CLI_FAILURE;
 		}
 		err = write_out(&job, out);
@@ -176,6 +159,7 @@ static int run_convert(int argc, char **argv)
 	job.p = sonde_profile__from_spool(spool, &so);
 	if (!job.p) {
 		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
+		cli_hint_unfinished("convert", spool);
 		return CLI_FAILURE;
 	}
 	err = write_out(&job, out);

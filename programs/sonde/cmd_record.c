@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 #include <sonde/spool_reader.h>
 
 #include "cli.h"
+#include "output.h"
 
 enum { MAX_PIDS = 64, POLL_MS = 100, CHILD_GRACE_MS = 2000 };
 
@@ -40,9 +42,11 @@ struct record_args {
 	struct sonde_record_opts opts;
 	pid_t pids[MAX_PIDS];
 	int n_pids;
-	const char *output;
-	const char *trace; /* -o names a Perfetto trace: the spool is a temporary file */
-	char spool_tmp[4096];
+	const char *output; /* the spool: -o, or TRACE.spool for a trace */
+	const char *trace;  /* -o names a Perfetto trace, made from the spool at the end */
+	char spool_name[PATH_MAX];
+	struct cli_output out; /* the spool's */
+	int spool_fd;	       /* out.fd, or a copy of standard output (-o -) */
 	char **cmd;
 	bool quiet;
 	double duration; /* seconds; 0: until the targets exit */
@@ -77,8 +81,10 @@ static void usage(FILE *f)
 		"                        they fork (by default, children are followed at any depth)\n"
 		"  -d, --duration SECS   stop after SECS seconds (a fraction is fine): -p processes keep\n"
 		"                        running, a launched command is sent SIGTERM (SIGKILL after 2 s)\n"
-		"  -o, --output FILE     spool file to write (default sonde.spool);\n"
-		"                        FILE.pftrace or FILE.perfetto-trace: a Perfetto trace\n"
+		"  -o, --output FILE     spool file to write (default sonde.spool; '-': standard output,\n"
+		"                        and the command's own goes to stderr); an existing FILE is kept\n"
+		"                        as FILE.old; FILE.pftrace or FILE.perfetto-trace: a Perfetto\n"
+		"                        trace, recorded into FILE.spool and converted at the end\n"
 		"      --kernel          kernel frames too (below the user frames); user frames only, with a warning, when the kernel denies it\n"
 		"      --buildid-cache DIR  keep images deleted or replaced while recorded in DIR (default $SONDE_BUILDID_CACHE, else ~/.cache/sonde/buildid)\n"
 		"      --no-buildid-cache   keep no images\n"
@@ -283,7 +289,9 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		"thread%s; %llu empty, %llu truncated stacks\n",
 		(unsigned long long)s->samples, (unsigned long long)s->samples_written,
 		(unsigned long long)(s->lost_events + s->lost_samples), s->duration_ns / 1e9,
-		s->event, fallback, a->output, (unsigned long long)s->frequency, s->stack_bytes,
+		s->event, fallback,
+		cli_output_is_stdout(a->output) ? "standard output" : a->output,
+		(unsigned long long)s->frequency, s->stack_bytes,
 		s->rings, s->rings == 1 ? "" : "s", (unsigned long long)(s->ring_bytes / 1024),
 		s->processes, s->processes == 1 ? "" : "es", followed, s->threads, s->threads == 1 ? "" : "s",
 		(unsigned long long)s->empty_stacks, (unsigned long long)s->truncated_stacks);
@@ -482,7 +490,9 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 {
 	pid_t first = c->l ? sonde_launch__pid(c->l) : a->pids[0];
 	enum sonde_attach_mode mode = c->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP;
-	struct sonde_recorder *r = sonde_recorder__attach(first, a->output, mode, &a->opts);
+	struct sonde_recorder *r =
+		sonde_recorder__attach_writer(first, sonde_spool_writer__write_fd,
+					     (void *)(intptr_t)a->spool_fd, mode, &a->opts);
 
 	*code = CLI_FAILURE;
 	if (!r) {
@@ -505,45 +515,86 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 	return r;
 }
 
-static bool ends_with(const char *s, const char *suffix)
+/* The spool goes where -o says, by output.h's rules; it is published under its name once
+ * the recording runs, so that `sonde top FILE` can follow it as it grows. -o x.pftrace:
+ * the spool is x.pftrace.spool, converted at the end (a killed recording leaves it there,
+ * and report/convert of x.pftrace say so). -o -: standard output; a launched command's own
+ * standard output then goes to standard error, so that it does not mix with the spool. */
+static int open_output(struct record_args *a)
 {
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n > k && strcmp(s + n - k, suffix) == 0;
+	if (cli_is_trace_name(a->output)) {
+		a->trace = a->output;
+		if (cli_trace_spool_name(a->spool_name, sizeof(a->spool_name), a->trace) < 0) {
+			cli_error("record", "output name too long: %s", a->output);
+			return -ENAMETOOLONG;
+		}
+		a->output = a->spool_name;
+	}
+	int err = cli_output_open(&a->out, a->output);
+	if (err) {
+		cli_error("record", "cannot create %s: %s", a->output, strerror(-err));
+		return err;
+	}
+	a->spool_fd = a->out.fd;
+	if (a->out.fd != STDOUT_FILENO)
+		return 0;
+	a->spool_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (a->spool_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+		err = -errno;
+		cli_error("record", "cannot write to standard output: %s", strerror(-err));
+		if (a->spool_fd >= 0)
+			close(a->spool_fd);
+		cli_output_close(&a->out, false);
+		return err;
+	}
+	return 0;
 }
 
-/* -o x.pftrace: record into a temporary spool beside it, converted at the end. */
-static int setup_trace_output(struct record_args *a)
+/* ok: the spool is complete (or as complete as it will be). 0 or -errno, reported. */
+static int close_output(struct record_args *a, bool ok)
 {
-	if (!ends_with(a->output, ".pftrace") && !ends_with(a->output, ".perfetto-trace"))
-		return 0;
-	a->trace = a->output;
-	if (snprintf(a->spool_tmp, sizeof(a->spool_tmp), "%s.spool.tmp.%d", a->output,
-		     (int)getpid()) >= (int)sizeof(a->spool_tmp)) {
-		cli_error("record", "output name too long: %s", a->output);
-		return -1;
-	}
-	a->output = a->spool_tmp;
-	return 0;
+	int err = 0;
+
+	if (a->spool_fd != a->out.fd && close(a->spool_fd) < 0)
+		err = -errno;
+	int cerr = cli_output_close(&a->out, ok);
+	if (!err)
+		err = cerr;
+	if (err && ok)
+		cli_error("record", "%s: %s", a->output, strerror(-err));
+	return err;
 }
 
 static int convert_trace(struct record_args *a)
 {
-	char tmp[4200];
-	int fd, err;
+	struct cli_output o;
+	int err = cli_output_open(&o, a->trace);
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", a->spool_tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	err = fd < 0 ? -errno : sonde_profile__spool_to_perfetto(a->spool_tmp, fd, NULL);
-	if (fd >= 0 && close(fd) < 0 && !err)
-		err = -errno;
-	if (!err && rename(tmp, a->trace) < 0)
-		err = -errno;
-	if (err) {
-		unlink(tmp);
-		cli_error("record", "%s: %s", a->trace, sonde_strerror(err));
+	if (!err) {
+		err = sonde_profile__spool_to_perfetto(a->spool_name, o.fd, NULL);
+		int cerr = cli_output_close(&o, err == 0);
+		if (!err)
+			err = cerr;
 	}
-	unlink(a->spool_tmp);
+	if (err) {
+		cli_error("record", "%s: %s; the recording is kept in %s", a->trace,
+			  sonde_strerror(err), a->spool_name);
+		return err;
+	}
+	unlink(a->spool_name);
+	return 0;
+}
+
+/* The command runs and the recording is on: the spool goes under its name. */
+static int publish_output(struct record_args *a)
+{
+	int err = cli_output_publish(&a->out);
+
+	if (err)
+		cli_error("record", "cannot create %s: %s", a->output, strerror(-err));
+	else if (a->trace && !a->quiet)
+		fprintf(stderr, "sonde record: recording into %s, converted to %s at the end\n",
+			a->spool_name, a->trace);
 	return err;
 }
 
@@ -556,15 +607,19 @@ static int run_record(int argc, char **argv)
 
 	if (code >= 0)
 		return code;
-	if (setup_trace_output(&a) < 0)
-		return CLI_USAGE;
 	sonde_log__set_callback(log_to_stderr, NULL);
-	if (install_signals() < 0)
+	if (install_signals() < 0 || open_output(&a) < 0)
 		return CLI_FAILURE;
-	if (a.cmd && !(c.l = launch(a.cmd, &code)))
+	if (a.cmd && !(c.l = launch(a.cmd, &code))) {
+		close_output(&a, false);
 		return code;
+	}
+	/* A reader of -o - that goes away is a write error, not a silent death that would
+	 * leave the command running. Set after the launch: the command keeps the default. */
+	signal(SIGPIPE, SIG_IGN);
 	struct sonde_recorder *r = attach_all(&a, &c, &code);
 	if (!r) {
+		close_output(&a, false);
 		sonde_launch__free(c.l);
 		return code;
 	}
@@ -572,11 +627,18 @@ static int run_record(int argc, char **argv)
 		int err = sonde_launch__resume(c.l);
 		if (err) {
 			cli_error("record", "cannot run '%s': %s", a.cmd[0], strerror(-err));
-			sonde_recorder__finish(r, NULL);
 			sonde_recorder__free(r);
+			close_output(&a, false);
 			sonde_launch__free(c.l);
 			return err == -ENOENT ? 127 : 126;
 		}
+	}
+	if (publish_output(&a) < 0) {
+		end_command(r, &c, a.n_pids);
+		sonde_recorder__free(r);
+		close_output(&a, false);
+		sonde_launch__free(c.l);
+		return CLI_FAILURE;
 	}
 	if (a.duration > 0)
 		c.deadline = now_s() + a.duration;
@@ -584,6 +646,9 @@ static int run_record(int argc, char **argv)
 	int ferr = sonde_recorder__finish(r, &sum);
 	if (ferr && !err)
 		report_failure("finishing the recording failed: %s", ferr);
+	/* The recorder writes nothing after finish: its file can be closed before it is freed. */
+	if (close_output(&a, true) < 0 && !ferr)
+		ferr = -EIO;
 	if (err || ferr) {
 		end_command(r, &c, a.n_pids);
 		a.failed = true;
@@ -594,9 +659,10 @@ static int run_record(int argc, char **argv)
 		cli_error("record", "%s not written; the recording is kept in %s", a.trace,
 			  a.output);
 	} else if (a.trace) {
-		if (convert_trace(&a) < 0 && !err)
-			ferr = -1;
-		a.output = a.trace;
+		if (convert_trace(&a) < 0)
+			ferr = -EIO;
+		else
+			a.output = a.trace;
 	}
 	if (c.l)
 		child_done(&c);

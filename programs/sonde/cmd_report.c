@@ -19,6 +19,7 @@
 
 #include "base/buf.h"
 #include "cli.h"
+#include "output.h"
 
 enum { MAX_INLINE = 16 };
 
@@ -436,6 +437,7 @@ static int open_spool(struct report *r)
 				  sonde_strerror(e), off);
 		else
 			cli_error("report", "%s: %s", r->path, sonde_strerror(e));
+		cli_hint_unfinished("report", r->path);
 		return -e;
 	}
 	sonde_spool__get_info(r->spool, &r->info);

@@ -1,6 +1,7 @@
 /* sonde convert end to end on spools: a spool written with the spool writer from the real
  * addresses of tests/progs/split (symbolized by the real symbolizer), and recordings. */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sonde/spool.h>
@@ -195,6 +196,156 @@ TEST(convert_errors_are_one_line)
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.out, "usage: sonde convert SPOOL -o OUT");
 	test_output_free(&o);
+}
+
+/* The folded text of split_spool(), converted to standard output. */
+static char *folded_of_split(void)
+{
+	struct test_output o;
+
+	test_runf(&o, 60, "%s convert %s -o - -f folded", test_bin("sonde"), split_spool());
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "compute_hot 60\n");
+	char *text = ASSERT_NOT_NULL(strdup(o.out));
+	test_output_free(&o);
+	return text;
+}
+
+/* As root, `-o /dev/null` once turned /dev/null into a regular file (renamed over it): a
+ * device is written in place, and stays what it is. */
+TEST(convert_output_device_is_written_in_place)
+{
+	struct test_output o;
+	struct stat st;
+
+	if (geteuid() != 0)
+		SKIP("needs root: only root could replace /dev/null");
+	convert(&o, split_spool(), "/dev/null", "--format svg");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	ASSERT_OK(lstat("/dev/null", &st));
+	ASSERT(S_ISCHR(st.st_mode));
+	ASSERT_INT(access("/dev/null.old", F_OK), ==, -1);
+	/* A device that refuses the data is an error, not a file made beside it. */
+	convert(&o, split_spool(), "/dev/full", "--format folded");
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "sonde convert: /dev/full: No space left on device");
+	test_output_free(&o);
+	ASSERT_OK(lstat("/dev/full", &st));
+	ASSERT(S_ISCHR(st.st_mode));
+}
+
+/* A FIFO is written through: its reader gets the profile. */
+TEST(convert_output_fifo_is_written_through)
+{
+	struct test_output o;
+	struct stat st;
+	const char *fifo = test_path("profile.fifo"), *got = test_path("got.folded");
+	char *want = folded_of_split();
+
+	ASSERT_OK(mkfifo(fifo, 0644));
+	pid_t reader = fork();
+	ASSERT(reader >= 0);
+	if (reader == 0) {
+		int in = open(fifo, O_RDONLY), out = open(got, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		char buf[4096];
+		ssize_t n;
+		while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+			if (write(out, buf, (size_t)n) != n)
+				_exit(1);
+		_exit(in < 0 || out < 0);
+	}
+	convert(&o, split_spool(), fifo, "--format folded");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	ASSERT_INT(test_wait(reader, 30), ==, 0);
+	char *text = ASSERT_NOT_NULL(test_read_file(got, NULL));
+	ASSERT_STR_EQ(text, want);
+	ASSERT_OK(lstat(fifo, &st));
+	ASSERT(S_ISFIFO(st.st_mode));
+	free(text);
+	free(want);
+}
+
+/* A symlink is followed: its target is replaced (and its old contents kept as
+ * TARGET.old); the link stays a link. */
+TEST(convert_output_symlink_writes_its_target)
+{
+	struct test_output o;
+	struct stat st;
+	char target[4200], old[4300], linked[4200];
+	const char *link = test_path("latest.folded");
+	char *want = folded_of_split();
+
+	snprintf(target, sizeof(target), "%s", test_path("run1.folded"));
+	snprintf(old, sizeof(old), "%s.old", target);
+	test_write_file(target, "before\n", 7);
+	ASSERT_OK(symlink("run1.folded", link));
+	convert(&o, split_spool(), link, NULL);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	ASSERT_OK(lstat(link, &st));
+	ASSERT(S_ISLNK(st.st_mode));
+	ssize_t n = readlink(link, linked, sizeof(linked) - 1);
+	ASSERT(n > 0);
+	linked[n] = 0;
+	ASSERT_STR_EQ(linked, "run1.folded");
+	char *text = ASSERT_NOT_NULL(test_read_file(target, NULL));
+	ASSERT_STR_EQ(text, want);
+	free(text);
+	text = ASSERT_NOT_NULL(test_read_file(old, NULL));
+	ASSERT_STR_EQ(text, "before\n");
+	free(text);
+	free(want);
+}
+
+/* An existing regular file is replaced by a complete new one with its mode, and kept as
+ * FILE.old (perf's perf.data.old); a failed conversion leaves both alone. */
+TEST(convert_output_existing_file_is_kept_as_old)
+{
+	struct test_output o;
+	struct stat st;
+	char old[4200];
+	const char *out = test_path("prof.folded");
+	char *want = folded_of_split();
+
+	snprintf(old, sizeof(old), "%s.old", out);
+	test_write_file(out, "first\n", 6);
+	ASSERT_OK(chmod(out, 0640));
+	convert(&o, split_spool(), out, NULL);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	ASSERT_OK(stat(out, &st));
+	ASSERT_INT(st.st_mode & 07777, ==, 0640);
+	char *text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_STR_EQ(text, want);
+	free(text);
+	text = ASSERT_NOT_NULL(test_read_file(old, NULL));
+	ASSERT_STR_EQ(text, "first\n");
+	free(text);
+
+	/* Again: the previous output becomes the .old one. */
+	convert(&o, split_spool(), out, NULL);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(old, NULL));
+	ASSERT_STR_EQ(text, want);
+	free(text);
+
+	/* A failure replaces nothing and leaves no temporary file. */
+	const char *garbage = test_path("garbage.spool");
+	test_write_file(garbage, "not a spool at all", 18);
+	test_write_file(out, "keep\n", 5);
+	convert(&o, garbage, out, NULL);
+	ASSERT_INT(o.status, ==, 1);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_STR_EQ(text, "keep\n");
+	free(text);
+	test_runf(&o, 10, "/bin/sh -c ls %s", test_tmpdir());
+	ASSERT_NOT_CONTAINS(o.out, ".tmp");
+	test_output_free(&o);
+	free(want);
 }
 
 /* The flat% go tool pprof -top prints for function `name`, or -1. */

@@ -9,6 +9,7 @@
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -389,6 +390,134 @@ TEST_TIMEOUT(record_full_disk_ends_the_command, 120)
 		 (unsigned long long)info.samples, out);
 	ASSERT_CONTAINS(o.err, want);
 	test_output_free(&o);
+}
+
+/* -o - writes the spool to standard output; the command's own output goes to stderr. */
+TEST_TIMEOUT(record_output_dash_is_stdout, 120)
+{
+	struct test_output o;
+	struct split_stats st;
+	char script[512];
+
+	test_require_perf();
+	snprintf(script, sizeof(script), "echo from-the-command; exec %s 0.5", test_prog("split"));
+	const char *argv[] = {test_bin("sonde"), "record", "-o", "-", "--", "sh", "-c", script,
+			      NULL};
+	test_run(&o, 100, argv);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "from-the-command\n");
+	ASSERT_CONTAINS(o.err, "output standard output;");
+	ASSERT(access("-", F_OK) != 0);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(o.out, o.out_len, NULL));
+	analyze(s, &st);
+	sonde_spool__close(s);
+	ASSERT_UINT(st.in_split, >=, 10);
+	test_output_free(&o);
+}
+
+/* An existing spool is kept as FILE.old, and the new one has its mode. */
+TEST_TIMEOUT(record_output_keeps_the_old_spool, 120)
+{
+	struct test_output o;
+	struct stat st;
+	const char *out = test_path("again.spool");
+	char old[4200];
+
+	test_require_perf();
+	snprintf(old, sizeof(old), "%s.old", out);
+	test_write_file(out, "previous", 8);
+	ASSERT_OK(chmod(out, 0600));
+	test_runf(&o, 60, "%s record -q -o %s -- %s 0.2", test_bin("sonde"), out,
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(old, NULL));
+	ASSERT_STR_EQ(text, "previous");
+	free(text);
+	ASSERT_OK(stat(out, &st));
+	ASSERT_INT(st.st_mode & 07777, ==, 0600);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(out, NULL));
+	sonde_spool__close(s);
+}
+
+/* A device output is written in place, and a failed attach does not remove it (a
+ * private null device: a regression must not take the machine's /dev/null with it). */
+TEST_TIMEOUT(record_output_device_survives, 60)
+{
+	struct test_output o;
+	struct stat st;
+	const char *dev = test_path("null");
+
+	test_require_perf();
+	if (geteuid() != 0 || mknod(dev, S_IFCHR | 0666, makedev(1, 3)) < 0)
+		SKIP("needs root to make a device node");
+	test_runf(&o, 60, "%s record -q -o %s -- %s 0.2", test_bin("sonde"), dev,
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	test_runf(&o, 30, "%s record -o %s -p 2147483000", test_bin("sonde"), dev);
+	ASSERT_INT(o.status, ==, 1);
+	test_output_free(&o);
+	ASSERT_OK(lstat(dev, &st));
+	ASSERT(S_ISCHR(st.st_mode));
+}
+
+/* A killed `record -o x.pftrace` leaves its recording in x.pftrace.spool, which record
+ * named at the start; report and convert of x.pftrace say how to recover it. */
+TEST_TIMEOUT(record_killed_trace_recording_is_recoverable, 120)
+{
+	struct test_output o;
+	char trace[4200], spool[4300], script[512], hint[17400];
+	const char *pidfile = test_path("cmd.pid");
+	struct stat st;
+
+	test_require_perf();
+	snprintf(trace, sizeof(trace), "%s", test_path("x.pftrace"));
+	snprintf(spool, sizeof(spool), "%s.spool", trace);
+	snprintf(script, sizeof(script), "echo $$ > %s; exec %s 30", pidfile, test_prog("split"));
+	const char *argv[] = {test_bin("sonde"), "record", "-o", trace, "--", "sh", "-c", script,
+			      NULL};
+	pid_t sonde = test_spawn(argv);
+	pid_t cmd = read_pid_file(pidfile);
+	for (int i = 0; i < 200 && (stat(spool, &st) < 0 || st.st_size < 4096); i++)
+		usleep(50000);
+	usleep(300000);
+	kill(sonde, SIGKILL);
+	test_wait(sonde, 10);
+	kill(cmd, SIGKILL); /* sonde's child, orphaned by the kill: reaped by init */
+	ASSERT(access(trace, F_OK) != 0);
+
+	snprintf(hint, sizeof(hint),
+		 "%s was not finished; its recording is in %s: run 'sonde convert %s -o %s'\n",
+		 trace, spool, spool, trace);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), trace);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, hint);
+	test_output_free(&o);
+	test_runf(&o, 60, "%s convert %s -o %s", test_bin("sonde"), trace, test_path("x.svg"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, hint);
+	test_output_free(&o);
+
+	/* The advice works: the spool, truncated, still converts. */
+	test_runf(&o, 60, "%s convert %s -o %s", test_bin("sonde"), spool, trace);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	ASSERT_OK(stat(trace, &st));
+	ASSERT(st.st_size > 0);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "compute_hot");
+	test_output_free(&o);
+
+	/* A finished one says where it recorded and leaves no spool behind. */
+	test_runf(&o, 60, "%s record -o %s -- %s 0.2", test_bin("sonde"), trace,
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "sonde record: recording into ");
+	test_output_free(&o);
+	ASSERT(access(spool, F_OK) != 0);
+	ASSERT_OK(stat(trace, &st));
 }
 
 TEST(record_missing_pid_is_a_clean_error)

@@ -1,0 +1,58 @@
+/* The files sonde's commands write (-o): one rule for every command.
+ *
+ *   "-"                      standard output.
+ *   a FIFO or a device       opened and written in place (as root, -o /dev/null must stay
+ *                            the character device it is).
+ *   a regular file, or a     written under a temporary name in the same directory, then
+ *   path that does not exist renamed over it, so that a failed write never leaves a partial
+ *                            file under the name. An existing non-empty file is kept as
+ *                            FILE.old (as perf keeps perf.data.old), and the new file gets
+ *                            its mode (and owner, when allowed).
+ *   a symlink                followed: what it leads to is written (or replaced) by the
+ *                            rules above; the link stays a link. A dangling one is written
+ *                            through, which creates its target.
+ *
+ * Call order: cli_output_open, then write to ->fd, then cli_output_publish (optional: puts
+ * the file under its name while it is still being written, for a spool that readers follow
+ * as it grows), then cli_output_close (publishes, unless the write failed).
+ */
+#ifndef SONDE_CLI_OUTPUT_H
+#define SONDE_CLI_OUTPUT_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct cli_output {
+	int fd;		/* write here; -1 once closed */
+	char *name;	/* as given, for messages */
+	char *path;	/* the file written (a symlink's target); NULL for standard output */
+	char *tmp;	/* the temporary name while not published; NULL when written in place */
+	bool keep_old;	/* path holds a non-empty file, to be kept as path.old */
+	bool has_mode;	/* give the new file the old one's mode and owner */
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Opens name for writing by the rules above. 0 or -errno (nothing is left behind). */
+int cli_output_open(struct cli_output *o, const char *name);
+/* Moves a temporary file to its name (keeping the old file as .old first); the fd stays
+ * open for writing. Idempotent; nothing to do for a file written in place. 0 or -errno (the
+ * temporary file is still there: cli_output_close(o, false) removes it). */
+int cli_output_publish(struct cli_output *o);
+/* Closes the file. ok: publishes it (a close error fails it first); !ok: an unpublished
+ * temporary file is removed and any old file left as it was. 0 or -errno. Idempotent. */
+int cli_output_close(struct cli_output *o, bool ok);
+/* True when name means standard output. */
+bool cli_output_is_stdout(const char *name);
+
+/* The spool `sonde record -o NAME` records into when NAME is a Perfetto trace: NAME.spool
+ * (snprintf's result). */
+int cli_trace_spool_name(char *buf, size_t cap, const char *trace);
+/* true when name ends in .pftrace or .perfetto-trace. */
+bool cli_is_trace_name(const char *name);
+/* When input cannot be read and it is a trace whose recording did not finish (its spool
+ * is still there), says how to recover it, as cmd's message. */
+void cli_hint_unfinished(const char *cmd, const char *input);
+
+#endif
