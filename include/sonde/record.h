@@ -39,7 +39,9 @@ enum sonde_attach_mode {
 	 * its parent does not see, unlike SIGSTOP), open events and read its mappings, then
 	 * enable and detach (only what this call stopped). The calling thread is the tracer
 	 * until then. Where ptrace is refused (Yama ptrace_scope, no CAP_SYS_PTRACE, traced
-	 * already), a warning is logged and the process is attached running. */
+	 * already), a warning is logged and the process is attached running. A child of the
+	 * caller is stopped with SIGSTOP and resumed with SIGCONT instead: its ptrace-stops
+	 * would be reported to the caller's own waitpid calls, WUNTRACED or not. */
 	SONDE_ATTACH_STOP = 0,
 	/* A process launched suspended before execve (sonde_launch__new): events are enabled by
 	 * the kernel at exec, so sampling starts at its first instruction. */

@@ -424,6 +424,60 @@ static int hold_all_threads(struct proc_stopped *st, const struct timespec *dead
 	}
 }
 
+static bool state_is_stopped(char s)
+{
+	/* Zombie and dead threads will never stop: they do not run either. */
+	return s == 'T' || s == 't' || s == 'Z' || s == 'X';
+}
+
+/* 1 when every thread is stopped, 0 when some still runs, -errno. */
+static int all_threads_stopped(pid_t pid)
+{
+	pid_t *tids;
+	size_t n;
+	int err = sonde__proc_list_tasks(pid, &tids, &n);
+
+	if (err)
+		return err;
+	int stopped = 1;
+	for (size_t i = 0; i < n && stopped; i++) {
+		struct proc_stat st;
+		err = sonde__proc_stat_read(pid, tids[i], &st);
+		if (err == -ESRCH)
+			continue; /* the thread exited meanwhile */
+		if (err) {
+			stopped = err;
+			break;
+		}
+		stopped = state_is_stopped(st.state);
+	}
+	free(tids);
+	return stopped;
+}
+
+/* A child of the calling process is stopped with SIGSTOP instead. Its only parent is the
+ * caller, who asked for the stop; and a ptrace-stop of one's own child would be reported
+ * to every waitpid of the caller's threads, WUNTRACED or not, where a group-stop is
+ * reported only to those that ask for it. */
+static int stop_by_signal(struct proc_stopped *st, int timeout_ms)
+{
+	struct timespec nap = {0, 1000000};
+
+	if (kill(st->pid, SIGSTOP) < 0)
+		return -errno;
+	st->by_signal = true;
+	for (int waited = 0;; waited++) {
+		int err = all_threads_stopped(st->pid);
+		if (err == 1)
+			return 0;
+		if (err < 0)
+			return err;
+		if (waited >= timeout_ms)
+			return -ETIMEDOUT;
+		nanosleep(&nap, NULL);
+	}
+}
+
 static void deadline_in(struct timespec *d, int ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, d);
@@ -451,13 +505,17 @@ int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc
 	if (st.state == 'T' || st.state == 't')
 		return 0; /* already stopped by someone else: leave it to them */
 	out->stopped_by_us = true;
-	deadline_in(&deadline, timeout_ms);
-	err = hold_all_threads(out, &deadline);
+	if (st.ppid == getpid()) {
+		err = stop_by_signal(out, timeout_ms);
+	} else {
+		deadline_in(&deadline, timeout_ms);
+		err = hold_all_threads(out, &deadline);
+	}
 	/* The pid could have been reused between the first read and the seize. */
 	if (!err && (err = sonde__proc_stat_read(pid, 0, &st)) == 0 && st.start_time != out->start_time)
 		err = -ESRCH;
-	if (!err && out->n_held == 0)
-		err = -ESRCH;
+	if (!err && !out->by_signal && out->n_held == 0)
+		err = -ESRCH; /* every thread exited while it was being seized */
 	if (err) {
 		sonde__proc_resume(out);
 		return err;
@@ -472,6 +530,14 @@ int sonde__proc_resume(struct proc_stopped *st)
 
 	if (!st)
 		return 0;
+	if (st->by_signal) {
+		st->by_signal = false;
+		st->stopped_by_us = false;
+		int alive = sonde__proc_is_alive(st->pid, st->start_time);
+		if (alive <= 0)
+			return alive;
+		return kill(st->pid, SIGCONT) < 0 ? -errno : 0;
+	}
 	/* Only a stopped tracee can be detached: after a failed sonde__proc_stop, a thread may still
 	 * be on its way to the interrupt stop. One still not there after a second (stuck in
 	 * the kernel) stays traced: it stops when it leaves the kernel and runs on when this

@@ -176,18 +176,14 @@ TEST(proc_stop_and_resume_only_what_it_stopped)
 			;
 	}
 	struct proc_stopped s;
+	/* Our own child: SIGSTOP (a group-stop), since we are the parent who sees it. */
 	ASSERT_OK(sonde__proc_stop(child, 0, 5000, &s));
 	ASSERT(s.stopped_by_us);
-	ASSERT_INT(state_of(child), ==, 't'); /* a ptrace-stop, not a group-stop */
+	ASSERT_INT(state_of(child), ==, 'T');
 	ASSERT_OK(sonde__proc_resume(&s));
-	ASSERT_OK(sonde__proc_resume(&s)); /* idempotent */
-	for (int i = 0; i < 1000 && state_of(child) == 't'; i++)
+	for (int i = 0; i < 1000 && state_of(child) == 'T'; i++)
 		usleep(1000);
-	ASSERT_INT(state_of(child), !=, 't');
 	ASSERT_INT(state_of(child), !=, 'T');
-	/* Nothing was reported to the parent: no stop, no continue. */
-	int status;
-	ASSERT_INT(waitpid(child, &status, WNOHANG | WUNTRACED | WCONTINUED), ==, 0);
 
 	/* Stopped by someone else: left stopped. */
 	kill(child, SIGSTOP);
@@ -204,6 +200,50 @@ TEST(proc_stop_and_resume_only_what_it_stopped)
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	ASSERT_ERR(sonde__proc_stop(child, 0, 100, &s), -ESRCH);
+}
+
+/* Another process's child (here our grandchild) is held with ptrace-stops, which its
+ * parent does not see, and runs on after sonde__proc_resume. */
+TEST(proc_stop_of_another_process_child_is_a_ptrace_stop)
+{
+	int fds[2];
+	pid_t grandchild;
+
+	ASSERT_OK(pipe(fds));
+	pid_t child = fork();
+	ASSERT(child >= 0);
+	if (child == 0) {
+		int status, events = 0;
+		pid_t g = fork();
+		if (g == 0) {
+			for (;;)
+				;
+		}
+		if (write(fds[1], &g, sizeof(g)) != sizeof(g))
+			_exit(100);
+		/* Counts what a shell would see, until the grandchild is killed. */
+		while (waitpid(g, &status, WUNTRACED | WCONTINUED) == g &&
+		       (WIFSTOPPED(status) || WIFCONTINUED(status)))
+			events++;
+		_exit(events);
+	}
+	ASSERT_INT(read(fds[0], &grandchild, sizeof(grandchild)), ==, sizeof(grandchild));
+	struct proc_stopped s;
+	ASSERT_OK(sonde__proc_stop(grandchild, 0, 5000, &s));
+	ASSERT(s.stopped_by_us);
+	ASSERT_INT(state_of(grandchild), ==, 't'); /* a ptrace-stop */
+	ASSERT_OK(sonde__proc_resume(&s));
+	ASSERT_OK(sonde__proc_resume(&s)); /* idempotent */
+	for (int i = 0; i < 1000 && state_of(grandchild) == 't'; i++)
+		usleep(1000);
+	ASSERT_INT(state_of(grandchild), ==, 'R');
+	kill(grandchild, SIGKILL);
+	int status;
+	ASSERT_INT(waitpid(child, &status, 0), ==, child);
+	ASSERT(WIFEXITED(status));
+	ASSERT_INT(WEXITSTATUS(status), ==, 0); /* no stop, no continue */
+	close(fds[0]);
+	close(fds[1]);
 }
 
 TEST(proc_launch_runs_only_after_resume)
