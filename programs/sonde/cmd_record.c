@@ -598,6 +598,83 @@ static int publish_output(struct record_args *a)
 	return err;
 }
 
+/* Opens the output, launches the command, attaches, lets the command run and publishes
+ * the spool. The recorder, or NULL after reporting, with *code the exit status. */
+static struct sonde_recorder *start_recording(struct record_args *a, struct child *c, int *code)
+{
+	struct sonde_recorder *r = NULL;
+	int err;
+
+	*code = CLI_FAILURE;
+	if (open_output(a) < 0)
+		return NULL;
+	if (a->cmd && !(c->l = launch(a->cmd, code)))
+		goto fail;
+	/* A reader of -o - that goes away is a write error, not a silent death that would
+	 * leave the command running. Set after the launch: the command keeps the default. */
+	signal(SIGPIPE, SIG_IGN);
+	if (!(r = attach_all(a, c, code)))
+		goto fail;
+	if (c->l && (err = sonde_launch__resume(c->l)) < 0) {
+		cli_error("record", "cannot run '%s': %s", a->cmd[0], strerror(-err));
+		*code = err == -ENOENT ? 127 : 126;
+		goto fail;
+	}
+	if (publish_output(a) < 0) {
+		end_command(r, c, a->n_pids);
+		*code = CLI_FAILURE;
+		goto fail;
+	}
+	return r;
+fail:
+	sonde_recorder__free(r);
+	close_output(a, false);
+	sonde_launch__free(c->l);
+	c->l = NULL;
+	return NULL;
+}
+
+/* After the loop (err: its error): finishes the spool, ends a launched command when the
+ * recording failed, makes the trace. true when anything failed (reported). */
+static bool stop_recording(struct record_args *a, struct child *c, struct sonde_recorder *r,
+			   int err, struct sonde_record_summary *sum)
+{
+	int ferr = sonde_recorder__finish(r, sum);
+
+	if (ferr && !err)
+		report_failure("finishing the recording failed: %s", ferr);
+	/* The recorder writes nothing after finish: its file can be closed before it is freed. */
+	if (close_output(a, true) < 0 && !ferr)
+		ferr = -EIO;
+	if (err || ferr) {
+		end_command(r, c, a->n_pids);
+		a->failed = true;
+		a->kept = samples_kept(a->output);
+	}
+	sonde_recorder__free(r);
+	if (!a->trace)
+		return a->failed;
+	if (a->failed) {
+		cli_error("record", "%s not written; the recording is kept in %s", a->trace,
+			  a->output);
+		return true;
+	}
+	if (convert_trace(a) < 0)
+		return true;
+	a->output = a->trace;
+	return false;
+}
+
+/* The command's status (128+N for signal N), or 0 when --duration ended it as asked. */
+static int command_code(const struct child *c)
+{
+	if (!c->exited)
+		return CLI_FAILURE;
+	if (c->timed_out && c->signalled && WIFSIGNALED(c->status))
+		return CLI_OK;
+	return exit_code(c->status);
+}
+
 static int run_record(int argc, char **argv)
 {
 	struct record_args a;
@@ -608,77 +685,23 @@ static int run_record(int argc, char **argv)
 	if (code >= 0)
 		return code;
 	sonde_log__set_callback(log_to_stderr, NULL);
-	if (install_signals() < 0 || open_output(&a) < 0)
+	if (install_signals() < 0)
 		return CLI_FAILURE;
-	if (a.cmd && !(c.l = launch(a.cmd, &code))) {
-		close_output(&a, false);
+	struct sonde_recorder *r = start_recording(&a, &c, &code);
+	if (!r)
 		return code;
-	}
-	/* A reader of -o - that goes away is a write error, not a silent death that would
-	 * leave the command running. Set after the launch: the command keeps the default. */
-	signal(SIGPIPE, SIG_IGN);
-	struct sonde_recorder *r = attach_all(&a, &c, &code);
-	if (!r) {
-		close_output(&a, false);
-		sonde_launch__free(c.l);
-		return code;
-	}
-	if (c.l) {
-		int err = sonde_launch__resume(c.l);
-		if (err) {
-			cli_error("record", "cannot run '%s': %s", a.cmd[0], strerror(-err));
-			sonde_recorder__free(r);
-			close_output(&a, false);
-			sonde_launch__free(c.l);
-			return err == -ENOENT ? 127 : 126;
-		}
-	}
-	if (publish_output(&a) < 0) {
-		end_command(r, &c, a.n_pids);
-		sonde_recorder__free(r);
-		close_output(&a, false);
-		sonde_launch__free(c.l);
-		return CLI_FAILURE;
-	}
 	if (a.duration > 0)
 		c.deadline = now_s() + a.duration;
 	int err = record_loop(r, &c, a.n_pids);
-	int ferr = sonde_recorder__finish(r, &sum);
-	if (ferr && !err)
-		report_failure("finishing the recording failed: %s", ferr);
-	/* The recorder writes nothing after finish: its file can be closed before it is freed. */
-	if (close_output(&a, true) < 0 && !ferr)
-		ferr = -EIO;
-	if (err || ferr) {
-		end_command(r, &c, a.n_pids);
-		a.failed = true;
-		a.kept = samples_kept(a.output);
-	}
-	sonde_recorder__free(r);
-	if (a.trace && a.failed) {
-		cli_error("record", "%s not written; the recording is kept in %s", a.trace,
-			  a.output);
-	} else if (a.trace) {
-		if (convert_trace(&a) < 0)
-			ferr = -EIO;
-		else
-			a.output = a.trace;
-	}
+	bool failed = stop_recording(&a, &c, r, err, &sum);
 	if (c.l)
 		child_done(&c);
 	if (!a.quiet)
 		print_summary(&a, &sum, &c);
-	if (c.l) {
-		code = c.exited ? exit_code(c.status) : CLI_FAILURE;
-		/* --duration stopped it: that is the expected end, not the command's failure. */
-		if (c.timed_out && c.signalled && c.exited && WIFSIGNALED(c.status))
-			code = CLI_OK;
-		sonde_launch__free(c.l);
-	} else {
-		code = CLI_OK;
-	}
+	code = c.l ? command_code(&c) : CLI_OK;
+	sonde_launch__free(c.l);
 	/* A failed recording is a failure whatever became of the command it ended. */
-	return err || ferr ? CLI_FAILURE : code;
+	return failed ? CLI_FAILURE : code;
 }
 
 SONDE_COMMAND("record", "sample the stacks of a command or running processes into a spool",

@@ -219,16 +219,16 @@ TEST_TIMEOUT(record_follows_children_by_default, 120)
 	ASSERT_UINT(st.in_split, ==, 0);
 }
 
-/* The pid a test program wrote to path (waits for it). */
+/* The pid a program wrote to path, as a line (waits for the whole line: a shell's
+ * `echo $$ > FILE` creates the file before it writes). */
 static pid_t read_pid_file(const char *path)
 {
 	for (int i = 0; i < 5000; i++) {
 		char *text = test_read_file(path, NULL);
-		if (text) {
-			pid_t pid = (pid_t)atoi(text);
-			free(text);
+		pid_t pid = text && strchr(text, '\n') ? (pid_t)atoi(text) : 0;
+		free(text);
+		if (pid > 0)
 			return pid;
-		}
 		usleep(1000);
 	}
 	FAIL("%s was never written", path);
