@@ -94,8 +94,8 @@ static void usage(FILE *f)
 		"  -q, --quiet           no summary\n"
 		"  -h, --help            this help\n"
 		"\n"
-		"Recording stops when the command (or every -p process) and every process they\n"
-		"forked have exited, when --duration elapses, or on Ctrl-C.\n"
+		"Recording stops when the command exits (with -p: when every -p process and every\n"
+		"process they forked have exited), when --duration elapses, or on Ctrl-C.\n"
 		"The exit status is the command's (128+N when killed by signal N), or 0 when\n"
 		"--duration ended the recording and the command was stopped by it.\n");
 }
