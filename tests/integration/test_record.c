@@ -390,6 +390,23 @@ TEST_TIMEOUT(record_full_disk_ends_the_command, 120)
 		 (unsigned long long)info.samples, out);
 	ASSERT_CONTAINS(o.err, want);
 	test_output_free(&o);
+
+	/* /dev/full, written in place, refuses the first write: the same end, and an output
+	 * that cannot be read back says so. */
+	unlink(pidfile);
+	const char *argv2[] = {test_bin("sonde"), "record", "-o", "/dev/full", "--", "sh", "-c",
+			       script, NULL};
+	test_run(&o, 60, argv2);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "No space left on device");
+	ASSERT_CONTAINS(o.err, "/dev/full cannot be read back");
+	ASSERT_CONTAINS(o.err, "after the recording failed");
+	/* Ended so early that the shell may not have written its pid: then nothing to check. */
+	char *text = test_read_file(pidfile, NULL);
+	if (text && strchr(text, '\n'))
+		ASSERT(kill((pid_t)atoi(text), 0) < 0 && errno == ESRCH);
+	free(text);
+	test_output_free(&o);
 }
 
 /* -o - writes the spool to standard output; the command's own output goes to stderr. */
