@@ -289,11 +289,10 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		"thread%s; %llu empty, %llu truncated stacks\n",
 		(unsigned long long)s->samples, (unsigned long long)s->samples_written,
 		(unsigned long long)(s->lost_events + s->lost_samples), s->duration_ns / 1e9,
-		s->event, fallback,
-		cli_output_is_stdout(a->output) ? "standard output" : a->output,
-		(unsigned long long)s->frequency, s->stack_bytes,
-		s->rings, s->rings == 1 ? "" : "s", (unsigned long long)(s->ring_bytes / 1024),
-		s->processes, s->processes == 1 ? "" : "es", followed, s->threads, s->threads == 1 ? "" : "s",
+		s->event, fallback, cli_output_is_stdout(a->output) ? "standard output" : a->output,
+		(unsigned long long)s->frequency, s->stack_bytes, s->rings,
+		s->rings == 1 ? "" : "s", (unsigned long long)(s->ring_bytes / 1024), s->processes,
+		s->processes == 1 ? "" : "es", followed, s->threads, s->threads == 1 ? "" : "s",
 		(unsigned long long)s->empty_stacks, (unsigned long long)s->truncated_stacks);
 	fprintf(stderr, "  unwind: %llu frames by DWARF CFI, %llu by frame pointers",
 		(unsigned long long)s->unwind_cfi_frames, (unsigned long long)s->unwind_fp_frames);
@@ -332,8 +331,10 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		fprintf(stderr, "  recording failed: %lld samples kept in %s\n", a->kept,
 			a->output);
 	else if (a->failed)
-		fprintf(stderr, "  recording failed: %s cannot be read back to count the samples "
-			"kept\n", a->output);
+		fprintf(stderr,
+			"  recording failed: %s cannot be read back to count the samples "
+			"kept\n",
+			a->output);
 	print_status(c);
 }
 
@@ -370,10 +371,10 @@ static void print_status(const struct child *c)
 	else if (WIFSIGNALED(c->status))
 		fprintf(stderr, "  command: killed by signal %d (%s)%s\n", WTERMSIG(c->status),
 			strsignal(WTERMSIG(c->status)),
-			!c->signalled	? ""
-			: c->failed	? " after the recording failed"
-			: c->timed_out	? " at the end of --duration"
-					: "");
+			!c->signalled  ? ""
+			: c->failed    ? " after the recording failed"
+			: c->timed_out ? " at the end of --duration"
+				       : "");
 	else
 		fprintf(stderr, "  command: exited with status %d\n", WEXITSTATUS(c->status));
 }
@@ -490,9 +491,8 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 {
 	pid_t first = c->l ? sonde_launch__pid(c->l) : a->pids[0];
 	enum sonde_attach_mode mode = c->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP;
-	struct sonde_recorder *r =
-		sonde_recorder__attach_writer(first, sonde_spool_writer__write_fd,
-					     (void *)(intptr_t)a->spool_fd, mode, &a->opts);
+	struct sonde_recorder *r = sonde_recorder__attach_writer(
+		first, sonde_spool_writer__write_fd, (void *)(intptr_t)a->spool_fd, mode, &a->opts);
 
 	*code = CLI_FAILURE;
 	if (!r) {

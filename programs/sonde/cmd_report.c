@@ -61,8 +61,8 @@ struct report {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde report [--folded] [--top N] [--lines] [--no-inline] [--buildid-cache DIR] "
-		"FILE\n\n"
+		"usage: sonde report [--folded] [--top N] [--lines] [--no-inline]\n"
+		"                    [--buildid-cache DIR] FILE\n\n"
 		"Summarizes a spool written by 'sonde record': the functions with the most\n"
 		"samples, by self (the sampled function itself) and by total (anywhere on the\n"
 		"stack, counted once per sample even when recursive).\n\n"
@@ -451,10 +451,13 @@ static int open_spool(struct report *r)
 static int parse_args(struct report *r, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"folded", no_argument, NULL, 'f'}, {"top", required_argument, NULL, 't'},
-		{"lines", no_argument, NULL, 'l'},  {"no-inline", no_argument, NULL, 'n'},
+		{"folded", no_argument, NULL, 'f'},
+		{"top", required_argument, NULL, 't'},
+		{"lines", no_argument, NULL, 'l'},
+		{"no-inline", no_argument, NULL, 'n'},
 		{"buildid-cache", required_argument, NULL, 'B'},
-		{"help", no_argument, NULL, 'h'},   {NULL, 0, NULL, 0},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	char *end;
 	int c;

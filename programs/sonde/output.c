@@ -211,7 +211,6 @@ void cli_hint_unfinished(const char *cmd, const char *input)
 	if (!cli_is_trace_name(input) || cli_trace_spool_name(spool, sizeof(spool), input) < 0 ||
 	    access(spool, F_OK) < 0)
 		return;
-	cli_error(cmd,
-		  "%s was not finished; its recording is in %s: run 'sonde convert %s -o %s'",
+	cli_error(cmd, "%s was not finished; its recording is in %s: run 'sonde convert %s -o %s'",
 		  input, spool, spool, input);
 }

@@ -23,12 +23,12 @@
 #include <sys/types.h>
 
 struct cli_output {
-	int fd;		/* write here; -1 once closed */
-	char *name;	/* as given, for messages */
-	char *path;	/* the file written (a symlink's target); NULL for standard output */
-	char *tmp;	/* the temporary name while not published; NULL when written in place */
-	bool keep_old;	/* path holds a non-empty file, to be kept as path.old */
-	bool has_mode;	/* give the new file the old one's mode and owner */
+	int fd;	       /* write here; -1 once closed */
+	char *name;    /* as given, for messages */
+	char *path;    /* the file written (a symlink's target); NULL for standard output */
+	char *tmp;     /* the temporary name while not published; NULL when written in place */
+	bool keep_old; /* path holds a non-empty file, to be kept as path.old */
+	bool has_mode; /* give the new file the old one's mode and owner */
 	mode_t mode;
 	uid_t uid;
 	gid_t gid;

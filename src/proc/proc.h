@@ -65,8 +65,8 @@ struct proc_held {
 struct proc_stopped {
 	pid_t pid;
 	uint64_t start_time;
-	bool stopped_by_us; /* false when it was already stopped: then it is not resumed */
-	bool by_signal;	    /* a child of the caller, stopped with SIGSTOP */
+	bool stopped_by_us;	/* false when it was already stopped: then it is not resumed */
+	bool by_signal;		/* a child of the caller, stopped with SIGSTOP */
 	struct proc_held *held; /* malloc'd; freed by sonde__proc_resume */
 	size_t n_held;
 };
@@ -76,10 +76,10 @@ struct proc_stopped {
  * waitpid does not report, unlike SIGSTOP's group-stop), until a listing of its threads
  * finds no thread that is not stopped (a running thread could have started another). A
  * child of the calling process is stopped with SIGSTOP instead (proc.c says why), and
- * resumed with SIGCONT. Waits at most timeout_ms. start_time, when nonzero, must match (guards against pid reuse). A
- * process that was already stopped is left as it is. The calling thread becomes the
- * tracer: sonde__proc_resume must be called from it. 0 or -errno (-ESRCH: gone or reused, -EPERM:
- * ptrace refused (Yama ptrace_scope, no CAP_SYS_PTRACE, already traced), -ETIMEDOUT: some
+ * resumed with SIGCONT. Waits at most timeout_ms. start_time, when nonzero, must match (guards
+ * against pid reuse). A process that was already stopped is left as it is. The calling thread
+ * becomes the tracer: sonde__proc_resume must be called from it. 0 or -errno (-ESRCH: gone or reused,
+ * -EPERM: ptrace refused (Yama ptrace_scope, no CAP_SYS_PTRACE, already traced), -ETIMEDOUT: some
  * thread did not stop; every thread is released again on failure). */
 int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc_stopped *out);
 /* Detaches from every thread sonde__proc_stop holds (each receives the signal its stop

@@ -338,8 +338,7 @@ static void stop_denied(pid_t pid, int err)
 	if (read_int_file("/proc/sys/kernel/yama/ptrace_scope", &scope) < 0)
 		scope = 0;
 	sonde_warn("cannot stop pid %d while attaching (ptrace: %s%s); attaching it running",
-		   (int)pid, strerror(-err),
-		   scope > 0 ? ", kernel.yama.ptrace_scope is set" : "");
+		   (int)pid, strerror(-err), scope > 0 ? ", kernel.yama.ptrace_scope is set" : "");
 }
 
 int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)

@@ -152,8 +152,8 @@ TEST_TIMEOUT(kernel_report_and_convert_take_the_buildid_cache_option, 120)
 	ASSERT_CONTAINS(o.out, "shlib_exported [libgone.so]");
 	test_output_free(&o);
 
-	test_runf(&o, 60, "%s convert --buildid-cache %s %s -o %s", test_bin("sonde"), cache,
-		  spool, folded);
+	test_runf(&o, 60, "%s convert --buildid-cache %s %s -o %s", test_bin("sonde"), cache, spool,
+		  folded);
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
 	char *text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
