@@ -311,7 +311,7 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 	return err;
 }
 
-int rec_check_target(pid_t pid)
+int sonde__rec_check_target(pid_t pid)
 {
 	struct proc_stat st;
 	int err = sonde__proc_stat_read(pid, 0, &st);

@@ -158,7 +158,7 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		sonde_error("no such process: %d", (int)pid);
 		return -ESRCH;
 	}
-	int err = rec_check_target(pid);
+	int err = sonde__rec_check_target(pid);
 	if (err)
 		return err;
 	err = sonde__rec_choose_event(r, pid, want);
@@ -278,7 +278,7 @@ int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum son
 		if (err)
 			return err;
 	}
-	int err = rec_check_target(pid);
+	int err = sonde__rec_check_target(pid);
 	if (err == -ESRCH)
 		return SONDE_ATTACH_EXITED;
 	if (err)

@@ -156,7 +156,7 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode);
 /* Refuses, with the reason logged, a pid that cannot be recorded: a kernel thread
  * (-SONDE_E_UNSUPPORTED: it has no user space) or no process (-ESRCH). 0 otherwise. */
-int rec_check_target(pid_t pid);
+int sonde__rec_check_target(pid_t pid);
 void sonde__rec_explain_perf_error(pid_t pid, int err);
 int sonde__rec_enable_all(struct sonde_recorder *r, bool enable);
 void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid);
