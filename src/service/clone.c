@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <sonde/error.h>
 #include <sonde/log.h>
@@ -133,19 +134,72 @@ static struct session *new_clone(struct svc *s, struct conn *c, const struct ses
 	return ss;
 }
 
+/* A write_into_file source, as Perfetto's service clones it: what the source wrote into
+ * its file so far is copied into the caller's fd, then the clone's buffers (what the
+ * source had not written yet) follow in the same file, and the clone keeps the fd as its
+ * output. The copy is read from the source's fd, which must be a readable regular file. */
+static const char *clone_into_file(struct svc *s, struct session *ss, const struct session *src,
+				   int fd, char *err, size_t errlen)
+{
+	enum { CHUNK = 256 * 1024 };
+	uint8_t *tmp = malloc(CHUNK);
+	uint64_t off = 0;
+	int e = 0;
+
+	if (!tmp)
+		e = ENOMEM;
+	else if (src->out_fd < 0)
+		e = EBADF;
+	while (!e) {
+		ssize_t n = pread(src->out_fd, tmp, CHUNK, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			e = n < 0 ? errno : 0;
+			break;
+		}
+		for (ssize_t done = 0; done < n && !e;) {
+			ssize_t w = write(fd, tmp + done, (size_t)(n - done));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				e = w < 0 ? errno : EIO;
+			else
+				done += w;
+		}
+		off += (uint64_t)n;
+	}
+	free(tmp);
+	if (e) {
+		snprintf(err, errlen, "cannot copy the write_into_file session's file: %s",
+			 strerror(e));
+		return err;
+	}
+	ss->write_into_file = true;
+	ss->out_fd = fd;
+	ss->file_bytes = off;
+	sonde__session_drain_file(s, ss);
+	return NULL;
+}
+
 /* The source was flushed: copy it into a new session of consumer c. */
 static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_t req)
 {
 	struct session *src = sonde__svc_session(s, src_id), *ss, **v;
 	uint64_t *cfg = NULL;
 	const char *err = NULL;
+	char errbuf[160];
+	int fd = c->k.clone_fd; /* closed here unless the clone takes it */
 
-	if (!src) {
-		reply_clone(s, c, req, "the session ended before it could be cloned", false, 0);
-		return;
-	}
-	if (sonde__svc_session(s, c->k.session_id)) {
-		reply_clone(s, c, req, "this consumer already has a tracing session", false, 0);
+	c->k.clone_fd = -1;
+
+	if (!src || sonde__svc_session(s, c->k.session_id)) {
+		if (fd >= 0)
+			close(fd);
+		reply_clone(s, c, req,
+			    src ? "this consumer already has a tracing session"
+				: "the session ended before it could be cloned",
+			    false, 0);
 		return;
 	}
 	ss = new_clone(s, c, src);
@@ -157,6 +211,8 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 		free(ss ? ss->config : NULL);
 		free(ss);
 		free(cfg);
+		if (fd >= 0)
+			close(fd);
 		reply_clone(s, c, req, "out of memory", false, 0);
 		return;
 	}
@@ -170,6 +226,8 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 		err = "cannot allocate the cloned buffers";
 	if (err) {
 		sonde__session_free(s, ss);
+		if (fd >= 0)
+			close(fd);
 		reply_clone(s, c, req, err, false, 0);
 		return;
 	}
@@ -177,10 +235,17 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 	sonde__buf_append(&ss->trig.pkts, src->trig.pkts.data, src->trig.pkts.len);
 	sonde__svcpkt_clock_snapshot(s, ss);
 	sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_DISABLED);
+	if (fd >= 0 && (err = clone_into_file(s, ss, src, fd, errbuf, sizeof(errbuf)))) {
+		sonde__session_free(s, ss); /* out_fd is still -1: fd is ours */
+		close(fd);
+		reply_clone(s, c, req, err, false, 0);
+		return;
+	}
 	c->k.session_id = ss->id;
-	sonde_info("session %llu cloned into session %llu (%zu buffers)",
-		   (unsigned long long)src->id, (unsigned long long)ss->id, ss->nbufs);
-	reply_clone(s, c, req, NULL, src->write_into_file, ss->id);
+	sonde_info("session %llu cloned into session %llu (%zu buffers%s)",
+		   (unsigned long long)src->id, (unsigned long long)ss->id, ss->nbufs,
+		   fd >= 0 ? ", written into the caller's file" : "");
+	reply_clone(s, c, req, NULL, fd >= 0, ss->id);
 }
 
 void sonde__clone_flush_done(struct svc *s, uint64_t flush_id)
@@ -247,6 +312,14 @@ int sonde__clone_session(struct svc *s, struct req *r)
 				: "no tracing session with this id or unique_session_name",
 			    false, 0);
 		return 0;
+	}
+	/* The caller's fd is used only for a write_into_file source (the v53 `perfetto
+	 * --clone` always sends one); otherwise it is closed after this method. Without an fd
+	 * a write_into_file source's clone holds only what the source has not written into
+	 * its file yet, to be read with ReadBuffers. */
+	if (src->write_into_file && r->fd >= 0) {
+		c->k.clone_fd = r->fd;
+		r->fd = -1;
 	}
 	uint64_t fl = sonde__session_flush(s, src, 0, 0, 0, false);
 	if (fl && flush_pending(s, fl)) {

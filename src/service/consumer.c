@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sonde/error.h>
 #include <sonde/log.h>
@@ -546,4 +547,7 @@ void sonde__consumer_gone(struct svc *s, struct conn *c)
 		sonde__session_free(s, ss);
 	c->k.session_id = 0;
 	sonde__buf_free(&c->k.reply);
+	if (c->k.clone_fd >= 0)
+		close(c->k.clone_fd);
+	c->k.clone_fd = -1;
 }

@@ -257,6 +257,7 @@ struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 	c->id = s->next_conn_id++;
 	c->is_producer = producer;
 	c->p.smb_fd = -1;
+	c->k.clone_fd = -1;
 	c->events = EPOLLIN;
 	if (sonde__sec_peer_identity(c, fd) < 0 || sonde__loop_add(&s->loop, fd, EPOLLIN, c->id) < 0) {
 		sonde__ipc_chan_close(&c->ch);

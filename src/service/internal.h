@@ -97,9 +97,11 @@ struct consumer {
 	bool reading, read_started;
 	struct buf reply;
 	size_t reply_est;
-	/* CloneSession waiting for the source's flush (clone.c) */
+	/* CloneSession waiting for the source's flush (clone.c); clone_fd: the caller's
+	 * output file for a write_into_file source, -1 if none */
 	uint64_t clone_flush, clone_src, clone_req;
 	bool clone_pending;
+	int clone_fd;
 };
 
 struct conn {

@@ -501,7 +501,9 @@ struct clone_resp {
 	char error[256];
 };
 
-static void clone_call(struct tc *c, uint64_t id, const char *name, struct clone_resp *out)
+/* CloneSession, with fd as the caller's output file (-1: none). */
+static void clone_call_fd(struct tc *c, uint64_t id, const char *name, int fd,
+			  struct clone_resp *out)
 {
 	struct buf a = BUF_INIT;
 
@@ -509,7 +511,7 @@ static void clone_call(struct tc *c, uint64_t id, const char *name, struct clone
 		sonde__pb_put_varint(&a, PF_CLONE_SESSION_REQ_SESSION_ID, id);
 	if (name)
 		sonde__pb_put_string(&a, PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME, name);
-	struct tc_msg *m = tc_ok(c, tc_call(c, "CloneSession", &a, -1, false));
+	struct tc_msg *m = tc_ok(c, tc_call(c, "CloneSession", &a, fd, false));
 	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
 	struct pb_field f;
 	memset(out, 0, sizeof(*out));
@@ -527,6 +529,11 @@ static void clone_call(struct tc *c, uint64_t id, const char *name, struct clone
 	}
 	tc_msg_free(m);
 	sonde__buf_free(&a);
+}
+
+static void clone_call(struct tc *c, uint64_t id, const char *name, struct clone_resp *out)
+{
+	clone_call_fd(c, id, name, -1, out);
 }
 
 /* tracing_sessions {id, unique_session_name, state} of QueryServiceState, as
@@ -747,6 +754,146 @@ TEST_TIMEOUT(clone_sonde_trace_cli_writes_a_snapshot, 60)
 	ASSERT_INT(o.status, ==, 1);
 	ASSERT_CONTAINS(o.err, "no tracing session");
 	test_output_free(&o);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
+	rig_down(&r);
+}
+
+static void read_trace_file(const char *path, struct buf *trace)
+{
+	size_t len;
+	char *data = test_read_file(path, &len);
+
+	sonde__buf_reset(trace);
+	ASSERT(data != NULL);
+	sonde__buf_append(trace, data, len);
+	free(data);
+}
+
+/* A write_into_file session cloned by a caller that passes its output file, as `perfetto
+ * --clone` always does: the caller's file gets what the source wrote into its own file so
+ * far, then what it had not written yet, each packet once, and the reply says
+ * was_write_into_file (the caller then reads nothing back). Without an fd, as `sonde trace
+ * --clone`, the clone holds what the source had not written yet, read with ReadBuffers. */
+TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	struct tcmd cmd;
+	struct tc k2, k3;
+	struct clone_resp cr;
+	const char *src_path = test_path("wif-src.pftrace"),
+		   *out_path = test_path("wif-clone.pftrace");
+	int src_fd = open(src_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int out_fd = open(out_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	ASSERT(src_fd >= 0 && out_fd >= 0);
+	cfg_named(&cfg, "wif-src");
+	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
+	sonded_start(&r.d, NULL);
+	tprod_open(&r.p, r.d.psock, "test-producer", false);
+	tprod_register(&r.p, "test.ds", false, false);
+	tc_open(&r.c, r.d.csock, "ConsumerPort");
+	r.enable_req = tcons_enable(&r.c, &cfg, src_fd);
+	close(src_fd);
+	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	r.target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	commit_tagged(&r.p, r.target, 0, "in-the-file-A");
+	for (int i = 0; i < 100; i++) {
+		read_trace_file(src_path, &trace);
+		if (trace_count(&trace, "in-the-file-A", 13, NULL))
+			break;
+		usleep(100 * 1000);
+	}
+	ASSERT_INT(trace_count(&trace, "in-the-file-A", 13, NULL), ==, 1);
+	commit_tagged(&r.p, r.target, 1, "in-the-buffer-B");
+
+	/* with the caller's fd (the producer leaves the clone's flush to time out) */
+	tc_open(&k2, r.d.csock, "ConsumerPort");
+	clone_call_fd(&k2, 0, "wif-src", out_fd, &cr);
+	close(out_fd);
+	ASSERT(cr.success);
+	ASSERT(cr.was_write_into_file);
+	read_trace_file(out_path, &trace);
+	ASSERT_INT(trace_count(&trace, "in-the-file-A", 13, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "in-the-buffer-B", 15, NULL), ==, 1);
+	ASSERT_INT(trace_count_field(&trace, PF_PACKET_TRACE_CONFIG), >=, 1);
+	sonde__buf_reset(&trace);
+	tcons_read(&k2, &trace); /* a write_into_file session gives nothing to ReadBuffers */
+	ASSERT_INT(trace_count(&trace, "in-the-buffer-B", 15, NULL), ==, 0);
+
+	/* without an fd: what the source had not written into its file */
+	tc_open(&k3, r.d.csock, "ConsumerPort");
+	clone_call(&k3, 0, "wif-src", &cr);
+	ASSERT(cr.success);
+	ASSERT(!cr.was_write_into_file);
+	sonde__buf_reset(&trace);
+	tcons_read(&k3, &trace);
+	ASSERT_INT(trace_count(&trace, "in-the-file-A", 13, NULL), ==, 0);
+
+	/* the source goes on into its own file only */
+	commit_tagged(&r.p, r.target, 2, "after-the-clone-C");
+	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	read_trace_file(src_path, &trace);
+	ASSERT_INT(trace_count(&trace, "in-the-file-A", 13, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "in-the-buffer-B", 15, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "after-the-clone-C", 17, NULL), ==, 1);
+	read_trace_file(out_path, &trace);
+	ASSERT_INT(trace_count(&trace, "in-the-buffer-B", 15, NULL), ==, 1);
+	ASSERT_INT(trace_count(&trace, "after-the-clone-C", 17, NULL), ==, 0);
+	tc_close(&k2);
+	tc_close(&k3);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
+	rig_down(&r);
+}
+
+/* A write_into_file source whose file cannot be read back (opened write-only by its
+ * consumer) cannot be copied into the caller's file: a clear error, and the source and the
+ * caller go on. */
+TEST_TIMEOUT(clone_write_into_file_session_unreadable_file_is_refused, 60)
+{
+	struct rig r;
+	struct buf cfg = BUF_INIT;
+	struct tcmd cmd;
+	struct tc k2;
+	struct clone_resp cr;
+	const char *src_path = test_path("wronly-src.pftrace");
+	int src_fd = open(src_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int out_fd = open(test_path("wronly-clone.pftrace"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	ASSERT(src_fd >= 0 && out_fd >= 0);
+	cfg_named(&cfg, "wronly-src");
+	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	sonded_start(&r.d, NULL);
+	tprod_open(&r.p, r.d.psock, "test-producer", false);
+	tprod_register(&r.p, "test.ds", false, false);
+	tc_open(&r.c, r.d.csock, "ConsumerPort");
+	r.enable_req = tcons_enable(&r.c, &cfg, src_fd);
+	close(src_fd);
+	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	r.target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_open(&k2, r.d.csock, "ConsumerPort");
+	clone_call_fd(&k2, 0, "wronly-src", out_fd, &cr);
+	close(out_fd);
+	ASSERT(!cr.success);
+	ASSERT_CONTAINS(cr.error, "cannot copy the write_into_file session's file");
+	/* the caller has no session: it may clone again; the source still ends normally */
+	clone_call(&k2, 0, "wronly-src", &cr);
+	ASSERT(cr.success);
+	commit_tagged(&r.p, r.target, 0, "still-written");
+	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	struct buf trace = BUF_INIT;
+	read_trace_file(src_path, &trace);
+	ASSERT_INT(trace_count(&trace, "still-written", 13, NULL), ==, 1);
+	tc_close(&k2);
 	sonde__buf_free(&cfg);
 	sonde__buf_free(&trace);
 	rig_down(&r);
