@@ -18,6 +18,7 @@
 
 #include "base/pb.h"
 #include "ipc/protos.h"
+#include "service/fwriter.h"
 #include "service/internal.h"
 
 void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
@@ -137,47 +138,22 @@ static struct session *new_clone(struct svc *s, struct conn *c, const struct ses
 /* A write_into_file source, as Perfetto's service clones it: what the source wrote into
  * its file so far is copied into the caller's fd, then the clone's buffers (what the
  * source had not written yet) follow in the same file, and the clone keeps the fd as its
- * output. The copy is read from the source's fd, which must be a readable regular file. */
+ * output. The copy is read back from the source's file, which must be readable. */
 static const char *clone_into_file(struct svc *s, struct session *ss, const struct session *src,
 				   int fd, char *err, size_t errlen)
 {
-	enum { CHUNK = 256 * 1024 };
-	uint8_t *tmp = malloc(CHUNK);
-	uint64_t off = 0;
-	int e = 0;
+	uint64_t copied = 0;
+	int rc = src->fw ? sonde__fwriter_copy_to(src->fw, fd, 1000, &copied) : -EBADF;
 
-	if (!tmp)
-		e = ENOMEM;
-	else if (src->out_fd < 0)
-		e = EBADF;
-	while (!e) {
-		ssize_t n = pread(src->out_fd, tmp, CHUNK, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			e = n < 0 ? errno : 0;
-			break;
-		}
-		for (ssize_t done = 0; done < n && !e;) {
-			ssize_t w = write(fd, tmp + done, (size_t)(n - done));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				e = w < 0 ? errno : EIO;
-			else
-				done += w;
-		}
-		off += (uint64_t)n;
-	}
-	free(tmp);
-	if (e) {
+	if (rc == 0 && !(ss->fw = sonde__fwriter_new(fd, SVC_FILE_QUEUE_BYTES)))
+		rc = -ENOMEM;
+	if (rc < 0) {
 		snprintf(err, errlen, "cannot copy the write_into_file session's file: %s",
-			 strerror(e));
+			 strerror(-rc));
 		return err;
 	}
 	ss->write_into_file = true;
-	ss->out_fd = fd;
-	ss->file_bytes = off;
+	ss->file_bytes = copied;
 	sonde__session_drain_file(s, ss);
 	return NULL;
 }
@@ -236,7 +212,7 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 	sonde__svcpkt_clock_snapshot(s, ss);
 	sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_DISABLED);
 	if (fd >= 0 && (err = clone_into_file(s, ss, src, fd, errbuf, sizeof(errbuf)))) {
-		sonde__session_free(s, ss); /* out_fd is still -1: fd is ours */
+		sonde__session_free(s, ss); /* it has no writer yet: fd is ours */
 		close(fd);
 		reply_clone(s, c, req, err, false, 0);
 		return;

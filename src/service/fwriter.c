@@ -216,6 +216,65 @@ static struct timespec deadline_in(clockid_t clk, int timeout_ms)
 	return ts;
 }
 
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The whole of file `from`, from offset 0 to its end, appended to `to`. */
+static int copy_file(int from, int to, uint64_t *copied)
+{
+	enum { CHUNK = 256 * 1024 };
+	uint8_t *tmp = malloc(CHUNK);
+	uint64_t off = 0;
+	int rc = tmp ? 0 : -ENOMEM;
+
+	while (rc == 0) {
+		ssize_t n = pread(from, tmp, CHUNK, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : 0;
+			break;
+		}
+		rc = write_all(to, tmp, (size_t)n);
+		off += (uint64_t)n;
+	}
+	free(tmp);
+	*copied = off;
+	return rc;
+}
+
+int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *copied)
+{
+	struct timespec ts = deadline_in(CLOCK_MONOTONIC, timeout_ms);
+	uint64_t n = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&w->lock);
+	while (w->inflight && !w->err)
+		if (pthread_cond_timedwait(&w->idle, &w->lock, &ts) == ETIMEDOUT)
+			break;
+	if (w->err)
+		rc = w->err;
+	else if (w->inflight)
+		rc = -ETIMEDOUT;
+	else if ((rc = copy_file(w->fd, fd, &n)) == 0 && (rc = write_all(fd, w->q.data, w->q.len)) == 0)
+		n += w->q.len;
+	pthread_mutex_unlock(&w->lock);
+	*copied = n;
+	return rc;
+}
+
 static void destroy(struct fwriter *w)
 {
 	close(w->fd);

@@ -44,6 +44,13 @@ void sonde__fwriter_finish(struct fwriter *w, unsigned mode);
 bool sonde__fwriter_finished(struct fwriter *w);
 /* -errno of the first failed write, or 0. */
 int sonde__fwriter_error(struct fwriter *w);
+/* Copies everything pushed so far into fd: the bytes the thread already wrote, read back
+ * from the writer's file from offset 0, then those still queued; *copied is their count.
+ * For cloning a write_into_file session, which Perfetto's service copies synchronously
+ * too. Waits up to timeout_ms for a write in progress to end; the thread takes nothing new
+ * while the copy runs. The file must be readable (-EBADF, -ESPIPE, ... otherwise), and
+ * -ETIMEDOUT if the write in progress did not end. */
+int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *copied);
 /* Stops the writer now: a write in progress is abandoned. Does not wait: the thread ends
  * on its own, sonde__fwriter_reap then frees it. */
 void sonde__fwriter_cancel(struct fwriter *w);
