@@ -12,16 +12,18 @@
  *   sonde_service__free(s);                                closes everything, unlinks paths
  *
  * Everything happens on the calling thread inside sonde_service__process(), except the
- * linux.perf data source (sonde_service__start_perf), which runs on a thread of its own,
- * and the writes into write_into_file outputs, one thread per file (a consumer's file may
- * block a write forever; the loop never waits for it). The process should ignore SIGPIPE
- * (sonded does), so that a pipe whose reader went away fails the write instead.
+ * writes into write_into_file outputs, one thread per file (a consumer's file may block a
+ * write forever; the loop never waits for it). The process should ignore SIGPIPE (sonded
+ * does), so that a pipe whose reader went away fails the write instead. The service has
+ * no data source of its own: `sonde probes` (src/probes/), a producer process that sonded
+ * supervises, serves linux.perf and the other system data sources.
  */
 #ifndef SONDE_SERVICE_H
 #define SONDE_SERVICE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <sonde/export.h>
 
 struct sonde_service;
@@ -85,10 +87,12 @@ SONDE_API const char *sonde_service__socket(const struct sonde_service *s, int w
 /* Ends every session and connection, closes the sockets and unlinks the socket files it
  * bound that are still its own (not one put in their place). Accepts NULL. */
 SONDE_API void sonde_service__free(struct sonde_service *s);
-/* Starts sonde's linux.perf data source (docs/service.md): a producer on a thread of its
- * own, connected to this service's producer socket, so the calling thread must keep
- * running the loop above for it to register. Stopped by sonde_service__free. 0 or -errno
- * (-EINVAL if already started). */
-SONDE_API int sonde_service__start_perf(struct sonde_service *s);
+/* Names the process that runs the caller's own `sonde probes` (its child, which it
+ * reaps: a pid cannot be reused before that), or 0 for none. Producer connections
+ * accepted on the producer socket from that pid and the service's uid are sent, in each
+ * DataSourceConfig, the credentials of the session's consumer (docs/service.md, "sonded
+ * and its probes"); no other producer is. Connections of a pid named before lose that
+ * trust. Call it with 0 as soon as the child is reaped. */
+SONDE_API void sonde_service__trust_probes(struct sonde_service *s, pid_t pid);
 
 #endif

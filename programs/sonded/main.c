@@ -1,5 +1,6 @@
 /* sonded: the Perfetto-compatible system tracing service daemon. It owns the event loop:
- * one poll() over the service's fd and a signalfd; everything else is the library. */
+ * one poll() over the service's fd and a signalfd (SIGINT, SIGTERM and, for its
+ * `sonde probes` child, SIGCHLD); everything else is the library. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -16,6 +17,8 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 #include <sonde/service.h>
+
+#include "supervise.h"
 
 static void usage(FILE *f)
 {
@@ -54,7 +57,8 @@ static void usage(FILE *f)
 		"      --max-smb-kb N          shared memory buffer of a producer (32768,\n"
 		"                              the maximum)\n"
 		"      --max-pending-kb N      bytes queued unsent to one client (16384)\n"
-		"      --no-perf               do not serve the linux.perf data source\n"
+		"      --no-probes             do not start `sonde probes` (the linux.perf data\n"
+		"                              source); --no-perf is the older spelling\n"
 		"  -b, --background            detach and run in the background\n"
 		"  -f, --foreground            stay in the foreground (the default)\n"
 		"  -l, --log-level LEVEL       debug, info, warn (default), error or off\n"
@@ -231,20 +235,29 @@ static int security_opt(struct sonde_service_opts *o, int c, char *arg)
 	}
 }
 
-static int run(struct sonde_service *svc, int sfd)
+static int min_timeout(int a, int b)
+{
+	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+static int run(struct sonde_service *svc, int sfd, struct probes_child *pc)
 {
 	for (;;) {
 		struct pollfd p[2] = {{sonde_service__fd(svc), POLLIN, 0}, {sfd, POLLIN, 0}};
-		int rc = poll(p, 2, sonde_service__timeout_ms(svc));
+		int rc = poll(p, 2,
+			      min_timeout(sonde_service__timeout_ms(svc), probes_child_timeout_ms(pc)));
 		if (rc < 0 && errno != EINTR)
 			return -errno;
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
-			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (read(sfd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGCHLD) {
 				sonde_info("signal %u: shutting down", si.ssi_signo);
 				return 0;
 			}
+			/* before the service runs: a reaped child's pid is no longer trusted */
+			probes_child_reap(pc);
 		}
+		probes_child_tick(pc);
 		rc = sonde_service__process(svc);
 		if (rc < 0)
 			return rc;
@@ -270,6 +283,7 @@ int main(int argc, char **argv)
 		{"max-buffer-kb-per-uid", required_argument, NULL, OPT_MAX_UID_KB},
 		{"max-smb-kb", required_argument, NULL, OPT_MAX_SMB_KB},
 		{"max-pending-kb", required_argument, NULL, OPT_MAX_PENDING_KB},
+		{"no-probes", no_argument, NULL, 'P'},
 		{"no-perf", no_argument, NULL, 'P'},
 		{"background", no_argument, NULL, 'b'},
 		{"foreground", no_argument, NULL, 'f'},
@@ -278,7 +292,9 @@ int main(int argc, char **argv)
 		{0},
 	};
 	struct sonde_service_opts so = {.sz = sizeof(so)};
-	bool background = false, perf = true;
+	bool background = false, probes = true;
+	const char *log_level = NULL;
+	struct probes_child pc = {0};
 	enum sonde_log_level level;
 	sigset_t mask;
 	int c, sfd, rc;
@@ -293,7 +309,7 @@ int main(int argc, char **argv)
 		}
 		switch (c) {
 		case 'P':
-			perf = false;
+			probes = false;
 			break;
 		case 'x':
 			so.connector_socket = optarg;
@@ -316,6 +332,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			sonde_log__set_level(level);
+			log_level = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -333,6 +350,7 @@ int main(int argc, char **argv)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
@@ -349,16 +367,19 @@ int main(int argc, char **argv)
 		sonde_service__free(svc);
 		return 1;
 	}
-	/* after daemon(): a fork keeps only the calling thread */
-	if (perf && (rc = sonde_service__start_perf(svc)) < 0)
-		sonde_warn("cannot start the linux.perf data source: %s", sonde_strerror(rc));
 	if (notify_ready() < 0)
 		sonde_warn("cannot write to TRACED_NOTIFY_FD");
+	/* after daemon() (its child is the one that supervises) and after the notify fd is
+	 * closed (the probes must not inherit it) */
+	if (probes && (rc = probes_child_start(&pc, svc, log_level)) < 0)
+		sonde_warn("cannot start sonde probes (%s): %s; no linux.perf data source",
+			   pc.exe[0] ? pc.exe : "sonde, next to sonded", sonde_strerror(rc));
 	sonde_info("listening on %s and %s, connector %s%s", sonde_service__socket(svc, 0),
 		   sonde_service__socket(svc, 1),
 		   sonde_service__socket(svc, 2) ? sonde_service__socket(svc, 2) : "disabled",
 		   so.lockdown ? " (lockdown)" : "");
-	rc = run(svc, sfd);
+	rc = run(svc, sfd, &pc);
+	probes_child_stop(&pc); /* its connection goes first, while the service is whole */
 	sonde_service__free(svc);
 	close(sfd);
 	if (rc < 0) {

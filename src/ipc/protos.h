@@ -428,6 +428,22 @@ enum pf_ds_config {
 	PF_DS_CONFIG_TRACK_EVENT_CONFIG = 113,
 	PF_DS_CONFIG_LEGACY_CONFIG = 1000,
 	PF_DS_CONFIG_FOR_TESTING = 1001,
+	/* sonde's own, not Perfetto's: the consumer's credentials (below), set only by sonded
+	 * and only for its supervised `sonde probes` (docs/service.md, "sonded and its
+	 * probes"). Perfetto numbers its fields from 1 up (139 in use, 268435455 reserved);
+	 * this one sits at the top of the range, 2^29 - 1 - 911. */
+	PF_DS_CONFIG_SONDED_CONSUMER = 536870000,
+};
+/* DataSourceConfig.sonded_consumer: who the consumer of the session is, as sonded knows
+ * it (SO_PEERCRED of its connection, capabilities read through its pidfd at accept). */
+enum pf_sonded_consumer {
+	PF_SONDED_CONSUMER_UID = 1,
+	PF_SONDED_CONSUMER_GID = 2,
+	PF_SONDED_CONSUMER_PID = 3,
+	/* the process's start time (/proc/PID/stat field 22), to tell it from a later
+	 * process with the same pid */
+	PF_SONDED_CONSUMER_PID_START = 4,
+	PF_SONDED_CONSUMER_CAP_EFF = 5, /* absent when the capabilities are unknown */
 };
 
 /* ---- Trace and TracePacket (trace/trace_packet.proto) ---- */

@@ -19,7 +19,10 @@
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/fwriter.h"
+#include "service/flush.h"
 #include "service/internal.h"
+#include "service/outfile.h"
+#include "service/session.h"
 
 void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
 		       const struct conn *producer, uint64_t now_ns, uint32_t delay_ms)
@@ -82,29 +85,12 @@ static void reply_clone(struct svc *s, struct conn *c, uint64_t req, const char 
 	sonde__buf_free(&b);
 }
 
-static int copy_buffers(struct svc *s, struct session *ss, const struct session *src)
+/* A copy of the source session's buffer i. */
+static int init_copy(struct tbuf *tb, size_t i, void *ctx)
 {
-	ss->buf_ids = calloc(src->nbufs ? src->nbufs : 1, sizeof(*ss->buf_ids));
-	ss->bufs = calloc(src->nbufs ? src->nbufs : 1, sizeof(*ss->bufs));
-	if (!ss->buf_ids || !ss->bufs)
-		return -ENOMEM;
-	for (size_t i = 0; i < src->nbufs; i++) {
-		uint16_t id;
-		struct tbuf *tb = calloc(1, sizeof(*tb));
-		if (!tb || sonde__tbuf_clone(tb, src->bufs[i]) < 0) {
-			free(tb);
-			return -ENOMEM;
-		}
-		if (sonde__bufid_alloc(s, tb, &id) < 0) {
-			sonde__tbuf_free(tb);
-			free(tb);
-			return -ENOMEM;
-		}
-		ss->buf_ids[i] = id;
-		ss->bufs[i] = tb;
-		ss->nbufs++;
-	}
-	return 0;
+	const struct session *src = ctx;
+
+	return sonde__tbuf_clone(tb, src->bufs[i]);
 }
 
 static struct session *new_clone(struct svc *s, struct conn *c, const struct session *src)
@@ -123,13 +109,13 @@ static struct session *new_clone(struct svc *s, struct conn *c, const struct ses
 	ss->state = SESS_DISABLED;
 	ss->read_only = true;
 	ss->next_seq_id = src->next_seq_id; /* the copied sequences keep their ids */
-	ss->no_clock_snapshots = src->no_clock_snapshots;
-	ss->no_trace_config = src->no_trace_config;
-	ss->no_system_info = src->no_system_info;
-	ss->no_service_events = src->no_service_events;
-	ss->snapshot_interval_ms = src->snapshot_interval_ms;
-	ss->flush_timeout_ms = src->flush_timeout_ms;
-	ss->stop_timeout_ms = src->stop_timeout_ms;
+	ss->cfg.no_clock_snapshots = src->cfg.no_clock_snapshots;
+	ss->cfg.no_trace_config = src->cfg.no_trace_config;
+	ss->cfg.no_system_info = src->cfg.no_system_info;
+	ss->cfg.no_service_events = src->cfg.no_service_events;
+	ss->cfg.snapshot_interval_ms = src->cfg.snapshot_interval_ms;
+	ss->cfg.flush_timeout_ms = src->cfg.flush_timeout_ms;
+	ss->cfg.stop_timeout_ms = src->cfg.stop_timeout_ms;
 	ss->sync_due = ss->stats_due = true;
 	ss->start_ns = src->start_ns;
 	return ss;
@@ -140,19 +126,19 @@ static struct session *new_clone(struct svc *s, struct conn *c, const struct ses
  * source had not written yet) follow in the same file, and the clone keeps the fd as its
  * output. The copy is read back from the source's file, which must be readable. */
 static const char *clone_into_file(struct svc *s, struct session *ss, const struct session *src,
-				   int fd, char *err, size_t errlen)
+				   const struct conn *c, int fd, char *err, size_t errlen)
 {
 	uint64_t copied = 0;
 	int rc = src->fw ? sonde__fwriter_copy_to(src->fw, fd, 1000, &copied) : -EBADF;
 
-	if (rc == 0 && !(ss->fw = sonde__fwriter_new(fd, SVC_FILE_QUEUE_BYTES)))
-		rc = -ENOMEM;
+	if (rc == 0)
+		rc = sonde__outfile_open(ss, c, NULL, fd);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot copy the write_into_file session's file: %s",
 			 strerror(-rc));
 		return err;
 	}
-	ss->write_into_file = true;
+	ss->cfg.write_into_file = true;
 	ss->file_bytes = copied;
 	sonde__session_drain_file(s, ss);
 	return NULL;
@@ -198,7 +184,7 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 	err = sonde__sec_check_session(s, ss, cfg, src->nbufs);
 	free(cfg);
 	s->sessions[s->nsessions++] = ss; /* so that sonde__session_free finds it */
-	if (!err && copy_buffers(s, ss, src) < 0)
+	if (!err && sonde__session_add_buffers(s, ss, src->nbufs, init_copy, (void *)src) < 0)
 		err = "cannot allocate the cloned buffers";
 	if (err) {
 		sonde__session_free(s, ss);
@@ -211,7 +197,7 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 	sonde__buf_append(&ss->trig.pkts, src->trig.pkts.data, src->trig.pkts.len);
 	sonde__svcpkt_clock_snapshot(s, ss);
 	sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_TRACING_DISABLED);
-	if (fd >= 0 && (err = clone_into_file(s, ss, src, fd, errbuf, sizeof(errbuf)))) {
+	if (fd >= 0 && (err = clone_into_file(s, ss, src, c, fd, errbuf, sizeof(errbuf)))) {
 		sonde__session_free(s, ss); /* it has no writer yet: fd is ours */
 		close(fd);
 		reply_clone(s, c, req, err, false, 0);
@@ -242,7 +228,7 @@ static struct session *find_source(struct svc *s, uint64_t id, const char *name)
 	if (id)
 		return sonde__svc_session(s, id);
 	for (size_t i = 0; name && i < s->nsessions; i++)
-		if (s->sessions[i]->unique_name && !strcmp(s->sessions[i]->unique_name, name))
+		if (s->sessions[i]->cfg.unique_name && !strcmp(s->sessions[i]->cfg.unique_name, name))
 			return s->sessions[i];
 	return NULL;
 }
@@ -293,7 +279,7 @@ int sonde__clone_session(struct svc *s, struct req *r)
 	 * --clone` always sends one); otherwise it is closed after this method. Without an fd
 	 * a write_into_file source's clone holds only what the source has not written into
 	 * its file yet, to be read with ReadBuffers. */
-	if (src->write_into_file && r->fd >= 0) {
+	if (src->cfg.write_into_file && r->fd >= 0) {
 		c->k.clone_fd = r->fd;
 		r->fd = -1;
 	}
@@ -337,12 +323,12 @@ void sonde__clone_put_sessions(struct svc *s, const struct conn *caller, struct 
 		sonde__pb_put_varint(b, PF_TSS_SESSION_ID, ss->id);
 		sonde__pb_put_varint(b, PF_TSS_SESSION_CONSUMER_UID, (uint64_t)(int64_t)ss->consumer_uid);
 		sonde__pb_put_string(b, PF_TSS_SESSION_STATE, state_name(ss));
-		if (ss->unique_name)
-			sonde__pb_put_string(b, PF_TSS_SESSION_UNIQUE_SESSION_NAME, ss->unique_name);
+		if (ss->cfg.unique_name)
+			sonde__pb_put_string(b, PF_TSS_SESSION_UNIQUE_SESSION_NAME, ss->cfg.unique_name);
 		for (size_t k = 0; k < ss->nbufs; k++)
 			sonde__pb_put_varint(b, PF_TSS_SESSION_BUFFER_SIZE_KB, ss->bufs[k]->size / 1024);
-		sonde__pb_put_varint(b, PF_TSS_SESSION_DURATION_MS, ss->duration_ms);
-		sonde__pb_put_varint(b, PF_TSS_SESSION_NUM_DATA_SOURCES, ss->nds);
+		sonde__pb_put_varint(b, PF_TSS_SESSION_DURATION_MS, ss->cfg.duration_ms);
+		sonde__pb_put_varint(b, PF_TSS_SESSION_NUM_DATA_SOURCES, ss->cfg.nds);
 		sonde__pb_put_bool(b, PF_TSS_SESSION_IS_STARTED, ss->state != SESS_CONFIGURED);
 		sonde__pb_end(b, m);
 	}

@@ -42,6 +42,7 @@ struct cx_client {
 	pid_t pid;
 	bool caps_known; /* its capabilities, read at accept (sonde__sec_peer_caps) */
 	uint64_t cap_eff;
+	uint64_t pid_start;
 };
 
 struct svc_connector {
@@ -231,6 +232,7 @@ static int connect_one(struct svc *s, struct cx_ctx *x, const struct cx_client *
 	bool own = uid == cl->uid && gid == cl->gid;
 	c->caps_known = own && cl->caps_known;
 	c->cap_eff = own ? cl->cap_eff : 0;
+	c->pid_start = cl->pid_start;
 	if (q->buffer != CX_BUFFER_NONE) {
 		bool create = q->buffer == CX_BUFFER_FROM_SERVICE;
 		rc = sonde__producer_preassign_smb(c, create ? -1 : fds[1], size, page, create);
@@ -334,7 +336,8 @@ static void accept_clients(struct svc *s)
 		}
 		struct cx_client *cl = &cx->cl[cx->ncl];
 		*cl = (struct cx_client){s->next_conn_id++, fd, cr.uid, cr.gid, cr.pid};
-		sonde__sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &cl->caps_known, &cl->cap_eff);
+		sonde__sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &cl->caps_known, &cl->cap_eff,
+			      &cl->pid_start);
 		if (sonde__loop_add(&s->loop, fd, EPOLLIN, cl->cookie) < 0) {
 			close(fd);
 			continue;

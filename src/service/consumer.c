@@ -10,7 +10,9 @@
 
 #include "base/pb.h"
 #include "ipc/protos.h"
+#include "service/flush.h"
 #include "service/internal.h"
+#include "service/session.h"
 
 /* §3.2: a new reply starts once sum(slice + 16) + 64 would exceed the IPC buffer. */
 enum { SLICE_OVERHEAD = 16, REPLY_OVERHEAD = 64 };
@@ -145,7 +147,7 @@ static int read_buffers(struct svc *s, struct req *r)
 	c->k.read_req = r->id;
 	sonde__buf_reset(&c->k.reply);
 	c->k.reply_est = 0;
-	if (!ss || ss->write_into_file || sonde__trigger_waiting(ss)) {
+	if (!ss || ss->cfg.write_into_file || sonde__trigger_waiting(ss)) {
 		finish_read(s, c, NULL);
 		return 0;
 	}

@@ -15,7 +15,8 @@
 #include "ipc/protos.h"
 #include "ipc/sock.h"
 #include "service/internal.h"
-#include "service/perfds.h"
+#include "service/session.h"
+#include "service/outfile.h"
 
 struct sonde_service {
 	struct svc s;
@@ -332,6 +333,11 @@ static void accept_conns(struct svc *s, int which)
 			continue;
 		}
 		struct conn *c = sonde__svc_add_conn(s, fd, which == 0);
+		/* accepted directly, so SO_PEERCRED names the process that connected: the
+		 * probes child, whose pid cannot be reused until sonded reaps it */
+		if (c && which == 0 && s->probes_pid && cr.pid == s->probes_pid &&
+		    cr.uid == s->uid)
+			c->trusted_probes = true;
 		if (c)
 			sonde_debug("%s connected: pid %d uid %d", which ? "consumer" : "producer",
 				    (int)c->ch.peer_pid, (int)c->ch.peer_uid);
@@ -495,11 +501,14 @@ const char *sonde_service__socket(const struct sonde_service *ss, int which)
 	return ss->s.path[which ? 1 : 0];
 }
 
-int sonde_service__start_perf(struct sonde_service *ss)
+void sonde_service__trust_probes(struct sonde_service *ss, pid_t pid)
 {
-	if (!ss || ss->s.perfds)
-		return -EINVAL;
-	return sonde__perfds_start(&ss->s, ss->s.path[0]);
+	if (!ss)
+		return;
+	ss->s.probes_pid = pid > 0 ? pid : 0;
+	for (size_t i = 0; i < ss->s.nconns; i++)
+		if (ss->s.conns[i]->ch.peer_pid != ss->s.probes_pid)
+			ss->s.conns[i]->trusted_probes = false;
 }
 
 void sonde_service__free(struct sonde_service *ss)
@@ -507,7 +516,6 @@ void sonde_service__free(struct sonde_service *ss)
 	if (!ss)
 		return;
 	struct svc *s = &ss->s;
-	sonde__perfds_stop(s); /* its producer connection goes first, while the service is whole */
 	for (size_t i = 0; i < s->nconns; i++)
 		s->conns[i]->dead = true;
 	reap(s);

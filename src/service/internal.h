@@ -1,9 +1,13 @@
-/* sonded's core state, shared by the service's modules. Internal to the service.
+/* sonded's core state, shared by the service's modules: the service (struct svc), its
+ * connections with their producer and consumer ports, requests, and the modules' entry
+ * points that take nothing else. Internal to the service.
  *
  *   host.c      sockets, connections, IPC dispatch, the public API
  *   producer.c  ProducerPort: SMB setup, CommitData, scraping, async commands
- *   session.c   TraceConfig, sessions, data-source instances, flush and stop, file output
  *   consumer.c  ConsumerPort: the methods, ReadBuffers streaming, stats, queries
+ *   session.h   sessions and their data-source instances (session.c), with
+ *               tcfg.h (the TraceConfig), flush.h, outfile.h (write_into_file),
+ *               trigger.h
  *   svcpkt.c    packets the service itself writes (sequence 1)
  *
  * Objects refer to each other by id (connection, session, instance) rather than by
@@ -12,7 +16,6 @@
 #ifndef SONDE_SERVICE_INTERNAL_H
 #define SONDE_SERVICE_INTERNAL_H
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -38,9 +41,6 @@ enum {
 	SVC_COOKIE_PRODUCER_LISTENER = 1,
 	SVC_COOKIE_CONSUMER_LISTENER = 2,
 };
-
-enum ds_state { DS_CONFIGURED, DS_STARTING, DS_STARTED, DS_STOPPING, DS_STOPPED };
-enum sess_state { SESS_CONFIGURED, SESS_STARTED, SESS_STOPPING, SESS_DISABLED };
 
 struct req {
 	struct conn *c;
@@ -111,6 +111,10 @@ struct conn {
 	 * counts as none */
 	bool caps_known;
 	uint64_t cap_eff;
+	uint64_t pid_start; /* the peer process's start time (sonde__perfauth_start_time); 0 unknown */
+	/* a producer connected directly (not handed over) by sonded's own supervised probes
+	 * (sonde_service__trust_probes): it is sent the consumer's credentials */
+	bool trusted_probes;
 	bool is_producer;
 	bool bound;
 	bool dead;
@@ -118,109 +122,6 @@ struct conn {
 	uint32_t events;
 	struct producer p;
 	struct consumer k;
-};
-
-struct instance {
-	uint64_t id;
-	uint64_t conn_id;
-	char *ds_name;
-	uint8_t *cfg; /* DataSourceConfig as sent to the producer */
-	size_t cfg_len;
-	enum ds_state state;
-	bool notify_start, notify_stop, no_flush, handles_incr;
-	uint16_t buf_id;
-};
-
-struct ds_cfg {
-	const uint8_t *raw; /* DataSourceConfig bytes inside session->config */
-	size_t raw_len;
-	char *name;
-	uint32_t target_buffer;
-	char **name_filter, **regex_filter;
-	size_t n_name_filter, n_regex_filter;
-};
-
-struct pb_field;
-struct trig_global;
-
-/* One TraceConfig.trigger_config.triggers entry. */
-struct trig_def {
-	char *name;
-	regex_t *rx; /* producer_name_regex, anchored; NULL matches every producer */
-	uint32_t stop_delay_ms, max_per_24h;
-	double skip_probability;
-};
-
-struct trig_cfg {
-	bool present; /* the config had a trigger_config */
-	uint32_t mode, timeout_ms;
-	struct trig_def *defs;
-	size_t ndefs;
-	uint32_t nreceived; /* triggers recorded so far */
-	uint64_t timer;	    /* the trigger timeout, then the stop delay */
-	struct buf pkts;    /* Trigger packets not emitted yet: u32 length + bytes each */
-};
-
-struct session {
-	uint64_t id;
-	uint64_t conn_id; /* consumer */
-	int32_t consumer_uid;
-	enum sess_state state;
-	uint8_t *config;
-	size_t config_len;
-	/* parsed TraceConfig */
-	struct ds_cfg *ds;
-	size_t nds;
-	uint32_t duration_ms, flush_period_ms, flush_timeout_ms, stop_timeout_ms;
-	uint32_t file_write_period_ms, snapshot_interval_ms, clear_period_ms;
-	uint64_t max_file_size;
-	bool deferred_start, write_into_file, extra_guardrails;
-	bool no_clock_snapshots, no_trace_config, no_system_info, no_service_events;
-	char *unique_name;
-	char *detach_key;	 /* set while detached: the session outlives its consumer */
-	uint64_t last_clocks[6]; /* the values of the last queued clock snapshot */
-	/* buffers */
-	uint16_t *buf_ids;
-	struct tbuf **bufs;
-	size_t nbufs;
-	/* instances */
-	struct instance *inst;
-	size_t ninst, inst_cap;
-	uint32_t next_seq_id;
-	/* the EnableTracing reply, held until DISABLED */
-	uint64_t enable_req;
-	bool enable_pending;
-	char *error;
-	/* timers */
-	uint64_t t_duration, t_flush_period, t_file, t_stop, t_snapshot, t_clear;
-	/* write_into_file: the file is written by a thread of its own (fwriter.h), fed from
-	 * fbuf by sonde__session_drain_file; once DISABLED the EnableTracing reply waits until the
-	 * writer has finished (file_done) */
-	struct fwriter *fw;
-	bool out_created; /* output_path: the service created the file */
-	bool file_closing, file_done;
-	uint64_t t_pump; /* a drain soon: the writer's queue was full, or the file closes */
-	uint64_t file_bytes;
-	struct buf fbuf;
-	/* service packets */
-	struct buf svc_clocks, svc_pkts; /* queued packets: u32 length + bytes each */
-	bool obs_all_started_sent;
-	bool config_emitted, sysinfo_emitted, sync_due, stats_due, all_started_emitted;
-	bool read_completed_emitted, file_full;
-	uint64_t invalid_packets;
-	uint64_t start_ns;
-	struct trig_cfg trig;
-	bool read_only; /* a clone (clone.c): never started, stopped or written into */
-};
-
-struct flush {
-	uint64_t id;
-	uint64_t session_id;
-	uint64_t *conns; /* producers still to ack */
-	size_t nconns;
-	uint64_t timer;
-	uint64_t consumer_conn, consumer_req; /* 0: not a consumer request */
-	bool then_disable;
 };
 
 /* Configured limits (security.c; defaults in docs/service.md). */
@@ -262,7 +163,7 @@ struct svc {
 	uint64_t producers_seen, data_sources_seen, chunks_discarded, patches_discarded;
 	struct buf scratch;
 	struct trig_global *trig; /* trigger.c, allocated on first use */
-	struct perfds *perfds;	  /* perfds.c: the linux.perf data source, when started */
+	pid_t probes_pid; /* sonded's supervised `sonde probes` (sonde_service__trust_probes) */
 	/* writers no session owns any more (session.c): still writing out the file of a
 	 * freed session (at most SVC_MAX_DRAINING), or cancelled and not ended yet */
 	struct svc_retired *retired;
@@ -315,33 +216,6 @@ void sonde__producer_allow_buffer(struct conn *c, uint16_t buf_id);
 void sonde__producer_disallow_buffer(struct conn *c, uint16_t buf_id);
 void sonde__producer_scrape(struct svc *s, struct conn *c, const struct session *only);
 
-/* session.c */
-struct session *sonde__svc_session(struct svc *s, uint64_t id);
-bool sonde__session_owns_buffer(const struct session *ss, uint16_t buf_id);
-int sonde__session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size_t len, int fd);
-void sonde__session_start(struct svc *s, struct session *ss);
-void sonde__session_disable(struct svc *s, struct session *ss, bool immediately);
-void sonde__session_free(struct svc *s, struct session *ss);
-void sonde__session_setup_for_producer(struct svc *s, struct conn *c, struct ds_reg *d);
-void sonde__session_producer_gone(struct svc *s, struct conn *c);
-void sonde__session_ds_started(struct svc *s, struct conn *c, uint64_t inst_id);
-void sonde__session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id);
-void sonde__session_remove_ds(struct svc *s, struct conn *c, const char *name);
-uint64_t sonde__session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
-		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable);
-void sonde__session_flush_ack(struct svc *s, struct conn *c, uint64_t flush_id);
-void sonde__session_drain_file(struct svc *s, struct session *ss);
-/* Stops the retired writers that are done or stalled and frees those whose thread ended;
- * with wait_ms, gives all of them that long in all to finish, then lets them go (shutdown
- * only: it blocks). */
-void sonde__session_reap_writers(struct svc *s, int wait_ms);
-/* Sends the held EnableTracing reply now if the session already ended. */
-void sonde__session_resolve_if_disabled(struct svc *s, struct session *ss);
-/* Reads every buffer of the session into fn; 1 if fn asked to stop, else 0. */
-int sonde__session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx);
-void sonde__session_notify_observer(struct svc *s, struct session *ss, struct instance *in,
-			     bool all_started);
-
 /* security.c: identity, lockdown, limits, file creation, socket permissions */
 struct sonde_service_opts;
 void sonde__sec_init(struct svc *s, const struct sonde_service_opts *o);
@@ -353,7 +227,8 @@ int sonde__sec_peer_identity(struct conn *c, int fd);
 /* The effective capabilities of the process at the other end of socket fd, whose
  * SO_PEERCRED is (pid, uid, gid); *known false when they cannot be read for that process
  * (sonde__perfauth_consumer_caps). */
-void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps);
+void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps,
+		   uint64_t *pid_start);
 /* Whether one more connection of uid fits the connection limits (logs when not). */
 bool sonde__sec_admit_conn(const struct svc *s, uid_t uid);
 /* Creates a listening socket with the configured mode and group of socket `which`
@@ -393,39 +268,9 @@ void sonde__consumer_gone(struct svc *s, struct conn *c);
 void sonde__consumer_continue_read(struct svc *s, struct conn *c);
 void sonde__consumer_put_trace_stats(struct svc *s, struct session *ss, struct buf *b);
 
-/* session.c, for reconfig.c */
-/* Parses the data_sources of ss->config into ss->ds. 0, -ENOMEM or a format error. */
-int sonde__session_parse_data_sources(struct session *ss);
-void sonde__session_free_data_sources(struct session *ss);
-bool sonde__session_ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg);
-/* Sets up (and starts, if the session runs) an instance of d on producer c. */
-void sonde__session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d,
-			  struct conn *c, const struct ds_reg *reg);
-
 /* reconfig.c */
 /* ConsumerPort.ChangeTraceConfig. */
 int sonde__reconfig_change(struct svc *s, struct req *r);
-
-/* trigger.c */
-/* Parses TraceConfig.trigger_config into ss->trig; returns an error message or NULL. */
-const char *sonde__trigger_parse(struct session *ss, const struct pb_field *trigger_config);
-/* The trigger guardrails of §3.3 (after the whole config is parsed); message or NULL. */
-const char *sonde__trigger_validate(const struct session *ss);
-/* START_TRACING: the session waits for a trigger instead of starting. */
-bool sonde__trigger_defers_start(const struct session *ss);
-/* The session has triggers and none arrived yet: reads return nothing (§2.7). */
-bool sonde__trigger_waiting(const struct session *ss);
-/* Arms the trigger timeout of a new session. */
-void sonde__trigger_session_enabled(struct svc *s, struct session *ss);
-void sonde__trigger_session_free(struct svc *s, struct session *ss);
-void sonde__trigger_svc_free(struct svc *s);
-/* ProducerPort.ActivateTriggers. */
-int sonde__trigger_activate(struct svc *s, struct req *r);
-/* Appends to the TraceConfig packet being written what differs from the consumer's bytes:
- * with STOP_TRACING, duration_ms = trigger_timeout_ms (§6.3; last value wins). */
-void sonde__trigger_config_fixup(const struct session *ss, struct buf *config);
-/* Emits the Trigger packets not emitted yet (§6.3 step 4). */
-void sonde__trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx);
 
 /* clone.c */
 /* ConsumerPort.CloneSession. */

@@ -14,7 +14,9 @@
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
+#include "service/flush.h"
 #include "service/internal.h"
+#include "service/session.h"
 
 /* ------------------------------------------------------------------ SMB */
 

@@ -13,6 +13,7 @@
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/internal.h"
+#include "service/session.h"
 
 /* The config re-encoded without the data sources' producer filters: two configs that only
  * differ in those encode the same (nested lengths are always written the same way). */
@@ -83,7 +84,7 @@ static int swap_config(struct session *ss, const uint8_t *cfg, size_t len)
 	if (!tmp.config)
 		return -ENOMEM;
 	memcpy(tmp.config, cfg, len);
-	if ((rc = sonde__session_parse_data_sources(&tmp)) < 0 || tmp.nds != ss->nds) {
+	if ((rc = sonde__session_parse_data_sources(&tmp)) < 0 || tmp.cfg.nds != ss->cfg.nds) {
 		sonde__session_free_data_sources(&tmp);
 		free(tmp.config);
 		return rc < 0 ? rc : -SONDE_E_FORMAT;
@@ -92,8 +93,8 @@ static int swap_config(struct session *ss, const uint8_t *cfg, size_t len)
 	free(ss->config);
 	ss->config = tmp.config;
 	ss->config_len = tmp.config_len;
-	ss->ds = tmp.ds;
-	ss->nds = tmp.nds;
+	ss->cfg.ds = tmp.cfg.ds;
+	ss->cfg.nds = tmp.cfg.nds;
 	return 0;
 }
 
@@ -120,13 +121,13 @@ int sonde__reconfig_change(struct svc *s, struct req *r)
 	}
 	if ((rc = swap_config(ss, cfg, len)) < 0)
 		return rc;
-	for (size_t i = 0; i < ss->nds; i++) {
+	for (size_t i = 0; i < ss->cfg.nds; i++) {
 		for (size_t j = 0; j < s->nds; j++) {
 			struct conn *pc = sonde__svc_conn(s, s->ds[j]->conn_id);
-			if (!pc || pc->dead || !sonde__session_ds_matches(&ss->ds[i], pc, s->ds[j]) ||
-			    has_instance(ss, pc, &ss->ds[i]))
+			if (!pc || pc->dead || !sonde__session_ds_matches(&ss->cfg.ds[i], pc, s->ds[j]) ||
+			    has_instance(ss, pc, &ss->cfg.ds[i]))
 				continue;
-			sonde__session_add_instance(s, ss, &ss->ds[i], pc, s->ds[j]);
+			sonde__session_add_instance(s, ss, &ss->cfg.ds[i], pc, s->ds[j]);
 			added++;
 		}
 	}

@@ -25,7 +25,8 @@
 #include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "service/internal.h"
-#include "service/perfauth.h"
+#include "service/session.h"
+#include "proc/perfauth.h"
 
 enum {
 	DEF_CONNS = 1000,
@@ -102,7 +103,8 @@ static int peer_pidfd(int fd, pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps)
+void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps,
+		   uint64_t *pid_start)
 {
 	struct perfauth_consumer pc = {.uid = uid, .gid = gid, .pid = pid};
 	int pidfd = peer_pidfd(fd, pid);
@@ -112,6 +114,7 @@ void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, 
 		close(pidfd);
 	*known = pc.caps_known;
 	*caps = pc.cap_eff;
+	*pid_start = pc.pid_start;
 }
 
 int sonde__sec_peer_identity(struct conn *c, int fd)
@@ -128,7 +131,8 @@ int sonde__sec_peer_identity(struct conn *c, int fd)
 	c->peer_gid = cr.gid;
 	/* what linux.perf may do for this peer as a consumer (perfauth.h) */
 	if (!c->is_producer)
-		sonde__sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &c->caps_known, &c->cap_eff);
+		sonde__sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &c->caps_known, &c->cap_eff,
+			      &c->pid_start);
 	return 0;
 }
 
@@ -137,8 +141,8 @@ bool sonde__sec_admit_conn(const struct svc *s, uid_t uid)
 	size_t total = 0, mine = 0;
 
 	for (size_t i = 0; i < s->nconns; i++) {
-		/* the service's own linux.perf producer (perfds.c) takes no one's quota */
-		if (s->conns[i]->dead || s->conns[i]->ch.peer_pid == getpid())
+		/* sonded's own probes take no one's quota */
+		if (s->conns[i]->dead || s->conns[i]->trusted_probes)
 			continue;
 		total++;
 		mine += s->conns[i]->ch.peer_uid == uid;

@@ -9,6 +9,7 @@
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/internal.h"
+#include "service/session.h"
 
 static const uint8_t sync_marker[16] = {0x82, 0x47, 0x7A, 0x76, 0xB2, 0x8D, 0x42, 0xBA,
 					0x81, 0xDC, 0x33, 0x32, 0x6D, 0x57, 0xA0, 0x79};
@@ -48,7 +49,7 @@ void sonde__svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field
 {
 	struct buf *b = &s->scratch;
 
-	if (ss->no_service_events)
+	if (ss->cfg.no_service_events)
 		return;
 	sonde__buf_reset(b);
 	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, sonde__svc_boottime_ns());
@@ -81,7 +82,7 @@ static void queue_snapshot(struct svc *s, struct session *ss, const uint64_t v[6
 {
 	struct buf *b = &s->scratch;
 
-	if (ss->no_clock_snapshots || ss->svc_clocks.len > 16 * 256) /* at most ~16 queued */
+	if (ss->cfg.no_clock_snapshots || ss->svc_clocks.len > 16 * 256) /* at most ~16 queued */
 		return;
 	memcpy(ss->last_clocks, v, sizeof(ss->last_clocks));
 	sonde__buf_reset(b);
@@ -179,7 +180,7 @@ void sonde__svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn f
 		sonde__pb_put_bytes(b, PF_PACKET_SYNCHRONIZATION_MARKER, sync_marker, sizeof(sync_marker));
 		emit_scratch(s, fn, ctx);
 	}
-	if (!ss->config_emitted && !ss->no_trace_config) {
+	if (!ss->config_emitted && !ss->cfg.no_trace_config) {
 		ss->config_emitted = true;
 		sonde__buf_reset(b);
 		size_t m = sonde__pb_begin(b, PF_PACKET_TRACE_CONFIG);
@@ -190,7 +191,7 @@ void sonde__svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn f
 		emit_scratch(s, fn, ctx);
 	}
 	sonde__trigger_emit(ss, fn, ctx);
-	if (!ss->sysinfo_emitted && !ss->no_system_info) {
+	if (!ss->sysinfo_emitted && !ss->cfg.no_system_info) {
 		ss->sysinfo_emitted = true;
 		sonde__buf_reset(b);
 		system_info(s, b);

@@ -18,7 +18,9 @@
 
 #include "base/pb.h"
 #include "ipc/protos.h"
+#include "service/flush.h"
 #include "service/internal.h"
+#include "service/session.h"
 
 enum {
 	TRIG_MAX_DEFS = 64,	    /* triggers[] entries per config */
@@ -140,10 +142,10 @@ const char *sonde__trigger_validate(const struct session *ss)
 		return "trigger_config has no triggers";
 	if (!t->timeout_ms || t->timeout_ms > TRIG_MAX_TIMEOUT_MS)
 		return "trigger_timeout_ms must be between 1 ms and 7 days";
-	if (ss->duration_ms)
+	if (ss->cfg.duration_ms)
 		return "duration_ms cannot be combined with trigger_config (use trigger_timeout_ms "
 		       "and stop_delay_ms)";
-	if (ss->write_into_file && t->mode != PF_TRIGGER_MODE_START_TRACING)
+	if (ss->cfg.write_into_file && t->mode != PF_TRIGGER_MODE_START_TRACING)
 		return "write_into_file can only be combined with START_TRACING triggers";
 	for (size_t i = 0; i < t->ndefs; i++)
 		for (size_t j = i + 1; j < t->ndefs; j++)
@@ -338,7 +340,7 @@ static bool apply(struct svc *s, struct session *ss, const struct trig_def *d, c
 		if (ss->state != SESS_CONFIGURED)
 			return false;
 		cancel(s, t);
-		ss->duration_ms = d->stop_delay_ms; /* 0: runs until stopped */
+		ss->cfg.duration_ms = d->stop_delay_ms; /* 0: runs until stopped */
 		sonde__session_start(s, ss);
 		return true;
 	case PF_TRIGGER_MODE_STOP_TRACING:
@@ -451,7 +453,7 @@ void sonde__trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx)
 {
 	struct buf *q = &ss->trig.pkts;
 
-	if (ss->no_trace_config) { /* §6.3: Trigger packets go with the config */
+	if (ss->cfg.no_trace_config) { /* §6.3: Trigger packets go with the config */
 		sonde__buf_reset(q);
 		return;
 	}

@@ -229,9 +229,9 @@ static bool lists_data_source(struct tc *t, const char *name)
 	return found;
 }
 
-/* sonded's own linux.perf producer connects from a thread of its own some time after the
- * sockets listen: two more fds in sonded (the thread's socket and its accepted end). On a
- * loaded machine that can come after the witness is up, so the baseline waits for it. */
+/* sonded's `sonde probes` child connects some time after the sockets listen: more fds in
+ * sonded (the accepted connection, later its SMB). On a loaded machine that can come
+ * after the witness is up, so the baseline waits for it. */
 static void wait_perf_producer(struct hostile *h)
 {
 	for (double end = test_now() + 10; !lists_data_source(&h->w.c, "linux.perf");) {
@@ -282,7 +282,7 @@ void hostile_up_args(struct hostile *h, const char *ds, const char *const *extra
 	}
 	bool perf = true;
 	for (const char *const *a = extra; a && *a; a++)
-		perf &= strcmp(*a, "--no-perf") != 0;
+		perf &= strcmp(*a, "--no-perf") != 0 && strcmp(*a, "--no-probes") != 0;
 	take_baseline(h, perf);
 }
 

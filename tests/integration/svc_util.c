@@ -53,6 +53,22 @@ void sonded_stop(struct sonded *d)
 	ASSERT_INT(test_wait(d->pid, 20), ==, 0);
 }
 
+pid_t sonded_probes_pid(const struct sonded *d, pid_t not, int timeout_s)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)d->pid, (int)d->pid);
+	for (int i = 0; i < timeout_s * 100; i++) {
+		char *text = test_read_file(path, NULL);
+		long pid = text ? atol(text) : 0;
+		free(text);
+		if (pid > 0 && pid != not)
+			return (pid_t)pid;
+		usleep(10000);
+	}
+	FAIL("sonded %d has no probes child", (int)d->pid);
+}
+
 static void tc_pump(struct tc *t, int timeout_ms)
 {
 	struct pollfd p = {t->ch.fd, POLLIN, 0};

@@ -38,6 +38,9 @@ struct sonded {
 void sonded_start(struct sonded *d, const char *const *extra);
 /* SIGTERM, then asserts a clean exit. */
 void sonded_stop(struct sonded *d);
+/* The pid of sonded's `sonde probes` child other than `not` (0: any), waited for up to
+ * timeout_s; fails the test without one. */
+pid_t sonded_probes_pid(const struct sonded *d, pid_t not, int timeout_s);
 
 void tc_open(struct tc *t, const char *sock, const char *service);
 /* The same over an already connected socket (taken). */

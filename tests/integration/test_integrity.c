@@ -301,7 +301,7 @@ static const int fd_counts[] = {0, 1, 2, 8, IPC_FDPASS_MAX};
  * sonded read the EOFs of sonded_start's probes. */
 static int fd_baseline(struct sonded *d, struct tc *keep)
 {
-	static const char *const args[] = {"--no-perf", NULL};
+	static const char *const args[] = {"--no-probes", NULL};
 
 	sonded_start(d, args);
 	tc_open(keep, d->csock, "ConsumerPort");
@@ -515,7 +515,7 @@ TEST(integrity_two_fd_flood_ends_the_connection)
 /* Starts sonded on the given names (x may be "none") and waits until p and c answer. */
 static void start_on(struct sonded *d, const char *p, const char *c, const char *x)
 {
-	const char *argv[] = {test_bin("sonded"), "-p", p, "-c", c, "-x", x, "--no-perf", NULL};
+	const char *argv[] = {test_bin("sonded"), "-p", p, "-c", c, "-x", x, "--no-probes", NULL};
 
 	snprintf(d->psock, sizeof(d->psock), "%s", p);
 	snprintf(d->csock, sizeof(d->csock), "%s", c);
@@ -539,7 +539,7 @@ static void start_on(struct sonded *d, const char *p, const char *c, const char 
 static void second_refused(const char *p, const char *c, const char *x, const char *named,
 			   const char *why)
 {
-	const char *argv[] = {test_bin("sonded"), "-p", p, "-c", c, "-x", x, "--no-perf", NULL};
+	const char *argv[] = {test_bin("sonded"), "-p", p, "-c", c, "-x", x, "--no-probes", NULL};
 	struct test_output o;
 
 	test_run(&o, 20, argv);
@@ -568,7 +568,7 @@ static ino_t inode_of(const char *path)
  * first one still serves sessions. */
 TEST(integrity_second_sonded_refuses_live_sockets)
 {
-	static const char *const args[] = {"--no-perf", NULL};
+	static const char *const args[] = {"--no-probes", NULL};
 	struct sonded d;
 
 	sonded_start(&d, args);
@@ -633,7 +633,7 @@ TEST(integrity_stale_socket_replaced_other_files_kept)
  * someone removed it) belongs to someone else and stays, still listening. */
 TEST(integrity_exit_leaves_a_replaced_socket_alone)
 {
-	static const char *const args[] = {"--no-perf", NULL};
+	static const char *const args[] = {"--no-probes", NULL};
 	struct sonded d;
 
 	sonded_start(&d, args);
@@ -680,7 +680,7 @@ static pid_t spawn_tight(struct sonded *d, const char *log)
 	snprintf(d->csock, sizeof(d->csock), "%s", test_path("tight-c.sock"));
 	snprintf(d->xsock, sizeof(d->xsock), "%s", test_path("tight-x.sock"));
 	const char *argv[] = {test_bin("sonded"), "-p",	       d->psock, "-c", d->csock, "-x",
-			      d->xsock,		  "--no-perf", NULL};
+			      d->xsock,		  "--no-probes", NULL};
 	fflush(NULL);
 	pid_t pid = fork();
 	ASSERT(pid >= 0);

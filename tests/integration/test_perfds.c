@@ -311,7 +311,7 @@ TEST_TIMEOUT(perfds_guardrail_stops_the_data_source, 120)
 		 (int)split);
 	trace(&r, cfg, out, &o);
 	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.err, "linux.perf: warning: stopped: sonded uses ");
+	ASSERT_CONTAINS(o.err, "linux.perf: warning: stopped: sonde probes uses ");
 	ASSERT_CONTAINS(o.err, "above max_daemon_memory_kb 1 (guardrail)");
 	test_output_free(&o);
 	kill(split, SIGKILL);

@@ -306,9 +306,9 @@ static long status_kib(pid_t pid, const char *field)
 	return kib;
 }
 
-/* The same process with a 768 MiB sparse perf map: sonded refuses it by its size, so
- * neither its peak nor its resident memory after the session grows by anything like it
- * (it read the whole file into memory, and kept a copy of the one endless name). */
+/* The same process with a 768 MiB sparse perf map: the probes refuse it by its size, so
+ * neither their peak nor their resident memory after the session grows by anything like
+ * it (they read the whole file into memory, and kept a copy of the one endless name). */
 TEST_TIMEOUT(perfds_sparse_perf_map_of_target_costs_sonded_no_memory, 180)
 {
 	struct sonded d;
@@ -319,11 +319,12 @@ TEST_TIMEOUT(perfds_sparse_perf_map_of_target_costs_sonded_no_memory, 180)
 	chmod(test_tmpdir(), 0755);
 	sonded_start(&d, NULL);
 	client_wait_data_source(d.csock, "linux.perf");
-	long before = status_kib(d.pid, "VmRSS:");
+	pid_t probes = sonded_probes_pid(&d, 0, 10);
+	long before = status_kib(probes, "VmRSS:");
 	size_t n = session_samples(d.csock, target, "sparse.pftrace");
-	long peak = status_kib(d.pid, "VmHWM:"), after = status_kib(d.pid, "VmRSS:");
-	printf("%zu samples; sonded RSS %ld KiB before, %ld after, peak %ld\n", n, before, after,
-	       peak);
+	long peak = status_kib(probes, "VmHWM:"), after = status_kib(probes, "VmRSS:");
+	printf("%zu samples; probes RSS %ld KiB before, %ld after, peak %ld\n", n, before,
+	       after, peak);
 	sonded_stop(&d);
 	kill(target, SIGKILL);
 	test_wait(target, 10);

@@ -1,4 +1,4 @@
-/* linux.perf's authorization rule (src/service/perfauth.c), clause by clause, and its
+/* linux.perf's authorization rule (src/proc/perfauth.c), clause by clause, and its
  * reads of credentials through pidfds. */
 #include <errno.h>
 #include <signal.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "../test.h"
-#include "service/perfauth.h"
+#include "proc/perfauth.h"
 
 enum { U = 1000, G = 1000 };
 

@@ -1,13 +1,10 @@
-/* The linux.perf data source inside sonded (docs/service.md, "linux.perf").
+/* The linux.perf data source of `sonde probes` (docs/probes.md, docs/service.md
+ * "linux.perf"), one source of the probes' registry (probes.h).
  *
- * It runs on its own thread as a producer connected to the service's own producer socket,
- * through the same client library any producer uses: its packets take the normal path
- * (SMB, CommitData, trace buffer, trusted suffix with its own sequence id) and the service
- * loop never waits for perf rings, unwinding or symbolization. The one thing the wire
- * protocol cannot give a producer is the consumer's identity, which the authorization
- * rule needs; the service records each session's consumer credentials here
- * (sonde__perfds_note_session), and the thread looks them up by the tracing_session_id the
- * service wrote into the DataSourceConfig. Nothing else is shared between the threads.
+ * The one thing the wire protocol cannot give a producer is the consumer's identity,
+ * which the authorization rule needs: the probes' core says whom each instance acts for
+ * (sonde__probes_consumer): the consumer sonded names in the DataSourceConfig when the probes
+ * are sonded's own, else the --targets policy.
  *
  * Authorization (perfauth.h): each target is checked through a pidfd before its events
  * are opened, again once they are (they are opened on a pid number, which may have
@@ -20,12 +17,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,14 +34,13 @@
 #include "base/buf.h"
 #include "base/pb.h"
 #include "export/perfetto.h"
-#include "service/internal.h"
-#include "service/perfauth.h"
-#include "service/perfds.h"
+#include "probes/perfds.h"
+#include "probes/probes.h"
+#include "proc/perfauth.h"
 
 enum {
 	MAX_INST = 64,
 	RESCAN_MS = 1000,
-	RECONNECT_MS = 1000,
 	MAX_POLL_MS = 1000,
 	LOG_PRIO_WARN = 5,
 	LOG_PRIO_ERROR = 6,
@@ -54,11 +48,6 @@ enum {
 	F_PACKET_TIMESTAMP_CLOCK_ID = 58,
 	F_PACKET_ANDROID_LOG = 39,
 	CLOCK_MONOTONIC_ID = 3,
-};
-
-struct sess_cred {
-	uint64_t id;
-	struct perfauth_consumer who;
 };
 
 /* An attached process, and the pidfd every check of it goes through. */
@@ -76,8 +65,10 @@ struct inst {
 	int cfg_err;
 	char err[256];
 	struct perfauth_consumer who;
-	int yama_scope;	 /* kernel.yama.ptrace_scope at start (0 without Yama) */
-	bool kernel_ok;	 /* kernel frames may be recorded for this consumer */
+	bool any;	   /* --targets any, without the service's word: no per-target check */
+	char who_desc[64]; /* whom it acts for, for messages (sonde__probes_consumer) */
+	int yama_scope;	   /* kernel.yama.ptrace_scope at start (0 without Yama) */
+	bool kernel_ok;	   /* kernel frames may be recorded for this consumer */
 	bool ever_attached;
 	struct target *targets;
 	size_t ntargets;
@@ -93,14 +84,7 @@ struct inst {
 };
 
 struct perfds {
-	pthread_t th;
-	int stop_fd;
-	char *socket;
-	pthread_mutex_t lock; /* guards sess */
-	struct sess_cred *sess;
-	size_t nsess, sess_cap;
-	/* thread side */
-	struct sonde_producer *p;
+	struct probes *core;
 	struct sonde_symbolizer *sym;
 	struct inst *inst[MAX_INST];
 	size_t ninst;
@@ -117,60 +101,6 @@ static uint64_t clock_ns(clockid_t id)
 static uint64_t now_ms(void)
 {
 	return clock_ns(CLOCK_MONOTONIC) / 1000000;
-}
-
-/* ---- the session registry (service thread writes, data source thread reads) ---- */
-
-void sonde__perfds_note_session(struct svc *s, uint64_t session_id, const struct perfauth_consumer *who)
-{
-	struct perfds *pd = s->perfds;
-
-	if (!pd)
-		return;
-	pthread_mutex_lock(&pd->lock);
-	if (pd->nsess == pd->sess_cap) {
-		size_t cap = pd->sess_cap ? pd->sess_cap * 2 : 16;
-		struct sess_cred *n = realloc(pd->sess, cap * sizeof(*n));
-		if (n) {
-			pd->sess = n;
-			pd->sess_cap = cap;
-		}
-	}
-	/* without room the session stays unknown, and linux.perf refuses it */
-	if (pd->nsess < pd->sess_cap)
-		pd->sess[pd->nsess++] = (struct sess_cred){session_id, *who};
-	pthread_mutex_unlock(&pd->lock);
-}
-
-void sonde__perfds_forget_session(struct svc *s, uint64_t session_id)
-{
-	struct perfds *pd = s->perfds;
-
-	if (!pd)
-		return;
-	pthread_mutex_lock(&pd->lock);
-	for (size_t i = 0; i < pd->nsess; i++) {
-		if (pd->sess[i].id == session_id) {
-			pd->sess[i] = pd->sess[--pd->nsess];
-			break;
-		}
-	}
-	pthread_mutex_unlock(&pd->lock);
-}
-
-static bool session_cred(struct perfds *pd, uint64_t session_id, struct perfauth_consumer *who)
-{
-	bool found = false;
-
-	pthread_mutex_lock(&pd->lock);
-	for (size_t i = 0; i < pd->nsess && !found; i++) {
-		if (pd->sess[i].id == session_id) {
-			*who = pd->sess[i].who;
-			found = true;
-		}
-	}
-	pthread_mutex_unlock(&pd->lock);
-	return found;
 }
 
 /* ---- packets ---- */
@@ -201,8 +131,8 @@ static void note(struct inst *in, int prio, pid_t pid, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	sonde_log(prio == LOG_PRIO_ERROR ? SONDE_LOG_ERROR : SONDE_LOG_WARN,
-		  "linux.perf (session %llu, consumer uid %u): %s",
-		  (unsigned long long)in->cfg.session_id, (unsigned)in->who.uid, msg);
+		  "linux.perf (session %llu, %s): %s", (unsigned long long)in->cfg.session_id,
+		  in->who_desc, msg);
 	sonde__pb_put_varint(&b, F_PACKET_TIMESTAMP, clock_ns(CLOCK_MONOTONIC));
 	sonde__pb_put_varint(&b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
 	size_t a = sonde__pb_begin(&b, F_PACKET_ANDROID_LOG);
@@ -284,6 +214,20 @@ static int start_encoder(struct inst *in)
 
 static bool exec_check(void *ctx, pid_t pid);
 
+/* When the kernel refuses the probes themselves: which capability they lack, so that
+ * whoever runs them can grant it. */
+static const char *missing_caps(int rc)
+{
+	if (rc != -EACCES && rc != -EPERM)
+		return "";
+	if (geteuid() == 0)
+		return " (refused although the probes run as root: a security module or "
+		       "kernel.perf_event_paranoid 3?)";
+	return " (the probes do not run as root: profiling another user's process needs "
+	       "CAP_PERFMON and CAP_SYS_PTRACE, and kernel frames CAP_PERFMON or "
+	       "kernel.perf_event_paranoid <= 1)";
+}
+
 /* Attaches pid (the first one creates the recorder). 0, or -errno once said in the trace. */
 static int attach(struct inst *in, pid_t pid)
 {
@@ -310,8 +254,8 @@ static int attach(struct inst *in, pid_t pid)
 		if (!in->rec) {
 			rc = -errno;
 			sonde__buf_free(&in->pre);
-			note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
-			     sonde_strerror(rc));
+			note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s%s", (int)pid,
+			     sonde_strerror(rc), missing_caps(rc));
 			return rc;
 		}
 		rc = start_encoder(in);
@@ -321,8 +265,8 @@ static int attach(struct inst *in, pid_t pid)
 			rc = -ESRCH;
 	}
 	if (rc < 0)
-		note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s", (int)pid,
-		     sonde_strerror(rc));
+		note(in, LOG_PRIO_ERROR, pid, "cannot profile pid %d: %s%s", (int)pid,
+		     sonde_strerror(rc), missing_caps(rc));
 	return rc < 0 ? rc : 0;
 }
 
@@ -342,13 +286,14 @@ static void comm_of(pid_t pid, char *out, size_t cap)
 
 /* The authorization rule (sonde__perfauth_may_profile) for the process pidfd refers to. 0 with
  * *why NULL when the consumer may profile it, 0 with the reason when not, -errno when it
- * cannot be read (gone: -ESRCH). */
+ * cannot be read (gone: -ESRCH). Under --targets any every process passes: only the
+ * kernel's checks on the probes themselves apply. */
 static int authorize(struct inst *in, int pidfd, pid_t pid, struct perfauth_target *t,
 		     const char **why)
 {
 	int rc = sonde__perfauth_target_read(pidfd, pid, in->who.pid, in->yama_scope, t);
 
-	*why = rc < 0 ? NULL : sonde__perfauth_may_profile(&in->who, t, in->yama_scope);
+	*why = rc < 0 || in->any ? NULL : sonde__perfauth_may_profile(&in->who, t, in->yama_scope);
 	return rc;
 }
 
@@ -451,7 +396,7 @@ static void attach_checked(struct inst *in, pid_t pid, int pidfd, bool listed)
 
 static void consider(struct inst *in, pid_t pid, bool listed)
 {
-	if (pid == getpid())
+	if (pid == getpid()) /* the probes never profile themselves */
 		return;
 	for (size_t i = 0; i < in->nseen; i++)
 		if (in->seen[i] == pid)
@@ -553,8 +498,8 @@ static void drain(struct inst *in, bool finish)
 	}
 }
 
-/* max_daemon_memory_kb: the daemon's resident size (sonded's, since the data source
- * lives in it). Over it, the instance stops itself as traced_perf does. */
+/* max_daemon_memory_kb: the daemon's resident size (the probes' process). Over it, the
+ * instance stops itself as traced_perf does. */
 static void check_guardrail(struct inst *in)
 {
 	uint64_t kb;
@@ -569,7 +514,7 @@ static void check_guardrail(struct inst *in)
 	if (in->enc)
 		sonde__pf_enc_stop_event(in->enc, clock_ns(CLOCK_MONOTONIC), PF_STOP_REASON_GUARDRAIL);
 	note(in, LOG_PRIO_WARN, 0,
-	     "stopped: sonded uses %llu KiB, above max_daemon_memory_kb %llu (guardrail)",
+	     "stopped: sonde probes uses %llu KiB, above max_daemon_memory_kb %llu (guardrail)",
 	     (unsigned long long)kb, (unsigned long long)in->cfg.max_daemon_memory_kb);
 	if (in->w)
 		sonde_trace_writer__flush(in->w);
@@ -600,10 +545,11 @@ static struct inst *inst_new(struct perfds *pd, uint64_t id, const void *cfg, si
 	in->pd = pd;
 	in->id = id;
 	in->cfg_err = sonde__perfds_cfg_parse(cfg, len, &in->cfg, in->err, sizeof(in->err));
-	if (!in->cfg_err && !session_cred(pd, in->cfg.session_id, &in->who)) {
-		in->cfg_err = -ESRCH;
-		snprintf(in->err, sizeof(in->err), "session %llu is unknown to the service",
-			 (unsigned long long)in->cfg.session_id);
+	int rc = sonde__probes_consumer(pd->core, cfg, len, &in->who, &in->any, in->who_desc,
+				 sizeof(in->who_desc));
+	if (!in->cfg_err && rc < 0) {
+		in->cfg_err = rc;
+		snprintf(in->err, sizeof(in->err), "%s", in->who_desc);
 	}
 	pd->inst[pd->ninst++] = in;
 	return in;
@@ -637,7 +583,7 @@ static void authorize_kernel(struct inst *in)
 	bool want = in->cfg.kernel_frames ||
 		    in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
 
-	in->kernel_ok = sonde__perfauth_may_see_kernel(&in->who, paranoid);
+	in->kernel_ok = in->any || sonde__perfauth_may_see_kernel(&in->who, paranoid);
 	if (want && !in->kernel_ok)
 		note(in, LOG_PRIO_WARN, 0,
 		     "kernel frames are not permitted for consumer uid %u (it needs CAP_PERFMON "
@@ -665,7 +611,7 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 		return;
 	if (in->w)
 		return;
-	in->w = sonde_producer__new_writer(pd->p, id);
+	in->w = sonde__probes_new_writer(pd->core, id);
 	if (!in->w)
 		sonde_error("linux.perf: no trace writer for instance %llu: %s",
 			    (unsigned long long)id, sonde_strerror(-errno));
@@ -722,55 +668,37 @@ static void on_clear(void *ctx, uint64_t id)
 		sonde__pf_enc_clear_incremental(in->enc);
 }
 
-/* ---- the thread ---- */
+/* ---- the source (probes.h) ---- */
 
-static void drop_connection(struct perfds *pd)
+static void on_disconnected(void *ctx)
 {
+	struct perfds *pd = ctx;
+
 	while (pd->ninst)
 		inst_free(pd, pd->inst[0]);
-	sonde_producer__free(pd->p);
-	pd->p = NULL;
 }
 
-static int connect_service(struct perfds *pd)
+static size_t on_pollfds(void *ctx, struct pollfd *fds, size_t cap)
 {
-	struct sonde_producer_opts o = {
-		.sz = sizeof(o),
-		.name = "sonde.perf",
-		.socket = pd->socket,
-		.smb_size_hint = 1 << 20,
-		.stall_ms = 100,
-		.timeout_ms = 2000,
-	};
-	struct sonde_data_source_cbs cbs = {
-		.sz = sizeof(cbs),
-		.setup = on_setup,
-		.start = on_start,
-		.stop = on_stop,
-		.flush = on_flush,
-		.clear_incremental_state = on_clear,
-		.ctx = pd,
-		.will_notify_on_stop = true,
-		.handles_incremental_state_clear = true,
-	};
+	struct perfds *pd = ctx;
+	size_t n = 0;
 
-	pd->p = sonde_producer__new(&o);
-	if (!pd->p)
-		return -errno;
-	int rc = sonde_producer__register_data_source(pd->p, "linux.perf", &cbs);
-	if (rc < 0)
-		drop_connection(pd);
-	return rc;
+	for (size_t i = 0; i < pd->ninst && n < cap; i++)
+		if (pd->inst[i]->rec)
+			fds[n++] = (struct pollfd){.fd = sonde_recorder__epoll_fd(pd->inst[i]->rec),
+						   .events = POLLIN};
+	return n;
 }
 
-static void tick(struct perfds *pd, const struct pollfd *fds, size_t nfds)
+static void on_process(void *ctx, const struct pollfd *fds, size_t nfds)
 {
+	struct perfds *pd = ctx;
 	uint64_t now = now_ms();
 
 	for (size_t i = 0; i < pd->ninst; i++) {
 		struct inst *in = pd->inst[i];
 		bool ready = false;
-		for (size_t k = 2; in->rec && k < nfds; k++)
+		for (size_t k = 0; in->rec && k < nfds; k++)
 			ready |= fds[k].fd == sonde_recorder__epoll_fd(in->rec) && fds[k].revents;
 		if (in->rec && (ready || now >= in->next_read_ms)) {
 			drain(in, false);
@@ -785,8 +713,9 @@ static void tick(struct perfds *pd, const struct pollfd *fds, size_t nfds)
 	}
 }
 
-static int poll_timeout(struct perfds *pd)
+static int on_timeout(void *ctx)
 {
+	struct perfds *pd = ctx;
 	uint64_t now = now_ms(), t = now + MAX_POLL_MS;
 
 	for (size_t i = 0; i < pd->ninst; i++)
@@ -795,86 +724,36 @@ static int poll_timeout(struct perfds *pd)
 	return t > now ? (int)(t - now) : 0;
 }
 
-static void *thread_main(void *arg)
-{
-	struct perfds *pd = arg;
-	struct pollfd fds[2 + MAX_INST];
-
-	for (;;) {
-		size_t n = 1;
-		int timeout = RECONNECT_MS;
-		fds[0] = (struct pollfd){.fd = pd->stop_fd, .events = POLLIN};
-		if (pd->p || connect_service(pd) == 0) {
-			fds[n++] = (struct pollfd){
-				.fd = sonde_producer__fd(pd->p),
-				.events =
-					POLLIN | (sonde_producer__want_write(pd->p) ? POLLOUT : 0)};
-			for (size_t i = 0; i < pd->ninst; i++)
-				if (pd->inst[i]->rec)
-					fds[n++] = (struct pollfd){
-						.fd = sonde_recorder__epoll_fd(pd->inst[i]->rec),
-						.events = POLLIN};
-			timeout = poll_timeout(pd);
-		}
-		if (poll(fds, n, timeout) < 0 && errno != EINTR)
-			break;
-		if (fds[0].revents)
-			break;
-		if (!pd->p)
-			continue;
-		if (sonde_producer__process(pd->p) < 0) {
-			sonde_warn("linux.perf: lost the connection to the service; reconnecting");
-			drop_connection(pd);
-			continue;
-		}
-		tick(pd, fds, n);
-	}
-	if (pd->p)
-		drop_connection(pd);
-	return NULL;
-}
-
-int sonde__perfds_start(struct svc *s, const char *producer_socket)
+static void *on_new(struct probes *core)
 {
 	struct perfds *pd = calloc(1, sizeof(*pd));
-	int rc = -ENOMEM;
 
-	if (!pd)
-		return -ENOMEM;
-	pd->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	pd->socket = producer_socket ? strdup(producer_socket) : NULL;
-	if (pd->stop_fd < 0 || (producer_socket && !pd->socket))
-		goto fail;
-	pthread_mutex_init(&pd->lock, NULL);
-	s->perfds = pd;
-	rc = -pthread_create(&pd->th, NULL, thread_main, pd);
-	if (rc == 0)
-		return 0;
-	s->perfds = NULL;
-	pthread_mutex_destroy(&pd->lock);
-fail:
-	if (pd->stop_fd >= 0)
-		close(pd->stop_fd);
-	free(pd->socket);
-	free(pd);
-	return rc;
+	if (pd)
+		pd->core = core;
+	return pd;
 }
 
-void sonde__perfds_stop(struct svc *s)
+static void on_free(void *ctx)
 {
-	struct perfds *pd = s->perfds;
-	uint64_t one = 1;
+	struct perfds *pd = ctx;
 
-	if (!pd)
-		return;
-	if (write(pd->stop_fd, &one, sizeof(one)) != sizeof(one))
-		sonde_warn("linux.perf: cannot signal the thread: %s", strerror(errno));
-	pthread_join(pd->th, NULL);
+	on_disconnected(pd);
 	sonde_symbolizer__free(pd->sym);
-	s->perfds = NULL;
-	pthread_mutex_destroy(&pd->lock);
-	close(pd->stop_fd);
-	free(pd->sess);
-	free(pd->socket);
 	free(pd);
 }
+
+const struct probe_source_ops sonde__perfds_source = {
+	.name = "linux.perf",
+	.handles_incremental_state_clear = true,
+	.create = on_new,
+	.destroy = on_free,
+	.setup = on_setup,
+	.start = on_start,
+	.stop = on_stop,
+	.flush = on_flush,
+	.clear_incremental_state = on_clear,
+	.disconnected = on_disconnected,
+	.pollfds = on_pollfds,
+	.process = on_process,
+	.timeout_ms = on_timeout,
+};

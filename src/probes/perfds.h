@@ -1,20 +1,17 @@
-/* sonde's linux.perf data source (perfetto-wire.md §7), served inside sonded on its own
- * thread as an in-process producer (docs/service.md has the design). Internal to the
- * service.
+/* sonde's linux.perf data source (perfetto-wire.md §7), one source of `sonde probes`
+ * (probes.h; docs/service.md has its fields and rules).
  *
- *   perfds.c      the thread: producer connection, instances, recorders, the encoder
+ *   perfds.c      the source (sonde__perfds_source): instances, recorders, the encoder
  *   perfds_cfg.c  PerfEventConfig parsing and target selection (untrusted bytes)
  */
-#ifndef SONDE_SERVICE_PERFDS_H
-#define SONDE_SERVICE_PERFDS_H
+#ifndef SONDE_PROBES_PERFDS_H
+#define SONDE_PROBES_PERFDS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-struct svc;
-struct perfauth_consumer;
 
 /* ---- configuration (perfds_cfg.c) ---- */
 
@@ -41,7 +38,7 @@ struct perfds_cfg {
 	uint64_t max_daemon_memory_kb; /* 0: no guardrail */
 	int32_t *pids, *exclude_pids;
 	size_t n_pids, n_exclude_pids;
-	char **cmdlines, **exclude_cmdlines; /* normalized (see sonde__perfds_cmdline_normalize) */
+	char **cmdlines, **exclude_cmdlines; /* patterns (see sonde__perfds_cmdline_match) */
 	size_t n_cmdlines, n_exclude_cmdlines;
 };
 
@@ -54,24 +51,14 @@ int sonde__perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_
 		     size_t err_len);
 void sonde__perfds_cfg_free(struct perfds_cfg *c);
 
-/* traced_perf's cmdline normalization: argv[0] (the bytes before the first NUL), cut at
- * its first '@', without the directories. Writes a NUL-terminated copy into out. */
-void sonde__perfds_cmdline_normalize(const char *cmdline, size_t len, char *out, size_t cap);
-/* Whether process pid is a target of c: listed by pid, or its normalized cmdline equals a
- * target cmdline, and neither excluded by pid nor by cmdline. */
+/* Whether a /proc/PID/cmdline (len bytes, NUL-separated) matches a target_cmdline or
+ * exclude_cmdline pattern, as perf_event_config.proto (Scope) says today: the pattern may
+ * hold one '*' (any run of bytes, '/' included); a pattern starting with '/' is matched
+ * against the whole argv0, any other against argv0's binary name (after its last '/').
+ * At most 511 bytes of argv0 count. */
+bool sonde__perfds_cmdline_match(const char *pattern, const char *cmdline, size_t len);
+/* Whether process pid is a target of c: listed by pid, or its cmdline matches a target
+ * pattern, and neither excluded by pid nor by an exclude pattern. */
 bool sonde__perfds_is_target(const struct perfds_cfg *c, pid_t pid);
-
-/* ---- the service side (perfds.c) ---- */
-
-/* Starts the data source thread, a producer connected to producer_socket. 0 or -errno. */
-int sonde__perfds_start(struct svc *s, const char *producer_socket);
-/* Stops and joins the thread (its instances end; nothing if it never started). */
-void sonde__perfds_stop(struct svc *s);
-/* The service's record of which consumer owns each session (its credentials,
- * perfauth.h): the only trusted source of the consumer's identity, since the wire
- * protocol does not tell producers. */
-void sonde__perfds_note_session(struct svc *s, uint64_t session_id,
-			 const struct perfauth_consumer *who);
-void sonde__perfds_forget_session(struct svc *s, uint64_t session_id);
 
 #endif

@@ -1,5 +1,5 @@
 /* PerfEventConfig (perfetto-wire.md §7.1) for the linux.perf data source, and the target
- * selection that follows traced_perf: pids and normalized cmdlines, with exclusions. */
+ * selection that follows traced_perf: pids and cmdline patterns, with exclusions. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <sonde/error.h>
 
 #include "base/pb.h"
-#include "service/perfds.h"
+#include "probes/perfds.h"
 
 enum {
 	DS_TRACING_SESSION_ID = 4,
@@ -44,6 +44,8 @@ enum {
 	DEFAULT_FREQUENCY = 10,	      /* traced_perf's default */
 	DEFAULT_READ_PERIOD_MS = 100, /* traced_perf's default */
 	MAX_RING_PAGES = 1 << 16,
+	/* perf_event_config.proto: "at most 511 characters of cmdline are considered" */
+	CMDLINE_MAX = 511,
 };
 
 /* What the message holds, before the precedence rules are applied. */
@@ -94,23 +96,32 @@ static int add_pids(int32_t **v, size_t *n, const struct pb_field *f)
 	return rc;
 }
 
+/* A pattern is kept as given, up to a NUL and at most CMDLINE_MAX bytes. */
 static int add_cmdline(char ***v, size_t *n, const struct pb_field *f)
 {
-	char norm[256];
-
 	if (f->wire != PB_LEN)
 		return -SONDE_E_FORMAT;
 	if (*n >= MAX_TARGETS)
 		return -SONDE_E_LIMIT;
-	sonde__perfds_cmdline_normalize((const char *)f->ptr, f->len, norm, sizeof(norm));
 	char **nv = realloc(*v, (*n + 1) * sizeof(**v));
 	if (!nv)
 		return -ENOMEM;
 	*v = nv;
-	if (!(nv[*n] = strdup(norm)))
+	if (!(nv[*n] = strndup((const char *)f->ptr, f->len < CMDLINE_MAX ? f->len : CMDLINE_MAX)))
 		return -ENOMEM;
 	(*n)++;
 	return 0;
+}
+
+/* The first pattern of v with more than one '*', or NULL. */
+static const char *bad_pattern(char *const *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *star = strchr(v[i], '*');
+		if (star && strchr(star + 1, '*'))
+			return v[i];
+	}
+	return NULL;
 }
 
 static int parse_scope(struct perfds_cfg *t, struct pb_reader r)
@@ -273,6 +284,14 @@ static int resolve(struct raw *w, struct perfds_cfg *c, char *err, size_t err_le
 		set_err(err, err_len, "unknown user_frames mode %u", c->user_frames);
 		return -EINVAL;
 	}
+	const char *bad = bad_pattern(c->cmdlines, c->n_cmdlines);
+	if (!bad)
+		bad = bad_pattern(c->exclude_cmdlines, c->n_exclude_cmdlines);
+	if (bad) {
+		set_err(err, err_len, "cmdline pattern \"%.64s\" has more than one '*' wildcard",
+			bad);
+		return -EINVAL;
+	}
 	if (!c->n_pids && !c->n_cmdlines) {
 		set_err(err, err_len,
 			"no target: set target_pid or target_cmdline (system-wide sampling is not "
@@ -328,23 +347,30 @@ void sonde__perfds_cfg_free(struct perfds_cfg *c)
 	memset(c, 0, sizeof(*c));
 }
 
-void sonde__perfds_cmdline_normalize(const char *cmdline, size_t len, char *out, size_t cap)
+/* One '*' at most (checked when parsed); without one, an exact comparison. */
+static bool glob1(const char *pat, const char *s, size_t n)
+{
+	const char *star = strchr(pat, '*');
+
+	if (!star)
+		return strlen(pat) == n && memcmp(pat, s, n) == 0;
+	size_t pre = (size_t)(star - pat), post = strlen(star + 1);
+	return n >= pre + post && memcmp(pat, s, pre) == 0 &&
+	       memcmp(star + 1, s + n - post, post) == 0;
+}
+
+bool sonde__perfds_cmdline_match(const char *pattern, const char *cmdline, size_t len)
 {
 	const char *nul = memchr(cmdline, 0, len);
-	size_t n = nul ? (size_t)(nul - cmdline) : len;
-	const char *at = memchr(cmdline, '@', n);
+	size_t n = nul ? (size_t)(nul - cmdline) : len; /* argv0 */
 
-	if (at)
-		n = (size_t)(at - cmdline);
-	const char *start = cmdline;
-	for (size_t i = 0; i < n; i++)
-		if (cmdline[i] == '/')
-			start = cmdline + i + 1;
-	n -= (size_t)(start - cmdline);
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(out, start, n);
-	out[n] = 0;
+	if (n > CMDLINE_MAX)
+		n = CMDLINE_MAX;
+	if (pattern[0] == '/')
+		return glob1(pattern, cmdline, n);
+	const char *slash = memrchr(cmdline, '/', n);
+	const char *name = slash ? slash + 1 : cmdline;
+	return glob1(pattern, name, n - (size_t)(name - cmdline));
 }
 
 static bool has_pid(const int32_t *v, size_t n, pid_t pid)
@@ -355,10 +381,10 @@ static bool has_pid(const int32_t *v, size_t n, pid_t pid)
 	return false;
 }
 
-static bool has_str(char *const *v, size_t n, const char *s)
+static bool matches_any(char *const *v, size_t n, const char *cmdline, size_t len)
 {
 	for (size_t i = 0; i < n; i++)
-		if (!strcmp(v[i], s))
+		if (sonde__perfds_cmdline_match(v[i], cmdline, len))
 			return true;
 	return false;
 }
@@ -381,7 +407,7 @@ static ssize_t read_proc(pid_t pid, const char *what, char *buf, size_t cap)
 
 bool sonde__perfds_is_target(const struct perfds_cfg *c, pid_t pid)
 {
-	char raw[512], norm[256];
+	char raw[CMDLINE_MAX + 1];
 	ssize_t len;
 
 	if (has_pid(c->exclude_pids, c->n_exclude_pids, pid))
@@ -392,8 +418,7 @@ bool sonde__perfds_is_target(const struct perfds_cfg *c, pid_t pid)
 	len = read_proc(pid, "cmdline", raw, sizeof(raw));
 	if (len <= 0) /* kernel threads have none; gone processes neither */
 		return by_pid;
-	sonde__perfds_cmdline_normalize(raw, (size_t)len, norm, sizeof(norm));
-	if (has_str(c->exclude_cmdlines, c->n_exclude_cmdlines, norm))
+	if (matches_any(c->exclude_cmdlines, c->n_exclude_cmdlines, raw, (size_t)len))
 		return false;
-	return by_pid || has_str(c->cmdlines, c->n_cmdlines, norm);
+	return by_pid || matches_any(c->cmdlines, c->n_cmdlines, raw, (size_t)len);
 }

@@ -1,15 +1,17 @@
 /* What linux.perf may do on a consumer's behalf: never more than the kernel would let
- * the consumer do itself (docs/service.md, "Authorization"). Internal to the service.
+ * the consumer do itself (docs/service.md, "Authorization"). Internal to the library:
+ * the service reads a consumer's credentials with it (sonde__perfauth_consumer_caps) and the
+ * probes (src/probes/perfds.c) apply the rule to them.
  *
- * sonded runs as root, so the kernel's own checks on perf_event_open pass for everything
- * it opens; these functions restate them for the consumer's credentials:
+ * The probes run as root, so the kernel's own checks on perf_event_open pass for everything
+ * they open; these functions restate them for the consumer's credentials:
  *   sonde__perfauth_may_profile  kernel/ptrace.c __ptrace_may_access (PTRACE_MODE_READ_REALCREDS)
  *                         and security/yama/yama_lsm.c
  *   sonde__perfauth_may_see_kernel  kernel/events/core.c perf_allow_kernel
  * Credentials are read through a pidfd so that a check always names one process, never
  * whatever holds a pid number at the time. */
-#ifndef SONDE_SERVICE_PERFAUTH_H
-#define SONDE_SERVICE_PERFAUTH_H
+#ifndef SONDE_PROC_PERFAUTH_H
+#define SONDE_PROC_PERFAUTH_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +38,8 @@ struct perfauth_consumer {
 	pid_t pid;
 	bool caps_known;
 	uint64_t cap_eff;
+	/* pid's start time (sonde__perfauth_start_time), read with the capabilities; 0 unknown */
+	uint64_t pid_start;
 };
 
 /* A process the consumer asks for. */
@@ -50,8 +54,12 @@ struct perfauth_target {
  * ids. Reads /proc/PID/status and keeps CapEff only if the process is still the pidfd's
  * afterwards and its real and effective ids are still the ones it connected with (a
  * process that exec'd a set-user-ID program since is not credited with its privileges).
- * Otherwise caps_known stays false. */
+ * Otherwise caps_known stays false. pid_start is read in the same window. */
 void sonde__perfauth_consumer_caps(int pidfd, pid_t pid, struct perfauth_consumer *c);
+
+/* The start time of process pid, in clock ticks after boot (/proc/PID/stat field 22),
+ * which with the pid names one process over the life of the system; 0 if unreadable. */
+uint64_t sonde__perfauth_start_time(pid_t pid);
 
 /* Reads target pid's credentials and dumpability through pidfd (pidfd_open(pid)): 0, or
  * -ESRCH when the process is gone or pid is not a process (a thread id), -errno or

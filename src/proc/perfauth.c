@@ -13,7 +13,7 @@
 
 #include <sonde/error.h>
 
-#include "service/perfauth.h"
+#include "proc/perfauth.h"
 
 enum { STATUS_MAX = 4096, ANCESTRY_MAX = 4096 };
 
@@ -74,14 +74,44 @@ static bool pidfd_alive(int pidfd)
 	return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM;
 }
 
+uint64_t sonde__perfauth_start_time(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long start;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* field 2, the comm, is in parentheses and may hold anything: skip to its last ')',
+	 * then past fields 3..21 */
+	const char *p = strrchr(buf, ')');
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
 void sonde__perfauth_consumer_caps(int pidfd, pid_t pid, struct perfauth_consumer *c)
 {
 	struct status st;
 
 	c->caps_known = false;
 	c->cap_eff = 0;
-	if (pidfd < 0 || pid <= 0 || status_read(pid, &st) < 0 || !pidfd_alive(pidfd))
+	c->pid_start = 0;
+	if (pidfd < 0 || pid <= 0 || status_read(pid, &st) < 0)
 		return;
+	uint64_t start = sonde__perfauth_start_time(pid);
+	if (!pidfd_alive(pidfd))
+		return;
+	c->pid_start = start;
 	if (!st.has_cap || !st.has_uid || !st.has_gid || st.uid.real != c->uid ||
 	    st.uid.eff != c->uid || st.gid.real != c->gid || st.gid.eff != c->gid)
 		return;

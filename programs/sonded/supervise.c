@@ -1,0 +1,170 @@
+/* sonded's `sonde probes` child (supervise.h, docs/service.md "sonded and its probes"). */
+#include <errno.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+#include <sonde/service.h>
+
+#include "supervise.h"
+
+enum {
+	BACKOFF_MIN_MS = 100,
+	BACKOFF_MAX_MS = 5000,
+	/* a child that ran this long before dying starts the backoff over */
+	HEALTHY_MS = 10000,
+	STOP_GRACE_MS = 5000,
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* sonded's environment plus SONDE_PROBES_PARENT=<sonded's pid>, with which the child
+ * tells whether it outlived sonded before it asked to end with it. Built before fork:
+ * between fork and exec a threaded process may call only async-signal-safe functions. */
+static char **child_env(char *parent, size_t cap)
+{
+	size_t n = 0, k = 0;
+
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 2, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "SONDE_PROBES_PARENT=", 20) != 0)
+			env[k++] = environ[i];
+	snprintf(parent, cap, "SONDE_PROBES_PARENT=%d", (int)getpid());
+	env[k] = parent;
+	return env;
+}
+
+static int spawn(struct probes_child *pc)
+{
+	static const char failed[] = "sonded: cannot run sonde probes\n";
+	const char *sock = sonde_service__socket(pc->svc, SONDE_SOCKET_PRODUCER);
+	const char *argv[] = {
+		pc->exe,       "probes", "-s", sock, "--trust-parent", pc->log_level ? "-l" : NULL,
+		pc->log_level, NULL};
+	char parent[48];
+	char **env = child_env(parent, sizeof(parent));
+	sigset_t none;
+	pid_t pid;
+
+	if (!env)
+		return -ENOMEM;
+	pid = fork();
+	if (pid < 0) {
+		free(env);
+		return -errno;
+	}
+	if (pid == 0) {
+		/* sonded blocks SIGINT and SIGTERM for its signalfd; the child starts clean */
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execve(pc->exe, (char **)argv, env);
+		/* the one message, without stdio: only async-signal-safe calls here */
+		ssize_t w = write(STDERR_FILENO, failed, sizeof(failed) - 1);
+		_exit(w < 0 ? 126 : 127);
+	}
+	free(env);
+	pc->pid = pid;
+	pc->started_ms = now_ms();
+	sonde_service__trust_probes(pc->svc, pid);
+	sonde_info("started sonde probes (pid %d)", (int)pid);
+	return 0;
+}
+
+int probes_child_start(struct probes_child *pc, struct sonde_service *svc, const char *log_level)
+{
+	char self[sizeof(pc->exe)];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	*pc = (struct probes_child){
+		.svc = svc, .log_level = log_level, .backoff_ms = BACKOFF_MIN_MS};
+	if (n <= 0)
+		return -errno;
+	self[n] = 0;
+	if (snprintf(pc->exe, sizeof(pc->exe), "%s/sonde", dirname(self)) >= (int)sizeof(pc->exe))
+		return -ENAMETOOLONG;
+	if (access(pc->exe, X_OK) < 0)
+		return -errno;
+	return spawn(pc);
+}
+
+void probes_child_reap(struct probes_child *pc)
+{
+	int st;
+
+	if (!pc->pid || waitpid(pc->pid, &st, WNOHANG) != pc->pid)
+		return;
+	/* from here the pid may be reused: no connection of it is trusted any more */
+	sonde_service__trust_probes(pc->svc, 0);
+	pc->pid = 0;
+	uint64_t now = now_ms();
+	if (now - pc->started_ms >= HEALTHY_MS)
+		pc->backoff_ms = BACKOFF_MIN_MS;
+	if (WIFSIGNALED(st))
+		sonde_warn("sonde probes was killed by signal %d; restarting it in %u ms",
+			   WTERMSIG(st), (unsigned)pc->backoff_ms);
+	else
+		sonde_warn("sonde probes exited with status %d; restarting it in %u ms",
+			   WEXITSTATUS(st), (unsigned)pc->backoff_ms);
+	pc->restart_ms = now + pc->backoff_ms;
+	pc->backoff_ms = pc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : pc->backoff_ms * 2;
+}
+
+int probes_child_timeout_ms(const struct probes_child *pc)
+{
+	if (pc->pid || !pc->restart_ms)
+		return -1;
+	uint64_t now = now_ms();
+	return pc->restart_ms > now ? (int)(pc->restart_ms - now) : 0;
+}
+
+void probes_child_tick(struct probes_child *pc)
+{
+	int rc;
+
+	if (pc->pid || !pc->restart_ms || now_ms() < pc->restart_ms)
+		return;
+	pc->restart_ms = 0;
+	if ((rc = spawn(pc)) < 0) {
+		sonde_warn("cannot restart sonde probes: %s", sonde_strerror(rc));
+		pc->restart_ms = now_ms() + pc->backoff_ms;
+	}
+}
+
+void probes_child_stop(struct probes_child *pc)
+{
+	int st;
+
+	pc->restart_ms = 0;
+	if (!pc->pid)
+		return;
+	kill(pc->pid, SIGTERM);
+	for (int waited = 0; waited < STOP_GRACE_MS; waited += 10) {
+		if (waitpid(pc->pid, &st, WNOHANG) == pc->pid)
+			goto reaped;
+		usleep(10000);
+	}
+	sonde_warn("sonde probes (pid %d) did not stop in %d s: killing it", (int)pc->pid,
+		   STOP_GRACE_MS / 1000);
+	kill(pc->pid, SIGKILL);
+	waitpid(pc->pid, &st, 0);
+reaped:
+	sonde_service__trust_probes(pc->svc, 0);
+	pc->pid = 0;
+}

@@ -1,0 +1,248 @@
+/* write_into_file (outfile.h): the session's side of its output file. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <sonde/log.h>
+
+#include "base/pb.h"
+#include "ipc/protos.h"
+#include "service/fwriter.h"
+#include "service/internal.h"
+#include "service/session.h"
+#include "service/outfile.h"
+
+enum { FILE_FLUSH_BYTES = 1 << 20 };
+
+/* The file is written by its writer thread (fwriter.h): the loop moves packets from the
+ * buffers into fbuf, and fbuf into the writer's bounded queue. While the queue is full
+ * the packets stay in the trace buffers (which then wrap or discard by their own policy,
+ * as when the consumer of a ReadBuffers does not read), and a drain is retried soon. A
+ * file that takes nothing for SVC_FILE_STALL_MS ends its session with an error; the other
+ * sessions never wait for it. */
+
+static void on_pump(void *ctx, uint64_t id)
+{
+	struct svc *s = ctx;
+	struct session *ss = sonde__svc_session(s, id);
+
+	if (!ss)
+		return;
+	ss->t_pump = 0;
+	sonde__session_drain_file(s, ss);
+}
+
+/* fbuf into the writer's queue; fbuf stays as it is while the queue has no room. */
+static int file_push(struct session *ss)
+{
+	int rc;
+
+	if (!ss->fbuf.len)
+		return 0;
+	rc = sonde__fwriter_push(ss->fw, ss->fbuf.data, ss->fbuf.len);
+	if (rc == -ENOBUFS)
+		return 0;
+	if (rc == 0)
+		sonde__buf_reset(&ss->fbuf);
+	return rc;
+}
+
+struct file_sink {
+	struct session *ss;
+	bool full, broken, backlog;
+};
+
+/* Writes one Trace.packet record: 0x0A, varint length, the packet's slices. */
+static int file_packet(void *ctx, const struct iovec *iov, size_t n, size_t total)
+{
+	struct file_sink *fs = ctx;
+	struct session *ss = fs->ss;
+	uint8_t hdr[1 + PB_VARINT_MAX];
+	size_t h;
+
+	hdr[0] = (PF_TRACE_PACKET << 3) | PB_LEN;
+	h = 1 + sonde__pb_varint_encode(hdr + 1, total);
+	if (ss->cfg.max_file_size && ss->file_bytes + h + total > ss->cfg.max_file_size) {
+		fs->full = true;
+		return 1;
+	}
+	sonde__buf_append(&ss->fbuf, hdr, h);
+	for (size_t i = 0; i < n; i++)
+		sonde__buf_append(&ss->fbuf, iov[i].iov_base, iov[i].iov_len);
+	ss->file_bytes += h + total;
+	if (ss->fbuf.len >= FILE_FLUSH_BYTES && file_push(ss) < 0)
+		fs->broken = true;
+	/* this packet is taken; the next ones wait in the buffers for room */
+	if (!sonde__fwriter_room(ss->fw, ss->fbuf.len))
+		fs->backlog = true;
+	return fs->full || fs->broken || fs->backlog;
+}
+
+/* Hands a writer over to the retired list; cancelled, it is stopped now (and freed here
+ * if its thread ended at once). */
+static void retire(struct svc *s, struct fwriter *w, bool cancel)
+{
+	if (cancel) {
+		sonde__fwriter_cancel(w);
+		if (sonde__fwriter_reap(w))
+			return;
+	}
+	if (s->nretired == s->retired_cap) {
+		size_t cap = s->retired_cap ? 2 * s->retired_cap : 8;
+		struct svc_retired *v = realloc(s->retired, cap * sizeof(*v));
+		if (!v) {
+			/* the one blocking way out left, bounded */
+			if (!sonde__fwriter_free(w, 100))
+				sonde_error(
+					"a file writer could not be stopped; it is left running");
+			return;
+		}
+		s->retired = v;
+		s->retired_cap = cap;
+	}
+	if (!cancel)
+		for (size_t i = 0, n = 0; i < s->nretired; i++)
+			if (!s->retired[i].cancelled && ++n >= SVC_MAX_DRAINING) {
+				sonde__fwriter_cancel(w);
+				cancel = true;
+				break;
+			}
+	s->retired[s->nretired++] = (struct svc_retired){w, cancel};
+}
+
+/* The file failed or stopped draining: the writer goes (a write in progress is
+ * abandoned), the session ends with msg as its error. */
+static void file_fail(struct svc *s, struct session *ss, const char *msg)
+{
+	sonde_warn("session %llu: %s", (unsigned long long)ss->id, msg);
+	if (!ss->error)
+		ss->error = strdup(msg);
+	retire(s, ss->fw, true);
+	ss->fw = NULL;
+	ss->file_done = true;
+	sonde__buf_reset(&ss->fbuf);
+	if (ss->state != SESS_DISABLED)
+		sonde__session_disable(s, ss, false);
+	else
+		sonde__session_resolve_if_disabled(s, ss);
+}
+
+/* Once DISABLED and everything is queued: fsync (and make a created file readable), then
+ * the EnableTracing reply. */
+static void file_close_step(struct svc *s, struct session *ss, bool backlog)
+{
+	if (backlog || ss->fbuf.len)
+		return;
+	sonde__fwriter_finish(ss->fw, ss->out_created ? 0644 : 0);
+	if (!sonde__fwriter_finished(ss->fw))
+		return;
+	ss->file_done = true;
+	sonde__session_resolve_if_disabled(s, ss);
+}
+
+void sonde__session_drain_file(struct svc *s, struct session *ss)
+{
+	struct file_sink fs = {ss, false, false, false};
+
+	if (!ss->fw || ss->file_done)
+		return;
+	if (sonde__fwriter_stalled_ns(ss->fw, sonde__loop_now_ns()) > SVC_FILE_STALL_MS * 1000000ull) {
+		file_fail(s, ss, "the output file accepted nothing for 10 s: session ended");
+		return;
+	}
+	if (file_push(ss) < 0)
+		fs.broken = true;
+	fs.backlog = !sonde__fwriter_room(ss->fw, ss->fbuf.len);
+	if (!fs.broken && !fs.backlog && !ss->file_full && !sonde__trigger_waiting(ss)) {
+		sonde__svcpkt_emit_head(s, ss, file_packet, &fs);
+		if (!fs.full && !fs.broken && !fs.backlog)
+			sonde__session_read_buffers(s, ss, file_packet, &fs);
+		if (!fs.full && !fs.broken && !fs.backlog)
+			sonde__svcpkt_emit_tail(s, ss, file_packet, &fs);
+	}
+	if (!fs.broken && file_push(ss) < 0)
+		fs.broken = true;
+	if (fs.broken || sonde__fwriter_error(ss->fw)) {
+		file_fail(s, ss, "writing the output file failed: session ended");
+		return;
+	}
+	if (fs.full && !ss->file_full) {
+		/* max_file_size_bytes reached: stop writing, end the session */
+		ss->file_full = true;
+		if (ss->state == SESS_STARTED)
+			sonde__session_disable(s, ss, false);
+	}
+	if (ss->file_closing && !ss->file_done)
+		file_close_step(s, ss, fs.backlog);
+	if ((fs.backlog || (ss->file_closing && !ss->file_done)) && !ss->t_pump)
+		ss->t_pump = sonde__loop_timer_add(&s->loop, 20, on_pump, ss->id);
+}
+
+/* A freed session's writer finishes its queue on its own; reaped when done or stalled.
+ * Beyond SVC_MAX_DRAINING at once (a consumer could make many), it is stopped at once. */
+void sonde__outfile_release(struct svc *s, struct session *ss)
+{
+	if (!ss->fw)
+		return;
+	file_push(ss);
+	sonde__fwriter_finish(ss->fw, ss->out_created ? 0644 : 0);
+	retire(s, ss->fw, ss->file_done || sonde__fwriter_finished(ss->fw));
+	ss->fw = NULL;
+}
+
+void sonde__session_reap_writers(struct svc *s, int wait_ms)
+{
+	uint64_t now = sonde__loop_now_ns(), end = now + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
+
+	for (size_t i = 0; i < s->nretired;) {
+		struct svc_retired *r = &s->retired[i];
+		bool gone;
+		if (wait_ms > 0) {
+			/* shutdown: the wait is shared by all of them */
+			now = sonde__loop_now_ns();
+			sonde__fwriter_free(r->fw, end > now ? (int)((end - now) / 1000000) : 0);
+			gone = true; /* freed, or left running to the process's exit */
+		} else {
+			if (!r->cancelled &&
+			    (sonde__fwriter_finished(r->fw) ||
+			     sonde__fwriter_stalled_ns(r->fw, now) > SVC_FILE_STALL_MS * 1000000ull)) {
+				sonde__fwriter_cancel(r->fw);
+				r->cancelled = true;
+			}
+			gone = r->cancelled && sonde__fwriter_reap(r->fw);
+		}
+		if (gone)
+			s->retired[i] = s->retired[--s->nretired];
+		else
+			i++;
+	}
+	if (wait_ms > 0) {
+		free(s->retired);
+		s->retired = NULL;
+		s->retired_cap = 0;
+	}
+}
+
+int sonde__outfile_open(struct session *ss, const struct conn *c, const char *path, int fd)
+{
+	bool created = false;
+
+	if ((fd >= 0) == (path != NULL && path[0]))
+		return -EINVAL;
+	if (fd < 0) {
+		fd = sonde__sec_create_output(c, path);
+		if (fd < 0)
+			return fd;
+		created = true; /* 0600 while written, 0644 once DISABLED */
+	}
+	ss->fw = sonde__fwriter_new(fd, SVC_FILE_QUEUE_BYTES);
+	if (!ss->fw) {
+		if (created)
+			close(fd);
+		return -ENOMEM;
+	}
+	ss->out_created = created;
+	return 0;
+}
