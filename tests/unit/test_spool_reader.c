@@ -405,3 +405,43 @@ TEST(spool_writer_stack_depth_limit)
 	sonde_spool__close(s);
 	sonde__buf_free(&b);
 }
+
+/* tests/data/spool-v1.0.spool was written by the v1.0 writer (before samples carried their
+ * CPU): every later reader must still read it as it was written. */
+TEST(spool_reader_reads_v1_0_fixture)
+{
+	uint64_t off = 0;
+	struct sonde_spool *s = sonde_spool__open(test_src_path("tests/data/spool-v1.0.spool"), &off);
+	struct sonde_spool_info in;
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread th;
+	struct sonde_spool_module m;
+	struct sonde_spool_frame f;
+	uint32_t frames[4];
+
+	if (!s)
+		FAIL("open: %s at byte %llu", sonde_strerror(errno), (unsigned long long)off);
+	sonde_spool__get_info(s, &in);
+	ASSERT_UINT(in.version_major, ==, 1);
+	ASSERT_UINT(in.version_minor, ==, 0);
+	ASSERT_UINT(in.header.sample_period_ns, ==, 1001001);
+	ASSERT_UINT(in.samples, ==, 6);
+	ASSERT_UINT(in.threads, ==, 2);
+	ASSERT_UINT(in.modules, ==, 1);
+	ASSERT_INT(in.complete, ==, 1);
+	ASSERT_OK(sonde_spool__get_module(s, 1, &m));
+	ASSERT_STR_EQ(m.def.path, "/usr/bin/prog");
+	ASSERT_UINT(m.def.build_id_len, ==, 4);
+	for (uint64_t i = 0; i < 6; i++) {
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		ASSERT_UINT(smp.time_ns, ==, 5000000000ULL + (i + 1) * 1001001);
+		ASSERT_UINT(smp.thread, ==, i % 2 ? 2 : 1);
+		ASSERT_UINT(smp.flags, ==, i == 5 ? SONDE_SAMPLE_TRUNCATED : 0);
+		ASSERT_INT(sonde_spool__get_stack(s, smp.stack, frames, 4), ==, 2);
+		ASSERT_OK(sonde_spool__get_frame(s, frames[0], &f));
+		ASSERT_UINT(f.addr, ==, 0x1100 + (i % 3) * 0x10);
+	}
+	ASSERT_OK(sonde_spool__get_thread(s, 2, &th));
+	ASSERT_STR_EQ(th.comm, "worker");
+	sonde_spool__close(s);
+}
