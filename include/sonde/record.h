@@ -102,6 +102,15 @@ struct sonde_record_opts {
 	 * process there, as sonde_recorder__detach_process does. NULL: every exec is fine. */
 	bool (*exec_check)(void *ctx, pid_t pid);
 	void *exec_check_ctx;
+	/* System-wide recordings (sonde_recorder_attach_system) only. The CPUs to sample:
+	 * NULL (or n_cpus 0) for every online CPU; each must be online (else -EINVAL). */
+	const int *cpus;
+	size_t n_cpus;
+	/* Record only these processes and the processes they fork (NULL or 0: every process).
+	 * The events stay system-wide; samples of other processes are dropped (counted in
+	 * unfollowed_samples). */
+	const pid_t *filter_pids;
+	size_t n_filter_pids;
 };
 
 #define SONDE_UNWIND_FALLBACKS 8
@@ -163,6 +172,16 @@ struct sonde_record_summary {
 	/* Mapped files not read for their build id because their path led to no regular file
 	 * of a sane size (a FIFO, a symbolic link put in its place, ...: docs/symbolize.md). */
 	uint64_t files_refused;
+	/* System-wide recordings: 1, and the processes found running in /proc at the start
+	 * (their modules and names read from there), and the samples of the recorder's own
+	 * process (dropped, not counted as unfollowed). */
+	uint32_t system_wide;
+	uint32_t processes_synthesized;
+	uint64_t own_samples;
+	/* Bytes of ring memory mapped in all and the bound it is kept under (docs/record.md,
+	 * "Ring sizing"). */
+	uint64_t ring_bytes_total;
+	uint64_t ring_bytes_cap;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in
@@ -193,6 +212,25 @@ SONDE_API struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_
 							      void *ctx,
 							      enum sonde_attach_mode mode,
 							      const struct sonde_record_opts *opts);
+
+/* Records every process on the CPUs of opts->cpus (default: all online CPUs), like
+ * `perf record -a`: one event per CPU instead of per thread, the side band (mmap, comm,
+ * fork, exit) of every task from those events, and the processes already running read from
+ * /proc (their executable mappings and thread names, as perf's synthesis step does). The
+ * recorder's own process is not recorded. Needs CAP_PERFMON (or root) or
+ * kernel.perf_event_paranoid <= 0. Sampling starts before this returns. NULL and errno
+ * (EACCES/EPERM, the cause logged; EINVAL a CPU that is not online). */
+SONDE_API struct sonde_recorder *sonde_recorder_attach_system(const char *path,
+							      const struct sonde_record_opts *opts);
+/* Same, with the spool bytes sent to write(ctx, ...) (as sonde_recorder__attach_writer). */
+SONDE_API struct sonde_recorder *
+sonde_recorder_attach_system_writer(sonde_spool_write_fn write, void *ctx,
+				    const struct sonde_record_opts *opts);
+
+/* Parses a CPU list in perf's syntax ("0,2-3", "1", "0-7"; a trailing newline is fine) into
+ * *cpus (malloc'd, caller frees), in the order given, duplicates removed. 0, -EINVAL for a
+ * malformed list, -ENOMEM. */
+SONDE_API int sonde_cpu_list_parse(const char *list, int **cpus, size_t *n);
 
 enum sonde_attach_outcome {
 	SONDE_ATTACH_ATTACHED = 0, /* newly attached */

@@ -50,6 +50,10 @@ struct record_args {
 	char **cmd;
 	bool quiet;
 	double duration; /* seconds; 0: until the targets exit */
+	bool system_wide; /* -a: every process; -p filters, a command only sets the duration */
+	bool kernel_set;  /* --kernel or --no-kernel given */
+	int *cpus;	  /* -C */
+	size_t n_cpus;
 	bool failed;	 /* recording or finishing failed */
 	long long kept;	 /* then: samples readable in the spool, -1 unknown */
 };
@@ -72,11 +76,15 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sonde record [-F HZ|max] [-p PID]... [--no-inherit] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
+		"       sonde record -a [-C CPUS] [-p PID]... [-d SECONDS] [-o FILE] [-- CMD ARGS...]\n"
 		"\n"
 		"Samples the user-space stacks of a command, or of running processes, into a spool file.\n"
 		"\n"
-		"  -F, --freq HZ|max     samples per second per thread (default 999; max = the kernel limit)\n"
-		"  -p, --pid PID         record a running process (repeatable)\n"
+		"  -F, --freq HZ|max     samples per second per thread, per CPU with -a (default 999; max = the kernel limit)\n"
+		"  -p, --pid PID         record a running process (repeatable); with -a, record only these and their children\n"
+		"  -a, --all-cpus        every process on every CPU, including those started later (not sonde itself);\n"
+		"                        kernel frames on by default; with a command, until it exits\n"
+		"  -C, --cpu CPUS        with -a, only these CPUs (perf's list syntax: 0,2-3)\n"
 		"      --no-inherit      record the targets and their threads only, not the processes\n"
 		"                        they fork (by default, children are followed at any depth)\n"
 		"  -d, --duration SECS   stop after SECS seconds (a fraction is fine): -p processes keep\n"
@@ -86,6 +94,7 @@ static void usage(FILE *f)
 		"                        as FILE.old; FILE.pftrace or FILE.perfetto-trace: a Perfetto\n"
 		"                        trace, recorded into FILE.spool and converted at the end\n"
 		"      --kernel          kernel frames too (below the user frames); user frames only, with a warning, when the kernel denies it\n"
+		"      --no-kernel       user frames only (the default without -a)\n"
 		"      --buildid-cache DIR  keep images deleted or replaced while recorded in DIR (default $SONDE_BUILDID_CACHE, else ~/.cache/sonde/buildid)\n"
 		"      --no-buildid-cache   keep no images\n"
 		"      --stack-size N    user stack bytes copied per sample (default 32768, at most 65528)\n"
@@ -200,7 +209,20 @@ static int parse_opt(struct record_args *a, int c, const char *arg)
 		a->quiet = true;
 		return 0;
 	case 'K':
-		a->opts.kernel = true;
+	case 'k':
+		a->opts.kernel = c == 'K';
+		a->kernel_set = true;
+		return 0;
+	case 'a':
+		a->system_wide = true;
+		return 0;
+	case 'C':
+		free(a->cpus);
+		a->cpus = NULL;
+		if (sonde_cpu_list_parse(arg, &a->cpus, &a->n_cpus) < 0) {
+			cli_error("record", "-C wants a CPU list such as 0,2-3, not '%s'", arg);
+			return CLI_USAGE;
+		}
 		return 0;
 	case 'B':
 		a->opts.buildid_cache_dir = arg;
@@ -228,6 +250,9 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"duration", required_argument, NULL, 'd'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"kernel", no_argument, NULL, 'K'},
+		{"no-kernel", no_argument, NULL, 'k'},
+		{"all-cpus", no_argument, NULL, 'a'},
+		{"cpu", required_argument, NULL, 'C'},
 		{"buildid-cache", required_argument, NULL, 'B'},
 		{"no-buildid-cache", no_argument, NULL, 'N'},
 		{"help", no_argument, NULL, 'h'},
@@ -242,7 +267,7 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 	a->output = "sonde.spool";
 	optind = 1;
 	/* '+': options end at the command, so its own options are left alone. */
-	while ((c = getopt_long(argc, argv, "+F:p:o:e:d:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+F:p:o:e:d:qhaC:", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK;
@@ -253,6 +278,20 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 	}
 	if (optind < argc)
 		a->cmd = argv + optind;
+	if (a->n_cpus && !a->system_wide) {
+		cli_error("record", "-C selects CPUs of a system-wide recording: add -a");
+		return CLI_USAGE;
+	}
+	if (a->system_wide) {
+		/* like perf record -a: the kernel's part of the machine's time is wanted too */
+		if (!a->kernel_set)
+			a->opts.kernel = true;
+		a->opts.cpus = a->cpus;
+		a->opts.n_cpus = a->n_cpus;
+		a->opts.filter_pids = a->pids;
+		a->opts.n_filter_pids = (size_t)a->n_pids;
+		return -1;
+	}
 	if (!a->cmd && a->n_pids == 0) {
 		cli_error("record", "nothing to record: give a command after '--' or -p PID");
 		return CLI_USAGE;
@@ -311,6 +350,17 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 	if (s->files_refused)
 		fprintf(stderr, "  %llu mapped file%s not read (not a regular file, or too big)\n",
 			(unsigned long long)s->files_refused, s->files_refused == 1 ? "" : "s");
+	if (s->system_wide)
+		fprintf(stderr,
+			"  system-wide: %u CPU%s, %u process%s read from /proc, %llu samples of "
+			"sonde itself dropped, %llu of processes not recorded\n",
+			s->rings, s->rings == 1 ? "" : "s", s->processes_synthesized,
+			s->processes_synthesized == 1 ? "" : "es",
+			(unsigned long long)s->own_samples,
+			(unsigned long long)s->unfollowed_samples);
+	fprintf(stderr, "  ring memory: %llu KiB mapped (bound %llu KiB)\n",
+		(unsigned long long)(s->ring_bytes_total / 1024),
+		(unsigned long long)(s->ring_bytes_cap / 1024));
 	if (a->opts.kernel && s->kernel_enabled)
 		fprintf(stderr, "  kernel: %llu frames\n", (unsigned long long)s->kernel_frames);
 	else if (a->opts.kernel)
@@ -489,6 +539,16 @@ static struct sonde_launch *launch(char **cmd, int *code)
 
 static struct sonde_recorder *attach_all(struct record_args *a, struct child *c, int *code)
 {
+	if (a->system_wide) {
+		/* The command, if any, is one of the processes recorded; it only bounds the
+		 * recording. */
+		*code = CLI_FAILURE;
+		struct sonde_recorder *sr = sonde_recorder_attach_system_writer(
+			sonde_spool_writer__write_fd, (void *)(intptr_t)a->spool_fd, &a->opts);
+		if (!sr)
+			report_failure("cannot record system-wide: %s", -errno);
+		return sr;
+	}
 	pid_t first = c->l ? sonde_launch__pid(c->l) : a->pids[0];
 	enum sonde_attach_mode mode = c->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP;
 	struct sonde_recorder *r = sonde_recorder__attach_writer(
@@ -700,6 +760,7 @@ static int run_record(int argc, char **argv)
 		print_summary(&a, &sum, &c);
 	code = c.l ? command_code(&c) : CLI_OK;
 	sonde_launch__free(c.l);
+	free(a.cpus);
 	/* A failed recording is a failure whatever became of the command it ended. */
 	return failed ? CLI_FAILURE : code;
 }

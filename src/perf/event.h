@@ -30,6 +30,7 @@ struct perf_event_cfg {
 	bool read_lost;	  /* read() reports the event's lost samples (PERF_FORMAT_LOST, 6.0+) */
 	bool kernel;	  /* sample in the kernel too, with the kernel callchain */
 	bool no_children; /* only threads inherit the events, not forked processes (5.13+) */
+	bool cpu_wide;	  /* one event per CPU for every task: nothing to inherit */
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at

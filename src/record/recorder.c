@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,7 +24,6 @@
 
 enum {
 	DEFAULT_FREQ = 999,
-	DEFAULT_RING_PAGES = 512,
 	/* Records still being written when a ring is read can carry a timestamp slightly
 	 * older than the read; they are released one poll later at most. */
 	REORDER_SLACK_NS = 2000000,
@@ -72,8 +72,10 @@ int sonde_recorder__max_frequency(uint64_t *out)
 	return sonde__perf_max_sample_rate(out);
 }
 
-/* Validates options into the event configuration. */
-static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *opts)
+/* Validates options into the event configuration; *out receives them (fields the caller's
+ * struct does not have are zero). */
+static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *opts,
+		      struct sonde_record_opts *out)
 {
 	struct sonde_record_opts o = {.frequency = DEFAULT_FREQ};
 	uint64_t max;
@@ -81,6 +83,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	if (!OPTS_VALID(opts, sonde_record_opts))
 		return -EINVAL;
 	OPTS_COPY(&o, opts);
+	*out = o;
 	int err = sonde__perf_max_sample_rate(&max);
 	if (err) {
 		sonde_error("cannot read kernel.perf_event_max_sample_rate: %s", strerror(-err));
@@ -115,10 +118,70 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	if (err_img)
 		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
-	r->ring_pages = o.ring_pages ? o.ring_pages : DEFAULT_RING_PAGES;
+	r->ring_pages = o.ring_pages;
 	r->sum.frequency = r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
 	return (int)o.event;
+}
+
+enum {
+	/* How long a ring must hold what its CPU samples while the recorder is not running:
+	 * on a loaded machine a woken recorder can wait for dozens of busy threads' time
+	 * slices before it drains (64 busy threads on 2 CPUs: about 150 ms). */
+	RING_BUDGET_MS = 250,
+	/* Bound of all rings together when no locked-memory limit applies (CAP_IPC_LOCK). */
+	RING_CAP_BYTES = 256u << 20,
+};
+
+/* The locked memory perf rings may take without CAP_IPC_LOCK: perf_event_mlock_kb per
+ * online CPU (the kernel's per-user allowance), plus RLIMIT_MEMLOCK. 0 when unbounded. */
+static uint64_t ring_mlock_cap(size_t online)
+{
+	struct rlimit rl;
+	long kb = 516;
+	FILE *f;
+
+	if (geteuid() == 0)
+		return 0;
+	if ((f = fopen("/proc/sys/kernel/perf_event_mlock_kb", "re"))) {
+		if (fscanf(f, "%ld", &kb) != 1)
+			kb = 516;
+		fclose(f);
+	}
+	uint64_t cap = (uint64_t)kb * 1024 * online;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		cap += rl.rlim_cur;
+	return cap;
+}
+
+void rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), cap = ring_mlock_cap(r->n_cpus);
+
+	r->sum.ring_bytes_cap = cap ? cap : RING_CAP_BYTES;
+	if (o->ring_pages) {
+		r->ring_pages = o->ring_pages;
+		return;
+	}
+	/* A ring holds a CPU's samples for RING_BUDGET_MS: per-thread events sample each
+	 * thread only while it runs, and per-CPU events the CPU, so a CPU writes at most
+	 * `frequency` samples a second either way. A sample is its stack copy, the registers,
+	 * headers and, with kernel frames, the callchain. */
+	uint64_t sample = r->cfg.stack_bytes + 256 + (r->cfg.kernel ? 8 * 128 : 0);
+	uint64_t want = r->cfg.freq * sample * RING_BUDGET_MS / 1000;
+	/* the bound over all rings, each ring's meta page included */
+	uint64_t per_ring = r->sum.ring_bytes_cap / (r->n_cpus ? r->n_cpus : 1);
+	per_ring = per_ring > page ? per_ring - page : page;
+	if (want > per_ring)
+		want = per_ring;
+	uint32_t pages = 1;
+	while ((uint64_t)pages * 2 * page <= want && pages < (1u << 20))
+		pages *= 2;
+	/* one power of two above when that stays under the bound: sizes are never below
+	 * the budget when the bound allows it */
+	if ((uint64_t)pages * page < want && (uint64_t)pages * 2 * page <= per_ring)
+		pages *= 2;
+	r->ring_pages = pages;
 }
 
 static struct sonde_recorder *recorder_alloc(void)
@@ -145,10 +208,38 @@ static struct sonde_recorder *recorder_alloc(void)
 	return r;
 }
 
+/* With the event chosen: the decode layout, the summary's settings, the spool header. */
+static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, void *ctx)
+{
+	sonde__perf_event_layout_cfg(&r->layout, &r->cfg);
+	r->sum.kernel_enabled = r->cfg.kernel;
+	r->sum.kernel_error = r->kernel_error;
+	snprintf(r->sum.event, sizeof(r->sum.event), "%s", sonde__perf_kind_name(r->cfg.kind));
+	r->sum.cycles_error = r->cycles_error;
+	/* Wake the caller once a quarter of a ring is used, not at every sample: fewer
+	 * wakeups, and a quarter of the time budget the ring was sized for (the caller also
+	 * polls with a timeout). The kernel clamps the watermark to the ring actually mapped. */
+	r->cfg.wakeup_bytes =
+		(uint32_t)((uint64_t)r->ring_pages * (uint64_t)sysconf(_SC_PAGESIZE) / 4);
+
+	r->start_mono = sonde__rec_now();
+	struct sonde_spool_header h = {.start_time_ns = wall_now(),
+				       .start_monotonic_ns = r->start_mono,
+				       .sample_period_ns = 1000000000ull / r->cfg.freq};
+	r->last_time = r->start_mono;
+	r->spool = sonde_spool_writer__new(write, ctx, &h);
+	if (!r->spool) {
+		sonde_error("cannot write the spool header: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn write, void *ctx,
 		  enum sonde_attach_mode mode, const struct sonde_record_opts *opts)
 {
-	int want = apply_opts(r, opts);
+	struct sonde_record_opts o;
+	int want = apply_opts(r, opts, &o);
 
 	if (want < 0)
 		return want;
@@ -169,27 +260,10 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 			sonde__rec_explain_perf_error(pid, err);
 		return err;
 	}
-	sonde__perf_event_layout_cfg(&r->layout, &r->cfg);
-	r->sum.kernel_enabled = r->cfg.kernel;
-	r->sum.kernel_error = r->kernel_error;
-	snprintf(r->sum.event, sizeof(r->sum.event), "%s", sonde__perf_kind_name(r->cfg.kind));
-	r->sum.cycles_error = r->cycles_error;
-	/* Wake the caller once a quarter of a ring is used, not at every sample: fewer
-	 * wakeups, same latency bound (the caller also polls with a timeout). The kernel
-	 * clamps the watermark to the ring actually mapped. */
-	r->cfg.wakeup_bytes =
-		(uint32_t)((uint64_t)r->ring_pages * (uint64_t)sysconf(_SC_PAGESIZE) / 4);
-
-	r->start_mono = sonde__rec_now();
-	struct sonde_spool_header h = {.start_time_ns = wall_now(),
-				       .start_monotonic_ns = r->start_mono,
-				       .sample_period_ns = 1000000000ull / r->cfg.freq};
-	r->last_time = r->start_mono;
-	r->spool = sonde_spool_writer__new(write, ctx, &h);
-	if (!r->spool) {
-		sonde_error("cannot write the spool header: %s", strerror(errno));
-		return -errno;
-	}
+	rec_size_rings(r, &o);
+	err = start_spool(r, write, ctx);
+	if (err)
+		return err;
 	err = sonde__rec_open_process(r, pid, mode);
 	if (err == -EACCES || err == -EPERM)
 		sonde__rec_explain_perf_error(pid, err);
@@ -257,12 +331,109 @@ struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 	return r;
 }
 
+/* Why a system-wide event was refused, in one line. */
+static void explain_system_error(int err)
+{
+	long paranoid = -1;
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+
+	if (f) {
+		if (fscanf(f, "%ld", &paranoid) != 1)
+			paranoid = -1;
+		fclose(f);
+	}
+	if (err == -EACCES || err == -EPERM)
+		sonde_error("permission denied: recording every process needs CAP_PERFMON (or "
+			    "root) or kernel.perf_event_paranoid <= 0 (it is %ld)",
+			    paranoid);
+	else
+		sonde_error("cannot open system-wide perf events: %s", sonde_strerror(err));
+}
+
+static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, void *ctx,
+			 const struct sonde_record_opts *opts)
+{
+	struct sonde_record_opts o;
+	int want = apply_opts(r, opts, &o);
+
+	if (want < 0)
+		return want;
+	if (want > SONDE_RECORD_EVENT_CPU_CLOCK)
+		return -EINVAL;
+	int err = rec_system_configure(r, &o);
+	if (!err)
+		err = sonde__rec_choose_event(r, -1, want);
+	if (err) {
+		if (err != -EINVAL && err != -ENOMEM)
+			explain_system_error(err);
+		return err;
+	}
+	rec_size_rings(r, &o);
+	err = start_spool(r, write, ctx);
+	if (!err)
+		err = rec_system_open(r);
+	if (err) {
+		explain_system_error(err);
+		return err;
+	}
+	/* /proc is read before sampling starts, as perf does: reading every process's
+	 * mappings takes a while, during which enabled rings would fill. A process started in
+	 * between is read from /proc at its first sample. */
+	err = rec_system_scan(r, r->start_mono);
+	if (err) {
+		sonde_error("cannot read the running processes: %s", sonde_strerror(err));
+		return err;
+	}
+	return sonde_recorder__enable(r);
+}
+
+struct sonde_recorder *sonde_recorder_attach_system_writer(sonde_spool_write_fn write, void *ctx,
+							   const struct sonde_record_opts *opts)
+{
+	struct sonde_recorder *r = recorder_alloc();
+
+	if (!r)
+		return NULL;
+	int err = attach_system(r, write, ctx, opts);
+	if (!err)
+		return r;
+	sonde_recorder__free(r);
+	errno = err == -SONDE_E_RANGE ? ERANGE : err <= -SONDE_E_BASE ? EIO : -err;
+	return NULL;
+}
+
+struct sonde_recorder *sonde_recorder_attach_system(const char *path,
+						    const struct sonde_record_opts *opts)
+{
+	struct sonde_recorder *r = recorder_alloc();
+
+	if (!r)
+		return NULL;
+	r->out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (r->out_fd < 0) {
+		int err = errno;
+		sonde_error("cannot create %s: %s", path, strerror(err));
+		sonde_recorder__free(r);
+		errno = err;
+		return NULL;
+	}
+	int err = attach_system(r, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, opts);
+	if (!err)
+		return r;
+	sonde_recorder__free(r);
+	unlink(path);
+	errno = err == -SONDE_E_RANGE ? ERANGE : err <= -SONDE_E_BASE ? EIO : -err;
+	return NULL;
+}
+
 int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
 {
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
+	if (r->system_wide)
+		return -EINVAL; /* every process is recorded already */
 	if (mode > SONDE_ATTACH_RUNNING)
 		return -EINVAL;
 	if (p && !p->exited) {
@@ -301,6 +472,8 @@ int sonde_recorder__detach_process(struct sonde_recorder *r, pid_t pid)
 
 	if (r->finished)
 		return -SONDE_E_STATE;
+	if (r->system_wide)
+		return -EINVAL; /* every process is recorded already */
 	if (!p || !p->attached || p->exited)
 		return -EINVAL;
 	return sonde__rec_stop_process(r, p);
@@ -348,12 +521,33 @@ static int drain_rings(struct sonde_recorder *r)
 	return first;
 }
 
+/* While a long batch is processed (unwinding, the first look at a large binary), the rings
+ * keep filling: every DRAIN_EVERY_NS they are emptied into the sorter again, where samples
+ * take only the bytes of stack they use. What is queued then is newer than the limit being
+ * processed (no ring can deliver anything older), so the order is kept. The queue is
+ * bounded: past SORTER_CAP_BYTES the rings are left to the kernel (which then counts
+ * losses). */
+enum { DRAIN_EVERY_NS = 5000000, SORTER_CAP_BYTES = 256u << 20 };
+
+static int drain_rings(struct sonde_recorder *r);
+
+static void drain_meanwhile(struct sonde_recorder *r, uint64_t *last)
+{
+	uint64_t now = sonde__rec_now();
+
+	if (now - *last < DRAIN_EVERY_NS || sonde__perf_sorter_bytes(r->sorter) > SORTER_CAP_BYTES)
+		return;
+	*last = now;
+	sonde__rec_error(r, drain_rings(r));
+}
+
 /* Steps 2 and 3. */
 static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_record_poll *pr)
 {
 	const void *buf;
 	size_t len;
-	uint64_t t;
+	uint64_t t, last_drain = sonde__rec_now();
+	unsigned n = 0;
 
 	while (sonde__perf_sorter_pop(r->sorter, limit, &buf, &len, &t) == 1) {
 		struct perf_rec rec;
@@ -367,6 +561,9 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 		pr->lost_events += r->sum.lost_events - lost;
 		if (err)
 			return err;
+		/* buf is not used past this point: pushing may recycle it */
+		if ((++n & 31) == 0)
+			drain_meanwhile(r, &last_drain);
 	}
 	return 0;
 }
@@ -634,6 +831,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde_spool_writer__free(r->spool);
 	sonde__perf_sorter_free(r->sorter);
 	sonde__rec_track_free(r);
+	free(r->filter_pids);
 	free(r->bidcache_dir);
 	sonde__unwind_cache_free(r->unwind_cache);
 	free(r->events);

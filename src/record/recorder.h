@@ -138,6 +138,12 @@ struct sonde_recorder {
 	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
 	uint64_t closed_lost;	/* lost counts of event fds already closed */
 	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
+
+	/* System-wide recording (system.c). */
+	bool system_wide;
+	pid_t self_pid;	    /* the recorder's own process: never recorded */
+	pid_t *filter_pids; /* record only these and their descendants; NULL: every process */
+	size_t n_filter_pids;
 };
 
 /* Keeps the first error of the recording; returns err. */
@@ -150,6 +156,10 @@ uint64_t sonde__rec_now(void);
 int sonde__rec_drain(struct sonde_recorder *r, bool final);
 /* Clamps a record time so that spool writes never go back in time. */
 uint64_t sonde__rec_time(struct sonde_recorder *r, uint64_t t);
+
+/* Chooses the ring size from the options, the rate and the stack size, under the bound
+ * of all rings (recorder.c). */
+void rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o);
 
 /* attach.c */
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
@@ -170,6 +180,9 @@ int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid);
 void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid);
 /* Sum of the lost counters of every open event plus those already closed. */
 uint64_t sonde__rec_read_lost_counters(struct sonde_recorder *r);
+/* Takes event fd (of thread tid, -1 for a per-CPU event) on CPU index cpu_idx, routing it
+ * into that CPU's ring (mapped on first use). 0 or -errno (fd then still the caller's). */
+int rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec);
 
 /* images.c */
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
@@ -216,5 +229,23 @@ bool sonde__rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, u
 uint64_t sonde__rec_boot_ticks(void);
 /* Device and inode of /proc/PID/exe (both 0 when unreadable). */
 void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino);
+
+/* system.c */
+/* Options of a system-wide recording: the CPUs (validated against the online ones), the
+ * process filter. 0 or -errno. */
+int rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
+/* One disabled event per selected CPU, every task. 0 or -errno. */
+int rec_system_open(struct sonde_recorder *r);
+/* Reads the running processes from /proc (all, or the filtered ones and their
+ * descendants): identity, thread names, executable mappings. Records of them older than
+ * `since` are ignored. 0 or -errno. */
+int rec_system_scan(struct sonde_recorder *r, uint64_t since);
+/* Starts tracking pid from /proc unless it is tracked already (same start time). */
+int rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time);
+/* Whether records of pid (forked by parent, 0 when unknown) are to be tracked. */
+bool rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent);
+/* Drops exited, retired processes from the table (a long system-wide recording sees
+ * processes come and go without end). */
+void rec_forget_exited(struct sonde_recorder *r);
 
 #endif

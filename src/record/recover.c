@@ -330,7 +330,9 @@ static int discover_children(struct sonde_recorder *r, pid_t pid, uint64_t time)
 
 static void keep(int *first, int err)
 {
-	if (err && err != -ESRCH && !*first)
+	/* A process that exited, or that became unreadable (a setuid exec), is not a failure
+	 * of the recording. */
+	if (err && err != -ESRCH && err != -EACCES && err != -EPERM && !*first)
 		*first = err;
 }
 
@@ -341,7 +343,7 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 
 	keep(&first, reconcile_exe(r, &r->procs[i], time));
 	keep(&first, reconcile_maps(r, i, time));
-	if (r->follow_children)
+	if (r->follow_children && !r->system_wide)
 		keep(&first, discover_children(r, r->procs[i].pid, time));
 	/* The table may have grown: index again. */
 	if (r->procs[i].attached) {
@@ -372,6 +374,11 @@ static int sweep(struct sonde_recorder *r)
 			continue;
 		}
 		keep(&first, reconcile_process(r, i, time));
+	}
+	if (r->system_wide) {
+		/* Processes whose fork was lost: every one /proc lists that the table lacks. */
+		keep(&first, rec_system_scan(r, 0));
+		rec_forget_exited(r);
 	}
 	r->last_sweep = sonde__rec_now();
 	if (first) {

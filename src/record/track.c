@@ -339,6 +339,33 @@ static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, s
 	return 0;
 }
 
+/* sample_process of a system-wide recording: every process but the recorder's own (or the
+ * filtered ones). A process first seen through a sample (its fork and mappings fell in no
+ * ring, or were lost) is read from /proc now. */
+static struct rec_process *system_sample_process(struct sonde_recorder *r,
+						 const struct perf_rec *rec)
+{
+	pid_t pid = (pid_t)rec->pid;
+
+	if (pid == r->self_pid) {
+		r->sum.own_samples++;
+		return NULL;
+	}
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	if (!p && !r->n_filter_pids) {
+		if (rec_system_adopt(r, pid, 0, rec->time) < 0)
+			return NULL;
+		p = sonde__rec_process_get(r, pid, false);
+		if (!p && (p = sonde__rec_process_get(r, pid, true)))
+			p->exited = false; /* gone already: its samples keep raw addresses */
+	}
+	if (!p || rec->time < p->since || (r->n_filter_pids && p->exited)) {
+		r->sum.unfollowed_samples++;
+		return NULL;
+	}
+	return p;
+}
+
 /* The process a sample belongs to, or NULL (counted) when it is not to be recorded. */
 static struct rec_process *sample_process(struct sonde_recorder *r, const struct perf_rec *rec)
 {
@@ -350,6 +377,8 @@ static struct rec_process *sample_process(struct sonde_recorder *r, const struct
 		r->sum.idle_samples++;
 		return NULL;
 	}
+	if (r->system_wide)
+		return system_sample_process(r, rec);
 	struct rec_process *p = sonde__rec_process_get(r, (pid_t)rec->pid, r->follow_children);
 	if (!p || rec->time < p->since) {
 		/* Not recorded, or of an earlier process with this pid, retired already. */
@@ -407,6 +436,8 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 
 	if (!(m->prot & PROT_EXEC) || !m->filename || m->addr + m->len < m->addr)
 		return 0;
+	if (r->system_wide && !rec_system_tracks(r, (pid_t)m->pid, 0))
+		return 0;
 	struct rec_process *p = sonde__rec_process_get(r, (pid_t)m->pid, true);
 	if (!p)
 		return sonde__rec_error(r, -ENOMEM);
@@ -423,6 +454,9 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_comm *c = &rec->comm;
+
+	if (r->system_wide && !rec_system_tracks(r, (pid_t)c->pid, 0))
+		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)c->tid, true);
 
 	if (!t)
@@ -483,6 +517,8 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	/* Without follow_children, children have no events: their fork is only a record of
 	 * the parent's, and nothing of theirs is tracked. */
 	if (new_process && !r->follow_children)
+		return 0;
+	if (r->system_wide && !rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
 	if (!t)
@@ -549,7 +585,10 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 		return 0;
 	/* Retiring is idempotent: a liveness check may have marked it exited already. */
 	p->exited = true;
-	return sonde__rec_retire(r, p, rec->time);
+	int err = sonde__rec_retire(r, p, rec->time);
+	if (r->system_wide)
+		rec_forget_exited(r);
+	return err;
 }
 
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec)

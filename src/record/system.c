@@ -1,0 +1,272 @@
+/* System-wide recording (sonde_recorder_attach_system): one event per CPU for every task,
+ * the side band of every task from those same events, and /proc for the processes already
+ * running when the recording starts (perf's synthesis step).
+ *
+ * Order at the start: the per-CPU events are opened, /proc is read, then sampling is
+ * enabled (reading every process's mappings takes long enough that enabled rings would fill
+ * meanwhile). A process whose first record is a sample (it started between the scan and
+ * the enable, or its fork record was lost) has its mappings read from /proc then.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "record/recorder.h"
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+int sonde_cpu_list_parse(const char *list, int **cpus, size_t *n)
+{
+	size_t len = list ? strlen(list) : 0, max = 1;
+	int *c;
+
+	for (size_t i = 0; i < len; i++)
+		max += list[i] == ',';
+	/* a range can name many CPUs: bound it by the largest CPU number the parser takes */
+	max = max * 4096 < (1u << 20) ? max * 4096 : (1u << 20);
+	if (!(c = malloc(max * sizeof(*c))))
+		return -ENOMEM;
+	int got = len ? sonde__perf_parse_cpu_list(list, len, c, max) : -SONDE_E_FORMAT;
+	if (got <= 0) {
+		free(c);
+		return -EINVAL;
+	}
+	/* duplicates ("0,0-1") name a CPU once */
+	size_t k = 0;
+	for (int i = 0; i < got; i++) {
+		bool dup = false;
+		for (size_t j = 0; j < k && !dup; j++)
+			dup = c[j] == c[i];
+		if (!dup)
+			c[k++] = c[i];
+	}
+	*cpus = c;
+	*n = k;
+	return 0;
+}
+
+/* Replaces the online CPUs with the ones asked for, each of which must be online. */
+static int select_cpus(struct sonde_recorder *r, const int *want, size_t n)
+{
+	int *sel = malloc(n * sizeof(*sel));
+
+	if (!sel)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		bool online = false;
+		for (size_t j = 0; j < r->n_cpus && !online; j++)
+			online = r->cpus[j] == want[i];
+		if (!online) {
+			sonde_error("CPU %d is not online (online: %d-%d, %zu CPUs)", want[i],
+				    r->cpus[0], r->cpus[r->n_cpus - 1], r->n_cpus);
+			free(sel);
+			return -EINVAL;
+		}
+		sel[i] = want[i];
+	}
+	qsort(sel, n, sizeof(*sel), cmp_int);
+	free(r->cpus);
+	r->cpus = sel;
+	r->n_cpus = n;
+	return 0;
+}
+
+int rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	r->system_wide = true;
+	r->sum.system_wide = 1;
+	r->self_pid = getpid();
+	/* Every process is followed, forks included (the events are not inherited: the
+	 * per-CPU events see every task anyway). */
+	r->follow_children = true;
+	r->cfg.no_children = false;
+	r->cfg.cpu_wide = true;
+	if (o->n_cpus) {
+		int err = select_cpus(r, o->cpus, o->n_cpus);
+		if (err)
+			return err;
+	}
+	if (o->n_filter_pids) {
+		r->filter_pids = malloc(o->n_filter_pids * sizeof(*r->filter_pids));
+		if (!r->filter_pids)
+			return -ENOMEM;
+		memcpy(r->filter_pids, o->filter_pids, o->n_filter_pids * sizeof(pid_t));
+		r->n_filter_pids = o->n_filter_pids;
+	}
+	return 0;
+}
+
+int rec_system_open(struct sonde_recorder *r)
+{
+	struct perf_event_attr a;
+	struct perf_event_cfg cfg = r->cfg;
+
+	cfg.disabled = true;
+	sonde__perf_attr_fill(&a, &cfg);
+	for (size_t c = 0; c < r->n_cpus; c++) {
+		int fd = sonde__perf_open(&a, -1, r->cpus[c]);
+		if (fd == -ENODEV)
+			continue; /* went offline since it was listed */
+		int err = fd < 0 ? fd : rec_add_event(r, fd, c, -1, false);
+		if (err) {
+			if (fd >= 0)
+				close(fd);
+			return err;
+		}
+	}
+	return r->n_events ? 0 : -ENODEV;
+}
+
+static bool filtered_in(const struct sonde_recorder *r, pid_t pid)
+{
+	for (size_t i = 0; i < r->n_filter_pids; i++)
+		if (r->filter_pids[i] == pid)
+			return true;
+	return false;
+}
+
+bool rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
+{
+	if (pid == r->self_pid)
+		return false;
+	if (!r->n_filter_pids || filtered_in(r, pid))
+		return true;
+	/* Known already (a filtered process, or a descendant of one). */
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	if (p && !p->exited)
+		return true;
+	struct rec_process *pp = parent > 0 ? sonde__rec_process_get(r, parent, false) : NULL;
+	return pp && !pp->exited;
+}
+
+/* The names of pid's threads, so that a thread that exits before its first sample is
+ * processed still has one. */
+static int synthesize_threads(struct sonde_recorder *r, struct rec_process *p)
+{
+	pid_t *tids;
+	size_t n;
+	int err = sonde__proc_list_tasks(p->pid, &tids, &n);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], true);
+		if (!t) {
+			err = -ENOMEM;
+			break;
+		}
+		t->pid = p->pid;
+		t->defined = false;
+		t->since = p->since;
+		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
+			t->comm[0] = 0;
+	}
+	free(tids);
+	return err;
+}
+
+int rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time)
+{
+	struct proc_stat st;
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+
+	if (sonde__proc_stat_read(pid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X')
+		return 0; /* gone already */
+	if (p && !p->exited && (!p->start_time || p->start_time == st.start_time))
+		return 0;
+	if (p) {
+		int err = sonde__rec_process_reset(r, p, time);
+		if (err)
+			return err;
+	} else if (!(p = sonde__rec_process_get(r, pid, true))) {
+		return -ENOMEM;
+	}
+	p->start_time = st.start_time;
+	p->since = since;
+	sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
+	int err = synthesize_threads(r, p);
+	if (!err)
+		err = sonde__rec_read_maps(r, p, time);
+	if (err == -ESRCH || err == -EACCES) {
+		/* exited meanwhile, or a process whose maps we may not read (then its samples
+		 * keep raw addresses) */
+		err = 0;
+	}
+	r->sum.processes_synthesized++;
+	return err;
+}
+
+/* Adds the filtered processes' descendants that exist already, depth first. */
+static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time,
+			     int depth)
+{
+	pid_t *kids;
+	size_t n;
+	int err = depth > 64 ? 0 : sonde__proc_list_children(pid, &kids, &n);
+
+	if (err || depth > 64)
+		return err == -ESRCH ? 0 : err;
+	for (size_t i = 0; i < n && !err; i++) {
+		err = rec_system_adopt(r, kids[i], since, time);
+		if (!err)
+			err = adopt_descendants(r, kids[i], since, time, depth + 1);
+	}
+	free(kids);
+	return err;
+}
+
+int rec_system_scan(struct sonde_recorder *r, uint64_t since)
+{
+	uint64_t time = sonde__rec_time(r, sonde__rec_now());
+	int err = 0;
+
+	if (r->n_filter_pids) {
+		for (size_t i = 0; i < r->n_filter_pids && !err; i++) {
+			err = rec_system_adopt(r, r->filter_pids[i], since, time);
+			if (!err)
+				err = adopt_descendants(r, r->filter_pids[i], since, time, 0);
+		}
+		return err;
+	}
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	struct dirent *e;
+	while (!err && (e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0 || pid == r->self_pid)
+			continue;
+		err = rec_system_adopt(r, (pid_t)pid, since, time);
+	}
+	closedir(d);
+	return err;
+}
+
+void rec_forget_exited(struct sonde_recorder *r)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < r->n_procs; i++) {
+		struct rec_process *p = &r->procs[i];
+		if (p->exited && !p->has_spool_modules) {
+			sonde__modtable_free(&p->mods);
+			continue;
+		}
+		if (k != i)
+			r->procs[k] = *p;
+		k++;
+	}
+	r->n_procs = k;
+}
