@@ -60,6 +60,9 @@ enum sonde_spool_sample_flags {
 	SONDE_SAMPLE_KERNEL = 1u << 1,	  /* the first frames are kernel frames */
 };
 
+/* The CPU of a sample that was not recorded. */
+#define SONDE_SPOOL_CPU_NONE UINT32_MAX
+
 /* Creates a writer and writes the file header. NULL and errno on failure. */
 SONDE_API struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, void *ctx,
 							    const struct sonde_spool_header *h);
@@ -79,6 +82,11 @@ SONDE_API int sonde_spool_writer__retire_process(struct sonde_spool_writer *w, u
 SONDE_API int sonde_spool_writer__add_sample(struct sonde_spool_writer *w, uint64_t time_ns,
 				     uint32_t thread, const struct sonde_spool_frame *frames,
 				     size_t n_frames, uint32_t flags);
+/* The same, for a sample taken on CPU cpu (SONDE_SPOOL_CPU_NONE: not known). */
+SONDE_API int sonde_spool_add_sample_cpu(struct sonde_spool_writer *w, uint64_t time_ns,
+					 uint32_t thread, uint32_t cpu,
+					 const struct sonde_spool_frame *frames, size_t n_frames,
+					 uint32_t flags);
 /* Pushes buffered bytes to the write function. */
 SONDE_API int sonde_spool_writer__flush(struct sonde_spool_writer *w);
 /* Writes the end record and flushes. */

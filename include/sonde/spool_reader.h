@@ -85,6 +85,7 @@ struct sonde_spool_record {
 			uint32_t thread;
 			uint32_t stack; /* innermost node id, 0 for an empty stack */
 			uint32_t flags; /* enum sonde_spool_sample_flags */
+			uint32_t cpu;	/* the CPU it was taken on, or SONDE_SPOOL_CPU_NONE */
 		} sample;
 		struct {
 			uint64_t samples;
@@ -134,6 +135,7 @@ struct sonde_spool_sample {
 	uint32_t thread;
 	uint32_t stack;
 	uint32_t flags;
+	uint32_t cpu; /* SONDE_SPOOL_CPU_NONE when not recorded (v1 files, writers that omit it) */
 };
 
 struct sonde_spool_module {

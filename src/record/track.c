@@ -422,8 +422,10 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	err = thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
 	if (err)
 		return err;
-	err = sonde_spool_writer__add_sample(r->spool, sonde__rec_time(r, rec->time), tid_id, r->frames, n + nk,
-				     flags);
+	err = sonde_spool_add_sample_cpu(
+		r->spool, sonde__rec_time(r, rec->time), tid_id,
+		(r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE,
+		r->frames, n + nk, flags);
 	if (err)
 		return sonde__rec_error(r, err);
 	r->sum.samples_written++;

@@ -40,6 +40,8 @@ struct sonde_spool_decoder {
 	uint64_t offset;
 	uint64_t last_time;
 	uint32_t last_thread;
+	uint32_t last_cpu; /* SONDE_SPOOL_CPU_NONE until a sample names one */
+	uint8_t major;
 	uint64_t samples;
 
 	struct dmodule *modules; /* modules[id - 1] */
@@ -62,6 +64,7 @@ struct sonde_spool_decoder *sonde_spool_decoder__new(void)
 
 	if (!d)
 		return NULL;
+	d->last_cpu = SONDE_SPOOL_CPU_NONE;
 	if (sonde__array_grow(&d->depth, &d->depth_cap, 1, sizeof(*d->depth), 64) < 0) {
 		sonde_spool_decoder__free(d);
 		errno = ENOMEM;
@@ -180,7 +183,8 @@ static int decode_header(struct sonde_spool_decoder *d, const uint8_t *buf, size
 		return -SONDE_E_MAGIC;
 	if (len < SPOOL_MAGIC_LEN + 2)
 		return 0;
-	if (buf[SPOOL_MAGIC_LEN] != SPOOL_VERSION_MAJOR)
+	if (buf[SPOOL_MAGIC_LEN] < SPOOL_VERSION_MAJOR_OLDEST ||
+	    buf[SPOOL_MAGIC_LEN] > SPOOL_VERSION_MAJOR)
 		return -SONDE_E_VERSION;
 	int r = read_varint_open(&p, end, &hlen);
 	if (r)
@@ -199,6 +203,7 @@ static int decode_header(struct sonde_spool_decoder *d, const uint8_t *buf, size
 	if (c.err)
 		return c.err;
 	d->have_header = true;
+	d->major = buf[SPOOL_MAGIC_LEN];
 	return (int)(p + hlen - buf);
 }
 
@@ -437,14 +442,17 @@ static int decode_sample(struct sonde_spool_decoder *d, const uint8_t *buf, size
 {
 	const uint8_t *p = buf + 1, *end = buf + len;
 	uint8_t tag = buf[0];
-	uint64_t dt, thread = d->last_thread, node;
+	uint64_t dt, thread = d->last_thread, node, cpu = (uint32_t)(d->last_cpu + 1);
 	int r;
 
-	if (tag & SPOOL_SAMPLE_RESERVED)
+	if (tag & (d->major == 1 ? SPOOL_SAMPLE_RESERVED_V1 : SPOOL_SAMPLE_RESERVED))
 		return -SONDE_E_FORMAT;
 	if ((r = read_varint_open(&p, end, &dt)))
 		return r == NEED_MORE ? 0 : r;
 	if (!(tag & SPOOL_SAMPLE_SAME_THREAD) && (r = read_varint_open(&p, end, &thread)))
+		return r == NEED_MORE ? 0 : r;
+	/* the CPU plus one, 0 for "not known" */
+	if ((tag & SPOOL_SAMPLE_CPU) && (r = read_varint_open(&p, end, &cpu)))
 		return r == NEED_MORE ? 0 : r;
 	if ((r = read_varint_open(&p, end, &node)))
 		return r == NEED_MORE ? 0 : r;
@@ -452,10 +460,13 @@ static int decode_sample(struct sonde_spool_decoder *d, const uint8_t *buf, size
 		return -SONDE_E_FORMAT;
 	if (thread == 0 || thread > d->n_threads || node > d->n_nodes)
 		return -SONDE_E_REFERENCE;
+	if (cpu > UINT32_MAX)
+		return -SONDE_E_RANGE;
 	if (dt > UINT64_MAX - d->last_time)
 		return -SONDE_E_RANGE;
 	d->last_time += dt;
 	d->last_thread = (uint32_t)thread;
+	d->last_cpu = (uint32_t)(cpu - 1); /* 0 - 1 wraps to SONDE_SPOOL_CPU_NONE */
 	d->have_sample = true;
 	d->samples++;
 	rec->type = SONDE_SPOOL_REC_SAMPLE;
@@ -463,6 +474,7 @@ static int decode_sample(struct sonde_spool_decoder *d, const uint8_t *buf, size
 	rec->sample.thread = (uint32_t)thread;
 	rec->sample.stack = (uint32_t)node;
 	rec->sample.flags = tag & SPOOL_SAMPLE_FLAG_MASK;
+	rec->sample.cpu = d->last_cpu;
 	return (int)(p - buf);
 }
 

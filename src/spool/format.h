@@ -1,4 +1,4 @@
-/* Spool format v1 constants shared by the writer and the decoder. Internal to libsonde;
+/* Spool format v2 (and v1, which readers still read) constants shared by the writer and the decoder. Internal to libsonde;
  * docs/spool.md describes the format byte by byte. */
 #ifndef SONDE_SPOOL_FORMAT_H
 #define SONDE_SPOOL_FORMAT_H
@@ -11,8 +11,9 @@
 
 enum {
 	SPOOL_MAGIC_LEN = 8,
-	SPOOL_VERSION_MAJOR = 1,
+	SPOOL_VERSION_MAJOR = 2,
 	SPOOL_VERSION_MINOR = 0,
+	SPOOL_VERSION_MAJOR_OLDEST = 1, /* the oldest major readers accept */
 	/* Bounds every reader enforces; the writer never produces more. */
 	SPOOL_MAX_HEADER = 4096,
 	SPOOL_MAX_RECORD = 65536,
@@ -39,7 +40,9 @@ enum spool_tag {
 	SPOOL_TAG_SAMPLE = 0x80,
 	SPOOL_SAMPLE_FLAG_MASK = 0x03,	 /* enum sonde_spool_sample_flags */
 	SPOOL_SAMPLE_SAME_THREAD = 0x04, /* thread omitted: same as the previous sample */
-	SPOOL_SAMPLE_RESERVED = 0x78,	 /* must be zero in v1 */
+	SPOOL_SAMPLE_CPU = 0x08,	 /* v2: a CPU field follows (else the previous one) */
+	SPOOL_SAMPLE_RESERVED = 0x70,	 /* must be zero (v1: 0x78) */
+	SPOOL_SAMPLE_RESERVED_V1 = 0x78,
 };
 
 #endif

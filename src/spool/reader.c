@@ -75,7 +75,8 @@ static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *r
 	if (sonde__array_grow(&s->samples, &s->samples_cap, in->samples + 1, sizeof(*s->samples), 256) < 0)
 		return -ENOMEM;
 	s->samples[in->samples++] = (struct sonde_spool_sample){
-		rec->sample.time_ns, rec->sample.thread, rec->sample.stack, rec->sample.flags};
+		rec->sample.time_ns, rec->sample.thread, rec->sample.stack, rec->sample.flags,
+		rec->sample.cpu};
 	if (in->samples == 1)
 		in->first_time_ns = rec->sample.time_ns;
 	in->last_time_ns = rec->sample.time_ns;

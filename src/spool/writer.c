@@ -46,6 +46,7 @@ struct sonde_spool_writer {
 
 	uint64_t last_time;
 	uint32_t last_thread;
+	uint32_t last_cpu; /* of the previous sample; SONDE_SPOOL_CPU_NONE at the start */
 	uint32_t n_threads;
 	uint64_t n_samples;
 
@@ -217,6 +218,7 @@ struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, v
 		return NULL;
 	w->write = write;
 	w->ctx = ctx;
+	w->last_cpu = SONDE_SPOOL_CPU_NONE;
 	if (sonde__buf_reserve(&w->out, FLUSH_AT + 64 * 1024) < 0)
 		goto fail;
 	put_header(&w->out, h);
@@ -385,6 +387,14 @@ static int intern_stack(struct sonde_spool_writer *w, const struct sonde_spool_f
 int sonde_spool_writer__add_sample(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
 			   const struct sonde_spool_frame *frames, size_t n_frames, uint32_t flags)
 {
+	return sonde_spool_add_sample_cpu(w, time_ns, thread, SONDE_SPOOL_CPU_NONE, frames,
+					  n_frames, flags);
+}
+
+int sonde_spool_add_sample_cpu(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
+			       uint32_t cpu, const struct sonde_spool_frame *frames,
+			       size_t n_frames, uint32_t flags)
+{
 	int r = check_open(w);
 	uint32_t node;
 
@@ -401,17 +411,23 @@ int sonde_spool_writer__add_sample(struct sonde_spool_writer *w, uint64_t time_n
 	uint8_t tag = SPOOL_TAG_SAMPLE | (uint8_t)flags;
 	if (thread == w->last_thread)
 		tag |= SPOOL_SAMPLE_SAME_THREAD;
-	if (sonde__buf_reserve(&w->out, 1 + 3 * PB_VARINT_MAX) < 0)
+	/* Consecutive samples of one CPU (all of a recording without CPUs) omit it. */
+	if (cpu != w->last_cpu)
+		tag |= SPOOL_SAMPLE_CPU;
+	if (sonde__buf_reserve(&w->out, 1 + 4 * PB_VARINT_MAX) < 0)
 		return w->err = -ENOMEM;
 	uint8_t *p = w->out.data + w->out.len, *start = p;
 	*p++ = tag;
 	p += sonde__pb_varint_encode(p, time_ns - w->last_time);
 	if (!(tag & SPOOL_SAMPLE_SAME_THREAD))
 		p += sonde__pb_varint_encode(p, thread);
+	if (tag & SPOOL_SAMPLE_CPU)
+		p += sonde__pb_varint_encode(p, (uint32_t)(cpu + 1)); /* NONE + 1 wraps to 0 */
 	p += sonde__pb_varint_encode(p, node);
 	w->out.len += (size_t)(p - start);
 	w->last_time = time_ns;
 	w->last_thread = thread;
+	w->last_cpu = cpu;
 	w->n_samples++;
 	return push(w, FLUSH_AT);
 }

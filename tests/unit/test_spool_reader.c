@@ -29,7 +29,7 @@ TEST(spool_reader_round_trip)
 	spool_fixture_small(&b, 100, 1);
 	struct sonde_spool *s = open_ok(&b);
 	sonde_spool__get_info(s, &in);
-	ASSERT_UINT(in.version_major, ==, 1);
+	ASSERT_UINT(in.version_major, ==, 2);
 	ASSERT_UINT(in.header.start_time_ns, ==, 1700000000000000000ULL);
 	ASSERT_UINT(in.header.start_monotonic_ns, ==, 5000000000ULL);
 	ASSERT_UINT(in.header.sample_period_ns, ==, 1001001);
@@ -282,13 +282,14 @@ TEST(spool_reader_rejects_corruption)
 	sonde_spool__close(s);
 
 	expect_byte_error(1, 'X', SONDE_E_MAGIC, 0);
-	expect_byte_error(8, 2, SONDE_E_VERSION, 0);
+	expect_byte_error(8, 3, SONDE_E_VERSION, 0); /* a later major */
+	expect_byte_error(8, 0, SONDE_E_VERSION, 0);
 	expect_byte_error(46, 2, SONDE_E_REFERENCE, 43); /* node uses frame 2 before it exists */
 	expect_byte_error(45, 1, SONDE_E_REFERENCE, 43); /* node 1 is its own parent */
 	expect_byte_error(41, 2, SONDE_E_REFERENCE, 39); /* frame in undefined module 2 */
 	expect_byte_error(57, 2, SONDE_E_REFERENCE, 55); /* undefined thread */
 	expect_byte_error(58, 3, SONDE_E_REFERENCE, 55); /* undefined node */
-	expect_byte_error(55, 0x88, SONDE_E_FORMAT, 55); /* reserved sample bit */
+	expect_byte_error(55, 0x88, SONDE_E_FORMAT, 55); /* reserved sample bit (CPU in v2) */
 	expect_byte_error(55, 0x84, SONDE_E_FORMAT, 55); /* "same thread" on the first sample */
 	expect_byte_error(64, 3, SONDE_E_FORMAT, 62);	 /* END count */
 	expect_byte_error(62, 0x07, SONDE_E_FORMAT, 62); /* unknown mandatory tag */
@@ -437,6 +438,7 @@ TEST(spool_reader_reads_v1_0_fixture)
 		ASSERT_UINT(smp.time_ns, ==, 5000000000ULL + (i + 1) * 1001001);
 		ASSERT_UINT(smp.thread, ==, i % 2 ? 2 : 1);
 		ASSERT_UINT(smp.flags, ==, i == 5 ? SONDE_SAMPLE_TRUNCATED : 0);
+		ASSERT_UINT(smp.cpu, ==, SONDE_SPOOL_CPU_NONE); /* v1 records no CPU */
 		ASSERT_INT(sonde_spool__get_stack(s, smp.stack, frames, 4), ==, 2);
 		ASSERT_OK(sonde_spool__get_frame(s, frames[0], &f));
 		ASSERT_UINT(f.addr, ==, 0x1100 + (i % 3) * 0x10);
@@ -444,4 +446,37 @@ TEST(spool_reader_reads_v1_0_fixture)
 	ASSERT_OK(sonde_spool__get_thread(s, 2, &th));
 	ASSERT_STR_EQ(th.comm, "worker");
 	sonde_spool__close(s);
+}
+
+/* v2: each sample's CPU, written only when it changes, read back for every sample; "not
+ * known" is a value of its own. A v2 sample with a reserved tag bit is refused. */
+TEST(spool_reader_sample_cpus)
+{
+	static const uint32_t cpus[] = {0, 0, 1, 5, SONDE_SPOOL_CPU_NONE, 5, 300, 300};
+	struct sonde_spool_header h = {1, 2, 3};
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	struct sonde_spool_sample smp;
+	uint32_t t;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &t));
+	for (size_t i = 0; i < sizeof(cpus) / sizeof(cpus[0]); i++)
+		ASSERT_OK(sonde_spool_add_sample_cpu(w, 10 + i, t, cpus[i], NULL, 0, 0));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	struct sonde_spool *s = open_ok(&b);
+	for (size_t i = 0; i < sizeof(cpus) / sizeof(cpus[0]); i++) {
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		ASSERT_UINT(smp.cpu, ==, cpus[i]);
+	}
+	sonde_spool__close(s);
+	/* the first sample record follows the header (14 bytes) and the thread (8) */
+	ASSERT_UINT(b.data[22], ==, 0x88);
+	b.data[22] = 0x98;
+	uint64_t off = 0;
+	ASSERT(sonde_spool__open_mem(b.data, b.len, &off) == NULL);
+	ASSERT_INT(errno, ==, SONDE_E_FORMAT);
+	ASSERT_UINT(off, ==, 22);
+	sonde__buf_free(&b);
 }

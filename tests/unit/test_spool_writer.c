@@ -60,12 +60,13 @@ TEST(spool_writer_exact_bytes)
 	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &thread));
 	ASSERT_UINT(thread, ==, 1);
 	ASSERT_UINT(add_test_module(w, 10), ==, 1);
-	ASSERT_OK(sonde_spool_writer__add_sample(w, 100, thread, frames, 2, 0));
-	ASSERT_OK(sonde_spool_writer__add_sample(w, 150, thread, frames, 2, SONDE_SAMPLE_TRUNCATED));
+	ASSERT_OK(sonde_spool_add_sample_cpu(w, 100, thread, 3, frames, 2, 0));
+	ASSERT_OK(sonde_spool_add_sample_cpu(w, 150, thread, 3, frames, 2, SONDE_SAMPLE_TRUNCATED));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 160, thread, frames, 2, 0));
 	ASSERT_OK(sonde_spool_writer__finish(w));
 
 	static const uint8_t expect[] = {
-		0x89, 'S', 'O', 'N',  'D', 'E',	 '\r', '\n', 1,	   0, /* magic, version 1.0 */
+		0x89, 'S', 'O', 'N',  'D', 'E',	 '\r', '\n', 2,	   0, /* magic, version 2.0 */
 		3,    1,   2,	3,				      /* header payload */
 		0x04, 6,   5,	10,   11,  2,	 'a',  'b',	      /* thread 1 */
 		0x01, 15,  6,	10,   1,   0x80, 0x20, 0x80, 0x20, 0,
@@ -74,9 +75,10 @@ TEST(spool_writer_exact_bytes)
 		0x03, 2,   0,	1,		      /* node 1 = (root, frame 1) */
 		0x02, 2,   1,	0x10,		      /* frame 2 */
 		0x03, 2,   1,	2,		      /* node 2 = (node 1, frame 2) */
-		0x80, 100, 1,	2,		      /* sample: dt 100, thread 1, node 2 */
-		0x85, 50,  2,			      /* same thread, truncated */
-		0x06, 1,   2,			      /* end: 2 samples */
+		0x88, 100, 1,	4,   2,		      /* sample: dt 100, thread 1, CPU 3 (+1), node 2 */
+		0x85, 50,  2,			      /* same thread and CPU, truncated */
+		0x8c, 10,  0,	2,		      /* same thread, CPU not known (0) */
+		0x06, 1,   3,			      /* end: 3 samples */
 	};
 	ASSERT_UINT(s.b.len, ==, sizeof(expect));
 	ASSERT_MEM_EQ(s.b.data, expect, sizeof(expect));
@@ -229,6 +231,6 @@ TEST(spool_writer_fd_output)
 	sonde_spool_writer__free(w);
 	uint8_t got[32];
 	ASSERT_INT(pread(fd, got, sizeof(got), 0), ==, 17);
-	ASSERT_MEM_EQ(got, "\x89SONDE\r\n\x01\x00\x03\x01\x02\x03\x06\x01\x00", 17);
+	ASSERT_MEM_EQ(got, "\x89SONDE\r\n\x02\x00\x03\x01\x02\x03\x06\x01\x00", 17);
 	close(fd);
 }
