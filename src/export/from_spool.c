@@ -204,7 +204,7 @@ static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 	if (node < 0)
 		return (int)node;
 	return sonde__prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
-				    (uint32_t)node, 1);
+				    (uint32_t)node, r->sample.cpu, 1);
 }
 
 static int on_record(struct conv *c, const struct sonde_spool_record *r)

@@ -37,6 +37,7 @@ enum {
 	F_INTERNED_BUILD_IDS = 16,
 	F_INTERNED_MAPPING_PATHS = 17,
 	F_INTERNED_MAPPINGS = 19,
+	F_SAMPLE_CPU = 1,
 	F_SAMPLE_PID = 2,
 	F_SAMPLE_TID = 3,
 	F_SAMPLE_CALLSTACK_IID = 4,
@@ -654,6 +655,8 @@ static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
 	sonde__pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
 	put_interned(e);
 	size_t m = sonde__pb_begin(b, F_PACKET_PERF_SAMPLE);
+	if (r->sample.cpu != SONDE_SPOOL_CPU_NONE)
+		sonde__pb_put_varint(b, F_SAMPLE_CPU, r->sample.cpu);
 	sonde__pb_put_varint(b, F_SAMPLE_PID, t->pid);
 	sonde__pb_put_varint(b, F_SAMPLE_TID, t->tid);
 	if (stack)

@@ -1,5 +1,6 @@
 /* pprof's profile.proto (github.com/google/pprof/proto/profile.proto), gzip'd as pprof
- * expects. Samples are aggregated per (stack, thread), with pid/tid/thread labels; inlined
+ * expects. Samples are aggregated per (stack, thread, CPU), with pid/tid/thread labels and,
+ * when the CPU was recorded, a numeric `cpu` label (as `perf` users filter by); inlined
  * frames are extra Line entries of one Location, innermost first. */
 #include <errno.h>
 #include <zlib.h>
@@ -55,7 +56,7 @@ enum {
 };
 
 struct agg {
-	uint32_t node, thread;
+	uint32_t node, thread, cpu;
 	uint64_t count;
 };
 
@@ -67,8 +68,8 @@ struct pp {
 	ARR(const char *) tab;	/* the pprof string table */
 	ARR(struct agg) aggs;
 	struct idmap agg_index;
-	uint32_t k_pid, k_tid, k_thread; /* label keys */
-	bool failed;			 /* a string table allocation failed */
+	uint32_t k_pid, k_tid, k_thread, k_cpu; /* label keys */
+	bool failed;				/* a string table allocation failed */
 };
 
 /* The pprof index of a model string, appended to the table on first use. Allocation
@@ -123,7 +124,7 @@ static bool agg_eq(const void *ctx, uint32_t id, const void *key)
 	const struct agg *a = &((const struct pp *)ctx)->aggs.v[id];
 	const struct agg *k = key;
 
-	return a->node == k->node && a->thread == k->thread;
+	return a->node == k->node && a->thread == k->thread && a->cpu == k->cpu;
 }
 
 static int aggregate(struct pp *pp)
@@ -132,8 +133,9 @@ static int aggregate(struct pp *pp)
 
 	for (uint32_t i = 0; i < p->samples.n; i++) {
 		const struct prof_sample *s = &p->samples.v[i];
-		struct agg k = {s->node, s->thread, 0};
-		uint32_t h = (uint32_t)u64_hash((uint64_t)s->node << 32 | s->thread);
+		struct agg k = {s->node, s->thread, s->cpu, 0};
+		uint32_t h = (uint32_t)u64_hash(((uint64_t)s->node << 32 | s->thread) ^
+						(uint64_t)s->cpu * 0x9e3779b97f4a7c15ull);
 		int64_t id = sonde__idmap_find(&pp->agg_index, h, agg_eq, pp, &k);
 		if (id < 0) {
 			struct agg *a = ARR_PUSH(pp->aggs);
@@ -184,6 +186,8 @@ static void write_samples(struct pp *pp)
 			if (t->comm)
 				label(pp, &pp->msg, pp->k_thread, t->comm, 0);
 		}
+		if (a->cpu != SONDE_SPOOL_CPU_NONE)
+			label(pp, &pp->msg, pp->k_cpu, 0, a->cpu);
 		put_nested(&pp->b, PROFILE_SAMPLE, &pp->msg);
 	}
 }
@@ -294,6 +298,7 @@ static void write_header(struct pp *pp)
 	pp->k_pid = str_lit(pp, "pid");
 	pp->k_tid = str_lit(pp, "tid");
 	pp->k_thread = str_lit(pp, "thread");
+	pp->k_cpu = str_lit(pp, "cpu");
 }
 
 static int gzip_to_fd(const struct buf *b, int fd)

@@ -178,7 +178,7 @@ static bool func_eq(const void *ctx, uint32_t id, const void *key)
 static int64_t intern_func(struct sonde_profile *p, const struct prof_func *f)
 {
 	uint32_t h = (uint32_t)u64_hash(((uint64_t)f->name << 32 | f->file) ^
-					   u64_hash((uint64_t)f->module << 8 | f->kind));
+					u64_hash((uint64_t)f->module << 8 | f->kind));
 	int64_t id = sonde__idmap_find(&p->func_index, h, func_eq, p, f);
 	if (id >= 0)
 		return id;
@@ -328,16 +328,17 @@ int sonde_profile__add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_
 		if (node < 0)
 			return (int)node;
 	}
-	return sonde__prof_add_sample_node(p, time_ns, thread, (uint32_t)node, count);
+	return sonde__prof_add_sample_node(p, time_ns, thread, (uint32_t)node, SONDE_SPOOL_CPU_NONE,
+				    count);
 }
 
 int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
-			 uint64_t count)
+			 uint32_t cpu, uint64_t count)
 {
 	struct prof_sample *s = ARR_PUSH(p->samples);
 	if (!s)
 		return -ENOMEM;
-	*s = (struct prof_sample){time_ns, count, thread, node};
+	*s = (struct prof_sample){time_ns, count, thread, node, cpu};
 	if (p->samples.n == 1 || time_ns < p->first_time_ns)
 		p->first_time_ns = time_ns;
 	if (time_ns > p->last_time_ns)

@@ -67,6 +67,7 @@ struct prof_sample {
 	uint64_t count;
 	uint32_t thread;
 	uint32_t node;
+	uint32_t cpu; /* SONDE_SPOOL_CPU_NONE when not recorded */
 };
 
 struct prof_thread {
@@ -103,7 +104,7 @@ int64_t sonde__prof_intern(struct sonde_profile *p, const char *s);
 int64_t sonde__prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t loc);
 /* Appends a sample whose stack is an existing node. 0 or -ENOMEM. */
 int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
-			 uint64_t count);
+			 uint32_t cpu, uint64_t count);
 /* The absolute address a location stands for (what pprof and perf show). */
 uint64_t sonde__prof_loc_address(const struct sonde_profile *p, const struct prof_loc *l);
 /* Last path component of a string id (the whole string if it has no '/'). */
