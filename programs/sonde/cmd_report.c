@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <sonde/error.h>
+#include <sonde/record.h>
 #include <sonde/spool_reader.h>
 #include <sonde/symbolize.h>
 
@@ -21,7 +22,11 @@
 #include "cli.h"
 #include "output.h"
 
-enum { MAX_INLINE = 16 };
+enum { MAX_INLINE = 16, MAX_CPU = 1 << 16 };
+
+/* --sort keys; each groups the report by one property of the samples. Only cpu so far:
+ * functions are what the tables sort by without --sort. */
+enum sort_key { SORT_NONE, SORT_CPU };
 
 struct func {
 	char *label;  /* name, plus " (file:line)" with --lines */
@@ -56,13 +61,21 @@ struct report {
 	uint64_t *node_count;	  /* samples per stack node */
 	uint32_t *node_pid;	  /* pid of a sample of that node (for raw addresses) */
 	struct buf stack;	  /* uint32_t func ids of the stack being walked, leaf first */
+
+	int *cpus; /* --cpu: only samples of these CPUs; NULL: all */
+	size_t n_cpus;
+	const char *cpu_list;
+	enum sort_key sort;
+	uint64_t selected;   /* samples counted (all, or those of the --cpu CPUs) */
+	uint64_t *cpu_count; /* samples per CPU, [MAX_CPU] for samples without one */
+	uint32_t cpu_max;    /* highest CPU seen + 1 */
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sonde report [--folded] [--top N] [--lines] [--no-inline]\n"
-		"                    [--buildid-cache DIR] FILE\n\n"
+		"                    [--buildid-cache DIR] [--cpu LIST] [--sort cpu] FILE\n\n"
 		"Summarizes a spool written by 'sonde record': the functions with the most\n"
 		"samples, by self (the sampled function itself) and by total (anywhere on the\n"
 		"stack, counted once per sample even when recursive).\n\n"
@@ -73,6 +86,8 @@ static void usage(FILE *f)
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
 		"                replaced images (default $SONDE_BUILDID_CACHE, else\n"
 		"                $XDG_CACHE_HOME/sonde/buildid, else ~/.cache/sonde/buildid)\n"
+		"  --cpu LIST    only samples taken on these CPUs (perf's list syntax: 0,2-3)\n"
+		"  --sort cpu    samples by CPU instead of by function\n"
 		"  -h, --help    this help\n");
 }
 
@@ -232,7 +247,17 @@ static int expand_stack(struct report *r, uint32_t node)
 	return buf_error(&r->stack);
 }
 
-/* Counts samples per stack node, remembering a pid for each node. */
+static bool cpu_selected(const struct report *r, uint32_t cpu)
+{
+	if (!r->cpus)
+		return true;
+	for (size_t i = 0; i < r->n_cpus; i++)
+		if ((uint32_t)r->cpus[i] == cpu)
+			return true;
+	return false;
+}
+
+/* Counts samples per stack node (and per CPU), remembering a pid for each node. */
 static int count_nodes(struct report *r)
 {
 	struct sonde_spool_sample smp;
@@ -241,9 +266,17 @@ static int count_nodes(struct report *r)
 	r->node_count = calloc((size_t)r->info.stacks + 1, sizeof(*r->node_count));
 	r->node_pid = calloc((size_t)r->info.stacks + 1, sizeof(*r->node_pid));
 	r->frames = calloc((size_t)r->info.frames + 1, sizeof(*r->frames));
-	if (!r->node_count || !r->node_pid || !r->frames)
+	r->cpu_count = calloc(MAX_CPU + 1, sizeof(*r->cpu_count));
+	if (!r->node_count || !r->node_pid || !r->frames || !r->cpu_count)
 		return -ENOMEM;
 	for (uint64_t i = 0; sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
+		if (!cpu_selected(r, smp.cpu))
+			continue;
+		r->selected++;
+		uint32_t c = smp.cpu < MAX_CPU ? smp.cpu : MAX_CPU;
+		r->cpu_count[c]++;
+		if (c < MAX_CPU && c >= r->cpu_max)
+			r->cpu_max = c + 1;
 		if (!r->node_count[smp.stack]++ &&
 		    sonde_spool__get_thread(r->spool, smp.thread, &t) == 0)
 			r->node_pid[smp.stack] = t.pid;
@@ -295,7 +328,7 @@ static int by_total(const void *a, const void *b)
 
 static void print_table(const struct report *r, uint32_t *order, int self)
 {
-	double all = r->info.samples ? (double)r->info.samples : 1;
+	double all = r->selected ? (double)r->selected : 1;
 	size_t rows = 0;
 
 	sort_ctx = r;
@@ -316,6 +349,21 @@ static void print_table(const struct report *r, uint32_t *order, int self)
 	}
 }
 
+/* --sort cpu: one row per CPU that has samples (as perf report --sort cpu). */
+static void print_cpus(const struct report *r)
+{
+	double all = r->selected ? (double)r->selected : 1;
+
+	printf("\nSamples by CPU:\n%8s %9s  %s\n", "samples%", "samples", "cpu");
+	for (uint32_t c = 0; c < r->cpu_max; c++)
+		if (r->cpu_count[c])
+			printf("%7.2f%% %9" PRIu64 "  %" PRIu32 "\n", 100.0 * r->cpu_count[c] / all,
+			       r->cpu_count[c], c);
+	if (r->cpu_count[MAX_CPU])
+		printf("%7.2f%% %9" PRIu64 "  [unknown]\n", 100.0 * r->cpu_count[MAX_CPU] / all,
+		       r->cpu_count[MAX_CPU]);
+}
+
 static int print_report(const struct report *r)
 {
 	uint32_t *order = malloc((r->n_funcs + 1) * sizeof(*order));
@@ -331,11 +379,17 @@ static int print_report(const struct report *r)
 		printf(" at %.0f Hz", 1e9 / in->header.sample_period_ns);
 	printf(", %" PRIu32 " threads, %" PRIu32 " modules, %" PRIu32 " distinct stacks\n",
 	       in->threads, in->modules, in->stacks);
+	if (r->cpus)
+		printf("%" PRIu64 " samples on CPUs %s\n", r->selected, r->cpu_list);
 	if (r->node_count[0])
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->node_count[0],
-		       100.0 * r->node_count[0] / (double)in->samples);
-	print_table(r, order, 1);
-	print_table(r, order, 0);
+		       100.0 * r->node_count[0] / (double)(r->selected ? r->selected : 1));
+	if (r->sort == SORT_CPU) {
+		print_cpus(r);
+	} else {
+		print_table(r, order, 1);
+		print_table(r, order, 0);
+	}
 	printf("\nunresolved frames: %" PRIu64 " of %" PRIu64 "\n", r->unresolved, r->resolved);
 	free(order);
 	return 0;
@@ -416,6 +470,8 @@ static void report_free(struct report *r)
 	free(r->frames);
 	free(r->node_count);
 	free(r->node_pid);
+	free(r->cpu_count);
+	free(r->cpus);
 	sonde__buf_free(&r->frame_funcs);
 	sonde__buf_free(&r->stack);
 	sonde_symbolizer__free(r->sym);
@@ -456,6 +512,8 @@ static int parse_args(struct report *r, int argc, char **argv)
 		{"lines", no_argument, NULL, 'l'},
 		{"no-inline", no_argument, NULL, 'n'},
 		{"buildid-cache", required_argument, NULL, 'B'},
+		{"cpu", required_argument, NULL, 'C'},
+		{"sort", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -486,6 +544,23 @@ static int parse_args(struct report *r, int argc, char **argv)
 			break;
 		case 'B':
 			r->buildid_cache = optarg;
+			break;
+		case 'C':
+			free(r->cpus);
+			r->cpus = NULL;
+			if (sonde_cpu_list_parse(optarg, &r->cpus, &r->n_cpus) < 0) {
+				cli_error("report",
+					  "--cpu wants a CPU list such as 0,2-3, not '%s'", optarg);
+				return CLI_USAGE;
+			}
+			r->cpu_list = optarg;
+			break;
+		case 's':
+			if (strcmp(optarg, "cpu") != 0) {
+				cli_error("report", "unknown --sort key '%s' (known: cpu)", optarg);
+				return CLI_USAGE;
+			}
+			r->sort = SORT_CPU;
 			break;
 		case 'h':
 			usage(stdout);
@@ -541,6 +616,11 @@ static int cmd_report(int argc, char **argv)
 		return CLI_FAILURE;
 	}
 	err = count_nodes(&r);
+	if (!err && r.sort == SORT_CPU && r.folded) {
+		cli_error("report", "--sort cpu and --folded do not go together");
+		report_free(&r);
+		return CLI_USAGE;
+	}
 	if (!err)
 		err = r.folded ? print_folded(&r) : attribute(&r);
 	if (!err && !r.folded)
