@@ -121,7 +121,10 @@ static int on_frame(struct conv *c, const struct sonde_spool_record *r)
 		return 0;
 	}
 	if (c->sym && f->module) {
-		n = sonde_symbolizer__symbolize(c->sym, &c->mods.v[f->module].m, f->addr, c->out, MAX_INLINE);
+		struct conv_module *m = &c->mods.v[f->module];
+		/* the module array moves as it grows: its build id is reached afresh */
+		m->m.build_id = m->m.build_id_len ? m->build_id : NULL;
+		n = sonde_symbolizer__symbolize(c->sym, &m->m, f->addr, c->out, MAX_INLINE);
 		if (n < 0 && c->sym_failures++ == 0)
 			sonde_warn("cannot symbolize %s+0x%llx: %s", c->mods.v[f->module].path,
 				   (unsigned long long)f->addr, sonde_strerror(n));

@@ -402,8 +402,10 @@ static int on_frame(struct pf_enc *e, const struct sonde_spool_record *r)
 		return 0;
 	}
 	if (e->o.sym) {
-		n = sonde_symbolizer__symbolize(e->o.sym, &e->mods.v[f->module].sm, f->addr, e->out,
-				    MAX_INLINE);
+		struct pf_mod *m = &e->mods.v[f->module];
+		/* the module array moves as it grows: its build id is reached afresh */
+		m->sm.build_id = m->sm.build_id_len ? m->build_id : NULL;
+		n = sonde_symbolizer__symbolize(e->o.sym, &m->sm, f->addr, e->out, MAX_INLINE);
 		if (n < 0 && e->sym_failures++ == 0)
 			sonde_warn("cannot symbolize %s+0x%llx: %s", e->mods.v[f->module].path,
 				   (unsigned long long)f->addr, sonde_strerror(n));
