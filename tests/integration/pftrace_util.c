@@ -222,13 +222,16 @@ static void resolve_stack(struct dec *d, struct seqstate *s, uint64_t iid, struc
 
 static void perf_sample(struct dec *d, struct seqstate *s, uint64_t ts, struct pb_reader r)
 {
-	struct pft_sample smp = {.seq = s->id, .ts = ts};
+	struct pft_sample smp = {.seq = s->id, .ts = ts, .cpu = UINT32_MAX};
 	struct pb_field f;
 	uint64_t stack = 0;
 	bool is_sample = false;
 
 	while (sonde__pb_next(&r, &f) > 0) {
 		switch (f.num) {
+		case 1:
+			smp.cpu = (uint32_t)f.u;
+			break;
 		case 2:
 			smp.pid = (uint32_t)f.u;
 			is_sample = true;

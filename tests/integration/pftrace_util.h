@@ -9,6 +9,7 @@
 
 struct pft_sample {
 	uint32_t seq, pid, tid;
+	uint32_t cpu; /* PerfSample.cpu, UINT32_MAX when absent */
 	uint64_t ts;
 	char *stack;	    /* "outer;...;leaf" (names; "?" for a frame without one), or NULL */
 	char *leaf_mapping; /* the leaf frame's mapping path, or NULL */
