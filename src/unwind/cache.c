@@ -5,6 +5,7 @@
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,25 +87,84 @@ static int grow(struct unwind_cache *c)
 	return 0;
 }
 
+/* buf[off, off + n) from the file; false when it lies outside or cannot be read. */
+static bool read_range(int fd, uint8_t *buf, size_t size, uint64_t off, uint64_t n)
+{
+	if (off > size || n > size - off)
+		return false;
+	for (uint64_t got = 0; got < n;) {
+		ssize_t r = pread(fd, buf + off + got, (size_t)(n - got), (off_t)(off + got));
+		if (r <= 0)
+			return false;
+		got += (uint64_t)r;
+	}
+	return true;
+}
+
+/* Only what the CFI reader looks at, at its file offsets in a zeroed buffer of the file's
+ * size: the ELF and program headers, the section headers and their names, and the
+ * .eh_frame, .eh_frame_hdr and .debug_frame sections (and the PT_GNU_EH_FRAME segment).
+ * A large binary's code and debug information are never read: a system-wide recording
+ * meets many of them (compilers, libLLVM) and must not stall on each. false when the
+ * image is not laid out that way (no section headers): the caller reads it whole. */
+static bool read_cfi_parts(int fd, uint8_t *buf, size_t size)
+{
+	Elf64_Ehdr eh;
+
+	if (!read_range(fd, buf, size, 0, sizeof(eh)))
+		return false;
+	memcpy(&eh, buf, sizeof(eh));
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    !eh.e_shoff || !eh.e_shnum || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+	    eh.e_shstrndx >= eh.e_shnum || (eh.e_phnum && eh.e_phentsize != sizeof(Elf64_Phdr)))
+		return false;
+	uint64_t shdrs = (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr);
+	if (!read_range(fd, buf, size, eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr)) ||
+	    !read_range(fd, buf, size, eh.e_shoff, shdrs))
+		return false;
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		memcpy(&ph, buf + eh.e_phoff + i * sizeof(ph), sizeof(ph));
+		if (ph.p_type == PT_GNU_EH_FRAME &&
+		    !read_range(fd, buf, size, ph.p_offset, ph.p_filesz))
+			return false;
+	}
+	Elf64_Shdr str;
+	memcpy(&str, buf + eh.e_shoff + eh.e_shstrndx * sizeof(str), sizeof(str));
+	if (str.sh_type == SHT_NOBITS || !read_range(fd, buf, size, str.sh_offset, str.sh_size))
+		return false;
+	for (unsigned i = 0; i < eh.e_shnum; i++) {
+		Elf64_Shdr sh;
+		memcpy(&sh, buf + eh.e_shoff + i * sizeof(sh), sizeof(sh));
+		if (sh.sh_type == SHT_NOBITS || sh.sh_name >= str.sh_size)
+			continue;
+		const char *name = (const char *)buf + str.sh_offset + sh.sh_name;
+		size_t room = str.sh_size - sh.sh_name;
+		bool want = !strncmp(name, ".eh_frame", room) ||
+			    !strncmp(name, ".eh_frame_hdr", room) ||
+			    !strncmp(name, ".debug_frame", room);
+		if (want && !read_range(fd, buf, size, sh.sh_offset, sh.sh_size))
+			return false;
+	}
+	return true;
+}
+
 /* fd was opened by sonde__regfile_open: a regular file within MAX_IMAGE. */
 static uint8_t *read_fd(int fd, const struct stat *st, uint64_t inode, size_t *len)
 {
+	size_t size = (size_t)st->st_size;
 	uint8_t *buf;
-	size_t got = 0;
 
 	if (st->st_size <= 0 || (inode && st->st_ino != inode))
 		return NULL;
-	if (!(buf = malloc((size_t)st->st_size)))
+	/* calloc: pages never written stay untouched (and unallocated) for large images */
+	if (!(buf = calloc(1, size)))
 		return NULL;
-	while (got < (size_t)st->st_size) {
-		ssize_t r = pread(fd, buf + got, (size_t)st->st_size - got, (off_t)got);
-		if (r <= 0) {
-			free(buf);
-			return NULL;
-		}
-		got += (size_t)r;
+	if (!read_cfi_parts(fd, buf, size) && !read_range(fd, buf, size, 0, size)) {
+		free(buf);
+		return NULL;
 	}
-	*len = got;
+	*len = size;
 	return buf;
 }
 
