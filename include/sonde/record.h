@@ -182,6 +182,7 @@ struct sonde_record_summary {
 	 * "Ring sizing"). */
 	uint64_t ring_bytes_total;
 	uint64_t ring_bytes_cap;
+	uint32_t ring_grows; /* rings replaced by one twice as large after a loss (-a) */
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

@@ -358,9 +358,13 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			s->processes_synthesized == 1 ? "" : "es",
 			(unsigned long long)s->own_samples,
 			(unsigned long long)s->unfollowed_samples);
-	fprintf(stderr, "  ring memory: %llu KiB mapped (bound %llu KiB)\n",
+	fprintf(stderr, "  ring memory: %llu KiB mapped (bound %llu KiB)",
 		(unsigned long long)(s->ring_bytes_total / 1024),
 		(unsigned long long)(s->ring_bytes_cap / 1024));
+	if (s->ring_grows)
+		fprintf(stderr, ", %u ring%s doubled after a loss", s->ring_grows,
+			s->ring_grows == 1 ? "" : "s");
+	fprintf(stderr, "\n");
 	if (a->opts.kernel && s->kernel_enabled)
 		fprintf(stderr, "  kernel: %llu frames\n", (unsigned long long)s->kernel_frames);
 	else if (a->opts.kernel)

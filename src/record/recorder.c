@@ -484,39 +484,51 @@ int sonde_recorder__epoll_fd(const struct sonde_recorder *r)
 	return r->epfd;
 }
 
+int rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
+{
+	const void *rec;
+	size_t len;
+	int got, first = 0;
+
+	sonde__perf_ring_begin(&ring->ring);
+	while ((got = sonde__perf_ring_next(&ring->ring, &rec, &len)) != 0) {
+		uint64_t t;
+		if (got < 0 || sonde__perf_record_time(rec, len, &r->layout, &t) < 0) {
+			r->sum.bad_records++;
+			continue;
+		}
+		if (t > ring->latest)
+			ring->latest = t;
+		/* a full ring: the recorder may grow it (system.c) */
+		if (len >= sizeof(struct perf_event_header) &&
+		    (((const struct perf_event_header *)rec)->type == PERF_RECORD_LOST ||
+		     ((const struct perf_event_header *)rec)->type == PERF_RECORD_LOST_SAMPLES))
+			ring->lost_seen = true;
+		/* Queue only the valid part of the stack copy. */
+		int n = sonde__perf_sample_compact(rec, len, &r->layout, r->compact);
+		if (n > 0) {
+			rec = r->compact;
+			len = (size_t)n;
+		}
+		int err = sonde__perf_sorter_push(r->sorter, t, rec, len);
+		if (err && !first)
+			first = err;
+	}
+	sonde__perf_ring_end(&ring->ring);
+	return first;
+}
+
 /* Step 1: every published record of every ring into the sorter. */
 static int drain_rings(struct sonde_recorder *r)
 {
 	int first = 0;
 
 	for (size_t i = 0; i < r->n_cpus; i++) {
-		struct rec_ring *ring = &r->rings[i];
-		const void *rec;
-		size_t len;
-		int got;
-
-		if (!ring->mapped)
+		if (!r->rings[i].mapped)
 			continue;
-		sonde__perf_ring_begin(&ring->ring);
-		while ((got = sonde__perf_ring_next(&ring->ring, &rec, &len)) != 0) {
-			uint64_t t;
-			if (got < 0 || sonde__perf_record_time(rec, len, &r->layout, &t) < 0) {
-				r->sum.bad_records++;
-				continue;
-			}
-			if (t > ring->latest)
-				ring->latest = t;
-			/* Queue only the valid part of the stack copy. */
-			int n = sonde__perf_sample_compact(rec, len, &r->layout, r->compact);
-			if (n > 0) {
-				rec = r->compact;
-				len = (size_t)n;
-			}
-			int err = sonde__perf_sorter_push(r->sorter, t, rec, len);
-			if (err && !first)
-				first = err;
-		}
-		sonde__perf_ring_end(&ring->ring);
+		int err = rec_drain_ring(r, &r->rings[i]);
+		if (err && !first)
+			first = err;
 	}
 	return first;
 }
@@ -625,6 +637,8 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 		drop_hung_up(r, ev, n);
 	}
 	int err = drain_and_process(r, false, &pr);
+	if (r->system_wide)
+		rec_system_grow_rings(r);
 	if (!err)
 		err = sonde__rec_maybe_recover(r, false);
 	if (!err)

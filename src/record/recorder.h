@@ -36,6 +36,7 @@ struct rec_ring {
 	uint64_t latest; /* newest timestamp read from this ring */
 	bool mapped;
 	bool hup; /* removed from epoll after POLLHUP (still drained) */
+	bool lost_seen; /* a LOST record came out of it since the last look */
 };
 
 struct rec_event {
@@ -152,6 +153,8 @@ int sonde__rec_error(struct sonde_recorder *r, int err);
  * context_error). */
 void sonde__rec_context_error(struct sonde_recorder *r, int err, const char *what);
 uint64_t sonde__rec_now(void);
+/* Every published record of one ring into the sorter. 0 or the first error. */
+int rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring);
 /* Drains every ring and processes what can be ordered (final: everything queued). */
 int sonde__rec_drain(struct sonde_recorder *r, bool final);
 /* Clamps a record time so that spool writes never go back in time. */
@@ -244,6 +247,9 @@ int rec_system_scan(struct sonde_recorder *r, uint64_t since);
 int rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time);
 /* Whether records of pid (forked by parent, 0 when unknown) are to be tracked. */
 bool rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent);
+/* Replaces the ring of every CPU that reported a loss by one twice its size, while the
+ * bound of all rings allows (a system-wide recording's rings each have one event). */
+void rec_system_grow_rings(struct sonde_recorder *r);
 /* Drops exited, retired processes from the table (a long system-wide recording sees
  * processes come and go without end). */
 void rec_forget_exited(struct sonde_recorder *r);
