@@ -49,7 +49,8 @@ struct top_args {
 	int n_attach;
 	uint32_t pid, tid; /* filters */
 	bool by_total;
-	int rows; /* plain mode rows, 0: PLAIN_ROWS */
+	bool system_wide; /* -a: every process (sonde_recorder_attach_system) */
+	int rows;	  /* plain mode rows, 0: PLAIN_ROWS */
 	const char *file;
 	char **cmd;
 };
@@ -73,6 +74,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sonde top [options] -p PID [-p PID]...\n"
+		"       sonde top [options] -a\n"
 		"       sonde top [options] -- CMD ARGS...\n"
 		"       sonde top [options] FILE\n"
 		"\n"
@@ -80,6 +82,7 @@ static void usage(FILE *f)
 		"sliding window, refreshed every second. FILE is a spool being written by `sonde record`.\n"
 		"\n"
 		"  -p, --attach PID      record a running process (repeatable)\n"
+		"  -a, --all-cpus        record every process on every CPU, kernel frames too (as sonde record -a)\n"
 		"  -d, --delay SECS      refresh interval (default 1)\n"
 		"  -w, --window SECS     sliding window (default 5)\n"
 		"  -F, --freq HZ|max     sampling frequency when recording (default 999)\n"
@@ -122,6 +125,9 @@ static int parse_opt(struct top_args *a, int c)
 	uint32_t v;
 
 	switch (c) {
+	case 'a':
+		a->system_wide = true;
+		return 0;
 	case 'p':
 		if (a->n_attach == MAX_PIDS || parse_u32(optarg, &v) < 0)
 			break;
@@ -173,16 +179,22 @@ static int parse_opt(struct top_args *a, int c)
 static int parse_args(struct top_args *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"attach", required_argument, NULL, 'p'}, {"delay", required_argument, NULL, 'd'},
-		{"window", required_argument, NULL, 'w'}, {"freq", required_argument, NULL, 'F'},
-		{"pid", required_argument, NULL, 'P'},	  {"tid", required_argument, NULL, 'T'},
-		{"sort", required_argument, NULL, 's'},	  {"rows", required_argument, NULL, 'n'},
-		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
+		{"attach", required_argument, NULL, 'p'},
+		{"delay", required_argument, NULL, 'd'},
+		{"window", required_argument, NULL, 'w'},
+		{"freq", required_argument, NULL, 'F'},
+		{"pid", required_argument, NULL, 'P'},
+		{"tid", required_argument, NULL, 'T'},
+		{"sort", required_argument, NULL, 's'},
+		{"rows", required_argument, NULL, 'n'},
+		{"all-cpus", no_argument, NULL, 'a'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	int c;
 
 	*a = (struct top_args){.delay_s = 1, .window_s = 5, .freq = 999};
-	while ((c = getopt_long(argc, argv, "+p:d:w:F:s:n:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:d:w:F:s:n:ha", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK + 256; /* done, exit 0 */
@@ -202,10 +214,10 @@ static int parse_args(struct top_args *a, int argc, char **argv)
 		cli_error("top", "unexpected argument: %s", argv[optind + 1]);
 		return CLI_USAGE;
 	}
-	int sources = (a->n_attach > 0) + (a->cmd != NULL) + (a->file != NULL);
+	int sources = (a->n_attach > 0) + (a->cmd != NULL) + (a->file != NULL) + a->system_wide;
 	if (sources != 1) {
-		cli_error("top", sources ? "give only one of -p PID, -- CMD and FILE"
-					 : "nothing to show: give -p PID, -- CMD or FILE");
+		cli_error("top", sources ? "give only one of -p PID, -a, -- CMD and FILE"
+					 : "nothing to show: give -p PID, -a, -- CMD or FILE");
 		usage(stderr);
 		return CLI_USAGE;
 	}
@@ -258,6 +270,19 @@ static int start_recording(struct top *tp)
 	if (err) {
 		cli_error("top", "cannot create a temporary spool in %s: %s", path, strerror(-err));
 		return CLI_FAILURE;
+	}
+	if (tp->a.system_wide) {
+		o.kernel = true; /* falls back to user frames, with a warning, when denied */
+		tp->r = sonde_recorder_attach_system(path, &o);
+		if (!tp->r) {
+			cli_error("top", "cannot record system-wide: %s", strerror(errno));
+			unlink(path);
+			return CLI_FAILURE;
+		}
+		snprintf(tp->source, sizeof(tp->source), "all CPUs");
+		err = open_tail(tp, path);
+		unlink(path);
+		return err;
 	}
 	if (tp->a.cmd) {
 		tp->l = sonde_launch__new(tp->a.cmd, NULL);
@@ -314,6 +339,8 @@ static bool recording_over(struct top *tp)
 {
 	if (tp->l)
 		return sonde_launch__wait(tp->l, WNOHANG, &tp->child_status) == 1;
+	if (tp->a.system_wide)
+		return false; /* until q or Ctrl-C */
 	if (tp->r)
 		return sonde_recorder__active_process_count(tp->r) == 0;
 	return false;
