@@ -1,0 +1,320 @@
+/* System-wide recording (sonde record -a), the CPU of every sample, and loss at the
+ * default ring sizes.
+ *
+ *  - -a finds processes it was never told about, one running before the recording and one
+ *    started during it, and splits each as the reference program split is split (60/30/10
+ *    within a few points, judged on that process's own samples: the machine is shared);
+ *    the CPU of each sample is in the spool, the Perfetto export (PerfSample.cpu, decoded
+ *    by the test decoder and by protoc) and the pprof export (a cpu label, read by go tool
+ *    pprof);
+ *  - -C restricts to CPUs: a spinner pinned to CPU 1 is absent from -C 0 and present, on
+ *    CPU 1 only, with -C 1; a CPU that is not online is a one-line error;
+ *  - Ctrl-C ends an -a recording cleanly;
+ *  - 64 busy threads at 999 Hz with the default rings lose nothing, nor does -a on a
+ *    machine running two busy processes.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/spool_reader.h>
+
+#include "pftrace_util.h"
+#include "../test.h"
+#include "../util.h"
+
+/* System-wide events need CAP_PERFMON or root, or perf_event_paranoid <= 0. */
+static void require_system_wide(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+	int v = 3;
+
+	test_require_perf();
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 3;
+		fclose(f);
+	}
+	if (geteuid() != 0 && v > 0)
+		SKIP("system-wide perf events need root here (perf_event_paranoid %d)", v);
+}
+
+static void decode_trace(const char *spool, struct pft_trace *t)
+{
+	const char *trace = test_path("sys.pftrace");
+	struct test_output o;
+	size_t len;
+
+	test_runf(&o, 120, "%s convert %s -o %s", test_bin("sonde"), spool, trace);
+	if (o.status != 0)
+		FAIL("sonde convert exited %d:\n%s%s", o.status, o.out, o.err);
+	test_output_free(&o);
+	uint8_t *data = ASSERT_NOT_NULL((uint8_t *)test_read_file(trace, &len));
+	pft_decode(data, len, t);
+	free(data);
+}
+
+/* Samples of pid in t, and how many of them name a CPU below ncpu. */
+static size_t pid_samples(const struct pft_trace *t, uint32_t pid, long ncpu, size_t *with_cpu)
+{
+	size_t n = 0;
+
+	*with_cpu = 0;
+	for (size_t i = 0; i < t->n_samples; i++) {
+		if (t->samples[i].pid != pid)
+			continue;
+		n++;
+		*with_cpu += t->samples[i].cpu < (uint32_t)ncpu;
+	}
+	return n;
+}
+
+static void check_split_of(const struct pft_trace *t, pid_t pid, const char *which)
+{
+	double pct[3];
+	size_t total;
+
+	pft_split(t, (uint32_t)pid, pct, &total);
+	printf("%s (pid %d): %zu samples: compute_hot %.1f%%, compute_warm %.1f%%, "
+	       "compute_cool %.1f%%\n",
+	       which, (int)pid, total, pct[0], pct[1], pct[2]);
+	ASSERT_UINT(total, >=, 100);
+	ASSERT_DOUBLE_NEAR(pct[0], 60.0, 7.0);
+	ASSERT_DOUBLE_NEAR(pct[1], 30.0, 7.0);
+	ASSERT_DOUBLE_NEAR(pct[2], 10.0, 5.0);
+}
+
+static void check_pprof_cpu_label(const char *spool)
+{
+	const char *pprof = test_path("sys.pb.gz");
+	struct test_output o;
+	char env[4200], cmd[4200];
+
+	test_runf(&o, 120, "%s convert %s -o %s", test_bin("sonde"), spool, pprof);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	snprintf(env, sizeof(env), "GOCACHE=%s", test_path("gocache"));
+	putenv(env);
+	snprintf(cmd, sizeof(cmd), "go tool pprof -raw %s", pprof);
+	test_run(&o, 120, (const char *const[]){"/bin/sh", "-c", cmd, NULL});
+	if (o.status == 127)
+		SKIP("go is not installed (scripts/packages lists golang-go)");
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "cpu:[0]");
+	test_output_free(&o);
+}
+
+static void check_protoc_cpu(const char *trace)
+{
+	struct test_output o;
+	char cmd[4200];
+
+	snprintf(cmd, sizeof(cmd), "protoc --decode_raw < %s", trace);
+	test_run(&o, 60, (const char *const[]){"/bin/sh", "-c", cmd, NULL});
+	if (o.status == 127)
+		SKIP("protoc is not installed (scripts/packages lists protobuf-compiler)");
+	ASSERT_INT(o.status, ==, 0);
+	/* PerfSample (TracePacket field 66) starts with its cpu (field 1) */
+	ASSERT(strstr(o.out, "66 {\n    1: 0\n    2: ") ||
+	       strstr(o.out, "66 {\n    1: 1\n    2: "));
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(system_splits_processes_it_was_never_named, 300)
+{
+	const char *spool = test_path("sys.spool");
+	const char *before[] = {test_prog("split"), "9", NULL};
+	const char *during[] = {test_prog("split"), "3", NULL};
+	const char *rec[] = {test_bin("sonde"), "record", "-a", "-d", "5", "-q", "-o", spool, NULL};
+	struct sonde_spool_info in;
+	struct pft_trace t;
+	size_t n, with_cpu;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	require_system_wide();
+	pid_t a = test_spawn(before);
+	usleep(300000);
+	pid_t r = test_spawn(rec);
+	sleep(1);
+	pid_t b = test_spawn(during);
+	ASSERT_INT(test_wait(b, 30), ==, 0);
+	ASSERT_INT(test_wait(r, 60), ==, 0);
+	kill(a, SIGKILL);
+	test_wait(a, 10);
+
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	sonde_spool__get_info(s, &in);
+	sonde_spool__close(s);
+	ASSERT_INT(in.complete, ==, 1);
+	ASSERT_UINT(in.version_major, ==, 2);
+
+	decode_trace(spool, &t);
+	check_split_of(&t, a, "running before");
+	check_split_of(&t, b, "started during");
+	n = pid_samples(&t, (uint32_t)a, ncpu, &with_cpu);
+	ASSERT_UINT(with_cpu, ==, n);
+	/* the recorder does not record itself */
+	ASSERT_UINT(pid_samples(&t, (uint32_t)r, ncpu, &with_cpu), ==, 0);
+	pft_free(&t);
+	check_protoc_cpu(test_path("sys.pftrace"));
+	check_pprof_cpu_label(spool);
+}
+
+/* Samples of pid in a -a -C cpus recording of 2 s, and how many were on CPU `on`. */
+static size_t samples_on(const char *cpus, pid_t pid, uint32_t on, size_t *on_cpu)
+{
+	const char *spool = test_path("cpus.spool");
+	struct test_output o;
+	struct pft_trace t;
+	size_t n = 0;
+
+	test_runf(&o, 60, "%s record -a -C %s -d 2 -o %s", test_bin("sonde"), cpus, spool);
+	if (o.status != 0)
+		FAIL("sonde record -a -C %s exited %d:\n%s%s", cpus, o.status, o.out, o.err);
+	test_output_free(&o);
+	decode_trace(spool, &t);
+	*on_cpu = 0;
+	for (size_t i = 0; i < t.n_samples; i++) {
+		if (t.samples[i].pid != (uint32_t)pid)
+			continue;
+		n++;
+		*on_cpu += t.samples[i].cpu == on;
+	}
+	pft_free(&t);
+	return n;
+}
+
+TEST_TIMEOUT(system_cpu_list_restricts, 200)
+{
+	const char *taskset = "/usr/bin/taskset";
+	const char *pinned[] = {taskset, "-c", "1", test_prog("split"), "20", NULL};
+	struct test_output o;
+	size_t n, on;
+
+	require_system_wide();
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP("needs two online CPUs");
+	if (access(taskset, X_OK) != 0)
+		SKIP("taskset (util-linux) is not installed");
+	pid_t p = test_spawn(pinned);
+	usleep(300000);
+	n = samples_on("0", p, 1, &on);
+	printf("-C 0: %zu samples of the spinner pinned to CPU 1\n", n);
+	ASSERT_UINT(n, <=, 2);
+	n = samples_on("1", p, 1, &on);
+	printf("-C 1: %zu samples of it, %zu on CPU 1\n", n, on);
+	ASSERT_UINT(n, >=, 200);
+	ASSERT_UINT(on, ==, n);
+	kill(p, SIGKILL);
+	test_wait(p, 10);
+
+	/* a CPU that is not online, and a list that is not one */
+	test_runf(&o, 30, "%s record -a -C 4095 -d 1 -o %s", test_bin("sonde"),
+		  test_path("bad.spool"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "CPU 4095 is not online");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s record -a -C 1-x -o %s", test_bin("sonde"), test_path("bad.spool"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "-C wants a CPU list");
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(system_ctrl_c_ends_the_recording_cleanly, 120)
+{
+	const char *spool = test_path("int.spool");
+	const char *rec[] = {test_bin("sonde"), "record", "-a", "-q", "-o", spool, NULL};
+	const char *spin[] = {test_prog("split"), "4", NULL};
+	struct sonde_spool_info in;
+
+	require_system_wide();
+	pid_t sp = test_spawn(spin);
+	pid_t r = test_spawn(rec);
+	sleep(2);
+	kill(r, SIGINT);
+	ASSERT_INT(test_wait(r, 30), ==, 0);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	sonde_spool__get_info(s, &in);
+	sonde_spool__close(s);
+	ASSERT_INT(in.complete, ==, 1);
+	ASSERT_UINT(in.samples, >=, 100);
+	test_wait(sp, 30);
+}
+
+/* The record and sample counts of the summary's loss line. */
+static void summary_loss(const char *err, unsigned long long *records, unsigned long long *samples)
+{
+	const char *l = strstr(err, "loss: ");
+
+	if (!l || sscanf(l, "loss: %llu records and %llu samples lost", records, samples) != 2)
+		FAIL("no loss line in:\n%s", err);
+}
+
+TEST_TIMEOUT(record_64_busy_threads_lose_nothing_at_defaults, 200)
+{
+	struct test_output o;
+	unsigned long long records, samples;
+
+	test_require_perf();
+	/* all 64 threads start at once and spin to the end: the recording is in its steady
+	 * state for all but its first milliseconds */
+	test_runf(&o, 120, "%s record -o %s -- %s 64 4", test_bin("sonde"), test_path("t.spool"),
+		  test_prog("spin_threads"));
+	if (o.status != 0)
+		FAIL("sonde record exited %d:\n%s%s", o.status, o.out, o.err);
+	printf("%s", o.err);
+	summary_loss(o.err, &records, &samples);
+	ASSERT_UINT(records, ==, 0);
+	ASSERT_UINT(samples, ==, 0);
+	ASSERT_CONTAINS(o.err, "65 threads");
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(system_two_busy_processes_lose_nothing_at_defaults, 200)
+{
+	const char *busy[] = {test_prog("split"), "8", NULL};
+	struct test_output o;
+	unsigned long long records, samples;
+
+	require_system_wide();
+	pid_t a = test_spawn(busy), b = test_spawn(busy);
+	usleep(300000);
+	test_runf(&o, 120, "%s record -a -d 4 -o %s", test_bin("sonde"), test_path("two.spool"));
+	kill(a, SIGKILL);
+	kill(b, SIGKILL);
+	test_wait(a, 10);
+	test_wait(b, 10);
+	if (o.status != 0)
+		FAIL("sonde record exited %d:\n%s%s", o.status, o.out, o.err);
+	printf("%s", o.err);
+	summary_loss(o.err, &records, &samples);
+	ASSERT_UINT(records, ==, 0);
+	ASSERT_UINT(samples, ==, 0);
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(top_all_cpus_shows_a_process_it_was_never_named, 120)
+{
+	const char *spin[] = {test_prog("split"), "6", NULL};
+	struct test_output o;
+
+	require_system_wide();
+	if (access("/usr/bin/timeout", X_OK) != 0)
+		SKIP("timeout (coreutils) is not installed");
+	pid_t p = test_spawn(spin);
+	usleep(300000);
+	/* Ctrl-C after 3 s: the final table is printed on the way out */
+	test_runf(&o, 60, "/usr/bin/timeout --preserve-status -s INT 3 %s top -a -n 10 -d 1", test_bin("sonde"));
+	kill(p, SIGKILL);
+	test_wait(p, 10);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "sonde top: all CPUs");
+	ASSERT_CONTAINS(o.out, "compute_hot");
+	test_output_free(&o);
+}
