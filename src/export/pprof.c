@@ -33,6 +33,7 @@ enum {
 	LABEL_KEY = 1,
 	LABEL_STR = 2,
 	LABEL_NUM = 3,
+	LABEL_NUM_UNIT = 4,
 	MAPPING_ID = 1,
 	MAPPING_MEMORY_START = 2,
 	MAPPING_MEMORY_LIMIT = 3,
@@ -69,6 +70,7 @@ struct pp {
 	ARR(struct agg) aggs;
 	struct idmap agg_index;
 	uint32_t k_pid, k_tid, k_thread, k_cpu; /* label keys */
+	uint32_t u_cpu;				/* the cpu label's unit */
 	bool failed;				/* a string table allocation failed */
 };
 
@@ -160,6 +162,17 @@ static void label(struct pp *pp, struct buf *m, uint32_t key, uint32_t str, int6
 	put_nested(m, SAMPLE_LABEL, &pp->packed);
 }
 
+/* pprof readers drop a numeric label whose value is 0 unless it names a unit, and CPU 0 is
+ * a CPU like the others: the cpu label has one. */
+static void cpu_label(struct pp *pp, struct buf *m, uint32_t cpu)
+{
+	sonde__buf_reset(&pp->packed);
+	sonde__pb_put_varint(&pp->packed, LABEL_KEY, (uint64_t)pp->k_cpu);
+	sonde__pb_put_varint(&pp->packed, LABEL_NUM, cpu);
+	sonde__pb_put_varint(&pp->packed, LABEL_NUM_UNIT, (uint64_t)pp->u_cpu);
+	put_nested(m, SAMPLE_LABEL, &pp->packed);
+}
+
 static void write_samples(struct pp *pp)
 {
 	const struct sonde_profile *p = pp->p;
@@ -187,7 +200,7 @@ static void write_samples(struct pp *pp)
 				label(pp, &pp->msg, pp->k_thread, t->comm, 0);
 		}
 		if (a->cpu != SONDE_SPOOL_CPU_NONE)
-			label(pp, &pp->msg, pp->k_cpu, 0, a->cpu);
+			cpu_label(pp, &pp->msg, a->cpu);
 		put_nested(&pp->b, PROFILE_SAMPLE, &pp->msg);
 	}
 }
@@ -299,6 +312,7 @@ static void write_header(struct pp *pp)
 	pp->k_tid = str_lit(pp, "tid");
 	pp->k_thread = str_lit(pp, "thread");
 	pp->k_cpu = str_lit(pp, "cpu");
+	pp->u_cpu = str_lit(pp, "index");
 }
 
 static int gzip_to_fd(const struct buf *b, int fd)

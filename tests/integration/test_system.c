@@ -102,7 +102,7 @@ static void check_pprof_cpu_label(const char *spool)
 	if (o.status == 127)
 		SKIP("go is not installed (scripts/packages lists golang-go)");
 	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.out, "cpu:[0]");
+	ASSERT_CONTAINS(o.out, "cpu:[0 index]");
 	test_output_free(&o);
 }
 
