@@ -129,6 +129,9 @@ enum {
 	 * on a loaded machine a woken recorder can wait for dozens of busy threads' time
 	 * slices before it drains (64 busy threads on 2 CPUs: about 150 ms). */
 	RING_BUDGET_MS = 250,
+	/* A system-wide recorder competes with everything the machine runs, and its first
+	 * drains meet every busy process at once. */
+	RING_BUDGET_MS_SYSTEM = 500,
 	/* Bound of all rings together when no locked-memory limit applies (CAP_IPC_LOCK). */
 	RING_CAP_BYTES = 256u << 20,
 };
@@ -168,7 +171,8 @@ void rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o)
 	 * `frequency` samples a second either way. A sample is its stack copy, the registers,
 	 * headers and, with kernel frames, the callchain. */
 	uint64_t sample = r->cfg.stack_bytes + 256 + (r->cfg.kernel ? 8 * 128 : 0);
-	uint64_t want = r->cfg.freq * sample * RING_BUDGET_MS / 1000;
+	uint64_t budget = r->system_wide ? RING_BUDGET_MS_SYSTEM : RING_BUDGET_MS;
+	uint64_t want = r->cfg.freq * sample * budget / 1000;
 	/* the bound over all rings, each ring's meta page included */
 	uint64_t per_ring = r->sum.ring_bytes_cap / (r->n_cpus ? r->n_cpus : 1);
 	per_ring = per_ring > page ? per_ring - page : page;

@@ -177,6 +177,28 @@ static int synthesize_threads(struct sonde_recorder *r, struct rec_process *p)
 	return err;
 }
 
+/* Builds the CFI tables of a running process's modules now, before sampling starts: the
+ * first samples of every busy process would otherwise all wait for them in the first
+ * drain, while the rings fill. */
+static void warm_unwind_tables(struct sonde_recorder *r, const struct rec_process *p)
+{
+	struct unwind_module out;
+
+	for (size_t i = 0; r->unwind_cache && !r->frame_pointers_only && i < p->mods.n; i++) {
+		const struct rec_module *m = &p->mods.m[i];
+		struct unwind_mapping um = {.pid = p->pid,
+					    .start = m->start,
+					    .end = m->end,
+					    .pgoff = m->pgoff,
+					    .dev = m->dev,
+					    .inode = m->inode,
+					    .path = m->path,
+					    .vdso = (m->flags & SONDE_MODULE_VDSO) != 0};
+		if (!sonde__unwind_cache_lookup(r->unwind_cache, &um, &out))
+			return;
+	}
+}
+
 int rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time)
 {
 	struct proc_stat st;
@@ -199,6 +221,8 @@ int rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64
 	int err = synthesize_threads(r, p);
 	if (!err)
 		err = sonde__rec_read_maps(r, p, time);
+	if (!err && st.state == 'R' && !r->enabled)
+		warm_unwind_tables(r, p);
 	if (err == -ESRCH || err == -EACCES) {
 		/* exited meanwhile, or a process whose maps we may not read (then its samples
 		 * keep raw addresses) */
