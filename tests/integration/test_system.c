@@ -175,6 +175,7 @@ static size_t samples_on(const char *cpus, pid_t pid, uint32_t on, size_t *on_cp
 	test_runf(&o, 60, "%s record -a -C %s -d 2 -o %s", test_bin("sonde"), cpus, spool);
 	if (o.status != 0)
 		FAIL("sonde record -a -C %s exited %d:\n%s%s", cpus, o.status, o.out, o.err);
+	printf("%s", o.err);
 	test_output_free(&o);
 	decode_trace(spool, &t);
 	*on_cpu = 0;
@@ -191,7 +192,7 @@ static size_t samples_on(const char *cpus, pid_t pid, uint32_t on, size_t *on_cp
 TEST_TIMEOUT(system_cpu_list_restricts, 200)
 {
 	const char *taskset = "/usr/bin/taskset";
-	const char *pinned[] = {taskset, "-c", "1", test_prog("split"), "20", NULL};
+	const char *pinned[] = {taskset, "-c", "1", test_prog("split"), "120", NULL};
 	struct test_output o;
 	size_t n, on;
 
@@ -247,6 +248,15 @@ TEST_TIMEOUT(system_ctrl_c_ends_the_recording_cleanly, 120)
 	test_wait(sp, 30);
 }
 
+/* Loss at the default sizes is a property of the release build: a sanitized recorder
+ * unwinds several times slower, and the same rings then overflow. */
+static void require_release_speed(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	SKIP("loss at defaults is measured on the release build (ASan slows the recorder)");
+#endif
+}
+
 /* The record and sample counts of the summary's loss line. */
 static void summary_loss(const char *err, unsigned long long *records, unsigned long long *samples)
 {
@@ -262,6 +272,7 @@ TEST_TIMEOUT(record_64_busy_threads_lose_nothing_at_defaults, 200)
 	unsigned long long records, samples;
 
 	test_require_perf();
+	require_release_speed();
 	/* all 64 threads start at once and spin to the end: the recording is in its steady
 	 * state for all but its first milliseconds */
 	test_runf(&o, 120, "%s record -o %s -- %s 64 4", test_bin("sonde"), test_path("t.spool"),
@@ -283,6 +294,7 @@ TEST_TIMEOUT(system_two_busy_processes_lose_nothing_at_defaults, 200)
 	unsigned long long records, samples;
 
 	require_system_wide();
+	require_release_speed();
 	pid_t a = test_spawn(busy), b = test_spawn(busy);
 	usleep(300000);
 	test_runf(&o, 120, "%s record -a -d 4 -o %s", test_bin("sonde"), test_path("two.spool"));
