@@ -1,5 +1,6 @@
 /* The perf layer: ring reading over a synthetic ring, record decoding, the cross-ring
  * sorter, CPU lists, and a real cpu-clock event on this process. */
+#include <errno.h>
 #include <linux/perf_event.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -9,6 +10,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sonde/record.h>
 
 #include "../test.h"
 #include "perf/decode.h"
@@ -531,4 +534,31 @@ TEST(perf_open_raises_the_fd_limit_on_emfile)
 	ASSERT_OK(fd);
 	close(fd);
 	ASSERT_UINT(now.rlim_cur, >, tight.rlim_cur);
+}
+
+/* perf's CPU list syntax, as -C and report --cpu take it: ranges, duplicates named once,
+ * the order kept; anything else refused. */
+TEST(cpu_list_parse_takes_perf_syntax)
+{
+	static const struct {
+		const char *in;
+		int n, cpus[4];
+	} ok[] = {
+		{"0", 1, {0}},		{"0,2-3", 3, {0, 2, 3}}, {"3,1", 2, {3, 1}},
+		{"0-1,1", 2, {0, 1}},	{"7\n", 1, {7}},	 {"1-1", 1, {1}},
+	};
+	static const char *const bad[] = {"", "x", "1-", "-1", "3-1", "1,,2", "1 2", "0x1"};
+	int *cpus;
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		ASSERT_OK(sonde_cpu_list_parse(ok[i].in, &cpus, &n));
+		ASSERT_UINT(n, ==, (size_t)ok[i].n);
+		for (size_t j = 0; j < n; j++)
+			ASSERT_INT(cpus[j], ==, ok[i].cpus[j]);
+		free(cpus);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ASSERT_INT(sonde_cpu_list_parse(bad[i], &cpus, &n), ==, -EINVAL);
+	ASSERT_INT(sonde_cpu_list_parse(NULL, &cpus, &n), ==, -EINVAL);
 }
