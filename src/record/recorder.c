@@ -577,8 +577,10 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 		pr->lost_events += r->sum.lost_events - lost;
 		if (err)
 			return err;
-		/* buf is not used past this point: pushing may recycle it */
-		if ((++n & 31) == 0)
+		/* buf is not used past this point: pushing may recycle it. Not when everything
+		 * is being released (a sweep, finish): what is pushed would be released in the
+		 * same loop, which a busy machine could then keep going. */
+		if ((++n & 31) == 0 && limit != UINT64_MAX)
 			drain_meanwhile(r, &last_drain);
 	}
 	return 0;
