@@ -322,11 +322,47 @@ TEST_TIMEOUT(top_all_cpus_shows_a_process_it_was_never_named, 120)
 	pid_t p = test_spawn(spin);
 	usleep(300000);
 	/* Ctrl-C after 3 s: the final table is printed on the way out */
-	test_runf(&o, 60, "/usr/bin/timeout --preserve-status -s INT 3 %s top -a -n 10 -d 1", test_bin("sonde"));
+	test_runf(&o, 60, "/usr/bin/timeout --preserve-status -s INT 3 %s top -a -n 10 -d 1",
+		  test_bin("sonde"));
 	kill(p, SIGKILL);
 	test_wait(p, 10);
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.out, "sonde top: all CPUs");
 	ASSERT_CONTAINS(o.out, "compute_hot");
 	test_output_free(&o);
+}
+
+/* Rings far too small: the kernel drops records, every gap is closed by a recovery sweep,
+ * the rings grow, and a process running throughout is still split right. */
+TEST_TIMEOUT(system_loss_is_recovered_and_rings_grow, 200)
+{
+	const char *spool = test_path("loss.spool");
+	const char *spin[] = {test_prog("split"), "60", NULL};
+	unsigned long long records, samples, gaps, recovered;
+	struct test_output o;
+	struct pft_trace t;
+
+	require_system_wide();
+	pid_t p = test_spawn(spin);
+	usleep(300000);
+	test_runf(&o, 60, "%s record -a --ring-pages 16 -d 3 -o %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("sonde record exited %d:\n%s%s", o.status, o.out, o.err);
+	printf("%s", o.err);
+	summary_loss(o.err, &records, &samples);
+	const char *l = strstr(o.err, "gap");
+	ASSERT(l != NULL);
+	while (l > o.err && l[-1] != ';')
+		l--;
+	ASSERT_INT(sscanf(l, " %llu gap%*s %llu recovered", &gaps, &recovered), ==, 2);
+	ASSERT_UINT(records + samples, >, 0);
+	ASSERT_UINT(gaps, >, 0);
+	ASSERT_UINT(recovered, ==, gaps);
+	ASSERT_CONTAINS(o.err, "doubled after a loss");
+	test_output_free(&o);
+	decode_trace(spool, &t);
+	kill(p, SIGKILL);
+	test_wait(p, 10);
+	check_split_of(&t, p, "running throughout");
+	pft_free(&t);
 }
