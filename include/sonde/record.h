@@ -102,7 +102,7 @@ struct sonde_record_opts {
 	 * process there, as sonde_recorder__detach_process does. NULL: every exec is fine. */
 	bool (*exec_check)(void *ctx, pid_t pid);
 	void *exec_check_ctx;
-	/* System-wide recordings (sonde_recorder_attach_system) only. The CPUs to sample:
+	/* System-wide recordings (sonde_recorder__attach_system) only. The CPUs to sample:
 	 * NULL (or n_cpus 0) for every online CPU; each must be online (else -EINVAL). */
 	const int *cpus;
 	size_t n_cpus;
@@ -221,17 +221,17 @@ SONDE_API struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_
  * recorder's own process is not recorded. Needs CAP_PERFMON (or root) or
  * kernel.perf_event_paranoid <= 0. Sampling starts before this returns. NULL and errno
  * (EACCES/EPERM, the cause logged; EINVAL a CPU that is not online). */
-SONDE_API struct sonde_recorder *sonde_recorder_attach_system(const char *path,
+SONDE_API struct sonde_recorder *sonde_recorder__attach_system(const char *path,
 							      const struct sonde_record_opts *opts);
 /* Same, with the spool bytes sent to write(ctx, ...) (as sonde_recorder__attach_writer). */
 SONDE_API struct sonde_recorder *
-sonde_recorder_attach_system_writer(sonde_spool_write_fn write, void *ctx,
+sonde_recorder__attach_system_writer(sonde_spool_write_fn write, void *ctx,
 				    const struct sonde_record_opts *opts);
 
 /* Parses a CPU list in perf's syntax ("0,2-3", "1", "0-7"; a trailing newline is fine) into
  * *cpus (malloc'd, caller frees), in the order given, duplicates removed. 0, -EINVAL for a
  * malformed list, -ENOMEM. */
-SONDE_API int sonde_cpu_list_parse(const char *list, int **cpus, size_t *n);
+SONDE_API int sonde_cpu_list__parse(const char *list, int **cpus, size_t *n);
 
 enum sonde_attach_outcome {
 	SONDE_ATTACH_ATTACHED = 0, /* newly attached */

@@ -83,7 +83,7 @@ SONDE_API int sonde_spool_writer__add_sample(struct sonde_spool_writer *w, uint6
 				     uint32_t thread, const struct sonde_spool_frame *frames,
 				     size_t n_frames, uint32_t flags);
 /* The same, for a sample taken on CPU cpu (SONDE_SPOOL_CPU_NONE: not known). */
-SONDE_API int sonde_spool_add_sample_cpu(struct sonde_spool_writer *w, uint64_t time_ns,
+SONDE_API int sonde_spool_writer__add_sample_cpu(struct sonde_spool_writer *w, uint64_t time_ns,
 					 uint32_t thread, uint32_t cpu,
 					 const struct sonde_spool_frame *frames, size_t n_frames,
 					 uint32_t flags);

@@ -219,7 +219,7 @@ static int parse_opt(struct record_args *a, int c, const char *arg)
 	case 'C':
 		free(a->cpus);
 		a->cpus = NULL;
-		if (sonde_cpu_list_parse(arg, &a->cpus, &a->n_cpus) < 0) {
+		if (sonde_cpu_list__parse(arg, &a->cpus, &a->n_cpus) < 0) {
 			cli_error("record", "-C wants a CPU list such as 0,2-3, not '%s'", arg);
 			return CLI_USAGE;
 		}
@@ -547,7 +547,7 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 		/* The command, if any, is one of the processes recorded; it only bounds the
 		 * recording. */
 		*code = CLI_FAILURE;
-		struct sonde_recorder *sr = sonde_recorder_attach_system_writer(
+		struct sonde_recorder *sr = sonde_recorder__attach_system_writer(
 			sonde_spool_writer__write_fd, (void *)(intptr_t)a->spool_fd, &a->opts);
 		if (!sr)
 			report_failure("cannot record system-wide: %s", -errno);

@@ -548,7 +548,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 		case 'C':
 			free(r->cpus);
 			r->cpus = NULL;
-			if (sonde_cpu_list_parse(optarg, &r->cpus, &r->n_cpus) < 0) {
+			if (sonde_cpu_list__parse(optarg, &r->cpus, &r->n_cpus) < 0) {
 				cli_error("report",
 					  "--cpu wants a CPU list such as 0,2-3, not '%s'", optarg);
 				return CLI_USAGE;

@@ -49,7 +49,7 @@ struct top_args {
 	int n_attach;
 	uint32_t pid, tid; /* filters */
 	bool by_total;
-	bool system_wide; /* -a: every process (sonde_recorder_attach_system) */
+	bool system_wide; /* -a: every process (sonde_recorder__attach_system) */
 	int rows;	  /* plain mode rows, 0: PLAIN_ROWS */
 	const char *file;
 	char **cmd;
@@ -273,7 +273,7 @@ static int start_recording(struct top *tp)
 	}
 	if (tp->a.system_wide) {
 		o.kernel = true; /* falls back to user frames, with a warning, when denied */
-		tp->r = sonde_recorder_attach_system(path, &o);
+		tp->r = sonde_recorder__attach_system(path, &o);
 		if (!tp->r) {
 			cli_error("top", "cannot record system-wide: %s", strerror(errno));
 			unlink(path);

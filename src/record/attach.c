@@ -169,7 +169,7 @@ static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 	return 0;
 }
 
-int rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec)
+int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec)
 {
 	if (r->n_events == r->cap_events) {
 		size_t cap = r->cap_events ? r->cap_events * 2 : 64;
@@ -225,7 +225,7 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 		int fd = sonde__perf_open(&a, tid, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* CPU went offline */
-		int err = fd < 0 ? fd : rec_add_event(r, fd, c, tid, on_exec);
+		int err = fd < 0 ? fd : sonde__rec_add_event(r, fd, c, tid, on_exec);
 		if (err) {
 			if (fd >= 0)
 				close(fd);

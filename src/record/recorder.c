@@ -157,7 +157,7 @@ static uint64_t ring_mlock_cap(size_t online)
 	return cap;
 }
 
-void rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o)
+void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o)
 {
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), cap = ring_mlock_cap(r->n_cpus);
 
@@ -264,7 +264,7 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 			sonde__rec_explain_perf_error(pid, err);
 		return err;
 	}
-	rec_size_rings(r, &o);
+	sonde__rec_size_rings(r, &o);
 	err = start_spool(r, write, ctx);
 	if (err)
 		return err;
@@ -364,7 +364,7 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 		return want;
 	if (want > SONDE_RECORD_EVENT_CPU_CLOCK)
 		return -EINVAL;
-	int err = rec_system_configure(r, &o);
+	int err = sonde__rec_system_configure(r, &o);
 	if (!err)
 		err = sonde__rec_choose_event(r, -1, want);
 	if (err) {
@@ -372,10 +372,10 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 			explain_system_error(err);
 		return err;
 	}
-	rec_size_rings(r, &o);
+	sonde__rec_size_rings(r, &o);
 	err = start_spool(r, write, ctx);
 	if (!err)
-		err = rec_system_open(r);
+		err = sonde__rec_system_open(r);
 	if (err) {
 		explain_system_error(err);
 		return err;
@@ -383,7 +383,7 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	/* /proc is read before sampling starts, as perf does: reading every process's
 	 * mappings takes a while, during which enabled rings would fill. A process started in
 	 * between is read from /proc at its first sample. */
-	err = rec_system_scan(r, r->start_mono);
+	err = sonde__rec_system_scan(r, r->start_mono);
 	if (err) {
 		sonde_error("cannot read the running processes: %s", sonde_strerror(err));
 		return err;
@@ -391,7 +391,7 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	return sonde_recorder__enable(r);
 }
 
-struct sonde_recorder *sonde_recorder_attach_system_writer(sonde_spool_write_fn write, void *ctx,
+struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn write, void *ctx,
 							   const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
@@ -406,7 +406,7 @@ struct sonde_recorder *sonde_recorder_attach_system_writer(sonde_spool_write_fn 
 	return NULL;
 }
 
-struct sonde_recorder *sonde_recorder_attach_system(const char *path,
+struct sonde_recorder *sonde_recorder__attach_system(const char *path,
 						    const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
@@ -488,7 +488,7 @@ int sonde_recorder__epoll_fd(const struct sonde_recorder *r)
 	return r->epfd;
 }
 
-int rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
+int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
 {
 	const void *rec;
 	size_t len;
@@ -530,7 +530,7 @@ static int drain_rings(struct sonde_recorder *r)
 	for (size_t i = 0; i < r->n_cpus; i++) {
 		if (!r->rings[i].mapped)
 			continue;
-		int err = rec_drain_ring(r, &r->rings[i]);
+		int err = sonde__rec_drain_ring(r, &r->rings[i]);
 		if (err && !first)
 			first = err;
 	}
@@ -644,7 +644,7 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 	}
 	int err = drain_and_process(r, false, &pr);
 	if (r->system_wide)
-		rec_system_grow_rings(r);
+		sonde__rec_system_grow_rings(r);
 	if (!err)
 		err = sonde__rec_maybe_recover(r, false);
 	if (!err)

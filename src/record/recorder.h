@@ -154,7 +154,7 @@ int sonde__rec_error(struct sonde_recorder *r, int err);
 void sonde__rec_context_error(struct sonde_recorder *r, int err, const char *what);
 uint64_t sonde__rec_now(void);
 /* Every published record of one ring into the sorter. 0 or the first error. */
-int rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring);
+int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring);
 /* Drains every ring and processes what can be ordered (final: everything queued). */
 int sonde__rec_drain(struct sonde_recorder *r, bool final);
 /* Clamps a record time so that spool writes never go back in time. */
@@ -162,7 +162,7 @@ uint64_t sonde__rec_time(struct sonde_recorder *r, uint64_t t);
 
 /* Chooses the ring size from the options, the rate and the stack size, under the bound
  * of all rings (recorder.c). */
-void rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o);
+void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o);
 
 /* attach.c */
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
@@ -185,7 +185,7 @@ void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid);
 uint64_t sonde__rec_read_lost_counters(struct sonde_recorder *r);
 /* Takes event fd (of thread tid, -1 for a per-CPU event) on CPU index cpu_idx, routing it
  * into that CPU's ring (mapped on first use). 0 or -errno (fd then still the caller's). */
-int rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec);
+int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec);
 
 /* images.c */
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
@@ -236,22 +236,22 @@ void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino);
 /* system.c */
 /* Options of a system-wide recording: the CPUs (validated against the online ones), the
  * process filter. 0 or -errno. */
-int rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
+int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* One disabled event per selected CPU, every task. 0 or -errno. */
-int rec_system_open(struct sonde_recorder *r);
+int sonde__rec_system_open(struct sonde_recorder *r);
 /* Reads the running processes from /proc (all, or the filtered ones and their
  * descendants): identity, thread names, executable mappings. Records of them older than
  * `since` are ignored. 0 or -errno. */
-int rec_system_scan(struct sonde_recorder *r, uint64_t since);
+int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since);
 /* Starts tracking pid from /proc unless it is tracked already (same start time). */
-int rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time);
+int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time);
 /* Whether records of pid (forked by parent, 0 when unknown) are to be tracked. */
-bool rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent);
+bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent);
 /* Replaces the ring of every CPU that reported a loss by one twice its size, while the
  * bound of all rings allows (a system-wide recording's rings each have one event). */
-void rec_system_grow_rings(struct sonde_recorder *r);
+void sonde__rec_system_grow_rings(struct sonde_recorder *r);
 /* Drops exited, retired processes from the table (a long system-wide recording sees
  * processes come and go without end). */
-void rec_forget_exited(struct sonde_recorder *r);
+void sonde__rec_forget_exited(struct sonde_recorder *r);
 
 #endif

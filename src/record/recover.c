@@ -377,8 +377,8 @@ static int sweep(struct sonde_recorder *r)
 	}
 	if (r->system_wide) {
 		/* Processes whose fork was lost: every one /proc lists that the table lacks. */
-		keep(&first, rec_system_scan(r, 0));
-		rec_forget_exited(r);
+		keep(&first, sonde__rec_system_scan(r, 0));
+		sonde__rec_forget_exited(r);
 	}
 	r->last_sweep = sonde__rec_now();
 	if (first) {

@@ -1,4 +1,4 @@
-/* System-wide recording (sonde_recorder_attach_system): one event per CPU for every task,
+/* System-wide recording (sonde_recorder__attach_system): one event per CPU for every task,
  * the side band of every task from those same events, and /proc for the processes already
  * running when the recording starts (perf's synthesis step).
  *
@@ -27,7 +27,7 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int sonde_cpu_list_parse(const char *list, int **cpus, size_t *n)
+int sonde_cpu_list__parse(const char *list, int **cpus, size_t *n)
 {
 	size_t len = list ? strlen(list) : 0, max = 1;
 	int *c;
@@ -83,7 +83,7 @@ static int select_cpus(struct sonde_recorder *r, const int *want, size_t n)
 	return 0;
 }
 
-int rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
+int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
 {
 	r->system_wide = true;
 	r->sum.system_wide = 1;
@@ -108,7 +108,7 @@ int rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opt
 	return 0;
 }
 
-int rec_system_open(struct sonde_recorder *r)
+int sonde__rec_system_open(struct sonde_recorder *r)
 {
 	struct perf_event_attr a;
 	struct perf_event_cfg cfg = r->cfg;
@@ -119,7 +119,7 @@ int rec_system_open(struct sonde_recorder *r)
 		int fd = sonde__perf_open(&a, -1, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* went offline since it was listed */
-		int err = fd < 0 ? fd : rec_add_event(r, fd, c, -1, false);
+		int err = fd < 0 ? fd : sonde__rec_add_event(r, fd, c, -1, false);
 		if (err) {
 			if (fd >= 0)
 				close(fd);
@@ -137,7 +137,7 @@ static bool filtered_in(const struct sonde_recorder *r, pid_t pid)
 	return false;
 }
 
-bool rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
+bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
 {
 	if (pid == r->self_pid)
 		return false;
@@ -199,7 +199,7 @@ static void warm_unwind_tables(struct sonde_recorder *r, const struct rec_proces
 	}
 }
 
-int rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time)
+int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time)
 {
 	struct proc_stat st;
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
@@ -243,7 +243,7 @@ static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since
 	if (err || depth > 64)
 		return err == -ESRCH ? 0 : err;
 	for (size_t i = 0; i < n && !err; i++) {
-		err = rec_system_adopt(r, kids[i], since, time);
+		err = sonde__rec_system_adopt(r, kids[i], since, time);
 		if (!err)
 			err = adopt_descendants(r, kids[i], since, time, depth + 1);
 	}
@@ -251,14 +251,14 @@ static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since
 	return err;
 }
 
-int rec_system_scan(struct sonde_recorder *r, uint64_t since)
+int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 {
 	uint64_t time = sonde__rec_time(r, sonde__rec_now());
 	int err = 0;
 
 	if (r->n_filter_pids) {
 		for (size_t i = 0; i < r->n_filter_pids && !err; i++) {
-			err = rec_system_adopt(r, r->filter_pids[i], since, time);
+			err = sonde__rec_system_adopt(r, r->filter_pids[i], since, time);
 			if (!err)
 				err = adopt_descendants(r, r->filter_pids[i], since, time, 0);
 		}
@@ -273,13 +273,13 @@ int rec_system_scan(struct sonde_recorder *r, uint64_t since)
 		long pid = strtol(e->d_name, &end, 10);
 		if (*end || pid <= 0 || pid == r->self_pid)
 			continue;
-		err = rec_system_adopt(r, (pid_t)pid, since, time);
+		err = sonde__rec_system_adopt(r, (pid_t)pid, since, time);
 	}
 	closedir(d);
 	return err;
 }
 
-void rec_forget_exited(struct sonde_recorder *r)
+void sonde__rec_forget_exited(struct sonde_recorder *r)
 {
 	size_t k = 0;
 
@@ -333,7 +333,7 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 	if (r->enabled)
 		sonde__perf_enable(fd);
 	/* what the old ring got before it was disabled */
-	sonde__rec_error(r, rec_drain_ring(r, ring));
+	sonde__rec_error(r, sonde__rec_drain_ring(r, ring));
 	uint64_t lost;
 	if (r->cfg.read_lost && sonde__perf_read_lost(ev->fd, &lost) == 0)
 		r->closed_lost += lost;
@@ -352,7 +352,7 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 	return 0;
 }
 
-void rec_system_grow_rings(struct sonde_recorder *r)
+void sonde__rec_system_grow_rings(struct sonde_recorder *r)
 {
 	for (size_t i = 0; i < r->n_cpus; i++) {
 		struct rec_ring *ring = &r->rings[i];

@@ -353,7 +353,7 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 	}
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 	if (!p && !r->n_filter_pids) {
-		if (rec_system_adopt(r, pid, 0, rec->time) < 0)
+		if (sonde__rec_system_adopt(r, pid, 0, rec->time) < 0)
 			return NULL;
 		p = sonde__rec_process_get(r, pid, false);
 		if (!p && (p = sonde__rec_process_get(r, pid, true)))
@@ -422,7 +422,7 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	err = thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
 	if (err)
 		return err;
-	err = sonde_spool_add_sample_cpu(
+	err = sonde_spool_writer__add_sample_cpu(
 		r->spool, sonde__rec_time(r, rec->time), tid_id,
 		(r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE,
 		r->frames, n + nk, flags);
@@ -438,7 +438,7 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 
 	if (!(m->prot & PROT_EXEC) || !m->filename || m->addr + m->len < m->addr)
 		return 0;
-	if (r->system_wide && !rec_system_tracks(r, (pid_t)m->pid, 0))
+	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)m->pid, 0))
 		return 0;
 	struct rec_process *p = sonde__rec_process_get(r, (pid_t)m->pid, true);
 	if (!p)
@@ -457,7 +457,7 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_comm *c = &rec->comm;
 
-	if (r->system_wide && !rec_system_tracks(r, (pid_t)c->pid, 0))
+	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)c->pid, 0))
 		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)c->tid, true);
 
@@ -520,7 +520,7 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	 * the parent's, and nothing of theirs is tracked. */
 	if (new_process && !r->follow_children)
 		return 0;
-	if (r->system_wide && !rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
+	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
 	if (!t)
@@ -589,7 +589,7 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 	p->exited = true;
 	int err = sonde__rec_retire(r, p, rec->time);
 	if (r->system_wide)
-		rec_forget_exited(r);
+		sonde__rec_forget_exited(r);
 	return err;
 }
 

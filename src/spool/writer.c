@@ -387,11 +387,11 @@ static int intern_stack(struct sonde_spool_writer *w, const struct sonde_spool_f
 int sonde_spool_writer__add_sample(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
 			   const struct sonde_spool_frame *frames, size_t n_frames, uint32_t flags)
 {
-	return sonde_spool_add_sample_cpu(w, time_ns, thread, SONDE_SPOOL_CPU_NONE, frames,
+	return sonde_spool_writer__add_sample_cpu(w, time_ns, thread, SONDE_SPOOL_CPU_NONE, frames,
 					  n_frames, flags);
 }
 
-int sonde_spool_add_sample_cpu(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
+int sonde_spool_writer__add_sample_cpu(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
 			       uint32_t cpu, const struct sonde_spool_frame *frames,
 			       size_t n_frames, uint32_t flags)
 {

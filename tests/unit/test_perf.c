@@ -552,13 +552,13 @@ TEST(cpu_list_parse_takes_perf_syntax)
 	size_t n;
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		ASSERT_OK(sonde_cpu_list_parse(ok[i].in, &cpus, &n));
+		ASSERT_OK(sonde_cpu_list__parse(ok[i].in, &cpus, &n));
 		ASSERT_UINT(n, ==, (size_t)ok[i].n);
 		for (size_t j = 0; j < n; j++)
 			ASSERT_INT(cpus[j], ==, ok[i].cpus[j]);
 		free(cpus);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ASSERT_INT(sonde_cpu_list_parse(bad[i], &cpus, &n), ==, -EINVAL);
-	ASSERT_INT(sonde_cpu_list_parse(NULL, &cpus, &n), ==, -EINVAL);
+		ASSERT_INT(sonde_cpu_list__parse(bad[i], &cpus, &n), ==, -EINVAL);
+	ASSERT_INT(sonde_cpu_list__parse(NULL, &cpus, &n), ==, -EINVAL);
 }

@@ -462,7 +462,7 @@ TEST(spool_reader_sample_cpus)
 
 	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &t));
 	for (size_t i = 0; i < sizeof(cpus) / sizeof(cpus[0]); i++)
-		ASSERT_OK(sonde_spool_add_sample_cpu(w, 10 + i, t, cpus[i], NULL, 0, 0));
+		ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 10 + i, t, cpus[i], NULL, 0, 0));
 	ASSERT_OK(sonde_spool_writer__finish(w));
 	sonde_spool_writer__free(w);
 	struct sonde_spool *s = open_ok(&b);

@@ -60,8 +60,8 @@ TEST(spool_writer_exact_bytes)
 	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &thread));
 	ASSERT_UINT(thread, ==, 1);
 	ASSERT_UINT(add_test_module(w, 10), ==, 1);
-	ASSERT_OK(sonde_spool_add_sample_cpu(w, 100, thread, 3, frames, 2, 0));
-	ASSERT_OK(sonde_spool_add_sample_cpu(w, 150, thread, 3, frames, 2, SONDE_SAMPLE_TRUNCATED));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 100, thread, 3, frames, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 150, thread, 3, frames, 2, SONDE_SAMPLE_TRUNCATED));
 	ASSERT_OK(sonde_spool_writer__add_sample(w, 160, thread, frames, 2, 0));
 	ASSERT_OK(sonde_spool_writer__finish(w));
 
