@@ -1,0 +1,33 @@
+/* FtraceConfig (protos/perfetto/config/ftrace/ftrace_config.proto), the fields linux.ftrace
+ * supports. Internal to libsonde. */
+#ifndef SONDE_PROBES_FTRACE_CONFIG_H
+#define SONDE_PROBES_FTRACE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { FTRACE_EVENT_NAME_MAX = 128 };
+
+struct ftrace_config {
+	/* ftrace_events (1): "group/name", "group/" + "*" or a bare "name". Owned. */
+	char (*events)[FTRACE_EVENT_NAME_MAX];
+	size_t nevents;
+	uint32_t buffer_size_kb;     /* 10; 0 = the module's default */
+	uint32_t drain_period_ms;    /* 11; 0 = the module's default */
+	bool compact_sched;	     /* 12: CompactSchedConfig.enabled */
+	bool disable_generic_events; /* 16: events without a typed proto are dropped */
+	/* Fields read but not acted on, so that the data source can say so. */
+	bool has_atrace;	  /* atrace_categories (2) / atrace_apps (3) */
+	bool symbolize_ksyms;	  /* 13 */
+	bool has_instance_name;	  /* 25: sonde always records into its own instance */
+};
+
+/* Decodes FtraceConfig bytes (the DataSourceConfig's ftrace_config field, 100). Unknown
+ * fields are skipped. An event name longer than FTRACE_EVENT_NAME_MAX - 1 bytes, or with
+ * a character other than [A-Za-z0-9_-], '/' or '*', is -SONDE_E_RANGE. Returns 0, -SONDE_E_FORMAT,
+ * -SONDE_E_RANGE or -ENOMEM; on failure *c is left empty. */
+int ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c);
+void ftrace_config_free(struct ftrace_config *c);
+
+#endif
