@@ -1,0 +1,73 @@
+/* The format file parser on odd but valid text, and on text it must refuse. */
+#include "../test.h"
+#include "probes/ftrace_format.h"
+
+TEST(ftrace_format_kinds)
+{
+	static const char t[] = "name: odd\nID: 77\nformat:\n"
+				"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+				"\tfield:__data_loc char[] name;\toffset:4;\tsize:4;\tsigned:0;\n"
+				"\tfield:__rel_loc char[] rel;\toffset:8;\tsize:4;\tsigned:0;\n"
+				"\tfield:u32 cpus[4];\toffset:12;\tsize:16;\tsigned:0;\n"
+				"\tfield:__data_loc u8[] blob;\toffset:28;\tsize:4;\tsigned:0;\n"
+				"\tfield:s8 small;\toffset:32;\tsize:1;\tsigned:1;\n"
+				"\tfield:char c[8];\toffset:33;\tsize:8;\tsigned:0;\n"
+				"\nprint fmt: \"field:bogus;\"\n";
+	struct ftrace_format f;
+
+	ASSERT_OK(ftrace_format_parse(t, sizeof(t) - 1, &f));
+	ASSERT_STR_EQ(f.name, "odd");
+	ASSERT_INT(f.id, ==, 77);
+	ASSERT_INT(f.nfields, ==, 7);
+	ASSERT_INT(f.record_size, ==, 41);
+	ASSERT_INT(ftrace_format_field(&f, "name")->kind, ==, FTRACE_FIELD_DATA_LOC_STR);
+	ASSERT_INT(ftrace_format_field(&f, "rel")->kind, ==, FTRACE_FIELD_REL_LOC_STR);
+	ASSERT_INT(ftrace_format_field(&f, "cpus")->kind, ==, FTRACE_FIELD_ARRAY);
+	ASSERT_STR_EQ(ftrace_format_field(&f, "cpus")->type, "u32");
+	ASSERT_INT(ftrace_format_field(&f, "blob")->kind, ==, FTRACE_FIELD_DATA_LOC);
+	ASSERT_INT(ftrace_format_field(&f, "c")->kind, ==, FTRACE_FIELD_CHARS);
+
+	/* A record: name at 48 (len 4 "abc\0"), rel 4 bytes after rel's end (12 + 4 = 16). */
+	uint8_t rec[64] = {0};
+	uint32_t loc = 48 | 4u << 16, rloc = 4 | 3u << 16;
+	memcpy(rec + 4, &loc, 4);
+	memcpy(rec + 8, &rloc, 4);
+	memcpy(rec + 48, "abc", 4);
+	memcpy(rec + 16, "xyz", 3);
+	rec[32] = 0xff;
+	const char *s;
+	size_t n;
+	int64_t v;
+	ASSERT(ftrace_field_str(ftrace_format_field(&f, "name"), rec, sizeof(rec), &s, &n));
+	ASSERT_INT(n, ==, 3);
+	ASSERT_MEM_EQ(s, "abc", 3);
+	ASSERT(ftrace_field_str(ftrace_format_field(&f, "rel"), rec, sizeof(rec), &s, &n));
+	ASSERT_INT(n, ==, 3);
+	ASSERT_MEM_EQ(s, "xyz", 3);
+	ASSERT(ftrace_field_int(ftrace_format_field(&f, "small"), rec, sizeof(rec), &v));
+	ASSERT_INT(v, ==, -1);
+	/* A location past the record is refused. */
+	loc = 62 | 8u << 16;
+	memcpy(rec + 4, &loc, 4);
+	ASSERT(!ftrace_field_str(ftrace_format_field(&f, "name"), rec, sizeof(rec), &s, &n));
+	ASSERT(!ftrace_field_int(ftrace_format_field(&f, "small"), rec, 20, &v));
+	ftrace_format_free(&f);
+}
+
+TEST(ftrace_format_refuses_bad_text)
+{
+	struct ftrace_format f;
+	static const char *bad[] = {
+		"name: x\nformat:\n\tfield:int a;\toffset:0;\tsize:4;\tsigned:1;\n", /* no ID */
+		"ID: 3\nformat:\n\tfield:int a;\toffset:0;\tsize:4;\tsigned:1;\n",   /* no name */
+		"name: x\nID: 3\nformat:\n",					    /* no field */
+		"name: x\nID: 3\n\tfield:int a;\toffset:70000;\tsize:4;\tsigned:1;\n",
+		"name: x\nID: 3\n\tfield:int a;\tsize:4;\tsigned:1;\n",
+		"name: x\nID: 3\n\tfield:;\toffset:0;\tsize:4;\tsigned:1;\n",
+		"name: x\nID: 99999999999\n\tfield:int a;\toffset:0;\tsize:4;\n",
+		"name: x\nID: 3\n\tfield:int a];\toffset:0;\tsize:4;\n",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (ftrace_format_parse(bad[i], strlen(bad[i]), &f) != -SONDE_E_FORMAT)
+			FAIL("accepted: %s", bad[i]);
+}
