@@ -1,0 +1,214 @@
+/* linux.process_stats and linux.sys_stats on this machine: the test process in the tree,
+ * threads named on demand from linux.ftrace's sched events, per-process counters, meminfo
+ * at its period, and protoc reading all of it. */
+#include <poll.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "base/pb.h"
+#include "probes/ftrace.h"
+#include "probes/procstats.h"
+#include "probes/sysstats.h"
+#include "probes_util.h"
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+TEST(procstats_tree_holds_this_process_and_its_threads)
+{
+	struct procstats_config c = {.scan_all_processes_on_start = true, .on_demand = true};
+	struct buf trace = BUF_INIT;
+	struct procstats *s = ASSERT_NOT_NULL(procstats_new(&c, NULL, probes_collect, &trace));
+	char want[64];
+
+	ASSERT_OK(procstats_start(s));
+	procstats_free(s);
+	char *text = probes_protoc_decode(&trace);
+	snprintf(want, sizeof(want), "pid: %d\n", getpid());
+	ASSERT_CONTAINS(text, "process_tree {");
+	ASSERT_CONTAINS(text, want);
+	ASSERT_CONTAINS(text, "sonde-test"); /* the cmdline's argv0 */
+	ASSERT_CONTAINS(text, "pid: 1\n");
+	ASSERT_CONTAINS(text, "is_kthread: true");
+	ASSERT_CONTAINS(text, "collection_end_timestamp:");
+	free(text);
+	sonde__buf_free(&trace);
+}
+
+struct stats_seen {
+	int pid, found;
+	uint64_t rss, utime_ns;
+};
+
+static void find_stats(void *ctx, const uint8_t *p, size_t n)
+{
+	struct stats_seen *w = ctx;
+	struct pb_reader r = pb_reader_init(p, n);
+	struct pb_field f, g, h;
+
+	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num != 9 || f.wire != PB_LEN)
+			continue;
+		struct pb_reader ps = pb_sub(&f);
+		while (sonde__pb_next(&ps, &g) > 0) {
+			if (g.num != 1 || g.wire != PB_LEN)
+				continue;
+			struct pb_reader pr = pb_sub(&g);
+			int pid = -1;
+			uint64_t rss = 0, ut = 0;
+			while (sonde__pb_next(&pr, &h) > 0) {
+				if (h.num == 1)
+					pid = (int)h.u;
+				if (h.num == 3)
+					rss = h.u;
+				if (h.num == 21)
+					ut = h.u;
+			}
+			if (pid == w->pid)
+				w->found++, w->rss = rss, w->utime_ns = ut;
+		}
+	}
+}
+
+TEST(procstats_poll_reports_this_process)
+{
+	struct procstats_config c = {.proc_stats_poll_ms = 100};
+	struct buf trace = BUF_INIT;
+	struct procstats *s = ASSERT_NOT_NULL(procstats_new(&c, NULL, probes_collect, &trace));
+	int polls = 0;
+	uint64_t end = now_ms() + 550;
+
+	for (uint64_t t; (t = now_ms()) < end;) {
+		int64_t d = ASSERT_OK(procstats_tick(s, t));
+		ASSERT_INT(d, <=, 100);
+		if (d > 0)
+			usleep((useconds_t)d * 1000);
+		polls++;
+	}
+	procstats_free(s);
+	struct stats_seen w = {.pid = getpid()};
+	probes_each_packet(&trace, find_stats, &w);
+	ASSERT_INT(w.found, >=, 5);
+	ASSERT_INT(w.found, <=, 7);
+	ASSERT_UINT(w.rss, >, 0);
+	char *text = probes_protoc_decode(&trace);
+	ASSERT_CONTAINS(text, "process_stats {");
+	ASSERT_CONTAINS(text, "oom_score_adj:");
+	free(text);
+	sonde__buf_free(&trace);
+}
+
+/* The known workload's thread, named by linux.ftrace's sched events, appears in the
+ * tree with its name: the on-demand path (record_thread_names). */
+TEST_TIMEOUT(procstats_names_threads_ftrace_sees, 60)
+{
+	probes_require_tracefs();
+	static char events[1][FTRACE_EVENT_NAME_MAX] = {"sched/sched_switch"};
+	struct ftrace_config fc = {.events = events, .nevents = 1, .drain_period_ms = 20};
+	struct procstats_config pc = {.record_thread_names = true, .on_demand = true};
+	struct buf trace = BUF_INIT;
+	char lockdir[512];
+	snprintf(lockdir, sizeof(lockdir), "%s/locks", test_tmpdir());
+	struct procstats *ps = ASSERT_NOT_NULL(procstats_new(&pc, NULL, probes_collect, &trace));
+	struct ftrace_opts o = {.sz = sizeof(o),
+				.instance = "sonde-test",
+				.lock_dir = lockdir,
+				.on_pid = procstats_on_pid,
+				.pid_ctx = ps};
+	struct ftrace_session *fs = ASSERT_NOT_NULL(ftrace_session_new(&fc, &o, probes_collect, &trace));
+	/* The sleeper sleeps 1 ms 2000 times: alive for a while after it is first seen. */
+	const char *argv[] = {test_prog("ftrace_sleeper"), "2000", NULL};
+	pid_t pid = test_spawn(argv);
+	int status;
+	for (int i = 0; i < 25; i++) {
+		usleep(20000);
+		ASSERT_OK(ftrace_session_drain(fs));
+		ASSERT_OK(procstats_flush(ps));
+	}
+	ASSERT_OK(ftrace_session_stop(fs));
+	ASSERT_OK(procstats_flush(ps));
+	ftrace_session_free(fs);
+	procstats_free(ps);
+	waitpid(pid, &status, 0);
+	char *text = probes_protoc_decode(&trace);
+	ASSERT_CONTAINS(text, "threads {");
+	ASSERT_CONTAINS(text, "name: \"sonde-sleeper\"");
+	char want[64];
+	snprintf(want, sizeof(want), "tgid: %d\n", pid);
+	ASSERT_CONTAINS(text, want);
+	free(text);
+	sonde__buf_free(&trace);
+}
+
+struct meminfo_seen {
+	uint64_t ts[64];
+	int n, with_total, with_cpu;
+};
+
+static void find_meminfo(void *ctx, const uint8_t *p, size_t n)
+{
+	struct meminfo_seen *m = ctx;
+	struct pb_reader r = pb_reader_init(p, n);
+	struct pb_field f, g;
+	uint64_t ts = 0;
+	bool mem = false;
+
+	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num == 8)
+			ts = f.u;
+		if (f.num != 7 || f.wire != PB_LEN)
+			continue;
+		struct pb_reader ss = pb_sub(&f);
+		while (sonde__pb_next(&ss, &g) > 0) {
+			mem |= g.num == 1;
+			m->with_cpu += g.num == 3;
+		}
+	}
+	if (mem && m->n < 64)
+		m->ts[m->n++] = ts;
+}
+
+TEST(sysstats_meminfo_at_its_period)
+{
+	static struct sysstats_config c = {.meminfo_period_ms = 100, .stat_period_ms = 250};
+	struct buf trace = BUF_INIT;
+	c.meminfo_counters[0] = 1, c.meminfo_counters[1] = 2, c.nmeminfo = 2;
+	struct sysstats *s = ASSERT_NOT_NULL(sysstats_new(&c, NULL, NULL, probes_collect, &trace));
+	uint64_t end = now_ms() + 1050;
+
+	for (uint64_t t; (t = now_ms()) < end;) {
+		int64_t d = ASSERT_OK(sysstats_tick(s, t));
+		ASSERT_INT(d, <=, 250);
+		if (d > 0)
+			usleep((useconds_t)d * 1000);
+	}
+	sysstats_free(s);
+	struct meminfo_seen m = {0};
+	probes_each_packet(&trace, find_meminfo, &m);
+	ASSERT_INT(m.n, >=, 10);
+	ASSERT_INT(m.n, <=, 12);
+	for (int i = 1; i < m.n; i++) {
+		double gap = (double)(m.ts[i] - m.ts[i - 1]) / 1e6;
+		if (gap < 80 || gap > 160)
+			FAIL("meminfo samples %d and %d are %.1f ms apart", i - 1, i, gap);
+	}
+	ASSERT_INT(m.with_cpu, >=, 4); /* stat at 250 ms: cpu_stat entries in 4 or 5 ticks */
+	char *text = probes_protoc_decode(&trace);
+	ASSERT_CONTAINS(text, "sys_stats {");
+	ASSERT_CONTAINS(text, "meminfo {\n      key: 1\n");
+	ASSERT_NOT_CONTAINS(text, "key: 3\n"); /* MemAvailable was not selected */
+	ASSERT_CONTAINS(text, "cpu_stat {");
+	ASSERT_CONTAINS(text, "num_forks:");
+	ASSERT_CONTAINS(text, "num_irq_total:");
+	free(text);
+	sonde__buf_free(&trace);
+}
