@@ -383,6 +383,10 @@ TEST(ftrace_session_packets_decode_with_protoc)
 	ASSERT_CONTAINS(text, "sched_switch {");
 	ASSERT_CONTAINS(text, "prev_comm: \"sonde-sleeper\"");
 	ASSERT_CONTAINS(text, "sched_waking {");
+	/* irq/softirq_raise, tasklet_* and the like have no typed proto. */
+	ASSERT_CONTAINS(text, "generic {");
+	ASSERT_CONTAINS(text, "event_name: \"softirq_raise\"");
+	ASSERT_CONTAINS(text, "softirq_entry {");
 	ASSERT_CONTAINS(text, "phase: 1");
 	ASSERT_CONTAINS(text, "phase: 2");
 	ASSERT_CONTAINS(text, "unknown_ftrace_events: \"no_such_group/no_such_event\"");
