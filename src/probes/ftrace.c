@@ -531,7 +531,7 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 	if ((r = tracefs_write(s->inst.dir, "tracing_on", "0")) < 0 || (r = read_layout(s)) < 0 ||
 	    (r = set_clock(s)) < 0 || (r = set_buffer(s, cfg->buffer_size_kb)) < 0)
 		return fail(o, r, "linux.ftrace: configuring %s: %s", s->inst.dir,
-			       r < -4096 ? sonde_strerror(r) : strerror(-r));
+			       r <= -SONDE_E_BASE ? sonde_strerror(r) : strerror(-r));
 	add_config_events(s, cfg);
 	if (s->nevents == 0)
 		return fail(o, -EINVAL, "linux.ftrace: none of the config's ftrace_events exists on this "
@@ -571,7 +571,7 @@ struct ftrace_session *ftrace_session_new(const struct ftrace_config *cfg,
 	if (r < 0) {
 		s->stopped = true; /* nothing to drain: free only undoes */
 		ftrace_session_free(s);
-		errno = r < -4096 ? EINVAL : -r;
+		errno = r <= -SONDE_E_BASE ? EINVAL : -r;
 		return NULL;
 	}
 	return s;

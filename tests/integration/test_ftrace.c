@@ -361,6 +361,8 @@ TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 	test_output_free(&rep);
 	printf("%s: %d switch-outs of sonde-sleeper; sonde: %d\n",
 	       peer == PEER_TRACE_CMD ? "trace-cmd" : "perf", theirs, c.outs);
+	/* perf's per-task events close at exit before the thread's last switch-out, which a
+	 * system-wide recorder sees: perf counts 200 where sonde counts 201. */
 	ASSERT_INT(theirs, >=, 200);
 	ASSERT_INT(abs(theirs - c.outs) * 100, <=, theirs);
 }
