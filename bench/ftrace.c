@@ -197,7 +197,8 @@ int main(int argc, char **argv)
 	double seconds = argc > 1 ? atof(argv[1]) : 5;
 	const char *peer = pick_peer(argc > 2 && strcmp(argv[2], "auto") ? argv[2] : NULL);
 	static char events[2][FTRACE_EVENT_NAME_MAX] = {"sched/sched_switch", "sched/sched_waking"};
-	struct ftrace_config cfg = {.events = events, .nevents = 2,
+	struct ftrace_config cfg = {.events = events,
+				    .nevents = 2,
 				    .compact_sched = argc > 3 && !strcmp(argv[3], "compact")};
 	struct ftrace_opts o = {.sz = sizeof(o), .instance = "sonde-bench", .allow_mount = true};
 	struct stats_ctx sc = {0};

@@ -26,8 +26,8 @@ enum {
 	DEFAULT_DRAIN_MS = 100,
 	MIN_DRAIN_MS = 1,
 	MAX_DRAIN_MS = 30000,
-	PAGES_PER_DRAIN = 256,	    /* per CPU per call: bounds one call's latency */
-	BUNDLE_FLUSH = 64 * 1024,   /* a bundle is emitted once this large */
+	PAGES_PER_DRAIN = 256,	  /* per CPU per call: bounds one call's latency */
+	BUNDLE_FLUSH = 64 * 1024, /* a bundle is emitted once this large */
 	FTRACE_CLOCK_GLOBAL = 2,
 	FTRACE_CLOCK_LOCAL = 3,
 };
@@ -59,7 +59,7 @@ struct ftrace_session {
 	size_t ncpus;
 	struct ftrace_event_desc *events;
 	size_t nevents, events_cap;
-	struct u64map by_id; /* event id -> index into events */
+	struct u64map by_id;	    /* event id -> index into events */
 	struct buf unknown, failed; /* NUL-separated names for FtraceStats */
 	struct ftrace_bundle bundle;
 	ftrace_emit_fn emit;
@@ -68,7 +68,7 @@ struct ftrace_session {
 	void *pid_ctx;
 	unsigned drain_ms;
 	uint32_t buffer_kb;
-	int clock;		     /* FtraceClock, 0 for boot */
+	int clock;				/* FtraceClock, 0 for boot */
 	int64_t clock_ftrace_ns, clock_boot_ns; /* a snapshot when clock != 0 */
 	bool generic, compact, stopped;
 	struct ftrace_session_counters n;
@@ -140,8 +140,8 @@ static int add_event(struct ftrace_session *s, const char *group, const char *na
 	snprintf(fmt.group, sizeof(fmt.group), "%s", group);
 	snprintf(rel, sizeof(rel), "events/%s/%s/enable", group, name);
 	r = tracefs_write(s->inst.dir, rel, "1");
-	if (r == 0 && sonde__array_grow(&s->events, &s->events_cap, s->nevents + 1, sizeof(*s->events),
-				 16) < 0)
+	if (r == 0 &&
+	    sonde__array_grow(&s->events, &s->events_cap, s->nevents + 1, sizeof(*s->events), 16) < 0)
 		r = -ENOMEM;
 	if (r == 0 && sonde__u64map_put(&s->by_id, fmt.id, s->nevents) < 0)
 		r = -ENOMEM;
@@ -522,20 +522,22 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 	r = tracefs_instance_acquire(&s->inst, root, o && o->instance ? o->instance : "sonde",
 				     o && o->lock_dir ? o->lock_dir : "/run/sonde");
 	if (r == -EBUSY)
-		return fail(o, r, "linux.ftrace: another tracing session is already recording "
-				  "ftrace (instance %s is in use)",
-			       o && o->instance ? o->instance : "sonde");
+		return fail(o, r,
+			    "linux.ftrace: another tracing session is already recording "
+			    "ftrace (instance %s is in use)",
+			    o && o->instance ? o->instance : "sonde");
 	if (r < 0)
 		return fail(o, r, "linux.ftrace: cannot create the tracefs instance under %s: %s",
-			       root, strerror(-r));
+			    root, strerror(-r));
 	if ((r = tracefs_write(s->inst.dir, "tracing_on", "0")) < 0 || (r = read_layout(s)) < 0 ||
 	    (r = set_clock(s)) < 0 || (r = set_buffer(s, cfg->buffer_size_kb)) < 0)
 		return fail(o, r, "linux.ftrace: configuring %s: %s", s->inst.dir,
-			       r <= -SONDE_E_BASE ? sonde_strerror(r) : strerror(-r));
+			    r <= -SONDE_E_BASE ? sonde_strerror(r) : strerror(-r));
 	add_config_events(s, cfg);
 	if (s->nevents == 0)
-		return fail(o, -EINVAL, "linux.ftrace: none of the config's ftrace_events exists on this "
-				  "kernel");
+		return fail(o, -EINVAL,
+			    "linux.ftrace: none of the config's ftrace_events exists on this "
+			    "kernel");
 	if ((r = open_cpus(s)) < 0 || (r = tracefs_write(s->inst.dir, "tracing_on", "1")) < 0)
 		return fail(o, r, "linux.ftrace: starting %s: %s", s->inst.dir, strerror(-r));
 	clock_snapshot(s);

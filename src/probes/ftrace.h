@@ -80,13 +80,13 @@ int ftrace_session_stop(struct ftrace_session *s);
 void ftrace_session_free(struct ftrace_session *s);
 
 struct ftrace_session_counters {
-	uint64_t events;       /* events read from the rings */
-	uint64_t pages;	       /* pages read */
-	uint64_t lost_pages;   /* pages whose header said events were lost before them */
-	uint64_t lost_events;  /* the counts those pages stored */
-	uint64_t bad_pages;    /* pages that did not parse to their end */
-	uint64_t skipped;      /* records of unknown id, or too short for their format */
-	uint64_t packets;      /* packets emitted */
+	uint64_t events;      /* events read from the rings */
+	uint64_t pages;	      /* pages read */
+	uint64_t lost_pages;  /* pages whose header said events were lost before them */
+	uint64_t lost_events; /* the counts those pages stored */
+	uint64_t bad_pages;   /* pages that did not parse to their end */
+	uint64_t skipped;     /* records of unknown id, or too short for their format */
+	uint64_t packets;     /* packets emitted */
 };
 void ftrace_session_counters(const struct ftrace_session *s, struct ftrace_session_counters *c);
 

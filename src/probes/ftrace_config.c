@@ -51,7 +51,8 @@ int ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c)
 				rc = -SONDE_E_RANGE;
 				break;
 			}
-			if (sonde__array_grow(&c->events, &cap, c->nevents + 1, sizeof(*c->events), 8) < 0) {
+			if (sonde__array_grow(&c->events, &cap, c->nevents + 1, sizeof(*c->events), 8) <
+			    0) {
 				rc = -ENOMEM;
 				break;
 			}

@@ -18,9 +18,9 @@ struct ftrace_config {
 	bool compact_sched;	     /* 12: CompactSchedConfig.enabled */
 	bool disable_generic_events; /* 16: events without a typed proto are dropped */
 	/* Fields read but not acted on, so that the data source can say so. */
-	bool has_atrace;	  /* atrace_categories (2) / atrace_apps (3) */
-	bool symbolize_ksyms;	  /* 13 */
-	bool has_instance_name;	  /* 25: sonde always records into its own instance */
+	bool has_atrace;	/* atrace_categories (2) / atrace_apps (3) */
+	bool symbolize_ksyms;	/* 13 */
+	bool has_instance_name; /* 25: sonde always records into its own instance */
 };
 
 /* Decodes FtraceConfig bytes (the DataSourceConfig's ftrace_config field, 100). Unknown

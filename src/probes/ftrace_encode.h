@@ -25,8 +25,8 @@ enum ftrace_compact { FTRACE_COMPACT_NONE, FTRACE_COMPACT_SWITCH, FTRACE_COMPACT
 
 /* One enabled event, bound to its format. */
 struct ftrace_event_desc {
-	struct ftrace_format fmt; /* owned */
-	const struct ftrace_known *known;		    /* NULL: generic encoding */
+	struct ftrace_format fmt;				  /* owned */
+	const struct ftrace_known *known;			  /* NULL: generic encoding */
 	const struct ftrace_field *slot[FTRACE_KNOWN_MAX_FIELDS]; /* per known field, or NULL */
 	const struct ftrace_field *common_pid;
 	const struct ftrace_field *common_flags;

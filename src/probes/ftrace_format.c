@@ -123,7 +123,8 @@ int ftrace_field_parse(const char *line, size_t len, struct ftrace_field *out)
 			tl--;
 		out->type[tl] = '\0';
 	}
-	if (!parse_attr(decl_end, end, "offset:", &off) || !parse_attr(decl_end, end, "size:", &size))
+	if (!parse_attr(decl_end, end, "offset:", &off) ||
+	    !parse_attr(decl_end, end, "size:", &size))
 		return -SONDE_E_FORMAT;
 	parse_attr(decl_end, end, "signed:", &sgn); /* absent in old kernels' header_page */
 	if (off > FIELD_LIMIT || size > FIELD_LIMIT || off + size > FIELD_LIMIT)
@@ -226,8 +227,7 @@ const struct ftrace_field *ftrace_format_field(const struct ftrace_format *f, co
 	return NULL;
 }
 
-bool ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t len,
-		      int64_t *out)
+bool ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t len, int64_t *out)
 {
 	if (fd->kind != FTRACE_FIELD_INT || (size_t)fd->offset + fd->size > len)
 		return false;
@@ -259,8 +259,8 @@ bool ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t 
 	}
 }
 
-bool ftrace_field_str(const struct ftrace_field *fd, const uint8_t *rec, size_t len,
-		      const char **s, size_t *n)
+bool ftrace_field_str(const struct ftrace_field *fd, const uint8_t *rec, size_t len, const char **s,
+		      size_t *n)
 {
 	size_t start, max;
 

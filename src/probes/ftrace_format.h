@@ -65,13 +65,12 @@ const struct ftrace_field *ftrace_format_field(const struct ftrace_format *f, co
 
 /* Reads an integer field of a record: sign- or zero-extended per the field. Returns false
  * if the field does not fit in the record or is not a 1/2/4/8-byte integer. */
-bool ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t len,
-		      int64_t *out);
+bool ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t len, int64_t *out);
 
 /* The string a CHARS, DATA_LOC_STR or REL_LOC_STR field holds in a record, bounded by the
  * record and by the first NUL: sets *s and *n and returns true, or false if the field or
  * its location is out of bounds. */
-bool ftrace_field_str(const struct ftrace_field *fd, const uint8_t *rec, size_t len,
-		      const char **s, size_t *n);
+bool ftrace_field_str(const struct ftrace_field *fd, const uint8_t *rec, size_t len, const char **s,
+		      size_t *n);
 
 #endif

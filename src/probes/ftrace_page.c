@@ -18,7 +18,7 @@ enum {
 /* Flags in the high bits of commit (ring_buffer.c); the low bits are the data length. */
 #define RB_MISSED_EVENTS (1UL << 31)
 #define RB_MISSED_STORED (1UL << 30)
-#define RB_COMMIT_MASK ((1UL << 30) - 1)
+#define RB_COMMIT_MASK	 ((1UL << 30) - 1)
 /* rb_fix_abs_ts: the 5 top bits of an absolute time come from the page. */
 #define TS_MSB (0xf8ULL << 56)
 
@@ -59,9 +59,8 @@ int ftrace_page_layout_parse(const char *buf, size_t len, struct ftrace_page_lay
 		p = nl ? nl + 1 : end;
 	}
 	if (!ts || !commit || !data || n.timestamp_size != 8 ||
-	    (n.commit_size != 4 && n.commit_size != 8) ||
-	    n.timestamp_offset + 8u > n.data_offset || n.commit_offset + n.commit_size > n.data_offset ||
-	    n.page_size <= n.data_offset)
+	    (n.commit_size != 4 && n.commit_size != 8) || n.timestamp_offset + 8u > n.data_offset ||
+	    n.commit_offset + n.commit_size > n.data_offset || n.page_size <= n.data_offset)
 		return -SONDE_E_FORMAT;
 	*l = n;
 	return 0;
@@ -107,7 +106,8 @@ int ftrace_page_header(const struct ftrace_page_layout *l, const void *buf, size
 	if (len < l->data_offset)
 		return -SONDE_E_TRUNCATED;
 	info->timestamp = rd64(p + l->timestamp_offset);
-	uint64_t commit = l->commit_size == 8 ? rd64(p + l->commit_offset) : rd32(p + l->commit_offset);
+	uint64_t commit =
+		l->commit_size == 8 ? rd64(p + l->commit_offset) : rd32(p + l->commit_offset);
 	info->data_len = (uint32_t)(commit & RB_COMMIT_MASK);
 	info->lost_events = (commit & RB_MISSED_EVENTS) != 0;
 	if (info->data_len > len - l->data_offset)

@@ -5,17 +5,15 @@
  * A page (kernel/trace/ring_buffer.c, struct buffer_data_page) is
  *   u64 time_stamp; local_t commit; u8 data[];
  * where commit's low bits count the bytes of data in use and its high bits are flags:
- * RB_MISSED_EVENTS (bit 31, an int constant: on 64-bit kernels bits 32..63 are set too) says events were lost before this page, RB_MISSED_STORED
- * (bit 30) that their number, an unsigned long, follows the data. Events start with a
- * u32 header: type_len (5 low bits) and time_delta (27 high bits), then array[]:
- *   type_len 1..28   data event, payload type_len * 4 bytes at array[0]
- *   type_len 0       data event, array[0] = payload length + 4, payload at array[1]
- *   29 (padding)     time_delta 0: the rest of the page is empty; else array[0] bytes
- *                    follow the header, array[0] included (a discarded event)
- *   30 (time extend) the delta is (array[0] << 27) | time_delta
- *   31 (time stamp)  an absolute time, (array[0] << 27) | time_delta, whose top 5 bits
- *                    come from the page's time_stamp (rb_fix_abs_ts)
- * The parsers below take untrusted (buf, len) and never read outside it.
+ * RB_MISSED_EVENTS (bit 31, an int constant: on 64-bit kernels bits 32..63 are set too) says events
+ * were lost before this page, RB_MISSED_STORED (bit 30) that their number, an unsigned long,
+ * follows the data. Events start with a u32 header: type_len (5 low bits) and time_delta (27 high
+ * bits), then array[]: type_len 1..28   data event, payload type_len * 4 bytes at array[0] type_len
+ * 0       data event, array[0] = payload length + 4, payload at array[1] 29 (padding) time_delta 0:
+ * the rest of the page is empty; else array[0] bytes follow the header, array[0] included (a
+ * discarded event) 30 (time extend) the delta is (array[0] << 27) | time_delta 31 (time stamp)  an
+ * absolute time, (array[0] << 27) | time_delta, whose top 5 bits come from the page's time_stamp
+ * (rb_fix_abs_ts) The parsers below take untrusted (buf, len) and never read outside it.
  */
 #ifndef SONDE_PROBES_FTRACE_PAGE_H
 #define SONDE_PROBES_FTRACE_PAGE_H

@@ -57,10 +57,10 @@ int procstats_config_parse(const void *buf, size_t len, struct procstats_config 
 		} else if (f.num == 3 && f.wire == PB_VARINT) {
 			c->record_thread_names = f.u != 0;
 		} else if (f.num == 4 && f.wire == PB_VARINT) {
-			c->proc_stats_poll_ms = f.u == 0 ? 0
-					      : f.u < MIN_POLL_MS ? MIN_POLL_MS
-					      : f.u > UINT32_MAX ? UINT32_MAX
-								 : (uint32_t)f.u;
+			c->proc_stats_poll_ms = f.u == 0	    ? 0
+						: f.u < MIN_POLL_MS ? MIN_POLL_MS
+						: f.u > UINT32_MAX  ? UINT32_MAX
+								    : (uint32_t)f.u;
 		}
 	}
 	return rc < 0 ? rc : 0;
@@ -476,7 +476,7 @@ static void put_stats(struct procstats *s, int pid)
 		return; /* gone, or a kernel thread: no memory of its own */
 	size_t m = sonde__pb_begin(&s->out, PS_PROCESSES);
 	sonde__pb_put_varint(&s->out, 1, (uint64_t)(int64_t)pid);
-	const int64_t v[] = {st.vm_size_kb, st.vm_rss_kb, st.rss_anon_kb, st.rss_file_kb,
+	const int64_t v[] = {st.vm_size_kb,   st.vm_rss_kb,  st.rss_anon_kb,  st.rss_file_kb,
 			     st.rss_shmem_kb, st.vm_swap_kb, st.vm_locked_kb, st.vm_hwm_kb};
 	for (int i = 0; i < 8; i++)
 		if (v[i] >= 0)

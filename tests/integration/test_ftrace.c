@@ -221,7 +221,7 @@ static void record_while(struct ftrace_session *s, const char *const argv[])
 
 struct switch_count {
 	const char *comm;
-	int outs;		/* typed sched_switch with prev_comm == comm */
+	int outs; /* typed sched_switch with prev_comm == comm */
 	int events, bundles, stats, compact_switches;
 };
 
@@ -234,7 +234,8 @@ static void count_switch(struct switch_count *c, struct pb_reader ev)
 			continue;
 		struct pb_reader sw = pb_sub(&f);
 		while (sonde__pb_next(&sw, &g) > 0)
-			if (g.num == 1 && g.len == strlen(c->comm) && !memcmp(g.ptr, c->comm, g.len))
+			if (g.num == 1 && g.len == strlen(c->comm) &&
+			    !memcmp(g.ptr, c->comm, g.len))
 				c->outs++;
 	}
 }
@@ -300,8 +301,9 @@ enum peer { PEER_NONE, PEER_TRACE_CMD, PEER_PERF };
 static enum peer find_peer(void)
 {
 	struct test_output o;
-	const char *tc[] = {"/usr/bin/trace-cmd", "record", "-q", "-e", "sched:sched_switch", "-o",
-			    test_path("probe.dat"), "/bin/true", NULL};
+	const char *tc[] = {
+		"/usr/bin/trace-cmd",	"record",    "-q", "-e", "sched:sched_switch", "-o",
+		test_path("probe.dat"), "/bin/true", NULL};
 	const char *perf[] = {"/bin/sh", "-c", "command -v perf", NULL};
 
 	if (access(tc[0], X_OK) == 0) {
@@ -331,10 +333,19 @@ TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 		FAIL("ftrace_session_new: %s (%s)", strerror(errno), err);
 
 	const char *dat = test_path("peer.data");
-	const char *tc[] = {"/usr/bin/trace-cmd", "record", "-q", "-e", "sched:sched_switch", "-o",
-			    dat, test_prog("ftrace_sleeper"), "200", NULL};
-	const char *perf[] = {"/usr/bin/perf", "record", "-q", "-e", "sched:sched_switch", "-o",
-			      dat, test_prog("ftrace_sleeper"), "200", NULL};
+	const char *tc[] = {
+		"/usr/bin/trace-cmd",	     "record", "-q", "-e", "sched:sched_switch", "-o", dat,
+		test_prog("ftrace_sleeper"), "200",    NULL};
+	const char *perf[] = {"/usr/bin/perf",
+			      "record",
+			      "-q",
+			      "-e",
+			      "sched:sched_switch",
+			      "-o",
+			      dat,
+			      test_prog("ftrace_sleeper"),
+			      "200",
+			      NULL};
 	const char *alone[] = {test_prog("ftrace_sleeper"), "200", NULL};
 	record_while(s, peer == PEER_TRACE_CMD ? tc : peer == PEER_PERF ? perf : alone);
 
@@ -376,7 +387,8 @@ TEST(ftrace_session_packets_decode_with_protoc)
 	cfg.events = events, cfg.nevents = 4;
 	struct ftrace_opts o = test_opts("sonde-test");
 	struct buf trace = BUF_INIT;
-	struct ftrace_session *s = ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
+	struct ftrace_session *s =
+		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
 	const char *argv[] = {test_prog("ftrace_sleeper"), "50", NULL};
 	record_while(s, argv);
 	ftrace_session_free(s);
@@ -404,7 +416,8 @@ TEST(ftrace_session_compact_sched)
 	struct ftrace_config cfg = sched_config(true);
 	struct ftrace_opts o = test_opts("sonde-test");
 	struct buf trace = BUF_INIT;
-	struct ftrace_session *s = ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
+	struct ftrace_session *s =
+		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
 	const char *argv[] = {test_prog("ftrace_sleeper"), "100", NULL};
 	record_while(s, argv);
 	ftrace_session_free(s);
@@ -427,7 +440,8 @@ TEST(ftrace_session_second_is_refused_with_a_clear_error)
 	struct ftrace_opts o = test_opts("sonde-test");
 	struct buf t1 = BUF_INIT, t2 = BUF_INIT;
 	char err[256] = "";
-	struct ftrace_session *a = ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &t1));
+	struct ftrace_session *a =
+		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &t1));
 	o.errbuf = err, o.errlen = sizeof(err);
 	struct ftrace_session *b = ftrace_session_new(&cfg, &o, probes_collect, &t2);
 	ASSERT(b == NULL);
@@ -463,7 +477,8 @@ TEST(ftrace_session_cleans_up_a_crashed_run)
 	ASSERT_INT(test_wait(pid, 30), ==, 0);
 	snprintf(dir, sizeof(dir), "%s/instances/sonde-test", root);
 	ASSERT_INT(access(dir, F_OK), ==, 0);
-	struct ftrace_session *s = ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
+	struct ftrace_session *s =
+		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
 	ftrace_session_free(s);
 	ASSERT_INT(access(dir, F_OK), ==, -1);
 	if (tracefs_read(root, "buffer_size_kb", &b) == 0)

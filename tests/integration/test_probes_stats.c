@@ -124,7 +124,8 @@ TEST_TIMEOUT(procstats_names_threads_ftrace_sees, 60)
 				.lock_dir = lockdir,
 				.on_pid = procstats_on_pid,
 				.pid_ctx = ps};
-	struct ftrace_session *fs = ASSERT_NOT_NULL(ftrace_session_new(&fc, &o, probes_collect, &trace));
+	struct ftrace_session *fs =
+		ASSERT_NOT_NULL(ftrace_session_new(&fc, &o, probes_collect, &trace));
 	/* The sleeper sleeps 1 ms 2000 times: alive for a while after it is first seen. */
 	const char *argv[] = {test_prog("ftrace_sleeper"), "2000", NULL};
 	pid_t pid = test_spawn(argv);

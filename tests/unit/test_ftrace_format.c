@@ -4,15 +4,16 @@
 
 TEST(ftrace_format_kinds)
 {
-	static const char t[] = "name: odd\nID: 77\nformat:\n"
-				"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
-				"\tfield:__data_loc char[] name;\toffset:4;\tsize:4;\tsigned:0;\n"
-				"\tfield:__rel_loc char[] rel;\toffset:8;\tsize:4;\tsigned:0;\n"
-				"\tfield:u32 cpus[4];\toffset:12;\tsize:16;\tsigned:0;\n"
-				"\tfield:__data_loc u8[] blob;\toffset:28;\tsize:4;\tsigned:0;\n"
-				"\tfield:s8 small;\toffset:32;\tsize:1;\tsigned:1;\n"
-				"\tfield:char c[8];\toffset:33;\tsize:8;\tsigned:0;\n"
-				"\nprint fmt: \"field:bogus;\"\n";
+	static const char t[] =
+		"name: odd\nID: 77\nformat:\n"
+		"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+		"\tfield:__data_loc char[] name;\toffset:4;\tsize:4;\tsigned:0;\n"
+		"\tfield:__rel_loc char[] rel;\toffset:8;\tsize:4;\tsigned:0;\n"
+		"\tfield:u32 cpus[4];\toffset:12;\tsize:16;\tsigned:0;\n"
+		"\tfield:__data_loc u8[] blob;\toffset:28;\tsize:4;\tsigned:0;\n"
+		"\tfield:s8 small;\toffset:32;\tsize:1;\tsigned:1;\n"
+		"\tfield:char c[8];\toffset:33;\tsize:8;\tsigned:0;\n"
+		"\nprint fmt: \"field:bogus;\"\n";
 	struct ftrace_format f;
 
 	ASSERT_OK(ftrace_format_parse(t, sizeof(t) - 1, &f));
@@ -60,7 +61,7 @@ TEST(ftrace_format_refuses_bad_text)
 	static const char *bad[] = {
 		"name: x\nformat:\n\tfield:int a;\toffset:0;\tsize:4;\tsigned:1;\n", /* no ID */
 		"ID: 3\nformat:\n\tfield:int a;\toffset:0;\tsize:4;\tsigned:1;\n",   /* no name */
-		"name: x\nID: 3\nformat:\n",					    /* no field */
+		"name: x\nID: 3\nformat:\n",					     /* no field */
 		"name: x\nID: 3\n\tfield:int a;\toffset:70000;\tsize:4;\tsigned:1;\n",
 		"name: x\nID: 3\n\tfield:int a;\tsize:4;\tsigned:1;\n",
 		"name: x\nID: 3\n\tfield:;\toffset:0;\tsize:4;\tsigned:1;\n",

@@ -56,11 +56,11 @@ TEST(ftrace_page_event_types)
 
 	ftrace_page_layout_default(&l);
 	header(&p, 2, 10), put32(&p, 0xaaaa), put32(&p, 1); /* 8-byte event at +10 */
-	header(&p, 30, 5), put32(&p, 1);		     /* extend by (1 << 27) + 5 */
-	header(&p, 1, 0), put32(&p, 0xbbbb);		     /* 4-byte event */
-	header(&p, 29, 1), put32(&p, 8), put32(&p, 0);	     /* discarded: array[0] counts itself */
+	header(&p, 30, 5), put32(&p, 1);		    /* extend by (1 << 27) + 5 */
+	header(&p, 1, 0), put32(&p, 0xbbbb);		    /* 4-byte event */
+	header(&p, 29, 1), put32(&p, 8), put32(&p, 0);	    /* discarded: array[0] counts itself */
 	header(&p, 0, 7), put32(&p, 12), put32(&p, 0xcccc), put32(&p, 2); /* long form */
-	header(&p, 31, 3), put32(&p, 2);		     /* absolute (2 << 27) | 3 */
+	header(&p, 31, 3), put32(&p, 2); /* absolute (2 << 27) | 3 */
 	header(&p, 1, 1), put32(&p, 0xdddd);
 	header(&p, 29, 0); /* the rest is empty */
 	finish(&p, 1000, 0);

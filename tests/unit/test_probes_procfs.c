@@ -21,9 +21,10 @@ TEST(procstats_parse_stat_comm_with_parens_and_spaces)
 
 TEST(procstats_parse_status_fields)
 {
-	static const char t[] = "Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t100\n"
-				"Pid:\t101\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nVmSize:\t  2048 kB\n"
-				"VmRSS:\t 512 kB\nRssAnon:\t 100 kB\nVmSwap:\t 0 kB\n";
+	static const char t[] =
+		"Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t100\n"
+		"Pid:\t101\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nVmSize:\t  2048 kB\n"
+		"VmRSS:\t 512 kB\nRssAnon:\t 100 kB\nVmSwap:\t 0 kB\n";
 	struct procstats_status st;
 
 	ASSERT_OK(procstats_parse_status(t, sizeof(t) - 1, &st));
@@ -50,8 +51,9 @@ static void kv_collect(void *ctx, const char *key, size_t len, uint64_t value)
 
 TEST(sysstats_parse_meminfo_and_vmstat)
 {
-	static const char mem[] = "MemTotal:       16000000 kB\nMemFree:  123 kB\nActive(anon): 7 kB\n"
-				  "Bogus\nHugePages_Total:       0\n";
+	static const char mem[] =
+		"MemTotal:       16000000 kB\nMemFree:  123 kB\nActive(anon): 7 kB\n"
+		"Bogus\nHugePages_Total:       0\n";
 	static const char vm[] = "nr_free_pages 4242\nnr_zone_inactive_anon 1\n";
 	uint64_t v[64] = {0};
 
@@ -119,8 +121,8 @@ TEST(sysstats_config_periods_and_counters)
 {
 	/* meminfo_period_ms 5 (raised to 10), meminfo_counters 1 and packed [2, 3],
 	 * stat_period_ms 500, stat_counters STAT_FORK_COUNT, cpufreq_period_ms 1000. */
-	static const uint8_t b[] = {0x08, 0x05, 0x10, 0x01, 0x12, 0x02, 0x02, 0x03, 0x28,
-				    0xf4, 0x03, 0x30, 0x04, 0x40, 0xe8, 0x07};
+	static const uint8_t b[] = {0x08, 0x05, 0x10, 0x01, 0x12, 0x02, 0x02, 0x03,
+				    0x28, 0xf4, 0x03, 0x30, 0x04, 0x40, 0xe8, 0x07};
 	static struct sysstats_config c;
 
 	ASSERT_OK(sysstats_config_parse(b, sizeof(b), &c));
@@ -137,7 +139,8 @@ TEST(procstats_config_quirks)
 {
 	/* quirks DISABLE_ON_DEMAND, scan_all, record_thread_names, poll 50 (raised to 100),
 	 * and an unknown field 99. */
-	static const uint8_t b[] = {0x08, 0x02, 0x10, 0x01, 0x18, 0x01, 0x20, 0x32, 0x98, 0x06, 0x07};
+	static const uint8_t b[] = {0x08, 0x02, 0x10, 0x01, 0x18, 0x01,
+				    0x20, 0x32, 0x98, 0x06, 0x07};
 	struct procstats_config c;
 
 	ASSERT_OK(procstats_config_parse(b, sizeof(b), &c));
