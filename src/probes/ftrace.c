@@ -533,6 +533,13 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 	    (r = set_clock(s)) < 0 || (r = set_buffer(s, cfg->buffer_size_kb)) < 0)
 		return fail(o, r, "linux.ftrace: configuring %s: %s", s->inst.dir,
 			    r <= -SONDE_E_BASE ? sonde_strerror(r) : strerror(-r));
+	if (cfg->drain_buffer_percent) {
+		/* buffer_percent: how full a CPU's buffer is before poll() wakes its reader. */
+		char v[16];
+		snprintf(v, sizeof(v), "%u", cfg->drain_buffer_percent);
+		if ((r = tracefs_write(s->inst.dir, "buffer_percent", v)) < 0 && r != -ENOENT)
+			return fail(o, r, "linux.ftrace: setting buffer_percent: %s", strerror(-r));
+	}
 	add_config_events(s, cfg);
 	if (s->nevents == 0)
 		return fail(o, -EINVAL,

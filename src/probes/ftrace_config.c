@@ -64,6 +64,8 @@ int ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c)
 			c->buffer_size_kb = f.u > UINT32_MAX ? UINT32_MAX : (uint32_t)f.u;
 		} else if (f.num == 11 && v) {
 			c->drain_period_ms = f.u > UINT32_MAX ? UINT32_MAX : (uint32_t)f.u;
+		} else if (f.num == 29 && v) {
+			c->drain_buffer_percent = f.u > 100 ? 100 : (uint32_t)f.u;
 		} else if (f.num == 12 && l) {
 			c->compact_sched = sub_bool(&f, 1);
 		} else if (f.num == 13 && v) {

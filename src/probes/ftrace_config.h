@@ -13,10 +13,11 @@ struct ftrace_config {
 	/* ftrace_events (1): "group/name", "group/" + "*" or a bare "name". Owned. */
 	char (*events)[FTRACE_EVENT_NAME_MAX];
 	size_t nevents;
-	uint32_t buffer_size_kb;     /* 10; 0 = the module's default */
-	uint32_t drain_period_ms;    /* 11; 0 = the module's default */
-	bool compact_sched;	     /* 12: CompactSchedConfig.enabled */
-	bool disable_generic_events; /* 16: events without a typed proto are dropped */
+	uint32_t buffer_size_kb;       /* 10; 0 = the module's default */
+	uint32_t drain_period_ms;      /* 11; 0 = the module's default */
+	uint32_t drain_buffer_percent; /* 29: the instance's buffer_percent, 1..100; 0 = kept */
+	bool compact_sched;	       /* 12: CompactSchedConfig.enabled */
+	bool disable_generic_events;   /* 16: events without a typed proto are dropped */
 	/* Fields read but not acted on, so that the data source can say so. */
 	bool has_atrace;	/* atrace_categories (2) / atrace_apps (3) */
 	bool symbolize_ksyms;	/* 13 */

@@ -384,11 +384,19 @@ TEST(ftrace_session_packets_decode_with_protoc)
 	struct ftrace_config cfg = sched_config(false);
 	static char events[4][FTRACE_EVENT_NAME_MAX] = {"sched/sched_switch", "sched_waking",
 							"irq/*", "no_such_group/no_such_event"};
-	cfg.events = events, cfg.nevents = 4;
+	cfg.events = events, cfg.nevents = 4, cfg.drain_buffer_percent = 25;
 	struct ftrace_opts o = test_opts("sonde-test");
-	struct buf trace = BUF_INIT;
+	struct buf trace = BUF_INIT, v = BUF_INIT;
 	struct ftrace_session *s =
 		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
+	char dir[512];
+	snprintf(dir, sizeof(dir), "%s/instances/sonde-test", probes_require_tracefs());
+	ASSERT_OK(tracefs_read(dir, "trace_clock", &v));
+	buf_put_u8(&v, 0);
+	ASSERT_CONTAINS((const char *)v.data, "[boot]");
+	ASSERT_OK(tracefs_read(dir, "buffer_percent", &v));
+	ASSERT_INT(atoi((const char *)v.data), ==, 25);
+	sonde__buf_free(&v);
 	const char *argv[] = {test_prog("ftrace_sleeper"), "50", NULL};
 	record_while(s, argv);
 	ftrace_session_free(s);

@@ -1,5 +1,6 @@
 /* The format file parser on odd but valid text, and on text it must refuse. */
 #include "../test.h"
+#include "probes/ftrace_config.h"
 #include "probes/ftrace_format.h"
 
 TEST(ftrace_format_kinds)
@@ -71,4 +72,32 @@ TEST(ftrace_format_refuses_bad_text)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (ftrace_format_parse(bad[i], strlen(bad[i]), &f) != -SONDE_E_FORMAT)
 			FAIL("accepted: %s", bad[i]);
+}
+
+TEST(ftrace_config_fields)
+{
+	/* ftrace_events "sched/sched_switch", "irq/" "*"; buffer_size_kb 1024; drain_period_ms 100;
+	 * compact_sched { enabled: true }; drain_buffer_percent 150 (capped at 100);
+	 * atrace_categories "gfx" (read, not acted on). */
+	static const uint8_t b[] = {0x0a, 0x12, 's',  'c',  'h',  'e',	'd',  '/',  's',
+				    'c',  'h',	'e',  'd',  '_',  's',	'w',  'i',  't',
+				    'c',  'h',	0x0a, 0x05, 'i',  'r',	'q',  '/',  '*',
+				    0x50, 0x80, 0x08, 0x58, 0x64, 0x62, 0x02, 0x08, 0x01,
+				    0xe8, 0x01, 0x96, 0x01, 0x12, 0x03, 'g',  'f',  'x'};
+	struct ftrace_config c;
+
+	ASSERT_OK(ftrace_config_parse(b, sizeof(b), &c));
+	ASSERT_INT(c.nevents, ==, 2);
+	ASSERT_STR_EQ(c.events[0], "sched/sched_switch");
+	ASSERT_STR_EQ(c.events[1], "irq/*");
+	ASSERT_INT(c.buffer_size_kb, ==, 1024);
+	ASSERT_INT(c.drain_period_ms, ==, 100);
+	ASSERT(c.compact_sched);
+	ASSERT_INT(c.drain_buffer_percent, ==, 100);
+	ASSERT(c.has_atrace);
+	ftrace_config_free(&c);
+	/* A name that would leave events/: refused. */
+	static const uint8_t bad[] = {0x0a, 0x08, '.', '.', '/', '.', '.', '/', 'x', 'y'};
+	ASSERT_ERR(ftrace_config_parse(bad, sizeof(bad), &c), -SONDE_E_RANGE);
+	ASSERT_ERR(ftrace_config_parse(b, 5, &c), -SONDE_E_FORMAT);
 }
