@@ -43,24 +43,29 @@ static double cpu_of(const struct rusage *r)
 	       r->ru_stime.tv_usec / 1e6;
 }
 
-/* Ping-pong until killed; the parent counts round trips. */
-static pid_t start_workload(int *trips_fd)
+/* Ping-pong until killed; the parent counts round trips. Started before the session, so
+ * that the workload holds none of its fds. */
+static pid_t start_workload(int *trips_fd, int *go_fd)
 {
-	int a[2], b[2], c[2];
+	int a[2], b[2], c[2], g[2];
 
-	if (pipe(a) || pipe(b) || pipe(c))
+	if (pipe(a) || pipe(b) || pipe(c) || pipe(g))
 		return -1;
 	pid_t pid = fork();
 	if (pid == 0) {
-		pid_t echo = fork();
 		char x = 0;
-		if (echo == 0) {
+		close(c[0]), close(g[1]);
+		if (fork() == 0) {
+			/* The echo side: it ends when the pinger's write end closes. */
+			close(a[1]), close(b[0]), close(c[1]);
 			for (;;)
 				if (read(a[0], &x, 1) != 1 || write(b[1], &x, 1) != 1)
 					_exit(0);
 		}
+		close(a[0]), close(b[1]);
+		if (read(g[0], &x, 1) != 1) /* the session is ready */
+			_exit(0);
 		unsigned long trips = 0;
-		signal(SIGTERM, SIG_DFL);
 		for (;;) {
 			if (write(a[1], &x, 1) != 1 || read(b[0], &x, 1) != 1)
 				break;
@@ -69,8 +74,9 @@ static pid_t start_workload(int *trips_fd)
 		}
 		_exit(0);
 	}
-	close(c[1]);
+	close(a[0]), close(a[1]), close(b[0]), close(b[1]), close(c[1]), close(g[0]);
 	*trips_fd = c[0];
+	*go_fd = g[1];
 	return pid;
 }
 
@@ -204,17 +210,27 @@ int main(int argc, char **argv)
 	struct stats_ctx sc = {0};
 	char err[256] = "", out[] = "/tmp/bench-ftrace-peer.data";
 	struct rusage r0, r1, pr;
-	int trips_fd = -1, status;
+	int trips_fd = -1, go_fd = -1, status;
 
 	o.errbuf = err, o.errlen = sizeof(err);
 	signal(SIGPIPE, SIG_IGN);
 	pid_t peer_pid = strcmp(peer, "none") ? start_peer(peer, out) : -1;
 	if (peer_pid > 0)
 		sleep(2); /* the peer sets up its buffers before the workload starts */
+	pid_t work = start_workload(&trips_fd, &go_fd);
+	if (work < 0) {
+		perror("bench-ftrace: workload");
+		if (peer_pid > 0)
+			kill(peer_pid, SIGINT);
+		return 1;
+	}
 	getrusage(RUSAGE_SELF, &r0);
 	struct ftrace_session *s = ftrace_session_new(&cfg, &o, keep_stats, &sc);
 	if (!s) {
 		fprintf(stderr, "bench-ftrace: %s\n", err[0] ? err : strerror(errno));
+		kill(work, SIGKILL);
+		if (peer_pid > 0)
+			kill(peer_pid, SIGINT);
 		return 1;
 	}
 	int fds[1024];
@@ -222,11 +238,8 @@ int main(int argc, char **argv)
 	struct pollfd pf[1025];
 	for (size_t i = 0; i < n; i++)
 		pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-	pid_t work = start_workload(&trips_fd);
-	if (work < 0) {
-		perror("bench-ftrace: workload");
+	if (write(go_fd, "g", 1) != 1)
 		return 1;
-	}
 	double t0 = now(), next_drain = t0;
 	unsigned long trips = 0;
 	pf[n] = (struct pollfd){.fd = trips_fd, .events = POLLIN};

@@ -626,8 +626,8 @@ int ftrace_session_stop(struct ftrace_session *s)
 		close(s->cpus[i].fd);
 		s->cpus[i].fd = -1;
 	}
-	tracefs_instance_release(&s->inst);
-	return r < 0 ? r : st;
+	int rel = tracefs_instance_release(&s->inst);
+	return r < 0 ? r : st < 0 ? st : rel;
 }
 
 void ftrace_session_free(struct ftrace_session *s)

@@ -74,7 +74,9 @@ int ftrace_session_drain(struct ftrace_session *s);
 /* The same for one CPU (by index into ftrace_session_fds). */
 int ftrace_session_drain_cpu(struct ftrace_session *s, size_t idx);
 
-/* Stops tracing, drains, emits the end stats and removes the instance. Idempotent. */
+/* Stops tracing, drains, emits the end stats and removes the instance. Idempotent.
+ * -EBUSY: a forked child still holds the instance's files; the next session removes it.
+ * The session's fds are O_CLOEXEC; fork without exec while a session lives shares them. */
 int ftrace_session_stop(struct ftrace_session *s);
 /* Stops if needed and frees. NULL is a no-op. */
 void ftrace_session_free(struct ftrace_session *s);

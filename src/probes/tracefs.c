@@ -163,18 +163,21 @@ fail:
 	return r;
 }
 
-void tracefs_instance_release(struct tracefs_instance *in)
+int tracefs_instance_release(struct tracefs_instance *in)
 {
+	int r = 0;
+
 	if (!in || in->lock_fd < 0)
-		return;
+		return 0;
 	if (in->dir[0]) {
 		/* Stop first so that nothing is recorded while the buffers are freed. */
 		tracefs_write(in->dir, "tracing_on", "0");
-		remove_instance(in->dir);
+		r = remove_instance(in->dir);
 	}
 	close(in->lock_fd);
 	in->lock_fd = -1;
 	in->dir[0] = '\0';
+	return r;
 }
 
 static bool stat_line(const char *p, const char *e, const char *key, const char **val)

@@ -9,6 +9,8 @@
  *   - after a crash the lock is free but the directory is still there: the next
  *     tracefs_instance_acquire removes it (disabling everything it had enabled) before
  *     creating a fresh one.
+ * The lock and the instance's fds are O_CLOEXEC, but a fork() without exec shares them:
+ * a child that outlives the session keeps the lock (and the instance) until it exits.
  */
 #ifndef SONDE_PROBES_TRACEFS_H
 #define SONDE_PROBES_TRACEFS_H
@@ -37,8 +39,10 @@ struct tracefs_instance {
  * -errno. lock_dir is created if missing. */
 int tracefs_instance_acquire(struct tracefs_instance *in, const char *root, const char *name,
 			     const char *lock_dir);
-/* Removes the instance and releases the lock. Safe on a zeroed or released instance. */
-void tracefs_instance_release(struct tracefs_instance *in);
+/* Removes the instance and releases the lock. Safe on a zeroed or released instance.
+ * Returns 0, or -EBUSY when a file of the instance stayed open (a forked child still
+ * holding a trace_pipe_raw fd): the directory is then left for the next acquire. */
+int tracefs_instance_release(struct tracefs_instance *in);
 
 /* Reads dir/rel into b (replacing its content). Returns 0 or -errno. */
 int tracefs_read(const char *dir, const char *rel, struct buf *b);
