@@ -30,6 +30,9 @@ enum {
 	BUNDLE_FLUSH = 64 * 1024, /* a bundle is emitted once this large */
 	FTRACE_CLOCK_GLOBAL = 2,
 	FTRACE_CLOCK_LOCAL = 3,
+	/* FtraceParseStatus (ftrace_stats.proto) */
+	FTRACE_STATUS_ABI_INVALID_PAGE_HEADER = 4,
+	FTRACE_STATUS_ABI_END_OVERFLOW = 15,
 };
 
 /* TracePacket and FtraceStats field numbers. */
@@ -395,9 +398,9 @@ static int bundle_flush(struct ftrace_session *s)
 {
 	if (!s->bundle.open)
 		return 0;
-	bool empty = s->bundle.nevents == 0;
+	bool worth = ftrace_bundle_worth(&s->bundle);
 	int r = ftrace_bundle_finish(&s->bundle);
-	if (r == 0 && !empty)
+	if (r == 0 && worth)
 		r = emit_buf(s, &s->bundle.out);
 	return r;
 }
@@ -457,8 +460,13 @@ static int drain_page(struct ftrace_session *s, size_t len)
 	int r = ftrace_page_parse(&s->layout, s->page, len, &info, on_event, s);
 	if (s->emit_err)
 		return s->emit_err;
-	if (r < 0)
+	if (r < 0) {
+		/* The events before the fault were kept; the rest of the page is lost. */
 		s->n.bad_pages++;
+		ftrace_bundle_error(&s->bundle, info.timestamp,
+				    r == -SONDE_E_TRUNCATED ? FTRACE_STATUS_ABI_INVALID_PAGE_HEADER
+							    : FTRACE_STATUS_ABI_END_OVERFLOW);
+	}
 	return 0;
 }
 

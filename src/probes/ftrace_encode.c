@@ -14,6 +14,7 @@ enum {
 	FB_LOST_EVENTS = 3,
 	FB_COMPACT_SCHED = 4,
 	FB_FTRACE_CLOCK = 5,
+	FB_ERROR = 8,
 	FE_TIMESTAMP = 1,
 	FE_PID = 2,
 	FE_GENERIC = 327,
@@ -199,7 +200,8 @@ void ftrace_bundle_begin(struct ftrace_bundle *b, uint32_t cpu, bool lost, int f
 	memset(b->intern_slot, 0, sizeof(b->intern_slot));
 	b->nswitch = b->nwaking = 0;
 	b->last_switch_ts = b->last_waking_ts = 0;
-	b->nevents = 0;
+	b->nevents = b->nerrors = 0;
+	b->lost = lost;
 	b->packet_mark = sonde__pb_begin(&b->out, TP_FTRACE_EVENTS);
 	sonde__pb_put_varint(&b->out, FB_CPU, cpu);
 	if (lost)
@@ -370,6 +372,20 @@ int ftrace_bundle_add(struct ftrace_bundle *b, const struct ftrace_event_desc *d
 	sonde__pb_end(&b->out, m);
 	b->nevents++;
 	return 0;
+}
+
+void ftrace_bundle_error(struct ftrace_bundle *b, uint64_t ts, int status)
+{
+	size_t m = sonde__pb_begin(&b->out, FB_ERROR);
+	sonde__pb_put_varint(&b->out, 1, ts);
+	sonde__pb_put_varint(&b->out, 2, (uint64_t)status);
+	sonde__pb_end(&b->out, m);
+	b->nerrors++;
+}
+
+bool ftrace_bundle_worth(const struct ftrace_bundle *b)
+{
+	return b->nevents || b->nerrors || b->lost;
 }
 
 int ftrace_bundle_finish(struct ftrace_bundle *b)

@@ -49,8 +49,8 @@ int ftrace_desc_pid(const struct ftrace_event_desc *d, const uint8_t *rec, size_
 struct ftrace_bundle {
 	struct buf out; /* the packet's bytes once finished */
 	size_t packet_mark, bundle_mark;
-	size_t nevents;
-	bool open;
+	size_t nevents, nerrors;
+	bool open, lost;
 	/* compact_sched columns, each a packed varint run */
 	struct buf col[11];
 	struct buf interned; /* intern_table strings, each NUL-terminated */
@@ -68,6 +68,11 @@ void ftrace_bundle_begin(struct ftrace_bundle *b, uint32_t cpu, bool lost, int f
  * disabled, or a record too short for its format). */
 int ftrace_bundle_add(struct ftrace_bundle *b, const struct ftrace_event_desc *d, uint64_t ts,
 		      const uint8_t *rec, size_t len, bool generic);
+/* Records a page the parser rejected: FtraceEventBundle.error {timestamp, status}, status
+ * an FtraceParseStatus value. */
+void ftrace_bundle_error(struct ftrace_bundle *b, uint64_t ts, int status);
+/* Whether the bundle holds anything worth emitting: an event, an error, or lost_events. */
+bool ftrace_bundle_worth(const struct ftrace_bundle *b);
 /* Closes the bundle: b->out holds the TracePacket. Returns 0 or -ENOMEM. */
 int ftrace_bundle_finish(struct ftrace_bundle *b);
 void ftrace_bundle_free(struct ftrace_bundle *b);

@@ -72,3 +72,25 @@ size_t probes_count(const char *hay, const char *needle)
 		n++;
 	return n;
 }
+
+const char *probes_test_instance(void)
+{
+	static char name[64];
+
+	/* Each test runs in a process of its own: no two runs (release and SAN builds side by
+	 * side) meet in tracefs. */
+	if (!name[0])
+		snprintf(name, sizeof(name), "sonde-test-%d", (int)getpid());
+	return name;
+}
+
+const char *probes_sleeper_name(void)
+{
+	static char name[16];
+
+	/* A comm of this test process's own: system-wide recorders see every test run's
+	 * sleepers, and only this one's are counted. */
+	if (!name[0])
+		snprintf(name, sizeof(name), "slp-%d", (int)getpid());
+	return name;
+}

@@ -22,6 +22,12 @@ char *probes_protoc_decode(const struct buf *trace);
 void probes_each_packet(const struct buf *trace, void (*fn)(void *ctx, const uint8_t *p, size_t n),
 			void *ctx);
 
+/* A tracefs instance name of this test process's own. */
+const char *probes_test_instance(void);
+
+/* The thread name ftrace_sleeper is given in this test process (at most 15 bytes). */
+const char *probes_sleeper_name(void);
+
 /* Counts occurrences of needle in hay. */
 size_t probes_count(const char *hay, const char *needle);
 

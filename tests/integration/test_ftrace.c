@@ -143,7 +143,7 @@ TEST(ftrace_page_parses_pages_of_this_kernel)
 	snprintf(lockdir, sizeof(lockdir), "%s/locks", test_tmpdir());
 	ASSERT_OK(tracefs_read(root, "events/header_page", &b));
 	ASSERT_OK(ftrace_page_layout_parse((const char *)b.data, b.len, &l));
-	ASSERT_OK(tracefs_instance_acquire(&in, root, "sonde-test-pages", lockdir));
+	ASSERT_OK(tracefs_instance_acquire(&in, root, probes_test_instance(), lockdir));
 	ASSERT_OK(tracefs_read(in.dir, "events/sched/sched_switch/format", &b));
 	ASSERT_OK(ftrace_format_parse((const char *)b.data, b.len, &f));
 	c.want_id = (uint16_t)f.id;
@@ -187,12 +187,12 @@ static struct ftrace_config sched_config(bool compact)
 		.events = events, .nevents = 2, .drain_period_ms = 50, .compact_sched = compact};
 }
 
-static struct ftrace_opts test_opts(const char *instance)
+static struct ftrace_opts test_opts(void)
 {
 	static char lockdir[512];
 	snprintf(lockdir, sizeof(lockdir), "%s/locks", test_tmpdir());
 	return (struct ftrace_opts){.sz = sizeof(struct ftrace_opts),
-				    .instance = instance,
+				    .instance = probes_test_instance(),
 				    .lock_dir = lockdir,
 				    .allow_mount = true};
 }
@@ -273,7 +273,7 @@ static void count_packet(void *ctx, const uint8_t *p, size_t n)
 }
 
 /* trace-cmd report's sched_switch lines name the previous task first:
- * "sched_switch: sonde-sleeper:1234 [120] S ==> ..." (or prev_comm=... without its
+ * "sched_switch: slp-99:1234 [120] S ==> ..." (or prev_comm=... without its
  * plugin); counts the lines whose previous task is comm. */
 static int count_report(const char *report, const char *comm)
 {
@@ -323,7 +323,7 @@ TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 {
 	probes_require_tracefs();
 	struct ftrace_config cfg = sched_config(false);
-	struct ftrace_opts o = test_opts("sonde-test");
+	struct ftrace_opts o = test_opts();
 	struct buf trace = BUF_INIT;
 	char err[256] = "";
 	enum peer peer = find_peer();
@@ -333,9 +333,17 @@ TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 		FAIL("ftrace_session_new: %s (%s)", strerror(errno), err);
 
 	const char *dat = test_path("peer.data");
-	const char *tc[] = {
-		"/usr/bin/trace-cmd",	     "record", "-q", "-e", "sched:sched_switch", "-o", dat,
-		test_prog("ftrace_sleeper"), "200",    NULL};
+	const char *tc[] = {"/usr/bin/trace-cmd",
+			    "record",
+			    "-q",
+			    "-e",
+			    "sched:sched_switch",
+			    "-o",
+			    dat,
+			    test_prog("ftrace_sleeper"),
+			    "200",
+			    probes_sleeper_name(),
+			    NULL};
 	const char *perf[] = {"/usr/bin/perf",
 			      "record",
 			      "-q",
@@ -345,19 +353,20 @@ TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 			      dat,
 			      test_prog("ftrace_sleeper"),
 			      "200",
+			      probes_sleeper_name(),
 			      NULL};
-	const char *alone[] = {test_prog("ftrace_sleeper"), "200", NULL};
+	const char *alone[] = {test_prog("ftrace_sleeper"), "200", probes_sleeper_name(), NULL};
 	record_while(s, peer == PEER_TRACE_CMD ? tc : peer == PEER_PERF ? perf : alone);
 
 	struct ftrace_session_counters n;
 	ftrace_session_counters(s, &n);
 	ftrace_session_free(s);
-	struct switch_count c = {.comm = "sonde-sleeper"};
+	struct switch_count c = {.comm = probes_sleeper_name()};
 	probes_each_packet(&trace, count_packet, &c);
 	sonde__buf_free(&trace);
 	printf("events %" PRIu64 " pages %" PRIu64 " lost pages %" PRIu64 " packets %" PRIu64
-	       "; switch-outs of sonde-sleeper: %d\n",
-	       n.events, n.pages, n.lost_pages, n.packets, c.outs);
+	       "; switch-outs of %s: %d\n",
+	       n.events, n.pages, n.lost_pages, n.packets, c.comm, c.outs);
 	ASSERT_INT(c.stats, ==, 2);
 	ASSERT_INT(n.lost_pages, ==, 0);
 	ASSERT_INT(c.outs, >=, 200);
@@ -368,10 +377,10 @@ TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 	const char *pr[] = {"/usr/bin/perf", "script", "-i", dat, NULL};
 	test_run(&rep, 60, peer == PEER_TRACE_CMD ? tcr : pr);
 	ASSERT_INT(rep.status, ==, 0);
-	int theirs = count_report(rep.out, "sonde-sleeper");
+	int theirs = count_report(rep.out, c.comm);
 	test_output_free(&rep);
-	printf("%s: %d switch-outs of sonde-sleeper; sonde: %d\n",
-	       peer == PEER_TRACE_CMD ? "trace-cmd" : "perf", theirs, c.outs);
+	printf("%s: %d switch-outs of %s; sonde: %d\n",
+	       peer == PEER_TRACE_CMD ? "trace-cmd" : "perf", theirs, c.comm, c.outs);
 	/* perf's per-task events close at exit before the thread's last switch-out, which a
 	 * system-wide recorder sees: perf counts 200 where sonde counts 201. */
 	ASSERT_INT(theirs, >=, 200);
@@ -385,25 +394,27 @@ TEST(ftrace_session_packets_decode_with_protoc)
 	static char events[4][FTRACE_EVENT_NAME_MAX] = {"sched/sched_switch", "sched_waking",
 							"irq/*", "no_such_group/no_such_event"};
 	cfg.events = events, cfg.nevents = 4, cfg.drain_buffer_percent = 25;
-	struct ftrace_opts o = test_opts("sonde-test");
+	struct ftrace_opts o = test_opts();
 	struct buf trace = BUF_INIT, v = BUF_INIT;
 	struct ftrace_session *s =
 		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
 	char dir[512];
-	snprintf(dir, sizeof(dir), "%s/instances/sonde-test", probes_require_tracefs());
+	snprintf(dir, sizeof(dir), "%s/instances/%s", probes_require_tracefs(), o.instance);
 	ASSERT_OK(tracefs_read(dir, "trace_clock", &v));
 	buf_put_u8(&v, 0);
 	ASSERT_CONTAINS((const char *)v.data, "[boot]");
 	ASSERT_OK(tracefs_read(dir, "buffer_percent", &v));
 	ASSERT_INT(atoi((const char *)v.data), ==, 25);
 	sonde__buf_free(&v);
-	const char *argv[] = {test_prog("ftrace_sleeper"), "50", NULL};
+	const char *argv[] = {test_prog("ftrace_sleeper"), "50", probes_sleeper_name(), NULL};
 	record_while(s, argv);
 	ftrace_session_free(s);
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_CONTAINS(text, "ftrace_events {");
 	ASSERT_CONTAINS(text, "sched_switch {");
-	ASSERT_CONTAINS(text, "prev_comm: \"sonde-sleeper\"");
+	char want[64];
+	snprintf(want, sizeof(want), "prev_comm: \"%s\"", probes_sleeper_name());
+	ASSERT_CONTAINS(text, want);
 	ASSERT_CONTAINS(text, "sched_waking {");
 	/* irq/softirq_raise, tasklet_* and the like have no typed proto. */
 	ASSERT_CONTAINS(text, "generic {");
@@ -422,20 +433,22 @@ TEST(ftrace_session_compact_sched)
 {
 	probes_require_tracefs();
 	struct ftrace_config cfg = sched_config(true);
-	struct ftrace_opts o = test_opts("sonde-test");
+	struct ftrace_opts o = test_opts();
 	struct buf trace = BUF_INIT;
 	struct ftrace_session *s =
 		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
-	const char *argv[] = {test_prog("ftrace_sleeper"), "100", NULL};
+	const char *argv[] = {test_prog("ftrace_sleeper"), "100", probes_sleeper_name(), NULL};
 	record_while(s, argv);
 	ftrace_session_free(s);
-	struct switch_count c = {.comm = "sonde-sleeper"};
+	struct switch_count c = {.comm = probes_sleeper_name()};
 	probes_each_packet(&trace, count_packet, &c);
 	ASSERT_INT(c.outs, ==, 0); /* no typed sched_switch */
 	ASSERT_INT(c.compact_switches, >=, 100);
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_CONTAINS(text, "compact_sched {");
-	ASSERT_CONTAINS(text, "intern_table: \"sonde-sleeper\"");
+	char want[64];
+	snprintf(want, sizeof(want), "intern_table: \"%s\"", probes_sleeper_name());
+	ASSERT_CONTAINS(text, want);
 	ASSERT_CONTAINS(text, "waking_pid:");
 	free(text);
 	sonde__buf_free(&trace);
@@ -445,7 +458,7 @@ TEST(ftrace_session_second_is_refused_with_a_clear_error)
 {
 	probes_require_tracefs();
 	struct ftrace_config cfg = sched_config(false);
-	struct ftrace_opts o = test_opts("sonde-test");
+	struct ftrace_opts o = test_opts();
 	struct buf t1 = BUF_INIT, t2 = BUF_INIT;
 	char err[256] = "";
 	struct ftrace_session *a =
@@ -470,7 +483,7 @@ TEST(ftrace_session_cleans_up_a_crashed_run)
 {
 	const char *root = probes_require_tracefs();
 	struct ftrace_config cfg = sched_config(false);
-	struct ftrace_opts o = test_opts("sonde-test");
+	struct ftrace_opts o = test_opts();
 	struct buf trace = BUF_INIT;
 	char dir[1024], top_before[64] = "", top_after[64] = "";
 	struct buf b = BUF_INIT;
@@ -483,7 +496,7 @@ TEST(ftrace_session_cleans_up_a_crashed_run)
 		_exit(s ? 0 : 1); /* exits without stopping: the instance stays */
 	}
 	ASSERT_INT(test_wait(pid, 30), ==, 0);
-	snprintf(dir, sizeof(dir), "%s/instances/sonde-test", root);
+	snprintf(dir, sizeof(dir), "%s/instances/%s", root, o.instance);
 	ASSERT_INT(access(dir, F_OK), ==, 0);
 	struct ftrace_session *s =
 		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));

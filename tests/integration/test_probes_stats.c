@@ -120,14 +120,14 @@ TEST_TIMEOUT(procstats_names_threads_ftrace_sees, 60)
 	snprintf(lockdir, sizeof(lockdir), "%s/locks", test_tmpdir());
 	struct procstats *ps = ASSERT_NOT_NULL(procstats_new(&pc, NULL, probes_collect, &trace));
 	struct ftrace_opts o = {.sz = sizeof(o),
-				.instance = "sonde-test",
+				.instance = probes_test_instance(),
 				.lock_dir = lockdir,
 				.on_pid = procstats_on_pid,
 				.pid_ctx = ps};
 	struct ftrace_session *fs =
 		ASSERT_NOT_NULL(ftrace_session_new(&fc, &o, probes_collect, &trace));
 	/* The sleeper sleeps 1 ms 2000 times: alive for a while after it is first seen. */
-	const char *argv[] = {test_prog("ftrace_sleeper"), "2000", NULL};
+	const char *argv[] = {test_prog("ftrace_sleeper"), "2000", probes_sleeper_name(), NULL};
 	pid_t pid = test_spawn(argv);
 	int status;
 	for (int i = 0; i < 25; i++) {
@@ -142,8 +142,9 @@ TEST_TIMEOUT(procstats_names_threads_ftrace_sees, 60)
 	waitpid(pid, &status, 0);
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_CONTAINS(text, "threads {");
-	ASSERT_CONTAINS(text, "name: \"sonde-sleeper\"");
 	char want[64];
+	snprintf(want, sizeof(want), "name: \"%s\"", probes_sleeper_name());
+	ASSERT_CONTAINS(text, want);
 	snprintf(want, sizeof(want), "tgid: %d\n", pid);
 	ASSERT_CONTAINS(text, want);
 	free(text);

@@ -82,12 +82,17 @@ TEST(ftrace_encode_typed_and_generic)
 	ASSERT_INT(ftrace_bundle_add(&b, &odd, 2000, o, sizeof(o), true), ==, 0);
 	ASSERT_INT(ftrace_bundle_add(&b, &odd, 2000, o, sizeof(o), false), ==, 1);
 	ASSERT_INT(ftrace_bundle_add(&b, &sw, 1000, rec, 20, true), ==, 1); /* short */
+	ftrace_bundle_error(&b, 3000, 15);
+	ASSERT(ftrace_bundle_worth(&b));
 	ASSERT_OK(ftrace_bundle_finish(&b));
 
 	struct pb_reader pkt = pb_reader_init(b.out.data, b.out.len);
 	ASSERT(field(pkt, 1, &f)); /* ftrace_events */
 	ASSERT(field(pb_sub(&f), 1, &g) && g.u == 3);
 	ASSERT(field(pb_sub(&f), 3, &g) && g.u == 1);
+	ASSERT(field(pb_sub(&f), 8, &g)); /* error */
+	ASSERT(field(pb_sub(&g), 1, &h) && h.u == 3000);
+	ASSERT(field(pb_sub(&g), 2, &h) && h.u == 15);
 	struct pb_reader bundle = pb_sub(&f);
 	int events = 0;
 	while (sonde__pb_next(&bundle, &g) > 0) {
