@@ -490,6 +490,8 @@ TEST(ftrace_session_cleans_up_a_crashed_run)
 
 	if (tracefs_read(root, "buffer_size_kb", &b) == 0)
 		snprintf(top_before, sizeof(top_before), "%.*s", (int)b.len, (char *)b.data);
+	ASSERT_OK(tracefs_read(root, "events/sched/sched_switch/enable", &b));
+	char enable_before = b.len ? (char)b.data[0] : '?';
 	pid_t pid = fork();
 	if (pid == 0) {
 		struct ftrace_session *s = ftrace_session_new(&cfg, &o, probes_collect, &trace);
@@ -505,6 +507,8 @@ TEST(ftrace_session_cleans_up_a_crashed_run)
 	if (tracefs_read(root, "buffer_size_kb", &b) == 0)
 		snprintf(top_after, sizeof(top_after), "%.*s", (int)b.len, (char *)b.data);
 	ASSERT_STR_EQ(top_after, top_before); /* the top-level buffer was never touched */
+	ASSERT_OK(tracefs_read(root, "events/sched/sched_switch/enable", &b));
+	ASSERT_INT(b.len ? b.data[0] : '?', ==, enable_before);
 	sonde__buf_free(&b);
 	sonde__buf_free(&trace);
 }
