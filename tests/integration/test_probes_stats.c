@@ -214,3 +214,38 @@ TEST(sysstats_meminfo_at_its_period)
 	free(text);
 	sonde__buf_free(&trace);
 }
+
+/* This machine may have no cpufreq or devfreq: a /sys of files made for the test. */
+TEST(sysstats_cpufreq_and_devfreq_from_sys)
+{
+	static struct sysstats_config c = {.cpufreq_period_ms = 100, .devfreq_period_ms = 100};
+	struct buf trace = BUF_INIT;
+	char root[512], path[1024];
+	struct test_output o;
+
+	snprintf(root, sizeof(root), "%s/sys", test_tmpdir());
+	test_runf(&o, 30,
+		  "/bin/mkdir -p %s/devices/system/cpu/cpu0/cpufreq "
+		  "%s/devices/system/cpu/cpu1/cpufreq %s/class/devfreq/gpu0",
+		  root, root, root);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu0/cpufreq/cpuinfo_cur_freq", root);
+	test_write_file(path, "1800000\n", 8);
+	snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu1/cpufreq/scaling_cur_freq", root);
+	test_write_file(path, "900000\n", 7);
+	snprintf(path, sizeof(path), "%s/class/devfreq/gpu0/cur_freq", root);
+	test_write_file(path, "585000000\n", 10);
+	struct sysstats *s = ASSERT_NOT_NULL(sysstats_new(&c, NULL, root, probes_collect, &trace));
+	ASSERT_INT(sysstats_tick(s, 1000), ==, 100);
+	ASSERT_INT(sysstats_tick(s, 1050), ==, 50); /* nothing due: no packet */
+	sysstats_free(s);
+	char *text = probes_protoc_decode(&trace);
+	ASSERT_INT(probes_count(text, "sys_stats {"), ==, 1);
+	ASSERT_CONTAINS(text, "cpufreq_khz: 1800000\n");
+	ASSERT_CONTAINS(text, "cpufreq_khz: 900000\n");
+	ASSERT_CONTAINS(text, "key: \"gpu0\"\n");
+	ASSERT_CONTAINS(text, "value: 585000000\n");
+	free(text);
+	sonde__buf_free(&trace);
+}
