@@ -28,8 +28,10 @@ enum {
 	MAX_DRAIN_MS = 30000,
 	PAGES_PER_DRAIN = 256,	  /* per CPU per call: bounds one call's latency */
 	BUNDLE_FLUSH = 64 * 1024, /* a bundle is emitted once this large */
+	FTRACE_CLOCK_UNKNOWN = 1, /* FtraceClock (ftrace_event_bundle.proto) */
 	FTRACE_CLOCK_GLOBAL = 2,
 	FTRACE_CLOCK_LOCAL = 3,
+	FTRACE_CLOCK_MONO_RAW = 4,
 	/* FtraceParseStatus (ftrace_stats.proto) */
 	FTRACE_STATUS_ABI_INVALID_PAGE_HEADER = 4,
 	FTRACE_STATUS_ABI_END_OVERFLOW = 15,
@@ -64,6 +66,7 @@ struct ftrace_session {
 	size_t nevents, events_cap;
 	struct u64map by_id;	    /* event id -> index into events */
 	struct buf unknown, failed; /* NUL-separated names for FtraceStats */
+	struct buf scratch;	    /* clock snapshots' stats text, reused */
 	struct ftrace_bundle bundle;
 	ftrace_emit_fn emit;
 	void *ctx;
@@ -251,29 +254,41 @@ static int read_layout(struct ftrace_session *s)
 	return s->page ? 0 : -ENOMEM;
 }
 
-/* trace_clock lists the clocks with the current one in brackets. */
-static int set_clock(struct ftrace_session *s)
+/* trace_clock lists the clocks with the current one in brackets. boot is wanted, or
+ * mono_raw when the config asks for it (use_monotonic_raw_clock); without either the
+ * instance keeps its clock, and bundles say which. */
+static int set_clock(struct ftrace_session *s, bool mono_raw)
 {
 	struct buf text = BUF_INIT;
 	int r = tracefs_read(s->inst.dir, "trace_clock", &text);
+	const char *t;
 
 	buf_put_u8(&text, 0);
-	if (r == 0 && !text.failed && strstr((const char *)text.data, "boot") &&
-	    tracefs_write(s->inst.dir, "trace_clock", "boot") == 0) {
-		s->clock = 0;
-	} else if (r == 0 && !text.failed && strstr((const char *)text.data, "[global]")) {
-		s->clock = FTRACE_CLOCK_GLOBAL;
-	} else {
-		s->clock = FTRACE_CLOCK_LOCAL;
+	if (r < 0 || text.failed) {
+		sonde__buf_free(&text);
+		return r < 0 ? r : -ENOMEM;
 	}
+	t = (const char *)text.data;
+	if (mono_raw && strstr(t, "mono_raw") &&
+	    tracefs_write(s->inst.dir, "trace_clock", "mono_raw") == 0)
+		s->clock = FTRACE_CLOCK_MONO_RAW;
+	else if (!mono_raw && strstr(t, "boot") &&
+		 tracefs_write(s->inst.dir, "trace_clock", "boot") == 0)
+		s->clock = 0;
+	else if (strstr(t, "[global]"))
+		s->clock = FTRACE_CLOCK_GLOBAL;
+	else if (strstr(t, "[local]"))
+		s->clock = FTRACE_CLOCK_LOCAL;
+	else
+		s->clock = FTRACE_CLOCK_UNKNOWN;
 	sonde__buf_free(&text);
-	return r;
+	return 0;
 }
 
 /* With a clock other than boot, pair the trace clock's "now ts" with BOOTTIME. */
 static void clock_snapshot(struct ftrace_session *s)
 {
-	struct buf text = BUF_INIT;
+	struct buf *text = &s->scratch;
 	struct tracefs_cpu_stats st;
 	char rel[64];
 
@@ -281,13 +296,12 @@ static void clock_snapshot(struct ftrace_session *s)
 		return;
 	snprintf(rel, sizeof(rel), "per_cpu/cpu%d/stats", s->cpus[0].cpu);
 	uint64_t before = boottime_ns();
-	if (tracefs_read(s->inst.dir, rel, &text) == 0 &&
-	    tracefs_cpu_stats_parse((const char *)text.data, text.len, &st) == 0) {
+	if (tracefs_read(s->inst.dir, rel, text) == 0 &&
+	    tracefs_cpu_stats_parse((const char *)text->data, text->len, &st) == 0) {
 		uint64_t after = boottime_ns();
 		s->clock_ftrace_ns = (int64_t)(st.now_ts * 1e9);
 		s->clock_boot_ns = (int64_t)(before + (after - before) / 2);
 	}
-	sonde__buf_free(&text);
 }
 
 static int open_cpus(struct ftrace_session *s)
@@ -477,6 +491,9 @@ int ftrace_session_drain_cpu(struct ftrace_session *s, size_t idx)
 	if (idx >= s->ncpus || s->cpus[idx].fd < 0)
 		return -EINVAL;
 	s->cur_cpu = idx;
+	/* A clock other than boot is converted by trace processor from the (ftrace, boot)
+	 * pair of each bundle: taken at read time, as traced_probes does. */
+	clock_snapshot(s);
 	bundle_begin(s, false);
 	for (int i = 0;; i++) {
 		if (i == PAGES_PER_DRAIN) {
@@ -538,7 +555,8 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 		return fail(o, r, "linux.ftrace: cannot create the tracefs instance under %s: %s",
 			    root, strerror(-r));
 	if ((r = tracefs_write(s->inst.dir, "tracing_on", "0")) < 0 || (r = read_layout(s)) < 0 ||
-	    (r = set_clock(s)) < 0 || (r = set_buffer(s, cfg->buffer_size_kb)) < 0)
+	    (r = set_clock(s, cfg->use_monotonic_raw_clock)) < 0 ||
+	    (r = set_buffer(s, cfg->buffer_size_kb)) < 0)
 		return fail(o, r, "linux.ftrace: configuring %s: %s", s->inst.dir,
 			    r <= -SONDE_E_BASE ? sonde_strerror(r) : strerror(-r));
 	if (cfg->drain_buffer_percent) {
@@ -555,7 +573,6 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 			    "kernel");
 	if ((r = open_cpus(s)) < 0 || (r = tracefs_write(s->inst.dir, "tracing_on", "1")) < 0)
 		return fail(o, r, "linux.ftrace: starting %s: %s", s->inst.dir, strerror(-r));
-	clock_snapshot(s);
 	return 0;
 }
 
@@ -655,6 +672,7 @@ void ftrace_session_free(struct ftrace_session *s)
 	sonde__u64map_free(&s->by_id);
 	sonde__buf_free(&s->unknown);
 	sonde__buf_free(&s->failed);
+	sonde__buf_free(&s->scratch);
 	ftrace_bundle_free(&s->bundle);
 	free(s);
 }

@@ -17,10 +17,10 @@
  *
  * Timestamps: the instance's trace_clock is set to "boot", so every event time is
  * CLOCK_BOOTTIME, Perfetto's default trace clock, and lines up with the other data
- * sources with no conversion. On a kernel without the boot clock the instance keeps its
- * default clock ("local"); each bundle then names it in ftrace_clock and carries one
- * (ftrace_timestamp, boot_timestamp) pair taken at start, which trace processor uses to
- * convert.
+ * sources with no conversion. With use_monotonic_raw_clock it is "mono_raw"; on a kernel
+ * without the clock asked for, the instance keeps its own ("local" by default). In both
+ * cases each bundle names the clock in ftrace_clock and carries a (ftrace_timestamp,
+ * boot_timestamp) pair read when its pages were, from which trace processor converts.
  */
 #ifndef SONDE_PROBES_FTRACE_H
 #define SONDE_PROBES_FTRACE_H

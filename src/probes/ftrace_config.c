@@ -72,6 +72,8 @@ int ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c)
 			c->symbolize_ksyms = f.u != 0;
 		} else if (f.num == 16 && v) {
 			c->disable_generic_events = f.u != 0;
+		} else if (f.num == 24 && v) {
+			c->use_monotonic_raw_clock = f.u != 0;
 		} else if (f.num == 25 && l && f.len > 0) {
 			c->has_instance_name = true;
 		}

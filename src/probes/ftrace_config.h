@@ -18,6 +18,7 @@ struct ftrace_config {
 	uint32_t drain_buffer_percent; /* 29: the instance's buffer_percent, 1..100; 0 = kept */
 	bool compact_sched;	       /* 12: CompactSchedConfig.enabled */
 	bool disable_generic_events;   /* 16: events without a typed proto are dropped */
+	bool use_monotonic_raw_clock;  /* 24: trace_clock mono_raw instead of boot */
 	/* Fields read but not acted on, so that the data source can say so. */
 	bool has_atrace;	/* atrace_categories (2) / atrace_apps (3) */
 	bool symbolize_ksyms;	/* 13 */
@@ -25,9 +26,9 @@ struct ftrace_config {
 };
 
 /* Decodes FtraceConfig bytes (the DataSourceConfig's ftrace_config field, 100). Unknown
- * fields are skipped. An event name longer than FTRACE_EVENT_NAME_MAX - 1 bytes, or with
- * a character other than [A-Za-z0-9_-], '/' or '*', is -SONDE_E_RANGE. Returns 0, -SONDE_E_FORMAT,
- * -SONDE_E_RANGE or -ENOMEM; on failure *c is left empty. */
+ * fields are skipped. An event name longer than FTRACE_EVENT_NAME_MAX - 1 bytes, with a
+ * character other than [A-Za-z0-9_-], '/' or '*', or with "..", is -SONDE_E_RANGE.
+ * Returns 0, -SONDE_E_FORMAT, -SONDE_E_RANGE or -ENOMEM; on failure *c is left empty. */
 int ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c);
 void ftrace_config_free(struct ftrace_config *c);
 

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -511,4 +512,87 @@ TEST(ftrace_session_cleans_up_a_crashed_run)
 	ASSERT_INT(b.len ? b.data[0] : '?', ==, enable_before);
 	sonde__buf_free(&b);
 	sonde__buf_free(&trace);
+}
+
+struct ts_range {
+	uint64_t min, max;
+	int bundles, with_pair;
+};
+
+static void event_times(void *ctx, const uint8_t *p, size_t n)
+{
+	struct ts_range *t = ctx;
+	struct pb_reader r = pb_reader_init(p, n);
+	struct pb_field f, g, h;
+
+	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num != 1 || f.wire != PB_LEN)
+			continue;
+		t->bundles++;
+		struct pb_reader b = pb_sub(&f);
+		int pair = 0;
+		while (sonde__pb_next(&b, &g) > 0) {
+			pair += g.num == 6 || g.num == 7;
+			if (g.num != 2 || g.wire != PB_LEN)
+				continue;
+			struct pb_reader ev = pb_sub(&g);
+			while (sonde__pb_next(&ev, &h) > 0)
+				if (h.num == 1) {
+					if (!t->min || h.u < t->min)
+						t->min = h.u;
+					if (h.u > t->max)
+						t->max = h.u;
+				}
+		}
+		t->with_pair += pair == 2;
+	}
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* use_monotonic_raw_clock: event times are CLOCK_MONOTONIC_RAW, and every bundle names
+ * the clock and carries the (ftrace, boot) pair that converts it. Without it, BOOTTIME. */
+TEST(ftrace_session_clocks)
+{
+	probes_require_tracefs();
+	for (int raw = 0; raw < 2; raw++) {
+		struct ftrace_config cfg = sched_config(false);
+		struct ftrace_opts o = test_opts();
+		struct buf trace = BUF_INIT, v = BUF_INIT;
+		clockid_t id = raw ? CLOCK_MONOTONIC_RAW : CLOCK_BOOTTIME;
+		char dir[512];
+
+		cfg.use_monotonic_raw_clock = raw;
+		uint64_t before = clock_ns(id);
+		struct ftrace_session *s =
+			ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
+		snprintf(dir, sizeof(dir), "%s/instances/%s", probes_require_tracefs(), o.instance);
+		ASSERT_OK(tracefs_read(dir, "trace_clock", &v));
+		buf_put_u8(&v, 0);
+		ASSERT_CONTAINS((const char *)v.data, raw ? "[mono_raw]" : "[boot]");
+		const char *argv[] = {test_prog("ftrace_sleeper"), "20", probes_sleeper_name(),
+				      NULL};
+		record_while(s, argv);
+		uint64_t after = clock_ns(id);
+		ftrace_session_free(s);
+		struct ts_range t = {0};
+		probes_each_packet(&trace, event_times, &t);
+		ASSERT_INT(t.bundles, >, 0);
+		ASSERT_UINT(t.min, >=, before);
+		ASSERT_UINT(t.max, <=, after);
+		ASSERT_INT(t.with_pair, ==, raw ? t.bundles : 0);
+		char *text = probes_protoc_decode(&trace);
+		if (raw)
+			ASSERT_CONTAINS(text, "ftrace_clock: 4");
+		else
+			ASSERT_NOT_CONTAINS(text, "ftrace_clock");
+		free(text);
+		sonde__buf_free(&v);
+		sonde__buf_free(&trace);
+	}
 }
