@@ -198,11 +198,10 @@ TEST(sysstats_meminfo_at_its_period)
 	probes_each_packet(&trace, find_meminfo, &m);
 	ASSERT_INT(m.n, >=, 10);
 	ASSERT_INT(m.n, <=, 12);
-	for (int i = 1; i < m.n; i++) {
-		double gap = (double)(m.ts[i] - m.ts[i - 1]) / 1e6;
-		if (gap < 80 || gap > 160)
-			FAIL("meminfo samples %d and %d are %.1f ms apart", i - 1, i, gap);
-	}
+	/* Samples keep their phase (a late one does not delay the next), so single gaps vary
+	 * with the machine's load; their mean is the period. */
+	double mean = (double)(m.ts[m.n - 1] - m.ts[0]) / 1e6 / (m.n - 1);
+	ASSERT_DOUBLE_NEAR(mean, 100, 12);
 	ASSERT_INT(m.with_cpu, >=, 4); /* stat at 250 ms: cpu_stat entries in 4 or 5 ticks */
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_CONTAINS(text, "sys_stats {");
