@@ -1,6 +1,7 @@
 /* The ring page parser on pages built by hand: each event header type, the lost-events
  * flag and count, and pages that lie. */
 #include "../test.h"
+#include "../util.h"
 #include "probes/ftrace_page.h"
 
 struct page {
@@ -140,4 +141,64 @@ TEST(ftrace_page_layout_text)
 	ASSERT_INT(l.page_size, ==, 4096);
 	ASSERT_ERR(ftrace_page_layout_parse(hp, 40, &l), -SONDE_E_FORMAT);
 	ASSERT_INT(l.data_offset, ==, 16); /* the defaults */
+}
+
+struct captured {
+	uint64_t first, last;
+	int n, backwards;
+	uint16_t ids[2];
+	int nids, other_ids;
+};
+
+static int captured_event(void *ctx, uint64_t ts, const uint8_t *data, size_t len)
+{
+	struct captured *c = ctx;
+	uint16_t id = 0;
+
+	if (len >= 2)
+		memcpy(&id, data, 2);
+	if (c->n == 0)
+		c->first = ts;
+	else if (ts < c->last)
+		c->backwards++;
+	if (!(c->nids > 0 && c->ids[0] == id) && !(c->nids > 1 && c->ids[1] == id)) {
+		if (c->nids < 2)
+			c->ids[c->nids++] = id;
+		else
+			c->other_ids++;
+	}
+	c->last = ts;
+	c->n++;
+	return 0;
+}
+
+/* Pages read from this project's development kernel (6.18, x86-64), kept as fuzz seeds:
+ * fuzz/corpus/ftrace_page/ (one layout byte, then the page). sched_cpu* hold sched_switch
+ * and sched_waking, lost_cpu0 sched_switch only, read after its buffer overflowed. */
+TEST(ftrace_page_captured_pages)
+{
+	static const char *names[] = {"sched_cpu0", "sched_cpu1", "lost_cpu0"};
+	struct ftrace_page_layout l;
+
+	ftrace_page_layout_default(&l);
+	for (int i = 0; i < 3; i++) {
+		char rel[128];
+		size_t len;
+		snprintf(rel, sizeof(rel), "fuzz/corpus/ftrace_page/%s", names[i]);
+		uint8_t *p = (uint8_t *)test_read_file(test_src_path(rel), &len);
+		struct ftrace_page_info info;
+		struct captured c = {0};
+		ASSERT_NOT_NULL(p);
+		ASSERT_INT(len, ==, 4097);
+		int n = ftrace_page_parse(&l, p + 1, len - 1, &info, captured_event, &c);
+		if (n < 0)
+			FAIL("%s: %s", names[i], sonde_strerror(n));
+		ASSERT_INT(n, >, 20);
+		ASSERT_INT(c.backwards, ==, 0);
+		ASSERT_INT(c.other_ids, ==, 0);
+		ASSERT_INT(c.nids, ==, i == 2 ? 1 : 2);
+		ASSERT_UINT(c.first, >=, info.timestamp);
+		ASSERT(info.lost_events == (i == 2));
+		free(p);
+	}
 }
