@@ -225,7 +225,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	getrusage(RUSAGE_SELF, &r0);
-	struct ftrace_session *s = ftrace_session_new(&cfg, &o, keep_stats, &sc);
+	struct ftrace_session *s = sonde__ftrace_session_new(&cfg, &o, keep_stats, &sc);
 	if (!s) {
 		fprintf(stderr, "bench-ftrace: %s\n", err[0] ? err : strerror(errno));
 		kill(work, SIGKILL);
@@ -234,7 +234,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int fds[1024];
-	size_t n = ftrace_session_fds(s, fds, NULL, 1024);
+	size_t n = sonde__ftrace_session_fds(s, fds, NULL, 1024);
 	struct pollfd pf[1025];
 	for (size_t i = 0; i < n; i++)
 		pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
@@ -251,20 +251,20 @@ int main(int argc, char **argv)
 				break;
 		for (size_t i = 0; i < n; i++)
 			if (pf[i].revents & POLLIN)
-				ftrace_session_drain_cpu(s, i);
+				sonde__ftrace_session_drain_cpu(s, i);
 		if (now() >= next_drain) {
-			ftrace_session_drain(s);
-			next_drain = now() + ftrace_session_drain_period_ms(s) / 1000.0;
+			sonde__ftrace_session_drain(s);
+			next_drain = now() + sonde__ftrace_session_drain_period_ms(s) / 1000.0;
 		}
 	}
 	double elapsed = now() - t0;
 	kill(work, SIGTERM);
 	waitpid(work, &status, 0);
-	ftrace_session_stop(s);
+	sonde__ftrace_session_stop(s);
 	getrusage(RUSAGE_SELF, &r1);
 	struct ftrace_session_counters c;
-	ftrace_session_counters(s, &c);
-	ftrace_session_free(s);
+	sonde__ftrace_session_counters(s, &c);
+	sonde__ftrace_session_free(s);
 	double ours_cpu = cpu_of(&r1) - cpu_of(&r0);
 
 	long peer_events = 0, peer_lost = 0;

@@ -20,26 +20,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ftrace_config c;
 	volatile size_t sink = 0;
 
-	if (ftrace_format_parse(text, size, &f) == 0) {
+	if (sonde__ftrace_format_parse(text, size, &f) == 0) {
 		for (size_t i = 0; i < f.nfields; i++) {
 			int64_t v;
 			const char *s;
 			size_t n;
-			if (ftrace_field_int(&f.fields[i], data, size, &v))
+			if (sonde__ftrace_field_int(&f.fields[i], data, size, &v))
 				sink += (size_t)v;
-			if (ftrace_field_str(&f.fields[i], data, size, &s, &n))
+			if (sonde__ftrace_field_str(&f.fields[i], data, size, &s, &n))
 				for (size_t k = 0; k < n; k++)
 					sink += (unsigned char)s[k];
 		}
-		ftrace_format_free(&f);
+		sonde__ftrace_format_free(&f);
 	}
-	ftrace_page_layout_parse(text, size, &l);
-	ftrace_header_event_check(text, size);
-	tracefs_cpu_stats_parse(text, size, &st);
-	if (ftrace_config_parse(data, size, &c) == 0) {
+	sonde__ftrace_page_layout_parse(text, size, &l);
+	sonde__ftrace_header_event_check(text, size);
+	sonde__tracefs_cpu_stats_parse(text, size, &st);
+	if (sonde__ftrace_config_parse(data, size, &c) == 0) {
 		for (size_t i = 0; i < c.nevents; i++)
 			sink += c.events[i][0];
-		ftrace_config_free(&c);
+		sonde__ftrace_config_free(&c);
 	}
 	(void)sink;
 	return 0;

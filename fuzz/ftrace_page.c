@@ -52,18 +52,18 @@ static void setup(void)
 	done = 1;
 	for (int i = 0; i < 3; i++) {
 		const char *t = i == 2 ? generic_format : sched_switch_format;
-		if (ftrace_format_parse(t, strlen(t), &f) < 0)
+		if (sonde__ftrace_format_parse(t, strlen(t), &f) < 0)
 			__builtin_trap();
 		strcpy(f.group, i == 2 ? "test" : "sched");
-		ftrace_desc_init(&descs[i], &f, i == 1);
+		sonde__ftrace_desc_init(&descs[i], &f, i == 1);
 	}
 }
 
 static int on_event(void *ctx, uint64_t ts, const uint8_t *rec, size_t len)
 {
 	for (int i = 0; i < 3; i++) {
-		ftrace_bundle_add(&bundle, &descs[i], ts, rec, len, true);
-		ftrace_desc_pid(&descs[i], rec, len);
+		sonde__ftrace_bundle_add(&bundle, &descs[i], ts, rec, len, true);
+		sonde__ftrace_desc_pid(&descs[i], rec, len);
 	}
 	return 0;
 }
@@ -76,13 +76,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	setup();
-	ftrace_page_layout_default(&l);
+	sonde__ftrace_page_layout_default(&l);
 	if (data[0] & 1) {
 		l.commit_size = 4;
 		l.data_offset = 12;
 	}
-	ftrace_bundle_begin(&bundle, 0, false, 0);
-	ftrace_page_parse(&l, data + 1, size - 1, &info, on_event, NULL);
-	ftrace_bundle_finish(&bundle);
+	sonde__ftrace_bundle_begin(&bundle, 0, false, 0);
+	sonde__ftrace_page_parse(&l, data + 1, size - 1, &info, on_event, NULL);
+	sonde__ftrace_bundle_finish(&bundle);
 	return 0;
 }

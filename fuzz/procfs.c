@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void kv(void *ctx, const char *key, size_t len, uint64_t value)
 {
 	size_t *sink = ctx;
-	*sink += (size_t)sysstats_meminfo_id(key, len) + (size_t)sysstats_vmstat_id(key, len) +
+	*sink += (size_t)sonde__sysstats_meminfo_id(key, len) + (size_t)sonde__sysstats_vmstat_id(key, len) +
 		 (size_t)value;
 }
 
@@ -35,12 +35,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static struct sysstats_config sc;
 	const struct sysstats_stat_cb cb = {cpu, count, NULL, &sink};
 
-	procstats_parse_status(text, size, &st);
-	procstats_parse_stat(text, size, &ps);
-	sysstats_parse_kv(text, size, kv, &sink);
-	sysstats_parse_stat(text, size, &cb);
-	procstats_config_parse(data, size, &pc);
-	sysstats_config_parse(data, size, &sc);
+	sonde__procstats_parse_status(text, size, &st);
+	sonde__procstats_parse_stat(text, size, &ps);
+	sonde__sysstats_parse_kv(text, size, kv, &sink);
+	sonde__sysstats_parse_stat(text, size, &cb);
+	sonde__procstats_config_parse(data, size, &pc);
+	sonde__sysstats_config_parse(data, size, &sc);
 	*(volatile size_t *)&sink = sink;
 	return 0;
 }

@@ -133,30 +133,30 @@ static int add_event(struct ftrace_session *s, const char *group, const char *na
 	int r;
 
 	snprintf(rel, sizeof(rel), "events/%s/%s/format", group, name);
-	r = tracefs_read(s->inst.dir, rel, &text);
+	r = sonde__tracefs_read(s->inst.dir, rel, &text);
 	if (r == 0)
-		r = ftrace_format_parse((const char *)text.data, text.len, &fmt);
+		r = sonde__ftrace_format_parse((const char *)text.data, text.len, &fmt);
 	sonde__buf_free(&text);
 	if (r < 0)
 		return r;
 	if (sonde__u64map_get(&s->by_id, fmt.id)) {
-		ftrace_format_free(&fmt);
+		sonde__ftrace_format_free(&fmt);
 		return 1;
 	}
 	snprintf(fmt.group, sizeof(fmt.group), "%s", group);
 	snprintf(rel, sizeof(rel), "events/%s/%s/enable", group, name);
-	r = tracefs_write(s->inst.dir, rel, "1");
+	r = sonde__tracefs_write(s->inst.dir, rel, "1");
 	if (r == 0 &&
 	    sonde__array_grow(&s->events, &s->events_cap, s->nevents + 1, sizeof(*s->events), 16) < 0)
 		r = -ENOMEM;
 	if (r == 0 && sonde__u64map_put(&s->by_id, fmt.id, s->nevents) < 0)
 		r = -ENOMEM;
 	if (r < 0) {
-		ftrace_format_free(&fmt);
+		sonde__ftrace_format_free(&fmt);
 		note_name(&s->failed, group, name);
 		return r;
 	}
-	ftrace_desc_init(&s->events[s->nevents++], &fmt, s->compact);
+	sonde__ftrace_desc_init(&s->events[s->nevents++], &fmt, s->compact);
 	return 0;
 }
 
@@ -232,16 +232,16 @@ static int read_layout(struct ftrace_session *s)
 	struct buf text = BUF_INIT;
 	int r;
 
-	ftrace_page_layout_default(&s->layout);
-	r = tracefs_read(s->inst.root, "events/header_page", &text);
+	sonde__ftrace_page_layout_default(&s->layout);
+	r = sonde__tracefs_read(s->inst.root, "events/header_page", &text);
 	if (r == 0)
-		r = ftrace_page_layout_parse((const char *)text.data, text.len, &s->layout);
-	if (r == 0 && tracefs_read(s->inst.root, "events/header_event", &text) == 0)
-		r = ftrace_header_event_check((const char *)text.data, text.len);
+		r = sonde__ftrace_page_layout_parse((const char *)text.data, text.len, &s->layout);
+	if (r == 0 && sonde__tracefs_read(s->inst.root, "events/header_event", &text) == 0)
+		r = sonde__ftrace_header_event_check((const char *)text.data, text.len);
 	/* Sub-buffers may be larger than a page (buffer_subbuf_size_kb, Linux 6.8): a read
 	 * returns one whole sub-buffer, so read with that size. */
 	s->page_size = s->layout.page_size;
-	if (r == 0 && tracefs_read(s->inst.dir, "buffer_subbuf_size_kb", &text) == 0) {
+	if (r == 0 && sonde__tracefs_read(s->inst.dir, "buffer_subbuf_size_kb", &text) == 0) {
 		buf_put_u8(&text, 0);
 		unsigned long kb = text.failed ? 0 : strtoul((const char *)text.data, NULL, 10);
 		if (kb > 0 && kb <= 1024 && kb * 1024 > s->page_size)
@@ -260,7 +260,7 @@ static int read_layout(struct ftrace_session *s)
 static int set_clock(struct ftrace_session *s, bool mono_raw)
 {
 	struct buf text = BUF_INIT;
-	int r = tracefs_read(s->inst.dir, "trace_clock", &text);
+	int r = sonde__tracefs_read(s->inst.dir, "trace_clock", &text);
 	const char *t;
 
 	buf_put_u8(&text, 0);
@@ -270,10 +270,10 @@ static int set_clock(struct ftrace_session *s, bool mono_raw)
 	}
 	t = (const char *)text.data;
 	if (mono_raw && strstr(t, "mono_raw") &&
-	    tracefs_write(s->inst.dir, "trace_clock", "mono_raw") == 0)
+	    sonde__tracefs_write(s->inst.dir, "trace_clock", "mono_raw") == 0)
 		s->clock = FTRACE_CLOCK_MONO_RAW;
 	else if (!mono_raw && strstr(t, "boot") &&
-		 tracefs_write(s->inst.dir, "trace_clock", "boot") == 0)
+		 sonde__tracefs_write(s->inst.dir, "trace_clock", "boot") == 0)
 		s->clock = 0;
 	else if (strstr(t, "[global]"))
 		s->clock = FTRACE_CLOCK_GLOBAL;
@@ -296,8 +296,8 @@ static void clock_snapshot(struct ftrace_session *s)
 		return;
 	snprintf(rel, sizeof(rel), "per_cpu/cpu%d/stats", s->cpus[0].cpu);
 	uint64_t before = boottime_ns();
-	if (tracefs_read(s->inst.dir, rel, text) == 0 &&
-	    tracefs_cpu_stats_parse((const char *)text->data, text->len, &st) == 0) {
+	if (sonde__tracefs_read(s->inst.dir, rel, text) == 0 &&
+	    sonde__tracefs_cpu_stats_parse((const char *)text->data, text->len, &st) == 0) {
 		uint64_t after = boottime_ns();
 		s->clock_ftrace_ns = (int64_t)(st.now_ts * 1e9);
 		s->clock_boot_ns = (int64_t)(before + (after - before) / 2);
@@ -347,7 +347,7 @@ static int set_buffer(struct ftrace_session *s, uint32_t kb)
 		kb = MAX_BUFFER_KB;
 	s->buffer_kb = kb;
 	snprintf(v, sizeof(v), "%u", kb);
-	return tracefs_write(s->inst.dir, "buffer_size_kb", v);
+	return sonde__tracefs_write(s->inst.dir, "buffer_size_kb", v);
 }
 
 /* --- stats --- */
@@ -372,8 +372,8 @@ static int emit_stats(struct ftrace_session *s, int phase)
 	for (size_t i = 0; i < s->ncpus; i++) {
 		struct tracefs_cpu_stats st;
 		snprintf(rel, sizeof(rel), "per_cpu/cpu%d/stats", s->cpus[i].cpu);
-		if (tracefs_read(s->inst.dir, rel, &text) < 0 ||
-		    tracefs_cpu_stats_parse((const char *)text.data, text.len, &st) < 0)
+		if (sonde__tracefs_read(s->inst.dir, rel, &text) < 0 ||
+		    sonde__tracefs_cpu_stats_parse((const char *)text.data, text.len, &st) < 0)
 			continue;
 		size_t c = sonde__pb_begin(&o, FS_CPU_STATS);
 		sonde__pb_put_varint(&o, 1, (uint64_t)s->cpus[i].cpu);
@@ -401,7 +401,7 @@ static int emit_stats(struct ftrace_session *s, int phase)
 
 static void bundle_begin(struct ftrace_session *s, bool lost)
 {
-	ftrace_bundle_begin(&s->bundle, (uint32_t)s->cpus[s->cur_cpu].cpu, lost, s->clock);
+	sonde__ftrace_bundle_begin(&s->bundle, (uint32_t)s->cpus[s->cur_cpu].cpu, lost, s->clock);
 	if (s->clock) {
 		sonde__pb_put_varint(&s->bundle.out, FB_FTRACE_TIMESTAMP, (uint64_t)s->clock_ftrace_ns);
 		sonde__pb_put_varint(&s->bundle.out, FB_BOOT_TIMESTAMP, (uint64_t)s->clock_boot_ns);
@@ -412,8 +412,8 @@ static int bundle_flush(struct ftrace_session *s)
 {
 	if (!s->bundle.open)
 		return 0;
-	bool worth = ftrace_bundle_worth(&s->bundle);
-	int r = ftrace_bundle_finish(&s->bundle);
+	bool worth = sonde__ftrace_bundle_worth(&s->bundle);
+	int r = sonde__ftrace_bundle_finish(&s->bundle);
 	if (r == 0 && worth)
 		r = emit_buf(s, &s->bundle.out);
 	return r;
@@ -436,10 +436,10 @@ static int on_event(void *ctx, uint64_t ts, const uint8_t *data, size_t len)
 		return 0;
 	}
 	const struct ftrace_event_desc *d = &s->events[*idx];
-	if (ftrace_bundle_add(&s->bundle, d, ts, data, len, s->generic) != 0)
+	if (sonde__ftrace_bundle_add(&s->bundle, d, ts, data, len, s->generic) != 0)
 		s->n.skipped++;
 	if (s->on_pid) {
-		int pid = ftrace_desc_pid(d, data, len);
+		int pid = sonde__ftrace_desc_pid(d, data, len);
 		if (pid > 0)
 			s->on_pid(s->pid_ctx, pid);
 	}
@@ -461,7 +461,7 @@ static int drain_page(struct ftrace_session *s, size_t len)
 	s->n.pages++;
 	/* A page after a loss starts a bundle of its own, so that lost_events marks the
 	 * gap at the right place. */
-	ftrace_page_header(&s->layout, s->page, len, &info);
+	sonde__ftrace_page_header(&s->layout, s->page, len, &info);
 	if (info.lost_events) {
 		s->n.lost_pages++;
 		s->n.lost_events += info.lost_count;
@@ -471,20 +471,20 @@ static int drain_page(struct ftrace_session *s, size_t len)
 		bundle_begin(s, true);
 	}
 	s->emit_err = 0;
-	int r = ftrace_page_parse(&s->layout, s->page, len, &info, on_event, s);
+	int r = sonde__ftrace_page_parse(&s->layout, s->page, len, &info, on_event, s);
 	if (s->emit_err)
 		return s->emit_err;
 	if (r < 0) {
 		/* The events before the fault were kept; the rest of the page is lost. */
 		s->n.bad_pages++;
-		ftrace_bundle_error(&s->bundle, info.timestamp,
+		sonde__ftrace_bundle_error(&s->bundle, info.timestamp,
 				    r == -SONDE_E_TRUNCATED ? FTRACE_STATUS_ABI_INVALID_PAGE_HEADER
 							    : FTRACE_STATUS_ABI_END_OVERFLOW);
 	}
 	return 0;
 }
 
-int ftrace_session_drain_cpu(struct ftrace_session *s, size_t idx)
+int sonde__ftrace_session_drain_cpu(struct ftrace_session *s, size_t idx)
 {
 	int r = 0;
 
@@ -519,12 +519,12 @@ int ftrace_session_drain_cpu(struct ftrace_session *s, size_t idx)
 	return r < 0 ? r : f < 0 ? f : r;
 }
 
-int ftrace_session_drain(struct ftrace_session *s)
+int sonde__ftrace_session_drain(struct ftrace_session *s)
 {
 	int more = 0;
 
 	for (size_t i = 0; i < s->ncpus; i++) {
-		int r = ftrace_session_drain_cpu(s, i);
+		int r = sonde__ftrace_session_drain_cpu(s, i);
 		if (r < 0)
 			return r;
 		more |= r;
@@ -542,9 +542,9 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 
 	if (o && o->tracefs_root)
 		snprintf(root, sizeof(root), "%s", o->tracefs_root);
-	else if ((r = tracefs_find(root, sizeof(root), o && o->allow_mount)) < 0)
+	else if ((r = sonde__tracefs_find(root, sizeof(root), o && o->allow_mount)) < 0)
 		return fail(o, r, "linux.ftrace: tracefs is not mounted (%s)", strerror(-r));
-	r = tracefs_instance_acquire(&s->inst, root, o && o->instance ? o->instance : "sonde",
+	r = sonde__tracefs_instance_acquire(&s->inst, root, o && o->instance ? o->instance : "sonde",
 				     o && o->lock_dir ? o->lock_dir : "/run/sonde");
 	if (r == -EBUSY)
 		return fail(o, r,
@@ -554,7 +554,7 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 	if (r < 0)
 		return fail(o, r, "linux.ftrace: cannot create the tracefs instance under %s: %s",
 			    root, strerror(-r));
-	if ((r = tracefs_write(s->inst.dir, "tracing_on", "0")) < 0 || (r = read_layout(s)) < 0 ||
+	if ((r = sonde__tracefs_write(s->inst.dir, "tracing_on", "0")) < 0 || (r = read_layout(s)) < 0 ||
 	    (r = set_clock(s, cfg->use_monotonic_raw_clock)) < 0 ||
 	    (r = set_buffer(s, cfg->buffer_size_kb)) < 0)
 		return fail(o, r, "linux.ftrace: configuring %s: %s", s->inst.dir,
@@ -563,7 +563,7 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 		/* buffer_percent: how full a CPU's buffer is before poll() wakes its reader. */
 		char v[16];
 		snprintf(v, sizeof(v), "%u", cfg->drain_buffer_percent);
-		if ((r = tracefs_write(s->inst.dir, "buffer_percent", v)) < 0 && r != -ENOENT)
+		if ((r = sonde__tracefs_write(s->inst.dir, "buffer_percent", v)) < 0 && r != -ENOENT)
 			return fail(o, r, "linux.ftrace: setting buffer_percent: %s", strerror(-r));
 	}
 	add_config_events(s, cfg);
@@ -571,12 +571,12 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 		return fail(o, -EINVAL,
 			    "linux.ftrace: none of the config's ftrace_events exists on this "
 			    "kernel");
-	if ((r = open_cpus(s)) < 0 || (r = tracefs_write(s->inst.dir, "tracing_on", "1")) < 0)
+	if ((r = open_cpus(s)) < 0 || (r = sonde__tracefs_write(s->inst.dir, "tracing_on", "1")) < 0)
 		return fail(o, r, "linux.ftrace: starting %s: %s", s->inst.dir, strerror(-r));
 	return 0;
 }
 
-struct ftrace_session *ftrace_session_new(const struct ftrace_config *cfg,
+struct ftrace_session *sonde__ftrace_session_new(const struct ftrace_config *cfg,
 					  const struct ftrace_opts *opts, ftrace_emit_fn emit,
 					  void *ctx)
 {
@@ -604,14 +604,14 @@ struct ftrace_session *ftrace_session_new(const struct ftrace_config *cfg,
 		r = emit_stats(s, 1);
 	if (r < 0) {
 		s->stopped = true; /* nothing to drain: free only undoes */
-		ftrace_session_free(s);
+		sonde__ftrace_session_free(s);
 		errno = r <= -SONDE_E_BASE ? EINVAL : -r;
 		return NULL;
 	}
 	return s;
 }
 
-size_t ftrace_session_fds(const struct ftrace_session *s, int *fds, int *cpus, size_t max)
+size_t sonde__ftrace_session_fds(const struct ftrace_session *s, int *fds, int *cpus, size_t max)
 {
 	for (size_t i = 0; i < s->ncpus && i < max; i++) {
 		if (fds)
@@ -622,27 +622,27 @@ size_t ftrace_session_fds(const struct ftrace_session *s, int *fds, int *cpus, s
 	return s->ncpus;
 }
 
-unsigned ftrace_session_drain_period_ms(const struct ftrace_session *s)
+unsigned sonde__ftrace_session_drain_period_ms(const struct ftrace_session *s)
 {
 	return s->drain_ms;
 }
 
-void ftrace_session_counters(const struct ftrace_session *s, struct ftrace_session_counters *c)
+void sonde__ftrace_session_counters(const struct ftrace_session *s, struct ftrace_session_counters *c)
 {
 	*c = s->n;
 }
 
-int ftrace_session_stop(struct ftrace_session *s)
+int sonde__ftrace_session_stop(struct ftrace_session *s)
 {
 	int r = 0;
 
 	if (s->stopped)
 		return 0;
 	s->stopped = true;
-	tracefs_write(s->inst.dir, "tracing_on", "0");
+	sonde__tracefs_write(s->inst.dir, "tracing_on", "0");
 	/* Drain until empty: a bounded number of rounds, the writer has stopped. */
 	for (int round = 0; round < 1024; round++) {
-		r = ftrace_session_drain(s);
+		r = sonde__ftrace_session_drain(s);
 		if (r <= 0)
 			break;
 	}
@@ -651,21 +651,21 @@ int ftrace_session_stop(struct ftrace_session *s)
 		close(s->cpus[i].fd);
 		s->cpus[i].fd = -1;
 	}
-	int rel = tracefs_instance_release(&s->inst);
+	int rel = sonde__tracefs_instance_release(&s->inst);
 	return r < 0 ? r : st < 0 ? st : rel;
 }
 
-void ftrace_session_free(struct ftrace_session *s)
+void sonde__ftrace_session_free(struct ftrace_session *s)
 {
 	if (!s)
 		return;
-	ftrace_session_stop(s);
+	sonde__ftrace_session_stop(s);
 	for (size_t i = 0; i < s->ncpus; i++)
 		if (s->cpus[i].fd >= 0)
 			close(s->cpus[i].fd);
-	tracefs_instance_release(&s->inst);
+	sonde__tracefs_instance_release(&s->inst);
 	for (size_t i = 0; i < s->nevents; i++)
-		ftrace_desc_free(&s->events[i]);
+		sonde__ftrace_desc_free(&s->events[i]);
 	free(s->events);
 	free(s->cpus);
 	free(s->page);
@@ -673,6 +673,6 @@ void ftrace_session_free(struct ftrace_session *s)
 	sonde__buf_free(&s->unknown);
 	sonde__buf_free(&s->failed);
 	sonde__buf_free(&s->scratch);
-	ftrace_bundle_free(&s->bundle);
+	sonde__ftrace_bundle_free(&s->bundle);
 	free(s);
 }

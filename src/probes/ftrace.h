@@ -2,16 +2,16 @@
  * FtraceEventBundle packets. Internal to libsonde; the probes program drives it.
  *
  * Call order:
- *   s = ftrace_session_new(&cfg, &opts, emit, ctx)   configures instances/NAME, enables
+ *   s = sonde__ftrace_session_new(&cfg, &opts, emit, ctx)   configures instances/NAME, enables
  *                                                   the events, starts tracing and emits
  *                                                   FtraceStats{START_OF_TRACE}
- *   loop: poll ftrace_session_fds() for POLLIN (the kernel wakes readers once a CPU's
- *         buffer is buffer_percent full) and, every ftrace_session_drain_period_ms(),
- *         call ftrace_session_drain(s) (or ftrace_session_drain_cpu for the fd that woke)
- *   ftrace_session_stop(s)                           stops, drains what is left, emits
+ *   loop: poll sonde__ftrace_session_fds() for POLLIN (the kernel wakes readers once a CPU's
+ *         buffer is buffer_percent full) and, every sonde__ftrace_session_drain_period_ms(),
+ *         call sonde__ftrace_session_drain(s) (or sonde__ftrace_session_drain_cpu for the fd that woke)
+ *   sonde__ftrace_session_stop(s)                           stops, drains what is left, emits
  *                                                   FtraceStats{END_OF_TRACE}, removes
  *                                                   the instance
- *   ftrace_session_free(s)                           (stops first if needed)
+ *   sonde__ftrace_session_free(s)                           (stops first if needed)
  * Every packet goes out through emit as the bytes of one TracePacket (no trusted fields:
  * the caller's trace writer adds those). The module owns no thread and no event loop.
  *
@@ -47,7 +47,7 @@ struct ftrace_opts {
 	bool allow_mount;
 	ftrace_pid_fn on_pid;
 	void *pid_ctx;
-	char *errbuf; /* if set, a failing ftrace_session_new explains itself here */
+	char *errbuf; /* if set, a failing sonde__ftrace_session_new explains itself here */
 	size_t errlen;
 };
 
@@ -57,29 +57,29 @@ struct ftrace_session;
  * (of this process or another) is recording ftrace, ENOENT when tracefs is not available,
  * EACCES/EPERM without the privilege, EINVAL for a config with no event known to this
  * kernel. cfg is copied from. */
-struct ftrace_session *ftrace_session_new(const struct ftrace_config *cfg,
+struct ftrace_session *sonde__ftrace_session_new(const struct ftrace_config *cfg,
 					  const struct ftrace_opts *opts, ftrace_emit_fn emit,
 					  void *ctx);
 
 /* The per-CPU trace_pipe_raw fds (non-blocking, owned by the session) and their CPU
  * numbers: up to max of each. Returns how many there are. */
-size_t ftrace_session_fds(const struct ftrace_session *s, int *fds, int *cpus, size_t max);
-/* The period at which ftrace_session_drain should run: the config's drain_period_ms or
+size_t sonde__ftrace_session_fds(const struct ftrace_session *s, int *fds, int *cpus, size_t max);
+/* The period at which sonde__ftrace_session_drain should run: the config's drain_period_ms or
  * the default (100 ms). */
-unsigned ftrace_session_drain_period_ms(const struct ftrace_session *s);
+unsigned sonde__ftrace_session_drain_period_ms(const struct ftrace_session *s);
 
 /* Reads whatever each CPU has and emits it. Returns 0 when every CPU was emptied, 1 when
  * a CPU still had pages after the per-call bound (call again), or a negative error. */
-int ftrace_session_drain(struct ftrace_session *s);
-/* The same for one CPU (by index into ftrace_session_fds). */
-int ftrace_session_drain_cpu(struct ftrace_session *s, size_t idx);
+int sonde__ftrace_session_drain(struct ftrace_session *s);
+/* The same for one CPU (by index into sonde__ftrace_session_fds). */
+int sonde__ftrace_session_drain_cpu(struct ftrace_session *s, size_t idx);
 
 /* Stops tracing, drains, emits the end stats and removes the instance. Idempotent.
  * -EBUSY: a forked child still holds the instance's files; the next session removes it.
  * The session's fds are O_CLOEXEC; fork without exec while a session lives shares them. */
-int ftrace_session_stop(struct ftrace_session *s);
+int sonde__ftrace_session_stop(struct ftrace_session *s);
 /* Stops if needed and frees. NULL is a no-op. */
-void ftrace_session_free(struct ftrace_session *s);
+void sonde__ftrace_session_free(struct ftrace_session *s);
 
 struct ftrace_session_counters {
 	uint64_t events;      /* events read from the rings */
@@ -90,6 +90,6 @@ struct ftrace_session_counters {
 	uint64_t skipped;     /* records of unknown id, or too short for their format */
 	uint64_t packets;     /* packets emitted */
 };
-void ftrace_session_counters(const struct ftrace_session *s, struct ftrace_session_counters *c);
+void sonde__ftrace_session_counters(const struct ftrace_session *s, struct ftrace_session_counters *c);
 
 #endif

@@ -36,7 +36,7 @@ static bool sub_bool(const struct pb_field *f, uint32_t field)
 	return v;
 }
 
-int ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c)
+int sonde__ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c)
 {
 	struct pb_reader r = pb_reader_init(buf, len);
 	struct pb_field f;
@@ -79,13 +79,13 @@ int ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c)
 		}
 	}
 	if (rc < 0) {
-		ftrace_config_free(c);
+		sonde__ftrace_config_free(c);
 		return rc;
 	}
 	return 0;
 }
 
-void ftrace_config_free(struct ftrace_config *c)
+void sonde__ftrace_config_free(struct ftrace_config *c)
 {
 	if (!c)
 		return;

@@ -29,7 +29,7 @@ struct ftrace_config {
  * fields are skipped. An event name longer than FTRACE_EVENT_NAME_MAX - 1 bytes, with a
  * character other than [A-Za-z0-9_-], '/' or '*', or with "..", is -SONDE_E_RANGE.
  * Returns 0, -SONDE_E_FORMAT, -SONDE_E_RANGE or -ENOMEM; on failure *c is left empty. */
-int ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c);
-void ftrace_config_free(struct ftrace_config *c);
+int sonde__ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c);
+void sonde__ftrace_config_free(struct ftrace_config *c);
 
 #endif

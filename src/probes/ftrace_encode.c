@@ -147,22 +147,22 @@ static const struct ftrace_known *find_known(const char *group, const char *name
 	return NULL;
 }
 
-bool ftrace_event_is_known(const char *group, const char *name)
+bool sonde__ftrace_event_is_known(const char *group, const char *name)
 {
 	return find_known(group, name) != NULL;
 }
 
-void ftrace_desc_init(struct ftrace_event_desc *d, struct ftrace_format *fmt, bool compact)
+void sonde__ftrace_desc_init(struct ftrace_event_desc *d, struct ftrace_format *fmt, bool compact)
 {
 	memset(d, 0, sizeof(*d));
 	d->fmt = *fmt;
 	memset(fmt, 0, sizeof(*fmt));
 	d->known = find_known(d->fmt.group, d->fmt.name);
-	d->common_pid = ftrace_format_field(&d->fmt, "common_pid");
-	d->common_flags = ftrace_format_field(&d->fmt, "common_flags");
+	d->common_pid = sonde__ftrace_format_field(&d->fmt, "common_pid");
+	d->common_flags = sonde__ftrace_format_field(&d->fmt, "common_flags");
 	if (d->known) {
 		for (int i = 0; i < FTRACE_KNOWN_MAX_FIELDS && d->known->f[i].name; i++) {
-			d->slot[i] = ftrace_format_field(&d->fmt, d->known->f[i].name);
+			d->slot[i] = sonde__ftrace_format_field(&d->fmt, d->known->f[i].name);
 			if (d->known->f[i].type == T_PID)
 				d->pid_field = d->slot[i];
 		}
@@ -173,24 +173,24 @@ void ftrace_desc_init(struct ftrace_event_desc *d, struct ftrace_format *fmt, bo
 		d->compact = FTRACE_COMPACT_WAKING;
 }
 
-void ftrace_desc_free(struct ftrace_event_desc *d)
+void sonde__ftrace_desc_free(struct ftrace_event_desc *d)
 {
 	if (!d)
 		return;
-	ftrace_format_free(&d->fmt);
+	sonde__ftrace_format_free(&d->fmt);
 	memset(d, 0, sizeof(*d));
 }
 
-int ftrace_desc_pid(const struct ftrace_event_desc *d, const uint8_t *rec, size_t len)
+int sonde__ftrace_desc_pid(const struct ftrace_event_desc *d, const uint8_t *rec, size_t len)
 {
 	int64_t v;
 
-	if (!d->pid_field || !ftrace_field_int(d->pid_field, rec, len, &v))
+	if (!d->pid_field || !sonde__ftrace_field_int(d->pid_field, rec, len, &v))
 		return -1;
 	return (int)v;
 }
 
-void ftrace_bundle_begin(struct ftrace_bundle *b, uint32_t cpu, bool lost, int ftrace_clock)
+void sonde__ftrace_bundle_begin(struct ftrace_bundle *b, uint32_t cpu, bool lost, int ftrace_clock)
 {
 	sonde__buf_reset(&b->out);
 	for (int i = 0; i < CS_NCOLS; i++)
@@ -217,7 +217,7 @@ static void put_str_field(struct buf *o, uint32_t num, const struct ftrace_field
 	const char *s;
 	size_t n;
 
-	if (fd && ftrace_field_str(fd, rec, len, &s, &n))
+	if (fd && sonde__ftrace_field_str(fd, rec, len, &s, &n))
 		sonde__pb_put_bytes(o, num, s, n);
 }
 
@@ -226,7 +226,7 @@ static void put_int_field(struct buf *o, uint32_t num, const struct ftrace_field
 {
 	int64_t v;
 
-	if (fd && ftrace_field_int(fd, rec, len, &v))
+	if (fd && sonde__ftrace_field_int(fd, rec, len, &v))
 		sonde__pb_put_varint(o, num, (uint64_t)v);
 }
 
@@ -262,12 +262,12 @@ static void put_generic(struct buf *o, const struct ftrace_event_desc *d, const 
 		 * (string, int64, uint64): they are named with no value. */
 		size_t fm = sonde__pb_begin(o, GE_FIELD);
 		sonde__pb_put_string(o, GF_NAME, fd->name);
-		if (ftrace_field_int(fd, rec, len, &v)) {
+		if (sonde__ftrace_field_int(fd, rec, len, &v)) {
 			if (fd->is_signed)
 				sonde__pb_put_varint(o, GF_INT, (uint64_t)v);
 			else
 				sonde__pb_put_varint(o, GF_UINT, (uint64_t)v);
-		} else if (ftrace_field_str(fd, rec, len, &s, &n)) {
+		} else if (sonde__ftrace_field_str(fd, rec, len, &s, &n)) {
 			sonde__pb_put_bytes(o, GF_STR, s, n);
 		}
 		sonde__pb_end(o, fm);
@@ -320,13 +320,13 @@ static void add_compact(struct ftrace_bundle *b, const struct ftrace_event_desc 
 		b->last_switch_ts = ts;
 		b->nswitch++;
 		col_put(b, CS_SWITCH_PREV_STATE,
-			d->slot[3] && ftrace_field_int(d->slot[3], rec, len, &v) ? (uint64_t)v : 0);
+			d->slot[3] && sonde__ftrace_field_int(d->slot[3], rec, len, &v) ? (uint64_t)v : 0);
 		col_put(b, CS_SWITCH_NEXT_PID,
-			d->slot[5] && ftrace_field_int(d->slot[5], rec, len, &v) ? (uint64_t)v : 0);
+			d->slot[5] && sonde__ftrace_field_int(d->slot[5], rec, len, &v) ? (uint64_t)v : 0);
 		col_put(b, CS_SWITCH_NEXT_PRIO,
-			d->slot[6] && ftrace_field_int(d->slot[6], rec, len, &v) ? (uint64_t)v : 0);
+			d->slot[6] && sonde__ftrace_field_int(d->slot[6], rec, len, &v) ? (uint64_t)v : 0);
 		if (d->slot[4])
-			ftrace_field_str(d->slot[4], rec, len, &s, &n);
+			sonde__ftrace_field_str(d->slot[4], rec, len, &s, &n);
 		col_put(b, CS_SWITCH_NEXT_COMM, intern(b, s, n));
 		return;
 	}
@@ -334,20 +334,20 @@ static void add_compact(struct ftrace_bundle *b, const struct ftrace_event_desc 
 	b->last_waking_ts = ts;
 	b->nwaking++;
 	col_put(b, CS_WAKING_PID,
-		d->slot[1] && ftrace_field_int(d->slot[1], rec, len, &v) ? (uint64_t)v : 0);
+		d->slot[1] && sonde__ftrace_field_int(d->slot[1], rec, len, &v) ? (uint64_t)v : 0);
 	col_put(b, CS_WAKING_TARGET_CPU,
-		d->slot[4] && ftrace_field_int(d->slot[4], rec, len, &v) ? (uint64_t)v : 0);
+		d->slot[4] && sonde__ftrace_field_int(d->slot[4], rec, len, &v) ? (uint64_t)v : 0);
 	col_put(b, CS_WAKING_PRIO,
-		d->slot[2] && ftrace_field_int(d->slot[2], rec, len, &v) ? (uint64_t)v : 0);
+		d->slot[2] && sonde__ftrace_field_int(d->slot[2], rec, len, &v) ? (uint64_t)v : 0);
 	if (d->slot[0])
-		ftrace_field_str(d->slot[0], rec, len, &s, &n);
+		sonde__ftrace_field_str(d->slot[0], rec, len, &s, &n);
 	col_put(b, CS_WAKING_COMM, intern(b, s, n));
 	col_put(b, CS_WAKING_FLAGS,
-		d->common_flags && ftrace_field_int(d->common_flags, rec, len, &v) ? (uint64_t)v
+		d->common_flags && sonde__ftrace_field_int(d->common_flags, rec, len, &v) ? (uint64_t)v
 										   : 0);
 }
 
-int ftrace_bundle_add(struct ftrace_bundle *b, const struct ftrace_event_desc *d, uint64_t ts,
+int sonde__ftrace_bundle_add(struct ftrace_bundle *b, const struct ftrace_event_desc *d, uint64_t ts,
 		      const uint8_t *rec, size_t len, bool generic)
 {
 	int64_t pid;
@@ -363,7 +363,7 @@ int ftrace_bundle_add(struct ftrace_bundle *b, const struct ftrace_event_desc *d
 		return 1;
 	size_t m = sonde__pb_begin(&b->out, FB_EVENT);
 	sonde__pb_put_varint(&b->out, FE_TIMESTAMP, ts);
-	if (d->common_pid && ftrace_field_int(d->common_pid, rec, len, &pid))
+	if (d->common_pid && sonde__ftrace_field_int(d->common_pid, rec, len, &pid))
 		sonde__pb_put_varint(&b->out, FE_PID, (uint64_t)pid);
 	if (d->known)
 		put_typed(&b->out, d, rec, len);
@@ -374,7 +374,7 @@ int ftrace_bundle_add(struct ftrace_bundle *b, const struct ftrace_event_desc *d
 	return 0;
 }
 
-void ftrace_bundle_error(struct ftrace_bundle *b, uint64_t ts, int status)
+void sonde__ftrace_bundle_error(struct ftrace_bundle *b, uint64_t ts, int status)
 {
 	size_t m = sonde__pb_begin(&b->out, FB_ERROR);
 	sonde__pb_put_varint(&b->out, 1, ts);
@@ -383,12 +383,12 @@ void ftrace_bundle_error(struct ftrace_bundle *b, uint64_t ts, int status)
 	b->nerrors++;
 }
 
-bool ftrace_bundle_worth(const struct ftrace_bundle *b)
+bool sonde__ftrace_bundle_worth(const struct ftrace_bundle *b)
 {
 	return b->nevents || b->nerrors || b->lost;
 }
 
-int ftrace_bundle_finish(struct ftrace_bundle *b)
+int sonde__ftrace_bundle_finish(struct ftrace_bundle *b)
 {
 	if (!b->open)
 		return 0;
@@ -412,7 +412,7 @@ int ftrace_bundle_finish(struct ftrace_bundle *b)
 	return r;
 }
 
-void ftrace_bundle_free(struct ftrace_bundle *b)
+void sonde__ftrace_bundle_free(struct ftrace_bundle *b)
 {
 	if (!b)
 		return;

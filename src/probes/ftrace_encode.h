@@ -36,13 +36,13 @@ struct ftrace_event_desc {
 
 /* Binds a parsed format (taking ownership of it; group must be set) to its encoding.
  * compact: whether the session asked for compact_sched. */
-void ftrace_desc_init(struct ftrace_event_desc *d, struct ftrace_format *fmt, bool compact);
-void ftrace_desc_free(struct ftrace_event_desc *d);
+void sonde__ftrace_desc_init(struct ftrace_event_desc *d, struct ftrace_format *fmt, bool compact);
+void sonde__ftrace_desc_free(struct ftrace_event_desc *d);
 /* Whether group/name has a typed proto. */
-bool ftrace_event_is_known(const char *group, const char *name);
+bool sonde__ftrace_event_is_known(const char *group, const char *name);
 
 /* The pid the event's pid_field names, or -1. */
-int ftrace_desc_pid(const struct ftrace_event_desc *d, const uint8_t *rec, size_t len);
+int sonde__ftrace_desc_pid(const struct ftrace_event_desc *d, const uint8_t *rec, size_t len);
 
 /* A TracePacket { ftrace_events: FtraceEventBundle } under construction. Reused across
  * bundles: the buffers keep their memory, so a warm bundle allocates nothing. */
@@ -63,18 +63,18 @@ struct ftrace_bundle {
 
 /* Starts a bundle for cpu. lost: events were lost before its first event.
  * ftrace_clock: FtraceClock value to state (0 when the clock is BOOTTIME). */
-void ftrace_bundle_begin(struct ftrace_bundle *b, uint32_t cpu, bool lost, int ftrace_clock);
+void sonde__ftrace_bundle_begin(struct ftrace_bundle *b, uint32_t cpu, bool lost, int ftrace_clock);
 /* Adds one event record. Returns 0, or 1 when the event was skipped (generic events
  * disabled, or a record too short for its format). */
-int ftrace_bundle_add(struct ftrace_bundle *b, const struct ftrace_event_desc *d, uint64_t ts,
+int sonde__ftrace_bundle_add(struct ftrace_bundle *b, const struct ftrace_event_desc *d, uint64_t ts,
 		      const uint8_t *rec, size_t len, bool generic);
 /* Records a page the parser rejected: FtraceEventBundle.error {timestamp, status}, status
  * an FtraceParseStatus value. */
-void ftrace_bundle_error(struct ftrace_bundle *b, uint64_t ts, int status);
+void sonde__ftrace_bundle_error(struct ftrace_bundle *b, uint64_t ts, int status);
 /* Whether the bundle holds anything worth emitting: an event, an error, or lost_events. */
-bool ftrace_bundle_worth(const struct ftrace_bundle *b);
+bool sonde__ftrace_bundle_worth(const struct ftrace_bundle *b);
 /* Closes the bundle: b->out holds the TracePacket. Returns 0 or -ENOMEM. */
-int ftrace_bundle_finish(struct ftrace_bundle *b);
-void ftrace_bundle_free(struct ftrace_bundle *b);
+int sonde__ftrace_bundle_finish(struct ftrace_bundle *b);
+void sonde__ftrace_bundle_free(struct ftrace_bundle *b);
 
 #endif

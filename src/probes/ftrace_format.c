@@ -80,7 +80,7 @@ static enum ftrace_field_kind classify(const struct ftrace_field *f, bool array)
 	return FTRACE_FIELD_OTHER;
 }
 
-int ftrace_field_parse(const char *line, size_t len, struct ftrace_field *out)
+int sonde__ftrace_field_parse(const char *line, size_t len, struct ftrace_field *out)
 {
 	const char *p = line, *end = line + len;
 	unsigned long off, size, sgn = 0;
@@ -171,7 +171,7 @@ static int parse_line(struct ftrace_format *f, size_t *cap, const char *p, const
 	if ((size_t)(e - q) < 6 || memcmp(q, "field:", 6) != 0)
 		return 0; /* "format:", blank lines, "print fmt:" */
 	struct ftrace_field fd;
-	int r = ftrace_field_parse(q, (size_t)(e - q), &fd);
+	int r = sonde__ftrace_field_parse(q, (size_t)(e - q), &fd);
 	if (r < 0)
 		return r;
 	if (sonde__array_grow(&f->fields, cap, f->nfields + 1, sizeof(*f->fields), 16) < 0)
@@ -182,7 +182,7 @@ static int parse_line(struct ftrace_format *f, size_t *cap, const char *p, const
 	return 0;
 }
 
-int ftrace_format_parse(const char *buf, size_t len, struct ftrace_format *f)
+int sonde__ftrace_format_parse(const char *buf, size_t len, struct ftrace_format *f)
 {
 	const char *p = buf, *end = buf + len;
 	size_t cap = 0;
@@ -207,11 +207,11 @@ int ftrace_format_parse(const char *buf, size_t len, struct ftrace_format *f)
 	}
 	return 0;
 fail:
-	ftrace_format_free(f);
+	sonde__ftrace_format_free(f);
 	return r;
 }
 
-void ftrace_format_free(struct ftrace_format *f)
+void sonde__ftrace_format_free(struct ftrace_format *f)
 {
 	if (!f)
 		return;
@@ -219,7 +219,7 @@ void ftrace_format_free(struct ftrace_format *f)
 	memset(f, 0, sizeof(*f));
 }
 
-const struct ftrace_field *ftrace_format_field(const struct ftrace_format *f, const char *name)
+const struct ftrace_field *sonde__ftrace_format_field(const struct ftrace_format *f, const char *name)
 {
 	for (size_t i = 0; i < f->nfields; i++)
 		if (!strcmp(f->fields[i].name, name))
@@ -227,7 +227,7 @@ const struct ftrace_field *ftrace_format_field(const struct ftrace_format *f, co
 	return NULL;
 }
 
-bool ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t len, int64_t *out)
+bool sonde__ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t len, int64_t *out)
 {
 	if (fd->kind != FTRACE_FIELD_INT || (size_t)fd->offset + fd->size > len)
 		return false;
@@ -259,7 +259,7 @@ bool ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t 
 	}
 }
 
-bool ftrace_field_str(const struct ftrace_field *fd, const uint8_t *rec, size_t len, const char **s,
+bool sonde__ftrace_field_str(const struct ftrace_field *fd, const uint8_t *rec, size_t len, const char **s,
 		      size_t *n)
 {
 	size_t start, max;

@@ -47,30 +47,30 @@ struct ftrace_format {
 	uint32_t id;
 	uint16_t record_size; /* the end of the last fixed field */
 	size_t nfields;
-	struct ftrace_field *fields; /* owned; ftrace_format_free releases it */
+	struct ftrace_field *fields; /* owned; sonde__ftrace_format_free releases it */
 };
 
 /* Parses a format file. Returns 0, -SONDE_E_FORMAT for a file without a name, an ID or
  * any field, or for a malformed field line, or -ENOMEM. On success *f owns its fields;
  * on failure *f is left empty. */
-int ftrace_format_parse(const char *buf, size_t len, struct ftrace_format *f);
-void ftrace_format_free(struct ftrace_format *f);
+int sonde__ftrace_format_parse(const char *buf, size_t len, struct ftrace_format *f);
+void sonde__ftrace_format_free(struct ftrace_format *f);
 
 /* Parses one "field:TYPE NAME;	offset:N;	size:N;	signed:N;" line (leading blanks
  * allowed). Returns 0 or -SONDE_E_FORMAT. Also used for events/header_page. */
-int ftrace_field_parse(const char *line, size_t len, struct ftrace_field *out);
+int sonde__ftrace_field_parse(const char *line, size_t len, struct ftrace_field *out);
 
 /* The field named name, or NULL. */
-const struct ftrace_field *ftrace_format_field(const struct ftrace_format *f, const char *name);
+const struct ftrace_field *sonde__ftrace_format_field(const struct ftrace_format *f, const char *name);
 
 /* Reads an integer field of a record: sign- or zero-extended per the field. Returns false
  * if the field does not fit in the record or is not a 1/2/4/8-byte integer. */
-bool ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t len, int64_t *out);
+bool sonde__ftrace_field_int(const struct ftrace_field *fd, const uint8_t *rec, size_t len, int64_t *out);
 
 /* The string a CHARS, DATA_LOC_STR or REL_LOC_STR field holds in a record, bounded by the
  * record and by the first NUL: sets *s and *n and returns true, or false if the field or
  * its location is out of bounds. */
-bool ftrace_field_str(const struct ftrace_field *fd, const uint8_t *rec, size_t len, const char **s,
+bool sonde__ftrace_field_str(const struct ftrace_field *fd, const uint8_t *rec, size_t len, const char **s,
 		      size_t *n);
 
 #endif

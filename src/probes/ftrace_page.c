@@ -22,7 +22,7 @@ enum {
 /* rb_fix_abs_ts: the 5 top bits of an absolute time come from the page. */
 #define TS_MSB (0xf8ULL << 56)
 
-void ftrace_page_layout_default(struct ftrace_page_layout *l)
+void sonde__ftrace_page_layout_default(struct ftrace_page_layout *l)
 {
 	*l = (struct ftrace_page_layout){
 		.timestamp_offset = 0,
@@ -34,18 +34,18 @@ void ftrace_page_layout_default(struct ftrace_page_layout *l)
 	};
 }
 
-int ftrace_page_layout_parse(const char *buf, size_t len, struct ftrace_page_layout *l)
+int sonde__ftrace_page_layout_parse(const char *buf, size_t len, struct ftrace_page_layout *l)
 {
 	struct ftrace_page_layout n = {0};
 	bool ts = false, commit = false, data = false;
 	const char *p = buf, *end = buf + len;
 
-	ftrace_page_layout_default(l);
+	sonde__ftrace_page_layout_default(l);
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *e = nl ? nl : end;
 		struct ftrace_field f;
-		if (ftrace_field_parse(p, (size_t)(e - p), &f) == 0) {
+		if (sonde__ftrace_field_parse(p, (size_t)(e - p), &f) == 0) {
 			if (!strcmp(f.name, "timestamp")) {
 				n.timestamp_offset = f.offset, n.timestamp_size = f.size, ts = true;
 			} else if (!strcmp(f.name, "commit")) {
@@ -71,7 +71,7 @@ static bool has_line(const char *buf, size_t len, const char *needle)
 	return memmem(buf, len, needle, strlen(needle)) != NULL;
 }
 
-int ftrace_header_event_check(const char *buf, size_t len)
+int sonde__ftrace_header_event_check(const char *buf, size_t len)
 {
 	/* The file's spacing varies between kernels only in "time_stamp : type"; look for the
 	 * values rather than the layout. */
@@ -97,7 +97,7 @@ static uint64_t rd64(const uint8_t *p)
 	return v;
 }
 
-int ftrace_page_header(const struct ftrace_page_layout *l, const void *buf, size_t len,
+int sonde__ftrace_page_header(const struct ftrace_page_layout *l, const void *buf, size_t len,
 		       struct ftrace_page_info *info)
 {
 	const uint8_t *p = buf;
@@ -121,11 +121,11 @@ int ftrace_page_header(const struct ftrace_page_layout *l, const void *buf, size
 	return 0;
 }
 
-int ftrace_page_parse(const struct ftrace_page_layout *l, const void *buf, size_t len,
+int sonde__ftrace_page_parse(const struct ftrace_page_layout *l, const void *buf, size_t len,
 		      struct ftrace_page_info *info, ftrace_event_fn fn, void *ctx)
 {
 	const uint8_t *page = buf;
-	int r = ftrace_page_header(l, page, len, info), n = 0;
+	int r = sonde__ftrace_page_header(l, page, len, info), n = 0;
 
 	if (r < 0)
 		return r;

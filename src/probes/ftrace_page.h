@@ -31,16 +31,16 @@ struct ftrace_page_layout {
 };
 
 /* The layout of a 64-bit kernel (the defaults when header_page cannot be read). */
-void ftrace_page_layout_default(struct ftrace_page_layout *l);
+void sonde__ftrace_page_layout_default(struct ftrace_page_layout *l);
 
 /* Parses events/header_page text. Returns 0, or -SONDE_E_FORMAT when a field is missing
  * or out of range (then *l holds the defaults). */
-int ftrace_page_layout_parse(const char *buf, size_t len, struct ftrace_page_layout *l);
+int sonde__ftrace_page_layout_parse(const char *buf, size_t len, struct ftrace_page_layout *l);
 
 /* Checks events/header_event describes the event header this parser knows (5-bit
  * type_len, 27-bit time_delta, padding 29, time_extend 30, time_stamp 31, data max 28).
  * Returns 0 or -SONDE_E_UNSUPPORTED. */
-int ftrace_header_event_check(const char *buf, size_t len);
+int sonde__ftrace_header_event_check(const char *buf, size_t len);
 
 /* What the page header said. */
 struct ftrace_page_info {
@@ -53,19 +53,19 @@ struct ftrace_page_info {
 
 /* Reads only the page header. Returns 0, or -SONDE_E_TRUNCATED when len is shorter than
  * the header or than the data its commit claims (*info is filled in anyway). */
-int ftrace_page_header(const struct ftrace_page_layout *l, const void *buf, size_t len,
+int sonde__ftrace_page_header(const struct ftrace_page_layout *l, const void *buf, size_t len,
 		       struct ftrace_page_info *info);
 
 /* Called for each data event: its absolute time and payload (the event's record, which
  * starts with the common_* fields). The payload stays valid during the call only. A
- * non-zero return stops the parse and is returned by ftrace_page_parse. */
+ * non-zero return stops the parse and is returned by sonde__ftrace_page_parse. */
 typedef int (*ftrace_event_fn)(void *ctx, uint64_t ts, const uint8_t *data, size_t len);
 
 /* Parses one page. Returns the number of data events delivered, or a negative error:
  * -SONDE_E_TRUNCATED if len is shorter than the header or the page's commit says, or
  * -SONDE_E_FORMAT for an event that runs past the data (events before it were delivered;
  * *info is filled in either case once the header was read). fn may be NULL to count. */
-int ftrace_page_parse(const struct ftrace_page_layout *l, const void *buf, size_t len,
+int sonde__ftrace_page_parse(const struct ftrace_page_layout *l, const void *buf, size_t len,
 		      struct ftrace_page_info *info, ftrace_event_fn fn, void *ctx);
 
 #endif

@@ -32,7 +32,7 @@ enum {
 
 /* --- config --- */
 
-int procstats_config_parse(const void *buf, size_t len, struct procstats_config *c)
+int sonde__procstats_config_parse(const void *buf, size_t len, struct procstats_config *c)
 {
 	struct pb_reader r = pb_reader_init(buf, len);
 	struct pb_field f;
@@ -97,7 +97,7 @@ static bool parse_i64(const char **p, const char *end, int64_t *out)
 	return true;
 }
 
-int procstats_parse_status(const char *buf, size_t len, struct procstats_status *st)
+int sonde__procstats_parse_status(const char *buf, size_t len, struct procstats_status *st)
 {
 	static const struct {
 		const char *key;
@@ -159,7 +159,7 @@ int procstats_parse_status(const char *buf, size_t len, struct procstats_status 
 	return found ? 0 : -SONDE_E_FORMAT;
 }
 
-int procstats_parse_stat(const char *buf, size_t len, struct procstats_stat *st)
+int sonde__procstats_parse_stat(const char *buf, size_t len, struct procstats_stat *st)
 {
 	const char *end = buf + len, *q;
 	int64_t v[20];
@@ -216,7 +216,7 @@ static uint64_t boottime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-struct procstats *procstats_new(const struct procstats_config *c, const char *proc_root,
+struct procstats *sonde__procstats_new(const struct procstats_config *c, const char *proc_root,
 				procstats_emit_fn emit, void *ctx)
 {
 	struct procstats *s = calloc(1, sizeof(*s));
@@ -232,7 +232,7 @@ struct procstats *procstats_new(const struct procstats_config *c, const char *pr
 	return s;
 }
 
-void procstats_free(struct procstats *s)
+void sonde__procstats_free(struct procstats *s)
 {
 	if (!s)
 		return;
@@ -327,7 +327,7 @@ static bool put_process(struct procstats *s, int pid)
 	struct procstats_status st;
 
 	if (read_text(s, "%d/status", pid, 0) < 0 ||
-	    procstats_parse_status((const char *)s->text.data, s->text.len, &st) < 0)
+	    sonde__procstats_parse_status((const char *)s->text.data, s->text.len, &st) < 0)
 		return false;
 	size_t m = sonde__pb_begin(&s->out, PT_PROCESSES);
 	sonde__pb_put_varint(&s->out, 1, (uint64_t)(int64_t)pid);
@@ -397,7 +397,7 @@ static int put_threads(struct procstats *s, int pid, bool named)
 	return r;
 }
 
-int procstats_start(struct procstats *s)
+int sonde__procstats_start(struct procstats *s)
 {
 	char path[300];
 	int r = 0, pid;
@@ -421,7 +421,7 @@ int procstats_start(struct procstats *s)
 	return r ? r : c;
 }
 
-void procstats_note_pid(struct procstats *s, int tid)
+void sonde__procstats_note_pid(struct procstats *s, int tid)
 {
 	if (!s->cfg.on_demand || tid <= 0 || sonde__u64map_get(&s->seen_tids, (uint64_t)tid))
 		return;
@@ -433,12 +433,12 @@ void procstats_note_pid(struct procstats *s, int tid)
 	sonde__u64map_put(&s->seen_tids, (uint64_t)tid, 1);
 }
 
-void procstats_on_pid(void *ctx, int tid)
+void sonde__procstats_on_pid(void *ctx, int tid)
 {
-	procstats_note_pid(ctx, tid);
+	sonde__procstats_note_pid(ctx, tid);
 }
 
-int procstats_flush(struct procstats *s)
+int sonde__procstats_flush(struct procstats *s)
 {
 	struct procstats_status st;
 	int r = 0;
@@ -450,7 +450,7 @@ int procstats_flush(struct procstats *s)
 		int tid = s->pending[i];
 		/* /proc/TID works for any thread, listed or not: its status names the tgid. */
 		if (read_text(s, "%d/status", tid, 0) < 0 ||
-		    procstats_parse_status((const char *)s->text.data, s->text.len, &st) < 0 ||
+		    sonde__procstats_parse_status((const char *)s->text.data, s->text.len, &st) < 0 ||
 		    st.tgid <= 0)
 			continue;
 		if (!sonde__u64map_get(&s->seen_pids, (uint64_t)st.tgid))
@@ -471,7 +471,7 @@ static void put_stats(struct procstats *s, int pid)
 	int64_t oom;
 
 	if (read_text(s, "%d/status", pid, 0) < 0 ||
-	    procstats_parse_status((const char *)s->text.data, s->text.len, &st) < 0 ||
+	    sonde__procstats_parse_status((const char *)s->text.data, s->text.len, &st) < 0 ||
 	    st.vm_size_kb < 0)
 		return; /* gone, or a kernel thread: no memory of its own */
 	size_t m = sonde__pb_begin(&s->out, PS_PROCESSES);
@@ -487,14 +487,14 @@ static void put_stats(struct procstats *s, int pid)
 			sonde__pb_put_varint(&s->out, 10, (uint64_t)oom);
 	}
 	if (read_text(s, "%d/stat", pid, 0) == 0 &&
-	    procstats_parse_stat((const char *)s->text.data, s->text.len, &ps) == 0) {
+	    sonde__procstats_parse_stat((const char *)s->text.data, s->text.len, &ps) == 0) {
 		sonde__pb_put_varint(&s->out, 21, ps.utime * s->ns_per_tick);
 		sonde__pb_put_varint(&s->out, 22, ps.stime * s->ns_per_tick);
 	}
 	sonde__pb_end(&s->out, m);
 }
 
-int64_t procstats_tick(struct procstats *s, uint64_t now_ms)
+int64_t sonde__procstats_tick(struct procstats *s, uint64_t now_ms)
 {
 	int r = 0, pid;
 

@@ -273,7 +273,7 @@ static bool key_eq(const char *a, size_t n, const char *b)
 	return strlen(b) == n && !memcmp(a, b, n);
 }
 
-int sysstats_meminfo_id(const char *key, size_t len)
+int sonde__sysstats_meminfo_id(const char *key, size_t len)
 {
 	for (size_t i = 1; i < sizeof(meminfo_keys) / sizeof(meminfo_keys[0]); i++)
 		if (key_eq(key, len, meminfo_keys[i]))
@@ -281,7 +281,7 @@ int sysstats_meminfo_id(const char *key, size_t len)
 	return 0;
 }
 
-int sysstats_vmstat_id(const char *key, size_t len)
+int sonde__sysstats_vmstat_id(const char *key, size_t len)
 {
 	for (size_t i = 0; i < sizeof(vmstat_keys) / sizeof(vmstat_keys[0]); i++)
 		if (key_eq(key, len, vmstat_keys[i].key))
@@ -320,7 +320,7 @@ static bool parse_u64(const char **p, const char *end, uint64_t *out)
 	return true;
 }
 
-int sysstats_parse_kv(const char *buf, size_t len, sysstats_kv_fn fn, void *ctx)
+int sonde__sysstats_parse_kv(const char *buf, size_t len, sysstats_kv_fn fn, void *ctx)
 {
 	const char *p = buf, *end = buf + len;
 	int n = 0;
@@ -372,7 +372,7 @@ static void stat_counts(const char *q, const char *e, int kind, const struct sys
 			cb->count(cb->ctx, kind, i, v);
 }
 
-int sysstats_parse_stat(const char *buf, size_t len, const struct sysstats_stat_cb *cb)
+int sonde__sysstats_parse_stat(const char *buf, size_t len, const struct sysstats_stat_cb *cb)
 {
 	const char *p = buf, *end = buf + len;
 	int found = 0;
@@ -434,7 +434,7 @@ static int add_ids(const struct pb_field *f, uint16_t *ids, size_t *n)
 	return rc < 0 ? -SONDE_E_FORMAT : 0;
 }
 
-int sysstats_config_parse(const void *buf, size_t len, struct sysstats_config *c)
+int sonde__sysstats_config_parse(const void *buf, size_t len, struct sysstats_config *c)
 {
 	struct pb_reader r = pb_reader_init(buf, len);
 	struct pb_field f;
@@ -488,7 +488,7 @@ struct sysstats {
 	void *ctx;
 };
 
-struct sysstats *sysstats_new(const struct sysstats_config *c, const char *proc_root,
+struct sysstats *sonde__sysstats_new(const struct sysstats_config *c, const char *proc_root,
 			      const char *sys_root, sysstats_emit_fn emit, void *ctx)
 {
 	struct sysstats *s;
@@ -529,7 +529,7 @@ struct sysstats *sysstats_new(const struct sysstats_config *c, const char *proc_
 	return s;
 }
 
-void sysstats_free(struct sysstats *s)
+void sonde__sysstats_free(struct sysstats *s)
 {
 	if (!s)
 		return;
@@ -565,7 +565,7 @@ static int read_text(struct sysstats *s, const char *root, const char *rel)
 static void meminfo_kv(void *ctx, const char *key, size_t len, uint64_t value)
 {
 	struct sysstats *s = ctx;
-	int id = sysstats_meminfo_id(key, len);
+	int id = sonde__sysstats_meminfo_id(key, len);
 
 	if (id <= 0 || id >= 64 || !s->meminfo_on[id])
 		return;
@@ -578,7 +578,7 @@ static void meminfo_kv(void *ctx, const char *key, size_t len, uint64_t value)
 static void vmstat_kv(void *ctx, const char *key, size_t len, uint64_t value)
 {
 	struct sysstats *s = ctx;
-	int id = sysstats_vmstat_id(key, len);
+	int id = sonde__sysstats_vmstat_id(key, len);
 
 	if (id <= 0 || id >= 256 || !s->vmstat_on[id])
 		return;
@@ -701,15 +701,15 @@ static void sample(struct sysstats *s, int src)
 	switch (src) {
 	case SRC_MEMINFO:
 		if (read_text(s, s->proc, "meminfo") == 0)
-			sysstats_parse_kv((const char *)s->text.data, s->text.len, meminfo_kv, s);
+			sonde__sysstats_parse_kv((const char *)s->text.data, s->text.len, meminfo_kv, s);
 		break;
 	case SRC_VMSTAT:
 		if (read_text(s, s->proc, "vmstat") == 0)
-			sysstats_parse_kv((const char *)s->text.data, s->text.len, vmstat_kv, s);
+			sonde__sysstats_parse_kv((const char *)s->text.data, s->text.len, vmstat_kv, s);
 		break;
 	case SRC_STAT:
 		if (read_text(s, s->proc, "stat") == 0)
-			sysstats_parse_stat((const char *)s->text.data, s->text.len, &cb);
+			sonde__sysstats_parse_stat((const char *)s->text.data, s->text.len, &cb);
 		break;
 	case SRC_DEVFREQ:
 		sample_devfreq(s);
@@ -727,7 +727,7 @@ static uint64_t boottime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-int64_t sysstats_tick(struct sysstats *s, uint64_t now_ms)
+int64_t sonde__sysstats_tick(struct sysstats *s, uint64_t now_ms)
 {
 	uint64_t soonest = UINT64_MAX;
 	bool any = false;

@@ -1,8 +1,8 @@
 /* linux.sys_stats: /proc/meminfo, /proc/vmstat, /proc/stat, CPU and devfreq frequencies
  * sampled at the config's periods into SysStats packets. Internal to libsonde.
  *
- * Call order: sysstats_config_parse, sysstats_new, then sysstats_tick(s, now) from the
- * caller's timer, each time after the delay the previous call returned; sysstats_free.
+ * Call order: sonde__sysstats_config_parse, sonde__sysstats_new, then sonde__sysstats_tick(s, now) from the
+ * caller's timer, each time after the delay the previous call returned; sonde__sysstats_free.
  * The module owns no fd and no thread: each tick reads the files that are due and emits
  * one TracePacket{timestamp, sys_stats} holding them.
  */
@@ -37,14 +37,14 @@ struct sysstats_config {
 
 /* Decodes SysStatsConfig bytes. Returns 0 or -SONDE_E_FORMAT; more than SYSSTATS_MAX_KEYS
  * counters of a kind is -SONDE_E_RANGE. */
-int sysstats_config_parse(const void *buf, size_t len, struct sysstats_config *c);
+int sonde__sysstats_config_parse(const void *buf, size_t len, struct sysstats_config *c);
 
 /* --- the (buf, len) parsers, exposed for tests and fuzzing --- */
 
 /* One "Key:   value [kB]" (meminfo) or "key value" (vmstat) line at a time. */
 typedef void (*sysstats_kv_fn)(void *ctx, const char *key, size_t keylen, uint64_t value);
 /* Calls fn for every line with a key and a decimal value. Returns the number of lines. */
-int sysstats_parse_kv(const char *buf, size_t len, sysstats_kv_fn fn, void *ctx);
+int sonde__sysstats_parse_kv(const char *buf, size_t len, sysstats_kv_fn fn, void *ctx);
 
 struct sysstats_cpu_times {
 	int cpu; /* -1 for the "cpu" total line */
@@ -58,11 +58,11 @@ struct sysstats_stat_cb {
 	void *ctx;
 };
 /* Parses /proc/stat. Returns 0, or -SONDE_E_FORMAT when no line was recognised. */
-int sysstats_parse_stat(const char *buf, size_t len, const struct sysstats_stat_cb *cb);
+int sonde__sysstats_parse_stat(const char *buf, size_t len, const struct sysstats_stat_cb *cb);
 
 /* The MeminfoCounters / VmstatCounters value of a /proc key, or 0 when unknown. */
-int sysstats_meminfo_id(const char *key, size_t len);
-int sysstats_vmstat_id(const char *key, size_t len);
+int sonde__sysstats_meminfo_id(const char *key, size_t len);
+int sonde__sysstats_vmstat_id(const char *key, size_t len);
 
 /* --- the data source --- */
 
@@ -72,12 +72,12 @@ struct sysstats;
 
 /* Returns NULL with errno set (ENOMEM, or EINVAL when every period is 0). proc_root and
  * sys_root ("/proc", "/sys" when NULL) let tests point it at fixtures. */
-struct sysstats *sysstats_new(const struct sysstats_config *c, const char *proc_root,
+struct sysstats *sonde__sysstats_new(const struct sysstats_config *c, const char *proc_root,
 			      const char *sys_root, sysstats_emit_fn emit, void *ctx);
 /* Samples whatever is due at now_ms (any monotonic millisecond clock; the first call
  * samples everything enabled) and emits it. Returns the delay in ms until the next call,
  * or a negative error from emit. */
-int64_t sysstats_tick(struct sysstats *s, uint64_t now_ms);
-void sysstats_free(struct sysstats *s);
+int64_t sonde__sysstats_tick(struct sysstats *s, uint64_t now_ms);
+void sonde__sysstats_free(struct sysstats *s);
 
 #endif

@@ -27,7 +27,7 @@ static bool is_tracefs(const char *dir)
 	return access(p, F_OK) == 0;
 }
 
-int tracefs_find(char *out, size_t cap, bool allow_mount)
+int sonde__tracefs_find(char *out, size_t cap, bool allow_mount)
 {
 	static const char *const dirs[] = {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"};
 
@@ -45,7 +45,7 @@ int tracefs_find(char *out, size_t cap, bool allow_mount)
 	return 0;
 }
 
-int tracefs_read(const char *dir, const char *rel, struct buf *b)
+int sonde__tracefs_read(const char *dir, const char *rel, struct buf *b)
 {
 	char path[TRACEFS_PATH_MAX * 2];
 	int fd, r = 0;
@@ -73,7 +73,7 @@ int tracefs_read(const char *dir, const char *rel, struct buf *b)
 	return r;
 }
 
-int tracefs_write(const char *dir, const char *rel, const char *s)
+int sonde__tracefs_write(const char *dir, const char *rel, const char *s)
 {
 	char path[TRACEFS_PATH_MAX * 2];
 	size_t n = strlen(s);
@@ -121,7 +121,7 @@ static int remove_instance(const char *dir)
 	return -EBUSY;
 }
 
-int tracefs_instance_acquire(struct tracefs_instance *in, const char *root, const char *name,
+int sonde__tracefs_instance_acquire(struct tracefs_instance *in, const char *root, const char *name,
 			     const char *lock_dir)
 {
 	char lock[TRACEFS_PATH_MAX + 80];
@@ -163,7 +163,7 @@ fail:
 	return r;
 }
 
-int tracefs_instance_release(struct tracefs_instance *in)
+int sonde__tracefs_instance_release(struct tracefs_instance *in)
 {
 	int r = 0;
 
@@ -171,7 +171,7 @@ int tracefs_instance_release(struct tracefs_instance *in)
 		return 0;
 	if (in->dir[0]) {
 		/* Stop first so that nothing is recorded while the buffers are freed. */
-		tracefs_write(in->dir, "tracing_on", "0");
+		sonde__tracefs_write(in->dir, "tracing_on", "0");
 		r = remove_instance(in->dir);
 	}
 	close(in->lock_fd);
@@ -198,7 +198,7 @@ static void value_copy(char *dst, size_t cap, const char *s, const char *e)
 	dst[n] = '\0';
 }
 
-int tracefs_cpu_stats_parse(const char *buf, size_t len, struct tracefs_cpu_stats *st)
+int sonde__tracefs_cpu_stats_parse(const char *buf, size_t len, struct tracefs_cpu_stats *st)
 {
 	static const struct {
 		const char *key;

@@ -7,7 +7,7 @@
  * LOCK_DIR/ftrace-NAME.lock held for as long as the instance is in use:
  *   - a second session (in this process or another) finds the lock taken: -EBUSY;
  *   - after a crash the lock is free but the directory is still there: the next
- *     tracefs_instance_acquire removes it (disabling everything it had enabled) before
+ *     sonde__tracefs_instance_acquire removes it (disabling everything it had enabled) before
  *     creating a fresh one.
  * The lock and the instance's fds are O_CLOEXEC, but a fork() without exec shares them:
  * a child that outlives the session keeps the lock (and the instance) until it exits.
@@ -25,7 +25,7 @@ enum { TRACEFS_PATH_MAX = 256 };
 /* Finds tracefs: /sys/kernel/tracing, then /sys/kernel/debug/tracing. When neither is
  * mounted and allow_mount is set, mounts tracefs at /sys/kernel/tracing. Writes the
  * directory into out. Returns 0, -ENOENT (not mounted, not mounting), or mount's -errno. */
-int tracefs_find(char *out, size_t cap, bool allow_mount);
+int sonde__tracefs_find(char *out, size_t cap, bool allow_mount);
 
 struct tracefs_instance {
 	char root[TRACEFS_PATH_MAX]; /* the tracefs mount */
@@ -37,17 +37,17 @@ struct tracefs_instance {
 /* Takes the lock and creates a fresh instances/NAME under root (NAME: letters, digits,
  * '_', '-'). Returns 0, -EBUSY when another session holds it, -EINVAL for a bad name, or
  * -errno. lock_dir is created if missing. */
-int tracefs_instance_acquire(struct tracefs_instance *in, const char *root, const char *name,
+int sonde__tracefs_instance_acquire(struct tracefs_instance *in, const char *root, const char *name,
 			     const char *lock_dir);
 /* Removes the instance and releases the lock. Safe on a zeroed or released instance.
  * Returns 0, or -EBUSY when a file of the instance stayed open (a forked child still
  * holding a trace_pipe_raw fd): the directory is then left for the next acquire. */
-int tracefs_instance_release(struct tracefs_instance *in);
+int sonde__tracefs_instance_release(struct tracefs_instance *in);
 
 /* Reads dir/rel into b (replacing its content). Returns 0 or -errno. */
-int tracefs_read(const char *dir, const char *rel, struct buf *b);
+int sonde__tracefs_read(const char *dir, const char *rel, struct buf *b);
 /* Writes s to dir/rel in one write(2). Returns 0 or -errno. */
-int tracefs_write(const char *dir, const char *rel, const char *s);
+int sonde__tracefs_write(const char *dir, const char *rel, const char *s);
 
 /* Per-CPU counters from per_cpu/cpuN/stats. */
 struct tracefs_cpu_stats {
@@ -57,6 +57,6 @@ struct tracefs_cpu_stats {
 
 /* Parses a per_cpu/cpuN/stats file. Missing lines leave zeros. Returns 0, or
  * -SONDE_E_FORMAT when no line was recognised. */
-int tracefs_cpu_stats_parse(const char *buf, size_t len, struct tracefs_cpu_stats *st);
+int sonde__tracefs_cpu_stats_parse(const char *buf, size_t len, struct tracefs_cpu_stats *st);
 
 #endif

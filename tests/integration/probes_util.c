@@ -24,7 +24,7 @@ const char *probes_require_tracefs(void)
 
 	if (geteuid() != 0)
 		SKIP("tracefs needs root");
-	if (tracefs_find(root, sizeof(root), true) < 0)
+	if (sonde__tracefs_find(root, sizeof(root), true) < 0)
 		SKIP("tracefs is not available on this kernel");
 	return root;
 }

@@ -40,15 +40,15 @@ TEST(ftrace_format_parses_every_format_file_of_this_kernel)
 			if (e->d_name[0] == '.' || e->d_type != DT_DIR)
 				continue;
 			snprintf(rel, sizeof(rel), "events/%s/%s/format", g->d_name, e->d_name);
-			if (tracefs_read(root, rel, &b) < 0)
+			if (sonde__tracefs_read(root, rel, &b) < 0)
 				continue;
-			int r = ftrace_format_parse((const char *)b.data, b.len, &f);
+			int r = sonde__ftrace_format_parse((const char *)b.data, b.len, &f);
 			if (r < 0)
 				FAIL("%s: %s", rel, sonde_strerror(r));
 			ASSERT_STR_EQ(f.name, e->d_name);
-			ASSERT(ftrace_format_field(&f, "common_type") != NULL);
+			ASSERT(sonde__ftrace_format_field(&f, "common_type") != NULL);
 			known += !strcmp(f.name, "sched_switch");
-			ftrace_format_free(&f);
+			sonde__ftrace_format_free(&f);
 			files++;
 		}
 		closedir(evs);
@@ -66,24 +66,24 @@ TEST(ftrace_format_sched_switch_fields)
 	struct buf b = BUF_INIT;
 	struct ftrace_format f;
 
-	ASSERT_OK(tracefs_read(root, "events/sched/sched_switch/format", &b));
-	ASSERT_OK(ftrace_format_parse((const char *)b.data, b.len, &f));
-	const struct ftrace_field *c = ASSERT_NOT_NULL(ftrace_format_field(&f, "prev_comm"));
+	ASSERT_OK(sonde__tracefs_read(root, "events/sched/sched_switch/format", &b));
+	ASSERT_OK(sonde__ftrace_format_parse((const char *)b.data, b.len, &f));
+	const struct ftrace_field *c = ASSERT_NOT_NULL(sonde__ftrace_format_field(&f, "prev_comm"));
 	ASSERT_INT(c->kind, ==, FTRACE_FIELD_CHARS);
 	ASSERT_INT(c->size, ==, 16);
-	const struct ftrace_field *p = ASSERT_NOT_NULL(ftrace_format_field(&f, "next_pid"));
+	const struct ftrace_field *p = ASSERT_NOT_NULL(sonde__ftrace_format_field(&f, "next_pid"));
 	ASSERT_INT(p->kind, ==, FTRACE_FIELD_INT);
 	ASSERT_INT(p->size, ==, 4);
 	ASSERT(p->is_signed);
-	ASSERT(ftrace_format_field(&f, "common_pid")->common);
-	ftrace_format_free(&f);
+	ASSERT(sonde__ftrace_format_field(&f, "common_pid")->common);
+	sonde__ftrace_format_free(&f);
 	/* A __data_loc string: irq_handler_entry's name. */
-	if (tracefs_read(root, "events/irq/irq_handler_entry/format", &b) == 0) {
-		ASSERT_OK(ftrace_format_parse((const char *)b.data, b.len, &f));
-		const struct ftrace_field *n = ASSERT_NOT_NULL(ftrace_format_field(&f, "name"));
+	if (sonde__tracefs_read(root, "events/irq/irq_handler_entry/format", &b) == 0) {
+		ASSERT_OK(sonde__ftrace_format_parse((const char *)b.data, b.len, &f));
+		const struct ftrace_field *n = ASSERT_NOT_NULL(sonde__ftrace_format_field(&f, "name"));
 		ASSERT_INT(n->kind, ==, FTRACE_FIELD_DATA_LOC_STR);
 		ASSERT_STR_EQ(n->type, "__data_loc char");
-		ftrace_format_free(&f);
+		sonde__ftrace_format_free(&f);
 	}
 	sonde__buf_free(&b);
 }
@@ -94,14 +94,14 @@ TEST(ftrace_page_layout_of_this_kernel)
 	struct buf b = BUF_INIT;
 	struct ftrace_page_layout l;
 
-	ASSERT_OK(tracefs_read(root, "events/header_page", &b));
-	ASSERT_OK(ftrace_page_layout_parse((const char *)b.data, b.len, &l));
+	ASSERT_OK(sonde__tracefs_read(root, "events/header_page", &b));
+	ASSERT_OK(sonde__ftrace_page_layout_parse((const char *)b.data, b.len, &l));
 	ASSERT_INT(l.timestamp_offset, ==, 0);
 	ASSERT_INT(l.commit_offset, ==, 8);
 	ASSERT_INT(l.data_offset, >=, 12);
 	ASSERT_INT(l.page_size, >=, 4096);
-	ASSERT_OK(tracefs_read(root, "events/header_event", &b));
-	ASSERT_OK(ftrace_header_event_check((const char *)b.data, b.len));
+	ASSERT_OK(sonde__tracefs_read(root, "events/header_event", &b));
+	ASSERT_OK(sonde__ftrace_header_event_check((const char *)b.data, b.len));
 	sonde__buf_free(&b);
 }
 
@@ -142,16 +142,16 @@ TEST(ftrace_page_parses_pages_of_this_kernel)
 	static uint8_t page[65536];
 
 	snprintf(lockdir, sizeof(lockdir), "%s/locks", test_tmpdir());
-	ASSERT_OK(tracefs_read(root, "events/header_page", &b));
-	ASSERT_OK(ftrace_page_layout_parse((const char *)b.data, b.len, &l));
-	ASSERT_OK(tracefs_instance_acquire(&in, root, probes_test_instance(), lockdir));
-	ASSERT_OK(tracefs_read(in.dir, "events/sched/sched_switch/format", &b));
-	ASSERT_OK(ftrace_format_parse((const char *)b.data, b.len, &f));
+	ASSERT_OK(sonde__tracefs_read(root, "events/header_page", &b));
+	ASSERT_OK(sonde__ftrace_page_layout_parse((const char *)b.data, b.len, &l));
+	ASSERT_OK(sonde__tracefs_instance_acquire(&in, root, probes_test_instance(), lockdir));
+	ASSERT_OK(sonde__tracefs_read(in.dir, "events/sched/sched_switch/format", &b));
+	ASSERT_OK(sonde__ftrace_format_parse((const char *)b.data, b.len, &f));
 	c.want_id = (uint16_t)f.id;
-	ASSERT_OK(tracefs_write(in.dir, "events/sched/sched_switch/enable", "1"));
+	ASSERT_OK(sonde__tracefs_write(in.dir, "events/sched/sched_switch/enable", "1"));
 	for (int i = 0; i < 300; i++)
 		usleep(100);
-	ASSERT_OK(tracefs_write(in.dir, "tracing_on", "0"));
+	ASSERT_OK(sonde__tracefs_write(in.dir, "tracing_on", "0"));
 	int pages = 0;
 	for (int cpu = 0; cpu < 1024; cpu++) {
 		snprintf(path, sizeof(path), "%s/per_cpu/cpu%d/trace_pipe_raw", in.dir, cpu);
@@ -161,7 +161,7 @@ TEST(ftrace_page_parses_pages_of_this_kernel)
 		for (ssize_t n; (n = read(fd, page, l.page_size)) > 0;) {
 			struct ftrace_page_info info;
 			c.last_ts = 0;
-			int r = ftrace_page_parse(&l, page, (size_t)n, &info, count_event, &c);
+			int r = sonde__ftrace_page_parse(&l, page, (size_t)n, &info, count_event, &c);
 			if (r < 0)
 				FAIL("cpu %d page %d: %s", cpu, pages, sonde_strerror(r));
 			ASSERT_UINT(info.data_len, <=, (size_t)n - l.data_offset);
@@ -169,8 +169,8 @@ TEST(ftrace_page_parses_pages_of_this_kernel)
 		}
 		close(fd);
 	}
-	tracefs_instance_release(&in);
-	ftrace_format_free(&f);
+	sonde__tracefs_instance_release(&in);
+	sonde__ftrace_format_free(&f);
 	sonde__buf_free(&b);
 	printf("%d pages, %d events\n", pages, c.events);
 	ASSERT_INT(pages, >=, 1);
@@ -203,7 +203,7 @@ static struct ftrace_opts test_opts(void)
 static void record_while(struct ftrace_session *s, const char *const argv[])
 {
 	int fds[1024];
-	size_t n = ftrace_session_fds(s, fds, NULL, 1024);
+	size_t n = sonde__ftrace_session_fds(s, fds, NULL, 1024);
 	struct pollfd pf[1024];
 	pid_t pid = test_spawn(argv);
 	int status = 0;
@@ -211,13 +211,13 @@ static void record_while(struct ftrace_session *s, const char *const argv[])
 	for (size_t i = 0; i < n; i++)
 		pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
 	for (;;) {
-		poll(pf, n, (int)ftrace_session_drain_period_ms(s));
-		ASSERT_OK(ftrace_session_drain(s));
+		poll(pf, n, (int)sonde__ftrace_session_drain_period_ms(s));
+		ASSERT_OK(sonde__ftrace_session_drain(s));
 		if (waitpid(pid, &status, WNOHANG) == pid)
 			break;
 	}
 	ASSERT_INT(status, ==, 0);
-	ASSERT_OK(ftrace_session_stop(s));
+	ASSERT_OK(sonde__ftrace_session_stop(s));
 }
 
 struct switch_count {
@@ -329,9 +329,9 @@ TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 	char err[256] = "";
 	enum peer peer = find_peer();
 	o.errbuf = err, o.errlen = sizeof(err);
-	struct ftrace_session *s = ftrace_session_new(&cfg, &o, probes_collect, &trace);
+	struct ftrace_session *s = sonde__ftrace_session_new(&cfg, &o, probes_collect, &trace);
 	if (!s)
-		FAIL("ftrace_session_new: %s (%s)", strerror(errno), err);
+		FAIL("sonde__ftrace_session_new: %s (%s)", strerror(errno), err);
 
 	const char *dat = test_path("peer.data");
 	const char *tc[] = {"/usr/bin/trace-cmd",
@@ -360,8 +360,8 @@ TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 	record_while(s, peer == PEER_TRACE_CMD ? tc : peer == PEER_PERF ? perf : alone);
 
 	struct ftrace_session_counters n;
-	ftrace_session_counters(s, &n);
-	ftrace_session_free(s);
+	sonde__ftrace_session_counters(s, &n);
+	sonde__ftrace_session_free(s);
 	struct switch_count c = {.comm = probes_sleeper_name()};
 	probes_each_packet(&trace, count_packet, &c);
 	sonde__buf_free(&trace);
@@ -398,18 +398,18 @@ TEST(ftrace_session_packets_decode_with_protoc)
 	struct ftrace_opts o = test_opts();
 	struct buf trace = BUF_INIT, v = BUF_INIT;
 	struct ftrace_session *s =
-		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
+		ASSERT_NOT_NULL(sonde__ftrace_session_new(&cfg, &o, probes_collect, &trace));
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/instances/%s", probes_require_tracefs(), o.instance);
-	ASSERT_OK(tracefs_read(dir, "trace_clock", &v));
+	ASSERT_OK(sonde__tracefs_read(dir, "trace_clock", &v));
 	buf_put_u8(&v, 0);
 	ASSERT_CONTAINS((const char *)v.data, "[boot]");
-	ASSERT_OK(tracefs_read(dir, "buffer_percent", &v));
+	ASSERT_OK(sonde__tracefs_read(dir, "buffer_percent", &v));
 	ASSERT_INT(atoi((const char *)v.data), ==, 25);
 	sonde__buf_free(&v);
 	const char *argv[] = {test_prog("ftrace_sleeper"), "50", probes_sleeper_name(), NULL};
 	record_while(s, argv);
-	ftrace_session_free(s);
+	sonde__ftrace_session_free(s);
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_CONTAINS(text, "ftrace_events {");
 	ASSERT_CONTAINS(text, "sched_switch {");
@@ -437,10 +437,10 @@ TEST(ftrace_session_compact_sched)
 	struct ftrace_opts o = test_opts();
 	struct buf trace = BUF_INIT;
 	struct ftrace_session *s =
-		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
+		ASSERT_NOT_NULL(sonde__ftrace_session_new(&cfg, &o, probes_collect, &trace));
 	const char *argv[] = {test_prog("ftrace_sleeper"), "100", probes_sleeper_name(), NULL};
 	record_while(s, argv);
-	ftrace_session_free(s);
+	sonde__ftrace_session_free(s);
 	struct switch_count c = {.comm = probes_sleeper_name()};
 	probes_each_packet(&trace, count_packet, &c);
 	ASSERT_INT(c.outs, ==, 0); /* no typed sched_switch */
@@ -463,17 +463,17 @@ TEST(ftrace_session_second_is_refused_with_a_clear_error)
 	struct buf t1 = BUF_INIT, t2 = BUF_INIT;
 	char err[256] = "";
 	struct ftrace_session *a =
-		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &t1));
+		ASSERT_NOT_NULL(sonde__ftrace_session_new(&cfg, &o, probes_collect, &t1));
 	o.errbuf = err, o.errlen = sizeof(err);
-	struct ftrace_session *b = ftrace_session_new(&cfg, &o, probes_collect, &t2);
+	struct ftrace_session *b = sonde__ftrace_session_new(&cfg, &o, probes_collect, &t2);
 	ASSERT(b == NULL);
 	ASSERT_INT(errno, ==, EBUSY);
 	ASSERT_CONTAINS(err, "another tracing session");
 	ASSERT_INT(t2.len, ==, 0);
-	ftrace_session_free(a);
+	sonde__ftrace_session_free(a);
 	/* Once the first has ended, a new one starts. */
-	b = ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &t2));
-	ftrace_session_free(b);
+	b = ASSERT_NOT_NULL(sonde__ftrace_session_new(&cfg, &o, probes_collect, &t2));
+	sonde__ftrace_session_free(b);
 	sonde__buf_free(&t1);
 	sonde__buf_free(&t2);
 }
@@ -489,26 +489,26 @@ TEST(ftrace_session_cleans_up_a_crashed_run)
 	char dir[1024], top_before[64] = "", top_after[64] = "";
 	struct buf b = BUF_INIT;
 
-	if (tracefs_read(root, "buffer_size_kb", &b) == 0)
+	if (sonde__tracefs_read(root, "buffer_size_kb", &b) == 0)
 		snprintf(top_before, sizeof(top_before), "%.*s", (int)b.len, (char *)b.data);
-	ASSERT_OK(tracefs_read(root, "events/sched/sched_switch/enable", &b));
+	ASSERT_OK(sonde__tracefs_read(root, "events/sched/sched_switch/enable", &b));
 	char enable_before = b.len ? (char)b.data[0] : '?';
 	pid_t pid = fork();
 	if (pid == 0) {
-		struct ftrace_session *s = ftrace_session_new(&cfg, &o, probes_collect, &trace);
+		struct ftrace_session *s = sonde__ftrace_session_new(&cfg, &o, probes_collect, &trace);
 		_exit(s ? 0 : 1); /* exits without stopping: the instance stays */
 	}
 	ASSERT_INT(test_wait(pid, 30), ==, 0);
 	snprintf(dir, sizeof(dir), "%s/instances/%s", root, o.instance);
 	ASSERT_INT(access(dir, F_OK), ==, 0);
 	struct ftrace_session *s =
-		ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
-	ftrace_session_free(s);
+		ASSERT_NOT_NULL(sonde__ftrace_session_new(&cfg, &o, probes_collect, &trace));
+	sonde__ftrace_session_free(s);
 	ASSERT_INT(access(dir, F_OK), ==, -1);
-	if (tracefs_read(root, "buffer_size_kb", &b) == 0)
+	if (sonde__tracefs_read(root, "buffer_size_kb", &b) == 0)
 		snprintf(top_after, sizeof(top_after), "%.*s", (int)b.len, (char *)b.data);
 	ASSERT_STR_EQ(top_after, top_before); /* the top-level buffer was never touched */
-	ASSERT_OK(tracefs_read(root, "events/sched/sched_switch/enable", &b));
+	ASSERT_OK(sonde__tracefs_read(root, "events/sched/sched_switch/enable", &b));
 	ASSERT_INT(b.len ? b.data[0] : '?', ==, enable_before);
 	sonde__buf_free(&b);
 	sonde__buf_free(&trace);
@@ -570,16 +570,16 @@ TEST(ftrace_session_clocks)
 		cfg.use_monotonic_raw_clock = raw;
 		uint64_t before = clock_ns(id);
 		struct ftrace_session *s =
-			ASSERT_NOT_NULL(ftrace_session_new(&cfg, &o, probes_collect, &trace));
+			ASSERT_NOT_NULL(sonde__ftrace_session_new(&cfg, &o, probes_collect, &trace));
 		snprintf(dir, sizeof(dir), "%s/instances/%s", probes_require_tracefs(), o.instance);
-		ASSERT_OK(tracefs_read(dir, "trace_clock", &v));
+		ASSERT_OK(sonde__tracefs_read(dir, "trace_clock", &v));
 		buf_put_u8(&v, 0);
 		ASSERT_CONTAINS((const char *)v.data, raw ? "[mono_raw]" : "[boot]");
 		const char *argv[] = {test_prog("ftrace_sleeper"), "20", probes_sleeper_name(),
 				      NULL};
 		record_while(s, argv);
 		uint64_t after = clock_ns(id);
-		ftrace_session_free(s);
+		sonde__ftrace_session_free(s);
 		struct ts_range t = {0};
 		probes_each_packet(&trace, event_times, &t);
 		ASSERT_INT(t.bundles, >, 0);

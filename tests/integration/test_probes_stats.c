@@ -27,11 +27,11 @@ TEST(procstats_tree_holds_this_process_and_its_threads)
 {
 	struct procstats_config c = {.scan_all_processes_on_start = true, .on_demand = true};
 	struct buf trace = BUF_INIT;
-	struct procstats *s = ASSERT_NOT_NULL(procstats_new(&c, NULL, probes_collect, &trace));
+	struct procstats *s = ASSERT_NOT_NULL(sonde__procstats_new(&c, NULL, probes_collect, &trace));
 	char want[64];
 
-	ASSERT_OK(procstats_start(s));
-	procstats_free(s);
+	ASSERT_OK(sonde__procstats_start(s));
+	sonde__procstats_free(s);
 	char *text = probes_protoc_decode(&trace);
 	snprintf(want, sizeof(want), "pid: %d\n", getpid());
 	ASSERT_CONTAINS(text, "process_tree {");
@@ -83,18 +83,18 @@ TEST(procstats_poll_reports_this_process)
 {
 	struct procstats_config c = {.proc_stats_poll_ms = 100};
 	struct buf trace = BUF_INIT;
-	struct procstats *s = ASSERT_NOT_NULL(procstats_new(&c, NULL, probes_collect, &trace));
+	struct procstats *s = ASSERT_NOT_NULL(sonde__procstats_new(&c, NULL, probes_collect, &trace));
 	int polls = 0;
 	uint64_t end = now_ms() + 550;
 
 	for (uint64_t t; (t = now_ms()) < end;) {
-		int64_t d = ASSERT_OK(procstats_tick(s, t));
+		int64_t d = ASSERT_OK(sonde__procstats_tick(s, t));
 		ASSERT_INT(d, <=, 100);
 		if (d > 0)
 			usleep((useconds_t)d * 1000);
 		polls++;
 	}
-	procstats_free(s);
+	sonde__procstats_free(s);
 	struct stats_seen w = {.pid = getpid()};
 	probes_each_packet(&trace, find_stats, &w);
 	ASSERT_INT(w.found, >=, 5);
@@ -118,27 +118,27 @@ TEST_TIMEOUT(procstats_names_threads_ftrace_sees, 60)
 	struct buf trace = BUF_INIT;
 	char lockdir[512];
 	snprintf(lockdir, sizeof(lockdir), "%s/locks", test_tmpdir());
-	struct procstats *ps = ASSERT_NOT_NULL(procstats_new(&pc, NULL, probes_collect, &trace));
+	struct procstats *ps = ASSERT_NOT_NULL(sonde__procstats_new(&pc, NULL, probes_collect, &trace));
 	struct ftrace_opts o = {.sz = sizeof(o),
 				.instance = probes_test_instance(),
 				.lock_dir = lockdir,
-				.on_pid = procstats_on_pid,
+				.on_pid = sonde__procstats_on_pid,
 				.pid_ctx = ps};
 	struct ftrace_session *fs =
-		ASSERT_NOT_NULL(ftrace_session_new(&fc, &o, probes_collect, &trace));
+		ASSERT_NOT_NULL(sonde__ftrace_session_new(&fc, &o, probes_collect, &trace));
 	/* The sleeper sleeps 1 ms 2000 times: alive for a while after it is first seen. */
 	const char *argv[] = {test_prog("ftrace_sleeper"), "2000", probes_sleeper_name(), NULL};
 	pid_t pid = test_spawn(argv);
 	int status;
 	for (int i = 0; i < 25; i++) {
 		usleep(20000);
-		ASSERT_OK(ftrace_session_drain(fs));
-		ASSERT_OK(procstats_flush(ps));
+		ASSERT_OK(sonde__ftrace_session_drain(fs));
+		ASSERT_OK(sonde__procstats_flush(ps));
 	}
-	ASSERT_OK(ftrace_session_stop(fs));
-	ASSERT_OK(procstats_flush(ps));
-	ftrace_session_free(fs);
-	procstats_free(ps);
+	ASSERT_OK(sonde__ftrace_session_stop(fs));
+	ASSERT_OK(sonde__procstats_flush(ps));
+	sonde__ftrace_session_free(fs);
+	sonde__procstats_free(ps);
 	waitpid(pid, &status, 0);
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_CONTAINS(text, "threads {");
@@ -184,16 +184,16 @@ TEST(sysstats_meminfo_at_its_period)
 	static struct sysstats_config c = {.meminfo_period_ms = 100, .stat_period_ms = 250};
 	struct buf trace = BUF_INIT;
 	c.meminfo_counters[0] = 1, c.meminfo_counters[1] = 2, c.nmeminfo = 2;
-	struct sysstats *s = ASSERT_NOT_NULL(sysstats_new(&c, NULL, NULL, probes_collect, &trace));
+	struct sysstats *s = ASSERT_NOT_NULL(sonde__sysstats_new(&c, NULL, NULL, probes_collect, &trace));
 	uint64_t end = now_ms() + 1050;
 
 	for (uint64_t t; (t = now_ms()) < end;) {
-		int64_t d = ASSERT_OK(sysstats_tick(s, t));
+		int64_t d = ASSERT_OK(sonde__sysstats_tick(s, t));
 		ASSERT_INT(d, <=, 250);
 		if (d > 0)
 			usleep((useconds_t)d * 1000);
 	}
-	sysstats_free(s);
+	sonde__sysstats_free(s);
 	struct meminfo_seen m = {0};
 	probes_each_packet(&trace, find_meminfo, &m);
 	ASSERT_INT(m.n, >=, 10);
@@ -235,10 +235,10 @@ TEST(sysstats_cpufreq_and_devfreq_from_sys)
 	test_write_file(path, "900000\n", 7);
 	snprintf(path, sizeof(path), "%s/class/devfreq/gpu0/cur_freq", root);
 	test_write_file(path, "585000000\n", 10);
-	struct sysstats *s = ASSERT_NOT_NULL(sysstats_new(&c, NULL, root, probes_collect, &trace));
-	ASSERT_INT(sysstats_tick(s, 1000), ==, 100);
-	ASSERT_INT(sysstats_tick(s, 1050), ==, 50); /* nothing due: no packet */
-	sysstats_free(s);
+	struct sysstats *s = ASSERT_NOT_NULL(sonde__sysstats_new(&c, NULL, root, probes_collect, &trace));
+	ASSERT_INT(sonde__sysstats_tick(s, 1000), ==, 100);
+	ASSERT_INT(sonde__sysstats_tick(s, 1050), ==, 50); /* nothing due: no packet */
+	sonde__sysstats_free(s);
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_INT(probes_count(text, "sys_stats {"), ==, 1);
 	ASSERT_CONTAINS(text, "cpufreq_khz: 1800000\n");

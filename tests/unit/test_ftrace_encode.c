@@ -28,9 +28,9 @@ static void desc(struct ftrace_event_desc *d, const char *text, const char *grou
 {
 	struct ftrace_format f;
 
-	ASSERT_OK(ftrace_format_parse(text, strlen(text), &f));
+	ASSERT_OK(sonde__ftrace_format_parse(text, strlen(text), &f));
 	snprintf(f.group, sizeof(f.group), "%s", group);
-	ftrace_desc_init(d, &f, compact);
+	sonde__ftrace_desc_init(d, &f, compact);
 }
 
 static void switch_rec(uint8_t rec[64], int prev, int next, const char *next_comm)
@@ -69,22 +69,22 @@ TEST(ftrace_encode_typed_and_generic)
 	desc(&odd, odd_fmt, "test", false);
 	ASSERT(sw.known != NULL);
 	ASSERT(odd.known == NULL);
-	ftrace_bundle_begin(&b, 3, true, 0);
+	sonde__ftrace_bundle_begin(&b, 3, true, 0);
 	switch_rec(rec, 10, 20, "next");
-	ASSERT_INT(ftrace_bundle_add(&b, &sw, 1000, rec, sizeof(rec), true), ==, 0);
-	ASSERT_INT(ftrace_desc_pid(&sw, rec, sizeof(rec)), ==, 20);
+	ASSERT_INT(sonde__ftrace_bundle_add(&b, &sw, 1000, rec, sizeof(rec), true), ==, 0);
+	ASSERT_INT(sonde__ftrace_desc_pid(&sw, rec, sizeof(rec)), ==, 20);
 	uint8_t o[32] = {0};
 	uint32_t loc = 16 | 5u << 16;
 	int32_t delta = -7;
 	memcpy(o + 8, &loc, 4);
 	memcpy(o + 12, &delta, 4);
 	memcpy(o + 16, "hello", 5);
-	ASSERT_INT(ftrace_bundle_add(&b, &odd, 2000, o, sizeof(o), true), ==, 0);
-	ASSERT_INT(ftrace_bundle_add(&b, &odd, 2000, o, sizeof(o), false), ==, 1);
-	ASSERT_INT(ftrace_bundle_add(&b, &sw, 1000, rec, 20, true), ==, 1); /* short */
-	ftrace_bundle_error(&b, 3000, 15);
-	ASSERT(ftrace_bundle_worth(&b));
-	ASSERT_OK(ftrace_bundle_finish(&b));
+	ASSERT_INT(sonde__ftrace_bundle_add(&b, &odd, 2000, o, sizeof(o), true), ==, 0);
+	ASSERT_INT(sonde__ftrace_bundle_add(&b, &odd, 2000, o, sizeof(o), false), ==, 1);
+	ASSERT_INT(sonde__ftrace_bundle_add(&b, &sw, 1000, rec, 20, true), ==, 1); /* short */
+	sonde__ftrace_bundle_error(&b, 3000, 15);
+	ASSERT(sonde__ftrace_bundle_worth(&b));
+	ASSERT_OK(sonde__ftrace_bundle_finish(&b));
 
 	struct pb_reader pkt = pb_reader_init(b.out.data, b.out.len);
 	ASSERT(field(pkt, 1, &f)); /* ftrace_events */
@@ -127,9 +127,9 @@ TEST(ftrace_encode_typed_and_generic)
 		}
 	}
 	ASSERT_INT(events, ==, 2);
-	ftrace_bundle_free(&b);
-	ftrace_desc_free(&sw);
-	ftrace_desc_free(&odd);
+	sonde__ftrace_bundle_free(&b);
+	sonde__ftrace_desc_free(&sw);
+	sonde__ftrace_desc_free(&odd);
 }
 
 static int packed_count(struct pb_reader cs, uint32_t num, uint64_t *first, uint64_t *second)
@@ -166,14 +166,14 @@ TEST(ftrace_encode_compact_sched_and_warm_allocation)
 	void *data[13] = {0};
 	size_t cap[13] = {0};
 	for (int round = 0; round < 20; round++) {
-		ftrace_bundle_begin(&b, 0, false, 0);
+		sonde__ftrace_bundle_begin(&b, 0, false, 0);
 		for (int i = 0; i < 500; i++) {
 			switch_rec(rec, 1, 100 + i % 3, i % 2 ? "odd" : "even");
 			ASSERT_INT(
-				ftrace_bundle_add(&b, &sw, 5000 + (uint64_t)i * 10, rec, 64, true),
+				sonde__ftrace_bundle_add(&b, &sw, 5000 + (uint64_t)i * 10, rec, 64, true),
 				==, 0);
 		}
-		ASSERT_OK(ftrace_bundle_finish(&b));
+		ASSERT_OK(sonde__ftrace_bundle_finish(&b));
 		/* After a few rounds the buffers have their size: no more allocation. */
 		for (int i = 0; i < 11; i++) {
 			if (round == 5)
@@ -207,6 +207,6 @@ TEST(ftrace_encode_compact_sched_and_warm_allocation)
 	while (sonde__pb_next(&t, &f) > 0)
 		strings += f.num == 5;
 	ASSERT_INT(strings, ==, 2); /* "even", "odd" */
-	ftrace_bundle_free(&b);
-	ftrace_desc_free(&sw);
+	sonde__ftrace_bundle_free(&b);
+	sonde__ftrace_desc_free(&sw);
 }

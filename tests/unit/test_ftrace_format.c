@@ -17,17 +17,17 @@ TEST(ftrace_format_kinds)
 		"\nprint fmt: \"field:bogus;\"\n";
 	struct ftrace_format f;
 
-	ASSERT_OK(ftrace_format_parse(t, sizeof(t) - 1, &f));
+	ASSERT_OK(sonde__ftrace_format_parse(t, sizeof(t) - 1, &f));
 	ASSERT_STR_EQ(f.name, "odd");
 	ASSERT_INT(f.id, ==, 77);
 	ASSERT_INT(f.nfields, ==, 7);
 	ASSERT_INT(f.record_size, ==, 41);
-	ASSERT_INT(ftrace_format_field(&f, "name")->kind, ==, FTRACE_FIELD_DATA_LOC_STR);
-	ASSERT_INT(ftrace_format_field(&f, "rel")->kind, ==, FTRACE_FIELD_REL_LOC_STR);
-	ASSERT_INT(ftrace_format_field(&f, "cpus")->kind, ==, FTRACE_FIELD_ARRAY);
-	ASSERT_STR_EQ(ftrace_format_field(&f, "cpus")->type, "u32");
-	ASSERT_INT(ftrace_format_field(&f, "blob")->kind, ==, FTRACE_FIELD_DATA_LOC);
-	ASSERT_INT(ftrace_format_field(&f, "c")->kind, ==, FTRACE_FIELD_CHARS);
+	ASSERT_INT(sonde__ftrace_format_field(&f, "name")->kind, ==, FTRACE_FIELD_DATA_LOC_STR);
+	ASSERT_INT(sonde__ftrace_format_field(&f, "rel")->kind, ==, FTRACE_FIELD_REL_LOC_STR);
+	ASSERT_INT(sonde__ftrace_format_field(&f, "cpus")->kind, ==, FTRACE_FIELD_ARRAY);
+	ASSERT_STR_EQ(sonde__ftrace_format_field(&f, "cpus")->type, "u32");
+	ASSERT_INT(sonde__ftrace_format_field(&f, "blob")->kind, ==, FTRACE_FIELD_DATA_LOC);
+	ASSERT_INT(sonde__ftrace_format_field(&f, "c")->kind, ==, FTRACE_FIELD_CHARS);
 
 	/* A record: name at 48 (len 4 "abc\0"), rel 4 bytes after rel's end (12 + 4 = 16). */
 	uint8_t rec[64] = {0};
@@ -40,20 +40,20 @@ TEST(ftrace_format_kinds)
 	const char *s;
 	size_t n;
 	int64_t v;
-	ASSERT(ftrace_field_str(ftrace_format_field(&f, "name"), rec, sizeof(rec), &s, &n));
+	ASSERT(sonde__ftrace_field_str(sonde__ftrace_format_field(&f, "name"), rec, sizeof(rec), &s, &n));
 	ASSERT_INT(n, ==, 3);
 	ASSERT_MEM_EQ(s, "abc", 3);
-	ASSERT(ftrace_field_str(ftrace_format_field(&f, "rel"), rec, sizeof(rec), &s, &n));
+	ASSERT(sonde__ftrace_field_str(sonde__ftrace_format_field(&f, "rel"), rec, sizeof(rec), &s, &n));
 	ASSERT_INT(n, ==, 3);
 	ASSERT_MEM_EQ(s, "xyz", 3);
-	ASSERT(ftrace_field_int(ftrace_format_field(&f, "small"), rec, sizeof(rec), &v));
+	ASSERT(sonde__ftrace_field_int(sonde__ftrace_format_field(&f, "small"), rec, sizeof(rec), &v));
 	ASSERT_INT(v, ==, -1);
 	/* A location past the record is refused. */
 	loc = 62 | 8u << 16;
 	memcpy(rec + 4, &loc, 4);
-	ASSERT(!ftrace_field_str(ftrace_format_field(&f, "name"), rec, sizeof(rec), &s, &n));
-	ASSERT(!ftrace_field_int(ftrace_format_field(&f, "small"), rec, 20, &v));
-	ftrace_format_free(&f);
+	ASSERT(!sonde__ftrace_field_str(sonde__ftrace_format_field(&f, "name"), rec, sizeof(rec), &s, &n));
+	ASSERT(!sonde__ftrace_field_int(sonde__ftrace_format_field(&f, "small"), rec, 20, &v));
+	sonde__ftrace_format_free(&f);
 }
 
 TEST(ftrace_format_refuses_bad_text)
@@ -70,7 +70,7 @@ TEST(ftrace_format_refuses_bad_text)
 		"name: x\nID: 3\n\tfield:int a];\toffset:0;\tsize:4;\n",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		if (ftrace_format_parse(bad[i], strlen(bad[i]), &f) != -SONDE_E_FORMAT)
+		if (sonde__ftrace_format_parse(bad[i], strlen(bad[i]), &f) != -SONDE_E_FORMAT)
 			FAIL("accepted: %s", bad[i]);
 }
 
@@ -86,7 +86,7 @@ TEST(ftrace_config_fields)
 				    0xe8, 0x01, 0x96, 0x01, 0x12, 0x03, 'g',  'f',  'x'};
 	struct ftrace_config c;
 
-	ASSERT_OK(ftrace_config_parse(b, sizeof(b), &c));
+	ASSERT_OK(sonde__ftrace_config_parse(b, sizeof(b), &c));
 	ASSERT_INT(c.nevents, ==, 2);
 	ASSERT_STR_EQ(c.events[0], "sched/sched_switch");
 	ASSERT_STR_EQ(c.events[1], "irq/*");
@@ -95,9 +95,9 @@ TEST(ftrace_config_fields)
 	ASSERT(c.compact_sched);
 	ASSERT_INT(c.drain_buffer_percent, ==, 100);
 	ASSERT(c.has_atrace);
-	ftrace_config_free(&c);
+	sonde__ftrace_config_free(&c);
 	/* A name that would leave events/: refused. */
 	static const uint8_t bad[] = {0x0a, 0x08, '.', '.', '/', '.', '.', '/', 'x', 'y'};
-	ASSERT_ERR(ftrace_config_parse(bad, sizeof(bad), &c), -SONDE_E_RANGE);
-	ASSERT_ERR(ftrace_config_parse(b, 5, &c), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__ftrace_config_parse(bad, sizeof(bad), &c), -SONDE_E_RANGE);
+	ASSERT_ERR(sonde__ftrace_config_parse(b, 5, &c), -SONDE_E_FORMAT);
 }

@@ -55,7 +55,7 @@ TEST(ftrace_page_event_types)
 	struct page p = {0};
 	struct seen s = {0};
 
-	ftrace_page_layout_default(&l);
+	sonde__ftrace_page_layout_default(&l);
 	header(&p, 2, 10), put32(&p, 0xaaaa), put32(&p, 1); /* 8-byte event at +10 */
 	header(&p, 30, 5), put32(&p, 1);		    /* extend by (1 << 27) + 5 */
 	header(&p, 1, 0), put32(&p, 0xbbbb);		    /* 4-byte event */
@@ -65,7 +65,7 @@ TEST(ftrace_page_event_types)
 	header(&p, 1, 1), put32(&p, 0xdddd);
 	header(&p, 29, 0); /* the rest is empty */
 	finish(&p, 1000, 0);
-	ASSERT_INT(ftrace_page_parse(&l, p.b, sizeof(p.b), &info, record, &s), ==, 4);
+	ASSERT_INT(sonde__ftrace_page_parse(&l, p.b, sizeof(p.b), &info, record, &s), ==, 4);
 	ASSERT_INT(s.n, ==, 4);
 	ASSERT_UINT(s.ts[0], ==, 1010);
 	ASSERT_UINT(s.first[0], ==, 0xaaaa);
@@ -86,19 +86,19 @@ TEST(ftrace_page_lost_events)
 	struct page p = {0};
 	uint64_t count = 1234;
 
-	ftrace_page_layout_default(&l);
+	sonde__ftrace_page_layout_default(&l);
 	header(&p, 1, 0), put32(&p, 1);
 	memcpy(p.b + 16 + p.len, &count, 8);
 	/* As the kernel writes it: (1 << 31) is an int, sign-extended into local_t. */
 	finish(&p, 5, (uint64_t)(int64_t)(int)(1U << 31) | (1 << 30));
-	ASSERT_INT(ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), ==, 1);
+	ASSERT_INT(sonde__ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), ==, 1);
 	ASSERT(info.lost_events);
 	ASSERT(info.lost_count_set);
 	ASSERT_UINT(info.lost_count, ==, 1234);
 	ASSERT_UINT(info.data_len, ==, 8);
 	/* Flag without the stored count (no room after the data). */
 	finish(&p, 5, (uint64_t)(int64_t)(int)(1U << 31));
-	ASSERT_INT(ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), ==, 1);
+	ASSERT_INT(sonde__ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), ==, 1);
 	ASSERT(info.lost_events);
 	ASSERT(!info.lost_count_set);
 }
@@ -109,22 +109,22 @@ TEST(ftrace_page_rejects_pages_that_lie)
 	struct ftrace_page_info info;
 	struct page p = {0};
 
-	ftrace_page_layout_default(&l);
-	ASSERT_ERR(ftrace_page_parse(&l, p.b, 10, &info, NULL, NULL), -SONDE_E_TRUNCATED);
+	sonde__ftrace_page_layout_default(&l);
+	ASSERT_ERR(sonde__ftrace_page_parse(&l, p.b, 10, &info, NULL, NULL), -SONDE_E_TRUNCATED);
 	finish(&p, 0, 5000); /* commit past the page */
-	ASSERT_ERR(ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_TRUNCATED);
+	ASSERT_ERR(sonde__ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_TRUNCATED);
 	p.len = 0, header(&p, 28, 0); /* 112 bytes of payload, 4 present */
 	finish(&p, 0, 0);
-	ASSERT_ERR(ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_FORMAT);
 	p.len = 0, header(&p, 0, 0), put32(&p, 2); /* long form shorter than itself */
 	finish(&p, 0, 0);
-	ASSERT_ERR(ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_FORMAT);
 	p.len = 0, header(&p, 29, 1), put32(&p, 4000); /* padding past the data */
 	finish(&p, 0, 0);
-	ASSERT_ERR(ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_FORMAT);
 	p.len = 0, header(&p, 30, 0); /* time extend cut short */
 	finish(&p, 0, 0);
-	ASSERT_ERR(ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__ftrace_page_parse(&l, p.b, sizeof(p.b), &info, NULL, NULL), -SONDE_E_FORMAT);
 }
 
 TEST(ftrace_page_layout_text)
@@ -135,11 +135,11 @@ TEST(ftrace_page_layout_text)
 				 "\tfield: char data;\toffset:12;\tsize:4084;\tsigned:0;\n";
 	struct ftrace_page_layout l;
 
-	ASSERT_OK(ftrace_page_layout_parse(hp, sizeof(hp) - 1, &l));
+	ASSERT_OK(sonde__ftrace_page_layout_parse(hp, sizeof(hp) - 1, &l));
 	ASSERT_INT(l.commit_size, ==, 4);
 	ASSERT_INT(l.data_offset, ==, 12);
 	ASSERT_INT(l.page_size, ==, 4096);
-	ASSERT_ERR(ftrace_page_layout_parse(hp, 40, &l), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__ftrace_page_layout_parse(hp, 40, &l), -SONDE_E_FORMAT);
 	ASSERT_INT(l.data_offset, ==, 16); /* the defaults */
 }
 
@@ -180,7 +180,7 @@ TEST(ftrace_page_captured_pages)
 	static const char *names[] = {"sched_cpu0", "sched_cpu1", "lost_cpu0"};
 	struct ftrace_page_layout l;
 
-	ftrace_page_layout_default(&l);
+	sonde__ftrace_page_layout_default(&l);
 	for (int i = 0; i < 3; i++) {
 		char rel[128];
 		size_t len;
@@ -190,7 +190,7 @@ TEST(ftrace_page_captured_pages)
 		struct captured c = {0};
 		ASSERT_NOT_NULL(p);
 		ASSERT_INT(len, ==, 4097);
-		int n = ftrace_page_parse(&l, p + 1, len - 1, &info, captured_event, &c);
+		int n = sonde__ftrace_page_parse(&l, p + 1, len - 1, &info, captured_event, &c);
 		if (n < 0)
 			FAIL("%s: %s", names[i], sonde_strerror(n));
 		ASSERT_INT(n, >, 20);

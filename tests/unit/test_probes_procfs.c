@@ -9,14 +9,14 @@ TEST(procstats_parse_stat_comm_with_parens_and_spaces)
 				"0 0\n";
 	struct procstats_stat st;
 
-	ASSERT_OK(procstats_parse_stat(t, sizeof(t) - 1, &st));
+	ASSERT_OK(sonde__procstats_parse_stat(t, sizeof(t) - 1, &st));
 	ASSERT_INT(st.state, ==, 'S');
 	ASSERT_INT(st.ppid, ==, 7);
 	ASSERT_UINT(st.utime, ==, 13);
 	ASSERT_UINT(st.stime, ==, 5);
 	ASSERT_UINT(st.start_time, ==, 999);
-	ASSERT_ERR(procstats_parse_stat(t, 20, &st), -SONDE_E_FORMAT);
-	ASSERT_ERR(procstats_parse_stat("1 (x", 4, &st), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__procstats_parse_stat(t, 20, &st), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__procstats_parse_stat("1 (x", 4, &st), -SONDE_E_FORMAT);
 }
 
 TEST(procstats_parse_status_fields)
@@ -27,7 +27,7 @@ TEST(procstats_parse_status_fields)
 		"VmRSS:\t 512 kB\nRssAnon:\t 100 kB\nVmSwap:\t 0 kB\n";
 	struct procstats_status st;
 
-	ASSERT_OK(procstats_parse_status(t, sizeof(t) - 1, &st));
+	ASSERT_OK(sonde__procstats_parse_status(t, sizeof(t) - 1, &st));
 	ASSERT_STR_EQ(st.name, "my prog");
 	ASSERT_INT(st.tgid, ==, 100);
 	ASSERT_INT(st.ppid, ==, 1);
@@ -36,13 +36,13 @@ TEST(procstats_parse_status_fields)
 	ASSERT_INT(st.vm_rss_kb, ==, 512);
 	ASSERT_INT(st.vm_swap_kb, ==, 0);
 	ASSERT_INT(st.vm_hwm_kb, ==, -1); /* absent */
-	ASSERT_ERR(procstats_parse_status("x", 1, &st), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__procstats_parse_status("x", 1, &st), -SONDE_E_FORMAT);
 }
 
 static void kv_collect(void *ctx, const char *key, size_t len, uint64_t value)
 {
 	uint64_t *out = ctx;
-	int id = sysstats_meminfo_id(key, len);
+	int id = sonde__sysstats_meminfo_id(key, len);
 	if (id > 0 && id < 64)
 		out[id] = value;
 	if (len == 13 && !memcmp(key, "nr_free_pages", 13))
@@ -57,14 +57,14 @@ TEST(sysstats_parse_meminfo_and_vmstat)
 	static const char vm[] = "nr_free_pages 4242\nnr_zone_inactive_anon 1\n";
 	uint64_t v[64] = {0};
 
-	ASSERT_INT(sysstats_parse_kv(mem, sizeof(mem) - 1, kv_collect, v), ==, 4);
+	ASSERT_INT(sonde__sysstats_parse_kv(mem, sizeof(mem) - 1, kv_collect, v), ==, 4);
 	ASSERT_UINT(v[1], ==, 16000000);
 	ASSERT_UINT(v[2], ==, 123);
 	ASSERT_UINT(v[9], ==, 7);
-	ASSERT_INT(sysstats_parse_kv(vm, sizeof(vm) - 1, kv_collect, v), ==, 2);
+	ASSERT_INT(sonde__sysstats_parse_kv(vm, sizeof(vm) - 1, kv_collect, v), ==, 2);
 	ASSERT_UINT(v[0], ==, 4242);
-	ASSERT_INT(sysstats_vmstat_id("nr_free_pages", 13), ==, 1);
-	ASSERT_INT(sysstats_vmstat_id("no_such", 7), ==, 0);
+	ASSERT_INT(sonde__sysstats_vmstat_id("nr_free_pages", 13), ==, 1);
+	ASSERT_INT(sonde__sysstats_vmstat_id("no_such", 7), ==, 0);
 }
 
 struct stat_seen {
@@ -107,7 +107,7 @@ TEST(sysstats_parse_proc_stat)
 	struct stat_seen s = {0};
 	const struct sysstats_stat_cb cb = {st_cpu, st_count, st_forks, &s};
 
-	ASSERT_OK(sysstats_parse_stat(t, sizeof(t) - 1, &cb));
+	ASSERT_OK(sonde__sysstats_parse_stat(t, sizeof(t) - 1, &cb));
 	ASSERT_INT(s.total_cpu, ==, 1);
 	ASSERT_INT(s.cpus, ==, 2);
 	ASSERT_UINT(s.cpu1_idle, ==, 77);
@@ -125,14 +125,14 @@ TEST(sysstats_config_periods_and_counters)
 				    0x28, 0xf4, 0x03, 0x30, 0x04, 0x40, 0xe8, 0x07};
 	static struct sysstats_config c;
 
-	ASSERT_OK(sysstats_config_parse(b, sizeof(b), &c));
+	ASSERT_OK(sonde__sysstats_config_parse(b, sizeof(b), &c));
 	ASSERT_INT(c.meminfo_period_ms, ==, 10);
 	ASSERT_INT(c.nmeminfo, ==, 3);
 	ASSERT_INT(c.meminfo_counters[2], ==, 3);
 	ASSERT_INT(c.stat_period_ms, ==, 500);
 	ASSERT_INT(c.stat_mask, ==, SYSSTATS_STAT_FORK_COUNT);
 	ASSERT_INT(c.cpufreq_period_ms, ==, 1000);
-	ASSERT_ERR(sysstats_config_parse(b, 3, &c), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__sysstats_config_parse(b, 3, &c), -SONDE_E_FORMAT);
 }
 
 TEST(procstats_config_quirks)
@@ -143,11 +143,11 @@ TEST(procstats_config_quirks)
 				    0x20, 0x32, 0x98, 0x06, 0x07};
 	struct procstats_config c;
 
-	ASSERT_OK(procstats_config_parse(b, sizeof(b), &c));
+	ASSERT_OK(sonde__procstats_config_parse(b, sizeof(b), &c));
 	ASSERT(!c.on_demand);
 	ASSERT(c.scan_all_processes_on_start);
 	ASSERT(c.record_thread_names);
 	ASSERT_INT(c.proc_stats_poll_ms, ==, 100);
-	ASSERT_OK(procstats_config_parse(b + 2, sizeof(b) - 2, &c));
+	ASSERT_OK(sonde__procstats_config_parse(b + 2, sizeof(b) - 2, &c));
 	ASSERT(c.on_demand);
 }
