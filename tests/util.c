@@ -269,9 +269,16 @@ void test_write_file(const char *path, const void *data, size_t len)
 	close(fd);
 }
 
+/* Returns once the child has exec'd (its close-on-exec end of a pipe closes then), so a
+ * test that looks the pid up in /proc, or hands it to the profiler, meets the program and
+ * not the forked copy of the test. An exec that fails sends its errno instead. */
 pid_t test_spawn(const char *const argv[])
 {
+	int p[2];
+
 	fflush(NULL);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		FAIL("pipe2: %s", strerror(errno));
 	pid_t pid = fork();
 	if (pid < 0)
 		FAIL("fork: %s", strerror(errno));
@@ -281,8 +288,19 @@ pid_t test_spawn(const char *const argv[])
 		dup2(null, STDOUT_FILENO);
 		dup2(null, STDERR_FILENO);
 		execv(argv[0], (char *const *)argv);
+		int e = errno;
+		if (write(p[1], &e, sizeof(e)) < 0)
+			_exit(126);
 		_exit(127);
 	}
+	close(p[1]);
+	int e = 0;
+	ssize_t n;
+	while ((n = read(p[0], &e, sizeof(e))) < 0 && errno == EINTR)
+		;
+	close(p[0]);
+	if (n > 0)
+		FAIL("cannot run %s: %s", argv[0], strerror(e));
 	return pid;
 }
 

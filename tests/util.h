@@ -44,7 +44,8 @@ void test_output_free(struct test_output *o);
 char *test_read_file(const char *path, size_t *len);
 void test_write_file(const char *path, const void *data, size_t len);
 
-/* Start a program in the background; returns its pid (stdout/stderr to /dev/null). */
+/* Start a program in the background; returns its pid once it has exec'd (stdout/stderr to
+ * /dev/null). A program that cannot be run fails the test. */
 pid_t test_spawn(const char *const argv[]);
 /* Wait for a background program, killing it after timeout_s; returns as test_output.status. */
 int test_wait(pid_t pid, int timeout_s);
