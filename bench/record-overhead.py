@@ -1,107 +1,164 @@
 #!/usr/bin/env python3
-"""Recording overhead: split unprofiled, under `sonde record`, and under `perf record -g`.
+"""What recording costs the program recorded, and what the profiler spends: sonde against perf.
 
-usage: bench/record-overhead.py [BUILD_DIR] [REPS] [SECONDS]   (from the source tree, after make)
+usage: bench/record-overhead.py [BUILD_DIR] [REPS] [SECONDS] [WORKLOADS] [RATES] [STACKS]
+       (from the source tree, after make; defaults build/release 5 3 shallow,deep 999,10000 "")
 
-Each repetition runs the three modes back to back (interleaved, so load from other users of
-the machine hits all of them alike) on `progs/split SECONDS` at 999 Hz; perf samples the same
-software event sonde uses on this machine (cpu-clock) with frame-pointer call graphs.
+The target is `progs/ladder SECONDS DEPTH FRAME` (tests/progs/ladder.c), which counts the units of
+work it does and divides them by its own CPU time. This kernel has no IRQ time accounting, so
+that CPU time includes the sampling interrupts taken in the target: units per CPU-second is
+the target's throughput whatever share of the (shared) machine it got, and everything a
+profiler costs the target per sample lowers it (interrupt, register and stack copy, ring
+writes, wakeups). Workloads: `shallow` (DEPTH 1, a few hundred bytes of stack under main) and
+`deep` (DEPTH 400 of FRAME 160 bytes, about 80 KiB: every copy is full, even the largest
+perf_event allows, so dwarf stacks are cut).
 
-split runs for a fixed wall time, so a profiler's cost does not show in split's duration: it
-shows as CPU. The profiler attaches to split by pid, right after split starts, so the target's
-and the profiler's CPU are measured apart (wait4 of each):
+Modes, each launching ladder under the profiler, at each rate:
 
-  work       split's user CPU (what it computes; the in-kernel sampling cost lands in its
-             system CPU)
-  cost       split's user + system CPU + the profiler's CPU
-  slowdown   cost / work, relative to the same ratio unprofiled: the CPU the machine spends
-             per unit of split's work. This does not depend on how much CPU split got
-             (the machine is shared), unlike wall or raw CPU times, which are printed too.
+  unprofiled
+  sonde        sonde record -F RATE (its default 32 KiB stack copy); with STACKS, a list of
+               sizes, one mode sonde-SIZE per size instead (sonde record --stack-size SIZE):
+               what the size of the stack copy costs the target
+  perf-dwarf   perf record --call-graph dwarf (perf's default 8 KiB stack copy)
+  perf-fp      perf record -g (frame pointers: no stack copy)
 
-Medians over the repetitions; the goal is sonde's slowdown <= perf's.
+perf samples the event sonde chooses here (cycles with a CPU PMU, else cpu-clock). Each
+repetition runs every (workload, rate, mode) back to back, so load from other users of the
+machine hits all of them alike.
+
+Figures, medians over the repetitions:
+
+  slowdown        unprofiled throughput / profiled throughput, paired with the same
+                  repetition's unprofiled run
+  added           slowdown - 1: the target's cost of being recorded
+  sonde/perf      sonde's added / perf-dwarf's added, paired by repetition (the goal is <= 0.9
+                  at 10 kHz)
+  profiler CPU    the profiler's own CPU time (user + system, wait4 of the profiler minus the
+                  target's) per CPU-second of the target. This is what the profiler spends,
+                  not what the target loses: on an idle machine it runs on another core.
 """
 import os
+import shutil
+import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+# (DEPTH, FRAME) of each workload
+WORKLOADS = {"shallow": (1, 96), "deep": (400, 160)}
+LADDER_RE = re.compile(r"ladder: (\d+) units in ([\d.]+) s, ([\d.]+) s of CPU = ([\d.]+) "
+                       r"units/s, ([\d.]+) units/CPU-s")
 
 
-def cpu_of(ru):
-    return ru.ru_utime, ru.ru_stime
+def perf_event():
+    cpu = "/sys/bus/event_source/devices/"
+    has_pmu = os.path.exists(cpu + "cpu") or os.path.exists(cpu + "cpu_core")
+    return "cycles" if has_pmu else "cpu-clock"
 
 
-def run_mode(split_argv, profiler_argv):
-    t0 = time.monotonic()
-    target = subprocess.Popen(split_argv, stdout=subprocess.DEVNULL)
-    prof = None
-    if profiler_argv:
-        prof = subprocess.Popen(profiler_argv + [str(target.pid)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(target.pid, 0)
-    target.returncode = os.waitstatus_to_exitcode(status)
-    user, system = cpu_of(ru)
-    prof_cpu, err = 0.0, ""
-    if prof:
-        err = prof.stderr.read().decode()
-        _, pstatus, pru = os.wait4(prof.pid, 0)
-        prof.returncode = os.waitstatus_to_exitcode(pstatus)
-        prof_cpu = sum(cpu_of(pru))
-        if prof.returncode != 0:
-            sys.exit("%s failed (%d): %s" % (profiler_argv[0], prof.returncode, err[-500:]))
-    wall = time.monotonic() - t0
-    if target.returncode != 0:
-        sys.exit("split failed (%d)" % target.returncode)
-    return {"wall": wall, "user": user, "sys": system, "prof": prof_cpu, "err": err}
+def run_mode(argv):
+    """Runs argv (ladder, or a profiler launching it) and returns ladder's throughput, its CPU
+    time, and the CPU the rest of the process tree used (wait4 of argv counts the children it
+    waited for: the profiler's CPU is that minus the target's)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(w, 1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(r)
+        os.close(w)
+        try:
+            os.execvp(argv[0], argv)
+        finally:
+            os._exit(127)
+    os.close(w)
+    out = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        out += chunk
+    os.close(r)
+    _, status, ru = os.wait4(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit("%s failed (%d)" % (argv[0], code))
+    m = LADDER_RE.search(out.decode())
+    if not m:
+        sys.exit("%s: no ladder figures in %r" % (argv[0], out.decode()[-300:]))
+    target_cpu = float(m.group(3))
+    total = ru.ru_utime + ru.ru_stime
+    return {"rate": float(m.group(5)), "cpu": target_cpu, "prof": max(total - target_cpu, 0.0)}
 
 
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
-    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    seconds = sys.argv[3] if len(sys.argv) > 3 else "5"
-    split = [os.path.join(build, "progs", "split"), seconds]
+    a = sys.argv[1:]
+    build = a[0] if len(a) > 0 else "build/release"
+    reps = int(a[1]) if len(a) > 1 else 5
+    seconds = a[2] if len(a) > 2 else "3"
+    workloads = (a[3] if len(a) > 3 else "shallow,deep").split(",")
+    rates = [int(x) for x in (a[4] if len(a) > 4 else "999,10000").split(",")]
+    stacks = [int(x) for x in a[5].split(",")] if len(a) > 5 and a[5] else []
+    ladder = os.path.join(build, "progs", "ladder")
     sonde = os.path.join(build, "sonde")
+    event = perf_event()
     tmp = tempfile.mkdtemp()
     spool = os.path.join(tmp, "bench.spool")
     pdata = os.path.join(tmp, "perf.data")
-    modes = {
-        "unprofiled": None,
-        "sonde": [sonde, "record", "-F", "999", "-o", spool, "-p"],
-        "perf": ["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F", "999", "-o", pdata,
-                 "-p"],
-    }
-    res = {m: [] for m in modes}
+
+    def modes(hz):
+        f = str(hz)
+        sonde_argv = [sonde, "record", "-q", "-F", f, "-o", spool]
+        m = {"unprofiled": []}
+        if stacks:
+            for size in stacks:
+                m["sonde-%d" % size] = sonde_argv + ["--stack-size", str(size), "--"]
+        else:
+            m["sonde"] = sonde_argv + ["--"]
+        return dict(m, **{
+            "perf-dwarf": ["perf", "record", "-q", "-e", event, "-F", f, "--call-graph",
+                           "dwarf", "-o", pdata, "--"],
+            "perf-fp": ["perf", "record", "-q", "-e", event, "-F", f, "-g", "-o", pdata, "--"],
+        })
+
+    res = {}
     for rep in range(reps):
-        for m, argv in modes.items():
-            r = run_mode(split, argv)
-            r["slow"] = (r["user"] + r["sys"] + r["prof"]) / r["user"]
-            res[m].append(r)
-            line = ("rep %d %-10s wall %6.3f s  split user %6.3f s sys %5.3f s  profiler %5.3f s"
-                    "  cost/work %.4f" % (rep + 1, m, r["wall"], r["user"], r["sys"], r["prof"],
-                                          r["slow"]))
-            if m == "sonde" and r["err"].strip():
-                line += "  | " + r["err"].strip().splitlines()[0].replace("sonde record: ", "")
-            print(line, flush=True)
+        for w in workloads:
+            for hz in rates:
+                for m, prefix in modes(hz).items():
+                    depth, frame = WORKLOADS[w]
+                    r = run_mode(prefix + [ladder, seconds, str(depth), str(frame)])
+                    res.setdefault((w, hz, m), []).append(r)
+                    print("rep %d %-7s %5d Hz %-11s %10.1f units/CPU-s  target CPU %6.3f s  "
+                          "profiler CPU %6.3f s" % (rep + 1, w, hz, m, r["rate"], r["cpu"],
+                                                    r["prof"]), flush=True)
 
-    def med(m, k):
-        return statistics.median(r[k] for r in res[m])
-
-    base = med("unprofiled", "slow")
-    print("\nmedians of %d repetitions, split %s s, 999 Hz:" % (reps, seconds))
-    slow = {}
-    for m in modes:
-        slow[m] = med(m, "slow") / base
-        print("  %-10s wall %6.3f s  split user %6.3f s sys %5.3f s  profiler %5.3f s  "
-              "slowdown x%.4f" % (m, med(m, "wall"), med(m, "user"), med(m, "sys"),
-                                  med(m, "prof"), slow[m]))
-    print("sonde overhead %.2f%%, perf overhead %.2f%%: sonde/perf slowdown ratio %.4f "
-          "(<= 1: sonde costs no more than perf)" %
-          ((slow["sonde"] - 1) * 100, (slow["perf"] - 1) * 100, slow["sonde"] / slow["perf"]))
-    for f in (spool, pdata, pdata + ".old"):
-        if os.path.exists(f):
-            os.unlink(f)
-    os.rmdir(tmp)
+    print("\nmedians of %d repetitions, ladder %s s, event %s:" % (reps, seconds, event))
+    for w in workloads:
+        for hz in rates:
+            base = res[(w, hz, "unprofiled")]
+            added = {}
+            for m in modes(hz):
+                runs = res[(w, hz, m)]
+                slow = [b["rate"] / r["rate"] for b, r in zip(base, runs)]
+                added[m] = [s - 1 for s in slow]
+                prof = statistics.median(r["prof"] / r["cpu"] for r in runs)
+                print("  %-7s %5d Hz %-11s %10.1f units/CPU-s  slowdown x%.4f  "
+                      "profiler CPU %5.1f%% of the target's" %
+                      (w, hz, m, statistics.median(r["rate"] for r in runs),
+                       statistics.median(slow), prof * 100))
+            print("  %-7s %5d Hz added cost: %s" % (w, hz, ", ".join(
+                "%s %.2f%%" % (m, statistics.median(added[m]) * 100)
+                for m in added if m != "unprofiled")))
+            for m in added:
+                if not m.startswith("sonde"):
+                    continue
+                pairs = [s / p for s, p in zip(added[m], added["perf-dwarf"]) if p > 0]
+                print("  %-7s %5d Hz %s/perf-dwarf added cost %.3f (median of %d pairs; "
+                      "goal <= 0.9)" % (w, hz, m, statistics.median(pairs) if pairs
+                                        else float("nan"), len(pairs)))
+    shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":
