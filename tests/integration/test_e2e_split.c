@@ -163,7 +163,7 @@ static void report_split_once(void *ctx, int seconds, struct split_counts *add)
 		pcts(o.out, "by total samples", fn, &self, &total, n);
 		ASSERT_UINT(n[1], ==, inl.n[k]);
 		ASSERT_DOUBLE_NEAR(total, split_pct(&inl, k, false), 0.0051);
-		/* the spin loop is a macro: no function is inlined into compute_X */
+		/* the same samples, whether inline frames are shown or not */
 		ASSERT_UINT(inl.n[k], ==, add->n[k]);
 	}
 	test_output_free(&o);
