@@ -1,15 +1,17 @@
 /* Judging the profile of the reference program split (tests/progs/split.c), which spends
  * about 60/30/10 % of its CPU in compute_hot/warm/cool by work done.
  *
- * One recording on a loaded machine strays from that split by more than its sample count
- * suggests: the work split gets done per millisecond of CPU time drifts while it runs, so
- * perf's recordings of it stray as much as sonde's (58-61 % hot and 5-15 % cool from
- * 3 s recordings at 999 Hz on a machine shared with another CPU-bound job). So a test
- * judges the shares on exact sample counts accumulated over recordings: it records
- * again, adding to the counts, while they are outside the tolerance, up to a few
- * recordings or a deadline, and then asserts on the accumulated counts. Noise averages
- * out; a real misattribution stays outside and fails. What must hold of every recording
- * (an export equal to its spool, complete stacks) is checked on every recording. */
+ * One recording on a loaded machine may stray from that split by more than its sample
+ * count suggests, perf's as much as sonde's: split's rounds of one fixed length were
+ * sampled at the same few points of the round whenever its speed brought that length
+ * near a multiple of the sampling period (52-65 % hot, 4-21 % cool from 3 s recordings
+ * at 999 Hz; split.c now varies the length of its rounds), and the few hundred samples
+ * a recording gets on a busy machine still leave 2-3 points of noise. So a test judges
+ * the shares on exact sample counts accumulated over recordings: it records again,
+ * adding to the counts, while they are outside the tolerance, up to a few recordings or
+ * a deadline, and then asserts on the accumulated counts. Noise averages out; a real
+ * misattribution stays outside and fails. What must hold of every recording (an export
+ * equal to its spool, complete stacks) is checked on every recording. */
 #ifndef SONDE_TEST_SPLIT_UTIL_H
 #define SONDE_TEST_SPLIT_UTIL_H
 
