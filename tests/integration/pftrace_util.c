@@ -420,23 +420,20 @@ void pft_free(struct pft_trace *t)
 	memset(t, 0, sizeof(*t));
 }
 
-void pft_split(const struct pft_trace *t, uint32_t pid, double pct[3], size_t *total)
+void pft_split(const struct pft_trace *t, uint32_t pid, struct split_counts *c)
 {
-	static const char *const kinds[] = {"hot", "warm", "cool"};
-	size_t n[3] = {0}, all = 0;
-
 	for (size_t i = 0; i < t->n_samples; i++) {
 		const struct pft_sample *s = &t->samples[i];
 		if (pid && s->pid != pid)
 			continue;
-		all++;
+		c->all++;
 		if (!s->stack)
 			continue;
 		for (int k = 0; k < 3; k++) {
 			char leaf[32], path[96];
-			snprintf(leaf, sizeof(leaf), ";compute_%s", kinds[k]);
-			snprintf(path, sizeof(path), "main;run;path_%s;compute_%s", kinds[k],
-				 kinds[k]);
+			snprintf(leaf, sizeof(leaf), ";compute_%s", split_kinds[k]);
+			snprintf(path, sizeof(path), "main;run;path_%s;compute_%s", split_kinds[k],
+				 split_kinds[k]);
 			/* compute_X is the leaf, or the function code inlined into it (the
 			 * spin loop) was inlined from */
 			const char *at = strstr(s->stack, leaf);
@@ -446,11 +443,8 @@ void pft_split(const struct pft_trace *t, uint32_t pid, double pct[3], size_t *t
 			if (!p || (p != s->stack && p[-1] != ';') ||
 			    p + strlen(path) != at + strlen(leaf))
 				FAIL("a sample in compute_%s does not come through %s: %s",
-				     kinds[k], path, s->stack);
-			n[k]++;
+				     split_kinds[k], path, s->stack);
+			c->n[k]++;
 		}
 	}
-	for (int k = 0; k < 3; k++)
-		pct[k] = all ? 100.0 * (double)n[k] / (double)all : 0;
-	*total = all;
 }

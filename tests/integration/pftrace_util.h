@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "split_util.h"
+
 struct pft_sample {
 	uint32_t seq, pid, tid;
 	uint32_t cpu; /* PerfSample.cpu, UINT32_MAX when absent */
@@ -36,10 +38,10 @@ struct pft_trace {
 /* Decodes a whole trace (fails the test on malformed bytes). */
 void pft_decode(const uint8_t *buf, size_t len, struct pft_trace *t);
 void pft_free(struct pft_trace *t);
-/* Share (0..100) of samples in compute_KIND (the leaf, or the function the leaf was inlined
- * into) whose stack goes through "main;run;path_KIND;compute_KIND", for KIND hot, warm,
- * cool, among the samples of pid (0: all); fails the test when a sample reaches a
- * compute_* function through another path. Returns the samples counted in *total. */
-void pft_split(const struct pft_trace *t, uint32_t pid, double pct[3], size_t *total);
+/* Adds the samples of pid (0: all) to c: those in compute_KIND (the leaf, or the function
+ * the leaf was inlined into) whose stack goes through "main;run;path_KIND;compute_KIND",
+ * for KIND hot, warm, cool; fails the test when a sample reaches a compute_* function
+ * through another path. */
+void pft_split(const struct pft_trace *t, uint32_t pid, struct split_counts *c);
 
 #endif

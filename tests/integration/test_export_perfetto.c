@@ -11,32 +11,24 @@
 #include "../test.h"
 #include "../util.h"
 #include "pftrace_util.h"
+#include "split_util.h"
 
-/* Records `split SECONDS` at 999 Hz into out, again for longer when a loaded machine gave
- * it too little CPU for a 5-point check; returns the samples. */
-static uint64_t record_split(const char *out)
+/* Records `split SECONDS` at 999 Hz into out; returns the samples the spool holds. */
+static uint64_t record_split(const char *out, int seconds)
 {
 	struct test_output o;
 	struct sonde_spool_info in;
-	int secs = 3;
 
-	test_require_perf();
-	for (int attempt = 0; attempt < 2; attempt++) {
-		test_runf(&o, secs + 60, "%s record -q -F 999 -o %s -- %s %d", test_bin("sonde"),
-			  out, test_prog("split"), secs);
-		if (o.status != 0)
-			FAIL("sonde record exited %d:\n%s%s", o.status, o.out, o.err);
-		test_output_free(&o);
-		struct sonde_spool *s = sonde_spool__open(out, NULL);
-		if (!s)
-			FAIL("%s: %s", out, sonde_strerror(errno));
-		sonde_spool__get_info(s, &in);
-		sonde_spool__close(s);
-		if (in.samples >= 1200)
-			break;
-		secs = in.samples ? (int)(secs * 1200 / in.samples) + 1 : 30;
-		secs = secs > 30 ? 30 : secs;
-	}
+	test_runf(&o, seconds + 90, "%s record -q -F 999 -o %s -- %s %d", test_bin("sonde"), out,
+		  test_prog("split"), seconds);
+	if (o.status != 0)
+		FAIL("sonde record exited %d:\n%s%s", o.status, o.out, o.err);
+	test_output_free(&o);
+	struct sonde_spool *s = sonde_spool__open(out, NULL);
+	if (!s)
+		FAIL("%s: %s", out, sonde_strerror(errno));
+	sonde_spool__get_info(s, &in);
+	sonde_spool__close(s);
 	return in.samples;
 }
 
@@ -48,27 +40,20 @@ static void decode_file(const char *path, struct pft_trace *t)
 	free(data);
 }
 
-static void check_split(const struct pft_trace *t, uint64_t samples)
-{
-	double pct[3];
-	size_t total;
-
-	pft_split(t, 0, pct, &total);
-	printf("%zu samples: compute_hot %.1f%%, compute_warm %.1f%%, compute_cool %.1f%%\n", total,
-	       pct[0], pct[1], pct[2]);
-	ASSERT_UINT(total, ==, samples);
-	ASSERT_DOUBLE_NEAR(pct[0], 60.0, 5.0);
-	ASSERT_DOUBLE_NEAR(pct[1], 30.0, 5.0);
-	ASSERT_DOUBLE_NEAR(pct[2], 10.0, 5.0);
-}
-
-TEST_TIMEOUT(export_perfetto_convert_split, 300)
+/* One recording of split converted to Perfetto: the trace holds the spool's samples with
+ * the same leaves, sample for sample (the counts of `sonde report --folded` on the same
+ * spool), whatever share of them each leaf got. */
+static void convert_split_once(void *ctx, int seconds, struct split_counts *add)
 {
 	const char *spool = test_path("split.spool"), *trace = test_path("split.pftrace");
+	uint64_t *samples = ctx;
+	struct split_counts rep = {0};
 	struct test_output o;
 	struct pft_trace t;
 
-	uint64_t samples = record_split(spool);
+	*samples = record_split(spool, seconds);
+	split_add_spool(&rep, spool, "");
+	ASSERT_UINT(rep.all, ==, *samples);
 	test_runf(&o, 120, "%s convert %s -o %s", test_bin("sonde"), spool, trace);
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_STR_EQ(o.err, "");
@@ -82,7 +67,10 @@ TEST_TIMEOUT(export_perfetto_convert_split, 300)
 	ASSERT_INT(t.defaults_packets, ==, 1);
 	ASSERT_UINT(t.timebase_freq, ==, 999);
 	ASSERT_INT(t.clock_id_default, ==, 3);
-	check_split(&t, samples);
+	pft_split(&t, 0, add);
+	ASSERT_UINT(add->all, ==, rep.all);
+	for (int k = 0; k < 3; k++)
+		ASSERT_UINT(add->n[k], ==, rep.n[k]);
 	/* names for the UI: the process and its thread */
 	ASSERT_CONTAINS(t.process_names, "=split\n");
 	ASSERT_CONTAINS(t.thread_names, "=split\n");
@@ -92,8 +80,21 @@ TEST_TIMEOUT(export_perfetto_convert_split, 300)
 			ASSERT_CONTAINS(t.samples[i].leaf_mapping, "/split");
 	}
 	pft_free(&t);
+}
 
-	/* unsymbolized: the same stacks by address, no names */
+TEST_TIMEOUT(export_perfetto_convert_split, 300)
+{
+	static const struct split_judge judge = {.tolerance = 5.0, .min_samples = 1200};
+	struct split_counts acc;
+	struct test_output o;
+	struct pft_trace t;
+	uint64_t samples;
+
+	test_require_perf();
+	split_settle(&judge, convert_split_once, &samples, &acc, 1);
+	const char *spool = test_path("split.spool"), *trace = test_path("split.pftrace");
+
+	/* unsymbolized (the last recording): the same stacks by address, no names */
 	test_runf(&o, 120, "%s convert --no-symbolize -f perfetto %s -o %s", test_bin("sonde"),
 		  spool, trace);
 	ASSERT_INT(o.status, ==, 0);

@@ -16,6 +16,7 @@
 #include "client_util.h"
 #include "ipc/sock.h"
 #include "pftrace_util.h"
+#include "split_util.h"
 
 enum { NOBODY = 65534 };
 
@@ -91,71 +92,48 @@ static size_t samples_of(const struct pft_trace *t, uint32_t pid)
 	return n;
 }
 
-/* compute_* shares of `sonde report --folded` on a spool of split recorded at 999 Hz. */
-static void report_split(double pct[3])
+/* Adds the samples of `sonde report --folded` on a spool of split recorded at 999 Hz. */
+static void report_split(int seconds, struct split_counts *c)
 {
-	static const char *const kinds[] = {"hot", "warm", "cool"};
 	const char *spool = test_path("split.spool");
 	struct test_output o;
-	uint64_t n[3] = {0}, all = 0;
 
-	test_runf(&o, 120, "%s record -q -F 999 -o %s -- %s 3", test_bin("sonde"), spool,
-		  test_prog("split"));
+	test_runf(&o, seconds + 90, "%s record -q -F 999 -o %s -- %s %d", test_bin("sonde"), spool,
+		  test_prog("split"), seconds);
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
-	test_runf(&o, 120, "%s report --folded %s", test_bin("sonde"), spool);
-	ASSERT_INT(o.status, ==, 0);
-	for (char *line = strtok(o.out, "\n"); line; line = strtok(NULL, "\n")) {
-		char *sp = strrchr(line, ' ');
-		ASSERT(sp != NULL);
-		*sp = 0;
-		uint64_t c = strtoull(sp + 1, NULL, 10);
-		all += c;
-		for (int k = 0; k < 3; k++) {
-			char leaf[32];
-			snprintf(leaf, sizeof(leaf), ";compute_%s", kinds[k]);
-			const char *at = strstr(line, leaf);
-			if (at && (at[strlen(leaf)] == 0 || at[strlen(leaf)] == ';'))
-				n[k] += c;
-		}
-	}
-	test_output_free(&o);
-	ASSERT_UINT(all, >=, 300);
-	for (int k = 0; k < 3; k++)
-		pct[k] = 100.0 * (double)n[k] / (double)all;
+	split_add_spool(c, spool, "");
 }
 
-TEST_TIMEOUT(perfds_split_through_sonde_trace_matches_report, 300)
+/* One trace of a running split through sonded's linux.perf (add[0]), and one `sonde
+ * record` of another split to compare it with (add[1]). */
+static void trace_split_once(void *ctx, int seconds, struct split_counts *add)
 {
-	struct rig r;
+	const struct rig *r = ctx;
 	struct test_output o;
 	struct pft_trace t;
-	char cfg[1024];
+	char cfg[1024], run_s[16];
 	const char *out = test_path("split.pftrace");
-	double tr[3], rep[3];
-	size_t total;
 
-	test_require_perf();
-	rig_start(&r);
-	pid_t split = spawn_split(test_prog("split"), "30");
+	snprintf(run_s, sizeof(run_s), "%d", seconds + 30);
+	pid_t split = spawn_split(test_prog("split"), run_s);
 	usleep(200000); /* past its start-up */
 	snprintf(cfg, sizeof(cfg),
 		 "buffers { size_kb: 32768 fill_policy: DISCARD }\n"
-		 "duration_ms: 4000\n"
+		 "duration_ms: %d\n"
 		 "incremental_state_config { clear_period_ms: 1000 }\n"
 		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
 		 "  timebase { frequency: 999 counter: SW_CPU_CLOCK }\n"
 		 "  callstack_sampling { scope { target_pid: %d } }\n"
 		 "  ring_buffer_read_period_ms: 50 } } }\n",
-		 (int)split);
-	trace(&r, cfg, out, &o);
+		 seconds * 1000, (int)split);
+	trace(r, cfg, out, &o);
+	kill(split, SIGKILL);
+	test_wait(split, 10);
 	if (o.status != 0)
 		FAIL("sonde trace exited %d:\n%s", o.status, o.err);
 	ASSERT_NOT_CONTAINS(o.err, "linux.perf:");
 	test_output_free(&o);
-	kill(split, SIGKILL);
-	test_wait(split, 10);
-	rig_stop(&r);
 
 	decode(out, &t);
 	/* one sequence of its own: not the service's (1) */
@@ -170,17 +148,27 @@ TEST_TIMEOUT(perfds_split_through_sonde_trace_matches_report, 300)
 	snprintf(name, sizeof(name), "%d=", (int)split);
 	ASSERT_CONTAINS(t.process_names, name);
 	ASSERT_CONTAINS(t.thread_names, "=split\n");
-	pft_split(&t, (uint32_t)split, tr, &total);
+	pft_split(&t, (uint32_t)split, &add[0]);
 	pft_free(&t);
-	ASSERT_UINT(total, >=, 300);
-	report_split(rep);
-	printf("trace (%zu samples): %.1f/%.1f/%.1f; report: %.1f/%.1f/%.1f\n", total, tr[0], tr[1],
-	       tr[2], rep[0], rep[1], rep[2]);
-	static const double want[3] = {60, 30, 10};
-	for (int k = 0; k < 3; k++) {
-		ASSERT_DOUBLE_NEAR(tr[k], rep[k], 5.0);
-		ASSERT_DOUBLE_NEAR(tr[k], want[k], 5.0);
-	}
+	report_split(seconds, &add[1]);
+}
+
+TEST_TIMEOUT(perfds_split_through_sonde_trace_matches_report, 300)
+{
+	static const struct split_judge judge = {
+		.tolerance = 5.0, .min_samples = 1200, .seconds = 4};
+	struct split_counts acc[2];
+	struct rig r;
+
+	test_require_perf();
+	rig_start(&r);
+	/* the trace and the report each within 5 points of 60/30/10, so of each other */
+	split_settle(&judge, trace_split_once, &r, acc, 2);
+	rig_stop(&r);
+	ASSERT_UINT(acc[0].all, >=, 300);
+	ASSERT_UINT(acc[1].all, >=, 300);
+	for (int k = 0; k < 3; k++)
+		ASSERT_DOUBLE_NEAR(split_pct(&acc[0], k, false), split_pct(&acc[1], k, false), 5.0);
 }
 
 TEST_TIMEOUT(perfds_target_cmdline_with_exclusion, 180)

@@ -123,7 +123,7 @@ TEST_TIMEOUT(tail_shares_recorder_images_of_deleted_binary, 120)
 	/* A build-id cache of this test's own: finishing would copy the deleted binary into
 	 * the user's, where a later run's tail without the recorder would find it. */
 	setenv("SONDE_BUILDID_CACHE", test_path("bidcache"), 1);
-	struct sonde_recorder *r = record_launched(&l, copy, "1", out);
+	struct sonde_recorder *r = record_launched(&l, copy, "3", out);
 	while (sonde_launch__wait(l, WNOHANG, &status) == 0)
 		ASSERT_OK(sonde_recorder__poll(r, 100, NULL));
 	ASSERT_OK(sonde_recorder__flush(r));
