@@ -812,6 +812,10 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	for (size_t i = 0; i < r->n_procs; i++)
 		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop), "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
+	/* The events are disabled, so nothing more can be lost: a gap still open (a loss
+	 * while the rings were drained for the last time, after the last sweep) is closed
+	 * now, and the spool ends with the processes as they really are. */
+	keep_first(r, &first, sonde__rec_maybe_recover(r, true), "the final recovery sweep");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
 	/* Flushing is attempted whatever happened before. */
