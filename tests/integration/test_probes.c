@@ -20,6 +20,11 @@
 #include "sec_util.h"
 #include "svc_util.h"
 
+/* A target the selection profiles has at least this many samples, one it excludes none.
+ * The sessions last 3 s at 199 Hz, but on a loaded 2-core machine a CPU-bound target may
+ * get a small share of a CPU: a higher floor would judge the machine, not the selection. */
+enum { MIN_PROFILED = 5 };
+
 enum { NOBODY = 65534 };
 
 static size_t samples_of(const struct pft_trace *t, pid_t pid)
@@ -196,7 +201,7 @@ TEST_TIMEOUT(probes_killed_child_is_restarted_and_serves_again, 120)
 	decode(out, &t);
 	printf("probes %d killed, %d serves: %zu samples\n", (int)first, (int)second,
 	       samples_of(&t, split));
-	ASSERT_UINT(samples_of(&t, split), >=, 20);
+	ASSERT_UINT(samples_of(&t, split), >=, MIN_PROFILED);
 	pft_free(&t);
 }
 
@@ -227,7 +232,7 @@ TEST_TIMEOUT(probes_target_cmdline_wildcard_absolute_and_binary_name, 180)
 	pid_t pa = test_spawn(av), pb = test_spawn(bv), pc = test_spawn(cv);
 	usleep(200000);
 	snprintf(cfg, sizeof(cfg),
-		 "buffers { size_kb: 16384 fill_policy: DISCARD }\nduration_ms: 1500\n"
+		 "buffers { size_kb: 16384 fill_policy: DISCARD }\nduration_ms: 3000\n"
 		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
 		 "  timebase { frequency: 199 }\n"
 		 "  callstack_sampling { scope { target_cmdline: \"wcsplit_*\" } } } } }\n");
@@ -235,7 +240,7 @@ TEST_TIMEOUT(probes_target_cmdline_wildcard_absolute_and_binary_name, 180)
 	free(trace_as(false, d.csock, cfgfile, true, out1, &status));
 	ASSERT_INT(status, ==, 0);
 	snprintf(cfg, sizeof(cfg),
-		 "buffers { size_kb: 16384 fill_policy: DISCARD }\nduration_ms: 1500\n"
+		 "buffers { size_kb: 16384 fill_policy: DISCARD }\nduration_ms: 3000\n"
 		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
 		 "  timebase { frequency: 199 }\n"
 		 "  callstack_sampling { scope { target_cmdline: \"%s\"\n"
@@ -257,16 +262,16 @@ TEST_TIMEOUT(probes_target_cmdline_wildcard_absolute_and_binary_name, 180)
 	decode(out1, &t);
 	printf("wcsplit_*: a %zu, b %zu, other %zu samples\n", samples_of(&t, pa),
 	       samples_of(&t, pb), samples_of(&t, pc));
-	ASSERT_UINT(samples_of(&t, pa), >=, 20);
-	ASSERT_UINT(samples_of(&t, pb), >=, 20);
+	ASSERT_UINT(samples_of(&t, pa), >=, MIN_PROFILED);
+	ASSERT_UINT(samples_of(&t, pb), >=, MIN_PROFILED);
 	ASSERT_UINT(samples_of(&t, pc), ==, 0);
 	pft_free(&t);
 	decode(out2, &t);
 	printf("absolute and names: a %zu, b %zu, other %zu samples\n", samples_of(&t, pa),
 	       samples_of(&t, pb), samples_of(&t, pc));
 	ASSERT_UINT(samples_of(&t, pa), ==, 0);
-	ASSERT_UINT(samples_of(&t, pb), >=, 20);
-	ASSERT_UINT(samples_of(&t, pc), >=, 20);
+	ASSERT_UINT(samples_of(&t, pb), >=, MIN_PROFILED);
+	ASSERT_UINT(samples_of(&t, pc), >=, MIN_PROFILED);
 	pft_free(&t);
 }
 
@@ -374,7 +379,7 @@ static void both_targets_cfg(const char *path, pid_t root_pid, pid_t nobody_pid)
 	char cfg[1024];
 
 	snprintf(cfg, sizeof(cfg),
-		 "buffers { size_kb: 8192 fill_policy: DISCARD }\nduration_ms: 1500\n"
+		 "buffers { size_kb: 8192 fill_policy: DISCARD }\nduration_ms: 3000\n"
 		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
 		 "  timebase { frequency: 199 }\n"
 		 "  callstack_sampling { scope { target_pid: %d target_pid: %d } } } } }\n",
@@ -421,7 +426,7 @@ TEST_TIMEOUT(probes_targets_own_and_any_for_another_service, 180)
 	printf("--targets own: root's %zu, nobody's %zu samples\n", samples_of(&t, root_t),
 	       samples_of(&t, nobody_t));
 	ASSERT_UINT(samples_of(&t, root_t), ==, 0);
-	ASSERT_UINT(samples_of(&t, nobody_t), >=, 20);
+	ASSERT_UINT(samples_of(&t, nobody_t), >=, MIN_PROFILED);
 	pft_free(&t);
 
 	/* any: no check of the probes' own; the kernel refuses nobody's probes root's
@@ -440,7 +445,7 @@ TEST_TIMEOUT(probes_targets_own_and_any_for_another_service, 180)
 	printf("--targets any: root's %zu, nobody's %zu samples\n", samples_of(&t, root_t),
 	       samples_of(&t, nobody_t));
 	ASSERT_UINT(samples_of(&t, root_t), ==, 0);
-	ASSERT_UINT(samples_of(&t, nobody_t), >=, 20);
+	ASSERT_UINT(samples_of(&t, nobody_t), >=, MIN_PROFILED);
 	pft_free(&t);
 
 	kill(root_t, SIGKILL);

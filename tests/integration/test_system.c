@@ -22,6 +22,7 @@
 #include <sonde/spool_reader.h>
 
 #include "pftrace_util.h"
+#include "split_util.h"
 #include "../test.h"
 #include "../util.h"
 
@@ -73,14 +74,14 @@ static size_t pid_samples(const struct pft_trace *t, uint32_t pid, long ncpu, si
 
 static void check_split_of(const struct pft_trace *t, pid_t pid, const char *which)
 {
+	struct split_counts c = {0};
 	double pct[3];
-	size_t total;
 
-	pft_split(t, (uint32_t)pid, pct, &total);
-	printf("%s (pid %d): %zu samples: compute_hot %.1f%%, compute_warm %.1f%%, "
-	       "compute_cool %.1f%%\n",
-	       which, (int)pid, total, pct[0], pct[1], pct[2]);
-	ASSERT_UINT(total, >=, 100);
+	pft_split(t, (uint32_t)pid, &c);
+	for (int k = 0; k < 3; k++)
+		pct[k] = split_pct(&c, k, false);
+	printf("%s (pid %d): %s\n", which, (int)pid, split_str(&c, false));
+	ASSERT_UINT(c.all, >=, 100);
 	ASSERT_DOUBLE_NEAR(pct[0], 60.0, 7.0);
 	ASSERT_DOUBLE_NEAR(pct[1], 30.0, 7.0);
 	ASSERT_DOUBLE_NEAR(pct[2], 10.0, 5.0);
