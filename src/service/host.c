@@ -192,7 +192,11 @@ static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *
 		invoke(s, c, f, &fd);
 		break;
 	case IPC_MSG_SET_PEER_IDENTITY:
-		break; /* AF_UNIX: SO_PEERCRED is authoritative */
+		/* Only a relay may vouch for the peers it forwards, and this service serves no
+		 * relay port: ignored from everybody. On AF_UNIX SO_PEERCRED is authoritative; a
+		 * remote peer stays of unknown uid. */
+		sonde_debug("connection %llu: SetPeerIdentity ignored", (unsigned long long)c->id);
+		break;
 	case IPC_MSG_BIND_SERVICE_REPLY:
 	case IPC_MSG_INVOKE_METHOD_REPLY:
 	case IPC_MSG_REQUEST_ERROR:
@@ -325,9 +329,13 @@ static void accept_conns(struct svc *s, int which)
 					  errno);
 			return;
 		}
-		struct ucred cr;
+		struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
 		socklen_t len = sizeof(cr);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+		bool remote = !sonde__sec_is_unix(fd);
+		if (remote)
+			sonde__ipc_sock_tune(fd);
+		/* remote peers share one per-uid quota: the unknown uid's */
+		if ((!remote && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) ||
 		    !sonde__sec_admit_conn(s, cr.uid)) {
 			close(fd);
 			continue;
@@ -335,10 +343,13 @@ static void accept_conns(struct svc *s, int which)
 		struct conn *c = sonde__svc_add_conn(s, fd, which == 0);
 		/* accepted directly, so SO_PEERCRED names the process that connected: the
 		 * probes child, whose pid cannot be reused until sonded reaps it */
-		if (c && which == 0 && s->probes_pid && cr.pid == s->probes_pid &&
+		if (c && !remote && which == 0 && s->probes_pid && cr.pid == s->probes_pid &&
 		    cr.uid == s->uid)
 			c->trusted_probes = true;
-		if (c)
+		if (c && remote)
+			sonde_debug("%s connected over the network: uid unknown",
+				    which ? "consumer" : "producer");
+		else if (c)
 			sonde_debug("%s connected: pid %d uid %d", which ? "consumer" : "producer",
 				    (int)c->ch.peer_pid, (int)c->ch.peer_uid);
 	}

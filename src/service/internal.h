@@ -77,6 +77,9 @@ struct producer {
 	uint8_t *smb;
 	size_t smb_size, page_size, num_pages;
 	bool smb_adopted, setup_sent;
+	/* shared-memory emulation (a remote producer): no SMB, chunks come inline in
+	 * CommitData; page_size and num_pages are the geometry told in SetupTracing */
+	bool emulated;
 	bool cmd_stream;
 	uint64_t cmd_req_id;
 	struct pending_cmd *pending;
@@ -115,6 +118,10 @@ struct conn {
 	/* a producer connected directly (not handed over) by sonded's own supervised probes
 	 * (sonde_service__trust_probes): it is sent the consumer's credentials */
 	bool trusted_probes;
+	/* a TCP or vsock peer: no SO_PEERCRED, so its uid and pid are unknown (ch.peer_uid is
+	 * (uid_t)-1, nobody's, only so that no comparison can match); its producer gets
+	 * shared-memory emulation and its packets no trusted_uid */
+	bool remote;
 	bool is_producer;
 	bool bound;
 	bool dead;
@@ -221,6 +228,8 @@ struct sonde_service_opts;
 void sonde__sec_init(struct svc *s, const struct sonde_service_opts *o);
 /* SO_PEERPIDFD (Linux 6.5), for headers older than it. */
 #define SVC_SO_PEERPIDFD 77
+/* Whether fd is an AF_UNIX socket (else TCP or vsock: no peer credentials). */
+bool sonde__sec_is_unix(int fd);
 /* Reads SO_PEERCRED into c (uid, pid, gid) and, for a consumer, its capabilities (below).
  * Returns 0 or -errno. */
 int sonde__sec_peer_identity(struct conn *c, int fd);

@@ -117,11 +117,28 @@ void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, 
 	*pid_start = pc.pid_start;
 }
 
+bool sonde__sec_is_unix(int fd)
+{
+	struct sockaddr_storage a;
+	socklen_t len = sizeof(a);
+
+	return getsockname(fd, (struct sockaddr *)&a, &len) == 0 && a.ss_family == AF_UNIX;
+}
+
 int sonde__sec_peer_identity(struct conn *c, int fd)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 
+	if (!sonde__sec_is_unix(fd)) {
+		/* TCP or vsock: the kernel knows no credentials of the peer (SO_PEERCRED would
+		 * answer the overflow uid, a real user's); a consumer gets no capabilities */
+		c->remote = true;
+		c->ch.peer_uid = (uid_t)-1;
+		c->ch.peer_pid = 0;
+		c->peer_gid = (uint32_t)-1;
+		return 0;
+	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
 		return -errno;
 	if (len != sizeof(cr))
@@ -182,11 +199,17 @@ int sonde__sec_check_producer(struct svc *s, struct req *r)
 	struct conn *c = r->c;
 	char msg[160];
 
-	if (!s->lockdown || c->ch.peer_uid == s->uid)
+	if (!s->lockdown || (!c->remote && c->ch.peer_uid == s->uid))
 		return 0;
-	snprintf(msg, sizeof(msg),
-		 "lockdown mode: producers must run as uid %u (this one is uid %u)",
-		 (unsigned)s->uid, (unsigned)c->ch.peer_uid);
+	if (c->remote)
+		snprintf(msg, sizeof(msg),
+			 "lockdown mode: producers must run as uid %u (a remote one's uid is "
+			 "unknown)",
+			 (unsigned)s->uid);
+	else
+		snprintf(msg, sizeof(msg),
+			 "lockdown mode: producers must run as uid %u (this one is uid %u)",
+			 (unsigned)s->uid, (unsigned)c->ch.peer_uid);
 	sonde_warn("refusing producer pid %d: %s", (int)c->ch.peer_pid, msg);
 	struct ipc_frame e = {.request_id = r->id,
 			      .msg = IPC_MSG_REQUEST_ERROR,
@@ -339,6 +362,9 @@ int sonde__sec_create_output(const struct conn *c, const char *path)
 	/* A relative path would resolve against sonded's working directory. */
 	if (path[0] != '/')
 		return -EINVAL;
+	/* A remote consumer is nobody on this machine: it creates no file here. */
+	if (c->remote)
+		return -EPERM;
 	/* A consumer of another uid can create only what it could create itself, so that it
 	 * cannot make the service write into a directory it has no access to. */
 	bool other = c->ch.peer_uid != geteuid();
