@@ -123,6 +123,14 @@ static int clear_path(const char *path, int type)
 	return 0;
 }
 
+bool sonde__ipc_is_unix(int fd)
+{
+	struct sockaddr_storage a;
+	socklen_t len = sizeof(a);
+
+	return getsockname(fd, (struct sockaddr *)&a, &len) == 0 && a.ss_family == AF_UNIX;
+}
+
 void sonde__ipc_sock_tune(int fd)
 {
 	struct sockaddr_storage a;

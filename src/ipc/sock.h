@@ -47,6 +47,8 @@ int sonde__ipc_connect(const char *name);
 /* The same for a socket type (SOCK_STREAM, SOCK_SEQPACKET). */
 int sonde__ipc_connect_type(const char *name, int type);
 
+/* Whether fd is an AF_UNIX socket (else TCP or vsock: no peer credentials, no fds). */
+bool sonde__ipc_is_unix(int fd);
 /* TCP_NODELAY and keepalive on a TCP socket (a connected or accepted one); nothing on
  * others. */
 void sonde__ipc_sock_tune(int fd);

@@ -38,8 +38,17 @@ enum {
 	SVC_FILE_QUEUE_BYTES = 4 << 20, /* write_into_file: bytes queued to the writer thread */
 	SVC_FILE_STALL_MS = 10000,	/* ... and how long they may wait without progress */
 	SVC_MAX_DRAINING = 16,		/* writers finishing the files of freed sessions */
-	SVC_COOKIE_PRODUCER_LISTENER = 1,
-	SVC_COOKIE_CONSUMER_LISTENER = 2,
+	SVC_MAX_PRODUCER_SOCKETS = 8, /* names in a comma-separated producer socket list */
+	SVC_COOKIE_LISTENER = 1,      /* listener i has cookie SVC_COOKIE_LISTENER + i */
+	SVC_FIRST_CONN_ID = SVC_COOKIE_LISTENER + SVC_MAX_PRODUCER_SOCKETS + 1,
+};
+
+/* A listening socket: one per producer socket name, one for the consumer. */
+struct svc_listener {
+	int fd;
+	bool consumer;
+	char *name;
+	struct ipc_bound bound; /* its socket file, unlinked at exit if still ours */
 };
 
 struct req {
@@ -149,9 +158,9 @@ struct svc {
 	struct svc_limits lim;
 	bool lockdown;
 	struct svc_connector *cx; /* connector.c; NULL when disabled */
-	int lfd[2];		  /* producer, consumer */
-	char *path[2];
-	struct ipc_bound bound[2]; /* their socket files, unlinked at exit if still ours */
+	struct svc_listener lis[SVC_MAX_PRODUCER_SOCKETS + 1];
+	size_t nlis;
+	char *sock_name[2]; /* producer, consumer, as given (the producer's may be a list) */
 	struct conn **conns;
 	size_t nconns;
 	uint64_t next_conn_id, next_instance_id, next_session_id, next_flush_id;
@@ -228,8 +237,6 @@ struct sonde_service_opts;
 void sonde__sec_init(struct svc *s, const struct sonde_service_opts *o);
 /* SO_PEERPIDFD (Linux 6.5), for headers older than it. */
 #define SVC_SO_PEERPIDFD 77
-/* Whether fd is an AF_UNIX socket (else TCP or vsock: no peer credentials). */
-bool sonde__sec_is_unix(int fd);
 /* Reads SO_PEERCRED into c (uid, pid, gid) and, for a consumer, its capabilities (below).
  * Returns 0 or -errno. */
 int sonde__sec_peer_identity(struct conn *c, int fd);

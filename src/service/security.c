@@ -117,20 +117,12 @@ void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, 
 	*pid_start = pc.pid_start;
 }
 
-bool sonde__sec_is_unix(int fd)
-{
-	struct sockaddr_storage a;
-	socklen_t len = sizeof(a);
-
-	return getsockname(fd, (struct sockaddr *)&a, &len) == 0 && a.ss_family == AF_UNIX;
-}
-
 int sonde__sec_peer_identity(struct conn *c, int fd)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 
-	if (!sonde__sec_is_unix(fd)) {
+	if (!sonde__ipc_is_unix(fd)) {
 		/* TCP or vsock: the kernel knows no credentials of the peer (SO_PEERCRED would
 		 * answer the overflow uid, a real user's); a consumer gets no capabilities */
 		c->remote = true;
