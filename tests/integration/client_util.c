@@ -1,4 +1,6 @@
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,28 +15,30 @@
 #include <sonde/client.h>
 
 #include "base/pb.h"
+#include "ipc/sock.h"
 
 #include "../test.h"
 #include "../util.h"
 #include "client_util.h"
 
-static bool can_connect(const char *path)
+static bool can_connect(const char *name)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	bool ok;
+	int fd = sonde__ipc_connect(name); /* a path or a TCP address */
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 	if (fd >= 0)
 		close(fd);
-	return ok;
+	return fd >= 0;
 }
 
 void client_svc_start(struct client_svc *s)
 {
-	snprintf(s->psock, sizeof(s->psock), "%s", test_path("prod.sock"));
-	snprintf(s->csock, sizeof(s->csock), "%s", test_path("cons.sock"));
+	client_svc_start_at(s, test_path("prod.sock"), test_path("cons.sock"));
+}
+
+void client_svc_start_at(struct client_svc *s, const char *prod, const char *cons)
+{
+	snprintf(s->psock, sizeof(s->psock), "%s", prod);
+	snprintf(s->csock, sizeof(s->csock), "%s", cons);
 	/* a connector socket of its own too: the default path may be another sonded's */
 	const char *argv[] = {test_bin("sonded"),   "-p", s->psock, "-c", s->csock, "-x",
 			      test_path("cx.sock"), NULL};
@@ -45,6 +49,19 @@ void client_svc_start(struct client_svc *s)
 			FAIL("sonded did not start listening on %s and %s", s->psock, s->csock);
 		usleep(10000);
 	}
+}
+
+unsigned client_free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ASSERT(fd >= 0);
+	ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+	ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &len));
+	close(fd);
+	return ntohs(a.sin_port);
 }
 
 void client_svc_stop(struct client_svc *s)
