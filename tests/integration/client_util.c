@@ -1,6 +1,4 @@
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,19 +47,6 @@ void client_svc_start_at(struct client_svc *s, const char *prod, const char *con
 			FAIL("sonded did not start listening on %s and %s", s->psock, s->csock);
 		usleep(10000);
 	}
-}
-
-unsigned client_free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	ASSERT(fd >= 0);
-	ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
-	ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &len));
-	close(fd);
-	return ntohs(a.sin_port);
 }
 
 void client_svc_stop(struct client_svc *s)

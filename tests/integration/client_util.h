@@ -17,8 +17,6 @@ struct client_svc {
 void client_svc_start(struct client_svc *s);
 /* The same on the socket names prod and cons (TCP addresses, lists). */
 void client_svc_start_at(struct client_svc *s, const char *prod, const char *cons);
-/* A loopback TCP port nothing listens on at the moment. */
-unsigned client_free_port(void);
 /* SIGTERM and wait. */
 void client_svc_stop(struct client_svc *s);
 

@@ -67,9 +67,9 @@ static void run_producer_session_at(const struct client_prod_opts *po, uint32_t 
 
 	if (tcp) {
 		/* the producer socket a list (listened on each): a Unix one, then TCP */
-		snprintf(remote, sizeof(remote), "127.0.0.1:%u", client_free_port());
+		snprintf(remote, sizeof(remote), "127.0.0.1:%u", test_free_tcp_port());
 		snprintf(plist, sizeof(plist), "%s,%s", test_path("prod.sock"), remote);
-		snprintf(cons, sizeof(cons), "127.0.0.1:%u", client_free_port());
+		snprintf(cons, sizeof(cons), "127.0.0.1:%u", test_free_tcp_port());
 		client_svc_start_at(&svc, plist, cons);
 	} else {
 		client_svc_start(&svc);

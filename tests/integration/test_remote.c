@@ -2,9 +2,7 @@
  * shared-memory emulation and its chunks arrive inline (fragments, patches), its uid is
  * unknown (no trusted_uid), SetPeerIdentity changes nothing, a consumer works over TCP,
  * and a listener binds only the address it was given. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,20 +15,6 @@
 #include "svc_util.h"
 
 static const char *const one_ds[] = {"test.ds"};
-
-/* A loopback TCP port nothing listens on right now. */
-static unsigned free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	ASSERT(fd >= 0);
-	ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
-	ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &len));
-	close(fd);
-	return ntohs(a.sin_port);
-}
 
 static void make_packet(struct buf *b, const char *tag, size_t pad)
 {
@@ -55,15 +39,13 @@ struct rig {
 	char paddr[64], caddr[64];
 };
 
-/* sonded with both ports on TCP; a producer that first claims to be root over
- * SetPeerIdentity when forge is set. */
-static void rig_up(struct rig *r, bool forge)
+/* sonded with both ports on r->paddr and r->caddr; a producer that first claims to be
+ * root over SetPeerIdentity when forge is set. */
+static void rig_up_at(struct rig *r, bool forge)
 {
 	struct buf cfg = BUF_INIT;
 	struct tcmd cmd;
 
-	snprintf(r->paddr, sizeof(r->paddr), "127.0.0.1:%u", free_port());
-	snprintf(r->caddr, sizeof(r->caddr), "127.0.0.1:%u", free_port());
 	sonded_start_at(&r->d, r->paddr, r->caddr, NULL);
 	int fd = sonde__ipc_connect(r->paddr);
 	ASSERT(fd >= 0);
@@ -86,6 +68,13 @@ static void rig_up(struct rig *r, bool forge)
 	ASSERT(r->p.emulated); /* setup_tracing came without an fd */
 	tprod_expect(&r->p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	sonde__buf_free(&cfg);
+}
+
+static void rig_up(struct rig *r, bool forge)
+{
+	snprintf(r->paddr, sizeof(r->paddr), "127.0.0.1:%u", test_free_tcp_port());
+	snprintf(r->caddr, sizeof(r->caddr), "127.0.0.1:%u", test_free_tcp_port());
+	rig_up_at(r, forge);
 }
 
 static void rig_stop_and_read(struct rig *r, struct buf *trace)
@@ -180,10 +169,10 @@ TEST_TIMEOUT(remote_listener_binds_only_the_given_address, 60)
 {
 	struct sonded d;
 	char paddr[64], caddr[64], other[160];
-	unsigned port = free_port();
+	unsigned port = test_free_tcp_port();
 
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", port);
-	snprintf(caddr, sizeof(caddr), "127.0.0.1:%u", free_port());
+	snprintf(caddr, sizeof(caddr), "127.0.0.1:%u", test_free_tcp_port());
 	snprintf(other, sizeof(other), "127.0.0.2:%u", port);
 	sonded_start_at(&d, paddr, caddr, NULL);
 	int fd = sonde__ipc_connect(other);
@@ -197,4 +186,36 @@ TEST_TIMEOUT(remote_listener_binds_only_the_given_address, 60)
 	ASSERT(fd >= 0);
 	close(fd);
 	sonded_stop(&d);
+}
+
+/* vsock where the kernel has a loopback transport (vsock_loopback: CID 1 reaches this
+ * machine); a remote consumer and producer on it, as over TCP. */
+TEST_TIMEOUT(remote_vsock_loopback_session, 60)
+{
+	char paddr[64], caddr[64];
+	unsigned port = test_free_tcp_port(); /* any number: vsock ports are their own space */
+
+	snprintf(paddr, sizeof(paddr), "vsock://1:%u", port);
+	snprintf(caddr, sizeof(caddr), "vsock://1:%u", port + 1);
+	int probe = sonde__ipc_listen(paddr);
+	if (probe < 0)
+		SKIP("no loopback vsock transport (modprobe vsock_loopback): listening on %s: %s",
+		     paddr, strerror(-probe));
+	close(probe);
+	struct rig r;
+	struct buf a = BUF_INIT, trace = BUF_INIT;
+	unsigned m0[1][2] = {{0, 0}};
+
+	snprintf(r.paddr, sizeof(r.paddr), "%s", paddr);
+	snprintf(r.caddr, sizeof(r.caddr), "%s", caddr);
+	rig_up_at(&r, false);
+	make_packet(&a, "vsock-packet", 0);
+	struct iovec v[1] = {{a.data, a.len}};
+	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, v, 1, true);
+	tprod_commit(&r.p, m0, 1, r.target, 0, NULL);
+	rig_stop_and_read(&r, &trace);
+	assert_remote_packet(&trace, "vsock-packet", &a);
+	sonde__buf_free(&a);
+	sonde__buf_free(&trace);
+	rig_down(&r);
 }
