@@ -458,13 +458,14 @@ static int listen_one(struct svc *s, const struct sonde_service_opts *o, int whi
 static int listen_on(struct svc *s, const struct sonde_service_opts *o, int which, const char *name)
 {
 	const char *one;
-	size_t pos = 0, len, n = 0;
+	size_t pos = 0, len, n = 0, first = s->nlis;
 	int rc;
 
-	if (!(s->sock_name[which] = strdup(name)))
-		return -ENOMEM;
-	if (which == 1)
+	if (which == 1) {
+		if (!(s->sock_name[1] = strdup(name)))
+			return -ENOMEM;
 		return listen_one(s, o, which, name, strlen(name));
+	}
 	while (sonde__ipc_addr_list_next(name, &pos, &one, &len)) {
 		if (n++ == SVC_MAX_PRODUCER_SOCKETS) {
 			sonde_error("%s: more than %d producer sockets", name,
@@ -478,6 +479,23 @@ static int listen_on(struct svc *s, const struct sonde_service_opts *o, int whic
 		sonde_error("no producer socket name in \"%s\"", name);
 		return -EINVAL;
 	}
+	/* the list again with the Unix names first: a local client given it (sonded's own
+	 * probes) connects where SO_PEERCRED works */
+	if (!(s->sock_name[0] = malloc(strlen(name) + 1)))
+		return -ENOMEM;
+	s->sock_name[0][0] = '\0';
+	for (int unix_pass = 1; unix_pass >= 0; unix_pass--)
+		for (size_t i = first; i < s->nlis; i++) {
+			struct ipc_addr a;
+			const char *ln = s->lis[i].name;
+			bool is_unix = sonde__ipc_addr_parse(ln, strlen(ln), &a) == 0 &&
+				       a.kind == IPC_ADDR_UNIX;
+			if (is_unix != (unix_pass == 1))
+				continue;
+			if (s->sock_name[0][0])
+				strcat(s->sock_name[0], ",");
+			strcat(s->sock_name[0], ln);
+		}
 	return 0;
 }
 
