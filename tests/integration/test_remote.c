@@ -165,6 +165,23 @@ TEST_TIMEOUT(remote_producer_set_peer_identity_is_ignored, 60)
 	emulated_session(true);
 }
 
+/* A remote consumer cannot be told from another: it may not Detach (another could Attach
+ * with the key), and it lists no session to clone. */
+TEST_TIMEOUT(remote_consumer_may_not_detach, 60)
+{
+	struct rig r;
+	struct buf a = BUF_INIT;
+
+	rig_up(&r, false);
+	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, "remote-key");
+	struct tc_msg *m = tc_wait(&r.c, tc_call(&r.c, "Detach", &a, -1, false), 10000);
+	ASSERT_NOT_NULL(m);
+	ASSERT(!m->f.success);
+	tc_msg_free(m);
+	sonde__buf_free(&a);
+	rig_down(&r);
+}
+
 TEST_TIMEOUT(remote_listener_binds_only_the_given_address, 60)
 {
 	struct sonded d;
