@@ -242,6 +242,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	svc_setup();
 	run_script(&in);
+	free(conn.p.allowed);
 	sonde__tbuf_free(&tbufs[0]);
 	sonde__tbuf_free(&tbufs[1]);
 	return 0;
