@@ -775,7 +775,8 @@ int main(int argc, char **argv)
 		run_all(&svcs[i], secs, drain_kb, quick, only, rss_only, &res[i]);
 	if (only >= 0)
 		return 0;
-	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: libsonde%s\n",
+	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: "
+	       "libsonde%s\n",
 	       secs, drain_kb / 1024,
 	       over_tcp ? "; producers over TCP on loopback (shared-memory emulation)" : "");
 	printf("service: %s%s%s\n", bins[0], nb > 1 ? ", peer: " : "", nb > 1 ? bins[1] : "");

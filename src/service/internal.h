@@ -38,8 +38,8 @@ enum {
 	SVC_FILE_QUEUE_BYTES = 4 << 20, /* write_into_file: bytes queued to the writer thread */
 	SVC_FILE_STALL_MS = 10000,	/* ... and how long they may wait without progress */
 	SVC_MAX_DRAINING = 16,		/* writers finishing the files of freed sessions */
-	SVC_MAX_PRODUCER_SOCKETS = 8, /* names in a comma-separated producer socket list */
-	SVC_COOKIE_LISTENER = 1,      /* listener i has cookie SVC_COOKIE_LISTENER + i */
+	SVC_MAX_PRODUCER_SOCKETS = 8,	/* names in a comma-separated producer socket list */
+	SVC_COOKIE_LISTENER = 1,	/* listener i has cookie SVC_COOKIE_LISTENER + i */
 	SVC_FIRST_CONN_ID = SVC_COOKIE_LISTENER + SVC_MAX_PRODUCER_SOCKETS + 1,
 };
 

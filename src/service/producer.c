@@ -341,8 +341,8 @@ static int initialize(struct svc *s, struct req *r)
 		r->fd = -1; /* the mapping keeps it */
 	}
 	if (p->emulated)
-		sonde_info("producer %u \"%s\" remote, uid unknown (shared-memory emulation)", p->id,
-			   p->name);
+		sonde_info("producer %u \"%s\" remote, uid unknown (shared-memory emulation)",
+			   p->id, p->name);
 	else
 		sonde_info("producer %u \"%s\" pid %d uid %d%s", p->id, p->name,
 			   (int)r->c->ch.peer_pid, (int)r->c->ch.peer_uid,
@@ -521,8 +521,8 @@ static int trace_writer(struct svc *s, struct req *r, bool reg)
 /* ------------------------------------------------------------------ CommitData */
 
 /* Whether a chunk of writer ci->writer_id may go to buffer target. */
-static bool chunk_allowed(struct svc *s, const struct producer *p,
-			  const struct smb_chunk_info *ci, uint64_t target, struct tbuf **tb)
+static bool chunk_allowed(struct svc *s, const struct producer *p, const struct smb_chunk_info *ci,
+			  uint64_t target, struct tbuf **tb)
 {
 	/* a buffer freed meanwhile is unknown: its id is not handed out again soon (bufid.c) */
 	*tb = sonde__bufid_get(s, target);

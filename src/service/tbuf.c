@@ -129,12 +129,11 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 	}
 	if (sonde__u64map_put(&tb->seqmap, key, (uint32_t)tb->nseqs) < 0)
 		return -1;
-	tb->seqs[tb->nseqs] = (struct tbuf_seq){
-		.producer_id = producer_id,
-		.writer_id = writer_id,
-		.uid = uid,
-		.pid = pid,
-		.uid_unknown = uid_unknown};
+	tb->seqs[tb->nseqs] = (struct tbuf_seq){.producer_id = producer_id,
+						.writer_id = writer_id,
+						.uid = uid,
+						.pid = pid,
+						.uid_unknown = uid_unknown};
 	return (int)tb->nseqs++;
 }
 

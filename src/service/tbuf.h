@@ -38,7 +38,7 @@ struct tbuf_seq {
 	uint32_t producer_id;
 	uint16_t writer_id;
 	int32_t uid, pid;
-	bool uid_unknown; /* a remote producer's: its packets carry no trusted_uid */
+	bool uid_unknown;    /* a remote producer's: its packets carry no trusted_uid */
 	uint32_t trusted_id; /* trusted_packet_sequence_id, 0 until first read */
 	bool has_last;	     /* last_* describe the newest chunk read from */
 	bool loss;	     /* set previous_packet_dropped on the next packet */

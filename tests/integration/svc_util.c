@@ -23,8 +23,7 @@ void sonded_start(struct sonded *d, const char *const *extra)
 	sonded_start_at(d, NULL, NULL, extra);
 }
 
-void sonded_start_at(struct sonded *d, const char *prod, const char *cons,
-		     const char *const *extra)
+void sonded_start_at(struct sonded *d, const char *prod, const char *cons, const char *const *extra)
 {
 	const char *argv[32] = {test_bin("sonded"), "-p", d->psock, "-c", d->csock, "-x", d->xsock};
 	int n = 7;
@@ -398,12 +397,13 @@ void tprod_commit(struct tprod *p, const unsigned (*moves)[2], size_t n, uint32_
 		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_CHUNK, moves[i][1]);
 		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, target);
 		if (p->emulated) {
-			uint32_t bm = smb_bitmap_load(smb_page_bitmap(p->smb, p->page, moves[i][0]));
+			uint32_t bm =
+				smb_bitmap_load(smb_page_bitmap(p->smb, p->page, moves[i][0]));
 			unsigned layout = smb_bitmap_layout(bm);
-			sonde__pb_put_bytes(&a, PF_CHUNKS_TO_MOVE_DATA,
-					    smb_chunk_ptr(p->smb, p->page, moves[i][0], layout,
-							  moves[i][1]),
-					    smb_chunk_size(p->page, layout));
+			sonde__pb_put_bytes(
+				&a, PF_CHUNKS_TO_MOVE_DATA,
+				smb_chunk_ptr(p->smb, p->page, moves[i][0], layout, moves[i][1]),
+				smb_chunk_size(p->page, layout));
 		}
 		sonde__pb_end(&a, m);
 	}

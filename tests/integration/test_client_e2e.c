@@ -58,8 +58,8 @@ static void run_session(const struct client_svc *svc, uint32_t duration_ms, uint
 	free(cfg);
 }
 
-static void run_producer_session_at(const struct client_prod_opts *po, uint32_t buf_kb,
-				   int expect, bool tcp)
+static void run_producer_session_at(const struct client_prod_opts *po, uint32_t buf_kb, int expect,
+				    bool tcp)
 {
 	struct client_svc svc;
 	struct buf trace = BUF_INIT;

@@ -51,7 +51,8 @@ static void rig_up_at(struct rig *r, bool forge)
 	ASSERT(fd >= 0);
 	if (forge) {
 		struct ipc_chan ch;
-		struct ipc_frame f = {.msg = IPC_MSG_SET_PEER_IDENTITY, .peer_pid = 1, .peer_uid = 0};
+		struct ipc_frame f = {
+			.msg = IPC_MSG_SET_PEER_IDENTITY, .peer_pid = 1, .peer_uid = 0};
 		ASSERT_OK(sonde__ipc_chan_init(&ch, fd));
 		ASSERT_OK(sonde__ipc_chan_send(&ch, &f, -1));
 		ASSERT_OK(sonde__ipc_chan_flush(&ch));
@@ -125,9 +126,9 @@ static void emulated_session(bool forge)
 		    SMB_FLAG_FIRST_PACKET_CONTINUES | SMB_FLAG_LAST_PACKET_CONTINUES, c1, 1, true);
 	tprod_commit(&r.p, m01, 2, r.target, 0, NULL);
 	/* the last chunk goes with its first fragment's size still to be patched */
-	uint8_t *ch = tprod_chunk(&r.p, 2, SMB_LAYOUT_DIV1, 0, 1, 12,
-				  SMB_FLAG_FIRST_PACKET_CONTINUES | SMB_FLAG_NEEDS_PATCHING, c2, 2,
-				  true);
+	uint8_t *ch =
+		tprod_chunk(&r.p, 2, SMB_LAYOUT_DIV1, 0, 1, 12,
+			    SMB_FLAG_FIRST_PACKET_CONTINUES | SMB_FLAG_NEEDS_PATCHING, c2, 2, true);
 	uint8_t size_le[4];
 	memcpy(size_le, ch + SMB_CHUNK_HDR_SIZE, 4);
 	memset(ch + SMB_CHUNK_HDR_SIZE, 0, 4);
