@@ -287,7 +287,9 @@ int sonde__ipc_connect_type(const char *name, int type)
 	int rc = -ENOENT;
 
 	/* a list (a producer socket, as Perfetto's service listens on each): the first
-	 * that answers */
+	 * that answers; but a path may hold a comma too, so the whole name goes first */
+	if (strchr(name, ',') && (rc = connect_one(name, strlen(name), type)) >= 0)
+		return rc;
 	while (sonde__ipc_addr_list_next(name, &pos, &one, &n)) {
 		rc = connect_one(one, n, type);
 		if (rc >= 0)

@@ -21,6 +21,7 @@
 #include <sonde/service.h>
 
 #include "base/pb.h"
+#include "ipc/addr.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
 #include "ipc/sock.h"
@@ -179,6 +180,12 @@ int sonde__sec_listen(const struct sonde_service_opts *o, int which, const char 
 	unsigned mode =
 		o && o->socket_mode[which] ? o->socket_mode[which] & 07777 : default_mode[which];
 	bool gid_set = o && o->socket_gid_set[which];
+	struct ipc_addr a;
+
+	/* the connector passes descriptors: AF_UNIX only */
+	if (which == SONDE_SOCKET_CONNECTOR &&
+	    (sonde__ipc_addr_parse(name, strlen(name), &a) < 0 || a.kind != IPC_ADDR_UNIX))
+		return -EPROTONOSUPPORT;
 
 	return sonde__ipc_listen_perm(name, which == SONDE_SOCKET_CONNECTOR ? SOCK_SEQPACKET : SOCK_STREAM,
 			       mode, gid_set ? (long)o->socket_gid[which] : -1, bound);

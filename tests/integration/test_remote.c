@@ -237,3 +237,18 @@ TEST_TIMEOUT(remote_vsock_loopback_session, 60)
 	sonde__buf_free(&trace);
 	rig_down(&r);
 }
+
+/* The connector passes descriptors: a network name for it is refused at start. */
+TEST_TIMEOUT(remote_connector_socket_must_be_unix, 30)
+{
+	struct test_output o;
+	char x[64];
+
+	snprintf(x, sizeof(x), "127.0.0.1:%u", test_free_tcp_port());
+	const char *argv[] = {test_bin("sonded"), "-p", test_path("p.sock"), "-c",
+			      test_path("c.sock"), "-x", x, "--no-probes", NULL};
+	test_run(&o, 20, argv);
+	ASSERT_INT(o.status, !=, 0);
+	ASSERT_NOT_NULL(strstr(o.err, x));
+	test_output_free(&o);
+}
