@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -67,8 +69,27 @@ static bool can_connect(const char *path)
 	return ok;
 }
 
+/* --tcp: producers connect over TCP on loopback (shared-memory emulation), the consumer
+ * stays on the Unix socket */
+static bool over_tcp;
+
+/* A loopback port nothing listens on at the moment. */
+static unsigned free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+		die("cannot pick a loopback port");
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
 static void svc_start(struct svc *s)
 {
+	char tcp[32] = "", list[sizeof(s->psock) + sizeof(tcp) + 1];
 	snprintf(s->dir, sizeof(s->dir), "/tmp/trace_bench.XXXXXX");
 	if (!mkdtemp(s->dir))
 		die("mkdtemp failed");
@@ -76,7 +97,10 @@ static void svc_start(struct svc *s)
 	memcpy(dir, s->dir, sizeof(dir)); /* a copy keeps -Wrestrict quiet about s->dir */
 	snprintf(s->psock, sizeof(s->psock), "%s/p.sock", dir);
 	snprintf(s->csock, sizeof(s->csock), "%s/c.sock", dir);
-	setenv("PERFETTO_PRODUCER_SOCK_NAME", s->psock, 1);
+	if (over_tcp)
+		snprintf(tcp, sizeof(tcp), "127.0.0.1:%u", free_port());
+	snprintf(list, sizeof(list), "%s%s%s", s->psock, *tcp ? "," : "", tcp);
+	setenv("PERFETTO_PRODUCER_SOCK_NAME", list, 1);
 	setenv("PERFETTO_CONSUMER_SOCK_NAME", s->csock, 1);
 	setenv("SONDE_CONNECTOR_SOCK_NAME", "none", 1); /* the default may be in use */
 	s->pid = fork();
@@ -93,6 +117,8 @@ static void svc_start(struct svc *s)
 			die("the service did not start listening");
 		usleep(10000);
 	}
+	if (*tcp) /* what the producers (children) connect to */
+		setenv("PERFETTO_PRODUCER_SOCK_NAME", tcp, 1);
 }
 
 static void svc_stop(struct svc *s)
@@ -723,19 +749,21 @@ int main(int argc, char **argv)
 			quick = true;
 		else if (!strcmp(argv[i], "--rss"))
 			rss_only = true;
+		else if (!strcmp(argv[i], "--tcp"))
+			over_tcp = true;
 		else if (!strcmp(argv[i], "--case") && i + 1 < argc)
 			only = atoi(argv[++i]);
 		else if (argv[i][0] != '-' && nb < 2)
 			bins[nb++] = argv[i];
 		else {
 			fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] "
-					"[--drain-mb N] [--quick] [--case 0-7] [--rss]\n");
+					"[--drain-mb N] [--quick] [--case 0-7] [--rss] [--tcp]\n");
 			return 2;
 		}
 	}
 	if (!nb) {
 		fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] "
-				"[--quick] [--case 0-7] [--rss]\n");
+				"[--quick] [--case 0-7] [--rss] [--tcp]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -747,8 +775,10 @@ int main(int argc, char **argv)
 		run_all(&svcs[i], secs, drain_kb, quick, only, rss_only, &res[i]);
 	if (only >= 0)
 		return 0;
-	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: libsonde\n",
-	       secs, drain_kb / 1024);
+	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: "
+	       "libsonde%s\n",
+	       secs, drain_kb / 1024,
+	       over_tcp ? "; producers over TCP on loopback (shared-memory emulation)" : "");
 	printf("service: %s%s%s\n", bins[0], nb > 1 ? ", peer: " : "", nb > 1 ? bins[1] : "");
 	report(&res[0], nb > 1 ? &res[1] : NULL, quick, rss_only);
 	return 0;

@@ -1,11 +1,14 @@
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -351,4 +354,17 @@ int test_count_fds(void)
 			n++;
 	closedir(d);
 	return n - 1; /* the directory stream's own fd */
+}
+
+unsigned test_free_tcp_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ASSERT(fd >= 0);
+	ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+	ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &len));
+	close(fd);
+	return ntohs(a.sin_port);
 }

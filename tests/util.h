@@ -54,6 +54,9 @@ int test_wait(pid_t pid, int timeout_s);
  * other processes with perf_event (root, or paranoid <= 2 for its own children). */
 void test_require_perf(void);
 
+/* A loopback TCP port nothing listens on at the moment (the kernel's pick; another
+ * process may take it before the caller binds it, which on a test machine it does not). */
+unsigned test_free_tcp_port(void);
 /* Number of open file descriptors of this process. */
 int test_count_fds(void);
 /* Monotonic time in seconds. */

@@ -82,7 +82,8 @@ SONDE_API int sonde_service__timeout_ms(const struct sonde_service *s);
 /* Handles ready IO and due timers without blocking. Returns 0 or -errno. */
 SONDE_API int sonde_service__process(struct sonde_service *s);
 /* The socket names in use (valid until sonde_service__free). which: an enum
- * sonde_service__socket; NULL for a disabled connector. */
+ * sonde_service__socket; NULL for a disabled connector. The producer's is a
+ * comma-separated list when it listens on several, Unix names first. */
 SONDE_API const char *sonde_service__socket(const struct sonde_service *s, int which);
 /* Ends every session and connection, closes the sockets and unlinks the socket files it
  * bound that are still its own (not one put in their place). Accepts NULL. */

@@ -188,6 +188,18 @@ static int send_req(struct arbiter *a)
 	return r;
 }
 
+/* Emulation: the chunk's bytes are in the request, so it is free again at once (the
+ * service reads it there, never here): Complete -> BeingRead -> Free, the service's own
+ * steps, on memory no one else maps. */
+static void release_local(struct arbiter *a, const struct arb_chunk *c)
+{
+	struct smb_chunk_info ci;
+	uint8_t *ch = smb_acquire_for_reading(a->base, a->page_size, c->page, c->index, &ci);
+
+	if (ch)
+		smb_release_read_chunk(a->base, a->page_size, c->page, c->index, ch);
+}
+
 static void encode_moves(struct arbiter *a)
 {
 	for (size_t i = 0; i < a->n_moves; i++) {
@@ -196,11 +208,19 @@ static void encode_moves(struct arbiter *a)
 		 * under us, and then the service must not read it either */
 		if (!smb_mark_complete(a->base, a->page_size, m->c.page, m->c.index))
 			continue;
+		size_t csize = SMB_CHUNK_HDR_SIZE + m->c.payload_size;
+		/* an inline chunk must fit the frame: what is batched goes first */
+		if (a->emulated && a->req.len && a->req.len + csize + 32 > COMMIT_REQ_SOFT_MAX)
+			send_req(a);
 		size_t mk = sonde__pb_begin(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
 		sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_PAGE, m->c.page);
 		sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_CHUNK, m->c.index);
 		sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, m->target_buffer);
+		if (a->emulated)
+			sonde__pb_put_bytes(&a->req, PF_CHUNKS_TO_MOVE_DATA, m->c.base, csize);
 		sonde__pb_end(&a->req, mk);
+		if (a->emulated)
+			release_local(a, &m->c);
 		a->chunks_committed++;
 		if (a->req.len > COMMIT_REQ_SOFT_MAX)
 			send_req(a);

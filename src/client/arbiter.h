@@ -66,6 +66,9 @@ struct arbiter {
 	arb_send_fn send;
 	void *send_ctx;
 	int send_error; /* first send failure (sticky) */
+	/* shared-memory emulation: base is this process's own memory, every chunk goes inline
+	 * in CommitData and is free again as soon as it is encoded */
+	bool emulated;
 	/* statistics */
 	uint64_t chunks_committed, patches_sent, patches_direct, commits_sent;
 };

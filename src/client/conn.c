@@ -14,6 +14,7 @@
 #include <sonde/log.h>
 
 #include "client/conn.h"
+#include "ipc/sock.h"
 
 void sonde__conn_default_path(enum conn_kind kind, char *out, size_t size)
 {
@@ -30,35 +31,6 @@ void sonde__conn_default_path(enum conn_kind kind, char *out, size_t size)
 	else
 		snprintf(out, size, "/tmp/perfetto-%s",
 			 kind == CONN_PRODUCER ? "producer" : "consumer");
-}
-
-static int connect_unix(const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	size_t n = strlen(path);
-	socklen_t len;
-
-	if (n == 0 || n >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, n);
-	if (path[0] == '@') {
-		/* abstract namespace: a leading NUL and no trailing NUL */
-		sa.sun_path[0] = 0;
-		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-	} else {
-		len = (socklen_t)sizeof(sa);
-	}
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* connect blocking (AF_UNIX connects complete at once); sonde__ipc_chan_init then makes the
-	 * socket nonblocking */
-	if (connect(fd, (struct sockaddr *)&sa, len) < 0) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	return fd;
 }
 
 /* "fd:N": a connected socket inherited from a supervisor (sonde run --trace). It is taken
@@ -192,14 +164,16 @@ int sonde__conn_open(struct conn *c, enum conn_kind kind, const char *path, cons
 		return -r;
 	c->open = true;
 	inherited = !strncmp(c->path, "fd:", 3);
-	fd = inherited ? adopt_fd(c->path + 3) : connect_unix(c->path);
+	fd = inherited ? adopt_fd(c->path + 3) : sonde__ipc_connect(c->path);
 	if (fd < 0) {
 		r = fd;
 		goto fail;
 	}
 	if ((r = sonde__ipc_chan_init(&c->ch, fd)) < 0)
 		goto fail;
-	if (!inherited && (r = sonde__conn_check_listener(fd, c->path, trust)) < 0)
+	/* a TCP or vsock service has no SO_PEERCRED: naming its address is the trust */
+	if (!inherited && sonde__ipc_is_unix(fd) &&
+	    (r = sonde__conn_check_listener(fd, c->path, trust)) < 0)
 		goto fail;
 	c->next_request_id = 1;
 	struct ipc_frame f = {.request_id = c->next_request_id++,

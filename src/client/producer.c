@@ -21,6 +21,7 @@
 #include "client/writer.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
+#include "ipc/sock.h"
 
 /* Our method indexes (conn.method_ids order). */
 enum {
@@ -45,6 +46,7 @@ static const char *const method_names[PM_COUNT] = {
 enum {
 	DEFAULT_STALL_MS = 10,
 	OWN_SMB_SIZE = 262144,
+	EMULATED_SMB_SIZE = 1 << 20, /* Perfetto's kShmemEmulationSize */
 	OWN_SMB_PAGE = 4096,
 	/* reconnection backoff, as the Perfetto SDK's: the first retry soon, then doubling */
 	RECONNECT_FIRST_MS = 100,
@@ -73,6 +75,9 @@ struct sonde_producer {
 	size_t smb_size, smb_page;
 	bool smb_offered; /* our own SMB is mapped, waiting for the service's verdict */
 	bool smb_adopted;
+	/* the service asked for shared-memory emulation (a TCP or vsock connection): the SMB
+	 * is this process's own memory and chunks go inline */
+	bool emulated;
 	struct arbiter arb;
 	bool arb_ready;
 	/* data sources */
@@ -140,6 +145,7 @@ static void start_arbiter(struct sonde_producer *p)
 		sonde_error("producer: cannot use the shared memory buffer");
 		return;
 	}
+	p->arb.emulated = p->emulated;
 	__atomic_store_n(&p->arb_ready, true, __ATOMIC_RELEASE);
 	sonde_debug("producer %s: SMB of %zu bytes, pages of %zu", p->name, p->smb_size,
 		    p->smb_page);
@@ -175,7 +181,9 @@ static int send_initialize(struct sonde_producer *p)
 	struct buf *b = &p->scratch;
 	int fd = -1, r;
 
-	if (p->opts.producer_provided_smb && (r = create_own_smb(p, &fd)) < 0)
+	/* a descriptor cannot travel over TCP or vsock: no SMB of our own there */
+	if (p->opts.producer_provided_smb && sonde__ipc_is_unix(p->c.ch.fd) &&
+	    (r = create_own_smb(p, &fd)) < 0)
 		return r;
 	sonde__buf_reset(b);
 	if (p->opts.smb_page_size_hint)
@@ -565,6 +573,23 @@ static void on_setup_tracing(struct sonde_producer *p, const struct pb_field *cm
 	struct stat st;
 	int r;
 
+	if (fd < 0 && p->emulated && !p->arb_ready) {
+		/* emulation: a buffer of our own, of the page size the service chose */
+		void *m = mmap(NULL, EMULATED_SMB_SIZE, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED || !smb_geometry_abi_ok(EMULATED_SMB_SIZE, page_kb * 1024u)) {
+			sonde_error("producer %s: cannot emulate shared memory of %u KiB pages",
+				    p->name, page_kb);
+			if (m != MAP_FAILED)
+				munmap(m, EMULATED_SMB_SIZE);
+			return;
+		}
+		p->smb = m;
+		p->smb_size = EMULATED_SMB_SIZE;
+		p->smb_page = page_kb * 1024u;
+		start_arbiter(p);
+		return;
+	}
 	if (fd < 0) {
 		if (!p->arb_ready)
 			sonde_error("producer %s: setup_tracing without a buffer", p->name);
@@ -627,10 +652,15 @@ static void on_init_reply(struct sonde_producer *p, const struct ipc_frame *f)
 	p->connected = true;
 	struct pb_reader r = pb_reader_init(f->data, f->data_len);
 	struct pb_field fl;
-	while (sonde__pb_next(&r, &fl) > 0)
+	while (sonde__pb_next(&r, &fl) > 0) {
 		if (fl.num == PF_INIT_CONN_RESP_USING_SHMEM_PROVIDED_BY_PRODUCER &&
 		    fl.wire == PB_VARINT)
 			adopted = fl.u != 0;
+		if (fl.num == PF_INIT_CONN_RESP_USE_SHMEM_EMULATION && fl.wire == PB_VARINT)
+			p->emulated = fl.u != 0;
+	}
+	if (p->emulated)
+		adopted = false; /* chunks go inline: an offered SMB is not used */
 	if (p->smb_offered && adopted) {
 		p->smb_adopted = true;
 		start_arbiter(p);
@@ -711,7 +741,7 @@ static void drop_smb(struct sonde_producer *p)
 	if (p->smb)
 		munmap(p->smb, p->smb_size);
 	p->smb = NULL;
-	p->smb_offered = p->smb_adopted = false;
+	p->smb_offered = p->smb_adopted = p->emulated = false;
 }
 
 /* One attempt, when due: a new connection, InitializeConnection, and every data source

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum {
 	SMB_PAGE_HDR_SIZE = 8,
@@ -236,6 +237,22 @@ static inline struct smb_chunk_info smb_chunk_read_hdr(uint8_t *chunk)
 	ci.writer_id = __atomic_load_n(&h->writer_id, __ATOMIC_RELAXED);
 	ci.count = packets & SMB_PACKETS_COUNT_MASK;
 	ci.flags = (uint8_t)(packets >> SMB_PACKETS_FLAGS_SHIFT);
+	ci.size = 0;
+	return ci;
+}
+
+/* The same from a chunk that is not in shared memory (an emulated chunk sent inline, at
+ * any alignment): plain unaligned reads. */
+static inline struct smb_chunk_info smb_chunk_parse_hdr(const uint8_t *chunk)
+{
+	struct smb_chunk_hdr h;
+	struct smb_chunk_info ci;
+
+	memcpy(&h, chunk, sizeof(h));
+	ci.chunk_id = h.chunk_id;
+	ci.writer_id = h.writer_id;
+	ci.count = h.packets & SMB_PACKETS_COUNT_MASK;
+	ci.flags = (uint8_t)(h.packets >> SMB_PACKETS_FLAGS_SHIFT);
 	ci.size = 0;
 	return ci;
 }

@@ -3,11 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ipc/addr.h"
 #include "ipc/sock.h"
 
 const char *sonde__ipc_default_sock_name(enum ipc_port port)
@@ -120,6 +123,53 @@ static int clear_path(const char *path, int type)
 	return 0;
 }
 
+bool sonde__ipc_is_unix(int fd)
+{
+	struct sockaddr_storage a;
+	socklen_t len = sizeof(a);
+
+	return getsockname(fd, (struct sockaddr *)&a, &len) == 0 && a.ss_family == AF_UNIX;
+}
+
+void sonde__ipc_sock_tune(int fd)
+{
+	struct sockaddr_storage a;
+	socklen_t len = sizeof(a);
+	int one = 1, idle = 30, intvl = 10, cnt = 6;
+
+	if (getsockname(fd, (struct sockaddr *)&a, &len) < 0 ||
+	    (a.ss_family != AF_INET && a.ss_family != AF_INET6))
+		return;
+	/* frames are written whole: Nagle would only delay a small reply behind an ACK */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* a peer whose machine went away is noticed in about 90 s instead of hours */
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+static int net_listen(const struct ipc_addr *ad, int type)
+{
+	int fd = socket(ad->sa.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1, rc;
+
+	if (fd < 0)
+		return -errno;
+	/* a restarted service binds again at once, past the old connections' TIME_WAIT */
+	if (ad->kind == IPC_ADDR_TCP)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* "[::]:PORT" is IPv6 only: IPv4 is asked for by its own address */
+	if (ad->sa.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&ad->sa, ad->sa_len) < 0 ||
+	    listen(fd, SOMAXCONN) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 int sonde__ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct ipc_bound *out)
 {
 	struct ipc_bound local, *bound = out ? out : &local;
@@ -127,10 +177,15 @@ int sonde__ipc_listen_perm(const char *name, int type, unsigned mode, long gid, 
 	struct stat st;
 	socklen_t len;
 	bool path = name[0] != '@';
-	int fd, rc = make_addr(name, &a, &len);
+	struct ipc_addr ad;
+	int fd, rc = sonde__ipc_addr_parse(name, strlen(name), &ad);
 
 	*bound = (struct ipc_bound){0};
 	if (rc < 0)
+		return rc;
+	if (ad.kind != IPC_ADDR_UNIX)
+		return net_listen(&ad, type);
+	if ((rc = make_addr(name, &a, &len)) < 0)
 		return rc;
 	if (path && (rc = clear_path(name, type)) < 0)
 		return rc;
@@ -184,18 +239,34 @@ int sonde__ipc_connect(const char *name)
 	return sonde__ipc_connect_type(name, SOCK_STREAM);
 }
 
-int sonde__ipc_connect_type(const char *name, int type)
+static int connect_one(const char *name, size_t n, int type)
 {
-	struct sockaddr_un a;
+	struct sockaddr_un un;
+	struct ipc_addr ad;
+	const struct sockaddr *sa = (const struct sockaddr *)&un;
 	socklen_t len;
-	int fd, rc = make_addr(name, &a, &len);
+	char path[sizeof(un.sun_path)];
+	int fd, rc = sonde__ipc_addr_parse(name, n, &ad);
 
 	if (rc < 0)
 		return rc;
-	fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+	if (ad.kind == IPC_ADDR_UNIX) {
+		if (n >= sizeof(path))
+			return -ENAMETOOLONG;
+		memcpy(path, name, n);
+		path[n] = '\0';
+		if ((rc = make_addr(path, &un, &len)) < 0)
+			return rc;
+	} else {
+		sa = (const struct sockaddr *)&ad.sa;
+		len = ad.sa_len;
+	}
+	fd = socket(sa->sa_family, type | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&a, len) < 0) {
+	/* blocking: a TCP connect to loopback or a listening host completes in a round trip
+	 * (an unreachable one fails when the kernel gives up, as a Perfetto client does) */
+	if (connect(fd, sa, len) < 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
@@ -205,5 +276,24 @@ int sonde__ipc_connect_type(const char *name, int type)
 		close(fd);
 		return rc;
 	}
+	sonde__ipc_sock_tune(fd);
 	return fd;
+}
+
+int sonde__ipc_connect_type(const char *name, int type)
+{
+	const char *one;
+	size_t pos = 0, n;
+	int rc = -ENOENT;
+
+	/* a list (a producer socket, as Perfetto's service listens on each): the first
+	 * that answers; but a path may hold a comma too, so the whole name goes first */
+	if (strchr(name, ',') && (rc = connect_one(name, strlen(name), type)) >= 0)
+		return rc;
+	while (sonde__ipc_addr_list_next(name, &pos, &one, &n)) {
+		rc = connect_one(one, n, type);
+		if (rc >= 0)
+			return rc;
+	}
+	return rc;
 }

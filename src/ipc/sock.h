@@ -23,7 +23,9 @@ struct ipc_bound {
 	bool valid;
 };
 
-/* Creates a listening nonblocking close-on-exec AF_UNIX stream socket. A leading '@'
+/* Creates a listening nonblocking close-on-exec stream socket. A TCP or vsock name
+ * (ipc/addr.h) is bound exactly as given (IPv6 only for "[V6]:PORT"), mode and group do
+ * not apply; otherwise an AF_UNIX socket: A leading '@'
  * selects the abstract namespace. A path is bound only if nothing is there or a stale
  * socket file (nothing answers a connect: ECONNREFUSED), which is replaced. Returns the
  * fd or -errno: -EADDRINUSE when a service already listens at name (path or abstract),
@@ -38,10 +40,17 @@ int sonde__ipc_listen_perm(const char *name, int type, unsigned mode, long gid, 
 /* Unlinks the socket file name if it is still the inode recorded in *bound, never a file
  * that replaced it; then marks *bound invalid. */
 void sonde__ipc_unlink_bound(const char *name, struct ipc_bound *bound);
-/* Connects a nonblocking close-on-exec socket to name (connect itself is blocking on
- * AF_UNIX, which completes or fails at once). Returns the fd or -errno. */
+/* Connects a nonblocking close-on-exec socket to name, any name sonde__ipc_addr_parse
+ * takes (TCP sockets get sonde__ipc_sock_tune), or to the first of a comma-separated list
+ * that answers. The connect itself is blocking. Returns the fd or -errno. */
 int sonde__ipc_connect(const char *name);
 /* The same for a socket type (SOCK_STREAM, SOCK_SEQPACKET). */
 int sonde__ipc_connect_type(const char *name, int type);
+
+/* Whether fd is an AF_UNIX socket (else TCP or vsock: no peer credentials, no fds). */
+bool sonde__ipc_is_unix(int fd);
+/* TCP_NODELAY and keepalive on a TCP socket (a connected or accepted one); nothing on
+ * others. */
+void sonde__ipc_sock_tune(int fd);
 
 #endif

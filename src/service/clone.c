@@ -37,7 +37,8 @@ void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *nam
 	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_TRACING_SESSION_ID, ss->id);
 	sonde__pb_put_string(&b, PF_CLONE_TRIGGER_HIT_TRIGGER_NAME, name);
 	sonde__pb_put_string(&b, PF_CLONE_TRIGGER_HIT_PRODUCER_NAME, producer->p.name);
-	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_PRODUCER_UID, producer->ch.peer_uid);
+	if (!producer->remote)
+		sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_PRODUCER_UID, producer->ch.peer_uid);
 	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_BOOT_TIME_NS, now_ns);
 	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_TRIGGER_DELAY_MS, delay_ms);
 	sonde__pb_end(&b, h);
@@ -49,8 +50,12 @@ void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *nam
 	sonde__buf_free(&b);
 }
 
+/* A remote consumer's uid is unknown: it cannot be told from another remote consumer, so
+ * it clones (and lists) no session. */
 static bool may_clone(const struct conn *caller, const struct session *src)
 {
+	if (caller->remote)
+		return false;
 	return caller->ch.peer_uid == 0 || (int32_t)caller->ch.peer_uid == src->consumer_uid;
 }
 

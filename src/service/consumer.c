@@ -313,10 +313,14 @@ static void put_producer(struct buf *b, const struct conn *c)
 
 	sonde__pb_put_varint(b, PF_TSS_PRODUCER_ID, c->p.id);
 	sonde__pb_put_string(b, PF_TSS_PRODUCER_NAME, c->p.name);
-	sonde__pb_put_varint(b, PF_TSS_PRODUCER_UID, (uint64_t)(int64_t)(int32_t)c->ch.peer_uid);
+	/* a remote producer's uid and pid are unknown: left out, not made up */
+	if (!c->remote)
+		sonde__pb_put_varint(b, PF_TSS_PRODUCER_UID,
+				     (uint64_t)(int64_t)(int32_t)c->ch.peer_uid);
 	if (c->p.sdk_version)
 		sonde__pb_put_string(b, PF_TSS_PRODUCER_SDK_VERSION, c->p.sdk_version);
-	sonde__pb_put_varint(b, PF_TSS_PRODUCER_PID, (uint64_t)(int64_t)c->ch.peer_pid);
+	if (!c->remote)
+		sonde__pb_put_varint(b, PF_TSS_PRODUCER_PID, (uint64_t)(int64_t)c->ch.peer_pid);
 	sonde__pb_end(b, m);
 }
 
@@ -440,7 +444,9 @@ static int detach(struct svc *s, struct req *r)
 	struct session *ss = own_session(s, r->c);
 	char *key = arg_key(r);
 
-	if (!ss || !key || ss->detach_key || detached(s, (int32_t)r->c->ch.peer_uid, key)) {
+	/* a remote consumer could not be told from another one at Attach */
+	if (!ss || !key || r->c->remote || ss->detach_key ||
+	    detached(s, (int32_t)r->c->ch.peer_uid, key)) {
 		free(key);
 		return -SONDE_E_STATE;
 	}
@@ -452,7 +458,8 @@ static int detach(struct svc *s, struct req *r)
 static int attach(struct svc *s, struct req *r)
 {
 	char *key = arg_key(r);
-	struct session *ss = key ? detached(s, (int32_t)r->c->ch.peer_uid, key) : NULL;
+	struct session *ss =
+		key && !r->c->remote ? detached(s, (int32_t)r->c->ch.peer_uid, key) : NULL;
 	struct buf b = BUF_INIT;
 	int rc;
 

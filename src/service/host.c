@@ -12,6 +12,7 @@
 #include <sonde/service.h>
 
 #include "base/opts.h"
+#include "ipc/addr.h"
 #include "ipc/protos.h"
 #include "ipc/sock.h"
 #include "service/internal.h"
@@ -192,7 +193,11 @@ static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *
 		invoke(s, c, f, &fd);
 		break;
 	case IPC_MSG_SET_PEER_IDENTITY:
-		break; /* AF_UNIX: SO_PEERCRED is authoritative */
+		/* Only a relay may vouch for the peers it forwards, and this service serves no
+		 * relay port: ignored from everybody. On AF_UNIX SO_PEERCRED is authoritative; a
+		 * remote peer stays of unknown uid. */
+		sonde_debug("connection %llu: SetPeerIdentity ignored", (unsigned long long)c->id);
+		break;
 	case IPC_MSG_BIND_SERVICE_REPLY:
 	case IPC_MSG_INVOKE_METHOD_REPLY:
 	case IPC_MSG_REQUEST_ERROR:
@@ -312,22 +317,26 @@ void sonde__svc_accept_failed(struct svc *s, int lfd, uint64_t cookie, int err)
 			       (uint64_t)lfd << 32 | (uint32_t)cookie);
 }
 
-static void accept_conns(struct svc *s, int which)
+static void accept_conns(struct svc *s, size_t li)
 {
+	const struct svc_listener *l = &s->lis[li];
+	int which = l->consumer;
+
 	/* bounded per wake-up (level-triggered: the rest comes in the next iteration), so a
 	 * peer connecting as fast as it is refused cannot keep the loop from the others */
 	for (int k = 0; k < SVC_ACCEPT_BATCH; k++) {
-		int fd = accept4(s->lfd[which], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			sonde__svc_accept_failed(s, s->lfd[which],
-					  which ? SVC_COOKIE_CONSUMER_LISTENER
-						: SVC_COOKIE_PRODUCER_LISTENER,
-					  errno);
+			sonde__svc_accept_failed(s, l->fd, SVC_COOKIE_LISTENER + li, errno);
 			return;
 		}
-		struct ucred cr;
+		struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
 		socklen_t len = sizeof(cr);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+		bool remote = !sonde__ipc_is_unix(fd);
+		if (remote)
+			sonde__ipc_sock_tune(fd);
+		/* remote peers share one per-uid quota: the unknown uid's */
+		if ((!remote && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) ||
 		    !sonde__sec_admit_conn(s, cr.uid)) {
 			close(fd);
 			continue;
@@ -335,10 +344,13 @@ static void accept_conns(struct svc *s, int which)
 		struct conn *c = sonde__svc_add_conn(s, fd, which == 0);
 		/* accepted directly, so SO_PEERCRED names the process that connected: the
 		 * probes child, whose pid cannot be reused until sonded reaps it */
-		if (c && which == 0 && s->probes_pid && cr.pid == s->probes_pid &&
+		if (c && !remote && which == 0 && s->probes_pid && cr.pid == s->probes_pid &&
 		    cr.uid == s->uid)
 			c->trusted_probes = true;
-		if (c)
+		if (c && remote)
+			sonde_debug("%s connected over the network: uid unknown",
+				    which ? "consumer" : "producer");
+		else if (c)
 			sonde_debug("%s connected: pid %d uid %d", which ? "consumer" : "producer",
 				    (int)c->ch.peer_pid, (int)c->ch.peer_uid);
 	}
@@ -348,8 +360,8 @@ static void on_io(void *ctx, uint64_t cookie, uint32_t events)
 {
 	struct svc *s = ctx;
 
-	if (cookie == SVC_COOKIE_PRODUCER_LISTENER || cookie == SVC_COOKIE_CONSUMER_LISTENER) {
-		accept_conns(s, cookie == SVC_COOKIE_CONSUMER_LISTENER);
+	if (cookie >= SVC_COOKIE_LISTENER && cookie < SVC_COOKIE_LISTENER + s->nlis) {
+		accept_conns(s, (size_t)(cookie - SVC_COOKIE_LISTENER));
 		return;
 	}
 	if (sonde__connector_owns(s, cookie)) {
@@ -419,20 +431,72 @@ void sonde__svc_listen_failed(const char *name, int err)
 		sonde_error("cannot listen on %s: %s", name, sonde_strerror(err));
 }
 
-static int listen_on(struct svc *s, const struct sonde_service_opts *o, int which, const char *name)
+static int listen_one(struct svc *s, const struct sonde_service_opts *o, int which,
+		      const char *name, size_t len)
 {
-	int fd = sonde__sec_listen(o, which, name, &s->bound[which]);
+	struct svc_listener *l = &s->lis[s->nlis];
+	char *n = sonde__svc_strndup((const uint8_t *)name, len);
+	int fd;
 
+	if (!n)
+		return -ENOMEM;
+	fd = sonde__sec_listen(o, which, n, &l->bound);
 	if (fd < 0) {
-		sonde__svc_listen_failed(name, fd);
+		sonde__svc_listen_failed(n, fd);
+		free(n);
 		return fd;
 	}
-	s->lfd[which] = fd;
-	s->path[which] = strdup(name);
-	if (!s->path[which])
+	l->fd = fd;
+	l->consumer = which == 1;
+	l->name = n;
+	s->nlis++;
+	return sonde__loop_add(&s->loop, fd, EPOLLIN, SVC_COOKIE_LISTENER + s->nlis - 1);
+}
+
+/* The consumer socket, or each name of the producer's list (as Perfetto's service listens
+ * on each); a TCP or vsock name only when given explicitly. */
+static int listen_on(struct svc *s, const struct sonde_service_opts *o, int which, const char *name)
+{
+	const char *one;
+	size_t pos = 0, len, n = 0, first = s->nlis;
+	int rc;
+
+	if (which == 1) {
+		if (!(s->sock_name[1] = strdup(name)))
+			return -ENOMEM;
+		return listen_one(s, o, which, name, strlen(name));
+	}
+	while (sonde__ipc_addr_list_next(name, &pos, &one, &len)) {
+		if (n++ == SVC_MAX_PRODUCER_SOCKETS) {
+			sonde_error("%s: more than %d producer sockets", name,
+				    SVC_MAX_PRODUCER_SOCKETS);
+			return -E2BIG;
+		}
+		if ((rc = listen_one(s, o, which, one, len)) < 0)
+			return rc;
+	}
+	if (n == 0) {
+		sonde_error("no producer socket name in \"%s\"", name);
+		return -EINVAL;
+	}
+	/* the list again with the Unix names first: a local client given it (sonded's own
+	 * probes) connects where SO_PEERCRED works */
+	if (!(s->sock_name[0] = malloc(strlen(name) + 1)))
 		return -ENOMEM;
-	return sonde__loop_add(&s->loop, fd, EPOLLIN,
-			which ? SVC_COOKIE_CONSUMER_LISTENER : SVC_COOKIE_PRODUCER_LISTENER);
+	s->sock_name[0][0] = '\0';
+	for (int unix_pass = 1; unix_pass >= 0; unix_pass--)
+		for (size_t i = first; i < s->nlis; i++) {
+			struct ipc_addr a;
+			const char *ln = s->lis[i].name;
+			bool is_unix = sonde__ipc_addr_parse(ln, strlen(ln), &a) == 0 &&
+				       a.kind == IPC_ADDR_UNIX;
+			if (is_unix != (unix_pass == 1))
+				continue;
+			if (s->sock_name[0][0])
+				strcat(s->sock_name[0], ",");
+			strcat(s->sock_name[0], ln);
+		}
+	return 0;
 }
 
 struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
@@ -448,8 +512,7 @@ struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 	if (!(ss = calloc(1, sizeof(*ss))))
 		return NULL;
 	struct svc *s = &ss->s;
-	s->lfd[0] = s->lfd[1] = -1;
-	s->next_conn_id = 3;
+	s->next_conn_id = SVC_FIRST_CONN_ID;
 	s->next_instance_id = s->next_session_id = s->next_flush_id = 1;
 	s->next_producer_id = 1;
 	s->uid = getuid();
@@ -498,7 +561,7 @@ const char *sonde_service__socket(const struct sonde_service *ss, int which)
 {
 	if (which == SONDE_SOCKET_CONNECTOR)
 		return sonde__connector_path(&ss->s);
-	return ss->s.path[which ? 1 : 0];
+	return ss->s.sock_name[which ? 1 : 0];
 }
 
 void sonde_service__trust_probes(struct sonde_service *ss, pid_t pid)
@@ -523,13 +586,13 @@ void sonde_service__free(struct sonde_service *ss)
 		sonde__session_free(s, s->sessions[0]);
 	sonde__session_reap_writers(s, 2000); /* their files get 2 s to take what is queued */
 	sonde__connector_free(s);
-	for (int i = 0; i < 2; i++) {
-		if (s->lfd[i] >= 0)
-			close(s->lfd[i]);
-		if (s->path[i])
-			sonde__ipc_unlink_bound(s->path[i], &s->bound[i]);
-		free(s->path[i]);
+	for (size_t i = 0; i < s->nlis; i++) {
+		close(s->lis[i].fd);
+		sonde__ipc_unlink_bound(s->lis[i].name, &s->lis[i].bound);
+		free(s->lis[i].name);
 	}
+	free(s->sock_name[0]);
+	free(s->sock_name[1]);
 	sonde__trigger_svc_free(s);
 	sonde__bufid_free(s);
 	free(s->conns);

@@ -38,8 +38,17 @@ enum {
 	SVC_FILE_QUEUE_BYTES = 4 << 20, /* write_into_file: bytes queued to the writer thread */
 	SVC_FILE_STALL_MS = 10000,	/* ... and how long they may wait without progress */
 	SVC_MAX_DRAINING = 16,		/* writers finishing the files of freed sessions */
-	SVC_COOKIE_PRODUCER_LISTENER = 1,
-	SVC_COOKIE_CONSUMER_LISTENER = 2,
+	SVC_MAX_PRODUCER_SOCKETS = 8,	/* names in a comma-separated producer socket list */
+	SVC_COOKIE_LISTENER = 1,	/* listener i has cookie SVC_COOKIE_LISTENER + i */
+	SVC_FIRST_CONN_ID = SVC_COOKIE_LISTENER + SVC_MAX_PRODUCER_SOCKETS + 1,
+};
+
+/* A listening socket: one per producer socket name, one for the consumer. */
+struct svc_listener {
+	int fd;
+	bool consumer;
+	char *name;
+	struct ipc_bound bound; /* its socket file, unlinked at exit if still ours */
 };
 
 struct req {
@@ -77,6 +86,9 @@ struct producer {
 	uint8_t *smb;
 	size_t smb_size, page_size, num_pages;
 	bool smb_adopted, setup_sent;
+	/* shared-memory emulation (a remote producer): no SMB, chunks come inline in
+	 * CommitData; page_size and num_pages are the geometry told in SetupTracing */
+	bool emulated;
 	bool cmd_stream;
 	uint64_t cmd_req_id;
 	struct pending_cmd *pending;
@@ -115,6 +127,10 @@ struct conn {
 	/* a producer connected directly (not handed over) by sonded's own supervised probes
 	 * (sonde_service__trust_probes): it is sent the consumer's credentials */
 	bool trusted_probes;
+	/* a TCP or vsock peer: no SO_PEERCRED, so its uid and pid are unknown (ch.peer_uid is
+	 * (uid_t)-1, nobody's, only so that no comparison can match); its producer gets
+	 * shared-memory emulation and its packets no trusted_uid */
+	bool remote;
 	bool is_producer;
 	bool bound;
 	bool dead;
@@ -142,9 +158,9 @@ struct svc {
 	struct svc_limits lim;
 	bool lockdown;
 	struct svc_connector *cx; /* connector.c; NULL when disabled */
-	int lfd[2];		  /* producer, consumer */
-	char *path[2];
-	struct ipc_bound bound[2]; /* their socket files, unlinked at exit if still ours */
+	struct svc_listener lis[SVC_MAX_PRODUCER_SOCKETS + 1];
+	size_t nlis;
+	char *sock_name[2]; /* producer, consumer, as given (the producer's may be a list) */
 	struct conn **conns;
 	size_t nconns;
 	uint64_t next_conn_id, next_instance_id, next_session_id, next_flush_id;

@@ -117,7 +117,7 @@ int sonde__producer_ensure_smb(struct svc *s, struct conn *c, const struct sessi
 	struct buf b = BUF_INIT;
 	int rc;
 
-	if (p->smb)
+	if (p->smb || (p->emulated && p->setup_sent))
 		return 0;
 	config_sizes(ss, p->name, &page, &size);
 	if (!page)
@@ -137,7 +137,15 @@ int sonde__producer_ensure_smb(struct svc *s, struct conn *c, const struct sessi
 		size = SMB_DEFAULT_SIZE < s->lim.smb_bytes ? SMB_DEFAULT_SIZE
 							   : s->lim.smb_bytes / page * page;
 	}
-	rc = create_smb(p, size, page);
+	if (p->emulated) {
+		/* nothing to map: the producer keeps its chunks in its own memory and sends
+		 * them inline; the page size still tells it the chunk geometry */
+		p->page_size = page;
+		p->num_pages = size / page;
+		rc = 0;
+	} else {
+		rc = create_smb(p, size, page);
+	}
 	if (rc < 0) {
 		sonde_error("producer %s: cannot create its shared memory: %s", p->name,
 			    sonde_strerror(rc));
@@ -147,7 +155,7 @@ int sonde__producer_ensure_smb(struct svc *s, struct conn *c, const struct sessi
 	sonde__pb_put_varint(&b, PF_SETUP_TRACING_PAGE_SIZE_KB, page / 1024);
 	sonde__pb_end(&b, m);
 	p->setup_sent = true;
-	rc = sonde__producer_send_cmd(s, c, &b, true);
+	rc = sonde__producer_send_cmd(s, c, &b, !p->emulated);
 	sonde__buf_free(&b);
 	return rc;
 }
@@ -320,19 +328,31 @@ static int initialize(struct svc *s, struct req *r)
 	p->id = sonde__producer_id_next(&s->next_producer_id, producer_id_taken, s);
 	p->scraping = mode == PF_SMB_SCRAPING_ENABLED;
 	s->producers_seen++;
-	if (p->smb) {
+	/* no shared memory over TCP or vsock (Perfetto's service decides it the same way,
+	 * by the transport) */
+	p->emulated = r->c->remote;
+	if (p->emulated) {
+		p->smb_adopted = false;
+	} else if (p->smb) {
 		/* handed over by the connector: adopted if the producer offers that file */
 		p->smb_adopted = provided && r->fd >= 0 && same_file(r->fd, p->smb_fd);
 	} else if (provided && r->fd >= 0 && adopt_smb(s, p, r->fd)) {
 		p->smb_adopted = true;
 		r->fd = -1; /* the mapping keeps it */
 	}
-	sonde_info("producer %u \"%s\" pid %d uid %d%s", p->id, p->name, (int)r->c->ch.peer_pid,
-		   (int)r->c->ch.peer_uid, p->smb_adopted ? " (producer-provided SMB)" : "");
+	if (p->emulated)
+		sonde_info("producer %u \"%s\" remote, uid unknown (shared-memory emulation)",
+			   p->id, p->name);
+	else
+		sonde_info("producer %u \"%s\" pid %d uid %d%s", p->id, p->name,
+			   (int)r->c->ch.peer_pid, (int)r->c->ch.peer_uid,
+			   p->smb_adopted ? " (producer-provided SMB)" : "");
 	struct buf b = BUF_INIT;
 	if (p->smb_adopted)
 		sonde__pb_put_bool(&b, PF_INIT_CONN_RESP_USING_SHMEM_PROVIDED_BY_PRODUCER, true);
 	sonde__pb_put_bool(&b, PF_INIT_CONN_RESP_DIRECT_SMB_PATCHING_SUPPORTED, true);
+	if (p->emulated)
+		sonde__pb_put_bool(&b, PF_INIT_CONN_RESP_USE_SHMEM_EMULATION, true);
 	rc = sonde__svc_reply(r, &b, false);
 	sonde__buf_free(&b);
 	return rc;
@@ -500,6 +520,41 @@ static int trace_writer(struct svc *s, struct req *r, bool reg)
 
 /* ------------------------------------------------------------------ CommitData */
 
+/* Whether a chunk of writer ci->writer_id may go to buffer target. */
+static bool chunk_allowed(struct svc *s, const struct producer *p, const struct smb_chunk_info *ci,
+			  uint64_t target, struct tbuf **tb)
+{
+	/* a buffer freed meanwhile is unknown: its id is not handed out again soon (bufid.c) */
+	*tb = sonde__bufid_get(s, target);
+	return *tb && allowed(p, (uint32_t)target) && ci->writer_id >= 1 &&
+	       ci->writer_id <= SMB_MAX_WRITER_ID &&
+	       (!p->writer_buf[ci->writer_id] || p->writer_buf[ci->writer_id] == target);
+}
+
+/* An emulated chunk: the whole chunk, header included, inline in the request (Perfetto's
+ * MakeChunkFromSerializedData). It is complete by construction and never larger than a
+ * page of the geometry the producer was told; it is read in place, no copy, no state. */
+static void move_inline(struct svc *s, struct conn *c, const uint8_t *data, size_t len,
+			uint64_t target)
+{
+	struct producer *p = &c->p;
+	struct smb_chunk_info ci;
+	struct tbuf *tb;
+
+	if (!p->emulated || !p->page_size || len < SMB_CHUNK_HDR_SIZE || len > p->page_size) {
+		s->chunks_discarded++;
+		return;
+	}
+	ci = smb_chunk_parse_hdr(data);
+	ci.size = len;
+	if (!chunk_allowed(s, p, &ci, target, &tb)) {
+		s->chunks_discarded++;
+		return;
+	}
+	sonde__tbuf_copy_chunk_remote(tb, p->id, &ci, data + SMB_CHUNK_HDR_SIZE,
+				      len - SMB_CHUNK_HDR_SIZE);
+}
+
 static void move_chunk(struct svc *s, struct conn *c, uint64_t page, uint64_t chunk,
 		       uint64_t target)
 {
@@ -512,12 +567,8 @@ static void move_chunk(struct svc *s, struct conn *c, uint64_t page, uint64_t ch
 	ch = smb_acquire_for_reading(p->smb, p->page_size, page, (unsigned)chunk, &ci);
 	if (!ch)
 		return;
-	/* a buffer freed meanwhile is unknown: its id is not handed out again soon (bufid.c) */
-	struct tbuf *tb = sonde__bufid_get(s, target);
-	bool ok = tb && allowed(p, (uint32_t)target) && ci.writer_id >= 1 &&
-		  ci.writer_id <= SMB_MAX_WRITER_ID &&
-		  (!p->writer_buf[ci.writer_id] || p->writer_buf[ci.writer_id] == target);
-	if (ok) {
+	struct tbuf *tb;
+	if (chunk_allowed(s, p, &ci, target, &tb)) {
 		const uint8_t *payload = ch + SMB_CHUNK_HDR_SIZE;
 		size_t len = ci.size - SMB_CHUNK_HDR_SIZE;
 		smb_access(SMB_AT_COPY, payload, len);
@@ -536,8 +587,12 @@ static void parse_move(struct svc *s, struct conn *c, const struct pb_field *e)
 	struct pb_reader r = pb_sub(e);
 	struct pb_field f;
 	uint64_t page = UINT64_MAX, chunk = UINT64_MAX, target = 0;
+	const uint8_t *data = NULL;
+	size_t dlen = 0;
 
 	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num == PF_CHUNKS_TO_MOVE_DATA && f.wire == PB_LEN)
+			data = f.ptr, dlen = f.len;
 		if (f.wire != PB_VARINT)
 			continue;
 		if (f.num == PF_CHUNKS_TO_MOVE_PAGE)
@@ -547,7 +602,11 @@ static void parse_move(struct svc *s, struct conn *c, const struct pb_field *e)
 		else if (f.num == PF_CHUNKS_TO_MOVE_TARGET_BUFFER)
 			target = f.u;
 	}
-	move_chunk(s, c, page, chunk, target);
+	/* an emulated producer's chunks are all inline; a producer with an SMB sends none */
+	if (data || c->p.emulated)
+		move_inline(s, c, data, dlen, target);
+	else
+		move_chunk(s, c, page, chunk, target);
 }
 
 static void apply_patches(struct svc *s, struct conn *c, const struct pb_field *e)

@@ -21,6 +21,7 @@
 #include <sonde/service.h>
 
 #include "base/pb.h"
+#include "ipc/addr.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
 #include "ipc/sock.h"
@@ -122,6 +123,15 @@ int sonde__sec_peer_identity(struct conn *c, int fd)
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 
+	if (!sonde__ipc_is_unix(fd)) {
+		/* TCP or vsock: the kernel knows no credentials of the peer (SO_PEERCRED would
+		 * answer the overflow uid, a real user's); a consumer gets no capabilities */
+		c->remote = true;
+		c->ch.peer_uid = (uid_t)-1;
+		c->ch.peer_pid = 0;
+		c->peer_gid = (uint32_t)-1;
+		return 0;
+	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
 		return -errno;
 	if (len != sizeof(cr))
@@ -170,6 +180,12 @@ int sonde__sec_listen(const struct sonde_service_opts *o, int which, const char 
 	unsigned mode =
 		o && o->socket_mode[which] ? o->socket_mode[which] & 07777 : default_mode[which];
 	bool gid_set = o && o->socket_gid_set[which];
+	struct ipc_addr a;
+
+	/* the connector passes descriptors: AF_UNIX only */
+	if (which == SONDE_SOCKET_CONNECTOR &&
+	    (sonde__ipc_addr_parse(name, strlen(name), &a) < 0 || a.kind != IPC_ADDR_UNIX))
+		return -EPROTONOSUPPORT;
 
 	return sonde__ipc_listen_perm(name, which == SONDE_SOCKET_CONNECTOR ? SOCK_SEQPACKET : SOCK_STREAM,
 			       mode, gid_set ? (long)o->socket_gid[which] : -1, bound);
@@ -182,11 +198,17 @@ int sonde__sec_check_producer(struct svc *s, struct req *r)
 	struct conn *c = r->c;
 	char msg[160];
 
-	if (!s->lockdown || c->ch.peer_uid == s->uid)
+	if (!s->lockdown || (!c->remote && c->ch.peer_uid == s->uid))
 		return 0;
-	snprintf(msg, sizeof(msg),
-		 "lockdown mode: producers must run as uid %u (this one is uid %u)",
-		 (unsigned)s->uid, (unsigned)c->ch.peer_uid);
+	if (c->remote)
+		snprintf(msg, sizeof(msg),
+			 "lockdown mode: producers must run as uid %u (a remote one's uid is "
+			 "unknown)",
+			 (unsigned)s->uid);
+	else
+		snprintf(msg, sizeof(msg),
+			 "lockdown mode: producers must run as uid %u (this one is uid %u)",
+			 (unsigned)s->uid, (unsigned)c->ch.peer_uid);
 	sonde_warn("refusing producer pid %d: %s", (int)c->ch.peer_pid, msg);
 	struct ipc_frame e = {.request_id = r->id,
 			      .msg = IPC_MSG_REQUEST_ERROR,
@@ -339,6 +361,9 @@ int sonde__sec_create_output(const struct conn *c, const char *path)
 	/* A relative path would resolve against sonded's working directory. */
 	if (path[0] != '/')
 		return -EINVAL;
+	/* A remote consumer is nobody on this machine: it creates no file here. */
+	if (c->remote)
+		return -EPERM;
 	/* A consumer of another uid can create only what it could create itself, so that it
 	 * cannot make the service write into a directory it has no access to. */
 	bool other = c->ch.peer_uid != geteuid();

@@ -104,7 +104,7 @@ int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 }
 
 static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, int32_t uid,
-		   int32_t pid)
+		   int32_t pid, bool uid_unknown)
 {
 	uint64_t key = ((uint64_t)producer_id << 16) | writer_id;
 	uint64_t *v;
@@ -129,8 +129,11 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 	}
 	if (sonde__u64map_put(&tb->seqmap, key, (uint32_t)tb->nseqs) < 0)
 		return -1;
-	tb->seqs[tb->nseqs] = (struct tbuf_seq){
-		.producer_id = producer_id, .writer_id = writer_id, .uid = uid, .pid = pid};
+	tb->seqs[tb->nseqs] = (struct tbuf_seq){.producer_id = producer_id,
+						.writer_id = writer_id,
+						.uid = uid,
+						.pid = pid,
+						.uid_unknown = uid_unknown};
 	return (int)tb->nseqs++;
 }
 
@@ -234,8 +237,26 @@ static void recommit(struct tbuf *tb, struct rec *r, const struct smb_chunk_info
 	tb->st.chunks_rewritten++;
 }
 
+static void copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
+		       bool uid_unknown, const struct smb_chunk_info *ci, const uint8_t *payload,
+		       size_t len);
+
 void sonde__tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
 		     const struct smb_chunk_info *ci, const uint8_t *payload, size_t len)
+{
+	copy_chunk(tb, producer_id, uid, pid, false, ci, payload, len);
+}
+
+void sonde__tbuf_copy_chunk_remote(struct tbuf *tb, uint32_t producer_id,
+				   const struct smb_chunk_info *ci, const uint8_t *payload,
+				   size_t len)
+{
+	copy_chunk(tb, producer_id, 0, 0, true, ci, payload, len);
+}
+
+static void copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
+		       bool uid_unknown, const struct smb_chunk_info *ci, const uint8_t *payload,
+		       size_t len)
 {
 	size_t cap = tb->size < 65535 ? tb->size : 65535;
 	struct tbuf_seq *s;
@@ -247,7 +268,7 @@ void sonde__tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, 
 		tb->st.abi_violations++;
 		return;
 	}
-	seq = seq_get(tb, producer_id, ci->writer_id, uid, pid);
+	seq = seq_get(tb, producer_id, ci->writer_id, uid, pid, uid_unknown);
 	if (seq < 0) {
 		tb->st.chunks_discarded++;
 		return;
@@ -404,7 +425,8 @@ static void build_suffix(struct tbuf_seq *s)
 	struct buf b = {.data = s->suffix, .cap = sizeof(s->suffix)};
 
 	/* appended after the producer's bytes: last value wins, so these are authoritative */
-	sonde__pb_put_varint(&b, PF_PACKET_TRUSTED_UID, (uint64_t)(uint32_t)s->uid);
+	if (!s->uid_unknown)
+		sonde__pb_put_varint(&b, PF_PACKET_TRUSTED_UID, (uint64_t)(uint32_t)s->uid);
 	sonde__pb_put_varint(&b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, s->trusted_id);
 	if (s->pid > 0)
 		sonde__pb_put_varint(&b, PF_PACKET_TRUSTED_PID, (uint64_t)s->pid);

@@ -38,6 +38,7 @@ struct tbuf_seq {
 	uint32_t producer_id;
 	uint16_t writer_id;
 	int32_t uid, pid;
+	bool uid_unknown;    /* a remote producer's: its packets carry no trusted_uid */
 	uint32_t trusted_id; /* trusted_packet_sequence_id, 0 until first read */
 	bool has_last;	     /* last_* describe the newest chunk read from */
 	bool loss;	     /* set previous_packet_dropped on the next packet */
@@ -87,6 +88,10 @@ int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src);
  * Handles re-commits of the same (producer, writer, chunk_id) as §4.7 says. */
 void sonde__tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
 		     const struct smb_chunk_info *ci, const uint8_t *payload, size_t len);
+/* The same for a producer whose uid and pid are unknown (a remote one). */
+void sonde__tbuf_copy_chunk_remote(struct tbuf *tb, uint32_t producer_id,
+				   const struct smb_chunk_info *ci, const uint8_t *payload,
+				   size_t len);
 
 /* Applies one 4-byte patch at payload offset `off` of a stored chunk. Returns 0, or
  * -ENOENT if the chunk is gone, -ERANGE if off is out of range (counted as failed). */

@@ -13,28 +13,30 @@
 #include <sonde/client.h>
 
 #include "base/pb.h"
+#include "ipc/sock.h"
 
 #include "../test.h"
 #include "../util.h"
 #include "client_util.h"
 
-static bool can_connect(const char *path)
+static bool can_connect(const char *name)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	bool ok;
+	int fd = sonde__ipc_connect(name); /* a path or a TCP address */
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 	if (fd >= 0)
 		close(fd);
-	return ok;
+	return fd >= 0;
 }
 
 void client_svc_start(struct client_svc *s)
 {
-	snprintf(s->psock, sizeof(s->psock), "%s", test_path("prod.sock"));
-	snprintf(s->csock, sizeof(s->csock), "%s", test_path("cons.sock"));
+	client_svc_start_at(s, test_path("prod.sock"), test_path("cons.sock"));
+}
+
+void client_svc_start_at(struct client_svc *s, const char *prod, const char *cons)
+{
+	snprintf(s->psock, sizeof(s->psock), "%s", prod);
+	snprintf(s->csock, sizeof(s->csock), "%s", cons);
 	/* a connector socket of its own too: the default path may be another sonded's */
 	const char *argv[] = {test_bin("sonded"),   "-p", s->psock, "-c", s->csock, "-x",
 			      test_path("cx.sock"), NULL};

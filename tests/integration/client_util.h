@@ -15,6 +15,8 @@ struct client_svc {
 
 /* Starts sonded and waits until both sockets accept connections. */
 void client_svc_start(struct client_svc *s);
+/* The same on the socket names prod and cons (TCP addresses, lists). */
+void client_svc_start_at(struct client_svc *s, const char *prod, const char *cons);
 /* SIGTERM and wait. */
 void client_svc_stop(struct client_svc *s);
 

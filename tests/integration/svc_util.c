@@ -20,11 +20,22 @@
 
 void sonded_start(struct sonded *d, const char *const *extra)
 {
+	sonded_start_at(d, NULL, NULL, extra);
+}
+
+void sonded_start_at(struct sonded *d, const char *prod, const char *cons, const char *const *extra)
+{
 	const char *argv[32] = {test_bin("sonded"), "-p", d->psock, "-c", d->csock, "-x", d->xsock};
 	int n = 7;
 
-	snprintf(d->psock, sizeof(d->psock), "%s/prod.sock", test_tmpdir());
-	snprintf(d->csock, sizeof(d->csock), "%s/cons.sock", test_tmpdir());
+	if (prod)
+		snprintf(d->psock, sizeof(d->psock), "%s", prod);
+	else
+		snprintf(d->psock, sizeof(d->psock), "%s/prod.sock", test_tmpdir());
+	if (cons)
+		snprintf(d->csock, sizeof(d->csock), "%s", cons);
+	else
+		snprintf(d->csock, sizeof(d->csock), "%s/cons.sock", test_tmpdir());
 	snprintf(d->xsock, sizeof(d->xsock), "%s/conn.sock", test_tmpdir());
 	for (; extra && *extra && n < 30; extra++)
 		argv[n++] = *extra;
@@ -264,10 +275,18 @@ static void map_smb(struct tprod *p, struct tc_msg *m, struct pb_reader r)
 
 	p->setups++;
 	ASSERT_INT(p->setups, ==, 1); /* exactly one setup_tracing per connection */
-	ASSERT(m->fd >= 0);
 	while (sonde__pb_next(&r, &f) > 0)
 		if (f.num == PF_SETUP_TRACING_PAGE_SIZE_KB)
 			p->page = f.u * 1024;
+	if (m->fd < 0) { /* emulation: the chunks live here and go inline */
+		ASSERT(p->page > 0);
+		p->emulated = true;
+		p->smb_size = p->page * 16;
+		p->smb = mmap(NULL, p->smb_size, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ASSERT(p->smb != MAP_FAILED);
+		return;
+	}
 	ASSERT_OK(fstat(m->fd, &st));
 	ASSERT(smb_geometry_abi_ok((size_t)st.st_size, p->page));
 	p->smb_size = (size_t)st.st_size;
@@ -377,6 +396,15 @@ void tprod_commit(struct tprod *p, const unsigned (*moves)[2], size_t n, uint32_
 		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_PAGE, moves[i][0]);
 		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_CHUNK, moves[i][1]);
 		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, target);
+		if (p->emulated) {
+			uint32_t bm =
+				smb_bitmap_load(smb_page_bitmap(p->smb, p->page, moves[i][0]));
+			unsigned layout = smb_bitmap_layout(bm);
+			sonde__pb_put_bytes(
+				&a, PF_CHUNKS_TO_MOVE_DATA,
+				smb_chunk_ptr(p->smb, p->page, moves[i][0], layout, moves[i][1]),
+				smb_chunk_size(p->page, layout));
+		}
 		sonde__pb_end(&a, m);
 	}
 	if (extra)

@@ -36,6 +36,9 @@ struct sonded {
 /* Spawns build/VARIANT/sonded on sockets in the test's tmpdir and waits until both
  * accept connections. extra: further arguments, NULL-terminated (may be NULL). */
 void sonded_start(struct sonded *d, const char *const *extra);
+/* The same on the socket names prod and cons (NULL: the tmpdir's), e.g. TCP addresses. */
+void sonded_start_at(struct sonded *d, const char *prod, const char *cons,
+		     const char *const *extra);
 /* SIGTERM, then asserts a clean exit. */
 void sonded_stop(struct sonded *d);
 /* The pid of sonded's `sonde probes` child other than `not` (0: any), waited for up to
@@ -61,6 +64,9 @@ struct tprod {
 	uint8_t *smb;
 	size_t smb_size, page;
 	int setups; /* setup_tracing commands seen */
+	/* shared-memory emulation (setup_tracing came without an fd): smb is local memory and
+	 * tprod_commit sends the chunks inline */
+	bool emulated;
 };
 
 struct tcmd {

@@ -58,14 +58,24 @@ static void run_session(const struct client_svc *svc, uint32_t duration_ms, uint
 	free(cfg);
 }
 
-static void run_producer_session(const struct client_prod_opts *po, uint32_t buf_kb, int expect)
+static void run_producer_session_at(const struct client_prod_opts *po, uint32_t buf_kb, int expect,
+				    bool tcp)
 {
 	struct client_svc svc;
 	struct buf trace = BUF_INIT;
+	char plist[512], cons[64], remote[64];
 
-	client_svc_start(&svc);
+	if (tcp) {
+		/* the producer socket a list (listened on each): a Unix one, then TCP */
+		snprintf(remote, sizeof(remote), "127.0.0.1:%u", test_free_tcp_port());
+		snprintf(plist, sizeof(plist), "%s,%s", test_path("prod.sock"), remote);
+		snprintf(cons, sizeof(cons), "127.0.0.1:%u", test_free_tcp_port());
+		client_svc_start_at(&svc, plist, cons);
+	} else {
+		client_svc_start(&svc);
+	}
 	struct client_prod_opts o = *po;
-	o.socket = svc.psock;
+	o.socket = tcp ? remote : svc.psock;
 	pid_t prod = client_prod_spawn(&o);
 	client_wait_data_source(svc.csock, "client.test");
 	run_session(&svc, 1500, buf_kb, &trace);
@@ -74,6 +84,11 @@ static void run_producer_session(const struct client_prod_opts *po, uint32_t buf
 		   expect);
 	client_svc_stop(&svc);
 	sonde__buf_free(&trace);
+}
+
+static void run_producer_session(const struct client_prod_opts *po, uint32_t buf_kb, int expect)
+{
+	run_producer_session_at(po, buf_kb, expect, false);
 }
 
 TEST_TIMEOUT(client_e2e_session_small_packets, 90)
@@ -104,6 +119,26 @@ TEST_TIMEOUT(client_e2e_producer_provided_smb, 90)
 				     .smb_size = 128 * 1024,
 				     .page_size = 8192};
 	run_producer_session(&o, 4096, 300);
+}
+
+/* Over TCP the service asks for shared-memory emulation: the producer's chunks, patches and
+ * fragments travel inline, and the consumer reads over TCP too. */
+TEST_TIMEOUT(client_e2e_tcp_emulated_small_packets, 90)
+{
+	struct client_prod_opts o = {.packets = 500, .commit_on_start = true};
+	run_producer_session_at(&o, 4096, 500, true);
+}
+
+TEST_TIMEOUT(client_e2e_tcp_emulated_large_packets_with_patches, 120)
+{
+	struct client_prod_opts o = {.packets = 8, .big = 200 * 1024, .commit_on_start = true};
+	run_producer_session_at(&o, 8192, 8, true);
+}
+
+TEST_TIMEOUT(client_e2e_tcp_emulated_data_arrives_by_flush, 90)
+{
+	struct client_prod_opts o = {.packets = 50};
+	run_producer_session_at(&o, 4096, 50, true);
 }
 
 TEST_TIMEOUT(client_e2e_flush_while_tracing, 90)

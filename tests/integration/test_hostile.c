@@ -225,6 +225,95 @@ TEST_TIMEOUT(hostile_patches_out_of_range, 120)
 	hostile_down(&h);
 }
 
+/* ------------------------------------------------------------------ remote peers */
+
+/* A producer over TCP (shared-memory emulation): garbage, a forged SetPeerIdentity,
+ * inline chunks too small, too large and as large as a frame allows, chunks and patches
+ * naming the witness's buffer, SMB moves it has no SMB for. */
+static char remote_addr[64]; /* sonded's TCP producer socket */
+
+static int attack_remote(void *arg)
+{
+	struct hostile *h = arg;
+	const char *addr = remote_addr;
+	struct tprod p;
+	struct tcmd cmd;
+	unsigned seed = 17;
+	int rc;
+
+	if ((rc = garbage_on(addr, "ProducerPort", 3)))
+		return rc;
+	int fd = sonde__ipc_connect(addr);
+	if (fd < 0)
+		return 60;
+	struct ipc_chan ch;
+	struct ipc_frame id = {.msg = IPC_MSG_SET_PEER_IDENTITY, .peer_pid = 1, .peer_uid = 0};
+	if (sonde__ipc_chan_init(&ch, fd) < 0 || sonde__ipc_chan_send(&ch, &id, -1) < 0 ||
+	    sonde__ipc_chan_flush(&ch) < 0)
+		return 61;
+	ch.fd = -1;
+	sonde__ipc_chan_close(&ch);
+	tprod_open_fd(&p, fd, "hostile-remote", true);
+	tprod_register(&p, "hostile.ds", false, false);
+	if (!tprod_cmd(&p, &cmd, 10000) || cmd.kind != PF_ASYNC_CMD_SETUP_DATA_SOURCE)
+		return 62;
+	uint32_t own = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	if (!tprod_cmd(&p, &cmd, 10000) || cmd.kind != PF_ASYNC_CMD_START_DATA_SOURCE ||
+	    !p.emulated)
+		return 63;
+	tc_msg_free(cmd.m);
+	static const size_t sizes[] = {0, 1, 7, 8, 9, 4095, 4096, 4097, 65536, 120000};
+	uint8_t *chunk = calloc(1, 120000);
+	if (!chunk)
+		return 64;
+	for (int round = 0; round < 300; round++) {
+		struct buf a = BUF_INIT;
+		size_t n = sizes[(unsigned)rand_r(&seed) % 10];
+		for (size_t k = 0; k < n && k < 64; k++)
+			chunk[k] = (uint8_t)rand_r(&seed);
+		/* writer 1 of the witness, chunk ids around its own */
+		if (n >= 8) {
+			struct smb_chunk_hdr hd = {.chunk_id = (uint32_t)rand_r(&seed) % 8,
+						   .writer_id = 1,
+						   .packets = smb_packets_word(1, 0)};
+			memcpy(chunk, &hd, sizeof(hd));
+		}
+		size_t m = sonde__pb_begin(&a, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
+		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_PAGE, (unsigned)rand_r(&seed) % 4);
+		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_CHUNK, 0);
+		sonde__pb_put_varint(&a, PF_CHUNKS_TO_MOVE_TARGET_BUFFER,
+				     round % 3 ? h->w.target : own);
+		if (round % 5)
+			sonde__pb_put_bytes(&a, PF_CHUNKS_TO_MOVE_DATA, chunk, n);
+		sonde__pb_end(&a, m);
+		hostile_put_patches(&a, round % 2 ? h->w.target : own, &seed);
+		/* a request too large for a frame is not sent: the channel refuses it */
+		if (a.len < IPC_MAX_PAYLOAD - 64)
+			tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "CommitData", &a, -1, false)));
+		sonde__buf_free(&a);
+	}
+	free(chunk);
+	tc_close(&p.t);
+	return 0;
+}
+
+TEST_TIMEOUT(hostile_remote_producer_over_tcp, 120)
+{
+	struct hostile h;
+	char plist[512];
+
+	/* the witness on the Unix socket, the attacker on TCP: one producer socket list */
+	snprintf(remote_addr, sizeof(remote_addr), "127.0.0.1:%u", test_free_tcp_port());
+	snprintf(plist, sizeof(plist), "%s/prod.sock,%s", test_tmpdir(), remote_addr);
+	const char *const extra[] = {"-p", plist, NULL};
+	hostile_up_args(&h, "hostile.ds", extra);
+	ASSERT_INT(hostile_run(&h, attack_remote, &h, 90), ==, 0);
+	hostile_read_attacker_session(&h);
+	ASSERT_UINT(hostile_stat(&h.w.c, PF_TRACE_STATS_CHUNKS_DISCARDED), >, 0);
+	hostile_down(&h);
+}
+
 /* ------------------------------------------------------------------ slow consumers */
 
 /* A consumer that asks and asks and never reads a reply: the service stops serving it
