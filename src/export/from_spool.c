@@ -19,6 +19,7 @@
 #include <sonde/log.h>
 #include <sonde/spool_reader.h>
 
+#include "base/alloc.h"
 #include "base/opts.h"
 #include "export/profile.h"
 
@@ -61,7 +62,7 @@ int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char *
 {
 	const struct sonde_spool_module_def *d = &r->module.def;
 
-	*path = strndup(d->path ? d->path : "", r->module.path_len);
+	*path = sonde__strndup(d->path ? d->path : "", r->module.path_len);
 	if (!*path)
 		return -ENOMEM;
 	if (d->build_id_len)
@@ -263,7 +264,7 @@ static int decode_file(struct conv *c, int fd, const char *path)
 {
 	struct sonde_spool_decoder *d = sonde_spool_decoder__new();
 	size_t cap = READ_CHUNK, len = 0;
-	uint8_t *buf = malloc(cap);
+	uint8_t *buf = sonde__malloc(cap);
 	struct sonde_spool_record rec;
 	int err = 0;
 	bool eof = false;
@@ -297,7 +298,7 @@ static int decode_file(struct conv *c, int fd, const char *path)
 		if (err || eof)
 			break;
 		if (len == cap) { /* one record larger than the buffer */
-			uint8_t *nb = realloc(buf, cap * 2);
+			uint8_t *nb = sonde__realloc(buf, cap * 2);
 			if (!nb) {
 				err = -ENOMEM;
 				break;
@@ -318,7 +319,7 @@ static int decode_file(struct conv *c, int fd, const char *path)
 		sonde_debug("%s: error at byte %llu", path,
 			    (unsigned long long)sonde_spool_decoder__offset(d));
 out:
-	free(buf);
+	sonde__free(buf);
 	sonde_spool_decoder__free(d);
 	return err;
 }
@@ -326,7 +327,7 @@ out:
 static void conv_free(struct conv *c)
 {
 	for (uint32_t i = 0; i < c->mods.n; i++)
-		free(c->mods.v[i].path);
+		sonde__free(c->mods.v[i].path);
 	ARR_FREE(c->mods);
 	ARR_FREE(c->frames);
 	ARR_FREE(c->nodes);

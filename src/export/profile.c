@@ -8,6 +8,7 @@
 #include <sonde/error.h>
 #include <sonde/spool.h>
 
+#include "base/alloc.h"
 #include "base/opts.h"
 #include "export/profile.h"
 
@@ -22,7 +23,7 @@ int sonde__arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz)
 	}
 	if ((size_t)c > SIZE_MAX / elsz)
 		return -ENOMEM;
-	void *n = realloc(*v, (size_t)c * elsz);
+	void *n = sonde__realloc(*v, (size_t)c * elsz);
 	if (!n)
 		return -ENOMEM;
 	*v = n;
@@ -75,7 +76,7 @@ struct sonde_profile *sonde_profile__new(const struct sonde_profile_info *info)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!(p = calloc(1, sizeof(*p))))
+	if (!(p = sonde__calloc(1, sizeof(*p))))
 		return NULL;
 	OPTS_COPY(&p->info, info);
 	/* entry 0 of every table is a placeholder so that id 0 means "none" */
@@ -108,7 +109,7 @@ void sonde_profile__free(struct sonde_profile *p)
 	ARR_FREE(p->nodes);
 	sonde__idmap_free(&p->node_index);
 	ARR_FREE(p->samples);
-	free(p);
+	sonde__free(p);
 }
 
 static int64_t intern_build_id(struct sonde_profile *p, const uint8_t *id, size_t len)

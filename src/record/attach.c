@@ -12,6 +12,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "record/recorder.h"
 
 enum { STOP_TIMEOUT_MS = 5000 };
@@ -172,7 +173,7 @@ static int add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid
 {
 	if (r->n_events == r->cap_events) {
 		size_t cap = r->cap_events ? r->cap_events * 2 : 64;
-		struct rec_event *ne = realloc(r->events, cap * sizeof(*ne));
+		struct rec_event *ne = sonde__realloc(r->events, cap * sizeof(*ne));
 		if (!ne)
 			return -ENOMEM;
 		r->events = ne;
@@ -304,7 +305,7 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 		}
 		opened += err == 0;
 	}
-	free(tids);
+	sonde__free(tids);
 	p->attach_ticks = sonde__rec_boot_ticks();
 	if (!err && opened == 0)
 		err = -ESRCH;

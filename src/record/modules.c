@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "record/modules.h"
 
 static const char *own_path(struct rec_modtable *t, const char *path)
@@ -13,13 +14,13 @@ static const char *own_path(struct rec_modtable *t, const char *path)
 		return t->paths[t->n_paths - 1];
 	if (t->n_paths == t->cap_paths) {
 		size_t cap = t->cap_paths ? t->cap_paths * 2 : 16;
-		char **np = realloc(t->paths, cap * sizeof(*np));
+		char **np = sonde__realloc(t->paths, cap * sizeof(*np));
 		if (!np)
 			return NULL;
 		t->paths = np;
 		t->cap_paths = cap;
 	}
-	char *s = strdup(path);
+	char *s = sonde__strdup(path);
 	if (!s)
 		return NULL;
 	t->paths[t->n_paths++] = s;
@@ -33,7 +34,7 @@ static int reserve(struct rec_modtable *t, size_t extra)
 	size_t cap = t->cap ? t->cap * 2 : 16;
 	while (cap < t->n + extra)
 		cap *= 2;
-	struct rec_module *nm = realloc(t->m, cap * sizeof(*nm));
+	struct rec_module *nm = sonde__realloc(t->m, cap * sizeof(*nm));
 	if (!nm)
 		return -ENOMEM;
 	t->m = nm;
@@ -127,7 +128,7 @@ const struct rec_module *sonde__modtable_find(const struct rec_modtable *t, uint
 void sonde__modtable_clear(struct rec_modtable *t)
 {
 	for (size_t i = 0; i < t->n_paths; i++)
-		free(t->paths[i]);
+		sonde__free(t->paths[i]);
 	t->n_paths = 0;
 	t->n = 0;
 }
@@ -147,8 +148,8 @@ void sonde__modtable_free(struct rec_modtable *t)
 	if (!t)
 		return;
 	sonde__modtable_clear(t);
-	free(t->m);
-	free(t->paths);
+	sonde__free(t->m);
+	sonde__free(t->paths);
 	memset(t, 0, sizeof(*t));
 }
 

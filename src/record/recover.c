@@ -29,6 +29,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "proc/maps.h"
 #include "record/recorder.h"
 
@@ -151,7 +152,7 @@ int sonde__rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p)
 		else if (!err)
 			opened++;
 	}
-	free(tids);
+	sonde__free(tids);
 	r->sum.threads_refreshed += (uint64_t)opened;
 	return err < 0 ? err : opened;
 }
@@ -197,7 +198,7 @@ static int on_current_map(void *ctx, const struct proc_map *pm)
 
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
-		void *nr = realloc(c->ranges, cap * sizeof(*c->ranges));
+		void *nr = sonde__realloc(c->ranges, cap * sizeof(*c->ranges));
 		if (!nr)
 			return -ENOMEM;
 		c->ranges = nr;
@@ -258,7 +259,7 @@ static int reconcile_maps(struct sonde_recorder *r, size_t proc, uint64_t time)
 
 	if (!err)
 		err = drop_stale(&c);
-	free(c.ranges);
+	sonde__free(c.ranges);
 	return err;
 }
 
@@ -322,7 +323,7 @@ static int discover_children(struct sonde_recorder *r, pid_t pid, uint64_t time)
 		return err == -ESRCH ? 0 : err;
 	for (size_t i = 0; i < n && !err; i++)
 		err = adopt_child(r, kids[i], time);
-	free(kids);
+	sonde__free(kids);
 	return err;
 }
 

@@ -15,6 +15,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/internal.h"
@@ -82,20 +83,20 @@ static void reply_clone(struct svc *s, struct conn *c, uint64_t req, const char 
 
 static int copy_buffers(struct svc *s, struct session *ss, const struct session *src)
 {
-	ss->buf_ids = calloc(src->nbufs ? src->nbufs : 1, sizeof(*ss->buf_ids));
-	ss->bufs = calloc(src->nbufs ? src->nbufs : 1, sizeof(*ss->bufs));
+	ss->buf_ids = sonde__calloc(src->nbufs ? src->nbufs : 1, sizeof(*ss->buf_ids));
+	ss->bufs = sonde__calloc(src->nbufs ? src->nbufs : 1, sizeof(*ss->bufs));
 	if (!ss->buf_ids || !ss->bufs)
 		return -ENOMEM;
 	for (size_t i = 0; i < src->nbufs; i++) {
 		uint16_t id;
-		struct tbuf *tb = calloc(1, sizeof(*tb));
+		struct tbuf *tb = sonde__calloc(1, sizeof(*tb));
 		if (!tb || sonde__tbuf_clone(tb, src->bufs[i]) < 0) {
-			free(tb);
+			sonde__free(tb);
 			return -ENOMEM;
 		}
 		if (sonde__bufid_alloc(s, tb, &id) < 0) {
 			sonde__tbuf_free(tb);
-			free(tb);
+			sonde__free(tb);
 			return -ENOMEM;
 		}
 		ss->buf_ids[i] = id;
@@ -107,10 +108,10 @@ static int copy_buffers(struct svc *s, struct session *ss, const struct session 
 
 static struct session *new_clone(struct svc *s, struct conn *c, const struct session *src)
 {
-	struct session *ss = calloc(1, sizeof(*ss));
+	struct session *ss = sonde__calloc(1, sizeof(*ss));
 
-	if (!ss || !(ss->config = malloc(src->config_len ? src->config_len : 1))) {
-		free(ss);
+	if (!ss || !(ss->config = sonde__malloc(src->config_len ? src->config_len : 1))) {
+		sonde__free(ss);
 		return NULL;
 	}
 	memcpy(ss->config, src->config, src->config_len);
@@ -149,14 +150,14 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 		return;
 	}
 	ss = new_clone(s, c, src);
-	v = realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
-	cfg = calloc(src->nbufs ? src->nbufs * 2 : 1, sizeof(*cfg));
+	v = sonde__realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
+	cfg = sonde__calloc(src->nbufs ? src->nbufs * 2 : 1, sizeof(*cfg));
 	if (!ss || !v || !cfg) {
 		if (v)
 			s->sessions = v;
-		free(ss ? ss->config : NULL);
-		free(ss);
-		free(cfg);
+		sonde__free(ss ? ss->config : NULL);
+		sonde__free(ss);
+		sonde__free(cfg);
 		reply_clone(s, c, req, "out of memory", false, 0);
 		return;
 	}
@@ -164,7 +165,7 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 	for (size_t i = 0; i < src->nbufs; i++)
 		cfg[2 * i] = src->bufs[i]->size / 1024;
 	err = sonde__sec_check_session(s, ss, cfg, src->nbufs);
-	free(cfg);
+	sonde__free(cfg);
 	s->sessions[s->nsessions++] = ss; /* so that sonde__session_free finds it */
 	if (!err && copy_buffers(s, ss, src) < 0)
 		err = "cannot allocate the cloned buffers";

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "service/fwriter.h"
 #include "service/loop.h"
@@ -102,7 +103,7 @@ static void *run(void *arg)
 
 struct fwriter *sonde__fwriter_new(int fd, size_t max_queued)
 {
-	struct fwriter *w = calloc(1, sizeof(*w));
+	struct fwriter *w = sonde__calloc(1, sizeof(*w));
 	pthread_condattr_t ca;
 	int rc;
 
@@ -120,7 +121,7 @@ struct fwriter *sonde__fwriter_new(int fd, size_t max_queued)
 		pthread_cond_destroy(&w->idle);
 		pthread_cond_destroy(&w->work);
 		pthread_mutex_destroy(&w->lock);
-		free(w);
+		sonde__free(w);
 		errno = rc;
 		return NULL;
 	}
@@ -224,7 +225,7 @@ static void destroy(struct fwriter *w)
 	pthread_cond_destroy(&w->idle);
 	pthread_cond_destroy(&w->work);
 	pthread_mutex_destroy(&w->lock);
-	free(w);
+	sonde__free(w);
 }
 
 void sonde__fwriter_cancel(struct fwriter *w)

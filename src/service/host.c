@@ -11,6 +11,7 @@
 #include <sonde/log.h>
 #include <sonde/service.h>
 
+#include "base/alloc.h"
 #include "base/opts.h"
 #include "ipc/protos.h"
 #include "ipc/sock.h"
@@ -58,7 +59,7 @@ static const char *const consumer_methods[] = {
 
 char *sonde__svc_strndup(const uint8_t *p, size_t n)
 {
-	char *s = malloc(n + 1);
+	char *s = sonde__malloc(n + 1);
 
 	if (s) {
 		memcpy(s, p, n);
@@ -241,8 +242,8 @@ static void conn_io(struct svc *s, struct conn *c, uint32_t events)
 
 struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 {
-	struct conn *c = calloc(1, sizeof(*c));
-	struct conn **v = realloc(s->conns, (s->nconns + 1) * sizeof(*v));
+	struct conn *c = sonde__calloc(1, sizeof(*c));
+	struct conn **v = sonde__realloc(s->conns, (s->nconns + 1) * sizeof(*v));
 
 	if (v)
 		s->conns = v;
@@ -251,7 +252,7 @@ struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 			sonde__ipc_chan_close(&c->ch);
 		else
 			close(fd);
-		free(c);
+		sonde__free(c);
 		return NULL;
 	}
 	c->id = s->next_conn_id++;
@@ -260,7 +261,7 @@ struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 	c->events = EPOLLIN;
 	if (sonde__sec_peer_identity(c, fd) < 0 || sonde__loop_add(&s->loop, fd, EPOLLIN, c->id) < 0) {
 		sonde__ipc_chan_close(&c->ch);
-		free(c);
+		sonde__free(c);
 		return NULL;
 	}
 	s->conns[s->nconns++] = c;
@@ -362,7 +363,7 @@ static void destroy_conn(struct svc *s, struct conn *c)
 	else
 		sonde__consumer_gone(s, c);
 	sonde__ipc_chan_close(&c->ch);
-	free(c);
+	sonde__free(c);
 }
 
 /* Tears down dead connections. Teardown can kill others (a send to a peer fails), so it
@@ -421,7 +422,7 @@ static int listen_on(struct svc *s, const struct sonde_service_opts *o, int whic
 		return fd;
 	}
 	s->lfd[which] = fd;
-	s->path[which] = strdup(name);
+	s->path[which] = sonde__strdup(name);
 	if (!s->path[which])
 		return -ENOMEM;
 	return sonde__loop_add(&s->loop, fd, EPOLLIN,
@@ -438,7 +439,7 @@ struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!(ss = calloc(1, sizeof(*ss))))
+	if (!(ss = sonde__calloc(1, sizeof(*ss))))
 		return NULL;
 	struct svc *s = &ss->s;
 	s->lfd[0] = s->lfd[1] = -1;
@@ -519,15 +520,15 @@ void sonde_service__free(struct sonde_service *ss)
 			close(s->lfd[i]);
 		if (s->path[i])
 			sonde__ipc_unlink_bound(s->path[i], &s->bound[i]);
-		free(s->path[i]);
+		sonde__free(s->path[i]);
 	}
 	sonde__trigger_svc_free(s);
 	sonde__bufid_free(s);
-	free(s->conns);
-	free(s->ds);
-	free(s->sessions);
-	free(s->flushes);
+	sonde__free(s->conns);
+	sonde__free(s->ds);
+	sonde__free(s->sessions);
+	sonde__free(s->flushes);
 	sonde__buf_free(&s->scratch);
 	sonde__loop_free(&s->loop);
-	free(ss);
+	sonde__free(ss);
 }

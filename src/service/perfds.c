@@ -36,6 +36,7 @@
 #include <sonde/record.h>
 #include <sonde/symbolize.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "base/pb.h"
 #include "export/perfetto.h"
@@ -130,7 +131,7 @@ void sonde__perfds_note_session(struct svc *s, uint64_t session_id, const struct
 	pthread_mutex_lock(&pd->lock);
 	if (pd->nsess == pd->sess_cap) {
 		size_t cap = pd->sess_cap ? pd->sess_cap * 2 : 16;
-		struct sess_cred *n = realloc(pd->sess, cap * sizeof(*n));
+		struct sess_cred *n = sonde__realloc(pd->sess, cap * sizeof(*n));
 		if (n) {
 			pd->sess = n;
 			pd->sess_cap = cap;
@@ -427,7 +428,7 @@ static void attach_checked(struct inst *in, pid_t pid, int pidfd, bool listed)
 		close(pidfd);
 		return;
 	}
-	struct target *n = realloc(in->targets, (in->ntargets + 1) * sizeof(*n));
+	struct target *n = sonde__realloc(in->targets, (in->ntargets + 1) * sizeof(*n));
 	if (!n) {
 		close(pidfd);
 		return;
@@ -460,7 +461,7 @@ static void consider(struct inst *in, pid_t pid, bool listed)
 	 * before its exec): only targets are remembered, the others are looked at again. */
 	if (!sonde__perfds_is_target(&in->cfg, pid))
 		return;
-	pid_t *n = realloc(in->seen, (in->nseen + 1) * sizeof(*n));
+	pid_t *n = sonde__realloc(in->seen, (in->nseen + 1) * sizeof(*n));
 	if (!n)
 		return;
 	in->seen = n;
@@ -591,7 +592,7 @@ static struct inst *find(struct perfds *pd, uint64_t id, size_t *idx)
 
 static struct inst *inst_new(struct perfds *pd, uint64_t id, const void *cfg, size_t len)
 {
-	struct inst *in = pd->ninst < MAX_INST ? calloc(1, sizeof(*in)) : NULL;
+	struct inst *in = pd->ninst < MAX_INST ? sonde__calloc(1, sizeof(*in)) : NULL;
 
 	if (!in) {
 		sonde_error("linux.perf: no room for instance %llu", (unsigned long long)id);
@@ -619,13 +620,13 @@ static void inst_free(struct perfds *pd, struct inst *in)
 		drain(in, true);
 	while (in->ntargets) /* after the drain: its exec checks use them */
 		target_drop(in, &in->targets[0]);
-	free(in->targets);
+	sonde__free(in->targets);
 	sonde__pf_enc_free(in->enc);
 	sonde_trace_writer__free(in->w);
 	sonde__perfds_cfg_free(&in->cfg);
 	sonde__buf_free(&in->pre);
-	free(in->seen);
-	free(in);
+	sonde__free(in->seen);
+	sonde__free(in);
 }
 
 /* Kernel frames only for a consumer the kernel would give them (sonde__perfauth_may_see_kernel):
@@ -836,13 +837,13 @@ static void *thread_main(void *arg)
 
 int sonde__perfds_start(struct svc *s, const char *producer_socket)
 {
-	struct perfds *pd = calloc(1, sizeof(*pd));
+	struct perfds *pd = sonde__calloc(1, sizeof(*pd));
 	int rc = -ENOMEM;
 
 	if (!pd)
 		return -ENOMEM;
 	pd->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	pd->socket = producer_socket ? strdup(producer_socket) : NULL;
+	pd->socket = producer_socket ? sonde__strdup(producer_socket) : NULL;
 	if (pd->stop_fd < 0 || (producer_socket && !pd->socket))
 		goto fail;
 	pthread_mutex_init(&pd->lock, NULL);
@@ -855,8 +856,8 @@ int sonde__perfds_start(struct svc *s, const char *producer_socket)
 fail:
 	if (pd->stop_fd >= 0)
 		close(pd->stop_fd);
-	free(pd->socket);
-	free(pd);
+	sonde__free(pd->socket);
+	sonde__free(pd);
 	return rc;
 }
 
@@ -874,7 +875,7 @@ void sonde__perfds_stop(struct svc *s)
 	s->perfds = NULL;
 	pthread_mutex_destroy(&pd->lock);
 	close(pd->stop_fd);
-	free(pd->sess);
-	free(pd->socket);
-	free(pd);
+	sonde__free(pd->sess);
+	sonde__free(pd->socket);
+	sonde__free(pd);
 }

@@ -10,6 +10,7 @@
 
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "service/perfds.h"
 
@@ -70,7 +71,7 @@ static int push_pid(int32_t **v, size_t *n, uint64_t pid)
 {
 	if (*n >= MAX_TARGETS)
 		return -SONDE_E_LIMIT;
-	int32_t *nv = realloc(*v, (*n + 1) * sizeof(**v));
+	int32_t *nv = sonde__realloc(*v, (*n + 1) * sizeof(**v));
 	if (!nv)
 		return -ENOMEM;
 	nv[(*n)++] = (int32_t)pid;
@@ -103,11 +104,11 @@ static int add_cmdline(char ***v, size_t *n, const struct pb_field *f)
 	if (*n >= MAX_TARGETS)
 		return -SONDE_E_LIMIT;
 	sonde__perfds_cmdline_normalize((const char *)f->ptr, f->len, norm, sizeof(norm));
-	char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+	char **nv = sonde__realloc(*v, (*n + 1) * sizeof(**v));
 	if (!nv)
 		return -ENOMEM;
 	*v = nv;
-	if (!(nv[*n] = strdup(norm)))
+	if (!(nv[*n] = sonde__strdup(norm)))
 		return -ENOMEM;
 	(*n)++;
 	return 0;
@@ -313,16 +314,16 @@ int sonde__perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_
 static void free_strs(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
+		sonde__free(v[i]);
+	sonde__free(v);
 }
 
 void sonde__perfds_cfg_free(struct perfds_cfg *c)
 {
 	if (!c)
 		return;
-	free(c->pids);
-	free(c->exclude_pids);
+	sonde__free(c->pids);
+	sonde__free(c->exclude_pids);
 	free_strs(c->cmdlines, c->n_cmdlines);
 	free_strs(c->exclude_cmdlines, c->n_exclude_cmdlines);
 	memset(c, 0, sizeof(*c));

@@ -13,6 +13,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/fwriter.h"
@@ -60,7 +61,7 @@ static struct instance *session_instance(struct svc *s, uint64_t id, struct sess
 
 static int push_str(char ***v, size_t *n, const uint8_t *p, size_t len)
 {
-	char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+	char **nv = sonde__realloc(*v, (*n + 1) * sizeof(**v));
 
 	if (!nv)
 		return -ENOMEM;
@@ -75,7 +76,7 @@ static int parse_ds(struct session *ss, const struct pb_field *e)
 {
 	struct pb_reader r = pb_sub(e), cr;
 	struct pb_field f, g;
-	struct ds_cfg *v = realloc(ss->ds, (ss->nds + 1) * sizeof(*v)), *d;
+	struct ds_cfg *v = sonde__realloc(ss->ds, (ss->nds + 1) * sizeof(*v)), *d;
 
 	if (!v)
 		return -ENOMEM;
@@ -99,7 +100,7 @@ static int parse_ds(struct session *ss, const struct pb_field *e)
 	cr = d->raw ? pb_reader_init(d->raw, d->raw_len) : pb_reader_init("", 0);
 	while (sonde__pb_next(&cr, &g) > 0) {
 		if (g.num == PF_DS_CONFIG_NAME && g.wire == PB_LEN) {
-			free(d->name);
+			sonde__free(d->name);
 			d->name = sonde__svc_strndup(g.ptr, g.len);
 		} else if (g.num == PF_DS_CONFIG_TARGET_BUFFER && g.wire == PB_VARINT) {
 			d->target_buffer = g.u > UINT32_MAX ? UINT32_MAX : (uint32_t)g.u;
@@ -195,7 +196,7 @@ static const char *parse_config(struct session *ss, uint64_t **bufs, size_t *nbu
 		} else if (f.wire != PB_LEN) {
 			continue;
 		} else if (f.num == PF_TRACE_CONFIG_BUFFERS) {
-			uint64_t *v = realloc(*bufs, (*nbufs + 1) * 2 * sizeof(*v));
+			uint64_t *v = sonde__realloc(*bufs, (*nbufs + 1) * 2 * sizeof(*v));
 			if (!v)
 				return "out of memory";
 			*bufs = v;
@@ -212,10 +213,10 @@ static const char *parse_config(struct session *ss, uint64_t **bufs, size_t *nbu
 			ss->clear_period_ms = (uint32_t)sub_varint(
 				&f, PF_INCREMENTAL_STATE_CONFIG_CLEAR_PERIOD_MS);
 		} else if (f.num == PF_TRACE_CONFIG_UNIQUE_SESSION_NAME) {
-			free(ss->unique_name);
+			sonde__free(ss->unique_name);
 			ss->unique_name = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_TRACE_CONFIG_OUTPUT_PATH) {
-			free(*output_path);
+			sonde__free(*output_path);
 			*output_path = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_TRACE_CONFIG_TRIGGER_CONFIG) {
 			if ((err = sonde__trigger_parse(ss, &f)))
@@ -250,7 +251,7 @@ static const char *check_limits(struct svc *s, const struct session *ss)
 static bool regex_full_match(const char *re, const char *s)
 {
 	size_t n = strlen(re);
-	char *anchored = malloc(n + 5);
+	char *anchored = sonde__malloc(n + 5);
 	regex_t rx;
 	bool ok = false;
 
@@ -261,7 +262,7 @@ static bool regex_full_match(const char *re, const char *s)
 		ok = regexec(&rx, s, 0, NULL, 0) == 0;
 		regfree(&rx);
 	}
-	free(anchored);
+	sonde__free(anchored);
 	return ok;
 }
 
@@ -367,7 +368,7 @@ static void create_instance(struct svc *s, struct session *ss, const struct ds_c
 		return;
 	if (ss->ninst == ss->inst_cap) {
 		size_t cap = ss->inst_cap ? ss->inst_cap * 2 : 8;
-		struct instance *v = realloc(ss->inst, cap * sizeof(*v));
+		struct instance *v = sonde__realloc(ss->inst, cap * sizeof(*v));
 		if (!v)
 			return;
 		ss->inst = v;
@@ -376,10 +377,10 @@ static void create_instance(struct svc *s, struct session *ss, const struct ds_c
 	in = memset(&ss->inst[ss->ninst], 0, sizeof(*in));
 	in->buf_id = ss->buf_ids[d->target_buffer];
 	in->cfg = rewrite_ds_config(ss, d, in->buf_id, &in->cfg_len);
-	in->ds_name = strdup(reg->name);
+	in->ds_name = sonde__strdup(reg->name);
 	if (!in->cfg || !in->ds_name) {
-		free(in->cfg);
-		free(in->ds_name);
+		sonde__free(in->cfg);
+		sonde__free(in->ds_name);
 		return;
 	}
 	ss->ninst++;
@@ -534,8 +535,8 @@ void sonde__session_disable(struct svc *s, struct session *ss, bool immediately)
 
 static void remove_instance(struct session *ss, size_t i)
 {
-	free(ss->inst[i].cfg);
-	free(ss->inst[i].ds_name);
+	sonde__free(ss->inst[i].cfg);
+	sonde__free(ss->inst[i].ds_name);
 	ss->inst[i] = ss->inst[--ss->ninst];
 }
 
@@ -568,7 +569,7 @@ static void complete_flush(struct svc *s, size_t idx, bool ok)
 
 	s->flushes[idx] = s->flushes[--s->nflushes];
 	cancel_timer(s, &fl.timer);
-	free(fl.conns);
+	sonde__free(fl.conns);
 	if (ss) {
 		scrape_session(s, ss); /* §2.6: in both cases */
 		sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED);
@@ -605,7 +606,7 @@ static bool add_conn(struct flush *fl, uint64_t id)
 	for (size_t i = 0; i < fl->nconns; i++)
 		if (fl->conns[i] == id)
 			return true;
-	uint64_t *v = realloc(fl->conns, (fl->nconns + 1) * sizeof(*v));
+	uint64_t *v = sonde__realloc(fl->conns, (fl->nconns + 1) * sizeof(*v));
 	if (!v)
 		return false;
 	fl->conns = v;
@@ -635,7 +636,7 @@ uint64_t sonde__session_flush(struct svc *s, struct session *ss, uint32_t timeou
 			   .consumer_conn = consumer_conn,
 			   .consumer_req = consumer_req,
 			   .then_disable = then_disable};
-	struct flush *v = realloc(s->flushes, (s->nflushes + 1) * sizeof(*v));
+	struct flush *v = sonde__realloc(s->flushes, (s->nflushes + 1) * sizeof(*v));
 
 	if (!v)
 		return 0;
@@ -932,7 +933,7 @@ static void retire(struct svc *s, struct fwriter *w, bool cancel)
 	}
 	if (s->nretired == s->retired_cap) {
 		size_t cap = s->retired_cap ? 2 * s->retired_cap : 8;
-		struct svc_retired *v = realloc(s->retired, cap * sizeof(*v));
+		struct svc_retired *v = sonde__realloc(s->retired, cap * sizeof(*v));
 		if (!v) {
 			/* the one blocking way out left, bounded */
 			if (!sonde__fwriter_free(w, 100))
@@ -958,7 +959,7 @@ static void file_fail(struct svc *s, struct session *ss, const char *msg)
 {
 	sonde_warn("session %llu: %s", (unsigned long long)ss->id, msg);
 	if (!ss->error)
-		ss->error = strdup(msg);
+		ss->error = sonde__strdup(msg);
 	retire(s, ss->fw, true);
 	ss->fw = NULL;
 	ss->file_done = true;
@@ -1059,7 +1060,7 @@ void sonde__session_reap_writers(struct svc *s, int wait_ms)
 			i++;
 	}
 	if (wait_ms > 0) {
-		free(s->retired);
+		sonde__free(s->retired);
 		s->retired = NULL;
 		s->retired_cap = 0;
 	}
@@ -1092,21 +1093,21 @@ static int open_output(struct session *ss, const struct conn *c, const char *pat
 
 static int alloc_buffers(struct svc *s, struct session *ss, const uint64_t *cfg, size_t n)
 {
-	ss->buf_ids = calloc(n ? n : 1, sizeof(*ss->buf_ids));
-	ss->bufs = calloc(n ? n : 1, sizeof(*ss->bufs));
+	ss->buf_ids = sonde__calloc(n ? n : 1, sizeof(*ss->buf_ids));
+	ss->bufs = sonde__calloc(n ? n : 1, sizeof(*ss->bufs));
 	if (!ss->buf_ids || !ss->bufs)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		uint16_t id;
-		struct tbuf *tb = calloc(1, sizeof(*tb));
+		struct tbuf *tb = sonde__calloc(1, sizeof(*tb));
 		size_t kb = cfg[2 * i] ? cfg[2 * i] : 1024;
 		if (!tb || kb > (1u << 22) || sonde__tbuf_init(tb, kb * 1024, cfg[2 * i + 1]) < 0) {
-			free(tb);
+			sonde__free(tb);
 			return -ENOMEM;
 		}
 		if (sonde__bufid_alloc(s, tb, &id) < 0) {
 			sonde__tbuf_free(tb);
-			free(tb);
+			sonde__free(tb);
 			return -ENOMEM;
 		}
 		ss->buf_ids[i] = id;
@@ -1118,13 +1119,13 @@ static int alloc_buffers(struct svc *s, struct session *ss, const uint64_t *cfg,
 
 static struct session *new_session(struct svc *s, struct conn *c, const uint8_t *cfg, size_t len)
 {
-	struct session *ss = calloc(1, sizeof(*ss));
+	struct session *ss = sonde__calloc(1, sizeof(*ss));
 
 	if (!ss)
 		return NULL;
-	ss->config = malloc(len ? len : 1);
+	ss->config = sonde__malloc(len ? len : 1);
 	if (!ss->config) {
-		free(ss);
+		sonde__free(ss);
 		return NULL;
 	}
 	memcpy(ss->config, cfg, len);
@@ -1201,8 +1202,8 @@ static const char *setup_session(struct svc *s, struct session *ss, struct req *
 		else if (r->fd >= 0)
 			r->fd = -1; /* the session owns it now */
 	}
-	free(bufcfg);
-	free(path);
+	sonde__free(bufcfg);
+	sonde__free(path);
 	apply_defaults(ss);
 	return err;
 }
@@ -1216,10 +1217,10 @@ int sonde__session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size
 	if (sonde__svc_session(s, c->k.session_id))
 		return reply_error(r, "this consumer already has a tracing session");
 	ss = new_session(s, c, cfg, len);
-	v = realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
+	v = sonde__realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
 	if (!ss || !v) {
-		free(ss ? ss->config : NULL);
-		free(ss);
+		sonde__free(ss ? ss->config : NULL);
+		sonde__free(ss);
 		return -ENOMEM;
 	}
 	s->sessions = v;
@@ -1253,14 +1254,14 @@ static void free_ds_cfgs(struct session *ss)
 	for (size_t i = 0; i < ss->nds; i++) {
 		struct ds_cfg *d = &ss->ds[i];
 		for (size_t k = 0; k < d->n_name_filter; k++)
-			free(d->name_filter[k]);
+			sonde__free(d->name_filter[k]);
 		for (size_t k = 0; k < d->n_regex_filter; k++)
-			free(d->regex_filter[k]);
-		free(d->name_filter);
-		free(d->regex_filter);
-		free(d->name);
+			sonde__free(d->regex_filter[k]);
+		sonde__free(d->name_filter);
+		sonde__free(d->regex_filter);
+		sonde__free(d->name);
 	}
-	free(ss->ds);
+	sonde__free(ss->ds);
 }
 
 void sonde__session_free(struct svc *s, struct session *ss)
@@ -1286,7 +1287,7 @@ void sonde__session_free(struct svc *s, struct session *ss)
 				sonde__producer_disallow_buffer(s->conns[k], id);
 		sonde__bufid_release(s, id);
 		sonde__tbuf_free(ss->bufs[i]);
-		free(ss->bufs[i]);
+		sonde__free(ss->bufs[i]);
 	}
 	for (size_t i = 0; i < s->nsessions; i++)
 		if (s->sessions[i] == ss)
@@ -1295,17 +1296,17 @@ void sonde__session_free(struct svc *s, struct session *ss)
 		remove_instance(ss, 0);
 	free_ds_cfgs(ss);
 	sonde__trigger_session_free(s, ss);
-	free(ss->inst);
-	free(ss->buf_ids);
-	free(ss->bufs);
-	free(ss->config);
-	free(ss->unique_name);
-	free(ss->detach_key);
-	free(ss->error);
+	sonde__free(ss->inst);
+	sonde__free(ss->buf_ids);
+	sonde__free(ss->bufs);
+	sonde__free(ss->config);
+	sonde__free(ss->unique_name);
+	sonde__free(ss->detach_key);
+	sonde__free(ss->error);
 	sonde__buf_free(&ss->fbuf);
 	sonde__buf_free(&ss->svc_pkts);
 	sonde__buf_free(&ss->svc_clocks);
-	free(ss);
+	sonde__free(ss);
 }
 
 /* ------------------------------------------------------------------ for reconfig.c */

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/tbuf.h"
@@ -43,7 +44,7 @@ int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard)
 	size &= ~(size_t)15;
 	if (size < 4096)
 		size = 4096;
-	tb->data = malloc(size);
+	tb->data = sonde__malloc(size);
 	tb->size = size;
 	tb->seq_cache_key = UINT64_MAX;
 	tb->discard = discard;
@@ -59,11 +60,11 @@ int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard)
 
 void sonde__tbuf_free(struct tbuf *tb)
 {
-	free(tb->data);
+	sonde__free(tb->data);
 	sonde__u64map_free(&tb->chunks);
 	sonde__u64map_free(&tb->seqmap);
-	free(tb->seqs);
-	free(tb->iov);
+	sonde__free(tb->seqs);
+	sonde__free(tb->iov);
 	sonde__buf_free(&tb->scratch);
 	memset(tb, 0, sizeof(*tb));
 }
@@ -73,7 +74,7 @@ static int map_copy(struct u64map *dst, const struct u64map *src)
 	*dst = *src;
 	if (!src->slots)
 		return 0;
-	dst->slots = malloc((src->cap + 1) * sizeof(*src->slots));
+	dst->slots = sonde__malloc((src->cap + 1) * sizeof(*src->slots));
 	if (!dst->slots) {
 		memset(dst, 0, sizeof(*dst));
 		return -ENOMEM;
@@ -85,8 +86,8 @@ static int map_copy(struct u64map *dst, const struct u64map *src)
 int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 {
 	*dst = *src;
-	dst->data = malloc(src->size);
-	dst->seqs = malloc((src->seqs_cap ? src->seqs_cap : 1) * sizeof(*src->seqs));
+	dst->data = sonde__malloc(src->size);
+	dst->seqs = sonde__malloc((src->seqs_cap ? src->seqs_cap : 1) * sizeof(*src->seqs));
 	dst->iov = NULL;
 	dst->iov_cap = 0;
 	dst->scratch = (struct buf)BUF_INIT;
@@ -121,7 +122,7 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 		return -1;
 	if (tb->nseqs == tb->seqs_cap) {
 		size_t cap = tb->seqs_cap ? tb->seqs_cap * 2 : 16;
-		struct tbuf_seq *s = realloc(tb->seqs, cap * sizeof(*s));
+		struct tbuf_seq *s = sonde__realloc(tb->seqs, cap * sizeof(*s));
 		if (!s)
 			return -1;
 		tb->seqs = s;
@@ -389,7 +390,7 @@ static bool iov_push(struct tbuf *tb, size_t *n, const void *p, size_t len)
 {
 	if (*n == tb->iov_cap) {
 		size_t cap = tb->iov_cap ? tb->iov_cap * 2 : 64;
-		struct iovec *v = realloc(tb->iov, cap * sizeof(*v));
+		struct iovec *v = sonde__realloc(tb->iov, cap * sizeof(*v));
 		if (!v)
 			return false;
 		tb->iov = v;

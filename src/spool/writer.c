@@ -12,6 +12,7 @@
 #include <sonde/log.h>
 #include <sonde/spool.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "base/pb.h"
 #include "spool/format.h"
@@ -68,7 +69,7 @@ static uint64_t mix(uint64_t a, uint64_t b)
 static int intern_grow(struct intern *t)
 {
 	size_t size = t->tab_size ? t->tab_size * 2 : 1024;
-	uint32_t *tab = calloc(size, sizeof(*tab));
+	uint32_t *tab = sonde__calloc(size, sizeof(*tab));
 
 	if (!tab)
 		return -ENOMEM;
@@ -79,7 +80,7 @@ static int intern_grow(struct intern *t)
 			i = (i + 1) & (size - 1);
 		tab[i] = id;
 	}
-	free(t->tab);
+	sonde__free(t->tab);
 	t->tab = tab;
 	t->tab_size = size;
 	return 0;
@@ -105,7 +106,7 @@ static int intern_get(struct intern *t, uint64_t a, uint64_t b, uint32_t *id)
 		return -ERANGE;
 	if (t->n == t->keys_cap) {
 		size_t cap = t->keys_cap ? t->keys_cap * 2 : 512;
-		struct intern_key *keys = realloc(t->keys, cap * sizeof(*keys));
+		struct intern_key *keys = sonde__realloc(t->keys, cap * sizeof(*keys));
 		if (!keys)
 			return -ENOMEM;
 		t->keys = keys;
@@ -119,8 +120,8 @@ static int intern_get(struct intern *t, uint64_t a, uint64_t b, uint32_t *id)
 
 static void intern_free(struct intern *t)
 {
-	free(t->keys);
-	free(t->tab);
+	sonde__free(t->keys);
+	sonde__free(t->tab);
 }
 
 static void put_varint(struct buf *b, uint64_t v)
@@ -212,7 +213,7 @@ struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, v
 		errno = EINVAL;
 		return NULL;
 	}
-	w = calloc(1, sizeof(*w));
+	w = sonde__calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
 	w->write = write;
@@ -256,7 +257,7 @@ int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_n
 		return -ERANGE;
 	if (w->n_modules == w->modules_cap) {
 		size_t cap = w->modules_cap ? w->modules_cap * 2 : 64;
-		struct wmodule *mods = realloc(w->modules, cap * sizeof(*mods));
+		struct wmodule *mods = sonde__realloc(w->modules, cap * sizeof(*mods));
 		if (!mods)
 			return -ENOMEM;
 		w->modules = mods;
@@ -441,8 +442,8 @@ void sonde_spool_writer__free(struct sonde_spool_writer *w)
 	if (!w)
 		return;
 	sonde__buf_free(&w->out);
-	free(w->modules);
+	sonde__free(w->modules);
 	intern_free(&w->frames);
 	intern_free(&w->nodes);
-	free(w);
+	sonde__free(w);
 }

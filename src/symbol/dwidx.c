@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "symbol/dwidx.h"
 
 enum { DW_MAX_DEPTH = 200 }; /* DIE nesting followed; deeper (hostile) input is cut off */
@@ -73,7 +74,7 @@ static int build_push(struct dw_build *b, const struct dw_frag *f)
 {
 	if (b->n == b->cap) {
 		size_t cap = b->cap ? b->cap * 2 : 64;
-		struct dw_frag *v = realloc(b->v, cap * sizeof(*v));
+		struct dw_frag *v = sonde__realloc(b->v, cap * sizeof(*v));
 		if (!v) {
 			b->failed = 1;
 			return -ENOMEM;
@@ -171,7 +172,7 @@ static int frag_cmp(const void *pa, const void *pb)
  * then sorts, renumbering parents. */
 static int build_finish(struct dw_build *b)
 {
-	uint32_t *where = malloc((b->n ? b->n : 1) * sizeof(*where));
+	uint32_t *where = sonde__malloc((b->n ? b->n : 1) * sizeof(*where));
 	struct dw_cu *cu = b->cu;
 
 	if (!where)
@@ -189,9 +190,9 @@ static int build_finish(struct dw_build *b)
 		qsort(b->v, b->n, sizeof(*b->v), frag_cmp);
 	for (size_t i = 0; i < b->n; i++)
 		where[b->v[i].orig] = (uint32_t)i;
-	cu->scopes = malloc((b->n ? b->n : 1) * sizeof(*cu->scopes));
+	cu->scopes = sonde__malloc((b->n ? b->n : 1) * sizeof(*cu->scopes));
 	if (!cu->scopes) {
-		free(where);
+		sonde__free(where);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < b->n; i++) {
@@ -200,7 +201,7 @@ static int build_finish(struct dw_build *b)
 			cu->scopes[i].parent = where[cu->scopes[i].parent];
 	}
 	cu->n_scopes = b->n;
-	free(where);
+	sonde__free(where);
 	return 0;
 }
 
@@ -216,7 +217,7 @@ static void cu_build(struct dw_cu *cu)
 	build_walk(&b, &cu->die, 0, 0, 0);
 	if (!b.failed)
 		build_finish(&b);
-	free(b.v);
+	sonde__free(b.v);
 }
 
 /* ---- the unit range table ---- */
@@ -225,7 +226,7 @@ static int add_range(struct dwidx *x, uint64_t lo, uint64_t hi, uint32_t cu)
 {
 	if (x->n_ranges == x->cap_ranges) {
 		size_t cap = x->cap_ranges ? x->cap_ranges * 2 : 64;
-		struct dw_range *v = realloc(x->ranges, cap * sizeof(*v));
+		struct dw_range *v = sonde__realloc(x->ranges, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		x->ranges = v;
@@ -277,7 +278,7 @@ static int read_units(struct dwidx *x)
 			continue;
 		if (x->n_cus == cap) {
 			cap = cap ? cap * 2 : 16;
-			struct dw_cu *v = realloc(x->cus, cap * sizeof(*v));
+			struct dw_cu *v = sonde__realloc(x->cus, cap * sizeof(*v));
 			if (!v)
 				return -ENOMEM;
 			x->cus = v;
@@ -296,13 +297,13 @@ static int read_units(struct dwidx *x)
 
 struct dwidx *sonde__dwidx_open(Elf *elf)
 {
-	struct dwidx *x = calloc(1, sizeof(*x));
+	struct dwidx *x = sonde__calloc(1, sizeof(*x));
 
 	if (!x)
 		return NULL;
 	x->dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
 	if (!x->dw) {
-		free(x);
+		sonde__free(x);
 		errno = ENOENT;
 		return NULL;
 	}
@@ -319,12 +320,12 @@ void sonde__dwidx_close(struct dwidx *x)
 	if (!x)
 		return;
 	for (size_t i = 0; i < x->n_cus; i++)
-		free(x->cus[i].scopes);
-	free(x->cus);
-	free(x->ranges);
+		sonde__free(x->cus[i].scopes);
+	sonde__free(x->cus);
+	sonde__free(x->ranges);
 	if (x->dw)
 		dwarf_end(x->dw);
-	free(x);
+	sonde__free(x);
 }
 
 /* ---- lookups ---- */

@@ -8,6 +8,7 @@
 
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "symbol/elfimg.h"
 
 static void elfimg_lib_init(void)
@@ -205,14 +206,14 @@ int sonde__elfimg_open_mem(struct elfimg *img, const void *buf, size_t len)
 	elfimg_lib_init();
 	/* libelf may write into a memory image (ELF_C_READ_MMAP_PRIVATE semantics, e.g. when
 	 * decompressing sections), so it gets a private copy. */
-	img->mem = malloc(len ? len : 1);
+	img->mem = sonde__malloc(len ? len : 1);
 	if (!img->mem)
 		return -ENOMEM;
 	memcpy(img->mem, buf, len);
 	img->file_size = len;
 	img->elf = elf_memory(img->mem, len);
 	if (!img->elf) {
-		free(img->mem);
+		sonde__free(img->mem);
 		img->mem = NULL;
 		return -SONDE_E_FORMAT;
 	}
@@ -250,7 +251,7 @@ void sonde__elfimg_close(struct elfimg *img)
 		return;
 	if (img->elf)
 		elf_end(img->elf);
-	free(img->mem);
+	sonde__free(img->mem);
 	img->elf = NULL;
 	img->mem = NULL;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "symbol/kallsyms.h"
 
 enum { KSYM_LAST_REACH = 1 << 20 };
@@ -49,7 +50,7 @@ static int add_sym(struct kallsyms *k, uint64_t addr, const char *name, size_t n
 {
 	if (k->n == k->cap) {
 		size_t cap = k->cap ? k->cap * 2 : 4096;
-		struct ksym *v = realloc(k->v, cap * sizeof(*v));
+		struct ksym *v = sonde__realloc(k->v, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		k->v = v;
@@ -133,11 +134,11 @@ int sonde__kallsyms_load(struct kallsyms *k, const char *path, struct regfile_re
 
 	if (fd < 0)
 		return fd;
-	buf = malloc(cap);
+	buf = sonde__malloc(cap);
 	/* /proc files report size 0: read until the end, or the cap */
 	for (ssize_t got; buf; len += (size_t)got) {
 		if (len == cap) {
-			char *b = cap < KALLSYMS_MAX_BYTES ? realloc(buf, cap * 2) : NULL;
+			char *b = cap < KALLSYMS_MAX_BYTES ? sonde__realloc(buf, cap * 2) : NULL;
 			if (!b) {
 				r = cap < KALLSYMS_MAX_BYTES ? -ENOMEM : -EFBIG;
 				goto out;
@@ -154,7 +155,7 @@ int sonde__kallsyms_load(struct kallsyms *k, const char *path, struct regfile_re
 	if (buf)
 		r = sonde__kallsyms_parse(k, buf, len);
 out:
-	free(buf);
+	sonde__free(buf);
 	close(fd);
 	return r;
 }
@@ -181,7 +182,7 @@ void sonde__kallsyms_free(struct kallsyms *k)
 {
 	if (!k)
 		return;
-	free(k->v);
+	sonde__free(k->v);
 	sonde__strpool_free(&k->pool);
 	memset(k, 0, sizeof(*k));
 }

@@ -24,6 +24,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/array.h"
 #include "base/opts.h"
 #include "spool/keep.h"
@@ -84,10 +85,10 @@ struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts
 		return NULL;
 	}
 	OPTS_COPY(&o, opts);
-	t = calloc(1, sizeof(*t));
+	t = sonde__calloc(1, sizeof(*t));
 	if (!t || !(t->dec = sonde_spool_decoder__new())) {
 		int err = errno ? errno : ENOMEM;
-		free(t);
+		sonde__free(t);
 		close(fd);
 		errno = err;
 		return NULL;
@@ -143,23 +144,23 @@ void sonde_tail__free(struct sonde_tail *t)
 	if (t->rec)
 		sonde__rec_tail_gone(t->rec);
 	for (size_t i = 0; i < t->n_modules; i++) {
-		free((void *)t->modules[i].def.path);
-		free((void *)t->modules[i].def.build_id);
+		sonde__free((void *)t->modules[i].def.path);
+		sonde__free((void *)t->modules[i].def.build_id);
 	}
 	for (size_t i = 0; i < t->n_threads; i++)
-		free((void *)t->threads[i].comm);
-	free(t->modules);
-	free(t->frames);
-	free(t->nodes);
-	free(t->threads);
-	free(t->samples);
-	free(t->invalid);
-	free(t->buf);
+		sonde__free((void *)t->threads[i].comm);
+	sonde__free(t->modules);
+	sonde__free(t->frames);
+	sonde__free(t->nodes);
+	sonde__free(t->threads);
+	sonde__free(t->samples);
+	sonde__free(t->invalid);
+	sonde__free(t->buf);
 	sonde_symbolizer__free(t->sym);
 	sonde_spool_decoder__free(t->dec);
 	if (t->fd >= 0)
 		close(t->fd);
-	free(t);
+	sonde__free(t);
 }
 
 static int fail(struct sonde_tail *t, int err)

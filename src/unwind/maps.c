@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include "base/alloc.h"
 #include "unwind/cache.h"
 #include "unwind/maps.h"
 
@@ -25,13 +26,13 @@ struct unwind_maps {
 
 struct unwind_maps *sonde__unwind_maps_new(pid_t pid)
 {
-	struct unwind_maps *m = calloc(1, sizeof(*m));
+	struct unwind_maps *m = sonde__calloc(1, sizeof(*m));
 
 	if (!m)
 		return NULL;
 	m->pid = pid;
 	if (!(m->cache = sonde__unwind_cache_new())) {
-		free(m);
+		sonde__free(m);
 		return NULL;
 	}
 	return m;
@@ -42,10 +43,10 @@ void sonde__unwind_maps_free(struct unwind_maps *m)
 	if (!m)
 		return;
 	for (size_t i = 0; i < m->n; i++)
-		free((char *)m->v[i].m.path);
-	free(m->v);
+		sonde__free((char *)m->v[i].m.path);
+	sonde__free(m->v);
 	sonde__unwind_cache_free(m->cache);
-	free(m);
+	sonde__free(m);
 }
 
 int sonde__unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, uint64_t pgoff,
@@ -64,13 +65,13 @@ int sonde__unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, 
 	e.m.vdso = !strcmp(path, "[vdso]");
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 32;
-		struct map *v = realloc(m->v, cap * sizeof(*v));
+		struct map *v = sonde__realloc(m->v, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		m->v = v;
 		m->cap = cap;
 	}
-	if (!(e.m.path = strdup(path)))
+	if (!(e.m.path = sonde__strdup(path)))
 		return -ENOMEM;
 	for (i = m->n; i > 0 && m->v[i - 1].m.start > start; i--)
 		m->v[i] = m->v[i - 1];
