@@ -1218,12 +1218,15 @@ int sonde__session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size
 		return reply_error(r, "this consumer already has a tracing session");
 	ss = new_session(s, c, cfg, len);
 	v = sonde__realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
+	if (v)
+		s->sessions = v; /* the old array is gone even when the session is not made */
 	if (!ss || !v) {
+		if (ss)
+			sonde__perfds_forget_session(s, ss->id);
 		sonde__free(ss ? ss->config : NULL);
 		sonde__free(ss);
 		return -ENOMEM;
 	}
-	s->sessions = v;
 	err = setup_session(s, ss, r);
 	if (err) {
 		ss->state = SESS_DISABLED;	  /* it never ran: nothing to stop */
