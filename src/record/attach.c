@@ -13,6 +13,7 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "record/recorder.h"
 
 enum { STOP_TIMEOUT_MS = 5000 };
@@ -171,14 +172,9 @@ static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 
 static int add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec)
 {
-	if (r->n_events == r->cap_events) {
-		size_t cap = r->cap_events ? r->cap_events * 2 : 64;
-		struct rec_event *ne = sonde__realloc(r->events, cap * sizeof(*ne));
-		if (!ne)
-			return -ENOMEM;
-		r->events = ne;
-		r->cap_events = cap;
-	}
+	if (sonde__array_grow(&r->events, &r->cap_events, r->n_events + 1,
+			       sizeof(*r->events), 64) < 0)
+		return -ENOMEM;
 	int err = attach_to_ring(r, fd, cpu_idx);
 	if (err)
 		return err;

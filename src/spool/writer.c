@@ -13,6 +13,7 @@
 #include <sonde/spool.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "base/buf.h"
 #include "base/pb.h"
 #include "spool/format.h"
@@ -104,14 +105,8 @@ static int intern_get(struct intern *t, uint64_t a, uint64_t b, uint32_t *id)
 	}
 	if (t->n >= SPOOL_MAX_ID)
 		return -ERANGE;
-	if (t->n == t->keys_cap) {
-		size_t cap = t->keys_cap ? t->keys_cap * 2 : 512;
-		struct intern_key *keys = sonde__realloc(t->keys, cap * sizeof(*keys));
-		if (!keys)
-			return -ENOMEM;
-		t->keys = keys;
-		t->keys_cap = cap;
-	}
+	if (sonde__array_grow(&t->keys, &t->keys_cap, t->n + 1, sizeof(*t->keys), 512) < 0)
+		return -ENOMEM;
 	t->keys[t->n] = (struct intern_key){a, b};
 	*id = ++t->n;
 	t->tab[i] = *id;
@@ -255,14 +250,9 @@ int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_n
 		return -ENAMETOOLONG;
 	if (w->n_modules >= SPOOL_MAX_ID)
 		return -ERANGE;
-	if (w->n_modules == w->modules_cap) {
-		size_t cap = w->modules_cap ? w->modules_cap * 2 : 64;
-		struct wmodule *mods = sonde__realloc(w->modules, cap * sizeof(*mods));
-		if (!mods)
-			return -ENOMEM;
-		w->modules = mods;
-		w->modules_cap = cap;
-	}
+	if (sonde__array_grow(&w->modules, &w->modules_cap, w->n_modules + 1,
+			       sizeof(*w->modules), 64) < 0)
+		return -ENOMEM;
 	w->modules[w->n_modules] = (struct wmodule){
 		.pid = m->pid, .live = true, .lo = m->pgoff, .hi = m->pgoff + (m->end - m->start)};
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "symbol/dwidx.h"
 
 enum { DW_MAX_DEPTH = 200 }; /* DIE nesting followed; deeper (hostile) input is cut off */
@@ -224,14 +225,9 @@ static void cu_build(struct dw_cu *cu)
 
 static int add_range(struct dwidx *x, uint64_t lo, uint64_t hi, uint32_t cu)
 {
-	if (x->n_ranges == x->cap_ranges) {
-		size_t cap = x->cap_ranges ? x->cap_ranges * 2 : 64;
-		struct dw_range *v = sonde__realloc(x->ranges, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		x->ranges = v;
-		x->cap_ranges = cap;
-	}
+	if (sonde__array_grow(&x->ranges, &x->cap_ranges, x->n_ranges + 1,
+			       sizeof(*x->ranges), 64) < 0)
+		return -ENOMEM;
 	x->ranges[x->n_ranges++] = (struct dw_range){lo, hi, cu};
 	return 0;
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "symbol/kallsyms.h"
 
 enum { KSYM_LAST_REACH = 1 << 20 };
@@ -48,14 +49,8 @@ static int parse_hex(const char *s, size_t n, uint64_t *v)
 static int add_sym(struct kallsyms *k, uint64_t addr, const char *name, size_t name_len,
 		   const char *mod, size_t mod_len)
 {
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 4096;
-		struct ksym *v = sonde__realloc(k->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		k->v = v;
-		k->cap = cap;
-	}
+	if (sonde__array_grow(&k->v, &k->cap, k->n + 1, sizeof(*k->v), 4096) < 0)
+		return -ENOMEM;
 	struct ksym *s = &k->v[k->n];
 	s->addr = addr;
 	s->name = sonde__strpool_addn(&k->pool, name, name_len);

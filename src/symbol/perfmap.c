@@ -9,6 +9,7 @@
 #include <sonde/error.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "proc/proc.h"
 #include "symbol/perfmap.h"
 
@@ -48,14 +49,9 @@ static size_t hex_prefix(const char *p, size_t len, uint64_t *v)
 static int add_line(struct perfmap *pm, uint64_t start, uint64_t size, const char *name,
 		    size_t name_len)
 {
-	if (pm->n_lines == pm->cap_lines) {
-		size_t cap = pm->cap_lines ? pm->cap_lines * 2 : 64;
-		struct perfmap_entry *v = sonde__realloc(pm->lines, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		pm->lines = v;
-		pm->cap_lines = cap;
-	}
+	if (sonde__array_grow(&pm->lines, &pm->cap_lines, pm->n_lines + 1,
+			       sizeof(*pm->lines), 64) < 0)
+		return -ENOMEM;
 	const char *n = sonde__strpool_addn(&pm->names, name, name_len);
 	if (!n)
 		return -ENOMEM;

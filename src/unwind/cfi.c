@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "unwind/cfi.h"
 #include "unwind/cfi_parse.h"
 #include "unwind/unwind.h"
@@ -379,14 +380,8 @@ bool sonde__cfi_fde_range(const struct cfi_sec *s, size_t off, uint64_t *pc_begi
 
 int sonde__cfi_fde_list_add(struct cfi_fde_list *l, const struct cfi_fde_ref *f)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 256;
-		struct cfi_fde_ref *v = sonde__realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (sonde__array_grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v), 256) < 0)
+		return -ENOMEM;
 	l->v[l->n++] = *f;
 	return 0;
 }

@@ -8,6 +8,7 @@
 #include <sys/sysmacros.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "unwind/cache.h"
 #include "unwind/maps.h"
 
@@ -63,14 +64,8 @@ int sonde__unwind_maps_add(struct unwind_maps *m, uint64_t start, uint64_t end, 
 	if (end <= start || !path)
 		return -EINVAL;
 	e.m.vdso = !strcmp(path, "[vdso]");
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 32;
-		struct map *v = sonde__realloc(m->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		m->v = v;
-		m->cap = cap;
-	}
+	if (sonde__array_grow(&m->v, &m->cap, m->n + 1, sizeof(*m->v), 32) < 0)
+		return -ENOMEM;
 	if (!(e.m.path = sonde__strdup(path)))
 		return -ENOMEM;
 	for (i = m->n; i > 0 && m->v[i - 1].m.start > start; i--)
