@@ -146,7 +146,7 @@ static int64_t truncated_node(struct conv *c, uint32_t node)
 	}
 	if (node >= c->trunc.n) {
 		uint32_t old = c->trunc.n;
-		if (sonde__arr_grow((void **)&c->trunc.v, &c->trunc.cap, p->nodes.n, sizeof(uint32_t)))
+		if (sonde__array_grow(&c->trunc.v, &c->trunc.cap, p->nodes.n, sizeof(uint32_t), 16))
 			return -ENOMEM;
 		memset(c->trunc.v + old, 0, (p->nodes.n - old) * sizeof(uint32_t));
 		c->trunc.n = p->nodes.n;

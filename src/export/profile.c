@@ -12,25 +12,6 @@
 #include "base/opts.h"
 #include "export/profile.h"
 
-int sonde__arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz)
-{
-	uint32_t c = *cap ? *cap : 16;
-
-	while (c < need) {
-		if (c > UINT32_MAX / 2)
-			return -ENOMEM;
-		c *= 2;
-	}
-	if ((size_t)c > SIZE_MAX / elsz)
-		return -ENOMEM;
-	void *n = sonde__realloc(*v, (size_t)c * elsz);
-	if (!n)
-		return -ENOMEM;
-	*v = n;
-	*cap = c;
-	return 0;
-}
-
 struct str_key {
 	const char *s;
 	size_t len;
