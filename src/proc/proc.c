@@ -13,6 +13,7 @@
 #include <sonde/error.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "proc/proc.h"
 
 int sonde__proc_read_file(const char *path, struct buf *b)
@@ -140,15 +141,10 @@ int sonde__proc_list_tasks(pid_t pid, pid_t **tids, size_t *n)
 		long tid = strtol(de->d_name, &end, 10);
 		if (*end || tid <= 0)
 			continue;
-		if (count == cap) {
-			cap = cap ? cap * 2 : 16;
-			pid_t *np = sonde__realloc(out, cap * sizeof(*out));
-			if (!np) {
-				sonde__free(out);
-				closedir(d);
-				return -ENOMEM;
-			}
-			out = np;
+		if (sonde__array_grow(&out, &cap, count + 1, sizeof(*out), 16) < 0) {
+			sonde__free(out);
+			closedir(d);
+			return -ENOMEM;
 		}
 		out[count++] = (pid_t)tid;
 	}

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "record/modules.h"
 
 static const char *own_path(struct rec_modtable *t, const char *path)
@@ -12,14 +13,8 @@ static const char *own_path(struct rec_modtable *t, const char *path)
 	/* Consecutive inserts of the same file (split pieces, copies) share one string. */
 	if (t->n_paths && strcmp(t->paths[t->n_paths - 1], path) == 0)
 		return t->paths[t->n_paths - 1];
-	if (t->n_paths == t->cap_paths) {
-		size_t cap = t->cap_paths ? t->cap_paths * 2 : 16;
-		char **np = sonde__realloc(t->paths, cap * sizeof(*np));
-		if (!np)
-			return NULL;
-		t->paths = np;
-		t->cap_paths = cap;
-	}
+	if (sonde__array_grow(&t->paths, &t->cap_paths, t->n_paths + 1, sizeof(*t->paths), 16) < 0)
+		return NULL;
 	char *s = sonde__strdup(path);
 	if (!s)
 		return NULL;
@@ -29,17 +24,7 @@ static const char *own_path(struct rec_modtable *t, const char *path)
 
 static int reserve(struct rec_modtable *t, size_t extra)
 {
-	if (t->n + extra <= t->cap)
-		return 0;
-	size_t cap = t->cap ? t->cap * 2 : 16;
-	while (cap < t->n + extra)
-		cap *= 2;
-	struct rec_module *nm = sonde__realloc(t->m, cap * sizeof(*nm));
-	if (!nm)
-		return -ENOMEM;
-	t->m = nm;
-	t->cap = cap;
-	return 0;
+	return sonde__array_grow(&t->m, &t->cap, t->n + extra, sizeof(*t->m), 16);
 }
 
 /* Index of the first entry whose end is above addr. */

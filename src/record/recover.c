@@ -30,6 +30,7 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "proc/maps.h"
 #include "record/recorder.h"
 
@@ -196,14 +197,8 @@ static int on_current_map(void *ctx, const struct proc_map *pm)
 	struct rec_process *p = &c->r->procs[c->proc];
 	char path[4096];
 
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		void *nr = sonde__realloc(c->ranges, cap * sizeof(*c->ranges));
-		if (!nr)
-			return -ENOMEM;
-		c->ranges = nr;
-		c->cap = cap;
-	}
+	if (sonde__array_grow(&c->ranges, &c->cap, c->n + 1, sizeof(*c->ranges), 64) < 0)
+		return -ENOMEM;
 	c->ranges[c->n][0] = pm->start;
 	c->ranges[c->n][1] = pm->end;
 	c->n++;

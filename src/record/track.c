@@ -14,6 +14,7 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "proc/maps.h"
 #include "record/recorder.h"
 #include "record/stack.h"
@@ -26,14 +27,8 @@ struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, 
 			return &r->procs[i];
 	if (!create)
 		return NULL;
-	if (r->n_procs == r->cap_procs) {
-		size_t cap = r->cap_procs ? r->cap_procs * 2 : 8;
-		struct rec_process *np = sonde__realloc(r->procs, cap * sizeof(*np));
-		if (!np)
-			return NULL;
-		r->procs = np;
-		r->cap_procs = cap;
-	}
+	if (sonde__array_grow(&r->procs, &r->cap_procs, r->n_procs + 1, sizeof(*r->procs), 8) < 0)
+		return NULL;
 	struct rec_process *p = &r->procs[r->n_procs++];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
@@ -150,14 +145,9 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 	for (size_t i = 0; i < r->n_build_ids; i++)
 		if (r->build_ids[i].dev == m->dev && r->build_ids[i].inode == m->inode)
 			return &r->build_ids[i];
-	if (r->n_build_ids == r->cap_build_ids) {
-		size_t cap = r->cap_build_ids ? r->cap_build_ids * 2 : 32;
-		struct rec_build_id *nb = sonde__realloc(r->build_ids, cap * sizeof(*nb));
-		if (!nb)
-			return NULL;
-		r->build_ids = nb;
-		r->cap_build_ids = cap;
-	}
+	if (sonde__array_grow(&r->build_ids, &r->cap_build_ids, r->n_build_ids + 1,
+			       sizeof(*r->build_ids), 32) < 0)
+		return NULL;
 	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
 	memset(b, 0, sizeof(*b));
 	b->fd = -1;

@@ -12,6 +12,7 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
@@ -158,14 +159,9 @@ void sonde__producer_allow_buffer(struct conn *c, uint16_t buf_id)
 	for (size_t i = 0; i < p->nallowed; i++)
 		if (p->allowed[i] == buf_id)
 			return;
-	if (p->nallowed == p->allowed_cap) {
-		size_t cap = p->allowed_cap ? p->allowed_cap * 2 : 8;
-		uint16_t *a = sonde__realloc(p->allowed, cap * sizeof(*a));
-		if (!a)
-			return;
-		p->allowed = a;
-		p->allowed_cap = cap;
-	}
+	if (sonde__array_grow(&p->allowed, &p->allowed_cap, p->nallowed + 1,
+			       sizeof(*p->allowed), 8) < 0)
+		return;
 	p->allowed[p->nallowed++] = buf_id;
 }
 

@@ -14,6 +14,7 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/fwriter.h"
@@ -366,14 +367,8 @@ static void create_instance(struct svc *s, struct session *ss, const struct ds_c
 
 	if (d->target_buffer >= ss->nbufs || sonde__producer_ensure_smb(s, c, ss) < 0)
 		return;
-	if (ss->ninst == ss->inst_cap) {
-		size_t cap = ss->inst_cap ? ss->inst_cap * 2 : 8;
-		struct instance *v = sonde__realloc(ss->inst, cap * sizeof(*v));
-		if (!v)
-			return;
-		ss->inst = v;
-		ss->inst_cap = cap;
-	}
+	if (sonde__array_grow(&ss->inst, &ss->inst_cap, ss->ninst + 1, sizeof(*ss->inst), 8) < 0)
+		return;
 	in = memset(&ss->inst[ss->ninst], 0, sizeof(*in));
 	in->buf_id = ss->buf_ids[d->target_buffer];
 	in->cfg = rewrite_ds_config(ss, d, in->buf_id, &in->cfg_len);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/tbuf.h"
@@ -120,14 +121,8 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 	}
 	if (tb->nseqs >= UINT16_MAX)
 		return -1;
-	if (tb->nseqs == tb->seqs_cap) {
-		size_t cap = tb->seqs_cap ? tb->seqs_cap * 2 : 16;
-		struct tbuf_seq *s = sonde__realloc(tb->seqs, cap * sizeof(*s));
-		if (!s)
-			return -1;
-		tb->seqs = s;
-		tb->seqs_cap = cap;
-	}
+	if (sonde__array_grow(&tb->seqs, &tb->seqs_cap, tb->nseqs + 1, sizeof(*tb->seqs), 16) < 0)
+		return -1;
 	if (sonde__u64map_put(&tb->seqmap, key, (uint32_t)tb->nseqs) < 0)
 		return -1;
 	tb->seqs[tb->nseqs] = (struct tbuf_seq){
@@ -388,14 +383,8 @@ static void consume_rest(struct rec *r)
 
 static bool iov_push(struct tbuf *tb, size_t *n, const void *p, size_t len)
 {
-	if (*n == tb->iov_cap) {
-		size_t cap = tb->iov_cap ? tb->iov_cap * 2 : 64;
-		struct iovec *v = sonde__realloc(tb->iov, cap * sizeof(*v));
-		if (!v)
-			return false;
-		tb->iov = v;
-		tb->iov_cap = cap;
-	}
+	if (sonde__array_grow(&tb->iov, &tb->iov_cap, *n + 1, sizeof(*tb->iov), 64) < 0)
+		return false;
 	tb->iov[(*n)++] = (struct iovec){(void *)p, len};
 	return true;
 }

@@ -17,6 +17,7 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/internal.h"
@@ -283,14 +284,8 @@ static void remember(struct trig_global *g, uint64_t h, uint64_t now)
 		memmove(g->hist, g->hist + 1, (g->nhist - 1) * sizeof(*g->hist));
 		g->nhist--;
 	}
-	if (g->nhist == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 64;
-		struct trig_hist *v = sonde__realloc(g->hist, cap * sizeof(*v));
-		if (!v)
-			return;
-		g->hist = v;
-		g->cap = cap;
-	}
+	if (sonde__array_grow(&g->hist, &g->cap, g->nhist + 1, sizeof(*g->hist), 64) < 0)
+		return;
 	g->hist[g->nhist++] = (struct trig_hist){h, now};
 }
 

@@ -73,15 +73,9 @@ static void die_call_site(struct dw_cu *cu, Dwarf_Die *die, struct dw_scope *s)
 
 static int build_push(struct dw_build *b, const struct dw_frag *f)
 {
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 64;
-		struct dw_frag *v = sonde__realloc(b->v, cap * sizeof(*v));
-		if (!v) {
-			b->failed = 1;
-			return -ENOMEM;
-		}
-		b->v = v;
-		b->cap = cap;
+	if (sonde__array_grow(&b->v, &b->cap, b->n + 1, sizeof(*b->v), 64) < 0) {
+		b->failed = 1;
+		return -ENOMEM;
 	}
 	b->v[b->n] = *f;
 	b->v[b->n].orig = (uint32_t)b->n;
@@ -272,13 +266,8 @@ static int read_units(struct dwidx *x)
 	while (dwarf_get_units(x->dw, cu, &cu, NULL, &unit_type, &cudie, NULL) == 0) {
 		if (unit_type == DW_UT_type || unit_type == DW_UT_split_type)
 			continue;
-		if (x->n_cus == cap) {
-			cap = cap ? cap * 2 : 16;
-			struct dw_cu *v = sonde__realloc(x->cus, cap * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			x->cus = v;
-		}
+		if (sonde__array_grow(&x->cus, &cap, x->n_cus + 1, sizeof(*x->cus), 16) < 0)
+			return -ENOMEM;
 		x->cus[x->n_cus] = (struct dw_cu){.die = cudie};
 		if (add_unit_ranges(x, (uint32_t)x->n_cus) < 0)
 			return -ENOMEM;

@@ -577,15 +577,9 @@ static void push_row(struct builder *b, const struct cfi_row *row)
 		b->n--;
 	if (b->n && same_rules(&b->rows[b->n - 1], row))
 		return;
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 1024;
-		struct cfi_row *v = sonde__realloc(b->rows, cap * sizeof(*v));
-		if (!v) {
-			b->oom = true;
-			return;
-		}
-		b->rows = v;
-		b->cap = cap;
+	if (sonde__array_grow(&b->rows, &b->cap, b->n + 1, sizeof(*b->rows), 1024) < 0) {
+		b->oom = true;
+		return;
 	}
 	b->rows[b->n++] = *row;
 }
