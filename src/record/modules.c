@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "base/array.h"
 #include "record/modules.h"
+#include "symbol/elfimg.h"
 
 static const char *own_path(struct rec_modtable *t, const char *path)
 {
@@ -138,49 +139,14 @@ void sonde__modtable_free(struct rec_modtable *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* Looks for NT_GNU_BUILD_ID in one note-bearing region. */
-static int find_note(Elf_Data *d, uint8_t *out, size_t cap)
-{
-	GElf_Nhdr nh;
-	size_t off = 0, name_off, desc_off;
-
-	while (d && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-		    memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0) {
-			size_t n = nh.n_descsz < cap ? nh.n_descsz : cap;
-			memcpy(out, (const uint8_t *)d->d_buf + desc_off, n);
-			return (int)n;
-		}
-	}
-	return 0;
-}
-
 int sonde__read_build_id(int fd, uint8_t *out, size_t cap)
 {
-	size_t nph;
-	int found = 0;
-
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!e)
 		return 0; /* not ELF, or unreadable: no build id */
-	/* Program headers first: loaded notes are what identifies the mapped image. */
-	if (elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nph) == 0) {
-		for (size_t i = 0; i < nph && !found; i++) {
-			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_NOTE)
-				continue;
-			Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz,
-							   ELF_T_NHDR);
-			found = find_note(d, out, cap);
-		}
-	}
-	for (Elf_Scn *s = NULL; !found && elf_kind(e) == ELF_K_ELF && (s = elf_nextscn(e, s));) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(s, &sh) && sh.sh_type == SHT_NOTE)
-			found = find_note(elf_getdata(s, NULL), out, cap);
-	}
+	int n = (int)sonde__elf_build_id(e, out, cap);
 	elf_end(e);
-	return found;
+	return n;
 }

@@ -40,8 +40,8 @@ void sonde__modtable_clear(struct rec_modtable *t);
 int sonde__modtable_copy(struct rec_modtable *dst, const struct rec_modtable *src);
 void sonde__modtable_free(struct rec_modtable *t);
 
-/* The GNU build id of the ELF file open at fd (at most cap bytes). Length, 0 when the file
- * has none or is not ELF, -errno. */
+/* The GNU build id of the ELF file open at fd (at most cap bytes), read by
+ * sonde__elf_build_id. Length, 0 when the file has none or is not ELF, -errno. */
 int sonde__read_build_id(int fd, uint8_t *out, size_t cap);
 
 #endif
