@@ -1,11 +1,16 @@
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
+
+#include <sonde/spool.h>
 
 #include "base/alloc.h"
 #include "base/array.h"
+#include "proc/maps.h"
 #include "record/modules.h"
 #include "symbol/elfimg.h"
 
@@ -149,4 +154,30 @@ int sonde__read_build_id(int fd, uint8_t *out, size_t cap)
 	int n = (int)sonde__elf_build_id(e, out, cap);
 	elf_end(e);
 	return n;
+}
+
+static int on_exec_map(void *ctx, const struct proc_map *pm)
+{
+	struct rec_modtable *t = ctx;
+	char path[4096];
+
+	if (!pm->exec || !pm->path_len)
+		return 0;
+	bool vdso = pm->path_len == 6 && !memcmp(pm->path, "[vdso]", 6);
+	if (pm->path[0] != '/' && !vdso)
+		return 0; /* anonymous code and [vsyscall] have no file to unwind from */
+	snprintf(path, sizeof(path), "%.*s", (int)pm->path_len, pm->path);
+	struct rec_module m = {.start = pm->start,
+			       .end = pm->end,
+			       .pgoff = pm->pgoff,
+			       .flags = SONDE_MODULE_EXEC | (vdso ? SONDE_MODULE_VDSO : 0),
+			       .dev = makedev(pm->dev_major, pm->dev_minor),
+			       .inode = pm->inode,
+			       .path = path};
+	return sonde__modtable_insert(t, &m);
+}
+
+int sonde__modtable_load_pid(struct rec_modtable *t, pid_t pid)
+{
+	return sonde__proc_maps_read(pid, on_exec_map, t);
 }
