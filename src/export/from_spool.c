@@ -22,6 +22,7 @@
 #include "base/alloc.h"
 #include "base/opts.h"
 #include "export/profile.h"
+#include "tail/tail.h"
 
 enum { READ_CHUNK = 1 << 20, MAX_INLINE = 64 };
 
@@ -67,18 +68,9 @@ int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char *
 		return -ENOMEM;
 	if (d->build_id_len)
 		memcpy(build_id, d->build_id, d->build_id_len);
-	*out = (struct sonde_sym_module){
-		.pid = d->pid,
-		.flags = d->flags,
-		.start = d->start,
-		.end = d->end,
-		.pgoff = d->pgoff,
-		.dev = d->dev,
-		.inode = d->inode,
-		.build_id = d->build_id_len ? build_id : NULL,
-		.build_id_len = d->build_id_len,
-		.path = *path,
-	};
+	sonde__tail_sym_module(d, out);
+	out->path = *path;
+	out->build_id = d->build_id_len ? build_id : NULL;
 	return 0;
 }
 

@@ -175,19 +175,19 @@ static int fail(struct sonde_tail *t, int err)
 
 /* ---- phase 3 helpers: the symbolizer ---- */
 
-static void sym_module(const struct sonde_spool_module *m, struct sonde_sym_module *out)
+void sonde__tail_sym_module(const struct sonde_spool_module_def *d, struct sonde_sym_module *out)
 {
 	*out = (struct sonde_sym_module){
-		.pid = m->def.pid,
-		.flags = m->def.flags,
-		.start = m->def.start,
-		.end = m->def.end,
-		.pgoff = m->def.pgoff,
-		.dev = m->def.dev,
-		.inode = m->def.inode,
-		.build_id = m->def.build_id,
-		.build_id_len = m->def.build_id_len,
-		.path = m->def.path,
+		.pid = d->pid,
+		.flags = d->flags,
+		.start = d->start,
+		.end = d->end,
+		.pgoff = d->pgoff,
+		.dev = d->dev,
+		.inode = d->inode,
+		.build_id = d->build_id_len ? d->build_id : NULL,
+		.build_id_len = d->build_id_len,
+		.path = d->path,
 	};
 }
 
@@ -203,7 +203,7 @@ static void share_image(struct sonde_tail *t, size_t id)
 			      m->def.build_id_len);
 	if (fd < 0)
 		return;
-	sym_module(m, &sm);
+	sonde__tail_sym_module(&m->def, &sm);
 	int err = sonde_symbolizer__add_image(t->sym, &sm, fd);
 	if (err && err != -SONDE_E_LIMIT)
 		sonde_debug("tail: image of %s not shared: %s", m->def.path, sonde_strerror(err));
@@ -244,7 +244,7 @@ int sonde_tail__symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
 	const struct sonde_spool_frame *f = &t->frames[frame - 1];
 	if (!f->module)
 		return sonde_symbolizer__symbolize_raw(t->sym, pid, f->addr, out, max);
-	sym_module(&t->modules[f->module - 1], &sm);
+	sonde__tail_sym_module(&t->modules[f->module - 1].def, &sm);
 	return sonde_symbolizer__symbolize(t->sym, &sm, f->addr, out, max);
 }
 
