@@ -28,7 +28,6 @@
 #include "base/array.h"
 #include "base/opts.h"
 #include "spool/keep.h"
-#include "record/live.h"
 #include "tail/tail.h"
 
 enum {
@@ -46,7 +45,7 @@ struct sonde_tail {
 	int fd;
 	int err; /* sticky */
 	struct sonde_spool_decoder *dec;
-	struct sonde_recorder *rec; /* the recorder sharing its images, or NULL */
+	struct tail_image_provider images; /* image_fd NULL: none */
 
 	uint8_t *buf; /* file bytes [file_pos - (len - pos), file_pos) */
 	size_t pos, len, cap;
@@ -74,7 +73,8 @@ struct sonde_tail {
 	struct sonde_symbolizer *sym; /* NULL until first used */
 };
 
-struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts)
+struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts,
+				      const struct tail_image_provider *images)
 {
 	struct sonde_tail_opts o = {0};
 	struct sonde_tail *t;
@@ -95,6 +95,8 @@ struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts
 	}
 	t->fd = fd;
 	t->punch = o.punch_holes != 0;
+	if (images)
+		t->images = *images;
 	if (o.symbolizer) {
 		/* Created now: its options (and their strings) are only borrowed during this
 		 * call. Without options it is created on first use. */
@@ -120,7 +122,7 @@ struct sonde_tail *sonde_tail__open(const char *path, const struct sonde_tail_op
 		errno = err;
 		return NULL;
 	}
-	return sonde__tail_new_fd(fd, opts);
+	return sonde__tail_new_fd(fd, opts, NULL);
 }
 
 struct sonde_tail *sonde_tail__open_fd(int fd, const struct sonde_tail_opts *opts)
@@ -129,20 +131,20 @@ struct sonde_tail *sonde_tail__open_fd(int fd, const struct sonde_tail_opts *opt
 
 	if (own < 0)
 		return NULL;
-	return sonde__tail_new_fd(own, opts);
+	return sonde__tail_new_fd(own, opts, NULL);
 }
 
-void sonde__tail_set_recorder(struct sonde_tail *t, struct sonde_recorder *r)
+void sonde__tail_drop_images(struct sonde_tail *t)
 {
-	t->rec = r;
+	t->images = (struct tail_image_provider){0};
 }
 
 void sonde_tail__free(struct sonde_tail *t)
 {
 	if (!t)
 		return;
-	if (t->rec)
-		sonde__rec_tail_gone(t->rec);
+	if (t->images.gone)
+		t->images.gone(t->images.ctx);
 	for (size_t i = 0; i < t->n_modules; i++) {
 		sonde__free((void *)t->modules[i].def.path);
 		sonde__free((void *)t->modules[i].def.build_id);
@@ -191,16 +193,15 @@ void sonde__tail_sym_module(const struct sonde_spool_module_def *d, struct sonde
 	};
 }
 
-/* Hands the symbolizer the recorder's exact image of module id, when it has one. */
+/* Hands the symbolizer the provider's exact image of module id, when it has one. */
 static void share_image(struct sonde_tail *t, size_t id)
 {
 	const struct sonde_spool_module *m = &t->modules[id - 1];
 	struct sonde_sym_module sm;
 
-	if (!t->sym || !t->rec || !m->def.inode)
+	if (!t->sym || !t->images.image_fd || !m->def.inode)
 		return;
-	int fd = sonde__rec_image_fd(t->rec, m->def.dev, m->def.inode, m->def.build_id,
-			      m->def.build_id_len);
+	int fd = t->images.image_fd(t->images.ctx, &m->def);
 	if (fd < 0)
 		return;
 	sonde__tail_sym_module(&m->def, &sm);
