@@ -18,7 +18,7 @@
 #include "base/alloc.h"
 #include "base/array.h"
 #include "base/buf.h"
-#include "export/idmap.h"
+#include "base/idmap.h"
 
 struct prof_module {
 	uint32_t pid, flags;

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 
 #include "base/alloc.h"
-#include "export/idmap.h"
+#include "base/idmap.h"
 
 int64_t sonde__idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
 		   const void *key)
