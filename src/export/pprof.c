@@ -297,9 +297,20 @@ static void write_header(struct pp *pp)
 	pp->k_thread = str_lit(pp, "thread");
 }
 
+/* zlib's state comes from the library's allocator too (include/sonde/alloc.h). */
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+	return sonde__calloc(items, size);
+}
+
+static void z_free(voidpf opaque, voidpf p)
+{
+	sonde__free(p);
+}
+
 static int gzip_to_fd(const struct buf *b, int fd)
 {
-	z_stream z = {0};
+	z_stream z = {.zalloc = z_alloc, .zfree = z_free};
 	uint8_t chunk[1 << 16];
 	struct out o;
 	int zr;
