@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sonde/alloc.h>
 #include <sonde/client.h>
 #include <sonde/profile.h>
 #include <sonde/record.h>
@@ -29,6 +30,23 @@
 static int null_err(const void *p)
 {
 	return p ? 0 : -errno;
+}
+
+/* A NULL function is refused and leaves the allocator as it was. */
+TEST(alloc_replace_refuses_null)
+{
+	ASSERT_INT(sonde_allocator__replace(NULL, realloc, calloc, free), ==, -EINVAL);
+	ASSERT_INT(sonde_allocator__replace(malloc, NULL, calloc, free), ==, -EINVAL);
+	ASSERT_INT(sonde_allocator__replace(malloc, realloc, NULL, free), ==, -EINVAL);
+	ASSERT_INT(sonde_allocator__replace(malloc, realloc, calloc, NULL), ==, -EINVAL);
+	failalloc_install();
+	ASSERT_INT(sonde_allocator__replace(malloc, realloc, NULL, free), ==, -EINVAL);
+	failalloc_arm(1);
+	struct sonde_trace_config *cfg = sonde_trace_config__new(NULL);
+	ASSERT(failalloc_disarm());
+	ASSERT(cfg == NULL);
+	ASSERT_INT(errno, ==, ENOMEM);
+	ASSERT_OK(sonde_allocator__replace(malloc, realloc, calloc, free));
 }
 
 /* ---- spool read ---- */
