@@ -21,8 +21,10 @@
 #include "perf/event.h"
 #include "perf/ring.h"
 #include "proc/launch.h"
+#include "record/modules.h"
+#include "record/stack.h"
+#include "unwind/cache.h"
 #include "unwind/dwarf.h"
-#include "unwind/maps.h"
 
 struct sample {
 	struct unwind_regs regs;
@@ -34,6 +36,13 @@ struct sample {
 struct samples {
 	struct sample *v;
 	size_t n, cap;
+};
+
+/* The target's executable mappings, looked up as the recorder looks them up. */
+struct self_maps {
+	struct rec_modtable mods;
+	struct unwind_cache *cache;
+	struct rec_find_ctx find;
 };
 
 /* CPU time of this thread: frames per second per core, whatever else the machine runs. */
@@ -86,7 +95,7 @@ enum { MAX_CPUS = 256 };
 
 /* Runs prog for its own duration, sampling it on every CPU (inherited events need per-CPU
  * rings); loads its mappings once it runs. */
-static int record(char *const argv[], uint64_t freq, struct samples *s, struct unwind_maps **maps)
+static int record(char *const argv[], uint64_t freq, struct samples *s, struct self_maps *maps)
 {
 	struct perf_event_cfg cfg = {.kind = PERF_KIND_CPU_CLOCK,
 				     .freq = freq,
@@ -120,8 +129,8 @@ static int record(char *const argv[], uint64_t freq, struct samples *s, struct u
 		return -1;
 	}
 	usleep(100000); /* past the dynamic loader: the mappings are final */
-	*maps = sonde__unwind_maps_new(pl.pid);
-	sonde__unwind_maps_load_pid(*maps, pl.pid);
+	sonde__modtable_load_pid(&maps->mods, pl.pid);
+	maps->find = (struct rec_find_ctx){.mods = &maps->mods, .cache = maps->cache, .pid = pl.pid};
 	for (bool last = false; rc >= 0;) {
 		last = sonde__proc_launch_wait(&pl, WNOHANG, &status) != 0;
 		poll(pfd, nr, 100);
@@ -140,15 +149,15 @@ static int record(char *const argv[], uint64_t freq, struct samples *s, struct u
 
 static uint64_t frames[UNWIND_MAX_FRAMES];
 
-static uint64_t unwind_all(const struct samples *s, struct unwind_maps *m, struct unwind_stats *st)
+static uint64_t unwind_all(const struct samples *s, struct self_maps *m, struct unwind_stats *st)
 {
 	uint64_t total = 0;
 
 	for (size_t i = 0; i < s->n; i++) {
 		struct unwind_stack stack = {s->v[i].data, s->v[i].len, s->v[i].sp};
 		size_t n;
-		sonde__unwind_dwarf(&s->v[i].regs, &stack, sonde__unwind_maps_find, m, frames, UNWIND_MAX_FRAMES,
-			     &n, st);
+		sonde__unwind_dwarf(&s->v[i].regs, &stack, sonde__record_find_module, &m->find, frames,
+				    UNWIND_MAX_FRAMES, &n, st);
 		total += n;
 	}
 	return total;
@@ -157,7 +166,7 @@ static uint64_t unwind_all(const struct samples *s, struct unwind_maps *m, struc
 int main(int argc, char **argv)
 {
 	struct samples s = {0};
-	struct unwind_maps *m = NULL;
+	struct self_maps maps = {.cache = sonde__unwind_cache_new()}, *m = &maps;
 	struct unwind_stats st = {0}, warm = {0};
 	uint64_t freq = argc > 3 ? strtoull(argv[3], NULL, 10) : 4000;
 
@@ -166,7 +175,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	char *child[] = {argv[1], argv[2], NULL};
-	if (record(child, freq, &s, &m) < 0 || !s.n) {
+	if (!maps.cache || record(child, freq, &s, m) < 0 || !s.n) {
 		fprintf(stderr, "no samples recorded\n");
 		return 1;
 	}
@@ -196,6 +205,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < s.n; i++)
 		free(s.v[i].data);
 	free(s.v);
-	sonde__unwind_maps_free(m);
+	sonde__unwind_cache_free(maps.cache);
+	sonde__modtable_free(&maps.mods);
 	return 0;
 }

@@ -38,8 +38,8 @@ struct sonde_txt_error {
  * protobuf. Knows every TraceConfig field and the typed DataSourceConfigs of Linux data
  * sources (ftrace, process_stats, sys_stats, track_event, perf_event, chrome, for_testing);
  * any other field name is an error (docs/trace.md). On success *out is a malloc'd buffer
- * the caller frees with free(). On failure returns -SONDE_E_FORMAT (or -ENOMEM) and fills
- * *err when err is not NULL. */
+ * the caller frees with free() (the replaced free if sonde/alloc.h's allocator is replaced).
+ * On failure returns -SONDE_E_FORMAT (or -ENOMEM) and fills *err when err is not NULL. */
 SONDE_API int sonde_trace_config__from_text(const char *text, size_t len, uint8_t **out,
 					   size_t *out_len, struct sonde_txt_error *err);
 
@@ -81,7 +81,8 @@ SONDE_API int sonde_trace_config__add_data_source(struct sonde_trace_config *cfg
 /* Sets the SMB geometry the service should give producer `name` (0: service default). */
 SONDE_API int sonde_trace_config__add_producer(struct sonde_trace_config *cfg, const char *name,
 					       uint32_t shm_size_kb, uint32_t page_size_kb);
-/* Serializes the config: *out is malloc'd (free() it). Returns 0 or -ENOMEM. */
+/* Serializes the config: *out is malloc'd (free() it, or the replaced free of sonde/alloc.h).
+ * Returns 0 or -ENOMEM. */
 SONDE_API int sonde_trace_config__encode(const struct sonde_trace_config *cfg, uint8_t **out,
 					 size_t *out_len);
 

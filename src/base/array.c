@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/array.h"
 
 int sonde__array_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t min_cap)
@@ -18,7 +19,7 @@ int sonde__array_grow(void *pp, size_t *cap, size_t need, size_t elem, size_t mi
 	}
 	if (elem && n > SIZE_MAX / elem)
 		return -ENOMEM;
-	void *q = realloc(*p, n * elem);
+	void *q = sonde__realloc(*p, n * elem);
 	if (!q)
 		return -ENOMEM;
 	*p = q;

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 
 int sonde__buf_reserve(struct buf *b, size_t n)
@@ -18,7 +19,7 @@ int sonde__buf_reserve(struct buf *b, size_t n)
 			goto fail;
 		cap *= 2;
 	}
-	uint8_t *p = realloc(b->data, cap);
+	uint8_t *p = sonde__realloc(b->data, cap);
 	if (!p)
 		goto fail;
 	b->data = p;
@@ -56,6 +57,6 @@ void sonde__buf_free(struct buf *b)
 {
 	if (!b)
 		return;
-	free(b->data);
+	sonde__free(b->data);
 	*b = (struct buf)BUF_INIT;
 }

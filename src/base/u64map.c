@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/u64map.h"
 
 enum { U64MAP_MIN_CAP = 16 };
@@ -25,7 +26,7 @@ static size_t probe(const struct u64map *m, uint64_t key)
  * old one is freed, so a growth always changes m->slots (the tests rely on that). */
 static int rehash(struct u64map *m, size_t cap)
 {
-	struct u64map_slot *old = m->slots, *s = calloc(cap + 1, sizeof(*s));
+	struct u64map_slot *old = m->slots, *s = sonde__calloc(cap + 1, sizeof(*s));
 	size_t oldcap = m->cap;
 
 	if (!s)
@@ -37,7 +38,7 @@ static int rehash(struct u64map *m, size_t cap)
 	for (size_t i = 0; i < oldcap; i++)
 		if (old[i].key)
 			m->slots[probe(m, old[i].key)] = old[i];
-	free(old);
+	sonde__free(old);
 	return 0;
 }
 
@@ -56,7 +57,7 @@ void sonde__u64map_free(struct u64map *m)
 {
 	if (!m)
 		return;
-	free(m->slots);
+	sonde__free(m->slots);
 	memset(m, 0, sizeof(*m));
 }
 

@@ -6,6 +6,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/array.h"
 #include "base/pb.h"
 #include "client/arbiter.h"
@@ -43,8 +44,8 @@ void sonde__arbiter_fini(struct arbiter *a)
 	if (!a->base)
 		return;
 	pthread_mutex_destroy(&a->lock);
-	free(a->moves);
-	free(a->patches);
+	sonde__free(a->moves);
+	sonde__free(a->patches);
 	sonde__buf_free(&a->req);
 	a->base = NULL;
 }

@@ -6,6 +6,7 @@
 #include <sonde/client.h>
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "base/opts.h"
 #include "base/pb.h"
@@ -29,13 +30,13 @@ struct sonde_trace_config *sonde_trace_config__new(const struct sonde_trace_conf
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!(cfg = calloc(1, sizeof(*cfg))))
+	if (!(cfg = sonde__calloc(1, sizeof(*cfg))))
 		return NULL;
 	OPTS_COPY(&cfg->opts, opts);
 	if (cfg->opts.unique_session_name &&
-	    !(cfg->unique_session_name = strdup(cfg->opts.unique_session_name)))
+	    !(cfg->unique_session_name = sonde__strdup(cfg->opts.unique_session_name)))
 		goto fail;
-	if (cfg->opts.output_path && !(cfg->output_path = strdup(cfg->opts.output_path)))
+	if (cfg->opts.output_path && !(cfg->output_path = sonde__strdup(cfg->opts.output_path)))
 		goto fail;
 	return cfg;
 fail:
@@ -48,10 +49,10 @@ void sonde_trace_config__free(struct sonde_trace_config *cfg)
 {
 	if (!cfg)
 		return;
-	free(cfg->unique_session_name);
-	free(cfg->output_path);
+	sonde__free(cfg->unique_session_name);
+	sonde__free(cfg->output_path);
 	sonde__buf_free(&cfg->repeated);
-	free(cfg);
+	sonde__free(cfg);
 }
 
 int sonde_trace_config__add_buffer(struct sonde_trace_config *cfg, uint32_t size_kb,

@@ -12,6 +12,7 @@
 #include <sonde/connector.h>
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "base/opts.h"
 #include "client/conn.h"
 #include "ipc/cxmsg.h"
@@ -57,7 +58,7 @@ struct sonde_connector *sonde_connector__new(const struct sonde_connector_opts *
 		errno = -rc;
 		return NULL;
 	}
-	if (!(c = calloc(1, sizeof(*c)))) {
+	if (!(c = sonde__calloc(1, sizeof(*c)))) {
 		close(fd);
 		errno = ENOMEM;
 		return NULL;
@@ -73,7 +74,7 @@ void sonde_connector__free(struct sonde_connector *c)
 	if (!c)
 		return;
 	close(c->fd);
-	free(c);
+	sonde__free(c);
 }
 
 const char *sonde_connector__last_error(const struct sonde_connector *c)

@@ -9,6 +9,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "base/opts.h"
 #include "base/pb.h"
@@ -80,7 +81,7 @@ struct sonde_consumer *sonde_consumer__new(const struct sonde_consumer_opts *opt
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!(c = calloc(1, sizeof(*c))))
+	if (!(c = sonde__calloc(1, sizeof(*c))))
 		return NULL;
 	struct sonde_consumer_opts o = {0};
 	OPTS_COPY(&o, opts);
@@ -90,7 +91,7 @@ struct sonde_consumer *sonde_consumer__new(const struct sonde_consumer_opts *opt
 		r = sonde__conn_open(&c->c, CONN_CONSUMER, path_of(opts, path, sizeof(path)),
 			      "ConsumerPort", method_names, CM_COUNT, o.timeout_ms, &t);
 	if (r < 0) {
-		free(c);
+		sonde__free(c);
 		errno = -r < SONDE_E_BASE ? -r : EPROTO;
 		return NULL;
 	}
@@ -104,7 +105,7 @@ void sonde_consumer__free(struct sonde_consumer *c)
 	sonde__conn_close(&c->c);
 	sonde__buf_free(&c->packet);
 	sonde__buf_free(&c->state);
-	free(c);
+	sonde__free(c);
 }
 
 int sonde_consumer__fd(const struct sonde_consumer *c)
@@ -556,7 +557,7 @@ int sonde_consumer__clone_session_sync(struct sonde_consumer *c, uint64_t sessio
 /* A copy of n elements (an empty array is still a valid allocation). */
 static void *dup_array(const void *src, size_t n, size_t size)
 {
-	void *p = malloc(n * size + 1);
+	void *p = sonde__malloc(n * size + 1);
 	if (p && n)
 		memcpy(p, src, n * size);
 	return p;
@@ -570,7 +571,7 @@ static void sync_state_cb(void *ctx, int status, const struct sonde_service_stat
 	if (!st)
 		return;
 	/* the callback's state is freed after the call: take a deep copy */
-	struct sonde_service_state *cp = calloc(1, sizeof(*cp));
+	struct sonde_service_state *cp = sonde__calloc(1, sizeof(*cp));
 	if (!cp) {
 		s->status = -ENOMEM;
 		return;

@@ -13,6 +13,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/opts.h"
 #include "base/pb.h"
 #include "client/arbiter.h"
@@ -222,13 +223,13 @@ struct sonde_producer *sonde_producer__new(const struct sonde_producer_opts *opt
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!(p = calloc(1, sizeof(*p))))
+	if (!(p = sonde__calloc(1, sizeof(*p))))
 		return NULL;
 	OPTS_COPY(&p->opts, opts);
 	if (!p->opts.stall_ms_set && !p->opts.stall_ms)
 		p->opts.stall_ms = DEFAULT_STALL_MS;
 	pthread_mutex_init(&p->wlock, NULL);
-	if (!(p->name = strdup(opts->name)))
+	if (!(p->name = sonde__strdup(opts->name)))
 		goto fail;
 	p->opts.name = p->name;
 	p->opts.socket = NULL; /* not kept: the path is in p->c */
@@ -263,13 +264,13 @@ void sonde_producer__free(struct sonde_producer *p)
 	sonde__conn_close(&p->c);
 	drop_smb(p);
 	for (size_t i = 0; i < p->n_regs; i++)
-		free(p->regs[i].name);
-	free(p->regs);
-	free(p->insts);
+		sonde__free(p->regs[i].name);
+	sonde__free(p->regs);
+	sonde__free(p->insts);
 	sonde__buf_free(&p->scratch);
 	pthread_mutex_destroy(&p->wlock);
-	free(p->name);
-	free(p);
+	sonde__free(p->name);
+	sonde__free(p);
 }
 
 int sonde_producer__fd(const struct sonde_producer *p)
@@ -309,11 +310,11 @@ int sonde_producer__register_data_source(struct sonde_producer *p, const char *n
 	if (!name || !*name || !OPTS_VALID(cbs, sonde_data_source_cbs))
 		return -EINVAL;
 	OPTS_COPY(&c, cbs);
-	struct ds_reg *regs = realloc(p->regs, (p->n_regs + 1) * sizeof(*regs));
+	struct ds_reg *regs = sonde__realloc(p->regs, (p->n_regs + 1) * sizeof(*regs));
 	if (!regs)
 		return -ENOMEM;
 	p->regs = regs;
-	if (!(regs[p->n_regs].name = strdup(name)))
+	if (!(regs[p->n_regs].name = sonde__strdup(name)))
 		return -ENOMEM;
 	regs[p->n_regs].cbs = c;
 	p->n_regs++;
@@ -392,7 +393,7 @@ static struct ds_inst *get_inst(struct sonde_producer *p, uint64_t id, const uin
 		if (p->n_insts == p->cap_insts) {
 			size_t cap = p->cap_insts ? 2 * p->cap_insts : 8;
 			pthread_mutex_lock(&p->wlock);
-			struct ds_inst *n = realloc(p->insts, cap * sizeof(*n));
+			struct ds_inst *n = sonde__realloc(p->insts, cap * sizeof(*n));
 			if (n) {
 				p->insts = n;
 				p->cap_insts = cap;
@@ -856,7 +857,7 @@ struct sonde_trace_writer *sonde_producer__new_writer(struct sonde_producer *p,
 	uint32_t target;
 	unsigned id;
 
-	if (!(w = malloc(sizeof(*w))))
+	if (!(w = sonde__malloc(sizeof(*w))))
 		return NULL;
 	/* any thread may create a writer: the instance table is read under the lock */
 	pthread_mutex_lock(&p->wlock);
@@ -865,7 +866,7 @@ struct sonde_trace_writer *sonde_producer__new_writer(struct sonde_producer *p,
 		;
 	if (!in || id > SMB_MAX_WRITER_ID) {
 		pthread_mutex_unlock(&p->wlock);
-		free(w);
+		sonde__free(w);
 		errno = in ? EMFILE : ENOENT;
 		return NULL;
 	}
@@ -907,7 +908,7 @@ void sonde_trace_writer__free(struct sonde_trace_writer *w)
 		p->writers[w->writer_id] = NULL;
 		pthread_mutex_unlock(&p->wlock);
 	}
-	free(w);
+	sonde__free(w);
 }
 
 /* ---------------------------------------------------------------- fuzzing */
@@ -926,7 +927,7 @@ static void fuzz_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 
 int sonde__producer_fuzz_commands(const uint8_t *data, size_t len)
 {
-	struct sonde_producer *p = calloc(1, sizeof(*p));
+	struct sonde_producer *p = sonde__calloc(1, sizeof(*p));
 	struct sonde_data_source_cbs cbs = {.sz = sizeof(cbs),
 					    .start = fuzz_start,
 					    .will_notify_on_start = true,
@@ -939,11 +940,11 @@ int sonde__producer_fuzz_commands(const uint8_t *data, size_t len)
 	/* a producer without a connection: every send fails harmlessly (no method ids) */
 	p->c.ch.fd = -1;
 	pthread_mutex_init(&p->wlock, NULL);
-	p->name = strdup("fuzz");
+	p->name = sonde__strdup("fuzz");
 	p->opts.name = p->name;
 	cbs.ctx = p;
-	if (!p->name || !(p->regs = calloc(2, sizeof(*p->regs))) ||
-	    !(p->regs[0].name = strdup("a")) || !(p->regs[1].name = strdup("b"))) {
+	if (!p->name || !(p->regs = sonde__calloc(2, sizeof(*p->regs))) ||
+	    !(p->regs[0].name = sonde__strdup("a")) || !(p->regs[1].name = sonde__strdup("b"))) {
 		sonde_producer__free(p);
 		return -ENOMEM;
 	}

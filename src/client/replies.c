@@ -6,6 +6,7 @@
 #include <sonde/client.h>
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 
@@ -97,7 +98,7 @@ static void *grow(void *arr, size_t *cap, size_t need, size_t elem)
 	if (need <= *cap)
 		return arr;
 	size_t n = *cap ? *cap * 2 : 16;
-	void *p = realloc(arr, n * elem);
+	void *p = sonde__realloc(arr, n * elem);
 	if (p)
 		*cap = n;
 	return p;
@@ -248,7 +249,7 @@ int sonde_service_state__decode(const void *buf, size_t len, struct sonde_servic
 	int n;
 
 	*out = NULL;
-	if (!(a.s = calloc(1, sizeof(*a.s))))
+	if (!(a.s = sonde__calloc(1, sizeof(*a.s))))
 		return -ENOMEM;
 	while ((n = sonde__pb_next(&r, &f)) > 0)
 		if ((n = decode_state_field(&a, &f)) < 0)
@@ -265,8 +266,8 @@ void sonde_service_state__free(struct sonde_service_state *s)
 {
 	if (!s)
 		return;
-	free(s->producers);
-	free(s->data_sources);
-	free(s->sessions);
-	free(s);
+	sonde__free(s->producers);
+	sonde__free(s->data_sources);
+	sonde__free(s->sessions);
+	sonde__free(s);
 }

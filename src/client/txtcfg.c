@@ -23,6 +23,7 @@
 #include <sonde/client.h>
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "base/pb.h"
 #include "client/cfg_schema.h"
@@ -666,7 +667,7 @@ int sonde_trace_config__from_text(const char *text, size_t len, uint8_t **out, s
 		return r;
 	}
 	if (!ps.out.data) /* an empty config is valid: return a 1-byte allocation */
-		ps.out.data = malloc(1);
+		ps.out.data = sonde__malloc(1);
 	if (!ps.out.data)
 		return -ENOMEM;
 	*out = ps.out.data;

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "export/flame.h"
 
 static bool fnode_eq(const void *ctx, uint32_t id, const void *key)
@@ -74,7 +75,7 @@ static int child_cmp(const void *a, const void *b)
 static int link_children(struct flame *f, const struct sonde_profile *p)
 {
 	uint32_t n = f->nodes.n - 1;
-	struct child *c = malloc(((size_t)n + 1) * sizeof(*c));
+	struct child *c = sonde__malloc(((size_t)n + 1) * sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
@@ -88,7 +89,7 @@ static int link_children(struct flame *f, const struct sonde_profile *p)
 		f->nodes.v[c[i].id].next_sibling = parent->first_child;
 		parent->first_child = c[i].id;
 	}
-	free(c);
+	sonde__free(c);
 	return 0;
 }
 
@@ -112,7 +113,7 @@ int sonde__flame_build(struct flame *f, const struct sonde_profile *p)
 	int err = -ENOMEM;
 
 	*f = (struct flame){0};
-	f->of_node = calloc(p->nodes.n, sizeof(*f->of_node));
+	f->of_node = sonde__calloc(p->nodes.n, sizeof(*f->of_node));
 	if (!f->of_node || !ARR_PUSH(f->nodes))
 		goto fail;
 	err = map_nodes(f, p);
@@ -151,6 +152,6 @@ void sonde__flame_free(struct flame *f)
 		return;
 	ARR_FREE(f->nodes);
 	sonde__idmap_free(&f->index);
-	free(f->of_node);
+	sonde__free(f->of_node);
 	*f = (struct flame){0};
 }

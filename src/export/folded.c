@@ -2,6 +2,7 @@
  * tools): one line per distinct stack, "outer;...;inner count", in tree order. */
 #include <errno.h>
 
+#include "base/alloc.h"
 #include "export/flame.h"
 #include "export/out.h"
 
@@ -29,7 +30,7 @@ int sonde__prof_write_folded(const struct sonde_profile *p, int fd)
 
 	if (err)
 		return err;
-	path = malloc(((size_t)f.max_depth + 1) * sizeof(*path));
+	path = sonde__malloc(((size_t)f.max_depth + 1) * sizeof(*path));
 	if (!path) {
 		sonde__flame_free(&f);
 		return -ENOMEM;
@@ -51,7 +52,7 @@ int sonde__prof_write_folded(const struct sonde_profile *p, int fd)
 		sonde__out_putc(&o, '\n');
 	}
 	err = sonde__out_close(&o);
-	free(path);
+	sonde__free(path);
 	sonde__flame_free(&f);
 	return err;
 }

@@ -19,8 +19,10 @@
 #include <sonde/log.h>
 #include <sonde/spool_reader.h>
 
+#include "base/alloc.h"
 #include "base/opts.h"
 #include "export/profile.h"
+#include "tail/tail.h"
 
 enum { READ_CHUNK = 1 << 20, MAX_INLINE = 64 };
 
@@ -61,23 +63,14 @@ int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char *
 {
 	const struct sonde_spool_module_def *d = &r->module.def;
 
-	*path = strndup(d->path ? d->path : "", r->module.path_len);
+	*path = sonde__strndup(d->path ? d->path : "", r->module.path_len);
 	if (!*path)
 		return -ENOMEM;
 	if (d->build_id_len)
 		memcpy(build_id, d->build_id, d->build_id_len);
-	*out = (struct sonde_sym_module){
-		.pid = d->pid,
-		.flags = d->flags,
-		.start = d->start,
-		.end = d->end,
-		.pgoff = d->pgoff,
-		.dev = d->dev,
-		.inode = d->inode,
-		.build_id = d->build_id_len ? build_id : NULL,
-		.build_id_len = d->build_id_len,
-		.path = *path,
-	};
+	sonde__tail_sym_module(d, out);
+	out->path = *path;
+	out->build_id = d->build_id_len ? build_id : NULL;
 	return 0;
 }
 
@@ -148,7 +141,7 @@ static int64_t truncated_node(struct conv *c, uint32_t node)
 	}
 	if (node >= c->trunc.n) {
 		uint32_t old = c->trunc.n;
-		if (sonde__arr_grow((void **)&c->trunc.v, &c->trunc.cap, p->nodes.n, sizeof(uint32_t)))
+		if (sonde__array_grow(&c->trunc.v, &c->trunc.cap, p->nodes.n, sizeof(uint32_t), 16))
 			return -ENOMEM;
 		memset(c->trunc.v + old, 0, (p->nodes.n - old) * sizeof(uint32_t));
 		c->trunc.n = p->nodes.n;
@@ -266,7 +259,7 @@ static int decode_file(struct conv *c, int fd, const char *path)
 {
 	struct sonde_spool_decoder *d = sonde_spool_decoder__new();
 	size_t cap = READ_CHUNK, len = 0;
-	uint8_t *buf = malloc(cap);
+	uint8_t *buf = sonde__malloc(cap);
 	struct sonde_spool_record rec;
 	int err = 0;
 	bool eof = false;
@@ -300,7 +293,7 @@ static int decode_file(struct conv *c, int fd, const char *path)
 		if (err || eof)
 			break;
 		if (len == cap) { /* one record larger than the buffer */
-			uint8_t *nb = realloc(buf, cap * 2);
+			uint8_t *nb = sonde__realloc(buf, cap * 2);
 			if (!nb) {
 				err = -ENOMEM;
 				break;
@@ -321,7 +314,7 @@ static int decode_file(struct conv *c, int fd, const char *path)
 		sonde_debug("%s: error at byte %llu", path,
 			    (unsigned long long)sonde_spool_decoder__offset(d));
 out:
-	free(buf);
+	sonde__free(buf);
 	sonde_spool_decoder__free(d);
 	return err;
 }
@@ -329,7 +322,7 @@ out:
 static void conv_free(struct conv *c)
 {
 	for (uint32_t i = 0; i < c->mods.n; i++)
-		free(c->mods.v[i].path);
+		sonde__free(c->mods.v[i].path);
 	ARR_FREE(c->mods);
 	ARR_FREE(c->frames);
 	ARR_FREE(c->nodes);

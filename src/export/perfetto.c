@@ -10,6 +10,7 @@
 #include <sonde/log.h>
 #include <sonde/spool.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "export/perfetto.h"
 #include "export/profile.h"
@@ -303,7 +304,7 @@ static int on_module(struct pf_enc *e, const struct sonde_spool_record *r)
 	if (d->flags & SONDE_MODULE_KERNEL) {
 		/* §7.2: the kernel is one mapping named /kernel, without build id */
 		int64_t k = strtab_intern(&e->paths, "kernel", 6);
-		m->comps = malloc(sizeof(uint32_t));
+		m->comps = sonde__malloc(sizeof(uint32_t));
 		if (k < 0 || !m->comps)
 			return -ENOMEM;
 		m->comps[m->n_comps++] = (uint32_t)k;
@@ -313,7 +314,7 @@ static int on_module(struct pf_enc *e, const struct sonde_spool_record *r)
 	if (bid < 0)
 		return (int)bid;
 	m->bid = (uint32_t)bid;
-	m->comps = malloc((strlen(m->path) / 2 + 2) * sizeof(uint32_t));
+	m->comps = sonde__malloc((strlen(m->path) / 2 + 2) * sizeof(uint32_t));
 	if (!m->comps)
 		return -ENOMEM;
 	/* one mapping_paths entry per path component; the path is "/" + join("/") */
@@ -778,7 +779,7 @@ uint64_t sonde__pf_enc_samples(const struct pf_enc *e)
 
 struct pf_enc *sonde__pf_enc_new(const struct pf_enc_opts *o)
 {
-	struct pf_enc *e = calloc(1, sizeof(*e));
+	struct pf_enc *e = sonde__calloc(1, sizeof(*e));
 
 	if (!e)
 		return NULL;
@@ -807,8 +808,8 @@ void sonde__pf_enc_free(struct pf_enc *e)
 	strtab_free(&e->bid);
 	strtab_free(&e->paths);
 	for (uint32_t i = 0; i < e->mods.n; i++) {
-		free(e->mods.v[i].path);
-		free(e->mods.v[i].comps);
+		sonde__free(e->mods.v[i].path);
+		sonde__free(e->mods.v[i].comps);
 	}
 	ARR_FREE(e->mods);
 	ARR_FREE(e->frames);
@@ -827,7 +828,7 @@ void sonde__pf_enc_free(struct pf_enc *e)
 	sonde__buf_free(&e->pkt);
 	sonde__buf_free(&e->in);
 	sonde_spool_decoder__free(e->dec);
-	free(e);
+	sonde__free(e);
 }
 
 int sonde__pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,

@@ -10,6 +10,7 @@
 #include <sonde/log.h>
 #include <sonde/profile.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "base/opts.h"
 #include "export/out.h"
@@ -38,7 +39,7 @@ static int file_sink(void *ctx, const uint8_t *pkt, size_t len)
  * of a recording that did not finish: left out, and said. */
 static int feed_file(struct pf_enc *e, int in, const char *path)
 {
-	uint8_t *chunk = malloc(READ_CHUNK);
+	uint8_t *chunk = sonde__malloc(READ_CHUNK);
 	uint64_t total = 0;
 	int err = 0;
 
@@ -59,7 +60,7 @@ static int feed_file(struct pf_enc *e, int in, const char *path)
 		if (err)
 			break;
 	}
-	free(chunk);
+	sonde__free(chunk);
 	if (!err && total == 0)
 		err = -SONDE_E_MAGIC;
 	if (!err && !sonde__pf_enc_ended(e))

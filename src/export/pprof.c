@@ -7,6 +7,7 @@
 
 #include <sonde/spool.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "export/out.h"
 #include "export/profile.h"
@@ -210,7 +211,7 @@ enum { HAS_FUNCTIONS = 1, HAS_FILENAMES = 2, HAS_LINES = 4, HAS_INLINES = 8 };
 static void write_mappings(struct pp *pp)
 {
 	const struct sonde_profile *p = pp->p;
-	uint8_t *has = calloc(p->modules.n, 1);
+	uint8_t *has = sonde__calloc(p->modules.n, 1);
 
 	if (!has) {
 		pp->b.failed = true;
@@ -240,7 +241,7 @@ static void write_mappings(struct pp *pp)
 		sonde__pb_put_bool(&pp->msg, MAPPING_HAS_INLINE_FRAMES, has[i] & HAS_INLINES);
 		put_nested(&pp->b, PROFILE_MAPPING, &pp->msg);
 	}
-	free(has);
+	sonde__free(has);
 }
 
 static void write_locations(struct pp *pp, uint8_t *func_used)
@@ -315,9 +316,20 @@ static void write_header(struct pp *pp)
 	pp->u_cpu = str_lit(pp, "index");
 }
 
+/* zlib's state comes from the library's allocator too (include/sonde/alloc.h). */
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+	return sonde__calloc(items, size);
+}
+
+static void z_free(voidpf opaque, voidpf p)
+{
+	sonde__free(p);
+}
+
 static int gzip_to_fd(const struct buf *b, int fd)
 {
-	z_stream z = {0};
+	z_stream z = {.zalloc = z_alloc, .zfree = z_free};
 	uint8_t chunk[1 << 16];
 	struct out o;
 	int zr;
@@ -347,10 +359,10 @@ static int gzip_to_fd(const struct buf *b, int fd)
 int sonde__prof_write_pprof(const struct sonde_profile *p, int fd)
 {
 	struct pp pp = {.p = p};
-	uint8_t *func_used = calloc(p->funcs.n, 1);
+	uint8_t *func_used = sonde__calloc(p->funcs.n, 1);
 	int err = -ENOMEM;
 
-	pp.str_map = calloc(p->strs.n, sizeof(*pp.str_map));
+	pp.str_map = sonde__calloc(p->strs.n, sizeof(*pp.str_map));
 	if (!func_used || !pp.str_map || !ARR_PUSH(pp.tab))
 		goto out;
 	pp.tab.v[0] = "";
@@ -370,10 +382,10 @@ out:
 	sonde__buf_free(&pp.b);
 	sonde__buf_free(&pp.msg);
 	sonde__buf_free(&pp.packed);
-	free(pp.str_map);
+	sonde__free(pp.str_map);
 	ARR_FREE(pp.tab);
 	ARR_FREE(pp.aggs);
 	sonde__idmap_free(&pp.agg_index);
-	free(func_used);
+	sonde__free(func_used);
 	return err;
 }

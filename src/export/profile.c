@@ -8,27 +8,9 @@
 #include <sonde/error.h>
 #include <sonde/spool.h>
 
+#include "base/alloc.h"
 #include "base/opts.h"
 #include "export/profile.h"
-
-int sonde__arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz)
-{
-	uint32_t c = *cap ? *cap : 16;
-
-	while (c < need) {
-		if (c > UINT32_MAX / 2)
-			return -ENOMEM;
-		c *= 2;
-	}
-	if ((size_t)c > SIZE_MAX / elsz)
-		return -ENOMEM;
-	void *n = realloc(*v, (size_t)c * elsz);
-	if (!n)
-		return -ENOMEM;
-	*v = n;
-	*cap = c;
-	return 0;
-}
 
 struct str_key {
 	const char *s;
@@ -75,7 +57,7 @@ struct sonde_profile *sonde_profile__new(const struct sonde_profile_info *info)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!(p = calloc(1, sizeof(*p))))
+	if (!(p = sonde__calloc(1, sizeof(*p))))
 		return NULL;
 	OPTS_COPY(&p->info, info);
 	/* entry 0 of every table is a placeholder so that id 0 means "none" */
@@ -108,7 +90,7 @@ void sonde_profile__free(struct sonde_profile *p)
 	ARR_FREE(p->nodes);
 	sonde__idmap_free(&p->node_index);
 	ARR_FREE(p->samples);
-	free(p);
+	sonde__free(p);
 }
 
 static int64_t intern_build_id(struct sonde_profile *p, const uint8_t *id, size_t len)

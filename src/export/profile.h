@@ -15,21 +15,10 @@
 
 #include <sonde/profile.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "base/buf.h"
-#include "export/idmap.h"
-
-/* A growable array of T: ARR_PUSH returns a pointer to a new zeroed slot, or NULL. */
-#define ARR(T)                                                                                     \
-	struct {                                                                                   \
-		T *v;                                                                              \
-		uint32_t n, cap;                                                                   \
-	}
-int sonde__arr_grow(void **v, uint32_t *cap, uint32_t need, size_t elsz);
-#define ARR_PUSH(a)                                                                                \
-	((a).n < (a).cap || sonde__arr_grow((void **)&(a).v, &(a).cap, (a).n + 1, sizeof(*(a).v)) == 0    \
-		 ? memset(&(a).v[(a).n++], 0, sizeof(*(a).v))                                      \
-		 : NULL)
-#define ARR_FREE(a) (free((a).v), (a).v = NULL, (a).n = (a).cap = 0)
+#include "base/idmap.h"
 
 struct prof_module {
 	uint32_t pid, flags;

@@ -3,6 +3,7 @@
  * frames shared by all profiles and identified by function. */
 #include <errno.h>
 
+#include "base/alloc.h"
 #include "export/flame.h"
 #include "export/out.h"
 
@@ -50,21 +51,21 @@ static int group_by_thread(struct ss *s)
 	const struct sonde_profile *p = s->p;
 	uint32_t nt = p->threads.n;
 
-	s->order = malloc(((size_t)p->samples.n + 1) * sizeof(*s->order));
-	s->thread_start = calloc((size_t)nt + 1, sizeof(*s->thread_start));
+	s->order = sonde__malloc(((size_t)p->samples.n + 1) * sizeof(*s->order));
+	s->thread_start = sonde__calloc((size_t)nt + 1, sizeof(*s->thread_start));
 	if (!s->order || !s->thread_start)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->samples.n; i++)
 		s->thread_start[p->samples.v[i].thread + 1]++;
 	for (uint32_t t = 1; t <= nt; t++)
 		s->thread_start[t] += s->thread_start[t - 1];
-	uint32_t *fill = malloc(((size_t)nt + 1) * sizeof(*fill));
+	uint32_t *fill = sonde__malloc(((size_t)nt + 1) * sizeof(*fill));
 	if (!fill)
 		return -ENOMEM;
 	memcpy(fill, s->thread_start, ((size_t)nt + 1) * sizeof(*fill));
 	for (uint32_t i = 0; i < p->samples.n; i++)
 		s->order[fill[p->samples.v[i].thread]++] = i;
-	free(fill);
+	sonde__free(fill);
 	return 0;
 }
 
@@ -167,8 +168,8 @@ int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const ch
 	if (err)
 		return err;
 	err = -ENOMEM;
-	s.frame_of_func = calloc(p->funcs.n, sizeof(*s.frame_of_func));
-	s.path = malloc(((size_t)s.f.max_depth + 1) * sizeof(*s.path));
+	s.frame_of_func = sonde__calloc(p->funcs.n, sizeof(*s.frame_of_func));
+	s.path = sonde__malloc(((size_t)s.f.max_depth + 1) * sizeof(*s.path));
 	if (!s.frame_of_func || !s.path || group_by_thread(&s) < 0)
 		goto out;
 	sonde__out_init(&s.o, fd);
@@ -181,10 +182,10 @@ int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const ch
 	sonde__out_puts(&s.o, "}\n");
 	err = sonde__out_close(&s.o);
 out:
-	free(s.thread_start);
-	free(s.order);
-	free(s.path);
-	free(s.frame_of_func);
+	sonde__free(s.thread_start);
+	sonde__free(s.order);
+	sonde__free(s.path);
+	sonde__free(s.frame_of_func);
 	sonde__flame_free(&s.f);
 	return err;
 }

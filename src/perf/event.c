@@ -11,6 +11,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "perf/event.h"
 
 #define SAMPLE_TYPE                                                                                \
@@ -223,7 +224,7 @@ int sonde__perf_online_cpus(int **cpus, size_t *n)
 
 	if (max < 4096)
 		max = 4096;
-	int *c = malloc(max * sizeof(int));
+	int *c = sonde__malloc(max * sizeof(int));
 	if (!c)
 		return -ENOMEM;
 	int got = err ? err : sonde__perf_parse_cpu_list(buf, len, c, max);

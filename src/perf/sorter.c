@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/array.h"
 #include "perf/sorter.h"
 
@@ -25,14 +26,14 @@ struct perf_sorter {
 
 struct perf_sorter *sonde__perf_sorter_new(void)
 {
-	return calloc(1, sizeof(struct perf_sorter));
+	return sonde__calloc(1, sizeof(struct perf_sorter));
 }
 
 static void entry_free(struct entry *e)
 {
 	if (e) {
-		free(e->data);
-		free(e);
+		sonde__free(e->data);
+		sonde__free(e);
 	}
 }
 
@@ -45,9 +46,9 @@ void sonde__perf_sorter_free(struct perf_sorter *s)
 	for (size_t i = 0; i < s->n_free; i++)
 		entry_free(s->free[i]);
 	entry_free(s->popped);
-	free(s->heap);
-	free(s->free);
-	free(s);
+	sonde__free(s->heap);
+	sonde__free(s->free);
+	sonde__free(s);
 }
 
 static bool before(const struct entry *a, const struct entry *b)
@@ -93,7 +94,7 @@ static void recycle(struct perf_sorter *s, struct entry *e)
 
 static struct entry *take_entry(struct perf_sorter *s, size_t len)
 {
-	struct entry *e = s->n_free ? s->free[--s->n_free] : calloc(1, sizeof(*e));
+	struct entry *e = s->n_free ? s->free[--s->n_free] : sonde__calloc(1, sizeof(*e));
 
 	if (!e)
 		return NULL;
@@ -102,7 +103,7 @@ static struct entry *take_entry(struct perf_sorter *s, size_t len)
 		size_t cap = 256;
 		while (cap < len)
 			cap *= 2;
-		uint8_t *d = realloc(e->data, cap);
+		uint8_t *d = sonde__realloc(e->data, cap);
 		if (!d) {
 			recycle(s, e);
 			return NULL;

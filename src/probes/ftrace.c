@@ -1,4 +1,5 @@
 /* linux.ftrace sessions: tracefs setup, per-CPU ring draining, stats. See ftrace.h. */
+#include "base/alloc.h"
 #include "probes/ftrace.h"
 
 #include <dirent.h>
@@ -250,7 +251,7 @@ static int read_layout(struct ftrace_session *s)
 	sonde__buf_free(&text);
 	if (r < 0)
 		return r;
-	s->page = malloc(s->page_size);
+	s->page = sonde__malloc(s->page_size);
 	return s->page ? 0 : -ENOMEM;
 }
 
@@ -580,7 +581,7 @@ struct ftrace_session *sonde__ftrace_session_new(const struct ftrace_config *cfg
 					  const struct ftrace_opts *opts, ftrace_emit_fn emit,
 					  void *ctx)
 {
-	struct ftrace_session *s = calloc(1, sizeof(*s));
+	struct ftrace_session *s = sonde__calloc(1, sizeof(*s));
 	int r;
 
 	if (!s)
@@ -666,13 +667,13 @@ void sonde__ftrace_session_free(struct ftrace_session *s)
 	sonde__tracefs_instance_release(&s->inst);
 	for (size_t i = 0; i < s->nevents; i++)
 		sonde__ftrace_desc_free(&s->events[i]);
-	free(s->events);
-	free(s->cpus);
-	free(s->page);
+	sonde__free(s->events);
+	sonde__free(s->cpus);
+	sonde__free(s->page);
 	sonde__u64map_free(&s->by_id);
 	sonde__buf_free(&s->unknown);
 	sonde__buf_free(&s->failed);
 	sonde__buf_free(&s->scratch);
 	sonde__ftrace_bundle_free(&s->bundle);
-	free(s);
+	sonde__free(s);
 }

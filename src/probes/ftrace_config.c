@@ -1,4 +1,5 @@
 /* FtraceConfig decoding. See ftrace_config.h. */
+#include "base/alloc.h"
 #include "probes/ftrace_config.h"
 
 #include <errno.h>
@@ -89,6 +90,6 @@ void sonde__ftrace_config_free(struct ftrace_config *c)
 {
 	if (!c)
 		return;
-	free(c->events);
+	sonde__free(c->events);
 	memset(c, 0, sizeof(*c));
 }

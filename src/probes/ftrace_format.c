@@ -1,4 +1,5 @@
 /* tracefs event format files into field descriptors. See ftrace_format.h. */
+#include "base/alloc.h"
 #include "probes/ftrace_format.h"
 
 #include <errno.h>
@@ -215,7 +216,7 @@ void sonde__ftrace_format_free(struct ftrace_format *f)
 {
 	if (!f)
 		return;
-	free(f->fields);
+	sonde__free(f->fields);
 	memset(f, 0, sizeof(*f));
 }
 

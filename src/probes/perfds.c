@@ -31,6 +31,7 @@
 #include <sonde/record.h>
 #include <sonde/symbolize.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "base/pb.h"
 #include "export/perfetto.h"
@@ -372,7 +373,7 @@ static void attach_checked(struct inst *in, pid_t pid, int pidfd, bool listed)
 		close(pidfd);
 		return;
 	}
-	struct target *n = realloc(in->targets, (in->ntargets + 1) * sizeof(*n));
+	struct target *n = sonde__realloc(in->targets, (in->ntargets + 1) * sizeof(*n));
 	if (!n) {
 		close(pidfd);
 		return;
@@ -405,7 +406,7 @@ static void consider(struct inst *in, pid_t pid, bool listed)
 	 * before its exec): only targets are remembered, the others are looked at again. */
 	if (!sonde__perfds_is_target(&in->cfg, pid))
 		return;
-	pid_t *n = realloc(in->seen, (in->nseen + 1) * sizeof(*n));
+	pid_t *n = sonde__realloc(in->seen, (in->nseen + 1) * sizeof(*n));
 	if (!n)
 		return;
 	in->seen = n;
@@ -536,7 +537,7 @@ static struct inst *find(struct perfds *pd, uint64_t id, size_t *idx)
 
 static struct inst *inst_new(struct perfds *pd, uint64_t id, const void *cfg, size_t len)
 {
-	struct inst *in = pd->ninst < MAX_INST ? calloc(1, sizeof(*in)) : NULL;
+	struct inst *in = pd->ninst < MAX_INST ? sonde__calloc(1, sizeof(*in)) : NULL;
 
 	if (!in) {
 		sonde_error("linux.perf: no room for instance %llu", (unsigned long long)id);
@@ -565,13 +566,13 @@ static void inst_free(struct perfds *pd, struct inst *in)
 		drain(in, true);
 	while (in->ntargets) /* after the drain: its exec checks use them */
 		target_drop(in, &in->targets[0]);
-	free(in->targets);
+	sonde__free(in->targets);
 	sonde__pf_enc_free(in->enc);
 	sonde_trace_writer__free(in->w);
 	sonde__perfds_cfg_free(&in->cfg);
 	sonde__buf_free(&in->pre);
-	free(in->seen);
-	free(in);
+	sonde__free(in->seen);
+	sonde__free(in);
 }
 
 /* Kernel frames only for a consumer the kernel would give them (sonde__perfauth_may_see_kernel):
@@ -726,7 +727,7 @@ static int on_timeout(void *ctx)
 
 static void *on_new(struct probes *core)
 {
-	struct perfds *pd = calloc(1, sizeof(*pd));
+	struct perfds *pd = sonde__calloc(1, sizeof(*pd));
 
 	if (pd)
 		pd->core = core;
@@ -739,7 +740,7 @@ static void on_free(void *ctx)
 
 	on_disconnected(pd);
 	sonde_symbolizer__free(pd->sym);
-	free(pd);
+	sonde__free(pd);
 }
 
 const struct probe_source_ops sonde__perfds_source = {

@@ -10,6 +10,7 @@
 
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "probes/perfds.h"
 
@@ -72,7 +73,7 @@ static int push_pid(int32_t **v, size_t *n, uint64_t pid)
 {
 	if (*n >= MAX_TARGETS)
 		return -SONDE_E_LIMIT;
-	int32_t *nv = realloc(*v, (*n + 1) * sizeof(**v));
+	int32_t *nv = sonde__realloc(*v, (*n + 1) * sizeof(**v));
 	if (!nv)
 		return -ENOMEM;
 	nv[(*n)++] = (int32_t)pid;
@@ -103,11 +104,11 @@ static int add_cmdline(char ***v, size_t *n, const struct pb_field *f)
 		return -SONDE_E_FORMAT;
 	if (*n >= MAX_TARGETS)
 		return -SONDE_E_LIMIT;
-	char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+	char **nv = sonde__realloc(*v, (*n + 1) * sizeof(**v));
 	if (!nv)
 		return -ENOMEM;
 	*v = nv;
-	if (!(nv[*n] = strndup((const char *)f->ptr, f->len < CMDLINE_MAX ? f->len : CMDLINE_MAX)))
+	if (!(nv[*n] = sonde__strndup((const char *)f->ptr, f->len < CMDLINE_MAX ? f->len : CMDLINE_MAX)))
 		return -ENOMEM;
 	(*n)++;
 	return 0;
@@ -332,16 +333,16 @@ int sonde__perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_
 static void free_strs(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
+		sonde__free(v[i]);
+	sonde__free(v);
 }
 
 void sonde__perfds_cfg_free(struct perfds_cfg *c)
 {
 	if (!c)
 		return;
-	free(c->pids);
-	free(c->exclude_pids);
+	sonde__free(c->pids);
+	sonde__free(c->exclude_pids);
 	free_strs(c->cmdlines, c->n_cmdlines);
 	free_strs(c->exclude_cmdlines, c->n_exclude_cmdlines);
 	memset(c, 0, sizeof(*c));

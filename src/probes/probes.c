@@ -18,6 +18,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "probes/probes.h"
@@ -236,7 +237,7 @@ static void warn_unprivileged(const struct perfauth_consumer *self)
 
 struct probes *sonde__probes_new(const struct probes_opts *o)
 {
-	struct probes *p = calloc(1, sizeof(*p));
+	struct probes *p = sonde__calloc(1, sizeof(*p));
 	size_t i;
 
 	if (!p)
@@ -244,7 +245,7 @@ struct probes *sonde__probes_new(const struct probes_opts *o)
 	p->targets = o ? o->targets : PROBES_TARGETS_OWN;
 	p->trust_parent = o && o->trust_parent;
 	p->backoff_ms = BACKOFF_MIN_MS;
-	if (o && o->socket && !(p->socket = strdup(o->socket)))
+	if (o && o->socket && !(p->socket = sonde__strdup(o->socket)))
 		goto fail;
 	read_self(&p->self);
 	warn_unprivileged(&p->self);
@@ -268,8 +269,8 @@ void sonde__probes_free(struct probes *p)
 	for (size_t i = 0; i < NSOURCES; i++)
 		if (p->slots[i].state)
 			p->slots[i].ops->destroy(p->slots[i].state);
-	free(p->socket);
-	free(p);
+	sonde__free(p->socket);
+	sonde__free(p);
 }
 
 size_t sonde__probes_pollfds(struct probes *p, struct pollfd *fds, size_t cap)

@@ -1,4 +1,5 @@
 /* linux.process_stats. See procstats.h. */
+#include "base/alloc.h"
 #include "probes/procstats.h"
 
 #include <dirent.h>
@@ -219,7 +220,7 @@ static uint64_t boottime_ns(void)
 struct procstats *sonde__procstats_new(const struct procstats_config *c, const char *proc_root,
 				procstats_emit_fn emit, void *ctx)
 {
-	struct procstats *s = calloc(1, sizeof(*s));
+	struct procstats *s = sonde__calloc(1, sizeof(*s));
 
 	if (!s)
 		return NULL;
@@ -238,10 +239,10 @@ void sonde__procstats_free(struct procstats *s)
 		return;
 	sonde__u64map_free(&s->seen_tids);
 	sonde__u64map_free(&s->seen_pids);
-	free(s->pending);
+	sonde__free(s->pending);
 	sonde__buf_free(&s->out);
 	sonde__buf_free(&s->text);
-	free(s);
+	sonde__free(s);
 }
 
 static int read_text(struct procstats *s, const char *fmt, int a, int b)

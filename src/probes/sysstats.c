@@ -1,4 +1,5 @@
 /* linux.sys_stats. See sysstats.h. */
+#include "base/alloc.h"
 #include "probes/sysstats.h"
 
 #include <dirent.h>
@@ -498,7 +499,7 @@ struct sysstats *sonde__sysstats_new(const struct sysstats_config *c, const char
 		errno = EINVAL;
 		return NULL;
 	}
-	s = calloc(1, sizeof(*s));
+	s = sonde__calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->cfg = *c;
@@ -535,7 +536,7 @@ void sonde__sysstats_free(struct sysstats *s)
 		return;
 	sonde__buf_free(&s->text);
 	sonde__buf_free(&s->out);
-	free(s);
+	sonde__free(s);
 }
 
 static int read_text(struct sysstats *s, const char *root, const char *rel)

@@ -12,6 +12,8 @@
 
 #include <sonde/error.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "proc/proc.h"
 
 int sonde__proc_read_file(const char *path, struct buf *b)
@@ -139,21 +141,16 @@ int sonde__proc_list_tasks(pid_t pid, pid_t **tids, size_t *n)
 		long tid = strtol(de->d_name, &end, 10);
 		if (*end || tid <= 0)
 			continue;
-		if (count == cap) {
-			cap = cap ? cap * 2 : 16;
-			pid_t *np = realloc(out, cap * sizeof(*out));
-			if (!np) {
-				free(out);
-				closedir(d);
-				return -ENOMEM;
-			}
-			out = np;
+		if (sonde__array_grow(&out, &cap, count + 1, sizeof(*out), 16) < 0) {
+			sonde__free(out);
+			closedir(d);
+			return -ENOMEM;
 		}
 		out[count++] = (pid_t)tid;
 	}
 	closedir(d);
 	if (count == 0) {
-		free(out);
+		sonde__free(out);
 		return -ESRCH;
 	}
 	*tids = out;
@@ -192,7 +189,7 @@ static int append_pids(const struct buf *b, pid_t **out, size_t *n, size_t *cap)
 
 	if (*n + room > *cap) {
 		size_t c = (*n + room) * 2;
-		pid_t *np = realloc(*out, c * sizeof(*np));
+		pid_t *np = sonde__realloc(*out, c * sizeof(*np));
 		if (!np)
 			return -ENOMEM;
 		*out = np;
@@ -226,9 +223,9 @@ int sonde__proc_list_children(pid_t pid, pid_t **pids, size_t *n)
 			err = append_pids(&b, &out, &count, &cap);
 	}
 	sonde__buf_free(&b);
-	free(tids);
+	sonde__free(tids);
 	if (err) {
-		free(out);
+		sonde__free(out);
 		return err;
 	}
 	*pids = out;
@@ -331,7 +328,7 @@ static struct proc_held *held_find(struct proc_stopped *st, pid_t tid)
 static int hold_thread(struct proc_stopped *st, pid_t pid, pid_t tid)
 {
 	if (st->n_held % 64 == 0) {
-		struct proc_held *n = realloc(st->held, (st->n_held + 64) * sizeof(*n));
+		struct proc_held *n = sonde__realloc(st->held, (st->n_held + 64) * sizeof(*n));
 		if (!n)
 			return -ENOMEM;
 		st->held = n;
@@ -416,7 +413,7 @@ static int hold_all_threads(struct proc_stopped *st, const struct timespec *dead
 			added += err > 0;
 			err = err < 0 ? err : 0;
 		}
-		free(tids);
+		sonde__free(tids);
 		if (!err)
 			err = wait_held(st, deadline);
 		if (err || added == 0)
@@ -451,7 +448,7 @@ static int all_threads_stopped(pid_t pid)
 		}
 		stopped = state_is_stopped(st.state);
 	}
-	free(tids);
+	sonde__free(tids);
 	return stopped;
 }
 
@@ -559,7 +556,7 @@ int sonde__proc_resume(struct proc_stopped *st)
 			first = -errno;
 		}
 	}
-	free(st->held);
+	sonde__free(st->held);
 	st->held = NULL;
 	st->n_held = 0;
 	st->stopped_by_us = false;

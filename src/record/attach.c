@@ -12,6 +12,8 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "record/recorder.h"
 
 enum { STOP_TIMEOUT_MS = 5000 };
@@ -171,14 +173,9 @@ static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 
 int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec)
 {
-	if (r->n_events == r->cap_events) {
-		size_t cap = r->cap_events ? r->cap_events * 2 : 64;
-		struct rec_event *ne = realloc(r->events, cap * sizeof(*ne));
-		if (!ne)
-			return -ENOMEM;
-		r->events = ne;
-		r->cap_events = cap;
-	}
+	if (sonde__array_grow(&r->events, &r->cap_events, r->n_events + 1,
+			       sizeof(*r->events), 64) < 0)
+		return -ENOMEM;
 	int err = attach_to_ring(r, fd, cpu_idx);
 	if (err)
 		return err;
@@ -305,7 +302,7 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 		}
 		opened += err == 0;
 	}
-	free(tids);
+	sonde__free(tids);
 	p->attach_ticks = sonde__rec_boot_ticks();
 	if (!err && opened == 0)
 		err = -ESRCH;

@@ -13,6 +13,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "record/recorder.h"
 #include "symbol/bidcache.h"
 
@@ -51,7 +52,7 @@ void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int
 		close(fd);
 		return;
 	}
-	if (r->n_images_held >= REC_IMAGES_HELD_MAX || !(b->path = strdup(path))) {
+	if (r->n_images_held >= REC_IMAGES_HELD_MAX || !(b->path = sonde__strdup(path))) {
 		close(fd);
 		return;
 	}
@@ -78,7 +79,7 @@ void sonde__rec_images_free(struct sonde_recorder *r)
 	for (size_t i = 0; i < r->n_build_ids; i++) {
 		if (r->build_ids[i].fd >= 0)
 			close(r->build_ids[i].fd);
-		free(r->build_ids[i].path);
+		sonde__free(r->build_ids[i].path);
 	}
 	r->n_images_held = 0;
 }
@@ -91,6 +92,6 @@ int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_rec
 		o->buildid_cache_bytes ? o->buildid_cache_bytes : BIDCACHE_DEFAULT_BYTES;
 	if (o->no_buildid_cache || sonde__bidcache_dir(o->buildid_cache_dir, dir, sizeof(dir)) < 0)
 		return 0;
-	r->bidcache_dir = strdup(dir);
+	r->bidcache_dir = sonde__strdup(dir);
 	return r->bidcache_dir ? 0 : -ENOMEM;
 }

@@ -4,6 +4,7 @@
 
 #include <sonde/record.h>
 
+#include "base/alloc.h"
 #include "proc/launch.h"
 
 struct sonde_launch {
@@ -13,18 +14,18 @@ struct sonde_launch {
 
 struct sonde_launch *sonde_launch__new(char *const argv[], char *const envp[])
 {
-	struct sonde_launch *s = calloc(1, sizeof(*s));
+	struct sonde_launch *s = sonde__calloc(1, sizeof(*s));
 
 	if (!s)
 		return NULL;
 	if (!argv || !argv[0]) {
-		free(s);
+		sonde__free(s);
 		errno = EINVAL;
 		return NULL;
 	}
 	int err = sonde__proc_launch_start(&s->l, argv, envp);
 	if (err) {
-		free(s);
+		sonde__free(s);
 		errno = -err;
 		return NULL;
 	}
@@ -56,5 +57,5 @@ void sonde_launch__free(struct sonde_launch *s)
 	if (!s->resumed)
 		sonde__proc_launch_abort(&s->l);
 	sonde__proc_launch_free(&s->l);
-	free(s);
+	sonde__free(s);
 }

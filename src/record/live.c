@@ -22,7 +22,7 @@ enum {
 void sonde__rec_live_free(struct sonde_recorder *r)
 {
 	if (r->live.tail)
-		sonde__tail_set_recorder(r->live.tail, NULL);
+		sonde__tail_drop_images(r->live.tail);
 	r->live.tail = NULL;
 }
 
@@ -36,23 +36,30 @@ int sonde__rec_live_push(struct sonde_recorder *r)
 	return sonde_spool_writer__flush(r->spool);
 }
 
-int sonde__rec_image_fd(struct sonde_recorder *r, uint64_t dev, uint64_t inode, const uint8_t *build_id,
-		 size_t build_id_len)
+/* The tail's image provider: a descriptor of the exact image of the file (dev, inode) that
+ * the recorder holds while the recording runs (sonde__rec_image_hold, images.c), borrowed
+ * until the next call into the recorder, or -1. A build id in the definition must match
+ * the one the recorder read. */
+static int tail_image_fd(void *ctx, const struct sonde_spool_module_def *m)
 {
+	struct sonde_recorder *r = ctx;
+
 	for (size_t i = 0; i < r->n_build_ids; i++) {
 		const struct rec_build_id *b = &r->build_ids[i];
-		if (b->dev != dev || b->inode != inode || b->fd < 0)
+		if (b->dev != m->dev || b->inode != m->inode || b->fd < 0)
 			continue;
-		if (build_id_len && b->len &&
-		    (build_id_len != b->len || memcmp(build_id, b->id, b->len) != 0))
+		if (m->build_id_len && b->len &&
+		    (m->build_id_len != b->len || memcmp(m->build_id, b->id, b->len) != 0))
 			return -1;
 		return b->fd;
 	}
 	return -1;
 }
 
-void sonde__rec_tail_gone(struct sonde_recorder *r)
+static void tail_gone(void *ctx)
 {
+	struct sonde_recorder *r = ctx;
+
 	r->live.tail = NULL;
 }
 
@@ -87,10 +94,10 @@ struct sonde_tail *sonde_recorder__tail(struct sonde_recorder *r, const struct s
 		errno = e;
 		return NULL;
 	}
-	struct sonde_tail *t = sonde__tail_new_fd(fd, opts);
+	struct tail_image_provider images = {tail_image_fd, tail_gone, r};
+	struct sonde_tail *t = sonde__tail_new_fd(fd, opts, &images);
 	if (!t)
 		return NULL;
-	sonde__tail_set_recorder(t, r);
 	r->live.tail = t;
 	r->live.tail_made = true;
 	return t;

@@ -1,25 +1,27 @@
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
+#include <sonde/spool.h>
+
+#include "base/alloc.h"
+#include "base/array.h"
+#include "proc/maps.h"
 #include "record/modules.h"
+#include "symbol/elfimg.h"
 
 static const char *own_path(struct rec_modtable *t, const char *path)
 {
 	/* Consecutive inserts of the same file (split pieces, copies) share one string. */
 	if (t->n_paths && strcmp(t->paths[t->n_paths - 1], path) == 0)
 		return t->paths[t->n_paths - 1];
-	if (t->n_paths == t->cap_paths) {
-		size_t cap = t->cap_paths ? t->cap_paths * 2 : 16;
-		char **np = realloc(t->paths, cap * sizeof(*np));
-		if (!np)
-			return NULL;
-		t->paths = np;
-		t->cap_paths = cap;
-	}
-	char *s = strdup(path);
+	if (sonde__array_grow(&t->paths, &t->cap_paths, t->n_paths + 1, sizeof(*t->paths), 16) < 0)
+		return NULL;
+	char *s = sonde__strdup(path);
 	if (!s)
 		return NULL;
 	t->paths[t->n_paths++] = s;
@@ -28,17 +30,7 @@ static const char *own_path(struct rec_modtable *t, const char *path)
 
 static int reserve(struct rec_modtable *t, size_t extra)
 {
-	if (t->n + extra <= t->cap)
-		return 0;
-	size_t cap = t->cap ? t->cap * 2 : 16;
-	while (cap < t->n + extra)
-		cap *= 2;
-	struct rec_module *nm = realloc(t->m, cap * sizeof(*nm));
-	if (!nm)
-		return -ENOMEM;
-	t->m = nm;
-	t->cap = cap;
-	return 0;
+	return sonde__array_grow(&t->m, &t->cap, t->n + extra, sizeof(*t->m), 16);
 }
 
 /* Index of the first entry whose end is above addr. */
@@ -127,7 +119,7 @@ const struct rec_module *sonde__modtable_find(const struct rec_modtable *t, uint
 void sonde__modtable_clear(struct rec_modtable *t)
 {
 	for (size_t i = 0; i < t->n_paths; i++)
-		free(t->paths[i]);
+		sonde__free(t->paths[i]);
 	t->n_paths = 0;
 	t->n = 0;
 }
@@ -147,54 +139,45 @@ void sonde__modtable_free(struct rec_modtable *t)
 	if (!t)
 		return;
 	sonde__modtable_clear(t);
-	free(t->m);
-	free(t->paths);
+	sonde__free(t->m);
+	sonde__free(t->paths);
 	memset(t, 0, sizeof(*t));
-}
-
-/* Looks for NT_GNU_BUILD_ID in one note-bearing region. */
-static int find_note(Elf_Data *d, uint8_t *out, size_t cap)
-{
-	GElf_Nhdr nh;
-	size_t off = 0, name_off, desc_off;
-
-	while (d && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-		    memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0) {
-			size_t n = nh.n_descsz < cap ? nh.n_descsz : cap;
-			memcpy(out, (const uint8_t *)d->d_buf + desc_off, n);
-			return (int)n;
-		}
-	}
-	return 0;
 }
 
 int sonde__read_build_id(int fd, uint8_t *out, size_t cap)
 {
-	size_t nph;
-	int found = 0;
-
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!e)
 		return 0; /* not ELF, or unreadable: no build id */
-	/* Program headers first: loaded notes are what identifies the mapped image. */
-	if (elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &nph) == 0) {
-		for (size_t i = 0; i < nph && !found; i++) {
-			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_NOTE)
-				continue;
-			Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz,
-							   ELF_T_NHDR);
-			found = find_note(d, out, cap);
-		}
-	}
-	for (Elf_Scn *s = NULL; !found && elf_kind(e) == ELF_K_ELF && (s = elf_nextscn(e, s));) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(s, &sh) && sh.sh_type == SHT_NOTE)
-			found = find_note(elf_getdata(s, NULL), out, cap);
-	}
+	int n = (int)sonde__elf_build_id(e, out, cap);
 	elf_end(e);
-	return found;
+	return n;
+}
+
+static int on_exec_map(void *ctx, const struct proc_map *pm)
+{
+	struct rec_modtable *t = ctx;
+	char path[4096];
+
+	if (!pm->exec || !pm->path_len)
+		return 0;
+	bool vdso = pm->path_len == 6 && !memcmp(pm->path, "[vdso]", 6);
+	if (pm->path[0] != '/' && !vdso)
+		return 0; /* anonymous code and [vsyscall] have no file to unwind from */
+	snprintf(path, sizeof(path), "%.*s", (int)pm->path_len, pm->path);
+	struct rec_module m = {.start = pm->start,
+			       .end = pm->end,
+			       .pgoff = pm->pgoff,
+			       .flags = SONDE_MODULE_EXEC | (vdso ? SONDE_MODULE_VDSO : 0),
+			       .dev = makedev(pm->dev_major, pm->dev_minor),
+			       .inode = pm->inode,
+			       .path = path};
+	return sonde__modtable_insert(t, &m);
+}
+
+int sonde__modtable_load_pid(struct rec_modtable *t, pid_t pid)
+{
+	return sonde__proc_maps_read(pid, on_exec_map, t);
 }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct rec_module {
 	uint64_t start, end; /* [start, end) */
@@ -40,8 +41,13 @@ void sonde__modtable_clear(struct rec_modtable *t);
 int sonde__modtable_copy(struct rec_modtable *dst, const struct rec_modtable *src);
 void sonde__modtable_free(struct rec_modtable *t);
 
-/* The GNU build id of the ELF file open at fd (at most cap bytes). Length, 0 when the file
- * has none or is not ELF, -errno. */
+/* Inserts every executable file mapping of process pid and its vDSO, read from
+ * /proc/PID/maps as the recorder reads them, with no spool ids: the table the unwinder's
+ * tests and benchmark look modules up in. 0 or -errno. */
+int sonde__modtable_load_pid(struct rec_modtable *t, pid_t pid);
+
+/* The GNU build id of the ELF file open at fd (at most cap bytes), read by
+ * sonde__elf_build_id. Length, 0 when the file has none or is not ELF, -errno. */
 int sonde__read_build_id(int fd, uint8_t *out, size_t cap);
 
 #endif

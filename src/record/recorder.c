@@ -19,6 +19,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/opts.h"
 #include "record/recorder.h"
 
@@ -190,7 +191,7 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 
 static struct sonde_recorder *recorder_alloc(void)
 {
-	struct sonde_recorder *r = calloc(1, sizeof(*r));
+	struct sonde_recorder *r = sonde__calloc(1, sizeof(*r));
 
 	if (!r)
 		return NULL;
@@ -203,7 +204,7 @@ static struct sonde_recorder *recorder_alloc(void)
 	r->boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
 				      (uint64_t)boot.tv_nsec - sonde__rec_now());
 	if (sonde__perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
-	    !(r->rings = calloc(r->n_cpus, sizeof(*r->rings))) ||
+	    !(r->rings = sonde__calloc(r->n_cpus, sizeof(*r->rings))) ||
 	    !(r->sorter = sonde__perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    !(r->unwind_cache = sonde__unwind_cache_new())) {
 		sonde_recorder__free(r);
@@ -855,11 +856,11 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde_spool_writer__free(r->spool);
 	sonde__perf_sorter_free(r->sorter);
 	sonde__rec_track_free(r);
-	free(r->filter_pids);
-	free(r->bidcache_dir);
+	sonde__free(r->filter_pids);
+	sonde__free(r->bidcache_dir);
 	sonde__unwind_cache_free(r->unwind_cache);
-	free(r->events);
-	free(r->rings);
-	free(r->cpus);
-	free(r);
+	sonde__free(r->events);
+	sonde__free(r->rings);
+	sonde__free(r->cpus);
+	sonde__free(r);
 }

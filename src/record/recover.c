@@ -29,6 +29,8 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "proc/maps.h"
 #include "record/recorder.h"
 
@@ -151,7 +153,7 @@ int sonde__rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p)
 		else if (!err)
 			opened++;
 	}
-	free(tids);
+	sonde__free(tids);
 	r->sum.threads_refreshed += (uint64_t)opened;
 	return err < 0 ? err : opened;
 }
@@ -195,14 +197,8 @@ static int on_current_map(void *ctx, const struct proc_map *pm)
 	struct rec_process *p = &c->r->procs[c->proc];
 	char path[4096];
 
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		void *nr = realloc(c->ranges, cap * sizeof(*c->ranges));
-		if (!nr)
-			return -ENOMEM;
-		c->ranges = nr;
-		c->cap = cap;
-	}
+	if (sonde__array_grow(&c->ranges, &c->cap, c->n + 1, sizeof(*c->ranges), 64) < 0)
+		return -ENOMEM;
 	c->ranges[c->n][0] = pm->start;
 	c->ranges[c->n][1] = pm->end;
 	c->n++;
@@ -258,7 +254,7 @@ static int reconcile_maps(struct sonde_recorder *r, size_t proc, uint64_t time)
 
 	if (!err)
 		err = drop_stale(&c);
-	free(c.ranges);
+	sonde__free(c.ranges);
 	return err;
 }
 
@@ -322,7 +318,7 @@ static int discover_children(struct sonde_recorder *r, pid_t pid, uint64_t time)
 		return err == -ESRCH ? 0 : err;
 	for (size_t i = 0; i < n && !err; i++)
 		err = adopt_child(r, kids[i], time);
-	free(kids);
+	sonde__free(kids);
 	return err;
 }
 

@@ -1,18 +1,8 @@
 #include "record/stack.h"
 
-/* Module lookup for the unwinder: the process's module table, then the recording's table
- * cache, remembered for the last module (consecutive frames are mostly in the same one). */
-struct find_ctx {
-	const struct rec_modtable *mods;
-	struct unwind_cache *cache;
-	pid_t pid;
-	const struct rec_module *last;
-	struct unwind_module last_mod;
-};
-
-static bool find_module(void *vctx, uint64_t pc, struct unwind_module *out)
+bool sonde__record_find_module(void *vctx, uint64_t pc, struct unwind_module *out)
 {
-	struct find_ctx *c = vctx;
+	struct rec_find_ctx *c = vctx;
 	const struct rec_module *m = sonde__modtable_find(c->mods, pc);
 
 	if (!m)
@@ -42,12 +32,13 @@ size_t sonde__record_unwind(const struct unwind_regs *regs, const struct unwind_
 		     enum unwind_end *end)
 {
 	uint64_t pcs[UNWIND_MAX_FRAMES];
-	struct find_ctx ctx = {.mods = mods, .cache = cache, .pid = pid};
+	struct rec_find_ctx ctx = {.mods = mods, .cache = cache, .pid = pid};
 	size_t n;
 
 	if (max > UNWIND_MAX_FRAMES)
 		max = UNWIND_MAX_FRAMES;
-	*end = sonde__unwind_dwarf(regs, stack, find_module, &ctx, pcs, max, &n, stats);
+	*end = sonde__unwind_dwarf(regs, stack, sonde__record_find_module, &ctx, pcs, max, &n,
+				   stats);
 	for (size_t i = 0; i < n; i++) {
 		/* Callers hold return address - 1: still inside the call's module. */
 		const struct rec_module *m = sonde__modtable_find(mods, pcs[i]);

@@ -8,7 +8,9 @@
 #ifndef SONDE_RECORD_STACK_H
 #define SONDE_RECORD_STACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <sonde/spool.h>
@@ -16,6 +18,20 @@
 #include "record/modules.h"
 #include "unwind/cache.h"
 #include "unwind/dwarf.h"
+
+/* The unwinder's module lookup (unwind_find_module_fn) over a process's module table, with
+ * the recording's table cache (NULL: no module has CFI, frame pointers walk every frame);
+ * ctx is a struct rec_find_ctx whose first three fields are set and the rest zero. The
+ * last module found is remembered, consecutive frames being mostly in the same one, so
+ * the table must not change while a ctx is in use. */
+struct rec_find_ctx {
+	const struct rec_modtable *mods;
+	struct unwind_cache *cache;
+	pid_t pid;
+	const struct rec_module *last;
+	struct unwind_module last_mod;
+};
+bool sonde__record_find_module(void *ctx, uint64_t pc, struct unwind_module *out);
 
 /* Unwinds one sample of process pid into frames[0..max) (innermost first; callers as return
  * address minus one), each translated to (module id, file offset) when a module of mods

@@ -18,6 +18,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "record/recorder.h"
 
 static int cmp_int(const void *a, const void *b)
@@ -36,11 +37,11 @@ int sonde_cpu_list__parse(const char *list, int **cpus, size_t *n)
 		max += list[i] == ',';
 	/* a range can name many CPUs: bound it by the largest CPU number the parser takes */
 	max = max * 4096 < (1u << 20) ? max * 4096 : (1u << 20);
-	if (!(c = malloc(max * sizeof(*c))))
+	if (!(c = sonde__malloc(max * sizeof(*c))))
 		return -ENOMEM;
 	int got = len ? sonde__perf_parse_cpu_list(list, len, c, max) : -SONDE_E_FORMAT;
 	if (got <= 0) {
-		free(c);
+		sonde__free(c);
 		return -EINVAL;
 	}
 	/* duplicates ("0,0-1") name a CPU once */
@@ -60,7 +61,7 @@ int sonde_cpu_list__parse(const char *list, int **cpus, size_t *n)
 /* Replaces the online CPUs with the ones asked for, each of which must be online. */
 static int select_cpus(struct sonde_recorder *r, const int *want, size_t n)
 {
-	int *sel = malloc(n * sizeof(*sel));
+	int *sel = sonde__malloc(n * sizeof(*sel));
 
 	if (!sel)
 		return -ENOMEM;
@@ -71,13 +72,13 @@ static int select_cpus(struct sonde_recorder *r, const int *want, size_t n)
 		if (!online) {
 			sonde_error("CPU %d is not online (online: %d-%d, %zu CPUs)", want[i],
 				    r->cpus[0], r->cpus[r->n_cpus - 1], r->n_cpus);
-			free(sel);
+			sonde__free(sel);
 			return -EINVAL;
 		}
 		sel[i] = want[i];
 	}
 	qsort(sel, n, sizeof(*sel), cmp_int);
-	free(r->cpus);
+	sonde__free(r->cpus);
 	r->cpus = sel;
 	r->n_cpus = n;
 	return 0;
@@ -99,7 +100,7 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 			return err;
 	}
 	if (o->n_filter_pids) {
-		r->filter_pids = malloc(o->n_filter_pids * sizeof(*r->filter_pids));
+		r->filter_pids = sonde__malloc(o->n_filter_pids * sizeof(*r->filter_pids));
 		if (!r->filter_pids)
 			return -ENOMEM;
 		memcpy(r->filter_pids, o->filter_pids, o->n_filter_pids * sizeof(pid_t));
@@ -173,7 +174,7 @@ static int synthesize_threads(struct sonde_recorder *r, struct rec_process *p)
 		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
 			t->comm[0] = 0;
 	}
-	free(tids);
+	sonde__free(tids);
 	return err;
 }
 
@@ -247,7 +248,7 @@ static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since
 		if (!err)
 			err = adopt_descendants(r, kids[i], since, time, depth + 1);
 	}
-	free(kids);
+	sonde__free(kids);
 	return err;
 }
 

@@ -13,6 +13,8 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "proc/maps.h"
 #include "record/recorder.h"
 #include "record/stack.h"
@@ -25,14 +27,8 @@ struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, 
 			return &r->procs[i];
 	if (!create)
 		return NULL;
-	if (r->n_procs == r->cap_procs) {
-		size_t cap = r->cap_procs ? r->cap_procs * 2 : 8;
-		struct rec_process *np = realloc(r->procs, cap * sizeof(*np));
-		if (!np)
-			return NULL;
-		r->procs = np;
-		r->cap_procs = cap;
-	}
+	if (sonde__array_grow(&r->procs, &r->cap_procs, r->n_procs + 1, sizeof(*r->procs), 8) < 0)
+		return NULL;
 	struct rec_process *p = &r->procs[r->n_procs++];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
@@ -49,7 +45,7 @@ static size_t slot_of(const struct sonde_recorder *r, pid_t tid)
 static int threads_grow(struct sonde_recorder *r)
 {
 	size_t old_cap = r->cap_threads, cap = old_cap ? old_cap * 2 : 64;
-	struct rec_thread *old = r->threads, *nt = calloc(cap, sizeof(*nt));
+	struct rec_thread *old = r->threads, *nt = sonde__calloc(cap, sizeof(*nt));
 
 	if (!nt)
 		return -ENOMEM;
@@ -63,7 +59,7 @@ static int threads_grow(struct sonde_recorder *r)
 			s = (s + 1) & (cap - 1);
 		nt[s] = old[i];
 	}
-	free(old);
+	sonde__free(old);
 	return 0;
 }
 
@@ -149,14 +145,9 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 	for (size_t i = 0; i < r->n_build_ids; i++)
 		if (r->build_ids[i].dev == m->dev && r->build_ids[i].inode == m->inode)
 			return &r->build_ids[i];
-	if (r->n_build_ids == r->cap_build_ids) {
-		size_t cap = r->cap_build_ids ? r->cap_build_ids * 2 : 32;
-		struct rec_build_id *nb = realloc(r->build_ids, cap * sizeof(*nb));
-		if (!nb)
-			return NULL;
-		r->build_ids = nb;
-		r->cap_build_ids = cap;
-	}
+	if (sonde__array_grow(&r->build_ids, &r->cap_build_ids, r->n_build_ids + 1,
+			       sizeof(*r->build_ids), 32) < 0)
+		return NULL;
 	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
 	memset(b, 0, sizeof(*b));
 	b->fd = -1;
@@ -623,8 +614,8 @@ void sonde__rec_track_free(struct sonde_recorder *r)
 {
 	for (size_t i = 0; i < r->n_procs; i++)
 		sonde__modtable_free(&r->procs[i].mods);
-	free(r->procs);
-	free(r->threads);
+	sonde__free(r->procs);
+	sonde__free(r->threads);
 	sonde__rec_images_free(r);
-	free(r->build_ids);
+	sonde__free(r->build_ids);
 }

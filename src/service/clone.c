@@ -16,6 +16,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/fwriter.h"
@@ -100,10 +101,10 @@ static int init_copy(struct tbuf *tb, size_t i, void *ctx)
 
 static struct session *new_clone(struct svc *s, struct conn *c, const struct session *src)
 {
-	struct session *ss = calloc(1, sizeof(*ss));
+	struct session *ss = sonde__calloc(1, sizeof(*ss));
 
-	if (!ss || !(ss->config = malloc(src->config_len ? src->config_len : 1))) {
-		free(ss);
+	if (!ss || !(ss->config = sonde__malloc(src->config_len ? src->config_len : 1))) {
+		sonde__free(ss);
 		return NULL;
 	}
 	memcpy(ss->config, src->config, src->config_len);
@@ -170,14 +171,14 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 		return;
 	}
 	ss = new_clone(s, c, src);
-	v = realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
-	cfg = calloc(src->nbufs ? src->nbufs * 2 : 1, sizeof(*cfg));
+	v = sonde__realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
+	cfg = sonde__calloc(src->nbufs ? src->nbufs * 2 : 1, sizeof(*cfg));
 	if (!ss || !v || !cfg) {
 		if (v)
 			s->sessions = v;
-		free(ss ? ss->config : NULL);
-		free(ss);
-		free(cfg);
+		sonde__free(ss ? ss->config : NULL);
+		sonde__free(ss);
+		sonde__free(cfg);
 		if (fd >= 0)
 			close(fd);
 		reply_clone(s, c, req, "out of memory", false, 0);
@@ -187,7 +188,7 @@ static void finish_clone(struct svc *s, struct conn *c, uint64_t src_id, uint64_
 	for (size_t i = 0; i < src->nbufs; i++)
 		cfg[2 * i] = src->bufs[i]->size / 1024;
 	err = sonde__sec_check_session(s, ss, cfg, src->nbufs);
-	free(cfg);
+	sonde__free(cfg);
 	s->sessions[s->nsessions++] = ss; /* so that sonde__session_free finds it */
 	if (!err && sonde__session_add_buffers(s, ss, src->nbufs, init_copy, (void *)src) < 0)
 		err = "cannot allocate the cloned buffers";

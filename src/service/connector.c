@@ -21,6 +21,7 @@
 #include <sonde/log.h>
 #include <sonde/service.h>
 
+#include "base/alloc.h"
 #include "ipc/cxmsg.h"
 #include "ipc/fdpass.h"
 #include "ipc/smb.h"
@@ -394,18 +395,18 @@ int sonde__connector_init(struct svc *s, const struct sonde_service_opts *o)
 
 	if (!strcmp(name, "none"))
 		return 0;
-	if (!(cx = calloc(1, sizeof(*cx))))
+	if (!(cx = sonde__calloc(1, sizeof(*cx))))
 		return -ENOMEM;
 	fd = sonde__sec_listen(o, SONDE_SOCKET_CONNECTOR, name, &cx->bound);
 	if (fd < 0) {
 		sonde__svc_listen_failed(name, fd);
-		free(cx);
+		sonde__free(cx);
 		return fd;
 	}
 	cx->lfd = fd;
 	cx->lcookie = s->next_conn_id++;
 	s->cx = cx;
-	if (!(cx->path = strdup(name)) || sonde__loop_add(&s->loop, fd, EPOLLIN, cx->lcookie) < 0)
+	if (!(cx->path = sonde__strdup(name)) || sonde__loop_add(&s->loop, fd, EPOLLIN, cx->lcookie) < 0)
 		return -ENOMEM; /* sonde_service__new frees it */
 	return 0;
 }
@@ -422,7 +423,7 @@ void sonde__connector_free(struct svc *s)
 	close(cx->lfd);
 	if (cx->path)
 		sonde__ipc_unlink_bound(cx->path, &cx->bound);
-	free(cx->path);
-	free(cx);
+	sonde__free(cx->path);
+	sonde__free(cx);
 	s->cx = NULL;
 }

@@ -8,6 +8,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/flush.h"
@@ -421,7 +422,7 @@ static char *arg_key(const struct req *r)
 
 	while (sonde__pb_next(&rd, &f) > 0) {
 		if (f.num == PF_DETACH_REQ_KEY && f.wire == PB_LEN) {
-			free(key);
+			sonde__free(key);
 			key = sonde__svc_strndup(f.ptr, f.len);
 		}
 	}
@@ -447,7 +448,7 @@ static int detach(struct svc *s, struct req *r)
 	/* a remote consumer could not be told from another one at Attach */
 	if (!ss || !key || r->c->remote || ss->detach_key ||
 	    detached(s, (int32_t)r->c->ch.peer_uid, key)) {
-		free(key);
+		sonde__free(key);
 		return -SONDE_E_STATE;
 	}
 	ss->detach_key = key;
@@ -463,13 +464,13 @@ static int attach(struct svc *s, struct req *r)
 	struct buf b = BUF_INIT;
 	int rc;
 
-	free(key);
+	sonde__free(key);
 	if (!ss || own_session(s, r->c))
 		return -SONDE_E_STATE;
 	struct conn *old = sonde__svc_conn(s, ss->conn_id);
 	if (old)
 		old->k.session_id = 0;
-	free(ss->detach_key);
+	sonde__free(ss->detach_key);
 	ss->detach_key = NULL;
 	ss->conn_id = r->c->id;
 	r->c->k.session_id = ss->id;

@@ -3,6 +3,7 @@
 
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/flush.h"
@@ -17,7 +18,7 @@ static void complete_flush(struct svc *s, size_t idx, bool ok)
 	s->flushes[idx] = s->flushes[--s->nflushes];
 	if (fl.timer)
 		sonde__loop_timer_del(&s->loop, fl.timer);
-	free(fl.conns);
+	sonde__free(fl.conns);
 	if (ss) {
 		sonde__session_scrape(s, ss); /* §2.6: in both cases */
 		sonde__svcpkt_event(s, ss, PF_SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED);
@@ -54,7 +55,7 @@ static bool add_conn(struct flush *fl, uint64_t id)
 	for (size_t i = 0; i < fl->nconns; i++)
 		if (fl->conns[i] == id)
 			return true;
-	uint64_t *v = realloc(fl->conns, (fl->nconns + 1) * sizeof(*v));
+	uint64_t *v = sonde__realloc(fl->conns, (fl->nconns + 1) * sizeof(*v));
 	if (!v)
 		return false;
 	fl->conns = v;
@@ -84,7 +85,7 @@ uint64_t sonde__session_flush(struct svc *s, struct session *ss, uint32_t timeou
 			   .consumer_conn = consumer_conn,
 			   .consumer_req = consumer_req,
 			   .then_disable = then_disable};
-	struct flush *v = realloc(s->flushes, (s->nflushes + 1) * sizeof(*v));
+	struct flush *v = sonde__realloc(s->flushes, (s->nflushes + 1) * sizeof(*v));
 
 	if (!v)
 		return 0;

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
 #include "service/fwriter.h"
 #include "service/loop.h"
@@ -102,7 +103,7 @@ static void *run(void *arg)
 
 struct fwriter *sonde__fwriter_new(int fd, size_t max_queued)
 {
-	struct fwriter *w = calloc(1, sizeof(*w));
+	struct fwriter *w = sonde__calloc(1, sizeof(*w));
 	pthread_condattr_t ca;
 	int rc;
 
@@ -120,7 +121,7 @@ struct fwriter *sonde__fwriter_new(int fd, size_t max_queued)
 		pthread_cond_destroy(&w->idle);
 		pthread_cond_destroy(&w->work);
 		pthread_mutex_destroy(&w->lock);
-		free(w);
+		sonde__free(w);
 		errno = rc;
 		return NULL;
 	}
@@ -234,7 +235,7 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 static int copy_file(int from, int to, uint64_t *copied)
 {
 	enum { CHUNK = 256 * 1024 };
-	uint8_t *tmp = malloc(CHUNK);
+	uint8_t *tmp = sonde__malloc(CHUNK);
 	uint64_t off = 0;
 	int rc = tmp ? 0 : -ENOMEM;
 
@@ -249,7 +250,7 @@ static int copy_file(int from, int to, uint64_t *copied)
 		rc = write_all(to, tmp, (size_t)n);
 		off += (uint64_t)n;
 	}
-	free(tmp);
+	sonde__free(tmp);
 	*copied = off;
 	return rc;
 }
@@ -283,7 +284,7 @@ static void destroy(struct fwriter *w)
 	pthread_cond_destroy(&w->idle);
 	pthread_cond_destroy(&w->work);
 	pthread_mutex_destroy(&w->lock);
-	free(w);
+	sonde__free(w);
 }
 
 void sonde__fwriter_cancel(struct fwriter *w)

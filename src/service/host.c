@@ -11,6 +11,7 @@
 #include <sonde/log.h>
 #include <sonde/service.h>
 
+#include "base/alloc.h"
 #include "base/opts.h"
 #include "ipc/addr.h"
 #include "ipc/protos.h"
@@ -60,7 +61,7 @@ static const char *const consumer_methods[] = {
 
 char *sonde__svc_strndup(const uint8_t *p, size_t n)
 {
-	char *s = malloc(n + 1);
+	char *s = sonde__malloc(n + 1);
 
 	if (s) {
 		memcpy(s, p, n);
@@ -247,8 +248,8 @@ static void conn_io(struct svc *s, struct conn *c, uint32_t events)
 
 struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 {
-	struct conn *c = calloc(1, sizeof(*c));
-	struct conn **v = realloc(s->conns, (s->nconns + 1) * sizeof(*v));
+	struct conn *c = sonde__calloc(1, sizeof(*c));
+	struct conn **v = sonde__realloc(s->conns, (s->nconns + 1) * sizeof(*v));
 
 	if (v)
 		s->conns = v;
@@ -257,7 +258,7 @@ struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 			sonde__ipc_chan_close(&c->ch);
 		else
 			close(fd);
-		free(c);
+		sonde__free(c);
 		return NULL;
 	}
 	c->id = s->next_conn_id++;
@@ -267,7 +268,7 @@ struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 	c->events = EPOLLIN;
 	if (sonde__sec_peer_identity(c, fd) < 0 || sonde__loop_add(&s->loop, fd, EPOLLIN, c->id) < 0) {
 		sonde__ipc_chan_close(&c->ch);
-		free(c);
+		sonde__free(c);
 		return NULL;
 	}
 	s->conns[s->nconns++] = c;
@@ -381,7 +382,7 @@ static void destroy_conn(struct svc *s, struct conn *c)
 	else
 		sonde__consumer_gone(s, c);
 	sonde__ipc_chan_close(&c->ch);
-	free(c);
+	sonde__free(c);
 }
 
 /* Tears down dead connections. Teardown can kill others (a send to a peer fails), so it
@@ -443,7 +444,7 @@ static int listen_one(struct svc *s, const struct sonde_service_opts *o, int whi
 	fd = sonde__sec_listen(o, which, n, &l->bound);
 	if (fd < 0) {
 		sonde__svc_listen_failed(n, fd);
-		free(n);
+		sonde__free(n);
 		return fd;
 	}
 	l->fd = fd;
@@ -462,7 +463,7 @@ static int listen_on(struct svc *s, const struct sonde_service_opts *o, int whic
 	int rc;
 
 	if (which == 1) {
-		if (!(s->sock_name[1] = strdup(name)))
+		if (!(s->sock_name[1] = sonde__strdup(name)))
 			return -ENOMEM;
 		return listen_one(s, o, which, name, strlen(name));
 	}
@@ -481,7 +482,7 @@ static int listen_on(struct svc *s, const struct sonde_service_opts *o, int whic
 	}
 	/* the list again with the Unix names first: a local client given it (sonded's own
 	 * probes) connects where SO_PEERCRED works */
-	if (!(s->sock_name[0] = malloc(strlen(name) + 1)))
+	if (!(s->sock_name[0] = sonde__malloc(strlen(name) + 1)))
 		return -ENOMEM;
 	s->sock_name[0][0] = '\0';
 	for (int unix_pass = 1; unix_pass >= 0; unix_pass--)
@@ -509,7 +510,7 @@ struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!(ss = calloc(1, sizeof(*ss))))
+	if (!(ss = sonde__calloc(1, sizeof(*ss))))
 		return NULL;
 	struct svc *s = &ss->s;
 	s->next_conn_id = SVC_FIRST_CONN_ID;
@@ -589,17 +590,17 @@ void sonde_service__free(struct sonde_service *ss)
 	for (size_t i = 0; i < s->nlis; i++) {
 		close(s->lis[i].fd);
 		sonde__ipc_unlink_bound(s->lis[i].name, &s->lis[i].bound);
-		free(s->lis[i].name);
+		sonde__free(s->lis[i].name);
 	}
-	free(s->sock_name[0]);
-	free(s->sock_name[1]);
+	sonde__free(s->sock_name[0]);
+	sonde__free(s->sock_name[1]);
 	sonde__trigger_svc_free(s);
 	sonde__bufid_free(s);
-	free(s->conns);
-	free(s->ds);
-	free(s->sessions);
-	free(s->flushes);
+	sonde__free(s->conns);
+	sonde__free(s->ds);
+	sonde__free(s->sessions);
+	sonde__free(s->flushes);
 	sonde__buf_free(&s->scratch);
 	sonde__loop_free(&s->loop);
-	free(ss);
+	sonde__free(ss);
 }

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "service/loop.h"
 
 uint64_t sonde__loop_now_ns(void)
@@ -30,7 +31,7 @@ void sonde__loop_free(struct loop *l)
 	if (l->epfd >= 0)
 		close(l->epfd);
 	l->epfd = -1;
-	free(l->timers);
+	sonde__free(l->timers);
 	l->timers = NULL;
 	l->ntimers = l->cap = 0;
 }
@@ -61,7 +62,7 @@ uint64_t sonde__loop_timer_add(struct loop *l, uint64_t ms, loop_timer_fn fn, ui
 {
 	if (l->ntimers == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct loop_timer *t = realloc(l->timers, cap * sizeof(*t));
+		struct loop_timer *t = sonde__realloc(l->timers, cap * sizeof(*t));
 		if (!t)
 			return 0;
 		l->timers = t;

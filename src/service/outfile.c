@@ -7,6 +7,7 @@
 
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/fwriter.h"
@@ -91,7 +92,7 @@ static void retire(struct svc *s, struct fwriter *w, bool cancel)
 	}
 	if (s->nretired == s->retired_cap) {
 		size_t cap = s->retired_cap ? 2 * s->retired_cap : 8;
-		struct svc_retired *v = realloc(s->retired, cap * sizeof(*v));
+		struct svc_retired *v = sonde__realloc(s->retired, cap * sizeof(*v));
 		if (!v) {
 			/* the one blocking way out left, bounded */
 			if (!sonde__fwriter_free(w, 100))
@@ -118,7 +119,7 @@ static void file_fail(struct svc *s, struct session *ss, const char *msg)
 {
 	sonde_warn("session %llu: %s", (unsigned long long)ss->id, msg);
 	if (!ss->error)
-		ss->error = strdup(msg);
+		ss->error = sonde__strdup(msg);
 	retire(s, ss->fw, true);
 	ss->fw = NULL;
 	ss->file_done = true;
@@ -219,7 +220,7 @@ void sonde__session_reap_writers(struct svc *s, int wait_ms)
 			i++;
 	}
 	if (wait_ms > 0) {
-		free(s->retired);
+		sonde__free(s->retired);
 		s->retired = NULL;
 		s->retired_cap = 0;
 	}

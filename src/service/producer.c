@@ -11,6 +11,8 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
@@ -167,14 +169,9 @@ void sonde__producer_allow_buffer(struct conn *c, uint16_t buf_id)
 	for (size_t i = 0; i < p->nallowed; i++)
 		if (p->allowed[i] == buf_id)
 			return;
-	if (p->nallowed == p->allowed_cap) {
-		size_t cap = p->allowed_cap ? p->allowed_cap * 2 : 8;
-		uint16_t *a = realloc(p->allowed, cap * sizeof(*a));
-		if (!a)
-			return;
-		p->allowed = a;
-		p->allowed_cap = cap;
-	}
+	if (sonde__array_grow(&p->allowed, &p->allowed_cap, p->nallowed + 1,
+			       sizeof(*p->allowed), 8) < 0)
+		return;
 	p->allowed[p->nallowed++] = buf_id;
 }
 
@@ -212,11 +209,11 @@ int sonde__producer_send_cmd(struct svc *s, struct conn *c, const struct buf *cm
 		return rc;
 	}
 	/* GetAsyncCommand not called yet: keep the commands in order until it is */
-	struct pending_cmd *v = realloc(p->pending, (p->npending + 1) * sizeof(*v));
+	struct pending_cmd *v = sonde__realloc(p->pending, (p->npending + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	p->pending = v;
-	v[p->npending].data = malloc(cmd->len ? cmd->len : 1);
+	v[p->npending].data = sonde__malloc(cmd->len ? cmd->len : 1);
 	if (!v[p->npending].data)
 		return -ENOMEM;
 	memcpy(v[p->npending].data, cmd->data, cmd->len);
@@ -249,7 +246,7 @@ static int get_async_command(struct svc *s, struct req *r)
 		struct pending_cmd *pc = &p->pending[i];
 		sonde__svc_send_reply(r->c, r->id, true, true, pc->data, pc->len,
 			       pc->with_smb_fd ? p->smb_fd : -1);
-		free(pc->data);
+		sonde__free(pc->data);
 	}
 	p->npending = 0;
 	return 0;
@@ -303,10 +300,10 @@ static int initialize(struct svc *s, struct req *r)
 		return rc;
 	while ((rc = sonde__pb_next(&rd, &f)) > 0) {
 		if (f.num == PF_INIT_CONN_REQ_PRODUCER_NAME && f.wire == PB_LEN) {
-			free(p->name);
+			sonde__free(p->name);
 			p->name = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_INIT_CONN_REQ_SDK_VERSION && f.wire == PB_LEN) {
-			free(p->sdk_version);
+			sonde__free(p->sdk_version);
 			p->sdk_version = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.wire != PB_VARINT) {
 			continue;
@@ -323,7 +320,7 @@ static int initialize(struct svc *s, struct req *r)
 	if (rc < 0)
 		return -SONDE_E_FORMAT;
 	if (!p->name)
-		p->name = strdup("");
+		p->name = sonde__strdup("");
 	p->initialized = true;
 	p->id = sonde__producer_id_next(&s->next_producer_id, producer_id_taken, s);
 	p->scraping = mode == PF_SMB_SCRAPING_ENABLED;
@@ -362,27 +359,27 @@ static void free_reg(struct ds_reg *d)
 {
 	if (!d)
 		return;
-	free(d->name);
-	free(d->desc);
-	free(d);
+	sonde__free(d->name);
+	sonde__free(d->desc);
+	sonde__free(d);
 }
 
 static struct ds_reg *parse_descriptor(const uint8_t *p, size_t n)
 {
 	struct pb_reader r = pb_reader_init(p, n);
 	struct pb_field f;
-	struct ds_reg *d = calloc(1, sizeof(*d));
+	struct ds_reg *d = sonde__calloc(1, sizeof(*d));
 
 	if (!d)
 		return NULL;
-	d->desc = malloc(n ? n : 1);
+	d->desc = sonde__malloc(n ? n : 1);
 	if (!d->desc)
 		goto fail;
 	memcpy(d->desc, p, n);
 	d->desc_len = n;
 	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_DS_DESCRIPTOR_NAME && f.wire == PB_LEN) {
-			free(d->name);
+			sonde__free(d->name);
 			d->name = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.wire != PB_VARINT) {
 			continue;
@@ -426,7 +423,7 @@ static int register_ds(struct svc *s, struct req *r)
 	struct ds_reg *d = request_descriptor(r);
 
 	if (d && d->name[0]) {
-		struct ds_reg **v = realloc(s->ds, (s->nds + 1) * sizeof(*v));
+		struct ds_reg **v = sonde__realloc(s->ds, (s->nds + 1) * sizeof(*v));
 		if (!v) {
 			free_reg(d);
 			return -ENOMEM;
@@ -484,7 +481,7 @@ static int unregister_ds(struct svc *s, struct req *r)
 			char *name = sonde__svc_strndup(f.ptr, f.len);
 			if (name)
 				unregister_all(s, r->c, name);
-			free(name);
+			sonde__free(name);
 		}
 	}
 	return sonde__svc_reply(r, NULL, false);
@@ -794,9 +791,9 @@ void sonde__producer_gone(struct svc *s, struct conn *c)
 	if (p->smb_fd >= 0)
 		close(p->smb_fd);
 	for (size_t i = 0; i < p->npending; i++)
-		free(p->pending[i].data);
-	free(p->pending);
-	free(p->allowed);
-	free(p->name);
-	free(p->sdk_version);
+		sonde__free(p->pending[i].data);
+	sonde__free(p->pending);
+	sonde__free(p->allowed);
+	sonde__free(p->name);
+	sonde__free(p->sdk_version);
 }

@@ -10,6 +10,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/internal.h"
@@ -78,7 +79,7 @@ static bool has_instance(const struct session *ss, const struct conn *c, const s
 /* Replaces the session's config (and the data-source table pointing into it). */
 static int swap_config(struct session *ss, const uint8_t *cfg, size_t len)
 {
-	struct session tmp = {.config = malloc(len ? len : 1), .config_len = len};
+	struct session tmp = {.config = sonde__malloc(len ? len : 1), .config_len = len};
 	int rc;
 
 	if (!tmp.config)
@@ -86,11 +87,11 @@ static int swap_config(struct session *ss, const uint8_t *cfg, size_t len)
 	memcpy(tmp.config, cfg, len);
 	if ((rc = sonde__session_parse_data_sources(&tmp)) < 0 || tmp.cfg.nds != ss->cfg.nds) {
 		sonde__session_free_data_sources(&tmp);
-		free(tmp.config);
+		sonde__free(tmp.config);
 		return rc < 0 ? rc : -SONDE_E_FORMAT;
 	}
 	sonde__session_free_data_sources(ss);
-	free(ss->config);
+	sonde__free(ss->config);
 	ss->config = tmp.config;
 	ss->config_len = tmp.config_len;
 	ss->cfg.ds = tmp.cfg.ds;

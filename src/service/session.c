@@ -13,6 +13,8 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/flush.h"
@@ -87,7 +89,7 @@ static const char *check_limits(struct svc *s, const struct session *ss)
 static bool regex_full_match(const char *re, const char *s)
 {
 	size_t n = strlen(re);
-	char *anchored = malloc(n + 5);
+	char *anchored = sonde__malloc(n + 5);
 	regex_t rx;
 	bool ok = false;
 
@@ -98,7 +100,7 @@ static bool regex_full_match(const char *re, const char *s)
 		ok = regexec(&rx, s, 0, NULL, 0) == 0;
 		regfree(&rx);
 	}
-	free(anchored);
+	sonde__free(anchored);
 	return ok;
 }
 
@@ -236,21 +238,15 @@ static void create_instance(struct svc *s, struct session *ss, const struct ds_c
 
 	if (d->target_buffer >= ss->nbufs || sonde__producer_ensure_smb(s, c, ss) < 0)
 		return;
-	if (ss->ninst == ss->inst_cap) {
-		size_t cap = ss->inst_cap ? ss->inst_cap * 2 : 8;
-		struct instance *v = realloc(ss->inst, cap * sizeof(*v));
-		if (!v)
-			return;
-		ss->inst = v;
-		ss->inst_cap = cap;
-	}
+	if (sonde__array_grow(&ss->inst, &ss->inst_cap, ss->ninst + 1, sizeof(*ss->inst), 8) < 0)
+		return;
 	in = memset(&ss->inst[ss->ninst], 0, sizeof(*in));
 	in->buf_id = ss->buf_ids[d->target_buffer];
 	in->cfg = rewrite_ds_config(ss, d, c, in->buf_id, &in->cfg_len);
-	in->ds_name = strdup(reg->name);
+	in->ds_name = sonde__strdup(reg->name);
 	if (!in->cfg || !in->ds_name) {
-		free(in->cfg);
-		free(in->ds_name);
+		sonde__free(in->cfg);
+		sonde__free(in->ds_name);
 		return;
 	}
 	ss->ninst++;
@@ -405,8 +401,8 @@ void sonde__session_disable(struct svc *s, struct session *ss, bool immediately)
 
 static void remove_instance(struct session *ss, size_t i)
 {
-	free(ss->inst[i].cfg);
-	free(ss->inst[i].ds_name);
+	sonde__free(ss->inst[i].cfg);
+	sonde__free(ss->inst[i].ds_name);
 	ss->inst[i] = ss->inst[--ss->ninst];
 }
 
@@ -595,20 +591,20 @@ int sonde__session_read_buffers(struct svc *s, struct session *ss, tbuf_packet_f
 int sonde__session_add_buffers(struct svc *s, struct session *ss, size_t n,
 			int (*init)(struct tbuf *tb, size_t i, void *ctx), void *ctx)
 {
-	ss->buf_ids = calloc(n ? n : 1, sizeof(*ss->buf_ids));
-	ss->bufs = calloc(n ? n : 1, sizeof(*ss->bufs));
+	ss->buf_ids = sonde__calloc(n ? n : 1, sizeof(*ss->buf_ids));
+	ss->bufs = sonde__calloc(n ? n : 1, sizeof(*ss->bufs));
 	if (!ss->buf_ids || !ss->bufs)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		uint16_t id;
-		struct tbuf *tb = calloc(1, sizeof(*tb));
+		struct tbuf *tb = sonde__calloc(1, sizeof(*tb));
 		if (!tb || init(tb, i, ctx) < 0) {
-			free(tb);
+			sonde__free(tb);
 			return -ENOMEM;
 		}
 		if (sonde__bufid_alloc(s, tb, &id) < 0) {
 			sonde__tbuf_free(tb);
-			free(tb);
+			sonde__free(tb);
 			return -ENOMEM;
 		}
 		ss->buf_ids[i] = id;
@@ -629,13 +625,13 @@ static int init_configured(struct tbuf *tb, size_t i, void *ctx)
 
 static struct session *new_session(struct svc *s, struct conn *c, const uint8_t *cfg, size_t len)
 {
-	struct session *ss = calloc(1, sizeof(*ss));
+	struct session *ss = sonde__calloc(1, sizeof(*ss));
 
 	if (!ss)
 		return NULL;
-	ss->config = malloc(len ? len : 1);
+	ss->config = sonde__malloc(len ? len : 1);
 	if (!ss->config) {
-		free(ss);
+		sonde__free(ss);
 		return NULL;
 	}
 	memcpy(ss->config, cfg, len);
@@ -724,13 +720,14 @@ int sonde__session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size
 	if (sonde__svc_session(s, c->k.session_id))
 		return reply_error(r, "this consumer already has a tracing session");
 	ss = new_session(s, c, cfg, len);
-	v = realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
+	v = sonde__realloc(s->sessions, (s->nsessions + 1) * sizeof(*v));
+	if (v)
+		s->sessions = v; /* the old array is gone even when the session is not made */
 	if (!ss || !v) {
-		free(ss ? ss->config : NULL);
-		free(ss);
+		sonde__free(ss ? ss->config : NULL);
+		sonde__free(ss);
 		return -ENOMEM;
 	}
-	s->sessions = v;
 	err = setup_session(s, ss, r);
 	if (err) {
 		ss->state = SESS_DISABLED;	  /* it never ran: nothing to stop */
@@ -771,7 +768,7 @@ void sonde__session_free(struct svc *s, struct session *ss)
 				sonde__producer_disallow_buffer(s->conns[k], id);
 		sonde__bufid_release(s, id);
 		sonde__tbuf_free(ss->bufs[i]);
-		free(ss->bufs[i]);
+		sonde__free(ss->bufs[i]);
 	}
 	for (size_t i = 0; i < s->nsessions; i++)
 		if (s->sessions[i] == ss)
@@ -780,16 +777,16 @@ void sonde__session_free(struct svc *s, struct session *ss)
 		remove_instance(ss, 0);
 	sonde__tcfg_free(&ss->cfg);
 	sonde__trigger_session_free(s, ss);
-	free(ss->inst);
-	free(ss->buf_ids);
-	free(ss->bufs);
-	free(ss->config);
-	free(ss->detach_key);
-	free(ss->error);
+	sonde__free(ss->inst);
+	sonde__free(ss->buf_ids);
+	sonde__free(ss->bufs);
+	sonde__free(ss->config);
+	sonde__free(ss->detach_key);
+	sonde__free(ss->error);
 	sonde__buf_free(&ss->fbuf);
 	sonde__buf_free(&ss->svc_pkts);
 	sonde__buf_free(&ss->svc_clocks);
-	free(ss);
+	sonde__free(ss);
 }
 
 /* ------------------------------------------------------------------ for reconfig.c */

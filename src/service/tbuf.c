@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/tbuf.h"
@@ -43,7 +45,7 @@ int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard)
 	size &= ~(size_t)15;
 	if (size < 4096)
 		size = 4096;
-	tb->data = malloc(size);
+	tb->data = sonde__malloc(size);
 	tb->size = size;
 	tb->seq_cache_key = UINT64_MAX;
 	tb->discard = discard;
@@ -59,11 +61,11 @@ int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard)
 
 void sonde__tbuf_free(struct tbuf *tb)
 {
-	free(tb->data);
+	sonde__free(tb->data);
 	sonde__u64map_free(&tb->chunks);
 	sonde__u64map_free(&tb->seqmap);
-	free(tb->seqs);
-	free(tb->iov);
+	sonde__free(tb->seqs);
+	sonde__free(tb->iov);
 	sonde__buf_free(&tb->scratch);
 	memset(tb, 0, sizeof(*tb));
 }
@@ -73,7 +75,7 @@ static int map_copy(struct u64map *dst, const struct u64map *src)
 	*dst = *src;
 	if (!src->slots)
 		return 0;
-	dst->slots = malloc((src->cap + 1) * sizeof(*src->slots));
+	dst->slots = sonde__malloc((src->cap + 1) * sizeof(*src->slots));
 	if (!dst->slots) {
 		memset(dst, 0, sizeof(*dst));
 		return -ENOMEM;
@@ -85,8 +87,8 @@ static int map_copy(struct u64map *dst, const struct u64map *src)
 int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 {
 	*dst = *src;
-	dst->data = malloc(src->size);
-	dst->seqs = malloc((src->seqs_cap ? src->seqs_cap : 1) * sizeof(*src->seqs));
+	dst->data = sonde__malloc(src->size);
+	dst->seqs = sonde__malloc((src->seqs_cap ? src->seqs_cap : 1) * sizeof(*src->seqs));
 	dst->iov = NULL;
 	dst->iov_cap = 0;
 	dst->scratch = (struct buf)BUF_INIT;
@@ -119,14 +121,8 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 	}
 	if (tb->nseqs >= UINT16_MAX)
 		return -1;
-	if (tb->nseqs == tb->seqs_cap) {
-		size_t cap = tb->seqs_cap ? tb->seqs_cap * 2 : 16;
-		struct tbuf_seq *s = realloc(tb->seqs, cap * sizeof(*s));
-		if (!s)
-			return -1;
-		tb->seqs = s;
-		tb->seqs_cap = cap;
-	}
+	if (sonde__array_grow(&tb->seqs, &tb->seqs_cap, tb->nseqs + 1, sizeof(*tb->seqs), 16) < 0)
+		return -1;
 	if (sonde__u64map_put(&tb->seqmap, key, (uint32_t)tb->nseqs) < 0)
 		return -1;
 	tb->seqs[tb->nseqs] = (struct tbuf_seq){.producer_id = producer_id,
@@ -408,14 +404,8 @@ static void consume_rest(struct rec *r)
 
 static bool iov_push(struct tbuf *tb, size_t *n, const void *p, size_t len)
 {
-	if (*n == tb->iov_cap) {
-		size_t cap = tb->iov_cap ? tb->iov_cap * 2 : 64;
-		struct iovec *v = realloc(tb->iov, cap * sizeof(*v));
-		if (!v)
-			return false;
-		tb->iov = v;
-		tb->iov_cap = cap;
-	}
+	if (sonde__array_grow(&tb->iov, &tb->iov_cap, *n + 1, sizeof(*tb->iov), 64) < 0)
+		return false;
 	tb->iov[(*n)++] = (struct iovec){(void *)p, len};
 	return true;
 }

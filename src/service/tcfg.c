@@ -5,6 +5,7 @@
 
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/tcfg.h"
@@ -16,7 +17,7 @@ enum {
 
 static char *dup_bytes(const uint8_t *p, size_t n)
 {
-	char *s = malloc(n + 1);
+	char *s = sonde__malloc(n + 1);
 
 	if (s) {
 		memcpy(s, p, n);
@@ -27,7 +28,7 @@ static char *dup_bytes(const uint8_t *p, size_t n)
 
 static int push_str(char ***v, size_t *n, const uint8_t *p, size_t len)
 {
-	char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+	char **nv = sonde__realloc(*v, (*n + 1) * sizeof(**v));
 
 	if (!nv)
 		return -ENOMEM;
@@ -42,7 +43,7 @@ static int parse_ds(struct trace_cfg *c, const struct pb_field *e)
 {
 	struct pb_reader r = pb_sub(e), cr;
 	struct pb_field f, g;
-	struct ds_cfg *v = realloc(c->ds, (c->nds + 1) * sizeof(*v)), *d;
+	struct ds_cfg *v = sonde__realloc(c->ds, (c->nds + 1) * sizeof(*v)), *d;
 
 	if (!v)
 		return -ENOMEM;
@@ -66,7 +67,7 @@ static int parse_ds(struct trace_cfg *c, const struct pb_field *e)
 	cr = d->raw ? pb_reader_init(d->raw, d->raw_len) : pb_reader_init("", 0);
 	while (sonde__pb_next(&cr, &g) > 0) {
 		if (g.num == PF_DS_CONFIG_NAME && g.wire == PB_LEN) {
-			free(d->name);
+			sonde__free(d->name);
 			d->name = dup_bytes(g.ptr, g.len);
 		} else if (g.num == PF_DS_CONFIG_TARGET_BUFFER && g.wire == PB_VARINT) {
 			d->target_buffer = g.u > UINT32_MAX ? UINT32_MAX : (uint32_t)g.u;
@@ -148,7 +149,7 @@ static void parse_scalar(struct trace_cfg *c, const struct pb_field *f)
 
 static int add_buffer(struct trace_cfg *c, const struct pb_field *f)
 {
-	uint64_t *v = realloc(c->bufs, (c->nbufs + 1) * 2 * sizeof(*v));
+	uint64_t *v = sonde__realloc(c->bufs, (c->nbufs + 1) * 2 * sizeof(*v));
 
 	if (!v)
 		return -ENOMEM;
@@ -185,7 +186,7 @@ static int parse_len(struct trace_cfg *c, const struct pb_field *f)
 	default:
 		return 0;
 	}
-	free(*str);
+	sonde__free(*str);
 	*str = dup_bytes(f->ptr, f->len);
 	return *str ? 0 : -ENOMEM;
 }
@@ -234,8 +235,8 @@ int sonde__tcfg_parse_data_sources(const uint8_t *cfg, size_t len, struct trace_
 static void free_strs(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
+		sonde__free(v[i]);
+	sonde__free(v);
 }
 
 void sonde__tcfg_free_data_sources(struct trace_cfg *c)
@@ -243,9 +244,9 @@ void sonde__tcfg_free_data_sources(struct trace_cfg *c)
 	for (size_t i = 0; i < c->nds; i++) {
 		free_strs(c->ds[i].name_filter, c->ds[i].n_name_filter);
 		free_strs(c->ds[i].regex_filter, c->ds[i].n_regex_filter);
-		free(c->ds[i].name);
+		sonde__free(c->ds[i].name);
 	}
-	free(c->ds);
+	sonde__free(c->ds);
 	c->ds = NULL;
 	c->nds = 0;
 }
@@ -253,8 +254,8 @@ void sonde__tcfg_free_data_sources(struct trace_cfg *c)
 void sonde__tcfg_free(struct trace_cfg *c)
 {
 	sonde__tcfg_free_data_sources(c);
-	free(c->bufs);
-	free(c->unique_name);
-	free(c->output_path);
+	sonde__free(c->bufs);
+	sonde__free(c->unique_name);
+	sonde__free(c->output_path);
 	memset(c, 0, sizeof(*c));
 }

@@ -16,6 +16,8 @@
 
 #include <sonde/log.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/flush.h"
@@ -58,10 +60,10 @@ static const char *parse_def(struct trig_def *d, const struct pb_field *e)
 
 	while (sonde__pb_next(&r, &f) > 0) {
 		if (f.num == PF_TRIGGER_NAME && f.wire == PB_LEN) {
-			free(d->name);
+			sonde__free(d->name);
 			d->name = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_TRIGGER_PRODUCER_NAME_REGEX && f.wire == PB_LEN) {
-			free(regex);
+			sonde__free(regex);
 			regex = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_TRIGGER_STOP_DELAY_MS && f.wire == PB_VARINT) {
 			d->stop_delay_ms = f.u > UINT32_MAX ? UINT32_MAX : (uint32_t)f.u;
@@ -72,30 +74,30 @@ static const char *parse_def(struct trig_def *d, const struct pb_field *e)
 		}
 	}
 	if (!d->name || !d->name[0] || strlen(d->name) > TRIG_MAX_NAME_LEN) {
-		free(regex);
+		sonde__free(regex);
 		return "a trigger needs a name (at most 256 bytes)";
 	}
 	if (regex && strlen(regex) > TRIG_MAX_REGEX_LEN) {
-		free(regex);
+		sonde__free(regex);
 		return "trigger producer_name_regex is too long (at most 128 bytes)";
 	}
 	if (regex && regex[0]) {
 		/* Perfetto uses std::regex_match: the whole producer name must match */
 		size_t n = strlen(regex) + 5;
-		char *anchored = malloc(n);
-		d->rx = malloc(sizeof(*d->rx));
+		char *anchored = sonde__malloc(n);
+		d->rx = sonde__malloc(sizeof(*d->rx));
 		if (anchored)
 			snprintf(anchored, n, "^(%s)$", regex);
 		if (!anchored || !d->rx || regcomp(d->rx, anchored, REG_EXTENDED | REG_NOSUB)) {
-			free(d->rx);
+			sonde__free(d->rx);
 			d->rx = NULL;
-			free(anchored);
-			free(regex);
+			sonde__free(anchored);
+			sonde__free(regex);
 			return "invalid trigger producer_name_regex";
 		}
-		free(anchored);
+		sonde__free(anchored);
 	}
-	free(regex);
+	sonde__free(regex);
 	return NULL;
 }
 
@@ -114,7 +116,7 @@ const char *sonde__trigger_parse(struct session *ss, const struct pb_field *e)
 		} else if (f.num == PF_TRIGGER_CONFIG_TRIGGERS && f.wire == PB_LEN) {
 			if (t->ndefs >= TRIG_MAX_DEFS)
 				return "too many triggers";
-			struct trig_def *v = realloc(t->defs, (t->ndefs + 1) * sizeof(*v));
+			struct trig_def *v = sonde__realloc(t->defs, (t->ndefs + 1) * sizeof(*v));
 			if (!v)
 				return "out of memory";
 			t->defs = v;
@@ -203,13 +205,13 @@ void sonde__trigger_session_free(struct svc *s, struct session *ss)
 
 	cancel(s, t);
 	for (size_t i = 0; i < t->ndefs; i++) {
-		free(t->defs[i].name);
+		sonde__free(t->defs[i].name);
 		if (t->defs[i].rx) {
 			regfree(t->defs[i].rx);
-			free(t->defs[i].rx);
+			sonde__free(t->defs[i].rx);
 		}
 	}
-	free(t->defs);
+	sonde__free(t->defs);
 	sonde__buf_free(&t->pkts);
 	memset(t, 0, sizeof(*t));
 }
@@ -219,7 +221,7 @@ void sonde__trigger_session_free(struct svc *s, struct session *ss)
 static struct trig_global *global(struct svc *s)
 {
 	if (!s->trig) {
-		s->trig = calloc(1, sizeof(*s->trig));
+		s->trig = sonde__calloc(1, sizeof(*s->trig));
 		if (!s->trig)
 			return NULL;
 		if (getrandom(&s->trig->rng, sizeof(s->trig->rng), GRND_NONBLOCK) !=
@@ -233,8 +235,8 @@ static struct trig_global *global(struct svc *s)
 void sonde__trigger_svc_free(struct svc *s)
 {
 	if (s->trig)
-		free(s->trig->hist);
-	free(s->trig);
+		sonde__free(s->trig->hist);
+	sonde__free(s->trig);
 	s->trig = NULL;
 }
 
@@ -284,14 +286,8 @@ static void remember(struct trig_global *g, uint64_t h, uint64_t now)
 		memmove(g->hist, g->hist + 1, (g->nhist - 1) * sizeof(*g->hist));
 		g->nhist--;
 	}
-	if (g->nhist == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 64;
-		struct trig_hist *v = realloc(g->hist, cap * sizeof(*v));
-		if (!v)
-			return;
-		g->hist = v;
-		g->cap = cap;
-	}
+	if (sonde__array_grow(&g->hist, &g->cap, g->nhist + 1, sizeof(*g->hist), 64) < 0)
+		return;
 	g->hist[g->nhist++] = (struct trig_hist){h, now};
 }
 

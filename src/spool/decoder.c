@@ -15,6 +15,7 @@
 #include <sonde/error.h>
 #include <sonde/spool_reader.h>
 
+#include "base/alloc.h"
 #include "base/array.h"
 #include "base/pb.h"
 #include "spool/format.h"
@@ -60,7 +61,7 @@ struct sonde_spool_decoder {
 
 struct sonde_spool_decoder *sonde_spool_decoder__new(void)
 {
-	struct sonde_spool_decoder *d = calloc(1, sizeof(*d));
+	struct sonde_spool_decoder *d = sonde__calloc(1, sizeof(*d));
 
 	if (!d)
 		return NULL;
@@ -78,11 +79,11 @@ void sonde_spool_decoder__free(struct sonde_spool_decoder *d)
 {
 	if (!d)
 		return;
-	free(d->modules);
-	free(d->pids);
-	free(d->retired);
-	free(d->depth);
-	free(d);
+	sonde__free(d->modules);
+	sonde__free(d->pids);
+	sonde__free(d->retired);
+	sonde__free(d->depth);
+	sonde__free(d);
 }
 
 uint64_t sonde_spool_decoder__offset(const struct sonde_spool_decoder *d)
@@ -220,7 +221,7 @@ static struct pid_slot *pid_find(struct sonde_spool_decoder *d, uint32_t pid, bo
 {
 	if (add && (d->pids_used + 1) * 2 > d->pids_size) {
 		size_t size = d->pids_size ? d->pids_size * 2 : 64;
-		struct pid_slot *t = calloc(size, sizeof(*t));
+		struct pid_slot *t = sonde__calloc(size, sizeof(*t));
 		if (!t)
 			return NULL;
 		for (size_t i = 0; i < d->pids_size; i++) {
@@ -231,7 +232,7 @@ static struct pid_slot *pid_find(struct sonde_spool_decoder *d, uint32_t pid, bo
 				j = (j + 1) & (size - 1);
 			t[j] = d->pids[i];
 		}
-		free(d->pids);
+		sonde__free(d->pids);
 		d->pids = t;
 		d->pids_size = size;
 	}

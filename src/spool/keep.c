@@ -3,11 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "spool/keep.h"
 
 char *sonde__spool_dup_str(const char *s, size_t n)
 {
-	char *r = malloc(n + 1);
+	char *r = sonde__malloc(n + 1);
 
 	if (r) {
 		if (n)
@@ -21,11 +22,11 @@ int sonde__spool_keep_module(const struct sonde_spool_record *rec, struct sonde_
 {
 	struct sonde_spool_module m = {.def = rec->module.def, .time_ns = rec->module.time_ns};
 	char *path = sonde__spool_dup_str(rec->module.def.path, rec->module.path_len);
-	uint8_t *bid = m.def.build_id_len ? malloc(m.def.build_id_len) : NULL;
+	uint8_t *bid = m.def.build_id_len ? sonde__malloc(m.def.build_id_len) : NULL;
 
 	if (!path || (m.def.build_id_len && !bid)) {
-		free(path);
-		free(bid);
+		sonde__free(path);
+		sonde__free(bid);
 		return -ENOMEM;
 	}
 	if (bid)

@@ -12,6 +12,7 @@
 #include <sonde/error.h>
 #include <sonde/spool_reader.h>
 
+#include "base/alloc.h"
 #include "base/array.h"
 #include "spool/format.h"
 #include "spool/keep.h"
@@ -153,13 +154,13 @@ static long feed(struct sonde_spool *s, const uint8_t *buf, size_t len)
 
 static struct sonde_spool *reader_new(void)
 {
-	struct sonde_spool *s = calloc(1, sizeof(*s));
+	struct sonde_spool *s = sonde__calloc(1, sizeof(*s));
 
 	if (!s)
 		return NULL;
 	s->dec = sonde_spool_decoder__new();
 	if (!s->dec) {
-		free(s);
+		sonde__free(s);
 		return NULL;
 	}
 	return s;
@@ -204,7 +205,7 @@ struct sonde_spool *sonde_spool__open_mem(const void *buf, size_t len, uint64_t 
  * steps. */
 static int read_all(struct sonde_spool *s, int fd)
 {
-	uint8_t *buf = malloc(CHUNK + SPOOL_MAX_RECORD + 64);
+	uint8_t *buf = sonde__malloc(CHUNK + SPOOL_MAX_RECORD + 64);
 	size_t have = 0;
 	int err = 0;
 
@@ -233,7 +234,7 @@ static int read_all(struct sonde_spool *s, int fd)
 		memmove(buf, buf + used, have - (size_t)used);
 		have -= (size_t)used;
 	}
-	free(buf);
+	sonde__free(buf);
 	return err;
 }
 
@@ -264,18 +265,18 @@ void sonde_spool__close(struct sonde_spool *s)
 	if (!s)
 		return;
 	for (uint32_t i = 0; i < s->info.modules; i++) {
-		free((void *)s->modules[i].def.path);
-		free((void *)s->modules[i].def.build_id);
+		sonde__free((void *)s->modules[i].def.path);
+		sonde__free((void *)s->modules[i].def.build_id);
 	}
 	for (uint32_t i = 0; i < s->info.threads; i++)
-		free((void *)s->threads[i].comm);
-	free(s->modules);
-	free(s->threads);
-	free(s->samples);
-	free(s->frames);
-	free(s->nodes);
+		sonde__free((void *)s->threads[i].comm);
+	sonde__free(s->modules);
+	sonde__free(s->threads);
+	sonde__free(s->samples);
+	sonde__free(s->frames);
+	sonde__free(s->nodes);
 	sonde_spool_decoder__free(s->dec);
-	free(s);
+	sonde__free(s);
 }
 
 void sonde_spool__get_info(const struct sonde_spool *s, struct sonde_spool_info *info)

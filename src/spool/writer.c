@@ -1,6 +1,6 @@
 /* The spool writer: encodes records into a large output buffer and hands it to the
  * caller's write function in big chunks. Frames and stack nodes are interned in open
- * addressing hash tables, so once every frame and call path of a workload has been seen,
+ * addressing hash tables (base/idmap.h), so once every frame and call path of a workload has been seen,
  * add_sample touches only memory it already owns. */
 #include <errno.h>
 #include <stdbool.h>
@@ -12,23 +12,25 @@
 #include <sonde/log.h>
 #include <sonde/spool.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "base/buf.h"
+#include "base/idmap.h"
 #include "base/pb.h"
 #include "spool/format.h"
 
 /* Bytes buffered before the write function is called. */
 enum { FLUSH_AT = 256 * 1024 };
 
-/* An interning table: keys[id - 1] holds the (a, b) pair of id; tab maps a hash slot to
- * an id (0 = empty). The table is kept at most half full. */
+/* An interning table: keys[id - 1] holds the (a, b) pair of id, and index (base/idmap.h)
+ * finds the id of a pair. */
 struct intern {
 	struct intern_key {
 		uint64_t a, b;
 	} * keys;
 	uint32_t n;
 	size_t keys_cap;
-	uint32_t *tab;
-	size_t tab_size; /* a power of two, or 0 */
+	struct idmap index; /* hash of (a, b) -> id - 1 */
 };
 
 struct wmodule {
@@ -66,62 +68,38 @@ static uint64_t mix(uint64_t a, uint64_t b)
 	return h ^ (h >> 29);
 }
 
-static int intern_grow(struct intern *t)
+static bool intern_eq(const void *ctx, uint32_t i, const void *key)
 {
-	size_t size = t->tab_size ? t->tab_size * 2 : 1024;
-	uint32_t *tab = calloc(size, sizeof(*tab));
+	const struct intern_key *k = &((const struct intern *)ctx)->keys[i], *q = key;
 
-	if (!tab)
-		return -ENOMEM;
-	for (uint32_t id = 1; id <= t->n; id++) {
-		const struct intern_key *k = &t->keys[id - 1];
-		size_t i = mix(k->a, k->b) & (size - 1);
-		while (tab[i])
-			i = (i + 1) & (size - 1);
-		tab[i] = id;
-	}
-	free(t->tab);
-	t->tab = tab;
-	t->tab_size = size;
-	return 0;
+	return k->a == q->a && k->b == q->b;
 }
 
 /* Finds (a, b) or adds it. Returns 1 if it was added (a new id), 0 if found, or -errno. */
 static int intern_get(struct intern *t, uint64_t a, uint64_t b, uint32_t *id)
 {
-	if ((size_t)t->n + 1 > t->tab_size / 2) {
-		int r = intern_grow(t);
-		if (r < 0)
-			return r;
-	}
-	size_t mask = t->tab_size - 1, i = mix(a, b) & mask;
-	for (; t->tab[i]; i = (i + 1) & mask) {
-		const struct intern_key *k = &t->keys[t->tab[i] - 1];
-		if (k->a == a && k->b == b) {
-			*id = t->tab[i];
-			return 0;
-		}
+	struct intern_key q = {a, b};
+	uint32_t h = (uint32_t)mix(a, b);
+	int64_t i = sonde__idmap_find(&t->index, h, intern_eq, t, &q);
+
+	if (i >= 0) {
+		*id = (uint32_t)i + 1;
+		return 0;
 	}
 	if (t->n >= SPOOL_MAX_ID)
 		return -ERANGE;
-	if (t->n == t->keys_cap) {
-		size_t cap = t->keys_cap ? t->keys_cap * 2 : 512;
-		struct intern_key *keys = realloc(t->keys, cap * sizeof(*keys));
-		if (!keys)
-			return -ENOMEM;
-		t->keys = keys;
-		t->keys_cap = cap;
-	}
-	t->keys[t->n] = (struct intern_key){a, b};
+	if (sonde__array_grow(&t->keys, &t->keys_cap, t->n + 1, sizeof(*t->keys), 512) < 0 ||
+	    sonde__idmap_insert(&t->index, h, t->n) < 0)
+		return -ENOMEM;
+	t->keys[t->n] = q;
 	*id = ++t->n;
-	t->tab[i] = *id;
 	return 1;
 }
 
 static void intern_free(struct intern *t)
 {
-	free(t->keys);
-	free(t->tab);
+	sonde__free(t->keys);
+	sonde__idmap_free(&t->index);
 }
 
 static void put_varint(struct buf *b, uint64_t v)
@@ -213,7 +191,7 @@ struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, v
 		errno = EINVAL;
 		return NULL;
 	}
-	w = calloc(1, sizeof(*w));
+	w = sonde__calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
 	w->write = write;
@@ -256,14 +234,9 @@ int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_n
 		return -ENAMETOOLONG;
 	if (w->n_modules >= SPOOL_MAX_ID)
 		return -ERANGE;
-	if (w->n_modules == w->modules_cap) {
-		size_t cap = w->modules_cap ? w->modules_cap * 2 : 64;
-		struct wmodule *mods = realloc(w->modules, cap * sizeof(*mods));
-		if (!mods)
-			return -ENOMEM;
-		w->modules = mods;
-		w->modules_cap = cap;
-	}
+	if (sonde__array_grow(&w->modules, &w->modules_cap, w->n_modules + 1,
+			       sizeof(*w->modules), 64) < 0)
+		return -ENOMEM;
 	w->modules[w->n_modules] = (struct wmodule){
 		.pid = m->pid, .live = true, .lo = m->pgoff, .hi = m->pgoff + (m->end - m->start)};
 
@@ -457,8 +430,8 @@ void sonde_spool_writer__free(struct sonde_spool_writer *w)
 	if (!w)
 		return;
 	sonde__buf_free(&w->out);
-	free(w->modules);
+	sonde__free(w->modules);
 	intern_free(&w->frames);
 	intern_free(&w->nodes);
-	free(w);
+	sonde__free(w);
 }

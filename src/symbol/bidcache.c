@@ -11,6 +11,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "symbol/bidcache.h"
 
 enum { MAX_ID = 32, COPY_CHUNK = 1 << 16, MAX_ENTRIES = 1 << 16 };
@@ -78,7 +79,7 @@ static int mkdirs(char *path)
  * file that keeps growing is not followed past it). */
 static int copy_fd(int in, int out, uint64_t size)
 {
-	char *buf = malloc(COPY_CHUNK);
+	char *buf = sonde__malloc(COPY_CHUNK);
 	off_t off = 0;
 	int err = buf ? 0 : -ENOMEM;
 
@@ -100,7 +101,7 @@ static int copy_fd(int in, int out, uint64_t size)
 		}
 		off += n;
 	}
-	free(buf);
+	sonde__free(buf);
 	return err;
 }
 
@@ -139,7 +140,7 @@ static void list_sub(const char *dir, const char *sub, struct entry *e, size_t *
 		    fit(snprintf(file, sizeof(file), "%s/%s", path, d->d_name), sizeof(file)) ||
 		    lstat(file, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
-		e[*n] = (struct entry){strdup(file), (uint64_t)st.st_size, st.st_mtim};
+		e[*n] = (struct entry){sonde__strdup(file), (uint64_t)st.st_size, st.st_mtim};
 		if (e[*n].path)
 			(*n)++;
 	}
@@ -149,14 +150,14 @@ static void list_sub(const char *dir, const char *sub, struct entry *e, size_t *
 /* Removes the oldest images until the directory holds at most max bytes; keep is spared. */
 static void trim(const char *dir, uint64_t max, const char *keep)
 {
-	struct entry *e = calloc(MAX_ENTRIES, sizeof(*e));
+	struct entry *e = sonde__calloc(MAX_ENTRIES, sizeof(*e));
 	uint64_t total = 0;
 	size_t n = 0;
 	struct dirent *d;
 	DIR *dh = e ? opendir(dir) : NULL;
 
 	if (!dh) {
-		free(e);
+		sonde__free(e);
 		return;
 	}
 	while ((d = readdir(dh)))
@@ -174,8 +175,8 @@ static void trim(const char *dir, uint64_t max, const char *keep)
 		total -= e[i].size;
 	}
 	for (size_t i = 0; i < n; i++)
-		free(e[i].path);
-	free(e);
+		sonde__free(e[i].path);
+	sonde__free(e);
 }
 
 int sonde__bidcache_store(const char *dir, const uint8_t *id, size_t len, int fd, uint64_t max_bytes)

@@ -20,6 +20,7 @@ const char *sonde__sym_demangle(struct strpool *pool, const char *name)
 	d = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI | DMGL_AUTO);
 	if (!d)
 		return name;
+	/* cplus_demangle allocates with libc's malloc, never sonde__malloc. */
 	r = sonde__strpool_add(pool, d);
 	free(d);
 	return r ? r : name;

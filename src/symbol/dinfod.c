@@ -10,6 +10,7 @@
 
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "symbol/dinfod.h"
 
 /* One query may not hold a report up for long: an unreachable server would otherwise
@@ -81,10 +82,10 @@ struct dinfod *sonde__dinfod_new(const char *urls)
 	pthread_once(&lib_once, lib_load);
 	if (!lib_ok)
 		return NULL;
-	d = calloc(1, sizeof(*d));
+	d = sonde__calloc(1, sizeof(*d));
 	if (!d)
 		return NULL;
-	d->urls = strdup(urls);
+	d->urls = sonde__strdup(urls);
 	d->client = lib.begin();
 	if (!d->urls || !d->client) {
 		sonde__dinfod_free(d);
@@ -98,7 +99,7 @@ struct dinfod *sonde__dinfod_new(const char *urls)
 int sonde__dinfod_find_debuginfo(struct dinfod *d, const uint8_t *id, size_t len, struct elfimg *out)
 {
 	const char *prev = getenv("DEBUGINFOD_URLS");
-	char *saved = prev ? strdup(prev) : NULL;
+	char *saved = prev ? sonde__strdup(prev) : NULL;
 	int fd, r;
 
 	if (prev && !saved)
@@ -111,7 +112,7 @@ int sonde__dinfod_find_debuginfo(struct dinfod *d, const uint8_t *id, size_t len
 		setenv("DEBUGINFOD_URLS", saved, 1);
 	else
 		unsetenv("DEBUGINFOD_URLS");
-	free(saved);
+	sonde__free(saved);
 	if (fd < 0) {
 		sonde_debug("symbolize: debuginfod: %s", strerror(-fd));
 		return fd;
@@ -127,6 +128,6 @@ void sonde__dinfod_free(struct dinfod *d)
 		return;
 	if (d->client)
 		lib.end(d->client);
-	free(d->urls);
-	free(d);
+	sonde__free(d->urls);
+	sonde__free(d);
 }

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "symbol/dwidx.h"
 
 enum { DW_MAX_DEPTH = 200 }; /* DIE nesting followed; deeper (hostile) input is cut off */
@@ -71,15 +73,9 @@ static void die_call_site(struct dw_cu *cu, Dwarf_Die *die, struct dw_scope *s)
 
 static int build_push(struct dw_build *b, const struct dw_frag *f)
 {
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 64;
-		struct dw_frag *v = realloc(b->v, cap * sizeof(*v));
-		if (!v) {
-			b->failed = 1;
-			return -ENOMEM;
-		}
-		b->v = v;
-		b->cap = cap;
+	if (sonde__array_grow(&b->v, &b->cap, b->n + 1, sizeof(*b->v), 64) < 0) {
+		b->failed = 1;
+		return -ENOMEM;
 	}
 	b->v[b->n] = *f;
 	b->v[b->n].orig = (uint32_t)b->n;
@@ -171,7 +167,7 @@ static int frag_cmp(const void *pa, const void *pb)
  * then sorts, renumbering parents. */
 static int build_finish(struct dw_build *b)
 {
-	uint32_t *where = malloc((b->n ? b->n : 1) * sizeof(*where));
+	uint32_t *where = sonde__malloc((b->n ? b->n : 1) * sizeof(*where));
 	struct dw_cu *cu = b->cu;
 
 	if (!where)
@@ -189,9 +185,9 @@ static int build_finish(struct dw_build *b)
 		qsort(b->v, b->n, sizeof(*b->v), frag_cmp);
 	for (size_t i = 0; i < b->n; i++)
 		where[b->v[i].orig] = (uint32_t)i;
-	cu->scopes = malloc((b->n ? b->n : 1) * sizeof(*cu->scopes));
+	cu->scopes = sonde__malloc((b->n ? b->n : 1) * sizeof(*cu->scopes));
 	if (!cu->scopes) {
-		free(where);
+		sonde__free(where);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < b->n; i++) {
@@ -200,7 +196,7 @@ static int build_finish(struct dw_build *b)
 			cu->scopes[i].parent = where[cu->scopes[i].parent];
 	}
 	cu->n_scopes = b->n;
-	free(where);
+	sonde__free(where);
 	return 0;
 }
 
@@ -216,21 +212,16 @@ static void cu_build(struct dw_cu *cu)
 	build_walk(&b, &cu->die, 0, 0, 0);
 	if (!b.failed)
 		build_finish(&b);
-	free(b.v);
+	sonde__free(b.v);
 }
 
 /* ---- the unit range table ---- */
 
 static int add_range(struct dwidx *x, uint64_t lo, uint64_t hi, uint32_t cu)
 {
-	if (x->n_ranges == x->cap_ranges) {
-		size_t cap = x->cap_ranges ? x->cap_ranges * 2 : 64;
-		struct dw_range *v = realloc(x->ranges, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		x->ranges = v;
-		x->cap_ranges = cap;
-	}
+	if (sonde__array_grow(&x->ranges, &x->cap_ranges, x->n_ranges + 1,
+			       sizeof(*x->ranges), 64) < 0)
+		return -ENOMEM;
 	x->ranges[x->n_ranges++] = (struct dw_range){lo, hi, cu};
 	return 0;
 }
@@ -275,13 +266,8 @@ static int read_units(struct dwidx *x)
 	while (dwarf_get_units(x->dw, cu, &cu, NULL, &unit_type, &cudie, NULL) == 0) {
 		if (unit_type == DW_UT_type || unit_type == DW_UT_split_type)
 			continue;
-		if (x->n_cus == cap) {
-			cap = cap ? cap * 2 : 16;
-			struct dw_cu *v = realloc(x->cus, cap * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			x->cus = v;
-		}
+		if (sonde__array_grow(&x->cus, &cap, x->n_cus + 1, sizeof(*x->cus), 16) < 0)
+			return -ENOMEM;
 		x->cus[x->n_cus] = (struct dw_cu){.die = cudie};
 		if (add_unit_ranges(x, (uint32_t)x->n_cus) < 0)
 			return -ENOMEM;
@@ -296,13 +282,13 @@ static int read_units(struct dwidx *x)
 
 struct dwidx *sonde__dwidx_open(Elf *elf)
 {
-	struct dwidx *x = calloc(1, sizeof(*x));
+	struct dwidx *x = sonde__calloc(1, sizeof(*x));
 
 	if (!x)
 		return NULL;
 	x->dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
 	if (!x->dw) {
-		free(x);
+		sonde__free(x);
 		errno = ENOENT;
 		return NULL;
 	}
@@ -319,12 +305,12 @@ void sonde__dwidx_close(struct dwidx *x)
 	if (!x)
 		return;
 	for (size_t i = 0; i < x->n_cus; i++)
-		free(x->cus[i].scopes);
-	free(x->cus);
-	free(x->ranges);
+		sonde__free(x->cus[i].scopes);
+	sonde__free(x->cus);
+	sonde__free(x->ranges);
 	if (x->dw)
 		dwarf_end(x->dw);
-	free(x);
+	sonde__free(x);
 }
 
 /* ---- lookups ---- */

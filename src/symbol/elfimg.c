@@ -8,6 +8,7 @@
 
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "symbol/elfimg.h"
 
 static void elfimg_lib_init(void)
@@ -101,17 +102,44 @@ static void elfimg_read_loads(struct elfimg *img)
 	}
 }
 
-static void elfimg_take_build_id(struct elfimg *img, const void *buf, size_t len)
+/* Copies the build id of a notes blob (raw file bytes) into out; its length, 0 if none. */
+static size_t notes_build_id(const Elf_Data *d, uint8_t *out, size_t cap)
 {
 	const uint8_t *id;
-	size_t id_len;
+	size_t len;
 
-	if (img->build_id_len || sonde__elf_notes_build_id(buf, len, &id, &id_len) < 0)
-		return;
-	if (id_len > ELFIMG_MAX_BUILD_ID)
-		id_len = ELFIMG_MAX_BUILD_ID;
-	memcpy(img->build_id, id, id_len);
-	img->build_id_len = id_len;
+	if (!d || !d->d_buf || sonde__elf_notes_build_id(d->d_buf, d->d_size, &id, &len) < 0)
+		return 0;
+	if (len > cap)
+		len = cap;
+	memcpy(out, id, len);
+	return len;
+}
+
+size_t sonde__elf_build_id(Elf *e, uint8_t *out, size_t cap)
+{
+	size_t n = 0, len;
+
+	if (elf_kind(e) != ELF_K_ELF)
+		return 0;
+	if (elf_getphdrnum(e, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_NOTE)
+				continue;
+			Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz,
+							   ELF_T_BYTE);
+			if ((len = notes_build_id(d, out, cap)))
+				return len;
+		}
+	}
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE &&
+		    (len = notes_build_id(elf_rawdata(scn, NULL), out, cap)))
+			return len;
+	}
+	return 0;
 }
 
 static void elfimg_scan_sections(struct elfimg *img)
@@ -126,11 +154,7 @@ static void elfimg_scan_sections(struct elfimg *img)
 		if (!gelf_getshdr(scn, &sh))
 			continue;
 		const char *name = shstrndx ? elf_strptr(img->elf, shstrndx, sh.sh_name) : NULL;
-		if (sh.sh_type == SHT_NOTE) {
-			Elf_Data *d = elf_rawdata(scn, NULL);
-			if (d && d->d_buf)
-				elfimg_take_build_id(img, d->d_buf, d->d_size);
-		} else if (name && sh.sh_type == SHT_PROGBITS && !strcmp(name, ".gnu_debuglink")) {
+		if (name && sh.sh_type == SHT_PROGBITS && !strcmp(name, ".gnu_debuglink")) {
 			Elf_Data *d = elf_rawdata(scn, NULL);
 			const char *link;
 			uint32_t crc;
@@ -147,24 +171,6 @@ static void elfimg_scan_sections(struct elfimg *img)
 	}
 }
 
-/* Images without section headers (e.g. read from memory) still carry PT_NOTE segments. */
-static void elfimg_scan_note_segments(struct elfimg *img)
-{
-	size_t n = 0;
-
-	if (img->build_id_len || elf_getphdrnum(img->elf, &n) != 0)
-		return;
-	for (size_t i = 0; i < n && !img->build_id_len; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(img->elf, (int)i, &ph) || ph.p_type != PT_NOTE)
-			continue;
-		Elf_Data *d = elf_getdata_rawchunk(img->elf, (int64_t)ph.p_offset, ph.p_filesz,
-						   ELF_T_BYTE);
-		if (d && d->d_buf)
-			elfimg_take_build_id(img, d->d_buf, d->d_size);
-	}
-}
-
 static int elfimg_init(struct elfimg *img)
 {
 	GElf_Ehdr eh;
@@ -176,7 +182,7 @@ static int elfimg_init(struct elfimg *img)
 	img->type = eh.e_type;
 	elfimg_read_loads(img);
 	elfimg_scan_sections(img);
-	elfimg_scan_note_segments(img);
+	img->build_id_len = sonde__elf_build_id(img->elf, img->build_id, sizeof(img->build_id));
 	return 0;
 }
 
@@ -205,14 +211,14 @@ int sonde__elfimg_open_mem(struct elfimg *img, const void *buf, size_t len)
 	elfimg_lib_init();
 	/* libelf may write into a memory image (ELF_C_READ_MMAP_PRIVATE semantics, e.g. when
 	 * decompressing sections), so it gets a private copy. */
-	img->mem = malloc(len ? len : 1);
+	img->mem = sonde__malloc(len ? len : 1);
 	if (!img->mem)
 		return -ENOMEM;
 	memcpy(img->mem, buf, len);
 	img->file_size = len;
 	img->elf = elf_memory(img->mem, len);
 	if (!img->elf) {
-		free(img->mem);
+		sonde__free(img->mem);
 		img->mem = NULL;
 		return -SONDE_E_FORMAT;
 	}
@@ -250,7 +256,7 @@ void sonde__elfimg_close(struct elfimg *img)
 		return;
 	if (img->elf)
 		elf_end(img->elf);
-	free(img->mem);
+	sonde__free(img->mem);
 	img->elf = NULL;
 	img->mem = NULL;
 }

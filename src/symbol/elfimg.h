@@ -64,6 +64,12 @@ int sonde__elfimg_off_to_vaddr(const struct elfimg *img, uint64_t off, uint64_t 
 int sonde__elfimg_mapping_to_vaddr(const struct elfimg *img, uint64_t pgoff, uint64_t off,
 			    uint64_t *vaddr);
 
+/* The build id of an ELF image, the one reader of build-id notes: the NT_GNU_BUILD_ID
+ * note of its PT_NOTE segments (the loaded notes identify the mapped image), else of its
+ * SHT_NOTE sections (a separate debug file). Copies at most cap bytes into out and returns
+ * how many, 0 when there is none. */
+size_t sonde__elf_build_id(Elf *e, uint8_t *out, size_t cap);
+
 /* Parsers of untrusted section bytes, exposed for tests and fuzzing. */
 /* Finds an NT_GNU_BUILD_ID note in a notes blob; 0 (filling id and id_len), or -SONDE_E_FORMAT /
  * -ENOENT. */

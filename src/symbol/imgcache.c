@@ -5,6 +5,7 @@
 
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "symbol/imgcache.h"
 
 struct imgcache_entry {
@@ -45,7 +46,7 @@ static void drop(struct imgcache *c, struct imgcache_entry *e)
 	c->n--;
 	c->bytes -= e->size;
 	close(e->fd);
-	free(e);
+	sonde__free(e);
 }
 
 /* A linear scan: the cache holds at most a few hundred images, and lookups happen once
@@ -71,7 +72,7 @@ int sonde__imgcache_add(struct imgcache *c, uint64_t dev, uint64_t ino, const ui
 		close(fd);
 		return -SONDE_E_LIMIT;
 	}
-	e = calloc(1, sizeof(*e));
+	e = sonde__calloc(1, sizeof(*e));
 	if (!e) {
 		close(fd);
 		return -ENOMEM;

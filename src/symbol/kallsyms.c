@@ -4,6 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "symbol/kallsyms.h"
 
 enum { KSYM_LAST_REACH = 1 << 20 };
@@ -47,14 +49,8 @@ static int parse_hex(const char *s, size_t n, uint64_t *v)
 static int add_sym(struct kallsyms *k, uint64_t addr, const char *name, size_t name_len,
 		   const char *mod, size_t mod_len)
 {
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 4096;
-		struct ksym *v = realloc(k->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		k->v = v;
-		k->cap = cap;
-	}
+	if (sonde__array_grow(&k->v, &k->cap, k->n + 1, sizeof(*k->v), 4096) < 0)
+		return -ENOMEM;
 	struct ksym *s = &k->v[k->n];
 	s->addr = addr;
 	s->name = sonde__strpool_addn(&k->pool, name, name_len);
@@ -133,11 +129,11 @@ int sonde__kallsyms_load(struct kallsyms *k, const char *path, struct regfile_re
 
 	if (fd < 0)
 		return fd;
-	buf = malloc(cap);
+	buf = sonde__malloc(cap);
 	/* /proc files report size 0: read until the end, or the cap */
 	for (ssize_t got; buf; len += (size_t)got) {
 		if (len == cap) {
-			char *b = cap < KALLSYMS_MAX_BYTES ? realloc(buf, cap * 2) : NULL;
+			char *b = cap < KALLSYMS_MAX_BYTES ? sonde__realloc(buf, cap * 2) : NULL;
 			if (!b) {
 				r = cap < KALLSYMS_MAX_BYTES ? -ENOMEM : -EFBIG;
 				goto out;
@@ -154,7 +150,7 @@ int sonde__kallsyms_load(struct kallsyms *k, const char *path, struct regfile_re
 	if (buf)
 		r = sonde__kallsyms_parse(k, buf, len);
 out:
-	free(buf);
+	sonde__free(buf);
 	close(fd);
 	return r;
 }
@@ -181,7 +177,7 @@ void sonde__kallsyms_free(struct kallsyms *k)
 {
 	if (!k)
 		return;
-	free(k->v);
+	sonde__free(k->v);
 	sonde__strpool_free(&k->pool);
 	memset(k, 0, sizeof(*k));
 }

@@ -8,6 +8,8 @@
 
 #include <sonde/error.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "proc/proc.h"
 #include "symbol/perfmap.h"
 
@@ -47,14 +49,9 @@ static size_t hex_prefix(const char *p, size_t len, uint64_t *v)
 static int add_line(struct perfmap *pm, uint64_t start, uint64_t size, const char *name,
 		    size_t name_len)
 {
-	if (pm->n_lines == pm->cap_lines) {
-		size_t cap = pm->cap_lines ? pm->cap_lines * 2 : 64;
-		struct perfmap_entry *v = realloc(pm->lines, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		pm->lines = v;
-		pm->cap_lines = cap;
-	}
+	if (sonde__array_grow(&pm->lines, &pm->cap_lines, pm->n_lines + 1,
+			       sizeof(*pm->lines), 64) < 0)
+		return -ENOMEM;
 	const char *n = sonde__strpool_addn(&pm->names, name, name_len);
 	if (!n)
 		return -ENOMEM;
@@ -197,10 +194,10 @@ static void settle_zero_sizes(struct perfmap *pm, struct perfmap_entry **by_star
 int sonde__perfmap_index(struct perfmap *pm)
 {
 	size_t n = pm->n_lines, n_coords = 0;
-	struct perfmap_entry **by_start = malloc((n ? n : 1) * sizeof(*by_start));
-	uint64_t *coords = malloc((2 * n + 1) * sizeof(*coords));
-	struct heap h = {.v = malloc((n ? n : 1) * sizeof(size_t))};
-	struct perfmap_entry *segs = malloc((2 * n + 1) * sizeof(*segs));
+	struct perfmap_entry **by_start = sonde__malloc((n ? n : 1) * sizeof(*by_start));
+	uint64_t *coords = sonde__malloc((2 * n + 1) * sizeof(*coords));
+	struct heap h = {.v = sonde__malloc((n ? n : 1) * sizeof(size_t))};
+	struct perfmap_entry *segs = sonde__malloc((2 * n + 1) * sizeof(*segs));
 	int r = -ENOMEM;
 
 	if (!by_start || !coords || !h.v || !segs)
@@ -214,17 +211,17 @@ int sonde__perfmap_index(struct perfmap *pm)
 		coords[n_coords++] = pm->lines[i].end;
 	}
 	qsort(coords, n_coords, sizeof(*coords), u64_cmp);
-	free(pm->segs);
+	sonde__free(pm->segs);
 	pm->segs = segs;
 	pm->n_segs = 0;
 	segs = NULL;
 	paint(pm, by_start, coords, n_coords, &h);
 	r = 0;
 out:
-	free(segs);
-	free(h.v);
-	free(coords);
-	free(by_start);
+	sonde__free(segs);
+	sonde__free(h.v);
+	sonde__free(coords);
+	sonde__free(by_start);
 	return r;
 }
 
@@ -281,14 +278,14 @@ static bool skip_to_newline(char *buf, size_t *have, uint64_t *base)
 
 int sonde__perfmap_read(struct perfmap *pm, perfmap_read_fn fill, void *ctx, uint64_t size, size_t piece)
 {
-	char *buf = malloc(piece ? piece : 1);
+	char *buf = sonde__malloc(piece ? piece : 1);
 	uint64_t base = pm->parsed, off = pm->parsed; /* buf[0] is the byte at base */
 	size_t have = 0;
 	bool skipping = false;
 	ssize_t r = 0;
 
 	if (!buf || !piece) {
-		free(buf);
+		sonde__free(buf);
 		return -ENOMEM;
 	}
 	/* an unterminated last line read before is dropped and read again */
@@ -317,7 +314,7 @@ int sonde__perfmap_read(struct perfmap *pm, perfmap_read_fn fill, void *ctx, uin
 		base += (uint64_t)r;
 		have -= (size_t)r;
 	}
-	free(buf);
+	sonde__free(buf);
 	return r < 0 ? (int)r : sonde__perfmap_index(pm);
 }
 
@@ -400,8 +397,8 @@ void sonde__perfmap_free(struct perfmap *pm)
 {
 	if (!pm)
 		return;
-	free(pm->lines);
-	free(pm->segs);
+	sonde__free(pm->lines);
+	sonde__free(pm->segs);
 	sonde__strpool_free(&pm->names);
 	memset(pm, 0, sizeof(*pm));
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "symbol/strpool.h"
 
 enum { STRPOOL_CHUNK = 16384 };
@@ -17,7 +18,7 @@ static char *strpool_alloc(struct strpool *p, size_t n)
 	if (!p->head || p->cap - p->used < n) {
 		/* A string larger than a chunk gets a chunk of its own size. */
 		size_t cap = n > STRPOOL_CHUNK ? n : STRPOOL_CHUNK;
-		struct strpool_chunk *c = malloc(sizeof(*c) + cap);
+		struct strpool_chunk *c = sonde__malloc(sizeof(*c) + cap);
 		if (!c)
 			return NULL;
 		c->next = p->head;
@@ -74,7 +75,7 @@ void sonde__strpool_free(struct strpool *p)
 		return;
 	for (struct strpool_chunk *c = p->head, *next; c; c = next) {
 		next = c->next;
-		free(c);
+		sonde__free(c);
 	}
 	p->head = NULL;
 	p->used = p->cap = 0;

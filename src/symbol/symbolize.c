@@ -22,6 +22,7 @@
 #include <sonde/spool.h>
 #include <sonde/symbolize.h>
 
+#include "base/alloc.h"
 #include "symbol/bidcache.h"
 #include "symbol/debugfile.h"
 #include "symbol/demangle.h"
@@ -117,7 +118,7 @@ static int mod_matches(const struct sym_mod *sm, uint64_t h, const struct sonde_
 static int symbolizer_grow(struct sonde_symbolizer *s)
 {
 	size_t n = s->n_buckets ? s->n_buckets * 2 : 64;
-	struct sym_mod **b = calloc(n, sizeof(*b));
+	struct sym_mod **b = sonde__calloc(n, sizeof(*b));
 
 	if (!b)
 		return -ENOMEM;
@@ -128,7 +129,7 @@ static int symbolizer_grow(struct sonde_symbolizer *s)
 			b[sm->hash & (n - 1)] = sm;
 		}
 	}
-	free(s->buckets);
+	sonde__free(s->buckets);
 	s->buckets = b;
 	s->n_buckets = n;
 	return 0;
@@ -142,7 +143,7 @@ static struct sym_mod *mod_new(struct sonde_symbolizer *s, uint64_t h,
 
 	if (s->n_mods >= s->n_buckets && symbolizer_grow(s) < 0)
 		return NULL;
-	sm = calloc(1, sizeof(*sm));
+	sm = sonde__calloc(1, sizeof(*sm));
 	if (!sm)
 		return NULL;
 	sm->hash = h;
@@ -154,7 +155,7 @@ static struct sym_mod *mod_new(struct sonde_symbolizer *s, uint64_t h,
 		memcpy(sm->build_id, m->build_id, sm->build_id_len);
 	sm->path = sonde__strpool_add(&s->pool, m->path ? m->path : "");
 	if (!sm->path) {
-		free(sm);
+		sonde__free(sm);
 		return NULL;
 	}
 	slash = strrchr(sm->path, '/');
@@ -186,7 +187,7 @@ static void mod_free(struct sym_mod *sm)
 	if (sm->have_img)
 		sonde__elfimg_close(&sm->img);
 	sonde__u64map_free(&sm->fallback);
-	free(sm);
+	sonde__free(sm);
 }
 
 /* Whether an opened file is the image that was mapped: the build id decides when both
@@ -498,12 +499,12 @@ static struct sym_perfmap *perfmap_of(struct sonde_symbolizer *s, uint32_t pid)
 	if (!p) {
 		snprintf(path, sizeof(path), "%s/perf-%" PRIu32 ".map",
 			 s->opts.perf_map_dir ? s->opts.perf_map_dir : "/tmp", pid);
-		p = calloc(1, sizeof(*p));
+		p = sonde__calloc(1, sizeof(*p));
 		if (!p)
 			return NULL;
 		p->path = sonde__strpool_add(&s->pool, path);
 		if (!p->path || u64map_put_ptr(&s->perfmaps, pid, p) < 0) {
-			free(p);
+			sonde__free(p);
 			return NULL;
 		}
 	}
@@ -699,7 +700,7 @@ SONDE_API struct sonde_symbolizer *sonde_symbolizer__new(const struct sonde_symb
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!(s = calloc(1, sizeof(*s))))
+	if (!(s = sonde__calloc(1, sizeof(*s))))
 		return NULL;
 	OPTS_COPY(&s->opts, opts);
 	s->images.max_bytes =
@@ -707,8 +708,8 @@ SONDE_API struct sonde_symbolizer *sonde_symbolizer__new(const struct sonde_symb
 	s->images.max_n = s->opts.image_cache_max ? s->opts.image_cache_max : IMAGE_CACHE_MAX;
 	char dir[4096];
 	if (sonde__bidcache_dir(s->opts.buildid_cache_dir, dir, sizeof(dir)) == 0 &&
-	    !(s->bidcache_dir = strdup(dir))) {
-		free(s);
+	    !(s->bidcache_dir = sonde__strdup(dir))) {
+		sonde__free(s);
 		return NULL;
 	}
 	/* The caller's strings are not kept. */
@@ -728,18 +729,18 @@ SONDE_API void sonde_symbolizer__free(struct sonde_symbolizer *s)
 			mod_free(sm);
 		}
 	}
-	free(s->buckets);
+	sonde__free(s->buckets);
 	sonde__dinfod_free(s->dinfod);
 	sonde__kallsyms_free(&s->ksyms);
 	for (size_t pos = 0; sonde__u64map_next(&s->perfmaps, &pos, &pid, &val);) {
 		struct sym_perfmap *p = (void *)(uintptr_t)val;
 		sonde__perfmap_free(&p->map);
-		free(p);
+		sonde__free(p);
 	}
 	sonde__u64map_free(&s->perfmaps);
 	sonde__imgcache_free(&s->images);
-	free(s->bidcache_dir);
+	sonde__free(s->bidcache_dir);
 	sonde__u64map_free(&s->raw_names);
 	sonde__strpool_free(&s->pool);
-	free(s);
+	sonde__free(s);
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "symbol/symtab.h"
 
 /* A candidate while building. Several names for one address are common (aliases,
@@ -142,19 +143,19 @@ int sonde__symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type)
 	      (gelf_getclass(elf) == ELFCLASS64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym));
 	if (max < 2 || max > (1u << 26))
 		return 0;
-	c = malloc(max * sizeof(*c));
+	c = sonde__malloc(max * sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	n = collect(elf, d, &sh, c, max);
 	if (n) {
-		t->v = malloc(n * sizeof(*t->v));
+		t->v = sonde__malloc(n * sizeof(*t->v));
 		if (!t->v) {
-			free(c);
+			sonde__free(c);
 			return -ENOMEM;
 		}
 		t->n = finish(c, n, t->v);
 	}
-	free(c);
+	sonde__free(c);
 	return (int)t->n;
 }
 
@@ -183,7 +184,7 @@ void sonde__symtab_free(struct symtab *t)
 {
 	if (!t)
 		return;
-	free(t->v);
+	sonde__free(t->v);
 	t->v = NULL;
 	t->n = 0;
 }

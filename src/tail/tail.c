@@ -24,10 +24,10 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/array.h"
 #include "base/opts.h"
 #include "spool/keep.h"
-#include "record/live.h"
 #include "tail/tail.h"
 
 enum {
@@ -45,7 +45,7 @@ struct sonde_tail {
 	int fd;
 	int err; /* sticky */
 	struct sonde_spool_decoder *dec;
-	struct sonde_recorder *rec; /* the recorder sharing its images, or NULL */
+	struct tail_image_provider images; /* image_fd NULL: none */
 
 	uint8_t *buf; /* file bytes [file_pos - (len - pos), file_pos) */
 	size_t pos, len, cap;
@@ -73,7 +73,8 @@ struct sonde_tail {
 	struct sonde_symbolizer *sym; /* NULL until first used */
 };
 
-struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts)
+struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts,
+				      const struct tail_image_provider *images)
 {
 	struct sonde_tail_opts o = {0};
 	struct sonde_tail *t;
@@ -84,16 +85,18 @@ struct sonde_tail *sonde__tail_new_fd(int fd, const struct sonde_tail_opts *opts
 		return NULL;
 	}
 	OPTS_COPY(&o, opts);
-	t = calloc(1, sizeof(*t));
+	t = sonde__calloc(1, sizeof(*t));
 	if (!t || !(t->dec = sonde_spool_decoder__new())) {
 		int err = errno ? errno : ENOMEM;
-		free(t);
+		sonde__free(t);
 		close(fd);
 		errno = err;
 		return NULL;
 	}
 	t->fd = fd;
 	t->punch = o.punch_holes != 0;
+	if (images)
+		t->images = *images;
 	if (o.symbolizer) {
 		/* Created now: its options (and their strings) are only borrowed during this
 		 * call. Without options it is created on first use. */
@@ -119,7 +122,7 @@ struct sonde_tail *sonde_tail__open(const char *path, const struct sonde_tail_op
 		errno = err;
 		return NULL;
 	}
-	return sonde__tail_new_fd(fd, opts);
+	return sonde__tail_new_fd(fd, opts, NULL);
 }
 
 struct sonde_tail *sonde_tail__open_fd(int fd, const struct sonde_tail_opts *opts)
@@ -128,38 +131,38 @@ struct sonde_tail *sonde_tail__open_fd(int fd, const struct sonde_tail_opts *opt
 
 	if (own < 0)
 		return NULL;
-	return sonde__tail_new_fd(own, opts);
+	return sonde__tail_new_fd(own, opts, NULL);
 }
 
-void sonde__tail_set_recorder(struct sonde_tail *t, struct sonde_recorder *r)
+void sonde__tail_drop_images(struct sonde_tail *t)
 {
-	t->rec = r;
+	t->images = (struct tail_image_provider){0};
 }
 
 void sonde_tail__free(struct sonde_tail *t)
 {
 	if (!t)
 		return;
-	if (t->rec)
-		sonde__rec_tail_gone(t->rec);
+	if (t->images.gone)
+		t->images.gone(t->images.ctx);
 	for (size_t i = 0; i < t->n_modules; i++) {
-		free((void *)t->modules[i].def.path);
-		free((void *)t->modules[i].def.build_id);
+		sonde__free((void *)t->modules[i].def.path);
+		sonde__free((void *)t->modules[i].def.build_id);
 	}
 	for (size_t i = 0; i < t->n_threads; i++)
-		free((void *)t->threads[i].comm);
-	free(t->modules);
-	free(t->frames);
-	free(t->nodes);
-	free(t->threads);
-	free(t->samples);
-	free(t->invalid);
-	free(t->buf);
+		sonde__free((void *)t->threads[i].comm);
+	sonde__free(t->modules);
+	sonde__free(t->frames);
+	sonde__free(t->nodes);
+	sonde__free(t->threads);
+	sonde__free(t->samples);
+	sonde__free(t->invalid);
+	sonde__free(t->buf);
 	sonde_symbolizer__free(t->sym);
 	sonde_spool_decoder__free(t->dec);
 	if (t->fd >= 0)
 		close(t->fd);
-	free(t);
+	sonde__free(t);
 }
 
 static int fail(struct sonde_tail *t, int err)
@@ -174,35 +177,34 @@ static int fail(struct sonde_tail *t, int err)
 
 /* ---- phase 3 helpers: the symbolizer ---- */
 
-static void sym_module(const struct sonde_spool_module *m, struct sonde_sym_module *out)
+void sonde__tail_sym_module(const struct sonde_spool_module_def *d, struct sonde_sym_module *out)
 {
 	*out = (struct sonde_sym_module){
-		.pid = m->def.pid,
-		.flags = m->def.flags,
-		.start = m->def.start,
-		.end = m->def.end,
-		.pgoff = m->def.pgoff,
-		.dev = m->def.dev,
-		.inode = m->def.inode,
-		.build_id = m->def.build_id,
-		.build_id_len = m->def.build_id_len,
-		.path = m->def.path,
+		.pid = d->pid,
+		.flags = d->flags,
+		.start = d->start,
+		.end = d->end,
+		.pgoff = d->pgoff,
+		.dev = d->dev,
+		.inode = d->inode,
+		.build_id = d->build_id_len ? d->build_id : NULL,
+		.build_id_len = d->build_id_len,
+		.path = d->path,
 	};
 }
 
-/* Hands the symbolizer the recorder's exact image of module id, when it has one. */
+/* Hands the symbolizer the provider's exact image of module id, when it has one. */
 static void share_image(struct sonde_tail *t, size_t id)
 {
 	const struct sonde_spool_module *m = &t->modules[id - 1];
 	struct sonde_sym_module sm;
 
-	if (!t->sym || !t->rec || !m->def.inode)
+	if (!t->sym || !t->images.image_fd || !m->def.inode)
 		return;
-	int fd = sonde__rec_image_fd(t->rec, m->def.dev, m->def.inode, m->def.build_id,
-			      m->def.build_id_len);
+	int fd = t->images.image_fd(t->images.ctx, &m->def);
 	if (fd < 0)
 		return;
-	sym_module(m, &sm);
+	sonde__tail_sym_module(&m->def, &sm);
 	int err = sonde_symbolizer__add_image(t->sym, &sm, fd);
 	if (err && err != -SONDE_E_LIMIT)
 		sonde_debug("tail: image of %s not shared: %s", m->def.path, sonde_strerror(err));
@@ -243,7 +245,7 @@ int sonde_tail__symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
 	const struct sonde_spool_frame *f = &t->frames[frame - 1];
 	if (!f->module)
 		return sonde_symbolizer__symbolize_raw(t->sym, pid, f->addr, out, max);
-	sym_module(&t->modules[f->module - 1], &sm);
+	sonde__tail_sym_module(&t->modules[f->module - 1].def, &sm);
 	return sonde_symbolizer__symbolize(t->sym, &sm, f->addr, out, max);
 }
 

@@ -14,6 +14,7 @@
 
 #include <sonde/log.h>
 
+#include "base/alloc.h"
 #include "base/regfile.h"
 #include "unwind/cache.h"
 #include "unwind/cfi_parse.h"
@@ -37,10 +38,10 @@ struct unwind_cache {
 
 struct unwind_cache *sonde__unwind_cache_new(void)
 {
-	struct unwind_cache *c = calloc(1, sizeof(*c));
+	struct unwind_cache *c = sonde__calloc(1, sizeof(*c));
 
-	if (c && !(c->v = calloc(c->cap = 64, sizeof(*c->v)))) {
-		free(c);
+	if (c && !(c->v = sonde__calloc(c->cap = 64, sizeof(*c->v)))) {
+		sonde__free(c);
 		return NULL;
 	}
 	return c;
@@ -52,8 +53,8 @@ void sonde__unwind_cache_free(struct unwind_cache *c)
 		return;
 	for (size_t i = 0; i < c->cap; i++)
 		sonde__cfi_table_free(c->v[i].table);
-	free(c->v);
-	free(c);
+	sonde__free(c->v);
+	sonde__free(c);
 }
 
 void sonde__unwind_cache_counts(const struct unwind_cache *c, uint32_t *tables, uint32_t *without)
@@ -76,12 +77,12 @@ static int grow(struct unwind_cache *c)
 {
 	struct unwind_cache bigger = {.cap = c->cap * 2};
 
-	if (!(bigger.v = calloc(bigger.cap, sizeof(*bigger.v))))
+	if (!(bigger.v = sonde__calloc(bigger.cap, sizeof(*bigger.v))))
 		return -ENOMEM;
 	for (size_t i = 0; i < c->cap; i++)
 		if (c->v[i].dev || c->v[i].inode)
 			bigger.v[slot_of(&bigger, c->v[i].dev, c->v[i].inode)] = c->v[i];
-	free(c->v);
+	sonde__free(c->v);
 	c->v = bigger.v;
 	c->cap = bigger.cap;
 	return 0;
@@ -158,10 +159,10 @@ static uint8_t *read_fd(int fd, const struct stat *st, uint64_t inode, size_t *l
 	if (st->st_size <= 0 || (inode && st->st_ino != inode))
 		return NULL;
 	/* calloc: pages never written stay untouched (and unallocated) for large images */
-	if (!(buf = calloc(1, size)))
+	if (!(buf = sonde__calloc(1, size)))
 		return NULL;
 	if (!read_cfi_parts(fd, buf, size) && !read_range(fd, buf, size, 0, size)) {
-		free(buf);
+		sonde__free(buf);
 		return NULL;
 	}
 	*len = size;
@@ -182,9 +183,9 @@ static uint8_t *read_image(const struct unwind_mapping *m, size_t *len)
 		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 			return NULL;
 		*len = (size_t)(m->end - m->start);
-		if ((img = malloc(*len)) &&
+		if ((img = sonde__malloc(*len)) &&
 		    pread(fd, img, *len, (off_t)m->start) != (ssize_t)*len) {
-			free(img);
+			sonde__free(img);
 			img = NULL;
 		}
 		close(fd);
@@ -240,7 +241,7 @@ static void build(struct entry *e, const struct unwind_mapping *m)
 		e->table = sonde__cfi_table_from_elf(img, len, NULL, 0);
 	if (!e->table)
 		sonde_debug("unwind: no CFI in %s", m->path ? m->path : "[vdso]");
-	free(img);
+	sonde__free(img);
 }
 
 /* runtime address - ELF vaddr, from the PT_LOAD segment that holds the mapping's offset. */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "unwind/cfi.h"
 #include "unwind/cfi_parse.h"
 #include "unwind/unwind.h"
@@ -378,14 +380,8 @@ bool sonde__cfi_fde_range(const struct cfi_sec *s, size_t off, uint64_t *pc_begi
 
 int sonde__cfi_fde_list_add(struct cfi_fde_list *l, const struct cfi_fde_ref *f)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 256;
-		struct cfi_fde_ref *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (sonde__array_grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v), 256) < 0)
+		return -ENOMEM;
 	l->v[l->n++] = *f;
 	return 0;
 }
@@ -581,15 +577,9 @@ static void push_row(struct builder *b, const struct cfi_row *row)
 		b->n--;
 	if (b->n && same_rules(&b->rows[b->n - 1], row))
 		return;
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 1024;
-		struct cfi_row *v = realloc(b->rows, cap * sizeof(*v));
-		if (!v) {
-			b->oom = true;
-			return;
-		}
-		b->rows = v;
-		b->cap = cap;
+	if (sonde__array_grow(&b->rows, &b->cap, b->n + 1, sizeof(*b->rows), 1024) < 0) {
+		b->oom = true;
+		return;
 	}
 	b->rows[b->n++] = *row;
 }
@@ -789,7 +779,7 @@ static bool run_fde(struct builder *b, const struct cfi_sec *s, size_t off)
 
 	if (!parse_fde(s, off, &c, &f) || f.pc_begin < b->base || f.pc_end - b->base > UINT32_MAX)
 		return false;
-	in = calloc(1, sizeof(*in)); /* ~2.5 KiB with the state stack: keep it off the stack */
+	in = sonde__calloc(1, sizeof(*in)); /* ~2.5 KiB with the state stack: keep it off the stack */
 	if (!in) {
 		b->oom = true;
 		return false;
@@ -808,7 +798,7 @@ static bool run_fde(struct builder *b, const struct cfi_sec *s, size_t off)
 		advance_to(in, f.pc_end);
 		push_row(b, &end);
 	}
-	free(in);
+	sonde__free(in);
 	if (!ok || b->oom) {
 		b->n = n0;
 		if (n0)
@@ -831,7 +821,7 @@ static int fde_cmp(const void *pa, const void *pb)
 struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
 				  uint32_t bad_before, const struct cfi_image *img)
 {
-	struct cfi_table *t = calloc(1, sizeof(*t));
+	struct cfi_table *t = sonde__calloc(1, sizeof(*t));
 	struct builder b = {0};
 	uint64_t last_end = 0;
 	bool have_base = false;
@@ -866,14 +856,14 @@ struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n,
 		t->stats.fdes++;
 	}
 	if (b.oom || !b.n) {
-		free(b.rows);
-		free(t);
+		sonde__free(b.rows);
+		sonde__free(t);
 		errno = b.oom ? ENOMEM : ENOENT;
 		return NULL;
 	}
 	t->base = b.base;
 	t->n = b.n;
-	t->rows = realloc(b.rows, b.n * sizeof(*b.rows));
+	t->rows = sonde__realloc(b.rows, b.n * sizeof(*b.rows));
 	if (!t->rows)
 		t->rows = b.rows;
 	return t;
@@ -898,7 +888,7 @@ struct cfi_table *sonde__cfi_table_from_section(const void *buf, size_t len, uin
 	if (t)
 		t->stats.used_eh_frame = !is_debug_frame,
 		t->stats.used_debug_frame = is_debug_frame;
-	free(l.v);
+	sonde__free(l.v);
 	return t;
 }
 
@@ -906,8 +896,8 @@ void sonde__cfi_table_free(struct cfi_table *t)
 {
 	if (!t)
 		return;
-	free(t->rows);
-	free(t);
+	sonde__free(t->rows);
+	sonde__free(t);
 }
 
 const struct cfi_row *sonde__cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr)

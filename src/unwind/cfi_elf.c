@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "unwind/cfi.h"
 #include "unwind/cfi_parse.h"
 
@@ -268,7 +269,7 @@ struct cfi_table *sonde__cfi_table_from_elf(const void *image, size_t len, const
 	st->used_eh_frame = in.eh.buf != NULL;
 	st->used_debug_frame = in.dbg.buf || dbg.dbg.buf;
 out:
-	free(l.v);
+	sonde__free(l.v);
 	if (dbg.e)
 		elf_end(dbg.e);
 	if (in.e)

@@ -19,8 +19,10 @@
 #include <unistd.h>
 
 #include "../test.h"
+#include "record/modules.h"
+#include "record/stack.h"
+#include "unwind/cache.h"
 #include "unwind/dwarf.h"
-#include "unwind/maps.h"
 
 enum { COPY = 64 * 1024 };
 
@@ -151,13 +153,33 @@ static void func_range(const char *name, void *fn, uint64_t *lo, uint64_t *hi)
 	*hi = shi + bias;
 }
 
-static struct unwind_maps *self_maps(void)
+/* This process's executable mappings looked up as the recorder looks them up: its module
+ * table and sonde__record_find_module, with a table cache building each file's CFI on
+ * first use. */
+struct self_maps {
+	struct rec_modtable mods;
+	struct unwind_cache *cache;
+	struct rec_find_ctx find;
+};
+
+static struct self_maps *self_maps(void)
 {
-	struct unwind_maps *m = sonde__unwind_maps_new(getpid());
+	struct self_maps *m = calloc(1, sizeof(*m));
 
 	ASSERT(m != NULL);
-	ASSERT_INT(sonde__unwind_maps_load_pid(m, getpid()), >=, 2);
+	ASSERT_OK(sonde__modtable_load_pid(&m->mods, getpid()));
+	ASSERT_INT(m->mods.n, >=, 2);
+	m->cache = sonde__unwind_cache_new();
+	ASSERT(m->cache != NULL);
+	m->find = (struct rec_find_ctx){.mods = &m->mods, .cache = m->cache, .pid = getpid()};
 	return m;
+}
+
+static void self_maps_free(struct self_maps *m)
+{
+	sonde__unwind_cache_free(m->cache);
+	sonde__modtable_free(&m->mods);
+	free(m);
 }
 
 static uint64_t frames[UNWIND_MAX_FRAMES];
@@ -173,12 +195,12 @@ static bool in(uint64_t pc, const char *name, void *fn)
 TEST(unwind_self_chain_without_frame_pointers)
 {
 	static struct capture c;
-	struct unwind_maps *m = self_maps();
+	struct self_maps *m = self_maps();
 	struct unwind_stats st = {0};
 	size_t n;
 
 	ASSERT_INT(unwind_chain_a(&c, 1), ==, ((1 + 5) * 3 + 1 + 2) * 7);
-	enum unwind_end end = sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames,
+	enum unwind_end end = sonde__unwind_dwarf(&c.regs, &c.stack, sonde__record_find_module, &m->find, frames,
 					   UNWIND_MAX_FRAMES, &n, &st);
 	for (size_t i = 0; i < n || i < (size_t)c.n_bt; i++)
 		printf("#%zu 0x%lx bt %p\n", i, i < n ? frames[i] : 0,
@@ -201,27 +223,27 @@ TEST(unwind_self_chain_without_frame_pointers)
 		ASSERT_UINT(frames[i], ==, (uint64_t)(uintptr_t)c.bt[j + (int)i - 1] - 1);
 	ASSERT_UINT(st.fp_steps, ==, 0);
 	ASSERT_UINT(st.cfi_steps, ==, n - 1);
-	sonde__unwind_maps_free(m);
+	self_maps_free(m);
 }
 
 TEST(unwind_copy_window_and_max_frames)
 {
 	static struct capture c;
-	struct unwind_maps *m = self_maps();
+	struct self_maps *m = self_maps();
 	uint64_t full[64];
 	size_t n_full, n;
 
 	unwind_chain_a(&c, 1);
-	ASSERT_INT(sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, full, 64, &n_full, NULL),
+	ASSERT_INT(sonde__unwind_dwarf(&c.regs, &c.stack, sonde__record_find_module, &m->find, full, 64, &n_full, NULL),
 		   ==, UNWIND_END_COMPLETE);
 	ASSERT_INT(n_full, >=, 6);
 	/* At most 3 frames: the first 3, marked as cut. */
-	ASSERT_INT(sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, 3, &n, NULL), ==,
+	ASSERT_INT(sonde__unwind_dwarf(&c.regs, &c.stack, sonde__record_find_module, &m->find, frames, 3, &n, NULL), ==,
 		   UNWIND_END_MAX_FRAMES);
 	ASSERT_UINT(n, ==, 3);
 	ASSERT(!memcmp(frames, full, 3 * sizeof(frames[0])));
 	/* Exactly as many frames as the stack has is complete, not cut. */
-	ASSERT_INT(sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, n_full, &n, NULL),
+	ASSERT_INT(sonde__unwind_dwarf(&c.regs, &c.stack, sonde__record_find_module, &m->find, frames, n_full, &n, NULL),
 		   ==, UNWIND_END_COMPLETE);
 	/* A copy that ends inside unwind_chain_b's frame: the frames inside it are found, then
 	 * the walk reports the copy window, not a complete stack. */
@@ -229,13 +251,13 @@ TEST(unwind_copy_window_and_max_frames)
 	unwind_chain_a(&c, 1);
 	copy_limit = COPY;
 	enum unwind_end end =
-		sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, 64, &n, NULL);
+		sonde__unwind_dwarf(&c.regs, &c.stack, sonde__record_find_module, &m->find, frames, 64, &n, NULL);
 	ASSERT_INT(end, ==, UNWIND_END_COPY_WINDOW);
 	ASSERT_INT(n, >=, 1);
 	ASSERT_INT(n, <, n_full);
 	for (size_t i = 0; i < n; i++)
 		ASSERT_UINT(frames[i], ==, full[i]);
-	sonde__unwind_maps_free(m);
+	self_maps_free(m);
 }
 
 /* A function stopped at its first instruction (before its prologue ran) has CFA = rsp + 8:
@@ -244,13 +266,13 @@ TEST(unwind_copy_window_and_max_frames)
 TEST(unwind_leaf_before_prologue)
 {
 	static struct capture c;
-	struct unwind_maps *m = self_maps();
+	struct self_maps *m = self_maps();
 	uint64_t full[16], word[1];
 	struct unwind_regs regs = {0};
 	size_t n_full, n;
 
 	unwind_chain_a(&c, 1);
-	sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, full, 16, &n_full, NULL);
+	sonde__unwind_dwarf(&c.regs, &c.stack, sonde__record_find_module, &m->find, full, 16, &n_full, NULL);
 	ASSERT(in(full[3], "unwind_chain_a", (void *)unwind_chain_a));
 	word[0] = full[3] + 1; /* the return address into unwind_chain_a */
 	regs.r[UREG_RIP] = (uint64_t)(uintptr_t)unwind_chain_b;
@@ -259,21 +281,21 @@ TEST(unwind_leaf_before_prologue)
 	regs.valid = 1u << UREG_RIP | 1u << UREG_RSP | 1u << UREG_RBP;
 	struct unwind_stack s = {(const uint8_t *)word, sizeof(word), 0x7ff000001000};
 	struct unwind_stats st = {0};
-	enum unwind_end end = sonde__unwind_dwarf(&regs, &s, sonde__unwind_maps_find, m, frames, 16, &n, &st);
+	enum unwind_end end = sonde__unwind_dwarf(&regs, &s, sonde__record_find_module, &m->find, frames, 16, &n, &st);
 	ASSERT_UINT(n, ==, 2);
 	ASSERT_UINT(frames[0], ==, (uint64_t)(uintptr_t)unwind_chain_b);
 	ASSERT_UINT(frames[1], ==, full[3]);
 	/* unwind_chain_a's own CFA lies beyond the 8 copied bytes. */
 	ASSERT_INT(end, ==, UNWIND_END_COPY_WINDOW);
 	ASSERT_UINT(st.cfi_steps, ==, 1);
-	sonde__unwind_maps_free(m);
+	self_maps_free(m);
 }
 
 /* Inside a lazy-binding PLT entry the CFA depends on whether its push ran: the PLT's
  * DW_CFA_def_cfa_expression says rsp + 8, or rsp + 16 from offset 11 of each entry. */
 TEST(unwind_through_plt_entry)
 {
-	struct unwind_maps *m = self_maps();
+	struct self_maps *m = self_maps();
 	uint64_t lo, hi, plt = 0, ra = (uint64_t)(uintptr_t)unwind_chain_a + 4;
 	uint64_t stack[2];
 	size_t n;
@@ -300,11 +322,11 @@ TEST(unwind_through_plt_entry)
 		stack[0] = off >= 11 ? 7 : ra; /* the pushed relocation index, then the ra */
 		stack[1] = off >= 11 ? ra : 0x5555;
 		struct unwind_stack s = {(const uint8_t *)stack, sizeof(stack), 0x7ff000002000};
-		sonde__unwind_dwarf(&regs, &s, sonde__unwind_maps_find, m, frames, 2, &n, NULL);
+		sonde__unwind_dwarf(&regs, &s, sonde__record_find_module, &m->find, frames, 2, &n, NULL);
 		ASSERT_UINT(n, ==, 2);
 		ASSERT_UINT(frames[1], ==, ra - 1);
 	}
-	sonde__unwind_maps_free(m);
+	self_maps_free(m);
 }
 
 static struct capture sig_cap;
@@ -339,7 +361,7 @@ TEST(unwind_through_signal_frame)
 {
 	struct sigaction sa = {.sa_sigaction = on_alarm, .sa_flags = SA_SIGINFO};
 	struct itimerval it = {.it_value = {0, 20000}};
-	struct unwind_maps *m = self_maps();
+	struct self_maps *m = self_maps();
 	struct unwind_stats st = {0};
 	size_t n, k;
 
@@ -348,7 +370,7 @@ TEST(unwind_through_signal_frame)
 	ASSERT_INT(setitimer(ITIMER_REAL, &it, NULL), ==, 0);
 	unwind_spin_caller();
 	ASSERT(in(sig_cap.uc_rip, "unwind_spin_leaf", (void *)unwind_spin_leaf));
-	enum unwind_end end = sonde__unwind_dwarf(&sig_cap.regs, &sig_cap.stack, sonde__unwind_maps_find, m,
+	enum unwind_end end = sonde__unwind_dwarf(&sig_cap.regs, &sig_cap.stack, sonde__record_find_module, &m->find,
 					   frames, 64, &n, &st);
 	for (size_t i = 0; i < n; i++)
 		printf("#%zu 0x%lx\n", i, frames[i]);
@@ -362,7 +384,7 @@ TEST(unwind_through_signal_frame)
 	ASSERT(in(frames[5], "test_unwind_through_signal_frame",
 		  (void *)test_unwind_through_signal_frame));
 	ASSERT_UINT(st.fp_steps, ==, 0);
-	sonde__unwind_maps_free(m);
+	self_maps_free(m);
 }
 
 /* Code in [0x400000, 0x500000) without CFI. */
@@ -448,9 +470,9 @@ TEST(unwind_through_vdso)
 	}
 	if (sig_cap.uc_rip < lo || sig_cap.uc_rip >= hi)
 		FAIL("500 signals never interrupted the vDSO");
-	struct unwind_maps *m = self_maps();
+	struct self_maps *m = self_maps();
 	struct unwind_stats st = {0};
-	enum unwind_end end = sonde__unwind_dwarf(&sig_cap.regs, &sig_cap.stack, sonde__unwind_maps_find, m,
+	enum unwind_end end = sonde__unwind_dwarf(&sig_cap.regs, &sig_cap.stack, sonde__record_find_module, &m->find,
 					   frames, 64, &n, &st);
 	ASSERT_INT(end, ==, UNWIND_END_COMPLETE);
 	ASSERT_UINT(frames[3], ==, sig_cap.uc_rip);
@@ -464,7 +486,7 @@ TEST(unwind_through_vdso)
 	ASSERT_UINT(k, <=, 6);
 	ASSERT(in(frames[k + 1], "test_unwind_through_vdso", (void *)test_unwind_through_vdso));
 	ASSERT_UINT(st.fp_steps, ==, 0);
-	sonde__unwind_maps_free(m);
+	self_maps_free(m);
 }
 
 /* Once the tables are built, unwinding allocates nothing (the recorder unwinds every sample
@@ -472,17 +494,17 @@ TEST(unwind_through_vdso)
 TEST(unwind_no_allocation_when_warm)
 {
 	static struct capture c;
-	struct unwind_maps *m = self_maps();
+	struct self_maps *m = self_maps();
 	size_t n;
 
 	unwind_chain_a(&c, 1);
-	sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, 64, &n, NULL); /* warm */
+	sonde__unwind_dwarf(&c.regs, &c.stack, sonde__record_find_module, &m->find, frames, 64, &n, NULL); /* warm */
 	struct mallinfo2 before = mallinfo2();
 	for (int i = 0; i < 1000; i++)
-		sonde__unwind_dwarf(&c.regs, &c.stack, sonde__unwind_maps_find, m, frames, 64, &n, NULL);
+		sonde__unwind_dwarf(&c.regs, &c.stack, sonde__record_find_module, &m->find, frames, 64, &n, NULL);
 	struct mallinfo2 after = mallinfo2();
 	ASSERT_UINT(after.uordblks, ==, before.uordblks);
 	ASSERT_UINT(after.hblkhd, ==, before.hblkhd);
 	ASSERT_INT(n, >=, 6);
-	sonde__unwind_maps_free(m);
+	self_maps_free(m);
 }

@@ -3,9 +3,17 @@
  * The map stores only (hash, id) pairs: the keys live in the caller's own arrays, and
  * lookups compare through a callback. That lets one index type serve strings, tuples and
  * tree nodes without copying keys, and rehashing never needs the keys.
+ *
+ * One of the library's two maps, for interning: tables whose entries are numbered densely
+ * in the order they are added (the exporters' strings, functions and stacks, the spool
+ * writer's frames and nodes). base/u64map.h is the other, for lookups by an integer key
+ * of a value kept in the map itself (pids, tids, buffer and sequence ids). Neither can
+ * stand in for the other without a copy of every key (u64map keyed by hash would need
+ * the keys beside it to resolve collisions, which is what this one is) or an indirection
+ * per lookup.
  */
-#ifndef SONDE_EXPORT_IDMAP_H
-#define SONDE_EXPORT_IDMAP_H
+#ifndef SONDE_BASE_IDMAP_H
+#define SONDE_BASE_IDMAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

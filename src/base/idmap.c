@@ -1,7 +1,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "export/idmap.h"
+#include "base/alloc.h"
+#include "base/idmap.h"
 
 int64_t sonde__idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
 		   const void *key)
@@ -29,7 +30,7 @@ static void place(uint64_t *slots, size_t mask, uint64_t s)
 static int grow(struct idmap *m)
 {
 	size_t cap = m->slots ? (m->mask + 1) * 2 : 64;
-	uint64_t *slots = calloc(cap, sizeof(*slots));
+	uint64_t *slots = sonde__calloc(cap, sizeof(*slots));
 
 	if (!slots)
 		return -ENOMEM;
@@ -37,7 +38,7 @@ static int grow(struct idmap *m)
 		for (size_t i = 0; i <= m->mask; i++)
 			if (m->slots[i])
 				place(slots, cap - 1, m->slots[i]);
-		free(m->slots);
+		sonde__free(m->slots);
 	}
 	m->slots = slots;
 	m->mask = cap - 1;
@@ -61,6 +62,6 @@ void sonde__idmap_free(struct idmap *m)
 {
 	if (!m)
 		return;
-	free(m->slots);
+	sonde__free(m->slots);
 	*m = (struct idmap){0};
 }
