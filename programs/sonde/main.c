@@ -1,3 +1,4 @@
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,36 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+int cli_bad_option(const char *cmd, int c, char **argv)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "";
+	char shrt[3] = {'-', (char)optopt, 0};
+	int len;
+
+	/* a short option in a cluster (-qx) is named by its letter, a long one as typed */
+	if (strncmp(arg, "--", 2) != 0 && optopt > 0 && optopt < 128)
+		arg = shrt;
+	len = (int)strcspn(arg, "=");
+	if (c == ':')
+		cli_error(cmd, "option '%.*s' needs a value (see 'sonde %s --help')", len, arg, cmd);
+	else
+		cli_error(cmd, "unknown option '%.*s' (see 'sonde %s --help')", len, arg, cmd);
+	return CLI_USAGE;
+}
+
+const char *cli_input(const char *cmd, const char *opt_i, int argc, char **argv)
+{
+	int left = argc - optind;
+
+	if (left > 1 || (left == 1 && opt_i)) {
+		cli_error(cmd, "one input file at a time (see 'sonde %s --help')", cmd);
+		return NULL;
+	}
+	if (opt_i)
+		return opt_i;
+	return left == 1 ? argv[optind] : "sonde.spool";
 }
 
 static int by_name(const void *a, const void *b)

@@ -72,6 +72,15 @@ int sonde_recorder__max_frequency(uint64_t *out)
 	return sonde__perf_max_sample_rate(out);
 }
 
+/* The spool header's period: a cpu-clock period counts nanoseconds; a cycles period has
+ * no fixed duration (0: unknown). */
+static uint64_t sample_period_ns(const struct perf_event_cfg *c)
+{
+	if (c->period)
+		return c->kind == PERF_KIND_CPU_CLOCK ? c->period : 0;
+	return 1000000000ull / c->freq;
+}
+
 /* Validates options into the event configuration. */
 static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *opts)
 {
@@ -88,7 +97,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	}
 	if (o.frequency == SONDE_RECORD_FREQ_MAX)
 		o.frequency = max;
-	if (o.frequency == 0 || o.frequency > max) {
+	if (!o.sample_period && (o.frequency == 0 || o.frequency > max)) {
 		sonde_error(
 			"sampling frequency %llu Hz is out of range: the kernel maximum is %llu "
 			"Hz (kernel.perf_event_max_sample_rate)",
@@ -110,13 +119,14 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	r->exec_check_ctx = o.exec_check_ctx;
 	r->cfg.no_children = !o.follow_children;
 	r->cfg.freq = o.frequency;
+	r->cfg.period = o.sample_period;
 	r->cfg.kernel = o.kernel;
 	int err_img = sonde__rec_images_configure(r, &o);
 	if (err_img)
 		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
 	r->ring_pages = o.ring_pages ? o.ring_pages : DEFAULT_RING_PAGES;
-	r->sum.frequency = r->cfg.freq;
+	r->sum.frequency = r->cfg.period ? 0 : r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
 	return (int)o.event;
 }
@@ -183,7 +193,7 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 	r->start_mono = sonde__rec_now();
 	struct sonde_spool_header h = {.start_time_ns = wall_now(),
 				       .start_monotonic_ns = r->start_mono,
-				       .sample_period_ns = 1000000000ull / r->cfg.freq};
+				       .sample_period_ns = sample_period_ns(&r->cfg)};
 	r->last_time = r->start_mono;
 	r->spool = sonde_spool_writer__new(write, ctx, &h);
 	if (!r->spool) {
