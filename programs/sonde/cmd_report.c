@@ -31,8 +31,39 @@ struct func {
 };
 
 struct frame_res {
-	uint32_t first; /* index into report.frame_funcs */
-	uint8_t n;	/* 0: not resolved yet */
+	uint32_t first;	    /* index into report.frame_funcs */
+	uint8_t n;	    /* 0: not resolved yet */
+	uint8_t unresolved; /* the symbolizer could not name it */
+};
+
+enum { MAX_IDS = 64 };
+
+/* Which samples count (every filter given must match). */
+struct filter {
+	uint32_t pids[MAX_IDS], tids[MAX_IDS];
+	const char *comms[MAX_IDS];
+	int n_pids, n_tids, n_comms;
+	bool has_time;
+	double from_s, to_s; /* seconds from the start of the recording; to_s < 0: the end */
+};
+
+enum folded_roots { ROOTS_NONE, ROOTS_PROCESS, ROOTS_THREAD };
+
+/* A --folded line's key before its text is made: samples of one stack node under one
+ * root frame (0: none). */
+struct root_node {
+	uint32_t root; /* func id + 1 of the comm-pid[/tid] frame, 0 for none */
+	uint32_t node;
+	uint64_t count;
+};
+
+/* --sort keys. Each orders two functions; ties fall back to the name. A key's table
+ * shows the rows that have a count for it (zero_ok: all). */
+struct report;
+struct sort_key {
+	const char *name;
+	int (*cmp)(const void *, const void *);
+	bool self_rows; /* only rows with self samples */
 };
 
 struct report {
@@ -40,6 +71,18 @@ struct report {
 	const char *buildid_cache; /* NULL: the default the recorder writes to */
 	int folded, lines, no_inline;
 	long top;
+	double percent_limit;
+	const struct sort_key *sort; /* NULL: a table by self, then one by total */
+	enum folded_roots roots;
+	struct filter filt;
+	uint64_t samples;	  /* samples that passed the filter */
+	uint32_t processes, tids; /* distinct processes and threads among them */
+	uint64_t fn_stacks;	  /* distinct stacks by function: --folded's lines */
+	uint64_t unresolved_samples; /* samples with an unresolved frame on their stack */
+	bool stack_unresolved;	     /* the stack last expanded has one */
+	struct root_node *pairs;     /* --folded-roots: the counted (root, node) pairs */
+	size_t n_pairs;
+	uint32_t *thread_root; /* by spool thread id: its root frame's func id + 1, 0 unknown */
 	struct sonde_spool *spool;
 	struct sonde_spool_info info;
 	struct sonde_symbolizer *sym;
@@ -61,13 +104,23 @@ struct report {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde report [--folded] [--top N] [--lines] [--no-inline]\n"
-		"                    [--buildid-cache DIR] FILE\n\n"
-		"Summarizes a spool written by 'sonde record': the functions with the most\n"
-		"samples, by self (the sampled function itself) and by total (anywhere on the\n"
-		"stack, counted once per sample even when recursive).\n\n"
+		"usage: sonde report [options] [-i FILE | FILE]\n\n"
+		"Summarizes a spool written by 'sonde record' (default sonde.spool): the functions\n"
+		"with the most samples, by self (the sampled function itself) and by total\n"
+		"(anywhere on the stack, counted once per sample even when recursive).\n\n"
+		"  -i, --input FILE  the spool to read (or give it as the argument)\n"
 		"  --folded      print 'outer;...;inner COUNT' lines (flamegraph.pl, speedscope)\n"
+		"  --folded-roots process|thread|none  with --folded, start each stack with a\n"
+		"                'comm-pid' (process) or 'comm-pid/tid' (thread) frame\n"
 		"  --top N       rows per table (default 20)\n"
+		"  --sort KEY    one table, ordered by self, total or name (default: a table by\n"
+		"                self, then one by total)\n"
+		"  --percent-limit P  leave out rows under P percent (of the key's count)\n"
+		"  --pid PID[,PID...]  only samples of these processes\n"
+		"  --tid TID[,TID...]  only samples of these threads\n"
+		"  --comm NAME[,NAME...]  only samples of threads with these names\n"
+		"  --time START,END  only samples in this window, in seconds from the start of\n"
+		"                the recording (either side may be left out: 2.5, or ,10)\n"
 		"  --lines       add file:line to each function when debug info has it\n"
 		"  --no-inline   attribute inlined code to the function it was inlined into\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
@@ -190,8 +243,8 @@ static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 		n = 1;
 	}
 	r->resolved++;
-	if (out[0].origin == SONDE_SYM_ORIGIN_NONE)
-		r->unresolved++;
+	r->frames[frame_id].unresolved = out[0].origin == SONDE_SYM_ORIGIN_NONE;
+	r->unresolved += r->frames[frame_id].unresolved;
 	int first = r->no_inline ? n - 1 : 0;
 	r->frames[frame_id].first = (uint32_t)(r->frame_funcs.len / sizeof(uint32_t));
 	r->frames[frame_id].n = (uint8_t)(n - first);
@@ -217,6 +270,7 @@ static int expand_stack(struct report *r, uint32_t node)
 	uint32_t parent, frame;
 
 	r->stack.len = 0;
+	r->stack_unresolved = false;
 	for (; node; node = parent) {
 		if (sonde_spool__get_node(r->spool, node, &parent, &frame) < 0)
 			return -ERANGE;
@@ -225,6 +279,7 @@ static int expand_stack(struct report *r, uint32_t node)
 			if (e < 0)
 				return e;
 		}
+		r->stack_unresolved |= r->frames[frame].unresolved;
 		const uint32_t *ids =
 			(const uint32_t *)r->frame_funcs.data + r->frames[frame].first;
 		sonde__buf_append(&r->stack, ids, r->frames[frame].n * sizeof(uint32_t));
@@ -232,37 +287,195 @@ static int expand_stack(struct report *r, uint32_t node)
 	return buf_error(&r->stack);
 }
 
-/* Counts samples per stack node, remembering a pid for each node. */
+static bool id_in(const uint32_t *ids, int n, uint32_t id)
+{
+	for (int i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+static bool sample_matches(const struct report *r, const struct sonde_spool_sample *smp,
+			   const struct sonde_spool_thread *t)
+{
+	const struct filter *f = &r->filt;
+
+	if (f->n_pids && !id_in(f->pids, f->n_pids, t->pid))
+		return false;
+	if (f->n_tids && !id_in(f->tids, f->n_tids, t->tid))
+		return false;
+	if (f->n_comms) {
+		int i = 0;
+		while (i < f->n_comms && strcmp(f->comms[i], t->comm))
+			i++;
+		if (i == f->n_comms)
+			return false;
+	}
+	if (f->has_time) {
+		double at = ((double)smp->time_ns - (double)r->info.header.start_monotonic_ns) / 1e9;
+		if (at < f->from_s || (f->to_s >= 0 && at > f->to_s))
+			return false;
+	}
+	return true;
+}
+
+/* The name of process pid: its main thread's (the first thread whose tid is pid), else
+ * that of the thread sampled. */
+static const char *process_comm(const struct report *r, const struct sonde_spool_thread *t)
+{
+	struct sonde_spool_thread m;
+
+	for (uint32_t i = 1; i <= r->info.threads; i++)
+		if (sonde_spool__get_thread(r->spool, i, &m) == 0 && m.tid == t->pid &&
+		    m.pid == t->pid)
+			return m.comm;
+	return t->comm;
+}
+
+/* The root frame of a thread's samples for --folded-roots, as a func id + 1; cached by
+ * spool thread id in r->thread_root. */
+static long root_of(struct report *r, uint32_t thread, const struct sonde_spool_thread *t)
+{
+	char label[128];
+
+	if (thread <= r->info.threads && r->thread_root[thread])
+		return r->thread_root[thread];
+	if (r->roots == ROOTS_PROCESS)
+		snprintf(label, sizeof(label), "%s-%" PRIu32, process_comm(r, t), t->pid);
+	else
+		snprintf(label, sizeof(label), "%s-%" PRIu32 "/%" PRIu32, t->comm, t->pid,
+			 t->tid);
+	long id = func_intern(r, label, "");
+	if (id >= 0 && thread <= r->info.threads)
+		r->thread_root[thread] = (uint32_t)id + 1;
+	return id < 0 ? id : id + 1;
+}
+
+static int by_root_node(const void *a, const void *b)
+{
+	const struct root_node *x = a, *y = b;
+
+	if (x->root != y->root)
+		return x->root < y->root ? -1 : 1;
+	return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Distinct values in a sorted-in-place array. */
+static uint32_t distinct(uint64_t *v, size_t n);
+
+/* Counts the samples the filter keeps per stack node, remembering a pid for each node, the
+ * distinct processes and threads among them and, for --folded-roots, (root, node) pairs. */
 static int count_nodes(struct report *r)
 {
 	struct sonde_spool_sample smp;
 	struct sonde_spool_thread t;
+	uint64_t *pids = NULL, *tids = NULL;
+	size_t n = 0, cap = 0;
+	int err = 0;
 
 	r->node_count = calloc((size_t)r->info.stacks + 1, sizeof(*r->node_count));
 	r->node_pid = calloc((size_t)r->info.stacks + 1, sizeof(*r->node_pid));
 	r->frames = calloc((size_t)r->info.frames + 1, sizeof(*r->frames));
-	if (!r->node_count || !r->node_pid || !r->frames)
+	r->thread_root = calloc((size_t)r->info.threads + 1, sizeof(*r->thread_root));
+	if (!r->node_count || !r->node_pid || !r->frames || !r->thread_root)
 		return -ENOMEM;
 	for (uint64_t i = 0; sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
-		if (!r->node_count[smp.stack]++ &&
-		    sonde_spool__get_thread(r->spool, smp.thread, &t) == 0)
+		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0)
+			t = (struct sonde_spool_thread){.comm = ""};
+		if (!sample_matches(r, &smp, &t))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			uint64_t *p = realloc(pids, cap * sizeof(*p)), *q;
+			if (p)
+				pids = p;
+			q = p ? realloc(tids, cap * sizeof(*q)) : NULL;
+			if (q)
+				tids = q;
+			struct root_node *rn = NULL;
+			if (q && r->roots != ROOTS_NONE &&
+			    (rn = realloc(r->pairs, cap * sizeof(*rn))))
+				r->pairs = rn;
+			if (!p || !q || (r->roots != ROOTS_NONE && !rn)) {
+				err = -ENOMEM;
+				break;
+			}
+		}
+		pids[n] = t.pid;
+		tids[n] = (uint64_t)t.pid << 32 | t.tid;
+		if (r->roots != ROOTS_NONE) {
+			long root = root_of(r, smp.thread, &t);
+			if (root < 0) {
+				err = (int)root;
+				break;
+			}
+			r->pairs[n] = (struct root_node){(uint32_t)root, smp.stack, 1};
+		}
+		n++;
+		r->samples++;
+		if (!r->node_count[smp.stack]++)
 			r->node_pid[smp.stack] = t.pid;
 	}
-	return 0;
+	if (!err) {
+		r->processes = distinct(pids, n);
+		r->tids = distinct(tids, n);
+		r->n_pairs = r->roots != ROOTS_NONE ? n : 0;
+	}
+	free(pids);
+	free(tids);
+	return err;
 }
 
-/* Self and total per function. */
+static int by_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint32_t distinct(uint64_t *v, size_t n)
+{
+	uint32_t d = 0;
+
+	qsort(v, n, sizeof(*v), by_u64);
+	for (size_t i = 0; i < n; i++)
+		d += i == 0 || v[i] != v[i - 1];
+	return d;
+}
+
+/* A stack of function ids, as --folded merges them. */
+static uint64_t ids_hash(const uint32_t *ids, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ids[i]) * 0x100000001b3ULL;
+	return (h ^ n) * 0x100000001b3ULL;
+}
+
+/* Self and total per function; the distinct stacks by function and the samples with an
+ * unresolved frame. */
 static int attribute(struct report *r)
 {
+	uint64_t *hashes = malloc(((size_t)r->info.stacks + 1) * sizeof(*hashes));
+	size_t n_hashes = 0;
+
+	if (!hashes)
+		return -ENOMEM;
 	for (uint32_t node = 1; node <= r->info.stacks; node++) {
 		uint64_t c = r->node_count[node];
 		if (!c)
 			continue;
 		int e = expand_stack(r, node);
-		if (e < 0)
+		if (e < 0) {
+			free(hashes);
 			return e;
+		}
 		const uint32_t *ids = (const uint32_t *)r->stack.data;
 		size_t n = r->stack.len / sizeof(uint32_t);
+		hashes[n_hashes++] = ids_hash(ids, n);
+		if (r->stack_unresolved)
+			r->unresolved_samples += c;
 		r->funcs[ids[0]].self += c;
 		for (size_t i = 0; i < n; i++) {
 			struct func *f = &r->funcs[ids[i]];
@@ -272,6 +485,8 @@ static int attribute(struct report *r)
 			}
 		}
 	}
+	r->fn_stacks = distinct(hashes, n_hashes);
+	free(hashes);
 	return 0;
 }
 
@@ -293,19 +508,51 @@ static int by_total(const void *a, const void *b)
 	return strcmp(x->label, y->label);
 }
 
-static void print_table(const struct report *r, uint32_t *order, int self)
+static int by_name(const void *a, const void *b)
 {
-	double all = r->info.samples ? (double)r->info.samples : 1;
+	const struct func *x = &sort_ctx->funcs[*(const uint32_t *)a];
+	const struct func *y = &sort_ctx->funcs[*(const uint32_t *)b];
+	int c = strcmp(x->label, y->label);
+
+	return c ? c : strcmp(x->module, y->module);
+}
+
+/* A new key (a cpu column, say) is one more row here and its compare function. */
+static const struct sort_key sort_keys[] = {
+	{"self", by_self, true},
+	{"total", by_total, false},
+	{"name", by_name, false},
+};
+
+static const struct sort_key *sort_key_named(const char *name)
+{
+	for (size_t i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++)
+		if (!strcmp(sort_keys[i].name, name))
+			return &sort_keys[i];
+	return NULL;
+}
+
+static void print_table(const struct report *r, uint32_t *order, const struct sort_key *key)
+{
+	double all = r->samples ? (double)r->samples : 1;
 	size_t rows = 0;
 
 	sort_ctx = r;
-	qsort(order, r->n_funcs, sizeof(*order), self ? by_self : by_total);
-	printf("\nTop functions by %s samples:\n", self ? "self" : "total");
+	qsort(order, r->n_funcs, sizeof(*order), key->cmp);
+	printf("\nTop functions by %s%s:\n", key->name, key->cmp == by_name ? "" : " samples");
 	printf("%8s %9s %8s %9s  %s\n", "self%", "self", "total%", "total", "function [module]");
 	for (size_t i = 0; i < r->n_funcs && rows < (size_t)r->top; i++) {
 		const struct func *f = &r->funcs[order[i]];
-		if (!(self ? f->self : f->total))
+		uint64_t v = key->self_rows ? f->self : f->total;
+		if (!f->total || !f->module[0]) /* not sampled, or a --folded-roots frame */
+			continue;
+		if (key->self_rows && !f->self)
 			break;
+		if (100.0 * v / all < r->percent_limit) {
+			if (key->cmp == by_name)
+				continue;
+			break;
+		}
 		/* names that are already bracketed ([kernel.kallsyms], [vdso]) are not wrapped
 		 * again */
 		bool bracketed = f->module[0] == '[' && f->module[strlen(f->module) - 1] == ']';
@@ -314,6 +561,25 @@ static void print_table(const struct report *r, uint32_t *order, int self)
 		       bracketed ? "" : "[", f->module, bracketed ? "" : "]");
 		rows++;
 	}
+}
+
+/* Why a report has no samples, on stderr: the filter left none, or the recording has
+ * none (and what that usually means). */
+static void explain_empty(const struct report *r)
+{
+	const struct filter *f = &r->filt;
+
+	if (r->info.samples && (f->n_pids || f->n_tids || f->n_comms || f->has_time))
+		cli_error("report",
+			  "%s: no samples match --pid, --tid, --comm or --time (the recording "
+			  "has %" PRIu64 ")",
+			  r->path, r->info.samples);
+	else if (!r->info.samples)
+		cli_error("report",
+			  "%s: no samples: the targets used no CPU while recorded (sonde "
+			  "samples CPU time: a sleeping or blocked program is not sampled), or "
+			  "ran too briefly",
+			  r->path);
 }
 
 static int print_report(const struct report *r)
@@ -326,17 +592,32 @@ static int print_report(const struct report *r)
 		return -ENOMEM;
 	for (size_t i = 0; i < r->n_funcs; i++)
 		order[i] = (uint32_t)i;
-	printf("%s: %" PRIu64 " samples over %.2f s", r->path, in->samples, secs);
+	printf("%s: %" PRIu64 " samples", r->path, r->samples);
+	if (r->samples != in->samples)
+		printf(" (of %" PRIu64 ")", in->samples);
+	printf(" over %.2f s", secs);
 	if (in->header.sample_period_ns)
 		printf(" at %.0f Hz", 1e9 / in->header.sample_period_ns);
-	printf(", %" PRIu32 " threads, %" PRIu32 " modules, %" PRIu32 " distinct stacks\n",
-	       in->threads, in->modules, in->stacks);
+	printf(", sampled in %" PRIu32 " process%s and %" PRIu32 " thread%s; %" PRIu64
+	       " distinct stack%s (by function, as --folded prints them)\n",
+	       r->processes, r->processes == 1 ? "" : "es", r->tids, r->tids == 1 ? "" : "s",
+	       r->fn_stacks, r->fn_stacks == 1 ? "" : "s");
 	if (r->node_count[0])
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->node_count[0],
-		       100.0 * r->node_count[0] / (double)in->samples);
-	print_table(r, order, 1);
-	print_table(r, order, 0);
-	printf("\nunresolved frames: %" PRIu64 " of %" PRIu64 "\n", r->unresolved, r->resolved);
+		       100.0 * r->node_count[0] / (double)r->samples);
+	if (!r->samples)
+		explain_empty(r);
+	if (r->sort) {
+		print_table(r, order, r->sort);
+	} else {
+		print_table(r, order, &sort_keys[0]);
+		print_table(r, order, &sort_keys[1]);
+	}
+	printf("\nunresolved frames: %" PRIu64 " of %" PRIu64
+	       " distinct frame addresses have no symbol; %" PRIu64
+	       " samples (%.2f%%) have one on their stack\n",
+	       r->unresolved, r->resolved, r->unresolved_samples,
+	       r->samples ? 100.0 * r->unresolved_samples / (double)r->samples : 0.0);
 	free(order);
 	return 0;
 }
@@ -352,12 +633,17 @@ static int by_text(const void *a, const void *b)
 }
 
 /* One "outer;...;inner" string for the stack in r->stack. */
-static char *folded_text(const struct report *r)
+static char *folded_text(const struct report *r, uint32_t root)
 {
 	const uint32_t *ids = (const uint32_t *)r->stack.data;
 	size_t n = r->stack.len / sizeof(uint32_t);
 	struct buf b = BUF_INIT;
 
+	if (root) {
+		const char *label = r->funcs[root - 1].label;
+		sonde__buf_append(&b, label, strlen(label));
+		buf_put_u8(&b, n ? ';' : 0);
+	}
 	for (size_t i = n; i-- > 0;) {
 		const char *label = r->funcs[ids[i]].label;
 		sonde__buf_append(&b, label, strlen(label));
@@ -370,22 +656,52 @@ static char *folded_text(const struct report *r)
 	return (char *)b.data;
 }
 
-/* Stacks whose functions are the same (different addresses in one function) merge. */
+/* The (root, node) pairs counted, merged: every sampled node under root 0 without
+ * --folded-roots, else one entry per root and node. */
+static int folded_units(struct report *r)
+{
+	size_t n = 0;
+
+	if (r->roots != ROOTS_NONE) {
+		qsort(r->pairs, r->n_pairs, sizeof(*r->pairs), by_root_node);
+		for (size_t i = 0; i < r->n_pairs; i++) {
+			if (n && r->pairs[n - 1].root == r->pairs[i].root &&
+			    r->pairs[n - 1].node == r->pairs[i].node)
+				r->pairs[n - 1].count++;
+			else
+				r->pairs[n++] = r->pairs[i];
+		}
+		r->n_pairs = n;
+		return 0;
+	}
+	r->pairs = calloc((size_t)r->info.stacks + 1, sizeof(*r->pairs));
+	if (!r->pairs)
+		return -ENOMEM;
+	for (uint32_t node = 0; node <= r->info.stacks; node++)
+		if (r->node_count[node])
+			r->pairs[n++] = (struct root_node){0, node, r->node_count[node]};
+	r->n_pairs = n;
+	return 0;
+}
+
+/* Stacks whose functions are the same (different addresses in one function) merge. An
+ * empty stack has no line, unless it has a root frame. */
 static int print_folded(struct report *r)
 {
-	struct folded_line *lines = calloc((size_t)r->info.stacks + 1, sizeof(*lines));
+	int err = folded_units(r);
+	struct folded_line *lines = err ? NULL : calloc(r->n_pairs + 1, sizeof(*lines));
 	size_t n = 0;
-	int err = 0;
 
 	if (!lines)
-		return -ENOMEM;
-	for (uint32_t node = 1; node <= r->info.stacks && !err; node++) {
-		if (!r->node_count[node])
+		return err ? err : -ENOMEM;
+	for (size_t i = 0; i < r->n_pairs && !err; i++) {
+		const struct root_node *u = &r->pairs[i];
+		if (!u->node && !u->root)
 			continue;
-		if ((err = expand_stack(r, node)) < 0)
+		if ((err = expand_stack(r, u->node)) < 0)
 			break;
-		lines[n].text = folded_text(r);
-		lines[n].count = r->node_count[node];
+		lines[n].text = folded_text(r, u->root);
+		lines[n].count = u->count;
 		err = lines[n++].text ? 0 : -ENOMEM;
 	}
 	if (!err) {
@@ -416,6 +732,8 @@ static void report_free(struct report *r)
 	free(r->frames);
 	free(r->node_count);
 	free(r->node_pid);
+	free(r->pairs);
+	free(r->thread_root);
 	sonde__buf_free(&r->frame_funcs);
 	sonde__buf_free(&r->stack);
 	sonde_symbolizer__free(r->sym);
@@ -448,59 +766,191 @@ static int open_spool(struct report *r)
 	return 0;
 }
 
+/* "1,2,3" into ids[]; -1 on a bad list. */
+static int parse_ids(char *arg, uint32_t *ids, int *n)
+{
+	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(t, &end, 10);
+		if (errno || end == t || *end || t[0] == '-' || v > UINT32_MAX || *n == MAX_IDS)
+			return -1;
+		ids[(*n)++] = (uint32_t)v;
+	}
+	return *n ? 0 : -1;
+}
+
+static int parse_comms(char *arg, struct filter *f)
+{
+	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (f->n_comms == MAX_IDS)
+			return -1;
+		f->comms[f->n_comms++] = t;
+	}
+	return f->n_comms ? 0 : -1;
+}
+
+/* "START,END" in seconds, either side empty; a lone "START" means from there on. */
+static int parse_time(const char *arg, struct filter *f)
+{
+	const char *comma = strchr(arg, ',');
+	char *end;
+
+	f->has_time = true;
+	f->from_s = 0;
+	f->to_s = -1;
+	if (arg[0] && arg[0] != ',') {
+		f->from_s = strtod(arg, &end);
+		if (end == arg || (*end && *end != ',') || f->from_s < 0)
+			return -1;
+	}
+	if (comma && comma[1]) {
+		f->to_s = strtod(comma + 1, &end);
+		if (*end || f->to_s < f->from_s)
+			return -1;
+	}
+	return comma || arg[0] ? 0 : -1;
+}
+
+enum {
+	OPT_FOLDED = 256,
+	OPT_TOP,
+	OPT_LINES,
+	OPT_NO_INLINE,
+	OPT_BUILDID_CACHE,
+	OPT_SORT,
+	OPT_PERCENT_LIMIT,
+	OPT_PID,
+	OPT_TID,
+	OPT_COMM,
+	OPT_TIME,
+	OPT_ROOTS,
+};
+
+/* One option; 0, or CLI_USAGE after saying why. */
+static int parse_opt(struct report *r, int c, char *arg, char **argv)
+{
+	char *end;
+
+	switch (c) {
+	case OPT_FOLDED:
+		r->folded = 1;
+		return 0;
+	case OPT_TOP:
+		errno = 0;
+		r->top = strtol(arg, &end, 10);
+		if (errno || *end || r->top < 1) {
+			cli_error("report", "--top wants a positive number, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_LINES:
+		r->lines = 1;
+		return 0;
+	case OPT_NO_INLINE:
+		r->no_inline = 1;
+		return 0;
+	case OPT_BUILDID_CACHE:
+		r->buildid_cache = arg;
+		return 0;
+	case OPT_SORT:
+		if (!(r->sort = sort_key_named(arg))) {
+			cli_error("report", "--sort wants self, total or name, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_PERCENT_LIMIT:
+		r->percent_limit = strtod(arg, &end);
+		if (end == arg || *end || !(r->percent_limit >= 0) || r->percent_limit > 100) {
+			cli_error("report", "--percent-limit wants a percentage, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_PID:
+	case OPT_TID:
+		if (c == OPT_PID ? parse_ids(arg, r->filt.pids, &r->filt.n_pids)
+				 : parse_ids(arg, r->filt.tids, &r->filt.n_tids)) {
+			cli_error("report", "--%s wants ids separated by commas, not '%s'",
+				  c == OPT_PID ? "pid" : "tid", arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_COMM:
+		if (parse_comms(arg, &r->filt)) {
+			cli_error("report", "--comm wants names separated by commas");
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_TIME:
+		if (parse_time(arg, &r->filt)) {
+			cli_error("report",
+				  "--time wants START,END in seconds from the start, not '%s'",
+				  arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_ROOTS:
+		if (!strcmp(arg, "process"))
+			r->roots = ROOTS_PROCESS;
+		else if (!strcmp(arg, "thread"))
+			r->roots = ROOTS_THREAD;
+		else if (!strcmp(arg, "none"))
+			r->roots = ROOTS_NONE;
+		else {
+			cli_error("report", "--folded-roots wants process, thread or none, not '%s'",
+				  arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	default:
+		return cli_bad_option("report", c, argv);
+	}
+}
+
 static int parse_args(struct report *r, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"folded", no_argument, NULL, 'f'},
-		{"top", required_argument, NULL, 't'},
-		{"lines", no_argument, NULL, 'l'},
-		{"no-inline", no_argument, NULL, 'n'},
-		{"buildid-cache", required_argument, NULL, 'B'},
+		{"input", required_argument, NULL, 'i'},
+		{"folded", no_argument, NULL, OPT_FOLDED},
+		{"folded-roots", required_argument, NULL, OPT_ROOTS},
+		{"top", required_argument, NULL, OPT_TOP},
+		{"lines", no_argument, NULL, OPT_LINES},
+		{"no-inline", no_argument, NULL, OPT_NO_INLINE},
+		{"buildid-cache", required_argument, NULL, OPT_BUILDID_CACHE},
+		{"sort", required_argument, NULL, OPT_SORT},
+		{"percent-limit", required_argument, NULL, OPT_PERCENT_LIMIT},
+		{"pid", required_argument, NULL, OPT_PID},
+		{"tid", required_argument, NULL, OPT_TID},
+		{"comm", required_argument, NULL, OPT_COMM},
+		{"time", required_argument, NULL, OPT_TIME},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	char *end;
+	const char *input = NULL;
 	int c;
 
 	r->top = 20;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'f':
-			r->folded = 1;
-			break;
-		case 't':
-			errno = 0;
-			r->top = strtol(optarg, &end, 10);
-			if (errno || *end || r->top < 1) {
-				cli_error("report", "--top wants a positive number, not '%s'",
-					  optarg);
-				return CLI_USAGE;
-			}
-			break;
-		case 'l':
-			r->lines = 1;
-			break;
-		case 'n':
-			r->no_inline = 1;
-			break;
-		case 'B':
-			r->buildid_cache = optarg;
-			break;
-		case 'h':
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":i:h", opts, NULL)) != -1) {
+		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK;
-		default:
-			usage(stderr);
-			return CLI_USAGE;
 		}
+		if (c == 'i') {
+			input = optarg;
+			continue;
+		}
+		int err = parse_opt(r, c, optarg, argv);
+		if (err)
+			return err;
 	}
-	if (optind != argc - 1) {
-		usage(stderr);
+	if (r->roots != ROOTS_NONE && !r->folded) {
+		cli_error("report", "--folded-roots goes with --folded");
 		return CLI_USAGE;
 	}
-	r->path = argv[optind];
-	return -1;
+	r->path = cli_input("report", input, argc, argv);
+	return r->path ? -1 : CLI_USAGE;
 }
 
 /* One line on stderr when files were refused: their names are missing from the report,
@@ -543,6 +993,8 @@ static int cmd_report(int argc, char **argv)
 	err = count_nodes(&r);
 	if (!err)
 		err = r.folded ? print_folded(&r) : attribute(&r);
+	if (!err && r.folded && !r.samples)
+		explain_empty(&r);
 	if (!err && !r.folded)
 		err = print_report(&r);
 	note_refused(&r);
