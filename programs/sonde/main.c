@@ -71,7 +71,8 @@ static void usage(FILE *f)
 		   "commands:\n");
 	for (int i = 0; i < n_commands; i++)
 		fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-	fprintf(f, "\n'sonde COMMAND --help' describes a command's options.\n");
+	fprintf(f, "\n'sonde COMMAND --help' (or 'sonde help COMMAND') describes a command's\n"
+		   "options; 'sonde --version' prints the version.\n");
 }
 
 int main(int argc, char **argv)
