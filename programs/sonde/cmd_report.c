@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +70,8 @@ struct sort_key {
 struct report {
 	const char *path;
 	const char *buildid_cache; /* NULL: the default the recorder writes to */
-	int folded, lines, no_inline;
+	const char *path_after; /* --diff: the second spool */
+	int folded, lines, no_inline, diff;
 	long top;
 	double percent_limit;
 	const struct sort_key *sort; /* NULL: a table by self, then one by total */
@@ -104,7 +106,8 @@ struct report {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde report [options] [-i FILE | FILE]\n\n"
+		"usage: sonde report [options] [-i FILE | FILE]\n"
+		"       sonde report --diff [options] BEFORE AFTER\n\n"
 		"Summarizes a spool written by 'sonde record' (default sonde.spool): the functions\n"
 		"with the most samples, by self (the sampled function itself) and by total\n"
 		"(anywhere on the stack, counted once per sample even when recursive).\n\n"
@@ -121,6 +124,8 @@ static void usage(FILE *f)
 		"  --comm NAME[,NAME...]  only samples of threads with these names\n"
 		"  --time START,END  only samples in this window, in seconds from the start of\n"
 		"                the recording (either side may be left out: 2.5, or ,10)\n"
+		"  --diff        compare two spools: each function's self %% in BEFORE and in\n"
+		"                AFTER and the change, largest changes first (perf diff)\n"
 		"  --lines       add file:line to each function when debug info has it\n"
 		"  --no-inline   attribute inlined code to the function it was inlined into\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
@@ -825,6 +830,7 @@ enum {
 	OPT_COMM,
 	OPT_TIME,
 	OPT_ROOTS,
+	OPT_DIFF,
 };
 
 /* One option; 0, or CLI_USAGE after saying why. */
@@ -835,6 +841,9 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 	switch (c) {
 	case OPT_FOLDED:
 		r->folded = 1;
+		return 0;
+	case OPT_DIFF:
+		r->diff = 1;
 		return 0;
 	case OPT_TOP:
 		errno = 0;
@@ -912,6 +921,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 	static const struct option opts[] = {
 		{"input", required_argument, NULL, 'i'},
 		{"folded", no_argument, NULL, OPT_FOLDED},
+		{"diff", no_argument, NULL, OPT_DIFF},
 		{"folded-roots", required_argument, NULL, OPT_ROOTS},
 		{"top", required_argument, NULL, OPT_TOP},
 		{"lines", no_argument, NULL, OPT_LINES},
@@ -949,6 +959,16 @@ static int parse_args(struct report *r, int argc, char **argv)
 		cli_error("report", "--folded-roots goes with --folded");
 		return CLI_USAGE;
 	}
+	if (r->diff) {
+		if (input || argc - optind != 2 || r->folded || r->sort) {
+			cli_error("report", "--diff takes two spools, BEFORE AFTER, and no --folded "
+					    "or --sort");
+			return CLI_USAGE;
+		}
+		r->path = argv[optind];
+		r->path_after = argv[optind + 1];
+		return -1;
+	}
 	r->path = cli_input("report", input, argc, argv);
 	return r->path ? -1 : CLI_USAGE;
 }
@@ -974,6 +994,117 @@ static void note_refused(const struct report *r)
 			(unsigned long long)st.refused_owner);
 }
 
+/* Opens r->path and counts its samples per function (or, with --folded, per stack
+ * node only). 0, or CLI_FAILURE after saying why. */
+static int load(struct report *r)
+{
+	if (open_spool(r) < 0)
+		return CLI_FAILURE;
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .buildid_cache_dir = r->buildid_cache};
+	r->sym = sonde_symbolizer__new(&so);
+	if (!r->sym) {
+		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
+		return CLI_FAILURE;
+	}
+	int err = count_nodes(r);
+	if (!err && !r->folded)
+		err = attribute(r);
+	if (err < 0) {
+		cli_error("report", "%s: %s", r->path, sonde_strerror(err));
+		return CLI_FAILURE;
+	}
+	return 0;
+}
+
+/* Function (label, module) of r, or -1. */
+static long func_find(const struct report *r, const char *label, const char *module)
+{
+	if (!r->ftab_size)
+		return -1;
+	size_t mask = r->ftab_size - 1, j = str_hash(label, module) & mask;
+	for (; r->ftab[j]; j = (j + 1) & mask) {
+		const struct func *f = &r->funcs[r->ftab[j] - 1];
+		if (!strcmp(f->label, label) && !strcmp(f->module, module))
+			return r->ftab[j] - 1;
+	}
+	return -1;
+}
+
+struct diff_row {
+	const struct func *f; /* for its name: AFTER's, or BEFORE's when AFTER lacks it */
+	double before, after; /* self % */
+};
+
+static int by_change(const void *a, const void *b)
+{
+	const struct diff_row *x = a, *y = b;
+	double dx = fabs(x->after - x->before), dy = fabs(y->after - y->before);
+
+	if (dx != dy)
+		return dx < dy ? 1 : -1;
+	return strcmp(x->f->label, y->f->label);
+}
+
+/* The functions with self samples in either, their self %% in each and the change. */
+static int print_diff(const struct report *a, const struct report *b, double limit, long top)
+{
+	struct diff_row *rows = calloc(a->n_funcs + b->n_funcs + 1, sizeof(*rows));
+	double ta = a->samples ? (double)a->samples : 1, tb = b->samples ? (double)b->samples : 1;
+	size_t n = 0;
+
+	if (!rows)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->n_funcs; i++) {
+		const struct func *f = &b->funcs[i];
+		long j = func_find(a, f->label, f->module);
+		double before = j >= 0 ? 100.0 * (double)a->funcs[j].self / ta : 0;
+		if (f->self || before > 0)
+			rows[n++] = (struct diff_row){f, before, 100.0 * (double)f->self / tb};
+	}
+	for (size_t i = 0; i < a->n_funcs; i++) {
+		const struct func *f = &a->funcs[i];
+		if (f->self && func_find(b, f->label, f->module) < 0)
+			rows[n++] = (struct diff_row){f, 100.0 * (double)f->self / ta, 0};
+	}
+	qsort(rows, n, sizeof(*rows), by_change);
+	printf("before: %s, %" PRIu64 " samples\nafter:  %s, %" PRIu64 " samples\n", a->path,
+	       a->samples, b->path, b->samples);
+	printf("\nSelf samples, as a share of each profile, largest changes first:\n");
+	printf("%8s %8s %9s  %s\n", "before%", "after%", "change", "function [module]");
+	for (size_t i = 0, shown = 0; i < n && shown < (size_t)top; i++) {
+		const struct diff_row *d = &rows[i];
+		if (d->before < limit && d->after < limit)
+			continue;
+		bool bracketed = d->f->module[0] == '[';
+		printf("%7.2f%% %7.2f%% %+8.2f%%  %s %s%s%s\n", d->before, d->after,
+		       d->after - d->before, d->f->label, bracketed ? "" : "[", d->f->module,
+		       bracketed ? "" : "]");
+		shown++;
+	}
+	free(rows);
+	return 0;
+}
+
+static int run_diff(struct report *a)
+{
+	struct report b = *a; /* the same options (nothing is loaded yet) */
+	int rc;
+
+	b.path = a->path_after;
+	rc = load(a);
+	if (!rc)
+		rc = load(&b);
+	if (!rc && print_diff(a, &b, a->percent_limit, a->top) < 0) {
+		cli_error("report", "out of memory");
+		rc = CLI_FAILURE;
+	}
+	report_free(a);
+	report_free(&b);
+	if (fflush(stdout) != 0)
+		rc = CLI_FAILURE;
+	return rc;
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	struct report r = {0};
@@ -981,22 +1112,15 @@ static int cmd_report(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if (open_spool(&r) < 0)
-		return CLI_FAILURE;
-	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .buildid_cache_dir = r.buildid_cache};
-	r.sym = sonde_symbolizer__new(&so);
-	if (!r.sym) {
-		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
+	if (r.diff)
+		return run_diff(&r);
+	if ((rc = load(&r))) {
 		report_free(&r);
-		return CLI_FAILURE;
+		return rc;
 	}
-	err = count_nodes(&r);
-	if (!err)
-		err = r.folded ? print_folded(&r) : attribute(&r);
+	err = r.folded ? print_folded(&r) : print_report(&r);
 	if (!err && r.folded && !r.samples)
 		explain_empty(&r);
-	if (!err && !r.folded)
-		err = print_report(&r);
 	note_refused(&r);
 	if (err < 0)
 		cli_error("report", "%s: %s", r.path, sonde_strerror(err));

@@ -494,3 +494,37 @@ TEST(report_input_option_and_default)
 	ASSERT_CONTAINS(o.err, "one input file at a time");
 	test_output_free(&o);
 }
+
+TEST(report_diff_table)
+{
+	struct test_output o;
+	struct split_spool s;
+	const char *before = split_file("before.spool", 1, NULL); /* 60/30/10 % */
+	const char *after = test_path("after.spool");
+
+	begin(&s, test_prog("split"));
+	add(&s, hot, 4, 100); /* 20/30/50 % of 500 */
+	add(&s, warm, 4, 150);
+	add(&s, cool, 4, 250);
+	ASSERT_OK(sonde_spool_writer__finish(s.w));
+	sonde_spool_writer__free(s.w);
+	test_write_file(after, s.b.data, s.b.len);
+	sonde__buf_free(&s.b);
+
+	test_runf(&o, 60, "%s report --diff %s %s", test_bin("sonde"), before, after);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "before%   after%    change  function [module]\n"
+			       "  10.00%   50.00%   +40.00%  compute_cool [split]\n"
+			       "  60.00%   20.00%   -40.00%  compute_hot [split]\n"
+			       "  30.00%   30.00%    +0.00%  compute_warm [split]\n");
+	ASSERT_CONTAINS(o.out, "after:  ");
+	ASSERT_CONTAINS(o.out, ", 500 samples");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --diff --top 1 %s %s", test_bin("sonde"), before, after);
+	ASSERT_NOT_CONTAINS(o.out, "compute_hot");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --diff %s", test_bin("sonde"), before);
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--diff takes two spools");
+	test_output_free(&o);
+}
