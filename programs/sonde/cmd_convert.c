@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "cli.h"
 #include "flamediff.h"
 #include "output.h"
+#include "progress.h"
 
 static void usage(FILE *f)
 {
@@ -79,7 +81,12 @@ static int write_out(const struct conv_job *j, const char *out)
 
 	if (err)
 		return err;
+	char what[PATH_MAX + 16];
+	snprintf(what, sizeof(what), "writing %s", out);
+	struct cli_progress *p = cli_progress_begin("convert", what);
+	cli_progress_tick(p);
 	err = write_fd(j, o.fd);
+	cli_progress_end(p);
 	int cerr = cli_output_close(&o, err == 0);
 	return err ? err : cerr;
 }
@@ -277,7 +284,12 @@ static int run_convert(int argc, char **argv)
 	if (!wo.title)
 		wo.title = spool;
 	job.fmt = fmt;
+	char what[PATH_MAX + 32];
+	snprintf(what, sizeof(what), "reading and symbolizing %s", spool);
+	struct cli_progress *prog = cli_progress_begin("convert", what);
+	cli_progress_tick(prog);
 	job.p = sonde_profile__from_spool(spool, &so);
+	cli_progress_end(prog);
 	if (!job.p) {
 		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
 		cli_hint_unfinished("convert", spool);

@@ -21,6 +21,7 @@
 #include "base/buf.h"
 #include "cli.h"
 #include "output.h"
+#include "progress.h"
 
 enum { MAX_INLINE = 16 };
 
@@ -101,6 +102,7 @@ struct report {
 	uint64_t *node_count;	  /* samples per stack node */
 	uint32_t *node_pid;	  /* pid of a sample of that node (for raw addresses) */
 	struct buf stack;	  /* uint32_t func ids of the stack being walked, leaf first */
+	struct cli_progress *progress; /* NULL: none shown */
 };
 
 static void usage(FILE *f)
@@ -385,6 +387,8 @@ static int count_nodes(struct report *r)
 	if (!r->node_count || !r->node_pid || !r->frames || !r->thread_root)
 		return -ENOMEM;
 	for (uint64_t i = 0; sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
+		if ((i & 0xfff) == 0)
+			cli_progress_update(r->progress, i, r->info.samples);
 		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0)
 			t = (struct sonde_spool_thread){.comm = ""};
 		if (!sample_matches(r, &smp, &t))
@@ -467,10 +471,13 @@ static int attribute(struct report *r)
 
 	if (!hashes)
 		return -ENOMEM;
+	cli_progress_update(r->progress, 0, r->info.stacks);
 	for (uint32_t node = 1; node <= r->info.stacks; node++) {
 		uint64_t c = r->node_count[node];
 		if (!c)
 			continue;
+		if ((node & 0xff) == 0)
+			cli_progress_update(r->progress, node, r->info.stacks);
 		int e = expand_stack(r, node);
 		if (e < 0) {
 			free(hashes);
@@ -1006,9 +1013,16 @@ static int load(struct report *r)
 		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
 		return CLI_FAILURE;
 	}
+	r->progress = cli_progress_begin("report", "counting samples");
 	int err = count_nodes(r);
-	if (!err && !r->folded)
+	cli_progress_end(r->progress);
+	r->progress = NULL;
+	if (!err && !r->folded) {
+		r->progress = cli_progress_begin("report", "symbolizing stacks");
 		err = attribute(r);
+		cli_progress_end(r->progress);
+		r->progress = NULL;
+	}
 	if (err < 0) {
 		cli_error("report", "%s: %s", r->path, sonde_strerror(err));
 		return CLI_FAILURE;

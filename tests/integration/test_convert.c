@@ -646,3 +646,24 @@ TEST(convert_input_option_default_and_empty_profile)
 	ASSERT_CONTAINS(o.err, "is an empty profile: the targets used no CPU");
 	test_output_free(&o);
 }
+
+TEST(convert_progress_only_when_asked_or_on_a_terminal)
+{
+	struct test_output o;
+	const char *spool = split_spool();
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd), "SONDE_PROGRESS=1 %s convert %s -o %s", test_bin("sonde"),
+		 spool, test_path("p.svg"));
+	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	test_run(&o, 60, sh);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "\rsonde convert: reading and symbolizing ");
+	ASSERT_CONTAINS(o.err, "\rsonde convert: writing ");
+	size_t n = strlen(o.err);
+	ASSERT(n >= 4 && !strcmp(o.err + n - 4, "\r\033[K"));
+	test_output_free(&o);
+	convert(&o, spool, test_path("q.svg"), NULL);
+	ASSERT_STR_EQ(o.err, "");
+	test_output_free(&o);
+}

@@ -528,3 +528,26 @@ TEST(report_diff_table)
 	ASSERT_CONTAINS(o.err, "--diff takes two spools");
 	test_output_free(&o);
 }
+
+/* A progress line on a terminal (forced here by SONDE_PROGRESS=1), erased at the end;
+ * nothing in a pipe. */
+TEST(report_progress_only_when_asked_or_on_a_terminal)
+{
+	struct test_output o;
+	const char *path = split_file("split.spool", 1, NULL);
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd), "SONDE_PROGRESS=1 %s report %s", test_bin("sonde"), path);
+	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	test_run(&o, 60, sh);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "\rsonde report: counting samples 0/1000 (0%)\033[K");
+	ASSERT_CONTAINS(o.err, "\rsonde report: symbolizing stacks");
+	size_t n = strlen(o.err);
+	ASSERT(n >= 4 && !strcmp(o.err + n - 4, "\r\033[K"));
+	ASSERT_NOT_CONTAINS(o.out, "\r");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), path);
+	ASSERT_STR_EQ(o.err, "");
+	test_output_free(&o);
+}
