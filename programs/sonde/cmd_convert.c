@@ -22,7 +22,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde convert [-i SPOOL | SPOOL] -o OUT [--format FORMAT] [--no-symbolize]\n"
+		"usage: sonde convert [-i SPOOL | SPOOL] -o OUT [--format FORMAT] "
+		"[--no-symbolize]\n"
 		"                     [--title T] [--buildid-cache DIR]\n"
 		"       sonde convert --diff BEFORE AFTER -o OUT.svg|OUT.folded\n\n"
 		"Converts a spool written by 'sonde record' (default sonde.spool) into a profile\n"
@@ -35,9 +36,11 @@ static void usage(FILE *f)
 		"Search)\n"
 		"  perfetto    .pftrace, .perfetto-trace  a Perfetto trace (ui.perfetto.dev)\n\n"
 		"  -i, --input SPOOL  the spool to convert (or give it as the argument)\n"
-		"  --diff             a differential flame graph of two spools: widths from AFTER,\n"
+		"  --diff             a differential flame graph of two spools: widths from "
+		"AFTER,\n"
 		"                     each frame red where its self samples grew, blue where they\n"
-		"                     shrank (BEFORE scaled to AFTER's total, as difffolded.pl -n);\n"
+		"                     shrank (BEFORE scaled to AFTER's total, as difffolded.pl "
+		"-n);\n"
 		"                     .folded writes 'STACK BEFORE AFTER' lines (flamegraph.pl)\n"
 		"  -o, --output OUT   the file to write ('-' for standard output); an existing "
 		"file\n"
@@ -161,7 +164,8 @@ static int run_diff(char **spools, const char *out, const char *format,
 		   : sonde_profile__format_from_path(out, &fmt) < 0)
 		fmt = SONDE_PROFILE_PPROF; /* refused below */
 	if (fmt != SONDE_PROFILE_SVG && fmt != SONDE_PROFILE_FOLDED) {
-		cli_error("convert", "--diff writes svg or folded, not '%s'", format ? format : out);
+		cli_error("convert", "--diff writes svg or folded, not '%s'",
+			  format ? format : out);
 		return CLI_USAGE;
 	}
 	j.folded = fmt == SONDE_PROFILE_FOLDED;

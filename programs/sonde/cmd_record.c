@@ -323,16 +323,17 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		snprintf(followed, sizeof(followed), " (%u followed)",
 			 s->processes > attached ? s->processes - attached : 0);
 	fprintf(stderr,
-		"sonde record: %llu samples (%llu written; %llu samples and %llu records lost), %.2f "
+		"sonde record: %llu samples (%llu written; %llu samples and %llu records lost), "
+		"%.2f "
 		"s, event %s%s\n"
 		"  output %s; %s, %u-byte stacks, %u ring%s of %llu KiB; %u process%s%s, %u "
 		"thread%s; %llu empty, %llu truncated stacks\n",
 		(unsigned long long)s->samples, (unsigned long long)s->samples_written,
 		(unsigned long long)s->lost_samples, (unsigned long long)s->lost_events,
-		s->duration_ns / 1e9,
-		s->event, fallback, cli_output_is_stdout(a->output) ? "standard output" : a->output,
-		rate, s->stack_bytes, s->rings,
-		s->rings == 1 ? "" : "s", (unsigned long long)(s->ring_bytes / 1024), s->processes,
+		s->duration_ns / 1e9, s->event, fallback,
+		cli_output_is_stdout(a->output) ? "standard output" : a->output, rate,
+		s->stack_bytes, s->rings, s->rings == 1 ? "" : "s",
+		(unsigned long long)(s->ring_bytes / 1024), s->processes,
 		s->processes == 1 ? "" : "es", followed, s->threads, s->threads == 1 ? "" : "s",
 		(unsigned long long)s->empty_stacks, (unsigned long long)s->truncated_stacks);
 	fprintf(stderr, "  unwind: %llu frames by DWARF CFI, %llu by frame pointers",
@@ -543,7 +544,8 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 	struct sonde_record_summary s = {.sz = sizeof(s)};
 	if (a->opts.event == SONDE_RECORD_EVENT_CYCLES && sonde_recorder__summary(r, &s) == 0 &&
 	    s.cycles_error)
-		fprintf(stderr, "sonde record: warning: cycles unavailable (%s): sampling cpu-clock\n",
+		fprintf(stderr,
+			"sonde record: warning: cycles unavailable (%s): sampling cpu-clock\n",
 			cycles_why(s.cycles_error));
 	for (int i = c->l ? 0 : 1; i < a->n_pids; i++) {
 		int out = sonde_recorder__attach_process(r, a->pids[i], SONDE_ATTACH_STOP);

@@ -71,16 +71,16 @@ struct sort_key {
 struct report {
 	const char *path;
 	const char *buildid_cache; /* NULL: the default the recorder writes to */
-	const char *path_after; /* --diff: the second spool */
+	const char *path_after;	   /* --diff: the second spool */
 	int folded, lines, no_inline, diff;
 	long top;
 	double percent_limit;
 	const struct sort_key *sort; /* NULL: a table by self, then one by total */
 	enum folded_roots roots;
 	struct filter filt;
-	uint64_t samples;	  /* samples that passed the filter */
-	uint32_t processes, tids; /* distinct processes and threads among them */
-	uint64_t fn_stacks;	  /* distinct stacks by function: --folded's lines */
+	uint64_t samples;	     /* samples that passed the filter */
+	uint32_t processes, tids;    /* distinct processes and threads among them */
+	uint64_t fn_stacks;	     /* distinct stacks by function: --folded's lines */
 	uint64_t unresolved_samples; /* samples with an unresolved frame on their stack */
 	bool stack_unresolved;	     /* the stack last expanded has one */
 	struct root_node *pairs;     /* --folded-roots: the counted (root, node) pairs */
@@ -110,7 +110,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: sonde report [options] [-i FILE | FILE]\n"
 		"       sonde report --diff [options] BEFORE AFTER\n\n"
-		"Summarizes a spool written by 'sonde record' (default sonde.spool): the functions\n"
+		"Summarizes a spool written by 'sonde record' (default sonde.spool): the "
+		"functions\n"
 		"with the most samples, by self (the sampled function itself) and by total\n"
 		"(anywhere on the stack, counted once per sample even when recursive).\n\n"
 		"  -i, --input FILE  the spool to read (or give it as the argument)\n"
@@ -319,7 +320,8 @@ static bool sample_matches(const struct report *r, const struct sonde_spool_samp
 			return false;
 	}
 	if (f->has_time) {
-		double at = ((double)smp->time_ns - (double)r->info.header.start_monotonic_ns) / 1e9;
+		double at =
+			((double)smp->time_ns - (double)r->info.header.start_monotonic_ns) / 1e9;
 		if (at < f->from_s || (f->to_s >= 0 && at > f->to_s))
 			return false;
 	}
@@ -350,8 +352,7 @@ static long root_of(struct report *r, uint32_t thread, const struct sonde_spool_
 	if (r->roots == ROOTS_PROCESS)
 		snprintf(label, sizeof(label), "%s-%" PRIu32, process_comm(r, t), t->pid);
 	else
-		snprintf(label, sizeof(label), "%s-%" PRIu32 "/%" PRIu32, t->comm, t->pid,
-			 t->tid);
+		snprintf(label, sizeof(label), "%s-%" PRIu32 "/%" PRIu32, t->comm, t->pid, t->tid);
 	long id = func_intern(r, label, "");
 	if (id >= 0 && thread <= r->info.threads)
 		r->thread_root[thread] = (uint32_t)id + 1;
@@ -913,8 +914,8 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 		else if (!strcmp(arg, "none"))
 			r->roots = ROOTS_NONE;
 		else {
-			cli_error("report", "--folded-roots wants process, thread or none, not '%s'",
-				  arg);
+			cli_error("report",
+				  "--folded-roots wants process, thread or none, not '%s'", arg);
 			return CLI_USAGE;
 		}
 		return 0;
@@ -968,8 +969,9 @@ static int parse_args(struct report *r, int argc, char **argv)
 	}
 	if (r->diff) {
 		if (input || argc - optind != 2 || r->folded || r->sort) {
-			cli_error("report", "--diff takes two spools, BEFORE AFTER, and no --folded "
-					    "or --sort");
+			cli_error("report",
+				  "--diff takes two spools, BEFORE AFTER, and no --folded "
+				  "or --sort");
 			return CLI_USAGE;
 		}
 		r->path = argv[optind];

@@ -732,7 +732,8 @@ static void warn_if_unoffered(const char *name, size_t n, void *ctx)
 	const struct sonde_service_state *s = ctx;
 
 	for (size_t i = 0; i < s->n_data_sources; i++)
-		if (strlen(s->data_sources[i].name) == n && !memcmp(s->data_sources[i].name, name, n))
+		if (strlen(s->data_sources[i].name) == n &&
+		    !memcmp(s->data_sources[i].name, name, n))
 			return;
 	fprintf(stderr,
 		"sonde trace: warning: no producer offers data source '%.*s': nothing will be "

@@ -145,8 +145,8 @@ struct draw {
 	unsigned height;
 };
 
-static void frame(struct draw *dr, const char *name, size_t len, double x, double w,
-		  double delta, unsigned depth)
+static void frame(struct draw *dr, const char *name, size_t len, double x, double w, double delta,
+		  unsigned depth)
 {
 	double scale = (double)(SVG_WIDTH - 2 * SVG_XPAD) / dr->total;
 	double px = SVG_XPAD + x * scale, pw = w * scale;
@@ -175,19 +175,20 @@ static void frame(struct draw *dr, const char *name, size_t len, double x, doubl
 
 static void header(struct draw *dr, const char *title, const struct flame_diff *d)
 {
-	sonde__out_printf(&dr->o,
-			  "<?xml version=\"1.0\" standalone=\"no\"?>\n"
-			  "<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
-			  "xmlns=\"http://www.w3.org/2000/svg\">\n<style>\n"
-			  "text { font-family: Verdana, sans-serif; font-size: %dpx; fill: #000; }\n"
-			  "#frames text { pointer-events: none; }\n"
-			  "#frames g:hover rect { stroke: #000; stroke-width: 0.5; cursor: pointer; }\n"
-			  "#title { font-size: 17px; text-anchor: middle; }\n"
-			  "#search, #unzoom { cursor: pointer; opacity: 0.8; }\n"
-			  "#matched, #search { text-anchor: end; }\n"
-			  ".hide { display: none; }\n.parent { opacity: 0.5; }\n"
-			  "</style>\n<script type=\"text/ecmascript\"><![CDATA[\n",
-			  SVG_WIDTH, dr->height, SVG_WIDTH, dr->height, SVG_FONT);
+	sonde__out_printf(
+		&dr->o,
+		"<?xml version=\"1.0\" standalone=\"no\"?>\n"
+		"<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
+		"xmlns=\"http://www.w3.org/2000/svg\">\n<style>\n"
+		"text { font-family: Verdana, sans-serif; font-size: %dpx; fill: #000; }\n"
+		"#frames text { pointer-events: none; }\n"
+		"#frames g:hover rect { stroke: #000; stroke-width: 0.5; cursor: pointer; }\n"
+		"#title { font-size: 17px; text-anchor: middle; }\n"
+		"#search, #unzoom { cursor: pointer; opacity: 0.8; }\n"
+		"#matched, #search { text-anchor: end; }\n"
+		".hide { display: none; }\n.parent { opacity: 0.5; }\n"
+		"</style>\n<script type=\"text/ecmascript\"><![CDATA[\n",
+		SVG_WIDTH, dr->height, SVG_WIDTH, dr->height, SVG_FONT);
 	sonde__out_puts(&dr->o, svg_script);
 	sonde__out_printf(&dr->o,
 			  "]]></script>\n<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" "
@@ -256,7 +257,8 @@ int flame_diff_write_svg(const struct flame_diff *d, int fd, const char *title)
 			frame(&dr, f->name, f->len, f->x, x - f->x, f->delta, (unsigned)n_open + 1);
 		}
 		for (; n_open < k; n_open++)
-			open[n_open] = (struct open_frame){next[n_open].name, next[n_open].len, x, 0};
+			open[n_open] =
+				(struct open_frame){next[n_open].name, next[n_open].len, x, 0};
 		open[k - 1].delta += s->b - s->a;
 		x += s->b;
 	}

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 struct diff_stack {
-	char *text;	/* "outer;...;inner" */
-	double a, b;	/* samples in the first profile (scaled) and in the second */
+	char *text;  /* "outer;...;inner" */
+	double a, b; /* samples in the first profile (scaled) and in the second */
 };
 
 struct flame_diff {

@@ -39,7 +39,8 @@ int cli_bad_option(const char *cmd, int c, char **argv)
 		arg = shrt;
 	len = (int)strcspn(arg, "=");
 	if (c == ':')
-		cli_error(cmd, "option '%.*s' needs a value (see 'sonde %s --help')", len, arg, cmd);
+		cli_error(cmd, "option '%.*s' needs a value (see 'sonde %s --help')", len, arg,
+			  cmd);
 	else
 		cli_error(cmd, "unknown option '%.*s' (see 'sonde %s --help')", len, arg, cmd);
 	return CLI_USAGE;

@@ -169,7 +169,8 @@ static Elf_Scn *section_named(Elf *elf, const char *name, GElf_Shdr *sh)
 	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
 		return NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
-		const char *n = gelf_getshdr(scn, sh) ? elf_strptr(elf, shstrndx, sh->sh_name) : NULL;
+		const char *n =
+			gelf_getshdr(scn, sh) ? elf_strptr(elf, shstrndx, sh->sh_name) : NULL;
 		if (n && !strcmp(n, name) && sh->sh_type != SHT_NOBITS)
 			return scn;
 	}
@@ -220,9 +221,10 @@ static const char *reloc_name(Elf *elf, Elf_Data *d, bool rela, size_t i, Elf_Da
 	if (rela ? !gelf_getrela(d, (int)i, &ra) : !gelf_getrel(d, (int)i, &r))
 		return NULL;
 	info = rela ? ra.r_info : r.r_info;
-	if (!gelf_getsym(syms, (int)(gelf_getclass(elf) == ELFCLASS64 ? GELF_R_SYM(info)
-								     : ELF32_R_SYM(info)),
-			 &sym))
+	if (!gelf_getsym(
+		    syms,
+		    (int)(gelf_getclass(elf) == ELFCLASS64 ? GELF_R_SYM(info) : ELF32_R_SYM(info)),
+		    &sym))
 		return NULL;
 	const char *name = elf_strptr(elf, strtab, sym.st_name);
 	return name && name[0] ? name : NULL;

@@ -115,30 +115,34 @@ struct cli_row {
 };
 
 static const struct cli_row cli_rows[] = {
-	{"sonde", "record -F 99 --freq max -c 10 --count 10 --no-inherit -d 1 --duration 1 -o %T/x "
-		  "--output %T/x --kernel --buildid-cache %T --no-buildid-cache --stack-size 8 "
-		  "--ring-pages 8 -e cpu-clock --event auto -g --call-graph fp -q --quiet",
+	{"sonde",
+	 "record -F 99 --freq max -c 10 --count 10 --no-inherit -d 1 --duration 1 -o %T/x "
+	 "--output %T/x --kernel --buildid-cache %T --no-buildid-cache --stack-size 8 "
+	 "--ring-pages 8 -e cpu-clock --event auto -g --call-graph fp -q --quiet",
 	 2, "nothing to record"},
 	{"sonde", "record -p x", 2, "-p wants a process id"},
 	{"sonde", "record --pid 0", 2, "-p wants a process id"},
 	{"sonde", "record -h", 0, "usage: sonde record"},
 	{"sonde", "record --help", 0, "usage: sonde record"},
-	{"sonde", "report -i %S --top 5 --sort total --percent-limit 1 --pid 4242 --tid 4242 --comm "
-		  "cli --time 0,10 --lines --no-inline --buildid-cache %T",
+	{"sonde",
+	 "report -i %S --top 5 --sort total --percent-limit 1 --pid 4242 --tid 4242 --comm "
+	 "cli --time 0,10 --lines --no-inline --buildid-cache %T",
 	 0, "Top functions by total samples:"},
 	{"sonde", "report --input %S --folded --folded-roots process", 0, "cli-4242;"},
 	{"sonde", "report --diff %S %S", 0, "+0.00%"},
 	{"sonde", "report -h", 0, "usage: sonde report"},
 	{"sonde", "report --help", 0, "usage: sonde report"},
-	{"sonde", "convert -i %S -o %T/c.folded -f folded --no-symbolize --title T --buildid-cache %T",
-	 0, ""},
+	{"sonde",
+	 "convert -i %S -o %T/c.folded -f folded --no-symbolize --title T --buildid-cache %T", 0,
+	 ""},
 	{"sonde", "convert --input %S --output %T/c.svg --format svg", 0, ""},
 	{"sonde", "convert --diff %S %S -o %T/d.svg", 0, ""},
 	{"sonde", "convert -h", 0, "usage: sonde convert"},
 	{"sonde", "convert --help", 0, "usage: sonde convert"},
-	{"sonde", "top -i %S --duration 1 --interval 0.5 -w 1 --window 2 -F 99 --freq max "
-		  "--filter-pid 4242 --filter-tid 4242 -s total --sort self -n 3 --rows 3 "
-		  "--full-names --command-output %T/o",
+	{"sonde",
+	 "top -i %S --duration 1 --interval 0.5 -w 1 --window 2 -F 99 --freq max "
+	 "--filter-pid 4242 --filter-tid 4242 -s total --sort self -n 3 --rows 3 "
+	 "--full-names --command-output %T/o",
 	 0, "| final"},
 	{"sonde", "top --input %S", 0, "| final"},
 	{"sonde", "top -d 0 %S", 2, "bad value for -d/--duration: 0"},
@@ -148,8 +152,9 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "top --help", 0, "usage: sonde top"},
 	{"sonde", "trace -c %T/none --txt -o %T/t", 1, "cannot read config"},
 	{"sonde", "trace --config %T/none --output %T/t", 1, "cannot read config"},
-	{"sonde", "trace -d 1s --duration 1s -t 1s --time 1s -b 1mb --buffer 1mb --socket %T/none "
-		  "--trust-uid 0 -o %T/t x",
+	{"sonde",
+	 "trace -d 1s --duration 1s -t 1s --time 1s -b 1mb --buffer 1mb --socket %T/none "
+	 "--trust-uid 0 -o %T/t x",
 	 1, "no tracing service at"},
 	{"sonde", "trace -q --socket %T/none", 1, "no tracing service at"},
 	{"sonde", "trace --query --socket %T/none", 1, "no tracing service at"},
@@ -157,20 +162,22 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "trace --clone 1 --socket %T/none -o %T/t", 1, "no tracing service at"},
 	{"sonde", "trace -h", 0, "usage: sonde trace"},
 	{"sonde", "trace --help", 0, "usage: sonde trace"},
-	{"sonde", "run --trace --connector %T/none --buffer own --buffer-size 64kb --page-size 4kb -- "
-		  "true",
+	{"sonde",
+	 "run --trace --connector %T/none --buffer own --buffer-size 64kb --page-size 4kb -- "
+	 "true",
 	 1, "cannot reach the connector"},
 	{"sonde", "run --trace --user no-such-user-sonde -- true", 2, "no such user"},
 	{"sonde", "run -h", 0, "usage: sonde run"},
 	{"sonde", "run --help", 0, "usage: sonde run"},
 	/* sonded parses in order and stops at -V: every option before it is checked */
-	{"sonded", "-p %T/p --producer-socket %T/p -c %T/c --consumer-socket %T/c -x none "
-		   "--connector-socket none --socket-mode producer:0600 --socket-group consumer:0 "
-		   "--set-socket-permissions 0:0660:0:0660 --lockdown --max-sessions 2 "
-		   "--max-sessions-per-uid 2 --max-connections 9 --max-connections-per-uid 9 "
-		   "--max-buffers 2 --max-session-buffer-kb 1024 --max-buffer-kb-per-uid 1024 "
-		   "--max-smb-kb 1024 --max-pending-kb 1024 --no-perf -b --background -f "
-		   "--foreground -l warn --log-level warn -V",
+	{"sonded",
+	 "-p %T/p --producer-socket %T/p -c %T/c --consumer-socket %T/c -x none "
+	 "--connector-socket none --socket-mode producer:0600 --socket-group consumer:0 "
+	 "--set-socket-permissions 0:0660:0:0660 --lockdown --max-sessions 2 "
+	 "--max-sessions-per-uid 2 --max-connections 9 --max-connections-per-uid 9 "
+	 "--max-buffers 2 --max-session-buffer-kb 1024 --max-buffer-kb-per-uid 1024 "
+	 "--max-smb-kb 1024 --max-pending-kb 1024 --no-perf -b --background -f "
+	 "--foreground -l warn --log-level warn -V",
 	 0, "sonded " SONDE_VERSION},
 	{"sonded", "--version", 0, "sonded " SONDE_VERSION},
 	{"sonded", "--max-sessions x", 2, "invalid option value 'x'"},
@@ -190,8 +197,8 @@ static const char *cli_spool(void)
 
 	ASSERT_OK(sonde_spool_writer__add_thread(w, h.start_monotonic_ns, 4242, 4242, "cli", &th));
 	for (int i = 0; i < 20; i++)
-		ASSERT_OK(sonde_spool_writer__add_sample(w, h.start_monotonic_ns + i * 1000000ull, th,
-							 st, 2, 0));
+		ASSERT_OK(sonde_spool_writer__add_sample(w, h.start_monotonic_ns + i * 1000000ull,
+							 th, st, 2, 0));
 	ASSERT_OK(sonde_spool_writer__finish(w));
 	sonde_spool_writer__free(w);
 	const char *path = test_path("cli.spool");
@@ -242,7 +249,8 @@ static bool row_names(const char *prog, const char *cmd, const char *opt)
 	for (size_t i = 0; i < sizeof(cli_rows) / sizeof(cli_rows[0]); i++) {
 		const struct cli_row *r = &cli_rows[i];
 		size_t cl = cmd ? strlen(cmd) : 0;
-		if (strcmp(r->prog, prog) || (cmd && (strncmp(r->args, cmd, cl) || r->args[cl] != ' ')))
+		if (strcmp(r->prog, prog) ||
+		    (cmd && (strncmp(r->args, cmd, cl) || r->args[cl] != ' ')))
 			continue;
 		for (const char *p = r->args; (p = strstr(p, opt)); p++) {
 			bool start = p == r->args || p[-1] == ' ';

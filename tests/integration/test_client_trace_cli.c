@@ -200,7 +200,8 @@ TEST_TIMEOUT(trace_cli_warns_of_data_sources_no_producer_offers, 90)
 
 	rig_start(&r, 20);
 	/* --output and --duration, the names every sonde command uses */
-	test_runf(&o, 60, "%s trace --socket %s --output %s --duration 1s client.test no.such.source",
+	test_runf(&o, 60,
+		  "%s trace --socket %s --output %s --duration 1s client.test no.such.source",
 		  test_bin("sonde"), r.svc.csock, out);
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.err, "sonde trace: warning: no producer offers data source "

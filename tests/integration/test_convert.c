@@ -653,8 +653,8 @@ TEST(convert_progress_only_when_asked_or_on_a_terminal)
 	const char *spool = split_spool();
 	char cmd[4096];
 
-	snprintf(cmd, sizeof(cmd), "SONDE_PROGRESS=1 %s convert %s -o %s", test_bin("sonde"),
-		 spool, test_path("p.svg"));
+	snprintf(cmd, sizeof(cmd), "SONDE_PROGRESS=1 %s convert %s -o %s", test_bin("sonde"), spool,
+		 test_path("p.svg"));
 	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
 	test_run(&o, 60, sh);
 	ASSERT_INT(o.status, ==, 0);

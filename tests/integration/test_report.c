@@ -333,7 +333,8 @@ TEST(report_usage)
 	test_output_free(&o);
 	test_runf(&o, 10, "%s report --bogus f", test_bin("sonde"));
 	ASSERT_INT(o.status, ==, 2);
-	ASSERT_STR_EQ(o.err, "sonde report: unknown option '--bogus' (see 'sonde report --help')\n");
+	ASSERT_STR_EQ(o.err,
+		      "sonde report: unknown option '--bogus' (see 'sonde report --help')\n");
 	test_output_free(&o);
 }
 

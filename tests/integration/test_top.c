@@ -338,7 +338,8 @@ TEST(top_usage_and_errors)
 	ASSERT_CONTAINS(o.err, "one input file at a time");
 	test_output_free(&o);
 
-	test_runf(&o, 30, "%s top --window 1 --freq max --sort total --rows 3 --filter-pid x "
+	test_runf(&o, 30,
+		  "%s top --window 1 --freq max --sort total --rows 3 --filter-pid x "
 		  "x.spool",
 		  test_bin("sonde"));
 	ASSERT_INT(o.status, ==, 2);
@@ -402,8 +403,8 @@ static const char *named_spool(const char *name, uint32_t pid, const char *fn)
 
 	ASSERT_OK(sonde_spool_writer__add_thread(w, h.start_monotonic_ns, pid, pid, "cxx", &th));
 	for (int i = 0; i < 10; i++)
-		ASSERT_OK(sonde_spool_writer__add_sample(w, h.start_monotonic_ns + i * 1000000ull, th,
-							 st, 1, 0));
+		ASSERT_OK(sonde_spool_writer__add_sample(w, h.start_monotonic_ns + i * 1000000ull,
+							 th, st, 1, 0));
 	ASSERT_OK(sonde_spool_writer__finish(w));
 	sonde_spool_writer__free(w);
 	const char *path = test_path(name);
@@ -435,8 +436,9 @@ TEST(top_shortens_long_cxx_names_unless_full_names)
 	snprintf(map, sizeof(map), "/tmp/perf-%u.map", pid);
 	unlink(map);
 	/* still too long once elided: cut to the column, so MODULE stays put */
-	spool = named_spool("long.spool", pid,
-			    "a_very_long_namespace_name::another_long_class_name::method_name(int)");
+	spool = named_spool(
+		"long.spool", pid,
+		"a_very_long_namespace_name::another_long_class_name::method_name(int)");
 	test_runf(&o, 30, "%s top %s", test_bin("sonde"), spool);
 	ASSERT_CONTAINS(o.out, "  a_very_long_namespace_name::another_l... perf-");
 	test_output_free(&o);
@@ -448,9 +450,19 @@ TEST_TIMEOUT(top_keeps_a_launched_commands_output_off_the_screen, 60)
 	struct test_output o;
 	const char *log = test_path("cmd.out");
 
-	const char *argv[] = {test_bin("sonde"), "top",	 "--interval", "0.2", "--duration", "1",
-			      "--command-output", log, "--", "/bin/sh", "-c",
-			      "echo; echo; echo; while :; do :; done", NULL};
+	const char *argv[] = {test_bin("sonde"),
+			      "top",
+			      "--interval",
+			      "0.2",
+			      "--duration",
+			      "1",
+			      "--command-output",
+			      log,
+			      "--",
+			      "/bin/sh",
+			      "-c",
+			      "echo; echo; echo; while :; do :; done",
+			      NULL};
 	test_run(&o, 30, argv);
 	if (o.status == 1 && strstr(o.err, "perf"))
 		SKIP("perf events are not available here");
