@@ -19,6 +19,7 @@
 #include <sonde/symbolize.h>
 
 #include "base/buf.h"
+#include "base/u64map.h"
 #include "cli.h"
 #include "output.h"
 #include "progress.h"
@@ -30,6 +31,7 @@ struct func {
 	char *module; /* basename of the module, or "[unknown]" */
 	uint64_t self, total;
 	uint64_t stamp; /* last node counted into total: counts once per stack */
+	uint32_t col;	/* in report.rows: func id + 1 of its process/thread label */
 };
 
 struct frame_res {
@@ -86,6 +88,13 @@ struct report {
 	struct root_node *pairs;     /* --folded-roots: the counted (root, node) pairs */
 	size_t n_pairs;
 	uint32_t *thread_root; /* by spool thread id: its root frame's func id + 1, 0 unknown */
+	/* The process/thread column: rows per (function, process or thread), their labels
+	 * borrowed from funcs; row_of maps func id << 32 | col to a row. */
+	enum folded_roots column;
+	bool column_auto;
+	struct func *rows;
+	size_t n_rows, rows_cap;
+	struct u64map row_of;
 	struct sonde_spool *spool;
 	struct sonde_spool_info info;
 	struct sonde_symbolizer *sym;
@@ -119,6 +128,9 @@ static void usage(FILE *f)
 		"  --folded-roots process|thread|none  with --folded, start each stack with a\n"
 		"                'comm-pid' (process) or 'comm-pid/tid' (thread) frame\n"
 		"  --top N       rows per table (default 20)\n"
+		"  --column auto|process|thread|none  a column naming the process ('comm-pid') or\n"
+		"                thread ('comm-pid/tid') of each row, whose counts are then its\n"
+		"                own (default auto: when the samples come from more than one)\n"
 		"  --sort KEY    one table, ordered by self, total or name (default: a table by\n"
 		"                self, then one by total)\n"
 		"  --percent-limit P  leave out rows under P percent (of the key's count)\n"
@@ -328,6 +340,12 @@ static bool sample_matches(const struct report *r, const struct sonde_spool_samp
 	return true;
 }
 
+/* What samples are grouped by: --folded-roots for --folded, the column for the tables. */
+static enum folded_roots grouping(const struct report *r)
+{
+	return r->folded ? r->roots : r->column;
+}
+
 /* The name of process pid: its main thread's (the first thread whose tid is pid), else
  * that of the thread sampled. */
 static const char *process_comm(const struct report *r, const struct sonde_spool_thread *t)
@@ -349,7 +367,7 @@ static long root_of(struct report *r, uint32_t thread, const struct sonde_spool_
 
 	if (thread <= r->info.threads && r->thread_root[thread])
 		return r->thread_root[thread];
-	if (r->roots == ROOTS_PROCESS)
+	if (grouping(r) == ROOTS_PROCESS)
 		snprintf(label, sizeof(label), "%s-%" PRIu32, process_comm(r, t), t->pid);
 	else
 		snprintf(label, sizeof(label), "%s-%" PRIu32 "/%" PRIu32, t->comm, t->pid, t->tid);
@@ -403,17 +421,17 @@ static int count_nodes(struct report *r)
 			if (q)
 				tids = q;
 			struct root_node *rn = NULL;
-			if (q && r->roots != ROOTS_NONE &&
+			if (q && grouping(r) != ROOTS_NONE &&
 			    (rn = realloc(r->pairs, cap * sizeof(*rn))))
 				r->pairs = rn;
-			if (!p || !q || (r->roots != ROOTS_NONE && !rn)) {
+			if (!p || !q || (grouping(r) != ROOTS_NONE && !rn)) {
 				err = -ENOMEM;
 				break;
 			}
 		}
 		pids[n] = t.pid;
 		tids[n] = (uint64_t)t.pid << 32 | t.tid;
-		if (r->roots != ROOTS_NONE) {
+		if (grouping(r) != ROOTS_NONE) {
 			long root = root_of(r, smp.thread, &t);
 			if (root < 0) {
 				err = (int)root;
@@ -429,7 +447,7 @@ static int count_nodes(struct report *r)
 	if (!err) {
 		r->processes = distinct(pids, n);
 		r->tids = distinct(tids, n);
-		r->n_pairs = r->roots != ROOTS_NONE ? n : 0;
+		r->n_pairs = grouping(r) != ROOTS_NONE ? n : 0;
 	}
 	free(pids);
 	free(tids);
@@ -503,19 +521,19 @@ static int attribute(struct report *r)
 	return 0;
 }
 
-static const struct report *sort_ctx;
+static const struct func *sort_funcs; /* the array being sorted */
 static int by_self(const void *a, const void *b)
 {
-	const struct func *x = &sort_ctx->funcs[*(const uint32_t *)a];
-	const struct func *y = &sort_ctx->funcs[*(const uint32_t *)b];
+	const struct func *x = &sort_funcs[*(const uint32_t *)a];
+	const struct func *y = &sort_funcs[*(const uint32_t *)b];
 	if (x->self != y->self)
 		return x->self < y->self ? 1 : -1;
 	return strcmp(x->label, y->label);
 }
 static int by_total(const void *a, const void *b)
 {
-	const struct func *x = &sort_ctx->funcs[*(const uint32_t *)a];
-	const struct func *y = &sort_ctx->funcs[*(const uint32_t *)b];
+	const struct func *x = &sort_funcs[*(const uint32_t *)a];
+	const struct func *y = &sort_funcs[*(const uint32_t *)b];
 	if (x->total != y->total)
 		return x->total < y->total ? 1 : -1;
 	return strcmp(x->label, y->label);
@@ -523,8 +541,8 @@ static int by_total(const void *a, const void *b)
 
 static int by_name(const void *a, const void *b)
 {
-	const struct func *x = &sort_ctx->funcs[*(const uint32_t *)a];
-	const struct func *y = &sort_ctx->funcs[*(const uint32_t *)b];
+	const struct func *x = &sort_funcs[*(const uint32_t *)a];
+	const struct func *y = &sort_funcs[*(const uint32_t *)b];
 	int c = strcmp(x->label, y->label);
 
 	return c ? c : strcmp(x->module, y->module);
@@ -545,17 +563,36 @@ static const struct sort_key *sort_key_named(const char *name)
 	return NULL;
 }
 
+/* The width of the process/thread column: its longest label, within reason. */
+static int column_width(const struct report *r)
+{
+	size_t w = strlen(r->column == ROOTS_PROCESS ? "process" : "thread");
+
+	for (size_t i = 0; i < r->n_rows; i++) {
+		size_t n = strlen(r->funcs[r->rows[i].col - 1].label);
+		w = n > w ? n : w;
+	}
+	return w > 32 ? 32 : (int)w;
+}
+
 static void print_table(const struct report *r, uint32_t *order, const struct sort_key *key)
 {
 	double all = r->samples ? (double)r->samples : 1;
-	size_t rows = 0;
+	const struct func *funcs = r->column != ROOTS_NONE ? r->rows : r->funcs;
+	size_t n = r->column != ROOTS_NONE ? r->n_rows : r->n_funcs, rows = 0;
+	int cw = r->column != ROOTS_NONE ? column_width(r) : 0;
 
-	sort_ctx = r;
-	qsort(order, r->n_funcs, sizeof(*order), key->cmp);
+	for (size_t i = 0; i < n; i++)
+		order[i] = (uint32_t)i;
+	sort_funcs = funcs;
+	qsort(order, n, sizeof(*order), key->cmp);
 	printf("\nTop functions by %s%s:\n", key->name, key->cmp == by_name ? "" : " samples");
-	printf("%8s %9s %8s %9s  %s\n", "self%", "self", "total%", "total", "function [module]");
-	for (size_t i = 0; i < r->n_funcs && rows < (size_t)r->top; i++) {
-		const struct func *f = &r->funcs[order[i]];
+	printf("%8s %9s %8s %9s  ", "self%", "self", "total%", "total");
+	if (cw)
+		printf("%-*s  ", cw, r->column == ROOTS_PROCESS ? "process" : "thread");
+	printf("function [module]\n");
+	for (size_t i = 0; i < n && rows < (size_t)r->top; i++) {
+		const struct func *f = &funcs[order[i]];
 		uint64_t v = key->self_rows ? f->self : f->total;
 		if (!f->total || !f->module[0]) /* not sampled, or a --folded-roots frame */
 			continue;
@@ -569,9 +606,12 @@ static void print_table(const struct report *r, uint32_t *order, const struct so
 		/* names that are already bracketed ([kernel.kallsyms], [vdso]) are not wrapped
 		 * again */
 		bool bracketed = f->module[0] == '[' && f->module[strlen(f->module) - 1] == ']';
-		printf("%7.2f%% %9" PRIu64 " %7.2f%% %9" PRIu64 "  %s %s%s%s\n",
-		       100.0 * f->self / all, f->self, 100.0 * f->total / all, f->total, f->label,
-		       bracketed ? "" : "[", f->module, bracketed ? "" : "]");
+		printf("%7.2f%% %9" PRIu64 " %7.2f%% %9" PRIu64 "  ", 100.0 * f->self / all, f->self,
+		       100.0 * f->total / all, f->total);
+		if (cw)
+			printf("%-*s  ", cw, r->funcs[f->col - 1].label);
+		printf("%s %s%s%s\n", f->label, bracketed ? "" : "[", f->module,
+		       bracketed ? "" : "]");
 		rows++;
 	}
 }
@@ -597,14 +637,12 @@ static void explain_empty(const struct report *r)
 
 static int print_report(const struct report *r)
 {
-	uint32_t *order = malloc((r->n_funcs + 1) * sizeof(*order));
+	uint32_t *order = malloc((r->n_funcs + r->n_rows + 1) * sizeof(*order));
 	const struct sonde_spool_info *in = &r->info;
 	double secs = in->samples ? (in->last_time_ns - in->first_time_ns) / 1e9 : 0;
 
 	if (!order)
 		return -ENOMEM;
-	for (size_t i = 0; i < r->n_funcs; i++)
-		order[i] = (uint32_t)i;
 	printf("%s: %" PRIu64 " samples", r->path, r->samples);
 	if (r->samples != in->samples)
 		printf(" (of %" PRIu64 ")", in->samples);
@@ -675,7 +713,7 @@ static int folded_units(struct report *r)
 {
 	size_t n = 0;
 
-	if (r->roots != ROOTS_NONE) {
+	if (grouping(r) != ROOTS_NONE) {
 		qsort(r->pairs, r->n_pairs, sizeof(*r->pairs), by_root_node);
 		for (size_t i = 0; i < r->n_pairs; i++) {
 			if (n && r->pairs[n - 1].root == r->pairs[i].root &&
@@ -747,6 +785,8 @@ static void report_free(struct report *r)
 	free(r->node_pid);
 	free(r->pairs);
 	free(r->thread_root);
+	free(r->rows);
+	sonde__u64map_free(&r->row_of);
 	sonde__buf_free(&r->frame_funcs);
 	sonde__buf_free(&r->stack);
 	sonde_symbolizer__free(r->sym);
@@ -839,6 +879,7 @@ enum {
 	OPT_TIME,
 	OPT_ROOTS,
 	OPT_DIFF,
+	OPT_COLUMN,
 };
 
 /* One option; 0, or CLI_USAGE after saying why. */
@@ -852,6 +893,20 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 		return 0;
 	case OPT_DIFF:
 		r->diff = 1;
+		return 0;
+	case OPT_COLUMN:
+		r->column_auto = !strcmp(arg, "auto");
+		if (!strcmp(arg, "process"))
+			r->column = ROOTS_PROCESS;
+		else if (!strcmp(arg, "thread"))
+			r->column = ROOTS_THREAD;
+		else if (strcmp(arg, "none") && !r->column_auto) {
+			cli_error("report", "--column wants auto, process, thread or none, not '%s'",
+				  arg);
+			return CLI_USAGE;
+		} else {
+			r->column = ROOTS_NONE;
+		}
 		return 0;
 	case OPT_TOP:
 		errno = 0;
@@ -930,6 +985,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 		{"input", required_argument, NULL, 'i'},
 		{"folded", no_argument, NULL, OPT_FOLDED},
 		{"diff", no_argument, NULL, OPT_DIFF},
+		{"column", required_argument, NULL, OPT_COLUMN},
 		{"folded-roots", required_argument, NULL, OPT_ROOTS},
 		{"top", required_argument, NULL, OPT_TOP},
 		{"lines", no_argument, NULL, OPT_LINES},
@@ -948,6 +1004,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 	int c;
 
 	r->top = 20;
+	r->column_auto = true;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":i:h", opts, NULL)) != -1) {
@@ -976,6 +1033,8 @@ static int parse_args(struct report *r, int argc, char **argv)
 		}
 		r->path = argv[optind];
 		r->path_after = argv[optind + 1];
+		r->column_auto = false; /* functions compare across the two, whoever ran them */
+		r->column = ROOTS_NONE;
 		return -1;
 	}
 	r->path = cli_input("report", input, argc, argv);
@@ -1003,6 +1062,98 @@ static void note_refused(const struct report *r)
 			(unsigned long long)st.refused_owner);
 }
 
+/* The row of function func under column label col (func id + 1), added if new. */
+static long row_for(struct report *r, uint32_t func, uint32_t col)
+{
+	uint64_t key = (uint64_t)func << 32 | col, *v = sonde__u64map_get(&r->row_of, key);
+
+	if (v)
+		return (long)*v;
+	if (r->n_rows == r->rows_cap) {
+		size_t cap = r->rows_cap ? r->rows_cap * 2 : 256;
+		struct func *n = realloc(r->rows, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		r->rows = n;
+		r->rows_cap = cap;
+	}
+	if (sonde__u64map_put(&r->row_of, key, r->n_rows) < 0)
+		return -ENOMEM;
+	r->rows[r->n_rows] = (struct func){.label = r->funcs[func].label,
+					   .module = r->funcs[func].module,
+					   .stamp = UINT64_MAX,
+					   .col = col};
+	return (long)r->n_rows++;
+}
+
+/* attribute() with a process/thread column: self and total per (function, process or
+ * thread), from the (label, node) pairs counted. */
+static int attribute_grouped(struct report *r)
+{
+	int err = folded_units(r);
+	uint64_t *hashes = err ? NULL : malloc((r->n_pairs + 1) * sizeof(*hashes));
+	size_t n_hashes = 0;
+
+	if (!hashes)
+		return err ? err : -ENOMEM;
+	for (size_t u = 0; u < r->n_pairs && !err; u++) {
+		const struct root_node *p = &r->pairs[u];
+		if (!p->node)
+			continue; /* an empty stack: counted in the header */
+		if ((u & 0xff) == 0)
+			cli_progress_update(r->progress, u, r->n_pairs);
+		if ((err = expand_stack(r, p->node)) < 0)
+			break;
+		const uint32_t *ids = (const uint32_t *)r->stack.data;
+		size_t n = r->stack.len / sizeof(uint32_t);
+		hashes[n_hashes++] = ids_hash(ids, n);
+		if (r->stack_unresolved)
+			r->unresolved_samples += p->count;
+		for (size_t i = 0; i < n; i++) {
+			long row = row_for(r, ids[i], p->root);
+			if (row < 0) {
+				err = (int)row;
+				break;
+			}
+			struct func *f = &r->rows[row];
+			if (i == 0)
+				f->self += p->count;
+			if (f->stamp != u) {
+				f->stamp = u;
+				f->total += p->count;
+			}
+		}
+	}
+	r->fn_stacks = distinct(hashes, n_hashes);
+	free(hashes);
+	return err;
+}
+
+/* --column auto: a process column when the samples come from more than one process, a
+ * thread column when from more than one thread of one, else none. */
+static void decide_column(struct report *r)
+{
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread t;
+	uint32_t pid = 0, tid = 0;
+	bool first = true;
+
+	r->column = ROOTS_NONE;
+	for (uint64_t i = 0; sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
+		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0 ||
+		    !sample_matches(r, &smp, &t))
+			continue;
+		if (first) {
+			pid = t.pid, tid = t.tid, first = false;
+		} else if (t.pid != pid) {
+			r->column = ROOTS_PROCESS;
+			return;
+		} else if (t.tid != tid) {
+			r->column = ROOTS_THREAD;
+		}
+	}
+}
+
 /* Opens r->path and counts its samples per function (or, with --folded, per stack
  * node only). 0, or CLI_FAILURE after saying why. */
 static int load(struct report *r)
@@ -1015,13 +1166,15 @@ static int load(struct report *r)
 		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
 		return CLI_FAILURE;
 	}
+	if (r->column_auto && !r->folded)
+		decide_column(r);
 	r->progress = cli_progress_begin("report", "counting samples");
 	int err = count_nodes(r);
 	cli_progress_end(r->progress);
 	r->progress = NULL;
 	if (!err && !r->folded) {
 		r->progress = cli_progress_begin("report", "symbolizing stacks");
-		err = attribute(r);
+		err = r->column != ROOTS_NONE ? attribute_grouped(r) : attribute(r);
 		cli_progress_end(r->progress);
 		r->progress = NULL;
 	}

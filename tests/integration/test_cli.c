@@ -129,6 +129,7 @@ static const struct cli_row cli_rows[] = {
 	 "cli --time 0,10 --lines --no-inline --buildid-cache %T",
 	 0, "Top functions by total samples:"},
 	{"sonde", "report --input %S --folded --folded-roots process", 0, "cli-4242;"},
+	{"sonde", "report --column thread %S", 0, "cli-4242/4242  "},
 	{"sonde", "report --diff %S %S", 0, "+0.00%"},
 	{"sonde", "report -h", 0, "usage: sonde report"},
 	{"sonde", "report --help", 0, "usage: sonde report"},

@@ -552,3 +552,48 @@ TEST(report_progress_only_when_asked_or_on_a_terminal)
 	ASSERT_STR_EQ(o.err, "");
 	test_output_free(&o);
 }
+
+/* The process/thread column: on by itself when the samples come from more than one, on
+ * request otherwise; each row counts its own process's or thread's samples. */
+TEST(report_process_and_thread_column)
+{
+	struct test_output o;
+	const char *multi = multi_file("multi.spool");
+	const char *single = split_file("split.spool", 1, NULL);
+	const char *sonde = test_bin("sonde");
+	char want[256];
+
+	test_runf(&o, 60, "%s report %s", sonde, multi);
+	ASSERT_CONTAINS(o.out, "  process     function [module]\n");
+	snprintf(want, sizeof(want), "  60.00%%       600   60.00%%       600  split-%d  compute_hot [split]",
+		 PID);
+	ASSERT_CONTAINS(o.out, want);
+	snprintf(want, sizeof(want), "   0.00%%         0   30.00%%       300  split-%d  path_warm [split]",
+		 PID);
+	ASSERT_CONTAINS(o.out, want);
+	snprintf(want, sizeof(want), "   0.00%%         0   10.00%%       100  other-%d  main [split]",
+		 PID + 7);
+	ASSERT_CONTAINS(o.out, want);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --column thread --pid %d %s", sonde, PID, multi);
+	snprintf(want, sizeof(want), "  worker-%d/%d  compute_warm [split]", PID, PID + 1);
+	ASSERT_CONTAINS(o.out, want);
+	test_output_free(&o);
+
+	/* one process, one thread: no column unless asked */
+	test_runf(&o, 60, "%s report %s", sonde, single);
+	ASSERT_CONTAINS(o.out, "  total  function [module]\n");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --column process %s", sonde, single);
+	snprintf(want, sizeof(want), "  split-%d  compute_hot [split]", PID);
+	ASSERT_CONTAINS(o.out, want);
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --column none %s", sonde, multi);
+	ASSERT_CONTAINS(o.out, "  total  function [module]\n");
+	ASSERT_CONTAINS(o.out, "  100.00%      1000  main [split]");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --column cpu %s", sonde, multi);
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+}
