@@ -465,6 +465,8 @@ static uint32_t distinct(uint64_t *v, size_t n)
 {
 	uint32_t d = 0;
 
+	if (!n)
+		return 0; /* v may be NULL: nothing was counted */
 	qsort(v, n, sizeof(*v), by_u64);
 	for (size_t i = 0; i < n; i++)
 		d += i == 0 || v[i] != v[i - 1];
@@ -714,7 +716,8 @@ static int folded_units(struct report *r)
 	size_t n = 0;
 
 	if (grouping(r) != ROOTS_NONE) {
-		qsort(r->pairs, r->n_pairs, sizeof(*r->pairs), by_root_node);
+		if (r->n_pairs)
+			qsort(r->pairs, r->n_pairs, sizeof(*r->pairs), by_root_node);
 		for (size_t i = 0; i < r->n_pairs; i++) {
 			if (n && r->pairs[n - 1].root == r->pairs[i].root &&
 			    r->pairs[n - 1].node == r->pairs[i].node)

@@ -82,7 +82,8 @@ int flame_diff_build(struct flame_diff *d, const char *folded_a, const char *fol
 	if ((err = parse(folded_a, 0, &v, &n, &cap, &d->total_a)) < 0 ||
 	    (err = parse(folded_b, 1, &v, &n, &cap, &d->total_b)) < 0)
 		goto out;
-	qsort(v, n, sizeof(*v), by_text);
+	if (n)
+		qsort(v, n, sizeof(*v), by_text);
 	d->v = calloc(n + 1, sizeof(*d->v));
 	if (!d->v) {
 		err = -ENOMEM;

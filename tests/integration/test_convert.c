@@ -645,6 +645,12 @@ TEST(convert_input_option_default_and_empty_profile)
 	ASSERT_CONTAINS(o.err, "no samples, so ");
 	ASSERT_CONTAINS(o.err, "is an empty profile: the targets used no CPU");
 	test_output_free(&o);
+	/* a difference of nothing is an empty graph, said */
+	test_runf(&o, 60, "%s convert --diff %s %s -o %s", test_bin("sonde"), empty, empty,
+		  test_path("e-diff.svg"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "no samples: nothing on this side of the difference");
+	test_output_free(&o);
 }
 
 TEST(convert_progress_only_when_asked_or_on_a_terminal)

@@ -414,6 +414,14 @@ TEST(report_filters_pid_tid_comm_time)
 	ASSERT_CONTAINS(o.err, "no samples match --pid, --tid, --comm or --time (the recording has "
 			       "1000)");
 	test_output_free(&o);
+	/* the same with every way of grouping what is left */
+	test_runf(&o, 60, "%s report --pid 1 --folded --folded-roots thread %s", sonde, path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_STR_EQ(o.out, "");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --pid 1 --column process %s", sonde, path);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
 	test_runf(&o, 10, "%s report --time x %s", sonde, path);
 	ASSERT_INT(o.status, ==, 2);
 	test_output_free(&o);
