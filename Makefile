@@ -42,7 +42,7 @@ SONDE_VERSION := $(SONDE_MAJOR).$(SONDE_MINOR).$(SONDE_PATCH)
 WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter -Wno-missing-field-initializers
 CFLAGS += -std=gnu11 $(WARN) $(MODE_CFLAGS) -fvisibility=hidden -fPIC \
-	  -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP
+	  -D_GNU_SOURCE -Iinclude -Isrc -MMD -MP -DSONDE_VERSION='"$(SONDE_VERSION)"'
 LDFLAGS += $(MODE_LDFLAGS)
 LDLIBS += -ldw -lelf -lzstd -lz -lpthread -lm -ldl
 

@@ -35,6 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	sonde__symtab_build(&st, img.elf, SHT_SYMTAB);
 	sonde__symtab_build(&dyn, img.elf, SHT_DYNSYM);
+	sonde__symtab_add_plt(&dyn, img.elf); /* names from relocations, bounded by .plt */
 	dw = sonde__dwidx_open(img.elf);
 	for (size_t i = 0; i < img.n_loads; i++) {
 		for (uint64_t d = 0; d < 0x400; d += 0x40)

@@ -3,13 +3,19 @@
 #                           virtual addresses differ
 #   progs/libsym_shlib.so   a shared object with exported, local and ifunc symbols
 #   progs/sym_cxx           a C++ program (demangling)
-SYM_PROG_BINS := $(B)/progs/sym_split_nopie $(B)/progs/libsym_shlib.so $(B)/progs/sym_cxx
+#   progs/sym_split_ibt     split.c linked with IBT PLT stubs (.plt.sec), named NAME@plt
+SYM_PROG_BINS := $(B)/progs/sym_split_nopie $(B)/progs/libsym_shlib.so $(B)/progs/sym_cxx \
+		 $(B)/progs/sym_split_ibt
 
 all: $(SYM_PROG_BINS)
 
 $(B)/progs/sym_split_nopie: tests/progs/split.c
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -fno-pie -no-pie $< -o $@ $(PROG_LDLIBS)
+
+$(B)/progs/sym_split_ibt: tests/progs/split.c
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -fcf-protection=full -Wl,-z,ibtplt $< -o $@ $(PROG_LDLIBS)
 
 $(B)/progs/libsym_shlib.so: tests/progs/sym_shlib/shlib.c
 	@mkdir -p $(@D)

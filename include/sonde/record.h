@@ -65,7 +65,7 @@ enum sonde_record_event {
 struct sonde_record_opts {
 	size_t sz;
 	/* Samples per second per thread: 1 .. the kernel maximum, or SONDE_RECORD_FREQ_MAX.
-	 * 0 is invalid (an error naming the allowed range). */
+	 * 0 is invalid (an error naming the allowed range). Ignored with sample_period. */
 	uint64_t frequency;
 	/* User stack bytes copied per sample: 0 for the default 32768; at most 65528; rounded up
 	 * to a multiple of 8. Larger copies unwind deeper stacks and cost more per sample. */
@@ -111,6 +111,10 @@ struct sonde_record_opts {
 	 * unfollowed_samples). */
 	const pid_t *filter_pids;
 	size_t n_filter_pids;
+	/* A fixed sample period instead of a frequency (perf record -c): one sample every
+	 * sample_period events (nanoseconds of CPU time for cpu-clock, cycles for cycles).
+	 * 0: sample at frequency. */
+	uint64_t sample_period;
 };
 
 #define SONDE_UNWIND_FALLBACKS 8
@@ -127,7 +131,7 @@ struct sonde_record_summary {
 	uint64_t unwind_errors;	   /* stacks whose walk stopped at an implausible frame */
 	uint64_t bad_records;	   /* records that did not decode (skipped) */
 	uint64_t duration_ns;	   /* from attach to finish (or now) */
-	uint64_t frequency;	   /* samples per second asked of the kernel */
+	uint64_t frequency;	   /* samples per second asked of the kernel (0: a period) */
 	uint64_t ring_bytes;	   /* data bytes of each per-CPU ring */
 	uint32_t rings;		   /* number of rings (CPUs) */
 	uint32_t stack_bytes;	   /* user stack bytes copied per sample */

@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <sonde/error.h>
@@ -13,14 +15,19 @@
 #include <sonde/symbolize.h>
 
 #include "cli.h"
+#include "flamediff.h"
 #include "output.h"
+#include "progress.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde convert SPOOL -o OUT [--format FORMAT] [--no-symbolize] [--title T]\n"
-		"                     [--buildid-cache DIR]\n\n"
-		"Converts a spool written by 'sonde record' into a profile other tools read.\n"
+		"usage: sonde convert [-i SPOOL | SPOOL] -o OUT [--format FORMAT] "
+		"[--no-symbolize]\n"
+		"                     [--title T] [--buildid-cache DIR]\n"
+		"       sonde convert --diff BEFORE AFTER -o OUT.svg|OUT.folded\n\n"
+		"Converts a spool written by 'sonde record' (default sonde.spool) into a profile\n"
+		"other tools read.\n"
 		"The format follows OUT's extension unless --format says otherwise:\n"
 		"  pprof       .pb.gz, .pprof     gzip'd profile.proto (go tool pprof, pprof)\n"
 		"  folded      .folded, .txt      'outer;...;inner COUNT' lines (flamegraph.pl)\n"
@@ -28,6 +35,13 @@ static void usage(FILE *f)
 		"  svg         .svg               an interactive flame graph (click to zoom, "
 		"Search)\n"
 		"  perfetto    .pftrace, .perfetto-trace  a Perfetto trace (ui.perfetto.dev)\n\n"
+		"  -i, --input SPOOL  the spool to convert (or give it as the argument)\n"
+		"  --diff             a differential flame graph of two spools: widths from "
+		"AFTER,\n"
+		"                     each frame red where its self samples grew, blue where they\n"
+		"                     shrank (BEFORE scaled to AFTER's total, as difffolded.pl "
+		"-n);\n"
+		"                     .folded writes 'STACK BEFORE AFTER' lines (flamegraph.pl)\n"
 		"  -o, --output OUT   the file to write ('-' for standard output); an existing "
 		"file\n"
 		"                     is kept as OUT.old, a FIFO or device is written in place\n"
@@ -70,16 +84,118 @@ static int write_out(const struct conv_job *j, const char *out)
 
 	if (err)
 		return err;
+	char what[PATH_MAX + 16];
+	snprintf(what, sizeof(what), "writing %s", out);
+	struct cli_progress *p = cli_progress_begin("convert", what);
+	cli_progress_tick(p);
 	err = write_fd(j, o.fd);
+	cli_progress_end(p);
 	int cerr = cli_output_close(&o, err == 0);
 	return err ? err : cerr;
 }
 
-enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE, OPT_BUILDID_CACHE };
+enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE, OPT_BUILDID_CACHE, OPT_DIFF };
+
+/* The folded stacks of a spool, as `convert -o x.folded` writes them; NULL after saying
+ * why. The caller frees. */
+static char *folded_of(const char *spool, const struct sonde_profile_spool_opts *so)
+{
+	struct sonde_profile *p = sonde_profile__from_spool(spool, so);
+	int fd = -1, err = 0;
+	char *text = NULL;
+	off_t len;
+
+	if (!p) {
+		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
+		cli_hint_unfinished("convert", spool);
+		return NULL;
+	}
+	if (!sonde_profile__sample_count(p))
+		cli_error("convert", "%s: no samples: nothing on this side of the difference",
+			  spool);
+	if ((fd = memfd_create("sonde-folded", MFD_CLOEXEC)) < 0)
+		err = -errno;
+	if (!err)
+		err = sonde_profile__write(p, SONDE_PROFILE_FOLDED, fd, NULL);
+	if (!err && ((len = lseek(fd, 0, SEEK_END)) < 0 || !(text = calloc(1, (size_t)len + 1))))
+		err = -ENOMEM;
+	if (!err && pread(fd, text, (size_t)len, 0) != len)
+		err = -EIO;
+	if (err) {
+		cli_error("convert", "%s: %s", spool, sonde_strerror(err));
+		free(text);
+		text = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	sonde_profile__free(p);
+	return text;
+}
+
+struct diff_job {
+	struct flame_diff d;
+	const char *title;
+	bool folded;
+};
+
+static int write_diff_fd(const struct diff_job *j, int fd)
+{
+	if (!j->folded)
+		return flame_diff_write_svg(&j->d, fd, j->title);
+	FILE *f = fdopen(dup(fd), "w");
+	if (!f)
+		return -errno;
+	for (size_t i = 0; i < j->d.n; i++)
+		fprintf(f, "%s %.0f %.0f\n", j->d.v[i].text, j->d.v[i].a, j->d.v[i].b);
+	return fclose(f) ? -errno : 0;
+}
+
+/* convert --diff BEFORE AFTER -o OUT. */
+static int run_diff(char **spools, const char *out, const char *format,
+		    const struct sonde_profile_spool_opts *so, const char *title)
+{
+	struct diff_job j = {.title = title ? title : "Differential flame graph"};
+	enum sonde_profile_format fmt;
+	struct cli_output o;
+	char *a, *b;
+	int err;
+
+	if (format ? sonde_profile__parse_format(format, &fmt) < 0
+		   : sonde_profile__format_from_path(out, &fmt) < 0)
+		fmt = SONDE_PROFILE_PPROF; /* refused below */
+	if (fmt != SONDE_PROFILE_SVG && fmt != SONDE_PROFILE_FOLDED) {
+		cli_error("convert", "--diff writes svg or folded, not '%s'",
+			  format ? format : out);
+		return CLI_USAGE;
+	}
+	j.folded = fmt == SONDE_PROFILE_FOLDED;
+	if (!(a = folded_of(spools[0], so)))
+		return CLI_FAILURE;
+	if (!(b = folded_of(spools[1], so))) {
+		free(a);
+		return CLI_FAILURE;
+	}
+	err = flame_diff_build(&j.d, a, b);
+	free(a);
+	free(b);
+	if (!err && !(err = cli_output_open(&o, out))) {
+		err = write_diff_fd(&j, o.fd);
+		int cerr = cli_output_close(&o, err == 0);
+		err = err ? err : cerr;
+	}
+	flame_diff_free(&j.d);
+	if (err) {
+		cli_error("convert", "%s: %s", out, sonde_strerror(err));
+		return CLI_FAILURE;
+	}
+	return CLI_OK;
+}
 
 static int run_convert(int argc, char **argv)
 {
 	static const struct option longopts[] = {
+		{"input", required_argument, NULL, 'i'},
+		{"diff", no_argument, NULL, OPT_DIFF},
 		{"output", required_argument, NULL, 'o'},
 		{"format", required_argument, NULL, 'f'},
 		{"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
@@ -91,12 +207,21 @@ static int run_convert(int argc, char **argv)
 	struct sonde_symbolizer_opts symo = {.sz = sizeof(symo)};
 	struct sonde_profile_spool_opts so = {.sz = sizeof(so), .sym = &symo};
 	struct sonde_profile_write_opts wo = {.sz = sizeof(wo)};
-	const char *out = NULL, *format = NULL;
+	const char *out = NULL, *format = NULL, *input = NULL;
 	enum sonde_profile_format fmt;
+	bool diff = false;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "o:f:h", longopts, NULL)) != -1) {
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":i:o:f:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'i':
+			input = optarg;
+			break;
+		case OPT_DIFF:
+			diff = true;
+			break;
 		case 'o':
 			out = optarg;
 			break;
@@ -116,18 +241,23 @@ static int run_convert(int argc, char **argv)
 			usage(stdout);
 			return CLI_OK;
 		default:
-			usage(stderr);
-			return CLI_USAGE;
+			return cli_bad_option("convert", c, argv);
 		}
 	}
-	if (optind + 1 != argc || !out) {
-		cli_error("convert", optind >= argc ? "no spool file given (see --help)"
-				     : optind + 1 < argc
-					     ? "one spool file at a time (see --help)"
-					     : "no output given: use -o OUT (see --help)");
+	if (!out) {
+		cli_error("convert", "no output given: use -o OUT (see 'sonde convert --help')");
 		return CLI_USAGE;
 	}
-	const char *spool = argv[optind];
+	if (diff) {
+		if (input || argc - optind != 2) {
+			cli_error("convert", "--diff takes two spools: BEFORE AFTER");
+			return CLI_USAGE;
+		}
+		return run_diff(argv + optind, out, format, &so, wo.title);
+	}
+	const char *spool = cli_input("convert", input, argc, argv);
+	if (!spool)
+		return CLI_USAGE;
 	struct conv_job job = {.spool = spool, .so = &so, .wo = &wo};
 	int err;
 	if (format ? is_perfetto(format, 0) : is_perfetto(out, 1)) {
@@ -158,12 +288,22 @@ static int run_convert(int argc, char **argv)
 	if (!wo.title)
 		wo.title = spool;
 	job.fmt = fmt;
+	char what[PATH_MAX + 32];
+	snprintf(what, sizeof(what), "reading and symbolizing %s", spool);
+	struct cli_progress *prog = cli_progress_begin("convert", what);
+	cli_progress_tick(prog);
 	job.p = sonde_profile__from_spool(spool, &so);
+	cli_progress_end(prog);
 	if (!job.p) {
 		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
 		cli_hint_unfinished("convert", spool);
 		return CLI_FAILURE;
 	}
+	if (!sonde_profile__sample_count(job.p))
+		cli_error("convert",
+			  "%s: no samples, so %s is an empty profile: the targets used no CPU "
+			  "while recorded (sonde samples CPU time), or ran too briefly",
+			  spool, out);
 	err = write_out(&job, out);
 	sonde_profile__free((struct sonde_profile *)job.p);
 	if (err) {

@@ -75,12 +75,13 @@ static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde record [-F HZ|max] [-p PID]... [--no-inherit] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
+		"usage: sonde record [-F HZ|max|-c N] [-p PID]... [--no-inherit] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
 		"       sonde record -a [-C CPUS] [-p PID]... [-d SECONDS] [-o FILE] [-- CMD ARGS...]\n"
 		"\n"
 		"Samples the user-space stacks of a command, or of running processes, into a spool file.\n"
 		"\n"
 		"  -F, --freq HZ|max     samples per second per thread, per CPU with -a (default 999; max = the kernel limit)\n"
+		"  -c, --count N         sample every N events instead (nanoseconds of CPU time for cpu-clock)\n"
 		"  -p, --pid PID         record a running process (repeatable); with -a, record only these and their children\n"
 		"  -a, --all-cpus        every process on every CPU, including those started later (not sonde itself);\n"
 		"                        kernel frames on by default; with a command, until it exits\n"
@@ -99,7 +100,11 @@ static void usage(FILE *f)
 		"      --no-buildid-cache   keep no images\n"
 		"      --stack-size N    user stack bytes copied per sample (default 32768, at most 65528)\n"
 		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
-		"  -e, --event EVENT     auto (default), cycles (try cycles first) or cpu-clock\n"
+		"  -e, --event EVENT     auto (default), cycles (try cycles first, say so when it falls\n"
+		"                        back to cpu-clock) or cpu-clock\n"
+		"  -g                    record call graphs (always on: sonde records stacks)\n"
+		"      --call-graph MODE dwarf (default: CFI, frame pointers where CFI fails) or fp\n"
+		"                        (frame pointers only, for code built with them)\n"
 		"  -q, --quiet           no summary\n"
 		"  -h, --help            this help\n"
 		"\n"
@@ -136,7 +141,7 @@ static int parse_event(const char *s, enum sonde_record_event *out)
 }
 
 /* One option; returns 0, or CLI_USAGE after printing why. */
-static int parse_opt(struct record_args *a, int c, const char *arg)
+static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 {
 	uint64_t v;
 
@@ -154,6 +159,22 @@ static int parse_opt(struct record_args *a, int c, const char *arg)
 			return CLI_USAGE;
 		}
 		a->opts.frequency = v;
+		return 0;
+	case 'c':
+		if (parse_u64(arg, &v) || v == 0) {
+			cli_error("record", "-c wants a positive sample period, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		a->opts.sample_period = v;
+		return 0;
+	case 'g':
+		return 0;
+	case 'G':
+		if (strcmp(arg, "dwarf") && strcmp(arg, "fp")) {
+			cli_error("record", "--call-graph wants dwarf or fp, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		a->opts.frame_pointers_only = !strcmp(arg, "fp");
 		return 0;
 	case 'p':
 		if (parse_u64(arg, &v) || v == 0 || v > INT32_MAX) {
@@ -231,8 +252,7 @@ static int parse_opt(struct record_args *a, int c, const char *arg)
 		a->opts.no_buildid_cache = true;
 		return 0;
 	default:
-		usage(stderr);
-		return CLI_USAGE;
+		return cli_bad_option("record", c, argv);
 	}
 }
 
@@ -241,6 +261,8 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"freq", required_argument, NULL, 'F'},
+		{"count", required_argument, NULL, 'c'},
+		{"call-graph", required_argument, NULL, 'G'},
 		{"pid", required_argument, NULL, 'p'},
 		{"output", required_argument, NULL, 'o'},
 		{"stack-size", required_argument, NULL, 'S'},
@@ -266,13 +288,14 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 	a->opts.follow_children = true; /* like perf: children inherit the events */
 	a->output = "sonde.spool";
 	optind = 1;
+	opterr = 0;
 	/* '+': options end at the command, so its own options are left alone. */
-	while ((c = getopt_long(argc, argv, "+F:p:o:e:d:qhaC:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:F:c:gp:o:e:d:qhaC:", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK;
 		}
-		int err = parse_opt(a, c, optarg);
+		int err = parse_opt(a, c, optarg, argv);
 		if (err)
 			return err;
 	}
@@ -299,6 +322,15 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 	return -1;
 }
 
+/* Why the kernel refused the cycles event: ENOENT (no such hardware event) and the
+ * "unsupported" errors mean the machine exposes no CPU PMU, as virtual machines often do. */
+static const char *cycles_why(int err)
+{
+	if (err == -ENOENT || err == -EOPNOTSUPP || err == -ENODEV || err == -EINVAL)
+		return "this machine exposes no hardware PMU";
+	return strerror(-err);
+}
+
 static void report_failure(const char *fallback_fmt, int err)
 {
 	if (last_error[0])
@@ -316,21 +348,31 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 	char fallback[96] = "", followed[48] = "";
 	unsigned attached = a->cmd ? 1u + (unsigned)a->n_pids : (unsigned)a->n_pids;
 
+	char rate[48];
+
+	if (a->opts.sample_period)
+		snprintf(rate, sizeof(rate), "a sample every %llu events",
+			 (unsigned long long)a->opts.sample_period);
+	else
+		snprintf(rate, sizeof(rate), "%llu Hz", (unsigned long long)s->frequency);
 	if (s->cycles_error)
 		snprintf(fallback, sizeof(fallback), " (cycles unavailable: %s)",
-			 strerror(-s->cycles_error));
+			 cycles_why(s->cycles_error));
 	if (a->opts.follow_children)
 		snprintf(followed, sizeof(followed), " (%u followed)",
 			 s->processes > attached ? s->processes - attached : 0);
 	fprintf(stderr,
-		"sonde record: %llu samples (%llu written), %llu lost, %.2f s, event %s%s\n"
-		"  output %s; %llu Hz, %u-byte stacks, %u ring%s of %llu KiB; %u process%s%s, %u "
+		"sonde record: %llu samples (%llu written; %llu samples and %llu records lost), "
+		"%.2f "
+		"s, event %s%s\n"
+		"  output %s; %s, %u-byte stacks, %u ring%s of %llu KiB; %u process%s%s, %u "
 		"thread%s; %llu empty, %llu truncated stacks\n",
 		(unsigned long long)s->samples, (unsigned long long)s->samples_written,
-		(unsigned long long)(s->lost_events + s->lost_samples), s->duration_ns / 1e9,
-		s->event, fallback, cli_output_is_stdout(a->output) ? "standard output" : a->output,
-		(unsigned long long)s->frequency, s->stack_bytes, s->rings,
-		s->rings == 1 ? "" : "s", (unsigned long long)(s->ring_bytes / 1024), s->processes,
+		(unsigned long long)s->lost_samples, (unsigned long long)s->lost_events,
+		s->duration_ns / 1e9, s->event, fallback,
+		cli_output_is_stdout(a->output) ? "standard output" : a->output, rate,
+		s->stack_bytes, s->rings, s->rings == 1 ? "" : "s",
+		(unsigned long long)(s->ring_bytes / 1024), s->processes,
 		s->processes == 1 ? "" : "es", followed, s->threads, s->threads == 1 ? "" : "s",
 		(unsigned long long)s->empty_stacks, (unsigned long long)s->truncated_stacks);
 	fprintf(stderr, "  unwind: %llu frames by DWARF CFI, %llu by frame pointers",
@@ -563,6 +605,12 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 		report_failure("cannot attach: %s", -errno);
 		return NULL;
 	}
+	struct sonde_record_summary s = {.sz = sizeof(s)};
+	if (a->opts.event == SONDE_RECORD_EVENT_CYCLES && sonde_recorder__summary(r, &s) == 0 &&
+	    s.cycles_error)
+		fprintf(stderr,
+			"sonde record: warning: cycles unavailable (%s): sampling cpu-clock\n",
+			cycles_why(s.cycles_error));
 	for (int i = c->l ? 0 : 1; i < a->n_pids; i++) {
 		int out = sonde_recorder__attach_process(r, a->pids[i], SONDE_ATTACH_STOP);
 		if (out == SONDE_ATTACH_EXITED) {

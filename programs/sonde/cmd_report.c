@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,32 +20,88 @@
 #include <sonde/symbolize.h>
 
 #include "base/buf.h"
+#include "base/u64map.h"
 #include "cli.h"
 #include "output.h"
+#include "progress.h"
 
-enum { MAX_INLINE = 16, MAX_CPU = 1 << 16 };
-
-/* --sort keys; each groups the report by one property of the samples. Only cpu so far:
- * functions are what the tables sort by without --sort. */
-enum sort_key { SORT_NONE, SORT_CPU };
+enum { MAX_INLINE = 16 };
 
 struct func {
 	char *label;  /* name, plus " (file:line)" with --lines */
 	char *module; /* basename of the module, or "[unknown]" */
 	uint64_t self, total;
 	uint64_t stamp; /* last node counted into total: counts once per stack */
+	uint32_t col;	/* in report.rows: func id + 1 of its process/thread label */
 };
 
 struct frame_res {
-	uint32_t first; /* index into report.frame_funcs */
-	uint8_t n;	/* 0: not resolved yet */
+	uint32_t first;	    /* index into report.frame_funcs */
+	uint8_t n;	    /* 0: not resolved yet */
+	uint8_t unresolved; /* the symbolizer could not name it */
+};
+
+enum { MAX_IDS = 64, MAX_CPU = 1 << 16 };
+
+/* Which samples count (every filter given must match). */
+struct filter {
+	uint32_t pids[MAX_IDS], tids[MAX_IDS];
+	const char *comms[MAX_IDS];
+	int n_pids, n_tids, n_comms;
+	bool has_time;
+	double from_s, to_s; /* seconds from the start of the recording; to_s < 0: the end */
+	int *cpus; /* --cpu: only samples of these CPUs; NULL: all */
+	size_t n_cpus;
+	const char *cpu_list;
+};
+
+enum folded_roots { ROOTS_NONE, ROOTS_PROCESS, ROOTS_THREAD };
+
+/* A --folded line's key before its text is made: samples of one stack node under one
+ * root frame (0: none). */
+struct root_node {
+	uint32_t root; /* func id + 1 of the comm-pid[/tid] frame, 0 for none */
+	uint32_t node;
+	uint64_t count;
+};
+
+/* --sort keys. Each orders two functions; ties fall back to the name. A key's table
+ * shows the rows that have a count for it (zero_ok: all). */
+struct report;
+struct sort_key {
+	const char *name;
+	int (*cmp)(const void *, const void *);
+	bool self_rows; /* only rows with self samples */
 };
 
 struct report {
 	const char *path;
 	const char *buildid_cache; /* NULL: the default the recorder writes to */
-	int folded, lines, no_inline;
+	const char *path_after;	   /* --diff: the second spool */
+	int folded, lines, no_inline, diff;
 	long top;
+	double percent_limit;
+	const struct sort_key *sort; /* NULL: a table by self, then one by total */
+	bool sort_cpu;		     /* --sort cpu: samples by CPU instead of by function */
+	uint64_t *cpu_count;	     /* samples per CPU, [MAX_CPU] for samples without one */
+	uint32_t cpu_max;	     /* highest CPU seen + 1 */
+	enum folded_roots roots;
+	struct filter filt;
+	uint64_t samples;	     /* samples that passed the filter */
+	uint32_t processes, tids;    /* distinct processes and threads among them */
+	uint64_t fn_stacks;	     /* distinct stacks by function: --folded's lines */
+	uint64_t unresolved_samples; /* samples with an unresolved frame on their stack */
+	bool stack_unresolved;	     /* the stack last expanded has one */
+	struct root_node *pairs;     /* --folded-roots: the counted (root, node) pairs */
+	size_t n_pairs;
+	uint32_t *thread_root; /* by spool thread id: its root frame's func id + 1, 0 unknown */
+	/* The process/thread column: rows per (function, process or thread), their labels
+	 * borrowed from funcs; row_of maps func id << 32 | col to a row. */
+	enum folded_roots column;
+	bool column_auto;
+	struct func *rows;
+	size_t n_rows, rows_cap;
+	struct u64map row_of;
 	struct sonde_spool *spool;
 	struct sonde_spool_info info;
 	struct sonde_symbolizer *sym;
@@ -61,33 +118,42 @@ struct report {
 	uint64_t *node_count;	  /* samples per stack node */
 	uint32_t *node_pid;	  /* pid of a sample of that node (for raw addresses) */
 	struct buf stack;	  /* uint32_t func ids of the stack being walked, leaf first */
-
-	int *cpus; /* --cpu: only samples of these CPUs; NULL: all */
-	size_t n_cpus;
-	const char *cpu_list;
-	enum sort_key sort;
-	uint64_t selected;   /* samples counted (all, or those of the --cpu CPUs) */
-	uint64_t *cpu_count; /* samples per CPU, [MAX_CPU] for samples without one */
-	uint32_t cpu_max;    /* highest CPU seen + 1 */
+	struct cli_progress *progress; /* NULL: none shown */
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde report [--folded] [--top N] [--lines] [--no-inline]\n"
-		"                    [--buildid-cache DIR] [--cpu LIST] [--sort cpu] FILE\n\n"
-		"Summarizes a spool written by 'sonde record': the functions with the most\n"
-		"samples, by self (the sampled function itself) and by total (anywhere on the\n"
-		"stack, counted once per sample even when recursive).\n\n"
+		"usage: sonde report [options] [-i FILE | FILE]\n"
+		"       sonde report --diff [options] BEFORE AFTER\n\n"
+		"Summarizes a spool written by 'sonde record' (default sonde.spool): the "
+		"functions\n"
+		"with the most samples, by self (the sampled function itself) and by total\n"
+		"(anywhere on the stack, counted once per sample even when recursive).\n\n"
+		"  -i, --input FILE  the spool to read (or give it as the argument)\n"
 		"  --folded      print 'outer;...;inner COUNT' lines (flamegraph.pl, speedscope)\n"
+		"  --folded-roots process|thread|none  with --folded, start each stack with a\n"
+		"                'comm-pid' (process) or 'comm-pid/tid' (thread) frame\n"
 		"  --top N       rows per table (default 20)\n"
+		"  --column auto|process|thread|none  a column naming the process ('comm-pid') or\n"
+		"                thread ('comm-pid/tid') of each row, whose counts are then its\n"
+		"                own (default auto: when the samples come from more than one)\n"
+		"  --sort KEY    one table, ordered by self, total or name (default: a table by\n"
+		"                self, then one by total); cpu: samples by CPU instead\n"
+		"  --percent-limit P  leave out rows under P percent (of the key's count)\n"
+		"  --pid PID[,PID...]  only samples of these processes\n"
+		"  --tid TID[,TID...]  only samples of these threads\n"
+		"  --comm NAME[,NAME...]  only samples of threads with these names\n"
+		"  --cpu LIST    only samples taken on these CPUs (perf's list syntax: 0,2-3)\n"
+		"  --time START,END  only samples in this window, in seconds from the start of\n"
+		"                the recording (either side may be left out: 2.5, or ,10)\n"
+		"  --diff        compare two spools: each function's self %% in BEFORE and in\n"
+		"                AFTER and the change, largest changes first (perf diff)\n"
 		"  --lines       add file:line to each function when debug info has it\n"
 		"  --no-inline   attribute inlined code to the function it was inlined into\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
 		"                replaced images (default $SONDE_BUILDID_CACHE, else\n"
 		"                $XDG_CACHE_HOME/sonde/buildid, else ~/.cache/sonde/buildid)\n"
-		"  --cpu LIST    only samples taken on these CPUs (perf's list syntax: 0,2-3)\n"
-		"  --sort cpu    samples by CPU instead of by function\n"
 		"  -h, --help    this help\n");
 }
 
@@ -205,8 +271,8 @@ static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 		n = 1;
 	}
 	r->resolved++;
-	if (out[0].origin == SONDE_SYM_ORIGIN_NONE)
-		r->unresolved++;
+	r->frames[frame_id].unresolved = out[0].origin == SONDE_SYM_ORIGIN_NONE;
+	r->unresolved += r->frames[frame_id].unresolved;
 	int first = r->no_inline ? n - 1 : 0;
 	r->frames[frame_id].first = (uint32_t)(r->frame_funcs.len / sizeof(uint32_t));
 	r->frames[frame_id].n = (uint8_t)(n - first);
@@ -232,6 +298,7 @@ static int expand_stack(struct report *r, uint32_t node)
 	uint32_t parent, frame;
 
 	r->stack.len = 0;
+	r->stack_unresolved = false;
 	for (; node; node = parent) {
 		if (sonde_spool__get_node(r->spool, node, &parent, &frame) < 0)
 			return -ERANGE;
@@ -240,6 +307,7 @@ static int expand_stack(struct report *r, uint32_t node)
 			if (e < 0)
 				return e;
 		}
+		r->stack_unresolved |= r->frames[frame].unresolved;
 		const uint32_t *ids =
 			(const uint32_t *)r->frame_funcs.data + r->frames[frame].first;
 		sonde__buf_append(&r->stack, ids, r->frames[frame].n * sizeof(uint32_t));
@@ -247,55 +315,220 @@ static int expand_stack(struct report *r, uint32_t node)
 	return buf_error(&r->stack);
 }
 
-static bool cpu_selected(const struct report *r, uint32_t cpu)
+static bool id_in(const uint32_t *ids, int n, uint32_t id)
 {
-	if (!r->cpus)
-		return true;
-	for (size_t i = 0; i < r->n_cpus; i++)
-		if ((uint32_t)r->cpus[i] == cpu)
+	for (int i = 0; i < n; i++)
+		if (ids[i] == id)
 			return true;
 	return false;
 }
 
-/* Counts samples per stack node (and per CPU), remembering a pid for each node. */
+static bool sample_matches(const struct report *r, const struct sonde_spool_sample *smp,
+			   const struct sonde_spool_thread *t)
+{
+	const struct filter *f = &r->filt;
+
+	if (f->n_pids && !id_in(f->pids, f->n_pids, t->pid))
+		return false;
+	if (f->n_tids && !id_in(f->tids, f->n_tids, t->tid))
+		return false;
+	if (f->n_comms) {
+		int i = 0;
+		while (i < f->n_comms && strcmp(f->comms[i], t->comm))
+			i++;
+		if (i == f->n_comms)
+			return false;
+	}
+	if (f->cpus) {
+		size_t i = 0;
+		while (i < f->n_cpus && (uint32_t)f->cpus[i] != smp->cpu)
+			i++;
+		if (i == f->n_cpus)
+			return false;
+	}
+	if (f->has_time) {
+		double at =
+			((double)smp->time_ns - (double)r->info.header.start_monotonic_ns) / 1e9;
+		if (at < f->from_s || (f->to_s >= 0 && at > f->to_s))
+			return false;
+	}
+	return true;
+}
+
+/* What samples are grouped by: --folded-roots for --folded, the column for the tables. */
+static enum folded_roots grouping(const struct report *r)
+{
+	return r->folded ? r->roots : r->column;
+}
+
+/* The name of process pid: its main thread's (the first thread whose tid is pid), else
+ * that of the thread sampled. */
+static const char *process_comm(const struct report *r, const struct sonde_spool_thread *t)
+{
+	struct sonde_spool_thread m;
+
+	for (uint32_t i = 1; i <= r->info.threads; i++)
+		if (sonde_spool__get_thread(r->spool, i, &m) == 0 && m.tid == t->pid &&
+		    m.pid == t->pid)
+			return m.comm;
+	return t->comm;
+}
+
+/* The root frame of a thread's samples for --folded-roots, as a func id + 1; cached by
+ * spool thread id in r->thread_root. */
+static long root_of(struct report *r, uint32_t thread, const struct sonde_spool_thread *t)
+{
+	char label[128];
+
+	if (thread <= r->info.threads && r->thread_root[thread])
+		return r->thread_root[thread];
+	if (grouping(r) == ROOTS_PROCESS)
+		snprintf(label, sizeof(label), "%s-%" PRIu32, process_comm(r, t), t->pid);
+	else
+		snprintf(label, sizeof(label), "%s-%" PRIu32 "/%" PRIu32, t->comm, t->pid, t->tid);
+	long id = func_intern(r, label, "");
+	if (id >= 0 && thread <= r->info.threads)
+		r->thread_root[thread] = (uint32_t)id + 1;
+	return id < 0 ? id : id + 1;
+}
+
+static int by_root_node(const void *a, const void *b)
+{
+	const struct root_node *x = a, *y = b;
+
+	if (x->root != y->root)
+		return x->root < y->root ? -1 : 1;
+	return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Distinct values in a sorted-in-place array. */
+static uint32_t distinct(uint64_t *v, size_t n);
+
+/* Counts the samples the filter keeps per stack node, remembering a pid for each node, the
+ * distinct processes and threads among them and, for --folded-roots, (root, node) pairs. */
 static int count_nodes(struct report *r)
 {
 	struct sonde_spool_sample smp;
 	struct sonde_spool_thread t;
+	uint64_t *pids = NULL, *tids = NULL;
+	size_t n = 0, cap = 0;
+	int err = 0;
 
 	r->node_count = calloc((size_t)r->info.stacks + 1, sizeof(*r->node_count));
 	r->node_pid = calloc((size_t)r->info.stacks + 1, sizeof(*r->node_pid));
 	r->frames = calloc((size_t)r->info.frames + 1, sizeof(*r->frames));
+	r->thread_root = calloc((size_t)r->info.threads + 1, sizeof(*r->thread_root));
 	r->cpu_count = calloc(MAX_CPU + 1, sizeof(*r->cpu_count));
-	if (!r->node_count || !r->node_pid || !r->frames || !r->cpu_count)
+	if (!r->node_count || !r->node_pid || !r->frames || !r->thread_root || !r->cpu_count)
 		return -ENOMEM;
 	for (uint64_t i = 0; sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
-		if (!cpu_selected(r, smp.cpu))
+		if ((i & 0xfff) == 0)
+			cli_progress_update(r->progress, i, r->info.samples);
+		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0)
+			t = (struct sonde_spool_thread){.comm = ""};
+		if (!sample_matches(r, &smp, &t))
 			continue;
-		r->selected++;
-		uint32_t c = smp.cpu < MAX_CPU ? smp.cpu : MAX_CPU;
-		r->cpu_count[c]++;
-		if (c < MAX_CPU && c >= r->cpu_max)
-			r->cpu_max = c + 1;
-		if (!r->node_count[smp.stack]++ &&
-		    sonde_spool__get_thread(r->spool, smp.thread, &t) == 0)
+		uint32_t cpu = smp.cpu < MAX_CPU ? smp.cpu : MAX_CPU;
+		r->cpu_count[cpu]++;
+		if (cpu < MAX_CPU && cpu >= r->cpu_max)
+			r->cpu_max = cpu + 1;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			uint64_t *p = realloc(pids, cap * sizeof(*p)), *q;
+			if (p)
+				pids = p;
+			q = p ? realloc(tids, cap * sizeof(*q)) : NULL;
+			if (q)
+				tids = q;
+			struct root_node *rn = NULL;
+			if (q && grouping(r) != ROOTS_NONE &&
+			    (rn = realloc(r->pairs, cap * sizeof(*rn))))
+				r->pairs = rn;
+			if (!p || !q || (grouping(r) != ROOTS_NONE && !rn)) {
+				err = -ENOMEM;
+				break;
+			}
+		}
+		pids[n] = t.pid;
+		tids[n] = (uint64_t)t.pid << 32 | t.tid;
+		if (grouping(r) != ROOTS_NONE) {
+			long root = root_of(r, smp.thread, &t);
+			if (root < 0) {
+				err = (int)root;
+				break;
+			}
+			r->pairs[n] = (struct root_node){(uint32_t)root, smp.stack, 1};
+		}
+		n++;
+		r->samples++;
+		if (!r->node_count[smp.stack]++)
 			r->node_pid[smp.stack] = t.pid;
 	}
-	return 0;
+	if (!err) {
+		r->processes = distinct(pids, n);
+		r->tids = distinct(tids, n);
+		r->n_pairs = grouping(r) != ROOTS_NONE ? n : 0;
+	}
+	free(pids);
+	free(tids);
+	return err;
 }
 
-/* Self and total per function. */
+static int by_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint32_t distinct(uint64_t *v, size_t n)
+{
+	uint32_t d = 0;
+
+	if (!n)
+		return 0; /* v may be NULL: nothing was counted */
+	qsort(v, n, sizeof(*v), by_u64);
+	for (size_t i = 0; i < n; i++)
+		d += i == 0 || v[i] != v[i - 1];
+	return d;
+}
+
+/* A stack of function ids, as --folded merges them. */
+static uint64_t ids_hash(const uint32_t *ids, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ids[i]) * 0x100000001b3ULL;
+	return (h ^ n) * 0x100000001b3ULL;
+}
+
+/* Self and total per function; the distinct stacks by function and the samples with an
+ * unresolved frame. */
 static int attribute(struct report *r)
 {
+	uint64_t *hashes = malloc(((size_t)r->info.stacks + 1) * sizeof(*hashes));
+	size_t n_hashes = 0;
+
+	if (!hashes)
+		return -ENOMEM;
+	cli_progress_update(r->progress, 0, r->info.stacks);
 	for (uint32_t node = 1; node <= r->info.stacks; node++) {
 		uint64_t c = r->node_count[node];
 		if (!c)
 			continue;
+		if ((node & 0xff) == 0)
+			cli_progress_update(r->progress, node, r->info.stacks);
 		int e = expand_stack(r, node);
-		if (e < 0)
+		if (e < 0) {
+			free(hashes);
 			return e;
+		}
 		const uint32_t *ids = (const uint32_t *)r->stack.data;
 		size_t n = r->stack.len / sizeof(uint32_t);
+		hashes[n_hashes++] = ids_hash(ids, n);
+		if (r->stack_unresolved)
+			r->unresolved_samples += c;
 		r->funcs[ids[0]].self += c;
 		for (size_t i = 0; i < n; i++) {
 			struct func *f = &r->funcs[ids[i]];
@@ -305,54 +538,129 @@ static int attribute(struct report *r)
 			}
 		}
 	}
+	r->fn_stacks = distinct(hashes, n_hashes);
+	free(hashes);
 	return 0;
 }
 
-static const struct report *sort_ctx;
+static const struct func *sort_funcs; /* the array being sorted */
 static int by_self(const void *a, const void *b)
 {
-	const struct func *x = &sort_ctx->funcs[*(const uint32_t *)a];
-	const struct func *y = &sort_ctx->funcs[*(const uint32_t *)b];
+	const struct func *x = &sort_funcs[*(const uint32_t *)a];
+	const struct func *y = &sort_funcs[*(const uint32_t *)b];
 	if (x->self != y->self)
 		return x->self < y->self ? 1 : -1;
 	return strcmp(x->label, y->label);
 }
 static int by_total(const void *a, const void *b)
 {
-	const struct func *x = &sort_ctx->funcs[*(const uint32_t *)a];
-	const struct func *y = &sort_ctx->funcs[*(const uint32_t *)b];
+	const struct func *x = &sort_funcs[*(const uint32_t *)a];
+	const struct func *y = &sort_funcs[*(const uint32_t *)b];
 	if (x->total != y->total)
 		return x->total < y->total ? 1 : -1;
 	return strcmp(x->label, y->label);
 }
 
-static void print_table(const struct report *r, uint32_t *order, int self)
+static int by_name(const void *a, const void *b)
 {
-	double all = r->selected ? (double)r->selected : 1;
-	size_t rows = 0;
+	const struct func *x = &sort_funcs[*(const uint32_t *)a];
+	const struct func *y = &sort_funcs[*(const uint32_t *)b];
+	int c = strcmp(x->label, y->label);
 
-	sort_ctx = r;
-	qsort(order, r->n_funcs, sizeof(*order), self ? by_self : by_total);
-	printf("\nTop functions by %s samples:\n", self ? "self" : "total");
-	printf("%8s %9s %8s %9s  %s\n", "self%", "self", "total%", "total", "function [module]");
-	for (size_t i = 0; i < r->n_funcs && rows < (size_t)r->top; i++) {
-		const struct func *f = &r->funcs[order[i]];
-		if (!(self ? f->self : f->total))
+	return c ? c : strcmp(x->module, y->module);
+}
+
+/* A new key (a cpu column, say) is one more row here and its compare function. */
+static const struct sort_key sort_keys[] = {
+	{"self", by_self, true},
+	{"total", by_total, false},
+	{"name", by_name, false},
+};
+
+static const struct sort_key *sort_key_named(const char *name)
+{
+	for (size_t i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++)
+		if (!strcmp(sort_keys[i].name, name))
+			return &sort_keys[i];
+	return NULL;
+}
+
+/* The width of the process/thread column: its longest label, within reason. */
+static int column_width(const struct report *r)
+{
+	size_t w = strlen(r->column == ROOTS_PROCESS ? "process" : "thread");
+
+	for (size_t i = 0; i < r->n_rows; i++) {
+		size_t n = strlen(r->funcs[r->rows[i].col - 1].label);
+		w = n > w ? n : w;
+	}
+	return w > 32 ? 32 : (int)w;
+}
+
+static void print_table(const struct report *r, uint32_t *order, const struct sort_key *key)
+{
+	double all = r->samples ? (double)r->samples : 1;
+	const struct func *funcs = r->column != ROOTS_NONE ? r->rows : r->funcs;
+	size_t n = r->column != ROOTS_NONE ? r->n_rows : r->n_funcs, rows = 0;
+	int cw = r->column != ROOTS_NONE ? column_width(r) : 0;
+
+	for (size_t i = 0; i < n; i++)
+		order[i] = (uint32_t)i;
+	sort_funcs = funcs;
+	qsort(order, n, sizeof(*order), key->cmp);
+	printf("\nTop functions by %s%s:\n", key->name, key->cmp == by_name ? "" : " samples");
+	printf("%8s %9s %8s %9s  ", "self%", "self", "total%", "total");
+	if (cw)
+		printf("%-*s  ", cw, r->column == ROOTS_PROCESS ? "process" : "thread");
+	printf("function [module]\n");
+	for (size_t i = 0; i < n && rows < (size_t)r->top; i++) {
+		const struct func *f = &funcs[order[i]];
+		uint64_t v = key->self_rows ? f->self : f->total;
+		if (!f->total || !f->module[0]) /* not sampled, or a --folded-roots frame */
+			continue;
+		if (key->self_rows && !f->self)
 			break;
+		if (100.0 * v / all < r->percent_limit) {
+			if (key->cmp == by_name)
+				continue;
+			break;
+		}
 		/* names that are already bracketed ([kernel.kallsyms], [vdso]) are not wrapped
 		 * again */
 		bool bracketed = f->module[0] == '[' && f->module[strlen(f->module) - 1] == ']';
-		printf("%7.2f%% %9" PRIu64 " %7.2f%% %9" PRIu64 "  %s %s%s%s\n",
-		       100.0 * f->self / all, f->self, 100.0 * f->total / all, f->total, f->label,
-		       bracketed ? "" : "[", f->module, bracketed ? "" : "]");
+		printf("%7.2f%% %9" PRIu64 " %7.2f%% %9" PRIu64 "  ", 100.0 * f->self / all, f->self,
+		       100.0 * f->total / all, f->total);
+		if (cw)
+			printf("%-*s  ", cw, r->funcs[f->col - 1].label);
+		printf("%s %s%s%s\n", f->label, bracketed ? "" : "[", f->module,
+		       bracketed ? "" : "]");
 		rows++;
 	}
+}
+
+/* Why a report has no samples, on stderr: the filter left none, or the recording has
+ * none (and what that usually means). */
+static void explain_empty(const struct report *r)
+{
+	const struct filter *f = &r->filt;
+
+	if (r->info.samples && (f->n_pids || f->n_tids || f->n_comms || f->has_time))
+		cli_error("report",
+			  "%s: no samples match --pid, --tid, --comm or --time (the recording "
+			  "has %" PRIu64 ")",
+			  r->path, r->info.samples);
+	else if (!r->info.samples)
+		cli_error("report",
+			  "%s: no samples: the targets used no CPU while recorded (sonde "
+			  "samples CPU time: a sleeping or blocked program is not sampled), or "
+			  "ran too briefly",
+			  r->path);
 }
 
 /* --sort cpu: one row per CPU that has samples (as perf report --sort cpu). */
 static void print_cpus(const struct report *r)
 {
-	double all = r->selected ? (double)r->selected : 1;
+	double all = r->samples ? (double)r->samples : 1;
 
 	printf("\nSamples by CPU:\n%8s %9s  %s\n", "samples%", "samples", "cpu");
 	for (uint32_t c = 0; c < r->cpu_max; c++)
@@ -366,31 +674,42 @@ static void print_cpus(const struct report *r)
 
 static int print_report(const struct report *r)
 {
-	uint32_t *order = malloc((r->n_funcs + 1) * sizeof(*order));
+	uint32_t *order = malloc((r->n_funcs + r->n_rows + 1) * sizeof(*order));
 	const struct sonde_spool_info *in = &r->info;
 	double secs = in->samples ? (in->last_time_ns - in->first_time_ns) / 1e9 : 0;
 
 	if (!order)
 		return -ENOMEM;
-	for (size_t i = 0; i < r->n_funcs; i++)
-		order[i] = (uint32_t)i;
-	printf("%s: %" PRIu64 " samples over %.2f s", r->path, in->samples, secs);
+	printf("%s: %" PRIu64 " samples", r->path, r->samples);
+	if (r->samples != in->samples)
+		printf(" (of %" PRIu64 ")", in->samples);
+	printf(" over %.2f s", secs);
 	if (in->header.sample_period_ns)
 		printf(" at %.0f Hz", 1e9 / in->header.sample_period_ns);
-	printf(", %" PRIu32 " threads, %" PRIu32 " modules, %" PRIu32 " distinct stacks\n",
-	       in->threads, in->modules, in->stacks);
-	if (r->cpus)
-		printf("%" PRIu64 " samples on CPUs %s\n", r->selected, r->cpu_list);
+	printf(", sampled in %" PRIu32 " process%s and %" PRIu32 " thread%s; %" PRIu64
+	       " distinct stack%s (by function, as --folded prints them)\n",
+	       r->processes, r->processes == 1 ? "" : "es", r->tids, r->tids == 1 ? "" : "s",
+	       r->fn_stacks, r->fn_stacks == 1 ? "" : "s");
 	if (r->node_count[0])
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->node_count[0],
-		       100.0 * r->node_count[0] / (double)(r->selected ? r->selected : 1));
-	if (r->sort == SORT_CPU) {
+		       100.0 * r->node_count[0] / (double)r->samples);
+	if (r->filt.cpus)
+		printf("%" PRIu64 " samples on CPUs %s\n", r->samples, r->filt.cpu_list);
+	if (!r->samples)
+		explain_empty(r);
+	if (r->sort_cpu) {
 		print_cpus(r);
+	} else if (r->sort) {
+		print_table(r, order, r->sort);
 	} else {
-		print_table(r, order, 1);
-		print_table(r, order, 0);
+		print_table(r, order, &sort_keys[0]);
+		print_table(r, order, &sort_keys[1]);
 	}
-	printf("\nunresolved frames: %" PRIu64 " of %" PRIu64 "\n", r->unresolved, r->resolved);
+	printf("\nunresolved frames: %" PRIu64 " of %" PRIu64
+	       " distinct frame addresses have no symbol; %" PRIu64
+	       " samples (%.2f%%) have one on their stack\n",
+	       r->unresolved, r->resolved, r->unresolved_samples,
+	       r->samples ? 100.0 * r->unresolved_samples / (double)r->samples : 0.0);
 	free(order);
 	return 0;
 }
@@ -406,12 +725,17 @@ static int by_text(const void *a, const void *b)
 }
 
 /* One "outer;...;inner" string for the stack in r->stack. */
-static char *folded_text(const struct report *r)
+static char *folded_text(const struct report *r, uint32_t root)
 {
 	const uint32_t *ids = (const uint32_t *)r->stack.data;
 	size_t n = r->stack.len / sizeof(uint32_t);
 	struct buf b = BUF_INIT;
 
+	if (root) {
+		const char *label = r->funcs[root - 1].label;
+		sonde__buf_append(&b, label, strlen(label));
+		buf_put_u8(&b, n ? ';' : 0);
+	}
 	for (size_t i = n; i-- > 0;) {
 		const char *label = r->funcs[ids[i]].label;
 		sonde__buf_append(&b, label, strlen(label));
@@ -424,22 +748,53 @@ static char *folded_text(const struct report *r)
 	return (char *)b.data;
 }
 
-/* Stacks whose functions are the same (different addresses in one function) merge. */
+/* The (root, node) pairs counted, merged: every sampled node under root 0 without
+ * --folded-roots, else one entry per root and node. */
+static int folded_units(struct report *r)
+{
+	size_t n = 0;
+
+	if (grouping(r) != ROOTS_NONE) {
+		if (r->n_pairs)
+			qsort(r->pairs, r->n_pairs, sizeof(*r->pairs), by_root_node);
+		for (size_t i = 0; i < r->n_pairs; i++) {
+			if (n && r->pairs[n - 1].root == r->pairs[i].root &&
+			    r->pairs[n - 1].node == r->pairs[i].node)
+				r->pairs[n - 1].count++;
+			else
+				r->pairs[n++] = r->pairs[i];
+		}
+		r->n_pairs = n;
+		return 0;
+	}
+	r->pairs = calloc((size_t)r->info.stacks + 1, sizeof(*r->pairs));
+	if (!r->pairs)
+		return -ENOMEM;
+	for (uint32_t node = 0; node <= r->info.stacks; node++)
+		if (r->node_count[node])
+			r->pairs[n++] = (struct root_node){0, node, r->node_count[node]};
+	r->n_pairs = n;
+	return 0;
+}
+
+/* Stacks whose functions are the same (different addresses in one function) merge. An
+ * empty stack has no line, unless it has a root frame. */
 static int print_folded(struct report *r)
 {
-	struct folded_line *lines = calloc((size_t)r->info.stacks + 1, sizeof(*lines));
+	int err = folded_units(r);
+	struct folded_line *lines = err ? NULL : calloc(r->n_pairs + 1, sizeof(*lines));
 	size_t n = 0;
-	int err = 0;
 
 	if (!lines)
-		return -ENOMEM;
-	for (uint32_t node = 1; node <= r->info.stacks && !err; node++) {
-		if (!r->node_count[node])
+		return err ? err : -ENOMEM;
+	for (size_t i = 0; i < r->n_pairs && !err; i++) {
+		const struct root_node *u = &r->pairs[i];
+		if (!u->node && !u->root)
 			continue;
-		if ((err = expand_stack(r, node)) < 0)
+		if ((err = expand_stack(r, u->node)) < 0)
 			break;
-		lines[n].text = folded_text(r);
-		lines[n].count = r->node_count[node];
+		lines[n].text = folded_text(r, u->root);
+		lines[n].count = u->count;
 		err = lines[n++].text ? 0 : -ENOMEM;
 	}
 	if (!err) {
@@ -470,8 +825,12 @@ static void report_free(struct report *r)
 	free(r->frames);
 	free(r->node_count);
 	free(r->node_pid);
+	free(r->pairs);
+	free(r->thread_root);
 	free(r->cpu_count);
-	free(r->cpus);
+	free(r->filt.cpus);
+	free(r->rows);
+	sonde__u64map_free(&r->row_of);
 	sonde__buf_free(&r->frame_funcs);
 	sonde__buf_free(&r->stack);
 	sonde_symbolizer__free(r->sym);
@@ -504,78 +863,238 @@ static int open_spool(struct report *r)
 	return 0;
 }
 
+/* "1,2,3" into ids[]; -1 on a bad list. */
+static int parse_ids(char *arg, uint32_t *ids, int *n)
+{
+	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(t, &end, 10);
+		if (errno || end == t || *end || t[0] == '-' || v > UINT32_MAX || *n == MAX_IDS)
+			return -1;
+		ids[(*n)++] = (uint32_t)v;
+	}
+	return *n ? 0 : -1;
+}
+
+static int parse_comms(char *arg, struct filter *f)
+{
+	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (f->n_comms == MAX_IDS)
+			return -1;
+		f->comms[f->n_comms++] = t;
+	}
+	return f->n_comms ? 0 : -1;
+}
+
+/* "START,END" in seconds, either side empty; a lone "START" means from there on. */
+static int parse_time(const char *arg, struct filter *f)
+{
+	const char *comma = strchr(arg, ',');
+	char *end;
+
+	f->has_time = true;
+	f->from_s = 0;
+	f->to_s = -1;
+	if (arg[0] && arg[0] != ',') {
+		f->from_s = strtod(arg, &end);
+		if (end == arg || (*end && *end != ',') || f->from_s < 0)
+			return -1;
+	}
+	if (comma && comma[1]) {
+		f->to_s = strtod(comma + 1, &end);
+		if (*end || f->to_s < f->from_s)
+			return -1;
+	}
+	return comma || arg[0] ? 0 : -1;
+}
+
+enum {
+	OPT_FOLDED = 256,
+	OPT_TOP,
+	OPT_LINES,
+	OPT_NO_INLINE,
+	OPT_BUILDID_CACHE,
+	OPT_SORT,
+	OPT_CPU,
+	OPT_PERCENT_LIMIT,
+	OPT_PID,
+	OPT_TID,
+	OPT_COMM,
+	OPT_TIME,
+	OPT_ROOTS,
+	OPT_DIFF,
+	OPT_COLUMN,
+};
+
+/* One option; 0, or CLI_USAGE after saying why. */
+static int parse_opt(struct report *r, int c, char *arg, char **argv)
+{
+	char *end;
+
+	switch (c) {
+	case OPT_FOLDED:
+		r->folded = 1;
+		return 0;
+	case OPT_DIFF:
+		r->diff = 1;
+		return 0;
+	case OPT_COLUMN:
+		r->column_auto = !strcmp(arg, "auto");
+		if (!strcmp(arg, "process"))
+			r->column = ROOTS_PROCESS;
+		else if (!strcmp(arg, "thread"))
+			r->column = ROOTS_THREAD;
+		else if (strcmp(arg, "none") && !r->column_auto) {
+			cli_error("report", "--column wants auto, process, thread or none, not '%s'",
+				  arg);
+			return CLI_USAGE;
+		} else {
+			r->column = ROOTS_NONE;
+		}
+		return 0;
+	case OPT_TOP:
+		errno = 0;
+		r->top = strtol(arg, &end, 10);
+		if (errno || *end || r->top < 1) {
+			cli_error("report", "--top wants a positive number, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_LINES:
+		r->lines = 1;
+		return 0;
+	case OPT_NO_INLINE:
+		r->no_inline = 1;
+		return 0;
+	case OPT_BUILDID_CACHE:
+		r->buildid_cache = arg;
+		return 0;
+	case OPT_SORT:
+		r->sort_cpu = !strcmp(arg, "cpu");
+		if (!r->sort_cpu && !(r->sort = sort_key_named(arg))) {
+			cli_error("report", "--sort wants self, total, name or cpu, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_CPU:
+		free(r->filt.cpus);
+		r->filt.cpus = NULL;
+		if (sonde_cpu_list__parse(arg, &r->filt.cpus, &r->filt.n_cpus) < 0) {
+			cli_error("report", "--cpu wants a CPU list such as 0,2-3, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		r->filt.cpu_list = arg;
+		return 0;
+	case OPT_PERCENT_LIMIT:
+		r->percent_limit = strtod(arg, &end);
+		if (end == arg || *end || !(r->percent_limit >= 0) || r->percent_limit > 100) {
+			cli_error("report", "--percent-limit wants a percentage, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_PID:
+	case OPT_TID:
+		if (c == OPT_PID ? parse_ids(arg, r->filt.pids, &r->filt.n_pids)
+				 : parse_ids(arg, r->filt.tids, &r->filt.n_tids)) {
+			cli_error("report", "--%s wants ids separated by commas, not '%s'",
+				  c == OPT_PID ? "pid" : "tid", arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_COMM:
+		if (parse_comms(arg, &r->filt)) {
+			cli_error("report", "--comm wants names separated by commas");
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_TIME:
+		if (parse_time(arg, &r->filt)) {
+			cli_error("report",
+				  "--time wants START,END in seconds from the start, not '%s'",
+				  arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	case OPT_ROOTS:
+		if (!strcmp(arg, "process"))
+			r->roots = ROOTS_PROCESS;
+		else if (!strcmp(arg, "thread"))
+			r->roots = ROOTS_THREAD;
+		else if (!strcmp(arg, "none"))
+			r->roots = ROOTS_NONE;
+		else {
+			cli_error("report",
+				  "--folded-roots wants process, thread or none, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		return 0;
+	default:
+		return cli_bad_option("report", c, argv);
+	}
+}
+
 static int parse_args(struct report *r, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"folded", no_argument, NULL, 'f'},
-		{"top", required_argument, NULL, 't'},
-		{"lines", no_argument, NULL, 'l'},
-		{"no-inline", no_argument, NULL, 'n'},
-		{"buildid-cache", required_argument, NULL, 'B'},
-		{"cpu", required_argument, NULL, 'C'},
-		{"sort", required_argument, NULL, 's'},
+		{"input", required_argument, NULL, 'i'},
+		{"folded", no_argument, NULL, OPT_FOLDED},
+		{"diff", no_argument, NULL, OPT_DIFF},
+		{"column", required_argument, NULL, OPT_COLUMN},
+		{"folded-roots", required_argument, NULL, OPT_ROOTS},
+		{"top", required_argument, NULL, OPT_TOP},
+		{"lines", no_argument, NULL, OPT_LINES},
+		{"no-inline", no_argument, NULL, OPT_NO_INLINE},
+		{"buildid-cache", required_argument, NULL, OPT_BUILDID_CACHE},
+		{"sort", required_argument, NULL, OPT_SORT},
+		{"cpu", required_argument, NULL, OPT_CPU},
+		{"percent-limit", required_argument, NULL, OPT_PERCENT_LIMIT},
+		{"pid", required_argument, NULL, OPT_PID},
+		{"tid", required_argument, NULL, OPT_TID},
+		{"comm", required_argument, NULL, OPT_COMM},
+		{"time", required_argument, NULL, OPT_TIME},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	char *end;
+	const char *input = NULL;
 	int c;
 
 	r->top = 20;
+	r->column_auto = true;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'f':
-			r->folded = 1;
-			break;
-		case 't':
-			errno = 0;
-			r->top = strtol(optarg, &end, 10);
-			if (errno || *end || r->top < 1) {
-				cli_error("report", "--top wants a positive number, not '%s'",
-					  optarg);
-				return CLI_USAGE;
-			}
-			break;
-		case 'l':
-			r->lines = 1;
-			break;
-		case 'n':
-			r->no_inline = 1;
-			break;
-		case 'B':
-			r->buildid_cache = optarg;
-			break;
-		case 'C':
-			free(r->cpus);
-			r->cpus = NULL;
-			if (sonde_cpu_list__parse(optarg, &r->cpus, &r->n_cpus) < 0) {
-				cli_error("report",
-					  "--cpu wants a CPU list such as 0,2-3, not '%s'", optarg);
-				return CLI_USAGE;
-			}
-			r->cpu_list = optarg;
-			break;
-		case 's':
-			if (strcmp(optarg, "cpu") != 0) {
-				cli_error("report", "unknown --sort key '%s' (known: cpu)", optarg);
-				return CLI_USAGE;
-			}
-			r->sort = SORT_CPU;
-			break;
-		case 'h':
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":i:h", opts, NULL)) != -1) {
+		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK;
-		default:
-			usage(stderr);
-			return CLI_USAGE;
 		}
+		if (c == 'i') {
+			input = optarg;
+			continue;
+		}
+		int err = parse_opt(r, c, optarg, argv);
+		if (err)
+			return err;
 	}
-	if (optind != argc - 1) {
-		usage(stderr);
+	if (r->roots != ROOTS_NONE && !r->folded) {
+		cli_error("report", "--folded-roots goes with --folded");
 		return CLI_USAGE;
 	}
-	r->path = argv[optind];
-	return -1;
+	if (r->diff) {
+		if (input || argc - optind != 2 || r->folded || r->sort) {
+			cli_error("report",
+				  "--diff takes two spools, BEFORE AFTER, and no --folded "
+				  "or --sort");
+			return CLI_USAGE;
+		}
+		r->path = argv[optind];
+		r->path_after = argv[optind + 1];
+		r->column_auto = false; /* functions compare across the two, whoever ran them */
+		r->column = ROOTS_NONE;
+		return -1;
+	}
+	r->path = cli_input("report", input, argc, argv);
+	return r->path ? -1 : CLI_USAGE;
 }
 
 /* One line on stderr when files were refused: their names are missing from the report,
@@ -599,6 +1118,218 @@ static void note_refused(const struct report *r)
 			(unsigned long long)st.refused_owner);
 }
 
+/* The row of function func under column label col (func id + 1), added if new. */
+static long row_for(struct report *r, uint32_t func, uint32_t col)
+{
+	uint64_t key = (uint64_t)func << 32 | col, *v = sonde__u64map_get(&r->row_of, key);
+
+	if (v)
+		return (long)*v;
+	if (r->n_rows == r->rows_cap) {
+		size_t cap = r->rows_cap ? r->rows_cap * 2 : 256;
+		struct func *n = realloc(r->rows, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		r->rows = n;
+		r->rows_cap = cap;
+	}
+	if (sonde__u64map_put(&r->row_of, key, r->n_rows) < 0)
+		return -ENOMEM;
+	r->rows[r->n_rows] = (struct func){.label = r->funcs[func].label,
+					   .module = r->funcs[func].module,
+					   .stamp = UINT64_MAX,
+					   .col = col};
+	return (long)r->n_rows++;
+}
+
+/* attribute() with a process/thread column: self and total per (function, process or
+ * thread), from the (label, node) pairs counted. */
+static int attribute_grouped(struct report *r)
+{
+	int err = folded_units(r);
+	uint64_t *hashes = err ? NULL : malloc((r->n_pairs + 1) * sizeof(*hashes));
+	size_t n_hashes = 0;
+
+	if (!hashes)
+		return err ? err : -ENOMEM;
+	for (size_t u = 0; u < r->n_pairs && !err; u++) {
+		const struct root_node *p = &r->pairs[u];
+		if (!p->node)
+			continue; /* an empty stack: counted in the header */
+		if ((u & 0xff) == 0)
+			cli_progress_update(r->progress, u, r->n_pairs);
+		if ((err = expand_stack(r, p->node)) < 0)
+			break;
+		const uint32_t *ids = (const uint32_t *)r->stack.data;
+		size_t n = r->stack.len / sizeof(uint32_t);
+		hashes[n_hashes++] = ids_hash(ids, n);
+		if (r->stack_unresolved)
+			r->unresolved_samples += p->count;
+		for (size_t i = 0; i < n; i++) {
+			long row = row_for(r, ids[i], p->root);
+			if (row < 0) {
+				err = (int)row;
+				break;
+			}
+			struct func *f = &r->rows[row];
+			if (i == 0)
+				f->self += p->count;
+			if (f->stamp != u) {
+				f->stamp = u;
+				f->total += p->count;
+			}
+		}
+	}
+	r->fn_stacks = distinct(hashes, n_hashes);
+	free(hashes);
+	return err;
+}
+
+/* --column auto: a process column when the samples come from more than one process, a
+ * thread column when from more than one thread of one, else none. */
+static void decide_column(struct report *r)
+{
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread t;
+	uint32_t pid = 0, tid = 0;
+	bool first = true;
+
+	r->column = ROOTS_NONE;
+	for (uint64_t i = 0; sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
+		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0 ||
+		    !sample_matches(r, &smp, &t))
+			continue;
+		if (first) {
+			pid = t.pid, tid = t.tid, first = false;
+		} else if (t.pid != pid) {
+			r->column = ROOTS_PROCESS;
+			return;
+		} else if (t.tid != tid) {
+			r->column = ROOTS_THREAD;
+		}
+	}
+}
+
+/* Opens r->path and counts its samples per function (or, with --folded, per stack
+ * node only). 0, or CLI_FAILURE after saying why. */
+static int load(struct report *r)
+{
+	if (open_spool(r) < 0)
+		return CLI_FAILURE;
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .buildid_cache_dir = r->buildid_cache};
+	r->sym = sonde_symbolizer__new(&so);
+	if (!r->sym) {
+		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
+		return CLI_FAILURE;
+	}
+	if (r->column_auto && !r->folded)
+		decide_column(r);
+	r->progress = cli_progress_begin("report", "counting samples");
+	int err = count_nodes(r);
+	cli_progress_end(r->progress);
+	r->progress = NULL;
+	if (!err && !r->folded) {
+		r->progress = cli_progress_begin("report", "symbolizing stacks");
+		err = r->column != ROOTS_NONE ? attribute_grouped(r) : attribute(r);
+		cli_progress_end(r->progress);
+		r->progress = NULL;
+	}
+	if (err < 0) {
+		cli_error("report", "%s: %s", r->path, sonde_strerror(err));
+		return CLI_FAILURE;
+	}
+	return 0;
+}
+
+/* Function (label, module) of r, or -1. */
+static long func_find(const struct report *r, const char *label, const char *module)
+{
+	if (!r->ftab_size)
+		return -1;
+	size_t mask = r->ftab_size - 1, j = str_hash(label, module) & mask;
+	for (; r->ftab[j]; j = (j + 1) & mask) {
+		const struct func *f = &r->funcs[r->ftab[j] - 1];
+		if (!strcmp(f->label, label) && !strcmp(f->module, module))
+			return r->ftab[j] - 1;
+	}
+	return -1;
+}
+
+struct diff_row {
+	const struct func *f; /* for its name: AFTER's, or BEFORE's when AFTER lacks it */
+	double before, after; /* self % */
+};
+
+static int by_change(const void *a, const void *b)
+{
+	const struct diff_row *x = a, *y = b;
+	double dx = fabs(x->after - x->before), dy = fabs(y->after - y->before);
+
+	if (dx != dy)
+		return dx < dy ? 1 : -1;
+	return strcmp(x->f->label, y->f->label);
+}
+
+/* The functions with self samples in either, their self %% in each and the change. */
+static int print_diff(const struct report *a, const struct report *b, double limit, long top)
+{
+	struct diff_row *rows = calloc(a->n_funcs + b->n_funcs + 1, sizeof(*rows));
+	double ta = a->samples ? (double)a->samples : 1, tb = b->samples ? (double)b->samples : 1;
+	size_t n = 0;
+
+	if (!rows)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->n_funcs; i++) {
+		const struct func *f = &b->funcs[i];
+		long j = func_find(a, f->label, f->module);
+		double before = j >= 0 ? 100.0 * (double)a->funcs[j].self / ta : 0;
+		if (f->self || before > 0)
+			rows[n++] = (struct diff_row){f, before, 100.0 * (double)f->self / tb};
+	}
+	for (size_t i = 0; i < a->n_funcs; i++) {
+		const struct func *f = &a->funcs[i];
+		if (f->self && func_find(b, f->label, f->module) < 0)
+			rows[n++] = (struct diff_row){f, 100.0 * (double)f->self / ta, 0};
+	}
+	qsort(rows, n, sizeof(*rows), by_change);
+	printf("before: %s, %" PRIu64 " samples\nafter:  %s, %" PRIu64 " samples\n", a->path,
+	       a->samples, b->path, b->samples);
+	printf("\nSelf samples, as a share of each profile, largest changes first:\n");
+	printf("%8s %8s %9s  %s\n", "before%", "after%", "change", "function [module]");
+	for (size_t i = 0, shown = 0; i < n && shown < (size_t)top; i++) {
+		const struct diff_row *d = &rows[i];
+		if (d->before < limit && d->after < limit)
+			continue;
+		bool bracketed = d->f->module[0] == '[';
+		printf("%7.2f%% %7.2f%% %+8.2f%%  %s %s%s%s\n", d->before, d->after,
+		       d->after - d->before, d->f->label, bracketed ? "" : "[", d->f->module,
+		       bracketed ? "" : "]");
+		shown++;
+	}
+	free(rows);
+	return 0;
+}
+
+static int run_diff(struct report *a)
+{
+	struct report b = *a; /* the same options (nothing is loaded yet) */
+	int rc;
+
+	b.path = a->path_after;
+	rc = load(a);
+	if (!rc)
+		rc = load(&b);
+	if (!rc && print_diff(a, &b, a->percent_limit, a->top) < 0) {
+		cli_error("report", "out of memory");
+		rc = CLI_FAILURE;
+	}
+	report_free(a);
+	report_free(&b);
+	if (fflush(stdout) != 0)
+		rc = CLI_FAILURE;
+	return rc;
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	struct report r = {0};
@@ -606,25 +1337,20 @@ static int cmd_report(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if (open_spool(&r) < 0)
-		return CLI_FAILURE;
-	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .buildid_cache_dir = r.buildid_cache};
-	r.sym = sonde_symbolizer__new(&so);
-	if (!r.sym) {
-		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
-		report_free(&r);
-		return CLI_FAILURE;
-	}
-	err = count_nodes(&r);
-	if (!err && r.sort == SORT_CPU && r.folded) {
+	if (r.diff)
+		return run_diff(&r);
+	if (r.sort_cpu && r.folded) {
 		cli_error("report", "--sort cpu and --folded do not go together");
 		report_free(&r);
 		return CLI_USAGE;
 	}
-	if (!err)
-		err = r.folded ? print_folded(&r) : attribute(&r);
-	if (!err && !r.folded)
-		err = print_report(&r);
+	if ((rc = load(&r))) {
+		report_free(&r);
+		return rc;
+	}
+	err = r.folded ? print_folded(&r) : print_report(&r);
+	if (!err && r.folded && !r.samples)
+		explain_empty(&r);
 	note_refused(&r);
 	if (err < 0)
 		cli_error("report", "%s: %s", r.path, sonde_strerror(err));

@@ -128,7 +128,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	int c, bad = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:h", lo, NULL)) != -1) {
 		switch (c) {
 		case O_TRACE:
 			o->trace = true;
@@ -146,16 +147,20 @@ static int parse(int argc, char **argv, struct opts *o)
 			bad = parse_size(optarg, &o->page_size);
 			break;
 		case O_USER:
-			bad = parse_user(optarg, o);
+			if (parse_user(optarg, o)) {
+				cli_error(CMD, "--user: no such user '%s'", optarg);
+				return -1;
+			}
 			break;
 		case 'h':
 			usage(stdout);
 			return 1;
 		default:
+			cli_bad_option(CMD, c, argv);
 			return -1;
 		}
 		if (bad) {
-			cli_error(CMD, "invalid value '%s'", optarg);
+			cli_error(CMD, "invalid value '%s' (see 'sonde run --help')", optarg);
 			return -1;
 		}
 	}

@@ -13,6 +13,7 @@
  * and a final one at the end.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -43,7 +44,9 @@ static void on_signal(int sig)
 }
 
 struct top_args {
-	double delay_s, window_s;
+	double delay_s, window_s, duration_s;
+	bool full_names;
+	const char *command_output;
 	uint64_t freq;
 	pid_t attach[MAX_PIDS];
 	int n_attach;
@@ -76,20 +79,27 @@ static void usage(FILE *f)
 		"usage: sonde top [options] -p PID [-p PID]...\n"
 		"       sonde top [options] -a\n"
 		"       sonde top [options] -- CMD ARGS...\n"
-		"       sonde top [options] FILE\n"
+		"       sonde top [options] [-i FILE | FILE]\n"
 		"\n"
 		"Shows the hottest functions of a live recording, by self and total samples over a\n"
-		"sliding window, refreshed every second. FILE is a spool being written by `sonde record`.\n"
+		"sliding window, refreshed every second. FILE is a spool being written by `sonde record`\n"
+		"(default sonde.spool).\n"
 		"\n"
-		"  -p, --attach PID      record a running process (repeatable)\n"
+		"  -p, --pid PID         record a running process (repeatable)\n"
 		"  -a, --all-cpus        record every process on every CPU, kernel frames too (as sonde record -a)\n"
-		"  -d, --delay SECS      refresh interval (default 1)\n"
+		"  -i, --input FILE      follow the spool FILE (or give it as the argument)\n"
+		"  -d, --duration SECS   stop after SECS seconds (a launched command is then stopped)\n"
+		"      --interval SECS   refresh interval (default 1)\n"
 		"  -w, --window SECS     sliding window (default 5)\n"
 		"  -F, --freq HZ|max     sampling frequency when recording (default 999)\n"
-		"      --pid PID         show only samples of process PID\n"
-		"      --tid TID         show only samples of thread TID\n"
+		"      --filter-pid PID  show only samples of process PID\n"
+		"      --filter-tid TID  show only samples of thread TID\n"
 		"  -s, --sort self|total order of the table (default self)\n"
 		"  -n, --rows N          rows per table when not on a terminal (default 20)\n"
+		"      --full-names      show whole C++ names (by default template arguments and\n"
+		"                        parameters are elided and names cut to the column)\n"
+		"      --command-output FILE  where a launched command's standard output and error\n"
+		"                        go (default sonde-top.out; its input is /dev/null)\n"
 		"  -h, --help            this help\n"
 		"\n"
 		"Keys: q quits (so does Ctrl-C). When standard output is not a terminal, a plain table is\n"
@@ -119,6 +129,26 @@ static int parse_u32(const char *s, uint32_t *out)
 	return 0;
 }
 
+static const char *opt_name(int c)
+{
+	switch (c) {
+	case 'I':
+		return "--interval";
+	case 'w':
+		return "-w/--window";
+	case 'F':
+		return "-F/--freq";
+	case 's':
+		return "-s/--sort";
+	case 'n':
+		return "-n/--rows";
+	case 'd':
+		return "-d/--duration";
+	default:
+		return "-p/--pid";
+	}
+}
+
 /* One option; returns 0, or CLI_USAGE after reporting. */
 static int parse_opt(struct top_args *a, int c)
 {
@@ -133,9 +163,22 @@ static int parse_opt(struct top_args *a, int c)
 			break;
 		a->attach[a->n_attach++] = (pid_t)v;
 		return 0;
-	case 'd':
+	case 'I':
 		if (parse_seconds(optarg, &a->delay_s) < 0)
 			break;
+		return 0;
+	case 'd':
+		if (parse_seconds(optarg, &a->duration_s) < 0)
+			break;
+		return 0;
+	case 'i':
+		a->file = optarg;
+		return 0;
+	case 'N':
+		a->full_names = true;
+		return 0;
+	case 'O':
+		a->command_output = optarg;
 		return 0;
 	case 'w':
 		if (parse_seconds(optarg, &a->window_s) < 0)
@@ -152,11 +195,11 @@ static int parse_opt(struct top_args *a, int c)
 		return 0;
 	case 'P':
 		return parse_u32(optarg, &a->pid) < 0
-			       ? (cli_error("top", "bad --pid: %s", optarg), CLI_USAGE)
+			       ? (cli_error("top", "bad --filter-pid: %s", optarg), CLI_USAGE)
 			       : 0;
 	case 'T':
 		return parse_u32(optarg, &a->tid) < 0
-			       ? (cli_error("top", "bad --tid: %s", optarg), CLI_USAGE)
+			       ? (cli_error("top", "bad --filter-tid: %s", optarg), CLI_USAGE)
 			       : 0;
 	case 's':
 		if (strcmp(optarg, "self") && strcmp(optarg, "total"))
@@ -171,7 +214,7 @@ static int parse_opt(struct top_args *a, int c)
 	default:
 		return CLI_USAGE;
 	}
-	cli_error("top", "bad value for -%c: %s", c, optarg);
+	cli_error("top", "bad value for %s: %s", opt_name(c), optarg);
 	return CLI_USAGE;
 }
 
@@ -179,46 +222,50 @@ static int parse_opt(struct top_args *a, int c)
 static int parse_args(struct top_args *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"attach", required_argument, NULL, 'p'},
-		{"delay", required_argument, NULL, 'd'},
+		{"pid", required_argument, NULL, 'p'},
+		{"input", required_argument, NULL, 'i'},
+		{"duration", required_argument, NULL, 'd'},
+		{"interval", required_argument, NULL, 'I'},
 		{"window", required_argument, NULL, 'w'},
 		{"freq", required_argument, NULL, 'F'},
-		{"pid", required_argument, NULL, 'P'},
-		{"tid", required_argument, NULL, 'T'},
+		{"filter-pid", required_argument, NULL, 'P'},
+		{"filter-tid", required_argument, NULL, 'T'},
 		{"sort", required_argument, NULL, 's'},
 		{"rows", required_argument, NULL, 'n'},
+		{"full-names", no_argument, NULL, 'N'},
+		{"command-output", required_argument, NULL, 'O'},
 		{"all-cpus", no_argument, NULL, 'a'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
 
-	*a = (struct top_args){.delay_s = 1, .window_s = 5, .freq = 999};
-	while ((c = getopt_long(argc, argv, "+p:d:w:F:s:n:ha", longopts, NULL)) != -1) {
+	*a = (struct top_args){
+		.delay_s = 1, .window_s = 5, .freq = 999, .command_output = "sonde-top.out"};
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:p:i:d:w:F:s:n:ha", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK + 256; /* done, exit 0 */
 		}
+		if (c == '?' || c == ':')
+			return cli_bad_option("top", c, argv);
 		int err = parse_opt(a, c);
-		if (err) {
-			usage(stderr);
+		if (err)
 			return err;
-		}
 	}
 	bool dashdash = optind > 0 && strcmp(argv[optind - 1], "--") == 0;
-	if (dashdash && optind < argc)
+	if (dashdash && optind < argc) {
 		a->cmd = &argv[optind];
-	else if (optind + 1 == argc)
-		a->file = argv[optind];
-	else if (optind < argc) {
-		cli_error("top", "unexpected argument: %s", argv[optind + 1]);
-		return CLI_USAGE;
+	} else if (optind < argc || (!a->n_attach && !a->system_wide)) {
+		if (!(a->file = cli_input("top", a->file, argc, argv)))
+			return CLI_USAGE;
 	}
 	int sources = (a->n_attach > 0) + (a->cmd != NULL) + (a->file != NULL) + a->system_wide;
 	if (sources != 1) {
 		cli_error("top", sources ? "give only one of -p PID, -a, -- CMD and FILE"
 					 : "nothing to show: give -p PID, -a, -- CMD or FILE");
-		usage(stderr);
 		return CLI_USAGE;
 	}
 	return 0;
@@ -233,6 +280,28 @@ static uint64_t mono_ns(void)
 }
 
 /* ---- sources ---- */
+
+/* The library explains a failure through the log: its last error is the one line said,
+ * in place of the errno it returns (which is often only EIO). */
+static char last_error[512];
+
+static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx)
+{
+	if (level >= SONDE_LOG_ERROR)
+		snprintf(last_error, sizeof(last_error), "%s", msg);
+	else if (level >= sonde_log__get_level())
+		fprintf(stderr, "sonde top: warning: %s\n", msg);
+}
+
+/* "cannot record pid N: why", said once: the library's reason when it gave one. */
+static void record_error(pid_t pid, int err)
+{
+	if (last_error[0])
+		cli_error("top", "%s", last_error);
+	else
+		cli_error("top", "cannot record pid %d: %s", (int)pid,
+			  err == -ESRCH ? "no such process" : sonde_strerror(err));
+}
 
 /* A temporary spool for recording: unlinked once the tail has it open, and punched as it
  * is consumed, so it takes no lasting disk space. */
@@ -254,10 +323,47 @@ static int open_tail(struct top *tp, const char *spool)
 
 	tp->t = tp->r ? sonde_recorder__tail(tp->r, &o) : sonde_tail__open(spool, NULL);
 	if (!tp->t) {
-		cli_error("top", "cannot follow %s: %s", spool, strerror(errno));
+		int e = errno;
+		if (tp->r)
+			cli_error("top", "cannot follow the recording: %s", sonde_strerror(e));
+		else if (e == SONDE_E_MAGIC)
+			cli_error("top", "%s: not a sonde spool file", spool);
+		else
+			cli_error("top", "%s: %s", spool, sonde_strerror(e));
 		return CLI_FAILURE;
 	}
 	return 0;
+}
+
+/* The launched command, its standard output and error going to --command-output (so that
+ * they do not scribble over the view) and its input from /dev/null (the keys are top's).
+ * The child takes the descriptors at fork: ours are put back right after. */
+static struct sonde_launch *launch_quiet(struct top *tp)
+{
+	const char *out = tp->a.command_output;
+	int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int saved[3] = {dup(0), dup(1), dup(2)};
+	struct sonde_launch *l = NULL;
+
+	if (fd < 0 || in < 0 || saved[0] < 0 || saved[1] < 0 || saved[2] < 0) {
+		cli_error("top", "%s: %s", out, strerror(errno));
+		errno = 0;
+	} else if (dup2(in, 0) >= 0 && dup2(fd, 1) >= 0 && dup2(fd, 2) >= 0) {
+		l = sonde_launch__new(tp->a.cmd, NULL);
+	}
+	int e = errno;
+	for (int i = 0; i < 3; i++)
+		if (saved[i] >= 0) {
+			dup2(saved[i], i);
+			close(saved[i]);
+		}
+	if (fd >= 0)
+		close(fd);
+	if (in >= 0)
+		close(in);
+	errno = e;
+	return l;
 }
 
 static int start_recording(struct top *tp)
@@ -285,27 +391,27 @@ static int start_recording(struct top *tp)
 		return err;
 	}
 	if (tp->a.cmd) {
-		tp->l = sonde_launch__new(tp->a.cmd, NULL);
+		tp->l = launch_quiet(tp);
 		if (!tp->l) {
-			cli_error("top", "cannot run '%s': %s", tp->a.cmd[0], strerror(errno));
+			int e = errno;
+			if (e)
+				cli_error("top", "cannot run '%s': %s", tp->a.cmd[0], strerror(e));
 			unlink(path);
-			return errno == ENOENT ? 127 : 126;
+			return !e ? CLI_FAILURE : e == ENOENT ? 127 : 126;
 		}
 		pid = sonde_launch__pid(tp->l);
 	}
 	tp->r = sonde_recorder__attach(pid, path, tp->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP,
 				      &o);
 	if (!tp->r) {
-		cli_error("top", "cannot record pid %d: %s", (int)pid,
-			  errno == ESRCH ? "no such process" : strerror(errno));
+		record_error(pid, -errno);
 		unlink(path);
 		return CLI_FAILURE;
 	}
 	for (int i = 1; i < tp->a.n_attach; i++) {
 		int out = sonde_recorder__attach_process(tp->r, tp->a.attach[i], SONDE_ATTACH_STOP);
 		if (out < 0 || out == SONDE_ATTACH_EXITED) {
-			cli_error("top", "cannot record pid %d: %s", (int)tp->a.attach[i],
-				  out < 0 ? sonde_strerror(out) : "no such process");
+			record_error(tp->a.attach[i], out < 0 ? out : -ESRCH);
 			unlink(path);
 			return CLI_FAILURE;
 		}
@@ -319,7 +425,8 @@ static int start_recording(struct top *tp)
 		return err == -ENOENT ? 127 : 126;
 	}
 	if (tp->l)
-		snprintf(tp->source, sizeof(tp->source), "%s (pid %d)", tp->a.cmd[0], (int)pid);
+		snprintf(tp->source, sizeof(tp->source), "%s (pid %d, output in %s)", tp->a.cmd[0],
+			 (int)pid, tp->a.command_output);
 	else
 		snprintf(tp->source, sizeof(tp->source), "pid %d%s", (int)pid,
 			 tp->a.n_attach > 1 ? " and others" : "");
@@ -436,8 +543,13 @@ static void draw_table(struct top *tp, int max_rows, int width, const char *note
 	for (int i = 0; i < n && i < max_rows; i++) {
 		double self = total ? 100.0 * (double)rows[i].self / (double)total : 0;
 		double tot = total ? 100.0 * (double)rows[i].total / (double)total : 0;
-		snprintf(line, sizeof(line), "%7.2f %7.2f  %-40s %s", self, tot, rows[i].name,
-			 rows[i].module);
+		char name[NAME_COLUMN + 1];
+		if (tp->a.full_names)
+			snprintf(line, sizeof(line), "%7.2f %7.2f  %-40s %s", self, tot,
+				 rows[i].name, rows[i].module);
+		else
+			snprintf(line, sizeof(line), "%7.2f %7.2f  %-40s %s", self, tot,
+				 top_short_name(rows[i].name, name, sizeof(name)), rows[i].module);
 		if (width > 0 && (size_t)width < sizeof(line))
 			line[width] = 0;
 		puts(line);
@@ -497,9 +609,10 @@ static int wait_step(struct top *tp)
 static int top_loop(struct top *tp)
 {
 	uint64_t delay = (uint64_t)(tp->a.delay_s * 1e9), next = mono_ns() + delay;
+	uint64_t end = tp->a.duration_s ? mono_ns() + (uint64_t)(tp->a.duration_s * 1e9) : 0;
 	int err = 0;
 
-	while (!stop_signal) {
+	while (!stop_signal && !(end && mono_ns() >= end)) {
 		if ((err = wait_step(tp)) < 0)
 			break;
 		if (read_keys(tp))
@@ -520,8 +633,11 @@ static int top_loop(struct top *tp)
 				next = mono_ns() + delay;
 		}
 	}
-	if (err < 0)
-		cli_error("top", "%s", sonde_strerror(err));
+	if (err < 0 && tp->a.file) /* the file being followed is what failed: name it */
+		cli_error("top", "%s: %s", tp->a.file,
+			  err == -SONDE_E_MAGIC ? "not a sonde spool file" : sonde_strerror(err));
+	else if (err < 0)
+		cli_error("top", "%s", last_error[0] ? last_error : sonde_strerror(err));
 	return err < 0 ? CLI_FAILURE : CLI_OK;
 }
 
@@ -536,16 +652,6 @@ static void handle_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-static char last_error[512];
-
-static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx)
-{
-	if (level >= SONDE_LOG_ERROR)
-		snprintf(last_error, sizeof(last_error), "%s", msg);
-	else if (level >= sonde_log__get_level())
-		fprintf(stderr, "sonde top: warning: %s\n", msg);
-}
-
 static int cmd_top(int argc, char **argv)
 {
 	struct top tp = {0};
@@ -556,8 +662,6 @@ static int cmd_top(int argc, char **argv)
 	sonde_log__set_callback(log_to_stderr, NULL);
 	handle_signals();
 	code = open_source(&tp);
-	if (code && last_error[0])
-		cli_error("top", "%s", last_error);
 	if (!code &&
 	    !(tp.agg = top_agg_new(tp.t, (uint64_t)(tp.a.window_s * 1e9), tp.a.pid, tp.a.tid))) {
 		cli_error("top", "out of memory");
@@ -576,6 +680,8 @@ static int cmd_top(int argc, char **argv)
 			redraw(&tp, true);
 		}
 	}
+	if (tp.l)
+		fprintf(stderr, "sonde top: the command's output is in %s\n", tp.a.command_output);
 	top_agg_free(tp.agg);
 	sonde_tail__free(tp.t);
 	sonde_recorder__free(tp.r);

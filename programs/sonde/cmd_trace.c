@@ -24,7 +24,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sonde trace -o FILE -c CONFIG [--txt]\n"
-		"       sonde trace -o FILE [-t DURATION] [-b SIZE] DATA_SOURCE...\n"
+		"       sonde trace -o FILE [-d DURATION] [-b SIZE] DATA_SOURCE...\n"
 		"       sonde trace --query\n"
 		"       sonde trace --trigger NAME [--trigger NAME...]\n"
 		"       sonde trace --clone ID|NAME -o FILE\n"
@@ -36,8 +36,9 @@ static void usage(FILE *f)
 		"text\n"
 		"                       format with --txt ('-' reads standard input)\n"
 		"      --txt            the config is in text format\n"
-		"  -o, --out FILE       write the trace to FILE (required to trace)\n"
-		"  -t, --time DURATION  session length, e.g. 10s, 500ms, 2m (default 10s)\n"
+		"  -o, --output FILE    write the trace to FILE (required to trace)\n"
+		"  -d, --duration DURATION  session length, e.g. 10s, 500ms, 2m (default 10s);\n"
+		"                       -t, --time DURATION is the same (perfetto's name)\n"
 		"  -b, --buffer SIZE    central buffer size, e.g. 64mb, 512kb (default 32mb)\n"
 		"      --socket PATH    the service's consumer socket (default\n"
 		"                       $PERFETTO_CONSUMER_SOCK_NAME, else /run/perfetto/\n"
@@ -55,8 +56,10 @@ static void usage(FILE *f)
 		"                       or your own uid; $SONDE_TRUST_UID does the same)\n"
 		"  -h, --help           show this help\n"
 		"\n"
-		"-t, -b and DATA_SOURCE names build a config with one ring buffer; they cannot be\n"
-		"combined with -c. See docs/trace.md for the text format sonde understands.\n");
+		"-d, -b and DATA_SOURCE names build a config with one ring buffer; they cannot be\n"
+		"combined with -c. A data source no producer of the service offers records\n"
+		"nothing: sonde trace warns about each one. See docs/trace.md for the text format\n"
+		"sonde understands.\n");
 }
 
 struct opts {
@@ -164,7 +167,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"txt", no_argument, NULL, OPT_TXT},
-		{"out", required_argument, NULL, 'o'},
+		{"output", required_argument, NULL, 'o'},
+		{"duration", required_argument, NULL, 'd'},
 		{"time", required_argument, NULL, 't'},
 		{"buffer", required_argument, NULL, 'b'},
 		{"socket", required_argument, NULL, OPT_SOCKET},
@@ -180,7 +184,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->duration_ms = 10000;
 	o->buffer_kb = 32 * 1024;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:o:t:b:qh", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":c:o:d:t:b:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			o->config = optarg;
@@ -191,6 +196,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'o':
 			o->out = optarg;
 			break;
+		case 'd':
 		case 't':
 			o->quick = true;
 			if (parse_duration(optarg, &o->duration_ms) < 0) {
@@ -235,8 +241,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			usage(stdout);
 			return -1;
 		default:
-			usage(stderr);
-			return CLI_USAGE;
+			return cli_bad_option(CMD, c, argv);
 		}
 	}
 	o->sources = argv + optind;
@@ -261,7 +266,7 @@ static int check_args(const struct opts *o)
 		return CLI_USAGE;
 	}
 	if (o->config && (o->quick || o->n_sources)) {
-		cli_error(CMD, "-c cannot be combined with -t, -b or data source names");
+		cli_error(CMD, "-c cannot be combined with -d, -b or data source names");
 		return CLI_USAGE;
 	}
 	if (o->txt && !o->config) {
@@ -699,6 +704,55 @@ static int run_clone(const struct opts *o)
 	return rc;
 }
 
+/* Calls fn with each data source name of a binary TraceConfig (data_sources = 2,
+ * DataSource.config = 1, DataSourceConfig.name = 1). */
+static void config_source_names(const uint8_t *cfg, size_t len,
+				void (*fn)(const char *name, size_t n, void *ctx), void *ctx)
+{
+	struct pb_reader r = pb_reader_init(cfg, len);
+	struct pb_field f, g, h;
+
+	while (sonde__pb_next(&r, &f) == 1) {
+		if (f.num != 2 || f.wire != PB_LEN)
+			continue;
+		struct pb_reader ds = pb_sub(&f);
+		while (sonde__pb_next(&ds, &g) == 1) {
+			if (g.num != 1 || g.wire != PB_LEN)
+				continue;
+			struct pb_reader dc = pb_sub(&g);
+			while (sonde__pb_next(&dc, &h) == 1)
+				if (h.num == 1 && h.wire == PB_LEN)
+					fn((const char *)h.ptr, h.len, ctx);
+		}
+	}
+}
+
+static void warn_if_unoffered(const char *name, size_t n, void *ctx)
+{
+	const struct sonde_service_state *s = ctx;
+
+	for (size_t i = 0; i < s->n_data_sources; i++)
+		if (strlen(s->data_sources[i].name) == n &&
+		    !memcmp(s->data_sources[i].name, name, n))
+			return;
+	fprintf(stderr,
+		"sonde trace: warning: no producer offers data source '%.*s': nothing will be "
+		"recorded from it (see 'sonde trace --query')\n",
+		(int)n, name);
+}
+
+/* A data source no connected producer registered records nothing (the service keeps it
+ * for a producer that may still come): say so for each. */
+static void warn_unmatched(struct sonde_consumer *c, const uint8_t *cfg, size_t len)
+{
+	struct sonde_service_state *s = NULL;
+
+	if (sonde_consumer__query_service_state_sync(c, &s, 5000) < 0)
+		return;
+	config_source_names(cfg, len, warn_if_unoffered, s);
+	sonde_service_state__free(s);
+}
+
 static int run_trace(const struct opts *o)
 {
 	struct sonde_trace_config_summary sum;
@@ -716,6 +770,7 @@ static int run_trace(const struct opts *o)
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	warn_unmatched(c, cfg, len);
 	int r = sonde_consumer__enable_tracing(c, cfg, len, sum.write_into_file ? fd : -1);
 	if (r < 0) {
 		cli_error(CMD, "EnableTracing failed: %s", sonde_strerror(r));

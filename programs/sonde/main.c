@@ -1,3 +1,4 @@
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,37 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int cli_bad_option(const char *cmd, int c, char **argv)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "";
+	char shrt[3] = {'-', (char)optopt, 0};
+	int len;
+
+	/* a short option in a cluster (-qx) is named by its letter, a long one as typed */
+	if (strncmp(arg, "--", 2) != 0 && optopt > 0 && optopt < 128)
+		arg = shrt;
+	len = (int)strcspn(arg, "=");
+	if (c == ':')
+		cli_error(cmd, "option '%.*s' needs a value (see 'sonde %s --help')", len, arg,
+			  cmd);
+	else
+		cli_error(cmd, "unknown option '%.*s' (see 'sonde %s --help')", len, arg, cmd);
+	return CLI_USAGE;
+}
+
+const char *cli_input(const char *cmd, const char *opt_i, int argc, char **argv)
+{
+	int left = argc - optind;
+
+	if (left > 1 || (left == 1 && opt_i)) {
+		cli_error(cmd, "one input file at a time (see 'sonde %s --help')", cmd);
+		return NULL;
+	}
+	if (opt_i)
+		return opt_i;
+	return left == 1 ? argv[optind] : "sonde.spool";
+}
+
 static int by_name(const void *a, const void *b)
 {
 	return strcmp((*(const struct cli_command *const *)a)->name,
@@ -40,7 +72,8 @@ static void usage(FILE *f)
 		   "commands:\n");
 	for (int i = 0; i < n_commands; i++)
 		fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-	fprintf(f, "\n'sonde COMMAND --help' describes a command's options.\n");
+	fprintf(f, "\n'sonde COMMAND --help' (or 'sonde help COMMAND') describes a command's\n"
+		   "options; 'sonde --version' prints the version.\n");
 }
 
 int main(int argc, char **argv)

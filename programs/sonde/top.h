@@ -40,4 +40,12 @@ uint64_t top_agg_last_time(const struct top_agg *a);
  * is owned by the aggregate. Returns the number of rows or -errno. */
 int top_agg_rows(struct top_agg *a, bool by_total, const struct top_row **rows);
 
+/* The FUNCTION column's width. */
+enum { NAME_COLUMN = 40 };
+
+/* name as the FUNCTION column shows it: template arguments and parameter lists elided
+ * ("std::map<...>::find(...)"; operator< and "(anonymous namespace)" kept), then cut to
+ * cap - 1 characters ending in "..." when still longer. Returns out. */
+const char *top_short_name(const char *name, char *out, size_t cap);
+
 #endif

@@ -19,6 +19,18 @@
 #include <sonde/service.h>
 
 #include "supervise.h"
+/* One line for an option getopt refused (as the sonde commands say it). */
+static void bad_option(int c, char **argv)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "";
+	char shrt[3] = {'-', (char)optopt, 0};
+
+	if (strncmp(arg, "--", 2) != 0 && optopt > 0 && optopt < 128)
+		arg = shrt;
+	fprintf(stderr, "sonded: %s '%.*s' (see 'sonded --help')\n",
+		c == ':' ? "missing value for option" : "unknown option", (int)strcspn(arg, "="),
+		arg);
+}
 
 static void usage(FILE *f)
 {
@@ -65,6 +77,7 @@ static void usage(FILE *f)
 		"  -b, --background            detach and run in the background\n"
 		"  -f, --foreground            stay in the foreground (the default)\n"
 		"  -l, --log-level LEVEL       debug, info, warn (default), error or off\n"
+		"  -V, --version               print the version and exit\n"
 		"  -h, --help                  show this help\n"
 		"\n"
 		"If $TRACED_NOTIFY_FD is set, \"1\" is written to that fd once the sockets "
@@ -291,6 +304,7 @@ int main(int argc, char **argv)
 		{"background", no_argument, NULL, 'b'},
 		{"foreground", no_argument, NULL, 'f'},
 		{"log-level", required_argument, NULL, 'l'},
+		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -302,7 +316,8 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int c, sfd, rc;
 
-	while ((c = getopt_long(argc, argv, "p:c:x:bfl:h", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:c:x:bfl:Vh", opts, NULL)) != -1) {
 		if (c >= OPT_SOCKET_MODE) {
 			if (security_opt(&so, c, optarg) < 0) {
 				fprintf(stderr, "sonded: invalid option value '%s'\n", optarg);
@@ -340,14 +355,17 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'V':
+			printf("sonded %s\n", SONDE_VERSION);
+			return 0;
 		default:
-			usage(stderr);
+			bad_option(c, argv);
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "sonded: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "sonded: unexpected argument '%s' (see 'sonded --help')\n",
+			argv[optind]);
 		return 2;
 	}
 	sigemptyset(&mask);

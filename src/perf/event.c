@@ -34,8 +34,12 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 		a->type = PERF_TYPE_SOFTWARE;
 		a->config = PERF_COUNT_SW_CPU_CLOCK;
 	}
-	a->freq = 1;
-	a->sample_freq = c->freq;
+	if (c->period) {
+		a->sample_period = c->period;
+	} else {
+		a->freq = 1;
+		a->sample_freq = c->freq;
+	}
 	a->sample_type = SAMPLE_TYPE;
 	if (c->kernel) {
 		/* The kernel part of the callchain only: user frames come from sonde's own

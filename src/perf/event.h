@@ -23,6 +23,7 @@ enum perf_kind {
 struct perf_event_cfg {
 	enum perf_kind kind;
 	uint64_t freq;	       /* samples per second */
+	uint64_t period;       /* a fixed period instead, when not 0 */
 	uint32_t stack_bytes;  /* user stack copied per sample, a multiple of 8 */
 	bool disabled;	       /* created disabled */
 	bool enable_on_exec;   /* enabled by the kernel when the task execs */

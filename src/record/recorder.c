@@ -73,6 +73,15 @@ int sonde_recorder__max_frequency(uint64_t *out)
 	return sonde__perf_max_sample_rate(out);
 }
 
+/* The spool header's period: a cpu-clock period counts nanoseconds; a cycles period has
+ * no fixed duration (0: unknown). */
+static uint64_t sample_period_ns(const struct perf_event_cfg *c)
+{
+	if (c->period)
+		return c->kind == PERF_KIND_CPU_CLOCK ? c->period : 0;
+	return 1000000000ull / c->freq;
+}
+
 /* Validates options into the event configuration; *out receives them (fields the caller's
  * struct does not have are zero). */
 static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *opts,
@@ -92,7 +101,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	}
 	if (o.frequency == SONDE_RECORD_FREQ_MAX)
 		o.frequency = max;
-	if (o.frequency == 0 || o.frequency > max) {
+	if (!o.sample_period && (o.frequency == 0 || o.frequency > max)) {
 		sonde_error(
 			"sampling frequency %llu Hz is out of range: the kernel maximum is %llu "
 			"Hz (kernel.perf_event_max_sample_rate)",
@@ -114,13 +123,14 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	r->exec_check_ctx = o.exec_check_ctx;
 	r->cfg.no_children = !o.follow_children;
 	r->cfg.freq = o.frequency;
+	r->cfg.period = o.sample_period;
 	r->cfg.kernel = o.kernel;
 	int err_img = sonde__rec_images_configure(r, &o);
 	if (err_img)
 		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
 	r->ring_pages = o.ring_pages;
-	r->sum.frequency = r->cfg.freq;
+	r->sum.frequency = r->cfg.period ? 0 : r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
 	return (int)o.event;
 }
@@ -173,7 +183,11 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	 * headers and, with kernel frames, the callchain. */
 	uint64_t sample = r->cfg.stack_bytes + 256 + (r->cfg.kernel ? 8 * 128 : 0);
 	uint64_t budget = r->system_wide ? RING_BUDGET_MS_SYSTEM : RING_BUDGET_MS;
-	uint64_t want = r->cfg.freq * sample * budget / 1000;
+	/* samples a second: the frequency, or what a cpu-clock period (-c) amounts to */
+	uint64_t rate = r->cfg.freq;
+	if (r->cfg.period && r->cfg.kind == PERF_KIND_CPU_CLOCK)
+		rate = 1000000000ull / r->cfg.period + 1;
+	uint64_t want = rate * sample * budget / 1000;
 	/* the bound over all rings, each ring's meta page included */
 	uint64_t per_ring = r->sum.ring_bytes_cap / (r->n_cpus ? r->n_cpus : 1);
 	per_ring = per_ring > page ? per_ring - page : page;
@@ -230,7 +244,7 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	r->start_mono = sonde__rec_now();
 	struct sonde_spool_header h = {.start_time_ns = wall_now(),
 				       .start_monotonic_ns = r->start_mono,
-				       .sample_period_ns = 1000000000ull / r->cfg.freq};
+				       .sample_period_ns = sample_period_ns(&r->cfg)};
 	r->last_time = r->start_mono;
 	r->spool = sonde_spool_writer__new(write, ctx, &h);
 	if (!r->spool) {

@@ -362,7 +362,7 @@ static void mod_find_debug(struct sonde_symbolizer *s, struct sym_mod *sm)
 
 /* .symtab of the image, else of the debug file (which keeps it when the image was
  * stripped), else the image's .dynsym. */
-static void mod_load_symbols(struct sym_mod *sm)
+static void mod_load_table(struct sym_mod *sm)
 {
 	if (sm->have_img && sonde__symtab_build(&sm->syms, sm->img.elf, SHT_SYMTAB) > 0) {
 		sm->sym_origin = SONDE_SYM_ORIGIN_SYMTAB;
@@ -373,6 +373,16 @@ static void mod_load_symbols(struct sym_mod *sm)
 		return;
 	}
 	if (sm->have_img && sonde__symtab_build(&sm->syms, sm->img.elf, SHT_DYNSYM) > 0)
+		sm->sym_origin = SONDE_SYM_ORIGIN_DYNSYM;
+}
+
+/* The table, then names for the PLT stubs ("sin@plt", as perf shows them), which no
+ * symbol table names: they come from the image's PLT relocations. */
+static void mod_load_symbols(struct sym_mod *sm)
+{
+	mod_load_table(sm);
+	if (sm->have_img && sonde__symtab_add_plt(&sm->syms, sm->img.elf) > 0 &&
+	    sm->sym_origin == SONDE_SYM_ORIGIN_NONE)
 		sm->sym_origin = SONDE_SYM_ORIGIN_DYNSYM;
 }
 

@@ -1,4 +1,6 @@
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,6 +137,7 @@ int sonde__symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type)
 
 	t->v = NULL;
 	t->n = 0;
+	t->plt_names = NULL;
 	if (!scn || sh.sh_type == SHT_NOBITS || !(d = elf_getdata(scn, NULL)))
 		return 0;
 	/* The count comes from the data libelf actually holds (bounded by the file), not
@@ -157,6 +160,132 @@ int sonde__symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type)
 	}
 	sonde__free(c);
 	return (int)t->n;
+}
+
+static Elf_Scn *section_named(Elf *elf, const char *name, GElf_Shdr *sh)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *n =
+			gelf_getshdr(scn, sh) ? elf_strptr(elf, shstrndx, sh->sh_name) : NULL;
+		if (n && !strcmp(n, name) && sh->sh_type != SHT_NOBITS)
+			return scn;
+	}
+	return NULL;
+}
+
+/* Where the stubs are: [*start, *end) and the size of one, from the machine's layout. */
+static int plt_layout(Elf *elf, uint64_t *start, uint64_t *end, uint64_t *entsize)
+{
+	GElf_Ehdr eh;
+	GElf_Shdr sh;
+	uint64_t header;
+
+	if (!gelf_getehdr(elf, &eh))
+		return -1;
+	if (eh.e_machine == EM_X86_64 || eh.e_machine == EM_386)
+		header = 16, *entsize = 16;
+	else if (eh.e_machine == EM_AARCH64)
+		header = 32, *entsize = 16;
+	else
+		return -1;
+	/* with IBT the stubs called are in .plt.sec, one per entry, without a header */
+	if (section_named(elf, ".plt.sec", &sh))
+		header = 0;
+	else if (!section_named(elf, ".plt", &sh))
+		return -1;
+	*start = sh.sh_addr + header;
+	*end = sh.sh_addr + sh.sh_size;
+	return *start < *end ? 0 : -1;
+}
+
+static int by_addr(const void *pa, const void *pb)
+{
+	const struct sym_entry *a = pa, *b = pb;
+
+	return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
+/* The dynamic symbol name of relocation i of data d (RELA when rela), or NULL. */
+static const char *reloc_name(Elf *elf, Elf_Data *d, bool rela, size_t i, Elf_Data *syms,
+			      size_t strtab)
+{
+	GElf_Rela ra;
+	GElf_Rel r;
+	GElf_Sym sym;
+	uint64_t info;
+
+	if (rela ? !gelf_getrela(d, (int)i, &ra) : !gelf_getrel(d, (int)i, &r))
+		return NULL;
+	info = rela ? ra.r_info : r.r_info;
+	if (!gelf_getsym(
+		    syms,
+		    (int)(gelf_getclass(elf) == ELFCLASS64 ? GELF_R_SYM(info) : ELF32_R_SYM(info)),
+		    &sym))
+		return NULL;
+	const char *name = elf_strptr(elf, strtab, sym.st_name);
+	return name && name[0] ? name : NULL;
+}
+
+int sonde__symtab_add_plt(struct symtab *t, Elf *elf)
+{
+	GElf_Shdr rsh, dsh;
+	uint64_t start, end, entsize;
+	bool rela = true;
+	Elf_Scn *rscn = section_named(elf, ".rela.plt", &rsh), *dscn;
+	Elf_Data *rd, *dd;
+
+	if (!rscn) {
+		rscn = section_named(elf, ".rel.plt", &rsh);
+		rela = false;
+	}
+	if (!rscn || plt_layout(elf, &start, &end, &entsize) < 0 ||
+	    !(dscn = elf_getscn(elf, rsh.sh_link)) || !gelf_getshdr(dscn, &dsh) ||
+	    !(rd = elf_getdata(rscn, NULL)) || !(dd = elf_getdata(dscn, NULL)))
+		return 0;
+	size_t one = gelf_fsize(elf, rela ? ELF_T_RELA : ELF_T_REL, 1, EV_CURRENT);
+	size_t n = one ? rd->d_size / one : 0, stubs = (size_t)((end - start) / entsize);
+	if (n > stubs)
+		n = stubs; /* a relocation table longer than the stubs: trust the stubs */
+	if (!n || n > (1u << 20))
+		return 0;
+	/* two passes: the names' total size, then the names, so entries can point at them */
+	size_t bytes = 0, added = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *name = reloc_name(elf, rd, rela, i, dd, dsh.sh_link);
+		if (name && !sonde__symtab_find(t, start + i * entsize))
+			bytes += strlen(name) + sizeof("@plt");
+	}
+	char *names = bytes ? malloc(bytes) : NULL;
+	struct sym_entry *v = bytes ? realloc(t->v, (t->n + n) * sizeof(*v)) : NULL;
+	if (!bytes || !names || !v) {
+		free(names);
+		if (v)
+			t->v = v;
+		return bytes ? -ENOMEM : 0;
+	}
+	t->v = v;
+	char *p = names;
+	size_t old = t->n;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t addr = start + i * entsize;
+		const char *name = reloc_name(elf, rd, rela, i, dd, dsh.sh_link);
+		struct symtab head = {t->v, old, NULL}; /* only the real symbols */
+		if (!name || sonde__symtab_find(&head, addr))
+			continue;
+		int len = sprintf(p, "%s@plt", name);
+		t->v[t->n++] = (struct sym_entry){.addr = addr, .end = addr + entsize, .name = p};
+		p += len + 1;
+		added++;
+	}
+	free(t->plt_names);
+	t->plt_names = names;
+	qsort(t->v, t->n, sizeof(*t->v), by_addr);
+	return (int)added;
 }
 
 struct sym_entry *sonde__symtab_find(const struct symtab *t, uint64_t vaddr)
@@ -185,6 +314,8 @@ void sonde__symtab_free(struct symtab *t)
 	if (!t)
 		return;
 	sonde__free(t->v);
+	sonde__free(t->plt_names);
 	t->v = NULL;
 	t->n = 0;
+	t->plt_names = NULL;
 }

@@ -19,11 +19,18 @@ struct sym_entry {
 struct symtab {
 	struct sym_entry *v;
 	size_t n;
+	char *plt_names; /* the "NAME@plt" strings of synthesized entries, owned */
 };
 
 /* Collects function symbols of the section of type sh_type (SHT_SYMTAB or SHT_DYNSYM).
  * Returns the number of symbols (0: no such section or no functions), or -ENOMEM. */
 int sonde__symtab_build(struct symtab *t, Elf *elf, uint32_t sh_type);
+/* Adds an entry "NAME@plt" for each PLT stub of elf (.plt.sec where the linker made one
+ * for IBT, else .plt past its header) that no symbol covers, named from the dynamic
+ * symbol of its .rela.plt (or .rel.plt) relocation, as perf and objdump name them
+ * (x86-64, i386 and AArch64 layouts). Returns the number added (0: no PLT, or another
+ * machine), or -ENOMEM. */
+int sonde__symtab_add_plt(struct symtab *t, Elf *elf);
 /* The symbol containing vaddr, or NULL. */
 struct sym_entry *sonde__symtab_find(const struct symtab *t, uint64_t vaddr);
 void sonde__symtab_free(struct symtab *t);

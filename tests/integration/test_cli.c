@@ -1,5 +1,8 @@
+#include <sonde/spool.h>
+
 #include "../test.h"
 #include "../util.h"
+#include "../unit/spool_fixture.h"
 
 TEST(cli_help_lists_commands)
 {
@@ -29,4 +32,274 @@ TEST(cli_version)
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.out, "sonde ");
 	test_output_free(&o);
+}
+
+/* The version is the Makefile's, in both programs. */
+TEST(cli_version_of_every_program)
+{
+	struct test_output o;
+
+	test_runf(&o, 10, "%s --version", test_bin("sonde"));
+	ASSERT_STR_EQ(o.out, "sonde " SONDE_VERSION "\n");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s --version", test_bin("sonded"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_STR_EQ(o.out, "sonded " SONDE_VERSION "\n");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s -V", test_bin("sonded"));
+	ASSERT_STR_EQ(o.out, "sonded " SONDE_VERSION "\n");
+	test_output_free(&o);
+}
+
+TEST(cli_help_command_shows_that_commands_help)
+{
+	struct test_output o;
+
+	test_runf(&o, 10, "%s help report", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "usage: sonde report");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s help frobnicate", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+}
+
+/* A mistyped option: one line naming it and pointing at --help, exit 2, in every command. */
+TEST(cli_mistyped_option_is_one_line_everywhere)
+{
+	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run"};
+	struct test_output o;
+	char want[256];
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		test_runf(&o, 10, "%s %s --no-such-option x", test_bin("sonde"), cmds[i]);
+		ASSERT_INT(o.status, ==, 2);
+		snprintf(want, sizeof(want),
+			 "sonde %s: unknown option '--no-such-option' (see 'sonde %s --help')\n",
+			 cmds[i], cmds[i]);
+		ASSERT_STR_EQ(o.err, want);
+		test_output_free(&o);
+	}
+	test_runf(&o, 10, "%s --no-such-option", test_bin("sonded"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_STR_EQ(o.err, "sonded: unknown option '--no-such-option' (see 'sonded --help')\n");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s -l", test_bin("sonded"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_STR_EQ(o.err, "sonded: missing value for option '-l' (see 'sonded --help')\n");
+	test_output_free(&o);
+}
+
+TEST(cli_run_names_an_unknown_user)
+{
+	struct test_output o;
+
+	test_runf(&o, 10, "%s run --trace --user no-such-user-sonde -- true", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_STR_EQ(o.err, "sonde run: --user: no such user 'no-such-user-sonde'\n");
+	test_output_free(&o);
+}
+
+/* ---- every option of every --help is exercised ----
+ *
+ * Each row is run (%S: a small spool, %T: the test directory) and must end with its status
+ * and, on stderr or stdout, its text. A row exercises the options it names: most go
+ * through their parsing to a later check that fails quickly, or run on the small spool.
+ * cli_every_help_option_is_exercised reads each program's --help as the bash completion
+ * does and fails for an option no row names: a new option needs a row here. */
+struct cli_row {
+	const char *prog; /* "sonde" or "sonded" */
+	const char *args;
+	int status;
+	const char *text;
+};
+
+static const struct cli_row cli_rows[] = {
+	{"sonde",
+	 "record -F 99 --freq max -c 10 --count 10 --no-inherit -d 1 --duration 1 -o %T/x "
+	 "--output %T/x --kernel --buildid-cache %T --no-buildid-cache --stack-size 8 "
+	 "--ring-pages 8 -e cpu-clock --event auto -g --call-graph fp -q --quiet",
+	 2, "nothing to record"},
+	{"sonde", "record -p x", 2, "-p wants a process id"},
+	{"sonde", "record --pid 0", 2, "-p wants a process id"},
+	{"sonde", "record -h", 0, "usage: sonde record"},
+	{"sonde", "record --help", 0, "usage: sonde record"},
+	{"sonde",
+	 "report -i %S --top 5 --sort total --percent-limit 1 --pid 4242 --tid 4242 --comm "
+	 "cli --time 0,10 --lines --no-inline --buildid-cache %T",
+	 0, "Top functions by total samples:"},
+	{"sonde", "report --input %S --folded --folded-roots process", 0, "cli-4242;"},
+	{"sonde", "report --column thread %S", 0, "cli-4242/4242  "},
+	{"sonde", "report --diff %S %S", 0, "+0.00%"},
+	{"sonde", "report -h", 0, "usage: sonde report"},
+	{"sonde", "report --help", 0, "usage: sonde report"},
+	{"sonde",
+	 "convert -i %S -o %T/c.folded -f folded --no-symbolize --title T --buildid-cache %T", 0,
+	 ""},
+	{"sonde", "convert --input %S --output %T/c.svg --format svg", 0, ""},
+	{"sonde", "convert --diff %S %S -o %T/d.svg", 0, ""},
+	{"sonde", "convert -h", 0, "usage: sonde convert"},
+	{"sonde", "convert --help", 0, "usage: sonde convert"},
+	{"sonde",
+	 "top -i %S --duration 1 --interval 0.5 -w 1 --window 2 -F 99 --freq max "
+	 "--filter-pid 4242 --filter-tid 4242 -s total --sort self -n 3 --rows 3 "
+	 "--full-names --command-output %T/o",
+	 0, "| final"},
+	{"sonde", "top --input %S", 0, "| final"},
+	{"sonde", "top -d 0 %S", 2, "bad value for -d/--duration: 0"},
+	{"sonde", "top -p x", 2, "bad value for -p/--pid: x"},
+	{"sonde", "top --pid 0", 2, "bad value for -p/--pid: 0"},
+	{"sonde", "top -h", 0, "usage: sonde top"},
+	{"sonde", "top --help", 0, "usage: sonde top"},
+	{"sonde", "trace -c %T/none --txt -o %T/t", 1, "cannot read config"},
+	{"sonde", "trace --config %T/none --output %T/t", 1, "cannot read config"},
+	{"sonde",
+	 "trace -d 1s --duration 1s -t 1s --time 1s -b 1mb --buffer 1mb --socket %T/none "
+	 "--trust-uid 0 -o %T/t x",
+	 1, "no tracing service at"},
+	{"sonde", "trace -q --socket %T/none", 1, "no tracing service at"},
+	{"sonde", "trace --query --socket %T/none", 1, "no tracing service at"},
+	{"sonde", "trace --trigger x --producer-socket %T/none", 1, "cannot connect"},
+	{"sonde", "trace --clone 1 --socket %T/none -o %T/t", 1, "no tracing service at"},
+	{"sonde", "trace -h", 0, "usage: sonde trace"},
+	{"sonde", "trace --help", 0, "usage: sonde trace"},
+	{"sonde",
+	 "run --trace --connector %T/none --buffer own --buffer-size 64kb --page-size 4kb -- "
+	 "true",
+	 1, "cannot reach the connector"},
+	{"sonde", "run --trace --user no-such-user-sonde -- true", 2, "no such user"},
+	{"sonde", "run -h", 0, "usage: sonde run"},
+	{"sonde", "run --help", 0, "usage: sonde run"},
+	/* sonded parses in order and stops at -V: every option before it is checked */
+	{"sonded",
+	 "-p %T/p --producer-socket %T/p -c %T/c --consumer-socket %T/c -x none "
+	 "--connector-socket none --socket-mode producer:0600 --socket-group consumer:0 "
+	 "--set-socket-permissions 0:0660:0:0660 --lockdown --max-sessions 2 "
+	 "--max-sessions-per-uid 2 --max-connections 9 --max-connections-per-uid 9 "
+	 "--max-buffers 2 --max-session-buffer-kb 1024 --max-buffer-kb-per-uid 1024 "
+	 "--max-smb-kb 1024 --max-pending-kb 1024 --no-perf -b --background -f "
+	 "--foreground -l warn --log-level warn -V",
+	 0, "sonded " SONDE_VERSION},
+	{"sonded", "--version", 0, "sonded " SONDE_VERSION},
+	{"sonded", "--max-sessions x", 2, "invalid option value 'x'"},
+	{"sonded", "-h", 0, "usage: sonded"},
+	{"sonded", "--help", 0, "usage: sonded"},
+};
+
+/* A spool of one thread (pid 4242, "cli") with a few raw-address samples. */
+static const char *cli_spool(void)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	struct sonde_spool_frame st[] = {{0, 0x1234}, {0, 0x5678}};
+	uint32_t th;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, h.start_monotonic_ns, 4242, 4242, "cli", &th));
+	for (int i = 0; i < 20; i++)
+		ASSERT_OK(sonde_spool_writer__add_sample(w, h.start_monotonic_ns + i * 1000000ull,
+							 th, st, 2, 0));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *path = test_path("cli.spool");
+	test_write_file(path, b.data, b.len);
+	sonde__buf_free(&b);
+	return path;
+}
+
+/* args with %S and %T replaced. */
+static void expand(char *out, size_t cap, const char *args, const char *spool)
+{
+	size_t n = 0;
+
+	for (const char *p = args; *p && n + 1 < cap; p++) {
+		const char *sub = p[0] == '%' && p[1] == 'S'   ? spool
+				  : p[0] == '%' && p[1] == 'T' ? test_tmpdir()
+							       : NULL;
+		if (sub) {
+			n += (size_t)snprintf(out + n, cap - n, "%s", sub);
+			p++;
+		} else {
+			out[n++] = *p;
+		}
+	}
+	out[n < cap ? n : cap - 1] = 0;
+}
+
+TEST_TIMEOUT(cli_option_rows_behave, 120)
+{
+	const char *spool = cli_spool();
+	struct test_output o;
+	char args[2048];
+
+	for (size_t i = 0; i < sizeof(cli_rows) / sizeof(cli_rows[0]); i++) {
+		const struct cli_row *r = &cli_rows[i];
+		expand(args, sizeof(args), r->args, spool);
+		test_runf(&o, 30, "%s %s", test_bin(r->prog), args);
+		if (o.status != r->status || (!strstr(o.out, r->text) && !strstr(o.err, r->text)))
+			FAIL("%s %s: exit %d (want %d), wanted '%s' in:\n%s%s", r->prog, r->args,
+			     o.status, r->status, r->text, o.out, o.err);
+		test_output_free(&o);
+	}
+}
+
+/* Whether a row of prog (and, for sonde, of command cmd) names option opt. */
+static bool row_names(const char *prog, const char *cmd, const char *opt)
+{
+	for (size_t i = 0; i < sizeof(cli_rows) / sizeof(cli_rows[0]); i++) {
+		const struct cli_row *r = &cli_rows[i];
+		size_t cl = cmd ? strlen(cmd) : 0;
+		if (strcmp(r->prog, prog) ||
+		    (cmd && (strncmp(r->args, cmd, cl) || r->args[cl] != ' ')))
+			continue;
+		for (const char *p = r->args; (p = strstr(p, opt)); p++) {
+			bool start = p == r->args || p[-1] == ' ';
+			char end = p[strlen(opt)];
+			if (start && (end == ' ' || end == 0))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The options of a --help text, as dist/sonde.bash-completion reads them. */
+static void check_help(const char *prog, const char *cmd)
+{
+	struct test_output o;
+	char missing[2048] = "";
+
+	if (cmd)
+		test_runf(&o, 10, "%s %s --help", test_bin(prog), cmd);
+	else
+		test_runf(&o, 10, "%s --help", test_bin(prog));
+	ASSERT_INT(o.status, ==, 0);
+	int found = 0;
+	for (char *save = NULL, *line = strtok_r(o.out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] != ' ' || line[strspn(line, " ")] != '-')
+			continue;
+		for (char *s2 = NULL, *w = strtok_r(line, " ", &s2); w && w[0] == '-';
+		     w = strtok_r(NULL, " ", &s2)) {
+			size_t n = strlen(w);
+			if (w[n - 1] == ',')
+				w[n - 1] = 0;
+			found++;
+			if (!row_names(prog, cmd, w) && strlen(missing) + n + 2 < sizeof(missing))
+				strcat(strcat(missing, " "), w);
+		}
+	}
+	ASSERT_INT(found, >, 2);
+	if (missing[0])
+		FAIL("%s %s: options no row exercises:%s", prog, cmd ? cmd : "", missing);
+	test_output_free(&o);
+}
+
+TEST(cli_every_help_option_is_exercised)
+{
+	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run"};
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		check_help("sonde", cmds[i]);
+	check_help("sonded", NULL);
 }

@@ -191,3 +191,37 @@ TEST(trace_cli_errors)
 	ASSERT_CONTAINS(o.out, "--query");
 	test_output_free(&o);
 }
+
+TEST_TIMEOUT(trace_cli_warns_of_data_sources_no_producer_offers, 90)
+{
+	struct rig r;
+	struct test_output o;
+	const char *out = test_path("unmatched.pftrace");
+
+	rig_start(&r, 20);
+	/* --output and --duration, the names every sonde command uses */
+	test_runf(&o, 60,
+		  "%s trace --socket %s --output %s --duration 1s client.test no.such.source",
+		  test_bin("sonde"), r.svc.csock, out);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "sonde trace: warning: no producer offers data source "
+			       "'no.such.source': nothing will be recorded from it");
+	ASSERT_NOT_CONTAINS(o.err, "'client.test'");
+	test_output_free(&o);
+	check_trace_file(out, 20);
+	rig_stop(&r);
+}
+
+TEST(trace_cli_mistyped_option_is_one_line)
+{
+	struct test_output o;
+
+	test_runf(&o, 10, "%s trace --outptu x a", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_STR_EQ(o.err, "sonde trace: unknown option '--outptu' (see 'sonde trace --help')\n");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s trace -o", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_STR_EQ(o.err, "sonde trace: option '-o' needs a value (see 'sonde trace --help')\n");
+	test_output_free(&o);
+}

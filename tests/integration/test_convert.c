@@ -15,10 +15,18 @@
 
 /* A spool of split's call paths with 60/30/10 samples, at addresses inside the functions
  * (per nm), in a module mapped the way the loader maps a PIE's code. */
+static const char *split_spool_mix(const char *name, int hot, int warm, int n);
+
 static const char *split_spool(void)
 {
+	return split_spool_mix("split.spool", 6, 3, 100);
+}
+
+/* n samples, hot and warm of each 10 in those leaves, the rest cool. */
+static const char *split_spool_mix(const char *name, int hot, int warm, int n)
+{
 	const char *bin = test_prog("split");
-	const char *path = test_path("split.spool");
+	const char *path = test_path(name);
 	static const char *const names[] = {"main",	    "run",	   "path_hot",
 					    "path_warm",    "path_cool",   "compute_hot",
 					    "compute_warm", "compute_cool"};
@@ -52,8 +60,8 @@ static const char *split_spool(void)
 	ASSERT_OK(sonde_spool_writer__add_module(w, 5000000, &m, &mod));
 	ASSERT_OK(sonde_spool_writer__add_thread(w, 5000000, 4242, 4242, "split", &thread));
 	uint64_t t = 6000000;
-	for (int i = 0; i < 100; i++) {
-		int leaf = i % 10 < 6 ? 0 : i % 10 < 9 ? 1 : 2; /* hot, warm, cool */
+	for (int i = 0; i < n; i++) {
+		int leaf = i % 10 < hot ? 0 : i % 10 < hot + warm ? 1 : 2; /* hot, warm, cool */
 		struct sonde_spool_frame st[4] = {
 			{mod, off[5 + leaf]}, {mod, off[2 + leaf]}, {mod, off[1]}, {mod, off[0]}};
 		ASSERT_OK(sonde_spool_writer__add_sample(w, t += 1000000, thread, st, 4, 0));
@@ -195,7 +203,7 @@ TEST(convert_errors_are_one_line)
 
 	test_runf(&o, 10, "%s convert --help", test_bin("sonde"));
 	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.out, "usage: sonde convert SPOOL -o OUT");
+	ASSERT_CONTAINS(o.out, "usage: sonde convert [-i SPOOL | SPOOL] -o OUT");
 	test_output_free(&o);
 }
 
@@ -575,4 +583,108 @@ TEST_TIMEOUT(convert_recording_of_split_to_every_format, 600)
 		FAIL("sonde convert failed (%d): %s", o.status, o.err);
 	test_output_free(&o);
 	export_check_speedscope(json, "split (pid ");
+}
+
+TEST(convert_diff_flame_graph_red_grew_blue_shrank)
+{
+	struct test_output o;
+	/* before: 60/30/10 of 100; after: 30/30/40 of 200 (scaled: 120/60/20 against) */
+	const char *before = split_spool_mix("before.spool", 6, 3, 100);
+	const char *after = split_spool_mix("after.spool", 3, 3, 200);
+	const char *svg = test_path("diff.svg"), *folded = test_path("diff.folded");
+
+	test_runf(&o, 60, "%s convert --diff %s %s -o %s", test_bin("sonde"), before, after,
+		  folded);
+	ASSERT_INT(o.status, ==, 0);
+	char *text = test_read_file(folded, NULL);
+	ASSERT_STR_EQ(text, "main;run;path_cool;compute_cool 20 80\n"
+			    "main;run;path_hot;compute_hot 120 60\n"
+			    "main;run;path_warm;compute_warm 60 60\n");
+	free(text);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s convert --diff %s %s -o %s --title T", test_bin("sonde"), before,
+		  after, svg);
+	ASSERT_INT(o.status, ==, 0);
+	text = test_read_file(svg, NULL);
+	/* widths from after; the largest change is full red or blue, no change white */
+	ASSERT_CONTAINS(text, "<title>compute_cool [self +30.00%] (80 samples, 40.00%)</title>");
+	ASSERT_CONTAINS(text, "<title>compute_hot [self -30.00%] (60 samples, 30.00%)</title>");
+	ASSERT_CONTAINS(text, "<title>compute_warm [self +0.00%] (60 samples, 30.00%)</title>");
+	ASSERT_CONTAINS(text, "<title>all (200 samples, 100.00%)</title>");
+	const char *cool = strstr(text, "compute_cool [self");
+	const char *hot = strstr(text, "compute_hot [self");
+	const char *warm = strstr(text, "compute_warm [self");
+	ASSERT(strstr(cool, "fill=\"rgb(255,0,0)\"") == strstr(cool, "fill="));
+	ASSERT(strstr(hot, "fill=\"rgb(0,0,255)\"") == strstr(hot, "fill="));
+	ASSERT(strstr(warm, "fill=\"rgb(255,255,255)\"") == strstr(warm, "fill="));
+	ASSERT_CONTAINS(text, "<text id=\"title\" x=\"600\" y=\"24\">T</text>");
+	free(text);
+	test_output_free(&o);
+
+	test_runf(&o, 10, "%s convert --diff %s -o %s", test_bin("sonde"), before, svg);
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--diff takes two spools");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s convert --diff %s %s -o %s", test_bin("sonde"), before, after,
+		  test_path("d.pb.gz"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--diff writes svg or folded");
+	test_output_free(&o);
+}
+
+TEST(convert_input_option_default_and_empty_profile)
+{
+	struct test_output o;
+	const char *spool = split_spool();
+
+	test_runf(&o, 60, "%s convert -i %s -o -", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "cannot tell the format from '-'");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s convert --input %s --format folded -o -", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "main;run;path_hot;compute_hot 60\n");
+	test_output_free(&o);
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "cd %s && cp %s sonde.spool && %s convert -f folded -o -",
+		 test_tmpdir(), spool, test_bin("sonde"));
+	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	test_run(&o, 60, sh);
+	ASSERT_CONTAINS(o.out, "main;run;path_hot;compute_hot 60\n");
+	test_output_free(&o);
+
+	const char *empty = split_spool_mix("empty.spool", 6, 3, 0);
+	test_runf(&o, 60, "%s convert %s -o %s", test_bin("sonde"), empty, test_path("e.svg"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "no samples, so ");
+	ASSERT_CONTAINS(o.err, "is an empty profile: the targets used no CPU");
+	test_output_free(&o);
+	/* a difference of nothing is an empty graph, said */
+	test_runf(&o, 60, "%s convert --diff %s %s -o %s", test_bin("sonde"), empty, empty,
+		  test_path("e-diff.svg"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "no samples: nothing on this side of the difference");
+	test_output_free(&o);
+}
+
+TEST(convert_progress_only_when_asked_or_on_a_terminal)
+{
+	struct test_output o;
+	const char *spool = split_spool();
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd), "SONDE_PROGRESS=1 %s convert %s -o %s", test_bin("sonde"), spool,
+		 test_path("p.svg"));
+	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	test_run(&o, 60, sh);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "\rsonde convert: reading and symbolizing ");
+	ASSERT_CONTAINS(o.err, "\rsonde convert: writing ");
+	size_t n = strlen(o.err);
+	ASSERT(n >= 4 && !strcmp(o.err + n - 4, "\r\033[K"));
+	test_output_free(&o);
+	convert(&o, spool, test_path("q.svg"), NULL);
+	ASSERT_STR_EQ(o.err, "");
+	test_output_free(&o);
 }

@@ -606,6 +606,10 @@ TEST(record_usage_errors)
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.out, "usage: sonde record");
 	test_output_free(&o);
+	test_runf(&o, 30, "%s record --frq 99 -- true", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_STR_EQ(o.err, "sonde record: unknown option '--frq' (see 'sonde record --help')\n");
+	test_output_free(&o);
 }
 
 TEST_TIMEOUT(record_passes_on_the_exit_status, 60)
@@ -638,8 +642,23 @@ TEST_TIMEOUT(record_cycles_request_falls_back_visibly, 60)
 	if (access("/sys/bus/event_source/devices/cpu", F_OK) == 0) {
 		ASSERT_CONTAINS(o.err, "event cycles");
 	} else {
-		ASSERT_CONTAINS(o.err, "event cpu-clock (cycles unavailable: ");
+		ASSERT_CONTAINS(o.err, "event cpu-clock (cycles unavailable: this machine exposes "
+				       "no hardware PMU)");
+		/* said when it happens, before the recording, not only in the summary */
+		const char *warn = strstr(o.err, "sonde record: warning: cycles unavailable (this "
+						 "machine exposes no hardware PMU): sampling "
+						 "cpu-clock\n");
+		ASSERT(warn != NULL);
+		ASSERT(warn < strstr(o.err, " samples ("));
+		ASSERT_NOT_CONTAINS(o.err, "No such file or directory");
 	}
+	test_output_free(&o);
+	/* -q keeps the summary quiet, not the warning */
+	test_runf(&o, 30, "%s record -q -e cycles -o %s -- %s 0.2", test_bin("sonde"),
+		  test_path("x"), test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	if (access("/sys/bus/event_source/devices/cpu", F_OK) != 0)
+		ASSERT_CONTAINS(o.err, "warning: cycles unavailable");
 	test_output_free(&o);
 	/* auto on a machine without a PMU goes straight to cpu-clock, without a failed try. */
 	test_runf(&o, 30, "%s record -o %s -- %s 0.2", test_bin("sonde"), test_path("x"),
@@ -647,6 +666,54 @@ TEST_TIMEOUT(record_cycles_request_falls_back_visibly, 60)
 	ASSERT_INT(o.status, ==, 0);
 	if (access("/sys/bus/event_source/devices/cpu", F_OK) != 0)
 		ASSERT_NOT_CONTAINS(o.err, "cycles unavailable");
+	test_output_free(&o);
+}
+
+/* The headline counts lost samples and lost records apart, as the loss line does. */
+TEST_TIMEOUT(record_summary_says_what_was_lost, 60)
+{
+	struct test_output o;
+
+	test_require_perf();
+	test_runf(&o, 30, "%s record -o %s -- %s 0.2", test_bin("sonde"), test_path("x"),
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, " written; 0 samples and 0 records lost), ");
+	ASSERT_CONTAINS(o.err, "  loss: 0 records and 0 samples lost;");
+	test_output_free(&o);
+}
+
+/* -c N: a fixed period (cpu-clock counts nanoseconds: 1 ms is 1000 Hz); --call-graph fp
+ * walks by frame pointers only; -g is accepted (stacks are always recorded). */
+TEST_TIMEOUT(record_count_and_call_graph_options, 60)
+{
+	struct test_output o;
+	const char *spool = test_path("period.spool");
+
+	test_require_perf();
+	test_runf(&o, 30, "%s record -g -e cpu-clock -c 1000000 --call-graph fp -o %s -- %s 0.3",
+		  test_bin("sonde"), spool, test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "; a sample every 1000000 events, ");
+	ASSERT_CONTAINS(o.err, "unwind: 0 frames by DWARF CFI");
+	test_output_free(&o);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	struct sonde_spool_info in;
+	sonde_spool__get_info(s, &in);
+	ASSERT_UINT(in.header.sample_period_ns, ==, 1000000);
+	ASSERT_UINT(in.samples, >, 50);
+	sonde_spool__close(s);
+	test_runf(&o, 30, "%s record --count 0 -- true", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "-c wants a positive sample period");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s record --call-graph lbr -- true", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--call-graph wants dwarf or fp, not 'lbr'");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s record --call-graph dwarf -q -o %s -- true", test_bin("sonde"),
+		  test_path("x"));
+	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
 }
 

@@ -322,14 +322,286 @@ TEST(report_usage)
 	ASSERT_CONTAINS(o.out, "usage: sonde report");
 	ASSERT_CONTAINS(o.out, "--folded");
 	test_output_free(&o);
+	/* no file: sonde.spool, which is not here */
 	test_runf(&o, 10, "%s report", test_bin("sonde"));
-	ASSERT_INT(o.status, ==, 2);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "sonde report: sonde.spool: ");
 	test_output_free(&o);
 	test_runf(&o, 10, "%s report --top x f", test_bin("sonde"));
 	ASSERT_INT(o.status, ==, 2);
 	ASSERT_CONTAINS(o.err, "--top");
 	test_output_free(&o);
 	test_runf(&o, 10, "%s report --bogus f", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_STR_EQ(o.err,
+		      "sonde report: unknown option '--bogus' (see 'sonde report --help')\n");
+	test_output_free(&o);
+}
+
+/* Two processes (three threads) of the split program, for the header and the filters. */
+static const char *multi_file(const char *name)
+{
+	struct split_spool s;
+	uint32_t t2, t3;
+	const char *path = test_path(name);
+
+	begin(&s, test_prog("split"));
+	ASSERT_OK(sonde_spool_writer__add_thread(s.w, s.t, PID, PID + 1, "worker", &t2));
+	ASSERT_OK(sonde_spool_writer__add_thread(s.w, s.t, PID + 7, PID + 7, "other", &t3));
+	add(&s, hot, 4, 600); /* 0.6 s of samples on the main thread */
+	uint32_t main_thread = s.thread;
+	s.thread = t2;
+	add(&s, warm, 4, 300);
+	s.thread = t3;
+	add(&s, cool, 4, 100);
+	s.thread = main_thread;
+	ASSERT_OK(sonde_spool_writer__finish(s.w));
+	sonde_spool_writer__free(s.w);
+	test_write_file(path, s.b.data, s.b.len);
+	sonde__buf_free(&s.b);
+	return path;
+}
+
+TEST(report_header_counts_say_what_they_count)
+{
+	struct test_output o;
+	const char *path = split_file("split.spool", 1, NULL);
+
+	/* 1000 samples of 3 function stacks (each leaf at 3 addresses: 9 stack nodes), one
+	 * thread: the header counted 3 nodes per leaf address and the threads of the spool */
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "1000 samples over ");
+	ASSERT_CONTAINS(o.out, "sampled in 1 process and 1 thread; 3 distinct stacks (by function, "
+			       "as --folded prints them)");
+	ASSERT_CONTAINS(o.out, "unresolved frames: 0 of ");
+	ASSERT_CONTAINS(o.out, " distinct frame addresses have no symbol; 0 samples (0.00%)");
+	test_output_free(&o);
+
+	path = multi_file("multi.spool");
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), path);
+	ASSERT_CONTAINS(o.out, "sampled in 2 processes and 3 threads; 3 distinct stacks");
+	test_output_free(&o);
+}
+
+TEST(report_filters_pid_tid_comm_time)
+{
+	struct test_output o;
+	const char *path = multi_file("multi.spool");
+	const char *sonde = test_bin("sonde");
+
+	test_runf(&o, 60, "%s report --pid %d --folded %s", sonde, PID + 7, path);
+	ASSERT_STR_EQ(o.out, "main;run;path_cool;compute_cool 100\n");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --tid %d,%d --folded %s", sonde, PID, PID + 7, path);
+	ASSERT_STR_EQ(o.out, "main;run;path_cool;compute_cool 100\n"
+			     "main;run;path_hot;compute_hot 600\n");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --comm worker %s", sonde, path);
+	ASSERT_CONTAINS(o.out, "300 samples (of 1000)");
+	test_output_free(&o);
+	/* samples are 1.001 ms apart from the start: the first 0.6 s are the hot ones */
+	test_runf(&o, 60, "%s report --time ,0.5 --folded %s", sonde, path);
+	ASSERT_CONTAINS(o.out, "main;run;path_hot;compute_hot ");
+	ASSERT_NOT_CONTAINS(o.out, "warm");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --time 0.901,2 --folded %s", sonde, path);
+	ASSERT_STR_EQ(o.out, "main;run;path_cool;compute_cool 100\n");
+	test_output_free(&o);
+	/* nothing left: the report says why */
+	test_runf(&o, 60, "%s report --pid 1 %s", sonde, path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "no samples match --pid, --tid, --comm or --time (the recording has "
+			       "1000)");
+	test_output_free(&o);
+	/* the same with every way of grouping what is left */
+	test_runf(&o, 60, "%s report --pid 1 --folded --folded-roots thread %s", sonde, path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_STR_EQ(o.out, "");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --pid 1 --column process %s", sonde, path);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --time x %s", sonde, path);
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --pid x %s", sonde, path);
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+}
+
+TEST(report_sort_percent_limit_and_roots)
+{
+	struct test_output o;
+	const char *path = multi_file("multi.spool");
+	const char *sonde = test_bin("sonde");
+
+	test_runf(&o, 60, "%s report --sort name %s", sonde, path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "Top functions by name:");
+	ASSERT_NOT_CONTAINS(o.out, "by self");
+	ASSERT(strstr(o.out, "compute_cool [") < strstr(o.out, "compute_hot ["));
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --sort total --percent-limit 50 %s", sonde, path);
+	ASSERT_CONTAINS(o.out, "  main [");
+	ASSERT_CONTAINS(o.out, "  compute_hot [");
+	ASSERT_NOT_CONTAINS(o.out, "compute_warm");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --sort self %s", sonde, path);
+	ASSERT_CONTAINS(o.out, "by self");
+	ASSERT_NOT_CONTAINS(o.out, "by total");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --folded --folded-roots process %s", sonde, path);
+	char want[512];
+	snprintf(want, sizeof(want),
+		 "other-%d;main;run;path_cool;compute_cool 100\n"
+		 "split-%d;main;run;path_hot;compute_hot 600\n"
+		 "split-%d;main;run;path_warm;compute_warm 300\n",
+		 PID + 7, PID, PID);
+	ASSERT_STR_EQ(o.out, want);
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --folded --folded-roots thread %s", sonde, path);
+	snprintf(want, sizeof(want), "worker-%d/%d;main;run;path_warm;compute_warm 300\n", PID,
+		 PID + 1);
+	ASSERT_CONTAINS(o.out, want);
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --folded --folded-roots none %s", sonde, path);
+	ASSERT_CONTAINS(o.out, "\nmain;run;path_hot;compute_hot 600\n");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --folded-roots process %s", sonde, path);
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --sort cpu %s", sonde, path);
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --percent-limit 200 %s", sonde, path);
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+}
+
+TEST(report_input_option_and_default)
+{
+	struct test_output o;
+	const char *path = split_file("split.spool", 1, NULL);
+
+	test_runf(&o, 60, "%s report -i %s --folded", test_bin("sonde"), path);
+	ASSERT_CONTAINS(o.out, "compute_hot 600");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --input %s --folded", test_bin("sonde"), path);
+	ASSERT_CONTAINS(o.out, "compute_hot 600");
+	test_output_free(&o);
+	/* no file: sonde.spool in the current directory, as perf reads perf.data */
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "cd %s && cp %s sonde.spool && %s report --folded",
+		 test_tmpdir(), path, test_bin("sonde"));
+	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	test_run(&o, 60, sh);
+	ASSERT_CONTAINS(o.out, "compute_hot 600");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report -i %s %s", test_bin("sonde"), path, path);
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "one input file at a time");
+	test_output_free(&o);
+}
+
+TEST(report_diff_table)
+{
+	struct test_output o;
+	struct split_spool s;
+	const char *before = split_file("before.spool", 1, NULL); /* 60/30/10 % */
+	const char *after = test_path("after.spool");
+
+	begin(&s, test_prog("split"));
+	add(&s, hot, 4, 100); /* 20/30/50 % of 500 */
+	add(&s, warm, 4, 150);
+	add(&s, cool, 4, 250);
+	ASSERT_OK(sonde_spool_writer__finish(s.w));
+	sonde_spool_writer__free(s.w);
+	test_write_file(after, s.b.data, s.b.len);
+	sonde__buf_free(&s.b);
+
+	test_runf(&o, 60, "%s report --diff %s %s", test_bin("sonde"), before, after);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "before%   after%    change  function [module]\n"
+			       "  10.00%   50.00%   +40.00%  compute_cool [split]\n"
+			       "  60.00%   20.00%   -40.00%  compute_hot [split]\n"
+			       "  30.00%   30.00%    +0.00%  compute_warm [split]\n");
+	ASSERT_CONTAINS(o.out, "after:  ");
+	ASSERT_CONTAINS(o.out, ", 500 samples");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --diff --top 1 %s %s", test_bin("sonde"), before, after);
+	ASSERT_NOT_CONTAINS(o.out, "compute_hot");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --diff %s", test_bin("sonde"), before);
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--diff takes two spools");
+	test_output_free(&o);
+}
+
+/* A progress line on a terminal (forced here by SONDE_PROGRESS=1), erased at the end;
+ * nothing in a pipe. */
+TEST(report_progress_only_when_asked_or_on_a_terminal)
+{
+	struct test_output o;
+	const char *path = split_file("split.spool", 1, NULL);
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd), "SONDE_PROGRESS=1 %s report %s", test_bin("sonde"), path);
+	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	test_run(&o, 60, sh);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "\rsonde report: counting samples 0/1000 (0%)\033[K");
+	ASSERT_CONTAINS(o.err, "\rsonde report: symbolizing stacks");
+	size_t n = strlen(o.err);
+	ASSERT(n >= 4 && !strcmp(o.err + n - 4, "\r\033[K"));
+	ASSERT_NOT_CONTAINS(o.out, "\r");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), path);
+	ASSERT_STR_EQ(o.err, "");
+	test_output_free(&o);
+}
+
+/* The process/thread column: on by itself when the samples come from more than one, on
+ * request otherwise; each row counts its own process's or thread's samples. */
+TEST(report_process_and_thread_column)
+{
+	struct test_output o;
+	const char *multi = multi_file("multi.spool");
+	const char *single = split_file("split.spool", 1, NULL);
+	const char *sonde = test_bin("sonde");
+	char want[256];
+
+	test_runf(&o, 60, "%s report %s", sonde, multi);
+	ASSERT_CONTAINS(o.out, "  process     function [module]\n");
+	snprintf(want, sizeof(want), "  60.00%%       600   60.00%%       600  split-%d  compute_hot [split]",
+		 PID);
+	ASSERT_CONTAINS(o.out, want);
+	snprintf(want, sizeof(want), "   0.00%%         0   30.00%%       300  split-%d  path_warm [split]",
+		 PID);
+	ASSERT_CONTAINS(o.out, want);
+	snprintf(want, sizeof(want), "   0.00%%         0   10.00%%       100  other-%d  main [split]",
+		 PID + 7);
+	ASSERT_CONTAINS(o.out, want);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --column thread --pid %d %s", sonde, PID, multi);
+	snprintf(want, sizeof(want), "  worker-%d/%d  compute_warm [split]", PID, PID + 1);
+	ASSERT_CONTAINS(o.out, want);
+	test_output_free(&o);
+
+	/* one process, one thread: no column unless asked */
+	test_runf(&o, 60, "%s report %s", sonde, single);
+	ASSERT_CONTAINS(o.out, "  total  function [module]\n");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --column process %s", sonde, single);
+	snprintf(want, sizeof(want), "  split-%d  compute_hot [split]", PID);
+	ASSERT_CONTAINS(o.out, want);
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --column none %s", sonde, multi);
+	ASSERT_CONTAINS(o.out, "  total  function [module]\n");
+	ASSERT_CONTAINS(o.out, "  100.00%      1000  main [split]");
+	test_output_free(&o);
+	test_runf(&o, 10, "%s report --column cpu %s", sonde, multi);
 	ASSERT_INT(o.status, ==, 2);
 	test_output_free(&o);
 }

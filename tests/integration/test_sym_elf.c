@@ -186,3 +186,45 @@ TEST(sym_cxx_names_are_demangled)
 	ASSERT_STR_EQ(f[n - 1].name, frob);
 	sonde_symbolizer__free(s);
 }
+
+/* PLT stubs are named "NAME@plt" at the addresses objdump labels them. */
+TEST(sym_plt_stubs_are_named_as_objdump_names_them)
+{
+	struct sonde_symbolizer *s = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
+	/* .plt past its header (a PIE, a fixed-address executable) and .plt.sec (IBT) */
+	const char *progs[] = {test_prog("split"), test_prog("sym_split_nopie"),
+			       test_prog("sym_split_ibt")};
+	struct test_output o;
+	int checked = 0;
+
+	for (size_t p = 0; p < 3; p++) {
+		char cmd[4200];
+		snprintf(cmd, sizeof(cmd), "objdump -d -j .plt -j .plt.sec %s", progs[p]);
+		const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+		test_run(&o, 30, sh);
+		if (o.status == 127)
+			SKIP("objdump is not installed");
+		struct sonde_sym_module m = sym_test_module(progs[p]);
+		for (const char *l = o.out; (l = strstr(l, "@plt>:\n")); l++) {
+			const char *bol = l;
+			while (bol > o.out && bol[-1] != '\n')
+				bol--;
+			unsigned long long va;
+			char name[256], want[300];
+			if (sscanf(bol, "%llx <%255[^@]@plt>:", &va, name) != 2)
+				continue;
+			snprintf(want, sizeof(want), "%s@plt", name);
+			struct sonde_sym_frame f[4];
+			for (uint64_t d = 0; d < 16; d += 15) {
+				uint64_t off = sym_test_vaddr_to_off(progs[p], va + d);
+				int n = ASSERT_OK(sonde_symbolizer__symbolize(s, &m, off, f, 4));
+				ASSERT_INT(n, >=, 1);
+				ASSERT_STR_EQ(f[n - 1].name, want);
+			}
+			checked++;
+		}
+		test_output_free(&o);
+	}
+	ASSERT_INT(checked, >=, 9);
+	sonde_symbolizer__free(s);
+}

@@ -323,7 +323,7 @@ TEST_TIMEOUT(top_all_cpus_shows_a_process_it_was_never_named, 120)
 	pid_t p = test_spawn(spin);
 	usleep(300000);
 	/* Ctrl-C after 3 s: the final table is printed on the way out */
-	test_runf(&o, 60, "/usr/bin/timeout --preserve-status -s INT 3 %s top -a -n 10 -d 1",
+	test_runf(&o, 60, "/usr/bin/timeout --preserve-status -s INT 3 %s top -a -n 10 --interval 1",
 		  test_bin("sonde"));
 	kill(p, SIGKILL);
 	test_wait(p, 10);

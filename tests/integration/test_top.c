@@ -13,10 +13,12 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <sonde/spool.h>
 #include <sonde/spool_reader.h>
 
 #include "../test.h"
 #include "../util.h"
+#include "../unit/spool_fixture.h"
 
 /* The last table of a plain-text output (from its "sonde top:" line on). */
 static const char *last_table(const char *out)
@@ -90,7 +92,8 @@ TEST_TIMEOUT(top_plain_mode_on_split, 120)
 	struct test_output o;
 
 	test_require_perf();
-	test_runf(&o, 90, "%s top -d 0.5 -- %s 3", test_bin("sonde"), test_prog("split"));
+	test_runf(&o, 90, "%s top --interval 0.5 --command-output %s -- %s 3", test_bin("sonde"),
+		  test_path("split.out"), test_prog("split"));
 	ASSERT_INT(o.status, ==, 0);
 	/* A table every half second while it ran, then the final one. */
 	ASSERT_INT(count_tables(o.out), >=, 3);
@@ -114,7 +117,7 @@ TEST_TIMEOUT(top_follows_a_file_sonde_record_is_writing, 120)
 	while ((stat(spool, &st) < 0 || st.st_size == 0) && test_now() < deadline)
 		usleep(10000);
 	ASSERT_INT(st.st_size, >, 0);
-	const char *top[] = {test_bin("sonde"), "top", "-d", "0.5", spool, NULL};
+	const char *top[] = {test_bin("sonde"), "top", "--interval", "0.5", spool, NULL};
 	test_run(&o, 90, top);
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_INT(test_wait(recorder, 30), ==, 0);
@@ -178,21 +181,21 @@ TEST_TIMEOUT(top_filters_by_pid_and_tid, 120)
 	test_output_free(&o);
 	family_ids(spool, &f);
 
-	top_filtered(&o, spool, "--pid", f.child_pid);
+	top_filtered(&o, spool, "--filter-pid", f.child_pid);
 	const char *t = last_table(o.out);
 	ASSERT(row_of(t, "family_child", &self, &total));
 	ASSERT_DOUBLE_NEAR(total, 100, 3);
 	ASSERT(!row_of(t, "worker", &self, &total));
 	test_output_free(&o);
 
-	top_filtered(&o, spool, "--pid", f.pid);
+	top_filtered(&o, spool, "--filter-pid", f.pid);
 	t = last_table(o.out);
 	ASSERT(!row_of(t, "family_child", &self, &total));
 	ASSERT(row_of(t, "worker", &self, &total));
 	ASSERT(row_of(t, "main", &self, &total));
 	test_output_free(&o);
 
-	top_filtered(&o, spool, "--tid", f.worker_tid);
+	top_filtered(&o, spool, "--filter-tid", f.worker_tid);
 	t = last_table(o.out);
 	ASSERT(row_of(t, "worker", &self, &total));
 	ASSERT_DOUBLE_NEAR(total, 100, 3);
@@ -213,8 +216,8 @@ TEST_TIMEOUT(top_exits_cleanly_on_sigint, 120)
 	if (pid == 0) {
 		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		dup2(fd, STDOUT_FILENO);
-		execl(test_bin("sonde"), "sonde", "top", "-d", "0.3", "--", test_prog("split"),
-		      "60", (char *)NULL);
+		execl(test_bin("sonde"), "sonde", "top", "--interval", "0.3", "--command-output",
+		      test_path("split.out"), "--", test_prog("split"), "60", (char *)NULL);
 		_exit(127);
 	}
 	/* Wait for a first table that has samples. */
@@ -278,8 +281,8 @@ TEST_TIMEOUT(top_terminal_mode_quits_on_q_and_restores_the_screen, 120)
 	pid_t pid = forkpty(&master, NULL, NULL, &ws);
 	ASSERT(pid >= 0);
 	if (pid == 0) {
-		execl(test_bin("sonde"), "sonde", "top", "-d", "0.3", "--", test_prog("split"),
-		      "60", (char *)NULL);
+		execl(test_bin("sonde"), "sonde", "top", "--interval", "0.3", "--command-output",
+		      test_path("split.out"), "--", test_prog("split"), "60", (char *)NULL);
 		_exit(127);
 	}
 	acc = pty_read_until(master, acc, &len, "compute_hot", 30);
@@ -314,14 +317,33 @@ TEST(top_usage_and_errors)
 	ASSERT_CONTAINS(o.out, "usage: sonde top");
 	test_output_free(&o);
 
+	/* no source: sonde.spool, as perf top has no file but report reads perf.data */
 	test_runf(&o, 30, "%s top", test_bin("sonde"));
-	ASSERT_INT(o.status, ==, 2);
-	ASSERT_CONTAINS(o.err, "nothing to show");
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_STR_EQ(o.err, "sonde top: sonde.spool: No such file or directory\n");
 	test_output_free(&o);
 
-	test_runf(&o, 30, "%s top -d 0 x.spool", test_bin("sonde"));
+	test_runf(&o, 30, "%s top --interval 0 x.spool", test_bin("sonde"));
 	ASSERT_INT(o.status, ==, 2);
-	ASSERT_CONTAINS(o.err, "bad value for -d");
+	ASSERT_CONTAINS(o.err, "bad value for --interval");
+	test_output_free(&o);
+
+	test_runf(&o, 30, "%s top -d x x.spool", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "bad value for -d/--duration: x");
+	test_output_free(&o);
+
+	test_runf(&o, 30, "%s top -i a.spool b.spool", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "one input file at a time");
+	test_output_free(&o);
+
+	test_runf(&o, 30,
+		  "%s top --window 1 --freq max --sort total --rows 3 --filter-pid x "
+		  "x.spool",
+		  test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "bad --filter-pid: x");
 	test_output_free(&o);
 
 	test_runf(&o, 30, "%s top -p 1 %s", test_bin("sonde"), test_path("x.spool"));
@@ -340,7 +362,8 @@ TEST(top_usage_and_errors)
 	ASSERT_CONTAINS(o.err, "no such process");
 	test_output_free(&o);
 
-	test_runf(&o, 30, "%s top -- /nonexistent/cmd", test_bin("sonde"));
+	test_runf(&o, 30, "%s top --command-output %s -- /nonexistent/cmd", test_bin("sonde"),
+		  test_path("none.out"));
 	ASSERT_INT(o.status, ==, 127);
 	test_output_free(&o);
 }
@@ -352,7 +375,7 @@ TEST_TIMEOUT(top_attaches_to_a_running_pid_until_it_exits, 120)
 
 	test_require_perf();
 	pid_t pid = test_spawn(split);
-	test_runf(&o, 90, "%s top -d 0.5 -p %d", test_bin("sonde"), (int)pid);
+	test_runf(&o, 90, "%s top --interval 0.5 --pid %d", test_bin("sonde"), (int)pid);
 	/* The process was resumed after attaching and ran to its normal end. */
 	ASSERT_INT(test_wait(pid, 30), ==, 0);
 	ASSERT_INT(o.status, ==, 0);
@@ -363,5 +386,117 @@ TEST_TIMEOUT(top_attaches_to_a_running_pid_until_it_exits, 120)
 	snprintf(src, sizeof(src), "sonde top: pid %d |", (int)pid);
 	ASSERT_CONTAINS(t, src);
 	check_split_table(t);
+	test_output_free(&o);
+}
+
+/* A finished spool of one raw-address stack of a process with no binary, named by a perf
+ * map: top shows what the map says, so any name can be tested. */
+static const char *named_spool(const char *name, uint32_t pid, const char *fn)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1001001};
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	struct sonde_spool_frame st[] = {{0, 0x10010}};
+	uint32_t th;
+	char map[64], line[1024];
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, h.start_monotonic_ns, pid, pid, "cxx", &th));
+	for (int i = 0; i < 10; i++)
+		ASSERT_OK(sonde_spool_writer__add_sample(w, h.start_monotonic_ns + i * 1000000ull,
+							 th, st, 1, 0));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *path = test_path(name);
+	test_write_file(path, b.data, b.len);
+	sonde__buf_free(&b);
+	snprintf(map, sizeof(map), "/tmp/perf-%u.map", pid);
+	snprintf(line, sizeof(line), "10000 100 %s\n", fn);
+	test_write_file(map, line, strlen(line));
+	return path;
+}
+
+TEST(top_shortens_long_cxx_names_unless_full_names)
+{
+	static const char fn[] = "std::_Rb_tree<std::string, std::pair<std::string const, int>, "
+				 "std::less<std::string> >::find(std::string const&) const";
+	/* a pid no process has (above the usual pid_max of 4194304 would be refused) */
+	uint32_t pid = 4000000 + (uint32_t)getpid() % 190000;
+	const char *spool = named_spool("cxx.spool", pid, fn);
+	struct test_output o;
+	char map[64];
+
+	test_runf(&o, 30, "%s top -i %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "  std::_Rb_tree<...>::find(...) const      perf-");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s top --full-names %s", test_bin("sonde"), spool);
+	ASSERT_CONTAINS(o.out, fn);
+	test_output_free(&o);
+	snprintf(map, sizeof(map), "/tmp/perf-%u.map", pid);
+	unlink(map);
+	/* still too long once elided: cut to the column, so MODULE stays put */
+	spool = named_spool(
+		"long.spool", pid,
+		"a_very_long_namespace_name::another_long_class_name::method_name(int)");
+	test_runf(&o, 30, "%s top %s", test_bin("sonde"), spool);
+	ASSERT_CONTAINS(o.out, "  a_very_long_namespace_name::another_l... perf-");
+	test_output_free(&o);
+	unlink(map);
+}
+
+TEST_TIMEOUT(top_keeps_a_launched_commands_output_off_the_screen, 60)
+{
+	struct test_output o;
+	const char *log = test_path("cmd.out");
+
+	const char *argv[] = {test_bin("sonde"),
+			      "top",
+			      "--interval",
+			      "0.2",
+			      "--duration",
+			      "1",
+			      "--command-output",
+			      log,
+			      "--",
+			      "/bin/sh",
+			      "-c",
+			      "echo; echo; echo; while :; do :; done",
+			      NULL};
+	test_run(&o, 30, argv);
+	if (o.status == 1 && strstr(o.err, "perf"))
+		SKIP("perf events are not available here");
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.out, "\n\n\n");
+	char want[512];
+	snprintf(want, sizeof(want), "sonde top: the command's output is in %s\n", log);
+	ASSERT_CONTAINS(o.err, want);
+	snprintf(want, sizeof(want), "output in %s) |", log);
+	ASSERT_CONTAINS(o.out, want);
+	char *text = test_read_file(log, NULL);
+	ASSERT_STR_EQ(text, "\n\n\n");
+	free(text);
+	test_output_free(&o);
+}
+
+/* One line per error, with the real reason (not EIO first and the reason after). */
+TEST(top_says_each_error_once)
+{
+	struct test_output o;
+
+	test_runf(&o, 30, "%s top -p 2", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_NOT_CONTAINS(o.err, "Input/output error");
+	ASSERT_INT(strchr(o.err, '\n') - o.err + 1, ==, (long)strlen(o.err));
+	ASSERT_CONTAINS(o.err, "kernel thread");
+	test_output_free(&o);
+
+	const char *bad = test_path("not-a-spool");
+	test_write_file(bad, "hello world, not a spool\n", 25);
+	test_runf(&o, 30, "%s top %s", test_bin("sonde"), bad);
+	ASSERT_INT(o.status, ==, 1);
+	char want[512];
+	snprintf(want, sizeof(want), "sonde top: %s: not a sonde spool file\n", bad);
+	ASSERT_STR_EQ(o.err, want);
 	test_output_free(&o);
 }

@@ -163,7 +163,8 @@ TEST_TIMEOUT(unwind_record_split_nofp_stacks_complete_like_perf, 240)
 TEST_TIMEOUT(unwind_record_small_copy_window_marks_truncated, 120)
 {
 	struct test_output o;
-	unsigned long long samples = 0, written = 0, lost = 0, empty = 0, truncated = 0;
+	unsigned long long samples = 0, written = 0, lost = 0, lost_records = 0, empty = 0,
+			   truncated = 0;
 
 	if (geteuid() != 0)
 		SKIP("needs perf_event_open on a child: run as root");
@@ -172,8 +173,8 @@ TEST_TIMEOUT(unwind_record_small_copy_window_marks_truncated, 120)
 	ASSERT_INT(o.status, ==, 0);
 	printf("%s", o.err);
 	const char *p = strstr(o.err, "sonde record: ");
-	ASSERT(p && sscanf(p, "sonde record: %llu samples (%llu written), %llu lost", &samples,
-			   &written, &lost) == 3);
+	ASSERT(p && sscanf(p, "sonde record: %llu samples (%llu written; %llu samples and %llu records lost)",
+			   &samples, &written, &lost, &lost_records) == 4);
 	p = strstr(o.err, " empty, ");
 	ASSERT(p != NULL);
 	while (p > o.err && p[-1] != ' ')
