@@ -260,10 +260,10 @@ int sonde__symtab_add_plt(struct symtab *t, Elf *elf)
 		if (name && !sonde__symtab_find(t, start + i * entsize))
 			bytes += strlen(name) + sizeof("@plt");
 	}
-	char *names = bytes ? malloc(bytes) : NULL;
-	struct sym_entry *v = bytes ? realloc(t->v, (t->n + n) * sizeof(*v)) : NULL;
+	char *names = bytes ? sonde__malloc(bytes) : NULL;
+	struct sym_entry *v = bytes ? sonde__realloc(t->v, (t->n + n) * sizeof(*v)) : NULL;
 	if (!bytes || !names || !v) {
-		free(names);
+		sonde__free(names);
 		if (v)
 			t->v = v;
 		return bytes ? -ENOMEM : 0;
@@ -282,7 +282,7 @@ int sonde__symtab_add_plt(struct symtab *t, Elf *elf)
 		p += len + 1;
 		added++;
 	}
-	free(t->plt_names);
+	sonde__free(t->plt_names);
 	t->plt_names = names;
 	qsort(t->v, t->n, sizeof(*t->v), by_addr);
 	return (int)added;

@@ -122,6 +122,10 @@ static const struct cli_row cli_rows[] = {
 	 2, "nothing to record"},
 	{"sonde", "record -p x", 2, "-p wants a process id"},
 	{"sonde", "record --pid 0", 2, "-p wants a process id"},
+	{"sonde", "record -a -C 99 -d 0.1 -o %T/a.spool", 1, "CPU 99 is not online"},
+	{"sonde", "record --all-cpus --cpu 99 --no-kernel -d 0.1 -o %T/a.spool", 1,
+	 "CPU 99 is not online"},
+	{"sonde", "record -C 0 -d 0.1 -o %T/a.spool -- true", 2, "add -a"},
 	{"sonde", "record -h", 0, "usage: sonde record"},
 	{"sonde", "record --help", 0, "usage: sonde record"},
 	{"sonde",
@@ -131,6 +135,9 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "report --input %S --folded --folded-roots process", 0, "cli-4242;"},
 	{"sonde", "report --column thread %S", 0, "cli-4242/4242  "},
 	{"sonde", "report --diff %S %S", 0, "+0.00%"},
+	{"sonde", "report --cpu 0 --sort cpu %S", 0, "0 samples on CPUs 0"},
+	{"sonde", "report --sort cpu %S", 0, "[unknown]"},
+	{"sonde", "report --cpu 0-x %S", 2, "--cpu wants a CPU list"},
 	{"sonde", "report -h", 0, "usage: sonde report"},
 	{"sonde", "report --help", 0, "usage: sonde report"},
 	{"sonde",
@@ -147,6 +154,8 @@ static const struct cli_row cli_rows[] = {
 	 0, "| final"},
 	{"sonde", "top --input %S", 0, "| final"},
 	{"sonde", "top -d 0 %S", 2, "bad value for -d/--duration: 0"},
+	{"sonde", "top -a %S", 2, "give only one of -p PID, -a, -- CMD and FILE"},
+	{"sonde", "top --all-cpus -p 1", 2, "give only one of -p PID, -a, -- CMD and FILE"},
 	{"sonde", "top -p x", 2, "bad value for -p/--pid: x"},
 	{"sonde", "top --pid 0", 2, "bad value for -p/--pid: 0"},
 	{"sonde", "top -h", 0, "usage: sonde top"},
@@ -177,7 +186,7 @@ static const struct cli_row cli_rows[] = {
 	 "--set-socket-permissions 0:0660:0:0660 --lockdown --max-sessions 2 "
 	 "--max-sessions-per-uid 2 --max-connections 9 --max-connections-per-uid 9 "
 	 "--max-buffers 2 --max-session-buffer-kb 1024 --max-buffer-kb-per-uid 1024 "
-	 "--max-smb-kb 1024 --max-pending-kb 1024 --no-perf -b --background -f "
+	 "--max-smb-kb 1024 --max-pending-kb 1024 --no-perf --no-probes -b --background -f "
 	 "--foreground -l warn --log-level warn -V",
 	 0, "sonded " SONDE_VERSION},
 	{"sonded", "--version", 0, "sonded " SONDE_VERSION},
