@@ -18,7 +18,7 @@
 #include "cli.h"
 #include "probes/probes.h"
 
-enum { MAX_FDS = 128 };
+enum { MAX_FDS = 1024 }; /* the connection, recorders, and ftrace's per-CPU fds */
 
 /* User-visible lines stay whole, so they can be found with grep. */
 /* clang-format off */
@@ -27,7 +27,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: sonde probes [-s SOCKET] [--targets own|any] [-l LEVEL]\n"
 		"\n"
-		"Serves the system data sources (linux.perf) to a tracing service: sonded, or Perfetto's traced.\n"
+		"Serves the system data sources (linux.perf, linux.ftrace, linux.process_stats, linux.sys_stats)\n"
+		"to a tracing service: sonded, or Perfetto's traced.\n"
 		"Reconnects when the service restarts.\n"
 		"\n"
 		"  -s, --socket NAME     the service's producer socket (default: $PERFETTO_PRODUCER_SOCK_NAME,\n"
@@ -138,4 +139,4 @@ static int run(int argc, char **argv)
 	return CLI_OK;
 }
 
-SONDE_COMMAND("probes", "serve the system data sources (linux.perf) to a tracing service", run)
+SONDE_COMMAND("probes", "serve the system data sources (linux.perf, linux.ftrace, ...) to a tracing service", run)

@@ -43,12 +43,8 @@ enum {
 	MAX_INST = 64,
 	RESCAN_MS = 1000,
 	MAX_POLL_MS = 1000,
-	LOG_PRIO_WARN = 5,
-	LOG_PRIO_ERROR = 6,
-	F_PACKET_TIMESTAMP = 8,
-	F_PACKET_TIMESTAMP_CLOCK_ID = 58,
-	F_PACKET_ANDROID_LOG = 39,
-	CLOCK_MONOTONIC_ID = 3,
+	LOG_PRIO_WARN = PROBES_LOG_WARN,
+	LOG_PRIO_ERROR = PROBES_LOG_ERROR,
 };
 
 /* An attached process, and the pidfd every check of it goes through. */
@@ -116,16 +112,12 @@ static int sink(void *ctx, const uint8_t *pkt, size_t len)
 	return 0;
 }
 
-/* A message for the trace and sonded's log. In the trace it is an android_log event
- * (tag "linux.perf"): the one TracePacket kind that carries free text any Perfetto
- * reader shows (Trace Processor's android_logs table, the UI's log panel); `sonde trace`
- * prints the errors. */
+/* A message for the trace (sonde__probes_log) and sonded's log. */
 static void note(struct inst *in, int prio, pid_t pid, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 static void note(struct inst *in, int prio, pid_t pid, const char *fmt, ...)
 {
 	char msg[512];
-	struct buf b = BUF_INIT;
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -134,21 +126,7 @@ static void note(struct inst *in, int prio, pid_t pid, const char *fmt, ...)
 	sonde_log(prio == LOG_PRIO_ERROR ? SONDE_LOG_ERROR : SONDE_LOG_WARN,
 		  "linux.perf (session %llu, %s): %s", (unsigned long long)in->cfg.session_id,
 		  in->who_desc, msg);
-	sonde__pb_put_varint(&b, F_PACKET_TIMESTAMP, clock_ns(CLOCK_MONOTONIC));
-	sonde__pb_put_varint(&b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
-	size_t a = sonde__pb_begin(&b, F_PACKET_ANDROID_LOG);
-	size_t e = sonde__pb_begin(&b, 1);
-	if (pid > 0)
-		sonde__pb_put_varint(&b, 2, (uint64_t)pid);
-	sonde__pb_put_varint(&b, 5, clock_ns(CLOCK_REALTIME)); /* log events are on REALTIME */
-	sonde__pb_put_string(&b, 6, "linux.perf");
-	sonde__pb_put_varint(&b, 7, (uint64_t)prio);
-	sonde__pb_put_string(&b, 8, msg);
-	sonde__pb_end(&b, e);
-	sonde__pb_end(&b, a);
-	if (!buf_error(&b))
-		sink(in, b.data, b.len);
-	sonde__buf_free(&b);
+	sonde__probes_log(in->w, "linux.perf", prio, pid, msg);
 }
 
 /* ---- recording ---- */

@@ -19,6 +19,7 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "probes/probes.h"
@@ -26,6 +27,9 @@
 /* The registry: one line per data source. */
 static const struct probe_source_ops *const sources[] = {
 	&sonde__perfds_source,
+	&sonde__ftrace_source,
+	&sonde__procstats_source,
+	&sonde__sysstats_source,
 };
 enum { NSOURCES = sizeof(sources) / sizeof(sources[0]) };
 
@@ -394,4 +398,52 @@ struct sonde_trace_writer *sonde__probes_new_writer(struct probes *p, uint64_t i
 		return NULL;
 	}
 	return sonde_producer__new_writer(p->prod, id);
+}
+
+void *sonde__probes_source_state(struct probes *p, const struct probe_source_ops *ops)
+{
+	for (size_t i = 0; i < NSOURCES; i++)
+		if (p->slots[i].ops == ops)
+			return p->slots[i].state;
+	return NULL;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+enum {
+	F_PACKET_TIMESTAMP = 8,
+	F_PACKET_TIMESTAMP_CLOCK_ID = 58,
+	F_PACKET_ANDROID_LOG = 39,
+	CLOCK_MONOTONIC_ID = 3,
+};
+
+void sonde__probes_log(struct sonde_trace_writer *w, const char *tag, int prio, int pid,
+		       const char *msg)
+{
+	struct buf b = BUF_INIT;
+
+	if (!w)
+		return;
+	sonde__pb_put_varint(&b, F_PACKET_TIMESTAMP, clock_ns(CLOCK_MONOTONIC));
+	sonde__pb_put_varint(&b, F_PACKET_TIMESTAMP_CLOCK_ID, CLOCK_MONOTONIC_ID);
+	size_t a = sonde__pb_begin(&b, F_PACKET_ANDROID_LOG);
+	size_t e = sonde__pb_begin(&b, 1);
+	if (pid > 0)
+		sonde__pb_put_varint(&b, 2, (uint64_t)pid);
+	sonde__pb_put_varint(&b, 5, clock_ns(CLOCK_REALTIME)); /* log events are on REALTIME */
+	sonde__pb_put_string(&b, 6, tag);
+	sonde__pb_put_varint(&b, 7, (uint64_t)prio);
+	sonde__pb_put_string(&b, 8, msg);
+	sonde__pb_end(&b, e);
+	sonde__pb_end(&b, a);
+	/* a packet the SMB had no room for is lost; the writer counts it */
+	if (!buf_error(&b))
+		sonde_trace_writer__write_packet(w, b.data, b.len);
+	sonde__buf_free(&b);
 }

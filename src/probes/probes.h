@@ -1,4 +1,5 @@
-/* sonde probes: the system data sources of a Linux tracing service (linux.perf today),
+/* sonde probes: the system data sources of a Linux tracing service (linux.perf,
+ * linux.ftrace, linux.process_stats, linux.sys_stats),
  * served as one producer to any Perfetto-compatible service: sonded, which starts them as
  * its supervised child, or Perfetto's traced (docs/probes.md).
  *
@@ -29,7 +30,7 @@
  *
  *  - setup/start get the DataSourceConfig bytes exactly as the service sent them (valid
  *    during the call). A config the source refuses is written into the trace (an
- *    android_log packet, as linux.perf does) rather than failed: the wire protocol has no
+ *    android_log packet: sonde__probes_log) rather than failed: the wire protocol has no
  *    error path from a producer to the consumer.
  *  - Writers: sonde__probes_new_writer(core, id) in start (or later); the source frees them in
  *    stop or disconnected, before returning.
@@ -75,8 +76,12 @@ struct probe_source_ops {
 	int (*timeout_ms)(void *src);
 };
 
-/* The sources of the registry (one per file of this layer). */
+/* The sources of the registry (a file of this layer per source, or per sources that
+ * work together). */
 extern const struct probe_source_ops sonde__perfds_source;
+extern const struct probe_source_ops sonde__ftrace_source;    /* sysds.c */
+extern const struct probe_source_ops sonde__procstats_source; /* sysds.c */
+extern const struct probe_source_ops sonde__sysstats_source;  /* sysds.c */
 
 /* Whom the probes act for when the service does not say who the consumer is. */
 enum probes_targets {
@@ -124,5 +129,16 @@ int sonde__probes_consumer(struct probes *p, const void *cfg, size_t len, struct
 		    bool *any, char *desc, size_t desc_len);
 /* A trace writer for instance id on the current connection, or NULL with errno. */
 struct sonde_trace_writer *sonde__probes_new_writer(struct probes *p, uint64_t id);
+/* The state another source of the registry made with its create (sources of one file
+ * that work together in one tracing session), or NULL when it is not registered. */
+void *sonde__probes_source_state(struct probes *p, const struct probe_source_ops *ops);
+
+enum { PROBES_LOG_WARN = 5, PROBES_LOG_ERROR = 6 }; /* android_log priorities */
+/* Writes msg into the trace through w (NULL: nowhere) as an android_log event tagged with
+ * the data source's name (the one TracePacket kind that carries free text any Perfetto
+ * reader shows: Trace Processor's android_logs table, the UI's log panel; `sonde trace`
+ * prints the errors). pid > 0 names the process it is about. */
+void sonde__probes_log(struct sonde_trace_writer *w, const char *tag, int prio, int pid,
+		       const char *msg);
 
 #endif
