@@ -74,7 +74,8 @@ static int run(int argc, char **argv)
 	sigset_t mask;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "s:l:h", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:l:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o.socket = optarg;
@@ -103,8 +104,7 @@ static int run(int argc, char **argv)
 			usage(stdout);
 			return CLI_OK;
 		default:
-			usage(stderr);
-			return CLI_USAGE;
+			return cli_bad_option("probes", c, argv);
 		}
 	}
 	if (optind < argc) {

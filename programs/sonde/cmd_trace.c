@@ -511,10 +511,10 @@ struct sink {
 	unsigned profiler_errors;
 };
 
-/* What a profiler data source said in the trace (sonded's linux.perf writes android_log
- * events tagged "linux.perf": errors such as a refused target or config, warnings such as
- * a fallback or the guardrail stop) is the consumer's business: printed, and errors make
- * the exit status 1. */
+/* What a system data source said in the trace (sonde probes' linux.perf, linux.ftrace,
+ * linux.process_stats and linux.sys_stats write android_log events tagged with their name:
+ * errors such as a refused target, config or consumer, warnings such as a fallback or the
+ * guardrail stop) is the consumer's business: printed, and errors make the exit status 1. */
 static void report_profiler_errors(struct sink *s, const void *pkt, size_t len)
 {
 	struct pb_reader r = pb_reader_init(pkt, len), lr, er;
@@ -537,10 +537,11 @@ static void report_profiler_errors(struct sink *s, const void *pkt, size_t len)
 				else if (h.num == 8 && h.wire == PB_LEN)
 					msg = h.ptr, msg_len = h.len;
 			}
-			if (!msg || tag_len != 10 || memcmp(tag, "linux.perf", 10) || prio < 5)
+			if (!msg || tag_len < 7 || tag_len > 64 || memcmp(tag, "linux.", 6) ||
+			    prio < 5)
 				continue;
-			cli_error(CMD, "linux.perf: %s%.*s", prio == 5 ? "warning: " : "",
-				  (int)msg_len, (const char *)msg);
+			cli_error(CMD, "%.*s: %s%.*s", (int)tag_len, (const char *)tag,
+				  prio == 5 ? "warning: " : "", (int)msg_len, (const char *)msg);
 			s->profiler_errors += prio >= 6;
 		}
 	}
@@ -667,7 +668,7 @@ static int collect(struct sonde_consumer *c, const struct opts *o, int fd, bool 
 	fprintf(stderr, "sonde trace: wrote %llu packets, %llu bytes to %s\n",
 		(unsigned long long)s.packets, (unsigned long long)s.bytes, o->out);
 	if (s.profiler_errors) {
-		cli_error(CMD, "the trace holds %u profiler error%s (above)", s.profiler_errors,
+		cli_error(CMD, "the trace holds %u data source error%s (above)", s.profiler_errors,
 			  s.profiler_errors == 1 ? "" : "s");
 		return CLI_FAILURE;
 	}

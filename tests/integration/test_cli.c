@@ -67,7 +67,7 @@ TEST(cli_help_command_shows_that_commands_help)
 /* A mistyped option: one line naming it and pointing at --help, exit 2, in every command. */
 TEST(cli_mistyped_option_is_one_line_everywhere)
 {
-	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run"};
+	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run", "probes"};
 	struct test_output o;
 	char want[256];
 
@@ -177,6 +177,14 @@ static const struct cli_row cli_rows[] = {
 	 "true",
 	 1, "cannot reach the connector"},
 	{"sonde", "run --trace --user no-such-user-sonde -- true", 2, "no such user"},
+	{"sonde", "probes --targets bogus", 2, "--targets takes own or any, not 'bogus'"},
+	{"sonde", "probes -l loud", 2, "unknown log level 'loud'"},
+	{"sonde",
+	 "probes -s %T/none --socket %T/none --targets any --trust-parent -l warn --log-level warn "
+	 "extra",
+	 2, "unexpected argument 'extra'"},
+	{"sonde", "probes -h", 0, "usage: sonde probes"},
+	{"sonde", "probes --help", 0, "usage: sonde probes"},
 	{"sonde", "run -h", 0, "usage: sonde run"},
 	{"sonde", "run --help", 0, "usage: sonde run"},
 	/* sonded parses in order and stops at -V: every option before it is checked */
@@ -306,7 +314,7 @@ static void check_help(const char *prog, const char *cmd)
 
 TEST(cli_every_help_option_is_exercised)
 {
-	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run"};
+	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run", "probes"};
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		check_help("sonde", cmds[i]);

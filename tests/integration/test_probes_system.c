@@ -294,7 +294,9 @@ TEST_TIMEOUT(probes_system_ftrace_refused_for_nobody, 120)
 	int status = test_wait(trace_spawn(true, d.csock, cfg, out), 120);
 	char *err = trace_err(out);
 	sonded_stop(&d);
-	ASSERT_INT(status, ==, 0);
+	/* the refusal is printed with the data source's name and makes the exit status 1 */
+	ASSERT_INT(status, ==, 1);
+	ASSERT_CONTAINS(err, "linux.ftrace: ");
 	free(err);
 
 	struct buf trace = BUF_INIT;
@@ -335,7 +337,8 @@ TEST_TIMEOUT(probes_system_second_ftrace_session_told_busy, 240)
 	char *err1 = trace_err(out1), *err2 = trace_err(out2);
 	sonded_stop(&d);
 	ASSERT_INT(status1, ==, 0);
-	ASSERT_INT(status2, ==, 0);
+	ASSERT_INT(status2, ==, 1); /* told busy, on stderr too */
+	ASSERT_CONTAINS(err2, "linux.ftrace: cannot record ftrace");
 	ASSERT(still);
 	free(err1);
 	free(err2);
