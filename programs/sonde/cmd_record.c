@@ -794,14 +794,18 @@ static int run_record(int argc, char **argv)
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 	int code = parse_args(&a, argc, argv);
 
-	if (code >= 0)
+	if (code >= 0) {
+		free(a.cpus); /* -C's list, parsed before the usage error */
 		return code;
+	}
 	sonde_log__set_callback(log_to_stderr, NULL);
 	if (install_signals() < 0)
 		return CLI_FAILURE;
 	struct sonde_recorder *r = start_recording(&a, &c, &code);
-	if (!r)
+	if (!r) {
+		free(a.cpus);
 		return code;
+	}
 	if (a.duration > 0)
 		c.deadline = now_s() + a.duration;
 	int err = record_loop(r, &c, a.n_pids);

@@ -657,6 +657,13 @@ static void explain_empty(const struct report *r)
 			  r->path);
 }
 
+/* --cpu's list, for the paths that end before report_free. */
+static void free_cpus(struct report *r)
+{
+	free(r->filt.cpus);
+	r->filt.cpus = NULL;
+}
+
 /* --sort cpu: one row per CPU that has samples (as perf report --sort cpu). */
 static void print_cpus(const struct report *r)
 {
@@ -1324,6 +1331,7 @@ static int run_diff(struct report *a)
 		rc = CLI_FAILURE;
 	}
 	report_free(a);
+	b.filt.cpus = NULL; /* a's --cpu list, freed with a */
 	report_free(&b);
 	if (fflush(stdout) != 0)
 		rc = CLI_FAILURE;
@@ -1335,8 +1343,10 @@ static int cmd_report(int argc, char **argv)
 	struct report r = {0};
 	int rc = parse_args(&r, argc, argv), err;
 
-	if (rc >= 0)
+	if (rc >= 0) {
+		free_cpus(&r);
 		return rc;
+	}
 	if (r.diff)
 		return run_diff(&r);
 	if (r.sort_cpu && r.folded) {
