@@ -17,6 +17,7 @@
 #include "base/buf.h"
 #include "base/pb.h"
 #include "base/u64map.h"
+#include "proc/proc.h"
 
 enum {
 	MIN_POLL_MS = 100,
@@ -248,26 +249,11 @@ void sonde__procstats_free(struct procstats *s)
 static int read_text(struct procstats *s, const char *fmt, int a, int b)
 {
 	char rel[128], path[512];
-	int fd;
 
 	snprintf(rel, sizeof(rel), fmt, a, b);
-	snprintf(path, sizeof(path), "%s/%s", s->proc, rel);
-	sonde__buf_reset(&s->text);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		if (sonde__buf_reserve(&s->text, 4096) < 0)
-			break;
-		ssize_t n = read(fd, s->text.data + s->text.len, s->text.cap - s->text.len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		s->text.len += (size_t)n;
-	}
-	close(fd);
-	return buf_error(&s->text);
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", s->proc, rel) >= sizeof(path))
+		return -ENAMETOOLONG;
+	return sonde__proc_read_file(path, &s->text);
 }
 
 /* Packets: one TracePacket{timestamp, process_tree | process_stats} at a time, emitted

@@ -15,6 +15,7 @@
 
 #include "base/buf.h"
 #include "base/pb.h"
+#include "proc/proc.h"
 
 /* /proc/meminfo keys by MeminfoCounters value (protos/perfetto/common/
  * sys_stats_counters.proto); values past 33 are Android-only (ION, GPU, ZRAM). */
@@ -542,25 +543,10 @@ void sonde__sysstats_free(struct sysstats *s)
 static int read_text(struct sysstats *s, const char *root, const char *rel)
 {
 	char path[512];
-	int fd;
 
-	sonde__buf_reset(&s->text);
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	for (;;) {
-		if (sonde__buf_reserve(&s->text, 4096) < 0)
-			break;
-		ssize_t n = read(fd, s->text.data + s->text.len, s->text.cap - s->text.len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		s->text.len += (size_t)n;
-	}
-	close(fd);
-	return buf_error(&s->text);
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", root, rel) >= sizeof(path))
+		return -ENAMETOOLONG;
+	return sonde__proc_read_file(path, &s->text);
 }
 
 static void meminfo_kv(void *ctx, const char *key, size_t len, uint64_t value)
