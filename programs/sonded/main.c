@@ -51,6 +51,12 @@ static void usage(FILE *f)
 		"                              HOST:PORT, [V6]:PORT TCP, vsock://CID:PORT vsock;\n"
 		"                              a producer socket may be a comma-separated list,\n"
 		"                              each listened on\n"
+		"      --relay-socket ADDR     a producer socket for relays (traced_relay,\n"
+		"                              sonded --relay): HOST:PORT, [V6]:PORT or\n"
+		"                              vsock://CID:PORT, or a comma-separated list; its\n"
+		"                              peers may vouch for the producers they forward\n"
+		"      --machine-name NAME     this machine's name for machine_name_filter\n"
+		"                              (default $PERFETTO_MACHINE_NAME, else uname -s)\n"
 		"  -x, --connector-socket NAME connector socket, where a supervisor hands over\n"
 		"                              connected sockets (default\n"
 		"                              $SONDE_CONNECTOR_SOCK_NAME, else\n"
@@ -116,6 +122,8 @@ enum {
 	OPT_MAX_UID_KB,
 	OPT_MAX_SMB_KB,
 	OPT_MAX_PENDING_KB,
+	OPT_RELAY_SOCKET = 512,
+	OPT_MACHINE_NAME,
 };
 
 static int which_socket(const char *s, size_t n)
@@ -286,6 +294,8 @@ int main(int argc, char **argv)
 		{"producer-socket", required_argument, NULL, 'p'},
 		{"consumer-socket", required_argument, NULL, 'c'},
 		{"connector-socket", required_argument, NULL, 'x'},
+		{"relay-socket", required_argument, NULL, OPT_RELAY_SOCKET},
+		{"machine-name", required_argument, NULL, OPT_MACHINE_NAME},
 		{"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
 		{"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
 		{"set-socket-permissions", required_argument, NULL, OPT_SET_PERMS},
@@ -318,6 +328,10 @@ int main(int argc, char **argv)
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:c:x:bfl:Vh", opts, NULL)) != -1) {
+		if (c == OPT_RELAY_SOCKET || c == OPT_MACHINE_NAME) {
+			*(c == OPT_RELAY_SOCKET ? &so.relay_socket : &so.machine_name) = optarg;
+			continue;
+		}
 		if (c >= OPT_SOCKET_MODE) {
 			if (security_opt(&so, c, optarg) < 0) {
 				fprintf(stderr, "sonded: invalid option value '%s'\n", optarg);
