@@ -166,6 +166,10 @@ static const struct cli_row cli_rows[] = {
 	 "trace -d 1s --duration 1s -t 1s --time 1s -b 1mb --buffer 1mb --socket %T/none "
 	 "--trust-uid 0 -o %T/t x",
 	 1, "no tracing service at"},
+	{"sonde", "trace --machine guest --machine host --socket %T/none -o %T/t x", 1,
+	 "no tracing service at"},
+	{"sonde", "trace --machine guest -c %T/none -o %T/t", 2,
+	 "--machine applies to the data sources named on the command line"},
 	{"sonde", "trace -q --socket %T/none", 1, "no tracing service at"},
 	{"sonde", "trace --query --socket %T/none", 1, "no tracing service at"},
 	{"sonde", "trace --trigger x --producer-socket %T/none", 1, "cannot connect"},
@@ -195,10 +199,12 @@ static const struct cli_row cli_rows[] = {
 	 "--max-sessions-per-uid 2 --max-connections 9 --max-connections-per-uid 9 "
 	 "--max-buffers 2 --max-session-buffer-kb 1024 --max-buffer-kb-per-uid 1024 "
 	 "--max-smb-kb 1024 --max-pending-kb 1024 --no-perf --no-probes -b --background -f "
-	 "--foreground -l warn --log-level warn -V",
+	 "--foreground -l warn --log-level warn --relay-socket 127.0.0.1:1 --machine-name box -V",
 	 0, "sonded " SONDE_VERSION},
 	{"sonded", "--version", 0, "sonded " SONDE_VERSION},
 	{"sonded", "--max-sessions x", 2, "invalid option value 'x'"},
+	{"sonded", "-p %T/p -c %T/c -x none --no-probes --relay-socket %T/r", 1,
+	 "not a HOST:PORT, [V6]:PORT or vsock://CID:PORT address"},
 	{"sonded", "-h", 0, "usage: sonded"},
 	{"sonded", "--help", 0, "usage: sonded"},
 };

@@ -517,3 +517,48 @@ TEST_TIMEOUT(relay_host_hostile_relay_gets_nowhere, 90)
 	sonde__buf_free(&trace);
 	sonded_stop(&h.d);
 }
+
+TEST_TIMEOUT(relay_host_trace_cli_lists_and_filters_machines, 90)
+{
+	struct host h;
+	struct tprod a1, a2, b;
+	struct test_output o;
+
+	host_up(&h, NULL);
+	prod_up(&a1, vouch(h.raddr, "boot-a", "guestA", 0, 1), NULL, "pa1");
+	prod_up(&a2, vouch(h.raddr, "boot-a", "guestA", 0, 2), NULL, "pa2");
+	prod_up(&b, vouch(h.raddr, "boot-b", "guestB", 0, 3), NULL, "pb");
+	test_runf(&o, 30, "%s trace --query --socket %s", test_bin("sonde"), h.d.csock);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "machines (3):");
+	ASSERT_CONTAINS(o.out, "  0    host     "); /* sonde probes, if it started */
+	ASSERT_CONTAINS(o.out, "  1    guestA                           2 producers");
+	ASSERT_CONTAINS(o.out, "  2    guestB                           1 producer\n");
+	ASSERT_CONTAINS(o.out, "pb                               uid 0 pid 3 machine 2");
+	test_output_free(&o);
+
+	/* --machine guestB: only b's producer gets the data source */
+	const char *argv[] = {
+		test_bin("sonde"), "trace", "--socket", h.d.csock, "--machine",
+		"guestB",	   "-d",    "1s",	"-o",	   test_path("m.pftrace"),
+		"test.ds",	   NULL};
+	pid_t pid = test_spawn(argv);
+	prod_started(&b);
+	ASSERT(!got_cmd(&a1, 300));
+	ASSERT(!got_cmd(&a2, 300));
+	/* the CLI flushes before it stops: acknowledged, until the stop comes */
+	for (struct tcmd cmd;;) {
+		ASSERT(tprod_cmd(&b, &cmd, 10000));
+		uint32_t kind = cmd.kind;
+		if (kind == PF_ASYNC_CMD_FLUSH)
+			tprod_commit(&b, NULL, 0, 0, cmd.flush_id, NULL);
+		tc_msg_free(cmd.m);
+		if (kind == PF_ASYNC_CMD_STOP_DATA_SOURCE)
+			break;
+	}
+	ASSERT_INT(test_wait(pid, 30), ==, 0);
+	tc_close(&a1.t);
+	tc_close(&a2.t);
+	tc_close(&b.t);
+	sonded_stop(&h.d);
+}
