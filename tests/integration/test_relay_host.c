@@ -4,6 +4,7 @@
  * each machine's SystemInfo and clock packets in the trace, machine_name_filter, and a
  * hostile relay peer that gets nowhere. */
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -64,10 +65,20 @@ static int vouch(const char *addr, const char *hint, const char *name, int32_t u
 	return fd;
 }
 
+static uint64_t boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* The relay's own connection: InitRelay with a SystemInfo naming release `rel`, then one
- * round of SyncClock (PING, UPDATE), each answered. */
-static void relay_port_up(struct tc *t, const char *addr, const char *hint, const char *name,
-			  const char *rel)
+ * round of SyncClock (PING, UPDATE), each answered. Returns the time from the PING's clock
+ * reading to the UPDATE's answer: on one machine (the true offset 0) the estimated offset
+ * cannot be further from 0 than half of it. */
+static uint64_t relay_port_up(struct tc *t, const char *addr, const char *hint, const char *name,
+			      const char *rel)
 {
 	struct relay_system_info si = {.sysname = {"Linux", 5}, .num_cpus = 3, .page_size = 4096};
 	struct relay_sync_req q = {.phase = RELAY_SYNC_PING};
@@ -77,6 +88,7 @@ static void relay_port_up(struct tc *t, const char *addr, const char *hint, cons
 	tc_open_fd(t, vouch(addr, hint, name, 0, 4242), RELAY_SERVICE_NAME);
 	ASSERT_OK(sonde__relay_init_req_encode(&a, &si));
 	tc_msg_free(tc_ok(t, tc_call(t, "InitRelay", &a, -1, false)));
+	uint64_t t0 = boottime_ns();
 	for (int i = 0; i < 2; i++) {
 		sonde__buf_reset(&a);
 		q.n_clocks = sonde__relay_clocks_read(q.clocks, RELAY_MAX_CLOCKS);
@@ -85,6 +97,7 @@ static void relay_port_up(struct tc *t, const char *addr, const char *hint, cons
 		q.phase = RELAY_SYNC_UPDATE;
 	}
 	sonde__buf_free(&a);
+	return boottime_ns() - t0;
 }
 
 struct sess {
@@ -207,6 +220,56 @@ static int count_machine_field(const struct buf *trace, uint32_t field, uint64_t
 	return n;
 }
 
+/* BOOTTIME of a ClockSnapshot packet; false when it is none or has no BOOTTIME. */
+static bool snapshot_boottime(const struct tpkt *pk, uint64_t *ts)
+{
+	struct pb_reader r = pb_reader_init(pk->p, pk->len), s, c;
+	struct pb_field f, g, h;
+
+	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num != PF_PACKET_CLOCK_SNAPSHOT || f.wire != PB_LEN)
+			continue;
+		for (s = pb_sub(&f); sonde__pb_next(&s, &g) > 0;) {
+			uint64_t id = 0, v = 0;
+			if (g.num != PF_CLOCK_SNAPSHOT_CLOCKS || g.wire != PB_LEN)
+				continue;
+			for (c = pb_sub(&g); sonde__pb_next(&c, &h) > 0;)
+				*(h.num == PF_CLOCK_CLOCK_ID ? &id : &v) = h.u;
+			if (id == PF_CLOCK_BOOTTIME) {
+				*ts = v;
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/* The offset the host estimated for machine `machine`: its snapshot's BOOTTIME less that
+ * of the host's snapshot written just before it (both from one reading of the host's
+ * clocks). */
+static int64_t estimated_offset(const struct buf *trace, uint64_t machine)
+{
+	struct tpkt pk;
+	size_t off = 0;
+	uint64_t host = 0, ts, id;
+	bool have_host = false;
+
+	while (trace_next(trace, &off, &pk)) {
+		if (!snapshot_boottime(&pk, &ts))
+			continue;
+		id = 0;
+		pkt_varint(&pk, PF_PACKET_MACHINE_ID, &id);
+		if (!id) {
+			host = ts;
+			have_host = true;
+		} else if (id == machine && have_host) {
+			return (int64_t)(ts - host);
+		}
+	}
+	FAIL("no clock snapshot of machine %llu after one of the host",
+	     (unsigned long long)machine);
+}
+
 TEST_TIMEOUT(relay_host_machines_tag_their_producers_packets, 90)
 {
 	struct host h;
@@ -218,7 +281,7 @@ TEST_TIMEOUT(relay_host_machines_tag_their_producers_packets, 90)
 	uint64_t uid = 0;
 
 	host_up(&h, NULL);
-	relay_port_up(&relay_a, h.raddr, "boot-a", "guestA", "9.9.9-guest-a");
+	uint64_t span = relay_port_up(&relay_a, h.raddr, "boot-a", "guestA", "9.9.9-guest-a");
 	relay_port_up(&relay_b, h.raddr, "boot-b", "guestB", "9.9.9-guest-b");
 	prod_up(&a1, vouch(h.raddr, "boot-a", "guestA", 1234, 77), NULL, "a1");
 	prod_up(&a2, vouch(h.raddr, "boot-a", "guestA", 1235, 78), NULL, "a2");
@@ -251,6 +314,11 @@ TEST_TIMEOUT(relay_host_machines_tag_their_producers_packets, 90)
 	ASSERT_INT(count_machine_field(&trace, PF_PACKET_REMOTE_CLOCK_SYNC, mb), >=, 1);
 	ASSERT_INT(count_machine_field(&trace, PF_PACKET_CLOCK_SNAPSHOT, ma), >=, 1);
 	ASSERT_INT(count_machine_field(&trace, PF_PACKET_CLOCK_SNAPSHOT, 0), >=, 1);
+	/* the "relay" shares the host's clocks: the estimate is 0 within half the exchange */
+	int64_t est = estimated_offset(&trace, ma);
+	printf("machine %llu: estimated BOOTTIME offset %lld ns, exchange %llu ns\n",
+	       (unsigned long long)ma, (long long)est, (unsigned long long)span);
+	ASSERT_INT(est < 0 ? -est : est, <=, (int64_t)(span / 2) + 1);
 
 	/* a reconnected relay of machine A keeps its id */
 	tc_close(&relay_a);
