@@ -170,8 +170,15 @@ static void untrusted(const char *path, uint32_t uid)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_TXT = 256, OPT_SOCKET, OPT_TRIGGER, OPT_PRODUCER_SOCKET, OPT_CLONE, OPT_TRUST,
-	       OPT_MACHINE };
+	enum {
+		OPT_TXT = 256,
+		OPT_SOCKET,
+		OPT_TRIGGER,
+		OPT_PRODUCER_SOCKET,
+		OPT_CLONE,
+		OPT_TRUST,
+		OPT_MACHINE
+	};
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"txt", no_argument, NULL, OPT_TXT},
@@ -467,8 +474,8 @@ static void print_machines(const struct sonde_service_state *s)
 	printf("machines (%zu):\n", n + 1);
 	printf("  %-4u %-32s %zu producer%s\n", 0u, "host", host, host == 1 ? "" : "s");
 	for (size_t k = 0; k < n; k++)
-		printf("  %-4u %-32s %zu producer%s\n", ids[k], names[k][0] ? names[k] : "(unnamed)",
-		       count[k], count[k] == 1 ? "" : "s");
+		printf("  %-4u %-32s %zu producer%s\n", ids[k],
+		       names[k][0] ? names[k] : "(unnamed)", count[k], count[k] == 1 ? "" : "s");
 }
 
 static int run_query(const struct opts *o)

@@ -42,12 +42,12 @@ enum {
 	SVC_MAX_PRODUCER_SOCKETS = 8,	/* names in a comma-separated producer socket list */
 	SVC_MAX_RELAY_SOCKETS = 4,	/* names in the relay socket list */
 	SVC_MAX_LISTENERS = SVC_MAX_PRODUCER_SOCKETS + 1 + SVC_MAX_RELAY_SOCKETS,
-	SVC_COOKIE_LISTENER = 1,	/* listener i has cookie SVC_COOKIE_LISTENER + i */
+	SVC_COOKIE_LISTENER = 1, /* listener i has cookie SVC_COOKIE_LISTENER + i */
 	SVC_FIRST_CONN_ID = SVC_COOKIE_LISTENER + SVC_MAX_LISTENERS,
 	/* machines other than the host known through relays (machine.c); a session marks
 	 * what it wrote of each in a 64-bit mask */
 	SVC_MAX_MACHINES = 64,
-	SVC_SYNCED_CLOCKS = 5, /* the last SyncClock exchanges kept per machine, as Perfetto */
+	SVC_SYNCED_CLOCKS = 5,	  /* the last SyncClock exchanges kept per machine, as Perfetto */
 	SVC_RELAY_SERVICE_ID = 2, /* RelayPort's service id on a relay connection */
 };
 
