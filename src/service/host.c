@@ -562,6 +562,7 @@ static int listen_relay(struct svc *s, const struct sonde_service_opts *o, const
 		if ((rc = listen_one(s, o, 0, one, len)) < 0)
 			return rc;
 		s->lis[s->nlis - 1].relay = true;
+		sonde_info("accepting relays on %.*s", (int)len, one);
 	}
 	return 0;
 }
