@@ -341,6 +341,8 @@ static void adopt_offered(struct sonde_relay *r, struct pair *p)
 	p->smb_fd = p->offered_fd;
 	p->offered_fd = -1;
 	p->adopted = true;
+	sonde_debug("relay: producer pid %d: its own SMB of %zu KiB, %zu KiB pages",
+		    (int)p->lo.peer_pid, size / 1024, p->smb.page_size / 1024);
 }
 
 static void init_reply(struct sonde_relay *r, struct pair *p, const struct ipc_frame *f)
@@ -383,6 +385,8 @@ static int create_smb(struct sonde_relay *r, struct pair *p, uint32_t host_page_
 	}
 	p->smb = (struct relay_smb){m, size, page, size / page};
 	p->smb_fd = fd;
+	sonde_debug("relay: producer pid %d: an SMB of %zu KiB, %zu KiB pages (host's page %u KiB)",
+		    (int)p->lo.peer_pid, size / 1024, page / 1024, host_page_kb);
 	return 0;
 }
 
