@@ -9,6 +9,11 @@
  * concern shared memory. When the host goes away, each local producer sees its connection
  * close, as with a service restart, and reconnects.
  *
+ * The relay also keeps its own connection to the host's RelayPort service: InitRelay with
+ * this machine's SystemInfo, then SyncClock rounds (PING, UPDATE) with this machine's
+ * clocks, from which the host tells this machine's clock offsets; it is connected again
+ * whenever the host comes back.
+ *
  * The relay never owns the event loop. Call order:
  *
  *   struct sonde_relay_opts o = {.sz = sizeof(o), .host = "10.0.0.1:7000"};
@@ -50,6 +55,9 @@ struct sonde_relay_opts {
 	/* Largest shared memory buffer the relay maps or creates for a producer (0: 32768
 	 * KiB, also the maximum). */
 	unsigned max_smb_kb;
+	/* Between two clock synchronisations with the host (0: 30000 ms, as Perfetto's
+	 * relay). */
+	unsigned sync_interval_ms;
 };
 
 /* Listens and returns the relay, or NULL with errno set (EINVAL without a host). */

@@ -36,6 +36,7 @@ enum {
 	/* a producer that is gone still gets its last frames to the host, for this long */
 	RELAY_DRAIN_MS = 5000,
 	RELAY_ACCEPT_BATCH = 16,
+	RELAY_SYNC_INTERVAL_MS = 30000, /* Perfetto's relay's */
 };
 
 /* Request ids of the CommitData requests the relay adds when it splits one: above any a
@@ -78,9 +79,12 @@ struct sonde_relay {
 	char machine_id_hint[80];
 	char machine_name[256];
 	struct buf scratch, out, frame;
+	struct relay_port port;
+	bool port_started;
 };
 
 #define COOKIE_LISTENER 0
+#define COOKIE_PORT	1 /* pairs' cookies are id * 2 and id * 2 + 1, ids from 1 */
 
 /* ---------------------------------------------------------------- identity */
 
@@ -541,6 +545,7 @@ static void accept_one(struct sonde_relay *r, int fd)
 	p->lo_open = p->up_open = true;
 	p->id = r->next_id++;
 	/* first on the host connection: whom it speaks for */
+	id.has_peer_pid = id.has_peer_uid = true;
 	id.peer_pid = (int32_t)p->lo.peer_pid;
 	id.peer_uid = (int32_t)p->lo.peer_uid;
 	id.machine_id_hint = r->machine_id_hint;
@@ -584,6 +589,10 @@ static void on_io(void *ctx, uint64_t cookie, uint32_t events)
 		on_listener(r);
 		return;
 	}
+	if (cookie == COOKIE_PORT) {
+		sonde__relay_port_io(&r->port, events);
+		return;
+	}
 	p = find_pair(r, cookie / 2, NULL);
 	if (!p)
 		return;
@@ -625,6 +634,8 @@ struct sonde_relay *sonde_relay__new(const struct sonde_relay_opts *opts)
 	r->uid = geteuid();
 	if (!r->o.max_connections)
 		r->o.max_connections = RELAY_DEFAULT_MAX_CONNS;
+	if (!r->o.sync_interval_ms)
+		r->o.sync_interval_ms = RELAY_SYNC_INTERVAL_MS;
 	if (!r->o.max_smb_kb || r->o.max_smb_kb > RELAY_MAX_SMB_KB)
 		r->o.max_smb_kb = RELAY_MAX_SMB_KB;
 	r->max_smb = (size_t)r->o.max_smb_kb * 1024;
@@ -653,6 +664,14 @@ struct sonde_relay *sonde_relay__new(const struct sonde_relay_opts *opts)
 		goto fail;
 	sonde_info("relay: machine \"%s\" (id hint %s) to host %s", r->machine_name,
 		   r->machine_id_hint[0] ? r->machine_id_hint : "none", r->host);
+	struct relay_port_env env = {.loop = &r->loop,
+				     .cookie = COOKIE_PORT,
+				     .host = r->host,
+				     .machine_id_hint = r->machine_id_hint,
+				     .machine_name = r->machine_name,
+				     .sync_interval_ms = r->o.sync_interval_ms};
+	sonde__relay_port_start(&r->port, &env);
+	r->port_started = true;
 	return r;
 fail:
 	sonde_relay__free(r);
@@ -707,6 +726,8 @@ void sonde_relay__free(struct sonde_relay *r)
 {
 	if (!r)
 		return;
+	if (r->port_started)
+		sonde__relay_port_stop(&r->port);
 	while (r->npairs)
 		free_pair(r, r->pairs[r->npairs - 1]);
 	sonde__free(r->pairs);

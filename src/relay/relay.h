@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "ipc/frame.h"
 
 /* CommitData requests the relay builds stay under this many bytes of arguments, so that
  * one more chunk of the largest page (32 KiB) still fits IPC_MAX_PAYLOAD. */
@@ -70,3 +71,40 @@ void sonde__relay_smb_geometry(uint32_t host_page_kb, const struct relay_init *r
 int sonde__relay_check_smb(int fd, size_t page, size_t max_bytes, size_t *size);
 
 #endif
+
+/* ---- the relay's own connection to the host: RelayPort (relay/port.c) ---- */
+
+struct loop;
+
+/* What the connection needs of the relay; the strings outlive it. */
+struct relay_port_env {
+	struct loop *loop;
+	uint64_t cookie; /* of the channel's registration in loop */
+	const char *host, *machine_id_hint, *machine_name;
+	uint32_t sync_interval_ms; /* between two SyncClock rounds */
+};
+
+/* One RelayPort connection, kept up: SetPeerIdentity, BindService("RelayPort"),
+ * InitRelay with this machine's SystemInfo, then SyncClock rounds (PING, UPDATE) every
+ * sync_interval_ms, each carrying this machine's clocks as Perfetto's relay reads them.
+ * When the host goes away (or refuses), it is connected again after a delay that doubles
+ * from 1 s to 30 s and starts over once a connection was up. */
+struct relay_port {
+	struct relay_port_env env;
+	struct ipc_chan ch;
+	bool open, bound;
+	uint32_t svc_id, m_init, m_sync;
+	uint64_t next_req, bind_req, sync_req;
+	int phase; /* enum relay_sync_phase of the request in flight, 0: none */
+	uint64_t timer;
+	uint32_t retry_ms;
+	uint64_t rounds; /* SyncClock rounds completed (PING and UPDATE answered) */
+	bool refused_said;
+};
+
+void sonde__relay_port_start(struct relay_port *p, const struct relay_port_env *env);
+/* The channel's events, from the loop. */
+void sonde__relay_port_io(struct relay_port *p, uint32_t events);
+/* A timer set by the port is due (its arg: the port). */
+void sonde__relay_port_timer(void *ctx, uint64_t arg);
+void sonde__relay_port_stop(struct relay_port *p);
