@@ -6,7 +6,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sonde/client.h>
@@ -16,6 +18,7 @@
 #include "base/pb.h"
 #include "client_util.h"
 #include "ipc/protos.h"
+#include "ipc/relay_proto.h"
 #include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "svc_util.h"
@@ -303,4 +306,149 @@ TEST_TIMEOUT(relay_host_restart_producers_reconnect, 120)
 	ASSERT_INT(client_count_test_packets(trace.data, trace.len, 100, 0), ==, 100);
 	sonde__buf_free(&trace);
 	rig_down(&g);
+}
+
+/* ---- the relay's RelayPort connection, against a fake host ---- */
+
+struct fake_host {
+	int lfd;
+	struct ipc_chan ch;
+	bool open;
+};
+
+/* The next frame from the relay's connection, or fails after timeout_ms. The frame's
+ * bytes stay valid until the next call. */
+static void fake_next(struct fake_host *h, struct ipc_frame *f, int timeout_ms)
+{
+	double end = test_now() + timeout_ms / 1000.0;
+
+	for (;;) {
+		int n = sonde__ipc_chan_next(&h->ch, f, NULL);
+		ASSERT_INT(n, >=, 0);
+		if (n == 1)
+			return;
+		struct pollfd p = {h->ch.fd, POLLIN, 0};
+		if (test_now() > end)
+			FAIL("no frame from the relay in %d ms", timeout_ms);
+		poll(&p, 1, 100);
+		int rc = sonde__ipc_chan_read(&h->ch);
+		if (rc < 0 && rc != -ECONNRESET)
+			FAIL("reading the relay: %d", rc);
+	}
+}
+
+/* Accepts connections until one binds RelayPort (producers' connections are left open,
+ * unanswered); checks its SetPeerIdentity first. */
+static void fake_accept_port(struct fake_host *h, const char *want_name)
+{
+	double end = test_now() + 10;
+
+	for (;;) {
+		struct pollfd p = {h->lfd, POLLIN, 0};
+		ASSERT(test_now() < end);
+		if (poll(&p, 1, 200) != 1)
+			continue;
+		int fd = accept4(h->lfd, NULL, NULL, SOCK_CLOEXEC);
+		ASSERT(fd >= 0);
+		ASSERT_OK(sonde__ipc_chan_init(&h->ch, fd));
+		struct ipc_frame f;
+		fake_next(h, &f, 5000);
+		ASSERT_INT(f.msg, ==, IPC_MSG_SET_PEER_IDENTITY);
+		ASSERT(f.has_peer_pid && f.has_peer_uid);
+		ASSERT(f.machine_id_hint && f.machine_id_hint_len > 0);
+		ASSERT_UINT(f.machine_name_len, ==, strlen(want_name));
+		ASSERT_MEM_EQ(f.machine_name, want_name, f.machine_name_len);
+		fake_next(h, &f, 5000);
+		if (f.msg == IPC_MSG_BIND_SERVICE && f.name_len == 9 &&
+		    !memcmp(f.name, "RelayPort", 9)) {
+			static const char *const methods[] = {"InitRelay", "SyncClock"};
+			struct ipc_frame r = {.request_id = f.request_id,
+					      .msg = IPC_MSG_BIND_SERVICE_REPLY,
+					      .success = true,
+					      .service_id = 7,
+					      .method_names = methods,
+					      .n_methods = 2};
+			ASSERT_OK(sonde__ipc_chan_send(&h->ch, &r, -1));
+			h->open = true;
+			return;
+		}
+		sonde__ipc_chan_close(&h->ch);
+	}
+}
+
+static void fake_reply(struct fake_host *h, uint64_t req)
+{
+	struct ipc_frame r = {.request_id = req,
+			      .msg = IPC_MSG_INVOKE_METHOD_REPLY,
+			      .success = true,
+			      .data = (const uint8_t *)"",
+			      .data_len = 0};
+	ASSERT_OK(sonde__ipc_chan_send(&h->ch, &r, -1));
+}
+
+static uint64_t boottime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One SyncClock request of phase; its BOOTTIME lies between the host's reading before
+ * it answered the previous request and now (one machine: the same clock). */
+static void fake_sync(struct fake_host *h, enum relay_sync_phase phase, uint64_t since)
+{
+	struct ipc_frame f;
+	struct relay_sync_req s;
+
+	fake_next(h, &f, 5000);
+	ASSERT_INT(f.msg, ==, IPC_MSG_INVOKE_METHOD);
+	ASSERT_UINT(f.service_id, ==, 7);
+	ASSERT_UINT(f.method_id, ==, PF_RELAY_SYNC_CLOCK);
+	ASSERT_OK(sonde__relay_sync_req_decode(f.data, f.data_len, &s));
+	ASSERT_INT(s.phase, ==, phase);
+	ASSERT_UINT(s.n_clocks, ==, 6);
+	ASSERT_UINT(s.clocks[0].clock_id, ==, 6); /* BOOTTIME first, as Perfetto's relay */
+	ASSERT_UINT(s.clocks[0].timestamp, >=, since);
+	ASSERT_UINT(s.clocks[0].timestamp, <=, boottime_ns());
+	fake_reply(h, f.request_id);
+}
+
+TEST_TIMEOUT(relay_port_inits_syncs_clocks_and_reconnects, 60)
+{
+	struct fake_host h = {.lfd = -1};
+	char addr[64];
+	const char *rsock = test_path("relay.sock");
+	struct ipc_frame f;
+	struct relay_init_req ir;
+
+	setenv("PERFETTO_MACHINE_NAME", "relay-test-machine", 1);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_free_tcp_port());
+	h.lfd = sonde__ipc_listen(addr);
+	ASSERT(h.lfd >= 0);
+	const char *argv[] = {test_bin("sonded"), "--relay", addr, "-p", rsock,
+			      "--no-probes",	  NULL};
+	uint64_t t0 = boottime_ns();
+	pid_t relay = test_spawn(argv);
+	for (int round = 0; round < 2; round++) {
+		fake_accept_port(&h, "relay-test-machine");
+		fake_next(&h, &f, 5000);
+		ASSERT_INT(f.msg, ==, IPC_MSG_INVOKE_METHOD);
+		ASSERT_UINT(f.method_id, ==, PF_RELAY_INIT_RELAY);
+		ASSERT_OK(sonde__relay_init_req_decode(f.data, f.data_len, &ir));
+		ASSERT(ir.has_system_info);
+		ASSERT_UINT(ir.si.sysname.len, ==, 5);
+		ASSERT_MEM_EQ(ir.si.sysname.s, "Linux", 5);
+		ASSERT_UINT(ir.si.num_cpus, >, 0);
+		fake_reply(&h, f.request_id);
+		fake_sync(&h, RELAY_SYNC_PING, t0);
+		uint64_t t1 = boottime_ns();
+		fake_sync(&h, RELAY_SYNC_UPDATE, t1);
+		/* the host goes away: the relay comes back on its own */
+		sonde__ipc_chan_close(&h.ch);
+		t0 = boottime_ns();
+	}
+	kill(relay, SIGTERM);
+	ASSERT_INT(test_wait(relay, 20), ==, 0);
+	close(h.lfd);
+	unsetenv("PERFETTO_MACHINE_NAME");
 }
