@@ -149,8 +149,9 @@ int sonde__relay_init_req(const uint8_t *args, size_t len, struct relay_init *ri
 		const uint8_t *start = r.p;
 		if ((rc = sonde__pb_next(&r, &f)) <= 0)
 			break;
-		if (f.wire == PB_VARINT && f.num == PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM) {
-			ri->provided = f.u != 0;
+		/* left out whatever its wire type: the host must not hear of an SMB */
+		if (f.num == PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM) {
+			ri->provided |= f.wire == PB_VARINT && f.u != 0;
 			continue;
 		}
 		if (f.wire == PB_VARINT && f.num == PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES)
