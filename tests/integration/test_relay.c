@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "ipc/relay_proto.h"
 #include "ipc/smb.h"
 #include "ipc/sock.h"
+#include "sec_util.h"
 #include "svc_util.h"
 
 struct relay_rig {
@@ -31,11 +33,16 @@ struct relay_rig {
 
 static const char *const no_probes[] = {"--no-probes", NULL};
 
-static void relay_start(struct relay_rig *g)
+/* The relay on g->rsock for g->haddr, with further options extra (NULL-terminated, may
+ * be NULL), once it listens. */
+static void relay_start_with(struct relay_rig *g, const char *const *extra)
 {
-	const char *argv[] = {test_bin("sonded"), "--relay",	 g->haddr, "-p",
-			      g->rsock,		  "--no-probes", NULL};
+	const char *argv[16] = {test_bin("sonded"), "--relay",	  g->haddr, "-p",
+				g->rsock,	    "--no-probes"};
+	int n = 6;
 
+	for (; extra && *extra && n < 15; extra++)
+		argv[n++] = *extra;
 	g->relay = test_spawn(argv);
 	for (int i = 0; i < 500; i++) {
 		int fd = sonde__ipc_connect(g->rsock);
@@ -46,6 +53,11 @@ static void relay_start(struct relay_rig *g)
 		usleep(10000);
 	}
 	FAIL("the relay did not listen on %s", g->rsock);
+}
+
+static void relay_start(struct relay_rig *g)
+{
+	relay_start_with(g, NULL);
 }
 
 static void rig_up(struct relay_rig *g)
@@ -519,4 +531,39 @@ TEST_TIMEOUT(relay_port_inits_syncs_clocks_and_reconnects, 60)
 	ASSERT_INT(test_wait(relay, 20), ==, 0);
 	close(h.lfd);
 	unsetenv("PERFETTO_MACHINE_NAME");
+}
+
+/* Waits up to 10 s for the peer to close fd; true when it did (no byte came first). */
+static bool closed_by_peer(int fd)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	char byte;
+
+	return poll(&p, 1, 10000) == 1 && recv(fd, &byte, 1, MSG_DONTWAIT) == 0;
+}
+
+/* The relay's socket is permissioned as sonded's producer socket, and --lockdown refuses
+ * a producer of another uid (nobody) while root's is forwarded. */
+TEST_TIMEOUT(relay_socket_mode_and_lockdown, 60)
+{
+	static const char *const opts[] = {"--lockdown", "--socket-mode", "producer:0660", NULL};
+	struct relay_rig g;
+	struct stat st;
+	struct tprod p;
+
+	sec_require_root();
+	snprintf(g.haddr, sizeof(g.haddr), "127.0.0.1:%u", test_free_tcp_port());
+	snprintf(g.rsock, sizeof(g.rsock), "%s", test_path("relay.sock"));
+	sonded_start_at(&g.host, g.haddr, NULL, no_probes);
+	relay_start_with(&g, opts);
+	ASSERT_OK(stat(g.rsock, &st));
+	ASSERT_UINT(st.st_mode & 0777, ==, 0660);
+	ASSERT_OK(chmod(g.rsock, 0666)); /* so that nobody reaches the relay itself */
+	int fd = sec_connect_as(SEC_NOBODY, g.rsock);
+	ASSERT(closed_by_peer(fd));
+	close(fd);
+	tprod_open(&p, g.rsock, "root-producer", false);
+	tprod_register(&p, "test.ds", false, false);
+	tc_close(&p.t);
+	rig_down(&g);
 }
