@@ -25,13 +25,19 @@
 #include "sec_util.h"
 #include "svc_util.h"
 
+/* The host side of the relay port (relay sockets, machine ids from SetPeerIdentity,
+ * SystemInfo from InitRelay, clock snapshots from SyncClock) is not in this tree yet: 1
+ * once it is; the host then listens for the relay on a relay socket (--relay-socket) and
+ * the two-producer test also asserts what a relayed machine gets in the trace. */
+#define HOST_TAGS_MACHINES 0
+
 struct relay_rig {
 	struct sonded host;
 	pid_t relay;
-	char haddr[64], rsock[256];
+	/* the host's producer socket (TCP) and the address the relay connects to: a relay
+	 * socket of the host's, or the producer socket itself */
+	char paddr[64], haddr[64], rsock[256];
 };
-
-static const char *const no_probes[] = {"--no-probes", NULL};
 
 /* The relay on g->rsock for g->haddr, with further options extra (NULL-terminated, may
  * be NULL), once it listens. */
@@ -60,11 +66,29 @@ static void relay_start(struct relay_rig *g)
 	relay_start_with(g, NULL);
 }
 
+/* The host on g->paddr (and g->haddr when it is a relay socket). */
+static void host_start(struct relay_rig *g)
+{
+	const char *const extra[] = {"--no-probes", HOST_TAGS_MACHINES ? "--relay-socket" : NULL,
+				     g->haddr, NULL};
+
+	sonded_start_at(&g->host, g->paddr, NULL, extra);
+}
+
+static void rig_addrs(struct relay_rig *g)
+{
+	snprintf(g->paddr, sizeof(g->paddr), "127.0.0.1:%u", test_free_tcp_port());
+	if (HOST_TAGS_MACHINES)
+		snprintf(g->haddr, sizeof(g->haddr), "127.0.0.1:%u", test_free_tcp_port());
+	else
+		snprintf(g->haddr, sizeof(g->haddr), "%s", g->paddr);
+	snprintf(g->rsock, sizeof(g->rsock), "%s", test_path("relay.sock"));
+}
+
 static void rig_up(struct relay_rig *g)
 {
-	snprintf(g->haddr, sizeof(g->haddr), "127.0.0.1:%u", test_free_tcp_port());
-	snprintf(g->rsock, sizeof(g->rsock), "%s", test_path("relay.sock"));
-	sonded_start_at(&g->host, g->haddr, NULL, no_probes);
+	rig_addrs(g);
+	host_start(g);
 	relay_start(g);
 }
 
@@ -140,11 +164,6 @@ static void wait_producers(const char *csock, int n)
 	}
 	FAIL("%d producers of client.test did not reach the host", n);
 }
-
-/* The host side of the relay port (machine ids from SetPeerIdentity, SystemInfo from
- * InitRelay, clock snapshots from SyncClock) is not in this tree yet: 1 once it is, and
- * the two-producer test then also asserts what a relayed machine gets in the trace. */
-#define HOST_TAGS_MACHINES 0
 
 enum {
 	TP_CLOCK_SNAPSHOT = 6,
@@ -378,7 +397,7 @@ TEST_TIMEOUT(relay_host_restart_producers_reconnect, 120)
 	if (got != 0)
 		FAIL("recv: %zd (%s)", got, strerror(errno));
 	close(fd);
-	sonded_start_at(&g.host, g.haddr, NULL, no_probes);
+	host_start(&g);
 	p = client_prod_spawn(&o);
 	wait_producers(g.host.csock, 1);
 	host_session(g.host.csock, 1000, 4096, &trace);
@@ -552,9 +571,8 @@ TEST_TIMEOUT(relay_socket_mode_and_lockdown, 60)
 	struct tprod p;
 
 	sec_require_root();
-	snprintf(g.haddr, sizeof(g.haddr), "127.0.0.1:%u", test_free_tcp_port());
-	snprintf(g.rsock, sizeof(g.rsock), "%s", test_path("relay.sock"));
-	sonded_start_at(&g.host, g.haddr, NULL, no_probes);
+	rig_addrs(&g);
+	host_start(&g);
 	relay_start_with(&g, opts);
 	ASSERT_OK(stat(g.rsock, &st));
 	ASSERT_UINT(st.st_mode & 0777, ==, 0660);
