@@ -121,7 +121,7 @@ enum {
 	OPT_MAX_UID_KB,
 	OPT_MAX_SMB_KB,
 	OPT_MAX_PENDING_KB,
-	OPT_RELAY = 512, /* not a security_opt */
+	OPT_RELAY = 512,
 };
 
 static int which_socket(const char *s, size_t n)
@@ -392,7 +392,11 @@ int main(int argc, char **argv)
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:c:x:bfl:Vh", opts, NULL)) != -1) {
-		if (c >= OPT_SOCKET_MODE && c < OPT_RELAY) {
+		if (c == OPT_RELAY) {
+			relay = optarg;
+			continue;
+		}
+		if (c >= OPT_SOCKET_MODE) {
 			if (security_opt(&so, c, optarg) < 0) {
 				fprintf(stderr, "sonded: invalid option value '%s'\n", optarg);
 				return 2;
@@ -400,9 +404,6 @@ int main(int argc, char **argv)
 			continue;
 		}
 		switch (c) {
-		case OPT_RELAY:
-			relay = optarg;
-			break;
 		case 'P':
 			probes = false;
 			break;
