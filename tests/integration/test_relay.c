@@ -297,8 +297,7 @@ static void make_packet(struct buf *b, const char *tag, size_t pad)
 }
 
 /* A raw producer on the relay gets a real SMB (setup_tracing with an fd), and what it
- * writes there (fragments across chunks, a patch) reaches the host intact, as a remote
- * producer's: no trusted uid. */
+ * writes there (fragments across chunks, a patch) reaches the host intact. */
 TEST_TIMEOUT(relay_translates_smb_chunks_and_patches, 60)
 {
 	struct relay_rig g;
@@ -359,7 +358,12 @@ TEST_TIMEOUT(relay_translates_smb_chunks_and_patches, 60)
 	tcons_read(&c, &trace);
 	ASSERT_INT(trace_count(&trace, "relay-small-a", 13, &pk), ==, 1);
 	ASSERT_MEM_EQ(pk.p, a.data, a.len);
-	ASSERT(!pk.has_uid); /* the host sees a remote producer */
+	/* a host that trusts the relay (a relay socket) believes the uid it vouches for;
+	 * else the producer is a remote one, of unknown uid */
+	if (HOST_TAGS_MACHINES)
+		ASSERT(pk.has_uid && pk.uid == (int64_t)getuid());
+	else
+		ASSERT(!pk.has_uid);
 	ASSERT_INT(trace_count(&trace, "relay-big-b", 11, &pk), ==, 1);
 	ASSERT_UINT(pk.len, >, big.len);
 	ASSERT_MEM_EQ(pk.p, big.data, big.len);
@@ -492,9 +496,10 @@ static uint64_t boottime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* One SyncClock request of phase; its BOOTTIME lies between the host's reading before
- * it answered the previous request and now (one machine: the same clock). */
-static void fake_sync(struct fake_host *h, enum relay_sync_phase phase, uint64_t since)
+/* One SyncClock request of phase, answered; its BOOTTIME lies between since (the host's
+ * reading before it answered what the relay waited for) and now (one machine: the same
+ * clock). Returns the reading taken before this answer. */
+static uint64_t fake_sync(struct fake_host *h, enum relay_sync_phase phase, uint64_t since)
 {
 	struct ipc_frame f;
 	struct relay_sync_req s;
@@ -509,7 +514,9 @@ static void fake_sync(struct fake_host *h, enum relay_sync_phase phase, uint64_t
 	ASSERT_UINT(s.clocks[0].clock_id, ==, 6); /* BOOTTIME first, as Perfetto's relay */
 	ASSERT_UINT(s.clocks[0].timestamp, >=, since);
 	ASSERT_UINT(s.clocks[0].timestamp, <=, boottime_ns());
+	uint64_t replied = boottime_ns(); /* before the relay can hear the reply */
 	fake_reply(h, f.request_id);
+	return replied;
 }
 
 TEST_TIMEOUT(relay_port_inits_syncs_clocks_and_reconnects, 60)
@@ -539,8 +546,7 @@ TEST_TIMEOUT(relay_port_inits_syncs_clocks_and_reconnects, 60)
 		ASSERT_MEM_EQ(ir.si.sysname.s, "Linux", 5);
 		ASSERT_UINT(ir.si.num_cpus, >, 0);
 		fake_reply(&h, f.request_id);
-		fake_sync(&h, RELAY_SYNC_PING, t0);
-		uint64_t t1 = boottime_ns();
+		uint64_t t1 = fake_sync(&h, RELAY_SYNC_PING, t0);
 		fake_sync(&h, RELAY_SYNC_UPDATE, t1);
 		/* the host goes away: the relay comes back on its own */
 		sonde__ipc_chan_close(&h.ch);
