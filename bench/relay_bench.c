@@ -493,12 +493,14 @@ static uint64_t sync_boottime(const struct relay_sync_req *s)
 	return 0;
 }
 
-/* The host side of the RelayPort: for each round, the host's BOOTTIME when the PING
- * arrived (h) and the relay's BOOTTIME in the PING (c1) and UPDATE (c2); the relay's
- * clock at h is estimated as the midpoint (c1 + c2) / 2, so offset = (c1 + c2) / 2 - h. */
+/* The host side of the RelayPort: for each round, the host's BOOTTIME when the PING and
+ * the UPDATE arrived (h, h2) and the relay's BOOTTIME in them (c1, c2). The offset is
+ * estimated as Perfetto's trace processor (and sonded's host) does from one round: the
+ * mean of (c1 + c2) / 2 - h (the relay's round trip) and c2 - (h + h2) / 2 (the host's);
+ * the first alone is printed too. */
 static int clock_bench(int rounds)
 {
-	double err[MAX_ROUNDS], rtt[MAX_ROUNDS];
+	double err[MAX_ROUNDS], half[MAX_ROUNDS], rtt[MAX_ROUNDS];
 	char host[48], sock[64];
 	int k = 0;
 
@@ -537,7 +539,13 @@ static int clock_bench(int rounds)
 				c1 = sync_boottime(&s);
 			} else if (h) {
 				uint64_t c2 = sync_boottime(&s);
-				err[k] = ((double)c1 + (double)c2) / 2 - (double)h;
+				/* Perfetto's trace processor's estimate, which the host
+				 * uses: the round trip the relay started (PING's reply to
+				 * UPDATE) and the one the host did, averaged */
+				double a = ((double)c1 + (double)c2) / 2 - (double)h;
+				double b = (double)c2 - ((double)h + (double)at) / 2;
+				err[k] = (a + b) / 2;
+				half[k] = a;
 				rtt[k++] = (double)(c2 - c1);
 				h = 0;
 			}
@@ -556,6 +564,7 @@ static int clock_bench(int rounds)
 	for (int i = 0; i < k; i++)
 		abs_err[i] = err[i] < 0 ? -err[i] : err[i];
 	double me = median(err, k), mae = median(abs_err, k), mr = median(rtt, k);
+	double mh = median(half, k);
 	qsort(abs_err, (size_t)k, sizeof(*abs_err), cmp_double);
 	printf("clock offset over a veth pair between two network namespaces, %d SyncClock "
 	       "rounds (true offset 0)\n",
@@ -563,6 +572,7 @@ static int clock_bench(int rounds)
 	printf("estimated offset: median %.1f us, median |error| %.1f us, p95 |error| %.1f us, max "
 	       "%.1f us\n",
 	       me / 1e3, mae / 1e3, abs_err[k * 95 / 100] / 1e3, abs_err[k - 1] / 1e3);
+	printf("the relay's round trip alone ((c1 + c2) / 2 - h): median %.1f us\n", mh / 1e3);
 	printf("PING->UPDATE round trip at the relay: median %.1f us\n", mr / 1e3);
 	return 0;
 }
