@@ -173,9 +173,9 @@ static void free_pair(struct sonde_relay *r, struct pair *p)
 {
 	size_t i;
 
-	if (p->lo_open)
+	if (p->lo.fd >= 0)
 		sonde__loop_del(&r->loop, p->lo.fd);
-	if (p->up_open)
+	if (p->up.fd >= 0)
 		sonde__loop_del(&r->loop, p->up.fd);
 	sonde__ipc_chan_close(&p->lo);
 	sonde__ipc_chan_close(&p->up);
@@ -190,9 +190,11 @@ static void free_pair(struct sonde_relay *r, struct pair *p)
 	sonde__free(p);
 }
 
+/* Closes a side, also one already marked broken (its *_open cleared by a failed send):
+ * the socket goes when fd is -1. */
 static void close_lo(struct sonde_relay *r, struct pair *p)
 {
-	if (!p->lo_open)
+	if (p->lo.fd < 0)
 		return;
 	sonde__loop_del(&r->loop, p->lo.fd);
 	sonde__ipc_chan_close(&p->lo);
@@ -202,7 +204,7 @@ static void close_lo(struct sonde_relay *r, struct pair *p)
 
 static void close_up(struct sonde_relay *r, struct pair *p)
 {
-	if (!p->up_open)
+	if (p->up.fd < 0)
 		return;
 	sonde__loop_del(&r->loop, p->up.fd);
 	sonde__ipc_chan_close(&p->up);
