@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -15,7 +16,11 @@
 #include "relay/relay.h"
 #include "service/loop.h"
 
-enum { PORT_RETRY_MIN_MS = 1000, PORT_RETRY_MAX_MS = 30000 };
+enum {
+	PORT_RETRY_MIN_MS = 1000,
+	PORT_RETRY_MAX_MS = 30000,
+	PORT_CONNECT_MS = 2000, /* as the producers' connections (relay.c) */
+};
 
 static void port_close(struct relay_port *p)
 {
@@ -112,7 +117,7 @@ static void connect_host(struct relay_port *p)
 	struct ipc_frame bind = {.msg = IPC_MSG_BIND_SERVICE,
 				 .name = RELAY_SERVICE_NAME,
 				 .name_len = strlen(RELAY_SERVICE_NAME)};
-	int fd = sonde__ipc_connect(p->env.host);
+	int fd = sonde__ipc_connect_timeout(p->env.host, SOCK_STREAM, PORT_CONNECT_MS);
 
 	if (fd < 0 || sonde__ipc_chan_init(&p->ch, fd) < 0) {
 		if (fd >= 0)

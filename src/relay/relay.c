@@ -37,6 +37,8 @@ enum {
 	RELAY_DRAIN_MS = 5000,
 	RELAY_ACCEPT_BATCH = 16,
 	RELAY_SYNC_INTERVAL_MS = 30000, /* Perfetto's relay's */
+	/* a host that does not answer a connect: the relay's loop waits that long at most */
+	RELAY_CONNECT_MS = 2000,
 };
 
 /* Request ids of the CommitData requests the relay adds when it splits one: above any a
@@ -533,9 +535,10 @@ static void accept_one(struct sonde_relay *r, int fd)
 		sonde__free(p);
 		return;
 	}
-	/* the connect is blocking, as the client library's: a host that refuses is known
-	 * at once, and the producer is closed to retry later */
-	up = sonde__ipc_connect(r->host);
+	/* the connect is blocking, as the client library's, but bounded: a host that
+	 * refuses is known at once, one that does not answer after RELAY_CONNECT_MS, and
+	 * the producer is closed to retry later */
+	up = sonde__ipc_connect_timeout(r->host, SOCK_STREAM, RELAY_CONNECT_MS);
 	if (up < 0 || sonde__ipc_chan_init(&p->up, up) < 0) {
 		sonde_debug("relay: cannot reach the host %s: %s", r->host,
 			    sonde_strerror(up < 0 ? up : -EIO));

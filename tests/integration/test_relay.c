@@ -2,7 +2,9 @@
  * with an SMB) reach a host sonded over TCP through a relay, which turns their shared
  * memory into emulated chunks; the host going away closes them, and after its restart new
  * producers get their data into a new session. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -558,13 +560,13 @@ TEST_TIMEOUT(relay_port_inits_syncs_clocks_and_reconnects, 60)
 	unsetenv("PERFETTO_MACHINE_NAME");
 }
 
-/* Waits up to 10 s for the peer to close fd; true when it did (no byte came first). */
-static bool closed_by_peer(int fd)
+/* Waits up to timeout_s for the peer to close fd; true when it did (no byte came first). */
+static bool closed_within(int fd, int timeout_s)
 {
 	struct pollfd p = {fd, POLLIN, 0};
 	char byte;
 
-	return poll(&p, 1, 10000) == 1 && recv(fd, &byte, 1, MSG_DONTWAIT) == 0;
+	return poll(&p, 1, timeout_s * 1000) == 1 && recv(fd, &byte, 1, MSG_DONTWAIT) == 0;
 }
 
 /* The relay's socket is permissioned as sonded's producer socket, and --lockdown refuses
@@ -584,10 +586,49 @@ TEST_TIMEOUT(relay_socket_mode_and_lockdown, 60)
 	ASSERT_UINT(st.st_mode & 0777, ==, 0660);
 	ASSERT_OK(chmod(g.rsock, 0666)); /* so that nobody reaches the relay itself */
 	int fd = sec_connect_as(SEC_NOBODY, g.rsock);
-	ASSERT(closed_by_peer(fd));
+	ASSERT(closed_within(fd, 10));
 	close(fd);
 	tprod_open(&p, g.rsock, "root-producer", false);
 	tprod_register(&p, "test.ds", false, false);
 	tc_close(&p.t);
 	rig_down(&g);
+}
+
+/* A host that does not answer connects (its accept queue full: SYNs are dropped): a local
+ * producer is closed within the relay's connect timeout, not left hanging, and the relay
+ * stays responsive (it ends at once on SIGTERM). */
+TEST_TIMEOUT(relay_unanswering_host_closes_producers_in_time, 60)
+{
+	struct relay_rig g;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), fill[3];
+
+	ASSERT(lfd >= 0);
+	ASSERT_OK(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)));
+	ASSERT_OK(listen(lfd, 0));
+	ASSERT_OK(getsockname(lfd, (struct sockaddr *)&sa, &len));
+	for (int i = 0; i < 3; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		ASSERT(fill[i] >= 0);
+		connect(fill[i], (struct sockaddr *)&sa, sizeof(sa)); /* EINPROGRESS or done */
+	}
+	usleep(200000);
+	snprintf(g.haddr, sizeof(g.haddr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	snprintf(g.rsock, sizeof(g.rsock), "%s", test_path("relay.sock"));
+	relay_start(&g);
+	int fd = sonde__ipc_connect(g.rsock);
+	ASSERT(fd >= 0);
+	double t0 = test_now();
+	/* a connect the kernel gives up on takes about 2 minutes of SYN retries; the
+	 * relay's take 2 s each: the relay port's attempts and the connection
+	 * relay_start's probe made go first */
+	ASSERT(closed_within(fd, 20));
+	ASSERT(test_now() - t0 < 15);
+	close(fd);
+	kill(g.relay, SIGTERM);
+	ASSERT_INT(test_wait(g.relay, 5), ==, 0);
+	for (int i = 0; i < 3; i++)
+		close(fill[i]);
+	close(lfd);
 }
