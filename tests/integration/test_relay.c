@@ -632,3 +632,18 @@ TEST_TIMEOUT(relay_unanswering_host_closes_producers_in_time, 60)
 		close(fill[i]);
 	close(lfd);
 }
+
+/* In relay mode sonded still starts `sonde probes`, on the relay's socket: the system
+ * data sources of this machine reach the host through the relay. */
+TEST_TIMEOUT(relay_starts_probes_that_reach_the_host, 60)
+{
+	struct relay_rig g;
+
+	rig_addrs(&g);
+	host_start(&g);
+	const char *argv[] = {test_bin("sonded"), "--relay", g.haddr, "-p", g.rsock, NULL};
+	g.relay = test_spawn(argv);
+	client_wait_data_source(g.host.csock, "linux.perf");
+	client_wait_data_source(g.host.csock, "linux.sys_stats");
+	rig_down(&g);
+}
