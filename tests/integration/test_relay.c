@@ -634,8 +634,9 @@ TEST_TIMEOUT(relay_unanswering_host_closes_producers_in_time, 60)
 }
 
 /* In relay mode sonded still starts `sonde probes`, on the relay's socket: the system
- * data sources of this machine reach the host through the relay. */
-TEST_TIMEOUT(relay_starts_probes_that_reach_the_host, 60)
+ * data sources of this machine reach the host through the relay, also after the host
+ * restarted. */
+TEST_TIMEOUT(relay_starts_probes_that_reach_the_host, 90)
 {
 	struct relay_rig g;
 
@@ -645,5 +646,10 @@ TEST_TIMEOUT(relay_starts_probes_that_reach_the_host, 60)
 	g.relay = test_spawn(argv);
 	client_wait_data_source(g.host.csock, "linux.perf");
 	client_wait_data_source(g.host.csock, "linux.sys_stats");
+	/* the probes reconnect by themselves (the client library's reconnect): after a host
+	 * restart they are back through the same relay */
+	sonded_stop(&g.host);
+	host_start(&g);
+	client_wait_data_source(g.host.csock, "linux.perf");
 	rig_down(&g);
 }
