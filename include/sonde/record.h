@@ -115,6 +115,14 @@ struct sonde_record_opts {
 	 * sample_period events (nanoseconds of CPU time for cpu-clock, cycles for cycles).
 	 * 0: sample at frequency. */
 	uint64_t sample_period;
+	/* Sample on a tracepoint instead of a CPU clock (perf record -e GROUP:NAME): "GROUP:NAME"
+	 * (or "GROUP/NAME", Perfetto's form), e.g. "sched:sched_switch", looked up in tracefs
+	 * (/sys/kernel/tracing, then /sys/kernel/debug/tracing). Samples carry the user stack
+	 * of the thread that hit it, as other samples do; every hit is sampled unless
+	 * sample_period asks for one in N. frequency and event are ignored. NULL: a CPU
+	 * clock as event says. Read during attach only. An unknown tracepoint is -ENOENT, no
+	 * tracefs -ENODEV, a malformed name -EINVAL (each logged as one error). */
+	const char *tracepoint;
 };
 
 #define SONDE_UNWIND_FALLBACKS 8
@@ -137,7 +145,7 @@ struct sonde_record_summary {
 	uint32_t stack_bytes;	   /* user stack bytes copied per sample */
 	uint32_t processes;	   /* processes seen (attached, and their children) */
 	uint32_t threads;	   /* threads seen */
-	char event[16];		   /* the event sampled: "cycles" or "cpu-clock" */
+	char event[16];		   /* the event sampled: "cycles", "cpu-clock" or "tracepoint" */
 	int cycles_error;	   /* -errno of the refused cycles attempt when it fell back */
 	/* Unwinding: frames found through DWARF CFI and through the frame-pointer fallback, and
 	 * why CFI failed for a frame, by reason (names from sonde_recorder__unwind_fallback_name). */
@@ -187,6 +195,8 @@ struct sonde_record_summary {
 	uint64_t ring_bytes_total;
 	uint64_t ring_bytes_cap;
 	uint32_t ring_grows; /* rings replaced by one twice as large after a loss (-a) */
+	/* The tracepoint sampled, "GROUP:NAME", when event is "tracepoint"; else empty. */
+	char tracepoint[128];
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

@@ -24,7 +24,7 @@
 
 const char *sonde__perf_kind_name(enum perf_kind k)
 {
-	return k == PERF_KIND_CYCLES ? "cycles" : "cpu-clock";
+	return k == PERF_KIND_CYCLES ? "cycles" : k == PERF_KIND_TRACEPOINT ? "tracepoint" : "cpu-clock";
 }
 
 void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
@@ -34,17 +34,27 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 	if (c->kind == PERF_KIND_CYCLES) {
 		a->type = PERF_TYPE_HARDWARE;
 		a->config = PERF_COUNT_HW_CPU_CYCLES;
+	} else if (c->kind == PERF_KIND_TRACEPOINT) {
+		a->type = PERF_TYPE_TRACEPOINT;
+		a->config = c->tracepoint;
 	} else {
 		a->type = PERF_TYPE_SOFTWARE;
 		a->config = PERF_COUNT_SW_CPU_CLOCK;
 	}
-	if (c->period) {
+	if (c->kind == PERF_KIND_TRACEPOINT) {
+		/* Hits, not time: every one by default, as perf record -e does. */
+		a->sample_period = c->period ? c->period : 1;
+	} else if (c->period) {
 		a->sample_period = c->period;
 	} else {
 		a->freq = 1;
 		a->sample_freq = c->freq;
 	}
 	a->sample_type = SAMPLE_TYPE;
+	/* A software event sampling its period writes a sample at every hit, whatever the
+	 * period (perf_swevent_event): without it, -c N takes one hit in N. */
+	if (c->kind == PERF_KIND_TRACEPOINT)
+		a->sample_type &= ~(uint64_t)PERF_SAMPLE_PERIOD;
 	if (c->kernel) {
 		/* The kernel part of the callchain only: user frames come from sonde's own
 		 * unwinding of the copied registers and stack. */
@@ -53,7 +63,10 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 	}
 	a->sample_regs_user = PERF_DECODE_REGS_MASK;
 	a->sample_stack_user = c->stack_bytes;
-	a->exclude_kernel = !c->kernel;
+	/* A tracepoint fires in the kernel: excluding the kernel would drop every hit. The
+	 * kernel callchain still follows c->kernel; the user registers and stack are the
+	 * task's own either way. */
+	a->exclude_kernel = !c->kernel && c->kind != PERF_KIND_TRACEPOINT;
 	a->exclude_hv = 1;
 	a->exclude_callchain_kernel = !c->kernel;
 	a->disabled = c->disabled || c->enable_on_exec;
@@ -90,6 +103,8 @@ void sonde__perf_event_layout_cfg(struct perf_layout *l, const struct perf_event
 	sonde__perf_event_layout(l);
 	if (c->kernel)
 		l->sample_type |= PERF_SAMPLE_CALLCHAIN;
+	if (c->kind == PERF_KIND_TRACEPOINT)
+		l->sample_type &= ~(uint64_t)PERF_SAMPLE_PERIOD;
 }
 
 static int raise_nofile(void)

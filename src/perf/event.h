@@ -18,12 +18,14 @@
 enum perf_kind {
 	PERF_KIND_CYCLES,    /* hardware cycles: needs a PMU */
 	PERF_KIND_CPU_CLOCK, /* software hrtimer: works everywhere, including VMs without PMU */
+	PERF_KIND_TRACEPOINT, /* a tracepoint (perf_event_cfg.tracepoint), counted in hits */
 };
 
 struct perf_event_cfg {
 	enum perf_kind kind;
 	uint64_t freq;	       /* samples per second */
-	uint64_t period;       /* a fixed period instead, when not 0 */
+	uint64_t period;       /* a fixed period instead, when not 0 (tracepoints: 0 is 1) */
+	uint64_t tracepoint;   /* PERF_KIND_TRACEPOINT: its id (sonde__perf_tracepoint_id) */
 	uint32_t stack_bytes;  /* user stack copied per sample, a multiple of 8 */
 	bool disabled;	       /* created disabled */
 	bool enable_on_exec;   /* enabled by the kernel when the task execs */

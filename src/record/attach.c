@@ -49,7 +49,8 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 			  (want == SONDE_RECORD_EVENT_AUTO && machine_has_cpu_pmu());
 
 	r->cycles_error = 0;
-	r->cfg.kind = try_cycles ? PERF_KIND_CYCLES : PERF_KIND_CPU_CLOCK;
+	if (r->cfg.kind != PERF_KIND_TRACEPOINT) /* chosen by the options already */
+		r->cfg.kind = try_cycles ? PERF_KIND_CYCLES : PERF_KIND_CPU_CLOCK;
 	r->cfg.read_lost = true;
 	for (;;) {
 		/* A probe on the target's first CPU: it answers both "does this event exist here"
@@ -66,7 +67,9 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 			r->cfg.read_lost = false; /* a kernel before 6.0 */
 			continue;
 		}
-		if (r->cfg.kernel && (fd == -EACCES || fd == -EPERM)) {
+		/* A tracepoint always samples in the kernel: refused, it is refused whole. */
+		if (r->cfg.kernel && (fd == -EACCES || fd == -EPERM) &&
+		    r->cfg.kind != PERF_KIND_TRACEPOINT) {
 			kernel_denied(r, fd);
 			continue;
 		}

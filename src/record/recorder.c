@@ -77,9 +77,47 @@ int sonde_recorder__max_frequency(uint64_t *out)
  * no fixed duration (0: unknown). */
 static uint64_t sample_period_ns(const struct perf_event_cfg *c)
 {
+	if (c->kind == PERF_KIND_TRACEPOINT)
+		return 0; /* hits have no duration */
 	if (c->period)
 		return c->kind == PERF_KIND_CPU_CLOCK ? c->period : 0;
 	return 1000000000ull / c->freq;
+}
+
+/* The tracepoint "GROUP:NAME" (or GROUP/NAME) as the sampling event: its id from tracefs,
+ * each failure one error naming it. */
+static int configure_tracepoint(struct sonde_recorder *r, const char *spec)
+{
+	char group[64], name[64];
+	size_t g = strcspn(spec, ":/");
+
+	if (!spec[g] || g == 0 || g >= sizeof(group) || strlen(spec + g + 1) >= sizeof(name) ||
+	    !spec[g + 1]) {
+		sonde_error("tracepoint '%s' is not GROUP:NAME", spec);
+		return -EINVAL;
+	}
+	memcpy(group, spec, g);
+	group[g] = 0;
+	snprintf(name, sizeof(name), "%s", spec + g + 1);
+	int id = sonde__perf_tracepoint_id(NULL, group, name);
+	if (id == -ENOENT)
+		sonde_error("unknown tracepoint %s:%s (tracefs has no events/%s/%s)", group, name,
+			    group, name);
+	else if (id == -ENODEV)
+		sonde_error("tracepoint %s:%s: tracefs is not mounted (at /sys/kernel/tracing or "
+			    "/sys/kernel/debug/tracing)",
+			    group, name);
+	else if (id == -EINVAL)
+		sonde_error("tracepoint '%s' is not GROUP:NAME", spec);
+	else if (id < 0)
+		sonde_error("tracepoint %s:%s: cannot read its id from tracefs: %s", group, name,
+			    sonde_strerror(id));
+	if (id < 0)
+		return id;
+	r->cfg.kind = PERF_KIND_TRACEPOINT;
+	r->cfg.tracepoint = (uint64_t)id;
+	snprintf(r->sum.tracepoint, sizeof(r->sum.tracepoint), "%s:%s", group, name);
+	return 0;
 }
 
 /* Validates options into the event configuration; *out receives them (fields the caller's
@@ -101,7 +139,11 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	}
 	if (o.frequency == SONDE_RECORD_FREQ_MAX)
 		o.frequency = max;
-	if (!o.sample_period && (o.frequency == 0 || o.frequency > max)) {
+	if (o.tracepoint) {
+		err = configure_tracepoint(r, o.tracepoint);
+		if (err)
+			return err;
+	} else if (!o.sample_period && (o.frequency == 0 || o.frequency > max)) {
 		sonde_error(
 			"sampling frequency %llu Hz is out of range: the kernel maximum is %llu "
 			"Hz (kernel.perf_event_max_sample_rate)",
@@ -130,7 +172,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
 	r->ring_pages = o.ring_pages;
-	r->sum.frequency = r->cfg.period ? 0 : r->cfg.freq;
+	r->sum.frequency = r->cfg.period || r->cfg.kind == PERF_KIND_TRACEPOINT ? 0 : r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
 	return (int)o.event;
 }
@@ -145,6 +187,8 @@ enum {
 	RING_BUDGET_MS_SYSTEM = 500,
 	/* Bound of all rings together when no locked-memory limit applies (CAP_IPC_LOCK). */
 	RING_CAP_BYTES = 256u << 20,
+	/* Tracepoint hits a second a ring is sized for. */
+	TRACEPOINT_RATE = 1000,
 };
 
 /* The locked memory perf rings may take without CAP_IPC_LOCK: perf_event_mlock_kb per
@@ -187,6 +231,11 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	uint64_t rate = r->cfg.freq;
 	if (r->cfg.period && r->cfg.kind == PERF_KIND_CPU_CLOCK)
 		rate = 1000000000ull / r->cfg.period + 1;
+	/* A tracepoint's rate is the workload's: sched_switch on a busy CPU runs to tens of
+	 * thousands a second, so size for TRACEPOINT_RATE hits per period (a ring that loses
+	 * grows with -a; -ring-pages overrides). */
+	if (r->cfg.kind == PERF_KIND_TRACEPOINT)
+		rate = TRACEPOINT_RATE / (r->cfg.period ? r->cfg.period : 1) + 1;
 	uint64_t want = rate * sample * budget / 1000;
 	/* the bound over all rings, each ring's meta page included */
 	uint64_t per_ring = r->sum.ring_bytes_cap / (r->n_cpus ? r->n_cpus : 1);

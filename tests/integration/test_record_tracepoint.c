@@ -1,0 +1,157 @@
+/* sonde record -e GROUP:NAME: a tracepoint as the sampling event. sleep_loop blocks 300
+ * times in nanosleep called from sleep_caller, so sched:sched_switch fires at least 300
+ * times in it, each with the stack of the sleep. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sonde/log.h>
+#include <sonde/record.h>
+
+#include "../test.h"
+#include "../util.h"
+
+static void require_sched_switch(void)
+{
+	test_require_perf();
+	if (access("/sys/kernel/tracing/events/sched/sched_switch/id", R_OK) != 0 &&
+	    access("/sys/kernel/debug/tracing/events/sched/sched_switch/id", R_OK) != 0)
+		SKIP("no readable tracefs with sched:sched_switch (mount -t tracefs nodev "
+		     "/sys/kernel/tracing)");
+}
+
+/* Samples of `sonde report --folded` whose stack holds `needle`, and in all. */
+static void folded_counts(const char *spool, const char *needle, uint64_t *hits,
+			  uint64_t *all)
+{
+	struct test_output o;
+
+	test_runf(&o, 60, "%s report --folded -i %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	*hits = *all = 0;
+	for (char *line = strtok(o.out, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' ');
+		ASSERT_NOT_NULL(sp);
+		uint64_t n = strtoull(sp + 1, NULL, 10);
+		*all += n;
+		if (strstr(line, needle))
+			*hits += n;
+	}
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(record_tracepoint_sched_switch_stacks_reach_main, 120)
+{
+	const char *spool = test_path("tp.spool");
+	struct test_output o;
+	uint64_t hits, all;
+
+	require_sched_switch();
+	test_runf(&o, 60, "%s record -e sched:sched_switch -o %s -- %s 300", test_bin("sonde"),
+		  spool, test_prog("sleep_loop"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, ", event sched:sched_switch\n");
+	ASSERT_CONTAINS(o.err, "; every hit, ");
+	test_output_free(&o);
+	folded_counts(spool, ";main;sleep_caller;", &hits, &all);
+	/* every sleep switched the thread out once; the rest are preemptions and exit */
+	ASSERT_UINT(hits, >=, 300);
+	ASSERT_UINT(hits * 10, >=, all * 9);
+}
+
+/* -c N: one hit in N, not every hit with the period written down (the kernel samples a
+ * software event at every hit when the sample carries its period). */
+TEST_TIMEOUT(record_tracepoint_count_takes_one_hit_in_n, 120)
+{
+	const char *spool = test_path("tp3.spool");
+	struct test_output o;
+	uint64_t hits, all;
+
+	require_sched_switch();
+	test_runf(&o, 60, "%s record -e sched:sched_switch -c 3 -o %s -- %s 300",
+		  test_bin("sonde"), spool, test_prog("sleep_loop"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "; a sample every 3 events, ");
+	test_output_free(&o);
+	folded_counts(spool, ";main;sleep_caller;", &hits, &all);
+	ASSERT_UINT(hits, >=, 99);
+	ASSERT_UINT(all, <=, 200);
+}
+
+TEST_TIMEOUT(record_tracepoint_errors_are_one_line, 60)
+{
+	struct test_output o;
+
+	require_sched_switch();
+	test_runf(&o, 30, "%s record -e sched:no_such_tracepoint -o %s -- true", test_bin("sonde"),
+		  test_path("x.spool"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_STR_EQ(o.err, "sonde record: unknown tracepoint sched:no_such_tracepoint "
+			     "(tracefs has no events/sched/no_such_tracepoint)\n");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s record -e sched:.. -o %s -- true", test_bin("sonde"),
+		  test_path("x.spool"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_STR_EQ(o.err, "sonde record: tracepoint 'sched:..' is not GROUP:NAME\n");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s record -e sched_switch -- true", test_bin("sonde"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--event wants auto, cycles, cpu-clock or a tracepoint GROUP:NAME, "
+			       "not 'sched_switch'\n");
+	test_output_free(&o);
+	/* No tracefs: in a mount namespace of its own, with tracefs and debugfs unmounted. */
+	if (access("/usr/bin/unshare", X_OK) != 0)
+		SKIP("no /usr/bin/unshare to hide tracefs in a mount namespace");
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd),
+		 "umount -l /sys/kernel/debug 2>/dev/null; umount -l /sys/kernel/tracing "
+		 "2>/dev/null; exec %s record -e sched:sched_switch -o %s -- true",
+		 test_bin("sonde"), test_path("y.spool"));
+	const char *argv[] = {"/usr/bin/unshare", "--mount", "--propagation", "private",
+			      "/bin/sh", "-c", cmd, NULL};
+	test_run(&o, 30, argv);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_STR_EQ(o.err, "sonde record: tracepoint sched:sched_switch: tracefs is not mounted "
+			     "(at /sys/kernel/tracing or /sys/kernel/debug/tracing)\n");
+	test_output_free(&o);
+}
+
+/* The API: GROUP/NAME as Perfetto writes it, the summary naming the tracepoint, and a
+ * name that is no GROUP:NAME refused. */
+TEST_TIMEOUT(record_api_tracepoint_option, 60)
+{
+	char *argv[] = {(char *)test_prog("sleep_loop"), "100", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts), .tracepoint = "sched/sched_switch"};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	int status;
+
+	require_sched_switch();
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach(
+		sonde_launch__pid(l), test_path("api.spool"), SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_OK(sonde_launch__resume(l));
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0)
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
+	ASSERT_STR_EQ(sum.event, "tracepoint");
+	ASSERT_STR_EQ(sum.tracepoint, "sched:sched_switch");
+	ASSERT_UINT(sum.frequency, ==, 0);
+	ASSERT_UINT(sum.samples_written, >=, 100);
+
+	sonde_log__set_level(SONDE_LOG_OFF);
+	static const char *const bad[] = {"sched", "sched:", ":x", "a:b/c", "../x:y"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		opts.tracepoint = bad[i];
+		errno = 0;
+		ASSERT(!sonde_recorder__attach(getpid(), test_path("b.spool"), SONDE_ATTACH_RUNNING,
+					       &opts));
+		ASSERT_INT(errno, ==, EINVAL);
+	}
+	opts.tracepoint = "sched:no_such_tracepoint";
+	ASSERT(!sonde_recorder__attach(getpid(), test_path("b.spool"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT_INT(errno, ==, ENOENT);
+}
