@@ -24,7 +24,9 @@
 
 const char *sonde__perf_kind_name(enum perf_kind k)
 {
-	return k == PERF_KIND_CYCLES ? "cycles" : k == PERF_KIND_TRACEPOINT ? "tracepoint" : "cpu-clock";
+	return k == PERF_KIND_CYCLES	   ? "cycles"
+	       : k == PERF_KIND_TRACEPOINT ? "tracepoint"
+					   : "cpu-clock";
 }
 
 void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
@@ -139,6 +141,11 @@ int sonde__perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
 int sonde__perf_set_output(int fd, int target)
 {
 	return ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, target) < 0 ? -errno : 0;
+}
+
+int sonde__perf_set_filter(int fd, const char *filter)
+{
+	return ioctl(fd, PERF_EVENT_IOC_SET_FILTER, filter) < 0 ? -errno : 0;
 }
 
 int sonde__perf_enable(int fd)

@@ -16,8 +16,8 @@
 #include "perf/decode.h"
 
 enum perf_kind {
-	PERF_KIND_CYCLES,    /* hardware cycles: needs a PMU */
-	PERF_KIND_CPU_CLOCK, /* software hrtimer: works everywhere, including VMs without PMU */
+	PERF_KIND_CYCLES,     /* hardware cycles: needs a PMU */
+	PERF_KIND_CPU_CLOCK,  /* software hrtimer: works everywhere, including VMs without PMU */
 	PERF_KIND_TRACEPOINT, /* a tracepoint (perf_event_cfg.tracepoint), counted in hits */
 };
 
@@ -52,6 +52,9 @@ void sonde__perf_event_layout_cfg(struct perf_layout *l, const struct perf_event
 int sonde__perf_open(struct perf_event_attr *a, pid_t pid, int cpu);
 /* Routes fd's records into target's ring (same CPU). 0 or -errno. */
 int sonde__perf_set_output(int fd, int target);
+/* A tracepoint event's filter (PERF_EVENT_IOC_SET_FILTER, ftrace's filter syntax). 0 or
+ * -errno (-EINVAL: the kernel refused the expression). */
+int sonde__perf_set_filter(int fd, const char *filter);
 int sonde__perf_enable(int fd);
 int sonde__perf_disable(int fd);
 /* The samples this event could not write (read_lost events only). 0 or -errno. */

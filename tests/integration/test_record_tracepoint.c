@@ -2,6 +2,7 @@
  * times in nanosleep called from sleep_caller, so sched:sched_switch fires at least 300
  * times in it, each with the stack of the sleep. */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -23,8 +24,7 @@ static void require_sched_switch(void)
 }
 
 /* Samples of `sonde report --folded` whose stack holds `needle`, and in all. */
-static void folded_counts(const char *spool, const char *needle, uint64_t *hits,
-			  uint64_t *all)
+static void folded_counts(const char *spool, const char *needle, uint64_t *hits, uint64_t *all)
 {
 	struct test_output o;
 
@@ -70,8 +70,8 @@ TEST_TIMEOUT(record_tracepoint_count_takes_one_hit_in_n, 120)
 	uint64_t hits, all;
 
 	require_sched_switch();
-	test_runf(&o, 60, "%s record -e sched:sched_switch -c 3 -o %s -- %s 300",
-		  test_bin("sonde"), spool, test_prog("sleep_loop"));
+	test_runf(&o, 60, "%s record -e sched:sched_switch -c 3 -o %s -- %s 300", test_bin("sonde"),
+		  spool, test_prog("sleep_loop"));
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.err, "; a sample every 3 events, ");
 	test_output_free(&o);
@@ -109,8 +109,14 @@ TEST_TIMEOUT(record_tracepoint_errors_are_one_line, 60)
 		 "umount -l /sys/kernel/debug 2>/dev/null; umount -l /sys/kernel/tracing "
 		 "2>/dev/null; exec %s record -e sched:sched_switch -o %s -- true",
 		 test_bin("sonde"), test_path("y.spool"));
-	const char *argv[] = {"/usr/bin/unshare", "--mount", "--propagation", "private",
-			      "/bin/sh", "-c", cmd, NULL};
+	const char *argv[] = {"/usr/bin/unshare",
+			      "--mount",
+			      "--propagation",
+			      "private",
+			      "/bin/sh",
+			      "-c",
+			      cmd,
+			      NULL};
 	test_run(&o, 30, argv);
 	ASSERT_INT(o.status, ==, 1);
 	ASSERT_STR_EQ(o.err, "sonde record: tracepoint sched:sched_switch: tracefs is not mounted "
@@ -152,6 +158,140 @@ TEST_TIMEOUT(record_api_tracepoint_option, 60)
 		ASSERT_INT(errno, ==, EINVAL);
 	}
 	opts.tracepoint = "sched:no_such_tracepoint";
-	ASSERT(!sonde_recorder__attach(getpid(), test_path("b.spool"), SONDE_ATTACH_RUNNING, &opts));
+	ASSERT(!sonde_recorder__attach(getpid(), test_path("b.spool"), SONDE_ATTACH_RUNNING,
+				       &opts));
 	ASSERT_INT(errno, ==, ENOENT);
+}
+
+struct checks {
+	pid_t refused, execs; /* refused outright; allowed until it execs split */
+	int calls_refused, calls_execs, calls;
+};
+
+static bool comm_is(pid_t pid, const char *want)
+{
+	char path[64], *c;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (!(c = test_read_file(path, NULL)))
+		return false;
+	bool yes = strncmp(c, want, strlen(want)) == 0 && c[strlen(want)] == '\n';
+	free(c);
+	return yes;
+}
+
+static bool check(void *ctx, pid_t pid)
+{
+	struct checks *k = ctx;
+
+	k->calls++;
+	if (pid == k->refused) {
+		k->calls_refused++;
+		return false;
+	}
+	if (pid == k->execs) {
+		k->calls_execs++;
+		return !comm_is(pid, "split");
+	}
+	return true;
+}
+
+/* Samples of pid in a spool, by `sonde report --folded --pid`. */
+static uint64_t spool_samples_of(const char *spool, pid_t pid)
+{
+	struct test_output o;
+	uint64_t n = 0;
+
+	test_runf(&o, 60, "%s report --folded --pid %d -i %s", test_bin("sonde"), (int)pid, spool);
+	ASSERT_INT(o.status, ==, 0);
+	for (char *line = strtok(o.out, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' ');
+		n += sp ? strtoull(sp + 1, NULL, 10) : 0;
+	}
+	test_output_free(&o);
+	return n;
+}
+
+/* opts.process_check in a system-wide recording: asked about each process, what it
+ * refuses is not recorded, and it is asked again at an exec, whose refusal retires the
+ * process; the processes it allows are. */
+TEST_TIMEOUT(record_api_system_process_check, 120)
+{
+	const char *spool = test_path("check.spool");
+	const char *split[] = {test_prog("split"), "30", NULL};
+	char cmd[512];
+	struct checks k = {0};
+
+	test_require_perf();
+	pid_t allowed = test_spawn(split);
+	k.refused = test_spawn(split);
+	snprintf(cmd, sizeof(cmd), "sleep 0.5; exec %s 30", test_prog("split"));
+	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	k.execs = test_spawn(sh);
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = 199,
+					 .process_check = check,
+					 .process_check_ctx = &k};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_system(spool, &opts));
+	double end = test_now() + 2.5;
+	while (test_now() < end)
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
+	pid_t kids[] = {allowed, k.refused, k.execs};
+	for (int i = 0; i < 3; i++) {
+		kill(kids[i], SIGKILL);
+		test_wait(kids[i], 10);
+	}
+	ASSERT_INT(k.calls_refused, ==, 1); /* its answer is kept */
+	ASSERT_INT(k.calls_execs, >=, 2);   /* at the start, and at its exec */
+	ASSERT_UINT(sum.processes_refused, >=, 2);
+	ASSERT_UINT(sum.unfollowed_samples, >=, 1);
+	ASSERT_UINT(spool_samples_of(spool, k.refused), ==, 0);
+	ASSERT_UINT(spool_samples_of(spool, k.execs), ==, 0);
+	ASSERT_UINT(spool_samples_of(spool, allowed), >=, 20);
+}
+
+/* A tracepoint filter the kernel refuses is one error, and needs a tracepoint. */
+TEST_TIMEOUT(record_api_tracepoint_filter, 60)
+{
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .tracepoint = "sched:sched_switch",
+					 .tracepoint_filter = "no_such_field == 3"};
+	struct test_output o;
+
+	require_sched_switch();
+	sonde_log__set_level(SONDE_LOG_OFF);
+	errno = 0;
+	ASSERT(!sonde_recorder__attach(getpid(), test_path("f.spool"), SONDE_ATTACH_RUNNING,
+				       &opts));
+	ASSERT_INT(errno, ==, EINVAL);
+	opts.tracepoint = NULL;
+	ASSERT(!sonde_recorder__attach(getpid(), test_path("f.spool"), SONDE_ATTACH_RUNNING,
+				       &opts));
+	ASSERT_INT(errno, ==, EINVAL);
+	/* a filter that holds: only sleep_loop's own switch-outs, system-wide */
+	const char *argv[] = {test_prog("sleep_loop"), "100000", NULL};
+	pid_t sl = test_spawn(argv);
+	char filter[64];
+	snprintf(filter, sizeof(filter), "prev_pid == %d", (int)sl);
+	opts.tracepoint = "sched:sched_switch";
+	opts.tracepoint_filter = filter;
+	const char *spool = test_path("filtered.spool");
+	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_system(spool, &opts));
+	double end = test_now() + 1.0;
+	while (test_now() < end)
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	kill(sl, SIGKILL);
+	test_wait(sl, 10);
+	test_runf(&o, 60, "%s report --folded -i %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	uint64_t hits, all;
+	folded_counts(spool, ";main;sleep_caller;", &hits, &all);
+	ASSERT_UINT(hits, >=, 100);
+	ASSERT_UINT(spool_samples_of(spool, sl), ==, all);
 }
