@@ -225,7 +225,10 @@ TEST_TIMEOUT(record_api_system_process_check, 120)
 	test_require_perf();
 	pid_t allowed = test_spawn(split);
 	k.refused = test_spawn(split);
-	snprintf(cmd, sizeof(cmd), "sleep 0.5; exec %s 30", test_prog("split"));
+	/* execs once the recording runs, however long its start took */
+	const char *go = test_path("go");
+	snprintf(cmd, sizeof(cmd), "while [ ! -e %s ]; do sleep 0.05; done; exec %s 30", go,
+		 test_prog("split"));
 	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
 	k.execs = test_spawn(sh);
 	struct sonde_record_opts opts = {.sz = sizeof(opts),
@@ -234,6 +237,7 @@ TEST_TIMEOUT(record_api_system_process_check, 120)
 					 .process_check_ctx = &k};
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_system(spool, &opts));
+	test_write_file(go, "", 0);
 	double end = test_now() + 2.5;
 	while (test_now() < end)
 		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
