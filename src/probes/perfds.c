@@ -35,6 +35,7 @@
 #include "base/buf.h"
 #include "base/pb.h"
 #include "export/perfetto.h"
+#include "perf/event.h"
 #include "probes/perfds.h"
 #include "probes/probes.h"
 #include "proc/perfauth.h"
@@ -430,6 +431,34 @@ static void prune_targets(struct inst *in)
 	}
 }
 
+/* The config's tracepoint exists here: checked before anything is opened, so that the
+ * trace says which name is wrong rather than what perf_event_open answered. */
+static bool tracepoint_exists(struct inst *in)
+{
+	char group[128];
+	const char *colon = strchr(in->cfg.tracepoint, ':');
+
+	snprintf(group, sizeof(group), "%.*s", (int)(colon - in->cfg.tracepoint),
+		 in->cfg.tracepoint);
+	int id = sonde__perf_tracepoint_id(NULL, group, colon + 1);
+	if (id >= 0)
+		return true;
+	if (id == -ENOENT)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "config refused: unknown tracepoint %s (tracefs has no events/%s/%s)",
+		     in->cfg.tracepoint, group, colon + 1);
+	else if (id == -ENODEV)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "config refused: tracepoint %s: tracefs is not mounted (at "
+		     "/sys/kernel/tracing "
+		     "or /sys/kernel/debug/tracing)",
+		     in->cfg.tracepoint);
+	else
+		note(in, LOG_PRIO_ERROR, 0, "config refused: tracepoint %s: %s", in->cfg.tracepoint,
+		     sonde_strerror(id));
+	return false;
+}
+
 /* ---- system-wide ---- */
 
 /* The recorder's process_check in a system-wide session: the exclusions, then the
@@ -693,6 +722,10 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 		     "(it needs CAP_PERFMON or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1)",
 		     (unsigned)in->who.uid);
 		in->cfg_err = -EPERM;
+		return;
+	}
+	if (in->cfg.tracepoint && !tracepoint_exists(in)) {
+		in->cfg_err = -ENOENT;
 		return;
 	}
 	if (in->cfg.system_wide)

@@ -351,6 +351,19 @@ TEST_TIMEOUT(perfds_bad_config_is_refused, 120)
 	ASSERT_CONTAINS(t.errors, "ring_buffer_pages 3 is not a power of two");
 	ASSERT_UINT(t.n_samples, ==, 0);
 	pft_free(&t);
+	/* a tracepoint tracefs does not have: named, before anything is opened */
+	rig_start(&r);
+	trace(&r,
+	      "buffers { size_kb: 4096 }\nduration_ms: 300\n"
+	      "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+	      "  timebase { tracepoint { name: \"sched/no_such_tracepoint\" } } } } }\n",
+	      out, &o);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "sonde trace: linux.perf: config refused: unknown tracepoint "
+			       "sched:no_such_tracepoint (tracefs has no "
+			       "events/sched/no_such_tracepoint)\n");
+	test_output_free(&o);
+	rig_stop(&r);
 }
 
 /* No target: system-wide. A CPU-bound split the config never names is found, each of
