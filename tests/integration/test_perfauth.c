@@ -517,7 +517,7 @@ static long uid_of(uint32_t pid)
  * busy process is not, nor anything of it (samples, process tree), and every sampled
  * process still alive is nobody's; kernel frames as the rule says. The same session of
  * root's gets both processes. */
-TEST_TIMEOUT(perfauth_nobody_system_wide_gets_only_its_own_processes, 180)
+TEST_TIMEOUT(perfauth_nobody_system_wide_gets_only_its_own_processes, 300)
 {
 	struct sonded d;
 	struct run r;
@@ -535,43 +535,56 @@ TEST_TIMEOUT(perfauth_nobody_system_wide_gets_only_its_own_processes, 180)
 	int paranoid = atoi(pv);
 
 	free(pv);
-	trace_as(SEC_NOBODY, &d, "", "kernel_frames: true", 2000, &r);
-	if (r.status != 0)
-		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
-	ASSERT_CONTAINS(r.err, "linux.perf: warning: system-wide for consumer uid 65534: only "
-			       "the processes it may profile");
-	printf("nobody: %zu samples, %zu of its own process\n", r.t.n_samples,
-	       samples_of(&r.t, mine));
-	ASSERT_UINT(samples_of(&r.t, mine), >=, 10);
-	ASSERT_UINT(samples_of(&r.t, root), ==, 0);
-	/* nor in the process tree ("pid=cmdline" lines) */
-	snprintf(name, sizeof(name), "%d=", (int)root);
-	for (const char *l = r.t.process_names; l && *l;
-	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
-		ASSERT(strncmp(l, name, strlen(name)) != 0);
-	for (size_t i = 0; i < r.t.n_samples; i++) {
-		long uid = uid_of(r.t.samples[i].pid);
-		if (uid >= 0 && uid != SEC_NOBODY)
-			FAIL("nobody got a sample of pid %u, of uid %ld", r.t.samples[i].pid, uid);
-		ASSERT_UINT(r.t.samples[i].pid, !=, 1);
-		ASSERT_UINT(r.t.samples[i].pid, !=, (uint32_t)d.pid);
+	/* A system-wide session starts with reading every process it may record, which a
+	 * loaded machine (or a sanitized build) can stretch over most of a short session:
+	 * sessions until enough samples accumulated, each judged whole. */
+	size_t got = 0, got_mine = 0, got_root = 0;
+	for (int round = 0; round < 8 && got < 10; round++) {
+		trace_as(SEC_NOBODY, &d, "", "kernel_frames: true", 3000, &r);
+		if (r.status != 0)
+			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+		ASSERT_CONTAINS(r.err, "linux.perf: warning: system-wide for consumer uid 65534: "
+				       "only the processes it may profile");
+		printf("nobody: %zu samples, %zu of its own process\n", r.t.n_samples,
+		       samples_of(&r.t, mine));
+		got += samples_of(&r.t, mine);
+		ASSERT_UINT(samples_of(&r.t, root), ==, 0);
+		/* nor in the process tree ("pid=cmdline" lines) */
+		snprintf(name, sizeof(name), "%d=", (int)root);
+		for (const char *l = r.t.process_names; l && *l;
+		     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+			ASSERT(strncmp(l, name, strlen(name)) != 0);
+		for (size_t i = 0; i < r.t.n_samples; i++) {
+			long uid = uid_of(r.t.samples[i].pid);
+			if (uid >= 0 && uid != SEC_NOBODY)
+				FAIL("nobody got a sample of pid %u, of uid %ld",
+				     r.t.samples[i].pid, uid);
+			ASSERT_UINT(r.t.samples[i].pid, !=, 1);
+			ASSERT_UINT(r.t.samples[i].pid, !=, (uint32_t)d.pid);
+		}
+		kernel_frames_of(&r.t, &kf, &ka);
+		if (paranoid >= 2) {
+			ASSERT_CONTAINS(r.err,
+					"kernel frames are not permitted for consumer uid 65534");
+			ASSERT_UINT(kf, ==, 0);
+		}
+		run_free(&r);
 	}
-	kernel_frames_of(&r.t, &kf, &ka);
-	if (paranoid >= 2) {
-		ASSERT_CONTAINS(r.err, "kernel frames are not permitted for consumer uid 65534");
-		ASSERT_UINT(kf, ==, 0);
-	}
-	run_free(&r);
+	ASSERT_UINT(got, >=, 10);
 
-	trace_as(0, &d, "", NULL, 2000, &r);
-	if (r.status != 0)
-		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
-	ASSERT_NOT_CONTAINS(r.err, "system-wide for consumer");
-	printf("root: %zu samples, %zu of nobody's process, %zu of root's\n", r.t.n_samples,
-	       samples_of(&r.t, mine), samples_of(&r.t, root));
-	ASSERT_UINT(samples_of(&r.t, mine), >=, 10);
-	ASSERT_UINT(samples_of(&r.t, root), >=, 10);
-	run_free(&r);
+	for (int round = 0; round < 8 && (got_mine < 10 || got_root < 10); round++) {
+		trace_as(0, &d, "", NULL, 3000, &r);
+		if (r.status != 0)
+			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+		ASSERT_NOT_CONTAINS(r.err, "system-wide for consumer");
+		printf("root: %zu samples, %zu of nobody's process, %zu of root's\n", r.t.n_samples,
+		       samples_of(&r.t, mine), samples_of(&r.t, root));
+		got_mine += samples_of(&r.t, mine);
+		got_root += samples_of(&r.t, root);
+		run_free(&r);
+	}
+	ASSERT_UINT(got_mine, >=, 10);
+	ASSERT_UINT(got_root, >=, 10);
 	stop_target(mine);
 	stop_target(root);
 	sonded_stop(&d);
