@@ -272,17 +272,22 @@ int sonde__perf_online_cpus(int **cpus, size_t *n)
 /* linux/magic.h's TRACEFS_MAGIC; debugfs mounts tracefs at debug/tracing on demand. */
 #define TRACEFS_MAGIC_ 0x74726163
 
-static bool has_events_dir(const char *dir, bool want_tracefs)
+/* 0 when dir holds events/ (and, with want_tracefs, is a tracefs mount), -EACCES when
+ * it is there but this user may not look in it (tracefs is 0700 root by default), else
+ * -ENODEV. */
+static int events_dir(const char *dir, bool want_tracefs)
 {
 	char p[PATH_MAX];
 	struct statfs sf;
 	struct stat st;
 
 	if (want_tracefs && (statfs(dir, &sf) < 0 || (unsigned long)sf.f_type != TRACEFS_MAGIC_))
-		return false;
+		return -ENODEV;
 	if ((size_t)snprintf(p, sizeof(p), "%s/events", dir) >= sizeof(p))
-		return false;
-	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+		return -ENODEV;
+	if (stat(p, &st) < 0)
+		return errno == EACCES ? -EACCES : -ENODEV;
+	return S_ISDIR(st.st_mode) ? 0 : -ENODEV;
 }
 
 /* A tracefs directory name: the path is built from it, so no separator and no way up. */
@@ -300,13 +305,20 @@ int sonde__perf_tracepoint_id(const char *tracefs, const char *group, const char
 	if (!tracepoint_name_ok(group) || !tracepoint_name_ok(name))
 		return -EINVAL;
 	if (!tracefs) {
-		for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]) && !tracefs; i++)
-			if (has_events_dir(mounts[i], true))
+		int err = -ENODEV;
+		for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]) && !tracefs; i++) {
+			int e = events_dir(mounts[i], true);
+			if (!e)
 				tracefs = mounts[i];
+			else if (e == -EACCES)
+				err = e; /* mounted, but not for us */
+		}
 		if (!tracefs)
-			return -ENODEV;
-	} else if (!has_events_dir(tracefs, false)) {
-		return -ENODEV;
+			return err;
+	} else {
+		int err = events_dir(tracefs, false);
+		if (err)
+			return err;
 	}
 	if ((size_t)snprintf(path, sizeof(path), "%s/events/%s/%s/id", tracefs, group, name) >=
 	    sizeof(path))

@@ -453,6 +453,10 @@ static bool tracepoint_exists(struct inst *in)
 		     "/sys/kernel/tracing "
 		     "or /sys/kernel/debug/tracing)",
 		     in->cfg.tracepoint);
+	else if (id == -EACCES)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "config refused: tracepoint %s: tracefs is not readable by the probes' user",
+		     in->cfg.tracepoint);
 	else
 		note(in, LOG_PRIO_ERROR, 0, "config refused: tracepoint %s: %s", in->cfg.tracepoint,
 		     sonde_strerror(id));

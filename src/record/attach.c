@@ -78,11 +78,13 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 					  ? sonde__perf_set_filter(fd, r->tracepoint_filter)
 					  : 0;
 			close(fd);
-			if (err)
+			if (err) {
 				sonde_error(
 					"tracepoint %s: the kernel refused the filter \"%s\": %s",
 					r->sum.tracepoint, r->tracepoint_filter,
 					sonde_strerror(err));
+				r->event_error_said = true;
+			}
 			return err;
 		}
 		if (fd == -EINVAL && r->cfg.read_lost) {
@@ -124,6 +126,22 @@ static bool have_cap(int cap)
 	if (syscall(SYS_capget, &h, d) < 0)
 		return false;
 	return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
+void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err)
+{
+	long paranoid = -1;
+
+	if (r->event_error_said)
+		return;
+	if (r->cfg.kind == PERF_KIND_TRACEPOINT && (err == -EACCES || err == -EPERM)) {
+		read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
+		sonde_error("permission denied: tracepoint %s samples in the kernel, which needs "
+			    "kernel.perf_event_paranoid <= 1 (it is %ld) or CAP_PERFMON",
+			    r->sum.tracepoint, paranoid);
+		return;
+	}
+	sonde__rec_explain_perf_error(pid, err);
 }
 
 void sonde__rec_explain_perf_error(pid_t pid, int err)

@@ -109,6 +109,10 @@ static int configure_tracepoint(struct sonde_recorder *r, const char *spec)
 			    group, name);
 	else if (id == -EINVAL)
 		sonde_error("tracepoint '%s' is not GROUP:NAME", spec);
+	else if (id == -EACCES)
+		sonde_error("tracepoint %s:%s: tracefs is not readable by this user "
+			    "(/sys/kernel/tracing is root's unless its mode is changed)",
+			    group, name);
 	else if (id < 0)
 		sonde_error("tracepoint %s:%s: cannot read its id from tracefs: %s", group, name,
 			    sonde_strerror(id));
@@ -333,7 +337,7 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		if (err == -ESRCH)
 			sonde_error("no such process: %d", (int)pid);
 		else
-			sonde__rec_explain_perf_error(pid, err);
+			sonde__rec_explain_event_error(r, pid, err);
 		return err;
 	}
 	sonde__rec_size_rings(r, &o);
@@ -441,7 +445,7 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	if (!err)
 		err = sonde__rec_choose_event(r, -1, want);
 	if (err) {
-		if (err != -EINVAL && err != -ENOMEM)
+		if (err != -EINVAL && err != -ENOMEM && !r->event_error_said)
 			explain_system_error(err);
 		return err;
 	}

@@ -151,6 +151,7 @@ struct sonde_recorder {
 	struct u64map checked; /* pid -> CHECK_ALLOWED / CHECK_REFUSED: process_check's answer */
 	/* The tracepoint's filter (opts.tracepoint_filter), set on every event; NULL: none */
 	char *tracepoint_filter;
+	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
 };
 
 /* Keeps the first error of the recording; returns err. */
@@ -172,6 +173,8 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 
 /* attach.c */
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
+/* Why choosing the event failed, in one error (unless choosing said it already). */
+void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err);
 int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode);
 /* Refuses, with the reason logged, a pid that cannot be recorded: a kernel thread
  * (-SONDE_E_UNSUPPORTED: it has no user space) or no process (-ESRCH). 0 otherwise. */

@@ -2,9 +2,12 @@
  * times in nanosleep called from sleep_caller, so sched:sched_switch fires at least 300
  * times in it, each with the stack of the sleep. */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -298,4 +301,43 @@ TEST_TIMEOUT(record_api_tracepoint_filter, 60)
 	folded_counts(spool, ";main;sleep_caller;", &hits, &all);
 	ASSERT_UINT(hits, >=, 100);
 	ASSERT_UINT(spool_samples_of(spool, sl), ==, all);
+}
+
+/* As uid nobody: either tracefs is root's (its default 0700) and it says so, or the
+ * kernel refuses a tracepoint at perf_event_paranoid 2 and it says why; one line. */
+TEST_TIMEOUT(record_tracepoint_unprivileged_says_why, 60)
+{
+	struct stat st;
+	char errf[512], *err;
+
+	require_sched_switch();
+	if (geteuid() != 0)
+		SKIP("needs root to run sonde as uid nobody");
+	chmod(test_tmpdir(), 0755);
+	const char *sonde = test_copy_for_anyone(test_bin("sonde"));
+	snprintf(errf, sizeof(errf), "%s", test_path("nobody.err"));
+	pid_t child = fork();
+	ASSERT(child >= 0);
+	if (child == 0) {
+		int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+		dup2(fd, STDERR_FILENO);
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(99);
+		execl(sonde, "sonde", "record", "-e", "sched:sched_switch", "-o", "/dev/null", "--",
+		      "/bin/true", (char *)NULL);
+		_exit(98);
+	}
+	ASSERT_INT(test_wait(child, 30), ==, 1);
+	err = ASSERT_NOT_NULL(test_read_file(errf, NULL));
+	ASSERT_OK(stat("/sys/kernel/tracing", &st));
+	if (!(st.st_mode & S_IXOTH))
+		ASSERT_STR_EQ(err,
+			      "sonde record: tracepoint sched:sched_switch: tracefs is not "
+			      "readable by this user (/sys/kernel/tracing is root's unless its "
+			      "mode is changed)\n");
+	else
+		ASSERT_CONTAINS(err, "sonde record: permission denied: tracepoint "
+				     "sched:sched_switch samples in the kernel");
+	ASSERT(strchr(err, '\n') == err + strlen(err) - 1);
+	free(err);
 }
