@@ -449,9 +449,8 @@ static bool tracepoint_exists(struct inst *in)
 		     in->cfg.tracepoint, group, colon + 1);
 	else if (id == -ENODEV)
 		note(in, LOG_PRIO_ERROR, 0,
-		     "config refused: tracepoint %s: tracefs is not mounted (at "
-		     "/sys/kernel/tracing "
-		     "or /sys/kernel/debug/tracing)",
+		     "config refused: tracepoint %s: tracefs is not mounted "
+		     "(at /sys/kernel/tracing or /sys/kernel/debug/tracing)",
 		     in->cfg.tracepoint);
 	else if (id == -EACCES)
 		note(in, LOG_PRIO_ERROR, 0,
