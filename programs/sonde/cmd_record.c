@@ -81,7 +81,8 @@ static void usage(FILE *f)
 		"Samples the user-space stacks of a command, or of running processes, into a spool file.\n"
 		"\n"
 		"  -F, --freq HZ|max     samples per second per thread, per CPU with -a (default 999; max = the kernel limit)\n"
-		"  -c, --count N         sample every N events instead (nanoseconds of CPU time for cpu-clock)\n"
+		"  -c, --count N         sample every N events instead (nanoseconds of CPU time for cpu-clock,\n"
+		"                        hits for a tracepoint, whose default is 1: every hit)\n"
 		"  -p, --pid PID         record a running process (repeatable); with -a, record only these and their children\n"
 		"  -a, --all-cpus        every process on every CPU, including those started later (not sonde itself);\n"
 		"                        kernel frames on by default; with a command, until it exits\n"
@@ -101,7 +102,8 @@ static void usage(FILE *f)
 		"      --stack-size N    user stack bytes copied per sample (default 32768, at most 65528)\n"
 		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
 		"  -e, --event EVENT     auto (default), cycles (try cycles first, say so when it falls\n"
-		"                        back to cpu-clock) or cpu-clock\n"
+		"                        back to cpu-clock), cpu-clock, or a tracepoint GROUP:NAME\n"
+		"                        (e.g. sched:sched_switch: the stacks that hit it)\n"
 		"  -g                    record call graphs (always on: sonde records stacks)\n"
 		"      --call-graph MODE dwarf (default: CFI, frame pointers where CFI fails) or fp\n"
 		"                        (frame pointers only, for code built with them)\n"
@@ -205,8 +207,15 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 		a->opts.ring_pages = (uint32_t)v;
 		return 0;
 	case 'e':
+		a->opts.tracepoint = NULL;
+		if (strchr(arg, ':') && arg[0] != ':') {
+			a->opts.tracepoint = arg; /* looked up by the recorder */
+			return 0;
+		}
 		if (parse_event(arg, &a->opts.event)) {
-			cli_error("record", "--event wants auto, cycles or cpu-clock, not '%s'",
+			cli_error("record",
+				  "--event wants auto, cycles, cpu-clock or a tracepoint "
+				  "GROUP:NAME, not '%s'",
 				  arg);
 			return CLI_USAGE;
 		}
@@ -353,6 +362,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 	if (a->opts.sample_period)
 		snprintf(rate, sizeof(rate), "a sample every %llu events",
 			 (unsigned long long)a->opts.sample_period);
+	else if (s->tracepoint[0])
+		snprintf(rate, sizeof(rate), "every hit");
 	else
 		snprintf(rate, sizeof(rate), "%llu Hz", (unsigned long long)s->frequency);
 	if (s->cycles_error)
@@ -369,7 +380,7 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		"thread%s; %llu empty, %llu truncated stacks\n",
 		(unsigned long long)s->samples, (unsigned long long)s->samples_written,
 		(unsigned long long)s->lost_samples, (unsigned long long)s->lost_events,
-		s->duration_ns / 1e9, s->event, fallback,
+		s->duration_ns / 1e9, s->tracepoint[0] ? s->tracepoint : s->event, fallback,
 		cli_output_is_stdout(a->output) ? "standard output" : a->output, rate,
 		s->stack_bytes, s->rings, s->rings == 1 ? "" : "s",
 		(unsigned long long)(s->ring_bytes / 1024), s->processes,

@@ -32,6 +32,9 @@ enum {
 	F_TIMEBASE_PERIOD = 1,
 	F_TIMEBASE_FREQUENCY = 2,
 	F_TIMEBASE_COUNTER = 4,
+	F_TIMEBASE_TRACEPOINT = 3,
+	F_TRACEPOINT_NAME = 1,
+	F_TRACEPOINT_FILTER = 2,
 	F_INTERNED_FUNCTION_NAMES = 5,
 	F_INTERNED_FRAMES = 6,
 	F_INTERNED_CALLSTACKS = 7,
@@ -215,6 +218,12 @@ static void put_timebase(struct pf_enc *e, struct buf *b)
 		sonde__pb_put_varint(b, F_TIMEBASE_FREQUENCY, freq);
 	if (e->o.counter)
 		sonde__pb_put_varint(b, F_TIMEBASE_COUNTER, e->o.counter);
+	if (e->o.tracepoint) {
+		size_t t = sonde__pb_begin(b, F_TIMEBASE_TRACEPOINT);
+		sonde__pb_put_string(b, F_TRACEPOINT_NAME, e->o.tracepoint);
+		sonde__pb_put_string(b, F_TRACEPOINT_FILTER, e->o.tracepoint_filter);
+		sonde__pb_end(b, t);
+	}
 	sonde__pb_end(b, m);
 }
 
@@ -665,7 +674,8 @@ static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
 	if (stack)
 		sonde__pb_put_varint(b, F_SAMPLE_CALLSTACK_IID, node);
 	sonde__pb_put_varint(b, F_SAMPLE_CPU_MODE,
-		      r->sample.flags & SONDE_SAMPLE_KERNEL ? CPU_MODE_KERNEL : CPU_MODE_USER);
+			     r->sample.flags & SONDE_SAMPLE_KERNEL ? CPU_MODE_KERNEL
+								   : CPU_MODE_USER);
 	if (e->hdr.sample_period_ns)
 		sonde__pb_put_varint(b, F_SAMPLE_TIMEBASE_COUNT, e->hdr.sample_period_ns);
 	/* a stack cut short where the copied stack memory ended */
@@ -721,8 +731,8 @@ int sonde__pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
 	sonde__buf_append(&e->in, buf, len);
 	if (buf_error(&e->in))
 		return -ENOMEM;
-	while (off < e->in.len &&
-	       (r = sonde_spool_decoder__decode(e->dec, e->in.data + off, e->in.len - off, &rec)) > 0) {
+	while (off < e->in.len && (r = sonde_spool_decoder__decode(e->dec, e->in.data + off,
+								   e->in.len - off, &rec)) > 0) {
 		off += (size_t)r;
 		err = sonde__pf_enc_record(e, &rec);
 		if (err)
@@ -832,7 +842,7 @@ void sonde__pf_enc_free(struct pf_enc *e)
 }
 
 int sonde__pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,
-			uint32_t seq_id)
+			       uint32_t seq_id)
 {
 	uint8_t suffix[2 + PB_VARINT_MAX * 2];
 	size_t n = 0;

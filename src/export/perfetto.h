@@ -36,6 +36,9 @@ struct pf_enc_opts {
 	 * derives the frequency from the spool header's nominal sample period. */
 	uint64_t frequency, period;
 	uint32_t counter; /* PerfEvents.Counter; 0 writes none */
+	/* Or a tracepoint timebase: PerfEvents.Tracepoint{name, filter} (borrowed for the
+	 * encoder's life; NULL writes none). */
+	const char *tracepoint, *tracepoint_filter;
 	/* Symbolize frames with this symbolizer (not owned); NULL keeps rel_pc and build
 	 * ids only, with no function names. */
 	struct sonde_symbolizer *sym;
@@ -81,7 +84,7 @@ uint64_t sonde__pf_enc_samples(const struct pf_enc *e);
  * Returns 0 or -ENOMEM. */
 struct buf;
 int sonde__pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,
-			uint32_t seq_id);
+			       uint32_t seq_id);
 
 /* Trusted sequence id of the profile in a standalone file: 1 is the service's sequence,
  * producer sequences get 2, 3, ... in order (§6.1), so a lone profiler is 2. */

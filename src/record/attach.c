@@ -42,6 +42,20 @@ static void kernel_denied(struct sonde_recorder *r, int err)
 	r->cfg.kernel = false;
 }
 
+int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu)
+{
+	int fd = sonde__perf_open(a, pid, cpu);
+
+	if (fd < 0 || !r->tracepoint_filter)
+		return fd;
+	int err = sonde__perf_set_filter(fd, r->tracepoint_filter);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want)
 {
 	struct perf_event_attr a;
@@ -49,7 +63,8 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 			  (want == SONDE_RECORD_EVENT_AUTO && machine_has_cpu_pmu());
 
 	r->cycles_error = 0;
-	r->cfg.kind = try_cycles ? PERF_KIND_CYCLES : PERF_KIND_CPU_CLOCK;
+	if (r->cfg.kind != PERF_KIND_TRACEPOINT) /* chosen by the options already */
+		r->cfg.kind = try_cycles ? PERF_KIND_CYCLES : PERF_KIND_CPU_CLOCK;
 	r->cfg.read_lost = true;
 	for (;;) {
 		/* A probe on the target's first CPU: it answers both "does this event exist here"
@@ -59,14 +74,26 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 		a.enable_on_exec = 0;
 		int fd = sonde__perf_open(&a, pid, r->cpus[0]);
 		if (fd >= 0) {
+			int err = r->tracepoint_filter
+					  ? sonde__perf_set_filter(fd, r->tracepoint_filter)
+					  : 0;
 			close(fd);
-			return 0;
+			if (err) {
+				sonde_error(
+					"tracepoint %s: the kernel refused the filter \"%s\": %s",
+					r->sum.tracepoint, r->tracepoint_filter,
+					sonde_strerror(err));
+				r->event_error_said = true;
+			}
+			return err;
 		}
 		if (fd == -EINVAL && r->cfg.read_lost) {
 			r->cfg.read_lost = false; /* a kernel before 6.0 */
 			continue;
 		}
-		if (r->cfg.kernel && (fd == -EACCES || fd == -EPERM)) {
+		/* A tracepoint always samples in the kernel: refused, it is refused whole. */
+		if (r->cfg.kernel && (fd == -EACCES || fd == -EPERM) &&
+		    r->cfg.kind != PERF_KIND_TRACEPOINT) {
 			kernel_denied(r, fd);
 			continue;
 		}
@@ -99,6 +126,22 @@ static bool have_cap(int cap)
 	if (syscall(SYS_capget, &h, d) < 0)
 		return false;
 	return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
+void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err)
+{
+	long paranoid = -1;
+
+	if (r->event_error_said)
+		return;
+	if (r->cfg.kind == PERF_KIND_TRACEPOINT && (err == -EACCES || err == -EPERM)) {
+		read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
+		sonde_error("permission denied: tracepoint %s samples in the kernel, which needs "
+			    "kernel.perf_event_paranoid <= 1 (it is %ld) or CAP_PERFMON",
+			    r->sum.tracepoint, paranoid);
+		return;
+	}
+	sonde__rec_explain_perf_error(pid, err);
 }
 
 void sonde__rec_explain_perf_error(pid_t pid, int err)
@@ -173,8 +216,8 @@ static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 
 int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec)
 {
-	if (sonde__array_grow(&r->events, &r->cap_events, r->n_events + 1,
-			       sizeof(*r->events), 64) < 0)
+	if (sonde__array_grow(&r->events, &r->cap_events, r->n_events + 1, sizeof(*r->events), 64) <
+	    0)
 		return -ENOMEM;
 	int err = attach_to_ring(r, fd, cpu_idx);
 	if (err)
@@ -219,7 +262,7 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 	cfg.enable_on_exec = on_exec;
 	sonde__perf_attr_fill(&a, &cfg);
 	for (size_t c = 0; c < r->n_cpus; c++) {
-		int fd = sonde__perf_open(&a, tid, r->cpus[c]);
+		int fd = sonde__rec_perf_open(r, &a, tid, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* CPU went offline */
 		int err = fd < 0 ? fd : sonde__rec_add_event(r, fd, c, tid, on_exec);
@@ -397,7 +440,8 @@ int sonde__rec_enable_all(struct sonde_recorder *r, bool enable)
 	for (size_t i = 0; i < r->n_events; i++) {
 		if (r->events[i].retired || (enable && r->events[i].armed_on_exec))
 			continue;
-		int err = enable ? sonde__perf_enable(r->events[i].fd) : sonde__perf_disable(r->events[i].fd);
+		int err = enable ? sonde__perf_enable(r->events[i].fd)
+				 : sonde__perf_disable(r->events[i].fd);
 		if (err && !first)
 			first = err;
 	}

@@ -19,6 +19,7 @@
 #include "perf/ring.h"
 #include "perf/sorter.h"
 #include "base/regfile.h"
+#include "base/u64map.h"
 #include "proc/proc.h"
 #include "record/live.h"
 #include "record/modules.h"
@@ -35,7 +36,7 @@ struct rec_ring {
 	struct perf_ring ring;
 	uint64_t latest; /* newest timestamp read from this ring */
 	bool mapped;
-	bool hup; /* removed from epoll after POLLHUP (still drained) */
+	bool hup;	/* removed from epoll after POLLHUP (still drained) */
 	bool lost_seen; /* a LOST record came out of it since the last look */
 };
 
@@ -131,7 +132,7 @@ struct sonde_recorder {
 
 	/* Lifecycle and loss recovery (recover.c). */
 	bool follow_children;
-	bool frame_pointers_only; /* opts.frame_pointers_only */
+	bool frame_pointers_only;		  /* opts.frame_pointers_only */
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
 	void *exec_check_ctx;
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
@@ -145,6 +146,12 @@ struct sonde_recorder {
 	pid_t self_pid;	    /* the recorder's own process: never recorded */
 	pid_t *filter_pids; /* record only these and their descendants; NULL: every process */
 	size_t n_filter_pids;
+	bool (*process_check)(void *ctx, pid_t pid); /* opts.process_check */
+	void *process_check_ctx;
+	struct u64map checked; /* pid -> CHECK_ALLOWED / CHECK_REFUSED: process_check's answer */
+	/* The tracepoint's filter (opts.tracepoint_filter), set on every event; NULL: none */
+	char *tracepoint_filter;
+	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
 };
 
 /* Keeps the first error of the recording; returns err. */
@@ -166,6 +173,8 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 
 /* attach.c */
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
+/* Why choosing the event failed, in one error (unless choosing said it already). */
+void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err);
 int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode);
 /* Refuses, with the reason logged, a pid that cannot be recorded: a kernel thread
  * (-SONDE_E_UNSUPPORTED: it has no user space) or no process (-ESRCH). 0 otherwise. */
@@ -190,7 +199,8 @@ int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t
 /* images.c */
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Takes ownership of fd, the image b was read from (mapped at path). */
-void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path);
+void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd,
+			   const char *path);
 /* Copies the held images whose path no longer leads to them into the build-id cache. */
 void sonde__rec_images_save(struct sonde_recorder *r);
 void sonde__rec_images_free(struct sonde_recorder *r);
@@ -204,7 +214,7 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-		    const struct rec_module *m, uint32_t maj, uint32_t min);
+			   const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);
@@ -247,6 +257,13 @@ int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since);
 int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time);
 /* Whether records of pid (forked by parent, 0 when unknown) are to be tracked. */
 bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent);
+/* opts.process_check's answer for pid (true without one), asked once per process. */
+bool sonde__rec_system_allowed(struct sonde_recorder *r, pid_t pid);
+/* Forgets that answer: pid exec'd, exited, or names a new process. */
+void sonde__rec_system_forget(struct sonde_recorder *r, pid_t pid);
+/* Opens the recording's sampling event (sonde__perf_open) with the tracepoint filter set
+ * when there is one. The fd or -errno. */
+int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu);
 /* Replaces the ring of every CPU that reported a loss by one twice its size, while the
  * bound of all rings allows (a system-wide recording's rings each have one event). */
 void sonde__rec_system_grow_rings(struct sonde_recorder *r);

@@ -106,6 +106,8 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 		memcpy(r->filter_pids, o->filter_pids, o->n_filter_pids * sizeof(pid_t));
 		r->n_filter_pids = o->n_filter_pids;
 	}
+	r->process_check = o->process_check;
+	r->process_check_ctx = o->process_check_ctx;
 	return 0;
 }
 
@@ -117,7 +119,7 @@ int sonde__rec_system_open(struct sonde_recorder *r)
 	cfg.disabled = true;
 	sonde__perf_attr_fill(&a, &cfg);
 	for (size_t c = 0; c < r->n_cpus; c++) {
-		int fd = sonde__perf_open(&a, -1, r->cpus[c]);
+		int fd = sonde__rec_perf_open(r, &a, -1, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* went offline since it was listed */
 		int err = fd < 0 ? fd : sonde__rec_add_event(r, fd, c, -1, false);
@@ -138,10 +140,30 @@ static bool filtered_in(const struct sonde_recorder *r, pid_t pid)
 	return false;
 }
 
-bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
+enum { CHECK_ALLOWED = 1, CHECK_REFUSED = 2 };
+
+bool sonde__rec_system_allowed(struct sonde_recorder *r, pid_t pid)
 {
-	if (pid == r->self_pid)
-		return false;
+	if (!r->process_check)
+		return true;
+	uint64_t *v = sonde__u64map_get(&r->checked, (uint64_t)pid);
+	if (v)
+		return *v == CHECK_ALLOWED;
+	bool ok = r->process_check(r->process_check_ctx, pid);
+	/* out of memory: asked again at its next record, never let through unasked */
+	sonde__u64map_put(&r->checked, (uint64_t)pid, ok ? CHECK_ALLOWED : CHECK_REFUSED);
+	if (!ok)
+		r->sum.processes_refused++;
+	return ok;
+}
+
+void sonde__rec_system_forget(struct sonde_recorder *r, pid_t pid)
+{
+	sonde__u64map_del(&r->checked, (uint64_t)pid);
+}
+
+static bool filter_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
+{
 	if (!r->n_filter_pids || filtered_in(r, pid))
 		return true;
 	/* Known already (a filtered process, or a descendant of one). */
@@ -150,6 +172,13 @@ bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
 		return true;
 	struct rec_process *pp = parent > 0 ? sonde__rec_process_get(r, parent, false) : NULL;
 	return pp && !pp->exited;
+}
+
+bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
+{
+	if (pid == r->self_pid)
+		return false;
+	return filter_tracks(r, pid, parent) && sonde__rec_system_allowed(r, pid);
 }
 
 /* The names of pid's threads, so that a thread that exits before its first sample is
@@ -205,6 +234,8 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 	struct proc_stat st;
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
+	if (!sonde__rec_system_allowed(r, pid))
+		return 0; /* nothing of it is read */
 	if (sonde__proc_stat_read(pid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X')
 		return 0; /* gone already */
 	if (p && !p->exited && (!p->start_time || p->start_time == st.start_time))
@@ -315,7 +346,7 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 		return -ENOENT;
 	cfg.disabled = true;
 	sonde__perf_attr_fill(&a, &cfg);
-	int fd = sonde__perf_open(&a, -1, r->cpus[idx]);
+	int fd = sonde__rec_perf_open(r, &a, -1, r->cpus[idx]);
 	if (fd < 0)
 		return fd;
 	int err = sonde__perf_ring_map(&bigger, fd, r->cpus[idx], pages, pages);

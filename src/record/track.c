@@ -146,7 +146,7 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 		if (r->build_ids[i].dev == m->dev && r->build_ids[i].inode == m->inode)
 			return &r->build_ids[i];
 	if (sonde__array_grow(&r->build_ids, &r->cap_build_ids, r->n_build_ids + 1,
-			       sizeof(*r->build_ids), 32) < 0)
+			      sizeof(*r->build_ids), 32) < 0)
 		return NULL;
 	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
 	memset(b, 0, sizeof(*b));
@@ -179,7 +179,7 @@ static uint32_t mapping_flags(const char *path, size_t *path_len)
 }
 
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-		    const struct rec_module *m, uint32_t maj, uint32_t min)
+			   const struct rec_module *m, uint32_t maj, uint32_t min)
 {
 	struct rec_module mod = *m;
 	size_t path_len;
@@ -245,7 +245,8 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 	int err = 0;
 
 	if (p->has_spool_modules)
-		err = sonde_spool_writer__retire_process(r->spool, sonde__rec_time(r, time), (uint32_t)p->pid);
+		err = sonde_spool_writer__retire_process(r->spool, sonde__rec_time(r, time),
+							 (uint32_t)p->pid);
 	p->has_spool_modules = false;
 	sonde__modtable_clear(&p->mods);
 	return err ? sonde__rec_error(r, err) : 0;
@@ -269,8 +270,8 @@ static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t t
 	}
 	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
-	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
-					 t->comm, &t->spool_id);
+	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
+						 (uint32_t)tid, t->comm, &t->spool_id);
 	if (err)
 		return sonde__rec_error(r, err);
 	t->defined = true;
@@ -293,7 +294,7 @@ static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 			.path = path,
 		};
 		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def,
-						 &r->kernel_module);
+							 &r->kernel_module);
 		if (err)
 			return sonde__rec_error(r, err);
 	}
@@ -340,6 +341,10 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 
 	if (pid == r->self_pid) {
 		r->sum.own_samples++;
+		return NULL;
+	}
+	if (!sonde__rec_system_allowed(r, pid)) {
+		r->sum.unfollowed_samples++;
 		return NULL;
 	}
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
@@ -396,8 +401,8 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP]};
 		n = sonde__record_unwind(&s->regs, &st, &p->mods,
-				  r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
-				  &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
+					 r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
+					 &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
 	if (n + nk == 0) {
 		r->sum.empty_stacks++;
@@ -444,10 +449,31 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 	return sonde__rec_add_mapping(r, p, rec->time, &mod, m->maj, m->min);
 }
 
+/* An exec in a system-wide recording with a process check: asked again, since the new
+ * program may run with other credentials (set-user-ID) or be non-dumpable. A process
+ * refused now is retired. 1 to go on with the record, 0 when refused, or -errno. */
+static int system_exec_check(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	pid_t pid = (pid_t)rec->comm.pid;
+
+	sonde__rec_system_forget(r, pid);
+	if (pid == r->self_pid || sonde__rec_system_allowed(r, pid))
+		return 1;
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	if (p && !p->exited && rec->time >= p->since)
+		return sonde__rec_stop_process(r, p);
+	return 0;
+}
+
 static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_comm *c = &rec->comm;
 
+	if (r->system_wide && c->exec && r->process_check) {
+		int go_on = system_exec_check(r, rec);
+		if (go_on <= 0)
+			return go_on;
+	}
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)c->pid, 0))
 		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)c->tid, true);
@@ -511,6 +537,8 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	 * the parent's, and nothing of theirs is tracked. */
 	if (new_process && !r->follow_children)
 		return 0;
+	if (r->system_wide && new_process)
+		sonde__rec_system_forget(r, (pid_t)f->pid); /* a new process: asked anew */
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
@@ -552,8 +580,9 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	child->exe_dev = pp->exe_dev;
 	child->exe_ino = pp->exe_ino;
 	for (size_t i = 0; i < pp->mods.n; i++) {
-		int err = sonde__rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
-					  major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
+		int err =
+			sonde__rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
+					       major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
 		if (err)
 			return err;
 	}
@@ -574,6 +603,8 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 	if (e->pid != e->tid)
 		return 0;
 	struct rec_process *p = sonde__rec_process_get(r, (pid_t)e->pid, false);
+	if (r->system_wide && (!p || rec->time >= p->since))
+		sonde__rec_system_forget(r, (pid_t)e->pid);
 	if (!p || rec->time < p->since)
 		return 0;
 	/* Retiring is idempotent: a liveness check may have marked it exited already. */

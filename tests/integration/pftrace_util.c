@@ -267,6 +267,16 @@ static void perf_sample(struct dec *d, struct seqstate *s, uint64_t ts, struct p
 	t->samples[t->n_samples++] = smp;
 }
 
+static void tracepoint_name(struct pft_trace *t, struct pb_reader r)
+{
+	struct pb_field f;
+
+	while (sonde__pb_next(&r, &f) > 0)
+		if (f.num == 1 && f.wire == PB_LEN)
+			snprintf(t->timebase_tracepoint, sizeof(t->timebase_tracepoint), "%.*s",
+				 (int)f.len, (const char *)f.ptr);
+}
+
 static void defaults(struct dec *d, struct pb_reader r)
 {
 	struct pb_field f, g, h;
@@ -289,6 +299,8 @@ static void defaults(struct dec *d, struct pb_reader r)
 					d->t->timebase_freq = h.u;
 				else if (h.num == 4)
 					d->t->timebase_counter = h.u;
+				else if (h.num == 3)
+					tracepoint_name(d->t, pb_sub(&h));
 			}
 		}
 	}

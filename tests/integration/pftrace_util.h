@@ -26,11 +26,12 @@ struct pft_trace {
 	int guardrail_stops;  /* producer_event{source_stop_reason=GUARDRAIL} */
 	int defaults_packets; /* packets with trace_packet_defaults.perf_sample_defaults */
 	uint64_t timebase_freq, timebase_period, timebase_counter;
-	int clock_id_default; /* trace_packet_defaults.timestamp_clock_id */
-	char *process_names;  /* "pid=cmdline0\n" per ProcessTree process */
-	char *thread_names;   /* "tid=name\n" per ProcessTree thread */
-	char *errors;	      /* android_log messages of priority ERROR, one a line */
-	uint32_t seq_ids[8];  /* distinct trusted_packet_sequence_id of profile packets */
+	char timebase_tracepoint[128]; /* Timebase.tracepoint.name, "" when absent */
+	int clock_id_default;	       /* trace_packet_defaults.timestamp_clock_id */
+	char *process_names;	       /* "pid=cmdline0\n" per ProcessTree process */
+	char *thread_names;	       /* "tid=name\n" per ProcessTree thread */
+	char *errors;		       /* android_log messages of priority ERROR, one a line */
+	uint32_t seq_ids[8];	       /* distinct trusted_packet_sequence_id of profile packets */
 	int n_seq_ids;
 	int missing_interned; /* references to iids the sequence never defined */
 };
