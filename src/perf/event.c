@@ -1,10 +1,14 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,4 +245,56 @@ int sonde__perf_online_cpus(int **cpus, size_t *n)
 	*cpus = c;
 	*n = (size_t)got;
 	return 0;
+}
+
+/* linux/magic.h's TRACEFS_MAGIC; debugfs mounts tracefs at debug/tracing on demand. */
+#define TRACEFS_MAGIC_ 0x74726163
+
+static bool has_events_dir(const char *dir, bool want_tracefs)
+{
+	char p[PATH_MAX];
+	struct statfs sf;
+	struct stat st;
+
+	if (want_tracefs && (statfs(dir, &sf) < 0 || (unsigned long)sf.f_type != TRACEFS_MAGIC_))
+		return false;
+	if ((size_t)snprintf(p, sizeof(p), "%s/events", dir) >= sizeof(p))
+		return false;
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A tracefs directory name: the path is built from it, so no separator and no way up. */
+static bool tracepoint_name_ok(const char *s)
+{
+	return s && *s && !strchr(s, '/') && !strstr(s, "..");
+}
+
+int sonde__perf_tracepoint_id(const char *tracefs, const char *group, const char *name)
+{
+	static const char *const mounts[] = {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"};
+	char path[PATH_MAX], buf[32], *end;
+	size_t len;
+
+	if (!tracepoint_name_ok(group) || !tracepoint_name_ok(name))
+		return -EINVAL;
+	if (!tracefs) {
+		for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]) && !tracefs; i++)
+			if (has_events_dir(mounts[i], true))
+				tracefs = mounts[i];
+		if (!tracefs)
+			return -ENODEV;
+	} else if (!has_events_dir(tracefs, false)) {
+		return -ENODEV;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/events/%s/%s/id", tracefs, group, name) >=
+	    sizeof(path))
+		return -ENAMETOOLONG;
+	int err = read_small_file(path, buf, sizeof(buf), &len);
+	if (err)
+		return err == -ENOTDIR ? -ENOENT : err;
+	errno = 0;
+	unsigned long v = strtoul(buf, &end, 10);
+	if (errno || end == buf || (*end && *end != '\n') || v > INT32_MAX || buf[0] == '-')
+		return -SONDE_E_FORMAT;
+	return (int)v;
 }

@@ -65,4 +65,12 @@ int sonde__perf_online_cpus(int **cpus, size_t *n);
 /* Parses a CPU list such as "0-3,8,10-11" (buf, len); at most max entries. Count or -errno. */
 int sonde__perf_parse_cpu_list(const char *buf, size_t len, int *cpus, size_t max);
 
+/* The id of tracepoint GROUP:NAME (PERF_TYPE_TRACEPOINT's config), read from
+ * TRACEFS/events/GROUP/NAME/id. tracefs NULL finds the mount: /sys/kernel/tracing, then
+ * /sys/kernel/debug/tracing. Returns the id, or -EINVAL for a name that is empty or holds
+ * '/' or "..", -ENODEV when no tracefs is mounted (or tracefs has no events/), -ENOENT
+ * for no such event, -SONDE_E_FORMAT for an id file that is not a number, or open's
+ * -errno (-EACCES: tracefs is not readable by this user). */
+int sonde__perf_tracepoint_id(const char *tracefs, const char *group, const char *name);
+
 #endif

@@ -3,17 +3,21 @@
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <sonde/error.h>
 #include <sonde/record.h>
 
 #include "../test.h"
+#include "../util.h"
 #include "perf/decode.h"
 #include "perf/event.h"
 #include "perf/ring.h"
@@ -389,8 +393,8 @@ TEST(perf_sorter_recycles_entries)
 		if (round == 20)
 			m0 = mallinfo2().uordblks;
 		for (int i = 0; i < 64; i++)
-			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64), rec,
-						   (size_t)(100 + (i * 97) % 5900)));
+			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64),
+							  rec, (size_t)(100 + (i * 97) % 5900)));
 		while (sonde__perf_sorter_pop(s, UINT64_MAX, &p, &len, &t) == 1)
 			;
 	}
@@ -544,8 +548,8 @@ TEST(cpu_list_parse_takes_perf_syntax)
 		const char *in;
 		int n, cpus[4];
 	} ok[] = {
-		{"0", 1, {0}},		{"0,2-3", 3, {0, 2, 3}}, {"3,1", 2, {3, 1}},
-		{"0-1,1", 2, {0, 1}},	{"7\n", 1, {7}},	 {"1-1", 1, {1}},
+		{"0", 1, {0}},	      {"0,2-3", 3, {0, 2, 3}}, {"3,1", 2, {3, 1}},
+		{"0-1,1", 2, {0, 1}}, {"7\n", 1, {7}},	       {"1-1", 1, {1}},
 	};
 	static const char *const bad[] = {"", "x", "1-", "-1", "3-1", "1,,2", "1 2", "0x1"};
 	int *cpus;
@@ -561,4 +565,83 @@ TEST(cpu_list_parse_takes_perf_syntax)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ASSERT_INT(sonde_cpu_list__parse(bad[i], &cpus, &n), ==, -EINVAL);
 	ASSERT_INT(sonde_cpu_list__parse(NULL, &cpus, &n), ==, -EINVAL);
+}
+
+static void fake_event(const char *root, const char *group, const char *name, const char *id)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/events/%s", root, group);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/events/%s/%s", root, group, name);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/events/%s/%s/id", root, group, name);
+	test_write_file(p, id, strlen(id));
+}
+
+/* A tracepoint's id comes from events/GROUP/NAME/id of the tracefs given; a name that
+ * could leave events/ is refused before any path is built; each failure says which. */
+TEST(perf_tracepoint_id_reads_tracefs_events)
+{
+	const char *root = test_path("tracefs");
+	char p[512];
+
+	ASSERT_INT(mkdir(root, 0755), ==, 0);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "sched", "sched_switch"), -ENODEV);
+	snprintf(p, sizeof(p), "%s/events", root);
+	ASSERT_INT(mkdir(p, 0755), ==, 0);
+	fake_event(root, "sched", "sched_switch", "372\n");
+	fake_event(root, "g", "noline", "17");
+	fake_event(root, "g", "junk", "12x\n");
+	fake_event(root, "g", "empty", "");
+	fake_event(root, "g", "neg", "-3\n");
+	fake_event(root, "g", "huge", "99999999999\n");
+	ASSERT_INT(sonde__perf_tracepoint_id(root, "sched", "sched_switch"), ==, 372);
+	ASSERT_INT(sonde__perf_tracepoint_id(root, "g", "noline"), ==, 17);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "sched", "nope"), -ENOENT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "nope", "sched_switch"), -ENOENT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "junk"), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "empty"), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "neg"), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "huge"), -SONDE_E_FORMAT);
+	static const char *const bad[] = {"", "..", "a/b", "../sched", "x..y", "/"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ASSERT_ERR(sonde__perf_tracepoint_id(root, bad[i], "sched_switch"), -EINVAL);
+		ASSERT_ERR(sonde__perf_tracepoint_id(root, "sched", bad[i]), -EINVAL);
+	}
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, NULL, "x"), -EINVAL);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "sched", NULL), -EINVAL);
+	/* A directory where the id file should be is not an event either. */
+	snprintf(p, sizeof(p), "%s/events/g/dir", root);
+	ASSERT_INT(mkdir(p, 0755), ==, 0);
+	snprintf(p, sizeof(p), "%s/events/g/dir/id", root);
+	ASSERT_INT(mkdir(p, 0755), ==, 0);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "dir"), -EISDIR);
+}
+
+/* With no tracefs named, the mounted one is found, and its id opens the tracepoint as a
+ * perf event of this process (the id is the kernel's, not any number). */
+TEST(perf_tracepoint_id_finds_the_mount_and_opens_the_event)
+{
+	int id = sonde__perf_tracepoint_id(NULL, "sched", "sched_switch");
+
+	if (id == -ENODEV)
+		SKIP("no tracefs at /sys/kernel/tracing or /sys/kernel/debug/tracing");
+	if (id == -EACCES)
+		SKIP("tracefs is not readable by this user");
+	ASSERT_OK(id);
+	ASSERT_ERR(sonde__perf_tracepoint_id(NULL, "sched", "no_such_event_here"), -ENOENT);
+	struct perf_event_attr a = {
+		.size = sizeof(a),
+		.type = PERF_TYPE_TRACEPOINT,
+		.config = (uint64_t)id,
+		.sample_period = 1,
+		.disabled = 1,
+		.exclude_kernel = 1,
+	};
+	int fd = sonde__perf_open(&a, 0, -1);
+	if (fd == -EACCES || fd == -EPERM)
+		SKIP("perf_event_open of a tracepoint refused (kernel.perf_event_paranoid)");
+	ASSERT_OK(fd);
+	close(fd);
 }
