@@ -27,6 +27,22 @@ const char *sonde__perf_kind_name(enum perf_kind k)
 	return k == PERF_KIND_CYCLES ? "cycles" : "cpu-clock";
 }
 
+/* A tracepoint sampled at every hit. It fires in the kernel, so exclude_kernel would
+ * filter out every hit (perf_tp_event_match); kernel frames stay out of the callchain
+ * unless asked for. One side band per recording: the clock event carries it. */
+static void tracepoint_attr(struct perf_event_attr *a, const struct perf_event_cfg *c)
+{
+	a->type = PERF_TYPE_TRACEPOINT;
+	a->config = c->tracepoint;
+	a->freq = 0;
+	a->sample_period = 1;
+	a->exclude_kernel = 0;
+	a->mmap = a->mmap2 = a->comm = a->comm_exec = a->task = 0;
+	a->context_switch = c->context_switch;
+	if (c->no_kernel_callchain)
+		a->exclude_callchain_kernel = 1; /* an empty callchain: the layout keeps it */
+}
+
 void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
 {
 	memset(a, 0, sizeof(*a));
@@ -51,6 +67,8 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 		a->sample_type |= PERF_SAMPLE_CALLCHAIN;
 		a->exclude_callchain_user = 1;
 	}
+	if (c->raw)
+		a->sample_type |= PERF_SAMPLE_RAW;
 	a->sample_regs_user = PERF_DECODE_REGS_MASK;
 	a->sample_stack_user = c->stack_bytes;
 	a->exclude_kernel = !c->kernel;
@@ -71,6 +89,8 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 	a->sample_id_all = 1;
 	if (c->read_lost)
 		a->read_format = PERF_FORMAT_LOST;
+	if (c->tracepoint)
+		tracepoint_attr(a, c);
 	/* The spool header's start time is on CLOCK_MONOTONIC: samples must use that clock. */
 	a->use_clockid = 1;
 	a->clockid = CLOCK_MONOTONIC;
@@ -90,6 +110,8 @@ void sonde__perf_event_layout_cfg(struct perf_layout *l, const struct perf_event
 	sonde__perf_event_layout(l);
 	if (c->kernel)
 		l->sample_type |= PERF_SAMPLE_CALLCHAIN;
+	if (c->raw)
+		l->sample_type |= PERF_SAMPLE_RAW;
 }
 
 static int raise_nofile(void)

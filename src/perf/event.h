@@ -32,6 +32,12 @@ struct perf_event_cfg {
 	bool kernel;	  /* sample in the kernel too, with the kernel callchain */
 	bool no_children; /* only threads inherit the events, not forked processes (5.13+) */
 	bool cpu_wide;	  /* one event per CPU for every task: nothing to inherit */
+	bool raw;	  /* PERF_SAMPLE_RAW in every event (off-CPU recordings' common layout) */
+	/* A tracepoint instead of the clock: its id (PERF_TYPE_TRACEPOINT config), sampled at
+	 * every hit, in the kernel, without the side band (the clock event has it). */
+	uint64_t tracepoint;
+	bool context_switch;	  /* PERF_RECORD_SWITCH records of the task (attr.context_switch) */
+	bool no_kernel_callchain; /* a tracepoint whose kernel stack is not wanted */
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at

@@ -173,8 +173,8 @@ static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 
 int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec)
 {
-	if (sonde__array_grow(&r->events, &r->cap_events, r->n_events + 1,
-			       sizeof(*r->events), 64) < 0)
+	if (sonde__array_grow(&r->events, &r->cap_events, r->n_events + 1, sizeof(*r->events), 64) <
+	    0)
 		return -ENOMEM;
 	int err = attach_to_ring(r, fd, cpu_idx);
 	if (err)
@@ -223,9 +223,11 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 		if (fd == -ENODEV)
 			continue; /* CPU went offline */
 		int err = fd < 0 ? fd : sonde__rec_add_event(r, fd, c, tid, on_exec);
+		if (err && fd >= 0)
+			close(fd);
+		if (!err)
+			err = sonde__rec_offcpu_open(r, tid, c, on_exec);
 		if (err) {
-			if (fd >= 0)
-				close(fd);
 			close_events_from(r, tid, first);
 			return err;
 		}
@@ -397,7 +399,8 @@ int sonde__rec_enable_all(struct sonde_recorder *r, bool enable)
 	for (size_t i = 0; i < r->n_events; i++) {
 		if (r->events[i].retired || (enable && r->events[i].armed_on_exec))
 			continue;
-		int err = enable ? sonde__perf_enable(r->events[i].fd) : sonde__perf_disable(r->events[i].fd);
+		int err = enable ? sonde__perf_enable(r->events[i].fd)
+				 : sonde__perf_disable(r->events[i].fd);
 		if (err && !first)
 			first = err;
 	}

@@ -187,6 +187,11 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	uint64_t rate = r->cfg.freq;
 	if (r->cfg.period && r->cfg.kind == PERF_KIND_CPU_CLOCK)
 		rate = 1000000000ull / r->cfg.period + 1;
+	/* switch-outs come on top of the clock's samples, at the rate threads block: a
+	 * guess of a thousand a second (the loss accounting and, with -a, growing rings
+	 * cover what a busier program does) */
+	if (r->offcpu.on)
+		rate += 1000;
 	uint64_t want = rate * sample * budget / 1000;
 	/* the bound over all rings, each ring's meta page included */
 	uint64_t per_ring = r->sum.ring_bytes_cap / (r->n_cpus ? r->n_cpus : 1);
@@ -219,7 +224,8 @@ static struct sonde_recorder *recorder_alloc(void)
 				      (uint64_t)boot.tv_nsec - sonde__rec_now());
 	if (sonde__perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
 	    !(r->rings = sonde__calloc(r->n_cpus, sizeof(*r->rings))) ||
-	    !(r->sorter = sonde__perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    !(r->sorter = sonde__perf_sorter_new()) ||
+	    (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    !(r->unwind_cache = sonde__unwind_cache_new())) {
 		sonde_recorder__free(r);
 		return NULL;
@@ -251,7 +257,7 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 		sonde_error("cannot write the spool header: %s", strerror(errno));
 		return -errno;
 	}
-	return 0;
+	return r->offcpu.on ? sonde_spool_writer__declare_offcpu(r->spool) : 0;
 }
 
 static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn write, void *ctx,
@@ -269,6 +275,8 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		return -ESRCH;
 	}
 	int err = sonde__rec_check_target(pid);
+	if (!err)
+		err = sonde__rec_offcpu_setup(r, &o);
 	if (err)
 		return err;
 	err = sonde__rec_choose_event(r, pid, want);
@@ -310,8 +318,8 @@ static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid
 }
 
 struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
-						    void *ctx, enum sonde_attach_mode mode,
-						    const struct sonde_record_opts *opts)
+						     void *ctx, enum sonde_attach_mode mode,
+						     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -321,8 +329,8 @@ struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_writ
 }
 
 struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
-					     enum sonde_attach_mode mode,
-					     const struct sonde_record_opts *opts)
+					      enum sonde_attach_mode mode,
+					      const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -339,7 +347,8 @@ struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 		errno = err;
 		return NULL;
 	}
-	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode, opts);
+	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode,
+			   opts);
 	if (!r) {
 		/* Nothing was recorded: leave no half-written file behind. */
 		int err = errno;
@@ -380,6 +389,8 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	if (want > SONDE_RECORD_EVENT_CPU_CLOCK)
 		return -EINVAL;
 	int err = sonde__rec_system_configure(r, &o);
+	if (!err && (err = sonde__rec_offcpu_setup(r, &o)))
+		return err;
 	if (!err)
 		err = sonde__rec_choose_event(r, -1, want);
 	if (err) {
@@ -407,7 +418,7 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 }
 
 struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn write, void *ctx,
-							   const struct sonde_record_opts *opts)
+							    const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -422,7 +433,7 @@ struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn
 }
 
 struct sonde_recorder *sonde_recorder__attach_system(const char *path,
-						    const struct sonde_record_opts *opts)
+						     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -707,7 +718,8 @@ int sonde_recorder__enable(struct sonde_recorder *r)
 		if (!rerr || rerr == -ESRCH)
 			continue; /* a process that died while stopped needs no resuming */
 		if (err) {
-			sonde__rec_context_error(r, rerr, "resuming a process stopped for attaching");
+			sonde__rec_context_error(r, rerr,
+						 "resuming a process stopped for attaching");
 		} else {
 			sonde_error("cannot resume pid %d: %s", (int)r->procs[i].pid,
 				    strerror(-rerr));
@@ -825,12 +837,14 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
 	for (size_t i = 0; i < r->n_procs; i++)
-		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop), "resuming a stopped process");
+		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop),
+			   "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
 	/* The events are disabled, so nothing more can be lost: a gap still open (a loss
 	 * while the rings were drained for the last time, after the last sweep) is closed
 	 * now, and the spool ends with the processes as they really are. */
 	keep_first(r, &first, sonde__rec_maybe_recover(r, true), "the final recovery sweep");
+	keep_first(r, &first, sonde__rec_offcpu_finish(r), "ending the off-CPU intervals");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
 	/* Flushing is attempted whatever happened before. */

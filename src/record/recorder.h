@@ -19,6 +19,7 @@
 #include "perf/ring.h"
 #include "perf/sorter.h"
 #include "base/regfile.h"
+#include "probes/ftrace_format.h"
 #include "proc/proc.h"
 #include "record/live.h"
 #include "record/modules.h"
@@ -35,7 +36,7 @@ struct rec_ring {
 	struct perf_ring ring;
 	uint64_t latest; /* newest timestamp read from this ring */
 	bool mapped;
-	bool hup; /* removed from epoll after POLLHUP (still drained) */
+	bool hup;	/* removed from epoll after POLLHUP (still drained) */
 	bool lost_seen; /* a LOST record came out of it since the last look */
 };
 
@@ -73,6 +74,7 @@ struct rec_thread {
 	bool announced;	 /* a fork record created it: it inherited the events */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
 	char comm[16];
+	struct rec_offcpu *off; /* off-CPU state (offcpu.c), NULL until its first switch-out */
 };
 
 struct rec_build_id {
@@ -85,6 +87,14 @@ struct rec_build_id {
 
 /* Images held open at once, to be checked (and kept if deleted) when the recording ends. */
 enum { REC_IMAGES_HELD_MAX = 256 };
+
+/* Off-CPU recording (offcpu.c): the tracepoints and their fields. */
+struct rec_offcpu_cfg {
+	bool on;
+	uint64_t min_ns;
+	uint64_t switch_id, waking_id; /* tracepoint ids (PERF_TYPE_TRACEPOINT configs) */
+	struct ftrace_field prev_state, next_pid, waking_pid;
+};
 
 struct sonde_recorder {
 	struct perf_layout layout;
@@ -131,7 +141,7 @@ struct sonde_recorder {
 
 	/* Lifecycle and loss recovery (recover.c). */
 	bool follow_children;
-	bool frame_pointers_only; /* opts.frame_pointers_only */
+	bool frame_pointers_only;		  /* opts.frame_pointers_only */
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
 	void *exec_check_ctx;
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
@@ -145,6 +155,8 @@ struct sonde_recorder {
 	pid_t self_pid;	    /* the recorder's own process: never recorded */
 	pid_t *filter_pids; /* record only these and their descendants; NULL: every process */
 	size_t n_filter_pids;
+
+	struct rec_offcpu_cfg offcpu;
 };
 
 /* Keeps the first error of the recording; returns err. */
@@ -190,10 +202,28 @@ int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t
 /* images.c */
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Takes ownership of fd, the image b was read from (mapped at path). */
-void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path);
+void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd,
+			   const char *path);
 /* Copies the held images whose path no longer leads to them into the build-id cache. */
 void sonde__rec_images_save(struct sonde_recorder *r);
 void sonde__rec_images_free(struct sonde_recorder *r);
+
+/* offcpu.c */
+/* Reads the tracepoints' ids and field offsets from tracefs (opts.off_cpu). 0 or -errno
+ * (the cause logged). */
+int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_opts *o);
+/* Opens the off-CPU events of thread tid (-1: every task) on CPU index c, into its ring. */
+int sonde__rec_offcpu_open(struct sonde_recorder *r, pid_t tid, size_t c, bool on_exec);
+/* A sample record: a switch-out or a wakeup (1, handled), or an on-CPU sample (0). */
+int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *rec);
+/* A PERF_RECORD_SWITCH record: the switch-in of its thread. */
+int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *rec);
+/* A loss: every interval waiting for its end may have lost it. */
+void sonde__rec_offcpu_loss(struct sonde_recorder *r);
+/* Thread t is going away: its short counts are written, its state freed. */
+int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t);
+/* The recording ends: open intervals end now, short counts are written. */
+int sonde__rec_offcpu_finish(struct sonde_recorder *r);
 
 /* track.c */
 struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
@@ -204,10 +234,19 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-		    const struct rec_module *m, uint32_t maj, uint32_t min);
+			   const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);
+/* The process a sample belongs to, or NULL (counted) when it is not to be recorded. */
+struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const struct perf_rec *rec);
+/* A sample's stack into r->frames (kernel frames, then the unwound user frames): *n frames,
+ * *flags SONDE_SAMPLE_*. 0 or -errno. */
+int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
+			    const struct perf_rec *rec, size_t *n, uint32_t *flags);
+/* The spool id of thread tid of pid, defined on first use. */
+int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
+			 uint32_t *id);
 void sonde__rec_track_free(struct sonde_recorder *r);
 /* Forgets everything about p's previous incarnation (its pid was reused, or it is being
  * attached again): retires its modules and resets its identity. */
