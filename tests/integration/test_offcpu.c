@@ -365,3 +365,25 @@ TEST_TIMEOUT(offcpu_report_filters_apply_to_intervals, 120)
 	double first = folded_sum(spool, f0);
 	ASSERT(first > 0 && first < 0.6 * all);
 }
+
+/* A launched shell's child inherits the off-CPU events: its waits are recorded. */
+TEST_TIMEOUT(offcpu_follows_children, 120)
+{
+	const char *spool = test_path("c.spool"), *truth = test_path("c.truth");
+	char cmd[4096];
+
+	require_offcpu();
+	snprintf(cmd, sizeof(cmd), "%s 2 %s; true", test_prog("offcpu_split"), truth);
+	const char *argv[] = {test_bin("sonde"), "record", "--off-cpu", "-q", "-o", spool, "--",
+			      "/bin/sh",	 "-c",	   cmd,		NULL};
+	struct test_output o;
+	test_run(&o, 60, argv);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
+	int pid = (int)truth_value(t, "pid");
+	free(t);
+	check_spool(spool, 20);
+	check_nap_reached(spool, pid, "--pid");
+}
