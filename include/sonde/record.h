@@ -138,7 +138,21 @@ struct sonde_record_opts {
 	 * every process. */
 	bool (*process_check)(void *ctx, pid_t pid);
 	void *process_check_ctx;
+	/* Off-CPU profiling (docs/record.md, "Off-CPU"): every switch-out of a recorded
+	 * thread is sampled through the sched:sched_switch tracepoint, with its user stack (and
+	 * kernel stack with `kernel`), and written as an interval once the thread runs again,
+	 * with the state it left in and, when sched:sched_waking saw it, its waker. Needs
+	 * tracefs and the right to open tracepoints (root, CAP_PERFMON, or
+	 * kernel.perf_event_paranoid -1). Not with tracepoint (-EINVAL): on-CPU samples come
+	 * from a CPU clock. */
+	bool off_cpu;
+	/* Intervals shorter than this are counted per thread (count and total) instead of
+	 * stacked: 0 for the default 1 ms; 1 stacks every interval. */
+	uint64_t off_cpu_min_ns;
 };
+
+/* The default of sonde_record_opts.off_cpu_min_ns. */
+#define SONDE_RECORD_OFF_CPU_MIN_DEFAULT 1000000ull
 
 #define SONDE_UNWIND_FALLBACKS 8
 
@@ -215,6 +229,17 @@ struct sonde_record_summary {
 	char tracepoint[128];
 	/* Processes opts.process_check refused (system-wide recordings). */
 	uint32_t processes_refused;
+	/* Off-CPU recordings: switch-outs sampled (of recorded threads), intervals written
+	 * with their stacks, intervals shorter than off_cpu_min_ns counted instead (and their
+	 * total), intervals dropped because a loss may have taken their end (or the thread
+	 * exited while off the CPU), wakeups matched to an interval. */
+	uint32_t off_cpu;
+	uint64_t offcpu_switches;
+	uint64_t offcpu_intervals;
+	uint64_t offcpu_short;
+	uint64_t offcpu_short_ns;
+	uint64_t offcpu_dropped;
+	uint64_t offcpu_wakeups;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

@@ -49,13 +49,14 @@ struct record_args {
 	int spool_fd;	       /* out.fd, or a copy of standard output (-o -) */
 	char **cmd;
 	bool quiet;
-	double duration; /* seconds; 0: until the targets exit */
-	bool system_wide; /* -a: every process; -p filters, a command only sets the duration */
-	bool kernel_set;  /* --kernel or --no-kernel given */
-	int *cpus;	  /* -C */
+	double duration;      /* seconds; 0: until the targets exit */
+	bool system_wide;     /* -a: every process; -p filters, a command only sets the duration */
+	bool kernel_set;      /* --kernel or --no-kernel given */
+	bool off_cpu_min_set; /* --off-cpu-min given (it needs --off-cpu) */
+	int *cpus;	      /* -C */
 	size_t n_cpus;
-	bool failed;	 /* recording or finishing failed */
-	long long kept;	 /* then: samples readable in the spool, -1 unknown */
+	bool failed;	/* recording or finishing failed */
+	long long kept; /* then: samples readable in the spool, -1 unknown */
 };
 
 /* The library explains failures through the log; the last error becomes our one line. */
@@ -101,6 +102,10 @@ static void usage(FILE *f)
 		"      --no-buildid-cache   keep no images\n"
 		"      --stack-size N    user stack bytes copied per sample (default 32768, at most 65528)\n"
 		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
+		"      --off-cpu         also where threads wait: each switch-out's stack, state (runnable,\n"
+		"                        sleeping, blocked) and time off the CPU (sched tracepoints; root)\n"
+		"      --off-cpu-min DURATION  off-CPU intervals shorter than this are counted per thread,\n"
+		"                        not stacked (default 1ms; units ns, us, ms, s; 0: stack all)\n"
 		"  -e, --event EVENT     auto (default), cycles (try cycles first, say so when it falls\n"
 		"                        back to cpu-clock), cpu-clock, or a tracepoint GROUP:NAME\n"
 		"                        (e.g. sched:sched_switch: the stacks that hit it)\n"
@@ -140,6 +145,31 @@ static int parse_event(const char *s, enum sonde_record_event *out)
 	else
 		return -EINVAL;
 	return 0;
+}
+
+/* "1ms", "250us", "2s", "100ns" (a bare number is milliseconds) into nanoseconds. */
+static int parse_duration_ns(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *unit;
+		double ns;
+	} units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"", 1e6}};
+	char *end;
+
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || !(v >= 0) || s[0] == '-')
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].unit))
+			continue;
+		double ns = v * units[i].ns;
+		if (ns > 1e15)
+			return -1;
+		*out = (uint64_t)(ns + 0.5);
+		return 0;
+	}
+	return -1;
 }
 
 /* One option; returns 0, or CLI_USAGE after printing why. */
@@ -260,6 +290,20 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 	case 'N':
 		a->opts.no_buildid_cache = true;
 		return 0;
+	case 'O':
+		a->opts.off_cpu = true;
+		return 0;
+	case 'M':
+		if (parse_duration_ns(arg, &v)) {
+			cli_error(
+				"record",
+				"--off-cpu-min wants a duration such as 1ms, 250us or 0, not '%s'",
+				arg);
+			return CLI_USAGE;
+		}
+		a->opts.off_cpu_min_ns = v ? v : 1; /* 0 in the options is the default */
+		a->off_cpu_min_set = true;
+		return 0;
 	default:
 		return cli_bad_option("record", c, argv);
 	}
@@ -286,6 +330,8 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"cpu", required_argument, NULL, 'C'},
 		{"buildid-cache", required_argument, NULL, 'B'},
 		{"no-buildid-cache", no_argument, NULL, 'N'},
+		{"off-cpu", no_argument, NULL, 'O'},
+		{"off-cpu-min", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -312,6 +358,10 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		a->cmd = argv + optind;
 	if (a->n_cpus && !a->system_wide) {
 		cli_error("record", "-C selects CPUs of a system-wide recording: add -a");
+		return CLI_USAGE;
+	}
+	if (a->off_cpu_min_set && !a->opts.off_cpu) {
+		cli_error("record", "--off-cpu-min sets a threshold of --off-cpu: add --off-cpu");
 		return CLI_USAGE;
 	}
 	if (a->system_wide) {
@@ -418,6 +468,19 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		fprintf(stderr, ", %u ring%s doubled after a loss", s->ring_grows,
 			s->ring_grows == 1 ? "" : "s");
 	fprintf(stderr, "\n");
+	if (s->off_cpu)
+		fprintf(stderr,
+			"  off-CPU: %llu switch-outs, %llu intervals stacked, %llu shorter than "
+			"%.3f ms counted (%.3f s in all), %llu dropped (loss or exit), %llu "
+			"wakeups seen\n",
+			(unsigned long long)s->offcpu_switches,
+			(unsigned long long)s->offcpu_intervals,
+			(unsigned long long)s->offcpu_short,
+			(a->opts.off_cpu_min_ns ? a->opts.off_cpu_min_ns
+						: SONDE_RECORD_OFF_CPU_MIN_DEFAULT) /
+				1e6,
+			s->offcpu_short_ns / 1e9, (unsigned long long)s->offcpu_dropped,
+			(unsigned long long)s->offcpu_wakeups);
 	if (a->opts.kernel && s->kernel_enabled)
 		fprintf(stderr, "  kernel: %llu frames\n", (unsigned long long)s->kernel_frames);
 	else if (a->opts.kernel)

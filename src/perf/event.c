@@ -29,6 +29,22 @@ const char *sonde__perf_kind_name(enum perf_kind k)
 					   : "cpu-clock";
 }
 
+/* A tracepoint sampled at every hit. It fires in the kernel, so exclude_kernel would
+ * filter out every hit (perf_tp_event_match); kernel frames stay out of the callchain
+ * unless asked for. One side band per recording: the recording's own event carries it. */
+static void tracepoint_attr(struct perf_event_attr *a, const struct perf_event_cfg *c)
+{
+	a->type = PERF_TYPE_TRACEPOINT;
+	a->config = c->side_tracepoint;
+	a->freq = 0;
+	a->sample_period = 1;
+	a->exclude_kernel = 0;
+	a->mmap = a->mmap2 = a->comm = a->comm_exec = a->task = 0;
+	a->context_switch = c->context_switch;
+	if (c->no_kernel_callchain)
+		a->exclude_callchain_kernel = 1; /* an empty callchain: the layout keeps it */
+}
+
 void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cfg *c)
 {
 	memset(a, 0, sizeof(*a));
@@ -63,6 +79,8 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 		a->sample_type |= PERF_SAMPLE_CALLCHAIN;
 		a->exclude_callchain_user = 1;
 	}
+	if (c->raw)
+		a->sample_type |= PERF_SAMPLE_RAW;
 	a->sample_regs_user = PERF_DECODE_REGS_MASK;
 	a->sample_stack_user = c->stack_bytes;
 	/* A tracepoint fires in the kernel: excluding the kernel would drop every hit. The
@@ -86,6 +104,8 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 	a->sample_id_all = 1;
 	if (c->read_lost)
 		a->read_format = PERF_FORMAT_LOST;
+	if (c->side_tracepoint)
+		tracepoint_attr(a, c);
 	/* The spool header's start time is on CLOCK_MONOTONIC: samples must use that clock. */
 	a->use_clockid = 1;
 	a->clockid = CLOCK_MONOTONIC;
@@ -107,6 +127,8 @@ void sonde__perf_event_layout_cfg(struct perf_layout *l, const struct perf_event
 		l->sample_type |= PERF_SAMPLE_CALLCHAIN;
 	if (c->kind == PERF_KIND_TRACEPOINT)
 		l->sample_type &= ~(uint64_t)PERF_SAMPLE_PERIOD;
+	if (c->raw)
+		l->sample_type |= PERF_SAMPLE_RAW;
 }
 
 static int raise_nofile(void)

@@ -34,6 +34,13 @@ struct perf_event_cfg {
 	bool kernel;	  /* sample in the kernel too, with the kernel callchain */
 	bool no_children; /* only threads inherit the events, not forked processes (5.13+) */
 	bool cpu_wide;	  /* one event per CPU for every task: nothing to inherit */
+	bool raw;	  /* PERF_SAMPLE_RAW in every event (off-CPU recordings' common layout) */
+	/* An event beside the recording's own (off-CPU's sched_switch and sched_waking): this
+	 * tracepoint's id (PERF_TYPE_TRACEPOINT config), sampled at every hit, in the kernel,
+	 * without the side band (the recording's own event has it). */
+	uint64_t side_tracepoint;
+	bool context_switch;	  /* PERF_RECORD_SWITCH records of the task (attr.context_switch) */
+	bool no_kernel_callchain; /* a tracepoint whose kernel stack is not wanted */
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at

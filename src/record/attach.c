@@ -266,9 +266,11 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 		if (fd == -ENODEV)
 			continue; /* CPU went offline */
 		int err = fd < 0 ? fd : sonde__rec_add_event(r, fd, c, tid, on_exec);
+		if (err && fd >= 0)
+			close(fd);
+		if (!err)
+			err = sonde__rec_offcpu_open(r, tid, c, on_exec);
 		if (err) {
-			if (fd >= 0)
-				close(fd);
 			close_events_from(r, tid, first);
 			return err;
 		}

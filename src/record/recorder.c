@@ -147,6 +147,12 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		sonde_error("a tracepoint filter needs a tracepoint");
 		return -EINVAL;
 	}
+	if (o.tracepoint && o.off_cpu) {
+		/* off-CPU recordings own sched_switch and weigh on-CPU samples as CPU time */
+		sonde_error("off-CPU recording samples a CPU clock; it cannot sample tracepoint %s",
+			    o.tracepoint);
+		return -EINVAL;
+	}
 	if (o.tracepoint) {
 		err = configure_tracepoint(r, o.tracepoint);
 		if (err)
@@ -247,6 +253,11 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	 * grows with -a; -ring-pages overrides). */
 	if (r->cfg.kind == PERF_KIND_TRACEPOINT)
 		rate = TRACEPOINT_RATE / (r->cfg.period ? r->cfg.period : 1) + 1;
+	/* switch-outs come on top of the clock's samples, at the rate threads block: a
+	 * guess of a thousand a second (the loss accounting and, with -a, growing rings
+	 * cover what a busier program does) */
+	if (r->offcpu.on)
+		rate += 1000;
 	uint64_t want = rate * sample * budget / 1000;
 	/* the bound over all rings, each ring's meta page included */
 	uint64_t per_ring = r->sum.ring_bytes_cap / (r->n_cpus ? r->n_cpus : 1);
@@ -312,7 +323,7 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 		sonde_error("cannot write the spool header: %s", strerror(errno));
 		return -errno;
 	}
-	return 0;
+	return r->offcpu.on ? sonde_spool_writer__declare_offcpu(r->spool) : 0;
 }
 
 static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn write, void *ctx,
@@ -330,6 +341,8 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		return -ESRCH;
 	}
 	int err = sonde__rec_check_target(pid);
+	if (!err)
+		err = sonde__rec_offcpu_setup(r, &o);
 	if (err)
 		return err;
 	err = sonde__rec_choose_event(r, pid, want);
@@ -442,6 +455,8 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	if (want > SONDE_RECORD_EVENT_CPU_CLOCK)
 		return -EINVAL;
 	int err = sonde__rec_system_configure(r, &o);
+	if (!err && (err = sonde__rec_offcpu_setup(r, &o)))
+		return err;
 	if (!err)
 		err = sonde__rec_choose_event(r, -1, want);
 	if (err) {
@@ -895,6 +910,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	 * while the rings were drained for the last time, after the last sweep) is closed
 	 * now, and the spool ends with the processes as they really are. */
 	keep_first(r, &first, sonde__rec_maybe_recover(r, true), "the final recovery sweep");
+	keep_first(r, &first, sonde__rec_offcpu_finish(r), "ending the off-CPU intervals");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
 	/* Flushing is attempted whatever happened before. */

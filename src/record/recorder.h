@@ -20,6 +20,7 @@
 #include "perf/sorter.h"
 #include "base/regfile.h"
 #include "base/u64map.h"
+#include "probes/ftrace_format.h"
 #include "proc/proc.h"
 #include "record/live.h"
 #include "record/modules.h"
@@ -74,6 +75,7 @@ struct rec_thread {
 	bool announced;	 /* a fork record created it: it inherited the events */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
 	char comm[16];
+	struct rec_offcpu *off; /* off-CPU state (offcpu.c), NULL until its first switch-out */
 };
 
 struct rec_build_id {
@@ -86,6 +88,14 @@ struct rec_build_id {
 
 /* Images held open at once, to be checked (and kept if deleted) when the recording ends. */
 enum { REC_IMAGES_HELD_MAX = 256 };
+
+/* Off-CPU recording (offcpu.c): the tracepoints and their fields. */
+struct rec_offcpu_cfg {
+	bool on;
+	uint64_t min_ns;
+	uint64_t switch_id, waking_id; /* tracepoint ids (PERF_TYPE_TRACEPOINT configs) */
+	struct ftrace_field prev_state, next_pid, waking_pid;
+};
 
 struct sonde_recorder {
 	struct perf_layout layout;
@@ -152,6 +162,8 @@ struct sonde_recorder {
 	/* The tracepoint's filter (opts.tracepoint_filter), set on every event; NULL: none */
 	char *tracepoint_filter;
 	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
+
+	struct rec_offcpu_cfg offcpu;
 };
 
 /* Keeps the first error of the recording; returns err. */
@@ -205,6 +217,25 @@ void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int
 void sonde__rec_images_save(struct sonde_recorder *r);
 void sonde__rec_images_free(struct sonde_recorder *r);
 
+/* offcpu.c */
+/* Reads the tracepoints' ids and field offsets from tracefs (opts.off_cpu). 0 or -errno
+ * (the cause logged). */
+int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_opts *o);
+/* Opens the off-CPU events of thread tid (-1: every task) on CPU index c, into its ring. */
+int sonde__rec_offcpu_open(struct sonde_recorder *r, pid_t tid, size_t c, bool on_exec);
+/* A sample record: a switch-out or a wakeup (1, handled), or an on-CPU sample (0). */
+int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *rec);
+/* A PERF_RECORD_SWITCH record: the switch-in of its thread. */
+int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *rec);
+/* A loss: every interval waiting for its end may have lost it. */
+void sonde__rec_offcpu_loss(struct sonde_recorder *r);
+/* Thread t is going away: its short counts are written, its state freed. */
+int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t);
+/* Frees a thread's off-CPU state (NULL is fine), writing nothing. */
+void sonde__rec_offcpu_free(struct rec_offcpu *o);
+/* The recording ends: open intervals end now, short counts are written. */
+int sonde__rec_offcpu_finish(struct sonde_recorder *r);
+
 /* track.c */
 struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
 /* Stops recording process p: its threads' events closed, its modules retired, every later
@@ -218,6 +249,15 @@ int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);
+/* The process a sample belongs to, or NULL (counted) when it is not to be recorded. */
+struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const struct perf_rec *rec);
+/* A sample's stack into r->frames (kernel frames, then the unwound user frames): *n frames,
+ * *flags SONDE_SAMPLE_*. 0 or -errno. */
+int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
+			    const struct perf_rec *rec, size_t *n, uint32_t *flags);
+/* The spool id of thread tid of pid, defined on first use. */
+int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
+			 uint32_t *id);
 void sonde__rec_track_free(struct sonde_recorder *r);
 /* Forgets everything about p's previous incarnation (its pid was reused, or it is being
  * attached again): retires its modules and resets its identity. */

@@ -123,11 +123,12 @@ int sonde__rec_system_open(struct sonde_recorder *r)
 		if (fd == -ENODEV)
 			continue; /* went offline since it was listed */
 		int err = fd < 0 ? fd : sonde__rec_add_event(r, fd, c, -1, false);
-		if (err) {
-			if (fd >= 0)
-				close(fd);
+		if (err && fd >= 0)
+			close(fd);
+		if (!err)
+			err = sonde__rec_offcpu_open(r, -1, c, false);
+		if (err)
 			return err;
-		}
 	}
 	return r->n_events ? 0 : -ENODEV;
 }
@@ -360,6 +361,15 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 		sonde__perf_ring_unmap(&bigger);
 		close(fd);
 		return err;
+	}
+	/* the CPU's other events (off-CPU) write into the new ring from now on */
+	for (size_t i = 0; i < r->n_events; i++) {
+		struct rec_event *o = &r->events[i];
+		if (o->ring == (int)idx && o != ev && (err = sonde__perf_set_output(o->fd, fd))) {
+			sonde__perf_ring_unmap(&bigger);
+			close(fd);
+			return err;
+		}
 	}
 	sonde__perf_disable(ev->fd);
 	if (r->enabled)

@@ -93,6 +93,7 @@ static void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
 
 	if (!t)
 		return;
+	sonde__rec_error(r, sonde__rec_offcpu_forget(r, t));
 	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
 	size_t mask = r->cap_threads - 1, i = (size_t)(t - r->threads), j = i;
 	r->threads[i].tid = 0;
@@ -253,7 +254,8 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 }
 
 /* The spool id of a thread, defining it on first use (and after a rename). */
-static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid, uint32_t *id)
+int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
+			 uint32_t *id)
 {
 	struct rec_thread *t = sonde__rec_thread_get(r, tid, true);
 
@@ -362,8 +364,7 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 	return p;
 }
 
-/* The process a sample belongs to, or NULL (counted) when it is not to be recorded. */
-static struct rec_process *sample_process(struct sonde_recorder *r, const struct perf_rec *rec)
+struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	if (!rec->has_id || rec->pid == UINT32_MAX || rec->tid == UINT32_MAX || !rec->time) {
 		r->sum.samples_missing_ids++;
@@ -384,44 +385,56 @@ static struct rec_process *sample_process(struct sonde_recorder *r, const struct
 	return p;
 }
 
-static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
+int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
+			    const struct perf_rec *rec, size_t *n, uint32_t *flags)
 {
 	const struct perf_sample *s = &rec->sample;
 	enum unwind_end end = UNWIND_END_COMPLETE;
-	size_t n = 0, nk = 0;
-	uint32_t tid_id = 0;
-
-	r->sum.samples++;
-	struct rec_process *p = sample_process(r, rec);
-	if (!p)
-		return 0;
+	size_t nu = 0, nk = 0;
 	int err = kernel_frames(r, rec, &nk);
+
 	if (err)
 		return err;
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP]};
-		n = sonde__record_unwind(&s->regs, &st, &p->mods,
-					 r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
-					 &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
+		nu = sonde__record_unwind(
+			&s->regs, &st, &p->mods, r->frame_pointers_only ? NULL : r->unwind_cache,
+			p->pid, &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
-	if (n + nk == 0) {
-		r->sum.empty_stacks++;
-		return 0;
-	}
-	uint32_t flags = nk ? SONDE_SAMPLE_KERNEL : 0;
+	*n = nu + nk;
+	*flags = nk ? SONDE_SAMPLE_KERNEL : 0;
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
-		flags |= SONDE_SAMPLE_TRUNCATED;
+		*flags |= SONDE_SAMPLE_TRUNCATED;
 		r->sum.truncated_stacks++;
 	} else if (end == UNWIND_END_ERROR) {
 		r->sum.unwind_errors++;
 	}
-	err = thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
+	return 0;
+}
+
+static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	size_t n = 0;
+	uint32_t tid_id = 0, flags;
+
+	r->sum.samples++;
+	struct rec_process *p = sonde__rec_sample_process(r, rec);
+	if (!p)
+		return 0;
+	int err = sonde__rec_sample_stack(r, p, rec, &n, &flags);
+	if (err)
+		return err;
+	if (n == 0) {
+		r->sum.empty_stacks++;
+		return 0;
+	}
+	err = sonde__rec_thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
 	if (err)
 		return err;
 	err = sonde_spool_writer__add_sample_cpu(
 		r->spool, sonde__rec_time(r, rec->time), tid_id,
 		(r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE,
-		r->frames, n + nk, flags);
+		r->frames, n, flags);
 	if (err)
 		return sonde__rec_error(r, err);
 	r->sum.samples_written++;
@@ -618,8 +631,12 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	switch (rec->type) {
-	case PERF_RECORD_SAMPLE:
-		return on_sample(r, rec);
+	case PERF_RECORD_SAMPLE: {
+		int handled = r->offcpu.on ? sonde__rec_offcpu_sample(r, rec) : 0;
+		return handled ? (handled < 0 ? handled : 0) : on_sample(r, rec);
+	}
+	case PERF_RECORD_SWITCH:
+		return r->offcpu.on ? sonde__rec_offcpu_switch(r, rec) : 0;
 	case PERF_RECORD_MMAP2:
 		return on_mmap2(r, rec);
 	case PERF_RECORD_COMM:
@@ -631,10 +648,12 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 	case PERF_RECORD_LOST:
 		r->sum.lost_events += rec->lost.lost;
 		sonde__rec_note_loss(r);
+		sonde__rec_offcpu_loss(r);
 		return 0;
 	case PERF_RECORD_LOST_SAMPLES:
 		r->sum.lost_samples += rec->lost.lost;
 		sonde__rec_note_loss(r);
+		sonde__rec_offcpu_loss(r);
 		return 0;
 	default:
 		return 0;
@@ -643,6 +662,9 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 
 void sonde__rec_track_free(struct sonde_recorder *r)
 {
+	for (size_t i = 0; i < r->cap_threads; i++)
+		if (r->threads[i].tid)
+			sonde__rec_offcpu_free(r->threads[i].off);
 	for (size_t i = 0; i < r->n_procs; i++)
 		sonde__modtable_free(&r->procs[i].mods);
 	sonde__free(r->procs);
