@@ -32,6 +32,7 @@ struct perf_event_cfg {
 	bool kernel;	  /* sample in the kernel too, with the kernel callchain */
 	bool no_children; /* only threads inherit the events, not forked processes (5.13+) */
 	bool cpu_wide;	  /* one event per CPU for every task: nothing to inherit */
+	bool no_inherit;  /* the task's own events only: nothing it creates inherits them */
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at

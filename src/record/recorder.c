@@ -219,7 +219,8 @@ static struct sonde_recorder *recorder_alloc(void)
 				      (uint64_t)boot.tv_nsec - sonde__rec_now());
 	if (sonde__perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
 	    !(r->rings = sonde__calloc(r->n_cpus, sizeof(*r->rings))) ||
-	    !(r->sorter = sonde__perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    !(r->sorter = sonde__perf_sorter_new()) ||
+	    (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    !(r->unwind_cache = sonde__unwind_cache_new())) {
 		sonde_recorder__free(r);
 		return NULL;
@@ -254,6 +255,44 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	return 0;
 }
 
+/* The outcome of attaching a thread as an error: it must be recorded to go on. */
+static int thread_attached(pid_t tid, int out)
+{
+	if (out == SONDE_ATTACH_EXITED || out == -ESRCH)
+		sonde_error("no such thread: %d (it exited while attaching)", (int)tid);
+	else if (out == -EACCES || out == -EPERM)
+		sonde__rec_explain_perf_error(tid, out);
+	else if (out < 0 && out != -SONDE_E_UNSUPPORTED)
+		sonde_error("cannot attach to tid %d: %s", (int)tid, sonde_strerror(out));
+	if (out == SONDE_ATTACH_EXITED)
+		return -ESRCH;
+	return out < 0 ? out : 0;
+}
+
+/* attach() of opts.attach_thread: pid is the thread to record. */
+static int attach_thread(struct sonde_recorder *r, pid_t tid, sonde_spool_write_fn write, void *ctx,
+			 enum sonde_attach_mode mode, const struct sonde_record_opts *o, int want)
+{
+	pid_t pid;
+	int err = sonde__rec_check_thread(tid, &pid);
+
+	if (err)
+		return err;
+	err = sonde__rec_choose_event(r, tid, want);
+	if (err) {
+		if (err == -ESRCH)
+			sonde_error("no such thread: %d", (int)tid);
+		else
+			sonde__rec_explain_perf_error(tid, err);
+		return err;
+	}
+	sonde__rec_size_rings(r, o);
+	err = start_spool(r, write, ctx);
+	if (!err)
+		err = thread_attached(tid, sonde__rec_open_thread_target(r, tid, mode));
+	return err ? err : sonde_recorder__enable(r);
+}
+
 static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn write, void *ctx,
 		  enum sonde_attach_mode mode, const struct sonde_record_opts *opts)
 {
@@ -262,8 +301,11 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 
 	if (want < 0)
 		return want;
-	if (mode > SONDE_ATTACH_RUNNING || want > SONDE_RECORD_EVENT_CPU_CLOCK)
+	if (mode > SONDE_ATTACH_RUNNING || want > SONDE_RECORD_EVENT_CPU_CLOCK ||
+	    (o.attach_thread && mode == SONDE_ATTACH_ON_EXEC))
 		return -EINVAL;
+	if (o.attach_thread)
+		return attach_thread(r, pid, write, ctx, mode, &o, want);
 	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH)) {
 		sonde_error("no such process: %d", (int)pid);
 		return -ESRCH;
@@ -310,8 +352,8 @@ static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid
 }
 
 struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
-						    void *ctx, enum sonde_attach_mode mode,
-						    const struct sonde_record_opts *opts)
+						     void *ctx, enum sonde_attach_mode mode,
+						     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -321,8 +363,8 @@ struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_writ
 }
 
 struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
-					     enum sonde_attach_mode mode,
-					     const struct sonde_record_opts *opts)
+					      enum sonde_attach_mode mode,
+					      const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -339,7 +381,8 @@ struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 		errno = err;
 		return NULL;
 	}
-	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode, opts);
+	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode,
+			   opts);
 	if (!r) {
 		/* Nothing was recorded: leave no half-written file behind. */
 		int err = errno;
@@ -400,14 +443,16 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	 * between is read from /proc at its first sample. */
 	err = sonde__rec_system_scan(r, r->start_mono);
 	if (err) {
-		sonde_error("cannot read the running processes: %s", sonde_strerror(err));
+		/* a filtered thread that does not exist, or a kernel thread: said already */
+		if (err != -ESRCH && err != -SONDE_E_UNSUPPORTED)
+			sonde_error("cannot read the running processes: %s", sonde_strerror(err));
 		return err;
 	}
 	return sonde_recorder__enable(r);
 }
 
 struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn write, void *ctx,
-							   const struct sonde_record_opts *opts)
+							    const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -422,7 +467,7 @@ struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn
 }
 
 struct sonde_recorder *sonde_recorder__attach_system(const char *path,
-						    const struct sonde_record_opts *opts)
+						     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -482,6 +527,24 @@ int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum son
 		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
 	if (!err && mode != SONDE_ATTACH_ON_EXEC)
 		err = sonde_recorder__enable(r);
+	return err ? err : SONDE_ATTACH_ATTACHED;
+}
+
+int sonde_recorder__attach_thread(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode)
+{
+	if (r->finished)
+		return -SONDE_E_STATE;
+	if (r->system_wide || mode == SONDE_ATTACH_ON_EXEC || mode > SONDE_ATTACH_RUNNING)
+		return -EINVAL;
+	int out = sonde__rec_open_thread_target(r, tid, mode);
+	if (out == -ESRCH)
+		return SONDE_ATTACH_EXITED;
+	if (out != SONDE_ATTACH_ATTACHED) {
+		if (out < 0)
+			thread_attached(tid, out);
+		return out;
+	}
+	int err = sonde_recorder__enable(r);
 	return err ? err : SONDE_ATTACH_ATTACHED;
 }
 
@@ -707,7 +770,8 @@ int sonde_recorder__enable(struct sonde_recorder *r)
 		if (!rerr || rerr == -ESRCH)
 			continue; /* a process that died while stopped needs no resuming */
 		if (err) {
-			sonde__rec_context_error(r, rerr, "resuming a process stopped for attaching");
+			sonde__rec_context_error(r, rerr,
+						 "resuming a process stopped for attaching");
 		} else {
 			sonde_error("cannot resume pid %d: %s", (int)r->procs[i].pid,
 				    strerror(-rerr));
@@ -800,6 +864,8 @@ int sonde_recorder__refresh_threads(struct sonde_recorder *r, pid_t pid)
 		return alive;
 	if (!alive)
 		return SONDE_REFRESH_EXITED;
+	if (p->thread_only)
+		return SONDE_REFRESH_REFRESHED; /* only its attached threads are recorded */
 	int n = sonde__rec_refresh_threads(r, p);
 	if (n == -ESRCH)
 		return SONDE_REFRESH_EXITED;
@@ -825,7 +891,8 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
 	for (size_t i = 0; i < r->n_procs; i++)
-		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop), "resuming a stopped process");
+		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop),
+			   "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
 	/* The events are disabled, so nothing more can be lost: a gap still open (a loss
 	 * while the rings were drained for the last time, after the last sweep) is closed
@@ -871,6 +938,8 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde__perf_sorter_free(r->sorter);
 	sonde__rec_track_free(r);
 	sonde__free(r->filter_pids);
+	sonde__free(r->filter_tids);
+	sonde__free(r->filter_comms);
 	sonde__free(r->bidcache_dir);
 	sonde__unwind_cache_free(r->unwind_cache);
 	sonde__free(r->events);

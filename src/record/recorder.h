@@ -35,7 +35,7 @@ struct rec_ring {
 	struct perf_ring ring;
 	uint64_t latest; /* newest timestamp read from this ring */
 	bool mapped;
-	bool hup; /* removed from epoll after POLLHUP (still drained) */
+	bool hup;	/* removed from epoll after POLLHUP (still drained) */
 	bool lost_seen; /* a LOST record came out of it since the last look */
 };
 
@@ -52,6 +52,8 @@ struct rec_process {
 	pid_t pid;
 	uint64_t start_time; /* 0 when unknown (a child seen only through FORK) */
 	bool attached;	     /* attached explicitly, as opposed to followed */
+	bool thread_only;    /* attached by thread (-t): only some threads have events */
+	bool selected;	     /* system-wide filters: every thread of it is recorded */
 	bool exited;
 	bool has_spool_modules; /* modules defined in the spool since the last retirement */
 	struct proc_stopped stop;
@@ -71,6 +73,7 @@ struct rec_thread {
 	bool defined;
 	bool own_events; /* events opened on it by the recorder (not inherited) */
 	bool announced;	 /* a fork record created it: it inherited the events */
+	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
 	char comm[16];
 };
@@ -131,7 +134,7 @@ struct sonde_recorder {
 
 	/* Lifecycle and loss recovery (recover.c). */
 	bool follow_children;
-	bool frame_pointers_only; /* opts.frame_pointers_only */
+	bool frame_pointers_only;		  /* opts.frame_pointers_only */
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
 	void *exec_check_ctx;
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
@@ -145,6 +148,10 @@ struct sonde_recorder {
 	pid_t self_pid;	    /* the recorder's own process: never recorded */
 	pid_t *filter_pids; /* record only these and their descendants; NULL: every process */
 	size_t n_filter_pids;
+	pid_t *filter_tids; /* and these threads, and what they create */
+	size_t n_filter_tids;
+	char (*filter_comms)[16]; /* and the tasks so named at their sample */
+	size_t n_filter_comms;
 };
 
 /* Keeps the first error of the recording; returns err. */
@@ -167,9 +174,16 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 /* attach.c */
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
 int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode);
+/* Attaches thread tid alone (sonde_recorder__attach_thread): stopped while its events are
+ * opened (mode STOP), its process's mappings read. An enum sonde_attach_outcome or -errno,
+ * the cause logged (-SONDE_E_UNSUPPORTED: a kernel thread). */
+int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode);
 /* Refuses, with the reason logged, a pid that cannot be recorded: a kernel thread
  * (-SONDE_E_UNSUPPORTED: it has no user space) or no process (-ESRCH). 0 otherwise. */
 int sonde__rec_check_target(pid_t pid);
+/* The same for a thread, whose process it returns in *pid: "no such thread" (-ESRCH), a
+ * kernel thread (-SONDE_E_UNSUPPORTED), both logged. */
+int sonde__rec_check_thread(pid_t tid, pid_t *pid);
 void sonde__rec_explain_perf_error(pid_t pid, int err);
 int sonde__rec_enable_all(struct sonde_recorder *r, bool enable);
 void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid);
@@ -190,7 +204,8 @@ int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t
 /* images.c */
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Takes ownership of fd, the image b was read from (mapped at path). */
-void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path);
+void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd,
+			   const char *path);
 /* Copies the held images whose path no longer leads to them into the build-id cache. */
 void sonde__rec_images_save(struct sonde_recorder *r);
 void sonde__rec_images_free(struct sonde_recorder *r);
@@ -204,7 +219,7 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-		    const struct rec_module *m, uint32_t maj, uint32_t min);
+			   const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);
@@ -222,6 +237,9 @@ int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force);
 /* Liveness of p by (pid, start time), or for a followed child by its fork time. 1 alive,
  * 0 gone (p is then marked exited and retired), -errno. */
 int sonde__rec_process_alive(struct sonde_recorder *r, struct rec_process *p);
+/* For a process attached by thread: whether a thread of it with events (attached, or
+ * created by one) still runs. 1, 0, -errno. */
+int sonde__rec_threads_alive(struct sonde_recorder *r, const struct rec_process *p);
 /* Opens events for p's threads that have none and started before p was attached. Count
  * of threads opened, or -errno (-ESRCH: the process is gone). */
 int sonde__rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p);
@@ -247,6 +265,11 @@ int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since);
 int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time);
 /* Whether records of pid (forked by parent, 0 when unknown) are to be tracked. */
 bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent);
+/* Whether only the processes of the pid and tid filters are tracked (with a comm filter,
+ * any process may be named so at its next sample: every one is tracked). */
+bool sonde__rec_system_limited(const struct sonde_recorder *r);
+/* With filters: whether a sample of thread tid of p is to be recorded. */
+bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_process *p, pid_t tid);
 /* Replaces the ring of every CPU that reported a loss by one twice its size, while the
  * bound of all rings allows (a system-wide recording's rings each have one event). */
 void sonde__rec_system_grow_rings(struct sonde_recorder *r);

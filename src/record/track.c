@@ -146,7 +146,7 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 		if (r->build_ids[i].dev == m->dev && r->build_ids[i].inode == m->inode)
 			return &r->build_ids[i];
 	if (sonde__array_grow(&r->build_ids, &r->cap_build_ids, r->n_build_ids + 1,
-			       sizeof(*r->build_ids), 32) < 0)
+			      sizeof(*r->build_ids), 32) < 0)
 		return NULL;
 	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
 	memset(b, 0, sizeof(*b));
@@ -179,7 +179,7 @@ static uint32_t mapping_flags(const char *path, size_t *path_len)
 }
 
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-		    const struct rec_module *m, uint32_t maj, uint32_t min)
+			   const struct rec_module *m, uint32_t maj, uint32_t min)
 {
 	struct rec_module mod = *m;
 	size_t path_len;
@@ -245,7 +245,8 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 	int err = 0;
 
 	if (p->has_spool_modules)
-		err = sonde_spool_writer__retire_process(r->spool, sonde__rec_time(r, time), (uint32_t)p->pid);
+		err = sonde_spool_writer__retire_process(r->spool, sonde__rec_time(r, time),
+							 (uint32_t)p->pid);
 	p->has_spool_modules = false;
 	sonde__modtable_clear(&p->mods);
 	return err ? sonde__rec_error(r, err) : 0;
@@ -269,8 +270,8 @@ static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t t
 	}
 	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
-	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
-					 t->comm, &t->spool_id);
+	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
+						 (uint32_t)tid, t->comm, &t->spool_id);
 	if (err)
 		return sonde__rec_error(r, err);
 	t->defined = true;
@@ -293,7 +294,7 @@ static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 			.path = path,
 		};
 		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def,
-						 &r->kernel_module);
+							 &r->kernel_module);
 		if (err)
 			return sonde__rec_error(r, err);
 	}
@@ -343,14 +344,16 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 		return NULL;
 	}
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
-	if (!p && !r->n_filter_pids) {
+	bool limited = sonde__rec_system_limited(r);
+	if (!p && !limited) {
 		if (sonde__rec_system_adopt(r, pid, 0, rec->time) < 0)
 			return NULL;
 		p = sonde__rec_process_get(r, pid, false);
 		if (!p && (p = sonde__rec_process_get(r, pid, true)))
 			p->exited = false; /* gone already: its samples keep raw addresses */
 	}
-	if (!p || rec->time < p->since || (r->n_filter_pids && p->exited)) {
+	if (!p || rec->time < p->since || (limited && p->exited) ||
+	    !sonde__rec_system_selects(r, p, (pid_t)rec->tid)) {
 		r->sum.unfollowed_samples++;
 		return NULL;
 	}
@@ -396,8 +399,8 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP]};
 		n = sonde__record_unwind(&s->regs, &st, &p->mods,
-				  r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
-				  &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
+					 r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
+					 &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
 	if (n + nk == 0) {
 		r->sum.empty_stacks++;
@@ -487,11 +490,14 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 		t->defined = false;
 		t->own_events = false;
 		t->announced = false;
+		t->selected = false;
 		t->comm[0] = 0;
 	}
 
 	p->exited = false;
 	p->attached = false;
+	p->thread_only = false;
+	p->selected = false;
 	p->start_time = 0;
 	p->fork_time = 0;
 	p->attach_ticks = 0;
@@ -511,6 +517,10 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	 * the parent's, and nothing of theirs is tracked. */
 	if (new_process && !r->follow_children)
 		return 0;
+	/* A thread attached alone without follow_children: its new threads have no events. */
+	struct rec_process *owner = sonde__rec_process_get(r, (pid_t)f->pid, false);
+	if (!new_process && !r->follow_children && owner && owner->thread_only)
+		return 0;
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
@@ -523,6 +533,9 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	t->announced = true;
 	t->own_events = false;
 	t->since = rec->time;
+	/* system-wide filters: what a filtered thread creates is recorded too */
+	t->selected = parent && parent->selected && parent->pid == (pid_t)f->ppid;
+	bool parent_selected = t->selected;
 	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
 	if (!new_process)
 		return 0; /* a new thread of a known process */
@@ -547,13 +560,15 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	child->fork_time = rec->time;
 	child->since = rec->time;
 	struct rec_process *pp = sonde__rec_process_get(r, (pid_t)f->ppid, false);
+	child->selected = parent_selected || (pp && pp->selected);
 	if (!pp)
 		return 0;
 	child->exe_dev = pp->exe_dev;
 	child->exe_ino = pp->exe_ino;
 	for (size_t i = 0; i < pp->mods.n; i++) {
-		int err = sonde__rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
-					  major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
+		int err =
+			sonde__rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
+					       major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
 		if (err)
 			return err;
 	}

@@ -67,7 +67,8 @@ TEST(cli_help_command_shows_that_commands_help)
 /* A mistyped option: one line naming it and pointing at --help, exit 2, in every command. */
 TEST(cli_mistyped_option_is_one_line_everywhere)
 {
-	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run", "probes"};
+	static const char *const cmds[] = {"record", "report", "convert", "top",
+					   "trace",  "run",    "probes"};
 	struct test_output o;
 	char want[256];
 
@@ -126,6 +127,15 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "record --all-cpus --cpu 99 --no-kernel -d 0.1 -o %T/a.spool", 1,
 	 "CPU 99 is not online"},
 	{"sonde", "record -C 0 -d 0.1 -o %T/a.spool -- true", 2, "add -a"},
+	{"sonde", "record -t x", 2, "-t wants thread ids separated by commas"},
+	{"sonde", "record --tid 1,,2", 2, "-t wants thread ids separated by commas"},
+	{"sonde", "record --tid 4194999 -o %T/t.spool", 1, "no such thread: 4194999"},
+	{"sonde", "record -t 2 -o %T/t.spool", 1, "tid 2 is a kernel thread (kthreadd)"},
+	{"sonde", "record --comm cli -d 0.1 -o %T/a.spool -- true", 2,
+	 "--comm filters a system-wide recording: add -a"},
+	{"sonde", "record -a --comm 0123456789abcdefg -d 0.1 -o %T/a.spool", 2,
+	 "--comm wants a command name of 1 to 15 bytes"},
+	{"sonde", "record -a -t 4194999 -d 0.1 -o %T/a.spool", 1, "no such thread: 4194999"},
 	{"sonde", "record -h", 0, "usage: sonde record"},
 	{"sonde", "record --help", 0, "usage: sonde record"},
 	{"sonde",
@@ -314,7 +324,8 @@ static void check_help(const char *prog, const char *cmd)
 
 TEST(cli_every_help_option_is_exercised)
 {
-	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run", "probes"};
+	static const char *const cmds[] = {"record", "report", "convert", "top",
+					   "trace",  "run",    "probes"};
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		check_help("sonde", cmds[i]);
