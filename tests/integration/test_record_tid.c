@@ -24,14 +24,14 @@ struct two {
 };
 
 /* two_threads running for `seconds`, once it has written its threads' ids. */
-static void two_start(struct two *t, const char *seconds)
+static void two_start_args(struct two *t, const char *seconds, const char *late)
 {
 	const char *file = test_path("tids");
 	char path[512];
 
 	snprintf(path, sizeof(path), "%s", file);
 	unlink(path);
-	const char *argv[] = {test_prog("two_threads"), seconds, path, NULL};
+	const char *argv[] = {test_prog("two_threads"), seconds, path, late, NULL};
 	t->pid = test_spawn(argv);
 	double end = test_now() + 20;
 	char *text;
@@ -42,6 +42,11 @@ static void two_start(struct two *t, const char *seconds)
 	}
 	ASSERT_INT(sscanf(text, "%d %d", &t->tid[0], &t->tid[1]), ==, 2);
 	free(text);
+}
+
+static void two_start(struct two *t, const char *seconds)
+{
+	two_start_args(t, seconds, NULL);
 }
 
 static void two_stop(struct two *t)
@@ -55,8 +60,10 @@ struct folded {
 	unsigned long total;	   /* samples */
 	unsigned long hot_a;	   /* through thread_a;hot_a_work */
 	unsigned long hot_b;	   /* in hot_b_work anywhere */
+	unsigned long hot_c;	   /* through thread_c;hot_c_work, of a thread named hot_c */
 	unsigned long other_roots; /* samples whose root is none of the allowed ones */
 	char first_bad[256];
+	unsigned long other_same_tid; /* other_roots of the thread of first_bad */
 };
 
 /* allowed: root-frame suffixes ("/TID") or prefixes ("comm-") a sample may have. */
@@ -85,11 +92,15 @@ static void fold(const char *spool, const char *const *allowed, bool by_prefix, 
 			f->other_roots += n;
 			if (!f->first_bad[0])
 				snprintf(f->first_bad, sizeof(f->first_bad), "%s", line);
+			const char *a = strrchr(f->first_bad, '/'), *b = strrchr(line, '/');
+			f->other_same_tid += a && b && !strcmp(a, b) ? n : 0;
 		}
 		*semi = ';';
 		f->total += n;
 		f->hot_a += strstr(semi, ";thread_a;hot_a_work") ? n : 0;
 		f->hot_b += strstr(semi, "hot_b_work") ? n : 0;
+		f->hot_c +=
+			strstr(semi, ";thread_c;hot_c_work") && !strncmp(line, "hot_c-", 6) ? n : 0;
 	}
 	test_output_free(&o);
 }
@@ -119,6 +130,47 @@ TEST_TIMEOUT(record_tid_records_that_thread_only, 120)
 	ASSERT_UINT(f.hot_b, ==, 0);
 	/* through the thread function, symbolized from the process's modules */
 	ASSERT_UINT(f.hot_a * 10, >=, f.total * 9);
+}
+
+/* Threads the recorded thread creates afterwards inherit its events; with --no-inherit
+ * they do not (perf's inherit = 0), and nothing but the thread itself is recorded. */
+static void late_thread(bool inherit, struct folded *f, struct two *t)
+{
+	struct test_output o;
+	char suffix[32];
+	const char *spool = test_path("late.spool");
+
+	two_start_args(t, "60", "late");
+	test_runf(&o, 60, "%s record -q -t %d %s -d 3 -o %s", test_bin("sonde"), t->tid[0],
+		  inherit ? "" : "--no-inherit", spool);
+	two_stop(t);
+	if (o.status != 0)
+		FAIL("sonde record -t exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	snprintf(suffix, sizeof(suffix), "/%d", t->tid[0]);
+	const char *allowed[] = {suffix, NULL};
+	fold(spool, allowed, false, f);
+}
+
+TEST_TIMEOUT(record_tid_follows_the_threads_it_creates, 120)
+{
+	struct two t;
+	struct folded f;
+
+	test_require_perf();
+	late_thread(true, &f, &t);
+	ASSERT_UINT(f.hot_b, ==, 0);
+	ASSERT_UINT(f.hot_a, >=, 50);
+	/* the samples not of hot_a's tid are of one thread, the late one, mostly in
+	 * hot_c_work under its own name (its first ones may precede its prctl) */
+	ASSERT_UINT(f.hot_c, >=, 50);
+	ASSERT_UINT(f.other_same_tid, ==, f.other_roots);
+	ASSERT_UINT(f.hot_c * 10, >=, f.other_roots * 9);
+	late_thread(false, &f, &t);
+	ASSERT_UINT(f.hot_b, ==, 0);
+	ASSERT_UINT(f.hot_c, ==, 0);
+	ASSERT_UINT(f.other_roots, ==, 0);
+	ASSERT_UINT(f.hot_a, >=, 50);
 }
 
 TEST_TIMEOUT(record_tid_and_pid_together, 120)
