@@ -149,6 +149,21 @@ struct sonde_record_opts {
 	/* Intervals shorter than this are counted per thread (count and total) instead of
 	 * stacked: 0 for the default 1 ms; 1 stacks every interval. */
 	uint64_t off_cpu_min_ns;
+	/* sonde_recorder__attach and _attach_writer: pid is a thread id, and only that thread
+	 * is recorded, as sonde_recorder__attach_thread adds one (not with
+	 * SONDE_ATTACH_ON_EXEC: -EINVAL). */
+	bool attach_thread;
+	/* System-wide recordings only, like filter_pids: record only these threads, and the
+	 * threads and processes they create (with follow_children, which a system-wide
+	 * recording always has). */
+	const pid_t *filter_tids;
+	size_t n_filter_tids;
+	/* System-wide recordings only: record only the samples of tasks whose command name
+	 * (comm, as the kernel reports it at that sample: renames and execs count) is exactly
+	 * one of these (at most 15 bytes each, longer names never match). A sample is recorded
+	 * when any of filter_pids, filter_tids and filter_comms selects it. */
+	const char *const *filter_comms;
+	size_t n_filter_comms;
 };
 
 /* The default of sonde_record_opts.off_cpu_min_ns. */
@@ -304,6 +319,21 @@ enum sonde_attach_outcome {
  * -SONDE_E_STATE after finish. */
 SONDE_API int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid,
 					     enum sonde_attach_mode mode);
+
+/* Adds thread tid alone to the recording, as `perf record -t`: events on that thread only
+ * (and, with follow_children, on the threads and processes it creates afterwards; without,
+ * on nothing it creates), its process's executable mappings read so that its samples
+ * symbolize. SONDE_ATTACH_STOP stops that thread alone while its events are opened
+ * (PTRACE_SEIZE + PTRACE_INTERRUPT of the thread; its process's other threads run on);
+ * SONDE_ATTACH_ON_EXEC is -EINVAL. A process attached whole already records it
+ * (ALREADY). The process counts as active while one of its recorded threads runs.
+ * Limit (perf's too): mappings created later by threads without events are not reported
+ * to the recording (a recovery sweep after a loss reads them from /proc). Returns an enum
+ * sonde_attach_outcome (EXITED: no such thread), or -errno, the cause logged
+ * (-SONDE_E_UNSUPPORTED: a kernel thread); -EINVAL for a system-wide recording (filter_tids
+ * there), -SONDE_E_STATE after finish. */
+SONDE_API int sonde_recorder__attach_thread(struct sonde_recorder *r, pid_t tid,
+					    enum sonde_attach_mode mode);
 
 /* Stops recording attached process pid: closes the events of its threads and ignores
  * every later record of it (samples still queued that are older are kept). Attaching it

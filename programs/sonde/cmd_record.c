@@ -42,6 +42,10 @@ struct record_args {
 	struct sonde_record_opts opts;
 	pid_t pids[MAX_PIDS];
 	int n_pids;
+	pid_t tids[MAX_PIDS]; /* -t */
+	int n_tids;
+	const char *comms[MAX_PIDS]; /* --comm, with -a */
+	int n_comms;
 	const char *output; /* the spool: -o, or TRACE.spool for a trace */
 	const char *trace;  /* -o names a Perfetto trace, made from the spool at the end */
 	char spool_name[PATH_MAX];
@@ -76,8 +80,8 @@ static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde record [-F HZ|max|-c N] [-p PID]... [--no-inherit] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
-		"       sonde record -a [-C CPUS] [-p PID]... [-d SECONDS] [-o FILE] [-- CMD ARGS...]\n"
+		"usage: sonde record [-F HZ|max|-c N] [-p PID]... [-t TID]... [--no-inherit] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
+		"       sonde record -a [-C CPUS] [-p PID]... [-t TID]... [--comm NAME]... [-d SECONDS] [-o FILE] [-- CMD ARGS...]\n"
 		"\n"
 		"Samples the user-space stacks of a command, or of running processes, into a spool file.\n"
 		"\n"
@@ -85,9 +89,13 @@ static void usage(FILE *f)
 		"  -c, --count N         sample every N events instead (nanoseconds of CPU time for cpu-clock,\n"
 		"                        hits for a tracepoint, whose default is 1: every hit)\n"
 		"  -p, --pid PID         record a running process (repeatable); with -a, record only these and their children\n"
+		"  -t, --tid TID[,TID]   record only these threads of running processes (repeatable), and the threads\n"
+		"                        and processes they create unless --no-inherit; with -a, only these threads\n"
 		"  -a, --all-cpus        every process on every CPU, including those started later (not sonde itself);\n"
 		"                        kernel frames on by default; with a command, until it exits\n"
 		"  -C, --cpu CPUS        with -a, only these CPUs (perf's list syntax: 0,2-3)\n"
+		"      --comm NAME       with -a, only the samples of tasks whose command name is NAME at that\n"
+		"                        sample (exact, repeatable; -p, -t and --comm add up)\n"
 		"      --no-inherit      record the targets and their threads only, not the processes\n"
 		"                        they fork (by default, children are followed at any depth)\n"
 		"  -d, --duration SECS   stop after SECS seconds (a fraction is fine): -p processes keep\n"
@@ -116,7 +124,8 @@ static void usage(FILE *f)
 		"  -h, --help            this help\n"
 		"\n"
 		"Recording stops when the command exits (with -p: when every -p process and every\n"
-		"process they forked have exited), when --duration elapses, or on Ctrl-C.\n"
+		"process they forked have exited; with -t: when those threads and what they created\n"
+		"have), when --duration elapses, or on Ctrl-C.\n"
 		"The exit status is the command's (128+N when killed by signal N), or 0 when\n"
 		"--duration ended the recording and the command was stopped by it.\n");
 }
@@ -172,6 +181,31 @@ static int parse_duration_ns(const char *s, uint64_t *out)
 	return -1;
 }
 
+/* -t TID[,TID...]: appended to a->tids. 0 or CLI_USAGE after printing why. */
+static int parse_tids(struct record_args *a, const char *arg)
+{
+	char buf[256];
+	char *save = NULL;
+	uint64_t v;
+
+	if (snprintf(buf, sizeof(buf), "%s", arg) >= (int)sizeof(buf) || !arg[0] || arg[0] == ',' ||
+	    arg[strlen(arg) - 1] == ',' || strstr(arg, ",,"))
+		goto bad;
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (parse_u64(tok, &v) || v == 0 || v > INT32_MAX)
+			goto bad;
+		if (a->n_tids == MAX_PIDS) {
+			cli_error("record", "at most %d threads with -t", MAX_PIDS);
+			return CLI_USAGE;
+		}
+		a->tids[a->n_tids++] = (pid_t)v;
+	}
+	return 0;
+bad:
+	cli_error("record", "-t wants thread ids separated by commas, not '%s'", arg);
+	return CLI_USAGE;
+}
+
 /* One option; returns 0, or CLI_USAGE after printing why. */
 static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 {
@@ -218,6 +252,20 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 			return CLI_USAGE;
 		}
 		a->pids[a->n_pids++] = (pid_t)v;
+		return 0;
+	case 't':
+		return parse_tids(a, arg);
+	case 'M':
+		if (!arg[0] || strlen(arg) > 15) {
+			cli_error("record",
+				  "--comm wants a command name of 1 to 15 bytes, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		if (a->n_comms == MAX_PIDS) {
+			cli_error("record", "at most %d --comm options", MAX_PIDS);
+			return CLI_USAGE;
+		}
+		a->comms[a->n_comms++] = arg;
 		return 0;
 	case 'o':
 		a->output = arg;
@@ -293,7 +341,7 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 	case 'O':
 		a->opts.off_cpu = true;
 		return 0;
-	case 'M':
+	case 'm':
 		if (parse_duration_ns(arg, &v)) {
 			cli_error(
 				"record",
@@ -309,6 +357,13 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 	}
 }
 
+/* Processes and threads named: the recording ends when they have all ended (a
+ * system-wide one's --comm and -t filters do not end it). */
+static int targets(const struct record_args *a)
+{
+	return a->n_pids + (a->system_wide ? 0 : a->n_tids);
+}
+
 /* Returns -1 to go on, else an exit code. */
 static int parse_args(struct record_args *a, int argc, char **argv)
 {
@@ -317,6 +372,8 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"count", required_argument, NULL, 'c'},
 		{"call-graph", required_argument, NULL, 'G'},
 		{"pid", required_argument, NULL, 'p'},
+		{"tid", required_argument, NULL, 't'},
+		{"comm", required_argument, NULL, 'M'},
 		{"output", required_argument, NULL, 'o'},
 		{"stack-size", required_argument, NULL, 'S'},
 		{"ring-pages", required_argument, NULL, 'R'},
@@ -331,7 +388,7 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"buildid-cache", required_argument, NULL, 'B'},
 		{"no-buildid-cache", no_argument, NULL, 'N'},
 		{"off-cpu", no_argument, NULL, 'O'},
-		{"off-cpu-min", required_argument, NULL, 'M'},
+		{"off-cpu-min", required_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -345,7 +402,7 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	/* '+': options end at the command, so its own options are left alone. */
-	while ((c = getopt_long(argc, argv, "+:F:c:gp:o:e:d:qhaC:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:F:c:gp:t:o:e:d:qhaC:", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK;
@@ -364,6 +421,10 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		cli_error("record", "--off-cpu-min sets a threshold of --off-cpu: add --off-cpu");
 		return CLI_USAGE;
 	}
+	if (a->n_comms && !a->system_wide) {
+		cli_error("record", "--comm filters a system-wide recording: add -a");
+		return CLI_USAGE;
+	}
 	if (a->system_wide) {
 		/* like perf record -a: the kernel's part of the machine's time is wanted too */
 		if (!a->kernel_set)
@@ -372,10 +433,15 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		a->opts.n_cpus = a->n_cpus;
 		a->opts.filter_pids = a->pids;
 		a->opts.n_filter_pids = (size_t)a->n_pids;
+		a->opts.filter_tids = a->tids;
+		a->opts.n_filter_tids = (size_t)a->n_tids;
+		a->opts.filter_comms = a->comms;
+		a->opts.n_filter_comms = (size_t)a->n_comms;
 		return -1;
 	}
-	if (!a->cmd && a->n_pids == 0) {
-		cli_error("record", "nothing to record: give a command after '--' or -p PID");
+	if (!a->cmd && a->n_pids == 0 && a->n_tids == 0) {
+		cli_error("record",
+			  "nothing to record: give a command after '--', -p PID or -t TID");
 		return CLI_USAGE;
 	}
 	return -1;
@@ -405,7 +471,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			  const struct child *c)
 {
 	char fallback[96] = "", followed[48] = "";
-	unsigned attached = a->cmd ? 1u + (unsigned)a->n_pids : (unsigned)a->n_pids;
+	/* (threads of one process count once there: an estimate of the processes named) */
+	unsigned attached = (a->cmd ? 1u : 0u) + (unsigned)a->n_pids + (unsigned)a->n_tids;
 
 	char rate[48];
 
@@ -657,6 +724,20 @@ static struct sonde_launch *launch(char **cmd, int *code)
 	return l;
 }
 
+/* After attaching another process or thread: true (r freed, the error said) when it
+ * failed. */
+static bool attach_failed(struct sonde_recorder *r, int out, const char *what, pid_t id)
+{
+	if (out >= 0 && out != SONDE_ATTACH_EXITED)
+		return false;
+	if (out == SONDE_ATTACH_EXITED)
+		cli_error("record", "no such %s: %d", what, (int)id);
+	else
+		report_failure("cannot attach: %s", out);
+	sonde_recorder__free(r);
+	return true;
+}
+
 static struct sonde_recorder *attach_all(struct record_args *a, struct child *c, int *code)
 {
 	if (a->system_wide) {
@@ -669,10 +750,14 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 			report_failure("cannot record system-wide: %s", -errno);
 		return sr;
 	}
-	pid_t first = c->l ? sonde_launch__pid(c->l) : a->pids[0];
+	/* the first target creates the recorder: the command, else a -p process, else a -t
+	 * thread */
+	struct sonde_record_opts o = a->opts;
+	pid_t first = c->l ? sonde_launch__pid(c->l) : a->n_pids ? a->pids[0] : a->tids[0];
 	enum sonde_attach_mode mode = c->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP;
+	o.attach_thread = !c->l && !a->n_pids;
 	struct sonde_recorder *r = sonde_recorder__attach_writer(
-		first, sonde_spool_writer__write_fd, (void *)(intptr_t)a->spool_fd, mode, &a->opts);
+		first, sonde_spool_writer__write_fd, (void *)(intptr_t)a->spool_fd, mode, &o);
 
 	*code = CLI_FAILURE;
 	if (!r) {
@@ -687,16 +772,13 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 			cycles_why(s.cycles_error));
 	for (int i = c->l ? 0 : 1; i < a->n_pids; i++) {
 		int out = sonde_recorder__attach_process(r, a->pids[i], SONDE_ATTACH_STOP);
-		if (out == SONDE_ATTACH_EXITED) {
-			cli_error("record", "no such process: %d", (int)a->pids[i]);
-			out = -ESRCH;
-		}
-		if (out < 0) {
-			if (out != -ESRCH)
-				report_failure("cannot attach: %s", out);
-			sonde_recorder__free(r);
+		if (attach_failed(r, out, "process", a->pids[i]))
 			return NULL;
-		}
+	}
+	for (int i = o.attach_thread ? 1 : 0; i < a->n_tids; i++) {
+		int out = sonde_recorder__attach_thread(r, a->tids[i], SONDE_ATTACH_STOP);
+		if (attach_failed(r, out, "thread", a->tids[i]))
+			return NULL;
 	}
 	return r;
 }
@@ -807,7 +889,7 @@ static struct sonde_recorder *start_recording(struct record_args *a, struct chil
 		goto fail;
 	}
 	if (publish_output(a) < 0) {
-		end_command(r, c, a->n_pids);
+		end_command(r, c, targets(a));
 		*code = CLI_FAILURE;
 		goto fail;
 	}
@@ -833,7 +915,7 @@ static bool stop_recording(struct record_args *a, struct child *c, struct sonde_
 	if (close_output(a, true) < 0 && !ferr)
 		ferr = -EIO;
 	if (err || ferr) {
-		end_command(r, c, a->n_pids);
+		end_command(r, c, targets(a));
 		a->failed = true;
 		a->kept = samples_kept(a->output);
 	}
@@ -882,7 +964,7 @@ static int run_record(int argc, char **argv)
 	}
 	if (a.duration > 0)
 		c.deadline = now_s() + a.duration;
-	int err = record_loop(r, &c, a.n_pids);
+	int err = record_loop(r, &c, targets(&a));
 	bool failed = stop_recording(&a, &c, r, err, &sum);
 	if (c.l)
 		child_done(&c);

@@ -93,8 +93,8 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 	a->enable_on_exec = c->enable_on_exec;
 	/* Threads and processes the target creates later inherit the events (and write into the
 	 * same per-CPU rings), so nothing started after attaching goes unsampled. */
-	a->inherit = !c->cpu_wide;
-	a->inherit_thread = c->no_children && !c->cpu_wide;
+	a->inherit = !c->cpu_wide && !c->no_inherit;
+	a->inherit_thread = c->no_children && a->inherit;
 	/* Side band: executable mappings, comm changes (exec), fork and exit. */
 	a->mmap = 1;
 	a->mmap2 = 1;

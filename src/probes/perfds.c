@@ -143,14 +143,6 @@ static int rec_write(void *ctx, const void *buf, size_t len)
 	return sonde__pf_enc_feed(in->enc, buf, len);
 }
 
-static uint64_t rec_frequency(const struct perfds_cfg *c)
-{
-	/* a cpu-clock period is nanoseconds of CPU time: the same as its frequency */
-	if (c->period)
-		return c->period >= 1000000000ull ? 1 : 1000000000ull / c->period;
-	return c->frequency;
-}
-
 /* After the first attach: the effective event decides the timebase the encoder writes;
  * fallbacks are said in the trace. */
 static int start_encoder(struct inst *in)
@@ -219,7 +211,11 @@ static struct sonde_record_opts rec_opts(struct inst *in)
 		in->cfg.kernel_frames || in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
 	struct sonde_record_opts o = {
 		.sz = sizeof(o),
-		.frequency = in->cfg.tracepoint ? 0 : rec_frequency(&in->cfg),
+		/* a period goes to the kernel as it is (perf_event_attr.sample_period): as a
+		 * frequency it would come back rounded to 1e9 / (1e9 / period); a tracepoint
+		 * ignores the frequency and counts hits, every one without a period */
+		.frequency = in->cfg.period ? 1 : in->cfg.frequency,
+		.sample_period = in->cfg.period,
 		.ring_pages = in->cfg.ring_pages,
 		.event = in->cfg.counter == PERFDS_COUNTER_HW_CPU_CYCLES
 				 ? SONDE_RECORD_EVENT_CYCLES
@@ -231,8 +227,6 @@ static struct sonde_record_opts rec_opts(struct inst *in)
 		.exec_check_ctx = in,
 		.tracepoint = in->cfg.tracepoint,
 		.tracepoint_filter = in->cfg.tracepoint_filter,
-		/* a tracepoint counts hits: its period is the config's (at least 1) */
-		.sample_period = in->cfg.tracepoint ? in->cfg.period : 0,
 	};
 	return o;
 }

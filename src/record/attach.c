@@ -251,8 +251,9 @@ static void close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
 	}
 }
 
-/* One event per (thread, CPU), all disabled or armed for exec. */
-static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
+/* One event per (thread, CPU), all disabled or armed for exec. no_inherit: nothing the
+ * thread creates inherits them (a thread attached alone, without follow_children). */
+static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit)
 {
 	struct perf_event_attr a;
 	struct perf_event_cfg cfg = r->cfg;
@@ -260,6 +261,7 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 
 	cfg.disabled = true;
 	cfg.enable_on_exec = on_exec;
+	cfg.no_inherit = no_inherit;
 	sonde__perf_attr_fill(&a, &cfg);
 	for (size_t c = 0; c < r->n_cpus; c++) {
 		int fd = sonde__rec_perf_open(r, &a, tid, r->cpus[c]);
@@ -269,7 +271,7 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 		if (err && fd >= 0)
 			close(fd);
 		if (!err)
-			err = sonde__rec_offcpu_open(r, tid, c, on_exec);
+			err = sonde__rec_offcpu_open(r, &cfg, tid, c, on_exec);
 		if (err) {
 			close_events_from(r, tid, first);
 			return err;
@@ -284,7 +286,7 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
 {
 	size_t first = r->n_events;
-	int err = open_thread(r, tid, false);
+	int err = open_thread(r, tid, false, false);
 
 	for (size_t i = first; !err && r->enabled && i < r->n_events; i++)
 		err = sonde__perf_enable(r->events[i].fd);
@@ -340,7 +342,7 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 		t->since = p->since;
 		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
 			t->comm[0] = 0;
-		err = open_thread(r, tids[i], false);
+		err = open_thread(r, tids[i], false, false);
 		if (err == -ESRCH) {
 			err = 0; /* exited meanwhile */
 			continue;
@@ -408,7 +410,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 		if (!t)
 			return -ENOMEM;
 		t->pid = pid;
-		err = open_thread(r, pid, true);
+		err = open_thread(r, pid, true, false);
 		p->attach_ticks = sonde__rec_boot_ticks();
 		goto out;
 	}
@@ -432,6 +434,120 @@ out:
 		p->exited = true;
 		close_events_from(r, 0, first_event);
 	}
+	return err;
+}
+
+int sonde__rec_check_thread(pid_t tid, pid_t *pid)
+{
+	struct proc_stat st;
+	int err = tid > 0 ? sonde__proc_read_tgid(tid, pid) : -ESRCH;
+
+	if (!err)
+		err = sonde__proc_stat_read(*pid, tid, &st);
+	if (err == -ESRCH || (!err && (st.state == 'Z' || st.state == 'X'))) {
+		sonde_error("no such thread: %d", (int)tid);
+		return -ESRCH;
+	}
+	if (!err && (st.flags & PROC_PF_KTHREAD)) {
+		sonde_error("tid %d is a kernel thread (%s): it has no user stacks to sample",
+			    (int)tid, st.comm);
+		return -SONDE_E_UNSUPPORTED;
+	}
+	return err;
+}
+
+/* Whether thread tid of p has events already (its own, or inherited from a thread of
+ * ours that created it). */
+static bool thread_recorded(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
+{
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+
+	return t && t->pid == p->pid && (t->own_events || t->announced);
+}
+
+/* The process of a thread being attached: known already (1: alive), or made ready for it
+ * (0). -errno. */
+static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec_process **out)
+{
+	struct proc_stat st;
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	int err = sonde__proc_stat_read(pid, 0, &st);
+
+	if (err)
+		return err;
+	if (st.state == 'Z' || st.state == 'X')
+		return -ESRCH;
+	if (p && !p->exited && p->start_time == st.start_time) {
+		*out = p;
+		return 1;
+	}
+	if (p && (err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now()))))
+		return err;
+	if (!p && !(p = sonde__rec_process_get(r, pid, true)))
+		return -ENOMEM;
+	p->attached = true;
+	p->thread_only = true;
+	p->exited = false;
+	p->start_time = st.start_time;
+	p->since = sonde__rec_now();
+	sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
+	*out = p;
+	return 0;
+}
+
+/* Stops tid alone (mode STOP) and opens its events. 0 or -errno. */
+static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, pid_t tid,
+			      enum sonde_attach_mode mode)
+{
+	if (mode == SONDE_ATTACH_STOP) {
+		int err = sonde__proc_stop_thread(p->pid, tid, p->start_time, STOP_TIMEOUT_MS,
+						  &p->stop);
+		if (err == -EPERM || err == -EACCES)
+			stop_denied(tid, err);
+		else if (err)
+			return err;
+	}
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, true);
+	if (!t)
+		return -ENOMEM;
+	/* whatever a reused tid was before, it is defined afresh */
+	t->pid = p->pid;
+	t->defined = false;
+	t->announced = false;
+	t->since = sonde__rec_now();
+	if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
+		t->comm[0] = 0;
+	return open_thread(r, tid, false, !r->follow_children);
+}
+
+int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode)
+{
+	struct rec_process *p = NULL;
+	pid_t pid;
+	size_t first_event = r->n_events;
+	int err = sonde__rec_check_thread(tid, &pid);
+
+	if (err)
+		return err;
+	int known = thread_target_process(r, pid, &p);
+	if (known < 0)
+		return known;
+	if (known && (!p->thread_only || thread_recorded(r, p, tid)))
+		return SONDE_ATTACH_ALREADY; /* every thread of it, or this one, has events */
+	err = open_target_thread(r, p, tid, mode);
+	/* The whole process's mappings: the thread runs its process's code, and mappings
+	 * made later by threads without events are not reported to ours. */
+	if (!err && !known)
+		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now()));
+	if (!err && !known)
+		p->attach_ticks = sonde__rec_boot_ticks();
+	if (!err)
+		return SONDE_ATTACH_ATTACHED;
+	/* nothing of it is recorded: it must not stay stopped */
+	sonde__proc_resume(&p->stop);
+	close_events_from(r, tid, first_event);
+	if (!known)
+		p->exited = true;
 	return err;
 }
 

@@ -147,9 +147,10 @@ static int open_one(struct sonde_recorder *r, struct perf_event_cfg *cfg, pid_t 
 	return err;
 }
 
-int sonde__rec_offcpu_open(struct sonde_recorder *r, pid_t tid, size_t c, bool on_exec)
+int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg *base, pid_t tid,
+			   size_t c, bool on_exec)
 {
-	struct perf_event_cfg cfg = r->cfg;
+	struct perf_event_cfg cfg = *base;
 
 	if (!r->offcpu.on)
 		return 0;

@@ -326,6 +326,44 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	return r->offcpu.on ? sonde_spool_writer__declare_offcpu(r->spool) : 0;
 }
 
+/* The outcome of attaching a thread as an error: it must be recorded to go on. */
+static int thread_attached(pid_t tid, int out)
+{
+	if (out == SONDE_ATTACH_EXITED || out == -ESRCH)
+		sonde_error("no such thread: %d (it exited while attaching)", (int)tid);
+	else if (out == -EACCES || out == -EPERM)
+		sonde__rec_explain_perf_error(tid, out);
+	else if (out < 0 && out != -SONDE_E_UNSUPPORTED)
+		sonde_error("cannot attach to tid %d: %s", (int)tid, sonde_strerror(out));
+	if (out == SONDE_ATTACH_EXITED)
+		return -ESRCH;
+	return out < 0 ? out : 0;
+}
+
+/* attach() of opts.attach_thread: pid is the thread to record. */
+static int attach_thread(struct sonde_recorder *r, pid_t tid, sonde_spool_write_fn write, void *ctx,
+			 enum sonde_attach_mode mode, const struct sonde_record_opts *o, int want)
+{
+	pid_t pid;
+	int err = sonde__rec_check_thread(tid, &pid);
+
+	if (err)
+		return err;
+	err = sonde__rec_choose_event(r, tid, want);
+	if (err) {
+		if (err == -ESRCH)
+			sonde_error("no such thread: %d", (int)tid);
+		else
+			sonde__rec_explain_perf_error(tid, err);
+		return err;
+	}
+	sonde__rec_size_rings(r, o);
+	err = start_spool(r, write, ctx);
+	if (!err)
+		err = thread_attached(tid, sonde__rec_open_thread_target(r, tid, mode));
+	return err ? err : sonde_recorder__enable(r);
+}
+
 static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn write, void *ctx,
 		  enum sonde_attach_mode mode, const struct sonde_record_opts *opts)
 {
@@ -334,8 +372,11 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 
 	if (want < 0)
 		return want;
-	if (mode > SONDE_ATTACH_RUNNING || want > SONDE_RECORD_EVENT_CPU_CLOCK)
+	if (mode > SONDE_ATTACH_RUNNING || want > SONDE_RECORD_EVENT_CPU_CLOCK ||
+	    (o.attach_thread && mode == SONDE_ATTACH_ON_EXEC))
 		return -EINVAL;
+	if (o.attach_thread)
+		return attach_thread(r, pid, write, ctx, mode, &o, want);
 	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH)) {
 		sonde_error("no such process: %d", (int)pid);
 		return -ESRCH;
@@ -477,7 +518,9 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	 * between is read from /proc at its first sample. */
 	err = sonde__rec_system_scan(r, r->start_mono);
 	if (err) {
-		sonde_error("cannot read the running processes: %s", sonde_strerror(err));
+		/* a filtered thread that does not exist, or a kernel thread: said already */
+		if (err != -ESRCH && err != -SONDE_E_UNSUPPORTED)
+			sonde_error("cannot read the running processes: %s", sonde_strerror(err));
 		return err;
 	}
 	return sonde_recorder__enable(r);
@@ -559,6 +602,24 @@ int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum son
 		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
 	if (!err && mode != SONDE_ATTACH_ON_EXEC)
 		err = sonde_recorder__enable(r);
+	return err ? err : SONDE_ATTACH_ATTACHED;
+}
+
+int sonde_recorder__attach_thread(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode)
+{
+	if (r->finished)
+		return -SONDE_E_STATE;
+	if (r->system_wide || mode == SONDE_ATTACH_ON_EXEC || mode > SONDE_ATTACH_RUNNING)
+		return -EINVAL;
+	int out = sonde__rec_open_thread_target(r, tid, mode);
+	if (out == -ESRCH)
+		return SONDE_ATTACH_EXITED;
+	if (out != SONDE_ATTACH_ATTACHED) {
+		if (out < 0)
+			thread_attached(tid, out);
+		return out;
+	}
+	int err = sonde_recorder__enable(r);
 	return err ? err : SONDE_ATTACH_ATTACHED;
 }
 
@@ -878,6 +939,8 @@ int sonde_recorder__refresh_threads(struct sonde_recorder *r, pid_t pid)
 		return alive;
 	if (!alive)
 		return SONDE_REFRESH_EXITED;
+	if (p->thread_only)
+		return SONDE_REFRESH_REFRESHED; /* only its attached threads are recorded */
 	int n = sonde__rec_refresh_threads(r, p);
 	if (n == -ESRCH)
 		return SONDE_REFRESH_EXITED;
@@ -953,6 +1016,8 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde__free(r->filter_pids);
 	sonde__free(r->tracepoint_filter);
 	sonde__u64map_free(&r->checked);
+	sonde__free(r->filter_tids);
+	sonde__free(r->filter_comms);
 	sonde__free(r->bidcache_dir);
 	sonde__unwind_cache_free(r->unwind_cache);
 	sonde__free(r->events);

@@ -54,6 +54,8 @@ struct rec_process {
 	pid_t pid;
 	uint64_t start_time; /* 0 when unknown (a child seen only through FORK) */
 	bool attached;	     /* attached explicitly, as opposed to followed */
+	bool thread_only;    /* attached by thread (-t): only some threads have events */
+	bool selected;	     /* system-wide filters: every thread of it is recorded */
 	bool exited;
 	bool has_spool_modules; /* modules defined in the spool since the last retirement */
 	struct proc_stopped stop;
@@ -73,6 +75,7 @@ struct rec_thread {
 	bool defined;
 	bool own_events; /* events opened on it by the recorder (not inherited) */
 	bool announced;	 /* a fork record created it: it inherited the events */
+	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
 	char comm[16];
 	struct rec_offcpu *off; /* off-CPU state (offcpu.c), NULL until its first switch-out */
@@ -164,6 +167,10 @@ struct sonde_recorder {
 	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
 
 	struct rec_offcpu_cfg offcpu;
+	pid_t *filter_tids; /* and these threads, and what they create */
+	size_t n_filter_tids;
+	char (*filter_comms)[16]; /* and the tasks so named at their sample */
+	size_t n_filter_comms;
 };
 
 /* Keeps the first error of the recording; returns err. */
@@ -188,9 +195,16 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 /* Why choosing the event failed, in one error (unless choosing said it already). */
 void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err);
 int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode);
+/* Attaches thread tid alone (sonde_recorder__attach_thread): stopped while its events are
+ * opened (mode STOP), its process's mappings read. An enum sonde_attach_outcome or -errno,
+ * the cause logged (-SONDE_E_UNSUPPORTED: a kernel thread). */
+int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode);
 /* Refuses, with the reason logged, a pid that cannot be recorded: a kernel thread
  * (-SONDE_E_UNSUPPORTED: it has no user space) or no process (-ESRCH). 0 otherwise. */
 int sonde__rec_check_target(pid_t pid);
+/* The same for a thread, whose process it returns in *pid: "no such thread" (-ESRCH), a
+ * kernel thread (-SONDE_E_UNSUPPORTED), both logged. */
+int sonde__rec_check_thread(pid_t tid, pid_t *pid);
 void sonde__rec_explain_perf_error(pid_t pid, int err);
 int sonde__rec_enable_all(struct sonde_recorder *r, bool enable);
 void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid);
@@ -222,7 +236,8 @@ void sonde__rec_images_free(struct sonde_recorder *r);
  * (the cause logged). */
 int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Opens the off-CPU events of thread tid (-1: every task) on CPU index c, into its ring. */
-int sonde__rec_offcpu_open(struct sonde_recorder *r, pid_t tid, size_t c, bool on_exec);
+int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg *base, pid_t tid,
+			   size_t c, bool on_exec);
 /* A sample record: a switch-out or a wakeup (1, handled), or an on-CPU sample (0). */
 int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *rec);
 /* A PERF_RECORD_SWITCH record: the switch-in of its thread. */
@@ -272,6 +287,9 @@ int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force);
 /* Liveness of p by (pid, start time), or for a followed child by its fork time. 1 alive,
  * 0 gone (p is then marked exited and retired), -errno. */
 int sonde__rec_process_alive(struct sonde_recorder *r, struct rec_process *p);
+/* For a process attached by thread: whether a thread of it with events (attached, or
+ * created by one) still runs. 1, 0, -errno. */
+int sonde__rec_threads_alive(struct sonde_recorder *r, const struct rec_process *p);
 /* Opens events for p's threads that have none and started before p was attached. Count
  * of threads opened, or -errno (-ESRCH: the process is gone). */
 int sonde__rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p);
@@ -304,6 +322,11 @@ void sonde__rec_system_forget(struct sonde_recorder *r, pid_t pid);
 /* Opens the recording's sampling event (sonde__perf_open) with the tracepoint filter set
  * when there is one. The fd or -errno. */
 int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu);
+/* Whether only the processes of the pid and tid filters are tracked (with a comm filter,
+ * any process may be named so at its next sample: every one is tracked). */
+bool sonde__rec_system_limited(const struct sonde_recorder *r);
+/* With filters: whether a sample of thread tid of p is to be recorded. */
+bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_process *p, pid_t tid);
 /* Replaces the ring of every CPU that reported a loss by one twice its size, while the
  * bound of all rings allows (a system-wide recording's rings each have one event). */
 void sonde__rec_system_grow_rings(struct sonde_recorder *r);

@@ -84,6 +84,27 @@ static int select_cpus(struct sonde_recorder *r, const int *want, size_t n)
 	return 0;
 }
 
+/* The comm filter, copied: names the kernel can report (at most 15 bytes). */
+static int configure_comms(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	if (!o->n_filter_comms)
+		return 0;
+	r->filter_comms = sonde__calloc(o->n_filter_comms, sizeof(*r->filter_comms));
+	if (!r->filter_comms)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->n_filter_comms; i++) {
+		const char *c = o->filter_comms[i];
+		if (!c || !c[0] || strlen(c) >= sizeof(r->filter_comms[i])) {
+			sonde_error("comm filter '%s': a command name has 1 to 15 bytes",
+				    c ? c : "(null)");
+			return -EINVAL;
+		}
+		memcpy(r->filter_comms[i], c, strlen(c) + 1);
+	}
+	r->n_filter_comms = o->n_filter_comms;
+	return 0;
+}
+
 int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
 {
 	r->system_wide = true;
@@ -108,7 +129,14 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 	}
 	r->process_check = o->process_check;
 	r->process_check_ctx = o->process_check_ctx;
-	return 0;
+	if (o->n_filter_tids) {
+		r->filter_tids = sonde__malloc(o->n_filter_tids * sizeof(*r->filter_tids));
+		if (!r->filter_tids)
+			return -ENOMEM;
+		memcpy(r->filter_tids, o->filter_tids, o->n_filter_tids * sizeof(pid_t));
+		r->n_filter_tids = o->n_filter_tids;
+	}
+	return configure_comms(r, o);
 }
 
 int sonde__rec_system_open(struct sonde_recorder *r)
@@ -126,7 +154,7 @@ int sonde__rec_system_open(struct sonde_recorder *r)
 		if (err && fd >= 0)
 			close(fd);
 		if (!err)
-			err = sonde__rec_offcpu_open(r, -1, c, false);
+			err = sonde__rec_offcpu_open(r, &r->cfg, -1, c, false);
 		if (err)
 			return err;
 	}
@@ -139,6 +167,41 @@ static bool filtered_in(const struct sonde_recorder *r, pid_t pid)
 		if (r->filter_pids[i] == pid)
 			return true;
 	return false;
+}
+
+bool sonde__rec_system_limited(const struct sonde_recorder *r)
+{
+	return (r->n_filter_pids || r->n_filter_tids) && !r->n_filter_comms;
+}
+
+static bool comm_selected(struct sonde_recorder *r, struct rec_thread *t, pid_t pid)
+{
+	/* named by COMM records and forks as they came, in time order with the samples; a
+	 * thread first seen at this sample is named from /proc */
+	if (!t->comm[0] && sonde__proc_read_comm(pid, t->tid, t->comm, sizeof(t->comm)) < 0)
+		return false;
+	for (size_t i = 0; i < r->n_filter_comms; i++)
+		if (!strcmp(r->filter_comms[i], t->comm))
+			return true;
+	return false;
+}
+
+bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
+{
+	if (!r->n_filter_pids && !r->n_filter_tids && !r->n_filter_comms)
+		return true;
+	if (p->selected)
+		return true;
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, r->n_filter_comms != 0);
+	if (t && t->pid != p->pid) {
+		/* the tid was another process's thread, whose exit went unseen */
+		t->pid = p->pid;
+		t->selected = false;
+		t->comm[0] = 0;
+	}
+	if (t && t->selected)
+		return true;
+	return t && r->n_filter_comms && comm_selected(r, t, p->pid);
 }
 
 enum { CHECK_ALLOWED = 1, CHECK_REFUSED = 2 };
@@ -165,7 +228,7 @@ void sonde__rec_system_forget(struct sonde_recorder *r, pid_t pid)
 
 static bool filter_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
 {
-	if (!r->n_filter_pids || filtered_in(r, pid))
+	if (!sonde__rec_system_limited(r) || filtered_in(r, pid))
 		return true;
 	/* Known already (a filtered process, or a descendant of one). */
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
@@ -265,6 +328,15 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 	return err;
 }
 
+/* A filtered process (or a descendant of one): every thread of it is recorded. */
+static void select_process(struct sonde_recorder *r, pid_t pid)
+{
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+
+	if (p)
+		p->selected = true;
+}
+
 /* Adds the filtered processes' descendants that exist already, depth first. */
 static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time,
 			     int depth)
@@ -277,6 +349,7 @@ static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since
 		return err == -ESRCH ? 0 : err;
 	for (size_t i = 0; i < n && !err; i++) {
 		err = sonde__rec_system_adopt(r, kids[i], since, time);
+		select_process(r, kids[i]);
 		if (!err)
 			err = adopt_descendants(r, kids[i], since, time, depth + 1);
 	}
@@ -284,19 +357,40 @@ static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since
 	return err;
 }
 
+/* A filtered thread: its process read from /proc, the thread marked. "no such thread"
+ * (-ESRCH) and kernel threads (-SONDE_E_UNSUPPORTED) are errors, logged. */
+static int adopt_thread(struct sonde_recorder *r, pid_t tid, uint64_t since, uint64_t time)
+{
+	pid_t pid;
+	int err = sonde__rec_check_thread(tid, &pid);
+
+	if (!err)
+		err = sonde__rec_system_adopt(r, pid, since, time);
+	struct rec_thread *t = err ? NULL : sonde__rec_thread_get(r, tid, true);
+	if (!err && !t)
+		err = -ENOMEM;
+	if (err)
+		return err;
+	t->pid = pid;
+	t->selected = true;
+	return 0;
+}
+
 int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 {
 	uint64_t time = sonde__rec_time(r, sonde__rec_now());
 	int err = 0;
 
-	if (r->n_filter_pids) {
-		for (size_t i = 0; i < r->n_filter_pids && !err; i++) {
-			err = sonde__rec_system_adopt(r, r->filter_pids[i], since, time);
-			if (!err)
-				err = adopt_descendants(r, r->filter_pids[i], since, time, 0);
-		}
-		return err;
+	for (size_t i = 0; i < r->n_filter_pids && !err; i++) {
+		err = sonde__rec_system_adopt(r, r->filter_pids[i], since, time);
+		select_process(r, r->filter_pids[i]);
+		if (!err)
+			err = adopt_descendants(r, r->filter_pids[i], since, time, 0);
 	}
+	for (size_t i = 0; i < r->n_filter_tids && !err; i++)
+		err = adopt_thread(r, r->filter_tids[i], since, time);
+	if (err || sonde__rec_system_limited(r))
+		return err;
 	DIR *d = opendir("/proc");
 	if (!d)
 		return -errno;

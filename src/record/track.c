@@ -350,14 +350,16 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 		return NULL;
 	}
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
-	if (!p && !r->n_filter_pids) {
+	bool limited = sonde__rec_system_limited(r);
+	if (!p && !limited) {
 		if (sonde__rec_system_adopt(r, pid, 0, rec->time) < 0)
 			return NULL;
 		p = sonde__rec_process_get(r, pid, false);
 		if (!p && (p = sonde__rec_process_get(r, pid, true)))
 			p->exited = false; /* gone already: its samples keep raw addresses */
 	}
-	if (!p || rec->time < p->since || (r->n_filter_pids && p->exited)) {
+	if (!p || rec->time < p->since || (limited && p->exited) ||
+	    !sonde__rec_system_selects(r, p, (pid_t)rec->tid)) {
 		r->sum.unfollowed_samples++;
 		return NULL;
 	}
@@ -526,11 +528,14 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 		t->defined = false;
 		t->own_events = false;
 		t->announced = false;
+		t->selected = false;
 		t->comm[0] = 0;
 	}
 
 	p->exited = false;
 	p->attached = false;
+	p->thread_only = false;
+	p->selected = false;
 	p->start_time = 0;
 	p->fork_time = 0;
 	p->attach_ticks = 0;
@@ -552,6 +557,10 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 		return 0;
 	if (r->system_wide && new_process)
 		sonde__rec_system_forget(r, (pid_t)f->pid); /* a new process: asked anew */
+	/* A thread attached alone without follow_children: its new threads have no events. */
+	struct rec_process *owner = sonde__rec_process_get(r, (pid_t)f->pid, false);
+	if (!new_process && !r->follow_children && owner && owner->thread_only)
+		return 0;
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
@@ -564,6 +573,9 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	t->announced = true;
 	t->own_events = false;
 	t->since = rec->time;
+	/* system-wide filters: what a filtered thread creates is recorded too */
+	t->selected = parent && parent->selected && parent->pid == (pid_t)f->ppid;
+	bool parent_selected = t->selected;
 	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
 	if (!new_process)
 		return 0; /* a new thread of a known process */
@@ -588,6 +600,7 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	child->fork_time = rec->time;
 	child->since = rec->time;
 	struct rec_process *pp = sonde__rec_process_get(r, (pid_t)f->ppid, false);
+	child->selected = parent_selected || (pp && pp->selected);
 	if (!pp)
 		return 0;
 	child->exe_dev = pp->exe_dev;

@@ -507,3 +507,88 @@ TEST_TIMEOUT(perfds_tracepoint_timebase_samples_a_sleeping_program, 300)
 	test_wait(sl, 10);
 	rig_stop(&r);
 }
+
+/* The thread CPU time of cputime_log at monotonic time ts, interpolated in its log. */
+static double cpu_at(const uint64_t (*log)[2], size_t n, uint64_t ts)
+{
+	size_t lo = 0, hi = n;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (log[mid][0] <= ts)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (hi >= n || log[hi][0] == log[lo][0])
+		return (double)log[lo][1];
+	double f = (double)(ts - log[lo][0]) / (double)(log[hi][0] - log[lo][0]);
+	return (double)log[lo][1] + f * (double)(log[hi][1] - log[lo][1]);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* timebase.period reaches the kernel as a period: the samples of one busy thread (kept on
+ * one CPU, so that one event samples it) are PERIOD ns of its CPU time apart. Through a
+ * frequency, 35 ms would come back as 1e9 / 28 Hz = 35.71 ms. The target logs its own
+ * CPU time against CLOCK_MONOTONIC (the trace's clock); the median spacing of ~100 samples
+ * is compared, so a sample the machine delayed or one that fell in a system call (user
+ * frames only: not taken) does not move it. */
+TEST_TIMEOUT(perfds_period_is_cpu_time_between_samples, 180)
+{
+	enum { PERIOD = 35000000 };
+	struct rig r;
+	struct test_output o;
+	struct pft_trace t;
+	char cfg[1024];
+	const char *out = test_path("period.pftrace"), *logf = test_path("cputime.log");
+
+	test_require_perf();
+	rig_start(&r);
+	const char *argv[] = {test_prog("cputime_log"), "14", logf, NULL};
+	pid_t pid = test_spawn(argv);
+	usleep(200000);
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 16384 fill_policy: DISCARD }\n"
+		 "duration_ms: 8000\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { period: %d counter: SW_CPU_CLOCK }\n"
+		 "  callstack_sampling { scope { target_pid: %d } } } } }\n",
+		 PERIOD, (int)pid);
+	trace(&r, cfg, out, &o);
+	if (o.status != 0)
+		FAIL("sonde trace exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	ASSERT_INT(test_wait(pid, 60), ==, 0);
+	rig_stop(&r);
+
+	size_t len;
+	uint64_t(*log)[2] = ASSERT_NOT_NULL((uint64_t(*)[2])test_read_file(logf, &len));
+	size_t n_log = len / sizeof(*log);
+	ASSERT_UINT(n_log, >, 1000);
+	decode(out, &t);
+	ASSERT_UINT(t.timebase_period, ==, PERIOD);
+	double *gap = ASSERT_NOT_NULL(calloc(t.n_samples + 1, sizeof(*gap)));
+	size_t n = 0;
+	double prev = -1;
+	for (size_t i = 0; i < t.n_samples; i++) {
+		const struct pft_sample *s = &t.samples[i];
+		if (s->pid != (uint32_t)pid || s->ts <= log[0][0] || s->ts >= log[n_log - 1][0])
+			continue;
+		double c = cpu_at(log, n_log, s->ts);
+		if (prev >= 0)
+			gap[n++] = c - prev;
+		prev = c;
+	}
+	ASSERT_UINT(n, >=, 30);
+	qsort(gap, n, sizeof(*gap), cmp_double);
+	double median = gap[n / 2];
+	ASSERT_DOUBLE_NEAR(median, (double)PERIOD, PERIOD * 0.01);
+	free(gap);
+	free(log);
+	pft_free(&t);
+}
