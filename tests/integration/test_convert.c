@@ -10,6 +10,7 @@
 #include "../unit/export_fixture.h"
 #include "../util.h"
 #include "export_browser.h"
+#include "pftrace_util.h"
 #include "split_util.h"
 #include "sym_util.h"
 
@@ -588,6 +589,73 @@ TEST(convert_svg_and_speedscope_take_metric)
 	ASSERT_NOT_CONTAINS(text, "off-cpu");
 	ASSERT_CONTAINS(text, "\"endValue\":100000000}");
 	free(text);
+}
+
+/* The off-CPU intervals on the Perfetto timeline: per CPU, in time order, the sched_switch
+ * out with the state's TASK_* bits, the sched_waking from the waker, the sched_switch back
+ * in; the blocking stacks as PerfSamples at the switch-outs, next to the 100 samples. */
+TEST(convert_perfetto_offcpu_sched_events)
+{
+	const char *spool = split_offcpu_spool(), *trace = test_path("offcpu.pftrace");
+	struct test_output o;
+	struct pft_trace t;
+	size_t len;
+
+	convert(&o, spool, trace, NULL);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_STR_EQ(o.err, "");
+	test_output_free(&o);
+	uint8_t *data = ASSERT_NOT_NULL((uint8_t *)test_read_file(trace, &len));
+	pft_decode(data, len, &t);
+	free(data);
+	ASSERT_INT(t.missing_interned, ==, 0);
+	ASSERT_UINT(t.n_samples, ==, 102);
+	const struct pft_sample *blocked[2] = {NULL, NULL};
+	for (size_t i = 0; i < t.n_samples; i++)
+		for (int k = 0; k < 2; k++)
+			if (t.samples[i].ts == split_offcpu[k].switch_out_ns)
+				blocked[k] = &t.samples[i];
+	ASSERT_NOT_NULL(blocked[0]);
+	ASSERT_NOT_NULL(blocked[1]);
+	ASSERT_STR_EQ(blocked[0]->stack, "main;run;path_warm;compute_warm");
+	ASSERT_STR_EQ(blocked[1]->stack, "main;run;path_cool;compute_cool");
+	ASSERT_UINT(blocked[0]->cpu, ==, 0);
+	ASSERT_UINT(blocked[1]->cpu, ==, 1);
+
+	/* CPU 0: out asleep (TASK_INTERRUPTIBLE), woken by 4243 250 ms later, back in 50 ms
+	 * after that; CPU 1: out in D (TASK_UNINTERRUPTIBLE), back in 100 ms later */
+	ASSERT_INT(t.bundles, ==, 2);
+	ASSERT_UINT(t.n_sched, ==, 5);
+	const struct pft_sched *e = t.sched;
+	ASSERT_UINT(e[0].cpu, ==, 0);
+	ASSERT(!e[0].waking);
+	ASSERT_UINT(e[0].ts, ==, 110000000);
+	ASSERT_UINT(e[0].pid, ==, 4242);
+	ASSERT_UINT(e[0].prev_pid, ==, 4242);
+	ASSERT_STR_EQ(e[0].prev_comm, "split");
+	ASSERT_INT(e[0].prev_state, ==, 1);
+	ASSERT_UINT(e[0].next_pid, ==, 0);
+	ASSERT_STR_EQ(e[0].next_comm, "swapper/0");
+	ASSERT(e[1].waking);
+	ASSERT_UINT(e[1].ts, ==, 360000000);
+	ASSERT_UINT(e[1].pid, ==, 4243);
+	ASSERT_UINT(e[1].woken_pid, ==, 4242);
+	ASSERT_UINT(e[1].target_cpu, ==, 0);
+	ASSERT_UINT(e[1].success, ==, 1);
+	ASSERT(!e[2].waking);
+	ASSERT_UINT(e[2].ts, ==, 410000000);
+	ASSERT_UINT(e[2].prev_pid, ==, 0);
+	ASSERT_INT(e[2].prev_state, ==, 0);
+	ASSERT_UINT(e[2].next_pid, ==, 4242);
+	ASSERT_STR_EQ(e[2].next_comm, "split");
+	ASSERT_UINT(e[3].cpu, ==, 1);
+	ASSERT_UINT(e[3].ts, ==, 420000000);
+	ASSERT_UINT(e[3].prev_pid, ==, 4242);
+	ASSERT_INT(e[3].prev_state, ==, 2);
+	ASSERT_UINT(e[4].cpu, ==, 1);
+	ASSERT_UINT(e[4].ts, ==, 520000000);
+	ASSERT_UINT(e[4].next_pid, ==, 4242);
+	pft_free(&t);
 }
 
 TEST(convert_metric_errors)
