@@ -504,8 +504,8 @@ TEST(convert_pprof_offcpu_values_by_protoc)
 	test_run(&o, 60, (const char *const[]){export_which("sh"), "-c", cmd, NULL});
 	ASSERT_INT(o.status, ==, 0);
 	/* strings: the table is in first-use order, so the types come first */
-	const char *want_types[] = {"\"samples\"", "\"count\"", "\"cpu\"", "\"nanoseconds\"",
-				    "\"off_cpu\"", "\"wall\""};
+	const char *want_types[] = {"\"samples\"",     "\"count\"",   "\"cpu\"",
+				    "\"nanoseconds\"", "\"off_cpu\"", "\"wall\""};
 	const char *at = o.out;
 	for (size_t i = 0; i < sizeof(want_types) / sizeof(want_types[0]); i++) {
 		char line[64];
@@ -518,7 +518,8 @@ TEST(convert_pprof_offcpu_values_by_protoc)
 	ASSERT_CONTAINS(o.out, "\n14: 5\n");
 	/* values (2) are packed varints: protoc shows them as bytes; the off-CPU samples are
 	 * 0, 0, 300 ms and 0, 0, 100 ms (varints \200\306\206\217\001 and \200\302\327/) */
-	ASSERT_CONTAINS(o.out, "2: \"\\000\\000\\200\\306\\206\\217\\001\\200\\306\\206\\217\\001\"");
+	ASSERT_CONTAINS(o.out,
+			"2: \"\\000\\000\\200\\306\\206\\217\\001\\200\\306\\206\\217\\001\"");
 	ASSERT_CONTAINS(o.out, "2: \"\\000\\000\\200\\302\\327/\\200\\302\\327/\"");
 	test_output_free(&o);
 }
