@@ -147,9 +147,9 @@ static void usage(FILE *f)
 		"  --folded-roots process|thread|none  with --folded, start each stack with a\n"
 		"                'comm-pid' (process) or 'comm-pid/tid' (thread) frame\n"
 		"  --metric cpu|off-cpu|wall  what stacks weigh (default cpu: on-CPU samples);\n"
-		"                off-cpu: the time threads spent off the CPU (recorded with\n"
-		"                --off-cpu), under a [off-cpu: R|S|D|other] frame naming the "
-		"state;\n"
+		"                off-cpu: the time threads spent off the CPU (a recording made\n"
+		"                with record's off-CPU option), under an [off-cpu: R|S|D|other]\n"
+		"                frame naming the state;\n"
 		"                wall: both, samples weighing their period; --folded then prints\n"
 		"                microseconds, the tables milliseconds\n"
 		"  --top N       rows per table (default 20)\n"
@@ -453,8 +453,9 @@ static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sam
 		      uint64_t *weight, uint32_t *unit)
 {
 	struct sonde_spool_offcpu o;
+	uint64_t base = r->metric == SONDE_PROFILE_METRIC_OFF_CPU ? 0 : r->info.samples;
 
-	if (i < r->info.samples && r->metric != SONDE_PROFILE_METRIC_OFF_CPU) {
+	if (i < base) {
 		if (sonde_spool__get_sample(r->spool, i, smp) < 0)
 			return -ERANGE;
 		*weight = r->metric == SONDE_PROFILE_METRIC_WALL ? r->info.header.sample_period_ns
@@ -463,7 +464,7 @@ static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sam
 		return 0;
 	}
 	if (r->metric == SONDE_PROFILE_METRIC_CPU ||
-	    sonde_spool__get_offcpu(r->spool, i - r->info.samples, &o) < 0)
+	    sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
 		return -ERANGE;
 	*smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags, o.cpu};
 	*weight = o.switch_in_ns - o.switch_out_ns;

@@ -67,7 +67,8 @@ TEST(cli_help_command_shows_that_commands_help)
 /* A mistyped option: one line naming it and pointing at --help, exit 2, in every command. */
 TEST(cli_mistyped_option_is_one_line_everywhere)
 {
-	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run", "probes"};
+	static const char *const cmds[] = {"record", "report", "convert", "top",
+					   "trace",  "run",    "probes"};
 	struct test_output o;
 	char want[256];
 
@@ -126,6 +127,10 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "record --all-cpus --cpu 99 --no-kernel -d 0.1 -o %T/a.spool", 1,
 	 "CPU 99 is not online"},
 	{"sonde", "record -C 0 -d 0.1 -o %T/a.spool -- true", 2, "add -a"},
+	{"sonde", "record --off-cpu --off-cpu-min 2ms -d 5 -o %T/oc.spool -- true", 0, "off-CPU: "},
+	{"sonde", "record --off-cpu --off-cpu-min 5x -- true", 2, "--off-cpu-min wants a duration"},
+	{"sonde", "record --off-cpu --off-cpu-min -1 -- true", 2, "--off-cpu-min wants a duration"},
+	{"sonde", "record --off-cpu-min 1ms -- true", 2, "add --off-cpu"},
 	{"sonde", "record -h", 0, "usage: sonde record"},
 	{"sonde", "record --help", 0, "usage: sonde record"},
 	{"sonde",
@@ -138,6 +143,10 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "report --cpu 0 --sort cpu %S", 0, "0 samples on CPUs 0"},
 	{"sonde", "report --sort cpu %S", 0, "[unknown]"},
 	{"sonde", "report --cpu 0-x %S", 2, "--cpu wants a CPU list"},
+	{"sonde", "report --metric wall %S", 0, "metric wall: "},
+	{"sonde", "report --metric off-cpu --folded %S", 0, ""},
+	{"sonde", "report --metric cpu %S", 0, "metric cpu: "},
+	{"sonde", "report --metric walls %S", 2, "--metric wants cpu, off-cpu or wall"},
 	{"sonde", "report -h", 0, "usage: sonde report"},
 	{"sonde", "report --help", 0, "usage: sonde report"},
 	{"sonde",
@@ -316,7 +325,8 @@ static void check_help(const char *prog, const char *cmd)
 
 TEST(cli_every_help_option_is_exercised)
 {
-	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run", "probes"};
+	static const char *const cmds[] = {"record", "report", "convert", "top",
+					   "trace",  "run",    "probes"};
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		check_help("sonde", cmds[i]);
