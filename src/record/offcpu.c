@@ -376,10 +376,17 @@ int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t)
 	if (t->off->pending)
 		r->sum.offcpu_dropped++; /* its last switch-out: it exited */
 	int err = t->pid ? write_short(r, t) : 0;
-	sonde__free(t->off->data);
-	sonde__free(t->off);
+	sonde__rec_offcpu_free(t->off);
 	t->off = NULL;
 	return err;
+}
+
+void sonde__rec_offcpu_free(struct rec_offcpu *o)
+{
+	if (!o)
+		return;
+	sonde__free(o->data);
+	sonde__free(o);
 }
 
 int sonde__rec_offcpu_finish(struct sonde_recorder *r)

@@ -222,6 +222,8 @@ int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *re
 void sonde__rec_offcpu_loss(struct sonde_recorder *r);
 /* Thread t is going away: its short counts are written, its state freed. */
 int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t);
+/* Frees a thread's off-CPU state (NULL is fine), writing nothing. */
+void sonde__rec_offcpu_free(struct rec_offcpu *o);
 /* The recording ends: open intervals end now, short counts are written. */
 int sonde__rec_offcpu_finish(struct sonde_recorder *r);
 

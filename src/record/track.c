@@ -635,7 +635,7 @@ void sonde__rec_track_free(struct sonde_recorder *r)
 {
 	for (size_t i = 0; i < r->cap_threads; i++)
 		if (r->threads[i].tid)
-			sonde__free(r->threads[i].off);
+			sonde__rec_offcpu_free(r->threads[i].off);
 	for (size_t i = 0; i < r->n_procs; i++)
 		sonde__modtable_free(&r->procs[i].mods);
 	sonde__free(r->procs);

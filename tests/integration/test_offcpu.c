@@ -316,3 +316,74 @@ TEST_TIMEOUT(offcpu_system_wide_loss_is_recovered, 200)
 	require_offcpu();
 	loss_run("-a", "aloss.spool");
 }
+
+/* The sum of a folded report's counts. */
+static double folded_sum(const char *spool, const char *flags)
+{
+	struct test_output o;
+	double sum = 0;
+
+	test_runf(&o, 60, "%s report --folded --metric off-cpu %s %s", test_bin("sonde"), flags,
+		  spool);
+	if (o.status != 0)
+		FAIL("report %s exited %d:\n%s", flags, o.status, o.err);
+	for (char *save = NULL, *l = strtok_r(o.out, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save))
+		sum += atof(strrchr(l, ' ') + 1);
+	test_output_free(&o);
+	return sum;
+}
+
+/* report's filters apply to intervals: the two threads' parts, or the CPUs', add up to
+ * the whole (within the microsecond rounding of each line), and a time window holds less. */
+TEST_TIMEOUT(offcpu_report_filters_apply_to_intervals, 120)
+{
+	const char *spool = test_path("f.spool"), *truth = test_path("f.truth");
+	char pid[32];
+
+	require_offcpu();
+	record_split("-a", spool, truth, 3);
+	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
+	snprintf(pid, sizeof(pid), "--pid %d", (int)truth_value(t, "pid"));
+	free(t);
+	double all = folded_sum(spool, pid);
+	ASSERT(all > 1e6); /* seconds of waiting, in microseconds */
+	char c0[96], c1[96];
+	snprintf(c0, sizeof(c0), "%s --comm offcpu_split", pid);
+	snprintf(c1, sizeof(c1), "%s --comm offcpu-writer", pid);
+	double main_t = folded_sum(spool, c0), writer = folded_sum(spool, c1);
+	ASSERT(main_t > 0 && writer > 0);
+	char f0[64], f1[64];
+	snprintf(f0, sizeof(f0), "%s --cpu 0", pid);
+	snprintf(f1, sizeof(f1), "%s --cpu 1", pid);
+	double cpu0 = folded_sum(spool, f0), cpu1 = folded_sum(spool, f1);
+	/* the sums differ by the rounding only: half a microsecond per line at most */
+	ASSERT_DOUBLE_NEAR(main_t + writer, all, 200);
+	if (sysconf(_SC_NPROCESSORS_ONLN) == 2)
+		ASSERT_DOUBLE_NEAR(cpu0 + cpu1, all, 200);
+	snprintf(f0, sizeof(f0), "%s --time 0,1", pid);
+	double first = folded_sum(spool, f0);
+	ASSERT(first > 0 && first < 0.6 * all);
+}
+
+/* A launched shell's child inherits the off-CPU events: its waits are recorded. */
+TEST_TIMEOUT(offcpu_follows_children, 120)
+{
+	const char *spool = test_path("c.spool"), *truth = test_path("c.truth");
+	char cmd[4096];
+
+	require_offcpu();
+	snprintf(cmd, sizeof(cmd), "%s 2 %s; true", test_prog("offcpu_split"), truth);
+	const char *argv[] = {test_bin("sonde"), "record", "--off-cpu", "-q", "-o", spool, "--",
+			      "/bin/sh",	 "-c",	   cmd,		NULL};
+	struct test_output o;
+	test_run(&o, 60, argv);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
+	int pid = (int)truth_value(t, "pid");
+	free(t);
+	check_spool(spool, 20);
+	check_nap_reached(spool, pid, "--pid");
+}

@@ -217,6 +217,52 @@ TEST(perf_decode_sample_maps_registers_to_dwarf_order)
 	ASSERT_UINT(t, ==, 123456789);
 }
 
+/* An off-CPU recording's layout: a raw tracepoint record between the period and the
+ * registers, padded to 8 bytes, which compacting keeps. */
+TEST(perf_decode_sample_with_raw_data)
+{
+	struct perf_event_cfg cfg = {.raw = true};
+	struct perf_layout l;
+	struct perf_rec rec, c;
+	struct rb r;
+	uint8_t raw[12] = {0x74, 0x01, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}, small[4096];
+
+	sonde__perf_event_layout_cfg(&l, &cfg);
+	ASSERT_OK(sonde__perf_layout_check(&l));
+	rb_begin(&r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL);
+	rb_u64(&r, 0xffffffff81000000ull);
+	rb_u32x2(&r, 100, 101);
+	rb_u64(&r, 5000);
+	rb_u32x2(&r, 1, 0);
+	rb_u64(&r, 1);
+	uint32_t size = sizeof(raw);
+	rb_bytes(&r, &size, 4);
+	rb_bytes(&r, raw, sizeof(raw)); /* 4 + 12 = 16: no padding */
+	rb_u64(&r, PERF_SAMPLE_REGS_ABI_64);
+	for (int i = 0; i < 24; i++)
+		if (PERF_DECODE_REGS_MASK & (1ull << i))
+			rb_u64(&r, 0x2000 + (uint64_t)i);
+	rb_u64(&r, 64);
+	for (int i = 0; i < 64; i++)
+		r.b[r.n++] = (uint8_t)i;
+	rb_u64(&r, 16);
+	rb_end(&r);
+	ASSERT_OK(sonde__perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_UINT(rec.sample.raw_size, ==, 12);
+	ASSERT_MEM_EQ(rec.sample.raw, raw, 12);
+	ASSERT_UINT(rec.sample.regs.r[UREG_RSP], ==, 0x2007);
+	ASSERT_UINT(rec.sample.stack_len, ==, 16);
+	int n = sonde__perf_sample_compact(r.b, r.n, &l, small);
+	ASSERT_INT(n, ==, (int)r.n - 48);
+	ASSERT_OK(sonde__perf_decode(small, (size_t)n, &l, &c));
+	ASSERT_MEM_EQ(c.sample.raw, raw, 12);
+	ASSERT_UINT(c.sample.stack_len, ==, 16);
+	/* a raw size running past the record is malformed */
+	size = 4096;
+	memcpy(r.b + 8 + 5 * 8, &size, 4);
+	ASSERT_ERR(sonde__perf_decode(r.b, r.n, &l, &rec), -SONDE_E_FORMAT);
+}
+
 TEST(perf_decode_rejects_samples_that_do_not_fit)
 {
 	struct perf_layout l;
