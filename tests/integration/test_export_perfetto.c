@@ -256,3 +256,32 @@ TEST_TIMEOUT(export_perfetto_offcpu_recording_thread_states, 300)
 	ASSERT_UINT(stacks_to_main * 10, >=, main_sleeps * 9);
 	pft_free(&t);
 }
+
+/* record --off-cpu -o x.pftrace converts the same way: the program's sleeps are on its
+ * threads' timelines. */
+TEST_TIMEOUT(export_perfetto_offcpu_record_by_extension, 300)
+{
+	const char *trace = test_path("off.pftrace");
+	struct test_output o;
+	struct pft_trace t;
+	size_t asleep = 0, back_in = 0;
+
+	test_require_perf();
+	test_runf(&o, 120, "%s record -q --off-cpu -o %s -- %s 1 %s", test_bin("sonde"), trace,
+		  test_prog("offcpu_split"), test_path("truth"));
+	if (o.status != 0)
+		FAIL("sonde record --off-cpu exited %d:\n%s%s", o.status, o.out, o.err);
+	test_output_free(&o);
+	decode_file(trace, &t);
+	ASSERT_INT(t.missing_interned, ==, 0);
+	ASSERT_INT(t.bundles, >, 0);
+	for (size_t i = 0; i < t.n_sched; i++) {
+		const struct pft_sched *e = &t.sched[i];
+		asleep += !e->waking && e->prev_state == 1 && !strcmp(e->prev_comm, "offcpu_split");
+		back_in += !e->waking && !strcmp(e->next_comm, "offcpu_split");
+	}
+	/* each round naps and waits on the pipe: several rounds in a second */
+	ASSERT_UINT(asleep, >=, 6);
+	ASSERT_UINT(back_in, >=, asleep - 1);
+	pft_free(&t);
+}
