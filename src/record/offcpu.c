@@ -234,6 +234,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 {
 	struct rec_offcpu *o = t->off;
 	uint64_t dur = in > o->out_ns ? in - o->out_ns : 0;
+	pid_t pid = t->pid, tid = t->tid; /* t may move: the thread table can grow below */
 	size_t n;
 	uint32_t flags, id;
 
@@ -245,7 +246,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		r->sum.offcpu_short_ns += dur;
 		return 0;
 	}
-	struct rec_process *p = sonde__rec_process_get(r, t->pid, false);
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 	if (!p) {
 		r->sum.offcpu_dropped++;
 		return 0;
@@ -259,7 +260,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 					  .callchain_nr = o->callchain_nr};
 	int err = sonde__rec_sample_stack(r, p, &rec, &n, &flags);
 	if (!err)
-		err = sonde__rec_thread_id(r, o->out_ns, t->pid, t->tid, &id);
+		err = sonde__rec_thread_id(r, o->out_ns, pid, tid, &id);
 	if (err)
 		return err;
 	struct sonde_spool_offcpu iv = {
@@ -273,6 +274,14 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		.waker_tid = o->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
 	err = sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
+	if (err == -EINVAL) {
+		/* a frame in a module retired while the thread was off the CPU: the interval
+		 * is dropped, the recording goes on */
+		sonde_debug("off-CPU interval of tid %d dropped: a frame in a retired module",
+			    (int)tid);
+		r->sum.offcpu_dropped++;
+		return 0;
+	}
 	if (err)
 		return sonde__rec_error(r, err);
 	r->sum.offcpu_intervals++;
