@@ -142,13 +142,15 @@ struct sonde_profile_write_opts {
 	size_t sz;	   /* sizeof(struct sonde_profile_write_opts) */
 	const char *title; /* SVG and speedscope title; NULL: "sonde profile" */
 	/* What the stacks weigh (default CPU). Folded stacks print samples for CPU and
-	 * microseconds for OFF_CPU and WALL. */
+	 * microseconds for OFF_CPU and WALL; the SVG states samples or milliseconds;
+	 * speedscope weighs nanoseconds (CPU: count x period when the period is known).
+	 * pprof holds every metric as a sample type (samples/count, cpu/nanoseconds,
+	 * off_cpu/nanoseconds, wall/nanoseconds) and makes this one the default. */
 	enum sonde_profile_metric metric;
 };
 
 /* Writes the profile to fd in the given format; opts may be NULL. Returns 0 or -errno /
- * -SONDE_E_*; -SONDE_E_UNSUPPORTED for a metric other than CPU in a format that does not
- * take one yet (pprof, speedscope, SVG). The profile is not modified; fd stays open. */
+ * -SONDE_E_* (-EINVAL for an unknown metric). The profile is not modified; fd stays open. */
 SONDE_API int sonde_profile__write(const struct sonde_profile *p, enum sonde_profile_format fmt,
 				   int fd, const struct sonde_profile_write_opts *opts);
 

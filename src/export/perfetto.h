@@ -63,7 +63,10 @@ void sonde__pf_enc_free(struct pf_enc *e);
 
 /* Consumes one decoded spool record (in stream order), emitting the packets it makes:
  * the start packets at the header, a ProcessTree before a sample of a new thread, a
- * PerfSample with its interned data for each sample. 0 or -errno / -SONDE_E_*. */
+ * PerfSample with its interned data for each sample and for each off-CPU interval's
+ * blocking stack (at its switch-out), whose sched_switch/sched_waking events are held and
+ * written as per-CPU FtraceEventBundles in time order at the END record, every
+ * PF_SCHED_BATCH events, or by sonde__pf_enc_flush. 0 or -errno / -SONDE_E_*. */
 int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r);
 /* Decodes spool bytes incrementally (a live stream, possibly cut anywhere) and feeds each
  * complete record to sonde__pf_enc_record; an incomplete tail is kept for the next call. */
@@ -78,6 +81,10 @@ void sonde__pf_enc_clear_incremental(struct pf_enc *e);
 int sonde__pf_enc_ended(const struct pf_enc *e);
 /* Samples encoded so far. */
 uint64_t sonde__pf_enc_samples(const struct pf_enc *e);
+/* Off-CPU intervals put on the timeline so far (those with a known CPU). */
+uint64_t sonde__pf_enc_offcpu(const struct pf_enc *e);
+/* Writes the sched events still held (a stream that ends without its END record). */
+int sonde__pf_enc_flush(struct pf_enc *e);
 
 /* Frames a packet as a Trace record (0x0A varint(len) packet) followed by the trusted
  * fields a standalone file needs (trusted_uid, trusted_packet_sequence_id): appends to out.

@@ -513,17 +513,15 @@ int sonde_profile__write(const struct sonde_profile *p, enum sonde_profile_forma
 		return -EINVAL;
 	if (!title)
 		title = "sonde profile";
-	if (m != SONDE_PROFILE_METRIC_CPU && fmt != SONDE_PROFILE_FOLDED)
-		return -SONDE_E_UNSUPPORTED;
 	switch (fmt) {
 	case SONDE_PROFILE_PPROF:
-		return sonde__prof_write_pprof(p, fd);
+		return sonde__prof_write_pprof(p, fd, m);
 	case SONDE_PROFILE_FOLDED:
 		return sonde__prof_write_folded(p, fd, m);
 	case SONDE_PROFILE_SPEEDSCOPE:
-		return sonde__prof_write_speedscope(p, fd, title);
+		return sonde__prof_write_speedscope(p, fd, title, m);
 	case SONDE_PROFILE_SVG:
-		return sonde__prof_write_svg(p, fd, title);
+		return sonde__prof_write_svg(p, fd, title, m);
 	}
 	return -EINVAL;
 }

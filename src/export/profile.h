@@ -142,9 +142,11 @@ struct sonde_sym_module;
 int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
 				      uint8_t build_id[32], struct sonde_sym_module *out);
 
-int sonde__prof_write_pprof(const struct sonde_profile *p, int fd);
+int sonde__prof_write_pprof(const struct sonde_profile *p, int fd, enum sonde_profile_metric m);
 int sonde__prof_write_folded(const struct sonde_profile *p, int fd, enum sonde_profile_metric m);
-int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title);
-int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title);
+int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title,
+				 enum sonde_profile_metric m);
+int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title,
+			  enum sonde_profile_metric m);
 
 #endif

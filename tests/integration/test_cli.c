@@ -164,6 +164,8 @@ static const struct cli_row cli_rows[] = {
 	 "convert -i %S -o %T/c.folded -f folded --no-symbolize --title T --buildid-cache %T", 0,
 	 ""},
 	{"sonde", "convert --input %S --output %T/c.svg --format svg", 0, ""},
+	{"sonde", "convert %S -o %T/c.json --metric wall", 0, ""},
+	{"sonde", "convert %S -o %T/c.json --metric x", 2, "--metric wants cpu, off-cpu or wall"},
 	{"sonde", "convert --diff %S %S -o %T/d.svg", 0, ""},
 	{"sonde", "convert -h", 0, "usage: sonde convert"},
 	{"sonde", "convert --help", 0, "usage: sonde convert"},
