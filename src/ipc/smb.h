@@ -376,4 +376,10 @@ static inline size_t smb_frag_size(const uint8_t *p, const uint8_t *end, uint32_
 	return 0;
 }
 
+/* A peer's SMB fd as every side that maps one requires it (smb.c): a regular file sealed
+ * against shrinking, growing and resealing, not against writes, opened read-write, not
+ * empty. 0 with *size its length; -EBADF (not a sealable file), -EPERM (seals), -EACCES
+ * (not read-write), -EINVAL (empty). */
+int sonde__smb_check_fd(int fd, size_t *size);
+
 #endif

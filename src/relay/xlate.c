@@ -244,22 +244,15 @@ void sonde__relay_smb_geometry(uint32_t host_page_kb, const struct relay_init *r
 
 int sonde__relay_check_smb(int fd, size_t page, size_t max_bytes, size_t *size)
 {
-	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-	const int forbid = F_SEAL_WRITE | F_SEAL_FUTURE_WRITE;
-	int seals = fcntl(fd, F_GET_SEALS), fl = fcntl(fd, F_GETFL);
-	struct stat st;
+	size_t len;
+	int err = sonde__smb_check_fd(fd, &len);
 
-	/* unsealed, the producer could shrink the file and make the relay fault */
-	if (seals < 0 || fl < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return -EBADF;
-	if ((seals & need) != need || (seals & forbid))
-		return -EPERM;
-	if ((fl & O_ACCMODE) != O_RDWR)
-		return -EACCES;
-	if (st.st_size <= 0 || (uint64_t)st.st_size > max_bytes)
+	if (err)
+		return err;
+	if (len > max_bytes)
 		return -EFBIG;
-	if (!smb_geometry_svc_ok((size_t)st.st_size, page))
+	if (!smb_geometry_svc_ok(len, page))
 		return -EINVAL;
-	*size = (size_t)st.st_size;
+	*size = len;
 	return 0;
 }

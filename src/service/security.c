@@ -105,7 +105,7 @@ static int peer_pidfd(int fd, pid_t pid)
 }
 
 void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps,
-		   uint64_t *pid_start)
+			  uint64_t *pid_start)
 {
 	struct perfauth_consumer pc = {.uid = uid, .gid = gid, .pid = pid};
 	int pidfd = peer_pidfd(fd, pid);
@@ -142,7 +142,7 @@ int sonde__sec_peer_identity(struct conn *c, int fd)
 	/* what linux.perf may do for this peer as a consumer (perfauth.h) */
 	if (!c->is_producer)
 		sonde__sec_peer_caps(fd, cr.pid, cr.uid, cr.gid, &c->caps_known, &c->cap_eff,
-			      &c->pid_start);
+				     &c->pid_start);
 	return 0;
 }
 
@@ -175,7 +175,7 @@ bool sonde__sec_admit_conn(const struct svc *s, uid_t uid)
 static const unsigned default_mode[3] = {0666, 0666, 0600};
 
 int sonde__sec_listen(const struct sonde_service_opts *o, int which, const char *name,
-	       struct ipc_bound *bound)
+		      struct ipc_bound *bound)
 {
 	unsigned mode =
 		o && o->socket_mode[which] ? o->socket_mode[which] & 07777 : default_mode[which];
@@ -187,8 +187,9 @@ int sonde__sec_listen(const struct sonde_service_opts *o, int which, const char 
 	    (sonde__ipc_addr_parse(name, strlen(name), &a) < 0 || a.kind != IPC_ADDR_UNIX))
 		return -EPROTONOSUPPORT;
 
-	return sonde__ipc_listen_perm(name, which == SONDE_SOCKET_CONNECTOR ? SOCK_SEQPACKET : SOCK_STREAM,
-			       mode, gid_set ? (long)o->socket_gid[which] : -1, bound);
+	return sonde__ipc_listen_perm(
+		name, which == SONDE_SOCKET_CONNECTOR ? SOCK_SEQPACKET : SOCK_STREAM, mode,
+		gid_set ? (long)o->socket_gid[which] : -1, bound);
 }
 
 /* ------------------------------------------------------------------ lockdown */
@@ -272,7 +273,7 @@ static uint64_t uid_buffer_bytes(const struct svc *s, int32_t uid)
 }
 
 const char *sonde__sec_check_session(struct svc *s, const struct session *ss, const uint64_t *bufs,
-			      size_t nbufs)
+				     size_t nbufs)
 {
 	size_t per_uid = 0;
 	uint64_t total = 0;
@@ -382,29 +383,20 @@ int sonde__sec_create_output(const struct conn *c, const char *path)
 
 int sonde__sec_check_smb(const struct svc *s, int fd, size_t page, size_t *size)
 {
-	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-	const int forbid = F_SEAL_WRITE | F_SEAL_FUTURE_WRITE;
-	int seals = fcntl(fd, F_GET_SEALS), fl = fcntl(fd, F_GETFL);
-	struct stat st;
+	size_t len;
+	int err = sonde__smb_check_fd(fd, &len);
 
-	/* F_GET_SEALS fails on anything but a memfd (or another sealable shmem file) */
-	if (seals < 0 || fl < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return -EBADF;
-	/* unsealed, the producer could shrink the file and make the service fault */
-	if ((seals & need) != need || (seals & forbid))
-		return -EPERM;
-	if ((fl & O_ACCMODE) != O_RDWR)
-		return -EACCES;
-	if (st.st_size <= 0 || !smb_geometry_abi_ok((size_t)st.st_size, page) ||
-	    !smb_geometry_svc_ok((size_t)st.st_size, page))
-		return (uint64_t)st.st_size > s->lim.smb_bytes ? -EFBIG : -EINVAL;
-	if ((uint64_t)st.st_size > s->lim.smb_bytes)
+	if (err)
+		return err;
+	if (!smb_geometry_abi_ok(len, page) || !smb_geometry_svc_ok(len, page))
+		return (uint64_t)len > s->lim.smb_bytes ? -EFBIG : -EINVAL;
+	if ((uint64_t)len > s->lim.smb_bytes)
 		return -EFBIG;
 	/* the mapping the service will make, tried before anything depends on it */
-	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
 		return -ENODEV;
-	munmap(m, (size_t)st.st_size);
-	*size = (size_t)st.st_size;
+	munmap(m, len);
+	*size = len;
 	return 0;
 }
