@@ -271,13 +271,16 @@ static int min_timeout(int a, int b)
 	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
-static int run(struct sonde_service *svc, int sfd, struct probes_child *pc)
+/* The loop of a service (svc) or of a relay (relay, svc NULL), with the probes it
+ * supervises, until a signal other than SIGCHLD. */
+static int run(struct sonde_service *svc, struct sonde_relay *relay, int sfd,
+	       struct probes_child *pc)
 {
 	for (;;) {
-		struct pollfd p[2] = {{sonde_service__fd(svc), POLLIN, 0}, {sfd, POLLIN, 0}};
-		int rc = poll(
-			p, 2,
-			min_timeout(sonde_service__timeout_ms(svc), probes_child_timeout_ms(pc)));
+		int fd = svc ? sonde_service__fd(svc) : sonde_relay__fd(relay);
+		int ms = svc ? sonde_service__timeout_ms(svc) : sonde_relay__timeout_ms(relay);
+		struct pollfd p[2] = {{fd, POLLIN, 0}, {sfd, POLLIN, 0}};
+		int rc = poll(p, 2, min_timeout(ms, probes_child_timeout_ms(pc)));
 		if (rc < 0 && errno != EINTR)
 			return -errno;
 		if (p[1].revents & POLLIN) {
@@ -290,30 +293,8 @@ static int run(struct sonde_service *svc, int sfd, struct probes_child *pc)
 			probes_child_reap(pc);
 		}
 		probes_child_tick(pc);
-		rc = sonde_service__process(svc);
+		rc = svc ? sonde_service__process(svc) : sonde_relay__process(relay);
 		if (rc < 0)
-			return rc;
-	}
-}
-
-static int run_relay(struct sonde_relay *r, int sfd, struct probes_child *pc)
-{
-	for (;;) {
-		struct pollfd p[2] = {{sonde_relay__fd(r), POLLIN, 0}, {sfd, POLLIN, 0}};
-		int rc = poll(p, 2,
-			      min_timeout(sonde_relay__timeout_ms(r), probes_child_timeout_ms(pc)));
-		if (rc < 0 && errno != EINTR)
-			return -errno;
-		if (p[1].revents & POLLIN) {
-			struct signalfd_siginfo si;
-			if (read(sfd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGCHLD) {
-				sonde_info("signal %u: shutting down", si.ssi_signo);
-				return 0;
-			}
-			probes_child_reap(pc);
-		}
-		probes_child_tick(pc);
-		if ((rc = sonde_relay__process(r)) < 0)
 			return rc;
 	}
 }
@@ -354,7 +335,7 @@ static int relay_main(const struct sonde_service_opts *so, const char *host, int
 		sonde_warn("cannot start sonde probes (%s): %s; no linux.perf data source",
 			   pc.exe[0] ? pc.exe : "sonde, next to sonded", sonde_strerror(rc));
 	sonde_info("relay listening on %s for %s", sonde_relay__socket(r), host);
-	rc = run_relay(r, sfd, &pc);
+	rc = run(NULL, r, sfd, &pc);
 	probes_child_stop(&pc);
 	sonde_relay__free(r);
 	close(sfd);
@@ -497,7 +478,7 @@ int main(int argc, char **argv)
 		   sonde_service__socket(svc, 1),
 		   sonde_service__socket(svc, 2) ? sonde_service__socket(svc, 2) : "disabled",
 		   so.lockdown ? " (lockdown)" : "");
-	rc = run(svc, sfd, &pc);
+	rc = run(svc, NULL, sfd, &pc);
 	probes_child_stop(&pc); /* its connection goes first, while the service is whole */
 	sonde_service__free(svc);
 	close(sfd);

@@ -157,16 +157,10 @@ static int create_own_smb(struct sonde_producer *p, int *fd_out)
 {
 	size_t size = p->opts.smb_size_hint ? p->opts.smb_size_hint : OWN_SMB_SIZE;
 	size_t page = p->opts.smb_page_size_hint ? p->opts.smb_page_size_hint : OWN_SMB_PAGE;
-	int fd = memfd_create("perfetto_shmem", MFD_CLOEXEC | MFD_ALLOW_SEALING), r;
+	int fd = sonde__smb_create(size), r;
 
 	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
+		return fd;
 	if ((r = map_smb(p, fd, size, page)) < 0) {
 		close(fd);
 		return r;

@@ -1,7 +1,10 @@
-/* Checks of a shared memory buffer a peer hands over, for every side that maps one. */
+/* Shared memory buffers: creating one, and checking one a peer hands over, for every side
+ * that maps one. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ipc/smb.h"
 
@@ -24,4 +27,19 @@ int sonde__smb_check_fd(int fd, size_t *size)
 		return -EINVAL;
 	*size = (size_t)st.st_size;
 	return 0;
+}
+
+int sonde__smb_create(size_t size)
+{
+	int fd = memfd_create("perfetto_shmem", MFD_CLOEXEC | MFD_ALLOW_SEALING), rc;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
 }

@@ -381,5 +381,8 @@ static inline size_t smb_frag_size(const uint8_t *p, const uint8_t *end, uint32_
  * empty. 0 with *size its length; -EBADF (not a sealable file), -EPERM (seals), -EACCES
  * (not read-write), -EINVAL (empty). */
 int sonde__smb_check_fd(int fd, size_t *size);
+/* A memfd of size bytes sealed as sonde__smb_check_fd wants it (the service's SMBs, and a
+ * producer's own). The fd or -errno. */
+int sonde__smb_create(size_t size);
 
 #endif

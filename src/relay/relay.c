@@ -24,6 +24,7 @@
 #include "base/pb.h"
 #include "ipc/frame.h"
 #include "ipc/protos.h"
+#include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "relay/relay.h"
 #include "service/loop.h"
@@ -379,15 +380,8 @@ static int create_smb(struct sonde_relay *r, struct pair *p, uint32_t host_page_
 	int fd, rc;
 
 	sonde__relay_smb_geometry(host_page_kb, &p->ri, r->max_smb, &size, &page);
-	fd = memfd_create("perfetto_shmem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
+	if ((fd = sonde__smb_create(size)) < 0)
+		return fd;
 	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		rc = -errno;

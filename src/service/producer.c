@@ -96,16 +96,10 @@ static void config_sizes(const struct session *ss, const char *name, size_t *pag
 
 static int create_smb(struct producer *p, size_t size, size_t page)
 {
-	int fd = memfd_create("perfetto_shmem", MFD_CLOEXEC | MFD_ALLOW_SEALING), rc;
+	int fd = sonde__smb_create(size), rc;
 
 	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
+		return fd;
 	rc = map_smb(p, fd, size, page);
 	if (rc < 0)
 		close(fd);
