@@ -42,7 +42,8 @@ void sonded_start_at(struct sonded *d, const char *prod, const char *cons, const
 	argv[n] = NULL;
 	d->pid = test_spawn(argv);
 	for (int i = 0; i < 500; i++) {
-		int a = sonde__ipc_connect(d->psock), b = a >= 0 ? sonde__ipc_connect(d->csock) : -1;
+		int a = sonde__ipc_connect(d->psock),
+		    b = a >= 0 ? sonde__ipc_connect(d->csock) : -1;
 		/* the connector listens last */
 		int x = b >= 0 ? sonde__ipc_connect_type(d->xsock, SOCK_SEQPACKET) : -1;
 		if (a >= 0)
@@ -73,7 +74,7 @@ pid_t sonded_probes_pid(const struct sonded *d, pid_t not, int timeout_s)
 		char *text = test_read_file(path, NULL);
 		long pid = text ? atol(text) : 0;
 		free(text);
-		if (pid > 0 && pid != not)
+		if (pid > 0 && pid != not )
 			return (pid_t)pid;
 		usleep(10000);
 	}
@@ -248,7 +249,7 @@ void tprod_open_fd(struct tprod *p, int fd, const char *name, bool scraping)
 	sonde__pb_put_varint(&a, PF_INIT_CONN_REQ_SIZE_HINT_BYTES, 65536);
 	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, name);
 	sonde__pb_put_varint(&a, PF_INIT_CONN_REQ_SMB_SCRAPING_MODE,
-		      scraping ? PF_SMB_SCRAPING_ENABLED : PF_SMB_SCRAPING_DISABLED);
+			     scraping ? PF_SMB_SCRAPING_ENABLED : PF_SMB_SCRAPING_DISABLED);
 	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_SDK_VERSION, "sonde-test");
 	tc_msg_free(tc_ok(&p->t, tc_call(&p->t, "InitializeConnection", &a, -1, false)));
 	p->cmd_req = tc_call(&p->t, "GetAsyncCommand", NULL, -1, false);
@@ -577,4 +578,18 @@ int trace_count_field(const struct buf *trace, uint32_t field)
 		}
 	}
 	return count;
+}
+
+void svc_make_packet(struct buf *b, const char *tag, size_t pad)
+{
+	sonde__buf_reset(b);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
+	sonde__pb_put_string(b, 900, tag);
+	if (pad) {
+		uint8_t *p = malloc(pad);
+		for (size_t i = 0; i < pad; i++)
+			p[i] = (uint8_t)('a' + i % 26);
+		sonde__pb_put_bytes(b, 901, p, pad);
+		free(p);
+	}
 }

@@ -105,6 +105,10 @@ char *tcons_wait_disabled(struct tc *t, uint64_t req, int timeout_ms);
 /* ReadBuffers until has_more=false; appends packets in Trace file format to trace. */
 void tcons_read(struct tc *t, struct buf *trace);
 
+/* A TracePacket (timestamp 1000) carrying tag in field 900 and, with pad, pad bytes of
+ * a-z in field 901: recognizable in a trace. */
+void svc_make_packet(struct buf *b, const char *tag, size_t pad);
+
 /* ---- trace inspection ---- */
 struct tpkt {
 	const uint8_t *p;

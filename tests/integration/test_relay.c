@@ -273,20 +273,6 @@ TEST_TIMEOUT(relay_smb_producer_delivers_as_many_as_direct, 180)
 	rig_down(&g);
 }
 
-static void make_packet(struct buf *b, const char *tag, size_t pad)
-{
-	sonde__buf_reset(b);
-	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
-	sonde__pb_put_string(b, 900, tag);
-	if (pad) {
-		uint8_t *p = malloc(pad);
-		for (size_t i = 0; i < pad; i++)
-			p[i] = (uint8_t)('a' + i % 26);
-		sonde__pb_put_bytes(b, 901, p, pad);
-		free(p);
-	}
-}
-
 /* A raw producer on the relay gets a real SMB (setup_tracing with an fd), and what it
  * writes there (fragments across chunks, a patch) reaches the host intact. */
 TEST_TIMEOUT(relay_translates_smb_chunks_and_patches, 60)
@@ -311,8 +297,8 @@ TEST_TIMEOUT(relay_translates_smb_chunks_and_patches, 60)
 	ASSERT(!p.emulated); /* setup_tracing came with the relay's SMB */
 	ASSERT(p.smb != NULL);
 	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	make_packet(&a, "relay-small-a", 0);
-	make_packet(&big, "relay-big-b", 9000);
+	svc_make_packet(&a, "relay-small-a", 0);
+	svc_make_packet(&big, "relay-big-b", 9000);
 	size_t p0 = p.page - SMB_PAGE_HDR_SIZE - SMB_CHUNK_HDR_SIZE - (4 + a.len) - 4;
 	size_t p1 = p.page - SMB_PAGE_HDR_SIZE - SMB_CHUNK_HDR_SIZE - 4;
 	ASSERT_UINT(big.len, >, p0 + p1);

@@ -16,20 +16,6 @@
 
 static const char *const one_ds[] = {"test.ds"};
 
-static void make_packet(struct buf *b, const char *tag, size_t pad)
-{
-	sonde__buf_reset(b);
-	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
-	sonde__pb_put_string(b, 900, tag);
-	if (pad) {
-		uint8_t *p = malloc(pad);
-		for (size_t i = 0; i < pad; i++)
-			p[i] = (uint8_t)('a' + i % 26);
-		sonde__pb_put_bytes(b, 901, p, pad);
-		free(p);
-	}
-}
-
 struct rig {
 	struct sonded d;
 	struct tprod p;
@@ -118,9 +104,9 @@ static void emulated_session(bool forge)
 	unsigned m01[2][2] = {{0, 0}, {1, 0}}, m2[1][2] = {{2, 0}};
 
 	rig_up(&r, forge);
-	make_packet(&a, "tcp-small-a", 0);
-	make_packet(&big, "tcp-big-b", 10000); /* spans three chunks */
-	make_packet(&c, "tcp-small-c", 0);
+	svc_make_packet(&a, "tcp-small-a", 0);
+	svc_make_packet(&big, "tcp-big-b", 10000); /* spans three chunks */
+	svc_make_packet(&c, "tcp-small-c", 0);
 	size_t p0 = 4080 - (4 + a.len) - 4, p1 = 4080 - 4;
 	struct iovec c0[2] = {{a.data, a.len}, {big.data, p0}};
 	struct iovec c1[1] = {{big.data + p0, p1}};
@@ -232,7 +218,7 @@ TEST_TIMEOUT(remote_vsock_loopback_session, 60)
 	snprintf(r.paddr, sizeof(r.paddr), "%s", paddr);
 	snprintf(r.caddr, sizeof(r.caddr), "%s", caddr);
 	rig_up_at(&r, false);
-	make_packet(&a, "vsock-packet", 0);
+	svc_make_packet(&a, "vsock-packet", 0);
 	struct iovec v[1] = {{a.data, a.len}};
 	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, v, 1, true);
 	tprod_commit(&r.p, m0, 1, r.target, 0, NULL);
@@ -250,8 +236,9 @@ TEST_TIMEOUT(remote_connector_socket_must_be_unix, 30)
 	char x[64];
 
 	snprintf(x, sizeof(x), "127.0.0.1:%u", test_free_tcp_port());
-	const char *argv[] = {test_bin("sonded"), "-p", test_path("p.sock"), "-c",
-			      test_path("c.sock"), "-x", x, "--no-probes", NULL};
+	const char *argv[] = {
+		test_bin("sonded"), "-p", test_path("p.sock"), "-c", test_path("c.sock"), "-x", x,
+		"--no-probes",	    NULL};
 	test_run(&o, 20, argv);
 	ASSERT_INT(o.status, !=, 0);
 	ASSERT_NOT_NULL(strstr(o.err, x));

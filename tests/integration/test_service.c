@@ -18,21 +18,6 @@
 
 static const char *const one_ds[] = {"test.ds"};
 
-/* A TracePacket carrying a recognizable payload in for_testing-like bytes (field 900). */
-static void make_packet(struct buf *b, const char *tag, size_t pad)
-{
-	sonde__buf_reset(b);
-	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, 1000);
-	sonde__pb_put_string(b, 900, tag);
-	if (pad) {
-		uint8_t *p = malloc(pad);
-		for (size_t i = 0; i < pad; i++)
-			p[i] = (uint8_t)('a' + i % 26);
-		sonde__pb_put_bytes(b, 901, p, pad);
-		free(p);
-	}
-}
-
 /* Producer registered, consumer enabled, setup and start received. */
 struct rig {
 	struct sonded d;
@@ -164,7 +149,7 @@ TEST_TIMEOUT(sonded_producer_session_end_to_end, 60)
 		for (int i = 0; i < 3; i++) {
 			char tag[32];
 			snprintf(tag, sizeof(tag), "e2e-packet-%d", c * 3 + i);
-			make_packet(&p3[i], tag, 0);
+			svc_make_packet(&p3[i], tag, 0);
 			v[i] = (struct iovec){p3[i].data, p3[i].len};
 		}
 		tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV4, (unsigned)c, 1, (uint32_t)c, 0, v, 3, true);
@@ -231,9 +216,9 @@ TEST_TIMEOUT(sonded_reassembles_packets_fragmented_across_chunks, 60)
 	tcfg_basic(&cfg, 1024, one_ds, 1);
 	rig_up(&r, &cfg, false, false, false);
 	rig_start(&r);
-	make_packet(&a, "frag-small-a", 0);
-	make_packet(&big, "frag-big-b", 10000); /* > two 4080-byte payloads */
-	make_packet(&c, "frag-small-c", 0);
+	svc_make_packet(&a, "frag-small-a", 0);
+	svc_make_packet(&big, "frag-big-b", 10000); /* > two 4080-byte payloads */
+	svc_make_packet(&c, "frag-small-c", 0);
 	size_t p0 = 4080 - (4 + a.len) - 4, p1 = 4080 - 4;
 	ASSERT_UINT(big.len, >, p0 + p1);
 	struct iovec c0[2] = {{a.data, a.len}, {big.data, p0}};
@@ -325,7 +310,7 @@ TEST_TIMEOUT(sonded_scrapes_chunks_a_producer_never_committed, 60)
 	for (int i = 0; i < 5; i++) {
 		char tag[32];
 		snprintf(tag, sizeof(tag), "scraped-%d", i);
-		make_packet(&p[i], tag, 0);
+		svc_make_packet(&p[i], tag, 0);
 		v[i] = (struct iovec){p[i].data, p[i].len};
 	}
 	/* writer 1: a chunk still being written (its last fragment may be incomplete);
@@ -374,7 +359,7 @@ TEST_TIMEOUT(sonded_flush_is_acked_by_commit_or_fails_on_timeout, 60)
 	tprod_expect(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
 	ASSERT_UINT(cmd.flush_id, >, 0);
 	ASSERT(tc_wait(&r.c, req, 200) == NULL); /* not before the producer acks */
-	make_packet(&pk, "flushed-packet", 0);
+	svc_make_packet(&pk, "flushed-packet", 0);
 	struct iovec v = {pk.data, pk.len};
 	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
 	tprod_commit(&r.p, mv, 1, r.target, cmd.flush_id, NULL);
@@ -441,7 +426,7 @@ TEST_TIMEOUT(sonded_deferred_start_and_all_started_event, 60)
 	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_DEFERRED_START, true);
 	rig_up(&r, &cfg, false, true, false);
 	sonde__pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE,
-		      PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED);
+			     PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED);
 	uint64_t obs = tc_call(&r.c, "ObserveEvents", &a, -1, false);
 	ASSERT(!tprod_cmd(&r.p, &cmd, 300)); /* no start before StartTracing */
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "StartTracing", NULL, -1, false)));
@@ -488,7 +473,7 @@ static void file_session(struct rig *r, const struct buf *cfg, int fd, const cha
 	r->inst = cmd.inst_id;
 	tc_msg_free(cmd.m);
 	rig_start(r);
-	make_packet(&pk, tag, 0);
+	svc_make_packet(&pk, tag, 0);
 	struct iovec v = {pk.data, pk.len};
 	tprod_chunk(&r->p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
 	tprod_commit(&r->p, mv, 1, r->target, 0, NULL);
@@ -595,8 +580,8 @@ TEST_TIMEOUT(sonded_sessions_see_only_their_own_data, 60)
 	target_b = cmd.target_buffer;
 	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	ASSERT_UINT(target_a, !=, target_b);
-	make_packet(&pa, "only-for-a", 0);
-	make_packet(&pb, "only-for-b", 0);
+	svc_make_packet(&pa, "only-for-a", 0);
+	svc_make_packet(&pb, "only-for-b", 0);
 	struct iovec va = {pa.data, pa.len}, vb = {pb.data, pb.len};
 	tprod_chunk(&p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &va, 1, true);
 	tprod_chunk(&p, 1, SMB_LAYOUT_DIV1, 0, 2, 0, 0, &vb, 1, true);
@@ -682,7 +667,7 @@ static void commit_many(struct rig *r, int n, size_t pad)
 		for (; batch < 16 && i < n; batch++, i++) {
 			char tag[32];
 			snprintf(tag, sizeof(tag), "many-%05d", i);
-			make_packet(&pk, tag, pad);
+			svc_make_packet(&pk, tag, pad);
 			struct iovec v = {pk.data, pk.len};
 			tprod_chunk(&r->p, (unsigned)batch, SMB_LAYOUT_DIV1, 0, 1, (uint32_t)i, 0,
 				    &v, 1, true);
@@ -721,7 +706,7 @@ TEST_TIMEOUT(sonded_ring_overwrites_oldest_discard_keeps_first, 120)
 		size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
 		sonde__pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 64);
 		sonde__pb_put_varint(&cfg, PF_BUFFER_CONFIG_FILL_POLICY,
-			      discard ? PF_FILL_POLICY_DISCARD : PF_FILL_POLICY_RING_BUFFER);
+				     discard ? PF_FILL_POLICY_DISCARD : PF_FILL_POLICY_RING_BUFFER);
 		sonde__pb_end(&cfg, m);
 		size_t d = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_DATA_SOURCES);
 		size_t c = sonde__pb_begin(&cfg, PF_TC_DATA_SOURCE_CONFIG);
@@ -848,7 +833,7 @@ TEST_TIMEOUT(sonded_detached_session_survives_and_reattaches, 60)
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	tc_close(&r.c); /* the session must outlive this consumer */
-	make_packet(&pk, "detached-packet", 0);
+	svc_make_packet(&pk, "detached-packet", 0);
 	struct iovec v = {pk.data, pk.len};
 	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
 	tprod_commit(&r.p, mv, 1, r.target, 0, NULL);
