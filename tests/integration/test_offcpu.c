@@ -158,8 +158,9 @@ TEST_TIMEOUT(offcpu_min_counts_short_intervals, 200)
 	ASSERT(l != NULL);
 	ASSERT_INT(sscanf(l, "; %llu shorter intervals not stacked", &shorter), ==, 1);
 	printf("%s", o.out);
-	/* every pipe wait (one a round, 20 ms) unless a loaded machine made it 30 ms long */
-	ASSERT_UINT(shorter, >=, (unsigned long long)(0.8 * w.rounds));
+	/* every pipe wait (one a round, 20 ms) unless a loaded machine made it 30 ms long:
+	 * most of them, even when another job delays many wakeups */
+	ASSERT_UINT(shorter, >=, (unsigned long long)(0.5 * w.rounds));
 	ASSERT_DOUBLE_NEAR(w.got[NAP] * 1e3 / w.truth[NAP], 1.0, 0.2);
 	ASSERT(w.got[PIPE] * 1e3 < 0.5 * w.truth[PIPE]);
 	test_output_free(&o);
