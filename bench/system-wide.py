@@ -22,6 +22,7 @@ CPU figure leaves that work out; sonde unwinds while recording.
 """
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def run(argv):
 
 
 def sonde_counts(err):
-    m = re.search(r"(\d+) samples \((\d+) written\)", err)
+    m = re.search(r"(\d+) samples \((\d+) written", err)
     l = re.search(r"loss: (\d+) records and (\d+) samples lost", err)
     return int(m.group(2)), int(l.group(1)) + int(l.group(2))
 
@@ -106,10 +107,8 @@ def main():
         print("sonde/%s: cpu x%.2f, rss x%.2f" %
               (m.replace("perf ", "perf record "), med("sonde -a", "cpu") / med(m, "cpu"),
                med("sonde -a", "rss") / med(m, "rss")))
-    for f in (spool, pdata, pdata + ".old"):
-        if os.path.exists(f):
-            os.unlink(f)
-    os.rmdir(tmp)
+    # the recordings and what the recorders kept of earlier ones (FILE.old, perf.data.old)
+    shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":
