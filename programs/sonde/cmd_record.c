@@ -49,13 +49,13 @@ struct record_args {
 	int spool_fd;	       /* out.fd, or a copy of standard output (-o -) */
 	char **cmd;
 	bool quiet;
-	double duration; /* seconds; 0: until the targets exit */
+	double duration;  /* seconds; 0: until the targets exit */
 	bool system_wide; /* -a: every process; -p filters, a command only sets the duration */
 	bool kernel_set;  /* --kernel or --no-kernel given */
 	int *cpus;	  /* -C */
 	size_t n_cpus;
-	bool failed;	 /* recording or finishing failed */
-	long long kept;	 /* then: samples readable in the spool, -1 unknown */
+	bool failed;	/* recording or finishing failed */
+	long long kept; /* then: samples readable in the spool, -1 unknown */
 };
 
 /* The library explains failures through the log; the last error becomes our one line. */
@@ -407,6 +407,13 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		fprintf(stderr, ", %u ring%s doubled after a loss", s->ring_grows,
 			s->ring_grows == 1 ? "" : "s");
 	fprintf(stderr, "\n");
+	if (s->stack_switches)
+		fprintf(stderr,
+			"  stack copies: %u-%u bytes per thread after %u switch%s (%u grown after "
+			"a cut stack), %llu duplicate records dropped\n",
+			s->stack_bytes_min, s->stack_bytes_max, s->stack_switches,
+			s->stack_switches == 1 ? "" : "es", s->stack_grows,
+			(unsigned long long)s->duplicates_dropped);
 	if (a->opts.kernel && s->kernel_enabled)
 		fprintf(stderr, "  kernel: %llu frames\n", (unsigned long long)s->kernel_frames);
 	else if (a->opts.kernel)

@@ -80,11 +80,13 @@ static void decode_trailer(struct cur c, const struct perf_layout *l, struct per
 	if (t & PERF_SAMPLE_TIME)
 		out->time = get_u64(&c);
 	if (t & PERF_SAMPLE_ID)
-		get_u64(&c);
+		out->id = get_u64(&c);
 	if (t & PERF_SAMPLE_STREAM_ID)
 		get_u64(&c);
 	if (t & PERF_SAMPLE_CPU)
 		get_u32_pair(&c, &out->cpu, NULL);
+	if (t & PERF_SAMPLE_IDENTIFIER)
+		out->id = get_u64(&c);
 	out->has_id = !c.short_read && (t & PERF_SAMPLE_TIME);
 }
 
@@ -164,6 +166,7 @@ static int decode_sample(struct cur c, const struct perf_layout *l, struct perf_
 		return -SONDE_E_TRUNCATED;
 	out->has_id = (t & PERF_SAMPLE_TIME) != 0;
 	out->time = s->time;
+	out->id = s->id;
 	out->pid = s->pid;
 	out->tid = s->tid;
 	out->cpu = s->cpu;
@@ -239,7 +242,8 @@ static void decode_body(struct cur *c, uint32_t type, uint16_t misc, struct perf
 	}
 }
 
-int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct perf_rec *out)
+int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
+		       struct perf_rec *out)
 {
 	struct perf_event_header h;
 
@@ -268,7 +272,8 @@ int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
 	return 0;
 }
 
-int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l, uint64_t *time)
+int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l,
+			    uint64_t *time)
 {
 	struct perf_event_header h;
 	uint64_t t = l->sample_type;

@@ -132,6 +132,9 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	r->ring_pages = o.ring_pages;
 	r->sum.frequency = r->cfg.period ? 0 : r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
+	r->sum.stack_bytes_min = r->sum.stack_bytes_max = r->cfg.stack_bytes;
+	/* no size given: each thread's copy is sized by what its unwinds need (resize.c) */
+	r->adaptive = !o.stack_bytes;
 	return (int)o.event;
 }
 
@@ -211,6 +214,7 @@ static struct sonde_recorder *recorder_alloc(void)
 		return NULL;
 	r->epfd = -1;
 	r->out_fd = -1;
+	r->gen = 1;
 	sonde__perf_event_layout(&r->layout);
 	r->sum.sz = sizeof(r->sum);
 	struct timespec boot;
@@ -219,7 +223,8 @@ static struct sonde_recorder *recorder_alloc(void)
 				      (uint64_t)boot.tv_nsec - sonde__rec_now());
 	if (sonde__perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
 	    !(r->rings = sonde__calloc(r->n_cpus, sizeof(*r->rings))) ||
-	    !(r->sorter = sonde__perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    !(r->sorter = sonde__perf_sorter_new()) ||
+	    (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    !(r->unwind_cache = sonde__unwind_cache_new())) {
 		sonde_recorder__free(r);
 		return NULL;
@@ -292,6 +297,8 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
 	if (!err && mode != SONDE_ATTACH_ON_EXEC)
 		err = sonde_recorder__enable(r);
+	else if (!err)
+		r->enabled = true; /* the kernel enables the events at exec */
 	return err;
 }
 
@@ -310,8 +317,8 @@ static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid
 }
 
 struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
-						    void *ctx, enum sonde_attach_mode mode,
-						    const struct sonde_record_opts *opts)
+						     void *ctx, enum sonde_attach_mode mode,
+						     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -321,8 +328,8 @@ struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_writ
 }
 
 struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
-					     enum sonde_attach_mode mode,
-					     const struct sonde_record_opts *opts)
+					      enum sonde_attach_mode mode,
+					      const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -339,7 +346,8 @@ struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 		errno = err;
 		return NULL;
 	}
-	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode, opts);
+	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode,
+			   opts);
 	if (!r) {
 		/* Nothing was recorded: leave no half-written file behind. */
 		int err = errno;
@@ -407,7 +415,7 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 }
 
 struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn write, void *ctx,
-							   const struct sonde_record_opts *opts)
+							    const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -422,7 +430,7 @@ struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn
 }
 
 struct sonde_recorder *sonde_recorder__attach_system(const char *path,
-						    const struct sonde_record_opts *opts)
+						     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -660,6 +668,8 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 	int err = drain_and_process(r, false, &pr);
 	if (r->system_wide)
 		sonde__rec_system_grow_rings(r);
+	else if (!err)
+		err = sonde__rec_maybe_regen(r);
 	if (!err)
 		err = sonde__rec_maybe_recover(r, false);
 	if (!err)
@@ -707,7 +717,8 @@ int sonde_recorder__enable(struct sonde_recorder *r)
 		if (!rerr || rerr == -ESRCH)
 			continue; /* a process that died while stopped needs no resuming */
 		if (err) {
-			sonde__rec_context_error(r, rerr, "resuming a process stopped for attaching");
+			sonde__rec_context_error(r, rerr,
+						 "resuming a process stopped for attaching");
 		} else {
 			sonde_error("cannot resume pid %d: %s", (int)r->procs[i].pid,
 				    strerror(-rerr));
@@ -825,7 +836,8 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
 	for (size_t i = 0; i < r->n_procs; i++)
-		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop), "resuming a stopped process");
+		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop),
+			   "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
 	/* The events are disabled, so nothing more can be lost: a gap still open (a loss
 	 * while the rings were drained for the last time, after the last sweep) is closed
@@ -857,9 +869,12 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	}
 	for (size_t i = 0; i < r->n_procs; i++)
 		sonde__proc_resume(&r->procs[i].stop);
-	for (size_t i = 0; r->rings && i < r->n_cpus; i++)
+	for (size_t i = 0; r->rings && i < r->n_cpus; i++) {
 		if (r->rings[i].mapped)
 			sonde__perf_ring_unmap(&r->rings[i].ring);
+		if (r->rings[i].next_mapped)
+			sonde__perf_ring_unmap(&r->rings[i].next);
+	}
 	for (size_t i = 0; i < r->n_events; i++)
 		close(r->events[i].fd);
 	if (r->epfd >= 0)
@@ -874,6 +889,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde__free(r->bidcache_dir);
 	sonde__unwind_cache_free(r->unwind_cache);
 	sonde__free(r->events);
+	sonde__free(r->ids);
 	sonde__free(r->rings);
 	sonde__free(r->cpus);
 	sonde__free(r);

@@ -35,17 +35,35 @@ struct rec_ring {
 	struct perf_ring ring;
 	uint64_t latest; /* newest timestamp read from this ring */
 	bool mapped;
-	bool hup; /* removed from epoll after POLLHUP (still drained) */
+	bool hup;	/* removed from epoll after POLLHUP (still drained) */
 	bool lost_seen; /* a LOST record came out of it since the last look */
+	/* Its replacement while a generation switch grows it (resize.c): the new events
+	 * write there, the old ones here until they are disabled. */
+	struct perf_ring next;
+	bool next_mapped;
+	unsigned grow_pages; /* the size it grows to in the switch under way, 0: none */
 };
 
 struct rec_event {
 	int fd;
 	int ring; /* index into rings (= CPU index) */
 	pid_t tid;
-	bool armed_on_exec; /* enable_on_exec still pending: enabling by hand would sample the
-			     * launcher before its exec */
-	bool retired;	    /* its thread is gone, but it owns its ring: kept open, disabled */
+	bool armed_on_exec;   /* enable_on_exec still pending: enabling by hand would sample the
+			       * launcher before its exec */
+	bool retired;	      /* its thread is gone, but it owns its ring: kept open, disabled */
+	uint32_t gen;	      /* the generation it belongs to (resize.c) */
+	uint32_t stack_bytes; /* its sample_stack_user */
+};
+
+/* Every event the recording opened, by the id its records carry (PERF_SAMPLE_ID: an
+ * inherited event's records carry its parent's), kept after the event is closed while its
+ * records may still be queued. Sorted by id. */
+struct rec_event_id {
+	uint64_t id;
+	pid_t tid;	      /* the thread it was opened on (-1: a CPU) */
+	uint32_t gen;	      /* its generation */
+	uint32_t stack_bytes; /* its stack copy */
+	bool dead;	      /* of a switch that was abandoned: its records are dropped */
 };
 
 struct rec_process {
@@ -73,6 +91,17 @@ struct rec_thread {
 	bool announced;	 /* a fork record created it: it inherited the events */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
 	char comm[16];
+	/* Stack copy sizing (resize.c). The events sampling it are its own (root_gen: the
+	 * generation they belong to, 0 when it has none) or inherited from root_tid's. */
+	uint32_t root_gen;
+	pid_t root_tid;
+	bool inheritors;     /* threads created since inherited its own events */
+	bool grow;	     /* a stack was cut by the end of its copy: double it */
+	uint32_t copy_bytes; /* the copy its last sample had */
+	uint32_t min_bytes;  /* never below this: a size it had to grow to */
+	uint32_t reach;	     /* most stack bytes an unwind of it needed */
+	uint32_t window;     /* samples since its events were last reopened */
+	uint32_t regen_mark; /* generation a switch in progress gave it events in */
 };
 
 struct rec_build_id {
@@ -131,7 +160,7 @@ struct sonde_recorder {
 
 	/* Lifecycle and loss recovery (recover.c). */
 	bool follow_children;
-	bool frame_pointers_only; /* opts.frame_pointers_only */
+	bool frame_pointers_only;		  /* opts.frame_pointers_only */
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
 	void *exec_check_ctx;
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
@@ -139,6 +168,16 @@ struct sonde_recorder {
 	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
 	uint64_t closed_lost;	/* lost counts of event fds already closed */
 	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
+
+	/* Per-thread stack copies and ring growth by generation switch (resize.c). */
+	bool adaptive;	     /* size each thread's copy (no --stack-size given) */
+	uint32_t gen;	     /* the current generation of events */
+	uint64_t gen_cut;    /* monotonic ns from which the current generation alone samples */
+	uint64_t last_regen; /* sonde__rec_now() of the last switch (or its attempt) */
+	bool switching;	     /* a switch is opening the next generation's events */
+	bool regen_grow;     /* a thread's stack was cut: switch at the next poll */
+	struct rec_event_id *ids;
+	size_t n_ids, cap_ids;
 
 	/* System-wide recording (system.c). */
 	bool system_wide;
@@ -183,14 +222,49 @@ int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid);
 void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid);
 /* Sum of the lost counters of every open event plus those already closed. */
 uint64_t sonde__rec_read_lost_counters(struct sonde_recorder *r);
-/* Takes event fd (of thread tid, -1 for a per-CPU event) on CPU index cpu_idx, routing it
- * into that CPU's ring (mapped on first use). 0 or -errno (fd then still the caller's). */
-int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec);
+/* Takes event fd (of thread tid, -1 for a per-CPU event; generation gen, copying
+ * stack_bytes) on CPU index cpu_idx, routing it into that CPU's ring (mapped on first use;
+ * during a switch, the ring's replacement when it grows). 0 or -errno (fd then still the
+ * caller's). */
+int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec,
+			 uint32_t gen, uint32_t stack_bytes);
+/* One event per (thread, CPU) with a stack copy of stack_bytes, disabled or armed for exec,
+ * of generation gen, into each CPU's ring (its replacement when one is being grown).
+ * 0 or -errno (nothing of it left open). */
+int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, uint32_t stack_bytes,
+			   uint32_t gen);
+/* Closes the events opened from index `from` on (of tid only when tid is not 0), keeping
+ * their lost counts; ring owners stay open, disabled. */
+void sonde__rec_close_events_from(struct sonde_recorder *r, pid_t tid, size_t from);
+
+/* resize.c */
+/* Records event fd's id (opened on tid, generation gen). 0 or -errno. */
+int sonde__rec_note_event_id(struct sonde_recorder *r, int fd, pid_t tid, uint32_t gen,
+			     uint32_t stack_bytes);
+const struct rec_event_id *sonde__rec_event_id(const struct sonde_recorder *r, uint64_t id);
+/* Whether rec is a copy of what another event of the same thread records: the older
+ * generation's while the switch overlapped them, or a parent's inherited event on a
+ * thread that has its own. */
+bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *rec);
+/* What a sample's unwind tells about its thread's copy size. */
+void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t,
+			    const struct perf_rec *rec, enum unwind_end end, size_t reach);
+/* The stack copy to open thread t's events with. */
+uint32_t sonde__rec_thread_stack_bytes(const struct sonde_recorder *r, const struct rec_thread *t);
+/* After a poll: switches to a new generation of events when a thread's copy should change
+ * size or a ring lost records and may grow. 0 or the first error. */
+int sonde__rec_maybe_regen(struct sonde_recorder *r);
+/* A thread with its own events exits: whether they can be closed (no thread inherited
+ * them). */
+bool sonde__rec_can_close_root(struct sonde_recorder *r, struct rec_thread *t);
+/* A thread was created by parent (a FORK record): it inherits parent's events. */
+void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t ptid);
 
 /* images.c */
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Takes ownership of fd, the image b was read from (mapped at path). */
-void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path);
+void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd,
+			   const char *path);
 /* Copies the held images whose path no longer leads to them into the build-id cache. */
 void sonde__rec_images_save(struct sonde_recorder *r);
 void sonde__rec_images_free(struct sonde_recorder *r);
@@ -204,7 +278,7 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-		    const struct rec_module *m, uint32_t maj, uint32_t min);
+			   const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);

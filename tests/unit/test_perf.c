@@ -140,11 +140,12 @@ static void rb_end(struct rb *r)
 	memcpy(r->b + 6, &sz, 2);
 }
 
-/* The sample_id trailer for our layout: pid/tid, time, cpu. */
+/* The sample_id trailer for our layout: pid/tid, time, id, cpu. */
 static void rb_trailer(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint32_t cpu)
 {
 	rb_u32x2(r, pid, tid);
 	rb_u64(r, t);
+	rb_u64(r, 77); /* the event's id */
 	rb_u32x2(r, cpu, 0);
 }
 
@@ -154,6 +155,7 @@ static void build_sample(struct rb *r, uint64_t stack_size, uint64_t dyn)
 	rb_u64(r, 0x401234);   /* ip */
 	rb_u32x2(r, 100, 101); /* pid, tid */
 	rb_u64(r, 123456789);  /* time */
+	rb_u64(r, 76);	       /* id */
 	rb_u32x2(r, 1, 0);     /* cpu */
 	rb_u64(r, 1000);       /* period */
 	rb_u64(r, PERF_SAMPLE_REGS_ABI_64);
@@ -182,6 +184,7 @@ TEST(perf_decode_sample_maps_registers_to_dwarf_order)
 	ASSERT_UINT(rec.pid, ==, 100);
 	ASSERT_UINT(rec.tid, ==, 101);
 	ASSERT_UINT(rec.time, ==, 123456789);
+	ASSERT_UINT(rec.id, ==, 76);
 	ASSERT_UINT(rec.cpu, ==, 1);
 	ASSERT_UINT(rec.sample.period, ==, 1000);
 	ASSERT_UINT(rec.sample.regs.r[UREG_RAX], ==, 0x1000);
@@ -260,6 +263,7 @@ TEST(perf_decode_side_band_records)
 	ASSERT_UINT(rec.type, ==, PERF_RECORD_MMAP2);
 	ASSERT(rec.has_id);
 	ASSERT_UINT(rec.time, ==, 555);
+	ASSERT_UINT(rec.id, ==, 77);
 	ASSERT_UINT(rec.mmap2.addr, ==, 0x400000);
 	ASSERT_UINT(rec.mmap2.len, ==, 0x2000);
 	ASSERT_UINT(rec.mmap2.pgoff, ==, 0x1000);
@@ -269,7 +273,7 @@ TEST(perf_decode_side_band_records)
 	ASSERT_UINT(rec.mmap2.prot, ==, 4 /* PROT_EXEC */);
 	ASSERT_STR_EQ(rec.mmap2.filename, "/usr/bin/true");
 	/* Without a NUL in the name the record is refused. */
-	memset(r.b + r.n - 24 - sizeof(name), 'x', sizeof(name));
+	memset(r.b + r.n - 32 - sizeof(name), 'x', sizeof(name));
 	ASSERT_ERR(sonde__perf_decode(r.b, r.n, &l, &rec), -SONDE_E_TRUNCATED);
 
 	rb_begin(&r, PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC);
@@ -389,8 +393,8 @@ TEST(perf_sorter_recycles_entries)
 		if (round == 20)
 			m0 = mallinfo2().uordblks;
 		for (int i = 0; i < 64; i++)
-			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64), rec,
-						   (size_t)(100 + (i * 97) % 5900)));
+			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64),
+							  rec, (size_t)(100 + (i * 97) % 5900)));
 		while (sonde__perf_sorter_pop(s, UINT64_MAX, &p, &len, &t) == 1)
 			;
 	}
@@ -544,8 +548,8 @@ TEST(cpu_list_parse_takes_perf_syntax)
 		const char *in;
 		int n, cpus[4];
 	} ok[] = {
-		{"0", 1, {0}},		{"0,2-3", 3, {0, 2, 3}}, {"3,1", 2, {3, 1}},
-		{"0-1,1", 2, {0, 1}},	{"7\n", 1, {7}},	 {"1-1", 1, {1}},
+		{"0", 1, {0}},	      {"0,2-3", 3, {0, 2, 3}}, {"3,1", 2, {3, 1}},
+		{"0-1,1", 2, {0, 1}}, {"7\n", 1, {7}},	       {"1-1", 1, {1}},
 	};
 	static const char *const bad[] = {"", "x", "1-", "-1", "3-1", "1,,2", "1 2", "0x1"};
 	int *cpus;
