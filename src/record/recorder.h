@@ -99,8 +99,8 @@ struct rec_thread {
 	bool grow;	     /* a stack was cut by the end of its copy: double it */
 	uint32_t copy_bytes; /* the copy its last sample had */
 	uint32_t min_bytes;  /* never below this: a size it had to grow to */
-	uint32_t reach;	     /* most stack bytes an unwind of it needed */
-	uint32_t window;     /* samples since its events were last reopened */
+	uint32_t reach;	     /* most stack bytes an unwind of it needed in the window */
+	uint32_t window;     /* samples since its events were last reopened (the window) */
 	uint32_t regen_mark; /* generation a switch in progress gave it events in */
 };
 

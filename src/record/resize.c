@@ -385,7 +385,11 @@ static void adopt_generation(struct sonde_recorder *r, uint32_t gen)
 		t->root_gen = gen;
 		t->root_tid = t->tid;
 		t->inheritors = false;
+		/* what it needs from now on: the program's start (the loader, deep in
+		 * relocation) or a phase that is over does not hold its size up; a deeper
+		 * call than the window saw is cut, which grows the copy back at once */
 		t->window = 0;
+		t->reach = 0;
 		lo = bytes < lo ? bytes : lo;
 		hi = bytes > hi ? bytes : hi;
 	}
