@@ -476,8 +476,11 @@ static bool regen_due(struct sonde_recorder *r, uint64_t since_last)
 		return false;
 	for (size_t i = 0; i < r->cap_threads && !shrink; i++) {
 		const struct rec_thread *t = &r->threads[i];
+		/* by a quarter at least: a thread whose needs vary a little is not
+		 * switched back and forth */
 		shrink = t->tid && t->window >= STACK_LEARN_SAMPLES && t->copy_bytes &&
-			 sonde__rec_thread_stack_bytes(r, t) < t->copy_bytes;
+			 (uint64_t)sonde__rec_thread_stack_bytes(r, t) * 4 <=
+				 (uint64_t)t->copy_bytes * 3;
 	}
 	return shrink;
 }
