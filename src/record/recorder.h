@@ -101,6 +101,8 @@ struct rec_thread {
 	uint32_t min_bytes;  /* never below this: a size it had to grow to */
 	uint32_t reach;	     /* most stack bytes an unwind of it needed in the window */
 	uint32_t window;     /* samples since its events were last reopened (the window) */
+	uint32_t cuts;	     /* of them, cut by the end of a full copy */
+	bool too_deep;	     /* cut even by the largest copy: back to STACK_TOO_DEEP */
 	uint32_t regen_mark; /* generation a switch in progress gave it events in */
 };
 

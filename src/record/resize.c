@@ -44,6 +44,10 @@ enum {
 	STACK_FLOOR = 2048,
 	/* Samples of a thread under its current events before its size is judged. */
 	STACK_LEARN_SAMPLES = 20,
+	/* The copy of a thread whose stacks are deeper than the largest copy: none makes them
+	 * whole, so it copies what perf copies by default, the frames nearest the leaf, at a
+	 * fraction of the largest copy's cost (--stack-size 65528 keeps them all). */
+	STACK_TOO_DEEP = 8192,
 	/* Switches for a cut stack or a ring that lost records come quickly; a switch that
 	 * only makes copies smaller waits longer (it reopens every thread's events). */
 	REGEN_URGENT_NS = 20000000,
@@ -144,6 +148,8 @@ uint32_t sonde__rec_thread_stack_bytes(const struct sonde_recorder *r, const str
 
 	if (!r->adaptive)
 		return r->cfg.stack_bytes;
+	if (t->too_deep)
+		return STACK_TOO_DEEP;
 	if (t->grow)
 		return grown(copy);
 	if (t->window < STACK_LEARN_SAMPLES || !t->reach)
@@ -160,20 +166,31 @@ void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t,
 	if (!t)
 		return;
 	t->copy_bytes = copy;
+	t->window++;
 	/* Cut by the end of a full copy (not by the end of the stack's mapping, which a
-	 * larger copy would not pass either): the retry path. */
-	if (end == UNWIND_END_COPY_WINDOW && rec->sample.stack_len >= copy) {
-		if (copy < PERF_STACK_MAX && !t->grow) {
+	 * larger copy would not pass either): the retry path. The kernel trims the largest
+	 * copies so that the record stays under 64 KiB. */
+	if (end == UNWIND_END_COPY_WINDOW && rec->sample.stack_len + 1024 >= copy) {
+		t->cuts++;
+		if (copy < PERF_STACK_MAX && !t->grow && !t->too_deep) {
 			t->grow = true;
 			r->regen_grow = true;
 		}
+		/* half its stacks deeper than any copy: growing bought nothing */
+		if (copy >= PERF_STACK_MAX && t->window >= STACK_LEARN_SAMPLES &&
+		    t->cuts * 2 >= t->window)
+			t->too_deep = true;
 		return;
+	}
+	/* a window of whole stacks at the small copy: the deep phase is over */
+	if (t->too_deep && copy <= STACK_TOO_DEEP && t->window >= STACK_LEARN_SAMPLES && !t->cuts) {
+		t->too_deep = false;
+		t->min_bytes = 0;
 	}
 	/* A walk cut by the top of the stack's mapping read all there was (a sample while the
 	 * program starts, its stack pointer close to the top): no measure of what it needs. */
 	if (reach > t->reach && end != UNWIND_END_COPY_WINDOW)
 		t->reach = reach > UINT32_MAX ? UINT32_MAX : (uint32_t)reach;
-	t->window++;
 }
 
 void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t ptid)
@@ -183,7 +200,9 @@ void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t pt
 	t->root_gen = 0;
 	t->root_tid = 0;
 	t->window = 0;
+	t->cuts = 0;
 	t->grow = false;
+	t->too_deep = false;
 	t->reach = 0;
 	t->min_bytes = 0;
 	t->copy_bytes = parent ? parent->copy_bytes : 0;
@@ -389,6 +408,7 @@ static void adopt_generation(struct sonde_recorder *r, uint32_t gen)
 		 * relocation) or a phase that is over does not hold its size up; a deeper
 		 * call than the window saw is cut, which grows the copy back at once */
 		t->window = 0;
+		t->cuts = 0;
 		t->reach = 0;
 		lo = bytes < lo ? bytes : lo;
 		hi = bytes > hi ? bytes : hi;

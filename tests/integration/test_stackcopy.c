@@ -82,6 +82,27 @@ TEST_TIMEOUT(stackcopy_deep_stack_grows_until_it_reaches_main, 150)
 	ASSERT_UINT(late_whole * 100, >=, late * 98);
 }
 
+/* 400 frames of 160 bytes and more: deeper than the largest copy. Doubling to it makes
+ * no stack whole, so the thread goes back to an 8 KiB copy (perf's default), its stacks
+ * still marked truncated. */
+TEST_TIMEOUT(stackcopy_stack_deeper_than_any_copy_returns_to_8k, 150)
+{
+	const char *spool = test_path("deeper.spool");
+	unsigned min, max, switches, grown;
+	struct test_output o;
+
+	test_require_perf();
+	test_runf(&o, 120, "%s record -F 999 -o %s -- %s 3 400 160", test_bin("sonde"), spool,
+		  test_prog("ladder"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT(stack_line(o.err, &min, &max, &switches, &grown));
+	ASSERT_UINT(grown, >=, 1);
+	ASSERT_UINT(switches, >=, 2);
+	ASSERT_UINT(min, ==, 8192);
+	ASSERT_UINT(max, ==, 8192);
+	test_output_free(&o);
+}
+
 /* A shallow stack needs a few hundred bytes: its copy drops from 32 KiB to a few KiB
  * once its unwinds have shown it, and its stacks stay whole. */
 TEST_TIMEOUT(stackcopy_shallow_stack_copy_shrinks, 150)
