@@ -150,7 +150,7 @@ TEST_TIMEOUT(life_without_children_only_the_target, 200)
 		 "while [ $i -lt 100000 ]; do i=$((i+1)); done",
 		 test_prog("life_spin"));
 	const char *argv[] = {test_bin("sonde"), "record", "--no-inherit", "-o", out, "--",
-			      "/bin/sh",	 "-c",	   script, NULL};
+			      "/bin/sh",	 "-c",	   script,	   NULL};
 	test_run(&o, 180, argv);
 	if (o.status != 0)
 		FAIL("sonde record exited %d: %s", o.status, o.err);
@@ -312,9 +312,9 @@ TEST_TIMEOUT(life_thousand_threads_sampled_without_fd_leak, 300)
 /* split's functions and the caller each compute_X must have. */
 static void check_split_stack(const struct life_sample *s, uint64_t *checked)
 {
-	static const char *const names[] = {"compute_hot", "compute_warm", "compute_cool",
-					    "path_hot",	   "path_warm",	   "path_cool",
-					    "run",	   "main",	   "_start",	   "now"};
+	static const char *const names[] = {
+		"compute_hot", "compute_warm", "compute_cool", "path_hot", "path_warm",
+		"path_cool",   "run",	       "main",	       "_start",   "now"};
 
 	for (int k = 0; k < s->depth; k++) {
 		if (!life_is_file(s->mod[k], "split"))
@@ -555,7 +555,7 @@ TEST_TIMEOUT(life_attach_races_with_exit, 400)
 		pid_t pid = short_child(i, &th, &rp);
 		errno = 0;
 		struct sonde_recorder *r2 = sonde_recorder__attach(pid, test_path("race2.spool"),
-								  SONDE_ATTACH_STOP, NULL);
+								   SONDE_ATTACH_STOP, NULL);
 		int e = errno;
 		pthread_join(th, NULL);
 		if (r2) {
@@ -567,7 +567,8 @@ TEST_TIMEOUT(life_attach_races_with_exit, 400)
 	}
 	/* A zombie is not a process to attach to. */
 	pid_t z = zombie();
-	ASSERT_INT(sonde_recorder__attach_process(r, z, SONDE_ATTACH_STOP), ==, SONDE_ATTACH_EXITED);
+	ASSERT_INT(sonde_recorder__attach_process(r, z, SONDE_ATTACH_STOP), ==,
+		   SONDE_ATTACH_EXITED);
 	errno = 0;
 	ASSERT(!sonde_recorder__attach(z, test_path("z.spool"), SONDE_ATTACH_STOP, NULL));
 	ASSERT_INT(errno, ==, ESRCH);
@@ -682,9 +683,11 @@ TEST_TIMEOUT(life_duration_stops_the_recording, 120)
 	test_output_free(&o);
 }
 
-/* Loss while mappings change: a tiny ring drained every 30 ms drops most records, mmap
- * records of the libraries loaded and unloaded in turn included. The recovery sweeps find
- * the module table out of step with /proc/PID/maps and repair it. */
+/* Loss while mappings change: a tiny ring that the recorder leaves alone for 400 ms at a
+ * time drops most records, mmap records of the libraries loaded and unloaded in turn
+ * included (the rings double after each loss, from two samples: each pause still
+ * overflows them). The recovery sweeps find the module table out of step with
+ * /proc/PID/maps and repair it. */
 TEST_TIMEOUT(life_loss_sweeps_repair_the_module_table, 180)
 {
 	char cmd[4096];
@@ -705,9 +708,9 @@ TEST_TIMEOUT(life_loss_sweeps_repair_the_module_table, 180)
 	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_writer(
 		sonde_launch__pid(l), mem_write, &mem, SONDE_ATTACH_ON_EXEC, &opts));
 	ASSERT_OK(sonde_launch__resume(l));
-	while (sonde_launch__wait(l, WNOHANG, &status) == 0) {
+	for (int n = 0; sonde_launch__wait(l, WNOHANG, &status) == 0; n++) {
 		ASSERT_OK(sonde_recorder__poll(r, 0, NULL));
-		usleep(30000);
+		usleep(n % 4 == 3 ? 400000 : 30000);
 	}
 	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ASSERT_OK(sonde_recorder__finish(r, &sum));
