@@ -72,8 +72,10 @@ struct sonde_record_opts {
 	 * what its unwinds need, starting at 32768 (docs/record.md, "Stack copy sizing";
 	 * system-wide recordings copy 32768). */
 	uint32_t stack_bytes;
-	/* Data pages of each per-CPU ring, a power of two; 0 for the default (512). A ring the
-	 * kernel refuses to map (locked-memory limit) is halved down to what one sample needs. */
+	/* Data pages of each per-CPU ring at the start, a power of two; 0 for a size chosen
+	 * from the rate and the stack copy (docs/record.md, "Ring sizing"). A ring the kernel
+	 * refuses to map (locked-memory limit) is halved down to what one sample needs; a ring
+	 * that loses records is doubled while all rings stay under ring_bytes_cap. */
 	uint32_t ring_pages;
 	enum sonde_record_event event;
 	/* Kernel frames too: samples taken in the kernel count, and each sample's stack starts
