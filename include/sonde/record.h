@@ -144,8 +144,7 @@ struct sonde_record_summary {
 	char event[16];		   /* the event sampled: "cycles" or "cpu-clock" */
 	int cycles_error;	   /* -errno of the refused cycles attempt when it fell back */
 	/* Unwinding: frames found through DWARF CFI and through the frame-pointer fallback, and
-	 * why CFI failed for a frame, by reason (names from sonde_recorder__unwind_fallback_name).
-	 */
+	 * why CFI failed for a frame, by reason (names from sonde_recorder__unwind_fallback_name). */
 	uint64_t unwind_cfi_frames;
 	uint64_t unwind_fp_frames;
 	uint64_t unwind_fallbacks[SONDE_UNWIND_FALLBACKS];
@@ -224,13 +223,14 @@ struct sonde_record_poll {
  * thread (no user space to sample; logged), ERANGE an option out of range, or the error of
  * creating the file. On failure no file created by the call is left at path. */
 SONDE_API struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
-							enum sonde_attach_mode mode,
-							const struct sonde_record_opts *opts);
+						       enum sonde_attach_mode mode,
+						       const struct sonde_record_opts *opts);
 /* Same, but the spool bytes go to write(ctx, ...), which the caller owns and must keep valid
  * until sonde_recorder__finish or _free returns. */
-SONDE_API struct sonde_recorder *
-sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write, void *ctx,
-			      enum sonde_attach_mode mode, const struct sonde_record_opts *opts);
+SONDE_API struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
+							      void *ctx,
+							      enum sonde_attach_mode mode,
+							      const struct sonde_record_opts *opts);
 
 /* Records every process on the CPUs of opts->cpus (default: all online CPUs), like
  * `perf record -a`: one event per CPU instead of per thread, the side band (mmap, comm,
@@ -239,12 +239,12 @@ sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write, void *ctx,
  * recorder's own process is not recorded. Needs CAP_PERFMON (or root) or
  * kernel.perf_event_paranoid <= 0. Sampling starts before this returns. NULL and errno
  * (EACCES/EPERM, the cause logged; EINVAL a CPU that is not online). */
-SONDE_API struct sonde_recorder *
-sonde_recorder__attach_system(const char *path, const struct sonde_record_opts *opts);
+SONDE_API struct sonde_recorder *sonde_recorder__attach_system(const char *path,
+							      const struct sonde_record_opts *opts);
 /* Same, with the spool bytes sent to write(ctx, ...) (as sonde_recorder__attach_writer). */
 SONDE_API struct sonde_recorder *
 sonde_recorder__attach_system_writer(sonde_spool_write_fn write, void *ctx,
-				     const struct sonde_record_opts *opts);
+				    const struct sonde_record_opts *opts);
 
 /* Parses a CPU list in perf's syntax ("0,2-3", "1", "0-7"; a trailing newline is fine) into
  * *cpus (malloc'd, caller frees), in the order given, duplicates removed. 0, -EINVAL for a
@@ -265,7 +265,7 @@ enum sonde_attach_outcome {
  * logged) when it cannot be attached (-SONDE_E_UNSUPPORTED: a kernel thread);
  * -SONDE_E_STATE after finish. */
 SONDE_API int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid,
-					     enum sonde_attach_mode mode);
+					    enum sonde_attach_mode mode);
 
 /* Stops recording attached process pid: closes the events of its threads and ignores
  * every later record of it (samples still queued that are older are kept). Attaching it
@@ -293,10 +293,10 @@ SONDE_API int sonde_recorder__epoll_fd(const struct sonde_recorder *r);
 /* Waits at most timeout_ms (0: do not wait, -1: forever) for data, then drains every ring
  * and writes what is ready. When a loss was reported since the last recovery sweep and the
  * last sweep is at least 250 ms old, runs one (see sonde_recorder__flush). out (may be NULL;
- * sz set, else -EINVAL) receives this poll's counts. Returns the number of samples processed, or
- * the first error (decoding, unwinding, writing). */
+ * sz set, else -EINVAL) receives this poll's counts. Returns the number of samples processed, or the first error
+ * (decoding, unwinding, writing). */
 SONDE_API int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms,
-				   struct sonde_record_poll *out);
+				  struct sonde_record_poll *out);
 /* Drains every ring, processes what can be ordered, forces loss bookkeeping (reads the
  * events' own lost counters, so losses the kernel has not reported yet count as gaps) and,
  * when any gap is open, a recovery sweep without waiting for the rate limit: every tracked
@@ -320,7 +320,7 @@ SONDE_API int sonde_recorder__enable(struct sonde_recorder *r);
 SONDE_API int sonde_recorder__disable(struct sonde_recorder *r);
 /* A snapshot of the counters; out->sz must be set. 0 or -EINVAL. */
 SONDE_API int sonde_recorder__summary(const struct sonde_recorder *r,
-				      struct sonde_record_summary *out);
+				     struct sonde_record_summary *out);
 /* Liveness. A process is (pid, start time): a pid that now names another process counts
  * as exited. Children seen only through a fork record are identified by the fork's time
  * against their /proc start time. Inspection failures are errors, never read as alive or

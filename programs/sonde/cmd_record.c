@@ -49,13 +49,13 @@ struct record_args {
 	int spool_fd;	       /* out.fd, or a copy of standard output (-o -) */
 	char **cmd;
 	bool quiet;
-	double duration;  /* seconds; 0: until the targets exit */
+	double duration; /* seconds; 0: until the targets exit */
 	bool system_wide; /* -a: every process; -p filters, a command only sets the duration */
 	bool kernel_set;  /* --kernel or --no-kernel given */
 	int *cpus;	  /* -C */
 	size_t n_cpus;
-	bool failed;	/* recording or finishing failed */
-	long long kept; /* then: samples readable in the spool, -1 unknown */
+	bool failed;	 /* recording or finishing failed */
+	long long kept;	 /* then: samples readable in the spool, -1 unknown */
 };
 
 /* The library explains failures through the log; the last error becomes our one line. */

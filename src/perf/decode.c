@@ -242,8 +242,7 @@ static void decode_body(struct cur *c, uint32_t type, uint16_t misc, struct perf
 	}
 }
 
-int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
-		       struct perf_rec *out)
+int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct perf_rec *out)
 {
 	struct perf_event_header h;
 
@@ -272,8 +271,7 @@ int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
 	return 0;
 }
 
-int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l,
-			    uint64_t *time)
+int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l, uint64_t *time)
 {
 	struct perf_event_header h;
 	uint64_t t = l->sample_type;

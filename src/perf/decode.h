@@ -93,8 +93,7 @@ int sonde__perf_layout_check(const struct perf_layout *l);
 /* Decodes one record. Returns 0, or -SONDE_E_FORMAT / -SONDE_E_TRUNCATED when the record
  * does not fit its declared layout. Record types the recorder never requests decode to their
  * header and trailer only. */
-int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
-		       struct perf_rec *out);
+int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct perf_rec *out);
 
 /* Copies a SAMPLE record to out without the unused part of its user stack copy (the kernel
  * reserves the whole requested size in every record; the valid part is usually a small
@@ -104,7 +103,6 @@ int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
 int sonde__perf_sample_compact(const void *rec, size_t len, const struct perf_layout *l, void *out);
 
 /* Just the timestamp (for sorting before a full decode); -SONDE_E_FORMAT when absent. */
-int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l,
-			    uint64_t *time);
+int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l, uint64_t *time);
 
 #endif

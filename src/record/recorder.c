@@ -223,8 +223,7 @@ static struct sonde_recorder *recorder_alloc(void)
 				      (uint64_t)boot.tv_nsec - sonde__rec_now());
 	if (sonde__perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
 	    !(r->rings = sonde__calloc(r->n_cpus, sizeof(*r->rings))) ||
-	    !(r->sorter = sonde__perf_sorter_new()) ||
-	    (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    !(r->sorter = sonde__perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    !(r->unwind_cache = sonde__unwind_cache_new())) {
 		sonde_recorder__free(r);
 		return NULL;
@@ -317,8 +316,8 @@ static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid
 }
 
 struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
-						     void *ctx, enum sonde_attach_mode mode,
-						     const struct sonde_record_opts *opts)
+						    void *ctx, enum sonde_attach_mode mode,
+						    const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -328,8 +327,8 @@ struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_writ
 }
 
 struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
-					      enum sonde_attach_mode mode,
-					      const struct sonde_record_opts *opts)
+					     enum sonde_attach_mode mode,
+					     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -346,8 +345,7 @@ struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 		errno = err;
 		return NULL;
 	}
-	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode,
-			   opts);
+	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode, opts);
 	if (!r) {
 		/* Nothing was recorded: leave no half-written file behind. */
 		int err = errno;
@@ -415,7 +413,7 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 }
 
 struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn write, void *ctx,
-							    const struct sonde_record_opts *opts)
+							   const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -430,7 +428,7 @@ struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn
 }
 
 struct sonde_recorder *sonde_recorder__attach_system(const char *path,
-						     const struct sonde_record_opts *opts)
+						    const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -717,8 +715,7 @@ int sonde_recorder__enable(struct sonde_recorder *r)
 		if (!rerr || rerr == -ESRCH)
 			continue; /* a process that died while stopped needs no resuming */
 		if (err) {
-			sonde__rec_context_error(r, rerr,
-						 "resuming a process stopped for attaching");
+			sonde__rec_context_error(r, rerr, "resuming a process stopped for attaching");
 		} else {
 			sonde_error("cannot resume pid %d: %s", (int)r->procs[i].pid,
 				    strerror(-rerr));
@@ -836,8 +833,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
 	for (size_t i = 0; i < r->n_procs; i++)
-		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop),
-			   "resuming a stopped process");
+		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop), "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
 	/* The events are disabled, so nothing more can be lost: a gap still open (a loss
 	 * while the rings were drained for the last time, after the last sweep) is closed

@@ -35,7 +35,7 @@ struct rec_ring {
 	struct perf_ring ring;
 	uint64_t latest; /* newest timestamp read from this ring */
 	bool mapped;
-	bool hup;	/* removed from epoll after POLLHUP (still drained) */
+	bool hup; /* removed from epoll after POLLHUP (still drained) */
 	bool lost_seen; /* a LOST record came out of it since the last look */
 	/* Its replacement while a generation switch grows it (resize.c): the new events
 	 * write there, the old ones here until they are disabled. */
@@ -162,7 +162,7 @@ struct sonde_recorder {
 
 	/* Lifecycle and loss recovery (recover.c). */
 	bool follow_children;
-	bool frame_pointers_only;		  /* opts.frame_pointers_only */
+	bool frame_pointers_only; /* opts.frame_pointers_only */
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
 	void *exec_check_ctx;
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
@@ -265,8 +265,7 @@ void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t pt
 /* images.c */
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Takes ownership of fd, the image b was read from (mapped at path). */
-void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd,
-			   const char *path);
+void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path);
 /* Copies the held images whose path no longer leads to them into the build-id cache. */
 void sonde__rec_images_save(struct sonde_recorder *r);
 void sonde__rec_images_free(struct sonde_recorder *r);
@@ -280,7 +279,7 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-			   const struct rec_module *m, uint32_t maj, uint32_t min);
+		    const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);

@@ -146,7 +146,7 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 		if (r->build_ids[i].dev == m->dev && r->build_ids[i].inode == m->inode)
 			return &r->build_ids[i];
 	if (sonde__array_grow(&r->build_ids, &r->cap_build_ids, r->n_build_ids + 1,
-			      sizeof(*r->build_ids), 32) < 0)
+			       sizeof(*r->build_ids), 32) < 0)
 		return NULL;
 	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
 	memset(b, 0, sizeof(*b));
@@ -179,7 +179,7 @@ static uint32_t mapping_flags(const char *path, size_t *path_len)
 }
 
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-			   const struct rec_module *m, uint32_t maj, uint32_t min)
+		    const struct rec_module *m, uint32_t maj, uint32_t min)
 {
 	struct rec_module mod = *m;
 	size_t path_len;
@@ -245,8 +245,7 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 	int err = 0;
 
 	if (p->has_spool_modules)
-		err = sonde_spool_writer__retire_process(r->spool, sonde__rec_time(r, time),
-							 (uint32_t)p->pid);
+		err = sonde_spool_writer__retire_process(r->spool, sonde__rec_time(r, time), (uint32_t)p->pid);
 	p->has_spool_modules = false;
 	sonde__modtable_clear(&p->mods);
 	return err ? sonde__rec_error(r, err) : 0;
@@ -270,8 +269,8 @@ static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t t
 	}
 	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
-	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
-						 (uint32_t)tid, t->comm, &t->spool_id);
+	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
+					 t->comm, &t->spool_id);
 	if (err)
 		return sonde__rec_error(r, err);
 	t->defined = true;
@@ -294,7 +293,7 @@ static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 			.path = path,
 		};
 		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def,
-							 &r->kernel_module);
+						 &r->kernel_module);
 		if (err)
 			return sonde__rec_error(r, err);
 	}
@@ -398,8 +397,8 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP], &reach};
 		n = sonde__record_unwind(&s->regs, &st, &p->mods,
-					 r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
-					 &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
+				  r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
+				  &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
 	if (n + nk == 0) {
 		r->sum.empty_stacks++;
@@ -522,7 +521,6 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
 	if (!t)
 		return sonde__rec_error(r, -ENOMEM);
-	/* Looked up after the insertion, which may have moved the table. */
 	/* A switch may have given it events of its own before this record was processed. */
 	bool own = t->own_events && t->pid == (pid_t)f->pid && t->root_gen == r->gen;
 	t->pid = (pid_t)f->pid;
@@ -532,6 +530,7 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	t->since = rec->time;
 	if (!own)
 		sonde__rec_inherit(r, t, (pid_t)f->ptid);
+	/* Looked up after the insertion, which may have moved the table. */
 	struct rec_thread *parent = sonde__rec_thread_get(r, (pid_t)f->ptid, false);
 	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
 	if (!new_process)
@@ -562,9 +561,8 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	child->exe_dev = pp->exe_dev;
 	child->exe_ino = pp->exe_ino;
 	for (size_t i = 0; i < pp->mods.n; i++) {
-		int err =
-			sonde__rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
-					       major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
+		int err = sonde__rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
+					  major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
 		if (err)
 			return err;
 	}

@@ -46,10 +46,10 @@ enum { UNWIND_MAX_FRAMES = 1024 };
 
 /* Why a stack ended early (a sample's stack flags). */
 enum unwind_end {
-	UNWIND_END_COMPLETE = 0,    /* reached the outermost frame */
-	UNWIND_END_COPY_WINDOW = 1, /* the next frame lies beyond the copied stack */
-	UNWIND_END_MAX_FRAMES = 2,  /* UNWIND_MAX_FRAMES reached */
-	UNWIND_END_ERROR = 3,	    /* no way to continue (bad frame) */
+	UNWIND_END_COMPLETE = 0,      /* reached the outermost frame */
+	UNWIND_END_COPY_WINDOW = 1,   /* the next frame lies beyond the copied stack */
+	UNWIND_END_MAX_FRAMES = 2,    /* UNWIND_MAX_FRAMES reached */
+	UNWIND_END_ERROR = 3,	      /* no way to continue (bad frame) */
 };
 
 /* Reads 8 bytes of the copied stack at user address addr; false when outside the copy. */

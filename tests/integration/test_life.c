@@ -150,7 +150,7 @@ TEST_TIMEOUT(life_without_children_only_the_target, 200)
 		 "while [ $i -lt 100000 ]; do i=$((i+1)); done",
 		 test_prog("life_spin"));
 	const char *argv[] = {test_bin("sonde"), "record", "--no-inherit", "-o", out, "--",
-			      "/bin/sh",	 "-c",	   script,	   NULL};
+			      "/bin/sh",	 "-c",	   script, NULL};
 	test_run(&o, 180, argv);
 	if (o.status != 0)
 		FAIL("sonde record exited %d: %s", o.status, o.err);
@@ -312,9 +312,9 @@ TEST_TIMEOUT(life_thousand_threads_sampled_without_fd_leak, 300)
 /* split's functions and the caller each compute_X must have. */
 static void check_split_stack(const struct life_sample *s, uint64_t *checked)
 {
-	static const char *const names[] = {
-		"compute_hot", "compute_warm", "compute_cool", "path_hot", "path_warm",
-		"path_cool",   "run",	       "main",	       "_start",   "now"};
+	static const char *const names[] = {"compute_hot", "compute_warm", "compute_cool",
+					    "path_hot",	   "path_warm",	   "path_cool",
+					    "run",	   "main",	   "_start",	   "now"};
 
 	for (int k = 0; k < s->depth; k++) {
 		if (!life_is_file(s->mod[k], "split"))
@@ -555,7 +555,7 @@ TEST_TIMEOUT(life_attach_races_with_exit, 400)
 		pid_t pid = short_child(i, &th, &rp);
 		errno = 0;
 		struct sonde_recorder *r2 = sonde_recorder__attach(pid, test_path("race2.spool"),
-								   SONDE_ATTACH_STOP, NULL);
+								  SONDE_ATTACH_STOP, NULL);
 		int e = errno;
 		pthread_join(th, NULL);
 		if (r2) {
@@ -567,8 +567,7 @@ TEST_TIMEOUT(life_attach_races_with_exit, 400)
 	}
 	/* A zombie is not a process to attach to. */
 	pid_t z = zombie();
-	ASSERT_INT(sonde_recorder__attach_process(r, z, SONDE_ATTACH_STOP), ==,
-		   SONDE_ATTACH_EXITED);
+	ASSERT_INT(sonde_recorder__attach_process(r, z, SONDE_ATTACH_STOP), ==, SONDE_ATTACH_EXITED);
 	errno = 0;
 	ASSERT(!sonde_recorder__attach(z, test_path("z.spool"), SONDE_ATTACH_STOP, NULL));
 	ASSERT_INT(errno, ==, ESRCH);

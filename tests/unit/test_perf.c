@@ -393,8 +393,8 @@ TEST(perf_sorter_recycles_entries)
 		if (round == 20)
 			m0 = mallinfo2().uordblks;
 		for (int i = 0; i < 64; i++)
-			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64),
-							  rec, (size_t)(100 + (i * 97) % 5900)));
+			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64), rec,
+						   (size_t)(100 + (i * 97) % 5900)));
 		while (sonde__perf_sorter_pop(s, UINT64_MAX, &p, &len, &t) == 1)
 			;
 	}
@@ -548,8 +548,8 @@ TEST(cpu_list_parse_takes_perf_syntax)
 		const char *in;
 		int n, cpus[4];
 	} ok[] = {
-		{"0", 1, {0}},	      {"0,2-3", 3, {0, 2, 3}}, {"3,1", 2, {3, 1}},
-		{"0-1,1", 2, {0, 1}}, {"7\n", 1, {7}},	       {"1-1", 1, {1}},
+		{"0", 1, {0}},		{"0,2-3", 3, {0, 2, 3}}, {"3,1", 2, {3, 1}},
+		{"0-1,1", 2, {0, 1}},	{"7\n", 1, {7}},	 {"1-1", 1, {1}},
 	};
 	static const char *const bad[] = {"", "x", "1-", "-1", "3-1", "1,,2", "1 2", "0x1"};
 	int *cpus;
