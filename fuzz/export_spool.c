@@ -1,7 +1,7 @@
 /* Fuzz target: any bytes as a spool, through the profile builder (without symbolization,
  * which would open whatever paths the input names) and every exporter. The builder must
  * reject what the decoder rejects and never index out of its id maps; the exporters must
- * cope with whatever profile results. */
+ * cope with whatever profile results, under every metric. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -27,8 +27,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (write(fd, data, size) == (ssize_t)size && lseek(fd, 0, SEEK_SET) == 0) {
 		struct sonde_profile *p = sonde__prof_from_spool_fd(fd, "fuzz", &opts);
-		for (int f = SONDE_PROFILE_PPROF; p && f <= SONDE_PROFILE_SVG; f++)
-			sonde_profile__write(p, (enum sonde_profile_format)f, null_fd, NULL);
+		/* every format under every metric: the time metrics weigh off-CPU intervals */
+		for (int m = SONDE_PROFILE_METRIC_CPU; p && m <= SONDE_PROFILE_METRIC_WALL; m++) {
+			struct sonde_profile_write_opts wo = {
+				.sz = sizeof(wo), .metric = (enum sonde_profile_metric)m};
+			for (int f = SONDE_PROFILE_PPROF; f <= SONDE_PROFILE_SVG; f++)
+				sonde_profile__write(p, (enum sonde_profile_format)f, null_fd, &wo);
+		}
 		sonde_profile__free(p);
 	}
 	close(fd);

@@ -37,6 +37,16 @@ static void decode_all(const uint8_t *data, size_t size)
 	n = sonde__perf_sample_compact(data, size, &l, small);
 	if (n > 0 && sonde__perf_decode(small, (size_t)n, &l, &rec) != 0)
 		__builtin_trap();
+	/* The layout of --off-cpu recordings: a raw tracepoint record too. */
+	struct perf_event_cfg ocfg = {.kernel = true, .raw = true};
+	sonde__perf_event_layout_cfg(&l, &ocfg);
+	if (sonde__perf_decode(data, size, &l, &rec) == 0 && rec.type == PERF_RECORD_SAMPLE &&
+	    rec.sample.raw &&
+	    (rec.sample.raw < data || rec.sample.raw + rec.sample.raw_size > data + size))
+		__builtin_trap(); /* raw data outside the record */
+	n = sonde__perf_sample_compact(data, size, &l, small);
+	if (n > 0 && sonde__perf_decode(small, (size_t)n, &l, &rec) != 0)
+		__builtin_trap();
 	free(small);
 	if (size >= 16) {
 		uint64_t bits;

@@ -27,11 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct proc_stat st;
 	uid_t r, e;
 	int cpus[64];
-	pid_t pids[64];
+	pid_t pids[64], tgid;
 
 	sonde__proc_maps_parse(text, size, touch, &total);
 	sonde__proc_stat_parse(text, size, &st);
 	sonde__proc_status_parse_uids(text, size, &r, &e);
+	sonde__proc_status_parse_tgid(text, size, &tgid);
 	sonde__perf_parse_cpu_list(text, size, cpus, 64);
 	sonde__proc_parse_pid_list(text, size, pids, 64);
 	return 0;

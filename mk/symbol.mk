@@ -34,3 +34,17 @@ all: $(B)/bench-symbolize
 
 $(B)/bench-symbolize: $(B)/obj/bench/symbolize.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# PLT stubs sampled in a recording (test_record_symbols.c): plain lazy binding, -z now,
+# and IBT stubs (.plt.sec); llabs is called through .plt.got in each. The builtins are
+# off, or gcc would compute labs and llabs inline.
+PROG_EXTRA_CFLAGS_plt_calls := -fno-builtin
+all: $(B)/progs/plt_calls_now $(B)/progs/plt_calls_ibt
+
+$(B)/progs/plt_calls_now: tests/progs/plt_calls.c
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -fno-builtin -Wl,-z,now $< -o $@ $(PROG_LDLIBS)
+
+$(B)/progs/plt_calls_ibt: tests/progs/plt_calls.c
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -fno-builtin -fcf-protection=full -Wl,-z,ibtplt $< -o $@ $(PROG_LDLIBS)

@@ -78,6 +78,11 @@ SONDE_API int sonde_trace_config__add_buffer(struct sonde_trace_config *cfg, uin
 SONDE_API int sonde_trace_config__add_data_source(struct sonde_trace_config *cfg, const char *name,
 						  uint32_t target_buffer, const void *extra,
 						  size_t extra_len);
+/* Limits the data sources added after this call to the machines of the names given so far
+ * (TraceConfig.DataSource.machine_name_filter; "host" is the service's own machine).
+ * Returns 0 or -errno. */
+SONDE_API int sonde_trace_config__add_machine_name(struct sonde_trace_config *cfg,
+						   const char *machine);
 /* Sets the SMB geometry the service should give producer `name` (0: service default). */
 SONDE_API int sonde_trace_config__add_producer(struct sonde_trace_config *cfg, const char *name,
 					       uint32_t shm_size_kb, uint32_t page_size_kb);
@@ -341,6 +346,9 @@ struct sonde_service_producer {
 	int32_t id, uid, pid;
 	char name[128];
 	char sdk_version[64];
+	/* the machine it is on, through a relay (0 and "": the service's own) */
+	uint32_t machine_id;
+	char machine_name[64];
 };
 
 struct sonde_service_data_source {

@@ -46,26 +46,70 @@ SONDE_API void sonde_profile__free(struct sonde_profile *p);
 
 /* Adds a module (the profile copies it); *id receives its id (ids start at 1). */
 SONDE_API int sonde_profile__add_module(struct sonde_profile *p,
-				       const struct sonde_profile_module *m, uint32_t *id);
+					const struct sonde_profile_module *m, uint32_t *id);
 /* Adds a thread (comm may be NULL); *id receives its id (ids start at 1). */
 SONDE_API int sonde_profile__add_thread(struct sonde_profile *p, uint32_t pid, uint32_t tid,
-				       const char *comm, uint32_t *id);
+					const char *comm, uint32_t *id);
 /* Adds a location: module != 0 means addr is a file offset inside that module, module == 0
  * a raw address no module covers (as in struct sonde_spool_frame). lines[0..n-1] are the
  * frames it resolved to, innermost first (inlined frames before the function they were
- * inlined into, as sonde_symbolizer__symbolize returns them); n == 0 keeps the location unsymbolized
- * (exporters then show "module+0xoffset" and keep the raw address and build id). Every
+ * inlined into, as sonde_symbolizer__symbolize returns them); n == 0 keeps the location
+ * unsymbolized (exporters then show "module+0xoffset" and keep the raw address and build id). Every
  * string is copied. *id receives the location id (ids start at 1). */
 SONDE_API int sonde_profile__add_location(struct sonde_profile *p, uint32_t module, uint64_t addr,
-					 const struct sonde_sym_frame *lines, size_t n,
-					 uint32_t *id);
+					  const struct sonde_sym_frame *lines, size_t n,
+					  uint32_t *id);
 /* Adds `count` samples taken at time_ns (sample clock) in `thread` (0 when unknown) with
  * the stack locs[0..n-1], innermost first. Identical stacks share storage. */
 SONDE_API int sonde_profile__add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
-				       const uint32_t *locs, size_t n, uint64_t count);
+					const uint32_t *locs, size_t n, uint64_t count);
 
 /* Total number of samples (sum of counts). */
 SONDE_API uint64_t sonde_profile__sample_count(const struct sonde_profile *p);
+
+/* ---- metrics: on-CPU samples and off-CPU intervals ----
+ *
+ * A profile holds on-CPU samples (sonde_profile__add_sample) and, from recordings made
+ * with --off-cpu, off-CPU intervals: a thread's stack when it left the CPU, how long it
+ * stayed off and in which state (enum sonde_offcpu_state of include/sonde/spool.h). What
+ * a view weighs is its metric:
+ *  - CPU: on-CPU samples, each weighing its count (off-CPU intervals are left out);
+ *  - OFF_CPU: off-CPU intervals, each weighing its duration in nanoseconds;
+ *  - WALL: both, in nanoseconds: a sample weighs its count times the recording's
+ *    sample period (sonde_profile_info.sample_period_ns), an interval its duration. The
+ *    two share each thread's stacks, so one profile per thread shows where its wall-clock
+ *    time went.
+ * An interval's stack ends with a pseudo-frame naming its state, the innermost frame:
+ * "[off-cpu: R]" (preempted, runnable: waiting for a CPU), "[off-cpu: S]" (sleeping),
+ * "[off-cpu: D]" (uninterruptible) or "[off-cpu: other]"; the frame below it is the
+ * function that blocked. */
+enum sonde_profile_metric {
+	SONDE_PROFILE_METRIC_CPU = 0,	  /* samples (count) */
+	SONDE_PROFILE_METRIC_OFF_CPU = 1, /* off-CPU time (nanoseconds) */
+	SONDE_PROFILE_METRIC_WALL = 2,	  /* on-CPU plus off-CPU time (nanoseconds) */
+};
+
+/* Adds an off-CPU interval of `thread` that began at time_ns (its switch-out) and lasted
+ * duration_ns, in state `state` (enum sonde_offcpu_state), on CPU cpu
+ * (SONDE_SPOOL_CPU_NONE: unknown), with the stack locs[0..n-1] (innermost first: the
+ * function that blocked), below which the model puts the state's pseudo-frame. */
+SONDE_API int sonde_profile__add_offcpu(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+					uint32_t cpu, const uint32_t *locs, size_t n,
+					uint64_t duration_ns, uint32_t state);
+/* Adds intervals of `thread` shorter than the recording's threshold, counted but not
+ * stacked (they weigh in no metric; reports state them). */
+SONDE_API int sonde_profile__add_offcpu_short(struct sonde_profile *p, uint32_t thread,
+					      uint64_t count, uint64_t total_ns);
+/* Number of off-CPU intervals; with short_count/short_ns (may be NULL), the aggregated short
+ * intervals. */
+SONDE_API uint64_t sonde_profile__offcpu_count(const struct sonde_profile *p, uint64_t *short_count,
+					       uint64_t *short_ns);
+/* The total weight of the profile under metric m (samples, or nanoseconds). */
+SONDE_API uint64_t sonde_profile__total(const struct sonde_profile *p, enum sonde_profile_metric m);
+/* Parses "cpu", "off-cpu" or "wall"; 0 or -EINVAL. */
+SONDE_API int sonde_profile__parse_metric(const char *name, enum sonde_profile_metric *out);
+/* "cpu", "off-cpu", "wall" (NULL for an unknown value). */
+SONDE_API const char *sonde_profile__metric_name(enum sonde_profile_metric m);
 
 struct sonde_profile_spool_opts {
 	size_t sz;				 /* sizeof(struct sonde_profile_spool_opts) */
@@ -85,7 +129,7 @@ sonde_profile__from_spool(const char *path, const struct sonde_profile_spool_opt
  * unless opts->no_symbolize (docs/exports.md). opts may be NULL. Returns 0 or -errno /
  * -SONDE_E_*; fd stays open. A truncated final record is tolerated (with a warning). */
 SONDE_API int sonde_profile__spool_to_perfetto(const char *path, int fd,
-					      const struct sonde_profile_spool_opts *opts);
+					       const struct sonde_profile_spool_opts *opts);
 
 enum sonde_profile_format {
 	SONDE_PROFILE_PPROF,	  /* gzip'd profile.proto */
@@ -97,12 +141,18 @@ enum sonde_profile_format {
 struct sonde_profile_write_opts {
 	size_t sz;	   /* sizeof(struct sonde_profile_write_opts) */
 	const char *title; /* SVG and speedscope title; NULL: "sonde profile" */
+	/* What the stacks weigh (default CPU). Folded stacks print samples for CPU and
+	 * microseconds for OFF_CPU and WALL; the SVG states samples or milliseconds;
+	 * speedscope weighs nanoseconds (CPU: count x period when the period is known).
+	 * pprof holds every metric as a sample type (samples/count, cpu/nanoseconds,
+	 * off_cpu/nanoseconds, wall/nanoseconds) and makes this one the default. */
+	enum sonde_profile_metric metric;
 };
 
 /* Writes the profile to fd in the given format; opts may be NULL. Returns 0 or -errno /
- * -SONDE_E_*. The profile is not modified; fd stays open. */
+ * -SONDE_E_* (-EINVAL for an unknown metric). The profile is not modified; fd stays open. */
 SONDE_API int sonde_profile__write(const struct sonde_profile *p, enum sonde_profile_format fmt,
-				  int fd, const struct sonde_profile_write_opts *opts);
+				   int fd, const struct sonde_profile_write_opts *opts);
 
 /* Parses "pprof", "folded", "speedscope" or "svg"; returns 0 or -EINVAL. */
 SONDE_API int sonde_profile__parse_format(const char *name, enum sonde_profile_format *out);

@@ -119,7 +119,59 @@ struct sonde_record_opts {
 	 * sample_period events (nanoseconds of CPU time for cpu-clock, cycles for cycles).
 	 * 0: sample at frequency. */
 	uint64_t sample_period;
+	/* Sample on a tracepoint instead of a CPU clock (perf record -e GROUP:NAME): "GROUP:NAME"
+	 * (or "GROUP/NAME", Perfetto's form), e.g. "sched:sched_switch", looked up in tracefs
+	 * (/sys/kernel/tracing, then /sys/kernel/debug/tracing). Samples carry the user stack
+	 * of the thread that hit it, as other samples do; every hit is sampled unless
+	 * sample_period asks for one in N. frequency and event are ignored. NULL: a CPU
+	 * clock as event says. Read during attach only. An unknown tracepoint is -ENOENT, no
+	 * tracefs -ENODEV, a malformed name -EINVAL (each logged as one error). */
+	const char *tracepoint;
+	/* With tracepoint: ftrace's filter on its fields (PERF_EVENT_IOC_SET_FILTER, e.g.
+	 * "prev_state == 1"): only the hits that match count towards the period. Copied.
+	 * NULL: every hit. One the kernel refuses is -EINVAL (logged); without tracepoint,
+	 * -EINVAL. */
+	const char *tracepoint_filter;
+	/* System-wide recordings only: asked the first time the recording meets a process (in
+	 * /proc at the start or in a recovery sweep, at its fork, or at its first sample or
+	 * mapping) and again after each exec. false: nothing of that process is recorded —
+	 * no samples (counted in unfollowed_samples), mappings or thread names — and a
+	 * process refused after an exec is retired and not recorded again. Runs inside poll,
+	 * flush and finish, when the records are processed: the process may be gone by then
+	 * (it exited), which the function should answer with false when in doubt. NULL:
+	 * every process. */
+	bool (*process_check)(void *ctx, pid_t pid);
+	void *process_check_ctx;
+	/* Off-CPU profiling (docs/record.md, "Off-CPU"): every switch-out of a recorded
+	 * thread is sampled through the sched:sched_switch tracepoint, with its user stack (and
+	 * kernel stack with `kernel`), and written as an interval once the thread runs again,
+	 * with the state it left in and, when sched:sched_waking saw it, its waker. Needs
+	 * tracefs and the right to open tracepoints (root, CAP_PERFMON, or
+	 * kernel.perf_event_paranoid -1). Not with tracepoint (-EINVAL): on-CPU samples come
+	 * from a CPU clock. */
+	bool off_cpu;
+	/* Intervals shorter than this are counted per thread (count and total) instead of
+	 * stacked: 0 for the default 1 ms; 1 stacks every interval. */
+	uint64_t off_cpu_min_ns;
+	/* sonde_recorder__attach and _attach_writer: pid is a thread id, and only that thread
+	 * is recorded, as sonde_recorder__attach_thread adds one (not with
+	 * SONDE_ATTACH_ON_EXEC: -EINVAL). */
+	bool attach_thread;
+	/* System-wide recordings only, like filter_pids: record only these threads, and the
+	 * threads and processes they create (with follow_children, which a system-wide
+	 * recording always has). */
+	const pid_t *filter_tids;
+	size_t n_filter_tids;
+	/* System-wide recordings only: record only the samples of tasks whose command name
+	 * (comm, as the kernel reports it at that sample: renames and execs count) is exactly
+	 * one of these (at most 15 bytes each, longer names never match). A sample is recorded
+	 * when any of filter_pids, filter_tids and filter_comms selects it. */
+	const char *const *filter_comms;
+	size_t n_filter_comms;
 };
+
+/* The default of sonde_record_opts.off_cpu_min_ns. */
+#define SONDE_RECORD_OFF_CPU_MIN_DEFAULT 1000000ull
 
 #define SONDE_UNWIND_FALLBACKS 8
 
@@ -141,10 +193,11 @@ struct sonde_record_summary {
 	uint32_t stack_bytes;	   /* user stack bytes copied per sample */
 	uint32_t processes;	   /* processes seen (attached, and their children) */
 	uint32_t threads;	   /* threads seen */
-	char event[16];		   /* the event sampled: "cycles" or "cpu-clock" */
+	char event[16];		   /* the event sampled: "cycles", "cpu-clock" or "tracepoint" */
 	int cycles_error;	   /* -errno of the refused cycles attempt when it fell back */
 	/* Unwinding: frames found through DWARF CFI and through the frame-pointer fallback, and
-	 * why CFI failed for a frame, by reason (names from sonde_recorder__unwind_fallback_name). */
+	 * why CFI failed for a frame, by reason (names from sonde_recorder__unwind_fallback_name).
+	 */
 	uint64_t unwind_cfi_frames;
 	uint64_t unwind_fp_frames;
 	uint64_t unwind_fallbacks[SONDE_UNWIND_FALLBACKS];
@@ -191,6 +244,21 @@ struct sonde_record_summary {
 	uint64_t ring_bytes_total;
 	uint64_t ring_bytes_cap;
 	uint32_t ring_grows; /* rings replaced by one twice as large after a loss */
+	/* The tracepoint sampled, "GROUP:NAME", when event is "tracepoint"; else empty. */
+	char tracepoint[128];
+	/* Processes opts.process_check refused (system-wide recordings). */
+	uint32_t processes_refused;
+	/* Off-CPU recordings: switch-outs sampled (of recorded threads), intervals written
+	 * with their stacks, intervals shorter than off_cpu_min_ns counted instead (and their
+	 * total), intervals dropped because a loss may have taken their end (or the thread
+	 * exited while off the CPU), wakeups matched to an interval. */
+	uint32_t off_cpu;
+	uint64_t offcpu_switches;
+	uint64_t offcpu_intervals;
+	uint64_t offcpu_short;
+	uint64_t offcpu_short_ns;
+	uint64_t offcpu_dropped;
+	uint64_t offcpu_wakeups;
 	/* Per-thread stack copies (docs/record.md, "Stack copy sizing"): the events reopened
 	 * with new sizes or rings (generation switches), threads whose copy was doubled after
 	 * an unwind was cut by its end, the smallest and largest copy of the threads given
@@ -223,14 +291,13 @@ struct sonde_record_poll {
  * thread (no user space to sample; logged), ERANGE an option out of range, or the error of
  * creating the file. On failure no file created by the call is left at path. */
 SONDE_API struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
-						       enum sonde_attach_mode mode,
-						       const struct sonde_record_opts *opts);
+							enum sonde_attach_mode mode,
+							const struct sonde_record_opts *opts);
 /* Same, but the spool bytes go to write(ctx, ...), which the caller owns and must keep valid
  * until sonde_recorder__finish or _free returns. */
-SONDE_API struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
-							      void *ctx,
-							      enum sonde_attach_mode mode,
-							      const struct sonde_record_opts *opts);
+SONDE_API struct sonde_recorder *
+sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write, void *ctx,
+			      enum sonde_attach_mode mode, const struct sonde_record_opts *opts);
 
 /* Records every process on the CPUs of opts->cpus (default: all online CPUs), like
  * `perf record -a`: one event per CPU instead of per thread, the side band (mmap, comm,
@@ -239,12 +306,12 @@ SONDE_API struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_
  * recorder's own process is not recorded. Needs CAP_PERFMON (or root) or
  * kernel.perf_event_paranoid <= 0. Sampling starts before this returns. NULL and errno
  * (EACCES/EPERM, the cause logged; EINVAL a CPU that is not online). */
-SONDE_API struct sonde_recorder *sonde_recorder__attach_system(const char *path,
-							      const struct sonde_record_opts *opts);
+SONDE_API struct sonde_recorder *
+sonde_recorder__attach_system(const char *path, const struct sonde_record_opts *opts);
 /* Same, with the spool bytes sent to write(ctx, ...) (as sonde_recorder__attach_writer). */
 SONDE_API struct sonde_recorder *
 sonde_recorder__attach_system_writer(sonde_spool_write_fn write, void *ctx,
-				    const struct sonde_record_opts *opts);
+				     const struct sonde_record_opts *opts);
 
 /* Parses a CPU list in perf's syntax ("0,2-3", "1", "0-7"; a trailing newline is fine) into
  * *cpus (malloc'd, caller frees), in the order given, duplicates removed. 0, -EINVAL for a
@@ -265,6 +332,21 @@ enum sonde_attach_outcome {
  * logged) when it cannot be attached (-SONDE_E_UNSUPPORTED: a kernel thread);
  * -SONDE_E_STATE after finish. */
 SONDE_API int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid,
+					     enum sonde_attach_mode mode);
+
+/* Adds thread tid alone to the recording, as `perf record -t`: events on that thread only
+ * (and, with follow_children, on the threads and processes it creates afterwards; without,
+ * on nothing it creates), its process's executable mappings read so that its samples
+ * symbolize. SONDE_ATTACH_STOP stops that thread alone while its events are opened
+ * (PTRACE_SEIZE + PTRACE_INTERRUPT of the thread; its process's other threads run on);
+ * SONDE_ATTACH_ON_EXEC is -EINVAL. A process attached whole already records it
+ * (ALREADY). The process counts as active while one of its recorded threads runs.
+ * Limit (perf's too): mappings created later by threads without events are not reported
+ * to the recording (a recovery sweep after a loss reads them from /proc). Returns an enum
+ * sonde_attach_outcome (EXITED: no such thread), or -errno, the cause logged
+ * (-SONDE_E_UNSUPPORTED: a kernel thread); -EINVAL for a system-wide recording (filter_tids
+ * there), -SONDE_E_STATE after finish. */
+SONDE_API int sonde_recorder__attach_thread(struct sonde_recorder *r, pid_t tid,
 					    enum sonde_attach_mode mode);
 
 /* Stops recording attached process pid: closes the events of its threads and ignores
@@ -293,10 +375,10 @@ SONDE_API int sonde_recorder__epoll_fd(const struct sonde_recorder *r);
 /* Waits at most timeout_ms (0: do not wait, -1: forever) for data, then drains every ring
  * and writes what is ready. When a loss was reported since the last recovery sweep and the
  * last sweep is at least 250 ms old, runs one (see sonde_recorder__flush). out (may be NULL;
- * sz set, else -EINVAL) receives this poll's counts. Returns the number of samples processed, or the first error
- * (decoding, unwinding, writing). */
+ * sz set, else -EINVAL) receives this poll's counts. Returns the number of samples processed, or
+ * the first error (decoding, unwinding, writing). */
 SONDE_API int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms,
-				  struct sonde_record_poll *out);
+				   struct sonde_record_poll *out);
 /* Drains every ring, processes what can be ordered, forces loss bookkeeping (reads the
  * events' own lost counters, so losses the kernel has not reported yet count as gaps) and,
  * when any gap is open, a recovery sweep without waiting for the rate limit: every tracked
@@ -320,7 +402,7 @@ SONDE_API int sonde_recorder__enable(struct sonde_recorder *r);
 SONDE_API int sonde_recorder__disable(struct sonde_recorder *r);
 /* A snapshot of the counters; out->sz must be set. 0 or -EINVAL. */
 SONDE_API int sonde_recorder__summary(const struct sonde_recorder *r,
-				     struct sonde_record_summary *out);
+				      struct sonde_record_summary *out);
 /* Liveness. A process is (pid, start time): a pid that now names another process counts
  * as exited. Children seen only through a fork record are identified by the fork's time
  * against their /proc start time. Inspection failures are errors, never read as alive or

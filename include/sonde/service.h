@@ -60,6 +60,14 @@ struct sonde_service_opts {
 	/* Sum of the buffer sizes of every session of one consumer uid, detached sessions
 	 * included: a quarter of MemTotal (at least 1 GiB if /proc/meminfo is unreadable). */
 	unsigned long long max_uid_buffer_kb;
+	/* Relay sockets (HOST:PORT, [V6]:PORT, vsock://CID:PORT; a comma-separated list):
+	 * producer sockets whose peers are relays (traced_relay, sonded --relay), trusted
+	 * to vouch for the producers they forward (SetPeerIdentity) and to describe their
+	 * machine (RelayPort). NULL: none; SetPeerIdentity is then believed from nobody. */
+	const char *relay_socket;
+	/* The host's machine name for TraceConfig's machine_name_filter. NULL:
+	 * $PERFETTO_MACHINE_NAME, else the kernel's name (uname -s), as Perfetto's. */
+	const char *machine_name;
 };
 
 /* Index of a socket in sonde_service_opts.socket_* and for sonde_service__socket. */

@@ -43,7 +43,7 @@ struct sonde_spool_module_def {
 	uint64_t dev, inode;	 /* identity of the mapped file (0 when none) */
 	const uint8_t *build_id; /* may be NULL */
 	size_t build_id_len;	 /* at most 32 */
-	const char *path;	 /* as in /proc/PID/maps, e.g. "/usr/lib/x86_64-linux-gnu/libc.so.6" */
+	const char *path; /* as in /proc/PID/maps, e.g. "/usr/lib/x86_64-linux-gnu/libc.so.6" */
 };
 
 /* One frame: module != 0 means addr is a file offset inside that module (the sampled
@@ -63,30 +63,84 @@ enum sonde_spool_sample_flags {
 /* The CPU of a sample that was not recorded. */
 #define SONDE_SPOOL_CPU_NONE UINT32_MAX
 
+/* How a thread left the CPU (sched_switch's prev_state). */
+enum sonde_offcpu_state {
+	SONDE_OFFCPU_RUNNABLE = 0, /* R: preempted or yielded, still runnable: waiting for a CPU */
+	SONDE_OFFCPU_SLEEPING = 1, /* S: interruptible sleep (sleeps, pipes, sockets, futexes) */
+	SONDE_OFFCPU_BLOCKED = 2,  /* D: uninterruptible (disk I/O, some locks) */
+	SONDE_OFFCPU_OTHER = 3,	   /* stopped, traced, parked, or any other state */
+	SONDE_OFFCPU_STATES = 4,
+};
+
+/* Off-CPU interval flags, besides SONDE_SAMPLE_TRUNCATED and SONDE_SAMPLE_KERNEL (which
+ * describe its stack as for a sample). */
+enum sonde_spool_offcpu_flags {
+	SONDE_OFFCPU_OPEN = 1u << 2, /* still off the CPU when the recording ended: switch_in_ns
+				      * is the end of the recording */
+};
+
+/* One interval a thread spent off the CPU: from its switch-out (when it blocked, was
+ * preempted or yielded) to its next switch-in, with the stack it left the CPU with. */
+struct sonde_spool_offcpu {
+	uint64_t switch_out_ns; /* sample clock */
+	uint64_t switch_in_ns;	/* >= switch_out_ns */
+	uint64_t wakeup_ns;	/* when it was woken (sched_waking), 0 when not seen */
+	uint32_t thread;	/* spool thread id */
+	uint32_t cpu;		/* the CPU it left, SONDE_SPOOL_CPU_NONE when not known */
+	uint32_t state;		/* enum sonde_offcpu_state */
+	uint32_t waker_tid;	/* the thread that woke it, 0 when not known */
+	uint32_t flags; /* SONDE_SAMPLE_TRUNCATED | SONDE_SAMPLE_KERNEL | SONDE_OFFCPU_OPEN */
+	uint32_t stack; /* readers: its innermost stack node (0: empty); writers ignore it */
+};
+
+/* One thread's off-CPU intervals shorter than min_ns: counted, not stacked. */
+struct sonde_spool_offcpu_short {
+	uint32_t thread;
+	uint64_t min_ns; /* the recording's threshold (--off-cpu-min) */
+	uint64_t count;
+	uint64_t total_ns;
+};
+
 /* Creates a writer and writes the file header. NULL and errno on failure. */
 SONDE_API struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, void *ctx,
-							    const struct sonde_spool_header *h);
+							     const struct sonde_spool_header *h);
 /* A ready-made write function for a file descriptor: pass (void *)(intptr_t)fd as ctx. */
 SONDE_API int sonde_spool_writer__write_fd(void *ctx, const void *buf, size_t len);
 
 /* Defines a module; *id receives its id (ids start at 1). */
 SONDE_API int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_ns,
-				     const struct sonde_spool_module_def *m, uint32_t *id);
+					     const struct sonde_spool_module_def *m, uint32_t *id);
 /* Defines a thread (a new id whenever a tid is reused or renamed); *id receives it. */
-SONDE_API int sonde_spool_writer__add_thread(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid,
-				     uint32_t tid, const char *comm, uint32_t *id);
+SONDE_API int sonde_spool_writer__add_thread(struct sonde_spool_writer *w, uint64_t time_ns,
+					     uint32_t pid, uint32_t tid, const char *comm,
+					     uint32_t *id);
 /* The process exec'd or exited: its modules are retired and may not be referenced again. */
 SONDE_API int sonde_spool_writer__retire_process(struct sonde_spool_writer *w, uint64_t time_ns,
-					 uint32_t pid);
+						 uint32_t pid);
 /* One sample; frames[0] is the innermost frame. */
 SONDE_API int sonde_spool_writer__add_sample(struct sonde_spool_writer *w, uint64_t time_ns,
-				     uint32_t thread, const struct sonde_spool_frame *frames,
-				     size_t n_frames, uint32_t flags);
+					     uint32_t thread,
+					     const struct sonde_spool_frame *frames,
+					     size_t n_frames, uint32_t flags);
 /* The same, for a sample taken on CPU cpu (SONDE_SPOOL_CPU_NONE: not known). */
 SONDE_API int sonde_spool_writer__add_sample_cpu(struct sonde_spool_writer *w, uint64_t time_ns,
-					 uint32_t thread, uint32_t cpu,
-					 const struct sonde_spool_frame *frames, size_t n_frames,
-					 uint32_t flags);
+						 uint32_t thread, uint32_t cpu,
+						 const struct sonde_spool_frame *frames,
+						 size_t n_frames, uint32_t flags);
+/* Declares that the recording holds off-CPU records: the header says version 2.1 (the
+ * oldest that has them). Call before anything was flushed (-SONDE_E_STATE otherwise). */
+SONDE_API int sonde_spool_writer__declare_offcpu(struct sonde_spool_writer *w);
+/* One off-CPU interval with its stack (frames[0] innermost; iv->stack is ignored). Intervals
+ * are written when they end: their times need not follow the samples' order. Needs
+ * sonde_spool_writer__declare_offcpu first (-SONDE_E_STATE). */
+SONDE_API int sonde_spool_writer__add_offcpu(struct sonde_spool_writer *w,
+					     const struct sonde_spool_offcpu *iv,
+					     const struct sonde_spool_frame *frames,
+					     size_t n_frames);
+/* A thread's intervals shorter than the threshold, in aggregate (may be written more than
+ * once for a thread: readers add them up). */
+SONDE_API int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
+						   const struct sonde_spool_offcpu_short *s);
 /* Pushes buffered bytes to the write function. */
 SONDE_API int sonde_spool_writer__flush(struct sonde_spool_writer *w);
 /* Writes the end record and flushes. */

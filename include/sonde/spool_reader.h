@@ -39,7 +39,9 @@ enum sonde_spool_record_type {
 	SONDE_SPOOL_REC_RETIRE,
 	SONDE_SPOOL_REC_SAMPLE,
 	SONDE_SPOOL_REC_END,
-	SONDE_SPOOL_REC_OPTIONAL, /* a record of a later minor version; safe to ignore */
+	SONDE_SPOOL_REC_OPTIONAL,     /* a record of a later minor version; safe to ignore */
+	SONDE_SPOOL_REC_OFFCPU,	      /* v2.1: an off-CPU interval */
+	SONDE_SPOOL_REC_OFFCPU_SHORT, /* v2.1: a thread's short intervals, in aggregate */
 };
 
 /* One decoded record. Pointers (path, comm, build_id, payload, retired) point into the
@@ -95,6 +97,8 @@ struct sonde_spool_record {
 			const uint8_t *payload;
 			size_t len;
 		} optional;
+		struct sonde_spool_offcpu offcpu;
+		struct sonde_spool_offcpu_short offcpu_short;
 	};
 };
 
@@ -108,8 +112,8 @@ SONDE_API void sonde_spool_decoder__free(struct sonde_spool_decoder *d);
  * 0 when buf holds only part of a record (nothing consumed: call again with the same bytes
  * plus more), or a negative error, after which the decoder stays failed and returns that
  * error again. A live reader keeps the unconsumed tail of its buffer and retries. */
-SONDE_API int sonde_spool_decoder__decode(struct sonde_spool_decoder *d, const void *buf, size_t len,
-				 struct sonde_spool_record *rec);
+SONDE_API int sonde_spool_decoder__decode(struct sonde_spool_decoder *d, const void *buf,
+					  size_t len, struct sonde_spool_record *rec);
 /* Stream offset of the next record: after an error, the offset of the bad record. */
 SONDE_API uint64_t sonde_spool_decoder__offset(const struct sonde_spool_decoder *d);
 /* 1 once the END record was decoded, else 0. */
@@ -158,29 +162,40 @@ struct sonde_spool_thread {
 SONDE_API struct sonde_spool *sonde_spool__open(const char *path, uint64_t *err_offset);
 /* The same over bytes in memory; buf is only read during the call (nothing is borrowed). */
 SONDE_API struct sonde_spool *sonde_spool__open_mem(const void *buf, size_t len,
-						   uint64_t *err_offset);
+						    uint64_t *err_offset);
 /* Frees the reader and every string it handed out (NULL is fine). */
 SONDE_API void sonde_spool__close(struct sonde_spool *s);
 
 SONDE_API void sonde_spool__get_info(const struct sonde_spool *s, struct sonde_spool_info *info);
 /* Sample number i (0-based, in time order). 0, or -ERANGE past the end. */
 SONDE_API int sonde_spool__get_sample(const struct sonde_spool *s, uint64_t i,
-				     struct sonde_spool_sample *out);
+				      struct sonde_spool_sample *out);
 /* The frame ids of stack node `stack`, leaf first, into frames[0, max). Returns the depth
  * (which may exceed max: then only max are filled), 0 for the empty stack, or -ERANGE. */
 SONDE_API int sonde_spool__get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t *frames,
-				    size_t max);
+				     size_t max);
 /* One step of the prefix tree: the parent node and frame of node `stack` (>= 1). */
 SONDE_API int sonde_spool__get_node(const struct sonde_spool *s, uint32_t stack, uint32_t *parent,
-				   uint32_t *frame);
+				    uint32_t *frame);
 /* Frame id (>= 1). */
 SONDE_API int sonde_spool__get_frame(const struct sonde_spool *s, uint32_t frame,
-				    struct sonde_spool_frame *out);
+				     struct sonde_spool_frame *out);
 /* Module id (>= 1); out's strings stay valid until sonde_spool__close. */
 SONDE_API int sonde_spool__get_module(const struct sonde_spool *s, uint32_t module,
-				     struct sonde_spool_module *out);
+				      struct sonde_spool_module *out);
 /* Thread id (>= 1); out->comm stays valid until sonde_spool__close. */
 SONDE_API int sonde_spool__get_thread(const struct sonde_spool *s, uint32_t thread,
-				     struct sonde_spool_thread *out);
+				      struct sonde_spool_thread *out);
+
+/* Off-CPU intervals (v2.1 recordings made with --off-cpu; 0 for others), in the order they
+ * were written: by their end. */
+SONDE_API uint64_t sonde_spool__offcpu_count(const struct sonde_spool *s);
+/* Interval number i. 0, or -ERANGE past the end. */
+SONDE_API int sonde_spool__get_offcpu(const struct sonde_spool *s, uint64_t i,
+				      struct sonde_spool_offcpu *out);
+/* The aggregated short intervals: one entry per record (a thread may have several). */
+SONDE_API uint64_t sonde_spool__offcpu_short_count(const struct sonde_spool *s);
+SONDE_API int sonde_spool__get_offcpu_short(const struct sonde_spool *s, uint64_t i,
+					    struct sonde_spool_offcpu_short *out);
 
 #endif

@@ -24,7 +24,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: sonde convert [-i SPOOL | SPOOL] -o OUT [--format FORMAT] "
 		"[--no-symbolize]\n"
-		"                     [--title T] [--buildid-cache DIR]\n"
+		"                     [--metric cpu|off-cpu|wall] [--title T] [--buildid-cache "
+		"DIR]\n"
 		"       sonde convert --diff BEFORE AFTER -o OUT.svg|OUT.folded\n\n"
 		"Converts a spool written by 'sonde record' (default sonde.spool) into a profile\n"
 		"other tools read.\n"
@@ -47,6 +48,12 @@ static void usage(FILE *f)
 		"                     is kept as OUT.old, a FIFO or device is written in place\n"
 		"  -f, --format F     one of the formats above\n"
 		"  --no-symbolize     keep raw addresses and build ids (symbolize elsewhere)\n"
+		"  --metric M         what stacks weigh: cpu (on-CPU samples, the default), "
+		"off-cpu\n"
+		"                     (off-CPU time of a 'record --off-cpu' spool) or wall "
+		"(both);\n"
+		"                     folded prints microseconds, the SVG milliseconds for time\n"
+		"                     metrics; pprof holds every metric and starts on this one\n"
 		"  --title T          title of the SVG and speedscope views\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
 		"                     replaced images (default $SONDE_BUILDID_CACHE, else\n"
@@ -94,11 +101,28 @@ static int write_out(const struct conv_job *j, const char *out)
 	return err ? err : cerr;
 }
 
-enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE, OPT_BUILDID_CACHE, OPT_DIFF };
+/* Why the profile is empty under the metric. */
+static void empty_warning(const struct sonde_profile *p, enum sonde_profile_metric m,
+			  const char *spool, const char *out)
+{
+	if (m == SONDE_PROFILE_METRIC_CPU || sonde_profile__offcpu_count(p, NULL, NULL))
+		cli_error("convert",
+			  "%s: no samples, so %s is an empty profile: the targets used no CPU "
+			  "while recorded (sonde samples CPU time), or ran too briefly",
+			  spool, out);
+	else
+		cli_error("convert",
+			  "%s: no off-CPU intervals, so %s is an empty profile: record with "
+			  "--off-cpu",
+			  spool, out);
+}
+
+enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE, OPT_BUILDID_CACHE, OPT_DIFF, OPT_METRIC };
 
 /* The folded stacks of a spool, as `convert -o x.folded` writes them; NULL after saying
  * why. The caller frees. */
-static char *folded_of(const char *spool, const struct sonde_profile_spool_opts *so)
+static char *folded_of(const char *spool, const struct sonde_profile_spool_opts *so,
+		       const struct sonde_profile_write_opts *wo)
 {
 	struct sonde_profile *p = sonde_profile__from_spool(spool, so);
 	int fd = -1, err = 0;
@@ -110,13 +134,13 @@ static char *folded_of(const char *spool, const struct sonde_profile_spool_opts 
 		cli_hint_unfinished("convert", spool);
 		return NULL;
 	}
-	if (!sonde_profile__sample_count(p))
-		cli_error("convert", "%s: no samples: nothing on this side of the difference",
-			  spool);
+	if (!sonde_profile__total(p, wo->metric))
+		cli_error("convert", "%s: no %s: nothing on this side of the difference", spool,
+			  wo->metric == SONDE_PROFILE_METRIC_CPU ? "samples" : "off-CPU intervals");
 	if ((fd = memfd_create("sonde-folded", MFD_CLOEXEC)) < 0)
 		err = -errno;
 	if (!err)
-		err = sonde_profile__write(p, SONDE_PROFILE_FOLDED, fd, NULL);
+		err = sonde_profile__write(p, SONDE_PROFILE_FOLDED, fd, wo);
 	if (!err && ((len = lseek(fd, 0, SEEK_END)) < 0 || !(text = calloc(1, (size_t)len + 1))))
 		err = -ENOMEM;
 	if (!err && pread(fd, text, (size_t)len, 0) != len)
@@ -152,9 +176,10 @@ static int write_diff_fd(const struct diff_job *j, int fd)
 
 /* convert --diff BEFORE AFTER -o OUT. */
 static int run_diff(char **spools, const char *out, const char *format,
-		    const struct sonde_profile_spool_opts *so, const char *title)
+		    const struct sonde_profile_spool_opts *so,
+		    const struct sonde_profile_write_opts *wo)
 {
-	struct diff_job j = {.title = title ? title : "Differential flame graph"};
+	struct diff_job j = {.title = wo->title ? wo->title : "Differential flame graph"};
 	enum sonde_profile_format fmt;
 	struct cli_output o;
 	char *a, *b;
@@ -169,9 +194,9 @@ static int run_diff(char **spools, const char *out, const char *format,
 		return CLI_USAGE;
 	}
 	j.folded = fmt == SONDE_PROFILE_FOLDED;
-	if (!(a = folded_of(spools[0], so)))
+	if (!(a = folded_of(spools[0], so, wo)))
 		return CLI_FAILURE;
-	if (!(b = folded_of(spools[1], so))) {
+	if (!(b = folded_of(spools[1], so, wo))) {
 		free(a);
 		return CLI_FAILURE;
 	}
@@ -200,6 +225,7 @@ static int run_convert(int argc, char **argv)
 		{"format", required_argument, NULL, 'f'},
 		{"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
 		{"title", required_argument, NULL, OPT_TITLE},
+		{"metric", required_argument, NULL, OPT_METRIC},
 		{"buildid-cache", required_argument, NULL, OPT_BUILDID_CACHE},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -234,6 +260,13 @@ static int run_convert(int argc, char **argv)
 		case OPT_TITLE:
 			wo.title = optarg;
 			break;
+		case OPT_METRIC:
+			if (sonde_profile__parse_metric(optarg, &wo.metric)) {
+				cli_error("convert",
+					  "--metric wants cpu, off-cpu or wall, not '%s'", optarg);
+				return CLI_USAGE;
+			}
+			break;
 		case OPT_BUILDID_CACHE:
 			symo.buildid_cache_dir = optarg;
 			break;
@@ -253,7 +286,13 @@ static int run_convert(int argc, char **argv)
 			cli_error("convert", "--diff takes two spools: BEFORE AFTER");
 			return CLI_USAGE;
 		}
-		return run_diff(argv + optind, out, format, &so, wo.title);
+		/* the differential graph's colors and labels are of sample counts */
+		if (wo.metric != SONDE_PROFILE_METRIC_CPU) {
+			cli_error("convert", "--diff compares on-CPU samples: no --metric %s",
+				  sonde_profile__metric_name(wo.metric));
+			return CLI_USAGE;
+		}
+		return run_diff(argv + optind, out, format, &so, &wo);
 	}
 	const char *spool = cli_input("convert", input, argc, argv);
 	if (!spool)
@@ -299,11 +338,8 @@ static int run_convert(int argc, char **argv)
 		cli_hint_unfinished("convert", spool);
 		return CLI_FAILURE;
 	}
-	if (!sonde_profile__sample_count(job.p))
-		cli_error("convert",
-			  "%s: no samples, so %s is an empty profile: the targets used no CPU "
-			  "while recorded (sonde samples CPU time), or ran too briefly",
-			  spool, out);
+	if (!sonde_profile__total(job.p, wo.metric))
+		empty_warning(job.p, wo.metric, spool, out);
 	err = write_out(&job, out);
 	sonde_profile__free((struct sonde_profile *)job.p);
 	if (err) {

@@ -42,6 +42,10 @@ struct record_args {
 	struct sonde_record_opts opts;
 	pid_t pids[MAX_PIDS];
 	int n_pids;
+	pid_t tids[MAX_PIDS]; /* -t */
+	int n_tids;
+	const char *comms[MAX_PIDS]; /* --comm, with -a */
+	int n_comms;
 	const char *output; /* the spool: -o, or TRACE.spool for a trace */
 	const char *trace;  /* -o names a Perfetto trace, made from the spool at the end */
 	char spool_name[PATH_MAX];
@@ -49,13 +53,14 @@ struct record_args {
 	int spool_fd;	       /* out.fd, or a copy of standard output (-o -) */
 	char **cmd;
 	bool quiet;
-	double duration; /* seconds; 0: until the targets exit */
-	bool system_wide; /* -a: every process; -p filters, a command only sets the duration */
-	bool kernel_set;  /* --kernel or --no-kernel given */
-	int *cpus;	  /* -C */
+	double duration;      /* seconds; 0: until the targets exit */
+	bool system_wide;     /* -a: every process; -p filters, a command only sets the duration */
+	bool kernel_set;      /* --kernel or --no-kernel given */
+	bool off_cpu_min_set; /* --off-cpu-min given (it needs --off-cpu) */
+	int *cpus;	      /* -C */
 	size_t n_cpus;
-	bool failed;	 /* recording or finishing failed */
-	long long kept;	 /* then: samples readable in the spool, -1 unknown */
+	bool failed;	/* recording or finishing failed */
+	long long kept; /* then: samples readable in the spool, -1 unknown */
 };
 
 /* The library explains failures through the log; the last error becomes our one line. */
@@ -75,17 +80,22 @@ static void log_to_stderr(enum sonde_log_level level, const char *msg, void *ctx
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde record [-F HZ|max|-c N] [-p PID]... [--no-inherit] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
-		"       sonde record -a [-C CPUS] [-p PID]... [-d SECONDS] [-o FILE] [-- CMD ARGS...]\n"
+		"usage: sonde record [-F HZ|max|-c N] [-p PID]... [-t TID]... [--no-inherit] [-d SECONDS] [-o FILE] [--kernel] [-- CMD ARGS...]\n"
+		"       sonde record -a [-C CPUS] [-p PID]... [-t TID]... [--comm NAME]... [-d SECONDS] [-o FILE] [-- CMD ARGS...]\n"
 		"\n"
 		"Samples the user-space stacks of a command, or of running processes, into a spool file.\n"
 		"\n"
 		"  -F, --freq HZ|max     samples per second per thread, per CPU with -a (default 999; max = the kernel limit)\n"
-		"  -c, --count N         sample every N events instead (nanoseconds of CPU time for cpu-clock)\n"
+		"  -c, --count N         sample every N events instead (nanoseconds of CPU time for cpu-clock,\n"
+		"                        hits for a tracepoint, whose default is 1: every hit)\n"
 		"  -p, --pid PID         record a running process (repeatable); with -a, record only these and their children\n"
+		"  -t, --tid TID[,TID]   record only these threads of running processes (repeatable), and the threads\n"
+		"                        and processes they create unless --no-inherit; with -a, only these threads\n"
 		"  -a, --all-cpus        every process on every CPU, including those started later (not sonde itself);\n"
 		"                        kernel frames on by default; with a command, until it exits\n"
 		"  -C, --cpu CPUS        with -a, only these CPUs (perf's list syntax: 0,2-3)\n"
+		"      --comm NAME       with -a, only the samples of tasks whose command name is NAME at that\n"
+		"                        sample (exact, repeatable; -p, -t and --comm add up)\n"
 		"      --no-inherit      record the targets and their threads only, not the processes\n"
 		"                        they fork (by default, children are followed at any depth)\n"
 		"  -d, --duration SECS   stop after SECS seconds (a fraction is fine): -p processes keep\n"
@@ -102,8 +112,13 @@ static void usage(FILE *f)
 		"                        per thread from what its stacks need, starting at 32768;\n"
 		"                        32768 with -a)\n"
 		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
+		"      --off-cpu         also where threads wait: each switch-out's stack, state (runnable,\n"
+		"                        sleeping, blocked) and time off the CPU (sched tracepoints; root)\n"
+		"      --off-cpu-min DURATION  off-CPU intervals shorter than this are counted per thread,\n"
+		"                        not stacked (default 1ms; units ns, us, ms, s; 0: stack all)\n"
 		"  -e, --event EVENT     auto (default), cycles (try cycles first, say so when it falls\n"
-		"                        back to cpu-clock) or cpu-clock\n"
+		"                        back to cpu-clock), cpu-clock, or a tracepoint GROUP:NAME\n"
+		"                        (e.g. sched:sched_switch: the stacks that hit it)\n"
 		"  -g                    record call graphs (always on: sonde records stacks)\n"
 		"      --call-graph MODE dwarf (default: CFI, frame pointers where CFI fails) or fp\n"
 		"                        (frame pointers only, for code built with them)\n"
@@ -111,7 +126,8 @@ static void usage(FILE *f)
 		"  -h, --help            this help\n"
 		"\n"
 		"Recording stops when the command exits (with -p: when every -p process and every\n"
-		"process they forked have exited), when --duration elapses, or on Ctrl-C.\n"
+		"process they forked have exited; with -t: when those threads and what they created\n"
+		"have), when --duration elapses, or on Ctrl-C.\n"
 		"The exit status is the command's (128+N when killed by signal N), or 0 when\n"
 		"--duration ended the recording and the command was stopped by it.\n");
 }
@@ -140,6 +156,56 @@ static int parse_event(const char *s, enum sonde_record_event *out)
 	else
 		return -EINVAL;
 	return 0;
+}
+
+/* "1ms", "250us", "2s", "100ns" (a bare number is milliseconds) into nanoseconds. */
+static int parse_duration_ns(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *unit;
+		double ns;
+	} units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"", 1e6}};
+	char *end;
+
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || !(v >= 0) || s[0] == '-')
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].unit))
+			continue;
+		double ns = v * units[i].ns;
+		if (ns > 1e15)
+			return -1;
+		*out = (uint64_t)(ns + 0.5);
+		return 0;
+	}
+	return -1;
+}
+
+/* -t TID[,TID...]: appended to a->tids. 0 or CLI_USAGE after printing why. */
+static int parse_tids(struct record_args *a, const char *arg)
+{
+	char buf[256];
+	char *save = NULL;
+	uint64_t v;
+
+	if (snprintf(buf, sizeof(buf), "%s", arg) >= (int)sizeof(buf) || !arg[0] || arg[0] == ',' ||
+	    arg[strlen(arg) - 1] == ',' || strstr(arg, ",,"))
+		goto bad;
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (parse_u64(tok, &v) || v == 0 || v > INT32_MAX)
+			goto bad;
+		if (a->n_tids == MAX_PIDS) {
+			cli_error("record", "at most %d threads with -t", MAX_PIDS);
+			return CLI_USAGE;
+		}
+		a->tids[a->n_tids++] = (pid_t)v;
+	}
+	return 0;
+bad:
+	cli_error("record", "-t wants thread ids separated by commas, not '%s'", arg);
+	return CLI_USAGE;
 }
 
 /* One option; returns 0, or CLI_USAGE after printing why. */
@@ -189,6 +255,20 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 		}
 		a->pids[a->n_pids++] = (pid_t)v;
 		return 0;
+	case 't':
+		return parse_tids(a, arg);
+	case 'M':
+		if (!arg[0] || strlen(arg) > 15) {
+			cli_error("record",
+				  "--comm wants a command name of 1 to 15 bytes, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		if (a->n_comms == MAX_PIDS) {
+			cli_error("record", "at most %d --comm options", MAX_PIDS);
+			return CLI_USAGE;
+		}
+		a->comms[a->n_comms++] = arg;
+		return 0;
 	case 'o':
 		a->output = arg;
 		return 0;
@@ -207,8 +287,15 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 		a->opts.ring_pages = (uint32_t)v;
 		return 0;
 	case 'e':
+		a->opts.tracepoint = NULL;
+		if (strchr(arg, ':') && arg[0] != ':') {
+			a->opts.tracepoint = arg; /* looked up by the recorder */
+			return 0;
+		}
 		if (parse_event(arg, &a->opts.event)) {
-			cli_error("record", "--event wants auto, cycles or cpu-clock, not '%s'",
+			cli_error("record",
+				  "--event wants auto, cycles, cpu-clock or a tracepoint "
+				  "GROUP:NAME, not '%s'",
 				  arg);
 			return CLI_USAGE;
 		}
@@ -253,9 +340,30 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 	case 'N':
 		a->opts.no_buildid_cache = true;
 		return 0;
+	case 'O':
+		a->opts.off_cpu = true;
+		return 0;
+	case 'm':
+		if (parse_duration_ns(arg, &v)) {
+			cli_error(
+				"record",
+				"--off-cpu-min wants a duration such as 1ms, 250us or 0, not '%s'",
+				arg);
+			return CLI_USAGE;
+		}
+		a->opts.off_cpu_min_ns = v ? v : 1; /* 0 in the options is the default */
+		a->off_cpu_min_set = true;
+		return 0;
 	default:
 		return cli_bad_option("record", c, argv);
 	}
+}
+
+/* Processes and threads named: the recording ends when they have all ended (a
+ * system-wide one's --comm and -t filters do not end it). */
+static int targets(const struct record_args *a)
+{
+	return a->n_pids + (a->system_wide ? 0 : a->n_tids);
 }
 
 /* Returns -1 to go on, else an exit code. */
@@ -266,6 +374,8 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"count", required_argument, NULL, 'c'},
 		{"call-graph", required_argument, NULL, 'G'},
 		{"pid", required_argument, NULL, 'p'},
+		{"tid", required_argument, NULL, 't'},
+		{"comm", required_argument, NULL, 'M'},
 		{"output", required_argument, NULL, 'o'},
 		{"stack-size", required_argument, NULL, 'S'},
 		{"ring-pages", required_argument, NULL, 'R'},
@@ -279,6 +389,8 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"cpu", required_argument, NULL, 'C'},
 		{"buildid-cache", required_argument, NULL, 'B'},
 		{"no-buildid-cache", no_argument, NULL, 'N'},
+		{"off-cpu", no_argument, NULL, 'O'},
+		{"off-cpu-min", required_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -292,7 +404,7 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	/* '+': options end at the command, so its own options are left alone. */
-	while ((c = getopt_long(argc, argv, "+:F:c:gp:o:e:d:qhaC:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:F:c:gp:t:o:e:d:qhaC:", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK;
@@ -307,6 +419,14 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		cli_error("record", "-C selects CPUs of a system-wide recording: add -a");
 		return CLI_USAGE;
 	}
+	if (a->off_cpu_min_set && !a->opts.off_cpu) {
+		cli_error("record", "--off-cpu-min sets a threshold of --off-cpu: add --off-cpu");
+		return CLI_USAGE;
+	}
+	if (a->n_comms && !a->system_wide) {
+		cli_error("record", "--comm filters a system-wide recording: add -a");
+		return CLI_USAGE;
+	}
 	if (a->system_wide) {
 		/* like perf record -a: the kernel's part of the machine's time is wanted too */
 		if (!a->kernel_set)
@@ -315,10 +435,15 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		a->opts.n_cpus = a->n_cpus;
 		a->opts.filter_pids = a->pids;
 		a->opts.n_filter_pids = (size_t)a->n_pids;
+		a->opts.filter_tids = a->tids;
+		a->opts.n_filter_tids = (size_t)a->n_tids;
+		a->opts.filter_comms = a->comms;
+		a->opts.n_filter_comms = (size_t)a->n_comms;
 		return -1;
 	}
-	if (!a->cmd && a->n_pids == 0) {
-		cli_error("record", "nothing to record: give a command after '--' or -p PID");
+	if (!a->cmd && a->n_pids == 0 && a->n_tids == 0) {
+		cli_error("record",
+			  "nothing to record: give a command after '--', -p PID or -t TID");
 		return CLI_USAGE;
 	}
 	return -1;
@@ -348,13 +473,16 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			  const struct child *c)
 {
 	char fallback[96] = "", followed[48] = "";
-	unsigned attached = a->cmd ? 1u + (unsigned)a->n_pids : (unsigned)a->n_pids;
+	/* (threads of one process count once there: an estimate of the processes named) */
+	unsigned attached = (a->cmd ? 1u : 0u) + (unsigned)a->n_pids + (unsigned)a->n_tids;
 
 	char rate[48];
 
 	if (a->opts.sample_period)
 		snprintf(rate, sizeof(rate), "a sample every %llu events",
 			 (unsigned long long)a->opts.sample_period);
+	else if (s->tracepoint[0])
+		snprintf(rate, sizeof(rate), "every hit");
 	else
 		snprintf(rate, sizeof(rate), "%llu Hz", (unsigned long long)s->frequency);
 	if (s->cycles_error)
@@ -371,7 +499,7 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		"thread%s; %llu empty, %llu truncated stacks\n",
 		(unsigned long long)s->samples, (unsigned long long)s->samples_written,
 		(unsigned long long)s->lost_samples, (unsigned long long)s->lost_events,
-		s->duration_ns / 1e9, s->event, fallback,
+		s->duration_ns / 1e9, s->tracepoint[0] ? s->tracepoint : s->event, fallback,
 		cli_output_is_stdout(a->output) ? "standard output" : a->output, rate,
 		s->stack_bytes, s->rings, s->rings == 1 ? "" : "s",
 		(unsigned long long)(s->ring_bytes / 1024), s->processes,
@@ -409,6 +537,19 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		fprintf(stderr, ", %u ring%s doubled after a loss", s->ring_grows,
 			s->ring_grows == 1 ? "" : "s");
 	fprintf(stderr, "\n");
+	if (s->off_cpu)
+		fprintf(stderr,
+			"  off-CPU: %llu switch-outs, %llu intervals stacked, %llu shorter than "
+			"%.3f ms counted (%.3f s in all), %llu dropped (loss or exit), %llu "
+			"wakeups seen\n",
+			(unsigned long long)s->offcpu_switches,
+			(unsigned long long)s->offcpu_intervals,
+			(unsigned long long)s->offcpu_short,
+			(a->opts.off_cpu_min_ns ? a->opts.off_cpu_min_ns
+						: SONDE_RECORD_OFF_CPU_MIN_DEFAULT) /
+				1e6,
+			s->offcpu_short_ns / 1e9, (unsigned long long)s->offcpu_dropped,
+			(unsigned long long)s->offcpu_wakeups);
 	if (s->stack_switches)
 		fprintf(stderr,
 			"  stack copies: %u-%u bytes per thread after %u switch%s (%u grown after "
@@ -592,6 +733,20 @@ static struct sonde_launch *launch(char **cmd, int *code)
 	return l;
 }
 
+/* After attaching another process or thread: true (r freed, the error said) when it
+ * failed. */
+static bool attach_failed(struct sonde_recorder *r, int out, const char *what, pid_t id)
+{
+	if (out >= 0 && out != SONDE_ATTACH_EXITED)
+		return false;
+	if (out == SONDE_ATTACH_EXITED)
+		cli_error("record", "no such %s: %d", what, (int)id);
+	else
+		report_failure("cannot attach: %s", out);
+	sonde_recorder__free(r);
+	return true;
+}
+
 static struct sonde_recorder *attach_all(struct record_args *a, struct child *c, int *code)
 {
 	if (a->system_wide) {
@@ -604,10 +759,14 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 			report_failure("cannot record system-wide: %s", -errno);
 		return sr;
 	}
-	pid_t first = c->l ? sonde_launch__pid(c->l) : a->pids[0];
+	/* the first target creates the recorder: the command, else a -p process, else a -t
+	 * thread */
+	struct sonde_record_opts o = a->opts;
+	pid_t first = c->l ? sonde_launch__pid(c->l) : a->n_pids ? a->pids[0] : a->tids[0];
 	enum sonde_attach_mode mode = c->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP;
+	o.attach_thread = !c->l && !a->n_pids;
 	struct sonde_recorder *r = sonde_recorder__attach_writer(
-		first, sonde_spool_writer__write_fd, (void *)(intptr_t)a->spool_fd, mode, &a->opts);
+		first, sonde_spool_writer__write_fd, (void *)(intptr_t)a->spool_fd, mode, &o);
 
 	*code = CLI_FAILURE;
 	if (!r) {
@@ -622,16 +781,13 @@ static struct sonde_recorder *attach_all(struct record_args *a, struct child *c,
 			cycles_why(s.cycles_error));
 	for (int i = c->l ? 0 : 1; i < a->n_pids; i++) {
 		int out = sonde_recorder__attach_process(r, a->pids[i], SONDE_ATTACH_STOP);
-		if (out == SONDE_ATTACH_EXITED) {
-			cli_error("record", "no such process: %d", (int)a->pids[i]);
-			out = -ESRCH;
-		}
-		if (out < 0) {
-			if (out != -ESRCH)
-				report_failure("cannot attach: %s", out);
-			sonde_recorder__free(r);
+		if (attach_failed(r, out, "process", a->pids[i]))
 			return NULL;
-		}
+	}
+	for (int i = o.attach_thread ? 1 : 0; i < a->n_tids; i++) {
+		int out = sonde_recorder__attach_thread(r, a->tids[i], SONDE_ATTACH_STOP);
+		if (attach_failed(r, out, "thread", a->tids[i]))
+			return NULL;
 	}
 	return r;
 }
@@ -742,7 +898,7 @@ static struct sonde_recorder *start_recording(struct record_args *a, struct chil
 		goto fail;
 	}
 	if (publish_output(a) < 0) {
-		end_command(r, c, a->n_pids);
+		end_command(r, c, targets(a));
 		*code = CLI_FAILURE;
 		goto fail;
 	}
@@ -768,7 +924,7 @@ static bool stop_recording(struct record_args *a, struct child *c, struct sonde_
 	if (close_output(a, true) < 0 && !ferr)
 		ferr = -EIO;
 	if (err || ferr) {
-		end_command(r, c, a->n_pids);
+		end_command(r, c, targets(a));
 		a->failed = true;
 		a->kept = samples_kept(a->output);
 	}
@@ -817,7 +973,7 @@ static int run_record(int argc, char **argv)
 	}
 	if (a.duration > 0)
 		c.deadline = now_s() + a.duration;
-	int err = record_loop(r, &c, a.n_pids);
+	int err = record_loop(r, &c, targets(&a));
 	bool failed = stop_recording(&a, &c, r, err, &sum);
 	if (c.l)
 		child_done(&c);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <sonde/error.h>
+#include <sonde/profile.h>
 #include <sonde/record.h>
 #include <sonde/spool_reader.h>
 #include <sonde/symbolize.h>
@@ -50,7 +51,7 @@ struct filter {
 	int n_pids, n_tids, n_comms;
 	bool has_time;
 	double from_s, to_s; /* seconds from the start of the recording; to_s < 0: the end */
-	int *cpus; /* --cpu: only samples of these CPUs; NULL: all */
+	int *cpus;	     /* --cpu: only samples of these CPUs; NULL: all */
 	size_t n_cpus;
 	const char *cpu_list;
 };
@@ -87,12 +88,18 @@ struct report {
 	uint32_t cpu_max;	     /* highest CPU seen + 1 */
 	enum folded_roots roots;
 	struct filter filt;
-	uint64_t samples;	     /* samples that passed the filter */
-	uint32_t processes, tids;    /* distinct processes and threads among them */
-	uint64_t fn_stacks;	     /* distinct stacks by function: --folded's lines */
-	uint64_t unresolved_samples; /* samples with an unresolved frame on their stack */
-	bool stack_unresolved;	     /* the stack last expanded has one */
-	struct root_node *pairs;     /* --folded-roots: the counted (root, node) pairs */
+	enum sonde_profile_metric metric; /* --metric: what a sample or an interval weighs */
+	uint64_t samples; /* samples (and, for off-CPU metrics, intervals) that passed */
+	uint64_t total;	  /* their weight: samples, or nanoseconds */
+	uint64_t on_samples, intervals; /* of those, on-CPU samples and off-CPU intervals */
+	uint64_t on_ns, off_ns;		/* their weights under a time metric */
+	uint64_t short_count, short_ns; /* intervals too short to stack (of the threads kept) */
+	uint64_t empty;			/* samples with an empty stack */
+	uint32_t processes, tids;	/* distinct processes and threads among them */
+	uint64_t fn_stacks;		/* distinct stacks by function: --folded's lines */
+	uint64_t unresolved_samples;	/* samples with an unresolved frame on their stack */
+	bool stack_unresolved;		/* the stack last expanded has one */
+	struct root_node *pairs;	/* --folded-roots: the counted (root, node) pairs */
 	size_t n_pairs;
 	uint32_t *thread_root; /* by spool thread id: its root frame's func id + 1, 0 unknown */
 	/* The process/thread column: rows per (function, process or thread), their labels
@@ -115,9 +122,14 @@ struct report {
 	struct buf frame_funcs;	  /* uint32_t func ids, innermost first, per frame */
 	uint64_t resolved;	  /* distinct frames looked up */
 	uint64_t unresolved;	  /* of those, the ones the symbolizer could not name */
-	uint64_t *node_count;	  /* samples per stack node */
-	uint32_t *node_pid;	  /* pid of a sample of that node (for raw addresses) */
-	struct buf stack;	  /* uint32_t func ids of the stack being walked, leaf first */
+	/* Counts are kept per unit: a stack node of on-CPU samples (unit = node), or of
+	 * off-CPU intervals in state s (unit = (1 + s) * (stacks + 1) + node), whose stack
+	 * gets the state's pseudo-frame as its leaf. */
+	uint64_t *node_count; /* weight per unit */
+	uint32_t n_units;
+	uint32_t state_func[SONDE_OFFCPU_STATES]; /* func id + 1 of each state's frame */
+	uint32_t *node_pid;	       /* pid of a sample of that node (for raw addresses) */
+	struct buf stack;	       /* uint32_t func ids of the stack being walked, leaf first */
 	struct cli_progress *progress; /* NULL: none shown */
 };
 
@@ -134,6 +146,12 @@ static void usage(FILE *f)
 		"  --folded      print 'outer;...;inner COUNT' lines (flamegraph.pl, speedscope)\n"
 		"  --folded-roots process|thread|none  with --folded, start each stack with a\n"
 		"                'comm-pid' (process) or 'comm-pid/tid' (thread) frame\n"
+		"  --metric cpu|off-cpu|wall  what stacks weigh (default cpu: on-CPU samples);\n"
+		"                off-cpu: the time threads spent off the CPU (a recording made\n"
+		"                with record's off-CPU option), under an [off-cpu: R|S|D|other]\n"
+		"                frame naming the state;\n"
+		"                wall: both, samples weighing their period; --folded then prints\n"
+		"                microseconds, the tables milliseconds\n"
 		"  --top N       rows per table (default 20)\n"
 		"  --column auto|process|thread|none  a column naming the process ('comm-pid') or\n"
 		"                thread ('comm-pid/tid') of each row, whose counts are then its\n"
@@ -292,13 +310,37 @@ static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 	return buf_error(&r->frame_funcs);
 }
 
-/* Expands stack node `node` into r->stack: function ids, leaf first. */
-static int expand_stack(struct report *r, uint32_t node)
+/* The pseudo-function of off-CPU state s, the leaf of its intervals' stacks. */
+static long state_func(struct report *r, uint32_t s)
 {
-	uint32_t parent, frame;
+	static const char *const names[SONDE_OFFCPU_STATES] = {"[off-cpu: R]", "[off-cpu: S]",
+							       "[off-cpu: D]", "[off-cpu: other]"};
+
+	if (!r->state_func[s]) {
+		long id = func_intern(r, names[s], "[sched]");
+		if (id < 0)
+			return id;
+		r->state_func[s] = (uint32_t)id + 1;
+	}
+	return r->state_func[s] - 1;
+}
+
+/* Expands unit `unit` (a stack node, with a state frame for off-CPU units) into
+ * r->stack: function ids, leaf first. */
+static int expand_stack(struct report *r, uint32_t unit)
+{
+	uint32_t parent, frame, kind = unit / (r->info.stacks + 1);
+	uint32_t node = unit % (r->info.stacks + 1);
 
 	r->stack.len = 0;
 	r->stack_unresolved = false;
+	if (kind) {
+		long id = state_func(r, kind - 1);
+		if (id < 0)
+			return (int)id;
+		uint32_t v = (uint32_t)id;
+		sonde__buf_append(&r->stack, &v, sizeof(v));
+	}
 	for (; node; node = parent) {
 		if (sonde_spool__get_node(r->spool, node, &parent, &frame) < 0)
 			return -ERANGE;
@@ -404,32 +446,86 @@ static int by_root_node(const void *a, const void *b)
 /* Distinct values in a sorted-in-place array. */
 static uint32_t distinct(uint64_t *v, size_t n);
 
-/* Counts the samples the filter keeps per stack node, remembering a pid for each node, the
- * distinct processes and threads among them and, for --folded-roots, (root, node) pairs. */
+/* One event to count: sample i, then (for off-CPU metrics) interval i - samples. Fills
+ * *smp (an interval as a sample at its switch-out), its weight and unit; 0, or -ERANGE
+ * past the last. */
+static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sample *smp,
+		      uint64_t *weight, uint32_t *unit)
+{
+	struct sonde_spool_offcpu o;
+	uint64_t base = r->metric == SONDE_PROFILE_METRIC_OFF_CPU ? 0 : r->info.samples;
+
+	if (i < base) {
+		if (sonde_spool__get_sample(r->spool, i, smp) < 0)
+			return -ERANGE;
+		*weight = r->metric == SONDE_PROFILE_METRIC_WALL ? r->info.header.sample_period_ns
+								 : 1;
+		*unit = smp->stack;
+		return 0;
+	}
+	if (r->metric == SONDE_PROFILE_METRIC_CPU ||
+	    sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
+		return -ERANGE;
+	*smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags, o.cpu};
+	*weight = o.switch_in_ns - o.switch_out_ns;
+	*unit = (1 + o.state) * (r->info.stacks + 1) + o.stack;
+	return 0;
+}
+
+/* The short intervals of the threads the filter keeps (a time filter keeps them all:
+ * they have no time). */
+static void count_short(struct report *r)
+{
+	struct sonde_spool_offcpu_short sh;
+	struct sonde_spool_thread t;
+	bool has_time = r->filt.has_time;
+	int *cpus = r->filt.cpus;
+
+	r->filt.has_time = false;
+	r->filt.cpus = NULL;
+	for (uint64_t i = 0; sonde_spool__get_offcpu_short(r->spool, i, &sh) == 0; i++) {
+		struct sonde_spool_sample smp = {.thread = sh.thread, .cpu = SONDE_SPOOL_CPU_NONE};
+		if (sonde_spool__get_thread(r->spool, sh.thread, &t) < 0 ||
+		    !sample_matches(r, &smp, &t))
+			continue;
+		r->short_count += sh.count;
+		r->short_ns += sh.total_ns;
+	}
+	r->filt.has_time = has_time;
+	r->filt.cpus = cpus;
+}
+
+/* Counts the weight the filter keeps per unit, remembering a pid for each node, the
+ * distinct processes and threads among them and, for --folded-roots, (root, unit) pairs. */
 static int count_nodes(struct report *r)
 {
 	struct sonde_spool_sample smp;
 	struct sonde_spool_thread t;
-	uint64_t *pids = NULL, *tids = NULL;
+	uint64_t *pids = NULL, *tids = NULL, w, kinds = 1 + SONDE_OFFCPU_STATES;
+	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool);
 	size_t n = 0, cap = 0;
+	uint32_t unit;
 	int err = 0;
 
-	r->node_count = calloc((size_t)r->info.stacks + 1, sizeof(*r->node_count));
+	if (((uint64_t)r->info.stacks + 1) * kinds > UINT32_MAX)
+		return -SONDE_E_LIMIT;
+	r->n_units = (uint32_t)(((uint64_t)r->info.stacks + 1) * kinds);
+	r->node_count = calloc(r->n_units, sizeof(*r->node_count));
 	r->node_pid = calloc((size_t)r->info.stacks + 1, sizeof(*r->node_pid));
 	r->frames = calloc((size_t)r->info.frames + 1, sizeof(*r->frames));
 	r->thread_root = calloc((size_t)r->info.threads + 1, sizeof(*r->thread_root));
 	r->cpu_count = calloc(MAX_CPU + 1, sizeof(*r->cpu_count));
 	if (!r->node_count || !r->node_pid || !r->frames || !r->thread_root || !r->cpu_count)
 		return -ENOMEM;
-	for (uint64_t i = 0; sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
+	for (uint64_t i = 0; next_event(r, i, &smp, &w, &unit) == 0; i++) {
 		if ((i & 0xfff) == 0)
-			cli_progress_update(r->progress, i, r->info.samples);
+			cli_progress_update(r->progress, i, events);
 		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0)
 			t = (struct sonde_spool_thread){.comm = ""};
 		if (!sample_matches(r, &smp, &t))
 			continue;
 		uint32_t cpu = smp.cpu < MAX_CPU ? smp.cpu : MAX_CPU;
-		r->cpu_count[cpu]++;
+		r->cpu_count[cpu] += w;
 		if (cpu < MAX_CPU && cpu >= r->cpu_max)
 			r->cpu_max = cpu + 1;
 		if (n == cap) {
@@ -457,17 +553,28 @@ static int count_nodes(struct report *r)
 				err = (int)root;
 				break;
 			}
-			r->pairs[n] = (struct root_node){(uint32_t)root, smp.stack, 1};
+			r->pairs[n] = (struct root_node){(uint32_t)root, unit, w};
 		}
 		n++;
 		r->samples++;
-		if (!r->node_count[smp.stack]++)
+		r->total += w;
+		if (unit <= r->info.stacks) {
+			r->on_samples++;
+			r->on_ns += w;
+			r->empty += unit == 0;
+		} else {
+			r->intervals++;
+			r->off_ns += w;
+		}
+		if (!r->node_count[unit])
 			r->node_pid[smp.stack] = t.pid;
+		r->node_count[unit] += w;
 	}
 	if (!err) {
 		r->processes = distinct(pids, n);
 		r->tids = distinct(tids, n);
 		r->n_pairs = grouping(r) != ROOTS_NONE ? n : 0;
+		count_short(r);
 	}
 	free(pids);
 	free(tids);
@@ -507,18 +614,18 @@ static uint64_t ids_hash(const uint32_t *ids, size_t n)
  * unresolved frame. */
 static int attribute(struct report *r)
 {
-	uint64_t *hashes = malloc(((size_t)r->info.stacks + 1) * sizeof(*hashes));
+	uint64_t *hashes = malloc(((size_t)r->n_units + 1) * sizeof(*hashes));
 	size_t n_hashes = 0;
 
 	if (!hashes)
 		return -ENOMEM;
-	cli_progress_update(r->progress, 0, r->info.stacks);
-	for (uint32_t node = 1; node <= r->info.stacks; node++) {
+	cli_progress_update(r->progress, 0, r->n_units);
+	for (uint32_t node = 1; node < r->n_units; node++) {
 		uint64_t c = r->node_count[node];
 		if (!c)
 			continue;
 		if ((node & 0xff) == 0)
-			cli_progress_update(r->progress, node, r->info.stacks);
+			cli_progress_update(r->progress, node, r->n_units);
 		int e = expand_stack(r, node);
 		if (e < 0) {
 			free(hashes);
@@ -597,9 +704,23 @@ static int column_width(const struct report *r)
 	return w > 32 ? 32 : (int)w;
 }
 
+static bool time_metric(const struct report *r)
+{
+	return r->metric != SONDE_PROFILE_METRIC_CPU;
+}
+
+/* A count column: samples, or milliseconds for a time metric. */
+static void print_value(const struct report *r, uint64_t v)
+{
+	if (time_metric(r))
+		printf("%9.1f", v / 1e6);
+	else
+		printf("%9" PRIu64, v);
+}
+
 static void print_table(const struct report *r, uint32_t *order, const struct sort_key *key)
 {
-	double all = r->samples ? (double)r->samples : 1;
+	double all = r->total ? (double)r->total : 1;
 	const struct func *funcs = r->column != ROOTS_NONE ? r->rows : r->funcs;
 	size_t n = r->column != ROOTS_NONE ? r->n_rows : r->n_funcs, rows = 0;
 	int cw = r->column != ROOTS_NONE ? column_width(r) : 0;
@@ -608,7 +729,11 @@ static void print_table(const struct report *r, uint32_t *order, const struct so
 		order[i] = (uint32_t)i;
 	sort_funcs = funcs;
 	qsort(order, n, sizeof(*order), key->cmp);
-	printf("\nTop functions by %s%s:\n", key->name, key->cmp == by_name ? "" : " samples");
+	printf("\nTop functions by %s%s:\n", key->name,
+	       key->cmp == by_name			? ""
+	       : r->metric == SONDE_PROFILE_METRIC_CPU	? " samples"
+	       : r->metric == SONDE_PROFILE_METRIC_WALL ? " wall-clock time (ms)"
+							: " off-CPU time (ms)");
 	printf("%8s %9s %8s %9s  ", "self%", "self", "total%", "total");
 	if (cw)
 		printf("%-*s  ", cw, r->column == ROOTS_PROCESS ? "process" : "thread");
@@ -628,8 +753,11 @@ static void print_table(const struct report *r, uint32_t *order, const struct so
 		/* names that are already bracketed ([kernel.kallsyms], [vdso]) are not wrapped
 		 * again */
 		bool bracketed = f->module[0] == '[' && f->module[strlen(f->module) - 1] == ']';
-		printf("%7.2f%% %9" PRIu64 " %7.2f%% %9" PRIu64 "  ", 100.0 * f->self / all, f->self,
-		       100.0 * f->total / all, f->total);
+		printf("%7.2f%% ", 100.0 * f->self / all);
+		print_value(r, f->self);
+		printf(" %7.2f%% ", 100.0 * f->total / all);
+		print_value(r, f->total);
+		printf("  ");
 		if (cw)
 			printf("%-*s  ", cw, r->funcs[f->col - 1].label);
 		printf("%s %s%s%s\n", f->label, bracketed ? "" : "[", f->module,
@@ -667,16 +795,50 @@ static void free_cpus(struct report *r)
 /* --sort cpu: one row per CPU that has samples (as perf report --sort cpu). */
 static void print_cpus(const struct report *r)
 {
-	double all = r->samples ? (double)r->samples : 1;
+	double all = r->total ? (double)r->total : 1;
 
-	printf("\nSamples by CPU:\n%8s %9s  %s\n", "samples%", "samples", "cpu");
-	for (uint32_t c = 0; c < r->cpu_max; c++)
-		if (r->cpu_count[c])
-			printf("%7.2f%% %9" PRIu64 "  %" PRIu32 "\n", 100.0 * r->cpu_count[c] / all,
-			       r->cpu_count[c], c);
-	if (r->cpu_count[MAX_CPU])
-		printf("%7.2f%% %9" PRIu64 "  [unknown]\n", 100.0 * r->cpu_count[MAX_CPU] / all,
-		       r->cpu_count[MAX_CPU]);
+	if (time_metric(r))
+		printf("\nTime by CPU (ms):\n%8s %9s  %s\n", "time%", "time", "cpu");
+	else
+		printf("\nSamples by CPU:\n%8s %9s  %s\n", "samples%", "samples", "cpu");
+	for (uint32_t c = 0; c < r->cpu_max; c++) {
+		if (!r->cpu_count[c])
+			continue;
+		printf("%7.2f%% ", 100.0 * r->cpu_count[c] / all);
+		print_value(r, r->cpu_count[c]);
+		printf("  %" PRIu32 "\n", c);
+	}
+	if (r->cpu_count[MAX_CPU]) {
+		printf("%7.2f%% ", 100.0 * r->cpu_count[MAX_CPU] / all);
+		print_value(r, r->cpu_count[MAX_CPU]);
+		printf("  [unknown]\n");
+	}
+}
+
+/* The metric and its total, and how it was made up. */
+static void print_metric(const struct report *r)
+{
+	if (!time_metric(r)) {
+		printf("metric cpu: %" PRIu64 " on-CPU samples", r->total);
+		if (sonde_spool__offcpu_count(r->spool))
+			printf(" (the recording also has %" PRIu64
+			       " off-CPU intervals: --metric off-cpu or wall)",
+			       sonde_spool__offcpu_count(r->spool));
+		printf("\n");
+		return;
+	}
+	printf("metric %s: %.3f s in all", sonde_profile__metric_name(r->metric), r->total / 1e9);
+	if (r->metric == SONDE_PROFILE_METRIC_WALL)
+		printf(" = %.3f s on CPU (%" PRIu64 " samples of %.3f ms) + %.3f s off CPU",
+		       r->on_ns / 1e9, r->on_samples, r->info.header.sample_period_ns / 1e6,
+		       r->off_ns / 1e9);
+	printf(" (%" PRIu64 " intervals)", r->intervals);
+	if (r->short_count)
+		printf("; %" PRIu64 " shorter intervals not stacked, %.3f s", r->short_count,
+		       r->short_ns / 1e9);
+	if (!sonde_spool__offcpu_count(r->spool) && !r->short_count)
+		printf("; the recording has no off-CPU intervals (record with --off-cpu)");
+	printf("\n");
 }
 
 static int print_report(const struct report *r)
@@ -687,9 +849,12 @@ static int print_report(const struct report *r)
 
 	if (!order)
 		return -ENOMEM;
-	printf("%s: %" PRIu64 " samples", r->path, r->samples);
-	if (r->samples != in->samples)
+	printf("%s: %" PRIu64 " samples", r->path, r->on_samples);
+	if (r->on_samples != in->samples && r->metric != SONDE_PROFILE_METRIC_OFF_CPU)
 		printf(" (of %" PRIu64 ")", in->samples);
+	if (time_metric(r))
+		printf(" and %" PRIu64 " off-CPU intervals (of %" PRIu64 ")", r->intervals,
+		       sonde_spool__offcpu_count(r->spool));
 	printf(" over %.2f s", secs);
 	if (in->header.sample_period_ns)
 		printf(" at %.0f Hz", 1e9 / in->header.sample_period_ns);
@@ -697,9 +862,10 @@ static int print_report(const struct report *r)
 	       " distinct stack%s (by function, as --folded prints them)\n",
 	       r->processes, r->processes == 1 ? "" : "es", r->tids, r->tids == 1 ? "" : "s",
 	       r->fn_stacks, r->fn_stacks == 1 ? "" : "s");
-	if (r->node_count[0])
-		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->node_count[0],
-		       100.0 * r->node_count[0] / (double)r->samples);
+	print_metric(r);
+	if (r->empty)
+		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->empty,
+		       100.0 * r->empty / (double)r->samples);
 	if (r->filt.cpus)
 		printf("%" PRIu64 " samples on CPUs %s\n", r->samples, r->filt.cpu_list);
 	if (!r->samples)
@@ -767,17 +933,17 @@ static int folded_units(struct report *r)
 		for (size_t i = 0; i < r->n_pairs; i++) {
 			if (n && r->pairs[n - 1].root == r->pairs[i].root &&
 			    r->pairs[n - 1].node == r->pairs[i].node)
-				r->pairs[n - 1].count++;
+				r->pairs[n - 1].count += r->pairs[i].count;
 			else
 				r->pairs[n++] = r->pairs[i];
 		}
 		r->n_pairs = n;
 		return 0;
 	}
-	r->pairs = calloc((size_t)r->info.stacks + 1, sizeof(*r->pairs));
+	r->pairs = calloc((size_t)r->n_units + 1, sizeof(*r->pairs));
 	if (!r->pairs)
 		return -ENOMEM;
-	for (uint32_t node = 0; node <= r->info.stacks; node++)
+	for (uint32_t node = 0; node < r->n_units; node++)
 		if (r->node_count[node])
 			r->pairs[n++] = (struct root_node){0, node, r->node_count[node]};
 	r->n_pairs = n;
@@ -811,7 +977,11 @@ static int print_folded(struct report *r)
 			size_t j = i;
 			for (; j < n && !strcmp(lines[j].text, lines[i].text); j++)
 				c += lines[j].count;
-			printf("%s %" PRIu64 "\n", lines[i].text, c);
+			/* a time metric in microseconds; a line under half of one rounds away */
+			if (time_metric(r))
+				c = (c + 500) / 1000;
+			if (c)
+				printf("%s %" PRIu64 "\n", lines[i].text, c);
 			i = j;
 		}
 	}
@@ -932,6 +1102,7 @@ enum {
 	OPT_ROOTS,
 	OPT_DIFF,
 	OPT_COLUMN,
+	OPT_METRIC,
 };
 
 /* One option; 0, or CLI_USAGE after saying why. */
@@ -953,11 +1124,17 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 		else if (!strcmp(arg, "thread"))
 			r->column = ROOTS_THREAD;
 		else if (strcmp(arg, "none") && !r->column_auto) {
-			cli_error("report", "--column wants auto, process, thread or none, not '%s'",
-				  arg);
+			cli_error("report",
+				  "--column wants auto, process, thread or none, not '%s'", arg);
 			return CLI_USAGE;
 		} else {
 			r->column = ROOTS_NONE;
+		}
+		return 0;
+	case OPT_METRIC:
+		if (sonde_profile__parse_metric(arg, &r->metric)) {
+			cli_error("report", "--metric wants cpu, off-cpu or wall, not '%s'", arg);
+			return CLI_USAGE;
 		}
 		return 0;
 	case OPT_TOP:
@@ -1050,6 +1227,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 		{"column", required_argument, NULL, OPT_COLUMN},
 		{"folded-roots", required_argument, NULL, OPT_ROOTS},
 		{"top", required_argument, NULL, OPT_TOP},
+		{"metric", required_argument, NULL, OPT_METRIC},
 		{"lines", no_argument, NULL, OPT_LINES},
 		{"no-inline", no_argument, NULL, OPT_NO_INLINE},
 		{"buildid-cache", required_argument, NULL, OPT_BUILDID_CACHE},
@@ -1198,11 +1376,12 @@ static void decide_column(struct report *r)
 {
 	struct sonde_spool_sample smp;
 	struct sonde_spool_thread t;
-	uint32_t pid = 0, tid = 0;
+	uint32_t pid = 0, tid = 0, unit;
+	uint64_t w;
 	bool first = true;
 
 	r->column = ROOTS_NONE;
-	for (uint64_t i = 0; sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
+	for (uint64_t i = 0; next_event(r, i, &smp, &w, &unit) == 0; i++) {
 		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0 ||
 		    !sample_matches(r, &smp, &t))
 			continue;
@@ -1281,7 +1460,7 @@ static int by_change(const void *a, const void *b)
 static int print_diff(const struct report *a, const struct report *b, double limit, long top)
 {
 	struct diff_row *rows = calloc(a->n_funcs + b->n_funcs + 1, sizeof(*rows));
-	double ta = a->samples ? (double)a->samples : 1, tb = b->samples ? (double)b->samples : 1;
+	double ta = a->total ? (double)a->total : 1, tb = b->total ? (double)b->total : 1;
 	size_t n = 0;
 
 	if (!rows)

@@ -50,6 +50,8 @@ struct top_args {
 	uint64_t freq;
 	pid_t attach[MAX_PIDS];
 	int n_attach;
+	pid_t tids[MAX_PIDS]; /* -t: threads recorded alone */
+	int n_tids;
 	uint32_t pid, tid; /* filters */
 	bool by_total;
 	bool system_wide; /* -a: every process (sonde_recorder__attach_system) */
@@ -77,6 +79,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sonde top [options] -p PID [-p PID]...\n"
+		"       sonde top [options] -t TID [-t TID]...\n"
 		"       sonde top [options] -a\n"
 		"       sonde top [options] -- CMD ARGS...\n"
 		"       sonde top [options] [-i FILE | FILE]\n"
@@ -86,6 +89,7 @@ static void usage(FILE *f)
 		"(default sonde.spool).\n"
 		"\n"
 		"  -p, --pid PID         record a running process (repeatable)\n"
+		"  -t, --tid TID         record a thread alone (repeatable; with -p too)\n"
 		"  -a, --all-cpus        record every process on every CPU, kernel frames too (as sonde record -a)\n"
 		"  -i, --input FILE      follow the spool FILE (or give it as the argument)\n"
 		"  -d, --duration SECS   stop after SECS seconds (a launched command is then stopped)\n"
@@ -144,6 +148,8 @@ static const char *opt_name(int c)
 		return "-n/--rows";
 	case 'd':
 		return "-d/--duration";
+	case 't':
+		return "-t/--tid";
 	default:
 		return "-p/--pid";
 	}
@@ -162,6 +168,11 @@ static int parse_opt(struct top_args *a, int c)
 		if (a->n_attach == MAX_PIDS || parse_u32(optarg, &v) < 0)
 			break;
 		a->attach[a->n_attach++] = (pid_t)v;
+		return 0;
+	case 't':
+		if (a->n_tids == MAX_PIDS || parse_u32(optarg, &v) < 0)
+			break;
+		a->tids[a->n_tids++] = (pid_t)v;
 		return 0;
 	case 'I':
 		if (parse_seconds(optarg, &a->delay_s) < 0)
@@ -223,6 +234,7 @@ static int parse_args(struct top_args *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"pid", required_argument, NULL, 'p'},
+		{"tid", required_argument, NULL, 't'},
 		{"input", required_argument, NULL, 'i'},
 		{"duration", required_argument, NULL, 'd'},
 		{"interval", required_argument, NULL, 'I'},
@@ -244,7 +256,7 @@ static int parse_args(struct top_args *a, int argc, char **argv)
 		.delay_s = 1, .window_s = 5, .freq = 999, .command_output = "sonde-top.out"};
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:p:i:d:w:F:s:n:ha", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:p:t:i:d:w:F:s:n:ha", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_OK + 256; /* done, exit 0 */
@@ -258,14 +270,16 @@ static int parse_args(struct top_args *a, int argc, char **argv)
 	bool dashdash = optind > 0 && strcmp(argv[optind - 1], "--") == 0;
 	if (dashdash && optind < argc) {
 		a->cmd = &argv[optind];
-	} else if (optind < argc || (!a->n_attach && !a->system_wide)) {
+	} else if (optind < argc || (!a->n_attach && !a->n_tids && !a->system_wide)) {
 		if (!(a->file = cli_input("top", a->file, argc, argv)))
 			return CLI_USAGE;
 	}
-	int sources = (a->n_attach > 0) + (a->cmd != NULL) + (a->file != NULL) + a->system_wide;
+	int sources = (a->n_attach > 0 || a->n_tids > 0) + (a->cmd != NULL) + (a->file != NULL) +
+		      a->system_wide;
 	if (sources != 1) {
-		cli_error("top", sources ? "give only one of -p PID, -a, -- CMD and FILE"
-					 : "nothing to show: give -p PID, -a, -- CMD or FILE");
+		cli_error("top",
+			  sources ? "give only one of -p PID (or -t TID), -a, -- CMD and FILE"
+				  : "nothing to show: give -p PID, -t TID, -a, -- CMD or FILE");
 		return CLI_USAGE;
 	}
 	return 0;
@@ -370,7 +384,7 @@ static int start_recording(struct top *tp)
 {
 	struct sonde_record_opts o = {.sz = sizeof(o), .frequency = tp->a.freq};
 	char path[256];
-	pid_t pid = tp->a.n_attach ? tp->a.attach[0] : 0;
+	pid_t pid = tp->a.n_attach ? tp->a.attach[0] : tp->a.n_tids ? tp->a.tids[0] : 0;
 	int err = temp_spool(path, sizeof(path));
 
 	if (err) {
@@ -401,8 +415,10 @@ static int start_recording(struct top *tp)
 		}
 		pid = sonde_launch__pid(tp->l);
 	}
+	/* only threads: the first creates the recorder */
+	o.attach_thread = !tp->l && !tp->a.n_attach;
 	tp->r = sonde_recorder__attach(pid, path, tp->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP,
-				      &o);
+				       &o);
 	if (!tp->r) {
 		record_error(pid, -errno);
 		unlink(path);
@@ -412,6 +428,17 @@ static int start_recording(struct top *tp)
 		int out = sonde_recorder__attach_process(tp->r, tp->a.attach[i], SONDE_ATTACH_STOP);
 		if (out < 0 || out == SONDE_ATTACH_EXITED) {
 			record_error(tp->a.attach[i], out < 0 ? out : -ESRCH);
+			unlink(path);
+			return CLI_FAILURE;
+		}
+	}
+	for (int i = o.attach_thread ? 1 : 0; i < tp->a.n_tids; i++) {
+		int out = sonde_recorder__attach_thread(tp->r, tp->a.tids[i], SONDE_ATTACH_STOP);
+		if (out < 0 || out == SONDE_ATTACH_EXITED) {
+			if (out == SONDE_ATTACH_EXITED)
+				snprintf(last_error, sizeof(last_error), "no such thread: %d",
+					 (int)tp->a.tids[i]);
+			record_error(tp->a.tids[i], out < 0 ? out : -ESRCH);
 			unlink(path);
 			return CLI_FAILURE;
 		}
@@ -428,8 +455,8 @@ static int start_recording(struct top *tp)
 		snprintf(tp->source, sizeof(tp->source), "%s (pid %d, output in %s)", tp->a.cmd[0],
 			 (int)pid, tp->a.command_output);
 	else
-		snprintf(tp->source, sizeof(tp->source), "pid %d%s", (int)pid,
-			 tp->a.n_attach > 1 ? " and others" : "");
+		snprintf(tp->source, sizeof(tp->source), "%s %d%s", o.attach_thread ? "tid" : "pid",
+			 (int)pid, tp->a.n_attach + tp->a.n_tids > 1 ? " and others" : "");
 	return 0;
 }
 

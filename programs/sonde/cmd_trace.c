@@ -24,7 +24,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: sonde trace -o FILE -c CONFIG [--txt]\n"
-		"       sonde trace -o FILE [-d DURATION] [-b SIZE] DATA_SOURCE...\n"
+		"       sonde trace -o FILE [-d DURATION] [-b SIZE] [--machine NAME...] "
+		"DATA_SOURCE...\n"
 		"       sonde trace --query\n"
 		"       sonde trace --trigger NAME [--trigger NAME...]\n"
 		"       sonde trace --clone ID|NAME -o FILE\n"
@@ -43,7 +44,11 @@ static void usage(FILE *f)
 		"      --socket PATH    the service's consumer socket (default\n"
 		"                       $PERFETTO_CONSUMER_SOCK_NAME, else /run/perfetto/\n"
 		"                       traced-consumer.sock or /tmp/perfetto-consumer)\n"
-		"  -q, --query          list the service's producers, data sources and sessions\n"
+		"  -q, --query          list the service's machines, producers, data sources and\n"
+		"                       sessions\n"
+		"      --machine NAME   start the DATA_SOURCEs only on the machine NAME\n"
+		"                       (repeatable; \"host\" is the service's own), for a\n"
+		"                       service with relays (machine_name_filter)\n"
 		"      --trigger NAME   activate the trigger NAME (repeatable) as producer\n"
 		"                       \"perfetto_cmd_producer\", then exit (perfetto --trigger)\n"
 		"      --clone ID|NAME  write a snapshot of the running session with this id or\n"
@@ -66,6 +71,8 @@ struct opts {
 	const char *config, *out, *socket, *producer_socket, *clone;
 	const char *triggers[32];
 	size_t n_triggers;
+	const char *machines[32];
+	size_t n_machines;
 	bool txt, query, quick, trust_uid_set;
 	uint32_t trust_uid;
 	uint32_t duration_ms;
@@ -163,7 +170,15 @@ static void untrusted(const char *path, uint32_t uid)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { OPT_TXT = 256, OPT_SOCKET, OPT_TRIGGER, OPT_PRODUCER_SOCKET, OPT_CLONE, OPT_TRUST };
+	enum {
+		OPT_TXT = 256,
+		OPT_SOCKET,
+		OPT_TRIGGER,
+		OPT_PRODUCER_SOCKET,
+		OPT_CLONE,
+		OPT_TRUST,
+		OPT_MACHINE
+	};
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"txt", no_argument, NULL, OPT_TXT},
@@ -177,6 +192,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"clone", required_argument, NULL, OPT_CLONE},
 		{"producer-socket", required_argument, NULL, OPT_PRODUCER_SOCKET},
 		{"trust-uid", required_argument, NULL, OPT_TRUST},
+		{"machine", required_argument, NULL, OPT_MACHINE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	int c;
@@ -227,6 +243,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case OPT_CLONE:
 			o->clone = optarg;
 			break;
+		case OPT_MACHINE:
+			if (o->n_machines == sizeof(o->machines) / sizeof(o->machines[0])) {
+				cli_error(CMD, "too many --machine names");
+				return CLI_USAGE;
+			}
+			o->machines[o->n_machines++] = optarg;
+			break;
 		case OPT_PRODUCER_SOCKET:
 			o->producer_socket = optarg;
 			break;
@@ -263,6 +286,10 @@ static int check_args(const struct opts *o)
 	}
 	if (!o->out) {
 		cli_error(CMD, "-o FILE is required (see 'sonde trace --help')");
+		return CLI_USAGE;
+	}
+	if (o->n_machines && !o->n_sources) {
+		cli_error(CMD, "--machine applies to the data sources named on the command line");
 		return CLI_USAGE;
 	}
 	if (o->config && (o->quick || o->n_sources)) {
@@ -328,6 +355,9 @@ static int quick_config(const struct opts *o, uint8_t **cfg, size_t *len)
 		return -ENOMEM;
 	if (sonde_trace_config__add_buffer(c, o->buffer_kb, SONDE_FILL_RING_BUFFER) < 0)
 		goto out;
+	for (size_t i = 0; i < o->n_machines; i++)
+		if ((r = sonde_trace_config__add_machine_name(c, o->machines[i])) < 0)
+			goto out;
 	for (int i = 0; i < o->n_sources; i++)
 		if ((r = sonde_trace_config__add_data_source(c, o->sources[i], 0, NULL, 0)) < 0)
 			goto out;
@@ -416,6 +446,38 @@ static struct sonde_consumer *connect_service(const struct opts *o)
 	return c;
 }
 
+/* The machines the producers are on: the service's own (0) and each relayed one, with
+ * its name and number of producers; a service without relays has the host alone. */
+static void print_machines(const struct sonde_service_state *s)
+{
+	uint32_t ids[64];
+	size_t n = 0, count[64] = {0}, host = 0;
+	const char *names[64];
+
+	for (size_t i = 0; i < s->n_producers; i++) {
+		const struct sonde_service_producer *p = &s->producers[i];
+		size_t k = 0;
+		if (!p->machine_id) {
+			host++;
+			continue;
+		}
+		while (k < n && ids[k] != p->machine_id)
+			k++;
+		if (k == n && n == 64)
+			continue;
+		if (k == n) {
+			ids[n] = p->machine_id;
+			names[n++] = p->machine_name;
+		}
+		count[k]++;
+	}
+	printf("machines (%zu):\n", n + 1);
+	printf("  %-4u %-32s %zu producer%s\n", 0u, "host", host, host == 1 ? "" : "s");
+	for (size_t k = 0; k < n; k++)
+		printf("  %-4u %-32s %zu producer%s\n", ids[k],
+		       names[k][0] ? names[k] : "(unnamed)", count[k], count[k] == 1 ? "" : "s");
+}
+
 static int run_query(const struct opts *o)
 {
 	struct sonde_consumer *c = connect_service(o);
@@ -431,11 +493,16 @@ static int run_query(const struct opts *o)
 	}
 	if (s->version[0])
 		printf("service: %s\n", s->version);
+	print_machines(s);
 	printf("producers (%zu):\n", s->n_producers);
-	for (size_t i = 0; i < s->n_producers; i++)
-		printf("  %-4d %-32s uid %d pid %d%s%s\n", s->producers[i].id, s->producers[i].name,
-		       s->producers[i].uid, s->producers[i].pid,
-		       s->producers[i].sdk_version[0] ? "  " : "", s->producers[i].sdk_version);
+	for (size_t i = 0; i < s->n_producers; i++) {
+		const struct sonde_service_producer *p = &s->producers[i];
+		char where[32] = "";
+		if (p->machine_id)
+			snprintf(where, sizeof(where), " machine %u", p->machine_id);
+		printf("  %-4d %-32s uid %d pid %d%s%s%s\n", p->id, p->name, p->uid, p->pid, where,
+		       p->sdk_version[0] ? "  " : "", p->sdk_version);
+	}
 	printf("data sources (%zu):\n", s->n_data_sources);
 	for (size_t i = 0; i < s->n_data_sources; i++)
 		printf("  %-32s producer %d\n", s->data_sources[i].name,

@@ -16,6 +16,7 @@
 
 #include <sonde/error.h>
 #include <sonde/log.h>
+#include <sonde/relay.h>
 #include <sonde/service.h>
 
 #include "supervise.h"
@@ -51,6 +52,13 @@ static void usage(FILE *f)
 		"                              HOST:PORT, [V6]:PORT TCP, vsock://CID:PORT vsock;\n"
 		"                              a producer socket may be a comma-separated list,\n"
 		"                              each listened on\n"
+		"      --relay-socket ADDR     a producer socket for relays (traced_relay,\n"
+		"                              sonded --relay): HOST:PORT, [V6]:PORT or\n"
+		"                              vsock://CID:PORT, or a comma-separated list; its\n"
+		"                              peers may vouch for the producers they forward\n"
+		"      --machine-name NAME     this machine's name for machine_name_filter (also\n"
+		"                              what a relay tells the host)\n"
+		"                              (default $PERFETTO_MACHINE_NAME, else uname -s)\n"
 		"  -x, --connector-socket NAME connector socket, where a supervisor hands over\n"
 		"                              connected sockets (default\n"
 		"                              $SONDE_CONNECTOR_SOCK_NAME, else\n"
@@ -72,6 +80,10 @@ static void usage(FILE *f)
 		"      --max-smb-kb N          shared memory buffer of a producer (32768,\n"
 		"                              the maximum)\n"
 		"      --max-pending-kb N      bytes queued unsent to one client (16384)\n"
+		"      --relay HOST:PORT       run as this machine's relay to the tracing service\n"
+		"                              at HOST:PORT ([V6]:PORT, vsock://CID:PORT): local\n"
+		"                              producers on the producer socket are forwarded\n"
+		"                              there; no consumer or connector socket\n"
 		"      --no-probes             do not start `sonde probes` (the linux.perf data\n"
 		"                              source); --no-perf is the older spelling\n"
 		"  -b, --background            detach and run in the background\n"
@@ -116,6 +128,9 @@ enum {
 	OPT_MAX_UID_KB,
 	OPT_MAX_SMB_KB,
 	OPT_MAX_PENDING_KB,
+	OPT_RELAY_SOCKET = 512,
+	OPT_MACHINE_NAME,
+	OPT_RELAY,
 };
 
 static int which_socket(const char *s, size_t n)
@@ -260,8 +275,9 @@ static int run(struct sonde_service *svc, int sfd, struct probes_child *pc)
 {
 	for (;;) {
 		struct pollfd p[2] = {{sonde_service__fd(svc), POLLIN, 0}, {sfd, POLLIN, 0}};
-		int rc = poll(p, 2,
-			      min_timeout(sonde_service__timeout_ms(svc), probes_child_timeout_ms(pc)));
+		int rc = poll(
+			p, 2,
+			min_timeout(sonde_service__timeout_ms(svc), probes_child_timeout_ms(pc)));
 		if (rc < 0 && errno != EINTR)
 			return -errno;
 		if (p[1].revents & POLLIN) {
@@ -280,12 +296,83 @@ static int run(struct sonde_service *svc, int sfd, struct probes_child *pc)
 	}
 }
 
+static int run_relay(struct sonde_relay *r, int sfd, struct probes_child *pc)
+{
+	for (;;) {
+		struct pollfd p[2] = {{sonde_relay__fd(r), POLLIN, 0}, {sfd, POLLIN, 0}};
+		int rc = poll(p, 2,
+			      min_timeout(sonde_relay__timeout_ms(r), probes_child_timeout_ms(pc)));
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		if (p[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGCHLD) {
+				sonde_info("signal %u: shutting down", si.ssi_signo);
+				return 0;
+			}
+			probes_child_reap(pc);
+		}
+		probes_child_tick(pc);
+		if ((rc = sonde_relay__process(r)) < 0)
+			return rc;
+	}
+}
+
+/* sonded --relay: the producer socket's options apply to the relay's local socket. */
+static int relay_main(const struct sonde_service_opts *so, const char *host, int sfd,
+		      bool background, bool probes, const char *log_level)
+{
+	struct sonde_relay_opts ro = {
+		.sz = sizeof(ro),
+		.host = host,
+		.producer_socket = so->producer_socket,
+		.socket_mode = so->socket_mode[SONDE_SOCKET_PRODUCER],
+		.socket_gid = so->socket_gid[SONDE_SOCKET_PRODUCER],
+		.socket_gid_set = so->socket_gid_set[SONDE_SOCKET_PRODUCER],
+		.lockdown = so->lockdown,
+		.max_connections = so->max_connections,
+		.max_smb_kb = so->max_smb_kb,
+		.machine_name = so->machine_name,
+	};
+	struct probes_child pc = {0};
+	struct sonde_relay *r;
+	int rc;
+
+	if (sfd < 0 || !(r = sonde_relay__new(&ro))) {
+		if (sfd < 0 || (errno != EADDRINUSE && errno != EEXIST))
+			fprintf(stderr, "sonded: cannot start the relay: %s\n", strerror(errno));
+		return 1;
+	}
+	if (background && daemon(0, 0) < 0) {
+		fprintf(stderr, "sonded: cannot detach: %s\n", strerror(errno));
+		sonde_relay__free(r);
+		return 1;
+	}
+	if (notify_ready() < 0)
+		sonde_warn("cannot write to TRACED_NOTIFY_FD");
+	if (probes && (rc = probes_child_start_at(&pc, sonde_relay__socket(r), log_level)) < 0)
+		sonde_warn("cannot start sonde probes (%s): %s; no linux.perf data source",
+			   pc.exe[0] ? pc.exe : "sonde, next to sonded", sonde_strerror(rc));
+	sonde_info("relay listening on %s for %s", sonde_relay__socket(r), host);
+	rc = run_relay(r, sfd, &pc);
+	probes_child_stop(&pc);
+	sonde_relay__free(r);
+	close(sfd);
+	if (rc < 0) {
+		fprintf(stderr, "sonded: %s\n", sonde_strerror(rc));
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"producer-socket", required_argument, NULL, 'p'},
 		{"consumer-socket", required_argument, NULL, 'c'},
 		{"connector-socket", required_argument, NULL, 'x'},
+		{"relay-socket", required_argument, NULL, OPT_RELAY_SOCKET},
+		{"machine-name", required_argument, NULL, OPT_MACHINE_NAME},
 		{"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
 		{"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
 		{"set-socket-permissions", required_argument, NULL, OPT_SET_PERMS},
@@ -299,6 +386,7 @@ int main(int argc, char **argv)
 		{"max-buffer-kb-per-uid", required_argument, NULL, OPT_MAX_UID_KB},
 		{"max-smb-kb", required_argument, NULL, OPT_MAX_SMB_KB},
 		{"max-pending-kb", required_argument, NULL, OPT_MAX_PENDING_KB},
+		{"relay", required_argument, NULL, OPT_RELAY},
 		{"no-probes", no_argument, NULL, 'P'},
 		{"no-perf", no_argument, NULL, 'P'},
 		{"background", no_argument, NULL, 'b'},
@@ -310,7 +398,7 @@ int main(int argc, char **argv)
 	};
 	struct sonde_service_opts so = {.sz = sizeof(so)};
 	bool background = false, probes = true;
-	const char *log_level = NULL;
+	const char *log_level = NULL, *relay = NULL;
 	struct probes_child pc = {0};
 	enum sonde_log_level level;
 	sigset_t mask;
@@ -318,6 +406,14 @@ int main(int argc, char **argv)
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:c:x:bfl:Vh", opts, NULL)) != -1) {
+		if (c == OPT_RELAY_SOCKET || c == OPT_MACHINE_NAME) {
+			*(c == OPT_RELAY_SOCKET ? &so.relay_socket : &so.machine_name) = optarg;
+			continue;
+		}
+		if (c == OPT_RELAY) {
+			relay = optarg;
+			continue;
+		}
 		if (c >= OPT_SOCKET_MODE) {
 			if (security_opt(&so, c, optarg) < 0) {
 				fprintf(stderr, "sonded: invalid option value '%s'\n", optarg);
@@ -375,6 +471,8 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (relay)
+		return relay_main(&so, relay, sfd, background, probes, log_level);
 	struct sonde_service *svc = sonde_service__new(&so);
 	if (!svc || sfd < 0) {
 		/* a socket taken by a running service (or a file in the way) was reported by

@@ -51,13 +51,27 @@ static char **child_env(char *parent, size_t cap)
 	return env;
 }
 
+/* A relay has no consumers' credentials to hand out, so nothing to tell. */
+static void trust(struct probes_child *pc, pid_t pid)
+{
+	if (pc->svc)
+		sonde_service__trust_probes(pc->svc, pid);
+}
+
 static int spawn(struct probes_child *pc)
 {
 	static const char failed[] = "sonded: cannot run sonde probes\n";
-	const char *sock = sonde_service__socket(pc->svc, SONDE_SOCKET_PRODUCER);
-	const char *argv[] = {
-		pc->exe,       "probes", "-s", sock, "--trust-parent", pc->log_level ? "-l" : NULL,
-		pc->log_level, NULL};
+	const char *sock = pc->sock;
+	/* through a relay, the peer is the relay, not the service: the host sends no
+	 * consumer credentials to a remote producer, and none are to be believed */
+	const char *argv[8] = {pc->exe, "probes", "-s", sock};
+	int k = 4;
+	if (pc->svc)
+		argv[k++] = "--trust-parent";
+	if (pc->log_level) {
+		argv[k++] = "-l";
+		argv[k++] = pc->log_level;
+	}
 	char parent[48];
 	char **env = child_env(parent, sizeof(parent));
 	sigset_t none;
@@ -82,18 +96,19 @@ static int spawn(struct probes_child *pc)
 	free(env);
 	pc->pid = pid;
 	pc->started_ms = now_ms();
-	sonde_service__trust_probes(pc->svc, pid);
+	trust(pc, pid);
 	sonde_info("started sonde probes (pid %d)", (int)pid);
 	return 0;
 }
 
-int probes_child_start(struct probes_child *pc, struct sonde_service *svc, const char *log_level)
+static int start(struct probes_child *pc, struct sonde_service *svc, const char *sock,
+		 const char *log_level)
 {
 	char self[sizeof(pc->exe)];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
 	*pc = (struct probes_child){
-		.svc = svc, .log_level = log_level, .backoff_ms = BACKOFF_MIN_MS};
+		.svc = svc, .sock = sock, .log_level = log_level, .backoff_ms = BACKOFF_MIN_MS};
 	if (n <= 0)
 		return -errno;
 	self[n] = 0;
@@ -104,6 +119,16 @@ int probes_child_start(struct probes_child *pc, struct sonde_service *svc, const
 	return spawn(pc);
 }
 
+int probes_child_start(struct probes_child *pc, struct sonde_service *svc, const char *log_level)
+{
+	return start(pc, svc, sonde_service__socket(svc, SONDE_SOCKET_PRODUCER), log_level);
+}
+
+int probes_child_start_at(struct probes_child *pc, const char *sock, const char *log_level)
+{
+	return start(pc, NULL, sock, log_level);
+}
+
 void probes_child_reap(struct probes_child *pc)
 {
 	int st;
@@ -111,7 +136,7 @@ void probes_child_reap(struct probes_child *pc)
 	if (!pc->pid || waitpid(pc->pid, &st, WNOHANG) != pc->pid)
 		return;
 	/* from here the pid may be reused: no connection of it is trusted any more */
-	sonde_service__trust_probes(pc->svc, 0);
+	trust(pc, 0);
 	pc->pid = 0;
 	uint64_t now = now_ms();
 	if (now - pc->started_ms >= HEALTHY_MS)
@@ -165,6 +190,6 @@ void probes_child_stop(struct probes_child *pc)
 	kill(pc->pid, SIGKILL);
 	waitpid(pc->pid, &st, 0);
 reaped:
-	sonde_service__trust_probes(pc->svc, 0);
+	trust(pc, 0);
 	pc->pid = 0;
 }

@@ -12,17 +12,21 @@
 struct sonde_service;
 
 struct probes_child {
-	struct sonde_service *svc;
-	char exe[4096];	       /* the `sonde` binary next to sonded */
-	const char *log_level; /* passed on, or NULL */
-	pid_t pid;	       /* 0: not running */
-	uint32_t backoff_ms;   /* the wait before the next restart */
+	struct sonde_service *svc; /* NULL in relay mode: nothing to tell */
+	const char *sock;	   /* the producer socket the child connects to */
+	char exe[4096];		   /* the `sonde` binary next to sonded */
+	const char *log_level;	   /* passed on, or NULL */
+	pid_t pid;		   /* 0: not running */
+	uint32_t backoff_ms;	   /* the wait before the next restart */
 	uint64_t started_ms, restart_ms;
 };
 
 /* Finds `sonde` next to sonded's own executable and starts it. 0 or -errno (then
  * nothing runs, and nothing is restarted). */
 int probes_child_start(struct probes_child *pc, struct sonde_service *svc, const char *log_level);
+/* The same for a relay (sonded --relay): the child connects to the relay's local socket
+ * and, through it, reaches the host. */
+int probes_child_start_at(struct probes_child *pc, const char *sock, const char *log_level);
 /* After SIGCHLD: reaps the child if it exited and schedules its restart. */
 void probes_child_reap(struct probes_child *pc);
 /* The poll timeout the restart needs (ms), or -1. */

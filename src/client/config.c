@@ -19,6 +19,7 @@ struct sonde_trace_config {
 	char *unique_session_name;
 	char *output_path;
 	struct buf repeated; /* buffers, data_sources and producers, already encoded */
+	struct buf machines; /* machine_name_filter fields for the data sources added next */
 	int num_buffers;
 };
 
@@ -52,6 +53,7 @@ void sonde_trace_config__free(struct sonde_trace_config *cfg)
 	sonde__free(cfg->unique_session_name);
 	sonde__free(cfg->output_path);
 	sonde__buf_free(&cfg->repeated);
+	sonde__buf_free(&cfg->machines);
 	sonde__free(cfg);
 }
 
@@ -80,8 +82,17 @@ int sonde_trace_config__add_data_source(struct sonde_trace_config *cfg, const ch
 	if (extra && extra_len)
 		sonde__buf_append(&cfg->repeated, extra, extra_len);
 	sonde__pb_end(&cfg->repeated, c);
+	sonde__buf_append(&cfg->repeated, cfg->machines.data, cfg->machines.len);
 	sonde__pb_end(&cfg->repeated, ds);
 	return buf_error(&cfg->repeated);
+}
+
+int sonde_trace_config__add_machine_name(struct sonde_trace_config *cfg, const char *machine)
+{
+	if (!machine || !*machine)
+		return -EINVAL;
+	sonde__pb_put_string(&cfg->machines, PF_TC_DATA_SOURCE_MACHINE_NAME_FILTER, machine);
+	return buf_error(&cfg->machines);
 }
 
 int sonde_trace_config__add_producer(struct sonde_trace_config *cfg, const char *name,

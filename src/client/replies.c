@@ -117,6 +117,8 @@ static int decode_producer(const struct pb_field *pf, struct sonde_service_produ
 			copy_str(p->name, sizeof(p->name), &f);
 		else if (f.num == PF_TSS_PRODUCER_SDK_VERSION && f.wire == PB_LEN)
 			copy_str(p->sdk_version, sizeof(p->sdk_version), &f);
+		else if (f.num == PF_TSS_PRODUCER_MACHINE_NAME && f.wire == PB_LEN)
+			copy_str(p->machine_name, sizeof(p->machine_name), &f);
 		else if (f.wire != PB_VARINT)
 			continue;
 		else if (f.num == PF_TSS_PRODUCER_ID)
@@ -125,6 +127,8 @@ static int decode_producer(const struct pb_field *pf, struct sonde_service_produ
 			p->uid = (int32_t)f.u;
 		else if (f.num == PF_TSS_PRODUCER_PID)
 			p->pid = (int32_t)f.u;
+		else if (f.num == PF_TSS_PRODUCER_MACHINE_ID)
+			p->machine_id = (uint32_t)f.u;
 	}
 	return n;
 }

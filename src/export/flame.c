@@ -110,6 +110,12 @@ uint32_t sonde__flame_next(const struct flame *f, uint32_t it)
 
 int sonde__flame_build(struct flame *f, const struct sonde_profile *p)
 {
+	return sonde__flame_build_metric(f, p, SONDE_PROFILE_METRIC_CPU);
+}
+
+int sonde__flame_build_metric(struct flame *f, const struct sonde_profile *p,
+			      enum sonde_profile_metric m)
+{
 	int err = -ENOMEM;
 
 	*f = (struct flame){0};
@@ -120,7 +126,11 @@ int sonde__flame_build(struct flame *f, const struct sonde_profile *p)
 	if (err)
 		goto fail;
 	for (uint32_t i = 0; i < p->samples.n; i++)
-		f->nodes.v[f->of_node[p->samples.v[i].node]].self += p->samples.v[i].count;
+		f->nodes.v[f->of_node[p->samples.v[i].node]].self +=
+			sonde__prof_sample_weight(p, &p->samples.v[i], m);
+	for (uint32_t i = 0; i < p->offcpu.n; i++)
+		f->nodes.v[f->of_node[p->offcpu.v[i].node]].self +=
+			sonde__prof_offcpu_weight(&p->offcpu.v[i], m);
 	/* children have larger ids than their parents: one backward pass sums totals */
 	for (uint32_t i = f->nodes.n; i-- > 0;) {
 		struct flame_node *n = &f->nodes.v[i];

@@ -15,7 +15,7 @@ struct flame_node {
 	uint32_t func; /* prof_func id */
 	uint32_t first_child, next_sibling;
 	uint32_t depth; /* root 0 */
-	uint64_t self;	/* samples whose innermost frame is this node */
+	uint64_t self;	/* weight (samples, or ns) whose innermost frame is this node */
 	uint64_t total; /* self plus all descendants */
 	uint64_t x;	/* samples left of this node at its depth (flame graph position) */
 };
@@ -27,8 +27,12 @@ struct flame {
 	uint32_t max_depth;
 };
 
-/* Builds the tree of p into f (zeroed by the call). 0 or -ENOMEM. */
+/* Builds the tree of p into f (zeroed by the call), weighing on-CPU samples by their count.
+ * 0 or -ENOMEM. */
 int sonde__flame_build(struct flame *f, const struct sonde_profile *p);
+/* The same under metric m (sonde__prof_sample_weight, sonde__prof_offcpu_weight). */
+int sonde__flame_build_metric(struct flame *f, const struct sonde_profile *p,
+			      enum sonde_profile_metric m);
 void sonde__flame_free(struct flame *f);
 
 /* Iterates the tree depth-first in child order, starting after the root: *it must start

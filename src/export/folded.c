@@ -21,12 +21,14 @@ static void put_name(struct out *o, const char *s)
 	sonde__out_write(o, start, (size_t)(s - start));
 }
 
-int sonde__prof_write_folded(const struct sonde_profile *p, int fd)
+int sonde__prof_write_folded(const struct sonde_profile *p, int fd, enum sonde_profile_metric m)
 {
 	struct flame f;
 	struct out o;
 	uint32_t *path;
-	int err = sonde__flame_build(&f, p);
+	int err = sonde__flame_build_metric(&f, p, m);
+	/* time metrics in microseconds, as flamegraph.pl users expect of off-CPU graphs */
+	uint64_t unit = m == SONDE_PROFILE_METRIC_CPU ? 1 : 1000;
 
 	if (err)
 		return err;
@@ -39,7 +41,7 @@ int sonde__prof_write_folded(const struct sonde_profile *p, int fd)
 	for (uint32_t it = sonde__flame_next(&f, 0); it && !o.err; it = sonde__flame_next(&f, it)) {
 		const struct flame_node *n = &f.nodes.v[it];
 		path[n->depth] = it;
-		if (!n->self)
+		if (n->self < unit)
 			continue;
 		for (uint32_t d = 1; d <= n->depth; d++) {
 			if (d > 1)
@@ -48,7 +50,7 @@ int sonde__prof_write_folded(const struct sonde_profile *p, int fd)
 			put_name(&o, prof_str(p, p->funcs.v[func].name));
 		}
 		sonde__out_putc(&o, ' ');
-		sonde__out_u64(&o, n->self);
+		sonde__out_u64(&o, (n->self + unit / 2) / unit);
 		sonde__out_putc(&o, '\n');
 	}
 	err = sonde__out_close(&o);

@@ -59,7 +59,7 @@ struct conv {
 };
 
 int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
-			       uint8_t build_id[32], struct sonde_sym_module *out)
+				      uint8_t build_id[32], struct sonde_sym_module *out)
 {
 	const struct sonde_spool_module_def *d = &r->module.def;
 
@@ -123,7 +123,7 @@ static int on_frame(struct conv *c, const struct sonde_spool_record *r)
 				   (unsigned long long)f->addr, sonde_strerror(n));
 	}
 	return sonde_profile__add_location(c->p, f->module ? c->mods.v[f->module].id : 0, f->addr,
-					  c->out, n > 0 ? (size_t)n : 0, slot);
+					   c->out, n > 0 ? (size_t)n : 0, slot);
 }
 
 /* The node for the same call path hung under a "[truncated]" root frame, so that a stack
@@ -151,7 +151,8 @@ static int64_t truncated_node(struct conv *c, uint32_t node)
 	int64_t parent = node ? truncated_node(c, p->nodes.v[node].parent) : 0;
 	if (parent < 0)
 		return parent;
-	int64_t id = sonde__prof_add_node(p, (uint32_t)parent, node ? p->nodes.v[node].loc : c->trunc_loc);
+	int64_t id = sonde__prof_add_node(p, (uint32_t)parent,
+					  node ? p->nodes.v[node].loc : c->trunc_loc);
 	if (id < 0)
 		return id;
 	c->trunc.v[node] = (uint32_t)id;
@@ -175,7 +176,7 @@ static int release_held(struct conv *c, uint32_t pid)
 		const struct held_frame *h = &c->held_frames.v[i];
 		int n = sonde_symbolizer__symbolize_raw(c->sym, pid, h->addr, c->out, MAX_INLINE);
 		err = sonde_profile__add_location(c->p, 0, h->addr, c->out, n > 0 ? (size_t)n : 0,
-						 &c->frames.v[h->id]);
+						  &c->frames.v[h->id]);
 	}
 	for (uint32_t i = 0; i < c->held_nodes.n && !err; i++) {
 		const struct held_node *h = &c->held_nodes.v[i];
@@ -200,7 +201,29 @@ static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 	if (node < 0)
 		return (int)node;
 	return sonde__prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
-				    (uint32_t)node, r->sample.cpu, 1);
+					   (uint32_t)node, r->sample.cpu, 1);
+}
+
+/* An off-CPU interval: its stack as a sample's, the state frame added by the model. */
+static int on_offcpu(struct conv *c, const struct sonde_spool_record *r)
+{
+	const struct sonde_spool_offcpu *o = &r->offcpu;
+
+	if (o->thread >= c->threads.n || o->stack >= c->nodes.n)
+		return -SONDE_E_REFERENCE;
+	if (c->held_frames.n) {
+		int err = release_held(c, c->pids.v[o->thread]);
+		if (err)
+			return err;
+	}
+	int64_t node = c->nodes.v[o->stack];
+	if (o->flags & SONDE_SAMPLE_TRUNCATED)
+		node = truncated_node(c, (uint32_t)node);
+	if (node < 0)
+		return (int)node;
+	return sonde__prof_add_offcpu_node(c->p, o->switch_out_ns, c->threads.v[o->thread], o->cpu,
+					   (uint32_t)node, o->switch_in_ns - o->switch_out_ns,
+					   o->state);
 }
 
 static int on_record(struct conv *c, const struct sonde_spool_record *r)
@@ -243,11 +266,19 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 		*pid = r->thread.pid;
 		slot = ARR_PUSH(c->threads);
 		return slot ? sonde_profile__add_thread(c->p, r->thread.pid, r->thread.tid, comm,
-						       slot)
+							slot)
 			    : -ENOMEM;
 	}
 	case SONDE_SPOOL_REC_SAMPLE:
 		return on_sample(c, r);
+	case SONDE_SPOOL_REC_OFFCPU:
+		return on_offcpu(c, r);
+	case SONDE_SPOOL_REC_OFFCPU_SHORT:
+		if (r->offcpu_short.thread >= c->threads.n)
+			return -SONDE_E_REFERENCE;
+		return sonde_profile__add_offcpu_short(c->p, c->threads.v[r->offcpu_short.thread],
+						       r->offcpu_short.count,
+						       r->offcpu_short.total_ns);
 	default: /* retirements change nothing here; END and optional records carry nothing */
 		return 0;
 	}
@@ -280,7 +311,8 @@ static int decode_file(struct conv *c, int fd, const char *path)
 		len += (size_t)n;
 		size_t off = 0;
 		int r = 0;
-		while (off < len && (r = sonde_spool_decoder__decode(d, buf + off, len - off, &rec)) > 0) {
+		while (off < len &&
+		       (r = sonde_spool_decoder__decode(d, buf + off, len - off, &rec)) > 0) {
 			off += (size_t)r;
 			err = on_record(c, &rec);
 			if (err)
@@ -335,7 +367,7 @@ static void conv_free(struct conv *c)
 }
 
 struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
-					 const struct sonde_profile_spool_opts *opts)
+						const struct sonde_profile_spool_opts *opts)
 {
 	struct conv c = {0};
 	int err = -ENOMEM;
@@ -375,7 +407,7 @@ fail:
 }
 
 struct sonde_profile *sonde_profile__from_spool(const char *path,
-					       const struct sonde_profile_spool_opts *opts)
+						const struct sonde_profile_spool_opts *opts)
 {
 	if (!path) {
 		errno = EINVAL;

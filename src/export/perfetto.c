@@ -19,6 +19,7 @@ enum { MAX_INLINE = 64, PF_ANON_MAPPING = 0x7fffffff };
 
 /* TracePacket and nested field numbers (perfetto-wire.md §6.1, §7). */
 enum {
+	F_PACKET_FTRACE_EVENTS = 1,
 	F_PACKET_PROCESS_TREE = 2,
 	F_PACKET_CLOCK_SNAPSHOT = 6,
 	F_PACKET_TIMESTAMP = 8,
@@ -32,6 +33,9 @@ enum {
 	F_TIMEBASE_PERIOD = 1,
 	F_TIMEBASE_FREQUENCY = 2,
 	F_TIMEBASE_COUNTER = 4,
+	F_TIMEBASE_TRACEPOINT = 3,
+	F_TRACEPOINT_NAME = 1,
+	F_TRACEPOINT_FILTER = 2,
 	F_INTERNED_FUNCTION_NAMES = 5,
 	F_INTERNED_FRAMES = 6,
 	F_INTERNED_CALLSTACKS = 7,
@@ -56,6 +60,53 @@ enum {
 	CLOCK_BOOTTIME_ID = 6,
 	CPU_MODE_KERNEL = 1,
 	CPU_MODE_USER = 2,
+};
+
+/* FtraceEventBundle, FtraceEvent and the sched events (protos/perfetto/trace/ftrace/). */
+enum {
+	F_BUNDLE_CPU = 1,
+	F_BUNDLE_EVENT = 2,
+	F_FTRACE_TIMESTAMP = 1,
+	F_FTRACE_PID = 2,
+	F_FTRACE_SCHED_SWITCH = 4,
+	F_FTRACE_SCHED_WAKING = 20,
+	F_SWITCH_PREV_COMM = 1,
+	F_SWITCH_PREV_PID = 2,
+	F_SWITCH_PREV_PRIO = 3,
+	F_SWITCH_PREV_STATE = 4,
+	F_SWITCH_NEXT_COMM = 5,
+	F_SWITCH_NEXT_PID = 6,
+	F_SWITCH_NEXT_PRIO = 7,
+	F_WAKING_COMM = 1,
+	F_WAKING_PID = 2,
+	F_WAKING_PRIO = 3,
+	F_WAKING_SUCCESS = 4,
+	F_WAKING_TARGET_CPU = 5,
+	/* the kernel's TASK_* bits as sched_switch reports prev_state: only the bits below
+	 * 0x40, which every kernel version (and Trace Processor's decoding of each) shares;
+	 * preemption's TASK_REPORT_MAX bit moved between versions, so R is plain 0 */
+	TASK_RUNNING = 0,
+	TASK_INTERRUPTIBLE = 1,
+	TASK_UNINTERRUPTIBLE = 2,
+	TASK_STOPPED = 4,
+	/* the spool does not record priorities: the default nice 0 task's */
+	PF_DEFAULT_PRIO = 120,
+	/* sched events held before they are sorted into per-CPU bundles */
+	PF_SCHED_BATCH = 4096,
+	PF_BUNDLE_MAX_EVENTS = 1024,
+};
+
+/* One sched event made from an off-CPU interval, held until written in CPU order. */
+enum pf_sched_kind { PF_SWITCH_OUT, PF_WAKING, PF_SWITCH_IN };
+
+struct pf_sched {
+	uint64_t ts;
+	uint32_t cpu;
+	uint32_t thread; /* pf_enc.threads index */
+	uint32_t waker;	 /* tid, for PF_WAKING */
+	uint32_t seq;	 /* order made, for a stable sort */
+	uint8_t kind;	 /* enum pf_sched_kind */
+	uint8_t state;	 /* enum sonde_offcpu_state, for PF_SWITCH_OUT */
 };
 
 /* One interning table (function names, build ids or mapping paths): iid = index, iid 0 is
@@ -121,7 +172,9 @@ struct pf_enc {
 	struct sonde_spool_decoder *dec;
 	struct buf in; /* sonde__pf_enc_feed's unconsumed bytes */
 	struct sonde_sym_frame out[MAX_INLINE];
-	uint64_t samples, sym_failures;
+	ARR(struct pf_sched) sched; /* not yet written */
+	uint32_t sched_seq;
+	uint64_t samples, sym_failures, offcpu;
 	uint32_t n_held; /* frames still held (pf_frame.held) */
 };
 
@@ -215,6 +268,12 @@ static void put_timebase(struct pf_enc *e, struct buf *b)
 		sonde__pb_put_varint(b, F_TIMEBASE_FREQUENCY, freq);
 	if (e->o.counter)
 		sonde__pb_put_varint(b, F_TIMEBASE_COUNTER, e->o.counter);
+	if (e->o.tracepoint) {
+		size_t t = sonde__pb_begin(b, F_TIMEBASE_TRACEPOINT);
+		sonde__pb_put_string(b, F_TRACEPOINT_NAME, e->o.tracepoint);
+		sonde__pb_put_string(b, F_TRACEPOINT_FILTER, e->o.tracepoint_filter);
+		sonde__pb_end(b, t);
+	}
 	sonde__pb_end(b, m);
 }
 
@@ -634,51 +693,209 @@ static int on_thread(struct pf_enc *e, const struct sonde_spool_record *r)
 
 /* ---- samples ---- */
 
-static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
+struct pf_sample {
+	uint64_t ts;
+	uint32_t thread, cpu, node, flags;
+	uint64_t timebase_count; /* 0: none */
+};
+
+/* A PerfSample packet with its interned callstack (a ProcessTree first for new threads). */
+static int put_perf_sample(struct pf_enc *e, const struct pf_sample *s)
 {
-	uint64_t ts = r->sample.time_ns;
-	uint32_t node = r->sample.stack;
+	uint32_t node = s->node;
 	int err;
 
-	if (r->sample.thread >= e->threads.n || !r->sample.thread || node >= e->nodes.n)
+	if (s->thread >= e->threads.n || !s->thread || node >= e->nodes.n)
 		return -SONDE_E_REFERENCE;
-	err = ensure_started(e, ts);
+	err = ensure_started(e, s->ts);
 	if (!err)
-		err = flush_process_tree(e, ts);
+		err = flush_process_tree(e, s->ts);
 	bool stack = node && stack_shown(e, node);
 	if (!err && stack && e->n_held)
-		err = release_held(e, node, e->threads.v[r->sample.thread].pid);
+		err = release_held(e, node, e->threads.v[s->thread].pid);
 	if (!err && stack)
 		err = use_callstack(e, node);
 	if (err)
 		return err;
-	const struct pf_thread *t = &e->threads.v[r->sample.thread];
+	const struct pf_thread *t = &e->threads.v[s->thread];
 	struct buf *b = &e->pkt;
-	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP, s->ts);
 	sonde__pb_put_varint(b, F_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
 	put_interned(e);
 	size_t m = sonde__pb_begin(b, F_PACKET_PERF_SAMPLE);
-	if (r->sample.cpu != SONDE_SPOOL_CPU_NONE)
-		sonde__pb_put_varint(b, F_SAMPLE_CPU, r->sample.cpu);
+	if (s->cpu != SONDE_SPOOL_CPU_NONE)
+		sonde__pb_put_varint(b, F_SAMPLE_CPU, s->cpu);
 	sonde__pb_put_varint(b, F_SAMPLE_PID, t->pid);
 	sonde__pb_put_varint(b, F_SAMPLE_TID, t->tid);
 	if (stack)
 		sonde__pb_put_varint(b, F_SAMPLE_CALLSTACK_IID, node);
 	sonde__pb_put_varint(b, F_SAMPLE_CPU_MODE,
-		      r->sample.flags & SONDE_SAMPLE_KERNEL ? CPU_MODE_KERNEL : CPU_MODE_USER);
-	if (e->hdr.sample_period_ns)
-		sonde__pb_put_varint(b, F_SAMPLE_TIMEBASE_COUNT, e->hdr.sample_period_ns);
+			     s->flags & SONDE_SAMPLE_KERNEL ? CPU_MODE_KERNEL : CPU_MODE_USER);
+	if (s->timebase_count)
+		sonde__pb_put_varint(b, F_SAMPLE_TIMEBASE_COUNT, s->timebase_count);
 	/* a stack cut short where the copied stack memory ended */
-	if (r->sample.flags & SONDE_SAMPLE_TRUNCATED)
+	if (s->flags & SONDE_SAMPLE_TRUNCATED)
 		sonde__pb_put_varint(b, F_SAMPLE_UNWIND_ERROR, PF_UNWIND_MEMORY_INVALID);
 	sonde__pb_end(b, m);
-	e->samples++;
 	return emit(e);
+}
+
+static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
+{
+	struct pf_sample s = {r->sample.time_ns, r->sample.thread, r->sample.cpu,
+			      r->sample.stack,	 r->sample.flags,  e->hdr.sample_period_ns};
+	int err = put_perf_sample(e, &s);
+
+	if (!err)
+		e->samples++;
+	return err;
+}
+
+/* ---- off-CPU intervals as sched events (thread states) ---- */
+
+static int sched_cmp(const void *a, const void *b)
+{
+	const struct pf_sched *x = a, *y = b;
+
+	if (x->cpu != y->cpu)
+		return x->cpu < y->cpu ? -1 : 1;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static const uint32_t task_state_bits[SONDE_OFFCPU_STATES] = {
+	[SONDE_OFFCPU_RUNNABLE] = TASK_RUNNING,
+	[SONDE_OFFCPU_SLEEPING] = TASK_INTERRUPTIBLE,
+	[SONDE_OFFCPU_BLOCKED] = TASK_UNINTERRUPTIBLE,
+	[SONDE_OFFCPU_OTHER] = TASK_STOPPED,
+};
+
+/* The CPU's idle task stands for whoever ran before or after: the spool does not say. */
+static void put_idle(struct buf *b, uint32_t comm_field, uint32_t pid_field, uint32_t cpu)
+{
+	char idle[32];
+
+	snprintf(idle, sizeof(idle), "swapper/%u", cpu);
+	sonde__pb_put_string(b, comm_field, idle);
+	sonde__pb_put_varint(b, pid_field, 0);
+}
+
+static void put_sched_event(struct pf_enc *e, const struct pf_sched *ev)
+{
+	const struct pf_thread *t = &e->threads.v[ev->thread];
+	struct buf *b = &e->pkt;
+	size_t m = sonde__pb_begin(b, F_BUNDLE_EVENT);
+
+	sonde__pb_put_varint(b, F_FTRACE_TIMESTAMP, ev->ts);
+	/* the task that emitted the event: the one leaving, the waker, the idle task */
+	sonde__pb_put_varint(b, F_FTRACE_PID,
+			     ev->kind == PF_SWITCH_OUT ? t->tid
+			     : ev->kind == PF_WAKING   ? ev->waker
+						       : 0);
+	if (ev->kind == PF_WAKING) {
+		size_t w = sonde__pb_begin(b, F_FTRACE_SCHED_WAKING);
+		sonde__pb_put_string(b, F_WAKING_COMM, t->comm);
+		sonde__pb_put_varint(b, F_WAKING_PID, t->tid);
+		sonde__pb_put_varint(b, F_WAKING_PRIO, PF_DEFAULT_PRIO);
+		sonde__pb_put_varint(b, F_WAKING_SUCCESS, 1);
+		sonde__pb_put_varint(b, F_WAKING_TARGET_CPU, ev->cpu);
+		sonde__pb_end(b, w);
+	} else {
+		bool out = ev->kind == PF_SWITCH_OUT;
+		size_t w = sonde__pb_begin(b, F_FTRACE_SCHED_SWITCH);
+		if (out) {
+			sonde__pb_put_string(b, F_SWITCH_PREV_COMM, t->comm);
+			sonde__pb_put_varint(b, F_SWITCH_PREV_PID, t->tid);
+		} else {
+			put_idle(b, F_SWITCH_PREV_COMM, F_SWITCH_PREV_PID, ev->cpu);
+		}
+		sonde__pb_put_varint(b, F_SWITCH_PREV_PRIO, PF_DEFAULT_PRIO);
+		sonde__pb_put_varint(b, F_SWITCH_PREV_STATE,
+				     out ? task_state_bits[ev->state] : TASK_RUNNING);
+		if (out) {
+			put_idle(b, F_SWITCH_NEXT_COMM, F_SWITCH_NEXT_PID, ev->cpu);
+		} else {
+			sonde__pb_put_string(b, F_SWITCH_NEXT_COMM, t->comm);
+			sonde__pb_put_varint(b, F_SWITCH_NEXT_PID, t->tid);
+		}
+		sonde__pb_put_varint(b, F_SWITCH_NEXT_PRIO, PF_DEFAULT_PRIO);
+		sonde__pb_end(b, w);
+	}
+	sonde__pb_end(b, m);
+}
+
+/* Writes the held sched events as FtraceEventBundles, one CPU's events in time order per
+ * bundle (at most PF_BUNDLE_MAX_EVENTS each). */
+static int flush_sched(struct pf_enc *e)
+{
+	int err = 0;
+
+	if (!e->sched.n)
+		return 0;
+	qsort(e->sched.v, e->sched.n, sizeof(*e->sched.v), sched_cmp);
+	for (uint32_t i = 0; i < e->sched.n && !err;) {
+		uint32_t cpu = e->sched.v[i].cpu, n = 0;
+		size_t m = sonde__pb_begin(&e->pkt, F_PACKET_FTRACE_EVENTS);
+		sonde__pb_put_varint(&e->pkt, F_BUNDLE_CPU, cpu);
+		for (; i < e->sched.n && e->sched.v[i].cpu == cpu && n < PF_BUNDLE_MAX_EVENTS;
+		     i++, n++)
+			put_sched_event(e, &e->sched.v[i]);
+		sonde__pb_end(&e->pkt, m);
+		err = emit(e);
+	}
+	e->sched.n = 0;
+	return err;
+}
+
+static int push_sched(struct pf_enc *e, uint64_t ts, uint32_t cpu, uint32_t thread,
+		      enum pf_sched_kind kind, uint32_t state, uint32_t waker)
+{
+	struct pf_sched *ev = ARR_PUSH(e->sched);
+
+	if (!ev)
+		return -ENOMEM;
+	*ev = (struct pf_sched){
+		ts, cpu, thread, waker, e->sched_seq++, (uint8_t)kind, (uint8_t)state};
+	return 0;
+}
+
+/* An off-CPU interval: its blocking stack as a PerfSample at the switch-out, and on the
+ * CPU it left the sched events Trace Processor derives the thread's states from: a
+ * sched_switch out with its state, a sched_waking when the waker was seen (runnable from
+ * then) and a sched_switch back in at its switch-in (running again; the spool does not
+ * record where it resumed, so on the same CPU). An interval still open when the recording
+ * ended has no switch-in; one whose CPU is not known has no sched events. */
+static int on_offcpu(struct pf_enc *e, const struct sonde_spool_record *r)
+{
+	const struct sonde_spool_offcpu *o = &r->offcpu;
+	struct pf_sample s = {o->switch_out_ns, o->thread, o->cpu, o->stack, o->flags, 0};
+	uint32_t state = o->state < SONDE_OFFCPU_STATES ? o->state : SONDE_OFFCPU_OTHER;
+	int err = put_perf_sample(e, &s);
+
+	if (err || o->cpu == SONDE_SPOOL_CPU_NONE)
+		return err;
+	e->offcpu++;
+	err = push_sched(e, o->switch_out_ns, o->cpu, o->thread, PF_SWITCH_OUT, state, 0);
+	if (!err && o->wakeup_ns && o->wakeup_ns >= o->switch_out_ns &&
+	    o->wakeup_ns <= o->switch_in_ns && state != SONDE_OFFCPU_RUNNABLE)
+		err = push_sched(e, o->wakeup_ns, o->cpu, o->thread, PF_WAKING, 0, o->waker_tid);
+	if (!err && !(o->flags & SONDE_OFFCPU_OPEN))
+		err = push_sched(e, o->switch_in_ns, o->cpu, o->thread, PF_SWITCH_IN, 0, 0);
+	if (!err && e->sched.n >= PF_SCHED_BATCH)
+		err = flush_sched(e);
+	return err;
+}
+
+int sonde__pf_enc_flush(struct pf_enc *e)
+{
+	return e ? flush_sched(e) : 0;
 }
 
 int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
 {
 	struct pf_node *n;
+	int err;
 
 	switch (r->type) {
 	case SONDE_SPOOL_REC_HEADER:
@@ -702,9 +919,12 @@ int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
 		return on_thread(e, r);
 	case SONDE_SPOOL_REC_SAMPLE:
 		return on_sample(e, r);
+	case SONDE_SPOOL_REC_OFFCPU:
+		return on_offcpu(e, r);
 	case SONDE_SPOOL_REC_END:
 		/* threads that never had a sample still get their names */
-		return e->started ? flush_process_tree(e, e->hdr.start_monotonic_ns) : 0;
+		err = e->started ? flush_process_tree(e, e->hdr.start_monotonic_ns) : 0;
+		return err ? err : flush_sched(e);
 	default:
 		return 0;
 	}
@@ -721,8 +941,8 @@ int sonde__pf_enc_feed(struct pf_enc *e, const void *buf, size_t len)
 	sonde__buf_append(&e->in, buf, len);
 	if (buf_error(&e->in))
 		return -ENOMEM;
-	while (off < e->in.len &&
-	       (r = sonde_spool_decoder__decode(e->dec, e->in.data + off, e->in.len - off, &rec)) > 0) {
+	while (off < e->in.len && (r = sonde_spool_decoder__decode(e->dec, e->in.data + off,
+								   e->in.len - off, &rec)) > 0) {
 		off += (size_t)r;
 		err = sonde__pf_enc_record(e, &rec);
 		if (err)
@@ -777,6 +997,11 @@ uint64_t sonde__pf_enc_samples(const struct pf_enc *e)
 	return e ? e->samples : 0;
 }
 
+uint64_t sonde__pf_enc_offcpu(const struct pf_enc *e)
+{
+	return e ? e->offcpu : 0;
+}
+
 struct pf_enc *sonde__pf_enc_new(const struct pf_enc_opts *o)
 {
 	struct pf_enc *e = sonde__calloc(1, sizeof(*e));
@@ -818,6 +1043,7 @@ void sonde__pf_enc_free(struct pf_enc *e)
 	ARR_FREE(e->threads);
 	ARR_FREE(e->pending);
 	ARR_FREE(e->path);
+	ARR_FREE(e->sched);
 	sonde__u64map_free(&e->pids);
 	sonde__buf_free(&e->i_bid);
 	sonde__buf_free(&e->i_paths);
@@ -832,7 +1058,7 @@ void sonde__pf_enc_free(struct pf_enc *e)
 }
 
 int sonde__pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,
-			uint32_t seq_id)
+			       uint32_t seq_id)
 {
 	uint8_t suffix[2 + PB_VARINT_MAX * 2];
 	size_t n = 0;

@@ -36,6 +36,9 @@ struct pf_enc_opts {
 	 * derives the frequency from the spool header's nominal sample period. */
 	uint64_t frequency, period;
 	uint32_t counter; /* PerfEvents.Counter; 0 writes none */
+	/* Or a tracepoint timebase: PerfEvents.Tracepoint{name, filter} (borrowed for the
+	 * encoder's life; NULL writes none). */
+	const char *tracepoint, *tracepoint_filter;
 	/* Symbolize frames with this symbolizer (not owned); NULL keeps rel_pc and build
 	 * ids only, with no function names. */
 	struct sonde_symbolizer *sym;
@@ -60,7 +63,10 @@ void sonde__pf_enc_free(struct pf_enc *e);
 
 /* Consumes one decoded spool record (in stream order), emitting the packets it makes:
  * the start packets at the header, a ProcessTree before a sample of a new thread, a
- * PerfSample with its interned data for each sample. 0 or -errno / -SONDE_E_*. */
+ * PerfSample with its interned data for each sample and for each off-CPU interval's
+ * blocking stack (at its switch-out), whose sched_switch/sched_waking events are held and
+ * written as per-CPU FtraceEventBundles in time order at the END record, every
+ * PF_SCHED_BATCH events, or by sonde__pf_enc_flush. 0 or -errno / -SONDE_E_*. */
 int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r);
 /* Decodes spool bytes incrementally (a live stream, possibly cut anywhere) and feeds each
  * complete record to sonde__pf_enc_record; an incomplete tail is kept for the next call. */
@@ -75,13 +81,17 @@ void sonde__pf_enc_clear_incremental(struct pf_enc *e);
 int sonde__pf_enc_ended(const struct pf_enc *e);
 /* Samples encoded so far. */
 uint64_t sonde__pf_enc_samples(const struct pf_enc *e);
+/* Off-CPU intervals put on the timeline so far (those with a known CPU). */
+uint64_t sonde__pf_enc_offcpu(const struct pf_enc *e);
+/* Writes the sched events still held (a stream that ends without its END record). */
+int sonde__pf_enc_flush(struct pf_enc *e);
 
 /* Frames a packet as a Trace record (0x0A varint(len) packet) followed by the trusted
  * fields a standalone file needs (trusted_uid, trusted_packet_sequence_id): appends to out.
  * Returns 0 or -ENOMEM. */
 struct buf;
 int sonde__pf_frame_standalone(struct buf *out, const uint8_t *pkt, size_t len, int32_t uid,
-			uint32_t seq_id);
+			       uint32_t seq_id);
 
 /* Trusted sequence id of the profile in a standalone file: 1 is the service's sequence,
  * producer sequences get 2, 3, ... in order (§6.1), so a lone profiler is 2. */

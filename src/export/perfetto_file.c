@@ -71,7 +71,7 @@ static int feed_file(struct pf_enc *e, int in, const char *path)
 }
 
 int sonde_profile__spool_to_perfetto(const char *path, int fd,
-				    const struct sonde_profile_spool_opts *opts)
+				     const struct sonde_profile_spool_opts *opts)
 {
 	struct file_sink fs = {.b = BUF_INIT, .uid = (int32_t)getuid()};
 	struct sonde_symbolizer *sym = NULL;
@@ -98,6 +98,8 @@ int sonde_profile__spool_to_perfetto(const char *path, int fd,
 		goto out_close;
 	}
 	err = feed_file(e, in, path);
+	if (!err)
+		err = sonde__pf_enc_flush(e);
 out_close:
 	sonde__pf_enc_free(e);
 	{

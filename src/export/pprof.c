@@ -1,7 +1,11 @@
 /* pprof's profile.proto (github.com/google/pprof/proto/profile.proto), gzip'd as pprof
  * expects. Samples are aggregated per (stack, thread, CPU), with pid/tid/thread labels and,
  * when the CPU was recorded, a numeric `cpu` label (as `perf` users filter by); inlined
- * frames are extra Line entries of one Location, innermost first. */
+ * frames are extra Line entries of one Location, innermost first.
+ *
+ * Every sample carries the four values of sample_types[]: on-CPU samples count in the
+ * first two (and the last), off-CPU intervals in the last two, so that one file answers
+ * every metric and `-sample_index` picks one; default_sample_type follows the metric. */
 #include <errno.h>
 #include <zlib.h>
 
@@ -59,11 +63,22 @@ enum {
 
 struct agg {
 	uint32_t node, thread, cpu;
-	uint64_t count;
+	uint64_t count;	    /* on-CPU samples */
+	uint64_t offcpu_ns; /* off-CPU time */
+};
+
+/* The sample types, in the order of every Sample's values. */
+enum { V_SAMPLES, V_CPU, V_OFF_CPU, V_WALL, N_VALUES };
+static const char *const sample_types[N_VALUES][2] = {
+	[V_SAMPLES] = {"samples", "count"},
+	[V_CPU] = {"cpu", "nanoseconds"},
+	[V_OFF_CPU] = {"off_cpu", "nanoseconds"},
+	[V_WALL] = {"wall", "nanoseconds"},
 };
 
 struct pp {
 	const struct sonde_profile *p;
+	enum sonde_profile_metric metric;
 	struct buf b;		/* the Profile message */
 	struct buf msg, packed; /* scratch for one nested message and one packed field */
 	uint32_t *str_map;	/* model string id -> pprof string index (0: not yet) */
@@ -130,24 +145,42 @@ static bool agg_eq(const void *ctx, uint32_t id, const void *key)
 	return a->node == k->node && a->thread == k->thread && a->cpu == k->cpu;
 }
 
+static struct agg *agg_of(struct pp *pp, uint32_t node, uint32_t thread, uint32_t cpu)
+{
+	struct agg k = {node, thread, cpu, 0, 0};
+	uint32_t h = (uint32_t)u64_hash(((uint64_t)node << 32 | thread) ^
+					(uint64_t)cpu * 0x9e3779b97f4a7c15ull);
+	int64_t id = sonde__idmap_find(&pp->agg_index, h, agg_eq, pp, &k);
+
+	if (id < 0) {
+		struct agg *a = ARR_PUSH(pp->aggs);
+		if (!a || sonde__idmap_insert(&pp->agg_index, h, pp->aggs.n - 1) < 0)
+			return NULL;
+		*a = k;
+		id = pp->aggs.n - 1;
+	}
+	return &pp->aggs.v[id];
+}
+
+/* An interval's stack ends with its state's pseudo-frame, so it never shares an
+ * aggregate with on-CPU samples: each Sample is one or the other. */
 static int aggregate(struct pp *pp)
 {
 	const struct sonde_profile *p = pp->p;
 
 	for (uint32_t i = 0; i < p->samples.n; i++) {
 		const struct prof_sample *s = &p->samples.v[i];
-		struct agg k = {s->node, s->thread, s->cpu, 0};
-		uint32_t h = (uint32_t)u64_hash(((uint64_t)s->node << 32 | s->thread) ^
-						(uint64_t)s->cpu * 0x9e3779b97f4a7c15ull);
-		int64_t id = sonde__idmap_find(&pp->agg_index, h, agg_eq, pp, &k);
-		if (id < 0) {
-			struct agg *a = ARR_PUSH(pp->aggs);
-			if (!a || sonde__idmap_insert(&pp->agg_index, h, pp->aggs.n - 1) < 0)
-				return -ENOMEM;
-			*a = k;
-			id = pp->aggs.n - 1;
-		}
-		pp->aggs.v[id].count += s->count;
+		struct agg *a = agg_of(pp, s->node, s->thread, s->cpu);
+		if (!a)
+			return -ENOMEM;
+		a->count += s->count;
+	}
+	for (uint32_t i = 0; i < p->offcpu.n; i++) {
+		const struct prof_offcpu *o = &p->offcpu.v[i];
+		struct agg *a = agg_of(pp, o->node, o->thread, o->cpu);
+		if (!a)
+			return -ENOMEM;
+		a->offcpu_ns += o->duration_ns;
 	}
 	return 0;
 }
@@ -191,8 +224,9 @@ static void write_samples(struct pp *pp)
 		put_nested(&pp->msg, SAMPLE_LOCATION_ID, &pp->packed);
 		sonde__buf_reset(&pp->packed);
 		sonde__pb_put_varint_raw(&pp->packed, a->count);
-		if (period)
-			sonde__pb_put_varint_raw(&pp->packed, a->count * period);
+		sonde__pb_put_varint_raw(&pp->packed, a->count * period);
+		sonde__pb_put_varint_raw(&pp->packed, a->offcpu_ns);
+		sonde__pb_put_varint_raw(&pp->packed, a->count * period + a->offcpu_ns);
 		put_nested(&pp->msg, SAMPLE_VALUE, &pp->packed);
 		if (a->thread) {
 			label(pp, &pp->msg, pp->k_pid, 0, t->pid);
@@ -281,33 +315,64 @@ static void write_functions(struct pp *pp, const uint8_t *func_used)
 		sonde__pb_put_varint(&pp->msg, FUNCTION_NAME, (uint64_t)str_of(pp, f->name));
 		sonde__pb_put_varint(&pp->msg, FUNCTION_SYSTEM_NAME, (uint64_t)str_of(pp, f->name));
 		if (f->file)
-			sonde__pb_put_varint(&pp->msg, FUNCTION_FILENAME, (uint64_t)str_of(pp, f->file));
+			sonde__pb_put_varint(&pp->msg, FUNCTION_FILENAME,
+					     (uint64_t)str_of(pp, f->file));
 		put_nested(&pp->b, PROFILE_FUNCTION, &pp->msg);
 	}
+}
+
+/* The type `-sample_index` starts on: cpu time for the CPU metric (samples when the
+ * period, hence the time, is not known), off_cpu or wall for the others. */
+static const char *default_type(const struct pp *pp)
+{
+	switch (pp->metric) {
+	case SONDE_PROFILE_METRIC_OFF_CPU:
+		return sample_types[V_OFF_CPU][0];
+	case SONDE_PROFILE_METRIC_WALL:
+		return sample_types[V_WALL][0];
+	default:
+		return sample_types[pp->p->info.sample_period_ns ? V_CPU : V_SAMPLES][0];
+	}
+}
+
+/* From the recording's start (or the first sample) to the end of the last sample's
+ * period or of the last off-CPU interval, whichever is later. */
+static uint64_t duration(const struct sonde_profile *p)
+{
+	uint64_t period = p->info.sample_period_ns, from = UINT64_MAX, end = 0;
+
+	if (p->samples.n) {
+		from = p->first_time_ns;
+		end = p->last_time_ns + period;
+	}
+	for (uint32_t i = 0; i < p->offcpu.n; i++) {
+		const struct prof_offcpu *o = &p->offcpu.v[i];
+		from = o->time_ns < from ? o->time_ns : from;
+		end = o->time_ns + o->duration_ns > end ? o->time_ns + o->duration_ns : end;
+	}
+	if (from == UINT64_MAX)
+		return 0;
+	if (p->info.start_monotonic_ns && p->info.start_monotonic_ns <= from)
+		from = p->info.start_monotonic_ns;
+	return end - from;
 }
 
 static void write_header(struct pp *pp)
 {
 	const struct sonde_profile *p = pp->p;
-	uint64_t period = p->info.sample_period_ns, duration = 0;
+	uint64_t period = p->info.sample_period_ns;
 
-	value_type(pp, PROFILE_SAMPLE_TYPE, "samples", "count");
+	for (int i = 0; i < N_VALUES; i++)
+		value_type(pp, PROFILE_SAMPLE_TYPE, sample_types[i][0], sample_types[i][1]);
 	if (period) {
-		value_type(pp, PROFILE_SAMPLE_TYPE, "cpu", "nanoseconds");
 		value_type(pp, PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
 		sonde__pb_put_varint(&pp->b, PROFILE_PERIOD, period);
-		sonde__pb_put_varint(&pp->b, PROFILE_DEFAULT_SAMPLE_TYPE, (uint64_t)str_lit(pp, "cpu"));
 	}
+	sonde__pb_put_varint(&pp->b, PROFILE_DEFAULT_SAMPLE_TYPE,
+			     (uint64_t)str_lit(pp, default_type(pp)));
 	if (p->info.start_time_ns)
 		sonde__pb_put_varint(&pp->b, PROFILE_TIME_NANOS, p->info.start_time_ns);
-	if (p->samples.n) {
-		uint64_t from =
-			p->info.start_monotonic_ns && p->info.start_monotonic_ns <= p->first_time_ns
-				? p->info.start_monotonic_ns
-				: p->first_time_ns;
-		duration = p->last_time_ns - from + period;
-	}
-	sonde__pb_put_varint(&pp->b, PROFILE_DURATION_NANOS, duration);
+	sonde__pb_put_varint(&pp->b, PROFILE_DURATION_NANOS, duration(p));
 	sonde__pb_put_varint(&pp->b, PROFILE_COMMENT, (uint64_t)str_lit(pp, "recorded by sonde"));
 	pp->k_pid = str_lit(pp, "pid");
 	pp->k_tid = str_lit(pp, "tid");
@@ -356,9 +421,9 @@ static int gzip_to_fd(const struct buf *b, int fd)
 	return err;
 }
 
-int sonde__prof_write_pprof(const struct sonde_profile *p, int fd)
+int sonde__prof_write_pprof(const struct sonde_profile *p, int fd, enum sonde_profile_metric m)
 {
-	struct pp pp = {.p = p};
+	struct pp pp = {.p = p, .metric = m};
 	uint8_t *func_used = sonde__calloc(p->funcs.n, 1);
 	int err = -ENOMEM;
 

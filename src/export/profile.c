@@ -90,6 +90,7 @@ void sonde_profile__free(struct sonde_profile *p)
 	ARR_FREE(p->nodes);
 	sonde__idmap_free(&p->node_index);
 	ARR_FREE(p->samples);
+	ARR_FREE(p->offcpu);
 	sonde__free(p);
 }
 
@@ -107,7 +108,7 @@ static int64_t intern_build_id(struct sonde_profile *p, const uint8_t *id, size_
 }
 
 int sonde_profile__add_module(struct sonde_profile *p, const struct sonde_profile_module *m,
-			     uint32_t *id)
+			      uint32_t *id)
 {
 	if (!p || !m || m->end < m->start)
 		return -EINVAL;
@@ -131,7 +132,7 @@ int sonde_profile__add_module(struct sonde_profile *p, const struct sonde_profil
 }
 
 int sonde_profile__add_thread(struct sonde_profile *p, uint32_t pid, uint32_t tid, const char *comm,
-			     uint32_t *id)
+			      uint32_t *id)
 {
 	if (!p)
 		return -EINVAL;
@@ -228,7 +229,7 @@ static int64_t display_func(struct sonde_profile *p, uint32_t module, uint64_t a
 }
 
 int sonde_profile__add_location(struct sonde_profile *p, uint32_t module, uint64_t addr,
-			       const struct sonde_sym_frame *lines, size_t n, uint32_t *id)
+				const struct sonde_sym_frame *lines, size_t n, uint32_t *id)
 {
 	if (!p || module >= p->modules.n || (n && !lines) || n > UINT32_MAX)
 		return -EINVAL;
@@ -294,7 +295,7 @@ int64_t sonde__prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t 
 }
 
 int sonde_profile__add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
-			     const uint32_t *locs, size_t n, uint64_t count)
+			      const uint32_t *locs, size_t n, uint64_t count)
 {
 	if (!p || thread >= p->threads.n || (n && !locs))
 		return -EINVAL;
@@ -311,11 +312,11 @@ int sonde_profile__add_sample(struct sonde_profile *p, uint64_t time_ns, uint32_
 			return (int)node;
 	}
 	return sonde__prof_add_sample_node(p, time_ns, thread, (uint32_t)node, SONDE_SPOOL_CPU_NONE,
-				    count);
+					   count);
 }
 
-int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
-			 uint32_t cpu, uint64_t count)
+int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+				uint32_t node, uint32_t cpu, uint64_t count)
 {
 	struct prof_sample *s = ARR_PUSH(p->samples);
 	if (!s)
@@ -332,6 +333,137 @@ int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint3
 uint64_t sonde_profile__sample_count(const struct sonde_profile *p)
 {
 	return p ? p->total : 0;
+}
+
+const char *sonde__prof_state_name(uint32_t state)
+{
+	static const char *const names[SONDE_OFFCPU_STATES] = {"[off-cpu: R]", "[off-cpu: S]",
+							       "[off-cpu: D]", "[off-cpu: other]"};
+
+	return names[state < SONDE_OFFCPU_STATES ? state : SONDE_OFFCPU_OTHER];
+}
+
+/* The pseudo-frame of a state: a location of no module whose one line is its name. */
+static int state_loc(struct sonde_profile *p, uint32_t state, uint32_t *loc)
+{
+	if (!p->state_loc[state]) {
+		struct sonde_sym_frame f = {.name = sonde__prof_state_name(state),
+					    .origin = SONDE_SYM_ORIGIN_NONE};
+		int err = sonde_profile__add_location(p, 0, 0, &f, 1, &p->state_loc[state]);
+		if (err)
+			return err;
+	}
+	*loc = p->state_loc[state];
+	return 0;
+}
+
+int sonde__prof_add_offcpu_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+				uint32_t cpu, uint32_t node, uint64_t duration_ns, uint32_t state)
+{
+	uint32_t loc;
+
+	if (state >= SONDE_OFFCPU_STATES)
+		state = SONDE_OFFCPU_OTHER;
+	int err = state_loc(p, state, &loc);
+	if (err)
+		return err;
+	int64_t leaf = sonde__prof_add_node(p, node, loc);
+	if (leaf < 0)
+		return (int)leaf;
+	struct prof_offcpu *o = ARR_PUSH(p->offcpu);
+	if (!o)
+		return -ENOMEM;
+	*o = (struct prof_offcpu){time_ns, duration_ns, thread, (uint32_t)leaf, cpu, state};
+	p->offcpu_ns += duration_ns;
+	return 0;
+}
+
+int sonde_profile__add_offcpu(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+			      uint32_t cpu, const uint32_t *locs, size_t n, uint64_t duration_ns,
+			      uint32_t state)
+{
+	if (!p || thread >= p->threads.n || (n && !locs) || state >= SONDE_OFFCPU_STATES)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!locs[i] || locs[i] >= p->locs.n)
+			return -SONDE_E_REFERENCE;
+	int64_t node = 0;
+	for (size_t i = n; i-- > 0;) {
+		node = sonde__prof_add_node(p, (uint32_t)node, locs[i]);
+		if (node < 0)
+			return (int)node;
+	}
+	return sonde__prof_add_offcpu_node(p, time_ns, thread, cpu, (uint32_t)node, duration_ns,
+					   state);
+}
+
+int sonde_profile__add_offcpu_short(struct sonde_profile *p, uint32_t thread, uint64_t count,
+				    uint64_t total_ns)
+{
+	if (!p || thread >= p->threads.n)
+		return -EINVAL;
+	p->short_count += count;
+	p->short_ns += total_ns;
+	return 0;
+}
+
+uint64_t sonde_profile__offcpu_count(const struct sonde_profile *p, uint64_t *short_count,
+				     uint64_t *short_ns)
+{
+	if (short_count)
+		*short_count = p ? p->short_count : 0;
+	if (short_ns)
+		*short_ns = p ? p->short_ns : 0;
+	return p ? p->offcpu.n : 0;
+}
+
+uint64_t sonde__prof_sample_weight(const struct sonde_profile *p, const struct prof_sample *s,
+				   enum sonde_profile_metric m)
+{
+	if (m == SONDE_PROFILE_METRIC_CPU)
+		return s->count;
+	if (m == SONDE_PROFILE_METRIC_WALL)
+		return s->count * p->info.sample_period_ns;
+	return 0;
+}
+
+uint64_t sonde__prof_offcpu_weight(const struct prof_offcpu *o, enum sonde_profile_metric m)
+{
+	return m == SONDE_PROFILE_METRIC_CPU ? 0 : o->duration_ns;
+}
+
+uint64_t sonde_profile__total(const struct sonde_profile *p, enum sonde_profile_metric m)
+{
+	if (!p)
+		return 0;
+	switch (m) {
+	case SONDE_PROFILE_METRIC_CPU:
+		return p->total;
+	case SONDE_PROFILE_METRIC_OFF_CPU:
+		return p->offcpu_ns;
+	case SONDE_PROFILE_METRIC_WALL:
+		return p->total * p->info.sample_period_ns + p->offcpu_ns;
+	}
+	return 0;
+}
+
+static const char *const metric_names[] = {"cpu", "off-cpu", "wall"};
+
+int sonde_profile__parse_metric(const char *name, enum sonde_profile_metric *out)
+{
+	for (size_t i = 0; name && i < sizeof(metric_names) / sizeof(metric_names[0]); i++) {
+		if (strcmp(name, metric_names[i]) == 0) {
+			*out = (enum sonde_profile_metric)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *sonde_profile__metric_name(enum sonde_profile_metric m)
+{
+	return (unsigned)m < sizeof(metric_names) / sizeof(metric_names[0]) ? metric_names[m]
+									    : NULL;
 }
 
 static const struct {
@@ -371,23 +503,25 @@ int sonde_profile__parse_format(const char *name, enum sonde_profile_format *out
 }
 
 int sonde_profile__write(const struct sonde_profile *p, enum sonde_profile_format fmt, int fd,
-			const struct sonde_profile_write_opts *opts)
+			 const struct sonde_profile_write_opts *opts)
 {
 	const char *title = OPTS_GET(opts, title, NULL);
+	enum sonde_profile_metric m = OPTS_GET(opts, metric, SONDE_PROFILE_METRIC_CPU);
 
-	if (!p || fd < 0 || !OPTS_VALID(opts, sonde_profile_write_opts))
+	if (!p || fd < 0 || !OPTS_VALID(opts, sonde_profile_write_opts) ||
+	    !sonde_profile__metric_name(m))
 		return -EINVAL;
 	if (!title)
 		title = "sonde profile";
 	switch (fmt) {
 	case SONDE_PROFILE_PPROF:
-		return sonde__prof_write_pprof(p, fd);
+		return sonde__prof_write_pprof(p, fd, m);
 	case SONDE_PROFILE_FOLDED:
-		return sonde__prof_write_folded(p, fd);
+		return sonde__prof_write_folded(p, fd, m);
 	case SONDE_PROFILE_SPEEDSCOPE:
-		return sonde__prof_write_speedscope(p, fd, title);
+		return sonde__prof_write_speedscope(p, fd, title, m);
 	case SONDE_PROFILE_SVG:
-		return sonde__prof_write_svg(p, fd, title);
+		return sonde__prof_write_svg(p, fd, title, m);
 	}
 	return -EINVAL;
 }

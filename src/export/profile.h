@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <sonde/profile.h>
+#include <sonde/spool.h>
 
 #include "base/alloc.h"
 #include "base/array.h"
@@ -59,6 +60,16 @@ struct prof_sample {
 	uint32_t cpu; /* SONDE_SPOOL_CPU_NONE when not recorded */
 };
 
+/* An off-CPU interval; node's innermost location is the state's pseudo-frame. */
+struct prof_offcpu {
+	uint64_t time_ns; /* switch-out */
+	uint64_t duration_ns;
+	uint32_t thread;
+	uint32_t node;
+	uint32_t cpu;
+	uint32_t state; /* enum sonde_offcpu_state */
+};
+
 struct prof_thread {
 	uint32_t pid, tid;
 	uint32_t comm; /* string id */
@@ -79,6 +90,12 @@ struct sonde_profile {
 	struct idmap node_index;
 	ARR(struct prof_sample) samples;
 	uint64_t total; /* sum of sample counts */
+	/* Off-CPU intervals, apart from the samples: an exporter that knows no metric sees
+	 * on-CPU samples only, as before. */
+	ARR(struct prof_offcpu) offcpu;
+	uint64_t offcpu_ns;			 /* sum of their durations */
+	uint64_t short_count, short_ns;		 /* intervals too short to stack */
+	uint32_t state_loc[SONDE_OFFCPU_STATES]; /* the pseudo-frame of each state, 0 until used */
 	uint64_t first_time_ns, last_time_ns;
 };
 
@@ -92,8 +109,19 @@ int64_t sonde__prof_intern(struct sonde_profile *p, const char *s);
 /* Interns the stack node (parent, loc); returns its id or -ENOMEM. Both must exist. */
 int64_t sonde__prof_add_node(struct sonde_profile *p, uint32_t parent, uint32_t loc);
 /* Appends a sample whose stack is an existing node. 0 or -ENOMEM. */
-int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread, uint32_t node,
-			 uint32_t cpu, uint64_t count);
+int sonde__prof_add_sample_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+				uint32_t node, uint32_t cpu, uint64_t count);
+/* A sample's weight under metric m: its count for CPU, count * period for WALL, 0 for
+ * OFF_CPU; an interval's: its duration for OFF_CPU and WALL, 0 for CPU. */
+uint64_t sonde__prof_sample_weight(const struct sonde_profile *p, const struct prof_sample *s,
+				   enum sonde_profile_metric m);
+uint64_t sonde__prof_offcpu_weight(const struct prof_offcpu *o, enum sonde_profile_metric m);
+/* The name of state's pseudo-frame, "[off-cpu: S]" and so on. */
+const char *sonde__prof_state_name(uint32_t state);
+
+/* Appends an off-CPU interval whose stack (without its state frame) is an existing node. */
+int sonde__prof_add_offcpu_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+				uint32_t cpu, uint32_t node, uint64_t duration_ns, uint32_t state);
 /* The absolute address a location stands for (what pprof and perf show). */
 uint64_t sonde__prof_loc_address(const struct sonde_profile *p, const struct prof_loc *l);
 /* Last path component of a string id (the whole string if it has no '/'). */
@@ -102,7 +130,7 @@ const char *sonde__prof_basename(const struct sonde_profile *p, uint32_t str);
 /* sonde_profile__from_spool on an open file (read from its current position to its end);
  * name is used in messages. */
 struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
-					 const struct sonde_profile_spool_opts *opts);
+						const struct sonde_profile_spool_opts *opts);
 
 /* The exporters, each writing one format to fd. */
 struct sonde_spool_record;
@@ -112,11 +140,13 @@ struct sonde_sym_module;
  * freed by the caller) and so is the build id (into build_id, 32 bytes), so the result
  * outlives the record. 0 or -ENOMEM. */
 int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
-			       uint8_t build_id[32], struct sonde_sym_module *out);
+				      uint8_t build_id[32], struct sonde_sym_module *out);
 
-int sonde__prof_write_pprof(const struct sonde_profile *p, int fd);
-int sonde__prof_write_folded(const struct sonde_profile *p, int fd);
-int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title);
-int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title);
+int sonde__prof_write_pprof(const struct sonde_profile *p, int fd, enum sonde_profile_metric m);
+int sonde__prof_write_folded(const struct sonde_profile *p, int fd, enum sonde_profile_metric m);
+int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title,
+				 enum sonde_profile_metric m);
+int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title,
+			  enum sonde_profile_metric m);
 
 #endif

@@ -1,6 +1,7 @@
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json): one
  * "sampled" profile per thread, samples in time order with runs of the same stack merged,
- * frames shared by all profiles and identified by function. */
+ * frames shared by all profiles and identified by function. Under a time metric the
+ * thread's off-CPU intervals join its samples in time order, each weighing its duration. */
 #include <errno.h>
 
 #include "base/alloc.h"
@@ -9,14 +10,25 @@
 
 #define SONDE_EXPORTER "sonde"
 
+/* One weighed stack of a thread: an on-CPU sample or an off-CPU interval. */
+struct ev {
+	uint64_t time_ns;
+	uint64_t weight;
+	uint32_t thread;
+	uint32_t fnode; /* flame node */
+	uint32_t seq;	/* order of addition, for a stable sort */
+};
+
 struct ss {
 	const struct sonde_profile *p;
+	enum sonde_profile_metric metric;
 	struct flame f;
 	struct out o;
 	uint32_t *frame_of_func; /* func id -> frame index + 1 (0: not emitted) */
 	uint32_t *path;		 /* scratch, max_depth entries */
-	uint32_t *order;	 /* sample indices grouped by thread, in time order */
-	uint32_t *thread_start;	 /* thread id -> first index in order; n_threads + 1 entries */
+	struct ev *evs;		 /* grouped by thread, in time order */
+	uint32_t n_evs;
+	uint32_t *thread_start; /* thread id -> first index in evs; n_threads + 1 entries */
 };
 
 static void write_frames(struct ss *s)
@@ -28,7 +40,8 @@ static void write_frames(struct ss *s)
 	for (uint32_t it = sonde__flame_next(&s->f, 0); it; it = sonde__flame_next(&s->f, it)) {
 		uint32_t func = s->f.nodes.v[it].func;
 		const struct prof_func *fn = &p->funcs.v[func];
-		if (s->frame_of_func[func])
+		/* nothing weighs here under this metric (off-CPU stacks in a CPU profile) */
+		if (s->frame_of_func[func] || !s->f.nodes.v[it].total)
 			continue;
 		s->frame_of_func[func] = ++next;
 		sonde__out_puts(&s->o, next > 1 ? ",{\"name\":\"" : "{\"name\":\"");
@@ -44,28 +57,54 @@ static void write_frames(struct ss *s)
 	sonde__out_puts(&s->o, "]},");
 }
 
-/* Counting sort of sample indices by thread; a stable sort keeps each thread in time
- * order (samples are added in time order). */
+static int ev_cmp(const void *a, const void *b)
+{
+	const struct ev *x = a, *y = b;
+
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	if (x->time_ns != y->time_ns)
+		return x->time_ns < y->time_ns ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void push_ev(struct ss *s, uint64_t time_ns, uint64_t weight, uint32_t thread, uint32_t node)
+{
+	if (!weight)
+		return;
+	s->evs[s->n_evs] = (struct ev){time_ns, weight, thread, s->f.of_node[node], s->n_evs};
+	s->n_evs++;
+}
+
+/* The samples and intervals that weigh under the metric, sorted by thread and time (a
+ * CPU profile's samples are already in time order: the sort keeps it). */
 static int group_by_thread(struct ss *s)
 {
 	const struct sonde_profile *p = s->p;
+	uint64_t unit = p->info.sample_period_ns ? p->info.sample_period_ns : 1;
 	uint32_t nt = p->threads.n;
 
-	s->order = sonde__malloc(((size_t)p->samples.n + 1) * sizeof(*s->order));
+	s->evs = sonde__malloc(((size_t)p->samples.n + p->offcpu.n + 1) * sizeof(*s->evs));
 	s->thread_start = sonde__calloc((size_t)nt + 1, sizeof(*s->thread_start));
-	if (!s->order || !s->thread_start)
+	if (!s->evs || !s->thread_start)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < p->samples.n; i++)
-		s->thread_start[p->samples.v[i].thread + 1]++;
+	for (uint32_t i = 0; i < p->samples.n; i++) {
+		const struct prof_sample *sm = &p->samples.v[i];
+		/* a CPU profile counts in periods, as before metrics existed */
+		uint64_t w = s->metric == SONDE_PROFILE_METRIC_CPU
+				     ? sm->count * unit
+				     : sonde__prof_sample_weight(p, sm, s->metric);
+		push_ev(s, sm->time_ns, w, sm->thread, sm->node);
+	}
+	for (uint32_t i = 0; i < p->offcpu.n; i++) {
+		const struct prof_offcpu *o = &p->offcpu.v[i];
+		push_ev(s, o->time_ns, sonde__prof_offcpu_weight(o, s->metric), o->thread, o->node);
+	}
+	qsort(s->evs, s->n_evs, sizeof(*s->evs), ev_cmp);
+	for (uint32_t i = 0; i < s->n_evs; i++)
+		s->thread_start[s->evs[i].thread + 1]++;
 	for (uint32_t t = 1; t <= nt; t++)
 		s->thread_start[t] += s->thread_start[t - 1];
-	uint32_t *fill = sonde__malloc(((size_t)nt + 1) * sizeof(*fill));
-	if (!fill)
-		return -ENOMEM;
-	memcpy(fill, s->thread_start, ((size_t)nt + 1) * sizeof(*fill));
-	for (uint32_t i = 0; i < p->samples.n; i++)
-		s->order[fill[p->samples.v[i].thread]++] = i;
-	sonde__free(fill);
 	return 0;
 }
 
@@ -101,31 +140,31 @@ static void thread_name(struct ss *s, uint32_t t)
 
 /* One thread's samples; consecutive samples with the same stack become one weighted
  * sample, which speedscope displays identically. */
-static void write_profile(struct ss *s, uint32_t t, uint64_t unit_weight)
+static void write_profile(struct ss *s, uint32_t t, bool timed)
 {
-	const struct sonde_profile *p = s->p;
 	uint32_t from = s->thread_start[t], to = s->thread_start[t + 1];
+	const struct ev *e = s->evs;
 	uint64_t total = 0;
 
 	sonde__out_puts(&s->o, "{\"type\":\"sampled\",");
 	thread_name(s, t);
-	sonde__out_puts(&s->o, unit_weight > 1 ? "\"unit\":\"nanoseconds\"," : "\"unit\":\"none\",");
+	sonde__out_puts(&s->o, timed ? "\"unit\":\"nanoseconds\"," : "\"unit\":\"none\",");
 	sonde__out_puts(&s->o, "\"startValue\":0,\"samples\":[");
 	for (uint32_t i = from; i < to;) {
-		uint32_t fn = s->f.of_node[p->samples.v[s->order[i]].node];
+		uint32_t fn = e[i].fnode;
 		if (i > from)
 			sonde__out_putc(&s->o, ',');
 		write_stack(s, fn);
-		while (++i < to && s->f.of_node[p->samples.v[s->order[i]].node] == fn)
+		while (++i < to && e[i].fnode == fn)
 			;
 	}
 	sonde__out_puts(&s->o, "],\"weights\":[");
 	for (uint32_t i = from; i < to;) {
-		uint32_t fn = s->f.of_node[p->samples.v[s->order[i]].node];
+		uint32_t fn = e[i].fnode;
 		uint64_t w = 0;
 		do {
-			w += p->samples.v[s->order[i]].count * unit_weight;
-		} while (++i < to && s->f.of_node[p->samples.v[s->order[i]].node] == fn);
+			w += e[i].weight;
+		} while (++i < to && e[i].fnode == fn);
 		if (total)
 			sonde__out_putc(&s->o, ',');
 		sonde__out_u64(&s->o, w);
@@ -139,7 +178,7 @@ static void write_profile(struct ss *s, uint32_t t, uint64_t unit_weight)
 static void write_profiles(struct ss *s)
 {
 	const struct sonde_profile *p = s->p;
-	uint64_t unit = p->info.sample_period_ns ? p->info.sample_period_ns : 1;
+	bool timed = s->metric != SONDE_PROFILE_METRIC_CPU || p->info.sample_period_ns;
 	uint32_t n = 0, active = 0, most = 0;
 
 	sonde__out_puts(&s->o, "\"profiles\":[");
@@ -149,7 +188,7 @@ static void write_profiles(struct ss *s)
 			continue;
 		if (n)
 			sonde__out_putc(&s->o, ',');
-		write_profile(s, t, unit);
+		write_profile(s, t, timed);
 		if (count > most) {
 			most = count;
 			active = n;
@@ -160,10 +199,11 @@ static void write_profiles(struct ss *s)
 	sonde__out_u64(&s->o, active);
 }
 
-int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title)
+int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title,
+				 enum sonde_profile_metric m)
 {
-	struct ss s = {.p = p};
-	int err = sonde__flame_build(&s.f, p);
+	struct ss s = {.p = p, .metric = m};
+	int err = sonde__flame_build_metric(&s.f, p, m);
 
 	if (err)
 		return err;
@@ -174,7 +214,7 @@ int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const ch
 		goto out;
 	sonde__out_init(&s.o, fd);
 	sonde__out_puts(&s.o, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
-		       "\"exporter\":\"" SONDE_EXPORTER "\",\"name\":\"");
+			      "\"exporter\":\"" SONDE_EXPORTER "\",\"name\":\"");
 	sonde__out_json_str(&s.o, title);
 	sonde__out_puts(&s.o, "\",");
 	write_frames(&s);
@@ -183,7 +223,7 @@ int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const ch
 	err = sonde__out_close(&s.o);
 out:
 	sonde__free(s.thread_start);
-	sonde__free(s.order);
+	sonde__free(s.evs);
 	sonde__free(s.path);
 	sonde__free(s.frame_of_func);
 	sonde__flame_free(&s.f);

@@ -46,8 +46,18 @@ static void color(const struct sonde_profile *p, const struct prof_func *f, char
 	snprintf(out, 32, "rgb(%d,%d,%d)", r, g, b);
 }
 
+/* A weight as the graph states it: samples for the CPU metric, milliseconds for the
+ * time metrics (the script reads both back from the tooltips). */
+static void put_weight(struct out *o, enum sonde_profile_metric m, uint64_t w)
+{
+	if (m == SONDE_PROFILE_METRIC_CPU)
+		sonde__out_printf(o, "%" PRIu64 " sample%s", w, w == 1 ? "" : "s");
+	else
+		sonde__out_printf(o, "%" PRIu64 ".%03" PRIu64 " ms", w / 1000000, w / 1000 % 1000);
+}
+
 static void frame(struct out *o, const struct sonde_profile *p, const struct flame *f, uint32_t id,
-		  unsigned height)
+		  unsigned height, enum sonde_profile_metric m)
 {
 	const struct flame_node *n = &f->nodes.v[id];
 	uint64_t total = f->nodes.v[0].total;
@@ -62,12 +72,14 @@ static void frame(struct out *o, const struct sonde_profile *p, const struct fla
 		color(p, fn, fill);
 	sonde__out_puts(o, id ? "<g><title>" : "<g id=\"root\"><title>");
 	sonde__out_xml_str(o, name, 0);
-	sonde__out_printf(o, " (%" PRIu64 " sample%s, %.2f%%)</title>", n->total, n->total == 1 ? "" : "s",
-		   100.0 * (double)n->total / (double)total);
-	sonde__out_printf(o,
-		   "<rect x=\"%.4f\" y=\"%u\" width=\"%.4f\" height=\"%u\" fill=\"%s\" rx=\"2\" "
-		   "ry=\"2\"/><text x=\"%.2f\" y=\"%u\">",
-		   x, y, w, SVG_FRAME_H - 1, fill, x + 3, y + SVG_FRAME_H - 4);
+	sonde__out_puts(o, " (");
+	put_weight(o, m, n->total);
+	sonde__out_printf(o, ", %.2f%%)</title>", 100.0 * (double)n->total / (double)total);
+	sonde__out_printf(
+		o,
+		"<rect x=\"%.4f\" y=\"%u\" width=\"%.4f\" height=\"%u\" fill=\"%s\" rx=\"2\" "
+		"ry=\"2\"/><text x=\"%.2f\" y=\"%u\">",
+		x, y, w, SVG_FRAME_H - 1, fill, x + 3, y + SVG_FRAME_H - 4);
 	/* the label as it fits without scripting; the script refits it on zoom */
 	int chars = (int)((w - 6) / SVG_FONT_W);
 	if (chars >= 3)
@@ -75,51 +87,66 @@ static void frame(struct out *o, const struct sonde_profile *p, const struct fla
 	sonde__out_puts(o, "</text></g>\n");
 }
 
-static void header(struct out *o, const char *title, uint64_t total, unsigned height)
+static const char *const what[] = {
+	[SONDE_PROFILE_METRIC_CPU] = "",
+	[SONDE_PROFILE_METRIC_OFF_CPU] = " off-CPU",
+	[SONDE_PROFILE_METRIC_WALL] = " wall-clock (on- and off-CPU)",
+};
+
+static void header(struct out *o, const char *title, uint64_t total, unsigned height,
+		   enum sonde_profile_metric m)
 {
 	sonde__out_printf(o,
-		   "<?xml version=\"1.0\" standalone=\"no\"?>\n"
-		   "<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
-		   "xmlns=\"http://www.w3.org/2000/svg\">\n",
-		   SVG_WIDTH, height, SVG_WIDTH, height);
-	sonde__out_printf(o,
-		   "<style>\n"
-		   "text { font-family: Verdana, sans-serif; font-size: %dpx; fill: #000; }\n"
-		   "#frames text { pointer-events: none; }\n"
-		   "#frames rect { stroke: none; }\n"
-		   "#frames g:hover rect { stroke: #000; stroke-width: 0.5; cursor: pointer; }\n"
-		   "#title { font-size: 17px; text-anchor: middle; }\n"
-		   "#search, #unzoom { cursor: pointer; opacity: 0.8; }\n"
-		   "#matched, #search { text-anchor: end; }\n"
-		   ".hide { display: none; }\n"
-		   ".parent { opacity: 0.5; }\n"
-		   "</style>\n<script type=\"text/ecmascript\"><![CDATA[\n",
-		   SVG_FONT);
+			  "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+			  "<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
+			  "xmlns=\"http://www.w3.org/2000/svg\">\n",
+			  SVG_WIDTH, height, SVG_WIDTH, height);
+	sonde__out_printf(
+		o,
+		"<style>\n"
+		"text { font-family: Verdana, sans-serif; font-size: %dpx; fill: #000; }\n"
+		"#frames text { pointer-events: none; }\n"
+		"#frames rect { stroke: none; }\n"
+		"#frames g:hover rect { stroke: #000; stroke-width: 0.5; cursor: pointer; }\n"
+		"#title { font-size: 17px; text-anchor: middle; }\n"
+		"#search, #unzoom { cursor: pointer; opacity: 0.8; }\n"
+		"#matched, #search { text-anchor: end; }\n"
+		".hide { display: none; }\n"
+		".parent { opacity: 0.5; }\n"
+		"</style>\n<script type=\"text/ecmascript\"><![CDATA[\n",
+		SVG_FONT);
 	sonde__out_puts(o, svg_script);
 	sonde__out_puts(o, "]]></script>\n");
-	sonde__out_printf(o,
-		   "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f0\"/>\n"
-		   "<text id=\"title\" x=\"%d\" y=\"24\">",
-		   SVG_WIDTH / 2);
+	sonde__out_printf(
+		o,
+		"<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f0\"/>\n"
+		"<text id=\"title\" x=\"%d\" y=\"24\">",
+		SVG_WIDTH / 2);
 	sonde__out_xml_str(o, title, 0);
 	sonde__out_printf(o,
-		   "</text>\n<text id=\"subtitle\" x=\"%d\" y=\"40\" text-anchor=\"middle\">"
-		   "%" PRIu64 " samples</text>\n",
-		   SVG_WIDTH / 2, total);
+			  "</text>\n<text id=\"subtitle\" x=\"%d\" y=\"40\" "
+			  "text-anchor=\"middle\">",
+			  SVG_WIDTH / 2);
+	if (m == SONDE_PROFILE_METRIC_CPU)
+		sonde__out_printf(o, "%" PRIu64 " samples", total);
+	else
+		put_weight(o, m, total);
+	sonde__out_printf(o, "%s</text>\n", what[m]);
 	sonde__out_printf(o,
-		   "<text id=\"unzoom\" class=\"hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
-		   "<text id=\"search\" x=\"%d\" y=\"24\">Search</text>\n"
-		   "<text id=\"details\" x=\"%d\" y=\"%u\"> </text>\n"
-		   "<text id=\"matched\" x=\"%d\" y=\"%u\"> </text>\n",
-		   SVG_XPAD, SVG_WIDTH - SVG_XPAD, SVG_XPAD, height - 12, SVG_WIDTH - SVG_XPAD,
-		   height - 12);
+			  "<text id=\"unzoom\" class=\"hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
+			  "<text id=\"search\" x=\"%d\" y=\"24\">Search</text>\n"
+			  "<text id=\"details\" x=\"%d\" y=\"%u\"> </text>\n"
+			  "<text id=\"matched\" x=\"%d\" y=\"%u\"> </text>\n",
+			  SVG_XPAD, SVG_WIDTH - SVG_XPAD, SVG_XPAD, height - 12,
+			  SVG_WIDTH - SVG_XPAD, height - 12);
 }
 
-int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title)
+int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title,
+			  enum sonde_profile_metric m)
 {
 	struct flame f;
 	struct out o;
-	int err = sonde__flame_build(&f, p);
+	int err = sonde__flame_build_metric(&f, p, m);
 
 	if (err)
 		return err;
@@ -128,13 +155,14 @@ int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *tit
 	double min_samples = SVG_MIN_WIDTH * (double)total / (SVG_WIDTH - 2 * SVG_XPAD);
 
 	sonde__out_init(&o, fd);
-	header(&o, title, total, height);
+	header(&o, title, total, height, m);
 	sonde__out_puts(&o, "<g id=\"frames\">\n");
 	if (total) {
-		frame(&o, p, &f, 0, height);
-		for (uint32_t it = sonde__flame_next(&f, 0); it && !o.err; it = sonde__flame_next(&f, it))
+		frame(&o, p, &f, 0, height, m);
+		for (uint32_t it = sonde__flame_next(&f, 0); it && !o.err;
+		     it = sonde__flame_next(&f, it))
 			if ((double)f.nodes.v[it].total >= min_samples)
-				frame(&o, p, &f, it, height);
+				frame(&o, p, &f, it, height, m);
 	}
 	sonde__out_puts(&o, "</g>\n</svg>\n");
 	err = sonde__out_close(&o);

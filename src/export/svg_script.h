@@ -1,8 +1,8 @@
 /* The flame graph's embedded script: zoom on click, reset, search (a prompt, Ctrl-F or
  * F3, or the page's ?s=REGEXP parameter) with the share of samples matched, ?z=REGEXP to
  * open zoomed into the widest matching frame, and a details line for the frame under the
- * pointer. Frame names and sample counts are read back from
- * each frame's <title>; original geometry is kept in data-x / data-w. Internal. */
+ * pointer. Frame names and weights (samples, or ms under a time metric) are read back
+ * from each frame's <title>; original geometry is kept in data-x / data-w. Internal. */
 #ifndef SONDE_EXPORT_SVG_SCRIPT_H
 #define SONDE_EXPORT_SVG_SCRIPT_H
 
@@ -15,7 +15,7 @@ static const char svg_script[] =
 	"function byId(id) { return document.getElementById(id); }\n"
 	"function parse(g) {\n"
 	"  var t = g.querySelector('title').textContent;\n"
-	"  var m = /^([\\s\\S]*) \\(([\\d,]+) samples?, [\\d.]+%\\)$/.exec(t);\n"
+	"  var m = /^([\\s\\S]*) \\(([\\d,.]+) (?:samples?|ms), [\\d.]+%\\)$/.exec(t);\n"
 	"  return m ? { name: m[1], samples: Number(m[2].replace(/,/g, '')) } : { name: t, "
 	"samples: 0 };\n"
 	"}\n"

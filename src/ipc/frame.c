@@ -85,18 +85,36 @@ static int decode_reply(struct pb_reader r, struct ipc_frame *f)
 	return rc;
 }
 
+static int peer_string(const struct pb_field *fl, const char **s, size_t *len)
+{
+	if (fl->wire != PB_LEN || fl->len > IPC_MAX_PEER_STRING)
+		return -SONDE_E_FORMAT;
+	*s = (const char *)fl->ptr;
+	*len = fl->len;
+	return 0;
+}
+
 static int decode_peer_identity(struct pb_reader r, struct ipc_frame *f)
 {
 	struct pb_field fl;
 	int rc;
 
 	while ((rc = sonde__pb_next(&r, &fl)) > 0) {
-		if (fl.wire != PB_VARINT)
+		if (fl.num == PF_SET_PEER_IDENTITY_MACHINE_ID_HINT) {
+			if (peer_string(&fl, &f->machine_id_hint, &f->machine_id_hint_len) < 0)
+				return -SONDE_E_FORMAT;
+		} else if (fl.num == PF_SET_PEER_IDENTITY_MACHINE_NAME) {
+			if (peer_string(&fl, &f->machine_name, &f->machine_name_len) < 0)
+				return -SONDE_E_FORMAT;
+		} else if (fl.wire != PB_VARINT) {
 			continue;
-		if (fl.num == PF_SET_PEER_IDENTITY_PID)
+		} else if (fl.num == PF_SET_PEER_IDENTITY_PID) {
 			f->peer_pid = (int32_t)fl.u;
-		else if (fl.num == PF_SET_PEER_IDENTITY_UID)
+			f->has_peer_pid = true;
+		} else if (fl.num == PF_SET_PEER_IDENTITY_UID) {
 			f->peer_uid = (int32_t)fl.u;
+			f->has_peer_uid = true;
+		}
 	}
 	return rc;
 }
@@ -238,7 +256,10 @@ static size_t body_len(const struct ipc_frame *f)
 		return (f->success ? 2 : 0) + (f->has_more ? 2 : 0) +
 		       (f->data ? len_field(f->data_len) : 0);
 	case IPC_MSG_SET_PEER_IDENTITY:
-		return 1 + vlen((uint32_t)f->peer_pid) + 1 + vlen((uint32_t)f->peer_uid);
+		return (f->has_peer_pid ? 1 + vlen((uint32_t)f->peer_pid) : 0) +
+		       (f->has_peer_uid ? 1 + vlen((uint32_t)f->peer_uid) : 0) +
+		       (f->machine_id_hint ? len_field(f->machine_id_hint_len) : 0) +
+		       (f->machine_name ? len_field(f->machine_name_len) : 0);
 	default:
 		return 0;
 	}
@@ -277,11 +298,20 @@ static void put_body(struct buf *b, const struct ipc_frame *f)
 		if (f->has_more)
 			sonde__pb_put_bool(b, PF_INVOKE_METHOD_REPLY_HAS_MORE, true);
 		if (f->data)
-			sonde__pb_put_bytes(b, PF_INVOKE_METHOD_REPLY_REPLY_PROTO, f->data, f->data_len);
+			sonde__pb_put_bytes(b, PF_INVOKE_METHOD_REPLY_REPLY_PROTO, f->data,
+					    f->data_len);
 		break;
 	case IPC_MSG_SET_PEER_IDENTITY:
-		sonde__pb_put_varint(b, PF_SET_PEER_IDENTITY_PID, (uint32_t)f->peer_pid);
-		sonde__pb_put_varint(b, PF_SET_PEER_IDENTITY_UID, (uint32_t)f->peer_uid);
+		if (f->has_peer_pid)
+			sonde__pb_put_varint(b, PF_SET_PEER_IDENTITY_PID, (uint32_t)f->peer_pid);
+		if (f->has_peer_uid)
+			sonde__pb_put_varint(b, PF_SET_PEER_IDENTITY_UID, (uint32_t)f->peer_uid);
+		if (f->machine_id_hint)
+			sonde__pb_put_bytes(b, PF_SET_PEER_IDENTITY_MACHINE_ID_HINT,
+					    f->machine_id_hint, f->machine_id_hint_len);
+		if (f->machine_name)
+			sonde__pb_put_bytes(b, PF_SET_PEER_IDENTITY_MACHINE_NAME, f->machine_name,
+					    f->machine_name_len);
 		break;
 	default:
 		break;

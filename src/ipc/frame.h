@@ -29,6 +29,8 @@ enum {
 	IPC_HEADER_SIZE = 4,
 	IPC_MAX_PAYLOAD = IPC_BUFFER_SIZE - IPC_HEADER_SIZE,
 	IPC_SEND_TIMEOUT_MS = 10000,
+	/* SetPeerIdentity's strings: a boot id is 36 bytes, a machine name a short label */
+	IPC_MAX_PEER_STRING = 256,
 };
 
 /* The IPCFrame oneof `msg` (its values are the IPCFrame field numbers). */
@@ -51,7 +53,10 @@ enum ipc_msg {
  *   INVOKE_METHOD       service_id, method_id, data (args_proto), drop_reply
  *   INVOKE_METHOD_REPLY success, has_more, data (reply_proto; encoded only when set)
  *   REQUEST_ERROR       name (the error string)
- *   SET_PEER_IDENTITY   peer_pid, peer_uid
+ *   SET_PEER_IDENTITY   peer_pid, peer_uid (each only with has_peer_pid/has_peer_uid: an
+ *                       absent uid is not uid 0), machine_id_hint, machine_name (NULL
+ *                       when absent; each at most IPC_MAX_PEER_STRING bytes, a longer
+ *                       one fails the decoding)
  * Decoded pointers point into the buffer that was decoded. */
 struct ipc_frame {
 	uint64_t request_id;
@@ -70,6 +75,11 @@ struct ipc_frame {
 	const char *const *method_names;
 	size_t n_methods;
 	int32_t peer_pid, peer_uid;
+	bool has_peer_pid, has_peer_uid;
+	const char *machine_id_hint; /* not NUL-terminated when decoded */
+	size_t machine_id_hint_len;
+	const char *machine_name; /* not NUL-terminated when decoded */
+	size_t machine_name_len;
 	const uint8_t *raw; /* decoding only: the whole payload that was decoded */
 	size_t raw_len;
 };

@@ -170,7 +170,8 @@ static int net_listen(const struct ipc_addr *ad, int type)
 	return fd;
 }
 
-int sonde__ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct ipc_bound *out)
+int sonde__ipc_listen_perm(const char *name, int type, unsigned mode, long gid,
+			   struct ipc_bound *out)
 {
 	struct ipc_bound local, *bound = out ? out : &local;
 	struct sockaddr_un a;
@@ -239,7 +240,7 @@ int sonde__ipc_connect(const char *name)
 	return sonde__ipc_connect_type(name, SOCK_STREAM);
 }
 
-static int connect_one(const char *name, size_t n, int type)
+static int connect_one(const char *name, size_t n, int type, int timeout_ms)
 {
 	struct sockaddr_un un;
 	struct ipc_addr ad;
@@ -265,8 +266,21 @@ static int connect_one(const char *name, size_t n, int type)
 	if (fd < 0)
 		return -errno;
 	/* blocking: a TCP connect to loopback or a listening host completes in a round trip
-	 * (an unreachable one fails when the kernel gives up, as a Perfetto client does) */
+	 * (an unreachable one fails when the kernel gives up, as a Perfetto client does, or
+	 * after timeout_ms: connect(2) honours SO_SNDTIMEO, failing with EINPROGRESS) */
+	struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+	if (timeout_ms > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
 	if (connect(fd, sa, len) < 0) {
+		rc = errno == EINPROGRESS || errno == EAGAIN ? -ETIMEDOUT : -errno;
+		close(fd);
+		return rc;
+	}
+	tv = (struct timeval){0, 0};
+	if (timeout_ms > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
@@ -282,16 +296,21 @@ static int connect_one(const char *name, size_t n, int type)
 
 int sonde__ipc_connect_type(const char *name, int type)
 {
+	return sonde__ipc_connect_timeout(name, type, 0);
+}
+
+int sonde__ipc_connect_timeout(const char *name, int type, int timeout_ms)
+{
 	const char *one;
 	size_t pos = 0, n;
 	int rc = -ENOENT;
 
 	/* a list (a producer socket, as Perfetto's service listens on each): the first
 	 * that answers; but a path may hold a comma too, so the whole name goes first */
-	if (strchr(name, ',') && (rc = connect_one(name, strlen(name), type)) >= 0)
+	if (strchr(name, ',') && (rc = connect_one(name, strlen(name), type, timeout_ms)) >= 0)
 		return rc;
 	while (sonde__ipc_addr_list_next(name, &pos, &one, &n)) {
-		rc = connect_one(one, n, type);
+		rc = connect_one(one, n, type, timeout_ms);
 		if (rc >= 0)
 			return rc;
 	}

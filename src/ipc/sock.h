@@ -36,7 +36,8 @@ int sonde__ipc_listen(const char *name);
  * mode (0: leave it to the umask) and group (-1: leave it) before it listens. Abstract
  * names have no permissions and ignore both. bound (may be NULL) receives the socket
  * file's inode, for sonde__ipc_unlink_bound. */
-int sonde__ipc_listen_perm(const char *name, int type, unsigned mode, long gid, struct ipc_bound *bound);
+int sonde__ipc_listen_perm(const char *name, int type, unsigned mode, long gid,
+			   struct ipc_bound *bound);
 /* Unlinks the socket file name if it is still the inode recorded in *bound, never a file
  * that replaced it; then marks *bound invalid. */
 void sonde__ipc_unlink_bound(const char *name, struct ipc_bound *bound);
@@ -46,6 +47,9 @@ void sonde__ipc_unlink_bound(const char *name, struct ipc_bound *bound);
 int sonde__ipc_connect(const char *name);
 /* The same for a socket type (SOCK_STREAM, SOCK_SEQPACKET). */
 int sonde__ipc_connect_type(const char *name, int type);
+/* The same, each connect giving up after timeout_ms (0: when the kernel does) with
+ * -ETIMEDOUT: for a caller that must not block long on a host that does not answer. */
+int sonde__ipc_connect_timeout(const char *name, int type, int timeout_ms);
 
 /* Whether fd is an AF_UNIX socket (else TCP or vsock: no peer credentials, no fds). */
 bool sonde__ipc_is_unix(int fd);

@@ -155,6 +155,20 @@ static int decode_sample(struct cur c, const struct perf_layout *l, struct perf_
 		s->callchain_nr = nr;
 		c.p += nr * 8;
 	}
+	if (t & PERF_SAMPLE_RAW) {
+		/* a u32 size, the data, padding to 8 bytes (the size counts the data only) */
+		uint32_t size;
+		if (c.end - c.p < 4)
+			return -SONDE_E_TRUNCATED;
+		memcpy(&size, c.p, 4);
+		if (size > (uint64_t)(c.end - c.p) - 4)
+			return -SONDE_E_FORMAT;
+		s->raw = c.p + 4;
+		s->raw_size = size;
+		c.p += ((uint64_t)size + 4 + 7) & ~7ull;
+		if (c.p > c.end)
+			return -SONDE_E_FORMAT;
+	}
 	if (t & PERF_SAMPLE_REGS_USER)
 		decode_regs(&c, l->regs_mask, s);
 	if (t & PERF_SAMPLE_STACK_USER) {
@@ -242,7 +256,8 @@ static void decode_body(struct cur *c, uint32_t type, uint16_t misc, struct perf
 	}
 }
 
-int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct perf_rec *out)
+int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
+		       struct perf_rec *out)
 {
 	struct perf_event_header h;
 
@@ -271,7 +286,8 @@ int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
 	return 0;
 }
 
-int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l, uint64_t *time)
+int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l,
+			    uint64_t *time)
 {
 	struct perf_event_header h;
 	uint64_t t = l->sample_type;

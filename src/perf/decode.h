@@ -17,7 +17,7 @@
 #define PERF_DECODE_SAMPLE_TYPES                                                                   \
 	(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |            \
 	 PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |           \
-	 PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
+	 PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_RAW | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
 
 /* perf's x86-64 user registers: AX..IP and R8..R15 (the segment registers and flags are
  * not needed for unwinding, and the kernel refuses DS/ES/FS/GS in a 64-bit mask). */
@@ -38,6 +38,10 @@ struct perf_sample {
 	 * memcpy), context markers (PERF_CONTEXT_*) included. */
 	const uint8_t *callchain;
 	uint64_t callchain_nr;
+	/* PERF_SAMPLE_RAW: a tracepoint's record (common_type first), raw_size bytes; other
+	 * events write 4 zero bytes */
+	const uint8_t *raw;
+	uint32_t raw_size;
 	struct unwind_regs regs;
 	const uint8_t *stack; /* the copied user stack, stack_len valid bytes */
 	uint64_t stack_len;
@@ -93,7 +97,8 @@ int sonde__perf_layout_check(const struct perf_layout *l);
 /* Decodes one record. Returns 0, or -SONDE_E_FORMAT / -SONDE_E_TRUNCATED when the record
  * does not fit its declared layout. Record types the recorder never requests decode to their
  * header and trailer only. */
-int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l, struct perf_rec *out);
+int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
+		       struct perf_rec *out);
 
 /* Copies a SAMPLE record to out without the unused part of its user stack copy (the kernel
  * reserves the whole requested size in every record; the valid part is usually a small
@@ -103,6 +108,7 @@ int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
 int sonde__perf_sample_compact(const void *rec, size_t len, const struct perf_layout *l, void *out);
 
 /* Just the timestamp (for sorting before a full decode); -SONDE_E_FORMAT when absent. */
-int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l, uint64_t *time);
+int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l,
+			    uint64_t *time);
 
 #endif

@@ -16,14 +16,16 @@
 #include "perf/decode.h"
 
 enum perf_kind {
-	PERF_KIND_CYCLES,    /* hardware cycles: needs a PMU */
-	PERF_KIND_CPU_CLOCK, /* software hrtimer: works everywhere, including VMs without PMU */
+	PERF_KIND_CYCLES,     /* hardware cycles: needs a PMU */
+	PERF_KIND_CPU_CLOCK,  /* software hrtimer: works everywhere, including VMs without PMU */
+	PERF_KIND_TRACEPOINT, /* a tracepoint (perf_event_cfg.tracepoint), counted in hits */
 };
 
 struct perf_event_cfg {
 	enum perf_kind kind;
 	uint64_t freq;	       /* samples per second */
-	uint64_t period;       /* a fixed period instead, when not 0 */
+	uint64_t period;       /* a fixed period instead, when not 0 (tracepoints: 0 is 1) */
+	uint64_t tracepoint;   /* PERF_KIND_TRACEPOINT: its id (sonde__perf_tracepoint_id) */
 	uint32_t stack_bytes;  /* user stack copied per sample, a multiple of 8 */
 	bool disabled;	       /* created disabled */
 	bool enable_on_exec;   /* enabled by the kernel when the task execs */
@@ -32,6 +34,14 @@ struct perf_event_cfg {
 	bool kernel;	  /* sample in the kernel too, with the kernel callchain */
 	bool no_children; /* only threads inherit the events, not forked processes (5.13+) */
 	bool cpu_wide;	  /* one event per CPU for every task: nothing to inherit */
+	bool raw;	  /* PERF_SAMPLE_RAW in every event (off-CPU recordings' common layout) */
+	/* An event beside the recording's own (off-CPU's sched_switch and sched_waking): this
+	 * tracepoint's id (PERF_TYPE_TRACEPOINT config), sampled at every hit, in the kernel,
+	 * without the side band (the recording's own event has it). */
+	uint64_t side_tracepoint;
+	bool context_switch;	  /* PERF_RECORD_SWITCH records of the task (attr.context_switch) */
+	bool no_kernel_callchain; /* a tracepoint whose kernel stack is not wanted */
+	bool no_inherit;  /* the task's own events only: nothing it creates inherits them */
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at
@@ -50,6 +60,9 @@ void sonde__perf_event_layout_cfg(struct perf_layout *l, const struct perf_event
 int sonde__perf_open(struct perf_event_attr *a, pid_t pid, int cpu);
 /* Routes fd's records into target's ring (same CPU). 0 or -errno. */
 int sonde__perf_set_output(int fd, int target);
+/* A tracepoint event's filter (PERF_EVENT_IOC_SET_FILTER, ftrace's filter syntax). 0 or
+ * -errno (-EINVAL: the kernel refused the expression). */
+int sonde__perf_set_filter(int fd, const char *filter);
 int sonde__perf_enable(int fd);
 int sonde__perf_disable(int fd);
 /* The samples this event could not write (read_lost events only). 0 or -errno. */
@@ -64,5 +77,14 @@ int sonde__perf_max_sample_rate(uint64_t *out);
 int sonde__perf_online_cpus(int **cpus, size_t *n);
 /* Parses a CPU list such as "0-3,8,10-11" (buf, len); at most max entries. Count or -errno. */
 int sonde__perf_parse_cpu_list(const char *buf, size_t len, int *cpus, size_t max);
+
+/* The id of tracepoint GROUP:NAME (PERF_TYPE_TRACEPOINT's config), read from
+ * TRACEFS/events/GROUP/NAME/id. tracefs NULL finds the mount: /sys/kernel/tracing, then
+ * /sys/kernel/debug/tracing. Returns the id, or -EINVAL for a name that is empty or holds
+ * '/' or "..", -ENODEV when no tracefs is mounted (or tracefs has no events/), -EACCES
+ * when it is but this user may not search it (root's 0700 by default), -ENOENT
+ * for no such event, -SONDE_E_FORMAT for an id file that is not a number, or open's
+ * -errno (-EACCES: tracefs is not readable by this user). */
+int sonde__perf_tracepoint_id(const char *tracefs, const char *group, const char *name);
 
 #endif

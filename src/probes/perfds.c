@@ -35,6 +35,7 @@
 #include "base/buf.h"
 #include "base/pb.h"
 #include "export/perfetto.h"
+#include "perf/event.h"
 #include "probes/perfds.h"
 #include "probes/probes.h"
 #include "proc/perfauth.h"
@@ -142,14 +143,6 @@ static int rec_write(void *ctx, const void *buf, size_t len)
 	return sonde__pf_enc_feed(in->enc, buf, len);
 }
 
-static uint64_t rec_frequency(const struct perfds_cfg *c)
-{
-	/* a cpu-clock period is nanoseconds of CPU time: the same as its frequency */
-	if (c->period)
-		return c->period >= 1000000000ull ? 1 : 1000000000ull / c->period;
-	return c->frequency;
-}
-
 /* After the first attach: the effective event decides the timebase the encoder writes;
  * fallbacks are said in the trace. */
 static int start_encoder(struct inst *in)
@@ -158,7 +151,9 @@ static int start_encoder(struct inst *in)
 	uint32_t counter = in->cfg.counter;
 
 	sonde_recorder__summary(in->rec, &sum);
-	if (counter == PERFDS_COUNTER_HW_CPU_CYCLES && strcmp(sum.event, "cycles") != 0) {
+	if (in->cfg.tracepoint)
+		counter = 0; /* the timebase is the tracepoint */
+	else if (counter == PERFDS_COUNTER_HW_CPU_CYCLES && strcmp(sum.event, "cycles") != 0) {
 		note(in, LOG_PRIO_WARN, 0,
 		     "HW_CPU_CYCLES is not available here (%s): sampling SW_CPU_CLOCK instead",
 		     sum.cycles_error ? sonde_strerror(sum.cycles_error) : "no CPU PMU");
@@ -175,6 +170,8 @@ static int start_encoder(struct inst *in)
 		.frequency = in->cfg.period ? 0 : in->cfg.frequency,
 		.period = in->cfg.period,
 		.counter = counter,
+		.tracepoint = in->cfg.tracepoint,
+		.tracepoint_filter = in->cfg.tracepoint_filter,
 		.sym = in->pd->sym,
 		.live_proc = true,
 		/* KERNEL_FRAME_POINTER without the right to kernel frames: the user part, as
@@ -207,27 +204,40 @@ static const char *missing_caps(int rc)
 	       "kernel.perf_event_paranoid <= 1)";
 }
 
+/* The recorder's options for this instance's config and consumer. */
+static struct sonde_record_opts rec_opts(struct inst *in)
+{
+	bool want_kernel =
+		in->cfg.kernel_frames || in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
+	struct sonde_record_opts o = {
+		.sz = sizeof(o),
+		/* a period goes to the kernel as it is (perf_event_attr.sample_period): as a
+		 * frequency it would come back rounded to 1e9 / (1e9 / period); a tracepoint
+		 * ignores the frequency and counts hits, every one without a period */
+		.frequency = in->cfg.period ? 1 : in->cfg.frequency,
+		.sample_period = in->cfg.period,
+		.ring_pages = in->cfg.ring_pages,
+		.event = in->cfg.counter == PERFDS_COUNTER_HW_CPU_CYCLES
+				 ? SONDE_RECORD_EVENT_CYCLES
+				 : SONDE_RECORD_EVENT_CPU_CLOCK,
+		.kernel = want_kernel && in->kernel_ok,
+		.no_buildid_cache = true,
+		.frame_pointers_only = in->cfg.user_frames == PERFDS_UNWIND_FRAME_POINTER,
+		.exec_check = exec_check,
+		.exec_check_ctx = in,
+		.tracepoint = in->cfg.tracepoint,
+		.tracepoint_filter = in->cfg.tracepoint_filter,
+	};
+	return o;
+}
+
 /* Attaches pid (the first one creates the recorder). 0, or -errno once said in the trace. */
 static int attach(struct inst *in, pid_t pid)
 {
 	int rc;
 
 	if (!in->rec) {
-		bool want_kernel = in->cfg.kernel_frames ||
-				   in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
-		struct sonde_record_opts o = {
-			.sz = sizeof(o),
-			.frequency = rec_frequency(&in->cfg),
-			.ring_pages = in->cfg.ring_pages,
-			.event = in->cfg.counter == PERFDS_COUNTER_HW_CPU_CYCLES
-					 ? SONDE_RECORD_EVENT_CYCLES
-					 : SONDE_RECORD_EVENT_CPU_CLOCK,
-			.kernel = want_kernel && in->kernel_ok,
-			.no_buildid_cache = true,
-			.frame_pointers_only = in->cfg.user_frames == PERFDS_UNWIND_FRAME_POINTER,
-			.exec_check = exec_check,
-			.exec_check_ctx = in,
-		};
+		struct sonde_record_opts o = rec_opts(in);
 		in->rec =
 			sonde_recorder__attach_writer(pid, rec_write, in, SONDE_ATTACH_RUNNING, &o);
 		if (!in->rec) {
@@ -276,8 +286,8 @@ static int authorize(struct inst *in, int pidfd, pid_t pid, struct perfauth_targ
 	return rc;
 }
 
-static void refuse(struct inst *in, pid_t pid, const struct perfauth_target *t,
-		   const char *what, const char *why)
+static void refuse(struct inst *in, pid_t pid, const struct perfauth_target *t, const char *what,
+		   const char *why)
 {
 	char comm[32];
 
@@ -415,6 +425,98 @@ static void prune_targets(struct inst *in)
 	}
 }
 
+/* The config's tracepoint exists here: checked before anything is opened, so that the
+ * trace says which name is wrong rather than what perf_event_open answered. */
+static bool tracepoint_exists(struct inst *in)
+{
+	char group[128];
+	const char *colon = strchr(in->cfg.tracepoint, ':');
+
+	snprintf(group, sizeof(group), "%.*s", (int)(colon - in->cfg.tracepoint),
+		 in->cfg.tracepoint);
+	int id = sonde__perf_tracepoint_id(NULL, group, colon + 1);
+	if (id >= 0)
+		return true;
+	if (id == -ENOENT)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "config refused: unknown tracepoint %s (tracefs has no events/%s/%s)",
+		     in->cfg.tracepoint, group, colon + 1);
+	else if (id == -ENODEV)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "config refused: tracepoint %s: tracefs is not mounted "
+		     "(at /sys/kernel/tracing or /sys/kernel/debug/tracing)",
+		     in->cfg.tracepoint);
+	else if (id == -EACCES)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "config refused: tracepoint %s: tracefs is not readable by the probes' user",
+		     in->cfg.tracepoint);
+	else
+		note(in, LOG_PRIO_ERROR, 0, "config refused: tracepoint %s: %s", in->cfg.tracepoint,
+		     sonde_strerror(id));
+	return false;
+}
+
+/* ---- system-wide ---- */
+
+/* The recorder's process_check in a system-wide session: the exclusions, then the
+ * authorization rule for this consumer, through a pidfd as for a named target. A process
+ * gone by the time its records are read cannot be checked, so it is left out. */
+static bool system_check(void *ctx, pid_t pid)
+{
+	struct inst *in = ctx;
+	struct perfauth_target t;
+	const char *why;
+
+	if (pid == getpid() || !sonde__perfds_is_target(&in->cfg, pid))
+		return false;
+	if (in->any)
+		return true;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		return false;
+	int rc = authorize(in, pidfd, pid, &t, &why);
+	close(pidfd);
+	return rc == 0 && !why;
+}
+
+/* Whether the rule lets the consumer profile every process (CAP_SYS_PTRACE, and Yama
+ * not at 3): then a system-wide session needs no check of each process, and records
+ * those that exit before their records are read too. */
+static bool may_profile_all(const struct inst *in)
+{
+	return in->any || (in->who.caps_known && (in->who.cap_eff >> PERFAUTH_CAP_SYS_PTRACE & 1) &&
+			   in->yama_scope < 3);
+}
+
+/* No target in the config: per-CPU events for every task (sonde_recorder__attach_system),
+ * of which the consumer gets the processes it may profile. */
+static void start_system(struct inst *in)
+{
+	struct sonde_record_opts o = rec_opts(in);
+	bool all = may_profile_all(in) && !in->cfg.n_exclude_pids && !in->cfg.n_exclude_cmdlines;
+
+	o.exec_check = NULL; /* system-wide: the process check is asked again at exec */
+	o.process_check = all ? NULL : system_check;
+	o.process_check_ctx = in;
+	in->rec = sonde_recorder__attach_system_writer(rec_write, in, &o);
+	if (!in->rec) {
+		int rc = -errno;
+		sonde__buf_free(&in->pre);
+		note(in, LOG_PRIO_ERROR, 0, "cannot sample system-wide: %s%s", sonde_strerror(rc),
+		     missing_caps(rc));
+		return;
+	}
+	if (!may_profile_all(in))
+		note(in, LOG_PRIO_WARN, 0,
+		     "system-wide for consumer uid %u: only the processes it may profile (its "
+		     "own uid and gid, dumpable) are recorded",
+		     (unsigned)in->who.uid);
+	in->ever_attached = true;
+	if (start_encoder(in) < 0)
+		note(in, LOG_PRIO_ERROR, 0, "cannot encode the samples: %s",
+		     sonde_strerror(-errno));
+}
+
 static void scan(struct inst *in)
 {
 	prune_targets(in);
@@ -468,9 +570,14 @@ static void drain(struct inst *in, bool finish)
 		sonde_warn("linux.perf: recording failed: %s", sonde_strerror(rc));
 	if (in->enc && sum.lost_events > in->lost_reported) {
 		sonde__pf_enc_lost(in->enc, clock_ns(CLOCK_MONOTONIC),
-			    sum.lost_events - in->lost_reported);
+				   sum.lost_events - in->lost_reported);
 		in->lost_reported = sum.lost_events;
 	}
+	if (finish && in->cfg.system_wide && sum.processes_refused)
+		note(in, LOG_PRIO_WARN, 0,
+		     "system-wide: %u processes left out (excluded, or not the consumer's to "
+		     "profile)",
+		     sum.processes_refused);
 	if (finish) {
 		sonde_recorder__free(in->rec);
 		in->rec = NULL;
@@ -491,7 +598,8 @@ static void check_guardrail(struct inst *in)
 	in->guardrail_hit = true;
 	drain(in, true);
 	if (in->enc)
-		sonde__pf_enc_stop_event(in->enc, clock_ns(CLOCK_MONOTONIC), PF_STOP_REASON_GUARDRAIL);
+		sonde__pf_enc_stop_event(in->enc, clock_ns(CLOCK_MONOTONIC),
+					 PF_STOP_REASON_GUARDRAIL);
 	note(in, LOG_PRIO_WARN, 0,
 	     "stopped: sonde probes uses %llu KiB, above max_daemon_memory_kb %llu (guardrail)",
 	     (unsigned long long)kb, (unsigned long long)in->cfg.max_daemon_memory_kb);
@@ -525,7 +633,7 @@ static struct inst *inst_new(struct perfds *pd, uint64_t id, const void *cfg, si
 	in->id = id;
 	in->cfg_err = sonde__perfds_cfg_parse(cfg, len, &in->cfg, in->err, sizeof(in->err));
 	int rc = sonde__probes_consumer(pd->core, cfg, len, &in->who, &in->any, in->who_desc,
-				 sizeof(in->who_desc));
+					sizeof(in->who_desc));
 	if (!in->cfg_err && rc < 0) {
 		in->cfg_err = rc;
 		snprintf(in->err, sizeof(in->err), "%s", in->who_desc);
@@ -559,8 +667,8 @@ static void authorize_kernel(struct inst *in)
 {
 	/* unreadable: the kernel's strictest default */
 	int paranoid = sonde__perfauth_sysctl("kernel/perf_event_paranoid", 2);
-	bool want = in->cfg.kernel_frames ||
-		    in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
+	bool want =
+		in->cfg.kernel_frames || in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER;
 
 	in->kernel_ok = in->any || sonde__perfauth_may_see_kernel(&in->who, paranoid);
 	if (want && !in->kernel_ok)
@@ -603,13 +711,30 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 	authorize_kernel(in);
 	/* Yama restricts attaching; without it (no such file) nothing is restricted. */
 	in->yama_scope = sonde__perfauth_sysctl("kernel/yama/ptrace_scope", 0);
-	scan(in);
+	if (in->cfg.tracepoint && !in->kernel_ok) {
+		/* perf_event_open asks perf_allow_kernel of any event that samples in the
+		 * kernel, as a tracepoint does: the consumer could not open it itself */
+		note(in, LOG_PRIO_ERROR, 0,
+		     "config refused: a tracepoint timebase is not permitted for consumer uid %u "
+		     "(it needs CAP_PERFMON or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1)",
+		     (unsigned)in->who.uid);
+		in->cfg_err = -EPERM;
+		return;
+	}
+	if (in->cfg.tracepoint && !tracepoint_exists(in)) {
+		in->cfg_err = -ENOENT;
+		return;
+	}
+	if (in->cfg.system_wide)
+		start_system(in);
+	else
+		scan(in);
 	uint64_t now = now_ms();
 	in->next_read_ms = now + in->cfg.read_period_ms;
 	in->next_scan_ms = now + RESCAN_MS;
 	/* Listed pids are all there is; a process chosen by cmdline may start later, and
 	 * only the end of the session says whether none did (on_stop). */
-	if (!in->ever_attached && !in->cfg.n_cmdlines)
+	if (!in->ever_attached && !in->cfg.n_cmdlines && !in->cfg.system_wide)
 		note(in, LOG_PRIO_ERROR, 0, "no process to profile: nothing is recorded");
 	check_guardrail(in);
 }

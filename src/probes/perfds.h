@@ -12,7 +12,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-
 /* ---- configuration (perfds_cfg.c) ---- */
 
 /* PerfEvents.Counter and PerfEventConfig.UnwindMode values. */
@@ -40,15 +39,20 @@ struct perfds_cfg {
 	size_t n_pids, n_exclude_pids;
 	char **cmdlines, **exclude_cmdlines; /* patterns (see sonde__perfds_cmdline_match) */
 	size_t n_cmdlines, n_exclude_cmdlines;
+	/* No target_pid or target_cmdline: every process (the exclusions still apply) */
+	bool system_wide;
+	/* timebase.tracepoint: "GROUP:NAME" (a '/' given is turned into ':'), and its
+	 * filter; NULL for a counter. With a tracepoint, period is at least 1 (every hit). */
+	char *tracepoint, *tracepoint_filter;
 };
 
 /* Parses a DataSourceConfig (bytes from the consumer, via the service) into *c. The
  * service-owned fields win as the service appends them last. Returns 0, or -EINVAL with a
  * one-line reason in err for a config this data source refuses (ring_buffer_pages not a
- * power of two, a tracepoint or raw timebase, no target...), or -SONDE_E_FORMAT for
+ * power of two, a raw or polled timebase, a frequency on a tracepoint...), or -SONDE_E_FORMAT for
  * malformed bytes. *c must be freed with sonde__perfds_cfg_free in every case. */
 int sonde__perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_cfg *c, char *err,
-		     size_t err_len);
+			    size_t err_len);
 void sonde__perfds_cfg_free(struct perfds_cfg *c);
 
 /* Whether a /proc/PID/cmdline (len bytes, NUL-separated) matches a target_cmdline or
@@ -58,7 +62,7 @@ void sonde__perfds_cfg_free(struct perfds_cfg *c);
  * At most 511 bytes of argv0 count. */
 bool sonde__perfds_cmdline_match(const char *pattern, const char *cmdline, size_t len);
 /* Whether process pid is a target of c: listed by pid, or its cmdline matches a target
- * pattern, and neither excluded by pid nor by an exclude pattern. */
+ * pattern (or c is system-wide), and neither excluded by pid nor by an exclude pattern. */
 bool sonde__perfds_is_target(const struct perfds_cfg *c, pid_t pid);
 
 #endif

@@ -34,6 +34,8 @@ enum {
 	TB_COUNTER = 4,
 	TB_RAW_EVENT = 5,
 	TB_POLL_PERIOD_MS = 6,
+	TP_NAME = 1,
+	TP_FILTER = 2,
 	CS_SCOPE = 1,
 	CS_KERNEL_FRAMES = 2,
 	CS_USER_FRAMES = 3,
@@ -47,11 +49,17 @@ enum {
 	MAX_RING_PAGES = 1 << 16,
 	/* perf_event_config.proto: "at most 511 characters of cmdline are considered" */
 	CMDLINE_MAX = 511,
+	/* tracefs names are short (the longest group and event names are under 64 bytes);
+	 * a filter is an expression over a few fields */
+	TRACEPOINT_NAME_MAX = 127,
+	TRACEPOINT_FILTER_MAX = 4095,
 };
 
 /* What the message holds, before the precedence rules are applied. */
 struct raw {
 	bool has_timebase, has_callstack, tracepoint, raw_event, poll;
+	bool tp_too_long, tp_has_nul;
+	char *tp_name, *tp_filter; /* owned until resolve hands them to the config */
 	uint64_t tb_period, tb_frequency, legacy_frequency;
 	uint32_t counter, user_frames, ring_pages, read_period_ms;
 	uint64_t max_mem_kb;
@@ -108,7 +116,8 @@ static int add_cmdline(char ***v, size_t *n, const struct pb_field *f)
 	if (!nv)
 		return -ENOMEM;
 	*v = nv;
-	if (!(nv[*n] = sonde__strndup((const char *)f->ptr, f->len < CMDLINE_MAX ? f->len : CMDLINE_MAX)))
+	if (!(nv[*n] = sonde__strndup((const char *)f->ptr,
+				      f->len < CMDLINE_MAX ? f->len : CMDLINE_MAX)))
 		return -ENOMEM;
 	(*n)++;
 	return 0;
@@ -143,13 +152,48 @@ static int parse_scope(struct perfds_cfg *t, struct pb_reader r)
 	return err ? err : rc;
 }
 
+/* A string field kept whole; too long or holding a NUL is said by resolve. */
+static int take_str(char **dst, const struct pb_field *f, size_t max, struct raw *w)
+{
+	if (f->wire != PB_LEN)
+		return -SONDE_E_FORMAT;
+	if (f->len > max) {
+		w->tp_too_long = true;
+		return 0;
+	}
+	if (memchr(f->ptr, 0, f->len))
+		w->tp_has_nul = true;
+	char *s = sonde__strndup((const char *)f->ptr, f->len);
+	if (!s)
+		return -ENOMEM;
+	sonde__free(*dst);
+	*dst = s;
+	return 0;
+}
+
+static int parse_tracepoint(struct raw *w, struct pb_reader r)
+{
+	struct pb_field f;
+	int rc, err = 0;
+
+	w->tracepoint = true;
+	w->counter = 0, w->raw_event = false;
+	while (!err && (rc = sonde__pb_next(&r, &f)) > 0) {
+		if (f.num == TP_NAME)
+			err = take_str(&w->tp_name, &f, TRACEPOINT_NAME_MAX, w);
+		else if (f.num == TP_FILTER)
+			err = take_str(&w->tp_filter, &f, TRACEPOINT_FILTER_MAX, w);
+	}
+	return err ? err : rc;
+}
+
 static int parse_timebase(struct raw *w, struct pb_reader r)
 {
 	struct pb_field f;
-	int rc;
+	int rc, err = 0;
 
 	w->has_timebase = true;
-	while ((rc = sonde__pb_next(&r, &f)) > 0) {
+	while (!err && (rc = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == TB_PERIOD && f.wire == PB_VARINT)
 			w->tb_period = f.u, w->tb_frequency = 0, w->poll = false;
 		else if (f.num == TB_FREQUENCY && f.wire == PB_VARINT)
@@ -159,11 +203,11 @@ static int parse_timebase(struct raw *w, struct pb_reader r)
 		else if (f.num == TB_COUNTER && f.wire == PB_VARINT)
 			w->counter = (uint32_t)f.u, w->tracepoint = w->raw_event = false;
 		else if (f.num == TB_TRACEPOINT)
-			w->tracepoint = true;
+			err = f.wire == PB_LEN ? parse_tracepoint(w, pb_sub(&f)) : -SONDE_E_FORMAT;
 		else if (f.num == TB_RAW_EVENT)
-			w->raw_event = true;
+			w->raw_event = true, w->tracepoint = false, w->counter = 0;
 	}
-	return rc;
+	return err ? err : rc;
 }
 
 static int parse_callstack(struct raw *w, struct pb_reader r)
@@ -239,29 +283,45 @@ static void move_targets(struct perfds_cfg *c, struct perfds_cfg *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* traced_perf's precedence: a timebase replaces the flat sampling_frequency, and a
- * callstack_sampling message replaces the flat targets and kernel_frames. */
-static int resolve(struct raw *w, struct perfds_cfg *c, char *err, size_t err_len)
+/* A tracepoint timebase: "group/name" or "group:name" (perf_events.proto), kept as
+ * GROUP:NAME; a period in hits, every one without it. Its name is checked against
+ * tracefs when the recording starts. */
+static int resolve_tracepoint(struct raw *w, struct perfds_cfg *c, char *err, size_t err_len)
 {
-	move_targets(c, &w->t[w->has_callstack ? 1 : 0]);
-	c->kernel_frames = w->has_callstack ? w->cs_kernel : w->legacy_kernel;
-	c->user_frames = w->user_frames;
-	c->counter = w->counter ? w->counter : PERFDS_COUNTER_SW_CPU_CLOCK;
-	c->frequency = w->has_timebase ? w->tb_frequency : w->legacy_frequency;
-	c->period = w->has_timebase ? w->tb_period : 0;
-	if (!c->frequency && !c->period)
-		c->frequency = DEFAULT_FREQUENCY;
-	c->ring_pages = w->ring_pages;
-	c->read_period_ms = w->read_period_ms ? w->read_period_ms : DEFAULT_READ_PERIOD_MS;
-	c->max_daemon_memory_kb = w->max_mem_kb;
-	if (w->tracepoint || w->raw_event || w->poll) {
-		set_err(err, err_len, "%s timebases are not supported: use a counter",
-			w->tracepoint  ? "tracepoint"
-			: w->raw_event ? "raw event"
-				       : "polled");
+	const char *n = w->tp_name;
+	size_t g = n ? strcspn(n, ":/") : 0;
+
+	if (w->tp_too_long || w->tp_has_nul) {
+		set_err(err, err_len, "tracepoint name or filter is too long or holds a NUL");
 		return -EINVAL;
 	}
-	if (c->counter != PERFDS_COUNTER_SW_CPU_CLOCK &&
+	if (!n || !n[g] || g == 0 || !n[g + 1] || strpbrk(n + g + 1, ":/") || strstr(n, "..")) {
+		set_err(err, err_len, "tracepoint name \"%.64s\" is not group/name or group:name",
+			n ? n : "");
+		return -EINVAL;
+	}
+	if (w->tb_frequency) {
+		set_err(err, err_len,
+			"a frequency on a tracepoint timebase is not supported: set period (or "
+			"nothing, for every hit)");
+		return -EINVAL;
+	}
+	c->tracepoint = w->tp_name;
+	c->tracepoint[g] = ':';
+	c->tracepoint_filter = w->tp_filter && w->tp_filter[0] ? w->tp_filter : NULL;
+	if (!c->tracepoint_filter)
+		sonde__free(w->tp_filter);
+	w->tp_name = w->tp_filter = NULL;
+	c->counter = 0;
+	c->frequency = 0;
+	c->period = w->tb_period ? w->tb_period : 1;
+	return 0;
+}
+
+/* What every timebase shares: ring, unwinding, targets. */
+static int resolve_rest(struct perfds_cfg *c, char *err, size_t err_len)
+{
+	if (c->counter && c->counter != PERFDS_COUNTER_SW_CPU_CLOCK &&
 	    c->counter != PERFDS_COUNTER_HW_CPU_CYCLES) {
 		set_err(err, err_len,
 			"counter %u is not supported: use SW_CPU_CLOCK or HW_CPU_CYCLES",
@@ -293,17 +353,42 @@ static int resolve(struct raw *w, struct perfds_cfg *c, char *err, size_t err_le
 			bad);
 		return -EINVAL;
 	}
-	if (!c->n_pids && !c->n_cmdlines) {
-		set_err(err, err_len,
-			"no target: set target_pid or target_cmdline (system-wide sampling is not "
-			"supported)");
-		return -EINVAL;
-	}
+	/* no target: every process, as traced_perf samples without a scope */
+	c->system_wide = !c->n_pids && !c->n_cmdlines;
 	return 0;
 }
 
+/* traced_perf's precedence: a timebase replaces the flat sampling_frequency, and a
+ * callstack_sampling message replaces the flat targets and kernel_frames. */
+static int resolve(struct raw *w, struct perfds_cfg *c, char *err, size_t err_len)
+{
+	move_targets(c, &w->t[w->has_callstack ? 1 : 0]);
+	c->kernel_frames = w->has_callstack ? w->cs_kernel : w->legacy_kernel;
+	c->user_frames = w->user_frames;
+	c->counter = w->counter ? w->counter : PERFDS_COUNTER_SW_CPU_CLOCK;
+	c->frequency = w->has_timebase ? w->tb_frequency : w->legacy_frequency;
+	c->period = w->has_timebase ? w->tb_period : 0;
+	if (!c->frequency && !c->period)
+		c->frequency = DEFAULT_FREQUENCY;
+	c->ring_pages = w->ring_pages;
+	c->read_period_ms = w->read_period_ms ? w->read_period_ms : DEFAULT_READ_PERIOD_MS;
+	c->max_daemon_memory_kb = w->max_mem_kb;
+	if (w->raw_event || w->poll) {
+		set_err(err, err_len,
+			"%s timebases are not supported: use a counter or a tracepoint",
+			w->raw_event ? "raw event" : "polled");
+		return -EINVAL;
+	}
+	if (w->tracepoint) {
+		int rc = resolve_tracepoint(w, c, err, err_len);
+		if (rc)
+			return rc;
+	}
+	return resolve_rest(c, err, err_len);
+}
+
 int sonde__perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_cfg *c, char *err,
-		     size_t err_len)
+			    size_t err_len)
 {
 	struct pb_reader r = pb_reader_init(ds_config, len);
 	struct raw w = {0};
@@ -327,6 +412,8 @@ int sonde__perfds_cfg_parse(const uint8_t *ds_config, size_t len, struct perfds_
 		set_err(err, err_len, "malformed perf_event_config: %s", sonde_strerror(rc));
 	for (int i = 0; i < 2; i++)
 		sonde__perfds_cfg_free(&w.t[i]);
+	sonde__free(w.tp_name);
+	sonde__free(w.tp_filter);
 	return rc;
 }
 
@@ -345,6 +432,8 @@ void sonde__perfds_cfg_free(struct perfds_cfg *c)
 	sonde__free(c->exclude_pids);
 	free_strs(c->cmdlines, c->n_cmdlines);
 	free_strs(c->exclude_cmdlines, c->n_exclude_cmdlines);
+	sonde__free(c->tracepoint);
+	sonde__free(c->tracepoint_filter);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -413,7 +502,7 @@ bool sonde__perfds_is_target(const struct perfds_cfg *c, pid_t pid)
 
 	if (has_pid(c->exclude_pids, c->n_exclude_pids, pid))
 		return false;
-	bool by_pid = has_pid(c->pids, c->n_pids, pid);
+	bool by_pid = c->system_wide || has_pid(c->pids, c->n_pids, pid);
 	if (!c->n_cmdlines && !c->n_exclude_cmdlines)
 		return by_pid;
 	len = read_proc(pid, "cmdline", raw, sizeof(raw));

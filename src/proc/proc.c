@@ -282,6 +282,42 @@ int sonde__proc_status_parse_uids(const char *buf, size_t len, uid_t *ruid, uid_
 	return -SONDE_E_FORMAT;
 }
 
+int sonde__proc_status_parse_tgid(const char *buf, size_t len, pid_t *tgid)
+{
+	const char *p = buf, *end = buf + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		if (le - p > 5 && memcmp(p, "Tgid:", 5) == 0) {
+			uint64_t v;
+			const char *q = p + 5;
+			while (q < le && (*q == '\t' || *q == ' '))
+				q++;
+			if (!parse_u64(q, le, &v) || v == 0 || v > INT32_MAX)
+				return -SONDE_E_FORMAT;
+			*tgid = (pid_t)v;
+			return 0;
+		}
+		p = nl ? nl + 1 : end;
+	}
+	return -SONDE_E_FORMAT;
+}
+
+int sonde__proc_read_tgid(pid_t tid, pid_t *tgid)
+{
+	char path[64];
+	struct buf b = BUF_INIT;
+
+	/* /proc/TID is there for every thread, listed or not */
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	int err = sonde__proc_read_file(path, &b);
+	if (!err)
+		err = sonde__proc_status_parse_tgid((const char *)b.data, b.len, tgid);
+	sonde__buf_free(&b);
+	return err;
+}
+
 int sonde__proc_read_uids(pid_t pid, uid_t *ruid, uid_t *euid)
 {
 	char path[64];
@@ -339,7 +375,8 @@ static int hold_thread(struct proc_stopped *st, pid_t pid, pid_t tid)
 		if (err == -ESRCH)
 			return 0;
 		/* The kernel refuses to trace an exiting thread (EPERM), which never runs again. */
-		if (sonde__proc_stat_read(pid, tid, &ts) == -ESRCH || ts.state == 'Z' || ts.state == 'X')
+		if (sonde__proc_stat_read(pid, tid, &ts) == -ESRCH || ts.state == 'Z' ||
+		    ts.state == 'X')
 			return 0;
 		return err;
 	}
@@ -509,7 +546,8 @@ int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc
 		err = hold_all_threads(out, &deadline);
 	}
 	/* The pid could have been reused between the first read and the seize. */
-	if (!err && (err = sonde__proc_stat_read(pid, 0, &st)) == 0 && st.start_time != out->start_time)
+	if (!err && (err = sonde__proc_stat_read(pid, 0, &st)) == 0 &&
+	    st.start_time != out->start_time)
 		err = -ESRCH;
 	if (!err && !out->by_signal && out->n_held == 0)
 		err = -ESRCH; /* every thread exited while it was being seized */
@@ -520,11 +558,56 @@ int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc
 	return 0;
 }
 
+static int detach_held(struct proc_stopped *st);
+
+int sonde__proc_stop_thread(pid_t pid, pid_t tid, uint64_t start_time, int timeout_ms,
+			    struct proc_stopped *st)
+{
+	struct proc_stat ps, ts;
+	struct timespec deadline;
+	int err = sonde__proc_stat_read(pid, 0, &ps);
+
+	if (err)
+		return err;
+	if ((start_time && ps.start_time != start_time) || ps.state == 'Z' || ps.state == 'X')
+		return -ESRCH;
+	if ((err = sonde__proc_stat_read(pid, tid, &ts)) < 0)
+		return err;
+	if (ts.state == 'Z' || ts.state == 'X')
+		return -ESRCH;
+	if (st->n_held == 0 && !st->by_signal) {
+		st->pid = pid;
+		st->start_time = ps.start_time;
+	}
+	if (st->by_signal || held_find(st, tid) || ts.state == 'T' || ts.state == 't')
+		return 0; /* held already, or stopped by someone else: left to them */
+	if (ps.ppid == getpid()) {
+		/* the caller's own child: its whole group, with SIGSTOP (stop_by_signal) */
+		st->stopped_by_us = true;
+		return stop_by_signal(st, timeout_ms);
+	}
+	deadline_in(&deadline, timeout_ms);
+	size_t first = st->n_held;
+	err = hold_thread(st, pid, tid);
+	if (err == 0)
+		return -ESRCH; /* gone while it was being seized */
+	if (err > 0)
+		err = wait_held(st, &deadline);
+	if (!err && st->held[first].gone)
+		err = -ESRCH;
+	if (err && st->n_held > first) {
+		/* release this thread only, as sonde__proc_resume would */
+		struct proc_stopped one = {.pid = pid, .held = st->held + first, .n_held = 1};
+		detach_held(&one);
+		st->n_held = first;
+		return err;
+	}
+	st->stopped_by_us = true;
+	return err;
+}
+
 int sonde__proc_resume(struct proc_stopped *st)
 {
-	struct timespec deadline;
-	int first = 0;
-
 	if (!st)
 		return 0;
 	if (st->by_signal) {
@@ -535,8 +618,23 @@ int sonde__proc_resume(struct proc_stopped *st)
 			return alive;
 		return kill(st->pid, SIGCONT) < 0 ? -errno : 0;
 	}
-	/* Only a stopped tracee can be detached: after a failed sonde__proc_stop, a thread may still
-	 * be on its way to the interrupt stop. One still not there after a second (stuck in
+	int first = detach_held(st);
+
+	sonde__free(st->held);
+	st->held = NULL;
+	st->n_held = 0;
+	st->stopped_by_us = false;
+	return first;
+}
+
+/* Detaches every thread st holds (the array itself is the caller's). 0 or the first -errno. */
+static int detach_held(struct proc_stopped *st)
+{
+	struct timespec deadline;
+	int first = 0;
+
+	/* Only a stopped tracee can be detached: after a failed sonde__proc_stop, a thread may
+	 * still be on its way to the interrupt stop. One still not there after a second (stuck in
 	 * the kernel) stays traced: it stops when it leaves the kernel and runs on when this
 	 * process exits, which detaches it. */
 	deadline_in(&deadline, 1000);
@@ -556,9 +654,5 @@ int sonde__proc_resume(struct proc_stopped *st)
 			first = -errno;
 		}
 	}
-	sonde__free(st->held);
-	st->held = NULL;
-	st->n_held = 0;
-	st->stopped_by_us = false;
 	return first;
 }

@@ -40,6 +40,12 @@ int sonde__proc_read_comm(pid_t pid, pid_t tid, char *out, size_t cap);
 /* Real and effective uid from the text of /proc/PID/status. 0 or -SONDE_E_FORMAT. */
 int sonde__proc_status_parse_uids(const char *buf, size_t len, uid_t *ruid, uid_t *euid);
 int sonde__proc_read_uids(pid_t pid, uid_t *ruid, uid_t *euid);
+/* The process (thread group) of a thread, from the text of /proc/TID/status. 0 or
+ * -SONDE_E_FORMAT. */
+int sonde__proc_status_parse_tgid(const char *buf, size_t len, pid_t *tgid);
+/* The same from /proc/TID/status (which exists for every thread). 0 or -errno (-ESRCH: no
+ * such thread). */
+int sonde__proc_read_tgid(pid_t tid, pid_t *tgid);
 
 /* 1 when (pid, start_time) is alive (not a zombie), 0 when it exited or the pid was reused,
  * -errno when it cannot be determined (never guessed). start_time 0 skips the identity check. */
@@ -78,10 +84,18 @@ struct proc_stopped {
  * child of the calling process is stopped with SIGSTOP instead (proc.c says why), and
  * resumed with SIGCONT. Waits at most timeout_ms. start_time, when nonzero, must match (guards
  * against pid reuse). A process that was already stopped is left as it is. The calling thread
- * becomes the tracer: sonde__proc_resume must be called from it. 0 or -errno (-ESRCH: gone or reused,
- * -EPERM: ptrace refused (Yama ptrace_scope, no CAP_SYS_PTRACE, already traced), -ETIMEDOUT: some
- * thread did not stop; every thread is released again on failure). */
+ * becomes the tracer: sonde__proc_resume must be called from it. 0 or -errno (-ESRCH: gone or
+ * reused, -EPERM: ptrace refused (Yama ptrace_scope, no CAP_SYS_PTRACE, already traced),
+ * -ETIMEDOUT: some thread did not stop; every thread is released again on failure). */
 int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc_stopped *out);
+/* Stops thread tid of pid alone, as sonde__proc_stop stops each of a process's threads
+ * (PTRACE_SEIZE + PTRACE_INTERRUPT; a child of the caller is stopped whole, with SIGSTOP),
+ * adding it to st: zeroed, or holding other threads of pid already. A thread stopped by
+ * someone else is left alone. Waits at most timeout_ms. 0 or -errno (-ESRCH: the thread or
+ * the process (pid, start_time) is gone, -EPERM: ptrace refused); on failure st holds what
+ * it held before. */
+int sonde__proc_stop_thread(pid_t pid, pid_t tid, uint64_t start_time, int timeout_ms,
+			    struct proc_stopped *st);
 /* Detaches from every thread sonde__proc_stop holds (each receives the signal its stop
  * intercepted, if any), or sends SIGCONT to a child it stopped with SIGSTOP (if it is still
  * the same process), so the process runs on. Idempotent; a zeroed st is fine. 0 or -errno. */

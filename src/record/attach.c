@@ -42,6 +42,20 @@ static void kernel_denied(struct sonde_recorder *r, int err)
 	r->cfg.kernel = false;
 }
 
+int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu)
+{
+	int fd = sonde__perf_open(a, pid, cpu);
+
+	if (fd < 0 || !r->tracepoint_filter)
+		return fd;
+	int err = sonde__perf_set_filter(fd, r->tracepoint_filter);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want)
 {
 	struct perf_event_attr a;
@@ -49,7 +63,8 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 			  (want == SONDE_RECORD_EVENT_AUTO && machine_has_cpu_pmu());
 
 	r->cycles_error = 0;
-	r->cfg.kind = try_cycles ? PERF_KIND_CYCLES : PERF_KIND_CPU_CLOCK;
+	if (r->cfg.kind != PERF_KIND_TRACEPOINT) /* chosen by the options already */
+		r->cfg.kind = try_cycles ? PERF_KIND_CYCLES : PERF_KIND_CPU_CLOCK;
 	r->cfg.read_lost = true;
 	for (;;) {
 		/* A probe on the target's first CPU: it answers both "does this event exist here"
@@ -59,14 +74,26 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 		a.enable_on_exec = 0;
 		int fd = sonde__perf_open(&a, pid, r->cpus[0]);
 		if (fd >= 0) {
+			int err = r->tracepoint_filter
+					  ? sonde__perf_set_filter(fd, r->tracepoint_filter)
+					  : 0;
 			close(fd);
-			return 0;
+			if (err) {
+				sonde_error(
+					"tracepoint %s: the kernel refused the filter \"%s\": %s",
+					r->sum.tracepoint, r->tracepoint_filter,
+					sonde_strerror(err));
+				r->event_error_said = true;
+			}
+			return err;
 		}
 		if (fd == -EINVAL && r->cfg.read_lost) {
 			r->cfg.read_lost = false; /* a kernel before 6.0 */
 			continue;
 		}
-		if (r->cfg.kernel && (fd == -EACCES || fd == -EPERM)) {
+		/* A tracepoint always samples in the kernel: refused, it is refused whole. */
+		if (r->cfg.kernel && (fd == -EACCES || fd == -EPERM) &&
+		    r->cfg.kind != PERF_KIND_TRACEPOINT) {
 			kernel_denied(r, fd);
 			continue;
 		}
@@ -99,6 +126,22 @@ static bool have_cap(int cap)
 	if (syscall(SYS_capget, &h, d) < 0)
 		return false;
 	return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
+void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err)
+{
+	long paranoid = -1;
+
+	if (r->event_error_said)
+		return;
+	if (r->cfg.kind == PERF_KIND_TRACEPOINT && (err == -EACCES || err == -EPERM)) {
+		read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
+		sonde_error("permission denied: tracepoint %s samples in the kernel, which needs "
+			    "kernel.perf_event_paranoid <= 1 (it is %ld) or CAP_PERFMON",
+			    r->sum.tracepoint, paranoid);
+		return;
+	}
+	sonde__rec_explain_perf_error(pid, err);
 }
 
 void sonde__rec_explain_perf_error(pid_t pid, int err)
@@ -240,8 +283,8 @@ static void close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
 	sonde__rec_close_events_from(r, tid, from);
 }
 
-int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, uint32_t stack_bytes,
-			   uint32_t gen)
+int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit,
+			   uint32_t stack_bytes, uint32_t gen)
 {
 	struct perf_event_attr a;
 	struct perf_event_cfg cfg = r->cfg;
@@ -249,17 +292,21 @@ int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, ui
 
 	cfg.disabled = true;
 	cfg.enable_on_exec = on_exec;
+	cfg.no_inherit = no_inherit;
 	cfg.stack_bytes = stack_bytes;
 	sonde__perf_attr_fill(&a, &cfg);
 	for (size_t c = 0; c < r->n_cpus; c++) {
-		int fd = sonde__perf_open(&a, tid, r->cpus[c]);
+		int fd = sonde__rec_perf_open(r, &a, tid, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* CPU went offline */
 		int err = fd < 0 ? fd
 				 : sonde__rec_add_event(r, fd, c, tid, on_exec, gen, stack_bytes);
+		if (err && fd >= 0)
+			close(fd);
+		/* a switch-out's stack is unwound as a sample's: the same copy */
+		if (!err)
+			err = sonde__rec_offcpu_open(r, &cfg, tid, c, on_exec, gen);
 		if (err) {
-			if (fd >= 0)
-				close(fd);
 			close_events_from(r, tid, first);
 			return err;
 		}
@@ -268,12 +315,13 @@ int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, ui
 }
 
 /* One event per (thread, CPU), all disabled or armed for exec, of the current generation:
- * the thread's own. */
-static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
+ * the thread's own. no_inherit: nothing the thread creates inherits them (a thread
+ * attached alone, without follow_children). */
+static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit)
 {
 	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
 	uint32_t bytes = t ? sonde__rec_thread_stack_bytes(r, t) : r->cfg.stack_bytes;
-	int err = sonde__rec_open_thread(r, tid, on_exec, bytes, r->gen);
+	int err = sonde__rec_open_thread(r, tid, on_exec, no_inherit, bytes, r->gen);
 
 	/* looked up again: opening may have created entries */
 	if (!err && (t = sonde__rec_thread_get(r, tid, false))) {
@@ -289,7 +337,7 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec)
 int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
 {
 	size_t first = r->n_events;
-	int err = open_thread(r, tid, false);
+	int err = open_thread(r, tid, false, false);
 
 	for (size_t i = first; !err && r->enabled && i < r->n_events; i++)
 		err = sonde__perf_enable(r->events[i].fd);
@@ -346,7 +394,7 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 		t->since = p->since;
 		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
 			t->comm[0] = 0;
-		err = open_thread(r, tids[i], false);
+		err = open_thread(r, tids[i], false, false);
 		if (err == -ESRCH) {
 			err = 0; /* exited meanwhile */
 			continue;
@@ -414,7 +462,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 		if (!t)
 			return -ENOMEM;
 		t->pid = pid;
-		err = open_thread(r, pid, true);
+		err = open_thread(r, pid, true, false);
 		p->attach_ticks = sonde__rec_boot_ticks();
 		goto out;
 	}
@@ -438,6 +486,120 @@ out:
 		p->exited = true;
 		close_events_from(r, 0, first_event);
 	}
+	return err;
+}
+
+int sonde__rec_check_thread(pid_t tid, pid_t *pid)
+{
+	struct proc_stat st;
+	int err = tid > 0 ? sonde__proc_read_tgid(tid, pid) : -ESRCH;
+
+	if (!err)
+		err = sonde__proc_stat_read(*pid, tid, &st);
+	if (err == -ESRCH || (!err && (st.state == 'Z' || st.state == 'X'))) {
+		sonde_error("no such thread: %d", (int)tid);
+		return -ESRCH;
+	}
+	if (!err && (st.flags & PROC_PF_KTHREAD)) {
+		sonde_error("tid %d is a kernel thread (%s): it has no user stacks to sample",
+			    (int)tid, st.comm);
+		return -SONDE_E_UNSUPPORTED;
+	}
+	return err;
+}
+
+/* Whether thread tid of p has events already (its own, or inherited from a thread of
+ * ours that created it). */
+static bool thread_recorded(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
+{
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+
+	return t && t->pid == p->pid && (t->own_events || t->announced);
+}
+
+/* The process of a thread being attached: known already (1: alive), or made ready for it
+ * (0). -errno. */
+static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec_process **out)
+{
+	struct proc_stat st;
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	int err = sonde__proc_stat_read(pid, 0, &st);
+
+	if (err)
+		return err;
+	if (st.state == 'Z' || st.state == 'X')
+		return -ESRCH;
+	if (p && !p->exited && p->start_time == st.start_time) {
+		*out = p;
+		return 1;
+	}
+	if (p && (err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now()))))
+		return err;
+	if (!p && !(p = sonde__rec_process_get(r, pid, true)))
+		return -ENOMEM;
+	p->attached = true;
+	p->thread_only = true;
+	p->exited = false;
+	p->start_time = st.start_time;
+	p->since = sonde__rec_now();
+	sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
+	*out = p;
+	return 0;
+}
+
+/* Stops tid alone (mode STOP) and opens its events. 0 or -errno. */
+static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, pid_t tid,
+			      enum sonde_attach_mode mode)
+{
+	if (mode == SONDE_ATTACH_STOP) {
+		int err = sonde__proc_stop_thread(p->pid, tid, p->start_time, STOP_TIMEOUT_MS,
+						  &p->stop);
+		if (err == -EPERM || err == -EACCES)
+			stop_denied(tid, err);
+		else if (err)
+			return err;
+	}
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, true);
+	if (!t)
+		return -ENOMEM;
+	/* whatever a reused tid was before, it is defined afresh */
+	t->pid = p->pid;
+	t->defined = false;
+	t->announced = false;
+	t->since = sonde__rec_now();
+	if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
+		t->comm[0] = 0;
+	return open_thread(r, tid, false, !r->follow_children);
+}
+
+int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode)
+{
+	struct rec_process *p = NULL;
+	pid_t pid;
+	size_t first_event = r->n_events;
+	int err = sonde__rec_check_thread(tid, &pid);
+
+	if (err)
+		return err;
+	int known = thread_target_process(r, pid, &p);
+	if (known < 0)
+		return known;
+	if (known && (!p->thread_only || thread_recorded(r, p, tid)))
+		return SONDE_ATTACH_ALREADY; /* every thread of it, or this one, has events */
+	err = open_target_thread(r, p, tid, mode);
+	/* The whole process's mappings: the thread runs its process's code, and mappings
+	 * made later by threads without events are not reported to ours. */
+	if (!err && !known)
+		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now()));
+	if (!err && !known)
+		p->attach_ticks = sonde__rec_boot_ticks();
+	if (!err)
+		return SONDE_ATTACH_ATTACHED;
+	/* nothing of it is recorded: it must not stay stopped */
+	sonde__proc_resume(&p->stop);
+	close_events_from(r, tid, first_event);
+	if (!known)
+		p->exited = true;
 	return err;
 }
 

@@ -77,9 +77,51 @@ int sonde_recorder__max_frequency(uint64_t *out)
  * no fixed duration (0: unknown). */
 static uint64_t sample_period_ns(const struct perf_event_cfg *c)
 {
+	if (c->kind == PERF_KIND_TRACEPOINT)
+		return 0; /* hits have no duration */
 	if (c->period)
 		return c->kind == PERF_KIND_CPU_CLOCK ? c->period : 0;
 	return 1000000000ull / c->freq;
+}
+
+/* The tracepoint "GROUP:NAME" (or GROUP/NAME) as the sampling event: its id from tracefs,
+ * each failure one error naming it. */
+static int configure_tracepoint(struct sonde_recorder *r, const char *spec)
+{
+	char group[64], name[64];
+	size_t g = strcspn(spec, ":/");
+
+	if (!spec[g] || g == 0 || g >= sizeof(group) || strlen(spec + g + 1) >= sizeof(name) ||
+	    !spec[g + 1]) {
+		sonde_error("tracepoint '%s' is not GROUP:NAME", spec);
+		return -EINVAL;
+	}
+	memcpy(group, spec, g);
+	group[g] = 0;
+	snprintf(name, sizeof(name), "%s", spec + g + 1);
+	int id = sonde__perf_tracepoint_id(NULL, group, name);
+	if (id == -ENOENT)
+		sonde_error("unknown tracepoint %s:%s (tracefs has no events/%s/%s)", group, name,
+			    group, name);
+	else if (id == -ENODEV)
+		sonde_error("tracepoint %s:%s: tracefs is not mounted (at /sys/kernel/tracing or "
+			    "/sys/kernel/debug/tracing)",
+			    group, name);
+	else if (id == -EINVAL)
+		sonde_error("tracepoint '%s' is not GROUP:NAME", spec);
+	else if (id == -EACCES)
+		sonde_error("tracepoint %s:%s: tracefs is not readable by this user "
+			    "(/sys/kernel/tracing is root's unless its mode is changed)",
+			    group, name);
+	else if (id < 0)
+		sonde_error("tracepoint %s:%s: cannot read its id from tracefs: %s", group, name,
+			    sonde_strerror(id));
+	if (id < 0)
+		return id;
+	r->cfg.kind = PERF_KIND_TRACEPOINT;
+	r->cfg.tracepoint = (uint64_t)id;
+	snprintf(r->sum.tracepoint, sizeof(r->sum.tracepoint), "%s:%s", group, name);
+	return 0;
 }
 
 /* Validates options into the event configuration; *out receives them (fields the caller's
@@ -101,7 +143,24 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	}
 	if (o.frequency == SONDE_RECORD_FREQ_MAX)
 		o.frequency = max;
-	if (!o.sample_period && (o.frequency == 0 || o.frequency > max)) {
+	if (o.tracepoint_filter && !o.tracepoint) {
+		sonde_error("a tracepoint filter needs a tracepoint");
+		return -EINVAL;
+	}
+	if (o.tracepoint && o.off_cpu) {
+		/* off-CPU recordings own sched_switch and weigh on-CPU samples as CPU time */
+		sonde_error("off-CPU recording samples a CPU clock; it cannot sample tracepoint %s",
+			    o.tracepoint);
+		return -EINVAL;
+	}
+	if (o.tracepoint) {
+		err = configure_tracepoint(r, o.tracepoint);
+		if (err)
+			return err;
+		if (o.tracepoint_filter &&
+		    !(r->tracepoint_filter = sonde__strdup(o.tracepoint_filter)))
+			return -ENOMEM;
+	} else if (!o.sample_period && (o.frequency == 0 || o.frequency > max)) {
 		sonde_error(
 			"sampling frequency %llu Hz is out of range: the kernel maximum is %llu "
 			"Hz (kernel.perf_event_max_sample_rate)",
@@ -130,7 +189,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
 	r->ring_pages = o.ring_pages;
-	r->sum.frequency = r->cfg.period ? 0 : r->cfg.freq;
+	r->sum.frequency = r->cfg.period || r->cfg.kind == PERF_KIND_TRACEPOINT ? 0 : r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
 	r->sum.stack_bytes_min = r->sum.stack_bytes_max = r->cfg.stack_bytes;
 	/* no size given: each thread's copy is sized by what its unwinds need (resize.c) */
@@ -148,6 +207,8 @@ enum {
 	RING_BUDGET_MS_SYSTEM = 500,
 	/* Bound of all rings together when no locked-memory limit applies (CAP_IPC_LOCK). */
 	RING_CAP_BYTES = 256u << 20,
+	/* Tracepoint hits a second a ring is sized for. */
+	TRACEPOINT_RATE = 1000,
 };
 
 /* The locked memory perf rings may take without CAP_IPC_LOCK: perf_event_mlock_kb per
@@ -190,6 +251,16 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	uint64_t rate = r->cfg.freq;
 	if (r->cfg.period && r->cfg.kind == PERF_KIND_CPU_CLOCK)
 		rate = 1000000000ull / r->cfg.period + 1;
+	/* A tracepoint's rate is the workload's: sched_switch on a busy CPU runs to tens of
+	 * thousands a second, so size for TRACEPOINT_RATE hits per period (a ring that loses
+	 * grows with -a; -ring-pages overrides). */
+	if (r->cfg.kind == PERF_KIND_TRACEPOINT)
+		rate = TRACEPOINT_RATE / (r->cfg.period ? r->cfg.period : 1) + 1;
+	/* switch-outs come on top of the clock's samples, at the rate threads block: a
+	 * guess of a thousand a second (the loss accounting and, with -a, growing rings
+	 * cover what a busier program does) */
+	if (r->offcpu.on)
+		rate += 1000;
 	uint64_t want = rate * sample * budget / 1000;
 	/* the bound over all rings, each ring's meta page included */
 	uint64_t per_ring = r->sum.ring_bytes_cap / (r->n_cpus ? r->n_cpus : 1);
@@ -223,7 +294,8 @@ static struct sonde_recorder *recorder_alloc(void)
 				      (uint64_t)boot.tv_nsec - sonde__rec_now());
 	if (sonde__perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
 	    !(r->rings = sonde__calloc(r->n_cpus, sizeof(*r->rings))) ||
-	    !(r->sorter = sonde__perf_sorter_new()) || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    !(r->sorter = sonde__perf_sorter_new()) ||
+	    (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    !(r->unwind_cache = sonde__unwind_cache_new())) {
 		sonde_recorder__free(r);
 		return NULL;
@@ -255,7 +327,45 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 		sonde_error("cannot write the spool header: %s", strerror(errno));
 		return -errno;
 	}
-	return 0;
+	return r->offcpu.on ? sonde_spool_writer__declare_offcpu(r->spool) : 0;
+}
+
+/* The outcome of attaching a thread as an error: it must be recorded to go on. */
+static int thread_attached(pid_t tid, int out)
+{
+	if (out == SONDE_ATTACH_EXITED || out == -ESRCH)
+		sonde_error("no such thread: %d (it exited while attaching)", (int)tid);
+	else if (out == -EACCES || out == -EPERM)
+		sonde__rec_explain_perf_error(tid, out);
+	else if (out < 0 && out != -SONDE_E_UNSUPPORTED)
+		sonde_error("cannot attach to tid %d: %s", (int)tid, sonde_strerror(out));
+	if (out == SONDE_ATTACH_EXITED)
+		return -ESRCH;
+	return out < 0 ? out : 0;
+}
+
+/* attach() of opts.attach_thread: pid is the thread to record. */
+static int attach_thread(struct sonde_recorder *r, pid_t tid, sonde_spool_write_fn write, void *ctx,
+			 enum sonde_attach_mode mode, const struct sonde_record_opts *o, int want)
+{
+	pid_t pid;
+	int err = sonde__rec_check_thread(tid, &pid);
+
+	if (err)
+		return err;
+	err = sonde__rec_choose_event(r, tid, want);
+	if (err) {
+		if (err == -ESRCH)
+			sonde_error("no such thread: %d", (int)tid);
+		else
+			sonde__rec_explain_perf_error(tid, err);
+		return err;
+	}
+	sonde__rec_size_rings(r, o);
+	err = start_spool(r, write, ctx);
+	if (!err)
+		err = thread_attached(tid, sonde__rec_open_thread_target(r, tid, mode));
+	return err ? err : sonde_recorder__enable(r);
 }
 
 static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn write, void *ctx,
@@ -266,13 +376,18 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 
 	if (want < 0)
 		return want;
-	if (mode > SONDE_ATTACH_RUNNING || want > SONDE_RECORD_EVENT_CPU_CLOCK)
+	if (mode > SONDE_ATTACH_RUNNING || want > SONDE_RECORD_EVENT_CPU_CLOCK ||
+	    (o.attach_thread && mode == SONDE_ATTACH_ON_EXEC))
 		return -EINVAL;
+	if (o.attach_thread)
+		return attach_thread(r, pid, write, ctx, mode, &o, want);
 	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH)) {
 		sonde_error("no such process: %d", (int)pid);
 		return -ESRCH;
 	}
 	int err = sonde__rec_check_target(pid);
+	if (!err)
+		err = sonde__rec_offcpu_setup(r, &o);
 	if (err)
 		return err;
 	err = sonde__rec_choose_event(r, pid, want);
@@ -280,7 +395,7 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		if (err == -ESRCH)
 			sonde_error("no such process: %d", (int)pid);
 		else
-			sonde__rec_explain_perf_error(pid, err);
+			sonde__rec_explain_event_error(r, pid, err);
 		return err;
 	}
 	sonde__rec_size_rings(r, &o);
@@ -316,8 +431,8 @@ static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid
 }
 
 struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
-						    void *ctx, enum sonde_attach_mode mode,
-						    const struct sonde_record_opts *opts)
+						     void *ctx, enum sonde_attach_mode mode,
+						     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -327,8 +442,8 @@ struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_writ
 }
 
 struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
-					     enum sonde_attach_mode mode,
-					     const struct sonde_record_opts *opts)
+					      enum sonde_attach_mode mode,
+					      const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -345,7 +460,8 @@ struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 		errno = err;
 		return NULL;
 	}
-	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode, opts);
+	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode,
+			   opts);
 	if (!r) {
 		/* Nothing was recorded: leave no half-written file behind. */
 		int err = errno;
@@ -386,10 +502,12 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	if (want > SONDE_RECORD_EVENT_CPU_CLOCK)
 		return -EINVAL;
 	int err = sonde__rec_system_configure(r, &o);
+	if (!err && (err = sonde__rec_offcpu_setup(r, &o)))
+		return err;
 	if (!err)
 		err = sonde__rec_choose_event(r, -1, want);
 	if (err) {
-		if (err != -EINVAL && err != -ENOMEM)
+		if (err != -EINVAL && err != -ENOMEM && !r->event_error_said)
 			explain_system_error(err);
 		return err;
 	}
@@ -406,14 +524,16 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	 * between is read from /proc at its first sample. */
 	err = sonde__rec_system_scan(r, r->start_mono);
 	if (err) {
-		sonde_error("cannot read the running processes: %s", sonde_strerror(err));
+		/* a filtered thread that does not exist, or a kernel thread: said already */
+		if (err != -ESRCH && err != -SONDE_E_UNSUPPORTED)
+			sonde_error("cannot read the running processes: %s", sonde_strerror(err));
 		return err;
 	}
 	return sonde_recorder__enable(r);
 }
 
 struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn write, void *ctx,
-							   const struct sonde_record_opts *opts)
+							    const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -428,7 +548,7 @@ struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn
 }
 
 struct sonde_recorder *sonde_recorder__attach_system(const char *path,
-						    const struct sonde_record_opts *opts)
+						     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
 
@@ -488,6 +608,24 @@ int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum son
 		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
 	if (!err && mode != SONDE_ATTACH_ON_EXEC)
 		err = sonde_recorder__enable(r);
+	return err ? err : SONDE_ATTACH_ATTACHED;
+}
+
+int sonde_recorder__attach_thread(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode)
+{
+	if (r->finished)
+		return -SONDE_E_STATE;
+	if (r->system_wide || mode == SONDE_ATTACH_ON_EXEC || mode > SONDE_ATTACH_RUNNING)
+		return -EINVAL;
+	int out = sonde__rec_open_thread_target(r, tid, mode);
+	if (out == -ESRCH)
+		return SONDE_ATTACH_EXITED;
+	if (out != SONDE_ATTACH_ATTACHED) {
+		if (out < 0)
+			thread_attached(tid, out);
+		return out;
+	}
+	int err = sonde_recorder__enable(r);
 	return err ? err : SONDE_ATTACH_ATTACHED;
 }
 
@@ -715,7 +853,8 @@ int sonde_recorder__enable(struct sonde_recorder *r)
 		if (!rerr || rerr == -ESRCH)
 			continue; /* a process that died while stopped needs no resuming */
 		if (err) {
-			sonde__rec_context_error(r, rerr, "resuming a process stopped for attaching");
+			sonde__rec_context_error(r, rerr,
+						 "resuming a process stopped for attaching");
 		} else {
 			sonde_error("cannot resume pid %d: %s", (int)r->procs[i].pid,
 				    strerror(-rerr));
@@ -808,6 +947,8 @@ int sonde_recorder__refresh_threads(struct sonde_recorder *r, pid_t pid)
 		return alive;
 	if (!alive)
 		return SONDE_REFRESH_EXITED;
+	if (p->thread_only)
+		return SONDE_REFRESH_REFRESHED; /* only its attached threads are recorded */
 	int n = sonde__rec_refresh_threads(r, p);
 	if (n == -ESRCH)
 		return SONDE_REFRESH_EXITED;
@@ -833,12 +974,14 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
 	for (size_t i = 0; i < r->n_procs; i++)
-		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop), "resuming a stopped process");
+		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop),
+			   "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
 	/* The events are disabled, so nothing more can be lost: a gap still open (a loss
 	 * while the rings were drained for the last time, after the last sweep) is closed
 	 * now, and the spool ends with the processes as they really are. */
 	keep_first(r, &first, sonde__rec_maybe_recover(r, true), "the final recovery sweep");
+	keep_first(r, &first, sonde__rec_offcpu_finish(r), "ending the off-CPU intervals");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
 	/* Flushing is attempted whatever happened before. */
@@ -882,6 +1025,10 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde__perf_sorter_free(r->sorter);
 	sonde__rec_track_free(r);
 	sonde__free(r->filter_pids);
+	sonde__free(r->tracepoint_filter);
+	sonde__u64map_free(&r->checked);
+	sonde__free(r->filter_tids);
+	sonde__free(r->filter_comms);
 	sonde__free(r->bidcache_dir);
 	sonde__unwind_cache_free(r->unwind_cache);
 	sonde__free(r->events);

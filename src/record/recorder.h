@@ -19,6 +19,8 @@
 #include "perf/ring.h"
 #include "perf/sorter.h"
 #include "base/regfile.h"
+#include "base/u64map.h"
+#include "probes/ftrace_format.h"
 #include "proc/proc.h"
 #include "record/live.h"
 #include "record/modules.h"
@@ -35,7 +37,7 @@ struct rec_ring {
 	struct perf_ring ring;
 	uint64_t latest; /* newest timestamp read from this ring */
 	bool mapped;
-	bool hup; /* removed from epoll after POLLHUP (still drained) */
+	bool hup;	/* removed from epoll after POLLHUP (still drained) */
 	bool lost_seen; /* a LOST record came out of it since the last look */
 	/* Its replacement while a generation switch grows it (resize.c): the new events
 	 * write there, the old ones here until they are disabled. */
@@ -70,6 +72,8 @@ struct rec_process {
 	pid_t pid;
 	uint64_t start_time; /* 0 when unknown (a child seen only through FORK) */
 	bool attached;	     /* attached explicitly, as opposed to followed */
+	bool thread_only;    /* attached by thread (-t): only some threads have events */
+	bool selected;	     /* system-wide filters: every thread of it is recorded */
 	bool exited;
 	bool has_spool_modules; /* modules defined in the spool since the last retirement */
 	struct proc_stopped stop;
@@ -89,6 +93,7 @@ struct rec_thread {
 	bool defined;
 	bool own_events; /* events opened on it by the recorder (not inherited) */
 	bool announced;	 /* a fork record created it: it inherited the events */
+	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
 	char comm[16];
 	/* Stack copy sizing (resize.c). The events sampling it are its own (root_gen: the
@@ -104,6 +109,7 @@ struct rec_thread {
 	uint32_t cuts;	     /* of them, cut by the end of a full copy */
 	bool too_deep;	     /* cut even by the largest copy: back to STACK_TOO_DEEP */
 	uint32_t regen_mark; /* generation a switch in progress gave it events in */
+	struct rec_offcpu *off; /* off-CPU state (offcpu.c), NULL until its first switch-out */
 };
 
 struct rec_build_id {
@@ -116,6 +122,14 @@ struct rec_build_id {
 
 /* Images held open at once, to be checked (and kept if deleted) when the recording ends. */
 enum { REC_IMAGES_HELD_MAX = 256 };
+
+/* Off-CPU recording (offcpu.c): the tracepoints and their fields. */
+struct rec_offcpu_cfg {
+	bool on;
+	uint64_t min_ns;
+	uint64_t switch_id, waking_id; /* tracepoint ids (PERF_TYPE_TRACEPOINT configs) */
+	struct ftrace_field prev_state, next_pid, waking_pid;
+};
 
 struct sonde_recorder {
 	struct perf_layout layout;
@@ -162,7 +176,7 @@ struct sonde_recorder {
 
 	/* Lifecycle and loss recovery (recover.c). */
 	bool follow_children;
-	bool frame_pointers_only; /* opts.frame_pointers_only */
+	bool frame_pointers_only;		  /* opts.frame_pointers_only */
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
 	void *exec_check_ctx;
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
@@ -186,6 +200,18 @@ struct sonde_recorder {
 	pid_t self_pid;	    /* the recorder's own process: never recorded */
 	pid_t *filter_pids; /* record only these and their descendants; NULL: every process */
 	size_t n_filter_pids;
+	bool (*process_check)(void *ctx, pid_t pid); /* opts.process_check */
+	void *process_check_ctx;
+	struct u64map checked; /* pid -> CHECK_ALLOWED / CHECK_REFUSED: process_check's answer */
+	/* The tracepoint's filter (opts.tracepoint_filter), set on every event; NULL: none */
+	char *tracepoint_filter;
+	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
+
+	struct rec_offcpu_cfg offcpu;
+	pid_t *filter_tids; /* and these threads, and what they create */
+	size_t n_filter_tids;
+	char (*filter_comms)[16]; /* and the tasks so named at their sample */
+	size_t n_filter_comms;
 };
 
 /* Keeps the first error of the recording; returns err. */
@@ -207,10 +233,19 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 
 /* attach.c */
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
+/* Why choosing the event failed, in one error (unless choosing said it already). */
+void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err);
 int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode);
+/* Attaches thread tid alone (sonde_recorder__attach_thread): stopped while its events are
+ * opened (mode STOP), its process's mappings read. An enum sonde_attach_outcome or -errno,
+ * the cause logged (-SONDE_E_UNSUPPORTED: a kernel thread). */
+int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode);
 /* Refuses, with the reason logged, a pid that cannot be recorded: a kernel thread
  * (-SONDE_E_UNSUPPORTED: it has no user space) or no process (-ESRCH). 0 otherwise. */
 int sonde__rec_check_target(pid_t pid);
+/* The same for a thread, whose process it returns in *pid: "no such thread" (-ESRCH), a
+ * kernel thread (-SONDE_E_UNSUPPORTED), both logged. */
+int sonde__rec_check_thread(pid_t tid, pid_t *pid);
 void sonde__rec_explain_perf_error(pid_t pid, int err);
 int sonde__rec_enable_all(struct sonde_recorder *r, bool enable);
 void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid);
@@ -233,8 +268,8 @@ int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t
 /* One event per (thread, CPU) with a stack copy of stack_bytes, disabled or armed for exec,
  * of generation gen, into each CPU's ring (its replacement when one is being grown).
  * 0 or -errno (nothing of it left open). */
-int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, uint32_t stack_bytes,
-			   uint32_t gen);
+int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit,
+			   uint32_t stack_bytes, uint32_t gen);
 /* Closes the events opened from index `from` on (of tid only when tid is not 0), keeping
  * their lost counts; ring owners stay open, disabled. */
 void sonde__rec_close_events_from(struct sonde_recorder *r, pid_t tid, size_t from);
@@ -248,9 +283,12 @@ const struct rec_event_id *sonde__rec_event_id(const struct sonde_recorder *r, u
  * generation's while the switch overlapped them, or a parent's inherited event on a
  * thread that has its own. */
 bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *rec);
-/* What a sample's unwind tells about its thread's copy size. */
-void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t,
-			    const struct perf_rec *rec, enum unwind_end end, size_t reach);
+/* The stack copy of the event whose records carry id (the configured one if unknown). */
+uint32_t sonde__rec_event_copy(const struct sonde_recorder *r, uint64_t id);
+/* What an unwind of a copy of copy bytes (stack_len of them kept) tells about its thread's
+ * copy size. */
+void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t, uint32_t copy,
+			    size_t stack_len, enum unwind_end end, size_t reach);
 /* The stack copy to open thread t's events with. */
 uint32_t sonde__rec_thread_stack_bytes(const struct sonde_recorder *r, const struct rec_thread *t);
 /* After a poll: switches to a new generation of events when a thread's copy should change
@@ -265,10 +303,31 @@ void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t pt
 /* images.c */
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Takes ownership of fd, the image b was read from (mapped at path). */
-void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path);
+void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd,
+			   const char *path);
 /* Copies the held images whose path no longer leads to them into the build-id cache. */
 void sonde__rec_images_save(struct sonde_recorder *r);
 void sonde__rec_images_free(struct sonde_recorder *r);
+
+/* offcpu.c */
+/* Reads the tracepoints' ids and field offsets from tracefs (opts.off_cpu). 0 or -errno
+ * (the cause logged). */
+int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_opts *o);
+/* Opens the off-CPU events of thread tid (-1: every task) on CPU index c, into its ring. */
+int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg *base, pid_t tid,
+			   size_t c, bool on_exec, uint32_t gen);
+/* A sample record: a switch-out or a wakeup (1, handled), or an on-CPU sample (0). */
+int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *rec);
+/* A PERF_RECORD_SWITCH record: the switch-in of its thread. */
+int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *rec);
+/* A loss: every interval waiting for its end may have lost it. */
+void sonde__rec_offcpu_loss(struct sonde_recorder *r);
+/* Thread t is going away: its short counts are written, its state freed. */
+int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t);
+/* Frees a thread's off-CPU state (NULL is fine), writing nothing. */
+void sonde__rec_offcpu_free(struct rec_offcpu *o);
+/* The recording ends: open intervals end now, short counts are written. */
+int sonde__rec_offcpu_finish(struct sonde_recorder *r);
 
 /* track.c */
 struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
@@ -279,10 +338,20 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-		    const struct rec_module *m, uint32_t maj, uint32_t min);
+			   const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec);
+/* The process a sample belongs to, or NULL (counted) when it is not to be recorded. */
+struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const struct perf_rec *rec);
+/* A sample's stack into r->frames (kernel frames, then the unwound user frames): *n frames,
+ * *flags SONDE_SAMPLE_*; with per-thread copies, what the unwind needed sizes the copy of
+ * rec->tid (the sample's copy was copy bytes). 0 or -errno. */
+int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
+			    const struct perf_rec *rec, uint32_t copy, size_t *n, uint32_t *flags);
+/* The spool id of thread tid of pid, defined on first use. */
+int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
+			 uint32_t *id);
 void sonde__rec_track_free(struct sonde_recorder *r);
 /* Forgets everything about p's previous incarnation (its pid was reused, or it is being
  * attached again): retires its modules and resets its identity. */
@@ -297,6 +366,9 @@ int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force);
 /* Liveness of p by (pid, start time), or for a followed child by its fork time. 1 alive,
  * 0 gone (p is then marked exited and retired), -errno. */
 int sonde__rec_process_alive(struct sonde_recorder *r, struct rec_process *p);
+/* For a process attached by thread: whether a thread of it with events (attached, or
+ * created by one) still runs. 1, 0, -errno. */
+int sonde__rec_threads_alive(struct sonde_recorder *r, const struct rec_process *p);
 /* Opens events for p's threads that have none and started before p was attached. Count
  * of threads opened, or -errno (-ESRCH: the process is gone). */
 int sonde__rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p);
@@ -322,6 +394,18 @@ int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since);
 int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time);
 /* Whether records of pid (forked by parent, 0 when unknown) are to be tracked. */
 bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent);
+/* opts.process_check's answer for pid (true without one), asked once per process. */
+bool sonde__rec_system_allowed(struct sonde_recorder *r, pid_t pid);
+/* Forgets that answer: pid exec'd, exited, or names a new process. */
+void sonde__rec_system_forget(struct sonde_recorder *r, pid_t pid);
+/* Opens the recording's sampling event (sonde__perf_open) with the tracepoint filter set
+ * when there is one. The fd or -errno. */
+int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu);
+/* Whether only the processes of the pid and tid filters are tracked (with a comm filter,
+ * any process may be named so at its next sample: every one is tracked). */
+bool sonde__rec_system_limited(const struct sonde_recorder *r);
+/* With filters: whether a sample of thread tid of p is to be recorded. */
+bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_process *p, pid_t tid);
 /* Replaces the ring of every CPU that reported a loss by one twice its size, while the
  * bound of all rings allows (a system-wide recording's rings each have one event). */
 void sonde__rec_system_grow_rings(struct sonde_recorder *r);

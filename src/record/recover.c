@@ -108,9 +108,32 @@ int sonde__rec_process_alive(struct sonde_recorder *r, struct rec_process *p)
 		p->start_time = st.start_time;
 		same = true;
 	}
+	if (same && p->thread_only) {
+		/* the process runs on, but nothing of it is recorded once its threads ended */
+		int alive = sonde__rec_threads_alive(r, p);
+		if (alive < 0)
+			return alive;
+		same = alive;
+	}
 	if (!same)
 		p->exited = true; /* retired by its exit record, or by the next sweep */
 	return same;
+}
+
+int sonde__rec_threads_alive(struct sonde_recorder *r, const struct rec_process *p)
+{
+	for (size_t i = 0; i < r->cap_threads; i++) {
+		const struct rec_thread *t = &r->threads[i];
+		struct proc_stat st;
+		if (!t->tid || t->pid != p->pid || !(t->own_events || t->announced))
+			continue;
+		int err = sonde__proc_stat_read(p->pid, t->tid, &st);
+		if (err && err != -ESRCH)
+			return err;
+		if (!err && st.state != 'Z' && st.state != 'X')
+			return 1;
+	}
+	return 0;
 }
 
 /* Threads whose events may be missing: no events of ours, no fork record, and started
@@ -339,10 +362,12 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 
 	keep(&first, reconcile_exe(r, &r->procs[i], time));
 	keep(&first, reconcile_maps(r, i, time));
-	if (r->follow_children && !r->system_wide)
+	/* A process attached by thread: only the children of its recorded threads have
+	 * events, and /proc does not say which thread forked a child. */
+	if (r->follow_children && !r->system_wide && !r->procs[i].thread_only)
 		keep(&first, discover_children(r, r->procs[i].pid, time));
 	/* The table may have grown: index again. */
-	if (r->procs[i].attached) {
+	if (r->procs[i].attached && !r->procs[i].thread_only) {
 		int n = sonde__rec_refresh_threads(r, &r->procs[i]);
 		keep(&first, n < 0 ? n : 0);
 	}

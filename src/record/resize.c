@@ -157,12 +157,16 @@ uint32_t sonde__rec_thread_stack_bytes(const struct sonde_recorder *r, const str
 	return size_for(t->reach, t->min_bytes);
 }
 
-void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t,
-			    const struct perf_rec *rec, enum unwind_end end, size_t reach)
+uint32_t sonde__rec_event_copy(const struct sonde_recorder *r, uint64_t id)
 {
-	const struct rec_event_id *e = sonde__rec_event_id(r, rec->id);
-	uint32_t copy = e ? e->stack_bytes : r->cfg.stack_bytes;
+	const struct rec_event_id *e = sonde__rec_event_id(r, id);
 
+	return e ? e->stack_bytes : r->cfg.stack_bytes;
+}
+
+void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t, uint32_t copy,
+			    size_t stack_len, enum unwind_end end, size_t reach)
+{
 	if (!t)
 		return;
 	t->copy_bytes = copy;
@@ -170,7 +174,7 @@ void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t,
 	/* Cut by the end of a full copy (not by the end of the stack's mapping, which a
 	 * larger copy would not pass either): the retry path. The kernel trims the largest
 	 * copies so that the record stays under 64 KiB. */
-	if (end == UNWIND_END_COPY_WINDOW && rec->sample.stack_len + 1024 >= copy) {
+	if (end == UNWIND_END_COPY_WINDOW && stack_len + 1024 >= copy) {
 		t->cuts++;
 		if (copy < PERF_STACK_MAX && !t->grow && !t->too_deep) {
 			t->grow = true;
@@ -232,6 +236,17 @@ static int enable_from(struct sonde_recorder *r, size_t from)
 	return 0;
 }
 
+/* Whether thread t of p is given events by a switch: every thread of a process attached
+ * whole; of one attached by thread (-t), those recorded (attached, or created by one that
+ * is while its events are inherited), the others have none to replace. */
+static bool switched(const struct sonde_recorder *r, const struct rec_process *p,
+		     const struct rec_thread *t)
+{
+	if (!p->thread_only)
+		return true;
+	return t->pid == p->pid && (t->own_events || (t->announced && r->follow_children));
+}
+
 /* Gives every thread of p that has none yet events of generation gen (enabled at once when
  * enable). Count opened, or -errno; -EAGAIN when p has a child the tables do not know yet
  * (its fork record is still on its way): the switch is tried again later. */
@@ -240,11 +255,15 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	pid_t *tids;
 	size_t n;
 	int opened = 0, err = sonde__proc_list_tasks(p->pid, &tids, &n);
+	/* a thread attached alone keeps its rule: what it creates inherits nothing */
+	bool no_inherit = p->thread_only && !r->follow_children;
 
 	if (err)
 		return err == -ESRCH ? 0 : err;
 	for (size_t i = 0; i < n && err >= 0; i++) {
-		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], true);
+		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], !p->thread_only);
+		if (p->thread_only && (!t || !switched(r, p, t)))
+			continue;
 		if (!t) {
 			err = -ENOMEM;
 			break;
@@ -261,7 +280,7 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 		uint32_t bytes = sonde__rec_thread_stack_bytes(r, t);
 		size_t first = r->n_events;
 		t->regen_mark = gen;
-		err = sonde__rec_open_thread(r, tids[i], false, bytes, gen);
+		err = sonde__rec_open_thread(r, tids[i], false, no_inherit, bytes, gen);
 		if (err == -ESRCH) {
 			err = 0; /* exited meanwhile */
 			if ((t = sonde__rec_thread_get(r, tids[i], false)))

@@ -84,6 +84,27 @@ static int select_cpus(struct sonde_recorder *r, const int *want, size_t n)
 	return 0;
 }
 
+/* The comm filter, copied: names the kernel can report (at most 15 bytes). */
+static int configure_comms(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	if (!o->n_filter_comms)
+		return 0;
+	r->filter_comms = sonde__calloc(o->n_filter_comms, sizeof(*r->filter_comms));
+	if (!r->filter_comms)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->n_filter_comms; i++) {
+		const char *c = o->filter_comms[i];
+		if (!c || !c[0] || strlen(c) >= sizeof(r->filter_comms[i])) {
+			sonde_error("comm filter '%s': a command name has 1 to 15 bytes",
+				    c ? c : "(null)");
+			return -EINVAL;
+		}
+		memcpy(r->filter_comms[i], c, strlen(c) + 1);
+	}
+	r->n_filter_comms = o->n_filter_comms;
+	return 0;
+}
+
 int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
 {
 	r->system_wide = true;
@@ -108,7 +129,16 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 		memcpy(r->filter_pids, o->filter_pids, o->n_filter_pids * sizeof(pid_t));
 		r->n_filter_pids = o->n_filter_pids;
 	}
-	return 0;
+	r->process_check = o->process_check;
+	r->process_check_ctx = o->process_check_ctx;
+	if (o->n_filter_tids) {
+		r->filter_tids = sonde__malloc(o->n_filter_tids * sizeof(*r->filter_tids));
+		if (!r->filter_tids)
+			return -ENOMEM;
+		memcpy(r->filter_tids, o->filter_tids, o->n_filter_tids * sizeof(pid_t));
+		r->n_filter_tids = o->n_filter_tids;
+	}
+	return configure_comms(r, o);
 }
 
 int sonde__rec_system_open(struct sonde_recorder *r)
@@ -119,17 +149,18 @@ int sonde__rec_system_open(struct sonde_recorder *r)
 	cfg.disabled = true;
 	sonde__perf_attr_fill(&a, &cfg);
 	for (size_t c = 0; c < r->n_cpus; c++) {
-		int fd = sonde__perf_open(&a, -1, r->cpus[c]);
+		int fd = sonde__rec_perf_open(r, &a, -1, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* went offline since it was listed */
 		int err = fd < 0 ? fd
 				 : sonde__rec_add_event(r, fd, c, -1, false, r->gen,
 							r->cfg.stack_bytes);
-		if (err) {
-			if (fd >= 0)
-				close(fd);
+		if (err && fd >= 0)
+			close(fd);
+		if (!err)
+			err = sonde__rec_offcpu_open(r, &r->cfg, -1, c, false, r->gen);
+		if (err)
 			return err;
-		}
 	}
 	return r->n_events ? 0 : -ENODEV;
 }
@@ -142,11 +173,66 @@ static bool filtered_in(const struct sonde_recorder *r, pid_t pid)
 	return false;
 }
 
-bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
+bool sonde__rec_system_limited(const struct sonde_recorder *r)
 {
-	if (pid == r->self_pid)
+	return (r->n_filter_pids || r->n_filter_tids) && !r->n_filter_comms;
+}
+
+static bool comm_selected(struct sonde_recorder *r, struct rec_thread *t, pid_t pid)
+{
+	/* named by COMM records and forks as they came, in time order with the samples; a
+	 * thread first seen at this sample is named from /proc */
+	if (!t->comm[0] && sonde__proc_read_comm(pid, t->tid, t->comm, sizeof(t->comm)) < 0)
 		return false;
-	if (!r->n_filter_pids || filtered_in(r, pid))
+	for (size_t i = 0; i < r->n_filter_comms; i++)
+		if (!strcmp(r->filter_comms[i], t->comm))
+			return true;
+	return false;
+}
+
+bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
+{
+	if (!r->n_filter_pids && !r->n_filter_tids && !r->n_filter_comms)
+		return true;
+	if (p->selected)
+		return true;
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, r->n_filter_comms != 0);
+	if (t && t->pid != p->pid) {
+		/* the tid was another process's thread, whose exit went unseen */
+		t->pid = p->pid;
+		t->selected = false;
+		t->comm[0] = 0;
+	}
+	if (t && t->selected)
+		return true;
+	return t && r->n_filter_comms && comm_selected(r, t, p->pid);
+}
+
+enum { CHECK_ALLOWED = 1, CHECK_REFUSED = 2 };
+
+bool sonde__rec_system_allowed(struct sonde_recorder *r, pid_t pid)
+{
+	if (!r->process_check)
+		return true;
+	uint64_t *v = sonde__u64map_get(&r->checked, (uint64_t)pid);
+	if (v)
+		return *v == CHECK_ALLOWED;
+	bool ok = r->process_check(r->process_check_ctx, pid);
+	/* out of memory: asked again at its next record, never let through unasked */
+	sonde__u64map_put(&r->checked, (uint64_t)pid, ok ? CHECK_ALLOWED : CHECK_REFUSED);
+	if (!ok)
+		r->sum.processes_refused++;
+	return ok;
+}
+
+void sonde__rec_system_forget(struct sonde_recorder *r, pid_t pid)
+{
+	sonde__u64map_del(&r->checked, (uint64_t)pid);
+}
+
+static bool filter_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
+{
+	if (!sonde__rec_system_limited(r) || filtered_in(r, pid))
 		return true;
 	/* Known already (a filtered process, or a descendant of one). */
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
@@ -154,6 +240,13 @@ bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
 		return true;
 	struct rec_process *pp = parent > 0 ? sonde__rec_process_get(r, parent, false) : NULL;
 	return pp && !pp->exited;
+}
+
+bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
+{
+	if (pid == r->self_pid)
+		return false;
+	return filter_tracks(r, pid, parent) && sonde__rec_system_allowed(r, pid);
 }
 
 /* The names of pid's threads, so that a thread that exits before its first sample is
@@ -209,6 +302,8 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 	struct proc_stat st;
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
 
+	if (!sonde__rec_system_allowed(r, pid))
+		return 0; /* nothing of it is read */
 	if (sonde__proc_stat_read(pid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X')
 		return 0; /* gone already */
 	if (p && !p->exited && (!p->start_time || p->start_time == st.start_time))
@@ -237,6 +332,15 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 	return err;
 }
 
+/* A filtered process (or a descendant of one): every thread of it is recorded. */
+static void select_process(struct sonde_recorder *r, pid_t pid)
+{
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+
+	if (p)
+		p->selected = true;
+}
+
 /* Adds the filtered processes' descendants that exist already, depth first. */
 static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time,
 			     int depth)
@@ -249,6 +353,7 @@ static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since
 		return err == -ESRCH ? 0 : err;
 	for (size_t i = 0; i < n && !err; i++) {
 		err = sonde__rec_system_adopt(r, kids[i], since, time);
+		select_process(r, kids[i]);
 		if (!err)
 			err = adopt_descendants(r, kids[i], since, time, depth + 1);
 	}
@@ -256,19 +361,40 @@ static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since
 	return err;
 }
 
+/* A filtered thread: its process read from /proc, the thread marked. "no such thread"
+ * (-ESRCH) and kernel threads (-SONDE_E_UNSUPPORTED) are errors, logged. */
+static int adopt_thread(struct sonde_recorder *r, pid_t tid, uint64_t since, uint64_t time)
+{
+	pid_t pid;
+	int err = sonde__rec_check_thread(tid, &pid);
+
+	if (!err)
+		err = sonde__rec_system_adopt(r, pid, since, time);
+	struct rec_thread *t = err ? NULL : sonde__rec_thread_get(r, tid, true);
+	if (!err && !t)
+		err = -ENOMEM;
+	if (err)
+		return err;
+	t->pid = pid;
+	t->selected = true;
+	return 0;
+}
+
 int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 {
 	uint64_t time = sonde__rec_time(r, sonde__rec_now());
 	int err = 0;
 
-	if (r->n_filter_pids) {
-		for (size_t i = 0; i < r->n_filter_pids && !err; i++) {
-			err = sonde__rec_system_adopt(r, r->filter_pids[i], since, time);
-			if (!err)
-				err = adopt_descendants(r, r->filter_pids[i], since, time, 0);
-		}
-		return err;
+	for (size_t i = 0; i < r->n_filter_pids && !err; i++) {
+		err = sonde__rec_system_adopt(r, r->filter_pids[i], since, time);
+		select_process(r, r->filter_pids[i]);
+		if (!err)
+			err = adopt_descendants(r, r->filter_pids[i], since, time, 0);
 	}
+	for (size_t i = 0; i < r->n_filter_tids && !err; i++)
+		err = adopt_thread(r, r->filter_tids[i], since, time);
+	if (err || sonde__rec_system_limited(r))
+		return err;
 	DIR *d = opendir("/proc");
 	if (!d)
 		return -errno;
@@ -319,7 +445,7 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 		return -ENOENT;
 	cfg.disabled = true;
 	sonde__perf_attr_fill(&a, &cfg);
-	int fd = sonde__perf_open(&a, -1, r->cpus[idx]);
+	int fd = sonde__rec_perf_open(r, &a, -1, r->cpus[idx]);
 	if (fd < 0)
 		return fd;
 	int err = sonde__perf_ring_map(&bigger, fd, r->cpus[idx], pages, pages);
@@ -333,6 +459,15 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 		sonde__perf_ring_unmap(&bigger);
 		close(fd);
 		return err;
+	}
+	/* the CPU's other events (off-CPU) write into the new ring from now on */
+	for (size_t i = 0; i < r->n_events; i++) {
+		struct rec_event *o = &r->events[i];
+		if (o->ring == (int)idx && o != ev && (err = sonde__perf_set_output(o->fd, fd))) {
+			sonde__perf_ring_unmap(&bigger);
+			close(fd);
+			return err;
+		}
 	}
 	sonde__perf_disable(ev->fd);
 	if (r->enabled)

@@ -93,6 +93,7 @@ static void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
 
 	if (!t)
 		return;
+	sonde__rec_error(r, sonde__rec_offcpu_forget(r, t));
 	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
 	size_t mask = r->cap_threads - 1, i = (size_t)(t - r->threads), j = i;
 	r->threads[i].tid = 0;
@@ -146,7 +147,7 @@ static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 		if (r->build_ids[i].dev == m->dev && r->build_ids[i].inode == m->inode)
 			return &r->build_ids[i];
 	if (sonde__array_grow(&r->build_ids, &r->cap_build_ids, r->n_build_ids + 1,
-			       sizeof(*r->build_ids), 32) < 0)
+			      sizeof(*r->build_ids), 32) < 0)
 		return NULL;
 	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
 	memset(b, 0, sizeof(*b));
@@ -179,7 +180,7 @@ static uint32_t mapping_flags(const char *path, size_t *path_len)
 }
 
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
-		    const struct rec_module *m, uint32_t maj, uint32_t min)
+			   const struct rec_module *m, uint32_t maj, uint32_t min)
 {
 	struct rec_module mod = *m;
 	size_t path_len;
@@ -245,14 +246,16 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 	int err = 0;
 
 	if (p->has_spool_modules)
-		err = sonde_spool_writer__retire_process(r->spool, sonde__rec_time(r, time), (uint32_t)p->pid);
+		err = sonde_spool_writer__retire_process(r->spool, sonde__rec_time(r, time),
+							 (uint32_t)p->pid);
 	p->has_spool_modules = false;
 	sonde__modtable_clear(&p->mods);
 	return err ? sonde__rec_error(r, err) : 0;
 }
 
 /* The spool id of a thread, defining it on first use (and after a rename). */
-static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid, uint32_t *id)
+int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
+			 uint32_t *id)
 {
 	struct rec_thread *t = sonde__rec_thread_get(r, tid, true);
 
@@ -269,8 +272,8 @@ static int thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t t
 	}
 	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
-	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid, (uint32_t)tid,
-					 t->comm, &t->spool_id);
+	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
+						 (uint32_t)tid, t->comm, &t->spool_id);
 	if (err)
 		return sonde__rec_error(r, err);
 	t->defined = true;
@@ -293,7 +296,7 @@ static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 			.path = path,
 		};
 		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def,
-						 &r->kernel_module);
+							 &r->kernel_module);
 		if (err)
 			return sonde__rec_error(r, err);
 	}
@@ -342,23 +345,28 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 		r->sum.own_samples++;
 		return NULL;
 	}
+	if (!sonde__rec_system_allowed(r, pid)) {
+		r->sum.unfollowed_samples++;
+		return NULL;
+	}
 	struct rec_process *p = sonde__rec_process_get(r, pid, false);
-	if (!p && !r->n_filter_pids) {
+	bool limited = sonde__rec_system_limited(r);
+	if (!p && !limited) {
 		if (sonde__rec_system_adopt(r, pid, 0, rec->time) < 0)
 			return NULL;
 		p = sonde__rec_process_get(r, pid, false);
 		if (!p && (p = sonde__rec_process_get(r, pid, true)))
 			p->exited = false; /* gone already: its samples keep raw addresses */
 	}
-	if (!p || rec->time < p->since || (r->n_filter_pids && p->exited)) {
+	if (!p || rec->time < p->since || (limited && p->exited) ||
+	    !sonde__rec_system_selects(r, p, (pid_t)rec->tid)) {
 		r->sum.unfollowed_samples++;
 		return NULL;
 	}
 	return p;
 }
 
-/* The process a sample belongs to, or NULL (counted) when it is not to be recorded. */
-static struct rec_process *sample_process(struct sonde_recorder *r, const struct perf_rec *rec)
+struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	if (!rec->has_id || rec->pid == UINT32_MAX || rec->tid == UINT32_MAX || !rec->time) {
 		r->sum.samples_missing_ids++;
@@ -379,48 +387,60 @@ static struct rec_process *sample_process(struct sonde_recorder *r, const struct
 	return p;
 }
 
-static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
+int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
+			    const struct perf_rec *rec, uint32_t copy, size_t *n, uint32_t *flags)
 {
 	const struct perf_sample *s = &rec->sample;
 	enum unwind_end end = UNWIND_END_COMPLETE;
-	size_t n = 0, nk = 0;
-	uint32_t tid_id = 0;
-
-	r->sum.samples++;
-	struct rec_process *p = sample_process(r, rec);
-	if (!p)
-		return 0;
+	size_t nu = 0, nk = 0;
 	int err = kernel_frames(r, rec, &nk);
+
 	if (err)
 		return err;
 	size_t reach = 0;
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP], &reach};
-		n = sonde__record_unwind(&s->regs, &st, &p->mods,
-				  r->frame_pointers_only ? NULL : r->unwind_cache, p->pid,
-				  &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
+		nu = sonde__record_unwind(
+			&s->regs, &st, &p->mods, r->frame_pointers_only ? NULL : r->unwind_cache,
+			p->pid, &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
-	if (n + nk == 0) {
-		r->sum.empty_stacks++;
-		return 0;
-	}
-	uint32_t flags = nk ? SONDE_SAMPLE_KERNEL : 0;
+	*n = nu + nk;
+	*flags = nk ? SONDE_SAMPLE_KERNEL : 0;
+	if (r->adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE)
+		sonde__rec_stack_learn(r, sonde__rec_thread_get(r, (pid_t)rec->tid, false), copy,
+				       s->stack_len, end, reach);
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
-		flags |= SONDE_SAMPLE_TRUNCATED;
+		*flags |= SONDE_SAMPLE_TRUNCATED;
 		r->sum.truncated_stacks++;
 	} else if (end == UNWIND_END_ERROR) {
 		r->sum.unwind_errors++;
 	}
-	err = thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
+	return 0;
+}
+
+static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	size_t n = 0;
+	uint32_t tid_id = 0, flags;
+
+	r->sum.samples++;
+	struct rec_process *p = sonde__rec_sample_process(r, rec);
+	if (!p)
+		return 0;
+	int err = sonde__rec_sample_stack(r, p, rec, sonde__rec_event_copy(r, rec->id), &n, &flags);
 	if (err)
 		return err;
-	if (r->adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE)
-		sonde__rec_stack_learn(r, sonde__rec_thread_get(r, (pid_t)rec->tid, false), rec,
-				       end, reach);
+	if (n == 0) {
+		r->sum.empty_stacks++;
+		return 0;
+	}
+	err = sonde__rec_thread_id(r, rec->time, (pid_t)rec->pid, (pid_t)rec->tid, &tid_id);
+	if (err)
+		return err;
 	err = sonde_spool_writer__add_sample_cpu(
 		r->spool, sonde__rec_time(r, rec->time), tid_id,
 		(r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE,
-		r->frames, n + nk, flags);
+		r->frames, n, flags);
 	if (err)
 		return sonde__rec_error(r, err);
 	r->sum.samples_written++;
@@ -448,10 +468,31 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 	return sonde__rec_add_mapping(r, p, rec->time, &mod, m->maj, m->min);
 }
 
+/* An exec in a system-wide recording with a process check: asked again, since the new
+ * program may run with other credentials (set-user-ID) or be non-dumpable. A process
+ * refused now is retired. 1 to go on with the record, 0 when refused, or -errno. */
+static int system_exec_check(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	pid_t pid = (pid_t)rec->comm.pid;
+
+	sonde__rec_system_forget(r, pid);
+	if (pid == r->self_pid || sonde__rec_system_allowed(r, pid))
+		return 1;
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	if (p && !p->exited && rec->time >= p->since)
+		return sonde__rec_stop_process(r, p);
+	return 0;
+}
+
 static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_comm *c = &rec->comm;
 
+	if (r->system_wide && c->exec && r->process_check) {
+		int go_on = system_exec_check(r, rec);
+		if (go_on <= 0)
+			return go_on;
+	}
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)c->pid, 0))
 		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)c->tid, true);
@@ -492,11 +533,14 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 		t->own_events = false;
 		t->root_gen = 0;
 		t->announced = false;
+		t->selected = false;
 		t->comm[0] = 0;
 	}
 
 	p->exited = false;
 	p->attached = false;
+	p->thread_only = false;
+	p->selected = false;
 	p->start_time = 0;
 	p->fork_time = 0;
 	p->attach_ticks = 0;
@@ -516,6 +560,12 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	 * the parent's, and nothing of theirs is tracked. */
 	if (new_process && !r->follow_children)
 		return 0;
+	if (r->system_wide && new_process)
+		sonde__rec_system_forget(r, (pid_t)f->pid); /* a new process: asked anew */
+	/* A thread attached alone without follow_children: its new threads have no events. */
+	struct rec_process *owner = sonde__rec_process_get(r, (pid_t)f->pid, false);
+	if (!new_process && !r->follow_children && owner && owner->thread_only)
+		return 0;
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
@@ -532,6 +582,9 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 		sonde__rec_inherit(r, t, (pid_t)f->ptid);
 	/* Looked up after the insertion, which may have moved the table. */
 	struct rec_thread *parent = sonde__rec_thread_get(r, (pid_t)f->ptid, false);
+	/* system-wide filters: what a filtered thread creates is recorded too */
+	t->selected = parent && parent->selected && parent->pid == (pid_t)f->ppid;
+	bool parent_selected = t->selected;
 	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
 	if (!new_process)
 		return 0; /* a new thread of a known process */
@@ -556,13 +609,15 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	child->fork_time = rec->time;
 	child->since = rec->time;
 	struct rec_process *pp = sonde__rec_process_get(r, (pid_t)f->ppid, false);
+	child->selected = parent_selected || (pp && pp->selected);
 	if (!pp)
 		return 0;
 	child->exe_dev = pp->exe_dev;
 	child->exe_ino = pp->exe_ino;
 	for (size_t i = 0; i < pp->mods.n; i++) {
-		int err = sonde__rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
-					  major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
+		int err =
+			sonde__rec_add_mapping(r, child, rec->time, &pp->mods.m[i],
+					       major(pp->mods.m[i].dev), minor(pp->mods.m[i].dev));
 		if (err)
 			return err;
 	}
@@ -583,6 +638,8 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 	if (e->pid != e->tid)
 		return 0;
 	struct rec_process *p = sonde__rec_process_get(r, (pid_t)e->pid, false);
+	if (r->system_wide && (!p || rec->time >= p->since))
+		sonde__rec_system_forget(r, (pid_t)e->pid);
 	if (!p || rec->time < p->since)
 		return 0;
 	/* Retiring is idempotent: a liveness check may have marked it exited already. */
@@ -600,8 +657,12 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 		return 0;
 	}
 	switch (rec->type) {
-	case PERF_RECORD_SAMPLE:
-		return on_sample(r, rec);
+	case PERF_RECORD_SAMPLE: {
+		int handled = r->offcpu.on ? sonde__rec_offcpu_sample(r, rec) : 0;
+		return handled ? (handled < 0 ? handled : 0) : on_sample(r, rec);
+	}
+	case PERF_RECORD_SWITCH:
+		return r->offcpu.on ? sonde__rec_offcpu_switch(r, rec) : 0;
 	case PERF_RECORD_MMAP2:
 		return on_mmap2(r, rec);
 	case PERF_RECORD_COMM:
@@ -613,10 +674,12 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 	case PERF_RECORD_LOST:
 		r->sum.lost_events += rec->lost.lost;
 		sonde__rec_note_loss(r);
+		sonde__rec_offcpu_loss(r);
 		return 0;
 	case PERF_RECORD_LOST_SAMPLES:
 		r->sum.lost_samples += rec->lost.lost;
 		sonde__rec_note_loss(r);
+		sonde__rec_offcpu_loss(r);
 		return 0;
 	default:
 		return 0;
@@ -625,6 +688,9 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 
 void sonde__rec_track_free(struct sonde_recorder *r)
 {
+	for (size_t i = 0; i < r->cap_threads; i++)
+		if (r->threads[i].tid)
+			sonde__rec_offcpu_free(r->threads[i].off);
 	for (size_t i = 0; i < r->n_procs; i++)
 		sonde__modtable_free(&r->procs[i].mods);
 	sonde__free(r->procs);

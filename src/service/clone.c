@@ -38,7 +38,7 @@ void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *nam
 	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_TRACING_SESSION_ID, ss->id);
 	sonde__pb_put_string(&b, PF_CLONE_TRIGGER_HIT_TRIGGER_NAME, name);
 	sonde__pb_put_string(&b, PF_CLONE_TRIGGER_HIT_PRODUCER_NAME, producer->p.name);
-	if (!producer->remote)
+	if (!producer->remote || producer->vouched)
 		sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_PRODUCER_UID, producer->ch.peer_uid);
 	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_BOOT_TIME_NS, now_ns);
 	sonde__pb_put_varint(&b, PF_CLONE_TRIGGER_HIT_TRIGGER_DELAY_MS, delay_ms);

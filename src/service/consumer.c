@@ -308,20 +308,27 @@ static int observe_events(struct svc *s, struct req *r)
 
 /* ------------------------------------------------------------------ queries */
 
-static void put_producer(struct buf *b, const struct conn *c)
+static void put_producer(struct svc *s, struct buf *b, const struct conn *c)
 {
 	size_t m = sonde__pb_begin(b, PF_TSS_PRODUCERS);
+	bool known = !c->remote || c->vouched;
 
 	sonde__pb_put_varint(b, PF_TSS_PRODUCER_ID, c->p.id);
 	sonde__pb_put_string(b, PF_TSS_PRODUCER_NAME, c->p.name);
-	/* a remote producer's uid and pid are unknown: left out, not made up */
-	if (!c->remote)
+	/* a remote producer's uid and pid are unknown: left out, not made up (a relayed
+	 * one's are its relay's word, the pid one on its machine) */
+	if (known)
 		sonde__pb_put_varint(b, PF_TSS_PRODUCER_UID,
 				     (uint64_t)(int64_t)(int32_t)c->ch.peer_uid);
 	if (c->p.sdk_version)
 		sonde__pb_put_string(b, PF_TSS_PRODUCER_SDK_VERSION, c->p.sdk_version);
-	if (!c->remote)
+	if (known && c->ch.peer_pid > 0)
 		sonde__pb_put_varint(b, PF_TSS_PRODUCER_PID, (uint64_t)(int64_t)c->ch.peer_pid);
+	/* HEAD's fields (v56): set only for a machine other than the host */
+	if (c->machine_id) {
+		sonde__pb_put_varint(b, PF_TSS_PRODUCER_MACHINE_ID, c->machine_id);
+		sonde__pb_put_string(b, PF_TSS_PRODUCER_MACHINE_NAME, sonde__machine_name_of(s, c));
+	}
 	sonde__pb_end(b, m);
 }
 
@@ -335,7 +342,7 @@ static int query_service_state(struct svc *s, struct req *r)
 
 	for (size_t i = 0; i < s->nconns; i++)
 		if (s->conns[i]->is_producer && s->conns[i]->p.initialized && !s->conns[i]->dead)
-			put_producer(&b, s->conns[i]);
+			put_producer(s, &b, s->conns[i]);
 	for (size_t i = 0; i < s->nds; i++) {
 		struct conn *pc = sonde__svc_conn(s, s->ds[i]->conn_id);
 		if (b.len + s->ds[i]->desc_len + 32 > limit) {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <sonde/error.h>
@@ -56,6 +57,10 @@ static const char *const consumer_methods[] = {
 	"QueryCapabilities",
 	NULL, /* SaveTraceForBugreport */
 	"CloneSession",
+};
+static const char *const relay_methods[] = {
+	"InitRelay",
+	"SyncClock",
 };
 #define NMETHODS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -124,21 +129,51 @@ int sonde__svc_reply(struct req *r, const struct buf *reply, bool has_more)
 			      reply ? reply->len : 0, -1);
 }
 
+static bool name_is(const char *name, size_t len, const char *want)
+{
+	return len == strlen(want) && memcmp(name, want, len) == 0;
+}
+
 static void send_bind_reply(struct conn *c, uint64_t id, const char *name, size_t len)
 {
 	const char *want = c->is_producer ? "ProducerPort" : "ConsumerPort";
 	struct ipc_frame f = {.request_id = id, .msg = IPC_MSG_BIND_SERVICE_REPLY};
 
-	if (len == strlen(want) && memcmp(name, want, len) == 0) {
+	if (name_is(name, len, want)) {
 		f.success = true;
 		f.service_id = 1;
 		f.method_names = c->is_producer ? producer_methods : consumer_methods;
 		f.n_methods =
 			c->is_producer ? NMETHODS(producer_methods) : NMETHODS(consumer_methods);
 		c->bound = true;
+	} else if (name_is(name, len, RELAY_SERVICE_NAME) && c->relay_conn) {
+		/* only on a relay socket: InitRelay describes a machine, which only a relay
+		 * may speak for */
+		f.success = true;
+		f.service_id = SVC_RELAY_SERVICE_ID;
+		f.method_names = relay_methods;
+		f.n_methods = NMETHODS(relay_methods);
+		c->relay_bound = true;
+	} else if (name_is(name, len, RELAY_SERVICE_NAME)) {
+		sonde_debug("connection %llu: RelayPort refused: not a relay socket",
+			    (unsigned long long)c->id);
 	}
 	if (sonde__ipc_chan_send(&c->ch, &f, -1) < 0)
 		c->dead = true;
+}
+
+static void invoke_relay(struct svc *s, struct conn *c, const struct ipc_frame *f)
+{
+	struct req r = {c, f->request_id, f->drop_reply, f->data, f->data_len, -1};
+	int rc = -ENOSYS;
+
+	if (c->relay_bound && f->method_id >= 1 && f->method_id <= NMETHODS(relay_methods)) {
+		if (!r.args)
+			r.args = (const uint8_t *)"";
+		rc = sonde__machine_relay_dispatch(s, &r, f->method_id);
+	}
+	if (rc < 0 && (!f->drop_reply || rc == -SONDE_E_FORMAT))
+		sonde__svc_send_reply(c, f->request_id, false, false, NULL, 0, -1);
 }
 
 static void invoke(struct svc *s, struct conn *c, const struct ipc_frame *f, int *fd)
@@ -148,6 +183,8 @@ static void invoke(struct svc *s, struct conn *c, const struct ipc_frame *f, int
 	struct req r = {c, f->request_id, f->drop_reply, f->data, f->data_len, *fd};
 	int rc;
 
+	if (f->service_id == SVC_RELAY_SERVICE_ID && c->is_producer)
+		return invoke_relay(s, c, f);
 	if (!c->bound || f->service_id != 1 || f->method_id == 0 || f->method_id > n ||
 	    !names[f->method_id - 1]) {
 		sonde__svc_send_reply(c, f->request_id, false, false, NULL, 0, -1);
@@ -194,10 +231,8 @@ static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *
 		invoke(s, c, f, &fd);
 		break;
 	case IPC_MSG_SET_PEER_IDENTITY:
-		/* Only a relay may vouch for the peers it forwards, and this service serves no
-		 * relay port: ignored from everybody. On AF_UNIX SO_PEERCRED is authoritative; a
-		 * remote peer stays of unknown uid. */
-		sonde_debug("connection %llu: SetPeerIdentity ignored", (unsigned long long)c->id);
+		/* believed only from a relay socket's connection (machine.c) */
+		sonde__machine_peer_identity(s, c, f);
 		break;
 	case IPC_MSG_BIND_SERVICE_REPLY:
 	case IPC_MSG_INVOKE_METHOD_REPLY:
@@ -343,14 +378,17 @@ static void accept_conns(struct svc *s, size_t li)
 			continue;
 		}
 		struct conn *c = sonde__svc_add_conn(s, fd, which == 0);
+		if (c)
+			c->relay_conn = l->relay;
 		/* accepted directly, so SO_PEERCRED names the process that connected: the
 		 * probes child, whose pid cannot be reused until sonded reaps it */
 		if (c && !remote && which == 0 && s->probes_pid && cr.pid == s->probes_pid &&
 		    cr.uid == s->uid)
 			c->trusted_probes = true;
 		if (c && remote)
-			sonde_debug("%s connected over the network: uid unknown",
-				    which ? "consumer" : "producer");
+			sonde_debug("%s connected over the network%s: uid unknown",
+				    which ? "consumer" : "producer",
+				    l->relay ? " on a relay socket" : "");
 		else if (c)
 			sonde_debug("%s connected: pid %d uid %d", which ? "consumer" : "producer",
 				    (int)c->ch.peer_pid, (int)c->ch.peer_uid);
@@ -449,6 +487,7 @@ static int listen_one(struct svc *s, const struct sonde_service_opts *o, int whi
 	}
 	l->fd = fd;
 	l->consumer = which == 1;
+	l->relay = false;
 	l->name = n;
 	s->nlis++;
 	return sonde__loop_add(&s->loop, fd, EPOLLIN, SVC_COOKIE_LISTENER + s->nlis - 1);
@@ -500,6 +539,48 @@ static int listen_on(struct svc *s, const struct sonde_service_opts *o, int whic
 	return 0;
 }
 
+/* The relay sockets: producer sockets whose peers are relays. A network name only: over
+ * AF_UNIX, SO_PEERCRED says who the peer is and nobody need vouch for it. */
+static int listen_relay(struct svc *s, const struct sonde_service_opts *o, const char *names)
+{
+	const char *one;
+	size_t pos = 0, len, n = 0;
+	struct ipc_addr a;
+	int rc;
+
+	while (sonde__ipc_addr_list_next(names, &pos, &one, &len)) {
+		if (n++ == SVC_MAX_RELAY_SOCKETS) {
+			sonde_error("%s: more than %d relay sockets", names, SVC_MAX_RELAY_SOCKETS);
+			return -E2BIG;
+		}
+		if (sonde__ipc_addr_parse(one, len, &a) < 0 || a.kind == IPC_ADDR_UNIX) {
+			sonde_error("relay socket %.*s: not a HOST:PORT, [V6]:PORT or "
+				    "vsock://CID:PORT address",
+				    (int)len, one);
+			return -EINVAL;
+		}
+		if ((rc = listen_one(s, o, 0, one, len)) < 0)
+			return rc;
+		s->lis[s->nlis - 1].relay = true;
+		sonde_info("accepting relays on %.*s", (int)len, one);
+	}
+	return 0;
+}
+
+/* The host's machine name for machine_name_filter: as Perfetto's, $PERFETTO_MACHINE_NAME,
+ * else the kernel's name (uname -s); sonded --machine-name before both. */
+static char *host_machine_name(const char *given)
+{
+	const char *env = getenv("PERFETTO_MACHINE_NAME");
+	struct utsname u;
+
+	if (given && *given)
+		return sonde__strdup(given);
+	if (env && *env)
+		return sonde__strdup(env);
+	return sonde__strdup(uname(&u) == 0 ? u.sysname : "");
+}
+
 struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 {
 	struct sonde_service *ss;
@@ -528,6 +609,10 @@ struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 		rc = listen_on(s, &o, 0, prod ? prod : sonde__ipc_default_sock_name(IPC_PORT_PRODUCER));
 	if (rc == 0)
 		rc = listen_on(s, &o, 1, cons ? cons : sonde__ipc_default_sock_name(IPC_PORT_CONSUMER));
+	if (rc == 0 && o.relay_socket && *o.relay_socket)
+		rc = listen_relay(s, &o, o.relay_socket);
+	if (rc == 0 && !(s->machine_name = host_machine_name(o.machine_name)))
+		rc = -ENOMEM;
 	if (rc == 0)
 		rc = sonde__connector_init(s, &o);
 	if (rc == 0 && !(s->t_housekeeping = sonde__loop_timer_add(&s->loop, 1000, housekeeping, 0)))
@@ -594,6 +679,8 @@ void sonde_service__free(struct sonde_service *ss)
 	}
 	sonde__free(s->sock_name[0]);
 	sonde__free(s->sock_name[1]);
+	sonde__free(s->machine_name);
+	sonde__machine_free_all(s);
 	sonde__trigger_svc_free(s);
 	sonde__bufid_free(s);
 	sonde__free(s->conns);

@@ -23,6 +23,7 @@
 #include "base/buf.h"
 #include "base/u64map.h"
 #include "ipc/frame.h"
+#include "ipc/relay_proto.h"
 #include "ipc/sock.h"
 #include "service/loop.h"
 #include "service/tbuf.h"
@@ -39,14 +40,22 @@ enum {
 	SVC_FILE_STALL_MS = 10000,	/* ... and how long they may wait without progress */
 	SVC_MAX_DRAINING = 16,		/* writers finishing the files of freed sessions */
 	SVC_MAX_PRODUCER_SOCKETS = 8,	/* names in a comma-separated producer socket list */
-	SVC_COOKIE_LISTENER = 1,	/* listener i has cookie SVC_COOKIE_LISTENER + i */
-	SVC_FIRST_CONN_ID = SVC_COOKIE_LISTENER + SVC_MAX_PRODUCER_SOCKETS + 1,
+	SVC_MAX_RELAY_SOCKETS = 4,	/* names in the relay socket list */
+	SVC_MAX_LISTENERS = SVC_MAX_PRODUCER_SOCKETS + 1 + SVC_MAX_RELAY_SOCKETS,
+	SVC_COOKIE_LISTENER = 1, /* listener i has cookie SVC_COOKIE_LISTENER + i */
+	SVC_FIRST_CONN_ID = SVC_COOKIE_LISTENER + SVC_MAX_LISTENERS,
+	/* machines other than the host known through relays (machine.c); a session marks
+	 * what it wrote of each in a 64-bit mask */
+	SVC_MAX_MACHINES = 64,
+	SVC_SYNCED_CLOCKS = 5,	  /* the last SyncClock exchanges kept per machine, as Perfetto */
+	SVC_RELAY_SERVICE_ID = 2, /* RelayPort's service id on a relay connection */
 };
 
 /* A listening socket: one per producer socket name, one for the consumer. */
 struct svc_listener {
 	int fd;
 	bool consumer;
+	bool relay; /* --relay-socket: its peers may vouch for producers (SetPeerIdentity) */
 	char *name;
 	struct ipc_bound bound; /* its socket file, unlinked at exit if still ours */
 };
@@ -116,6 +125,26 @@ struct consumer {
 	int clone_fd;
 };
 
+/* One SyncClock request: the relay's clocks as it sent them and the host's at receipt. */
+struct svc_synced {
+	enum relay_sync_phase phase;
+	size_t n_client, n_host;
+	struct relay_clock client[RELAY_MAX_CLOCKS], host[RELAY_MAX_CLOCKS];
+};
+
+/* A machine other than the host (machine id 1..SVC_MAX_MACHINES), one per distinct
+ * machine_id_hint that a relay connection vouched for. Kept for the service's lifetime,
+ * so that a machine keeps its id across relay reconnections. */
+struct svc_machine {
+	uint32_t id;
+	char *hint, *name;
+	uint8_t *sysinfo; /* the SystemInfo of the latest InitRelay, verbatim; NULL before */
+	size_t sysinfo_len;
+	struct svc_synced synced[SVC_SYNCED_CLOCKS]; /* oldest first */
+	size_t nsynced;
+	uint64_t sync_gen; /* counts SyncClock requests, so sessions see new ones */
+};
+
 struct conn {
 	uint64_t id;
 	uint32_t peer_gid; /* with ch.peer_uid/peer_pid: SO_PEERCRED (security.c) */
@@ -131,6 +160,11 @@ struct conn {
 	 * (uid_t)-1, nobody's, only so that no comparison can match); its producer gets
 	 * shared-memory emulation and its packets no trusted_uid */
 	bool remote;
+	/* accepted on a relay socket: a relay's connection, for itself (RelayPort) or for a
+	 * producer it forwards; vouched once its SetPeerIdentity was accepted (ch.peer_uid
+	 * and peer_pid are then the relay's word, machine_id the machine's) */
+	bool relay_conn, vouched, identity_seen, relay_bound;
+	uint32_t machine_id; /* 0: the host */
 	bool is_producer;
 	bool bound;
 	bool dead;
@@ -158,7 +192,7 @@ struct svc {
 	struct svc_limits lim;
 	bool lockdown;
 	struct svc_connector *cx; /* connector.c; NULL when disabled */
-	struct svc_listener lis[SVC_MAX_PRODUCER_SOCKETS + 1];
+	struct svc_listener lis[SVC_MAX_LISTENERS];
 	size_t nlis;
 	char *sock_name[2]; /* producer, consumer, as given (the producer's may be a list) */
 	struct conn **conns;
@@ -180,6 +214,9 @@ struct svc {
 	struct buf scratch;
 	struct trig_global *trig; /* trigger.c, allocated on first use */
 	pid_t probes_pid; /* sonded's supervised `sonde probes` (sonde_service__trust_probes) */
+	char *machine_name; /* the host's, for machine_name_filter */
+	struct svc_machine *machines;
+	size_t nmachines;
 	/* writers no session owns any more (session.c): still writing out the file of a
 	 * freed session (at most SVC_MAX_DRAINING), or cancelled and not ended yet */
 	struct svc_retired *retired;
@@ -277,6 +314,19 @@ void sonde__connector_io(struct svc *s, uint64_t cookie, uint32_t events);
 bool sonde__connector_owns(const struct svc *s, uint64_t cookie);
 const char *sonde__connector_path(const struct svc *s);
 void sonde__connector_free(struct svc *s);
+
+/* machine.c: relays, machines, RelayPort */
+/* A relay connection's SetPeerIdentity (ignored, with a debug line, from anyone else). */
+void sonde__machine_peer_identity(struct svc *s, struct conn *c, const struct ipc_frame *f);
+/* RelayPort methods on a relay connection (service id SVC_RELAY_SERVICE_ID). */
+int sonde__machine_relay_dispatch(struct svc *s, struct req *r, uint32_t method);
+struct svc_machine *sonde__machine_get(struct svc *s, uint32_t id);
+/* The machine name of a connection's peer: the host's or the vouching relay's. */
+const char *sonde__machine_name_of(struct svc *s, const struct conn *c);
+/* The offset (relay clock - host clock, ns) of clock_id estimated from the kept SyncClock
+ * exchanges as Perfetto's trace processor does; false when none can be. */
+bool sonde__machine_clock_offset(const struct svc_machine *m, uint32_t clock_id, int64_t *off);
+void sonde__machine_free_all(struct svc *s);
 
 /* consumer.c */
 int sonde__consumer_dispatch(struct svc *s, struct req *r, uint32_t method);

@@ -337,7 +337,12 @@ static int initialize(struct svc *s, struct req *r)
 		p->smb_adopted = true;
 		r->fd = -1; /* the mapping keeps it */
 	}
-	if (p->emulated)
+	if (p->emulated && r->c->machine_id)
+		sonde_info("producer %u \"%s\" on machine %u \"%s\", pid %d uid %s "
+			   "(shared-memory emulation)",
+			   p->id, p->name, r->c->machine_id, sonde__machine_name_of(s, r->c),
+			   (int)r->c->ch.peer_pid, r->c->vouched ? "vouched" : "unknown");
+	else if (p->emulated)
 		sonde_info("producer %u \"%s\" remote, uid unknown (shared-memory emulation)",
 			   p->id, p->name);
 	else
@@ -548,8 +553,12 @@ static void move_inline(struct svc *s, struct conn *c, const uint8_t *data, size
 		s->chunks_discarded++;
 		return;
 	}
-	sonde__tbuf_copy_chunk_remote(tb, p->id, &ci, data + SMB_CHUNK_HDR_SIZE,
-				      len - SMB_CHUNK_HDR_SIZE);
+	struct tbuf_ident who = {.uid = (int32_t)c->ch.peer_uid,
+				 .pid = c->vouched ? (int32_t)c->ch.peer_pid : 0,
+				 .uid_unknown = !c->vouched,
+				 .machine_id = c->machine_id};
+	sonde__tbuf_copy_chunk_ident(tb, p->id, &who, &ci, data + SMB_CHUNK_HDR_SIZE,
+				     len - SMB_CHUNK_HDR_SIZE);
 }
 
 static void move_chunk(struct svc *s, struct conn *c, uint64_t page, uint64_t chunk,

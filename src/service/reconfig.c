@@ -125,7 +125,8 @@ int sonde__reconfig_change(struct svc *s, struct req *r)
 	for (size_t i = 0; i < ss->cfg.nds; i++) {
 		for (size_t j = 0; j < s->nds; j++) {
 			struct conn *pc = sonde__svc_conn(s, s->ds[j]->conn_id);
-			if (!pc || pc->dead || !sonde__session_ds_matches(&ss->cfg.ds[i], pc, s->ds[j]) ||
+			if (!pc || pc->dead ||
+			    !sonde__session_ds_matches(s, &ss->cfg.ds[i], pc, s->ds[j]) ||
 			    has_instance(ss, pc, &ss->cfg.ds[i]))
 				continue;
 			sonde__session_add_instance(s, ss, &ss->cfg.ds[i], pc, s->ds[j]);

@@ -198,9 +198,9 @@ int sonde__sec_check_producer(struct svc *s, struct req *r)
 	struct conn *c = r->c;
 	char msg[160];
 
-	if (!s->lockdown || (!c->remote && c->ch.peer_uid == s->uid))
+	if (!s->lockdown || ((!c->remote || c->vouched) && c->ch.peer_uid == s->uid))
 		return 0;
-	if (c->remote)
+	if (c->remote && !c->vouched)
 		snprintf(msg, sizeof(msg),
 			 "lockdown mode: producers must run as uid %u (a remote one's uid is "
 			 "unknown)",

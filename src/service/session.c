@@ -104,10 +104,30 @@ static bool regex_full_match(const char *re, const char *s)
 	return ok;
 }
 
-static bool ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg)
+/* machine_name_filter, as Perfetto's: the producer's machine name is one of the names, or
+ * "host" stands for the host's producers */
+static bool machine_matches(struct svc *s, const struct ds_cfg *d, const struct conn *c)
+{
+	const char *name = sonde__machine_name_of(s, c);
+
+	for (size_t i = 0; i < d->n_machine_filter; i++)
+		if (!strcmp(d->machine_filter[i], name) ||
+		    (!c->machine_id && !strcmp(d->machine_filter[i], "host")))
+			return true;
+	return d->n_machine_filter == 0;
+}
+
+static bool ds_matches(struct svc *s, const struct ds_cfg *d, const struct conn *c,
+		       const struct ds_reg *reg)
 {
 	if (!d->name || strcmp(d->name, reg->name))
 		return false;
+	if (!machine_matches(s, d, c)) {
+		sonde_debug("data source %s not started on producer \"%s\": machine \"%s\" not in "
+			    "its machine_name_filter",
+			    d->name, c->p.name ? c->p.name : "", sonde__machine_name_of(s, c));
+		return false;
+	}
 	if (!d->n_name_filter && !d->n_regex_filter)
 		return true;
 	for (size_t i = 0; i < d->n_name_filter; i++)
@@ -270,7 +290,7 @@ void sonde__session_setup_for_producer(struct svc *s, struct conn *c, struct ds_
 		if (ss->state != SESS_CONFIGURED && ss->state != SESS_STARTED)
 			continue;
 		for (size_t j = 0; j < ss->cfg.nds; j++)
-			if (ds_matches(&ss->cfg.ds[j], c, d))
+			if (ds_matches(s, &ss->cfg.ds[j], c, d))
 				create_instance(s, ss, &ss->cfg.ds[j], c, d);
 	}
 }
@@ -744,7 +764,7 @@ int sonde__session_enable(struct svc *s, struct req *r, const uint8_t *cfg, size
 	for (size_t i = 0; i < ss->cfg.nds; i++)
 		for (size_t j = 0; j < s->nds; j++) {
 			struct conn *pc = sonde__svc_conn(s, s->ds[j]->conn_id);
-			if (pc && ds_matches(&ss->cfg.ds[i], pc, s->ds[j]))
+			if (pc && ds_matches(s, &ss->cfg.ds[i], pc, s->ds[j]))
 				create_instance(s, ss, &ss->cfg.ds[i], pc, s->ds[j]);
 		}
 	sonde__trigger_session_enabled(s, ss);
@@ -801,9 +821,10 @@ void sonde__session_free_data_sources(struct session *ss)
 	sonde__tcfg_free_data_sources(&ss->cfg);
 }
 
-bool sonde__session_ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg)
+bool sonde__session_ds_matches(struct svc *s, const struct ds_cfg *d, const struct conn *c,
+			       const struct ds_reg *reg)
 {
-	return ds_matches(d, c, reg);
+	return ds_matches(s, d, c, reg);
 }
 
 void sonde__session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d, struct conn *c,

@@ -71,6 +71,10 @@ struct session {
 	struct buf svc_clocks, svc_pkts; /* queued packets: u32 length + bytes each */
 	bool obs_all_started_sent;
 	bool config_emitted, sysinfo_emitted, sync_due, stats_due, all_started_emitted;
+	/* relayed machines (machine.c): bit id - 1 set once the machine's SystemInfo is in
+	 * the trace; the SyncClock count of the machine's last RemoteClockSync written */
+	uint64_t machine_sysinfo_done;
+	uint64_t machine_sync_gen[SVC_MAX_MACHINES];
 	bool read_completed_emitted, file_full;
 	uint64_t invalid_packets;
 	uint64_t start_ns;
@@ -108,7 +112,8 @@ int sonde__session_add_buffers(struct svc *s, struct session *ss, size_t n,
 /* Parses the data_sources of ss->config into ss->ds. 0, -ENOMEM or a format error. */
 int sonde__session_parse_data_sources(struct session *ss);
 void sonde__session_free_data_sources(struct session *ss);
-bool sonde__session_ds_matches(const struct ds_cfg *d, const struct conn *c, const struct ds_reg *reg);
+bool sonde__session_ds_matches(struct svc *s, const struct ds_cfg *d, const struct conn *c,
+			       const struct ds_reg *reg);
 /* Sets up (and starts, if the session runs) an instance of d on producer c. */
 void sonde__session_add_instance(struct svc *s, struct session *ss, const struct ds_cfg *d, struct conn *c,
 			  const struct ds_reg *reg);

@@ -78,6 +78,36 @@ static void read_clocks(uint64_t v[6])
 		v[i] = clock_ns(clocks[i].clk);
 }
 
+/* A relayed machine's clocks at the instant of the host's snapshot v, estimated from its
+ * SyncClock offsets: a ClockSnapshot with its machine_id, for readers that align machines
+ * by snapshots (the RemoteClockSync packet carries the raw exchanges, as Perfetto's). */
+static void queue_machine_snapshot(struct svc *s, struct session *ss, const struct svc_machine *m,
+				   const uint64_t v[6])
+{
+	struct buf *b = &s->scratch;
+	int64_t off;
+	size_t n = 0;
+
+	sonde__buf_reset(b);
+	size_t mk = sonde__pb_begin(b, PF_PACKET_CLOCK_SNAPSHOT);
+	for (size_t i = 0; i < 6; i++) {
+		if (!sonde__machine_clock_offset(m, clocks[i].id, &off))
+			continue;
+		size_t c = sonde__pb_begin(b, PF_CLOCK_SNAPSHOT_CLOCKS);
+		sonde__pb_put_varint(b, PF_CLOCK_CLOCK_ID, clocks[i].id);
+		sonde__pb_put_varint(b, PF_CLOCK_TIMESTAMP, v[i] + (uint64_t)off);
+		sonde__pb_end(b, c);
+		n++;
+	}
+	sonde__pb_put_varint(b, PF_CLOCK_SNAPSHOT_PRIMARY_TRACE_CLOCK, PF_CLOCK_BOOTTIME);
+	sonde__pb_end(b, mk);
+	sonde__pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
+	sonde__pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
+	sonde__pb_put_varint(b, PF_PACKET_MACHINE_ID, m->id);
+	if (n)
+		enqueue(s, &ss->svc_clocks);
+}
+
 static void queue_snapshot(struct svc *s, struct session *ss, const uint64_t v[6])
 {
 	struct buf *b = &s->scratch;
@@ -98,6 +128,8 @@ static void queue_snapshot(struct svc *s, struct session *ss, const uint64_t v[6
 	sonde__pb_end(b, m);
 	put_trusted(s, b);
 	enqueue(s, &ss->svc_clocks);
+	for (size_t i = 0; i < s->nmachines; i++)
+		queue_machine_snapshot(s, ss, &s->machines[i], v);
 }
 
 void sonde__svcpkt_clock_snapshot(struct svc *s, struct session *ss)
@@ -166,6 +198,59 @@ static void system_info(struct svc *s, struct buf *b)
 	put_trusted(s, b);
 }
 
+static void put_clocks(struct buf *b, uint32_t field, const struct relay_clock *v, size_t n)
+{
+	size_t m = sonde__pb_begin(b, field);
+
+	for (size_t i = 0; i < n; i++) {
+		size_t c = sonde__pb_begin(b, PF_CLOCK_SNAPSHOT_CLOCKS);
+		sonde__pb_put_varint(b, PF_CLOCK_CLOCK_ID, v[i].clock_id);
+		sonde__pb_put_varint(b, PF_CLOCK_TIMESTAMP, v[i].timestamp);
+		sonde__pb_end(b, c);
+	}
+	sonde__pb_end(b, m);
+}
+
+/* What Perfetto's service writes of a relayed machine (MaybeEmitRemoteSystemInfo,
+ * MaybeEmitRemoteClockSync): its SystemInfo as the relay sent it, once, and the kept
+ * SyncClock exchanges, again after each new complete round (PING then UPDATE). */
+static void emit_machines(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
+{
+	struct buf *b = &s->scratch;
+
+	for (size_t i = 0; i < s->nmachines; i++) {
+		const struct svc_machine *m = &s->machines[i];
+		uint64_t bit = 1ull << (m->id - 1);
+		if (m->sysinfo && !(ss->machine_sysinfo_done & bit) && !ss->cfg.no_system_info) {
+			ss->machine_sysinfo_done |= bit;
+			sonde__buf_reset(b);
+			sonde__pb_put_bytes(b, PF_PACKET_SYSTEM_INFO, m->sysinfo, m->sysinfo_len);
+			sonde__pb_put_varint(b, PF_PACKET_MACHINE_ID, m->id);
+			put_trusted(s, b);
+			emit_scratch(s, fn, ctx);
+		}
+		if (m->nsynced < 2 || ss->machine_sync_gen[i] == m->sync_gen ||
+		    m->synced[m->nsynced - 1].phase != RELAY_SYNC_UPDATE)
+			continue;
+		ss->machine_sync_gen[i] = m->sync_gen;
+		sonde__buf_reset(b);
+		size_t r = sonde__pb_begin(b, PF_PACKET_REMOTE_CLOCK_SYNC);
+		for (size_t k = 0; k < m->nsynced; k++) {
+			size_t e = sonde__pb_begin(b, PF_REMOTE_CLOCK_SYNC_SYNCED_CLOCKS);
+			put_clocks(b, PF_SYNCED_CLOCKS_CLIENT_CLOCKS, m->synced[k].client,
+				   m->synced[k].n_client);
+			put_clocks(b, PF_SYNCED_CLOCKS_HOST_CLOCKS, m->synced[k].host,
+				   m->synced[k].n_host);
+			sonde__pb_end(b, e);
+		}
+		sonde__pb_end(b, r);
+		sonde__pb_put_varint(b, PF_PACKET_MACHINE_ID, m->id);
+		sonde__pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
+		sonde__pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
+		emit_scratch(s, fn, ctx);
+	}
+}
+
 void sonde__svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
 {
 	struct buf *b = &s->scratch;
@@ -197,6 +282,7 @@ void sonde__svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn f
 		system_info(s, b);
 		emit_scratch(s, fn, ctx);
 	}
+	emit_machines(s, ss, fn, ctx);
 	emit_queue(&ss->svc_pkts, fn, ctx);
 }
 

@@ -105,8 +105,8 @@ int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 	return 0;
 }
 
-static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, int32_t uid,
-		   int32_t pid, bool uid_unknown)
+static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id,
+		   const struct tbuf_ident *who)
 {
 	uint64_t key = ((uint64_t)producer_id << 16) | writer_id;
 	uint64_t *v;
@@ -127,9 +127,10 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, in
 		return -1;
 	tb->seqs[tb->nseqs] = (struct tbuf_seq){.producer_id = producer_id,
 						.writer_id = writer_id,
-						.uid = uid,
-						.pid = pid,
-						.uid_unknown = uid_unknown};
+						.uid = who->uid,
+						.pid = who->pid,
+						.uid_unknown = who->uid_unknown,
+						.machine_id = who->machine_id};
 	return (int)tb->nseqs++;
 }
 
@@ -233,26 +234,26 @@ static void recommit(struct tbuf *tb, struct rec *r, const struct smb_chunk_info
 	tb->st.chunks_rewritten++;
 }
 
-static void copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
-		       bool uid_unknown, const struct smb_chunk_info *ci, const uint8_t *payload,
-		       size_t len);
-
 void sonde__tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
 		     const struct smb_chunk_info *ci, const uint8_t *payload, size_t len)
 {
-	copy_chunk(tb, producer_id, uid, pid, false, ci, payload, len);
+	struct tbuf_ident who = {.uid = uid, .pid = pid};
+
+	sonde__tbuf_copy_chunk_ident(tb, producer_id, &who, ci, payload, len);
 }
 
 void sonde__tbuf_copy_chunk_remote(struct tbuf *tb, uint32_t producer_id,
 				   const struct smb_chunk_info *ci, const uint8_t *payload,
 				   size_t len)
 {
-	copy_chunk(tb, producer_id, 0, 0, true, ci, payload, len);
+	struct tbuf_ident who = {.uid_unknown = true};
+
+	sonde__tbuf_copy_chunk_ident(tb, producer_id, &who, ci, payload, len);
 }
 
-static void copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
-		       bool uid_unknown, const struct smb_chunk_info *ci, const uint8_t *payload,
-		       size_t len)
+void sonde__tbuf_copy_chunk_ident(struct tbuf *tb, uint32_t producer_id,
+				  const struct tbuf_ident *who, const struct smb_chunk_info *ci,
+				  const uint8_t *payload, size_t len)
 {
 	size_t cap = tb->size < 65535 ? tb->size : 65535;
 	struct tbuf_seq *s;
@@ -264,7 +265,7 @@ static void copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32
 		tb->st.abi_violations++;
 		return;
 	}
-	seq = seq_get(tb, producer_id, ci->writer_id, uid, pid, uid_unknown);
+	seq = seq_get(tb, producer_id, ci->writer_id, who);
 	if (seq < 0) {
 		tb->st.chunks_discarded++;
 		return;
@@ -420,6 +421,8 @@ static void build_suffix(struct tbuf_seq *s)
 	sonde__pb_put_varint(&b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, s->trusted_id);
 	if (s->pid > 0)
 		sonde__pb_put_varint(&b, PF_PACKET_TRUSTED_PID, (uint64_t)s->pid);
+	if (s->machine_id)
+		sonde__pb_put_varint(&b, PF_PACKET_MACHINE_ID, s->machine_id);
 	s->suffix_len = (uint8_t)b.len;
 }
 

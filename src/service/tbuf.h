@@ -39,6 +39,7 @@ struct tbuf_seq {
 	uint16_t writer_id;
 	int32_t uid, pid;
 	bool uid_unknown;    /* a remote producer's: its packets carry no trusted_uid */
+	uint32_t machine_id; /* a relayed producer's machine: TracePacket.machine_id */
 	uint32_t trusted_id; /* trusted_packet_sequence_id, 0 until first read */
 	bool has_last;	     /* last_* describe the newest chunk read from */
 	bool loss;	     /* set previous_packet_dropped on the next packet */
@@ -88,6 +89,15 @@ int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src);
  * Handles re-commits of the same (producer, writer, chunk_id) as §4.7 says. */
 void sonde__tbuf_copy_chunk(struct tbuf *tb, uint32_t producer_id, int32_t uid, int32_t pid,
 		     const struct smb_chunk_info *ci, const uint8_t *payload, size_t len);
+/* Who wrote a chunk, as the service knows it: its packets' trusted fields. */
+struct tbuf_ident {
+	int32_t uid, pid; /* pid 0: none written */
+	bool uid_unknown;
+	uint32_t machine_id; /* 0: the host, none written */
+};
+void sonde__tbuf_copy_chunk_ident(struct tbuf *tb, uint32_t producer_id,
+				  const struct tbuf_ident *who, const struct smb_chunk_info *ci,
+				  const uint8_t *payload, size_t len);
 /* The same for a producer whose uid and pid are unknown (a remote one). */
 void sonde__tbuf_copy_chunk_remote(struct tbuf *tb, uint32_t producer_id,
 				   const struct smb_chunk_info *ci, const uint8_t *payload,

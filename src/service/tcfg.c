@@ -61,6 +61,9 @@ static int parse_ds(struct trace_cfg *c, const struct pb_field *e)
 		} else if (f.num == PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER) {
 			if (push_str(&d->regex_filter, &d->n_regex_filter, f.ptr, f.len) < 0)
 				return -ENOMEM;
+		} else if (f.num == PF_TC_DATA_SOURCE_MACHINE_NAME_FILTER) {
+			if (push_str(&d->machine_filter, &d->n_machine_filter, f.ptr, f.len) < 0)
+				return -ENOMEM;
 		}
 	}
 	/* a data source without a config has no bytes (and a NULL pointer) to read */
@@ -244,6 +247,7 @@ void sonde__tcfg_free_data_sources(struct trace_cfg *c)
 	for (size_t i = 0; i < c->nds; i++) {
 		free_strs(c->ds[i].name_filter, c->ds[i].n_name_filter);
 		free_strs(c->ds[i].regex_filter, c->ds[i].n_regex_filter);
+		free_strs(c->ds[i].machine_filter, c->ds[i].n_machine_filter);
 		sonde__free(c->ds[i].name);
 	}
 	sonde__free(c->ds);

@@ -15,8 +15,8 @@ struct ds_cfg {
 	size_t raw_len;
 	char *name;
 	uint32_t target_buffer;
-	char **name_filter, **regex_filter;
-	size_t n_name_filter, n_regex_filter;
+	char **name_filter, **regex_filter, **machine_filter;
+	size_t n_name_filter, n_regex_filter, n_machine_filter;
 };
 
 struct trace_cfg {

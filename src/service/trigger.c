@@ -307,7 +307,7 @@ static void record(struct svc *s, struct session *ss, const struct trig_def *d,
 	size_t m = sonde__pb_begin(b, PF_PACKET_TRIGGER);
 	sonde__pb_put_string(b, PF_TRIGGER_PACKET_TRIGGER_NAME, d->name);
 	sonde__pb_put_string(b, PF_TRIGGER_PACKET_PRODUCER_NAME, c->p.name);
-	if (!c->remote)
+	if (!c->remote || c->vouched)
 		sonde__pb_put_varint(b, PF_TRIGGER_PACKET_TRUSTED_PRODUCER_UID,
 				     (uint64_t)(int64_t)(int32_t)c->ch.peer_uid);
 	sonde__pb_put_varint(b, PF_TRIGGER_PACKET_STOP_DELAY_MS, d->stop_delay_ms);

@@ -42,7 +42,7 @@ struct sonde_spool_decoder {
 	uint64_t last_time;
 	uint32_t last_thread;
 	uint32_t last_cpu; /* SONDE_SPOOL_CPU_NONE until a sample names one */
-	uint8_t major;
+	uint8_t major, minor;
 	uint64_t samples;
 
 	struct dmodule *modules; /* modules[id - 1] */
@@ -205,6 +205,7 @@ static int decode_header(struct sonde_spool_decoder *d, const uint8_t *buf, size
 		return c.err;
 	d->have_header = true;
 	d->major = buf[SPOOL_MAGIC_LEN];
+	d->minor = buf[SPOOL_MAGIC_LEN + 1];
 	return (int)(p + hlen - buf);
 }
 
@@ -270,8 +271,8 @@ static int dec_module(struct sonde_spool_decoder *d, struct cur *c, struct sonde
 	    d->n_modules >= SPOOL_MAX_ID)
 		return -SONDE_E_RANGE;
 	m->end = m->start + size;
-	if (sonde__array_grow(&d->modules, &d->modules_cap, (size_t)d->n_modules + 1, sizeof(*d->modules),
-		       64) < 0)
+	if (sonde__array_grow(&d->modules, &d->modules_cap, (size_t)d->n_modules + 1,
+			      sizeof(*d->modules), 64) < 0)
 		return -ENOMEM;
 	struct pid_slot *slot = pid_find(d, m->pid, true);
 	if (!slot)
@@ -318,7 +319,8 @@ static int dec_node(struct sonde_spool_decoder *d, struct cur *c, struct sonde_s
 	uint32_t depth = d->depth[parent] + 1u;
 	if (depth > SONDE_SPOOL_MAX_DEPTH || d->n_nodes >= SPOOL_MAX_ID)
 		return -SONDE_E_RANGE;
-	if (sonde__array_grow(&d->depth, &d->depth_cap, (size_t)d->n_nodes + 2, sizeof(*d->depth), 64) < 0)
+	if (sonde__array_grow(&d->depth, &d->depth_cap, (size_t)d->n_nodes + 2, sizeof(*d->depth),
+			      64) < 0)
 		return -ENOMEM;
 	d->depth[++d->n_nodes] = (uint16_t)depth;
 	rec->type = SONDE_SPOOL_REC_NODE;
@@ -355,7 +357,8 @@ static int dec_retire(struct sonde_spool_decoder *d, struct cur *c, struct sonde
 		return c->err;
 	struct pid_slot *slot = pid_find(d, pid, false);
 	for (uint32_t id = slot ? slot->head : 0; id; id = d->modules[id - 1].next_live) {
-		if (sonde__array_grow(&d->retired, &d->retired_cap, n + 1, sizeof(*d->retired), 64) < 0)
+		if (sonde__array_grow(&d->retired, &d->retired_cap, n + 1, sizeof(*d->retired),
+				      64) < 0)
 			return -ENOMEM;
 		d->retired[n++] = id;
 	}
@@ -389,6 +392,61 @@ static int dec_end(struct sonde_spool_decoder *d, struct cur *c, struct sonde_sp
 	rec->type = SONDE_SPOOL_REC_END;
 	rec->end.samples = samples;
 	return 0;
+}
+
+static int dec_offcpu(struct sonde_spool_decoder *d, struct cur *c, struct sonde_spool_record *rec)
+{
+	struct sonde_spool_offcpu *o = &rec->offcpu;
+	uint64_t out = get(c), dur = get(c), cpu, wake;
+
+	o->thread = get_u32(c);
+	cpu = get(c);
+	o->state = get_u32(c);
+	o->flags = get_u32(c);
+	o->waker_tid = get_u32(c);
+	wake = get(c);
+	o->stack = get_u32(c);
+	if (c->err)
+		return c->err;
+	if (o->thread == 0 || o->thread > d->n_threads || o->stack > d->n_nodes)
+		return -SONDE_E_REFERENCE;
+	if (o->flags & ~(uint32_t)SPOOL_OFFCPU_FLAG_MASK)
+		return -SONDE_E_FORMAT;
+	if (dur > UINT64_MAX - out || cpu > UINT32_MAX || o->state >= SONDE_OFFCPU_STATES ||
+	    (wake && wake - 1 > dur))
+		return -SONDE_E_RANGE;
+	o->switch_out_ns = out;
+	o->switch_in_ns = out + dur;
+	o->cpu = (uint32_t)(cpu - 1); /* 0 - 1 wraps to SONDE_SPOOL_CPU_NONE */
+	o->wakeup_ns = wake ? out + wake - 1 : 0;
+	rec->type = SONDE_SPOOL_REC_OFFCPU;
+	return 0;
+}
+
+static int dec_offcpu_short(struct sonde_spool_decoder *d, struct cur *c,
+			    struct sonde_spool_record *rec)
+{
+	struct sonde_spool_offcpu_short *o = &rec->offcpu_short;
+
+	o->thread = get_u32(c);
+	o->min_ns = get(c);
+	o->count = get(c);
+	o->total_ns = get(c);
+	if (c->err)
+		return c->err;
+	if (o->thread == 0 || o->thread > d->n_threads)
+		return -SONDE_E_REFERENCE;
+	rec->type = SONDE_SPOOL_REC_OFFCPU_SHORT;
+	return 0;
+}
+
+/* Whether tag is an off-CPU record this file may hold: 2.1 and later only (in an older
+ * file the tag is some other optional record). */
+static bool offcpu_tag(const struct sonde_spool_decoder *d, uint8_t tag)
+{
+	if (d->major != 2 || d->minor < SPOOL_VERSION_MINOR_OFFCPU)
+		return false;
+	return tag == SPOOL_TAG_OFFCPU || tag == SPOOL_TAG_OFFCPU_SHORT;
 }
 
 /* A length-prefixed record: 0 if incomplete, its size, or an error. */
@@ -427,6 +485,11 @@ static int decode_framed(struct sonde_spool_decoder *d, const uint8_t *buf, size
 		r = dec_end(d, &c, rec);
 		break;
 	default:
+		if (offcpu_tag(d, tag)) {
+			r = tag == SPOOL_TAG_OFFCPU ? dec_offcpu(d, &c, rec)
+						    : dec_offcpu_short(d, &c, rec);
+			break;
+		}
 		if (tag < SPOOL_TAG_SKIP_FIRST || tag > SPOOL_TAG_SKIP_LAST)
 			return -SONDE_E_FORMAT;
 		rec->type = SONDE_SPOOL_REC_OPTIONAL;
@@ -480,7 +543,7 @@ static int decode_sample(struct sonde_spool_decoder *d, const uint8_t *buf, size
 }
 
 int sonde_spool_decoder__decode(struct sonde_spool_decoder *d, const void *buf, size_t len,
-		       struct sonde_spool_record *rec)
+				struct sonde_spool_record *rec)
 {
 	const uint8_t *b = buf;
 	int r;

@@ -1,5 +1,5 @@
-/* Spool format v2 (and v1, which readers still read) constants shared by the writer and the decoder. Internal to libsonde;
- * docs/spool.md describes the format byte by byte. */
+/* Spool format v2.1 (v2.0 and v1, which readers still read) constants shared by the writer and the
+ * decoder. Internal to libsonde; docs/spool.md describes the format byte by byte. */
 #ifndef SONDE_SPOOL_FORMAT_H
 #define SONDE_SPOOL_FORMAT_H
 
@@ -13,6 +13,7 @@ enum {
 	SPOOL_MAGIC_LEN = 8,
 	SPOOL_VERSION_MAJOR = 2,
 	SPOOL_VERSION_MINOR = 0,
+	SPOOL_VERSION_MINOR_OFFCPU = 1, /* 2.1: off-CPU interval records (tags 0x40, 0x41) */
 	SPOOL_VERSION_MAJOR_OLDEST = 1, /* the oldest major readers accept */
 	/* Bounds every reader enforces; the writer never produces more. */
 	SPOOL_MAX_HEADER = 4096,
@@ -35,6 +36,9 @@ enum spool_tag {
 	SPOOL_TAG_END = 0x06,
 	/* Length-prefixed records a reader that does not know them skips (later minors). */
 	SPOOL_TAG_SKIP_FIRST = 0x40,
+	/* v2.1: an off-CPU interval, and one thread's count of intervals too short to stack */
+	SPOOL_TAG_OFFCPU = 0x40,
+	SPOOL_TAG_OFFCPU_SHORT = 0x41,
 	SPOOL_TAG_SKIP_LAST = 0x7f,
 	/* Samples: no length prefix, to keep them a few bytes. Tag bits: */
 	SPOOL_TAG_SAMPLE = 0x80,
@@ -43,6 +47,7 @@ enum spool_tag {
 	SPOOL_SAMPLE_CPU = 0x08,	 /* v2: a CPU field follows (else the previous one) */
 	SPOOL_SAMPLE_RESERVED = 0x70,	 /* must be zero (v1: 0x78) */
 	SPOOL_SAMPLE_RESERVED_V1 = 0x78,
+	SPOOL_OFFCPU_FLAG_MASK = 0x07, /* enum sonde_spool_sample_flags | SONDE_OFFCPU_OPEN */
 };
 
 #endif

@@ -36,14 +36,18 @@ struct sonde_spool {
 	size_t modules_cap;
 	struct sonde_spool_thread *threads;
 	size_t threads_cap;
+	struct sonde_spool_offcpu *offcpu;
+	size_t n_offcpu, offcpu_cap;
+	struct sonde_spool_offcpu_short *shorts;
+	size_t n_shorts, shorts_cap;
 };
 
 static int keep_module(struct sonde_spool *s, const struct sonde_spool_record *rec)
 {
 	struct sonde_spool_info *in = &s->info;
 
-	if (sonde__array_grow(&s->modules, &s->modules_cap, (size_t)in->modules + 1, sizeof(*s->modules),
-		       256) < 0)
+	if (sonde__array_grow(&s->modules, &s->modules_cap, (size_t)in->modules + 1,
+			      sizeof(*s->modules), 256) < 0)
 		return -ENOMEM;
 	struct sonde_spool_module m;
 	if (sonde__spool_keep_module(rec, &m))
@@ -56,8 +60,8 @@ static int keep_thread(struct sonde_spool *s, const struct sonde_spool_record *r
 {
 	struct sonde_spool_info *in = &s->info;
 
-	if (sonde__array_grow(&s->threads, &s->threads_cap, (size_t)in->threads + 1, sizeof(*s->threads),
-		       256) < 0)
+	if (sonde__array_grow(&s->threads, &s->threads_cap, (size_t)in->threads + 1,
+			      sizeof(*s->threads), 256) < 0)
 		return -ENOMEM;
 	char *comm = sonde__spool_dup_str(rec->thread.comm, rec->thread.comm_len);
 	if (!comm)
@@ -73,11 +77,12 @@ static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *r
 {
 	struct sonde_spool_info *in = &s->info;
 
-	if (sonde__array_grow(&s->samples, &s->samples_cap, in->samples + 1, sizeof(*s->samples), 256) < 0)
+	if (sonde__array_grow(&s->samples, &s->samples_cap, in->samples + 1, sizeof(*s->samples),
+			      256) < 0)
 		return -ENOMEM;
-	s->samples[in->samples++] = (struct sonde_spool_sample){
-		rec->sample.time_ns, rec->sample.thread, rec->sample.stack, rec->sample.flags,
-		rec->sample.cpu};
+	s->samples[in->samples++] =
+		(struct sonde_spool_sample){rec->sample.time_ns, rec->sample.thread,
+					    rec->sample.stack, rec->sample.flags, rec->sample.cpu};
 	if (in->samples == 1)
 		in->first_time_ns = rec->sample.time_ns;
 	in->last_time_ns = rec->sample.time_ns;
@@ -100,13 +105,13 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 		return keep_module(s, rec);
 	case SONDE_SPOOL_REC_FRAME:
 		if (sonde__array_grow(&s->frames, &s->frames_cap, (size_t)in->frames + 1,
-			       sizeof(*s->frames), 256) < 0)
+				      sizeof(*s->frames), 256) < 0)
 			return -ENOMEM;
 		s->frames[in->frames++] = rec->frame.frame;
 		return 0;
 	case SONDE_SPOOL_REC_NODE:
-		if (sonde__array_grow(&s->nodes, &s->nodes_cap, (size_t)in->stacks + 1, sizeof(*s->nodes),
-			       256) < 0)
+		if (sonde__array_grow(&s->nodes, &s->nodes_cap, (size_t)in->stacks + 1,
+				      sizeof(*s->nodes), 256) < 0)
 			return -ENOMEM;
 		s->nodes[in->stacks++] = (struct rnode){rec->node.parent, rec->node.frame};
 		return 0;
@@ -123,6 +128,18 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 		return keep_sample(s, rec);
 	case SONDE_SPOOL_REC_END:
 		in->complete = 1;
+		return 0;
+	case SONDE_SPOOL_REC_OFFCPU:
+		if (sonde__array_grow(&s->offcpu, &s->offcpu_cap, s->n_offcpu + 1,
+				      sizeof(*s->offcpu), 256) < 0)
+			return -ENOMEM;
+		s->offcpu[s->n_offcpu++] = rec->offcpu;
+		return 0;
+	case SONDE_SPOOL_REC_OFFCPU_SHORT:
+		if (sonde__array_grow(&s->shorts, &s->shorts_cap, s->n_shorts + 1,
+				      sizeof(*s->shorts), 16) < 0)
+			return -ENOMEM;
+		s->shorts[s->n_shorts++] = rec->offcpu_short;
 		return 0;
 	case SONDE_SPOOL_REC_OPTIONAL:
 		return 0;
@@ -275,6 +292,8 @@ void sonde_spool__close(struct sonde_spool *s)
 	sonde__free(s->samples);
 	sonde__free(s->frames);
 	sonde__free(s->nodes);
+	sonde__free(s->offcpu);
+	sonde__free(s->shorts);
 	sonde_spool_decoder__free(s->dec);
 	sonde__free(s);
 }
@@ -292,7 +311,8 @@ int sonde_spool__get_sample(const struct sonde_spool *s, uint64_t i, struct sond
 	return 0;
 }
 
-int sonde_spool__get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t *frames, size_t max)
+int sonde_spool__get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t *frames,
+			   size_t max)
 {
 	int depth = 0;
 
@@ -309,7 +329,7 @@ int sonde_spool__get_stack(const struct sonde_spool *s, uint32_t stack, uint32_t
 }
 
 int sonde_spool__get_node(const struct sonde_spool *s, uint32_t stack, uint32_t *parent,
-			 uint32_t *frame)
+			  uint32_t *frame)
 {
 	if (stack == 0 || stack > s->info.stacks)
 		return -ERANGE;
@@ -319,7 +339,7 @@ int sonde_spool__get_node(const struct sonde_spool *s, uint32_t stack, uint32_t 
 }
 
 int sonde_spool__get_frame(const struct sonde_spool *s, uint32_t frame,
-			  struct sonde_spool_frame *out)
+			   struct sonde_spool_frame *out)
 {
 	if (frame == 0 || frame > s->info.frames)
 		return -ERANGE;
@@ -328,7 +348,7 @@ int sonde_spool__get_frame(const struct sonde_spool *s, uint32_t frame,
 }
 
 int sonde_spool__get_module(const struct sonde_spool *s, uint32_t module,
-			   struct sonde_spool_module *out)
+			    struct sonde_spool_module *out)
 {
 	if (module == 0 || module > s->info.modules)
 		return -ERANGE;
@@ -337,10 +357,37 @@ int sonde_spool__get_module(const struct sonde_spool *s, uint32_t module,
 }
 
 int sonde_spool__get_thread(const struct sonde_spool *s, uint32_t thread,
-			   struct sonde_spool_thread *out)
+			    struct sonde_spool_thread *out)
 {
 	if (thread == 0 || thread > s->info.threads)
 		return -ERANGE;
 	*out = s->threads[thread - 1];
+	return 0;
+}
+
+uint64_t sonde_spool__offcpu_count(const struct sonde_spool *s)
+{
+	return s->n_offcpu;
+}
+
+int sonde_spool__get_offcpu(const struct sonde_spool *s, uint64_t i, struct sonde_spool_offcpu *out)
+{
+	if (i >= s->n_offcpu)
+		return -ERANGE;
+	*out = s->offcpu[i];
+	return 0;
+}
+
+uint64_t sonde_spool__offcpu_short_count(const struct sonde_spool *s)
+{
+	return s->n_shorts;
+}
+
+int sonde_spool__get_offcpu_short(const struct sonde_spool *s, uint64_t i,
+				  struct sonde_spool_offcpu_short *out)
+{
+	if (i >= s->n_shorts)
+		return -ERANGE;
+	*out = s->shorts[i];
 	return 0;
 }

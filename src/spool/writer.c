@@ -1,7 +1,7 @@
 /* The spool writer: encodes records into a large output buffer and hands it to the
  * caller's write function in big chunks. Frames and stack nodes are interned in open
- * addressing hash tables (base/idmap.h), so once every frame and call path of a workload has been seen,
- * add_sample touches only memory it already owns. */
+ * addressing hash tables (base/idmap.h), so once every frame and call path of a workload has been
+ * seen, add_sample touches only memory it already owns. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -45,6 +45,8 @@ struct sonde_spool_writer {
 	struct buf out;
 	int err; /* sticky: the first failure, returned by every later call */
 	bool finished;
+	bool pushed; /* the header has gone to the write function */
+	bool offcpu; /* declared: the header says 2.1 */
 
 	uint64_t last_time;
 	uint32_t last_thread;
@@ -148,6 +150,7 @@ static int push(struct sonde_spool_writer *w, size_t at_least)
 	if (r < 0)
 		return w->err = r;
 	w->out.len = 0;
+	w->pushed = true;
 	return 0;
 }
 
@@ -183,7 +186,7 @@ static void put_header(struct buf *b, const struct sonde_spool_header *h)
 }
 
 struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, void *ctx,
-						  const struct sonde_spool_header *h)
+						   const struct sonde_spool_header *h)
 {
 	struct sonde_spool_writer *w;
 
@@ -219,7 +222,7 @@ static int check_open(struct sonde_spool_writer *w)
 }
 
 int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_ns,
-			   const struct sonde_spool_module_def *m, uint32_t *id)
+				   const struct sonde_spool_module_def *m, uint32_t *id)
 {
 	int r = check_open(w);
 	size_t path_len;
@@ -234,8 +237,8 @@ int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_n
 		return -ENAMETOOLONG;
 	if (w->n_modules >= SPOOL_MAX_ID)
 		return -ERANGE;
-	if (sonde__array_grow(&w->modules, &w->modules_cap, w->n_modules + 1,
-			       sizeof(*w->modules), 64) < 0)
+	if (sonde__array_grow(&w->modules, &w->modules_cap, w->n_modules + 1, sizeof(*w->modules),
+			      64) < 0)
 		return -ENOMEM;
 	w->modules[w->n_modules] = (struct wmodule){
 		.pid = m->pid, .live = true, .lo = m->pgoff, .hi = m->pgoff + (m->end - m->start)};
@@ -259,7 +262,7 @@ int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_n
 }
 
 int sonde_spool_writer__add_thread(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t pid,
-			   uint32_t tid, const char *comm, uint32_t *id)
+				   uint32_t tid, const char *comm, uint32_t *id)
 {
 	int r = check_open(w);
 	size_t comm_len = comm ? strnlen(comm, SPOOL_MAX_COMM) : 0;
@@ -358,15 +361,17 @@ static int intern_stack(struct sonde_spool_writer *w, const struct sonde_spool_f
 }
 
 int sonde_spool_writer__add_sample(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
-			   const struct sonde_spool_frame *frames, size_t n_frames, uint32_t flags)
+				   const struct sonde_spool_frame *frames, size_t n_frames,
+				   uint32_t flags)
 {
 	return sonde_spool_writer__add_sample_cpu(w, time_ns, thread, SONDE_SPOOL_CPU_NONE, frames,
-					  n_frames, flags);
+						  n_frames, flags);
 }
 
-int sonde_spool_writer__add_sample_cpu(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread,
-			       uint32_t cpu, const struct sonde_spool_frame *frames,
-			       size_t n_frames, uint32_t flags)
+int sonde_spool_writer__add_sample_cpu(struct sonde_spool_writer *w, uint64_t time_ns,
+				       uint32_t thread, uint32_t cpu,
+				       const struct sonde_spool_frame *frames, size_t n_frames,
+				       uint32_t flags)
 {
 	int r = check_open(w);
 	uint32_t node;
@@ -402,6 +407,78 @@ int sonde_spool_writer__add_sample_cpu(struct sonde_spool_writer *w, uint64_t ti
 	w->last_thread = thread;
 	w->last_cpu = cpu;
 	w->n_samples++;
+	return push(w, FLUSH_AT);
+}
+
+int sonde_spool_writer__declare_offcpu(struct sonde_spool_writer *w)
+{
+	int r = check_open(w);
+
+	if (r < 0)
+		return r;
+	if (w->pushed)
+		return -SONDE_E_STATE; /* the header is written: its version cannot change */
+	w->out.data[SPOOL_MAGIC_LEN + 1] = SPOOL_VERSION_MINOR_OFFCPU;
+	w->offcpu = true;
+	return 0;
+}
+
+static int check_offcpu(struct sonde_spool_writer *w, uint32_t thread)
+{
+	int r = check_open(w);
+
+	if (r < 0)
+		return r;
+	if (!w->offcpu)
+		return -SONDE_E_STATE;
+	return thread == 0 || thread > w->n_threads ? -EINVAL : 0;
+}
+
+int sonde_spool_writer__add_offcpu(struct sonde_spool_writer *w,
+				   const struct sonde_spool_offcpu *iv,
+				   const struct sonde_spool_frame *frames, size_t n_frames)
+{
+	uint32_t node;
+	int r = check_offcpu(w, iv ? iv->thread : 0);
+
+	if (r < 0)
+		return r;
+	if (iv->switch_in_ns < iv->switch_out_ns || iv->state >= SONDE_OFFCPU_STATES ||
+	    (iv->flags & ~(uint32_t)SPOOL_OFFCPU_FLAG_MASK) || (n_frames && !frames) ||
+	    n_frames > SPOOL_MAX_DEPTH ||
+	    (iv->wakeup_ns &&
+	     (iv->wakeup_ns < iv->switch_out_ns || iv->wakeup_ns > iv->switch_in_ns)))
+		return -EINVAL;
+	if ((r = intern_stack(w, frames, n_frames, &node)) < 0)
+		return r;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_OFFCPU);
+	put_varint(&w->out, iv->switch_out_ns);
+	put_varint(&w->out, iv->switch_in_ns - iv->switch_out_ns);
+	put_varint(&w->out, iv->thread);
+	put_varint(&w->out, (uint32_t)(iv->cpu + 1)); /* NONE + 1 wraps to 0 */
+	put_varint(&w->out, iv->state);
+	put_varint(&w->out, iv->flags);
+	put_varint(&w->out, iv->waker_tid);
+	/* the wakeup as an offset from the switch-out plus one; 0: not seen */
+	put_varint(&w->out, iv->wakeup_ns ? iv->wakeup_ns - iv->switch_out_ns + 1 : 0);
+	put_varint(&w->out, node);
+	end_record(&w->out, rec);
+	return push(w, FLUSH_AT);
+}
+
+int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
+					 const struct sonde_spool_offcpu_short *s)
+{
+	int r = check_offcpu(w, s ? s->thread : 0);
+
+	if (r < 0)
+		return r;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_OFFCPU_SHORT);
+	put_varint(&w->out, s->thread);
+	put_varint(&w->out, s->min_ns);
+	put_varint(&w->out, s->count);
+	put_varint(&w->out, s->total_ns);
+	end_record(&w->out, rec);
 	return push(w, FLUSH_AT);
 }
 

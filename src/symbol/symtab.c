@@ -231,7 +231,51 @@ static const char *reloc_name(Elf *elf, Elf_Data *d, bool rela, size_t i, Elf_Da
 	return name && name[0] ? name : NULL;
 }
 
-int sonde__symtab_add_plt(struct symtab *t, Elf *elf)
+/* A stub found: where it is and the symbol it jumps to (a string of the ELF image). */
+struct plt_stub {
+	uint64_t addr, end;
+	const char *name;
+};
+
+/* Appends "NAME@plt" entries for stubs[0..n) that no real symbol covers. Count added or
+ * -ENOMEM. Two passes: the names' total size, then the names, so entries can point at
+ * them. */
+static int add_stubs(struct symtab *t, const struct plt_stub *stubs, size_t n)
+{
+	struct symtab head = {t->v, t->n, NULL}; /* only the real symbols */
+	size_t bytes = 0, added = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!sonde__symtab_find(&head, stubs[i].addr))
+			bytes += strlen(stubs[i].name) + sizeof("@plt");
+	if (!bytes)
+		return 0;
+	char *names = sonde__malloc(bytes);
+	struct sym_entry *v = names ? sonde__realloc(t->v, (t->n + n) * sizeof(*v)) : NULL;
+	if (!v) {
+		sonde__free(names);
+		return -ENOMEM;
+	}
+	t->v = v;
+	head.v = v;
+	char *p = names;
+	for (size_t i = 0; i < n; i++) {
+		if (sonde__symtab_find(&head, stubs[i].addr))
+			continue;
+		int len = sprintf(p, "%s@plt", stubs[i].name);
+		t->v[t->n++] =
+			(struct sym_entry){.addr = stubs[i].addr, .end = stubs[i].end, .name = p};
+		p += len + 1;
+		added++;
+	}
+	sonde__free(t->plt_names);
+	t->plt_names = names;
+	qsort(t->v, t->n, sizeof(*t->v), by_addr);
+	return (int)added;
+}
+
+/* AArch64 and i386: the n-th stub past the header is the n-th .rela.plt (.rel.plt) entry. */
+static int add_plt_by_index(struct symtab *t, Elf *elf)
 {
 	GElf_Shdr rsh, dsh;
 	uint64_t start, end, entsize;
@@ -253,39 +297,170 @@ int sonde__symtab_add_plt(struct symtab *t, Elf *elf)
 		n = stubs; /* a relocation table longer than the stubs: trust the stubs */
 	if (!n || n > (1u << 20))
 		return 0;
-	/* two passes: the names' total size, then the names, so entries can point at them */
-	size_t bytes = 0, added = 0;
+	struct plt_stub *v = sonde__malloc(n * sizeof(*v));
+	size_t k = 0;
+	if (!v)
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		const char *name = reloc_name(elf, rd, rela, i, dd, dsh.sh_link);
-		if (name && !sonde__symtab_find(t, start + i * entsize))
-			bytes += strlen(name) + sizeof("@plt");
-	}
-	char *names = bytes ? sonde__malloc(bytes) : NULL;
-	struct sym_entry *v = bytes ? sonde__realloc(t->v, (t->n + n) * sizeof(*v)) : NULL;
-	if (!bytes || !names || !v) {
-		sonde__free(names);
-		if (v)
-			t->v = v;
-		return bytes ? -ENOMEM : 0;
-	}
-	t->v = v;
-	char *p = names;
-	size_t old = t->n;
-	for (size_t i = 0; i < n; i++) {
 		uint64_t addr = start + i * entsize;
-		const char *name = reloc_name(elf, rd, rela, i, dd, dsh.sh_link);
-		struct symtab head = {t->v, old, NULL}; /* only the real symbols */
-		if (!name || sonde__symtab_find(&head, addr))
-			continue;
-		int len = sprintf(p, "%s@plt", name);
-		t->v[t->n++] = (struct sym_entry){.addr = addr, .end = addr + entsize, .name = p};
-		p += len + 1;
-		added++;
+		if (name)
+			v[k++] = (struct plt_stub){addr, addr + entsize, name};
 	}
-	sonde__free(t->plt_names);
-	t->plt_names = names;
-	qsort(t->v, t->n, sizeof(*t->v), by_addr);
-	return (int)added;
+	int added = add_stubs(t, v, k);
+	sonde__free(v);
+	return added;
+}
+
+/* ---- x86-64: stubs decoded, as binutils' synthetic symbols are ----
+ *
+ * Every stub that calls a function is an indirect jump through its GOT slot,
+ * `jmp *disp32(%rip)` (ff 25), after an endbr64 (f3 0f 1e fa) with IBT and behind a bnd
+ * prefix (f2) with MPX. The slot names the function: a JUMP_SLOT relocation of .rela.plt
+ * (stubs of .plt, or of .plt.sec with IBT) or a GLOB_DAT one of .rela.dyn (.plt.got: a
+ * function whose address the program also loads from the GOT, with -z now or not). Lazy
+ * .plt entries of an IBT binary and the PLT header jump elsewhere and are not stubs. */
+
+struct got_name {
+	uint64_t slot;
+	const char *name;
+};
+
+static int by_slot(const void *pa, const void *pb)
+{
+	const struct got_name *a = pa, *b = pb;
+
+	return a->slot < b->slot ? -1 : a->slot > b->slot;
+}
+
+/* JUMP_SLOT and GLOB_DAT relocations of RELA section scn with a named symbol, appended to
+ * *v. 0 or -ENOMEM. */
+static int collect_got_names(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct got_name **v,
+			     size_t *n, size_t *cap)
+{
+	GElf_Shdr dsh;
+	Elf_Scn *dscn = elf_getscn(elf, sh->sh_link);
+	Elf_Data *rd = elf_getdata(scn, NULL), *dd;
+
+	if (!dscn || !gelf_getshdr(dscn, &dsh) || !rd || !(dd = elf_getdata(dscn, NULL)))
+		return 0;
+	size_t count = rd->d_size / sizeof(Elf64_Rela);
+	for (size_t i = 0; i < count && i < (1u << 20); i++) {
+		GElf_Rela ra;
+		if (!gelf_getrela(rd, (int)i, &ra))
+			break;
+		uint32_t type = (uint32_t)GELF_R_TYPE(ra.r_info);
+		if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+			continue;
+		const char *name = reloc_name(elf, rd, true, i, dd, dsh.sh_link);
+		if (!name)
+			continue;
+		if (*n == *cap) {
+			size_t nc = *cap ? *cap * 2 : 64;
+			struct got_name *nv = sonde__realloc(*v, nc * sizeof(*nv));
+			if (!nv)
+				return -ENOMEM;
+			*v = nv;
+			*cap = nc;
+		}
+		(*v)[(*n)++] = (struct got_name){ra.r_offset, name};
+	}
+	return 0;
+}
+
+/* The GOT slot stub bytes b (len) at addr jump through, or 0. */
+static uint64_t stub_slot(const uint8_t *b, size_t len, uint64_t addr)
+{
+	static const uint8_t endbr64[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+	size_t at = len >= 4 && !memcmp(b, endbr64, 4) ? 4 : 0;
+
+	if (at < len && b[at] == 0xf2)
+		at++; /* bnd */
+	if (at + 6 > len || b[at] != 0xff || b[at + 1] != 0x25)
+		return 0;
+	int32_t disp;
+	memcpy(&disp, b + at + 2, 4);
+	return addr + at + 6 + (uint64_t)(int64_t)disp;
+}
+
+static const char *got_lookup(const struct got_name *v, size_t n, uint64_t slot)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid].slot < slot)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && v[lo].slot == slot ? v[lo].name : NULL;
+}
+
+/* The stubs of PLT section `name`, appended to *out. 0 or -ENOMEM. */
+static int decode_plt_section(Elf *elf, const char *name, const struct got_name *got, size_t n_got,
+			      struct plt_stub **out, size_t *n, size_t *cap)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = section_named(elf, name, &sh);
+	Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
+
+	if (!d || !d->d_buf)
+		return 0;
+	/* .plt.got has 8-byte entries without IBT, 16 with; the others 16 */
+	uint64_t ent = sh.sh_entsize == 8 || sh.sh_entsize == 16 ? sh.sh_entsize : 16;
+	size_t size = d->d_size < sh.sh_size ? d->d_size : (size_t)sh.sh_size;
+	for (size_t off = 0; off + ent <= size && off < (1u << 24); off += ent) {
+		uint64_t addr = sh.sh_addr + off;
+		const char *fn = got_lookup(got, n_got,
+					    stub_slot((const uint8_t *)d->d_buf + off, ent, addr));
+		if (!fn)
+			continue;
+		if (*n == *cap) {
+			size_t nc = *cap ? *cap * 2 : 64;
+			struct plt_stub *nv = sonde__realloc(*out, nc * sizeof(*nv));
+			if (!nv)
+				return -ENOMEM;
+			*out = nv;
+			*cap = nc;
+		}
+		(*out)[(*n)++] = (struct plt_stub){addr, addr + ent, fn};
+	}
+	return 0;
+}
+
+static int add_plt_x86_64(struct symtab *t, Elf *elf)
+{
+	static const char *const sections[] = {".plt", ".plt.sec", ".plt.got"};
+	struct got_name *got = NULL;
+	struct plt_stub *stubs = NULL;
+	size_t n_got = 0, cap_got = 0, n = 0, cap = 0;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	int err = 0;
+
+	while (!err && (scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA)
+			err = collect_got_names(elf, scn, &sh, &got, &n_got, &cap_got);
+	if (!err && n_got)
+		qsort(got, n_got, sizeof(*got), by_slot);
+	for (size_t i = 0; !err && n_got && i < 3; i++)
+		err = decode_plt_section(elf, sections[i], got, n_got, &stubs, &n, &cap);
+	int added = err ? err : add_stubs(t, stubs, n);
+	sonde__free(stubs);
+	sonde__free(got);
+	return added;
+}
+
+int sonde__symtab_add_plt(struct symtab *t, Elf *elf)
+{
+	GElf_Ehdr eh;
+
+	if (!gelf_getehdr(elf, &eh))
+		return 0;
+	if (eh.e_machine == EM_X86_64 && gelf_getclass(elf) == ELFCLASS64)
+		return add_plt_x86_64(t, elf);
+	return add_plt_by_index(t, elf);
 }
 
 struct sym_entry *sonde__symtab_find(const struct symtab *t, uint64_t vaddr)

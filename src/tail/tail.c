@@ -215,7 +215,8 @@ static int invalidate(struct sonde_tail *t, uint32_t pid)
 	for (size_t i = 0; i < t->n_invalid; i++)
 		if (t->invalid[i] == pid)
 			return 0;
-	if (sonde__array_grow(&t->invalid, &t->invalid_cap, t->n_invalid + 1, sizeof(*t->invalid), 16) < 0)
+	if (sonde__array_grow(&t->invalid, &t->invalid_cap, t->n_invalid + 1, sizeof(*t->invalid),
+			      16) < 0)
 		return -ENOMEM;
 	t->invalid[t->n_invalid++] = pid;
 	if (t->sym)
@@ -234,7 +235,7 @@ struct sonde_symbolizer *sonde_tail__symbolizer(struct sonde_tail *t)
 }
 
 int sonde_tail__symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
-			 struct sonde_sym_frame *out, size_t max)
+			  struct sonde_sym_frame *out, size_t max)
 {
 	struct sonde_sym_module sm;
 
@@ -254,7 +255,8 @@ int sonde_tail__symbolize(struct sonde_tail *t, uint32_t frame, uint32_t pid,
 static int keep_module(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		       struct sonde_tail_batch *b)
 {
-	if (sonde__array_grow(&t->modules, &t->modules_cap, t->n_modules + 1, sizeof(*t->modules), 64) < 0)
+	if (sonde__array_grow(&t->modules, &t->modules_cap, t->n_modules + 1, sizeof(*t->modules),
+			      64) < 0)
 		return -ENOMEM;
 	struct sonde_spool_module m;
 	if (sonde__spool_keep_module(rec, &m))
@@ -271,7 +273,8 @@ static int keep_module(struct sonde_tail *t, const struct sonde_spool_record *re
 static int keep_thread(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		       struct sonde_tail_batch *b)
 {
-	if (sonde__array_grow(&t->threads, &t->threads_cap, t->n_threads + 1, sizeof(*t->threads), 64) < 0)
+	if (sonde__array_grow(&t->threads, &t->threads_cap, t->n_threads + 1, sizeof(*t->threads),
+			      64) < 0)
 		return -ENOMEM;
 	char *comm = sonde__spool_dup_str(rec->thread.comm, rec->thread.comm_len);
 	if (!comm)
@@ -299,8 +302,8 @@ static int keep_retire(struct sonde_tail *t, const struct sonde_spool_record *re
 
 static int keep_sample(struct sonde_tail *t, const struct sonde_spool_record *rec)
 {
-	if (sonde__array_grow(&t->samples, &t->samples_cap, t->n_samples + 1, sizeof(*t->samples), 256) <
-	    0)
+	if (sonde__array_grow(&t->samples, &t->samples_cap, t->n_samples + 1, sizeof(*t->samples),
+			      256) < 0)
 		return -ENOMEM;
 	t->samples[t->n_samples++] = (struct sonde_spool_sample){
 		rec->sample.time_ns, rec->sample.thread, rec->sample.stack, rec->sample.flags};
@@ -318,15 +321,15 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 	case SONDE_SPOOL_REC_MODULE:
 		return keep_module(t, rec, b);
 	case SONDE_SPOOL_REC_FRAME:
-		if (sonde__array_grow(&t->frames, &t->frames_cap, t->n_frames + 1, sizeof(*t->frames),
-			       256) < 0)
+		if (sonde__array_grow(&t->frames, &t->frames_cap, t->n_frames + 1,
+				      sizeof(*t->frames), 256) < 0)
 			return -ENOMEM;
 		t->frames[t->n_frames++] = rec->frame.frame;
 		b->new_frames++;
 		return 0;
 	case SONDE_SPOOL_REC_NODE:
-		if (sonde__array_grow(&t->nodes, &t->nodes_cap, t->n_nodes + 1, sizeof(*t->nodes), 256) <
-		    0)
+		if (sonde__array_grow(&t->nodes, &t->nodes_cap, t->n_nodes + 1, sizeof(*t->nodes),
+				      256) < 0)
 			return -ENOMEM;
 		t->nodes[t->n_nodes++] = (struct tnode){rec->node.parent, rec->node.frame};
 		b->new_stacks++;
@@ -341,6 +344,8 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		t->ended = true;
 		return 0;
 	case SONDE_SPOOL_REC_OPTIONAL:
+	case SONDE_SPOOL_REC_OFFCPU:
+	case SONDE_SPOOL_REC_OFFCPU_SHORT:
 		return 0;
 	}
 	return -SONDE_E_FORMAT;
@@ -424,7 +429,7 @@ static void punch_consumed(struct sonde_tail *t)
 }
 
 int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
-		    struct sonde_tail_batch *out)
+		     struct sonde_tail_batch *out)
 {
 	struct sonde_tail_batch b = {0};
 	size_t left = max_records ? max_records : DEFAULT_RECORDS;
@@ -481,7 +486,7 @@ int sonde_tail__header(const struct sonde_tail *t, struct sonde_spool_header *ou
 /* ---- definitions ---- */
 
 int sonde_tail__get_node(const struct sonde_tail *t, uint32_t stack, uint32_t *parent,
-			uint32_t *frame)
+			 uint32_t *frame)
 {
 	if (!stack || stack > t->n_nodes)
 		return -ERANGE;
@@ -516,7 +521,7 @@ int sonde_tail__get_frame(const struct sonde_tail *t, uint32_t frame, struct son
 }
 
 int sonde_tail__get_module(const struct sonde_tail *t, uint32_t module,
-			  struct sonde_spool_module *out)
+			   struct sonde_spool_module *out)
 {
 	if (!module || module > t->n_modules)
 		return -ERANGE;
@@ -525,7 +530,7 @@ int sonde_tail__get_module(const struct sonde_tail *t, uint32_t module,
 }
 
 int sonde_tail__get_thread(const struct sonde_tail *t, uint32_t thread,
-			  struct sonde_spool_thread *out)
+			   struct sonde_spool_thread *out)
 {
 	if (!thread || thread > t->n_threads)
 		return -ERANGE;

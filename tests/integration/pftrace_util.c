@@ -267,6 +267,116 @@ static void perf_sample(struct dec *d, struct seqstate *s, uint64_t ts, struct p
 	t->samples[t->n_samples++] = smp;
 }
 
+static void tracepoint_name(struct pft_trace *t, struct pb_reader r)
+{
+	struct pb_field f;
+
+	while (sonde__pb_next(&r, &f) > 0)
+		if (f.num == 1 && f.wire == PB_LEN)
+			snprintf(t->timebase_tracepoint, sizeof(t->timebase_tracepoint), "%.*s",
+				 (int)f.len, (const char *)f.ptr);
+}
+
+static void copy_str(char *out, size_t cap, const struct pb_field *f)
+{
+	snprintf(out, cap, "%.*s", (int)f->len, (const char *)f->ptr);
+}
+
+static void sched_switch(struct pft_sched *ev, struct pb_reader r)
+{
+	struct pb_field f;
+
+	while (sonde__pb_next(&r, &f) > 0) {
+		switch (f.num) {
+		case 1:
+			copy_str(ev->prev_comm, sizeof(ev->prev_comm), &f);
+			break;
+		case 2:
+			ev->prev_pid = (uint32_t)f.u;
+			break;
+		case 4:
+			ev->prev_state = (int64_t)f.u;
+			break;
+		case 5:
+			copy_str(ev->next_comm, sizeof(ev->next_comm), &f);
+			break;
+		case 6:
+			ev->next_pid = (uint32_t)f.u;
+			break;
+		case 3:
+		case 7:
+			ev->prio = (uint32_t)f.u;
+			break;
+		}
+	}
+}
+
+static void sched_waking(struct pft_sched *ev, struct pb_reader r)
+{
+	struct pb_field f;
+
+	ev->waking = true;
+	while (sonde__pb_next(&r, &f) > 0) {
+		switch (f.num) {
+		case 1:
+			copy_str(ev->next_comm, sizeof(ev->next_comm), &f);
+			break;
+		case 2:
+			ev->woken_pid = (uint32_t)f.u;
+			break;
+		case 3:
+			ev->prio = (uint32_t)f.u;
+			break;
+		case 4:
+			ev->success = (uint32_t)f.u;
+			break;
+		case 5:
+			ev->target_cpu = (uint32_t)f.u;
+			break;
+		}
+	}
+}
+
+/* FtraceEventBundle {1 cpu, 2 FtraceEvent {1 timestamp, 2 pid, 4 sched_switch, 20
+ * sched_waking}}: other events are left out. */
+static void ftrace_bundle(struct dec *d, struct pb_reader r)
+{
+	struct pft_trace *t = d->t;
+	struct pb_field f;
+	uint32_t cpu = UINT32_MAX;
+	size_t first = t->n_sched;
+
+	t->bundles++;
+	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num == 1)
+			cpu = (uint32_t)f.u;
+		if (f.num != 2)
+			continue;
+		struct pft_sched ev = {0};
+		bool known = false;
+		struct pb_reader er = pb_sub(&f);
+		struct pb_field g;
+		while (sonde__pb_next(&er, &g) > 0) {
+			if (g.num == 1)
+				ev.ts = g.u;
+			else if (g.num == 2)
+				ev.pid = (uint32_t)g.u;
+			if (g.num == 4)
+				sched_switch(&ev, pb_sub(&g));
+			if (g.num == 20)
+				sched_waking(&ev, pb_sub(&g));
+			known |= g.num == 4 || g.num == 20;
+		}
+		if (!known)
+			continue;
+		GROW(t->sched, t->n_sched);
+		t->sched[t->n_sched++] = ev;
+	}
+	/* the cpu field may follow the events */
+	for (size_t i = first; i < t->n_sched; i++)
+		t->sched[i].cpu = cpu;
+}
+
 static void defaults(struct dec *d, struct pb_reader r)
 {
 	struct pb_field f, g, h;
@@ -289,6 +399,8 @@ static void defaults(struct dec *d, struct pb_reader r)
 					d->t->timebase_freq = h.u;
 				else if (h.num == 4)
 					d->t->timebase_counter = h.u;
+				else if (h.num == 3)
+					tracepoint_name(d->t, pb_sub(&h));
 			}
 		}
 	}
@@ -380,6 +492,8 @@ static void packet(struct dec *d, struct pb_reader r)
 			process_tree(d, pb_sub(&f));
 		else if (f.num == 39)
 			android_log(d, pb_sub(&f));
+		else if (f.num == 1)
+			ftrace_bundle(d, pb_sub(&f));
 	}
 }
 
@@ -414,6 +528,7 @@ void pft_free(struct pft_trace *t)
 		free(t->samples[i].leaf_mapping);
 	}
 	free(t->samples);
+	free(t->sched);
 	free(t->process_names);
 	free(t->thread_names);
 	free(t->errors);

@@ -4,6 +4,7 @@
 #ifndef SONDE_TEST_PFTRACE_UTIL_H
 #define SONDE_TEST_PFTRACE_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,18 +20,34 @@ struct pft_sample {
 	int unwind_error;
 };
 
+/* A sched_switch or sched_waking event of an FtraceEventBundle, in file order. */
+struct pft_sched {
+	uint32_t cpu; /* the bundle's */
+	uint64_t ts;
+	uint32_t pid; /* FtraceEvent.pid: the task that emitted it */
+	bool waking;  /* sched_waking, else sched_switch */
+	uint32_t prev_pid, next_pid;
+	int64_t prev_state;
+	char prev_comm[32], next_comm[32];
+	uint32_t woken_pid, target_cpu, success, prio; /* sched_waking */
+};
+
 struct pft_trace {
 	struct pft_sample *samples;
 	size_t n_samples;
+	struct pft_sched *sched;
+	size_t n_sched;
+	int bundles;	      /* FtraceEventBundle packets */
 	uint64_t lost;	      /* sum of kernel_records_lost */
 	int guardrail_stops;  /* producer_event{source_stop_reason=GUARDRAIL} */
 	int defaults_packets; /* packets with trace_packet_defaults.perf_sample_defaults */
 	uint64_t timebase_freq, timebase_period, timebase_counter;
-	int clock_id_default; /* trace_packet_defaults.timestamp_clock_id */
-	char *process_names;  /* "pid=cmdline0\n" per ProcessTree process */
-	char *thread_names;   /* "tid=name\n" per ProcessTree thread */
-	char *errors;	      /* android_log messages of priority ERROR, one a line */
-	uint32_t seq_ids[8];  /* distinct trusted_packet_sequence_id of profile packets */
+	char timebase_tracepoint[128]; /* Timebase.tracepoint.name, "" when absent */
+	int clock_id_default;	       /* trace_packet_defaults.timestamp_clock_id */
+	char *process_names;	       /* "pid=cmdline0\n" per ProcessTree process */
+	char *thread_names;	       /* "tid=name\n" per ProcessTree thread */
+	char *errors;		       /* android_log messages of priority ERROR, one a line */
+	uint32_t seq_ids[8];	       /* distinct trusted_packet_sequence_id of profile packets */
 	int n_seq_ids;
 	int missing_interned; /* references to iids the sequence never defined */
 };

@@ -174,7 +174,9 @@ void tc_open_fd(struct tc *t, int fd, const char *service)
 	ASSERT(m != NULL);
 	ASSERT_UINT(m->f.msg, ==, IPC_MSG_BIND_SERVICE_REPLY);
 	ASSERT(m->f.success);
-	ASSERT_UINT(m->f.service_id, ==, 1);
+	/* sonded: ProducerPort and ConsumerPort 1, RelayPort 2 */
+	ASSERT_UINT(m->f.service_id, ==, strcmp(service, "RelayPort") ? 1 : 2);
+	t->service_id = m->f.service_id;
 	while (sonde__ipc_methods_next(&m->f, &it, &mi) > 0 && t->nmethods < 32) {
 		t->names[t->nmethods] = strndup(mi.name, mi.name_len);
 		t->ids[t->nmethods++] = mi.id;
@@ -209,7 +211,7 @@ uint64_t tc_call(struct tc *t, const char *method, const struct buf *args, int f
 {
 	struct ipc_frame f = {.request_id = t->next_id++,
 			      .msg = IPC_MSG_INVOKE_METHOD,
-			      .service_id = 1,
+			      .service_id = t->service_id,
 			      .method_id = tc_method_id(t, method),
 			      .drop_reply = drop};
 

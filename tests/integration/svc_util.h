@@ -26,6 +26,7 @@ struct tc {
 	char *names[32];
 	uint32_t ids[32];
 	size_t nmethods;
+	uint32_t service_id; /* from BindServiceReply */
 };
 
 struct sonded {

@@ -67,7 +67,8 @@ TEST(cli_help_command_shows_that_commands_help)
 /* A mistyped option: one line naming it and pointing at --help, exit 2, in every command. */
 TEST(cli_mistyped_option_is_one_line_everywhere)
 {
-	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run", "probes"};
+	static const char *const cmds[] = {"record", "report", "convert", "top",
+					   "trace",  "run",    "probes"};
 	struct test_output o;
 	char want[256];
 
@@ -126,6 +127,21 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "record --all-cpus --cpu 99 --no-kernel -d 0.1 -o %T/a.spool", 1,
 	 "CPU 99 is not online"},
 	{"sonde", "record -C 0 -d 0.1 -o %T/a.spool -- true", 2, "add -a"},
+	{"sonde", "record --off-cpu --off-cpu-min 2ms -d 5 -o %T/oc.spool -- true", 0, "off-CPU: "},
+	{"sonde", "record --off-cpu --off-cpu-min 5x -- true", 2, "--off-cpu-min wants a duration"},
+	{"sonde", "record --off-cpu --off-cpu-min -1 -- true", 2, "--off-cpu-min wants a duration"},
+	{"sonde", "record --off-cpu-min 1ms -- true", 2, "add --off-cpu"},
+	{"sonde", "record --off-cpu -e sched:sched_switch -o %T/oc2.spool -- true", 1,
+	 "off-CPU recording samples a CPU clock"},
+	{"sonde", "record -t x", 2, "-t wants thread ids separated by commas"},
+	{"sonde", "record --tid 1,,2", 2, "-t wants thread ids separated by commas"},
+	{"sonde", "record --tid 4194999 -o %T/t.spool", 1, "no such thread: 4194999"},
+	{"sonde", "record -t 2 -o %T/t.spool", 1, "tid 2 is a kernel thread (kthreadd)"},
+	{"sonde", "record --comm cli -d 0.1 -o %T/a.spool -- true", 2,
+	 "--comm filters a system-wide recording: add -a"},
+	{"sonde", "record -a --comm 0123456789abcdefg -d 0.1 -o %T/a.spool", 2,
+	 "--comm wants a command name of 1 to 15 bytes"},
+	{"sonde", "record -a -t 4194999 -d 0.1 -o %T/a.spool", 1, "no such thread: 4194999"},
 	{"sonde", "record -h", 0, "usage: sonde record"},
 	{"sonde", "record --help", 0, "usage: sonde record"},
 	{"sonde",
@@ -138,12 +154,18 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "report --cpu 0 --sort cpu %S", 0, "0 samples on CPUs 0"},
 	{"sonde", "report --sort cpu %S", 0, "[unknown]"},
 	{"sonde", "report --cpu 0-x %S", 2, "--cpu wants a CPU list"},
+	{"sonde", "report --metric wall %S", 0, "metric wall: "},
+	{"sonde", "report --metric off-cpu --folded %S", 0, ""},
+	{"sonde", "report --metric cpu %S", 0, "metric cpu: "},
+	{"sonde", "report --metric walls %S", 2, "--metric wants cpu, off-cpu or wall"},
 	{"sonde", "report -h", 0, "usage: sonde report"},
 	{"sonde", "report --help", 0, "usage: sonde report"},
 	{"sonde",
 	 "convert -i %S -o %T/c.folded -f folded --no-symbolize --title T --buildid-cache %T", 0,
 	 ""},
 	{"sonde", "convert --input %S --output %T/c.svg --format svg", 0, ""},
+	{"sonde", "convert %S -o %T/c.json --metric wall", 0, ""},
+	{"sonde", "convert %S -o %T/c.json --metric x", 2, "--metric wants cpu, off-cpu or wall"},
 	{"sonde", "convert --diff %S %S -o %T/d.svg", 0, ""},
 	{"sonde", "convert -h", 0, "usage: sonde convert"},
 	{"sonde", "convert --help", 0, "usage: sonde convert"},
@@ -154,9 +176,12 @@ static const struct cli_row cli_rows[] = {
 	 0, "| final"},
 	{"sonde", "top --input %S", 0, "| final"},
 	{"sonde", "top -d 0 %S", 2, "bad value for -d/--duration: 0"},
-	{"sonde", "top -a %S", 2, "give only one of -p PID, -a, -- CMD and FILE"},
-	{"sonde", "top --all-cpus -p 1", 2, "give only one of -p PID, -a, -- CMD and FILE"},
+	{"sonde", "top -a %S", 2, "give only one of -p PID (or -t TID), -a, -- CMD and FILE"},
+	{"sonde", "top --all-cpus -p 1", 2,
+	 "give only one of -p PID (or -t TID), -a, -- CMD and FILE"},
 	{"sonde", "top -p x", 2, "bad value for -p/--pid: x"},
+	{"sonde", "top -t x", 2, "bad value for -t/--tid: x"},
+	{"sonde", "top --tid 4194999 -d 1", 1, "no such thread: 4194999"},
 	{"sonde", "top --pid 0", 2, "bad value for -p/--pid: 0"},
 	{"sonde", "top -h", 0, "usage: sonde top"},
 	{"sonde", "top --help", 0, "usage: sonde top"},
@@ -166,6 +191,10 @@ static const struct cli_row cli_rows[] = {
 	 "trace -d 1s --duration 1s -t 1s --time 1s -b 1mb --buffer 1mb --socket %T/none "
 	 "--trust-uid 0 -o %T/t x",
 	 1, "no tracing service at"},
+	{"sonde", "trace --machine guest --machine host --socket %T/none -o %T/t x", 1,
+	 "no tracing service at"},
+	{"sonde", "trace --machine guest -c %T/none -o %T/t", 2,
+	 "--machine applies to the data sources named on the command line"},
 	{"sonde", "trace -q --socket %T/none", 1, "no tracing service at"},
 	{"sonde", "trace --query --socket %T/none", 1, "no tracing service at"},
 	{"sonde", "trace --trigger x --producer-socket %T/none", 1, "cannot connect"},
@@ -195,10 +224,13 @@ static const struct cli_row cli_rows[] = {
 	 "--max-sessions-per-uid 2 --max-connections 9 --max-connections-per-uid 9 "
 	 "--max-buffers 2 --max-session-buffer-kb 1024 --max-buffer-kb-per-uid 1024 "
 	 "--max-smb-kb 1024 --max-pending-kb 1024 --no-perf --no-probes -b --background -f "
-	 "--foreground -l warn --log-level warn -V",
+	 "--foreground -l warn --log-level warn --relay-socket 127.0.0.1:1 --machine-name box --relay 127.0.0.1:9 -V",
 	 0, "sonded " SONDE_VERSION},
 	{"sonded", "--version", 0, "sonded " SONDE_VERSION},
 	{"sonded", "--max-sessions x", 2, "invalid option value 'x'"},
+	{"sonded", "-p %T/p -c %T/c -x none --no-probes --relay-socket %T/r", 1,
+	 "not a HOST:PORT, [V6]:PORT or vsock://CID:PORT address"},
+	{"sonded", "--relay", 2, "missing value for option '--relay'"},
 	{"sonded", "-h", 0, "usage: sonded"},
 	{"sonded", "--help", 0, "usage: sonded"},
 };
@@ -314,7 +346,8 @@ static void check_help(const char *prog, const char *cmd)
 
 TEST(cli_every_help_option_is_exercised)
 {
-	static const char *const cmds[] = {"record", "report", "convert", "top", "trace", "run", "probes"};
+	static const char *const cmds[] = {"record", "report", "convert", "top",
+					   "trace",  "run",    "probes"};
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		check_help("sonde", cmds[i]);

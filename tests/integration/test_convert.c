@@ -10,20 +10,49 @@
 #include "../unit/export_fixture.h"
 #include "../util.h"
 #include "export_browser.h"
+#include "pftrace_util.h"
 #include "split_util.h"
 #include "sym_util.h"
 
 /* A spool of split's call paths with 60/30/10 samples, at addresses inside the functions
  * (per nm), in a module mapped the way the loader maps a PIE's code. */
 static const char *split_spool_mix(const char *name, int hot, int warm, int n);
+static const char *split_spool_write(const char *name, int hot, int warm, int n, bool offcpu);
 
 static const char *split_spool(void)
 {
 	return split_spool_mix("split.spool", 6, 3, 100);
 }
 
-/* n samples, hot and warm of each 10 in those leaves, the rest cool. */
 static const char *split_spool_mix(const char *name, int hot, int warm, int n)
+{
+	return split_spool_write(name, hot, warm, n, false);
+}
+
+/* The off-CPU intervals of split_offcpu_spool: 300 ms asleep under path_warm (woken 250 ms
+ * in: 50 ms runnable), 100 ms in D under path_cool, on CPUs 0 and 1. */
+static const struct sonde_spool_offcpu split_offcpu[] = {
+	{.switch_out_ns = 110000000,
+	 .switch_in_ns = 410000000,
+	 .wakeup_ns = 360000000,
+	 .cpu = 0,
+	 .state = SONDE_OFFCPU_SLEEPING,
+	 .waker_tid = 4243},
+	{.switch_out_ns = 420000000,
+	 .switch_in_ns = 520000000,
+	 .cpu = 1,
+	 .state = SONDE_OFFCPU_BLOCKED},
+};
+
+/* split_spool's 100 samples (100 ms on CPU) and the intervals above (400 ms off it). */
+static const char *split_offcpu_spool(void)
+{
+	return split_spool_write("offcpu.spool", 6, 3, 100, true);
+}
+
+/* n samples, hot and warm of each 10 in those leaves, the rest cool; with offcpu, the
+ * split_offcpu intervals after them. */
+static const char *split_spool_write(const char *name, int hot, int warm, int n, bool offcpu)
 {
 	const char *bin = test_prog("split");
 	const char *path = test_path(name);
@@ -42,6 +71,8 @@ static const char *split_spool_mix(const char *name, int hot, int warm, int n)
 		off[i] = sym_test_vaddr_to_off(bin, sym_test_nm(bin, names[i], 0) + 4);
 	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
 		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
+	if (offcpu)
+		ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
 	/* the executable mapping as the loader makes it: the pages holding the code, at the
 	 * load base plus their file offset (split is a PIE whose vaddrs equal offsets) */
 	uint64_t lo = UINT64_MAX, hi = 0;
@@ -65,6 +96,14 @@ static const char *split_spool_mix(const char *name, int hot, int warm, int n)
 		struct sonde_spool_frame st[4] = {
 			{mod, off[5 + leaf]}, {mod, off[2 + leaf]}, {mod, off[1]}, {mod, off[0]}};
 		ASSERT_OK(sonde_spool_writer__add_sample(w, t += 1000000, thread, st, 4, 0));
+	}
+	for (size_t i = 0; offcpu && i < sizeof(split_offcpu) / sizeof(split_offcpu[0]); i++) {
+		int leaf = i ? 2 : 1;
+		struct sonde_spool_frame st[4] = {
+			{mod, off[5 + leaf]}, {mod, off[2 + leaf]}, {mod, off[1]}, {mod, off[0]}};
+		struct sonde_spool_offcpu iv = split_offcpu[i];
+		iv.thread = thread;
+		ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, st, 4));
 	}
 	ASSERT_OK(sonde_spool_writer__finish(w));
 	sonde_spool_writer__free(w);
@@ -375,8 +414,9 @@ static double pprof_flat_pct(const char *top, const char *name)
 	return -1;
 }
 
-/* go tool pprof -top on a pprof export; fails the test unless it ran. */
-static void go_pprof_top(struct test_output *o, const char *pprof)
+/* go tool pprof -top on a pprof export, with -sample_index=INDEX unless NULL; fails the
+ * test unless it ran. */
+static void go_pprof_top_index(struct test_output *o, const char *pprof, const char *index)
 {
 	const char *go = export_which("go");
 	char home[4200];
@@ -386,9 +426,259 @@ static void go_pprof_top(struct test_output *o, const char *pprof)
 	/* go wants a cache directory; keep it inside the test's own directory */
 	snprintf(home, sizeof(home), "GOCACHE=%s", test_path("gocache"));
 	putenv(home);
-	test_run(o, 120, (const char *const[]){go, "tool", "pprof", "-top", pprof, NULL});
+	char idx[64];
+	snprintf(idx, sizeof(idx), "-sample_index=%s", index ? index : "");
+	if (index)
+		test_run(o, 120,
+			 (const char *const[]){go, "tool", "pprof", "-top", idx, pprof, NULL});
+	else
+		test_run(o, 120, (const char *const[]){go, "tool", "pprof", "-top", pprof, NULL});
 	if (o->status != 0)
 		FAIL("go tool pprof failed (%d):\n%s%s", o->status, o->out, o->err);
+}
+
+static void go_pprof_top(struct test_output *o, const char *pprof)
+{
+	go_pprof_top_index(o, pprof, NULL);
+}
+
+/* One pprof file holds every metric: -sample_index picks off_cpu (the intervals, by state
+ * and blocking function), wall (both) or cpu; the default follows --metric. */
+TEST_TIMEOUT(convert_pprof_offcpu_sample_index_in_go_tool_pprof, 300)
+{
+	const char *spool = split_offcpu_spool();
+	const char *out = test_path("offcpu.pb.gz"), *wall = test_path("wall.pb.gz");
+	struct test_output o;
+
+	convert(&o, spool, out, NULL);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	go_pprof_top_index(&o, out, "off_cpu");
+	ASSERT_CONTAINS(o.out, "Type: off_cpu");
+	ASSERT_CONTAINS(o.out, "400ms total");
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "[off-cpu: S]"), 75, 0.01);
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "[off-cpu: D]"), 25, 0.01);
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "compute_hot"), -1, 0.01);
+	test_output_free(&o);
+	go_pprof_top_index(&o, out, "wall");
+	ASSERT_CONTAINS(o.out, "500ms total");
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "[off-cpu: S]"), 60, 0.01);
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "compute_hot"), 12, 0.01);
+	test_output_free(&o);
+	go_pprof_top_index(&o, out, "samples");
+	ASSERT_CONTAINS(o.out, "100 total");
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "compute_hot"), 60, 0.01);
+	ASSERT_DOUBLE_NEAR(pprof_flat_pct(o.out, "[off-cpu: S]"), -1, 0.01);
+	test_output_free(&o);
+	/* the default is cpu time, unless --metric names another */
+	go_pprof_top(&o, out);
+	ASSERT_CONTAINS(o.out, "Type: cpu");
+	ASSERT_CONTAINS(o.out, "100ms total");
+	test_output_free(&o);
+	convert(&o, spool, wall, "--metric wall");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	go_pprof_top(&o, wall);
+	ASSERT_CONTAINS(o.out, "Type: wall");
+	ASSERT_CONTAINS(o.out, "500ms total");
+	test_output_free(&o);
+}
+
+/* The raw message, by protoc: four sample types, and every Sample's four values (on-CPU:
+ * count, count x period, 0, the same time; off-CPU: 0, 0, its duration twice). */
+TEST(convert_pprof_offcpu_values_by_protoc)
+{
+	const char *spool = split_offcpu_spool();
+	const char *out = test_path("offcpu.pb.gz"), *raw = test_path("offcpu.pb");
+	const char *protoc = export_which("protoc");
+	struct test_output o;
+
+	if (!protoc)
+		FAIL("protoc not found: it is in scripts/packages (protobuf-compiler)");
+	convert(&o, spool, out, "--metric off-cpu");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd), "gzip -dc < %s > %s && %s --decode_raw < %s", out, raw, protoc,
+		 raw);
+	test_run(&o, 60, (const char *const[]){export_which("sh"), "-c", cmd, NULL});
+	ASSERT_INT(o.status, ==, 0);
+	/* strings: the table is in first-use order, so the types come first */
+	const char *want_types[] = {"\"samples\"",     "\"count\"",   "\"cpu\"",
+				    "\"nanoseconds\"", "\"off_cpu\"", "\"wall\""};
+	const char *at = o.out;
+	for (size_t i = 0; i < sizeof(want_types) / sizeof(want_types[0]); i++) {
+		char line[64];
+		snprintf(line, sizeof(line), "6: %s\n", want_types[i]);
+		at = strstr(at, line);
+		if (!at)
+			FAIL("no %s in order in:\n%s", line, o.out);
+	}
+	/* default_sample_type (14) is string 5, off_cpu */
+	ASSERT_CONTAINS(o.out, "\n14: 5\n");
+	/* values (2) are packed varints: protoc shows them as bytes; the off-CPU samples are
+	 * 0, 0, 300 ms and 0, 0, 100 ms (varints \200\306\206\217\001 and \200\302\327/) */
+	ASSERT_CONTAINS(o.out,
+			"2: \"\\000\\000\\200\\306\\206\\217\\001\\200\\306\\206\\217\\001\"");
+	ASSERT_CONTAINS(o.out, "2: \"\\000\\000\\200\\302\\327/\\200\\302\\327/\"");
+	test_output_free(&o);
+}
+
+/* --metric for the flame views: the SVG weighs and labels milliseconds, speedscope's
+ * profile weighs nanoseconds with the intervals in time order among the samples. */
+TEST(convert_svg_and_speedscope_take_metric)
+{
+	const char *spool = split_offcpu_spool();
+	const char *svg = test_path("off.svg"), *json = test_path("wall.speedscope.json");
+	const char *folded = test_path("wall.folded");
+	struct test_output o;
+
+	convert(&o, spool, svg, "--metric off-cpu");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, ">400.000 ms off-CPU</text>");
+	ASSERT_CONTAINS(text, "<title>all (400.000 ms, 100.00%)</title>");
+	ASSERT_CONTAINS(text, "<title>[off-cpu: S] (300.000 ms, 75.00%)</title>");
+	ASSERT_CONTAINS(text, "<title>compute_cool (100.000 ms, 25.00%)</title>");
+	ASSERT_NOT_CONTAINS(text, "compute_hot");
+	free(text);
+	convert(&o, spool, svg, "--metric cpu");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, ">100 samples</text>");
+	ASSERT_CONTAINS(text, "<title>compute_hot (60 samples, 60.00%)</title>");
+	ASSERT_NOT_CONTAINS(text, "off-cpu");
+	free(text);
+
+	convert(&o, spool, folded, "--metric wall");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
+	ASSERT_STR_EQ(text, "main;run;path_cool;compute_cool 10000\n"
+			    "main;run;path_cool;compute_cool;[off-cpu: D] 100000\n"
+			    "main;run;path_hot;compute_hot 60000\n"
+			    "main;run;path_warm;compute_warm 30000\n"
+			    "main;run;path_warm;compute_warm;[off-cpu: S] 300000\n");
+	free(text);
+
+	convert(&o, spool, json, "--metric wall");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	static const char code[] =
+		"import json, sys\n"
+		"d = json.load(open(sys.argv[1]))\n"
+		"names = [f['name'] for f in d['shared']['frames']]\n"
+		"p = d['profiles'][0]\n"
+		"print(len(d['profiles']), p['unit'], p['endValue'], sum(p['weights']))\n"
+		"print(' '.join('%s=%d' % (names[s[-1]], w) for s, w in "
+		"list(zip(p['samples'], p['weights']))[-3:]))\n";
+	const char *py = export_which("python3");
+	if (!py)
+		FAIL("python3 not found: it is in scripts/packages");
+	test_run(&o, 60, (const char *const[]){py, "-c", code, json, NULL});
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "1 nanoseconds 500000000 500000000\n");
+	/* the last samples, then the two intervals, in time order */
+	ASSERT_CONTAINS(o.out, "=1000000 [off-cpu: S]=300000000 [off-cpu: D]=100000000\n");
+	test_output_free(&o);
+	convert(&o, spool, json, "--metric cpu");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(json, NULL));
+	ASSERT_NOT_CONTAINS(text, "off-cpu");
+	ASSERT_CONTAINS(text, "\"endValue\":100000000}");
+	free(text);
+}
+
+/* The off-CPU intervals on the Perfetto timeline: per CPU, in time order, the sched_switch
+ * out with the state's TASK_* bits, the sched_waking from the waker, the sched_switch back
+ * in; the blocking stacks as PerfSamples at the switch-outs, next to the 100 samples. */
+TEST(convert_perfetto_offcpu_sched_events)
+{
+	const char *spool = split_offcpu_spool(), *trace = test_path("offcpu.pftrace");
+	struct test_output o;
+	struct pft_trace t;
+	size_t len;
+
+	convert(&o, spool, trace, NULL);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_STR_EQ(o.err, "");
+	test_output_free(&o);
+	uint8_t *data = ASSERT_NOT_NULL((uint8_t *)test_read_file(trace, &len));
+	pft_decode(data, len, &t);
+	free(data);
+	ASSERT_INT(t.missing_interned, ==, 0);
+	ASSERT_UINT(t.n_samples, ==, 102);
+	const struct pft_sample *blocked[2] = {NULL, NULL};
+	for (size_t i = 0; i < t.n_samples; i++)
+		for (int k = 0; k < 2; k++)
+			if (t.samples[i].ts == split_offcpu[k].switch_out_ns)
+				blocked[k] = &t.samples[i];
+	ASSERT_NOT_NULL(blocked[0]);
+	ASSERT_NOT_NULL(blocked[1]);
+	ASSERT_STR_EQ(blocked[0]->stack, "main;run;path_warm;compute_warm");
+	ASSERT_STR_EQ(blocked[1]->stack, "main;run;path_cool;compute_cool");
+	ASSERT_UINT(blocked[0]->cpu, ==, 0);
+	ASSERT_UINT(blocked[1]->cpu, ==, 1);
+
+	/* CPU 0: out asleep (TASK_INTERRUPTIBLE), woken by 4243 250 ms later, back in 50 ms
+	 * after that; CPU 1: out in D (TASK_UNINTERRUPTIBLE), back in 100 ms later */
+	ASSERT_INT(t.bundles, ==, 2);
+	ASSERT_UINT(t.n_sched, ==, 5);
+	const struct pft_sched *e = t.sched;
+	ASSERT_UINT(e[0].cpu, ==, 0);
+	ASSERT(!e[0].waking);
+	ASSERT_UINT(e[0].ts, ==, 110000000);
+	ASSERT_UINT(e[0].pid, ==, 4242);
+	ASSERT_UINT(e[0].prev_pid, ==, 4242);
+	ASSERT_STR_EQ(e[0].prev_comm, "split");
+	ASSERT_INT(e[0].prev_state, ==, 1);
+	ASSERT_UINT(e[0].next_pid, ==, 0);
+	ASSERT_STR_EQ(e[0].next_comm, "swapper/0");
+	ASSERT(e[1].waking);
+	ASSERT_UINT(e[1].ts, ==, 360000000);
+	ASSERT_UINT(e[1].pid, ==, 4243);
+	ASSERT_UINT(e[1].woken_pid, ==, 4242);
+	ASSERT_UINT(e[1].target_cpu, ==, 0);
+	ASSERT_UINT(e[1].success, ==, 1);
+	ASSERT(!e[2].waking);
+	ASSERT_UINT(e[2].ts, ==, 410000000);
+	ASSERT_UINT(e[2].prev_pid, ==, 0);
+	ASSERT_INT(e[2].prev_state, ==, 0);
+	ASSERT_UINT(e[2].next_pid, ==, 4242);
+	ASSERT_STR_EQ(e[2].next_comm, "split");
+	ASSERT_UINT(e[3].cpu, ==, 1);
+	ASSERT_UINT(e[3].ts, ==, 420000000);
+	ASSERT_UINT(e[3].prev_pid, ==, 4242);
+	ASSERT_INT(e[3].prev_state, ==, 2);
+	ASSERT_UINT(e[4].cpu, ==, 1);
+	ASSERT_UINT(e[4].ts, ==, 520000000);
+	ASSERT_UINT(e[4].next_pid, ==, 4242);
+	pft_free(&t);
+}
+
+TEST(convert_metric_errors)
+{
+	const char *spool = split_spool();
+	struct test_output o;
+
+	convert(&o, spool, test_path("x.svg"), "--metric walls");
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_STR_EQ(o.err, "sonde convert: --metric wants cpu, off-cpu or wall, not 'walls'\n");
+	test_output_free(&o);
+	/* a spool without intervals converts, into an empty off-CPU profile, and says why */
+	convert(&o, spool, test_path("x.svg"), "--metric off-cpu");
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "no off-CPU intervals");
+	ASSERT_CONTAINS(o.err, "record with --off-cpu");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s convert --diff %s %s -o %s --metric wall", test_bin("sonde"), spool,
+		  spool, test_path("d.svg"));
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_STR_EQ(o.err, "sonde convert: --diff compares on-CPU samples: no --metric wall\n");
+	test_output_free(&o);
 }
 
 TEST_TIMEOUT(convert_pprof_reads_in_go_tool_pprof, 200)

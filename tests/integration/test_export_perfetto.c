@@ -137,3 +137,151 @@ TEST_TIMEOUT(export_perfetto_record_by_extension, 300)
 	ASSERT_STR_EQ(o.out, "rec.pftrace\n");
 	test_output_free(&o);
 }
+
+/* The state a thread is in after decoded sched event ev, as Trace Processor derives
+ * thread_state from them: the prev_state of its switch-out, runnable from its waking,
+ * running from its switch-in; -1 when ev does not concern tid. */
+enum { ST_RUNNING = -2, ST_RUNNABLE = -3 };
+
+static int64_t state_after(const struct pft_sched *ev, uint32_t tid)
+{
+	if (ev->waking)
+		return ev->woken_pid == tid ? ST_RUNNABLE : -1;
+	if (ev->prev_pid == tid)
+		return ev->prev_state;
+	if (ev->next_pid == tid)
+		return ST_RUNNING;
+	return -1;
+}
+
+/* The duration of the state tid entered at ts (the next event of that thread, on any
+ * CPU, ends it), or UINT64_MAX when none ends it; fails unless an event put tid into
+ * `state` at ts. */
+static uint64_t state_duration(const struct pft_trace *t, uint32_t tid, uint64_t ts, int64_t state)
+{
+	uint64_t end = UINT64_MAX;
+	bool found = false;
+
+	for (size_t i = 0; i < t->n_sched; i++) {
+		int64_t s = state_after(&t->sched[i], tid);
+		if (s == -1)
+			continue;
+		if (t->sched[i].ts == ts && s == state)
+			found = true;
+		else if (t->sched[i].ts > ts && t->sched[i].ts < end)
+			end = t->sched[i].ts;
+	}
+	if (!found)
+		FAIL("no event puts tid %u into state %lld at %llu", tid, (long long)state,
+		     (unsigned long long)ts);
+	return end == UINT64_MAX ? end : end - ts;
+}
+
+/* A real --off-cpu recording of offcpu_split converted to Perfetto: every interval the
+ * spool holds is on the timeline as its thread's sleep (S, or D) for exactly its duration
+ * up to the wakeup, runnable from the wakeup to the switch-in, events in time order per
+ * CPU, and its blocking stack is a PerfSample at the switch-out reaching main. */
+TEST_TIMEOUT(export_perfetto_offcpu_recording_thread_states, 300)
+{
+	const char *spool = test_path("off.spool"), *trace = test_path("off.pftrace");
+	struct test_output o;
+	struct pft_trace t;
+	static const int64_t bits[] = {0, 1, 2, 4}; /* R S D other, as TASK_* bits */
+
+	test_require_perf();
+	test_runf(&o, 120, "%s record -q --off-cpu -o %s -- %s 2 %s", test_bin("sonde"), spool,
+		  test_prog("offcpu_split"), test_path("truth"));
+	if (o.status != 0)
+		FAIL("sonde record --off-cpu exited %d:\n%s%s", o.status, o.out, o.err);
+	test_output_free(&o);
+	test_runf(&o, 120, "%s convert %s -o %s", test_bin("sonde"), spool, trace);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	decode_file(trace, &t);
+	ASSERT_INT(t.missing_interned, ==, 0);
+
+	/* per CPU, the events in file order are in time order */
+	for (size_t i = 0; i < t.n_sched; i++)
+		for (size_t j = i + 1; j < t.n_sched; j++)
+			if (t.sched[j].cpu == t.sched[i].cpu)
+				ASSERT_UINT(t.sched[j].ts, >=, t.sched[i].ts);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	uint64_t n = sonde_spool__offcpu_count(s), checked = 0, asleep_ns = 0, slept_ns = 0;
+	size_t stacks_to_main = 0, main_sleeps = 0;
+	ASSERT_UINT(n, >, 20);
+	for (uint64_t i = 0; i < n; i++) {
+		struct sonde_spool_offcpu iv;
+		struct sonde_spool_thread th;
+		ASSERT_OK(sonde_spool__get_offcpu(s, i, &iv));
+		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &th));
+		if (iv.cpu == SONDE_SPOOL_CPU_NONE)
+			continue;
+		bool woken = iv.wakeup_ns && iv.state != SONDE_OFFCPU_RUNNABLE;
+		uint64_t until = woken ? iv.wakeup_ns : iv.switch_in_ns;
+		uint64_t d = state_duration(&t, th.tid, iv.switch_out_ns, bits[iv.state]);
+		if (iv.flags & SONDE_OFFCPU_OPEN)
+			ASSERT(woken || d == UINT64_MAX);
+		else
+			ASSERT_UINT(d, ==, until - iv.switch_out_ns);
+		if (woken && !(iv.flags & SONDE_OFFCPU_OPEN))
+			ASSERT_UINT(state_duration(&t, th.tid, iv.wakeup_ns, ST_RUNNABLE), ==,
+				    iv.switch_in_ns - iv.wakeup_ns);
+		if (iv.state == SONDE_OFFCPU_SLEEPING && d != UINT64_MAX) {
+			asleep_ns += until - iv.switch_out_ns;
+			slept_ns += d;
+		}
+		/* the blocking stack at the switch-out */
+		const struct pft_sample *bs = NULL;
+		for (size_t k = 0; k < t.n_samples && !bs; k++)
+			if (t.samples[k].ts == iv.switch_out_ns && t.samples[k].tid == th.tid)
+				bs = &t.samples[k];
+		if (!bs)
+			FAIL("no PerfSample at the switch-out %llu of tid %u",
+			     (unsigned long long)iv.switch_out_ns, th.tid);
+		if (th.tid == th.pid && iv.state == SONDE_OFFCPU_SLEEPING) {
+			main_sleeps++;
+			stacks_to_main +=
+				bs->stack && strstr(bs->stack, "main;") &&
+				(strstr(bs->stack, ";nap;") || strstr(bs->stack, ";wait_pipe;"));
+		}
+		checked++;
+	}
+	sonde_spool__close(s);
+	ASSERT_UINT(checked, >, 20);
+	ASSERT_UINT(slept_ns, ==, asleep_ns);
+	/* the main thread sleeps in nap or wait_pipe, called from main (a stack the unwinder
+	 * could not finish may miss main) */
+	ASSERT_UINT(main_sleeps, >, 10);
+	ASSERT_UINT(stacks_to_main * 10, >=, main_sleeps * 9);
+	pft_free(&t);
+}
+
+/* record --off-cpu -o x.pftrace converts the same way: the program's sleeps are on its
+ * threads' timelines. */
+TEST_TIMEOUT(export_perfetto_offcpu_record_by_extension, 300)
+{
+	const char *trace = test_path("off.pftrace");
+	struct test_output o;
+	struct pft_trace t;
+	size_t asleep = 0, back_in = 0;
+
+	test_require_perf();
+	test_runf(&o, 120, "%s record -q --off-cpu -o %s -- %s 1 %s", test_bin("sonde"), trace,
+		  test_prog("offcpu_split"), test_path("truth"));
+	if (o.status != 0)
+		FAIL("sonde record --off-cpu exited %d:\n%s%s", o.status, o.out, o.err);
+	test_output_free(&o);
+	decode_file(trace, &t);
+	ASSERT_INT(t.missing_interned, ==, 0);
+	ASSERT_INT(t.bundles, >, 0);
+	for (size_t i = 0; i < t.n_sched; i++) {
+		const struct pft_sched *e = &t.sched[i];
+		asleep += !e->waking && e->prev_state == 1 && !strcmp(e->prev_comm, "offcpu_split");
+		back_in += !e->waking && !strcmp(e->next_comm, "offcpu_split");
+	}
+	/* each round naps and waits on the pipe: several rounds in a second */
+	ASSERT_UINT(asleep, >=, 6);
+	ASSERT_UINT(back_in, >=, asleep - 1);
+	pft_free(&t);
+}

@@ -57,8 +57,7 @@ static pid_t spawn_as(uid_t uid, gid_t gid, const char *const argv[])
 
 /* A copy of auth_target anyone may run, with owner, group and mode as given (a set-ID
  * copy needs a file system mounted without nosuid: the test skips otherwise). */
-static void target_copy(char *out, size_t cap, const char *name, uid_t uid, gid_t gid,
-			mode_t mode)
+static void target_copy(char *out, size_t cap, const char *name, uid_t uid, gid_t gid, mode_t mode)
 {
 	struct statvfs sv;
 
@@ -81,24 +80,16 @@ struct run {
 	struct pft_trace t;
 };
 
-/* `sonde trace` as uid nobody with a linux.perf config around `scope` and `extra`. */
-static void trace_as(uid_t uid, const struct sonded *d, const char *scope, const char *extra,
-		     int duration_ms, struct run *r)
+/* `sonde trace` as uid with the config text cfg. */
+static void trace_as_cfg(uid_t uid, const struct sonded *d, const char *cfg, struct run *r)
 {
-	char dir[512], cfg[2048], out[600], errf[600], cfgf[600];
+	char dir[512], out[600], errf[600], cfgf[600];
 
 	snprintf(dir, sizeof(dir), "%s/as%u.%d", test_tmpdir(), (unsigned)uid, rand());
 	ASSERT(mkdir(dir, 0777) == 0 && chmod(dir, 0777) == 0);
 	snprintf(out, sizeof(out), "%s/out.pftrace", dir);
 	snprintf(errf, sizeof(errf), "%s/err.txt", dir);
 	snprintf(cfgf, sizeof(cfgf), "%s/cfg.txt", dir);
-	snprintf(cfg, sizeof(cfg),
-		 "buffers { size_kb: 16384 fill_policy: DISCARD }\nduration_ms: %d\n"
-		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
-		 "  timebase { frequency: 199 }\n"
-		 "  callstack_sampling { scope { %s } %s }\n"
-		 "  ring_buffer_read_period_ms: 50 } } }\n",
-		 duration_ms, scope, extra ? extra : "");
 	test_write_file(cfgf, cfg, strlen(cfg));
 	chmod(cfgf, 0644);
 	char sonde[512];
@@ -110,8 +101,8 @@ static void trace_as(uid_t uid, const struct sonded *d, const char *scope, const
 		dup2(fd, STDERR_FILENO);
 		if (setgroups(0, NULL) < 0 || setgid(uid ? SEC_NOBODY : 0) < 0 || setuid(uid) < 0)
 			_exit(99);
-		execl(sonde, "sonde", "trace", "--socket", d->csock, "--txt", "-c", cfgf, "-o",
-		      out, (char *)NULL);
+		execl(sonde, "sonde", "trace", "--socket", d->csock, "--txt", "-c", cfgf, "-o", out,
+		      (char *)NULL);
 		_exit(98);
 	}
 	r->status = test_wait(child, 120);
@@ -122,6 +113,22 @@ static void trace_as(uid_t uid, const struct sonded *d, const char *scope, const
 		FAIL("sonde trace exited %d without a trace:\n%s", r->status, r->err);
 	pft_decode(data, len, &r->t);
 	free(data);
+}
+
+/* `sonde trace` as uid with a linux.perf config around `scope` and `extra`. */
+static void trace_as(uid_t uid, const struct sonded *d, const char *scope, const char *extra,
+		     int duration_ms, struct run *r)
+{
+	char cfg[2048];
+
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 16384 fill_policy: DISCARD }\nduration_ms: %d\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { frequency: 199 }\n"
+		 "  callstack_sampling { scope { %s } %s }\n"
+		 "  ring_buffer_read_period_ms: 50 } } }\n",
+		 duration_ms, scope, extra ? extra : "");
+	trace_as_cfg(uid, d, cfg, r);
 }
 
 static void run_free(struct run *r)
@@ -163,7 +170,8 @@ static void expect_refused(const struct sonded *d, pid_t pid, const char *reason
 
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
 	trace_as(SEC_NOBODY, d, scope, NULL, 1000, &r);
-	snprintf(want, sizeof(want), "refused: consumer uid 65534 may not profile pid %d", (int)pid);
+	snprintf(want, sizeof(want), "refused: consumer uid 65534 may not profile pid %d",
+		 (int)pid);
 	ASSERT_CONTAINS(r.err, want);
 	ASSERT_CONTAINS(r.err, reason);
 	ASSERT_CONTAINS(r.t.errors, want);
@@ -249,8 +257,7 @@ TEST_TIMEOUT(perfauth_nondumpable_target_is_refused, 120)
 	struct sonded d;
 
 	rig_start(&d);
-	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "nodump", "30",
-			      NULL};
+	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "nodump", "30", NULL};
 	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
 	usleep(200000);
 	expect_refused(&d, pid, "it is not dumpable");
@@ -264,8 +271,8 @@ TEST_TIMEOUT(perfauth_target_that_changed_uid_is_refused, 120)
 	struct sonded d;
 
 	rig_start(&d);
-	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "drop", "30",
-			      "65534", NULL};
+	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "drop", "30", "65534",
+			      NULL};
 	pid_t pid = spawn_as(0, 0, argv);
 	usleep(200000);
 	expect_refused(&d, pid, "it is not dumpable");
@@ -396,8 +403,8 @@ TEST_TIMEOUT(perfauth_kernel_frames_carry_names_not_addresses, 120)
 	if (r.status != 0)
 		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
 	kernel_frames_of(&r.t, &kf, &ka);
-	printf("%zu samples, %zu with a kernel leaf, %zu of them with an address\n",
-	       r.t.n_samples, kf, ka);
+	printf("%zu samples, %zu with a kernel leaf, %zu of them with an address\n", r.t.n_samples,
+	       kf, ka);
 	ASSERT_UINT(kf, >=, 5);
 	ASSERT_UINT(ka, ==, 0);
 	/* named from kallsyms: the leaf has a name */
@@ -488,5 +495,137 @@ TEST_TIMEOUT(perfauth_cmdline_target_starting_late_is_no_error, 120)
 	ASSERT_CONTAINS(r.err, "no process matching target_cmdline ran during the session");
 	ASSERT_CONTAINS(r.t.errors, "no process matching target_cmdline ran during the session");
 	run_free(&r);
+	sonded_stop(&d);
+}
+
+/* The uid of a live process, or -1 once it is gone. */
+static long uid_of(uint32_t pid)
+{
+	char path[64], *st, *u;
+	long uid = -1;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", (unsigned)pid);
+	if (!(st = test_read_file(path, NULL)))
+		return -1;
+	if ((u = strstr(st, "\nUid:")))
+		uid = strtol(u + 5, NULL, 10);
+	free(st);
+	return uid;
+}
+
+/* A system-wide session (no scope) of nobody's: its own busy process is found, root's
+ * busy process is not, nor anything of it (samples, process tree), and every sampled
+ * process still alive is nobody's; kernel frames as the rule says. The same session of
+ * root's gets both processes. */
+TEST_TIMEOUT(perfauth_nobody_system_wide_gets_only_its_own_processes, 300)
+{
+	struct sonded d;
+	struct run r;
+	char name[64];
+	size_t kf, ka;
+
+	rig_start(&d);
+	const char *mine_argv[] = {test_copy_for_anyone(test_prog("auth_target")), "spin", "60",
+				   NULL};
+	const char *root_argv[] = {test_prog("split"), "60", NULL};
+	pid_t mine = spawn_as(SEC_NOBODY, SEC_NOBODY, mine_argv);
+	pid_t root = spawn_as(0, 0, root_argv);
+	usleep(200000);
+	char *pv = ASSERT_NOT_NULL(test_read_file("/proc/sys/kernel/perf_event_paranoid", NULL));
+	int paranoid = atoi(pv);
+
+	free(pv);
+	/* A system-wide session starts with reading every process it may record, which a
+	 * loaded machine (or a sanitized build) can stretch over most of a short session:
+	 * sessions until enough samples accumulated, each judged whole. */
+	size_t got = 0, got_mine = 0, got_root = 0;
+	for (int round = 0; round < 8 && got < 10; round++) {
+		trace_as(SEC_NOBODY, &d, "", "kernel_frames: true", 3000, &r);
+		if (r.status != 0)
+			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+		ASSERT_CONTAINS(r.err, "linux.perf: warning: system-wide for consumer uid 65534: "
+				       "only the processes it may profile");
+		printf("nobody: %zu samples, %zu of its own process\n", r.t.n_samples,
+		       samples_of(&r.t, mine));
+		got += samples_of(&r.t, mine);
+		ASSERT_UINT(samples_of(&r.t, root), ==, 0);
+		/* nor in the process tree ("pid=cmdline" lines) */
+		snprintf(name, sizeof(name), "%d=", (int)root);
+		for (const char *l = r.t.process_names; l && *l;
+		     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+			ASSERT(strncmp(l, name, strlen(name)) != 0);
+		for (size_t i = 0; i < r.t.n_samples; i++) {
+			long uid = uid_of(r.t.samples[i].pid);
+			if (uid >= 0 && uid != SEC_NOBODY)
+				FAIL("nobody got a sample of pid %u, of uid %ld",
+				     r.t.samples[i].pid, uid);
+			ASSERT_UINT(r.t.samples[i].pid, !=, 1);
+			ASSERT_UINT(r.t.samples[i].pid, !=, (uint32_t)d.pid);
+		}
+		kernel_frames_of(&r.t, &kf, &ka);
+		if (paranoid >= 2) {
+			ASSERT_CONTAINS(r.err,
+					"kernel frames are not permitted for consumer uid 65534");
+			ASSERT_UINT(kf, ==, 0);
+		}
+		run_free(&r);
+	}
+	ASSERT_UINT(got, >=, 10);
+
+	for (int round = 0; round < 8 && (got_mine < 10 || got_root < 10); round++) {
+		trace_as(0, &d, "", NULL, 3000, &r);
+		if (r.status != 0)
+			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+		ASSERT_NOT_CONTAINS(r.err, "system-wide for consumer");
+		printf("root: %zu samples, %zu of nobody's process, %zu of root's\n", r.t.n_samples,
+		       samples_of(&r.t, mine), samples_of(&r.t, root));
+		got_mine += samples_of(&r.t, mine);
+		got_root += samples_of(&r.t, root);
+		run_free(&r);
+	}
+	ASSERT_UINT(got_mine, >=, 10);
+	ASSERT_UINT(got_root, >=, 10);
+	stop_target(mine);
+	stop_target(root);
+	sonded_stop(&d);
+}
+
+/* A tracepoint samples in the kernel: perf_event_open asks perf_allow_kernel of it, so
+ * at perf_event_paranoid 2 nobody could not open one, and linux.perf refuses it to nobody
+ * even for nobody's own process. */
+TEST_TIMEOUT(perfauth_tracepoint_timebase_refused_to_unprivileged_consumer, 120)
+{
+	struct sonded d;
+	struct run r;
+	char cfg[1024];
+
+	rig_start(&d);
+	char *pv = ASSERT_NOT_NULL(test_read_file("/proc/sys/kernel/perf_event_paranoid", NULL));
+	int paranoid = atoi(pv);
+
+	free(pv);
+	if (paranoid < 2)
+		SKIP("kernel.perf_event_paranoid is %d: the kernel gives nobody tracepoints",
+		     paranoid);
+	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "spin", "30", NULL};
+	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 4096 }\nduration_ms: 500\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { tracepoint { name: \"sched/sched_switch\" } }\n"
+		 "  callstack_sampling { scope { target_pid: %d } } } } }\n",
+		 (int)pid);
+	trace_as_cfg(SEC_NOBODY, &d, cfg, &r);
+	ASSERT_INT(r.status, ==, 1);
+	ASSERT_CONTAINS(r.err, "linux.perf: config refused: a tracepoint timebase is not "
+			       "permitted for consumer uid 65534");
+	ASSERT_UINT(r.t.n_samples, ==, 0);
+	run_free(&r);
+	/* root's own session of the same config is served */
+	trace_as_cfg(0, &d, cfg, &r);
+	if (r.status != 0)
+		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+	run_free(&r);
+	stop_target(pid);
 	sonded_stop(&d);
 }

@@ -84,6 +84,20 @@ static pid_t spawn_split(const char *path, const char *seconds)
 	return test_spawn(argv);
 }
 
+/* The CPU numbers a sample may carry. */
+static uint32_t cpus_configured(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+	return n > 0 ? (uint32_t)n : 1;
+}
+
+/* Every sample carries the CPU it was taken on (PerfSample.cpu). */
+static void assert_cpus_set(const struct pft_trace *t)
+{
+	for (size_t i = 0; i < t->n_samples; i++)
+		ASSERT_UINT(t->samples[i].cpu, <, cpus_configured());
+}
+
 static size_t samples_of(const struct pft_trace *t, uint32_t pid)
 {
 	size_t n = 0;
@@ -148,6 +162,7 @@ static void trace_split_once(void *ctx, int seconds, struct split_counts *add)
 	snprintf(name, sizeof(name), "%d=", (int)split);
 	ASSERT_CONTAINS(t.process_names, name);
 	ASSERT_CONTAINS(t.thread_names, "=split\n");
+	assert_cpus_set(&t);
 	pft_split(&t, (uint32_t)split, &add[0]);
 	pft_free(&t);
 	report_split(seconds, &add[1]);
@@ -216,6 +231,7 @@ TEST_TIMEOUT(perfds_target_cmdline_with_exclusion, 180)
 	       samples_of(&t, (uint32_t)pb));
 	ASSERT_UINT(samples_of(&t, (uint32_t)pa), >=, 10);
 	ASSERT_UINT(samples_of(&t, (uint32_t)pb), ==, 0);
+	assert_cpus_set(&t); /* per process as system-wide */
 	ASSERT_UINT(t.n_samples, ==, samples_of(&t, (uint32_t)pa));
 	pft_free(&t);
 }
@@ -334,5 +350,245 @@ TEST_TIMEOUT(perfds_bad_config_is_refused, 120)
 	decode(out, &t);
 	ASSERT_CONTAINS(t.errors, "ring_buffer_pages 3 is not a power of two");
 	ASSERT_UINT(t.n_samples, ==, 0);
+	pft_free(&t);
+	/* a tracepoint tracefs does not have: named, before anything is opened */
+	rig_start(&r);
+	trace(&r,
+	      "buffers { size_kb: 4096 }\nduration_ms: 300\n"
+	      "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+	      "  timebase { tracepoint { name: \"sched/no_such_tracepoint\" } } } } }\n",
+	      out, &o);
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "sonde trace: linux.perf: config refused: unknown tracepoint "
+			       "sched:no_such_tracepoint (tracefs has no "
+			       "events/sched/no_such_tracepoint)\n");
+	test_output_free(&o);
+	rig_stop(&r);
+}
+
+/* No target: system-wide. A CPU-bound split the config never names is found, each of
+ * its samples carries a CPU that exists, and its stacks are split's own paths
+ * (pft_split fails on a compute_* function reached any other way). */
+TEST_TIMEOUT(perfds_system_wide_finds_an_unnamed_busy_process, 300)
+{
+	struct rig r;
+	struct test_output o;
+	struct pft_trace t;
+	const char *out = test_path("sys.pftrace");
+	const char *cfg = "buffers { size_kb: 65536 fill_policy: DISCARD }\n"
+			  "duration_ms: 3000\n"
+			  "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+			  "  timebase { frequency: 199 counter: SW_CPU_CLOCK }\n"
+			  "  ring_buffer_read_period_ms: 50 } } }\n";
+	struct split_counts c = {0};
+	size_t mine = 0;
+
+	test_require_perf();
+	rig_start(&r);
+	pid_t split = spawn_split(test_prog("split"), "60");
+	/* a loaded machine may give it little CPU in one session, and reading every process
+	 * at the start (longer in a sanitized build) may take most of it: sessions until it
+	 * has 20 samples, at most 10 */
+	for (int round = 0; round < 10 && mine < 20; round++) {
+		trace(&r, cfg, out, &o);
+		if (o.status != 0)
+			FAIL("sonde trace exited %d:\n%s", o.status, o.err);
+		ASSERT_NOT_CONTAINS(o.err, "linux.perf: error");
+		test_output_free(&o);
+		decode(out, &t);
+		ASSERT_INT(t.missing_interned, ==, 0);
+		ASSERT_UINT(t.timebase_freq, ==, 199);
+		assert_cpus_set(&t);
+		mine += samples_of(&t, (uint32_t)split);
+		char name[64];
+		snprintf(name, sizeof(name), "%d=", (int)split);
+		if (samples_of(&t, (uint32_t)split))
+			ASSERT_CONTAINS(t.process_names, name);
+		pft_split(&t, (uint32_t)split, &c);
+		pft_free(&t);
+	}
+	/* exclude_pid without a target: system-wide still, without split */
+	char ex[1024];
+	snprintf(ex, sizeof(ex),
+		 "buffers { size_kb: 65536 fill_policy: DISCARD }\n"
+		 "duration_ms: 1000\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { frequency: 199 }\n"
+		 "  callstack_sampling { scope { exclude_pid: %d } }\n"
+		 "  ring_buffer_read_period_ms: 50 } } }\n",
+		 (int)split);
+	trace(&r, ex, out, &o);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "linux.perf: warning: system-wide: ");
+	ASSERT_CONTAINS(o.err, " processes left out (excluded, or not the consumer's to profile)");
+	test_output_free(&o);
+	decode(out, &t);
+	ASSERT_UINT(samples_of(&t, (uint32_t)split), ==, 0);
+	pft_free(&t);
+	kill(split, SIGKILL);
+	test_wait(split, 10);
+	rig_stop(&r);
+	printf("%zu samples of the unnamed split (%llu in compute_*)\n", mine,
+	       (unsigned long long)c.all);
+	ASSERT_UINT(mine, >=, 20);
+	ASSERT_UINT(c.all * 10, >=, (uint64_t)mine * 8);
+}
+
+/* A tracepoint timebase: sched/sched_switch with a filter on the thread switched out,
+ * system-wide, takes exactly sleep_loop's switch-outs, every one a sample whose stack
+ * goes through its sleep_caller; and with a target_pid and no filter, its own. */
+TEST_TIMEOUT(perfds_tracepoint_timebase_samples_a_sleeping_program, 300)
+{
+	struct rig r;
+	struct test_output o;
+	struct pft_trace t;
+	char cfg[1024];
+	const char *out = test_path("tp.pftrace");
+
+	test_require_perf();
+	if (access("/sys/kernel/tracing/events/sched/sched_switch/id", R_OK) != 0 &&
+	    access("/sys/kernel/debug/tracing/events/sched/sched_switch/id", R_OK) != 0)
+		SKIP("no readable tracefs with sched:sched_switch");
+	rig_start(&r);
+	const char *argv[] = {test_prog("sleep_loop"), "1000000", NULL};
+	pid_t sl = test_spawn(argv);
+	for (int scoped = 0; scoped < 2; scoped++) {
+		/* ~900 sleeps a second, fewer on a loaded machine, and a system-wide start
+		 * reads every process first: sessions until enough accumulated, each judged
+		 * whole */
+		size_t n = 0, want = scoped ? 50 : 100;
+		for (int round = 0; round < 8 && n < want; round++) {
+			if (scoped)
+				snprintf(cfg, sizeof(cfg),
+					 "buffers { size_kb: 65536 fill_policy: DISCARD }\n"
+					 "duration_ms: 2000\n"
+					 "data_sources { config { name: \"linux.perf\" "
+					 "perf_event_config {\n"
+					 "  timebase { period: 2 tracepoint { name: "
+					 "\"sched:sched_switch\" } }\n"
+					 "  callstack_sampling { scope { target_pid: %d } }\n"
+					 "  ring_buffer_read_period_ms: 50 } } }\n",
+					 (int)sl);
+			else
+				snprintf(cfg, sizeof(cfg),
+					 "buffers { size_kb: 65536 fill_policy: DISCARD }\n"
+					 "duration_ms: 2000\n"
+					 "data_sources { config { name: \"linux.perf\" "
+					 "perf_event_config {\n"
+					 "  timebase { tracepoint { name: \"sched/sched_switch\"\n"
+					 "    filter: \"prev_pid == %d\" } }\n"
+					 "  ring_buffer_read_period_ms: 50 } } }\n",
+					 (int)sl);
+			trace(&r, cfg, out, &o);
+			if (o.status != 0)
+				FAIL("sonde trace exited %d:\n%s", o.status, o.err);
+			ASSERT_NOT_CONTAINS(o.err, "linux.perf:");
+			test_output_free(&o);
+			decode(out, &t);
+			ASSERT_STR_EQ(t.timebase_tracepoint, "sched:sched_switch");
+			ASSERT_UINT(t.timebase_period, ==, scoped ? 2 : 1);
+			ASSERT_UINT(t.timebase_counter, ==, 0);
+			size_t through = 0, mine = samples_of(&t, (uint32_t)sl);
+			for (size_t i = 0; i < t.n_samples; i++)
+				through += t.samples[i].pid == (uint32_t)sl && t.samples[i].stack &&
+					   strstr(t.samples[i].stack, ";main;sleep_caller;");
+			printf("%s: %zu samples of sleep_loop, %zu through sleep_caller, %zu in "
+			       "all\n",
+			       scoped ? "target_pid, period 2" : "system-wide, filtered", mine,
+			       through, t.n_samples);
+			ASSERT_UINT(t.n_samples, ==, mine); /* the filter, or the target */
+			ASSERT_UINT(through * 10, >=, mine * 9);
+			n += mine;
+			pft_free(&t);
+		}
+		ASSERT_UINT(n, >=, want);
+	}
+	kill(sl, SIGKILL);
+	test_wait(sl, 10);
+	rig_stop(&r);
+}
+
+/* The thread CPU time of cputime_log at monotonic time ts, interpolated in its log. */
+static double cpu_at(const uint64_t (*log)[2], size_t n, uint64_t ts)
+{
+	size_t lo = 0, hi = n;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (log[mid][0] <= ts)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (hi >= n || log[hi][0] == log[lo][0])
+		return (double)log[lo][1];
+	double f = (double)(ts - log[lo][0]) / (double)(log[hi][0] - log[lo][0]);
+	return (double)log[lo][1] + f * (double)(log[hi][1] - log[lo][1]);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* timebase.period reaches the kernel as a period: the samples of one busy thread (kept on
+ * one CPU, so that one event samples it) are PERIOD ns of its CPU time apart. Through a
+ * frequency, 35 ms would come back as 1e9 / 28 Hz = 35.71 ms. The target logs its own
+ * CPU time against CLOCK_MONOTONIC (the trace's clock); the median spacing of ~100 samples
+ * is compared, so a sample the machine delayed or one that fell in a system call (user
+ * frames only: not taken) does not move it. */
+TEST_TIMEOUT(perfds_period_is_cpu_time_between_samples, 180)
+{
+	enum { PERIOD = 35000000 };
+	struct rig r;
+	struct test_output o;
+	struct pft_trace t;
+	char cfg[1024];
+	const char *out = test_path("period.pftrace"), *logf = test_path("cputime.log");
+
+	test_require_perf();
+	rig_start(&r);
+	const char *argv[] = {test_prog("cputime_log"), "14", logf, NULL};
+	pid_t pid = test_spawn(argv);
+	usleep(200000);
+	snprintf(cfg, sizeof(cfg),
+		 "buffers { size_kb: 16384 fill_policy: DISCARD }\n"
+		 "duration_ms: 8000\n"
+		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+		 "  timebase { period: %d counter: SW_CPU_CLOCK }\n"
+		 "  callstack_sampling { scope { target_pid: %d } } } } }\n",
+		 PERIOD, (int)pid);
+	trace(&r, cfg, out, &o);
+	if (o.status != 0)
+		FAIL("sonde trace exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	ASSERT_INT(test_wait(pid, 60), ==, 0);
+	rig_stop(&r);
+
+	size_t len;
+	uint64_t(*log)[2] = ASSERT_NOT_NULL((uint64_t(*)[2])test_read_file(logf, &len));
+	size_t n_log = len / sizeof(*log);
+	ASSERT_UINT(n_log, >, 1000);
+	decode(out, &t);
+	ASSERT_UINT(t.timebase_period, ==, PERIOD);
+	double *gap = ASSERT_NOT_NULL(calloc(t.n_samples + 1, sizeof(*gap)));
+	size_t n = 0;
+	double prev = -1;
+	for (size_t i = 0; i < t.n_samples; i++) {
+		const struct pft_sample *s = &t.samples[i];
+		if (s->pid != (uint32_t)pid || s->ts <= log[0][0] || s->ts >= log[n_log - 1][0])
+			continue;
+		double c = cpu_at(log, n_log, s->ts);
+		if (prev >= 0)
+			gap[n++] = c - prev;
+		prev = c;
+	}
+	ASSERT_UINT(n, >=, 30);
+	qsort(gap, n, sizeof(*gap), cmp_double);
+	double median = gap[n / 2];
+	ASSERT_DOUBLE_NEAR(median, (double)PERIOD, PERIOD * 0.01);
+	free(gap);
+	free(log);
 	pft_free(&t);
 }

@@ -83,7 +83,8 @@ static void check_file_order(const char *path)
 	int got;
 
 	ASSERT_NOT_NULL(buf);
-	while (off < len && (got = sonde_spool_decoder__decode(d, buf + off, len - off, &rec)) > 0) {
+	while (off < len &&
+	       (got = sonde_spool_decoder__decode(d, buf + off, len - off, &rec)) > 0) {
 		uint64_t t = 0;
 		if (rec.type == SONDE_SPOOL_REC_SAMPLE) {
 			t = rec.sample.time_ns;
@@ -197,8 +198,8 @@ TEST_TIMEOUT(record_follows_children_by_default, 120)
 	test_require_perf();
 	/* "; true": the shell forks split instead of exec'ing it. */
 	snprintf(script, sizeof(script), "%s 0.5; true", test_prog("split"));
-	const char *argv[] = {test_bin("sonde"), "record", "-o", out, "--", "sh", "-c", script,
-			      NULL};
+	const char *argv[] = {
+		test_bin("sonde"), "record", "-o", out, "--", "sh", "-c", script, NULL};
 	test_run(&o, 100, argv);
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.err, "2 processes (1 followed)");
@@ -206,8 +207,16 @@ TEST_TIMEOUT(record_follows_children_by_default, 120)
 	analyze_file(out, &st);
 	ASSERT_UINT(st.in_split, >=, 10);
 
-	const char *argv2[] = {test_bin("sonde"), "record", "--no-inherit", "-o", out, "--",
-			       "sh", "-c", script, NULL};
+	const char *argv2[] = {test_bin("sonde"),
+			       "record",
+			       "--no-inherit",
+			       "-o",
+			       out,
+			       "--",
+			       "sh",
+			       "-c",
+			       script,
+			       NULL};
 	test_run(&o, 100, argv2);
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.err, " 1 process, ");
@@ -248,8 +257,31 @@ TEST_TIMEOUT(record_pid_stop_is_invisible_to_the_parent, 120)
 	test_require_perf();
 	pid_t watcher = test_spawn(argv);
 	pid_t child = read_pid_file(pidfile);
-	test_runf(&o, 60, "%s record -F 999 -o %s -p %d -d 1", test_bin("sonde"), out,
-		  (int)child);
+	test_runf(&o, 60, "%s record -F 999 -o %s -p %d -d 1", test_bin("sonde"), out, (int)child);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT(!strstr(o.err, "cannot stop")); /* the stop was not skipped */
+	test_output_free(&o);
+	ASSERT_INT(test_wait(watcher, 30), ==, 0);
+	char *seen = ASSERT_NOT_NULL(test_read_file(report, NULL));
+	ASSERT_STR_EQ(seen, "stopped 0 continued 0 exit 0\n");
+	free(seen);
+	analyze_file(out, &st);
+	ASSERT_UINT(st.samples, >=, 10);
+}
+
+/* The same for a thread attached alone (-t): it alone is seized and interrupted. */
+TEST_TIMEOUT(record_tid_stop_is_invisible_to_the_parent, 120)
+{
+	struct test_output o;
+	struct split_stats st;
+	const char *pidfile = test_path("child.pid"), *report = test_path("watch.txt");
+	const char *out = test_path("watched_tid.spool");
+	const char *argv[] = {test_prog("watch_child"), pidfile, report, "2.5", NULL};
+
+	test_require_perf();
+	pid_t watcher = test_spawn(argv);
+	pid_t child = read_pid_file(pidfile);
+	test_runf(&o, 60, "%s record -F 999 -o %s -t %d -d 1", test_bin("sonde"), out, (int)child);
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT(!strstr(o.err, "cannot stop")); /* the stop was not skipped */
 	test_output_free(&o);
@@ -285,8 +317,7 @@ TEST_TIMEOUT(record_pid_without_ptrace_attaches_running, 120)
 	ASSERT(WIFSTOPPED(status));
 	ASSERT_OK(ptrace(PTRACE_CONT, child, NULL, NULL));
 	usleep(100000);
-	test_runf(&o, 60, "%s record -F 999 -o %s -p %d -d 1", test_bin("sonde"), out,
-		  (int)child);
+	test_runf(&o, 60, "%s record -F 999 -o %s -p %d -d 1", test_bin("sonde"), out, (int)child);
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.err, "sonde record: warning: cannot stop pid ");
 	ASSERT_CONTAINS(o.err, "attaching it running");
@@ -369,8 +400,17 @@ TEST_TIMEOUT(record_full_disk_ends_the_command, 120)
 		SKIP("needs root to mount a small filesystem");
 	snprintf(out, sizeof(out), "%s/x.spool", mount_nearly_full());
 	snprintf(script, sizeof(script), "echo $$ > %s; exec %s 60", pidfile, test_prog("split"));
-	const char *argv[] = {test_bin("sonde"), "record", "-F", "4000", "-o", out, "--", "sh",
-			      "-c", script, NULL};
+	const char *argv[] = {test_bin("sonde"),
+			      "record",
+			      "-F",
+			      "4000",
+			      "-o",
+			      out,
+			      "--",
+			      "sh",
+			      "-c",
+			      script,
+			      NULL};
 	double t0 = test_now();
 	test_run(&o, 60, argv);
 	ASSERT(test_now() - t0 < 30);
@@ -394,8 +434,8 @@ TEST_TIMEOUT(record_full_disk_ends_the_command, 120)
 	/* /dev/full, written in place, refuses the first write: the same end, and an output
 	 * that cannot be read back says so. */
 	unlink(pidfile);
-	const char *argv2[] = {test_bin("sonde"), "record", "-o", "/dev/full", "--", "sh", "-c",
-			       script, NULL};
+	const char *argv2[] = {
+		test_bin("sonde"), "record", "-o", "/dev/full", "--", "sh", "-c", script, NULL};
 	test_run(&o, 60, argv2);
 	ASSERT_INT(o.status, ==, 1);
 	ASSERT_CONTAINS(o.err, "No space left on device");
@@ -418,8 +458,8 @@ TEST_TIMEOUT(record_output_dash_is_stdout, 120)
 
 	test_require_perf();
 	snprintf(script, sizeof(script), "echo from-the-command; exec %s 0.5", test_prog("split"));
-	const char *argv[] = {test_bin("sonde"), "record", "-o", "-", "--", "sh", "-c", script,
-			      NULL};
+	const char *argv[] = {
+		test_bin("sonde"), "record", "-o", "-", "--", "sh", "-c", script, NULL};
 	test_run(&o, 100, argv);
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.err, "from-the-command\n");
@@ -492,8 +532,8 @@ TEST_TIMEOUT(record_killed_trace_recording_is_recoverable, 120)
 	snprintf(trace, sizeof(trace), "%s", test_path("x.pftrace"));
 	snprintf(spool, sizeof(spool), "%s.spool", trace);
 	snprintf(script, sizeof(script), "echo $$ > %s; exec %s 30", pidfile, test_prog("split"));
-	const char *argv[] = {test_bin("sonde"), "record", "-o", trace, "--", "sh", "-c", script,
-			      NULL};
+	const char *argv[] = {
+		test_bin("sonde"), "record", "-o", trace, "--", "sh", "-c", script, NULL};
 	pid_t sonde = test_spawn(argv);
 	pid_t cmd = read_pid_file(pidfile);
 	for (int i = 0; i < 200 && (stat(spool, &st) < 0 || st.st_size < 4096); i++)
@@ -754,8 +794,7 @@ TEST_TIMEOUT(record_permission_denied_names_the_cause, 60)
 		dup2(fd, STDERR_FILENO);
 		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
 			_exit(99);
-		execl(sonde, "sonde", "record", "-o", "/dev/null", "-p", pidbuf,
-		      (char *)NULL);
+		execl(sonde, "sonde", "record", "-o", "/dev/null", "-p", pidbuf, (char *)NULL);
 		_exit(98);
 	}
 	close(fd);

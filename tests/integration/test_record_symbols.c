@@ -4,8 +4,11 @@
  *   loopback) that serves its debug file, name its functions and lines, with an empty
  *   client cache; without the server they cannot.
  * - inline frames: an -O2 program whose hot loop is two always_inline levels deep shows
- *   each inlined call as its own frame, with the loop body's source line. */
+ *   each inlined call as its own frame, with the loop body's source line.
+ * - PLT stubs: samples taken in the stubs themselves are NAME@plt, for .plt (lazy and -z
+ *   now), .plt.sec (IBT) and .plt.got. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -123,4 +126,50 @@ TEST_TIMEOUT(kernel_recorded_inline_frames_with_lines, 120)
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.out, want);
 	test_output_free(&o);
+}
+
+/* Samples of `sonde report --folded` ending in ";plt_loop;LEAF", added to *n; fails at a
+ * stub left unnamed (a raw module+0x frame under plt_loop). */
+static void count_plt_leaves(const char *spool, const char *prog, unsigned long n[2])
+{
+	static const char *const leaf[2] = {";plt_loop;labs@plt ", ";plt_loop;llabs@plt "};
+	struct test_output o;
+	char raw[300];
+
+	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	snprintf(raw, sizeof(raw), ";plt_loop;%s+0x", strrchr(prog, '/') + 1);
+	ASSERT_NOT_CONTAINS(o.out, raw);
+	for (int k = 0; k < 2; k++)
+		for (const char *p = strstr(o.out, leaf[k]); p; p = strstr(p + 1, leaf[k]))
+			n[k] += strtoul(p + strlen(leaf[k]), NULL, 10);
+	test_output_free(&o);
+}
+
+/* plt_calls spends much of its time in the stubs of labs (.plt, or .plt.sec with IBT) and
+ * llabs (.plt.got): those samples are named as perf names them, in each build. Counts
+ * accumulate over up to four recordings of each build (a loaded machine gives few
+ * samples). */
+TEST_TIMEOUT(record_samples_in_plt_stubs_are_named, 240)
+{
+	static const char *const progs[] = {"plt_calls", "plt_calls_now", "plt_calls_ibt"};
+	const char *spool = test_path("plt.spool");
+	struct test_output o;
+
+	test_require_perf();
+	for (size_t i = 0; i < 3; i++) {
+		char prog[4096];
+		unsigned long n[2] = {0, 0};
+		snprintf(prog, sizeof(prog), "%s", test_prog(progs[i]));
+		for (int round = 0; round < 4 && (n[0] < 5 || n[1] < 5); round++) {
+			test_runf(&o, 60, "%s record -q -F 999 -o %s -- %s 1.5", test_bin("sonde"),
+				  spool, prog);
+			ASSERT_INT(o.status, ==, 0);
+			test_output_free(&o);
+			count_plt_leaves(spool, prog, n);
+		}
+		if (n[0] < 5 || n[1] < 5)
+			FAIL("%s: %lu samples in labs@plt, %lu in llabs@plt (want 5 each)",
+			     progs[i], n[0], n[1]);
+	}
 }

@@ -51,8 +51,13 @@ static void rig_up_at(struct rig *r, bool forge)
 	ASSERT(fd >= 0);
 	if (forge) {
 		struct ipc_chan ch;
-		struct ipc_frame f = {
-			.msg = IPC_MSG_SET_PEER_IDENTITY, .peer_pid = 1, .peer_uid = 0};
+		struct ipc_frame f = {.msg = IPC_MSG_SET_PEER_IDENTITY,
+				      .peer_pid = 1,
+				      .peer_uid = 0,
+				      .has_peer_pid = true,
+				      .has_peer_uid = true,
+				      .machine_id_hint = "forged",
+				      .machine_id_hint_len = 6};
 		ASSERT_OK(sonde__ipc_chan_init(&ch, fd));
 		ASSERT_OK(sonde__ipc_chan_send(&ch, &f, -1));
 		ASSERT_OK(sonde__ipc_chan_flush(&ch));

@@ -226,17 +226,33 @@ TEST_TIMEOUT(system_cpu_list_restricts, 200)
 	test_output_free(&o);
 }
 
+/* Samples a spool being written holds so far (0 while it cannot be read yet). */
+static uint64_t spool_samples(const char *path)
+{
+	struct sonde_spool *s = sonde_spool__open(path, NULL);
+	struct sonde_spool_info in;
+
+	if (!s)
+		return 0;
+	sonde_spool__get_info(s, &in);
+	sonde_spool__close(s);
+	return in.samples;
+}
+
 TEST_TIMEOUT(system_ctrl_c_ends_the_recording_cleanly, 120)
 {
 	const char *spool = test_path("int.spool");
 	const char *rec[] = {test_bin("sonde"), "record", "-a", "-q", "-o", spool, NULL};
-	const char *spin[] = {test_prog("split"), "4", NULL};
+	const char *spin[] = {test_prog("split"), "60", NULL};
 	struct sonde_spool_info in;
 
 	require_system_wide();
 	pid_t sp = test_spawn(spin);
 	pid_t r = test_spawn(rec);
-	sleep(2);
+	/* interrupted once it has recorded: a loaded or sanitized recorder takes a while to
+	 * read every process before it samples */
+	for (double end = test_now() + 60; spool_samples(spool) < 100; usleep(100 * 1000))
+		ASSERT(test_now() < end);
 	kill(r, SIGINT);
 	ASSERT_INT(test_wait(r, 30), ==, 0);
 	struct sonde_spool *s = sonde_spool__open(spool, NULL);
@@ -246,6 +262,7 @@ TEST_TIMEOUT(system_ctrl_c_ends_the_recording_cleanly, 120)
 	sonde_spool__close(s);
 	ASSERT_INT(in.complete, ==, 1);
 	ASSERT_UINT(in.samples, >=, 100);
+	kill(sp, SIGKILL);
 	test_wait(sp, 30);
 }
 

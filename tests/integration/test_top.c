@@ -500,3 +500,35 @@ TEST(top_says_each_error_once)
 	ASSERT_STR_EQ(o.err, want);
 	test_output_free(&o);
 }
+
+/* -t: one thread of two_threads recorded alone; the other's hot function never shows. */
+TEST_TIMEOUT(top_records_a_thread_alone, 120)
+{
+	struct test_output o;
+	const char *file = test_path("tids");
+	char path[512], src[64], *text;
+	int a, b;
+
+	test_require_perf();
+	snprintf(path, sizeof(path), "%s", file);
+	const char *argv[] = {test_prog("two_threads"), "60", path, NULL};
+	pid_t pid = test_spawn(argv);
+	double end = test_now() + 20;
+	while (!(text = test_read_file(path, NULL))) {
+		if (test_now() > end)
+			FAIL("two_threads wrote no thread ids");
+		usleep(10000);
+	}
+	ASSERT_INT(sscanf(text, "%d %d", &a, &b), ==, 2);
+	free(text);
+	test_runf(&o, 60, "%s top --interval 0.5 -d 3 -t %d", test_bin("sonde"), a);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+	ASSERT_INT(o.status, ==, 0);
+	const char *t = last_table(o.out);
+	snprintf(src, sizeof(src), "sonde top: tid %d |", a);
+	ASSERT_CONTAINS(t, src);
+	ASSERT_CONTAINS(t, "hot_a_work");
+	ASSERT_NOT_CONTAINS(o.out, "hot_b_work");
+	test_output_free(&o);
+}

@@ -107,7 +107,7 @@ struct decoded {
 	size_t n_strs;
 	struct pb_field samples[64], locs[64], funcs[64], maps[8], types[4];
 	size_t n_samples, n_locs, n_funcs, n_maps, n_types;
-	uint64_t period, time_nanos, duration;
+	uint64_t period, time_nanos, duration, default_type;
 	struct pb_field period_type;
 };
 
@@ -156,6 +156,9 @@ static void decode_profile(const uint8_t *buf, size_t len, struct decoded *d)
 			break;
 		case 12:
 			d->period = f.u;
+			break;
+		case 14:
+			d->default_type = f.u;
 			break;
 		}
 	}
@@ -222,11 +225,17 @@ TEST(export_pprof_decodes_with_own_reader)
 
 	decode_profile(raw, len, &d);
 	ASSERT_STR_EQ(S(&d, 0), "");
-	ASSERT_UINT(d.n_types, ==, 2);
+	/* every metric's type, whether or not the profile has off-CPU intervals */
+	ASSERT_UINT(d.n_types, ==, 4);
 	ASSERT_STR_EQ(S(&d, msg_u(&d.types[0], 1, 0)), "samples");
 	ASSERT_STR_EQ(S(&d, msg_u(&d.types[0], 2, 0)), "count");
 	ASSERT_STR_EQ(S(&d, msg_u(&d.types[1], 1, 0)), "cpu");
 	ASSERT_STR_EQ(S(&d, msg_u(&d.types[1], 2, 0)), "nanoseconds");
+	ASSERT_STR_EQ(S(&d, msg_u(&d.types[2], 1, 0)), "off_cpu");
+	ASSERT_STR_EQ(S(&d, msg_u(&d.types[2], 2, 0)), "nanoseconds");
+	ASSERT_STR_EQ(S(&d, msg_u(&d.types[3], 1, 0)), "wall");
+	ASSERT_STR_EQ(S(&d, msg_u(&d.types[3], 2, 0)), "nanoseconds");
+	ASSERT_STR_EQ(S(&d, d.default_type), "cpu");
 	ASSERT_STR_EQ(S(&d, msg_u(&d.period_type, 2, 0)), "nanoseconds");
 	ASSERT_UINT(d.period, ==, 1000000);
 	ASSERT_UINT(d.time_nanos, ==, 1700000000000000000ULL);
@@ -239,7 +248,7 @@ TEST(export_pprof_decodes_with_own_reader)
 	for (size_t i = 0; i < d.n_samples; i++) {
 		struct pb_reader r = pb_sub(&d.samples[i]);
 		struct pb_field f;
-		uint64_t leaf = 0, v[2] = {0}, depth = 0;
+		uint64_t leaf = 0, v[4] = {0}, depth = 0;
 		while (sonde__pb_next(&r, &f) > 0) {
 			struct pb_reader pr = pb_sub(&f);
 			uint64_t x;
@@ -247,11 +256,13 @@ TEST(export_pprof_decodes_with_own_reader)
 				while (sonde__pb_packed_next(&pr, &x) > 0)
 					leaf = depth++ ? leaf : x;
 			if (f.num == 2)
-				for (int k = 0; k < 2 && sonde__pb_packed_next(&pr, &x) > 0; k++)
+				for (int k = 0; k < 4 && sonde__pb_packed_next(&pr, &x) > 0; k++)
 					v[k] = x;
 			labels += f.num == 3;
 		}
 		ASSERT_UINT(v[1], ==, v[0] * 1000000);
+		ASSERT_UINT(v[2], ==, 0); /* no off-CPU time */
+		ASSERT_UINT(v[3], ==, v[1]);
 		total += v[0];
 		cpu += v[1];
 		loc_names(&d, leaf, names, sizeof(names));

@@ -3,17 +3,21 @@
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <sonde/error.h>
 #include <sonde/record.h>
 
 #include "../test.h"
+#include "../util.h"
 #include "perf/decode.h"
 #include "perf/event.h"
 #include "perf/ring.h"
@@ -216,6 +220,52 @@ TEST(perf_decode_sample_maps_registers_to_dwarf_order)
 	ASSERT_UINT(t, ==, 123456789);
 }
 
+/* An off-CPU recording's layout: a raw tracepoint record between the period and the
+ * registers, padded to 8 bytes, which compacting keeps. */
+TEST(perf_decode_sample_with_raw_data)
+{
+	struct perf_event_cfg cfg = {.raw = true};
+	struct perf_layout l;
+	struct perf_rec rec, c;
+	struct rb r;
+	uint8_t raw[12] = {0x74, 0x01, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}, small[4096];
+
+	sonde__perf_event_layout_cfg(&l, &cfg);
+	ASSERT_OK(sonde__perf_layout_check(&l));
+	rb_begin(&r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL);
+	rb_u64(&r, 0xffffffff81000000ull);
+	rb_u32x2(&r, 100, 101);
+	rb_u64(&r, 5000);
+	rb_u32x2(&r, 1, 0);
+	rb_u64(&r, 1);
+	uint32_t size = sizeof(raw);
+	rb_bytes(&r, &size, 4);
+	rb_bytes(&r, raw, sizeof(raw)); /* 4 + 12 = 16: no padding */
+	rb_u64(&r, PERF_SAMPLE_REGS_ABI_64);
+	for (int i = 0; i < 24; i++)
+		if (PERF_DECODE_REGS_MASK & (1ull << i))
+			rb_u64(&r, 0x2000 + (uint64_t)i);
+	rb_u64(&r, 64);
+	for (int i = 0; i < 64; i++)
+		r.b[r.n++] = (uint8_t)i;
+	rb_u64(&r, 16);
+	rb_end(&r);
+	ASSERT_OK(sonde__perf_decode(r.b, r.n, &l, &rec));
+	ASSERT_UINT(rec.sample.raw_size, ==, 12);
+	ASSERT_MEM_EQ(rec.sample.raw, raw, 12);
+	ASSERT_UINT(rec.sample.regs.r[UREG_RSP], ==, 0x2007);
+	ASSERT_UINT(rec.sample.stack_len, ==, 16);
+	int n = sonde__perf_sample_compact(r.b, r.n, &l, small);
+	ASSERT_INT(n, ==, (int)r.n - 48);
+	ASSERT_OK(sonde__perf_decode(small, (size_t)n, &l, &c));
+	ASSERT_MEM_EQ(c.sample.raw, raw, 12);
+	ASSERT_UINT(c.sample.stack_len, ==, 16);
+	/* a raw size running past the record is malformed */
+	size = 4096;
+	memcpy(r.b + 8 + 5 * 8, &size, 4);
+	ASSERT_ERR(sonde__perf_decode(r.b, r.n, &l, &rec), -SONDE_E_FORMAT);
+}
+
 TEST(perf_decode_rejects_samples_that_do_not_fit)
 {
 	struct perf_layout l;
@@ -393,8 +443,8 @@ TEST(perf_sorter_recycles_entries)
 		if (round == 20)
 			m0 = mallinfo2().uordblks;
 		for (int i = 0; i < 64; i++)
-			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64), rec,
-						   (size_t)(100 + (i * 97) % 5900)));
+			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64),
+							  rec, (size_t)(100 + (i * 97) % 5900)));
 		while (sonde__perf_sorter_pop(s, UINT64_MAX, &p, &len, &t) == 1)
 			;
 	}
@@ -548,8 +598,8 @@ TEST(cpu_list_parse_takes_perf_syntax)
 		const char *in;
 		int n, cpus[4];
 	} ok[] = {
-		{"0", 1, {0}},		{"0,2-3", 3, {0, 2, 3}}, {"3,1", 2, {3, 1}},
-		{"0-1,1", 2, {0, 1}},	{"7\n", 1, {7}},	 {"1-1", 1, {1}},
+		{"0", 1, {0}},	      {"0,2-3", 3, {0, 2, 3}}, {"3,1", 2, {3, 1}},
+		{"0-1,1", 2, {0, 1}}, {"7\n", 1, {7}},	       {"1-1", 1, {1}},
 	};
 	static const char *const bad[] = {"", "x", "1-", "-1", "3-1", "1,,2", "1 2", "0x1"};
 	int *cpus;
@@ -565,4 +615,83 @@ TEST(cpu_list_parse_takes_perf_syntax)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ASSERT_INT(sonde_cpu_list__parse(bad[i], &cpus, &n), ==, -EINVAL);
 	ASSERT_INT(sonde_cpu_list__parse(NULL, &cpus, &n), ==, -EINVAL);
+}
+
+static void fake_event(const char *root, const char *group, const char *name, const char *id)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/events/%s", root, group);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/events/%s/%s", root, group, name);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/events/%s/%s/id", root, group, name);
+	test_write_file(p, id, strlen(id));
+}
+
+/* A tracepoint's id comes from events/GROUP/NAME/id of the tracefs given; a name that
+ * could leave events/ is refused before any path is built; each failure says which. */
+TEST(perf_tracepoint_id_reads_tracefs_events)
+{
+	const char *root = test_path("tracefs");
+	char p[512];
+
+	ASSERT_INT(mkdir(root, 0755), ==, 0);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "sched", "sched_switch"), -ENODEV);
+	snprintf(p, sizeof(p), "%s/events", root);
+	ASSERT_INT(mkdir(p, 0755), ==, 0);
+	fake_event(root, "sched", "sched_switch", "372\n");
+	fake_event(root, "g", "noline", "17");
+	fake_event(root, "g", "junk", "12x\n");
+	fake_event(root, "g", "empty", "");
+	fake_event(root, "g", "neg", "-3\n");
+	fake_event(root, "g", "huge", "99999999999\n");
+	ASSERT_INT(sonde__perf_tracepoint_id(root, "sched", "sched_switch"), ==, 372);
+	ASSERT_INT(sonde__perf_tracepoint_id(root, "g", "noline"), ==, 17);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "sched", "nope"), -ENOENT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "nope", "sched_switch"), -ENOENT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "junk"), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "empty"), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "neg"), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "huge"), -SONDE_E_FORMAT);
+	static const char *const bad[] = {"", "..", "a/b", "../sched", "x..y", "/"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ASSERT_ERR(sonde__perf_tracepoint_id(root, bad[i], "sched_switch"), -EINVAL);
+		ASSERT_ERR(sonde__perf_tracepoint_id(root, "sched", bad[i]), -EINVAL);
+	}
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, NULL, "x"), -EINVAL);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "sched", NULL), -EINVAL);
+	/* A directory where the id file should be is not an event either. */
+	snprintf(p, sizeof(p), "%s/events/g/dir", root);
+	ASSERT_INT(mkdir(p, 0755), ==, 0);
+	snprintf(p, sizeof(p), "%s/events/g/dir/id", root);
+	ASSERT_INT(mkdir(p, 0755), ==, 0);
+	ASSERT_ERR(sonde__perf_tracepoint_id(root, "g", "dir"), -EISDIR);
+}
+
+/* With no tracefs named, the mounted one is found, and its id opens the tracepoint as a
+ * perf event of this process (the id is the kernel's, not any number). */
+TEST(perf_tracepoint_id_finds_the_mount_and_opens_the_event)
+{
+	int id = sonde__perf_tracepoint_id(NULL, "sched", "sched_switch");
+
+	if (id == -ENODEV)
+		SKIP("no tracefs at /sys/kernel/tracing or /sys/kernel/debug/tracing");
+	if (id == -EACCES)
+		SKIP("tracefs is not readable by this user");
+	ASSERT_OK(id);
+	ASSERT_ERR(sonde__perf_tracepoint_id(NULL, "sched", "no_such_event_here"), -ENOENT);
+	struct perf_event_attr a = {
+		.size = sizeof(a),
+		.type = PERF_TYPE_TRACEPOINT,
+		.config = (uint64_t)id,
+		.sample_period = 1,
+		.disabled = 1,
+		.exclude_kernel = 1,
+	};
+	int fd = sonde__perf_open(&a, 0, -1);
+	if (fd == -EACCES || fd == -EPERM)
+		SKIP("perf_event_open of a tracepoint refused (kernel.perf_event_paranoid)");
+	ASSERT_OK(fd);
+	close(fd);
 }

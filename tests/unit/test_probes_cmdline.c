@@ -3,6 +3,7 @@
  * name. */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../test.h"
 #include "base/buf.h"
@@ -85,6 +86,97 @@ TEST(probes_cmdline_pattern_with_two_wildcards_is_refused)
 	ASSERT_INT(sonde__perfds_cfg_parse(b.data, b.len, &c, err, sizeof(err)), ==, 0);
 	ASSERT_UINT(c.n_cmdlines, ==, 1);
 	ASSERT_STR_EQ(c.cmdlines[0], "ladder*");
+	sonde__perfds_cfg_free(&c);
+	sonde__buf_free(&b);
+}
+
+/* perf_event_config{timebase{period?, tracepoint{name, filter?}}}, plus an exclude_pid
+ * scope when exclude is not 0. */
+static void cfg_with_tracepoint(struct buf *b, const char *name, const char *filter,
+				uint64_t period, uint64_t frequency, int32_t exclude)
+{
+	size_t pe = sonde__pb_begin(b, 111);
+	size_t tb = sonde__pb_begin(b, 15);
+	if (period)
+		sonde__pb_put_varint(b, 1, period);
+	if (frequency)
+		sonde__pb_put_varint(b, 2, frequency);
+	size_t tp = sonde__pb_begin(b, 3);
+	sonde__pb_put_string(b, 1, name);
+	sonde__pb_put_string(b, 2, filter);
+	sonde__pb_end(b, tp);
+	sonde__pb_end(b, tb);
+	if (exclude) {
+		size_t cs = sonde__pb_begin(b, 16);
+		size_t sc = sonde__pb_begin(b, 1);
+		sonde__pb_put_varint(b, 3, (uint64_t)exclude);
+		sonde__pb_end(b, sc);
+		sonde__pb_end(b, cs);
+	}
+	sonde__pb_end(b, pe);
+}
+
+/* A tracepoint timebase in either of perf_events.proto's forms, kept as GROUP:NAME with
+ * its filter; every hit without a period; no target is a system-wide config whose
+ * exclusions still apply. */
+TEST(probes_perf_config_tracepoint_and_system_wide)
+{
+	struct buf b = BUF_INIT;
+	struct perfds_cfg c;
+	char err[256];
+
+	cfg_with_tracepoint(&b, "sched/sched_switch", "prev_state == 1", 0, 0, 4242);
+	ASSERT_INT(sonde__perfds_cfg_parse(b.data, b.len, &c, err, sizeof(err)), ==, 0);
+	ASSERT_STR_EQ(c.tracepoint, "sched:sched_switch");
+	ASSERT_STR_EQ(c.tracepoint_filter, "prev_state == 1");
+	ASSERT_UINT(c.period, ==, 1);
+	ASSERT_UINT(c.frequency, ==, 0);
+	ASSERT_UINT(c.counter, ==, 0);
+	ASSERT(c.system_wide);
+	ASSERT(!sonde__perfds_is_target(&c, 4242));
+	ASSERT(sonde__perfds_is_target(&c, getpid()));
+	sonde__perfds_cfg_free(&c);
+	sonde__buf_free(&b);
+
+	cfg_with_tracepoint(&b, "sched:sched_waking", "", 7, 0, 0);
+	ASSERT_INT(sonde__perfds_cfg_parse(b.data, b.len, &c, err, sizeof(err)), ==, 0);
+	ASSERT_STR_EQ(c.tracepoint, "sched:sched_waking");
+	ASSERT(c.tracepoint_filter == NULL);
+	ASSERT_UINT(c.period, ==, 7);
+	sonde__perfds_cfg_free(&c);
+	sonde__buf_free(&b);
+
+	static const char *const bad[] = {"sched", "sched/", "/x", "a/b/c", "a:b:c", "../x", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cfg_with_tracepoint(&b, bad[i], NULL, 0, 0, 0);
+		ASSERT_INT(sonde__perfds_cfg_parse(b.data, b.len, &c, err, sizeof(err)), ==,
+			   -EINVAL);
+		ASSERT_CONTAINS(err, "is not group/name or group:name");
+		sonde__perfds_cfg_free(&c);
+		sonde__buf_free(&b);
+	}
+	cfg_with_tracepoint(&b, "sched/sched_switch", NULL, 0, 99, 0);
+	ASSERT_INT(sonde__perfds_cfg_parse(b.data, b.len, &c, err, sizeof(err)), ==, -EINVAL);
+	ASSERT_CONTAINS(err, "a frequency on a tracepoint timebase is not supported");
+	sonde__perfds_cfg_free(&c);
+	sonde__buf_free(&b);
+
+	/* no timebase, no target: cpu-clock at the default frequency, system-wide */
+	size_t pe = sonde__pb_begin(&b, 111);
+	sonde__pb_put_varint(&b, 12, 1); /* kernel_frames */
+	sonde__pb_end(&b, pe);
+	ASSERT_INT(sonde__perfds_cfg_parse(b.data, b.len, &c, err, sizeof(err)), ==, 0);
+	ASSERT(c.system_wide);
+	ASSERT(c.tracepoint == NULL);
+	ASSERT_UINT(c.counter, ==, PERFDS_COUNTER_SW_CPU_CLOCK);
+	ASSERT_UINT(c.frequency, ==, 10);
+	sonde__perfds_cfg_free(&c);
+	sonde__buf_free(&b);
+
+	/* a target makes it per process */
+	cfg_with_cmdline(&b, "ladder*");
+	ASSERT_INT(sonde__perfds_cfg_parse(b.data, b.len, &c, err, sizeof(err)), ==, 0);
+	ASSERT(!c.system_wide);
 	sonde__perfds_cfg_free(&c);
 	sonde__buf_free(&b);
 }

@@ -1,8 +1,10 @@
 /* The proc layer: maps/stat/status parsing, stopping and resuming, launching suspended. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,7 +76,8 @@ TEST(proc_maps_parse_rejects_malformed_lines)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct collected c = {0};
-		ASSERT_ERR(sonde__proc_maps_parse(bad[i], strlen(bad[i]), collect, &c), -SONDE_E_FORMAT);
+		ASSERT_ERR(sonde__proc_maps_parse(bad[i], strlen(bad[i]), collect, &c),
+			   -SONDE_E_FORMAT);
 		ASSERT_INT(c.n, ==, 0);
 	}
 }
@@ -139,6 +142,33 @@ TEST(proc_status_parse_uids)
 	ASSERT_ERR(sonde__proc_status_parse_uids("Name:\tx\n", 8, &r, &e), -SONDE_E_FORMAT);
 	ASSERT_OK(sonde__proc_read_uids(getpid(), &r, &e));
 	ASSERT_UINT(e, ==, geteuid());
+}
+
+static void *tgid_thread(void *arg)
+{
+	pid_t *out = arg, tgid = 0;
+
+	if (sonde__proc_read_tgid((pid_t)syscall(SYS_gettid), &tgid) == 0)
+		*out = tgid;
+	return NULL;
+}
+
+TEST(proc_status_parse_tgid)
+{
+	static const char text[] = "Name:\tcat\nUmask:\t0022\nState:\tR\nTgid:\t4242\nPid:\t4250\n";
+	pid_t tgid = 0;
+
+	ASSERT_OK(sonde__proc_status_parse_tgid(text, sizeof(text) - 1, &tgid));
+	ASSERT_INT(tgid, ==, 4242);
+	ASSERT_ERR(sonde__proc_status_parse_tgid("Tgid:\t\n", 7, &tgid), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__proc_status_parse_tgid("Tgid:\t0\n", 8, &tgid), -SONDE_E_FORMAT);
+	ASSERT_ERR(sonde__proc_status_parse_tgid("Pid:\t1\n", 7, &tgid), -SONDE_E_FORMAT);
+	/* another thread of this process names this process */
+	pthread_t t;
+	pid_t got = 0;
+	ASSERT_INT(pthread_create(&t, NULL, tgid_thread, &got), ==, 0);
+	pthread_join(t, NULL);
+	ASSERT_INT(got, ==, getpid());
 }
 
 TEST(proc_tasks_and_comm_of_self)

@@ -1,0 +1,423 @@
+/* Off-CPU intervals from perf_event alone (docs/record.md, "Off-CPU").
+ *
+ * sched:sched_switch is sampled at every hit, in the context of the thread leaving the
+ * CPU: its user registers and stack (and kernel callchain) are those it blocked with, and
+ * the tracepoint's raw data says how it left (prev_state) and who runs next (next_pid).
+ * The sample is kept, not unwound, until the thread runs again: an interval shorter than
+ * the threshold is then only counted, so the unwinding cost is paid for long intervals
+ * only. The switch-in comes from two places:
+ *  - per-CPU events (-a) see every switch of the CPU, so the sched_switch that names the
+ *    thread as next_pid is its switch-in;
+ *  - per-thread events (inherited) fire only in the recorded threads' own context, so
+ *    that sched_switch is seen only when the thread before it is recorded too. The
+ *    switch event also asks for PERF_RECORD_SWITCH (attr.context_switch), which the kernel
+ *    writes into the thread's own events when it is switched back in.
+ * Either closes the interval; the second to arrive finds nothing open. sched:sched_waking
+ * (sched_wakeup on kernels without it) gives the waker and the wakeup time: per CPU it sees
+ * every wakeup, per thread only those a recorded thread makes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "base/alloc.h"
+#include "base/buf.h"
+#include "probes/tracefs.h"
+#include "record/recorder.h"
+
+/* The switch-out of a thread waiting for its switch-in: what its sample held. */
+struct rec_offcpu {
+	bool pending;
+	uint32_t state;
+	uint32_t cpu;
+	uint32_t waker;
+	uint64_t out_ns, wake_ns;
+	uint64_t regs_abi;
+	struct unwind_regs regs;
+	uint32_t stack_len, callchain_nr;
+	uint32_t copy;			/* the stack copy of the event that sampled it */
+	uint64_t short_count, short_ns; /* not yet written */
+	size_t cap;
+	uint8_t *data; /* stack bytes, then the callchain */
+};
+
+enum { WAKING_STACK_BYTES = 8 }; /* the waking event needs no stack: the least allowed */
+
+static int read_format(const char *tracefs, const char *name, struct ftrace_format *f)
+{
+	char rel[128];
+	struct buf b = BUF_INIT;
+
+	snprintf(rel, sizeof(rel), "events/sched/%s/format", name);
+	int err = sonde__tracefs_read(tracefs, rel, &b);
+	if (!err)
+		err = sonde__ftrace_format_parse((const char *)b.data, b.len, f);
+	sonde__buf_free(&b);
+	return err;
+}
+
+/* Copies field `name` of f into *out; -SONDE_E_FORMAT if it is missing or no integer. */
+static int take_field(const struct ftrace_format *f, const char *name, struct ftrace_field *out)
+{
+	const struct ftrace_field *fd = sonde__ftrace_format_field(f, name);
+
+	if (!fd || fd->kind != FTRACE_FIELD_INT) {
+		sonde_error("off-CPU: sched:%s has no integer field %s", f->name, name);
+		return -SONDE_E_FORMAT;
+	}
+	*out = *fd;
+	return 0;
+}
+
+/* Id and one field of the tracepoint sched:name. */
+static int tracepoint(const char *tracefs, const char *name, uint64_t *id, const char *field,
+		      struct ftrace_field *out, struct ftrace_field *out2, const char *field2)
+{
+	struct ftrace_format f;
+	int tp = sonde__perf_tracepoint_id(tracefs, "sched", name);
+
+	if (tp < 0)
+		return tp;
+	*id = (uint64_t)tp;
+	int err = read_format(tracefs, name, &f);
+	if (err) {
+		sonde_error("off-CPU: cannot read the format of sched:%s: %s", name,
+			    sonde_strerror(err));
+		return err;
+	}
+	err = take_field(&f, field, out);
+	if (!err && field2)
+		err = take_field(&f, field2, out2);
+	sonde__ftrace_format_free(&f);
+	return err;
+}
+
+int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	char tracefs[TRACEFS_PATH_MAX];
+	struct rec_offcpu_cfg *c = &r->offcpu;
+
+	if (!o->off_cpu)
+		return 0;
+	int err = sonde__tracefs_find(tracefs, sizeof(tracefs), true);
+	if (err) {
+		sonde_error("off-CPU recording needs tracefs (for the sched tracepoints): %s",
+			    sonde_strerror(err));
+		return err;
+	}
+	err = tracepoint(tracefs, "sched_switch", &c->switch_id, "prev_state", &c->prev_state,
+			 &c->next_pid, "next_pid");
+	if (err == -ENOENT || err == -ENODEV)
+		sonde_error("off-CPU recording needs the sched:sched_switch tracepoint: %s",
+			    sonde_strerror(err));
+	if (err)
+		return err;
+	err = tracepoint(tracefs, "sched_waking", &c->waking_id, "pid", &c->waking_pid, NULL, NULL);
+	if (err == -ENOENT)
+		err = tracepoint(tracefs, "sched_wakeup", &c->waking_id, "pid", &c->waking_pid,
+				 NULL, NULL);
+	if (err) {
+		sonde_error("off-CPU recording needs sched:sched_waking or sched_wakeup: %s",
+			    sonde_strerror(err));
+		return err;
+	}
+	c->on = true;
+	c->min_ns = o->off_cpu_min_ns ? o->off_cpu_min_ns : SONDE_RECORD_OFF_CPU_MIN_DEFAULT;
+	r->cfg.raw = true;
+	r->sum.off_cpu = 1;
+	return 0;
+}
+
+static int open_one(struct sonde_recorder *r, struct perf_event_cfg *cfg, pid_t tid, size_t c,
+		    bool on_exec, uint32_t gen)
+{
+	struct perf_event_attr a;
+
+	sonde__perf_attr_fill(&a, cfg);
+	int fd = sonde__perf_open(&a, tid, r->cpus[c]);
+	if (fd < 0)
+		return fd;
+	int err = sonde__rec_add_event(r, fd, c, tid, on_exec, gen, cfg->stack_bytes);
+	if (err)
+		close(fd);
+	return err;
+}
+
+int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg *base, pid_t tid,
+			   size_t c, bool on_exec, uint32_t gen)
+{
+	struct perf_event_cfg cfg = *base;
+
+	if (!r->offcpu.on)
+		return 0;
+	cfg.disabled = true;
+	cfg.enable_on_exec = on_exec;
+	cfg.side_tracepoint = r->offcpu.switch_id;
+	/* per thread, the switch-in is only told by the thread's own events */
+	cfg.context_switch = tid > 0;
+	int err = open_one(r, &cfg, tid, c, on_exec, gen);
+	if (err)
+		return err;
+	cfg.side_tracepoint = r->offcpu.waking_id;
+	cfg.context_switch = false;
+	cfg.stack_bytes = WAKING_STACK_BYTES;
+	cfg.no_kernel_callchain = true;
+	return open_one(r, &cfg, tid, c, on_exec, gen);
+}
+
+static struct rec_offcpu *state_of(struct sonde_recorder *r, pid_t tid, bool create)
+{
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, create);
+
+	if (!t)
+		return NULL;
+	if (!t->off && create)
+		t->off = sonde__calloc(1, sizeof(*t->off));
+	return t->off;
+}
+
+/* sched_switch's prev_state: the low byte holds the task state bits (TASK_REPORT and
+ * the idle bit); above it the kernel marks a preemption. */
+static uint32_t state_from(int64_t prev_state)
+{
+	uint64_t low = (uint64_t)prev_state & 0xff;
+
+	if (low == 0)
+		return SONDE_OFFCPU_RUNNABLE;
+	if (low & 1)
+		return SONDE_OFFCPU_SLEEPING;
+	if (low & 2)
+		return SONDE_OFFCPU_BLOCKED;
+	return SONDE_OFFCPU_OTHER;
+}
+
+/* Keeps the switch-out sample of a recorded thread until its switch-in. */
+static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec, int64_t prev)
+{
+	const struct perf_sample *s = &rec->sample;
+	struct rec_offcpu *o = state_of(r, (pid_t)rec->tid, true);
+
+	if (!o)
+		return sonde__rec_error(r, -ENOMEM);
+	if (o->pending)
+		r->sum.offcpu_dropped++; /* its switch-in was lost */
+	size_t need = s->stack_len + s->callchain_nr * 8;
+	if (need > o->cap) {
+		uint8_t *d = sonde__realloc(o->data, need);
+		if (!d)
+			return sonde__rec_error(r, -ENOMEM);
+		o->data = d;
+		o->cap = need;
+	}
+	if (s->stack_len)
+		memcpy(o->data, s->stack, s->stack_len);
+	if (s->callchain_nr)
+		memcpy(o->data + s->stack_len, s->callchain, s->callchain_nr * 8);
+	o->pending = true;
+	o->state = state_from(prev);
+	o->cpu = (r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE;
+	o->out_ns = rec->time;
+	o->wake_ns = 0;
+	o->waker = 0;
+	o->regs_abi = s->regs_abi;
+	o->regs = s->regs;
+	o->stack_len = (uint32_t)s->stack_len;
+	/* looked up now: the switch that closes its event forgets its id */
+	o->copy = sonde__rec_event_copy(r, rec->id);
+	o->callchain_nr = (uint32_t)s->callchain_nr;
+	return 0;
+}
+
+/* The interval of t ends at `in` (open: the recording ended first). */
+static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64_t in, bool open)
+{
+	struct rec_offcpu *o = t->off;
+	uint64_t dur = in > o->out_ns ? in - o->out_ns : 0;
+	pid_t pid = t->pid, tid = t->tid; /* t may move: the thread table can grow below */
+	size_t n;
+	uint32_t flags, id;
+
+	o->pending = false;
+	if (dur < r->offcpu.min_ns) {
+		o->short_count++;
+		o->short_ns += dur;
+		r->sum.offcpu_short++;
+		r->sum.offcpu_short_ns += dur;
+		return 0;
+	}
+	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	if (!p) {
+		r->sum.offcpu_dropped++;
+		return 0;
+	}
+	struct perf_rec rec = {
+		.type = PERF_RECORD_SAMPLE, .time = o->out_ns, .pid = pid, .tid = tid};
+	rec.sample = (struct perf_sample){.regs_abi = o->regs_abi,
+					  .regs = o->regs,
+					  .stack = o->data,
+					  .stack_len = o->stack_len,
+					  .callchain = o->data + o->stack_len,
+					  .callchain_nr = o->callchain_nr};
+	/* a long interval's stack sizes the thread's copy as a sample's does */
+	int err = sonde__rec_sample_stack(r, p, &rec, o->copy, &n, &flags);
+	if (!err)
+		err = sonde__rec_thread_id(r, o->out_ns, pid, tid, &id);
+	if (err)
+		return err;
+	struct sonde_spool_offcpu iv = {
+		.switch_out_ns = o->out_ns,
+		.switch_in_ns = o->out_ns + dur,
+		.wakeup_ns =
+			o->wake_ns >= o->out_ns && o->wake_ns <= o->out_ns + dur ? o->wake_ns : 0,
+		.thread = id,
+		.cpu = o->cpu,
+		.state = o->state,
+		.waker_tid = o->waker,
+		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
+	err = sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
+	if (err == -EINVAL) {
+		/* a frame in a module retired while the thread was off the CPU: the interval
+		 * is dropped, the recording goes on */
+		sonde_debug("off-CPU interval of tid %d dropped: a frame in a retired module",
+			    (int)tid);
+		r->sum.offcpu_dropped++;
+		return 0;
+	}
+	if (err)
+		return sonde__rec_error(r, err);
+	r->sum.offcpu_intervals++;
+	return 0;
+}
+
+static int switch_in(struct sonde_recorder *r, pid_t tid, uint64_t time)
+{
+	struct rec_thread *t = tid > 0 ? sonde__rec_thread_get(r, tid, false) : NULL;
+
+	if (!t || !t->off || !t->off->pending || time < t->off->out_ns)
+		return 0;
+	return close_interval(r, t, time, false);
+}
+
+static void on_waking(struct sonde_recorder *r, const struct perf_rec *rec, pid_t wakee)
+{
+	struct rec_thread *t = sonde__rec_thread_get(r, wakee, false);
+
+	if (!t || !t->off || !t->off->pending || t->off->wake_ns)
+		return;
+	t->off->wake_ns = rec->time;
+	t->off->waker = rec->tid;
+	r->sum.offcpu_wakeups++;
+}
+
+int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	const struct perf_sample *s = &rec->sample;
+	uint16_t type;
+	int64_t v, prev;
+
+	if (!s->raw || s->raw_size < sizeof(type))
+		return 0;
+	memcpy(&type, s->raw, sizeof(type));
+	if (type == r->offcpu.waking_id) {
+		if (sonde__ftrace_field_int(&r->offcpu.waking_pid, s->raw, s->raw_size, &v))
+			on_waking(r, rec, (pid_t)v);
+		return 1;
+	}
+	if (type != r->offcpu.switch_id)
+		return 0;
+	if (!sonde__ftrace_field_int(&r->offcpu.next_pid, s->raw, s->raw_size, &v) ||
+	    !sonde__ftrace_field_int(&r->offcpu.prev_state, s->raw, s->raw_size, &prev)) {
+		r->sum.bad_records++;
+		return 1;
+	}
+	/* the next thread's switch-in first: it may be recorded when this one is not */
+	int err = switch_in(r, (pid_t)v, rec->time);
+	if (err)
+		return err;
+	r->sum.offcpu_switches++;
+	/* the idle task leaving the CPU is no thread's interval (nor an idle sample) */
+	if (rec->pid == 0 || !sonde__rec_sample_process(r, rec))
+		return 1;
+	err = keep_switch_out(r, rec, prev);
+	return err ? err : 1;
+}
+
+int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	if (!rec->has_id || (rec->misc & PERF_RECORD_MISC_SWITCH_OUT))
+		return 0;
+	return switch_in(r, (pid_t)rec->tid, rec->time);
+}
+
+void sonde__rec_offcpu_loss(struct sonde_recorder *r)
+{
+	for (size_t i = 0; r->offcpu.on && i < r->cap_threads; i++) {
+		struct rec_offcpu *o = r->threads[i].tid ? r->threads[i].off : NULL;
+		if (o && o->pending) {
+			o->pending = false;
+			r->sum.offcpu_dropped++;
+		}
+	}
+}
+
+/* Writes t's short intervals counted since the last write. */
+static int write_short(struct sonde_recorder *r, struct rec_thread *t)
+{
+	struct rec_offcpu *o = t->off;
+	uint32_t id;
+
+	if (!o || !o->short_count)
+		return 0;
+	int err = sonde__rec_thread_id(r, r->last_time, t->pid, t->tid, &id);
+	if (err)
+		return err;
+	struct sonde_spool_offcpu_short s = {id, r->offcpu.min_ns, o->short_count, o->short_ns};
+	err = sonde_spool_writer__add_offcpu_short(r->spool, &s);
+	if (err)
+		return sonde__rec_error(r, err);
+	o->short_count = o->short_ns = 0;
+	return 0;
+}
+
+int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t)
+{
+	if (!t->off)
+		return 0;
+	if (t->off->pending)
+		r->sum.offcpu_dropped++; /* its last switch-out: it exited */
+	int err = t->pid ? write_short(r, t) : 0;
+	sonde__rec_offcpu_free(t->off);
+	t->off = NULL;
+	return err;
+}
+
+void sonde__rec_offcpu_free(struct rec_offcpu *o)
+{
+	if (!o)
+		return;
+	sonde__free(o->data);
+	sonde__free(o);
+}
+
+int sonde__rec_offcpu_finish(struct sonde_recorder *r)
+{
+	int first = 0;
+	uint64_t end = sonde__rec_time(r, sonde__rec_now());
+
+	for (size_t i = 0; r->offcpu.on && i < r->cap_threads; i++) {
+		struct rec_thread *t = &r->threads[i];
+		if (!t->tid || !t->off)
+			continue;
+		int err = t->off->pending ? close_interval(r, t, end, true) : 0;
+		if (!err)
+			err = write_short(r, t);
+		if (err && !first)
+			first = err;
+	}
+	return first;
+}

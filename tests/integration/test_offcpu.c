@@ -1,0 +1,404 @@
+/* sonde record --off-cpu and sonde report --metric on tests/progs/offcpu_split, whose main
+ * thread splits its wall-clock time 25/50/25 between burn (on the CPU), nap (nanosleep)
+ * and wait_pipe (a blocking read), and writes what it really spent where: the wall split
+ * of the report must match it, accumulated over recordings (split_util.h says why one
+ * recording on a loaded machine is not judged alone). Also: --off-cpu-min, Ctrl-C, -d,
+ * -p, -a, and loss with tiny rings, each ending in a complete spool whose intervals
+ * reach main. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/spool_reader.h>
+
+#include "../test.h"
+#include "../util.h"
+
+enum { BURN, NAP, PIPE, PHASES };
+static const char *const phase_frame[PHASES] = {";burn", ";nap;", ";wait_pipe;"};
+
+struct wall {
+	double truth[PHASES]; /* ns, as the program measured them */
+	double got[PHASES];   /* us, from the folded wall profile */
+	double rounds;
+};
+
+/* Skips without tracefs's sched tracepoints or the right to open them. */
+static void require_offcpu(void)
+{
+	test_require_perf();
+	if (access("/sys/kernel/tracing/events/sched/sched_switch/id", R_OK) &&
+	    access("/sys/kernel/debug/tracing/events/sched/sched_switch/id", R_OK) &&
+	    system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") != 0)
+		SKIP("no tracefs with sched:sched_switch (mounting it failed)");
+	if (geteuid() != 0)
+		SKIP("off-CPU recording opens tracepoints: needs root here");
+}
+
+/* The value of `key` in the program's truth file. */
+static double truth_value(const char *text, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "%s ", key);
+	const char *l = strstr(text, pat);
+	if (!l)
+		FAIL("no %s in the truth file:\n%s", key, text);
+	return atof(l + strlen(pat));
+}
+
+/* The folded wall profile of the main thread, added to w; returns its pid. Checks that
+ * the blocked phases' stacks reach main and end in the function that blocked. */
+static int add_recording(struct wall *w, const char *spool, const char *truth_path,
+			 const char *metric, bool check_stacks)
+{
+	struct test_output o;
+	char *truth = ASSERT_NOT_NULL(test_read_file(truth_path, NULL));
+	int pid = (int)truth_value(truth, "pid");
+	bool nap_stack = false, pipe_stack = false;
+
+	w->truth[BURN] += truth_value(truth, "burn");
+	w->truth[NAP] += truth_value(truth, "nap");
+	w->truth[PIPE] += truth_value(truth, "wait_pipe");
+	w->rounds += truth_value(truth, "rounds");
+	free(truth);
+	test_runf(&o, 120, "%s report --folded --metric %s --tid %d %s", test_bin("sonde"), metric,
+		  pid, spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	for (char *save = NULL, *l = strtok_r(o.out, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(l, ' ');
+		ASSERT(sp != NULL);
+		double us = atof(sp + 1);
+		*sp = 0;
+		for (int k = 0; k < PHASES; k++)
+			if (strstr(l, phase_frame[k]))
+				w->got[k] += us;
+		bool sleeping = strstr(l, ";[off-cpu: S]") != NULL;
+		nap_stack |= sleeping && strstr(l, ";main;nap;") != NULL;
+		pipe_stack |= sleeping && strstr(l, ";main;wait_pipe;") && strstr(l, "read");
+	}
+	if (check_stacks && (!nap_stack || !pipe_stack))
+		FAIL("no sleeping stack from main through %s:\n%s", nap_stack ? "wait_pipe" : "nap",
+		     o.out);
+	test_output_free(&o);
+	return pid;
+}
+
+static double share(const double *v, int k)
+{
+	double all = v[BURN] + v[NAP] + v[PIPE];
+	return all > 0 ? 100.0 * v[k] / all : 0;
+}
+
+static bool within(const struct wall *w, double tol)
+{
+	for (int k = 0; k < PHASES; k++)
+		if (share(w->got, k) - share(w->truth, k) > tol ||
+		    share(w->truth, k) - share(w->got, k) > tol)
+			return false;
+	return true;
+}
+
+static void record_split(const char *flags, const char *spool, const char *truth, int seconds)
+{
+	struct test_output o;
+
+	test_runf(&o, 120, "%s record --off-cpu %s -q -o %s -- %s %d %s", test_bin("sonde"), flags,
+		  spool, test_prog("offcpu_split"), seconds, truth);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+}
+
+TEST_TIMEOUT(offcpu_wall_split_matches_the_truth, 300)
+{
+	struct wall w = {0};
+	const char *spool = test_path("wall.spool"), *truth = test_path("wall.truth");
+
+	require_offcpu();
+	/* record again, adding up, while a share is off; at most 4 recordings */
+	for (int i = 0; i < 4 && (i == 0 || !within(&w, 3)); i++) {
+		record_split("--off-cpu-min 0", spool, truth, 3 + i);
+		add_recording(&w, spool, truth, "wall", true);
+		printf("after %d: burn %.1f%% (truth %.1f%%), nap %.1f%% (%.1f%%), wait_pipe "
+		       "%.1f%% "
+		       "(%.1f%%)\n",
+		       i + 1, share(w.got, BURN), share(w.truth, BURN), share(w.got, NAP),
+		       share(w.truth, NAP), share(w.got, PIPE), share(w.truth, PIPE));
+	}
+	for (int k = 0; k < PHASES; k++)
+		ASSERT_DOUBLE_NEAR(share(w.got, k), share(w.truth, k), 3.0);
+	/* and the time itself: the profile's wall time is the program's, within 10 % */
+	double got = (w.got[BURN] + w.got[NAP] + w.got[PIPE]) * 1e3;
+	double want = w.truth[BURN] + w.truth[NAP] + w.truth[PIPE];
+	ASSERT_DOUBLE_NEAR(got / want, 1.0, 0.1);
+}
+
+/* With a 30 ms threshold, the 40 ms naps are stacked and the 20 ms pipe waits are
+ * counted: the header says how many, the folded profile holds few of them. */
+TEST_TIMEOUT(offcpu_min_counts_short_intervals, 200)
+{
+	struct wall w = {0};
+	struct test_output o;
+	const char *spool = test_path("min.spool"), *truth = test_path("min.truth");
+	unsigned long long shorter = 0;
+
+	require_offcpu();
+	record_split("--off-cpu-min 30ms", spool, truth, 3);
+	int pid = add_recording(&w, spool, truth, "off-cpu", false);
+	test_runf(&o, 60, "%s report --metric off-cpu --tid %d %s", test_bin("sonde"), pid, spool);
+	ASSERT_INT(o.status, ==, 0);
+	const char *l = strstr(o.out, "metric off-cpu: ");
+	ASSERT(l != NULL);
+	l = strstr(l, "; ");
+	ASSERT(l != NULL);
+	ASSERT_INT(sscanf(l, "; %llu shorter intervals not stacked", &shorter), ==, 1);
+	printf("%s", o.out);
+	/* every pipe wait (one a round, 20 ms) unless a loaded machine made it 30 ms long */
+	ASSERT_UINT(shorter, >=, (unsigned long long)(0.8 * w.rounds));
+	ASSERT_DOUBLE_NEAR(w.got[NAP] * 1e3 / w.truth[NAP], 1.0, 0.2);
+	ASSERT(w.got[PIPE] * 1e3 < 0.5 * w.truth[PIPE]);
+	test_output_free(&o);
+}
+
+/* The spool at path is complete and has off-CPU intervals, some through nap. */
+static void check_spool(const char *path, uint64_t min_intervals)
+{
+	struct sonde_spool_info in;
+	struct sonde_spool *s = sonde_spool__open(path, NULL);
+
+	if (!s)
+		FAIL("%s: %s", path, sonde_strerror(errno));
+	sonde_spool__get_info(s, &in);
+	uint64_t n = sonde_spool__offcpu_count(s);
+	sonde_spool__close(s);
+	ASSERT_INT(in.complete, ==, 1);
+	ASSERT_UINT(in.version_minor, ==, 1);
+	ASSERT_UINT(n, >=, min_intervals);
+}
+
+static void check_nap_reached(const char *spool, int pid, const char *flags)
+{
+	struct test_output o;
+
+	test_runf(&o, 60, "%s report --folded --metric off-cpu %s %d %s", test_bin("sonde"), flags,
+		  pid, spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, ";main;nap;");
+	test_output_free(&o);
+}
+
+/* -p and SIGINT: the recording of a running process ends cleanly on Ctrl-C. */
+TEST_TIMEOUT(offcpu_attach_and_ctrl_c, 120)
+{
+	const char *spool = test_path("int.spool"), *truth = test_path("int.truth");
+	const char *prog[] = {test_prog("offcpu_split"), "6", truth, NULL};
+	char pid[16];
+
+	require_offcpu();
+	pid_t p = test_spawn(prog);
+	snprintf(pid, sizeof(pid), "%d", (int)p);
+	const char *rec[] = {
+		test_bin("sonde"), "record", "--off-cpu", "-q", "-p", pid, "-o", spool, NULL};
+	pid_t r = test_spawn(rec);
+	sleep(2);
+	kill(r, SIGINT);
+	ASSERT_INT(test_wait(r, 30), ==, 0);
+	check_spool(spool, 20);
+	check_nap_reached(spool, (int)p, "--tid");
+	ASSERT_INT(test_wait(p, 30), ==, 0);
+}
+
+/* -d ends a launched command's recording: status 0, a complete spool. */
+TEST_TIMEOUT(offcpu_duration_ends_the_recording, 120)
+{
+	struct test_output o;
+	const char *spool = test_path("d.spool");
+
+	require_offcpu();
+	test_runf(&o, 60, "%s record --off-cpu -d 2 -o %s -- %s 10 %s", test_bin("sonde"), spool,
+		  test_prog("offcpu_split"), test_path("d.truth"));
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	ASSERT_CONTAINS(o.err, "off-CPU: ");
+	test_output_free(&o);
+	check_spool(spool, 20);
+}
+
+/* -a --off-cpu with a -p filter, ended by SIGINT: per-CPU switch events, switch-ins from
+ * next_pid, the filtered process's intervals only. */
+TEST_TIMEOUT(offcpu_system_wide_ctrl_c, 120)
+{
+	const char *spool = test_path("a.spool"), *truth = test_path("a.truth");
+	const char *prog[] = {test_prog("offcpu_split"), "6", truth, NULL};
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread t;
+	char pid[16];
+
+	require_offcpu();
+	pid_t p = test_spawn(prog);
+	snprintf(pid, sizeof(pid), "%d", (int)p);
+	const char *rec[] = {
+		test_bin("sonde"), "record", "-a", "--off-cpu", "-q", "-p", pid, "-o", spool, NULL};
+	pid_t r = test_spawn(rec);
+	sleep(2);
+	kill(r, SIGINT);
+	ASSERT_INT(test_wait(r, 30), ==, 0);
+	check_spool(spool, 20);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &t));
+		ASSERT_INT((int)t.pid, ==, (int)p);
+		ASSERT_UINT(iv.cpu, !=, SONDE_SPOOL_CPU_NONE);
+	}
+	sonde_spool__close(s);
+	check_nap_reached(spool, (int)p, "--pid");
+	ASSERT_INT(test_wait(p, 30), ==, 0);
+}
+
+/* Tiny rings and a recorder stopped for a second at a time: losses, every gap recovered,
+ * the intervals a loss may have cut dropped, the spool complete and still right. */
+static void loss_run(const char *mode, const char *name)
+{
+	char spool[1024], errpath[1100], truth[1100], cmd[8192];
+	unsigned long long records = 0, samples = 0, gaps = 0, recovered = 0;
+
+	if ((size_t)snprintf(spool, sizeof(spool), "%s", test_path(name)) >= sizeof(spool))
+		FAIL("test directory path too long");
+	snprintf(errpath, sizeof(errpath), "%s.err", spool);
+	snprintf(truth, sizeof(truth), "%s.truth", spool);
+	snprintf(cmd, sizeof(cmd),
+		 "exec %s record %s --off-cpu --off-cpu-min 0 --ring-pages 16 --stack-size 2048 -o "
+		 "%s -- "
+		 "%s 7 %s 2>%s",
+		 test_bin("sonde"), mode, spool, test_prog("offcpu_split"), truth, errpath);
+	const char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	pid_t rec = test_spawn(sh);
+	for (int i = 0; i < 3; i++) {
+		usleep(1000000);
+		kill(rec, SIGSTOP);
+		usleep(1000000);
+		kill(rec, SIGCONT);
+	}
+	int status = test_wait(rec, 90);
+	char *err = ASSERT_NOT_NULL(test_read_file(errpath, NULL));
+	if (status != 0)
+		FAIL("sonde record exited %d:\n%s", status, err);
+	printf("%s", err);
+	const char *l = strstr(err, "loss: ");
+	ASSERT(l &&
+	       sscanf(l, "loss: %llu records and %llu samples lost; %llu gap%*s %llu recovered",
+		      &records, &samples, &gaps, &recovered) == 4);
+	ASSERT_UINT(records + samples, >, 0);
+	ASSERT_UINT(gaps, >, 0);
+	ASSERT_UINT(recovered, ==, gaps);
+	ASSERT_CONTAINS(err, "off-CPU: ");
+	free(err);
+	check_spool(spool, 20);
+	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
+	int pid = (int)truth_value(t, "pid");
+	free(t);
+	check_nap_reached(spool, pid, "--tid");
+}
+
+TEST_TIMEOUT(offcpu_loss_is_recovered, 200)
+{
+	require_offcpu();
+	loss_run("", "loss.spool");
+}
+
+TEST_TIMEOUT(offcpu_system_wide_loss_is_recovered, 200)
+{
+	require_offcpu();
+	loss_run("-a", "aloss.spool");
+}
+
+/* The sum of a folded report's counts. */
+static double folded_sum(const char *spool, const char *flags)
+{
+	struct test_output o;
+	double sum = 0;
+
+	test_runf(&o, 60, "%s report --folded --metric off-cpu %s %s", test_bin("sonde"), flags,
+		  spool);
+	if (o.status != 0)
+		FAIL("report %s exited %d:\n%s", flags, o.status, o.err);
+	for (char *save = NULL, *l = strtok_r(o.out, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save))
+		sum += atof(strrchr(l, ' ') + 1);
+	test_output_free(&o);
+	return sum;
+}
+
+/* report's filters apply to intervals: the two threads' parts, or the CPUs', add up to
+ * the whole (within the microsecond rounding of each line), and a time window holds less. */
+TEST_TIMEOUT(offcpu_report_filters_apply_to_intervals, 120)
+{
+	const char *spool = test_path("f.spool"), *truth = test_path("f.truth");
+	char pid[32];
+
+	require_offcpu();
+	record_split("-a", spool, truth, 3);
+	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
+	snprintf(pid, sizeof(pid), "--pid %d", (int)truth_value(t, "pid"));
+	free(t);
+	double all = folded_sum(spool, pid);
+	ASSERT(all > 1e6); /* seconds of waiting, in microseconds */
+	char c0[96], c1[96];
+	snprintf(c0, sizeof(c0), "%s --comm offcpu_split", pid);
+	snprintf(c1, sizeof(c1), "%s --comm offcpu-writer", pid);
+	double main_t = folded_sum(spool, c0), writer = folded_sum(spool, c1);
+	ASSERT(main_t > 0 && writer > 0);
+	char f0[64], f1[64];
+	snprintf(f0, sizeof(f0), "%s --cpu 0", pid);
+	snprintf(f1, sizeof(f1), "%s --cpu 1", pid);
+	double cpu0 = folded_sum(spool, f0), cpu1 = folded_sum(spool, f1);
+	/* the sums differ by the rounding only: half a microsecond per line at most */
+	ASSERT_DOUBLE_NEAR(main_t + writer, all, 200);
+	if (sysconf(_SC_NPROCESSORS_ONLN) == 2)
+		ASSERT_DOUBLE_NEAR(cpu0 + cpu1, all, 200);
+	/* the first second of the program's waits (its start in the recording depends on how
+	 * long -a took to start) */
+	struct sonde_spool *sp = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	uint64_t t0 = UINT64_MAX;
+	sonde_spool__get_info(sp, &in);
+	for (uint64_t i = 0; sonde_spool__get_offcpu(sp, i, &iv) == 0; i++)
+		if (sonde_spool__get_thread(sp, iv.thread, &th) == 0 &&
+		    (int)th.pid == atoi(pid + 6) && iv.switch_out_ns < t0)
+			t0 = iv.switch_out_ns;
+	sonde_spool__close(sp);
+	ASSERT(t0 != UINT64_MAX);
+	double from = (double)(t0 - in.header.start_monotonic_ns) / 1e9;
+	snprintf(f0, sizeof(f0), "%s --time %.3f,%.3f", pid, from, from + 1);
+	double first = folded_sum(spool, f0);
+	ASSERT(first > 0 && first < 0.6 * all);
+}
+
+/* A launched shell's child inherits the off-CPU events: its waits are recorded. */
+TEST_TIMEOUT(offcpu_follows_children, 120)
+{
+	const char *spool = test_path("c.spool"), *truth = test_path("c.truth");
+	char cmd[4096];
+
+	require_offcpu();
+	snprintf(cmd, sizeof(cmd), "%s 2 %s; true", test_prog("offcpu_split"), truth);
+	const char *argv[] = {test_bin("sonde"), "record", "--off-cpu", "-q", "-o", spool, "--",
+			      "/bin/sh",	 "-c",	   cmd,		NULL};
+	struct test_output o;
+	test_run(&o, 60, argv);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
+	int pid = (int)truth_value(t, "pid");
+	free(t);
+	check_spool(spool, 20);
+	check_nap_reached(spool, pid, "--pid");
+}

@@ -1,0 +1,281 @@
+/* Off-CPU records of the spool (v2.1): exact bytes, the decoder's checks, the whole-file
+ * reader, a 2.0 file whose 0x40 record stays an optional one, and the profile model's
+ * metrics built from such a spool. */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/profile.h>
+#include <sonde/spool.h>
+#include <sonde/spool_reader.h>
+
+#include "base/buf.h"
+#include "../test.h"
+#include "../util.h"
+
+static int sink_write(void *ctx, const void *p, size_t n)
+{
+	struct buf *b = ctx;
+
+	sonde__buf_append(b, p, n);
+	return buf_error(b);
+}
+
+static const struct sonde_spool_header hdr = {1, 2, 1000000};
+
+/* A thread, a module, one sample and two off-CPU intervals (one open at the end, one
+ * with its waker), a short-interval count, the end. */
+static void write_offcpu_spool(struct buf *b)
+{
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, b, &hdr));
+	struct sonde_spool_module_def m = {.pid = 10,
+					   .flags = SONDE_MODULE_EXEC,
+					   .start = 0x1000,
+					   .end = 0x2000,
+					   .path = "/x"};
+	const struct sonde_spool_frame frames[] = {{1, 0x10}, {1, 0x20}};
+	uint32_t thread, mod;
+
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &thread));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 6, &m, &mod));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 100, thread, 0, frames, 2, 0));
+	struct sonde_spool_offcpu iv = {.switch_out_ns = 200,
+					.switch_in_ns = 5200,
+					.wakeup_ns = 5000,
+					.thread = thread,
+					.cpu = 1,
+					.state = SONDE_OFFCPU_SLEEPING,
+					.waker_tid = 12};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, frames, 2));
+	iv = (struct sonde_spool_offcpu){.switch_out_ns = 150,
+					 .switch_in_ns = 3150,
+					 .thread = thread,
+					 .cpu = SONDE_SPOOL_CPU_NONE,
+					 .state = SONDE_OFFCPU_RUNNABLE,
+					 .flags = SONDE_OFFCPU_OPEN};
+	/* intervals end in any order relative to samples: an older one after a newer one */
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, frames, 1));
+	struct sonde_spool_offcpu_short sh = {thread, 1000000, 7, 3500};
+	ASSERT_OK(sonde_spool_writer__add_offcpu_short(w, &sh));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+}
+
+TEST(spool_offcpu_exact_bytes)
+{
+	struct buf b = BUF_INIT;
+
+	write_offcpu_spool(&b);
+	static const uint8_t expect[] = {
+		0x89, 'S', 'O', 'N', 'D', 'E', '\r', '\n', 2, 1, /* version 2.1 */
+		5, 1, 2, 0xc0, 0x84, 0x3d,			 /* header, period 1 ms */
+		0x04, 6, 5, 10, 11, 2, 'a', 'b',		 /* thread 1 */
+		0x01, 14, 6, 10, 1, 0x80, 0x20, 0x80, 0x20, 0, 0, 0, 0, 2, '/', 'x', 0x02, 2, 1,
+		0x20, 0x03, 2, 0, 1,		 /* frame 1, node 1 */
+		0x02, 2, 1, 0x10, 0x03, 2, 1, 2, /* frame 2, node 2 */
+		0x88, 100, 1, 1, 2,		 /* sample on CPU 0 */
+		/* OFFCPU: out 200, 5000 long, thread 1, CPU 1 (+1), S, no flags, waker 12,
+		 * woken 4800 after the switch-out (+1), node 2 */
+		0x40, 12, 0xc8, 0x01, 0x88, 0x27, 1, 2, 1, 0, 12, 0xc1, 0x25, 2,
+		/* out 150, 3000 long, CPU unknown, R, open; frame 2 alone is a new path */
+		0x03, 2, 0, 2, 0x40, 11, 0x96, 0x01, 0xb8, 0x17, 1, 0, 0, 4, 0, 0, 3, 0x41, 7, 1,
+		0xc0, 0x84, 0x3d, 7, 0xac, 0x1b, /* OFFCPU_SHORT */
+		0x06, 1, 1,			 /* end: 1 sample */
+	};
+	ASSERT_UINT(b.len, ==, sizeof(expect));
+	ASSERT_MEM_EQ(b.data, expect, sizeof(expect));
+	sonde__buf_free(&b);
+}
+
+TEST(spool_offcpu_reader_keeps_intervals)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_offcpu o;
+	struct sonde_spool_offcpu_short sh;
+	struct sonde_spool_info info;
+	uint32_t frames[4];
+
+	write_offcpu_spool(&b);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	sonde_spool__get_info(s, &info);
+	ASSERT_UINT(info.version_minor, ==, 1);
+	ASSERT_UINT(info.samples, ==, 1);
+	ASSERT(info.complete);
+	ASSERT_UINT(sonde_spool__offcpu_count(s), ==, 2);
+	ASSERT_OK(sonde_spool__get_offcpu(s, 0, &o));
+	ASSERT_UINT(o.switch_out_ns, ==, 200);
+	ASSERT_UINT(o.switch_in_ns, ==, 5200);
+	ASSERT_UINT(o.wakeup_ns, ==, 5000);
+	ASSERT_UINT(o.cpu, ==, 1);
+	ASSERT_UINT(o.state, ==, SONDE_OFFCPU_SLEEPING);
+	ASSERT_UINT(o.waker_tid, ==, 12);
+	ASSERT_INT(sonde_spool__get_stack(s, o.stack, frames, 4), ==, 2);
+	ASSERT_OK(sonde_spool__get_offcpu(s, 1, &o));
+	ASSERT_UINT(o.cpu, ==, SONDE_SPOOL_CPU_NONE);
+	ASSERT_UINT(o.wakeup_ns, ==, 0);
+	ASSERT_UINT(o.flags, ==, SONDE_OFFCPU_OPEN);
+	ASSERT_INT(sonde_spool__get_stack(s, o.stack, frames, 4), ==, 1);
+	ASSERT_ERR(sonde_spool__get_offcpu(s, 2, &o), -ERANGE);
+	ASSERT_UINT(sonde_spool__offcpu_short_count(s), ==, 1);
+	ASSERT_OK(sonde_spool__get_offcpu_short(s, 0, &sh));
+	ASSERT_UINT(sh.count, ==, 7);
+	ASSERT_UINT(sh.total_ns, ==, 3500);
+	ASSERT_UINT(sh.min_ns, ==, 1000000);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+/* Decodes buf whole; the first error, or 0. */
+static int decode_all(const uint8_t *buf, size_t len, int *optional)
+{
+	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder__new());
+	struct sonde_spool_record rec;
+	size_t off = 0;
+	int r = 0;
+
+	*optional = 0;
+	while (off < len && (r = sonde_spool_decoder__decode(d, buf + off, len - off, &rec)) > 0) {
+		off += (size_t)r;
+		*optional += rec.type == SONDE_SPOOL_REC_OPTIONAL;
+	}
+	sonde_spool_decoder__free(d);
+	return r < 0 ? r : 0;
+}
+
+TEST(spool_offcpu_decoder_checks_records)
+{
+	static const uint8_t head[] = {0x89, 'S', 'O', 'N', 'D',  'E', '\r', '\n', 2,  1,
+				       3,    1,	  2,   3,   0x04, 4,   5,    10,   11, 0};
+	struct {
+		uint8_t rec[16];
+		size_t len;
+		int err;
+	} cases[] = {
+		/* fine: thread 1, CPU unknown, empty stack */
+		{{0x40, 9, 1, 2, 1, 0, 0, 0, 0, 0, 0}, 11, 0},
+		/* undefined thread, undefined node */
+		{{0x40, 9, 1, 2, 2, 0, 0, 0, 0, 0, 0}, 11, -SONDE_E_REFERENCE},
+		{{0x40, 9, 1, 2, 1, 0, 0, 0, 0, 0, 1}, 11, -SONDE_E_REFERENCE},
+		/* a state out of range, unknown flags, a wakeup after the switch-in */
+		{{0x40, 9, 1, 2, 1, 0, 4, 0, 0, 0, 0}, 11, -SONDE_E_RANGE},
+		{{0x40, 9, 1, 2, 1, 0, 0, 8, 0, 0, 0}, 11, -SONDE_E_FORMAT},
+		{{0x40, 9, 1, 2, 1, 0, 0, 0, 0, 4, 0}, 11, -SONDE_E_RANGE},
+		/* a payload missing its node */
+		{{0x40, 8, 1, 2, 1, 0, 0, 0, 0, 0}, 10, -SONDE_E_FORMAT},
+		/* a short count of an undefined thread */
+		{{0x41, 4, 2, 1, 1, 1}, 6, -SONDE_E_REFERENCE},
+		{{0x41, 4, 1, 1, 1, 1}, 6, 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t buf[64];
+		int optional;
+		memcpy(buf, head, sizeof(head));
+		memcpy(buf + sizeof(head), cases[i].rec, cases[i].len);
+		ASSERT_INT(decode_all(buf, sizeof(head) + cases[i].len, &optional), ==,
+			   cases[i].err);
+		/* in a 2.0 file the same bytes are an optional record a reader skips */
+		buf[9] = 0;
+		ASSERT_INT(decode_all(buf, sizeof(head) + cases[i].len, &optional), ==, 0);
+		ASSERT_INT(optional, ==, 1);
+	}
+}
+
+TEST(spool_offcpu_declare_only_before_output)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, &b, &hdr));
+	struct sonde_spool_offcpu iv = {.thread = 1};
+	uint32_t thread;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 0, 1, 1, "t", &thread));
+	/* not declared: refused, and nothing is written */
+	ASSERT_ERR(sonde_spool_writer__add_offcpu(w, &iv, NULL, 0), -SONDE_E_STATE);
+	ASSERT_OK(sonde_spool_writer__flush(w));
+	ASSERT_ERR(sonde_spool_writer__declare_offcpu(w), -SONDE_E_STATE);
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&b);
+
+	b = (struct buf)BUF_INIT;
+	w = ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, &b, &hdr));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 0, 1, 1, "t", &thread));
+	/* switch-in before switch-out, wakeup outside the interval, bad state, bad thread */
+	iv = (struct sonde_spool_offcpu){.switch_out_ns = 10, .switch_in_ns = 5, .thread = 1};
+	ASSERT_ERR(sonde_spool_writer__add_offcpu(w, &iv, NULL, 0), -EINVAL);
+	iv.switch_in_ns = 20;
+	iv.wakeup_ns = 21;
+	ASSERT_ERR(sonde_spool_writer__add_offcpu(w, &iv, NULL, 0), -EINVAL);
+	iv.wakeup_ns = 0;
+	iv.state = SONDE_OFFCPU_STATES;
+	ASSERT_ERR(sonde_spool_writer__add_offcpu(w, &iv, NULL, 0), -EINVAL);
+	iv.state = 0;
+	iv.thread = 2;
+	ASSERT_ERR(sonde_spool_writer__add_offcpu(w, &iv, NULL, 0), -EINVAL);
+	iv.thread = 1;
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, NULL, 0));
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&b);
+}
+
+/* The spool above as a profile: the metrics' totals and folded lines in each unit. */
+TEST(profile_offcpu_metrics)
+{
+	struct buf b = BUF_INIT;
+	const char *path = test_path("offcpu.spool"), *out = test_path("offcpu.folded");
+	enum sonde_profile_metric m;
+	uint64_t short_count, short_ns;
+
+	write_offcpu_spool(&b);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ASSERT(fd >= 0);
+	ASSERT_INT(write(fd, b.data, b.len), ==, (int)b.len);
+	close(fd);
+	sonde__buf_free(&b);
+
+	struct sonde_profile_spool_opts so = {.sz = sizeof(so), .no_symbolize = 1};
+	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile__from_spool(path, &so));
+	ASSERT_UINT(sonde_profile__total(p, SONDE_PROFILE_METRIC_CPU), ==, 1);
+	ASSERT_UINT(sonde_profile__total(p, SONDE_PROFILE_METRIC_OFF_CPU), ==, 8000);
+	/* one sample of the 1 ms period plus the two intervals */
+	ASSERT_UINT(sonde_profile__total(p, SONDE_PROFILE_METRIC_WALL), ==, 1008000);
+	ASSERT_UINT(sonde_profile__offcpu_count(p, &short_count, &short_ns), ==, 2);
+	ASSERT_UINT(short_count, ==, 7);
+	ASSERT_UINT(short_ns, ==, 3500);
+
+	struct sonde_profile_write_opts wo = {.sz = sizeof(wo),
+					      .metric = SONDE_PROFILE_METRIC_WALL};
+	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ASSERT_OK(sonde_profile__write(p, SONDE_PROFILE_FOLDED, fd, &wo));
+	close(fd);
+	char *text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	/* microseconds; the state pseudo-frame innermost; the 3 us runnable interval's stack
+	 * is frame 2 alone */
+	ASSERT_STR_EQ(text, "x+0x10;[off-cpu: R] 3\n"
+			    "x+0x20;x+0x10 1000\n"
+			    "x+0x20;x+0x10;[off-cpu: S] 5\n");
+	free(text);
+	/* every format takes a metric; an unknown one is refused */
+	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ASSERT_OK(sonde_profile__write(p, SONDE_PROFILE_PPROF, fd, &wo));
+	ASSERT_OK(sonde_profile__write(p, SONDE_PROFILE_SPEEDSCOPE, fd, &wo));
+	ASSERT_OK(sonde_profile__write(p, SONDE_PROFILE_SVG, fd, &wo));
+	wo.metric = 7;
+	ASSERT_ERR(sonde_profile__write(p, SONDE_PROFILE_FOLDED, fd, &wo), -EINVAL);
+	close(fd);
+
+	ASSERT_OK(sonde_profile__parse_metric("off-cpu", &m));
+	ASSERT_INT(m, ==, SONDE_PROFILE_METRIC_OFF_CPU);
+	ASSERT_ERR(sonde_profile__parse_metric("walls", &m), -EINVAL);
+	ASSERT_STR_EQ(sonde_profile__metric_name(SONDE_PROFILE_METRIC_WALL), "wall");
+	ASSERT(!sonde_profile__metric_name(3));
+	/* a hand-built interval: the stack is checked, the state too */
+	uint32_t loc = 0;
+	ASSERT_ERR(sonde_profile__add_offcpu(p, 0, 1, 0, &loc, 1, 5, 0), -SONDE_E_REFERENCE);
+	ASSERT_ERR(sonde_profile__add_offcpu(p, 0, 1, 0, NULL, 0, 5, 4), -EINVAL);
+	ASSERT_OK(sonde_profile__add_offcpu(p, 0, 1, 0, NULL, 0, 5, SONDE_OFFCPU_BLOCKED));
+	ASSERT_UINT(sonde_profile__total(p, SONDE_PROFILE_METRIC_OFF_CPU), ==, 8005);
+	sonde_profile__free(p);
+}
