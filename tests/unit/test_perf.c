@@ -236,6 +236,7 @@ TEST(perf_decode_sample_with_raw_data)
 	rb_u64(&r, 0xffffffff81000000ull);
 	rb_u32x2(&r, 100, 101);
 	rb_u64(&r, 5000);
+	rb_u64(&r, 76); /* id */
 	rb_u32x2(&r, 1, 0);
 	rb_u64(&r, 1);
 	uint32_t size = sizeof(raw);
@@ -262,7 +263,7 @@ TEST(perf_decode_sample_with_raw_data)
 	ASSERT_UINT(c.sample.stack_len, ==, 16);
 	/* a raw size running past the record is malformed */
 	size = 4096;
-	memcpy(r.b + 8 + 5 * 8, &size, 4);
+	memcpy(r.b + 8 + 6 * 8, &size, 4);
 	ASSERT_ERR(sonde__perf_decode(r.b, r.n, &l, &rec), -SONDE_E_FORMAT);
 }
 
