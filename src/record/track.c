@@ -551,6 +551,19 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 	return err;
 }
 
+/* A thread created by a recorded thread of a process attached by thread (-t) while a
+ * generation switch was under way (its fork is older than the cut): the switch, which
+ * did not know it, gave it nothing, and the events it inherited may be the old
+ * generation's, closed since. It gets its own now. */
+static int adopt_switch_child(struct sonde_recorder *r, const struct rec_process *owner,
+			      pid_t tid, uint64_t time, bool own)
+{
+	if (own || !owner || !owner->thread_only || r->gen < 2 || time >= r->gen_cut)
+		return 0;
+	int err = sonde__rec_open_thread_events(r, tid);
+	return err == -ESRCH ? 0 : sonde__rec_error(r, err); /* exited meanwhile: nothing */
+}
+
 static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_task *f = &rec->task;
@@ -586,8 +599,8 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	t->selected = parent && parent->selected && parent->pid == (pid_t)f->ppid;
 	bool parent_selected = t->selected;
 	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
-	if (!new_process)
-		return 0; /* a new thread of a known process */
+	if (!new_process) /* a new thread of a known process */
+		return adopt_switch_child(r, owner, (pid_t)f->tid, rec->time, own);
 
 	/* A new process: it starts with a copy of its parent's mappings. A record of the same
 	 * pid is an earlier process whose exit went unseen (lost): it must not lend its
