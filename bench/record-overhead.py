@@ -16,9 +16,10 @@ perf_event allows, so dwarf stacks are cut).
 Modes, each launching ladder under the profiler, at each rate:
 
   unprofiled
-  sonde        sonde record -F RATE (its default 32 KiB stack copy); with STACKS, a list of
-               sizes, one mode sonde-SIZE per size instead (sonde record --stack-size SIZE):
-               what the size of the stack copy costs the target
+  sonde        sonde record -F RATE (each thread's stack copy sized from what its stacks
+               need: docs/record.md, "Stack copy sizing"); with STACKS, a list of sizes, one
+               mode sonde-SIZE per size instead (sonde record --stack-size SIZE, a fixed
+               copy): what the size of the stack copy costs the target
   perf-dwarf   perf record --call-graph dwarf (perf's default 8 KiB stack copy)
   perf-fp      perf record -g (frame pointers: no stack copy)
 

@@ -67,11 +67,15 @@ struct sonde_record_opts {
 	/* Samples per second per thread: 1 .. the kernel maximum, or SONDE_RECORD_FREQ_MAX.
 	 * 0 is invalid (an error naming the allowed range). Ignored with sample_period. */
 	uint64_t frequency;
-	/* User stack bytes copied per sample: 0 for the default 32768; at most 65528; rounded up
-	 * to a multiple of 8. Larger copies unwind deeper stacks and cost more per sample. */
+	/* User stack bytes copied per sample: at most 65528; rounded up to a multiple of 8.
+	 * Larger copies unwind deeper stacks and cost more per sample. 0: sized per thread from
+	 * what its unwinds need, starting at 32768 (docs/record.md, "Stack copy sizing";
+	 * system-wide recordings copy 32768). */
 	uint32_t stack_bytes;
-	/* Data pages of each per-CPU ring, a power of two; 0 for the default (512). A ring the
-	 * kernel refuses to map (locked-memory limit) is halved down to what one sample needs. */
+	/* Data pages of each per-CPU ring at the start, a power of two; 0 for a size chosen
+	 * from the rate and the stack copy (docs/record.md, "Ring sizing"). A ring the kernel
+	 * refuses to map (locked-memory limit) is halved down to what one sample needs; a ring
+	 * that loses records is doubled while all rings stay under ring_bytes_cap. */
 	uint32_t ring_pages;
 	enum sonde_record_event event;
 	/* Kernel frames too: samples taken in the kernel count, and each sample's stack starts
@@ -239,7 +243,7 @@ struct sonde_record_summary {
 	 * "Ring sizing"). */
 	uint64_t ring_bytes_total;
 	uint64_t ring_bytes_cap;
-	uint32_t ring_grows; /* rings replaced by one twice as large after a loss (-a) */
+	uint32_t ring_grows; /* rings replaced by one twice as large after a loss */
 	/* The tracepoint sampled, "GROUP:NAME", when event is "tracepoint"; else empty. */
 	char tracepoint[128];
 	/* Processes opts.process_check refused (system-wide recordings). */
@@ -255,6 +259,16 @@ struct sonde_record_summary {
 	uint64_t offcpu_short_ns;
 	uint64_t offcpu_dropped;
 	uint64_t offcpu_wakeups;
+	/* Per-thread stack copies (docs/record.md, "Stack copy sizing"): the events reopened
+	 * with new sizes or rings (generation switches), threads whose copy was doubled after
+	 * an unwind was cut by its end, the smallest and largest copy of the threads given
+	 * events at the last switch (stack_bytes at the start), and the records dropped as
+	 * copies of another event's (while a switch overlapped two generations). */
+	uint32_t stack_switches;
+	uint32_t stack_grows;
+	uint32_t stack_bytes_min;
+	uint32_t stack_bytes_max;
+	uint64_t duplicates_dropped;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

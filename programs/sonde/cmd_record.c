@@ -108,7 +108,9 @@ static void usage(FILE *f)
 		"      --no-kernel       user frames only (the default without -a)\n"
 		"      --buildid-cache DIR  keep images deleted or replaced while recorded in DIR (default $SONDE_BUILDID_CACHE, else ~/.cache/sonde/buildid)\n"
 		"      --no-buildid-cache   keep no images\n"
-		"      --stack-size N    user stack bytes copied per sample (default 32768, at most 65528)\n"
+		"      --stack-size N    user stack bytes copied per sample, at most 65528 (default: sized\n"
+		"                        per thread from what its stacks need, starting at 32768;\n"
+		"                        32768 with -a)\n"
 		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
 		"      --off-cpu         also where threads wait: each switch-out's stack, state (runnable,\n"
 		"                        sleeping, blocked) and time off the CPU (sched tracepoints; root)\n"
@@ -548,6 +550,13 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 				1e6,
 			s->offcpu_short_ns / 1e9, (unsigned long long)s->offcpu_dropped,
 			(unsigned long long)s->offcpu_wakeups);
+	if (s->stack_switches)
+		fprintf(stderr,
+			"  stack copies: %u-%u bytes per thread after %u switch%s (%u grown after "
+			"a cut stack), %llu duplicate records dropped\n",
+			s->stack_bytes_min, s->stack_bytes_max, s->stack_switches,
+			s->stack_switches == 1 ? "" : "es", s->stack_grows,
+			(unsigned long long)s->duplicates_dropped);
 	if (a->opts.kernel && s->kernel_enabled)
 		fprintf(stderr, "  kernel: %llu frames\n", (unsigned long long)s->kernel_frames);
 	else if (a->opts.kernel)

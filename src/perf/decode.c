@@ -80,11 +80,13 @@ static void decode_trailer(struct cur c, const struct perf_layout *l, struct per
 	if (t & PERF_SAMPLE_TIME)
 		out->time = get_u64(&c);
 	if (t & PERF_SAMPLE_ID)
-		get_u64(&c);
+		out->id = get_u64(&c);
 	if (t & PERF_SAMPLE_STREAM_ID)
 		get_u64(&c);
 	if (t & PERF_SAMPLE_CPU)
 		get_u32_pair(&c, &out->cpu, NULL);
+	if (t & PERF_SAMPLE_IDENTIFIER)
+		out->id = get_u64(&c);
 	out->has_id = !c.short_read && (t & PERF_SAMPLE_TIME);
 }
 
@@ -178,6 +180,7 @@ static int decode_sample(struct cur c, const struct perf_layout *l, struct perf_
 		return -SONDE_E_TRUNCATED;
 	out->has_id = (t & PERF_SAMPLE_TIME) != 0;
 	out->time = s->time;
+	out->id = s->id;
 	out->pid = s->pid;
 	out->tid = s->tid;
 	out->cpu = s->cpu;

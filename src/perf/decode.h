@@ -74,13 +74,14 @@ struct perf_lost {
 	uint64_t id, lost;
 };
 
-/* A decoded record. time/pid/tid/cpu come from the sample or the sample_id trailer
- * (has_id false when the record carries none). */
+/* A decoded record. time/pid/tid/cpu (and id, with PERF_SAMPLE_ID or IDENTIFIER: the
+ * event that wrote it, an inherited event's parent) come from the sample or the sample_id
+ * trailer (has_id false when the record carries none). */
 struct perf_rec {
 	uint32_t type;
 	uint16_t misc;
 	bool has_id;
-	uint64_t time;
+	uint64_t time, id;
 	uint32_t pid, tid, cpu;
 	union {
 		struct perf_sample sample;

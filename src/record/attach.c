@@ -191,53 +191,80 @@ static unsigned min_ring_pages(const struct sonde_recorder *r)
 	return pages;
 }
 
-/* Routes event fd into its CPU's ring, creating the ring on first use. */
-static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
+/* Maps fd's ring as CPU cpu_idx's ring (or its replacement), watched by epoll. */
+static int map_ring(struct sonde_recorder *r, struct perf_ring *ring, int fd, size_t cpu_idx,
+		    unsigned pages, unsigned min)
 {
-	struct rec_ring *ring = &r->rings[cpu_idx];
+	int err = sonde__perf_ring_map(ring, fd, r->cpus[cpu_idx], pages, min);
 
-	if (ring->mapped)
-		return sonde__perf_set_output(fd, ring->ring.fd);
-	unsigned min = min_ring_pages(r), pages = r->ring_pages < min ? min : r->ring_pages;
-	int err = sonde__perf_ring_map(&ring->ring, fd, r->cpus[cpu_idx], pages, min);
 	if (err) {
 		sonde_error("cannot map a perf ring of %u pages: %s", pages, strerror(-err));
 		return err;
 	}
-	ring->mapped = true;
-	r->sum.ring_bytes = ring->ring.size;
-	r->sum.ring_bytes_total += ring->ring.map_len;
-	r->sum.rings++;
 	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = cpu_idx};
-	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
-		return -errno;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		err = -errno;
+		sonde__perf_ring_unmap(ring);
+		return err;
+	}
+	r->sum.ring_bytes_total += ring->map_len;
 	return 0;
 }
 
-int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec)
+/* Routes event fd into its CPU's ring, creating the ring on first use; during a switch
+ * that grows the ring, into its replacement. */
+static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
+{
+	struct rec_ring *ring = &r->rings[cpu_idx];
+
+	if (r->switching && ring->grow_pages) {
+		if (ring->next_mapped)
+			return sonde__perf_set_output(fd, ring->next.fd);
+		int err = map_ring(r, &ring->next, fd, cpu_idx, ring->grow_pages, ring->grow_pages);
+		ring->next_mapped = err == 0;
+		return err;
+	}
+	if (ring->mapped)
+		return sonde__perf_set_output(fd, ring->ring.fd);
+	unsigned min = min_ring_pages(r), pages = r->ring_pages < min ? min : r->ring_pages;
+	int err = map_ring(r, &ring->ring, fd, cpu_idx, pages, min);
+	if (err)
+		return err;
+	ring->mapped = true;
+	r->sum.ring_bytes = ring->ring.size;
+	r->sum.rings++;
+	return 0;
+}
+
+int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec,
+			 uint32_t gen, uint32_t stack_bytes)
 {
 	if (sonde__array_grow(&r->events, &r->cap_events, r->n_events + 1, sizeof(*r->events), 64) <
 	    0)
 		return -ENOMEM;
-	int err = attach_to_ring(r, fd, cpu_idx);
+	int err = sonde__rec_note_event_id(r, fd, tid, gen, stack_bytes);
+	if (!err)
+		err = attach_to_ring(r, fd, cpu_idx);
 	if (err)
 		return err;
-	r->events[r->n_events++] = (struct rec_event){fd, (int)cpu_idx, tid, on_exec, false};
+	r->events[r->n_events++] =
+		(struct rec_event){fd, (int)cpu_idx, tid, on_exec, false, gen, stack_bytes};
 	return 0;
 }
 
 /* Closes the events of tid (every thread when tid is 0) opened from index `from` on. An
  * event that owns a ring stays open (the ring's mapping and the other events' output
  * depend on it), disabled for good. */
-static void close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
+void sonde__rec_close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
 {
 	for (size_t i = from; i < r->n_events;) {
 		struct rec_event *e = &r->events[i];
+		struct rec_ring *ring = &r->rings[e->ring];
 		if (tid && e->tid != tid) {
 			i++;
 			continue;
 		}
-		if (r->rings[e->ring].ring.fd == e->fd) {
+		if (ring->ring.fd == e->fd || (ring->next_mapped && ring->next.fd == e->fd)) {
 			sonde__perf_disable(e->fd);
 			e->retired = true;
 			i++;
@@ -251,9 +278,13 @@ static void close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
 	}
 }
 
-/* One event per (thread, CPU), all disabled or armed for exec. no_inherit: nothing the
- * thread creates inherits them (a thread attached alone, without follow_children). */
-static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit)
+static void close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
+{
+	sonde__rec_close_events_from(r, tid, from);
+}
+
+int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit,
+			   uint32_t stack_bytes, uint32_t gen)
 {
 	struct perf_event_attr a;
 	struct perf_event_cfg cfg = r->cfg;
@@ -262,25 +293,45 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool n
 	cfg.disabled = true;
 	cfg.enable_on_exec = on_exec;
 	cfg.no_inherit = no_inherit;
+	cfg.stack_bytes = stack_bytes;
 	sonde__perf_attr_fill(&a, &cfg);
 	for (size_t c = 0; c < r->n_cpus; c++) {
 		int fd = sonde__rec_perf_open(r, &a, tid, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* CPU went offline */
-		int err = fd < 0 ? fd : sonde__rec_add_event(r, fd, c, tid, on_exec);
+		int err = fd < 0 ? fd
+				 : sonde__rec_add_event(r, fd, c, tid, on_exec, gen, stack_bytes);
 		if (err && fd >= 0)
 			close(fd);
+		/* a switch-out's stack is unwound as a sample's: the same copy */
 		if (!err)
-			err = sonde__rec_offcpu_open(r, &cfg, tid, c, on_exec);
+			err = sonde__rec_offcpu_open(r, &cfg, tid, c, on_exec, gen);
 		if (err) {
 			close_events_from(r, tid, first);
 			return err;
 		}
 	}
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
-	if (t)
-		t->own_events = true;
 	return 0;
+}
+
+/* One event per (thread, CPU), all disabled or armed for exec, of the current generation:
+ * the thread's own. no_inherit: nothing the thread creates inherits them (a thread
+ * attached alone, without follow_children). */
+static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit)
+{
+	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+	uint32_t bytes = t ? sonde__rec_thread_stack_bytes(r, t) : r->cfg.stack_bytes;
+	int err = sonde__rec_open_thread(r, tid, on_exec, no_inherit, bytes, r->gen);
+
+	/* looked up again: opening may have created entries */
+	if (!err && (t = sonde__rec_thread_get(r, tid, false))) {
+		t->own_events = true;
+		t->root_gen = r->gen;
+		t->root_tid = tid;
+		t->inheritors = false;
+		t->window = 0;
+	}
+	return err;
 }
 
 int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
@@ -300,8 +351,9 @@ void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid)
 	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
 
 	/* A long recording of a process that keeps starting threads would otherwise hold
-	 * their fds until the end. */
-	if (t && t->own_events)
+	 * their fds until the end. Closing an event destroys the events inherited from it:
+	 * while threads it created may still use them, the next switch closes it instead. */
+	if (t && t->own_events && sonde__rec_can_close_root(r, t))
 		close_events_from(r, tid, 0);
 }
 

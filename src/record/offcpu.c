@@ -40,6 +40,7 @@ struct rec_offcpu {
 	uint64_t regs_abi;
 	struct unwind_regs regs;
 	uint32_t stack_len, callchain_nr;
+	uint32_t copy;			/* the stack copy of the event that sampled it */
 	uint64_t short_count, short_ns; /* not yet written */
 	size_t cap;
 	uint8_t *data; /* stack bytes, then the callchain */
@@ -133,7 +134,7 @@ int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_
 }
 
 static int open_one(struct sonde_recorder *r, struct perf_event_cfg *cfg, pid_t tid, size_t c,
-		    bool on_exec)
+		    bool on_exec, uint32_t gen)
 {
 	struct perf_event_attr a;
 
@@ -141,14 +142,14 @@ static int open_one(struct sonde_recorder *r, struct perf_event_cfg *cfg, pid_t 
 	int fd = sonde__perf_open(&a, tid, r->cpus[c]);
 	if (fd < 0)
 		return fd;
-	int err = sonde__rec_add_event(r, fd, c, tid, on_exec);
+	int err = sonde__rec_add_event(r, fd, c, tid, on_exec, gen, cfg->stack_bytes);
 	if (err)
 		close(fd);
 	return err;
 }
 
 int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg *base, pid_t tid,
-			   size_t c, bool on_exec)
+			   size_t c, bool on_exec, uint32_t gen)
 {
 	struct perf_event_cfg cfg = *base;
 
@@ -159,14 +160,14 @@ int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg
 	cfg.side_tracepoint = r->offcpu.switch_id;
 	/* per thread, the switch-in is only told by the thread's own events */
 	cfg.context_switch = tid > 0;
-	int err = open_one(r, &cfg, tid, c, on_exec);
+	int err = open_one(r, &cfg, tid, c, on_exec, gen);
 	if (err)
 		return err;
 	cfg.side_tracepoint = r->offcpu.waking_id;
 	cfg.context_switch = false;
 	cfg.stack_bytes = WAKING_STACK_BYTES;
 	cfg.no_kernel_callchain = true;
-	return open_one(r, &cfg, tid, c, on_exec);
+	return open_one(r, &cfg, tid, c, on_exec, gen);
 }
 
 static struct rec_offcpu *state_of(struct sonde_recorder *r, pid_t tid, bool create)
@@ -226,6 +227,8 @@ static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec,
 	o->regs_abi = s->regs_abi;
 	o->regs = s->regs;
 	o->stack_len = (uint32_t)s->stack_len;
+	/* looked up now: the switch that closes its event forgets its id */
+	o->copy = sonde__rec_event_copy(r, rec->id);
 	o->callchain_nr = (uint32_t)s->callchain_nr;
 	return 0;
 }
@@ -252,14 +255,16 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		r->sum.offcpu_dropped++;
 		return 0;
 	}
-	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE, .time = o->out_ns};
+	struct perf_rec rec = {
+		.type = PERF_RECORD_SAMPLE, .time = o->out_ns, .pid = pid, .tid = tid};
 	rec.sample = (struct perf_sample){.regs_abi = o->regs_abi,
 					  .regs = o->regs,
 					  .stack = o->data,
 					  .stack_len = o->stack_len,
 					  .callchain = o->data + o->stack_len,
 					  .callchain_nr = o->callchain_nr};
-	int err = sonde__rec_sample_stack(r, p, &rec, &n, &flags);
+	/* a long interval's stack sizes the thread's copy as a sample's does */
+	int err = sonde__rec_sample_stack(r, p, &rec, o->copy, &n, &flags);
 	if (!err)
 		err = sonde__rec_thread_id(r, o->out_ns, pid, tid, &id);
 	if (err)

@@ -191,6 +191,9 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	r->ring_pages = o.ring_pages;
 	r->sum.frequency = r->cfg.period || r->cfg.kind == PERF_KIND_TRACEPOINT ? 0 : r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
+	r->sum.stack_bytes_min = r->sum.stack_bytes_max = r->cfg.stack_bytes;
+	/* no size given: each thread's copy is sized by what its unwinds need (resize.c) */
+	r->adaptive = !o.stack_bytes;
 	return (int)o.event;
 }
 
@@ -282,6 +285,7 @@ static struct sonde_recorder *recorder_alloc(void)
 		return NULL;
 	r->epfd = -1;
 	r->out_fd = -1;
+	r->gen = 1;
 	sonde__perf_event_layout(&r->layout);
 	r->sum.sz = sizeof(r->sum);
 	struct timespec boot;
@@ -407,6 +411,8 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
 	if (!err && mode != SONDE_ATTACH_ON_EXEC)
 		err = sonde_recorder__enable(r);
+	else if (!err)
+		r->enabled = true; /* the kernel enables the events at exec */
 	return err;
 }
 
@@ -798,6 +804,8 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 	int err = drain_and_process(r, false, &pr);
 	if (r->system_wide)
 		sonde__rec_system_grow_rings(r);
+	else if (!err)
+		err = sonde__rec_maybe_regen(r);
 	if (!err)
 		err = sonde__rec_maybe_recover(r, false);
 	if (!err)
@@ -1000,9 +1008,12 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	}
 	for (size_t i = 0; i < r->n_procs; i++)
 		sonde__proc_resume(&r->procs[i].stop);
-	for (size_t i = 0; r->rings && i < r->n_cpus; i++)
+	for (size_t i = 0; r->rings && i < r->n_cpus; i++) {
 		if (r->rings[i].mapped)
 			sonde__perf_ring_unmap(&r->rings[i].ring);
+		if (r->rings[i].next_mapped)
+			sonde__perf_ring_unmap(&r->rings[i].next);
+	}
 	for (size_t i = 0; i < r->n_events; i++)
 		close(r->events[i].fd);
 	if (r->epfd >= 0)
@@ -1021,6 +1032,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde__free(r->bidcache_dir);
 	sonde__unwind_cache_free(r->unwind_cache);
 	sonde__free(r->events);
+	sonde__free(r->ids);
 	sonde__free(r->rings);
 	sonde__free(r->cpus);
 	sonde__free(r);

@@ -39,15 +39,33 @@ struct rec_ring {
 	bool mapped;
 	bool hup;	/* removed from epoll after POLLHUP (still drained) */
 	bool lost_seen; /* a LOST record came out of it since the last look */
+	/* Its replacement while a generation switch grows it (resize.c): the new events
+	 * write there, the old ones here until they are disabled. */
+	struct perf_ring next;
+	bool next_mapped;
+	unsigned grow_pages; /* the size it grows to in the switch under way, 0: none */
 };
 
 struct rec_event {
 	int fd;
 	int ring; /* index into rings (= CPU index) */
 	pid_t tid;
-	bool armed_on_exec; /* enable_on_exec still pending: enabling by hand would sample the
-			     * launcher before its exec */
-	bool retired;	    /* its thread is gone, but it owns its ring: kept open, disabled */
+	bool armed_on_exec;   /* enable_on_exec still pending: enabling by hand would sample the
+			       * launcher before its exec */
+	bool retired;	      /* its thread is gone, but it owns its ring: kept open, disabled */
+	uint32_t gen;	      /* the generation it belongs to (resize.c) */
+	uint32_t stack_bytes; /* its sample_stack_user */
+};
+
+/* Every event the recording opened, by the id its records carry (PERF_SAMPLE_ID: an
+ * inherited event's records carry its parent's), kept after the event is closed while its
+ * records may still be queued. Sorted by id. */
+struct rec_event_id {
+	uint64_t id;
+	pid_t tid;	      /* the thread it was opened on (-1: a CPU) */
+	uint32_t gen;	      /* its generation */
+	uint32_t stack_bytes; /* its stack copy */
+	bool dead;	      /* of a switch that was abandoned: its records are dropped */
 };
 
 struct rec_process {
@@ -78,6 +96,19 @@ struct rec_thread {
 	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
 	char comm[16];
+	/* Stack copy sizing (resize.c). The events sampling it are its own (root_gen: the
+	 * generation they belong to, 0 when it has none) or inherited from root_tid's. */
+	uint32_t root_gen;
+	pid_t root_tid;
+	bool inheritors;     /* threads created since inherited its own events */
+	bool grow;	     /* a stack was cut by the end of its copy: double it */
+	uint32_t copy_bytes; /* the copy its last sample had */
+	uint32_t min_bytes;  /* never below this: a size it had to grow to */
+	uint32_t reach;	     /* most stack bytes an unwind of it needed in the window */
+	uint32_t window;     /* samples since its events were last reopened (the window) */
+	uint32_t cuts;	     /* of them, cut by the end of a full copy */
+	bool too_deep;	     /* cut even by the largest copy: back to STACK_TOO_DEEP */
+	uint32_t regen_mark; /* generation a switch in progress gave it events in */
 	struct rec_offcpu *off; /* off-CPU state (offcpu.c), NULL until its first switch-out */
 };
 
@@ -154,6 +185,16 @@ struct sonde_recorder {
 	uint64_t closed_lost;	/* lost counts of event fds already closed */
 	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
 
+	/* Per-thread stack copies and ring growth by generation switch (resize.c). */
+	bool adaptive;	     /* size each thread's copy (no --stack-size given) */
+	uint32_t gen;	     /* the current generation of events */
+	uint64_t gen_cut;    /* monotonic ns from which the current generation alone samples */
+	uint64_t last_regen; /* sonde__rec_now() of the last switch (or its attempt) */
+	bool switching;	     /* a switch is opening the next generation's events */
+	bool regen_grow;     /* a thread's stack was cut: switch at the next poll */
+	struct rec_event_id *ids;
+	size_t n_ids, cap_ids;
+
 	/* System-wide recording (system.c). */
 	bool system_wide;
 	pid_t self_pid;	    /* the recorder's own process: never recorded */
@@ -218,9 +259,46 @@ int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid);
 void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid);
 /* Sum of the lost counters of every open event plus those already closed. */
 uint64_t sonde__rec_read_lost_counters(struct sonde_recorder *r);
-/* Takes event fd (of thread tid, -1 for a per-CPU event) on CPU index cpu_idx, routing it
- * into that CPU's ring (mapped on first use). 0 or -errno (fd then still the caller's). */
-int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec);
+/* Takes event fd (of thread tid, -1 for a per-CPU event; generation gen, copying
+ * stack_bytes) on CPU index cpu_idx, routing it into that CPU's ring (mapped on first use;
+ * during a switch, the ring's replacement when it grows). 0 or -errno (fd then still the
+ * caller's). */
+int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec,
+			 uint32_t gen, uint32_t stack_bytes);
+/* One event per (thread, CPU) with a stack copy of stack_bytes, disabled or armed for exec,
+ * of generation gen, into each CPU's ring (its replacement when one is being grown).
+ * 0 or -errno (nothing of it left open). */
+int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit,
+			   uint32_t stack_bytes, uint32_t gen);
+/* Closes the events opened from index `from` on (of tid only when tid is not 0), keeping
+ * their lost counts; ring owners stay open, disabled. */
+void sonde__rec_close_events_from(struct sonde_recorder *r, pid_t tid, size_t from);
+
+/* resize.c */
+/* Records event fd's id (opened on tid, generation gen). 0 or -errno. */
+int sonde__rec_note_event_id(struct sonde_recorder *r, int fd, pid_t tid, uint32_t gen,
+			     uint32_t stack_bytes);
+const struct rec_event_id *sonde__rec_event_id(const struct sonde_recorder *r, uint64_t id);
+/* Whether rec is a copy of what another event of the same thread records: the older
+ * generation's while the switch overlapped them, or a parent's inherited event on a
+ * thread that has its own. */
+bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *rec);
+/* The stack copy of the event whose records carry id (the configured one if unknown). */
+uint32_t sonde__rec_event_copy(const struct sonde_recorder *r, uint64_t id);
+/* What an unwind of a copy of copy bytes (stack_len of them kept) tells about its thread's
+ * copy size. */
+void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t, uint32_t copy,
+			    size_t stack_len, enum unwind_end end, size_t reach);
+/* The stack copy to open thread t's events with. */
+uint32_t sonde__rec_thread_stack_bytes(const struct sonde_recorder *r, const struct rec_thread *t);
+/* After a poll: switches to a new generation of events when a thread's copy should change
+ * size or a ring lost records and may grow. 0 or the first error. */
+int sonde__rec_maybe_regen(struct sonde_recorder *r);
+/* A thread with its own events exits: whether they can be closed (no thread inherited
+ * them). */
+bool sonde__rec_can_close_root(struct sonde_recorder *r, struct rec_thread *t);
+/* A thread was created by parent (a FORK record): it inherits parent's events. */
+void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t ptid);
 
 /* images.c */
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
@@ -237,7 +315,7 @@ void sonde__rec_images_free(struct sonde_recorder *r);
 int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Opens the off-CPU events of thread tid (-1: every task) on CPU index c, into its ring. */
 int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg *base, pid_t tid,
-			   size_t c, bool on_exec);
+			   size_t c, bool on_exec, uint32_t gen);
 /* A sample record: a switch-out or a wakeup (1, handled), or an on-CPU sample (0). */
 int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *rec);
 /* A PERF_RECORD_SWITCH record: the switch-in of its thread. */
@@ -267,9 +345,10 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 /* The process a sample belongs to, or NULL (counted) when it is not to be recorded. */
 struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const struct perf_rec *rec);
 /* A sample's stack into r->frames (kernel frames, then the unwound user frames): *n frames,
- * *flags SONDE_SAMPLE_*. 0 or -errno. */
+ * *flags SONDE_SAMPLE_*; with per-thread copies, what the unwind needed sizes the copy of
+ * rec->tid (the sample's copy was copy bytes). 0 or -errno. */
 int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
-			    const struct perf_rec *rec, size_t *n, uint32_t *flags);
+			    const struct perf_rec *rec, uint32_t copy, size_t *n, uint32_t *flags);
 /* The spool id of thread tid of pid, defined on first use. */
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id);

@@ -115,6 +115,8 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 	r->follow_children = true;
 	r->cfg.no_children = false;
 	r->cfg.cpu_wide = true;
+	/* one event per CPU samples every thread: one copy size for all */
+	r->adaptive = false;
 	if (o->n_cpus) {
 		int err = select_cpus(r, o->cpus, o->n_cpus);
 		if (err)
@@ -150,11 +152,13 @@ int sonde__rec_system_open(struct sonde_recorder *r)
 		int fd = sonde__rec_perf_open(r, &a, -1, r->cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* went offline since it was listed */
-		int err = fd < 0 ? fd : sonde__rec_add_event(r, fd, c, -1, false);
+		int err = fd < 0 ? fd
+				 : sonde__rec_add_event(r, fd, c, -1, false, r->gen,
+							r->cfg.stack_bytes);
 		if (err && fd >= 0)
 			close(fd);
 		if (!err)
-			err = sonde__rec_offcpu_open(r, &r->cfg, -1, c, false);
+			err = sonde__rec_offcpu_open(r, &r->cfg, -1, c, false, r->gen);
 		if (err)
 			return err;
 	}

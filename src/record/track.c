@@ -388,7 +388,7 @@ struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const st
 }
 
 int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
-			    const struct perf_rec *rec, size_t *n, uint32_t *flags)
+			    const struct perf_rec *rec, uint32_t copy, size_t *n, uint32_t *flags)
 {
 	const struct perf_sample *s = &rec->sample;
 	enum unwind_end end = UNWIND_END_COMPLETE;
@@ -397,14 +397,18 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 
 	if (err)
 		return err;
+	size_t reach = 0;
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
-		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP]};
+		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP], &reach};
 		nu = sonde__record_unwind(
 			&s->regs, &st, &p->mods, r->frame_pointers_only ? NULL : r->unwind_cache,
 			p->pid, &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
 	*n = nu + nk;
 	*flags = nk ? SONDE_SAMPLE_KERNEL : 0;
+	if (r->adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE)
+		sonde__rec_stack_learn(r, sonde__rec_thread_get(r, (pid_t)rec->tid, false), copy,
+				       s->stack_len, end, reach);
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
 		*flags |= SONDE_SAMPLE_TRUNCATED;
 		r->sum.truncated_stacks++;
@@ -423,7 +427,7 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	struct rec_process *p = sonde__rec_sample_process(r, rec);
 	if (!p)
 		return 0;
-	int err = sonde__rec_sample_stack(r, p, rec, &n, &flags);
+	int err = sonde__rec_sample_stack(r, p, rec, sonde__rec_event_copy(r, rec->id), &n, &flags);
 	if (err)
 		return err;
 	if (n == 0) {
@@ -527,6 +531,7 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 			continue;
 		t->defined = false;
 		t->own_events = false;
+		t->root_gen = 0;
 		t->announced = false;
 		t->selected = false;
 		t->comm[0] = 0;
@@ -544,6 +549,19 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 	sonde__proc_resume(&p->stop); /* holds nothing by now; frees what it would */
 	memset(&p->stop, 0, sizeof(p->stop));
 	return err;
+}
+
+/* A thread created by a recorded thread of a process attached by thread (-t) while a
+ * generation switch was under way (its fork is older than the cut): the switch, which
+ * did not know it, gave it nothing, and the events it inherited may be the old
+ * generation's, closed since. It gets its own now. */
+static int adopt_switch_child(struct sonde_recorder *r, const struct rec_process *owner,
+			      pid_t tid, uint64_t time, bool own)
+{
+	if (own || !owner || !owner->thread_only || r->gen < 2 || time >= r->gen_cut)
+		return 0;
+	int err = sonde__rec_open_thread_events(r, tid);
+	return err == -ESRCH ? 0 : sonde__rec_error(r, err); /* exited meanwhile: nothing */
 }
 
 static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
@@ -566,19 +584,23 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
 	if (!t)
 		return sonde__rec_error(r, -ENOMEM);
-	/* Looked up after the insertion, which may have moved the table. */
-	struct rec_thread *parent = sonde__rec_thread_get(r, (pid_t)f->ptid, false);
+	/* A switch may have given it events of its own before this record was processed. */
+	bool own = t->own_events && t->pid == (pid_t)f->pid && t->root_gen == r->gen;
 	t->pid = (pid_t)f->pid;
 	t->defined = false;
 	t->announced = true;
-	t->own_events = false;
+	t->own_events = own;
 	t->since = rec->time;
+	if (!own)
+		sonde__rec_inherit(r, t, (pid_t)f->ptid);
+	/* Looked up after the insertion, which may have moved the table. */
+	struct rec_thread *parent = sonde__rec_thread_get(r, (pid_t)f->ptid, false);
 	/* system-wide filters: what a filtered thread creates is recorded too */
 	t->selected = parent && parent->selected && parent->pid == (pid_t)f->ppid;
 	bool parent_selected = t->selected;
 	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
-	if (!new_process)
-		return 0; /* a new thread of a known process */
+	if (!new_process) /* a new thread of a known process */
+		return adopt_switch_child(r, owner, (pid_t)f->tid, rec->time, own);
 
 	/* A new process: it starts with a copy of its parent's mappings. A record of the same
 	 * pid is an earlier process whose exit went unseen (lost): it must not lend its
@@ -643,6 +665,10 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec)
 {
+	if (sonde__rec_is_duplicate(r, rec)) {
+		r->sum.duplicates_dropped++;
+		return 0;
+	}
 	switch (rec->type) {
 	case PERF_RECORD_SAMPLE: {
 		int handled = r->offcpu.on ? sonde__rec_offcpu_sample(r, rec) : 0;

@@ -31,11 +31,14 @@ struct unwind_regs {
 	uint32_t valid; /* bit i set when r[i] is known */
 };
 
-/* A copy of user memory [start, start + len): start is the stack pointer at the sample. */
+/* A copy of user memory [start, start + len): start is the stack pointer at the sample.
+ * reach, when not NULL, is raised to the end (offset from start) of the highest word read:
+ * how much of the copy the walk needed, which the recorder sizes later copies by. */
 struct unwind_stack {
 	const uint8_t *data;
 	size_t len;
 	uint64_t start;
+	size_t *reach;
 };
 
 /* At most this many frames per stack; a longer stack ends with a truncation mark. */
@@ -55,6 +58,8 @@ static inline bool unwind_stack_read(const struct unwind_stack *s, uint64_t addr
 	if (addr < s->start || addr - s->start > s->len || s->len - (addr - s->start) < 8)
 		return false;
 	__builtin_memcpy(out, s->data + (addr - s->start), 8);
+	if (s->reach && addr - s->start + 8 > *s->reach)
+		*s->reach = addr - s->start + 8;
 	return true;
 }
 

@@ -100,6 +100,27 @@ void life_sample(struct life_spool *ls, uint64_t i, struct life_sample *out)
 		resolve(ls, frames[k], th.pid, &out->fn[k], &out->mod[k]);
 }
 
+int life_sample_outer(struct life_spool *ls, uint64_t i, struct life_sample *out, uint32_t *flags)
+{
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread th;
+	static uint32_t frames[4096];
+
+	ASSERT_OK(sonde_spool__get_sample(ls->s, i, &smp));
+	ASSERT_OK(sonde_spool__get_thread(ls->s, smp.thread, &th));
+	int depth = ASSERT_OK(sonde_spool__get_stack(ls->s, smp.stack, frames, 4096));
+	ASSERT_INT(depth, <=, 4096);
+	int skip = depth > LIFE_MAX_FRAMES ? depth - LIFE_MAX_FRAMES : 0;
+	out->pid = th.pid;
+	out->tid = th.tid;
+	out->comm = th.comm;
+	out->depth = depth - skip;
+	for (int k = 0; k < out->depth; k++)
+		resolve(ls, frames[skip + k], th.pid, &out->fn[k], &out->mod[k]);
+	*flags = smp.flags;
+	return depth;
+}
+
 bool life_is_file(const char *path, const char *name)
 {
 	const char *slash = strrchr(path, '/');

@@ -35,6 +35,9 @@ void life_open_mem(struct life_spool *ls, const void *buf, size_t len);
 void life_close(struct life_spool *ls);
 /* Sample i (< ls->info.samples). */
 void life_sample(struct life_spool *ls, uint64_t i, struct life_sample *out);
+/* The same with the outermost LIFE_MAX_FRAMES frames of a deeper stack (main, _start, and
+ * what lies below them), and its whole depth and flags. Returns the depth. */
+int life_sample_outer(struct life_spool *ls, uint64_t i, struct life_sample *out, uint32_t *flags);
 /* Whether path's file name is name. */
 bool life_is_file(const char *path, const char *name);
 /* Index of the first frame whose function is fn, or -1. */

@@ -138,6 +138,84 @@ TEST_TIMEOUT(offcpu_wall_split_matches_the_truth, 300)
 	ASSERT_DOUBLE_NEAR(got / want, 1.0, 0.1);
 }
 
+/* Generation switches of the per-thread stack copies: "after N switch" of the summary. */
+static unsigned stack_switches(const char *err)
+{
+	const char *l = strstr(err, "stack copies: ");
+	unsigned lo, hi, n;
+
+	if (!l || sscanf(l, "stack copies: %u-%u bytes per thread after %u", &lo, &hi, &n) != 3)
+		FAIL("no stack copies line in the summary:\n%s", err);
+	return n;
+}
+
+/* Of the main thread (tid pid) in spool: intervals of at least 15 ms (every nap and pipe
+ * wait, whatever the load), and whether two of its intervals overlap (one counted twice). */
+static uint64_t long_intervals(const char *spool, int pid, bool *overlap)
+{
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	uint64_t n = 0, last_in = 0;
+
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	*overlap = false;
+	/* written by their end: a thread's intervals in order */
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
+		if ((int)th.tid != pid)
+			continue;
+		*overlap |= iv.switch_out_ns < last_in;
+		last_in = iv.switch_in_ns;
+		n += iv.switch_in_ns - iv.switch_out_ns >= 15000000;
+	}
+	sonde_spool__close(s);
+	return n;
+}
+
+/* The main thread's rounds run shallow, then 300 frames deep (offcpu_split's DEPTH): its
+ * copy shrinks, then grows again, each a generation switch of its events, the off-CPU
+ * ones with them. Across the switches no interval is lost (every nap and pipe wait is
+ * there) or doubled (a switch-out and its switch-in recorded by both generations), and
+ * the wall split still matches the truth. */
+TEST_TIMEOUT(offcpu_intervals_survive_stack_copy_switches, 300)
+{
+	struct wall w = {0};
+	struct test_output o;
+	const char *spool = test_path("sw.spool"), *truth = test_path("sw.truth");
+
+	require_offcpu();
+	for (int i = 0; i < 4 && (i == 0 || !within(&w, 3)); i++) {
+		double rounds = w.rounds;
+		bool overlap;
+		test_runf(&o, 120, "%s record --off-cpu --off-cpu-min 0 -o %s -- %s %d %s 300",
+			  test_bin("sonde"), spool, test_prog("offcpu_split"), 4 + i, truth);
+		if (o.status != 0)
+			FAIL("record exited %d:\n%s", o.status, o.err);
+		unsigned switches = stack_switches(o.err);
+		int pid = add_recording(&w, spool, truth, "wall", true);
+		uint64_t n = long_intervals(spool, pid, &overlap);
+		printf("recording %d: %u switches, %llu long intervals for %.0f rounds; burn "
+		       "%.1f%% "
+		       "(truth %.1f%%), nap %.1f%% (%.1f%%), wait_pipe %.1f%% (%.1f%%)\n",
+		       i + 1, switches, (unsigned long long)n, w.rounds - rounds,
+		       share(w.got, BURN), share(w.truth, BURN), share(w.got, NAP),
+		       share(w.truth, NAP), share(w.got, PIPE), share(w.truth, PIPE));
+		if (overlap)
+			FAIL("two off-CPU intervals of the main thread overlap:\n%s", o.err);
+		/* the shrink and the deep phase's growth */
+		ASSERT_UINT(switches, >=, 2);
+		ASSERT_UINT(n, >=, (uint64_t)(2 * (w.rounds - rounds)));
+		test_output_free(&o);
+	}
+	for (int k = 0; k < PHASES; k++)
+		ASSERT_DOUBLE_NEAR(share(w.got, k), share(w.truth, k), 3.0);
+	double got = (w.got[BURN] + w.got[NAP] + w.got[PIPE]) * 1e3;
+	double want = w.truth[BURN] + w.truth[NAP] + w.truth[PIPE];
+	ASSERT_DOUBLE_NEAR(got / want, 1.0, 0.1);
+}
+
 /* With a 30 ms threshold, the 40 ms naps are stacked and the 20 ms pipe waits are
  * counted: the header says how many, the folded profile holds few of them. */
 TEST_TIMEOUT(offcpu_min_counts_short_intervals, 200)

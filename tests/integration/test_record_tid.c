@@ -317,3 +317,52 @@ TEST_TIMEOUT(record_all_cpus_comm_filter_started_during, 120)
 	ASSERT_UINT(f.hot_b, ==, 0);
 	ASSERT_UINT(f.hot_a * 10, >=, f.total * 9);
 }
+
+/* Per-thread stack copies: hot_a's shallow stack shrinks its copy, which reopens its
+ * events (a generation switch). The new ones keep -t's rules: only hot_a is recorded
+ * (not hot_b, whose process a switch otherwise reopens whole), and with --no-inherit
+ * the thread hot_a creates afterwards inherits nothing; without it, it is followed. */
+static void late_thread_switched(bool inherit, struct folded *f, struct two *t)
+{
+	struct test_output o;
+	char suffix[32];
+	unsigned lo, hi, switches = 0;
+	const char *spool = test_path("late-switch.spool");
+
+	two_start_args(t, "60", "late");
+	test_runf(&o, 60, "%s record -t %d %s -d 4 -o %s", test_bin("sonde"), t->tid[0],
+		  inherit ? "" : "--no-inherit", spool);
+	two_stop(t);
+	if (o.status != 0)
+		FAIL("sonde record -t exited %d:\n%s", o.status, o.err);
+	const char *l = strstr(o.err, "stack copies: ");
+	if (!l ||
+	    sscanf(l, "stack copies: %u-%u bytes per thread after %u", &lo, &hi, &switches) != 3)
+		FAIL("no stack copies line in the summary:\n%s", o.err);
+	ASSERT_UINT(switches, >=, 1);
+	ASSERT_UINT(hi, <, 32768); /* hot_a's copy shrank */
+	test_output_free(&o);
+	snprintf(suffix, sizeof(suffix), "/%d", t->tid[0]);
+	const char *allowed[] = {suffix, NULL};
+	fold(spool, allowed, false, f);
+}
+
+TEST_TIMEOUT(record_tid_no_inherit_stays_thread_only_after_a_resize, 120)
+{
+	struct two t;
+	struct folded f;
+
+	test_require_perf();
+	late_thread_switched(false, &f, &t);
+	if (f.other_roots)
+		FAIL("%lu of %lu samples not of thread %d (first: %s)", f.other_roots, f.total,
+		     t.tid[0], f.first_bad);
+	ASSERT_UINT(f.hot_b, ==, 0);
+	ASSERT_UINT(f.hot_c, ==, 0);
+	ASSERT_UINT(f.hot_a, >=, 50);
+	late_thread_switched(true, &f, &t);
+	ASSERT_UINT(f.hot_b, ==, 0);
+	ASSERT_UINT(f.hot_a, >=, 50);
+	ASSERT_UINT(f.hot_c, >=, 50);
+	ASSERT_UINT(f.other_same_tid, ==, f.other_roots);
+}

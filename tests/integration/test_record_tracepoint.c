@@ -341,3 +341,46 @@ TEST_TIMEOUT(record_tracepoint_unprivileged_says_why, 60)
 	ASSERT(strchr(err, '\n') == err + strlen(err) - 1);
 	free(err);
 }
+
+/* A tracepoint with a filter and per-thread stack copies: offcpu_split's main thread
+ * (a shallow half, then 600 frames deep) switches generations of its events as its copy
+ * shrinks and grows; each new event gets the filter too, and no hit is lost or counted
+ * twice: one sample for each of main's naps (a clock_nanosleep each), none of the writer
+ * thread's, which the filter leaves out. */
+TEST_TIMEOUT(record_api_tracepoint_filter_survives_stack_copy_switches, 120)
+{
+	const char *truth = test_path("tp.truth"), *spool = test_path("tp.spool");
+	const char *argv[] = {test_prog("offcpu_split"), "6", truth, "600", NULL};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	char filter[64];
+	int status;
+
+	test_require_perf();
+	if (access("/sys/kernel/tracing/events/syscalls/sys_enter_clock_nanosleep/id", R_OK))
+		SKIP("no readable tracefs with syscalls:sys_enter_clock_nanosleep (a kernel "
+		     "without CONFIG_FTRACE_SYSCALLS, or tracefs not mounted)");
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new((char *const *)argv, NULL));
+	snprintf(filter, sizeof(filter), "common_pid == %d", (int)sonde_launch__pid(l));
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .tracepoint = "syscalls:sys_enter_clock_nanosleep",
+					 .tracepoint_filter = filter};
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder__attach(sonde_launch__pid(l), spool, SONDE_ATTACH_ON_EXEC, &opts));
+	ASSERT_OK(sonde_launch__resume(l));
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0)
+		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
+	char *text = ASSERT_NOT_NULL(test_read_file(truth, NULL));
+	const char *rl = strstr(text, "rounds ");
+	ASSERT_NOT_NULL(rl);
+	uint64_t rounds = strtoull(rl + 7, NULL, 10);
+	free(text);
+	/* the shrink of the shallow half, the growth of the deep one */
+	ASSERT_UINT(sum.stack_switches, >=, 2);
+	ASSERT_UINT(sum.lost_samples + sum.lost_events, ==, 0);
+	ASSERT_UINT(sum.samples, ==, rounds);
+	ASSERT_UINT(sum.samples_written + sum.empty_stacks, ==, rounds);
+}

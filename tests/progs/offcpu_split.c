@@ -5,7 +5,11 @@
  * clock as it happens (burn's preemptions count as burn), and the truth is written to
  * TRUTH at the end: what the main thread's rounds really spent where.
  *
- * usage: offcpu_split SECONDS TRUTH
+ * With DEPTH, the rounds of the second half run at the bottom of DEPTH recursive frames
+ * of about 64 bytes (descend): a thread whose stack needs change mid-recording, for the
+ * recorder's per-thread stack copies.
+ *
+ * usage: offcpu_split SECONDS TRUTH [DEPTH]
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -66,26 +70,54 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+static uint64_t spent[3], rounds;
+
+/* Rounds until end (CLOCK_MONOTONIC ns). A macro, not a function: the shallow rounds are
+ * main's own, their stacks main -> burn/nap/wait_pipe as the tests look for them. */
+#define RUN_ROUNDS(end)                                                                            \
+	do {                                                                                       \
+		uint64_t t_[4];                                                                    \
+		while (now_ns(CLOCK_MONOTONIC) < (end)) {                                          \
+			t_[0] = now_ns(CLOCK_MONOTONIC);                                           \
+			burn(20000000);                                                            \
+			t_[1] = now_ns(CLOCK_MONOTONIC);                                           \
+			nap(40000000);                                                             \
+			t_[2] = now_ns(CLOCK_MONOTONIC);                                           \
+			wait_pipe();                                                               \
+			t_[3] = now_ns(CLOCK_MONOTONIC);                                           \
+			for (int i_ = 0; i_ < 3; i_++)                                             \
+				spent[i_] += t_[i_ + 1] - t_[i_];                                  \
+			rounds++;                                                                  \
+		}                                                                                  \
+	} while (0)
+
+/* One frame: a buffer the compiler must keep, so each level takes its share of stack. */
+__attribute__((noinline)) static void descend(uint64_t end, int level)
+{
+	volatile uint64_t pad[4];
+
+	pad[0] = end;
+	if (level <= 1)
+		RUN_ROUNDS(end);
+	else
+		descend(end, level - 1);
+	sink += pad[0];
+}
+
 int main(int argc, char **argv)
 {
-	uint64_t t[4], spent[3] = {0}, rounds = 0;
 	pthread_t w;
 
-	if (argc != 3 || pipe(pipe_in) || pipe(pipe_go) || pthread_create(&w, NULL, writer, NULL))
+	if (argc < 3 || argc > 4 || pipe(pipe_in) || pipe(pipe_go) ||
+	    pthread_create(&w, NULL, writer, NULL))
 		return 2;
-	uint64_t end = now_ns(CLOCK_MONOTONIC) + (uint64_t)(atof(argv[1]) * 1e9);
-	while (now_ns(CLOCK_MONOTONIC) < end) {
-		t[0] = now_ns(CLOCK_MONOTONIC);
-		burn(20000000);
-		t[1] = now_ns(CLOCK_MONOTONIC);
-		nap(40000000);
-		t[2] = now_ns(CLOCK_MONOTONIC);
-		wait_pipe();
-		t[3] = now_ns(CLOCK_MONOTONIC);
-		for (int i = 0; i < 3; i++)
-			spent[i] += t[i + 1] - t[i];
-		rounds++;
-	}
+	int depth = argc > 3 ? atoi(argv[3]) : 0;
+	if (depth < 0 || depth > 1000)
+		return 2;
+	uint64_t start = now_ns(CLOCK_MONOTONIC), len = (uint64_t)(atof(argv[1]) * 1e9);
+	RUN_ROUNDS(depth ? start + len / 2 : start + len);
+	if (depth)
+		descend(start + len, depth);
 	FILE *f = fopen(argv[2], "w");
 	if (!f)
 		return 2;

@@ -144,11 +144,12 @@ static void rb_end(struct rb *r)
 	memcpy(r->b + 6, &sz, 2);
 }
 
-/* The sample_id trailer for our layout: pid/tid, time, cpu. */
+/* The sample_id trailer for our layout: pid/tid, time, id, cpu. */
 static void rb_trailer(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint32_t cpu)
 {
 	rb_u32x2(r, pid, tid);
 	rb_u64(r, t);
+	rb_u64(r, 77); /* the event's id */
 	rb_u32x2(r, cpu, 0);
 }
 
@@ -158,6 +159,7 @@ static void build_sample(struct rb *r, uint64_t stack_size, uint64_t dyn)
 	rb_u64(r, 0x401234);   /* ip */
 	rb_u32x2(r, 100, 101); /* pid, tid */
 	rb_u64(r, 123456789);  /* time */
+	rb_u64(r, 76);	       /* id */
 	rb_u32x2(r, 1, 0);     /* cpu */
 	rb_u64(r, 1000);       /* period */
 	rb_u64(r, PERF_SAMPLE_REGS_ABI_64);
@@ -186,6 +188,7 @@ TEST(perf_decode_sample_maps_registers_to_dwarf_order)
 	ASSERT_UINT(rec.pid, ==, 100);
 	ASSERT_UINT(rec.tid, ==, 101);
 	ASSERT_UINT(rec.time, ==, 123456789);
+	ASSERT_UINT(rec.id, ==, 76);
 	ASSERT_UINT(rec.cpu, ==, 1);
 	ASSERT_UINT(rec.sample.period, ==, 1000);
 	ASSERT_UINT(rec.sample.regs.r[UREG_RAX], ==, 0x1000);
@@ -233,6 +236,7 @@ TEST(perf_decode_sample_with_raw_data)
 	rb_u64(&r, 0xffffffff81000000ull);
 	rb_u32x2(&r, 100, 101);
 	rb_u64(&r, 5000);
+	rb_u64(&r, 76); /* id */
 	rb_u32x2(&r, 1, 0);
 	rb_u64(&r, 1);
 	uint32_t size = sizeof(raw);
@@ -259,7 +263,7 @@ TEST(perf_decode_sample_with_raw_data)
 	ASSERT_UINT(c.sample.stack_len, ==, 16);
 	/* a raw size running past the record is malformed */
 	size = 4096;
-	memcpy(r.b + 8 + 5 * 8, &size, 4);
+	memcpy(r.b + 8 + 6 * 8, &size, 4);
 	ASSERT_ERR(sonde__perf_decode(r.b, r.n, &l, &rec), -SONDE_E_FORMAT);
 }
 
@@ -310,6 +314,7 @@ TEST(perf_decode_side_band_records)
 	ASSERT_UINT(rec.type, ==, PERF_RECORD_MMAP2);
 	ASSERT(rec.has_id);
 	ASSERT_UINT(rec.time, ==, 555);
+	ASSERT_UINT(rec.id, ==, 77);
 	ASSERT_UINT(rec.mmap2.addr, ==, 0x400000);
 	ASSERT_UINT(rec.mmap2.len, ==, 0x2000);
 	ASSERT_UINT(rec.mmap2.pgoff, ==, 0x1000);
@@ -319,7 +324,7 @@ TEST(perf_decode_side_band_records)
 	ASSERT_UINT(rec.mmap2.prot, ==, 4 /* PROT_EXEC */);
 	ASSERT_STR_EQ(rec.mmap2.filename, "/usr/bin/true");
 	/* Without a NUL in the name the record is refused. */
-	memset(r.b + r.n - 24 - sizeof(name), 'x', sizeof(name));
+	memset(r.b + r.n - 32 - sizeof(name), 'x', sizeof(name));
 	ASSERT_ERR(sonde__perf_decode(r.b, r.n, &l, &rec), -SONDE_E_TRUNCATED);
 
 	rb_begin(&r, PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC);

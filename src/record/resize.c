@@ -1,0 +1,535 @@
+/* Per-thread stack copies, and rings that grow, by switching generations of events.
+ *
+ * An event's sample_stack_user cannot change once it is open, and the events a thread
+ * inherits are created by the kernel with their parent's attributes, out of reach of any
+ * descriptor: the only way to give a thread another copy size (or to route it into a
+ * bigger ring) is to open new events on it and stop the old ones. Stopping an inherited
+ * event means disabling its parent, which stops it on every thread that inherited it, so
+ * a switch replaces the events of every thread of the recording at once:
+ *
+ *   1. drain   every ring and process everything queued (the sizes are decided on every
+ *              sample taken so far, and the older generations' records are all read)
+ *   2. open    for each live thread (/proc/PID/task of every tracked process), events of
+ *              its own with its size (the next generation), disabled; then enable them
+ *              all, and list the threads again: one created meanwhile by a thread that had
+ *              no new events yet gets its own (enabled at once), until a pass finds none
+ *              (a thread created later inherited the new events of its creator)
+ *   3. disable the older generation's events; the cut is the clock read after that
+ *   4. swap    grown rings: the old one is drained once more and unmapped
+ *   5. close   the older generation's events (those that own a ring stay, disabled)
+ *
+ * Between 2 and 3 both generations sample every thread; records tell their generation by
+ * their event id (PERF_SAMPLE_ID, an inherited event's being its parent's), so the new
+ * generation's records older than the cut are dropped: the old one covers up to the cut
+ * and the new one from it, no sample is lost or counted twice. A thread that got its own
+ * new events in a later pass of 2 may also have inherited its creator's: its records from
+ * another thread's events of the generation it has its own events in are dropped too.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "base/alloc.h"
+#include "base/array.h"
+#include "record/recorder.h"
+
+enum {
+	/* Smallest copy: the outermost frames of a thread (_start, clone's) sit close above
+	 * where any sample can be taken, and a copy this small costs nothing measurable. */
+	STACK_FLOOR = 2048,
+	/* Samples of a thread under its current events before its size is judged. */
+	STACK_LEARN_SAMPLES = 20,
+	/* The copy of a thread whose stacks are deeper than the largest copy: none makes them
+	 * whole, so it copies what perf copies by default, the frames nearest the leaf, at a
+	 * fraction of the largest copy's cost (--stack-size 65528 keeps them all). */
+	STACK_TOO_DEEP = 8192,
+	/* Switches for a cut stack or a ring that lost records come quickly; a switch that
+	 * only makes copies smaller waits longer (it reopens every thread's events). */
+	REGEN_URGENT_NS = 20000000,
+	REGEN_SHRINK_NS = 250000000,
+	/* Passes listing the threads in step 2 before the switch is given up (retried at a
+	 * later poll): a process creating threads without pause. */
+	REGEN_PASSES = 8,
+};
+
+int sonde__rec_note_event_id(struct sonde_recorder *r, int fd, pid_t tid, uint32_t gen,
+			     uint32_t stack_bytes)
+{
+	uint64_t id;
+
+	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
+		return -errno;
+	if (sonde__array_grow(&r->ids, &r->cap_ids, r->n_ids + 1, sizeof(*r->ids), 64) < 0)
+		return -ENOMEM;
+	/* ids come from a counter: nearly always the largest yet */
+	size_t i = r->n_ids;
+	while (i > 0 && r->ids[i - 1].id > id)
+		i--;
+	memmove(&r->ids[i + 1], &r->ids[i], (r->n_ids - i) * sizeof(*r->ids));
+	r->ids[i] = (struct rec_event_id){id, tid, gen, stack_bytes, false};
+	r->n_ids++;
+	return 0;
+}
+
+const struct rec_event_id *sonde__rec_event_id(const struct sonde_recorder *r, uint64_t id)
+{
+	size_t lo = 0, hi = r->n_ids;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (r->ids[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < r->n_ids && r->ids[lo].id == id ? &r->ids[lo] : NULL;
+}
+
+/* Forgets the ids whose records were all processed: generations before the current one
+ * (their events were disabled before the current one's cut, and everything was drained
+ * since) and those of abandoned switches. Called right after the drain of a switch. */
+static void prune_ids(struct sonde_recorder *r)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < r->n_ids; i++)
+		if (!r->ids[i].dead && r->ids[i].gen >= r->gen)
+			r->ids[k++] = r->ids[i];
+	r->n_ids = k;
+}
+
+bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	if (!rec->has_id || r->system_wide || rec->type == PERF_RECORD_LOST ||
+	    rec->type == PERF_RECORD_LOST_SAMPLES)
+		return false;
+	const struct rec_event_id *e = sonde__rec_event_id(r, rec->id);
+	if (!e)
+		return false;
+	if (e->dead)
+		return true;
+	/* the overlap of two generations: the older one covers up to the cut */
+	if ((e->gen == r->gen && rec->time < r->gen_cut) ||
+	    (e->gen < r->gen && rec->time >= r->gen_cut))
+		return true;
+	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)rec->tid, false);
+	return t && t->own_events && t->root_gen == e->gen && e->tid != t->tid;
+}
+
+/* The copy a thread needs: what its unwinds used, half again and 1 KiB more (a deeper
+ * call than any seen yet), in 512-byte steps. */
+static uint32_t size_for(uint32_t reach, uint32_t min)
+{
+	uint64_t v = (uint64_t)reach * 3 / 2 + 1024;
+
+	v = (v + 511) & ~511ull;
+	if (v < STACK_FLOOR)
+		v = STACK_FLOOR;
+	if (v < min)
+		v = min;
+	return v > PERF_STACK_MAX ? PERF_STACK_MAX : (uint32_t)v;
+}
+
+static uint32_t grown(uint32_t copy)
+{
+	uint64_t v = (uint64_t)copy * 2;
+
+	return v > PERF_STACK_MAX ? PERF_STACK_MAX : (uint32_t)v;
+}
+
+uint32_t sonde__rec_thread_stack_bytes(const struct sonde_recorder *r, const struct rec_thread *t)
+{
+	uint32_t copy = t->copy_bytes ? t->copy_bytes : r->cfg.stack_bytes;
+
+	if (!r->adaptive)
+		return r->cfg.stack_bytes;
+	if (t->too_deep)
+		return STACK_TOO_DEEP;
+	if (t->grow)
+		return grown(copy);
+	if (t->window < STACK_LEARN_SAMPLES || !t->reach)
+		return copy;
+	return size_for(t->reach, t->min_bytes);
+}
+
+uint32_t sonde__rec_event_copy(const struct sonde_recorder *r, uint64_t id)
+{
+	const struct rec_event_id *e = sonde__rec_event_id(r, id);
+
+	return e ? e->stack_bytes : r->cfg.stack_bytes;
+}
+
+void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t, uint32_t copy,
+			    size_t stack_len, enum unwind_end end, size_t reach)
+{
+	if (!t)
+		return;
+	t->copy_bytes = copy;
+	t->window++;
+	/* Cut by the end of a full copy (not by the end of the stack's mapping, which a
+	 * larger copy would not pass either): the retry path. The kernel trims the largest
+	 * copies so that the record stays under 64 KiB. */
+	if (end == UNWIND_END_COPY_WINDOW && stack_len + 1024 >= copy) {
+		t->cuts++;
+		if (copy < PERF_STACK_MAX && !t->grow && !t->too_deep) {
+			t->grow = true;
+			r->regen_grow = true;
+		}
+		/* half its stacks deeper than any copy: growing bought nothing */
+		if (copy >= PERF_STACK_MAX && t->window >= STACK_LEARN_SAMPLES &&
+		    t->cuts * 2 >= t->window)
+			t->too_deep = true;
+		return;
+	}
+	/* a window of whole stacks at the small copy: the deep phase is over */
+	if (t->too_deep && copy <= STACK_TOO_DEEP && t->window >= STACK_LEARN_SAMPLES && !t->cuts) {
+		t->too_deep = false;
+		t->min_bytes = 0;
+	}
+	/* A walk cut by the top of the stack's mapping read all there was (a sample while the
+	 * program starts, its stack pointer close to the top): no measure of what it needs. */
+	if (reach > t->reach && end != UNWIND_END_COPY_WINDOW)
+		t->reach = reach > UINT32_MAX ? UINT32_MAX : (uint32_t)reach;
+}
+
+void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t ptid)
+{
+	struct rec_thread *parent = sonde__rec_thread_get(r, ptid, false);
+
+	t->root_gen = 0;
+	t->root_tid = 0;
+	t->window = 0;
+	t->cuts = 0;
+	t->grow = false;
+	t->too_deep = false;
+	t->reach = 0;
+	t->min_bytes = 0;
+	t->copy_bytes = parent ? parent->copy_bytes : 0;
+	if (!parent)
+		return;
+	t->root_tid =
+		parent->own_events && parent->root_gen == r->gen ? parent->tid : parent->root_tid;
+	struct rec_thread *owner = sonde__rec_thread_get(r, t->root_tid, false);
+	if (owner)
+		owner->inheritors = true;
+}
+
+bool sonde__rec_can_close_root(struct sonde_recorder *r, struct rec_thread *t)
+{
+	return !t->inheritors;
+}
+
+/* ---- the switch ---- */
+
+static int enable_from(struct sonde_recorder *r, size_t from)
+{
+	for (size_t i = from; i < r->n_events; i++) {
+		int err = sonde__perf_enable(r->events[i].fd);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* Whether thread t of p is given events by a switch: every thread of a process attached
+ * whole; of one attached by thread (-t), those recorded (attached, or created by one that
+ * is while its events are inherited), the others have none to replace. */
+static bool switched(const struct sonde_recorder *r, const struct rec_process *p,
+		     const struct rec_thread *t)
+{
+	if (!p->thread_only)
+		return true;
+	return t->pid == p->pid && (t->own_events || (t->announced && r->follow_children));
+}
+
+/* Gives every thread of p that has none yet events of generation gen (enabled at once when
+ * enable). Count opened, or -errno; -EAGAIN when p has a child the tables do not know yet
+ * (its fork record is still on its way): the switch is tried again later. */
+static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_t gen, bool enable)
+{
+	pid_t *tids;
+	size_t n;
+	int opened = 0, err = sonde__proc_list_tasks(p->pid, &tids, &n);
+	/* a thread attached alone keeps its rule: what it creates inherits nothing */
+	bool no_inherit = p->thread_only && !r->follow_children;
+
+	if (err)
+		return err == -ESRCH ? 0 : err;
+	for (size_t i = 0; i < n && err >= 0; i++) {
+		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], !p->thread_only);
+		if (p->thread_only && (!t || !switched(r, p, t)))
+			continue;
+		if (!t) {
+			err = -ENOMEM;
+			break;
+		}
+		if (!t->pid) {
+			/* its fork record is still queued: it will keep these events */
+			t->pid = p->pid;
+			t->since = p->since;
+			if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
+				t->comm[0] = 0;
+		}
+		if (t->regen_mark == gen)
+			continue;
+		uint32_t bytes = sonde__rec_thread_stack_bytes(r, t);
+		size_t first = r->n_events;
+		t->regen_mark = gen;
+		err = sonde__rec_open_thread(r, tids[i], false, no_inherit, bytes, gen);
+		if (err == -ESRCH) {
+			err = 0; /* exited meanwhile */
+			if ((t = sonde__rec_thread_get(r, tids[i], false)))
+				t->regen_mark = 0;
+			continue;
+		}
+		if (!err && enable)
+			err = enable_from(r, first);
+		opened += err == 0;
+	}
+	pid_t *kids;
+	size_t nk;
+	if (err >= 0 && r->follow_children && sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
+		for (size_t k = 0; k < nk && err >= 0; k++) {
+			struct rec_process *c = sonde__rec_process_get(r, kids[k], false);
+			if (!c || c->exited)
+				err = -EAGAIN;
+		}
+		sonde__free(kids);
+	}
+	sonde__free(tids);
+	return err < 0 ? err : opened;
+}
+
+static int open_generation(struct sonde_recorder *r, uint32_t gen, size_t first)
+{
+	for (int pass = 0; pass < REGEN_PASSES; pass++) {
+		int added = 0;
+		for (size_t i = 0; i < r->n_procs; i++) {
+			struct rec_process *p = &r->procs[i];
+			if (p->exited)
+				continue;
+			int n = open_process(r, p, gen, pass > 0);
+			if (n < 0)
+				return n;
+			added += n;
+		}
+		if (pass == 0) {
+			int err = enable_from(r, first);
+			if (err)
+				return err;
+		} else if (added == 0) {
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
+/* A switch that could not complete: its events are closed, their records dropped. */
+static void abandon(struct sonde_recorder *r, uint32_t gen, size_t first)
+{
+	/* the ids of gen are this attempt's: the drain before it pruned any older attempt's */
+	for (size_t k = 0; k < r->n_ids; k++)
+		if (r->ids[k].gen == gen)
+			r->ids[k].dead = true;
+	for (size_t c = 0; c < r->n_cpus; c++) {
+		struct rec_ring *ring = &r->rings[c];
+		if (ring->next_mapped) {
+			epoll_ctl(r->epfd, EPOLL_CTL_DEL, ring->next.fd, NULL);
+			r->sum.ring_bytes_total -= ring->next.map_len;
+			sonde__perf_ring_unmap(&ring->next);
+			ring->next_mapped = false;
+		}
+		ring->grow_pages = 0;
+	}
+	for (size_t i = first; i < r->n_events; i++)
+		close(r->events[i].fd);
+	r->n_events = first;
+	for (size_t i = 0; i < r->cap_threads; i++)
+		if (r->threads[i].tid && r->threads[i].regen_mark == gen)
+			r->threads[i].regen_mark = 0;
+}
+
+/* Step 4: a grown ring replaces the old one, whose last records are drained first. */
+static void swap_rings(struct sonde_recorder *r)
+{
+	for (size_t c = 0; c < r->n_cpus; c++) {
+		struct rec_ring *ring = &r->rings[c];
+		if (!ring->next_mapped)
+			continue;
+		sonde__rec_error(r, sonde__rec_drain_ring(r, ring));
+		if (!ring->hup)
+			epoll_ctl(r->epfd, EPOLL_CTL_DEL, ring->ring.fd, NULL);
+		r->sum.ring_bytes_total -= ring->ring.map_len;
+		sonde__perf_ring_unmap(&ring->ring);
+		ring->ring = ring->next;
+		memset(&ring->next, 0, sizeof(ring->next));
+		ring->next_mapped = false;
+		ring->hup = false;
+		ring->grow_pages = 0;
+		if (ring->ring.size > r->sum.ring_bytes)
+			r->sum.ring_bytes = ring->ring.size;
+		r->sum.ring_grows++;
+	}
+}
+
+/* Step 5: the older generations' events, except those that own a ring. */
+static void close_older(struct sonde_recorder *r, uint32_t gen)
+{
+	for (size_t i = 0; i < r->n_events;) {
+		struct rec_event *e = &r->events[i];
+		if (e->gen >= gen) {
+			i++;
+			continue;
+		}
+		if (r->rings[e->ring].ring.fd == e->fd) {
+			e->retired = true;
+			i++;
+			continue;
+		}
+		uint64_t lost;
+		if (r->cfg.read_lost && sonde__perf_read_lost(e->fd, &lost) == 0)
+			r->closed_lost += lost;
+		close(e->fd);
+		*e = r->events[--r->n_events];
+	}
+}
+
+/* The threads given events: their own from now on. */
+static void adopt_generation(struct sonde_recorder *r, uint32_t gen)
+{
+	uint32_t lo = UINT32_MAX, hi = 0;
+
+	for (size_t i = 0; i < r->cap_threads; i++) {
+		struct rec_thread *t = &r->threads[i];
+		if (!t->tid)
+			continue;
+		if (t->regen_mark != gen) {
+			t->own_events = false; /* gone: its events were closed */
+			continue;
+		}
+		uint32_t bytes = sonde__rec_thread_stack_bytes(r, t);
+		if (t->grow) {
+			t->min_bytes = bytes;
+			t->grow = false;
+			r->sum.stack_grows++;
+		}
+		t->copy_bytes = bytes;
+		t->own_events = true;
+		t->root_gen = gen;
+		t->root_tid = t->tid;
+		t->inheritors = false;
+		/* what it needs from now on: the program's start (the loader, deep in
+		 * relocation) or a phase that is over does not hold its size up; a deeper
+		 * call than the window saw is cut, which grows the copy back at once */
+		t->window = 0;
+		t->cuts = 0;
+		t->reach = 0;
+		lo = bytes < lo ? bytes : lo;
+		hi = bytes > hi ? bytes : hi;
+	}
+	if (hi) {
+		r->sum.stack_bytes_min = lo;
+		r->sum.stack_bytes_max = hi;
+	}
+}
+
+/* Plans the rings to grow: those that lost records, while the bound of all rings allows. */
+static bool plan_rings(struct sonde_recorder *r)
+{
+	uint64_t total = r->sum.ring_bytes_total, page = (uint64_t)sysconf(_SC_PAGESIZE);
+	bool any = false;
+
+	for (size_t c = 0; c < r->n_cpus; c++) {
+		struct rec_ring *ring = &r->rings[c];
+		if (!ring->mapped || !ring->lost_seen)
+			continue;
+		ring->lost_seen = false;
+		uint64_t bigger = ring->ring.size * 2 + (ring->ring.map_len - ring->ring.size);
+		if (total - ring->ring.map_len + bigger > r->sum.ring_bytes_cap)
+			continue; /* at the bound: the kernel's losses are counted, nothing more */
+		total = total - ring->ring.map_len + bigger;
+		ring->grow_pages = (unsigned)(ring->ring.size * 2 / page);
+		any = true;
+	}
+	return any;
+}
+
+static int regen(struct sonde_recorder *r)
+{
+	uint32_t gen = r->gen + 1;
+	int err = sonde__rec_drain(r, true);
+
+	r->last_regen = sonde__rec_now();
+	r->regen_grow = false;
+	if (err)
+		return err;
+	prune_ids(r);
+	plan_rings(r);
+	size_t first = r->n_events;
+	r->switching = true;
+	err = open_generation(r, gen, first);
+	r->switching = false;
+	if (err) {
+		abandon(r, gen, first);
+		if (err == -EAGAIN || err == -ESRCH || err == -EMFILE || err == -ENOMEM)
+			return 0; /* the current events go on; tried again later */
+		return sonde__rec_error(r, err);
+	}
+	for (size_t i = 0; i < first; i++)
+		if (!r->events[i].retired)
+			sonde__perf_disable(r->events[i].fd);
+	r->gen_cut = sonde__rec_now();
+	r->gen = gen;
+	swap_rings(r);
+	close_older(r, gen);
+	adopt_generation(r, gen);
+	r->sum.stack_switches++;
+	return 0;
+}
+
+/* Whether a switch is due: a cut stack, a thread whose copy is larger than it needs, a
+ * ring that lost records and may grow. */
+static bool regen_due(struct sonde_recorder *r, uint64_t since_last)
+{
+	bool rings = false, shrink = false;
+	uint64_t total = r->sum.ring_bytes_total;
+
+	for (size_t c = 0; c < r->n_cpus; c++) {
+		struct rec_ring *ring = &r->rings[c];
+		uint64_t bigger = ring->ring.size * 2 + (ring->ring.map_len - ring->ring.size);
+		if (!ring->mapped || !ring->lost_seen)
+			continue;
+		if (total - ring->ring.map_len + bigger <= r->sum.ring_bytes_cap)
+			rings = true;
+		else
+			ring->lost_seen = false; /* at the bound: the losses are counted, no more */
+	}
+	if ((rings || r->regen_grow) && since_last >= REGEN_URGENT_NS)
+		return true;
+	if (!r->adaptive || since_last < REGEN_SHRINK_NS)
+		return false;
+	for (size_t i = 0; i < r->cap_threads && !shrink; i++) {
+		const struct rec_thread *t = &r->threads[i];
+		/* by a quarter at least: a thread whose needs vary a little is not
+		 * switched back and forth */
+		shrink = t->tid && t->window >= STACK_LEARN_SAMPLES && t->copy_bytes &&
+			 (uint64_t)sonde__rec_thread_stack_bytes(r, t) * 4 <=
+				 (uint64_t)t->copy_bytes * 3;
+	}
+	return shrink;
+}
+
+int sonde__rec_maybe_regen(struct sonde_recorder *r)
+{
+	if (r->system_wide || !r->enabled || r->finished)
+		return 0;
+	for (size_t i = 0; i < r->n_events; i++)
+		if (r->events[i].armed_on_exec)
+			return 0; /* not sampling yet */
+	return regen_due(r, sonde__rec_now() - r->last_regen) ? regen(r) : 0;
+}
