@@ -481,6 +481,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			 (unsigned long long)a->opts.sample_period);
 	else if (s->tracepoint[0])
 		snprintf(rate, sizeof(rate), "every hit");
+	else if (!strcmp(s->event, "dummy"))
+		snprintf(rate, sizeof(rate), "off-CPU only (every switch)");
 	else
 		snprintf(rate, sizeof(rate), "%llu Hz", (unsigned long long)s->frequency);
 	if (s->cycles_error)

@@ -42,6 +42,9 @@ struct perf_event_cfg {
 	bool context_switch;	  /* PERF_RECORD_SWITCH records of the task (attr.context_switch) */
 	bool no_kernel_callchain; /* a tracepoint whose kernel stack is not wanted */
 	bool no_inherit;  /* the task's own events only: nothing it creates inherits them */
+	/* The recording's own event carries the side band only (off-CPU-only recordings,
+	 * perf's way): PERF_COUNT_SW_DUMMY, which never samples, whatever kind says. */
+	bool dummy;
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at
