@@ -192,8 +192,8 @@ struct sonde_record_summary {
 	uint32_t stack_bytes;	   /* user stack bytes copied per sample */
 	uint32_t processes;	   /* processes seen (attached, and their children) */
 	uint32_t threads;	   /* threads seen */
-	char event[16]; /* the event sampled: "cycles", "cpu-clock", "tracepoint", or
-			 * "dummy" (off-CPU only: no on-CPU samples) */
+	char event[16];		   /* the event sampled: "cycles", "cpu-clock", "tracepoint", or
+				    * "dummy" (off-CPU only: no on-CPU samples) */
 	int cycles_error;	   /* -errno of the refused cycles attempt when it fell back */
 	/* Unwinding: frames found through DWARF CFI and through the frame-pointer fallback, and
 	 * why CFI failed for a frame, by reason (names from sonde_recorder__unwind_fallback_name).

@@ -213,8 +213,9 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
 	r->ring_pages = o.ring_pages;
-	r->sum.frequency =
-		r->cfg.period || r->cfg.kind == PERF_KIND_TRACEPOINT || r->cfg.dummy ? 0 : r->cfg.freq;
+	r->sum.frequency = r->cfg.period || r->cfg.kind == PERF_KIND_TRACEPOINT || r->cfg.dummy
+				   ? 0
+				   : r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
 	return (int)o.event;
 }

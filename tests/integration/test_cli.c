@@ -228,7 +228,8 @@ static const struct cli_row cli_rows[] = {
 	 "--max-sessions-per-uid 2 --max-connections 9 --max-connections-per-uid 9 "
 	 "--max-buffers 2 --max-session-buffer-kb 1024 --max-buffer-kb-per-uid 1024 "
 	 "--max-smb-kb 1024 --max-pending-kb 1024 --no-perf --no-probes -b --background -f "
-	 "--foreground -l warn --log-level warn --relay-socket 127.0.0.1:1 --machine-name box --relay 127.0.0.1:9 -V",
+	 "--foreground -l warn --log-level warn --relay-socket 127.0.0.1:1 --machine-name box "
+	 "--relay 127.0.0.1:9 -V",
 	 0, "sonded " SONDE_VERSION},
 	{"sonded", "--version", 0, "sonded " SONDE_VERSION},
 	{"sonded", "--max-sessions x", 2, "invalid option value 'x'"},
