@@ -784,6 +784,11 @@ static void on_flush(void *ctx, uint64_t id)
 	if (!in)
 		return;
 	drain(in, false);
+	/* an off-CPU profile's sched events are held to be written in time order: what is
+	 * held so far goes with the flush, so the consumer reading now has it */
+	int rc = in->enc ? sonde__pf_enc_flush(in->enc) : 0;
+	if (rc < 0)
+		sonde_warn("linux.perf: cannot write the sched events: %s", sonde_strerror(rc));
 	if (in->w)
 		sonde_trace_writer__flush(in->w);
 }
