@@ -147,8 +147,11 @@ struct sonde_record_opts {
 	 * kernel stack with `kernel`), and written as an interval once the thread runs again,
 	 * with the state it left in and, when sched:sched_waking saw it, its waker. Needs
 	 * tracefs and the right to open tracepoints (root, CAP_PERFMON, or
-	 * kernel.perf_event_paranoid -1). Not with tracepoint (-EINVAL): on-CPU samples come
-	 * from a CPU clock. */
+	 * kernel.perf_event_paranoid -1). With tracepoint "sched:sched_switch" (or
+	 * "sched/sched_switch"), and neither tracepoint_filter nor sample_period: off-CPU
+	 * only, the recording's own event a dummy one carrying the side band (mappings,
+	 * comms, tasks) and no on-CPU samples (summary event "dummy"); with any other
+	 * tracepoint, a filter or a period, -EINVAL (the intervals need every switch). */
 	bool off_cpu;
 	/* Intervals shorter than this are counted per thread (count and total) instead of
 	 * stacked: 0 for the default 1 ms; 1 stacks every interval. */
@@ -193,7 +196,8 @@ struct sonde_record_summary {
 	uint32_t stack_bytes;	   /* user stack bytes copied per sample */
 	uint32_t processes;	   /* processes seen (attached, and their children) */
 	uint32_t threads;	   /* threads seen */
-	char event[16];		   /* the event sampled: "cycles", "cpu-clock" or "tracepoint" */
+	char event[16];		   /* the event sampled: "cycles", "cpu-clock", "tracepoint", or
+				    * "dummy" (off-CPU only: no on-CPU samples) */
 	int cycles_error;	   /* -errno of the refused cycles attempt when it fell back */
 	/* Unwinding: frames found through DWARF CFI and through the frame-pointer fallback, and
 	 * why CFI failed for a frame, by reason (names from sonde_recorder__unwind_fallback_name).

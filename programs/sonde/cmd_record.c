@@ -114,6 +114,7 @@ static void usage(FILE *f)
 		"      --ring-pages N    data pages per CPU ring, a power of two (default 512)\n"
 		"      --off-cpu         also where threads wait: each switch-out's stack, state (runnable,\n"
 		"                        sleeping, blocked) and time off the CPU (sched tracepoints; root)\n"
+		"                        (with -e sched:sched_switch: off CPU only, no on-CPU samples)\n"
 		"      --off-cpu-min DURATION  off-CPU intervals shorter than this are counted per thread,\n"
 		"                        not stacked (default 1ms; units ns, us, ms, s; 0: stack all)\n"
 		"  -e, --event EVENT     auto (default), cycles (try cycles first, say so when it falls\n"
@@ -483,6 +484,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			 (unsigned long long)a->opts.sample_period);
 	else if (s->tracepoint[0])
 		snprintf(rate, sizeof(rate), "every hit");
+	else if (!strcmp(s->event, "dummy"))
+		snprintf(rate, sizeof(rate), "off-CPU only (every switch)");
 	else
 		snprintf(rate, sizeof(rate), "%llu Hz", (unsigned long long)s->frequency);
 	if (s->cycles_error)

@@ -781,17 +781,29 @@ static void put_idle(struct buf *b, uint32_t comm_field, uint32_t pid_field, uin
 	sonde__pb_put_varint(b, pid_field, 0);
 }
 
+/* The waker as written: itself, or with wakers_recorded_only and a task the stream has
+ * no thread of, the idle task (0). */
+static uint32_t shown_waker(const struct pf_enc *e, uint32_t tid)
+{
+	if (!e->o.wakers_recorded_only)
+		return tid;
+	for (uint32_t i = 1; i < e->threads.n; i++)
+		if (e->threads.v[i].tid == tid)
+			return tid;
+	return 0;
+}
+
 static void put_sched_event(struct pf_enc *e, const struct pf_sched *ev)
 {
 	const struct pf_thread *t = &e->threads.v[ev->thread];
 	struct buf *b = &e->pkt;
 	size_t m = sonde__pb_begin(b, F_BUNDLE_EVENT);
 
-	sonde__pb_put_varint(b, F_FTRACE_TIMESTAMP, ev->ts);
+	sonde__pb_put_varint(b, F_FTRACE_TIMESTAMP, ev->ts + (uint64_t)e->o.sched_boot_offset_ns);
 	/* the task that emitted the event: the one leaving, the waker, the idle task */
 	sonde__pb_put_varint(b, F_FTRACE_PID,
 			     ev->kind == PF_SWITCH_OUT ? t->tid
-			     : ev->kind == PF_WAKING   ? ev->waker
+			     : ev->kind == PF_WAKING   ? shown_waker(e, ev->waker)
 						       : 0);
 	if (ev->kind == PF_WAKING) {
 		size_t w = sonde__pb_begin(b, F_FTRACE_SCHED_WAKING);

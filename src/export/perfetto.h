@@ -53,6 +53,14 @@ struct pf_enc_opts {
 	/* Leave user frames out of callstacks (user_frames SKIP): only kernel frames stay, and
 	 * a sample without any has no callstack. */
 	bool skip_user_frames;
+	/* Added to the sched events' timestamps (MONOTONIC, the sample clock): FtraceEventBundles
+	 * have no clock id and Trace Processor reads them as BOOTTIME, so a live data source,
+	 * whose PerfSamples the service's clock snapshots convert from MONOTONIC, gives
+	 * BOOTTIME - MONOTONIC here; 0 for a file, whose clock_snapshot equates the two. */
+	int64_t sched_boot_offset_ns;
+	/* A sched_waking's waker (FtraceEvent.pid) only when it is a thread of the stream,
+	 * else the idle task: a consumer that may not see every task is not told of others'. */
+	bool wakers_recorded_only;
 };
 
 struct pf_enc;

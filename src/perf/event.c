@@ -59,7 +59,13 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 		a->type = PERF_TYPE_SOFTWARE;
 		a->config = PERF_COUNT_SW_CPU_CLOCK;
 	}
-	if (c->kind == PERF_KIND_TRACEPOINT) {
+	if (c->dummy) {
+		/* mappings, comms and tasks for the side events' samples, no samples of its
+		 * own: the period only keeps the attribute valid */
+		a->type = PERF_TYPE_SOFTWARE;
+		a->config = PERF_COUNT_SW_DUMMY;
+		a->sample_period = 1;
+	} else if (c->kind == PERF_KIND_TRACEPOINT) {
 		/* Hits, not time: every one by default, as perf record -e does. */
 		a->sample_period = c->period ? c->period : 1;
 	} else if (c->period) {

@@ -41,7 +41,10 @@ struct perf_event_cfg {
 	uint64_t side_tracepoint;
 	bool context_switch;	  /* PERF_RECORD_SWITCH records of the task (attr.context_switch) */
 	bool no_kernel_callchain; /* a tracepoint whose kernel stack is not wanted */
-	bool no_inherit;  /* the task's own events only: nothing it creates inherits them */
+	bool no_inherit;	  /* the task's own events only: nothing it creates inherits them */
+	/* The recording's own event carries the side band only (off-CPU-only recordings,
+	 * perf's way): PERF_COUNT_SW_DUMMY, which never samples, whatever kind says. */
+	bool dummy;
 };
 
 /* Default, and largest allowed, user stack copy per sample. The kernel caps a record at

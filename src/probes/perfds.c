@@ -143,6 +143,8 @@ static int rec_write(void *ctx, const void *buf, size_t len)
 	return sonde__pf_enc_feed(in->enc, buf, len);
 }
 
+static bool may_profile_all(const struct inst *in);
+
 /* After the first attach: the effective event decides the timebase the encoder writes;
  * fallbacks are said in the trace. */
 static int start_encoder(struct inst *in)
@@ -179,6 +181,10 @@ static int start_encoder(struct inst *in)
 		.skip_user_frames = in->cfg.user_frames == PERFDS_UNWIND_SKIP ||
 				    (in->cfg.user_frames == PERFDS_UNWIND_KERNEL_FRAME_POINTER &&
 				     in->kernel_ok),
+		/* the sched events on the clock the service converts the PerfSamples to */
+		.sched_boot_offset_ns =
+			(int64_t)(clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC)),
+		.wakers_recorded_only = !may_profile_all(in),
 	};
 	in->enc = sonde__pf_enc_new(&o);
 	if (!in->enc)
@@ -215,7 +221,8 @@ static struct sonde_record_opts rec_opts(struct inst *in)
 		 * frequency it would come back rounded to 1e9 / (1e9 / period); a tracepoint
 		 * ignores the frequency and counts hits, every one without a period */
 		.frequency = in->cfg.period ? 1 : in->cfg.frequency,
-		.sample_period = in->cfg.period,
+		/* an off-CPU profile takes every switch-out, without a period */
+		.sample_period = in->cfg.off_cpu ? 0 : in->cfg.period,
 		.ring_pages = in->cfg.ring_pages,
 		.event = in->cfg.counter == PERFDS_COUNTER_HW_CPU_CYCLES
 				 ? SONDE_RECORD_EVENT_CYCLES
@@ -227,6 +234,10 @@ static struct sonde_record_opts rec_opts(struct inst *in)
 		.exec_check_ctx = in,
 		.tracepoint = in->cfg.tracepoint,
 		.tracepoint_filter = in->cfg.tracepoint_filter,
+		/* sched_switch with stacks: off-CPU intervals and no on-CPU samples, each
+		 * switch-out a PerfSample as traced_perf gives, so none is only counted */
+		.off_cpu = in->cfg.off_cpu,
+		.off_cpu_min_ns = 1,
 	};
 	return o;
 }
@@ -721,6 +732,19 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 		in->cfg_err = -EPERM;
 		return;
 	}
+	if (in->cfg.off_cpu && !in->any &&
+	    !sonde__perfauth_may_read_raw(
+		    &in->who, sonde__perfauth_sysctl("kernel/perf_event_paranoid", 2))) {
+		/* the intervals come from the sched tracepoints' raw data, which the kernel
+		 * gives only to these consumers */
+		note(in, LOG_PRIO_ERROR, 0,
+		     "config refused: an off-CPU profile (sched_switch with callstacks) is not "
+		     "permitted for consumer uid %u (it needs CAP_PERFMON or CAP_SYS_ADMIN, or "
+		     "kernel.perf_event_paranoid -1)",
+		     (unsigned)in->who.uid);
+		in->cfg_err = -EPERM;
+		return;
+	}
 	if (in->cfg.tracepoint && !tracepoint_exists(in)) {
 		in->cfg_err = -ENOENT;
 		return;
@@ -760,6 +784,11 @@ static void on_flush(void *ctx, uint64_t id)
 	if (!in)
 		return;
 	drain(in, false);
+	/* an off-CPU profile's sched events are held to be written in time order: what is
+	 * held so far goes with the flush, so the consumer reading now has it */
+	int rc = in->enc ? sonde__pf_enc_flush(in->enc) : 0;
+	if (rc < 0)
+		sonde_warn("linux.perf: cannot write the sched events: %s", sonde_strerror(rc));
 	if (in->w)
 		sonde_trace_writer__flush(in->w);
 }

@@ -44,6 +44,9 @@ struct perfds_cfg {
 	/* timebase.tracepoint: "GROUP:NAME" (a '/' given is turned into ':'), and its
 	 * filter; NULL for a counter. With a tracepoint, period is at least 1 (every hit). */
 	char *tracepoint, *tracepoint_filter;
+	/* An off-CPU profile (docs/service.md): timebase sched:sched_switch, every hit (no
+	 * filter, period 1), with callstack_sampling. */
+	bool off_cpu;
 };
 
 /* Parses a DataSourceConfig (bytes from the consumer, via the service) into *c. The

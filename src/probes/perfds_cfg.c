@@ -383,6 +383,10 @@ static int resolve(struct raw *w, struct perfds_cfg *c, char *err, size_t err_le
 		int rc = resolve_tracepoint(w, c, err, err_len);
 		if (rc)
 			return rc;
+		/* every switch-out with its stack: the intervals are built from all of them, so
+		 * a filter or one hit in N stays a plain sampling of the tracepoint */
+		c->off_cpu = w->has_callstack && !strcmp(c->tracepoint, "sched:sched_switch") &&
+			     !c->tracepoint_filter && c->period <= 1;
 	}
 	return resolve_rest(c, err, err_len);
 }

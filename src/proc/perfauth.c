@@ -58,8 +58,8 @@ static int status_read(pid_t pid, struct status *st)
 	*st = (struct status){.file_uid = sb.st_uid, .file_gid = sb.st_gid};
 	st->has_tgid = (l = strstr(buf, "\nTgid:")) && sscanf(l + 6, "%d", &st->tgid) == 1;
 	st->has_ppid = (l = strstr(buf, "\nPPid:")) && sscanf(l + 6, "%d", &st->ppid) == 1;
-	st->has_cap = (l = strstr(buf, "\nCapEff:")) &&
-		      sscanf(l + 8, "%" SCNx64, &st->cap_eff) == 1;
+	st->has_cap =
+		(l = strstr(buf, "\nCapEff:")) && sscanf(l + 8, "%" SCNx64, &st->cap_eff) == 1;
 	st->has_uid = ids_line(buf, "\nUid:", &st->uid);
 	st->has_gid = ids_line(buf, "\nGid:", &st->gid);
 	return 0;
@@ -135,7 +135,7 @@ static bool descends_from(pid_t pid, pid_t ancestor)
 }
 
 int sonde__perfauth_target_read(int pidfd, pid_t pid, pid_t consumer_pid, int yama_scope,
-			 struct perfauth_target *t)
+				struct perfauth_target *t)
 {
 	struct status st;
 	int rc = status_read(pid, &st);
@@ -194,7 +194,7 @@ static bool ids_are(const struct perfauth_ids *ids, uint32_t id)
  * with PR_SET_PTRACER cannot be seen from here and are not honoured) or CAP_SYS_PTRACE,
  * scope 2 CAP_SYS_PTRACE only, scope 3 nothing at all. */
 const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
-				 const struct perfauth_target *t, int yama_scope)
+					const struct perfauth_target *t, int yama_scope)
 {
 	bool ptrace_cap = has_cap(c, PERFAUTH_CAP_SYS_PTRACE);
 
@@ -210,9 +210,9 @@ const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
 	case 0:
 		return NULL;
 	case 1:
-		return t->descendant || ptrace_cap
-			       ? NULL
-			       : "kernel.yama.ptrace_scope 1 allows only the consumer's descendants";
+		return t->descendant || ptrace_cap ? NULL
+						   : "kernel.yama.ptrace_scope 1 allows only the "
+						     "consumer's descendants";
 	case 2:
 		return ptrace_cap ? NULL : "kernel.yama.ptrace_scope 2 requires CAP_SYS_PTRACE";
 	default:
@@ -225,6 +225,12 @@ const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
 bool sonde__perfauth_may_see_kernel(const struct perfauth_consumer *c, int paranoid)
 {
 	return paranoid <= 1 || has_cap(c, PERFAUTH_CAP_PERFMON) ||
+	       has_cap(c, PERFAUTH_CAP_SYS_ADMIN);
+}
+
+bool sonde__perfauth_may_read_raw(const struct perfauth_consumer *c, int paranoid)
+{
+	return paranoid <= -1 || has_cap(c, PERFAUTH_CAP_PERFMON) ||
 	       has_cap(c, PERFAUTH_CAP_SYS_ADMIN);
 }
 

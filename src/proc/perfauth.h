@@ -8,6 +8,7 @@
  *   sonde__perfauth_may_profile  kernel/ptrace.c __ptrace_may_access (PTRACE_MODE_READ_REALCREDS)
  *                         and security/yama/yama_lsm.c
  *   sonde__perfauth_may_see_kernel  kernel/events/core.c perf_allow_kernel
+ *   sonde__perfauth_may_read_raw  kernel/trace/trace_event_perf.c perf_trace_event_perm
  * Credentials are read through a pidfd so that a check always names one process, never
  * whatever holds a pid number at the time. */
 #ifndef SONDE_PROC_PERFAUTH_H
@@ -66,17 +67,22 @@ uint64_t sonde__perfauth_start_time(pid_t pid);
  * -SONDE_E_FORMAT when /proc cannot be read. With yama_scope 1 also whether the target
  * descends from consumer_pid. */
 int sonde__perfauth_target_read(int pidfd, pid_t pid, pid_t consumer_pid, int yama_scope,
-			 struct perfauth_target *t);
+				struct perfauth_target *t);
 
 /* The rule. NULL when the consumer may profile the target, else why not (a phrase for a
  * message: "its gids differ from the consumer's"...). yama_scope: the value of
  * /proc/sys/kernel/yama/ptrace_scope, 0 without Yama. */
 const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
-				 const struct perfauth_target *t, int yama_scope);
+					const struct perfauth_target *t, int yama_scope);
 
 /* Whether kernel frames (addresses become names, kernel modules) may be recorded for the
  * consumer: kernel.perf_event_paranoid <= 1, or CAP_PERFMON or CAP_SYS_ADMIN. */
 bool sonde__perfauth_may_see_kernel(const struct perfauth_consumer *c, int paranoid);
+
+/* Whether tracepoints' raw data may be recorded for the consumer (off-CPU profiles read
+ * sched_switch's and sched_waking's): kernel.perf_event_paranoid <= -1, or CAP_PERFMON or
+ * CAP_SYS_ADMIN (kernel/trace/trace_event_perf.c perf_trace_event_perm). */
+bool sonde__perfauth_may_read_raw(const struct perfauth_consumer *c, int paranoid);
 
 /* An integer sysctl under /proc/sys (path relative to it), or def when it is absent. */
 int sonde__perfauth_sysctl(const char *path, int def);

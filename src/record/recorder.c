@@ -77,8 +77,8 @@ int sonde_recorder__max_frequency(uint64_t *out)
  * no fixed duration (0: unknown). */
 static uint64_t sample_period_ns(const struct perf_event_cfg *c)
 {
-	if (c->kind == PERF_KIND_TRACEPOINT)
-		return 0; /* hits have no duration */
+	if (c->kind == PERF_KIND_TRACEPOINT || c->dummy)
+		return 0; /* hits have no duration; the dummy event never samples */
 	if (c->period)
 		return c->kind == PERF_KIND_CPU_CLOCK ? c->period : 0;
 	return 1000000000ull / c->freq;
@@ -124,6 +124,29 @@ static int configure_tracepoint(struct sonde_recorder *r, const char *spec)
 	return 0;
 }
 
+/* off_cpu with tracepoint sched:sched_switch: the switch-outs are the recording, with
+ * every switch taken, so the recording's own event only carries the side band (a dummy
+ * event, as perf does). Any other tracepoint, a filter or a period would take only some
+ * switches, which the intervals cannot be built from. */
+static int off_cpu_only(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	if (strcmp(o->tracepoint, "sched:sched_switch") != 0 &&
+	    strcmp(o->tracepoint, "sched/sched_switch") != 0) {
+		sonde_error("off-CPU recording samples sched:sched_switch or a CPU clock; it "
+			    "cannot sample tracepoint %s",
+			    o->tracepoint);
+		return -EINVAL;
+	}
+	if (o->tracepoint_filter || o->sample_period) {
+		sonde_error("an off-CPU-only recording (sched:sched_switch with off-CPU) takes "
+			    "every switch: no %s",
+			    o->tracepoint_filter ? "tracepoint filter" : "sample period");
+		return -EINVAL;
+	}
+	r->cfg.dummy = true;
+	return 0;
+}
+
 /* Validates options into the event configuration; *out receives them (fields the caller's
  * struct does not have are zero). */
 static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *opts,
@@ -148,12 +171,13 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		return -EINVAL;
 	}
 	if (o.tracepoint && o.off_cpu) {
-		/* off-CPU recordings own sched_switch and weigh on-CPU samples as CPU time */
-		sonde_error("off-CPU recording samples a CPU clock; it cannot sample tracepoint %s",
-			    o.tracepoint);
-		return -EINVAL;
+		err = off_cpu_only(r, &o);
+		if (err)
+			return err;
 	}
-	if (o.tracepoint) {
+	if (r->cfg.dummy) {
+		/* no on-CPU samples: neither frequency nor period applies */
+	} else if (o.tracepoint) {
 		err = configure_tracepoint(r, o.tracepoint);
 		if (err)
 			return err;
@@ -189,7 +213,9 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
 	r->ring_pages = o.ring_pages;
-	r->sum.frequency = r->cfg.period || r->cfg.kind == PERF_KIND_TRACEPOINT ? 0 : r->cfg.freq;
+	r->sum.frequency = r->cfg.period || r->cfg.kind == PERF_KIND_TRACEPOINT || r->cfg.dummy
+				   ? 0
+				   : r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
 	r->sum.stack_bytes_min = r->sum.stack_bytes_max = r->cfg.stack_bytes;
 	/* no size given: each thread's copy is sized by what its unwinds need (resize.c) */
@@ -248,7 +274,7 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	uint64_t sample = r->cfg.stack_bytes + 256 + (r->cfg.kernel ? 8 * 128 : 0);
 	uint64_t budget = r->system_wide ? RING_BUDGET_MS_SYSTEM : RING_BUDGET_MS;
 	/* samples a second: the frequency, or what a cpu-clock period (-c) amounts to */
-	uint64_t rate = r->cfg.freq;
+	uint64_t rate = r->cfg.dummy ? 0 : r->cfg.freq;
 	if (r->cfg.period && r->cfg.kind == PERF_KIND_CPU_CLOCK)
 		rate = 1000000000ull / r->cfg.period + 1;
 	/* A tracepoint's rate is the workload's: sched_switch on a busy CPU runs to tens of
@@ -309,7 +335,8 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	sonde__perf_event_layout_cfg(&r->layout, &r->cfg);
 	r->sum.kernel_enabled = r->cfg.kernel;
 	r->sum.kernel_error = r->kernel_error;
-	snprintf(r->sum.event, sizeof(r->sum.event), "%s", sonde__perf_kind_name(r->cfg.kind));
+	snprintf(r->sum.event, sizeof(r->sum.event), "%s",
+		 r->cfg.dummy ? "dummy" : sonde__perf_kind_name(r->cfg.kind));
 	r->sum.cycles_error = r->cycles_error;
 	/* Wake the caller once a quarter of a ring is used, not at every sample: fewer
 	 * wakeups, and a quarter of the time budget the ring was sized for (the caller also

@@ -131,8 +131,12 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "record --off-cpu --off-cpu-min 5x -- true", 2, "--off-cpu-min wants a duration"},
 	{"sonde", "record --off-cpu --off-cpu-min -1 -- true", 2, "--off-cpu-min wants a duration"},
 	{"sonde", "record --off-cpu-min 1ms -- true", 2, "add --off-cpu"},
-	{"sonde", "record --off-cpu -e sched:sched_switch -o %T/oc2.spool -- true", 1,
-	 "off-CPU recording samples a CPU clock"},
+	{"sonde", "record --off-cpu -e sched:sched_switch -o %T/oc2.spool -- true", 0,
+	 "event dummy"},
+	{"sonde", "record --off-cpu -e sched:sched_wakeup -o %T/oc3.spool -- true", 1,
+	 "off-CPU recording samples sched:sched_switch or a CPU clock"},
+	{"sonde", "record --off-cpu -e sched:sched_switch -c 2 -o %T/oc4.spool -- true", 1,
+	 "takes every switch: no sample period"},
 	{"sonde", "record -t x", 2, "-t wants thread ids separated by commas"},
 	{"sonde", "record --tid 1,,2", 2, "-t wants thread ids separated by commas"},
 	{"sonde", "record --tid 4194999 -o %T/t.spool", 1, "no such thread: 4194999"},
@@ -224,7 +228,8 @@ static const struct cli_row cli_rows[] = {
 	 "--max-sessions-per-uid 2 --max-connections 9 --max-connections-per-uid 9 "
 	 "--max-buffers 2 --max-session-buffer-kb 1024 --max-buffer-kb-per-uid 1024 "
 	 "--max-smb-kb 1024 --max-pending-kb 1024 --no-perf --no-probes -b --background -f "
-	 "--foreground -l warn --log-level warn --relay-socket 127.0.0.1:1 --machine-name box --relay 127.0.0.1:9 -V",
+	 "--foreground -l warn --log-level warn --relay-socket 127.0.0.1:1 --machine-name box "
+	 "--relay 127.0.0.1:9 -V",
 	 0, "sonded " SONDE_VERSION},
 	{"sonded", "--version", 0, "sonded " SONDE_VERSION},
 	{"sonded", "--max-sessions x", 2, "invalid option value 'x'"},

@@ -7,6 +7,8 @@
 #include <sonde/spool.h>
 
 #include "../test.h"
+#include "base/buf.h"
+#include "export/perfetto.h"
 #include "../unit/export_fixture.h"
 #include "../util.h"
 #include "export_browser.h"
@@ -656,6 +658,47 @@ TEST(convert_perfetto_offcpu_sched_events)
 	ASSERT_UINT(e[4].cpu, ==, 1);
 	ASSERT_UINT(e[4].ts, ==, 520000000);
 	ASSERT_UINT(e[4].next_pid, ==, 4242);
+	pft_free(&t);
+}
+
+static int collect_packet(void *ctx, const uint8_t *pkt, size_t len)
+{
+	return sonde__pf_frame_standalone(ctx, pkt, len, 0, PF_STANDALONE_SEQUENCE_ID);
+}
+
+/* The data source's encoder options on the same spool: the sched events moved by the
+ * BOOTTIME offset (the PerfSamples not), and a waker that is no thread of the stream
+ * written as the idle task. */
+TEST(convert_perfetto_offcpu_data_source_options)
+{
+	size_t len;
+	uint8_t *spool = ASSERT_NOT_NULL((uint8_t *)test_read_file(split_offcpu_spool(), &len));
+	struct buf out = BUF_INIT;
+	struct pft_trace t;
+	struct pf_enc_opts o = {.sink = collect_packet,
+				.ctx = &out,
+				.sched_boot_offset_ns = 1000000000,
+				.wakers_recorded_only = true};
+	struct pf_enc *e = ASSERT_NOT_NULL(sonde__pf_enc_new(&o));
+
+	ASSERT_OK(sonde__pf_enc_feed(e, spool, len));
+	ASSERT_INT(sonde__pf_enc_ended(e), ==, 1);
+	sonde__pf_enc_free(e);
+	free(spool);
+	pft_decode(out.data, out.len, &t);
+	sonde__buf_free(&out);
+	ASSERT_UINT(t.n_sched, ==, 5);
+	size_t at_out = 0;
+	for (size_t i = 0; i < t.n_samples; i++)
+		at_out += t.samples[i].ts == split_offcpu[0].switch_out_ns;
+	ASSERT_UINT(at_out, ==, 1);
+	ASSERT_UINT(t.sched[0].ts, ==, 1110000000);
+	ASSERT(t.sched[1].waking);
+	ASSERT_UINT(t.sched[1].ts, ==, 1360000000);
+	ASSERT_UINT(t.sched[1].pid, ==, 0); /* 4243 is no thread of the spool */
+	ASSERT_UINT(t.sched[1].woken_pid, ==, 4242);
+	ASSERT_UINT(t.sched[2].ts, ==, 1410000000);
+	ASSERT_UINT(t.sched[4].ts, ==, 1520000000);
 	pft_free(&t);
 }
 

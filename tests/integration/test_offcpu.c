@@ -481,3 +481,50 @@ TEST_TIMEOUT(offcpu_follows_children, 120)
 	check_spool(spool, 20);
 	check_nap_reached(spool, pid, "--pid");
 }
+
+/* --off-cpu with -e sched:sched_switch is off-CPU only: no on-CPU sample, launched and
+ * with -a, the sleeping stacks reaching main; launched, the off-CPU time of nap and
+ * wait_pipe is what the program measured (within 10 %, accumulated). With -a every switch
+ * of a busy shared machine goes through the rings, whose losses drop intervals: its time
+ * is not judged. */
+TEST_TIMEOUT(offcpu_only_has_no_on_cpu_samples, 300)
+{
+	const char *spool = test_path("only.spool"), *truth = test_path("only.truth");
+	struct test_output o;
+	struct sonde_spool_info in;
+
+	require_offcpu();
+	for (int sys = 0; sys < 2; sys++) {
+		struct wall w = {0};
+		for (int i = 0;
+		     i < (sys ? 1 : 4) && (i == 0 || w.got[NAP] * 1e3 < 0.9 * w.truth[NAP] ||
+					   w.got[PIPE] * 1e3 < 0.9 * w.truth[PIPE]);
+		     i++) {
+			test_runf(&o, 120,
+				  "%s record --off-cpu -e sched:sched_switch --off-cpu-min 0 %s -o "
+				  "%s -- %s 2 %s",
+				  test_bin("sonde"), sys ? "-a" : "", spool,
+				  test_prog("offcpu_split"), truth);
+			if (o.status != 0)
+				FAIL("record exited %d:\n%s", o.status, o.err);
+			ASSERT_CONTAINS(o.err, ", event dummy\n");
+			ASSERT_CONTAINS(o.err, "off-CPU only (every switch)");
+			test_output_free(&o);
+			struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+			sonde_spool__get_info(s, &in);
+			uint64_t n = sonde_spool__offcpu_count(s);
+			sonde_spool__close(s);
+			ASSERT_INT(in.complete, ==, 1);
+			ASSERT_UINT(in.samples, ==, 0);
+			ASSERT_UINT(n, >=, 20);
+			add_recording(&w, spool, truth, "off-cpu", true);
+			printf("%s: nap %.3f s of %.3f, wait_pipe %.3f s of %.3f, burn %.3f s\n",
+			       sys ? "-a" : "launched", w.got[NAP] / 1e6, w.truth[NAP] / 1e9,
+			       w.got[PIPE] / 1e6, w.truth[PIPE] / 1e9, w.got[BURN] / 1e6);
+		}
+		if (sys)
+			continue;
+		ASSERT_DOUBLE_NEAR(w.got[NAP] * 1e3 / w.truth[NAP], 1.0, 0.1);
+		ASSERT_DOUBLE_NEAR(w.got[PIPE] * 1e3 / w.truth[PIPE], 1.0, 0.1);
+	}
+}

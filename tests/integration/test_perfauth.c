@@ -1,6 +1,7 @@
 /* linux.perf never gives a consumer more than the kernel would (docs/service.md,
  * "Authorization"): each test runs the attack as uid nobody with `sonde trace` against a
  * root sonded, on targets put in the state under test by tests/progs/auth_target.c. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -628,4 +629,110 @@ TEST_TIMEOUT(perfauth_tracepoint_timebase_refused_to_unprivileged_consumer, 120)
 	run_free(&r);
 	stop_target(pid);
 	sonded_stop(&d);
+}
+
+/* The threads of process pid (its /proc/PID/task), at most cap; their count. */
+static size_t tids_of(pid_t pid, uint32_t *out, size_t cap)
+{
+	char path[64];
+	size_t n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	while (d && (de = readdir(d)) && n < cap)
+		if (de->d_name[0] != '.')
+			out[n++] = (uint32_t)strtoul(de->d_name, NULL, 10);
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Whether a sched event names task tid, in any of its pid fields. */
+static bool sched_names(const struct pft_sched *e, uint32_t tid)
+{
+	return e->pid == tid ||
+	       (e->waking ? e->woken_pid == tid : e->prev_pid == tid || e->next_pid == tid);
+}
+
+/* An off-CPU profile (sched/sched_switch timebase with callstack_sampling) is raw
+ * tracepoint data: refused to nobody at kernel.perf_event_paranoid 1 (the kernel gives
+ * it raw tracepoints at -1 only); at -1 its system-wide session has its own
+ * offcpu_split's switch-outs and none of root's offcpu_split, neither as samples nor in
+ * any sched event, and every task a sched event names is nobody's or the idle task. */
+TEST_TIMEOUT(perfauth_nobody_offcpu_profile_sees_only_its_own_tasks, 300)
+{
+	struct sonded d;
+	struct run r;
+	char old[16];
+	uint32_t root_tids[8];
+	const char *cfg = "buffers { size_kb: 65536 fill_policy: DISCARD }\nduration_ms: 3000\n"
+			  "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+			  "  timebase { tracepoint { name: \"sched/sched_switch\" } }\n"
+			  "  callstack_sampling { }\n"
+			  "  ring_buffer_read_period_ms: 50 } } }\n";
+
+	test_require_perf();
+	if (access("/sys/kernel/tracing/events/sched/sched_switch/id", R_OK) != 0 &&
+	    access("/sys/kernel/debug/tracing/events/sched/sched_switch/id", R_OK) != 0)
+		SKIP("no readable tracefs with sched:sched_switch");
+	rig_start(&d);
+	char *cur = ASSERT_NOT_NULL(test_read_file("/proc/sys/kernel/perf_event_paranoid", NULL));
+	snprintf(old, sizeof(old), "%s", cur);
+	free(cur);
+	const char *mine_argv[] = {test_copy_for_anyone(test_prog("offcpu_split")), "120",
+				   "/dev/null", NULL};
+	const char *root_argv[] = {test_prog("offcpu_split"), "120", "/dev/null", NULL};
+	pid_t mine = spawn_as(SEC_NOBODY, SEC_NOBODY, mine_argv);
+	pid_t root = spawn_as(0, 0, root_argv);
+	usleep(200000);
+	size_t n_root = tids_of(root, root_tids, 8);
+
+	test_write_file("/proc/sys/kernel/perf_event_paranoid", "1\n", 2);
+	trace_as_cfg(SEC_NOBODY, &d, cfg, &r);
+	int refused_status = r.status;
+	bool refused = strstr(r.err, "linux.perf: config refused: an off-CPU profile "
+				     "(sched_switch with callstacks) is not permitted for "
+				     "consumer uid 65534") != NULL;
+	size_t refused_samples = r.t.n_samples + r.t.n_sched;
+	run_free(&r);
+
+	/* sessions until nobody's main thread accumulated 20 switch-outs, each judged whole */
+	test_write_file("/proc/sys/kernel/perf_event_paranoid", "-1\n", 3);
+	size_t outs = 0, root_seen = 0, foreign = 0;
+	for (int round = 0; round < 8 && outs < 20; round++) {
+		trace_as_cfg(SEC_NOBODY, &d, cfg, &r);
+		if (r.status != 0) {
+			test_write_file("/proc/sys/kernel/perf_event_paranoid", old, strlen(old));
+			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+		}
+		root_seen += samples_of(&r.t, root);
+		for (size_t i = 0; i < r.t.n_sched; i++) {
+			const struct pft_sched *e = &r.t.sched[i];
+			outs += !e->waking && e->prev_pid == (uint32_t)mine;
+			for (size_t k = 0; k < n_root; k++)
+				root_seen += sched_names(e, root_tids[k]);
+			uint32_t ids[] = {e->pid, e->waking ? e->woken_pid : e->prev_pid,
+					  e->waking ? 0 : e->next_pid};
+			for (size_t k = 0; k < 3; k++) {
+				long uid = ids[k] ? uid_of(ids[k]) : SEC_NOBODY;
+				foreign += uid >= 0 && uid != SEC_NOBODY;
+			}
+		}
+		printf("nobody: %zu samples, %zu sched events, %zu switch-outs of its own "
+		       "offcpu_split so far\n",
+		       r.t.n_samples, r.t.n_sched, outs);
+		run_free(&r);
+	}
+	test_write_file("/proc/sys/kernel/perf_event_paranoid", old, strlen(old));
+	stop_target(mine);
+	stop_target(root);
+	sonded_stop(&d);
+	ASSERT_INT(refused_status, ==, 1);
+	ASSERT(refused);
+	ASSERT_UINT(refused_samples, ==, 0);
+	ASSERT_UINT(n_root, ==, 2); /* main and its writer thread */
+	ASSERT_UINT(outs, >=, 20);
+	ASSERT_UINT(root_seen, ==, 0);
+	ASSERT_UINT(foreign, ==, 0);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -591,4 +592,170 @@ TEST_TIMEOUT(perfds_period_is_cpu_time_between_samples, 180)
 	free(gap);
 	free(log);
 	pft_free(&t);
+}
+
+/* BOOTTIME - MONOTONIC now: what the data source adds to its sched events' timestamps. */
+static int64_t boot_offset_ns(void)
+{
+	struct timespec b, m;
+
+	clock_gettime(CLOCK_BOOTTIME, &b);
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	return ((int64_t)b.tv_sec - m.tv_sec) * 1000000000ll + (b.tv_nsec - m.tv_nsec);
+}
+
+/* The time sched events say tid ran again after the switch-out at index i (its next
+ * switch-in, on any CPU), or 0 when none does. */
+static uint64_t switch_in_after(const struct pft_trace *t, size_t i, uint32_t tid)
+{
+	uint64_t in = 0;
+
+	for (size_t k = 0; k < t->n_sched; k++) {
+		const struct pft_sched *e = &t->sched[k];
+		if (!e->waking && e->next_pid == tid && e->ts > t->sched[i].ts &&
+		    (!in || e->ts < in))
+			in = e->ts;
+	}
+	return in;
+}
+
+/* The truth file of offcpu_split: its pid and the nanoseconds its rounds spent in fn. */
+static uint64_t truth_of(const char *path, const char *key)
+{
+	char *txt = ASSERT_NOT_NULL(test_read_file(path, NULL));
+	const char *at = strstr(txt, key);
+	uint64_t v = at ? strtoull(at + strlen(key) + 1, NULL, 10) : 0;
+
+	free(txt);
+	if (!at)
+		FAIL("%s has no %s", path, key);
+	return v;
+}
+
+/* What off-CPU traces of offcpu_split accumulate. */
+struct offcpu_seen {
+	uint64_t nap_ns, pipe_ns;	/* off the CPU, by the PerfSample at the switch-out */
+	uint64_t nap_truth, pipe_truth; /* what the program measured */
+	size_t sleeps, sleeps_to_main, samples;
+};
+
+/* Checks one off-CPU trace of process pid (main thread tid pid) and adds to *s: every
+ * PerfSample of it is at a switch-out of its thread (no on-CPU sample), all on one clock
+ * offset from the sched events, and the main thread's off-CPU time in nap and wait_pipe. */
+static void offcpu_trace_check(const struct pft_trace *t, uint32_t pid, struct offcpu_seen *s)
+{
+	int64_t off = boot_offset_ns(), d = 0;
+	bool have_d = false;
+
+	ASSERT_INT(t->missing_interned, ==, 0);
+	ASSERT_STR_EQ(t->timebase_tracepoint, "sched:sched_switch");
+	ASSERT_UINT(t->timebase_counter, ==, 0);
+	for (size_t i = 0; i < t->n_samples; i++) {
+		const struct pft_sample *p = &t->samples[i];
+		if (p->pid != pid)
+			continue;
+		/* the sched event of this switch-out: the sample's time plus one offset, the
+		 * same for every sample, BOOTTIME - MONOTONIC as this process reads it */
+		size_t at = t->n_sched;
+		for (size_t k = 0; k < t->n_sched; k++) {
+			const struct pft_sched *e = &t->sched[k];
+			if (e->waking || e->prev_pid != p->tid)
+				continue;
+			int64_t dk = (int64_t)(e->ts - p->ts);
+			if (have_d ? dk == d : llabs(dk - off) < 1000000) {
+				at = k;
+				d = dk;
+				have_d = true;
+				break;
+			}
+		}
+		if (at == t->n_sched)
+			FAIL("PerfSample of tid %u at %llu is at no switch-out of it: an on-CPU "
+			     "sample?",
+			     p->tid, (unsigned long long)p->ts);
+		s->samples++;
+		if (p->tid != pid)
+			continue;
+		bool nap = p->stack && strstr(p->stack, ";nap;");
+		bool pipe = p->stack && strstr(p->stack, ";wait_pipe;");
+		uint64_t in = switch_in_after(t, at, p->tid);
+		if ((nap || pipe) && in) {
+			*(nap ? &s->nap_ns : &s->pipe_ns) += in - t->sched[at].ts;
+			s->sleeps++;
+			s->sleeps_to_main += strstr(p->stack, "main;nap;") ||
+					     strstr(p->stack, "main;wait_pipe;");
+		}
+	}
+}
+
+/* A sched/sched_switch timebase with callstack_sampling is an off-CPU profile: the trace
+ * of offcpu_split (run whole inside the session, from a shell that execs it) holds its
+ * switch-outs as sched_switch events and, at each, a PerfSample whose stack reaches main
+ * through the sleeping function, and no on-CPU sample; the off-CPU time in nap and
+ * wait_pipe adds up to what the program measured (within 10 %, accumulated). */
+TEST_TIMEOUT(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
+{
+	struct rig r;
+	struct test_output o;
+	struct pft_trace t;
+	char cfg[1024], sh[1024];
+	const char *out = test_path("offcpu.pftrace"), *truth = test_path("offcpu.truth");
+	struct offcpu_seen s = {0};
+
+	test_require_perf();
+	if (access("/sys/kernel/tracing/events/sched/sched_switch/id", R_OK) != 0 &&
+	    access("/sys/kernel/debug/tracing/events/sched/sched_switch/id", R_OK) != 0)
+		SKIP("no readable tracefs with sched:sched_switch");
+	rig_start(&r);
+	/* rounds of sessions, adding up, until 30 sleeps of the main thread and while its
+	 * off-CPU time is off (a session that started late or lost records on a loaded
+	 * machine) */
+	for (int round = 0; round < 6 && (s.sleeps < 30 || s.nap_ns * 10 < s.nap_truth * 9 ||
+					  s.pipe_ns * 10 < s.pipe_truth * 9);
+	     round++) {
+		unlink(truth);
+		/* the session attaches to the shell, which execs offcpu_split 2 s later */
+		snprintf(sh, sizeof(sh), "sleep 2; exec %s 2 %s", test_prog("offcpu_split"), truth);
+		const char *argv[] = {"/bin/sh", "-c", sh, NULL};
+		pid_t pid = test_spawn(argv);
+		snprintf(cfg, sizeof(cfg),
+			 "buffers { size_kb: 65536 fill_policy: DISCARD }\n"
+			 "duration_ms: 6000\n"
+			 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+			 "  timebase { tracepoint { name: \"sched/sched_switch\" } }\n"
+			 "  callstack_sampling { scope { target_pid: %d } }\n"
+			 "  ring_buffer_read_period_ms: 50 } } }\n",
+			 (int)pid);
+		trace(&r, cfg, out, &o);
+		if (o.status != 0)
+			FAIL("sonde trace exited %d:\n%s", o.status, o.err);
+		ASSERT_NOT_CONTAINS(o.err, "linux.perf:");
+		test_output_free(&o);
+		ASSERT_INT(test_wait(pid, 60), ==, 0);
+		decode(out, &t);
+		struct offcpu_seen one = {0};
+		offcpu_trace_check(&t, (uint32_t)pid, &one);
+		pft_free(&t);
+		uint64_t nap = truth_of(truth, "nap"), pipe = truth_of(truth, "wait_pipe");
+		printf("round %d: %zu samples, %zu sleeps (%zu to main); nap %.3f s of %.3f, "
+		       "wait_pipe %.3f s of %.3f\n",
+		       round, one.samples, one.sleeps, one.sleeps_to_main, one.nap_ns / 1e9,
+		       nap / 1e9, one.pipe_ns / 1e9, pipe / 1e9);
+		s.nap_ns += one.nap_ns;
+		s.pipe_ns += one.pipe_ns;
+		s.nap_truth += nap;
+		s.pipe_truth += pipe;
+		s.sleeps += one.sleeps;
+		s.sleeps_to_main += one.sleeps_to_main;
+		s.samples += one.samples;
+	}
+	rig_stop(&r);
+	ASSERT_UINT(s.sleeps, >=, 30);
+	ASSERT_UINT(s.sleeps_to_main * 10, >=, s.sleeps * 9);
+	/* off the CPU from switch-out to switch-in: the call's time less its few
+	 * microseconds on the CPU */
+	ASSERT_UINT(s.nap_ns * 10, >=, s.nap_truth * 9);
+	ASSERT_UINT(s.nap_ns, <=, s.nap_truth);
+	ASSERT_UINT(s.pipe_ns * 10, >=, s.pipe_truth * 9);
+	ASSERT_UINT(s.pipe_ns, <=, s.pipe_truth);
 }

@@ -180,3 +180,36 @@ TEST(probes_perf_config_tracepoint_and_system_wide)
 	sonde__perfds_cfg_free(&c);
 	sonde__buf_free(&b);
 }
+
+/* An off-CPU profile is sched_switch at every hit with callstack_sampling: a filter, a
+ * period above 1, another tracepoint or no callstack_sampling samples the tracepoint as
+ * before. */
+TEST(probes_perf_config_offcpu_profile)
+{
+	static const struct {
+		const char *name, *filter;
+		uint64_t period;
+		int32_t exclude; /* non-zero: with callstack_sampling */
+		bool off_cpu;
+	} cases[] = {
+		{"sched/sched_switch", NULL, 0, 4242, true},
+		{"sched:sched_switch", NULL, 1, 4242, true},
+		{"sched/sched_switch", "prev_state == 1", 0, 4242, false},
+		{"sched/sched_switch", NULL, 2, 4242, false},
+		{"sched/sched_waking", NULL, 0, 4242, false},
+		{"sched/sched_switch", NULL, 0, 0, false},
+	};
+	struct buf b = BUF_INIT;
+	struct perfds_cfg c;
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cfg_with_tracepoint(&b, cases[i].name, cases[i].filter, cases[i].period, 0,
+				    cases[i].exclude);
+		ASSERT_INT(sonde__perfds_cfg_parse(b.data, b.len, &c, err, sizeof(err)), ==, 0);
+		if (c.off_cpu != cases[i].off_cpu)
+			FAIL("case %zu: off_cpu %d, expected %d", i, c.off_cpu, cases[i].off_cpu);
+		sonde__perfds_cfg_free(&c);
+		sonde__buf_free(&b);
+	}
+}
