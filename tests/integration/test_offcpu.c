@@ -260,15 +260,25 @@ static void check_spool(const char *path, uint64_t min_intervals)
 	ASSERT_UINT(n, >=, min_intervals);
 }
 
-static void check_nap_reached(const char *spool, int pid, const char *flags)
+/* Whether the off-CPU stacks of pid (a --tid or --pid filter) reach nap through main. */
+static bool nap_reached(const char *spool, int pid, const char *flags)
 {
 	struct test_output o;
 
 	test_runf(&o, 60, "%s report --folded --metric off-cpu %s %d %s", test_bin("sonde"), flags,
 		  pid, spool);
 	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.out, ";main;nap;");
+	bool found = strstr(o.out, ";main;nap;") != NULL;
+	if (!found)
+		printf("no ;main;nap; in:\n%s", o.out);
 	test_output_free(&o);
+	return found;
+}
+
+static void check_nap_reached(const char *spool, int pid, const char *flags)
+{
+	if (!nap_reached(spool, pid, flags))
+		FAIL("%s: the off-CPU stacks of %d do not reach nap through main", spool, pid);
 }
 
 /* -p and SIGINT: the recording of a running process ends cleanly on Ctrl-C. */
@@ -340,8 +350,9 @@ TEST_TIMEOUT(offcpu_system_wide_ctrl_c, 120)
 }
 
 /* Tiny rings and a recorder stopped for a second at a time: losses, every gap recovered,
- * the intervals a loss may have cut dropped, the spool complete and still right. */
-static void loss_run(const char *mode, const char *name)
+ * the intervals a loss may have cut dropped, the spool complete and still right. Returns
+ * whether the program's own intervals that survived reach nap through main. */
+static bool loss_run(const char *mode, const char *name)
 {
 	char spool[1024], errpath[1100], truth[1100], cmd[8192];
 	unsigned long long records = 0, samples = 0, gaps = 0, recovered = 0;
@@ -381,19 +392,25 @@ static void loss_run(const char *mode, const char *name)
 	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
 	int pid = (int)truth_value(t, "pid");
 	free(t);
-	check_nap_reached(spool, pid, "--tid");
+	return nap_reached(spool, pid, "--tid");
 }
 
 TEST_TIMEOUT(offcpu_loss_is_recovered, 200)
 {
 	require_offcpu();
-	loss_run("", "loss.spool");
+	ASSERT(loss_run("", "loss.spool"));
 }
 
 TEST_TIMEOUT(offcpu_system_wide_loss_is_recovered, 200)
 {
+	bool reached = false;
+
 	require_offcpu();
-	loss_run("-a", "aloss.spool");
+	/* the machine's every switch shares the tiny rings: when other jobs switch a lot,
+	 * the losses may drop every interval of the program in one recording, not in three */
+	for (int i = 0; i < 3 && !reached; i++)
+		reached = loss_run("-a", "aloss.spool");
+	ASSERT(reached);
 }
 
 /* The sum of a folded report's counts. */
