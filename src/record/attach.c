@@ -252,6 +252,17 @@ int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t
 	return 0;
 }
 
+void sonde__rec_event_remove(struct sonde_recorder *r, size_t i)
+{
+	struct rec_event *e = &r->events[i];
+	uint64_t lost;
+
+	if (r->cfg.read_lost && sonde__perf_read_lost(e->fd, &lost) == 0)
+		r->closed_lost += lost;
+	close(e->fd);
+	*e = r->events[--r->n_events];
+}
+
 /* Closes the events of tid (every thread when tid is 0) opened from index `from` on. An
  * event that owns a ring stays open (the ring's mapping and the other events' output
  * depend on it), disabled for good. */
@@ -270,17 +281,8 @@ void sonde__rec_close_events_from(struct sonde_recorder *r, pid_t tid, size_t fr
 			i++;
 			continue;
 		}
-		uint64_t lost;
-		if (r->cfg.read_lost && sonde__perf_read_lost(e->fd, &lost) == 0)
-			r->closed_lost += lost;
-		close(e->fd);
-		*e = r->events[--r->n_events];
+		sonde__rec_event_remove(r, i);
 	}
-}
-
-static void close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
-{
-	sonde__rec_close_events_from(r, tid, from);
 }
 
 int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit,
@@ -307,7 +309,7 @@ int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bo
 		if (!err)
 			err = sonde__rec_offcpu_open(r, &cfg, tid, c, on_exec, gen);
 		if (err) {
-			close_events_from(r, tid, first);
+			sonde__rec_close_events_from(r, tid, first);
 			return err;
 		}
 	}
@@ -342,7 +344,7 @@ int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
 	for (size_t i = first; !err && r->enabled && i < r->n_events; i++)
 		err = sonde__perf_enable(r->events[i].fd);
 	if (err)
-		close_events_from(r, tid, first);
+		sonde__rec_close_events_from(r, tid, first);
 	return err;
 }
 
@@ -354,7 +356,7 @@ void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid)
 	 * their fds until the end. Closing an event destroys the events inherited from it:
 	 * while threads it created may still use them, the next switch closes it instead. */
 	if (t && t->own_events && sonde__rec_can_close_root(r, t))
-		close_events_from(r, tid, 0);
+		sonde__rec_close_events_from(r, tid, 0);
 }
 
 uint64_t sonde__rec_read_lost_counters(struct sonde_recorder *r)
@@ -484,7 +486,7 @@ out:
 		/* Nothing of it is recorded: it must not stay stopped, nor count as alive. */
 		sonde__proc_resume(&p->stop);
 		p->exited = true;
-		close_events_from(r, 0, first_event);
+		sonde__rec_close_events_from(r, 0, first_event);
 	}
 	return err;
 }
@@ -597,7 +599,7 @@ int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sond
 		return SONDE_ATTACH_ATTACHED;
 	/* nothing of it is recorded: it must not stay stopped */
 	sonde__proc_resume(&p->stop);
-	close_events_from(r, tid, first_event);
+	sonde__rec_close_events_from(r, tid, first_event);
 	if (!known)
 		p->exited = true;
 	return err;
@@ -623,11 +625,11 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 	for (size_t i = 0; i < r->cap_threads; i++) {
 		struct rec_thread *t = &r->threads[i];
 		if (t->tid && t->pid == p->pid) {
-			close_events_from(r, t->tid, 0);
+			sonde__rec_close_events_from(r, t->tid, 0);
 			t->own_events = false;
 		}
 	}
-	close_events_from(r, p->pid, 0);
+	sonde__rec_close_events_from(r, p->pid, 0);
 	sonde__proc_resume(&p->stop);
 	int err = sonde__rec_retire(r, p, sonde__rec_time(r, sonde__rec_now()));
 	p->attached = false;

@@ -100,15 +100,15 @@ struct rec_thread {
 	 * generation they belong to, 0 when it has none) or inherited from root_tid's. */
 	uint32_t root_gen;
 	pid_t root_tid;
-	bool inheritors;     /* threads created since inherited its own events */
-	bool grow;	     /* a stack was cut by the end of its copy: double it */
-	uint32_t copy_bytes; /* the copy its last sample had */
-	uint32_t min_bytes;  /* never below this: a size it had to grow to */
-	uint32_t reach;	     /* most stack bytes an unwind of it needed in the window */
-	uint32_t window;     /* samples since its events were last reopened (the window) */
-	uint32_t cuts;	     /* of them, cut by the end of a full copy */
-	bool too_deep;	     /* cut even by the largest copy: back to STACK_TOO_DEEP */
-	uint32_t regen_mark; /* generation a switch in progress gave it events in */
+	bool inheritors;	/* threads created since inherited its own events */
+	bool grow;		/* a stack was cut by the end of its copy: double it */
+	uint32_t copy_bytes;	/* the copy its last sample had */
+	uint32_t min_bytes;	/* never below this: a size it had to grow to */
+	uint32_t reach;		/* most stack bytes an unwind of it needed in the window */
+	uint32_t window;	/* samples since its events were last reopened (the window) */
+	uint32_t cuts;		/* of them, cut by the end of a full copy */
+	bool too_deep;		/* cut even by the largest copy: back to STACK_TOO_DEEP */
+	uint32_t regen_mark;	/* generation a switch in progress gave it events in */
 	struct rec_offcpu *off; /* off-CPU state (offcpu.c), NULL until its first switch-out */
 };
 
@@ -270,6 +270,8 @@ int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t
  * 0 or -errno (nothing of it left open). */
 int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit,
 			   uint32_t stack_bytes, uint32_t gen);
+/* Closes event i, keeping its lost count, and moves the last event into its place. */
+void sonde__rec_event_remove(struct sonde_recorder *r, size_t i);
 /* Closes the events opened from index `from` on (of tid only when tid is not 0), keeping
  * their lost counts; ring owners stay open, disabled. */
 void sonde__rec_close_events_from(struct sonde_recorder *r, pid_t tid, size_t from);

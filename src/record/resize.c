@@ -391,11 +391,7 @@ static void close_older(struct sonde_recorder *r, uint32_t gen)
 			i++;
 			continue;
 		}
-		uint64_t lost;
-		if (r->cfg.read_lost && sonde__perf_read_lost(e->fd, &lost) == 0)
-			r->closed_lost += lost;
-		close(e->fd);
-		*e = r->events[--r->n_events];
+		sonde__rec_event_remove(r, i);
 	}
 }
 
