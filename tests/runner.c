@@ -178,6 +178,7 @@ int main(int argc, char **argv)
 {
 	bool list = false;
 	int counts[3] = {0, 0, 0};
+	const char *failed[MAX_TESTS];
 
 	if (argc > 1 && strcmp(argv[1], "-l") == 0) {
 		list = true;
@@ -193,12 +194,23 @@ int main(int argc, char **argv)
 			continue;
 		if (list)
 			printf("%s\t%s\n", tests[i].name, tests[i].file);
-		else
-			counts[run_one(&tests[i], buf)]++;
+		else {
+			enum result res = run_one(&tests[i], buf);
+			if (res == FAIL_)
+				failed[counts[FAIL_]] = tests[i].name;
+			counts[res]++;
+		}
 	}
 	free(buf);
 	if (list)
 		return 0;
+	/* The names again at the end, where a log cut in the middle still shows them. */
+	if (counts[FAIL_]) {
+		printf("failed:");
+		for (int i = 0; i < counts[FAIL_]; i++)
+			printf(" %s", failed[i]);
+		printf("\n");
+	}
 	printf("%d passed, %d failed, %d skipped\n", counts[PASS], counts[FAIL_], counts[SKIPPED]);
 	return counts[FAIL_] ? 1 : 0;
 }
