@@ -523,6 +523,7 @@ TEST_TIMEOUT(offcpu_only_has_no_on_cpu_samples, 300)
 	for (int sys = 0; sys < 2; sys++) {
 		struct wall w = {0};
 		bool seen = false;
+		char *last_err = NULL;
 		/* launched, until the time adds up; with -a, until the stacks came through */
 		for (int i = 0; sys ? i < 3 && !seen
 				    : i < 4 && (i == 0 || w.got[NAP] * 1e3 < 0.9 * w.truth[NAP] ||
@@ -537,6 +538,8 @@ TEST_TIMEOUT(offcpu_only_has_no_on_cpu_samples, 300)
 				FAIL("record exited %d:\n%s", o.status, o.err);
 			ASSERT_CONTAINS(o.err, ", event dummy\n");
 			ASSERT_CONTAINS(o.err, "off-CPU only (every switch)");
+			free(last_err);
+			last_err = ASSERT_NOT_NULL(strdup(o.err));
 			test_output_free(&o);
 			struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 			sonde_spool__get_info(s, &in);
@@ -556,9 +559,12 @@ TEST_TIMEOUT(offcpu_only_has_no_on_cpu_samples, 300)
 		if (sys) {
 			if (!seen)
 				FAIL("-a: three recordings, none with sleeping stacks from main "
-				     "through both nap and wait_pipe");
+				     "through both nap and wait_pipe; the last said:\n%s",
+				     last_err);
+			free(last_err);
 			continue;
 		}
+		free(last_err);
 		ASSERT_DOUBLE_NEAR(w.got[NAP] * 1e3 / w.truth[NAP], 1.0, 0.1);
 		ASSERT_DOUBLE_NEAR(w.got[PIPE] * 1e3 / w.truth[PIPE], 1.0, 0.1);
 	}
