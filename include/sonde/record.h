@@ -273,6 +273,10 @@ struct sonde_record_summary {
 	uint32_t stack_bytes_min;
 	uint32_t stack_bytes_max;
 	uint64_t duplicates_dropped;
+	/* Off-CPU intervals whose switch-in the kernel never recorded (a switch from the idle
+	 * task, on some kernels), ended at their wakeup or at the thread's next sample
+	 * (src/record/offcpu.c). */
+	uint64_t offcpu_unseen_switch_ins;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

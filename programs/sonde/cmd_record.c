@@ -544,7 +544,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		fprintf(stderr,
 			"  off-CPU: %llu switch-outs, %llu intervals stacked, %llu shorter than "
 			"%.3f ms counted (%.3f s in all), %llu dropped (loss or exit), %llu "
-			"wakeups seen\n",
+			"wakeups seen, %llu switch-ins not traced (ended at the wakeup or next "
+			"sample)\n",
 			(unsigned long long)s->offcpu_switches,
 			(unsigned long long)s->offcpu_intervals,
 			(unsigned long long)s->offcpu_short,
@@ -552,7 +553,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 						: SONDE_RECORD_OFF_CPU_MIN_DEFAULT) /
 				1e6,
 			s->offcpu_short_ns / 1e9, (unsigned long long)s->offcpu_dropped,
-			(unsigned long long)s->offcpu_wakeups);
+			(unsigned long long)s->offcpu_wakeups,
+			(unsigned long long)s->offcpu_unseen_switch_ins);
 	if (s->stack_switches)
 		fprintf(stderr,
 			"  stack copies: %u-%u bytes per thread after %u switch%s (%u grown after "

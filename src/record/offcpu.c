@@ -15,6 +15,12 @@
  * Either closes the interval; the second to arrive finds nothing open. sched:sched_waking
  * (sched_wakeup on kernels without it) gives the waker and the wakeup time: per CPU it sees
  * every wakeup, per thread only those a recorded thread makes.
+ *
+ * A kernel may leave what happens in the idle task unrecorded (seen: a guest kernel whose
+ * perf events on one CPU miss the idle task's sched_switch and the wakeups of its
+ * interrupts). A thread woken onto that idle CPU is then seen running again, in a sample
+ * of its own, with no switch-in seen: its wakeup, when seen, ends the interval (from an
+ * idle CPU the woken thread runs at once), else that first sample does.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -303,6 +309,27 @@ static int switch_in(struct sonde_recorder *r, pid_t tid, uint64_t time)
 	return close_interval(r, t, time, false);
 }
 
+/* tid is seen on the CPU at `time`: an interval still open lost its switch-in. It ends
+ * at its wakeup when that was seen; else at `time`, late by no more than the gap between
+ * the thread's records, unless `time` is the thread leaving the CPU again, when the gap
+ * is all of its run: the interval is dropped then. */
+static int seen_running(struct sonde_recorder *r, pid_t tid, uint64_t time, bool leaving)
+{
+	struct rec_thread *t = tid > 0 ? sonde__rec_thread_get(r, tid, false) : NULL;
+
+	if (!t || !t->off || !t->off->pending || time <= t->off->out_ns)
+		return 0;
+	struct rec_offcpu *o = t->off;
+	uint64_t in = o->wake_ns > o->out_ns && o->wake_ns <= time ? o->wake_ns : time;
+	if (in == time && leaving) {
+		o->pending = false;
+		r->sum.offcpu_dropped++;
+		return 0;
+	}
+	r->sum.offcpu_unseen_switch_ins++;
+	return close_interval(r, t, in, false);
+}
+
 static void on_waking(struct sonde_recorder *r, const struct perf_rec *rec, pid_t wakee)
 {
 	struct rec_thread *t = sonde__rec_thread_get(r, wakee, false);
@@ -317,12 +344,18 @@ static void on_waking(struct sonde_recorder *r, const struct perf_rec *rec, pid_
 int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_sample *s = &rec->sample;
-	uint16_t type;
+	uint16_t type = 0;
 	int64_t v, prev;
 
-	if (!s->raw || s->raw_size < sizeof(type))
-		return 0;
-	memcpy(&type, s->raw, sizeof(type));
+	bool raw = s->raw && s->raw_size >= sizeof(type);
+	if (raw)
+		memcpy(&type, s->raw, sizeof(type));
+	/* a sample is taken in the context of the thread on the CPU */
+	int err = rec->has_id ? seen_running(r, (pid_t)rec->tid, rec->time,
+					     raw && type == r->offcpu.switch_id)
+			      : 0;
+	if (err || !raw)
+		return err;
 	if (type == r->offcpu.waking_id) {
 		if (sonde__ftrace_field_int(&r->offcpu.waking_pid, s->raw, s->raw_size, &v))
 			on_waking(r, rec, (pid_t)v);
@@ -336,7 +369,7 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 		return 1;
 	}
 	/* the next thread's switch-in first: it may be recorded when this one is not */
-	int err = switch_in(r, (pid_t)v, rec->time);
+	err = switch_in(r, (pid_t)v, rec->time);
 	if (err)
 		return err;
 	r->sum.offcpu_switches++;
