@@ -35,9 +35,10 @@ struct sonde_txt_error {
 };
 
 /* Parses a TraceConfig in protobuf text format (as `perfetto --txt` reads) into binary
- * protobuf. Knows every TraceConfig field and the typed DataSourceConfigs of Linux data
- * sources (ftrace, process_stats, sys_stats, track_event, perf_event, chrome, for_testing);
- * any other field name is an error (docs/trace.md). On success *out is a malloc'd buffer
+ * protobuf. Knows every TraceConfig field of Perfetto v53 and the typed DataSourceConfigs
+ * of the data sources sonde serves (ftrace, process_stats, sys_stats, track_event,
+ * perf_event; also chrome, for_testing), enums by name; any other field name is an error
+ * (docs/trace.md). On success *out is a malloc'd buffer
  * the caller frees with free() (the replaced free if sonde/alloc.h's allocator is replaced).
  * On failure returns -SONDE_E_FORMAT (or -ENOMEM) and fills *err when err is not NULL. */
 SONDE_API int sonde_trace_config__from_text(const char *text, size_t len, uint8_t **out,

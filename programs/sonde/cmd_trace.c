@@ -37,6 +37,8 @@ static void usage(FILE *f)
 		"text\n"
 		"                       format with --txt ('-' reads standard input)\n"
 		"      --txt            the config is in text format\n"
+		"      --config-only    write the binary TraceConfig -c would send to -o FILE\n"
+		"                       and exit, without a service (text to binary)\n"
 		"  -o, --output FILE    write the trace to FILE (required to trace)\n"
 		"  -d, --duration DURATION  session length, e.g. 10s, 500ms, 2m (default 10s);\n"
 		"                       -t, --time DURATION is the same (perfetto's name)\n"
@@ -73,7 +75,7 @@ struct opts {
 	size_t n_triggers;
 	const char *machines[32];
 	size_t n_machines;
-	bool txt, query, quick, trust_uid_set;
+	bool txt, query, quick, trust_uid_set, config_only;
 	uint32_t trust_uid;
 	uint32_t duration_ms;
 	uint32_t buffer_kb;
@@ -177,11 +179,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		OPT_PRODUCER_SOCKET,
 		OPT_CLONE,
 		OPT_TRUST,
-		OPT_MACHINE
+		OPT_MACHINE,
+		OPT_CONFIG_ONLY
 	};
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},
 		{"txt", no_argument, NULL, OPT_TXT},
+		{"config-only", no_argument, NULL, OPT_CONFIG_ONLY},
 		{"output", required_argument, NULL, 'o'},
 		{"duration", required_argument, NULL, 'd'},
 		{"time", required_argument, NULL, 't'},
@@ -208,6 +212,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_TXT:
 			o->txt = true;
+			break;
+		case OPT_CONFIG_ONLY:
+			o->config_only = true;
 			break;
 		case 'o':
 			o->out = optarg;
@@ -294,6 +301,10 @@ static int check_args(const struct opts *o)
 	}
 	if (o->config && (o->quick || o->n_sources)) {
 		cli_error(CMD, "-c cannot be combined with -d, -b or data source names");
+		return CLI_USAGE;
+	}
+	if (o->config_only && !o->config) {
+		cli_error(CMD, "--config-only needs -c FILE");
 		return CLI_USAGE;
 	}
 	if (o->txt && !o->config) {
@@ -680,6 +691,30 @@ static int open_output(const char *path)
 	return fd;
 }
 
+/* --config-only: the config as it would be sent, into path; takes cfg. */
+static int write_config(const char *path, uint8_t *cfg, size_t len)
+{
+	int fd = open_output(path), rc = CLI_FAILURE;
+	size_t off = 0;
+
+	while (fd >= 0 && off < len) {
+		ssize_t n = write(fd, cfg + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			cli_error(CMD, "cannot write %s: %s", path, strerror(n < 0 ? errno : EIO));
+			break;
+		}
+		off += (size_t)n;
+	}
+	if (fd >= 0 && close(fd) < 0 && off == len)
+		cli_error(CMD, "cannot write %s: %s", path, strerror(errno));
+	else if (fd >= 0 && off == len)
+		rc = 0;
+	free(cfg);
+	return rc;
+}
+
 /* The session did not end normally (lost connection, abort, timeout): what the file holds
  * (the service's writes, for write_into_file; else nothing yet) stays, and is incomplete. */
 static void lost(const struct opts *o, int fd, int r, bool into_file)
@@ -832,6 +867,8 @@ static int run_trace(const struct opts *o)
 
 	if ((rc = load_config(o, &cfg, &len, &sum)) != 0)
 		return rc;
+	if (o->config_only)
+		return write_config(o->out, cfg, len);
 	rc = CLI_FAILURE;
 	if (!(c = connect_service(o)) || (fd = open_output(o->out)) < 0)
 		goto out;

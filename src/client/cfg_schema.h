@@ -1,12 +1,13 @@
-/* The subset of Perfetto's TraceConfig schema that the text-format parser knows.
- * Internal to libsonde (src/client).
+/* Perfetto's TraceConfig schema as the text-format parser knows it. Internal to libsonde
+ * (src/client).
  *
  * The text format names fields instead of numbering them, so a field can only be encoded
- * if its number and type are known here. Everything under TraceConfig is listed (v14 plus
- * the HEAD additions a Linux service acts on), and DataSourceConfig's typed sub-configs
- * for the data sources that exist on Linux. Android-only sub-configs are left out on
- * purpose: a binary config (`sonde trace -c FILE` without --txt) passes any field through
- * byte for byte, which is the way to use them.
+ * if its number and type are known here. The tables are generated at build time from the
+ * .proto files under protos/config (mk/cfgschema.mk, tools/cfg_schema_gen.c): TraceConfig
+ * as of Perfetto v53, and DataSourceConfig's typed configs for the data sources sonde
+ * serves.
+ * Other data sources' configs are written in binary form (`sonde trace -c FILE` without
+ * --txt), which passes any field through byte for byte.
  */
 #ifndef SONDE_CLIENT_CFG_SCHEMA_H
 #define SONDE_CLIENT_CFG_SCHEMA_H
@@ -49,6 +50,7 @@ struct cfg_field {
 	uint32_t num;
 	uint8_t type; /* enum cfg_type */
 	bool repeated;
+	uint8_t oneof;		    /* 1 + the index of its oneof in the message; 0: in none */
 	const struct cfg_msg *msg;  /* CT_MSG */
 	const struct cfg_enum *enm; /* CT_ENUM; NULL: integers only */
 };
@@ -61,6 +63,7 @@ struct cfg_msg {
 extern const struct cfg_msg sonde__cfg_trace_config;
 
 /* The field called name in m, or NULL. */
-const struct cfg_field *sonde__cfg_find_field(const struct cfg_msg *m, const char *name, size_t len);
+const struct cfg_field *sonde__cfg_find_field(const struct cfg_msg *m, const char *name,
+					      size_t len);
 
 #endif

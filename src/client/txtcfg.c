@@ -591,6 +591,13 @@ static int parse_field(struct parser *ps, const struct cfg_msg *m, uint64_t *see
 	if (!f->repeated && (*seen & (1ull << idx)))
 		return FAIL_TOK(ps, &name, "non-repeated field '%s' is specified more than once",
 				f->name);
+	/* a oneof holds one member: a decoder would keep the last one and drop the other */
+	for (const struct cfg_field *o = m->fields; f->oneof && o->name; o++)
+		if (o != f && o->oneof == f->oneof && (*seen & (1ull << (o - m->fields))))
+			return FAIL_TOK(ps, &name,
+					"field '%s' and field '%s' are members of the same oneof:"
+					" only one may be set",
+					o->name, f->name);
 	*seen |= 1ull << idx;
 	bool colon = false;
 	if ((r = peek(ps, &t)) < 0)

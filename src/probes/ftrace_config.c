@@ -10,6 +10,7 @@
 
 #include "base/array.h"
 #include "base/pb.h"
+#include "probes/cfg_unsupported.h"
 
 static bool valid_event(const uint8_t *p, size_t n)
 {
@@ -59,8 +60,6 @@ int sonde__ftrace_config_parse(const void *buf, size_t len, struct ftrace_config
 			}
 			memcpy(c->events[c->nevents], f.ptr, f.len);
 			c->events[c->nevents++][f.len] = '\0';
-		} else if ((f.num == 2 || f.num == 3) && l) {
-			c->has_atrace = true;
 		} else if (f.num == 10 && v) {
 			c->buffer_size_kb = f.u > UINT32_MAX ? UINT32_MAX : (uint32_t)f.u;
 		} else if (f.num == 11 && v) {
@@ -69,14 +68,13 @@ int sonde__ftrace_config_parse(const void *buf, size_t len, struct ftrace_config
 			c->drain_buffer_percent = f.u > 100 ? 100 : (uint32_t)f.u;
 		} else if (f.num == 12 && l) {
 			c->compact_sched = sub_bool(&f, 1);
-		} else if (f.num == 13 && v) {
-			c->symbolize_ksyms = f.u != 0;
 		} else if (f.num == 16 && v) {
 			c->disable_generic_events = f.u != 0;
 		} else if (f.num == 24 && v) {
 			c->use_monotonic_raw_clock = f.u != 0;
-		} else if (f.num == 25 && l && f.len > 0) {
-			c->has_instance_name = true;
+		} else {
+			sonde__probes_unsupported_mark(sonde__ftrace_unsupported, &f,
+						       &c->unsupported);
 		}
 	}
 	if (rc < 0) {

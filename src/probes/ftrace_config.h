@@ -19,14 +19,14 @@ struct ftrace_config {
 	bool compact_sched;	       /* 12: CompactSchedConfig.enabled */
 	bool disable_generic_events;   /* 16: events without a typed proto are dropped */
 	bool use_monotonic_raw_clock;  /* 24: trace_clock mono_raw instead of boot */
-	/* Fields read but not acted on, so that the data source can say so. */
-	bool has_atrace;	/* atrace_categories (2) / atrace_apps (3) */
-	bool symbolize_ksyms;	/* 13 */
-	bool has_instance_name; /* 25: sonde always records into its own instance */
+	/* Fields set but not acted on (bit N: field N; cfg_unsupported.h), so that the data
+	 * source can say so: atrace_*, symbolize_ksyms, instance_name, kprobes, ... */
+	uint64_t unsupported;
 };
 
-/* Decodes FtraceConfig bytes (the DataSourceConfig's ftrace_config field, 100). Unknown
- * fields are skipped. An event name longer than FTRACE_EVENT_NAME_MAX - 1 bytes, with a
+/* Decodes FtraceConfig bytes (the DataSourceConfig's ftrace_config field, 100). v53's
+ * fields linux.ftrace does not act on are marked in c->unsupported; unknown ones are
+ * skipped. An event name longer than FTRACE_EVENT_NAME_MAX - 1 bytes, with a
  * character other than [A-Za-z0-9_-], '/' or '*', or with "..", is -SONDE_E_RANGE.
  * Returns 0, -SONDE_E_FORMAT, -SONDE_E_RANGE or -ENOMEM; on failure *c is left empty. */
 int sonde__ftrace_config_parse(const void *buf, size_t len, struct ftrace_config *c);

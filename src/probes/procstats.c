@@ -17,6 +17,7 @@
 #include "base/buf.h"
 #include "base/pb.h"
 #include "base/u64map.h"
+#include "probes/cfg_unsupported.h"
 #include "proc/proc.h"
 
 enum {
@@ -63,6 +64,9 @@ int sonde__procstats_config_parse(const void *buf, size_t len, struct procstats_
 						: f.u < MIN_POLL_MS ? MIN_POLL_MS
 						: f.u > UINT32_MAX  ? UINT32_MAX
 								    : (uint32_t)f.u;
+		} else {
+			sonde__probes_unsupported_mark(sonde__procstats_unsupported, &f,
+						       &c->unsupported);
 		}
 	}
 	return rc < 0 ? rc : 0;

@@ -29,6 +29,7 @@ struct procstats_config {
 	bool record_thread_names;	  /* 3: threads named on demand carry their names */
 	bool on_demand;			  /* not quirks DISABLE_ON_DEMAND (1: 2) */
 	uint32_t proc_stats_poll_ms;	  /* 4; 0 = no polling, else at least 100 ms */
+	uint64_t unsupported;		  /* fields set but not acted on (cfg_unsupported.h) */
 };
 
 /* Decodes ProcessStatsConfig bytes. Returns 0 or -SONDE_E_FORMAT. */

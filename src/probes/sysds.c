@@ -32,6 +32,7 @@
 #include "base/alloc.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
+#include "probes/cfg_unsupported.h"
 #include "probes/ftrace.h"
 #include "probes/probes.h"
 #include "probes/procstats.h"
@@ -369,6 +370,25 @@ static void inst_free(struct sysds *sd, struct inst *in)
 	sonde__free(in);
 }
 
+/* One notice per field the config set that this source does not act on: the session
+ * records without it, and the consumer is told rather than left to find it missing. */
+static void note_unsupported(struct inst *in)
+{
+	static const struct probes_unsupported *const table[] = {sonde__ftrace_unsupported,
+								 sonde__procstats_unsupported,
+								 sonde__sysstats_unsupported};
+	enum kind k = in->sd->kind;
+	uint64_t m = k == FTRACE      ? in->fcfg.unsupported
+		     : k == PROCSTATS ? in->pcfg.unsupported
+				      : in->scfg.unsupported;
+	const struct probes_unsupported *u;
+
+	for (uint32_t n = 1; n < 64; n++)
+		if ((m & (1ull << n)) && (u = sonde__probes_unsupported_find(table[k], n)))
+			note(in, PROBES_LOG_WARN, "%s is not supported and was ignored: %s",
+			     u->name, u->why);
+}
+
 static void start_ftrace(struct inst *in)
 {
 	char err[256] = "";
@@ -450,6 +470,7 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 		note(in, PROBES_LOG_ERROR, "%s", in->err);
 		return;
 	}
+	note_unsupported(in);
 	if (sd->kind == FTRACE)
 		start_ftrace(in);
 	else if (sd->kind == PROCSTATS)

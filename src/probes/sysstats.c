@@ -15,6 +15,7 @@
 
 #include "base/buf.h"
 #include "base/pb.h"
+#include "probes/cfg_unsupported.h"
 #include "proc/proc.h"
 
 /* /proc/meminfo keys by MeminfoCounters value (protos/perfetto/common/
@@ -466,6 +467,9 @@ int sonde__sysstats_config_parse(const void *buf, size_t len, struct sysstats_co
 			c->devfreq_period_ms = period(f.u);
 		else if (f.num == 8 && v)
 			c->cpufreq_period_ms = period(f.u);
+		else
+			sonde__probes_unsupported_mark(sonde__sysstats_unsupported, &f,
+						       &c->unsupported);
 		if (rc < 0)
 			return rc;
 	}

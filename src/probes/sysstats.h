@@ -33,6 +33,7 @@ struct sysstats_config {
 	uint16_t vmstat_counters[SYSSTATS_MAX_KEYS]; /* VmstatCounters values */
 	size_t nvmstat;
 	uint32_t stat_mask; /* enum sysstats_stat bits; 0 = all */
+	uint64_t unsupported; /* fields set but not acted on (cfg_unsupported.h) */
 };
 
 /* Decodes SysStatsConfig bytes. Returns 0 or -SONDE_E_FORMAT; more than SYSSTATS_MAX_KEYS

@@ -114,6 +114,8 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 	struct child *c = ctx;
 	c->inst = id;
 	c->started = true;
+	if (c->o->config_out)
+		test_write_file(c->o->config_out, cfg, len);
 	c->w = sonde_producer__new_writer(c->p, id);
 	if (c->w)
 		write_packets(c);

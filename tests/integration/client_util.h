@@ -31,6 +31,7 @@ struct client_prod_opts {
 	bool provided_smb;
 	bool commit_on_start; /* else chunks wait for a flush */
 	uint32_t smb_size, page_size;
+	const char *config_out; /* the DataSourceConfig its instance got is written here */
 };
 
 /* Forks a producer process; returns its pid. It exits 0 after its instance was stopped, 2

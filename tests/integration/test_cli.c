@@ -191,6 +191,7 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "top --help", 0, "usage: sonde top"},
 	{"sonde", "trace -c %T/none --txt -o %T/t", 1, "cannot read config"},
 	{"sonde", "trace --config %T/none --output %T/t", 1, "cannot read config"},
+	{"sonde", "trace -c %T/none --txt --config-only -o %T/t", 1, "cannot read config"},
 	{"sonde",
 	 "trace -d 1s --duration 1s -t 1s --time 1s -b 1mb --buffer 1mb --socket %T/none "
 	 "--trust-uid 0 -o %T/t x",

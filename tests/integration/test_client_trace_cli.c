@@ -5,6 +5,9 @@
 
 #include <sonde/client.h>
 
+#include "base/buf.h"
+#include "base/pb.h"
+
 #include "../test.h"
 #include "../util.h"
 #include "client_util.h"
@@ -224,4 +227,116 @@ TEST(trace_cli_mistyped_option_is_one_line)
 	ASSERT_INT(o.status, ==, 2);
 	ASSERT_STR_EQ(o.err, "sonde trace: option '-o' needs a value (see 'sonde trace --help')\n");
 	test_output_free(&o);
+}
+
+/* A session of one data source, "vendor.opaque", that sonde knows nothing of, served by a
+ * test producer that keeps the DataSourceConfig its instance got. The service appends its
+ * own fields (target buffer, session id, ...) after the consumer's, so the consumer's bytes
+ * must arrive as the config's first want_len bytes, unchanged. */
+static void check_config_reaches_producer(const char *cfg, bool txt, const uint8_t *want,
+					  size_t want_len)
+{
+	struct rig r;
+	struct test_output o;
+	char got_path[4096];
+	const char *out = test_path("opaque.pftrace");
+	struct client_prod_opts po = {
+		.packets = 5, .commit_on_start = true, .ds_name = "vendor.opaque"};
+	size_t got_len;
+
+	snprintf(got_path, sizeof(got_path), "%s", test_path("got.cfg"));
+	po.config_out = got_path;
+	client_svc_start(&r.svc);
+	po.socket = r.svc.psock;
+	r.prod = client_prod_spawn(&po);
+	client_wait_data_source(r.svc.csock, "vendor.opaque");
+	test_runf(&o, 60, "%s trace --socket %s -c %s%s -o %s", test_bin("sonde"), r.svc.csock, cfg,
+		  txt ? " --txt" : "", out);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	check_trace_file(out, 5);
+	rig_stop(&r);
+	uint8_t *got = ASSERT_NOT_NULL((uint8_t *)test_read_file(got_path, &got_len));
+	ASSERT_UINT(got_len, >, want_len);
+	ASSERT_MEM_EQ(got, want, want_len);
+	free(got);
+}
+
+/* The DataSourceConfig (data_sources[0].config) of a binary TraceConfig. */
+static void first_ds_config(const uint8_t *tc, size_t len, const uint8_t **ds, size_t *ds_len)
+{
+	struct pb_reader r = pb_reader_init(tc, len), dr;
+	struct pb_field f;
+
+	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num != 2 || f.wire != PB_LEN)
+			continue;
+		dr = pb_sub(&f);
+		while (sonde__pb_next(&dr, &f) > 0)
+			if (f.num == 1 && f.wire == PB_LEN) {
+				*ds = f.ptr;
+				*ds_len = f.len;
+				return;
+			}
+	}
+	FAIL("the config has no data_sources { config }");
+}
+
+TEST_TIMEOUT(trace_cli_cfg_unknown_data_source_binary_config_reaches_its_producer, 90)
+{
+	/* fields of other data sources' configs (android_log_config, 107), numbers no schema
+	 * has, every wire type, a negative varint: all opaque to sonde */
+	struct buf ds = BUF_INIT, tc = BUF_INIT;
+	sonde__pb_put_string(&ds, 1, "vendor.opaque");
+	size_t m = sonde__pb_begin(&ds, 107);
+	sonde__pb_put_varint(&ds, 1, 3);
+	sonde__pb_put_varint(&ds, 2, 4);
+	sonde__pb_put_string(&ds, 3, "tag");
+	sonde__pb_end(&ds, m);
+	sonde__pb_put_bytes(&ds, 4242, "\x00\xff\x80opaque", 9);
+	sonde__pb_put_fixed32(&ds, 4243, 0xdeadbeef);
+	sonde__pb_put_fixed64(&ds, 4244, 0x0123456789abcdefull);
+	sonde__pb_put_varint(&ds, 4245, (uint64_t)-7);
+	sonde__pb_put_bytes(&ds, 1001, "\x08\x03", 2); /* for_testing { message_count: 3 } */
+
+	m = sonde__pb_begin(&tc, 1);
+	sonde__pb_put_varint(&tc, 1, 1024);
+	sonde__pb_end(&tc, m);
+	m = sonde__pb_begin(&tc, 2);
+	sonde__pb_put_bytes(&tc, 1, ds.data, ds.len);
+	sonde__pb_end(&tc, m);
+	sonde__pb_put_varint(&tc, 3, 500); /* duration_ms */
+	ASSERT_OK(buf_error(&tc));
+	const char *cfg = test_path("opaque.pb");
+	test_write_file(cfg, tc.data, tc.len);
+	check_config_reaches_producer(cfg, false, ds.data, ds.len);
+	sonde__buf_free(&ds);
+	sonde__buf_free(&tc);
+}
+
+TEST_TIMEOUT(trace_cli_cfg_unknown_data_source_text_config_reaches_its_producer, 90)
+{
+	/* in text form a data source's name is free: any config message the schema has encodes,
+	 * whoever serves it */
+	static const char txt[] =
+		"buffers { size_kb: 1024 }\n"
+		"data_sources { config {\n"
+		"  name: \"vendor.opaque\"\n"
+		"  track_event_config { enabled_categories: [\"a\", \"b*\"] }\n"
+		"  chrome_config { trace_config: \"{}\" client_priority: USER_INITIATED }\n"
+		"  for_testing { message_count: 3 dummy_fields { field_sint32: -9 field_bytes: "
+		"\"\\000\\377\" } }\n"
+		"  legacy_config: \"k=v\"\n"
+		"} }\n"
+		"duration_ms: 500\n";
+	uint8_t *bin;
+	size_t len, ds_len = 0;
+	const uint8_t *ds = NULL;
+
+	ASSERT_OK(sonde_trace_config__from_text(txt, sizeof(txt) - 1, &bin, &len, NULL));
+	first_ds_config(bin, len, &ds, &ds_len);
+	const char *cfg = test_path("opaque.txt");
+	test_write_file(cfg, txt, sizeof(txt) - 1);
+	check_config_reaches_producer(cfg, true, ds, ds_len);
+	free(bin);
 }

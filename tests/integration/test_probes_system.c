@@ -355,3 +355,50 @@ TEST_TIMEOUT(probes_system_second_ftrace_session_told_busy, 240)
 	sonde__buf_free(&t1);
 	sonde__buf_free(&t2);
 }
+
+/* Config fields the probes do not act on are named in the trace, with why, and printed by
+ * `sonde trace`; the session records what it does support, and the exit status stays 0. */
+TEST_TIMEOUT(probes_system_unsupported_config_fields_are_named, 120)
+{
+	const char *cfg = test_path("unsupported.txt"), *out = test_path("unsupported.pftrace");
+	static const char txt[] =
+		"buffers { size_kb: 4096 fill_policy: DISCARD }\n"
+		"duration_ms: 1500\n"
+		"data_sources { config { name: \"linux.sys_stats\" sys_stats_config {\n"
+		"  meminfo_period_ms: 100 meminfo_counters: MEMINFO_MEM_TOTAL\n"
+		"  cpuidle_period_ms: 100 psi_period_ms: 0 } } }\n"
+		"data_sources { config { name: \"linux.process_stats\" process_stats_config {\n"
+		"  scan_all_processes_on_start: true resolve_process_fds: true\n"
+		"  scan_smaps_rollup: false } } }\n";
+	struct sonded d;
+
+	sec_require_root();
+	test_write_file(cfg, txt, sizeof(txt) - 1);
+	sonded_start(&d, NULL);
+	client_wait_data_source(d.csock, "linux.process_stats");
+	client_wait_data_source(d.csock, "linux.sys_stats");
+	int status = test_wait(trace_spawn(false, d.csock, cfg, out), 60);
+	char *err = trace_err(out);
+	sonded_stop(&d);
+	printf("%s", err);
+	ASSERT_INT(status, ==, 0);
+	ASSERT_CONTAINS(err, "linux.sys_stats: warning: cpuidle_period_ms is not supported and "
+			     "was ignored: cpuidle state times are not sampled");
+	ASSERT_CONTAINS(err, "linux.process_stats: warning: resolve_process_fds is not supported "
+			     "and was ignored: file descriptors are not resolved to paths");
+	/* a zero period and a false bool ask for nothing */
+	ASSERT_NOT_CONTAINS(err, "psi_period_ms");
+	ASSERT_NOT_CONTAINS(err, "scan_smaps_rollup");
+	free(err);
+
+	struct buf trace = BUF_INIT;
+	char *logs;
+	read_trace(out, &trace, &logs);
+	ASSERT_CONTAINS(logs, "linux.sys_stats: cpuidle_period_ms is not supported");
+	ASSERT_CONTAINS(logs, "linux.process_stats: resolve_process_fds is not supported");
+	free(logs);
+	struct meminfo_times m = {0};
+	probes_each_packet(&trace, meminfo_time, &m);
+	ASSERT_UINT(m.n, >=, 1);
+	sonde__buf_free(&trace);
+}

@@ -173,6 +173,57 @@ TEST(client_txtcfg_errors_point_at_line_and_column)
 	parse_err("unique_session_name: \"\\q\"", 1, 22, "invalid escape");
 	parse_err("duration_ms: 1 $", 1, 16, "unexpected character");
 	parse_err("buffers: [{size_kb: 1} {size_kb: 2}]", 1, 24, "expected ',' or ']'");
+	parse_err("data_sources { config { perf_event_config { timebase {\n"
+		  "  frequency: 99\n  period: 1000 } } } }",
+		  3, 3,
+		  "field 'frequency' and field 'period' are members of the same oneof: only one "
+		  "may be set");
+	parse_err("data_sources { config { sys_stats_config { stat_counters: MEMINFO_MEM_TOTAL "
+		  "} } }",
+		  1, 59,
+		  "unknown value 'MEMINFO_MEM_TOTAL' for enum field 'stat_counters' of type "
+		  "StatCounters");
+}
+
+/* Perfetto v53's fields and enum names, which the v14 table refused */
+TEST(client_txtcfg_v53_fields_and_enum_names)
+{
+	const char *txt =
+		"data_sources { config { name: \"linux.sys_stats\"\n"
+		"  sys_stats_config { meminfo_counters: MEMINFO_MEM_TOTAL\n"
+		"    vmstat_counters: [VMSTAT_PGFAULT, 3] cpuidle_period_ms: 100 } } }\n"
+		"data_sources { config { process_stats_config { resolve_process_fds: true "
+		"} ftrace_config { drain_buffer_percent: 40 ksyms_mem_policy: KSYMS_RETAIN "
+		"} } }\n";
+	uint8_t *out;
+	size_t len;
+	struct buf w = BUF_INIT;
+
+	parse_ok(txt, &out, &len);
+	size_t ds = sonde__pb_begin(&w, 2), c = sonde__pb_begin(&w, 1);
+	sonde__pb_put_string(&w, 1, "linux.sys_stats");
+	size_t ss = sonde__pb_begin(&w, 104);
+	sonde__pb_put_varint(&w, 2, 1);	 /* MEMINFO_MEM_TOTAL */
+	sonde__pb_put_varint(&w, 4, 49); /* VMSTAT_PGFAULT */
+	sonde__pb_put_varint(&w, 4, 3);
+	sonde__pb_put_varint(&w, 13, 100);
+	sonde__pb_end(&w, ss);
+	sonde__pb_end(&w, c);
+	sonde__pb_end(&w, ds);
+	ds = sonde__pb_begin(&w, 2);
+	c = sonde__pb_begin(&w, 1);
+	ss = sonde__pb_begin(&w, 103);
+	sonde__pb_put_bool(&w, 9, true);
+	sonde__pb_end(&w, ss);
+	ss = sonde__pb_begin(&w, 100);
+	sonde__pb_put_varint(&w, 29, 40);
+	sonde__pb_put_varint(&w, 17, 2);
+	sonde__pb_end(&w, ss);
+	sonde__pb_end(&w, c);
+	sonde__pb_end(&w, ds);
+	expect_bytes(out, len, &w);
+	free(out);
+	sonde__buf_free(&w);
 }
 
 TEST(client_txtcfg_lists_of_messages_and_empty_lists)

@@ -40,18 +40,22 @@ TEST(ftrace_format_kinds)
 	const char *s;
 	size_t n;
 	int64_t v;
-	ASSERT(sonde__ftrace_field_str(sonde__ftrace_format_field(&f, "name"), rec, sizeof(rec), &s, &n));
+	ASSERT(sonde__ftrace_field_str(sonde__ftrace_format_field(&f, "name"), rec, sizeof(rec), &s,
+				       &n));
 	ASSERT_INT(n, ==, 3);
 	ASSERT_MEM_EQ(s, "abc", 3);
-	ASSERT(sonde__ftrace_field_str(sonde__ftrace_format_field(&f, "rel"), rec, sizeof(rec), &s, &n));
+	ASSERT(sonde__ftrace_field_str(sonde__ftrace_format_field(&f, "rel"), rec, sizeof(rec), &s,
+				       &n));
 	ASSERT_INT(n, ==, 3);
 	ASSERT_MEM_EQ(s, "xyz", 3);
-	ASSERT(sonde__ftrace_field_int(sonde__ftrace_format_field(&f, "small"), rec, sizeof(rec), &v));
+	ASSERT(sonde__ftrace_field_int(sonde__ftrace_format_field(&f, "small"), rec, sizeof(rec),
+				       &v));
 	ASSERT_INT(v, ==, -1);
 	/* A location past the record is refused. */
 	loc = 62 | 8u << 16;
 	memcpy(rec + 4, &loc, 4);
-	ASSERT(!sonde__ftrace_field_str(sonde__ftrace_format_field(&f, "name"), rec, sizeof(rec), &s, &n));
+	ASSERT(!sonde__ftrace_field_str(sonde__ftrace_format_field(&f, "name"), rec, sizeof(rec),
+					&s, &n));
 	ASSERT(!sonde__ftrace_field_int(sonde__ftrace_format_field(&f, "small"), rec, 20, &v));
 	sonde__ftrace_format_free(&f);
 }
@@ -78,7 +82,7 @@ TEST(ftrace_config_fields)
 {
 	/* ftrace_events "sched/sched_switch", "irq/" "*"; buffer_size_kb 1024; drain_period_ms 100;
 	 * compact_sched { enabled: true }; drain_buffer_percent 150 (capped at 100);
-	 * atrace_categories "gfx" (read, not acted on). */
+	 * atrace_categories "gfx" (marked as not acted on). */
 	static const uint8_t b[] = {0x0a, 0x12, 's',  'c',  'h',  'e',	'd',  '/',  's',
 				    'c',  'h',	'e',  'd',  '_',  's',	'w',  'i',  't',
 				    'c',  'h',	0x0a, 0x05, 'i',  'r',	'q',  '/',  '*',
@@ -94,7 +98,7 @@ TEST(ftrace_config_fields)
 	ASSERT_INT(c.drain_period_ms, ==, 100);
 	ASSERT(c.compact_sched);
 	ASSERT_INT(c.drain_buffer_percent, ==, 100);
-	ASSERT(c.has_atrace);
+	ASSERT_UINT(c.unsupported, ==, 1ull << 2); /* atrace_categories */
 	sonde__ftrace_config_free(&c);
 	/* A name that would leave events/: refused. */
 	static const uint8_t bad[] = {0x0a, 0x08, '.', '.', '/', '.', '.', '/', 'x', 'y'};

@@ -1,5 +1,11 @@
 /* linux.process_stats' and linux.sys_stats' text parsers and configs on fixed inputs. */
+#include <stdlib.h>
+
 #include "../test.h"
+#include "base/buf.h"
+#include "base/pb.h"
+#include "probes/cfg_unsupported.h"
+#include "probes/ftrace_config.h"
 #include "probes/procstats.h"
 #include "probes/sysstats.h"
 
@@ -150,4 +156,62 @@ TEST(procstats_config_quirks)
 	ASSERT_INT(c.proc_stats_poll_ms, ==, 100);
 	ASSERT_OK(sonde__procstats_config_parse(b + 2, sizeof(b) - 2, &c));
 	ASSERT(c.on_demand);
+}
+
+/* v53's fields the modules do not act on are marked when they ask for something (the data
+ * source then names each in a notice); supported fields, false bools, zero periods and
+ * fields newer than v53 are not. */
+TEST(probes_config_unsupported_fields_are_marked)
+{
+	struct buf b = BUF_INIT;
+	struct sysstats_config *sc = ASSERT_NOT_NULL(calloc(1, sizeof(*sc)));
+	struct procstats_config pc;
+	struct ftrace_config fc;
+
+	sonde__pb_put_varint(&b, 1, 100);  /* meminfo_period_ms */
+	sonde__pb_put_varint(&b, 13, 100); /* cpuidle_period_ms */
+	sonde__pb_put_varint(&b, 11, 0);   /* psi_period_ms 0: off */
+	sonde__pb_put_varint(&b, 14, 250); /* gpufreq_period_ms */
+	sonde__pb_put_varint(&b, 50, 1);   /* after v53 */
+	ASSERT_OK(sonde__sysstats_config_parse(b.data, b.len, sc));
+	ASSERT_UINT(sc->unsupported, ==, (1ull << 13) | (1ull << 14));
+	ASSERT_INT(sc->meminfo_period_ms, ==, 100);
+	free(sc);
+
+	sonde__buf_reset(&b);
+	sonde__pb_put_bool(&b, 9, true);   /* resolve_process_fds */
+	sonde__pb_put_bool(&b, 10, false); /* scan_smaps_rollup */
+	sonde__pb_put_bool(&b, 12, true);  /* record_process_runtime: always written */
+	sonde__pb_put_varint(&b, 6, 5000); /* proc_stats_cache_ttl_ms: no cache to expire */
+	sonde__pb_put_varint(&b, 4, 1000);
+	ASSERT_OK(sonde__procstats_config_parse(b.data, b.len, &pc));
+	ASSERT_UINT(pc.unsupported, ==, 1ull << 9);
+	ASSERT_INT(pc.proc_stats_poll_ms, ==, 1000);
+
+	sonde__buf_reset(&b);
+	sonde__pb_put_string(&b, 1, "sched/sched_switch");
+	sonde__pb_put_bool(&b, 13, true);     /* symbolize_ksyms */
+	sonde__pb_put_string(&b, 25, "mine"); /* instance_name */
+	size_t m = sonde__pb_begin(&b, 30);   /* kprobe_events */
+	sonde__pb_put_string(&b, 1, "do_sys_open");
+	sonde__pb_end(&b, m);
+	sonde__pb_put_bool(&b, 16, true);  /* disable_generic_events: supported */
+	sonde__pb_put_bool(&b, 23, false); /* preserve_ftrace_buffer: false asks nothing */
+	ASSERT_OK(buf_error(&b));
+	ASSERT_OK(sonde__ftrace_config_parse(b.data, b.len, &fc));
+	ASSERT_UINT(fc.unsupported, ==, (1ull << 13) | (1ull << 25) | (1ull << 30));
+	ASSERT(fc.disable_generic_events);
+	ASSERT_INT(fc.nevents, ==, 1);
+	sonde__ftrace_config_free(&fc);
+	sonde__buf_free(&b);
+
+	/* every table entry has a name and a reason */
+	const struct probes_unsupported *const t[] = {sonde__ftrace_unsupported,
+						      sonde__procstats_unsupported,
+						      sonde__sysstats_unsupported};
+	for (size_t i = 0; i < 3; i++)
+		for (const struct probes_unsupported *u = t[i]; u->num; u++) {
+			ASSERT(u->num < 64);
+			ASSERT(u->name && u->why && u->why[0]);
+		}
 }
