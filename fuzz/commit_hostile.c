@@ -432,7 +432,7 @@ static void run_script(struct reader *in)
 			break;
 		case 'W': { /* RegisterTraceWriter */
 			uint16_t w = (uint16_t)(take(in, 2) % (SMB_MAX_WRITER_ID + 1));
-			conn.p.writer_buf[w] = (uint16_t)(take(in, 1) % 4);
+			sonde__producer_bind_writer(&conn, w, (uint16_t)(take(in, 1) % 4));
 			break;
 		}
 		case 'B': { /* raw bytes anywhere (before the service runs) */

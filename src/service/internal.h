@@ -85,6 +85,14 @@ struct pending_cmd {
 	bool with_smb_fd;
 };
 
+/* A buffer a producer may write into, and the generation of that permission: a writer
+ * registered for the buffer is bound to the permission it was registered under, not to
+ * the bare id, which a later session may get again (producer.c). */
+struct prod_allowed {
+	uint16_t buf_id;
+	uint32_t gen;
+};
+
 struct producer {
 	uint32_t id;
 	bool initialized;
@@ -103,8 +111,10 @@ struct producer {
 	struct pending_cmd *pending;
 	size_t npending;
 	uint16_t writer_buf[SMB_MAX_WRITER_ID + 1]; /* writer -> registered BufferID */
-	uint16_t *allowed;			    /* BufferIDs it may write into */
+	uint32_t writer_gen[SMB_MAX_WRITER_ID + 1]; /* ... under this permission (0: none) */
+	struct prod_allowed *allowed;		    /* BufferIDs it may write into */
 	size_t nallowed, allowed_cap;
+	uint32_t allow_gen; /* the last permission's generation */
 	uint32_t trig_tokens; /* ActivateTriggers throttle (trigger.c) */
 	uint64_t trig_refill_ns;
 };
@@ -182,6 +192,22 @@ struct svc_limits {
 
 struct svc_connector;
 
+/* One consumer uid's budget of new buffer ids (security.c): a token bucket. */
+struct svc_idbudget {
+	uid_t uid;
+	uint32_t tokens;
+	uint64_t refill_ns;
+};
+
+enum {
+	/* Buffer ids a consumer uid other than sonded's may take at once, and per second
+	 * after that: far more than sessions use, and far too few to cycle through the
+	 * 65535 ids (it would take over half an hour) */
+	SVC_IDS_BURST = 2048,
+	SVC_IDS_PER_S = 32,
+	SVC_MAX_IDBUDGETS = 32, /* uids tracked; a full bucket is forgotten first */
+};
+
 struct svc_retired {
 	struct fwriter *fw;
 	bool cancelled;
@@ -207,6 +233,8 @@ struct svc {
 	size_t nsessions;
 	struct u64map buf_by_id; /* BufferID -> struct tbuf * (bufid.c) */
 	uint16_t last_buf_id;	 /* the last id handed out */
+	struct svc_idbudget idb[SVC_MAX_IDBUDGETS];
+	size_t nidb;
 	struct flush *flushes;
 	size_t nflushes;
 	uid_t uid;
@@ -267,6 +295,10 @@ int sonde__producer_ensure_smb(struct svc *s, struct conn *c, const struct sessi
 int sonde__producer_preassign_smb(struct conn *c, int fd, size_t size, size_t page, bool create);
 void sonde__producer_allow_buffer(struct conn *c, uint16_t buf_id);
 void sonde__producer_disallow_buffer(struct conn *c, uint16_t buf_id);
+/* RegisterTraceWriter: binds writer to buf_id under the producer's current permission for
+ * it (none if it may not write there: the writer's chunks are then refused, even after a
+ * later session gets that id); buf_id 0 unbinds it. */
+void sonde__producer_bind_writer(struct conn *c, uint16_t writer, uint16_t buf_id);
 void sonde__producer_scrape(struct svc *s, struct conn *c, const struct session *only);
 
 /* security.c: identity, lockdown, limits, file creation, socket permissions */

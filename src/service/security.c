@@ -272,6 +272,34 @@ static uint64_t uid_buffer_bytes(const struct svc *s, int32_t uid)
 	return n;
 }
 
+/* The budget of uid, refilled to now: a uid not tracked gets a full one, in the slot of
+ * an untracked uid's, else of the fullest (a full bucket is the same as none). */
+static struct svc_idbudget *id_budget(struct svc *s, uid_t uid)
+{
+	uint64_t now = sonde__loop_now_ns();
+	struct svc_idbudget *b = NULL;
+
+	for (size_t i = 0; i < s->nidb; i++) {
+		struct svc_idbudget *e = &s->idb[i];
+		uint64_t add = (now - e->refill_ns) * SVC_IDS_PER_S / 1000000000ull;
+		if (add) {
+			e->tokens = add >= SVC_IDS_BURST - e->tokens ? SVC_IDS_BURST
+								   : e->tokens + (uint32_t)add;
+			e->refill_ns = now;
+		}
+		if (e->uid == uid)
+			return e;
+		if (!b || e->tokens > b->tokens)
+			b = e;
+	}
+	if (s->nidb < SVC_MAX_IDBUDGETS)
+		b = &s->idb[s->nidb++];
+	b->uid = uid;
+	b->tokens = SVC_IDS_BURST;
+	b->refill_ns = now;
+	return b;
+}
+
 const char *sonde__sec_check_session(struct svc *s, const struct session *ss, const uint64_t *bufs,
 				     size_t nbufs)
 {
@@ -296,6 +324,14 @@ const char *sonde__sec_check_session(struct svc *s, const struct session *ss, co
 	    uid_buffer_bytes(s, ss->consumer_uid) > s->lim.uid_buffer_bytes - total * 1024)
 		return "the trace config's buffers and those of this uid's other sessions "
 		       "(detached ones included) exceed the per-uid memory limit";
+	/* checked last: only a session that is created takes ids from the budget */
+	if ((uid_t)ss->consumer_uid != s->uid) {
+		struct svc_idbudget *b = id_budget(s, (uid_t)ss->consumer_uid);
+		if (b->tokens < nbufs)
+			return "this uid took too many buffer ids lately (the per-uid rate "
+			       "limit); retry later";
+		b->tokens -= (uint32_t)nbufs;
+	}
 	return NULL;
 }
 
