@@ -2,9 +2,16 @@
  * network peers (docs/service.md "Security" and "Limits"). Run as root: the hostile
  * clients are uid nobody, the victims root, as in test_security.c. */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -12,6 +19,7 @@
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
+#include "ipc/sock.h"
 #include "sec_util.h"
 #include "svc_util.h"
 
@@ -216,5 +224,263 @@ TEST_TIMEOUT(sec3_a_writer_bound_to_a_freed_buffer_never_writes_into_its_success
 	ASSERT_UINT(nobody_session_meets_late_chunk(&nob, &p, old), ==, old);
 	tc_close(&nob);
 	tc_close(&p.t);
+	sonded_stop(&d);
+}
+
+/* ---------------------------------------------------------------- request floods */
+
+enum { FLOOD_CONNS = 64 };
+
+/* A kB figure from /proc/PID/status ("VmRSS", "VmHWM"). */
+static long status_kb(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	long v = -1;
+	size_t n = strlen(key);
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	ASSERT(f != NULL);
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, key, n) == 0 && line[n] == ':')
+			v = strtol(line + n + 1, NULL, 10);
+	fclose(f);
+	ASSERT_INT(v, >=, 0);
+	return v;
+}
+
+/* A connection of the flooder: its socket and how much of the request stream it sent. */
+struct flood_conn {
+	int fd;
+	size_t sent;
+};
+
+static int flood_connect(const char *csock)
+{
+	int fd = sonde__ipc_connect(csock);
+
+	if (fd >= 0) {
+		int fl = fcntl(fd, F_GETFL);
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	}
+	return fd;
+}
+
+/* The flooder, as uid nobody: FLOOD_CONNS consumer connections, each binding ConsumerPort
+ * and then pipelining QueryServiceState for ever without reading a reply. Each time the
+ * service closes one, a byte goes to `closed` and it connects again. */
+static void __attribute__((noreturn)) flood_child(const char *csock, uint32_t method, int closed)
+{
+	struct buf bind = BUF_INIT, reqs = BUF_INIT;
+	struct ipc_frame b = {.request_id = 1, .msg = IPC_MSG_BIND_SERVICE,
+			      .name = "ConsumerPort", .name_len = 12};
+	struct ipc_frame q = {.request_id = 2, .msg = IPC_MSG_INVOKE_METHOD, .service_id = 1,
+			      .method_id = method};
+	struct flood_conn c[FLOOD_CONNS];
+
+	pid_t parent = getppid();
+	if (setgroups(0, NULL) < 0 || setgid(SEC_NOBODY) < 0 || setuid(SEC_NOBODY) < 0)
+		_exit(2);
+	/* after setuid, which clears it: a failed test leaves no flooder behind */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(2);
+	signal(SIGPIPE, SIG_IGN);
+	if (sonde__ipc_frame_encode(&bind, &b) < 0)
+		_exit(3);
+	for (int i = 0; i < 512; i++)
+		if (sonde__ipc_frame_encode(&reqs, &q) < 0)
+			_exit(3);
+	size_t qlen = reqs.len / 512;
+	for (int i = 0; i < FLOOD_CONNS; i++)
+		c[i] = (struct flood_conn){flood_connect(csock), 0};
+	for (;;) {
+		bool progress = false;
+		for (int i = 0; i < FLOOD_CONNS; i++) {
+			if (c[i].fd < 0) {
+				c[i] = (struct flood_conn){flood_connect(csock), 0};
+				continue;
+			}
+			const uint8_t *p;
+			size_t n;
+			if (c[i].sent < bind.len) {
+				p = bind.data + c[i].sent;
+				n = bind.len - c[i].sent;
+			} else {
+				size_t off = (c[i].sent - bind.len) % qlen;
+				p = reqs.data + off;
+				n = reqs.len - off;
+			}
+			ssize_t w = send(c[i].fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (w > 0) {
+				c[i].sent += (size_t)w;
+				progress = true;
+			} else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+				close(c[i].fd);
+				c[i].fd = -1;
+				(void)!write(closed, "x", 1);
+			}
+		}
+		if (!progress)
+			usleep(1000);
+	}
+}
+
+TEST_TIMEOUT(sec3_unread_reply_floods_are_throttled_and_a_root_session_completes, 180)
+{
+	struct sonded d;
+	struct tprod p;
+	struct tc root;
+	struct tcmd cmd;
+	struct buf cfg = BUF_INIT, trace = BUF_INIT;
+	int pfd[2];
+
+	sec_require_root();
+	sonded_start(&d, NULL);
+	tprod_open(&p, d.psock, "root-producer", false);
+	tprod_register(&p, "test.ds", false, false);
+	tc_open(&root, d.csock, "ConsumerPort");
+	uint32_t method = tc_method_id(&root, "QueryServiceState");
+	tc_msg_free(tc_ok(&root, tc_call(&root, "QueryServiceState", NULL, -1, false)));
+	long base = status_kb(d.pid, "VmRSS");
+
+	ASSERT_OK(pipe2(pfd, O_CLOEXEC | O_NONBLOCK));
+	pid_t flooder = fork();
+	ASSERT(flooder >= 0);
+	if (flooder == 0) {
+		close(pfd[0]);
+		flood_child(d.csock, method, pfd[1]);
+	}
+	close(pfd[1]);
+	/* every flooding connection is closed at least once: they are throttled, not served */
+	size_t closes = 0;
+	double end = test_now() + 90;
+	while (closes < 2 * FLOOD_CONNS) {
+		char b[256];
+		struct pollfd pf = {pfd[0], POLLIN, 0};
+		ASSERT(test_now() < end);
+		if (poll(&pf, 1, 200) > 0) {
+			ssize_t n = read(pfd[0], b, sizeof(b));
+			if (n > 0)
+				closes += (size_t)n;
+		}
+	}
+	/* meanwhile (the flooders reconnect at once) a root session runs start to end */
+	tcfg_basic(&cfg, 256, sdk_ds, 1);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_DURATION_MS, 500);
+	uint64_t en = tcons_enable(&root, &cfg, -1);
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+	commit_tagged(&p, 0, 1, 1, "under-flood", target);
+	char *err = tcons_wait_disabled(&root, en, 60000);
+	ASSERT(err == NULL);
+	tcons_read(&root, &trace);
+	ASSERT_INT(trace_count(&trace, "under-flood", 11, NULL), ==, 1);
+	/* the service's memory stayed bounded: 64 connections' unread replies and queued
+	 * requests (1.1 GB before the bounds) */
+	long peak = status_kb(d.pid, "VmHWM");
+	fprintf(stderr, "sonded RSS: %ld kB before the flood, peak %ld kB\n", base, peak);
+	ASSERT_INT(peak - base, <, 128 * 1024);
+	kill(flooder, SIGKILL);
+	waitpid(flooder, NULL, 0);
+	close(pfd[0]);
+	/* and goes back near where it was once they are gone */
+	end = test_now() + 30;
+	long now_kb;
+	while ((now_kb = status_kb(d.pid, "VmRSS")) > base + 16 * 1024) {
+		ASSERT(test_now() < end);
+		usleep(100000);
+	}
+	fprintf(stderr, "sonded RSS after the flood: %ld kB\n", now_kb);
+	/* and the root consumer is still served */
+	tc_msg_free(tc_ok(&root, tc_call(&root, "QueryServiceState", NULL, -1, false)));
+	free(err);
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&trace);
+	tc_close(&root);
+	tc_close(&p.t);
+	sonded_stop(&d);
+}
+
+/* ---------------------------------------------------------------- idle network peers */
+
+/* True once the peer of fd closed it, within timeout_s. */
+static bool eof_within(int fd, double timeout_s)
+{
+	double end = test_now() + timeout_s;
+	char b[4096];
+
+	while (test_now() < end) {
+		struct pollfd p = {fd, POLLIN, 0};
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		ssize_t n = read(fd, b, sizeof(b));
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return true;
+	}
+	return false;
+}
+
+/* A connection to a relay socket that says who it speaks for, as a relay does first. */
+static int relay_connect(const char *addr)
+{
+	struct ipc_frame f = {.msg = IPC_MSG_SET_PEER_IDENTITY, .peer_uid = 0, .peer_pid = 4242,
+			      .has_peer_uid = true, .has_peer_pid = true,
+			      .machine_id_hint = "boot-r", .machine_id_hint_len = 6,
+			      .machine_name = "relaybox", .machine_name_len = 8};
+	struct ipc_chan ch;
+	int fd = sonde__ipc_connect(addr);
+
+	ASSERT(fd >= 0);
+	ASSERT_OK(sonde__ipc_chan_init(&ch, fd));
+	ASSERT_OK(sonde__ipc_chan_send(&ch, &f, -1));
+	ASSERT_OK(sonde__ipc_chan_flush(&ch));
+	ch.fd = -1; /* the caller keeps the socket */
+	sonde__ipc_chan_close(&ch);
+	return fd;
+}
+
+TEST_TIMEOUT(sec3_idle_network_peers_are_closed_and_relays_have_their_own_slots, 90)
+{
+	struct sonded d;
+	struct tprod good, relayed, again;
+	char paddr[64], raddr[64], prod[400];
+	int idle[8];
+
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", test_free_tcp_port());
+	snprintf(raddr, sizeof(raddr), "127.0.0.1:%u", test_free_tcp_port());
+	snprintf(prod, sizeof(prod), "%s/prod.sock,%s", test_tmpdir(), paddr);
+	/* a handshake timeout short enough for a test; a small quota, as good as 256 */
+	const char *extra[] = {"--relay-socket", raddr, "--max-connections-per-uid", "8",
+			       "--remote-handshake-ms", "500", NULL};
+	sonded_start_at(&d, prod, NULL, extra);
+	/* a network producer that binds and initializes at once */
+	tprod_open(&good, paddr, "remote-good", false);
+	/* seven that say nothing take the rest of the network peers' slots: an eighth is
+	 * closed at accept, which also tells that the seven were accepted */
+	for (int i = 0; i < 8; i++) {
+		idle[i] = sonde__ipc_connect(paddr);
+		ASSERT(idle[i] >= 0);
+	}
+	ASSERT(eof_within(idle[7], 10));
+	close(idle[7]);
+	/* a relay's slots are its own: it is served while the network peers' are full */
+	tprod_open_fd(&relayed, relay_connect(raddr), "relayed", false);
+	tprod_register(&relayed, "test.ds", false, false);
+	/* the silent ones are closed after the handshake timeout */
+	for (int i = 0; i < 7; i++) {
+		ASSERT(eof_within(idle[i], 20));
+		close(idle[i]);
+	}
+	/* not the producer that did its handshake, though it is older than the timeout */
+	tprod_register(&good, "test.ds", false, false);
+	/* and the slots are free again */
+	tprod_open(&again, paddr, "remote-again", false);
+	tprod_register(&again, "test.ds", false, false);
+	tc_close(&again.t);
+	tc_close(&relayed.t);
+	tc_close(&good.t);
 	sonded_stop(&d);
 }
