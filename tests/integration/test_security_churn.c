@@ -484,3 +484,39 @@ TEST_TIMEOUT(sec3_idle_network_peers_are_closed_and_relays_have_their_own_slots,
 	tc_close(&good.t);
 	sonded_stop(&d);
 }
+
+/* sonde trace --query shows a producer connected over TCP as remote: the service does not
+ * know its uid or pid, and says nothing of them. */
+TEST_TIMEOUT(sec3_query_shows_a_network_producer_as_remote, 60)
+{
+	struct sonded d;
+	struct tprod net, local;
+	struct test_output o;
+	char paddr[64], prod[400], sock[300];
+
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", test_free_tcp_port());
+	snprintf(prod, sizeof(prod), "%s/prod.sock,%s", test_tmpdir(), paddr);
+	sonded_start_at(&d, prod, NULL, NULL);
+	tprod_open(&net, paddr, "over-tcp", false);
+	tprod_open(&local, test_path("prod.sock"), "over-unix", false);
+	snprintf(sock, sizeof(sock), "--socket=%s", d.csock);
+	test_runf(&o, 30, "%s trace %s --query", test_bin("sonde"), sock);
+	ASSERT_INT(o.status, ==, 0);
+	char *line = strstr(o.out, "over-tcp");
+	ASSERT(line != NULL);
+	char *eol = strchr(line, '\n');
+	ASSERT(eol != NULL);
+	*eol = '\0';
+	ASSERT_CONTAINS(line, "remote");
+	ASSERT(strstr(line, "uid") == NULL && strstr(line, "pid") == NULL);
+	*eol = '\n';
+	char want[64];
+	snprintf(want, sizeof(want), "uid %u pid %d", (unsigned)getuid(), (int)getpid());
+	line = strstr(o.out, "over-unix");
+	ASSERT(line != NULL);
+	ASSERT(strncmp(strstr(line, "uid"), want, strlen(want)) == 0);
+	test_output_free(&o);
+	tc_close(&local.t);
+	tc_close(&net.t);
+	sonded_stop(&d);
+}
