@@ -461,7 +461,7 @@ TEST_TIMEOUT(sec3_idle_network_peers_are_closed_and_relays_have_their_own_slots,
 	snprintf(prod, sizeof(prod), "%s/prod.sock,%s", test_tmpdir(), paddr);
 	/* a handshake timeout short enough for a test; a small quota, as good as 256 */
 	const char *extra[] = {"--relay-socket", raddr, "--max-connections-per-uid", "8",
-			       "--remote-handshake-ms", "500", NULL};
+			       "--remote-handshake-ms", "2000", NULL};
 	sonded_start_at(&d, prod, NULL, extra);
 	/* a network producer that binds and initializes at once */
 	tprod_open(&good, paddr, "remote-good", false);
