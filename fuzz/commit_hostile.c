@@ -432,9 +432,13 @@ static void run_script(struct reader *in)
 			break;
 		case 'W': { /* RegisterTraceWriter */
 			uint16_t w = (uint16_t)(take(in, 2) % (SMB_MAX_WRITER_ID + 1));
-			conn.p.writer_buf[w] = (uint16_t)(take(in, 1) % 4);
+			sonde__producer_bind_writer(&conn, w, (uint16_t)(take(in, 1) % 4));
 			break;
 		}
+		case 'G': /* buffer 1's session freed and its id given again: a new permission */
+			sonde__producer_disallow_buffer(&conn, 1);
+			sonde__producer_allow_buffer(&conn, 1);
+			break;
 		case 'B': { /* raw bytes anywhere (before the service runs) */
 			size_t at = take(in, 2) % SMB_BYTES;
 			struct reader b = take_bytes(in, take(in, 1));

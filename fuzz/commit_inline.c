@@ -213,7 +213,7 @@ static void run_script(struct reader *in)
 		}
 		case 'W': {
 			uint16_t w = (uint16_t)(take(in, 1) % 4);
-			conn.p.writer_buf[w] = (uint16_t)(take(in, 1) % 4);
+			sonde__producer_bind_writer(&conn, w, (uint16_t)(take(in, 1) % 4));
 			break;
 		}
 		case 'D':

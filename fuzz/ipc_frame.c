@@ -1,5 +1,6 @@
 /* Fuzz target: arbitrary bytes as an IPC byte stream. The channel's reassembly splits them
- * into frames (rejecting oversize headers), each payload is decoded as an IPCFrame, bind
+ * into frames (rejecting oversize headers), the count of complete frames waiting agrees
+ * with it, each payload is decoded as an IPCFrame, bind
  * replies have their method lists walked, and every decoded frame is re-encoded and
  * decoded again to the same values. */
 #include <stdint.h>
@@ -43,7 +44,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&c, 0, sizeof(c));
 	c.fd = -1;
 	sonde__buf_append(&c.rx, data, size);
-	while (sonde__ipc_chan_next(&c, &f, &fd) > 0) {
+	for (;;) {
+		/* the service's count of waiting requests (host.c) walks the same headers: a
+		 * frame handed out was one it counted, and the count never exceeds the bytes */
+		size_t q = sonde__ipc_chan_queued(&c, SIZE_MAX);
+		if (q > (c.rx.len - c.rx_off) / IPC_HEADER_SIZE)
+			abort();
+		int n = sonde__ipc_chan_next(&c, &f, &fd);
+		if (n > 0 && q == 0)
+			abort();
+		if (n <= 0)
+			break;
 		size_t it = 0;
 		while (sonde__ipc_methods_next(&f, &it, &m) > 0)
 			;

@@ -344,6 +344,8 @@ struct sonde_trace_stats {
 };
 
 struct sonde_service_producer {
+	/* uid and pid -1 when the service does not know them: a producer connected over
+	 * TCP or vsock, which no relay vouched for */
 	int32_t id, uid, pid;
 	char name[128];
 	char sdk_version[64];

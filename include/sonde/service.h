@@ -68,6 +68,10 @@ struct sonde_service_opts {
 	/* The host's machine name for TraceConfig's machine_name_filter. NULL:
 	 * $PERFETTO_MACHINE_NAME, else the kernel's name (uname -s), as Perfetto's. */
 	const char *machine_name;
+	/* Milliseconds a TCP or vsock peer has to bind its service (a producer: and to
+	 * initialize its connection; on a relay socket: and to vouch for itself) before
+	 * it is closed. 0: 10000. */
+	unsigned remote_handshake_ms;
 };
 
 /* Index of a socket in sonde_service_opts.socket_* and for sonde_service__socket. */

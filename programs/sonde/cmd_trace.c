@@ -508,10 +508,15 @@ static int run_query(const struct opts *o)
 	printf("producers (%zu):\n", s->n_producers);
 	for (size_t i = 0; i < s->n_producers; i++) {
 		const struct sonde_service_producer *p = &s->producers[i];
-		char where[32] = "";
+		char who[48] = "remote", where[32] = "";
+		/* a network peer's uid and pid are unknown (the service leaves them out) */
+		if (p->uid >= 0 && p->pid > 0)
+			snprintf(who, sizeof(who), "uid %d pid %d", p->uid, p->pid);
+		else if (p->uid >= 0)
+			snprintf(who, sizeof(who), "uid %d", p->uid);
 		if (p->machine_id)
 			snprintf(where, sizeof(where), " machine %u", p->machine_id);
-		printf("  %-4d %-32s uid %d pid %d%s%s%s\n", p->id, p->name, p->uid, p->pid, where,
+		printf("  %-4d %-32s %s%s%s%s\n", p->id, p->name, who, where,
 		       p->sdk_version[0] ? "  " : "", p->sdk_version);
 	}
 	printf("data sources (%zu):\n", s->n_data_sources);
@@ -675,8 +680,9 @@ static int wait_session(struct sonde_consumer *c, uint32_t duration_ms)
 		int r = poll(&p, 1, 200);
 		if (r < 0 && errno != EINTR)
 			return -errno;
-		if (r > 0 && (r = sonde_consumer__process(c)) < 0 && !sonde_consumer__disabled(c))
-			return r;
+		/* the client ends the session when the connection goes: lost, not ended */
+		if (r > 0 && (r = sonde_consumer__process(c)) < 0)
+			return sonde_consumer__disabled(c) ? -ECONNRESET : r;
 		if (limit_ms && now_ms() - start > limit_ms)
 			return -ETIMEDOUT;
 	}

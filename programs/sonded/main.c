@@ -80,6 +80,9 @@ static void usage(FILE *f)
 		"      --max-smb-kb N          shared memory buffer of a producer (32768,\n"
 		"                              the maximum)\n"
 		"      --max-pending-kb N      bytes queued unsent to one client (16384)\n"
+		"      --remote-handshake-ms N a TCP or vsock peer that has not bound and\n"
+		"                              initialized its connection by then is closed\n"
+		"                              (10000)\n"
 		"      --relay HOST:PORT       run as this machine's relay to the tracing service\n"
 		"                              at HOST:PORT ([V6]:PORT, vsock://CID:PORT): local\n"
 		"                              producers on the producer socket are forwarded\n"
@@ -128,6 +131,7 @@ enum {
 	OPT_MAX_UID_KB,
 	OPT_MAX_SMB_KB,
 	OPT_MAX_PENDING_KB,
+	OPT_HANDSHAKE_MS,
 	OPT_RELAY_SOCKET = 512,
 	OPT_MACHINE_NAME,
 	OPT_RELAY,
@@ -244,6 +248,9 @@ static int limit_opt(struct sonde_service_opts *o, int c, const char *v)
 		break;
 	case OPT_MAX_PENDING_KB:
 		o->max_pending_kb = (unsigned)n;
+		break;
+	case OPT_HANDSHAKE_MS:
+		o->remote_handshake_ms = (unsigned)n;
 		break;
 	}
 	return 0;
@@ -367,6 +374,7 @@ int main(int argc, char **argv)
 		{"max-buffer-kb-per-uid", required_argument, NULL, OPT_MAX_UID_KB},
 		{"max-smb-kb", required_argument, NULL, OPT_MAX_SMB_KB},
 		{"max-pending-kb", required_argument, NULL, OPT_MAX_PENDING_KB},
+		{"remote-handshake-ms", required_argument, NULL, OPT_HANDSHAKE_MS},
 		{"relay", required_argument, NULL, OPT_RELAY},
 		{"no-probes", no_argument, NULL, 'P'},
 		{"no-perf", no_argument, NULL, 'P'},

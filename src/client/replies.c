@@ -111,7 +111,7 @@ static int decode_producer(const struct pb_field *pf, struct sonde_service_produ
 	int n;
 
 	memset(p, 0, sizeof(*p));
-	p->pid = -1;
+	p->uid = p->pid = -1; /* the service leaves out what it does not know */
 	while ((n = sonde__pb_next(&r, &f)) > 0) {
 		if (f.num == PF_TSS_PRODUCER_NAME && f.wire == PB_LEN)
 			copy_str(p->name, sizeof(p->name), &f);

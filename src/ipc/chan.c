@@ -191,6 +191,21 @@ int sonde__ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd)
 	}
 }
 
+size_t sonde__ipc_chan_queued(const struct ipc_chan *c, size_t max)
+{
+	size_t off = c->rx_off, n = 0;
+	uint32_t len;
+
+	while (n < max && c->rx.len - off >= IPC_HEADER_SIZE) {
+		memcpy(&len, c->rx.data + off, sizeof(len));
+		if (len > IPC_MAX_PAYLOAD || c->rx.len - off - IPC_HEADER_SIZE < len)
+			break;
+		off += IPC_HEADER_SIZE + len;
+		n++;
+	}
+	return n;
+}
+
 /* ---------------------------------------------------------------- transmit */
 
 static void tx_compact(struct ipc_chan *c)

@@ -155,6 +155,8 @@ int sonde__ipc_chan_read(struct ipc_chan *c);
  * that came with one is closed. If an fd arrived with the frame's bytes, *fd receives it
  * (the caller owns it), else -1; fd may be NULL, then such an fd is closed. */
 int sonde__ipc_chan_next(struct ipc_chan *c, struct ipc_frame *f, int *fd);
+/* How many complete frames are buffered and not yet taken, counting up to max. */
+size_t sonde__ipc_chan_queued(const struct ipc_chan *c, size_t max);
 
 /* Encodes f into the tx queue, attaching fd (>= 0; not taken: it is dup'ed) to the
  * frame's first sendmsg, then writes what the socket accepts. Returns 0, -SONDE_E_LIMIT

@@ -218,7 +218,7 @@ static int connect_one(struct svc *s, struct cx_ctx *x, const struct cx_client *
 		return rc;
 	if (q->buffer == CX_BUFFER_PROVIDED && (rc = check_buffer(s, x, fds[1], page, &size)) < 0)
 		return rc;
-	if (!sonde__sec_admit_conn(s, uid))
+	if (!sonde__sec_admit_conn(s, uid, false))
 		return status(x, EUSERS, "too many connections for uid %u", (unsigned)uid);
 	struct conn *c = sonde__svc_add_conn(s, fds[0], q->kind == CX_KIND_PRODUCER);
 	fds[0] = -1; /* taken, even on failure */

@@ -1,6 +1,7 @@
 /* The IPC host: listening sockets, connections, BindService/InvokeMethod dispatch
  * (perfetto-wire.md §1), and the public sonde_service API. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -85,7 +86,10 @@ struct conn *sonde__svc_conn(struct svc *s, uint64_t id)
 
 void sonde__svc_conn_update_events(struct svc *s, struct conn *c)
 {
-	uint32_t want = EPOLLIN | (ipc_chan_tx_pending(&c->ch) ? EPOLLOUT : 0);
+	/* a held connection is not read: what it sends waits in its socket, whose buffer
+	 * then stops the sender; at EOF there is nothing left to read */
+	uint32_t want = (c->held || c->eof ? 0 : EPOLLIN) |
+			(ipc_chan_tx_pending(&c->ch) ? EPOLLOUT : 0);
 
 	if (c->dead || want == c->events)
 		return;
@@ -257,28 +261,109 @@ static void handle_frame(struct svc *s, struct conn *c, const struct ipc_frame *
 		close(fd);
 }
 
+/* Bytes unsent on the connections of uid. */
+static size_t uid_unsent(const struct svc *s, uid_t uid)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->nconns; i++)
+		if (!s->conns[i]->dead && s->conns[i]->ch.peer_uid == uid)
+			n += ipc_chan_tx_pending(&s->conns[i]->ch);
+	return n;
+}
+
+/* Whether c's replies go unread, so that its requests must wait: a client that sends
+ * requests and never reads the replies would otherwise make the service queue them
+ * without bound (64 such connections of one user took 1.1 GB). A connection with nothing
+ * unsent is never held for its uid's sake: a uid's idle connections stay served. */
+static bool replies_unread(const struct svc *s, const struct conn *c)
+{
+	size_t mine = ipc_chan_tx_pending(&c->ch);
+
+	return mine >= SVC_CONN_REPLY_BYTES ||
+	       (mine && uid_unsent(s, c->ch.peer_uid) >= SVC_UID_REPLY_BYTES);
+}
+
+/* c's turn: up to SVC_FRAMES_PER_TURN of its buffered requests, unless its replies go
+ * unread. One connection's pipelined requests thus cannot keep the loop from the
+ * others: whatever is left waits for the next round (sonde_service__process). */
+static void conn_turn(struct svc *s, struct conn *c)
+{
+	struct ipc_frame f;
+	int n = 0, fd;
+
+	c->turn = s->turn;
+	c->backlog = false;
+	for (int k = 0; !c->dead; k++) {
+		if ((c->held = replies_unread(s, c)))
+			break;
+		if (k == SVC_FRAMES_PER_TURN) {
+			c->backlog = sonde__ipc_chan_queued(&c->ch, 1) > 0;
+			break;
+		}
+		if ((n = sonde__ipc_chan_next(&c->ch, &f, &fd)) <= 0)
+			break;
+		handle_frame(s, c, &f, fd);
+	}
+	if (n < 0)
+		c->dead = true;
+	if (c->dead)
+		return;
+	size_t waiting = c->held ? sonde__ipc_chan_queued(&c->ch, SVC_MAX_WAITING_REQS + 1) : 0;
+	if (waiting > SVC_MAX_WAITING_REQS) {
+		sonde_warn("connection %llu (pid %d, uid %d): over %d requests wait while its "
+			   "replies go unread; closing",
+			   (unsigned long long)c->id, (int)c->ch.peer_pid, (int)c->ch.peer_uid,
+			   SVC_MAX_WAITING_REQS);
+		c->dead = true;
+	} else if (c->eof && (c->held || !sonde__ipc_chan_queued(&c->ch, 1))) {
+		c->dead = true; /* gone, and everything it sent was handled (or never will be) */
+	}
+}
+
 static void conn_io(struct svc *s, struct conn *c, uint32_t events)
 {
-	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		int rc = sonde__ipc_chan_read(&c->ch), n = 0, fd;
-		struct ipc_frame f;
-		while (!c->dead && (n = sonde__ipc_chan_next(&c->ch, &f, &fd)) > 0)
-			handle_frame(s, c, &f, fd);
-		if (n < 0 || rc < 0) {
-			if (rc < 0 && rc != -ECONNRESET)
-				sonde_debug("connection %llu: %s", (unsigned long long)c->id,
-					    sonde_strerror(rc));
+	if ((events & EPOLLOUT) && sonde__ipc_chan_flush(&c->ch) < 0)
+		c->dead = true;
+	if (!c->dead && !c->held && !c->eof && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+		int rc = sonde__ipc_chan_read(&c->ch);
+		if (rc == -ECONNRESET) {
+			c->eof = true; /* what it sent before is still handled, in turns */
+		} else if (rc < 0) {
+			sonde_debug("connection %llu: %s", (unsigned long long)c->id,
+				    sonde_strerror(rc));
 			c->dead = true;
 		}
-	}
-	if (!c->dead && (events & EPOLLOUT) && sonde__ipc_chan_flush(&c->ch) < 0)
+	} else if (!c->dead && c->held && (events & (EPOLLHUP | EPOLLERR))) {
+		/* a held connection is not read, so only its peer hanging up wakes it: gone,
+		 * the peer can read none of the replies it awaits */
 		c->dead = true;
+	}
+	if (!c->dead)
+		conn_turn(s, c);
 	if (!c->dead)
 		sonde__sec_pending_ok(s, c, 0);
 	if (!c->dead && !c->is_producer && c->k.reading &&
 	    ipc_chan_tx_pending(&c->ch) < SVC_READ_PAUSE_BYTES / 2)
 		sonde__consumer_continue_read(s, c);
 	sonde__svc_conn_update_events(s, c);
+}
+
+/* A round over the connections that did not have their turn in this iteration but want
+ * one: requests left over from their last turn, or held ones whose uid may have drained
+ * meanwhile. */
+static void serve_waiting(struct svc *s)
+{
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct conn *c = s->conns[i];
+		if (c->dead || c->turn == s->turn || !(c->backlog || c->held || c->eof))
+			continue;
+		conn_turn(s, c);
+		if (!c->dead && !c->is_producer && c->k.reading &&
+		    ipc_chan_tx_pending(&c->ch) < SVC_READ_PAUSE_BYTES / 2)
+			sonde__consumer_continue_read(s, c);
+		sonde__svc_conn_update_events(s, c);
+	}
 }
 
 struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
@@ -297,6 +382,7 @@ struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 		return NULL;
 	}
 	c->id = s->next_conn_id++;
+	c->accepted_ns = sonde__loop_now_ns();
 	c->is_producer = producer;
 	c->p.smb_fd = -1;
 	c->k.clone_fd = -1;
@@ -373,7 +459,7 @@ static void accept_conns(struct svc *s, size_t li)
 			sonde__ipc_sock_tune(fd);
 		/* remote peers share one per-uid quota: the unknown uid's */
 		if ((!remote && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) ||
-		    !sonde__sec_admit_conn(s, cr.uid)) {
+		    !sonde__sec_admit_conn(s, cr.uid, l->relay)) {
 			close(fd);
 			continue;
 		}
@@ -414,6 +500,7 @@ static void on_io(void *ctx, uint64_t cookie, uint32_t events)
 
 static void destroy_conn(struct svc *s, struct conn *c)
 {
+	s->freed_bytes += c->ch.rx.cap + c->ch.tx.cap;
 	sonde__loop_del(&s->loop, c->ch.fd);
 	if (c->is_producer)
 		sonde__producer_gone(s, c);
@@ -421,6 +508,21 @@ static void destroy_conn(struct svc *s, struct conn *c)
 		sonde__consumer_gone(s, c);
 	sonde__ipc_chan_close(&c->ch);
 	sonde__free(c);
+}
+
+/* Gives the memory of connections gone back to the system: freed, the buffers of many
+ * connections (each up to a few hundred KiB, some MiB) stay in the heap, between blocks
+ * still in use, where free() cannot return them. At most once a second unless forced. */
+static void trim(struct svc *s, bool force)
+{
+	uint64_t now = sonde__loop_now_ns();
+
+	if (!s->freed_bytes || (!force && (s->freed_bytes < (1u << 20) ||
+					   now - s->trim_ns < 1000000000ull)))
+		return;
+	malloc_trim(0);
+	s->freed_bytes = 0;
+	s->trim_ns = now;
 }
 
 /* Tears down dead connections. Teardown can kill others (a send to a peer fails), so it
@@ -437,6 +539,7 @@ static void reap(struct svc *s)
 		destroy_conn(s, c);
 		i = 0;
 	}
+	trim(s, false);
 }
 
 static void housekeeping(void *ctx, uint64_t arg)
@@ -454,8 +557,17 @@ static void housekeeping(void *ctx, uint64_t arg)
 			c->dead = true;
 		}
 		sonde__sec_pending_ok(s, c, 0);
+		/* a network peer that connects and says nothing would hold its slot for ever */
+		if (c->remote && !c->dead && !sonde__sec_handshake_done(c) &&
+		    now - c->accepted_ns > s->lim.handshake_ns) {
+			sonde_info("connection %llu (remote%s): no handshake within %llu ms; closing",
+				   (unsigned long long)c->id, c->relay_conn ? ", relay socket" : "",
+				   (unsigned long long)(s->lim.handshake_ns / 1000000));
+			c->dead = true;
+		}
 	}
 	sonde__session_reap_writers(s, 0);
+	trim(s, true);
 	s->t_housekeeping = sonde__loop_timer_add(&s->loop, 1000, housekeeping, 0);
 }
 
@@ -632,14 +744,23 @@ int sonde_service__fd(const struct sonde_service *ss)
 
 int sonde_service__timeout_ms(const struct sonde_service *ss)
 {
+	/* requests left over from a turn: the next round comes at once */
+	for (size_t i = 0; i < ss->s.nconns; i++) {
+		const struct conn *c = ss->s.conns[i];
+		if (!c->dead && !c->held && (c->backlog || c->eof))
+			return 0;
+	}
 	return sonde__loop_timeout_ms(&ss->s.loop);
 }
 
 int sonde_service__process(struct sonde_service *ss)
 {
-	int rc = sonde__loop_process(&ss->s.loop, 0);
+	struct svc *s = &ss->s;
 
-	reap(&ss->s);
+	s->turn++;
+	int rc = sonde__loop_process(&s->loop, 0);
+	serve_waiting(s);
+	reap(s);
 	return rc < 0 ? rc : 0;
 }
 

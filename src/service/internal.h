@@ -36,6 +36,17 @@ enum {
 	SVC_DEFAULT_TIMEOUT_MS = 5000,
 	SVC_READ_PAUSE_BYTES = 4 << 20, /* ReadBuffers waits while this much is unsent */
 	SVC_ACCEPT_BATCH = 32,		/* connections accepted per wake-up of a listener */
+	/* Requests one connection may have handled per turn, before every other connection
+	 * with requests waiting had its turn (host.c) */
+	SVC_FRAMES_PER_TURN = 16,
+	/* A connection's requests wait (and its socket is not read) while this much of its
+	 * replies is unsent, or while it has replies unsent and its uid has over
+	 * SVC_UID_REPLY_BYTES unsent on all its connections; a connection with more than
+	 * SVC_MAX_WAITING_REQS requests waiting so is closed */
+	SVC_CONN_REPLY_BYTES = 256 << 10,
+	SVC_UID_REPLY_BYTES = 16 << 20,
+	SVC_MAX_WAITING_REQS = 64,
+	SVC_REMOTE_HANDSHAKE_MS = 10000, /* default of --remote-handshake-ms */
 	SVC_FILE_QUEUE_BYTES = 4 << 20, /* write_into_file: bytes queued to the writer thread */
 	SVC_FILE_STALL_MS = 10000,	/* ... and how long they may wait without progress */
 	SVC_MAX_DRAINING = 16,		/* writers finishing the files of freed sessions */
@@ -85,6 +96,14 @@ struct pending_cmd {
 	bool with_smb_fd;
 };
 
+/* A buffer a producer may write into, and the generation of that permission: a writer
+ * registered for the buffer is bound to the permission it was registered under, not to
+ * the bare id, which a later session may get again (producer.c). */
+struct prod_allowed {
+	uint16_t buf_id;
+	uint32_t gen;
+};
+
 struct producer {
 	uint32_t id;
 	bool initialized;
@@ -103,8 +122,10 @@ struct producer {
 	struct pending_cmd *pending;
 	size_t npending;
 	uint16_t writer_buf[SMB_MAX_WRITER_ID + 1]; /* writer -> registered BufferID */
-	uint16_t *allowed;			    /* BufferIDs it may write into */
+	uint32_t writer_gen[SMB_MAX_WRITER_ID + 1]; /* ... under this permission (0: none) */
+	struct prod_allowed *allowed;		    /* BufferIDs it may write into */
 	size_t nallowed, allowed_cap;
+	uint32_t allow_gen; /* the last permission's generation */
 	uint32_t trig_tokens; /* ActivateTriggers throttle (trigger.c) */
 	uint64_t trig_refill_ns;
 };
@@ -165,9 +186,15 @@ struct conn {
 	 * and peer_pid are then the relay's word, machine_id the machine's) */
 	bool relay_conn, vouched, identity_seen, relay_bound;
 	uint32_t machine_id; /* 0: the host */
+	uint64_t accepted_ns; /* CLOCK_MONOTONIC at accept */
 	bool is_producer;
 	bool bound;
 	bool dead;
+	/* held: its replies go unread, its requests wait (host.c); eof: the peer closed its
+	 * end, the requests it sent before are still handled; backlog: requests left after
+	 * its last turn */
+	bool held, eof, backlog;
+	uint64_t turn; /* the loop iteration of its last turn */
 	struct ipc_chan ch;
 	uint32_t events;
 	struct producer p;
@@ -178,9 +205,26 @@ struct conn {
 struct svc_limits {
 	uint32_t sessions, sessions_per_uid, conns, conns_per_uid, buffers_per_session;
 	uint64_t session_buffer_bytes, uid_buffer_bytes, smb_bytes, pending_bytes;
+	uint64_t handshake_ns; /* a remote peer's time to bind and initialize */
 };
 
 struct svc_connector;
+
+/* One consumer uid's budget of new buffer ids (security.c): a token bucket. */
+struct svc_idbudget {
+	uid_t uid;
+	uint32_t tokens;
+	uint64_t refill_ns;
+};
+
+enum {
+	/* Buffer ids a consumer uid other than sonded's may take at once, and per second
+	 * after that: far more than sessions use, and far too few to cycle through the
+	 * 65535 ids (it would take over half an hour) */
+	SVC_IDS_BURST = 2048,
+	SVC_IDS_PER_S = 32,
+	SVC_MAX_IDBUDGETS = 32, /* uids tracked; a full bucket is forgotten first */
+};
 
 struct svc_retired {
 	struct fwriter *fw;
@@ -200,6 +244,9 @@ struct svc {
 	uint64_t next_conn_id, next_instance_id, next_session_id, next_flush_id;
 	uint32_t next_producer_id;
 	uint64_t t_housekeeping;
+	uint64_t turn;		 /* loop iterations (sonde_service__process) */
+	size_t freed_bytes;	 /* buffer memory of connections gone since the last trim */
+	uint64_t trim_ns;	 /* ... whose last malloc_trim */
 	uint64_t accept_warn_ns, accept_unreported; /* sonde__svc_accept_failed's rate limit */
 	struct ds_reg **ds;
 	size_t nds;
@@ -207,6 +254,8 @@ struct svc {
 	size_t nsessions;
 	struct u64map buf_by_id; /* BufferID -> struct tbuf * (bufid.c) */
 	uint16_t last_buf_id;	 /* the last id handed out */
+	struct svc_idbudget idb[SVC_MAX_IDBUDGETS];
+	size_t nidb;
 	struct flush *flushes;
 	size_t nflushes;
 	uid_t uid;
@@ -267,6 +316,10 @@ int sonde__producer_ensure_smb(struct svc *s, struct conn *c, const struct sessi
 int sonde__producer_preassign_smb(struct conn *c, int fd, size_t size, size_t page, bool create);
 void sonde__producer_allow_buffer(struct conn *c, uint16_t buf_id);
 void sonde__producer_disallow_buffer(struct conn *c, uint16_t buf_id);
+/* RegisterTraceWriter: binds writer to buf_id under the producer's current permission for
+ * it (none if it may not write there: the writer's chunks are then refused, even after a
+ * later session gets that id); buf_id 0 unbinds it. */
+void sonde__producer_bind_writer(struct conn *c, uint16_t writer, uint16_t buf_id);
 void sonde__producer_scrape(struct svc *s, struct conn *c, const struct session *only);
 
 /* security.c: identity, lockdown, limits, file creation, socket permissions */
@@ -282,8 +335,13 @@ int sonde__sec_peer_identity(struct conn *c, int fd);
  * (sonde__perfauth_consumer_caps). */
 void sonde__sec_peer_caps(int fd, pid_t pid, uid_t uid, gid_t gid, bool *known, uint64_t *caps,
 		   uint64_t *pid_start);
-/* Whether one more connection of uid fits the connection limits (logs when not). */
-bool sonde__sec_admit_conn(const struct svc *s, uid_t uid);
+/* Whether one more connection of uid fits the connection limits (logs when not); one on
+ * a relay socket counts against the relay sockets' own quota, not uid's. */
+bool sonde__sec_admit_conn(const struct svc *s, uid_t uid, bool relay);
+/* Whether remote connection c has bound its service and, as a producer, initialized its
+ * connection, and on a relay socket vouched for itself: until then it is closed after
+ * the handshake timeout. */
+bool sonde__sec_handshake_done(const struct conn *c);
 /* Creates a listening socket with the configured mode and group of socket `which`
  * (sonde__ipc_listen_perm: -EADDRINUSE if a service already listens there). */
 int sonde__sec_listen(const struct sonde_service_opts *o, int which, const char *name,

@@ -161,12 +161,18 @@ void sonde__producer_allow_buffer(struct conn *c, uint16_t buf_id)
 	struct producer *p = &c->p;
 
 	for (size_t i = 0; i < p->nallowed; i++)
-		if (p->allowed[i] == buf_id)
-			return;
+		if (p->allowed[i].buf_id == buf_id)
+			return; /* another instance in the same buffer: the same permission */
 	if (sonde__array_grow(&p->allowed, &p->allowed_cap, p->nallowed + 1,
 			       sizeof(*p->allowed), 8) < 0)
 		return;
-	p->allowed[p->nallowed++] = buf_id;
+	/* never 0, which marks an unbound writer; 2^32 permissions of one producer would
+	 * take centuries at the service's id budget */
+	if (++p->allow_gen == 0)
+		p->allow_gen = 1;
+	p->allowed[p->nallowed].buf_id = buf_id;
+	p->allowed[p->nallowed].gen = p->allow_gen;
+	p->nallowed++;
 }
 
 void sonde__producer_disallow_buffer(struct conn *c, uint16_t buf_id)
@@ -174,16 +180,44 @@ void sonde__producer_disallow_buffer(struct conn *c, uint16_t buf_id)
 	struct producer *p = &c->p;
 
 	for (size_t i = 0; i < p->nallowed; i++)
-		if (p->allowed[i] == buf_id)
+		if (p->allowed[i].buf_id == buf_id)
 			p->allowed[i] = p->allowed[--p->nallowed];
 }
 
-static bool allowed(const struct producer *p, uint32_t buf_id)
+/* The generation of the producer's permission to write into buf_id; 0 if it has none. */
+static uint32_t allowed_gen(const struct producer *p, uint32_t buf_id)
 {
 	for (size_t i = 0; i < p->nallowed; i++)
-		if (p->allowed[i] == buf_id)
-			return true;
-	return false;
+		if (p->allowed[i].buf_id == buf_id)
+			return p->allowed[i].gen;
+	return 0;
+}
+
+void sonde__producer_bind_writer(struct conn *c, uint16_t writer, uint16_t buf_id)
+{
+	struct producer *p = &c->p;
+
+	if (writer < 1 || writer > SMB_MAX_WRITER_ID)
+		return;
+	p->writer_buf[writer] = buf_id;
+	p->writer_gen[writer] = buf_id ? allowed_gen(p, buf_id) : 0;
+}
+
+/* Whether writer, bound or not, may write into buf_id now. A bound writer only into the
+ * buffer it was registered for and under the permission it was registered under: the SDK
+ * commits a writer's last chunk when it replaces the writer, possibly after the session
+ * ended, its buffers were freed and their id went to another session (perhaps another
+ * user's) that this producer also serves. An unbound writer goes wherever the producer may
+ * write (Perfetto's rule): the producer chose that target itself. */
+static bool writer_may_write(const struct producer *p, uint32_t writer, uint32_t buf_id)
+{
+	uint32_t gen = allowed_gen(p, buf_id);
+
+	if (!gen || writer < 1 || writer > SMB_MAX_WRITER_ID)
+		return false;
+	if (!p->writer_buf[writer])
+		return true;
+	return p->writer_buf[writer] == buf_id && p->writer_gen[writer] == gen;
 }
 
 /* ------------------------------------------------------------------ commands */
@@ -510,7 +544,8 @@ static int trace_writer(struct svc *s, struct req *r, bool reg)
 	uint64_t id = first_varint(r, PF_REGISTER_TW_REQ_WRITER_ID, reg ? &target : NULL);
 
 	if (id >= 1 && id <= SMB_MAX_WRITER_ID)
-		r->c->p.writer_buf[id] = target <= SVC_MAX_BUFFER_ID ? (uint16_t)target : 0;
+		sonde__producer_bind_writer(r->c, (uint16_t)id,
+					    target <= SVC_MAX_BUFFER_ID ? (uint16_t)target : 0);
 	return sonde__svc_reply(r, NULL, false);
 }
 
@@ -522,9 +557,8 @@ static bool chunk_allowed(struct svc *s, const struct producer *p, const struct 
 {
 	/* a buffer freed meanwhile is unknown: its id is not handed out again soon (bufid.c) */
 	*tb = sonde__bufid_get(s, target);
-	return *tb && allowed(p, (uint32_t)target) && ci->writer_id >= 1 &&
-	       ci->writer_id <= SMB_MAX_WRITER_ID &&
-	       (!p->writer_buf[ci->writer_id] || p->writer_buf[ci->writer_id] == target);
+	return *tb && target <= SVC_MAX_BUFFER_ID &&
+	       writer_may_write(p, ci->writer_id, (uint32_t)target);
 }
 
 /* An emulated chunk: the whole chunk, header included, inline in the request (Perfetto's
@@ -631,8 +665,12 @@ static void apply_patches(struct svc *s, struct conn *c, const struct pb_field *
 			more = f.u != 0;
 	}
 	struct tbuf *tb = sonde__bufid_get(s, target);
+	/* a writer bound to another permission patches nothing here: the chunk it means is
+	 * in a freed session's buffer (keyed by producer id, the lookup finds only this
+	 * producer's chunks, but a stale writer's chunk id may match a fresh one's) */
 	if (!tb || writer == 0 || writer > SMB_MAX_WRITER_ID || chunk_id > UINT32_MAX ||
-	    npatches > 1024) {
+	    npatches > 1024 ||
+	    (c->p.writer_buf[writer] && !writer_may_write(&c->p, (uint32_t)writer, (uint32_t)target))) {
 		s->patches_discarded++;
 		return;
 	}
@@ -706,7 +744,8 @@ static void scrape_chunk(struct svc *s, struct conn *c, const struct session *on
 		return;
 	uint16_t id = p->writer_buf[ci.writer_id];
 	struct tbuf *tb = sonde__bufid_get(s, id);
-	if (!tb || !allowed(p, id) || (only && !sonde__session_owns_buffer(only, id)))
+	if (!tb || !writer_may_write(p, ci.writer_id, id) ||
+	    (only && !sonde__session_owns_buffer(only, id)))
 		return;
 	if (!complete) {
 		/* the last fragment may be half written: leave it for the real commit */

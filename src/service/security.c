@@ -83,6 +83,9 @@ void sonde__sec_init(struct svc *s, const struct sonde_service_opts *o)
 	if (l->pending_bytes < SVC_READ_PAUSE_BYTES + (1u << 20))
 		l->pending_bytes = SVC_READ_PAUSE_BYTES + (1u << 20);
 	s->lockdown = o && o->lockdown;
+	l->handshake_ns = (o && o->remote_handshake_ms ? o->remote_handshake_ms
+						       : SVC_REMOTE_HANDSHAKE_MS) *
+			  1000000ull;
 }
 
 /* ------------------------------------------------------------------ identity */
@@ -146,16 +149,19 @@ int sonde__sec_peer_identity(struct conn *c, int fd)
 	return 0;
 }
 
-bool sonde__sec_admit_conn(const struct svc *s, uid_t uid)
+bool sonde__sec_admit_conn(const struct svc *s, uid_t uid, bool relay)
 {
 	size_t total = 0, mine = 0;
 
 	for (size_t i = 0; i < s->nconns; i++) {
+		const struct conn *c = s->conns[i];
 		/* sonded's own probes take no one's quota */
-		if (s->conns[i]->dead || s->conns[i]->trusted_probes)
+		if (c->dead || c->trusted_probes)
 			continue;
 		total++;
-		mine += s->conns[i]->ch.peer_uid == uid;
+		/* relays have their own quota: plain remote peers, which share the unknown
+		 * uid's, cannot fill it (nor can a relay's producers fill a local uid's) */
+		mine += relay ? c->relay_conn : !c->relay_conn && c->ch.peer_uid == uid;
 	}
 	if (total >= s->lim.conns) {
 		sonde_warn("refusing a connection of uid %u: %zu connections (the limit)",
@@ -163,11 +169,23 @@ bool sonde__sec_admit_conn(const struct svc *s, uid_t uid)
 		return false;
 	}
 	if (mine >= s->lim.conns_per_uid) {
-		sonde_warn("refusing a connection of uid %u: it has %zu (the per-uid limit)",
-			   (unsigned)uid, mine);
+		if (relay)
+			sonde_warn("refusing a relay's connection: the relay sockets have %zu "
+				   "(their limit)",
+				   mine);
+		else
+			sonde_warn("refusing a connection of uid %u: it has %zu (the per-uid limit)",
+				   (unsigned)uid, mine);
 		return false;
 	}
 	return true;
+}
+
+bool sonde__sec_handshake_done(const struct conn *c)
+{
+	bool port = c->is_producer ? c->p.initialized || c->relay_bound : c->bound;
+
+	return port && (!c->relay_conn || c->identity_seen);
 }
 
 /* ------------------------------------------------------------------ sockets */
@@ -272,6 +290,34 @@ static uint64_t uid_buffer_bytes(const struct svc *s, int32_t uid)
 	return n;
 }
 
+/* The budget of uid, refilled to now: a uid not tracked gets a full one, in the slot of
+ * an untracked uid's, else of the fullest (a full bucket is the same as none). */
+static struct svc_idbudget *id_budget(struct svc *s, uid_t uid)
+{
+	uint64_t now = sonde__loop_now_ns();
+	struct svc_idbudget *b = NULL;
+
+	for (size_t i = 0; i < s->nidb; i++) {
+		struct svc_idbudget *e = &s->idb[i];
+		uint64_t add = (now - e->refill_ns) * SVC_IDS_PER_S / 1000000000ull;
+		if (add) {
+			e->tokens = add >= SVC_IDS_BURST - e->tokens ? SVC_IDS_BURST
+								   : e->tokens + (uint32_t)add;
+			e->refill_ns = now;
+		}
+		if (e->uid == uid)
+			return e;
+		if (!b || e->tokens > b->tokens)
+			b = e;
+	}
+	if (s->nidb < SVC_MAX_IDBUDGETS)
+		b = &s->idb[s->nidb++];
+	b->uid = uid;
+	b->tokens = SVC_IDS_BURST;
+	b->refill_ns = now;
+	return b;
+}
+
 const char *sonde__sec_check_session(struct svc *s, const struct session *ss, const uint64_t *bufs,
 				     size_t nbufs)
 {
@@ -296,6 +342,14 @@ const char *sonde__sec_check_session(struct svc *s, const struct session *ss, co
 	    uid_buffer_bytes(s, ss->consumer_uid) > s->lim.uid_buffer_bytes - total * 1024)
 		return "the trace config's buffers and those of this uid's other sessions "
 		       "(detached ones included) exceed the per-uid memory limit";
+	/* checked last: only a session that is created takes ids from the budget */
+	if ((uid_t)ss->consumer_uid != s->uid) {
+		struct svc_idbudget *b = id_budget(s, (uid_t)ss->consumer_uid);
+		if (b->tokens < nbufs)
+			return "this uid took too many buffer ids lately (the per-uid rate "
+			       "limit); retry later";
+		b->tokens -= (uint32_t)nbufs;
+	}
 	return NULL;
 }
 

@@ -466,6 +466,44 @@ TEST_TIMEOUT(liveness_trace_keeps_what_it_read_when_the_service_dies, 180)
 	free(data);
 }
 
+/* sonded dies while the session runs, before anything was read: stderr says so in the
+ * line docs/trace.md gives, and the exit status is 1. */
+TEST_TIMEOUT(liveness_trace_says_nothing_was_written_when_the_service_dies_before_reading, 90)
+{
+	struct sonded d;
+	char sock[300];
+	const char *out = test_path("never.pftrace"), *errf = test_path("never.err");
+	const char *args[] = {"--no-probes", NULL};
+	size_t n = 0;
+	char *err = NULL;
+
+	sonded_start(&d, args);
+	snprintf(sock, sizeof(sock), "--socket=%s", d.csock);
+	const char *argv[] = {test_bin("sonde"), "trace", sock, "-o", out, "--time=60s",
+			      "nothing.ds", NULL};
+	pid_t tr = spawn_stderr_to(argv, errf);
+	/* the session is enabled once it says it traces */
+	for (double end = test_now() + 30;; usleep(10000)) {
+		free(err);
+		err = test_read_file(errf, &n);
+		if (err && strstr(err, "tracing 1 data source"))
+			break;
+		ASSERT(test_now() < end);
+	}
+	free(err);
+	kill(d.pid, SIGKILL);
+	waitpid(d.pid, NULL, 0);
+	ASSERT_INT(test_wait(tr, 30), ==, 1);
+	err = ASSERT_NOT_NULL(test_read_file(errf, &n));
+	char want[600];
+	snprintf(want, sizeof(want),
+		 "the connection to the service was lost before the trace was read: nothing was "
+		 "written to %s; the trace is incomplete",
+		 out);
+	ASSERT_CONTAINS(err, want);
+	free(err);
+}
+
 /* examples/trace_hello registers its data source, sonded restarts, and it connects again
  * by itself (backoff), registers again, and the new sonded's session gets its packets. */
 TEST_TIMEOUT(liveness_producer_reconnects_to_a_restarted_service, 90)
