@@ -81,6 +81,11 @@ void sonde__perf_stream_free(struct perf_stream *s)
 	sonde__free(s);
 }
 
+void sonde__perf_stream_set_layout(struct perf_stream *s, const struct perf_layout *l)
+{
+	s->layout = *l;
+}
+
 int sonde__perf_stream_add_source(struct perf_stream *s)
 {
 	if (s->n_src >= INT32_MAX ||

@@ -49,6 +49,8 @@ struct perf_stream;
 struct perf_stream *sonde__perf_stream_new(const struct perf_layout *l, perf_stream_filter filter,
 					   void *ctx);
 void sonde__perf_stream_free(struct perf_stream *s);
+/* The layout records read from now on are decoded with. */
+void sonde__perf_stream_set_layout(struct perf_stream *s, const struct perf_layout *l);
 
 /* A new source: returns its index (>= 0) or -ENOMEM. */
 int sonde__perf_stream_add_source(struct perf_stream *s);

@@ -1,5 +1,5 @@
-/* The perf layer: ring reading over a synthetic ring, record decoding, the cross-ring
- * sorter, CPU lists, and a real cpu-clock event on this process. */
+/* The perf layer: ring reading over a synthetic ring, record decoding, the stream over
+ * synthetic rings, CPU lists, and a real cpu-clock event on this process. */
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <malloc.h>
@@ -21,7 +21,6 @@
 #include "perf/decode.h"
 #include "perf/event.h"
 #include "perf/ring.h"
-#include "perf/sorter.h"
 #include "perf/stream.h"
 #include "../failalloc.h"
 
@@ -205,21 +204,6 @@ TEST(perf_decode_sample_maps_registers_to_dwarf_order)
 	ASSERT_UINT(rec.sample.regs.valid, ==, (1u << UREG_COUNT) - 1);
 	ASSERT_UINT(rec.sample.stack_len, ==, 40);
 	ASSERT_UINT(rec.sample.stack[39], ==, 39);
-
-	/* Compacting drops the unused 24 bytes of the stack copy and decodes the same. */
-	uint8_t small[4096];
-	struct perf_rec c;
-	int n = sonde__perf_sample_compact(r.b, r.n, &l, small);
-	ASSERT_INT(n, ==, (int)r.n - 24);
-	ASSERT_OK(sonde__perf_decode(small, (size_t)n, &l, &c));
-	ASSERT_UINT(c.sample.stack_len, ==, 40);
-	ASSERT_MEM_EQ(c.sample.stack, rec.sample.stack, 40);
-	ASSERT_MEM_EQ(&c.sample.regs, &rec.sample.regs, sizeof(c.sample.regs));
-	ASSERT_UINT(c.time, ==, rec.time);
-	ASSERT_INT(sonde__perf_sample_compact(small, (size_t)n, &l, small + 2048), ==, 0);
-	uint64_t t;
-	ASSERT_OK(sonde__perf_record_time(r.b, r.n, &l, &t));
-	ASSERT_UINT(t, ==, 123456789);
 }
 
 /* An off-CPU recording's layout: a raw tracepoint record between the period and the
@@ -228,9 +212,9 @@ TEST(perf_decode_sample_with_raw_data)
 {
 	struct perf_event_cfg cfg = {.raw = true};
 	struct perf_layout l;
-	struct perf_rec rec, c;
+	struct perf_rec rec;
 	struct rb r;
-	uint8_t raw[12] = {0x74, 0x01, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}, small[4096];
+	uint8_t raw[12] = {0x74, 0x01, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
 
 	sonde__perf_event_layout_cfg(&l, &cfg);
 	ASSERT_OK(sonde__perf_layout_check(&l));
@@ -258,11 +242,6 @@ TEST(perf_decode_sample_with_raw_data)
 	ASSERT_MEM_EQ(rec.sample.raw, raw, 12);
 	ASSERT_UINT(rec.sample.regs.r[UREG_RSP], ==, 0x2007);
 	ASSERT_UINT(rec.sample.stack_len, ==, 16);
-	int n = sonde__perf_sample_compact(r.b, r.n, &l, small);
-	ASSERT_INT(n, ==, (int)r.n - 48);
-	ASSERT_OK(sonde__perf_decode(small, (size_t)n, &l, &c));
-	ASSERT_MEM_EQ(c.sample.raw, raw, 12);
-	ASSERT_UINT(c.sample.stack_len, ==, 16);
 	/* a raw size running past the record is malformed */
 	size = 4096;
 	memcpy(r.b + 8 + 6 * 8, &size, 4);
@@ -356,104 +335,7 @@ TEST(perf_decode_side_band_records)
 	rb_end(&r);
 	ASSERT_OK(sonde__perf_decode(r.b, r.n, &l, &rec));
 	ASSERT_UINT(rec.lost.lost, ==, 17);
-	uint64_t t;
-	ASSERT_OK(sonde__perf_record_time(r.b, r.n, &l, &t));
-	ASSERT_UINT(t, ==, 800);
-}
-
-TEST(perf_sorter_merges_rings_in_time_order)
-{
-	struct perf_sorter *s = ASSERT_NOT_NULL(sonde__perf_sorter_new());
-	const void *rec;
-	size_t len;
-	uint64_t t, last = 0;
-	/* Two rings' records interleaved as a drain pass sees them: ring A then ring B. */
-	uint64_t ring_a[] = {10, 20, 30, 40};
-	uint64_t ring_b[] = {15, 25, 25, 50};
-
-	for (int i = 0; i < 4; i++)
-		ASSERT_OK(sonde__perf_sorter_push(s, ring_a[i], &ring_a[i], 8));
-	for (int i = 0; i < 4; i++)
-		ASSERT_OK(sonde__perf_sorter_push(s, ring_b[i], &i, sizeof(i)));
-	uint64_t latest[2] = {40, 50};
-	uint64_t limit = sonde__perf_sorter_limit(latest, 2, 5);
-	ASSERT_UINT(limit, ==, 40);
-	int popped = 0, seen25 = 0;
-	while (sonde__perf_sorter_pop(s, limit, &rec, &len, &t) == 1) {
-		ASSERT_UINT(t, >=, last);
-		if (t == 25) /* equal times keep push order */
-			ASSERT_INT(*(const int *)rec, ==, 1 + seen25++);
-		last = t;
-		popped++;
-	}
-	ASSERT_INT(popped, ==, 7); /* 50 stays: ring A could still produce 41..49 */
-	ASSERT_UINT(sonde__perf_sorter_count(s), ==, 1);
-	ASSERT_INT(sonde__perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t), ==, 1);
-	ASSERT_UINT(t, ==, 50);
-	ASSERT_UINT(sonde__perf_sorter_bytes(s), ==, 0);
-	sonde__perf_sorter_free(s);
-}
-
-TEST(perf_sorter_limit_ignores_idle_rings)
-{
-	uint64_t latest[3] = {0, 900, 1200};
-
-	/* Ring 0 never produced anything: the floor (clock before the pass) stands for it. */
-	ASSERT_UINT(sonde__perf_sorter_limit(latest, 3, 1000), ==, 1000);
-	ASSERT_UINT(sonde__perf_sorter_limit(latest, 3, 100), ==, 100);
-	uint64_t busy[2] = {2000, 3000};
-	ASSERT_UINT(sonde__perf_sorter_limit(busy, 2, 1000), ==, 2000);
-	ASSERT_UINT(sonde__perf_sorter_limit(NULL, 0, 77), ==, 77);
-}
-
-TEST(perf_sorter_handles_many_records)
-{
-	struct perf_sorter *s = ASSERT_NOT_NULL(sonde__perf_sorter_new());
-	const void *rec;
-	size_t len;
-	uint64_t t, last = 0;
-
-	srand(1);
-	for (int round = 0; round < 3; round++) {
-		for (int i = 0; i < 5000; i++) {
-			uint64_t v = (uint64_t)(rand() % 100000) + 100000 * (uint64_t)round;
-			ASSERT_OK(sonde__perf_sorter_push(s, v, &v, sizeof(v)));
-		}
-		while (sonde__perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t) == 1) {
-			ASSERT_UINT(t, >=, last);
-			ASSERT_UINT(*(const uint64_t *)rec, ==, t);
-			last = t;
-		}
-	}
-	sonde__perf_sorter_free(s);
-}
-
-/* The drain path's only allocator: after a first round, pushing and popping the same
- * traffic again reuses entries and allocates nothing more. */
-TEST(perf_sorter_recycles_entries)
-{
-#if defined(__SANITIZE_ADDRESS__)
-	SKIP("ASan's allocator does not report mallinfo2");
-#else
-	struct perf_sorter *s = ASSERT_NOT_NULL(sonde__perf_sorter_new());
-	static uint8_t rec[6000];
-	const void *p;
-	size_t len, m0 = 0;
-	uint64_t t;
-
-	/* Entries grow to the largest record they carry; by round 20 each has seen it. */
-	for (int round = 0; round < 200; round++) {
-		if (round == 20)
-			m0 = mallinfo2().uordblks;
-		for (int i = 0; i < 64; i++)
-			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64),
-							  rec, (size_t)(100 + (i * 97) % 5900)));
-		while (sonde__perf_sorter_pop(s, UINT64_MAX, &p, &len, &t) == 1)
-			;
-	}
-	ASSERT_UINT(mallinfo2().uordblks, ==, m0);
-	sonde__perf_sorter_free(s);
-#endif
+	ASSERT_UINT(rec.time, ==, 800);
 }
 
 TEST(perf_cpu_list_parses)
