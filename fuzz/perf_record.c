@@ -21,22 +21,13 @@ static void decode_all(const uint8_t *data, size_t size)
 {
 	struct perf_layout l;
 	struct perf_rec rec;
-	uint64_t t;
 
 	sonde__perf_event_layout(&l);
 	sonde__perf_decode(data, size, &l, &rec);
-	sonde__perf_record_time(data, size, &l, &t);
-	uint8_t *small = malloc(size ? size : 1);
-	int n = sonde__perf_sample_compact(data, size, &l, small);
-	if (n > 0 && sonde__perf_decode(small, (size_t)n, &l, &rec) != 0)
-		__builtin_trap(); /* a compacted sample must decode */
 	/* The layout of --kernel recordings: a callchain before the user registers. */
 	struct perf_event_cfg kcfg = {.kernel = true};
 	sonde__perf_event_layout_cfg(&l, &kcfg);
 	sonde__perf_decode(data, size, &l, &rec);
-	n = sonde__perf_sample_compact(data, size, &l, small);
-	if (n > 0 && sonde__perf_decode(small, (size_t)n, &l, &rec) != 0)
-		__builtin_trap();
 	/* The layout of --off-cpu recordings: a raw tracepoint record too. */
 	struct perf_event_cfg ocfg = {.kernel = true, .raw = true};
 	sonde__perf_event_layout_cfg(&l, &ocfg);
@@ -44,20 +35,14 @@ static void decode_all(const uint8_t *data, size_t size)
 	    rec.sample.raw &&
 	    (rec.sample.raw < data || rec.sample.raw + rec.sample.raw_size > data + size))
 		__builtin_trap(); /* raw data outside the record */
-	n = sonde__perf_sample_compact(data, size, &l, small);
-	if (n > 0 && sonde__perf_decode(small, (size_t)n, &l, &rec) != 0)
-		__builtin_trap();
-	free(small);
 	if (size >= 16) {
 		uint64_t bits;
 		memcpy(&bits, data + size - 8, 8);
 		l.sample_type = bits & PERF_DECODE_SAMPLE_TYPES;
 		l.regs_mask = (bits >> 32) & 0xffffff;
 		l.sample_id_all = bits & 1;
-		if (sonde__perf_layout_check(&l) == 0) {
+		if (sonde__perf_layout_check(&l) == 0)
 			sonde__perf_decode(data, size - 8, &l, &rec);
-			sonde__perf_record_time(data, size - 8, &l, &t);
-		}
 	}
 }
 

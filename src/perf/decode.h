@@ -100,15 +100,4 @@ int sonde__perf_layout_check(const struct perf_layout *l);
 int sonde__perf_decode(const void *buf, size_t len, const struct perf_layout *l,
 		       struct perf_rec *out);
 
-/* Copies a SAMPLE record to out without the unused part of its user stack copy (the kernel
- * reserves the whole requested size in every record; the valid part is usually a small
- * fraction). The result decodes like the original. Returns the new length, 0 when rec is not
- * a sample with a stack to trim (copy it as is), or -SONDE_E_* when it does not decode.
- * out must hold len bytes. */
-int sonde__perf_sample_compact(const void *rec, size_t len, const struct perf_layout *l, void *out);
-
-/* Just the timestamp (for sorting before a full decode); -SONDE_E_FORMAT when absent. */
-int sonde__perf_record_time(const void *buf, size_t len, const struct perf_layout *l,
-			    uint64_t *time);
-
 #endif

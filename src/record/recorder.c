@@ -1,9 +1,11 @@
 /* The recorder's public API and its drain pipeline:
  *
- *   1. drain   every ring, pushing each record (copied) into the sorter
+ *   1. drain   every ring into the perf stream (perf/stream.h): each record decoded once,
+ *              what the recorder drops anyway dropped there, the rest queued per ring
  *   2. limit   the time up to which no ring can still deliver an older record
- *   3. process records up to the limit, in time order: side band updates the process,
- *              thread and module tables; samples are unwound and written
+ *   3. process records up to the limit, in time order (merged across the rings): side
+ *              band updates the process, thread and module tables; samples are unwound
+ *              and written
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -303,6 +305,58 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	r->ring_pages = pages;
 }
 
+/* What the recorder would drop on reading a record, dropped before the stream copies
+ * anything of it: samples of the idle task and (system-wide) of the recorder itself, counted
+ * as they would be; and the stacks of tracepoint samples whose stack is never used (every
+ * wakeup, the idle task's and the recorder's switch-outs), which keep their raw data for
+ * the off-CPU accounting. */
+static enum perf_stream_keep stream_filter(void *ctx, const struct perf_rec *rec)
+{
+	struct sonde_recorder *r = ctx;
+	const struct perf_sample *s = &rec->sample;
+	uint16_t type = 0;
+
+	if (rec->type != PERF_RECORD_SAMPLE)
+		return PERF_STREAM_KEEP;
+	bool self = r->system_wide && rec->pid == (uint32_t)r->self_pid;
+	if (r->offcpu.on && s->raw && s->raw_size >= sizeof(type)) {
+		memcpy(&type, s->raw, sizeof(type));
+		if (type == r->offcpu.waking_id || (type == r->offcpu.switch_id &&
+						    (rec->pid == 0 || self)))
+			return PERF_STREAM_HEADER;
+		if (type == r->offcpu.switch_id)
+			return PERF_STREAM_KEEP;
+	}
+	if (!rec->has_id || !rec->time || rec->pid == UINT32_MAX || rec->tid == UINT32_MAX)
+		return PERF_STREAM_KEEP; /* counted where it is processed */
+	if (rec->pid == 0) {
+		r->sum.samples++;
+		r->sum.idle_samples++;
+		return PERF_STREAM_DROP;
+	}
+	if (self) {
+		r->sum.samples++;
+		r->sum.own_samples++;
+		return PERF_STREAM_DROP;
+	}
+	return PERF_STREAM_KEEP;
+}
+
+/* Two stream sources per ring: its own, and that of the ring replacing it while a
+ * generation switch grows it (resize.c swaps them). */
+static int add_sources(struct sonde_recorder *r)
+{
+	for (size_t i = 0; i < r->n_cpus; i++) {
+		int a = sonde__perf_stream_add_source(r->stream);
+		int b = a < 0 ? a : sonde__perf_stream_add_source(r->stream);
+		if (b < 0)
+			return b;
+		r->rings[i].src = a;
+		r->rings[i].next_src = b;
+	}
+	return 0;
+}
+
 static struct sonde_recorder *recorder_alloc(void)
 {
 	struct sonde_recorder *r = sonde__calloc(1, sizeof(*r));
@@ -320,8 +374,8 @@ static struct sonde_recorder *recorder_alloc(void)
 				      (uint64_t)boot.tv_nsec - sonde__rec_now());
 	if (sonde__perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
 	    !(r->rings = sonde__calloc(r->n_cpus, sizeof(*r->rings))) ||
-	    !(r->sorter = sonde__perf_sorter_new()) ||
-	    (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    !(r->stream = sonde__perf_stream_new(&r->layout, stream_filter, r)) ||
+	    add_sources(r) < 0 || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    !(r->unwind_cache = sonde__unwind_cache_new())) {
 		sonde_recorder__free(r);
 		return NULL;
@@ -333,6 +387,7 @@ static struct sonde_recorder *recorder_alloc(void)
 static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, void *ctx)
 {
 	sonde__perf_event_layout_cfg(&r->layout, &r->cfg);
+	sonde__perf_stream_set_layout(r->stream, &r->layout);
 	r->sum.kernel_enabled = r->cfg.kernel;
 	r->sum.kernel_error = r->kernel_error;
 	snprintf(r->sum.event, sizeof(r->sum.event), "%s",
@@ -676,39 +731,17 @@ int sonde_recorder__epoll_fd(const struct sonde_recorder *r)
 
 int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
 {
-	const void *rec;
-	size_t len;
-	int got, first = 0;
+	struct perf_stream_drained d;
+	int err = sonde__perf_stream_drain(r->stream, ring->src, &ring->ring, &d);
 
-	sonde__perf_ring_begin(&ring->ring);
-	while ((got = sonde__perf_ring_next(&ring->ring, &rec, &len)) != 0) {
-		uint64_t t;
-		if (got < 0 || sonde__perf_record_time(rec, len, &r->layout, &t) < 0) {
-			r->sum.bad_records++;
-			continue;
-		}
-		if (t > ring->latest)
-			ring->latest = t;
-		/* a full ring: the recorder may grow it (system.c) */
-		if (len >= sizeof(struct perf_event_header) &&
-		    (((const struct perf_event_header *)rec)->type == PERF_RECORD_LOST ||
-		     ((const struct perf_event_header *)rec)->type == PERF_RECORD_LOST_SAMPLES))
-			ring->lost_seen = true;
-		/* Queue only the valid part of the stack copy. */
-		int n = sonde__perf_sample_compact(rec, len, &r->layout, r->compact);
-		if (n > 0) {
-			rec = r->compact;
-			len = (size_t)n;
-		}
-		int err = sonde__perf_sorter_push(r->sorter, t, rec, len);
-		if (err && !first)
-			first = err;
-	}
-	sonde__perf_ring_end(&ring->ring);
-	return first;
+	r->sum.bad_records += d.bad;
+	/* a full ring: the recorder may grow it (system.c) */
+	if (d.lost)
+		ring->lost_seen = true;
+	return err;
 }
 
-/* Step 1: every published record of every ring into the sorter. */
+/* Step 1: every published record of every ring into the stream. */
 static int drain_rings(struct sonde_recorder *r)
 {
 	int first = 0;
@@ -724,12 +757,12 @@ static int drain_rings(struct sonde_recorder *r)
 }
 
 /* While a long batch is processed (unwinding, the first look at a large binary), the rings
- * keep filling: every DRAIN_EVERY_NS they are emptied into the sorter again, where samples
+ * keep filling: every DRAIN_EVERY_NS they are emptied into the stream again, where samples
  * take only the bytes of stack they use. What is queued then is newer than the limit being
  * processed (no ring can deliver anything older), so the order is kept. The queue is
- * bounded: past SORTER_CAP_BYTES the rings are left to the kernel (which then counts
+ * bounded: past STREAM_CAP_BYTES the rings are left to the kernel (which then counts
  * losses). */
-enum { DRAIN_EVERY_NS = 5000000, SORTER_CAP_BYTES = 256u << 20 };
+enum { DRAIN_EVERY_NS = 5000000, STREAM_CAP_BYTES = 256u << 20 };
 
 static int drain_rings(struct sonde_recorder *r);
 
@@ -737,7 +770,7 @@ static void drain_meanwhile(struct sonde_recorder *r, uint64_t *last)
 {
 	uint64_t now = sonde__rec_now();
 
-	if (now - *last < DRAIN_EVERY_NS || sonde__perf_sorter_bytes(r->sorter) > SORTER_CAP_BYTES)
+	if (now - *last < DRAIN_EVERY_NS || sonde__perf_stream_bytes(r->stream) > STREAM_CAP_BYTES)
 		return;
 	*last = now;
 	sonde__rec_error(r, drain_rings(r));
@@ -746,26 +779,20 @@ static void drain_meanwhile(struct sonde_recorder *r, uint64_t *last)
 /* Steps 2 and 3. */
 static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_record_poll *pr)
 {
-	const void *buf;
-	size_t len;
-	uint64_t t, last_drain = sonde__rec_now();
+	const struct perf_rec *rec;
+	uint64_t last_drain = sonde__rec_now();
 	unsigned n = 0;
 
-	while (sonde__perf_sorter_pop(r->sorter, limit, &buf, &len, &t) == 1) {
-		struct perf_rec rec;
-		if (sonde__perf_decode(buf, len, &r->layout, &rec) < 0) {
-			r->sum.bad_records++;
-			continue;
-		}
+	while ((rec = sonde__perf_stream_pop(r->stream, limit))) {
 		uint64_t samples = r->sum.samples, lost = r->sum.lost_events;
-		int err = sonde__rec_process_record(r, &rec);
+		int err = sonde__rec_process_record(r, rec);
 		pr->samples += r->sum.samples - samples;
 		pr->lost_events += r->sum.lost_events - lost;
 		if (err)
 			return err;
-		/* buf is not used past this point: pushing may recycle it. Not when everything
-		 * is being released (a sweep, finish): what is pushed would be released in the
-		 * same loop, which a busy machine could then keep going. */
+		/* rec is not used past this point: a drain may reuse its place. Not when
+		 * everything is being released (a sweep, finish): what is drained would be
+		 * released in the same loop, which a busy machine could then keep going. */
 		if ((++n & 31) == 0 && limit != UINT64_MAX)
 			drain_meanwhile(r, &last_drain);
 	}
@@ -775,21 +802,10 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_record_poll *pr)
 {
 	uint64_t floor = sonde__rec_now() - REORDER_SLACK_NS;
-	uint64_t latest[64];
 	int err = sonde__rec_error(r, drain_rings(r));
-	uint64_t limit = UINT64_MAX;
-
-	if (!final) {
-		/* Rings beyond the array are represented by the floor: still correct, since
-		 * the floor is below anything they can still deliver. */
-		size_t n = r->n_cpus < 64 ? r->n_cpus : 64;
-		for (size_t i = 0; i < n; i++)
-			latest[i] = r->rings[i].mapped ? r->rings[i].latest : 0;
-		limit = sonde__perf_sorter_limit(latest, n, floor);
-		if (r->n_cpus > 64 && limit > floor)
-			limit = floor;
-	}
+	uint64_t limit = final ? UINT64_MAX : sonde__perf_stream_limit(r->stream, floor);
 	int perr = process_until(r, limit, pr);
+
 	return err ? err : perr;
 }
 
@@ -860,7 +876,7 @@ int sonde_recorder__flush(struct sonde_recorder *r)
 
 bool sonde_recorder__has_pending_events(const struct sonde_recorder *r)
 {
-	if (sonde__perf_sorter_count(r->sorter) > 0)
+	if (sonde__perf_stream_count(r->stream) > 0)
 		return true;
 	for (size_t i = 0; i < r->n_cpus; i++)
 		if (r->rings[i].mapped && sonde__perf_ring_pending(&r->rings[i].ring) > 0)
@@ -1049,7 +1065,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 		close(r->out_fd);
 	sonde__rec_live_free(r);
 	sonde_spool_writer__free(r->spool);
-	sonde__perf_sorter_free(r->sorter);
+	sonde__perf_stream_free(r->stream);
 	sonde__rec_track_free(r);
 	sonde__free(r->filter_pids);
 	sonde__free(r->tracepoint_filter);

@@ -17,7 +17,7 @@
 #include "perf/decode.h"
 #include "perf/event.h"
 #include "perf/ring.h"
-#include "perf/sorter.h"
+#include "perf/stream.h"
 #include "base/regfile.h"
 #include "base/u64map.h"
 #include "probes/ftrace_format.h"
@@ -35,7 +35,7 @@ enum { REC_KERNEL_MAX_FRAMES = 256 };
 
 struct rec_ring {
 	struct perf_ring ring;
-	uint64_t latest; /* newest timestamp read from this ring */
+	int src, next_src; /* the stream's sources of ring and next */
 	bool mapped;
 	bool hup;	/* removed from epoll after POLLHUP (still drained) */
 	bool lost_seen; /* a LOST record came out of it since the last look */
@@ -145,7 +145,7 @@ struct sonde_recorder {
 	struct rec_event *events;
 	size_t n_events, cap_events;
 	int epfd;
-	struct perf_sorter *sorter;
+	struct perf_stream *stream; /* every ring's records, decoded, in time order */
 
 	struct sonde_spool_writer *spool;
 	int out_fd; /* owned when recording to a path, else -1 */
@@ -172,7 +172,6 @@ struct sonde_recorder {
 	struct sonde_spool_frame frames[REC_KERNEL_MAX_FRAMES + UNWIND_MAX_FRAMES];
 	struct unwind_cache *unwind_cache; /* CFI tables of every file seen, built on first use */
 	struct unwind_stats unwind_stats;
-	uint8_t compact[65536]; /* a sample without its unused stack bytes (records are < 64 KiB) */
 
 	/* Lifecycle and loss recovery (recover.c). */
 	bool follow_children;
@@ -220,7 +219,7 @@ int sonde__rec_error(struct sonde_recorder *r, int err);
  * context_error). */
 void sonde__rec_context_error(struct sonde_recorder *r, int err, const char *what);
 uint64_t sonde__rec_now(void);
-/* Every published record of one ring into the sorter. 0 or the first error. */
+/* Every published record of one ring into the stream. 0 or the first error. */
 int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring);
 /* Drains every ring and processes what can be ordered (final: everything queued). */
 int sonde__rec_drain(struct sonde_recorder *r, bool final);

@@ -366,6 +366,12 @@ static void swap_rings(struct sonde_recorder *r)
 			epoll_ctl(r->epfd, EPOLL_CTL_DEL, ring->ring.fd, NULL);
 		r->sum.ring_bytes_total -= ring->ring.map_len;
 		sonde__perf_ring_unmap(&ring->ring);
+		/* The new ring's records, written while the old events still wrote theirs, go
+		 * to a source of their own: the two are merged by time. What the old ring's
+		 * source holds is released as the limit passes it. */
+		int src = ring->src;
+		ring->src = ring->next_src;
+		ring->next_src = src;
 		ring->ring = ring->next;
 		memset(&ring->next, 0, sizeof(ring->next));
 		ring->next_mapped = false;

@@ -1,5 +1,5 @@
 /* Processes, threads and modules, as the side-band records change them, and the samples
- * that refer to them. Everything here runs in timestamp order (after the sorter). */
+ * that refer to them. Everything here runs in timestamp order (out of the perf stream). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* The perf layer: ring reading over a synthetic ring, record decoding, the cross-ring
- * sorter, CPU lists, and a real cpu-clock event on this process. */
+/* The perf layer: ring reading over a synthetic ring, record decoding, the stream over
+ * synthetic rings, CPU lists, and a real cpu-clock event on this process. */
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <malloc.h>
@@ -21,7 +21,8 @@
 #include "perf/decode.h"
 #include "perf/event.h"
 #include "perf/ring.h"
-#include "perf/sorter.h"
+#include "perf/stream.h"
+#include "../failalloc.h"
 
 /* Writes a record of type/size filled with a byte pattern at ring position pos. */
 static void put_record(uint8_t *data, uint64_t size, uint64_t pos, uint32_t type, uint16_t len,
@@ -203,21 +204,6 @@ TEST(perf_decode_sample_maps_registers_to_dwarf_order)
 	ASSERT_UINT(rec.sample.regs.valid, ==, (1u << UREG_COUNT) - 1);
 	ASSERT_UINT(rec.sample.stack_len, ==, 40);
 	ASSERT_UINT(rec.sample.stack[39], ==, 39);
-
-	/* Compacting drops the unused 24 bytes of the stack copy and decodes the same. */
-	uint8_t small[4096];
-	struct perf_rec c;
-	int n = sonde__perf_sample_compact(r.b, r.n, &l, small);
-	ASSERT_INT(n, ==, (int)r.n - 24);
-	ASSERT_OK(sonde__perf_decode(small, (size_t)n, &l, &c));
-	ASSERT_UINT(c.sample.stack_len, ==, 40);
-	ASSERT_MEM_EQ(c.sample.stack, rec.sample.stack, 40);
-	ASSERT_MEM_EQ(&c.sample.regs, &rec.sample.regs, sizeof(c.sample.regs));
-	ASSERT_UINT(c.time, ==, rec.time);
-	ASSERT_INT(sonde__perf_sample_compact(small, (size_t)n, &l, small + 2048), ==, 0);
-	uint64_t t;
-	ASSERT_OK(sonde__perf_record_time(r.b, r.n, &l, &t));
-	ASSERT_UINT(t, ==, 123456789);
 }
 
 /* An off-CPU recording's layout: a raw tracepoint record between the period and the
@@ -226,9 +212,9 @@ TEST(perf_decode_sample_with_raw_data)
 {
 	struct perf_event_cfg cfg = {.raw = true};
 	struct perf_layout l;
-	struct perf_rec rec, c;
+	struct perf_rec rec;
 	struct rb r;
-	uint8_t raw[12] = {0x74, 0x01, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}, small[4096];
+	uint8_t raw[12] = {0x74, 0x01, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
 
 	sonde__perf_event_layout_cfg(&l, &cfg);
 	ASSERT_OK(sonde__perf_layout_check(&l));
@@ -256,11 +242,6 @@ TEST(perf_decode_sample_with_raw_data)
 	ASSERT_MEM_EQ(rec.sample.raw, raw, 12);
 	ASSERT_UINT(rec.sample.regs.r[UREG_RSP], ==, 0x2007);
 	ASSERT_UINT(rec.sample.stack_len, ==, 16);
-	int n = sonde__perf_sample_compact(r.b, r.n, &l, small);
-	ASSERT_INT(n, ==, (int)r.n - 48);
-	ASSERT_OK(sonde__perf_decode(small, (size_t)n, &l, &c));
-	ASSERT_MEM_EQ(c.sample.raw, raw, 12);
-	ASSERT_UINT(c.sample.stack_len, ==, 16);
 	/* a raw size running past the record is malformed */
 	size = 4096;
 	memcpy(r.b + 8 + 6 * 8, &size, 4);
@@ -354,104 +335,7 @@ TEST(perf_decode_side_band_records)
 	rb_end(&r);
 	ASSERT_OK(sonde__perf_decode(r.b, r.n, &l, &rec));
 	ASSERT_UINT(rec.lost.lost, ==, 17);
-	uint64_t t;
-	ASSERT_OK(sonde__perf_record_time(r.b, r.n, &l, &t));
-	ASSERT_UINT(t, ==, 800);
-}
-
-TEST(perf_sorter_merges_rings_in_time_order)
-{
-	struct perf_sorter *s = ASSERT_NOT_NULL(sonde__perf_sorter_new());
-	const void *rec;
-	size_t len;
-	uint64_t t, last = 0;
-	/* Two rings' records interleaved as a drain pass sees them: ring A then ring B. */
-	uint64_t ring_a[] = {10, 20, 30, 40};
-	uint64_t ring_b[] = {15, 25, 25, 50};
-
-	for (int i = 0; i < 4; i++)
-		ASSERT_OK(sonde__perf_sorter_push(s, ring_a[i], &ring_a[i], 8));
-	for (int i = 0; i < 4; i++)
-		ASSERT_OK(sonde__perf_sorter_push(s, ring_b[i], &i, sizeof(i)));
-	uint64_t latest[2] = {40, 50};
-	uint64_t limit = sonde__perf_sorter_limit(latest, 2, 5);
-	ASSERT_UINT(limit, ==, 40);
-	int popped = 0, seen25 = 0;
-	while (sonde__perf_sorter_pop(s, limit, &rec, &len, &t) == 1) {
-		ASSERT_UINT(t, >=, last);
-		if (t == 25) /* equal times keep push order */
-			ASSERT_INT(*(const int *)rec, ==, 1 + seen25++);
-		last = t;
-		popped++;
-	}
-	ASSERT_INT(popped, ==, 7); /* 50 stays: ring A could still produce 41..49 */
-	ASSERT_UINT(sonde__perf_sorter_count(s), ==, 1);
-	ASSERT_INT(sonde__perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t), ==, 1);
-	ASSERT_UINT(t, ==, 50);
-	ASSERT_UINT(sonde__perf_sorter_bytes(s), ==, 0);
-	sonde__perf_sorter_free(s);
-}
-
-TEST(perf_sorter_limit_ignores_idle_rings)
-{
-	uint64_t latest[3] = {0, 900, 1200};
-
-	/* Ring 0 never produced anything: the floor (clock before the pass) stands for it. */
-	ASSERT_UINT(sonde__perf_sorter_limit(latest, 3, 1000), ==, 1000);
-	ASSERT_UINT(sonde__perf_sorter_limit(latest, 3, 100), ==, 100);
-	uint64_t busy[2] = {2000, 3000};
-	ASSERT_UINT(sonde__perf_sorter_limit(busy, 2, 1000), ==, 2000);
-	ASSERT_UINT(sonde__perf_sorter_limit(NULL, 0, 77), ==, 77);
-}
-
-TEST(perf_sorter_handles_many_records)
-{
-	struct perf_sorter *s = ASSERT_NOT_NULL(sonde__perf_sorter_new());
-	const void *rec;
-	size_t len;
-	uint64_t t, last = 0;
-
-	srand(1);
-	for (int round = 0; round < 3; round++) {
-		for (int i = 0; i < 5000; i++) {
-			uint64_t v = (uint64_t)(rand() % 100000) + 100000 * (uint64_t)round;
-			ASSERT_OK(sonde__perf_sorter_push(s, v, &v, sizeof(v)));
-		}
-		while (sonde__perf_sorter_pop(s, UINT64_MAX, &rec, &len, &t) == 1) {
-			ASSERT_UINT(t, >=, last);
-			ASSERT_UINT(*(const uint64_t *)rec, ==, t);
-			last = t;
-		}
-	}
-	sonde__perf_sorter_free(s);
-}
-
-/* The drain path's only allocator: after a first round, pushing and popping the same
- * traffic again reuses entries and allocates nothing more. */
-TEST(perf_sorter_recycles_entries)
-{
-#if defined(__SANITIZE_ADDRESS__)
-	SKIP("ASan's allocator does not report mallinfo2");
-#else
-	struct perf_sorter *s = ASSERT_NOT_NULL(sonde__perf_sorter_new());
-	static uint8_t rec[6000];
-	const void *p;
-	size_t len, m0 = 0;
-	uint64_t t;
-
-	/* Entries grow to the largest record they carry; by round 20 each has seen it. */
-	for (int round = 0; round < 200; round++) {
-		if (round == 20)
-			m0 = mallinfo2().uordblks;
-		for (int i = 0; i < 64; i++)
-			ASSERT_OK(sonde__perf_sorter_push(s, (uint64_t)(round * 64 + (i * 7) % 64),
-							  rec, (size_t)(100 + (i * 97) % 5900)));
-		while (sonde__perf_sorter_pop(s, UINT64_MAX, &p, &len, &t) == 1)
-			;
-	}
-	ASSERT_UINT(mallinfo2().uordblks, ==, m0);
-	sonde__perf_sorter_free(s);
-#endif
+	ASSERT_UINT(rec.time, ==, 800);
 }
 
 TEST(perf_cpu_list_parses)
@@ -695,4 +579,374 @@ TEST(perf_tracepoint_id_finds_the_mount_and_opens_the_event)
 		SKIP("perf_event_open of a tracepoint refused (kernel.perf_event_paranoid)");
 	ASSERT_OK(fd);
 	close(fd);
+}
+
+/* The stream layer over synthetic rings: the recorder's layout, records written where the
+ * kernel would write them. */
+struct sring {
+	struct perf_event_mmap_page meta;
+	uint8_t *data;
+	uint64_t size;
+	struct perf_ring ring;
+};
+
+static void sring_init(struct sring *s, uint64_t size, uint64_t start)
+{
+	memset(&s->meta, 0, sizeof(s->meta));
+	s->data = calloc(1, size);
+	s->size = size;
+	s->meta.data_tail = s->meta.data_head = start;
+	sonde__perf_ring_init_mem(&s->ring, &s->meta, s->data, size);
+}
+
+static void sring_free(struct sring *s)
+{
+	sonde__perf_ring_unmap(&s->ring);
+	free(s->data);
+}
+
+/* Publishes r at the head, across the end of the data area if it falls there. */
+static void sring_put(struct sring *s, const struct rb *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		s->data[(s->meta.data_head + i) & (s->size - 1)] = r->b[i];
+	s->meta.data_head += r->n;
+}
+
+/* A sample of tid at time t: a 3-entry callchain, a 64-byte stack copy of which `used`
+ * bytes are valid, each byte (seed + i). */
+static void stream_sample(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint64_t used,
+			  uint8_t seed)
+{
+	const struct perf_event_cfg kcfg = {.kernel = true};
+	struct perf_layout l;
+
+	sonde__perf_event_layout_cfg(&l, &kcfg);
+	rb_begin(r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+	if (l.sample_type & PERF_SAMPLE_IDENTIFIER)
+		rb_u64(r, 76);
+	rb_u64(r, 0x401234);
+	rb_u32x2(r, pid, tid);
+	rb_u64(r, t);
+	if (l.sample_type & PERF_SAMPLE_ID)
+		rb_u64(r, 76);
+	if (l.sample_type & PERF_SAMPLE_CPU)
+		rb_u32x2(r, 1, 0);
+	if (l.sample_type & PERF_SAMPLE_PERIOD)
+		rb_u64(r, 1000);
+	if (l.sample_type & PERF_SAMPLE_CALLCHAIN) {
+		rb_u64(r, 3);
+		rb_u64(r, PERF_CONTEXT_KERNEL);
+		rb_u64(r, 0xffffffff81000000ull + t);
+		rb_u64(r, 0xffffffff81000010ull);
+	}
+	if (l.sample_type & PERF_SAMPLE_REGS_USER) {
+		rb_u64(r, PERF_SAMPLE_REGS_ABI_64);
+		for (int i = 0; i < 24; i++)
+			if (l.regs_mask & (1ull << i))
+				rb_u64(r, 0x1000 + (uint64_t)i);
+	}
+	rb_u64(r, 64);
+	for (int i = 0; i < 64; i++)
+		r->b[r->n++] = (uint8_t)(seed + i);
+	rb_u64(r, used);
+	rb_end(r);
+}
+
+static struct perf_stream *stream_new(perf_stream_filter f, void *ctx)
+{
+	const struct perf_event_cfg kcfg = {.kernel = true};
+	struct perf_layout l;
+
+	sonde__perf_event_layout_cfg(&l, &kcfg);
+	return sonde__perf_stream_new(&l, f, ctx);
+}
+
+TEST(perf_stream_merges_rings_in_time_order)
+{
+	enum { RINGS = 3, PER = 40 };
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct sring rings[RINGS];
+	int src[RINGS];
+	struct rb r;
+
+	for (int k = 0; k < RINGS; k++) {
+		sring_init(&rings[k], 1 << 16, 0);
+		src[k] = sonde__perf_stream_add_source(s);
+		ASSERT_INT(src[k], ==, k);
+		/* ring k holds times k+1, k+4, ...: interleaved; ring 0 and 2 share time 50 */
+		for (int i = 0; i < PER; i++) {
+			uint64_t t = (uint64_t)(i * RINGS + k + 1);
+			if (k == 2 && i == 16)
+				t = 50;
+			stream_sample(&r, 100, (uint32_t)(200 + k), t, 16 + (uint64_t)i % 6 * 8,
+				      (uint8_t)(k * 64 + i));
+			sring_put(&rings[k], &r);
+		}
+	}
+	for (int k = 0; k < RINGS; k++) {
+		struct perf_stream_drained d;
+		ASSERT_OK(sonde__perf_stream_drain(s, src[k], &rings[k].ring, &d));
+		ASSERT_UINT(d.records, ==, PER);
+		ASSERT_UINT(d.bad, ==, 0);
+		ASSERT_UINT(rings[k].meta.data_tail, ==, rings[k].meta.data_head);
+		/* the ring's space is the kernel's again: what was queued must not live there */
+		memset(rings[k].data, 0xee, rings[k].size);
+	}
+	ASSERT_UINT(sonde__perf_stream_count(s), ==, RINGS * PER);
+	/* ring 0 read up to 118, ring 1 to 119, ring 2 to 120: nothing after 118 yet */
+	uint64_t limit = sonde__perf_stream_limit(s, 10);
+	ASSERT_UINT(limit, ==, 118);
+	uint64_t last = 0, n = 0;
+	int last_ring = -1;
+	const struct perf_rec *e;
+	while ((e = sonde__perf_stream_pop(s, limit))) {
+		ASSERT(e->time >= last);
+		int k = (int)e->tid - 200;
+		/* equal times come in the order they were read: ring 0's 50 before ring 2's */
+		if (e->time == last && e->time == 50)
+			ASSERT(k > last_ring);
+		uint64_t i = k == 2 && e->time == 50 ? 16 : (e->time - (uint64_t)k - 1) / RINGS;
+		ASSERT_UINT(e->sample.stack_len, ==, 16 + i % 6 * 8);
+		for (uint64_t b = 0; b < e->sample.stack_len; b++)
+			ASSERT_UINT(e->sample.stack[b], ==, (uint8_t)(k * 64 + (int)i + (int)b));
+		ASSERT_UINT(e->sample.callchain_nr, ==, 3);
+		uint64_t ip;
+		memcpy(&ip, e->sample.callchain + 8, 8);
+		ASSERT_UINT(ip, ==, 0xffffffff81000000ull + e->time);
+		ASSERT_UINT(e->sample.regs.r[UREG_RSP], ==, 0x1007);
+		last = e->time;
+		last_ring = k;
+		n++;
+	}
+	ASSERT_UINT(n, ==, RINGS * PER - 2);
+	ASSERT_UINT(sonde__perf_stream_count(s), ==, 2);
+	ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_NOT_NULL(e = sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(e->time, ==, 120);
+	ASSERT(!sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(sonde__perf_stream_bytes(s), ==, 0);
+	for (int k = 0; k < RINGS; k++)
+		sring_free(&rings[k]);
+	sonde__perf_stream_free(s);
+}
+
+TEST(perf_stream_has_no_cap_on_rings_and_reorders_within_one)
+{
+	enum { RINGS = 300 };
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct sring *rings = calloc(RINGS, sizeof(*rings));
+	struct rb r;
+
+	for (int k = 0; k < RINGS; k++) {
+		sring_init(&rings[k], 4096, 0);
+		ASSERT_INT(sonde__perf_stream_add_source(s), ==, k);
+		/* times 1000 + (k * 7) % RINGS, and one record published after a newer one */
+		uint64_t t = 1000 + (uint64_t)(k * 7 % RINGS) * 2;
+		stream_sample(&r, 1, (uint32_t)k + 1, t + 1, 8, 0);
+		sring_put(&rings[k], &r);
+		stream_sample(&r, 1, (uint32_t)k + 1, t, 8, 0);
+		sring_put(&rings[k], &r);
+		ASSERT_OK(sonde__perf_stream_drain(s, k, &rings[k].ring, NULL));
+	}
+	uint64_t last = 0, n = 0;
+	const struct perf_rec *e;
+	while ((e = sonde__perf_stream_pop(s, UINT64_MAX))) {
+		ASSERT(e->time >= last);
+		last = e->time;
+		n++;
+	}
+	ASSERT_UINT(n, ==, 2 * RINGS);
+	ASSERT_UINT(last, ==, 1000 + (RINGS - 1) * 2 + 1);
+	for (int k = 0; k < RINGS; k++)
+		sring_free(&rings[k]);
+	free(rings);
+	sonde__perf_stream_free(s);
+}
+
+TEST(perf_stream_reads_records_that_wrap)
+{
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct sring ring;
+	struct rb r;
+
+	/* each sample is several hundred bytes: in a 1 KiB ring, most straddle its end */
+	sring_init(&ring, 1024, 1024 * 7 + 900);
+	int src = sonde__perf_stream_add_source(s);
+	uint64_t t = 1;
+	for (int round = 0; round < 50; round++) {
+		stream_sample(&r, 5, 6, t, 48, (uint8_t)t);
+		sring_put(&ring, &r);
+		ASSERT_UINT(r.n, <=, 1024);
+		ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, NULL));
+		const struct perf_rec *e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+		ASSERT_UINT(e->time, ==, t);
+		ASSERT_UINT(e->sample.stack_len, ==, 48);
+		for (int b = 0; b < 48; b++)
+			ASSERT_UINT(e->sample.stack[b], ==, (uint8_t)(t + (uint64_t)b));
+		t++;
+	}
+	sring_free(&ring);
+	sonde__perf_stream_free(s);
+}
+
+TEST(perf_stream_skips_truncated_and_malformed_records)
+{
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct perf_stream_drained d;
+	struct sring ring;
+	struct rb r;
+
+	sring_init(&ring, 8192, 0);
+	int src = sonde__perf_stream_add_source(s);
+	stream_sample(&r, 5, 6, 10, 16, 0);
+	sring_put(&ring, &r);
+	/* a sample cut short: its header says 40 bytes, its layout needs hundreds */
+	stream_sample(&r, 5, 6, 11, 16, 0);
+	uint16_t cut = 40;
+	memcpy(r.b + 6, &cut, 2);
+	r.n = cut;
+	sring_put(&ring, &r);
+	stream_sample(&r, 5, 6, 12, 16, 0);
+	sring_put(&ring, &r);
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, &d));
+	ASSERT_UINT(d.records, ==, 2);
+	ASSERT_UINT(d.bad, ==, 1);
+	/* a header larger than what was published: the rest of the pass is skipped */
+	rb_begin(&r, PERF_RECORD_SAMPLE, 0);
+	uint16_t big = 4000;
+	memcpy(r.b + 6, &big, 2);
+	rb_u64(&r, 0);
+	sring_put(&ring, &r);
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, &d));
+	ASSERT_UINT(d.records, ==, 0);
+	ASSERT_UINT(d.bad, ==, 1);
+	ASSERT_UINT(ring.meta.data_tail, ==, ring.meta.data_head);
+	const struct perf_rec *e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(e->time, ==, 10);
+	e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(e->time, ==, 12);
+	ASSERT(!sonde__perf_stream_pop(s, UINT64_MAX));
+	sring_free(&ring);
+	sonde__perf_stream_free(s);
+}
+
+TEST(perf_stream_passes_loss_records_in_order)
+{
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct perf_stream_drained d;
+	struct sring ring;
+	struct rb r;
+
+	sring_init(&ring, 8192, 0);
+	int src = sonde__perf_stream_add_source(s);
+	stream_sample(&r, 5, 6, 10, 16, 0);
+	sring_put(&ring, &r);
+	rb_begin(&r, PERF_RECORD_LOST, 0);
+	rb_u64(&r, 77);	  /* id */
+	rb_u64(&r, 1234); /* lost */
+	rb_trailer(&r, 0, 0, 20, 1);
+	rb_end(&r);
+	sring_put(&ring, &r);
+	rb_begin(&r, PERF_RECORD_LOST_SAMPLES, 0);
+	rb_u64(&r, 5);
+	rb_trailer(&r, 5, 6, 25, 1);
+	rb_end(&r);
+	sring_put(&ring, &r);
+	stream_sample(&r, 5, 6, 30, 16, 0);
+	sring_put(&ring, &r);
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, &d));
+	ASSERT_UINT(d.records, ==, 4);
+	ASSERT_UINT(d.lost, ==, 2);
+	const struct perf_rec *e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(e->type, ==, PERF_RECORD_SAMPLE);
+	e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(e->type, ==, PERF_RECORD_LOST);
+	ASSERT_UINT(e->lost.lost, ==, 1234);
+	ASSERT_UINT(e->time, ==, 20);
+	e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(e->type, ==, PERF_RECORD_LOST_SAMPLES);
+	ASSERT_UINT(e->lost.lost, ==, 5);
+	e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(e->time, ==, 30);
+	sring_free(&ring);
+	sonde__perf_stream_free(s);
+}
+
+/* pid 0 dropped, pid 1 kept without its stack and callchain */
+static enum perf_stream_keep idle_filter(void *ctx, const struct perf_rec *rec)
+{
+	(*(int *)ctx)++;
+	if (rec->pid == 0)
+		return PERF_STREAM_DROP;
+	return rec->pid == 1 ? PERF_STREAM_HEADER : PERF_STREAM_KEEP;
+}
+
+TEST(perf_stream_filter_drops_before_copying)
+{
+	int calls = 0;
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(idle_filter, &calls));
+	struct perf_stream_drained d;
+	struct sring ring;
+	struct rb r;
+
+	sring_init(&ring, 8192, 0);
+	int src = sonde__perf_stream_add_source(s);
+	for (uint32_t pid = 0; pid < 3; pid++) {
+		stream_sample(&r, pid, pid, 10 + pid, 32, 0);
+		sring_put(&ring, &r);
+	}
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, &d));
+	ASSERT_INT(calls, ==, 3);
+	ASSERT_UINT(d.dropped, ==, 1);
+	ASSERT_UINT(d.records, ==, 2);
+	const struct perf_rec *e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(e->pid, ==, 1);
+	ASSERT(!e->sample.stack && e->sample.stack_len == 0 && e->sample.callchain_nr == 0);
+	ASSERT_UINT(e->sample.regs.r[UREG_RSP], ==, 0x1007);
+	e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(e->pid, ==, 2);
+	ASSERT_UINT(e->sample.stack_len, ==, 32);
+	ASSERT_UINT(e->sample.callchain_nr, ==, 3);
+	sring_free(&ring);
+	sonde__perf_stream_free(s);
+}
+
+TEST(perf_stream_allocates_nothing_once_warm)
+{
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct sring rings[4];
+	struct rb r;
+	uint64_t t = 1;
+
+	failalloc_install();
+	for (int k = 0; k < 4; k++) {
+		sring_init(&rings[k], 1 << 16, 0);
+		ASSERT_INT(sonde__perf_stream_add_source(s), ==, k);
+	}
+	/* By round 80 every source's queue has held the most a round leaves queued and its
+	 * arena has moved on to a second chunk (a chunk holds some 3000 of these samples). */
+	for (int round = 0; round < 150; round++) {
+		uint64_t before = t;
+		if (round == 80)
+			failalloc_arm(1);
+		/* 20 to 99 records per ring, those of the round before released after each */
+		for (int k = 0; k < 4; k++) {
+			for (int i = 0; i < 20 + (round * 37 + k * 11) % 80; i++) {
+				stream_sample(&r, 5, 6, t++, 8 + (uint64_t)(i % 7) * 8, 0);
+				sring_put(&rings[k], &r);
+			}
+			ASSERT_OK(sonde__perf_stream_drain(s, k, &rings[k].ring, NULL));
+		}
+		while (sonde__perf_stream_pop(s, before - 1))
+			;
+	}
+	ASSERT_UINT(failalloc_count(), ==, 0);
+	ASSERT(!failalloc_disarm());
+	while (sonde__perf_stream_pop(s, UINT64_MAX))
+		;
+	ASSERT_UINT(sonde__perf_stream_bytes(s), ==, 0);
+	for (int k = 0; k < 4; k++)
+		sring_free(&rings[k]);
+	sonde__perf_stream_free(s);
 }

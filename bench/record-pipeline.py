@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""The recording pipeline at high record rates: the profiler's own CPU time per record and the
+records it lost, for one or more sonde binaries and perf, interleaved in one run.
+
+usage: bench/record-pipeline.py [-n RUNS] [-s SECONDS] [-b BUILD] [--no-perf]
+                                [--case NAME]... SONDE [SONDE...]
+       (from the source tree, after make; e.g. an old build beside the new one:
+        git worktree add /tmp/old-sonde HEAD~N && make -C /tmp/old-sonde -j2
+        bench/record-pipeline.py /tmp/old-sonde/build/release/sonde build/release/sonde)
+
+Cases (the workloads are tests/progs, from BUILD/progs, default build/release):
+
+  offcpu    pingpong (two threads bouncing a byte through pipes) launched under
+            `sonde record --off-cpu`; perf: `perf record -e sched:sched_switch
+            --call-graph dwarf` (the same switch-outs, with 8 KiB stack copies)
+  a999      `sonde record -a -F 999` while spin_threads keeps every CPU busy; perf:
+            `perf record -a -F 999 --call-graph dwarf`
+  a10k      the same at 10,000 Hz
+
+The profiler's CPU time is its rusage (wait4) less that of the launched workload, which
+/usr/bin/time measures and writes to a file: both profilers count their reaped children.
+Records are what the profiler kept: sonde's samples, switch-outs and wakeups (its summary),
+perf's written samples ("Captured and wrote ... (N samples)"). Lost: sonde's lost records and
+samples, perf's lost share. Each run goes through every profiler in turn, so the machine's
+load hits them alike. Printed: medians and [min-max] over the runs, and ratios of medians of
+paired per-run ratios (each binary against the first, and against perf).
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SAMPLES_RE = re.compile(r"sonde record: (\d+) samples")
+LOSS_RE = re.compile(r"loss: (\d+) records and (\d+) samples lost")
+OFFCPU_RE = re.compile(r"off-CPU: (\d+) switch-outs")
+WAKE_RE = re.compile(r"(\d+) wakeups seen")
+PERF_WROTE_RE = re.compile(r"Captured and wrote [\d.]+ MB \S+ \((\d+) samples\)")
+PERF_LOST_RE = re.compile(r"Processed (\d+) samples and lost ([\d.]+)%")
+PERF_CHUNKS_RE = re.compile(r"lost (\d+) chunks")
+
+
+def workload(build, case, seconds, timefile):
+    timed = ["/usr/bin/time", "-f", "%U %S", "-o", timefile]
+    if case == "offcpu":
+        return timed + [os.path.join(build, "progs", "pingpong"), str(seconds)]
+    return timed + [os.path.join(build, "progs", "spin_threads"), "4", str(seconds)]
+
+
+def sonde_argv(sonde, case, out):
+    if case == "offcpu":
+        return [sonde, "record", "--off-cpu", "-o", out, "--"]
+    freq = "999" if case == "a999" else "10000"
+    return [sonde, "record", "-a", "-F", freq, "-o", out, "--"]
+
+
+def perf_argv(case, out):
+    if case == "offcpu":
+        return ["perf", "record", "-e", "sched:sched_switch", "--call-graph", "dwarf", "-o",
+                out, "--"]
+    freq = "999" if case == "a999" else "10000"
+    return ["perf", "record", "-a", "-F", freq, "--call-graph", "dwarf", "-o", out, "--"]
+
+
+def profiler_cpu(argv, timefile):
+    before = os.times()
+    p = subprocess.run(argv, capture_output=True, text=True)
+    after = os.times()
+    if p.returncode != 0:
+        sys.exit("%s failed (%d):\n%s%s" % (" ".join(argv), p.returncode, p.stdout, p.stderr))
+    total = (after.children_user - before.children_user) + \
+        (after.children_system - before.children_system)
+    with open(timefile) as f:
+        u, s = f.read().split()[-2:]
+    return total - float(u) - float(s), p.stderr
+
+
+def sonde_counts(err):
+    m = SAMPLES_RE.search(err)
+    kept = int(m.group(1)) if m else 0
+    for rx in (OFFCPU_RE, WAKE_RE):
+        m = rx.search(err)
+        kept += int(m.group(1)) if m else 0
+    m = LOSS_RE.search(err)
+    lost = int(m.group(1)) + int(m.group(2)) if m else 0
+    return kept, lost
+
+
+def perf_counts(err):
+    m = PERF_WROTE_RE.search(err)
+    kept = int(m.group(1)) if m else 0
+    m = PERF_LOST_RE.search(err)
+    lost = round(int(m.group(1)) * float(m.group(2)) / 100) if m else 0
+    if not m:
+        m = PERF_CHUNKS_RE.search(err)
+        lost = int(m.group(1)) if m else 0
+    return kept, lost
+
+
+def med_range(v, fmt):
+    if not v:
+        return "-"
+    return (fmt + " [" + fmt + "-" + fmt + "]") % (statistics.median(v), min(v), max(v))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", "--runs", type=int, default=5)
+    ap.add_argument("-s", "--seconds", type=float, default=3)
+    ap.add_argument("-b", "--build", default="build/release")
+    ap.add_argument("--no-perf", action="store_true")
+    ap.add_argument("--case", action="append", choices=("offcpu", "a999", "a10k"))
+    ap.add_argument("sonde", nargs="+")
+    a = ap.parse_args()
+    cases = a.case or ["offcpu", "a999", "a10k"]
+    have_perf = not a.no_perf and shutil.which("perf") is not None
+    names = ["sonde%d" % i if len(a.sonde) > 1 else "sonde" for i in range(len(a.sonde))]
+    profilers = list(zip(names, a.sonde)) + ([("perf-dwarf", "perf")] if have_perf else [])
+    tmp = tempfile.mkdtemp(prefix="sonde-pipeline-bench.")
+    timefile, out = os.path.join(tmp, "time"), os.path.join(tmp, "out")
+    res = {c: {n: {"cpu": [], "kept": [], "lost": [], "per": []} for n, _ in profilers}
+           for c in cases}
+    try:
+        for rep in range(a.runs):
+            for c in cases:
+                line = []
+                for name, path in profilers:
+                    wl = workload(a.build, c, a.seconds, timefile)
+                    argv = (perf_argv(c, out + ".data") if name == "perf-dwarf"
+                            else sonde_argv(path, c, out + ".spool")) + wl
+                    cpu, err = profiler_cpu(argv, timefile)
+                    kept, lost = (perf_counts if name == "perf-dwarf" else sonde_counts)(err)
+                    r = res[c][name]
+                    r["cpu"].append(cpu)
+                    r["kept"].append(kept)
+                    r["lost"].append(lost)
+                    r["per"].append(1e6 * cpu / kept if kept else float("nan"))
+                    line.append("%s %.2fs %d kept %d lost" % (name, cpu, kept, lost))
+                print("run %d %s: %s" % (rep + 1, c, "; ".join(line)), file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print("%d runs of %g s each; CPU is the profiler's own (user+sys), per record in us" % (
+        a.runs, a.seconds))
+    for n, p in profilers:
+        print("  %s = %s" % (n, p))
+    for c in cases:
+        print("%s:" % c)
+        for name, _ in profilers:
+            r = res[c][name]
+            print("  %-10s cpu %s s  records %s  lost %s  cpu/record %s us" % (
+                name, med_range(r["cpu"], "%.2f"), med_range(r["kept"], "%.0f"),
+                med_range(r["lost"], "%.0f"), med_range(r["per"], "%.2f")))
+        first = res[c][names[0]]["per"]
+        for name in names[1:]:
+            ratios = [x / y for x, y in zip(res[c][name]["per"], first) if y > 0]
+            print("  %s/%s cpu per record: %s (paired per run)" % (
+                name, names[0], med_range(ratios, "%.2f")))
+        if have_perf:
+            for name in names:
+                ratios = [x / y for x, y in zip(res[c][name]["per"], res[c]["perf-dwarf"]["per"])
+                          if y > 0]
+                print("  %s/perf-dwarf cpu per record: %s (paired per run)" % (
+                    name, med_range(ratios, "%.2f")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,425 @@
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <string.h>
+
+#include <sonde/error.h>
+
+#include "base/alloc.h"
+#include "base/array.h"
+#include "perf/stream.h"
+
+/* Arena chunks: a record is under 64 KiB, so whatever one event copies fits in a chunk. */
+enum { CHUNK_BYTES = 256u << 10, QUEUE_MIN = 64 };
+#define NO_CHUNK UINT32_MAX
+
+struct chunk {
+	uint8_t *data;
+	size_t used;
+	uint32_t live; /* queued (or held) events with bytes here */
+	bool current;  /* a source is filling it */
+};
+
+struct ev {
+	struct perf_rec rec;
+	uint64_t seq;	/* read order, across sources: ties of equal time */
+	uint32_t chunk; /* where its bytes are, NO_CHUNK: none */
+	uint32_t bytes; /* how many */
+};
+
+struct source {
+	struct ev *q; /* a circular queue in time order, cap a power of two */
+	size_t cap, head, n;
+	uint64_t latest;    /* newest time read */
+	uint32_t chunk;	    /* the arena chunk being filled, NO_CHUNK: none yet */
+};
+
+struct perf_stream {
+	struct perf_layout layout;
+	perf_stream_filter filter;
+	void *ctx;
+	struct source *src;
+	size_t n_src, cap_src;
+	uint32_t *heap; /* sources with events, a binary min-heap on their oldest */
+	size_t n_heap, cap_heap;
+	bool dirty; /* a drain changed queues: the heap is rebuilt before the next pop */
+	struct chunk *chunks;
+	size_t n_chunks, cap_chunks;
+	uint32_t *free_chunks;
+	size_t n_free, cap_free;
+	size_t arena_bytes; /* of queued events */
+	uint32_t held; /* the chunk of the event popped last, released on the next call */
+	size_t count;
+	uint64_t seq;
+};
+
+struct perf_stream *sonde__perf_stream_new(const struct perf_layout *l, perf_stream_filter filter,
+					   void *ctx)
+{
+	struct perf_stream *s = sonde__calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->layout = *l;
+	s->filter = filter;
+	s->ctx = ctx;
+	s->held = NO_CHUNK;
+	return s;
+}
+
+void sonde__perf_stream_free(struct perf_stream *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n_src; i++)
+		sonde__free(s->src[i].q);
+	for (size_t i = 0; i < s->n_chunks; i++)
+		sonde__free(s->chunks[i].data);
+	sonde__free(s->src);
+	sonde__free(s->heap);
+	sonde__free(s->chunks);
+	sonde__free(s->free_chunks);
+	sonde__free(s);
+}
+
+void sonde__perf_stream_set_layout(struct perf_stream *s, const struct perf_layout *l)
+{
+	s->layout = *l;
+}
+
+int sonde__perf_stream_add_source(struct perf_stream *s)
+{
+	if (s->n_src >= INT32_MAX ||
+	    sonde__array_grow(&s->src, &s->cap_src, s->n_src + 1, sizeof(*s->src), 16) ||
+	    sonde__array_grow(&s->heap, &s->cap_heap, s->n_src + 1, sizeof(*s->heap), 16))
+		return -ENOMEM;
+	memset(&s->src[s->n_src], 0, sizeof(s->src[0]));
+	s->src[s->n_src].chunk = NO_CHUNK;
+	return (int)s->n_src++;
+}
+
+static void chunk_release(struct perf_stream *s, uint32_t c)
+{
+	struct chunk *k;
+
+	if (c == NO_CHUNK)
+		return;
+	k = &s->chunks[c];
+	if (--k->live)
+		return;
+	/* A source's current chunk is refilled from its start; another goes back to the free
+	 * list (its place was reserved when it was made). */
+	if (k->current) {
+		k->used = 0;
+		return;
+	}
+	s->free_chunks[s->n_free++] = c;
+}
+
+static void release_held(struct perf_stream *s)
+{
+	chunk_release(s, s->held);
+	s->held = NO_CHUNK;
+}
+
+/* need bytes in src's arena: the chunk they go to, NO_CHUNK when out of memory. */
+static uint32_t chunk_for(struct perf_stream *s, struct source *src, size_t need)
+{
+	uint32_t c = src->chunk;
+
+	if (c != NO_CHUNK && s->chunks[c].used + need <= CHUNK_BYTES)
+		return c;
+	if (c != NO_CHUNK && s->chunks[c].live == 0) {
+		s->chunks[c].used = 0;
+		return c;
+	}
+	if (s->n_free) {
+		c = s->free_chunks[--s->n_free];
+	} else {
+		if (s->n_chunks >= NO_CHUNK - 1 ||
+		    sonde__array_grow(&s->chunks, &s->cap_chunks, s->n_chunks + 1,
+				      sizeof(*s->chunks), 8) ||
+		    sonde__array_grow(&s->free_chunks, &s->cap_free, s->n_chunks + 1,
+				      sizeof(*s->free_chunks), 8))
+			return NO_CHUNK;
+		uint8_t *d = sonde__malloc(CHUNK_BYTES);
+		if (!d)
+			return NO_CHUNK;
+		c = (uint32_t)s->n_chunks++;
+		s->chunks[c] = (struct chunk){.data = d};
+	}
+	s->chunks[c].used = 0;
+	s->chunks[c].current = true;
+	/* The chunk left behind (full, with events still queued) is free once they are
+	 * released. */
+	if (src->chunk != NO_CHUNK)
+		s->chunks[src->chunk].current = false;
+	src->chunk = c;
+	return c;
+}
+
+static size_t pad8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+/* Copies n bytes at p into the arena at *at, returns where. */
+static const void *put(uint8_t **at, const void *p, size_t n)
+{
+	uint8_t *d = *at;
+
+	memcpy(d, p, n);
+	*at += pad8(n);
+	return d;
+}
+
+/* Copies what e borrows from the ring into src's arena. 0 or -ENOMEM. */
+static int keep_bytes(struct perf_stream *s, struct source *src, struct ev *e,
+		      enum perf_stream_keep keep)
+{
+	struct perf_rec *r = &e->rec;
+	size_t need = 0, fname = 0, comm = 0;
+
+	e->chunk = NO_CHUNK;
+	e->bytes = 0;
+	switch (r->type) {
+	case PERF_RECORD_SAMPLE:
+		if (keep != PERF_STREAM_KEEP) {
+			r->sample.stack = NULL;
+			r->sample.stack_len = 0;
+			r->sample.callchain = NULL;
+			r->sample.callchain_nr = 0;
+		}
+		if (!r->sample.stack)
+			r->sample.stack_len = 0;
+		if (!r->sample.raw)
+			r->sample.raw_size = 0;
+		need = pad8(r->sample.stack_len) + pad8(r->sample.callchain_nr * 8) +
+		       pad8(r->sample.raw_size);
+		break;
+	case PERF_RECORD_MMAP2:
+		fname = r->mmap2.filename ? strlen(r->mmap2.filename) + 1 : 0;
+		need = pad8(fname) + (r->mmap2.build_id ? 24 : 0);
+		break;
+	case PERF_RECORD_COMM:
+		comm = r->comm.comm ? strlen(r->comm.comm) + 1 : 0;
+		need = pad8(comm);
+		break;
+	default:
+		return 0;
+	}
+	if (need == 0)
+		return 0;
+	uint32_t c = chunk_for(s, src, need);
+	if (c == NO_CHUNK)
+		return -ENOMEM;
+	struct chunk *k = &s->chunks[c];
+	uint8_t *at = k->data + k->used;
+	switch (r->type) {
+	case PERF_RECORD_SAMPLE:
+		if (r->sample.stack_len)
+			r->sample.stack = put(&at, r->sample.stack, r->sample.stack_len);
+		if (r->sample.callchain_nr)
+			r->sample.callchain = put(&at, r->sample.callchain, r->sample.callchain_nr * 8);
+		if (r->sample.raw_size)
+			r->sample.raw = put(&at, r->sample.raw, r->sample.raw_size);
+		break;
+	case PERF_RECORD_MMAP2:
+		if (fname)
+			r->mmap2.filename = put(&at, r->mmap2.filename, fname);
+		if (r->mmap2.build_id)
+			r->mmap2.build_id = put(&at, r->mmap2.build_id, 20);
+		break;
+	case PERF_RECORD_COMM:
+		r->comm.comm = put(&at, r->comm.comm, comm);
+		break;
+	}
+	k->used += need;
+	k->live++;
+	e->chunk = c;
+	e->bytes = (uint32_t)need;
+	s->arena_bytes += need;
+	return 0;
+}
+
+/* A free slot at the back of src's queue (not yet counted), NULL when out of memory. */
+static struct ev *slot(struct source *src)
+{
+	if (src->n == src->cap) {
+		size_t cap = src->cap ? src->cap * 2 : QUEUE_MIN;
+		struct ev *q = sonde__malloc(cap * sizeof(*q));
+		if (!q)
+			return NULL;
+		/* straightened: the oldest first */
+		for (size_t i = 0; i < src->n; i++)
+			q[i] = src->q[(src->head + i) & (src->cap - 1)];
+		sonde__free(src->q);
+		src->q = q;
+		src->cap = cap;
+		src->head = 0;
+	}
+	return &src->q[(src->head + src->n) & (src->cap - 1)];
+}
+
+/* The event just put at the back goes back past newer ones (a ring is nearly in order:
+ * a record can be published after a newer one of the same CPU). */
+static void settle(struct source *src)
+{
+	size_t mask = src->cap - 1;
+
+	for (size_t i = src->n - 1; i > 0; i--) {
+		struct ev *a = &src->q[(src->head + i - 1) & mask], *b = &src->q[(src->head + i) & mask];
+		if (a->rec.time <= b->rec.time)
+			return;
+		struct ev t = *a;
+		*a = *b;
+		*b = t;
+	}
+}
+
+int sonde__perf_stream_drain(struct perf_stream *s, int si, struct perf_ring *ring,
+			     struct perf_stream_drained *out)
+{
+	struct perf_stream_drained d = {0};
+	struct source *src = &s->src[si];
+	const void *buf;
+	size_t len;
+	int got, err = 0;
+
+	release_held(s);
+	sonde__perf_ring_begin(ring);
+	while ((got = sonde__perf_ring_next(ring, &buf, &len)) != 0) {
+		if (got == -ENOMEM) {
+			err = got;
+			break;
+		}
+		if (got < 0) { /* the ring skipped to its head */
+			d.bad++;
+			continue;
+		}
+		struct ev *e = slot(src);
+		if (!e) {
+			ring->tail -= len; /* read again by the next drain */
+			err = -ENOMEM;
+			break;
+		}
+		/* decoded where it lies: in the ring, or its wrap-around copy */
+		if (sonde__perf_decode(buf, len, &s->layout, &e->rec) < 0) {
+			d.bad++;
+			continue;
+		}
+		enum perf_stream_keep keep = s->filter ? s->filter(s->ctx, &e->rec) : PERF_STREAM_KEEP;
+		if (keep == PERF_STREAM_DROP) {
+			d.dropped++;
+			continue;
+		}
+		if (keep_bytes(s, src, e, keep) < 0) {
+			ring->tail -= len;
+			err = -ENOMEM;
+			break;
+		}
+		e->seq = s->seq++;
+		src->n++;
+		s->count++;
+		settle(src);
+		if (e->rec.time > src->latest)
+			src->latest = e->rec.time;
+		if (e->rec.type == PERF_RECORD_LOST || e->rec.type == PERF_RECORD_LOST_SAMPLES)
+			d.lost++;
+		d.records++;
+	}
+	sonde__perf_ring_end(ring);
+	if (d.records)
+		s->dirty = true;
+	if (out)
+		*out = d;
+	return err;
+}
+
+static const struct ev *oldest(const struct perf_stream *s, uint32_t si)
+{
+	const struct source *src = &s->src[si];
+
+	return &src->q[src->head];
+}
+
+static bool before(const struct perf_stream *s, uint32_t a, uint32_t b)
+{
+	const struct ev *x = oldest(s, a), *y = oldest(s, b);
+
+	return x->rec.time < y->rec.time || (x->rec.time == y->rec.time && x->seq < y->seq);
+}
+
+static void sift_down(struct perf_stream *s, size_t i)
+{
+	uint32_t *h = s->heap;
+
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < s->n_heap && before(s, h[l], h[m]))
+			m = l;
+		if (l + 1 < s->n_heap && before(s, h[l + 1], h[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		uint32_t t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+static void rebuild(struct perf_stream *s)
+{
+	s->n_heap = 0;
+	for (size_t i = 0; i < s->n_src; i++)
+		if (s->src[i].n)
+			s->heap[s->n_heap++] = (uint32_t)i;
+	for (size_t i = s->n_heap / 2; i-- > 0;)
+		sift_down(s, i);
+	s->dirty = false;
+}
+
+const struct perf_rec *sonde__perf_stream_pop(struct perf_stream *s, uint64_t limit)
+{
+	release_held(s);
+	if (s->dirty)
+		rebuild(s);
+	if (!s->n_heap)
+		return NULL;
+	struct source *src = &s->src[s->heap[0]];
+	struct ev *e = &src->q[src->head];
+	if (e->rec.time > limit)
+		return NULL;
+	/* The slot stays as it is until a drain writes there: after this pop. */
+	src->head = (src->head + 1) & (src->cap - 1);
+	src->n--;
+	s->count--;
+	s->held = e->chunk;
+	s->arena_bytes -= e->bytes;
+	if (!src->n)
+		s->heap[0] = s->heap[--s->n_heap];
+	sift_down(s, 0);
+	return &e->rec;
+}
+
+uint64_t sonde__perf_stream_limit(const struct perf_stream *s, uint64_t floor)
+{
+	uint64_t limit = UINT64_MAX;
+
+	for (size_t i = 0; i < s->n_src; i++) {
+		uint64_t t = s->src[i].latest > floor ? s->src[i].latest : floor;
+		if (t < limit)
+			limit = t;
+	}
+	return limit == UINT64_MAX ? floor : limit;
+}
+
+size_t sonde__perf_stream_count(const struct perf_stream *s)
+{
+	return s->count;
+}
+
+size_t sonde__perf_stream_bytes(const struct perf_stream *s)
+{
+	return s->count * sizeof(struct ev) + s->arena_bytes;
+}
