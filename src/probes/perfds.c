@@ -65,6 +65,7 @@ struct inst {
 	struct perfauth_consumer who;
 	bool any;	   /* --targets any, without the service's word: no per-target check */
 	char who_desc[64]; /* whom it acts for, for messages (sonde__probes_consumer) */
+	char who_name[48]; /* "consumer uid N", "an unidentified consumer" */
 	int yama_scope;	   /* kernel.yama.ptrace_scope at start (0 without Yama) */
 	bool kernel_ok;	   /* kernel frames may be recorded for this consumer */
 	bool ever_attached;
@@ -303,9 +304,8 @@ static void refuse(struct inst *in, pid_t pid, const struct perfauth_target *t, 
 	char comm[32];
 
 	comm_of(pid, comm, sizeof(comm));
-	note(in, LOG_PRIO_ERROR, pid,
-	     "refused: consumer uid %u may not profile pid %d (%s, uid %u)%s: %s",
-	     (unsigned)in->who.uid, (int)pid, comm, (unsigned)t->uid.real, what, why);
+	note(in, LOG_PRIO_ERROR, pid, "refused: %s may not profile pid %d (%s, uid %u)%s: %s",
+	     in->who_name, (int)pid, comm, (unsigned)t->uid.real, what, why);
 }
 
 static struct target *target_of(struct inst *in, pid_t pid)
@@ -519,9 +519,9 @@ static void start_system(struct inst *in)
 	}
 	if (!may_profile_all(in))
 		note(in, LOG_PRIO_WARN, 0,
-		     "system-wide for consumer uid %u: only the processes it may profile (its "
-		     "own uid and gid, dumpable) are recorded",
-		     (unsigned)in->who.uid);
+		     "system-wide for %s: only the processes it may profile (its own uid and "
+		     "gid, dumpable) are recorded",
+		     in->who_name);
 	in->ever_attached = true;
 	if (start_encoder(in) < 0)
 		note(in, LOG_PRIO_ERROR, 0, "cannot encode the samples: %s",
@@ -649,6 +649,7 @@ static struct inst *inst_new(struct perfds *pd, uint64_t id, const void *cfg, si
 		in->cfg_err = rc;
 		snprintf(in->err, sizeof(in->err), "%s", in->who_desc);
 	}
+	sonde__perfauth_consumer_name(&in->who, in->who_name, sizeof(in->who_name));
 	pd->inst[pd->ninst++] = in;
 	return in;
 }
@@ -684,10 +685,10 @@ static void authorize_kernel(struct inst *in)
 	in->kernel_ok = in->any || sonde__perfauth_may_see_kernel(&in->who, paranoid);
 	if (want && !in->kernel_ok)
 		note(in, LOG_PRIO_WARN, 0,
-		     "kernel frames are not permitted for consumer uid %u (it needs CAP_PERFMON "
-		     "or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1, which is %d): user "
+		     "kernel frames are not permitted for %s (it needs CAP_PERFMON or "
+		     "CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1, which is %d): user "
 		     "frames only",
-		     (unsigned)in->who.uid, paranoid);
+		     in->who_name, paranoid);
 }
 
 static void on_setup(void *ctx, uint64_t id, const void *cfg, size_t len)
@@ -722,13 +723,20 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 	authorize_kernel(in);
 	/* Yama restricts attaching; without it (no such file) nothing is restricted. */
 	in->yama_scope = sonde__perfauth_sysctl("kernel/yama/ptrace_scope", 0);
+	if (in->who.anonymous && !in->any) {
+		note(in, LOG_PRIO_ERROR, 0,
+		     "refused: an unidentified consumer may profile no process (the probes "
+		     "were not told who the consumer is): nothing is recorded");
+		in->cfg_err = -EPERM;
+		return;
+	}
 	if (in->cfg.tracepoint && !in->kernel_ok) {
 		/* perf_event_open asks perf_allow_kernel of any event that samples in the
 		 * kernel, as a tracepoint does: the consumer could not open it itself */
 		note(in, LOG_PRIO_ERROR, 0,
-		     "config refused: a tracepoint timebase is not permitted for consumer uid %u "
-		     "(it needs CAP_PERFMON or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1)",
-		     (unsigned)in->who.uid);
+		     "config refused: a tracepoint timebase is not permitted for %s (it needs "
+		     "CAP_PERFMON or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1)",
+		     in->who_name);
 		in->cfg_err = -EPERM;
 		return;
 	}
@@ -739,9 +747,9 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 		 * gives only to these consumers */
 		note(in, LOG_PRIO_ERROR, 0,
 		     "config refused: an off-CPU profile (sched_switch with callstacks) is not "
-		     "permitted for consumer uid %u (it needs CAP_PERFMON or CAP_SYS_ADMIN, or "
+		     "permitted for %s (it needs CAP_PERFMON or CAP_SYS_ADMIN, or "
 		     "kernel.perf_event_paranoid -1)",
-		     (unsigned)in->who.uid);
+		     in->who_name);
 		in->cfg_err = -EPERM;
 		return;
 	}

@@ -198,6 +198,8 @@ const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
 {
 	bool ptrace_cap = has_cap(c, PERFAUTH_CAP_SYS_PTRACE);
 
+	if (c->anonymous)
+		return "no one vouched for who the consumer is";
 	if (!ptrace_cap) {
 		if (!ids_are(&t->uid, c->uid))
 			return "its real, effective and saved uids are not all the consumer's";
@@ -222,16 +224,31 @@ const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
 
 /* kernel/events/core.c perf_allow_kernel: kernel samples need perf_event_paranoid <= 1
  * or perfmon_capable() (CAP_PERFMON, or CAP_SYS_ADMIN). */
+/* An unidentified consumer is given nothing that depends on who it is, paranoid <= 1
+ * included: the setting that lets every local user see the kernel does not reach a
+ * consumer that may not be local at all. */
 bool sonde__perfauth_may_see_kernel(const struct perfauth_consumer *c, int paranoid)
 {
+	if (c->anonymous)
+		return false;
 	return paranoid <= 1 || has_cap(c, PERFAUTH_CAP_PERFMON) ||
 	       has_cap(c, PERFAUTH_CAP_SYS_ADMIN);
 }
 
 bool sonde__perfauth_may_read_raw(const struct perfauth_consumer *c, int paranoid)
 {
+	if (c->anonymous)
+		return false;
 	return paranoid <= -1 || has_cap(c, PERFAUTH_CAP_PERFMON) ||
 	       has_cap(c, PERFAUTH_CAP_SYS_ADMIN);
+}
+
+void sonde__perfauth_consumer_name(const struct perfauth_consumer *c, char *out, size_t n)
+{
+	if (c->anonymous)
+		snprintf(out, n, "an unidentified consumer");
+	else
+		snprintf(out, n, "consumer uid %u", (unsigned)c->uid);
 }
 
 int sonde__perfauth_sysctl(const char *path, int def)

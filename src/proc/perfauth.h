@@ -15,6 +15,7 @@
 #define SONDE_PROC_PERFAUTH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -41,7 +42,13 @@ struct perfauth_consumer {
 	uint64_t cap_eff;
 	/* pid's start time (sonde__perfauth_start_time), read with the capabilities; 0 unknown */
 	uint64_t pid_start;
+	/* nobody in particular: no one vouched for who the consumer is. It may profile no
+	 * process, see no kernel frame and read no raw tracepoint data */
+	bool anonymous;
 };
+
+/* "consumer uid N", or "an unidentified consumer", for messages. */
+void sonde__perfauth_consumer_name(const struct perfauth_consumer *c, char *out, size_t n);
 
 /* A process the consumer asks for. */
 struct perfauth_target {

@@ -153,8 +153,9 @@ struct conn {
 	bool caps_known;
 	uint64_t cap_eff;
 	uint64_t pid_start; /* the peer process's start time (sonde__perfauth_start_time); 0 unknown */
-	/* a producer connected directly (not handed over) by sonded's own supervised probes
-	 * (sonde_service__trust_probes): it is sent the consumer's credentials */
+	/* the channel sonded made for its own supervised probes (sonde_service__add_probes),
+	 * until their child is reaped (sonde_service__trust_probes): it is sent the
+	 * consumer's credentials */
 	bool trusted_probes;
 	/* a TCP or vsock peer: no SO_PEERCRED, so its uid and pid are unknown (ch.peer_uid is
 	 * (uid_t)-1, nobody's, only so that no comparison can match); its producer gets

@@ -86,6 +86,23 @@ TEST(perfauth_rule_follows_yama_scopes)
 	ASSERT_CONTAINS(sonde__perfauth_may_profile(&cap, &t, 3), "ptrace_scope 3");
 }
 
+/* Nobody in particular (probes not told who the consumer is) gets nothing: no process,
+ * not even one whose every id is its placeholder's or with CAP_SYS_PTRACE claimed, no
+ * kernel frames at any paranoid level, no raw tracepoint data. */
+TEST(perfauth_rule_gives_an_unidentified_consumer_nothing)
+{
+	struct perfauth_consumer c = {.uid = (uid_t)-1, .gid = (gid_t)-1, .pid = -1,
+				      .anonymous = true, .caps_known = true,
+				      .cap_eff = ~0ull};
+	struct perfauth_target t = {.uid = {(uint32_t)-1, (uint32_t)-1, (uint32_t)-1},
+				    .gid = {(uint32_t)-1, (uint32_t)-1, (uint32_t)-1},
+				    .dumpable_known = true, .dumpable = true};
+
+	ASSERT(sonde__perfauth_may_profile(&c, &t, 0) != NULL);
+	ASSERT(!sonde__perfauth_may_see_kernel(&c, -1));
+	ASSERT(!sonde__perfauth_may_read_raw(&c, -1));
+}
+
 TEST(perfauth_kernel_frames_need_perfmon_sys_admin_or_paranoid_1)
 {
 	struct perfauth_consumer c = user;
