@@ -305,3 +305,65 @@ TEST_TIMEOUT(probes_trust_parent_without_its_channel_acts_for_nobody, 240)
 	sonded_stop(&d);
 }
 
+/* A listening Unix socket at path, bound by a child running as uid; returns its pid. */
+static pid_t listen_as(uid_t uid, const char *path)
+{
+	int ready[2];
+
+	ASSERT_OK(pipe(ready));
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		if (strlen(path) >= sizeof(a.sun_path))
+			_exit(97);
+		memcpy(a.sun_path, path, strlen(path) + 1);
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0 ||
+		    bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0)
+			_exit(99);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(98);
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	char c;
+	ASSERT_INT(read(ready[0], &c, 1), ==, 1);
+	close(ready[0]);
+	return pid;
+}
+
+/* Issue #21, defect 5: a comma-joined list is split before anything is tried. nobody
+ * binds a socket at the literal list `DIR/p.sock,127.0.0.1:PORT` (in a directory it may
+ * write); a root producer given the list reaches sonded at DIR/p.sock, not nobody's
+ * listener (which the old whole-name attempt reached first, and refused as the service:
+ * the producer never connected). */
+TEST_TIMEOUT(probes_trust_socket_list_is_split_before_any_connect, 120)
+{
+	static const char *const no[] = {"--no-probes", NULL};
+	struct sonded d;
+	char dir[512], sock[600], list[700];
+
+	sec_require_root();
+	ASSERT_OK(chmod(test_tmpdir(), 0755));
+	snprintf(dir, sizeof(dir), "%s/shared", test_tmpdir());
+	ASSERT(mkdir(dir, 0777) == 0 && chmod(dir, 01777) == 0);
+	snprintf(sock, sizeof(sock), "%s/p.sock", dir);
+	snprintf(list, sizeof(list), "%s,127.0.0.1:%u", sock, test_free_tcp_port());
+	sonded_start_at(&d, list, NULL, no);
+	pid_t squatter = listen_as(SEC_NOBODY, list);
+	struct sonde_producer_opts o = {
+		.sz = sizeof(o), .name = "list.test", .socket = list, .timeout_ms = 5000};
+	struct sonde_producer *p = sonde_producer__new(&o);
+	if (!p)
+		FAIL("no connection through %s: %s", list, strerror(errno));
+	struct sonde_data_source_cbs cbs = {.sz = sizeof(cbs)};
+	ASSERT_OK(sonde_producer__register_data_source(p, "list.test.ds", &cbs));
+	/* the one who answered is sonded: it lists the data source */
+	client_wait_data_source(d.csock, "list.test.ds");
+	sonde_producer__free(p);
+	kill(squatter, SIGKILL);
+	test_wait(squatter, 10);
+	sonded_stop(&d);
+}
