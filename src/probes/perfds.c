@@ -66,6 +66,10 @@ struct inst {
 	bool any;	   /* --targets any, without the service's word: no per-target check */
 	char who_desc[64]; /* whom it acts for, for messages (sonde__probes_consumer) */
 	char who_name[48]; /* "consumer uid N", "an unidentified consumer" */
+	/* the consumer's own /proc: a refused process it could not see there is counted, not
+	 * named (sonde__perfauth_may_see_process) */
+	struct perfauth_proc_hide proc_hide;
+	uint64_t unseen_refusals;
 	int yama_scope;	   /* kernel.yama.ptrace_scope at start (0 without Yama) */
 	bool kernel_ok;	   /* kernel frames may be recorded for this consumer */
 	bool ever_attached;
@@ -298,11 +302,18 @@ static int authorize(struct inst *in, int pidfd, pid_t pid, struct perfauth_targ
 	return rc;
 }
 
+/* A refusal names the process (pid, name, owner) only when the consumer could see it in
+ * its own /proc; one it could not see is counted (written at stop), so that the trace
+ * says no more than that /proc does. */
 static void refuse(struct inst *in, pid_t pid, const struct perfauth_target *t, const char *what,
 		   const char *why)
 {
 	char comm[32];
 
+	if (!sonde__perfauth_may_see_process(&in->who, t, &in->proc_hide)) {
+		in->unseen_refusals++;
+		return;
+	}
 	comm_of(pid, comm, sizeof(comm));
 	note(in, LOG_PRIO_ERROR, pid, "refused: %s may not profile pid %d (%s, uid %u)%s: %s",
 	     in->who_name, (int)pid, comm, (unsigned)t->uid.real, what, why);
@@ -730,6 +741,10 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 		in->cfg_err = -EPERM;
 		return;
 	}
+	/* The /proc the consumer sees (its mount namespace's; ours when its process is not
+	 * known): unreadable, it is taken to hide everything. */
+	if (!in->any && sonde__perfauth_proc_hide(in->who.pid, &in->proc_hide) < 0)
+		in->proc_hide = (struct perfauth_proc_hide){.hidepid = 2};
 	if (in->cfg.tracepoint && !in->kernel_ok) {
 		/* perf_event_open asks perf_allow_kernel of any event that samples in the
 		 * kernel, as a tracepoint does: the consumer could not open it itself */
@@ -778,6 +793,12 @@ static void on_stop(void *ctx, uint64_t id)
 
 	if (!in)
 		return;
+	if (in->w && in->unseen_refusals)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "refused: %llu process%s that %s cannot see in its /proc (hidepid) %s not "
+		     "profiled",
+		     (unsigned long long)in->unseen_refusals, in->unseen_refusals == 1 ? "" : "es",
+		     in->who_name, in->unseen_refusals == 1 ? "was" : "were");
 	if (in->w && !in->cfg_err && !in->ever_attached && in->cfg.n_cmdlines)
 		note(in, LOG_PRIO_ERROR, 0,
 		     "no process matching target_cmdline ran during the session: nothing was "

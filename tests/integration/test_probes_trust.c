@@ -367,3 +367,37 @@ TEST_TIMEOUT(probes_trust_socket_list_is_split_before_any_connect, 120)
 	test_wait(squatter, 10);
 	sonded_stop(&d);
 }
+
+/* Issue #21, defect 4: nobody's own /proc is mounted hidepid=2 (in its mount namespace;
+ * sonded's is not), and it asks for every process by cmdline. The refusals name none of
+ * the processes that /proc hides from it (root's), and say how many there were; the
+ * control, without hidepid, names root's process. */
+TEST_TIMEOUT(probes_trust_refusals_name_no_process_hidden_by_hidepid, 240)
+{
+	struct sonded d;
+	struct trun r;
+	char want[128];
+
+	rig_require();
+	sonded_start(&d, NULL);
+	client_wait_data_source(d.csock, "linux.perf");
+	pid_t root = root_target();
+	snprintf(want, sizeof(want), "pid %d (", (int)root);
+
+	trace_scope_as(SEC_NOBODY, d.csock, "target_cmdline: \"kernel_sys*\"", 1500, false, &r);
+	ASSERT_CONTAINS(r.err, want);
+	ASSERT_UINT(samples_of(&r.t, root), ==, 0);
+	trun_free(&r);
+
+	trace_scope_as(SEC_NOBODY, d.csock, "target_cmdline: \"*\"", 1500, true, &r);
+	printf("%s", r.err);
+	ASSERT_UINT(samples_of(&r.t, root), ==, 0);
+	ASSERT(strstr(r.err, want) == NULL);
+	ASSERT(strstr(r.err, "may not profile pid") == NULL);
+	ASSERT(strstr(r.t.errors, "may not profile pid") == NULL);
+	ASSERT_CONTAINS(r.err, "that consumer uid 65534 cannot see in its /proc (hidepid) were "
+			       "not profiled");
+	trun_free(&r);
+	stop_target(root);
+	sonded_stop(&d);
+}
