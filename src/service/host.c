@@ -674,6 +674,7 @@ int sonde_service__add_probes(struct sonde_service *ss, int fd, pid_t pid)
 	c->ch.peer_uid = s->uid;
 	c->peer_gid = (uint32_t)getegid();
 	c->trusted_probes = true;
+	c->probes_channel = true;
 	s->probes_pid = pid;
 	sonde_debug("producer connected: sonded's probes (pid %d), over the channel made for them",
 		    (int)pid);

@@ -401,3 +401,66 @@ TEST_TIMEOUT(probes_trust_refusals_name_no_process_hidden_by_hidepid, 240)
 	stop_target(root);
 	sonded_stop(&d);
 }
+
+/* Whether process pid holds a perf event (its recorder has opened one). */
+static bool has_perf_event(pid_t pid)
+{
+	char dir[64], link[600], target[64];
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(dir);
+	if (!d)
+		return false;
+	bool found = false;
+	for (struct dirent *e; !found && (e = readdir(d));) {
+		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = 0;
+			found = !strcmp(target, "anon_inode:[perf_event]");
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+static void wait_perf_event(pid_t pid)
+{
+	for (double end = test_now() + 60; !has_perf_event(pid); usleep(20000))
+		if (test_now() > end)
+			FAIL("sonde probes (pid %d) opened no perf event in 60 s", (int)pid);
+}
+
+/* A restart of the probes in the middle of a session is said in that session's trace (a
+ * warning from the service, which `sonde trace` prints), rather than left as a silent
+ * gap; the data source starts again on the new probes. nobody's session of its own
+ * process, root's sonded. */
+TEST_TIMEOUT(probes_trust_restart_is_noticed_in_the_session, 240)
+{
+	struct sonded d;
+	struct trun r;
+	char scope[64], want[160];
+
+	rig_require();
+	sonded_start(&d, NULL);
+	client_wait_data_source(d.csock, "linux.perf");
+	const char *argv[] = {test_copy_for_anyone(test_prog("kernel_syscalls")), "60", NULL};
+	pid_t own = spawn_as(SEC_NOBODY, argv);
+	snprintf(scope, sizeof(scope), "target_pid: %d", (int)own);
+	pid_t probes = sonded_probes_pid(&d, 0, 10);
+	pid_t tr = trace_start(SEC_NOBODY, d.csock, scope, 12000, false, &r);
+	wait_perf_event(probes);
+	kill(probes, SIGKILL);
+	wait_perf_event(sonded_probes_pid(&d, probes, 20));
+	trace_end(tr, &r);
+	printf("%s", r.err);
+	snprintf(want, sizeof(want), "linux.perf: warning: sonde probes (pid %d) ended",
+		 (int)probes);
+	ASSERT_CONTAINS(r.err, want);
+	/* the new probes opened the instance's events again (waited for above), and the
+	 * trace has samples of it */
+	ASSERT_UINT(samples_of(&r.t, own), >=, 1);
+	trun_free(&r);
+	stop_target(own);
+	sonded_stop(&d);
+}
