@@ -1,11 +1,12 @@
-/* Fuzz target: the /proc text parsers (maps, stat, status, cpu and pid lists) over arbitrary bytes.
- */
+/* Fuzz target: the /proc text parsers (maps, stat, status, cpu and pid lists, mountinfo's
+ * /proc options) over arbitrary bytes. */
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 #include "perf/event.h"
 #include "proc/maps.h"
+#include "proc/perfauth.h"
 #include "proc/proc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,5 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sonde__proc_status_parse_tgid(text, size, &tgid);
 	sonde__perf_parse_cpu_list(text, size, cpus, 64);
 	sonde__proc_parse_pid_list(text, size, pids, 64);
+	struct perfauth_proc_hide h;
+	sonde__perfauth_parse_proc_hide(text, size, &h);
 	return 0;
 }

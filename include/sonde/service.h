@@ -100,12 +100,15 @@ SONDE_API const char *sonde_service__socket(const struct sonde_service *s, int w
 /* Ends every session and connection, closes the sockets and unlinks the socket files it
  * bound that are still its own (not one put in their place). Accepts NULL. */
 SONDE_API void sonde_service__free(struct sonde_service *s);
+/* Takes fd, one end of a connected AF_UNIX stream socket (a socketpair) whose other end
+ * the caller gave to its own `sonde probes` child pid, as a producer connection of that
+ * child: the only connection sent, in each DataSourceConfig, the credentials of the
+ * session's consumer (docs/service.md, "sonded and its probes"). No connection made
+ * through a socket name ever is. 0, or -errno (fd is closed). */
+SONDE_API int sonde_service__add_probes(struct sonde_service *s, int fd, pid_t pid);
 /* Names the process that runs the caller's own `sonde probes` (its child, which it
- * reaps: a pid cannot be reused before that), or 0 for none. Producer connections
- * accepted on the producer socket from that pid and the service's uid are sent, in each
- * DataSourceConfig, the credentials of the session's consumer (docs/service.md, "sonded
- * and its probes"); no other producer is. Connections of a pid named before lose that
- * trust. Call it with 0 as soon as the child is reaped. */
+ * reaps: a pid cannot be reused before that), or 0 for none: connections added for
+ * another pid lose their trust. Call it with 0 as soon as the child is reaped. */
 SONDE_API void sonde_service__trust_probes(struct sonde_service *s, pid_t pid);
 
 #endif

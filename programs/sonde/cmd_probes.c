@@ -25,7 +25,7 @@ enum { MAX_FDS = 1024 }; /* the connection, recorders, and ftrace's per-CPU fds 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sonde probes [-s SOCKET] [--targets own|any] [-l LEVEL]\n"
+		"usage: sonde probes [-s SOCKET] [--targets own|any|none] [-l LEVEL]\n"
 		"\n"
 		"Serves the system data sources (linux.perf, linux.ftrace, linux.process_stats, linux.sys_stats)\n"
 		"to a tracing service: sonded, or Perfetto's traced.\n"
@@ -34,11 +34,13 @@ static void usage(FILE *f)
 		"  -s, --socket NAME     the service's producer socket (default: $PERFETTO_PRODUCER_SOCK_NAME,\n"
 		"                        else /run/perfetto/traced-producer.sock if /run/perfetto/ exists,\n"
 		"                        else /tmp/perfetto-producer); '@name' is abstract\n"
-		"      --targets own|any whom to profile for, as the service does not say who the consumer is:\n"
-		"                        own (default): what the probes' own user may profile (its uid's\n"
-		"                        processes; everything when root); any: every process, as traced_perf\n"
-		"      --trust-parent    believe the consumer credentials that sonded sends when the service is\n"
-		"                        this process's parent (how sonded starts its probes)\n"
+		"      --targets own|any|none  whom to profile for, as the service does not say who the consumer\n"
+		"                        is: own (default): what the probes' own user may profile (its uid's\n"
+		"                        processes; everything when root); any: every process, as traced_perf;\n"
+		"                        none: nobody in particular (no process, no kernel frames, no ftrace)\n"
+		"      --trust-parent    believe the consumer credentials that sonded sends over the socket it\n"
+		"                        made for this process (-s fd:N; how sonded starts its probes); from\n"
+		"                        any other service act for nobody in particular\n"
 		"  -l, --log-level LEVEL debug, info, warn (default), error, off\n"
 		"  -h, --help            this text\n");
 }
@@ -56,6 +58,8 @@ static int loop(struct probes *p, int sfd)
 		if (fds[0].revents & POLLIN)
 			return 0;
 		sonde__probes_process(p, fds + 1, n - 1);
+		if (sonde__probes_done(p))
+			return 0;
 	}
 }
 
@@ -85,8 +89,11 @@ static int run(int argc, char **argv)
 				o.targets = PROBES_TARGETS_OWN;
 			} else if (!strcmp(optarg, "any")) {
 				o.targets = PROBES_TARGETS_ANY;
+			} else if (!strcmp(optarg, "none")) {
+				o.targets = PROBES_TARGETS_NONE;
 			} else {
-				cli_error("probes", "--targets takes own or any, not '%s'", optarg);
+				cli_error("probes", "--targets takes own, any or none, not '%s'",
+					  optarg);
 				return CLI_USAGE;
 			}
 			break;

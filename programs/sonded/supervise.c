@@ -1,10 +1,12 @@
 /* sonded's `sonde probes` child (supervise.h, docs/service.md "sonded and its probes"). */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,16 +60,29 @@ static void trust(struct probes_child *pc, pid_t pid)
 		sonde_service__trust_probes(pc->svc, pid);
 }
 
+/* With a service, the child reaches it over a socketpair made here, its end inherited as
+ * `-s fd:N`: its peer is sonded by construction, on every restart, whatever the producer
+ * socket's names are (a TCP name, a list whose Unix name is gone, a name another user
+ * took). With a relay, through which no consumer credentials come, the child connects
+ * to the relay's socket and acts for nobody in particular (--targets none). */
 static int spawn(struct probes_child *pc)
 {
 	static const char failed[] = "sonded: cannot run sonde probes\n";
-	const char *sock = pc->sock;
-	/* through a relay, the peer is the relay, not the service: the host sends no
-	 * consumer credentials to a remote producer, and none are to be believed */
-	const char *argv[8] = {pc->exe, "probes", "-s", sock};
+	int sv[2] = {-1, -1};
+	char chan[32];
+	const char *argv[10] = {pc->exe, "probes", "-s", pc->sock};
 	int k = 4;
-	if (pc->svc)
+
+	if (pc->svc) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+			return -errno;
+		snprintf(chan, sizeof(chan), "fd:%d", sv[1]);
+		argv[3] = chan;
 		argv[k++] = "--trust-parent";
+	} else {
+		argv[k++] = "--targets";
+		argv[k++] = "none";
+	}
 	if (pc->log_level) {
 		argv[k++] = "-l";
 		argv[k++] = pc->log_level;
@@ -77,17 +92,26 @@ static int spawn(struct probes_child *pc)
 	sigset_t none;
 	pid_t pid;
 
-	if (!env)
+	if (!env) {
+		if (pc->svc)
+			close(sv[0]), close(sv[1]);
 		return -ENOMEM;
+	}
 	pid = fork();
 	if (pid < 0) {
+		int err = errno;
 		free(env);
-		return -errno;
+		if (pc->svc)
+			close(sv[0]), close(sv[1]);
+		return -err;
 	}
 	if (pid == 0) {
 		/* sonded blocks SIGINT and SIGTERM for its signalfd; the child starts clean */
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* its end of the channel, and only that, survives the exec */
+		if (sv[1] >= 0 && fcntl(sv[1], F_SETFD, 0) < 0)
+			_exit(126);
 		execve(pc->exe, (char **)argv, env);
 		/* the one message, without stdio: only async-signal-safe calls here */
 		ssize_t w = write(STDERR_FILENO, failed, sizeof(failed) - 1);
@@ -96,7 +120,14 @@ static int spawn(struct probes_child *pc)
 	free(env);
 	pc->pid = pid;
 	pc->started_ms = now_ms();
-	trust(pc, pid);
+	if (pc->svc) {
+		close(sv[1]);
+		int rc = sonde_service__add_probes(pc->svc, sv[0], pid);
+		/* the child then finds its channel closed and exits, and is started again */
+		if (rc < 0)
+			sonde_warn("cannot serve sonde probes (pid %d): %s", (int)pid,
+				   sonde_strerror(rc));
+	}
 	sonde_info("started sonde probes (pid %d)", (int)pid);
 	return 0;
 }

@@ -1,7 +1,8 @@
-/* sonded's supervision of its `sonde probes` child: started with the service's producer
- * socket, restarted with backoff when it dies, stopped at exit. The service is told the
- * child's pid (sonde_service__trust_probes) while it lives, so that only that process is
- * sent the consumers' credentials. */
+/* sonded's supervision of its `sonde probes` child: started with one end of a socketpair
+ * whose other end the service takes as the child's producer connection
+ * (sonde_service__add_probes), restarted with backoff (and a new socketpair) when it dies,
+ * stopped at exit. Only that connection is sent the consumers' credentials, and only
+ * until the child is reaped (sonde_service__trust_probes). */
 #ifndef SONDED_SUPERVISE_H
 #define SONDED_SUPERVISE_H
 
@@ -13,7 +14,7 @@ struct sonde_service;
 
 struct probes_child {
 	struct sonde_service *svc; /* NULL in relay mode: nothing to tell */
-	const char *sock;	   /* the producer socket the child connects to */
+	const char *sock;	   /* relay mode: the socket the child connects to */
 	char exe[4096];		   /* the `sonde` binary next to sonded */
 	const char *log_level;	   /* passed on, or NULL */
 	pid_t pid;		   /* 0: not running */

@@ -306,9 +306,9 @@ int sonde__ipc_connect_timeout(const char *name, int type, int timeout_ms)
 	int rc = -ENOENT;
 
 	/* a list (a producer socket, as Perfetto's service listens on each): the first
-	 * that answers; but a path may hold a comma too, so the whole name goes first */
-	if (strchr(name, ',') && (rc = connect_one(name, strlen(name), type, timeout_ms)) >= 0)
-		return rc;
+	 * that answers. Always split, never tried whole: in a shared directory anyone may
+	 * bind the literal `a.sock,HOST:PORT` and be reached before the service (a path
+	 * holding a comma cannot be named; the service splits the same way) */
 	while (sonde__ipc_addr_list_next(name, &pos, &one, &n)) {
 		rc = connect_one(one, n, type, timeout_ms);
 		if (rc >= 0)

@@ -65,6 +65,11 @@ struct inst {
 	struct perfauth_consumer who;
 	bool any;	   /* --targets any, without the service's word: no per-target check */
 	char who_desc[64]; /* whom it acts for, for messages (sonde__probes_consumer) */
+	char who_name[48]; /* "consumer uid N", "an unidentified consumer" */
+	/* the consumer's own /proc: a refused process it could not see there is counted, not
+	 * named (sonde__perfauth_may_see_process) */
+	struct perfauth_proc_hide proc_hide;
+	uint64_t unseen_refusals;
 	int yama_scope;	   /* kernel.yama.ptrace_scope at start (0 without Yama) */
 	bool kernel_ok;	   /* kernel frames may be recorded for this consumer */
 	bool ever_attached;
@@ -297,15 +302,21 @@ static int authorize(struct inst *in, int pidfd, pid_t pid, struct perfauth_targ
 	return rc;
 }
 
+/* A refusal names the process (pid, name, owner) only when the consumer could see it in
+ * its own /proc; one it could not see is counted (written at stop), so that the trace
+ * says no more than that /proc does. */
 static void refuse(struct inst *in, pid_t pid, const struct perfauth_target *t, const char *what,
 		   const char *why)
 {
 	char comm[32];
 
+	if (!sonde__perfauth_may_see_process(&in->who, t, &in->proc_hide)) {
+		in->unseen_refusals++;
+		return;
+	}
 	comm_of(pid, comm, sizeof(comm));
-	note(in, LOG_PRIO_ERROR, pid,
-	     "refused: consumer uid %u may not profile pid %d (%s, uid %u)%s: %s",
-	     (unsigned)in->who.uid, (int)pid, comm, (unsigned)t->uid.real, what, why);
+	note(in, LOG_PRIO_ERROR, pid, "refused: %s may not profile pid %d (%s, uid %u)%s: %s",
+	     in->who_name, (int)pid, comm, (unsigned)t->uid.real, what, why);
 }
 
 static struct target *target_of(struct inst *in, pid_t pid)
@@ -519,9 +530,9 @@ static void start_system(struct inst *in)
 	}
 	if (!may_profile_all(in))
 		note(in, LOG_PRIO_WARN, 0,
-		     "system-wide for consumer uid %u: only the processes it may profile (its "
-		     "own uid and gid, dumpable) are recorded",
-		     (unsigned)in->who.uid);
+		     "system-wide for %s: only the processes it may profile (its own uid and "
+		     "gid, dumpable) are recorded",
+		     in->who_name);
 	in->ever_attached = true;
 	if (start_encoder(in) < 0)
 		note(in, LOG_PRIO_ERROR, 0, "cannot encode the samples: %s",
@@ -649,6 +660,7 @@ static struct inst *inst_new(struct perfds *pd, uint64_t id, const void *cfg, si
 		in->cfg_err = rc;
 		snprintf(in->err, sizeof(in->err), "%s", in->who_desc);
 	}
+	sonde__perfauth_consumer_name(&in->who, in->who_name, sizeof(in->who_name));
 	pd->inst[pd->ninst++] = in;
 	return in;
 }
@@ -684,10 +696,10 @@ static void authorize_kernel(struct inst *in)
 	in->kernel_ok = in->any || sonde__perfauth_may_see_kernel(&in->who, paranoid);
 	if (want && !in->kernel_ok)
 		note(in, LOG_PRIO_WARN, 0,
-		     "kernel frames are not permitted for consumer uid %u (it needs CAP_PERFMON "
-		     "or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1, which is %d): user "
+		     "kernel frames are not permitted for %s (it needs CAP_PERFMON or "
+		     "CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1, which is %d): user "
 		     "frames only",
-		     (unsigned)in->who.uid, paranoid);
+		     in->who_name, paranoid);
 }
 
 static void on_setup(void *ctx, uint64_t id, const void *cfg, size_t len)
@@ -722,13 +734,24 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 	authorize_kernel(in);
 	/* Yama restricts attaching; without it (no such file) nothing is restricted. */
 	in->yama_scope = sonde__perfauth_sysctl("kernel/yama/ptrace_scope", 0);
+	if (in->who.anonymous && !in->any) {
+		note(in, LOG_PRIO_ERROR, 0,
+		     "refused: an unidentified consumer may profile no process (the probes "
+		     "were not told who the consumer is): nothing is recorded");
+		in->cfg_err = -EPERM;
+		return;
+	}
+	/* The /proc the consumer sees (its mount namespace's; ours when its process is not
+	 * known): unreadable, it is taken to hide everything. */
+	if (!in->any && sonde__perfauth_proc_hide(in->who.pid, &in->proc_hide) < 0)
+		in->proc_hide = (struct perfauth_proc_hide){.hidepid = 2};
 	if (in->cfg.tracepoint && !in->kernel_ok) {
 		/* perf_event_open asks perf_allow_kernel of any event that samples in the
 		 * kernel, as a tracepoint does: the consumer could not open it itself */
 		note(in, LOG_PRIO_ERROR, 0,
-		     "config refused: a tracepoint timebase is not permitted for consumer uid %u "
-		     "(it needs CAP_PERFMON or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1)",
-		     (unsigned)in->who.uid);
+		     "config refused: a tracepoint timebase is not permitted for %s (it needs "
+		     "CAP_PERFMON or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 1)",
+		     in->who_name);
 		in->cfg_err = -EPERM;
 		return;
 	}
@@ -739,9 +762,9 @@ static void on_start(void *ctx, uint64_t id, const void *cfg, size_t len)
 		 * gives only to these consumers */
 		note(in, LOG_PRIO_ERROR, 0,
 		     "config refused: an off-CPU profile (sched_switch with callstacks) is not "
-		     "permitted for consumer uid %u (it needs CAP_PERFMON or CAP_SYS_ADMIN, or "
+		     "permitted for %s (it needs CAP_PERFMON or CAP_SYS_ADMIN, or "
 		     "kernel.perf_event_paranoid -1)",
-		     (unsigned)in->who.uid);
+		     in->who_name);
 		in->cfg_err = -EPERM;
 		return;
 	}
@@ -770,6 +793,12 @@ static void on_stop(void *ctx, uint64_t id)
 
 	if (!in)
 		return;
+	if (in->w && in->unseen_refusals)
+		note(in, LOG_PRIO_ERROR, 0,
+		     "refused: %llu process%s that %s cannot see in its /proc (hidepid) %s not "
+		     "profiled",
+		     (unsigned long long)in->unseen_refusals, in->unseen_refusals == 1 ? "" : "es",
+		     in->who_name, in->unseen_refusals == 1 ? "was" : "were");
 	if (in->w && !in->cfg_err && !in->ever_attached && in->cfg.n_cmdlines)
 		note(in, LOG_PRIO_ERROR, 0,
 		     "no process matching target_cmdline ran during the session: nothing was "

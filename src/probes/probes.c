@@ -57,6 +57,7 @@ struct probes {
 	uint32_t backoff_ms;
 	uint64_t next_connect_ms;
 	bool warned_down;
+	bool done; /* the inherited channel is gone: it cannot be opened again */
 	struct slot slots[NSOURCES];
 };
 
@@ -135,13 +136,23 @@ static void disconnect(struct probes *p)
 	p->prod = NULL;
 }
 
-/* Whether to believe sonded_consumer now: asked again for every instance, since the
- * library may have reconnected (to whichever service holds the socket now). */
+/* The connection is a socket inherited from whoever started us ("fd:N"), not one found
+ * through a name, which another process may have bound or which may lead over TCP. */
+static bool inherited(const struct probes *p)
+{
+	const char *s = p->socket ? p->socket : getenv("SONDE_PRODUCER_FD") ? "fd:" : "";
+
+	return !strncmp(s, "fd:", 3);
+}
+
+/* Whether to believe sonded_consumer now: only over the channel our parent made for us
+ * (a socketpair's SO_PEERCRED names the process that made it), asked again for every
+ * instance. */
 static bool trusted(const struct probes *p)
 {
 	int fd = p->prod ? sonde_producer__fd(p->prod) : -1;
 
-	return p->trust_parent && fd >= 0 && service_is_parent(fd);
+	return p->trust_parent && inherited(p) && fd >= 0 && service_is_parent(fd);
 }
 
 static void schedule_reconnect(struct probes *p)
@@ -167,10 +178,10 @@ static int connect_service(struct probes *p)
 	if (!p->prod)
 		return -errno;
 	if (p->trust_parent && !trusted(p))
-		sonde_warn("probes: the service at %s is not our parent: the consumer "
-			   "credentials it sends are ignored (--targets %s applies)",
-			   sonde_producer__socket_path(&o),
-			   p->targets == PROBES_TARGETS_ANY ? "any" : "own");
+		sonde_warn("probes: the service at %s is not our parent over a channel it made "
+			   "for us: the consumer credentials it sends are ignored, and we act for "
+			   "nobody in particular",
+			   sonde_producer__socket_path(&o));
 	for (size_t i = 0; i < NSOURCES && rc == 0; i++) {
 		struct sonde_data_source_cbs cbs = {
 			.sz = sizeof(cbs),
@@ -198,6 +209,12 @@ static void try_connect(struct probes *p)
 	if (p->prod || now_ms() < p->next_connect_ms)
 		return;
 	rc = connect_service(p);
+	if (rc < 0 && inherited(p)) {
+		sonde_error("probes: cannot use the inherited connection %s: %s",
+			    p->socket ? p->socket : "$SONDE_PRODUCER_FD", sonde_strerror(rc));
+		p->done = true;
+		return;
+	}
 	if (rc == 0) {
 		sonde_info("probes: connected to the service%s",
 			   trusted(p) ? " (our parent sonded)" : "");
@@ -312,13 +329,29 @@ int sonde__probes_timeout_ms(struct probes *p)
 	return t;
 }
 
+bool sonde__probes_done(const struct probes *p)
+{
+	return p->done;
+}
+
 void sonde__probes_process(struct probes *p, const struct pollfd *fds, size_t n)
 {
+	if (p->done)
+		return;
 	if (!p->prod) {
 		try_connect(p);
 		return;
 	}
 	int rc = sonde_producer__process(p->prod);
+	if (rc < 0 && inherited(p)) {
+		/* the service that made the channel closed it, or is gone: whoever started us
+		 * starts us again with a new one */
+		sonde_info("probes: the service closed our connection (%s): exiting",
+			   sonde_strerror(rc));
+		disconnect(p);
+		p->done = true;
+		return;
+	}
 	if (rc < 0) {
 		sonde_warn("probes: the connection to the service failed (%s); reconnecting",
 			   sonde_strerror(rc));
@@ -369,6 +402,14 @@ int sonde__probes_consumer(struct probes *p, const void *cfg, size_t len, struct
 		    bool *any, char *desc, size_t desc_len)
 {
 	*any = false;
+	if (!trusted(p) && (p->trust_parent || p->targets == PROBES_TARGETS_NONE)) {
+		/* started to serve sonded's consumers (or told to), but not told who this one
+		 * is: nobody in particular, never our own rights */
+		*who = (struct perfauth_consumer){
+			.uid = (uid_t)-1, .gid = (gid_t)-1, .pid = -1, .anonymous = true};
+		snprintf(desc, desc_len, "an unidentified consumer");
+		return 0;
+	}
 	if (!trusted(p)) {
 		*any = p->targets == PROBES_TARGETS_ANY;
 		*who = p->self;

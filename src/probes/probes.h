@@ -91,15 +91,20 @@ enum probes_targets {
 	/* anyone: every process the probes can open, kernel frames when the kernel gives
 	 * them (what traced_perf trusts on a Linux host) */
 	PROBES_TARGETS_ANY,
+	/* nobody in particular: no process, no kernel frames, no ftrace, no process tree;
+	 * only what any user may read (sys_stats). For probes serving consumers whose
+	 * identity no one vouches for (a relay's) */
+	PROBES_TARGETS_NONE,
 };
 
 struct probes_opts {
 	size_t sz;	    /* sizeof(struct probes_opts) */
 	const char *socket; /* NULL: $PERFETTO_PRODUCER_SOCK_NAME, else the default */
 	enum probes_targets targets;
-	/* Believe DataSourceConfig.sonded_consumer when the service at the other end of the
-	 * connection is this process's parent (SO_PEERCRED pid == getppid(), uid root or
-	 * ours): how sonded starts its probes. Otherwise the field is ignored. */
+	/* Believe DataSourceConfig.sonded_consumer when the connection is a socket inherited
+	 * from this process's parent (socket "fd:N") whose SO_PEERCRED is that parent (pid ==
+	 * getppid(), uid root or ours): how sonded starts its probes. Otherwise the field is
+	 * ignored and the probes act for nobody in particular, whatever `targets` says. */
 	bool trust_parent;
 };
 
@@ -113,6 +118,9 @@ void sonde__probes_free(struct probes *p);
 size_t sonde__probes_pollfds(struct probes *p, struct pollfd *fds, size_t cap);
 /* The poll timeout: the next reconnect attempt or source timer, in ms (never -1). */
 int sonde__probes_timeout_ms(struct probes *p);
+/* Whether the probes are done: their inherited connection ("fd:N") closed or could not
+ * be used; it cannot be opened again, so the program exits. */
+bool sonde__probes_done(const struct probes *p);
 /* Handles what is ready in fds (as filled by sonde__probes_pollfds and polled) and what is due:
  * connecting, the service's commands, the sources' work. */
 void sonde__probes_process(struct probes *p, const struct pollfd *fds, size_t n);
@@ -120,8 +128,10 @@ void sonde__probes_process(struct probes *p, const struct pollfd *fds, size_t n)
 /* ---- for the sources ---- */
 
 /* Whom an instance with this DataSourceConfig acts for. With the service's word (the
- * trusted sonded_consumer field), *who is the session's consumer and *any false; else
- * the --targets policy: the probes' own credentials, or *any true (no per-target check).
+ * trusted sonded_consumer field), *who is the session's consumer and *any false; with
+ * --trust-parent or --targets none and no such word, nobody in particular (who->anonymous:
+ * the rules of perfauth.h give it nothing); else the --targets policy: the probes' own
+ * credentials, or *any true (no per-target check).
  * desc gets a phrase for messages ("consumer uid 1000", "any consumer (--targets
  * any)"). Returns 0, or -EPERM with a reason in desc when the connection is trusted but
  * the field is missing (nothing can be said about the consumer: refuse). */

@@ -273,12 +273,14 @@ static void parse(struct inst *in, const void *cfg, size_t len)
 	}
 	if (in->any)
 		return;
-	char buf[768];
-	const char *why = k == FTRACE	   ? may_read_tracefs(&in->who, buf, sizeof(buf))
-			  : k == PROCSTATS ? may_read_procfs(&in->who)
-					   : NULL;
+	char buf[768], name[48];
+	const char *why = k == SYSSTATS	      ? NULL
+			  : in->who.anonymous ? "no one vouched for who the consumer is"
+			  : k == FTRACE	      ? may_read_tracefs(&in->who, buf, sizeof(buf))
+					      : may_read_procfs(&in->who);
+	sonde__perfauth_consumer_name(&in->who, name, sizeof(name));
 	if (why)
-		refuse(in, "refused for consumer uid %u: %s", (unsigned)in->who.uid, why);
+		refuse(in, "refused for %s: %s", name, why);
 }
 
 static struct inst *inst_new(struct sysds *sd, uint64_t id, const void *cfg, size_t len)

@@ -13,6 +13,7 @@
 
 #include <sonde/error.h>
 
+#include "base/alloc.h"
 #include "proc/perfauth.h"
 
 enum { STATUS_MAX = 4096, ANCESTRY_MAX = 4096 };
@@ -198,6 +199,8 @@ const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
 {
 	bool ptrace_cap = has_cap(c, PERFAUTH_CAP_SYS_PTRACE);
 
+	if (c->anonymous)
+		return "no one vouched for who the consumer is";
 	if (!ptrace_cap) {
 		if (!ids_are(&t->uid, c->uid))
 			return "its real, effective and saved uids are not all the consumer's";
@@ -222,16 +225,164 @@ const char *sonde__perfauth_may_profile(const struct perfauth_consumer *c,
 
 /* kernel/events/core.c perf_allow_kernel: kernel samples need perf_event_paranoid <= 1
  * or perfmon_capable() (CAP_PERFMON, or CAP_SYS_ADMIN). */
+/* An unidentified consumer is given nothing that depends on who it is, paranoid <= 1
+ * included: the setting that lets every local user see the kernel does not reach a
+ * consumer that may not be local at all. */
 bool sonde__perfauth_may_see_kernel(const struct perfauth_consumer *c, int paranoid)
 {
+	if (c->anonymous)
+		return false;
 	return paranoid <= 1 || has_cap(c, PERFAUTH_CAP_PERFMON) ||
 	       has_cap(c, PERFAUTH_CAP_SYS_ADMIN);
 }
 
 bool sonde__perfauth_may_read_raw(const struct perfauth_consumer *c, int paranoid)
 {
+	if (c->anonymous)
+		return false;
 	return paranoid <= -1 || has_cap(c, PERFAUTH_CAP_PERFMON) ||
 	       has_cap(c, PERFAUTH_CAP_SYS_ADMIN);
+}
+
+/* One mountinfo line: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE
+ * SUPEROPTS". The mount point is the fifth field (spaces in it are escaped as \040). */
+static void parse_hide_line(const char *l, size_t n, struct perfauth_proc_hide *h)
+{
+	const char *f = l, *end = l + n;
+	size_t k = 0;
+
+	while (k < 4 && f < end) {
+		const char *sp = memchr(f, ' ', (size_t)(end - f));
+		if (!sp)
+			return;
+		f = sp + 1;
+		k++;
+	}
+	if ((size_t)(end - f) < 6 || memcmp(f, "/proc ", 6) != 0)
+		return;
+	const char *sep = NULL;
+	for (const char *q = f; q + 3 <= end; q++)
+		if (!memcmp(q, " - ", 3)) {
+			sep = q + 3;
+			break;
+		}
+	if (!sep || (size_t)(end - sep) < 5 || memcmp(sep, "proc ", 5) != 0)
+		return;
+	/* the super options: after the source, the last field */
+	const char *opts = sep + 5;
+	const char *sp = memchr(opts, ' ', (size_t)(end - opts));
+	if (!sp)
+		return;
+	opts = sp + 1;
+	/* a later mount over /proc hides the earlier one: the last line wins */
+	*h = (struct perfauth_proc_hide){0};
+	while (opts < end) {
+		const char *comma = memchr(opts, ',', (size_t)(end - opts));
+		size_t len = comma ? (size_t)(comma - opts) : (size_t)(end - opts);
+		char v[32];
+		if (len > 8 && len < sizeof(v) && !memcmp(opts, "hidepid=", 8)) {
+			memcpy(v, opts + 8, len - 8);
+			v[len - 8] = 0;
+			if (v[0] >= '0' && v[0] <= '9')
+				h->hidepid = atoi(v);
+			else
+				h->hidepid = strcmp(v, "off") ? 2 : 0;
+		} else if (len > 4 && len < sizeof(v) && !memcmp(opts, "gid=", 4)) {
+			memcpy(v, opts + 4, len - 4);
+			v[len - 4] = 0;
+			char *e;
+			unsigned long g = strtoul(v, &e, 10);
+			if (!*e && g < UINT32_MAX) {
+				h->gid_set = true;
+				h->gid = (uint32_t)g;
+			}
+		}
+		if (!comma)
+			break;
+		opts = comma + 1;
+	}
+}
+
+void sonde__perfauth_parse_proc_hide(const char *text, size_t len, struct perfauth_proc_hide *h)
+{
+	const char *p = text, *end = text + len;
+
+	*h = (struct perfauth_proc_hide){0};
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		parse_hide_line(p, n, h);
+		p += n + (nl != NULL);
+	}
+}
+
+int sonde__perfauth_proc_hide(pid_t pid, struct perfauth_proc_hide *h)
+{
+	char path[64];
+	size_t cap = 1 << 16, len = 0;
+
+	*h = (struct perfauth_proc_hide){0};
+	if (pid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/mountinfo");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char *buf = sonde__malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		if (len == cap) {
+			/* a namespace with a huge mount table: read it all, to 16 MiB */
+			char *b = cap < (16u << 20) ? sonde__realloc(buf, cap * 2) : NULL;
+			if (!b) {
+				sonde__free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = b;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, buf + len, cap - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int err = -errno;
+			sonde__free(buf);
+			close(fd);
+			return err;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	sonde__perfauth_parse_proc_hide(buf, len, h);
+	sonde__free(buf);
+	return 0;
+}
+
+bool sonde__perfauth_may_see_process(const struct perfauth_consumer *c,
+				     const struct perfauth_target *t,
+				     const struct perfauth_proc_hide *h)
+{
+	if (c->anonymous)
+		return false;
+	if (h->hidepid == 0 || (h->gid_set && c->gid == h->gid))
+		return true;
+	/* yama scope 0: the read rule alone */
+	return sonde__perfauth_may_profile(c, t, 0) == NULL;
+}
+
+void sonde__perfauth_consumer_name(const struct perfauth_consumer *c, char *out, size_t n)
+{
+	if (c->anonymous)
+		snprintf(out, n, "an unidentified consumer");
+	else
+		snprintf(out, n, "consumer uid %u", (unsigned)c->uid);
 }
 
 int sonde__perfauth_sysctl(const char *path, int def)

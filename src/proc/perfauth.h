@@ -15,6 +15,7 @@
 #define SONDE_PROC_PERFAUTH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -41,7 +42,13 @@ struct perfauth_consumer {
 	uint64_t cap_eff;
 	/* pid's start time (sonde__perfauth_start_time), read with the capabilities; 0 unknown */
 	uint64_t pid_start;
+	/* nobody in particular: no one vouched for who the consumer is. It may profile no
+	 * process, see no kernel frame and read no raw tracepoint data */
+	bool anonymous;
 };
+
+/* "consumer uid N", or "an unidentified consumer", for messages. */
+void sonde__perfauth_consumer_name(const struct perfauth_consumer *c, char *out, size_t n);
 
 /* A process the consumer asks for. */
 struct perfauth_target {
@@ -49,6 +56,31 @@ struct perfauth_target {
 	bool dumpable_known, dumpable;
 	bool descendant; /* of the consumer's process (read only for Yama scope 1) */
 };
+
+/* How a /proc mount hides processes: hidepid (0 shows every process to everyone; 1, 2
+ * and 4, or noaccess, invisible and ptraceable, show a process's details only to those
+ * that may ptrace-read it) and its gid= exemption. */
+struct perfauth_proc_hide {
+	int hidepid;
+	bool gid_set;
+	uint32_t gid;
+};
+
+/* Parses mountinfo text (/proc/PID/mountinfo) for the procfs mounted at /proc: its
+ * options into *h (all zero when there is none, or it hides nothing). Bytes of any kind
+ * are accepted. */
+void sonde__perfauth_parse_proc_hide(const char *text, size_t len, struct perfauth_proc_hide *h);
+
+/* The /proc of process pid's mount namespace (pid <= 0: this process's), read through
+ * /proc/PID/mountinfo: 0, or -errno when it cannot be read. */
+int sonde__perfauth_proc_hide(pid_t pid, struct perfauth_proc_hide *h);
+
+/* Whether that /proc shows the consumer target t: not hidden, the consumer is of the
+ * exempt gid, or it may ptrace-read t (the kernel's has_pid_permissions, which asks
+ * PTRACE_MODE_READ: ids and dumpability, or CAP_SYS_PTRACE; Yama has no say). */
+bool sonde__perfauth_may_see_process(const struct perfauth_consumer *c,
+				     const struct perfauth_target *t,
+				     const struct perfauth_proc_hide *h);
 
 /* The capabilities of the process behind a consumer connection: pidfd refers to it
  * (SO_PEERPIDFD, or pidfd_open of its SO_PEERCRED pid), uid and gid are its SO_PEERCRED

@@ -463,14 +463,11 @@ static void accept_conns(struct svc *s, size_t li)
 			close(fd);
 			continue;
 		}
+		/* never trusted as the probes, whatever its pid: they come over the channel
+		 * sonded made for them (sonde_service__add_probes), not through a name */
 		struct conn *c = sonde__svc_add_conn(s, fd, which == 0);
 		if (c)
 			c->relay_conn = l->relay;
-		/* accepted directly, so SO_PEERCRED names the process that connected: the
-		 * probes child, whose pid cannot be reused until sonded reaps it */
-		if (c && !remote && which == 0 && s->probes_pid && cr.pid == s->probes_pid &&
-		    cr.uid == s->uid)
-			c->trusted_probes = true;
 		if (c && remote)
 			sonde_debug("%s connected over the network%s: uid unknown",
 				    which ? "consumer" : "producer",
@@ -779,6 +776,30 @@ void sonde_service__trust_probes(struct sonde_service *ss, pid_t pid)
 	for (size_t i = 0; i < ss->s.nconns; i++)
 		if (ss->s.conns[i]->ch.peer_pid != ss->s.probes_pid)
 			ss->s.conns[i]->trusted_probes = false;
+}
+
+int sonde_service__add_probes(struct sonde_service *ss, int fd, pid_t pid)
+{
+	struct svc *s = &ss->s;
+
+	if (pid <= 0 || !sonde__ipc_is_unix(fd)) {
+		close(fd);
+		return -EINVAL;
+	}
+	struct conn *c = sonde__svc_add_conn(s, fd, true);
+	if (!c)
+		return -ENOMEM;
+	/* SO_PEERCRED of a socketpair names its creator, sonded: the peer is the child it
+	 * was made for, which runs as sonded's user */
+	c->ch.peer_pid = pid;
+	c->ch.peer_uid = s->uid;
+	c->peer_gid = (uint32_t)getegid();
+	c->trusted_probes = true;
+	c->probes_channel = true;
+	s->probes_pid = pid;
+	sonde_debug("producer connected: sonded's probes (pid %d), over the channel made for them",
+		    (int)pid);
+	return 0;
 }
 
 void sonde_service__free(struct sonde_service *ss)

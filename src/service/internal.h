@@ -174,9 +174,12 @@ struct conn {
 	bool caps_known;
 	uint64_t cap_eff;
 	uint64_t pid_start; /* the peer process's start time (sonde__perfauth_start_time); 0 unknown */
-	/* a producer connected directly (not handed over) by sonded's own supervised probes
-	 * (sonde_service__trust_probes): it is sent the consumer's credentials */
+	/* the channel sonded made for its own supervised probes (sonde_service__add_probes),
+	 * until their child is reaped (sonde_service__trust_probes): it is sent the
+	 * consumer's credentials */
 	bool trusted_probes;
+	/* the same channel, for good: its loss is a restart of the probes (session.c) */
+	bool probes_channel;
 	/* a TCP or vsock peer: no SO_PEERCRED, so its uid and pid are unknown (ch.peer_uid is
 	 * (uid_t)-1, nobody's, only so that no comparison can match); its producer gets
 	 * shared-memory emulation and its packets no trusted_uid */
@@ -411,6 +414,11 @@ void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *nam
 uint64_t sonde__svc_boottime_ns(void);
 /* Queues a service event (enum pf_service_event) with the current time. */
 void sonde__svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field);
+/* A message for the session's consumer, as the probes write theirs: an android_log event
+ * (tag, priority 5 warn or 6 error) on the service's sequence, which `sonde trace` prints
+ * for tags starting "linux.". */
+void sonde__svcpkt_log(struct svc *s, struct session *ss, const char *tag, int prio,
+		       const char *msg);
 void sonde__svcpkt_clock_snapshot(struct svc *s, struct session *ss);
 /* Queues a snapshot only if some clock drifted >= 10 ms against BOOTTIME since the last. */
 void sonde__svcpkt_clock_snapshot_if_drifted(struct svc *s, struct session *ss);

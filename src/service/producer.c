@@ -824,6 +824,8 @@ void sonde__producer_gone(struct svc *s, struct conn *c)
 
 	if (p->initialized) {
 		sonde__producer_scrape(s, c, NULL); /* §1.8: its last data first */
+		if (c->probes_channel)
+			sonde__session_probes_gone(s, c);
 		unregister_all(s, c, NULL);
 		sonde__session_producer_gone(s, c);
 		sonde_info("producer %u \"%s\" disconnected", p->id, p->name);

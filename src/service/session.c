@@ -475,6 +475,27 @@ void sonde__session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id)
 	maybe_finalize(s, ss);
 }
 
+/* sonded's own probes ended (killed, crashed, or their channel closed): they are started
+ * again and their data sources set up anew in the running sessions, but what happened
+ * in between is not recorded. Each session that loses an instance is told so in its
+ * trace, under the data source's name, rather than left with a silent gap. */
+void sonde__session_probes_gone(struct svc *s, const struct conn *c)
+{
+	char msg[320];
+
+	snprintf(msg, sizeof(msg),
+		 "sonde probes (pid %d) ended: this data source stops here, and starts again "
+		 "once sonded has restarted them; nothing is recorded in between",
+		 (int)c->ch.peer_pid);
+	for (size_t i = 0; i < s->nsessions; i++) {
+		struct session *ss = s->sessions[i];
+		for (size_t j = 0; j < ss->ninst; j++)
+			if (ss->inst[j].conn_id == c->id && ss->state == SESS_STARTED &&
+			    ss->inst[j].state != DS_STOPPED)
+				sonde__svcpkt_log(s, ss, ss->inst[j].ds_name, 5, msg);
+	}
+}
+
 void sonde__session_producer_gone(struct svc *s, struct conn *c)
 {
 	for (size_t i = 0; i < s->nsessions; i++) {

@@ -91,6 +91,9 @@ void sonde__session_disable(struct svc *s, struct session *ss, bool immediately)
 void sonde__session_free(struct svc *s, struct session *ss);
 void sonde__session_setup_for_producer(struct svc *s, struct conn *c, struct ds_reg *d);
 void sonde__session_producer_gone(struct svc *s, struct conn *c);
+/* sonded's own probes (producer c, conn.probes_channel) ended: a warning into the trace of
+ * each started session with a running instance on c. Called before its instances go. */
+void sonde__session_probes_gone(struct svc *s, const struct conn *c);
 void sonde__session_ds_started(struct svc *s, struct conn *c, uint64_t inst_id);
 void sonde__session_ds_stopped(struct svc *s, struct conn *c, uint64_t inst_id);
 void sonde__session_remove_ds(struct svc *s, struct conn *c, const char *name);

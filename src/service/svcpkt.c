@@ -72,6 +72,26 @@ static const struct {
 	{PF_CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC_RAW},
 };
 
+void sonde__svcpkt_log(struct svc *s, struct session *ss, const char *tag, int prio,
+		       const char *msg)
+{
+	struct buf *b = &s->scratch;
+
+	sonde__buf_reset(b);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, sonde__svc_boottime_ns());
+	size_t a = sonde__pb_begin(b, PF_PACKET_ANDROID_LOG);
+	size_t e = sonde__pb_begin(b, PF_ANDROID_LOG_EVENTS);
+	/* LogEvent: timestamp (REALTIME, as log events are), tag, prio, message */
+	sonde__pb_put_varint(b, PF_LOG_EVENT_TIMESTAMP, clock_ns(CLOCK_REALTIME));
+	sonde__pb_put_string(b, PF_LOG_EVENT_TAG, tag);
+	sonde__pb_put_varint(b, PF_LOG_EVENT_PRIO, (uint64_t)prio);
+	sonde__pb_put_string(b, PF_LOG_EVENT_MESSAGE, msg);
+	sonde__pb_end(b, e);
+	sonde__pb_end(b, a);
+	put_trusted(s, b);
+	enqueue(s, &ss->svc_pkts);
+}
+
 static void read_clocks(uint64_t v[6])
 {
 	for (size_t i = 0; i < 6; i++)

@@ -211,7 +211,8 @@ static const struct cli_row cli_rows[] = {
 	 "true",
 	 1, "cannot reach the connector"},
 	{"sonde", "run --trace --user no-such-user-sonde -- true", 2, "no such user"},
-	{"sonde", "probes --targets bogus", 2, "--targets takes own or any, not 'bogus'"},
+	{"sonde", "probes --targets bogus", 2, "--targets takes own, any or none, not 'bogus'"},
+	{"sonde", "probes --targets none extra", 2, "unexpected argument 'extra'"},
 	{"sonde", "probes -l loud", 2, "unknown log level 'loud'"},
 	{"sonde",
 	 "probes -s %T/none --socket %T/none --targets any --trust-parent -l warn --log-level warn "

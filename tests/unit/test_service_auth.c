@@ -86,6 +86,54 @@ TEST(perfauth_rule_follows_yama_scopes)
 	ASSERT_CONTAINS(sonde__perfauth_may_profile(&cap, &t, 3), "ptrace_scope 3");
 }
 
+/* Nobody in particular (probes not told who the consumer is) gets nothing: no process,
+ * not even one whose every id is its placeholder's or with CAP_SYS_PTRACE claimed, no
+ * kernel frames at any paranoid level, no raw tracepoint data. */
+TEST(perfauth_rule_gives_an_unidentified_consumer_nothing)
+{
+	struct perfauth_consumer c = {.uid = (uid_t)-1, .gid = (gid_t)-1, .pid = -1,
+				      .anonymous = true, .caps_known = true,
+				      .cap_eff = ~0ull};
+	struct perfauth_target t = {.uid = {(uint32_t)-1, (uint32_t)-1, (uint32_t)-1},
+				    .gid = {(uint32_t)-1, (uint32_t)-1, (uint32_t)-1},
+				    .dumpable_known = true, .dumpable = true};
+	struct perfauth_proc_hide open = {0};
+
+	ASSERT(sonde__perfauth_may_profile(&c, &t, 0) != NULL);
+	ASSERT(!sonde__perfauth_may_see_kernel(&c, -1));
+	ASSERT(!sonde__perfauth_may_read_raw(&c, -1));
+	ASSERT(!sonde__perfauth_may_see_process(&c, &t, &open));
+}
+
+/* The /proc mount's hidepid and gid= from mountinfo: the last mount at /proc wins, a
+ * mount point that only starts with /proc is another, names and numbers both read. */
+TEST(perfauth_proc_hide_read_from_mountinfo)
+{
+	static const char mi[] =
+		"22 1 0:21 / /proc rw,nosuid,relatime shared:12 - proc proc rw\n"
+		"41 22 0:36 / /proc rw,relatime - proc proc rw,gid=27,hidepid=invisible\n"
+		"50 22 0:40 / /proc\\040x rw - proc proc rw,hidepid=0\n"
+		"51 22 0:41 / /procfs rw - proc proc rw\n";
+	struct perfauth_proc_hide h;
+	struct perfauth_target t = own();
+	struct perfauth_consumer other = user;
+
+	sonde__perfauth_parse_proc_hide(mi, sizeof(mi) - 1, &h);
+	ASSERT_INT(h.hidepid, ==, 2);
+	ASSERT(h.gid_set);
+	ASSERT_UINT(h.gid, ==, 27);
+	sonde__perfauth_parse_proc_hide(mi, 60, &h); /* the first line only */
+	ASSERT_INT(h.hidepid, ==, 0);
+	/* hidden: its own process is visible to a consumer, another user's is not, unless
+	 * the consumer is of the exempt gid */
+	sonde__perfauth_parse_proc_hide(mi, sizeof(mi) - 1, &h);
+	ASSERT(sonde__perfauth_may_see_process(&user, &t, &h));
+	other.uid = U + 1;
+	ASSERT(!sonde__perfauth_may_see_process(&other, &t, &h));
+	other.gid = 27;
+	ASSERT(sonde__perfauth_may_see_process(&other, &t, &h));
+}
+
 TEST(perfauth_kernel_frames_need_perfmon_sys_admin_or_paranoid_1)
 {
 	struct perfauth_consumer c = user;
