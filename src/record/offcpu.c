@@ -270,7 +270,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 					  .callchain = o->data + o->stack_len,
 					  .callchain_nr = o->callchain_nr};
 	/* a long interval's stack sizes the thread's copy as a sample's does */
-	int err = sonde__rec_sample_stack(r, p, &rec, o->copy, &n, &flags);
+	int err = sonde__rec_sample_stack(r, p, &rec, o->copy, false, &n, &flags);
 	if (!err)
 		err = sonde__rec_thread_id(r, o->out_ns, pid, tid, &id);
 	if (err)

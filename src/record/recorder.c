@@ -208,6 +208,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	r->cfg.freq = o.frequency;
 	r->cfg.period = o.sample_period;
 	r->cfg.kernel = o.kernel;
+	r->cfg.kernel_time = !o.user_only;
 	int err_img = sonde__rec_images_configure(r, &o);
 	if (err_img)
 		return err_img;
@@ -335,6 +336,8 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	sonde__perf_event_layout_cfg(&r->layout, &r->cfg);
 	r->sum.kernel_enabled = r->cfg.kernel;
 	r->sum.kernel_error = r->kernel_error;
+	r->sum.kernel_time = r->cfg.kernel || r->cfg.kernel_time;
+	r->sum.kernel_time_error = r->kernel_time_error;
 	snprintf(r->sum.event, sizeof(r->sum.event), "%s",
 		 r->cfg.dummy ? "dummy" : sonde__perf_kind_name(r->cfg.kind));
 	r->sum.cycles_error = r->cycles_error;

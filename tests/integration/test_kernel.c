@@ -290,3 +290,68 @@ TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 	test_output_free(&o);
 	free(err);
 }
+
+/* What rusage_run wrote for `key` ("utime_ns", "stime_ns", "pid"). */
+static double rusage_value(const char *text, const char *key)
+{
+	const char *l = strstr(text, key);
+
+	if (!l)
+		FAIL("no %s in rusage_run's file:\n%s", key, text);
+	return atof(l + strlen(key));
+}
+
+/* Samples of a folded report: all of them, and those whose innermost frame is [kernel]. */
+static void count_kernel_leaves(char *folded, double *all, double *kernel)
+{
+	char *save;
+
+	*all = *kernel = 0;
+	for (char *line = strtok_r(folded, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = 0;
+		double n = atof(sp + 1);
+		*all += n;
+		size_t len = strlen(line);
+		if (len >= 9 && !strcmp(line + len - 9, ";[kernel]"))
+			*kernel += n;
+	}
+}
+
+/* Kernel time is CPU time: without --kernel a recording still samples the kernel (only its
+ * frames are left out), so dd copying /dev/zero to /dev/null, which spends nearly all of
+ * its time in read() and write(), has samples for its system time, each under the user
+ * stack of the call with a [kernel] leaf. The samples' total must be dd's CPU time as the
+ * kernel charged it (wait4's rusage), within 15 % and 20 ms. */
+TEST_TIMEOUT(kernel_time_is_counted_without_kernel_frames, 180)
+{
+	struct test_output o;
+	const char *spool = test_path("dd.spool"), *usage = test_path("dd.rusage");
+	double all, kernel;
+
+	require_kernel_sampling();
+	test_runf(&o, 120,
+		  "%s record -F 999 -o %s -- %s %s dd if=/dev/zero of=/dev/null bs=1M count=15000",
+		  test_bin("sonde"), spool, test_prog("rusage_run"), usage);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.err, "kernel time not visible");
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(usage, NULL));
+	double utime = rusage_value(text, "utime_ns ") / 1e9;
+	double stime = rusage_value(text, "stime_ns ") / 1e9;
+	int pid = (int)rusage_value(text, "pid ");
+	free(text);
+
+	test_runf(&o, 60, "%s report --folded --pid %d %s", test_bin("sonde"), pid, spool);
+	ASSERT_INT(o.status, ==, 0);
+	count_kernel_leaves(o.out, &all, &kernel);
+	test_output_free(&o);
+	all /= 999;
+	kernel /= 999;
+	printf("dd: utime %.3f s, stime %.3f s; samples %.3f s, of which [kernel] %.3f s\n", utime,
+	       stime, all, kernel);
+	ASSERT_DOUBLE_NEAR(all, utime + stime, 0.15 * (utime + stime) + 0.02);
+	ASSERT_DOUBLE_NEAR(kernel, stime, 0.15 * stime + 0.02);
+}
