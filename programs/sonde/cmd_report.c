@@ -97,7 +97,7 @@ struct report {
 	uint64_t empty;			/* samples with an empty stack */
 	uint32_t processes, tids;	/* distinct processes and threads among them */
 	uint64_t fn_stacks;		/* distinct stacks by function: --folded's lines */
-	uint64_t unresolved_samples;	/* samples with an unresolved frame on their stack */
+	uint64_t unresolved_samples;	/* weight with an unresolved frame on its stack */
 	bool stack_unresolved;		/* the stack last expanded has one */
 	struct root_node *pairs;	/* --folded-roots: the counted (root, node) pairs */
 	size_t n_pairs;
@@ -841,11 +841,46 @@ static void print_metric(const struct report *r)
 	printf("\n");
 }
 
+/* The time the recording covers, in seconds: from its first sample or switch-out to its
+ * last sample or switch-in (a recording of a sleeping program has intervals and no
+ * sample, and its time is theirs). */
+static double recording_span(const struct report *r)
+{
+	const struct sonde_spool_info *in = &r->info;
+	uint64_t first = in->samples ? in->first_time_ns : UINT64_MAX;
+	uint64_t last = in->samples ? in->last_time_ns : 0;
+	struct sonde_spool_offcpu o;
+
+	for (uint64_t i = 0; sonde_spool__get_offcpu(r->spool, i, &o) == 0; i++) {
+		if (o.switch_out_ns < first)
+			first = o.switch_out_ns;
+		if (o.switch_in_ns > last)
+			last = o.switch_in_ns;
+	}
+	return last > first ? (last - first) / 1e9 : 0;
+}
+
+/* The footer on unresolved frames, in the metric's unit: samples, or time. */
+static void print_unresolved(const struct report *r)
+{
+	double share = r->total ? 100.0 * r->unresolved_samples / (double)r->total : 0.0;
+
+	printf("\nunresolved frames: %" PRIu64 " of %" PRIu64
+	       " distinct frame addresses have no symbol; ",
+	       r->unresolved, r->resolved);
+	if (time_metric(r))
+		printf("%.3f s (%.2f%%) of the time has one on its stack\n",
+		       r->unresolved_samples / 1e9, share);
+	else
+		printf("%" PRIu64 " samples (%.2f%%) have one on their stack\n",
+		       r->unresolved_samples, share);
+}
+
 static int print_report(const struct report *r)
 {
 	uint32_t *order = malloc((r->n_funcs + r->n_rows + 1) * sizeof(*order));
 	const struct sonde_spool_info *in = &r->info;
-	double secs = in->samples ? (in->last_time_ns - in->first_time_ns) / 1e9 : 0;
+	double secs = recording_span(r);
 
 	if (!order)
 		return -ENOMEM;
@@ -878,11 +913,7 @@ static int print_report(const struct report *r)
 		print_table(r, order, &sort_keys[0]);
 		print_table(r, order, &sort_keys[1]);
 	}
-	printf("\nunresolved frames: %" PRIu64 " of %" PRIu64
-	       " distinct frame addresses have no symbol; %" PRIu64
-	       " samples (%.2f%%) have one on their stack\n",
-	       r->unresolved, r->resolved, r->unresolved_samples,
-	       r->samples ? 100.0 * r->unresolved_samples / (double)r->samples : 0.0);
+	print_unresolved(r);
 	free(order);
 	return 0;
 }

@@ -614,3 +614,53 @@ TEST_TIMEOUT(offcpu_only_has_no_on_cpu_samples, 300)
 		ASSERT_DOUBLE_NEAR(w.got[PIPE] * 1e3 / w.truth[PIPE], 1.0, 0.1);
 	}
 }
+
+/* The "(P%)" of report's unresolved-frames footer, and whether it is given in time. */
+static double unresolved_share(const char *out, bool *in_time)
+{
+	const char *f = strstr(out, "\nunresolved frames: ");
+
+	if (!f)
+		FAIL("no unresolved-frames footer:\n%s", out);
+	const char *p = strchr(f, '(');
+	ASSERT_NOT_NULL(p);
+	*in_time = strstr(f, " s (") != NULL && strstr(f, "of the time has one") != NULL;
+	return atof(p + 1);
+}
+
+/* A program that only sleeps: `sleep 2` has no on-CPU time worth a sample, and its one
+ * wait is the recording. The report's header spans that wait ("over 2.0x s", not 0.00),
+ * the wall metric has it whole, and the unresolved-frames footer of --metric wall speaks
+ * of time, its share of it at most 100 % (it summed nanoseconds and divided by events). */
+TEST_TIMEOUT(offcpu_report_of_a_sleep_spans_its_wait, 120)
+{
+	struct test_output o;
+	const char *spool = test_path("sleep.spool");
+	bool in_time;
+
+	require_offcpu();
+	double t0 = test_now();
+	test_runf(&o, 60, "%s record --off-cpu -q -o %s -- sleep 2", test_bin("sonde"), spool);
+	double took = test_now() - t0;
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	const char *over = strstr(o.out, " over ");
+	ASSERT_NOT_NULL(over);
+	double span = atof(over + 6);
+	printf("span %.2f s, record took %.2f s\n", span, took);
+	/* sleep's 2 s (printed to 0.01 s), and no more than the whole run took */
+	ASSERT(span >= 1.99);
+	ASSERT(span <= took + 0.01);
+	const char *all = strstr(o.out, "metric wall: ");
+	ASSERT_NOT_NULL(all);
+	ASSERT(atof(all + 13) >= 1.99);
+	double share = unresolved_share(o.out, &in_time);
+	ASSERT(in_time);
+	ASSERT(share >= 0 && share <= 100);
+	test_output_free(&o);
+}
