@@ -290,6 +290,9 @@ struct sonde_record_summary {
 	uint32_t kernel_time;
 	int kernel_time_error;
 	uint64_t kernel_samples;
+	/* Off-CPU recordings: last switch-outs of exiting tasks (from do_task_dead), which
+	 * end the task rather than open an interval. */
+	uint64_t offcpu_exits;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

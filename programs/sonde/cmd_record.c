@@ -548,7 +548,7 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			"  off-CPU: %llu switch-outs, %llu intervals stacked, %llu shorter than "
 			"%.3f ms counted (%.3f s in all), %llu dropped (loss or exit), %llu "
 			"wakeups seen, %llu switch-ins not traced (ended at the wakeup or next "
-			"sample)\n",
+			"sample), %llu exits (a task's last switch-out: no interval)\n",
 			(unsigned long long)s->offcpu_switches,
 			(unsigned long long)s->offcpu_intervals,
 			(unsigned long long)s->offcpu_short,
@@ -557,7 +557,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 				1e6,
 			s->offcpu_short_ns / 1e9, (unsigned long long)s->offcpu_dropped,
 			(unsigned long long)s->offcpu_wakeups,
-			(unsigned long long)s->offcpu_unseen_switch_ins);
+			(unsigned long long)s->offcpu_unseen_switch_ins,
+			(unsigned long long)s->offcpu_exits);
 	if (s->stack_switches)
 		fprintf(stderr,
 			"  stack copies: %u-%u bytes per thread after %u switch%s (%u grown after "

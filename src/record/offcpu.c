@@ -54,6 +54,9 @@ struct rec_offcpu {
 
 enum { WAKING_STACK_BYTES = 8 }; /* the waking event needs no stack: the least allowed */
 
+/* sched_switch's prev_state bits of a task that exited (the kernel's exit_state). */
+enum { TASK_EXIT_DEAD = 0x10, TASK_EXIT_ZOMBIE = 0x20 };
+
 static int read_format(const char *tracefs, const char *name, struct ftrace_format *f)
 {
 	char rel[128];
@@ -376,6 +379,13 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 	/* the idle task leaving the CPU is no thread's interval (nor an idle sample) */
 	if (rec->pid == 0 || !sonde__rec_sample_process(r, rec))
 		return 1;
+	/* A task's last switch-out, from do_task_dead once it has exited (its exit record is
+	 * processed already): it never runs again, so this is no wait. The kernel reports
+	 * its exit state there, EXIT_ZOMBIE or EXIT_DEAD. */
+	if ((uint64_t)prev & (TASK_EXIT_DEAD | TASK_EXIT_ZOMBIE)) {
+		r->sum.offcpu_exits++;
+		return 1;
+	}
 	err = keep_switch_out(r, rec, prev);
 	return err ? err : 1;
 }

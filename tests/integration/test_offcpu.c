@@ -664,3 +664,37 @@ TEST_TIMEOUT(offcpu_report_of_a_sleep_spans_its_wait, 120)
 	ASSERT(share >= 0 && share <= 100);
 	test_output_free(&o);
 }
+
+/* Exit ends a thread: a task's last switch-out (from do_task_dead, the kernel's state
+ * EXIT_ZOMBIE or EXIT_DEAD) is no wait, since it never runs again. System-wide, while
+ * a shell starts and ends a process every 50 ms or so, no interval of the recording may be
+ * such a switch-out (they used to wait until the recording ended, under do_task_dead). */
+TEST_TIMEOUT(offcpu_system_wide_exited_tasks_do_not_wait, 120)
+{
+	const char *argv[] = {"/bin/sh", "-c", "while :; do sleep 0.05; done", NULL};
+	struct test_output o;
+	const char *spool = test_path("exits.spool");
+
+	require_offcpu();
+	pid_t sh = test_spawn(argv);
+	test_runf(&o, 60, "%s record -a --off-cpu -q -d 2 -o %s", test_bin("sonde"), spool);
+	kill(sh, SIGKILL);
+	test_wait(sh, 30);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --folded --metric off-cpu %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	/* the recording has kernel frames (-a): the sleeps' own waits are there */
+	ASSERT_CONTAINS(o.out, "nanosleep");
+	const char *dead = strstr(o.out, "do_task_dead");
+	if (dead) {
+		const char *l = dead;
+		while (l > o.out && l[-1] != '\n')
+			l--;
+		FAIL("an exited task waits: %.*s", (int)(strchrnul(dead, '\n') - l), l);
+	}
+	test_output_free(&o);
+}
