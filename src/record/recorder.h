@@ -30,6 +30,8 @@
 /* Kernel frames kept per sample; perf's own default limit (kernel.perf_event_max_stack)
  * is 127. */
 enum { REC_KERNEL_MAX_FRAMES = 256 };
+/* Exited threads whose names are kept (struct sonde_recorder.gone). */
+enum { REC_GONE_NAMES = 256 };
 /* Lowest kernel address on x86-64 (the upper half of the canonical address space). */
 #define REC_KERNEL_START 0xffff800000000000ull
 
@@ -156,6 +158,14 @@ struct sonde_recorder {
 	size_t n_procs, cap_procs;
 	struct rec_thread *threads; /* open addressing on tid, cap a power of two */
 	size_t n_threads, cap_threads;
+	/* The names of the threads that exited last: per-CPU events still sample a task on its
+	 * way out after its exit record, when /proc no longer names it. A ring, newest at
+	 * gone_next - 1. */
+	struct {
+		pid_t tid;
+		char comm[16];
+	} gone[REC_GONE_NAMES];
+	uint32_t gone_next;
 	struct rec_build_id *build_ids;
 	size_t n_build_ids, cap_build_ids;
 	size_t n_images_held;

@@ -94,6 +94,11 @@ static void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
 	if (!t)
 		return;
 	sonde__rec_error(r, sonde__rec_offcpu_forget(r, t));
+	if (t->comm[0]) {
+		uint32_t g = r->gone_next++ % REC_GONE_NAMES;
+		r->gone[g].tid = tid;
+		memcpy(r->gone[g].comm, t->comm, sizeof(r->gone[g].comm));
+	}
 	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
 	size_t mask = r->cap_threads - 1, i = (size_t)(t - r->threads), j = i;
 	r->threads[i].tid = 0;
@@ -253,6 +258,21 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 	return err ? sonde__rec_error(r, err) : 0;
 }
 
+/* The name tid had when it exited, if it exited lately: into comm, true. */
+static bool gone_name(const struct sonde_recorder *r, pid_t tid, char *comm, size_t size)
+{
+	uint32_t n = r->gone_next < REC_GONE_NAMES ? r->gone_next : REC_GONE_NAMES;
+
+	for (uint32_t i = 1; i <= n; i++) {
+		uint32_t g = (r->gone_next - i) % REC_GONE_NAMES;
+		if (r->gone[g].tid == tid) {
+			snprintf(comm, size, "%s", r->gone[g].comm);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* The spool id of a thread, defining it on first use (and after a rename). */
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id)
@@ -270,7 +290,10 @@ int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid
 		t->pid = pid;
 		t->comm[0] = 0;
 	}
-	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
+	/* Never a bare id when a name was seen: a thread sampled after its exit record is
+	 * named as it was then. */
+	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0 &&
+	    !gone_name(r, tid, t->comm, sizeof(t->comm)))
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
 	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
 						 (uint32_t)tid, t->comm, &t->spool_id);

@@ -665,11 +665,49 @@ TEST_TIMEOUT(offcpu_report_of_a_sleep_spans_its_wait, 120)
 	test_output_free(&o);
 }
 
+/* Whether a --folded-roots thread report names thread `id` somewhere ("NAME-PID/ID;"
+ * with a NAME other than the bare id). */
+static bool named_elsewhere(const char *folded, const char *id, size_t len)
+{
+	for (const char *l = folded; *l; l = strchrnul(l, '\n'), l += *l == '\n') {
+		const char *slash = strchr(l, '/'), *dash = strchr(l, '-');
+		if (!slash || !dash || slash < dash || strchrnul(l, '\n') < slash)
+			continue;
+		if (!strncmp(slash + 1, id, len) && slash[1 + len] == ';' &&
+		    !((size_t)(dash - l) == len && !strncmp(l, id, len)))
+			return true;
+	}
+	return false;
+}
+
+/* A --folded-roots thread line on a task's way out (through do_exit) whose root is a bare
+ * id ("1234-1234/1234": the name was lost) though other lines name that thread, or NULL.
+ * (A process that started and ended between the recording's /proc scan and its events
+ * was never named: it has no name to keep.) */
+static const char *bare_exit_root(const char *folded)
+{
+	for (const char *l = folded; *l; l = strchrnul(l, '\n'), l += *l == '\n') {
+		const char *dash = strchr(l, '-'), *slash = strchr(l, '/'),
+			   *end = strchrnul(l, '\n');
+		const char *exit = strstr(l, ";do_exit;");
+		if (!dash || !slash || slash < dash || end < slash || !exit || exit > end)
+			continue;
+		size_t len = (size_t)(dash - l);
+		if (!strncmp(l, slash + 1, len) && strspn(l, "0123456789") == len &&
+		    named_elsewhere(folded, l, len))
+			return l;
+	}
+	return NULL;
+}
+
 /* Exit ends a thread: a task's last switch-out (from do_task_dead, the kernel's state
  * EXIT_ZOMBIE or EXIT_DEAD) is no wait, since it never runs again. System-wide, while
  * a shell starts and ends a process every 50 ms or so, no interval of the recording may be
- * such a switch-out (they used to wait until the recording ended, under do_task_dead). */
-TEST_TIMEOUT(offcpu_system_wide_exited_tasks_do_not_wait, 120)
+ * such a switch-out (they used to wait until the recording ended, under do_task_dead).
+ * And a task keeps its name to the end: per-CPU events still sample it after its exit
+ * record (on its way out of the kernel), when /proc no longer has it; those samples were
+ * labelled with a bare id. */
+TEST_TIMEOUT(offcpu_system_wide_exited_tasks_end_and_keep_their_names, 120)
 {
 	const char *argv[] = {"/bin/sh", "-c", "while :; do sleep 0.05; done", NULL};
 	struct test_output o;
@@ -696,5 +734,15 @@ TEST_TIMEOUT(offcpu_system_wide_exited_tasks_do_not_wait, 120)
 			l--;
 		FAIL("an exited task waits: %.*s", (int)(strchrnul(dead, '\n') - l), l);
 	}
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --folded --folded-roots thread --metric wall %s",
+		  test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	ASSERT_CONTAINS(o.out, "\nsleep-");
+	const char *bare = bare_exit_root(o.out);
+	if (bare)
+		FAIL("a thread without its name: %.*s", (int)(strchrnul(bare, '\n') - bare), bare);
 	test_output_free(&o);
 }
