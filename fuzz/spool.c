@@ -46,6 +46,12 @@ static void walk(const struct sonde_spool *s)
 			__builtin_trap();
 		sink += sh.total_ns;
 	}
+	struct sonde_spool_account a;
+	if (sonde_spool__get_account(s, &a) == 0) {
+		if (a.kernel_time > 1)
+			__builtin_trap(); /* the decoder let a bad value through */
+		sink += a.lost_records + a.lost_samples + a.offcpu_dropped + a.kernel_error;
+	}
 	for (uint32_t i = 1; sonde_spool__get_node(s, i, &parent, &frame) == 0; i++)
 		sink += parent + frame;
 	for (uint32_t i = 1; sonde_spool__get_frame(s, i, &f) == 0; i++) {

@@ -876,6 +876,34 @@ static void print_unresolved(const struct report *r)
 		       r->unresolved_samples, share);
 }
 
+/* What the recording could not see (its account record), one line each, to f: time in
+ * the kernel when it was not sampled, and the time lost records covered. Nothing for a
+ * recording that saw everything, or one made before the account was written. */
+static void print_account(const struct report *r, FILE *f, const char *prefix)
+{
+	struct sonde_spool_account a;
+
+	if (sonde_spool__get_account(r->spool, &a) < 0)
+		return;
+	if (!a.kernel_time && a.kernel_error)
+		fprintf(f,
+			"%skernel time not visible: the kernel refused kernel sampling (%s; it "
+			"needs kernel.perf_event_paranoid <= 1 or CAP_PERFMON), so time in system "
+			"calls has no samples\n",
+			prefix, strerror((int)a.kernel_error));
+	else if (!a.kernel_time)
+		fprintf(f,
+			"%skernel time not visible: recorded with --no-kernel, so time in system "
+			"calls has no samples\n",
+			prefix);
+	if (a.lost_records || a.lost_samples)
+		fprintf(f,
+			"%stime unknown: %" PRIu64 " records and %" PRIu64
+			" samples lost (full rings); the time they covered is in no figure here "
+			"(%" PRIu64 " off-CPU intervals dropped)\n",
+			prefix, a.lost_records, a.lost_samples, a.offcpu_dropped);
+}
+
 static int print_report(const struct report *r)
 {
 	uint32_t *order = malloc((r->n_funcs + r->n_rows + 1) * sizeof(*order));
@@ -898,6 +926,7 @@ static int print_report(const struct report *r)
 	       r->processes, r->processes == 1 ? "" : "es", r->tids, r->tids == 1 ? "" : "s",
 	       r->fn_stacks, r->fn_stacks == 1 ? "" : "s");
 	print_metric(r);
+	print_account(r, stdout, "");
 	if (r->empty)
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->empty,
 		       100.0 * r->empty / (double)r->samples);
@@ -1571,6 +1600,8 @@ static int cmd_report(int argc, char **argv)
 	err = r.folded ? print_folded(&r) : print_report(&r);
 	if (!err && r.folded && !r.samples)
 		explain_empty(&r);
+	if (!err && r.folded) /* stdout holds the stacks alone */
+		print_account(&r, stderr, "sonde report: note: ");
 	note_refused(&r);
 	if (err < 0)
 		cli_error("report", "%s: %s", r.path, sonde_strerror(err));

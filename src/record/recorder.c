@@ -1014,6 +1014,17 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	keep_first(r, &first, sonde__rec_offcpu_finish(r), "ending the off-CPU intervals");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
+	/* What the recording could not see, for the readers to say (after the losses the
+	 * kernel never reported are counted). */
+	struct sonde_spool_account acct = {
+		.kernel_time = r->sum.kernel_time ? 1 : 0,
+		.kernel_error = r->sum.kernel_time ? 0 : (uint32_t)-r->kernel_time_error,
+		.lost_records = r->sum.lost_events,
+		.lost_samples = r->sum.lost_samples,
+		.offcpu_dropped = r->sum.offcpu_dropped,
+	};
+	keep_first(r, &first, sonde_spool_writer__add_account(r->spool, &acct),
+		   "writing the recording's account");
 	/* Flushing is attempted whatever happened before. */
 	keep_first(r, &first, sonde_spool_writer__finish(r->spool), "flushing the spool");
 	if (r->out_fd >= 0) {

@@ -40,6 +40,8 @@ struct sonde_spool {
 	size_t n_offcpu, offcpu_cap;
 	struct sonde_spool_offcpu_short *shorts;
 	size_t n_shorts, shorts_cap;
+	struct sonde_spool_account account;
+	bool has_account;
 };
 
 static int keep_module(struct sonde_spool *s, const struct sonde_spool_record *rec)
@@ -140,6 +142,10 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 				      sizeof(*s->shorts), 16) < 0)
 			return -ENOMEM;
 		s->shorts[s->n_shorts++] = rec->offcpu_short;
+		return 0;
+	case SONDE_SPOOL_REC_ACCOUNT:
+		s->account = rec->account;
+		s->has_account = true;
 		return 0;
 	case SONDE_SPOOL_REC_OPTIONAL:
 		return 0;
@@ -375,6 +381,14 @@ int sonde_spool__get_offcpu(const struct sonde_spool *s, uint64_t i, struct sond
 	if (i >= s->n_offcpu)
 		return -ERANGE;
 	*out = s->offcpu[i];
+	return 0;
+}
+
+int sonde_spool__get_account(const struct sonde_spool *s, struct sonde_spool_account *out)
+{
+	if (!s->has_account)
+		return -ENOENT;
+	*out = s->account;
 	return 0;
 }
 

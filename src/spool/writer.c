@@ -482,6 +482,25 @@ int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
 	return push(w, FLUSH_AT);
 }
 
+int sonde_spool_writer__add_account(struct sonde_spool_writer *w,
+				    const struct sonde_spool_account *a)
+{
+	int r = check_open(w);
+
+	if (r < 0)
+		return r;
+	if (!a || a->kernel_time > 1)
+		return -EINVAL;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_ACCOUNT);
+	put_varint(&w->out, a->kernel_time);
+	put_varint(&w->out, a->kernel_error);
+	put_varint(&w->out, a->lost_records);
+	put_varint(&w->out, a->lost_samples);
+	put_varint(&w->out, a->offcpu_dropped);
+	end_record(&w->out, rec);
+	return push(w, FLUSH_AT);
+}
+
 int sonde_spool_writer__flush(struct sonde_spool_writer *w)
 {
 	if (!w)

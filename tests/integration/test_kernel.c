@@ -227,8 +227,9 @@ TEST_TIMEOUT(kernel_record_api_marks_kernel_frames_in_the_spool, 120)
 	free(mem.p);
 }
 
-/* Runs `sonde record --kernel` as uid nobody; returns its wait status, stderr in *err. */
-static int record_as_nobody(const char *dir, const char *out, char **err)
+/* Runs `sonde record MODE` (--kernel, or "-q" for the default) as uid nobody; returns its
+ * wait status, stderr in *err. */
+static int record_as_nobody(const char *dir, const char *out, char **err, const char *mode)
 {
 	char errfile[4200];
 	const char *sonde = test_copy_for_anyone(test_bin("sonde"));
@@ -241,8 +242,7 @@ static int record_as_nobody(const char *dir, const char *out, char **err)
 		dup2(fd, STDERR_FILENO);
 		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
 			_exit(99);
-		execl(sonde, "sonde", "record", "--kernel", "-o", out, "--", prog, "1",
-		      (char *)NULL);
+		execl(sonde, "sonde", "record", mode, "-o", out, "--", prog, "1", (char *)NULL);
 		_exit(98);
 	}
 	int status = test_wait(child, 60);
@@ -268,7 +268,7 @@ TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 	int set = saved == 2 ? 0 : write_paranoid(2);
 	if (set < 0)
 		SKIP("cannot set kernel.perf_event_paranoid: %s", strerror(-set));
-	int status = record_as_nobody(dir, out, &err);
+	int status = record_as_nobody(dir, out, &err, "--kernel");
 	/* Restored before any assertion can end the test. */
 	int restored = saved == 2 ? 0 : write_paranoid(saved);
 	ASSERT_OK(restored);
@@ -289,6 +289,50 @@ TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 	ASSERT_NOT_CONTAINS(o.out, "kallsyms");
 	test_output_free(&o);
 	free(err);
+}
+
+/* paranoid 2, default options: kernel time cannot be sampled, which is no error (no
+ * warning either: nothing was asked for), but the summary and the report's header say
+ * that kernel time is not visible, and why. */
+TEST_TIMEOUT(kernel_time_denied_is_said_by_summary_and_report, 120)
+{
+	char dir[4096], out[4200];
+	struct test_output o;
+	char *err = NULL;
+
+	if (geteuid() != 0)
+		SKIP("needs root to switch to an unprivileged user and set perf_event_paranoid");
+	snprintf(dir, sizeof(dir), "%s/nobody2", test_tmpdir());
+	ASSERT(mkdir(dir, 0777) == 0 && chmod(dir, 0777) == 0);
+	chmod(test_tmpdir(), 0755);
+	snprintf(out, sizeof(out), "%s/out.spool", dir);
+
+	long saved = read_paranoid();
+	int set = saved == 2 ? 0 : write_paranoid(2);
+	if (set < 0)
+		SKIP("cannot set kernel.perf_event_paranoid: %s", strerror(-set));
+	int status = record_as_nobody(dir, out, &err, "-F999");
+	/* Restored before any assertion can end the test. */
+	int restored = saved == 2 ? 0 : write_paranoid(saved);
+	ASSERT_OK(restored);
+	ASSERT_INT(read_paranoid(), ==, saved);
+
+	ASSERT_NOT_NULL(err);
+	ASSERT_INT(status, ==, 0);
+	ASSERT_NOT_CONTAINS(err, "warning");
+	ASSERT_CONTAINS(err, "kernel: kernel time not visible (kernel sampling denied: ");
+	free(err);
+
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), out);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "kernel time not visible: the kernel refused kernel sampling (");
+	ASSERT_CONTAINS(o.out, "kernel.perf_event_paranoid <= 1 or CAP_PERFMON");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), out);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.out, "kernel time");
+	ASSERT_CONTAINS(o.err, "note: kernel time not visible");
+	test_output_free(&o);
 }
 
 /* What rusage_run wrote for `key` ("utime_ns", "stime_ns", "pid"). */

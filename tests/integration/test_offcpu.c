@@ -398,6 +398,16 @@ static bool loss_run(const char *mode, const char *name)
 	ASSERT_CONTAINS(err, "off-CPU: ");
 	free(err);
 	check_spool(spool, 20);
+	/* never silent: the report says what was lost, in the figures record printed */
+	struct test_output o;
+	char said[128];
+	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	snprintf(said, sizeof(said), "\ntime unknown: %llu records and %llu samples lost", records,
+		 samples);
+	ASSERT_CONTAINS(o.out, said);
+	test_output_free(&o);
 	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
 	int pid = (int)truth_value(t, "pid");
 	free(t);
