@@ -293,6 +293,11 @@ struct sonde_record_summary {
 	/* Off-CPU recordings: last switch-outs of exiting tasks (from do_task_dead), which
 	 * end the task rather than open an interval. */
 	uint64_t offcpu_exits;
+	/* Off-CPU intervals open at a loss, which may have taken their switch-in: written as
+	 * unknown from the switch-out to the thread's next sighting (UNKNOWN records), and
+	 * their total time. */
+	uint64_t offcpu_unknown;
+	uint64_t offcpu_unknown_ns;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

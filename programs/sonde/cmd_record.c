@@ -548,7 +548,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			"  off-CPU: %llu switch-outs, %llu intervals stacked, %llu shorter than "
 			"%.3f ms counted (%.3f s in all), %llu dropped (loss or exit), %llu "
 			"wakeups seen, %llu switch-ins not traced (ended at the wakeup or next "
-			"sample), %llu exits (a task's last switch-out: no interval)\n",
+			"sample), %llu exits (a task's last switch-out: no interval), %llu "
+			"unknown (open when records were lost, %.3f s)\n",
 			(unsigned long long)s->offcpu_switches,
 			(unsigned long long)s->offcpu_intervals,
 			(unsigned long long)s->offcpu_short,
@@ -558,7 +559,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			s->offcpu_short_ns / 1e9, (unsigned long long)s->offcpu_dropped,
 			(unsigned long long)s->offcpu_wakeups,
 			(unsigned long long)s->offcpu_unseen_switch_ins,
-			(unsigned long long)s->offcpu_exits);
+			(unsigned long long)s->offcpu_exits,
+			(unsigned long long)s->offcpu_unknown, s->offcpu_unknown_ns / 1e9);
 	if (s->stack_switches)
 		fprintf(stderr,
 			"  stack copies: %u-%u bytes per thread after %u switch%s (%u grown after "

@@ -93,6 +93,7 @@ struct report {
 	uint64_t total;	  /* their weight: samples, or nanoseconds */
 	uint64_t on_samples, intervals; /* of those, on-CPU samples and off-CPU intervals */
 	uint64_t on_ns, off_ns;		/* their weights under a time metric */
+	uint64_t unknown_ns, unknowns;	/* of off_ns: intervals a loss cut, and how many */
 	uint64_t short_count, short_ns; /* intervals too short to stack (of the threads kept) */
 	uint64_t empty;			/* samples with an empty stack */
 	uint32_t processes, tids;	/* distinct processes and threads among them */
@@ -127,7 +128,8 @@ struct report {
 	 * gets the state's pseudo-frame as its leaf. */
 	uint64_t *node_count; /* weight per unit */
 	uint32_t n_units;
-	uint32_t state_func[SONDE_OFFCPU_STATES]; /* func id + 1 of each state's frame */
+	/* func id + 1 of each state's frame, then of the unknown frame */
+	uint32_t state_func[SONDE_OFFCPU_STATES + 1];
 	uint32_t *node_pid;	       /* pid of a sample of that node (for raw addresses) */
 	struct buf stack;	       /* uint32_t func ids of the stack being walked, leaf first */
 	struct cli_progress *progress; /* NULL: none shown */
@@ -313,8 +315,9 @@ static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 /* The pseudo-function of off-CPU state s, the leaf of its intervals' stacks. */
 static long state_func(struct report *r, uint32_t s)
 {
-	static const char *const names[SONDE_OFFCPU_STATES] = {"[off-cpu: R]", "[off-cpu: S]",
-							       "[off-cpu: D]", "[off-cpu: other]"};
+	static const char *const names[SONDE_OFFCPU_STATES + 1] = {
+		"[off-cpu: R]", "[off-cpu: S]", "[off-cpu: D]", "[off-cpu: other]",
+		"[unknown: lost records]"};
 
 	if (!r->state_func[s]) {
 		long id = func_intern(r, names[s], "[sched]");
@@ -463,12 +466,23 @@ static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sam
 		*unit = smp->stack;
 		return 0;
 	}
-	if (r->metric == SONDE_PROFILE_METRIC_CPU ||
-	    sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
+	if (r->metric == SONDE_PROFILE_METRIC_CPU)
 		return -ERANGE;
+	/* the intervals, then those a loss cut (under the unknown frame, past the states) */
+	uint64_t n_off = sonde_spool__offcpu_count(r->spool);
+	uint32_t kind;
+	if (i - base < n_off) {
+		if (sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
+			return -ERANGE;
+		kind = 1 + o.state;
+	} else {
+		if (sonde_spool__get_unknown(r->spool, i - base - n_off, &o) < 0)
+			return -ERANGE;
+		kind = 1 + SONDE_OFFCPU_STATES;
+	}
 	*smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags, o.cpu};
 	*weight = o.switch_in_ns - o.switch_out_ns;
-	*unit = (1 + o.state) * (r->info.stacks + 1) + o.stack;
+	*unit = kind * (r->info.stacks + 1) + o.stack;
 	return 0;
 }
 
@@ -501,8 +515,9 @@ static int count_nodes(struct report *r)
 {
 	struct sonde_spool_sample smp;
 	struct sonde_spool_thread t;
-	uint64_t *pids = NULL, *tids = NULL, w, kinds = 1 + SONDE_OFFCPU_STATES;
-	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool);
+	uint64_t *pids = NULL, *tids = NULL, w, kinds = 2 + SONDE_OFFCPU_STATES;
+	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool) +
+			  sonde_spool__unknown_count(r->spool);
 	size_t n = 0, cap = 0;
 	uint32_t unit;
 	int err = 0;
@@ -565,6 +580,10 @@ static int count_nodes(struct report *r)
 		} else {
 			r->intervals++;
 			r->off_ns += w;
+			if (unit / (r->info.stacks + 1) == 1 + SONDE_OFFCPU_STATES) {
+				r->unknowns++;
+				r->unknown_ns += w;
+			}
 		}
 		if (!r->node_count[unit])
 			r->node_pid[smp.stack] = t.pid;
@@ -831,12 +850,15 @@ static void print_metric(const struct report *r)
 	if (r->metric == SONDE_PROFILE_METRIC_WALL)
 		printf(" = %.3f s on CPU (%" PRIu64 " samples of %.3f ms) + %.3f s off CPU",
 		       r->on_ns / 1e9, r->on_samples, r->info.header.sample_period_ns / 1e6,
-		       r->off_ns / 1e9);
+		       (r->off_ns - r->unknown_ns) / 1e9);
+	if (r->unknowns)
+		printf(" + %.3f s unknown", r->unknown_ns / 1e9);
 	printf(" (%" PRIu64 " intervals)", r->intervals);
 	if (r->short_count)
 		printf("; %" PRIu64 " shorter intervals not stacked, %.3f s", r->short_count,
 		       r->short_ns / 1e9);
-	if (!sonde_spool__offcpu_count(r->spool) && !r->short_count)
+	if (!sonde_spool__offcpu_count(r->spool) && !sonde_spool__unknown_count(r->spool) &&
+	    !r->short_count)
 		printf("; the recording has no off-CPU intervals (record with --off-cpu)");
 	printf("\n");
 }
@@ -852,6 +874,12 @@ static double recording_span(const struct report *r)
 	struct sonde_spool_offcpu o;
 
 	for (uint64_t i = 0; sonde_spool__get_offcpu(r->spool, i, &o) == 0; i++) {
+		if (o.switch_out_ns < first)
+			first = o.switch_out_ns;
+		if (o.switch_in_ns > last)
+			last = o.switch_in_ns;
+	}
+	for (uint64_t i = 0; sonde_spool__get_unknown(r->spool, i, &o) == 0; i++) {
 		if (o.switch_out_ns < first)
 			first = o.switch_out_ns;
 		if (o.switch_in_ns > last)
@@ -896,10 +924,16 @@ static void print_account(const struct report *r, FILE *f, const char *prefix)
 			"%skernel time not visible: recorded with --no-kernel, so time in system "
 			"calls has no samples\n",
 			prefix);
+	if (r->unknowns && time_metric(r))
+		fprintf(f,
+			"%s%.1f %% of thread time unknown: %" PRIu64 " records lost (%.3f s, in %" PRIu64
+			" intervals under [unknown: lost records])\n",
+			prefix, r->total ? 100.0 * r->unknown_ns / (double)r->total : 0.0,
+			a.lost_records, r->unknown_ns / 1e9, r->unknowns);
 	if (a.lost_records || a.lost_samples)
 		fprintf(f,
 			"%stime unknown: %" PRIu64 " records and %" PRIu64
-			" samples lost (full rings); the time they covered is in no figure here "
+			" samples lost (full rings); the samples they held are in no figure here "
 			"(%" PRIu64 " off-CPU intervals dropped)\n",
 			prefix, a.lost_records, a.lost_samples, a.offcpu_dropped);
 }
@@ -917,7 +951,7 @@ static int print_report(const struct report *r)
 		printf(" (of %" PRIu64 ")", in->samples);
 	if (time_metric(r))
 		printf(" and %" PRIu64 " off-CPU intervals (of %" PRIu64 ")", r->intervals,
-		       sonde_spool__offcpu_count(r->spool));
+		       sonde_spool__offcpu_count(r->spool) + sonde_spool__unknown_count(r->spool));
 	printf(" over %.2f s", secs);
 	if (in->header.sample_period_ns)
 		printf(" at %.0f Hz", 1e9 / in->header.sample_period_ns);

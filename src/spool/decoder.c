@@ -463,7 +463,7 @@ static bool offcpu_tag(const struct sonde_spool_decoder *d, uint8_t tag)
 {
 	if (d->major != 2 || d->minor < SPOOL_VERSION_MINOR_OFFCPU)
 		return false;
-	return tag == SPOOL_TAG_OFFCPU || tag == SPOOL_TAG_OFFCPU_SHORT;
+	return tag == SPOOL_TAG_OFFCPU || tag == SPOOL_TAG_OFFCPU_SHORT || tag == SPOOL_TAG_UNKNOWN;
 }
 
 /* A length-prefixed record: 0 if incomplete, its size, or an error. */
@@ -503,8 +503,10 @@ static int decode_framed(struct sonde_spool_decoder *d, const uint8_t *buf, size
 		break;
 	default:
 		if (offcpu_tag(d, tag)) {
-			r = tag == SPOOL_TAG_OFFCPU ? dec_offcpu(d, &c, rec)
-						    : dec_offcpu_short(d, &c, rec);
+			r = tag == SPOOL_TAG_OFFCPU_SHORT ? dec_offcpu_short(d, &c, rec)
+							  : dec_offcpu(d, &c, rec);
+			if (!r && tag == SPOOL_TAG_UNKNOWN)
+				rec->type = SONDE_SPOOL_REC_UNKNOWN;
 			break;
 		}
 		if (tag == SPOOL_TAG_ACCOUNT && d->major == 2) {

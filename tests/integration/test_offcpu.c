@@ -396,7 +396,7 @@ static bool loss_run(const char *mode, const char *name)
 	ASSERT_UINT(gaps, >, 0);
 	ASSERT_UINT(recovered, ==, gaps);
 	ASSERT_CONTAINS(err, "off-CPU: ");
-	free(err);
+	char *err_unknown = err;
 	check_spool(spool, 20);
 	/* never silent: the report says what was lost, in the figures record printed */
 	struct test_output o;
@@ -407,6 +407,17 @@ static bool loss_run(const char *mode, const char *name)
 	snprintf(said, sizeof(said), "\ntime unknown: %llu records and %llu samples lost", records,
 		 samples);
 	ASSERT_CONTAINS(o.out, said);
+	/* the intervals a loss cut are unknown time, under their own frame, and stated */
+	const char *u = strstr(err_unknown, " unknown (open when records were lost, ");
+	ASSERT_NOT_NULL(u);
+	while (u > err_unknown && u[-1] != ' ')
+		u--;
+	if (atoll(u) > 0) {
+		ASSERT_CONTAINS(o.out, "[unknown: lost records]");
+		snprintf(said, sizeof(said), " %% of thread time unknown: %llu records lost", records);
+		ASSERT_CONTAINS(o.out, said);
+	}
+	free(err_unknown);
 	test_output_free(&o);
 	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
 	int pid = (int)truth_value(t, "pid");
