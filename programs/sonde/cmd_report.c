@@ -79,7 +79,7 @@ struct report {
 	const char *path;
 	const char *buildid_cache; /* NULL: the default the recorder writes to */
 	const char *path_after;	   /* --diff: the second spool */
-	int folded, lines, no_inline, diff;
+	int folded, lines, no_inline, diff, summary;
 	long top;
 	double percent_limit;
 	const struct sort_key *sort; /* NULL: a table by self, then one by total */
@@ -169,6 +169,9 @@ static void usage(FILE *f)
 		"                the recording (either side may be left out: 2.5, or ,10)\n"
 		"  --diff        compare two spools: each function's self %% in BEFORE and in\n"
 		"                AFTER and the change, largest changes first (perf diff)\n"
+		"  --summary     where the wall-clock time went: seconds per process on CPU,\n"
+		"                runnable, sleeping (S), blocked (D), other and unknown, and\n"
+		"                on-CPU seconds per CPU (the filters apply)\n"
 		"  --lines       add file:line to each function when debug info has it\n"
 		"  --no-inline   attribute inlined code to the function it was inlined into\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
@@ -863,6 +866,185 @@ static void print_metric(const struct report *r)
 	printf("\n");
 }
 
+/* --summary's columns: the wall metric split by state. */
+enum { SUM_ON, SUM_R, SUM_S, SUM_D, SUM_OTHER, SUM_UNKNOWN, SUM_SHORT, SUM_COLS };
+
+struct sum_row {
+	uint32_t pid;
+	char comm[32];
+	uint64_t ns[SUM_COLS], total;
+};
+
+struct sum_rows {
+	struct sum_row *v;
+	size_t n, cap;
+};
+
+/* The row of process t->pid, added on first use; NULL when out of memory. */
+static struct sum_row *sum_row(const struct report *r, struct sum_rows *rows,
+			       const struct sonde_spool_thread *t)
+{
+	for (size_t i = 0; i < rows->n; i++)
+		if (rows->v[i].pid == t->pid)
+			return &rows->v[i];
+	if (rows->n == rows->cap) {
+		size_t cap = rows->cap ? rows->cap * 2 : 64;
+		struct sum_row *v = realloc(rows->v, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		rows->v = v;
+		rows->cap = cap;
+	}
+	struct sum_row *row = &rows->v[rows->n++];
+	*row = (struct sum_row){.pid = t->pid};
+	snprintf(row->comm, sizeof(row->comm), "%s", process_comm(r, t));
+	return row;
+}
+
+static int by_sum_total(const void *a, const void *b)
+{
+	const struct sum_row *x = a, *y = b;
+
+	if (x->total != y->total)
+		return x->total < y->total ? 1 : -1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static void print_sum_row(const char *name, const uint64_t *ns, uint64_t total)
+{
+	printf("%-24.24s", name);
+	for (int c = 0; c < SUM_COLS; c++)
+		printf(" %9.3f", ns[c] / 1e9);
+	printf(" %9.3f\n", total / 1e9);
+}
+
+static double recording_span(const struct report *r);
+static void print_account(const struct report *r, FILE *f, const char *prefix);
+
+/* --summary: the wall metric split by process and state (each on-CPU sample weighs the
+ * sample period; an interval its length, in the state the thread left the CPU in; an
+ * interval a loss cut is unknown; short intervals have no state), then on-CPU time by
+ * CPU. Every row's columns add up to its total, and the rows to the "all" row. */
+static int print_summary(struct report *r)
+{
+	struct sum_rows rows = {0};
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread t;
+	struct sonde_spool_offcpu o;
+	struct sonde_spool_offcpu_short sh;
+	uint64_t period = r->info.header.sample_period_ns, all[SUM_COLS] = {0}, all_total = 0;
+	uint64_t *cpu_ns = calloc(MAX_CPU + 1, sizeof(*cpu_ns));
+	uint32_t cpu_max = 0;
+	int err = 0;
+
+	if (!cpu_ns)
+		return -ENOMEM;
+	for (uint64_t i = 0; !err && sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
+		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0 ||
+		    !sample_matches(r, &smp, &t))
+			continue;
+		struct sum_row *row = sum_row(r, &rows, &t);
+		if (!row) {
+			err = -ENOMEM;
+			break;
+		}
+		row->ns[SUM_ON] += period;
+		uint32_t c = smp.cpu < MAX_CPU ? smp.cpu : MAX_CPU;
+		cpu_ns[c] += period;
+		if (c < MAX_CPU && c >= cpu_max)
+			cpu_max = c + 1;
+	}
+	for (int pass = 0; pass < 2 && !err; pass++) {
+		for (uint64_t i = 0; !err; i++) {
+			if ((pass ? sonde_spool__get_unknown(r->spool, i, &o)
+				  : sonde_spool__get_offcpu(r->spool, i, &o)) < 0)
+				break;
+			smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags,
+							  o.cpu};
+			if (sonde_spool__get_thread(r->spool, o.thread, &t) < 0 ||
+			    !sample_matches(r, &smp, &t))
+				continue;
+			struct sum_row *row = sum_row(r, &rows, &t);
+			if (!row) {
+				err = -ENOMEM;
+				break;
+			}
+			row->ns[pass ? SUM_UNKNOWN : SUM_R + o.state] += o.switch_in_ns - o.switch_out_ns;
+		}
+	}
+	/* short intervals: by thread only (they have no time), as the metrics count them */
+	struct filter f = r->filt;
+	r->filt.has_time = false;
+	r->filt.cpus = NULL;
+	for (uint64_t i = 0; !err && sonde_spool__get_offcpu_short(r->spool, i, &sh) == 0; i++) {
+		smp = (struct sonde_spool_sample){.thread = sh.thread, .cpu = SONDE_SPOOL_CPU_NONE};
+		if (sonde_spool__get_thread(r->spool, sh.thread, &t) < 0 ||
+		    !sample_matches(r, &smp, &t))
+			continue;
+		struct sum_row *row = sum_row(r, &rows, &t);
+		if (!row)
+			err = -ENOMEM;
+		else
+			row->ns[SUM_SHORT] += sh.total_ns;
+	}
+	r->filt = f;
+	if (err) {
+		free(rows.v);
+		free(cpu_ns);
+		return err;
+	}
+	for (size_t i = 0; i < rows.n; i++)
+		for (int c = 0; c < SUM_COLS; c++) {
+			rows.v[i].total += rows.v[i].ns[c];
+			all[c] += rows.v[i].ns[c];
+			all_total += rows.v[i].ns[c];
+		}
+	if (rows.n)
+		qsort(rows.v, rows.n, sizeof(*rows.v), by_sum_total);
+
+	double span = recording_span(r);
+	printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples of "
+	       "%.3f ms; the states are how threads left the CPU)\n",
+	       r->path, span, period / 1e6);
+	print_account(r, stdout, "");
+	printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s\n", "process", "on-CPU", "runnable",
+	       "sleeping", "blocked", "other", "unknown", "short", "total");
+	uint64_t rest[SUM_COLS] = {0}, rest_total = 0;
+	size_t shown = 0;
+	for (size_t i = 0; i < rows.n; i++) {
+		char name[48];
+		if (shown < (size_t)r->top) {
+			snprintf(name, sizeof(name), "%s-%" PRIu32, rows.v[i].comm, rows.v[i].pid);
+			print_sum_row(name, rows.v[i].ns, rows.v[i].total);
+			shown++;
+			continue;
+		}
+		for (int c = 0; c < SUM_COLS; c++)
+			rest[c] += rows.v[i].ns[c];
+		rest_total += rows.v[i].total;
+	}
+	if (shown < rows.n) {
+		char name[48];
+		snprintf(name, sizeof(name), "(%zu others)", rows.n - shown);
+		print_sum_row(name, rest, rest_total);
+	}
+	print_sum_row("all", all, all_total);
+
+	printf("\n%-6s %9s %9s  (seconds over %.3f s: on-CPU samples of the processes "
+	       "recorded)\n",
+	       "cpu", "on-CPU", "rest", span);
+	for (uint32_t c = 0; c < cpu_max; c++) {
+		double busy = cpu_ns[c] / 1e9;
+		if (cpu_ns[c])
+			printf("%-6" PRIu32 " %9.3f %9.3f\n", c, busy, span > busy ? span - busy : 0);
+	}
+	if (cpu_ns[MAX_CPU])
+		printf("%-6s %9.3f\n", "?", cpu_ns[MAX_CPU] / 1e9);
+	free(rows.v);
+	free(cpu_ns);
+	return 0;
+}
+
 /* The time the recording covers, in seconds: from its first sample or switch-out to its
  * last sample or switch-in (a recording of a sleeping program has intervals and no
  * sample, and its time is theirs). */
@@ -1197,6 +1379,7 @@ enum {
 	OPT_DIFF,
 	OPT_COLUMN,
 	OPT_METRIC,
+	OPT_SUMMARY,
 };
 
 /* One option; 0, or CLI_USAGE after saying why. */
@@ -1210,6 +1393,9 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 		return 0;
 	case OPT_DIFF:
 		r->diff = 1;
+		return 0;
+	case OPT_SUMMARY:
+		r->summary = 1;
 		return 0;
 	case OPT_COLUMN:
 		r->column_auto = !strcmp(arg, "auto");
@@ -1318,6 +1504,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 		{"input", required_argument, NULL, 'i'},
 		{"folded", no_argument, NULL, OPT_FOLDED},
 		{"diff", no_argument, NULL, OPT_DIFF},
+		{"summary", no_argument, NULL, OPT_SUMMARY},
 		{"column", required_argument, NULL, OPT_COLUMN},
 		{"folded-roots", required_argument, NULL, OPT_ROOTS},
 		{"top", required_argument, NULL, OPT_TOP},
@@ -1626,6 +1813,16 @@ static int cmd_report(int argc, char **argv)
 		cli_error("report", "--sort cpu and --folded do not go together");
 		report_free(&r);
 		return CLI_USAGE;
+	}
+	if (r.summary) {
+		/* a table of its own: no stacks to count or symbolize */
+		err = open_spool(&r) < 0 ? -1 : print_summary(&r);
+		if (err < -1)
+			cli_error("report", "%s: %s", r.path, sonde_strerror(err));
+		report_free(&r);
+		if (fflush(stdout) != 0)
+			err = -errno;
+		return err < 0 ? CLI_FAILURE : CLI_OK;
 	}
 	if ((rc = load(&r))) {
 		report_free(&r);

@@ -767,3 +767,65 @@ TEST_TIMEOUT(offcpu_system_wide_exited_tasks_end_and_keep_their_names, 120)
 		FAIL("a thread without its name: %.*s", (int)(strchrnul(bare, '\n') - bare), bare);
 	test_output_free(&o);
 }
+
+/* The numbers of --summary's row that starts with `name`: 8 columns, total last. */
+static void summary_row(const char *out, const char *name, double v[8])
+{
+	const char *l = strstr(out, name);
+
+	if (!l)
+		FAIL("no row %s in the summary:\n%s", name, out);
+	l += strlen(name);
+	for (int i = 0; i < 8; i++) {
+		char *end;
+		v[i] = strtod(l, &end);
+		if (end == l)
+			FAIL("row %s has no column %d:\n%s", name, i, out);
+		l = end;
+	}
+}
+
+/* report --summary: the main thread of offcpu_split, by state. Its columns add up to its
+ * total, which is --metric wall's total for the thread and the program's own measure of
+ * its loop (burn + nap + wait_pipe) within 10 %; its sleeping time is the naps' and pipe
+ * waits' (less what a loaded machine left runnable after the wakeups). */
+TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
+{
+	struct test_output o;
+	const char *spool = test_path("sum.spool"), *truth_path = test_path("sum.truth");
+	double row[8], all[8];
+
+	require_offcpu();
+	record_split("--off-cpu-min 0", spool, truth_path, 3);
+	char *truth = ASSERT_NOT_NULL(test_read_file(truth_path, NULL));
+	int pid = (int)truth_value(truth, "pid");
+	double burn = truth_value(truth, "burn") / 1e9, nap = truth_value(truth, "nap") / 1e9;
+	double pipe = truth_value(truth, "wait_pipe") / 1e9;
+	free(truth);
+
+	test_runf(&o, 60, "%s report --metric wall --tid %d %s", test_bin("sonde"), pid, spool);
+	ASSERT_INT(o.status, ==, 0);
+	const char *m = strstr(o.out, "metric wall: ");
+	ASSERT_NOT_NULL(m);
+	double wall = atof(m + 13);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --summary --tid %d %s", test_bin("sonde"), pid, spool);
+	if (o.status != 0)
+		FAIL("report --summary exited %d:\n%s", o.status, o.err);
+	printf("%s", o.out);
+	char name[64];
+	snprintf(name, sizeof(name), "offcpu_split-%d ", pid);
+	summary_row(o.out, name, row);
+	summary_row(o.out, "\nall ", all);
+	test_output_free(&o);
+	double sum = 0;
+	for (int i = 0; i < 7; i++)
+		sum += row[i];
+	ASSERT_DOUBLE_NEAR(sum, row[7], 0.006); /* each printed to the millisecond */
+	ASSERT_DOUBLE_NEAR(all[7], row[7], 0.001);
+	ASSERT_DOUBLE_NEAR(row[7], wall, 0.002);
+	ASSERT_DOUBLE_NEAR(row[7] / (burn + nap + pipe), 1.0, 0.1);
+	ASSERT(row[2] <= 1.1 * (nap + pipe));
+	ASSERT(row[2] >= 0.8 * (nap + pipe));
+}
