@@ -416,6 +416,17 @@ static bool loss_run(const char *mode, const char *name)
 		ASSERT_CONTAINS(o.out, "[unknown: lost records]");
 		snprintf(said, sizeof(said), " %% of thread time unknown: %llu records lost", records);
 		ASSERT_CONTAINS(o.out, said);
+		/* the exports carry it too */
+		char folded[1100];
+		snprintf(folded, sizeof(folded), "%s.folded", spool);
+		test_output_free(&o);
+		test_runf(&o, 60, "%s convert --metric wall %s -o %s", test_bin("sonde"), spool,
+			  folded);
+		if (o.status != 0)
+			FAIL("convert exited %d:\n%s", o.status, o.err);
+		char *text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
+		ASSERT_CONTAINS(text, ";[unknown: lost records] ");
+		free(text);
 	}
 	free(err_unknown);
 	test_output_free(&o);
