@@ -40,11 +40,24 @@ static void walk(const struct sonde_spool *s)
 			__builtin_trap();
 		sink += o.switch_in_ns - o.switch_out_ns;
 	}
+	for (uint64_t i = 0; sonde_spool__get_unknown(s, i, &o) == 0; i++) {
+		if (sonde_spool__get_stack(s, o.stack, frames, 64) < 0 ||
+		    sonde_spool__get_thread(s, o.thread, &t) < 0 ||
+		    o.switch_in_ns < o.switch_out_ns)
+			__builtin_trap();
+		sink += o.switch_in_ns - o.switch_out_ns;
+	}
 	struct sonde_spool_offcpu_short sh;
 	for (uint64_t i = 0; sonde_spool__get_offcpu_short(s, i, &sh) == 0; i++) {
 		if (sonde_spool__get_thread(s, sh.thread, &t) < 0)
 			__builtin_trap();
 		sink += sh.total_ns;
+	}
+	struct sonde_spool_account a;
+	if (sonde_spool__get_account(s, &a) == 0) {
+		if (a.kernel_time > 1)
+			__builtin_trap(); /* the decoder let a bad value through */
+		sink += a.lost_records + a.lost_samples + a.offcpu_dropped + a.kernel_error;
 	}
 	for (uint32_t i = 1; sonde_spool__get_node(s, i, &parent, &frame) == 0; i++)
 		sink += parent + frame;

@@ -171,6 +171,13 @@ struct sonde_record_opts {
 	 * when any of filter_pids, filter_tids and filter_comms selects it. */
 	const char *const *filter_comms;
 	size_t n_filter_comms;
+	/* Sample user space only. By default the sampling event counts the time threads spend
+	 * in the kernel too (system calls, faults, interrupts), each such sample attributed to
+	 * the user stack the thread entered the kernel with under one "[kernel]" frame (all
+	 * the kernel frames with `kernel`); where the kernel refuses that (EACCES/EPERM:
+	 * kernel.perf_event_paranoid >= 2 without CAP_PERFMON) the recording samples user
+	 * space only and the summary says kernel_time = 0 with kernel_time_error. */
+	bool user_only;
 };
 
 /* The default of sonde_record_opts.off_cpu_min_ns. */
@@ -277,6 +284,20 @@ struct sonde_record_summary {
 	 * task, on some kernels), ended at their wakeup or at the thread's next sample
 	 * (src/record/offcpu.c). */
 	uint64_t offcpu_unseen_switch_ins;
+	/* Whether the samples count the threads' time in the kernel (opts.user_only not set
+	 * and the kernel allowing it), the -errno of the refusal when it did not (else 0), and
+	 * the samples taken in the kernel (written with a [kernel] frame or kernel frames). */
+	uint32_t kernel_time;
+	int kernel_time_error;
+	uint64_t kernel_samples;
+	/* Off-CPU recordings: last switch-outs of exiting tasks (from do_task_dead), which
+	 * end the task rather than open an interval. */
+	uint64_t offcpu_exits;
+	/* Off-CPU intervals open at a loss, which may have taken their switch-in: written as
+	 * unknown from the switch-out to the thread's next sighting (UNKNOWN records), and
+	 * their total time. */
+	uint64_t offcpu_unknown;
+	uint64_t offcpu_unknown_ns;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

@@ -101,6 +101,18 @@ struct sonde_spool_offcpu_short {
 	uint64_t total_ns;
 };
 
+/* What a recording could not see, written once before its end: readers say it. */
+struct sonde_spool_account {
+	/* 1: samples count the threads' time in the kernel too; 0: user space only */
+	uint32_t kernel_time;
+	/* kernel_time 0: why, an errno (EACCES, EPERM: the kernel refused kernel sampling);
+	 * 0 when it was not asked for (user space only by choice) */
+	uint32_t kernel_error;
+	uint64_t lost_records;	 /* records the kernel dropped from full rings */
+	uint64_t lost_samples;	 /* samples the kernel counted as not taken */
+	uint64_t offcpu_dropped; /* off-CPU intervals dropped (a loss took their end) */
+};
+
 /* Creates a writer and writes the file header. NULL and errno on failure. */
 SONDE_API struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, void *ctx,
 							     const struct sonde_spool_header *h);
@@ -137,6 +149,16 @@ SONDE_API int sonde_spool_writer__add_offcpu(struct sonde_spool_writer *w,
 					     const struct sonde_spool_offcpu *iv,
 					     const struct sonde_spool_frame *frames,
 					     size_t n_frames);
+/* An off-CPU interval whose end a loss took: the thread left the CPU at switch_out_ns (in
+ * state, with the stack given) and was next seen at switch_in_ns; what it did meanwhile is
+ * unknown (its switch-in, and maybe samples, were lost). As add_offcpu otherwise. */
+SONDE_API int sonde_spool_writer__add_unknown(struct sonde_spool_writer *w,
+					      const struct sonde_spool_offcpu *iv,
+					      const struct sonde_spool_frame *frames,
+					      size_t n_frames);
+/* The recording's account (struct sonde_spool_account), at most once, before finish. */
+SONDE_API int sonde_spool_writer__add_account(struct sonde_spool_writer *w,
+					      const struct sonde_spool_account *a);
 /* A thread's intervals shorter than the threshold, in aggregate (may be written more than
  * once for a thread: readers add them up). */
 SONDE_API int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,

@@ -42,6 +42,8 @@ enum sonde_spool_record_type {
 	SONDE_SPOOL_REC_OPTIONAL,     /* a record of a later minor version; safe to ignore */
 	SONDE_SPOOL_REC_OFFCPU,	      /* v2.1: an off-CPU interval */
 	SONDE_SPOOL_REC_OFFCPU_SHORT, /* v2.1: a thread's short intervals, in aggregate */
+	SONDE_SPOOL_REC_ACCOUNT,      /* any 2.x: what the recording could not see */
+	SONDE_SPOOL_REC_UNKNOWN,      /* 2.1: an off-CPU interval a loss cut (in .offcpu) */
 };
 
 /* One decoded record. Pointers (path, comm, build_id, payload, retired) point into the
@@ -99,6 +101,7 @@ struct sonde_spool_record {
 		} optional;
 		struct sonde_spool_offcpu offcpu;
 		struct sonde_spool_offcpu_short offcpu_short;
+		struct sonde_spool_account account;
 	};
 };
 
@@ -195,6 +198,15 @@ SONDE_API int sonde_spool__get_offcpu(const struct sonde_spool *s, uint64_t i,
 				      struct sonde_spool_offcpu *out);
 /* The aggregated short intervals: one entry per record (a thread may have several). */
 SONDE_API uint64_t sonde_spool__offcpu_short_count(const struct sonde_spool *s);
+/* Off-CPU intervals whose end a loss took (sonde_spool_writer__add_unknown), in file
+ * order: the count, and number i (0, or -ERANGE past the end). */
+SONDE_API uint64_t sonde_spool__unknown_count(const struct sonde_spool *s);
+SONDE_API int sonde_spool__get_unknown(const struct sonde_spool *s, uint64_t i,
+				       struct sonde_spool_offcpu *out);
+/* The recording's account (what it could not see): 0, or -ENOENT when the file has none
+ * (written by a recorder before it, or cut before its end). */
+SONDE_API int sonde_spool__get_account(const struct sonde_spool *s,
+				       struct sonde_spool_account *out);
 SONDE_API int sonde_spool__get_offcpu_short(const struct sonde_spool *s, uint64_t i,
 					    struct sonde_spool_offcpu_short *out);
 

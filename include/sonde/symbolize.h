@@ -67,6 +67,9 @@ enum sonde_sym_origin {
 	SONDE_SYM_ORIGIN_DEBUGINFOD, /* from debug info fetched through debuginfod */
 	SONDE_SYM_ORIGIN_PERF_MAP,
 	SONDE_SYM_ORIGIN_KALLSYMS,
+	/* named by the recording itself: "[kernel]", a sample's time in the kernel recorded
+	 * without kernel frames (a module of that name, docs/spool.md) */
+	SONDE_SYM_ORIGIN_RECORDING,
 };
 
 struct sonde_sym_frame {

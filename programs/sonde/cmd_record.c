@@ -105,7 +105,9 @@ static void usage(FILE *f)
 		"                        as FILE.old; FILE.pftrace or FILE.perfetto-trace: a Perfetto\n"
 		"                        trace, recorded into FILE.spool and converted at the end\n"
 		"      --kernel          kernel frames too (below the user frames); user frames only, with a warning, when the kernel denies it\n"
-		"      --no-kernel       user frames only (the default without -a)\n"
+		"                        (by default time in the kernel is sampled too, each such sample a [kernel] frame\n"
+		"                        below the user stack; the default with -a is --kernel)\n"
+		"      --no-kernel       sample user space only: time in the kernel is not counted\n"
 		"      --buildid-cache DIR  keep images deleted or replaced while recorded in DIR (default $SONDE_BUILDID_CACHE, else ~/.cache/sonde/buildid)\n"
 		"      --no-buildid-cache   keep no images\n"
 		"      --stack-size N    user stack bytes copied per sample, at most 65528 (default: sized\n"
@@ -322,6 +324,7 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 	case 'K':
 	case 'k':
 		a->opts.kernel = c == 'K';
+		a->opts.user_only = c == 'k';
 		a->kernel_set = true;
 		return 0;
 	case 'a':
@@ -545,7 +548,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			"  off-CPU: %llu switch-outs, %llu intervals stacked, %llu shorter than "
 			"%.3f ms counted (%.3f s in all), %llu dropped (loss or exit), %llu "
 			"wakeups seen, %llu switch-ins not traced (ended at the wakeup or next "
-			"sample)\n",
+			"sample), %llu exits (a task's last switch-out: no interval), %llu "
+			"unknown (open when records were lost, %.3f s)\n",
 			(unsigned long long)s->offcpu_switches,
 			(unsigned long long)s->offcpu_intervals,
 			(unsigned long long)s->offcpu_short,
@@ -554,7 +558,9 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 				1e6,
 			s->offcpu_short_ns / 1e9, (unsigned long long)s->offcpu_dropped,
 			(unsigned long long)s->offcpu_wakeups,
-			(unsigned long long)s->offcpu_unseen_switch_ins);
+			(unsigned long long)s->offcpu_unseen_switch_ins,
+			(unsigned long long)s->offcpu_exits,
+			(unsigned long long)s->offcpu_unknown, s->offcpu_unknown_ns / 1e9);
 	if (s->stack_switches)
 		fprintf(stderr,
 			"  stack copies: %u-%u bytes per thread after %u switch%s (%u grown after "
@@ -563,10 +569,24 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			s->stack_switches == 1 ? "" : "es", s->stack_grows,
 			(unsigned long long)s->duplicates_dropped);
 	if (a->opts.kernel && s->kernel_enabled)
-		fprintf(stderr, "  kernel: %llu frames\n", (unsigned long long)s->kernel_frames);
+		fprintf(stderr, "  kernel: %llu frames, %llu samples in the kernel\n",
+			(unsigned long long)s->kernel_frames,
+			(unsigned long long)s->kernel_samples);
 	else if (a->opts.kernel)
-		fprintf(stderr, "  kernel: not recorded (denied: %s), user frames only\n",
+		fprintf(stderr,
+			"  kernel: not recorded (denied: %s), user frames only; kernel time not "
+			"visible\n",
 			strerror(-s->kernel_error));
+	else if (s->kernel_time)
+		fprintf(stderr, "  kernel: %llu samples in the kernel (under [kernel] frames)\n",
+			(unsigned long long)s->kernel_samples);
+	else if (s->kernel_time_error)
+		fprintf(stderr,
+			"  kernel: kernel time not visible (kernel sampling denied: %s; needs "
+			"kernel.perf_event_paranoid <= 1 or CAP_PERFMON)\n",
+			strerror(-s->kernel_time_error));
+	else
+		fprintf(stderr, "  kernel: kernel time not visible (--no-kernel)\n");
 	fprintf(stderr,
 		"  loss: %llu records and %llu samples lost; %llu gap%s, %llu recovered by %llu "
 		"sweep%s (modules %llu added, %llu dropped; %llu processes, %llu exits, %llu "

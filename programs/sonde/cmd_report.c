@@ -79,7 +79,7 @@ struct report {
 	const char *path;
 	const char *buildid_cache; /* NULL: the default the recorder writes to */
 	const char *path_after;	   /* --diff: the second spool */
-	int folded, lines, no_inline, diff;
+	int folded, lines, no_inline, diff, summary;
 	long top;
 	double percent_limit;
 	const struct sort_key *sort; /* NULL: a table by self, then one by total */
@@ -93,11 +93,12 @@ struct report {
 	uint64_t total;	  /* their weight: samples, or nanoseconds */
 	uint64_t on_samples, intervals; /* of those, on-CPU samples and off-CPU intervals */
 	uint64_t on_ns, off_ns;		/* their weights under a time metric */
+	uint64_t unknown_ns, unknowns;	/* of off_ns: intervals a loss cut, and how many */
 	uint64_t short_count, short_ns; /* intervals too short to stack (of the threads kept) */
 	uint64_t empty;			/* samples with an empty stack */
 	uint32_t processes, tids;	/* distinct processes and threads among them */
 	uint64_t fn_stacks;		/* distinct stacks by function: --folded's lines */
-	uint64_t unresolved_samples;	/* samples with an unresolved frame on their stack */
+	uint64_t unresolved_samples;	/* weight with an unresolved frame on its stack */
 	bool stack_unresolved;		/* the stack last expanded has one */
 	struct root_node *pairs;	/* --folded-roots: the counted (root, node) pairs */
 	size_t n_pairs;
@@ -127,7 +128,8 @@ struct report {
 	 * gets the state's pseudo-frame as its leaf. */
 	uint64_t *node_count; /* weight per unit */
 	uint32_t n_units;
-	uint32_t state_func[SONDE_OFFCPU_STATES]; /* func id + 1 of each state's frame */
+	/* func id + 1 of each state's frame, then of the unknown frame */
+	uint32_t state_func[SONDE_OFFCPU_STATES + 1];
 	uint32_t *node_pid;	       /* pid of a sample of that node (for raw addresses) */
 	struct buf stack;	       /* uint32_t func ids of the stack being walked, leaf first */
 	struct cli_progress *progress; /* NULL: none shown */
@@ -167,6 +169,9 @@ static void usage(FILE *f)
 		"                the recording (either side may be left out: 2.5, or ,10)\n"
 		"  --diff        compare two spools: each function's self %% in BEFORE and in\n"
 		"                AFTER and the change, largest changes first (perf diff)\n"
+		"  --summary     where the wall-clock time went: seconds per process on CPU,\n"
+		"                runnable, sleeping (S), blocked (D), other and unknown, and\n"
+		"                on-CPU seconds per CPU (the filters apply)\n"
 		"  --lines       add file:line to each function when debug info has it\n"
 		"  --no-inline   attribute inlined code to the function it was inlined into\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
@@ -313,8 +318,9 @@ static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 /* The pseudo-function of off-CPU state s, the leaf of its intervals' stacks. */
 static long state_func(struct report *r, uint32_t s)
 {
-	static const char *const names[SONDE_OFFCPU_STATES] = {"[off-cpu: R]", "[off-cpu: S]",
-							       "[off-cpu: D]", "[off-cpu: other]"};
+	static const char *const names[SONDE_OFFCPU_STATES + 1] = {
+		"[off-cpu: R]", "[off-cpu: S]", "[off-cpu: D]", "[off-cpu: other]",
+		"[unknown: lost records]"};
 
 	if (!r->state_func[s]) {
 		long id = func_intern(r, names[s], "[sched]");
@@ -463,12 +469,23 @@ static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sam
 		*unit = smp->stack;
 		return 0;
 	}
-	if (r->metric == SONDE_PROFILE_METRIC_CPU ||
-	    sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
+	if (r->metric == SONDE_PROFILE_METRIC_CPU)
 		return -ERANGE;
+	/* the intervals, then those a loss cut (under the unknown frame, past the states) */
+	uint64_t n_off = sonde_spool__offcpu_count(r->spool);
+	uint32_t kind;
+	if (i - base < n_off) {
+		if (sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
+			return -ERANGE;
+		kind = 1 + o.state;
+	} else {
+		if (sonde_spool__get_unknown(r->spool, i - base - n_off, &o) < 0)
+			return -ERANGE;
+		kind = 1 + SONDE_OFFCPU_STATES;
+	}
 	*smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags, o.cpu};
 	*weight = o.switch_in_ns - o.switch_out_ns;
-	*unit = (1 + o.state) * (r->info.stacks + 1) + o.stack;
+	*unit = kind * (r->info.stacks + 1) + o.stack;
 	return 0;
 }
 
@@ -501,8 +518,9 @@ static int count_nodes(struct report *r)
 {
 	struct sonde_spool_sample smp;
 	struct sonde_spool_thread t;
-	uint64_t *pids = NULL, *tids = NULL, w, kinds = 1 + SONDE_OFFCPU_STATES;
-	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool);
+	uint64_t *pids = NULL, *tids = NULL, w, kinds = 2 + SONDE_OFFCPU_STATES;
+	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool) +
+			  sonde_spool__unknown_count(r->spool);
 	size_t n = 0, cap = 0;
 	uint32_t unit;
 	int err = 0;
@@ -565,6 +583,10 @@ static int count_nodes(struct report *r)
 		} else {
 			r->intervals++;
 			r->off_ns += w;
+			if (unit / (r->info.stacks + 1) == 1 + SONDE_OFFCPU_STATES) {
+				r->unknowns++;
+				r->unknown_ns += w;
+			}
 		}
 		if (!r->node_count[unit])
 			r->node_pid[smp.stack] = t.pid;
@@ -831,21 +853,278 @@ static void print_metric(const struct report *r)
 	if (r->metric == SONDE_PROFILE_METRIC_WALL)
 		printf(" = %.3f s on CPU (%" PRIu64 " samples of %.3f ms) + %.3f s off CPU",
 		       r->on_ns / 1e9, r->on_samples, r->info.header.sample_period_ns / 1e6,
-		       r->off_ns / 1e9);
+		       (r->off_ns - r->unknown_ns) / 1e9);
+	if (r->unknowns)
+		printf(" + %.3f s unknown", r->unknown_ns / 1e9);
 	printf(" (%" PRIu64 " intervals)", r->intervals);
 	if (r->short_count)
 		printf("; %" PRIu64 " shorter intervals not stacked, %.3f s", r->short_count,
 		       r->short_ns / 1e9);
-	if (!sonde_spool__offcpu_count(r->spool) && !r->short_count)
+	if (!sonde_spool__offcpu_count(r->spool) && !sonde_spool__unknown_count(r->spool) &&
+	    !r->short_count)
 		printf("; the recording has no off-CPU intervals (record with --off-cpu)");
 	printf("\n");
+}
+
+/* --summary's columns: the wall metric split by state. */
+enum { SUM_ON, SUM_R, SUM_S, SUM_D, SUM_OTHER, SUM_UNKNOWN, SUM_SHORT, SUM_COLS };
+
+struct sum_row {
+	uint32_t pid;
+	char comm[32];
+	uint64_t ns[SUM_COLS], total;
+};
+
+struct sum_rows {
+	struct sum_row *v;
+	size_t n, cap;
+};
+
+/* The row of process t->pid, added on first use; NULL when out of memory. */
+static struct sum_row *sum_row(const struct report *r, struct sum_rows *rows,
+			       const struct sonde_spool_thread *t)
+{
+	for (size_t i = 0; i < rows->n; i++)
+		if (rows->v[i].pid == t->pid)
+			return &rows->v[i];
+	if (rows->n == rows->cap) {
+		size_t cap = rows->cap ? rows->cap * 2 : 64;
+		struct sum_row *v = realloc(rows->v, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		rows->v = v;
+		rows->cap = cap;
+	}
+	struct sum_row *row = &rows->v[rows->n++];
+	*row = (struct sum_row){.pid = t->pid};
+	snprintf(row->comm, sizeof(row->comm), "%s", process_comm(r, t));
+	return row;
+}
+
+static int by_sum_total(const void *a, const void *b)
+{
+	const struct sum_row *x = a, *y = b;
+
+	if (x->total != y->total)
+		return x->total < y->total ? 1 : -1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static void print_sum_row(const char *name, const uint64_t *ns, uint64_t total)
+{
+	printf("%-24.24s", name);
+	for (int c = 0; c < SUM_COLS; c++)
+		printf(" %9.3f", ns[c] / 1e9);
+	printf(" %9.3f\n", total / 1e9);
+}
+
+static double recording_span(const struct report *r);
+static void print_account(const struct report *r, FILE *f, const char *prefix);
+
+/* --summary: the wall metric split by process and state (each on-CPU sample weighs the
+ * sample period; an interval its length, in the state the thread left the CPU in; an
+ * interval a loss cut is unknown; short intervals have no state), then on-CPU time by
+ * CPU. Every row's columns add up to its total, and the rows to the "all" row. */
+static int print_summary(struct report *r)
+{
+	struct sum_rows rows = {0};
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread t;
+	struct sonde_spool_offcpu o;
+	struct sonde_spool_offcpu_short sh;
+	uint64_t period = r->info.header.sample_period_ns, all[SUM_COLS] = {0}, all_total = 0;
+	uint64_t *cpu_ns = calloc(MAX_CPU + 1, sizeof(*cpu_ns));
+	uint32_t cpu_max = 0;
+	int err = 0;
+
+	if (!cpu_ns)
+		return -ENOMEM;
+	for (uint64_t i = 0; !err && sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
+		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0 ||
+		    !sample_matches(r, &smp, &t))
+			continue;
+		struct sum_row *row = sum_row(r, &rows, &t);
+		if (!row) {
+			err = -ENOMEM;
+			break;
+		}
+		row->ns[SUM_ON] += period;
+		uint32_t c = smp.cpu < MAX_CPU ? smp.cpu : MAX_CPU;
+		cpu_ns[c] += period;
+		if (c < MAX_CPU && c >= cpu_max)
+			cpu_max = c + 1;
+	}
+	for (int pass = 0; pass < 2 && !err; pass++) {
+		for (uint64_t i = 0; !err; i++) {
+			if ((pass ? sonde_spool__get_unknown(r->spool, i, &o)
+				  : sonde_spool__get_offcpu(r->spool, i, &o)) < 0)
+				break;
+			smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags,
+							  o.cpu};
+			if (sonde_spool__get_thread(r->spool, o.thread, &t) < 0 ||
+			    !sample_matches(r, &smp, &t))
+				continue;
+			struct sum_row *row = sum_row(r, &rows, &t);
+			if (!row) {
+				err = -ENOMEM;
+				break;
+			}
+			row->ns[pass ? SUM_UNKNOWN : SUM_R + o.state] += o.switch_in_ns - o.switch_out_ns;
+		}
+	}
+	/* short intervals: by thread only (they have no time), as the metrics count them */
+	struct filter f = r->filt;
+	r->filt.has_time = false;
+	r->filt.cpus = NULL;
+	for (uint64_t i = 0; !err && sonde_spool__get_offcpu_short(r->spool, i, &sh) == 0; i++) {
+		smp = (struct sonde_spool_sample){.thread = sh.thread, .cpu = SONDE_SPOOL_CPU_NONE};
+		if (sonde_spool__get_thread(r->spool, sh.thread, &t) < 0 ||
+		    !sample_matches(r, &smp, &t))
+			continue;
+		struct sum_row *row = sum_row(r, &rows, &t);
+		if (!row)
+			err = -ENOMEM;
+		else
+			row->ns[SUM_SHORT] += sh.total_ns;
+	}
+	r->filt = f;
+	if (err) {
+		free(rows.v);
+		free(cpu_ns);
+		return err;
+	}
+	for (size_t i = 0; i < rows.n; i++)
+		for (int c = 0; c < SUM_COLS; c++) {
+			rows.v[i].total += rows.v[i].ns[c];
+			all[c] += rows.v[i].ns[c];
+			all_total += rows.v[i].ns[c];
+		}
+	if (rows.n)
+		qsort(rows.v, rows.n, sizeof(*rows.v), by_sum_total);
+
+	double span = recording_span(r);
+	printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples of "
+	       "%.3f ms; the states are how threads left the CPU)\n",
+	       r->path, span, period / 1e6);
+	print_account(r, stdout, "");
+	printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s\n", "process", "on-CPU", "runnable",
+	       "sleeping", "blocked", "other", "unknown", "short", "total");
+	uint64_t rest[SUM_COLS] = {0}, rest_total = 0;
+	size_t shown = 0;
+	for (size_t i = 0; i < rows.n; i++) {
+		char name[48];
+		if (shown < (size_t)r->top) {
+			snprintf(name, sizeof(name), "%s-%" PRIu32, rows.v[i].comm, rows.v[i].pid);
+			print_sum_row(name, rows.v[i].ns, rows.v[i].total);
+			shown++;
+			continue;
+		}
+		for (int c = 0; c < SUM_COLS; c++)
+			rest[c] += rows.v[i].ns[c];
+		rest_total += rows.v[i].total;
+	}
+	if (shown < rows.n) {
+		char name[48];
+		snprintf(name, sizeof(name), "(%zu others)", rows.n - shown);
+		print_sum_row(name, rest, rest_total);
+	}
+	print_sum_row("all", all, all_total);
+
+	printf("\n%-6s %9s %9s  (seconds over %.3f s: on-CPU samples of the processes "
+	       "recorded)\n",
+	       "cpu", "on-CPU", "rest", span);
+	for (uint32_t c = 0; c < cpu_max; c++) {
+		double busy = cpu_ns[c] / 1e9;
+		if (cpu_ns[c])
+			printf("%-6" PRIu32 " %9.3f %9.3f\n", c, busy, span > busy ? span - busy : 0);
+	}
+	if (cpu_ns[MAX_CPU])
+		printf("%-6s %9.3f\n", "?", cpu_ns[MAX_CPU] / 1e9);
+	free(rows.v);
+	free(cpu_ns);
+	return 0;
+}
+
+/* The time the recording covers, in seconds: from its first sample or switch-out to its
+ * last sample or switch-in (a recording of a sleeping program has intervals and no
+ * sample, and its time is theirs). */
+static double recording_span(const struct report *r)
+{
+	const struct sonde_spool_info *in = &r->info;
+	uint64_t first = in->samples ? in->first_time_ns : UINT64_MAX;
+	uint64_t last = in->samples ? in->last_time_ns : 0;
+	struct sonde_spool_offcpu o;
+
+	for (uint64_t i = 0; sonde_spool__get_offcpu(r->spool, i, &o) == 0; i++) {
+		if (o.switch_out_ns < first)
+			first = o.switch_out_ns;
+		if (o.switch_in_ns > last)
+			last = o.switch_in_ns;
+	}
+	for (uint64_t i = 0; sonde_spool__get_unknown(r->spool, i, &o) == 0; i++) {
+		if (o.switch_out_ns < first)
+			first = o.switch_out_ns;
+		if (o.switch_in_ns > last)
+			last = o.switch_in_ns;
+	}
+	return last > first ? (last - first) / 1e9 : 0;
+}
+
+/* The footer on unresolved frames, in the metric's unit: samples, or time. */
+static void print_unresolved(const struct report *r)
+{
+	double share = r->total ? 100.0 * r->unresolved_samples / (double)r->total : 0.0;
+
+	printf("\nunresolved frames: %" PRIu64 " of %" PRIu64
+	       " distinct frame addresses have no symbol; ",
+	       r->unresolved, r->resolved);
+	if (time_metric(r))
+		printf("%.3f s (%.2f%%) of the time has one on its stack\n",
+		       r->unresolved_samples / 1e9, share);
+	else
+		printf("%" PRIu64 " samples (%.2f%%) have one on their stack\n",
+		       r->unresolved_samples, share);
+}
+
+/* What the recording could not see (its account record), one line each, to f: time in
+ * the kernel when it was not sampled, and the time lost records covered. Nothing for a
+ * recording that saw everything, or one made before the account was written. */
+static void print_account(const struct report *r, FILE *f, const char *prefix)
+{
+	struct sonde_spool_account a;
+
+	if (sonde_spool__get_account(r->spool, &a) < 0)
+		return;
+	if (!a.kernel_time && a.kernel_error)
+		fprintf(f,
+			"%skernel time not visible: the kernel refused kernel sampling (%s; it "
+			"needs kernel.perf_event_paranoid <= 1 or CAP_PERFMON), so time in system "
+			"calls has no samples\n",
+			prefix, strerror((int)a.kernel_error));
+	else if (!a.kernel_time)
+		fprintf(f,
+			"%skernel time not visible: recorded with --no-kernel, so time in system "
+			"calls has no samples\n",
+			prefix);
+	if (r->unknowns && time_metric(r))
+		fprintf(f,
+			"%s%.1f %% of thread time unknown: %" PRIu64 " records lost (%.3f s, in %" PRIu64
+			" intervals under [unknown: lost records])\n",
+			prefix, r->total ? 100.0 * r->unknown_ns / (double)r->total : 0.0,
+			a.lost_records, r->unknown_ns / 1e9, r->unknowns);
+	if (a.lost_records || a.lost_samples)
+		fprintf(f,
+			"%stime unknown: %" PRIu64 " records and %" PRIu64
+			" samples lost (full rings); the samples they held are in no figure here "
+			"(%" PRIu64 " off-CPU intervals dropped)\n",
+			prefix, a.lost_records, a.lost_samples, a.offcpu_dropped);
 }
 
 static int print_report(const struct report *r)
 {
 	uint32_t *order = malloc((r->n_funcs + r->n_rows + 1) * sizeof(*order));
 	const struct sonde_spool_info *in = &r->info;
-	double secs = in->samples ? (in->last_time_ns - in->first_time_ns) / 1e9 : 0;
+	double secs = recording_span(r);
 
 	if (!order)
 		return -ENOMEM;
@@ -854,7 +1133,7 @@ static int print_report(const struct report *r)
 		printf(" (of %" PRIu64 ")", in->samples);
 	if (time_metric(r))
 		printf(" and %" PRIu64 " off-CPU intervals (of %" PRIu64 ")", r->intervals,
-		       sonde_spool__offcpu_count(r->spool));
+		       sonde_spool__offcpu_count(r->spool) + sonde_spool__unknown_count(r->spool));
 	printf(" over %.2f s", secs);
 	if (in->header.sample_period_ns)
 		printf(" at %.0f Hz", 1e9 / in->header.sample_period_ns);
@@ -863,6 +1142,7 @@ static int print_report(const struct report *r)
 	       r->processes, r->processes == 1 ? "" : "es", r->tids, r->tids == 1 ? "" : "s",
 	       r->fn_stacks, r->fn_stacks == 1 ? "" : "s");
 	print_metric(r);
+	print_account(r, stdout, "");
 	if (r->empty)
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->empty,
 		       100.0 * r->empty / (double)r->samples);
@@ -878,11 +1158,7 @@ static int print_report(const struct report *r)
 		print_table(r, order, &sort_keys[0]);
 		print_table(r, order, &sort_keys[1]);
 	}
-	printf("\nunresolved frames: %" PRIu64 " of %" PRIu64
-	       " distinct frame addresses have no symbol; %" PRIu64
-	       " samples (%.2f%%) have one on their stack\n",
-	       r->unresolved, r->resolved, r->unresolved_samples,
-	       r->samples ? 100.0 * r->unresolved_samples / (double)r->samples : 0.0);
+	print_unresolved(r);
 	free(order);
 	return 0;
 }
@@ -1103,6 +1379,7 @@ enum {
 	OPT_DIFF,
 	OPT_COLUMN,
 	OPT_METRIC,
+	OPT_SUMMARY,
 };
 
 /* One option; 0, or CLI_USAGE after saying why. */
@@ -1116,6 +1393,9 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 		return 0;
 	case OPT_DIFF:
 		r->diff = 1;
+		return 0;
+	case OPT_SUMMARY:
+		r->summary = 1;
 		return 0;
 	case OPT_COLUMN:
 		r->column_auto = !strcmp(arg, "auto");
@@ -1224,6 +1504,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 		{"input", required_argument, NULL, 'i'},
 		{"folded", no_argument, NULL, OPT_FOLDED},
 		{"diff", no_argument, NULL, OPT_DIFF},
+		{"summary", no_argument, NULL, OPT_SUMMARY},
 		{"column", required_argument, NULL, OPT_COLUMN},
 		{"folded-roots", required_argument, NULL, OPT_ROOTS},
 		{"top", required_argument, NULL, OPT_TOP},
@@ -1533,6 +1814,16 @@ static int cmd_report(int argc, char **argv)
 		report_free(&r);
 		return CLI_USAGE;
 	}
+	if (r.summary) {
+		/* a table of its own: no stacks to count or symbolize */
+		err = open_spool(&r) < 0 ? -1 : print_summary(&r);
+		if (err < -1)
+			cli_error("report", "%s: %s", r.path, sonde_strerror(err));
+		report_free(&r);
+		if (fflush(stdout) != 0)
+			err = -errno;
+		return err < 0 ? CLI_FAILURE : CLI_OK;
+	}
 	if ((rc = load(&r))) {
 		report_free(&r);
 		return rc;
@@ -1540,6 +1831,8 @@ static int cmd_report(int argc, char **argv)
 	err = r.folded ? print_folded(&r) : print_report(&r);
 	if (!err && r.folded && !r.samples)
 		explain_empty(&r);
+	if (!err && r.folded) /* stdout holds the stacks alone */
+		print_account(&r, stderr, "sonde report: note: ");
 	note_refused(&r);
 	if (err < 0)
 		cli_error("report", "%s: %s", r.path, sonde_strerror(err));

@@ -205,7 +205,9 @@ static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 }
 
 /* An off-CPU interval: its stack as a sample's, the state frame added by the model. */
-static int on_offcpu(struct conv *c, const struct sonde_spool_record *r)
+/* An off-CPU interval in the state it left the CPU in, or (state PROF_STATE_UNKNOWN) one a
+ * loss cut. */
+static int on_offcpu(struct conv *c, const struct sonde_spool_record *r, uint32_t state)
 {
 	const struct sonde_spool_offcpu *o = &r->offcpu;
 
@@ -222,8 +224,7 @@ static int on_offcpu(struct conv *c, const struct sonde_spool_record *r)
 	if (node < 0)
 		return (int)node;
 	return sonde__prof_add_offcpu_node(c->p, o->switch_out_ns, c->threads.v[o->thread], o->cpu,
-					   (uint32_t)node, o->switch_in_ns - o->switch_out_ns,
-					   o->state);
+					   (uint32_t)node, o->switch_in_ns - o->switch_out_ns, state);
 }
 
 static int on_record(struct conv *c, const struct sonde_spool_record *r)
@@ -272,7 +273,9 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 	case SONDE_SPOOL_REC_SAMPLE:
 		return on_sample(c, r);
 	case SONDE_SPOOL_REC_OFFCPU:
-		return on_offcpu(c, r);
+		return on_offcpu(c, r, r->offcpu.state);
+	case SONDE_SPOOL_REC_UNKNOWN:
+		return on_offcpu(c, r, PROF_STATE_UNKNOWN);
 	case SONDE_SPOOL_REC_OFFCPU_SHORT:
 		if (r->offcpu_short.thread >= c->threads.n)
 			return -SONDE_E_REFERENCE;

@@ -337,10 +337,11 @@ uint64_t sonde_profile__sample_count(const struct sonde_profile *p)
 
 const char *sonde__prof_state_name(uint32_t state)
 {
-	static const char *const names[SONDE_OFFCPU_STATES] = {"[off-cpu: R]", "[off-cpu: S]",
-							       "[off-cpu: D]", "[off-cpu: other]"};
+	static const char *const names[PROF_STATE_UNKNOWN + 1] = {
+		"[off-cpu: R]", "[off-cpu: S]", "[off-cpu: D]", "[off-cpu: other]",
+		"[unknown: lost records]"};
 
-	return names[state < SONDE_OFFCPU_STATES ? state : SONDE_OFFCPU_OTHER];
+	return names[state <= PROF_STATE_UNKNOWN ? state : SONDE_OFFCPU_OTHER];
 }
 
 /* The pseudo-frame of a state: a location of no module whose one line is its name. */
@@ -362,7 +363,7 @@ int sonde__prof_add_offcpu_node(struct sonde_profile *p, uint64_t time_ns, uint3
 {
 	uint32_t loc;
 
-	if (state >= SONDE_OFFCPU_STATES)
+	if (state > PROF_STATE_UNKNOWN)
 		state = SONDE_OFFCPU_OTHER;
 	int err = state_loc(p, state, &loc);
 	if (err)

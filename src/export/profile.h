@@ -61,13 +61,17 @@ struct prof_sample {
 };
 
 /* An off-CPU interval; node's innermost location is the state's pseudo-frame. */
+/* The state of an off-CPU interval a loss cut (a spool UNKNOWN record): past enum
+ * sonde_offcpu_state, named [unknown: lost records]. */
+enum { PROF_STATE_UNKNOWN = SONDE_OFFCPU_STATES };
+
 struct prof_offcpu {
 	uint64_t time_ns; /* switch-out */
 	uint64_t duration_ns;
 	uint32_t thread;
 	uint32_t node;
 	uint32_t cpu;
-	uint32_t state; /* enum sonde_offcpu_state */
+	uint32_t state; /* enum sonde_offcpu_state, or PROF_STATE_UNKNOWN */
 };
 
 struct prof_thread {
@@ -95,7 +99,8 @@ struct sonde_profile {
 	ARR(struct prof_offcpu) offcpu;
 	uint64_t offcpu_ns;			 /* sum of their durations */
 	uint64_t short_count, short_ns;		 /* intervals too short to stack */
-	uint32_t state_loc[SONDE_OFFCPU_STATES]; /* the pseudo-frame of each state, 0 until used */
+	/* the pseudo-frame of each state, then of unknown time, 0 until used */
+	uint32_t state_loc[PROF_STATE_UNKNOWN + 1];
 	uint64_t first_time_ns, last_time_ns;
 };
 

@@ -92,7 +92,7 @@ void sonde__perf_attr_fill(struct perf_event_attr *a, const struct perf_event_cf
 	/* A tracepoint fires in the kernel: excluding the kernel would drop every hit. The
 	 * kernel callchain still follows c->kernel; the user registers and stack are the
 	 * task's own either way. */
-	a->exclude_kernel = !c->kernel && c->kind != PERF_KIND_TRACEPOINT;
+	a->exclude_kernel = !c->kernel && !c->kernel_time && c->kind != PERF_KIND_TRACEPOINT;
 	a->exclude_hv = 1;
 	a->exclude_callchain_kernel = !c->kernel;
 	a->disabled = c->disabled || c->enable_on_exec;

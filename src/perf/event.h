@@ -32,6 +32,9 @@ struct perf_event_cfg {
 	uint32_t wakeup_bytes; /* poll() reports the ring readable once this much is queued */
 	bool read_lost;	  /* read() reports the event's lost samples (PERF_FORMAT_LOST, 6.0+) */
 	bool kernel;	  /* sample in the kernel too, with the kernel callchain */
+	/* Sample in the kernel too, without its callchain: time spent in system calls and
+	 * interrupts counts, under the user stack the thread entered the kernel with. */
+	bool kernel_time;
 	bool no_children; /* only threads inherit the events, not forked processes (5.13+) */
 	bool cpu_wide;	  /* one event per CPU for every task: nothing to inherit */
 	bool raw;	  /* PERF_SAMPLE_RAW in every event (off-CPU recordings' common layout) */

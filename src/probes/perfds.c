@@ -233,6 +233,9 @@ static struct sonde_record_opts rec_opts(struct inst *in)
 				 ? SONDE_RECORD_EVENT_CYCLES
 				 : SONDE_RECORD_EVENT_CPU_CLOCK,
 		.kernel = want_kernel && in->kernel_ok,
+		/* the kernel is sampled only where the config and the consumer's rights ask
+		 * for it, as traced_perf does */
+		.user_only = !(want_kernel && in->kernel_ok),
 		.no_buildid_cache = true,
 		.frame_pointers_only = in->cfg.user_frames == PERFDS_UNWIND_FRAME_POINTER,
 		.exec_check = exec_check,

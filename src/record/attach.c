@@ -34,12 +34,21 @@ static void kernel_denied(struct sonde_recorder *r, int err)
 	long paranoid = -1;
 
 	read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
-	sonde_warn("kernel frames not recorded: kernel sampling denied (%s; "
-		   "kernel.perf_event_paranoid is %ld, kernel frames need <= 1 or CAP_PERFMON); "
-		   "recording user frames only",
-		   strerror(-err), paranoid);
-	r->kernel_error = err;
+	if (r->cfg.kernel) {
+		sonde_warn("kernel frames not recorded: kernel sampling denied (%s; "
+			   "kernel.perf_event_paranoid is %ld, kernel frames need <= 1 or "
+			   "CAP_PERFMON); recording user frames only",
+			   strerror(-err), paranoid);
+		r->kernel_error = err;
+	} else {
+		/* Asked for by default, not by the user: the summary says it, no warning. */
+		sonde_info("kernel time not visible: kernel sampling denied (%s; "
+			   "kernel.perf_event_paranoid is %ld); sampling user space only",
+			   strerror(-err), paranoid);
+	}
+	r->kernel_time_error = err;
 	r->cfg.kernel = false;
+	r->cfg.kernel_time = false;
 }
 
 int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu)
@@ -92,7 +101,7 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 			continue;
 		}
 		/* A tracepoint always samples in the kernel: refused, it is refused whole. */
-		if (r->cfg.kernel && (fd == -EACCES || fd == -EPERM) &&
+		if ((r->cfg.kernel || r->cfg.kernel_time) && (fd == -EACCES || fd == -EPERM) &&
 		    r->cfg.kind != PERF_KIND_TRACEPOINT) {
 			kernel_denied(r, fd);
 			continue;

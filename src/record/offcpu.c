@@ -39,6 +39,7 @@
 /* The switch-out of a thread waiting for its switch-in: what its sample held. */
 struct rec_offcpu {
 	bool pending;
+	bool lost; /* a loss since the switch-out: its end is unknown */
 	uint32_t state;
 	uint32_t cpu;
 	uint32_t waker;
@@ -53,6 +54,9 @@ struct rec_offcpu {
 };
 
 enum { WAKING_STACK_BYTES = 8 }; /* the waking event needs no stack: the least allowed */
+
+/* sched_switch's prev_state bits of a task that exited (the kernel's exit_state). */
+enum { TASK_EXIT_DEAD = 0x10, TASK_EXIT_ZOMBIE = 0x20 };
 
 static int read_format(const char *tracefs, const char *name, struct ftrace_format *f)
 {
@@ -212,6 +216,7 @@ static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec,
 		return sonde__rec_error(r, -ENOMEM);
 	if (o->pending)
 		r->sum.offcpu_dropped++; /* its switch-in was lost */
+	o->lost = false;
 	size_t need = s->stack_len + s->callchain_nr * 8;
 	if (need > o->cap) {
 		uint8_t *d = sonde__realloc(o->data, need);
@@ -247,9 +252,14 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 	pid_t pid = t->pid, tid = t->tid; /* t may move: the thread table can grow below */
 	size_t n;
 	uint32_t flags, id;
+	bool unknown = o->lost;
 
-	o->pending = false;
-	if (dur < r->offcpu.min_ns) {
+	o->pending = o->lost = false;
+	if (unknown) {
+		/* never counted as short: unknown time is written whatever its length */
+		r->sum.offcpu_unknown++;
+		r->sum.offcpu_unknown_ns += dur;
+	} else if (dur < r->offcpu.min_ns) {
 		o->short_count++;
 		o->short_ns += dur;
 		r->sum.offcpu_short++;
@@ -270,7 +280,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 					  .callchain = o->data + o->stack_len,
 					  .callchain_nr = o->callchain_nr};
 	/* a long interval's stack sizes the thread's copy as a sample's does */
-	int err = sonde__rec_sample_stack(r, p, &rec, o->copy, &n, &flags);
+	int err = sonde__rec_sample_stack(r, p, &rec, o->copy, false, &n, &flags);
 	if (!err)
 		err = sonde__rec_thread_id(r, o->out_ns, pid, tid, &id);
 	if (err)
@@ -285,7 +295,8 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		.state = o->state,
 		.waker_tid = o->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
-	err = sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
+	err = unknown ? sonde_spool_writer__add_unknown(r->spool, &iv, r->frames, n)
+		      : sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
 	if (err == -EINVAL) {
 		/* a frame in a module retired while the thread was off the CPU: the interval
 		 * is dropped, the recording goes on */
@@ -320,6 +331,8 @@ static int seen_running(struct sonde_recorder *r, pid_t tid, uint64_t time, bool
 	if (!t || !t->off || !t->off->pending || time <= t->off->out_ns)
 		return 0;
 	struct rec_offcpu *o = t->off;
+	if (o->lost) /* unknown from its switch-out to now */
+		return close_interval(r, t, time, false);
 	uint64_t in = o->wake_ns > o->out_ns && o->wake_ns <= time ? o->wake_ns : time;
 	if (in == time && leaving) {
 		o->pending = false;
@@ -376,6 +389,13 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 	/* the idle task leaving the CPU is no thread's interval (nor an idle sample) */
 	if (rec->pid == 0 || !sonde__rec_sample_process(r, rec))
 		return 1;
+	/* A task's last switch-out, from do_task_dead once it has exited (its exit record is
+	 * processed already): it never runs again, so this is no wait. The kernel reports
+	 * its exit state there, EXIT_ZOMBIE or EXIT_DEAD. */
+	if ((uint64_t)prev & (TASK_EXIT_DEAD | TASK_EXIT_ZOMBIE)) {
+		r->sum.offcpu_exits++;
+		return 1;
+	}
 	err = keep_switch_out(r, rec, prev);
 	return err ? err : 1;
 }
@@ -387,14 +407,16 @@ int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *re
 	return switch_in(r, (pid_t)rec->tid, rec->time);
 }
 
+/* A loss may have taken the switch-in of any interval still open: each becomes unknown
+ * from its switch-out to the thread's next sighting (a record of it in its own context, a
+ * switch-in, its exit or the end), and is written so (an UNKNOWN record), never dropped:
+ * the report shows that time as unknown. */
 void sonde__rec_offcpu_loss(struct sonde_recorder *r)
 {
 	for (size_t i = 0; r->offcpu.on && i < r->cap_threads; i++) {
 		struct rec_offcpu *o = r->threads[i].tid ? r->threads[i].off : NULL;
-		if (o && o->pending) {
-			o->pending = false;
-			r->sum.offcpu_dropped++;
-		}
+		if (o && o->pending)
+			o->lost = true;
 	}
 }
 
@@ -421,9 +443,13 @@ int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t)
 {
 	if (!t->off)
 		return 0;
-	if (t->off->pending)
+	int err = 0;
+	if (t->off->pending && t->off->lost && t->pid)
+		err = close_interval(r, t, r->last_time, false); /* unknown up to its exit */
+	else if (t->off->pending)
 		r->sum.offcpu_dropped++; /* its last switch-out: it exited */
-	int err = t->pid ? write_short(r, t) : 0;
+	if (!err && t->pid)
+		err = write_short(r, t);
 	sonde__rec_offcpu_free(t->off);
 	t->off = NULL;
 	return err;

@@ -210,6 +210,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	r->cfg.freq = o.frequency;
 	r->cfg.period = o.sample_period;
 	r->cfg.kernel = o.kernel;
+	r->cfg.kernel_time = !o.user_only;
 	int err_img = sonde__rec_images_configure(r, &o);
 	if (err_img)
 		return err_img;
@@ -390,6 +391,8 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	sonde__perf_stream_set_layout(r->stream, &r->layout);
 	r->sum.kernel_enabled = r->cfg.kernel;
 	r->sum.kernel_error = r->kernel_error;
+	r->sum.kernel_time = r->cfg.kernel || r->cfg.kernel_time;
+	r->sum.kernel_time_error = r->kernel_time_error;
 	snprintf(r->sum.event, sizeof(r->sum.event), "%s",
 		 r->cfg.dummy ? "dummy" : sonde__perf_kind_name(r->cfg.kind));
 	r->sum.cycles_error = r->cycles_error;
@@ -1027,6 +1030,17 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	keep_first(r, &first, sonde__rec_offcpu_finish(r), "ending the off-CPU intervals");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
+	/* What the recording could not see, for the readers to say (after the losses the
+	 * kernel never reported are counted). */
+	struct sonde_spool_account acct = {
+		.kernel_time = r->sum.kernel_time ? 1 : 0,
+		.kernel_error = r->sum.kernel_time ? 0 : (uint32_t)-r->kernel_time_error,
+		.lost_records = r->sum.lost_events,
+		.lost_samples = r->sum.lost_samples,
+		.offcpu_dropped = r->sum.offcpu_dropped,
+	};
+	keep_first(r, &first, sonde_spool_writer__add_account(r->spool, &acct),
+		   "writing the recording's account");
 	/* Flushing is attempted whatever happened before. */
 	keep_first(r, &first, sonde_spool_writer__finish(r->spool), "flushing the spool");
 	if (r->out_fd >= 0) {

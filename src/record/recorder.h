@@ -30,6 +30,8 @@
 /* Kernel frames kept per sample; perf's own default limit (kernel.perf_event_max_stack)
  * is 127. */
 enum { REC_KERNEL_MAX_FRAMES = 256 };
+/* Exited threads whose names are kept (struct sonde_recorder.gone). */
+enum { REC_GONE_NAMES = 256 };
 /* Lowest kernel address on x86-64 (the upper half of the canonical address space). */
 #define REC_KERNEL_START 0xffff800000000000ull
 
@@ -135,8 +137,10 @@ struct sonde_recorder {
 	struct perf_layout layout;
 	struct perf_event_cfg cfg;
 	int cycles_error;
-	int kernel_error;	/* kernel frames were asked for and refused: why */
-	uint32_t kernel_module; /* spool id of the kernel module, 0 until first needed */
+	int kernel_error;	     /* kernel frames were asked for and refused: why */
+	int kernel_time_error;	     /* kernel time was to be sampled and was refused: why */
+	uint32_t kernel_module;	     /* spool id of the kernel module, 0 until first needed */
+	uint32_t kernel_leaf_module; /* spool id of "[kernel]", 0 until first needed */
 	uint32_t ring_pages;
 
 	int *cpus;
@@ -154,6 +158,14 @@ struct sonde_recorder {
 	size_t n_procs, cap_procs;
 	struct rec_thread *threads; /* open addressing on tid, cap a power of two */
 	size_t n_threads, cap_threads;
+	/* The names of the threads that exited last: per-CPU events still sample a task on its
+	 * way out after its exit record, when /proc no longer names it. A ring, newest at
+	 * gone_next - 1. */
+	struct {
+		pid_t tid;
+		char comm[16];
+	} gone[REC_GONE_NAMES];
+	uint32_t gone_next;
 	struct rec_build_id *build_ids;
 	size_t n_build_ids, cap_build_ids;
 	size_t n_images_held;
@@ -347,9 +359,12 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const struct perf_rec *rec);
 /* A sample's stack into r->frames (kernel frames, then the unwound user frames): *n frames,
  * *flags SONDE_SAMPLE_*; with per-thread copies, what the unwind needed sizes the copy of
- * rec->tid (the sample's copy was copy bytes). 0 or -errno. */
+ * rec->tid (the sample's copy was copy bytes). kernel_leaf: a sample taken in the kernel
+ * without its kernel callchain gets one "[kernel]" frame below its user frames. 0 or
+ * -errno. */
 int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
-			    const struct perf_rec *rec, uint32_t copy, size_t *n, uint32_t *flags);
+			    const struct perf_rec *rec, uint32_t copy, bool kernel_leaf, size_t *n,
+			    uint32_t *flags);
 /* The spool id of thread tid of pid, defined on first use. */
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id);

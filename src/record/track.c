@@ -94,6 +94,11 @@ static void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
 	if (!t)
 		return;
 	sonde__rec_error(r, sonde__rec_offcpu_forget(r, t));
+	if (t->comm[0]) {
+		uint32_t g = r->gone_next++ % REC_GONE_NAMES;
+		r->gone[g].tid = tid;
+		memcpy(r->gone[g].comm, t->comm, sizeof(r->gone[g].comm));
+	}
 	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
 	size_t mask = r->cap_threads - 1, i = (size_t)(t - r->threads), j = i;
 	r->threads[i].tid = 0;
@@ -253,6 +258,21 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 	return err ? sonde__rec_error(r, err) : 0;
 }
 
+/* The name tid had when it exited, if it exited lately: into comm, true. */
+static bool gone_name(const struct sonde_recorder *r, pid_t tid, char *comm, size_t size)
+{
+	uint32_t n = r->gone_next < REC_GONE_NAMES ? r->gone_next : REC_GONE_NAMES;
+
+	for (uint32_t i = 1; i <= n; i++) {
+		uint32_t g = (r->gone_next - i) % REC_GONE_NAMES;
+		if (r->gone[g].tid == tid) {
+			snprintf(comm, size, "%s", r->gone[g].comm);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* The spool id of a thread, defining it on first use (and after a rename). */
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id)
@@ -270,7 +290,10 @@ int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid
 		t->pid = pid;
 		t->comm[0] = 0;
 	}
-	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0)
+	/* Never a bare id when a name was seen: a thread sampled after its exit record is
+	 * named as it was then. */
+	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0 &&
+	    !gone_name(r, tid, t->comm, sizeof(t->comm)))
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
 	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
 						 (uint32_t)tid, t->comm, &t->spool_id);
@@ -301,6 +324,37 @@ static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 			return sonde__rec_error(r, err);
 	}
 	*id = r->kernel_module;
+	return 0;
+}
+
+/* Kernel time without kernel frames: a sample taken in the kernel, with no callchain, is
+ * one frame of this module below the user stack the thread entered the kernel with. The
+ * module is named "[kernel]" (readers name its frames so, docs/spool.md); the frame keeps
+ * the sampled kernel pc. */
+static int kernel_leaf(struct sonde_recorder *r, const struct perf_rec *rec, size_t *n)
+{
+	static const char path[] = "[kernel]";
+
+	*n = 0;
+	if (rec->sample.ip < REC_KERNEL_START)
+		return 0;
+	if (!r->kernel_leaf_module) {
+		struct sonde_spool_module_def def = {
+			.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
+			.start = REC_KERNEL_START,
+			.end = UINT64_MAX,
+			.pgoff = REC_KERNEL_START,
+			.path = path,
+		};
+		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, rec->time),
+							 &def, &r->kernel_leaf_module);
+		if (err)
+			return sonde__rec_error(r, err);
+	}
+	r->frames[0].module = r->kernel_leaf_module;
+	r->frames[0].addr = rec->sample.ip;
+	r->sum.kernel_samples++;
+	*n = 1;
 	return 0;
 }
 
@@ -388,13 +442,19 @@ struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const st
 }
 
 int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
-			    const struct perf_rec *rec, uint32_t copy, size_t *n, uint32_t *flags)
+			    const struct perf_rec *rec, uint32_t copy, bool want_leaf, size_t *n,
+			    uint32_t *flags)
 {
 	const struct perf_sample *s = &rec->sample;
 	enum unwind_end end = UNWIND_END_COMPLETE;
 	size_t nu = 0, nk = 0;
 	int err = kernel_frames(r, rec, &nk);
+	bool leaf = false;
 
+	if (!err && nk)
+		r->sum.kernel_samples++;
+	else if (!err && want_leaf && !(r->layout.sample_type & PERF_SAMPLE_CALLCHAIN))
+		leaf = !(err = kernel_leaf(r, rec, &nk)) && nk;
 	if (err)
 		return err;
 	size_t reach = 0;
@@ -406,7 +466,11 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	}
 	*n = nu + nk;
 	*flags = nk ? SONDE_SAMPLE_KERNEL : 0;
-	if (r->adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE)
+	/* A sample in the kernel without kernel frames does not size the copy: most are taken
+	 * as a thread starts or ends (clone, exit, its first page faults), with a user stack
+	 * far shallower than its code's, and a thousand short-lived threads would each be
+	 * given a smaller copy, their events reopened for it. */
+	if (r->adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
 		sonde__rec_stack_learn(r, sonde__rec_thread_get(r, (pid_t)rec->tid, false), copy,
 				       s->stack_len, end, reach);
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
@@ -427,7 +491,8 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	struct rec_process *p = sonde__rec_sample_process(r, rec);
 	if (!p)
 		return 0;
-	int err = sonde__rec_sample_stack(r, p, rec, sonde__rec_event_copy(r, rec->id), &n, &flags);
+	int err = sonde__rec_sample_stack(r, p, rec, sonde__rec_event_copy(r, rec->id), true, &n,
+					  &flags);
 	if (err)
 		return err;
 	if (n == 0) {

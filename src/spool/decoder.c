@@ -440,13 +440,30 @@ static int dec_offcpu_short(struct sonde_spool_decoder *d, struct cur *c,
 	return 0;
 }
 
+static int dec_account(struct cur *c, struct sonde_spool_record *rec)
+{
+	struct sonde_spool_account *a = &rec->account;
+
+	a->kernel_time = get_u32(c);
+	a->kernel_error = get_u32(c);
+	a->lost_records = get(c);
+	a->lost_samples = get(c);
+	a->offcpu_dropped = get(c);
+	if (c->err)
+		return c->err;
+	if (a->kernel_time > 1 || a->kernel_error > 4095)
+		return -SONDE_E_RANGE;
+	rec->type = SONDE_SPOOL_REC_ACCOUNT;
+	return 0;
+}
+
 /* Whether tag is an off-CPU record this file may hold: 2.1 and later only (in an older
  * file the tag is some other optional record). */
 static bool offcpu_tag(const struct sonde_spool_decoder *d, uint8_t tag)
 {
 	if (d->major != 2 || d->minor < SPOOL_VERSION_MINOR_OFFCPU)
 		return false;
-	return tag == SPOOL_TAG_OFFCPU || tag == SPOOL_TAG_OFFCPU_SHORT;
+	return tag == SPOOL_TAG_OFFCPU || tag == SPOOL_TAG_OFFCPU_SHORT || tag == SPOOL_TAG_UNKNOWN;
 }
 
 /* A length-prefixed record: 0 if incomplete, its size, or an error. */
@@ -486,8 +503,14 @@ static int decode_framed(struct sonde_spool_decoder *d, const uint8_t *buf, size
 		break;
 	default:
 		if (offcpu_tag(d, tag)) {
-			r = tag == SPOOL_TAG_OFFCPU ? dec_offcpu(d, &c, rec)
-						    : dec_offcpu_short(d, &c, rec);
+			r = tag == SPOOL_TAG_OFFCPU_SHORT ? dec_offcpu_short(d, &c, rec)
+							  : dec_offcpu(d, &c, rec);
+			if (!r && tag == SPOOL_TAG_UNKNOWN)
+				rec->type = SONDE_SPOOL_REC_UNKNOWN;
+			break;
+		}
+		if (tag == SPOOL_TAG_ACCOUNT && d->major == 2) {
+			r = dec_account(&c, rec);
 			break;
 		}
 		if (tag < SPOOL_TAG_SKIP_FIRST || tag > SPOOL_TAG_SKIP_LAST)

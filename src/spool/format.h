@@ -39,6 +39,12 @@ enum spool_tag {
 	/* v2.1: an off-CPU interval, and one thread's count of intervals too short to stack */
 	SPOOL_TAG_OFFCPU = 0x40,
 	SPOOL_TAG_OFFCPU_SHORT = 0x41,
+	/* any 2.x: what the recording could not see (kernel time, lost records); optional,
+	 * so that no minor is needed: a reader that does not know it skips it */
+	SPOOL_TAG_ACCOUNT = 0x42,
+	/* 2.1 and later, optional: an off-CPU interval whose end a loss took (OFFCPU's fields);
+	 * a 2.1 reader that does not know it skips it */
+	SPOOL_TAG_UNKNOWN = 0x43,
 	SPOOL_TAG_SKIP_LAST = 0x7f,
 	/* Samples: no length prefix, to keep them a few bytes. Tag bits: */
 	SPOOL_TAG_SAMPLE = 0x80,

@@ -40,6 +40,10 @@ struct sonde_spool {
 	size_t n_offcpu, offcpu_cap;
 	struct sonde_spool_offcpu_short *shorts;
 	size_t n_shorts, shorts_cap;
+	struct sonde_spool_account account;
+	bool has_account;
+	struct sonde_spool_offcpu *unknown;
+	size_t n_unknown, unknown_cap;
 };
 
 static int keep_module(struct sonde_spool *s, const struct sonde_spool_record *rec)
@@ -140,6 +144,16 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 				      sizeof(*s->shorts), 16) < 0)
 			return -ENOMEM;
 		s->shorts[s->n_shorts++] = rec->offcpu_short;
+		return 0;
+	case SONDE_SPOOL_REC_UNKNOWN:
+		if (sonde__array_grow(&s->unknown, &s->unknown_cap, s->n_unknown + 1,
+				      sizeof(*s->unknown), 16) < 0)
+			return -ENOMEM;
+		s->unknown[s->n_unknown++] = rec->offcpu;
+		return 0;
+	case SONDE_SPOOL_REC_ACCOUNT:
+		s->account = rec->account;
+		s->has_account = true;
 		return 0;
 	case SONDE_SPOOL_REC_OPTIONAL:
 		return 0;
@@ -293,6 +307,7 @@ void sonde_spool__close(struct sonde_spool *s)
 	sonde__free(s->frames);
 	sonde__free(s->nodes);
 	sonde__free(s->offcpu);
+	sonde__free(s->unknown);
 	sonde__free(s->shorts);
 	sonde_spool_decoder__free(s->dec);
 	sonde__free(s);
@@ -375,6 +390,27 @@ int sonde_spool__get_offcpu(const struct sonde_spool *s, uint64_t i, struct sond
 	if (i >= s->n_offcpu)
 		return -ERANGE;
 	*out = s->offcpu[i];
+	return 0;
+}
+
+uint64_t sonde_spool__unknown_count(const struct sonde_spool *s)
+{
+	return s->n_unknown;
+}
+
+int sonde_spool__get_unknown(const struct sonde_spool *s, uint64_t i, struct sonde_spool_offcpu *out)
+{
+	if (i >= s->n_unknown)
+		return -ERANGE;
+	*out = s->unknown[i];
+	return 0;
+}
+
+int sonde_spool__get_account(const struct sonde_spool *s, struct sonde_spool_account *out)
+{
+	if (!s->has_account)
+		return -ENOENT;
+	*out = s->account;
 	return 0;
 }
 

@@ -434,9 +434,9 @@ static int check_offcpu(struct sonde_spool_writer *w, uint32_t thread)
 	return thread == 0 || thread > w->n_threads ? -EINVAL : 0;
 }
 
-int sonde_spool_writer__add_offcpu(struct sonde_spool_writer *w,
-				   const struct sonde_spool_offcpu *iv,
-				   const struct sonde_spool_frame *frames, size_t n_frames)
+static int add_interval(struct sonde_spool_writer *w, uint8_t tag,
+			const struct sonde_spool_offcpu *iv, const struct sonde_spool_frame *frames,
+			size_t n_frames)
 {
 	uint32_t node;
 	int r = check_offcpu(w, iv ? iv->thread : 0);
@@ -451,7 +451,7 @@ int sonde_spool_writer__add_offcpu(struct sonde_spool_writer *w,
 		return -EINVAL;
 	if ((r = intern_stack(w, frames, n_frames, &node)) < 0)
 		return r;
-	size_t rec = begin_record(&w->out, SPOOL_TAG_OFFCPU);
+	size_t rec = begin_record(&w->out, tag);
 	put_varint(&w->out, iv->switch_out_ns);
 	put_varint(&w->out, iv->switch_in_ns - iv->switch_out_ns);
 	put_varint(&w->out, iv->thread);
@@ -466,6 +466,20 @@ int sonde_spool_writer__add_offcpu(struct sonde_spool_writer *w,
 	return push(w, FLUSH_AT);
 }
 
+int sonde_spool_writer__add_offcpu(struct sonde_spool_writer *w,
+				   const struct sonde_spool_offcpu *iv,
+				   const struct sonde_spool_frame *frames, size_t n_frames)
+{
+	return add_interval(w, SPOOL_TAG_OFFCPU, iv, frames, n_frames);
+}
+
+int sonde_spool_writer__add_unknown(struct sonde_spool_writer *w,
+				    const struct sonde_spool_offcpu *iv,
+				    const struct sonde_spool_frame *frames, size_t n_frames)
+{
+	return add_interval(w, SPOOL_TAG_UNKNOWN, iv, frames, n_frames);
+}
+
 int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
 					 const struct sonde_spool_offcpu_short *s)
 {
@@ -478,6 +492,25 @@ int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
 	put_varint(&w->out, s->min_ns);
 	put_varint(&w->out, s->count);
 	put_varint(&w->out, s->total_ns);
+	end_record(&w->out, rec);
+	return push(w, FLUSH_AT);
+}
+
+int sonde_spool_writer__add_account(struct sonde_spool_writer *w,
+				    const struct sonde_spool_account *a)
+{
+	int r = check_open(w);
+
+	if (r < 0)
+		return r;
+	if (!a || a->kernel_time > 1)
+		return -EINVAL;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_ACCOUNT);
+	put_varint(&w->out, a->kernel_time);
+	put_varint(&w->out, a->kernel_error);
+	put_varint(&w->out, a->lost_records);
+	put_varint(&w->out, a->lost_samples);
+	put_varint(&w->out, a->offcpu_dropped);
 	end_record(&w->out, rec);
 	return push(w, FLUSH_AT);
 }

@@ -576,6 +576,12 @@ SONDE_API int sonde_symbolizer__symbolize(struct sonde_symbolizer *s, const stru
 
 	if (!s || !m || !out || max < 1)
 		return -EINVAL;
+	if ((m->flags & SONDE_MODULE_KERNEL) && m->path && !strcmp(m->path, "[kernel]")) {
+		/* time in the kernel recorded without kernel frames: one frame for all of it */
+		frame_init(out, "[kernel]", "[kernel]", SONDE_SYM_KERNEL,
+			   SONDE_SYM_ORIGIN_RECORDING);
+		return 1;
+	}
 	if (m->flags & SONDE_MODULE_KERNEL) {
 		r = kernel_frame(s, offset, out);
 		if (r)

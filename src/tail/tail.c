@@ -344,6 +344,8 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		t->ended = true;
 		return 0;
 	case SONDE_SPOOL_REC_OPTIONAL:
+	case SONDE_SPOOL_REC_ACCOUNT:
+	case SONDE_SPOOL_REC_UNKNOWN:
 	case SONDE_SPOOL_REC_OFFCPU:
 	case SONDE_SPOOL_REC_OFFCPU_SHORT:
 		return 0;

@@ -161,6 +161,7 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "report --metric wall %S", 0, "metric wall: "},
 	{"sonde", "report --metric off-cpu --folded %S", 0, ""},
 	{"sonde", "report --metric cpu %S", 0, "metric cpu: "},
+	{"sonde", "report --summary %S", 0, "where the wall-clock time went"},
 	{"sonde", "report --metric walls %S", 2, "--metric wants cpu, off-cpu or wall"},
 	{"sonde", "report -h", 0, "usage: sonde report"},
 	{"sonde", "report --help", 0, "usage: sonde report"},

@@ -22,14 +22,19 @@ static char *stack_block(const char *out, int k)
 	return strndup(p, end ? (size_t)(end - p) : strlen(p));
 }
 
-/* Samples in stack block b, and its leaf function. */
+/* Samples in stack block b, and its leaf function (of the program's own frames). */
 static uint64_t block_samples(const char *b, char *leaf, size_t n)
 {
 	unsigned long long samples;
 	char name[256];
 
 	ASSERT_INT(sscanf(b, "stack %*d: %llu samples", &samples), ==, 1);
-	ASSERT_INT(sscanf(strchr(b, '\n') + 1, " %255s", name), ==, 1);
+	const char *line = strchr(b, '\n') + 1;
+	ASSERT_INT(sscanf(line, " %255s", name), ==, 1);
+	/* time in the kernel (sampled by default) is a [kernel] frame below the function
+	 * that called into it: that function is the leaf of the program's own code */
+	if (!strcmp(name, "[kernel]") && strchr(line, '\n'))
+		ASSERT_INT(sscanf(strchr(line, '\n') + 1, " %255s", name), ==, 1);
 	snprintf(leaf, n, "%s", name);
 	return samples;
 }

@@ -74,9 +74,12 @@ static void convert_split_once(void *ctx, int seconds, struct split_counts *add)
 	/* names for the UI: the process and its thread */
 	ASSERT_CONTAINS(t.process_names, "=split\n");
 	ASSERT_CONTAINS(t.thread_names, "=split\n");
-	/* every leaf sits in a mapping named by its path */
+	/* every leaf sits in a mapping named by its path: split's, or the kernel's for a
+	 * sample taken in the kernel (a timer interrupt, a page fault: its [kernel] leaf) */
 	for (size_t i = 0; i < t.n_samples; i++) {
-		if (t.samples[i].stack && strstr(t.samples[i].stack, "compute_hot"))
+		const char *m = t.samples[i].leaf_mapping;
+		if (t.samples[i].stack && strstr(t.samples[i].stack, "compute_hot") &&
+		    !(m && !strcmp(m, "/kernel")))
 			ASSERT_CONTAINS(t.samples[i].leaf_mapping, "/split");
 	}
 	pft_free(&t);

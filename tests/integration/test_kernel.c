@@ -227,8 +227,9 @@ TEST_TIMEOUT(kernel_record_api_marks_kernel_frames_in_the_spool, 120)
 	free(mem.p);
 }
 
-/* Runs `sonde record --kernel` as uid nobody; returns its wait status, stderr in *err. */
-static int record_as_nobody(const char *dir, const char *out, char **err)
+/* Runs `sonde record MODE` (--kernel, or "-q" for the default) as uid nobody; returns its
+ * wait status, stderr in *err. */
+static int record_as_nobody(const char *dir, const char *out, char **err, const char *mode)
 {
 	char errfile[4200];
 	const char *sonde = test_copy_for_anyone(test_bin("sonde"));
@@ -241,8 +242,7 @@ static int record_as_nobody(const char *dir, const char *out, char **err)
 		dup2(fd, STDERR_FILENO);
 		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
 			_exit(99);
-		execl(sonde, "sonde", "record", "--kernel", "-o", out, "--", prog, "1",
-		      (char *)NULL);
+		execl(sonde, "sonde", "record", mode, "-o", out, "--", prog, "1", (char *)NULL);
 		_exit(98);
 	}
 	int status = test_wait(child, 60);
@@ -268,7 +268,7 @@ TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 	int set = saved == 2 ? 0 : write_paranoid(2);
 	if (set < 0)
 		SKIP("cannot set kernel.perf_event_paranoid: %s", strerror(-set));
-	int status = record_as_nobody(dir, out, &err);
+	int status = record_as_nobody(dir, out, &err, "--kernel");
 	/* Restored before any assertion can end the test. */
 	int restored = saved == 2 ? 0 : write_paranoid(saved);
 	ASSERT_OK(restored);
@@ -289,4 +289,113 @@ TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 	ASSERT_NOT_CONTAINS(o.out, "kallsyms");
 	test_output_free(&o);
 	free(err);
+}
+
+/* paranoid 2, default options: kernel time cannot be sampled, which is no error (no
+ * warning either: nothing was asked for), but the summary and the report's header say
+ * that kernel time is not visible, and why. */
+TEST_TIMEOUT(kernel_time_denied_is_said_by_summary_and_report, 120)
+{
+	char dir[4096], out[4200];
+	struct test_output o;
+	char *err = NULL;
+
+	if (geteuid() != 0)
+		SKIP("needs root to switch to an unprivileged user and set perf_event_paranoid");
+	snprintf(dir, sizeof(dir), "%s/nobody2", test_tmpdir());
+	ASSERT(mkdir(dir, 0777) == 0 && chmod(dir, 0777) == 0);
+	chmod(test_tmpdir(), 0755);
+	snprintf(out, sizeof(out), "%s/out.spool", dir);
+
+	long saved = read_paranoid();
+	int set = saved == 2 ? 0 : write_paranoid(2);
+	if (set < 0)
+		SKIP("cannot set kernel.perf_event_paranoid: %s", strerror(-set));
+	int status = record_as_nobody(dir, out, &err, "-F999");
+	/* Restored before any assertion can end the test. */
+	int restored = saved == 2 ? 0 : write_paranoid(saved);
+	ASSERT_OK(restored);
+	ASSERT_INT(read_paranoid(), ==, saved);
+
+	ASSERT_NOT_NULL(err);
+	ASSERT_INT(status, ==, 0);
+	ASSERT_NOT_CONTAINS(err, "warning");
+	ASSERT_CONTAINS(err, "kernel: kernel time not visible (kernel sampling denied: ");
+	free(err);
+
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), out);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "kernel time not visible: the kernel refused kernel sampling (");
+	ASSERT_CONTAINS(o.out, "kernel.perf_event_paranoid <= 1 or CAP_PERFMON");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), out);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.out, "kernel time");
+	ASSERT_CONTAINS(o.err, "note: kernel time not visible");
+	test_output_free(&o);
+}
+
+/* What rusage_run wrote for `key` ("utime_ns", "stime_ns", "pid"). */
+static double rusage_value(const char *text, const char *key)
+{
+	const char *l = strstr(text, key);
+
+	if (!l)
+		FAIL("no %s in rusage_run's file:\n%s", key, text);
+	return atof(l + strlen(key));
+}
+
+/* Samples of a folded report: all of them, and those whose innermost frame is [kernel]. */
+static void count_kernel_leaves(char *folded, double *all, double *kernel)
+{
+	char *save;
+
+	*all = *kernel = 0;
+	for (char *line = strtok_r(folded, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = 0;
+		double n = atof(sp + 1);
+		*all += n;
+		size_t len = strlen(line);
+		if (len >= 9 && !strcmp(line + len - 9, ";[kernel]"))
+			*kernel += n;
+	}
+}
+
+/* Kernel time is CPU time: without --kernel a recording still samples the kernel (only its
+ * frames are left out), so dd copying /dev/zero to /dev/null, which spends nearly all of
+ * its time in read() and write(), has samples for its system time, each under the user
+ * stack of the call with a [kernel] leaf. The samples' total must be dd's CPU time as the
+ * kernel charged it (wait4's rusage), within 15 % and 20 ms. */
+TEST_TIMEOUT(kernel_time_is_counted_without_kernel_frames, 180)
+{
+	struct test_output o;
+	const char *spool = test_path("dd.spool"), *usage = test_path("dd.rusage");
+	double all, kernel;
+
+	require_kernel_sampling();
+	test_runf(&o, 120,
+		  "%s record -F 999 -o %s -- %s %s dd if=/dev/zero of=/dev/null bs=1M count=15000",
+		  test_bin("sonde"), spool, test_prog("rusage_run"), usage);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.err, "kernel time not visible");
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(usage, NULL));
+	double utime = rusage_value(text, "utime_ns ") / 1e9;
+	double stime = rusage_value(text, "stime_ns ") / 1e9;
+	int pid = (int)rusage_value(text, "pid ");
+	free(text);
+
+	test_runf(&o, 60, "%s report --folded --pid %d %s", test_bin("sonde"), pid, spool);
+	ASSERT_INT(o.status, ==, 0);
+	count_kernel_leaves(o.out, &all, &kernel);
+	test_output_free(&o);
+	all /= 999;
+	kernel /= 999;
+	printf("dd: utime %.3f s, stime %.3f s; samples %.3f s, of which [kernel] %.3f s\n", utime,
+	       stime, all, kernel);
+	ASSERT_DOUBLE_NEAR(all, utime + stime, 0.15 * (utime + stime) + 0.02);
+	ASSERT_DOUBLE_NEAR(kernel, stime, 0.15 * stime + 0.02);
 }

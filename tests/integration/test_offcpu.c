@@ -396,8 +396,40 @@ static bool loss_run(const char *mode, const char *name)
 	ASSERT_UINT(gaps, >, 0);
 	ASSERT_UINT(recovered, ==, gaps);
 	ASSERT_CONTAINS(err, "off-CPU: ");
-	free(err);
+	char *err_unknown = err;
 	check_spool(spool, 20);
+	/* never silent: the report says what was lost, in the figures record printed */
+	struct test_output o;
+	char said[128];
+	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	snprintf(said, sizeof(said), "\ntime unknown: %llu records and %llu samples lost", records,
+		 samples);
+	ASSERT_CONTAINS(o.out, said);
+	/* the intervals a loss cut are unknown time, under their own frame, and stated */
+	const char *u = strstr(err_unknown, " unknown (open when records were lost, ");
+	ASSERT_NOT_NULL(u);
+	while (u > err_unknown && u[-1] != ' ')
+		u--;
+	if (atoll(u) > 0) {
+		ASSERT_CONTAINS(o.out, "[unknown: lost records]");
+		snprintf(said, sizeof(said), " %% of thread time unknown: %llu records lost", records);
+		ASSERT_CONTAINS(o.out, said);
+		/* the exports carry it too */
+		char folded[1100];
+		snprintf(folded, sizeof(folded), "%s.folded", spool);
+		test_output_free(&o);
+		test_runf(&o, 60, "%s convert --metric wall %s -o %s", test_bin("sonde"), spool,
+			  folded);
+		if (o.status != 0)
+			FAIL("convert exited %d:\n%s", o.status, o.err);
+		char *text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
+		ASSERT_CONTAINS(text, ";[unknown: lost records] ");
+		free(text);
+	}
+	free(err_unknown);
+	test_output_free(&o);
 	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
 	int pid = (int)truth_value(t, "pid");
 	free(t);
@@ -613,4 +645,198 @@ TEST_TIMEOUT(offcpu_only_has_no_on_cpu_samples, 300)
 		ASSERT_DOUBLE_NEAR(w.got[NAP] * 1e3 / w.truth[NAP], 1.0, 0.1);
 		ASSERT_DOUBLE_NEAR(w.got[PIPE] * 1e3 / w.truth[PIPE], 1.0, 0.1);
 	}
+}
+
+/* The "(P%)" of report's unresolved-frames footer, and whether it is given in time. */
+static double unresolved_share(const char *out, bool *in_time)
+{
+	const char *f = strstr(out, "\nunresolved frames: ");
+
+	if (!f)
+		FAIL("no unresolved-frames footer:\n%s", out);
+	const char *p = strchr(f, '(');
+	ASSERT_NOT_NULL(p);
+	*in_time = strstr(f, " s (") != NULL && strstr(f, "of the time has one") != NULL;
+	return atof(p + 1);
+}
+
+/* A program that only sleeps: `sleep 2` has no on-CPU time worth a sample, and its one
+ * wait is the recording. The report's header spans that wait ("over 2.0x s", not 0.00),
+ * the wall metric has it whole, and the unresolved-frames footer of --metric wall speaks
+ * of time, its share of it at most 100 % (it summed nanoseconds and divided by events). */
+TEST_TIMEOUT(offcpu_report_of_a_sleep_spans_its_wait, 120)
+{
+	struct test_output o;
+	const char *spool = test_path("sleep.spool");
+	bool in_time;
+
+	require_offcpu();
+	double t0 = test_now();
+	test_runf(&o, 60, "%s record --off-cpu -q -o %s -- sleep 2", test_bin("sonde"), spool);
+	double took = test_now() - t0;
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	const char *over = strstr(o.out, " over ");
+	ASSERT_NOT_NULL(over);
+	double span = atof(over + 6);
+	printf("span %.2f s, record took %.2f s\n", span, took);
+	/* sleep's 2 s (printed to 0.01 s), and no more than the whole run took */
+	ASSERT(span >= 1.99);
+	ASSERT(span <= took + 0.01);
+	const char *all = strstr(o.out, "metric wall: ");
+	ASSERT_NOT_NULL(all);
+	ASSERT(atof(all + 13) >= 1.99);
+	double share = unresolved_share(o.out, &in_time);
+	ASSERT(in_time);
+	ASSERT(share >= 0 && share <= 100);
+	test_output_free(&o);
+}
+
+/* Whether a --folded-roots thread report names thread `id` somewhere ("NAME-PID/ID;"
+ * with a NAME other than the bare id). */
+static bool named_elsewhere(const char *folded, const char *id, size_t len)
+{
+	for (const char *l = folded; *l; l = strchrnul(l, '\n'), l += *l == '\n') {
+		const char *slash = strchr(l, '/'), *dash = strchr(l, '-');
+		if (!slash || !dash || slash < dash || strchrnul(l, '\n') < slash)
+			continue;
+		if (!strncmp(slash + 1, id, len) && slash[1 + len] == ';' &&
+		    !((size_t)(dash - l) == len && !strncmp(l, id, len)))
+			return true;
+	}
+	return false;
+}
+
+/* A --folded-roots thread line on a task's way out (through do_exit) whose root is a bare
+ * id ("1234-1234/1234": the name was lost) though other lines name that thread, or NULL.
+ * (A process that started and ended between the recording's /proc scan and its events
+ * was never named: it has no name to keep.) */
+static const char *bare_exit_root(const char *folded)
+{
+	for (const char *l = folded; *l; l = strchrnul(l, '\n'), l += *l == '\n') {
+		const char *dash = strchr(l, '-'), *slash = strchr(l, '/'),
+			   *end = strchrnul(l, '\n');
+		const char *exit = strstr(l, ";do_exit;");
+		if (!dash || !slash || slash < dash || end < slash || !exit || exit > end)
+			continue;
+		size_t len = (size_t)(dash - l);
+		if (!strncmp(l, slash + 1, len) && strspn(l, "0123456789") == len &&
+		    named_elsewhere(folded, l, len))
+			return l;
+	}
+	return NULL;
+}
+
+/* Exit ends a thread: a task's last switch-out (from do_task_dead, the kernel's state
+ * EXIT_ZOMBIE or EXIT_DEAD) is no wait, since it never runs again. System-wide, while
+ * a shell starts and ends a process every 50 ms or so, no interval of the recording may be
+ * such a switch-out (they used to wait until the recording ended, under do_task_dead).
+ * And a task keeps its name to the end: per-CPU events still sample it after its exit
+ * record (on its way out of the kernel), when /proc no longer has it; those samples were
+ * labelled with a bare id. */
+TEST_TIMEOUT(offcpu_system_wide_exited_tasks_end_and_keep_their_names, 120)
+{
+	const char *argv[] = {"/bin/sh", "-c", "while :; do sleep 0.05; done", NULL};
+	struct test_output o;
+	const char *spool = test_path("exits.spool");
+
+	require_offcpu();
+	pid_t sh = test_spawn(argv);
+	test_runf(&o, 60, "%s record -a --off-cpu -q -d 2 -o %s", test_bin("sonde"), spool);
+	kill(sh, SIGKILL);
+	test_wait(sh, 30);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --folded --metric off-cpu %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	/* the recording has kernel frames (-a): the sleeps' own waits are there */
+	ASSERT_CONTAINS(o.out, "nanosleep");
+	const char *dead = strstr(o.out, "do_task_dead");
+	if (dead) {
+		const char *l = dead;
+		while (l > o.out && l[-1] != '\n')
+			l--;
+		FAIL("an exited task waits: %.*s", (int)(strchrnul(dead, '\n') - l), l);
+	}
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --folded --folded-roots thread --metric wall %s",
+		  test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	ASSERT_CONTAINS(o.out, "\nsleep-");
+	const char *bare = bare_exit_root(o.out);
+	if (bare)
+		FAIL("a thread without its name: %.*s", (int)(strchrnul(bare, '\n') - bare), bare);
+	test_output_free(&o);
+}
+
+/* The numbers of --summary's row that starts with `name`: 8 columns, total last. */
+static void summary_row(const char *out, const char *name, double v[8])
+{
+	const char *l = strstr(out, name);
+
+	if (!l)
+		FAIL("no row %s in the summary:\n%s", name, out);
+	l += strlen(name);
+	for (int i = 0; i < 8; i++) {
+		char *end;
+		v[i] = strtod(l, &end);
+		if (end == l)
+			FAIL("row %s has no column %d:\n%s", name, i, out);
+		l = end;
+	}
+}
+
+/* report --summary: the main thread of offcpu_split, by state. Its columns add up to its
+ * total, which is --metric wall's total for the thread and the program's own measure of
+ * its loop (burn + nap + wait_pipe) within 10 %; its sleeping time is the naps' and pipe
+ * waits' (less what a loaded machine left runnable after the wakeups). */
+TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
+{
+	struct test_output o;
+	const char *spool = test_path("sum.spool"), *truth_path = test_path("sum.truth");
+	double row[8], all[8];
+
+	require_offcpu();
+	record_split("--off-cpu-min 0", spool, truth_path, 3);
+	char *truth = ASSERT_NOT_NULL(test_read_file(truth_path, NULL));
+	int pid = (int)truth_value(truth, "pid");
+	double burn = truth_value(truth, "burn") / 1e9, nap = truth_value(truth, "nap") / 1e9;
+	double pipe = truth_value(truth, "wait_pipe") / 1e9;
+	free(truth);
+
+	test_runf(&o, 60, "%s report --metric wall --tid %d %s", test_bin("sonde"), pid, spool);
+	ASSERT_INT(o.status, ==, 0);
+	const char *m = strstr(o.out, "metric wall: ");
+	ASSERT_NOT_NULL(m);
+	double wall = atof(m + 13);
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s report --summary --tid %d %s", test_bin("sonde"), pid, spool);
+	if (o.status != 0)
+		FAIL("report --summary exited %d:\n%s", o.status, o.err);
+	printf("%s", o.out);
+	char name[64];
+	snprintf(name, sizeof(name), "offcpu_split-%d ", pid);
+	summary_row(o.out, name, row);
+	summary_row(o.out, "\nall ", all);
+	test_output_free(&o);
+	double sum = 0;
+	for (int i = 0; i < 7; i++)
+		sum += row[i];
+	ASSERT_DOUBLE_NEAR(sum, row[7], 0.006); /* each printed to the millisecond */
+	ASSERT_DOUBLE_NEAR(all[7], row[7], 0.001);
+	ASSERT_DOUBLE_NEAR(row[7], wall, 0.002);
+	ASSERT_DOUBLE_NEAR(row[7] / (burn + nap + pipe), 1.0, 0.1);
+	ASSERT(row[2] <= 1.1 * (nap + pipe));
+	ASSERT(row[2] >= 0.8 * (nap + pipe));
 }

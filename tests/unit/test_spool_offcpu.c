@@ -279,3 +279,113 @@ TEST(profile_offcpu_metrics)
 	ASSERT_UINT(sonde_profile__total(p, SONDE_PROFILE_METRIC_OFF_CPU), ==, 8005);
 	sonde_profile__free(p);
 }
+
+/* The account record (tag 0x42, any 2.x file): its bytes, the reader's copy, a file
+ * without one, and the checks of the writer and the decoder. */
+TEST(spool_account_round_trips_and_is_checked)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_account got;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, &b, &hdr));
+	const struct sonde_spool_account a = {.kernel_time = 0,
+					      .kernel_error = EACCES,
+					      .lost_records = 1560,
+					      .lost_samples = 3,
+					      .offcpu_dropped = 200};
+	const struct sonde_spool_account bad = {.kernel_time = 2};
+
+	ASSERT_ERR(sonde_spool_writer__add_account(w, &bad), -EINVAL);
+	ASSERT_OK(sonde_spool_writer__add_account(w, &a));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	static const uint8_t expect[] = {
+		0x89, 'S', 'O', 'N', 'D', 'E', '\r', '\n', 2, 0, /* 2.0: no off-CPU records */
+		5, 1, 2, 0xc0, 0x84, 0x3d,
+		/* kernel time not seen (EACCES), 1560 records and 3 samples lost, 200 dropped */
+		0x42, 7, 0, EACCES, 0x98, 0x0c, 3, 0xc8, 0x01, 0x06, 1, 0, /* end */
+	};
+	ASSERT_UINT(b.len, ==, sizeof(expect));
+	ASSERT_MEM_EQ(b.data, expect, sizeof(expect));
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	ASSERT_OK(sonde_spool__get_account(s, &got));
+	ASSERT_MEM_EQ(&got, &a, sizeof(a));
+	sonde_spool__close(s);
+
+	/* the decoder refuses a kernel_time other than 0 and 1 */
+	uint64_t at = 0;
+	((uint8_t *)b.data)[18] = 2;
+	ASSERT(sonde_spool__open_mem(b.data, b.len, &at) == NULL);
+	ASSERT_INT(errno, ==, SONDE_E_RANGE);
+	ASSERT_UINT(at, ==, 16);
+	sonde__buf_free(&b);
+
+	/* a file written without one */
+	w = ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, &b, &hdr));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	ASSERT_ERR(sonde_spool__get_account(s, &got), -ENOENT);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+/* An interval a loss cut (tag 0x43, 2.1 files): written and read apart from the others,
+ * with their fields and checks; refused in a file without off-CPU records. */
+TEST(spool_unknown_intervals_are_kept_apart)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_offcpu got;
+	const struct sonde_spool_frame frames[] = {{1, 0x10}};
+	struct sonde_spool_module_def m = {.pid = 10,
+					   .flags = SONDE_MODULE_EXEC,
+					   .start = 0x1000,
+					   .end = 0x2000,
+					   .path = "/x"};
+	uint32_t thread, mod;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, &b, &hdr));
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &thread));
+	struct sonde_spool_offcpu iv = {.switch_out_ns = 200,
+					.switch_in_ns = 900,
+					.thread = thread,
+					.cpu = 1,
+					.state = SONDE_OFFCPU_SLEEPING};
+	/* off-CPU records need the 2.1 header */
+	ASSERT_ERR(sonde_spool_writer__add_unknown(w, &iv, NULL, 0), -SONDE_E_STATE);
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&b);
+
+	w = ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, &b, &hdr));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &thread));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 6, &m, &mod));
+	iv.thread = thread;
+	struct sonde_spool_offcpu bad = iv;
+	bad.switch_in_ns = 100; /* before its switch-out */
+	ASSERT_ERR(sonde_spool_writer__add_unknown(w, &bad, frames, 1), -EINVAL);
+	ASSERT_OK(sonde_spool_writer__add_unknown(w, &iv, frames, 1));
+	iv.switch_out_ns = 300;
+	iv.switch_in_ns = 400;
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, frames, 1));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	ASSERT_UINT(sonde_spool__offcpu_count(s), ==, 1);
+	ASSERT_UINT(sonde_spool__unknown_count(s), ==, 1);
+	ASSERT_OK(sonde_spool__get_unknown(s, 0, &got));
+	ASSERT_UINT(got.switch_out_ns, ==, 200);
+	ASSERT_UINT(got.switch_in_ns, ==, 900);
+	ASSERT_UINT(got.thread, ==, thread);
+	ASSERT_UINT(got.cpu, ==, 1);
+	ASSERT_UINT(got.state, ==, SONDE_OFFCPU_SLEEPING);
+	ASSERT_UINT(got.stack, >, 0);
+	ASSERT_ERR(sonde_spool__get_unknown(s, 1, &got), -ERANGE);
+	ASSERT_OK(sonde_spool__get_offcpu(s, 0, &got));
+	ASSERT_UINT(got.switch_out_ns, ==, 300);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
