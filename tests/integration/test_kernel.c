@@ -16,29 +16,9 @@
 #include "../test.h"
 #include "../util.h"
 
-static const char paranoid_path[] = "/proc/sys/kernel/perf_event_paranoid";
-
 static long read_paranoid(void)
 {
-	long v = 3;
-	FILE *f = fopen(paranoid_path, "r");
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = 3;
-		fclose(f);
-	}
-	return v;
-}
-
-static int write_paranoid(long v)
-{
-	FILE *f = fopen(paranoid_path, "w");
-
-	if (!f)
-		return -errno;
-	int ok = fprintf(f, "%ld\n", v) > 0;
-	return fclose(f) == 0 && ok ? 0 : -EIO;
+	return test_sysctl_get("kernel/perf_event_paranoid");
 }
 
 /* Kernel sampling needs root (or CAP_PERFMON, or paranoid <= 1). */
@@ -251,7 +231,7 @@ static int record_as_nobody(const char *dir, const char *out, char **err)
 }
 
 /* paranoid 2: a user may sample its own processes in user space, not the kernel. */
-TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
+TEST_EXCLUSIVE(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 {
 	char dir[4096], out[4200];
 	struct test_output o;
@@ -264,15 +244,9 @@ TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 	chmod(test_tmpdir(), 0755);
 	snprintf(out, sizeof(out), "%s/out.spool", dir);
 
-	long saved = read_paranoid();
-	int set = saved == 2 ? 0 : write_paranoid(2);
-	if (set < 0)
-		SKIP("cannot set kernel.perf_event_paranoid: %s", strerror(-set));
+	if (read_paranoid() != 2)
+		test_sysctl_set("kernel/perf_event_paranoid", 2);
 	int status = record_as_nobody(dir, out, &err);
-	/* Restored before any assertion can end the test. */
-	int restored = saved == 2 ? 0 : write_paranoid(saved);
-	ASSERT_OK(restored);
-	ASSERT_INT(read_paranoid(), ==, saved);
 
 	ASSERT_NOT_NULL(err);
 	ASSERT_INT(status, ==, 0);

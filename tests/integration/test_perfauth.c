@@ -29,10 +29,15 @@
 enum { OTHER_GID = 4242 };
 
 /* sonded (root) with linux.perf, its sockets reachable by nobody. */
+/* kernel.perf_event_paranoid, read with the shared lock by rig_start: what sonded decides
+ * for an unprivileged consumer follows it, so no test elsewhere changes it meanwhile. */
+static long rig_paranoid;
+
 static void rig_start(struct sonded *d)
 {
 	sec_require_root();
 	test_require_perf();
+	rig_paranoid = test_sysctl_get("kernel/perf_event_paranoid");
 	ASSERT_OK(chmod(test_tmpdir(), 0755));
 	sonded_start(d, NULL);
 	client_wait_data_source(d->csock, "linux.perf");
@@ -351,28 +356,22 @@ static void kernel_frames_of(const struct pft_trace *t, size_t *frames, size_t *
 
 /* With kernel.perf_event_paranoid 2, nobody gets no kernel frames of its own
  * syscall-heavy process, and is told why. */
-TEST_TIMEOUT(perfauth_kernel_frames_refused_to_unprivileged_consumer, 120)
+TEST_EXCLUSIVE(perfauth_kernel_frames_refused_to_unprivileged_consumer, 120)
 {
 	struct sonded d;
 	struct run r;
-	char scope[64], old[16] = "";
+	char scope[64];
 	size_t kf, ka;
 
 	rig_start(&d);
-	char *cur = ASSERT_NOT_NULL(test_read_file("/proc/sys/kernel/perf_event_paranoid", NULL));
-	snprintf(old, sizeof(old), "%s", cur);
-	free(cur);
 	/* the kernel's default (and Debian's more) refuses kernel samples to nobody */
-	bool restore = atoi(old) != 2;
-	if (restore)
-		test_write_file("/proc/sys/kernel/perf_event_paranoid", "2\n", 2);
+	if (rig_paranoid != 2)
+		test_sysctl_set("kernel/perf_event_paranoid", 2);
 	const char *argv[] = {test_copy_for_anyone(test_prog("kernel_syscalls")), "30", NULL};
 	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
 	usleep(200000);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
 	trace_as(SEC_NOBODY, &d, scope, "kernel_frames: true", 1500, &r);
-	if (restore)
-		test_write_file("/proc/sys/kernel/perf_event_paranoid", old, strlen(old));
 	if (r.status != 0)
 		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
 	ASSERT_CONTAINS(r.err, "linux.perf: warning: kernel frames are not permitted for "
@@ -532,10 +531,8 @@ TEST_TIMEOUT(perfauth_nobody_system_wide_gets_only_its_own_processes, 300)
 	pid_t mine = spawn_as(SEC_NOBODY, SEC_NOBODY, mine_argv);
 	pid_t root = spawn_as(0, 0, root_argv);
 	usleep(200000);
-	char *pv = ASSERT_NOT_NULL(test_read_file("/proc/sys/kernel/perf_event_paranoid", NULL));
-	int paranoid = atoi(pv);
+	long paranoid = rig_paranoid;
 
-	free(pv);
 	/* A system-wide session starts with reading every process it may record, which a
 	 * loaded machine (or a sanitized build) can stretch over most of a short session:
 	 * sessions until enough samples accumulated, each judged whole. */
@@ -601,12 +598,10 @@ TEST_TIMEOUT(perfauth_tracepoint_timebase_refused_to_unprivileged_consumer, 120)
 	char cfg[1024];
 
 	rig_start(&d);
-	char *pv = ASSERT_NOT_NULL(test_read_file("/proc/sys/kernel/perf_event_paranoid", NULL));
-	int paranoid = atoi(pv);
+	long paranoid = rig_paranoid;
 
-	free(pv);
 	if (paranoid < 2)
-		SKIP("kernel.perf_event_paranoid is %d: the kernel gives nobody tracepoints",
+		SKIP("kernel.perf_event_paranoid is %ld: the kernel gives nobody tracepoints",
 		     paranoid);
 	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "spin", "30", NULL};
 	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
@@ -660,11 +655,10 @@ static bool sched_names(const struct pft_sched *e, uint32_t tid)
  * it raw tracepoints at -1 only); at -1 its system-wide session has its own
  * offcpu_split's switch-outs and none of root's offcpu_split, neither as samples nor in
  * any sched event, and every task a sched event names is nobody's or the idle task. */
-TEST_TIMEOUT(perfauth_nobody_offcpu_profile_sees_only_its_own_tasks, 300)
+TEST_EXCLUSIVE(perfauth_nobody_offcpu_profile_sees_only_its_own_tasks, 300)
 {
 	struct sonded d;
 	struct run r;
-	char old[16];
 	uint32_t root_tids[8];
 	const char *cfg = "buffers { size_kb: 65536 fill_policy: DISCARD }\nduration_ms: 3000\n"
 			  "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
@@ -677,9 +671,6 @@ TEST_TIMEOUT(perfauth_nobody_offcpu_profile_sees_only_its_own_tasks, 300)
 	    access("/sys/kernel/debug/tracing/events/sched/sched_switch/id", R_OK) != 0)
 		SKIP("no readable tracefs with sched:sched_switch");
 	rig_start(&d);
-	char *cur = ASSERT_NOT_NULL(test_read_file("/proc/sys/kernel/perf_event_paranoid", NULL));
-	snprintf(old, sizeof(old), "%s", cur);
-	free(cur);
 	const char *mine_argv[] = {test_copy_for_anyone(test_prog("offcpu_split")), "120",
 				   "/dev/null", NULL};
 	const char *root_argv[] = {test_prog("offcpu_split"), "120", "/dev/null", NULL};
@@ -688,7 +679,7 @@ TEST_TIMEOUT(perfauth_nobody_offcpu_profile_sees_only_its_own_tasks, 300)
 	usleep(200000);
 	size_t n_root = tids_of(root, root_tids, 8);
 
-	test_write_file("/proc/sys/kernel/perf_event_paranoid", "1\n", 2);
+	test_sysctl_set("kernel/perf_event_paranoid", 1);
 	trace_as_cfg(SEC_NOBODY, &d, cfg, &r);
 	int refused_status = r.status;
 	bool refused = strstr(r.err, "linux.perf: config refused: an off-CPU profile "
@@ -698,14 +689,12 @@ TEST_TIMEOUT(perfauth_nobody_offcpu_profile_sees_only_its_own_tasks, 300)
 	run_free(&r);
 
 	/* sessions until nobody's main thread accumulated 20 switch-outs, each judged whole */
-	test_write_file("/proc/sys/kernel/perf_event_paranoid", "-1\n", 3);
+	test_sysctl_set("kernel/perf_event_paranoid", -1);
 	size_t outs = 0, root_seen = 0, foreign = 0;
 	for (int round = 0; round < 8 && outs < 20; round++) {
 		trace_as_cfg(SEC_NOBODY, &d, cfg, &r);
-		if (r.status != 0) {
-			test_write_file("/proc/sys/kernel/perf_event_paranoid", old, strlen(old));
+		if (r.status != 0)
 			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
-		}
 		root_seen += samples_of(&r.t, root);
 		for (size_t i = 0; i < r.t.n_sched; i++) {
 			const struct pft_sched *e = &r.t.sched[i];
@@ -724,7 +713,6 @@ TEST_TIMEOUT(perfauth_nobody_offcpu_profile_sees_only_its_own_tasks, 300)
 		       r.t.n_samples, r.t.n_sched, outs);
 		run_free(&r);
 	}
-	test_write_file("/proc/sys/kernel/perf_event_paranoid", old, strlen(old));
 	stop_target(mine);
 	stop_target(root);
 	sonded_stop(&d);
