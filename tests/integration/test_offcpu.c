@@ -227,7 +227,7 @@ TEST_TIMEOUT(offcpu_intervals_survive_stack_copy_switches, 300)
 
 /* With a 30 ms threshold, the 40 ms naps are stacked and the 20 ms pipe waits are
  * counted: the header says how many, the folded profile holds few of them. */
-TEST_TIMEOUT(offcpu_min_counts_short_intervals, 200)
+TEST_EXCLUSIVE(offcpu_min_counts_short_intervals, 200)
 {
 	struct wall w = {0};
 	struct test_output o;

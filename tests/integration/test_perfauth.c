@@ -187,7 +187,7 @@ static void expect_refused(const struct sonded *d, pid_t pid, const char *reason
 }
 
 /* The control: nobody's own ordinary process is profiled. */
-TEST_TIMEOUT(perfauth_nobody_profiles_its_own_process, 120)
+TEST_EXCLUSIVE(perfauth_nobody_profiles_its_own_process, 120)
 {
 	struct sonded d;
 	struct run r;
@@ -287,7 +287,7 @@ TEST_TIMEOUT(perfauth_target_that_changed_uid_is_refused, 120)
 }
 
 /* Root's consumer holds CAP_SYS_PTRACE: it may profile the set-group-ID process. */
-TEST_TIMEOUT(perfauth_root_consumer_profiles_setgid_target, 120)
+TEST_EXCLUSIVE(perfauth_root_consumer_profiles_setgid_target, 120)
 {
 	struct sonded d;
 	struct run r;
@@ -312,7 +312,7 @@ TEST_TIMEOUT(perfauth_root_consumer_profiles_setgid_target, 120)
  * events itself at an exec that leaves the process non-dumpable (fs/exec.c
  * begin_new_exec); sonded must stop too (it would otherwise go on reading the process's
  * maps, memory and mapped files as root for the recording) and say so in the trace. */
-TEST_TIMEOUT(perfauth_target_exec_of_setuid_program_ends_profiling, 120)
+TEST_EXCLUSIVE(perfauth_target_exec_of_setuid_program_ends_profiling, 120)
 {
 	struct sonded d;
 	struct run r;
@@ -456,7 +456,7 @@ TEST_TIMEOUT(perfauth_connector_refuses_to_grant_uid_minus_one, 60)
 
 /* A target chosen by cmdline that starts after the session began is normal: no error,
  * and its samples are there (issue: "no process to profile" contradicted the trace). */
-TEST_TIMEOUT(perfauth_cmdline_target_starting_late_is_no_error, 120)
+TEST_EXCLUSIVE(perfauth_cmdline_target_starting_late_is_no_error, 120)
 {
 	struct sonded d;
 	struct run r;

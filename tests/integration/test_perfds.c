@@ -539,7 +539,7 @@ static int cmp_double(const void *a, const void *b)
  * CPU time against CLOCK_MONOTONIC (the trace's clock); the median spacing of ~100 samples
  * is compared, so a sample the machine delayed or one that fell in a system call (user
  * frames only: not taken) does not move it. */
-TEST_TIMEOUT(perfds_period_is_cpu_time_between_samples, 180)
+TEST_EXCLUSIVE(perfds_period_is_cpu_time_between_samples, 180)
 {
 	enum { PERIOD = 35000000 };
 	struct rig r;

@@ -725,7 +725,7 @@ TEST_TIMEOUT(record_summary_says_what_was_lost, 60)
 
 /* -c N: a fixed period (cpu-clock counts nanoseconds: 1 ms is 1000 Hz); --call-graph fp
  * walks by frame pointers only; -g is accepted (stacks are always recorded). */
-TEST_TIMEOUT(record_count_and_call_graph_options, 60)
+TEST_EXCLUSIVE(record_count_and_call_graph_options, 60)
 {
 	struct test_output o;
 	const char *spool = test_path("period.spool");

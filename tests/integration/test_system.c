@@ -118,7 +118,7 @@ static void check_protoc_cpu(const char *trace)
 	test_output_free(&o);
 }
 
-TEST_TIMEOUT(system_splits_processes_it_was_never_named, 300)
+TEST_EXCLUSIVE(system_splits_processes_it_was_never_named, 300)
 {
 	const char *spool = test_path("sys.spool");
 	const char *before[] = {test_prog("split"), "9", NULL};
