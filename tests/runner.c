@@ -7,13 +7,16 @@
  * PATTERN; -j: tests at once, default the CPUs this process may use, -j1 one after another)
  *
  * Tests declared TEST_EXCLUSIVE run after the others, one at a time, with nothing else of
- * the suite running: they need the machine to themselves.
+ * the suite running, nor of another copy of the suite on the machine (MACHINE_LOCK): they
+ * need the machine to themselves.
  */
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +101,32 @@ static int by_file_then_name(const void *a, const void *b)
 
 enum result { PASS, FAIL_, SKIPPED };
 
+/* Copies of the suite on one machine (other checkouts, CI beside a developer) share it
+ * through an flock on this file: a runner holds it shared while it runs tests in parallel
+ * and exclusive while it runs the tests that need the machine alone, so those run beside
+ * no other copy's tests either. Not inherited by tests (closed in each one). */
+#define MACHINE_LOCK "/run/sonde-test/machine.lock"
+
+static int machine_lock_fd = -1;
+
+static void machine_lock(int how)
+{
+	if (machine_lock_fd < 0) {
+		mkdir("/run/sonde-test", 0755);
+		machine_lock_fd = open(MACHINE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (machine_lock_fd < 0)
+			return; /* not root: other copies are not kept apart */
+	}
+	if (flock(machine_lock_fd, how | LOCK_NB) == 0)
+		return;
+	printf("waiting for another run of the suite to %s (" MACHINE_LOCK ")\n",
+	       how == LOCK_EX ? "finish its parallel tests" : "finish its exclusive tests");
+	double t0 = now_s();
+	while (flock(machine_lock_fd, how) < 0 && errno == EINTR)
+		;
+	printf("waited %.0f s for " MACHINE_LOCK "\n", now_s() - t0);
+}
+
 /* A test running: its process (group), the read end of its combined output, and what
  * it wrote so far. */
 struct job {
@@ -125,7 +154,12 @@ static pid_t start_test(struct test_case *t, int *out_fd)
 		exit(2);
 	}
 	if (pid == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
 		setpgid(0, 0);
+		if (machine_lock_fd >= 0)
+			close(machine_lock_fd);
 		dup2(pipefd[1], STDOUT_FILENO);
 		dup2(pipefd[1], STDERR_FILENO);
 		setvbuf(stdout, NULL, _IONBF, 0);
@@ -227,6 +261,19 @@ static bool finish_if_done(struct job *j, struct tally *tl)
 	return true;
 }
 
+/* The process groups of the tests running, for the signal handler: a test runs in a
+ * group of its own, which a Ctrl-C at the terminal does not reach. */
+static volatile pid_t running_groups[MAX_JOBS];
+
+static void on_stop_signal(int sig)
+{
+	for (int k = 0; k < MAX_JOBS; k++)
+		if (running_groups[k] > 0)
+			kill(-running_groups[k], SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 /* Runs order[0..n) with up to `jobs` at once; returns when all have finished. */
 static void run_tests(struct test_case **order, size_t n, int jobs, struct job *slots,
 		      struct tally *tl)
@@ -240,6 +287,7 @@ static void run_tests(struct test_case **order, size_t n, int jobs, struct job *
 				continue;
 			*j = (struct job){.t = order[next++], .buf = j->buf, .start = now_s()};
 			j->pid = start_test(j->t, &j->fd);
+			running_groups[k] = j->pid;
 			running++;
 		}
 		struct pollfd p[MAX_JOBS];
@@ -266,8 +314,10 @@ static void run_tests(struct test_case **order, size_t n, int jobs, struct job *
 			for (int i = 0; i < np; i++)
 				if (p[i].fd == j->fd && p[i].revents)
 					drain(j);
-			if (finish_if_done(j, tl))
+			if (finish_if_done(j, tl)) {
+				running_groups[k] = 0;
 				running--;
+			}
 		}
 	}
 }
@@ -352,8 +402,19 @@ int main(int argc, char **argv)
 	for (int k = 0; k < jobs; k++)
 		if (!(slots[k].buf = malloc(MAX_CAPTURE)))
 			return 2;
-	run_tests(shared, n_shared, jobs, slots, &tl);
-	run_tests(alone, n_alone, 1, slots, &tl);
+	signal(SIGINT, on_stop_signal);
+	signal(SIGTERM, on_stop_signal);
+	signal(SIGHUP, on_stop_signal);
+	if (n_shared) {
+		machine_lock(LOCK_SH);
+		run_tests(shared, n_shared, jobs, slots, &tl);
+	}
+	if (n_alone) {
+		machine_lock(LOCK_EX);
+		run_tests(alone, n_alone, 1, slots, &tl);
+	}
+	if (machine_lock_fd >= 0)
+		close(machine_lock_fd);
 	for (int k = 0; k < jobs; k++)
 		free(slots[k].buf);
 
