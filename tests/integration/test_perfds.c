@@ -693,7 +693,7 @@ static void offcpu_trace_check(const struct pft_trace *t, uint32_t pid, struct o
  * switch-outs as sched_switch events and, at each, a PerfSample whose stack reaches main
  * through the sleeping function, and no on-CPU sample; the off-CPU time in nap and
  * wait_pipe adds up to what the program measured (within 10 %, accumulated). */
-TEST_TIMEOUT(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
+TEST_EXCLUSIVE(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
 {
 	struct rig r;
 	struct test_output o;
