@@ -370,7 +370,7 @@ TEST_TIMEOUT(perfds_bad_config_is_refused, 120)
 /* No target: system-wide. A CPU-bound split the config never names is found, each of
  * its samples carries a CPU that exists, and its stacks are split's own paths
  * (pft_split fails on a compute_* function reached any other way). */
-TEST_TIMEOUT(perfds_system_wide_finds_an_unnamed_busy_process, 300)
+TEST_EXCLUSIVE(perfds_system_wide_finds_an_unnamed_busy_process, 300)
 {
 	struct rig r;
 	struct test_output o;

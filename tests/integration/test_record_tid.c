@@ -152,7 +152,7 @@ static void late_thread(bool inherit, struct folded *f, struct two *t)
 	fold(spool, allowed, false, f);
 }
 
-TEST_TIMEOUT(record_tid_follows_the_threads_it_creates, 120)
+TEST_EXCLUSIVE(record_tid_follows_the_threads_it_creates, 120)
 {
 	struct two t;
 	struct folded f;

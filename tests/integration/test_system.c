@@ -185,7 +185,7 @@ static size_t samples_on(const char *cpus, pid_t pid, uint32_t on, size_t *on_cp
 	return n;
 }
 
-TEST_TIMEOUT(system_cpu_list_restricts, 200)
+TEST_EXCLUSIVE(system_cpu_list_restricts, 200)
 {
 	const char *taskset = "/usr/bin/taskset";
 	const char *pinned[] = {taskset, "-c", "1", test_prog("split"), "120", NULL};
@@ -234,7 +234,7 @@ static uint64_t spool_samples(const char *path)
 	return in.samples;
 }
 
-TEST_TIMEOUT(system_ctrl_c_ends_the_recording_cleanly, 120)
+TEST_EXCLUSIVE(system_ctrl_c_ends_the_recording_cleanly, 120)
 {
 	const char *spool = test_path("int.spool");
 	const char *rec[] = {test_bin("sonde"), "record", "-a", "-q", "-o", spool, NULL};
@@ -274,7 +274,7 @@ static void summary_loss(const char *err, unsigned long long *records, unsigned 
  * figure of a machine, reported by bench/loss-at-defaults.sh; here, that a loss is
  * counted and recovered (system_loss_is_recovered_and_rings_grow below). */
 
-TEST_TIMEOUT(top_all_cpus_shows_a_process_it_was_never_named, 120)
+TEST_EXCLUSIVE(top_all_cpus_shows_a_process_it_was_never_named, 120)
 {
 	const char *spin[] = {test_prog("split"), "6", NULL};
 	struct test_output o;
@@ -301,7 +301,7 @@ TEST_TIMEOUT(top_all_cpus_shows_a_process_it_was_never_named, 120)
  * a busy machine, so the recorder is stopped (SIGSTOP) for a second, three times, while
  * the events keep writing: its rings overflow whatever the load. Three pauses, so that
  * one falls after the start even when reading /proc took long. */
-TEST_TIMEOUT(system_loss_is_recovered_and_rings_grow, 200)
+TEST_EXCLUSIVE(system_loss_is_recovered_and_rings_grow, 200)
 {
 	const char *spool = test_path("loss.spool");
 	const char *spin[] = {test_prog("split"), "60", NULL};
