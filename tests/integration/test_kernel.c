@@ -246,21 +246,31 @@ TEST_EXCLUSIVE(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 
 	if (read_paranoid() != 2)
 		test_sysctl_set("kernel/perf_event_paranoid", 2);
-	int status = record_as_nobody(dir, out, &err);
+	/* recordings, each judged whole, until one has a sample in zero_reader: a loaded
+	 * machine gives the 1 s program a few user-space samples only, mostly elsewhere */
+	bool reader = false;
+	for (int i = 1; i <= 4 && !reader; i++) {
+		int status = record_as_nobody(dir, out, &err);
 
-	ASSERT_NOT_NULL(err);
-	ASSERT_INT(status, ==, 0);
-	const char *w = strstr(err, "warning: kernel frames not recorded");
-	ASSERT_NOT_NULL(w);
-	ASSERT(strstr(w + 1, "warning: kernel frames not recorded") == NULL);
-	ASSERT_CONTAINS(err, "perf_event_paranoid is 2");
-	ASSERT_CONTAINS(err, "kernel: not recorded");
+		ASSERT_NOT_NULL(err);
+		ASSERT_INT(status, ==, 0);
+		const char *w = strstr(err, "warning: kernel frames not recorded");
+		ASSERT_NOT_NULL(w);
+		ASSERT(strstr(w + 1, "warning: kernel frames not recorded") == NULL);
+		ASSERT_CONTAINS(err, "perf_event_paranoid is 2");
+		ASSERT_CONTAINS(err, "kernel: not recorded");
 
-	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), out);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.out, ";main;run;zero_reader");
-	ASSERT(kernel_entry(o.out) == NULL);
-	ASSERT_NOT_CONTAINS(o.out, "kallsyms");
-	test_output_free(&o);
+		test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), out);
+		ASSERT_INT(o.status, ==, 0);
+		printf("recording %d:\n%s", i, o.out);
+		reader = strstr(o.out, ";main;run;zero_reader") != NULL;
+		ASSERT(kernel_entry(o.out) == NULL);
+		ASSERT_NOT_CONTAINS(o.out, "kallsyms");
+		test_output_free(&o);
+		free(err);
+		err = NULL;
+		unlink(out);
+	}
+	ASSERT(reader);
 	free(err);
 }
