@@ -364,7 +364,7 @@ TEST_TIMEOUT(offcpu_duration_ends_the_recording, 120)
 
 /* -a --off-cpu with a -p filter, ended by SIGINT: per-CPU switch events, switch-ins from
  * next_pid, the filtered process's intervals only. */
-TEST_TIMEOUT(offcpu_system_wide_ctrl_c, 120)
+TEST_EXCLUSIVE(offcpu_system_wide_ctrl_c, 120)
 {
 	const char *spool = test_path("a.spool"), *truth = test_path("a.truth");
 	const char *prog[] = {test_prog("offcpu_split"), "6", truth, NULL};
@@ -445,7 +445,7 @@ TEST_TIMEOUT(offcpu_loss_is_recovered, 200)
 	ASSERT(loss_run("", "loss.spool"));
 }
 
-TEST_TIMEOUT(offcpu_system_wide_loss_is_recovered, 200)
+TEST_EXCLUSIVE(offcpu_system_wide_loss_is_recovered, 200)
 {
 	bool reached = false;
 
@@ -502,7 +502,7 @@ static double folded_sum_comm(const char *spool, const char *pid, const char *co
 
 /* report's filters apply to intervals: the comms' parts, or the CPUs', add up to
  * the whole (within the microsecond rounding of each line), and a time window holds less. */
-TEST_TIMEOUT(offcpu_report_filters_apply_to_intervals, 120)
+TEST_EXCLUSIVE(offcpu_report_filters_apply_to_intervals, 120)
 {
 	const char *spool = test_path("f.spool"), *truth = test_path("f.truth");
 	char pid[32];
@@ -593,7 +593,7 @@ TEST_TIMEOUT(offcpu_follows_children, 120)
  * wait_pipe is what the program measured (within 10 %, accumulated). With -a every switch
  * of a busy shared machine goes through the rings, whose losses drop intervals: its time
  * is not judged. */
-TEST_TIMEOUT(offcpu_only_has_no_on_cpu_samples, 300)
+TEST_EXCLUSIVE(offcpu_only_has_no_on_cpu_samples, 300)
 {
 	const char *spool = test_path("only.spool"), *truth = test_path("only.truth");
 	struct test_output o;
