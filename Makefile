@@ -3,7 +3,8 @@
 #   make               release build (-O2 -g) into build/release
 #   make SAN=1         ASan + UBSan build into build/san
 #   make FUZZ=1        libFuzzer build (clang) into build/fuzz; targets are build/fuzz/fuzz-NAME
-#   make test          build, then run the whole test suite (also with SAN=1)
+#   make test          build, then run the whole test suite (also with SAN=1; TEST_JOBS=N
+#                      tests at once, default the CPU count)
 #   make format        clang-format every source file in place
 #   make install       install into $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall
 #
@@ -142,7 +143,7 @@ $(B)/replay-%: $(B)/obj/fuzz/%.o $(B)/obj/fuzz/driver.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 test: all
-	SONDE_BUILD=$(B) $(TEST_BIN) $(TESTS)
+	SONDE_BUILD=$(B) $(TEST_BIN) $(if $(TEST_JOBS),-j$(TEST_JOBS)) $(TESTS)
 
 format:
 	clang-format -i $$(find include src programs tests fuzz bench examples -name '*.[ch]')

@@ -1,38 +1,60 @@
 /* The test runner: forks each registered test into its own process group, enforces its
- * timeout, shows the captured output of failures, and ends with the summary line
+ * timeout, runs up to N tests at once, shows the captured output of failures whole, and
+ * ends with the failed tests' names, the ten slowest tests and, last, the summary line
  * "N passed, N failed, N skipped".
  *
- * usage: sonde-test [-l] [PATTERN...]   (a test runs when its name contains any PATTERN)
+ * usage: sonde-test [-l] [-j N] [PATTERN...]   (a test runs when its name contains any
+ * PATTERN; -j: tests at once, default the CPUs this process may use, -j1 one after another)
+ *
+ * Tests declared TEST_EXCLUSIVE run after the others, one at a time, with nothing else of
+ * the suite running, nor of another copy of the suite on the machine (MACHINE_LOCK): they
+ * need the machine to themselves.
  */
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "test.h"
 
-enum { EXIT_SKIP = 77, MAX_TESTS = 4096, MAX_CAPTURE = 1 << 20 };
+enum { EXIT_SKIP = 77, MAX_TESTS = 4096, MAX_CAPTURE = 1 << 20, MAX_JOBS = 64, SLOWEST = 10 };
 
 struct test_case {
 	const char *name;
 	const char *file;
 	test_fn fn;
 	int timeout_s;
+	bool exclusive;
+	double took; /* seconds, once it ran */
 };
 
 static struct test_case tests[MAX_TESTS];
 static size_t n_tests;
 
-void test_register(const char *name, const char *file, test_fn fn, int timeout_s)
+static void add_test(const char *name, const char *file, test_fn fn, int timeout_s,
+		     bool exclusive)
 {
 	if (n_tests == MAX_TESTS) {
 		fprintf(stderr, "too many tests (raise MAX_TESTS)\n");
 		exit(2);
 	}
-	tests[n_tests++] = (struct test_case){name, file, fn, timeout_s};
+	tests[n_tests++] = (struct test_case){name, file, fn, timeout_s, exclusive, 0};
+}
+
+void test_register(const char *name, const char *file, test_fn fn, int timeout_s)
+{
+	add_test(name, file, fn, timeout_s, false);
+}
+
+void test_register_exclusive(const char *name, const char *file, test_fn fn, int timeout_s)
+{
+	add_test(name, file, fn, timeout_s, true);
 }
 
 void test_fail(const char *file, int line, const char *fmt, ...)
@@ -77,40 +99,49 @@ static int by_file_then_name(const void *a, const void *b)
 	return c ? c : strcmp(x->name, y->name);
 }
 
-/* Reads the child's combined output until EOF or the deadline. Returns false on timeout. */
-static bool capture(int fd, char *buf, size_t *len, double deadline)
-{
-	for (;;) {
-		double left = deadline - now_s();
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-
-		if (left <= 0)
-			return false;
-		if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
-			continue;
-		char tmp[4096];
-		ssize_t n = read(fd, tmp, sizeof(tmp));
-		if (n == 0)
-			return true;
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return true;
-		}
-		size_t room = MAX_CAPTURE - 1 - *len;
-		memcpy(buf + *len, tmp, (size_t)n < room ? (size_t)n : room);
-		*len += (size_t)n < room ? (size_t)n : room;
-	}
-}
-
 enum result { PASS, FAIL_, SKIPPED };
 
-static enum result run_one(const struct test_case *t, char *buf)
+/* Copies of the suite on one machine (other checkouts, CI beside a developer) share it
+ * through an flock on this file: a runner holds it shared while it runs tests in parallel
+ * and exclusive while it runs the tests that need the machine alone, so those run beside
+ * no other copy's tests either. Not inherited by tests (closed in each one). */
+#define MACHINE_LOCK "/run/sonde-test/machine.lock"
+
+static int machine_lock_fd = -1;
+
+static void machine_lock(int how)
+{
+	if (machine_lock_fd < 0) {
+		mkdir("/run/sonde-test", 0755);
+		machine_lock_fd = open(MACHINE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (machine_lock_fd < 0)
+			return; /* not root: other copies are not kept apart */
+	}
+	if (flock(machine_lock_fd, how | LOCK_NB) == 0)
+		return;
+	printf("waiting for another run of the suite to %s (" MACHINE_LOCK ")\n",
+	       how == LOCK_EX ? "finish its parallel tests" : "finish its exclusive tests");
+	double t0 = now_s();
+	while (flock(machine_lock_fd, how) < 0 && errno == EINTR)
+		;
+	printf("waited %.0f s for " MACHINE_LOCK "\n", now_s() - t0);
+}
+
+/* A test running: its process (group), the read end of its combined output, and what
+ * it wrote so far. */
+struct job {
+	struct test_case *t;
+	pid_t pid;
+	int fd;	       /* -1 once at EOF */
+	char *buf;
+	size_t len;
+	double start;
+	bool timed_out;
+};
+
+static pid_t start_test(struct test_case *t, int *out_fd)
 {
 	int pipefd[2];
-	size_t len = 0;
-	int status = 0;
-	double start = now_s();
 
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
 		perror("pipe");
@@ -123,7 +154,12 @@ static enum result run_one(const struct test_case *t, char *buf)
 		exit(2);
 	}
 	if (pid == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
 		setpgid(0, 0);
+		if (machine_lock_fd >= 0)
+			close(machine_lock_fd);
 		dup2(pipefd[1], STDOUT_FILENO);
 		dup2(pipefd[1], STDERR_FILENO);
 		setvbuf(stdout, NULL, _IONBF, 0);
@@ -132,22 +168,45 @@ static enum result run_one(const struct test_case *t, char *buf)
 	}
 	setpgid(pid, pid);
 	close(pipefd[1]);
-	bool finished = capture(pipefd[0], buf, &len, start + t->timeout_s);
-	close(pipefd[0]);
-	if (!finished)
-		kill(-pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	/* Anything the test left running in its group goes with it. */
-	kill(-pid, SIGKILL);
-	buf[len] = 0;
+	*out_fd = pipefd[0];
+	return pid;
+}
 
-	double took = now_s() - start;
-	if (!finished) {
-		printf("FAIL %s (timed out after %d s)\n%s", t->name, t->timeout_s, buf);
+/* Appends what the test wrote; at EOF (every process holding its output gone) closes fd. */
+static void drain(struct job *j)
+{
+	char tmp[4096];
+	ssize_t n = read(j->fd, tmp, sizeof(tmp));
+
+	if (n < 0 && errno == EINTR)
+		return;
+	if (n <= 0) {
+		close(j->fd);
+		j->fd = -1;
+		return;
+	}
+	size_t room = MAX_CAPTURE - 1 - j->len;
+	size_t take = (size_t)n < room ? (size_t)n : room;
+	memcpy(j->buf + j->len, tmp, take);
+	j->len += take;
+}
+
+/* The one line of a finished test, and its whole output when it failed: printed at once,
+ * so parallel tests never interleave. */
+static enum result report(struct job *j, int status)
+{
+	const struct test_case *t = j->t;
+	char *buf = j->buf;
+	size_t len = j->len;
+
+	buf[len] = 0;
+	if (j->timed_out) {
+		printf("FAIL %s (timed out after %d s)\n%s%s", t->name, t->timeout_s, buf,
+		       len && buf[len - 1] != '\n' ? "\n" : "");
 		return FAIL_;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		printf("ok   %s (%.2f s)\n", t->name, took);
+		printf("ok   %s (%.2f s)\n", t->name, t->took);
 		return PASS;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_SKIP) {
@@ -156,12 +215,111 @@ static enum result run_one(const struct test_case *t, char *buf)
 		return SKIPPED;
 	}
 	if (WIFSIGNALED(status))
-		printf("FAIL %s (killed by signal %d: %s)\n", t->name, WTERMSIG(status),
-		       strsignal(WTERMSIG(status)));
+		printf("FAIL %s (killed by signal %d: %s)\n%s%s", t->name, WTERMSIG(status),
+		       strsignal(WTERMSIG(status)), buf, len && buf[len - 1] != '\n' ? "\n" : "");
 	else
-		printf("FAIL %s (exit %d)\n", t->name, WEXITSTATUS(status));
-	printf("%s%s", buf, len && buf[len - 1] != '\n' ? "\n" : "");
+		printf("FAIL %s (exit %d)\n%s%s", t->name, WEXITSTATUS(status), buf,
+		       len && buf[len - 1] != '\n' ? "\n" : "");
 	return FAIL_;
+}
+
+struct tally {
+	int counts[3];
+	const char *failed[MAX_TESTS];
+};
+
+/* A job is done when its output reached EOF and its process was reaped, or when its
+ * deadline passed (then its group is killed). Anything left in its group goes with it. */
+static bool finish_if_done(struct job *j, struct tally *tl)
+{
+	int status = 0;
+	double now = now_s();
+
+	if (!j->timed_out && now > j->start + j->t->timeout_s) {
+		j->timed_out = true;
+		kill(-j->pid, SIGKILL);
+	}
+	if (j->fd >= 0 && !j->timed_out)
+		return false;
+	/* a test that closed its output early is waited for until its deadline */
+	if (!j->timed_out && waitpid(j->pid, &status, WNOHANG) == 0)
+		return false;
+	if (j->timed_out) {
+		waitpid(j->pid, &status, 0);
+		if (j->fd >= 0) {
+			close(j->fd);
+			j->fd = -1;
+		}
+	}
+	kill(-j->pid, SIGKILL);
+	j->t->took = now - j->start;
+	enum result res = report(j, status);
+	if (res == FAIL_)
+		tl->failed[tl->counts[FAIL_]] = j->t->name;
+	tl->counts[res]++;
+	j->t = NULL;
+	return true;
+}
+
+/* The process groups of the tests running, for the signal handler: a test runs in a
+ * group of its own, which a Ctrl-C at the terminal does not reach. */
+static volatile pid_t running_groups[MAX_JOBS];
+
+static void on_stop_signal(int sig)
+{
+	for (int k = 0; k < MAX_JOBS; k++)
+		if (running_groups[k] > 0)
+			kill(-running_groups[k], SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Runs order[0..n) with up to `jobs` at once; returns when all have finished. */
+static void run_tests(struct test_case **order, size_t n, int jobs, struct job *slots,
+		      struct tally *tl)
+{
+	size_t next = 0, running = 0;
+
+	while (next < n || running) {
+		for (int k = 0; k < jobs && next < n; k++) {
+			struct job *j = &slots[k];
+			if (j->t)
+				continue;
+			*j = (struct job){.t = order[next++], .buf = j->buf, .start = now_s()};
+			j->pid = start_test(j->t, &j->fd);
+			running_groups[k] = j->pid;
+			running++;
+		}
+		struct pollfd p[MAX_JOBS];
+		int np = 0, wait_ms = 1000;
+		bool reaping = false;
+		for (int k = 0; k < jobs; k++) {
+			if (!slots[k].t)
+				continue;
+			if (slots[k].fd >= 0)
+				p[np++] = (struct pollfd){.fd = slots[k].fd, .events = POLLIN};
+			else
+				reaping = true;
+			double left = slots[k].start + slots[k].t->timeout_s - now_s();
+			if (left * 1000 < wait_ms)
+				wait_ms = left > 0 ? (int)(left * 1000) + 1 : 0;
+		}
+		if (reaping && wait_ms > 20)
+			wait_ms = 20;
+		poll(p, (nfds_t)np, wait_ms);
+		for (int k = 0; k < jobs; k++) {
+			struct job *j = &slots[k];
+			if (!j->t)
+				continue;
+			for (int i = 0; i < np; i++)
+				if (p[i].fd == j->fd && p[i].revents)
+					drain(j);
+			if (finish_if_done(j, tl)) {
+				running_groups[k] = 0;
+				running--;
+			}
+		}
+	}
 }
 
 static bool selected(const struct test_case *t, int argc, char **argv)
@@ -174,43 +332,104 @@ static bool selected(const struct test_case *t, int argc, char **argv)
 	return false;
 }
 
+static int by_time_desc(const void *a, const void *b)
+{
+	const struct test_case *x = *(struct test_case *const *)a;
+	const struct test_case *y = *(struct test_case *const *)b;
+
+	return x->took < y->took ? 1 : x->took > y->took ? -1 : 0;
+}
+
+static int default_jobs(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: sonde-test [-l] [-j N] [PATTERN...]\n");
+	exit(2);
+}
+
 int main(int argc, char **argv)
 {
 	bool list = false;
-	int counts[3] = {0, 0, 0};
-	const char *failed[MAX_TESTS];
+	int jobs = default_jobs();
+	static struct tally tl;
+	static struct test_case *shared[MAX_TESTS], *alone[MAX_TESTS], *ran[MAX_TESTS];
+	static struct job slots[MAX_JOBS];
+	size_t n_shared = 0, n_alone = 0, n_ran = 0;
+	int opt;
 
-	if (argc > 1 && strcmp(argv[1], "-l") == 0) {
-		list = true;
-		argc--, argv++;
+	while ((opt = getopt(argc, argv, "+lj:")) != -1) {
+		if (opt == 'l')
+			list = true;
+		else if (opt == 'j') {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || v < 1 || v > MAX_JOBS) {
+				fprintf(stderr, "sonde-test: -j takes 1 to %d\n", MAX_JOBS);
+				exit(2);
+			}
+			jobs = (int)v;
+		} else
+			usage();
 	}
+	if (jobs > MAX_JOBS)
+		jobs = MAX_JOBS;
+	argc -= optind - 1, argv += optind - 1;
 	qsort(tests, n_tests, sizeof(tests[0]), by_file_then_name);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	char *buf = malloc(MAX_CAPTURE);
-	if (!buf)
-		return 2;
 	for (size_t i = 0; i < n_tests; i++) {
 		if (!selected(&tests[i], argc - 1, argv + 1))
 			continue;
 		if (list)
-			printf("%s\t%s\n", tests[i].name, tests[i].file);
-		else {
-			enum result res = run_one(&tests[i], buf);
-			if (res == FAIL_)
-				failed[counts[FAIL_]] = tests[i].name;
-			counts[res]++;
-		}
+			printf("%s\t%s%s\n", tests[i].name, tests[i].file,
+			       tests[i].exclusive ? "\texclusive" : "");
+		else if (tests[i].exclusive)
+			alone[n_alone++] = &tests[i];
+		else
+			shared[n_shared++] = &tests[i];
+		ran[n_ran++] = &tests[i];
 	}
-	free(buf);
 	if (list)
 		return 0;
+	for (int k = 0; k < jobs; k++)
+		if (!(slots[k].buf = malloc(MAX_CAPTURE)))
+			return 2;
+	signal(SIGINT, on_stop_signal);
+	signal(SIGTERM, on_stop_signal);
+	signal(SIGHUP, on_stop_signal);
+	if (n_shared) {
+		machine_lock(LOCK_SH);
+		run_tests(shared, n_shared, jobs, slots, &tl);
+	}
+	if (n_alone) {
+		machine_lock(LOCK_EX);
+		run_tests(alone, n_alone, 1, slots, &tl);
+	}
+	if (machine_lock_fd >= 0)
+		close(machine_lock_fd);
+	for (int k = 0; k < jobs; k++)
+		free(slots[k].buf);
+
 	/* The names again at the end, where a log cut in the middle still shows them. */
-	if (counts[FAIL_]) {
+	if (tl.counts[FAIL_]) {
 		printf("failed:");
-		for (int i = 0; i < counts[FAIL_]; i++)
-			printf(" %s", failed[i]);
+		for (int i = 0; i < tl.counts[FAIL_]; i++)
+			printf(" %s", tl.failed[i]);
 		printf("\n");
 	}
-	printf("%d passed, %d failed, %d skipped\n", counts[PASS], counts[FAIL_], counts[SKIPPED]);
-	return counts[FAIL_] ? 1 : 0;
+	qsort(ran, n_ran, sizeof(ran[0]), by_time_desc);
+	printf("slowest tests:\n");
+	for (size_t i = 0; i < n_ran && i < SLOWEST; i++)
+		printf("%8.2f s  %s\n", ran[i]->took, ran[i]->name);
+	printf("%d passed, %d failed, %d skipped\n", tl.counts[PASS], tl.counts[FAIL_],
+	       tl.counts[SKIPPED]);
+	return tl.counts[FAIL_] ? 1 : 0;
 }

@@ -2,8 +2,15 @@
  *
  * A test is a function declared with TEST(name) (or TEST_TIMEOUT(name, seconds)) in any
  * file under tests/unit or tests/integration; it registers itself at start-up. The runner
- * forks every test into its own process group with a timeout, captures its output (shown
- * only when it fails), and ends with "N passed, N failed, N skipped".
+ * forks every test into its own process group with a timeout, runs several at once (-j),
+ * captures their output (shown only when one fails), and ends with "N passed, N failed,
+ * N skipped".
+ *
+ * TEST_EXCLUSIVE(name, seconds) declares a test that needs the machine to itself: the
+ * runner runs it with nothing else of the suite beside it. That is for a test that measures
+ * loss or throughput, counts samples of a CPU-burning program or asserts a proportion of
+ * CPU time, changes machine-wide state (test_sysctl_set, mounts), or uses a fixed path or
+ * port. Everything else must hold with other tests running beside it.
  *
  * Assertions print both compared values and stop the test. SKIP(reason) is only for a
  * privilege or facility that is really missing; the reason is printed.
@@ -25,6 +32,7 @@
 typedef void (*test_fn)(void);
 
 void test_register(const char *name, const char *file, test_fn fn, int timeout_s);
+void test_register_exclusive(const char *name, const char *file, test_fn fn, int timeout_s);
 void test_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 3, 4)));
 void test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -38,6 +46,14 @@ void test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 
 	static void test_##name(void)
 
 #define TEST(name) TEST_TIMEOUT(name, 60)
+
+#define TEST_EXCLUSIVE(name, seconds)                                                              \
+	static void test_##name(void);                                                             \
+	__attribute__((constructor)) static void test_register_##name(void)                       \
+	{                                                                                          \
+		test_register_exclusive(#name, __FILE__, test_##name, seconds);                    \
+	}                                                                                          \
+	static void test_##name(void)
 
 #define FAIL(...) test_fail(__FILE__, __LINE__, __VA_ARGS__)
 #define SKIP(...) test_skip(__VA_ARGS__)

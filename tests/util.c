@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -328,18 +329,175 @@ const char *test_copy_for_anyone(const char *path)
 	return copy;
 }
 
+/* Machine-wide settings: see util.h. The locks a test holds, one per setting. */
+#define SYSCTL_LOCK_DIR "/run/sonde-test"
+
+struct sysctl_hold {
+	char name[96];
+	int fd;		/* the lock file, -1 when it could not be opened (reading only) */
+	bool exclusive; /* held LOCK_EX, and a restoring process has the old value */
+};
+
+static struct sysctl_hold sysctl_holds[8];
+
+static int sysctl_path(char *buf, size_t size, const char *name)
+{
+	if (strstr(name, "..") || name[0] == '/')
+		FAIL("bad sysctl name %s", name);
+	return snprintf(buf, size, "/proc/sys/%s", name);
+}
+
+static bool sysctl_read(const char *name, long *v)
+{
+	char path[256];
+	FILE *f;
+
+	sysctl_path(path, sizeof(path), name);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	bool ok = fscanf(f, "%ld", v) == 1;
+	fclose(f);
+	return ok;
+}
+
+static int sysctl_write(const char *name, long v)
+{
+	char path[256], buf[32];
+	int fd, n = snprintf(buf, sizeof(buf), "%ld\n", v);
+
+	sysctl_path(path, sizeof(path), name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int r = write(fd, buf, (size_t)n) == n ? 0 : -errno;
+	close(fd);
+	return r;
+}
+
+/* The hold for name, its lock file opened (fd -1 if that is impossible for this user). */
+static struct sysctl_hold *sysctl_hold(const char *name)
+{
+	struct sysctl_hold *h = NULL;
+	char path[256];
+
+	for (size_t i = 0; i < sizeof(sysctl_holds) / sizeof(sysctl_holds[0]); i++) {
+		if (strcmp(sysctl_holds[i].name, name) == 0)
+			return &sysctl_holds[i];
+		if (!h && !sysctl_holds[i].name[0])
+			h = &sysctl_holds[i];
+	}
+	if (!h)
+		FAIL("too many sysctl settings held by one test");
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	mkdir(SYSCTL_LOCK_DIR, 0755);
+	snprintf(path, sizeof(path), SYSCTL_LOCK_DIR "/%s.lock", name);
+	for (char *p = path + sizeof(SYSCTL_LOCK_DIR); *p; p++)
+		if (*p == '/')
+			*p = '.';
+	/* Anyone may take the shared lock: the file is made readable by all. */
+	h->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (h->fd < 0)
+		h->fd = open(path, O_RDONLY | O_CLOEXEC);
+	return h;
+}
+
+static void sysctl_lock(struct sysctl_hold *h, int how)
+{
+	if (h->fd < 0 || flock(h->fd, how | LOCK_NB) == 0)
+		return;
+	if (errno != EWOULDBLOCK)
+		FAIL("flock for %s: %s", h->name, strerror(errno));
+	printf("waiting for %s: another test has it %s\n", h->name,
+	       how == LOCK_EX ? "taken" : "changed");
+	while (flock(h->fd, how) < 0)
+		if (errno != EINTR)
+			FAIL("flock for %s: %s", h->name, strerror(errno));
+}
+
+long test_sysctl_get(const char *name)
+{
+	struct sysctl_hold *h = sysctl_hold(name);
+	long v;
+
+	if (!h->exclusive)
+		sysctl_lock(h, LOCK_SH);
+	if (!sysctl_read(name, &v))
+		FAIL("cannot read /proc/sys/%s: %s", name, strerror(errno));
+	return v;
+}
+
+/* Waits until every copy of the write end of `done` is closed (the test process ended,
+ * and whatever it forked without exec with it), then writes old back. It keeps the lock
+ * file open, so the lock goes only after the value is back; and it keeps the test's
+ * stderr, so the runner sees the test end only then, with any complaint of the restore. */
+static void sysctl_restorer(const char *name, long old, int done, int lock_fd)
+{
+	char c;
+
+	setsid(); /* the runner kills the test's process group when the test ends */
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != done && fd != lock_fd)
+			close(fd);
+	while (read(done, &c, 1) < 0 && errno == EINTR)
+		;
+	int r = sysctl_write(name, old);
+	long now = old;
+	if (r < 0 || !sysctl_read(name, &now) || now != old)
+		fprintf(stderr, "test_sysctl_set: could not restore %s to %ld (%s; it is %ld)\n",
+			name, old, r < 0 ? strerror(-r) : "read back differs", now);
+	_exit(0);
+}
+
+void test_sysctl_set(const char *name, long value)
+{
+	struct sysctl_hold *h = sysctl_hold(name);
+	long old;
+	int done[2];
+
+	if (!h->exclusive) {
+		if (h->fd < 0)
+			SKIP("cannot change /proc/sys/%s: no lock under " SYSCTL_LOCK_DIR
+			     " for this user",
+			     name);
+		sysctl_lock(h, LOCK_EX);
+		if (!sysctl_read(name, &old))
+			FAIL("cannot read /proc/sys/%s: %s", name, strerror(errno));
+		if (pipe2(done, O_CLOEXEC) < 0)
+			FAIL("pipe: %s", strerror(errno));
+		fflush(stdout);
+		fflush(stderr);
+		pid_t pid = fork();
+		if (pid < 0)
+			FAIL("fork: %s", strerror(errno));
+		if (pid == 0) {
+			close(done[1]);
+			sysctl_restorer(name, old, done[0], h->fd);
+		}
+		/* done[1] stays open in this process until it ends. */
+		close(done[0]);
+		h->exclusive = true;
+	}
+	int r = sysctl_write(name, value);
+	if (r < 0)
+		SKIP("cannot change /proc/sys/%s: %s", name, strerror(-r));
+}
+
+int test_sysctl_poke(const char *name, long value)
+{
+	return sysctl_write(name, value);
+}
+
 void test_require_perf(void)
 {
-	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
-	int v = 3;
+	long v;
 
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = 3;
-		fclose(f);
-	}
-	if (geteuid() != 0 && v > 2)
-		SKIP("perf_event_open is not permitted here (perf_event_paranoid %d)", v);
+	/* root profiles anything whatever the setting: nothing to read, nothing to hold */
+	if (geteuid() == 0)
+		return;
+	v = test_sysctl_get("kernel/perf_event_paranoid");
+	if (v > 2)
+		SKIP("perf_event_open is not permitted here (perf_event_paranoid %ld)", v);
 }
 
 int test_count_fds(void)

@@ -50,6 +50,28 @@ pid_t test_spawn(const char *const argv[]);
 /* Wait for a background program, killing it after timeout_s; returns as test_output.status. */
 int test_wait(pid_t pid, int timeout_s);
 
+/* Machine-wide settings under /proc/sys, NAME written as there: "kernel/perf_event_paranoid".
+ * They are shared by every test of this suite and of any other suite on the machine, so
+ * they are taken explicitly, with an flock on /run/sonde-test/NAME.lock held until the
+ * test process ends. Test sources name /proc/sys nowhere else (test_sysctl_confined checks
+ * it).
+ *
+ * test_sysctl_get() takes the lock shared and returns the value: while the test runs,
+ * nobody changes it (a test that changes it is waited for). Fails the test when the setting
+ * cannot be read.
+ *
+ * test_sysctl_set() takes the lock exclusive and writes VALUE. The first call for a NAME
+ * starts a restoring process, outside the runner's process group, that writes back the
+ * value found before and then lets the lock go, once the test process has ended however
+ * it ended (returned, failed, crashed or killed at its timeout). Skips the test when the
+ * setting cannot be written (not root). A test that sets one must be TEST_EXCLUSIVE: it
+ * changes what every other test running beside it sees. */
+long test_sysctl_get(const char *name);
+void test_sysctl_set(const char *name, long value);
+/* For a knob the kernel consumes rather than keeps (kernel/ns_last_pid, which only picks
+ * the next pid): written without lock or restore. Returns 0 or -errno. */
+int test_sysctl_poke(const char *name, long value);
+
 /* Skips the test, naming kernel.perf_event_paranoid, unless this process may profile
  * other processes with perf_event (root, or paranoid <= 2 for its own children). */
 void test_require_perf(void);

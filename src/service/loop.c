@@ -16,6 +16,17 @@ uint64_t sonde__loop_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void sonde__loop_set_clock(struct loop *l, loop_clock_fn now_ns, void *clock_ctx)
+{
+	l->clock = now_ns;
+	l->clock_ctx = clock_ctx;
+}
+
+uint64_t sonde__loop_now(const struct loop *l)
+{
+	return l->clock ? l->clock(l->clock_ctx) : sonde__loop_now_ns();
+}
+
 int sonde__loop_init(struct loop *l, loop_io_fn io_fn, void *ctx)
 {
 	memset(l, 0, sizeof(*l));
@@ -69,7 +80,7 @@ uint64_t sonde__loop_timer_add(struct loop *l, uint64_t ms, loop_timer_fn fn, ui
 		l->cap = cap;
 	}
 	l->timers[l->ntimers++] = (struct loop_timer){
-		.id = l->next_id, .when_ns = sonde__loop_now_ns() + ms * 1000000ull, .arg = arg, .fn = fn};
+		.id = l->next_id, .when_ns = sonde__loop_now(l) + ms * 1000000ull, .arg = arg, .fn = fn};
 	return l->next_id++;
 }
 
@@ -85,7 +96,7 @@ void sonde__loop_timer_del(struct loop *l, uint64_t id)
 
 int sonde__loop_timeout_ms(const struct loop *l)
 {
-	uint64_t now = sonde__loop_now_ns(), best = UINT64_MAX;
+	uint64_t now = sonde__loop_now(l), best = UINT64_MAX;
 
 	for (size_t i = 0; i < l->ntimers; i++)
 		if (l->timers[i].when_ns < best)
@@ -100,7 +111,7 @@ int sonde__loop_timeout_ms(const struct loop *l)
 /* Runs due timers one at a time, earliest first; a callback may add or delete timers. */
 static int run_timers(struct loop *l)
 {
-	uint64_t now = sonde__loop_now_ns();
+	uint64_t now = sonde__loop_now(l);
 	int n = 0;
 
 	for (;;) {

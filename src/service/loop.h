@@ -6,6 +6,10 @@
  * IO registrations carry a 64-bit cookie, not a pointer, so an event for an object freed
  * earlier in the same batch resolves to nothing instead of to freed memory. Timers call
  * back with (ctx, arg) and are removed before they run.
+ *
+ * Time is the loop's clock: CLOCK_MONOTONIC unless sonde__loop_set_clock() gave it another
+ * (as Perfetto's service takes its clock), so that a test drives timers by advancing a
+ * clock of its own and calling sonde__loop_process(l, 0), without sleeping.
  */
 #ifndef SONDE_SERVICE_LOOP_H
 #define SONDE_SERVICE_LOOP_H
@@ -21,10 +25,14 @@ struct loop_timer {
 	loop_timer_fn fn;
 };
 
+typedef uint64_t (*loop_clock_fn)(void *clock_ctx);
+
 struct loop {
 	int epfd;
 	loop_io_fn io_fn;
 	void *ctx;
+	loop_clock_fn clock; /* NULL: CLOCK_MONOTONIC */
+	void *clock_ctx;
 	struct loop_timer *timers;
 	size_t ntimers, cap;
 	uint64_t next_id;
@@ -44,5 +52,10 @@ int sonde__loop_timeout_ms(const struct loop *l);
  * handled or -errno. */
 int sonde__loop_process(struct loop *l, int wait_ms);
 uint64_t sonde__loop_now_ns(void);
+/* The loop's clock: now_ns(clock_ctx) gives nanoseconds that never go back; NULL restores
+ * CLOCK_MONOTONIC. Set before timers are added: their deadlines are in the clock's time. */
+void sonde__loop_set_clock(struct loop *l, loop_clock_fn now_ns, void *clock_ctx);
+/* Now, by the loop's clock. */
+uint64_t sonde__loop_now(const struct loop *l);
 
 #endif

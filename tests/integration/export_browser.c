@@ -1,5 +1,7 @@
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -49,12 +51,22 @@ const char *export_speedscope_index(void)
 	const char *npm = export_which("npm");
 	if (!npm)
 		FAIL("npm not found (the machine's Node.js provides it)");
-	test_run(&o, 300,
-		 (const char *const[]){npm, "install", "--no-audit", "--no-fund", "--prefix", dir,
-				       "speedscope@1", NULL});
-	if (o.status != 0 || access(index, R_OK) != 0)
-		FAIL("npm install speedscope failed (%d):\n%s%s", o.status, o.out, o.err);
-	test_output_free(&o);
+	/* Tests running at once would install into the same directory, and one npm removes
+	 * what the other is writing: the first installs, the others wait and find it there. */
+	char lock_path[PATH_MAX];
+	snprintf(lock_path, sizeof(lock_path), "%s.lock", dir);
+	int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0)
+		FAIL("lock %s: %s", lock_path, strerror(errno));
+	if (access(index, R_OK) != 0) {
+		test_run(&o, 300,
+			 (const char *const[]){npm, "install", "--no-audit", "--no-fund", "--prefix",
+					       dir, "speedscope@1", NULL});
+		if (o.status != 0 || access(index, R_OK) != 0)
+			FAIL("npm install speedscope failed (%d):\n%s%s", o.status, o.out, o.err);
+		test_output_free(&o);
+	}
+	close(lock);
 	return index;
 }
 

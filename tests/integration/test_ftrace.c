@@ -320,7 +320,7 @@ static enum peer find_peer(void)
 	return st == 0 ? PEER_PERF : PEER_NONE;
 }
 
-TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
+TEST_EXCLUSIVE(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 {
 	probes_require_tracefs();
 	struct ftrace_config cfg = sched_config(false);

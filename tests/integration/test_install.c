@@ -3,10 +3,12 @@
  * uninstall taking every file away again. Installs the variant under test (make SAN=1
  * install for the sanitizer build, whose sonde.pc adds the sanitizer runtimes). */
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,15 +61,21 @@ static const char *make_overrides(void)
 }
 
 /* make TARGET DESTDIR=destdir PREFIX=/usr for this variant, from the source tree. The
- * runner may itself run under make, whose jobserver is not this make's. */
+ * runner may itself run under make, whose jobserver is not this make's. One at a time:
+ * an install writes into the build tree (the man pages), and two tests running at once
+ * had one's make move away the file the other's was writing. */
 static void make(const char *target, const char *destdir)
 {
 	struct test_output o;
+	int lock = open(test_bin("install.lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 
+	if (lock < 0 || flock(lock, LOCK_EX) < 0)
+		FAIL("lock %s: %s", test_bin("install.lock"), strerror(errno));
 	sh(&o, 120,
 	   "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C %s %s %s DESTDIR=%s PREFIX=" PREFIX
 	   " %s",
 	   test_src_path("."), variant_flag(), target, destdir, make_overrides());
+	close(lock);
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
 }

@@ -16,29 +16,9 @@
 #include "../test.h"
 #include "../util.h"
 
-static const char paranoid_path[] = "/proc/sys/kernel/perf_event_paranoid";
-
 static long read_paranoid(void)
 {
-	long v = 3;
-	FILE *f = fopen(paranoid_path, "r");
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = 3;
-		fclose(f);
-	}
-	return v;
-}
-
-static int write_paranoid(long v)
-{
-	FILE *f = fopen(paranoid_path, "w");
-
-	if (!f)
-		return -errno;
-	int ok = fprintf(f, "%ld\n", v) > 0;
-	return fclose(f) == 0 && ok ? 0 : -EIO;
+	return test_sysctl_get("kernel/perf_event_paranoid");
 }
 
 /* Kernel sampling needs root (or CAP_PERFMON, or paranoid <= 1). */
@@ -251,7 +231,7 @@ static int record_as_nobody(const char *dir, const char *out, char **err, const 
 }
 
 /* paranoid 2: a user may sample its own processes in user space, not the kernel. */
-TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
+TEST_EXCLUSIVE(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 {
 	char dir[4096], out[4200];
 	struct test_output o;
@@ -264,37 +244,41 @@ TEST_TIMEOUT(kernel_denied_falls_back_to_user_frames_with_one_warning, 120)
 	chmod(test_tmpdir(), 0755);
 	snprintf(out, sizeof(out), "%s/out.spool", dir);
 
-	long saved = read_paranoid();
-	int set = saved == 2 ? 0 : write_paranoid(2);
-	if (set < 0)
-		SKIP("cannot set kernel.perf_event_paranoid: %s", strerror(-set));
-	int status = record_as_nobody(dir, out, &err, "--kernel");
-	/* Restored before any assertion can end the test. */
-	int restored = saved == 2 ? 0 : write_paranoid(saved);
-	ASSERT_OK(restored);
-	ASSERT_INT(read_paranoid(), ==, saved);
+	if (read_paranoid() != 2)
+		test_sysctl_set("kernel/perf_event_paranoid", 2);
+	/* recordings, each judged whole, until one has a sample in zero_reader: a loaded
+	 * machine gives the 1 s program a few user-space samples only, mostly elsewhere */
+	bool reader = false;
+	for (int i = 1; i <= 4 && !reader; i++) {
+		int status = record_as_nobody(dir, out, &err, "--kernel");
 
-	ASSERT_NOT_NULL(err);
-	ASSERT_INT(status, ==, 0);
-	const char *w = strstr(err, "warning: kernel frames not recorded");
-	ASSERT_NOT_NULL(w);
-	ASSERT(strstr(w + 1, "warning: kernel frames not recorded") == NULL);
-	ASSERT_CONTAINS(err, "perf_event_paranoid is 2");
-	ASSERT_CONTAINS(err, "kernel: not recorded");
+		ASSERT_NOT_NULL(err);
+		ASSERT_INT(status, ==, 0);
+		const char *w = strstr(err, "warning: kernel frames not recorded");
+		ASSERT_NOT_NULL(w);
+		ASSERT(strstr(w + 1, "warning: kernel frames not recorded") == NULL);
+		ASSERT_CONTAINS(err, "perf_event_paranoid is 2");
+		ASSERT_CONTAINS(err, "kernel: not recorded");
 
-	test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), out);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.out, ";main;run;zero_reader");
-	ASSERT(kernel_entry(o.out) == NULL);
-	ASSERT_NOT_CONTAINS(o.out, "kallsyms");
-	test_output_free(&o);
+		test_runf(&o, 60, "%s report --folded %s", test_bin("sonde"), out);
+		ASSERT_INT(o.status, ==, 0);
+		printf("recording %d:\n%s", i, o.out);
+		reader = strstr(o.out, ";main;run;zero_reader") != NULL;
+		ASSERT(kernel_entry(o.out) == NULL);
+		ASSERT_NOT_CONTAINS(o.out, "kallsyms");
+		test_output_free(&o);
+		free(err);
+		err = NULL;
+		unlink(out);
+	}
+	ASSERT(reader);
 	free(err);
 }
 
 /* paranoid 2, default options: kernel time cannot be sampled, which is no error (no
  * warning either: nothing was asked for), but the summary and the report's header say
  * that kernel time is not visible, and why. */
-TEST_TIMEOUT(kernel_time_denied_is_said_by_summary_and_report, 120)
+TEST_EXCLUSIVE(kernel_time_denied_is_said_by_summary_and_report, 120)
 {
 	char dir[4096], out[4200];
 	struct test_output o;
@@ -307,15 +291,9 @@ TEST_TIMEOUT(kernel_time_denied_is_said_by_summary_and_report, 120)
 	chmod(test_tmpdir(), 0755);
 	snprintf(out, sizeof(out), "%s/out.spool", dir);
 
-	long saved = read_paranoid();
-	int set = saved == 2 ? 0 : write_paranoid(2);
-	if (set < 0)
-		SKIP("cannot set kernel.perf_event_paranoid: %s", strerror(-set));
+	if (read_paranoid() != 2)
+		test_sysctl_set("kernel/perf_event_paranoid", 2);
 	int status = record_as_nobody(dir, out, &err, "-F999");
-	/* Restored before any assertion can end the test. */
-	int restored = saved == 2 ? 0 : write_paranoid(saved);
-	ASSERT_OK(restored);
-	ASSERT_INT(read_paranoid(), ==, saved);
 
 	ASSERT_NOT_NULL(err);
 	ASSERT_INT(status, ==, 0);

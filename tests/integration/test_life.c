@@ -774,19 +774,12 @@ TEST_TIMEOUT(life_loss_sweeps_repair_the_module_table, 400)
 }
 
 /* A child running argv whose pid is `want`, made by asking the kernel for the pid after
- * want - 1 (/proc/sys/kernel/ns_last_pid); another process can take it first, so this
+ * want - 1 (kernel.ns_last_pid); another process can take it first, so this
  * retries. 0 when it cannot be had (the test then skips). */
 static pid_t spawn_at_pid(pid_t want, const char *const argv[])
 {
 	for (int tries = 0; tries < 50; tries++) {
-		char buf[32];
-		int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
-		if (fd < 0)
-			return 0;
-		int n = snprintf(buf, sizeof(buf), "%d", (int)want - 1);
-		bool ok = write(fd, buf, (size_t)n) == n;
-		close(fd);
-		if (!ok)
+		if (test_sysctl_poke("kernel/ns_last_pid", want - 1) < 0)
 			return 0;
 		pid_t pid = fork();
 		ASSERT_INT(pid, >=, 0);
@@ -825,7 +818,7 @@ TEST_TIMEOUT(life_pid_reuse_never_mixes_processes, 180)
 	pid_t b = spawn_at_pid(a, argv_b);
 	if (!b) {
 		sonde_recorder__free(r);
-		SKIP("cannot choose the next pid (/proc/sys/kernel/ns_last_pid)");
+		SKIP("cannot choose the next pid (kernel.ns_last_pid)");
 	}
 	/* A's exit record is still in the ring: it must not end B. */
 	ASSERT_INT(sonde_recorder__process_is_active(r, a), ==, 0);

@@ -370,7 +370,7 @@ TEST_TIMEOUT(perfds_bad_config_is_refused, 120)
 /* No target: system-wide. A CPU-bound split the config never names is found, each of
  * its samples carries a CPU that exists, and its stacks are split's own paths
  * (pft_split fails on a compute_* function reached any other way). */
-TEST_TIMEOUT(perfds_system_wide_finds_an_unnamed_busy_process, 300)
+TEST_EXCLUSIVE(perfds_system_wide_finds_an_unnamed_busy_process, 300)
 {
 	struct rig r;
 	struct test_output o;
@@ -539,59 +539,67 @@ static int cmp_double(const void *a, const void *b)
  * CPU time against CLOCK_MONOTONIC (the trace's clock); the median spacing of ~100 samples
  * is compared, so a sample the machine delayed or one that fell in a system call (user
  * frames only: not taken) does not move it. */
-TEST_TIMEOUT(perfds_period_is_cpu_time_between_samples, 180)
+TEST_TIMEOUT(perfds_period_is_cpu_time_between_samples, 300)
 {
-	enum { PERIOD = 35000000 };
+	enum { PERIOD = 35000000, MIN_GAPS = 30 };
 	struct rig r;
 	struct test_output o;
 	struct pft_trace t;
 	char cfg[1024];
 	const char *out = test_path("period.pftrace"), *logf = test_path("cputime.log");
+	double *gap = NULL;
+	size_t n = 0;
 
 	test_require_perf();
 	rig_start(&r);
-	const char *argv[] = {test_prog("cputime_log"), "14", logf, NULL};
-	pid_t pid = test_spawn(argv);
-	usleep(200000);
-	snprintf(cfg, sizeof(cfg),
-		 "buffers { size_kb: 16384 fill_policy: DISCARD }\n"
-		 "duration_ms: 8000\n"
-		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
-		 "  timebase { period: %d counter: SW_CPU_CLOCK }\n"
-		 "  callstack_sampling { scope { target_pid: %d } } } } }\n",
-		 PERIOD, (int)pid);
-	trace(&r, cfg, out, &o);
-	if (o.status != 0)
-		FAIL("sonde trace exited %d:\n%s", o.status, o.err);
-	test_output_free(&o);
-	ASSERT_INT(test_wait(pid, 60), ==, 0);
-	rig_stop(&r);
+	/* sessions until MIN_GAPS spacings in all: a loaded machine gives the target less CPU
+	 * time in one session, so fewer samples */
+	for (int round = 1; round <= 4 && n < MIN_GAPS; round++) {
+		const char *argv[] = {test_prog("cputime_log"), "14", logf, NULL};
+		pid_t pid = test_spawn(argv);
+		usleep(200000);
+		snprintf(cfg, sizeof(cfg),
+			 "buffers { size_kb: 16384 fill_policy: DISCARD }\n"
+			 "duration_ms: 8000\n"
+			 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+			 "  timebase { period: %d counter: SW_CPU_CLOCK }\n"
+			 "  callstack_sampling { scope { target_pid: %d } } } } }\n",
+			 PERIOD, (int)pid);
+		trace(&r, cfg, out, &o);
+		if (o.status != 0)
+			FAIL("sonde trace exited %d:\n%s", o.status, o.err);
+		test_output_free(&o);
+		ASSERT_INT(test_wait(pid, 60), ==, 0);
 
-	size_t len;
-	uint64_t(*log)[2] = ASSERT_NOT_NULL((uint64_t(*)[2])test_read_file(logf, &len));
-	size_t n_log = len / sizeof(*log);
-	ASSERT_UINT(n_log, >, 1000);
-	decode(out, &t);
-	ASSERT_UINT(t.timebase_period, ==, PERIOD);
-	double *gap = ASSERT_NOT_NULL(calloc(t.n_samples + 1, sizeof(*gap)));
-	size_t n = 0;
-	double prev = -1;
-	for (size_t i = 0; i < t.n_samples; i++) {
-		const struct pft_sample *s = &t.samples[i];
-		if (s->pid != (uint32_t)pid || s->ts <= log[0][0] || s->ts >= log[n_log - 1][0])
-			continue;
-		double c = cpu_at(log, n_log, s->ts);
-		if (prev >= 0)
-			gap[n++] = c - prev;
-		prev = c;
+		size_t len;
+		uint64_t(*log)[2] = ASSERT_NOT_NULL((uint64_t(*)[2])test_read_file(logf, &len));
+		size_t n_log = len / sizeof(*log);
+		ASSERT_UINT(n_log, >, 1000);
+		decode(out, &t);
+		ASSERT_UINT(t.timebase_period, ==, PERIOD);
+		gap = ASSERT_NOT_NULL(realloc(gap, (n + t.n_samples + 1) * sizeof(*gap)));
+		double prev = -1;
+		for (size_t i = 0; i < t.n_samples; i++) {
+			const struct pft_sample *s = &t.samples[i];
+			if (s->pid != (uint32_t)pid || s->ts <= log[0][0] ||
+			    s->ts >= log[n_log - 1][0])
+				continue;
+			double c = cpu_at(log, n_log, s->ts);
+			if (prev >= 0)
+				gap[n++] = c - prev;
+			prev = c;
+		}
+		printf("session %d: %zu samples, %zu spacings in all\n", round, t.n_samples, n);
+		free(log);
+		pft_free(&t);
+		unlink(logf);
 	}
-	ASSERT_UINT(n, >=, 30);
+	rig_stop(&r);
+	ASSERT_UINT(n, >=, MIN_GAPS);
 	qsort(gap, n, sizeof(*gap), cmp_double);
 	double median = gap[n / 2];
 	ASSERT_DOUBLE_NEAR(median, (double)PERIOD, PERIOD * 0.01);
 	free(gap);
-	free(log);
-	pft_free(&t);
 }
 
 /* BOOTTIME - MONOTONIC now: what the data source adds to its sched events' timestamps. */
@@ -693,7 +701,7 @@ static void offcpu_trace_check(const struct pft_trace *t, uint32_t pid, struct o
  * switch-outs as sched_switch events and, at each, a PerfSample whose stack reaches main
  * through the sleeping function, and no on-CPU sample; the off-CPU time in nap and
  * wait_pipe adds up to what the program measured (within 10 %, accumulated). */
-TEST_TIMEOUT(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
+TEST_EXCLUSIVE(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
 {
 	struct rig r;
 	struct test_output o;

@@ -152,7 +152,7 @@ static void late_thread(bool inherit, struct folded *f, struct two *t)
 	fold(spool, allowed, false, f);
 }
 
-TEST_TIMEOUT(record_tid_follows_the_threads_it_creates, 120)
+TEST_EXCLUSIVE(record_tid_follows_the_threads_it_creates, 120)
 {
 	struct two t;
 	struct folded f;
@@ -245,17 +245,12 @@ TEST_TIMEOUT(record_tid_unknown_or_kernel_is_refused_at_once, 60)
 /* System-wide events need CAP_PERFMON or root, or perf_event_paranoid <= 0. */
 static void require_system_wide(void)
 {
-	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
-	int v = 3;
-
 	test_require_perf();
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = 3;
-		fclose(f);
-	}
-	if (geteuid() != 0 && v > 0)
-		SKIP("system-wide perf events need root here (perf_event_paranoid %d)", v);
+	if (geteuid() == 0)
+		return;
+	long v = test_sysctl_get("kernel/perf_event_paranoid");
+	if (v > 0)
+		SKIP("system-wide perf events need root here (perf_event_paranoid %ld)", v);
 }
 
 TEST_TIMEOUT(record_all_cpus_tid_filter, 120)

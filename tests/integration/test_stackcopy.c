@@ -42,7 +42,7 @@ static void record_depths(struct test_output *o, const char *spool, const char *
 /* 800 frames of about 64 bytes: beyond the first 32 KiB copy. Its first unwinds are cut by
  * the end of the copy, which doubles at once (to the 65528 bytes perf_event allows); from
  * then on the stacks reach main and _start again. */
-TEST_TIMEOUT(stackcopy_deep_stack_grows_until_it_reaches_main, 150)
+TEST_EXCLUSIVE(stackcopy_deep_stack_grows_until_it_reaches_main, 150)
 {
 	const char *spool = test_path("deep.spool");
 	unsigned min, max, switches, grown;
@@ -147,7 +147,7 @@ static int cmp_u64(const void *a, const void *b)
  * they run. The samples match the program's CPU time (a thread left unsampled after the
  * switch would take a quarter off, a generation counted twice over the switch would add
  * its overlap), every thread is sampled after the switch, and no sample is there twice. */
-TEST_TIMEOUT(stackcopy_switch_loses_and_duplicates_no_sample, 150)
+TEST_EXCLUSIVE(stackcopy_switch_loses_and_duplicates_no_sample, 150)
 {
 	const char *spool = test_path("count.spool");
 	unsigned min, max, switches, grown;

@@ -272,7 +272,7 @@ static size_t session_samples(const char *csock, pid_t pid, const char *name)
 
 /* Root's sonded profiles nobody's JIT process, whose perf map is a FIFO: the session ends
  * with samples, the next one too, and sonded still stops on SIGTERM. */
-TEST_TIMEOUT(perfds_fifo_perf_map_of_target_does_not_stall_linux_perf, 180)
+TEST_EXCLUSIVE(perfds_fifo_perf_map_of_target_does_not_stall_linux_perf, 180)
 {
 	struct sonded d;
 	size_t first, second;
@@ -309,7 +309,7 @@ static long status_kib(pid_t pid, const char *field)
 /* The same process with a 768 MiB sparse perf map: the probes refuse it by its size, so
  * neither their peak nor their resident memory after the session grows by anything like
  * it (they read the whole file into memory, and kept a copy of the one endless name). */
-TEST_TIMEOUT(perfds_sparse_perf_map_of_target_costs_sonded_no_memory, 180)
+TEST_EXCLUSIVE(perfds_sparse_perf_map_of_target_costs_sonded_no_memory, 180)
 {
 	struct sonded d;
 

@@ -5,12 +5,15 @@
  *               -> path_warm -> compute_warm  (30%)
  *               -> path_cool -> compute_cool  (10%)
  *
- * usage: split [SECONDS]   (default 3). It is the bundled demo and the reference target of
+ * usage: split [SECONDS[cpu]]   (default 3). It is the bundled demo and the reference target of
  * the profiler's accuracy tests, so the split is set by work done, not by time slept.
+ * SECONDS ending in "cpu" (split 0.3cpu) are seconds of its own CPU time, not of the wall
+ * clock: as many samples of its CPU time on a loaded machine as on a quiet one.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 enum { UNIT = 200000 };
@@ -59,11 +62,13 @@ __attribute__((noinline)) uint64_t path_cool(uint64_t x)
 	return compute_cool(x) + 3;
 }
 
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock_id, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -95,10 +100,15 @@ __attribute__((noinline)) uint64_t run(double seconds)
 
 int main(int argc, char **argv)
 {
-	double seconds = argc > 1 ? atof(argv[1]) : 3.0;
+	char *unit = NULL;
+	double seconds = argc > 1 ? strtod(argv[1], &unit) : 3.0;
 
+	if (unit && strcmp(unit, "cpu") == 0)
+		clock_id = CLOCK_PROCESS_CPUTIME_ID;
+	else if (unit && *unit)
+		seconds = 0;
 	if (seconds <= 0) {
-		fprintf(stderr, "usage: split [SECONDS]\n");
+		fprintf(stderr, "usage: split [SECONDS[cpu]]\n");
 		return 2;
 	}
 	sink = run(seconds);

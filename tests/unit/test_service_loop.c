@@ -1,0 +1,87 @@
+/* The service loop's timers on a clock the test advances by hand: nothing sleeps, and what
+ * fires is decided by the clock alone. */
+#include "../test.h"
+#include "service/loop.h"
+
+struct fake_clock {
+	uint64_t ns;
+};
+
+static uint64_t fake_now(void *ctx)
+{
+	return ((struct fake_clock *)ctx)->ns;
+}
+
+struct fired {
+	uint64_t args[8];
+	size_t n;
+};
+
+static void on_io(void *ctx, uint64_t cookie, uint32_t events)
+{
+}
+
+static void on_timer(void *ctx, uint64_t arg)
+{
+	struct fired *f = *(struct fired **)ctx;
+
+	ASSERT(f->n < 8);
+	f->args[f->n++] = arg;
+}
+
+/* Timers fire when the clock reaches their deadline, not a nanosecond before, earliest
+ * first; a deleted one never fires; the timeout the loop asks its owner to wait is the
+ * clock's distance to the next deadline. */
+TEST(loop_timers_follow_an_injected_clock)
+{
+	struct fake_clock clk = {.ns = 1000000000ull};
+	struct fired fired = {0}, *ctx = &fired;
+	struct loop l;
+
+	ASSERT_OK(sonde__loop_init(&l, on_io, &ctx));
+	sonde__loop_set_clock(&l, fake_now, &clk);
+	ASSERT_UINT(sonde__loop_now(&l), ==, 1000000000ull);
+	ASSERT_INT(sonde__loop_timeout_ms(&l), ==, -1);
+	ASSERT(sonde__loop_timer_add(&l, 100, on_timer, 100) != 0);
+	ASSERT(sonde__loop_timer_add(&l, 50, on_timer, 50) != 0);
+	uint64_t gone = sonde__loop_timer_add(&l, 70, on_timer, 70);
+	ASSERT(gone != 0);
+	sonde__loop_timer_del(&l, gone);
+	ASSERT_INT(sonde__loop_timeout_ms(&l), ==, 50);
+
+	ASSERT_INT(sonde__loop_process(&l, 0), ==, 0);
+	clk.ns += 50000000ull - 1;
+	ASSERT_INT(sonde__loop_timeout_ms(&l), ==, 1);
+	ASSERT_INT(sonde__loop_process(&l, 0), ==, 0);
+	ASSERT_UINT(fired.n, ==, 0);
+
+	clk.ns += 1;
+	ASSERT_INT(sonde__loop_timeout_ms(&l), ==, 0);
+	ASSERT_INT(sonde__loop_process(&l, 0), ==, 1);
+	ASSERT_UINT(fired.n, ==, 1);
+	ASSERT_UINT(fired.args[0], ==, 50);
+	ASSERT_INT(sonde__loop_timeout_ms(&l), ==, 50);
+
+	/* a long way past both remaining deadlines: each fires once, the deleted one never */
+	clk.ns += 10000000000ull;
+	ASSERT_INT(sonde__loop_process(&l, 0), ==, 1);
+	ASSERT_UINT(fired.n, ==, 2);
+	ASSERT_UINT(fired.args[1], ==, 100);
+	ASSERT_INT(sonde__loop_timeout_ms(&l), ==, -1);
+	sonde__loop_free(&l);
+}
+
+/* Without a clock of its own the loop keeps CLOCK_MONOTONIC. */
+TEST(loop_clock_defaults_to_monotonic)
+{
+	struct loop l;
+	struct fired fired = {0}, *ctx = &fired;
+
+	ASSERT_OK(sonde__loop_init(&l, on_io, &ctx));
+	uint64_t a = sonde__loop_now_ns(), b = sonde__loop_now(&l), c = sonde__loop_now_ns();
+	ASSERT_UINT(a, <=, b);
+	ASSERT_UINT(b, <=, c);
+	sonde__loop_set_clock(&l, NULL, NULL);
+	ASSERT_UINT(sonde__loop_now(&l), >=, c);
+	sonde__loop_free(&l);
+}
