@@ -259,6 +259,54 @@ static void idx_del(struct tbuf *tb, uint16_t seq, uint32_t chunk_id, size_t off
 		sonde__u64map_del(&tb->chunks, chunk_key(seq, chunk_id));
 }
 
+/* Whether off is the start of a live chunk record of (seq, chunk_id). */
+static bool live_rec(const struct tbuf *tb, size_t off, uint16_t seq, uint32_t chunk_id)
+{
+	size_t pos = tb->rd, left = tb->used;
+
+	while (left > 0) {
+		const struct rec *r = rec_at(tb, pos);
+		size_t n = rec_size(r);
+		if (pos == off)
+			return r->kind == REC_CHUNK && r->seq == seq && r->chunk_id == chunk_id;
+		left -= n;
+		pos = pos + n == tb->size ? 0 : pos + n;
+	}
+	return false;
+}
+
+bool sonde__tbuf_index_ok(const struct tbuf *tb)
+{
+	size_t pos = 0;
+	uint64_t key, val;
+
+	for (size_t i = 0; i < tb->nseqs; i++) {
+		const struct tbuf_seq *s = &tb->seqs[i];
+		uint32_t present = 0;
+		if (s->win_len > s->win_cap || (s->win_len && s->win[s->win_head] == TBUF_WIN_NONE))
+			return false;
+		for (uint32_t k = 0; k < s->win_len; k++) {
+			uint32_t off = s->win[(s->win_head + k) & (s->win_cap - 1)];
+			if (off == TBUF_WIN_NONE)
+				continue;
+			present++;
+			if (!live_rec(tb, off, (uint16_t)i, s->win_base + k))
+				return false;
+		}
+		if (present != s->win_present)
+			return false;
+	}
+	while (sonde__u64map_next(&tb->chunks, &pos, &key, &val)) {
+		if (key >> 32 >= tb->nseqs ||
+		    !live_rec(tb, (size_t)val, (uint16_t)(key >> 32), (uint32_t)key))
+			return false; /* a dangling entry */
+		const uint32_t *w = win_slot(&tb->seqs[key >> 32], (uint32_t)key);
+		if (w && *w != TBUF_WIN_NONE)
+			return false; /* a chunk in both places */
+	}
+	return true;
+}
+
 /* ------------------------------------------------------------------ records */
 
 /* Drops the record at rd from the FIFO (consumed, or overwritten). */

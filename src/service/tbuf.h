@@ -127,6 +127,12 @@ void sonde__tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writ
 int sonde__tbuf_read(struct tbuf *tb, tbuf_packet_fn fn, void *ctx, uint32_t *next_seq_id,
 	      uint64_t *invalid);
 
+/* Whether the chunk index is consistent with the records: every entry names the start of
+ * a live record of its sequence and chunk id, every window's front is a stored chunk and
+ * its count of stored chunks is right. For tests and fuzz targets: it walks the ring for
+ * each entry. */
+bool sonde__tbuf_index_ok(const struct tbuf *tb);
+
 /* Checks a TracePacket written by a producer (§4.8): well-formed top-level fields and
  * no reserved (service-only) field. */
 bool sonde__tbuf_packet_valid(const uint8_t *p, size_t len);

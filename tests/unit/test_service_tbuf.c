@@ -138,6 +138,7 @@ TEST(service_tbuf_finds_chunks_whatever_their_ids)
 	ASSERT_OK(sonde__tbuf_init(&tb, 1 << 20, false));
 	for (int i = 0; i < N; i++)
 		commit_named(&tb, ids[i], SMB_FLAG_NEEDS_PATCHING);
+	ASSERT(sonde__tbuf_index_ok(&tb));
 	ASSERT_INT(sonde__tbuf_patch(&tb, 1, 1, 4, 0, (const uint8_t *)"abcd"), ==, -ENOENT);
 	ASSERT_INT(sonde__tbuf_patch(&tb, 1, 1, 999, 0, (const uint8_t *)"abcd"), ==, -ENOENT);
 	for (int i = 0; i < N; i++)
@@ -148,6 +149,7 @@ TEST(service_tbuf_finds_chunks_whatever_their_ids)
 	/* a clone has its own index: the source gone, each chunk is still found in it */
 	ASSERT_OK(sonde__tbuf_clone(&cl, &tb));
 	sonde__tbuf_free(&tb);
+	ASSERT(sonde__tbuf_index_ok(&cl));
 	for (int i = 0; i < N; i++) {
 		ASSERT_INT(patch_same(&cl, ids[i]), ==, 0);
 		sonde__tbuf_patch_done(&cl, 1, 1, ids[i]);
@@ -157,6 +159,7 @@ TEST(service_tbuf_finds_chunks_whatever_their_ids)
 	ASSERT_STR_EQ(g.last, "c3");
 	ASSERT_UINT(invalid, ==, 0);
 	ASSERT_UINT(cl.st.patches_succeeded, ==, 2 * N);
+	ASSERT(sonde__tbuf_index_ok(&cl));
 	/* read and gone: the same ids are unknown now, and so is a re-commit's target */
 	for (int i = 0; i < N; i++)
 		ASSERT_INT(patch_same(&cl, ids[i]), ==, -ENOENT);
@@ -178,6 +181,7 @@ TEST(service_tbuf_forgets_overwritten_chunks)
 		for (uint32_t i = 0; i < 12; i++)
 			commit_named(&tb, i * step, 0);
 		ASSERT_UINT(tb.st.chunks_overwritten, ==, 8);
+		ASSERT(sonde__tbuf_index_ok(&tb));
 		for (uint32_t i = 0; i < 12; i++)
 			ASSERT_INT(patch_same(&tb, i * step), ==, i < 8 ? -ENOENT : 0);
 		ASSERT_INT(sonde__tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
