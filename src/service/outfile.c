@@ -208,9 +208,11 @@ bool sonde__outfile_io(struct svc *s, uint64_t cookie)
 		return false;
 	if (read(s->file_wake_fd, &n, sizeof(n)) < 0)
 		return true; /* EAGAIN: an earlier read took it */
-	/* which writer it was does not matter: a drain with no room does nothing */
+	/* which writer it was does not matter: the sessions waiting for room (their retry
+	 * timer is set) drain now, a drain with no room yet does nothing, and the others
+	 * keep their file_write_period_ms */
 	for (size_t i = 0; i < s->nsessions; i++)
-		if (s->sessions[i]->fw && !s->sessions[i]->file_done)
+		if (s->sessions[i]->fw && !s->sessions[i]->file_done && s->sessions[i]->t_pump)
 			sonde__session_drain_file(s, s->sessions[i]);
 	return true;
 }
