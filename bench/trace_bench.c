@@ -1,7 +1,9 @@
 /* Tracing service benchmark: ingest from flooding producers, buffer drain through
  * ReadBuffers and write_into_file, and service memory. Runs against sonded and, when a
  * path to a peer service binary (e.g. Perfetto's traced) is given, against the peer in the
- * same run, printing ratios.
+ * same run, printing ratios. The two take turns at each step (the memory part, each
+ * ingest case, each drain), each on a service started for that step, the first to go
+ * alternating, so that a change in the machine's load falls on both.
  *
  * usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] [--quick] [--case 0-7] [--rss]
  *
@@ -631,35 +633,54 @@ struct results {
 	long rss_idle, rss_busy;
 };
 
-static void run_all(struct svc *s, double secs, uint32_t drain_kb, bool quick, int only,
-		    bool rss_only, struct results *r)
+/* The steps of a run: the memory part, each ingest case, the two drains. */
+enum { STEP_RSS = -1, STEP_READ = N_CASES, STEP_FILE = N_CASES + 1, STEP_END = N_CASES + 2 };
+
+/* Runs one step against a service started for it alone, so that with a peer the two
+ * services take turns step by step (what the machine's load does meanwhile falls on both
+ * alike) and neither runs on what the other left behind. */
+static void run_step(struct svc *s, int step, double secs, uint32_t drain_kb, struct results *r)
 {
 	svc_start(s);
-	if (rss_only) {
+	if (step == STEP_RSS) {
 		run_rss(s, &r->rss_idle, &r->rss_busy);
-		svc_stop(s);
-		return;
+	} else if (step == STEP_READ) {
+		run_drain_read(s, drain_kb, &r->read);
+	} else if (step == STEP_FILE) {
+		run_drain_file(s, drain_kb, &r->file);
+	} else {
+		run_flood(s, cases[step].producers, cases[step].page, cases[step].pkt, secs,
+			  &r->flood[step]);
+		fprintf(stderr, "  %s: flood %dp %2uK %5zuB: %.0f MB/s\n", s->label,
+			cases[step].producers, cases[step].page / 1024, cases[step].pkt,
+			r->flood[step].mbps);
 	}
+	svc_stop(s);
+}
+
+static void run_all(struct svc *svcs, int nb, double secs, uint32_t drain_kb, bool quick, int only,
+		    bool rss_only, struct results *res)
+{
 	if (only >= 0 && only < N_CASES) {
 		/* one ingest case only, for profiling */
-		run_flood(s, cases[only].producers, cases[only].page, cases[only].pkt, secs,
-			  &r->flood[only]);
-		printf("%s: %.1f MB/s, %.3f cpu s/GB\n", s->label, r->flood[only].mbps,
-		       r->flood[only].cpu_per_gb);
-		svc_stop(s);
+		for (int i = 0; i < nb; i++) {
+			run_step(&svcs[i], only, secs, drain_kb, &res[i]);
+			printf("%s: %.1f MB/s, %.3f cpu s/GB\n", svcs[i].label,
+			       res[i].flood[only].mbps, res[i].flood[only].cpu_per_gb);
+		}
 		return;
 	}
-	run_rss(s, &r->rss_idle, &r->rss_busy);
-	for (int i = 0; i < N_CASES; i++) {
-		if (quick && i % 2)
+	for (int step = STEP_RSS, turn = 0; step < STEP_END; step++) {
+		if (rss_only && step != STEP_RSS)
+			break;
+		if (step >= 0 && step < N_CASES && quick && step % 2)
 			continue;
-		run_flood(s, cases[i].producers, cases[i].page, cases[i].pkt, secs, &r->flood[i]);
-		fprintf(stderr, "  %s: flood %dp %2uK %5zuB: %.0f MB/s\n", s->label,
-			cases[i].producers, cases[i].page / 1024, cases[i].pkt, r->flood[i].mbps);
+		/* alternate who goes first, so that neither always runs on a warmer machine */
+		for (int k = 0; k < nb; k++)
+			run_step(&svcs[(k + turn) % nb], step, secs, drain_kb,
+				 &res[(k + turn) % nb]);
+		turn++;
 	}
-	run_drain_read(s, drain_kb, &r->read);
-	run_drain_file(s, drain_kb, &r->file);
-	svc_stop(s);
 }
 
 static void ratio(char *out, size_t n, double a, double b)
@@ -771,8 +792,7 @@ int main(int argc, char **argv)
 	static struct results res[2];
 	struct svc svcs[2] = {{.bin = bins[0], .label = "sonded"},
 			      {.bin = bins[1], .label = "peer"}};
-	for (int i = 0; i < nb; i++)
-		run_all(&svcs[i], secs, drain_kb, quick, only, rss_only, &res[i]);
+	run_all(svcs, nb, secs, drain_kb, quick, only, rss_only, res);
 	if (only >= 0)
 		return 0;
 	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: "

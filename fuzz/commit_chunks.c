@@ -66,6 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		} else {
 			sonde__tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
 		}
+		/* no index entry may outlive its record: a patch through one would land in
+		 * whatever record took its place */
+		if (!sonde__tbuf_index_ok(&tb))
+			abort();
 	}
 	sonde__tbuf_read(&tb, on_packet, &packets, &next_seq, &invalid);
 	sonde__tbuf_free(&tb);

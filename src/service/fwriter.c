@@ -1,6 +1,7 @@
 /* The writer thread of one write_into_file output (fwriter.h says why a thread). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -25,7 +26,22 @@ struct fwriter {
 	int err;
 	unsigned mode;
 	bool finish_req, finished, stop;
+	int wake_fd;	/* eventfd of sonde__fwriter_notify, or -1 */
+	bool want_room; /* the loop found the queue full: wake it when it empties */
 };
+
+/* Called with the lock held: the queue has room again. */
+static void wake_loop(struct fwriter *w)
+{
+	uint64_t one = 1;
+
+	if (!w->want_room || w->wake_fd < 0)
+		return;
+	w->want_room = false;
+	/* an eventfd write only fails at a counter of 2^64 - 2, which a read resets */
+	if (write(w->wake_fd, &one, sizeof(one)) < 0)
+		w->want_room = true;
+}
 
 static int write_out(struct fwriter *w)
 {
@@ -66,6 +82,8 @@ static void write_queue(struct fwriter *w)
 	w->q = w->out;
 	w->out = t;
 	w->inflight = w->out.len;
+	/* the loop fills the queue again while this batch is written */
+	wake_loop(w);
 	pthread_mutex_unlock(&w->lock);
 	int rc = write_out(w);
 	pthread_mutex_lock(&w->lock);
@@ -111,6 +129,7 @@ struct fwriter *sonde__fwriter_new(int fd, size_t max_queued)
 		return NULL;
 	w->fd = fd;
 	w->max = max_queued;
+	w->wake_fd = -1;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->work, NULL);
 	pthread_condattr_init(&ca);
@@ -128,12 +147,26 @@ struct fwriter *sonde__fwriter_new(int fd, size_t max_queued)
 	return w;
 }
 
-/* An empty queue takes anything, so that a packet larger than the bound still goes. */
-static bool fits(const struct fwriter *w, size_t n)
+/* An empty queue takes anything, so that a packet larger than the bound still goes. The
+ * batch being written is not counted: the loop fills the next one meanwhile, so the file
+ * never waits for the loop (at most twice the bound is held). A full queue asks for a
+ * wake-up when the thread takes it. */
+static bool fits(struct fwriter *w, size_t n)
 {
-	size_t have = w->q.len + w->inflight;
+	bool ok = w->q.len == 0 || w->q.len + n <= w->max;
 
-	return have == 0 || have + n <= w->max;
+	if (!ok)
+		w->want_room = true;
+	return ok;
+}
+
+/* Called with the lock held: n bytes (n > 0) go into the queue. */
+static void queued(struct fwriter *w)
+{
+	/* the stall clock starts with the first byte waiting */
+	if (!w->inflight)
+		w->since_ns = sonde__loop_now_ns();
+	pthread_cond_signal(&w->work);
 }
 
 int sonde__fwriter_push(struct fwriter *w, const void *p, size_t n)
@@ -146,13 +179,36 @@ int sonde__fwriter_push(struct fwriter *w, const void *p, size_t n)
 	else if (!fits(w, n))
 		rc = -ENOBUFS;
 	else if (n) {
-		/* the stall clock starts with the first byte waiting */
-		if (!w->q.len && !w->inflight)
-			w->since_ns = sonde__loop_now_ns();
+		if (!w->q.len)
+			queued(w);
 		sonde__buf_append(&w->q, p, n);
 		rc = buf_error(&w->q);
-		pthread_cond_signal(&w->work);
 	}
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+int sonde__fwriter_push_buf(struct fwriter *w, struct buf *b)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&w->lock);
+	if (w->err)
+		rc = w->err;
+	else if (!fits(w, b->len))
+		rc = -ENOBUFS;
+	else if (b->len && !w->q.len) {
+		/* the common case: the bytes change hands, not places */
+		struct buf t = w->q;
+		w->q = *b;
+		*b = t;
+		queued(w);
+	} else if (b->len) {
+		sonde__buf_append(&w->q, b->data, b->len);
+		rc = buf_error(&w->q);
+	}
+	if (rc == 0)
+		sonde__buf_reset(b);
 	pthread_mutex_unlock(&w->lock);
 	return rc;
 }
@@ -163,6 +219,14 @@ bool sonde__fwriter_room(struct fwriter *w, size_t n)
 	bool ok = fits(w, n);
 	pthread_mutex_unlock(&w->lock);
 	return ok;
+}
+
+void sonde__fwriter_notify(struct fwriter *w, int wake_fd)
+{
+	pthread_mutex_lock(&w->lock);
+	if (!w->stop)
+		w->wake_fd = wake_fd;
+	pthread_mutex_unlock(&w->lock);
 }
 
 uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns)
@@ -291,6 +355,7 @@ void sonde__fwriter_cancel(struct fwriter *w)
 {
 	pthread_mutex_lock(&w->lock);
 	w->stop = true;
+	w->wake_fd = -1; /* the service may close it before the thread ends */
 	pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->lock);
 	pthread_cancel(w->thread);

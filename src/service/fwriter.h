@@ -24,17 +24,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+
 struct fwriter;
 
-/* Starts the writer of fd; max_queued bounds the bytes waiting. The writer owns fd on
- * success (closed when the writer is freed); NULL with errno on failure, fd untouched. */
+/* Starts the writer of fd; max_queued bounds the bytes waiting besides the batch being
+ * written (which the thread took whole). The writer owns fd on success (closed when the
+ * writer is freed); NULL with errno on failure, fd untouched. */
 struct fwriter *sonde__fwriter_new(int fd, size_t max_queued);
 /* Queues n bytes. 0, -ENOBUFS if they would pass the bound (nothing is queued; an empty
  * queue takes any n), or the writer's error once a write failed (-errno; everything
  * queued is dropped then). */
 int sonde__fwriter_push(struct fwriter *w, const void *p, size_t n);
+/* The same for the bytes of b, which are taken (b is left empty, its storage perhaps
+ * swapped with the queue's: no copy when the queue is empty) unless it returns < 0. */
+int sonde__fwriter_push_buf(struct fwriter *w, struct buf *b);
 /* Whether a push of n bytes would be taken now. */
 bool sonde__fwriter_room(struct fwriter *w, size_t n);
+/* After a push or a room check found the queue full, the thread writes 1 to wake_fd (an
+ * eventfd the loop watches) as soon as it takes the queue: the loop refills it while the
+ * batch is written, instead of finding out at its next timer. Until the writer is
+ * cancelled. */
+void sonde__fwriter_notify(struct fwriter *w, int wake_fd);
 /* Nanoseconds (CLOCK_MONOTONIC) since the writer last made progress while bytes are
  * waiting; 0 when nothing waits. */
 uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns);

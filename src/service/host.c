@@ -490,6 +490,8 @@ static void on_io(void *ctx, uint64_t cookie, uint32_t events)
 		sonde__connector_io(s, cookie, events);
 		return;
 	}
+	if (sonde__outfile_io(s, cookie))
+		return;
 	struct conn *c = sonde__svc_conn(s, cookie);
 	if (c)
 		conn_io(s, c, events);
@@ -704,6 +706,7 @@ struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 		return NULL;
 	struct svc *s = &ss->s;
 	s->next_conn_id = SVC_FIRST_CONN_ID;
+	s->file_wake_fd = -1;
 	s->next_instance_id = s->next_session_id = s->next_flush_id = 1;
 	s->next_producer_id = 1;
 	s->uid = getuid();
@@ -724,6 +727,8 @@ struct sonde_service *sonde_service__new(const struct sonde_service_opts *opts)
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = sonde__connector_init(s, &o);
+	if (rc == 0)
+		rc = sonde__outfile_init(s);
 	if (rc == 0 && !(s->t_housekeeping = sonde__loop_timer_add(&s->loop, 1000, housekeeping, 0)))
 		rc = -ENOMEM;
 	if (rc < 0) {
@@ -813,6 +818,7 @@ void sonde_service__free(struct sonde_service *ss)
 	while (s->nsessions) /* detached or orphaned sessions */
 		sonde__session_free(s, s->sessions[0]);
 	sonde__session_reap_writers(s, 2000); /* their files get 2 s to take what is queued */
+	sonde__outfile_fini(s);
 	sonde__connector_free(s);
 	for (size_t i = 0; i < s->nlis; i++) {
 		close(s->lis[i].fd);

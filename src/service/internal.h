@@ -273,6 +273,8 @@ struct svc {
 	 * freed session (at most SVC_MAX_DRAINING), or cancelled and not ended yet */
 	struct svc_retired *retired;
 	size_t nretired, retired_cap;
+	int file_wake_fd; /* writers' "room again" eventfd (outfile.c), or -1 */
+	uint64_t file_wake_cookie;
 };
 
 /* bufid.c: global BufferIDs */

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -20,7 +22,8 @@ enum { FILE_FLUSH_BYTES = 1 << 20 };
 /* The file is written by its writer thread (fwriter.h): the loop moves packets from the
  * buffers into fbuf, and fbuf into the writer's bounded queue. While the queue is full
  * the packets stay in the trace buffers (which then wrap or discard by their own policy,
- * as when the consumer of a ReadBuffers does not read), and a drain is retried soon. A
+ * as when the consumer of a ReadBuffers does not read), and a drain is retried when the
+ * writer takes the queue (it signals the service's eventfd) or at the latest soon. A
  * file that takes nothing for SVC_FILE_STALL_MS ends its session with an error; the other
  * sessions never wait for it. */
 
@@ -42,12 +45,8 @@ static int file_push(struct session *ss)
 
 	if (!ss->fbuf.len)
 		return 0;
-	rc = sonde__fwriter_push(ss->fw, ss->fbuf.data, ss->fbuf.len);
-	if (rc == -ENOBUFS)
-		return 0;
-	if (rc == 0)
-		sonde__buf_reset(&ss->fbuf);
-	return rc;
+	rc = sonde__fwriter_push_buf(ss->fw, &ss->fbuf);
+	return rc == -ENOBUFS ? 0 : rc;
 }
 
 struct file_sink {
@@ -73,10 +72,11 @@ static int file_packet(void *ctx, const struct iovec *iov, size_t n, size_t tota
 	for (size_t i = 0; i < n; i++)
 		sonde__buf_append(&ss->fbuf, iov[i].iov_base, iov[i].iov_len);
 	ss->file_bytes += h + total;
+	/* this packet is taken; when the writer cannot take fbuf, the next ones wait in the
+	 * buffers for room (asked only per FILE_FLUSH_BYTES, not per packet: it locks) */
 	if (ss->fbuf.len >= FILE_FLUSH_BYTES && file_push(ss) < 0)
 		fs->broken = true;
-	/* this packet is taken; the next ones wait in the buffers for room */
-	if (!sonde__fwriter_room(ss->fw, ss->fbuf.len))
+	if (ss->fbuf.len >= FILE_FLUSH_BYTES)
 		fs->backlog = true;
 	return fs->full || fs->broken || fs->backlog;
 }
@@ -149,6 +149,7 @@ void sonde__session_drain_file(struct svc *s, struct session *ss)
 
 	if (!ss->fw || ss->file_done)
 		return;
+	sonde__fwriter_notify(ss->fw, s->file_wake_fd);
 	if (sonde__fwriter_stalled_ns(ss->fw, sonde__loop_now_ns()) > SVC_FILE_STALL_MS * 1000000ull) {
 		file_fail(s, ss, "the output file accepted nothing for 10 s: session ended");
 		return;
@@ -179,6 +180,41 @@ void sonde__session_drain_file(struct svc *s, struct session *ss)
 		file_close_step(s, ss, fs.backlog);
 	if ((fs.backlog || (ss->file_closing && !ss->file_done)) && !ss->t_pump)
 		ss->t_pump = sonde__loop_timer_add(&s->loop, 20, on_pump, ss->id);
+}
+
+int sonde__outfile_init(struct svc *s)
+{
+	s->file_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->file_wake_fd < 0)
+		return -errno;
+	s->file_wake_cookie = s->next_conn_id++;
+	return sonde__loop_add(&s->loop, s->file_wake_fd, EPOLLIN, s->file_wake_cookie);
+}
+
+void sonde__outfile_fini(struct svc *s)
+{
+	if (s->file_wake_fd < 0)
+		return;
+	sonde__loop_del(&s->loop, s->file_wake_fd);
+	close(s->file_wake_fd);
+	s->file_wake_fd = -1;
+}
+
+bool sonde__outfile_io(struct svc *s, uint64_t cookie)
+{
+	uint64_t n;
+
+	if (s->file_wake_fd < 0 || cookie != s->file_wake_cookie)
+		return false;
+	if (read(s->file_wake_fd, &n, sizeof(n)) < 0)
+		return true; /* EAGAIN: an earlier read took it */
+	/* which writer it was does not matter: the sessions waiting for room (their retry
+	 * timer is set) drain now, a drain with no room yet does nothing, and the others
+	 * keep their file_write_period_ms */
+	for (size_t i = 0; i < s->nsessions; i++)
+		if (s->sessions[i]->fw && !s->sessions[i]->file_done && s->sessions[i]->t_pump)
+			sonde__session_drain_file(s, s->sessions[i]);
+	return true;
 }
 
 /* A freed session's writer finishes its queue on its own; reaped when done or stalled.

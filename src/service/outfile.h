@@ -7,6 +7,9 @@
 #ifndef SONDE_SERVICE_OUTFILE_H
 #define SONDE_SERVICE_OUTFILE_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 struct svc;
 struct session;
 struct conn;
@@ -25,5 +28,12 @@ void sonde__outfile_release(struct svc *s, struct session *ss);
  * with wait_ms, gives all of them that long in all to finish, then lets them go (shutdown
  * only: it blocks). */
 void sonde__session_reap_writers(struct svc *s, int wait_ms);
+/* The eventfd through which writers say their queue has room (sonde__fwriter_notify),
+ * watched by the loop: created with the service (0 or -errno), closed with it. */
+int sonde__outfile_init(struct svc *s);
+void sonde__outfile_fini(struct svc *s);
+/* Handles the loop's event for cookie if it is that eventfd's: drains the files whose
+ * queue had no room. Returns false for another cookie. */
+bool sonde__outfile_io(struct svc *s, uint64_t cookie);
 
 #endif

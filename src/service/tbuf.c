@@ -10,6 +10,12 @@
 
 enum { REC_HDR = 16, REC_CHUNK = 1, REC_PAD = 2, MAX_REC = 65536 };
 
+/* A sequence's window of chunk ids (tbuf_seq.win) grows over a gap of at most WIN_GAP ids
+ * and while at least a quarter of it (plus WIN_SLACK) is stored chunks, so that a
+ * producer numbering its chunks far apart costs the fallback table, not a window of
+ * empty slots. */
+enum { WIN_MIN = 16, WIN_GAP = 16, WIN_SLACK = 64 };
+
 /* The 16-byte record header in the ring. */
 struct rec {
 	uint16_t seq;
@@ -49,10 +55,9 @@ int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard)
 	tb->size = size;
 	tb->seq_cache_key = UINT64_MAX;
 	tb->discard = discard;
-	/* about one index entry per 1 KiB chunk up front; the index grows if chunks are
-	 * smaller, which happens once, not per chunk */
-	if (!tb->data || sonde__u64map_reserve(&tb->chunks, size / 1024) < 0 ||
-	    sonde__u64map_reserve(&tb->seqmap, 16) < 0) {
+	/* the chunk table only holds what falls outside the sequences' windows: it starts
+	 * empty and is allocated if that ever happens */
+	if (!tb->data || sonde__u64map_reserve(&tb->seqmap, 16) < 0) {
 		sonde__tbuf_free(tb);
 		return -ENOMEM;
 	}
@@ -61,6 +66,8 @@ int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard)
 
 void sonde__tbuf_free(struct tbuf *tb)
 {
+	for (size_t i = 0; i < tb->nseqs; i++)
+		sonde__free(tb->seqs[i].win);
 	sonde__free(tb->data);
 	sonde__u64map_free(&tb->chunks);
 	sonde__u64map_free(&tb->seqmap);
@@ -89,6 +96,7 @@ int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 	*dst = *src;
 	dst->data = sonde__malloc(src->size);
 	dst->seqs = sonde__malloc((src->seqs_cap ? src->seqs_cap : 1) * sizeof(*src->seqs));
+	dst->nseqs = 0; /* until the sequences and their windows are copied */
 	dst->iov = NULL;
 	dst->iov_cap = 0;
 	dst->scratch = (struct buf)BUF_INIT;
@@ -100,8 +108,18 @@ int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 		return -ENOMEM;
 	}
 	memcpy(dst->data, src->data, src->size);
-	if (src->nseqs)
-		memcpy(dst->seqs, src->seqs, src->nseqs * sizeof(*src->seqs));
+	for (size_t i = 0; i < src->nseqs; i++) {
+		struct tbuf_seq *d = &dst->seqs[dst->nseqs++];
+		*d = src->seqs[i];
+		if (!d->win)
+			continue;
+		d->win = sonde__malloc(d->win_cap * sizeof(*d->win));
+		if (!d->win) {
+			sonde__tbuf_free(dst);
+			return -ENOMEM;
+		}
+		memcpy(d->win, src->seqs[i].win, d->win_cap * sizeof(*d->win));
+	}
 	return 0;
 }
 
@@ -134,6 +152,163 @@ static int seq_get(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id,
 	return (int)tb->nseqs++;
 }
 
+/* ------------------------------------------------------------------ chunk index */
+
+/* The window slot of chunk_id, or NULL when the id is outside the window. */
+static uint32_t *win_slot(const struct tbuf_seq *s, uint32_t chunk_id)
+{
+	uint32_t i = chunk_id - s->win_base; /* ids wrap at 2^32 as the producer's do */
+
+	return i < s->win_len ? &s->win[(s->win_head + i) & (s->win_cap - 1)] : NULL;
+}
+
+/* Drops the empty slots at the window's front: the oldest stored chunk is its base. */
+static void win_trim(struct tbuf_seq *s)
+{
+	while (s->win_len && s->win[s->win_head] == TBUF_WIN_NONE) {
+		s->win_head = (s->win_head + 1) & (s->win_cap - 1);
+		s->win_base++;
+		s->win_len--;
+	}
+}
+
+/* Extends the window to chunk_id, which is past its end (or the window is empty).
+ * Returns false when the id is too far ahead, or behind the window, or on ENOMEM. */
+static bool win_extend(struct tbuf_seq *s, uint32_t chunk_id)
+{
+	uint32_t len = s->win_len ? chunk_id - s->win_base + 1 : 1;
+
+	if (s->win_len && (len - 1 < s->win_len || len - s->win_len > WIN_GAP ||
+			   len > 4 * (s->win_present + 1) + WIN_SLACK))
+		return false;
+	if (len > s->win_cap) {
+		uint32_t cap = s->win_cap ? s->win_cap : WIN_MIN;
+		while (cap < len)
+			cap *= 2;
+		uint32_t *w = sonde__malloc(cap * sizeof(*w));
+		if (!w)
+			return false;
+		for (uint32_t i = 0; i < s->win_len; i++)
+			w[i] = s->win[(s->win_head + i) & (s->win_cap - 1)];
+		sonde__free(s->win);
+		s->win = w;
+		s->win_cap = cap;
+		s->win_head = 0;
+	}
+	if (!s->win_len) {
+		s->win_base = chunk_id;
+		s->win_head = 0;
+	}
+	for (uint32_t i = s->win_len; i < len; i++)
+		s->win[(s->win_head + i) & (s->win_cap - 1)] = TBUF_WIN_NONE;
+	s->win_len = len;
+	return true;
+}
+
+/* Records that chunk_id of sequence seq is stored at off. 0, or -ENOMEM. */
+static int idx_put(struct tbuf *tb, uint16_t seq, uint32_t chunk_id, uint32_t off)
+{
+	struct tbuf_seq *s = &tb->seqs[seq];
+	uint32_t *w = win_slot(s, chunk_id);
+
+	if (!w && win_extend(s, chunk_id))
+		w = win_slot(s, chunk_id);
+	if (!w)
+		return sonde__u64map_put(&tb->chunks, chunk_key(seq, chunk_id), off);
+	if (*w == TBUF_WIN_NONE)
+		s->win_present++;
+	*w = off;
+	/* one place per chunk: the window extended over an id the table held */
+	if (u64map_count(&tb->chunks))
+		sonde__u64map_del(&tb->chunks, chunk_key(seq, chunk_id));
+	return 0;
+}
+
+/* Where chunk_id of sequence seq is stored: true and *off, or false. */
+static bool idx_get(const struct tbuf *tb, uint16_t seq, uint32_t chunk_id, size_t *off)
+{
+	const uint32_t *w = win_slot(&tb->seqs[seq], chunk_id);
+	const uint64_t *v;
+
+	if (w && *w != TBUF_WIN_NONE) {
+		*off = *w;
+		return true;
+	}
+	if (!u64map_count(&tb->chunks) ||
+	    !(v = sonde__u64map_get(&tb->chunks, chunk_key(seq, chunk_id))))
+		return false;
+	*off = (size_t)*v;
+	return true;
+}
+
+/* Forgets chunk_id of sequence seq if the index has it at off (the record leaving). */
+static void idx_del(struct tbuf *tb, uint16_t seq, uint32_t chunk_id, size_t off)
+{
+	struct tbuf_seq *s = &tb->seqs[seq];
+	uint32_t *w = win_slot(s, chunk_id);
+	uint64_t *v;
+
+	if (w && *w == off) {
+		*w = TBUF_WIN_NONE;
+		s->win_present--;
+		win_trim(s);
+		return;
+	}
+	if (u64map_count(&tb->chunks) &&
+	    (v = sonde__u64map_get(&tb->chunks, chunk_key(seq, chunk_id))) && *v == off)
+		sonde__u64map_del(&tb->chunks, chunk_key(seq, chunk_id));
+}
+
+/* Whether off is the start of a live chunk record of (seq, chunk_id). */
+static bool live_rec(const struct tbuf *tb, size_t off, uint16_t seq, uint32_t chunk_id)
+{
+	size_t pos = tb->rd, left = tb->used;
+
+	while (left > 0) {
+		const struct rec *r = rec_at(tb, pos);
+		size_t n = rec_size(r);
+		if (pos == off)
+			return r->kind == REC_CHUNK && r->seq == seq && r->chunk_id == chunk_id;
+		left -= n;
+		pos = pos + n == tb->size ? 0 : pos + n;
+	}
+	return false;
+}
+
+bool sonde__tbuf_index_ok(const struct tbuf *tb)
+{
+	size_t pos = 0;
+	uint64_t key, val;
+
+	for (size_t i = 0; i < tb->nseqs; i++) {
+		const struct tbuf_seq *s = &tb->seqs[i];
+		uint32_t present = 0;
+		if (s->win_len > s->win_cap || (s->win_len && s->win[s->win_head] == TBUF_WIN_NONE))
+			return false;
+		for (uint32_t k = 0; k < s->win_len; k++) {
+			uint32_t off = s->win[(s->win_head + k) & (s->win_cap - 1)];
+			if (off == TBUF_WIN_NONE)
+				continue;
+			present++;
+			if (!live_rec(tb, off, (uint16_t)i, s->win_base + k))
+				return false;
+		}
+		if (present != s->win_present)
+			return false;
+	}
+	while (sonde__u64map_next(&tb->chunks, &pos, &key, &val)) {
+		if (key >> 32 >= tb->nseqs ||
+		    !live_rec(tb, (size_t)val, (uint16_t)(key >> 32), (uint32_t)key))
+			return false; /* a dangling entry */
+		const uint32_t *w = win_slot(&tb->seqs[key >> 32], (uint32_t)key);
+		if (w && *w != TBUF_WIN_NONE)
+			return false; /* a chunk in both places */
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------ records */
+
 /* Drops the record at rd from the FIFO (consumed, or overwritten). */
 static void pop_rec(struct tbuf *tb)
 {
@@ -141,10 +316,7 @@ static void pop_rec(struct tbuf *tb)
 	size_t n = rec_size(r);
 
 	if (r->kind == REC_CHUNK) {
-		uint64_t key = chunk_key(r->seq, r->chunk_id);
-		uint64_t *v = sonde__u64map_get(&tb->chunks, key);
-		if (v && *v == tb->rd)
-			sonde__u64map_del(&tb->chunks, key);
+		idx_del(tb, r->seq, r->chunk_id, tb->rd);
 		if (r->frags_read < r->count) {
 			tb->st.chunks_overwritten++;
 			tb->st.bytes_overwritten += n;
@@ -206,7 +378,7 @@ static void append_rec(struct tbuf *tb, int seq, const struct smb_chunk_info *ci
 			  .flags = ci->flags,
 			  .kind = REC_CHUNK};
 	memcpy(r + 1, payload, len);
-	if (sonde__u64map_put(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id), (uint32_t)tb->wr) < 0) {
+	if (idx_put(tb, (uint16_t)seq, ci->chunk_id, (uint32_t)tb->wr) < 0) {
 		r->frags_read = r->count; /* unindexed: still read in order, never patched */
 		tb->st.abi_violations++;
 	}
@@ -257,7 +429,7 @@ void sonde__tbuf_copy_chunk_ident(struct tbuf *tb, uint32_t producer_id,
 {
 	size_t cap = tb->size < 65535 ? tb->size : 65535;
 	struct tbuf_seq *s;
-	uint64_t *off;
+	size_t off;
 	int seq;
 
 	if (((REC_HDR + len + 15) & ~(size_t)15) > cap || ci->writer_id == 0 ||
@@ -278,9 +450,8 @@ void sonde__tbuf_copy_chunk_ident(struct tbuf *tb, uint32_t producer_id,
 		append_rec(tb, seq, ci, payload, len, 0, 0);
 		return;
 	}
-	off = sonde__u64map_get(&tb->chunks, chunk_key((uint16_t)seq, ci->chunk_id));
-	if (off) {
-		recommit(tb, rec_at(tb, *off), ci, payload, len);
+	if (idx_get(tb, (uint16_t)seq, ci->chunk_id, &off)) {
+		recommit(tb, rec_at(tb, off), ci, payload, len);
 		return;
 	}
 	if (ci->chunk_id != s->newest_chunk_id)
@@ -297,12 +468,12 @@ void sonde__tbuf_copy_chunk_ident(struct tbuf *tb, uint32_t producer_id,
 static struct rec *find_rec(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id,
 			    uint32_t chunk_id)
 {
-	uint64_t *v = sonde__u64map_get(&tb->seqmap, ((uint64_t)producer_id << 16) | writer_id), *off;
+	uint64_t *v = sonde__u64map_get(&tb->seqmap, ((uint64_t)producer_id << 16) | writer_id);
+	size_t off;
 
-	if (!v)
+	if (!v || !idx_get(tb, (uint16_t)*v, chunk_id, &off))
 		return NULL;
-	off = sonde__u64map_get(&tb->chunks, chunk_key((uint16_t)*v, chunk_id));
-	return off ? rec_at(tb, *off) : NULL;
+	return rec_at(tb, off);
 }
 
 int sonde__tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id,
@@ -483,10 +654,10 @@ static int gather(struct tbuf *tb, const struct rec *r, size_t *n, size_t *total
 	uint32_t id = r->chunk_id;
 
 	for (int hops = 0; hops < 65536; hops++) {
-		uint64_t *off = sonde__u64map_get(&tb->chunks, chunk_key(r->seq, ++id));
-		if (!off)
+		size_t off;
+		if (!idx_get(tb, r->seq, ++id, &off))
 			return 0;
-		struct rec *c = rec_at(tb, *off);
+		struct rec *c = rec_at(tb, off);
 		struct frag fr;
 		if (c->flags & SMB_FLAG_NEEDS_PATCHING)
 			return 0;
@@ -508,7 +679,9 @@ static void consume_chain(struct tbuf *tb, const struct rec *r, size_t pieces)
 	uint32_t id = r->chunk_id;
 
 	for (size_t i = 0; i < pieces; i++) {
-		struct rec *c = rec_at(tb, *sonde__u64map_get(&tb->chunks, chunk_key(r->seq, ++id)));
+		size_t off = 0;
+		idx_get(tb, r->seq, ++id, &off); /* gather() found each */
+		struct rec *c = rec_at(tb, off);
 		struct frag fr;
 		parse_frag(c, &fr);
 		c->frags_read = 1;

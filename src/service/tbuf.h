@@ -3,10 +3,12 @@
  *
  * The buffer is one byte ring holding 16-byte-aligned records in commit order: a 16-byte
  * header followed by a verbatim copy of the chunk payload (the snapshot the spec asks
- * for: the producer can no longer change what gets parsed). Ingest is one hash update and
- * one memcpy per chunk, without parsing. Packets are only parsed on the read side, which
- * walks records oldest first, reassembles fragments across consecutive chunk ids of the
- * same sequence (through a (sequence, chunk_id) index), validates each packet and adds
+ * for: the producer can no longer change what gets parsed). Ingest is one memcpy and one
+ * store into the sequence's chunk index per chunk, without parsing (a hash table indexed
+ * every chunk before: its random accesses, a cache miss at each insert and each delete,
+ * cost a quarter of the service's CPU at 4 KiB chunks). Packets are only parsed on the
+ * read side, which walks records oldest first, reassembles fragments across consecutive
+ * chunk ids of the same sequence (through that index), validates each packet and adds
  * the trusted suffix. Consumption state lives in the records, so a read can stop after
  * any packet and resume later.
  *
@@ -50,7 +52,15 @@ struct tbuf_seq {
 	uint32_t newest_chunk_id;
 	uint8_t suffix_len;
 	uint8_t suffix[30]; /* trusted fields, built once with trusted_id */
+	/* Where this sequence's stored chunks are, for ids [win_base, win_base + win_len):
+	 * the record offset of id win_base + i at win[(win_head + i) & (win_cap - 1)], or
+	 * TBUF_WIN_NONE. A writer numbers its chunks consecutively, so the index of the
+	 * common case is appended to and trimmed at its front in order, never hashed; a chunk
+	 * id outside it (older than its front, or far ahead) goes to tbuf.chunks. */
+	uint32_t *win;
+	uint32_t win_base, win_len, win_head, win_cap, win_present;
 };
+#define TBUF_WIN_NONE UINT32_MAX
 
 struct tbuf {
 	uint8_t *data;
@@ -58,7 +68,8 @@ struct tbuf {
 	size_t rd, wr, used; /* records live in [rd, wr) of the ring; used bytes incl. padding */
 	bool discard;	     /* fill policy DISCARD */
 	bool discard_full;
-	struct u64map chunks; /* (seq index << 32 | chunk_id) -> record offset */
+	struct u64map chunks; /* (seq index << 32 | chunk_id) -> record offset, for chunks
+			       * outside their sequence's window (tbuf_seq.win) */
 	struct u64map seqmap; /* (producer_id << 16 | writer_id) -> seq index */
 	struct tbuf_seq *seqs;
 	size_t nseqs, seqs_cap;
@@ -115,6 +126,12 @@ void sonde__tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writ
  * fn asked to stop (more may remain), 0 when nothing readable is left. */
 int sonde__tbuf_read(struct tbuf *tb, tbuf_packet_fn fn, void *ctx, uint32_t *next_seq_id,
 	      uint64_t *invalid);
+
+/* Whether the chunk index is consistent with the records: every entry names the start of
+ * a live record of its sequence and chunk id, every window's front is a stored chunk and
+ * its count of stored chunks is right. For tests and fuzz targets: it walks the ring for
+ * each entry. */
+bool sonde__tbuf_index_ok(const struct tbuf *tb);
 
 /* Checks a TracePacket written by a producer (§4.8): well-formed top-level fields and
  * no reserved (service-only) field. */

@@ -98,3 +98,96 @@ TEST(service_tbuf_drops_packets_with_reserved_fields)
 	ASSERT(!sonde__tbuf_packet_valid((const uint8_t *)"\x42", 1));	    /* truncated */
 	sonde__tbuf_free(&tb);
 }
+
+/* Commits one chunk of writer 1 holding the packet "c<id>", flagged as needing a patch. */
+static void commit_named(struct tbuf *tb, uint32_t chunk_id, uint8_t flags)
+{
+	char name[16];
+	const char *names[] = {name};
+	uint8_t chunk[1008] = {0};
+	struct smb_chunk_info ci = {
+		.chunk_id = chunk_id, .writer_id = 1, .count = 1, .flags = flags};
+
+	snprintf(name, sizeof(name), "c%u", chunk_id);
+	payload(chunk, names, 1, 0);
+	sonde__tbuf_copy_chunk(tb, 1, 0, 10, &ci, chunk, sizeof(chunk));
+}
+
+/* Patches the 4-byte fragment header of a stored chunk with what it holds already. */
+static int patch_same(struct tbuf *tb, uint32_t chunk_id)
+{
+	uint8_t chunk[1008] = {0};
+	char name[16];
+	const char *names[] = {name};
+
+	snprintf(name, sizeof(name), "c%u", chunk_id);
+	payload(chunk, names, 1, 0);
+	return sonde__tbuf_patch(tb, 1, 1, chunk_id, 0, chunk);
+}
+
+TEST(service_tbuf_finds_chunks_whatever_their_ids)
+{
+	/* consecutive ids across the 2^32 wrap, one far ahead, one behind, and back */
+	static const uint32_t ids[] = {UINT32_MAX - 1, UINT32_MAX, 0, 1, 1000, 500, 2, 40, 3};
+	enum { N = sizeof(ids) / sizeof(ids[0]) };
+	struct tbuf tb, cl;
+	struct got g = {0};
+	uint32_t seq = 1;
+	uint64_t invalid = 0;
+
+	ASSERT_OK(sonde__tbuf_init(&tb, 1 << 20, false));
+	for (int i = 0; i < N; i++)
+		commit_named(&tb, ids[i], SMB_FLAG_NEEDS_PATCHING);
+	ASSERT(sonde__tbuf_index_ok(&tb));
+	ASSERT_INT(sonde__tbuf_patch(&tb, 1, 1, 4, 0, (const uint8_t *)"abcd"), ==, -ENOENT);
+	ASSERT_INT(sonde__tbuf_patch(&tb, 1, 1, 999, 0, (const uint8_t *)"abcd"), ==, -ENOENT);
+	for (int i = 0; i < N; i++)
+		ASSERT_INT(patch_same(&tb, ids[i]), ==, 0);
+	/* nothing is readable before its last patch came */
+	ASSERT_INT(sonde__tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+	ASSERT_INT(g.n, ==, 0);
+	/* a clone has its own index: the source gone, each chunk is still found in it */
+	ASSERT_OK(sonde__tbuf_clone(&cl, &tb));
+	sonde__tbuf_free(&tb);
+	ASSERT(sonde__tbuf_index_ok(&cl));
+	for (int i = 0; i < N; i++) {
+		ASSERT_INT(patch_same(&cl, ids[i]), ==, 0);
+		sonde__tbuf_patch_done(&cl, 1, 1, ids[i]);
+	}
+	ASSERT_INT(sonde__tbuf_read(&cl, on_packet, &g, &seq, &invalid), ==, 0);
+	ASSERT_INT(g.n, ==, N);
+	ASSERT_STR_EQ(g.last, "c3");
+	ASSERT_UINT(invalid, ==, 0);
+	ASSERT_UINT(cl.st.patches_succeeded, ==, 2 * N);
+	ASSERT(sonde__tbuf_index_ok(&cl));
+	/* read and gone: the same ids are unknown now, and so is a re-commit's target */
+	for (int i = 0; i < N; i++)
+		ASSERT_INT(patch_same(&cl, ids[i]), ==, -ENOENT);
+	sonde__tbuf_free(&cl);
+}
+
+TEST(service_tbuf_forgets_overwritten_chunks)
+{
+	/* a 4 KiB ring holds 4 of these chunks: the older ones are overwritten, and a patch
+	 * naming one must not land in whatever record took its place */
+	for (uint32_t step = 1; step <= 100; step += 99) { /* in the window, then far apart */
+		struct tbuf tb;
+		struct got g = {0};
+		uint32_t seq = 1;
+		uint64_t invalid = 0;
+		char want[16];
+
+		ASSERT_OK(sonde__tbuf_init(&tb, 4096, false));
+		for (uint32_t i = 0; i < 12; i++)
+			commit_named(&tb, i * step, 0);
+		ASSERT_UINT(tb.st.chunks_overwritten, ==, 8);
+		ASSERT(sonde__tbuf_index_ok(&tb));
+		for (uint32_t i = 0; i < 12; i++)
+			ASSERT_INT(patch_same(&tb, i * step), ==, i < 8 ? -ENOENT : 0);
+		ASSERT_INT(sonde__tbuf_read(&tb, on_packet, &g, &seq, &invalid), ==, 0);
+		ASSERT_INT(g.n, ==, 4);
+		snprintf(want, sizeof(want), "c%u", 11 * step);
+		ASSERT_STR_EQ(g.last, want);
+		sonde__tbuf_free(&tb);
+	}
+}

@@ -1,0 +1,82 @@
+/* The write_into_file writer on its own: a full queue wakes the loop through its eventfd
+ * when the thread takes it, and the loop queues the next batch while that one is written,
+ * the file getting every byte in order. */
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "service/fwriter.h"
+
+enum { MAX = 256 * 1024 };
+
+static void fill(struct buf *b, uint8_t tag)
+{
+	uint8_t chunk[4096];
+
+	memset(chunk, tag, sizeof(chunk));
+	sonde__buf_reset(b);
+	for (int i = 0; i < MAX / (int)sizeof(chunk); i++)
+		sonde__buf_append(b, chunk, sizeof(chunk));
+}
+
+/* Reads the pipe until it has n bytes, checking that they are MAX bytes of each tag in
+ * turn. */
+static void drain_pipe(int fd, size_t n, const uint8_t *tags)
+{
+	static uint8_t got[3 * MAX];
+
+	for (size_t have = 0; have < n;) {
+		ssize_t k = read(fd, got + have, n - have);
+		ASSERT_INT(k, >, 0);
+		have += (size_t)k;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (got[i] != tags[i / MAX])
+			FAIL("byte %zu is %u, not %u", i, got[i], tags[i / MAX]);
+}
+
+TEST(service_fwriter_wakes_the_loop_and_takes_the_next_batch_meanwhile)
+{
+	static const uint8_t tags[] = {'a', 'b', 'c'};
+	struct buf b = BUF_INIT;
+	int p[2], efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	ASSERT_INT(efd, >=, 0);
+	ASSERT_OK(pipe(p));
+	struct fwriter *w = sonde__fwriter_new(p[1], MAX);
+	ASSERT(w != NULL);
+	sonde__fwriter_notify(w, efd);
+	/* the pipe holds far less than a batch: the thread blocks writing 'a' */
+	fill(&b, 'a');
+	ASSERT_INT(sonde__fwriter_push_buf(w, &b), ==, 0);
+	ASSERT_UINT(b.len, ==, 0);
+	fill(&b, 'b');
+	int rc;
+	while ((rc = sonde__fwriter_push_buf(w, &b)) == -ENOBUFS) {
+		/* 'a' still queued: the thread says when it took it */
+		struct pollfd pf = {.fd = efd, .events = POLLIN};
+		ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
+		uint64_t v;
+		ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
+		ASSERT_UINT(b.len, ==, MAX); /* refused whole, nothing taken */
+	}
+	ASSERT_INT(rc, ==, 0);
+	/* 'a' is being written, 'b' waits: the bound holds 'c' back */
+	fill(&b, 'c');
+	ASSERT_INT(sonde__fwriter_push_buf(w, &b), ==, -ENOBUFS);
+	ASSERT(!sonde__fwriter_room(w, 1));
+	drain_pipe(p[0], MAX, tags);
+	while ((rc = sonde__fwriter_push_buf(w, &b)) == -ENOBUFS) {
+		struct pollfd pf = {.fd = efd, .events = POLLIN};
+		ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
+		uint64_t v;
+		ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
+	}
+	ASSERT_INT(rc, ==, 0);
+	drain_pipe(p[0], 2 * MAX, tags + 1);
+	ASSERT(sonde__fwriter_free(w, 5000));
+	sonde__buf_free(&b);
+	close(p[0]);
+	close(efd);
+}
