@@ -226,6 +226,18 @@ static void add_config_events(struct ftrace_session *s, const struct ftrace_conf
 	}
 }
 
+/* A compact sched_waking has no pid of its own: a reader takes the waker from the CPU's
+ * last compact sched_switch. Without sched_switch in the session, sched_waking is written
+ * as a typed event, as traced_probes does. */
+static void drop_lone_compact_waking(struct ftrace_session *s)
+{
+	for (size_t i = 0; i < s->nevents; i++)
+		if (s->events[i].compact == FTRACE_COMPACT_SWITCH)
+			return;
+	for (size_t i = 0; i < s->nevents; i++)
+		s->events[i].compact = FTRACE_COMPACT_NONE;
+}
+
 /* --- tracefs setup --- */
 
 static int read_layout(struct ftrace_session *s)
@@ -568,6 +580,7 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 			return fail(o, r, "linux.ftrace: setting buffer_percent: %s", strerror(-r));
 	}
 	add_config_events(s, cfg);
+	drop_lone_compact_waking(s);
 	if (s->nevents == 0)
 		return fail(o, -EINVAL,
 			    "linux.ftrace: none of the config's ftrace_events exists on this "
