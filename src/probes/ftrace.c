@@ -49,11 +49,13 @@ enum {
 	FS_CPU_BUFFER_SIZE_PAGES = 11,
 	FB_FTRACE_TIMESTAMP = 6,
 	FB_BOOT_TIMESTAMP = 7,
+	FB_PREVIOUS_BUNDLE_END_TIMESTAMP = 10,
 };
 
 struct cpu_ring {
 	int fd;
 	int cpu;
+	uint64_t last_ts; /* the last event written of this CPU, 0 before the first */
 };
 
 struct ftrace_session {
@@ -415,6 +417,11 @@ static int emit_stats(struct ftrace_session *s, int phase)
 static void bundle_begin(struct ftrace_session *s, bool lost)
 {
 	sonde__ftrace_bundle_begin(&s->bundle, (uint32_t)s->cpus[s->cur_cpu].cpu, lost, s->clock);
+	/* Where this CPU's stream stood: a reader of a ring-buffer trace, whose oldest
+	 * bundles were overwritten, takes the latest of the CPUs' first values as the time
+	 * from which every CPU's data is whole (traced_probes writes it since v47). */
+	sonde__pb_put_varint(&s->bundle.out, FB_PREVIOUS_BUNDLE_END_TIMESTAMP,
+			     s->cpus[s->cur_cpu].last_ts);
 	if (s->clock) {
 		sonde__pb_put_varint(&s->bundle.out, FB_FTRACE_TIMESTAMP, (uint64_t)s->clock_ftrace_ns);
 		sonde__pb_put_varint(&s->bundle.out, FB_BOOT_TIMESTAMP, (uint64_t)s->clock_boot_ns);
@@ -451,6 +458,8 @@ static int on_event(void *ctx, uint64_t ts, const uint8_t *data, size_t len)
 	const struct ftrace_event_desc *d = &s->events[*idx];
 	if (sonde__ftrace_bundle_add(&s->bundle, d, ts, data, len, s->generic) != 0)
 		s->n.skipped++;
+	else
+		s->cpus[s->cur_cpu].last_ts = ts;
 	if (s->on_pid) {
 		int pid = sonde__ftrace_desc_pid(d, data, len);
 		if (pid > 0)

@@ -426,6 +426,9 @@ struct sched_trace {
 	uint64_t read_events[SCHED_MAX_CPUS]; /* END_OF_TRACE */
 	uint64_t overrun;
 	bool have_end, lost;
+	uint64_t bundle_last;		     /* the last event of the bundle being read */
+	uint64_t cpu_last[SCHED_MAX_CPUS];   /* ... of each CPU's previous bundles */
+	size_t bad_previous_end;	     /* previous_bundle_end_timestamp != cpu_last */
 };
 
 static void sched_push(struct sched_trace *t, struct sched_sw sw)
@@ -453,8 +456,10 @@ static void sched_typed(struct sched_trace *t, uint32_t cpu, struct pb_reader r)
 	bool is_switch = false;
 
 	while (sonde__pb_next(&r, &f) > 0) {
-		if (f.num == 1 && f.wire == PB_VARINT)
+		if (f.num == 1 && f.wire == PB_VARINT) {
 			sw.ts = f.u;
+			t->bundle_last = f.u > t->bundle_last ? f.u : t->bundle_last;
+		}
 		if (f.num == 20 && f.wire == PB_LEN) {
 			t->typed_waking++;
 			t->events[cpu]++;
@@ -502,6 +507,7 @@ static void sched_compact(struct sched_trace *t, uint32_t cpu, struct pb_reader 
 		uint64_t p = 0, c = 0;
 		abs += v;
 		sw.ts = abs;
+		t->bundle_last = abs > t->bundle_last ? abs : t->bundle_last;
 		ASSERT(sonde__pb_packed_next(&pid, &p) > 0);
 		ASSERT(sonde__pb_packed_next(&comm, &c) > 0);
 		ASSERT_UINT(c, <, nintern);
@@ -512,7 +518,9 @@ static void sched_compact(struct sched_trace *t, uint32_t cpu, struct pb_reader 
 		sched_push(t, sw);
 	}
 	struct pb_reader wts = pb_sub(&col[7]);
-	while (sonde__pb_packed_next(&wts, &v) > 0) {
+	for (uint64_t abs = 0; sonde__pb_packed_next(&wts, &v) > 0;) {
+		abs += v;
+		t->bundle_last = abs > t->bundle_last ? abs : t->bundle_last;
 		t->compact_waking++;
 		t->events[cpu]++;
 	}
@@ -554,20 +562,26 @@ static void sched_packet(void *ctx, const uint8_t *p, size_t n)
 		}
 		if (f.num != 1 || f.wire != PB_LEN)
 			continue;
-		uint64_t cpu = UINT64_MAX;
+		uint64_t cpu = UINT64_MAX, prev_end = UINT64_MAX;
 		for (struct pb_reader b = pb_sub(&f); sonde__pb_next(&b, &g) > 0;) {
 			if (g.num == 1 && g.wire == PB_VARINT)
 				cpu = g.u;
 			else if (g.num == 3 && g.wire == PB_VARINT && g.u)
 				t->lost = true;
+			else if (g.num == 10 && g.wire == PB_VARINT)
+				prev_end = g.u;
 		}
 		ASSERT_UINT(cpu, <, SCHED_MAX_CPUS); /* cpu comes first in every bundle */
+		t->bad_previous_end += prev_end != t->cpu_last[cpu];
+		t->bundle_last = 0;
 		for (struct pb_reader b = pb_sub(&f); sonde__pb_next(&b, &g) > 0;) {
 			if (g.num == 2 && g.wire == PB_LEN)
 				sched_typed(t, (uint32_t)cpu, pb_sub(&g));
 			else if (g.num == 4 && g.wire == PB_LEN)
 				sched_compact(t, (uint32_t)cpu, pb_sub(&g));
 		}
+		if (t->bundle_last)
+			t->cpu_last[cpu] = t->bundle_last;
 	}
 }
 
@@ -668,10 +682,14 @@ static void sched_record(const char *name, const char *compact_txt, struct sched
 }
 
 /* What the probes wrote of each CPU is what they read from its ring: per CPU, as many
- * switch and waking events as the kernel's read_events, in time order. */
+ * switch and waking events as the kernel's read_events, in time order; and each bundle
+ * says where its CPU's stream stood (previous_bundle_end_timestamp: the CPU's last event
+ * in the bundles before, 0 in its first), which trace processor reads to find from when
+ * every CPU's data is whole. */
 static void sched_assert_complete(const struct sched_trace *t)
 {
 	ASSERT(t->have_end);
+	ASSERT_UINT(t->bad_previous_end, ==, 0);
 	for (int cpu = 0; cpu < SCHED_MAX_CPUS; cpu++)
 		if (t->events[cpu] != t->read_events[cpu])
 			FAIL("cpu %d: %zu events in the trace, the kernel's ring gave %" PRIu64,
