@@ -412,6 +412,8 @@ TEST(ftrace_session_packets_decode_with_protoc)
 	sonde__ftrace_session_free(s);
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_CONTAINS(text, "ftrace_events {");
+	/* a CPU's first bundle: its stream starts here */
+	ASSERT_CONTAINS(text, "previous_bundle_end_timestamp: 0\n");
 	ASSERT_CONTAINS(text, "sched_switch {");
 	char want[64];
 	snprintf(want, sizeof(want), "prev_comm: \"%s\"", probes_sleeper_name());
