@@ -49,11 +49,13 @@ enum {
 	FS_CPU_BUFFER_SIZE_PAGES = 11,
 	FB_FTRACE_TIMESTAMP = 6,
 	FB_BOOT_TIMESTAMP = 7,
+	FB_PREVIOUS_BUNDLE_END_TIMESTAMP = 10,
 };
 
 struct cpu_ring {
 	int fd;
 	int cpu;
+	uint64_t last_ts; /* the last event written of this CPU, 0 before the first */
 };
 
 struct ftrace_session {
@@ -224,6 +226,18 @@ static void add_config_events(struct ftrace_session *s, const struct ftrace_conf
 		if (r == -ENOENT)
 			note_name(&s->unknown, NULL, ev);
 	}
+}
+
+/* A compact sched_waking has no pid of its own: a reader takes the waker from the CPU's
+ * last compact sched_switch. Without sched_switch in the session, sched_waking is written
+ * as a typed event, as traced_probes does. */
+static void drop_lone_compact_waking(struct ftrace_session *s)
+{
+	for (size_t i = 0; i < s->nevents; i++)
+		if (s->events[i].compact == FTRACE_COMPACT_SWITCH)
+			return;
+	for (size_t i = 0; i < s->nevents; i++)
+		s->events[i].compact = FTRACE_COMPACT_NONE;
 }
 
 /* --- tracefs setup --- */
@@ -403,6 +417,11 @@ static int emit_stats(struct ftrace_session *s, int phase)
 static void bundle_begin(struct ftrace_session *s, bool lost)
 {
 	sonde__ftrace_bundle_begin(&s->bundle, (uint32_t)s->cpus[s->cur_cpu].cpu, lost, s->clock);
+	/* Where this CPU's stream stood: a reader of a ring-buffer trace, whose oldest
+	 * bundles were overwritten, takes the latest of the CPUs' first values as the time
+	 * from which every CPU's data is whole (traced_probes writes it since v47). */
+	sonde__pb_put_varint(&s->bundle.out, FB_PREVIOUS_BUNDLE_END_TIMESTAMP,
+			     s->cpus[s->cur_cpu].last_ts);
 	if (s->clock) {
 		sonde__pb_put_varint(&s->bundle.out, FB_FTRACE_TIMESTAMP, (uint64_t)s->clock_ftrace_ns);
 		sonde__pb_put_varint(&s->bundle.out, FB_BOOT_TIMESTAMP, (uint64_t)s->clock_boot_ns);
@@ -439,6 +458,8 @@ static int on_event(void *ctx, uint64_t ts, const uint8_t *data, size_t len)
 	const struct ftrace_event_desc *d = &s->events[*idx];
 	if (sonde__ftrace_bundle_add(&s->bundle, d, ts, data, len, s->generic) != 0)
 		s->n.skipped++;
+	else
+		s->cpus[s->cur_cpu].last_ts = ts;
 	if (s->on_pid) {
 		int pid = sonde__ftrace_desc_pid(d, data, len);
 		if (pid > 0)
@@ -568,6 +589,7 @@ static int setup(struct ftrace_session *s, const struct ftrace_config *cfg,
 			return fail(o, r, "linux.ftrace: setting buffer_percent: %s", strerror(-r));
 	}
 	add_config_events(s, cfg);
+	drop_lone_compact_waking(s);
 	if (s->nevents == 0)
 		return fail(o, -EINVAL,
 			    "linux.ftrace: none of the config's ftrace_events exists on this "

@@ -26,11 +26,12 @@ static bool valid_event(const uint8_t *p, size_t n)
 	return !memmem(p, n, "..", 2);
 }
 
-static bool sub_bool(const struct pb_field *f, uint32_t field)
+/* The bool field of the sub-message f, or dflt when the message does not set it. */
+static bool sub_bool(const struct pb_field *f, uint32_t field, bool dflt)
 {
 	struct pb_reader r = pb_sub(f);
 	struct pb_field g;
-	bool v = false;
+	bool v = dflt;
 
 	while (sonde__pb_next(&r, &g) > 0)
 		if (g.num == field && g.wire == PB_VARINT)
@@ -46,6 +47,10 @@ int sonde__ftrace_config_parse(const void *buf, size_t len, struct ftrace_config
 	int rc;
 
 	memset(c, 0, sizeof(*c));
+	/* CompactSchedConfig.enabled is on unless a config sets it false, as in traced_probes
+	 * since v42: its readers (trace processor among them) expect a default config's
+	 * sched events compact. */
+	c->compact_sched = true;
 	while ((rc = sonde__pb_next(&r, &f)) > 0) {
 		bool v = f.wire == PB_VARINT, l = f.wire == PB_LEN;
 		if (f.num == 1 && l) {
@@ -67,7 +72,7 @@ int sonde__ftrace_config_parse(const void *buf, size_t len, struct ftrace_config
 		} else if (f.num == 29 && v) {
 			c->drain_buffer_percent = f.u > 100 ? 100 : (uint32_t)f.u;
 		} else if (f.num == 12 && l) {
-			c->compact_sched = sub_bool(&f, 1);
+			c->compact_sched = sub_bool(&f, 1, true);
 		} else if (f.num == 16 && v) {
 			c->disable_generic_events = f.u != 0;
 		} else if (f.num == 24 && v) {

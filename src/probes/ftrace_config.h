@@ -16,7 +16,7 @@ struct ftrace_config {
 	uint32_t buffer_size_kb;       /* 10; 0 = the module's default */
 	uint32_t drain_period_ms;      /* 11; 0 = the module's default */
 	uint32_t drain_buffer_percent; /* 29: the instance's buffer_percent, 1..100; 0 = kept */
-	bool compact_sched;	       /* 12: CompactSchedConfig.enabled */
+	bool compact_sched;	       /* 12: CompactSchedConfig.enabled; true unless set false */
 	bool disable_generic_events;   /* 16: events without a typed proto are dropped */
 	bool use_monotonic_raw_clock;  /* 24: trace_clock mono_raw instead of boot */
 	/* Fields set but not acted on (bit N: field N; cfg_unsupported.h), so that the data

@@ -412,6 +412,8 @@ TEST(ftrace_session_packets_decode_with_protoc)
 	sonde__ftrace_session_free(s);
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_CONTAINS(text, "ftrace_events {");
+	/* a CPU's first bundle: its stream starts here */
+	ASSERT_CONTAINS(text, "previous_bundle_end_timestamp: 0\n");
 	ASSERT_CONTAINS(text, "sched_switch {");
 	char want[64];
 	snprintf(want, sizeof(want), "prev_comm: \"%s\"", probes_sleeper_name());
@@ -451,6 +453,31 @@ TEST(ftrace_session_compact_sched)
 	snprintf(want, sizeof(want), "intern_table: \"%s\"", probes_sleeper_name());
 	ASSERT_CONTAINS(text, want);
 	ASSERT_CONTAINS(text, "waking_pid:");
+	free(text);
+	sonde__buf_free(&trace);
+}
+
+/* compact_sched without sched_switch: a compact sched_waking would have no waker (a reader
+ * takes it from the CPU's last compact switch), so sched_waking is written typed. */
+TEST(ftrace_session_compact_waking_alone_is_typed)
+{
+	probes_require_tracefs();
+	static char events[1][FTRACE_EVENT_NAME_MAX] = {"sched/sched_waking"};
+	struct ftrace_config cfg = {
+		.events = events, .nevents = 1, .drain_period_ms = 50, .compact_sched = true};
+	struct ftrace_opts o = test_opts();
+	struct buf trace = BUF_INIT;
+	struct ftrace_session *s =
+		ASSERT_NOT_NULL(sonde__ftrace_session_new(&cfg, &o, probes_collect, &trace));
+	const char *argv[] = {test_prog("ftrace_sleeper"), "100", probes_sleeper_name(), NULL};
+	record_while(s, argv);
+	sonde__ftrace_session_free(s);
+	char *text = probes_protoc_decode(&trace);
+	ASSERT_NOT_CONTAINS(text, "compact_sched {");
+	char want[64];
+	snprintf(want, sizeof(want), "comm: \"%s\"", probes_sleeper_name());
+	ASSERT_CONTAINS(text, "sched_waking {");
+	ASSERT_CONTAINS(text, want);
 	free(text);
 	sonde__buf_free(&trace);
 }

@@ -104,4 +104,15 @@ TEST(ftrace_config_fields)
 	static const uint8_t bad[] = {0x0a, 0x08, '.', '.', '/', '.', '.', '/', 'x', 'y'};
 	ASSERT_ERR(sonde__ftrace_config_parse(bad, sizeof(bad), &c), -SONDE_E_RANGE);
 	ASSERT_ERR(sonde__ftrace_config_parse(b, 5, &c), -SONDE_E_FORMAT);
+	/* compact_sched is on unless the config says enabled: false (traced_probes since
+	 * v42): absent, an empty CompactSchedConfig, enabled: false. */
+	static const uint8_t none[] = {0x58, 0x64};
+	static const uint8_t empty[] = {0x62, 0x00};
+	static const uint8_t off[] = {0x62, 0x02, 0x08, 0x00};
+	ASSERT_OK(sonde__ftrace_config_parse(none, sizeof(none), &c));
+	ASSERT(c.compact_sched);
+	ASSERT_OK(sonde__ftrace_config_parse(empty, sizeof(empty), &c));
+	ASSERT(c.compact_sched);
+	ASSERT_OK(sonde__ftrace_config_parse(off, sizeof(off), &c));
+	ASSERT(!c.compact_sched);
 }
