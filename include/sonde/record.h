@@ -62,6 +62,12 @@ enum sonde_record_event {
 
 /* Options; zero-initialize, set sz = sizeof(struct sonde_record_opts), then the fields you
  * need. Fields added later go at the end, so older callers keep working. */
+enum sonde_offcpu_backend {
+	SONDE_OFFCPU_BACKEND_AUTO = 0,
+	SONDE_OFFCPU_BACKEND_BPF = 1,
+	SONDE_OFFCPU_BACKEND_PERF = 2,
+};
+
 struct sonde_record_opts {
 	size_t sz;
 	/* Samples per second per thread: 1 .. the kernel maximum, or SONDE_RECORD_FREQ_MAX.
@@ -171,6 +177,11 @@ struct sonde_record_opts {
 	 * when any of filter_pids, filter_tids and filter_comms selects it. */
 	const char *const *filter_comms;
 	size_t n_filter_comms;
+	/* Which backend records off_cpu (docs/record.md, "Off-CPU backends"): AUTO uses BPF
+	 * when the kernel allows it (CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON; kernel BTF;
+	 * libsonde built with it), else perf_event; BPF or PERF forces one (a refused BPF then
+	 * fails the recording). The summary says which one ran and why. */
+	enum sonde_offcpu_backend off_cpu_backend;
 };
 
 /* The default of sonde_record_opts.off_cpu_min_ns. */
@@ -277,6 +288,10 @@ struct sonde_record_summary {
 	 * task, on some kernels), ended at their wakeup or at the thread's next sample
 	 * (src/record/offcpu.c). */
 	uint64_t offcpu_unseen_switch_ins;
+	/* Off-CPU recordings: the backend that ran, "bpf" or "perf", and why the other was
+	 * not used (empty when it was asked for). */
+	char offcpu_backend[8];
+	char offcpu_backend_why[160];
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

@@ -711,7 +711,7 @@ int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
 /* Step 1: every published record of every ring into the sorter. */
 static int drain_rings(struct sonde_recorder *r)
 {
-	int first = 0;
+	int first = sonde__rec_offcpu_bpf_drain(r);
 
 	for (size_t i = 0; i < r->n_cpus; i++) {
 		if (!r->rings[i].mapped)
@@ -753,6 +753,8 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 
 	while (sonde__perf_sorter_pop(r->sorter, limit, &buf, &len, &t) == 1) {
 		struct perf_rec rec;
+		if (sonde__rec_offcpu_bpf_record(r, buf, len))
+			continue; /* a wait of the BPF backend, written */
 		if (sonde__perf_decode(buf, len, &r->layout, &rec) < 0) {
 			r->sum.bad_records++;
 			continue;
@@ -803,6 +805,8 @@ int sonde__rec_drain(struct sonde_recorder *r, bool final)
 static void drop_hung_up(struct sonde_recorder *r, const struct epoll_event *ev, int n)
 {
 	for (int i = 0; i < n; i++) {
+		if (sonde__rec_offcpu_bpf_is_ring(ev[i].data.u64))
+			continue;
 		struct rec_ring *ring = &r->rings[ev[i].data.u64];
 		/* A ring whose events all ended stays readable forever: stop waiting on it (its
 		 * remaining records are still drained). */
@@ -1000,6 +1004,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	if (r->finished)
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
+	sonde__rec_offcpu_bpf_stop(r);
 	for (size_t i = 0; i < r->n_procs; i++)
 		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop),
 			   "resuming a stopped process");
@@ -1008,6 +1013,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	 * while the rings were drained for the last time, after the last sweep) is closed
 	 * now, and the spool ends with the processes as they really are. */
 	keep_first(r, &first, sonde__rec_maybe_recover(r, true), "the final recovery sweep");
+	keep_first(r, &first, sonde__rec_offcpu_bpf_finish(r), "the BPF off-CPU waits");
 	keep_first(r, &first, sonde__rec_offcpu_finish(r), "ending the off-CPU intervals");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
@@ -1043,6 +1049,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	}
 	for (size_t i = 0; i < r->n_events; i++)
 		close(r->events[i].fd);
+	sonde__rec_offcpu_bpf_free(r);
 	if (r->epfd >= 0)
 		close(r->epfd);
 	if (r->out_fd >= 0)
