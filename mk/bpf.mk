@@ -34,3 +34,12 @@ LDLIBS += -lbpf
 else
 $(info sonde: building without the BPF off-CPU backend: missing $(BPF_MISSING))
 endif
+
+# sleep_loop-nofp: the off-CPU BPF tests' blocked stacks on a binary built the way release
+# software is (-O2, no frame pointers), which only DWARF CFI unwinds to main.
+all: $(B)/progs/sleep_loop-nofp
+
+$(B)/progs/sleep_loop-nofp: tests/progs/sleep_loop.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -D_GNU_SOURCE $< \
+		-o $@ $(PROG_LDLIBS)
