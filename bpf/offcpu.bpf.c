@@ -7,20 +7,21 @@
  * min_ns is only added to next's totals in the shorts map, which user space reads at the
  * end. A longer one needs next's user registers and the used part of its user stack,
  * which only next's own context can read (bpf_probe_read_user reads current's memory,
- * and at sched_switch current is still prev). Where it is read depends on how next left:
- *  - blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the wait is
- *    marked for capture and read at the call's exit (sys_exit), the first traceable point
- *    of next's own context on its way back to user space, where its user registers (saved
- *    on entry, task_pt_regs) and its user stack are still those it blocked with. Should it
- *    leave the CPU again before that exit, the same holds at that switch-out, where it is
- *    current: the wait is read there.
- *  - anywhere else (preempted in user mode, or in a fault): it returns to user space
- *    without a system call's exit, so its registers and stack are written at its
- *    switch-out, where it is current (a cost paid for every such switch, rarer than
- *    blocking in a call), and its wait, when long, at the switch-in, pointing back at
- *    them; user space pairs the two (SONDE_BPF_STACK, then SONDE_BPF_WAIT_PRIOR).
- * A hook in the switch itself (finish_task_switch) or the return of schedule() would see
- * every case in next's context, but needs kprobes or fentry, which kernels may not offer
+ * and at sched_switch current is still prev). The wait is marked for capture, and read at
+ * the first traceable point of next's own context on its way back to user space, where
+ * its user registers (saved on entry to the kernel, task_pt_regs) and its user stack are
+ * still those it left with:
+ *  - blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the call's
+ *    exit (sys_exit);
+ *  - anywhere else (preempted in user mode, or on its way back from a call, or in a fault):
+ *    x86_fpu_regs_activated, where the kernel loads its FPU registers before it returns to
+ *    user space, which it must whenever another user thread ran on that CPU meanwhile.
+ * Should it leave the CPU again before that point, the wait is written at that switch-out:
+ * with its user state when it was in a system call (it still is), else without (it may
+ * have gone back to user space with its FPU registers still loaded: only kernel threads,
+ * or none, ran meanwhile). Kernel threads' waits are written at their switch-in. Hooks in
+ * the switch itself (finish_task_switch) or on schedule()'s return would see next's
+ * context in every case but need kprobes or fentry, which kernels may not offer
  * (CONFIG_KPROBES off, trampolines refused); tracepoints are always there.
  *
  * sched_waking, in the waker's context, gives the wakeup time and the waker; the wait's
@@ -87,6 +88,9 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sonde_bpf_wait);
 } scratch SEC(".maps");
+
+/* How a long wait's user state is read (struct sonde_bpf_start.capture). */
+enum { CAPTURE_SYSCALL = 1, CAPTURE_FPU = 2 };
 
 /* The tid marked for capture by the last switch of this CPU (0: none). */
 struct {
@@ -175,10 +179,10 @@ static __always_inline __u32 read_stack(struct sonde_bpf_wait *w, __u64 sp, __u3
 	return 0;
 }
 
-/* Writes the long wait s of thread task (tid) to the ring buffer: its user registers, and
- * its user stack when `stack` (task's memory is current's). */
+/* Writes the long wait s of thread tid to the ring buffer, with its user registers and
+ * stack when `user` (task is current, back from its wait and not yet in user space). */
 static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct task_struct *task,
-				 bool stack, __u32 kind)
+				 bool user)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct sonde_bpf_wait *w = bpf_map_lookup_elem(&scratch, &cpu);
@@ -196,11 +200,10 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	w->kstack = s->kstack;
 	w->stack_len = 0;
 	w->regs_ok = 0;
-	w->kind = kind;
 
 	struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct mm_struct *mm = task->mm;
-	if (kind != SONDE_BPF_WAIT_PRIOR && u && mm && (u->cs & 3) == 3) {
+	if (user && u && mm && (u->cs & 3) == 3) {
 		w->regs[0] = u->ax;
 		w->regs[1] = u->dx;
 		w->regs[2] = u->cx;
@@ -219,7 +222,7 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 		w->regs[15] = u->r15;
 		w->regs[16] = u->ip;
 		w->regs_ok = 1;
-		__u64 sp = u->sp, len = stack ? copy_bytes : 0;
+		__u64 sp = u->sp, len = copy_bytes;
 		/* the main thread's stack ends above its environment strings */
 		__u64 top = mm->env_end;
 		if (tid == w->pid && top > sp && top - sp < len)
@@ -257,9 +260,12 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 
 	/* an exiting thread's last switch-out (TASK_DEAD) opens no wait */
 	if (ptid && !(prev_state & 0x80) && tracked(ptgid)) {
+		/* a long wait whose capture point did not come first: in a system call, it
+		 * is still there, its user state unchanged; else it may have been back in user
+		 * space (no FPU state to load): written without its user state */
 		struct sonde_bpf_start *o = bpf_map_lookup_elem(&starts, &ptid);
 		if (o && o->capture)
-			emit(o, ptid, prev, true, SONDE_BPF_WAIT); /* still in its syscall */
+			emit(o, ptid, prev, o->capture == CAPTURE_SYSCALL);
 		struct sonde_bpf_start s = {.out_ns = now,
 				  .pid = ptgid,
 				  .state = state_of(preempt, prev_state),
@@ -267,13 +273,6 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 				  .kstack = -1};
 		if (kernel_stacks)
 			s.kstack = bpf_get_stackid(ctx, &kstacks, 0);
-		/* preempted in user mode, it will return to user space without a system call's
-		 * exit: only here is its stack readable before it changes */
-		struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(prev);
-		if (u && (u->cs & 3) == 3 && !in_syscall(prev)) {
-			emit(&s, ptid, prev, true, SONDE_BPF_STACK);
-			s.stacked = 1;
-		}
 		count(SONDE_BPF_SWITCHES, 1);
 		if (bpf_map_update_elem(&starts, &ptid, &s, BPF_ANY))
 			count(SONDE_BPF_START_FULL, 1);
@@ -290,16 +289,13 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 		return 0;
 	}
 	s->in_ns = now;
-	if (s->stacked || !in_syscall(next)) {
-		/* not in a system call: it returns to user space without one's exit, so it is
-		 * written now, its stack the one written at its switch-out; else (a fault) its
-		 * registers, and its stack when it shares prev's memory */
-		emit(s, ntid, next, next->mm == prev->mm,
-		     s->stacked ? SONDE_BPF_WAIT_PRIOR : SONDE_BPF_WAIT);
+	if (!next->mm) {
+		/* a kernel thread: no user state to wait for */
+		emit(s, ntid, next, false);
 		bpf_map_delete_elem(&starts, &ntid);
 		return 0;
 	}
-	s->capture = 1;
+	s->capture = in_syscall(next) ? CAPTURE_SYSCALL : CAPTURE_FPU;
 	__u32 zero = 0, *p = bpf_map_lookup_elem(&pending, &zero);
 	if (p)
 		*p = ntid;
@@ -365,21 +361,34 @@ int BPF_PROG(sonde_exec, struct task_struct *p)
 	return 0;
 }
 
-/* A system call returns in the thread switched in: the one its long wait was in, whose
- * user registers and stack are still those it blocked with. */
-SEC("tp_btf/sys_exit")
-int BPF_PROG(sonde_sys_exit)
+/* The capture of s, a long wait of the current thread, when the current thread is the
+ * one the last switch of this CPU marked (how: CAPTURE_*). */
+static __always_inline int capture(__u32 how)
 {
 	__u32 zero = 0, *p = bpf_map_lookup_elem(&pending, &zero);
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
 	if (!p || !*p || *p != tid)
 		return 0;
-	*p = 0;
 	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
-	if (!s || !s->capture)
+	if (!s || s->capture != how)
 		return 0;
-	emit(s, tid, bpf_get_current_task_btf(), true, SONDE_BPF_WAIT);
+	*p = 0;
+	emit(s, tid, bpf_get_current_task_btf(), true);
 	bpf_map_delete_elem(&starts, &tid);
 	return 0;
+}
+
+/* A system call returns in the thread switched in: the one its wait was in. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sonde_sys_exit)
+{
+	return capture(CAPTURE_SYSCALL);
+}
+
+/* The thread switched in loads its FPU registers on its way back to user space. */
+SEC("tp_btf/x86_fpu_regs_activated")
+int BPF_PROG(sonde_fpu)
+{
+	return capture(CAPTURE_FPU);
 }

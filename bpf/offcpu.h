@@ -17,23 +17,13 @@ enum { SONDE_BPF_RUNNABLE = 0, SONDE_BPF_SLEEPING = 1, SONDE_BPF_BLOCKED = 2, SO
  * r8..r15 rip. */
 #define SONDE_BPF_NREGS 17
 
-/* What a ring buffer record is. */
-enum {
-	SONDE_BPF_WAIT = 1,	  /* a long wait, with its registers and stack when regs_ok */
-	SONDE_BPF_WAIT_PRIOR = 2, /* a long wait whose registers and stack came before it */
-	SONDE_BPF_STACK = 3,	  /* registers and stack of a thread preempted in user mode, at
-				   * its switch-out (out_ns): its wait's, should it be long */
-};
-
-/* One ring buffer record: a wait at or above the threshold, written when its thread runs
- * again, or a preempted thread's stack; stack_len bytes of its user stack (from regs[7],
- * the stack pointer) follow. */
+/* One wait at or above the threshold, written to the ring buffer when its thread runs
+ * again: stack_len bytes of its user stack (from regs[7], the stack pointer) follow. */
 struct sonde_bpf_wait {
 	__u64 out_ns, in_ns, wake_ns; /* CLOCK_MONOTONIC; wake_ns 0 when no wakeup was seen */
 	__u32 pid, tid, waker, state, cpu;
 	__s32 kstack; /* id in the kstacks map, or negative: none */
 	__u32 stack_len, regs_ok;
-	__u32 kind, pad; /* SONDE_BPF_WAIT... */
 	__u64 regs[SONDE_BPF_NREGS];
 	__u8 stack[SONDE_BPF_STACK_MAX];
 };
@@ -43,9 +33,7 @@ struct sonde_bpf_start {
 	__u64 out_ns, wake_ns, in_ns;
 	__u32 pid, state, waker, cpu;
 	__s32 kstack;
-	__u32 capture; /* long: its stack is read at the switch-in */
-	__u32 stacked; /* preempted in user mode: its stack was written at the switch-out */
-	__u32 pad;
+	__u32 capture; /* long: where its user state is read, 0 until the switch-in */
 };
 
 /* Waits below the threshold, per thread: value of the shorts map (key: tid). */

@@ -19,7 +19,6 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
-#include "base/u64map.h"
 #include "record/offcpu_bpf.h"
 #include "record/recorder.h"
 
@@ -99,9 +98,6 @@ struct rec_offcpu_bpf {
 	int rb_err; /* the first error of the ring buffer's callback */
 	uint8_t *frame; /* a wait framed for the sorter */
 	bool stopped;
-	/* tid -> the SONDE_BPF_STACK record of its last switch-out outside a system call
-	 * (malloc'd), until its wait comes or its next one replaces it */
-	struct u64map stacks;
 };
 
 struct wait_frame {
@@ -181,6 +177,7 @@ static int attach_all(struct rec_offcpu_bpf *b)
 	attach_link(&s->links.sonde_fork, bpf_program__attach(s->progs.sonde_fork), &err);
 	attach_link(&s->links.sonde_exec, bpf_program__attach(s->progs.sonde_exec), &err);
 	attach_link(&s->links.sonde_sys_exit, bpf_program__attach(s->progs.sonde_sys_exit), &err);
+	attach_link(&s->links.sonde_fpu, bpf_program__attach(s->progs.sonde_fpu), &err);
 	return err;
 }
 
@@ -233,21 +230,10 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	return 0;
 }
 
-static void drop_stacks(struct rec_offcpu_bpf *b)
-{
-	size_t pos = 0;
-	uint64_t key, val;
-
-	while (sonde__u64map_next(&b->stacks, &pos, &key, &val))
-		sonde__free((void *)(uintptr_t)val);
-	sonde__u64map_free(&b->stacks);
-}
-
 static void destroy(struct rec_offcpu_bpf *b)
 {
 	if (!b)
 		return;
-	drop_stacks(b);
 	ring_buffer__free(b->rb);
 	offcpu_bpf__destroy(b->skel);
 	sonde__free(b->frame);
@@ -332,9 +318,7 @@ static int on_wait(void *ctx, void *data, size_t size)
 	memcpy(f, &h, sizeof(h));
 	memset(f + sizeof(h), 0, offsetof(struct wait_frame, w) - sizeof(h));
 	memcpy(f + offsetof(struct wait_frame, w), w, head + w->stack_len);
-	/* a stack is ordered at its switch-out, a wait at its switch-in */
-	uint64_t t = w->kind == SONDE_BPF_STACK ? w->out_ns : w->in_ns;
-	int err = sonde__perf_sorter_push(r->sorter, t, f, len);
+	int err = sonde__perf_sorter_push(r->sorter, w->in_ns, f, len);
 	if (err && !b->rb_err)
 		b->rb_err = err;
 	return err;
@@ -417,51 +401,6 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 	return 0;
 }
 
-/* Keeps w (a SONDE_BPF_STACK record) for the wait that may follow. */
-static void keep_stack(struct sonde_recorder *r, struct rec_offcpu_bpf *b,
-		       const struct sonde_bpf_wait *w, size_t stack_len)
-{
-	size_t size = offsetof(struct sonde_bpf_wait, stack) + stack_len;
-	uint64_t *old = sonde__u64map_get(&b->stacks, w->tid);
-	struct sonde_bpf_wait *c = sonde__malloc(size);
-
-	if (!c) {
-		sonde__rec_error(r, -ENOMEM);
-		return;
-	}
-	memcpy(c, w, size);
-	c->stack_len = (uint32_t)stack_len;
-	if (old) {
-		sonde__free((void *)(uintptr_t)*old);
-		*old = (uintptr_t)c;
-	} else if (sonde__u64map_put(&b->stacks, w->tid, (uintptr_t)c)) {
-		sonde__free(c);
-		sonde__rec_error(r, -ENOMEM);
-	}
-}
-
-/* A wait whose registers and stack came in its switch-out's SONDE_BPF_STACK record. */
-static void wait_with_prior(struct sonde_recorder *r, struct rec_offcpu_bpf *b,
-			    const struct sonde_bpf_wait *w)
-{
-	uint64_t *v = sonde__u64map_get(&b->stacks, w->tid);
-	struct sonde_bpf_wait *c = v ? (struct sonde_bpf_wait *)(uintptr_t)*v : NULL;
-
-	if (c)
-		sonde__u64map_del(&b->stacks, w->tid);
-	if (!c || c->out_ns != w->out_ns) {
-		/* its stack was lost (a full ring buffer): the kernel stack alone */
-		sonde__rec_error(r, write_wait(r, w, 0, false));
-		sonde__free(c);
-		return;
-	}
-	c->in_ns = w->in_ns;
-	c->wake_ns = w->wake_ns;
-	c->waker = w->waker;
-	sonde__rec_error(r, write_wait(r, c, c->stack_len, false));
-	sonde__free(c);
-}
-
 int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const void *rec, size_t len)
 {
 	struct perf_event_header h;
@@ -487,14 +426,6 @@ int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const void *rec, size
 	size_t stack_len = len - head;
 	if (stack_len > w->stack_len)
 		stack_len = w->stack_len;
-	if (w->kind == SONDE_BPF_STACK) {
-		keep_stack(r, b, w, stack_len);
-		return 1;
-	}
-	if (w->kind == SONDE_BPF_WAIT_PRIOR) {
-		wait_with_prior(r, b, w);
-		return 1;
-	}
 	sonde__rec_error(r, write_wait(r, w, stack_len, false));
 	return 1;
 }
@@ -510,7 +441,8 @@ void sonde__rec_offcpu_bpf_stop(struct sonde_recorder *r)
 }
 
 /* The waits still open at the end: those long enough are written open, with their kernel
- * stack alone (their user stack is read only when they end), the others counted short. */
+ * stack alone (their user stack is read only when they end); those that ended but whose
+ * thread did not get back to user space are written closed, with their kernel stack. */
 static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64_t end)
 {
 	struct bpf_map *m = b->skel->maps.starts;
@@ -524,12 +456,14 @@ static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64
 		prev = &key;
 		if (bpf_map__lookup_elem(m, &key, sizeof(key), &s, sizeof(s), 0))
 			continue;
-		uint64_t dur = end > s.out_ns ? end - s.out_ns : 0;
-		if (dur < r->offcpu.min_ns)
-			continue; /* a wait that has not ended is counted once it ends */
+		/* ended, its user state not read yet: written without it */
+		bool ended = s.capture && s.in_ns >= s.out_ns;
+		uint64_t in = ended ? s.in_ns : end;
+		if (in - s.out_ns < r->offcpu.min_ns || in < s.out_ns)
+			continue; /* not ended and short so far: counted as nothing */
 		memset(&w, 0, offsetof(struct sonde_bpf_wait, stack));
 		w.out_ns = s.out_ns;
-		w.in_ns = end;
+		w.in_ns = in;
 		w.wake_ns = s.wake_ns;
 		w.pid = s.pid;
 		w.tid = key;
@@ -537,7 +471,7 @@ static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64
 		w.state = s.state;
 		w.cpu = s.cpu;
 		w.kstack = s.kstack;
-		int err = write_wait(r, &w, 0, true);
+		int err = write_wait(r, &w, 0, !ended);
 		if (err && !first)
 			first = err;
 	}
@@ -612,7 +546,6 @@ int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r)
 		return 0;
 	sonde__rec_offcpu_bpf_stop(r);
 	int err = write_open(r, b, sonde__rec_time(r, sonde__rec_now()));
-	drop_stacks(b);
 	int serr = write_shorts(r, b);
 	read_stats(r, b);
 	return err ? err : serr;
