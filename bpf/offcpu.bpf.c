@@ -89,6 +89,10 @@ struct {
 	__type(value, struct sonde_bpf_wait);
 } scratch SEC(".maps");
 
+/* Innermost kernel frames that are the BPF program's own call (the program, then
+ * bpf_trace_run*): the stack starts at __schedule, as the perf backend's does. */
+#define KSTACK_SKIP 2
+
 /* How a long wait's user state is read (struct sonde_bpf_start.capture). */
 enum { CAPTURE_SYSCALL = 1, CAPTURE_FPU = 2 };
 
@@ -272,7 +276,7 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 				  .cpu = bpf_get_smp_processor_id(),
 				  .kstack = -1};
 		if (kernel_stacks)
-			s.kstack = bpf_get_stackid(ctx, &kstacks, 0);
+			s.kstack = bpf_get_stackid(ctx, &kstacks, KSTACK_SKIP);
 		count(SONDE_BPF_SWITCHES, 1);
 		if (bpf_map_update_elem(&starts, &ptid, &s, BPF_ANY))
 			count(SONDE_BPF_START_FULL, 1);

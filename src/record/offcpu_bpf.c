@@ -205,6 +205,9 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	if (ncpu <= 0)
 		return ncpu ? ncpu : -EINVAL;
 	int err = bpf_map__set_max_entries(s->maps.scratch, (uint32_t)ncpu);
+	/* the stack map's buckets are allocated up front: none without kernel frames */
+	if (!err && !o->kernel)
+		err = bpf_map__set_max_entries(s->maps.kstacks, 1);
 	if (!err)
 		err = offcpu_bpf__load(s);
 	if (!err)
