@@ -335,7 +335,12 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sonde_exit, struct task_struct *p)
 {
 	__u32 tid = p->pid;
+	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
 
+	/* a wait that ended but whose capture point never came (exiting, the thread goes
+	 * back to user space no more): written now, p being current */
+	if (s && s->capture)
+		emit(s, tid, p, s->capture == CAPTURE_SYSCALL);
 	bpf_map_delete_elem(&starts, &tid);
 	return 0;
 }

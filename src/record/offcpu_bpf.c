@@ -191,8 +191,10 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	if (!s)
 		return -errno;
 	b->skel = s;
-	/* -a with a thread filter: every process, the recorder keeps the filtered ones */
-	s->rodata->all_tasks = r->system_wide && (!r->filter_pids || r->filter_tids);
+	/* -a filtered by pid alone: those and their children; filtered by thread or name as
+	 * well: every process, the recorder keeps the selected ones */
+	s->rodata->all_tasks =
+		r->system_wide && (!r->filter_pids || r->filter_tids || r->filter_comms);
 	s->rodata->self_pid = (__u32)getpid();
 	s->rodata->min_ns = r->offcpu.min_ns;
 	uint32_t copy = r->cfg.stack_bytes;
