@@ -15,7 +15,9 @@
  *    exit (sys_exit);
  *  - anywhere else (preempted in user mode, or on its way back from a call, or in a fault):
  *    x86_fpu_regs_activated, where the kernel loads its FPU registers before it returns to
- *    user space, which it must whenever another user thread ran on that CPU meanwhile.
+ *    user space, which it must whenever another user thread ran on that CPU meanwhile, or
+ *    rseq_update, where it updates the thread's restartable-sequence area after a
+ *    preemption (threads that registered one: glibc's do), whichever comes first.
  * Should it leave the CPU again before that point, the wait is written at that switch-out:
  * with its user state when it was in a system call (it still is), else without (it may
  * have gone back to user space with its FPU registers still loaded: only kernel threads,
@@ -398,6 +400,14 @@ int BPF_PROG(sonde_sys_exit)
 /* The thread switched in loads its FPU registers on its way back to user space. */
 SEC("tp_btf/x86_fpu_regs_activated")
 int BPF_PROG(sonde_fpu)
+{
+	return capture(CAPTURE_FPU);
+}
+
+/* The thread switched in updates its restartable-sequence area on its way back to user
+ * space, as it does after every preemption when it registered one (glibc does). */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(sonde_rseq)
 {
 	return capture(CAPTURE_FPU);
 }

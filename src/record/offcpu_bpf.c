@@ -178,6 +178,7 @@ static int attach_all(struct rec_offcpu_bpf *b)
 	attach_link(&s->links.sonde_exec, bpf_program__attach(s->progs.sonde_exec), &err);
 	attach_link(&s->links.sonde_sys_exit, bpf_program__attach(s->progs.sonde_sys_exit), &err);
 	attach_link(&s->links.sonde_fpu, bpf_program__attach(s->progs.sonde_fpu), &err);
+	attach_link(&s->links.sonde_rseq, bpf_program__attach(s->progs.sonde_rseq), &err);
 	return err;
 }
 

@@ -414,8 +414,9 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 		if (!r)
 			FAIL("attach: %s", strerror(errno));
 		size_t n = own_programs(ids, 16, &objects);
-		/* sched_switch, sched_waking, sched_wakeup_new, exit, fork, exec, sys_exit, fpu */
-		ASSERT_UINT(n, ==, 8);
+		/* sched_switch, sched_waking, sched_wakeup_new, exit, fork, exec, sys_exit, fpu,
+		 * rseq */
+		ASSERT_UINT(n, ==, 9);
 		for (int i = 0; i < 5; i++)
 			ASSERT_INT(sonde_recorder__poll(r, 50, NULL), >=, 0);
 		struct sonde_record_summary sum = {.sz = sizeof(sum)};
