@@ -89,6 +89,8 @@ void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
 
 /* The sorter's frame of a wait: a perf_event_header whose type no kernel record has. */
 enum { REC_BPF_WAIT = 0x5e01 };
+/* The ring buffer with -a (the object's 8 MiB otherwise). */
+enum { RING_BYTES_SYSTEM = 32 << 20 };
 /* epoll data of the ring buffer in the recorder's set (rings use their index). */
 #define REC_BPF_EPOLL_DATA UINT64_MAX
 
@@ -202,12 +204,17 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	s->rodata->copy_bytes = copy > SONDE_BPF_STACK_MAX ? SONDE_BPF_STACK_MAX : copy;
 	s->rodata->kernel_stacks = o->kernel;
 	s->rodata->follow = r->system_wide || r->follow_children;
+	/* -a: every process's long waits, while the recorder unwinds a batch: a larger ring
+	 * (one loss in a bench/offcpu.py -a run with 8 MiB) */
+	int err = r->system_wide ? bpf_map__set_max_entries(s->maps.waits, RING_BYTES_SYSTEM) : 0;
+	if (err)
+		return err;
 	/* a wakeup per quarter of the ring, as the perf rings' watermark */
 	s->rodata->wake_bytes = bpf_map__max_entries(s->maps.waits) / 4;
 	int ncpu = libbpf_num_possible_cpus();
 	if (ncpu <= 0)
 		return ncpu ? ncpu : -EINVAL;
-	int err = bpf_map__set_max_entries(s->maps.scratch, (uint32_t)ncpu);
+	err = bpf_map__set_max_entries(s->maps.scratch, (uint32_t)ncpu);
 	/* the stack map's buckets are allocated up front: none without kernel frames */
 	if (!err && !o->kernel)
 		err = bpf_map__set_max_entries(s->maps.kstacks, 1);
