@@ -453,9 +453,21 @@ void sonde__rec_offcpu_bpf_stop(struct sonde_recorder *r)
 	b->stopped = true;
 }
 
+/* Adds one wait of ns to tid's short totals (the programs detached: nothing races). */
+static void add_short(struct rec_offcpu_bpf *b, __u32 tid, __u32 pid, uint64_t ns)
+{
+	struct sonde_bpf_short v = {.pid = pid};
+
+	bpf_map__lookup_elem(b->skel->maps.shorts, &tid, sizeof(tid), &v, sizeof(v), 0);
+	v.count++;
+	v.ns += ns;
+	bpf_map__update_elem(b->skel->maps.shorts, &tid, sizeof(tid), &v, sizeof(v), BPF_ANY);
+}
+
 /* The waits still open at the end: those long enough are written open, with their kernel
- * stack alone (their user stack is read only when they end); those that ended but whose
- * thread did not get back to user space are written closed, with their kernel stack. */
+ * stack alone (their user stack is read only when they end), the others counted short;
+ * those that ended but whose thread did not get back to user space are written closed,
+ * with their kernel stack. */
 static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64_t end)
 {
 	struct bpf_map *m = b->skel->maps.starts;
@@ -472,8 +484,13 @@ static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64
 		/* ended, its user state not read yet: written without it */
 		bool ended = s.capture && s.in_ns >= s.out_ns;
 		uint64_t in = ended ? s.in_ns : end;
-		if (in - s.out_ns < r->offcpu.min_ns || in < s.out_ns)
-			continue; /* not ended and short so far: counted as nothing */
+		if (in < s.out_ns)
+			continue;
+		if (in - s.out_ns < r->offcpu.min_ns) {
+			/* short so far: counted short, as the perf backend counts it */
+			add_short(b, key, s.pid, in - s.out_ns);
+			continue;
+		}
 		memset(&w, 0, offsetof(struct sonde_bpf_wait, stack));
 		w.out_ns = s.out_ns;
 		w.in_ns = in;
