@@ -3,32 +3,47 @@
 costs a program that switches all the time, against perf.
 
 usage: bench/offcpu.py [BUILD_DIR] [REPS] [SECONDS]
-       (from the source tree, after make; defaults build/release 5 3)
+       (from the source tree, after make, as root; defaults build/release 5 3)
 
 (a) wall split. progs/offcpu_split (tests/progs/offcpu_split.c) spends its main thread's wall
     clock 25/50/25 % in burn (on the CPU), nap (nanosleep) and wait_pipe (a blocking read)
     and measures what it really spent. Each repetition records it with `sonde record
-    --off-cpu --off-cpu-min 0` and compares the shares of `sonde report --folded --metric
-    wall --tid MAIN` with the program's own: the error is the largest of the three
-    differences, in points. Debian's perf has no --off-cpu (it is built without BPF
-    skeletons), so there is no perf figure to set beside it.
+    --off-cpu --off-cpu-min 0`, once per off-CPU backend (bpf, perf), and compares the
+    shares of `sonde report --folded --metric wall --tid MAIN` with the program's own: the
+    error is the largest of the three differences, in points. Debian's perf has no
+    --off-cpu (it is built without BPF skeletons), so there is no perf figure to set
+    beside it.
 
 (b) overhead. progs/pingpong (tests/progs/pingpong.c) bounces a byte between two threads
     through pipes, switching on the order of 100k times a second, and prints its round trips
     per second: its own throughput. Modes, run back to back in each repetition so that load
-    from other users of the machine hits them alike:
+    from other users of the machine hits them alike. Launched (the profiler starts the
+    program):
 
       unprofiled
-      sonde          sonde record --off-cpu (its default 32 KiB stack copy per switch-out)
-      sonde-8k       sonde record --off-cpu --stack-size 8192 (perf's default copy size)
+      sonde-bpf      sonde record --off-cpu --off-cpu-backend bpf: on-CPU samples (999 Hz,
+                     DWARF copies, per-thread events) and off-CPU waits, switches tracked in
+                     the kernel, waits under 1 ms summed there, the long ones stacked
+      sonde-bpf-only sonde record -e sched:sched_switch --off-cpu --off-cpu-backend bpf: off
+                     CPU only, what offcputime and perf's sched_switch recordings measure
+      sonde-perf-only  the same with --off-cpu-backend perf (a sample with a 32 KiB stack
+                     copy per switch-out)
+      perf-fp        perf record -e sched:sched_switch -g (frame-pointer stacks, every switch)
       perf-dwarf     perf record -e sched:sched_switch --call-graph dwarf (8 KiB copies)
 
+    System-wide (the profiler runs first, the program is started under it, the profiler
+    is stopped with SIGINT once it ended; its own CPU time and peak RSS come from wait4):
+
+      a:sonde-bpf-only  sonde record -a -e sched:sched_switch --off-cpu --off-cpu-backend bpf
+      a:offcputime   libbpf-tools offcputime (BPF, in-kernel aggregation, frame pointers)
+      a:perf-fp      perf record -a -e sched:sched_switch -g
+
     Figures, medians over the repetitions: throughput; slowdown = unprofiled / profiled,
-    paired by repetition; added = slowdown - 1; sonde/perf = sonde's added / perf's added,
-    paired by repetition; and the share each profiler lost (sonde: its summary's lost
-    records over those plus the switch-outs it read; perf: its "lost N%" line), since a
-    profiler that drops records also skips their cost: at these rates both lose much, so
-    the cost ratio compares what each managed to record.
+    paired by repetition; added = slowdown - 1; ratios of slowdowns to the peers', paired by
+    repetition; the share each profiler lost (sonde: its summary's lost records over those
+    plus the switch-outs it saw; perf: its "lost N%" line; offcputime reports none), since a
+    profiler that drops records also skips their cost; the profiler's CPU seconds and
+    peak RSS in the system-wide modes.
 """
 import os
 import re
@@ -37,17 +52,20 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+import signal
 
 PING_RE = re.compile(r"pingpong: (\d+) round trips in ([\d.]+) s = (\d+) round trips/s")
 LOSS_RE = re.compile(r"loss: (\d+) records and (\d+) samples lost")
 PERF_LOST_RE = re.compile(r"Processed (\d+) samples and lost ([\d.]+)%")
 OFFCPU_RE = re.compile(r"off-CPU: (\d+) switch-outs")
+BACKENDS = ("bpf", "perf")
 
 
-def wall_error(build, tmp, seconds):
+def wall_error(build, tmp, seconds, backend):
     spool, truth = os.path.join(tmp, "wall.spool"), os.path.join(tmp, "wall.truth")
     subprocess.run([os.path.join(build, "sonde"), "record", "--off-cpu", "--off-cpu-min", "0",
-                    "-q", "-o", spool, "--", os.path.join(build, "progs", "offcpu_split"),
+                    "--off-cpu-backend", backend, "-q", "-o", spool, "--", os.path.join(build, "progs", "offcpu_split"),
                     str(seconds), truth], check=True, capture_output=True)
     t = dict(l.split() for l in open(truth))
     want = [float(t[k]) for k in ("burn", "nap", "wait_pipe")]
@@ -72,6 +90,19 @@ def run_pingpong(argv, seconds):
     return float(m.group(3)), p.stderr
 
 
+def run_system_wide(prof_argv, ping_argv):
+    """Starts prof_argv, runs ping_argv under it, stops it: (rate, its stderr, CPU s, RSS MiB)."""
+    prof = subprocess.Popen(prof_argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(2)  # loading programs, reading /proc
+    r, _ = run_pingpong(ping_argv, 0)
+    prof.send_signal(signal.SIGINT)
+    err = prof.stderr.read()
+    _, status, ru = os.wait4(prof.pid, 0)
+    prof.returncode = status
+    return r, err, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -80,57 +111,96 @@ def main():
     sonde, ping = os.path.join(build, "sonde"), os.path.join(build, "progs", "pingpong")
     spool, pdata = os.path.join(tmp, "pp.spool"), os.path.join(tmp, "perf.data")
     have_perf = shutil.which("perf") is not None
+    offcputime = shutil.which("offcputime") or (
+        "/usr/sbin/offcputime" if os.access("/usr/sbin/offcputime", os.X_OK) else None)
     modes = {
         "unprofiled": [ping, str(seconds)],
-        "sonde": [sonde, "record", "--off-cpu", "-o", spool, "--", ping, str(seconds)],
-        "sonde-8k": [sonde, "record", "--off-cpu", "--stack-size", "8192", "-o", spool, "--",
-                     ping, str(seconds)],
+        "sonde-bpf": [sonde, "record", "--off-cpu", "--off-cpu-backend", "bpf", "-o", spool,
+                      "--", ping, str(seconds)],
+        "sonde-bpf-only": [sonde, "record", "-e", "sched:sched_switch", "--off-cpu",
+                           "--off-cpu-backend", "bpf", "-o", spool, "--", ping, str(seconds)],
+        "sonde-perf-only": [sonde, "record", "-e", "sched:sched_switch", "--off-cpu",
+                            "--off-cpu-backend", "perf", "-o", spool, "--", ping,
+                            str(seconds)],
     }
     if have_perf:
+        modes["perf-fp"] = ["perf", "record", "-e", "sched:sched_switch", "-g", "-o", pdata,
+                            "--", ping, str(seconds)]
         modes["perf-dwarf"] = ["perf", "record", "-e", "sched:sched_switch", "--call-graph",
                                "dwarf", "-o", pdata, "--", ping, str(seconds)]
-    errors, rate, lost = [], {m: [] for m in modes}, {m: [] for m in modes}
+    system = {"a:sonde-bpf-only": [sonde, "record", "-a", "-e", "sched:sched_switch",
+                                   "--off-cpu", "--off-cpu-backend", "bpf", "-o", spool]}
+    if offcputime:
+        system["a:offcputime"] = [offcputime]
+    if have_perf:
+        system["a:perf-fp"] = ["perf", "record", "-a", "-e", "sched:sched_switch", "-g", "-o",
+                               pdata]
+    every = list(modes) + list(system)
+    errors, rate, lost = {b: [] for b in BACKENDS}, {m: [] for m in every}, {m: [] for m in every}
+    cpu, rss = {m: [] for m in system}, {m: [] for m in system}
+
+    def note_loss(m, err):
+        # the share of switch-outs lost: sonde's lost records over those and the
+        # switch-outs it read (an upper bound: wakeups and switch records are lost too);
+        # perf's own end-of-run line
+        if "sonde" in m:
+            l, o = LOSS_RE.search(err), OFFCPU_RE.search(err)
+            n = int(l.group(1)) + int(l.group(2)) if l else 0
+            kept = int(o.group(1)) if o else 0
+            lost[m].append(100.0 * n / (n + kept) if n + kept else 0)
+        elif "perf" in m:
+            l = PERF_LOST_RE.search(err)
+            lost[m].append(float(l.group(2)) if l else 0)
+
     for rep in range(reps):
-        errors.append(max(abs(e) for e in wall_error(build, tmp, seconds)))
+        for b in BACKENDS:
+            errors[b].append(max(abs(e) for e in wall_error(build, tmp, seconds, b)))
         for m, argv in modes.items():
             r, err = run_pingpong(argv, seconds)
             rate[m].append(r)
-            # the share of switch-outs lost: sonde's lost records over those and the
-            # switch-outs it read (an upper bound: wakeups and switch records are lost
-            # too); perf's own end-of-run line
-            if m.startswith("sonde"):
-                l, o = LOSS_RE.search(err), OFFCPU_RE.search(err)
-                n = int(l.group(1)) + int(l.group(2)) if l else 0
-                kept = int(o.group(1)) if o else 0
-                lost[m].append(100.0 * n / (n + kept) if n + kept else 0)
-            elif m == "perf-dwarf":
-                l = PERF_LOST_RE.search(err)
-                lost[m].append(float(l.group(2)) if l else 0)
-        print("rep %d: wall error %.2f points; %s" % (rep + 1, errors[-1], ", ".join(
-            "%s %.0f/s" % (m, rate[m][-1]) for m in modes)), file=sys.stderr)
+            note_loss(m, err)
+        for m, argv in system.items():
+            r, err, c, mem = run_system_wide(argv, [ping, str(seconds)])
+            rate[m].append(r)
+            cpu[m].append(c)
+            rss[m].append(mem)
+            note_loss(m, err)
+        print("rep %d: wall error %s; %s" % (rep + 1, ", ".join(
+            "%s %.2f points" % (b, errors[b][-1]) for b in BACKENDS), ", ".join(
+            "%s %.0f/s" % (m, rate[m][-1]) for m in every)), file=sys.stderr)
     shutil.rmtree(tmp, ignore_errors=True)
 
-    print("(a) wall split of offcpu_split, %d recordings of %d s: largest share error, median "
-          "%.2f points (max %.2f); goal <= 3" % (reps, seconds, statistics.median(errors),
-                                                   max(errors)))
+    for b in BACKENDS:
+        print("(a) wall split of offcpu_split, backend %s, %d recordings of %d s: largest share "
+              "error, median %.2f points (max %.2f); goal <= 1" % (
+                  b, reps, seconds, statistics.median(errors[b]), max(errors[b])))
     print("(b) pingpong round trips/s, %d repetitions of %d s (medians):" % (reps, seconds))
     base = rate["unprofiled"]
-    added = {}
-    for m in modes:
-        slow = [b / r for b, r in zip(base, rate[m])]
-        added[m] = [s - 1 for s in slow]
-        print("  %-11s %9.0f/s  slowdown x%.3f  lost %s" % (
-            m, statistics.median(rate[m]), statistics.median(slow),
-            "%.1f%%" % statistics.median(lost[m]) if lost[m] else "-"))
-    if have_perf:
-        for m in ("sonde", "sonde-8k"):
-            ratios = [a / p for a, p in zip(added[m], added["perf-dwarf"]) if p > 0]
-            if ratios:
-                print("  %s/perf-dwarf added cost: %.2f (median of paired ratios)" % (
-                    m, statistics.median(ratios)))
-    else:
-        print("  perf not installed (apt-get install linux-perf): no perf figures")
+    slow = {}
+    for m in every:
+        slow[m] = [b / r for b, r in zip(base, rate[m])]
+        extra = ""
+        if m in cpu:
+            extra = "  profiler CPU %.2f s, RSS %.0f MiB" % (statistics.median(cpu[m]),
+                                                          statistics.median(rss[m]))
+        print("  %-16s %9.0f/s  slowdown x%.3f  lost %s%s" % (
+            m, statistics.median(rate[m]), statistics.median(slow[m]),
+            "%.1f%%" % statistics.median(lost[m]) if lost[m] else "-", extra))
 
+    def ratio(a, b):
+        if a in slow and b in slow:
+            print("  slowdown %s / %s: %.3f (median of paired ratios)" % (
+                a, b, statistics.median(x / y for x, y in zip(slow[a], slow[b]))))
+
+    ratio("sonde-bpf-only", "sonde-perf-only")
+    ratio("sonde-bpf-only", "perf-fp")
+    ratio("sonde-bpf-only", "perf-dwarf")
+    ratio("a:sonde-bpf-only", "a:offcputime")
+    ratio("a:sonde-bpf-only", "a:perf-fp")
+    if not have_perf:
+        print("  perf not installed (apt-get install linux-perf): no perf figures")
+    if not offcputime:
+        print("  offcputime not installed (apt-get install libbpf-tools): no BPF peer")
 
 if __name__ == "__main__":
     main()

@@ -62,6 +62,12 @@ enum sonde_record_event {
 
 /* Options; zero-initialize, set sz = sizeof(struct sonde_record_opts), then the fields you
  * need. Fields added later go at the end, so older callers keep working. */
+enum sonde_offcpu_backend {
+	SONDE_OFFCPU_BACKEND_AUTO = 0,
+	SONDE_OFFCPU_BACKEND_BPF = 1,
+	SONDE_OFFCPU_BACKEND_PERF = 2,
+};
+
 struct sonde_record_opts {
 	size_t sz;
 	/* Samples per second per thread: 1 .. the kernel maximum, or SONDE_RECORD_FREQ_MAX.
@@ -178,6 +184,11 @@ struct sonde_record_opts {
 	 * kernel.perf_event_paranoid >= 2 without CAP_PERFMON) the recording samples user
 	 * space only and the summary says kernel_time = 0 with kernel_time_error. */
 	bool user_only;
+	/* Which backend records off_cpu (docs/record.md, "Off-CPU backends"): AUTO uses BPF
+	 * when the kernel allows it (CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON; kernel BTF;
+	 * libsonde built with it), else perf_event; BPF or PERF forces one (a refused BPF then
+	 * fails the recording). The summary says which one ran and why. */
+	enum sonde_offcpu_backend off_cpu_backend;
 };
 
 /* The default of sonde_record_opts.off_cpu_min_ns. */
@@ -298,6 +309,10 @@ struct sonde_record_summary {
 	 * their total time. */
 	uint64_t offcpu_unknown;
 	uint64_t offcpu_unknown_ns;
+	/* Off-CPU recordings: the backend that ran, "bpf" or "perf", and why the other was
+	 * not used (empty when it was asked for). */
+	char offcpu_backend[8];
+	char offcpu_backend_why[160];
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

@@ -57,6 +57,7 @@ struct record_args {
 	bool system_wide;     /* -a: every process; -p filters, a command only sets the duration */
 	bool kernel_set;      /* --kernel or --no-kernel given */
 	bool off_cpu_min_set; /* --off-cpu-min given (it needs --off-cpu) */
+	bool off_cpu_backend_set; /* --off-cpu-backend given (it needs --off-cpu) */
 	int *cpus;	      /* -C */
 	size_t n_cpus;
 	bool failed;	/* recording or finishing failed */
@@ -119,6 +120,11 @@ static void usage(FILE *f)
 		"                        (with -e sched:sched_switch: off CPU only, no on-CPU samples)\n"
 		"      --off-cpu-min DURATION  off-CPU intervals shorter than this are counted per thread,\n"
 		"                        not stacked (default 1ms; units ns, us, ms, s; 0: stack all)\n"
+		"      --off-cpu-backend bpf|perf  how switches are tracked: bpf (in the kernel, only\n"
+		"                        waits of --off-cpu-min or more leave it with their stacks) or\n"
+		"                        perf (a perf_event sample per switch). Default: bpf when the\n"
+		"                        kernel allows it (root, or CAP_BPF and CAP_PERFMON; kernel\n"
+		"                        BTF), else perf; the summary says which ran and why\n"
 		"  -e, --event EVENT     auto (default), cycles (try cycles first, say so when it falls\n"
 		"                        back to cpu-clock), cpu-clock, or a tracepoint GROUP:NAME\n"
 		"                        (e.g. sched:sched_switch: the stacks that hit it)\n"
@@ -358,6 +364,17 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 		a->opts.off_cpu_min_ns = v ? v : 1; /* 0 in the options is the default */
 		a->off_cpu_min_set = true;
 		return 0;
+	case 'b':
+		if (strcmp(arg, "bpf") == 0) {
+			a->opts.off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF;
+		} else if (strcmp(arg, "perf") == 0) {
+			a->opts.off_cpu_backend = SONDE_OFFCPU_BACKEND_PERF;
+		} else {
+			cli_error("record", "--off-cpu-backend is bpf or perf, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		a->off_cpu_backend_set = true;
+		return 0;
 	default:
 		return cli_bad_option("record", c, argv);
 	}
@@ -395,6 +412,7 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 		{"no-buildid-cache", no_argument, NULL, 'N'},
 		{"off-cpu", no_argument, NULL, 'O'},
 		{"off-cpu-min", required_argument, NULL, 'm'},
+		{"off-cpu-backend", required_argument, NULL, 'b'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -425,6 +443,10 @@ static int parse_args(struct record_args *a, int argc, char **argv)
 	}
 	if (a->off_cpu_min_set && !a->opts.off_cpu) {
 		cli_error("record", "--off-cpu-min sets a threshold of --off-cpu: add --off-cpu");
+		return CLI_USAGE;
+	}
+	if (a->off_cpu_backend_set && !a->opts.off_cpu) {
+		cli_error("record", "--off-cpu-backend chooses how --off-cpu records: add --off-cpu");
 		return CLI_USAGE;
 	}
 	if (a->n_comms && !a->system_wide) {
@@ -561,6 +583,10 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			(unsigned long long)s->offcpu_unseen_switch_ins,
 			(unsigned long long)s->offcpu_exits,
 			(unsigned long long)s->offcpu_unknown, s->offcpu_unknown_ns / 1e9);
+	if (s->off_cpu)
+		fprintf(stderr, "  off-CPU backend: %s%s%s%s\n", s->offcpu_backend,
+			s->offcpu_backend_why[0] ? " (" : "", s->offcpu_backend_why,
+			s->offcpu_backend_why[0] ? ")" : "");
 	if (s->stack_switches)
 		fprintf(stderr,
 			"  stack copies: %u-%u bytes per thread after %u switch%s (%u grown after "

@@ -172,6 +172,24 @@ static const void *put(uint8_t **at, const void *p, size_t n)
 	return d;
 }
 
+/* need bytes (a multiple of 8) of src's arena for event e: where they start, NULL when out
+ * of memory. */
+static uint8_t *reserve(struct perf_stream *s, struct source *src, struct ev *e, size_t need)
+{
+	uint32_t c = chunk_for(s, src, need);
+
+	if (c == NO_CHUNK)
+		return NULL;
+	struct chunk *k = &s->chunks[c];
+	uint8_t *at = k->data + k->used;
+	k->used += need;
+	k->live++;
+	e->chunk = c;
+	e->bytes = (uint32_t)need;
+	s->arena_bytes += need;
+	return at;
+}
+
 /* Copies what e borrows from the ring into src's arena. 0 or -ENOMEM. */
 static int keep_bytes(struct perf_stream *s, struct source *src, struct ev *e,
 		      enum perf_stream_keep keep)
@@ -209,11 +227,9 @@ static int keep_bytes(struct perf_stream *s, struct source *src, struct ev *e,
 	}
 	if (need == 0)
 		return 0;
-	uint32_t c = chunk_for(s, src, need);
-	if (c == NO_CHUNK)
+	uint8_t *at = reserve(s, src, e, need);
+	if (!at)
 		return -ENOMEM;
-	struct chunk *k = &s->chunks[c];
-	uint8_t *at = k->data + k->used;
 	switch (r->type) {
 	case PERF_RECORD_SAMPLE:
 		if (r->sample.stack_len)
@@ -233,11 +249,6 @@ static int keep_bytes(struct perf_stream *s, struct source *src, struct ev *e,
 		r->comm.comm = put(&at, r->comm.comm, comm);
 		break;
 	}
-	k->used += need;
-	k->live++;
-	e->chunk = c;
-	e->bytes = (uint32_t)need;
-	s->arena_bytes += need;
 	return 0;
 }
 
@@ -274,6 +285,45 @@ static void settle(struct source *src)
 		*a = *b;
 		*b = t;
 	}
+}
+
+/* The event written at the back of src's queue joins it. */
+static void queue(struct perf_stream *s, struct source *src, struct ev *e)
+{
+	e->seq = s->seq++;
+	src->n++;
+	s->count++;
+	settle(src);
+	if (e->rec.time > src->latest)
+		src->latest = e->rec.time;
+}
+
+int sonde__perf_stream_push(struct perf_stream *s, int si, uint32_t type, uint64_t time,
+			    const void *data, uint32_t len)
+{
+	struct source *src = &s->src[si];
+
+	if (len > CHUNK_BYTES)
+		return -EINVAL;
+	release_held(s);
+	struct ev *e = slot(src);
+	if (!e)
+		return -ENOMEM;
+	memset(&e->rec, 0, sizeof(e->rec));
+	e->rec.type = type;
+	e->rec.time = time;
+	e->chunk = NO_CHUNK;
+	e->bytes = 0;
+	if (len) {
+		uint8_t *at = reserve(s, src, e, pad8(len));
+		if (!at)
+			return -ENOMEM;
+		e->rec.sample.raw = put(&at, data, len);
+		e->rec.sample.raw_size = len;
+	}
+	queue(s, src, e);
+	s->dirty = true;
+	return 0;
 }
 
 int sonde__perf_stream_drain(struct perf_stream *s, int si, struct perf_ring *ring,
@@ -317,12 +367,7 @@ int sonde__perf_stream_drain(struct perf_stream *s, int si, struct perf_ring *ri
 			err = -ENOMEM;
 			break;
 		}
-		e->seq = s->seq++;
-		src->n++;
-		s->count++;
-		settle(src);
-		if (e->rec.time > src->latest)
-			src->latest = e->rec.time;
+		queue(s, src, e);
 		if (e->rec.type == PERF_RECORD_LOST || e->rec.type == PERF_RECORD_LOST_SAMPLES)
 			d.lost++;
 		d.records++;

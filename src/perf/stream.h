@@ -62,6 +62,13 @@ int sonde__perf_stream_add_source(struct perf_stream *s);
 int sonde__perf_stream_drain(struct perf_stream *s, int src, struct perf_ring *ring,
 			     struct perf_stream_drained *out);
 
+/* Queues an event that no ring delivered, into source si: type is the caller's (no perf
+ * record type), time its place in the merge, and the len bytes at data are copied into the
+ * arena, 8-aligned, as rec.sample.raw / raw_size (at most 256 KiB). 0, -EINVAL or -ENOMEM.
+ * Events popped before are invalid afterwards, as after a drain. */
+int sonde__perf_stream_push(struct perf_stream *s, int si, uint32_t type, uint64_t time,
+			    const void *data, uint32_t len);
+
 /* The oldest queued event if its time is <= limit (UINT64_MAX: any): returns it, valid until
  * the next pop or drain, or NULL. Events of equal time come in the order they were read. */
 const struct perf_rec *sonde__perf_stream_pop(struct perf_stream *s, uint64_t limit);

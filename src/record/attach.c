@@ -465,6 +465,9 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 	p->attached = true;
 	p->exited = false;
 	p->start_time = st.start_time;
+	err = sonde__rec_offcpu_bpf_target(r, pid, mode == SONDE_ATTACH_ON_EXEC);
+	if (err)
+		return err;
 	/* Its events are opened after this: every record of it is at least as recent. */
 	p->since = sonde__rec_now();
 	if (mode == SONDE_ATTACH_ON_EXEC) {

@@ -114,7 +114,17 @@ int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_
 
 	if (!o->off_cpu)
 		return 0;
-	int err = sonde__tracefs_find(tracefs, sizeof(tracefs), true);
+	c->min_ns = o->off_cpu_min_ns ? o->off_cpu_min_ns : SONDE_RECORD_OFF_CPU_MIN_DEFAULT;
+	/* the BPF backend tracks the switches in the kernel: none of the events below */
+	int err = sonde__rec_offcpu_bpf_choose(r, o);
+	if (err < 0)
+		return err;
+	if (err > 0) {
+		c->on = true;
+		r->sum.off_cpu = 1;
+		return 0;
+	}
+	err = sonde__tracefs_find(tracefs, sizeof(tracefs), true);
 	if (err) {
 		sonde_error("off-CPU recording needs tracefs (for the sched tracepoints): %s",
 			    sonde_strerror(err));
@@ -137,7 +147,6 @@ int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_
 		return err;
 	}
 	c->on = true;
-	c->min_ns = o->off_cpu_min_ns ? o->off_cpu_min_ns : SONDE_RECORD_OFF_CPU_MIN_DEFAULT;
 	r->cfg.raw = true;
 	r->sum.off_cpu = 1;
 	return 0;
@@ -163,7 +172,7 @@ int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg
 {
 	struct perf_event_cfg cfg = *base;
 
-	if (!r->offcpu.on)
+	if (!r->offcpu.on || r->offcpu.bpf)
 		return 0;
 	cfg.disabled = true;
 	cfg.enable_on_exec = on_exec;

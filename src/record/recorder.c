@@ -747,7 +747,7 @@ int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
 /* Step 1: every published record of every ring into the stream. */
 static int drain_rings(struct sonde_recorder *r)
 {
-	int first = 0;
+	int first = sonde__rec_offcpu_bpf_drain(r);
 
 	for (size_t i = 0; i < r->n_cpus; i++) {
 		if (!r->rings[i].mapped)
@@ -787,6 +787,8 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 	unsigned n = 0;
 
 	while ((rec = sonde__perf_stream_pop(r->stream, limit))) {
+		if (sonde__rec_offcpu_bpf_record(r, rec))
+			continue; /* a wait of the BPF backend, written */
 		uint64_t samples = r->sum.samples, lost = r->sum.lost_events;
 		int err = sonde__rec_process_record(r, rec);
 		pr->samples += r->sum.samples - samples;
@@ -822,6 +824,8 @@ int sonde__rec_drain(struct sonde_recorder *r, bool final)
 static void drop_hung_up(struct sonde_recorder *r, const struct epoll_event *ev, int n)
 {
 	for (int i = 0; i < n; i++) {
+		if (sonde__rec_offcpu_bpf_is_ring(ev[i].data.u64))
+			continue;
 		struct rec_ring *ring = &r->rings[ev[i].data.u64];
 		/* A ring whose events all ended stays readable forever: stop waiting on it (its
 		 * remaining records are still drained). */
@@ -1019,6 +1023,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	if (r->finished)
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
+	sonde__rec_offcpu_bpf_stop(r);
 	for (size_t i = 0; i < r->n_procs; i++)
 		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop),
 			   "resuming a stopped process");
@@ -1027,6 +1032,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	 * while the rings were drained for the last time, after the last sweep) is closed
 	 * now, and the spool ends with the processes as they really are. */
 	keep_first(r, &first, sonde__rec_maybe_recover(r, true), "the final recovery sweep");
+	keep_first(r, &first, sonde__rec_offcpu_bpf_finish(r), "the BPF off-CPU waits");
 	keep_first(r, &first, sonde__rec_offcpu_finish(r), "ending the off-CPU intervals");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
@@ -1073,6 +1079,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	}
 	for (size_t i = 0; i < r->n_events; i++)
 		close(r->events[i].fd);
+	sonde__rec_offcpu_bpf_free(r);
 	if (r->epfd >= 0)
 		close(r->epfd);
 	if (r->out_fd >= 0)

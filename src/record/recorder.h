@@ -24,6 +24,7 @@
 #include "proc/proc.h"
 #include "record/live.h"
 #include "record/modules.h"
+#include "record/offcpu_bpf.h"
 #include "unwind/cache.h"
 #include "unwind/dwarf.h"
 
@@ -131,6 +132,7 @@ struct rec_offcpu_cfg {
 	uint64_t min_ns;
 	uint64_t switch_id, waking_id; /* tracepoint ids (PERF_TYPE_TRACEPOINT configs) */
 	struct ftrace_field prev_state, next_pid, waking_pid;
+	struct rec_offcpu_bpf *bpf; /* the BPF backend's (offcpu_bpf.c), NULL: perf_event's */
 };
 
 struct sonde_recorder {

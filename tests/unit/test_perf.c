@@ -764,6 +764,54 @@ TEST(perf_stream_has_no_cap_on_rings_and_reorders_within_one)
 	sonde__perf_stream_free(s);
 }
 
+/* Events no ring delivered (the BPF off-CPU backend's waits) join the merge at their time,
+ * in a source of their own, their bytes copied 8-aligned into the arena. */
+TEST(perf_stream_merges_pushed_events_with_ring_records)
+{
+	enum { TYPE = 0x5e01 };
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct sring ring;
+	struct rb r;
+
+	sring_init(&ring, 1 << 14, 0);
+	int rs = sonde__perf_stream_add_source(s), ps = sonde__perf_stream_add_source(s);
+	for (uint64_t t = 10; t <= 50; t += 10) {
+		stream_sample(&r, 1, 2, t, 8, 0);
+		sring_put(&ring, &r);
+	}
+	ASSERT_OK(sonde__perf_stream_drain(s, rs, &ring.ring, NULL));
+	/* pushed slightly out of order, as waits of several CPUs leave one BPF ring buffer */
+	const uint64_t times[] = {25, 15, 45};
+	for (int i = 0; i < 3; i++) {
+		uint8_t payload[13];
+		memset(payload, 0x40 + i, sizeof(payload));
+		ASSERT_OK(sonde__perf_stream_push(s, ps, TYPE, times[i], payload, sizeof(payload)));
+	}
+	ASSERT_INT(sonde__perf_stream_push(s, ps, TYPE, 1, NULL, (256u << 10) + 1), ==, -EINVAL);
+	const uint64_t want[] = {10, 15, 20, 25, 30, 40, 45, 50};
+	const struct perf_rec *e;
+	int n = 0;
+	while ((e = sonde__perf_stream_pop(s, UINT64_MAX))) {
+		ASSERT(n < 8);
+		ASSERT_UINT(e->time, ==, want[n]);
+		if (e->time % 10) {
+			ASSERT_UINT(e->type, ==, TYPE);
+			ASSERT_UINT(e->sample.raw_size, ==, 13);
+			ASSERT_UINT((uintptr_t)e->sample.raw % 8, ==, 0);
+			uint8_t fill = e->time == 15 ? 0x41 : e->time == 25 ? 0x40 : 0x42;
+			for (int b = 0; b < 13; b++)
+				ASSERT_UINT(e->sample.raw[b], ==, fill);
+		} else {
+			ASSERT_UINT(e->type, ==, PERF_RECORD_SAMPLE);
+		}
+		n++;
+	}
+	ASSERT_INT(n, ==, 8);
+	ASSERT_UINT(sonde__perf_stream_bytes(s), ==, 0);
+	sring_free(&ring);
+	sonde__perf_stream_free(s);
+}
+
 TEST(perf_stream_reads_records_that_wrap)
 {
 	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));

@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Off-CPU waits tracked in the kernel (docs/record.md, "Off-CPU", the BPF backend).
+ *
+ * sched_switch, in the context of the thread leaving the CPU (prev), notes its switch-out
+ * time, its state and its kernel stack (an id in a stack map) when it is recorded. The
+ * same hit is the switch-in of next: its wait is measured there. A wait shorter than
+ * min_ns is only added to next's totals in the shorts map, which user space reads at the
+ * end. A longer one needs next's user registers and the used part of its user stack,
+ * which only next's own context can read (bpf_probe_read_user reads current's memory,
+ * and at sched_switch current is still prev). The wait is marked for capture, and read at
+ * the first traceable point of next's own context on its way back to user space, where
+ * its user registers (saved on entry to the kernel, task_pt_regs) and its user stack are
+ * still those it left with:
+ *  - blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the call's
+ *    exit (sys_exit);
+ *  - anywhere else (preempted in user mode, or on its way back from a call, or in a fault):
+ *    x86_fpu_regs_activated, where the kernel loads its FPU registers before it returns to
+ *    user space, which it must whenever another user thread ran on that CPU meanwhile, or
+ *    rseq_update, where it updates the thread's restartable-sequence area after a
+ *    preemption (threads that registered one: glibc's do), whichever comes first.
+ * Should it leave the CPU again before that point, the wait is written at that switch-out:
+ * with its user state when it was in a system call (it still is), else without (it may
+ * have gone back to user space with its FPU registers still loaded: only kernel threads,
+ * or none, ran meanwhile). Kernel threads' waits are written at their switch-in. Hooks in
+ * the switch itself (finish_task_switch) or on schedule()'s return would see next's
+ * context in every case but need kprobes or fentry, which kernels may not offer
+ * (CONFIG_KPROBES off, trampolines refused); tracepoints are always there.
+ *
+ * sched_waking, in the waker's context, gives the wakeup time and the waker; the wait's
+ * runnable part (wakeup to switch-in) follows. sched_process_exit forgets a thread's open
+ * wait; sched_process_fork adds the children of recorded processes to the targets.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "offcpu.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile bool all_tasks;	    /* -a without filters: every process but self_pid */
+const volatile __u32 self_pid;	    /* the recorder's own process: never recorded */
+const volatile __u64 min_ns = 1000000;
+const volatile __u32 copy_bytes = SONDE_BPF_STACK_MAX;
+const volatile bool kernel_stacks;  /* capture the switch-out's kernel stack */
+const volatile bool follow;	    /* children of recorded processes are recorded */
+const volatile __u64 wake_bytes;    /* wake user space once this much is queued */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct sonde_bpf_start);
+} starts SEC(".maps");
+
+/* Recorded processes (key: tgid), unless all_tasks: 2, or 1 for a process recorded from
+ * its exec on (a launched program still in its launcher). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct sonde_bpf_short);
+} shorts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, SONDE_BPF_KSTACK_MAX * sizeof(__u64));
+} kstacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} waits SEC(".maps");
+
+/* The record under construction, one per CPU (too large for the BPF stack or a per-CPU
+ * map's value): user space sets max_entries to the number of possible CPUs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sonde_bpf_wait);
+} scratch SEC(".maps");
+
+/* Innermost kernel frames that are the BPF program's own call (the program, then
+ * bpf_trace_run*): the stack starts at __schedule, as the perf backend's does. */
+#define KSTACK_SKIP 2
+
+/* How a long wait's user state is read (struct sonde_bpf_start.capture). */
+enum { CAPTURE_SYSCALL = 1, CAPTURE_FPU = 2 };
+
+/* The tid marked for capture by the last switch of this CPU (0: none). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} pending SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SONDE_BPF_NSTATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void count(__u32 what, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &what);
+
+	if (v)
+		*v += n;
+}
+
+static __always_inline bool tracked(__u32 tgid)
+{
+	if (!tgid || tgid == self_pid)
+		return false;
+	if (all_tasks)
+		return true;
+	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
+	return v && *v == 2;
+}
+
+/* The raw task state at a switch-out as the recorder's states (a preemption leaves the
+ * thread runnable whatever its state says). */
+static __always_inline __u32 state_of(bool preempt, unsigned int st)
+{
+	if (preempt || !(st & 0xff))
+		return SONDE_BPF_RUNNABLE;
+	if (st & 1)
+		return SONDE_BPF_SLEEPING;
+	if ((st & 2) && !(st & 0x400)) /* TASK_IDLE is uninterruptible but not "D" */
+		return SONDE_BPF_BLOCKED;
+	return SONDE_BPF_OTHER;
+}
+
+static __always_inline void add_short(struct sonde_bpf_start *s, __u32 tid, __u64 wait, __u64 now)
+{
+	__u64 runnable = s->state == SONDE_BPF_RUNNABLE ? wait
+			 : s->wake_ns && s->wake_ns <= now ? now - s->wake_ns
+							    : 0;
+	struct sonde_bpf_short *v = bpf_map_lookup_elem(&shorts, &tid);
+
+	if (!v) {
+		struct sonde_bpf_short n = {.pid = s->pid};
+		if (bpf_map_update_elem(&shorts, &tid, &n, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&shorts, &tid)) {
+			count(SONDE_BPF_SHORT_FULL, 1);
+			count(SONDE_BPF_SHORT_LOST_NS, wait);
+			return;
+		}
+		v = bpf_map_lookup_elem(&shorts, &tid);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->ns, wait);
+	__sync_fetch_and_add(&v->runnable_ns, runnable);
+}
+
+/* Up to `len` bytes of the user stack from sp into w: the whole copy when it is mapped,
+ * else halves of it until a part is (a thread stack's top is not known here). */
+static __always_inline __u32 read_stack(struct sonde_bpf_wait *w, __u64 sp, __u32 len)
+{
+#pragma unroll
+	for (int i = 0; i < 6; i++) {
+		if (len > SONDE_BPF_STACK_MAX)
+			len = SONDE_BPF_STACK_MAX;
+		if (!len)
+			return 0;
+		if (!bpf_probe_read_user(w->stack, len, (const void *)sp))
+			return len;
+		len /= 2;
+	}
+	return 0;
+}
+
+/* Writes the long wait s of thread tid to the ring buffer, with its user registers and
+ * stack when `user` (task is current, back from its wait and not yet in user space). */
+static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct task_struct *task,
+				 bool user)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct sonde_bpf_wait *w = bpf_map_lookup_elem(&scratch, &cpu);
+
+	if (!w)
+		return;
+	w->out_ns = s->out_ns;
+	w->in_ns = s->in_ns;
+	w->wake_ns = s->wake_ns;
+	w->pid = s->pid;
+	w->tid = tid;
+	w->waker = s->waker;
+	w->state = s->state;
+	w->cpu = s->cpu;
+	w->kstack = s->kstack;
+	w->stack_len = 0;
+	w->regs_ok = 0;
+
+	struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct mm_struct *mm = task->mm;
+	if (user && u && mm && (u->cs & 3) == 3) {
+		w->regs[0] = u->ax;
+		w->regs[1] = u->dx;
+		w->regs[2] = u->cx;
+		w->regs[3] = u->bx;
+		w->regs[4] = u->si;
+		w->regs[5] = u->di;
+		w->regs[6] = u->bp;
+		w->regs[7] = u->sp;
+		w->regs[8] = u->r8;
+		w->regs[9] = u->r9;
+		w->regs[10] = u->r10;
+		w->regs[11] = u->r11;
+		w->regs[12] = u->r12;
+		w->regs[13] = u->r13;
+		w->regs[14] = u->r14;
+		w->regs[15] = u->r15;
+		w->regs[16] = u->ip;
+		w->regs_ok = 1;
+		__u64 sp = u->sp, len = copy_bytes;
+		/* the main thread's stack ends above its environment strings */
+		__u64 top = mm->env_end;
+		if (tid == w->pid && top > sp && top - sp < len)
+			len = top - sp;
+		w->stack_len = read_stack(w, sp, (__u32)len);
+	}
+	__u64 size = __builtin_offsetof(struct sonde_bpf_wait, stack) + w->stack_len;
+	if (size > sizeof(*w))
+		return;
+	__u64 flags = bpf_ringbuf_query(&waits, BPF_RB_AVAIL_DATA) >= wake_bytes
+			      ? BPF_RB_FORCE_WAKEUP
+			      : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&waits, w, size, flags))
+		count(SONDE_BPF_LOST, 1);
+	else
+		count(SONDE_BPF_LONG, 1);
+}
+
+/* Whether task is blocked in a system call: entered through one (orig_ax holds its number)
+ * and not returned (ax still holds the -ENOSYS the entry put there; a fault's orig_ax is
+ * its error code, but its ax is the user's). */
+static __always_inline bool in_syscall(struct task_struct *task)
+{
+	struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
+
+	return u && (long)u->orig_ax >= 0 && u->ax == (unsigned long)-38;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 ptid = prev->pid, ptgid = prev->tgid, ntid = next->pid;
+
+	/* an exiting thread's last switch-out (TASK_DEAD) opens no wait */
+	if (ptid && !(prev_state & 0x80) && tracked(ptgid)) {
+		/* a long wait whose capture point did not come first: in a system call, it
+		 * is still there, its user state unchanged; else it may have been back in user
+		 * space (no FPU state to load): written without its user state */
+		struct sonde_bpf_start *o = bpf_map_lookup_elem(&starts, &ptid);
+		if (o && o->capture)
+			emit(o, ptid, prev, o->capture == CAPTURE_SYSCALL);
+		struct sonde_bpf_start s = {.out_ns = now,
+				  .pid = ptgid,
+				  .state = state_of(preempt, prev_state),
+				  .cpu = bpf_get_smp_processor_id(),
+				  .kstack = -1};
+		if (kernel_stacks)
+			s.kstack = bpf_get_stackid(ctx, &kstacks, KSTACK_SKIP);
+		count(SONDE_BPF_SWITCHES, 1);
+		if (bpf_map_update_elem(&starts, &ptid, &s, BPF_ANY))
+			count(SONDE_BPF_START_FULL, 1);
+	}
+	if (!ntid)
+		return 0;
+	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &ntid);
+	if (!s)
+		return 0;
+	__u64 wait = now > s->out_ns ? now - s->out_ns : 0;
+	if (wait < min_ns) {
+		add_short(s, ntid, wait, now);
+		bpf_map_delete_elem(&starts, &ntid);
+		return 0;
+	}
+	s->in_ns = now;
+	if (!next->mm) {
+		/* a kernel thread: no user state to wait for */
+		emit(s, ntid, next, false);
+		bpf_map_delete_elem(&starts, &ntid);
+		return 0;
+	}
+	s->capture = in_syscall(next) ? CAPTURE_SYSCALL : CAPTURE_FPU;
+	__u32 zero = 0, *p = bpf_map_lookup_elem(&pending, &zero);
+	if (p)
+		*p = ntid;
+	return 0;
+}
+
+static __always_inline int waking(struct task_struct *p)
+{
+	__u32 tid = p->pid;
+	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
+
+	if (!s || s->wake_ns)
+		return 0;
+	s->wake_ns = bpf_ktime_get_ns();
+	s->waker = (__u32)bpf_get_current_pid_tgid();
+	count(SONDE_BPF_WAKEUPS, 1);
+	return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sonde_waking, struct task_struct *p)
+{
+	return waking(p);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sonde_wake_new, struct task_struct *p)
+{
+	return waking(p);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sonde_exit, struct task_struct *p)
+{
+	__u32 tid = p->pid;
+	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
+
+	/* a wait that ended but whose capture point never came (exiting, the thread goes
+	 * back to user space no more): written now, p being current */
+	if (s && s->capture)
+		emit(s, tid, p, s->capture == CAPTURE_SYSCALL);
+	bpf_map_delete_elem(&starts, &tid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sonde_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	__u8 *v, two = 2;
+
+	if (!follow || all_tasks || ptgid == ctgid)
+		return 0;
+	v = bpf_map_lookup_elem(&targets, &ptgid);
+	if (v && *v == 2)
+		bpf_map_update_elem(&targets, &ctgid, &two, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sonde_exec, struct task_struct *p)
+{
+	__u32 tgid = p->tgid;
+	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
+
+	if (v && *v == 1)
+		*v = 2;
+	return 0;
+}
+
+/* The capture of s, a long wait of the current thread, when the current thread is the
+ * one the last switch of this CPU marked (how: CAPTURE_*). */
+static __always_inline int capture(__u32 how)
+{
+	__u32 zero = 0, *p = bpf_map_lookup_elem(&pending, &zero);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (!p || !*p || *p != tid)
+		return 0;
+	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
+	if (!s || s->capture != how)
+		return 0;
+	*p = 0;
+	emit(s, tid, bpf_get_current_task_btf(), true);
+	bpf_map_delete_elem(&starts, &tid);
+	return 0;
+}
+
+/* A system call returns in the thread switched in: the one its wait was in. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sonde_sys_exit)
+{
+	return capture(CAPTURE_SYSCALL);
+}
+
+/* The thread switched in loads its FPU registers on its way back to user space. */
+SEC("tp_btf/x86_fpu_regs_activated")
+int BPF_PROG(sonde_fpu)
+{
+	return capture(CAPTURE_FPU);
+}
+
+/* The thread switched in updates its restartable-sequence area on its way back to user
+ * space, as it does after every preemption when it registered one (glibc does). */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(sonde_rseq)
+{
+	return capture(CAPTURE_FPU);
+}

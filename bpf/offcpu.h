@@ -1,0 +1,58 @@
+/* What the off-CPU BPF programs (offcpu.bpf.c) and the recorder (src/record/offcpu_bpf.c)
+ * share: the records of the ring buffer and the maps' keys and values. Included by both;
+ * it uses only fixed-size types, which each side defines (vmlinux.h or stdint.h). */
+#ifndef SONDE_BPF_OFFCPU_H
+#define SONDE_BPF_OFFCPU_H
+
+/* The largest user stack copy a long wait carries (a power of two: the programs mask the
+ * copy's length with it for the verifier). */
+#define SONDE_BPF_STACK_MAX 32768
+/* Kernel frames kept by the stack map (the kernel's default perf_event_max_stack). */
+#define SONDE_BPF_KSTACK_MAX 127
+
+/* How a thread left the CPU, as the recorder's SONDE_OFFCPU_* states. */
+enum { SONDE_BPF_RUNNABLE = 0, SONDE_BPF_SLEEPING = 1, SONDE_BPF_BLOCKED = 2, SONDE_BPF_OTHER = 3 };
+
+/* User registers in DWARF order (src/unwind/unwind.h): rax rdx rcx rbx rsi rdi rbp rsp
+ * r8..r15 rip. */
+#define SONDE_BPF_NREGS 17
+
+/* One wait at or above the threshold, written to the ring buffer when its thread runs
+ * again: stack_len bytes of its user stack (from regs[7], the stack pointer) follow. */
+struct sonde_bpf_wait {
+	__u64 out_ns, in_ns, wake_ns; /* CLOCK_MONOTONIC; wake_ns 0 when no wakeup was seen */
+	__u32 pid, tid, waker, state, cpu;
+	__s32 kstack; /* id in the kstacks map, or negative: none */
+	__u32 stack_len, regs_ok;
+	__u64 regs[SONDE_BPF_NREGS];
+	__u8 stack[SONDE_BPF_STACK_MAX];
+};
+
+/* A thread off the CPU since out_ns: value of the starts map (key: tid). */
+struct sonde_bpf_start {
+	__u64 out_ns, wake_ns, in_ns;
+	__u32 pid, state, waker, cpu;
+	__s32 kstack;
+	__u32 capture; /* long: where its user state is read, 0 until the switch-in */
+};
+
+/* Waits below the threshold, per thread: value of the shorts map (key: tid). */
+struct sonde_bpf_short {
+	__u32 pid, pad;
+	__u64 count, ns;
+	__u64 runnable_ns; /* of them, from the wakeup to the switch-in */
+};
+
+/* Counters, one slot each in the per-CPU stats map. */
+enum {
+	SONDE_BPF_SWITCHES,	/* switch-outs of recorded threads */
+	SONDE_BPF_WAKEUPS,	/* wakeups matched to a wait */
+	SONDE_BPF_LONG,		/* long waits written */
+	SONDE_BPF_LOST,		/* long waits the ring buffer had no room for */
+	SONDE_BPF_SHORT_FULL,	/* short waits the shorts map had no room for */
+	SONDE_BPF_START_FULL,	/* switch-outs the starts map had no room for */
+	SONDE_BPF_SHORT_LOST_NS, /* their time */
+	SONDE_BPF_NSTATS,
+};
+
+#endif

@@ -1,0 +1,563 @@
+/* The BPF off-CPU backend: user space (bpf/offcpu.bpf.c says what the kernel side does).
+ *
+ * The programs are loaded and attached when the recording is set up; recorded processes
+ * go into their targets map as they are attached (system-wide: every process but the
+ * recorder's own). Each long wait comes out of the ring buffer with the thread's user
+ * registers, the used part of its user stack and the id of its switch-out's kernel stack;
+ * it is queued in the recorder's perf stream (a source of its own) at its switch-in time,
+ * as an event type no perf record has, so that it is unwound with the mappings its process
+ * had then, between the perf records (an exit processed first would have retired them). Short waits stay in
+ * the kernel, summed per thread, until the recording ends.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/log.h>
+
+#include "base/alloc.h"
+#include "record/offcpu_bpf.h"
+#include "record/recorder.h"
+
+#ifndef SONDE_HAVE_BPF
+
+bool sonde__rec_offcpu_bpf_built(void)
+{
+	return false;
+}
+
+int sonde__rec_offcpu_bpf_choose(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	snprintf(r->sum.offcpu_backend, sizeof(r->sum.offcpu_backend), "perf");
+	if (o->off_cpu_backend == SONDE_OFFCPU_BACKEND_BPF) {
+		sonde_error("off-CPU backend bpf: this sonde was built without it (no libbpf, "
+			    "bpftool or kernel BTF at build time)");
+		return -SONDE_E_UNSUPPORTED;
+	}
+	if (o->off_cpu_backend != SONDE_OFFCPU_BACKEND_PERF)
+		snprintf(r->sum.offcpu_backend_why, sizeof(r->sum.offcpu_backend_why),
+			 "bpf: not built in");
+	return 0;
+}
+
+int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_exec)
+{
+	return 0;
+}
+
+int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
+{
+	return 0;
+}
+
+int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	return 0;
+}
+
+bool sonde__rec_offcpu_bpf_is_ring(uint64_t ev_data)
+{
+	return false;
+}
+
+void sonde__rec_offcpu_bpf_stop(struct sonde_recorder *r)
+{
+}
+
+int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r)
+{
+	return 0;
+}
+
+void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
+{
+}
+
+#else /* SONDE_HAVE_BPF */
+
+#include <sys/epoll.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+
+#include "offcpu.h"
+#include "offcpu.skel.h"
+
+/* The stream event type of a wait: one no perf record has. */
+enum { REC_BPF_WAIT = 0x5e01 };
+/* The ring buffer with -a (the object's 8 MiB otherwise). */
+enum { RING_BYTES_SYSTEM = 32 << 20 };
+/* epoll data of the ring buffer in the recorder's set (rings use their index). */
+#define REC_BPF_EPOLL_DATA UINT64_MAX
+
+struct rec_offcpu_bpf {
+	struct offcpu_bpf *skel;
+	struct ring_buffer *rb;
+	int rb_err; /* the first error of the ring buffer's callback */
+	int src; /* its source in the recorder's perf stream, -1 before the first wait */
+	bool stopped;
+};
+
+bool sonde__rec_offcpu_bpf_built(void)
+{
+	return true;
+}
+
+static int libbpf_say(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = 0;
+	sonde_debug("libbpf: %s", line);
+	return 0;
+}
+
+/* Effective capability bit `cap` of this process. */
+static bool has_cap(unsigned cap)
+{
+	char line[256];
+	unsigned long long eff = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return (eff >> cap) & 1;
+}
+
+enum { CAP_SYS_ADMIN_BIT = 21, CAP_PERFMON_BIT = 38, CAP_BPF_BIT = 39 };
+
+/* Why the BPF backend cannot run here, or NULL. */
+static const char *refusal(const struct sonde_record_opts *o)
+{
+	if (o->attach_thread)
+		return "a single thread is recorded (the BPF backend records processes)";
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+		return "the kernel has no BTF (/sys/kernel/btf/vmlinux)";
+	if (!has_cap(CAP_SYS_ADMIN_BIT) && !(has_cap(CAP_BPF_BIT) && has_cap(CAP_PERFMON_BIT)))
+		return "it needs root, or CAP_BPF and CAP_PERFMON";
+	return NULL;
+}
+
+static int on_wait(void *ctx, void *data, size_t size);
+
+static void attach_link(struct bpf_link **slot, struct bpf_link *l, int *err)
+{
+	if (!l) {
+		if (!*err)
+			*err = -errno;
+		return;
+	}
+	*slot = l;
+}
+
+static int attach_all(struct rec_offcpu_bpf *b)
+{
+	struct offcpu_bpf *s = b->skel;
+	int err = 0;
+
+	attach_link(&s->links.sonde_switch, bpf_program__attach(s->progs.sonde_switch), &err);
+	attach_link(&s->links.sonde_waking, bpf_program__attach(s->progs.sonde_waking), &err);
+	attach_link(&s->links.sonde_wake_new, bpf_program__attach(s->progs.sonde_wake_new), &err);
+	attach_link(&s->links.sonde_exit, bpf_program__attach(s->progs.sonde_exit), &err);
+	attach_link(&s->links.sonde_fork, bpf_program__attach(s->progs.sonde_fork), &err);
+	attach_link(&s->links.sonde_exec, bpf_program__attach(s->progs.sonde_exec), &err);
+	attach_link(&s->links.sonde_sys_exit, bpf_program__attach(s->progs.sonde_sys_exit), &err);
+	attach_link(&s->links.sonde_fpu, bpf_program__attach(s->progs.sonde_fpu), &err);
+	attach_link(&s->links.sonde_rseq, bpf_program__attach(s->progs.sonde_rseq), &err);
+	return err;
+}
+
+/* Opens, loads and attaches the programs for r. 0 or -errno. */
+static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
+		struct rec_offcpu_bpf *b)
+{
+	struct offcpu_bpf *s = offcpu_bpf__open();
+
+	if (!s)
+		return -errno;
+	b->skel = s;
+	/* -a filtered by pid alone: those and their children; filtered by thread or name as
+	 * well: every process, the recorder keeps the selected ones */
+	s->rodata->all_tasks =
+		r->system_wide && (!r->filter_pids || r->filter_tids || r->filter_comms);
+	s->rodata->self_pid = (__u32)getpid();
+	s->rodata->min_ns = r->offcpu.min_ns;
+	uint32_t copy = r->cfg.stack_bytes;
+	s->rodata->copy_bytes = copy > SONDE_BPF_STACK_MAX ? SONDE_BPF_STACK_MAX : copy;
+	s->rodata->kernel_stacks = o->kernel;
+	s->rodata->follow = r->system_wide || r->follow_children;
+	/* -a: every process's long waits, while the recorder unwinds a batch: a larger ring
+	 * (one loss in a bench/offcpu.py -a run with 8 MiB) */
+	int err = r->system_wide ? bpf_map__set_max_entries(s->maps.waits, RING_BYTES_SYSTEM) : 0;
+	if (err)
+		return err;
+	/* a wakeup per quarter of the ring, as the perf rings' watermark */
+	s->rodata->wake_bytes = bpf_map__max_entries(s->maps.waits) / 4;
+	int ncpu = libbpf_num_possible_cpus();
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	err = bpf_map__set_max_entries(s->maps.scratch, (uint32_t)ncpu);
+	/* the stack map's buckets are allocated up front: none without kernel frames */
+	if (!err && !o->kernel)
+		err = bpf_map__set_max_entries(s->maps.kstacks, 1);
+	if (!err)
+		err = offcpu_bpf__load(s);
+	if (!err)
+		err = attach_all(b);
+	if (err)
+		return err;
+	b->rb = ring_buffer__new(bpf_map__fd(s->maps.waits), on_wait, r, NULL);
+	if (!b->rb)
+		return -errno;
+	for (size_t i = 0; !s->rodata->all_tasks && i < r->n_filter_pids; i++) {
+		__u32 key = (__u32)r->filter_pids[i];
+		__u8 v = 2;
+		if (bpf_map__update_elem(s->maps.targets, &key, sizeof(key), &v, sizeof(v),
+					 BPF_ANY) < 0)
+			return -errno;
+	}
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = REC_BPF_EPOLL_DATA};
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(b->rb), &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+static void destroy(struct rec_offcpu_bpf *b)
+{
+	if (!b)
+		return;
+	ring_buffer__free(b->rb);
+	offcpu_bpf__destroy(b->skel);
+	sonde__free(b);
+}
+
+int sonde__rec_offcpu_bpf_choose(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	char *why = r->sum.offcpu_backend_why;
+	size_t wsize = sizeof(r->sum.offcpu_backend_why);
+	bool forced = o->off_cpu_backend == SONDE_OFFCPU_BACKEND_BPF;
+
+	snprintf(r->sum.offcpu_backend, sizeof(r->sum.offcpu_backend), "perf");
+	if (o->off_cpu_backend == SONDE_OFFCPU_BACKEND_PERF)
+		return 0;
+	const char *no = refusal(o);
+	if (no) {
+		if (forced) {
+			sonde_error("off-CPU backend bpf: %s", no);
+			return -EPERM;
+		}
+		snprintf(why, wsize, "bpf: %s", no);
+		return 0;
+	}
+	libbpf_set_print(libbpf_say);
+	struct rec_offcpu_bpf *b = sonde__calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->src = -1;
+	int err = load(r, o, b);
+	if (err) {
+		destroy(b);
+		if (forced) {
+			sonde_error("off-CPU backend bpf: the kernel refused the programs: %s",
+				    sonde_strerror(err));
+			return err;
+		}
+		snprintf(why, wsize, "bpf: the kernel refused the programs: %s",
+			 sonde_strerror(err));
+		return 0;
+	}
+	r->offcpu.bpf = b;
+	snprintf(r->sum.offcpu_backend, sizeof(r->sum.offcpu_backend), "bpf");
+	if (!forced)
+		snprintf(why, wsize, "perf: the BPF backend was allowed");
+	return 1;
+}
+
+int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_exec)
+{
+	struct rec_offcpu_bpf *b = r->offcpu.bpf;
+	__u32 key = (__u32)pid;
+	__u8 v = on_exec ? 1 : 2; /* 1: recorded from its exec on */
+
+	if (!b)
+		return 0;
+	if (bpf_map__update_elem(b->skel->maps.targets, &key, sizeof(key), &v, sizeof(v),
+				 BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The ring buffer's callback: the wait into the stream, at its switch-in. */
+static int on_wait(void *ctx, void *data, size_t size)
+{
+	struct sonde_recorder *r = ctx;
+	struct rec_offcpu_bpf *b = r->offcpu.bpf;
+	const struct sonde_bpf_wait *w = data;
+	size_t head = offsetof(struct sonde_bpf_wait, stack);
+
+	if (size < head || size - head < w->stack_len || w->stack_len > SONDE_BPF_STACK_MAX) {
+		r->sum.bad_records++;
+		return 0;
+	}
+	if (b->src < 0)
+		b->src = sonde__perf_stream_add_source(r->stream);
+	int err = b->src < 0 ? b->src
+			     : sonde__perf_stream_push(r->stream, b->src, REC_BPF_WAIT, w->in_ns,
+						       w, (uint32_t)(head + w->stack_len));
+	if (err && !b->rb_err)
+		b->rb_err = err;
+	return err;
+}
+
+int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
+{
+	struct rec_offcpu_bpf *b = r->offcpu.bpf;
+
+	if (!b || !b->rb)
+		return 0;
+	int n = ring_buffer__consume(b->rb);
+	int err = b->rb_err;
+	b->rb_err = 0;
+	return err ? err : n < 0 ? n : 0;
+}
+
+bool sonde__rec_offcpu_bpf_is_ring(uint64_t ev_data)
+{
+	return ev_data == REC_BPF_EPOLL_DATA;
+}
+
+/* Writes one wait: its stack unwound as the perf backend's switch-out samples are. */
+static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, size_t stack_len,
+		      bool open)
+{
+	uint64_t ips[SONDE_BPF_KSTACK_MAX];
+	uint32_t nk = 0, flags, id;
+	size_t n;
+
+	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
+			       .time = w->out_ns,
+			       .pid = w->pid,
+			       .tid = w->tid,
+			       .has_id = true};
+	struct rec_process *p = sonde__rec_sample_process(r, &rec);
+	if (!p) {
+		r->sum.offcpu_dropped++;
+		return 0;
+	}
+	if (r->cfg.kernel && w->kstack >= 0) {
+		__u32 key = (__u32)w->kstack;
+		if (!bpf_map__lookup_elem(r->offcpu.bpf->skel->maps.kstacks, &key, sizeof(key),
+					  ips, sizeof(ips), 0))
+			while (nk < SONDE_BPF_KSTACK_MAX && ips[nk])
+				nk++;
+	}
+	rec.sample.callchain = (const uint8_t *)ips;
+	rec.sample.callchain_nr = nk;
+	rec.sample.regs_abi = w->regs_ok ? PERF_SAMPLE_REGS_ABI_64 : PERF_SAMPLE_REGS_ABI_NONE;
+	for (unsigned i = 0; w->regs_ok && i < SONDE_BPF_NREGS && i < UREG_COUNT; i++) {
+		rec.sample.regs.r[i] = w->regs[i];
+		rec.sample.regs.valid |= 1u << i;
+	}
+	rec.sample.stack = w->stack;
+	rec.sample.stack_len = stack_len;
+	int err = sonde__rec_sample_stack(r, p, &rec, r->cfg.stack_bytes, false, &n, &flags);
+	if (!err)
+		err = sonde__rec_thread_id(r, w->out_ns, (pid_t)w->pid, (pid_t)w->tid, &id);
+	if (err)
+		return err;
+	struct sonde_spool_offcpu iv = {
+		.switch_out_ns = w->out_ns,
+		.switch_in_ns = w->in_ns,
+		.wakeup_ns = w->wake_ns >= w->out_ns && w->wake_ns <= w->in_ns ? w->wake_ns : 0,
+		.thread = id,
+		.cpu = w->cpu,
+		.state = w->state,
+		.waker_tid = w->waker,
+		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
+	err = sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
+	if (err == -EINVAL) {
+		/* a frame in a module retired meanwhile, as in offcpu.c */
+		r->sum.offcpu_dropped++;
+		return 0;
+	}
+	if (err)
+		return sonde__rec_error(r, err);
+	r->sum.offcpu_intervals++;
+	return 0;
+}
+
+int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	size_t head = offsetof(struct sonde_bpf_wait, stack);
+
+	if (!r->offcpu.bpf || rec->type != REC_BPF_WAIT)
+		return 0;
+	if (rec->sample.raw_size < head) {
+		r->sum.bad_records++;
+		return 1;
+	}
+	/* the stream's copy is 8-aligned, as the wait's 64-bit fields need */
+	const struct sonde_bpf_wait *w = (const void *)rec->sample.raw;
+	size_t stack_len = rec->sample.raw_size - head;
+	if (stack_len > w->stack_len)
+		stack_len = w->stack_len;
+	sonde__rec_error(r, write_wait(r, w, stack_len, false));
+	return 1;
+}
+
+void sonde__rec_offcpu_bpf_stop(struct sonde_recorder *r)
+{
+	struct rec_offcpu_bpf *b = r->offcpu.bpf;
+
+	if (!b || b->stopped)
+		return;
+	offcpu_bpf__detach(b->skel);
+	b->stopped = true;
+}
+
+/* Adds one wait of ns to tid's short totals (the programs detached: nothing races). */
+static void add_short(struct rec_offcpu_bpf *b, __u32 tid, __u32 pid, uint64_t ns)
+{
+	struct sonde_bpf_short v = {.pid = pid};
+
+	bpf_map__lookup_elem(b->skel->maps.shorts, &tid, sizeof(tid), &v, sizeof(v), 0);
+	v.count++;
+	v.ns += ns;
+	bpf_map__update_elem(b->skel->maps.shorts, &tid, sizeof(tid), &v, sizeof(v), BPF_ANY);
+}
+
+/* The waits still open at the end: those long enough are written open, with their kernel
+ * stack alone (their user stack is read only when they end), the others counted short;
+ * those that ended but whose thread did not get back to user space are written closed,
+ * with their kernel stack. */
+static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64_t end)
+{
+	struct bpf_map *m = b->skel->maps.starts;
+	struct sonde_bpf_wait w;
+	struct sonde_bpf_start s;
+	__u32 key, next, *prev = NULL;
+	int first = 0;
+
+	while (!bpf_map__get_next_key(m, prev, &next, sizeof(next))) {
+		key = next;
+		prev = &key;
+		if (bpf_map__lookup_elem(m, &key, sizeof(key), &s, sizeof(s), 0))
+			continue;
+		/* ended, its user state not read yet: written without it */
+		bool ended = s.capture && s.in_ns >= s.out_ns;
+		uint64_t in = ended ? s.in_ns : end;
+		if (in < s.out_ns)
+			continue;
+		if (in - s.out_ns < r->offcpu.min_ns) {
+			/* short so far: counted short, as the perf backend counts it */
+			add_short(b, key, s.pid, in - s.out_ns);
+			continue;
+		}
+		memset(&w, 0, offsetof(struct sonde_bpf_wait, stack));
+		w.out_ns = s.out_ns;
+		w.in_ns = in;
+		w.wake_ns = s.wake_ns;
+		w.pid = s.pid;
+		w.tid = key;
+		w.waker = s.waker;
+		w.state = s.state;
+		w.cpu = s.cpu;
+		w.kstack = s.kstack;
+		int err = write_wait(r, &w, 0, !ended);
+		if (err && !first)
+			first = err;
+	}
+	return first;
+}
+
+static int write_shorts(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
+{
+	struct bpf_map *m = b->skel->maps.shorts;
+	struct sonde_bpf_short v;
+	__u32 key, next, *prev = NULL;
+	int first = 0;
+
+	while (!bpf_map__get_next_key(m, prev, &next, sizeof(next))) {
+		uint32_t id;
+		key = next;
+		prev = &key;
+		if (bpf_map__lookup_elem(m, &key, sizeof(key), &v, sizeof(v), 0) || !v.count)
+			continue;
+		struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
+				       .time = r->last_time,
+				       .pid = v.pid,
+				       .tid = key,
+				       .has_id = true};
+		if (!sonde__rec_sample_process(r, &rec))
+			continue;
+		r->sum.offcpu_short += v.count;
+		r->sum.offcpu_short_ns += v.ns;
+		int err = sonde__rec_thread_id(r, r->last_time, (pid_t)v.pid, (pid_t)key, &id);
+		if (!err) {
+			struct sonde_spool_offcpu_short sh = {id, r->offcpu.min_ns, v.count, v.ns};
+			err = sonde_spool_writer__add_offcpu_short(r->spool, &sh);
+		}
+		if (err && !first)
+			first = sonde__rec_error(r, err);
+	}
+	return first;
+}
+
+static void read_stats(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t sum[SONDE_BPF_NSTATS] = {0};
+
+	if (ncpu <= 0)
+		return;
+	uint64_t *v = sonde__calloc((size_t)ncpu, sizeof(*v));
+	if (!v)
+		return;
+	for (__u32 k = 0; k < SONDE_BPF_NSTATS; k++) {
+		if (bpf_map__lookup_elem(b->skel->maps.stats, &k, sizeof(k), v,
+					 (size_t)ncpu * sizeof(*v), 0))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			sum[k] += v[c];
+	}
+	sonde__free(v);
+	r->sum.offcpu_switches += sum[SONDE_BPF_SWITCHES];
+	r->sum.offcpu_wakeups += sum[SONDE_BPF_WAKEUPS];
+	/* lost to full maps or a full ring buffer: as the perf backend's losses */
+	r->sum.offcpu_dropped +=
+		sum[SONDE_BPF_LOST] + sum[SONDE_BPF_SHORT_FULL] + sum[SONDE_BPF_START_FULL];
+	if (sum[SONDE_BPF_LOST])
+		r->sum.lost_events += sum[SONDE_BPF_LOST];
+}
+
+int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r)
+{
+	struct rec_offcpu_bpf *b = r->offcpu.bpf;
+
+	if (!b)
+		return 0;
+	sonde__rec_offcpu_bpf_stop(r);
+	int err = write_open(r, b, sonde__rec_time(r, sonde__rec_now()));
+	int serr = write_shorts(r, b);
+	read_stats(r, b);
+	return err ? err : serr;
+}
+
+void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
+{
+	destroy(r->offcpu.bpf);
+	r->offcpu.bpf = NULL;
+}
+
+#endif /* SONDE_HAVE_BPF */

@@ -1,0 +1,42 @@
+/* The BPF off-CPU backend (offcpu_bpf.c, bpf/offcpu.bpf.c): the scheduler switches are
+ * tracked in the kernel, and only the waits at or above the threshold come out, through a
+ * BPF ring buffer, as records the recorder orders with the perf records and writes as the
+ * perf_event backend's intervals are written (docs/record.md, "Off-CPU backends").
+ * Internal. Without libbpf at build time every function says the backend is not built. */
+#ifndef SONDE_RECORD_OFFCPU_BPF_H
+#define SONDE_RECORD_OFFCPU_BPF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <sonde/record.h>
+
+struct sonde_recorder;
+struct rec_offcpu_bpf;
+struct perf_rec;
+
+/* Whether libsonde was built with the BPF backend. */
+bool sonde__rec_offcpu_bpf_built(void);
+/* Chooses the off-CPU backend for opts (off_cpu set): 1 BPF (loaded and attached, waiting
+ * for targets unless system-wide), 0 perf_event, -errno when BPF was forced and refused
+ * (logged). The summary's offcpu_backend and offcpu_backend_why are set. */
+int sonde__rec_offcpu_bpf_choose(struct sonde_recorder *r, const struct sonde_record_opts *o);
+/* Records process pid (from its exec when on_exec). 0 or -errno. */
+int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_exec);
+/* Moves the waits in the ring buffer into the recorder's perf stream. 0 or -errno. */
+int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r);
+/* An event popped from the stream: 1 when it is a wait of this backend (handled, errors
+ * kept in the recorder), 0 when it is a perf record. */
+int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const struct perf_rec *rec);
+/* Whether ev (an epoll event of the recorder's set) is the ring buffer's. */
+bool sonde__rec_offcpu_bpf_is_ring(uint64_t ev_data);
+/* Detaches the programs: no wait is recorded after this. */
+void sonde__rec_offcpu_bpf_stop(struct sonde_recorder *r);
+/* After the final drain: the waits still open are written (open), the short waits'
+ * totals, and the counters into the summary. 0 or the first error. */
+int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r);
+/* Detaches and frees everything (NULL state is fine). */
+void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r);
+
+#endif

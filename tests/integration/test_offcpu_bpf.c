@@ -1,0 +1,446 @@
+/* The BPF off-CPU backend (docs/record.md, "Off-CPU backends"), forced with
+ * --off-cpu-backend bpf: the wall split of tests/progs/offcpu_split against the program's
+ * own measurement, short waits summed in the kernel, long waits stacked to main on a
+ * binary without frame pointers, a thread that exits while blocked, -a over several
+ * processes, the fallback to perf_event where BPF is refused, and nothing left attached
+ * once the recorder is freed. Skipped, with the reason, where the backend cannot run. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/record.h>
+#include <sonde/spool_reader.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "record/offcpu_bpf.h"
+
+/* Skips where the backend cannot run: not built, not root, no BTF, or refused. */
+static void require_bpf(void)
+{
+	struct test_output o;
+
+	if (!sonde__rec_offcpu_bpf_built())
+		SKIP("libsonde was built without the BPF backend (mk/bpf.mk said why)");
+	if (geteuid() != 0)
+		SKIP("the BPF backend needs root (or CAP_BPF and CAP_PERFMON) here");
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+		SKIP("the kernel has no BTF (/sys/kernel/btf/vmlinux)");
+	test_runf(&o, 60, "%s record --off-cpu --off-cpu-backend bpf -o %s -- /bin/true",
+		  test_bin("sonde"), test_path("probe.spool"));
+	if (o.status != 0)
+		SKIP("the kernel refused the BPF backend: %s", o.err);
+	test_output_free(&o);
+}
+
+/* A summary number: the one just before `after` on the off-CPU line. */
+static unsigned long long summary_num(const char *err, const char *after)
+{
+	const char *l = strstr(err, "off-CPU: ");
+	const char *a = l ? strstr(l, after) : NULL;
+
+	if (!a)
+		FAIL("no '%s' on the off-CPU summary line:\n%s", after, err);
+	while (a > l && a[-1] == ' ')
+		a--;
+	while (a > l && a[-1] >= '0' && a[-1] <= '9')
+		a--;
+	return strtoull(a, NULL, 10);
+}
+
+static double truth_value(const char *text, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "%s ", key);
+	const char *l = strstr(text, pat);
+	if (!l)
+		FAIL("no %s in the truth file:\n%s", key, text);
+	return atof(l + strlen(pat));
+}
+
+enum { BURN, NAP, PIPE, PHASES };
+static const char *const phase_frame[PHASES] = {";burn", ";nap;", ";wait_pipe;"};
+
+static double share(const double *v, int k)
+{
+	double all = v[BURN] + v[NAP] + v[PIPE];
+	return all > 0 ? 100.0 * v[k] / all : 0;
+}
+
+static bool within(const double *got, const double *truth, double tol)
+{
+	for (int k = 0; k < PHASES; k++)
+		if (share(got, k) - share(truth, k) > tol || share(truth, k) - share(got, k) > tol)
+			return false;
+	return true;
+}
+
+/* The split of the main thread's wall time over the phases, by the BPF backend, against
+ * what offcpu_split measured itself, added up over recordings until each share is within
+ * 3 points (a loaded machine's one recording may be skewed, as test_offcpu.c says); every
+ * nap and pipe wait is stacked through main. */
+TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
+{
+	double truth[PHASES] = {0}, got[PHASES] = {0};
+	const char *spool = test_path("wall.spool"), *tpath = test_path("wall.truth");
+	struct test_output o;
+
+	require_bpf();
+	for (int i = 0; i < 4 && (i == 0 || !within(got, truth, 3)); i++) {
+		test_runf(&o, 120,
+			  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 -o %s -- %s "
+			  "%d %s",
+			  test_bin("sonde"), spool, test_prog("offcpu_split"), 3 + i, tpath);
+		if (o.status != 0)
+			FAIL("record exited %d:\n%s", o.status, o.err);
+		ASSERT_CONTAINS(o.err, "off-CPU backend: bpf");
+		test_output_free(&o);
+		char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
+		int pid = (int)truth_value(t, "pid");
+		truth[BURN] += truth_value(t, "burn") / 1e3;
+		truth[NAP] += truth_value(t, "nap") / 1e3;
+		truth[PIPE] += truth_value(t, "wait_pipe") / 1e3;
+		free(t);
+		test_runf(&o, 120, "%s report --folded --metric wall --tid %d %s",
+			  test_bin("sonde"), pid, spool);
+		if (o.status != 0)
+			FAIL("report exited %d:\n%s", o.status, o.err);
+		bool nap_stack = false, pipe_stack = false;
+		for (char *save = NULL, *l = strtok_r(o.out, "\n", &save); l;
+		     l = strtok_r(NULL, "\n", &save)) {
+			char *sp = strrchr(l, ' ');
+			ASSERT(sp != NULL);
+			double us = atof(sp + 1);
+			*sp = 0;
+			for (int k = 0; k < PHASES; k++)
+				if (strstr(l, phase_frame[k]))
+					got[k] += us;
+			bool sleeping = strstr(l, ";[off-cpu: S]") != NULL;
+			nap_stack |= sleeping && strstr(l, ";main;nap;");
+			pipe_stack |= sleeping && strstr(l, ";main;wait_pipe;") && strstr(l, "read");
+		}
+		test_output_free(&o);
+		ASSERT(nap_stack && pipe_stack);
+		printf("after %d: burn %.1f%% (truth %.1f%%), nap %.1f%% (%.1f%%), wait_pipe %.1f%% "
+		       "(%.1f%%)\n",
+		       i + 1, share(got, BURN), share(truth, BURN), share(got, NAP),
+		       share(truth, NAP), share(got, PIPE), share(truth, PIPE));
+	}
+	for (int k = 0; k < PHASES; k++)
+		ASSERT_DOUBLE_NEAR(share(got, k), share(truth, k), 3.0);
+	double all_got = got[BURN] + got[NAP] + got[PIPE];
+	double all_truth = truth[BURN] + truth[NAP] + truth[PIPE];
+	ASSERT_DOUBLE_NEAR(all_got / all_truth, 1.0, 0.1);
+}
+
+/* pingpong's waits are microseconds: under the default 1 ms they are summed in the kernel.
+ * Every switch-out ends as one short, stacked or dropped wait, and the spool's per-thread
+ * sums are the summary's. */
+TEST_TIMEOUT(offcpu_bpf_short_waits_counted_in_aggregate, 120)
+{
+	const char *spool = test_path("short.spool");
+	struct test_output o;
+
+	require_bpf();
+	test_runf(&o, 60, "%s record --off-cpu --off-cpu-backend bpf -o %s -- %s 2",
+		  test_bin("sonde"), spool, test_prog("pingpong"));
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	unsigned long long outs = summary_num(o.err, "switch-outs");
+	unsigned long long stacked = summary_num(o.err, "intervals stacked");
+	unsigned long long shorts = summary_num(o.err, "shorter than");
+	unsigned long long dropped = summary_num(o.err, "dropped");
+	printf("%llu switch-outs: %llu stacked, %llu short, %llu dropped\n", outs, stacked, shorts,
+	       dropped);
+	test_output_free(&o);
+	ASSERT_UINT(shorts, >=, 1000);
+	ASSERT_UINT(shorts, >, stacked);
+	ASSERT_UINT(shorts + stacked, <=, outs);
+	/* every switch-out ends in one of them: all but a few in ten thousand here (a handful
+	 * a run, not explained yet) */
+	ASSERT_UINT((shorts + stacked + dropped) * 10000, >=, outs * 9995);
+
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	struct sonde_spool_offcpu_short sh;
+	uint64_t count = 0, ns = 0;
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	for (uint64_t i = 0; sonde_spool__get_offcpu_short(s, i, &sh) == 0; i++) {
+		ASSERT_UINT(sh.min_ns, ==, 1000000);
+		count += sh.count;
+		ns += sh.total_ns;
+	}
+	sonde_spool__close(s);
+	ASSERT_UINT(count, ==, shorts);
+	/* each under 1 ms */
+	ASSERT_UINT(ns, <, count * 1000000);
+	ASSERT_UINT(ns, >, 0);
+}
+
+/* Of the folded off-CPU lines of `text` in state S: the time of all, and of those whose
+ * stack goes through `through`. */
+static void sleeping_time(char *text, const char *through, double *all, double *with)
+{
+	*all = *with = 0;
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(l, ' ');
+		if (!sp || !strstr(l, ";[off-cpu: S]"))
+			continue;
+		double us = atof(sp + 1);
+		*sp = 0;
+		*all += us;
+		if (strstr(l, through))
+			*with += us;
+	}
+}
+
+/* sleep_loop built -O2 without frame pointers: every stacked sleep of its main thread is
+ * unwound (by CFI, from the registers and stack read in its own context) through
+ * sleep_caller to main. */
+TEST_TIMEOUT(offcpu_bpf_long_waits_stacked_to_main, 120)
+{
+	const char *spool = test_path("nofp.spool");
+	struct test_output o;
+	double all, with;
+
+	require_bpf();
+	test_runf(&o, 60,
+		  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 500us -o %s -- %s 300",
+		  test_bin("sonde"), spool, test_prog("sleep_loop-nofp"));
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	ASSERT_UINT(summary_num(o.err, "intervals stacked"), >=, 250);
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	sleeping_time(o.out, ";main;sleep_caller;", &all, &with);
+	test_output_free(&o);
+	printf("sleeping %.0f us, %.0f us of it through main;sleep_caller\n", all, with);
+	ASSERT(all >= 250 * 1000.0);
+	ASSERT_DOUBLE_NEAR(with, all, 0.0);
+}
+
+/* offcpu_exit's reader blocks in read() until the process exits under it: its wait ends
+ * there, once, closed (not left open to the end of the recording). */
+TEST_TIMEOUT(offcpu_bpf_thread_exiting_while_blocked, 120)
+{
+	const char *spool = test_path("exit.spool"), *tpath = test_path("exit.truth");
+	struct test_output o;
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	int found = 0;
+
+	require_bpf();
+	test_runf(&o, 60, "%s record --off-cpu --off-cpu-backend bpf -o %s -- %s 300 %s",
+		  test_bin("sonde"), spool, test_prog("offcpu_exit"), tpath);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
+	int reader = (int)truth_value(t, "reader");
+	free(t);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
+		if ((int)th.tid != reader || iv.switch_in_ns - iv.switch_out_ns < 250000000)
+			continue;
+		ASSERT_UINT(iv.flags & SONDE_OFFCPU_OPEN, ==, 0);
+		ASSERT_UINT(iv.state, ==, SONDE_OFFCPU_SLEEPING);
+		found++;
+	}
+	sonde_spool__close(s);
+	/* (its stack is not checked: the recorder retires a process's modules at its main
+	 * thread's exit, which comes first, with either backend) */
+	ASSERT_INT(found, ==, 1);
+}
+
+/* -a: three sleep_loop processes started before the recording, each with its sleeps
+ * stacked through main. */
+TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
+{
+	const char *spool = test_path("sys.spool");
+	const char *argv[] = {test_prog("sleep_loop"), "100000", NULL};
+	pid_t pids[3];
+	struct test_output o;
+
+	require_bpf();
+	for (int i = 0; i < 3; i++)
+		pids[i] = test_spawn(argv);
+	test_runf(&o, 60, "%s record -a --off-cpu --off-cpu-backend bpf -d 2 -o %s",
+		  test_bin("sonde"), spool);
+	for (int i = 0; i < 3; i++) {
+		kill(pids[i], SIGKILL);
+		test_wait(pids[i], 10);
+	}
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	ASSERT_CONTAINS(o.err, "off-CPU backend: bpf");
+	test_output_free(&o);
+	for (int i = 0; i < 3; i++) {
+		double all, with;
+		test_runf(&o, 60, "%s report --folded --metric wall --pid %d %s", test_bin("sonde"),
+			  (int)pids[i], spool);
+		if (o.status != 0)
+			FAIL("report exited %d:\n%s", o.status, o.err);
+		sleeping_time(o.out, ";main;sleep_caller;", &all, &with);
+		test_output_free(&o);
+		printf("pid %d: sleeping %.0f us, %.0f us through main\n", (int)pids[i], all, with);
+		/* 2 s of 1 ms sleeps: most of it, whatever the load */
+		ASSERT(with >= 500 * 1000.0);
+	}
+}
+
+/* Without CAP_SYS_ADMIN and CAP_BPF (dropped from the bounding set, so that root's exec
+ * does not get them back) the default is perf_event, and the summary says why; forcing
+ * bpf fails with the reason in one line. As nobody, the same. */
+TEST_TIMEOUT(offcpu_bpf_refused_falls_back_to_perf, 120)
+{
+	const char *spool = test_path("fallback.spool");
+	struct test_output o;
+
+	require_bpf();
+	if (access("/usr/bin/setpriv", X_OK) != 0)
+		SKIP("no setpriv (util-linux) to drop capabilities with");
+	test_runf(&o, 60,
+		  "/usr/bin/setpriv --bounding-set -sys_admin,-bpf -- %s record --off-cpu -o %s "
+		  "-- %s 50",
+		  test_bin("sonde"), spool, test_prog("sleep_loop"));
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	ASSERT_CONTAINS(o.err,
+			"off-CPU backend: perf (bpf: it needs root, or CAP_BPF and CAP_PERFMON)");
+	ASSERT_UINT(summary_num(o.err, "intervals stacked"), >=, 40);
+	test_output_free(&o);
+
+	test_runf(&o, 60,
+		  "/usr/bin/setpriv --bounding-set -sys_admin,-bpf -- %s record --off-cpu "
+		  "--off-cpu-backend bpf -o %s -- %s 5",
+		  test_bin("sonde"), spool, test_prog("sleep_loop"));
+	ASSERT_INT(o.status, !=, 0);
+	ASSERT_INT(o.status, <, 128);
+	ASSERT_CONTAINS(o.err, "off-CPU backend bpf: it needs root, or CAP_BPF and CAP_PERFMON");
+	test_output_free(&o);
+
+	test_runf(&o, 60,
+		  "/usr/bin/setpriv --reuid=nobody --regid=nogroup --clear-groups -- %s record "
+		  "--off-cpu --off-cpu-backend bpf -o /dev/null -- %s 5",
+		  test_bin("sonde"), test_prog("sleep_loop"));
+	ASSERT_INT(o.status, !=, 0);
+	ASSERT_INT(o.status, <, 128);
+	ASSERT_CONTAINS(o.err, "off-CPU backend bpf: it needs root, or CAP_BPF and CAP_PERFMON");
+	test_output_free(&o);
+}
+
+/* The BPF programs this process holds: their ids (from /proc/self/fdinfo), at most max.
+ * Also counts every BPF object (program, map, link) fd into *objects. */
+static size_t own_programs(unsigned *ids, size_t max, size_t *objects)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	size_t n = 0;
+
+	*objects = 0;
+	ASSERT(d != NULL);
+	while ((e = readdir(d))) {
+		char path[300], target[128], line[128];
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		ssize_t len = readlink(path, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (!strstr(target, "anon_inode:bpf"))
+			continue;
+		(*objects)++;
+		if (!strstr(target, "bpf-prog"))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		unsigned id;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "prog_id: %u", &id) == 1 && n < max)
+				ids[n++] = id;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* Whether a BPF program with this id still exists, or a link still holds it. */
+static bool program_left(unsigned id)
+{
+	struct test_output o;
+	char want[32];
+
+	test_runf(&o, 30, "/usr/sbin/bpftool prog show id %u", id);
+	bool left = o.status == 0;
+	test_output_free(&o);
+	test_runf(&o, 30, "/usr/sbin/bpftool link show");
+	snprintf(want, sizeof(want), "prog %u\n", id);
+	left |= o.status == 0 && strstr(o.out, want);
+	test_output_free(&o);
+	return left;
+}
+
+/* A recorder attached with the BPF backend holds its programs and links; freed (after
+ * finishing, or without: an abandoned recording), it leaves none behind. */
+TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
+{
+	const char *argv[] = {test_prog("sleep_loop"), "100000", NULL};
+	unsigned ids[16];
+	size_t objects;
+
+	require_bpf();
+	if (access("/usr/sbin/bpftool", X_OK) != 0)
+		SKIP("no bpftool to list programs and links with");
+	pid_t pid = test_spawn(argv);
+	for (int finish = 1; finish >= 0; finish--) {
+		struct sonde_record_opts opts = {.sz = sizeof(opts),
+						 .frequency = 99,
+						 .off_cpu = true,
+						 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+		struct sonde_recorder *r = sonde_recorder__attach(
+			pid, test_path("detach.spool"), SONDE_ATTACH_RUNNING, &opts);
+		if (!r)
+			FAIL("attach: %s", strerror(errno));
+		size_t n = own_programs(ids, 16, &objects);
+		/* sched_switch, sched_waking, sched_wakeup_new, exit, fork, exec, sys_exit, fpu,
+		 * rseq */
+		ASSERT_UINT(n, ==, 9);
+		for (int i = 0; i < 5; i++)
+			ASSERT_INT(sonde_recorder__poll(r, 50, NULL), >=, 0);
+		struct sonde_record_summary sum = {.sz = sizeof(sum)};
+		if (finish) {
+			ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
+			ASSERT_STR_EQ(sum.offcpu_backend, "bpf");
+			ASSERT_UINT(sum.offcpu_intervals, >, 0);
+		}
+		sonde_recorder__free(r);
+		size_t left = own_programs(ids + n, 0, &objects);
+		ASSERT_UINT(left, ==, 0);
+		ASSERT_UINT(objects, ==, 0);
+		/* the kernel frees a program once its last reference goes, after an RCU
+		 * grace period: waited for, with a generous deadline */
+		for (size_t i = 0; i < n; i++) {
+			double deadline = test_now() + 20;
+			while (program_left(ids[i]) && test_now() < deadline)
+				usleep(100000);
+			if (program_left(ids[i]))
+				FAIL("BPF program %u is still loaded or linked 20 s after the free",
+				     ids[i]);
+		}
+	}
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+}
