@@ -185,7 +185,7 @@ static uint64_t state_duration(const struct pft_trace *t, uint32_t tid, uint64_t
  * spool holds is on the timeline as its thread's sleep (S, or D) for exactly its duration
  * up to the wakeup, runnable from the wakeup to the switch-in, events in time order per
  * CPU, and its blocking stack is a PerfSample at the switch-out reaching main. */
-TEST_TIMEOUT(export_perfetto_offcpu_recording_thread_states, 300)
+TEST_EXCLUSIVE(export_perfetto_offcpu_recording_thread_states, 300)
 {
 	const char *spool = test_path("off.spool"), *trace = test_path("off.pftrace");
 	struct test_output o;

@@ -43,7 +43,26 @@ static void rig_start(struct sonded *d)
 	client_wait_data_source(d->csock, "linux.perf");
 }
 
-/* Starts argv as uid:gid (no supplementary groups); returns its pid. */
+/* Waits until pid has exec'd: until then it is a copy of this runner, which a session
+ * must not meet (it is not dumpable once it changed its uid, and has none of the program's
+ * frames). A loaded machine can take longer than any fixed pause to get there. */
+static void wait_exec(pid_t pid)
+{
+	char self[PATH_MAX], exe[PATH_MAX], link[64];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self));
+
+	ASSERT(n > 0);
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	for (double end = test_now() + 30;; usleep(2000)) {
+		ssize_t m = readlink(link, exe, sizeof(exe));
+		if (m > 0 && (m != n || memcmp(exe, self, (size_t)n) != 0))
+			return;
+		if (test_now() > end)
+			FAIL("pid %d did not exec within 30 s", (int)pid);
+	}
+}
+
+/* Starts argv as uid:gid (no supplementary groups); returns its pid once it has exec'd. */
 static pid_t spawn_as(uid_t uid, gid_t gid, const char *const argv[])
 {
 	pid_t pid = fork();
@@ -58,6 +77,7 @@ static pid_t spawn_as(uid_t uid, gid_t gid, const char *const argv[])
 		execv(argv[0], (char *const *)argv);
 		_exit(98);
 	}
+	wait_exec(pid);
 	return pid;
 }
 
