@@ -563,3 +563,12 @@ void pft_split(const struct pft_trace *t, uint32_t pid, struct split_counts *c)
 		}
 	}
 }
+
+size_t pft_samples_of(const struct pft_trace *t, uint32_t pid)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n_samples; i++)
+		n += t->samples[i].pid == pid;
+	return n;
+}

@@ -55,6 +55,8 @@ struct pft_trace {
 /* Decodes a whole trace (fails the test on malformed bytes). */
 void pft_decode(const uint8_t *buf, size_t len, struct pft_trace *t);
 void pft_free(struct pft_trace *t);
+/* How many of t's samples are of process pid. */
+size_t pft_samples_of(const struct pft_trace *t, uint32_t pid);
 /* Adds the samples of pid (0: all) to c: those in compute_KIND (the leaf, or the function
  * the leaf was inlined into) whose stack goes through "main;run;path_KIND;compute_KIND",
  * for KIND hot, warm, cool; fails the test when a sample reaches a compute_* function

@@ -163,15 +163,6 @@ static void run_free(struct run *r)
 	pft_free(&r->t);
 }
 
-static size_t samples_of(const struct pft_trace *t, pid_t pid)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < t->n_samples; i++)
-		n += t->samples[i].pid == (uint32_t)pid;
-	return n;
-}
-
 static size_t samples_in(const struct pft_trace *t, const char *fn)
 {
 	size_t n = 0;
@@ -199,9 +190,9 @@ static size_t samples_over_sessions(uid_t uid, const struct sonded *d, const cha
 			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
 		if (check)
 			check(&r);
-		total += samples_of(&r.t, pid);
-		printf("session %d: %zu samples of pid %d, %zu in all\n", i, samples_of(&r.t, pid),
-		       (int)pid, total);
+		total += pft_samples_of(&r.t, (uint32_t)pid);
+		printf("session %d: %zu samples of pid %d, %zu in all\n", i,
+		       pft_samples_of(&r.t, (uint32_t)pid), (int)pid, total);
 		run_free(&r);
 	}
 	return total;
@@ -228,7 +219,7 @@ static void expect_refused(const struct sonded *d, pid_t pid, const char *reason
 	ASSERT_CONTAINS(r.err, reason);
 	ASSERT_CONTAINS(r.t.errors, want);
 	ASSERT_INT(r.status, ==, 1);
-	ASSERT_UINT(samples_of(&r.t, pid), ==, 0);
+	ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)pid), ==, 0);
 	run_free(&r);
 }
 
@@ -525,7 +516,7 @@ TEST_EXCLUSIVE(perfauth_cmdline_target_starting_late_is_no_error, 120)
 	ASSERT_NOT_CONTAINS(r.err, "no process");
 	ASSERT_NOT_CONTAINS(r.err, "error");
 	ASSERT_INT(r.status, ==, 0);
-	ASSERT_UINT(samples_of(&r.t, pid), >=, 20);
+	ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)pid), >=, 20);
 	run_free(&r);
 	stop_target(pid);
 	/* and one that never starts: an error, at the end */
@@ -584,9 +575,9 @@ TEST_TIMEOUT(perfauth_nobody_system_wide_gets_only_its_own_processes, 300)
 		ASSERT_CONTAINS(r.err, "linux.perf: warning: system-wide for consumer uid 65534: "
 				       "only the processes it may profile");
 		printf("nobody: %zu samples, %zu of its own process\n", r.t.n_samples,
-		       samples_of(&r.t, mine));
-		got += samples_of(&r.t, mine);
-		ASSERT_UINT(samples_of(&r.t, root), ==, 0);
+		       pft_samples_of(&r.t, (uint32_t)mine));
+		got += pft_samples_of(&r.t, (uint32_t)mine);
+		ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)root), ==, 0);
 		/* nor in the process tree ("pid=cmdline" lines) */
 		snprintf(name, sizeof(name), "%d=", (int)root);
 		for (const char *l = r.t.process_names; l && *l;
@@ -616,9 +607,9 @@ TEST_TIMEOUT(perfauth_nobody_system_wide_gets_only_its_own_processes, 300)
 			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
 		ASSERT_NOT_CONTAINS(r.err, "system-wide for consumer");
 		printf("root: %zu samples, %zu of nobody's process, %zu of root's\n", r.t.n_samples,
-		       samples_of(&r.t, mine), samples_of(&r.t, root));
-		got_mine += samples_of(&r.t, mine);
-		got_root += samples_of(&r.t, root);
+		       pft_samples_of(&r.t, (uint32_t)mine), pft_samples_of(&r.t, (uint32_t)root));
+		got_mine += pft_samples_of(&r.t, (uint32_t)mine);
+		got_root += pft_samples_of(&r.t, (uint32_t)root);
 		run_free(&r);
 	}
 	ASSERT_UINT(got_mine, >=, 10);
@@ -735,7 +726,7 @@ TEST_EXCLUSIVE(perfauth_nobody_offcpu_profile_sees_only_its_own_tasks, 300)
 		trace_as_cfg(SEC_NOBODY, &d, cfg, &r);
 		if (r.status != 0)
 			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
-		root_seen += samples_of(&r.t, root);
+		root_seen += pft_samples_of(&r.t, (uint32_t)root);
 		for (size_t i = 0; i < r.t.n_sched; i++) {
 			const struct pft_sched *e = &r.t.sched[i];
 			outs += !e->waking && e->prev_pid == (uint32_t)mine;

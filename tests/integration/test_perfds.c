@@ -99,14 +99,6 @@ static void assert_cpus_set(const struct pft_trace *t)
 		ASSERT_UINT(t->samples[i].cpu, <, cpus_configured());
 }
 
-static size_t samples_of(const struct pft_trace *t, uint32_t pid)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < t->n_samples; i++)
-		n += t->samples[i].pid == pid;
-	return n;
-}
-
 /* Adds the samples of `sonde report --folded` on a spool of split recorded at 999 Hz. */
 static void report_split(int seconds, struct split_counts *c)
 {
@@ -228,12 +220,12 @@ TEST_TIMEOUT(perfds_target_cmdline_with_exclusion, 180)
 	test_wait(pb, 10);
 	rig_stop(&r);
 	decode(out, &t);
-	printf("%zu samples of pdsel_a, %zu of pdsel_b\n", samples_of(&t, (uint32_t)pa),
-	       samples_of(&t, (uint32_t)pb));
-	ASSERT_UINT(samples_of(&t, (uint32_t)pa), >=, 10);
-	ASSERT_UINT(samples_of(&t, (uint32_t)pb), ==, 0);
+	printf("%zu samples of pdsel_a, %zu of pdsel_b\n", pft_samples_of(&t, (uint32_t)pa),
+	       pft_samples_of(&t, (uint32_t)pb));
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)pa), >=, 10);
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)pb), ==, 0);
 	assert_cpus_set(&t); /* per process as system-wide */
-	ASSERT_UINT(t.n_samples, ==, samples_of(&t, (uint32_t)pa));
+	ASSERT_UINT(t.n_samples, ==, pft_samples_of(&t, (uint32_t)pa));
 	pft_free(&t);
 }
 
@@ -400,10 +392,10 @@ TEST_EXCLUSIVE(perfds_system_wide_finds_an_unnamed_busy_process, 300)
 		ASSERT_INT(t.missing_interned, ==, 0);
 		ASSERT_UINT(t.timebase_freq, ==, 199);
 		assert_cpus_set(&t);
-		mine += samples_of(&t, (uint32_t)split);
+		mine += pft_samples_of(&t, (uint32_t)split);
 		char name[64];
 		snprintf(name, sizeof(name), "%d=", (int)split);
-		if (samples_of(&t, (uint32_t)split))
+		if (pft_samples_of(&t, (uint32_t)split))
 			ASSERT_CONTAINS(t.process_names, name);
 		pft_split(&t, (uint32_t)split, &c);
 		pft_free(&t);
@@ -424,7 +416,7 @@ TEST_EXCLUSIVE(perfds_system_wide_finds_an_unnamed_busy_process, 300)
 	ASSERT_CONTAINS(o.err, " processes left out (excluded, or not the consumer's to profile)");
 	test_output_free(&o);
 	decode(out, &t);
-	ASSERT_UINT(samples_of(&t, (uint32_t)split), ==, 0);
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)split), ==, 0);
 	pft_free(&t);
 	kill(split, SIGKILL);
 	test_wait(split, 10);
@@ -489,7 +481,7 @@ TEST_TIMEOUT(perfds_tracepoint_timebase_samples_a_sleeping_program, 300)
 			ASSERT_STR_EQ(t.timebase_tracepoint, "sched:sched_switch");
 			ASSERT_UINT(t.timebase_period, ==, scoped ? 2 : 1);
 			ASSERT_UINT(t.timebase_counter, ==, 0);
-			size_t through = 0, mine = samples_of(&t, (uint32_t)sl);
+			size_t through = 0, mine = pft_samples_of(&t, (uint32_t)sl);
 			for (size_t i = 0; i < t.n_samples; i++)
 				through += t.samples[i].pid == (uint32_t)sl && t.samples[i].stack &&
 					   strstr(t.samples[i].stack, ";main;sleep_caller;");

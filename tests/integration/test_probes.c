@@ -27,14 +27,6 @@ enum { MIN_PROFILED = 5 };
 
 enum { NOBODY = 65534 };
 
-static size_t samples_of(const struct pft_trace *t, pid_t pid)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < t->n_samples; i++)
-		n += t->samples[i].pid == (uint32_t)pid;
-	return n;
-}
-
 static void decode(const char *path, struct pft_trace *t)
 {
 	size_t len;
@@ -200,8 +192,8 @@ TEST_TIMEOUT(probes_killed_child_is_restarted_and_serves_again, 120)
 	ASSERT_INT(status, ==, 0);
 	decode(out, &t);
 	printf("probes %d killed, %d serves: %zu samples\n", (int)first, (int)second,
-	       samples_of(&t, split));
-	ASSERT_UINT(samples_of(&t, split), >=, MIN_PROFILED);
+	       pft_samples_of(&t, (uint32_t)split));
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)split), >=, MIN_PROFILED);
 	pft_free(&t);
 }
 
@@ -260,18 +252,19 @@ TEST_TIMEOUT(probes_target_cmdline_wildcard_absolute_and_binary_name, 180)
 	sonded_stop(&d);
 
 	decode(out1, &t);
-	printf("wcsplit_*: a %zu, b %zu, other %zu samples\n", samples_of(&t, pa),
-	       samples_of(&t, pb), samples_of(&t, pc));
-	ASSERT_UINT(samples_of(&t, pa), >=, MIN_PROFILED);
-	ASSERT_UINT(samples_of(&t, pb), >=, MIN_PROFILED);
-	ASSERT_UINT(samples_of(&t, pc), ==, 0);
+	printf("wcsplit_*: a %zu, b %zu, other %zu samples\n", pft_samples_of(&t, (uint32_t)pa),
+	       pft_samples_of(&t, (uint32_t)pb), pft_samples_of(&t, (uint32_t)pc));
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)pa), >=, MIN_PROFILED);
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)pb), >=, MIN_PROFILED);
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)pc), ==, 0);
 	pft_free(&t);
 	decode(out2, &t);
-	printf("absolute and names: a %zu, b %zu, other %zu samples\n", samples_of(&t, pa),
-	       samples_of(&t, pb), samples_of(&t, pc));
-	ASSERT_UINT(samples_of(&t, pa), ==, 0);
-	ASSERT_UINT(samples_of(&t, pb), >=, MIN_PROFILED);
-	ASSERT_UINT(samples_of(&t, pc), >=, MIN_PROFILED);
+	printf("absolute and names: a %zu, b %zu, other %zu samples\n",
+	       pft_samples_of(&t, (uint32_t)pa), pft_samples_of(&t, (uint32_t)pb),
+	       pft_samples_of(&t, (uint32_t)pc));
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)pa), ==, 0);
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)pb), >=, MIN_PROFILED);
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)pc), >=, MIN_PROFILED);
 	pft_free(&t);
 }
 
@@ -423,10 +416,10 @@ TEST_TIMEOUT(probes_targets_own_and_any_for_another_service, 180)
 	ASSERT_CONTAINS(log, "consumer uid 65534 (--targets own)): refused: consumer uid 65534");
 	free(log);
 	decode(own, &t);
-	printf("--targets own: root's %zu, nobody's %zu samples\n", samples_of(&t, root_t),
-	       samples_of(&t, nobody_t));
-	ASSERT_UINT(samples_of(&t, root_t), ==, 0);
-	ASSERT_UINT(samples_of(&t, nobody_t), >=, MIN_PROFILED);
+	printf("--targets own: root's %zu, nobody's %zu samples\n",
+	       pft_samples_of(&t, (uint32_t)root_t), pft_samples_of(&t, (uint32_t)nobody_t));
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)root_t), ==, 0);
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)nobody_t), >=, MIN_PROFILED);
 	pft_free(&t);
 
 	/* any: no check of the probes' own; the kernel refuses nobody's probes root's
@@ -442,10 +435,10 @@ TEST_TIMEOUT(probes_targets_own_and_any_for_another_service, 180)
 	ASSERT(strstr(err, "refused: consumer") == NULL);
 	free(err);
 	decode(any, &t);
-	printf("--targets any: root's %zu, nobody's %zu samples\n", samples_of(&t, root_t),
-	       samples_of(&t, nobody_t));
-	ASSERT_UINT(samples_of(&t, root_t), ==, 0);
-	ASSERT_UINT(samples_of(&t, nobody_t), >=, MIN_PROFILED);
+	printf("--targets any: root's %zu, nobody's %zu samples\n",
+	       pft_samples_of(&t, (uint32_t)root_t), pft_samples_of(&t, (uint32_t)nobody_t));
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)root_t), ==, 0);
+	ASSERT_UINT(pft_samples_of(&t, (uint32_t)nobody_t), >=, MIN_PROFILED);
 	pft_free(&t);
 
 	kill(root_t, SIGKILL);

@@ -136,15 +136,6 @@ static void trun_free(struct trun *r)
 	pft_free(&r->t);
 }
 
-static size_t samples_of(const struct pft_trace *t, pid_t pid)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < t->n_samples; i++)
-		n += t->samples[i].pid == (uint32_t)pid;
-	return n;
-}
-
 static size_t kernel_frames(const struct pft_trace *t)
 {
 	size_t n = 0;
@@ -179,8 +170,8 @@ static void expect_nobody_refused(const struct sonded *d, pid_t root)
 
 	trace_pid_as(SEC_NOBODY, d->csock, root, 1000, &r);
 	printf("nobody: %zu samples of root's pid %d, %zu kernel frames\n",
-	       samples_of(&r.t, root), (int)root, kernel_frames(&r.t));
-	ASSERT_UINT(samples_of(&r.t, root), ==, 0);
+	       pft_samples_of(&r.t, (uint32_t)root), (int)root, kernel_frames(&r.t));
+	ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)root), ==, 0);
 	ASSERT_UINT(kernel_frames(&r.t), ==, 0);
 	snprintf(want, sizeof(want), "refused: consumer uid 65534 may not profile pid %d",
 		 (int)root);
@@ -197,9 +188,9 @@ static void expect_root_profiles(const struct sonded *d, pid_t root)
 	trace_pid_as(0, d->csock, root, 1000, &r);
 	if (r.status != 0)
 		FAIL("sonde trace as root exited %d:\n%s", r.status, r.err);
-	printf("root: %zu samples, %zu kernel frames\n", samples_of(&r.t, root),
+	printf("root: %zu samples, %zu kernel frames\n", pft_samples_of(&r.t, (uint32_t)root),
 	       kernel_frames(&r.t));
-	ASSERT_UINT(samples_of(&r.t, root), >=, 5);
+	ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)root), >=, 5);
 	ASSERT_UINT(kernel_frames(&r.t), >=, 1);
 	trun_free(&r);
 }
@@ -286,9 +277,10 @@ TEST_TIMEOUT(probes_trust_parent_without_its_channel_acts_for_nobody, 240)
 	pid_t root = root_target();
 	for (int who = 0; who < 2; who++) {
 		trace_pid_as(who ? 0 : SEC_NOBODY, d.csock, root, 1000, &r);
-		printf("%s: %zu samples of root's pid, %zu kernel frames\n", who ? "root" : "nobody",
-		       samples_of(&r.t, root), kernel_frames(&r.t));
-		ASSERT_UINT(samples_of(&r.t, root), ==, 0);
+		printf("%s: %zu samples of root's pid, %zu kernel frames\n",
+		       who ? "root" : "nobody", pft_samples_of(&r.t, (uint32_t)root),
+		       kernel_frames(&r.t));
+		ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)root), ==, 0);
 		ASSERT_UINT(kernel_frames(&r.t), ==, 0);
 		/* nothing about the process: not its name, not its owner */
 		snprintf(want, sizeof(want), "pid %d (", (int)root);
@@ -386,12 +378,12 @@ TEST_TIMEOUT(probes_trust_refusals_name_no_process_hidden_by_hidepid, 240)
 
 	trace_scope_as(SEC_NOBODY, d.csock, "target_cmdline: \"kernel_sys*\"", 1500, false, &r);
 	ASSERT_CONTAINS(r.err, want);
-	ASSERT_UINT(samples_of(&r.t, root), ==, 0);
+	ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)root), ==, 0);
 	trun_free(&r);
 
 	trace_scope_as(SEC_NOBODY, d.csock, "target_cmdline: \"*\"", 1500, true, &r);
 	printf("%s", r.err);
-	ASSERT_UINT(samples_of(&r.t, root), ==, 0);
+	ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)root), ==, 0);
 	ASSERT(strstr(r.err, want) == NULL);
 	ASSERT(strstr(r.err, "may not profile pid") == NULL);
 	ASSERT(strstr(r.t.errors, "may not profile pid") == NULL);
@@ -459,7 +451,7 @@ TEST_TIMEOUT(probes_trust_restart_is_noticed_in_the_session, 240)
 	ASSERT_CONTAINS(r.err, want);
 	/* the new probes opened the instance's events again (waited for above), and the
 	 * trace has samples of it */
-	ASSERT_UINT(samples_of(&r.t, own), >=, 1);
+	ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)own), >=, 1);
 	trun_free(&r);
 	stop_target(own);
 	sonded_stop(&d);
