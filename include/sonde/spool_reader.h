@@ -44,6 +44,7 @@ enum sonde_spool_record_type {
 	SONDE_SPOOL_REC_OFFCPU_SHORT, /* v2.1: a thread's short intervals, in aggregate */
 	SONDE_SPOOL_REC_ACCOUNT,      /* any 2.x: what the recording could not see */
 	SONDE_SPOOL_REC_UNKNOWN,      /* 2.1: an off-CPU interval a loss cut (in .offcpu) */
+	SONDE_SPOOL_REC_SWITCHES,     /* 2.1: a run of one CPU's context switches */
 };
 
 /* One decoded record. Pointers (path, comm, build_id, payload, retired) point into the
@@ -102,6 +103,12 @@ struct sonde_spool_record {
 		struct sonde_spool_offcpu offcpu;
 		struct sonde_spool_offcpu_short offcpu_short;
 		struct sonde_spool_account account;
+		struct {
+			uint32_t cpu;
+			uint32_t flags; /* enum sonde_spool_switches_flags */
+			const struct sonde_spool_switch *v; /* in the decoder */
+			size_t n;
+		} switches;
 	};
 };
 

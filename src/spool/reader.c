@@ -156,6 +156,7 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 		s->has_account = true;
 		return 0;
 	case SONDE_SPOOL_REC_OPTIONAL:
+	case SONDE_SPOOL_REC_SWITCHES:
 		return 0;
 	}
 	return -SONDE_E_FORMAT;
