@@ -837,6 +837,8 @@ static void print_cpus(const struct report *r)
 	}
 }
 
+static void print_cpu_time(const struct report *r);
+
 /* The metric and its total, and how it was made up. */
 static void print_metric(const struct report *r)
 {
@@ -920,6 +922,57 @@ static void print_sum_row(const char *name, const uint64_t *ns, uint64_t total)
 
 static double recording_span(const struct report *r);
 static void print_account(const struct report *r, FILE *f, const char *prefix);
+
+/* The window the CPUs' time is given over: from the recording's start (or its first
+ * switch or sample, if earlier) to its last switch, sample or interval end. */
+static void cpu_window(const struct report *r, uint64_t *start, uint64_t *end)
+{
+	const struct sonde_spool_info *in = &r->info;
+	struct sonde_spool_offcpu o;
+	uint64_t first = sonde_spool__first_switch_ns(r->spool);
+
+	*start = in->header.start_monotonic_ns;
+	*end = sonde_spool__last_switch_ns(r->spool);
+	if (first < *start)
+		*start = first;
+	if (in->samples && in->first_time_ns < *start)
+		*start = in->first_time_ns;
+	if (in->samples && in->last_time_ns > *end)
+		*end = in->last_time_ns;
+	for (uint64_t i = 0; sonde_spool__get_offcpu(r->spool, i, &o) == 0; i++)
+		if (o.switch_in_ns > *end)
+			*end = o.switch_in_ns;
+	for (uint64_t i = 0; sonde_spool__get_unknown(r->spool, i, &o) == 0; i++)
+		if (o.switch_in_ns > *end)
+			*end = o.switch_in_ns;
+}
+
+/* Each CPU's time by the switches the recording kept (-a --off-cpu of every process):
+ * busy, idle and unknown, adding up to CPUs x the window. */
+static void print_cpu_time(const struct report *r)
+{
+	uint32_t n = sonde_spool__switch_cpus(r->spool), cpus = 0;
+	uint64_t start, end, busy = 0, idle = 0, unknown = 0;
+	struct sonde_spool_cpu_time t;
+
+	if (!n)
+		return;
+	cpu_window(r, &start, &end);
+	printf("\n%-6s %9s %9s %9s %9s  (seconds over %.3f s, by the CPUs' switches)\n", "cpu",
+	       "busy", "idle", "unknown", "total", (end - start) / 1e9);
+	for (uint32_t c = 0; c < n; c++) {
+		if (sonde_spool__get_cpu_time(r->spool, c, start, end, &t) < 0)
+			continue;
+		printf("%-6" PRIu32 " %9.3f %9.3f %9.3f %9.3f\n", c, t.busy_ns / 1e9, t.idle_ns / 1e9,
+		       t.unknown_ns / 1e9, (t.busy_ns + t.idle_ns + t.unknown_ns) / 1e9);
+		busy += t.busy_ns;
+		idle += t.idle_ns;
+		unknown += t.unknown_ns;
+		cpus++;
+	}
+	printf("%-6s %9.3f %9.3f %9.3f %9.3f  (%" PRIu32 " CPUs x %.3f s)\n", "all", busy / 1e9,
+	       idle / 1e9, unknown / 1e9, (busy + idle + unknown) / 1e9, cpus, (end - start) / 1e9);
+}
 
 /* --summary: the wall metric split by process and state (each on-CPU sample weighs the
  * sample period; an interval its length, in the state the thread left the CPU in; an
@@ -1040,6 +1093,7 @@ static int print_summary(struct report *r)
 	}
 	if (cpu_ns[MAX_CPU])
 		printf("%-6s %9.3f\n", "?", cpu_ns[MAX_CPU] / 1e9);
+	print_cpu_time(r);
 	free(rows.v);
 	free(cpu_ns);
 	return 0;
@@ -1143,6 +1197,10 @@ static int print_report(const struct report *r)
 	       r->fn_stacks, r->fn_stacks == 1 ? "" : "s");
 	print_metric(r);
 	print_account(r, stdout, "");
+	/* system-wide, where the machine's time went: each CPU's busy, idle, unknown */
+	if (r->metric == SONDE_PROFILE_METRIC_WALL && sonde_spool__switch_cpus(r->spool)) {
+		print_cpu_time(r);
+	}
 	if (r->empty)
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->empty,
 		       100.0 * r->empty / (double)r->samples);

@@ -11,6 +11,7 @@
 
 #include "../test.h"
 #include "../util.h"
+#include "acct_util.h"
 #include "pftrace_util.h"
 #include "split_util.h"
 
@@ -378,6 +379,7 @@ TEST_TIMEOUT(export_perfetto_system_wide_switches_chain, 300)
 		s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 		ASSERT_OK(sonde_spool__get_account(s, &acct));
 	}
+	acct_check_spool(spool, true);
 	test_runf(&o, 120, "%s convert %s -o %s", test_bin("sonde"), spool, trace);
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);

@@ -16,6 +16,7 @@
 
 #include "../test.h"
 #include "../util.h"
+#include "acct_util.h"
 
 enum { BURN, NAP, PIPE, PHASES };
 static const char *const phase_frame[PHASES] = {";burn", ";nap;", ";wait_pipe;"};
@@ -347,6 +348,8 @@ TEST_TIMEOUT(offcpu_system_wide_ctrl_c, 120)
 	kill(r, SIGINT);
 	ASSERT_INT(test_wait(r, 30), ==, 0);
 	check_spool(spool, 20);
+	/* a -p filter: the other processes' switches are not kept */
+	ASSERT(!acct_check_spool(spool, false));
 	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
 		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &t));
@@ -398,6 +401,9 @@ static bool loss_run(const char *mode, const char *name)
 	ASSERT_CONTAINS(err, "off-CPU: ");
 	char *err_unknown = err;
 	check_spool(spool, 20);
+	/* system-wide, the CPUs' time adds up through the losses (unknown across a gap) */
+	if (*mode)
+		acct_check_spool(spool, true);
 	/* never silent: the report says what was lost, in the figures record printed */
 	struct test_output o;
 	char said[128];
@@ -506,6 +512,7 @@ TEST_TIMEOUT(offcpu_report_filters_apply_to_intervals, 120)
 
 	require_offcpu();
 	record_split("-a", spool, truth, 3);
+	acct_check_spool(spool, true);
 	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
 	snprintf(pid, sizeof(pid), "--pid %d", (int)truth_value(t, "pid"));
 	free(t);
@@ -618,6 +625,8 @@ TEST_TIMEOUT(offcpu_only_has_no_on_cpu_samples, 300)
 			free(last_err);
 			last_err = ASSERT_NOT_NULL(strdup(o.err));
 			test_output_free(&o);
+			if (sys)
+				acct_check_spool(spool, true);
 			struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 			sonde_spool__get_info(s, &in);
 			uint64_t n = sonde_spool__offcpu_count(s);
@@ -753,6 +762,7 @@ TEST_TIMEOUT(offcpu_system_wide_exited_tasks_end_and_keep_their_names, 120)
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	test_output_free(&o);
+	acct_check_spool(spool, true);
 
 	test_runf(&o, 60, "%s report --folded --metric off-cpu %s", test_bin("sonde"), spool);
 	if (o.status != 0)
@@ -839,4 +849,48 @@ TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
 	ASSERT_DOUBLE_NEAR(row[7] / (burn + nap + pipe), 1.0, 0.1);
 	ASSERT(row[2] <= 1.1 * (nap + pipe));
 	ASSERT(row[2] >= 0.8 * (nap + pipe));
+}
+
+/* report --summary, and the top of --metric wall, of an -a --off-cpu recording give each
+ * CPU's busy, idle and unknown time, adding up to CPUs x the window: a busy loop keeps
+ * one CPU busy most of the recording. */
+TEST_TIMEOUT(offcpu_system_wide_summary_gives_each_cpu_time, 120)
+{
+	const char *argv[] = {"/bin/sh", "-c", "while :; do :; done", NULL};
+	struct test_output o;
+	const char *spool = test_path("cpus.spool");
+	double busy, idle, unknown, total, window;
+	unsigned cpus;
+
+	require_offcpu();
+	pid_t sh = test_spawn(argv);
+	test_runf(&o, 60, "%s record -a --off-cpu -q -d 2 -o %s", test_bin("sonde"), spool);
+	kill(sh, SIGKILL);
+	test_wait(sh, 30);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	acct_check_spool(spool, true);
+	for (int wall = 0; wall < 2; wall++) {
+		test_runf(&o, 60, "%s report %s %s", test_bin("sonde"),
+			  wall ? "--metric wall" : "--summary", spool);
+		if (o.status != 0)
+			FAIL("report exited %d:\n%s", o.status, o.err);
+		ASSERT_CONTAINS(o.out, "by the CPUs' switches)\n");
+		const char *all = strstr(o.out, "\nall ");
+		if (!wall) /* the per-process table has an "all" row too: the CPUs' is last */
+			all = strstr(all + 1, "\nall ");
+		ASSERT_NOT_NULL(all);
+		ASSERT_INT(sscanf(all, "\nall %lf %lf %lf %lf  (%u CPUs x %lf s)", &busy, &idle,
+				  &unknown, &total, &cpus, &window),
+			   ==, 6);
+		printf("%s: busy %.3f idle %.3f unknown %.3f = %.3f of %u x %.3f s\n",
+		       wall ? "wall" : "summary", busy, idle, unknown, total, cpus, window);
+		ASSERT_UINT(cpus, ==, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+		ASSERT(total > cpus * window - 0.0025 && total < cpus * window + 0.0025);
+		ASSERT(busy + idle + unknown > total - 0.002 && busy + idle + unknown < total + 0.002);
+		/* the loop ran through the recording on some CPU */
+		ASSERT(busy >= 0.8 * window);
+		test_output_free(&o);
+	}
 }
