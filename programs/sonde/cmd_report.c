@@ -1022,7 +1022,15 @@ static int print_summary(struct report *r)
 				err = -ENOMEM;
 				break;
 			}
-			row->ns[pass ? SUM_UNKNOWN : SUM_R + o.state] += o.switch_in_ns - o.switch_out_ns;
+			/* a wait is in its state up to the wakeup, runnable from there (waiting
+			 * for a CPU), as a scheduler's own accounting has it */
+			uint64_t until = o.switch_in_ns;
+			if (!pass && o.state != SONDE_OFFCPU_RUNNABLE && o.wakeup_ns &&
+			    o.wakeup_ns >= o.switch_out_ns && o.wakeup_ns <= o.switch_in_ns) {
+				until = o.wakeup_ns;
+				row->ns[SUM_R] += o.switch_in_ns - o.wakeup_ns;
+			}
+			row->ns[pass ? SUM_UNKNOWN : SUM_R + o.state] += until - o.switch_out_ns;
 		}
 	}
 	/* short intervals: by thread only (they have no time), as the metrics count them */

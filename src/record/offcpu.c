@@ -64,7 +64,6 @@ struct rec_switches {
 	/* The first sign since the last switch of another task than its next on the CPU (a
 	 * record in its context, or its wakeup from the idle task, which runs it at once) */
 	uint64_t sign_ns;
-	uint32_t sign_tid;
 	struct sonde_spool_switch v[SONDE_SPOOL_SWITCHES_MAX];
 };
 
@@ -319,7 +318,7 @@ static void switches_sign(struct sonde_recorder *r, const struct perf_rec *rec, 
 		return;
 	struct rec_switches *b = &r->offcpu.sw[rec->cpu];
 	if (b->known && !b->sign_ns && tid != b->next)
-		b->sign_ns = rec->time, b->sign_tid = tid;
+		b->sign_ns = rec->time;
 }
 
 static int switches_push(struct sonde_recorder *r, const struct perf_rec *rec, int64_t prev,
@@ -348,8 +347,8 @@ static int switches_push(struct sonde_recorder *r, const struct perf_rec *rec, i
 		uint64_t at = rec->time;
 		if (t && t->off && t->off->in_ns > b->last_ns && t->off->in_ns <= rec->time)
 			at = t->off->in_ns;
-		else if (b->sign_ns && b->sign_tid == (uint32_t)prev_pid)
-			at = b->sign_ns;
+		else if (b->sign_ns)
+			at = b->sign_ns; /* another task's sign: the CPU was busy from there */
 		b->v[b->n++] = (struct sonde_spool_switch){
 			.time_ns = at,
 			.prev_tid = b->next,
