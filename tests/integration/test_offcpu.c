@@ -5,7 +5,9 @@
  * recording on a loaded machine is not judged alone). Also: --off-cpu-min, Ctrl-C, -d,
  * -p, -a, and loss with tiny rings, each ending in a complete spool whose intervals
  * reach main. */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -893,4 +895,53 @@ TEST_TIMEOUT(offcpu_system_wide_summary_gives_each_cpu_time, 120)
 		ASSERT(busy >= 0.8 * window);
 		test_output_free(&o);
 	}
+}
+
+/* --summary splits a wait at its wakeup: in the state the thread left the CPU in up to the
+ * wakeup, runnable from there to its switch-in (waiting for a CPU), as the scheduler
+ * counts it; a preemption is runnable throughout; an interval without a wakeup is in its
+ * state throughout. A written spool, so the figures are exact. */
+TEST(offcpu_report_summary_runnable_from_the_wakeup)
+{
+	const char *spool = test_path("wake.spool");
+	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
+	uint32_t th;
+	int fd = open(spool, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	ASSERT_INT(fd, >=, 0);
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, h.start_monotonic_ns, 77, 77, "waiter", &th));
+	const uint64_t s0 = h.start_monotonic_ns;
+	/* S 100 ms woken after 70; D 50 ms woken after 20; R 30 ms; S 40 ms, wakeup unseen */
+	const struct sonde_spool_offcpu iv[] = {
+		{s0, s0 + 100000000, s0 + 70000000, th, 0, SONDE_OFFCPU_SLEEPING, 5, 0, 0},
+		{s0 + 200000000, s0 + 250000000, s0 + 220000000, th, 0, SONDE_OFFCPU_BLOCKED, 5, 0,
+		 0},
+		{s0 + 300000000, s0 + 330000000, 0, th, 0, SONDE_OFFCPU_RUNNABLE, 0, 0, 0},
+		{s0 + 400000000, s0 + 440000000, 0, th, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0},
+	};
+	for (size_t i = 0; i < 4; i++)
+		ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv[i], NULL, 0));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	close(fd);
+
+	struct test_output o;
+	double v[8];
+	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	const char *row = strstr(o.out, "\nwaiter-77 ");
+	ASSERT_NOT_NULL(row);
+	ASSERT_INT(sscanf(row, "\nwaiter-77 %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2],
+			  &v[3], &v[4], &v[5], &v[6], &v[7]),
+		   ==, 8);
+	printf("%s", o.out);
+	/* runnable 30 + 30 + 30 ms; sleeping 70 + 40; blocked 20; in all 220 */
+	ASSERT(v[1] > 0.0895 && v[1] < 0.0905);
+	ASSERT(v[2] > 0.1095 && v[2] < 0.1105);
+	ASSERT(v[3] > 0.0195 && v[3] < 0.0205);
+	ASSERT(v[7] > 0.2195 && v[7] < 0.2205);
+	test_output_free(&o);
 }
