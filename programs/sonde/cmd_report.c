@@ -837,6 +837,7 @@ static void print_cpus(const struct report *r)
 	}
 }
 
+static int print_summary(struct report *r, bool title);
 static void print_cpu_time(const struct report *r);
 
 /* The metric and its total, and how it was made up. */
@@ -978,7 +979,7 @@ static void print_cpu_time(const struct report *r)
  * sample period; an interval its length, in the state the thread left the CPU in; an
  * interval a loss cut is unknown; short intervals have no state), then on-CPU time by
  * CPU. Every row's columns add up to its total, and the rows to the "all" row. */
-static int print_summary(struct report *r)
+static int print_summary(struct report *r, bool title)
 {
 	struct sum_rows rows = {0};
 	struct sonde_spool_sample smp;
@@ -1064,10 +1065,12 @@ static int print_summary(struct report *r)
 		qsort(rows.v, rows.n, sizeof(*rows.v), by_sum_total);
 
 	double span = recording_span(r);
-	printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples of "
-	       "%.3f ms; the states are how threads left the CPU)\n",
-	       r->path, span, period / 1e6);
-	print_account(r, stdout, "");
+	if (title) {
+		printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples "
+		       "of %.3f ms; the states are how threads left the CPU)\n",
+		       r->path, span, period / 1e6);
+		print_account(r, stdout, "");
+	}
 	printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s\n", "process", "on-CPU", "runnable",
 	       "sleeping", "blocked", "other", "unknown", "short", "total");
 	uint64_t rest[SUM_COLS] = {0}, rest_total = 0;
@@ -1205,9 +1208,14 @@ static int print_report(const struct report *r)
 	       r->fn_stacks, r->fn_stacks == 1 ? "" : "s");
 	print_metric(r);
 	print_account(r, stdout, "");
-	/* system-wide, where the machine's time went: each CPU's busy, idle, unknown */
+	/* system-wide, where the machine's time went: --summary's tables, per process and
+	 * state and each CPU's busy, idle, unknown */
 	if (r->metric == SONDE_PROFILE_METRIC_WALL && sonde_spool__switch_cpus(r->spool)) {
-		print_cpu_time(r);
+		struct report view = *r; /* the table narrows its filters for a moment */
+		int err = print_summary(&view, false);
+		if (err < 0)
+			return err;
+		printf("\n");
 	}
 	if (r->empty)
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->empty,
@@ -1882,7 +1890,7 @@ static int cmd_report(int argc, char **argv)
 	}
 	if (r.summary) {
 		/* a table of its own: no stacks to count or symbolize */
-		err = open_spool(&r) < 0 ? -1 : print_summary(&r);
+		err = open_spool(&r) < 0 ? -1 : print_summary(&r, true);
 		if (err < -1)
 			cli_error("report", "%s: %s", r.path, sonde_strerror(err));
 		report_free(&r);

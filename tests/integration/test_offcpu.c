@@ -878,10 +878,12 @@ TEST_TIMEOUT(offcpu_system_wide_summary_gives_each_cpu_time, 120)
 			  wall ? "--metric wall" : "--summary", spool);
 		if (o.status != 0)
 			FAIL("report exited %d:\n%s", o.status, o.err);
-		ASSERT_CONTAINS(o.out, "by the CPUs' switches)\n");
-		const char *all = strstr(o.out, "\nall ");
-		if (!wall) /* the per-process table has an "all" row too: the CPUs' is last */
-			all = strstr(all + 1, "\nall ");
+		/* both print the process table, then the CPUs' */
+		ASSERT_CONTAINS(o.out, "\nprocess  ");
+		const char *cpu_table = strstr(o.out, "by the CPUs' switches)\n");
+		ASSERT_NOT_NULL(cpu_table);
+		ASSERT(strstr(o.out, "\nprocess  ") < cpu_table);
+		const char *all = strstr(cpu_table, "\nall ");
 		ASSERT_NOT_NULL(all);
 		ASSERT_INT(sscanf(all, "\nall %lf %lf %lf %lf  (%u CPUs x %lf s)", &busy, &idle,
 				  &unknown, &total, &cpus, &window),
