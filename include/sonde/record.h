@@ -313,6 +313,9 @@ struct sonde_record_summary {
 	 * not used (empty when it was asked for). */
 	char offcpu_backend[8];
 	char offcpu_backend_why[160];
+	/* -a: switch-outs the kernel did not deliver (the idle task's on some CPUs of some
+	 * kernels), inferred where the next task came in (SONDE_SWITCH_INFERRED) */
+	uint64_t offcpu_switches_inferred;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

@@ -113,6 +113,30 @@ struct sonde_spool_account {
 	uint64_t offcpu_dropped; /* off-CPU intervals dropped (a loss took their end) */
 };
 
+/* One context switch on a CPU, as sched:sched_switch delivered it (SWITCHES records). */
+enum {
+	/* state of a task's last switch-out, after its exit (besides enum sonde_offcpu_state) */
+	SONDE_SWITCH_EXITED = SONDE_OFFCPU_STATES,
+	/* or'ed into prev_state: the kernel delivered no such switch (some kernels leave the
+	 * idle task's switch-out unrecorded on some CPUs, or every switch-out of some tasks);
+	 * the recorder inferred it when another task left the CPU than the one that came in,
+	 * at the time that task's interval ended (else its first sign on the CPU). Its state
+	 * is R for the idle task, SONDE_OFFCPU_OTHER (not known) for another. */
+	SONDE_SWITCH_INFERRED = 1u << 3,
+	/* the most switches one SWITCHES record holds */
+	SONDE_SPOOL_SWITCHES_MAX = 1024,
+};
+enum sonde_spool_switches_flags {
+	SONDE_SWITCHES_GAP = 1u << 0, /* records were lost before the first switch */
+};
+struct sonde_spool_switch {
+	uint64_t time_ns;	   /* sample clock */
+	uint32_t prev_tid;	   /* the task leaving the CPU (0: the idle task) */
+	uint32_t next_tid;	   /* the task taking it (0: the idle task) */
+	uint32_t prev_state; /* enum sonde_offcpu_state or SONDE_SWITCH_EXITED, maybe with
+			      * SONDE_SWITCH_INFERRED */
+};
+
 /* Creates a writer and writes the file header. NULL and errno on failure. */
 SONDE_API struct sonde_spool_writer *sonde_spool_writer__new(sonde_spool_write_fn write, void *ctx,
 							     const struct sonde_spool_header *h);
@@ -163,6 +187,13 @@ SONDE_API int sonde_spool_writer__add_account(struct sonde_spool_writer *w,
  * once for a thread: readers add them up). */
 SONDE_API int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
 						   const struct sonde_spool_offcpu_short *s);
+/* A run of one CPU's context switches (at most SONDE_SPOOL_SWITCHES_MAX, times not
+ * decreasing; n may be 0), flags enum sonde_spool_switches_flags. A recording that keeps
+ * every CPU's switches (-a --off-cpu) writes an empty run per CPU before any off-CPU
+ * interval, so that a reader knows it from the start. Needs declare_offcpu first. */
+SONDE_API int sonde_spool_writer__add_switches(struct sonde_spool_writer *w, uint32_t cpu,
+					       uint32_t flags,
+					       const struct sonde_spool_switch *sw, size_t n);
 /* Pushes buffered bytes to the write function. */
 SONDE_API int sonde_spool_writer__flush(struct sonde_spool_writer *w);
 /* Writes the end record and flushes. */

@@ -44,6 +44,7 @@ enum sonde_spool_record_type {
 	SONDE_SPOOL_REC_OFFCPU_SHORT, /* v2.1: a thread's short intervals, in aggregate */
 	SONDE_SPOOL_REC_ACCOUNT,      /* any 2.x: what the recording could not see */
 	SONDE_SPOOL_REC_UNKNOWN,      /* 2.1: an off-CPU interval a loss cut (in .offcpu) */
+	SONDE_SPOOL_REC_SWITCHES,     /* 2.1: a run of one CPU's context switches */
 };
 
 /* One decoded record. Pointers (path, comm, build_id, payload, retired) point into the
@@ -102,6 +103,12 @@ struct sonde_spool_record {
 		struct sonde_spool_offcpu offcpu;
 		struct sonde_spool_offcpu_short offcpu_short;
 		struct sonde_spool_account account;
+		struct {
+			uint32_t cpu;
+			uint32_t flags; /* enum sonde_spool_switches_flags */
+			const struct sonde_spool_switch *v; /* in the decoder */
+			size_t n;
+		} switches;
 	};
 };
 
@@ -207,6 +214,25 @@ SONDE_API int sonde_spool__get_unknown(const struct sonde_spool *s, uint64_t i,
  * (written by a recorder before it, or cut before its end). */
 SONDE_API int sonde_spool__get_account(const struct sonde_spool *s,
 				       struct sonde_spool_account *out);
+/* One CPU's time by its switches (SWITCHES records: -a --off-cpu recordings of every
+ * process) over [start_ns, end_ns]: busy (a task on it), idle (the idle task), unknown
+ * (between the switches either side of a loss). The task a CPU's first switch takes off
+ * it ran from start_ns; its last switch's next ran to end_ns. The three add up to
+ * end_ns - start_ns exactly. */
+struct sonde_spool_cpu_time {
+	uint64_t busy_ns, idle_ns, unknown_ns;
+	uint64_t switches, inferred; /* switches, those of them the recorder inferred */
+};
+/* CPUs with switches: one more than the highest CPU number (0: no switches). */
+SONDE_API uint32_t sonde_spool__switch_cpus(const struct sonde_spool *s);
+/* CPU cpu's time over [start_ns, end_ns] (start_ns at most its first switch, end_ns at
+ * least its last): 0, -ENOENT when the CPU has no switch, -ERANGE for a bad window. */
+SONDE_API int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cpu,
+					uint64_t start_ns, uint64_t end_ns,
+					struct sonde_spool_cpu_time *out);
+/* The times of the first and the last switch of any CPU (UINT64_MAX and 0: none). */
+SONDE_API uint64_t sonde_spool__first_switch_ns(const struct sonde_spool *s);
+SONDE_API uint64_t sonde_spool__last_switch_ns(const struct sonde_spool *s);
 SONDE_API int sonde_spool__get_offcpu_short(const struct sonde_spool *s, uint64_t i,
 					    struct sonde_spool_offcpu_short *out);
 

@@ -837,6 +837,9 @@ static void print_cpus(const struct report *r)
 	}
 }
 
+static int print_summary(struct report *r, bool title);
+static void print_cpu_time(const struct report *r);
+
 /* The metric and its total, and how it was made up. */
 static void print_metric(const struct report *r)
 {
@@ -921,11 +924,62 @@ static void print_sum_row(const char *name, const uint64_t *ns, uint64_t total)
 static double recording_span(const struct report *r);
 static void print_account(const struct report *r, FILE *f, const char *prefix);
 
+/* The window the CPUs' time is given over: from the recording's start (or its first
+ * switch or sample, if earlier) to its last switch, sample or interval end. */
+static void cpu_window(const struct report *r, uint64_t *start, uint64_t *end)
+{
+	const struct sonde_spool_info *in = &r->info;
+	struct sonde_spool_offcpu o;
+	uint64_t first = sonde_spool__first_switch_ns(r->spool);
+
+	*start = in->header.start_monotonic_ns;
+	*end = sonde_spool__last_switch_ns(r->spool);
+	if (first < *start)
+		*start = first;
+	if (in->samples && in->first_time_ns < *start)
+		*start = in->first_time_ns;
+	if (in->samples && in->last_time_ns > *end)
+		*end = in->last_time_ns;
+	for (uint64_t i = 0; sonde_spool__get_offcpu(r->spool, i, &o) == 0; i++)
+		if (o.switch_in_ns > *end)
+			*end = o.switch_in_ns;
+	for (uint64_t i = 0; sonde_spool__get_unknown(r->spool, i, &o) == 0; i++)
+		if (o.switch_in_ns > *end)
+			*end = o.switch_in_ns;
+}
+
+/* Each CPU's time by the switches the recording kept (-a --off-cpu of every process):
+ * busy, idle and unknown, adding up to CPUs x the window. */
+static void print_cpu_time(const struct report *r)
+{
+	uint32_t n = sonde_spool__switch_cpus(r->spool), cpus = 0;
+	uint64_t start, end, busy = 0, idle = 0, unknown = 0;
+	struct sonde_spool_cpu_time t;
+
+	if (!n)
+		return;
+	cpu_window(r, &start, &end);
+	printf("\n%-6s %9s %9s %9s %9s  (seconds over %.3f s, by the CPUs' switches)\n", "cpu",
+	       "busy", "idle", "unknown", "total", (end - start) / 1e9);
+	for (uint32_t c = 0; c < n; c++) {
+		if (sonde_spool__get_cpu_time(r->spool, c, start, end, &t) < 0)
+			continue;
+		printf("%-6" PRIu32 " %9.3f %9.3f %9.3f %9.3f\n", c, t.busy_ns / 1e9, t.idle_ns / 1e9,
+		       t.unknown_ns / 1e9, (t.busy_ns + t.idle_ns + t.unknown_ns) / 1e9);
+		busy += t.busy_ns;
+		idle += t.idle_ns;
+		unknown += t.unknown_ns;
+		cpus++;
+	}
+	printf("%-6s %9.3f %9.3f %9.3f %9.3f  (%" PRIu32 " CPUs x %.3f s)\n", "all", busy / 1e9,
+	       idle / 1e9, unknown / 1e9, (busy + idle + unknown) / 1e9, cpus, (end - start) / 1e9);
+}
+
 /* --summary: the wall metric split by process and state (each on-CPU sample weighs the
  * sample period; an interval its length, in the state the thread left the CPU in; an
  * interval a loss cut is unknown; short intervals have no state), then on-CPU time by
  * CPU. Every row's columns add up to its total, and the rows to the "all" row. */
-static int print_summary(struct report *r)
+static int print_summary(struct report *r, bool title)
 {
 	struct sum_rows rows = {0};
 	struct sonde_spool_sample smp;
@@ -969,7 +1023,15 @@ static int print_summary(struct report *r)
 				err = -ENOMEM;
 				break;
 			}
-			row->ns[pass ? SUM_UNKNOWN : SUM_R + o.state] += o.switch_in_ns - o.switch_out_ns;
+			/* a wait is in its state up to the wakeup, runnable from there (waiting
+			 * for a CPU), as a scheduler's own accounting has it */
+			uint64_t until = o.switch_in_ns;
+			if (!pass && o.state != SONDE_OFFCPU_RUNNABLE && o.wakeup_ns &&
+			    o.wakeup_ns >= o.switch_out_ns && o.wakeup_ns <= o.switch_in_ns) {
+				until = o.wakeup_ns;
+				row->ns[SUM_R] += o.switch_in_ns - o.wakeup_ns;
+			}
+			row->ns[pass ? SUM_UNKNOWN : SUM_R + o.state] += until - o.switch_out_ns;
 		}
 	}
 	/* short intervals: by thread only (they have no time), as the metrics count them */
@@ -1003,10 +1065,12 @@ static int print_summary(struct report *r)
 		qsort(rows.v, rows.n, sizeof(*rows.v), by_sum_total);
 
 	double span = recording_span(r);
-	printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples of "
-	       "%.3f ms; the states are how threads left the CPU)\n",
-	       r->path, span, period / 1e6);
-	print_account(r, stdout, "");
+	if (title) {
+		printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples "
+		       "of %.3f ms; the states are how threads left the CPU)\n",
+		       r->path, span, period / 1e6);
+		print_account(r, stdout, "");
+	}
 	printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s\n", "process", "on-CPU", "runnable",
 	       "sleeping", "blocked", "other", "unknown", "short", "total");
 	uint64_t rest[SUM_COLS] = {0}, rest_total = 0;
@@ -1040,6 +1104,7 @@ static int print_summary(struct report *r)
 	}
 	if (cpu_ns[MAX_CPU])
 		printf("%-6s %9.3f\n", "?", cpu_ns[MAX_CPU] / 1e9);
+	print_cpu_time(r);
 	free(rows.v);
 	free(cpu_ns);
 	return 0;
@@ -1143,6 +1208,15 @@ static int print_report(const struct report *r)
 	       r->fn_stacks, r->fn_stacks == 1 ? "" : "s");
 	print_metric(r);
 	print_account(r, stdout, "");
+	/* system-wide, where the machine's time went: --summary's tables, per process and
+	 * state and each CPU's busy, idle, unknown */
+	if (r->metric == SONDE_PROFILE_METRIC_WALL && sonde_spool__switch_cpus(r->spool)) {
+		struct report view = *r; /* the table narrows its filters for a moment */
+		int err = print_summary(&view, false);
+		if (err < 0)
+			return err;
+		printf("\n");
+	}
 	if (r->empty)
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->empty,
 		       100.0 * r->empty / (double)r->samples);
@@ -1816,7 +1890,7 @@ static int cmd_report(int argc, char **argv)
 	}
 	if (r.summary) {
 		/* a table of its own: no stacks to count or symbolize */
-		err = open_spool(&r) < 0 ? -1 : print_summary(&r);
+		err = open_spool(&r) < 0 ? -1 : print_summary(&r, true);
 		if (err < -1)
 			cli_error("report", "%s: %s", r.path, sonde_strerror(err));
 		report_free(&r);

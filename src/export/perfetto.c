@@ -89,6 +89,7 @@ enum {
 	TASK_INTERRUPTIBLE = 1,
 	TASK_UNINTERRUPTIBLE = 2,
 	TASK_STOPPED = 4,
+	TASK_EXIT_DEAD = 0x10,
 	/* the spool does not record priorities: the default nice 0 task's */
 	PF_DEFAULT_PRIO = 120,
 	/* sched events held before they are sorted into per-CPU bundles */
@@ -97,16 +98,16 @@ enum {
 };
 
 /* One sched event made from an off-CPU interval, held until written in CPU order. */
-enum pf_sched_kind { PF_SWITCH_OUT, PF_WAKING, PF_SWITCH_IN };
+enum pf_sched_kind { PF_SWITCH_OUT, PF_WAKING, PF_SWITCH_IN, PF_SWITCH };
 
 struct pf_sched {
 	uint64_t ts;
 	uint32_t cpu;
-	uint32_t thread; /* pf_enc.threads index */
-	uint32_t waker;	 /* tid, for PF_WAKING */
+	uint32_t thread; /* pf_enc.threads index; PF_SWITCH: the prev tid */
+	uint32_t waker;	 /* tid, for PF_WAKING; PF_SWITCH: the next tid */
 	uint32_t seq;	 /* order made, for a stable sort */
 	uint8_t kind;	 /* enum pf_sched_kind */
-	uint8_t state;	 /* enum sonde_offcpu_state, for PF_SWITCH_OUT */
+	uint8_t state;	 /* enum sonde_offcpu_state (PF_SWITCH: or SONDE_SWITCH_EXITED) */
 };
 
 /* One interning table (function names, build ids or mapping paths): iid = index, iid 0 is
@@ -173,6 +174,10 @@ struct pf_enc {
 	struct buf in; /* sonde__pf_enc_feed's unconsumed bytes */
 	struct sonde_sym_frame out[MAX_INLINE];
 	ARR(struct pf_sched) sched; /* not yet written */
+	/* The spool keeps each CPU's switches (SWITCHES records): they are written as they
+	 * are, and the intervals give only their samples and wakeups. */
+	bool real_switches;
+	struct u64map tids; /* tid -> pf_enc.threads index of its latest definition */
 	uint32_t sched_seq;
 	uint64_t samples, sym_failures, offcpu;
 	uint32_t n_held; /* frames still held (pf_frame.held) */
@@ -688,7 +693,7 @@ static int on_thread(struct pf_enc *e, const struct sonde_spool_record *r)
 	t->tid = r->thread.tid;
 	snprintf(t->comm, sizeof(t->comm), "%.*s", (int)r->thread.comm_len, r->thread.comm);
 	*p = e->threads.n - 1;
-	return 0;
+	return sonde__u64map_put(&e->tids, t->tid, e->threads.n - 1);
 }
 
 /* ---- samples ---- */
@@ -793,8 +798,49 @@ static uint32_t shown_waker(const struct pf_enc *e, uint32_t tid)
 	return 0;
 }
 
+/* A task of a real switch by its tid: the idle task, or the name of its latest
+ * definition (a task the spool never names, such as the recorder, has none). */
+static void put_task(struct pf_enc *e, uint32_t comm_field, uint32_t pid_field, uint32_t tid,
+		     uint32_t cpu)
+{
+	uint64_t *i = tid ? sonde__u64map_get(&e->tids, tid) : NULL;
+
+	if (!tid) {
+		put_idle(&e->pkt, comm_field, pid_field, cpu);
+		return;
+	}
+	sonde__pb_put_string(&e->pkt, comm_field,
+			     i && *i < e->threads.n ? e->threads.v[*i].comm : "");
+	sonde__pb_put_varint(&e->pkt, pid_field, tid);
+}
+
+static void put_real_switch(struct pf_enc *e, const struct pf_sched *ev)
+{
+	uint32_t state = ev->state & ~(uint32_t)SONDE_SWITCH_INFERRED;
+	struct buf *b = &e->pkt;
+	size_t m = sonde__pb_begin(b, F_BUNDLE_EVENT);
+
+	sonde__pb_put_varint(b, F_FTRACE_TIMESTAMP, ev->ts + (uint64_t)e->o.sched_boot_offset_ns);
+	sonde__pb_put_varint(b, F_FTRACE_PID, ev->thread);
+	size_t w = sonde__pb_begin(b, F_FTRACE_SCHED_SWITCH);
+	put_task(e, F_SWITCH_PREV_COMM, F_SWITCH_PREV_PID, ev->thread, ev->cpu);
+	sonde__pb_put_varint(b, F_SWITCH_PREV_PRIO, PF_DEFAULT_PRIO);
+	sonde__pb_put_varint(b, F_SWITCH_PREV_STATE,
+			     state == SONDE_SWITCH_EXITED ? TASK_EXIT_DEAD
+			     : ev->thread && state < SONDE_OFFCPU_STATES ? task_state_bits[state]
+									 : TASK_RUNNING);
+	put_task(e, F_SWITCH_NEXT_COMM, F_SWITCH_NEXT_PID, ev->waker, ev->cpu);
+	sonde__pb_put_varint(b, F_SWITCH_NEXT_PRIO, PF_DEFAULT_PRIO);
+	sonde__pb_end(b, w);
+	sonde__pb_end(b, m);
+}
+
 static void put_sched_event(struct pf_enc *e, const struct pf_sched *ev)
 {
+	if (ev->kind == PF_SWITCH) {
+		put_real_switch(e, ev);
+		return;
+	}
 	const struct pf_thread *t = &e->threads.v[ev->thread];
 	struct buf *b = &e->pkt;
 	size_t m = sonde__pb_begin(b, F_BUNDLE_EVENT);
@@ -888,12 +934,31 @@ static int on_offcpu(struct pf_enc *e, const struct sonde_spool_record *r)
 	if (err || o->cpu == SONDE_SPOOL_CPU_NONE)
 		return err;
 	e->offcpu++;
-	err = push_sched(e, o->switch_out_ns, o->cpu, o->thread, PF_SWITCH_OUT, state, 0);
+	if (!e->real_switches)
+		err = push_sched(e, o->switch_out_ns, o->cpu, o->thread, PF_SWITCH_OUT, state, 0);
 	if (!err && o->wakeup_ns && o->wakeup_ns >= o->switch_out_ns &&
 	    o->wakeup_ns <= o->switch_in_ns && state != SONDE_OFFCPU_RUNNABLE)
 		err = push_sched(e, o->wakeup_ns, o->cpu, o->thread, PF_WAKING, 0, o->waker_tid);
-	if (!err && !(o->flags & SONDE_OFFCPU_OPEN))
+	if (!err && !(o->flags & SONDE_OFFCPU_OPEN) && !e->real_switches)
 		err = push_sched(e, o->switch_in_ns, o->cpu, o->thread, PF_SWITCH_IN, 0, 0);
+	if (!err && e->sched.n >= PF_SCHED_BATCH)
+		err = flush_sched(e);
+	return err;
+}
+
+/* A run of one CPU's switches, as the kernel delivered them. */
+static int on_switches(struct pf_enc *e, const struct sonde_spool_record *r)
+{
+	int err = 0;
+
+	e->real_switches = true;
+	if (r->switches.n && (err = ensure_started(e, r->switches.v[0].time_ns)))
+		return err;
+	for (size_t i = 0; i < r->switches.n && !err; i++) {
+		const struct sonde_spool_switch *sw = &r->switches.v[i];
+		err = push_sched(e, sw->time_ns, r->switches.cpu, sw->prev_tid, PF_SWITCH,
+				 sw->prev_state, sw->next_tid);
+	}
 	if (!err && e->sched.n >= PF_SCHED_BATCH)
 		err = flush_sched(e);
 	return err;
@@ -933,6 +998,8 @@ int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
 		return on_sample(e, r);
 	case SONDE_SPOOL_REC_OFFCPU:
 		return on_offcpu(e, r);
+	case SONDE_SPOOL_REC_SWITCHES:
+		return on_switches(e, r);
 	case SONDE_SPOOL_REC_END:
 		/* threads that never had a sample still get their names */
 		err = e->started ? flush_process_tree(e, e->hdr.start_monotonic_ns) : 0;
@@ -1057,6 +1124,7 @@ void sonde__pf_enc_free(struct pf_enc *e)
 	ARR_FREE(e->path);
 	ARR_FREE(e->sched);
 	sonde__u64map_free(&e->pids);
+	sonde__u64map_free(&e->tids);
 	sonde__buf_free(&e->i_bid);
 	sonde__buf_free(&e->i_paths);
 	sonde__buf_free(&e->i_fn);

@@ -44,6 +44,7 @@ struct rec_offcpu {
 	uint32_t cpu;
 	uint32_t waker;
 	uint64_t out_ns, wake_ns;
+	uint64_t in_ns; /* where its last interval ended */
 	uint64_t regs_abi;
 	struct unwind_regs regs;
 	uint32_t stack_len, callchain_nr;
@@ -51,6 +52,19 @@ struct rec_offcpu {
 	uint64_t short_count, short_ns; /* not yet written */
 	size_t cap;
 	uint8_t *data; /* stack bytes, then the callchain */
+};
+
+/* One CPU's switches not yet written. */
+struct rec_switches {
+	uint32_t n;
+	uint32_t flags; /* of the run being filled */
+	bool known;	/* a switch was seen: next is who runs */
+	uint32_t next;
+	uint64_t last_ns; /* of that switch */
+	/* The first sign since the last switch of another task than its next on the CPU (a
+	 * record in its context, or its wakeup from the idle task, which runs it at once) */
+	uint64_t sign_ns;
+	struct sonde_spool_switch v[SONDE_SPOOL_SWITCHES_MAX];
 };
 
 enum { WAKING_STACK_BYTES = 8 }; /* the waking event needs no stack: the least allowed */
@@ -135,6 +149,9 @@ int sonde__rec_offcpu_setup(struct sonde_recorder *r, const struct sonde_record_
 	if (err == -ENOENT || err == -ENODEV)
 		sonde_error("off-CPU recording needs the sched:sched_switch tracepoint: %s",
 			    sonde_strerror(err));
+	if (!err)
+		err = tracepoint(tracefs, "sched_switch", &c->switch_id, "prev_pid", &c->prev_pid,
+				 NULL, NULL);
 	if (err)
 		return err;
 	err = tracepoint(tracefs, "sched_waking", &c->waking_id, "pid", &c->waking_pid, NULL, NULL);
@@ -253,6 +270,119 @@ static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec,
 	return 0;
 }
 
+/* System-wide, every CPU's switches are kept: sched_switch names who leaves and who comes
+ * in, so the exports replay each CPU's real timeline (each switch's prev the previous
+ * one's next, the idle task only where the CPU was idle) instead of guessing it from the
+ * recorded threads' intervals. An empty run per CPU announces them before any interval.
+ * Only when every process is recorded: a recording limited to some processes (a filter,
+ * or a consumer's rights) must not name the others' tasks. */
+static bool keeps_switches(const struct sonde_recorder *r)
+{
+	return r->system_wide && (r->layout.sample_type & PERF_SAMPLE_CPU) &&
+	       !r->process_check && !r->n_filter_pids && !r->n_filter_tids &&
+	       !r->n_filter_comms;
+}
+
+static int switches_start(struct sonde_recorder *r)
+{
+	struct rec_offcpu_cfg *c = &r->offcpu;
+	uint32_t n = 0;
+
+	if (c->sw_started || !keeps_switches(r))
+		return 0;
+	for (size_t i = 0; i < r->n_cpus; i++)
+		if (r->cpus[i] >= 0 && (uint32_t)r->cpus[i] + 1 > n)
+			n = (uint32_t)r->cpus[i] + 1;
+	c->sw = sonde__calloc(n ? n : 1, sizeof(*c->sw));
+	if (!c->sw)
+		return sonde__rec_error(r, -ENOMEM);
+	c->n_sw = n;
+	c->sw_started = true;
+	for (size_t i = 0; i < r->n_cpus; i++) {
+		int err = r->cpus[i] >= 0 ? sonde_spool_writer__add_switches(
+						    r->spool, (uint32_t)r->cpus[i], 0, NULL, 0)
+					  : 0;
+		if (err)
+			return sonde__rec_error(r, err);
+	}
+	return 0;
+}
+
+static int switches_flush(struct sonde_recorder *r, uint32_t cpu)
+{
+	struct rec_switches *b = &r->offcpu.sw[cpu];
+
+	if (!b->n)
+		return 0;
+	int err = sonde_spool_writer__add_switches(r->spool, cpu, b->flags, b->v, b->n);
+	b->n = b->flags = 0;
+	return err ? sonde__rec_error(r, err) : 0;
+}
+
+/* A sign that tid runs (or is about to, woken by the idle task) on rec's CPU. */
+static void switches_sign(struct sonde_recorder *r, const struct perf_rec *rec, uint32_t tid)
+{
+	if (!keeps_switches(r) || !r->offcpu.sw || rec->cpu >= r->offcpu.n_sw || !tid ||
+	    tid == UINT32_MAX)
+		return;
+	struct rec_switches *b = &r->offcpu.sw[rec->cpu];
+	if (b->known && !b->sign_ns && tid != b->next)
+		b->sign_ns = rec->time;
+}
+
+static int switches_push(struct sonde_recorder *r, const struct perf_rec *rec, int64_t prev,
+			 uint32_t next)
+{
+	int64_t prev_pid;
+	int err = switches_start(r);
+
+	if (err || !r->offcpu.sw || rec->cpu >= r->offcpu.n_sw)
+		return err;
+	struct rec_switches *b = &r->offcpu.sw[rec->cpu];
+	if (b->n && rec->time < b->v[b->n - 1].time_ns) {
+		r->sum.bad_records++; /* a CPU's records come in time order */
+		return 0;
+	}
+	/* the tracepoint's prev_pid, as its next_pid: the sample's tid is -1 for a task
+	 * already unhashed on its way out */
+	if (!sonde__ftrace_field_int(&r->offcpu.prev_pid, rec->sample.raw, rec->sample.raw_size,
+				     &prev_pid))
+		prev_pid = rec->tid;
+	/* Another task than the one that came in leaves: the switch-out of that one went
+	 * unrecorded (some kernels leave the idle task's, on some CPUs, or all of some
+	 * tasks'). It is written as inferred, where this task came in by the intervals. */
+	if (b->known && b->next != (uint32_t)prev_pid) {
+		struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)prev_pid, false);
+		uint64_t at = rec->time;
+		if (t && t->off && t->off->in_ns > b->last_ns && t->off->in_ns <= rec->time)
+			at = t->off->in_ns;
+		else if (b->sign_ns)
+			at = b->sign_ns; /* another task's sign: the CPU was busy from there */
+		b->v[b->n++] = (struct sonde_spool_switch){
+			.time_ns = at,
+			.prev_tid = b->next,
+			.next_tid = (uint32_t)prev_pid,
+			/* the idle task is always runnable; another's state is not known */
+			.prev_state = (b->next ? SONDE_OFFCPU_OTHER : SONDE_OFFCPU_RUNNABLE) |
+				      SONDE_SWITCH_INFERRED};
+		r->sum.offcpu_switches_inferred++;
+		if (b->n == SONDE_SPOOL_SWITCHES_MAX && (err = switches_flush(r, rec->cpu)))
+			return err;
+	}
+	b->known = true;
+	b->next = next;
+	b->last_ns = rec->time;
+	b->sign_ns = 0;
+	b->v[b->n++] = (struct sonde_spool_switch){
+		.time_ns = rec->time,
+		.prev_tid = (uint32_t)prev_pid,
+		.next_tid = next,
+		.prev_state = ((uint64_t)prev & (TASK_EXIT_DEAD | TASK_EXIT_ZOMBIE))
+				      ? SONDE_SWITCH_EXITED
+				      : state_from(prev)};
+	return b->n == SONDE_SPOOL_SWITCHES_MAX ? switches_flush(r, rec->cpu) : 0;
+}
+
 /* The interval of t ends at `in` (open: the recording ended first). */
 static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64_t in, bool open)
 {
@@ -264,6 +394,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 	bool unknown = o->lost;
 
 	o->pending = o->lost = false;
+	o->in_ns = in;
 	if (unknown) {
 		/* never counted as short: unknown time is written whatever its length */
 		r->sum.offcpu_unknown++;
@@ -293,6 +424,8 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 	if (!err)
 		err = sonde__rec_thread_id(r, o->out_ns, pid, tid, &id);
 	if (err)
+		return err;
+	if ((err = switches_start(r)))
 		return err;
 	struct sonde_spool_offcpu iv = {
 		.switch_out_ns = o->out_ns,
@@ -372,6 +505,8 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 	bool raw = s->raw && s->raw_size >= sizeof(type);
 	if (raw)
 		memcpy(&type, s->raw, sizeof(type));
+	if (rec->has_id && rec->pid != 0 && (!raw || type != r->offcpu.switch_id))
+		switches_sign(r, rec, rec->tid);
 	/* a sample is taken in the context of the thread on the CPU */
 	int err = rec->has_id ? seen_running(r, (pid_t)rec->tid, rec->time,
 					     raw && type == r->offcpu.switch_id)
@@ -379,8 +514,11 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 	if (err || !raw)
 		return err;
 	if (type == r->offcpu.waking_id) {
-		if (sonde__ftrace_field_int(&r->offcpu.waking_pid, s->raw, s->raw_size, &v))
+		if (sonde__ftrace_field_int(&r->offcpu.waking_pid, s->raw, s->raw_size, &v)) {
 			on_waking(r, rec, (pid_t)v);
+			if (rec->pid == 0)
+				switches_sign(r, rec, (uint32_t)v);
+		}
 		return 1;
 	}
 	if (type != r->offcpu.switch_id)
@@ -390,6 +528,8 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 		r->sum.bad_records++;
 		return 1;
 	}
+	if (keeps_switches(r) && (err = switches_push(r, rec, prev, (uint32_t)v)))
+		return err;
 	/* the next thread's switch-in first: it may be recorded when this one is not */
 	err = switch_in(r, (pid_t)v, rec->time);
 	if (err)
@@ -426,6 +566,13 @@ void sonde__rec_offcpu_loss(struct sonde_recorder *r)
 		struct rec_offcpu *o = r->threads[i].tid ? r->threads[i].off : NULL;
 		if (o && o->pending)
 			o->lost = true;
+	}
+	/* each CPU's run so far is written; the next one starts after a gap */
+	for (uint32_t cpu = 0; cpu < r->offcpu.n_sw; cpu++) {
+		struct rec_switches *b = &r->offcpu.sw[cpu];
+		if (!switches_flush(r, cpu))
+			b->flags = SONDE_SWITCHES_GAP;
+		b->known = false; /* who runs is not known across the gap */
 	}
 }
 
@@ -472,9 +619,22 @@ void sonde__rec_offcpu_free(struct rec_offcpu *o)
 	sonde__free(o);
 }
 
+void sonde__rec_offcpu_release(struct sonde_recorder *r)
+{
+	sonde__free(r->offcpu.sw);
+	r->offcpu.sw = NULL;
+	r->offcpu.n_sw = 0;
+}
+
 int sonde__rec_offcpu_finish(struct sonde_recorder *r)
 {
 	int first = 0;
+
+	for (uint32_t cpu = 0; cpu < r->offcpu.n_sw; cpu++) {
+		int err = switches_flush(r, cpu);
+		if (err && !first)
+			first = err;
+	}
 	uint64_t end = sonde__rec_time(r, sonde__rec_now());
 
 	for (size_t i = 0; r->offcpu.on && i < r->cap_threads; i++) {

@@ -1088,6 +1088,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde_spool_writer__free(r->spool);
 	sonde__perf_stream_free(r->stream);
 	sonde__rec_track_free(r);
+	sonde__rec_offcpu_release(r);
 	sonde__free(r->filter_pids);
 	sonde__free(r->tracepoint_filter);
 	sonde__u64map_free(&r->checked);

@@ -131,8 +131,13 @@ struct rec_offcpu_cfg {
 	bool on;
 	uint64_t min_ns;
 	uint64_t switch_id, waking_id; /* tracepoint ids (PERF_TYPE_TRACEPOINT configs) */
-	struct ftrace_field prev_state, next_pid, waking_pid;
+	struct ftrace_field prev_state, next_pid, prev_pid, waking_pid;
 	struct rec_offcpu_bpf *bpf; /* the BPF backend's (offcpu_bpf.c), NULL: perf_event's */
+	/* -a: each CPU's switches as the kernel delivered them, written in runs (SWITCHES
+	 * records) for the exports' timelines; indexed by CPU number */
+	struct rec_switches *sw;
+	uint32_t n_sw;
+	bool sw_started; /* the empty runs that announce them are written */
 };
 
 struct sonde_recorder {
@@ -341,6 +346,8 @@ void sonde__rec_offcpu_loss(struct sonde_recorder *r);
 int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t);
 /* Frees a thread's off-CPU state (NULL is fine), writing nothing. */
 void sonde__rec_offcpu_free(struct rec_offcpu *o);
+/* Frees the recorder's off-CPU state that is not per thread. */
+void sonde__rec_offcpu_release(struct sonde_recorder *r);
 /* The recording ends: open intervals end now, short counts are written. */
 int sonde__rec_offcpu_finish(struct sonde_recorder *r);
 

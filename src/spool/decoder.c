@@ -52,6 +52,8 @@ struct sonde_spool_decoder {
 	size_t pids_size, pids_used;
 	uint32_t *retired; /* scratch for RETIRE records */
 	size_t retired_cap;
+	struct sonde_spool_switch *switches; /* scratch for SWITCHES records */
+	size_t switches_cap;
 
 	uint32_t n_frames, n_threads;
 	uint16_t *depth; /* depth[node id], depth[0] = 0 */
@@ -82,6 +84,7 @@ void sonde_spool_decoder__free(struct sonde_spool_decoder *d)
 	sonde__free(d->modules);
 	sonde__free(d->pids);
 	sonde__free(d->retired);
+	sonde__free(d->switches);
 	sonde__free(d->depth);
 	sonde__free(d);
 }
@@ -457,6 +460,40 @@ static int dec_account(struct cur *c, struct sonde_spool_record *rec)
 	return 0;
 }
 
+static int dec_switches(struct sonde_spool_decoder *d, struct cur *c,
+			struct sonde_spool_record *rec)
+{
+	uint64_t cpu = get(c), flags = get(c), n = get(c), t = 0;
+
+	if (c->err)
+		return c->err;
+	if (cpu >= SONDE_SPOOL_CPU_NONE || (flags & ~(uint64_t)SONDE_SWITCHES_GAP) ||
+	    n > SONDE_SPOOL_SWITCHES_MAX)
+		return -SONDE_E_RANGE;
+	if (n && sonde__array_grow(&d->switches, &d->switches_cap, (size_t)n,
+				   sizeof(*d->switches), 64) < 0)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++) {
+		struct sonde_spool_switch *sw = &d->switches[i];
+		uint64_t dt = get(c);
+		sw->prev_tid = get_u32(c);
+		sw->next_tid = get_u32(c);
+		sw->prev_state = get_u32(c);
+		if (c->err)
+			return c->err;
+		if (dt > UINT64_MAX - t || (sw->prev_state & ~(uint32_t)SONDE_SWITCH_INFERRED) > SONDE_SWITCH_EXITED)
+			return -SONDE_E_RANGE;
+		t += dt;
+		sw->time_ns = t;
+	}
+	rec->type = SONDE_SPOOL_REC_SWITCHES;
+	rec->switches.cpu = (uint32_t)cpu;
+	rec->switches.flags = (uint32_t)flags;
+	rec->switches.v = d->switches;
+	rec->switches.n = (size_t)n;
+	return 0;
+}
+
 /* Whether tag is an off-CPU record this file may hold: 2.1 and later only (in an older
  * file the tag is some other optional record). */
 static bool offcpu_tag(const struct sonde_spool_decoder *d, uint8_t tag)
@@ -507,6 +544,11 @@ static int decode_framed(struct sonde_spool_decoder *d, const uint8_t *buf, size
 							  : dec_offcpu(d, &c, rec);
 			if (!r && tag == SPOOL_TAG_UNKNOWN)
 				rec->type = SONDE_SPOOL_REC_UNKNOWN;
+			break;
+		}
+		if (tag == SPOOL_TAG_SWITCHES && d->major == 2 &&
+		    d->minor >= SPOOL_VERSION_MINOR_OFFCPU) {
+			r = dec_switches(d, &c, rec);
 			break;
 		}
 		if (tag == SPOOL_TAG_ACCOUNT && d->major == 2) {

@@ -45,6 +45,8 @@ enum spool_tag {
 	/* 2.1 and later, optional: an off-CPU interval whose end a loss took (OFFCPU's fields);
 	 * a 2.1 reader that does not know it skips it */
 	SPOOL_TAG_UNKNOWN = 0x43,
+	/* 2.1 and later, optional: a run of one CPU's context switches (-a --off-cpu) */
+	SPOOL_TAG_SWITCHES = 0x44,
 	SPOOL_TAG_SKIP_LAST = 0x7f,
 	/* Samples: no length prefix, to keep them a few bytes. Tag bits: */
 	SPOOL_TAG_SAMPLE = 0x80,

@@ -23,6 +23,14 @@ struct rnode {
 	uint32_t parent, frame;
 };
 
+/* One CPU's switches so far: its time between its first and its last switch. */
+struct rcpu {
+	bool seen;
+	uint32_t first_prev, last_next;
+	uint64_t first_ns, last_ns;
+	struct sonde_spool_cpu_time t;
+};
+
 struct sonde_spool {
 	struct sonde_spool_decoder *dec;
 	struct sonde_spool_info info;
@@ -44,7 +52,90 @@ struct sonde_spool {
 	bool has_account;
 	struct sonde_spool_offcpu *unknown;
 	size_t n_unknown, unknown_cap;
+	struct rcpu *cpus; /* by CPU number: the switches, added up as they come */
+	size_t cpus_cap;
+	uint32_t n_cpus;
+	uint64_t last_switch_ns;
 };
+
+static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record *rec)
+{
+	uint32_t cpu = rec->switches.cpu;
+
+	if (!rec->switches.n)
+		return 0;
+	if (cpu >= s->n_cpus) {
+		if (cpu >= (1u << 20))
+			return -SONDE_E_RANGE; /* no machine has that many: a bad file */
+		if (sonde__array_grow(&s->cpus, &s->cpus_cap, (size_t)cpu + 1, sizeof(*s->cpus),
+				      16) < 0)
+			return -ENOMEM;
+		memset(s->cpus + s->n_cpus, 0, (cpu + 1 - s->n_cpus) * sizeof(*s->cpus));
+		s->n_cpus = cpu + 1;
+	}
+	struct rcpu *c = &s->cpus[cpu];
+	for (size_t i = 0; i < rec->switches.n; i++) {
+		const struct sonde_spool_switch *sw = &rec->switches.v[i];
+		if (!c->seen) {
+			c->seen = true;
+			c->first_ns = sw->time_ns;
+			c->first_prev = sw->prev_tid;
+		} else if (sw->time_ns < c->last_ns) {
+			return -SONDE_E_RANGE; /* a CPU's switches go forward */
+		} else {
+			uint64_t d = sw->time_ns - c->last_ns;
+			if (i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP))
+				c->t.unknown_ns += d;
+			else if (c->last_next)
+				c->t.busy_ns += d;
+			else
+				c->t.idle_ns += d;
+		}
+		c->last_ns = sw->time_ns;
+		c->last_next = sw->next_tid;
+		c->t.switches++;
+		c->t.inferred += !!(sw->prev_state & SONDE_SWITCH_INFERRED);
+		if (sw->time_ns > s->last_switch_ns)
+			s->last_switch_ns = sw->time_ns;
+	}
+	return 0;
+}
+
+uint32_t sonde_spool__switch_cpus(const struct sonde_spool *s)
+{
+	return s ? s->n_cpus : 0;
+}
+
+uint64_t sonde_spool__first_switch_ns(const struct sonde_spool *s)
+{
+	uint64_t first = UINT64_MAX;
+
+	for (uint32_t i = 0; s && i < s->n_cpus; i++)
+		if (s->cpus[i].seen && s->cpus[i].first_ns < first)
+			first = s->cpus[i].first_ns;
+	return first;
+}
+
+uint64_t sonde_spool__last_switch_ns(const struct sonde_spool *s)
+{
+	return s ? s->last_switch_ns : 0;
+}
+
+int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cpu, uint64_t start_ns,
+			      uint64_t end_ns, struct sonde_spool_cpu_time *out)
+{
+	if (!s || !out)
+		return -EINVAL;
+	if (cpu >= s->n_cpus || !s->cpus[cpu].seen)
+		return -ENOENT;
+	const struct rcpu *c = &s->cpus[cpu];
+	if (start_ns > c->first_ns || end_ns < c->last_ns)
+		return -ERANGE;
+	*out = c->t;
+	*(c->first_prev ? &out->busy_ns : &out->idle_ns) += c->first_ns - start_ns;
+	*(c->last_next ? &out->busy_ns : &out->idle_ns) += end_ns - c->last_ns;
+	return 0;
+}
 
 static int keep_module(struct sonde_spool *s, const struct sonde_spool_record *rec)
 {
@@ -155,6 +246,8 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 		s->account = rec->account;
 		s->has_account = true;
 		return 0;
+	case SONDE_SPOOL_REC_SWITCHES:
+		return keep_switches(s, rec);
 	case SONDE_SPOOL_REC_OPTIONAL:
 		return 0;
 	}
@@ -308,6 +401,7 @@ void sonde_spool__close(struct sonde_spool *s)
 	sonde__free(s->nodes);
 	sonde__free(s->offcpu);
 	sonde__free(s->unknown);
+	sonde__free(s->cpus);
 	sonde__free(s->shorts);
 	sonde_spool_decoder__free(s->dec);
 	sonde__free(s);

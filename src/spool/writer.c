@@ -496,6 +496,38 @@ int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
 	return push(w, FLUSH_AT);
 }
 
+int sonde_spool_writer__add_switches(struct sonde_spool_writer *w, uint32_t cpu, uint32_t flags,
+				     const struct sonde_spool_switch *sw, size_t n)
+{
+	int r = check_open(w);
+
+	if (r < 0)
+		return r;
+	if (!w->offcpu)
+		return -SONDE_E_STATE;
+	if (n > SONDE_SPOOL_SWITCHES_MAX || (n && !sw) || cpu == SONDE_SPOOL_CPU_NONE ||
+	    (flags & ~(uint32_t)SONDE_SWITCHES_GAP))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if ((sw[i].prev_state & ~(uint32_t)SONDE_SWITCH_INFERRED) > SONDE_SWITCH_EXITED ||
+		    (i && sw[i].time_ns < sw[i - 1].time_ns))
+			return -EINVAL;
+	/* each switch a few bytes: its time as a delta from the previous one (the first from
+	 * zero), the two tids, the state */
+	size_t rec = begin_record(&w->out, SPOOL_TAG_SWITCHES);
+	put_varint(&w->out, cpu);
+	put_varint(&w->out, flags);
+	put_varint(&w->out, n);
+	for (size_t i = 0; i < n; i++) {
+		put_varint(&w->out, sw[i].time_ns - (i ? sw[i - 1].time_ns : 0));
+		put_varint(&w->out, sw[i].prev_tid);
+		put_varint(&w->out, sw[i].next_tid);
+		put_varint(&w->out, sw[i].prev_state);
+	}
+	end_record(&w->out, rec);
+	return push(w, FLUSH_AT);
+}
+
 int sonde_spool_writer__add_account(struct sonde_spool_writer *w,
 				    const struct sonde_spool_account *a)
 {

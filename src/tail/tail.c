@@ -348,6 +348,7 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 	case SONDE_SPOOL_REC_UNKNOWN:
 	case SONDE_SPOOL_REC_OFFCPU:
 	case SONDE_SPOOL_REC_OFFCPU_SHORT:
+	case SONDE_SPOOL_REC_SWITCHES:
 		return 0;
 	}
 	return -SONDE_E_FORMAT;

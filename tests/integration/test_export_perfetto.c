@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sonde/spool_reader.h>
 
 #include "../test.h"
 #include "../util.h"
+#include "acct_util.h"
 #include "pftrace_util.h"
 #include "split_util.h"
 
@@ -287,5 +289,157 @@ TEST_TIMEOUT(export_perfetto_offcpu_record_by_extension, 300)
 	/* each round naps and waits on the pipe: several rounds in a second */
 	ASSERT_UINT(asleep, >=, 6);
 	ASSERT_UINT(back_in, >=, asleep - 1);
+	pft_free(&t);
+}
+
+static int sched_ts_cmp(const void *a, const void *b)
+{
+	const struct pft_sched *x = *(const struct pft_sched *const *)a;
+	const struct pft_sched *y = *(const struct pft_sched *const *)b;
+
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x < y ? -1 : x > y; /* file order among equal times */
+}
+
+/* The off-CPU time of tid on the trace's timeline: from each switch that takes it off a
+ * CPU (alive) to the next that puts it on one. */
+static uint64_t trace_offcpu_ns(const struct pft_sched *const *ev, size_t n, uint32_t tid)
+{
+	uint64_t out = 0, sum = 0;
+	bool off = false;
+
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i]->next_pid == tid && off) {
+			sum += ev[i]->ts - out;
+			off = false;
+		}
+		if (ev[i]->prev_pid == tid && ev[i]->prev_state != 0x10) {
+			out = ev[i]->ts;
+			off = true;
+		}
+	}
+	return sum;
+}
+
+/* The same from the spool, as report --metric wall weighs it: every interval that ended
+ * (stacked, unknown) and the short ones. */
+static uint64_t spool_offcpu_ns(struct sonde_spool *s, uint32_t tid)
+{
+	uint64_t sum = 0;
+	struct sonde_spool_thread th;
+
+	for (uint64_t i = 0; i < sonde_spool__offcpu_count(s); i++) {
+		struct sonde_spool_offcpu iv;
+		ASSERT_OK(sonde_spool__get_offcpu(s, i, &iv));
+		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &th));
+		if (th.tid == tid && !(iv.flags & SONDE_OFFCPU_OPEN))
+			sum += iv.switch_in_ns - iv.switch_out_ns;
+	}
+	for (uint64_t i = 0; i < sonde_spool__unknown_count(s); i++) {
+		struct sonde_spool_offcpu iv;
+		ASSERT_OK(sonde_spool__get_unknown(s, i, &iv));
+		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &th));
+		if (th.tid == tid && !(iv.flags & SONDE_OFFCPU_OPEN))
+			sum += iv.switch_in_ns - iv.switch_out_ns;
+	}
+	for (uint64_t i = 0; i < sonde_spool__offcpu_short_count(s); i++) {
+		struct sonde_spool_offcpu_short sh;
+		ASSERT_OK(sonde_spool__get_offcpu_short(s, i, &sh));
+		ASSERT_OK(sonde_spool__get_thread(s, sh.thread, &th));
+		if (th.tid == tid)
+			sum += sh.total_ns;
+	}
+	return sum;
+}
+
+/* An -a --off-cpu recording exported: the sched_switch events are those the kernel
+ * delivered, so each CPU's timeline chains (every switch's prev is the previous one's
+ * next: the idle task only where the CPU was idle), and each thread of the workload is
+ * off the CPU on the timeline as long as the spool (what report --metric wall weighs)
+ * says, within 1 %. */
+TEST_TIMEOUT(export_perfetto_system_wide_switches_chain, 300)
+{
+	const char *spool = test_path("sys.spool"), *trace = test_path("sys.pftrace");
+	struct test_output o;
+	struct pft_trace t;
+	struct sonde_spool_account acct = {0};
+
+	test_require_perf();
+	/* large rings and a low rate: a loss breaks the timeline where it falls and takes
+	 * intervals, so a recording that lost records is taken again (at most 3 times) */
+	struct sonde_spool *s = NULL;
+	for (int attempt = 0; attempt < 3 && (!s || acct.lost_records); attempt++) {
+		sonde_spool__close(s);
+		test_runf(&o, 120,
+			  "%s record -a --off-cpu --off-cpu-backend perf -F 99 --ring-pages 4096 -q -o %s -- %s 2 %s",
+			  test_bin("sonde"), spool, test_prog("offcpu_split"), test_path("truth"));
+		if (o.status != 0)
+			FAIL("sonde record -a --off-cpu exited %d:\n%s%s", o.status, o.out, o.err);
+		test_output_free(&o);
+		s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+		ASSERT_OK(sonde_spool__get_account(s, &acct));
+	}
+	acct_check_spool(spool, true);
+	test_runf(&o, 120, "%s convert %s -o %s", test_bin("sonde"), spool, trace);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	decode_file(trace, &t);
+	ASSERT_INT(t.missing_interned, ==, 0);
+
+	const struct pft_sched **ev = ASSERT_NOT_NULL(calloc(t.n_sched + 1, sizeof(*ev)));
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t links = 0, broken = 0, idle_in = 0;
+	for (long cpu = 0; cpu < cpus; cpu++) {
+		size_t n = 0;
+		for (size_t i = 0; i < t.n_sched; i++)
+			if (!t.sched[i].waking && t.sched[i].cpu == (uint32_t)cpu)
+				ev[n++] = &t.sched[i];
+		qsort(ev, n, sizeof(*ev), sched_ts_cmp);
+		printf("cpu %ld: %zu switches\n", cpu, n);
+		ASSERT_UINT(n, >, 10);
+		for (size_t i = 1; i < n; i++, links++) {
+			idle_in += ev[i]->next_pid == 0;
+			broken += ev[i]->prev_pid != ev[i - 1]->next_pid;
+		}
+	}
+	printf("%zu links, %zu broken, %zu to idle; %llu records lost\n", links, broken, idle_in,
+	       (unsigned long long)acct.lost_records);
+	/* a lost record breaks at most the link it was */
+	if (acct.lost_records)
+		ASSERT_UINT(broken, <=, acct.lost_records);
+	else
+		ASSERT_UINT(broken, ==, 0);
+
+	/* per thread of the workload, its off-CPU time on the timeline and in the spool */
+	size_t n = 0, compared = 0;
+	for (size_t i = 0; i < t.n_sched; i++)
+		if (!t.sched[i].waking)
+			ev[n++] = &t.sched[i];
+	qsort(ev, n, sizeof(*ev), sched_ts_cmp);
+	struct sonde_spool_info in;
+	sonde_spool__get_info(s, &in);
+	if (acct.lost_records) {
+		printf("every recording lost records: thread times not compared\n");
+		in.threads = 0;
+		compared = 1;
+	}
+	for (uint32_t id = 1; id <= in.threads; id++) {
+		struct sonde_spool_thread th;
+		ASSERT_OK(sonde_spool__get_thread(s, id, &th));
+		if (strcmp(th.comm, "offcpu_split"))
+			continue;
+		uint64_t want = spool_offcpu_ns(s, th.tid), got = trace_offcpu_ns(ev, n, th.tid);
+		printf("tid %u: spool %.3f ms off the CPU, trace %.3f ms\n", th.tid, want / 1e6,
+		       got / 1e6);
+		if (want < 100000000)
+			continue;
+		ASSERT_UINT(got * 100, >=, want * 99);
+		ASSERT_UINT(got * 100, <=, want * 101);
+		compared++;
+	}
+	ASSERT_UINT(compared, >, 0);
+	free(ev);
+	sonde_spool__close(s);
 	pft_free(&t);
 }

@@ -5,7 +5,9 @@
  * recording on a loaded machine is not judged alone). Also: --off-cpu-min, Ctrl-C, -d,
  * -p, -a, and loss with tiny rings, each ending in a complete spool whose intervals
  * reach main. */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 
 #include "../test.h"
 #include "../util.h"
+#include "acct_util.h"
 
 enum { BURN, NAP, PIPE, PHASES };
 static const char *const phase_frame[PHASES] = {";burn", ";nap;", ";wait_pipe;"};
@@ -382,6 +385,8 @@ TEST_EXCLUSIVE(offcpu_system_wide_ctrl_c, 120)
 	kill(r, SIGINT);
 	ASSERT_INT(test_wait(r, 30), ==, 0);
 	check_spool(spool, 20);
+	/* a -p filter: the other processes' switches are not kept */
+	ASSERT(!acct_check_spool(spool, false));
 	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
 		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &t));
@@ -433,6 +438,9 @@ static bool loss_run(const char *mode, const char *name)
 	ASSERT_CONTAINS(err, "off-CPU: ");
 	char *err_unknown = err;
 	check_spool(spool, 20);
+	/* system-wide, the CPUs' time adds up through the losses (unknown across a gap) */
+	if (*mode)
+		acct_check_spool(spool, true);
 	/* never silent: the report says what was lost, in the figures record printed */
 	struct test_output o;
 	char said[128];
@@ -485,7 +493,7 @@ TEST_EXCLUSIVE(offcpu_system_wide_loss_is_recovered, 200)
 	/* the machine's every switch shares the tiny rings: when other jobs switch a lot,
 	 * the losses may drop every interval of the program in one recording, not in three */
 	for (int i = 0; i < 3 && !reached; i++)
-		reached = loss_run("-a", "aloss.spool");
+		reached = loss_run("-a --off-cpu-backend perf", "aloss.spool");
 	ASSERT(reached);
 }
 
@@ -540,7 +548,8 @@ TEST_EXCLUSIVE(offcpu_report_filters_apply_to_intervals, 120)
 	char pid[32];
 
 	require_offcpu();
-	record_split("-a", spool, truth, 3);
+	record_split("-a --off-cpu-backend perf", spool, truth, 3);
+	acct_check_spool(spool, true);
 	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
 	snprintf(pid, sizeof(pid), "--pid %d", (int)truth_value(t, "pid"));
 	free(t);
@@ -644,7 +653,7 @@ TEST_EXCLUSIVE(offcpu_only_has_no_on_cpu_samples, 300)
 			test_runf(&o, 120,
 				  "%s record --off-cpu -e sched:sched_switch --off-cpu-min 0 %s -o "
 				  "%s -- %s 2 %s",
-				  test_bin("sonde"), sys ? "-a" : "", spool,
+				  test_bin("sonde"), sys ? "-a --off-cpu-backend perf" : "", spool,
 				  test_prog("offcpu_split"), truth);
 			if (o.status != 0)
 				FAIL("record exited %d:\n%s", o.status, o.err);
@@ -653,6 +662,8 @@ TEST_EXCLUSIVE(offcpu_only_has_no_on_cpu_samples, 300)
 			free(last_err);
 			last_err = ASSERT_NOT_NULL(strdup(o.err));
 			test_output_free(&o);
+			if (sys)
+				acct_check_spool(spool, true);
 			struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 			sonde_spool__get_info(s, &in);
 			uint64_t n = sonde_spool__offcpu_count(s);
@@ -782,12 +793,13 @@ TEST_TIMEOUT(offcpu_system_wide_exited_tasks_end_and_keep_their_names, 120)
 
 	require_offcpu();
 	pid_t sh = test_spawn(argv);
-	test_runf(&o, 60, "%s record -a --off-cpu -q -d 2 -o %s", test_bin("sonde"), spool);
+	test_runf(&o, 60, "%s record -a --off-cpu --off-cpu-backend perf -q -d 2 -o %s", test_bin("sonde"), spool);
 	kill(sh, SIGKILL);
 	test_wait(sh, 30);
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	test_output_free(&o);
+	acct_check_spool(spool, true);
 
 	test_runf(&o, 60, "%s report --folded --metric off-cpu %s", test_bin("sonde"), spool);
 	if (o.status != 0)
@@ -874,4 +886,99 @@ TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
 	ASSERT_DOUBLE_NEAR(row[7] / (burn + nap + pipe), 1.0, 0.1);
 	ASSERT(row[2] <= 1.1 * (nap + pipe));
 	ASSERT(row[2] >= 0.8 * (nap + pipe));
+}
+
+/* report --summary, and the top of --metric wall, of an -a --off-cpu recording give each
+ * CPU's busy, idle and unknown time, adding up to CPUs x the window: a busy loop keeps
+ * one CPU busy most of the recording. */
+TEST_TIMEOUT(offcpu_system_wide_summary_gives_each_cpu_time, 120)
+{
+	const char *argv[] = {"/bin/sh", "-c", "while :; do :; done", NULL};
+	struct test_output o;
+	const char *spool = test_path("cpus.spool");
+	double busy, idle, unknown, total, window;
+	unsigned cpus;
+
+	require_offcpu();
+	pid_t sh = test_spawn(argv);
+	test_runf(&o, 60, "%s record -a --off-cpu --off-cpu-backend perf -q -d 2 -o %s", test_bin("sonde"), spool);
+	kill(sh, SIGKILL);
+	test_wait(sh, 30);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	acct_check_spool(spool, true);
+	for (int wall = 0; wall < 2; wall++) {
+		test_runf(&o, 60, "%s report %s %s", test_bin("sonde"),
+			  wall ? "--metric wall" : "--summary", spool);
+		if (o.status != 0)
+			FAIL("report exited %d:\n%s", o.status, o.err);
+		/* both print the process table, then the CPUs' */
+		ASSERT_CONTAINS(o.out, "\nprocess  ");
+		const char *cpu_table = strstr(o.out, "by the CPUs' switches)\n");
+		ASSERT_NOT_NULL(cpu_table);
+		ASSERT(strstr(o.out, "\nprocess  ") < cpu_table);
+		const char *all = strstr(cpu_table, "\nall ");
+		ASSERT_NOT_NULL(all);
+		ASSERT_INT(sscanf(all, "\nall %lf %lf %lf %lf  (%u CPUs x %lf s)", &busy, &idle,
+				  &unknown, &total, &cpus, &window),
+			   ==, 6);
+		printf("%s: busy %.3f idle %.3f unknown %.3f = %.3f of %u x %.3f s\n",
+		       wall ? "wall" : "summary", busy, idle, unknown, total, cpus, window);
+		ASSERT_UINT(cpus, ==, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+		ASSERT(total > cpus * window - 0.0025 && total < cpus * window + 0.0025);
+		ASSERT(busy + idle + unknown > total - 0.002 && busy + idle + unknown < total + 0.002);
+		/* the loop ran through the recording on some CPU */
+		ASSERT(busy >= 0.8 * window);
+		test_output_free(&o);
+	}
+}
+
+/* --summary splits a wait at its wakeup: in the state the thread left the CPU in up to the
+ * wakeup, runnable from there to its switch-in (waiting for a CPU), as the scheduler
+ * counts it; a preemption is runnable throughout; an interval without a wakeup is in its
+ * state throughout. A written spool, so the figures are exact. */
+TEST(offcpu_report_summary_runnable_from_the_wakeup)
+{
+	const char *spool = test_path("wake.spool");
+	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
+	uint32_t th;
+	int fd = open(spool, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	ASSERT_INT(fd, >=, 0);
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, h.start_monotonic_ns, 77, 77, "waiter", &th));
+	const uint64_t s0 = h.start_monotonic_ns;
+	/* S 100 ms woken after 70; D 50 ms woken after 20; R 30 ms; S 40 ms, wakeup unseen */
+	const struct sonde_spool_offcpu iv[] = {
+		{s0, s0 + 100000000, s0 + 70000000, th, 0, SONDE_OFFCPU_SLEEPING, 5, 0, 0},
+		{s0 + 200000000, s0 + 250000000, s0 + 220000000, th, 0, SONDE_OFFCPU_BLOCKED, 5, 0,
+		 0},
+		{s0 + 300000000, s0 + 330000000, 0, th, 0, SONDE_OFFCPU_RUNNABLE, 0, 0, 0},
+		{s0 + 400000000, s0 + 440000000, 0, th, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0},
+	};
+	for (size_t i = 0; i < 4; i++)
+		ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv[i], NULL, 0));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	close(fd);
+
+	struct test_output o;
+	double v[8];
+	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	const char *row = strstr(o.out, "\nwaiter-77 ");
+	ASSERT_NOT_NULL(row);
+	ASSERT_INT(sscanf(row, "\nwaiter-77 %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2],
+			  &v[3], &v[4], &v[5], &v[6], &v[7]),
+		   ==, 8);
+	printf("%s", o.out);
+	/* runnable 30 + 30 + 30 ms; sleeping 70 + 40; blocked 20; in all 220 */
+	ASSERT(v[1] > 0.0895 && v[1] < 0.0905);
+	ASSERT(v[2] > 0.1095 && v[2] < 0.1105);
+	ASSERT(v[3] > 0.0195 && v[3] < 0.0205);
+	ASSERT(v[7] > 0.2195 && v[7] < 0.2205);
+	test_output_free(&o);
 }

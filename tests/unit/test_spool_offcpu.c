@@ -389,3 +389,89 @@ TEST(spool_unknown_intervals_are_kept_apart)
 	sonde_spool__close(s);
 	sonde__buf_free(&b);
 }
+
+/* A run of one CPU's switches (tag 0x44, 2.1 files): a few bytes each, times as deltas;
+ * decoded back exactly; a bad state, a time going back, too many, or a writer without
+ * off-CPU records are refused; a 2.0 file skips the tag as an optional record. */
+TEST(spool_switches_round_trip_compactly)
+{
+	struct buf b = BUF_INIT;
+	const struct sonde_spool_switch sw[] = {
+		{1000, 0, 42, SONDE_OFFCPU_RUNNABLE},
+		{1300, 42, 43, SONDE_OFFCPU_SLEEPING},
+		{1300, 43, 0, SONDE_SWITCH_EXITED},
+		{2000, 0, 44, SONDE_OFFCPU_RUNNABLE | SONDE_SWITCH_INFERRED},
+	};
+	const struct sonde_spool_switch back[] = {{10, 1, 2, 0}, {9, 2, 1, 0}};
+	const struct sonde_spool_switch bad_state[] = {{10, 1, 2, SONDE_SWITCH_EXITED + 1}};
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, &b, &hdr));
+
+	ASSERT_ERR(sonde_spool_writer__add_switches(w, 0, 0, sw, 1), -SONDE_E_STATE);
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_ERR(sonde_spool_writer__add_switches(w, 0, 0, back, 2), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_switches(w, 0, 0, bad_state, 1), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_switches(w, 0, 2, sw, 1), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_switches(w, 0, 0, sw, SONDE_SPOOL_SWITCHES_MAX + 1),
+		   -EINVAL);
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, NULL, 0));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, SONDE_SWITCHES_GAP, sw, 4));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	static const uint8_t expect[] = {
+		0x89, 'S', 'O', 'N', 'D', 'E', '\r', '\n', 2, 1, /* 2.1 */
+		5, 1, 2, 0xc0, 0x84, 0x3d,
+		0x44, 3, 1, 0, 0, /* CPU 1, announced */
+		/* CPU 1 after a gap, 4 switches: 1000 0->42 R, +300 42->43 S, +0 43->0 exited,
+		 * +700 0->44 inferred */
+		0x44, 22, 1, 1, 4, 0xe8, 0x07, 0, 42, 0, 0xac, 0x02, 42, 43, 1, 0, 43, 0, 4,
+		0xbc, 0x05, 0, 44, 8,
+		0x06, 1, 0, /* end */
+	};
+	ASSERT_UINT(b.len, ==, sizeof(expect));
+	ASSERT_MEM_EQ(b.data, expect, sizeof(expect));
+
+	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder__new());
+	struct sonde_spool_record rec;
+	size_t off = 0;
+	int n, runs = 0;
+	while ((n = sonde_spool_decoder__decode(d, (uint8_t *)b.data + off, b.len - off, &rec)) >
+	       0) {
+		off += (size_t)n;
+		if (rec.type != SONDE_SPOOL_REC_SWITCHES)
+			continue;
+		ASSERT_UINT(rec.switches.cpu, ==, 1);
+		if (runs++ == 0) {
+			ASSERT_UINT(rec.switches.n, ==, 0);
+			ASSERT_UINT(rec.switches.flags, ==, 0);
+			continue;
+		}
+		ASSERT_UINT(rec.switches.flags, ==, SONDE_SWITCHES_GAP);
+		ASSERT_UINT(rec.switches.n, ==, 4);
+		for (size_t i = 0; i < 4; i++) {
+			ASSERT_UINT(rec.switches.v[i].time_ns, ==, sw[i].time_ns);
+			ASSERT_UINT(rec.switches.v[i].prev_tid, ==, sw[i].prev_tid);
+			ASSERT_UINT(rec.switches.v[i].next_tid, ==, sw[i].next_tid);
+			ASSERT_UINT(rec.switches.v[i].prev_state, ==, sw[i].prev_state);
+		}
+	}
+	ASSERT_INT(n, ==, 0);
+	ASSERT_INT(runs, ==, 2);
+	sonde_spool_decoder__free(d);
+
+	/* a state past the exit is refused by the decoder */
+	uint64_t at = 0;
+	((uint8_t *)b.data)[sizeof(expect) - 4] = 16;
+	ASSERT(sonde_spool__open_mem(b.data, b.len, &at) == NULL);
+	ASSERT_INT(errno, ==, SONDE_E_RANGE);
+	ASSERT_UINT(at, ==, 21);
+	sonde__buf_free(&b);
+
+	/* in a 2.0 file the tag is an optional record: skipped */
+	static const uint8_t v20[] = {0x89, 'S', 'O',  'N',  'D', 'E', '\r', '\n', 2, 0,
+				      5,    1,	 2,    0xc0, 0x84, 0x3d, 0x44, 2,    7, 7,
+				      0x06, 1,	 0};
+	int optional = 0;
+	ASSERT_INT(decode_all(v20, sizeof(v20), &optional), ==, 0);
+	ASSERT_INT(optional, ==, 1);
+}

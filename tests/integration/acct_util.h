@@ -1,0 +1,16 @@
+/* The accounting invariants of an -a --off-cpu recording (docs/record.md, "Accounting"),
+ * checked on every such test recording. */
+#ifndef SONDE_TEST_ACCT_UTIL_H
+#define SONDE_TEST_ACCT_UTIL_H
+
+#include <stdbool.h>
+
+/* Fails the test unless spool's CPU time adds up: when it kept the CPUs' switches (a
+ * recording of every process), every online CPU has them, each CPU's busy, idle and
+ * unknown time add up to the window exactly, and no CPU's samples weigh more than its
+ * busy time (a sampled thread was on it). expect_switches: the recording must have
+ * them. Returns whether it had them. Only the perf_event off-CPU backend keeps the
+ * switches: recordings judged here say --off-cpu-backend perf. */
+bool acct_check_spool(const char *spool, bool expect_switches);
+
+#endif
