@@ -543,17 +543,24 @@ struct clone_resp {
 	char error[256];
 };
 
-/* CloneSession, with fd as the caller's output file (-1: none). */
-static void clone_call_fd(struct tc *c, uint64_t id, const char *name, int fd,
-			  struct clone_resp *out)
+/* CloneSession, with fd as the caller's output file (-1: none); returns the request id. */
+static uint64_t clone_send(struct tc *c, uint64_t id, const char *name, int fd)
 {
 	struct buf a = BUF_INIT;
+	uint64_t req;
 
 	if (id)
 		sonde__pb_put_varint(&a, PF_CLONE_SESSION_REQ_SESSION_ID, id);
 	if (name)
 		sonde__pb_put_string(&a, PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME, name);
-	struct tc_msg *m = tc_ok(c, tc_call(c, "CloneSession", &a, fd, false));
+	req = tc_call(c, "CloneSession", &a, fd, false);
+	sonde__buf_free(&a);
+	return req;
+}
+
+static void clone_reply(struct tc *c, uint64_t req, struct clone_resp *out)
+{
+	struct tc_msg *m = tc_ok(c, req);
 	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
 	struct pb_field f;
 	memset(out, 0, sizeof(*out));
@@ -570,7 +577,12 @@ static void clone_call_fd(struct tc *c, uint64_t id, const char *name, int fd,
 			out->was_write_into_file = f.u != 0;
 	}
 	tc_msg_free(m);
-	sonde__buf_free(&a);
+}
+
+static void clone_call_fd(struct tc *c, uint64_t id, const char *name, int fd,
+			  struct clone_resp *out)
+{
+	clone_reply(c, clone_send(c, id, name, fd), out);
 }
 
 static void clone_call(struct tc *c, uint64_t id, const char *name, struct clone_resp *out)
@@ -650,10 +662,10 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	char list[1024];
 
 	cfg_named(&cfg, "clone-src");
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	commit_tagged(&r.p, r.target, 0, "before-clone-A");
-	tc_open(&k2, r.d.csock, "ConsumerPort");
+	rig_consumer(&r, &k2);
 	uint64_t src = session_id_of(&k2, "clone-src");
 	ASSERT_UINT(src, >, 0);
 
@@ -663,7 +675,8 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	uint64_t creq = tc_call(&k2, "CloneSession", &a, -1, false);
 	sonde__buf_free(&a);
 	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
-	ASSERT(tc_wait(&k2, creq, 200) == NULL); /* not before the flush completed */
+	inproc_advance(&r.h, 499); /* within the source's flush_timeout_ms */
+	ASSERT(tc_wait(&k2, creq, 0) == NULL); /* not before the flush completed */
 	struct buf pk = BUF_INIT;
 	make_packet(&pk, "flushed-B");
 	struct iovec v = {pk.data, pk.len};
@@ -694,8 +707,13 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	ASSERT_CONTAINS(list, ":clone-src:STARTED;");
 
 	/* by unique_session_name, from a third consumer */
-	tc_open(&k3, r.d.csock, "ConsumerPort");
-	clone_call(&k3, 0, "clone-src", &cr);
+	rig_consumer(&r, &k3);
+	uint64_t c3 = clone_send(&k3, 0, "clone-src", -1);
+	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd); /* not acked: the clone waits it out */
+	inproc_advance(&r.h, 499);
+	ASSERT(tc_wait(&k3, c3, 0) == NULL);
+	inproc_advance(&r.h, 1);
+	clone_reply(&k3, c3, &cr);
 	ASSERT(cr.success);
 	ASSERT(!cr.was_write_into_file);
 	ASSERT(cr.uuid_msb != 0 || cr.uuid_lsb != 0);
@@ -703,7 +721,7 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	/* no producer may write into a clone: the source's reader still gets everything */
 	sonde__buf_reset(&trace);
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
-	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	free(tcons_wait_disabled(&r.c, r.enable_req, 0));
 	tcons_read(&r.c, &trace);
 	ASSERT_INT(trace_count(&trace, "before-clone-A", 14, NULL), ==, 1);
 	ASSERT_INT(trace_count(&trace, "flushed-B", 9, NULL), ==, 1);
@@ -1037,37 +1055,38 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 
 TEST_TIMEOUT(sess_unique_session_name_is_refused_while_live, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tc c1, c2, c3;
 	struct buf cfg = BUF_INIT, other = BUF_INIT;
 
-	sonded_start(&d, NULL);
+	inproc_up(&h);
 	cfg_named(&cfg, "only-one");
 	cfg_named(&other, "another-one");
-	tc_open(&c1, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c1);
 	uint64_t e1 = tcons_enable(&c1, &cfg, -1);
-	ASSERT(tc_wait(&c1, e1, 300) == NULL); /* running */
-	tc_open(&c2, d.csock, "ConsumerPort");
-	char *err = tcons_wait_disabled(&c2, tcons_enable(&c2, &cfg, -1), 5000);
+	inproc_advance(&h, 60000);
+	ASSERT(tc_wait(&c1, e1, 0) == NULL); /* running */
+	inproc_consumer(&h, &c2);
+	char *err = tcons_wait_disabled(&c2, tcons_enable(&c2, &cfg, -1), 0);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "unique_session_name");
 	free(err);
 	tc_close(&c2);
 	/* another name is fine */
-	tc_open(&c3, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c3);
 	uint64_t e3 = tcons_enable(&c3, &other, -1);
-	ASSERT(tc_wait(&c3, e3, 300) == NULL);
+	ASSERT(tc_wait(&c3, e3, 0) == NULL);
 	tc_close(&c3);
 	/* once the first session is gone, the name is free again */
 	tc_msg_free(tc_ok(&c1, tc_call(&c1, "FreeBuffers", NULL, -1, false)));
-	tc_open(&c2, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c2);
 	uint64_t e2 = tcons_enable(&c2, &cfg, -1);
-	ASSERT(tc_wait(&c2, e2, 300) == NULL);
+	ASSERT(tc_wait(&c2, e2, 0) == NULL);
 	tc_close(&c2);
 	tc_close(&c1);
 	sonde__buf_free(&cfg);
 	sonde__buf_free(&other);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 static void register_incr(struct tprod *p, const char *ds)
@@ -1084,41 +1103,43 @@ static void register_incr(struct tprod *p, const char *ds)
 
 TEST_TIMEOUT(sess_clears_incremental_state_periodically, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tprod yes, no;
 	struct tc c;
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT;
 
-	sonded_start(&d, NULL);
-	tprod_open(&yes, d.psock, "handles-clear", false);
-	tprod_open(&no, d.psock, "ignores-clear", false);
+	inproc_up(&h);
+	inproc_producer(&h, &yes, "handles-clear", false);
+	inproc_producer(&h, &no, "ignores-clear", false);
 	register_incr(&yes, "test.ds");
 	tprod_register(&no, "test.ds", false, false);
 	tcfg_basic(&cfg, 1024, one_ds, 1);
 	size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_INCREMENTAL_STATE_CONFIG);
 	sonde__pb_put_varint(&cfg, PF_INCREMENTAL_STATE_CONFIG_CLEAR_PERIOD_MS, 200);
 	sonde__pb_end(&cfg, m);
-	tc_open(&c, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c);
 	tcons_enable(&c, &cfg, -1);
 	expect_cmd(&yes, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	uint64_t inst = cmd.inst_id;
 	expect_cmd(&yes, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	expect_cmd(&no, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&no, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	double t0 = test_now();
+	/* one each period of 200 ms, none in between */
 	for (int i = 0; i < 3; i++) {
+		inproc_advance(&h, 199);
+		ASSERT(!tprod_cmd(&yes, &cmd, 0));
+		inproc_advance(&h, 1);
 		expect_cmd(&yes, PF_ASYNC_CMD_CLEAR_INCREMENTAL_STATE, &cmd);
 		ASSERT_UINT(cmd.inst_id, ==, inst);
 	}
-	ASSERT(test_now() - t0 >= 0.5); /* three periods of 200 ms */
 	/* the data source that did not declare handles_incremental_state_clear gets none */
-	ASSERT(!tprod_cmd(&no, &cmd, 300));
+	ASSERT(!tprod_cmd(&no, &cmd, 0));
 	tc_close(&c);
 	tc_close(&no.t);
 	tc_close(&yes.t);
 	sonde__buf_free(&cfg);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
