@@ -41,6 +41,17 @@ bool inproc_run(struct inproc *h)
 	return did;
 }
 
+bool inproc_wait_thread(struct inproc *h, int timeout_ms)
+{
+	struct pollfd p = {sonde_service__fd(h->svc), POLLIN, 0};
+
+	inproc_run(h);
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return false;
+	inproc_run(h);
+	return true;
+}
+
 static bool pump(void)
 {
 	return inproc_run(current);

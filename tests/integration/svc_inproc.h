@@ -32,6 +32,9 @@ void inproc_consumer(struct inproc *h, struct tc *c);
 /* Runs the service until it has nothing ready and no timer due; returns whether it did
  * anything. */
 bool inproc_run(struct inproc *h);
+/* Waits up to timeout_ms of real time for the service's own threads (the file writer) to
+ * wake its loop, then runs it; returns whether it was woken. The clock does not move. */
+bool inproc_wait_thread(struct inproc *h, int timeout_ms);
 /* Moves the clock ms forward, one due timer at a time (as the real clock would pass
  * them), running the service at each. */
 void inproc_advance(struct inproc *h, uint64_t ms);

@@ -1,7 +1,7 @@
 /* sonded, driven only over its sockets with raw IPC frames: binding, a producer session
  * end to end, fragmentation, patching, scraping, write_into_file, and session isolation.
- * Flush and stop acks with their timeouts and deferred start are timed on an injected
- * clock in test_service_inproc.c. */
+ * Flush and stop acks with their timeouts, deferred start, duration_ms, file write periods
+ * and Detach/Attach are timed on an injected clock in test_service_inproc.c. */
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -688,55 +688,4 @@ TEST_TIMEOUT(sonded_socket_names_from_environment_and_abstract, 60)
 	test_run(&o, 10, bad);
 	ASSERT_INT(o.status, ==, 2);
 	test_output_free(&o);
-}
-
-static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
-{
-	struct buf a = BUF_INIT;
-
-	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
-	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 5000);
-	sonde__buf_free(&a);
-	ASSERT(m != NULL);
-	return m;
-}
-
-TEST_TIMEOUT(sonded_detached_session_survives_and_reattaches, 60)
-{
-	struct rig r;
-	struct buf cfg = BUF_INIT, pk = BUF_INIT, trace = BUF_INIT, a = BUF_INIT;
-	struct tcmd cmd;
-	struct tc_msg *m;
-	unsigned mv[1][2] = {{0, 0}};
-
-	tcfg_basic(&cfg, 1024, one_ds, 1);
-	rig_up(&r, &cfg, false, false, false);
-	rig_start(&r);
-	m = call_key(&r.c, "Detach", "bg-key");
-	ASSERT(m->f.success);
-	tc_msg_free(m);
-	tc_close(&r.c); /* the session must outlive this consumer */
-	svc_make_packet(&pk, "detached-packet", 0);
-	struct iovec v = {pk.data, pk.len};
-	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
-	tprod_commit(&r.p, mv, 1, r.target, 0, NULL);
-	ASSERT(!tprod_cmd(&r.p, &cmd, 200)); /* no stop: still tracing */
-
-	tc_open(&r.c, r.d.csock, "ConsumerPort");
-	m = call_key(&r.c, "Attach", "wrong-key");
-	ASSERT(!m->f.success);
-	tc_msg_free(m);
-	m = call_key(&r.c, "Attach", "bg-key");
-	ASSERT(m->f.success);
-	ASSERT(m->f.data_len > 0); /* AttachResponse carries the session's TraceConfig */
-	tc_msg_free(m);
-	sonde__pb_put_bool(&a, PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY, true);
-	r.enable_req = tc_call(&r.c, "EnableTracing", &a, -1, false);
-	rig_stop_and_read(&r, &trace);
-	ASSERT_INT(trace_count(&trace, "detached-packet", 15, NULL), ==, 1);
-	sonde__buf_free(&cfg);
-	sonde__buf_free(&pk);
-	sonde__buf_free(&a);
-	sonde__buf_free(&trace);
-	rig_down(&r);
 }

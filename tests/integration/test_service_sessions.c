@@ -92,7 +92,7 @@ static void send_trigger(struct tprod *p, const char *name)
 struct rig {
 	struct sonded d;
 	struct inproc h;
-	bool in; /* in-process: h, not d */
+	bool in; /* in-process: h, not d (rig_up_inproc; a zeroed rig is not) */
 	struct tprod p;
 	struct tc c;
 	uint64_t enable_req, inst;
@@ -208,7 +208,7 @@ static void assert_trigger_packet(const struct buf *trace, const char *name, con
 
 TEST_TIMEOUT(trig_start_trigger_starts_session_from_matching_producer_only, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct tprod bad, good;
@@ -247,7 +247,7 @@ TEST_TIMEOUT(trig_start_trigger_starts_session_from_matching_producer_only, 60)
 
 TEST_TIMEOUT(trig_start_stop_delay_becomes_the_duration, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"go", NULL, 300, 0, 0}};
@@ -273,7 +273,7 @@ TEST_TIMEOUT(trig_start_stop_delay_becomes_the_duration, 60)
 
 TEST_TIMEOUT(trig_start_timeout_ends_session_with_empty_trace, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"never-sent", NULL, 0, 0, 0}};
@@ -318,7 +318,7 @@ static uint64_t config_duration(const struct buf *trace)
 
 TEST_TIMEOUT(trig_stop_trigger_flushes_and_stops_after_delay, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"stop-now", NULL, 300, 0, 0}, {"other", NULL, 0, 0, 0}};
@@ -350,7 +350,7 @@ TEST_TIMEOUT(trig_stop_trigger_flushes_and_stops_after_delay, 60)
 
 TEST_TIMEOUT(trig_stop_timeout_without_trigger_gives_empty_trace, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"never-sent", NULL, 0, 0, 0}};
@@ -375,7 +375,7 @@ TEST_TIMEOUT(trig_stop_timeout_without_trigger_gives_empty_trace, 60)
 
 TEST_TIMEOUT(trig_skip_probability_and_max_per_24h, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"always-skipped", NULL, 0, 0, 1.0},
@@ -452,7 +452,7 @@ TEST_TIMEOUT(trig_config_errors_are_reported, 60)
  * service's clock. */
 TEST_TIMEOUT(trig_flooding_producer_is_throttled, 120)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT, a = BUF_INIT;
 	struct tcmd cmd;
 	struct tprod flood;
@@ -654,7 +654,7 @@ static void cfg_named(struct buf *b, const char *name)
 
 TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct tc k2, k3;
@@ -736,7 +736,7 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 
 TEST_TIMEOUT(clone_refusals_are_clear_errors, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT;
 	struct tcmd cmd;
 	struct tc other, k2;
@@ -783,7 +783,7 @@ TEST_TIMEOUT(clone_refusals_are_clear_errors, 60)
 
 TEST_TIMEOUT(clone_sonde_trace_cli_writes_a_snapshot, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct test_output o;
@@ -837,7 +837,7 @@ static void read_trace_file(const char *path, struct buf *trace)
  * --clone`, the clone holds what the source had not written yet, read with ReadBuffers. */
 TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct tc k2, k3;
@@ -917,7 +917,7 @@ TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
  * caller go on. */
 TEST_TIMEOUT(clone_write_into_file_session_unreadable_file_is_refused, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT;
 	struct tcmd cmd;
 	struct tc k2;
@@ -1155,7 +1155,7 @@ static struct tc_msg *call_key(struct tc *c, const char *method, const char *key
 
 TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT, a = BUF_INIT;
 	struct tcmd cmd;
 	struct tc other, again;
@@ -1243,7 +1243,7 @@ TEST_TIMEOUT(sess_query_lists_own_sessions_and_all_for_root, 60)
  * clone the session; the session itself keeps running until its timeout. */
 TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, a = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct tc k2;
