@@ -380,12 +380,13 @@ TEST_TIMEOUT(trig_skip_probability_and_max_per_24h, 60)
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"always-skipped", NULL, 0, 0, 1.0},
 				      {"once-a-day", NULL, 0, 1, 0}};
+	const uint64_t day_ms = 24ull * 3600 * 1000;
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 60000, t, 2);
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	for (int i = 0; i < 20; i++)
 		send_trigger(&r.p, "always-skipped");
-	ASSERT(!tprod_cmd(&r.p, &cmd, 200));
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
 	send_trigger(&r.p, "once-a-day");
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "FreeBuffers", NULL, -1, false)));
@@ -395,9 +396,22 @@ TEST_TIMEOUT(trig_skip_probability_and_max_per_24h, 60)
 	/* a new session with the same trigger: the daily allowance is used up */
 	rig_enable(&r, &cfg);
 	send_trigger(&r.p, "once-a-day");
-	ASSERT(!tprod_cmd(&r.p, &cmd, 300));
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
 	tcons_read(&r.c, &trace);
 	ASSERT_UINT(trace.len, ==, 0);
+	inproc_advance(&r.h, 60000); /* its trigger timeout ends it */
+	free(tcons_wait_disabled(&r.c, r.enable_req, 0));
+	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	tc_close(&r.c);
+
+	/* 24 h of the service's clock after the first: allowed again, not a millisecond before */
+	inproc_advance(&r.h, day_ms - 60000 - 1);
+	rig_enable(&r, &cfg);
+	send_trigger(&r.p, "once-a-day");
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
+	inproc_advance(&r.h, 1);
+	send_trigger(&r.p, "once-a-day");
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	sonde__buf_free(&cfg);
 	sonde__buf_free(&trace);
 	rig_down(&r);
