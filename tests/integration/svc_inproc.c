@@ -77,10 +77,19 @@ void inproc_up(struct inproc *h)
 {
 	struct sonde_service_opts o = {.sz = sizeof(o)};
 
+	inproc_up_opts(h, &o);
+}
+
+void inproc_up_opts(struct inproc *h, const struct sonde_service_opts *opts)
+{
+	struct sonde_service_opts o = *opts;
+
 	ASSERT(current == NULL);
 	memset(h, 0, sizeof(*h));
-	o.producer_socket = test_path("inproc-producer.sock");
-	o.consumer_socket = test_path("inproc-consumer.sock");
+	if (!o.producer_socket)
+		o.producer_socket = test_path("inproc-producer.sock");
+	if (!o.consumer_socket)
+		o.consumer_socket = test_path("inproc-consumer.sock");
 	o.connector_socket = "none";
 	h->svc = sonde_service__new(&o);
 	if (!h->svc)

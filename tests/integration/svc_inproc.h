@@ -14,6 +14,7 @@
 #include "svc_util.h"
 
 struct sonde_service;
+struct sonde_service_opts;
 
 struct inproc {
 	struct sonde_service *svc;
@@ -24,6 +25,8 @@ struct inproc {
 /* A service listening on sockets in the test's tmpdir (for the few tests that also connect
  * through them), connector disabled, its clock at an arbitrary start. */
 void inproc_up(struct inproc *h);
+/* The same with options (o->sz set); the tmpdir sockets replace NULL socket names. */
+void inproc_up_opts(struct inproc *h, const struct sonde_service_opts *o);
 void inproc_down(struct inproc *h);
 /* A producer named name (svc_util's tprod_open) and a consumer (tc_open on ConsumerPort),
  * each over a socketpair the service adopts. */

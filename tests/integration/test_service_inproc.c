@@ -2,16 +2,21 @@
  * flushes, stop acks, deferred start, duration_ms, file write periods and Detach/Attach
  * asserted to the millisecond, without spawning sonded and without sleeping. A session end
  * to end over real sockets stays in test_service.c's black-box tests. */
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "../test.h"
 #include "../util.h"
+#include <sonde/service.h>
+
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "ipc/smb.h"
+#include "ipc/sock.h"
 #include "svc_inproc.h"
 #include "svc_util.h"
 
@@ -350,4 +355,44 @@ TEST_TIMEOUT(inproc_write_into_file_at_each_write_period, 30)
 	sonde__buf_free(&pk);
 	sonde__buf_free(&trace);
 	irig_down(&r);
+}
+
+/* Whether the service closed fd (EOF) by now; false while it is open and quiet. */
+static bool closed_by_peer(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+
+	if (n < 0)
+		ASSERT_INT(errno, ==, EAGAIN);
+	return n == 0;
+}
+
+/* A network peer that says nothing is closed once remote_handshake_ms of the service's
+ * clock have passed (looked for at its once-a-second housekeeping); one that bound and
+ * initialized stays, however old. */
+TEST_TIMEOUT(inproc_silent_network_peer_is_closed_after_the_handshake_timeout, 30)
+{
+	struct sonde_service_opts o = {.sz = sizeof(o)};
+	struct inproc h;
+	struct tprod good;
+	char paddr[64], prod[400];
+
+	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", test_free_tcp_port());
+	snprintf(prod, sizeof(prod), "%s,%s", test_path("inproc-producer.sock"), paddr);
+	o.producer_socket = prod;
+	o.remote_handshake_ms = 2000;
+	inproc_up_opts(&h, &o);
+	tprod_open(&good, paddr, "remote-good", false);
+	int idle = sonde__ipc_connect(paddr);
+	ASSERT(idle >= 0);
+	inproc_run(&h); /* accepted */
+	inproc_advance(&h, 2000);
+	ASSERT(!closed_by_peer(idle)); /* not before the timeout */
+	inproc_advance(&h, 1000);
+	ASSERT(closed_by_peer(idle));
+	close(idle);
+	tprod_register(&good, "test.ds", false, false); /* still served */
+	tc_close(&good.t);
+	inproc_down(&h);
 }
