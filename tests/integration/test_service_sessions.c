@@ -419,7 +419,7 @@ TEST_TIMEOUT(trig_skip_probability_and_max_per_24h, 60)
 
 TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tc c;
 	struct buf cfg = BUF_INIT;
 	const struct trig_spec t[] = {{"a", NULL, 0, 0, 0}, {"a", NULL, 0, 0, 0}};
@@ -437,12 +437,12 @@ TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 		{PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 0, "no triggers"},
 	};
 
-	sonded_start(&d, NULL);
+	inproc_up(&h);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		sonde__buf_reset(&cfg);
 		cfg_triggers(&cfg, cases[i].mode, cases[i].timeout, cases[i].t, cases[i].n);
-		tc_open(&c, d.csock, "ConsumerPort");
-		char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 5000);
+		inproc_consumer(&h, &c);
+		char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 0);
 		ASSERT(err != NULL);
 		ASSERT(strstr(err, cases[i].want) != NULL);
 		free(err);
@@ -452,13 +452,13 @@ TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 	sonde__buf_reset(&cfg);
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 1);
 	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_DURATION_MS, 1000);
-	tc_open(&c, d.csock, "ConsumerPort");
-	char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 5000);
+	inproc_consumer(&h, &c);
+	char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 0);
 	ASSERT(err != NULL && strstr(err, "duration_ms"));
 	free(err);
 	tc_close(&c);
 	sonde__buf_free(&cfg);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 /* A producer sending thousands of trigger names: the service keeps serving everyone,
@@ -1009,26 +1009,26 @@ static struct tc_msg *change_config(struct tc *c, const struct buf *cfg)
 
 TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tprod a, b, x, late;
 	struct tc c;
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT;
 	const char *only_a[] = {"prod-a"}, *a_and_b[] = {"prod-a", "prod-b"};
 
-	sonded_start(&d, NULL);
-	tprod_open(&a, d.psock, "prod-a", false);
-	tprod_open(&b, d.psock, "prod-b", false);
-	tprod_open(&x, d.psock, "other", false);
+	inproc_up(&h);
+	inproc_producer(&h, &a, "prod-a", false);
+	inproc_producer(&h, &b, "prod-b", false);
+	inproc_producer(&h, &x, "other", false);
 	tprod_register(&a, "test.ds", false, false);
 	tprod_register(&b, "test.ds", false, false);
 	tprod_register(&x, "test.ds", false, false);
-	tc_open(&c, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c);
 	cfg_filtered(&cfg, only_a, 1, NULL, 0);
 	tcons_enable(&c, &cfg, -1);
 	expect_cmd(&a, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&a, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	ASSERT(!tprod_cmd(&b, &cmd, 300));
+	ASSERT(!tprod_cmd(&b, &cmd, 0));
 
 	/* prod-b joins the running session; prod-a keeps its one instance */
 	cfg_filtered(&cfg, a_and_b, 2, NULL, 0);
@@ -1037,15 +1037,15 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	tc_msg_free(m);
 	expect_cmd(&b, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&b, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	ASSERT(!tprod_cmd(&a, &cmd, 200));
-	ASSERT(!tprod_cmd(&x, &cmd, 200));
+	ASSERT(!tprod_cmd(&a, &cmd, 0));
+	ASSERT(!tprod_cmd(&x, &cmd, 0));
 
 	/* a regex filter: producers connecting later that match get an instance */
 	cfg_filtered(&cfg, a_and_b, 2, "late-.*", 0);
 	m = change_config(&c, &cfg);
 	ASSERT(m->f.success);
 	tc_msg_free(m);
-	tprod_open(&late, d.psock, "late-producer", false);
+	inproc_producer(&h, &late, "late-producer", false);
 	tprod_register(&late, "test.ds", false, false);
 	expect_cmd(&late, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&late, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
@@ -1055,14 +1055,14 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	m = change_config(&c, &cfg);
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
-	ASSERT(!tprod_cmd(&x, &cmd, 300)); /* the ".*" regex did not apply */
+	ASSERT(!tprod_cmd(&x, &cmd, 0)); /* the ".*" regex did not apply */
 	tc_close(&late.t);
 	tc_close(&x.t);
 	tc_close(&b.t);
 	tc_close(&a.t);
 	tc_close(&c);
 	sonde__buf_free(&cfg);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 /* ------------------------------------------------------------------ the rest */
@@ -1265,7 +1265,7 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	const struct trig_spec t[] = {{"snap", NULL, 0, 0, 0}};
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_CLONE_SNAPSHOT, 60000, t, 1);
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	sonde__pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE, PF_OBSERVABLE_CLONE_TRIGGER_HIT);
 	uint64_t obs = tc_call(&r.c, "ObserveEvents", &a, -1, false);
@@ -1273,7 +1273,7 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	tc_msg_free(tc_ok(&r.p.t, tc_call(&r.p.t, "Sync", NULL, -1, false)));
 	send_trigger(&r.p, "snap");
 
-	struct tc_msg *m = tc_wait(&r.c, obs, 10000);
+	struct tc_msg *m = tc_wait(&r.c, obs, 0);
 	ASSERT(m != NULL && m->f.success && m->f.has_more);
 	struct pb_reader rd = pb_reader_init(m->f.data, m->f.data_len), er, hr;
 	struct pb_field f, g, h;
@@ -1301,7 +1301,7 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	ASSERT_STR_EQ(pname, "test-producer");
 
 	/* as perfetto --clone does: a second connection clones the session it was told of */
-	tc_open(&k2, r.d.csock, "ConsumerPort");
+	rig_consumer(&r, &k2);
 	struct buf ca = BUF_INIT;
 	sonde__pb_put_varint(&ca, PF_CLONE_SESSION_REQ_SESSION_ID, sid);
 	uint64_t creq = tc_call(&k2, "CloneSession", &ca, -1, false);
@@ -1318,7 +1318,8 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	tcons_read(&k2, &trace);
 	ASSERT_INT(trace_count(&trace, "snapshot-data", 13, NULL), ==, 1);
 	assert_trigger_packet(&trace, "snap", "test-producer", 0);
-	ASSERT(!tprod_cmd(&r.p, &cmd, 200)); /* the source still runs: no stop */
+	inproc_advance(&r.h, 30000);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0)); /* the source still runs: no stop */
 	tc_close(&k2);
 	sonde__buf_free(&ca);
 	sonde__buf_free(&a);
