@@ -382,7 +382,7 @@ struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 		return NULL;
 	}
 	c->id = s->next_conn_id++;
-	c->accepted_ns = sonde__loop_now_ns();
+	c->accepted_ns = sonde__svc_now(s);
 	c->is_producer = producer;
 	c->p.smb_fd = -1;
 	c->k.clone_fd = -1;
@@ -409,7 +409,7 @@ static void resume_accept(void *ctx, uint64_t arg)
  * second (a listener retries every 100 ms), with the number of failures not reported. */
 static void warn_accept(struct svc *s, int err)
 {
-	uint64_t now = sonde__loop_now_ns();
+	uint64_t now = sonde__svc_now(s);
 
 	if (s->accept_warn_ns && now - s->accept_warn_ns < 1000000000ull) {
 		s->accept_unreported++;
@@ -514,7 +514,7 @@ static void destroy_conn(struct svc *s, struct conn *c)
  * still in use, where free() cannot return them. At most once a second unless forced. */
 static void trim(struct svc *s, bool force)
 {
-	uint64_t now = sonde__loop_now_ns();
+	uint64_t now = sonde__svc_now(s);
 
 	if (!s->freed_bytes || (!force && (s->freed_bytes < (1u << 20) ||
 					   now - s->trim_ns < 1000000000ull)))
@@ -544,13 +544,15 @@ static void reap(struct svc *s)
 static void housekeeping(void *ctx, uint64_t arg)
 {
 	struct svc *s = ctx;
-	uint64_t now = sonde__loop_now_ns();
+	/* the channel stamps a stalled send with CLOCK_MONOTONIC (src/ipc); the handshake
+	 * deadline is the service's */
+	uint64_t mono = sonde__loop_now_ns(), now = sonde__svc_now(s);
 
 	/* §1.2: a peer that does not drain its socket for 10 s is disconnected */
 	for (size_t i = 0; i < s->nconns; i++) {
 		struct conn *c = s->conns[i];
 		if (c->ch.tx_stalled_ns &&
-		    now - c->ch.tx_stalled_ns > IPC_SEND_TIMEOUT_MS * 1000000ull) {
+		    mono - c->ch.tx_stalled_ns > IPC_SEND_TIMEOUT_MS * 1000000ull) {
 			sonde_warn("connection %llu: peer did not read for 10 s, closing",
 				   (unsigned long long)c->id);
 			c->dead = true;
@@ -805,6 +807,16 @@ int sonde_service__add_probes(struct sonde_service *ss, int fd, pid_t pid)
 	sonde_debug("producer connected: sonded's probes (pid %d), over the channel made for them",
 		    (int)pid);
 	return 0;
+}
+
+void sonde__service_set_clock(struct sonde_service *ss, loop_clock_fn now_ns, void *clock_ctx)
+{
+	sonde__loop_set_clock(&ss->s.loop, now_ns, clock_ctx);
+}
+
+int sonde__service_adopt(struct sonde_service *ss, int fd, bool producer)
+{
+	return sonde__svc_add_conn(&ss->s, fd, producer) ? 0 : -ENOMEM;
 }
 
 void sonde_service__free(struct sonde_service *ss)

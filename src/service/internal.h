@@ -412,6 +412,21 @@ void sonde__clone_put_sessions(struct svc *s, const struct conn *caller, struct 
 void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
 		       const struct conn *producer, uint64_t now_ns, uint32_t delay_ms);
 
+/* Now, by the service loop's clock: CLOCK_MONOTONIC, unless a test gave the loop another
+ * (sonde__service_set_clock). Every timeout, window and rate limit the service decides on
+ * is measured on it; timestamps written into traces stay on BOOTTIME. */
+static inline uint64_t sonde__svc_now(const struct svc *s)
+{
+	return sonde__loop_now(&s->loop);
+}
+
+/* host.c, for in-process tests: the clock the service's loop runs on (the pending timers
+ * keep the time they had left), and a connected socket adopted as a producer or consumer
+ * client, as if accepted on its listener. Returns 0 or -errno (fd is taken). */
+struct sonde_service;
+void sonde__service_set_clock(struct sonde_service *ss, loop_clock_fn now_ns, void *clock_ctx);
+int sonde__service_adopt(struct sonde_service *ss, int fd, bool producer);
+
 /* svcpkt.c */
 uint64_t sonde__svc_boottime_ns(void);
 /* Queues a service event (enum pf_service_event) with the current time. */

@@ -18,8 +18,17 @@ uint64_t sonde__loop_now_ns(void)
 
 void sonde__loop_set_clock(struct loop *l, loop_clock_fn now_ns, void *clock_ctx)
 {
+	uint64_t before = sonde__loop_now(l), after;
+
 	l->clock = now_ns;
 	l->clock_ctx = clock_ctx;
+	/* timers already armed (the service's housekeeping, from its creation) keep the time
+	 * they had left, counted on the new clock */
+	after = sonde__loop_now(l);
+	for (size_t i = 0; i < l->ntimers; i++) {
+		uint64_t left = l->timers[i].when_ns > before ? l->timers[i].when_ns - before : 0;
+		l->timers[i].when_ns = after + left;
+	}
 }
 
 uint64_t sonde__loop_now(const struct loop *l)

@@ -53,7 +53,7 @@ int sonde__loop_timeout_ms(const struct loop *l);
 int sonde__loop_process(struct loop *l, int wait_ms);
 uint64_t sonde__loop_now_ns(void);
 /* The loop's clock: now_ns(clock_ctx) gives nanoseconds that never go back; NULL restores
- * CLOCK_MONOTONIC. Set before timers are added: their deadlines are in the clock's time. */
+ * CLOCK_MONOTONIC. Timers already armed keep the time they had left, on the new clock. */
 void sonde__loop_set_clock(struct loop *l, loop_clock_fn now_ns, void *clock_ctx);
 /* Now, by the loop's clock. */
 uint64_t sonde__loop_now(const struct loop *l);

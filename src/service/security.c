@@ -294,7 +294,7 @@ static uint64_t uid_buffer_bytes(const struct svc *s, int32_t uid)
  * an untracked uid's, else of the fullest (a full bucket is the same as none). */
 static struct svc_idbudget *id_budget(struct svc *s, uid_t uid)
 {
-	uint64_t now = sonde__loop_now_ns();
+	uint64_t now = sonde__svc_now(s);
 	struct svc_idbudget *b = NULL;
 
 	for (size_t i = 0; i < s->nidb; i++) {

@@ -294,7 +294,7 @@ static void remember(struct trig_global *g, uint64_t h, uint64_t now)
 /* ------------------------------------------------------------------ activation */
 
 static void record(struct svc *s, struct session *ss, const struct trig_def *d,
-		   const struct conn *c, uint64_t now)
+		   const struct conn *c)
 {
 	struct buf *b = &s->scratch;
 	uint32_t n;
@@ -303,7 +303,7 @@ static void record(struct svc *s, struct session *ss, const struct trig_def *d,
 		return;
 	ss->trig.nreceived++;
 	sonde__buf_reset(b);
-	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, now);
+	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP, sonde__svc_boottime_ns());
 	size_t m = sonde__pb_begin(b, PF_PACKET_TRIGGER);
 	sonde__pb_put_string(b, PF_TRIGGER_PACKET_TRIGGER_NAME, d->name);
 	sonde__pb_put_string(b, PF_TRIGGER_PACKET_PRODUCER_NAME, c->p.name);
@@ -323,13 +323,12 @@ static void record(struct svc *s, struct session *ss, const struct trig_def *d,
 }
 
 /* Applies a matching trigger to one session; returns whether it changed the session. */
-static bool apply(struct svc *s, struct session *ss, const struct trig_def *d, const struct conn *c,
-		  uint64_t now)
+static bool apply(struct svc *s, struct session *ss, const struct trig_def *d, const struct conn *c)
 {
 	struct trig_cfg *t = &ss->trig;
 	bool first = t->nreceived == 0;
 
-	record(s, ss, d, c, now);
+	record(s, ss, d, c);
 	sonde_info("session %llu: trigger \"%s\" from producer \"%s\"", (unsigned long long)ss->id,
 		   d->name, c->p.name);
 	switch (t->mode) {
@@ -349,7 +348,7 @@ static bool apply(struct svc *s, struct session *ss, const struct trig_def *d, c
 	case PF_TRIGGER_MODE_CLONE_SNAPSHOT:
 		if (ss->state != SESS_STARTED)
 			return false;
-		sonde__clone_trigger_hit(s, ss, d->name, c, now, d->stop_delay_ms);
+		sonde__clone_trigger_hit(s, ss, d->name, c, sonde__svc_boottime_ns(), d->stop_delay_ms);
 		return true;
 	default:
 		return false;
@@ -378,7 +377,7 @@ static void activate_one(struct svc *s, struct trig_global *g, const struct conn
 				sonde_info("trigger \"%s\": max_per_24_h reached", name);
 				break;
 			}
-			applied |= apply(s, ss, d, c, now);
+			applied |= apply(s, ss, d, c);
 			break;
 		}
 	}
@@ -412,7 +411,9 @@ int sonde__trigger_activate(struct svc *s, struct req *r)
 	struct pb_reader rd = pb_reader_init(r->args, r->args_len);
 	struct trig_global *g = global(s);
 	struct pb_field f;
-	uint64_t now = sonde__svc_boottime_ns();
+	/* the rate limit and the 24 h history are measured on the service's clock; the
+	 * Trigger packets carry BOOTTIME */
+	uint64_t now = sonde__svc_now(s);
 	size_t seen = 0;
 	char name[TRIG_MAX_NAME_LEN + 1];
 

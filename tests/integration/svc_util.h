@@ -52,6 +52,10 @@ void tc_open_fd(struct tc *t, int fd, const char *service);
 void tc_close(struct tc *t);
 uint32_t tc_method_id(const struct tc *t, const char *name);
 uint64_t tc_call(struct tc *t, const char *method, const struct buf *args, int fd, bool drop);
+/* Set by in-process tests (svc_inproc.h): runs the service until it is idle and returns
+ * whether it did anything. While set, tc_wait returns NULL as soon as the service is idle
+ * and the reply has not come, whatever timeout_ms: no wait is measured in real time. */
+extern bool (*svc_util_pump)(void);
 /* The next message for request id req, or NULL after timeout_ms. */
 struct tc_msg *tc_wait(struct tc *t, uint64_t req, int timeout_ms);
 /* Asserts a successful unary reply arrives for req; returns it (free with tc_msg_free). */

@@ -1,6 +1,7 @@
 /* sonded, driven only over its sockets with raw IPC frames: binding, a producer session
- * end to end, fragmentation, patching, scraping, flush and stop acks with their timeouts,
- * deferred start, write_into_file, and session isolation. */
+ * end to end, fragmentation, patching, scraping, write_into_file, and session isolation.
+ * Flush and stop acks with their timeouts, deferred start, duration_ms, file write periods
+ * and Detach/Attach are timed on an injected clock in test_service_inproc.c. */
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -334,124 +335,6 @@ TEST_TIMEOUT(sonded_scrapes_chunks_a_producer_never_committed, 60)
 	rig_down(&r);
 }
 
-static uint64_t call_flush(struct tc *c, uint32_t timeout_ms)
-{
-	struct buf a = BUF_INIT;
-	uint64_t id;
-
-	sonde__pb_put_varint(&a, PF_FLUSH_REQ_TIMEOUT_MS, timeout_ms);
-	id = tc_call(c, "Flush", &a, -1, false);
-	sonde__buf_free(&a);
-	return id;
-}
-
-TEST_TIMEOUT(sonded_flush_is_acked_by_commit_or_fails_on_timeout, 60)
-{
-	struct rig r;
-	struct buf cfg = BUF_INIT, pk = BUF_INIT, trace = BUF_INIT;
-	struct tcmd cmd;
-	unsigned mv[1][2] = {{0, 0}};
-
-	tcfg_basic(&cfg, 1024, one_ds, 1);
-	rig_up(&r, &cfg, false, false, false);
-	rig_start(&r);
-	uint64_t req = call_flush(&r.c, 5000);
-	tprod_expect(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
-	ASSERT_UINT(cmd.flush_id, >, 0);
-	ASSERT(tc_wait(&r.c, req, 200) == NULL); /* not before the producer acks */
-	svc_make_packet(&pk, "flushed-packet", 0);
-	struct iovec v = {pk.data, pk.len};
-	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
-	tprod_commit(&r.p, mv, 1, r.target, cmd.flush_id, NULL);
-	tc_msg_free(tc_ok(&r.c, req));
-
-	/* a producer that never acks: the flush fails after its timeout */
-	double t0 = test_now();
-	req = call_flush(&r.c, 300);
-	tprod_expect(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
-	struct tc_msg *m = tc_wait(&r.c, req, 5000);
-	ASSERT(m != NULL);
-	ASSERT(!m->f.success);
-	ASSERT(test_now() - t0 >= 0.29);
-	ASSERT(test_now() - t0 < 4.5); /* its own timeout, not the 5 s default */
-	tc_msg_free(m);
-	rig_stop_and_read(&r, &trace);
-	ASSERT_INT(trace_count(&trace, "flushed-packet", 14, NULL), ==, 1);
-	sonde__buf_free(&cfg);
-	sonde__buf_free(&pk);
-	sonde__buf_free(&trace);
-	rig_down(&r);
-}
-
-TEST_TIMEOUT(sonded_waits_for_stop_acks_and_times_them_out, 60)
-{
-	struct rig r;
-	struct buf cfg = BUF_INIT;
-	struct tcmd cmd;
-
-	tcfg_basic(&cfg, 256, one_ds, 1);
-	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_DATA_SOURCE_STOP_TIMEOUT_MS, 400);
-	rig_up(&r, &cfg, false, true, true);
-	rig_start(&r);
-	tprod_notify(&r.p, "NotifyDataSourceStarted", r.inst);
-	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
-	tprod_expect(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
-	ASSERT(tc_wait(&r.c, r.enable_req, 150) == NULL); /* held until the ack */
-	tprod_notify(&r.p, "NotifyDataSourceStopped", r.inst);
-	char *err = tcons_wait_disabled(&r.c, r.enable_req, 300);
-	ASSERT(err == NULL);
-	tc_close(&r.c);
-
-	/* second session: the producer never acks the stop */
-	tc_open(&r.c, r.d.csock, "ConsumerPort");
-	r.enable_req = tcons_enable(&r.c, &cfg, -1);
-	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
-	tprod_expect(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	tprod_notify(&r.p, "NotifyDataSourceStarted", cmd.inst_id);
-	double t0 = test_now();
-	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
-	free(tcons_wait_disabled(&r.c, r.enable_req, 5000));
-	ASSERT(test_now() - t0 >= 0.39);
-	sonde__buf_free(&cfg);
-	rig_down(&r);
-}
-
-TEST_TIMEOUT(sonded_deferred_start_and_all_started_event, 60)
-{
-	struct rig r;
-	struct buf cfg = BUF_INIT, a = BUF_INIT;
-	struct tcmd cmd;
-
-	tcfg_basic(&cfg, 256, one_ds, 1);
-	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_DEFERRED_START, true);
-	rig_up(&r, &cfg, false, true, false);
-	sonde__pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE,
-			     PF_OBSERVABLE_ALL_DATA_SOURCES_STARTED);
-	uint64_t obs = tc_call(&r.c, "ObserveEvents", &a, -1, false);
-	ASSERT(!tprod_cmd(&r.p, &cmd, 300)); /* no start before StartTracing */
-	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "StartTracing", NULL, -1, false)));
-	rig_start(&r);
-	ASSERT(tc_wait(&r.c, obs, 150) == NULL); /* STARTING until the producer says so */
-	tprod_notify(&r.p, "NotifyDataSourceStarted", r.inst);
-	struct tc_msg *m = tc_wait(&r.c, obs, 5000);
-	ASSERT(m != NULL);
-	ASSERT(m->f.success && m->f.has_more);
-	struct pb_reader rd = pb_reader_init(m->f.data, m->f.data_len);
-	struct pb_field f, g;
-	bool all = false;
-	while (sonde__pb_next(&rd, &f) > 0) {
-		struct pb_reader er = pb_sub(&f);
-		while (sonde__pb_next(&er, &g) > 0)
-			all = all ||
-			      (g.num == PF_OBSERVABLE_EVENTS_ALL_DATA_SOURCES_STARTED && g.u);
-	}
-	ASSERT(all);
-	tc_msg_free(m);
-	sonde__buf_free(&cfg);
-	sonde__buf_free(&a);
-	rig_down(&r);
-}
-
 /* write_into_file with a duration: the service flushes, stops and writes the file. */
 static void file_session(struct rig *r, const struct buf *cfg, int fd, const char *tag, char **err)
 {
@@ -504,10 +387,10 @@ TEST_TIMEOUT(sonded_write_into_file_through_consumer_fd, 60)
 
 	ASSERT(fd >= 0);
 	file_config(&cfg, NULL);
-	double t0 = test_now();
+	/* the session ends by duration_ms alone (timed exactly in
+	 * inproc_duration_ms_flushes_then_stops_at_the_duration) */
 	file_session(&r, &cfg, fd, "into-fd-packet", &err);
 	ASSERT(err == NULL);
-	ASSERT(test_now() - t0 >= 0.45); /* duration_ms ran out */
 	close(fd);
 	tcons_read(&r.c, &trace); /* a write_into_file session streams nothing */
 	ASSERT_UINT(trace.len, ==, 0);
@@ -805,55 +688,4 @@ TEST_TIMEOUT(sonded_socket_names_from_environment_and_abstract, 60)
 	test_run(&o, 10, bad);
 	ASSERT_INT(o.status, ==, 2);
 	test_output_free(&o);
-}
-
-static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
-{
-	struct buf a = BUF_INIT;
-
-	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
-	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 5000);
-	sonde__buf_free(&a);
-	ASSERT(m != NULL);
-	return m;
-}
-
-TEST_TIMEOUT(sonded_detached_session_survives_and_reattaches, 60)
-{
-	struct rig r;
-	struct buf cfg = BUF_INIT, pk = BUF_INIT, trace = BUF_INIT, a = BUF_INIT;
-	struct tcmd cmd;
-	struct tc_msg *m;
-	unsigned mv[1][2] = {{0, 0}};
-
-	tcfg_basic(&cfg, 1024, one_ds, 1);
-	rig_up(&r, &cfg, false, false, false);
-	rig_start(&r);
-	m = call_key(&r.c, "Detach", "bg-key");
-	ASSERT(m->f.success);
-	tc_msg_free(m);
-	tc_close(&r.c); /* the session must outlive this consumer */
-	svc_make_packet(&pk, "detached-packet", 0);
-	struct iovec v = {pk.data, pk.len};
-	tprod_chunk(&r.p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
-	tprod_commit(&r.p, mv, 1, r.target, 0, NULL);
-	ASSERT(!tprod_cmd(&r.p, &cmd, 200)); /* no stop: still tracing */
-
-	tc_open(&r.c, r.d.csock, "ConsumerPort");
-	m = call_key(&r.c, "Attach", "wrong-key");
-	ASSERT(!m->f.success);
-	tc_msg_free(m);
-	m = call_key(&r.c, "Attach", "bg-key");
-	ASSERT(m->f.success);
-	ASSERT(m->f.data_len > 0); /* AttachResponse carries the session's TraceConfig */
-	tc_msg_free(m);
-	sonde__pb_put_bool(&a, PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY, true);
-	r.enable_req = tc_call(&r.c, "EnableTracing", &a, -1, false);
-	rig_stop_and_read(&r, &trace);
-	ASSERT_INT(trace_count(&trace, "detached-packet", 15, NULL), ==, 1);
-	sonde__buf_free(&cfg);
-	sonde__buf_free(&pk);
-	sonde__buf_free(&a);
-	sonde__buf_free(&trace);
-	rig_down(&r);
 }

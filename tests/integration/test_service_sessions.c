@@ -16,6 +16,7 @@
 #include "ipc/protos.h"
 #include "ipc/smb.h"
 #include "sec_util.h"
+#include "svc_inproc.h"
 #include "svc_util.h"
 
 static const char *const one_ds[] = {"test.ds"};
@@ -86,20 +87,39 @@ static void send_trigger(struct tprod *p, const char *name)
 	send_triggers(p, &name, 1);
 }
 
-/* sonded, a producer of test.ds, a consumer that enabled cfg; setup received. */
+/* sonded (or the service in-process, on a clock the test advances), a producer of
+ * test.ds, a consumer that enabled cfg; setup received. */
 struct rig {
 	struct sonded d;
+	struct inproc h;
+	bool in; /* in-process: h, not d (rig_up_inproc; a zeroed rig is not) */
 	struct tprod p;
 	struct tc c;
 	uint64_t enable_req, inst;
 	uint32_t target;
 };
 
+static void rig_producer(struct rig *r, struct tprod *p, const char *name)
+{
+	if (r->in)
+		inproc_producer(&r->h, p, name, false);
+	else
+		tprod_open(p, r->d.psock, name, false);
+}
+
+static void rig_consumer(struct rig *r, struct tc *c)
+{
+	if (r->in)
+		inproc_consumer(&r->h, c);
+	else
+		tc_open(c, r->d.csock, "ConsumerPort");
+}
+
 static void rig_enable(struct rig *r, const struct buf *cfg)
 {
 	struct tcmd cmd;
 
-	tc_open(&r->c, r->d.csock, "ConsumerPort");
+	rig_consumer(r, &r->c);
 	r->enable_req = tcons_enable(&r->c, cfg, -1);
 	tprod_expect(&r->p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	r->inst = cmd.inst_id;
@@ -109,8 +129,18 @@ static void rig_enable(struct rig *r, const struct buf *cfg)
 
 static void rig_up(struct rig *r, const struct buf *cfg)
 {
+	r->in = false;
 	sonded_start(&r->d, NULL);
-	tprod_open(&r->p, r->d.psock, "test-producer", false);
+	rig_producer(r, &r->p, "test-producer");
+	tprod_register(&r->p, "test.ds", false, false);
+	rig_enable(r, cfg);
+}
+
+static void rig_up_inproc(struct rig *r, const struct buf *cfg)
+{
+	r->in = true;
+	inproc_up(&r->h);
+	rig_producer(r, &r->p, "test-producer");
 	tprod_register(&r->p, "test.ds", false, false);
 	rig_enable(r, cfg);
 }
@@ -126,7 +156,10 @@ static void rig_down(struct rig *r)
 {
 	tc_close(&r->c);
 	tc_close(&r->p.t);
-	sonded_stop(&r->d);
+	if (r->in)
+		inproc_down(&r->h);
+	else
+		sonded_stop(&r->d);
 }
 
 /* The Trigger packet of `name`: its producer name and uid must be as given. */
@@ -175,20 +208,21 @@ static void assert_trigger_packet(const struct buf *trace, const char *name, con
 
 TEST_TIMEOUT(trig_start_trigger_starts_session_from_matching_producer_only, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct tprod bad, good;
 	const struct trig_spec t[] = {{"go", "trig-.*", 0, 0, 0}};
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 60000, t, 1);
-	rig_up(&r, &cfg);
-	ASSERT(!tprod_cmd(&r.p, &cmd, 300)); /* configured, waiting for the trigger */
-	tprod_open(&bad, r.d.psock, "xtrig-sender", false); /* the regex must match in full */
-	tprod_open(&good, r.d.psock, "trig-sender", false);
+	rig_up_inproc(&r, &cfg);
+	inproc_advance(&r.h, 30000);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0)); /* configured, waiting for the trigger */
+	rig_producer(&r, &bad, "xtrig-sender"); /* the regex must match in full */
+	rig_producer(&r, &good, "trig-sender");
 	send_trigger(&good, "other-name");
 	send_trigger(&bad, "go");
-	ASSERT(!tprod_cmd(&r.p, &cmd, 300));
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
 	/* nothing is readable before the trigger */
 	tcons_read(&r.c, &trace);
 	ASSERT_UINT(trace.len, ==, 0);
@@ -213,19 +247,20 @@ TEST_TIMEOUT(trig_start_trigger_starts_session_from_matching_producer_only, 60)
 
 TEST_TIMEOUT(trig_start_stop_delay_becomes_the_duration, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"go", NULL, 300, 0, 0}};
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 60000, t, 1);
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	send_trigger(&r.p, "go");
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	double t0 = test_now();
-	/* after stop_delay_ms: a flush, then the stop, without any consumer request */
+	/* at stop_delay_ms: a flush, then the stop, without any consumer request */
+	inproc_advance(&r.h, 299);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
+	inproc_advance(&r.h, 1);
 	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
-	ASSERT(test_now() - t0 >= 0.25);
 	tprod_commit(&r.p, NULL, 0, r.target, cmd.flush_id, NULL);
 	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
 	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
@@ -238,14 +273,17 @@ TEST_TIMEOUT(trig_start_stop_delay_becomes_the_duration, 60)
 
 TEST_TIMEOUT(trig_start_timeout_ends_session_with_empty_trace, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"never-sent", NULL, 0, 0, 0}};
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 400, t, 1);
-	rig_up(&r, &cfg);
-	char *err = tcons_wait_disabled(&r.c, r.enable_req, 10000);
+	rig_up_inproc(&r, &cfg);
+	inproc_advance(&r.h, 399);
+	ASSERT(tc_wait(&r.c, r.enable_req, 0) == NULL);
+	inproc_advance(&r.h, 1);
+	char *err = tcons_wait_disabled(&r.c, r.enable_req, 0);
 	ASSERT(err == NULL); /* a timeout is a normal end */
 	/* the instance was only set up, then stopped without ever starting */
 	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
@@ -280,21 +318,22 @@ static uint64_t config_duration(const struct buf *trace)
 
 TEST_TIMEOUT(trig_stop_trigger_flushes_and_stops_after_delay, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"stop-now", NULL, 300, 0, 0}, {"other", NULL, 0, 0, 0}};
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_STOP_TRACING, 60000, t, 2);
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd); /* STOP: runs at once */
 	commit_tagged(&r.p, r.target, 0, "before-stop-trigger");
 	tcons_read(&r.c, &trace); /* waiting for the trigger: nothing readable yet */
 	ASSERT_UINT(trace.len, ==, 0);
 	send_trigger(&r.p, "stop-now");
-	double t0 = test_now();
+	inproc_advance(&r.h, 299);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0)); /* not before stop_delay_ms */
+	inproc_advance(&r.h, 1);
 	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
-	ASSERT(test_now() - t0 >= 0.25);
 	send_trigger(&r.p, "other"); /* recorded, changes nothing */
 	tprod_commit(&r.p, NULL, 0, r.target, cmd.flush_id, NULL);
 	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
@@ -311,15 +350,18 @@ TEST_TIMEOUT(trig_stop_trigger_flushes_and_stops_after_delay, 60)
 
 TEST_TIMEOUT(trig_stop_timeout_without_trigger_gives_empty_trace, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"never-sent", NULL, 0, 0, 0}};
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_STOP_TRACING, 500, t, 1);
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	commit_tagged(&r.p, r.target, 0, "untriggered-data");
+	inproc_advance(&r.h, 499);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
+	inproc_advance(&r.h, 1);
 	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd); /* the timeout flushes, then stops */
 	tprod_commit(&r.p, NULL, 0, r.target, cmd.flush_id, NULL);
 	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
@@ -333,17 +375,18 @@ TEST_TIMEOUT(trig_stop_timeout_without_trigger_gives_empty_trace, 60)
 
 TEST_TIMEOUT(trig_skip_probability_and_max_per_24h, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	const struct trig_spec t[] = {{"always-skipped", NULL, 0, 0, 1.0},
 				      {"once-a-day", NULL, 0, 1, 0}};
+	const uint64_t day_ms = 24ull * 3600 * 1000;
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 60000, t, 2);
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	for (int i = 0; i < 20; i++)
 		send_trigger(&r.p, "always-skipped");
-	ASSERT(!tprod_cmd(&r.p, &cmd, 200));
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
 	send_trigger(&r.p, "once-a-day");
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "FreeBuffers", NULL, -1, false)));
@@ -353,9 +396,22 @@ TEST_TIMEOUT(trig_skip_probability_and_max_per_24h, 60)
 	/* a new session with the same trigger: the daily allowance is used up */
 	rig_enable(&r, &cfg);
 	send_trigger(&r.p, "once-a-day");
-	ASSERT(!tprod_cmd(&r.p, &cmd, 300));
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
 	tcons_read(&r.c, &trace);
 	ASSERT_UINT(trace.len, ==, 0);
+	inproc_advance(&r.h, 60000); /* its trigger timeout ends it */
+	free(tcons_wait_disabled(&r.c, r.enable_req, 0));
+	expect_cmd(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
+	tc_close(&r.c);
+
+	/* 24 h of the service's clock after the first: allowed again, not a millisecond before */
+	inproc_advance(&r.h, day_ms - 60000 - 1);
+	rig_enable(&r, &cfg);
+	send_trigger(&r.p, "once-a-day");
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
+	inproc_advance(&r.h, 1);
+	send_trigger(&r.p, "once-a-day");
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	sonde__buf_free(&cfg);
 	sonde__buf_free(&trace);
 	rig_down(&r);
@@ -363,7 +419,7 @@ TEST_TIMEOUT(trig_skip_probability_and_max_per_24h, 60)
 
 TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tc c;
 	struct buf cfg = BUF_INIT;
 	const struct trig_spec t[] = {{"a", NULL, 0, 0, 0}, {"a", NULL, 0, 0, 0}};
@@ -381,12 +437,12 @@ TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 		{PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 0, "no triggers"},
 	};
 
-	sonded_start(&d, NULL);
+	inproc_up(&h);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		sonde__buf_reset(&cfg);
 		cfg_triggers(&cfg, cases[i].mode, cases[i].timeout, cases[i].t, cases[i].n);
-		tc_open(&c, d.csock, "ConsumerPort");
-		char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 5000);
+		inproc_consumer(&h, &c);
+		char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 0);
 		ASSERT(err != NULL);
 		ASSERT(strstr(err, cases[i].want) != NULL);
 		free(err);
@@ -396,46 +452,47 @@ TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 	sonde__buf_reset(&cfg);
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 1);
 	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_DURATION_MS, 1000);
-	tc_open(&c, d.csock, "ConsumerPort");
-	char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 5000);
+	inproc_consumer(&h, &c);
+	char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 0);
 	ASSERT(err != NULL && strstr(err, "duration_ms"));
 	free(err);
 	tc_close(&c);
 	sonde__buf_free(&cfg);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 /* A producer sending thousands of trigger names: the service keeps serving everyone,
- * and only a bounded number of them is applied. */
+ * and only its bucket's worth is applied: a burst of 128, then 64 a second of the
+ * service's clock. */
 TEST_TIMEOUT(trig_flooding_producer_is_throttled, 120)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT, a = BUF_INIT;
 	struct tcmd cmd;
 	struct tprod flood;
 	const struct trig_spec t[] = {{"flood", NULL, 0, 0, 0}};
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_START_TRACING, 60000, t, 1);
-	rig_up(&r, &cfg);
-	tprod_open(&flood, r.d.psock, "flooder", false);
+	rig_up_inproc(&r, &cfg);
+	rig_producer(&r, &flood, "flooder");
 	for (int i = 0; i < 64; i++)
 		sonde__pb_put_string(&a, PF_ACTIVATE_TRIGGERS_REQ_NAMES, "flood");
-	double t0 = test_now();
-	for (int i = 0; i < 300; i++)
+	for (int i = 0; i < 150; i++)
 		tc_call(&flood.t, "ActivateTriggers", &a, -1, true);
 	tc_msg_free(tc_ok(&flood.t, tc_call(&flood.t, "Sync", NULL, -1, false)));
-	double elapsed = test_now() - t0;
 	/* the first one started the session; the other producer is still served */
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	tc_msg_free(tc_ok(&r.p.t, tc_call(&r.p.t, "Sync", NULL, -1, false)));
+	/* a second later: 64 more tokens, however many names come */
+	inproc_advance(&r.h, 1000);
+	for (int i = 0; i < 150; i++)
+		tc_call(&flood.t, "ActivateTriggers", &a, -1, true);
+	tc_msg_free(tc_ok(&flood.t, tc_call(&flood.t, "Sync", NULL, -1, false)));
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
-	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	free(tcons_wait_disabled(&r.c, r.enable_req, 0));
 	tcons_read(&r.c, &trace);
-	int n = trace_count_field(&trace, PF_PACKET_TRIGGER);
-	/* 19200 names were sent; a 128-token burst plus 64 per second got through */
-	ASSERT_INT(n, >=, 1);
-	ASSERT_INT(n, <=, 128 + (int)(64 * (elapsed + 1)));
-	ASSERT_INT(n, <=, 256);
+	/* 19200 names were sent */
+	ASSERT_INT(trace_count_field(&trace, PF_PACKET_TRIGGER), ==, 128 + 64);
 	tc_close(&flood.t);
 	sonde__buf_free(&a);
 	sonde__buf_free(&cfg);
@@ -443,7 +500,6 @@ TEST_TIMEOUT(trig_flooding_producer_is_throttled, 120)
 	rig_down(&r);
 }
 
-/* `sonde trace --txt` with a START trigger config, started by `sonde trace --trigger`. */
 TEST_TIMEOUT(trig_sonde_trace_cli_sends_and_honours_triggers, 90)
 {
 	struct sonded d;
@@ -501,17 +557,24 @@ struct clone_resp {
 	char error[256];
 };
 
-/* CloneSession, with fd as the caller's output file (-1: none). */
-static void clone_call_fd(struct tc *c, uint64_t id, const char *name, int fd,
-			  struct clone_resp *out)
+/* CloneSession, with fd as the caller's output file (-1: none); returns the request id. */
+static uint64_t clone_send(struct tc *c, uint64_t id, const char *name, int fd)
 {
 	struct buf a = BUF_INIT;
+	uint64_t req;
 
 	if (id)
 		sonde__pb_put_varint(&a, PF_CLONE_SESSION_REQ_SESSION_ID, id);
 	if (name)
 		sonde__pb_put_string(&a, PF_CLONE_SESSION_REQ_UNIQUE_SESSION_NAME, name);
-	struct tc_msg *m = tc_ok(c, tc_call(c, "CloneSession", &a, fd, false));
+	req = tc_call(c, "CloneSession", &a, fd, false);
+	sonde__buf_free(&a);
+	return req;
+}
+
+static void clone_reply(struct tc *c, uint64_t req, struct clone_resp *out)
+{
+	struct tc_msg *m = tc_ok(c, req);
 	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
 	struct pb_field f;
 	memset(out, 0, sizeof(*out));
@@ -528,7 +591,12 @@ static void clone_call_fd(struct tc *c, uint64_t id, const char *name, int fd,
 			out->was_write_into_file = f.u != 0;
 	}
 	tc_msg_free(m);
-	sonde__buf_free(&a);
+}
+
+static void clone_call_fd(struct tc *c, uint64_t id, const char *name, int fd,
+			  struct clone_resp *out)
+{
+	clone_reply(c, clone_send(c, id, name, fd), out);
 }
 
 static void clone_call(struct tc *c, uint64_t id, const char *name, struct clone_resp *out)
@@ -600,7 +668,7 @@ static void cfg_named(struct buf *b, const char *name)
 
 TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct tc k2, k3;
@@ -608,10 +676,10 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	char list[1024];
 
 	cfg_named(&cfg, "clone-src");
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	commit_tagged(&r.p, r.target, 0, "before-clone-A");
-	tc_open(&k2, r.d.csock, "ConsumerPort");
+	rig_consumer(&r, &k2);
 	uint64_t src = session_id_of(&k2, "clone-src");
 	ASSERT_UINT(src, >, 0);
 
@@ -621,7 +689,8 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	uint64_t creq = tc_call(&k2, "CloneSession", &a, -1, false);
 	sonde__buf_free(&a);
 	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
-	ASSERT(tc_wait(&k2, creq, 200) == NULL); /* not before the flush completed */
+	inproc_advance(&r.h, 499); /* within the source's flush_timeout_ms */
+	ASSERT(tc_wait(&k2, creq, 0) == NULL); /* not before the flush completed */
 	struct buf pk = BUF_INIT;
 	make_packet(&pk, "flushed-B");
 	struct iovec v = {pk.data, pk.len};
@@ -652,8 +721,13 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	ASSERT_CONTAINS(list, ":clone-src:STARTED;");
 
 	/* by unique_session_name, from a third consumer */
-	tc_open(&k3, r.d.csock, "ConsumerPort");
-	clone_call(&k3, 0, "clone-src", &cr);
+	rig_consumer(&r, &k3);
+	uint64_t c3 = clone_send(&k3, 0, "clone-src", -1);
+	expect_cmd(&r.p, PF_ASYNC_CMD_FLUSH, &cmd); /* not acked: the clone waits it out */
+	inproc_advance(&r.h, 499);
+	ASSERT(tc_wait(&k3, c3, 0) == NULL);
+	inproc_advance(&r.h, 1);
+	clone_reply(&k3, c3, &cr);
 	ASSERT(cr.success);
 	ASSERT(!cr.was_write_into_file);
 	ASSERT(cr.uuid_msb != 0 || cr.uuid_lsb != 0);
@@ -661,7 +735,7 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 	/* no producer may write into a clone: the source's reader still gets everything */
 	sonde__buf_reset(&trace);
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
-	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	free(tcons_wait_disabled(&r.c, r.enable_req, 0));
 	tcons_read(&r.c, &trace);
 	ASSERT_INT(trace_count(&trace, "before-clone-A", 14, NULL), ==, 1);
 	ASSERT_INT(trace_count(&trace, "flushed-B", 9, NULL), ==, 1);
@@ -676,7 +750,7 @@ TEST_TIMEOUT(clone_flushes_and_copies_into_a_read_only_session, 60)
 
 TEST_TIMEOUT(clone_refusals_are_clear_errors, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT;
 	struct tcmd cmd;
 	struct tc other, k2;
@@ -723,7 +797,7 @@ TEST_TIMEOUT(clone_refusals_are_clear_errors, 60)
 
 TEST_TIMEOUT(clone_sonde_trace_cli_writes_a_snapshot, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct test_output o;
@@ -777,7 +851,7 @@ static void read_trace_file(const char *path, struct buf *trace)
  * --clone`, the clone holds what the source had not written yet, read with ReadBuffers. */
 TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct tc k2, k3;
@@ -857,7 +931,7 @@ TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
  * caller go on. */
 TEST_TIMEOUT(clone_write_into_file_session_unreadable_file_is_refused, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT;
 	struct tcmd cmd;
 	struct tc k2;
@@ -935,26 +1009,26 @@ static struct tc_msg *change_config(struct tc *c, const struct buf *cfg)
 
 TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tprod a, b, x, late;
 	struct tc c;
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT;
 	const char *only_a[] = {"prod-a"}, *a_and_b[] = {"prod-a", "prod-b"};
 
-	sonded_start(&d, NULL);
-	tprod_open(&a, d.psock, "prod-a", false);
-	tprod_open(&b, d.psock, "prod-b", false);
-	tprod_open(&x, d.psock, "other", false);
+	inproc_up(&h);
+	inproc_producer(&h, &a, "prod-a", false);
+	inproc_producer(&h, &b, "prod-b", false);
+	inproc_producer(&h, &x, "other", false);
 	tprod_register(&a, "test.ds", false, false);
 	tprod_register(&b, "test.ds", false, false);
 	tprod_register(&x, "test.ds", false, false);
-	tc_open(&c, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c);
 	cfg_filtered(&cfg, only_a, 1, NULL, 0);
 	tcons_enable(&c, &cfg, -1);
 	expect_cmd(&a, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&a, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	ASSERT(!tprod_cmd(&b, &cmd, 300));
+	ASSERT(!tprod_cmd(&b, &cmd, 0));
 
 	/* prod-b joins the running session; prod-a keeps its one instance */
 	cfg_filtered(&cfg, a_and_b, 2, NULL, 0);
@@ -963,15 +1037,15 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	tc_msg_free(m);
 	expect_cmd(&b, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&b, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	ASSERT(!tprod_cmd(&a, &cmd, 200));
-	ASSERT(!tprod_cmd(&x, &cmd, 200));
+	ASSERT(!tprod_cmd(&a, &cmd, 0));
+	ASSERT(!tprod_cmd(&x, &cmd, 0));
 
 	/* a regex filter: producers connecting later that match get an instance */
 	cfg_filtered(&cfg, a_and_b, 2, "late-.*", 0);
 	m = change_config(&c, &cfg);
 	ASSERT(m->f.success);
 	tc_msg_free(m);
-	tprod_open(&late, d.psock, "late-producer", false);
+	inproc_producer(&h, &late, "late-producer", false);
 	tprod_register(&late, "test.ds", false, false);
 	expect_cmd(&late, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&late, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
@@ -981,51 +1055,52 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	m = change_config(&c, &cfg);
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
-	ASSERT(!tprod_cmd(&x, &cmd, 300)); /* the ".*" regex did not apply */
+	ASSERT(!tprod_cmd(&x, &cmd, 0)); /* the ".*" regex did not apply */
 	tc_close(&late.t);
 	tc_close(&x.t);
 	tc_close(&b.t);
 	tc_close(&a.t);
 	tc_close(&c);
 	sonde__buf_free(&cfg);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 /* ------------------------------------------------------------------ the rest */
 
 TEST_TIMEOUT(sess_unique_session_name_is_refused_while_live, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tc c1, c2, c3;
 	struct buf cfg = BUF_INIT, other = BUF_INIT;
 
-	sonded_start(&d, NULL);
+	inproc_up(&h);
 	cfg_named(&cfg, "only-one");
 	cfg_named(&other, "another-one");
-	tc_open(&c1, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c1);
 	uint64_t e1 = tcons_enable(&c1, &cfg, -1);
-	ASSERT(tc_wait(&c1, e1, 300) == NULL); /* running */
-	tc_open(&c2, d.csock, "ConsumerPort");
-	char *err = tcons_wait_disabled(&c2, tcons_enable(&c2, &cfg, -1), 5000);
+	inproc_advance(&h, 60000);
+	ASSERT(tc_wait(&c1, e1, 0) == NULL); /* running */
+	inproc_consumer(&h, &c2);
+	char *err = tcons_wait_disabled(&c2, tcons_enable(&c2, &cfg, -1), 0);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "unique_session_name");
 	free(err);
 	tc_close(&c2);
 	/* another name is fine */
-	tc_open(&c3, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c3);
 	uint64_t e3 = tcons_enable(&c3, &other, -1);
-	ASSERT(tc_wait(&c3, e3, 300) == NULL);
+	ASSERT(tc_wait(&c3, e3, 0) == NULL);
 	tc_close(&c3);
 	/* once the first session is gone, the name is free again */
 	tc_msg_free(tc_ok(&c1, tc_call(&c1, "FreeBuffers", NULL, -1, false)));
-	tc_open(&c2, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c2);
 	uint64_t e2 = tcons_enable(&c2, &cfg, -1);
-	ASSERT(tc_wait(&c2, e2, 300) == NULL);
+	ASSERT(tc_wait(&c2, e2, 0) == NULL);
 	tc_close(&c2);
 	tc_close(&c1);
 	sonde__buf_free(&cfg);
 	sonde__buf_free(&other);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 static void register_incr(struct tprod *p, const char *ds)
@@ -1042,41 +1117,43 @@ static void register_incr(struct tprod *p, const char *ds)
 
 TEST_TIMEOUT(sess_clears_incremental_state_periodically, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tprod yes, no;
 	struct tc c;
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT;
 
-	sonded_start(&d, NULL);
-	tprod_open(&yes, d.psock, "handles-clear", false);
-	tprod_open(&no, d.psock, "ignores-clear", false);
+	inproc_up(&h);
+	inproc_producer(&h, &yes, "handles-clear", false);
+	inproc_producer(&h, &no, "ignores-clear", false);
 	register_incr(&yes, "test.ds");
 	tprod_register(&no, "test.ds", false, false);
 	tcfg_basic(&cfg, 1024, one_ds, 1);
 	size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_INCREMENTAL_STATE_CONFIG);
 	sonde__pb_put_varint(&cfg, PF_INCREMENTAL_STATE_CONFIG_CLEAR_PERIOD_MS, 200);
 	sonde__pb_end(&cfg, m);
-	tc_open(&c, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c);
 	tcons_enable(&c, &cfg, -1);
 	expect_cmd(&yes, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	uint64_t inst = cmd.inst_id;
 	expect_cmd(&yes, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	expect_cmd(&no, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&no, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	double t0 = test_now();
+	/* one each period of 200 ms, none in between */
 	for (int i = 0; i < 3; i++) {
+		inproc_advance(&h, 199);
+		ASSERT(!tprod_cmd(&yes, &cmd, 0));
+		inproc_advance(&h, 1);
 		expect_cmd(&yes, PF_ASYNC_CMD_CLEAR_INCREMENTAL_STATE, &cmd);
 		ASSERT_UINT(cmd.inst_id, ==, inst);
 	}
-	ASSERT(test_now() - t0 >= 0.5); /* three periods of 200 ms */
 	/* the data source that did not declare handles_incremental_state_clear gets none */
-	ASSERT(!tprod_cmd(&no, &cmd, 300));
+	ASSERT(!tprod_cmd(&no, &cmd, 0));
 	tc_close(&c);
 	tc_close(&no.t);
 	tc_close(&yes.t);
 	sonde__buf_free(&cfg);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
@@ -1092,7 +1169,7 @@ static struct tc_msg *call_key(struct tc *c, const char *method, const char *key
 
 TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, trace = BUF_INIT, a = BUF_INIT;
 	struct tcmd cmd;
 	struct tc other, again;
@@ -1180,7 +1257,7 @@ TEST_TIMEOUT(sess_query_lists_own_sessions_and_all_for_root, 60)
  * clone the session; the session itself keeps running until its timeout. */
 TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 {
-	struct rig r;
+	struct rig r = {0};
 	struct buf cfg = BUF_INIT, a = BUF_INIT, trace = BUF_INIT;
 	struct tcmd cmd;
 	struct tc k2;
@@ -1188,7 +1265,7 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	const struct trig_spec t[] = {{"snap", NULL, 0, 0, 0}};
 
 	cfg_triggers(&cfg, PF_TRIGGER_MODE_CLONE_SNAPSHOT, 60000, t, 1);
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	sonde__pb_put_varint(&a, PF_OBSERVE_EVENTS_REQ_EVENTS_TO_OBSERVE, PF_OBSERVABLE_CLONE_TRIGGER_HIT);
 	uint64_t obs = tc_call(&r.c, "ObserveEvents", &a, -1, false);
@@ -1196,7 +1273,7 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	tc_msg_free(tc_ok(&r.p.t, tc_call(&r.p.t, "Sync", NULL, -1, false)));
 	send_trigger(&r.p, "snap");
 
-	struct tc_msg *m = tc_wait(&r.c, obs, 10000);
+	struct tc_msg *m = tc_wait(&r.c, obs, 0);
 	ASSERT(m != NULL && m->f.success && m->f.has_more);
 	struct pb_reader rd = pb_reader_init(m->f.data, m->f.data_len), er, hr;
 	struct pb_field f, g, h;
@@ -1224,7 +1301,7 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	ASSERT_STR_EQ(pname, "test-producer");
 
 	/* as perfetto --clone does: a second connection clones the session it was told of */
-	tc_open(&k2, r.d.csock, "ConsumerPort");
+	rig_consumer(&r, &k2);
 	struct buf ca = BUF_INIT;
 	sonde__pb_put_varint(&ca, PF_CLONE_SESSION_REQ_SESSION_ID, sid);
 	uint64_t creq = tc_call(&k2, "CloneSession", &ca, -1, false);
@@ -1241,7 +1318,8 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	tcons_read(&k2, &trace);
 	ASSERT_INT(trace_count(&trace, "snapshot-data", 13, NULL), ==, 1);
 	assert_trigger_packet(&trace, "snap", "test-producer", 0);
-	ASSERT(!tprod_cmd(&r.p, &cmd, 200)); /* the source still runs: no stop */
+	inproc_advance(&r.h, 30000);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0)); /* the source still runs: no stop */
 	tc_close(&k2);
 	sonde__buf_free(&ca);
 	sonde__buf_free(&a);

@@ -85,3 +85,26 @@ TEST(loop_clock_defaults_to_monotonic)
 	ASSERT_UINT(sonde__loop_now(&l), >=, c);
 	sonde__loop_free(&l);
 }
+
+/* A timer armed before the clock is given (the service arms its housekeeping when it is
+ * created) keeps the time it had left, on the new clock: it neither fires at once nor
+ * waits for the new clock to reach a deadline of the old one. */
+TEST(loop_set_clock_keeps_the_time_left_of_armed_timers)
+{
+	struct fake_clock first = {.ns = 7000000000ull}, clk = {.ns = 5000000000ull};
+	struct fired fired = {0}, *ctx = &fired;
+	struct loop l;
+
+	ASSERT_OK(sonde__loop_init(&l, on_io, &ctx));
+	sonde__loop_set_clock(&l, fake_now, &first);
+	ASSERT(sonde__loop_timer_add(&l, 60000, on_timer, 1) != 0);
+	first.ns += 10000000000ull; /* 10 s of its 60 pass on the first clock */
+	sonde__loop_set_clock(&l, fake_now, &clk);
+	ASSERT_INT(sonde__loop_timeout_ms(&l), ==, 50000);
+	clk.ns += 50000000000ull - 1;
+	ASSERT_INT(sonde__loop_process(&l, 0), ==, 0);
+	clk.ns += 1;
+	ASSERT_INT(sonde__loop_process(&l, 0), ==, 1);
+	ASSERT_UINT(fired.n, ==, 1);
+	sonde__loop_free(&l);
+}

@@ -1,0 +1,130 @@
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sonde/service.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "service/internal.h"
+#include "svc_inproc.h"
+
+static struct inproc *current; /* svc_util_pump has no argument: one harness at a time */
+
+static uint64_t fake_now(void *ctx)
+{
+	return ((const struct inproc *)ctx)->now_ns;
+}
+
+/* Whether the service has something to do now: a readable socket, a due timer, or a
+ * request left from the last round. */
+static bool ready(const struct inproc *h)
+{
+	struct pollfd p = {sonde_service__fd(h->svc), POLLIN, 0};
+
+	return sonde_service__timeout_ms(h->svc) == 0 || poll(&p, 1, 0) > 0;
+}
+
+bool inproc_run(struct inproc *h)
+{
+	bool did = false;
+
+	for (unsigned n = 0; ready(h); n++) {
+		/* a service that is never idle on a clock that does not move is a defect */
+		if (n == 100000)
+			FAIL("the service was still busy after %u rounds", n);
+		ASSERT_OK(sonde_service__process(h->svc));
+		h->rounds++;
+		did = true;
+	}
+	return did;
+}
+
+bool inproc_wait_thread(struct inproc *h, int timeout_ms)
+{
+	struct pollfd p = {sonde_service__fd(h->svc), POLLIN, 0};
+
+	inproc_run(h);
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return false;
+	inproc_run(h);
+	return true;
+}
+
+static bool pump(void)
+{
+	return inproc_run(current);
+}
+
+void inproc_advance(struct inproc *h, uint64_t ms)
+{
+	uint64_t end = h->now_ns + ms * 1000000ull;
+
+	inproc_run(h);
+	for (;;) {
+		int t = sonde_service__timeout_ms(h->svc);
+		if (t < 0 || h->now_ns + (uint64_t)t * 1000000ull > end)
+			break;
+		h->now_ns += (uint64_t)t * 1000000ull;
+		inproc_run(h);
+	}
+	h->now_ns = end;
+	inproc_run(h);
+}
+
+void inproc_up(struct inproc *h)
+{
+	struct sonde_service_opts o = {.sz = sizeof(o)};
+
+	inproc_up_opts(h, &o);
+}
+
+void inproc_up_opts(struct inproc *h, const struct sonde_service_opts *opts)
+{
+	struct sonde_service_opts o = *opts;
+
+	ASSERT(current == NULL);
+	memset(h, 0, sizeof(*h));
+	if (!o.producer_socket)
+		o.producer_socket = test_path("inproc-producer.sock");
+	if (!o.consumer_socket)
+		o.consumer_socket = test_path("inproc-consumer.sock");
+	o.connector_socket = "none";
+	h->svc = sonde_service__new(&o);
+	if (!h->svc)
+		FAIL("cannot create the service: %s", strerror(errno));
+	/* far from 0, which some bookkeeping reads as "never" */
+	h->now_ns = 1000ull * 1000000000ull;
+	sonde__service_set_clock(h->svc, fake_now, h);
+	current = h;
+	svc_util_pump = pump;
+}
+
+void inproc_down(struct inproc *h)
+{
+	inproc_run(h);
+	sonde_service__free(h->svc);
+	h->svc = NULL;
+	svc_util_pump = NULL;
+	current = NULL;
+}
+
+static int adopt(struct inproc *h, bool producer)
+{
+	int sv[2];
+
+	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv));
+	ASSERT_OK(sonde__service_adopt(h->svc, sv[0], producer));
+	return sv[1];
+}
+
+void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool scraping)
+{
+	tprod_open_fd(p, adopt(h, true), name, scraping);
+}
+
+void inproc_consumer(struct inproc *h, struct tc *c)
+{
+	tc_open_fd(c, adopt(h, false), "ConsumerPort");
+}

@@ -1,0 +1,45 @@
+/* The service in the test's own process, on a clock the test advances: no sonded, no
+ * sleeping. The service is sonde_service__new's, its loop given a fake clock; producers
+ * and consumers are the raw-frame clients of svc_util.h over socketpairs the service
+ * adopts as if it had accepted them. While a harness is up, every wait of svc_util.h
+ * (tc_wait, tprod_cmd, tprod_expect, tc_ok, ...) runs the service until it is idle instead
+ * of waiting: a reply that has not come then will not come until something else happens,
+ * such as the clock moving (inproc_advance). */
+#ifndef SONDE_TEST_SVC_INPROC_H
+#define SONDE_TEST_SVC_INPROC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "svc_util.h"
+
+struct sonde_service;
+struct sonde_service_opts;
+
+struct inproc {
+	struct sonde_service *svc;
+	uint64_t now_ns; /* the service's clock */
+	unsigned rounds; /* sonde_service__process calls so far */
+};
+
+/* A service listening on sockets in the test's tmpdir (for the few tests that also connect
+ * through them), connector disabled, its clock at an arbitrary start. */
+void inproc_up(struct inproc *h);
+/* The same with options (o->sz set); the tmpdir sockets replace NULL socket names. */
+void inproc_up_opts(struct inproc *h, const struct sonde_service_opts *o);
+void inproc_down(struct inproc *h);
+/* A producer named name (svc_util's tprod_open) and a consumer (tc_open on ConsumerPort),
+ * each over a socketpair the service adopts. */
+void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool scraping);
+void inproc_consumer(struct inproc *h, struct tc *c);
+/* Runs the service until it has nothing ready and no timer due; returns whether it did
+ * anything. */
+bool inproc_run(struct inproc *h);
+/* Waits up to timeout_ms of real time for the service's own threads (the file writer) to
+ * wake its loop, then runs it; returns whether it was woken. The clock does not move. */
+bool inproc_wait_thread(struct inproc *h, int timeout_ms);
+/* Moves the clock ms forward, one due timer at a time (as the real clock would pass
+ * them), running the service at each. */
+void inproc_advance(struct inproc *h, uint64_t ms);
+
+#endif
