@@ -88,7 +88,8 @@ static void usage(FILE *f)
 		"sliding window, refreshed every second. FILE is a spool being written by `sonde record`\n"
 		"(default sonde.spool).\n"
 		"\n"
-		"  -p, --pid PID         record a running process (repeatable)\n"
+		"  -p, --pid PID         record a running process and the processes it creates\n"
+		"                        (repeatable; a command after -- too)\n"
 		"  -t, --tid TID         record a thread alone (repeatable; with -p too)\n"
 		"  -a, --all-cpus        record every process on every CPU, kernel frames too (as sonde record -a)\n"
 		"  -i, --input FILE      follow the spool FILE (or give it as the argument)\n"
@@ -417,6 +418,9 @@ static int start_recording(struct top *tp)
 	}
 	/* only threads: the first creates the recorder */
 	o.attach_thread = !tp->l && !tp->a.n_attach;
+	/* As `sonde record` does by default: what a launched command or an attached process
+	 * runs (sh -c "prog; ...", make) is where its time goes. Threads given alone stay alone. */
+	o.follow_children = !o.attach_thread;
 	tp->r = sonde_recorder__attach(pid, path, tp->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP,
 				       &o);
 	if (!tp->r) {
