@@ -420,7 +420,7 @@ static int start_recording(struct top *tp)
 	o.attach_thread = !tp->l && !tp->a.n_attach;
 	/* As `sonde record` does by default: what a launched command or an attached process
 	 * runs (sh -c "prog; ...", make) is where its time goes. Threads given alone stay alone. */
-	o.follow_children = !o.attach_thread;
+	o.no_follow_children = o.attach_thread;
 	tp->r = sonde_recorder__attach(pid, path, tp->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP,
 				       &o);
 	if (!tp->r) {
