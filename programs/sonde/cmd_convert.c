@@ -130,8 +130,7 @@ static char *folded_of(const char *spool, const struct sonde_profile_spool_opts 
 	off_t len;
 
 	if (!p) {
-		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
-		cli_hint_unfinished("convert", spool);
+		cli_spool_error("convert", spool, errno, 0);
 		return NULL;
 	}
 	if (!sonde_profile__total(p, wo->metric))
@@ -334,8 +333,7 @@ static int run_convert(int argc, char **argv)
 	job.p = sonde_profile__from_spool(spool, &so);
 	cli_progress_end(prog);
 	if (!job.p) {
-		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
-		cli_hint_unfinished("convert", spool);
+		cli_spool_error("convert", spool, errno, 0);
 		return CLI_FAILURE;
 	}
 	if (!sonde_profile__total(job.p, wo.metric))

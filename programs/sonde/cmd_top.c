@@ -32,6 +32,7 @@
 #include <sonde/tail.h>
 
 #include "cli.h"
+#include "output.h"
 #include "top.h"
 
 enum { MAX_PIDS = 64, WAIT_MS = 50, PLAIN_ROWS = 20, CHILD_GRACE_MS = 2000 };
@@ -341,10 +342,8 @@ static int open_tail(struct top *tp, const char *spool)
 		int e = errno;
 		if (tp->r)
 			cli_error("top", "cannot follow the recording: %s", sonde_strerror(e));
-		else if (e == SONDE_E_MAGIC)
-			cli_error("top", "%s: not a sonde spool file", spool);
 		else
-			cli_error("top", "%s: %s", spool, sonde_strerror(e));
+			cli_spool_error("top", spool, e, 0);
 		return CLI_FAILURE;
 	}
 	return 0;
@@ -665,8 +664,7 @@ static int top_loop(struct top *tp)
 		}
 	}
 	if (err < 0 && tp->a.file) /* the file being followed is what failed: name it */
-		cli_error("top", "%s: %s", tp->a.file,
-			  err == -SONDE_E_MAGIC ? "not a sonde spool file" : sonde_strerror(err));
+		cli_spool_error("top", tp->a.file, err, 0);
 	else if (err < 0)
 		cli_error("top", "%s", last_error[0] ? last_error : sonde_strerror(err));
 	return err < 0 ? CLI_FAILURE : CLI_OK;
@@ -709,6 +707,14 @@ static int cmd_top(int argc, char **argv)
 		if (!code && !on_screen) {
 			consume(&tp);
 			redraw(&tp, true);
+		}
+		/* A file that never got a header is one nothing was recorded into: said as
+		 * report and convert say it (a file still being written has one from the
+		 * start, as `sonde record` puts it under its name once it runs). */
+		struct sonde_spool_header h;
+		if (!code && tp.a.file && sonde_tail__header(tp.t, &h) < 0) {
+			cli_spool_error("top", tp.a.file, SONDE_E_EMPTY, 0);
+			code = CLI_FAILURE;
 		}
 	}
 	if (tp.l)

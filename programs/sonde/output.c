@@ -1,12 +1,15 @@
 /* The files sonde's commands write: see output.h for the rules. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <sonde/error.h>
 
 #include "cli.h"
 #include "output.h"
@@ -202,6 +205,29 @@ int cli_trace_spool_name(char *buf, size_t cap, const char *trace)
 	int n = snprintf(buf, cap, "%s.spool", trace);
 
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+void cli_spool_error(const char *cmd, const char *path, int err, uint64_t off)
+{
+	if (err < 0)
+		err = -err;
+	if (err == SONDE_E_EMPTY)
+		cli_error(cmd, "%s is empty: it holds no recording", path);
+	else if (err == SONDE_E_MAGIC)
+		cli_error(cmd, "%s: not a sonde spool file", path);
+	else if (err >= SONDE_E_BASE && err != SONDE_E_TRUNCATED && off)
+		cli_error(cmd, "%s: corrupt spool: %s at byte %" PRIu64, path, sonde_strerror(err),
+			  off);
+	else
+		cli_error(cmd, "%s: %s", path, sonde_strerror(err));
+	cli_hint_unfinished(cmd, path);
+}
+
+void cli_spool_truncated(const char *cmd, const char *path, uint64_t valid_bytes,
+			 uint64_t samples)
+{
+	cli_error(cmd, "%s: truncated at byte %" PRIu64 ", recovered %" PRIu64 " samples", path,
+		  valid_bytes, samples);
 }
 
 void cli_hint_unfinished(const char *cmd, const char *input)

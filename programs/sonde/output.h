@@ -20,6 +20,7 @@
 #define SONDE_CLI_OUTPUT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct cli_output {
@@ -54,5 +55,15 @@ bool cli_is_trace_name(const char *name);
 /* When input cannot be read and it is a trace whose recording did not finish (its spool
  * is still there), says how to recover it, as cmd's message. */
 void cli_hint_unfinished(const char *cmd, const char *input);
+
+/* The one-line error of a spool that cannot be read (err: -errno or -SONDE_E_*, off: the
+ * byte where it went wrong when known), in the words every reader uses: "FILE is empty",
+ * "FILE: not a sonde spool file", "FILE: corrupt spool: ... at byte N"; then the hint of
+ * an unfinished trace. */
+void cli_spool_error(const char *cmd, const char *path, int err, uint64_t off);
+/* The warning of a spool whose recording did not finish: "FILE: truncated at byte N,
+ * recovered M samples" (the library's profile reader says the same). */
+void cli_spool_truncated(const char *cmd, const char *path, uint64_t valid_bytes,
+			 uint64_t samples);
 
 #endif

@@ -337,14 +337,15 @@ static int decode_file(struct conv *c, int fd, const char *path)
 			cap *= 2;
 		}
 	}
+	/* Bytes that are not a spool's were refused by the decoder (bad magic); what is left
+	 * without error and without a whole header is a prefix of one, or nothing. */
 	if (!err && sonde_spool_decoder__offset(d) == 0)
-		err = -SONDE_E_MAGIC; /* not even a header */
+		err = -SONDE_E_EMPTY;
 	else if (!err && (len || !sonde_spool_decoder__ended(d)))
-		sonde_warn(
-			"%s is truncated (a recording that did not finish): using the %llu bytes "
-			"before the cut%s",
-			path, (unsigned long long)sonde_spool_decoder__offset(d),
-			len ? ", ignoring a partial last record" : "");
+		/* the words of `sonde report`, so that every reader says it alike */
+		sonde_warn("%s: truncated at byte %llu, recovered %llu samples", path,
+			   (unsigned long long)sonde_spool_decoder__offset(d),
+			   (unsigned long long)sonde_profile__total(c->p, SONDE_PROFILE_METRIC_CPU));
 	if (err)
 		sonde_debug("%s: error at byte %llu", path,
 			    (unsigned long long)sonde_spool_decoder__offset(d));
