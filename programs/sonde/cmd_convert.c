@@ -54,6 +54,9 @@ static void usage(FILE *f)
 		"(both);\n"
 		"                     folded prints microseconds, the SVG milliseconds for time\n"
 		"                     metrics; pprof holds every metric and starts on this one\n"
+		"  --pid PID[,PID...], --tid TID[,TID...], --comm NAME[,NAME...], --cpu LIST,\n"
+		"  --time START,END   only these samples, as 'sonde report' selects them (every\n"
+		"                     format but perfetto; with --diff, on both sides)\n"
 		"  --title T          title of the SVG and speedscope views\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
 		"                     replaced images (default $SONDE_BUILDID_CACHE, else\n"
@@ -117,7 +120,14 @@ static void empty_warning(const struct sonde_profile *p, enum sonde_profile_metr
 			  spool, out);
 }
 
-enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE, OPT_BUILDID_CACHE, OPT_DIFF, OPT_METRIC };
+enum {
+	OPT_NO_SYMBOLIZE = 256,
+	OPT_TITLE,
+	OPT_BUILDID_CACHE,
+	OPT_DIFF,
+	OPT_METRIC,
+	OPT_FILTER, /* --pid, --tid, --comm, --cpu, --time: named by the option itself */
+};
 
 /* The folded stacks of a spool, as `convert -o x.folded` writes them; NULL after saying
  * why. The caller frees. */
@@ -215,9 +225,14 @@ static int run_diff(char **spools, const char *out, const char *format,
 	return CLI_OK;
 }
 
-static int run_convert(int argc, char **argv)
+static int convert(int argc, char **argv, struct cli_filter *filt)
 {
 	static const struct option longopts[] = {
+		{"pid", required_argument, NULL, OPT_FILTER},
+		{"tid", required_argument, NULL, OPT_FILTER},
+		{"comm", required_argument, NULL, OPT_FILTER},
+		{"cpu", required_argument, NULL, OPT_FILTER},
+		{"time", required_argument, NULL, OPT_FILTER},
 		{"input", required_argument, NULL, 'i'},
 		{"diff", no_argument, NULL, OPT_DIFF},
 		{"output", required_argument, NULL, 'o'},
@@ -235,12 +250,18 @@ static int run_convert(int argc, char **argv)
 	const char *out = NULL, *format = NULL, *input = NULL;
 	enum sonde_profile_format fmt;
 	bool diff = false;
-	int c;
+	int c, li = -1;
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":i:o:f:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":i:o:f:h", longopts, &li)) != -1) {
 		switch (c) {
+		case OPT_FILTER: {
+			int err = cli_filter_parse("convert", filt, longopts[li].name, optarg);
+			if (err)
+				return err;
+			break;
+		}
 		case 'i':
 			input = optarg;
 			break;
@@ -280,6 +301,7 @@ static int run_convert(int argc, char **argv)
 		cli_error("convert", "no output given: use -o OUT (see 'sonde convert --help')");
 		return CLI_USAGE;
 	}
+	cli_filter_to_spool_opts(filt, &so);
 	if (diff) {
 		if (input || argc - optind != 2) {
 			cli_error("convert", "--diff takes two spools: BEFORE AFTER");
@@ -299,6 +321,11 @@ static int run_convert(int argc, char **argv)
 	struct conv_job job = {.spool = spool, .so = &so, .wo = &wo};
 	int err;
 	if (format ? is_perfetto(format, 0) : is_perfetto(out, 1)) {
+		if (cli_filter_any(filt)) {
+			cli_error("convert", "the Perfetto export takes the whole recording: no "
+					     "--pid, --tid, --comm, --cpu or --time");
+			return CLI_USAGE;
+		}
 		if (access(spool, R_OK) < 0) {
 			cli_error("convert", "%s: %s", spool, sonde_strerror(-errno));
 			cli_hint_unfinished("convert", spool);
@@ -345,6 +372,15 @@ static int run_convert(int argc, char **argv)
 		return CLI_FAILURE;
 	}
 	return CLI_OK;
+}
+
+static int run_convert(int argc, char **argv)
+{
+	struct cli_filter filt = {0};
+	int code = convert(argc, argv, &filt);
+
+	cli_filter_free(&filt);
+	return code;
 }
 
 SONDE_COMMAND("convert", "convert a recording to perfetto, pprof, folded, speedscope or SVG",

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <sonde/error.h>
+#include <sonde/profile.h>
+#include <sonde/record.h>
 
 #include "cli.h"
 #include "output.h"
@@ -228,6 +230,98 @@ void cli_spool_truncated(const char *cmd, const char *path, uint64_t valid_bytes
 {
 	cli_error(cmd, "%s: truncated at byte %" PRIu64 ", recovered %" PRIu64 " samples", path,
 		  valid_bytes, samples);
+}
+
+static int parse_ids(char *arg, uint32_t *ids, size_t *n)
+{
+	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(t, &end, 10);
+		if (errno || end == t || *end || t[0] == '-' || v > UINT32_MAX ||
+		    *n == CLI_FILTER_MAX_IDS)
+			return -1;
+		ids[(*n)++] = (uint32_t)v;
+	}
+	return *n ? 0 : -1;
+}
+
+static int parse_time(const char *arg, struct cli_filter *f)
+{
+	const char *comma = strchr(arg, ',');
+	char *end;
+
+	f->has_time = true;
+	f->from_s = 0;
+	f->to_s = -1;
+	if (arg[0] && arg[0] != ',') {
+		f->from_s = strtod(arg, &end);
+		if (end == arg || (*end && *end != ',') || !(f->from_s >= 0))
+			return -1;
+	}
+	if (comma && comma[1]) {
+		f->to_s = strtod(comma + 1, &end);
+		if (*end || !(f->to_s >= f->from_s))
+			return -1;
+	}
+	return comma || arg[0] ? 0 : -1;
+}
+
+int cli_filter_parse(const char *cmd, struct cli_filter *f, const char *name, char *arg)
+{
+	if (!strcmp(name, "pid") || !strcmp(name, "tid")) {
+		if (parse_ids(arg, name[0] == 'p' ? f->pids : f->tids,
+			      name[0] == 'p' ? &f->n_pids : &f->n_tids) == 0)
+			return 0;
+		cli_error(cmd, "--%s wants ids separated by commas, not '%s'", name, arg);
+	} else if (!strcmp(name, "comm")) {
+		for (char *save = NULL, *t = strtok_r(arg, ",", &save); t;
+		     t = strtok_r(NULL, ",", &save)) {
+			if (f->n_comms == CLI_FILTER_MAX_IDS)
+				break;
+			f->comms[f->n_comms++] = t;
+		}
+		if (f->n_comms && f->n_comms < CLI_FILTER_MAX_IDS)
+			return 0;
+		cli_error(cmd, "--comm wants names separated by commas");
+	} else if (!strcmp(name, "cpu")) {
+		free(f->cpus);
+		f->cpus = NULL;
+		if (sonde_cpu_list__parse(arg, &f->cpus, &f->n_cpus) == 0)
+			return 0;
+		cli_error(cmd, "--cpu wants a CPU list such as 0,2-3, not '%s'", arg);
+	} else if (parse_time(arg, f) == 0) {
+		return 0;
+	} else {
+		cli_error(cmd, "--time wants START,END in seconds from the start, not '%s'", arg);
+	}
+	return CLI_USAGE;
+}
+
+bool cli_filter_any(const struct cli_filter *f)
+{
+	return f->n_pids || f->n_tids || f->n_comms || f->cpus || f->has_time;
+}
+
+void cli_filter_to_spool_opts(const struct cli_filter *f, struct sonde_profile_spool_opts *o)
+{
+	o->pids = f->pids;
+	o->n_pids = f->n_pids;
+	o->tids = f->tids;
+	o->n_tids = f->n_tids;
+	o->comms = f->comms;
+	o->n_comms = f->n_comms;
+	o->cpus = f->cpus;
+	o->n_cpus = f->cpus ? f->n_cpus : 0;
+	o->time_range = f->has_time;
+	o->time_from_s = f->from_s;
+	o->time_to_s = f->to_s;
+}
+
+void cli_filter_free(struct cli_filter *f)
+{
+	free(f->cpus);
+	f->cpus = NULL;
 }
 
 void cli_hint_unfinished(const char *cmd, const char *input)

@@ -66,4 +66,28 @@ void cli_spool_error(const char *cmd, const char *path, int err, uint64_t off);
 void cli_spool_truncated(const char *cmd, const char *path, uint64_t valid_bytes,
 			 uint64_t samples);
 
+/* The readers' sample filters, with `sonde report`'s syntax and meaning: --pid and --tid
+ * take ids separated by commas, --comm names, --cpu a CPU list (0,2-3), --time START,END
+ * in seconds from the start (either side may be empty); each --pid/--tid/--comm adds to
+ * its list. */
+enum { CLI_FILTER_MAX_IDS = 64 };
+struct cli_filter {
+	uint32_t pids[CLI_FILTER_MAX_IDS], tids[CLI_FILTER_MAX_IDS];
+	const char *comms[CLI_FILTER_MAX_IDS];
+	size_t n_pids, n_tids, n_comms;
+	int *cpus; /* NULL: every CPU */
+	size_t n_cpus;
+	bool has_time;
+	double from_s, to_s; /* to_s < 0: the end */
+};
+/* Parses the value of filter option name ("pid", "tid", "comm", "cpu", "time"), which arg
+ * may be cut up in place; 0, or the usage exit status after saying what is wrong. */
+int cli_filter_parse(const char *cmd, struct cli_filter *f, const char *name, char *arg);
+/* Whether any filter was given. */
+bool cli_filter_any(const struct cli_filter *f);
+struct sonde_profile_spool_opts;
+/* Points the profile reader's filters at f's lists (f must outlive the opts' use). */
+void cli_filter_to_spool_opts(const struct cli_filter *f, struct sonde_profile_spool_opts *o);
+void cli_filter_free(struct cli_filter *f);
+
 #endif

@@ -56,6 +56,8 @@ struct conv {
 	uint32_t trunc_loc;	      /* the [truncated] location, once made */
 	struct sonde_sym_frame out[MAX_INLINE];
 	uint64_t sym_failures;
+	struct sonde_profile_spool_opts o; /* the caller's, missing fields zero */
+	ARR(uint8_t) keep;		   /* spool thread id -> passes pid, tid and comm */
 };
 
 int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
@@ -186,10 +188,51 @@ static int release_held(struct conv *c, uint32_t pid)
 	return err;
 }
 
+/* Whether a thread passes the pid, tid and comm filters. */
+static bool thread_kept(const struct sonde_profile_spool_opts *o, uint32_t pid, uint32_t tid,
+			const char *comm)
+{
+	size_t i;
+
+	for (i = 0; i < o->n_pids && o->pids[i] != pid; i++)
+		;
+	if (o->n_pids && i == o->n_pids)
+		return false;
+	for (i = 0; i < o->n_tids && o->tids[i] != tid; i++)
+		;
+	if (o->n_tids && i == o->n_tids)
+		return false;
+	for (i = 0; i < o->n_comms && strcmp(o->comms[i], comm); i++)
+		;
+	return !o->n_comms || i < o->n_comms;
+}
+
+/* Whether what thread took at time_ns on cpu passes every filter. */
+static bool kept(const struct conv *c, uint32_t thread, uint64_t time_ns, uint32_t cpu)
+{
+	const struct sonde_profile_spool_opts *o = &c->o;
+	size_t i;
+
+	if (!c->keep.v[thread])
+		return false;
+	for (i = 0; i < o->n_cpus && (uint32_t)o->cpus[i] != cpu; i++)
+		;
+	if (o->n_cpus && i == o->n_cpus)
+		return false;
+	if (o->time_range) {
+		double at = ((double)time_ns - (double)c->p->info.start_monotonic_ns) / 1e9;
+		if (at < o->time_from_s || (o->time_to_s >= 0 && at > o->time_to_s))
+			return false;
+	}
+	return true;
+}
+
 static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 {
 	if (r->sample.thread >= c->threads.n || r->sample.stack >= c->nodes.n)
 		return -SONDE_E_REFERENCE;
+	if (!kept(c, r->sample.thread, r->sample.time_ns, r->sample.cpu))
+		return 0;
 	if (c->held_frames.n) {
 		int err = release_held(c, c->pids.v[r->sample.thread]);
 		if (err)
@@ -213,6 +256,8 @@ static int on_offcpu(struct conv *c, const struct sonde_spool_record *r, uint32_
 
 	if (o->thread >= c->threads.n || o->stack >= c->nodes.n)
 		return -SONDE_E_REFERENCE;
+	if (!kept(c, o->thread, o->switch_out_ns, o->cpu))
+		return 0;
 	if (c->held_frames.n) {
 		int err = release_held(c, c->pids.v[o->thread]);
 		if (err)
@@ -262,9 +307,11 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 		char comm[256];
 		snprintf(comm, sizeof(comm), "%.*s", (int)r->thread.comm_len, r->thread.comm);
 		uint32_t *pid = ARR_PUSH(c->pids);
-		if (!pid)
+		uint8_t *keep = ARR_PUSH(c->keep);
+		if (!pid || !keep)
 			return -ENOMEM;
 		*pid = r->thread.pid;
+		*keep = thread_kept(&c->o, r->thread.pid, r->thread.tid, comm);
 		slot = ARR_PUSH(c->threads);
 		return slot ? sonde_profile__add_thread(c->p, r->thread.pid, r->thread.tid, comm,
 							slot)
@@ -279,6 +326,8 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 	case SONDE_SPOOL_REC_OFFCPU_SHORT:
 		if (r->offcpu_short.thread >= c->threads.n)
 			return -SONDE_E_REFERENCE;
+		if (!c->keep.v[r->offcpu_short.thread] || c->o.n_cpus || c->o.time_range)
+			return 0; /* counted per thread, neither on a CPU nor at a time */
 		return sonde_profile__add_offcpu_short(c->p, c->threads.v[r->offcpu_short.thread],
 						       r->offcpu_short.count,
 						       r->offcpu_short.total_ns);
@@ -367,6 +416,7 @@ static void conv_free(struct conv *c)
 	ARR_FREE(c->held_frames);
 	ARR_FREE(c->held_nodes);
 	ARR_FREE(c->trunc);
+	ARR_FREE(c->keep);
 	sonde_symbolizer__free(c->sym);
 }
 
@@ -380,11 +430,20 @@ struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 		errno = EINVAL;
 		return NULL;
 	}
+	if (opts)
+		OPTS_COPY(&c.o, opts);
+	if ((c.o.n_pids && !c.o.pids) || (c.o.n_tids && !c.o.tids) ||
+	    (c.o.n_comms && !c.o.comms) || (c.o.n_cpus && !c.o.cpus)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	c.p = sonde_profile__new(NULL);
 	/* entry 0 of each map stands for spool id 0 ("none", the root) */
 	if (!c.p || !ARR_PUSH(c.mods) || !ARR_PUSH(c.frames) || !ARR_PUSH(c.nodes) ||
-	    !ARR_PUSH(c.threads) || !ARR_PUSH(c.pids))
+	    !ARR_PUSH(c.threads) || !ARR_PUSH(c.pids) || !ARR_PUSH(c.keep))
 		goto fail;
+	/* thread id 0, no thread known: kept unless a thread is asked for */
+	c.keep.v[0] = !c.o.n_pids && !c.o.n_tids && !c.o.n_comms;
 	if (!OPTS_GET(opts, no_symbolize, false)) {
 		c.sym = sonde_symbolizer__new(OPTS_GET(opts, sym, NULL));
 		if (!c.sym) {

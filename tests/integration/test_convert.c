@@ -10,6 +10,7 @@
 #include "base/buf.h"
 #include "export/perfetto.h"
 #include "../unit/export_fixture.h"
+#include "../unit/spool_fixture.h"
 #include "../util.h"
 #include "export_browser.h"
 #include "pftrace_util.h"
@@ -1022,5 +1023,104 @@ TEST(convert_progress_only_when_asked_or_on_a_terminal)
 	test_output_free(&o);
 	convert(&o, spool, test_path("q.svg"), NULL);
 	ASSERT_STR_EQ(o.err, "");
+	test_output_free(&o);
+}
+
+/* The samples in a folded file: the sum of its counts. */
+static uint64_t folded_total(const char *text)
+{
+	uint64_t n = 0;
+
+	for (const char *l = text; *l;) {
+		const char *nl = strchr(l, '\n'), *sp = nl ? nl : l + strlen(l);
+		while (sp > l && *sp != ' ')
+			sp--;
+		n += strtoull(sp + 1, NULL, 10);
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	return n;
+}
+
+/* --pid/--tid/--comm/--cpu/--time select samples as report's do, in every format: the
+ * fixture's three threads (main and worker of process 100, then "other" after its exec)
+ * split its samples between them, and an SVG of one keeps only its frames. */
+TEST(convert_filters_as_report_does)
+{
+	const char *spool = test_path("small.spool");
+	const char *out = test_path("f.folded");
+	const char *comms[] = {"main", "worker", "other"};
+	struct buf b = BUF_INIT;
+	struct test_output o;
+	uint64_t all, sum = 0;
+
+	spool_fixture_small(&b, 40, 1);
+	test_write_file(spool, b.data, b.len);
+	sonde__buf_free(&b);
+	convert(&o, spool, out, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	all = folded_total(text);
+	free(text);
+	ASSERT_UINT(all, >, 0);
+	for (int i = 0; i < 3; i++) {
+		char extra[64];
+		snprintf(extra, sizeof(extra), "--no-symbolize --comm %s", comms[i]);
+		convert(&o, spool, out, extra);
+		ASSERT_INT(o.status, ==, 0);
+		test_output_free(&o);
+		text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+		uint64_t n = folded_total(text);
+		ASSERT_UINT(n, >, 0);
+		ASSERT_UINT(n, <, all);
+		sum += n;
+		free(text);
+	}
+	ASSERT_UINT(sum, ==, all);
+	/* the same threads by id, and nothing at all for a pid not recorded */
+	convert(&o, spool, out, "--no-symbolize --tid 101");
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	uint64_t by_tid = folded_total(text);
+	free(text);
+	convert(&o, spool, out, "--no-symbolize --comm worker");
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_UINT(folded_total(text), ==, by_tid);
+	free(text);
+	convert(&o, spool, out, "--no-symbolize --pid 100,7 --time 0,");
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_UINT(folded_total(text), ==, all);
+	free(text);
+	convert(&o, spool, out, "--no-symbolize --pid 7");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_STR_EQ(text, "");
+	free(text);
+	/* an SVG of "other" has its program's frames and none of the first program's */
+	const char *svg = test_path("f.svg");
+	convert(&o, spool, svg, "--no-symbolize --comm other");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "other+0x4000");
+	ASSERT(strstr(text, "prog+0x") == NULL);
+	free(text);
+	convert(&o, spool, svg, "--no-symbolize");
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "prog+0x3000");
+	free(text);
+	/* report's syntax and errors */
+	convert(&o, spool, out, "--time x");
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--time wants START,END");
+	test_output_free(&o);
+	convert(&o, spool, test_path("f.pftrace"), "--comm main");
+	ASSERT_INT(o.status, ==, 2);
 	test_output_free(&o);
 }
