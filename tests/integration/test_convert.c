@@ -1124,3 +1124,52 @@ TEST(convert_filters_as_report_does)
 	ASSERT_INT(o.status, ==, 2);
 	test_output_free(&o);
 }
+
+/* pprof takes its first mapping for the main binary (`go tool pprof` prints it as
+ * "File:"): in a machine-wide recording that is the busiest process's executable, not
+ * the [vdso] of the process the recording met first. */
+TEST_TIMEOUT(convert_pprof_main_binary_is_the_busiest_process_executable, 200)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 5000000000ULL, 1001001};
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	struct sonde_spool_module_def vdso = {
+		.pid = 10, .flags = SONDE_MODULE_EXEC, .start = 0x7ffd0000, .end = 0x7ffd2000,
+		.path = "[vdso]"};
+	struct sonde_spool_module_def libc = {
+		.pid = 20, .flags = SONDE_MODULE_EXEC, .start = 0x7f0000000000ULL,
+		.end = 0x7f0000100000ULL, .path = "/lib/libc.so.6"};
+	struct sonde_spool_module_def exe = {
+		.pid = 20, .flags = SONDE_MODULE_EXEC, .start = 0x555500000000ULL,
+		.end = 0x555500100000ULL, .path = "/opt/busy/busyapp"};
+	uint32_t t_idle, t_busy, m_vdso, m_libc, m_exe;
+	uint64_t t = 5000000000ULL;
+	struct test_output o;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 10, 10, "idler", &t_idle));
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &vdso, &m_vdso));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 20, 20, "busyapp", &t_busy));
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &libc, &m_libc));
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &exe, &m_exe));
+	for (int i = 0; i < 50; i++) {
+		struct sonde_spool_frame busy[] = {{m_libc, 0x1000}, {m_exe, 0x2000}};
+		struct sonde_spool_frame idle[] = {{m_vdso, 0x100}};
+		t += 1001001;
+		if (i % 10 == 0)
+			ASSERT_OK(sonde_spool_writer__add_sample(w, t, t_idle, idle, 1, 0));
+		else
+			ASSERT_OK(sonde_spool_writer__add_sample(w, t, t_busy, busy, 2, 0));
+	}
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *spool = test_path("machine.spool"), *out = test_path("machine.pb.gz");
+	test_write_file(spool, b.data, b.len);
+	sonde__buf_free(&b);
+	convert(&o, spool, out, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	go_pprof_top(&o, out);
+	ASSERT_CONTAINS(o.out, "File: busyapp\n");
+	test_output_free(&o);
+}
