@@ -33,6 +33,7 @@ static void usage(FILE *f)
 		"  pprof       .pb.gz, .pprof     gzip'd profile.proto (go tool pprof, pprof)\n"
 		"  folded      .folded, .txt      'outer;...;inner COUNT' lines (flamegraph.pl)\n"
 		"  speedscope  .json              speedscope's format, one profile per thread\n"
+		"                                 (per process, heaviest first, for several)\n"
 		"  svg         .svg               an interactive flame graph (click to zoom, "
 		"Search)\n"
 		"  perfetto    .pftrace, .perfetto-trace  a Perfetto trace (ui.perfetto.dev)\n\n"

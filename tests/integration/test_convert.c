@@ -1173,3 +1173,50 @@ TEST_TIMEOUT(convert_pprof_main_binary_is_the_busiest_process_executable, 200)
 	ASSERT_CONTAINS(o.out, "File: busyapp\n");
 	test_output_free(&o);
 }
+
+/* Speedscope of several processes (a machine-wide recording): one profile per process,
+ * its threads merged, the heaviest first and open. */
+TEST(convert_speedscope_has_a_profile_per_process_heaviest_first)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 5000000000ULL, 1001001};
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	struct sonde_spool_module_def exe = {
+		.pid = 20, .flags = SONDE_MODULE_EXEC, .start = 0x555500000000ULL,
+		.end = 0x555500100000ULL, .path = "/opt/busy/busyapp"};
+	uint32_t light, light2, busy, busy2, m;
+	uint64_t t = 5000000000ULL;
+	struct test_output o;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 10, 10, "light", &light));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 10, 11, "light-worker", &light2));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 20, 21, "busy-worker", &busy2));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 20, 20, "busyapp", &busy));
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &exe, &m));
+	exe.pid = 10;
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &exe, &m));
+	for (int i = 0; i < 40; i++) {
+		struct sonde_spool_frame st[] = {{m, 0x2000 + (uint64_t)(i % 3) * 0x100}};
+		uint32_t th[] = {light, light2, busy, busy2, busy, busy2, busy, busy2};
+		t += 1001001;
+		ASSERT_OK(sonde_spool_writer__add_sample(w, t, th[i % 8], st, 1, 0));
+	}
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *spool = test_path("procs.spool"), *out = test_path("procs.json");
+	test_write_file(spool, b.data, b.len);
+	sonde__buf_free(&b);
+	convert(&o, spool, out, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *json = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	const char *profiles = ASSERT_NOT_NULL(strstr(json, "\"profiles\":["));
+	const char *first = ASSERT_NOT_NULL(strstr(profiles, "\"name\":\""));
+	ASSERT(strncmp(first, "\"name\":\"busyapp (pid 20)\"", 25) == 0);
+	const char *second = ASSERT_NOT_NULL(strstr(first + 1, "\"name\":\""));
+	ASSERT(strncmp(second, "\"name\":\"light (pid 10)\"", 23) == 0);
+	ASSERT(strstr(second + 1, "\"name\":\"") == NULL);
+	ASSERT_CONTAINS(json, "\"activeProfileIndex\":0}");
+	free(json);
+}
