@@ -132,6 +132,15 @@ struct sonde_profile_spool_opts {
 	 * seconds from the start of the recording; time_to_s < 0 for its end. */
 	int time_range;
 	double time_from_s, time_to_s;
+	/* Root frames, as `sonde report --folded-roots`: every stack hangs under a
+	 * "comm-pid" frame of its process (the command of its main thread when the recording
+	 * named it before, else of the sampled thread), or a "comm-pid/tid" frame of its
+	 * thread, so that flame views start with the processes or threads. */
+	enum sonde_profile_roots {
+		SONDE_PROFILE_ROOTS_NONE = 0,
+		SONDE_PROFILE_ROOTS_PROCESS = 1,
+		SONDE_PROFILE_ROOTS_THREAD = 2,
+	} roots;
 };
 
 /* Reads the spool file at path and builds its profile, symbolizing every distinct address

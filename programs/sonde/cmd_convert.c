@@ -58,6 +58,9 @@ static void usage(FILE *f)
 		"  --pid PID[,PID...], --tid TID[,TID...], --comm NAME[,NAME...], --cpu LIST,\n"
 		"  --time START,END   only these samples, as 'sonde report' selects them (every\n"
 		"                     format but perfetto; with --diff, on both sides)\n"
+		"  --folded-roots process|thread|none  hang every stack under a 'comm-pid'\n"
+		"                     (process) or 'comm-pid/tid' (thread) root frame, as\n"
+		"                     'report --folded' does (every format but perfetto)\n"
 		"  --title T          title of the SVG and speedscope views\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
 		"                     replaced images (default $SONDE_BUILDID_CACHE, else\n"
@@ -128,6 +131,7 @@ enum {
 	OPT_DIFF,
 	OPT_METRIC,
 	OPT_FILTER, /* --pid, --tid, --comm, --cpu, --time: named by the option itself */
+	OPT_ROOTS,
 };
 
 /* The folded stacks of a spool, as `convert -o x.folded` writes them; NULL after saying
@@ -234,6 +238,7 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 		{"comm", required_argument, NULL, OPT_FILTER},
 		{"cpu", required_argument, NULL, OPT_FILTER},
 		{"time", required_argument, NULL, OPT_FILTER},
+		{"folded-roots", required_argument, NULL, OPT_ROOTS},
 		{"input", required_argument, NULL, 'i'},
 		{"diff", no_argument, NULL, OPT_DIFF},
 		{"output", required_argument, NULL, 'o'},
@@ -257,6 +262,20 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":i:o:f:h", longopts, &li)) != -1) {
 		switch (c) {
+		case OPT_ROOTS:
+			if (!strcmp(optarg, "process"))
+				so.roots = SONDE_PROFILE_ROOTS_PROCESS;
+			else if (!strcmp(optarg, "thread"))
+				so.roots = SONDE_PROFILE_ROOTS_THREAD;
+			else if (!strcmp(optarg, "none"))
+				so.roots = SONDE_PROFILE_ROOTS_NONE;
+			else {
+				cli_error("convert",
+					  "--folded-roots wants process, thread or none, not '%s'",
+					  optarg);
+				return CLI_USAGE;
+			}
+			break;
 		case OPT_FILTER: {
 			int err = cli_filter_parse("convert", filt, longopts[li].name, optarg);
 			if (err)
@@ -322,9 +341,9 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 	struct conv_job job = {.spool = spool, .so = &so, .wo = &wo};
 	int err;
 	if (format ? is_perfetto(format, 0) : is_perfetto(out, 1)) {
-		if (cli_filter_any(filt)) {
+		if (cli_filter_any(filt) || so.roots) {
 			cli_error("convert", "the Perfetto export takes the whole recording: no "
-					     "--pid, --tid, --comm, --cpu or --time");
+					     "--pid, --tid, --comm, --cpu, --time or --folded-roots");
 			return CLI_USAGE;
 		}
 		if (access(spool, R_OK) < 0) {

@@ -1220,3 +1220,58 @@ TEST(convert_speedscope_has_a_profile_per_process_heaviest_first)
 	ASSERT_CONTAINS(json, "\"activeProfileIndex\":0}");
 	free(json);
 }
+
+/* --folded-roots hangs every stack under its process's or thread's frame, as report's
+ * does, in the flame views too. */
+TEST(convert_folded_roots_process_and_thread)
+{
+	const char *spool = test_path("roots.spool"), *out = test_path("roots.folded");
+	struct buf b = BUF_INIT;
+	struct test_output o;
+
+	spool_fixture_small(&b, 40, 1);
+	test_write_file(spool, b.data, b.len);
+	sonde__buf_free(&b);
+	convert(&o, spool, out, "--no-symbolize --folded-roots thread");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	int lines = 0;
+	for (const char *l = text; *l; lines++) {
+		if (strncmp(l, "main-100/100;", 13) && strncmp(l, "worker-100/101;", 15) &&
+		    strncmp(l, "other-100/100;", 14) && strncmp(l, "main-100/100 ", 13) &&
+		    strncmp(l, "other-100/100 ", 14))
+			FAIL("a line without its thread's root: %s", l);
+		const char *nl = strchr(l, '\n');
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	ASSERT_INT(lines, >, 3);
+	ASSERT_CONTAINS(text, "worker-100/101;");
+	free(text);
+	convert(&o, spool, out, "--no-symbolize --folded-roots process");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	for (const char *l = text; *l;) {
+		if (strncmp(l, "main-100;", 9) && strncmp(l, "main-100 ", 9))
+			FAIL("a line without its process's root: %s", l);
+		const char *nl = strchr(l, '\n');
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	free(text);
+	const char *svg = test_path("roots.svg");
+	convert(&o, spool, svg, "--no-symbolize --folded-roots process");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "main-100");
+	free(text);
+	convert(&o, spool, out, "--folded-roots x");
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--folded-roots wants process, thread or none");
+	test_output_free(&o);
+}
