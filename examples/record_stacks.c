@@ -51,6 +51,8 @@ static int usage(void)
 
 static int record(const struct options *o)
 {
+	/* Zero-initialized: the processes the command forks are recorded too (set
+	 * no_follow_children to record it alone). */
 	struct sonde_record_opts ro = {.sz = sizeof(ro), .frequency = 999};
 	struct sonde_launch *l = NULL;
 	pid_t pid = o->pid;

@@ -25,6 +25,7 @@ enum sonde_error {
 	SONDE_E_SHRUNK,		       /* a file being followed became shorter */
 	SONDE_E_NOT_REGULAR,	       /* a FIFO, device... where a file was due */
 	SONDE_E_OWNER,		       /* a file of an owner it may not come from */
+	SONDE_E_EMPTY,		       /* a file that ends before its header does */
 	SONDE_E_END
 };
 

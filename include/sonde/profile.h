@@ -115,6 +115,32 @@ struct sonde_profile_spool_opts {
 	size_t sz;				 /* sizeof(struct sonde_profile_spool_opts) */
 	int no_symbolize;			 /* keep raw addresses and build ids only */
 	const struct sonde_symbolizer_opts *sym; /* NULL: defaults */
+	/* Filters, with `sonde report`'s meaning (docs/exports.md): a sample (or off-CPU
+	 * interval) is kept when it passes every filter given; NULL or 0 leaves one out.
+	 * pids and tids as the kernel numbers them; comms exactly the thread's name as the
+	 * recording knew it at that sample; cpus the CPU it was taken on (at switch-out for
+	 * an interval). */
+	const uint32_t *pids;
+	size_t n_pids;
+	const uint32_t *tids;
+	size_t n_tids;
+	const char *const *comms;
+	size_t n_comms;
+	const int *cpus;
+	size_t n_cpus;
+	/* Nonzero: only what was taken between time_from_s and time_to_s (inclusive), in
+	 * seconds from the start of the recording; time_to_s < 0 for its end. */
+	int time_range;
+	double time_from_s, time_to_s;
+	/* Root frames, as `sonde report --folded-roots`: every stack hangs under a
+	 * "comm-pid" frame of its process (the command of its main thread when the recording
+	 * named it before, else of the sampled thread), or a "comm-pid/tid" frame of its
+	 * thread, so that flame views start with the processes or threads. */
+	enum sonde_profile_roots {
+		SONDE_PROFILE_ROOTS_NONE = 0,
+		SONDE_PROFILE_ROOTS_PROCESS = 1,
+		SONDE_PROFILE_ROOTS_THREAD = 2,
+	} roots;
 };
 
 /* Reads the spool file at path and builds its profile, symbolizing every distinct address

@@ -100,8 +100,12 @@ struct sonde_record_opts {
 	bool no_buildid_cache; /* keep nothing */
 	/* Follow the processes the targets fork (and their threads, and their own children):
 	 * each inherits the events, its parent's modules and unwind state, and is retired at
-	 * exec and exit like an attached process. false: only the attached processes and their
-	 * threads are sampled (children are created without events). */
+	 * exec and exit like an attached process. Children are followed by default, as the
+	 * CLI follows them: see no_follow_children, at the end, which decides for callers
+	 * whose struct has it. This field decides only for callers built against an older
+	 * header (whose struct ends before no_follow_children), where false means only the
+	 * attached processes and their threads are sampled. Setting it with
+	 * no_follow_children is -EINVAL. */
 	bool follow_children;
 	/* Walk user stacks by frame pointers only, never by CFI: for code built with frame
 	 * pointers, where the walk is cheaper (every frame counts in unwind_fp_frames). */
@@ -189,6 +193,10 @@ struct sonde_record_opts {
 	 * libsonde built with it), else perf_event; BPF or PERF forces one (a refused BPF then
 	 * fails the recording). The summary says which one ran and why. */
 	enum sonde_offcpu_backend off_cpu_backend;
+	/* Record only the attached processes and their threads: the processes they fork are
+	 * created without events (`sonde record --no-inherit`). false (the default, and NULL
+	 * opts): children are followed, as follow_children describes. */
+	bool no_follow_children;
 };
 
 /* The default of sonde_record_opts.off_cpu_min_ns. */

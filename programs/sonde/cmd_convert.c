@@ -33,6 +33,7 @@ static void usage(FILE *f)
 		"  pprof       .pb.gz, .pprof     gzip'd profile.proto (go tool pprof, pprof)\n"
 		"  folded      .folded, .txt      'outer;...;inner COUNT' lines (flamegraph.pl)\n"
 		"  speedscope  .json              speedscope's format, one profile per thread\n"
+		"                                 (per process, heaviest first, for several)\n"
 		"  svg         .svg               an interactive flame graph (click to zoom, "
 		"Search)\n"
 		"  perfetto    .pftrace, .perfetto-trace  a Perfetto trace (ui.perfetto.dev)\n\n"
@@ -54,6 +55,12 @@ static void usage(FILE *f)
 		"(both);\n"
 		"                     folded prints microseconds, the SVG milliseconds for time\n"
 		"                     metrics; pprof holds every metric and starts on this one\n"
+		"  --pid PID[,PID...], --tid TID[,TID...], --comm NAME[,NAME...], --cpu LIST,\n"
+		"  --time START,END   only these samples, as 'sonde report' selects them (every\n"
+		"                     format but perfetto; with --diff, on both sides)\n"
+		"  --folded-roots process|thread|none  hang every stack under a 'comm-pid'\n"
+		"                     (process) or 'comm-pid/tid' (thread) root frame, as\n"
+		"                     'report --folded' does (every format but perfetto)\n"
 		"  --title T          title of the SVG and speedscope views\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
 		"                     replaced images (default $SONDE_BUILDID_CACHE, else\n"
@@ -117,7 +124,15 @@ static void empty_warning(const struct sonde_profile *p, enum sonde_profile_metr
 			  spool, out);
 }
 
-enum { OPT_NO_SYMBOLIZE = 256, OPT_TITLE, OPT_BUILDID_CACHE, OPT_DIFF, OPT_METRIC };
+enum {
+	OPT_NO_SYMBOLIZE = 256,
+	OPT_TITLE,
+	OPT_BUILDID_CACHE,
+	OPT_DIFF,
+	OPT_METRIC,
+	OPT_FILTER, /* --pid, --tid, --comm, --cpu, --time: named by the option itself */
+	OPT_ROOTS,
+};
 
 /* The folded stacks of a spool, as `convert -o x.folded` writes them; NULL after saying
  * why. The caller frees. */
@@ -130,8 +145,7 @@ static char *folded_of(const char *spool, const struct sonde_profile_spool_opts 
 	off_t len;
 
 	if (!p) {
-		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
-		cli_hint_unfinished("convert", spool);
+		cli_spool_error("convert", spool, errno, 0);
 		return NULL;
 	}
 	if (!sonde_profile__total(p, wo->metric))
@@ -216,9 +230,15 @@ static int run_diff(char **spools, const char *out, const char *format,
 	return CLI_OK;
 }
 
-static int run_convert(int argc, char **argv)
+static int convert(int argc, char **argv, struct cli_filter *filt)
 {
 	static const struct option longopts[] = {
+		{"pid", required_argument, NULL, OPT_FILTER},
+		{"tid", required_argument, NULL, OPT_FILTER},
+		{"comm", required_argument, NULL, OPT_FILTER},
+		{"cpu", required_argument, NULL, OPT_FILTER},
+		{"time", required_argument, NULL, OPT_FILTER},
+		{"folded-roots", required_argument, NULL, OPT_ROOTS},
 		{"input", required_argument, NULL, 'i'},
 		{"diff", no_argument, NULL, OPT_DIFF},
 		{"output", required_argument, NULL, 'o'},
@@ -236,12 +256,32 @@ static int run_convert(int argc, char **argv)
 	const char *out = NULL, *format = NULL, *input = NULL;
 	enum sonde_profile_format fmt;
 	bool diff = false;
-	int c;
+	int c, li = -1;
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":i:o:f:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":i:o:f:h", longopts, &li)) != -1) {
 		switch (c) {
+		case OPT_ROOTS:
+			if (!strcmp(optarg, "process"))
+				so.roots = SONDE_PROFILE_ROOTS_PROCESS;
+			else if (!strcmp(optarg, "thread"))
+				so.roots = SONDE_PROFILE_ROOTS_THREAD;
+			else if (!strcmp(optarg, "none"))
+				so.roots = SONDE_PROFILE_ROOTS_NONE;
+			else {
+				cli_error("convert",
+					  "--folded-roots wants process, thread or none, not '%s'",
+					  optarg);
+				return CLI_USAGE;
+			}
+			break;
+		case OPT_FILTER: {
+			int err = cli_filter_parse("convert", filt, longopts[li].name, optarg);
+			if (err)
+				return err;
+			break;
+		}
 		case 'i':
 			input = optarg;
 			break;
@@ -281,6 +321,7 @@ static int run_convert(int argc, char **argv)
 		cli_error("convert", "no output given: use -o OUT (see 'sonde convert --help')");
 		return CLI_USAGE;
 	}
+	cli_filter_to_spool_opts(filt, &so);
 	if (diff) {
 		if (input || argc - optind != 2) {
 			cli_error("convert", "--diff takes two spools: BEFORE AFTER");
@@ -300,6 +341,11 @@ static int run_convert(int argc, char **argv)
 	struct conv_job job = {.spool = spool, .so = &so, .wo = &wo};
 	int err;
 	if (format ? is_perfetto(format, 0) : is_perfetto(out, 1)) {
+		if (cli_filter_any(filt) || so.roots) {
+			cli_error("convert", "the Perfetto export takes the whole recording: no "
+					     "--pid, --tid, --comm, --cpu, --time or --folded-roots");
+			return CLI_USAGE;
+		}
 		if (access(spool, R_OK) < 0) {
 			cli_error("convert", "%s: %s", spool, sonde_strerror(-errno));
 			cli_hint_unfinished("convert", spool);
@@ -334,8 +380,7 @@ static int run_convert(int argc, char **argv)
 	job.p = sonde_profile__from_spool(spool, &so);
 	cli_progress_end(prog);
 	if (!job.p) {
-		cli_error("convert", "%s: %s", spool, sonde_strerror(errno));
-		cli_hint_unfinished("convert", spool);
+		cli_spool_error("convert", spool, errno, 0);
 		return CLI_FAILURE;
 	}
 	if (!sonde_profile__total(job.p, wo.metric))
@@ -347,6 +392,15 @@ static int run_convert(int argc, char **argv)
 		return CLI_FAILURE;
 	}
 	return CLI_OK;
+}
+
+static int run_convert(int argc, char **argv)
+{
+	struct cli_filter filt = {0};
+	int code = convert(argc, argv, &filt);
+
+	cli_filter_free(&filt);
+	return code;
 }
 
 SONDE_COMMAND("convert", "convert a recording to perfetto, pprof, folded, speedscope or SVG",

@@ -311,6 +311,7 @@ static int parse_opt(struct record_args *a, int c, const char *arg, char **argv)
 		return 0;
 	case 'I':
 		a->opts.follow_children = false;
+		a->opts.no_follow_children = true;
 		return 0;
 	case 'd': {
 		char *end;

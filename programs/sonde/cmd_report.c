@@ -1372,21 +1372,12 @@ static int open_spool(struct report *r)
 	r->spool = sonde_spool__open(r->path, &off);
 	if (!r->spool) {
 		int e = errno;
-		if (e == SONDE_E_MAGIC)
-			cli_error("report", "%s: not a sonde spool file", r->path);
-		else if (e >= SONDE_E_BASE && e != SONDE_E_TRUNCATED)
-			cli_error("report", "%s: corrupt spool: %s at byte %" PRIu64, r->path,
-				  sonde_strerror(e), off);
-		else
-			cli_error("report", "%s: %s", r->path, sonde_strerror(e));
-		cli_hint_unfinished("report", r->path);
+		cli_spool_error("report", r->path, e, off);
 		return -e;
 	}
 	sonde_spool__get_info(r->spool, &r->info);
 	if (!r->info.complete)
-		cli_error("report",
-			  "%s: truncated at byte %" PRIu64 ", recovered %" PRIu64 " samples",
-			  r->path, r->info.valid_bytes, r->info.samples);
+		cli_spool_truncated("report", r->path, r->info.valid_bytes, r->info.samples);
 	return 0;
 }
 

@@ -32,6 +32,7 @@
 #include <sonde/tail.h>
 
 #include "cli.h"
+#include "output.h"
 #include "top.h"
 
 enum { MAX_PIDS = 64, WAIT_MS = 50, PLAIN_ROWS = 20, CHILD_GRACE_MS = 2000 };
@@ -88,7 +89,8 @@ static void usage(FILE *f)
 		"sliding window, refreshed every second. FILE is a spool being written by `sonde record`\n"
 		"(default sonde.spool).\n"
 		"\n"
-		"  -p, --pid PID         record a running process (repeatable)\n"
+		"  -p, --pid PID         record a running process and the processes it creates\n"
+		"                        (repeatable; a command after -- too)\n"
 		"  -t, --tid TID         record a thread alone (repeatable; with -p too)\n"
 		"  -a, --all-cpus        record every process on every CPU, kernel frames too (as sonde record -a)\n"
 		"  -i, --input FILE      follow the spool FILE (or give it as the argument)\n"
@@ -340,10 +342,8 @@ static int open_tail(struct top *tp, const char *spool)
 		int e = errno;
 		if (tp->r)
 			cli_error("top", "cannot follow the recording: %s", sonde_strerror(e));
-		else if (e == SONDE_E_MAGIC)
-			cli_error("top", "%s: not a sonde spool file", spool);
 		else
-			cli_error("top", "%s: %s", spool, sonde_strerror(e));
+			cli_spool_error("top", spool, e, 0);
 		return CLI_FAILURE;
 	}
 	return 0;
@@ -417,6 +417,9 @@ static int start_recording(struct top *tp)
 	}
 	/* only threads: the first creates the recorder */
 	o.attach_thread = !tp->l && !tp->a.n_attach;
+	/* As `sonde record` does by default: what a launched command or an attached process
+	 * runs (sh -c "prog; ...", make) is where its time goes. Threads given alone stay alone. */
+	o.no_follow_children = o.attach_thread;
 	tp->r = sonde_recorder__attach(pid, path, tp->l ? SONDE_ATTACH_ON_EXEC : SONDE_ATTACH_STOP,
 				       &o);
 	if (!tp->r) {
@@ -661,8 +664,7 @@ static int top_loop(struct top *tp)
 		}
 	}
 	if (err < 0 && tp->a.file) /* the file being followed is what failed: name it */
-		cli_error("top", "%s: %s", tp->a.file,
-			  err == -SONDE_E_MAGIC ? "not a sonde spool file" : sonde_strerror(err));
+		cli_spool_error("top", tp->a.file, err, 0);
 	else if (err < 0)
 		cli_error("top", "%s", last_error[0] ? last_error : sonde_strerror(err));
 	return err < 0 ? CLI_FAILURE : CLI_OK;
@@ -705,6 +707,14 @@ static int cmd_top(int argc, char **argv)
 		if (!code && !on_screen) {
 			consume(&tp);
 			redraw(&tp, true);
+		}
+		/* A file that never got a header is one nothing was recorded into: said as
+		 * report and convert say it (a file still being written has one from the
+		 * start, as `sonde record` puts it under its name once it runs). */
+		struct sonde_spool_header h;
+		if (!code && tp.a.file && sonde_tail__header(tp.t, &h) < 0) {
+			cli_spool_error("top", tp.a.file, SONDE_E_EMPTY, 0);
+			code = CLI_FAILURE;
 		}
 	}
 	if (tp.l)

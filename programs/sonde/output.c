@@ -1,12 +1,17 @@
 /* The files sonde's commands write: see output.h for the rules. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/profile.h>
+#include <sonde/record.h>
 
 #include "cli.h"
 #include "output.h"
@@ -202,6 +207,121 @@ int cli_trace_spool_name(char *buf, size_t cap, const char *trace)
 	int n = snprintf(buf, cap, "%s.spool", trace);
 
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+void cli_spool_error(const char *cmd, const char *path, int err, uint64_t off)
+{
+	if (err < 0)
+		err = -err;
+	if (err == SONDE_E_EMPTY)
+		cli_error(cmd, "%s is empty: it holds no recording", path);
+	else if (err == SONDE_E_MAGIC)
+		cli_error(cmd, "%s: not a sonde spool file", path);
+	else if (err >= SONDE_E_BASE && err != SONDE_E_TRUNCATED && off)
+		cli_error(cmd, "%s: corrupt spool: %s at byte %" PRIu64, path, sonde_strerror(err),
+			  off);
+	else
+		cli_error(cmd, "%s: %s", path, sonde_strerror(err));
+	cli_hint_unfinished(cmd, path);
+}
+
+void cli_spool_truncated(const char *cmd, const char *path, uint64_t valid_bytes,
+			 uint64_t samples)
+{
+	cli_error(cmd, "%s: truncated at byte %" PRIu64 ", recovered %" PRIu64 " samples", path,
+		  valid_bytes, samples);
+}
+
+static int parse_ids(char *arg, uint32_t *ids, size_t *n)
+{
+	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(t, &end, 10);
+		if (errno || end == t || *end || t[0] == '-' || v > UINT32_MAX ||
+		    *n == CLI_FILTER_MAX_IDS)
+			return -1;
+		ids[(*n)++] = (uint32_t)v;
+	}
+	return *n ? 0 : -1;
+}
+
+static int parse_time(const char *arg, struct cli_filter *f)
+{
+	const char *comma = strchr(arg, ',');
+	char *end;
+
+	f->has_time = true;
+	f->from_s = 0;
+	f->to_s = -1;
+	if (arg[0] && arg[0] != ',') {
+		f->from_s = strtod(arg, &end);
+		if (end == arg || (*end && *end != ',') || !(f->from_s >= 0))
+			return -1;
+	}
+	if (comma && comma[1]) {
+		f->to_s = strtod(comma + 1, &end);
+		if (*end || !(f->to_s >= f->from_s))
+			return -1;
+	}
+	return comma || arg[0] ? 0 : -1;
+}
+
+int cli_filter_parse(const char *cmd, struct cli_filter *f, const char *name, char *arg)
+{
+	if (!strcmp(name, "pid") || !strcmp(name, "tid")) {
+		if (parse_ids(arg, name[0] == 'p' ? f->pids : f->tids,
+			      name[0] == 'p' ? &f->n_pids : &f->n_tids) == 0)
+			return 0;
+		cli_error(cmd, "--%s wants ids separated by commas, not '%s'", name, arg);
+	} else if (!strcmp(name, "comm")) {
+		for (char *save = NULL, *t = strtok_r(arg, ",", &save); t;
+		     t = strtok_r(NULL, ",", &save)) {
+			if (f->n_comms == CLI_FILTER_MAX_IDS)
+				break;
+			f->comms[f->n_comms++] = t;
+		}
+		if (f->n_comms && f->n_comms < CLI_FILTER_MAX_IDS)
+			return 0;
+		cli_error(cmd, "--comm wants names separated by commas");
+	} else if (!strcmp(name, "cpu")) {
+		free(f->cpus);
+		f->cpus = NULL;
+		if (sonde_cpu_list__parse(arg, &f->cpus, &f->n_cpus) == 0)
+			return 0;
+		cli_error(cmd, "--cpu wants a CPU list such as 0,2-3, not '%s'", arg);
+	} else if (parse_time(arg, f) == 0) {
+		return 0;
+	} else {
+		cli_error(cmd, "--time wants START,END in seconds from the start, not '%s'", arg);
+	}
+	return CLI_USAGE;
+}
+
+bool cli_filter_any(const struct cli_filter *f)
+{
+	return f->n_pids || f->n_tids || f->n_comms || f->cpus || f->has_time;
+}
+
+void cli_filter_to_spool_opts(const struct cli_filter *f, struct sonde_profile_spool_opts *o)
+{
+	o->pids = f->pids;
+	o->n_pids = f->n_pids;
+	o->tids = f->tids;
+	o->n_tids = f->n_tids;
+	o->comms = f->comms;
+	o->n_comms = f->n_comms;
+	o->cpus = f->cpus;
+	o->n_cpus = f->cpus ? f->n_cpus : 0;
+	o->time_range = f->has_time;
+	o->time_from_s = f->from_s;
+	o->time_to_s = f->to_s;
+}
+
+void cli_filter_free(struct cli_filter *f)
+{
+	free(f->cpus);
+	f->cpus = NULL;
 }
 
 void cli_hint_unfinished(const char *cmd, const char *input)

@@ -20,6 +20,7 @@
 #define SONDE_CLI_OUTPUT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct cli_output {
@@ -54,5 +55,39 @@ bool cli_is_trace_name(const char *name);
 /* When input cannot be read and it is a trace whose recording did not finish (its spool
  * is still there), says how to recover it, as cmd's message. */
 void cli_hint_unfinished(const char *cmd, const char *input);
+
+/* The one-line error of a spool that cannot be read (err: -errno or -SONDE_E_*, off: the
+ * byte where it went wrong when known), in the words every reader uses: "FILE is empty",
+ * "FILE: not a sonde spool file", "FILE: corrupt spool: ... at byte N"; then the hint of
+ * an unfinished trace. */
+void cli_spool_error(const char *cmd, const char *path, int err, uint64_t off);
+/* The warning of a spool whose recording did not finish: "FILE: truncated at byte N,
+ * recovered M samples" (the library's profile reader says the same). */
+void cli_spool_truncated(const char *cmd, const char *path, uint64_t valid_bytes,
+			 uint64_t samples);
+
+/* The readers' sample filters, with `sonde report`'s syntax and meaning: --pid and --tid
+ * take ids separated by commas, --comm names, --cpu a CPU list (0,2-3), --time START,END
+ * in seconds from the start (either side may be empty); each --pid/--tid/--comm adds to
+ * its list. */
+enum { CLI_FILTER_MAX_IDS = 64 };
+struct cli_filter {
+	uint32_t pids[CLI_FILTER_MAX_IDS], tids[CLI_FILTER_MAX_IDS];
+	const char *comms[CLI_FILTER_MAX_IDS];
+	size_t n_pids, n_tids, n_comms;
+	int *cpus; /* NULL: every CPU */
+	size_t n_cpus;
+	bool has_time;
+	double from_s, to_s; /* to_s < 0: the end */
+};
+/* Parses the value of filter option name ("pid", "tid", "comm", "cpu", "time"), which arg
+ * may be cut up in place; 0, or the usage exit status after saying what is wrong. */
+int cli_filter_parse(const char *cmd, struct cli_filter *f, const char *name, char *arg);
+/* Whether any filter was given. */
+bool cli_filter_any(const struct cli_filter *f);
+struct sonde_profile_spool_opts;
+/* Points the profile reader's filters at f's lists (f must outlive the opts' use). */
+void cli_filter_to_spool_opts(const struct cli_filter *f, struct sonde_profile_spool_opts *o);
+void cli_filter_free(struct cli_filter *f);
 
 #endif

@@ -16,6 +16,7 @@ static const char *const messages[SONDE_E_END - SONDE_E_BASE] = {
 	[SONDE_E_SHRUNK - SONDE_E_BASE] = "file shrank while being followed",
 	[SONDE_E_NOT_REGULAR - SONDE_E_BASE] = "not a regular file",
 	[SONDE_E_OWNER - SONDE_E_BASE] = "file owned by neither root nor the user it belongs to",
+	[SONDE_E_EMPTY - SONDE_E_BASE] = "empty file (it ends before its header)",
 };
 
 const char *sonde_strerror(int err)

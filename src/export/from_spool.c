@@ -21,6 +21,7 @@
 
 #include "base/alloc.h"
 #include "base/opts.h"
+#include "base/u64map.h"
 #include "export/profile.h"
 #include "tail/tail.h"
 
@@ -56,6 +57,13 @@ struct conv {
 	uint32_t trunc_loc;	      /* the [truncated] location, once made */
 	struct sonde_sym_frame out[MAX_INLINE];
 	uint64_t sym_failures;
+	struct sonde_profile_spool_opts o; /* the caller's, missing fields zero */
+	ARR(uint8_t) keep;		   /* spool thread id -> passes pid, tid and comm */
+	/* roots: spool thread id -> its root frame's location (0: not made yet); the root
+	 * location of each pid + 1; the command of each pid's main thread + 1 (a comm string
+	 * id); and the node of (root location << 32 | node) */
+	ARR(uint32_t) root_of;
+	struct u64map proc_root, main_comm, rooted;
 };
 
 int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
@@ -186,10 +194,111 @@ static int release_held(struct conv *c, uint32_t pid)
 	return err;
 }
 
+/* The root frame of spool thread `thread` (opts.roots), made on first use. */
+static int64_t root_loc(struct conv *c, uint32_t thread)
+{
+	struct sonde_profile *p = c->p;
+	const struct prof_thread *t = &p->threads.v[c->threads.v[thread]];
+	uint64_t *have = NULL;
+	char label[300];
+
+	if (c->root_of.v[thread])
+		return c->root_of.v[thread];
+	if (c->o.roots == SONDE_PROFILE_ROOTS_PROCESS) {
+		have = sonde__u64map_get(&c->proc_root, (uint64_t)t->pid + 1);
+		if (have) {
+			c->root_of.v[thread] = (uint32_t)*have;
+			return *have;
+		}
+		uint64_t *main = sonde__u64map_get(&c->main_comm, (uint64_t)t->pid + 1);
+		snprintf(label, sizeof(label), "%s-%u", prof_str(p, main ? (uint32_t)*main : t->comm),
+			 t->pid);
+	} else {
+		snprintf(label, sizeof(label), "%s-%u/%u", prof_str(p, t->comm), t->pid, t->tid);
+	}
+	struct sonde_sym_frame f = {.name = label};
+	uint32_t loc;
+	int err = sonde_profile__add_location(p, 0, 0, &f, 1, &loc);
+	if (!err && c->o.roots == SONDE_PROFILE_ROOTS_PROCESS)
+		err = sonde__u64map_put(&c->proc_root, (uint64_t)t->pid + 1, loc);
+	if (err)
+		return err;
+	c->root_of.v[thread] = loc;
+	return loc;
+}
+
+/* The node for the same call path under root location `root`; memoized. */
+static int64_t rooted_node(struct conv *c, uint32_t root, uint32_t node)
+{
+	struct sonde_profile *p = c->p;
+	uint64_t key = (uint64_t)root << 32 | node, *have = sonde__u64map_get(&c->rooted, key);
+
+	if (have)
+		return (int64_t)*have;
+	int64_t parent = node ? rooted_node(c, root, p->nodes.v[node].parent) : 0;
+	if (parent < 0)
+		return parent;
+	int64_t id = sonde__prof_add_node(p, (uint32_t)parent, node ? p->nodes.v[node].loc : root);
+	if (id < 0)
+		return id;
+	int err = sonde__u64map_put(&c->rooted, key, (uint64_t)id);
+	return err ? err : id;
+}
+
+/* node under its thread's root frame when opts.roots asks for one. */
+static int64_t with_root(struct conv *c, uint32_t thread, int64_t node)
+{
+	if (node < 0 || !c->o.roots || thread == 0)
+		return node;
+	int64_t root = root_loc(c, thread);
+	return root < 0 ? root : rooted_node(c, (uint32_t)root, (uint32_t)node);
+}
+
+/* Whether a thread passes the pid, tid and comm filters. */
+static bool thread_kept(const struct sonde_profile_spool_opts *o, uint32_t pid, uint32_t tid,
+			const char *comm)
+{
+	size_t i;
+
+	for (i = 0; i < o->n_pids && o->pids[i] != pid; i++)
+		;
+	if (o->n_pids && i == o->n_pids)
+		return false;
+	for (i = 0; i < o->n_tids && o->tids[i] != tid; i++)
+		;
+	if (o->n_tids && i == o->n_tids)
+		return false;
+	for (i = 0; i < o->n_comms && strcmp(o->comms[i], comm); i++)
+		;
+	return !o->n_comms || i < o->n_comms;
+}
+
+/* Whether what thread took at time_ns on cpu passes every filter. */
+static bool kept(const struct conv *c, uint32_t thread, uint64_t time_ns, uint32_t cpu)
+{
+	const struct sonde_profile_spool_opts *o = &c->o;
+	size_t i;
+
+	if (!c->keep.v[thread])
+		return false;
+	for (i = 0; i < o->n_cpus && (uint32_t)o->cpus[i] != cpu; i++)
+		;
+	if (o->n_cpus && i == o->n_cpus)
+		return false;
+	if (o->time_range) {
+		double at = ((double)time_ns - (double)c->p->info.start_monotonic_ns) / 1e9;
+		if (at < o->time_from_s || (o->time_to_s >= 0 && at > o->time_to_s))
+			return false;
+	}
+	return true;
+}
+
 static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 {
 	if (r->sample.thread >= c->threads.n || r->sample.stack >= c->nodes.n)
 		return -SONDE_E_REFERENCE;
+	if (!kept(c, r->sample.thread, r->sample.time_ns, r->sample.cpu))
+		return 0;
 	if (c->held_frames.n) {
 		int err = release_held(c, c->pids.v[r->sample.thread]);
 		if (err)
@@ -198,6 +307,7 @@ static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 	int64_t node = c->nodes.v[r->sample.stack];
 	if (r->sample.flags & SONDE_SAMPLE_TRUNCATED)
 		node = truncated_node(c, (uint32_t)node);
+	node = with_root(c, r->sample.thread, node);
 	if (node < 0)
 		return (int)node;
 	return sonde__prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
@@ -213,6 +323,8 @@ static int on_offcpu(struct conv *c, const struct sonde_spool_record *r, uint32_
 
 	if (o->thread >= c->threads.n || o->stack >= c->nodes.n)
 		return -SONDE_E_REFERENCE;
+	if (!kept(c, o->thread, o->switch_out_ns, o->cpu))
+		return 0;
 	if (c->held_frames.n) {
 		int err = release_held(c, c->pids.v[o->thread]);
 		if (err)
@@ -221,6 +333,7 @@ static int on_offcpu(struct conv *c, const struct sonde_spool_record *r, uint32_
 	int64_t node = c->nodes.v[o->stack];
 	if (o->flags & SONDE_SAMPLE_TRUNCATED)
 		node = truncated_node(c, (uint32_t)node);
+	node = with_root(c, o->thread, node);
 	if (node < 0)
 		return (int)node;
 	return sonde__prof_add_offcpu_node(c->p, o->switch_out_ns, c->threads.v[o->thread], o->cpu,
@@ -262,13 +375,20 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 		char comm[256];
 		snprintf(comm, sizeof(comm), "%.*s", (int)r->thread.comm_len, r->thread.comm);
 		uint32_t *pid = ARR_PUSH(c->pids);
-		if (!pid)
+		uint8_t *keep = ARR_PUSH(c->keep);
+		if (!pid || !keep || !ARR_PUSH(c->root_of))
 			return -ENOMEM;
 		*pid = r->thread.pid;
+		*keep = thread_kept(&c->o, r->thread.pid, r->thread.tid, comm);
 		slot = ARR_PUSH(c->threads);
-		return slot ? sonde_profile__add_thread(c->p, r->thread.pid, r->thread.tid, comm,
-							slot)
-			    : -ENOMEM;
+		int err = slot ? sonde_profile__add_thread(c->p, r->thread.pid, r->thread.tid, comm,
+							   slot)
+			       : -ENOMEM;
+		if (!err && c->o.roots == SONDE_PROFILE_ROOTS_PROCESS &&
+		    r->thread.pid == r->thread.tid)
+			err = sonde__u64map_put(&c->main_comm, (uint64_t)r->thread.pid + 1,
+						c->p->threads.v[*slot].comm);
+		return err;
 	}
 	case SONDE_SPOOL_REC_SAMPLE:
 		return on_sample(c, r);
@@ -279,6 +399,8 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 	case SONDE_SPOOL_REC_OFFCPU_SHORT:
 		if (r->offcpu_short.thread >= c->threads.n)
 			return -SONDE_E_REFERENCE;
+		if (!c->keep.v[r->offcpu_short.thread] || c->o.n_cpus || c->o.time_range)
+			return 0; /* counted per thread, neither on a CPU nor at a time */
 		return sonde_profile__add_offcpu_short(c->p, c->threads.v[r->offcpu_short.thread],
 						       r->offcpu_short.count,
 						       r->offcpu_short.total_ns);
@@ -337,14 +459,15 @@ static int decode_file(struct conv *c, int fd, const char *path)
 			cap *= 2;
 		}
 	}
+	/* Bytes that are not a spool's were refused by the decoder (bad magic); what is left
+	 * without error and without a whole header is a prefix of one, or nothing. */
 	if (!err && sonde_spool_decoder__offset(d) == 0)
-		err = -SONDE_E_MAGIC; /* not even a header */
+		err = -SONDE_E_EMPTY;
 	else if (!err && (len || !sonde_spool_decoder__ended(d)))
-		sonde_warn(
-			"%s is truncated (a recording that did not finish): using the %llu bytes "
-			"before the cut%s",
-			path, (unsigned long long)sonde_spool_decoder__offset(d),
-			len ? ", ignoring a partial last record" : "");
+		/* the words of `sonde report`, so that every reader says it alike */
+		sonde_warn("%s: truncated at byte %llu, recovered %llu samples", path,
+			   (unsigned long long)sonde_spool_decoder__offset(d),
+			   (unsigned long long)sonde_profile__total(c->p, SONDE_PROFILE_METRIC_CPU));
 	if (err)
 		sonde_debug("%s: error at byte %llu", path,
 			    (unsigned long long)sonde_spool_decoder__offset(d));
@@ -366,6 +489,11 @@ static void conv_free(struct conv *c)
 	ARR_FREE(c->held_frames);
 	ARR_FREE(c->held_nodes);
 	ARR_FREE(c->trunc);
+	ARR_FREE(c->keep);
+	ARR_FREE(c->root_of);
+	sonde__u64map_free(&c->proc_root);
+	sonde__u64map_free(&c->main_comm);
+	sonde__u64map_free(&c->rooted);
 	sonde_symbolizer__free(c->sym);
 }
 
@@ -379,11 +507,20 @@ struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 		errno = EINVAL;
 		return NULL;
 	}
+	if (opts)
+		OPTS_COPY(&c.o, opts);
+	if ((c.o.n_pids && !c.o.pids) || (c.o.n_tids && !c.o.tids) ||
+	    (c.o.n_comms && !c.o.comms) || (c.o.n_cpus && !c.o.cpus)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	c.p = sonde_profile__new(NULL);
 	/* entry 0 of each map stands for spool id 0 ("none", the root) */
 	if (!c.p || !ARR_PUSH(c.mods) || !ARR_PUSH(c.frames) || !ARR_PUSH(c.nodes) ||
-	    !ARR_PUSH(c.threads) || !ARR_PUSH(c.pids))
+	    !ARR_PUSH(c.threads) || !ARR_PUSH(c.pids) || !ARR_PUSH(c.keep) || !ARR_PUSH(c.root_of))
 		goto fail;
+	/* thread id 0, no thread known: kept unless a thread is asked for */
+	c.keep.v[0] = !c.o.n_pids && !c.o.n_tids && !c.o.n_comms;
 	if (!OPTS_GET(opts, no_symbolize, false)) {
 		c.sym = sonde_symbolizer__new(OPTS_GET(opts, sym, NULL));
 		if (!c.sym) {

@@ -7,12 +7,14 @@
  * first two (and the last), off-CPU intervals in the last two, so that one file answers
  * every metric and `-sample_index` picks one; default_sample_type follows the metric. */
 #include <errno.h>
+#include <string.h>
 #include <zlib.h>
 
 #include <sonde/spool.h>
 
 #include "base/alloc.h"
 #include "base/pb.h"
+#include "base/u64map.h"
 #include "export/out.h"
 #include "export/profile.h"
 
@@ -242,6 +244,68 @@ static void write_samples(struct pp *pp)
 
 enum { HAS_FUNCTIONS = 1, HAS_FILENAMES = 2, HAS_LINES = 4, HAS_INLINES = 8 };
 
+/* Whether module m's file name starts with comm (the kernel's 15 bytes of it). */
+static bool named_like(const struct sonde_profile *p, const struct prof_module *m,
+		       const char *comm)
+{
+	const char *path = prof_str(p, m->path), *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return *comm && strncmp(base, comm, strlen(comm)) == 0;
+}
+
+/* The main binary, which pprof takes to be the first mapping (and `go tool pprof` names
+ * as "File:"): the executable of the process with the most samples, that is its module
+ * named like its command, else its lowest-mapped file (executables are mapped below the
+ * shared libraries). Module ids in the profile follow the recording's order, in which a
+ * machine-wide recording meets some process's [vdso] first. 0 when there is none. */
+static uint32_t main_module(const struct sonde_profile *p)
+{
+	uint64_t *by_thread = sonde__calloc(p->threads.n ? p->threads.n : 1, sizeof(uint64_t));
+	struct u64map by_pid = U64MAP_INIT;
+	uint32_t pid = 0, best = 0, thread = 0;
+	uint64_t most = 0;
+
+	if (!by_thread)
+		return 0;
+	for (uint32_t i = 0; i < p->samples.n; i++)
+		if (p->samples.v[i].thread < p->threads.n)
+			by_thread[p->samples.v[i].thread] += p->samples.v[i].count;
+	for (uint32_t t = 1; t < p->threads.n; t++) {
+		uint64_t key = (uint64_t)p->threads.v[t].pid + 1, *n;
+		if (!by_thread[t])
+			continue;
+		n = sonde__u64map_get(&by_pid, key);
+		uint64_t sum = (n ? *n : 0) + by_thread[t];
+		if (sonde__u64map_put(&by_pid, key, sum) < 0)
+			break;
+		if (sum > most) {
+			most = sum;
+			pid = p->threads.v[t].pid;
+		}
+	}
+	sonde__u64map_free(&by_pid);
+	sonde__free(by_thread);
+	/* the command: its main thread's, else that of any of its threads */
+	for (uint32_t t = 1; most && t < p->threads.n; t++)
+		if (p->threads.v[t].pid == pid && (!thread || p->threads.v[t].tid == pid))
+			thread = t;
+	const char *comm = thread ? prof_str(p, p->threads.v[thread].comm) : "";
+	for (uint32_t i = 1; most && i < p->modules.n; i++) {
+		const struct prof_module *m = &p->modules.v[i];
+		const char *path = prof_str(p, m->path);
+		if (m->pid != pid || !*path || path[0] == '[')
+			continue;
+		if (!best || (named_like(p, m, comm) && !named_like(p, &p->modules.v[best], comm)) ||
+		    (named_like(p, m, comm) == named_like(p, &p->modules.v[best], comm) &&
+		     m->start < p->modules.v[best].start))
+			best = i;
+	}
+	return best;
+}
+
+static void write_mapping(struct pp *pp, uint32_t i, const uint8_t *has);
+
 static void write_mappings(struct pp *pp)
 {
 	const struct sonde_profile *p = pp->p;
@@ -260,22 +324,31 @@ static void write_mappings(struct pp *pp)
 					  (l->n_lines > 1 ? HAS_INLINES : 0);
 		}
 	}
-	for (uint32_t i = 1; i < p->modules.n; i++) {
-		const struct prof_module *m = &p->modules.v[i];
-		sonde__buf_reset(&pp->msg);
-		sonde__pb_put_varint(&pp->msg, MAPPING_ID, i);
-		sonde__pb_put_varint(&pp->msg, MAPPING_MEMORY_START, m->start);
-		sonde__pb_put_varint(&pp->msg, MAPPING_MEMORY_LIMIT, m->end);
-		sonde__pb_put_varint(&pp->msg, MAPPING_FILE_OFFSET, m->pgoff);
-		sonde__pb_put_varint(&pp->msg, MAPPING_FILENAME, (uint64_t)str_of(pp, m->path));
-		sonde__pb_put_varint(&pp->msg, MAPPING_BUILD_ID, (uint64_t)str_of(pp, m->build_id));
-		sonde__pb_put_bool(&pp->msg, MAPPING_HAS_FUNCTIONS, has[i] & HAS_FUNCTIONS);
-		sonde__pb_put_bool(&pp->msg, MAPPING_HAS_FILENAMES, has[i] & HAS_FILENAMES);
-		sonde__pb_put_bool(&pp->msg, MAPPING_HAS_LINE_NUMBERS, has[i] & HAS_LINES);
-		sonde__pb_put_bool(&pp->msg, MAPPING_HAS_INLINE_FRAMES, has[i] & HAS_INLINES);
-		put_nested(&pp->b, PROFILE_MAPPING, &pp->msg);
-	}
+	uint32_t main = main_module(p);
+	if (main)
+		write_mapping(pp, main, has);
+	for (uint32_t i = 1; i < p->modules.n; i++)
+		if (i != main)
+			write_mapping(pp, i, has);
 	sonde__free(has);
+}
+
+static void write_mapping(struct pp *pp, uint32_t i, const uint8_t *has)
+{
+	const struct prof_module *m = &pp->p->modules.v[i];
+
+	sonde__buf_reset(&pp->msg);
+	sonde__pb_put_varint(&pp->msg, MAPPING_ID, i);
+	sonde__pb_put_varint(&pp->msg, MAPPING_MEMORY_START, m->start);
+	sonde__pb_put_varint(&pp->msg, MAPPING_MEMORY_LIMIT, m->end);
+	sonde__pb_put_varint(&pp->msg, MAPPING_FILE_OFFSET, m->pgoff);
+	sonde__pb_put_varint(&pp->msg, MAPPING_FILENAME, (uint64_t)str_of(pp, m->path));
+	sonde__pb_put_varint(&pp->msg, MAPPING_BUILD_ID, (uint64_t)str_of(pp, m->build_id));
+	sonde__pb_put_bool(&pp->msg, MAPPING_HAS_FUNCTIONS, has[i] & HAS_FUNCTIONS);
+	sonde__pb_put_bool(&pp->msg, MAPPING_HAS_FILENAMES, has[i] & HAS_FILENAMES);
+	sonde__pb_put_bool(&pp->msg, MAPPING_HAS_LINE_NUMBERS, has[i] & HAS_LINES);
+	sonde__pb_put_bool(&pp->msg, MAPPING_HAS_INLINE_FRAMES, has[i] & HAS_INLINES);
+	put_nested(&pp->b, PROFILE_MAPPING, &pp->msg);
 }
 
 static void write_locations(struct pp *pp, uint8_t *func_used)

@@ -1,5 +1,7 @@
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json): one
- * "sampled" profile per thread, samples in time order with runs of the same stack merged,
+ * "sampled" profile per thread, or per process (its threads merged, in time order) when
+ * the profile holds more than one process, as a machine-wide recording does, heaviest
+ * first; samples in time order with runs of the same stack merged,
  * frames shared by all profiles and identified by function. Under a time metric the
  * thread's off-CPU intervals join its samples in time order, each weighing its duration. */
 #include <errno.h>
@@ -28,7 +30,11 @@ struct ss {
 	uint32_t *path;		 /* scratch, max_depth entries */
 	struct ev *evs;		 /* grouped by thread, in time order */
 	uint32_t n_evs;
-	uint32_t *thread_start; /* thread id -> first index in evs; n_threads + 1 entries */
+	uint32_t *thread_start; /* group -> first index in evs; n_threads + 1 entries */
+	/* Profiles are of groups: a thread, or with by_process a process, named by the thread
+	 * id of its main thread (else its first). */
+	uint32_t *group_of; /* thread id -> group */
+	bool by_process;
 };
 
 static void write_frames(struct ss *s)
@@ -72,7 +78,8 @@ static void push_ev(struct ss *s, uint64_t time_ns, uint64_t weight, uint32_t th
 {
 	if (!weight)
 		return;
-	s->evs[s->n_evs] = (struct ev){time_ns, weight, thread, s->f.of_node[node], s->n_evs};
+	s->evs[s->n_evs] =
+		(struct ev){time_ns, weight, s->group_of[thread], s->f.of_node[node], s->n_evs};
 	s->n_evs++;
 }
 
@@ -86,8 +93,41 @@ static int group_by_thread(struct ss *s)
 
 	s->evs = sonde__malloc(((size_t)p->samples.n + p->offcpu.n + 1) * sizeof(*s->evs));
 	s->thread_start = sonde__calloc((size_t)nt + 1, sizeof(*s->thread_start));
-	if (!s->evs || !s->thread_start)
+	s->group_of = sonde__calloc((size_t)nt + 1, sizeof(*s->group_of));
+	if (!s->evs || !s->thread_start || !s->group_of)
 		return -ENOMEM;
+	/* by process when what weighs comes from more than one (threads of processes a
+	 * filter left out are in the profile too) */
+	uint32_t first = 0;
+	for (uint32_t i = 0; i < p->samples.n + p->offcpu.n && !s->by_process; i++) {
+		uint32_t t = i < p->samples.n ? p->samples.v[i].thread
+					      : p->offcpu.v[i - p->samples.n].thread;
+		if (t == 0 || t >= nt)
+			continue;
+		if (!first)
+			first = t;
+		s->by_process = p->threads.v[t].pid != p->threads.v[first].pid;
+	}
+	for (uint32_t t = 1; t < nt; t++)
+		s->group_of[t] = t;
+	/* each thread's group: the main thread of its process when there is one, else the
+	 * process's first thread (quadratic in threads, which are few next to samples) */
+	for (uint32_t t = 1; s->by_process && t < nt; t++) {
+		const struct prof_thread *th = &p->threads.v[t];
+		uint32_t g = t;
+		for (uint32_t u = 1; u < nt; u++) {
+			const struct prof_thread *o = &p->threads.v[u];
+			if (o->pid != th->pid)
+				continue;
+			if (o->tid == o->pid) {
+				g = u;
+				break;
+			}
+			if (u < g)
+				g = u;
+		}
+		s->group_of[t] = g;
+	}
 	for (uint32_t i = 0; i < p->samples.n; i++) {
 		const struct prof_sample *sm = &p->samples.v[i];
 		/* a CPU profile counts in periods, as before metrics existed */
@@ -131,6 +171,9 @@ static void thread_name(struct ss *s, uint32_t t)
 	sonde__out_puts(&s->o, "\"name\":\"");
 	if (t == 0) {
 		sonde__out_puts(&s->o, "unknown thread");
+	} else if (s->by_process) {
+		sonde__out_json_str(&s->o, th->comm ? prof_str(s->p, th->comm) : "process");
+		sonde__out_printf(&s->o, " (pid %u)", th->pid);
 	} else {
 		sonde__out_json_str(&s->o, th->comm ? prof_str(s->p, th->comm) : "thread");
 		sonde__out_printf(&s->o, " (pid %u, tid %u)", th->pid, th->tid);
@@ -175,21 +218,49 @@ static void write_profile(struct ss *s, uint32_t t, bool timed)
 	sonde__out_putc(&s->o, '}');
 }
 
-static void write_profiles(struct ss *s)
+struct group_weight {
+	uint64_t weight;
+	uint32_t group;
+};
+
+static int heavier_first(const void *a, const void *b)
+{
+	const struct group_weight *x = a, *y = b;
+
+	if (x->weight != y->weight)
+		return x->weight > y->weight ? -1 : 1;
+	return x->group < y->group ? -1 : x->group > y->group;
+}
+
+/* Per thread: in thread order, the one with the most samples active. Per process: the
+ * heaviest first, and active, so that speedscope opens on the busiest process. */
+static int write_profiles(struct ss *s)
 {
 	const struct sonde_profile *p = s->p;
 	bool timed = s->metric != SONDE_PROFILE_METRIC_CPU || p->info.sample_period_ns;
-	uint32_t n = 0, active = 0, most = 0;
+	uint32_t n = 0, active = 0, most = 0, ng = 0;
+	struct group_weight *gw = sonde__calloc((size_t)p->threads.n + 1, sizeof(*gw));
 
-	sonde__out_puts(&s->o, "\"profiles\":[");
+	if (!gw)
+		return -ENOMEM;
 	for (uint32_t t = 0; t < p->threads.n; t++) {
-		uint32_t count = s->thread_start[t + 1] - s->thread_start[t];
-		if (!count)
+		if (s->thread_start[t + 1] == s->thread_start[t])
 			continue;
+		gw[ng].group = t;
+		for (uint32_t i = s->thread_start[t]; i < s->thread_start[t + 1]; i++)
+			gw[ng].weight += s->evs[i].weight;
+		ng++;
+	}
+	if (s->by_process)
+		qsort(gw, ng, sizeof(*gw), heavier_first);
+	sonde__out_puts(&s->o, "\"profiles\":[");
+	for (uint32_t k = 0; k < ng; k++) {
+		uint32_t t = gw[k].group;
+		uint32_t count = s->thread_start[t + 1] - s->thread_start[t];
 		if (n)
 			sonde__out_putc(&s->o, ',');
 		write_profile(s, t, timed);
-		if (count > most) {
+		if (!s->by_process && count > most) {
 			most = count;
 			active = n;
 		}
@@ -197,6 +268,8 @@ static void write_profiles(struct ss *s)
 	}
 	sonde__out_puts(&s->o, "],\"activeProfileIndex\":");
 	sonde__out_u64(&s->o, active);
+	sonde__free(gw);
+	return 0;
 }
 
 int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title,
@@ -218,10 +291,14 @@ int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const ch
 	sonde__out_json_str(&s.o, title);
 	sonde__out_puts(&s.o, "\",");
 	write_frames(&s);
-	write_profiles(&s);
+	err = write_profiles(&s);
 	sonde__out_puts(&s.o, "}\n");
-	err = sonde__out_close(&s.o);
+	if (err)
+		sonde__out_close(&s.o);
+	else
+		err = sonde__out_close(&s.o);
 out:
+	sonde__free(s.group_of);
 	sonde__free(s.thread_start);
 	sonde__free(s.evs);
 	sonde__free(s.path);

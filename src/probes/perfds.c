@@ -237,6 +237,9 @@ static struct sonde_record_opts rec_opts(struct inst *in)
 		 * for it, as traced_perf does */
 		.user_only = !(want_kernel && in->kernel_ok),
 		.no_buildid_cache = true,
+		/* the pids the config names, each checked against the consumer's rights, and
+		 * not what they fork (traced_perf's target_pid) */
+		.no_follow_children = true,
 		.frame_pointers_only = in->cfg.user_frames == PERFDS_UNWIND_FRAME_POINTER,
 		.exec_check = exec_check,
 		.exec_check_ctx = in,

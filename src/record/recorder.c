@@ -160,6 +160,14 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	if (!OPTS_VALID(opts, sonde_record_opts))
 		return -EINVAL;
 	OPTS_COPY(&o, opts);
+	/* Children are followed unless the caller says no_follow_children; a caller built
+	 * before that field existed said yes with follow_children (docs/api.md). */
+	if (o.follow_children && o.no_follow_children) {
+		sonde_error("follow_children and no_follow_children contradict each other");
+		return -EINVAL;
+	}
+	if (!opts || OPTS_HAS(opts, no_follow_children))
+		o.follow_children = !o.no_follow_children;
 	*out = o;
 	int err = sonde__perf_max_sample_rate(&max);
 	if (err) {

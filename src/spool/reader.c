@@ -294,7 +294,7 @@ static struct sonde_spool *reader_new(void)
 static int finish_input(struct sonde_spool *s, size_t leftover)
 {
 	if (!s->info.version_major)
-		return -SONDE_E_TRUNCATED; /* not even a whole header */
+		return -SONDE_E_EMPTY; /* not even a whole header: nothing was recorded */
 	s->info.dropped_bytes = leftover;
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include "base/buf.h"
 #include "export/perfetto.h"
 #include "../unit/export_fixture.h"
+#include "../unit/spool_fixture.h"
 #include "../util.h"
 #include "export_browser.h"
 #include "pftrace_util.h"
@@ -1022,5 +1023,255 @@ TEST(convert_progress_only_when_asked_or_on_a_terminal)
 	test_output_free(&o);
 	convert(&o, spool, test_path("q.svg"), NULL);
 	ASSERT_STR_EQ(o.err, "");
+	test_output_free(&o);
+}
+
+/* The samples in a folded file: the sum of its counts. */
+static uint64_t folded_total(const char *text)
+{
+	uint64_t n = 0;
+
+	for (const char *l = text; *l;) {
+		const char *nl = strchr(l, '\n'), *sp = nl ? nl : l + strlen(l);
+		while (sp > l && *sp != ' ')
+			sp--;
+		n += strtoull(sp + 1, NULL, 10);
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	return n;
+}
+
+/* --pid/--tid/--comm/--cpu/--time select samples as report's do, in every format: the
+ * fixture's three threads (main and worker of process 100, then "other" after its exec)
+ * split its samples between them, and an SVG of one keeps only its frames. */
+TEST(convert_filters_as_report_does)
+{
+	const char *spool = test_path("small.spool");
+	const char *out = test_path("f.folded");
+	const char *comms[] = {"main", "worker", "other"};
+	struct buf b = BUF_INIT;
+	struct test_output o;
+	uint64_t all, sum = 0;
+
+	spool_fixture_small(&b, 40, 1);
+	test_write_file(spool, b.data, b.len);
+	sonde__buf_free(&b);
+	convert(&o, spool, out, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	all = folded_total(text);
+	free(text);
+	ASSERT_UINT(all, >, 0);
+	for (int i = 0; i < 3; i++) {
+		char extra[64];
+		snprintf(extra, sizeof(extra), "--no-symbolize --comm %s", comms[i]);
+		convert(&o, spool, out, extra);
+		ASSERT_INT(o.status, ==, 0);
+		test_output_free(&o);
+		text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+		uint64_t n = folded_total(text);
+		ASSERT_UINT(n, >, 0);
+		ASSERT_UINT(n, <, all);
+		sum += n;
+		free(text);
+	}
+	ASSERT_UINT(sum, ==, all);
+	/* the same threads by id, and nothing at all for a pid not recorded */
+	convert(&o, spool, out, "--no-symbolize --tid 101");
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	uint64_t by_tid = folded_total(text);
+	free(text);
+	convert(&o, spool, out, "--no-symbolize --comm worker");
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_UINT(folded_total(text), ==, by_tid);
+	free(text);
+	convert(&o, spool, out, "--no-symbolize --pid 100,7 --time 0,");
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_UINT(folded_total(text), ==, all);
+	free(text);
+	convert(&o, spool, out, "--no-symbolize --pid 7");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_STR_EQ(text, "");
+	free(text);
+	/* an SVG of "other" has its program's frames and none of the first program's */
+	const char *svg = test_path("f.svg");
+	convert(&o, spool, svg, "--no-symbolize --comm other");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "other+0x4000");
+	ASSERT(strstr(text, "prog+0x") == NULL);
+	free(text);
+	convert(&o, spool, svg, "--no-symbolize");
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "prog+0x3000");
+	free(text);
+	/* report's syntax and errors */
+	convert(&o, spool, out, "--time x");
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--time wants START,END");
+	test_output_free(&o);
+	convert(&o, spool, test_path("f.pftrace"), "--comm main");
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+}
+
+/* pprof takes its first mapping for the main binary (`go tool pprof` prints it as
+ * "File:"): in a machine-wide recording that is the busiest process's executable, not
+ * the [vdso] of the process the recording met first. */
+TEST_TIMEOUT(convert_pprof_main_binary_is_the_busiest_process_executable, 200)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 5000000000ULL, 1001001};
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	struct sonde_spool_module_def vdso = {
+		.pid = 10, .flags = SONDE_MODULE_EXEC, .start = 0x7ffd0000, .end = 0x7ffd2000,
+		.path = "[vdso]"};
+	struct sonde_spool_module_def libc = {
+		.pid = 20, .flags = SONDE_MODULE_EXEC, .start = 0x7f0000000000ULL,
+		.end = 0x7f0000100000ULL, .path = "/lib/libc.so.6"};
+	struct sonde_spool_module_def exe = {
+		.pid = 20, .flags = SONDE_MODULE_EXEC, .start = 0x555500000000ULL,
+		.end = 0x555500100000ULL, .path = "/opt/busy/busyapp"};
+	uint32_t t_idle, t_busy, m_vdso, m_libc, m_exe;
+	uint64_t t = 5000000000ULL;
+	struct test_output o;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 10, 10, "idler", &t_idle));
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &vdso, &m_vdso));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 20, 20, "busyapp", &t_busy));
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &libc, &m_libc));
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &exe, &m_exe));
+	for (int i = 0; i < 50; i++) {
+		struct sonde_spool_frame busy[] = {{m_libc, 0x1000}, {m_exe, 0x2000}};
+		struct sonde_spool_frame idle[] = {{m_vdso, 0x100}};
+		t += 1001001;
+		if (i % 10 == 0)
+			ASSERT_OK(sonde_spool_writer__add_sample(w, t, t_idle, idle, 1, 0));
+		else
+			ASSERT_OK(sonde_spool_writer__add_sample(w, t, t_busy, busy, 2, 0));
+	}
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *spool = test_path("machine.spool"), *out = test_path("machine.pb.gz");
+	test_write_file(spool, b.data, b.len);
+	sonde__buf_free(&b);
+	convert(&o, spool, out, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	go_pprof_top(&o, out);
+	ASSERT_CONTAINS(o.out, "File: busyapp\n");
+	test_output_free(&o);
+}
+
+/* Speedscope of several processes (a machine-wide recording): one profile per process,
+ * its threads merged, the heaviest first and open. */
+TEST(convert_speedscope_has_a_profile_per_process_heaviest_first)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 5000000000ULL, 1001001};
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	struct sonde_spool_module_def exe = {
+		.pid = 20, .flags = SONDE_MODULE_EXEC, .start = 0x555500000000ULL,
+		.end = 0x555500100000ULL, .path = "/opt/busy/busyapp"};
+	uint32_t light, light2, busy, busy2, m;
+	uint64_t t = 5000000000ULL;
+	struct test_output o;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 10, 10, "light", &light));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 10, 11, "light-worker", &light2));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 20, 21, "busy-worker", &busy2));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 20, 20, "busyapp", &busy));
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &exe, &m));
+	exe.pid = 10;
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &exe, &m));
+	for (int i = 0; i < 40; i++) {
+		struct sonde_spool_frame st[] = {{m, 0x2000 + (uint64_t)(i % 3) * 0x100}};
+		uint32_t th[] = {light, light2, busy, busy2, busy, busy2, busy, busy2};
+		t += 1001001;
+		ASSERT_OK(sonde_spool_writer__add_sample(w, t, th[i % 8], st, 1, 0));
+	}
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *spool = test_path("procs.spool"), *out = test_path("procs.json");
+	test_write_file(spool, b.data, b.len);
+	sonde__buf_free(&b);
+	convert(&o, spool, out, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *json = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	const char *profiles = ASSERT_NOT_NULL(strstr(json, "\"profiles\":["));
+	const char *first = ASSERT_NOT_NULL(strstr(profiles, "\"name\":\""));
+	ASSERT(strncmp(first, "\"name\":\"busyapp (pid 20)\"", 25) == 0);
+	const char *second = ASSERT_NOT_NULL(strstr(first + 1, "\"name\":\""));
+	ASSERT(strncmp(second, "\"name\":\"light (pid 10)\"", 23) == 0);
+	ASSERT(strstr(second + 1, "\"name\":\"") == NULL);
+	ASSERT_CONTAINS(json, "\"activeProfileIndex\":0}");
+	free(json);
+}
+
+/* --folded-roots hangs every stack under its process's or thread's frame, as report's
+ * does, in the flame views too. */
+TEST(convert_folded_roots_process_and_thread)
+{
+	const char *spool = test_path("roots.spool"), *out = test_path("roots.folded");
+	struct buf b = BUF_INIT;
+	struct test_output o;
+
+	spool_fixture_small(&b, 40, 1);
+	test_write_file(spool, b.data, b.len);
+	sonde__buf_free(&b);
+	convert(&o, spool, out, "--no-symbolize --folded-roots thread");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	int lines = 0;
+	for (const char *l = text; *l; lines++) {
+		if (strncmp(l, "main-100/100;", 13) && strncmp(l, "worker-100/101;", 15) &&
+		    strncmp(l, "other-100/100;", 14) && strncmp(l, "main-100/100 ", 13) &&
+		    strncmp(l, "other-100/100 ", 14))
+			FAIL("a line without its thread's root: %s", l);
+		const char *nl = strchr(l, '\n');
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	ASSERT_INT(lines, >, 3);
+	ASSERT_CONTAINS(text, "worker-100/101;");
+	free(text);
+	convert(&o, spool, out, "--no-symbolize --folded-roots process");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	for (const char *l = text; *l;) {
+		if (strncmp(l, "main-100;", 9) && strncmp(l, "main-100 ", 9))
+			FAIL("a line without its process's root: %s", l);
+		const char *nl = strchr(l, '\n');
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	free(text);
+	const char *svg = test_path("roots.svg");
+	convert(&o, spool, svg, "--no-symbolize --folded-roots process");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "main-100");
+	free(text);
+	convert(&o, spool, out, "--folded-roots x");
+	ASSERT_INT(o.status, ==, 2);
+	ASSERT_CONTAINS(o.err, "--folded-roots wants process, thread or none");
 	test_output_free(&o);
 }

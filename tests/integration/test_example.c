@@ -124,3 +124,22 @@ TEST_TIMEOUT(example_record_stacks_attaches_to_a_pid_until_deadline, 300)
 	test_require_perf();
 	split_settle(&judge, attach_once, NULL, &acc, 1);
 }
+
+/* The options the example zero-initializes record what the command forks, as `sonde
+ * record` does: a shell running split (and then something else, so that it forks rather
+ * than exec's) gives split's stacks, not "0 samples written". */
+TEST_TIMEOUT(example_record_stacks_records_the_children_of_a_command, 120)
+{
+	char script[1024];
+	struct test_output o;
+
+	test_require_perf();
+	snprintf(script, sizeof(script), "%s 1cpu; true", test_prog("split"));
+	const char *argv[] = {test_example("record_stacks"), "-d", "60", "-o",
+			      test_path("kids.spool"), "sh", "-c", script, NULL};
+	test_run(&o, 90, argv);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "samples written");
+	ASSERT_CONTAINS(o.out, "compute_hot");
+	test_output_free(&o);
+}

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -595,7 +596,8 @@ TEST_TIMEOUT(life_api_refresh_and_liveness, 120)
 {
 	const char *argv[] = {test_prog("record_family"), "30", NULL};
 	const char *argv2[] = {test_prog("split"), "30", NULL};
-	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 499};
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 499, .no_follow_children = true};
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 
 	test_require_perf();
@@ -863,4 +865,53 @@ TEST_TIMEOUT(life_pid_reuse_never_mixes_processes, 180)
 	life_close(&ls);
 	ASSERT_UINT(in_a, >=, 10);
 	ASSERT_UINT(in_b, >=, 10);
+}
+
+/* The most processes a recording of record_family with opts had active at once, polled
+ * until every one of them exited. */
+static int family_processes(struct sonde_record_opts *opts, const char *spool)
+{
+	char *argv[] = {(char *)test_prog("record_family"), "1", NULL};
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new(argv, NULL));
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder__attach(sonde_launch__pid(l), spool, SONDE_ATTACH_ON_EXEC, opts));
+	double deadline = test_now() + 60;
+	int most = 0, status;
+
+	ASSERT_OK(sonde_launch__resume(l));
+	while (test_now() < deadline) {
+		ASSERT_OK(sonde_recorder__poll(r, 100, NULL));
+		int n = sonde_recorder__active_process_count(r);
+		most = n > most ? n : most;
+		if (n == 0)
+			break;
+	}
+	ASSERT_INT(sonde_recorder__active_process_count(r), ==, 0);
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	sonde_launch__wait(l, 0, &status);
+	sonde_launch__free(l);
+	return most;
+}
+
+/* Children are followed by default (opts zero-initialized, as the CLI does); a caller built
+ * against a header older than no_follow_children (its sz ends before it) keeps what its
+ * follow_children said; asking both ways is an error. */
+TEST_TIMEOUT(life_api_follows_children_by_default, 120)
+{
+	struct sonde_record_opts both = {
+		.sz = sizeof(both), .follow_children = true, .no_follow_children = true};
+	struct sonde_record_opts old = {
+		.sz = offsetof(struct sonde_record_opts, no_follow_children), .frequency = 499};
+	struct sonde_record_opts now = {.sz = sizeof(now), .frequency = 499};
+
+	test_require_perf();
+	sonde_log__set_level(SONDE_LOG_OFF);
+	ASSERT(sonde_recorder__attach(getpid(), test_path("both.spool"), SONDE_ATTACH_RUNNING,
+				      &both) == NULL);
+	ASSERT_INT(errno, ==, EINVAL);
+	ASSERT_INT(family_processes(&now, test_path("now.spool")), ==, 2);
+	ASSERT_INT(family_processes(&old, test_path("old.spool")), ==, 1);
+	old.follow_children = true;
+	ASSERT_INT(family_processes(&old, test_path("old2.spool")), ==, 2);
 }

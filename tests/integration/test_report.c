@@ -605,3 +605,44 @@ TEST(report_process_and_thread_column)
 	ASSERT_INT(o.status, ==, 2);
 	test_output_free(&o);
 }
+
+/* report, convert and top say alike that a spool is empty (0 bytes, or cut inside its
+ * header), and report and convert alike that one is truncated. */
+TEST_TIMEOUT(readers_say_alike_that_a_spool_is_empty_or_truncated, 120)
+{
+	const char *cmds[][2] = {{"report", ""}, {"convert", "-o x.folded"}, {"top", "-d 0.5"}};
+	struct test_output o;
+	size_t len;
+	const char *full = split_file("whole.spool", 1, &len);
+	char *data = test_read_file(full, NULL);
+	const char *empties[] = {test_path("zero.spool"), test_path("ten.spool")};
+	char want[512];
+
+	test_write_file(empties[0], data, 0);
+	test_write_file(empties[1], data, 10);
+	for (int f = 0; f < 2; f++)
+		for (int c = 0; c < 3; c++) {
+			test_runf(&o, 60, "%s %s %s %s", test_bin("sonde"), cmds[c][0], cmds[c][1],
+				  empties[f]);
+			ASSERT_INT(o.status, ==, 1);
+			snprintf(want, sizeof(want), "sonde %s: %s is empty: it holds no recording\n",
+				 cmds[c][0], empties[f]);
+			ASSERT_STR_EQ(o.err, want);
+			test_output_free(&o);
+		}
+	const char *cut = test_path("cut2.spool");
+	test_write_file(cut, data, len - 2);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), cut);
+	ASSERT_INT(o.status, ==, 0);
+	snprintf(want, sizeof(want), "%s: truncated at byte ", cut);
+	const char *line = strstr(o.err, want);
+	ASSERT_NOT_NULL(line);
+	snprintf(want, sizeof(want), "%.*s", (int)(strchr(line, '\n') - line), line);
+	ASSERT_CONTAINS(want, ", recovered 1000 samples");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s convert -o %s %s", test_bin("sonde"), test_path("cut.folded"), cut);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, want);
+	test_output_free(&o);
+	free(data);
+}

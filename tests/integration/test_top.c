@@ -532,3 +532,25 @@ TEST_TIMEOUT(top_records_a_thread_alone, 120)
 	ASSERT_NOT_CONTAINS(o.out, "hot_b_work");
 	test_output_free(&o);
 }
+
+/* A launched command's children are recorded, as `sonde record -- CMD` records them: a
+ * shell that runs split and then something else (so that it forks rather than exec's)
+ * shows split's functions. */
+TEST_TIMEOUT(top_follows_the_children_of_a_launched_command, 120)
+{
+	char script[1024];
+	struct test_output o;
+	double self, total;
+
+	test_require_perf();
+	snprintf(script, sizeof(script), "%s 2cpu; true", test_prog("split"));
+	const char *top[] = {test_bin("sonde"), "top", "--interval", "0.5", "--command-output",
+			     test_path("split.out"), "--", "sh", "-c", script, NULL};
+	test_run(&o, 90, top);
+	ASSERT_INT(o.status, ==, 0);
+	const char *t = last_table(o.out);
+	ASSERT_CONTAINS(t, "| final");
+	ASSERT(row_of(t, "compute_hot", &self, &total));
+	ASSERT(row_of(t, "compute_warm", &self, &total));
+	test_output_free(&o);
+}
