@@ -190,7 +190,8 @@ static uint64_t long_intervals(const char *spool, int pid, bool *overlap)
  * copy shrinks, then grows again, each a generation switch of its events, the off-CPU
  * ones with them. Across the switches no interval is lost (every nap and pipe wait is
  * there) or doubled (a switch-out and its switch-in recorded by both generations), and
- * the wall split still matches the truth. */
+ * the wall split still matches the truth. The switches are the perf_event backend's (the
+ * BPF backend's waits use no per-thread events), so it is asked for. */
 TEST_TIMEOUT(offcpu_intervals_survive_stack_copy_switches, 300)
 {
 	struct wall w = {0};
@@ -201,7 +202,9 @@ TEST_TIMEOUT(offcpu_intervals_survive_stack_copy_switches, 300)
 	for (int i = 0; i < 4 && (i == 0 || !within(&w, 3)); i++) {
 		double rounds = w.rounds;
 		bool overlap;
-		test_runf(&o, 120, "%s record --off-cpu --off-cpu-min 0 -o %s -- %s %d %s 300",
+		test_runf(&o, 120,
+			  "%s record --off-cpu --off-cpu-backend perf --off-cpu-min 0 -o %s -- %s "
+			  "%d %s 300",
 			  test_bin("sonde"), spool, test_prog("offcpu_split"), 4 + i, truth);
 		if (o.status != 0)
 			FAIL("record exited %d:\n%s", o.status, o.err);
