@@ -914,7 +914,10 @@ TEST(record_api_rejects_bad_options)
 	ASSERT_INT(errno, ==, ESRCH);
 }
 
-TEST_TIMEOUT(record_api_running_mode_and_max_frequency, 60)
+/* Exclusive: sampling at the kernel's maximum rate takes what the machine has, and beside
+ * other tests under load it once ran past its deadline (see docs/record.md, "Known
+ * limits"). */
+TEST_EXCLUSIVE(record_api_running_mode_and_max_frequency, 60)
 {
 	const char *argv[] = {test_prog("split"), "1", NULL};
 	struct sonde_record_opts opts = {.sz = sizeof(opts),
