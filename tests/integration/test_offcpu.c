@@ -790,6 +790,24 @@ static const char *bare_exit_root(const char *folded)
 	return NULL;
 }
 
+/* Records the whole machine on and off CPU for 2 s (the perf_event backend, which keeps
+ * each CPU's switches) while argv runs, then checks the recording's accounting. */
+static void record_system_wide_beside(const char *const argv[], const char *spool)
+{
+	struct test_output o;
+
+	require_offcpu();
+	pid_t sh = test_spawn(argv);
+	test_runf(&o, 60, "%s record -a --off-cpu --off-cpu-backend perf -q -d 2 -o %s",
+		  test_bin("sonde"), spool);
+	kill(sh, SIGKILL);
+	test_wait(sh, 30);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	acct_check_spool(spool, true);
+}
+
 /* Exit ends a thread: a task's last switch-out (from do_task_dead, the kernel's state
  * EXIT_ZOMBIE or EXIT_DEAD) is no wait, since it never runs again. System-wide, while
  * a shell starts and ends a process every 50 ms or so, no interval of the recording may be
@@ -803,15 +821,7 @@ TEST_TIMEOUT(offcpu_system_wide_exited_tasks_end_and_keep_their_names, 120)
 	struct test_output o;
 	const char *spool = test_path("exits.spool");
 
-	require_offcpu();
-	pid_t sh = test_spawn(argv);
-	test_runf(&o, 60, "%s record -a --off-cpu --off-cpu-backend perf -q -d 2 -o %s", test_bin("sonde"), spool);
-	kill(sh, SIGKILL);
-	test_wait(sh, 30);
-	if (o.status != 0)
-		FAIL("record exited %d:\n%s", o.status, o.err);
-	test_output_free(&o);
-	acct_check_spool(spool, true);
+	record_system_wide_beside(argv, spool);
 
 	test_runf(&o, 60, "%s report --folded --metric off-cpu %s", test_bin("sonde"), spool);
 	if (o.status != 0)
@@ -911,15 +921,7 @@ TEST_TIMEOUT(offcpu_system_wide_summary_gives_each_cpu_time, 120)
 	double busy, idle, unknown, total, window;
 	unsigned cpus;
 
-	require_offcpu();
-	pid_t sh = test_spawn(argv);
-	test_runf(&o, 60, "%s record -a --off-cpu --off-cpu-backend perf -q -d 2 -o %s", test_bin("sonde"), spool);
-	kill(sh, SIGKILL);
-	test_wait(sh, 30);
-	if (o.status != 0)
-		FAIL("record exited %d:\n%s", o.status, o.err);
-	test_output_free(&o);
-	acct_check_spool(spool, true);
+	record_system_wide_beside(argv, spool);
 	for (int wall = 0; wall < 2; wall++) {
 		test_runf(&o, 60, "%s report %s %s", test_bin("sonde"),
 			  wall ? "--metric wall" : "--summary", spool);
