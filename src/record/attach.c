@@ -330,12 +330,12 @@ int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bo
  * attached alone, without follow_children). */
 static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
 	uint32_t bytes = t ? sonde__rec_thread_stack_bytes(r, t) : r->cfg.stack_bytes;
 	int err = sonde__rec_open_thread(r, tid, on_exec, no_inherit, bytes, r->gen);
 
 	/* looked up again: opening may have created entries */
-	if (!err && (t = sonde__rec_thread_get(r, tid, false))) {
+	if (!err && (t = sonde__tasks_thread(&r->tasks, tid, false))) {
 		t->own_events = true;
 		t->root_gen = r->gen;
 		t->root_tid = tid;
@@ -359,7 +359,7 @@ int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
 
 void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
 
 	/* A long recording of a process that keeps starting threads would otherwise hold
 	 * their fds until the end. Closing an event destroys the events inherited from it:
@@ -393,18 +393,10 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 	if (err)
 		return err;
 	for (size_t i = 0; i < n && !err; i++) {
-		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], true);
-		if (!t) {
+		if (!sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since)) {
 			err = -ENOMEM;
 			break;
 		}
-		/* Whatever a reused tid was before, it is defined afresh. */
-		t->pid = p->pid;
-		t->defined = false;
-		t->announced = false;
-		t->since = p->since;
-		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
-			t->comm[0] = 0;
 		err = open_thread(r, tids[i], false, false);
 		if (err == -ESRCH) {
 			err = 0; /* exited meanwhile */
@@ -459,7 +451,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 		return err;
 	if (st.state == 'Z' || st.state == 'X')
 		return -ESRCH;
-	struct rec_process *p = sonde__rec_process_get(r, pid, true);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, true);
 	if (!p)
 		return -ENOMEM;
 	p->attached = true;
@@ -472,7 +464,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 	p->since = sonde__rec_now();
 	if (mode == SONDE_ATTACH_ON_EXEC) {
 		/* Still a copy of the launcher: its mappings are replaced at exec. */
-		struct rec_thread *t = sonde__rec_thread_get(r, pid, true);
+		struct rec_thread *t = sonde__tasks_thread(&r->tasks, pid, true);
 		if (!t)
 			return -ENOMEM;
 		t->pid = pid;
@@ -526,7 +518,7 @@ int sonde__rec_check_thread(pid_t tid, pid_t *pid)
  * ours that created it). */
 static bool thread_recorded(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
 
 	return t && t->pid == p->pid && (t->own_events || t->announced);
 }
@@ -536,7 +528,7 @@ static bool thread_recorded(struct sonde_recorder *r, const struct rec_process *
 static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec_process **out)
 {
 	struct proc_stat st;
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	int err = sonde__proc_stat_read(pid, 0, &st);
 
 	if (err)
@@ -549,7 +541,7 @@ static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec
 	}
 	if (p && (err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now()))))
 		return err;
-	if (!p && !(p = sonde__rec_process_get(r, pid, true)))
+	if (!p && !(p = sonde__tasks_process(&r->tasks, pid, true)))
 		return -ENOMEM;
 	p->attached = true;
 	p->thread_only = true;
@@ -573,16 +565,8 @@ static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, p
 		else if (err)
 			return err;
 	}
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, true);
-	if (!t)
+	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now()))
 		return -ENOMEM;
-	/* whatever a reused tid was before, it is defined afresh */
-	t->pid = p->pid;
-	t->defined = false;
-	t->announced = false;
-	t->since = sonde__rec_now();
-	if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
-		t->comm[0] = 0;
 	return open_thread(r, tid, false, !r->follow_children);
 }
 
@@ -634,9 +618,8 @@ int sonde__rec_enable_all(struct sonde_recorder *r, bool enable)
 
 int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 {
-	for (size_t i = 0; i < r->cap_threads; i++) {
-		struct rec_thread *t = &r->threads[i];
-		if (t->tid && t->pid == p->pid) {
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));) {
+		if (t->pid == p->pid) {
 			sonde__rec_close_events_from(r, t->tid, 0);
 			t->own_events = false;
 		}

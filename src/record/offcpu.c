@@ -208,7 +208,7 @@ int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg
 
 static struct rec_offcpu *state_of(struct sonde_recorder *r, pid_t tid, bool create)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, create);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, create);
 
 	if (!t)
 		return NULL;
@@ -352,7 +352,7 @@ static int switches_push(struct sonde_recorder *r, const struct perf_rec *rec, i
 	 * unrecorded (some kernels leave the idle task's, on some CPUs, or all of some
 	 * tasks'). It is written as inferred, where this task came in by the intervals. */
 	if (b->known && b->next != (uint32_t)prev_pid) {
-		struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)prev_pid, false);
+		struct rec_thread *t = sonde__tasks_thread(&r->tasks, (pid_t)prev_pid, false);
 		uint64_t at = rec->time;
 		if (t && t->off && t->off->in_ns > b->last_ns && t->off->in_ns <= rec->time)
 			at = t->off->in_ns;
@@ -406,7 +406,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		r->sum.offcpu_short_ns += dur;
 		return 0;
 	}
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	if (!p) {
 		r->sum.offcpu_dropped++;
 		return 0;
@@ -455,7 +455,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 
 static int switch_in(struct sonde_recorder *r, pid_t tid, uint64_t time)
 {
-	struct rec_thread *t = tid > 0 ? sonde__rec_thread_get(r, tid, false) : NULL;
+	struct rec_thread *t = tid > 0 ? sonde__tasks_thread(&r->tasks, tid, false) : NULL;
 
 	if (!t || !t->off || !t->off->pending || time < t->off->out_ns)
 		return 0;
@@ -468,7 +468,7 @@ static int switch_in(struct sonde_recorder *r, pid_t tid, uint64_t time)
  * is all of its run: the interval is dropped then. */
 static int seen_running(struct sonde_recorder *r, pid_t tid, uint64_t time, bool leaving)
 {
-	struct rec_thread *t = tid > 0 ? sonde__rec_thread_get(r, tid, false) : NULL;
+	struct rec_thread *t = tid > 0 ? sonde__tasks_thread(&r->tasks, tid, false) : NULL;
 
 	if (!t || !t->off || !t->off->pending || time <= t->off->out_ns)
 		return 0;
@@ -487,7 +487,7 @@ static int seen_running(struct sonde_recorder *r, pid_t tid, uint64_t time, bool
 
 static void on_waking(struct sonde_recorder *r, const struct perf_rec *rec, pid_t wakee)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, wakee, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, wakee, false);
 
 	if (!t || !t->off || !t->off->pending || t->off->wake_ns)
 		return;
@@ -562,8 +562,8 @@ int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *re
  * the report shows that time as unknown. */
 void sonde__rec_offcpu_loss(struct sonde_recorder *r)
 {
-	for (size_t i = 0; r->offcpu.on && i < r->cap_threads; i++) {
-		struct rec_offcpu *o = r->threads[i].tid ? r->threads[i].off : NULL;
+	for (struct rec_thread *t = NULL; r->offcpu.on && (t = sonde__tasks_next_thread(&r->tasks, t));) {
+		struct rec_offcpu *o = t->off;
 		if (o && o->pending)
 			o->lost = true;
 	}
@@ -637,9 +637,8 @@ int sonde__rec_offcpu_finish(struct sonde_recorder *r)
 	}
 	uint64_t end = sonde__rec_time(r, sonde__rec_now());
 
-	for (size_t i = 0; r->offcpu.on && i < r->cap_threads; i++) {
-		struct rec_thread *t = &r->threads[i];
-		if (!t->tid || !t->off)
+	for (struct rec_thread *t = NULL; r->offcpu.on && (t = sonde__tasks_next_thread(&r->tasks, t));) {
+		if (!t->off)
 			continue;
 		int err = t->off->pending ? close_interval(r, t, end, true) : 0;
 		if (!err)

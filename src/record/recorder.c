@@ -666,7 +666,7 @@ struct sonde_recorder *sonde_recorder__attach_system(const char *path,
 
 int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
@@ -724,7 +724,7 @@ int sonde_recorder__attach_thread(struct sonde_recorder *r, pid_t tid, enum sond
 
 int sonde_recorder__detach_process(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
@@ -906,15 +906,15 @@ int sonde_recorder__enable(struct sonde_recorder *r)
 	int err = sonde__rec_enable_all(r, true);
 	if (err)
 		sonde_error("cannot enable sampling: %s", sonde_strerror(err));
-	for (size_t i = 0; i < r->n_procs; i++) {
-		int rerr = sonde__proc_resume(&r->procs[i].stop);
+	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
+		int rerr = sonde__proc_resume(&sonde__tasks_proc_at(&r->tasks, i)->stop);
 		if (!rerr || rerr == -ESRCH)
 			continue; /* a process that died while stopped needs no resuming */
 		if (err) {
 			sonde__rec_context_error(r, rerr,
 						 "resuming a process stopped for attaching");
 		} else {
-			sonde_error("cannot resume pid %d: %s", (int)r->procs[i].pid,
+			sonde_error("cannot resume pid %d: %s", (int)sonde__tasks_proc_at(&r->tasks, i)->pid,
 				    strerror(-rerr));
 			err = rerr;
 		}
@@ -945,13 +945,15 @@ int sonde_recorder__summary(const struct sonde_recorder *r, struct sonde_record_
 	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++)
 		s.unwind_fallbacks[i] = r->unwind_stats.fallbacks[i];
 	s.files_refused = sonde__regfile_refusals_total(&r->refused);
+	s.processes = (uint32_t)r->tasks.procs_created;
+	s.threads = (uint32_t)r->tasks.threads_created;
 	memcpy(out, &s, out->sz < sizeof(s) ? out->sz : sizeof(s));
 	return 0;
 }
 
 int sonde_recorder__process_is_active(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (!p)
 		return -EINVAL;
@@ -964,8 +966,8 @@ static int count_alive(struct sonde_recorder *r, pid_t except, bool any_only)
 {
 	int n = 0;
 
-	for (size_t i = 0; i < r->n_procs; i++) {
-		struct rec_process *p = &r->procs[i];
+	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
+		struct rec_process *p = sonde__tasks_proc_at(&r->tasks, i);
 		if (p->exited || (except && p->pid == except))
 			continue;
 		int alive = sonde__rec_process_alive(r, p);
@@ -992,7 +994,7 @@ int sonde_recorder__active_process_count(struct sonde_recorder *r)
 
 int sonde_recorder__refresh_threads(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
@@ -1032,8 +1034,8 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
 	sonde__rec_offcpu_bpf_stop(r);
-	for (size_t i = 0; i < r->n_procs; i++)
-		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop),
+	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++)
+		keep_first(r, &first, sonde__proc_resume(&sonde__tasks_proc_at(&r->tasks, i)->stop),
 			   "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
 	/* The events are disabled, so nothing more can be lost: a gap still open (a loss
@@ -1077,8 +1079,8 @@ void sonde_recorder__free(struct sonde_recorder *r)
 		if (!r->finished)
 			sonde__perf_disable(r->events[i].fd);
 	}
-	for (size_t i = 0; i < r->n_procs; i++)
-		sonde__proc_resume(&r->procs[i].stop);
+	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++)
+		sonde__proc_resume(&sonde__tasks_proc_at(&r->tasks, i)->stop);
 	for (size_t i = 0; r->rings && i < r->n_cpus; i++) {
 		if (r->rings[i].mapped)
 			sonde__perf_ring_unmap(&r->rings[i].ring);

@@ -25,14 +25,13 @@
 #include "record/live.h"
 #include "record/modules.h"
 #include "record/offcpu_bpf.h"
+#include "record/tasks.h"
 #include "unwind/cache.h"
 #include "unwind/dwarf.h"
 
 /* Kernel frames kept per sample; perf's own default limit (kernel.perf_event_max_stack)
  * is 127. */
 enum { REC_KERNEL_MAX_FRAMES = 256 };
-/* Exited threads whose names are kept (struct sonde_recorder.gone). */
-enum { REC_GONE_NAMES = 256 };
 /* Lowest kernel address on x86-64 (the upper half of the canonical address space). */
 #define REC_KERNEL_START 0xffff800000000000ull
 
@@ -69,50 +68,6 @@ struct rec_event_id {
 	uint32_t gen;	      /* its generation */
 	uint32_t stack_bytes; /* its stack copy */
 	bool dead;	      /* of a switch that was abandoned: its records are dropped */
-};
-
-struct rec_process {
-	pid_t pid;
-	uint64_t start_time; /* 0 when unknown (a child seen only through FORK) */
-	bool attached;	     /* attached explicitly, as opposed to followed */
-	bool thread_only;    /* attached by thread (-t): only some threads have events */
-	bool selected;	     /* system-wide filters: every thread of it is recorded */
-	bool exited;
-	bool has_spool_modules; /* modules defined in the spool since the last retirement */
-	struct proc_stopped stop;
-	struct rec_modtable mods;
-	uint64_t fork_time;	   /* monotonic ns of its fork record (followed children) */
-	uint64_t attach_ticks;	   /* boot time in clock ticks when its threads were listed */
-	uint64_t exe_dev, exe_ino; /* /proc/PID/exe when last checked; 0 when unknown */
-	/* Monotonic ns from which records of this pid belong to this process: older ones
-	 * (still queued when the pid was reused) are of its predecessor and are ignored. */
-	uint64_t since;
-};
-
-struct rec_thread {
-	pid_t tid; /* 0: empty slot */
-	pid_t pid;
-	uint32_t spool_id; /* valid when defined */
-	bool defined;
-	bool own_events; /* events opened on it by the recorder (not inherited) */
-	bool announced;	 /* a fork record created it: it inherited the events */
-	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
-	uint64_t since;	 /* as rec_process.since, for a reused tid */
-	char comm[16];
-	/* Stack copy sizing (resize.c). The events sampling it are its own (root_gen: the
-	 * generation they belong to, 0 when it has none) or inherited from root_tid's. */
-	uint32_t root_gen;
-	pid_t root_tid;
-	bool inheritors;	/* threads created since inherited its own events */
-	bool grow;		/* a stack was cut by the end of its copy: double it */
-	uint32_t copy_bytes;	/* the copy its last sample had */
-	uint32_t min_bytes;	/* never below this: a size it had to grow to */
-	uint32_t reach;		/* most stack bytes an unwind of it needed in the window */
-	uint32_t window;	/* samples since its events were last reopened (the window) */
-	uint32_t cuts;		/* of them, cut by the end of a full copy */
-	bool too_deep;		/* cut even by the largest copy: back to STACK_TOO_DEEP */
-	uint32_t regen_mark;	/* generation a switch in progress gave it events in */
-	struct rec_offcpu *off; /* off-CPU state (offcpu.c), NULL until its first switch-out */
 };
 
 struct rec_build_id {
@@ -161,18 +116,7 @@ struct sonde_recorder {
 	struct sonde_spool_writer *spool;
 	int out_fd; /* owned when recording to a path, else -1 */
 
-	struct rec_process *procs;
-	size_t n_procs, cap_procs;
-	struct rec_thread *threads; /* open addressing on tid, cap a power of two */
-	size_t n_threads, cap_threads;
-	/* The names of the threads that exited last: per-CPU events still sample a task on its
-	 * way out after its exit record, when /proc no longer names it. A ring, newest at
-	 * gone_next - 1. */
-	struct {
-		pid_t tid;
-		char comm[16];
-	} gone[REC_GONE_NAMES];
-	uint32_t gone_next;
+	struct rec_tasks tasks; /* processes and threads (tasks.h) */
 	struct rec_build_id *build_ids;
 	size_t n_build_ids, cap_build_ids;
 	size_t n_images_held;
@@ -352,13 +296,11 @@ void sonde__rec_offcpu_release(struct sonde_recorder *r);
 int sonde__rec_offcpu_finish(struct sonde_recorder *r);
 
 /* track.c */
-struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
 /* Stops recording process p: its threads' events closed, its modules retired, every later
  * record of it ignored (sonde_recorder__detach_process). */
 int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 /* After p was seen running a new program: asks opts.exec_check whether to go on. */
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
-struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
 			   const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
@@ -378,6 +320,18 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id);
 void sonde__rec_track_free(struct sonde_recorder *r);
+/* Whether p, the entry of a pid read from /proc as st, is that process already. */
+typedef bool rec_same_process_fn(struct sonde_recorder *r, struct rec_process *p,
+				 const struct proc_stat *st);
+/* The one way a running process found in /proc joins the recording (a followed child a
+ * sweep found, a process of a system-wide recording): unless `same` says the entry of pid
+ * is that process already, an earlier process of that pid is forgotten (its modules
+ * retired, its threads' names dropped) and pid is known afresh by its start time and
+ * executable; the caller sets since and reads its threads and maps. 1 with *out (st: its
+ * /proc stat), 0 when it is gone or known already, or -errno. */
+int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
+			     rec_same_process_fn *same, struct proc_stat *st,
+			     struct rec_process **out);
 /* Forgets everything about p's previous incarnation (its pid was reused, or it is being
  * attached again): retires its modules and resets its identity. */
 int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);

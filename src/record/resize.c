@@ -117,7 +117,7 @@ bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *re
 	if ((e->gen == r->gen && rec->time < r->gen_cut) ||
 	    (e->gen < r->gen && rec->time >= r->gen_cut))
 		return true;
-	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)rec->tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false);
 	return t && t->own_events && t->root_gen == e->gen && e->tid != t->tid;
 }
 
@@ -199,7 +199,7 @@ void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t, uint
 
 void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t ptid)
 {
-	struct rec_thread *parent = sonde__rec_thread_get(r, ptid, false);
+	struct rec_thread *parent = sonde__tasks_thread(&r->tasks, ptid, false);
 
 	t->root_gen = 0;
 	t->root_tid = 0;
@@ -214,7 +214,7 @@ void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t pt
 		return;
 	t->root_tid =
 		parent->own_events && parent->root_gen == r->gen ? parent->tid : parent->root_tid;
-	struct rec_thread *owner = sonde__rec_thread_get(r, t->root_tid, false);
+	struct rec_thread *owner = sonde__tasks_thread(&r->tasks, t->root_tid, false);
 	if (owner)
 		owner->inheritors = true;
 }
@@ -261,20 +261,16 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	if (err)
 		return err == -ESRCH ? 0 : err;
 	for (size_t i = 0; i < n && err >= 0; i++) {
-		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], !p->thread_only);
+		struct rec_thread *t = sonde__tasks_thread(&r->tasks, tids[i], !p->thread_only);
 		if (p->thread_only && (!t || !switched(r, p, t)))
 			continue;
 		if (!t) {
 			err = -ENOMEM;
 			break;
 		}
-		if (!t->pid) {
-			/* its fork record is still queued: it will keep these events */
-			t->pid = p->pid;
-			t->since = p->since;
-			if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
-				t->comm[0] = 0;
-		}
+		/* its fork record is still queued: it will keep these events */
+		if (!t->pid)
+			t = sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since);
 		if (t->regen_mark == gen)
 			continue;
 		uint32_t bytes = sonde__rec_thread_stack_bytes(r, t);
@@ -283,7 +279,7 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 		err = sonde__rec_open_thread(r, tids[i], false, no_inherit, bytes, gen);
 		if (err == -ESRCH) {
 			err = 0; /* exited meanwhile */
-			if ((t = sonde__rec_thread_get(r, tids[i], false)))
+			if ((t = sonde__tasks_thread(&r->tasks, tids[i], false)))
 				t->regen_mark = 0;
 			continue;
 		}
@@ -295,7 +291,7 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	size_t nk;
 	if (err >= 0 && r->follow_children && sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
 		for (size_t k = 0; k < nk && err >= 0; k++) {
-			struct rec_process *c = sonde__rec_process_get(r, kids[k], false);
+			struct rec_process *c = sonde__tasks_process(&r->tasks, kids[k], false);
 			if (!c || c->exited)
 				err = -EAGAIN;
 		}
@@ -309,8 +305,8 @@ static int open_generation(struct sonde_recorder *r, uint32_t gen, size_t first)
 {
 	for (int pass = 0; pass < REGEN_PASSES; pass++) {
 		int added = 0;
-		for (size_t i = 0; i < r->n_procs; i++) {
-			struct rec_process *p = &r->procs[i];
+		for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
+			struct rec_process *p = sonde__tasks_proc_at(&r->tasks, i);
 			if (p->exited)
 				continue;
 			int n = open_process(r, p, gen, pass > 0);
@@ -349,9 +345,9 @@ static void abandon(struct sonde_recorder *r, uint32_t gen, size_t first)
 	for (size_t i = first; i < r->n_events; i++)
 		close(r->events[i].fd);
 	r->n_events = first;
-	for (size_t i = 0; i < r->cap_threads; i++)
-		if (r->threads[i].tid && r->threads[i].regen_mark == gen)
-			r->threads[i].regen_mark = 0;
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));)
+		if (t->regen_mark == gen)
+			t->regen_mark = 0;
 }
 
 /* Step 4: a grown ring replaces the old one, whose last records are drained first. */
@@ -406,10 +402,7 @@ static void adopt_generation(struct sonde_recorder *r, uint32_t gen)
 {
 	uint32_t lo = UINT32_MAX, hi = 0;
 
-	for (size_t i = 0; i < r->cap_threads; i++) {
-		struct rec_thread *t = &r->threads[i];
-		if (!t->tid)
-			continue;
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));) {
 		if (t->regen_mark != gen) {
 			t->own_events = false; /* gone: its events were closed */
 			continue;
@@ -515,11 +508,10 @@ static bool regen_due(struct sonde_recorder *r, uint64_t since_last)
 		return true;
 	if (!r->adaptive || since_last < REGEN_SHRINK_NS)
 		return false;
-	for (size_t i = 0; i < r->cap_threads && !shrink; i++) {
-		const struct rec_thread *t = &r->threads[i];
+	for (struct rec_thread *t = NULL; !shrink && (t = sonde__tasks_next_thread(&r->tasks, t));) {
 		/* by a quarter at least: a thread whose needs vary a little is not
 		 * switched back and forth */
-		shrink = t->tid && t->window >= STACK_LEARN_SAMPLES && t->copy_bytes &&
+		shrink = t->window >= STACK_LEARN_SAMPLES && t->copy_bytes &&
 			 (uint64_t)sonde__rec_thread_stack_bytes(r, t) * 4 <=
 				 (uint64_t)t->copy_bytes * 3;
 	}

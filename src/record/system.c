@@ -196,7 +196,7 @@ bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_proces
 		return true;
 	if (p->selected)
 		return true;
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, r->n_filter_comms != 0);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, r->n_filter_comms != 0);
 	if (t && t->pid != p->pid) {
 		/* the tid was another process's thread, whose exit went unseen */
 		t->pid = p->pid;
@@ -235,10 +235,10 @@ static bool filter_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
 	if (!sonde__rec_system_limited(r) || filtered_in(r, pid))
 		return true;
 	/* Known already (a filtered process, or a descendant of one). */
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	if (p && !p->exited)
 		return true;
-	struct rec_process *pp = parent > 0 ? sonde__rec_process_get(r, parent, false) : NULL;
+	struct rec_process *pp = parent > 0 ? sonde__tasks_process(&r->tasks, parent, false) : NULL;
 	return pp && !pp->exited;
 }
 
@@ -260,16 +260,10 @@ static int synthesize_threads(struct sonde_recorder *r, struct rec_process *p)
 	if (err)
 		return err;
 	for (size_t i = 0; i < n; i++) {
-		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], true);
-		if (!t) {
+		if (!sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since)) {
 			err = -ENOMEM;
 			break;
 		}
-		t->pid = p->pid;
-		t->defined = false;
-		t->since = p->since;
-		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
-			t->comm[0] = 0;
 	}
 	sonde__free(tids);
 	return err;
@@ -297,28 +291,25 @@ static void warm_unwind_tables(struct sonde_recorder *r, const struct rec_proces
 	}
 }
 
+/* The entry is that process: not exited, of the same start time (or of an unknown one). */
+static bool same_start(struct sonde_recorder *r, struct rec_process *p, const struct proc_stat *st)
+{
+	(void)r;
+	return !p->exited && (!p->start_time || p->start_time == st->start_time);
+}
+
 int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time)
 {
 	struct proc_stat st;
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p;
 
 	if (!sonde__rec_system_allowed(r, pid))
 		return 0; /* nothing of it is read */
-	if (sonde__proc_stat_read(pid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X')
-		return 0; /* gone already */
-	if (p && !p->exited && (!p->start_time || p->start_time == st.start_time))
-		return 0;
-	if (p) {
-		int err = sonde__rec_process_reset(r, p, time);
-		if (err)
-			return err;
-	} else if (!(p = sonde__rec_process_get(r, pid, true))) {
-		return -ENOMEM;
-	}
-	p->start_time = st.start_time;
+	int err = sonde__rec_adopt_process(r, pid, time, same_start, &st, &p);
+	if (err <= 0)
+		return err;
 	p->since = since;
-	sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
-	int err = synthesize_threads(r, p);
+	err = synthesize_threads(r, p);
 	if (!err)
 		err = sonde__rec_read_maps(r, p, time);
 	if (!err && st.state == 'R' && !r->enabled)
@@ -335,7 +326,7 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 /* A filtered process (or a descendant of one): every thread of it is recorded. */
 static void select_process(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (p)
 		p->selected = true;
@@ -370,7 +361,7 @@ static int adopt_thread(struct sonde_recorder *r, pid_t tid, uint64_t since, uin
 
 	if (!err)
 		err = sonde__rec_system_adopt(r, pid, since, time);
-	struct rec_thread *t = err ? NULL : sonde__rec_thread_get(r, tid, true);
+	struct rec_thread *t = err ? NULL : sonde__tasks_thread(&r->tasks, tid, true);
 	if (!err && !t)
 		err = -ENOMEM;
 	if (err)
@@ -412,19 +403,7 @@ int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 
 void sonde__rec_forget_exited(struct sonde_recorder *r)
 {
-	size_t k = 0;
-
-	for (size_t i = 0; i < r->n_procs; i++) {
-		struct rec_process *p = &r->procs[i];
-		if (p->exited && !p->has_spool_modules) {
-			sonde__modtable_free(&p->mods);
-			continue;
-		}
-		if (k != i)
-			r->procs[k] = *p;
-		k++;
-	}
-	r->n_procs = k;
+	sonde__tasks_forget_exited(&r->tasks);
 }
 
 /* Ring idx's event and ring, replaced by a new event on the same CPU with a ring of `pages`.
