@@ -32,10 +32,10 @@ static bool path_is_image(const char *path, uint64_t inode)
 
 static void save(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path)
 {
-	int err = sonde__bidcache_store(r->bidcache_dir, b->id, b->len, fd, r->bidcache_bytes);
+	int err = sonde__bidcache_store(r->img.bidcache_dir, b->id, b->len, fd, r->img.bidcache_bytes);
 
 	if (err < 0)
-		sonde_warn("cannot keep %s in the build-id cache %s: %s", path, r->bidcache_dir,
+		sonde_warn("cannot keep %s in the build-id cache %s: %s", path, r->img.bidcache_dir,
 			   sonde_strerror(err));
 	else
 		r->sum.images_saved++;
@@ -43,7 +43,7 @@ static void save(struct sonde_recorder *r, struct rec_build_id *b, int fd, const
 
 void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path)
 {
-	if (!r->bidcache_dir || !b->len) {
+	if (!r->img.bidcache_dir || !b->len) {
 		close(fd);
 		return;
 	}
@@ -52,46 +52,46 @@ void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int
 		close(fd);
 		return;
 	}
-	if (r->n_images_held >= REC_IMAGES_HELD_MAX || !(b->path = sonde__strdup(path))) {
+	if (r->img.n_images_held >= REC_IMAGES_HELD_MAX || !(b->path = sonde__strdup(path))) {
 		close(fd);
 		return;
 	}
 	b->fd = fd;
-	r->n_images_held++;
+	r->img.n_images_held++;
 }
 
 void sonde__rec_images_save(struct sonde_recorder *r)
 {
-	for (size_t i = 0; i < r->n_build_ids; i++) {
-		struct rec_build_id *b = &r->build_ids[i];
+	for (size_t i = 0; i < r->img.n_build_ids; i++) {
+		struct rec_build_id *b = &r->img.build_ids[i];
 		if (b->fd < 0)
 			continue;
 		if (!path_is_image(b->path, b->inode))
 			save(r, b, b->fd, b->path);
 		close(b->fd);
 		b->fd = -1;
-		r->n_images_held--;
+		r->img.n_images_held--;
 	}
 }
 
 void sonde__rec_images_free(struct sonde_recorder *r)
 {
-	for (size_t i = 0; i < r->n_build_ids; i++) {
-		if (r->build_ids[i].fd >= 0)
-			close(r->build_ids[i].fd);
-		sonde__free(r->build_ids[i].path);
+	for (size_t i = 0; i < r->img.n_build_ids; i++) {
+		if (r->img.build_ids[i].fd >= 0)
+			close(r->img.build_ids[i].fd);
+		sonde__free(r->img.build_ids[i].path);
 	}
-	r->n_images_held = 0;
+	r->img.n_images_held = 0;
 }
 
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
 {
 	char dir[4096];
 
-	r->bidcache_bytes =
+	r->img.bidcache_bytes =
 		o->buildid_cache_bytes ? o->buildid_cache_bytes : BIDCACHE_DEFAULT_BYTES;
 	if (o->no_buildid_cache || sonde__bidcache_dir(o->buildid_cache_dir, dir, sizeof(dir)) < 0)
 		return 0;
-	r->bidcache_dir = sonde__strdup(dir);
-	return r->bidcache_dir ? 0 : -ENOMEM;
+	r->img.bidcache_dir = sonde__strdup(dir);
+	return r->img.bidcache_dir ? 0 : -ENOMEM;
 }

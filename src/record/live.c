@@ -44,8 +44,8 @@ static int tail_image_fd(void *ctx, const struct sonde_spool_module_def *m)
 {
 	struct sonde_recorder *r = ctx;
 
-	for (size_t i = 0; i < r->n_build_ids; i++) {
-		const struct rec_build_id *b = &r->build_ids[i];
+	for (size_t i = 0; i < r->img.n_build_ids; i++) {
+		const struct rec_build_id *b = &r->img.build_ids[i];
 		if (b->dev != m->dev || b->inode != m->inode || b->fd < 0)
 			continue;
 		if (m->build_id_len && b->len &&

@@ -175,7 +175,7 @@ static int open_one(struct sonde_recorder *r, struct perf_event_cfg *cfg, pid_t 
 	struct perf_event_attr a;
 
 	sonde__perf_attr_fill(&a, cfg);
-	int fd = sonde__perf_open(&a, tid, r->cpus[c]);
+	int fd = sonde__perf_open(&a, tid, r->ev.cpus[c]);
 	if (fd < 0)
 		return fd;
 	int err = sonde__rec_add_event(r, fd, c, tid, on_exec, gen, cfg->stack_bytes);
@@ -279,8 +279,8 @@ static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec,
 static bool keeps_switches(const struct sonde_recorder *r)
 {
 	return r->system_wide && (r->layout.sample_type & PERF_SAMPLE_CPU) &&
-	       !r->process_check && !r->n_filter_pids && !r->n_filter_tids &&
-	       !r->n_filter_comms;
+	       !r->filt.process_check && !r->filt.n_filter_pids && !r->filt.n_filter_tids &&
+	       !r->filt.n_filter_comms;
 }
 
 static int switches_start(struct sonde_recorder *r)
@@ -290,17 +290,17 @@ static int switches_start(struct sonde_recorder *r)
 
 	if (c->sw_started || !keeps_switches(r))
 		return 0;
-	for (size_t i = 0; i < r->n_cpus; i++)
-		if (r->cpus[i] >= 0 && (uint32_t)r->cpus[i] + 1 > n)
-			n = (uint32_t)r->cpus[i] + 1;
+	for (size_t i = 0; i < r->ev.n_cpus; i++)
+		if (r->ev.cpus[i] >= 0 && (uint32_t)r->ev.cpus[i] + 1 > n)
+			n = (uint32_t)r->ev.cpus[i] + 1;
 	c->sw = sonde__calloc(n ? n : 1, sizeof(*c->sw));
 	if (!c->sw)
 		return sonde__rec_error(r, -ENOMEM);
 	c->n_sw = n;
 	c->sw_started = true;
-	for (size_t i = 0; i < r->n_cpus; i++) {
-		int err = r->cpus[i] >= 0 ? sonde_spool_writer__add_switches(
-						    r->spool, (uint32_t)r->cpus[i], 0, NULL, 0)
+	for (size_t i = 0; i < r->ev.n_cpus; i++) {
+		int err = r->ev.cpus[i] >= 0 ? sonde_spool_writer__add_switches(
+						    r->spool, (uint32_t)r->ev.cpus[i], 0, NULL, 0)
 					  : 0;
 		if (err)
 			return sonde__rec_error(r, err);
@@ -437,8 +437,8 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		.state = o->state,
 		.waker_tid = o->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
-	err = unknown ? sonde_spool_writer__add_unknown(r->spool, &iv, r->frames, n)
-		      : sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
+	err = unknown ? sonde_spool_writer__add_unknown(r->spool, &iv, r->unw.frames, n)
+		      : sonde_spool_writer__add_offcpu(r->spool, &iv, r->unw.frames, n);
 	if (err == -EINVAL) {
 		/* a frame in a module retired while the thread was off the CPU: the interval
 		 * is dropped, the recording goes on */

@@ -25,6 +25,9 @@
 #include "record/live.h"
 #include "record/modules.h"
 #include "record/offcpu_bpf.h"
+#include "record/events.h"
+#include "record/filters.h"
+#include "record/images.h"
 #include "record/tasks.h"
 #include "unwind/cache.h"
 #include "unwind/dwarf.h"
@@ -34,52 +37,6 @@
 enum { REC_KERNEL_MAX_FRAMES = 256 };
 /* Lowest kernel address on x86-64 (the upper half of the canonical address space). */
 #define REC_KERNEL_START 0xffff800000000000ull
-
-struct rec_ring {
-	struct perf_ring ring;
-	int src, next_src; /* the stream's sources of ring and next */
-	bool mapped;
-	bool hup;	/* removed from epoll after POLLHUP (still drained) */
-	bool lost_seen; /* a LOST record came out of it since the last look */
-	/* Its replacement while a generation switch grows it (resize.c): the new events
-	 * write there, the old ones here until they are disabled. */
-	struct perf_ring next;
-	bool next_mapped;
-	unsigned grow_pages; /* the size it grows to in the switch under way, 0: none */
-};
-
-struct rec_event {
-	int fd;
-	int ring; /* index into rings (= CPU index) */
-	pid_t tid;
-	bool armed_on_exec;   /* enable_on_exec still pending: enabling by hand would sample the
-			       * launcher before its exec */
-	bool retired;	      /* its thread is gone, but it owns its ring: kept open, disabled */
-	uint32_t gen;	      /* the generation it belongs to (resize.c) */
-	uint32_t stack_bytes; /* its sample_stack_user */
-};
-
-/* Every event the recording opened, by the id its records carry (PERF_SAMPLE_ID: an
- * inherited event's records carry its parent's), kept after the event is closed while its
- * records may still be queued. Sorted by id. */
-struct rec_event_id {
-	uint64_t id;
-	pid_t tid;	      /* the thread it was opened on (-1: a CPU) */
-	uint32_t gen;	      /* its generation */
-	uint32_t stack_bytes; /* its stack copy */
-	bool dead;	      /* of a switch that was abandoned: its records are dropped */
-};
-
-struct rec_build_id {
-	uint64_t dev, inode;
-	uint8_t len;
-	uint8_t id[32];
-	int fd;	    /* the image, held until finish (images.c), or -1 */
-	char *path; /* its path when held */
-};
-
-/* Images held open at once, to be checked (and kept if deleted) when the recording ends. */
-enum { REC_IMAGES_HELD_MAX = 256 };
 
 /* Off-CPU recording (offcpu.c): the tracepoints and their fields. */
 struct rec_offcpu_cfg {
@@ -95,85 +52,56 @@ struct rec_offcpu_cfg {
 	bool sw_started; /* the empty runs that announce them are written */
 };
 
-struct sonde_recorder {
-	struct perf_layout layout;
-	struct perf_event_cfg cfg;
+/* Lifecycle and loss recovery (recover.c). */
+struct rec_life {
+	bool follow_children;
+	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
+	void *exec_check_ctx;
+	uint64_t gaps_open;	/* losses reported since the last completed sweep */
+	uint64_t last_sweep;	/* sonde__rec_now() when the last sweep ran */
+	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
+};
+
+/* Kernel frames and time: what was refused, and the spool modules kernel frames use. */
+struct rec_kernel {
 	int cycles_error;
 	int kernel_error;	     /* kernel frames were asked for and refused: why */
 	int kernel_time_error;	     /* kernel time was to be sampled and was refused: why */
 	uint32_t kernel_module;	     /* spool id of the kernel module, 0 until first needed */
 	uint32_t kernel_leaf_module; /* spool id of "[kernel]", 0 until first needed */
-	uint32_t ring_pages;
+};
 
-	int *cpus;
-	size_t n_cpus;
-	struct rec_ring *rings; /* one per CPU */
-	struct rec_event *events;
-	size_t n_events, cap_events;
-	int epfd;
-	struct perf_stream *stream; /* every ring's records, decoded, in time order */
-
-	struct sonde_spool_writer *spool;
-	int out_fd; /* owned when recording to a path, else -1 */
-
-	struct rec_tasks tasks; /* processes and threads (tasks.h) */
-	struct rec_build_id *build_ids;
-	size_t n_build_ids, cap_build_ids;
-	size_t n_images_held;
-	char *bidcache_dir; /* where deleted or replaced images are kept; NULL: nowhere */
-	uint64_t bidcache_bytes;
-	struct regfile_refusals refused; /* mapped files not read (base/regfile.h) */
-
-	struct sonde_record_summary sum;
-	uint64_t start_mono, last_time;
-	int first_error;
-	bool enabled, finished;
-	struct rec_live live; /* periodic pushes, the tail (live.c) */
-
+/* Unwinding a sample (track.c, stack.c). */
+struct rec_unwind {
 	/* A sample's stack: its kernel frames (at most REC_KERNEL_MAX_FRAMES), then the user
 	 * frames of the unwind. */
 	struct sonde_spool_frame frames[REC_KERNEL_MAX_FRAMES + UNWIND_MAX_FRAMES];
 	struct unwind_cache *unwind_cache; /* CFI tables of every file seen, built on first use */
 	struct unwind_stats unwind_stats;
+	bool frame_pointers_only; /* opts.frame_pointers_only */
+};
 
-	/* Lifecycle and loss recovery (recover.c). */
-	bool follow_children;
-	bool frame_pointers_only;		  /* opts.frame_pointers_only */
-	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
-	void *exec_check_ctx;
-	uint64_t gaps_open;	/* losses reported since the last completed sweep */
-	uint64_t last_sweep;	/* sonde__rec_now() when the last sweep ran */
-	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
-	uint64_t closed_lost;	/* lost counts of event fds already closed */
-	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
-
-	/* Per-thread stack copies and ring growth by generation switch (resize.c). */
-	bool adaptive;	     /* size each thread's copy (no --stack-size given) */
-	uint32_t gen;	     /* the current generation of events */
-	uint64_t gen_cut;    /* monotonic ns from which the current generation alone samples */
-	uint64_t last_regen; /* sonde__rec_now() of the last switch (or its attempt) */
-	bool switching;	     /* a switch is opening the next generation's events */
-	bool regen_grow;     /* a thread's stack was cut: switch at the next poll */
-	struct rec_event_id *ids;
-	size_t n_ids, cap_ids;
-
-	/* System-wide recording (system.c). */
+/* The recorder: its parts, and what the recording as a whole is. */
+struct sonde_recorder {
+	struct perf_layout layout;
+	struct perf_event_cfg cfg;
+	struct rec_kernel kern;
+	struct rec_events ev;	    /* events, rings, ids, generations (events.h) */
+	struct perf_stream *stream; /* every ring's records, decoded, in time order */
+	struct sonde_spool_writer *spool;
+	int out_fd;		  /* owned when recording to a path, else -1 */
+	struct rec_tasks tasks;	  /* processes and threads (tasks.h) */
+	struct rec_images img;	  /* build ids, held images, the build-id cache (images.h) */
+	struct rec_filters filt;  /* system-wide filters, the tracepoint filter (filters.h) */
+	struct rec_offcpu_cfg offcpu; /* off-CPU state not per thread (offcpu.c) */
+	struct rec_life life;	  /* lifecycle and loss recovery (recover.c) */
+	struct rec_unwind unw;
+	struct rec_live live; /* periodic pushes, the tail (live.c) */
+	struct sonde_record_summary sum;
+	uint64_t start_mono, last_time;
+	int first_error;
+	bool enabled, finished;
 	bool system_wide;
-	pid_t self_pid;	    /* the recorder's own process: never recorded */
-	pid_t *filter_pids; /* record only these and their descendants; NULL: every process */
-	size_t n_filter_pids;
-	bool (*process_check)(void *ctx, pid_t pid); /* opts.process_check */
-	void *process_check_ctx;
-	struct u64map checked; /* pid -> CHECK_ALLOWED / CHECK_REFUSED: process_check's answer */
-	/* The tracepoint's filter (opts.tracepoint_filter), set on every event; NULL: none */
-	char *tracepoint_filter;
-	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
-
-	struct rec_offcpu_cfg offcpu;
-	pid_t *filter_tids; /* and these threads, and what they create */
-	size_t n_filter_tids;
-	char (*filter_comms)[16]; /* and the tasks so named at their sample */
-	size_t n_filter_comms;
 };
 
 /* Keeps the first error of the recording; returns err. */

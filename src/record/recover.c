@@ -73,12 +73,12 @@ void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
 void sonde__rec_note_loss(struct sonde_recorder *r)
 {
 	r->sum.lifecycle_gaps++;
-	r->gaps_open++;
+	r->life.gaps_open++;
 }
 
 bool sonde__rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t ticks)
 {
-	uint64_t fork_ticks = (uint64_t)((int64_t)fork_ns + r->boot_offset_ns) / ns_per_tick();
+	uint64_t fork_ticks = (uint64_t)((int64_t)fork_ns + r->life.boot_offset_ns) / ns_per_tick();
 
 	return fork_ticks + FORK_START_SLACK_TICKS >= ticks &&
 	       ticks + FORK_START_SLACK_TICKS >= fork_ticks;
@@ -314,7 +314,7 @@ static int adopt_child(struct sonde_recorder *r, pid_t pid, uint64_t time)
 	if (err <= 0)
 		return err;
 	/* Its start in monotonic time, a tick early: /proc rounds it down to a tick. */
-	int64_t start_ns = (int64_t)(st.start_time * ns_per_tick()) - r->boot_offset_ns;
+	int64_t start_ns = (int64_t)(st.start_time * ns_per_tick()) - r->life.boot_offset_ns;
 	start_ns -= (int64_t)ns_per_tick();
 	c->since = start_ns > 0 ? (uint64_t)start_ns : 0;
 	r->sum.recovered_processes++;
@@ -355,7 +355,7 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 	keep(&first, reconcile_maps(r, i, time));
 	/* A process attached by thread: only the children of its recorded threads have
 	 * events, and /proc does not say which thread forked a child. */
-	if (r->follow_children && !r->system_wide && !sonde__tasks_proc_at(&r->tasks, i)->thread_only)
+	if (r->life.follow_children && !r->system_wide && !sonde__tasks_proc_at(&r->tasks, i)->thread_only)
 		keep(&first, discover_children(r, sonde__tasks_proc_at(&r->tasks, i)->pid, time));
 	/* The table may have grown: index again. */
 	if (sonde__tasks_proc_at(&r->tasks, i)->attached && !sonde__tasks_proc_at(&r->tasks, i)->thread_only) {
@@ -368,7 +368,7 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 static int sweep(struct sonde_recorder *r)
 {
 	int first = sonde__rec_drain(r, true);
-	uint64_t gaps = r->gaps_open, time = sonde__rec_time(r, sonde__rec_now());
+	uint64_t gaps = r->life.gaps_open, time = sonde__rec_time(r, sonde__rec_now());
 
 	r->sum.recovery_sweeps++;
 	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
@@ -392,12 +392,12 @@ static int sweep(struct sonde_recorder *r)
 		keep(&first, sonde__rec_system_scan(r, 0));
 		sonde__rec_forget_exited(r);
 	}
-	r->last_sweep = sonde__rec_now();
+	r->life.last_sweep = sonde__rec_now();
 	if (first) {
 		sonde_warn("recovery sweep: %s", sonde_strerror(first));
 		return sonde__rec_error(r, first);
 	}
-	r->gaps_open -= gaps;
+	r->life.gaps_open -= gaps;
 	r->sum.gaps_recovered += gaps;
 	return 0;
 }
@@ -407,14 +407,14 @@ int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force)
 	if (force) {
 		/* Losses the kernel has not written a record about yet. */
 		uint64_t lost = sonde__rec_read_lost_counters(r);
-		if (lost > r->lost_counted) {
-			r->lost_counted = lost;
+		if (lost > r->ev.lost_counted) {
+			r->ev.lost_counted = lost;
 			sonde__rec_note_loss(r);
 		}
 	}
-	if (!r->gaps_open)
+	if (!r->life.gaps_open)
 		return 0;
-	if (!force && sonde__rec_now() - r->last_sweep < SWEEP_INTERVAL_NS)
+	if (!force && sonde__rec_now() - r->life.last_sweep < SWEEP_INTERVAL_NS)
 		return 0;
 	return sweep(r);
 }

@@ -37,7 +37,7 @@ static void thread_remove(struct sonde_recorder *r, pid_t tid)
  * makes sure a path that now names another file is not used. A descriptor or -1. */
 static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct rec_module *m)
 {
-	struct regfile_rules rules = sonde__elfimg_rules(true, &r->refused);
+	struct regfile_rules rules = sonde__elfimg_rules(true, &r->img.refused);
 	char path[64];
 	struct stat st;
 	int fd;
@@ -62,13 +62,13 @@ static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct re
 static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
 					    const struct rec_module *m)
 {
-	for (size_t i = 0; i < r->n_build_ids; i++)
-		if (r->build_ids[i].dev == m->dev && r->build_ids[i].inode == m->inode)
-			return &r->build_ids[i];
-	if (sonde__array_grow(&r->build_ids, &r->cap_build_ids, r->n_build_ids + 1,
-			      sizeof(*r->build_ids), 32) < 0)
+	for (size_t i = 0; i < r->img.n_build_ids; i++)
+		if (r->img.build_ids[i].dev == m->dev && r->img.build_ids[i].inode == m->inode)
+			return &r->img.build_ids[i];
+	if (sonde__array_grow(&r->img.build_ids, &r->img.cap_build_ids, r->img.n_build_ids + 1,
+			      sizeof(*r->img.build_ids), 32) < 0)
 		return NULL;
-	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
+	struct rec_build_id *b = &r->img.build_ids[r->img.n_build_ids++];
 	memset(b, 0, sizeof(*b));
 	b->fd = -1;
 	b->dev = m->dev;
@@ -200,7 +200,7 @@ static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 {
 	static const char path[] = "[kernel.kallsyms]";
 
-	if (!r->kernel_module) {
+	if (!r->kern.kernel_module) {
 		struct sonde_spool_module_def def = {
 			.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
 			.start = REC_KERNEL_START,
@@ -209,11 +209,11 @@ static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 			.path = path,
 		};
 		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def,
-							 &r->kernel_module);
+							 &r->kern.kernel_module);
 		if (err)
 			return sonde__rec_error(r, err);
 	}
-	*id = r->kernel_module;
+	*id = r->kern.kernel_module;
 	return 0;
 }
 
@@ -228,7 +228,7 @@ static int kernel_leaf(struct sonde_recorder *r, const struct perf_rec *rec, siz
 	*n = 0;
 	if (rec->sample.ip < REC_KERNEL_START)
 		return 0;
-	if (!r->kernel_leaf_module) {
+	if (!r->kern.kernel_leaf_module) {
 		struct sonde_spool_module_def def = {
 			.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
 			.start = REC_KERNEL_START,
@@ -237,18 +237,18 @@ static int kernel_leaf(struct sonde_recorder *r, const struct perf_rec *rec, siz
 			.path = path,
 		};
 		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, rec->time),
-							 &def, &r->kernel_leaf_module);
+							 &def, &r->kern.kernel_leaf_module);
 		if (err)
 			return sonde__rec_error(r, err);
 	}
-	r->frames[0].module = r->kernel_leaf_module;
-	r->frames[0].addr = rec->sample.ip;
+	r->unw.frames[0].module = r->kern.kernel_leaf_module;
+	r->unw.frames[0].addr = rec->sample.ip;
 	r->sum.kernel_samples++;
 	*n = 1;
 	return 0;
 }
 
-/* The sample's kernel callchain into r->frames, innermost first: the sampled pc exactly,
+/* The sample's kernel callchain into r->unw.frames, innermost first: the sampled pc exactly,
  * callers as return address minus one (as the user frames). Context markers are skipped;
  * the user part (which the events exclude) would end the walk. Returns the count. */
 static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, size_t *n)
@@ -269,8 +269,8 @@ static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, s
 			if (err)
 				return err;
 		}
-		r->frames[*n].module = mod;
-		r->frames[*n].addr = *n ? ip - 1 : ip;
+		r->unw.frames[*n].module = mod;
+		r->unw.frames[*n].addr = *n ? ip - 1 : ip;
 		(*n)++;
 	}
 	r->sum.kernel_frames += *n;
@@ -285,7 +285,7 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 {
 	pid_t pid = (pid_t)rec->pid;
 
-	if (pid == r->self_pid) {
+	if (pid == r->filt.self_pid) {
 		r->sum.own_samples++;
 		return NULL;
 	}
@@ -322,7 +322,7 @@ struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const st
 	}
 	if (r->system_wide)
 		return system_sample_process(r, rec);
-	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)rec->pid, r->follow_children);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)rec->pid, r->life.follow_children);
 	if (!p || rec->time < p->since) {
 		/* Not recorded, or of an earlier process with this pid, retired already. */
 		r->sum.unfollowed_samples++;
@@ -351,8 +351,8 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP], &reach};
 		nu = sonde__record_unwind(
-			&s->regs, &st, &p->mods, r->frame_pointers_only ? NULL : r->unwind_cache,
-			p->pid, &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
+			&s->regs, &st, &p->mods, r->unw.frame_pointers_only ? NULL : r->unw.unwind_cache,
+			p->pid, &r->unw.unwind_stats, r->unw.frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
 	*n = nu + nk;
 	*flags = nk ? SONDE_SAMPLE_KERNEL : 0;
@@ -360,7 +360,7 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	 * as a thread starts or ends (clone, exit, its first page faults), with a user stack
 	 * far shallower than its code's, and a thousand short-lived threads would each be
 	 * given a smaller copy, their events reopened for it. */
-	if (r->adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
+	if (r->ev.adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
 		sonde__rec_stack_learn(r, sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false), copy,
 				       s->stack_len, end, reach);
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
@@ -395,7 +395,7 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	err = sonde_spool_writer__add_sample_cpu(
 		r->spool, sonde__rec_time(r, rec->time), tid_id,
 		(r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE,
-		r->frames, n, flags);
+		r->unw.frames, n, flags);
 	if (err)
 		return sonde__rec_error(r, err);
 	r->sum.samples_written++;
@@ -431,7 +431,7 @@ static int system_exec_check(struct sonde_recorder *r, const struct perf_rec *re
 	pid_t pid = (pid_t)rec->comm.pid;
 
 	sonde__rec_system_forget(r, pid);
-	if (pid == r->self_pid || sonde__rec_system_allowed(r, pid))
+	if (pid == r->filt.self_pid || sonde__rec_system_allowed(r, pid))
 		return 1;
 	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	if (p && !p->exited && rec->time >= p->since)
@@ -443,7 +443,7 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_comm *c = &rec->comm;
 
-	if (r->system_wide && c->exec && r->process_check) {
+	if (r->system_wide && c->exec && r->filt.process_check) {
 		int go_on = system_exec_check(r, rec);
 		if (go_on <= 0)
 			return go_on;
@@ -507,7 +507,7 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
 static int adopt_switch_child(struct sonde_recorder *r, const struct rec_process *owner,
 			      pid_t tid, uint64_t time, bool own)
 {
-	if (own || !owner || !owner->thread_only || r->gen < 2 || time >= r->gen_cut)
+	if (own || !owner || !owner->thread_only || r->ev.gen < 2 || time >= r->ev.gen_cut)
 		return 0;
 	int err = sonde__rec_open_thread_events(r, tid);
 	return err == -ESRCH ? 0 : sonde__rec_error(r, err); /* exited meanwhile: nothing */
@@ -520,19 +520,19 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 
 	/* Without follow_children, children have no events: their fork is only a record of
 	 * the parent's, and nothing of theirs is tracked. */
-	if (new_process && !r->follow_children)
+	if (new_process && !r->life.follow_children)
 		return 0;
 	if (r->system_wide && new_process)
 		sonde__rec_system_forget(r, (pid_t)f->pid); /* a new process: asked anew */
 	/* A thread attached alone without follow_children: its new threads have no events. */
 	struct rec_process *owner = sonde__tasks_process(&r->tasks, (pid_t)f->pid, false);
-	if (!new_process && !r->follow_children && owner && owner->thread_only)
+	if (!new_process && !r->life.follow_children && owner && owner->thread_only)
 		return 0;
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
 	/* A switch may have given it events of its own before this record was processed. */
 	const struct rec_thread *was = sonde__tasks_thread(&r->tasks, (pid_t)f->tid, false);
-	bool own = was && was->own_events && was->pid == (pid_t)f->pid && was->root_gen == r->gen;
+	bool own = was && was->own_events && was->pid == (pid_t)f->pid && was->root_gen == r->ev.gen;
 	struct rec_thread *t = sonde__tasks_fork(&r->tasks, (pid_t)f->pid, (pid_t)f->ppid,
 						 (pid_t)f->tid, (pid_t)f->ptid, rec->time);
 	if (!t)
@@ -646,5 +646,5 @@ void sonde__rec_track_free(struct sonde_recorder *r)
 		sonde__rec_offcpu_free(t->off);
 	sonde__tasks_free(&r->tasks);
 	sonde__rec_images_free(r);
-	sonde__free(r->build_ids);
+	sonde__free(r->img.build_ids);
 }
