@@ -33,7 +33,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
-#include "probes/tracefs.h"
+#include "perf/tracefs.h"
 #include "record/recorder.h"
 
 /* The switch-out of a thread waiting for its switch-in: what its sample held. */

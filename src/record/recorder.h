@@ -20,7 +20,7 @@
 #include "perf/stream.h"
 #include "base/regfile.h"
 #include "base/u64map.h"
-#include "probes/ftrace_format.h"
+#include "perf/ftrace_format.h"
 #include "proc/proc.h"
 #include "record/live.h"
 #include "record/modules.h"
