@@ -51,20 +51,6 @@ static void kernel_denied(struct sonde_recorder *r, int err)
 	r->cfg.kernel_time = false;
 }
 
-int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu)
-{
-	int fd = sonde__perf_open(a, pid, cpu);
-
-	if (fd < 0 || !r->filt.tracepoint_filter)
-		return fd;
-	int err = sonde__perf_set_filter(fd, r->filt.tracepoint_filter);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want)
 {
 	struct perf_event_attr a;
@@ -83,14 +69,13 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 		a.enable_on_exec = 0;
 		int fd = sonde__perf_open(&a, pid, r->ev.cpus[0]);
 		if (fd >= 0) {
-			int err = r->filt.tracepoint_filter
-					  ? sonde__perf_set_filter(fd, r->filt.tracepoint_filter)
-					  : 0;
+			const char *filter = sonde__rec_tracepoint_filter(r);
+			int err = filter ? sonde__perf_set_filter(fd, filter) : 0;
 			close(fd);
 			if (err) {
 				sonde_error(
 					"tracepoint %s: the kernel refused the filter \"%s\": %s",
-					r->sum.tracepoint, r->filt.tracepoint_filter,
+					r->sum.tracepoint, filter,
 					sonde_strerror(err));
 				r->ev.event_error_said = true;
 			}

@@ -279,8 +279,7 @@ static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec,
 static bool keeps_switches(const struct sonde_recorder *r)
 {
 	return r->system_wide && (r->layout.sample_type & PERF_SAMPLE_CPU) &&
-	       !r->filt.process_check && !r->filt.n_filter_pids && !r->filt.n_filter_tids &&
-	       !r->filt.n_filter_comms;
+	       sonde__rec_system_unfiltered(r);
 }
 
 static int switches_start(struct sonde_recorder *r)

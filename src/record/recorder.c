@@ -191,8 +191,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		err = configure_tracepoint(r, o.tracepoint);
 		if (err)
 			return err;
-		if (o.tracepoint_filter &&
-		    !(r->filt.tracepoint_filter = sonde__strdup(o.tracepoint_filter)))
+		if (o.tracepoint_filter && sonde__rec_set_tracepoint_filter(r, o.tracepoint_filter))
 			return -ENOMEM;
 	} else if (!o.sample_period && (o.frequency == 0 || o.frequency > max)) {
 		sonde_error(
@@ -327,7 +326,7 @@ static enum perf_stream_keep stream_filter(void *ctx, const struct perf_rec *rec
 
 	if (rec->type != PERF_RECORD_SAMPLE)
 		return PERF_STREAM_KEEP;
-	bool self = r->system_wide && rec->pid == (uint32_t)r->filt.self_pid;
+	bool self = r->system_wide && sonde__rec_is_self(r, (pid_t)rec->pid);
 	if (r->offcpu.on && s->raw && s->raw_size >= sizeof(type)) {
 		memcpy(&type, s->raw, sizeof(type));
 		if (type == r->offcpu.waking_id || (type == r->offcpu.switch_id &&
@@ -944,7 +943,7 @@ int sonde_recorder__summary(const struct sonde_recorder *r, struct sonde_record_
 	s.unwind_fp_frames = r->unw.unwind_stats.fp_steps;
 	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++)
 		s.unwind_fallbacks[i] = r->unw.unwind_stats.fallbacks[i];
-	s.files_refused = sonde__regfile_refusals_total(&r->img.refused);
+	s.files_refused = sonde__rec_images_refused(r);
 	s.processes = (uint32_t)r->tasks.procs_created;
 	s.threads = (uint32_t)r->tasks.threads_created;
 	memcpy(out, &s, out->sz < sizeof(s) ? out->sz : sizeof(s));
@@ -1099,12 +1098,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde__perf_stream_free(r->stream);
 	sonde__rec_track_free(r);
 	sonde__rec_offcpu_release(r);
-	sonde__free(r->filt.filter_pids);
-	sonde__free(r->filt.tracepoint_filter);
-	sonde__u64map_free(&r->filt.checked);
-	sonde__free(r->filt.filter_tids);
-	sonde__free(r->filt.filter_comms);
-	sonde__free(r->img.bidcache_dir);
+	sonde__rec_filters_free(r);
 	sonde__unwind_cache_free(r->unw.unwind_cache);
 	sonde__free(r->ev.events);
 	sonde__free(r->ev.ids);

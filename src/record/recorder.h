@@ -199,7 +199,18 @@ void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int
 			   const char *path);
 /* Copies the held images whose path no longer leads to them into the build-id cache. */
 void sonde__rec_images_save(struct sonde_recorder *r);
+/* Frees the build ids and what they hold (images.c owns r->img). */
 void sonde__rec_images_free(struct sonde_recorder *r);
+/* The build id of module m of pid, read once per file (by device and inode, through
+ * /proc/PID/map_files first, as an untrusted path else), its image held. NULL: no memory. */
+const struct rec_build_id *sonde__rec_build_id(struct sonde_recorder *r, pid_t pid,
+					       const struct rec_module *m);
+/* The held image of file (dev, inode), borrowed until the next call into the recorder, or
+ * -1 (none, or its build id is not build_id when one is given). */
+int sonde__rec_image_fd(const struct sonde_recorder *r, uint64_t dev, uint64_t inode,
+			const uint8_t *build_id, size_t build_id_len);
+/* Mapped files not read (base/regfile.h's refusals), for the summary. */
+uint64_t sonde__rec_images_refused(const struct sonde_recorder *r);
 
 /* offcpu.c */
 /* Reads the tracepoints' ids and field offsets from tracefs (opts.off_cpu). 0 or -errno
@@ -316,6 +327,18 @@ bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_proces
 /* Replaces the ring of every CPU that reported a loss by one twice its size, while the
  * bound of all rings allows (a system-wide recording's rings each have one event). */
 void sonde__rec_system_grow_rings(struct sonde_recorder *r);
+/* The filters part (system.c owns r->filt). */
+/* Whether pid is the recorder's own process (never recorded system-wide). */
+bool sonde__rec_is_self(const struct sonde_recorder *r, pid_t pid);
+/* Whether every process is recorded: no pid, tid or comm filter and no process check. */
+bool sonde__rec_system_unfiltered(const struct sonde_recorder *r);
+/* Whether opts.process_check is asked about processes. */
+bool sonde__rec_system_checks_processes(const struct sonde_recorder *r);
+/* Keeps a copy of opts.tracepoint_filter for every event. 0 or -ENOMEM. */
+int sonde__rec_set_tracepoint_filter(struct sonde_recorder *r, const char *filter);
+/* opts.tracepoint_filter, or NULL; borrowed for the recorder's life. */
+const char *sonde__rec_tracepoint_filter(const struct sonde_recorder *r);
+void sonde__rec_filters_free(struct sonde_recorder *r);
 /* Drops exited, retired processes from the table (a long system-wide recording sees
  * processes come and go without end). */
 void sonde__rec_forget_exited(struct sonde_recorder *r);

@@ -20,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "record/recorder.h"
+#include "record/stack.h"
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -278,14 +279,7 @@ static void warm_unwind_tables(struct sonde_recorder *r, const struct rec_proces
 
 	for (size_t i = 0; r->unw.unwind_cache && !r->unw.frame_pointers_only && i < p->mods.n; i++) {
 		const struct rec_module *m = &p->mods.m[i];
-		struct unwind_mapping um = {.pid = p->pid,
-					    .start = m->start,
-					    .end = m->end,
-					    .pgoff = m->pgoff,
-					    .dev = m->dev,
-					    .inode = m->inode,
-					    .path = m->path,
-					    .vdso = (m->flags & SONDE_MODULE_VDSO) != 0};
+		struct unwind_mapping um = sonde__record_unwind_mapping(p->pid, m);
 		if (!sonde__unwind_cache_lookup(r->unw.unwind_cache, &um, &out))
 			return;
 	}
@@ -399,6 +393,57 @@ int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 	}
 	closedir(d);
 	return err;
+}
+
+int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu)
+{
+	int fd = sonde__perf_open(a, pid, cpu);
+
+	if (fd < 0 || !r->filt.tracepoint_filter)
+		return fd;
+	int err = sonde__perf_set_filter(fd, r->filt.tracepoint_filter);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+const char *sonde__rec_tracepoint_filter(const struct sonde_recorder *r)
+{
+	return r->filt.tracepoint_filter;
+}
+
+bool sonde__rec_is_self(const struct sonde_recorder *r, pid_t pid)
+{
+	return pid == r->filt.self_pid;
+}
+
+bool sonde__rec_system_unfiltered(const struct sonde_recorder *r)
+{
+	return !r->filt.process_check && !r->filt.n_filter_pids && !r->filt.n_filter_tids &&
+	       !r->filt.n_filter_comms;
+}
+
+bool sonde__rec_system_checks_processes(const struct sonde_recorder *r)
+{
+	return r->filt.process_check != NULL;
+}
+
+int sonde__rec_set_tracepoint_filter(struct sonde_recorder *r, const char *filter)
+{
+	sonde__free(r->filt.tracepoint_filter);
+	r->filt.tracepoint_filter = sonde__strdup(filter);
+	return r->filt.tracepoint_filter ? 0 : -ENOMEM;
+}
+
+void sonde__rec_filters_free(struct sonde_recorder *r)
+{
+	sonde__free(r->filt.filter_pids);
+	sonde__free(r->filt.tracepoint_filter);
+	sonde__u64map_free(&r->filt.checked);
+	sonde__free(r->filt.filter_tids);
+	sonde__free(r->filt.filter_comms);
 }
 
 void sonde__rec_forget_exited(struct sonde_recorder *r)

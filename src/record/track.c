@@ -31,58 +31,6 @@ static void thread_remove(struct sonde_recorder *r, pid_t tid)
 	sonde__tasks_thread_remove(&r->tasks, tid);
 }
 
-/* The mapped file, for its build id. map_files reaches it even when it was deleted or
- * replaced (a kernel link, followed); the mapped path is the target's to replace (with a
- * FIFO, a link to a device...), so it is opened as an untrusted path; the inode check
- * makes sure a path that now names another file is not used. A descriptor or -1. */
-static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct rec_module *m)
-{
-	struct regfile_rules rules = sonde__elfimg_rules(true, &r->img.refused);
-	char path[64];
-	struct stat st;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = sonde__regfile_open(path, &rules, &st);
-	if (fd >= 0 && st.st_ino == m->inode)
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	rules.follow = false;
-	fd = sonde__regfile_open(m->path, &rules, &st);
-	if (fd >= 0 && st.st_ino == m->inode)
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	return -1;
-}
-
-/* Build ids by file identity: every process mapping libc reads it once. */
-static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
-					    const struct rec_module *m)
-{
-	for (size_t i = 0; i < r->img.n_build_ids; i++)
-		if (r->img.build_ids[i].dev == m->dev && r->img.build_ids[i].inode == m->inode)
-			return &r->img.build_ids[i];
-	if (sonde__array_grow(&r->img.build_ids, &r->img.cap_build_ids, r->img.n_build_ids + 1,
-			      sizeof(*r->img.build_ids), 32) < 0)
-		return NULL;
-	struct rec_build_id *b = &r->img.build_ids[r->img.n_build_ids++];
-	memset(b, 0, sizeof(*b));
-	b->fd = -1;
-	b->dev = m->dev;
-	b->inode = m->inode;
-
-	int fd = open_mapped_file(r, pid, m);
-	if (fd >= 0) {
-		int n = sonde__read_build_id(fd, b->id, sizeof(b->id));
-		b->len = n > 0 ? (uint8_t)n : 0;
-		sonde__rec_image_hold(r, b, fd, m->path);
-	}
-	return b;
-}
-
 static uint32_t mapping_flags(const char *path, size_t *path_len)
 {
 	size_t n = strlen(path);
@@ -109,7 +57,7 @@ int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint
 	mod.dev = m->inode ? makedev(maj, min) : 0;
 	/* A deleted file is still reachable through map_files while the process lives. */
 	if (m->inode)
-		b = build_id_lookup(r, p->pid, &mod);
+		b = sonde__rec_build_id(r, p->pid, &mod);
 
 	struct sonde_spool_module_def def = {
 		.pid = (uint32_t)p->pid,
@@ -194,53 +142,46 @@ int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid
 	return 0;
 }
 
-/* The one module all kernel frames refer to: pid 0, covering the kernel half of the
- * address space, with pgoff = start so that frame offsets are the kernel addresses. */
+/* A module covering the kernel half of the address space, pid 0, with pgoff = start so
+ * that frame offsets are the kernel addresses; defined in the spool on first use into
+ * *id (0 until then). */
+static int kernel_space_module(struct sonde_recorder *r, uint64_t time, const char *path,
+			       uint32_t *id)
+{
+	if (*id)
+		return 0;
+	struct sonde_spool_module_def def = {
+		.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
+		.start = REC_KERNEL_START,
+		.end = UINT64_MAX,
+		.pgoff = REC_KERNEL_START,
+		.path = path,
+	};
+	int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def, id);
+	return err ? sonde__rec_error(r, err) : 0;
+}
+
+/* The one module all kernel frames refer to. */
 static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 {
-	static const char path[] = "[kernel.kallsyms]";
+	int err = kernel_space_module(r, time, "[kernel.kallsyms]", &r->kern.kernel_module);
 
-	if (!r->kern.kernel_module) {
-		struct sonde_spool_module_def def = {
-			.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
-			.start = REC_KERNEL_START,
-			.end = UINT64_MAX,
-			.pgoff = REC_KERNEL_START,
-			.path = path,
-		};
-		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def,
-							 &r->kern.kernel_module);
-		if (err)
-			return sonde__rec_error(r, err);
-	}
 	*id = r->kern.kernel_module;
-	return 0;
+	return err;
 }
 
 /* Kernel time without kernel frames: a sample taken in the kernel, with no callchain, is
- * one frame of this module below the user stack the thread entered the kernel with. The
- * module is named "[kernel]" (readers name its frames so, docs/spool.md); the frame keeps
- * the sampled kernel pc. */
+ * one frame of a module named "[kernel]" (readers name its frames so, docs/spool.md)
+ * below the user stack the thread entered the kernel with; the frame keeps the sampled
+ * kernel pc. */
 static int kernel_leaf(struct sonde_recorder *r, const struct perf_rec *rec, size_t *n)
 {
-	static const char path[] = "[kernel]";
-
 	*n = 0;
 	if (rec->sample.ip < REC_KERNEL_START)
 		return 0;
-	if (!r->kern.kernel_leaf_module) {
-		struct sonde_spool_module_def def = {
-			.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
-			.start = REC_KERNEL_START,
-			.end = UINT64_MAX,
-			.pgoff = REC_KERNEL_START,
-			.path = path,
-		};
-		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, rec->time),
-							 &def, &r->kern.kernel_leaf_module);
-		if (err)
-			return sonde__rec_error(r, err);
-	}
+	int err = kernel_space_module(r, rec->time, "[kernel]", &r->kern.kernel_leaf_module);
+	if (err)
+		return err;
 	r->unw.frames[0].module = r->kern.kernel_leaf_module;
 	r->unw.frames[0].addr = rec->sample.ip;
 	r->sum.kernel_samples++;
@@ -285,7 +226,7 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 {
 	pid_t pid = (pid_t)rec->pid;
 
-	if (pid == r->filt.self_pid) {
+	if (sonde__rec_is_self(r, pid)) {
 		r->sum.own_samples++;
 		return NULL;
 	}
@@ -431,7 +372,7 @@ static int system_exec_check(struct sonde_recorder *r, const struct perf_rec *re
 	pid_t pid = (pid_t)rec->comm.pid;
 
 	sonde__rec_system_forget(r, pid);
-	if (pid == r->filt.self_pid || sonde__rec_system_allowed(r, pid))
+	if (sonde__rec_is_self(r, pid) || sonde__rec_system_allowed(r, pid))
 		return 1;
 	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	if (p && !p->exited && rec->time >= p->since)
@@ -443,7 +384,7 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_comm *c = &rec->comm;
 
-	if (r->system_wide && c->exec && r->filt.process_check) {
+	if (r->system_wide && c->exec && sonde__rec_system_checks_processes(r)) {
 		int go_on = system_exec_check(r, rec);
 		if (go_on <= 0)
 			return go_on;
@@ -646,5 +587,4 @@ void sonde__rec_track_free(struct sonde_recorder *r)
 		sonde__rec_offcpu_free(t->off);
 	sonde__tasks_free(&r->tasks);
 	sonde__rec_images_free(r);
-	sonde__free(r->img.build_ids);
 }
