@@ -5,9 +5,9 @@
 #include <stddef.h>
 
 #include "probes/ftrace_config.h"
-#include "probes/ftrace_format.h"
+#include "perf/ftrace_format.h"
 #include "probes/ftrace_page.h"
-#include "probes/tracefs.h"
+#include "perf/tracefs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

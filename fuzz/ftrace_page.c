@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "probes/ftrace_encode.h"
-#include "probes/ftrace_format.h"
+#include "perf/ftrace_format.h"
 #include "probes/ftrace_page.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "unwind/unwind.h"
+#include "perf/regs.h"
 
 /* The sample fields this decoder understands; a layout asking for others is rejected. */
 #define PERF_DECODE_SAMPLE_TYPES                                                                   \

@@ -19,7 +19,7 @@
 #include "base/u64map.h"
 #include "probes/ftrace_encode.h"
 #include "probes/ftrace_page.h"
-#include "probes/tracefs.h"
+#include "perf/tracefs.h"
 
 enum {
 	DEFAULT_BUFFER_KB = 2048, /* per CPU, as traced_probes */

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
-#include "probes/ftrace_format.h"
+#include "perf/ftrace_format.h"
 
 enum { FTRACE_KNOWN_MAX_FIELDS = 8 };
 

@@ -5,7 +5,7 @@
 
 #include <sonde/error.h>
 
-#include "probes/ftrace_format.h"
+#include "perf/ftrace_format.h"
 
 enum {
 	TYPE_PADDING = 29,

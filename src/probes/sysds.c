@@ -37,7 +37,7 @@
 #include "probes/probes.h"
 #include "probes/procstats.h"
 #include "probes/sysstats.h"
-#include "probes/tracefs.h"
+#include "perf/tracefs.h"
 #include "proc/perfauth.h"
 
 enum {

@@ -39,30 +39,16 @@ static void kernel_denied(struct sonde_recorder *r, int err)
 			   "kernel.perf_event_paranoid is %ld, kernel frames need <= 1 or "
 			   "CAP_PERFMON); recording user frames only",
 			   strerror(-err), paranoid);
-		r->kernel_error = err;
+		r->kern.kernel_error = err;
 	} else {
 		/* Asked for by default, not by the user: the summary says it, no warning. */
 		sonde_info("kernel time not visible: kernel sampling denied (%s; "
 			   "kernel.perf_event_paranoid is %ld); sampling user space only",
 			   strerror(-err), paranoid);
 	}
-	r->kernel_time_error = err;
+	r->kern.kernel_time_error = err;
 	r->cfg.kernel = false;
 	r->cfg.kernel_time = false;
-}
-
-int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu)
-{
-	int fd = sonde__perf_open(a, pid, cpu);
-
-	if (fd < 0 || !r->tracepoint_filter)
-		return fd;
-	int err = sonde__perf_set_filter(fd, r->tracepoint_filter);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	return fd;
 }
 
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want)
@@ -71,7 +57,7 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 	bool try_cycles = want == SONDE_RECORD_EVENT_CYCLES ||
 			  (want == SONDE_RECORD_EVENT_AUTO && machine_has_cpu_pmu());
 
-	r->cycles_error = 0;
+	r->kern.cycles_error = 0;
 	if (r->cfg.kind != PERF_KIND_TRACEPOINT) /* chosen by the options already */
 		r->cfg.kind = try_cycles ? PERF_KIND_CYCLES : PERF_KIND_CPU_CLOCK;
 	r->cfg.read_lost = true;
@@ -81,18 +67,17 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 		sonde__perf_attr_fill(&a, &r->cfg);
 		a.disabled = 1;
 		a.enable_on_exec = 0;
-		int fd = sonde__perf_open(&a, pid, r->cpus[0]);
+		int fd = sonde__perf_open(&a, pid, r->ev.cpus[0]);
 		if (fd >= 0) {
-			int err = r->tracepoint_filter
-					  ? sonde__perf_set_filter(fd, r->tracepoint_filter)
-					  : 0;
+			const char *filter = sonde__rec_tracepoint_filter(r);
+			int err = filter ? sonde__perf_set_filter(fd, filter) : 0;
 			close(fd);
 			if (err) {
 				sonde_error(
 					"tracepoint %s: the kernel refused the filter \"%s\": %s",
-					r->sum.tracepoint, r->tracepoint_filter,
+					r->sum.tracepoint, filter,
 					sonde_strerror(err));
-				r->event_error_said = true;
+				r->ev.event_error_said = true;
 			}
 			return err;
 		}
@@ -108,7 +93,7 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 		}
 		if (r->cfg.kind == PERF_KIND_CYCLES && sonde__perf_err_is_unsupported(fd)) {
 			sonde_info("cycles event unavailable (%s), using cpu-clock", strerror(-fd));
-			r->cycles_error = fd;
+			r->kern.cycles_error = fd;
 			r->cfg.kind = PERF_KIND_CPU_CLOCK;
 			r->cfg.read_lost = true;
 			continue;
@@ -141,7 +126,7 @@ void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err
 {
 	long paranoid = -1;
 
-	if (r->event_error_said)
+	if (r->ev.event_error_said)
 		return;
 	if (r->cfg.kind == PERF_KIND_TRACEPOINT && (err == -EACCES || err == -EPERM)) {
 		read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid);
@@ -204,14 +189,14 @@ static unsigned min_ring_pages(const struct sonde_recorder *r)
 static int map_ring(struct sonde_recorder *r, struct perf_ring *ring, int fd, size_t cpu_idx,
 		    unsigned pages, unsigned min)
 {
-	int err = sonde__perf_ring_map(ring, fd, r->cpus[cpu_idx], pages, min);
+	int err = sonde__perf_ring_map(ring, fd, r->ev.cpus[cpu_idx], pages, min);
 
 	if (err) {
 		sonde_error("cannot map a perf ring of %u pages: %s", pages, strerror(-err));
 		return err;
 	}
 	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = cpu_idx};
-	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		err = -errno;
 		sonde__perf_ring_unmap(ring);
 		return err;
@@ -224,9 +209,9 @@ static int map_ring(struct sonde_recorder *r, struct perf_ring *ring, int fd, si
  * that grows the ring, into its replacement. */
 static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 {
-	struct rec_ring *ring = &r->rings[cpu_idx];
+	struct rec_ring *ring = &r->ev.rings[cpu_idx];
 
-	if (r->switching && ring->grow_pages) {
+	if (r->ev.switching && ring->grow_pages) {
 		if (ring->next_mapped)
 			return sonde__perf_set_output(fd, ring->next.fd);
 		int err = map_ring(r, &ring->next, fd, cpu_idx, ring->grow_pages, ring->grow_pages);
@@ -235,7 +220,7 @@ static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 	}
 	if (ring->mapped)
 		return sonde__perf_set_output(fd, ring->ring.fd);
-	unsigned min = min_ring_pages(r), pages = r->ring_pages < min ? min : r->ring_pages;
+	unsigned min = min_ring_pages(r), pages = r->ev.ring_pages < min ? min : r->ev.ring_pages;
 	int err = map_ring(r, &ring->ring, fd, cpu_idx, pages, min);
 	if (err)
 		return err;
@@ -248,7 +233,7 @@ static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec,
 			 uint32_t gen, uint32_t stack_bytes)
 {
-	if (sonde__array_grow(&r->events, &r->cap_events, r->n_events + 1, sizeof(*r->events), 64) <
+	if (sonde__array_grow(&r->ev.events, &r->ev.cap_events, r->ev.n_events + 1, sizeof(*r->ev.events), 64) <
 	    0)
 		return -ENOMEM;
 	int err = sonde__rec_note_event_id(r, fd, tid, gen, stack_bytes);
@@ -256,20 +241,20 @@ int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t
 		err = attach_to_ring(r, fd, cpu_idx);
 	if (err)
 		return err;
-	r->events[r->n_events++] =
+	r->ev.events[r->ev.n_events++] =
 		(struct rec_event){fd, (int)cpu_idx, tid, on_exec, false, gen, stack_bytes};
 	return 0;
 }
 
 void sonde__rec_event_remove(struct sonde_recorder *r, size_t i)
 {
-	struct rec_event *e = &r->events[i];
+	struct rec_event *e = &r->ev.events[i];
 	uint64_t lost;
 
 	if (r->cfg.read_lost && sonde__perf_read_lost(e->fd, &lost) == 0)
-		r->closed_lost += lost;
+		r->ev.closed_lost += lost;
 	close(e->fd);
-	*e = r->events[--r->n_events];
+	*e = r->ev.events[--r->ev.n_events];
 }
 
 /* Closes the events of tid (every thread when tid is 0) opened from index `from` on. An
@@ -277,9 +262,9 @@ void sonde__rec_event_remove(struct sonde_recorder *r, size_t i)
  * depend on it), disabled for good. */
 void sonde__rec_close_events_from(struct sonde_recorder *r, pid_t tid, size_t from)
 {
-	for (size_t i = from; i < r->n_events;) {
-		struct rec_event *e = &r->events[i];
-		struct rec_ring *ring = &r->rings[e->ring];
+	for (size_t i = from; i < r->ev.n_events;) {
+		struct rec_event *e = &r->ev.events[i];
+		struct rec_ring *ring = &r->ev.rings[e->ring];
 		if (tid && e->tid != tid) {
 			i++;
 			continue;
@@ -299,15 +284,15 @@ int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bo
 {
 	struct perf_event_attr a;
 	struct perf_event_cfg cfg = r->cfg;
-	size_t first = r->n_events;
+	size_t first = r->ev.n_events;
 
 	cfg.disabled = true;
 	cfg.enable_on_exec = on_exec;
 	cfg.no_inherit = no_inherit;
 	cfg.stack_bytes = stack_bytes;
 	sonde__perf_attr_fill(&a, &cfg);
-	for (size_t c = 0; c < r->n_cpus; c++) {
-		int fd = sonde__rec_perf_open(r, &a, tid, r->cpus[c]);
+	for (size_t c = 0; c < r->ev.n_cpus; c++) {
+		int fd = sonde__rec_perf_open(r, &a, tid, r->ev.cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* CPU went offline */
 		int err = fd < 0 ? fd
@@ -330,14 +315,14 @@ int sonde__rec_open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bo
  * attached alone, without follow_children). */
 static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool no_inherit)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
 	uint32_t bytes = t ? sonde__rec_thread_stack_bytes(r, t) : r->cfg.stack_bytes;
-	int err = sonde__rec_open_thread(r, tid, on_exec, no_inherit, bytes, r->gen);
+	int err = sonde__rec_open_thread(r, tid, on_exec, no_inherit, bytes, r->ev.gen);
 
 	/* looked up again: opening may have created entries */
-	if (!err && (t = sonde__rec_thread_get(r, tid, false))) {
+	if (!err && (t = sonde__tasks_thread(&r->tasks, tid, false))) {
 		t->own_events = true;
-		t->root_gen = r->gen;
+		t->root_gen = r->ev.gen;
 		t->root_tid = tid;
 		t->inheritors = false;
 		t->window = 0;
@@ -347,11 +332,11 @@ static int open_thread(struct sonde_recorder *r, pid_t tid, bool on_exec, bool n
 
 int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
 {
-	size_t first = r->n_events;
+	size_t first = r->ev.n_events;
 	int err = open_thread(r, tid, false, false);
 
-	for (size_t i = first; !err && r->enabled && i < r->n_events; i++)
-		err = sonde__perf_enable(r->events[i].fd);
+	for (size_t i = first; !err && r->enabled && i < r->ev.n_events; i++)
+		err = sonde__perf_enable(r->ev.events[i].fd);
 	if (err)
 		sonde__rec_close_events_from(r, tid, first);
 	return err;
@@ -359,7 +344,7 @@ int sonde__rec_open_thread_events(struct sonde_recorder *r, pid_t tid)
 
 void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
 
 	/* A long recording of a process that keeps starting threads would otherwise hold
 	 * their fds until the end. Closing an event destroys the events inherited from it:
@@ -370,15 +355,15 @@ void sonde__rec_close_thread_events(struct sonde_recorder *r, pid_t tid)
 
 uint64_t sonde__rec_read_lost_counters(struct sonde_recorder *r)
 {
-	uint64_t total = r->closed_lost;
+	uint64_t total = r->ev.closed_lost;
 
 	if (!r->cfg.read_lost)
 		return 0;
 	/* Inherited events (threads created after attaching) are not included: this is a
 	 * lower bound, which still catches losses the kernel had no chance to report. */
-	for (size_t i = 0; i < r->n_events; i++) {
+	for (size_t i = 0; i < r->ev.n_events; i++) {
 		uint64_t lost;
-		if (sonde__perf_read_lost(r->events[i].fd, &lost) == 0)
+		if (sonde__perf_read_lost(r->ev.events[i].fd, &lost) == 0)
 			total += lost;
 	}
 	return total;
@@ -393,18 +378,10 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 	if (err)
 		return err;
 	for (size_t i = 0; i < n && !err; i++) {
-		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], true);
-		if (!t) {
+		if (!sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since)) {
 			err = -ENOMEM;
 			break;
 		}
-		/* Whatever a reused tid was before, it is defined afresh. */
-		t->pid = p->pid;
-		t->defined = false;
-		t->announced = false;
-		t->since = p->since;
-		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
-			t->comm[0] = 0;
 		err = open_thread(r, tids[i], false, false);
 		if (err == -ESRCH) {
 			err = 0; /* exited meanwhile */
@@ -452,14 +429,14 @@ static void stop_denied(pid_t pid, int err)
 int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
 {
 	struct proc_stat st;
-	size_t first_event = r->n_events;
+	size_t first_event = r->ev.n_events;
 	int err = sonde__proc_stat_read(pid, 0, &st);
 
 	if (err)
 		return err;
 	if (st.state == 'Z' || st.state == 'X')
 		return -ESRCH;
-	struct rec_process *p = sonde__rec_process_get(r, pid, true);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, true);
 	if (!p)
 		return -ENOMEM;
 	p->attached = true;
@@ -472,7 +449,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 	p->since = sonde__rec_now();
 	if (mode == SONDE_ATTACH_ON_EXEC) {
 		/* Still a copy of the launcher: its mappings are replaced at exec. */
-		struct rec_thread *t = sonde__rec_thread_get(r, pid, true);
+		struct rec_thread *t = sonde__tasks_thread(&r->tasks, pid, true);
 		if (!t)
 			return -ENOMEM;
 		t->pid = pid;
@@ -526,7 +503,7 @@ int sonde__rec_check_thread(pid_t tid, pid_t *pid)
  * ours that created it). */
 static bool thread_recorded(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
 
 	return t && t->pid == p->pid && (t->own_events || t->announced);
 }
@@ -536,7 +513,7 @@ static bool thread_recorded(struct sonde_recorder *r, const struct rec_process *
 static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec_process **out)
 {
 	struct proc_stat st;
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	int err = sonde__proc_stat_read(pid, 0, &st);
 
 	if (err)
@@ -549,7 +526,7 @@ static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec
 	}
 	if (p && (err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now()))))
 		return err;
-	if (!p && !(p = sonde__rec_process_get(r, pid, true)))
+	if (!p && !(p = sonde__tasks_process(&r->tasks, pid, true)))
 		return -ENOMEM;
 	p->attached = true;
 	p->thread_only = true;
@@ -573,24 +550,16 @@ static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, p
 		else if (err)
 			return err;
 	}
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, true);
-	if (!t)
+	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now()))
 		return -ENOMEM;
-	/* whatever a reused tid was before, it is defined afresh */
-	t->pid = p->pid;
-	t->defined = false;
-	t->announced = false;
-	t->since = sonde__rec_now();
-	if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
-		t->comm[0] = 0;
-	return open_thread(r, tid, false, !r->follow_children);
+	return open_thread(r, tid, false, !r->life.follow_children);
 }
 
 int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode)
 {
 	struct rec_process *p = NULL;
 	pid_t pid;
-	size_t first_event = r->n_events;
+	size_t first_event = r->ev.n_events;
 	int err = sonde__rec_check_thread(tid, &pid);
 
 	if (err)
@@ -621,11 +590,11 @@ int sonde__rec_enable_all(struct sonde_recorder *r, bool enable)
 {
 	int first = 0;
 
-	for (size_t i = 0; i < r->n_events; i++) {
-		if (r->events[i].retired || (enable && r->events[i].armed_on_exec))
+	for (size_t i = 0; i < r->ev.n_events; i++) {
+		if (r->ev.events[i].retired || (enable && r->ev.events[i].armed_on_exec))
 			continue;
-		int err = enable ? sonde__perf_enable(r->events[i].fd)
-				 : sonde__perf_disable(r->events[i].fd);
+		int err = enable ? sonde__perf_enable(r->ev.events[i].fd)
+				 : sonde__perf_disable(r->ev.events[i].fd);
 		if (err && !first)
 			first = err;
 	}
@@ -634,9 +603,8 @@ int sonde__rec_enable_all(struct sonde_recorder *r, bool enable)
 
 int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 {
-	for (size_t i = 0; i < r->cap_threads; i++) {
-		struct rec_thread *t = &r->threads[i];
-		if (t->tid && t->pid == p->pid) {
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));) {
+		if (t->pid == p->pid) {
 			sonde__rec_close_events_from(r, t->tid, 0);
 			t->own_events = false;
 		}
@@ -653,16 +621,16 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
 {
-	if (!r->exec_check || !p->attached || p->exited)
+	if (!r->life.exec_check || !p->attached || p->exited)
 		return 0;
-	return r->exec_check(r->exec_check_ctx, p->pid) ? 0 : sonde__rec_stop_process(r, p);
+	return r->life.exec_check(r->life.exec_check_ctx, p->pid) ? 0 : sonde__rec_stop_process(r, p);
 }
 
 void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid)
 {
-	for (size_t i = 0; i < r->n_events; i++)
-		if (r->events[i].tid == pid)
-			r->events[i].armed_on_exec = false;
+	for (size_t i = 0; i < r->ev.n_events; i++)
+		if (r->ev.events[i].tid == pid)
+			r->ev.events[i].armed_on_exec = false;
 }
 
 void sonde__rec_reconcile_lost(struct sonde_recorder *r)

@@ -5,6 +5,7 @@
  * by build id. An image whose path is already wrong when it is first seen is copied at
  * once. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,8 +15,10 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
+#include "base/array.h"
 #include "record/recorder.h"
 #include "symbol/bidcache.h"
+#include "symbol/elfimg.h"
 
 /* Whether path still names the file with this inode (the device is not compared: overlay
  * file systems report another one in /proc/PID/maps than stat does). */
@@ -32,10 +35,10 @@ static bool path_is_image(const char *path, uint64_t inode)
 
 static void save(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path)
 {
-	int err = sonde__bidcache_store(r->bidcache_dir, b->id, b->len, fd, r->bidcache_bytes);
+	int err = sonde__bidcache_store(r->img.bidcache_dir, b->id, b->len, fd, r->img.bidcache_bytes);
 
 	if (err < 0)
-		sonde_warn("cannot keep %s in the build-id cache %s: %s", path, r->bidcache_dir,
+		sonde_warn("cannot keep %s in the build-id cache %s: %s", path, r->img.bidcache_dir,
 			   sonde_strerror(err));
 	else
 		r->sum.images_saved++;
@@ -43,7 +46,7 @@ static void save(struct sonde_recorder *r, struct rec_build_id *b, int fd, const
 
 void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int fd, const char *path)
 {
-	if (!r->bidcache_dir || !b->len) {
+	if (!r->img.bidcache_dir || !b->len) {
 		close(fd);
 		return;
 	}
@@ -52,46 +55,122 @@ void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int
 		close(fd);
 		return;
 	}
-	if (r->n_images_held >= REC_IMAGES_HELD_MAX || !(b->path = sonde__strdup(path))) {
+	if (r->img.n_images_held >= REC_IMAGES_HELD_MAX || !(b->path = sonde__strdup(path))) {
 		close(fd);
 		return;
 	}
 	b->fd = fd;
-	r->n_images_held++;
+	r->img.n_images_held++;
 }
 
 void sonde__rec_images_save(struct sonde_recorder *r)
 {
-	for (size_t i = 0; i < r->n_build_ids; i++) {
-		struct rec_build_id *b = &r->build_ids[i];
+	for (size_t i = 0; i < r->img.n_build_ids; i++) {
+		struct rec_build_id *b = &r->img.build_ids[i];
 		if (b->fd < 0)
 			continue;
 		if (!path_is_image(b->path, b->inode))
 			save(r, b, b->fd, b->path);
 		close(b->fd);
 		b->fd = -1;
-		r->n_images_held--;
+		r->img.n_images_held--;
 	}
 }
 
 void sonde__rec_images_free(struct sonde_recorder *r)
 {
-	for (size_t i = 0; i < r->n_build_ids; i++) {
-		if (r->build_ids[i].fd >= 0)
-			close(r->build_ids[i].fd);
-		sonde__free(r->build_ids[i].path);
+	for (size_t i = 0; i < r->img.n_build_ids; i++) {
+		if (r->img.build_ids[i].fd >= 0)
+			close(r->img.build_ids[i].fd);
+		sonde__free(r->img.build_ids[i].path);
 	}
-	r->n_images_held = 0;
+	sonde__free(r->img.build_ids);
+	sonde__free(r->img.bidcache_dir);
+	r->img.build_ids = NULL;
+	r->img.bidcache_dir = NULL;
+	r->img.n_build_ids = r->img.cap_build_ids = r->img.n_images_held = 0;
+}
+
+/* The mapped file, for its build id. map_files reaches it even when it was deleted or
+ * replaced (a kernel link, followed); the mapped path is the target's to replace (with a
+ * FIFO, a link to a device...), so it is opened as an untrusted path; the inode check
+ * makes sure a path that now names another file is not used. A descriptor or -1. */
+static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct rec_module *m)
+{
+	struct regfile_rules rules = sonde__elfimg_rules(true, &r->img.refused);
+	char path[64];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	fd = sonde__regfile_open(path, &rules, &st);
+	if (fd >= 0 && st.st_ino == m->inode)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	rules.follow = false;
+	fd = sonde__regfile_open(m->path, &rules, &st);
+	if (fd >= 0 && st.st_ino == m->inode)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* Build ids by file identity: every process mapping libc reads it once. */
+const struct rec_build_id *sonde__rec_build_id(struct sonde_recorder *r, pid_t pid,
+					       const struct rec_module *m)
+{
+	for (size_t i = 0; i < r->img.n_build_ids; i++)
+		if (r->img.build_ids[i].dev == m->dev && r->img.build_ids[i].inode == m->inode)
+			return &r->img.build_ids[i];
+	if (sonde__array_grow(&r->img.build_ids, &r->img.cap_build_ids, r->img.n_build_ids + 1,
+			      sizeof(*r->img.build_ids), 32) < 0)
+		return NULL;
+	struct rec_build_id *b = &r->img.build_ids[r->img.n_build_ids++];
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+	b->dev = m->dev;
+	b->inode = m->inode;
+
+	int fd = open_mapped_file(r, pid, m);
+	if (fd >= 0) {
+		int n = sonde__read_build_id(fd, b->id, sizeof(b->id));
+		b->len = n > 0 ? (uint8_t)n : 0;
+		sonde__rec_image_hold(r, b, fd, m->path);
+	}
+	return b;
+}
+
+int sonde__rec_image_fd(const struct sonde_recorder *r, uint64_t dev, uint64_t inode,
+			const uint8_t *build_id, size_t build_id_len)
+{
+	for (size_t i = 0; i < r->img.n_build_ids; i++) {
+		const struct rec_build_id *b = &r->img.build_ids[i];
+		if (b->dev != dev || b->inode != inode || b->fd < 0)
+			continue;
+		if (build_id_len && b->len &&
+		    (build_id_len != b->len || memcmp(build_id, b->id, b->len) != 0))
+			return -1;
+		return b->fd;
+	}
+	return -1;
+}
+
+uint64_t sonde__rec_images_refused(const struct sonde_recorder *r)
+{
+	return sonde__regfile_refusals_total(&r->img.refused);
 }
 
 int sonde__rec_images_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
 {
 	char dir[4096];
 
-	r->bidcache_bytes =
+	r->img.bidcache_bytes =
 		o->buildid_cache_bytes ? o->buildid_cache_bytes : BIDCACHE_DEFAULT_BYTES;
 	if (o->no_buildid_cache || sonde__bidcache_dir(o->buildid_cache_dir, dir, sizeof(dir)) < 0)
 		return 0;
-	r->bidcache_dir = sonde__strdup(dir);
-	return r->bidcache_dir ? 0 : -ENOMEM;
+	r->img.bidcache_dir = sonde__strdup(dir);
+	return r->img.bidcache_dir ? 0 : -ENOMEM;
 }

@@ -44,16 +44,7 @@ static int tail_image_fd(void *ctx, const struct sonde_spool_module_def *m)
 {
 	struct sonde_recorder *r = ctx;
 
-	for (size_t i = 0; i < r->n_build_ids; i++) {
-		const struct rec_build_id *b = &r->build_ids[i];
-		if (b->dev != m->dev || b->inode != m->inode || b->fd < 0)
-			continue;
-		if (m->build_id_len && b->len &&
-		    (m->build_id_len != b->len || memcmp(m->build_id, b->id, b->len) != 0))
-			return -1;
-		return b->fd;
-	}
-	return -1;
+	return sonde__rec_image_fd(r, m->dev, m->inode, m->build_id, m->build_id_len);
 }
 
 static void tail_gone(void *ctx)

@@ -33,7 +33,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
-#include "probes/tracefs.h"
+#include "perf/tracefs.h"
 #include "record/recorder.h"
 
 /* The switch-out of a thread waiting for its switch-in: what its sample held. */
@@ -175,7 +175,7 @@ static int open_one(struct sonde_recorder *r, struct perf_event_cfg *cfg, pid_t 
 	struct perf_event_attr a;
 
 	sonde__perf_attr_fill(&a, cfg);
-	int fd = sonde__perf_open(&a, tid, r->cpus[c]);
+	int fd = sonde__perf_open(&a, tid, r->ev.cpus[c]);
 	if (fd < 0)
 		return fd;
 	int err = sonde__rec_add_event(r, fd, c, tid, on_exec, gen, cfg->stack_bytes);
@@ -208,7 +208,7 @@ int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg
 
 static struct rec_offcpu *state_of(struct sonde_recorder *r, pid_t tid, bool create)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, create);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, create);
 
 	if (!t)
 		return NULL;
@@ -279,8 +279,7 @@ static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec,
 static bool keeps_switches(const struct sonde_recorder *r)
 {
 	return r->system_wide && (r->layout.sample_type & PERF_SAMPLE_CPU) &&
-	       !r->process_check && !r->n_filter_pids && !r->n_filter_tids &&
-	       !r->n_filter_comms;
+	       sonde__rec_system_unfiltered(r);
 }
 
 static int switches_start(struct sonde_recorder *r)
@@ -290,17 +289,17 @@ static int switches_start(struct sonde_recorder *r)
 
 	if (c->sw_started || !keeps_switches(r))
 		return 0;
-	for (size_t i = 0; i < r->n_cpus; i++)
-		if (r->cpus[i] >= 0 && (uint32_t)r->cpus[i] + 1 > n)
-			n = (uint32_t)r->cpus[i] + 1;
+	for (size_t i = 0; i < r->ev.n_cpus; i++)
+		if (r->ev.cpus[i] >= 0 && (uint32_t)r->ev.cpus[i] + 1 > n)
+			n = (uint32_t)r->ev.cpus[i] + 1;
 	c->sw = sonde__calloc(n ? n : 1, sizeof(*c->sw));
 	if (!c->sw)
 		return sonde__rec_error(r, -ENOMEM);
 	c->n_sw = n;
 	c->sw_started = true;
-	for (size_t i = 0; i < r->n_cpus; i++) {
-		int err = r->cpus[i] >= 0 ? sonde_spool_writer__add_switches(
-						    r->spool, (uint32_t)r->cpus[i], 0, NULL, 0)
+	for (size_t i = 0; i < r->ev.n_cpus; i++) {
+		int err = r->ev.cpus[i] >= 0 ? sonde_spool_writer__add_switches(
+						    r->spool, (uint32_t)r->ev.cpus[i], 0, NULL, 0)
 					  : 0;
 		if (err)
 			return sonde__rec_error(r, err);
@@ -352,7 +351,7 @@ static int switches_push(struct sonde_recorder *r, const struct perf_rec *rec, i
 	 * unrecorded (some kernels leave the idle task's, on some CPUs, or all of some
 	 * tasks'). It is written as inferred, where this task came in by the intervals. */
 	if (b->known && b->next != (uint32_t)prev_pid) {
-		struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)prev_pid, false);
+		struct rec_thread *t = sonde__tasks_thread(&r->tasks, (pid_t)prev_pid, false);
 		uint64_t at = rec->time;
 		if (t && t->off && t->off->in_ns > b->last_ns && t->off->in_ns <= rec->time)
 			at = t->off->in_ns;
@@ -406,7 +405,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		r->sum.offcpu_short_ns += dur;
 		return 0;
 	}
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	if (!p) {
 		r->sum.offcpu_dropped++;
 		return 0;
@@ -437,8 +436,8 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		.state = o->state,
 		.waker_tid = o->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
-	err = unknown ? sonde_spool_writer__add_unknown(r->spool, &iv, r->frames, n)
-		      : sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
+	err = unknown ? sonde_spool_writer__add_unknown(r->spool, &iv, r->unw.frames, n)
+		      : sonde_spool_writer__add_offcpu(r->spool, &iv, r->unw.frames, n);
 	if (err == -EINVAL) {
 		/* a frame in a module retired while the thread was off the CPU: the interval
 		 * is dropped, the recording goes on */
@@ -455,7 +454,7 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 
 static int switch_in(struct sonde_recorder *r, pid_t tid, uint64_t time)
 {
-	struct rec_thread *t = tid > 0 ? sonde__rec_thread_get(r, tid, false) : NULL;
+	struct rec_thread *t = tid > 0 ? sonde__tasks_thread(&r->tasks, tid, false) : NULL;
 
 	if (!t || !t->off || !t->off->pending || time < t->off->out_ns)
 		return 0;
@@ -468,7 +467,7 @@ static int switch_in(struct sonde_recorder *r, pid_t tid, uint64_t time)
  * is all of its run: the interval is dropped then. */
 static int seen_running(struct sonde_recorder *r, pid_t tid, uint64_t time, bool leaving)
 {
-	struct rec_thread *t = tid > 0 ? sonde__rec_thread_get(r, tid, false) : NULL;
+	struct rec_thread *t = tid > 0 ? sonde__tasks_thread(&r->tasks, tid, false) : NULL;
 
 	if (!t || !t->off || !t->off->pending || time <= t->off->out_ns)
 		return 0;
@@ -487,7 +486,7 @@ static int seen_running(struct sonde_recorder *r, pid_t tid, uint64_t time, bool
 
 static void on_waking(struct sonde_recorder *r, const struct perf_rec *rec, pid_t wakee)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, wakee, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, wakee, false);
 
 	if (!t || !t->off || !t->off->pending || t->off->wake_ns)
 		return;
@@ -562,8 +561,8 @@ int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *re
  * the report shows that time as unknown. */
 void sonde__rec_offcpu_loss(struct sonde_recorder *r)
 {
-	for (size_t i = 0; r->offcpu.on && i < r->cap_threads; i++) {
-		struct rec_offcpu *o = r->threads[i].tid ? r->threads[i].off : NULL;
+	for (struct rec_thread *t = NULL; r->offcpu.on && (t = sonde__tasks_next_thread(&r->tasks, t));) {
+		struct rec_offcpu *o = t->off;
 		if (o && o->pending)
 			o->lost = true;
 	}
@@ -637,9 +636,8 @@ int sonde__rec_offcpu_finish(struct sonde_recorder *r)
 	}
 	uint64_t end = sonde__rec_time(r, sonde__rec_now());
 
-	for (size_t i = 0; r->offcpu.on && i < r->cap_threads; i++) {
-		struct rec_thread *t = &r->threads[i];
-		if (!t->tid || !t->off)
+	for (struct rec_thread *t = NULL; r->offcpu.on && (t = sonde__tasks_next_thread(&r->tasks, t));) {
+		if (!t->off)
 			continue;
 		int err = t->off->pending ? close_interval(r, t, end, true) : 0;
 		if (!err)

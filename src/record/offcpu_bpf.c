@@ -190,13 +190,13 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	/* -a filtered by pid alone: those and their children; filtered by thread or name as
 	 * well: every process, the recorder keeps the selected ones */
 	s->rodata->all_tasks =
-		r->system_wide && (!r->filter_pids || r->filter_tids || r->filter_comms);
+		r->system_wide && (!r->filt.filter_pids || r->filt.filter_tids || r->filt.filter_comms);
 	s->rodata->self_pid = (__u32)getpid();
 	s->rodata->min_ns = r->offcpu.min_ns;
 	uint32_t copy = r->cfg.stack_bytes;
 	s->rodata->copy_bytes = copy > SONDE_BPF_STACK_MAX ? SONDE_BPF_STACK_MAX : copy;
 	s->rodata->kernel_stacks = o->kernel;
-	s->rodata->follow = r->system_wide || r->follow_children;
+	s->rodata->follow = r->system_wide || r->life.follow_children;
 	/* -a: every process's long waits, while the recorder unwinds a batch: a larger ring
 	 * (one loss in a bench/offcpu.py -a run with 8 MiB) */
 	int err = r->system_wide ? bpf_map__set_max_entries(s->maps.waits, RING_BYTES_SYSTEM) : 0;
@@ -220,15 +220,15 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	b->rb = ring_buffer__new(bpf_map__fd(s->maps.waits), on_wait, r, NULL);
 	if (!b->rb)
 		return -errno;
-	for (size_t i = 0; !s->rodata->all_tasks && i < r->n_filter_pids; i++) {
-		__u32 key = (__u32)r->filter_pids[i];
+	for (size_t i = 0; !s->rodata->all_tasks && i < r->filt.n_filter_pids; i++) {
+		__u32 key = (__u32)r->filt.filter_pids[i];
 		__u8 v = 2;
 		if (bpf_map__update_elem(s->maps.targets, &key, sizeof(key), &v, sizeof(v),
 					 BPF_ANY) < 0)
 			return -errno;
 	}
 	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = REC_BPF_EPOLL_DATA};
-	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(b->rb), &ev) < 0)
+	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(b->rb), &ev) < 0)
 		return -errno;
 	return 0;
 }
@@ -385,7 +385,7 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 		.state = w->state,
 		.waker_tid = w->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
-	err = sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
+	err = sonde_spool_writer__add_offcpu(r->spool, &iv, r->unw.frames, n);
 	if (err == -EINVAL) {
 		/* a frame in a module retired meanwhile, as in offcpu.c */
 		r->sum.offcpu_dropped++;

@@ -191,8 +191,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		err = configure_tracepoint(r, o.tracepoint);
 		if (err)
 			return err;
-		if (o.tracepoint_filter &&
-		    !(r->tracepoint_filter = sonde__strdup(o.tracepoint_filter)))
+		if (o.tracepoint_filter && sonde__rec_set_tracepoint_filter(r, o.tracepoint_filter))
 			return -ENOMEM;
 	} else if (!o.sample_period && (o.frequency == 0 || o.frequency > max)) {
 		sonde_error(
@@ -210,10 +209,10 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		sonde_error("ring size %u pages is not a power of two", o.ring_pages);
 		return -SONDE_E_RANGE;
 	}
-	r->follow_children = o.follow_children;
-	r->frame_pointers_only = o.frame_pointers_only;
-	r->exec_check = o.exec_check;
-	r->exec_check_ctx = o.exec_check_ctx;
+	r->life.follow_children = o.follow_children;
+	r->unw.frame_pointers_only = o.frame_pointers_only;
+	r->life.exec_check = o.exec_check;
+	r->life.exec_check_ctx = o.exec_check_ctx;
 	r->cfg.no_children = !o.follow_children;
 	r->cfg.freq = o.frequency;
 	r->cfg.period = o.sample_period;
@@ -223,14 +222,14 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 	if (err_img)
 		return err_img;
 	r->cfg.stack_bytes = o.stack_bytes ? (o.stack_bytes + 7) & ~7u : PERF_STACK_DEFAULT;
-	r->ring_pages = o.ring_pages;
+	r->ev.ring_pages = o.ring_pages;
 	r->sum.frequency = r->cfg.period || r->cfg.kind == PERF_KIND_TRACEPOINT || r->cfg.dummy
 				   ? 0
 				   : r->cfg.freq;
 	r->sum.stack_bytes = r->cfg.stack_bytes;
 	r->sum.stack_bytes_min = r->sum.stack_bytes_max = r->cfg.stack_bytes;
 	/* no size given: each thread's copy is sized by what its unwinds need (resize.c) */
-	r->adaptive = !o.stack_bytes;
+	r->ev.adaptive = !o.stack_bytes;
 	return (int)o.event;
 }
 
@@ -271,11 +270,11 @@ static uint64_t ring_mlock_cap(size_t online)
 
 void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o)
 {
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), cap = ring_mlock_cap(r->n_cpus);
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), cap = ring_mlock_cap(r->ev.n_cpus);
 
 	r->sum.ring_bytes_cap = cap ? cap : RING_CAP_BYTES;
 	if (o->ring_pages) {
-		r->ring_pages = o->ring_pages;
+		r->ev.ring_pages = o->ring_pages;
 		return;
 	}
 	/* A ring holds a CPU's samples for RING_BUDGET_MS: per-thread events sample each
@@ -300,7 +299,7 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 		rate += 1000;
 	uint64_t want = rate * sample * budget / 1000;
 	/* the bound over all rings, each ring's meta page included */
-	uint64_t per_ring = r->sum.ring_bytes_cap / (r->n_cpus ? r->n_cpus : 1);
+	uint64_t per_ring = r->sum.ring_bytes_cap / (r->ev.n_cpus ? r->ev.n_cpus : 1);
 	per_ring = per_ring > page ? per_ring - page : page;
 	if (want > per_ring)
 		want = per_ring;
@@ -311,7 +310,7 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	 * the budget when the bound allows it */
 	if ((uint64_t)pages * page < want && (uint64_t)pages * 2 * page <= per_ring)
 		pages *= 2;
-	r->ring_pages = pages;
+	r->ev.ring_pages = pages;
 }
 
 /* What the recorder would drop on reading a record, dropped before the stream copies
@@ -327,7 +326,7 @@ static enum perf_stream_keep stream_filter(void *ctx, const struct perf_rec *rec
 
 	if (rec->type != PERF_RECORD_SAMPLE)
 		return PERF_STREAM_KEEP;
-	bool self = r->system_wide && rec->pid == (uint32_t)r->self_pid;
+	bool self = r->system_wide && sonde__rec_is_self(r, (pid_t)rec->pid);
 	if (r->offcpu.on && s->raw && s->raw_size >= sizeof(type)) {
 		memcpy(&type, s->raw, sizeof(type));
 		if (type == r->offcpu.waking_id || (type == r->offcpu.switch_id &&
@@ -355,13 +354,13 @@ static enum perf_stream_keep stream_filter(void *ctx, const struct perf_rec *rec
  * generation switch grows it (resize.c swaps them). */
 static int add_sources(struct sonde_recorder *r)
 {
-	for (size_t i = 0; i < r->n_cpus; i++) {
+	for (size_t i = 0; i < r->ev.n_cpus; i++) {
 		int a = sonde__perf_stream_add_source(r->stream);
 		int b = a < 0 ? a : sonde__perf_stream_add_source(r->stream);
 		if (b < 0)
 			return b;
-		r->rings[i].src = a;
-		r->rings[i].next_src = b;
+		r->ev.rings[i].src = a;
+		r->ev.rings[i].next_src = b;
 	}
 	return 0;
 }
@@ -372,20 +371,20 @@ static struct sonde_recorder *recorder_alloc(void)
 
 	if (!r)
 		return NULL;
-	r->epfd = -1;
+	r->ev.epfd = -1;
 	r->out_fd = -1;
-	r->gen = 1;
+	r->ev.gen = 1;
 	sonde__perf_event_layout(&r->layout);
 	r->sum.sz = sizeof(r->sum);
 	struct timespec boot;
 	clock_gettime(CLOCK_BOOTTIME, &boot);
-	r->boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
+	r->life.boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
 				      (uint64_t)boot.tv_nsec - sonde__rec_now());
-	if (sonde__perf_online_cpus(&r->cpus, &r->n_cpus) < 0 ||
-	    !(r->rings = sonde__calloc(r->n_cpus, sizeof(*r->rings))) ||
+	if (sonde__perf_online_cpus(&r->ev.cpus, &r->ev.n_cpus) < 0 ||
+	    !(r->ev.rings = sonde__calloc(r->ev.n_cpus, sizeof(*r->ev.rings))) ||
 	    !(r->stream = sonde__perf_stream_new(&r->layout, stream_filter, r)) ||
-	    add_sources(r) < 0 || (r->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-	    !(r->unwind_cache = sonde__unwind_cache_new())) {
+	    add_sources(r) < 0 || (r->ev.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    !(r->unw.unwind_cache = sonde__unwind_cache_new())) {
 		sonde_recorder__free(r);
 		return NULL;
 	}
@@ -398,17 +397,17 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	sonde__perf_event_layout_cfg(&r->layout, &r->cfg);
 	sonde__perf_stream_set_layout(r->stream, &r->layout);
 	r->sum.kernel_enabled = r->cfg.kernel;
-	r->sum.kernel_error = r->kernel_error;
+	r->sum.kernel_error = r->kern.kernel_error;
 	r->sum.kernel_time = r->cfg.kernel || r->cfg.kernel_time;
-	r->sum.kernel_time_error = r->kernel_time_error;
+	r->sum.kernel_time_error = r->kern.kernel_time_error;
 	snprintf(r->sum.event, sizeof(r->sum.event), "%s",
 		 r->cfg.dummy ? "dummy" : sonde__perf_kind_name(r->cfg.kind));
-	r->sum.cycles_error = r->cycles_error;
+	r->sum.cycles_error = r->kern.cycles_error;
 	/* Wake the caller once a quarter of a ring is used, not at every sample: fewer
 	 * wakeups, and a quarter of the time budget the ring was sized for (the caller also
 	 * polls with a timeout). The kernel clamps the watermark to the ring actually mapped. */
 	r->cfg.wakeup_bytes =
-		(uint32_t)((uint64_t)r->ring_pages * (uint64_t)sysconf(_SC_PAGESIZE) / 4);
+		(uint32_t)((uint64_t)r->ev.ring_pages * (uint64_t)sysconf(_SC_PAGESIZE) / 4);
 
 	r->start_mono = sonde__rec_now();
 	struct sonde_spool_header h = {.start_time_ns = wall_now(),
@@ -600,7 +599,7 @@ static int attach_system(struct sonde_recorder *r, sonde_spool_write_fn write, v
 	if (!err)
 		err = sonde__rec_choose_event(r, -1, want);
 	if (err) {
-		if (err != -EINVAL && err != -ENOMEM && !r->event_error_said)
+		if (err != -EINVAL && err != -ENOMEM && !r->ev.event_error_said)
 			explain_system_error(err);
 		return err;
 	}
@@ -666,7 +665,7 @@ struct sonde_recorder *sonde_recorder__attach_system(const char *path,
 
 int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
@@ -724,7 +723,7 @@ int sonde_recorder__attach_thread(struct sonde_recorder *r, pid_t tid, enum sond
 
 int sonde_recorder__detach_process(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
@@ -737,7 +736,7 @@ int sonde_recorder__detach_process(struct sonde_recorder *r, pid_t pid)
 
 int sonde_recorder__epoll_fd(const struct sonde_recorder *r)
 {
-	return r->epfd;
+	return r->ev.epfd;
 }
 
 int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
@@ -757,10 +756,10 @@ static int drain_rings(struct sonde_recorder *r)
 {
 	int first = sonde__rec_offcpu_bpf_drain(r);
 
-	for (size_t i = 0; i < r->n_cpus; i++) {
-		if (!r->rings[i].mapped)
+	for (size_t i = 0; i < r->ev.n_cpus; i++) {
+		if (!r->ev.rings[i].mapped)
 			continue;
-		int err = sonde__rec_drain_ring(r, &r->rings[i]);
+		int err = sonde__rec_drain_ring(r, &r->ev.rings[i]);
 		if (err && !first)
 			first = err;
 	}
@@ -834,11 +833,11 @@ static void drop_hung_up(struct sonde_recorder *r, const struct epoll_event *ev,
 	for (int i = 0; i < n; i++) {
 		if (sonde__rec_offcpu_bpf_is_ring(ev[i].data.u64))
 			continue;
-		struct rec_ring *ring = &r->rings[ev[i].data.u64];
+		struct rec_ring *ring = &r->ev.rings[ev[i].data.u64];
 		/* A ring whose events all ended stays readable forever: stop waiting on it (its
 		 * remaining records are still drained). */
 		if ((ev[i].events & (EPOLLHUP | EPOLLERR)) && !ring->hup) {
-			epoll_ctl(r->epfd, EPOLL_CTL_DEL, ring->ring.fd, NULL);
+			epoll_ctl(r->ev.epfd, EPOLL_CTL_DEL, ring->ring.fd, NULL);
 			ring->hup = true;
 		}
 	}
@@ -854,7 +853,7 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 	if (!OPTS_OUT_VALID(out))
 		return -EINVAL;
 	if (timeout_ms != 0) {
-		int n = epoll_wait(r->epfd, ev, 16, timeout_ms);
+		int n = epoll_wait(r->ev.epfd, ev, 16, timeout_ms);
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		drop_hung_up(r, ev, n);
@@ -893,8 +892,8 @@ bool sonde_recorder__has_pending_events(const struct sonde_recorder *r)
 {
 	if (sonde__perf_stream_count(r->stream) > 0)
 		return true;
-	for (size_t i = 0; i < r->n_cpus; i++)
-		if (r->rings[i].mapped && sonde__perf_ring_pending(&r->rings[i].ring) > 0)
+	for (size_t i = 0; i < r->ev.n_cpus; i++)
+		if (r->ev.rings[i].mapped && sonde__perf_ring_pending(&r->ev.rings[i].ring) > 0)
 			return true;
 	return false;
 }
@@ -906,15 +905,15 @@ int sonde_recorder__enable(struct sonde_recorder *r)
 	int err = sonde__rec_enable_all(r, true);
 	if (err)
 		sonde_error("cannot enable sampling: %s", sonde_strerror(err));
-	for (size_t i = 0; i < r->n_procs; i++) {
-		int rerr = sonde__proc_resume(&r->procs[i].stop);
+	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
+		int rerr = sonde__proc_resume(&sonde__tasks_proc_at(&r->tasks, i)->stop);
 		if (!rerr || rerr == -ESRCH)
 			continue; /* a process that died while stopped needs no resuming */
 		if (err) {
 			sonde__rec_context_error(r, rerr,
 						 "resuming a process stopped for attaching");
 		} else {
-			sonde_error("cannot resume pid %d: %s", (int)r->procs[i].pid,
+			sonde_error("cannot resume pid %d: %s", (int)sonde__tasks_proc_at(&r->tasks, i)->pid,
 				    strerror(-rerr));
 			err = rerr;
 		}
@@ -940,18 +939,20 @@ int sonde_recorder__summary(const struct sonde_recorder *r, struct sonde_record_
 		s.duration_ns = sonde__rec_now() - r->start_mono;
 	if (r->finished)
 		s.duration_ns = r->sum.duration_ns;
-	s.unwind_cfi_frames = r->unwind_stats.cfi_steps;
-	s.unwind_fp_frames = r->unwind_stats.fp_steps;
+	s.unwind_cfi_frames = r->unw.unwind_stats.cfi_steps;
+	s.unwind_fp_frames = r->unw.unwind_stats.fp_steps;
 	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++)
-		s.unwind_fallbacks[i] = r->unwind_stats.fallbacks[i];
-	s.files_refused = sonde__regfile_refusals_total(&r->refused);
+		s.unwind_fallbacks[i] = r->unw.unwind_stats.fallbacks[i];
+	s.files_refused = sonde__rec_images_refused(r);
+	s.processes = (uint32_t)r->tasks.procs_created;
+	s.threads = (uint32_t)r->tasks.threads_created;
 	memcpy(out, &s, out->sz < sizeof(s) ? out->sz : sizeof(s));
 	return 0;
 }
 
 int sonde_recorder__process_is_active(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (!p)
 		return -EINVAL;
@@ -964,8 +965,8 @@ static int count_alive(struct sonde_recorder *r, pid_t except, bool any_only)
 {
 	int n = 0;
 
-	for (size_t i = 0; i < r->n_procs; i++) {
-		struct rec_process *p = &r->procs[i];
+	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
+		struct rec_process *p = sonde__tasks_proc_at(&r->tasks, i);
 		if (p->exited || (except && p->pid == except))
 			continue;
 		int alive = sonde__rec_process_alive(r, p);
@@ -992,7 +993,7 @@ int sonde_recorder__active_process_count(struct sonde_recorder *r)
 
 int sonde_recorder__refresh_threads(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (r->finished)
 		return -SONDE_E_STATE;
@@ -1032,8 +1033,8 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 		return -SONDE_E_STATE;
 	keep_first(r, &first, sonde_recorder__disable(r), "disabling events");
 	sonde__rec_offcpu_bpf_stop(r);
-	for (size_t i = 0; i < r->n_procs; i++)
-		keep_first(r, &first, sonde__proc_resume(&r->procs[i].stop),
+	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++)
+		keep_first(r, &first, sonde__proc_resume(&sonde__tasks_proc_at(&r->tasks, i)->stop),
 			   "resuming a stopped process");
 	keep_first(r, &first, drain_and_process(r, true, &pr), "the final drain");
 	/* The events are disabled, so nothing more can be lost: a gap still open (a loss
@@ -1048,7 +1049,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	 * kernel never reported are counted). */
 	struct sonde_spool_account acct = {
 		.kernel_time = r->sum.kernel_time ? 1 : 0,
-		.kernel_error = r->sum.kernel_time ? 0 : (uint32_t)-r->kernel_time_error,
+		.kernel_error = r->sum.kernel_time ? 0 : (uint32_t)-r->kern.kernel_time_error,
 		.lost_records = r->sum.lost_events,
 		.lost_samples = r->sum.lost_samples,
 		.offcpu_dropped = r->sum.offcpu_dropped,
@@ -1073,23 +1074,23 @@ void sonde_recorder__free(struct sonde_recorder *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->n_events; i++) {
+	for (size_t i = 0; i < r->ev.n_events; i++) {
 		if (!r->finished)
-			sonde__perf_disable(r->events[i].fd);
+			sonde__perf_disable(r->ev.events[i].fd);
 	}
-	for (size_t i = 0; i < r->n_procs; i++)
-		sonde__proc_resume(&r->procs[i].stop);
-	for (size_t i = 0; r->rings && i < r->n_cpus; i++) {
-		if (r->rings[i].mapped)
-			sonde__perf_ring_unmap(&r->rings[i].ring);
-		if (r->rings[i].next_mapped)
-			sonde__perf_ring_unmap(&r->rings[i].next);
+	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++)
+		sonde__proc_resume(&sonde__tasks_proc_at(&r->tasks, i)->stop);
+	for (size_t i = 0; r->ev.rings && i < r->ev.n_cpus; i++) {
+		if (r->ev.rings[i].mapped)
+			sonde__perf_ring_unmap(&r->ev.rings[i].ring);
+		if (r->ev.rings[i].next_mapped)
+			sonde__perf_ring_unmap(&r->ev.rings[i].next);
 	}
-	for (size_t i = 0; i < r->n_events; i++)
-		close(r->events[i].fd);
+	for (size_t i = 0; i < r->ev.n_events; i++)
+		close(r->ev.events[i].fd);
 	sonde__rec_offcpu_bpf_free(r);
-	if (r->epfd >= 0)
-		close(r->epfd);
+	if (r->ev.epfd >= 0)
+		close(r->ev.epfd);
 	if (r->out_fd >= 0)
 		close(r->out_fd);
 	sonde__rec_live_free(r);
@@ -1097,16 +1098,11 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde__perf_stream_free(r->stream);
 	sonde__rec_track_free(r);
 	sonde__rec_offcpu_release(r);
-	sonde__free(r->filter_pids);
-	sonde__free(r->tracepoint_filter);
-	sonde__u64map_free(&r->checked);
-	sonde__free(r->filter_tids);
-	sonde__free(r->filter_comms);
-	sonde__free(r->bidcache_dir);
-	sonde__unwind_cache_free(r->unwind_cache);
-	sonde__free(r->events);
-	sonde__free(r->ids);
-	sonde__free(r->rings);
-	sonde__free(r->cpus);
+	sonde__rec_filters_free(r);
+	sonde__unwind_cache_free(r->unw.unwind_cache);
+	sonde__free(r->ev.events);
+	sonde__free(r->ev.ids);
+	sonde__free(r->ev.rings);
+	sonde__free(r->ev.cpus);
 	sonde__free(r);
 }

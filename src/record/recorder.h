@@ -20,111 +20,23 @@
 #include "perf/stream.h"
 #include "base/regfile.h"
 #include "base/u64map.h"
-#include "probes/ftrace_format.h"
+#include "perf/ftrace_format.h"
 #include "proc/proc.h"
 #include "record/live.h"
 #include "record/modules.h"
 #include "record/offcpu_bpf.h"
+#include "record/events.h"
+#include "record/filters.h"
+#include "record/images.h"
+#include "record/tasks.h"
 #include "unwind/cache.h"
 #include "unwind/dwarf.h"
 
 /* Kernel frames kept per sample; perf's own default limit (kernel.perf_event_max_stack)
  * is 127. */
 enum { REC_KERNEL_MAX_FRAMES = 256 };
-/* Exited threads whose names are kept (struct sonde_recorder.gone). */
-enum { REC_GONE_NAMES = 256 };
 /* Lowest kernel address on x86-64 (the upper half of the canonical address space). */
 #define REC_KERNEL_START 0xffff800000000000ull
-
-struct rec_ring {
-	struct perf_ring ring;
-	int src, next_src; /* the stream's sources of ring and next */
-	bool mapped;
-	bool hup;	/* removed from epoll after POLLHUP (still drained) */
-	bool lost_seen; /* a LOST record came out of it since the last look */
-	/* Its replacement while a generation switch grows it (resize.c): the new events
-	 * write there, the old ones here until they are disabled. */
-	struct perf_ring next;
-	bool next_mapped;
-	unsigned grow_pages; /* the size it grows to in the switch under way, 0: none */
-};
-
-struct rec_event {
-	int fd;
-	int ring; /* index into rings (= CPU index) */
-	pid_t tid;
-	bool armed_on_exec;   /* enable_on_exec still pending: enabling by hand would sample the
-			       * launcher before its exec */
-	bool retired;	      /* its thread is gone, but it owns its ring: kept open, disabled */
-	uint32_t gen;	      /* the generation it belongs to (resize.c) */
-	uint32_t stack_bytes; /* its sample_stack_user */
-};
-
-/* Every event the recording opened, by the id its records carry (PERF_SAMPLE_ID: an
- * inherited event's records carry its parent's), kept after the event is closed while its
- * records may still be queued. Sorted by id. */
-struct rec_event_id {
-	uint64_t id;
-	pid_t tid;	      /* the thread it was opened on (-1: a CPU) */
-	uint32_t gen;	      /* its generation */
-	uint32_t stack_bytes; /* its stack copy */
-	bool dead;	      /* of a switch that was abandoned: its records are dropped */
-};
-
-struct rec_process {
-	pid_t pid;
-	uint64_t start_time; /* 0 when unknown (a child seen only through FORK) */
-	bool attached;	     /* attached explicitly, as opposed to followed */
-	bool thread_only;    /* attached by thread (-t): only some threads have events */
-	bool selected;	     /* system-wide filters: every thread of it is recorded */
-	bool exited;
-	bool has_spool_modules; /* modules defined in the spool since the last retirement */
-	struct proc_stopped stop;
-	struct rec_modtable mods;
-	uint64_t fork_time;	   /* monotonic ns of its fork record (followed children) */
-	uint64_t attach_ticks;	   /* boot time in clock ticks when its threads were listed */
-	uint64_t exe_dev, exe_ino; /* /proc/PID/exe when last checked; 0 when unknown */
-	/* Monotonic ns from which records of this pid belong to this process: older ones
-	 * (still queued when the pid was reused) are of its predecessor and are ignored. */
-	uint64_t since;
-};
-
-struct rec_thread {
-	pid_t tid; /* 0: empty slot */
-	pid_t pid;
-	uint32_t spool_id; /* valid when defined */
-	bool defined;
-	bool own_events; /* events opened on it by the recorder (not inherited) */
-	bool announced;	 /* a fork record created it: it inherited the events */
-	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
-	uint64_t since;	 /* as rec_process.since, for a reused tid */
-	char comm[16];
-	/* Stack copy sizing (resize.c). The events sampling it are its own (root_gen: the
-	 * generation they belong to, 0 when it has none) or inherited from root_tid's. */
-	uint32_t root_gen;
-	pid_t root_tid;
-	bool inheritors;	/* threads created since inherited its own events */
-	bool grow;		/* a stack was cut by the end of its copy: double it */
-	uint32_t copy_bytes;	/* the copy its last sample had */
-	uint32_t min_bytes;	/* never below this: a size it had to grow to */
-	uint32_t reach;		/* most stack bytes an unwind of it needed in the window */
-	uint32_t window;	/* samples since its events were last reopened (the window) */
-	uint32_t cuts;		/* of them, cut by the end of a full copy */
-	bool too_deep;		/* cut even by the largest copy: back to STACK_TOO_DEEP */
-	uint32_t regen_mark;	/* generation a switch in progress gave it events in */
-	struct rec_offcpu *off; /* off-CPU state (offcpu.c), NULL until its first switch-out */
-};
-
-struct rec_build_id {
-	uint64_t dev, inode;
-	uint8_t len;
-	uint8_t id[32];
-	int fd;	    /* the image, held until finish (images.c), or -1 */
-	char *path; /* its path when held */
-};
-
-/* Images held open at once, to be checked (and kept if deleted) when the recording ends. */
-enum { REC_IMAGES_HELD_MAX = 256 };
 
 /* Off-CPU recording (offcpu.c): the tracepoints and their fields. */
 struct rec_offcpu_cfg {
@@ -140,96 +52,56 @@ struct rec_offcpu_cfg {
 	bool sw_started; /* the empty runs that announce them are written */
 };
 
-struct sonde_recorder {
-	struct perf_layout layout;
-	struct perf_event_cfg cfg;
+/* Lifecycle and loss recovery (recover.c). */
+struct rec_life {
+	bool follow_children;
+	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
+	void *exec_check_ctx;
+	uint64_t gaps_open;	/* losses reported since the last completed sweep */
+	uint64_t last_sweep;	/* sonde__rec_now() when the last sweep ran */
+	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
+};
+
+/* Kernel frames and time: what was refused, and the spool modules kernel frames use. */
+struct rec_kernel {
 	int cycles_error;
 	int kernel_error;	     /* kernel frames were asked for and refused: why */
 	int kernel_time_error;	     /* kernel time was to be sampled and was refused: why */
 	uint32_t kernel_module;	     /* spool id of the kernel module, 0 until first needed */
 	uint32_t kernel_leaf_module; /* spool id of "[kernel]", 0 until first needed */
-	uint32_t ring_pages;
+};
 
-	int *cpus;
-	size_t n_cpus;
-	struct rec_ring *rings; /* one per CPU */
-	struct rec_event *events;
-	size_t n_events, cap_events;
-	int epfd;
-	struct perf_stream *stream; /* every ring's records, decoded, in time order */
-
-	struct sonde_spool_writer *spool;
-	int out_fd; /* owned when recording to a path, else -1 */
-
-	struct rec_process *procs;
-	size_t n_procs, cap_procs;
-	struct rec_thread *threads; /* open addressing on tid, cap a power of two */
-	size_t n_threads, cap_threads;
-	/* The names of the threads that exited last: per-CPU events still sample a task on its
-	 * way out after its exit record, when /proc no longer names it. A ring, newest at
-	 * gone_next - 1. */
-	struct {
-		pid_t tid;
-		char comm[16];
-	} gone[REC_GONE_NAMES];
-	uint32_t gone_next;
-	struct rec_build_id *build_ids;
-	size_t n_build_ids, cap_build_ids;
-	size_t n_images_held;
-	char *bidcache_dir; /* where deleted or replaced images are kept; NULL: nowhere */
-	uint64_t bidcache_bytes;
-	struct regfile_refusals refused; /* mapped files not read (base/regfile.h) */
-
-	struct sonde_record_summary sum;
-	uint64_t start_mono, last_time;
-	int first_error;
-	bool enabled, finished;
-	struct rec_live live; /* periodic pushes, the tail (live.c) */
-
+/* Unwinding a sample (track.c, stack.c). */
+struct rec_unwind {
 	/* A sample's stack: its kernel frames (at most REC_KERNEL_MAX_FRAMES), then the user
 	 * frames of the unwind. */
 	struct sonde_spool_frame frames[REC_KERNEL_MAX_FRAMES + UNWIND_MAX_FRAMES];
 	struct unwind_cache *unwind_cache; /* CFI tables of every file seen, built on first use */
 	struct unwind_stats unwind_stats;
+	bool frame_pointers_only; /* opts.frame_pointers_only */
+};
 
-	/* Lifecycle and loss recovery (recover.c). */
-	bool follow_children;
-	bool frame_pointers_only;		  /* opts.frame_pointers_only */
-	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
-	void *exec_check_ctx;
-	uint64_t gaps_open;	/* losses reported since the last completed sweep */
-	uint64_t last_sweep;	/* sonde__rec_now() when the last sweep ran */
-	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
-	uint64_t closed_lost;	/* lost counts of event fds already closed */
-	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
-
-	/* Per-thread stack copies and ring growth by generation switch (resize.c). */
-	bool adaptive;	     /* size each thread's copy (no --stack-size given) */
-	uint32_t gen;	     /* the current generation of events */
-	uint64_t gen_cut;    /* monotonic ns from which the current generation alone samples */
-	uint64_t last_regen; /* sonde__rec_now() of the last switch (or its attempt) */
-	bool switching;	     /* a switch is opening the next generation's events */
-	bool regen_grow;     /* a thread's stack was cut: switch at the next poll */
-	struct rec_event_id *ids;
-	size_t n_ids, cap_ids;
-
-	/* System-wide recording (system.c). */
+/* The recorder: its parts, and what the recording as a whole is. */
+struct sonde_recorder {
+	struct perf_layout layout;
+	struct perf_event_cfg cfg;
+	struct rec_kernel kern;
+	struct rec_events ev;	    /* events, rings, ids, generations (events.h) */
+	struct perf_stream *stream; /* every ring's records, decoded, in time order */
+	struct sonde_spool_writer *spool;
+	int out_fd;		  /* owned when recording to a path, else -1 */
+	struct rec_tasks tasks;	  /* processes and threads (tasks.h) */
+	struct rec_images img;	  /* build ids, held images, the build-id cache (images.h) */
+	struct rec_filters filt;  /* system-wide filters, the tracepoint filter (filters.h) */
+	struct rec_offcpu_cfg offcpu; /* off-CPU state not per thread (offcpu.c) */
+	struct rec_life life;	  /* lifecycle and loss recovery (recover.c) */
+	struct rec_unwind unw;
+	struct rec_live live; /* periodic pushes, the tail (live.c) */
+	struct sonde_record_summary sum;
+	uint64_t start_mono, last_time;
+	int first_error;
+	bool enabled, finished;
 	bool system_wide;
-	pid_t self_pid;	    /* the recorder's own process: never recorded */
-	pid_t *filter_pids; /* record only these and their descendants; NULL: every process */
-	size_t n_filter_pids;
-	bool (*process_check)(void *ctx, pid_t pid); /* opts.process_check */
-	void *process_check_ctx;
-	struct u64map checked; /* pid -> CHECK_ALLOWED / CHECK_REFUSED: process_check's answer */
-	/* The tracepoint's filter (opts.tracepoint_filter), set on every event; NULL: none */
-	char *tracepoint_filter;
-	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
-
-	struct rec_offcpu_cfg offcpu;
-	pid_t *filter_tids; /* and these threads, and what they create */
-	size_t n_filter_tids;
-	char (*filter_comms)[16]; /* and the tasks so named at their sample */
-	size_t n_filter_comms;
 };
 
 /* Keeps the first error of the recording; returns err. */
@@ -327,7 +199,18 @@ void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int
 			   const char *path);
 /* Copies the held images whose path no longer leads to them into the build-id cache. */
 void sonde__rec_images_save(struct sonde_recorder *r);
+/* Frees the build ids and what they hold (images.c owns r->img). */
 void sonde__rec_images_free(struct sonde_recorder *r);
+/* The build id of module m of pid, read once per file (by device and inode, through
+ * /proc/PID/map_files first, as an untrusted path else), its image held. NULL: no memory. */
+const struct rec_build_id *sonde__rec_build_id(struct sonde_recorder *r, pid_t pid,
+					       const struct rec_module *m);
+/* The held image of file (dev, inode), borrowed until the next call into the recorder, or
+ * -1 (none, or its build id is not build_id when one is given). */
+int sonde__rec_image_fd(const struct sonde_recorder *r, uint64_t dev, uint64_t inode,
+			const uint8_t *build_id, size_t build_id_len);
+/* Mapped files not read (base/regfile.h's refusals), for the summary. */
+uint64_t sonde__rec_images_refused(const struct sonde_recorder *r);
 
 /* offcpu.c */
 /* Reads the tracepoints' ids and field offsets from tracefs (opts.off_cpu). 0 or -errno
@@ -352,13 +235,11 @@ void sonde__rec_offcpu_release(struct sonde_recorder *r);
 int sonde__rec_offcpu_finish(struct sonde_recorder *r);
 
 /* track.c */
-struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, bool create);
 /* Stops recording process p: its threads' events closed, its modules retired, every later
  * record of it ignored (sonde_recorder__detach_process). */
 int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
 /* After p was seen running a new program: asks opts.exec_check whether to go on. */
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
-struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
 			   const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
@@ -378,6 +259,18 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id);
 void sonde__rec_track_free(struct sonde_recorder *r);
+/* Whether p, the entry of a pid read from /proc as st, is that process already. */
+typedef bool rec_same_process_fn(struct sonde_recorder *r, struct rec_process *p,
+				 const struct proc_stat *st);
+/* The one way a running process found in /proc joins the recording (a followed child a
+ * sweep found, a process of a system-wide recording): unless `same` says the entry of pid
+ * is that process already, an earlier process of that pid is forgotten (its modules
+ * retired, its threads' names dropped) and pid is known afresh by its start time and
+ * executable; the caller sets since and reads its threads and maps. 1 with *out (st: its
+ * /proc stat), 0 when it is gone or known already, or -errno. */
+int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
+			     rec_same_process_fn *same, struct proc_stat *st,
+			     struct rec_process **out);
 /* Forgets everything about p's previous incarnation (its pid was reused, or it is being
  * attached again): retires its modules and resets its identity. */
 int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
@@ -434,6 +327,18 @@ bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_proces
 /* Replaces the ring of every CPU that reported a loss by one twice its size, while the
  * bound of all rings allows (a system-wide recording's rings each have one event). */
 void sonde__rec_system_grow_rings(struct sonde_recorder *r);
+/* The filters part (system.c owns r->filt). */
+/* Whether pid is the recorder's own process (never recorded system-wide). */
+bool sonde__rec_is_self(const struct sonde_recorder *r, pid_t pid);
+/* Whether every process is recorded: no pid, tid or comm filter and no process check. */
+bool sonde__rec_system_unfiltered(const struct sonde_recorder *r);
+/* Whether opts.process_check is asked about processes. */
+bool sonde__rec_system_checks_processes(const struct sonde_recorder *r);
+/* Keeps a copy of opts.tracepoint_filter for every event. 0 or -ENOMEM. */
+int sonde__rec_set_tracepoint_filter(struct sonde_recorder *r, const char *filter);
+/* opts.tracepoint_filter, or NULL; borrowed for the recorder's life. */
+const char *sonde__rec_tracepoint_filter(const struct sonde_recorder *r);
+void sonde__rec_filters_free(struct sonde_recorder *r);
 /* Drops exited, retired processes from the table (a long system-wide recording sees
  * processes come and go without end). */
 void sonde__rec_forget_exited(struct sonde_recorder *r);

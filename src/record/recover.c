@@ -73,12 +73,12 @@ void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
 void sonde__rec_note_loss(struct sonde_recorder *r)
 {
 	r->sum.lifecycle_gaps++;
-	r->gaps_open++;
+	r->life.gaps_open++;
 }
 
 bool sonde__rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t ticks)
 {
-	uint64_t fork_ticks = (uint64_t)((int64_t)fork_ns + r->boot_offset_ns) / ns_per_tick();
+	uint64_t fork_ticks = (uint64_t)((int64_t)fork_ns + r->life.boot_offset_ns) / ns_per_tick();
 
 	return fork_ticks + FORK_START_SLACK_TICKS >= ticks &&
 	       ticks + FORK_START_SLACK_TICKS >= fork_ticks;
@@ -122,10 +122,9 @@ int sonde__rec_process_alive(struct sonde_recorder *r, struct rec_process *p)
 
 int sonde__rec_threads_alive(struct sonde_recorder *r, const struct rec_process *p)
 {
-	for (size_t i = 0; i < r->cap_threads; i++) {
-		const struct rec_thread *t = &r->threads[i];
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));) {
 		struct proc_stat st;
-		if (!t->tid || t->pid != p->pid || !(t->own_events || t->announced))
+		if (t->pid != p->pid || !(t->own_events || t->announced))
 			continue;
 		int err = sonde__proc_stat_read(p->pid, t->tid, &st);
 		if (err && err != -ESRCH)
@@ -140,7 +139,7 @@ int sonde__rec_threads_alive(struct sonde_recorder *r, const struct rec_process 
  * before the process was attached (anything later inherited the events). */
 static bool thread_needs_events(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
 	struct proc_stat st;
 
 	if (t && t->pid == p->pid && (t->own_events || t->announced))
@@ -161,15 +160,10 @@ int sonde__rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p)
 	for (size_t i = 0; i < n && err >= 0; i++) {
 		if (!thread_needs_events(r, p, tids[i]))
 			continue;
-		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], true);
-		if (!t) {
+		if (!sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since)) {
 			err = -ENOMEM;
 			break;
 		}
-		t->pid = p->pid;
-		t->defined = false;
-		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
-			t->comm[0] = 0;
 		err = sonde__rec_open_thread_events(r, tids[i]);
 		if (err == -ESRCH)
 			err = 0; /* it exited meanwhile */
@@ -217,7 +211,7 @@ struct reconcile {
 static int on_current_map(void *ctx, const struct proc_map *pm)
 {
 	struct reconcile *c = ctx;
-	struct rec_process *p = &c->r->procs[c->proc];
+	struct rec_process *p = sonde__tasks_proc_at(&c->r->tasks, c->proc);
 	char path[4096];
 
 	if (sonde__array_grow(&c->ranges, &c->cap, c->n + 1, sizeof(*c->ranges), 64) < 0)
@@ -255,7 +249,7 @@ static bool overlaps_any(const struct reconcile *c, uint64_t start, uint64_t end
  * their record was lost; resolving through them could only misattribute. */
 static int drop_stale(struct reconcile *c)
 {
-	struct rec_modtable *t = &c->r->procs[c->proc].mods;
+	struct rec_modtable *t = &sonde__tasks_proc_at(&c->r->tasks, c->proc)->mods;
 
 	for (size_t i = 0; i < t->n;) {
 		if (overlaps_any(c, t->m[i].start, t->m[i].end)) {
@@ -273,7 +267,7 @@ static int drop_stale(struct reconcile *c)
 static int reconcile_maps(struct sonde_recorder *r, size_t proc, uint64_t time)
 {
 	struct reconcile c = {.r = r, .proc = proc, .time = time};
-	int err = sonde__proc_maps_read(r->procs[proc].pid, on_current_map, &c);
+	int err = sonde__proc_maps_read(sonde__tasks_proc_at(&r->tasks, proc)->pid, on_current_map, &c);
 
 	if (!err)
 		err = drop_stale(&c);
@@ -303,29 +297,26 @@ static int reconcile_exe(struct sonde_recorder *r, struct rec_process *p, uint64
 
 /* ---- descendants ---- */
 
+static bool child_alive(struct sonde_recorder *r, struct rec_process *c,
+			const struct proc_stat *st)
+{
+	(void)st; /* by (pid, start time) or fork time: a gone one is marked so */
+	return sonde__rec_process_alive(r, c) == 1;
+}
+
 /* Starts tracking child pid of a followed process, unless it is tracked already. */
 static int adopt_child(struct sonde_recorder *r, pid_t pid, uint64_t time)
 {
-	struct rec_process *c = sonde__rec_process_get(r, pid, false);
+	struct rec_process *c;
 	struct proc_stat st;
+	int err = sonde__rec_adopt_process(r, pid, time, child_alive, &st, &c);
 
-	if (c && sonde__rec_process_alive(r, c) == 1)
-		return 0;
-	if (sonde__proc_stat_read(pid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X')
-		return 0; /* gone already */
-	if (c) {
-		int err = sonde__rec_process_reset(r, c, time);
-		if (err)
-			return err;
-	} else if (!(c = sonde__rec_process_get(r, pid, true))) {
-		return -ENOMEM;
-	}
-	c->start_time = st.start_time;
+	if (err <= 0)
+		return err;
 	/* Its start in monotonic time, a tick early: /proc rounds it down to a tick. */
-	int64_t start_ns = (int64_t)(st.start_time * ns_per_tick()) - r->boot_offset_ns;
+	int64_t start_ns = (int64_t)(st.start_time * ns_per_tick()) - r->life.boot_offset_ns;
 	start_ns -= (int64_t)ns_per_tick();
 	c->since = start_ns > 0 ? (uint64_t)start_ns : 0;
-	sonde__rec_read_exe(pid, &c->exe_dev, &c->exe_ino);
 	r->sum.recovered_processes++;
 	/* Its maps are read when the sweep reaches it (it was appended to the table). */
 	return 0;
@@ -360,15 +351,15 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 {
 	int first = 0;
 
-	keep(&first, reconcile_exe(r, &r->procs[i], time));
+	keep(&first, reconcile_exe(r, sonde__tasks_proc_at(&r->tasks, i), time));
 	keep(&first, reconcile_maps(r, i, time));
 	/* A process attached by thread: only the children of its recorded threads have
 	 * events, and /proc does not say which thread forked a child. */
-	if (r->follow_children && !r->system_wide && !r->procs[i].thread_only)
-		keep(&first, discover_children(r, r->procs[i].pid, time));
+	if (r->life.follow_children && !r->system_wide && !sonde__tasks_proc_at(&r->tasks, i)->thread_only)
+		keep(&first, discover_children(r, sonde__tasks_proc_at(&r->tasks, i)->pid, time));
 	/* The table may have grown: index again. */
-	if (r->procs[i].attached && !r->procs[i].thread_only) {
-		int n = sonde__rec_refresh_threads(r, &r->procs[i]);
+	if (sonde__tasks_proc_at(&r->tasks, i)->attached && !sonde__tasks_proc_at(&r->tasks, i)->thread_only) {
+		int n = sonde__rec_refresh_threads(r, sonde__tasks_proc_at(&r->tasks, i));
 		keep(&first, n < 0 ? n : 0);
 	}
 	return first;
@@ -377,11 +368,11 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 static int sweep(struct sonde_recorder *r)
 {
 	int first = sonde__rec_drain(r, true);
-	uint64_t gaps = r->gaps_open, time = sonde__rec_time(r, sonde__rec_now());
+	uint64_t gaps = r->life.gaps_open, time = sonde__rec_time(r, sonde__rec_now());
 
 	r->sum.recovery_sweeps++;
-	for (size_t i = 0; i < r->n_procs; i++) {
-		struct rec_process *p = &r->procs[i];
+	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
+		struct rec_process *p = sonde__tasks_proc_at(&r->tasks, i);
 		bool had_modules = p->has_spool_modules;
 		int alive = sonde__rec_process_alive(r, p);
 		if (alive < 0) {
@@ -401,12 +392,12 @@ static int sweep(struct sonde_recorder *r)
 		keep(&first, sonde__rec_system_scan(r, 0));
 		sonde__rec_forget_exited(r);
 	}
-	r->last_sweep = sonde__rec_now();
+	r->life.last_sweep = sonde__rec_now();
 	if (first) {
 		sonde_warn("recovery sweep: %s", sonde_strerror(first));
 		return sonde__rec_error(r, first);
 	}
-	r->gaps_open -= gaps;
+	r->life.gaps_open -= gaps;
 	r->sum.gaps_recovered += gaps;
 	return 0;
 }
@@ -416,14 +407,14 @@ int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force)
 	if (force) {
 		/* Losses the kernel has not written a record about yet. */
 		uint64_t lost = sonde__rec_read_lost_counters(r);
-		if (lost > r->lost_counted) {
-			r->lost_counted = lost;
+		if (lost > r->ev.lost_counted) {
+			r->ev.lost_counted = lost;
 			sonde__rec_note_loss(r);
 		}
 	}
-	if (!r->gaps_open)
+	if (!r->life.gaps_open)
 		return 0;
-	if (!force && sonde__rec_now() - r->last_sweep < SWEEP_INTERVAL_NS)
+	if (!force && sonde__rec_now() - r->life.last_sweep < SWEEP_INTERVAL_NS)
 		return 0;
 	return sweep(r);
 }

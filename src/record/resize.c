@@ -64,30 +64,30 @@ int sonde__rec_note_event_id(struct sonde_recorder *r, int fd, pid_t tid, uint32
 
 	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
 		return -errno;
-	if (sonde__array_grow(&r->ids, &r->cap_ids, r->n_ids + 1, sizeof(*r->ids), 64) < 0)
+	if (sonde__array_grow(&r->ev.ids, &r->ev.cap_ids, r->ev.n_ids + 1, sizeof(*r->ev.ids), 64) < 0)
 		return -ENOMEM;
 	/* ids come from a counter: nearly always the largest yet */
-	size_t i = r->n_ids;
-	while (i > 0 && r->ids[i - 1].id > id)
+	size_t i = r->ev.n_ids;
+	while (i > 0 && r->ev.ids[i - 1].id > id)
 		i--;
-	memmove(&r->ids[i + 1], &r->ids[i], (r->n_ids - i) * sizeof(*r->ids));
-	r->ids[i] = (struct rec_event_id){id, tid, gen, stack_bytes, false};
-	r->n_ids++;
+	memmove(&r->ev.ids[i + 1], &r->ev.ids[i], (r->ev.n_ids - i) * sizeof(*r->ev.ids));
+	r->ev.ids[i] = (struct rec_event_id){id, tid, gen, stack_bytes, false};
+	r->ev.n_ids++;
 	return 0;
 }
 
 const struct rec_event_id *sonde__rec_event_id(const struct sonde_recorder *r, uint64_t id)
 {
-	size_t lo = 0, hi = r->n_ids;
+	size_t lo = 0, hi = r->ev.n_ids;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (r->ids[mid].id < id)
+		if (r->ev.ids[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < r->n_ids && r->ids[lo].id == id ? &r->ids[lo] : NULL;
+	return lo < r->ev.n_ids && r->ev.ids[lo].id == id ? &r->ev.ids[lo] : NULL;
 }
 
 /* Forgets the ids whose records were all processed: generations before the current one
@@ -97,10 +97,10 @@ static void prune_ids(struct sonde_recorder *r)
 {
 	size_t k = 0;
 
-	for (size_t i = 0; i < r->n_ids; i++)
-		if (!r->ids[i].dead && r->ids[i].gen >= r->gen)
-			r->ids[k++] = r->ids[i];
-	r->n_ids = k;
+	for (size_t i = 0; i < r->ev.n_ids; i++)
+		if (!r->ev.ids[i].dead && r->ev.ids[i].gen >= r->ev.gen)
+			r->ev.ids[k++] = r->ev.ids[i];
+	r->ev.n_ids = k;
 }
 
 bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *rec)
@@ -114,10 +114,10 @@ bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *re
 	if (e->dead)
 		return true;
 	/* the overlap of two generations: the older one covers up to the cut */
-	if ((e->gen == r->gen && rec->time < r->gen_cut) ||
-	    (e->gen < r->gen && rec->time >= r->gen_cut))
+	if ((e->gen == r->ev.gen && rec->time < r->ev.gen_cut) ||
+	    (e->gen < r->ev.gen && rec->time >= r->ev.gen_cut))
 		return true;
-	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)rec->tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false);
 	return t && t->own_events && t->root_gen == e->gen && e->tid != t->tid;
 }
 
@@ -146,7 +146,7 @@ uint32_t sonde__rec_thread_stack_bytes(const struct sonde_recorder *r, const str
 {
 	uint32_t copy = t->copy_bytes ? t->copy_bytes : r->cfg.stack_bytes;
 
-	if (!r->adaptive)
+	if (!r->ev.adaptive)
 		return r->cfg.stack_bytes;
 	if (t->too_deep)
 		return STACK_TOO_DEEP;
@@ -178,7 +178,7 @@ void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t, uint
 		t->cuts++;
 		if (copy < PERF_STACK_MAX && !t->grow && !t->too_deep) {
 			t->grow = true;
-			r->regen_grow = true;
+			r->ev.regen_grow = true;
 		}
 		/* half its stacks deeper than any copy: growing bought nothing */
 		if (copy >= PERF_STACK_MAX && t->window >= STACK_LEARN_SAMPLES &&
@@ -199,7 +199,7 @@ void sonde__rec_stack_learn(struct sonde_recorder *r, struct rec_thread *t, uint
 
 void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t ptid)
 {
-	struct rec_thread *parent = sonde__rec_thread_get(r, ptid, false);
+	struct rec_thread *parent = sonde__tasks_thread(&r->tasks, ptid, false);
 
 	t->root_gen = 0;
 	t->root_tid = 0;
@@ -213,8 +213,8 @@ void sonde__rec_inherit(struct sonde_recorder *r, struct rec_thread *t, pid_t pt
 	if (!parent)
 		return;
 	t->root_tid =
-		parent->own_events && parent->root_gen == r->gen ? parent->tid : parent->root_tid;
-	struct rec_thread *owner = sonde__rec_thread_get(r, t->root_tid, false);
+		parent->own_events && parent->root_gen == r->ev.gen ? parent->tid : parent->root_tid;
+	struct rec_thread *owner = sonde__tasks_thread(&r->tasks, t->root_tid, false);
 	if (owner)
 		owner->inheritors = true;
 }
@@ -228,8 +228,8 @@ bool sonde__rec_can_close_root(struct sonde_recorder *r, struct rec_thread *t)
 
 static int enable_from(struct sonde_recorder *r, size_t from)
 {
-	for (size_t i = from; i < r->n_events; i++) {
-		int err = sonde__perf_enable(r->events[i].fd);
+	for (size_t i = from; i < r->ev.n_events; i++) {
+		int err = sonde__perf_enable(r->ev.events[i].fd);
 		if (err)
 			return err;
 	}
@@ -244,7 +244,7 @@ static bool switched(const struct sonde_recorder *r, const struct rec_process *p
 {
 	if (!p->thread_only)
 		return true;
-	return t->pid == p->pid && (t->own_events || (t->announced && r->follow_children));
+	return t->pid == p->pid && (t->own_events || (t->announced && r->life.follow_children));
 }
 
 /* Gives every thread of p that has none yet events of generation gen (enabled at once when
@@ -256,34 +256,30 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	size_t n;
 	int opened = 0, err = sonde__proc_list_tasks(p->pid, &tids, &n);
 	/* a thread attached alone keeps its rule: what it creates inherits nothing */
-	bool no_inherit = p->thread_only && !r->follow_children;
+	bool no_inherit = p->thread_only && !r->life.follow_children;
 
 	if (err)
 		return err == -ESRCH ? 0 : err;
 	for (size_t i = 0; i < n && err >= 0; i++) {
-		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], !p->thread_only);
+		struct rec_thread *t = sonde__tasks_thread(&r->tasks, tids[i], !p->thread_only);
 		if (p->thread_only && (!t || !switched(r, p, t)))
 			continue;
 		if (!t) {
 			err = -ENOMEM;
 			break;
 		}
-		if (!t->pid) {
-			/* its fork record is still queued: it will keep these events */
-			t->pid = p->pid;
-			t->since = p->since;
-			if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
-				t->comm[0] = 0;
-		}
+		/* its fork record is still queued: it will keep these events */
+		if (!t->pid)
+			t = sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since);
 		if (t->regen_mark == gen)
 			continue;
 		uint32_t bytes = sonde__rec_thread_stack_bytes(r, t);
-		size_t first = r->n_events;
+		size_t first = r->ev.n_events;
 		t->regen_mark = gen;
 		err = sonde__rec_open_thread(r, tids[i], false, no_inherit, bytes, gen);
 		if (err == -ESRCH) {
 			err = 0; /* exited meanwhile */
-			if ((t = sonde__rec_thread_get(r, tids[i], false)))
+			if ((t = sonde__tasks_thread(&r->tasks, tids[i], false)))
 				t->regen_mark = 0;
 			continue;
 		}
@@ -293,9 +289,9 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	}
 	pid_t *kids;
 	size_t nk;
-	if (err >= 0 && r->follow_children && sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
+	if (err >= 0 && r->life.follow_children && sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
 		for (size_t k = 0; k < nk && err >= 0; k++) {
-			struct rec_process *c = sonde__rec_process_get(r, kids[k], false);
+			struct rec_process *c = sonde__tasks_process(&r->tasks, kids[k], false);
 			if (!c || c->exited)
 				err = -EAGAIN;
 		}
@@ -309,8 +305,8 @@ static int open_generation(struct sonde_recorder *r, uint32_t gen, size_t first)
 {
 	for (int pass = 0; pass < REGEN_PASSES; pass++) {
 		int added = 0;
-		for (size_t i = 0; i < r->n_procs; i++) {
-			struct rec_process *p = &r->procs[i];
+		for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
+			struct rec_process *p = sonde__tasks_proc_at(&r->tasks, i);
 			if (p->exited)
 				continue;
 			int n = open_process(r, p, gen, pass > 0);
@@ -333,37 +329,37 @@ static int open_generation(struct sonde_recorder *r, uint32_t gen, size_t first)
 static void abandon(struct sonde_recorder *r, uint32_t gen, size_t first)
 {
 	/* the ids of gen are this attempt's: the drain before it pruned any older attempt's */
-	for (size_t k = 0; k < r->n_ids; k++)
-		if (r->ids[k].gen == gen)
-			r->ids[k].dead = true;
-	for (size_t c = 0; c < r->n_cpus; c++) {
-		struct rec_ring *ring = &r->rings[c];
+	for (size_t k = 0; k < r->ev.n_ids; k++)
+		if (r->ev.ids[k].gen == gen)
+			r->ev.ids[k].dead = true;
+	for (size_t c = 0; c < r->ev.n_cpus; c++) {
+		struct rec_ring *ring = &r->ev.rings[c];
 		if (ring->next_mapped) {
-			epoll_ctl(r->epfd, EPOLL_CTL_DEL, ring->next.fd, NULL);
+			epoll_ctl(r->ev.epfd, EPOLL_CTL_DEL, ring->next.fd, NULL);
 			r->sum.ring_bytes_total -= ring->next.map_len;
 			sonde__perf_ring_unmap(&ring->next);
 			ring->next_mapped = false;
 		}
 		ring->grow_pages = 0;
 	}
-	for (size_t i = first; i < r->n_events; i++)
-		close(r->events[i].fd);
-	r->n_events = first;
-	for (size_t i = 0; i < r->cap_threads; i++)
-		if (r->threads[i].tid && r->threads[i].regen_mark == gen)
-			r->threads[i].regen_mark = 0;
+	for (size_t i = first; i < r->ev.n_events; i++)
+		close(r->ev.events[i].fd);
+	r->ev.n_events = first;
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));)
+		if (t->regen_mark == gen)
+			t->regen_mark = 0;
 }
 
 /* Step 4: a grown ring replaces the old one, whose last records are drained first. */
 static void swap_rings(struct sonde_recorder *r)
 {
-	for (size_t c = 0; c < r->n_cpus; c++) {
-		struct rec_ring *ring = &r->rings[c];
+	for (size_t c = 0; c < r->ev.n_cpus; c++) {
+		struct rec_ring *ring = &r->ev.rings[c];
 		if (!ring->next_mapped)
 			continue;
 		sonde__rec_error(r, sonde__rec_drain_ring(r, ring));
 		if (!ring->hup)
-			epoll_ctl(r->epfd, EPOLL_CTL_DEL, ring->ring.fd, NULL);
+			epoll_ctl(r->ev.epfd, EPOLL_CTL_DEL, ring->ring.fd, NULL);
 		r->sum.ring_bytes_total -= ring->ring.map_len;
 		sonde__perf_ring_unmap(&ring->ring);
 		/* The new ring's records, written while the old events still wrote theirs, go
@@ -386,13 +382,13 @@ static void swap_rings(struct sonde_recorder *r)
 /* Step 5: the older generations' events, except those that own a ring. */
 static void close_older(struct sonde_recorder *r, uint32_t gen)
 {
-	for (size_t i = 0; i < r->n_events;) {
-		struct rec_event *e = &r->events[i];
+	for (size_t i = 0; i < r->ev.n_events;) {
+		struct rec_event *e = &r->ev.events[i];
 		if (e->gen >= gen) {
 			i++;
 			continue;
 		}
-		if (r->rings[e->ring].ring.fd == e->fd) {
+		if (r->ev.rings[e->ring].ring.fd == e->fd) {
 			e->retired = true;
 			i++;
 			continue;
@@ -406,10 +402,7 @@ static void adopt_generation(struct sonde_recorder *r, uint32_t gen)
 {
 	uint32_t lo = UINT32_MAX, hi = 0;
 
-	for (size_t i = 0; i < r->cap_threads; i++) {
-		struct rec_thread *t = &r->threads[i];
-		if (!t->tid)
-			continue;
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));) {
 		if (t->regen_mark != gen) {
 			t->own_events = false; /* gone: its events were closed */
 			continue;
@@ -446,8 +439,8 @@ static bool plan_rings(struct sonde_recorder *r)
 	uint64_t total = r->sum.ring_bytes_total, page = (uint64_t)sysconf(_SC_PAGESIZE);
 	bool any = false;
 
-	for (size_t c = 0; c < r->n_cpus; c++) {
-		struct rec_ring *ring = &r->rings[c];
+	for (size_t c = 0; c < r->ev.n_cpus; c++) {
+		struct rec_ring *ring = &r->ev.rings[c];
 		if (!ring->mapped || !ring->lost_seen)
 			continue;
 		ring->lost_seen = false;
@@ -463,19 +456,19 @@ static bool plan_rings(struct sonde_recorder *r)
 
 static int regen(struct sonde_recorder *r)
 {
-	uint32_t gen = r->gen + 1;
+	uint32_t gen = r->ev.gen + 1;
 	int err = sonde__rec_drain(r, true);
 
-	r->last_regen = sonde__rec_now();
-	r->regen_grow = false;
+	r->ev.last_regen = sonde__rec_now();
+	r->ev.regen_grow = false;
 	if (err)
 		return err;
 	prune_ids(r);
 	plan_rings(r);
-	size_t first = r->n_events;
-	r->switching = true;
+	size_t first = r->ev.n_events;
+	r->ev.switching = true;
 	err = open_generation(r, gen, first);
-	r->switching = false;
+	r->ev.switching = false;
 	if (err) {
 		abandon(r, gen, first);
 		if (err == -EAGAIN || err == -ESRCH || err == -EMFILE || err == -ENOMEM)
@@ -483,10 +476,10 @@ static int regen(struct sonde_recorder *r)
 		return sonde__rec_error(r, err);
 	}
 	for (size_t i = 0; i < first; i++)
-		if (!r->events[i].retired)
-			sonde__perf_disable(r->events[i].fd);
-	r->gen_cut = sonde__rec_now();
-	r->gen = gen;
+		if (!r->ev.events[i].retired)
+			sonde__perf_disable(r->ev.events[i].fd);
+	r->ev.gen_cut = sonde__rec_now();
+	r->ev.gen = gen;
 	swap_rings(r);
 	close_older(r, gen);
 	adopt_generation(r, gen);
@@ -501,8 +494,8 @@ static bool regen_due(struct sonde_recorder *r, uint64_t since_last)
 	bool rings = false, shrink = false;
 	uint64_t total = r->sum.ring_bytes_total;
 
-	for (size_t c = 0; c < r->n_cpus; c++) {
-		struct rec_ring *ring = &r->rings[c];
+	for (size_t c = 0; c < r->ev.n_cpus; c++) {
+		struct rec_ring *ring = &r->ev.rings[c];
 		uint64_t bigger = ring->ring.size * 2 + (ring->ring.map_len - ring->ring.size);
 		if (!ring->mapped || !ring->lost_seen)
 			continue;
@@ -511,15 +504,14 @@ static bool regen_due(struct sonde_recorder *r, uint64_t since_last)
 		else
 			ring->lost_seen = false; /* at the bound: the losses are counted, no more */
 	}
-	if ((rings || r->regen_grow) && since_last >= REGEN_URGENT_NS)
+	if ((rings || r->ev.regen_grow) && since_last >= REGEN_URGENT_NS)
 		return true;
-	if (!r->adaptive || since_last < REGEN_SHRINK_NS)
+	if (!r->ev.adaptive || since_last < REGEN_SHRINK_NS)
 		return false;
-	for (size_t i = 0; i < r->cap_threads && !shrink; i++) {
-		const struct rec_thread *t = &r->threads[i];
+	for (struct rec_thread *t = NULL; !shrink && (t = sonde__tasks_next_thread(&r->tasks, t));) {
 		/* by a quarter at least: a thread whose needs vary a little is not
 		 * switched back and forth */
-		shrink = t->tid && t->window >= STACK_LEARN_SAMPLES && t->copy_bytes &&
+		shrink = t->window >= STACK_LEARN_SAMPLES && t->copy_bytes &&
 			 (uint64_t)sonde__rec_thread_stack_bytes(r, t) * 4 <=
 				 (uint64_t)t->copy_bytes * 3;
 	}
@@ -530,8 +522,8 @@ int sonde__rec_maybe_regen(struct sonde_recorder *r)
 {
 	if (r->system_wide || !r->enabled || r->finished)
 		return 0;
-	for (size_t i = 0; i < r->n_events; i++)
-		if (r->events[i].armed_on_exec)
+	for (size_t i = 0; i < r->ev.n_events; i++)
+		if (r->ev.events[i].armed_on_exec)
 			return 0; /* not sampling yet */
-	return regen_due(r, sonde__rec_now() - r->last_regen) ? regen(r) : 0;
+	return regen_due(r, sonde__rec_now() - r->ev.last_regen) ? regen(r) : 0;
 }

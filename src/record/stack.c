@@ -1,5 +1,17 @@
 #include "record/stack.h"
 
+struct unwind_mapping sonde__record_unwind_mapping(pid_t pid, const struct rec_module *m)
+{
+	return (struct unwind_mapping){.pid = pid,
+				       .start = m->start,
+				       .end = m->end,
+				       .pgoff = m->pgoff,
+				       .dev = m->dev,
+				       .inode = m->inode,
+				       .path = m->path,
+				       .vdso = (m->flags & SONDE_MODULE_VDSO) != 0};
+}
+
 bool sonde__record_find_module(void *vctx, uint64_t pc, struct unwind_module *out)
 {
 	struct rec_find_ctx *c = vctx;
@@ -8,14 +20,7 @@ bool sonde__record_find_module(void *vctx, uint64_t pc, struct unwind_module *ou
 	if (!m)
 		return false;
 	if (m != c->last) {
-		struct unwind_mapping um = {.pid = c->pid,
-					    .start = m->start,
-					    .end = m->end,
-					    .pgoff = m->pgoff,
-					    .dev = m->dev,
-					    .inode = m->inode,
-					    .path = m->path,
-					    .vdso = (m->flags & SONDE_MODULE_VDSO) != 0};
+		struct unwind_mapping um = sonde__record_unwind_mapping(c->pid, m);
 		/* without a cache (frame pointers only) no module has CFI: the unwinder
 		 * walks frame pointers through every frame */
 		if (!c->cache || !sonde__unwind_cache_lookup(c->cache, &um, &c->last_mod))

@@ -32,6 +32,8 @@ struct rec_find_ctx {
 	struct unwind_module last_mod;
 };
 bool sonde__record_find_module(void *ctx, uint64_t pc, struct unwind_module *out);
+/* What the unwind cache knows module m of process pid by. Borrows m's path. */
+struct unwind_mapping sonde__record_unwind_mapping(pid_t pid, const struct rec_module *m);
 
 /* Unwinds one sample of process pid into frames[0..max) (innermost first; callers as return
  * address minus one), each translated to (module id, file offset) when a module of mods

@@ -20,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "record/recorder.h"
+#include "record/stack.h"
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -67,20 +68,20 @@ static int select_cpus(struct sonde_recorder *r, const int *want, size_t n)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		bool online = false;
-		for (size_t j = 0; j < r->n_cpus && !online; j++)
-			online = r->cpus[j] == want[i];
+		for (size_t j = 0; j < r->ev.n_cpus && !online; j++)
+			online = r->ev.cpus[j] == want[i];
 		if (!online) {
 			sonde_error("CPU %d is not online (online: %d-%d, %zu CPUs)", want[i],
-				    r->cpus[0], r->cpus[r->n_cpus - 1], r->n_cpus);
+				    r->ev.cpus[0], r->ev.cpus[r->ev.n_cpus - 1], r->ev.n_cpus);
 			sonde__free(sel);
 			return -EINVAL;
 		}
 		sel[i] = want[i];
 	}
 	qsort(sel, n, sizeof(*sel), cmp_int);
-	sonde__free(r->cpus);
-	r->cpus = sel;
-	r->n_cpus = n;
+	sonde__free(r->ev.cpus);
+	r->ev.cpus = sel;
+	r->ev.n_cpus = n;
 	return 0;
 }
 
@@ -89,19 +90,19 @@ static int configure_comms(struct sonde_recorder *r, const struct sonde_record_o
 {
 	if (!o->n_filter_comms)
 		return 0;
-	r->filter_comms = sonde__calloc(o->n_filter_comms, sizeof(*r->filter_comms));
-	if (!r->filter_comms)
+	r->filt.filter_comms = sonde__calloc(o->n_filter_comms, sizeof(*r->filt.filter_comms));
+	if (!r->filt.filter_comms)
 		return -ENOMEM;
 	for (size_t i = 0; i < o->n_filter_comms; i++) {
 		const char *c = o->filter_comms[i];
-		if (!c || !c[0] || strlen(c) >= sizeof(r->filter_comms[i])) {
+		if (!c || !c[0] || strlen(c) >= sizeof(r->filt.filter_comms[i])) {
 			sonde_error("comm filter '%s': a command name has 1 to 15 bytes",
 				    c ? c : "(null)");
 			return -EINVAL;
 		}
-		memcpy(r->filter_comms[i], c, strlen(c) + 1);
+		memcpy(r->filt.filter_comms[i], c, strlen(c) + 1);
 	}
-	r->n_filter_comms = o->n_filter_comms;
+	r->filt.n_filter_comms = o->n_filter_comms;
 	return 0;
 }
 
@@ -109,34 +110,34 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 {
 	r->system_wide = true;
 	r->sum.system_wide = 1;
-	r->self_pid = getpid();
+	r->filt.self_pid = getpid();
 	/* Every process is followed, forks included (the events are not inherited: the
 	 * per-CPU events see every task anyway). */
-	r->follow_children = true;
+	r->life.follow_children = true;
 	r->cfg.no_children = false;
 	r->cfg.cpu_wide = true;
 	/* one event per CPU samples every thread: one copy size for all */
-	r->adaptive = false;
+	r->ev.adaptive = false;
 	if (o->n_cpus) {
 		int err = select_cpus(r, o->cpus, o->n_cpus);
 		if (err)
 			return err;
 	}
 	if (o->n_filter_pids) {
-		r->filter_pids = sonde__malloc(o->n_filter_pids * sizeof(*r->filter_pids));
-		if (!r->filter_pids)
+		r->filt.filter_pids = sonde__malloc(o->n_filter_pids * sizeof(*r->filt.filter_pids));
+		if (!r->filt.filter_pids)
 			return -ENOMEM;
-		memcpy(r->filter_pids, o->filter_pids, o->n_filter_pids * sizeof(pid_t));
-		r->n_filter_pids = o->n_filter_pids;
+		memcpy(r->filt.filter_pids, o->filter_pids, o->n_filter_pids * sizeof(pid_t));
+		r->filt.n_filter_pids = o->n_filter_pids;
 	}
-	r->process_check = o->process_check;
-	r->process_check_ctx = o->process_check_ctx;
+	r->filt.process_check = o->process_check;
+	r->filt.process_check_ctx = o->process_check_ctx;
 	if (o->n_filter_tids) {
-		r->filter_tids = sonde__malloc(o->n_filter_tids * sizeof(*r->filter_tids));
-		if (!r->filter_tids)
+		r->filt.filter_tids = sonde__malloc(o->n_filter_tids * sizeof(*r->filt.filter_tids));
+		if (!r->filt.filter_tids)
 			return -ENOMEM;
-		memcpy(r->filter_tids, o->filter_tids, o->n_filter_tids * sizeof(pid_t));
-		r->n_filter_tids = o->n_filter_tids;
+		memcpy(r->filt.filter_tids, o->filter_tids, o->n_filter_tids * sizeof(pid_t));
+		r->filt.n_filter_tids = o->n_filter_tids;
 	}
 	return configure_comms(r, o);
 }
@@ -148,34 +149,34 @@ int sonde__rec_system_open(struct sonde_recorder *r)
 
 	cfg.disabled = true;
 	sonde__perf_attr_fill(&a, &cfg);
-	for (size_t c = 0; c < r->n_cpus; c++) {
-		int fd = sonde__rec_perf_open(r, &a, -1, r->cpus[c]);
+	for (size_t c = 0; c < r->ev.n_cpus; c++) {
+		int fd = sonde__rec_perf_open(r, &a, -1, r->ev.cpus[c]);
 		if (fd == -ENODEV)
 			continue; /* went offline since it was listed */
 		int err = fd < 0 ? fd
-				 : sonde__rec_add_event(r, fd, c, -1, false, r->gen,
+				 : sonde__rec_add_event(r, fd, c, -1, false, r->ev.gen,
 							r->cfg.stack_bytes);
 		if (err && fd >= 0)
 			close(fd);
 		if (!err)
-			err = sonde__rec_offcpu_open(r, &r->cfg, -1, c, false, r->gen);
+			err = sonde__rec_offcpu_open(r, &r->cfg, -1, c, false, r->ev.gen);
 		if (err)
 			return err;
 	}
-	return r->n_events ? 0 : -ENODEV;
+	return r->ev.n_events ? 0 : -ENODEV;
 }
 
 static bool filtered_in(const struct sonde_recorder *r, pid_t pid)
 {
-	for (size_t i = 0; i < r->n_filter_pids; i++)
-		if (r->filter_pids[i] == pid)
+	for (size_t i = 0; i < r->filt.n_filter_pids; i++)
+		if (r->filt.filter_pids[i] == pid)
 			return true;
 	return false;
 }
 
 bool sonde__rec_system_limited(const struct sonde_recorder *r)
 {
-	return (r->n_filter_pids || r->n_filter_tids) && !r->n_filter_comms;
+	return (r->filt.n_filter_pids || r->filt.n_filter_tids) && !r->filt.n_filter_comms;
 }
 
 static bool comm_selected(struct sonde_recorder *r, struct rec_thread *t, pid_t pid)
@@ -184,19 +185,19 @@ static bool comm_selected(struct sonde_recorder *r, struct rec_thread *t, pid_t 
 	 * thread first seen at this sample is named from /proc */
 	if (!t->comm[0] && sonde__proc_read_comm(pid, t->tid, t->comm, sizeof(t->comm)) < 0)
 		return false;
-	for (size_t i = 0; i < r->n_filter_comms; i++)
-		if (!strcmp(r->filter_comms[i], t->comm))
+	for (size_t i = 0; i < r->filt.n_filter_comms; i++)
+		if (!strcmp(r->filt.filter_comms[i], t->comm))
 			return true;
 	return false;
 }
 
 bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_process *p, pid_t tid)
 {
-	if (!r->n_filter_pids && !r->n_filter_tids && !r->n_filter_comms)
+	if (!r->filt.n_filter_pids && !r->filt.n_filter_tids && !r->filt.n_filter_comms)
 		return true;
 	if (p->selected)
 		return true;
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, r->n_filter_comms != 0);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, r->filt.n_filter_comms != 0);
 	if (t && t->pid != p->pid) {
 		/* the tid was another process's thread, whose exit went unseen */
 		t->pid = p->pid;
@@ -205,21 +206,21 @@ bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_proces
 	}
 	if (t && t->selected)
 		return true;
-	return t && r->n_filter_comms && comm_selected(r, t, p->pid);
+	return t && r->filt.n_filter_comms && comm_selected(r, t, p->pid);
 }
 
 enum { CHECK_ALLOWED = 1, CHECK_REFUSED = 2 };
 
 bool sonde__rec_system_allowed(struct sonde_recorder *r, pid_t pid)
 {
-	if (!r->process_check)
+	if (!r->filt.process_check)
 		return true;
-	uint64_t *v = sonde__u64map_get(&r->checked, (uint64_t)pid);
+	uint64_t *v = sonde__u64map_get(&r->filt.checked, (uint64_t)pid);
 	if (v)
 		return *v == CHECK_ALLOWED;
-	bool ok = r->process_check(r->process_check_ctx, pid);
+	bool ok = r->filt.process_check(r->filt.process_check_ctx, pid);
 	/* out of memory: asked again at its next record, never let through unasked */
-	sonde__u64map_put(&r->checked, (uint64_t)pid, ok ? CHECK_ALLOWED : CHECK_REFUSED);
+	sonde__u64map_put(&r->filt.checked, (uint64_t)pid, ok ? CHECK_ALLOWED : CHECK_REFUSED);
 	if (!ok)
 		r->sum.processes_refused++;
 	return ok;
@@ -227,7 +228,7 @@ bool sonde__rec_system_allowed(struct sonde_recorder *r, pid_t pid)
 
 void sonde__rec_system_forget(struct sonde_recorder *r, pid_t pid)
 {
-	sonde__u64map_del(&r->checked, (uint64_t)pid);
+	sonde__u64map_del(&r->filt.checked, (uint64_t)pid);
 }
 
 static bool filter_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
@@ -235,16 +236,16 @@ static bool filter_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
 	if (!sonde__rec_system_limited(r) || filtered_in(r, pid))
 		return true;
 	/* Known already (a filtered process, or a descendant of one). */
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	if (p && !p->exited)
 		return true;
-	struct rec_process *pp = parent > 0 ? sonde__rec_process_get(r, parent, false) : NULL;
+	struct rec_process *pp = parent > 0 ? sonde__tasks_process(&r->tasks, parent, false) : NULL;
 	return pp && !pp->exited;
 }
 
 bool sonde__rec_system_tracks(struct sonde_recorder *r, pid_t pid, pid_t parent)
 {
-	if (pid == r->self_pid)
+	if (pid == r->filt.self_pid)
 		return false;
 	return filter_tracks(r, pid, parent) && sonde__rec_system_allowed(r, pid);
 }
@@ -260,16 +261,10 @@ static int synthesize_threads(struct sonde_recorder *r, struct rec_process *p)
 	if (err)
 		return err;
 	for (size_t i = 0; i < n; i++) {
-		struct rec_thread *t = sonde__rec_thread_get(r, tids[i], true);
-		if (!t) {
+		if (!sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since)) {
 			err = -ENOMEM;
 			break;
 		}
-		t->pid = p->pid;
-		t->defined = false;
-		t->since = p->since;
-		if (sonde__proc_read_comm(p->pid, tids[i], t->comm, sizeof(t->comm)) < 0)
-			t->comm[0] = 0;
 	}
 	sonde__free(tids);
 	return err;
@@ -282,43 +277,33 @@ static void warm_unwind_tables(struct sonde_recorder *r, const struct rec_proces
 {
 	struct unwind_module out;
 
-	for (size_t i = 0; r->unwind_cache && !r->frame_pointers_only && i < p->mods.n; i++) {
+	for (size_t i = 0; r->unw.unwind_cache && !r->unw.frame_pointers_only && i < p->mods.n; i++) {
 		const struct rec_module *m = &p->mods.m[i];
-		struct unwind_mapping um = {.pid = p->pid,
-					    .start = m->start,
-					    .end = m->end,
-					    .pgoff = m->pgoff,
-					    .dev = m->dev,
-					    .inode = m->inode,
-					    .path = m->path,
-					    .vdso = (m->flags & SONDE_MODULE_VDSO) != 0};
-		if (!sonde__unwind_cache_lookup(r->unwind_cache, &um, &out))
+		struct unwind_mapping um = sonde__record_unwind_mapping(p->pid, m);
+		if (!sonde__unwind_cache_lookup(r->unw.unwind_cache, &um, &out))
 			return;
 	}
+}
+
+/* The entry is that process: not exited, of the same start time (or of an unknown one). */
+static bool same_start(struct sonde_recorder *r, struct rec_process *p, const struct proc_stat *st)
+{
+	(void)r;
+	return !p->exited && (!p->start_time || p->start_time == st->start_time);
 }
 
 int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since, uint64_t time)
 {
 	struct proc_stat st;
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p;
 
 	if (!sonde__rec_system_allowed(r, pid))
 		return 0; /* nothing of it is read */
-	if (sonde__proc_stat_read(pid, 0, &st) < 0 || st.state == 'Z' || st.state == 'X')
-		return 0; /* gone already */
-	if (p && !p->exited && (!p->start_time || p->start_time == st.start_time))
-		return 0;
-	if (p) {
-		int err = sonde__rec_process_reset(r, p, time);
-		if (err)
-			return err;
-	} else if (!(p = sonde__rec_process_get(r, pid, true))) {
-		return -ENOMEM;
-	}
-	p->start_time = st.start_time;
+	int err = sonde__rec_adopt_process(r, pid, time, same_start, &st, &p);
+	if (err <= 0)
+		return err;
 	p->since = since;
-	sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
-	int err = synthesize_threads(r, p);
+	err = synthesize_threads(r, p);
 	if (!err)
 		err = sonde__rec_read_maps(r, p, time);
 	if (!err && st.state == 'R' && !r->enabled)
@@ -335,7 +320,7 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 /* A filtered process (or a descendant of one): every thread of it is recorded. */
 static void select_process(struct sonde_recorder *r, pid_t pid)
 {
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	if (p)
 		p->selected = true;
@@ -370,7 +355,7 @@ static int adopt_thread(struct sonde_recorder *r, pid_t tid, uint64_t since, uin
 
 	if (!err)
 		err = sonde__rec_system_adopt(r, pid, since, time);
-	struct rec_thread *t = err ? NULL : sonde__rec_thread_get(r, tid, true);
+	struct rec_thread *t = err ? NULL : sonde__tasks_thread(&r->tasks, tid, true);
 	if (!err && !t)
 		err = -ENOMEM;
 	if (err)
@@ -385,14 +370,14 @@ int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 	uint64_t time = sonde__rec_time(r, sonde__rec_now());
 	int err = 0;
 
-	for (size_t i = 0; i < r->n_filter_pids && !err; i++) {
-		err = sonde__rec_system_adopt(r, r->filter_pids[i], since, time);
-		select_process(r, r->filter_pids[i]);
+	for (size_t i = 0; i < r->filt.n_filter_pids && !err; i++) {
+		err = sonde__rec_system_adopt(r, r->filt.filter_pids[i], since, time);
+		select_process(r, r->filt.filter_pids[i]);
 		if (!err)
-			err = adopt_descendants(r, r->filter_pids[i], since, time, 0);
+			err = adopt_descendants(r, r->filt.filter_pids[i], since, time, 0);
 	}
-	for (size_t i = 0; i < r->n_filter_tids && !err; i++)
-		err = adopt_thread(r, r->filter_tids[i], since, time);
+	for (size_t i = 0; i < r->filt.n_filter_tids && !err; i++)
+		err = adopt_thread(r, r->filt.filter_tids[i], since, time);
 	if (err || sonde__rec_system_limited(r))
 		return err;
 	DIR *d = opendir("/proc");
@@ -402,7 +387,7 @@ int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 	while (!err && (e = readdir(d))) {
 		char *end;
 		long pid = strtol(e->d_name, &end, 10);
-		if (*end || pid <= 0 || pid == r->self_pid)
+		if (*end || pid <= 0 || pid == r->filt.self_pid)
 			continue;
 		err = sonde__rec_system_adopt(r, (pid_t)pid, since, time);
 	}
@@ -410,21 +395,60 @@ int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 	return err;
 }
 
+int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pid_t pid, int cpu)
+{
+	int fd = sonde__perf_open(a, pid, cpu);
+
+	if (fd < 0 || !r->filt.tracepoint_filter)
+		return fd;
+	int err = sonde__perf_set_filter(fd, r->filt.tracepoint_filter);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+const char *sonde__rec_tracepoint_filter(const struct sonde_recorder *r)
+{
+	return r->filt.tracepoint_filter;
+}
+
+bool sonde__rec_is_self(const struct sonde_recorder *r, pid_t pid)
+{
+	return pid == r->filt.self_pid;
+}
+
+bool sonde__rec_system_unfiltered(const struct sonde_recorder *r)
+{
+	return !r->filt.process_check && !r->filt.n_filter_pids && !r->filt.n_filter_tids &&
+	       !r->filt.n_filter_comms;
+}
+
+bool sonde__rec_system_checks_processes(const struct sonde_recorder *r)
+{
+	return r->filt.process_check != NULL;
+}
+
+int sonde__rec_set_tracepoint_filter(struct sonde_recorder *r, const char *filter)
+{
+	sonde__free(r->filt.tracepoint_filter);
+	r->filt.tracepoint_filter = sonde__strdup(filter);
+	return r->filt.tracepoint_filter ? 0 : -ENOMEM;
+}
+
+void sonde__rec_filters_free(struct sonde_recorder *r)
+{
+	sonde__free(r->filt.filter_pids);
+	sonde__free(r->filt.tracepoint_filter);
+	sonde__u64map_free(&r->filt.checked);
+	sonde__free(r->filt.filter_tids);
+	sonde__free(r->filt.filter_comms);
+}
+
 void sonde__rec_forget_exited(struct sonde_recorder *r)
 {
-	size_t k = 0;
-
-	for (size_t i = 0; i < r->n_procs; i++) {
-		struct rec_process *p = &r->procs[i];
-		if (p->exited && !p->has_spool_modules) {
-			sonde__modtable_free(&p->mods);
-			continue;
-		}
-		if (k != i)
-			r->procs[k] = *p;
-		k++;
-	}
-	r->n_procs = k;
+	sonde__tasks_forget_exited(&r->tasks);
 }
 
 /* Ring idx's event and ring, replaced by a new event on the same CPU with a ring of `pages`.
@@ -432,37 +456,37 @@ void sonde__rec_forget_exited(struct sonde_recorder *r)
  * a sample counted twice), then its ring is drained and unmapped. */
 static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 {
-	struct rec_ring *ring = &r->rings[idx];
+	struct rec_ring *ring = &r->ev.rings[idx];
 	struct rec_event *ev = NULL;
 	struct perf_event_attr a;
 	struct perf_event_cfg cfg = r->cfg;
 	struct perf_ring bigger;
 
-	for (size_t i = 0; i < r->n_events && !ev; i++)
-		if (r->events[i].ring == (int)idx && r->events[i].fd == ring->ring.fd)
-			ev = &r->events[i];
+	for (size_t i = 0; i < r->ev.n_events && !ev; i++)
+		if (r->ev.events[i].ring == (int)idx && r->ev.events[i].fd == ring->ring.fd)
+			ev = &r->ev.events[i];
 	if (!ev)
 		return -ENOENT;
 	cfg.disabled = true;
 	sonde__perf_attr_fill(&a, &cfg);
-	int fd = sonde__rec_perf_open(r, &a, -1, r->cpus[idx]);
+	int fd = sonde__rec_perf_open(r, &a, -1, r->ev.cpus[idx]);
 	if (fd < 0)
 		return fd;
-	int err = sonde__perf_ring_map(&bigger, fd, r->cpus[idx], pages, pages);
+	int err = sonde__perf_ring_map(&bigger, fd, r->ev.cpus[idx], pages, pages);
 	if (err) {
 		close(fd);
 		return err;
 	}
 	struct epoll_event e = {.events = EPOLLIN, .data.u64 = idx};
-	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
 		err = -errno;
 		sonde__perf_ring_unmap(&bigger);
 		close(fd);
 		return err;
 	}
 	/* the CPU's other events (off-CPU) write into the new ring from now on */
-	for (size_t i = 0; i < r->n_events; i++) {
-		struct rec_event *o = &r->events[i];
+	for (size_t i = 0; i < r->ev.n_events; i++) {
+		struct rec_event *o = &r->ev.events[i];
 		if (o->ring == (int)idx && o != ev && (err = sonde__perf_set_output(o->fd, fd))) {
 			sonde__perf_ring_unmap(&bigger);
 			close(fd);
@@ -476,9 +500,9 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 	sonde__rec_error(r, sonde__rec_drain_ring(r, ring));
 	uint64_t lost;
 	if (r->cfg.read_lost && sonde__perf_read_lost(ev->fd, &lost) == 0)
-		r->closed_lost += lost;
+		r->ev.closed_lost += lost;
 	if (!ring->hup)
-		epoll_ctl(r->epfd, EPOLL_CTL_DEL, ev->fd, NULL);
+		epoll_ctl(r->ev.epfd, EPOLL_CTL_DEL, ev->fd, NULL);
 	r->sum.ring_bytes_total -= ring->ring.map_len;
 	sonde__perf_ring_unmap(&ring->ring);
 	close(ev->fd);
@@ -494,8 +518,8 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 
 void sonde__rec_system_grow_rings(struct sonde_recorder *r)
 {
-	for (size_t i = 0; i < r->n_cpus; i++) {
-		struct rec_ring *ring = &r->rings[i];
+	for (size_t i = 0; i < r->ev.n_cpus; i++) {
+		struct rec_ring *ring = &r->ev.rings[i];
 		if (!ring->lost_seen || !ring->mapped)
 			continue;
 		ring->lost_seen = false;
@@ -505,7 +529,7 @@ void sonde__rec_system_grow_rings(struct sonde_recorder *r)
 		int err = grow_ring(
 			r, i, (unsigned)(ring->ring.size * 2 / (uint64_t)sysconf(_SC_PAGESIZE)));
 		if (err)
-			sonde_info("cannot grow the ring of CPU %d: %s", r->cpus[i],
+			sonde_info("cannot grow the ring of CPU %d: %s", r->ev.cpus[i],
 				   sonde_strerror(err));
 	}
 }

@@ -20,153 +20,15 @@
 #include "record/stack.h"
 #include "symbol/elfimg.h"
 
-struct rec_process *sonde__rec_process_get(struct sonde_recorder *r, pid_t pid, bool create)
+/* Thread tid exits: its off-CPU state ends, its name is kept for later samples. */
+static void thread_remove(struct sonde_recorder *r, pid_t tid)
 {
-	for (size_t i = 0; i < r->n_procs; i++)
-		if (r->procs[i].pid == pid)
-			return &r->procs[i];
-	if (!create)
-		return NULL;
-	if (sonde__array_grow(&r->procs, &r->cap_procs, r->n_procs + 1, sizeof(*r->procs), 8) < 0)
-		return NULL;
-	struct rec_process *p = &r->procs[r->n_procs++];
-	memset(p, 0, sizeof(*p));
-	p->pid = pid;
-	r->sum.processes++;
-	return p;
-}
-
-/* Threads: open addressing with linear probing; tid 0 marks an empty slot. */
-static size_t slot_of(const struct sonde_recorder *r, pid_t tid)
-{
-	return ((uint32_t)tid * 2654435761u) & (r->cap_threads - 1);
-}
-
-static int threads_grow(struct sonde_recorder *r)
-{
-	size_t old_cap = r->cap_threads, cap = old_cap ? old_cap * 2 : 64;
-	struct rec_thread *old = r->threads, *nt = sonde__calloc(cap, sizeof(*nt));
-
-	if (!nt)
-		return -ENOMEM;
-	r->threads = nt;
-	r->cap_threads = cap;
-	for (size_t i = 0; i < old_cap; i++) {
-		if (!old[i].tid)
-			continue;
-		size_t s = slot_of(r, old[i].tid);
-		while (nt[s].tid)
-			s = (s + 1) & (cap - 1);
-		nt[s] = old[i];
-	}
-	sonde__free(old);
-	return 0;
-}
-
-struct rec_thread *sonde__rec_thread_get(struct sonde_recorder *r, pid_t tid, bool create)
-{
-	if (r->cap_threads) {
-		for (size_t s = slot_of(r, tid);; s = (s + 1) & (r->cap_threads - 1)) {
-			if (r->threads[s].tid == tid)
-				return &r->threads[s];
-			if (!r->threads[s].tid)
-				break;
-		}
-	}
-	if (!create || tid <= 0)
-		return NULL;
-	if ((r->n_threads + 1) * 2 > r->cap_threads && threads_grow(r) < 0)
-		return NULL;
-	size_t s = slot_of(r, tid);
-	while (r->threads[s].tid)
-		s = (s + 1) & (r->cap_threads - 1);
-	memset(&r->threads[s], 0, sizeof(r->threads[s]));
-	r->threads[s].tid = tid;
-	r->n_threads++;
-	r->sum.threads++;
-	return &r->threads[s];
-}
-
-static void rec_thread_remove(struct sonde_recorder *r, pid_t tid)
-{
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
 
 	if (!t)
 		return;
 	sonde__rec_error(r, sonde__rec_offcpu_forget(r, t));
-	if (t->comm[0]) {
-		uint32_t g = r->gone_next++ % REC_GONE_NAMES;
-		r->gone[g].tid = tid;
-		memcpy(r->gone[g].comm, t->comm, sizeof(r->gone[g].comm));
-	}
-	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
-	size_t mask = r->cap_threads - 1, i = (size_t)(t - r->threads), j = i;
-	r->threads[i].tid = 0;
-	for (;;) {
-		j = (j + 1) & mask;
-		if (!r->threads[j].tid)
-			break;
-		size_t home = slot_of(r, r->threads[j].tid);
-		/* Move j back to i unless its home lies cyclically in (i, j]. */
-		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-			r->threads[i] = r->threads[j];
-			r->threads[j].tid = 0;
-			i = j;
-		}
-	}
-	r->n_threads--;
-}
-
-/* The mapped file, for its build id. map_files reaches it even when it was deleted or
- * replaced (a kernel link, followed); the mapped path is the target's to replace (with a
- * FIFO, a link to a device...), so it is opened as an untrusted path; the inode check
- * makes sure a path that now names another file is not used. A descriptor or -1. */
-static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct rec_module *m)
-{
-	struct regfile_rules rules = sonde__elfimg_rules(true, &r->refused);
-	char path[64];
-	struct stat st;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = sonde__regfile_open(path, &rules, &st);
-	if (fd >= 0 && st.st_ino == m->inode)
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	rules.follow = false;
-	fd = sonde__regfile_open(m->path, &rules, &st);
-	if (fd >= 0 && st.st_ino == m->inode)
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	return -1;
-}
-
-/* Build ids by file identity: every process mapping libc reads it once. */
-static struct rec_build_id *build_id_lookup(struct sonde_recorder *r, pid_t pid,
-					    const struct rec_module *m)
-{
-	for (size_t i = 0; i < r->n_build_ids; i++)
-		if (r->build_ids[i].dev == m->dev && r->build_ids[i].inode == m->inode)
-			return &r->build_ids[i];
-	if (sonde__array_grow(&r->build_ids, &r->cap_build_ids, r->n_build_ids + 1,
-			      sizeof(*r->build_ids), 32) < 0)
-		return NULL;
-	struct rec_build_id *b = &r->build_ids[r->n_build_ids++];
-	memset(b, 0, sizeof(*b));
-	b->fd = -1;
-	b->dev = m->dev;
-	b->inode = m->inode;
-
-	int fd = open_mapped_file(r, pid, m);
-	if (fd >= 0) {
-		int n = sonde__read_build_id(fd, b->id, sizeof(b->id));
-		b->len = n > 0 ? (uint8_t)n : 0;
-		sonde__rec_image_hold(r, b, fd, m->path);
-	}
-	return b;
+	sonde__tasks_thread_remove(&r->tasks, tid);
 }
 
 static uint32_t mapping_flags(const char *path, size_t *path_len)
@@ -195,7 +57,7 @@ int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint
 	mod.dev = m->inode ? makedev(maj, min) : 0;
 	/* A deleted file is still reachable through map_files while the process lives. */
 	if (m->inode)
-		b = build_id_lookup(r, p->pid, &mod);
+		b = sonde__rec_build_id(r, p->pid, &mod);
 
 	struct sonde_spool_module_def def = {
 		.pid = (uint32_t)p->pid,
@@ -258,26 +120,11 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 	return err ? sonde__rec_error(r, err) : 0;
 }
 
-/* The name tid had when it exited, if it exited lately: into comm, true. */
-static bool gone_name(const struct sonde_recorder *r, pid_t tid, char *comm, size_t size)
-{
-	uint32_t n = r->gone_next < REC_GONE_NAMES ? r->gone_next : REC_GONE_NAMES;
-
-	for (uint32_t i = 1; i <= n; i++) {
-		uint32_t g = (r->gone_next - i) % REC_GONE_NAMES;
-		if (r->gone[g].tid == tid) {
-			snprintf(comm, size, "%s", r->gone[g].comm);
-			return true;
-		}
-	}
-	return false;
-}
-
 /* The spool id of a thread, defining it on first use (and after a rename). */
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id)
 {
-	struct rec_thread *t = sonde__rec_thread_get(r, tid, true);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, true);
 
 	if (!t)
 		return sonde__rec_error(r, -ENOMEM);
@@ -285,16 +132,7 @@ int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid
 		*id = t->spool_id;
 		return 0;
 	}
-	if (t->pid != pid) {
-		/* The tid was another process's thread (its exit lost): not its name either. */
-		t->pid = pid;
-		t->comm[0] = 0;
-	}
-	/* Never a bare id when a name was seen: a thread sampled after its exit record is
-	 * named as it was then. */
-	if (!t->comm[0] && sonde__proc_read_comm(pid, tid, t->comm, sizeof(t->comm)) < 0 &&
-	    !gone_name(r, tid, t->comm, sizeof(t->comm)))
-		snprintf(t->comm, sizeof(t->comm), "%d", (int)tid);
+	sonde__tasks_name(&r->tasks, t, pid);
 	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
 						 (uint32_t)tid, t->comm, &t->spool_id);
 	if (err)
@@ -304,61 +142,54 @@ int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid
 	return 0;
 }
 
-/* The one module all kernel frames refer to: pid 0, covering the kernel half of the
- * address space, with pgoff = start so that frame offsets are the kernel addresses. */
+/* A module covering the kernel half of the address space, pid 0, with pgoff = start so
+ * that frame offsets are the kernel addresses; defined in the spool on first use into
+ * *id (0 until then). */
+static int kernel_space_module(struct sonde_recorder *r, uint64_t time, const char *path,
+			       uint32_t *id)
+{
+	if (*id)
+		return 0;
+	struct sonde_spool_module_def def = {
+		.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
+		.start = REC_KERNEL_START,
+		.end = UINT64_MAX,
+		.pgoff = REC_KERNEL_START,
+		.path = path,
+	};
+	int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def, id);
+	return err ? sonde__rec_error(r, err) : 0;
+}
+
+/* The one module all kernel frames refer to. */
 static int kernel_module(struct sonde_recorder *r, uint64_t time, uint32_t *id)
 {
-	static const char path[] = "[kernel.kallsyms]";
+	int err = kernel_space_module(r, time, "[kernel.kallsyms]", &r->kern.kernel_module);
 
-	if (!r->kernel_module) {
-		struct sonde_spool_module_def def = {
-			.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
-			.start = REC_KERNEL_START,
-			.end = UINT64_MAX,
-			.pgoff = REC_KERNEL_START,
-			.path = path,
-		};
-		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, time), &def,
-							 &r->kernel_module);
-		if (err)
-			return sonde__rec_error(r, err);
-	}
-	*id = r->kernel_module;
-	return 0;
+	*id = r->kern.kernel_module;
+	return err;
 }
 
 /* Kernel time without kernel frames: a sample taken in the kernel, with no callchain, is
- * one frame of this module below the user stack the thread entered the kernel with. The
- * module is named "[kernel]" (readers name its frames so, docs/spool.md); the frame keeps
- * the sampled kernel pc. */
+ * one frame of a module named "[kernel]" (readers name its frames so, docs/spool.md)
+ * below the user stack the thread entered the kernel with; the frame keeps the sampled
+ * kernel pc. */
 static int kernel_leaf(struct sonde_recorder *r, const struct perf_rec *rec, size_t *n)
 {
-	static const char path[] = "[kernel]";
-
 	*n = 0;
 	if (rec->sample.ip < REC_KERNEL_START)
 		return 0;
-	if (!r->kernel_leaf_module) {
-		struct sonde_spool_module_def def = {
-			.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
-			.start = REC_KERNEL_START,
-			.end = UINT64_MAX,
-			.pgoff = REC_KERNEL_START,
-			.path = path,
-		};
-		int err = sonde_spool_writer__add_module(r->spool, sonde__rec_time(r, rec->time),
-							 &def, &r->kernel_leaf_module);
-		if (err)
-			return sonde__rec_error(r, err);
-	}
-	r->frames[0].module = r->kernel_leaf_module;
-	r->frames[0].addr = rec->sample.ip;
+	int err = kernel_space_module(r, rec->time, "[kernel]", &r->kern.kernel_leaf_module);
+	if (err)
+		return err;
+	r->unw.frames[0].module = r->kern.kernel_leaf_module;
+	r->unw.frames[0].addr = rec->sample.ip;
 	r->sum.kernel_samples++;
 	*n = 1;
 	return 0;
 }
 
-/* The sample's kernel callchain into r->frames, innermost first: the sampled pc exactly,
+/* The sample's kernel callchain into r->unw.frames, innermost first: the sampled pc exactly,
  * callers as return address minus one (as the user frames). Context markers are skipped;
  * the user part (which the events exclude) would end the walk. Returns the count. */
 static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, size_t *n)
@@ -379,8 +210,8 @@ static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, s
 			if (err)
 				return err;
 		}
-		r->frames[*n].module = mod;
-		r->frames[*n].addr = *n ? ip - 1 : ip;
+		r->unw.frames[*n].module = mod;
+		r->unw.frames[*n].addr = *n ? ip - 1 : ip;
 		(*n)++;
 	}
 	r->sum.kernel_frames += *n;
@@ -395,7 +226,7 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 {
 	pid_t pid = (pid_t)rec->pid;
 
-	if (pid == r->self_pid) {
+	if (sonde__rec_is_self(r, pid)) {
 		r->sum.own_samples++;
 		return NULL;
 	}
@@ -403,13 +234,13 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 		r->sum.unfollowed_samples++;
 		return NULL;
 	}
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	bool limited = sonde__rec_system_limited(r);
 	if (!p && !limited) {
 		if (sonde__rec_system_adopt(r, pid, 0, rec->time) < 0)
 			return NULL;
-		p = sonde__rec_process_get(r, pid, false);
-		if (!p && (p = sonde__rec_process_get(r, pid, true)))
+		p = sonde__tasks_process(&r->tasks, pid, false);
+		if (!p && (p = sonde__tasks_process(&r->tasks, pid, true)))
 			p->exited = false; /* gone already: its samples keep raw addresses */
 	}
 	if (!p || rec->time < p->since || (limited && p->exited) ||
@@ -432,7 +263,7 @@ struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const st
 	}
 	if (r->system_wide)
 		return system_sample_process(r, rec);
-	struct rec_process *p = sonde__rec_process_get(r, (pid_t)rec->pid, r->follow_children);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)rec->pid, r->life.follow_children);
 	if (!p || rec->time < p->since) {
 		/* Not recorded, or of an earlier process with this pid, retired already. */
 		r->sum.unfollowed_samples++;
@@ -461,8 +292,8 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP], &reach};
 		nu = sonde__record_unwind(
-			&s->regs, &st, &p->mods, r->frame_pointers_only ? NULL : r->unwind_cache,
-			p->pid, &r->unwind_stats, r->frames + nk, UNWIND_MAX_FRAMES, &end);
+			&s->regs, &st, &p->mods, r->unw.frame_pointers_only ? NULL : r->unw.unwind_cache,
+			p->pid, &r->unw.unwind_stats, r->unw.frames + nk, UNWIND_MAX_FRAMES, &end);
 	}
 	*n = nu + nk;
 	*flags = nk ? SONDE_SAMPLE_KERNEL : 0;
@@ -470,8 +301,8 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	 * as a thread starts or ends (clone, exit, its first page faults), with a user stack
 	 * far shallower than its code's, and a thousand short-lived threads would each be
 	 * given a smaller copy, their events reopened for it. */
-	if (r->adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
-		sonde__rec_stack_learn(r, sonde__rec_thread_get(r, (pid_t)rec->tid, false), copy,
+	if (r->ev.adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
+		sonde__rec_stack_learn(r, sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false), copy,
 				       s->stack_len, end, reach);
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
 		*flags |= SONDE_SAMPLE_TRUNCATED;
@@ -505,7 +336,7 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	err = sonde_spool_writer__add_sample_cpu(
 		r->spool, sonde__rec_time(r, rec->time), tid_id,
 		(r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE,
-		r->frames, n, flags);
+		r->unw.frames, n, flags);
 	if (err)
 		return sonde__rec_error(r, err);
 	r->sum.samples_written++;
@@ -520,10 +351,10 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 		return 0;
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)m->pid, 0))
 		return 0;
-	struct rec_process *p = sonde__rec_process_get(r, (pid_t)m->pid, true);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)m->pid, true);
 	if (!p)
 		return sonde__rec_error(r, -ENOMEM);
-	if (rec->time < p->since)
+	if (!sonde__tasks_process_at(&r->tasks, p->pid, rec->time, false))
 		return 0; /* of an earlier process with this pid */
 	struct rec_module mod = {.start = m->addr,
 				 .end = m->addr + m->len,
@@ -541,9 +372,9 @@ static int system_exec_check(struct sonde_recorder *r, const struct perf_rec *re
 	pid_t pid = (pid_t)rec->comm.pid;
 
 	sonde__rec_system_forget(r, pid);
-	if (pid == r->self_pid || sonde__rec_system_allowed(r, pid))
+	if (sonde__rec_is_self(r, pid) || sonde__rec_system_allowed(r, pid))
 		return 1;
-	struct rec_process *p = sonde__rec_process_get(r, pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 	if (p && !p->exited && rec->time >= p->since)
 		return sonde__rec_stop_process(r, p);
 	return 0;
@@ -553,25 +384,19 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_comm *c = &rec->comm;
 
-	if (r->system_wide && c->exec && r->process_check) {
+	if (r->system_wide && c->exec && sonde__rec_system_checks_processes(r)) {
 		int go_on = system_exec_check(r, rec);
 		if (go_on <= 0)
 			return go_on;
 	}
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)c->pid, 0))
 		return 0;
-	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)c->tid, true);
-
-	if (!t)
-		return sonde__rec_error(r, -ENOMEM);
-	if (rec->time < t->since)
-		return 0; /* of an earlier thread with this tid */
-	/* A new name is a new spool thread from the next sample on. */
-	snprintf(t->comm, sizeof(t->comm), "%s", c->comm ? c->comm : "");
-	t->defined = false;
+	bool stale;
+	if (!sonde__tasks_rename(&r->tasks, (pid_t)c->tid, c->comm, rec->time, &stale))
+		return stale ? 0 : sonde__rec_error(r, -ENOMEM);
 	if (c->exec) {
 		sonde__rec_exec_seen(r, (pid_t)c->pid);
-		struct rec_process *p = sonde__rec_process_get(r, (pid_t)c->pid, true);
+		struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)c->pid, true);
 		if (!p)
 			return sonde__rec_error(r, -ENOMEM);
 		if (rec->time < p->since)
@@ -588,32 +413,32 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 {
 	int err = sonde__rec_retire(r, p, time);
 
-	/* Threads of the old process whose exit went unseen: their names and spool
-	 * definitions must not carry over to threads of the new one. */
-	for (size_t i = 0; i < r->cap_threads; i++) {
-		struct rec_thread *t = &r->threads[i];
-		if (!t->tid || t->pid != p->pid)
-			continue;
-		t->defined = false;
-		t->own_events = false;
-		t->root_gen = 0;
-		t->announced = false;
-		t->selected = false;
-		t->comm[0] = 0;
-	}
-
-	p->exited = false;
-	p->attached = false;
-	p->thread_only = false;
-	p->selected = false;
-	p->start_time = 0;
-	p->fork_time = 0;
-	p->attach_ticks = 0;
-	p->exe_dev = p->exe_ino = 0;
-	p->since = 0;
-	sonde__proc_resume(&p->stop); /* holds nothing by now; frees what it would */
-	memset(&p->stop, 0, sizeof(p->stop));
+	sonde__tasks_process_reset(&r->tasks, p);
 	return err;
+}
+
+int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
+			     rec_same_process_fn *same, struct proc_stat *st,
+			     struct rec_process **out)
+{
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
+
+	*out = NULL;
+	if (sonde__proc_stat_read(pid, 0, st) < 0 || st->state == 'Z' || st->state == 'X')
+		return 0; /* gone already */
+	if (p && same(r, p, st))
+		return 0;
+	if (p) {
+		int err = sonde__rec_process_reset(r, p, time);
+		if (err)
+			return err;
+	} else if (!(p = sonde__tasks_process(&r->tasks, pid, true))) {
+		return -ENOMEM;
+	}
+	p->start_time = st->start_time;
+	sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
+	*out = p;
+	return 1;
 }
 
 /* A thread created by a recorded thread of a process attached by thread (-t) while a
@@ -623,7 +448,7 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 static int adopt_switch_child(struct sonde_recorder *r, const struct rec_process *owner,
 			      pid_t tid, uint64_t time, bool own)
 {
-	if (own || !owner || !owner->thread_only || r->gen < 2 || time >= r->gen_cut)
+	if (own || !owner || !owner->thread_only || r->ev.gen < 2 || time >= r->ev.gen_cut)
 		return 0;
 	int err = sonde__rec_open_thread_events(r, tid);
 	return err == -ESRCH ? 0 : sonde__rec_error(r, err); /* exited meanwhile: nothing */
@@ -636,41 +461,34 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 
 	/* Without follow_children, children have no events: their fork is only a record of
 	 * the parent's, and nothing of theirs is tracked. */
-	if (new_process && !r->follow_children)
+	if (new_process && !r->life.follow_children)
 		return 0;
 	if (r->system_wide && new_process)
 		sonde__rec_system_forget(r, (pid_t)f->pid); /* a new process: asked anew */
 	/* A thread attached alone without follow_children: its new threads have no events. */
-	struct rec_process *owner = sonde__rec_process_get(r, (pid_t)f->pid, false);
-	if (!new_process && !r->follow_children && owner && owner->thread_only)
+	struct rec_process *owner = sonde__tasks_process(&r->tasks, (pid_t)f->pid, false);
+	if (!new_process && !r->life.follow_children && owner && owner->thread_only)
 		return 0;
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
-	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)f->tid, true);
+	/* A switch may have given it events of its own before this record was processed. */
+	const struct rec_thread *was = sonde__tasks_thread(&r->tasks, (pid_t)f->tid, false);
+	bool own = was && was->own_events && was->pid == (pid_t)f->pid && was->root_gen == r->ev.gen;
+	struct rec_thread *t = sonde__tasks_fork(&r->tasks, (pid_t)f->pid, (pid_t)f->ppid,
+						 (pid_t)f->tid, (pid_t)f->ptid, rec->time);
 	if (!t)
 		return sonde__rec_error(r, -ENOMEM);
-	/* A switch may have given it events of its own before this record was processed. */
-	bool own = t->own_events && t->pid == (pid_t)f->pid && t->root_gen == r->gen;
-	t->pid = (pid_t)f->pid;
-	t->defined = false;
-	t->announced = true;
 	t->own_events = own;
-	t->since = rec->time;
+	bool parent_selected = t->selected;
 	if (!own)
 		sonde__rec_inherit(r, t, (pid_t)f->ptid);
-	/* Looked up after the insertion, which may have moved the table. */
-	struct rec_thread *parent = sonde__rec_thread_get(r, (pid_t)f->ptid, false);
-	/* system-wide filters: what a filtered thread creates is recorded too */
-	t->selected = parent && parent->selected && parent->pid == (pid_t)f->ppid;
-	bool parent_selected = t->selected;
-	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
 	if (!new_process) /* a new thread of a known process */
 		return adopt_switch_child(r, owner, (pid_t)f->tid, rec->time, own);
 
 	/* A new process: it starts with a copy of its parent's mappings. A record of the same
 	 * pid is an earlier process whose exit went unseen (lost): it must not lend its
 	 * modules to this one. */
-	struct rec_process *child = sonde__rec_process_get(r, (pid_t)f->pid, false);
+	struct rec_process *child = sonde__tasks_process(&r->tasks, (pid_t)f->pid, false);
 	if (child && !child->exited && child->start_time &&
 	    sonde__rec_is_forked_at(r, rec->time, child->start_time)) {
 		/* A recovery sweep found it before this record was processed. */
@@ -681,12 +499,12 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 		int err = sonde__rec_process_reset(r, child, rec->time);
 		if (err)
 			return err;
-	} else if (!(child = sonde__rec_process_get(r, (pid_t)f->pid, true))) {
+	} else if (!(child = sonde__tasks_process(&r->tasks, (pid_t)f->pid, true))) {
 		return sonde__rec_error(r, -ENOMEM);
 	}
 	child->fork_time = rec->time;
 	child->since = rec->time;
-	struct rec_process *pp = sonde__rec_process_get(r, (pid_t)f->ppid, false);
+	struct rec_process *pp = sonde__tasks_process(&r->tasks, (pid_t)f->ppid, false);
 	child->selected = parent_selected || (pp && pp->selected);
 	if (!pp)
 		return 0;
@@ -705,23 +523,22 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_task *e = &rec->task;
-	struct rec_thread *t = sonde__rec_thread_get(r, (pid_t)e->tid, false);
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, (pid_t)e->tid, false);
 
 	/* The exit of an earlier thread or process with this id, processed after the id was
 	 * reused (and attached again): it ends nothing of the new one. */
 	if (t && rec->time < t->since)
 		return 0;
 	sonde__rec_close_thread_events(r, (pid_t)e->tid);
-	rec_thread_remove(r, (pid_t)e->tid);
+	thread_remove(r, (pid_t)e->tid);
 	if (e->pid != e->tid)
 		return 0;
-	struct rec_process *p = sonde__rec_process_get(r, (pid_t)e->pid, false);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)e->pid, false);
 	if (r->system_wide && (!p || rec->time >= p->since))
 		sonde__rec_system_forget(r, (pid_t)e->pid);
-	if (!p || rec->time < p->since)
+	if (!(p = sonde__tasks_process_exit(&r->tasks, (pid_t)e->pid, rec->time)))
 		return 0;
 	/* Retiring is idempotent: a liveness check may have marked it exited already. */
-	p->exited = true;
 	int err = sonde__rec_retire(r, p, rec->time);
 	if (r->system_wide)
 		sonde__rec_forget_exited(r);
@@ -766,13 +583,8 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 
 void sonde__rec_track_free(struct sonde_recorder *r)
 {
-	for (size_t i = 0; i < r->cap_threads; i++)
-		if (r->threads[i].tid)
-			sonde__rec_offcpu_free(r->threads[i].off);
-	for (size_t i = 0; i < r->n_procs; i++)
-		sonde__modtable_free(&r->procs[i].mods);
-	sonde__free(r->procs);
-	sonde__free(r->threads);
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));)
+		sonde__rec_offcpu_free(t->off);
+	sonde__tasks_free(&r->tasks);
 	sonde__rec_images_free(r);
-	sonde__free(r->build_ids);
 }

@@ -11,25 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum unwind_dwarf_reg {
-	UREG_RAX = 0,
-	UREG_RDX = 1,
-	UREG_RCX = 2,
-	UREG_RBX = 3,
-	UREG_RSI = 4,
-	UREG_RDI = 5,
-	UREG_RBP = 6,
-	UREG_RSP = 7,
-	UREG_R8 = 8,
-	UREG_R15 = 15,
-	UREG_RIP = 16, /* the return-address column */
-	UREG_COUNT = 17,
-};
-
-struct unwind_regs {
-	uint64_t r[UREG_COUNT];
-	uint32_t valid; /* bit i set when r[i] is known */
-};
+#include "perf/regs.h"
 
 /* A copy of user memory [start, start + len): start is the stack pointer at the sample.
  * reach, when not NULL, is raised to the end (offset from start) of the highest word read:

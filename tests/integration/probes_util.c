@@ -8,7 +8,7 @@
 #include "../test.h"
 #include "../util.h"
 #include "base/pb.h"
-#include "probes/tracefs.h"
+#include "perf/tracefs.h"
 
 int probes_collect(void *ctx, const void *packet, size_t len)
 {

@@ -13,9 +13,9 @@
 #include "../util.h"
 #include "base/pb.h"
 #include "probes/ftrace.h"
-#include "probes/ftrace_format.h"
+#include "perf/ftrace_format.h"
 #include "probes/ftrace_page.h"
-#include "probes/tracefs.h"
+#include "perf/tracefs.h"
 #include "probes_util.h"
 
 TEST(ftrace_format_parses_every_format_file_of_this_kernel)

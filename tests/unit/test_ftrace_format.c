@@ -1,7 +1,7 @@
 /* The format file parser on odd but valid text, and on text it must refuse. */
 #include "../test.h"
 #include "probes/ftrace_config.h"
-#include "probes/ftrace_format.h"
+#include "perf/ftrace_format.h"
 
 TEST(ftrace_format_kinds)
 {

@@ -12,8 +12,8 @@
  * The lock and the instance's fds are O_CLOEXEC, but a fork() without exec shares them:
  * a child that outlives the session keeps the lock (and the instance) until it exits.
  */
-#ifndef SONDE_PROBES_TRACEFS_H
-#define SONDE_PROBES_TRACEFS_H
+#ifndef SONDE_PERF_TRACEFS_H
+#define SONDE_PERF_TRACEFS_H
 
 #include <stdbool.h>
 #include <stddef.h>

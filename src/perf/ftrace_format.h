@@ -13,8 +13,8 @@
  * The parser takes untrusted (buf, len); fields whose offset and size do not fit in an
  * event record (64 KiB) are rejected.
  */
-#ifndef SONDE_PROBES_FTRACE_FORMAT_H
-#define SONDE_PROBES_FTRACE_FORMAT_H
+#ifndef SONDE_PERF_FTRACE_FORMAT_H
+#define SONDE_PERF_FTRACE_FORMAT_H
 
 #include <stdbool.h>
 #include <stddef.h>

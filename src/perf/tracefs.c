@@ -1,5 +1,5 @@
 /* tracefs mount, instance and file helpers. See tracefs.h. */
-#include "probes/tracefs.h"
+#include "perf/tracefs.h"
 
 #include <errno.h>
 #include <fcntl.h>

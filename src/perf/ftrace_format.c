@@ -1,6 +1,6 @@
 /* tracefs event format files into field descriptors. See ftrace_format.h. */
 #include "base/alloc.h"
-#include "probes/ftrace_format.h"
+#include "perf/ftrace_format.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,0 +1,275 @@
+/* The recorder's task model (tasks.h): processes in an array searched by pid, threads in
+ * an open-addressing hash on tid, the names of the threads that exited last. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/array.h"
+#include "record/tasks.h"
+
+void sonde__tasks_free(struct rec_tasks *ts)
+{
+	for (size_t i = 0; i < ts->n_procs; i++)
+		sonde__modtable_free(&ts->procs[i].mods);
+	sonde__free(ts->procs);
+	sonde__free(ts->threads);
+	ts->procs = NULL;
+	ts->threads = NULL;
+	ts->n_procs = ts->cap_procs = ts->n_threads = ts->cap_threads = 0;
+}
+
+/* ---- processes ---- */
+
+struct rec_process *sonde__tasks_process(struct rec_tasks *ts, pid_t pid, bool create)
+{
+	for (size_t i = 0; i < ts->n_procs; i++)
+		if (ts->procs[i].pid == pid)
+			return &ts->procs[i];
+	if (!create)
+		return NULL;
+	if (sonde__array_grow(&ts->procs, &ts->cap_procs, ts->n_procs + 1, sizeof(*ts->procs), 8) <
+	    0)
+		return NULL;
+	struct rec_process *p = &ts->procs[ts->n_procs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	ts->procs_created++;
+	return p;
+}
+
+struct rec_process *sonde__tasks_process_at(struct rec_tasks *ts, pid_t pid, uint64_t time,
+					    bool create)
+{
+	struct rec_process *p = sonde__tasks_process(ts, pid, create);
+
+	return p && time >= p->since ? p : NULL;
+}
+
+void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p)
+{
+	/* Threads of the old process whose exit went unseen: their names and spool
+	 * definitions must not carry over to threads of the new one. */
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(ts, t));) {
+		if (t->pid != p->pid)
+			continue;
+		t->defined = false;
+		t->own_events = false;
+		t->root_gen = 0;
+		t->announced = false;
+		t->selected = false;
+		t->comm[0] = 0;
+	}
+	p->exited = false;
+	p->attached = false;
+	p->thread_only = false;
+	p->selected = false;
+	p->start_time = 0;
+	p->fork_time = 0;
+	p->attach_ticks = 0;
+	p->exe_dev = p->exe_ino = 0;
+	p->since = 0;
+	sonde__proc_resume(&p->stop); /* holds nothing by now; frees what it would */
+	memset(&p->stop, 0, sizeof(p->stop));
+}
+
+struct rec_process *sonde__tasks_process_exit(struct rec_tasks *ts, pid_t pid, uint64_t time)
+{
+	struct rec_process *p = sonde__tasks_process_at(ts, pid, time, false);
+
+	/* Idempotent: a liveness check may have marked it exited already. */
+	if (p)
+		p->exited = true;
+	return p;
+}
+
+void sonde__tasks_forget_exited(struct rec_tasks *ts)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < ts->n_procs; i++) {
+		struct rec_process *p = &ts->procs[i];
+		if (p->exited && !p->has_spool_modules) {
+			sonde__modtable_free(&p->mods);
+			continue;
+		}
+		if (k != i)
+			ts->procs[k] = *p;
+		k++;
+	}
+	ts->n_procs = k;
+}
+
+/* ---- threads: open addressing with linear probing; tid 0 marks an empty slot ---- */
+
+static size_t slot_of(const struct rec_tasks *ts, pid_t tid)
+{
+	return ((uint32_t)tid * 2654435761u) & (ts->cap_threads - 1);
+}
+
+static int threads_grow(struct rec_tasks *ts)
+{
+	size_t old_cap = ts->cap_threads, cap = old_cap ? old_cap * 2 : 64;
+	struct rec_thread *old = ts->threads, *nt = sonde__calloc(cap, sizeof(*nt));
+
+	if (!nt)
+		return -ENOMEM;
+	ts->threads = nt;
+	ts->cap_threads = cap;
+	for (size_t i = 0; i < old_cap; i++) {
+		if (!old[i].tid)
+			continue;
+		size_t s = slot_of(ts, old[i].tid);
+		while (nt[s].tid)
+			s = (s + 1) & (cap - 1);
+		nt[s] = old[i];
+	}
+	sonde__free(old);
+	return 0;
+}
+
+struct rec_thread *sonde__tasks_thread(struct rec_tasks *ts, pid_t tid, bool create)
+{
+	if (ts->cap_threads) {
+		for (size_t s = slot_of(ts, tid);; s = (s + 1) & (ts->cap_threads - 1)) {
+			if (ts->threads[s].tid == tid)
+				return &ts->threads[s];
+			if (!ts->threads[s].tid)
+				break;
+		}
+	}
+	if (!create || tid <= 0)
+		return NULL;
+	if ((ts->n_threads + 1) * 2 > ts->cap_threads && threads_grow(ts) < 0)
+		return NULL;
+	size_t s = slot_of(ts, tid);
+	while (ts->threads[s].tid)
+		s = (s + 1) & (ts->cap_threads - 1);
+	memset(&ts->threads[s], 0, sizeof(ts->threads[s]));
+	ts->threads[s].tid = tid;
+	ts->n_threads++;
+	ts->threads_created++;
+	return &ts->threads[s];
+}
+
+struct rec_thread *sonde__tasks_next_thread(struct rec_tasks *ts, struct rec_thread *prev)
+{
+	size_t i = prev ? (size_t)(prev - ts->threads) + 1 : 0;
+
+	for (; i < ts->cap_threads; i++)
+		if (ts->threads[i].tid)
+			return &ts->threads[i];
+	return NULL;
+}
+
+struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const struct rec_process *p,
+						 pid_t tid, uint64_t since)
+{
+	struct rec_thread *t = sonde__tasks_thread(ts, tid, true);
+
+	if (!t)
+		return NULL;
+	t->pid = p->pid;
+	t->defined = false;
+	t->announced = false;
+	t->since = since;
+	if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
+		t->comm[0] = 0;
+	return t;
+}
+
+struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid, pid_t tid,
+				     pid_t ptid, uint64_t time)
+{
+	struct rec_thread *t = sonde__tasks_thread(ts, tid, true);
+
+	if (!t)
+		return NULL;
+	t->pid = pid;
+	t->defined = false;
+	t->announced = true;
+	t->own_events = false;
+	t->since = time;
+	/* Looked up after the insertion, which may have moved the table. */
+	const struct rec_thread *parent = sonde__tasks_thread(ts, ptid, false);
+	/* system-wide filters: what a filtered thread creates is recorded too */
+	t->selected = parent && parent->selected && parent->pid == ppid;
+	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
+	return t;
+}
+
+struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t tid, const char *comm,
+				       uint64_t time, bool *stale)
+{
+	struct rec_thread *t = sonde__tasks_thread(ts, tid, true);
+
+	*stale = false;
+	if (!t)
+		return NULL;
+	if (time < t->since) {
+		*stale = true; /* of an earlier thread with this tid */
+		return NULL;
+	}
+	/* A new name is a new spool thread from the next sample on. */
+	snprintf(t->comm, sizeof(t->comm), "%s", comm ? comm : "");
+	t->defined = false;
+	return t;
+}
+
+void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid)
+{
+	struct rec_thread *t = sonde__tasks_thread(ts, tid, false);
+
+	if (!t)
+		return;
+	if (t->comm[0]) {
+		uint32_t g = ts->gone_next++ % REC_GONE_NAMES;
+		ts->gone[g].tid = tid;
+		memcpy(ts->gone[g].comm, t->comm, sizeof(ts->gone[g].comm));
+	}
+	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
+	size_t mask = ts->cap_threads - 1, i = (size_t)(t - ts->threads), j = i;
+	ts->threads[i].tid = 0;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!ts->threads[j].tid)
+			break;
+		size_t home = slot_of(ts, ts->threads[j].tid);
+		/* Move j back to i unless its home lies cyclically in (i, j]. */
+		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+			ts->threads[i] = ts->threads[j];
+			ts->threads[j].tid = 0;
+			i = j;
+		}
+	}
+	ts->n_threads--;
+}
+
+/* The name tid had when it exited, if it exited lately: into comm, true. */
+static bool gone_name(const struct rec_tasks *ts, pid_t tid, char *comm, size_t size)
+{
+	uint32_t n = ts->gone_next < REC_GONE_NAMES ? ts->gone_next : REC_GONE_NAMES;
+
+	for (uint32_t i = 1; i <= n; i++) {
+		uint32_t g = (ts->gone_next - i) % REC_GONE_NAMES;
+		if (ts->gone[g].tid == tid) {
+			snprintf(comm, size, "%s", ts->gone[g].comm);
+			return true;
+		}
+	}
+	return false;
+}
+
+void sonde__tasks_name(struct rec_tasks *ts, struct rec_thread *t, pid_t pid)
+{
+	if (t->pid != pid) {
+		/* The tid was another process's thread (its exit lost): not its name either. */
+		t->pid = pid;
+		t->comm[0] = 0;
+	}
+	/* Never a bare id when a name was seen: a thread sampled after its exit record is
+	 * named as it was then. */
+	if (!t->comm[0] && sonde__proc_read_comm(pid, t->tid, t->comm, sizeof(t->comm)) < 0 &&
+	    !gone_name(ts, t->tid, t->comm, sizeof(t->comm)))
+		snprintf(t->comm, sizeof(t->comm), "%d", (int)t->tid);
+}

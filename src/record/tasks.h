@@ -1,0 +1,151 @@
+/* The recorder's task model: its processes and threads, hashed by pid and tid, and the
+ * names of the threads that exited last. Internal.
+ *
+ * It knows nothing of perf events, rings or the spool: track.c calls it for the side-band
+ * records (FORK, COMM, EXIT, MMAP2) and the samples, and the other parts keep their
+ * per-task state in its entries (a thread's stack copy sizing and off-CPU state, a
+ * process's stop handle and modules). The tables themselves are reached only through
+ * the functions below. Everything runs in record time order; a record older than an
+ * entry's `since` is of an earlier task with the same id (the id was reused) and changes
+ * nothing.
+ *
+ * Entries are owned by the tables: a pointer stays valid until the next call that may
+ * create or remove one (a create can move every entry of its table).
+ */
+#ifndef SONDE_RECORD_TASKS_H
+#define SONDE_RECORD_TASKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proc/proc.h"
+#include "record/modules.h"
+
+/* Exited threads whose names are kept (struct rec_tasks.gone). */
+enum { REC_GONE_NAMES = 256 };
+
+struct rec_offcpu;
+
+struct rec_process {
+	pid_t pid;
+	uint64_t start_time; /* 0 when unknown (a child seen only through FORK) */
+	bool attached;	     /* attached explicitly, as opposed to followed */
+	bool thread_only;    /* attached by thread (-t): only some threads have events */
+	bool selected;	     /* system-wide filters: every thread of it is recorded */
+	bool exited;
+	bool has_spool_modules; /* modules defined in the spool since the last retirement */
+	struct proc_stopped stop;
+	struct rec_modtable mods;
+	uint64_t fork_time;	   /* monotonic ns of its fork record (followed children) */
+	uint64_t attach_ticks;	   /* boot time in clock ticks when its threads were listed */
+	uint64_t exe_dev, exe_ino; /* /proc/PID/exe when last checked; 0 when unknown */
+	/* Monotonic ns from which records of this pid belong to this process: older ones
+	 * (still queued when the pid was reused) are of its predecessor and are ignored. */
+	uint64_t since;
+};
+
+struct rec_thread {
+	pid_t tid; /* 0: empty slot */
+	pid_t pid;
+	uint32_t spool_id; /* valid when defined */
+	bool defined;
+	bool own_events; /* events opened on it by the recorder (not inherited) */
+	bool announced;	 /* a fork record created it: it inherited the events */
+	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
+	uint64_t since;	 /* as rec_process.since, for a reused tid */
+	char comm[16];
+	/* Stack copy sizing (resize.c). The events sampling it are its own (root_gen: the
+	 * generation they belong to, 0 when it has none) or inherited from root_tid's. */
+	uint32_t root_gen;
+	pid_t root_tid;
+	bool inheritors;	/* threads created since inherited its own events */
+	bool grow;		/* a stack was cut by the end of its copy: double it */
+	uint32_t copy_bytes;	/* the copy its last sample had */
+	uint32_t min_bytes;	/* never below this: a size it had to grow to */
+	uint32_t reach;		/* most stack bytes an unwind of it needed in the window */
+	uint32_t window;	/* samples since its events were last reopened (the window) */
+	uint32_t cuts;		/* of them, cut by the end of a full copy */
+	bool too_deep;		/* cut even by the largest copy: back to STACK_TOO_DEEP */
+	uint32_t regen_mark;	/* generation a switch in progress gave it events in */
+	struct rec_offcpu *off; /* off-CPU state (offcpu.c), NULL until its first switch-out */
+};
+
+struct rec_tasks {
+	struct rec_process *procs; /* in the order first seen */
+	size_t n_procs, cap_procs;
+	struct rec_thread *threads; /* open addressing on tid, cap a power of two */
+	size_t n_threads, cap_threads;
+	/* The names of the threads that exited last: per-CPU events still sample a task on its
+	 * way out after its exit record, when /proc no longer names it. A ring, newest at
+	 * gone_next - 1. */
+	struct {
+		pid_t tid;
+		char comm[16];
+	} gone[REC_GONE_NAMES];
+	uint32_t gone_next;
+	uint64_t procs_created, threads_created; /* entries ever made (the summary's counts) */
+};
+
+/* Frees both tables (the entries' modules too; their off-CPU state is the caller's). */
+void sonde__tasks_free(struct rec_tasks *ts);
+
+/* ---- processes ---- */
+
+/* Process pid, appended when create is set and it is unknown (NULL: unknown, or no
+ * memory). */
+struct rec_process *sonde__tasks_process(struct rec_tasks *ts, pid_t pid, bool create);
+/* The same for a record of pid at time: NULL (never created) when the record is older
+ * than the known process's since, i.e. of its predecessor. */
+struct rec_process *sonde__tasks_process_at(struct rec_tasks *ts, pid_t pid, uint64_t time,
+					    bool create);
+static inline size_t sonde__tasks_n_procs(const struct rec_tasks *ts)
+{
+	return ts->n_procs;
+}
+/* The i-th process (i < sonde__tasks_n_procs); processes appended during a walk by index
+ * are reached by it too. */
+static inline struct rec_process *sonde__tasks_proc_at(struct rec_tasks *ts, size_t i)
+{
+	return &ts->procs[i];
+}
+/* pid names a new process from now on (its predecessor's exit went unseen, or it is
+ * attached again): its identity is cleared and the threads of the old one lose their
+ * names and spool definitions. Its modules are the caller's to retire first. */
+void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p);
+/* EXIT of p's main thread at time: p is marked exited. p, or NULL when unknown or the
+ * record is of a predecessor. */
+struct rec_process *sonde__tasks_process_exit(struct rec_tasks *ts, pid_t pid, uint64_t time);
+/* Drops the exited processes whose modules are retired (their module tables freed). */
+void sonde__tasks_forget_exited(struct rec_tasks *ts);
+
+/* ---- threads ---- */
+
+/* Thread tid, created (zeroed but for tid) when create is set and tid > 0. */
+struct rec_thread *sonde__tasks_thread(struct rec_tasks *ts, pid_t tid, bool create);
+/* Walks the threads: the first with prev NULL, then the one after prev; NULL at the end.
+ * Nothing may be created or removed during the walk. */
+struct rec_thread *sonde__tasks_next_thread(struct rec_tasks *ts, struct rec_thread *prev);
+/* The one way a thread found in /proc is defined: whatever tid was before, it is now a
+ * thread of p whose records count from `since`, named as /proc names it (empty if it
+ * cannot be read), to be defined in the spool at its next sample. NULL: no memory. */
+struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const struct rec_process *p,
+						 pid_t tid, uint64_t since);
+/* FORK of thread tid of pid by ptid of ppid at time: tid is a new thread of pid from time
+ * on, named as its creator, inheriting its creator's events (announced) and selection.
+ * Its own_events are cleared (the caller decides). NULL: no memory. */
+struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid, pid_t tid,
+				     pid_t ptid, uint64_t time);
+/* COMM of tid at time: its new name, to be defined anew at its next sample. The thread, or
+ * NULL when the record is of a predecessor of that tid (*stale set) or no memory. */
+struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t tid, const char *comm,
+				       uint64_t time, bool *stale);
+/* Removes tid, keeping its name for samples that come after its exit. */
+void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid);
+/* The name a sample of tid of pid is written with: t's name (t->pid is set to pid, its
+ * name dropped, when the tid was another process's), else /proc's, else the one it had
+ * when it exited lately, else the tid in decimal. Into t->comm. */
+void sonde__tasks_name(struct rec_tasks *ts, struct rec_thread *t, pid_t pid);
+
+#endif

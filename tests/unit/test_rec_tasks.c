@@ -1,0 +1,172 @@
+/* The recorder's task model (src/record/tasks.c) fed synthetic side-band records: what a
+ * recording names its samples after fork, exec, exit and pid reuse. The pids are above
+ * any pid_max, so /proc knows none of them and every name comes from the records. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../test.h"
+#include "record/tasks.h"
+
+enum { P = 5000001, C = 5000002 };
+
+/* COMM of tid at time, as track.c's on_comm feeds it. */
+static struct rec_thread *comm_rec(struct rec_tasks *ts, pid_t tid, const char *comm,
+				   uint64_t time)
+{
+	bool stale;
+
+	return sonde__tasks_rename(ts, tid, comm, time, &stale);
+}
+
+/* The name a sample of tid of pid at this point is written with. */
+static const char *sample_name(struct rec_tasks *ts, pid_t pid, pid_t tid)
+{
+	struct rec_thread *t = sonde__tasks_thread(ts, tid, true);
+
+	if (!t)
+		return "(no memory)";
+	sonde__tasks_name(ts, t, pid);
+	return t->comm;
+}
+
+TEST(record_tasks_fork_and_exec_name_the_child)
+{
+	struct rec_tasks ts = {0};
+	bool stale;
+
+	ASSERT_NOT_NULL(sonde__tasks_process(&ts, P, true));
+	ASSERT_NOT_NULL(sonde__tasks_fork(&ts, P, 1, P, 1, 0));
+	ASSERT_NOT_NULL(comm_rec(&ts, P, "shell", 1));
+	/* FORK of a new process: named as its creator, inheriting its events */
+	struct rec_thread *c = sonde__tasks_fork(&ts, C, P, C, P, 10);
+	ASSERT_NOT_NULL(c);
+	ASSERT_STR_EQ(c->comm, "shell");
+	ASSERT_INT(c->pid, ==, C);
+	ASSERT(c->announced && !c->defined && !c->own_events);
+	/* a COMM older than the fork is of an earlier thread with that tid */
+	ASSERT(!sonde__tasks_rename(&ts, C, "ghost", 5, &stale));
+	ASSERT(stale);
+	ASSERT_STR_EQ(sample_name(&ts, C, C), "shell");
+	/* exec: the new name, defined anew at the next sample */
+	c = sonde__tasks_thread(&ts, C, false);
+	c->defined = true;
+	ASSERT_NOT_NULL(comm_rec(&ts, C, "make", 20));
+	c = sonde__tasks_thread(&ts, C, false);
+	ASSERT(!c->defined);
+	ASSERT_STR_EQ(sample_name(&ts, C, C), "make");
+	/* a thread the exec'd process creates is named after it, not after the shell */
+	ASSERT_NOT_NULL(sonde__tasks_fork(&ts, C, C, C + 1, C, 30));
+	ASSERT_STR_EQ(sample_name(&ts, C, C + 1), "make");
+	ASSERT_STR_EQ(sample_name(&ts, P, P), "shell");
+	ASSERT_UINT(ts.threads_created, ==, 3);
+	sonde__tasks_free(&ts);
+}
+
+TEST(record_tasks_exit_keeps_the_name_for_later_samples)
+{
+	struct rec_tasks ts = {0};
+
+	ASSERT_NOT_NULL(sonde__tasks_process(&ts, P, true));
+	ASSERT_NOT_NULL(comm_rec(&ts, P + 7, "worker", 1));
+	sonde__tasks_thread(&ts, P + 7, false)->pid = P;
+	sonde__tasks_thread_remove(&ts, P + 7);
+	ASSERT(!sonde__tasks_thread(&ts, P + 7, false));
+	/* a per-CPU event samples it on its way out, after its exit record */
+	ASSERT_STR_EQ(sample_name(&ts, P, P + 7), "worker");
+	/* a thread never named is its tid, never an empty name */
+	char tid[16];
+	snprintf(tid, sizeof(tid), "%d", P + 8);
+	ASSERT_STR_EQ(sample_name(&ts, P, P + 8), tid);
+	sonde__tasks_free(&ts);
+}
+
+TEST(record_tasks_pid_reuse_separates_the_two_processes)
+{
+	struct rec_tasks ts = {0};
+	struct rec_process *p = sonde__tasks_process(&ts, P, true);
+
+	ASSERT_NOT_NULL(p);
+	ASSERT_NOT_NULL(sonde__tasks_fork(&ts, P, P, P + 1, P, 10));
+	ASSERT_NOT_NULL(comm_rec(&ts, P + 1, "old", 11));
+	ASSERT(sonde__tasks_process_exit(&ts, P, 100) == p);
+	ASSERT(p->exited);
+	/* the pid names a new process from 200 on (a fork record, or /proc) */
+	sonde__tasks_process_reset(&ts, p);
+	p->since = 200;
+	ASSERT(!p->exited);
+	struct rec_thread *t = sonde__tasks_thread(&ts, P + 1, false);
+	ASSERT_NOT_NULL(t);
+	ASSERT_STR_EQ(t->comm, ""); /* not the old process's name */
+	ASSERT(!t->defined && !t->announced);
+	/* an MMAP2 or EXIT of the old one, processed late, changes nothing of the new one */
+	ASSERT(!sonde__tasks_process_at(&ts, P, 150, true));
+	ASSERT(!sonde__tasks_process_exit(&ts, P, 150));
+	ASSERT(!p->exited);
+	ASSERT(sonde__tasks_process_at(&ts, P, 250, false) == p);
+	ASSERT_UINT(sonde__tasks_n_procs(&ts), ==, 1);
+	/* exited and retired: dropped; exited with modules still defined: kept */
+	struct rec_process *q = sonde__tasks_process(&ts, C, true);
+	q->exited = true;
+	q->has_spool_modules = true;
+	ASSERT(sonde__tasks_process_exit(&ts, P, 300) == sonde__tasks_process(&ts, P, false));
+	sonde__tasks_forget_exited(&ts);
+	ASSERT_UINT(sonde__tasks_n_procs(&ts), ==, 1);
+	ASSERT_INT(sonde__tasks_proc_at(&ts, 0)->pid, ==, C);
+	ASSERT_UINT(ts.procs_created, ==, 2);
+	sonde__tasks_free(&ts);
+}
+
+TEST(record_tasks_thread_table_survives_growth_and_removal)
+{
+	struct rec_tasks ts = {0};
+	enum { N = 5000 };
+
+	for (pid_t i = 1; i <= N; i++) {
+		struct rec_thread *t = sonde__tasks_thread(&ts, P + i * 64, true);
+		ASSERT_NOT_NULL(t);
+		t->pid = i;
+	}
+	for (pid_t i = 1; i <= N; i += 3)
+		sonde__tasks_thread_remove(&ts, P + i * 64);
+	size_t walked = 0;
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&ts, t));)
+		walked++;
+	ASSERT_UINT(walked, ==, N - (N + 2) / 3);
+	for (pid_t i = 1; i <= N; i++) {
+		const struct rec_thread *t = sonde__tasks_thread(&ts, P + i * 64, false);
+		if (i % 3 == 1) {
+			ASSERT(!t);
+		} else {
+			ASSERT_NOT_NULL(t);
+			ASSERT_INT(t->pid, ==, i);
+		}
+	}
+	sonde__tasks_free(&ts);
+}
+
+TEST(record_tasks_a_thread_from_proc_is_defined_afresh)
+{
+	struct rec_tasks ts = {0};
+	struct rec_process *p = sonde__tasks_process(&ts, getpid(), true);
+	pid_t tid = gettid();
+	char comm[16] = "";
+	FILE *f = fopen("/proc/self/comm", "r");
+
+	ASSERT_NOT_NULL(f);
+	ASSERT(fgets(comm, sizeof(comm), f));
+	fclose(f);
+	comm[strcspn(comm, "\n")] = 0;
+	/* whatever the tid was before (another process's thread, defined, announced) */
+	struct rec_thread *t = sonde__tasks_thread(&ts, tid, true);
+	t->pid = P;
+	t->defined = t->announced = true;
+	snprintf(t->comm, sizeof(t->comm), "stale");
+	t = sonde__tasks_thread_from_proc(&ts, p, tid, 42);
+	ASSERT_NOT_NULL(t);
+	ASSERT_INT(t->pid, ==, getpid());
+	ASSERT(!t->defined && !t->announced);
+	ASSERT_UINT(t->since, ==, 42);
+	ASSERT_STR_EQ(t->comm, comm);
+	sonde__tasks_free(&ts);
+}
