@@ -1458,3 +1458,52 @@ TEST(convert_hide_idle_and_one_process_of_a_machine_wide_recording)
 	ASSERT_INT(o.status, ==, 2);
 	test_output_free(&o);
 }
+
+/* The names of a speedscope file's profiles, in order, separated by '|'. */
+static void speedscope_names(const char *json, char *out, size_t len)
+{
+	const char *p = ASSERT_NOT_NULL(strstr(json, "\"profiles\":["));
+
+	out[0] = 0;
+	while ((p = strstr(p, "\"name\":\""))) {
+		p += 8;
+		const char *end = ASSERT_NOT_NULL(strchr(p, '"'));
+		size_t n = strlen(out);
+		snprintf(out + n, len - n, "%s%.*s", n ? "|" : "", (int)(end - p), p);
+		p = end;
+	}
+}
+
+/* Speedscope of a machine-wide recording opens on its busiest process, or on the one
+ * --pid or --comm chose (its threads then, as for one program, the busiest open). */
+TEST(convert_speedscope_of_a_machine_wide_recording_busiest_first_or_chosen)
+{
+	const char *spool = machine_spool("machine.spool"), *out = test_path("machine.json");
+	struct test_output o;
+	char names[512];
+
+	convert(&o, spool, out, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *json = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	speedscope_names(json, names, sizeof(names));
+	ASSERT_STR_EQ(names, "busyapp (pid 20)|kworker/0:1 (pid 30)|light (pid 10)");
+	ASSERT_CONTAINS(json, "\"activeProfileIndex\":0}");
+	free(json);
+	convert(&o, spool, out, "--no-symbolize --comm light");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	json = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	speedscope_names(json, names, sizeof(names));
+	ASSERT_STR_EQ(names, "light (pid 10, tid 10)");
+	free(json);
+	convert(&o, spool, out, "--no-symbolize --pid 20");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	json = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	speedscope_names(json, names, sizeof(names));
+	/* threads in their order, the busiest (14 samples to 10) open */
+	ASSERT_STR_EQ(names, "busyapp (pid 20, tid 20)|busy-worker (pid 20, tid 21)");
+	ASSERT_CONTAINS(json, "\"activeProfileIndex\":1}");
+	free(json);
+}
