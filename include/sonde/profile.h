@@ -135,11 +135,15 @@ struct sonde_profile_spool_opts {
 	/* Root frames, as `sonde report --folded-roots`: every stack hangs under a
 	 * "comm-pid" frame of its process (the command of its main thread when the recording
 	 * named it before, else of the sampled thread), or a "comm-pid/tid" frame of its
-	 * thread, so that flame views start with the processes or threads. */
+	 * thread, so that flame views start with the processes or threads. AUTO: process
+	 * roots, which the SVG flame graph draws only when more than one process weighs in
+	 * it (a machine-wide recording) and leaves out otherwise; the other formats keep them
+	 * as with PROCESS. */
 	enum sonde_profile_roots {
 		SONDE_PROFILE_ROOTS_NONE = 0,
 		SONDE_PROFILE_ROOTS_PROCESS = 1,
 		SONDE_PROFILE_ROOTS_THREAD = 2,
+		SONDE_PROFILE_ROOTS_AUTO = 3,
 	} roots;
 };
 
@@ -173,6 +177,18 @@ struct sonde_profile_write_opts {
 	 * pprof holds every metric as a sample type (samples/count, cpu/nanoseconds,
 	 * off_cpu/nanoseconds, wall/nanoseconds) and makes this one the default. */
 	enum sonde_profile_metric metric;
+	/* The SVG's layout: > 0 an icicle (inverted: the root at the top, callees below, as
+	 * flamegraph.pl --inverted), < 0 a flame graph (the root at the bottom), 0 the icicle
+	 * when more than one process weighs in it (a machine-wide recording, whose first
+	 * screen then shows its processes) and the flame graph otherwise. With more than one
+	 * process the root's children (process roots) are ordered heaviest first. */
+	int inverted;
+	/* The SVG's idle task and kernel threads (threads of a process with no module of its
+	 * own and no user frame on any stack): > 0 left out, the subtitle saying their share;
+	 * < 0 shown, grouped under one "[idle and kernel threads]" node below the root when
+	 * more than one process weighs; 0 left out under the CPU metric when more than one
+	 * process weighs, else shown. */
+	int hide_idle;
 };
 
 /* Writes the profile to fd in the given format; opts may be NULL. Returns 0 or -errno /

@@ -61,6 +61,13 @@ static void usage(FILE *f)
 		"  --folded-roots process|thread|none  hang every stack under a 'comm-pid'\n"
 		"                     (process) or 'comm-pid/tid' (thread) root frame, as\n"
 		"                     'report --folded' does (every format but perfetto)\n"
+		"  --inverted, --no-inverted  the SVG as an icicle (root at the top, as\n"
+		"                     flamegraph.pl --inverted) or a flame graph (root at the\n"
+		"                     bottom); default: the icicle when several processes have\n"
+		"                     samples (-a), each under its own root frame, busiest first\n"
+		"  --hide-idle, --no-hide-idle  leave out (the subtitle says how much) or show,\n"
+		"                     under one node, the idle task and kernel threads in the SVG;\n"
+		"                     default: left out of an on-CPU view of several processes\n"
 		"  --title T          title of the SVG and speedscope views\n"
 		"  --buildid-cache DIR  where 'sonde record --buildid-cache DIR' kept deleted or\n"
 		"                     replaced images (default $SONDE_BUILDID_CACHE, else\n"
@@ -132,6 +139,10 @@ enum {
 	OPT_METRIC,
 	OPT_FILTER, /* --pid, --tid, --comm, --cpu, --time: named by the option itself */
 	OPT_ROOTS,
+	OPT_INVERTED,
+	OPT_NO_INVERTED,
+	OPT_HIDE_IDLE,
+	OPT_NO_HIDE_IDLE,
 };
 
 /* The folded stacks of a spool, as `convert -o x.folded` writes them; NULL after saying
@@ -239,6 +250,10 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 		{"cpu", required_argument, NULL, OPT_FILTER},
 		{"time", required_argument, NULL, OPT_FILTER},
 		{"folded-roots", required_argument, NULL, OPT_ROOTS},
+		{"inverted", no_argument, NULL, OPT_INVERTED},
+		{"no-inverted", no_argument, NULL, OPT_NO_INVERTED},
+		{"hide-idle", no_argument, NULL, OPT_HIDE_IDLE},
+		{"no-hide-idle", no_argument, NULL, OPT_NO_HIDE_IDLE},
 		{"input", required_argument, NULL, 'i'},
 		{"diff", no_argument, NULL, OPT_DIFF},
 		{"output", required_argument, NULL, 'o'},
@@ -255,7 +270,7 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 	struct sonde_profile_write_opts wo = {.sz = sizeof(wo)};
 	const char *out = NULL, *format = NULL, *input = NULL;
 	enum sonde_profile_format fmt;
-	bool diff = false;
+	bool diff = false, roots_set = false;
 	int c, li = -1;
 
 	optind = 1;
@@ -263,6 +278,7 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 	while ((c = getopt_long(argc, argv, ":i:o:f:h", longopts, &li)) != -1) {
 		switch (c) {
 		case OPT_ROOTS:
+			roots_set = true;
 			if (!strcmp(optarg, "process"))
 				so.roots = SONDE_PROFILE_ROOTS_PROCESS;
 			else if (!strcmp(optarg, "thread"))
@@ -275,6 +291,14 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 					  optarg);
 				return CLI_USAGE;
 			}
+			break;
+		case OPT_INVERTED:
+		case OPT_NO_INVERTED:
+			wo.inverted = c == OPT_INVERTED ? 1 : -1;
+			break;
+		case OPT_HIDE_IDLE:
+		case OPT_NO_HIDE_IDLE:
+			wo.hide_idle = c == OPT_HIDE_IDLE ? 1 : -1;
 			break;
 		case OPT_FILTER: {
 			int err = cli_filter_parse("convert", filt, longopts[li].name, optarg);
@@ -373,6 +397,9 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 	if (!wo.title)
 		wo.title = spool;
 	job.fmt = fmt;
+	/* a machine-wide flame graph starts with its processes (drawn when there are several) */
+	if (fmt == SONDE_PROFILE_SVG && !roots_set)
+		so.roots = SONDE_PROFILE_ROOTS_AUTO;
 	char what[PATH_MAX + 32];
 	snprintf(what, sizeof(what), "reading and symbolizing %s", spool);
 	struct cli_progress *prog = cli_progress_begin("convert", what);

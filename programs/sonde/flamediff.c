@@ -7,22 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "export/flame.h"
 #include "export/out.h"
-#include "export/svg_script.h"
 #include "flamediff.h"
 
-/* The geometry of `sonde convert -o x.svg` (src/export/svg.c), which the script expects. */
-enum {
-	SVG_WIDTH = 1200,
-	SVG_XPAD = 10,
-	SVG_FRAME_H = 16,
-	SVG_TOP = 48,
-	SVG_BOTTOM = 34,
-	SVG_FONT = 12,
-	MAX_DEPTH = 1024,
-};
-#define SVG_MIN_WIDTH 0.1
-#define SVG_FONT_W    (SVG_FONT * 0.59)
+/* The geometry is the library's (`sonde convert -o x.svg`, flame.h), which the script
+ * expects. */
+enum { MAX_DEPTH = 1024 };
 
 struct line {
 	const char *text;
@@ -142,72 +133,22 @@ struct open_frame {
 
 struct draw {
 	struct out o;
-	double total, max_delta;
-	unsigned height;
+	struct flame_svg s;
+	double max_delta;
 };
 
 static void frame(struct draw *dr, const char *name, size_t len, double x, double w, double delta,
 		  unsigned depth)
 {
-	double scale = (double)(SVG_WIDTH - 2 * SVG_XPAD) / dr->total;
-	double px = SVG_XPAD + x * scale, pw = w * scale;
-	unsigned y = dr->height - SVG_BOTTOM - (depth + 1) * SVG_FRAME_H;
-	char label[1024], fill[32];
+	char label[1024], fill[32], tip[96];
 
-	if (pw < SVG_MIN_WIDTH)
-		return;
 	snprintf(label, sizeof(label), "%.*s", (int)len, name);
 	color(delta, dr->max_delta, fill);
-	sonde__out_puts(&dr->o, depth ? "<g><title>" : "<g id=\"root\"><title>");
-	sonde__out_xml_str(&dr->o, label, 0);
-	if (depth)
-		sonde__out_printf(&dr->o, " [self %+.2f%%]", 100.0 * delta / dr->total);
-	sonde__out_printf(&dr->o, " (%.0f sample%s, %.2f%%)</title>", w, w == 1 ? "" : "s",
-			  100.0 * w / dr->total);
-	sonde__out_printf(&dr->o,
-			  "<rect x=\"%.4f\" y=\"%u\" width=\"%.4f\" height=\"%u\" fill=\"%s\" "
-			  "rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%u\">",
-			  px, y, pw, SVG_FRAME_H - 1, fill, px + 3, y + SVG_FRAME_H - 4);
-	int chars = (int)((pw - 6) / SVG_FONT_W);
-	if (chars >= 3)
-		sonde__out_xml_str(&dr->o, label, (size_t)chars);
-	sonde__out_puts(&dr->o, "</text></g>\n");
-}
-
-static void header(struct draw *dr, const char *title, const struct flame_diff *d)
-{
-	sonde__out_printf(
-		&dr->o,
-		"<?xml version=\"1.0\" standalone=\"no\"?>\n"
-		"<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
-		"xmlns=\"http://www.w3.org/2000/svg\">\n<style>\n"
-		"text { font-family: Verdana, sans-serif; font-size: %dpx; fill: #000; }\n"
-		"#frames text { pointer-events: none; }\n"
-		"#frames g:hover rect { stroke: #000; stroke-width: 0.5; cursor: pointer; }\n"
-		"#title { font-size: 17px; text-anchor: middle; }\n"
-		"#search, #unzoom { cursor: pointer; opacity: 0.8; }\n"
-		"#matched, #search { text-anchor: end; }\n"
-		".hide { display: none; }\n.parent { opacity: 0.5; }\n"
-		"</style>\n<script type=\"text/ecmascript\"><![CDATA[\n",
-		SVG_WIDTH, dr->height, SVG_WIDTH, dr->height, SVG_FONT);
-	sonde__out_puts(&dr->o, svg_script);
-	sonde__out_printf(&dr->o,
-			  "]]></script>\n<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" "
-			  "fill=\"#f8f8f8\"/>\n<text id=\"title\" x=\"%d\" y=\"24\">",
-			  SVG_WIDTH / 2);
-	sonde__out_xml_str(&dr->o, title, 0);
-	sonde__out_printf(&dr->o,
-			  "</text>\n<text id=\"subtitle\" x=\"%d\" y=\"40\" text-anchor=\"middle\">"
-			  "widths: the second profile (%" PRIu64 " samples); colors: self samples "
-			  "against the first (%" PRIu64 ", scaled), red grew, blue shrank</text>\n",
-			  SVG_WIDTH / 2, d->total_b, d->total_a);
-	sonde__out_printf(&dr->o,
-			  "<text id=\"unzoom\" class=\"hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
-			  "<text id=\"search\" x=\"%d\" y=\"24\">Search</text>\n"
-			  "<text id=\"details\" x=\"%d\" y=\"%u\"> </text>\n"
-			  "<text id=\"matched\" x=\"%d\" y=\"%u\"> </text>\n<g id=\"frames\">\n",
-			  SVG_XPAD, SVG_WIDTH - SVG_XPAD, SVG_XPAD, dr->height - 12,
-			  SVG_WIDTH - SVG_XPAD, dr->height - 12);
+	int n = depth ? snprintf(tip, sizeof(tip), " [self %+.2f%%]", 100.0 * delta / dr->s.total)
+		      : 0;
+	snprintf(tip + n, sizeof(tip) - (size_t)n, " (%.0f sample%s, %.2f%%)", w, w == 1 ? "" : "s",
+		 100.0 * w / dr->s.total);
+	sonde__flame_svg_frame(&dr->s, label, tip, x, w, depth, fill);
 }
 
 /* The frames of stack text, split at ';', into f[0, MAX_DEPTH); returns how many. */
@@ -231,21 +172,26 @@ static size_t split(const char *text, struct open_frame *f)
 int flame_diff_write_svg(const struct flame_diff *d, int fd, const char *title)
 {
 	static struct open_frame open[MAX_DEPTH + 1], next[MAX_DEPTH];
-	struct draw dr = {.total = 0};
+	struct draw dr = {.s = {.o = &dr.o}};
 	size_t depth = 0, n_open = 0;
 	double x = 0;
 
 	for (size_t i = 0; i < d->n; i++) {
 		size_t k = split(d->v[i].text, next);
 		depth = k > depth ? k : depth;
-		dr.total += d->v[i].b;
+		dr.s.total += d->v[i].b;
 		if (fabs(d->v[i].b - d->v[i].a) > dr.max_delta)
 			dr.max_delta = fabs(d->v[i].b - d->v[i].a);
 	}
-	dr.height = SVG_TOP + SVG_BOTTOM + (unsigned)(depth + 1) * SVG_FRAME_H;
+	dr.s.height = sonde__flame_svg_height((uint32_t)depth);
 	sonde__out_init(&dr.o, fd);
-	header(&dr, title, d);
-	for (size_t i = 0; i < d->n && dr.total > 0; i++) {
+	char sub[256];
+	snprintf(sub, sizeof(sub),
+		 "widths: the second profile (%" PRIu64 " samples); colors: self samples against "
+		 "the first (%" PRIu64 ", scaled), red grew, blue shrank",
+		 d->total_b, d->total_a);
+	sonde__flame_svg_begin(&dr.s, title, sub);
+	for (size_t i = 0; i < d->n && dr.s.total > 0; i++) {
 		const struct diff_stack *s = &d->v[i];
 		if (s->b <= 0)
 			continue; /* not in the second profile: no width to draw */
@@ -267,8 +213,8 @@ int flame_diff_write_svg(const struct flame_diff *d, int fd, const char *title)
 		struct open_frame *f = &open[--n_open];
 		frame(&dr, f->name, f->len, f->x, x - f->x, f->delta, (unsigned)n_open + 1);
 	}
-	if (dr.total > 0)
-		frame(&dr, "all", 3, 0, dr.total, 0, 0);
-	sonde__out_puts(&dr.o, "</g>\n</svg>\n");
+	if (dr.s.total > 0)
+		frame(&dr, "all", 3, 0, dr.s.total, 0, 0);
+	sonde__flame_svg_end(&dr.s);
 	return sonde__out_close(&dr.o);
 }

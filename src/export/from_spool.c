@@ -514,7 +514,16 @@ struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 		errno = EINVAL;
 		return NULL;
 	}
+	if (c.o.roots > SONDE_PROFILE_ROOTS_AUTO) {
+		errno = EINVAL;
+		return NULL;
+	}
 	c.p = sonde_profile__new(NULL);
+	if (c.p)
+		c.p->roots = (uint8_t)c.o.roots;
+	/* the profile holds process roots either way; its views say whether to draw them */
+	if (c.o.roots == SONDE_PROFILE_ROOTS_AUTO)
+		c.o.roots = SONDE_PROFILE_ROOTS_PROCESS;
 	/* entry 0 of each map stands for spool id 0 ("none", the root) */
 	if (!c.p || !ARR_PUSH(c.mods) || !ARR_PUSH(c.frames) || !ARR_PUSH(c.nodes) ||
 	    !ARR_PUSH(c.threads) || !ARR_PUSH(c.pids) || !ARR_PUSH(c.keep) || !ARR_PUSH(c.root_of))

@@ -522,7 +522,7 @@ int sonde_profile__write(const struct sonde_profile *p, enum sonde_profile_forma
 	case SONDE_PROFILE_SPEEDSCOPE:
 		return sonde__prof_write_speedscope(p, fd, title, m);
 	case SONDE_PROFILE_SVG:
-		return sonde__prof_write_svg(p, fd, title, m);
+		return sonde__prof_write_svg(p, fd, title, opts);
 	}
 	return -EINVAL;
 }

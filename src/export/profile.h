@@ -102,6 +102,9 @@ struct sonde_profile {
 	/* the pseudo-frame of each state, then of unknown time, 0 until used */
 	uint32_t state_loc[PROF_STATE_UNKNOWN + 1];
 	uint64_t first_time_ns, last_time_ns;
+	/* enum sonde_profile_roots the reader hung every known thread's stacks under (root
+	 * frames: the outermost node of each such stack) */
+	uint8_t roots;
 };
 
 static inline const char *prof_str(const struct sonde_profile *p, uint32_t id)
@@ -152,6 +155,6 @@ int sonde__prof_write_folded(const struct sonde_profile *p, int fd, enum sonde_p
 int sonde__prof_write_speedscope(const struct sonde_profile *p, int fd, const char *title,
 				 enum sonde_profile_metric m);
 int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title,
-			  enum sonde_profile_metric m);
+			  const struct sonde_profile_write_opts *o);
 
 #endif

@@ -1,26 +1,18 @@
 /* A standalone interactive flame graph: one SVG file with its script embedded (no
  * external resources), frames as <g><title/><rect/><text/></g> so that tooltips work even
- * without scripting. Root at the bottom, children left to right in name order. */
+ * without scripting. Root at the bottom (a flame graph) or at the top (an icicle),
+ * children left to right in name order, or a machine-wide view's processes heaviest
+ * first. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 
 #include <sonde/spool.h>
 
+#include "base/opts.h"
 #include "export/flame.h"
 #include "export/out.h"
 #include "export/svg_script.h"
-
-enum {
-	SVG_WIDTH = 1200,
-	SVG_XPAD = 10,
-	SVG_FRAME_H = 16,
-	SVG_TOP = 48, /* title and buttons */
-	SVG_BOTTOM = 34,
-	SVG_FONT = 12,
-};
-#define SVG_MIN_WIDTH 0.1 /* px: narrower frames are left out, as flamegraph.pl does */
-#define SVG_FONT_W    (SVG_FONT * 0.59)
 
 /* Colors are a function of the name only, so the same function has the same color in
  * every graph; the palette tells the kind of frame. */
@@ -46,63 +38,50 @@ static void color(const struct sonde_profile *p, const struct prof_func *f, char
 	snprintf(out, 32, "rgb(%d,%d,%d)", r, g, b);
 }
 
-/* A weight as the graph states it: samples for the CPU metric, milliseconds for the
- * time metrics (the script reads both back from the tooltips). */
-static void put_weight(struct out *o, enum sonde_profile_metric m, uint64_t w)
+/* ---- the geometry every flame graph shares (flame.h) ---- */
+
+#define SVG_MIN_WIDTH 0.1 /* px: narrower frames are left out, as flamegraph.pl does */
+#define SVG_FONT_W    (FLAME_SVG_FONT * 0.59)
+
+unsigned sonde__flame_svg_height(uint32_t max_depth)
 {
-	if (m == SONDE_PROFILE_METRIC_CPU)
-		sonde__out_printf(o, "%" PRIu64 " sample%s", w, w == 1 ? "" : "s");
-	else
-		sonde__out_printf(o, "%" PRIu64 ".%03" PRIu64 " ms", w / 1000000, w / 1000 % 1000);
+	return FLAME_SVG_TOP + FLAME_SVG_BOTTOM + (max_depth + 1) * FLAME_SVG_FRAME_H;
 }
 
-static void frame(struct out *o, const struct sonde_profile *p, const struct flame *f, uint32_t id,
-		  unsigned height, enum sonde_profile_metric m)
+bool sonde__flame_svg_frame(const struct flame_svg *s, const char *name, const char *tip, double x, double w, uint32_t depth, const char *fill)
 {
-	const struct flame_node *n = &f->nodes.v[id];
-	uint64_t total = f->nodes.v[0].total;
-	double scale = (double)(SVG_WIDTH - 2 * SVG_XPAD) / (double)total;
-	double x = SVG_XPAD + (double)n->x * scale, w = (double)n->total * scale;
-	unsigned y = height - SVG_BOTTOM - (n->depth + 1) * SVG_FRAME_H;
-	const struct prof_func *fn = id ? &p->funcs.v[n->func] : NULL;
-	const char *name = fn ? prof_str(p, fn->name) : "all";
-	char fill[32] = "rgb(200,200,200)";
+	double scale = (double)(FLAME_SVG_WIDTH - 2 * FLAME_SVG_XPAD) / s->total;
+	double px = FLAME_SVG_XPAD + x * scale, pw = w * scale;
+	unsigned y = s->inverted ? FLAME_SVG_TOP + depth * FLAME_SVG_FRAME_H
+				 : s->height - FLAME_SVG_BOTTOM - (depth + 1) * FLAME_SVG_FRAME_H;
 
-	if (fn)
-		color(p, fn, fill);
-	sonde__out_puts(o, id ? "<g><title>" : "<g id=\"root\"><title>");
-	sonde__out_xml_str(o, name, 0);
-	sonde__out_puts(o, " (");
-	put_weight(o, m, n->total);
-	sonde__out_printf(o, ", %.2f%%)</title>", 100.0 * (double)n->total / (double)total);
+	if (pw < SVG_MIN_WIDTH)
+		return false;
+	sonde__out_puts(s->o, depth ? "<g><title>" : "<g id=\"root\"><title>");
+	sonde__out_xml_str(s->o, name, 0);
+	sonde__out_xml_str(s->o, tip, 0);
 	sonde__out_printf(
-		o,
-		"<rect x=\"%.4f\" y=\"%u\" width=\"%.4f\" height=\"%u\" fill=\"%s\" rx=\"2\" "
+		s->o,
+		"</title><rect x=\"%.4f\" y=\"%u\" width=\"%.4f\" height=\"%u\" fill=\"%s\" rx=\"2\" "
 		"ry=\"2\"/><text x=\"%.2f\" y=\"%u\">",
-		x, y, w, SVG_FRAME_H - 1, fill, x + 3, y + SVG_FRAME_H - 4);
+		px, y, pw, FLAME_SVG_FRAME_H - 1, fill, px + 3, y + FLAME_SVG_FRAME_H - 4);
 	/* the label as it fits without scripting; the script refits it on zoom */
-	int chars = (int)((w - 6) / SVG_FONT_W);
+	int chars = (int)((pw - 6) / SVG_FONT_W);
 	if (chars >= 3)
-		sonde__out_xml_str(o, name, (size_t)chars);
-	sonde__out_puts(o, "</text></g>\n");
+		sonde__out_xml_str(s->o, name, (size_t)chars);
+	sonde__out_puts(s->o, "</text></g>\n");
+	return true;
 }
 
-static const char *const what[] = {
-	[SONDE_PROFILE_METRIC_CPU] = "",
-	[SONDE_PROFILE_METRIC_OFF_CPU] = " off-CPU",
-	[SONDE_PROFILE_METRIC_WALL] = " wall-clock (on- and off-CPU)",
-};
-
-static void header(struct out *o, const char *title, uint64_t total, unsigned height,
-		   enum sonde_profile_metric m)
+void sonde__flame_svg_begin(const struct flame_svg *s, const char *title, const char *subtitle)
 {
-	sonde__out_printf(o,
+	sonde__out_printf(s->o,
 			  "<?xml version=\"1.0\" standalone=\"no\"?>\n"
 			  "<svg version=\"1.1\" width=\"%d\" height=\"%u\" viewBox=\"0 0 %d %u\" "
 			  "xmlns=\"http://www.w3.org/2000/svg\">\n",
-			  SVG_WIDTH, height, SVG_WIDTH, height);
+			  FLAME_SVG_WIDTH, s->height, FLAME_SVG_WIDTH, s->height);
 	sonde__out_printf(
-		o,
+		s->o,
 		"<style>\n"
 		"text { font-family: Verdana, sans-serif; font-size: %dpx; fill: #000; }\n"
 		"#frames text { pointer-events: none; }\n"
@@ -114,57 +93,122 @@ static void header(struct out *o, const char *title, uint64_t total, unsigned he
 		".hide { display: none; }\n"
 		".parent { opacity: 0.5; }\n"
 		"</style>\n<script type=\"text/ecmascript\"><![CDATA[\n",
-		SVG_FONT);
-	sonde__out_puts(o, svg_script);
-	sonde__out_puts(o, "]]></script>\n");
+		FLAME_SVG_FONT);
+	sonde__out_puts(s->o, svg_script);
+	sonde__out_puts(s->o, "]]></script>\n");
 	sonde__out_printf(
-		o,
+		s->o,
 		"<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f0\"/>\n"
 		"<text id=\"title\" x=\"%d\" y=\"24\">",
-		SVG_WIDTH / 2);
-	sonde__out_xml_str(o, title, 0);
-	sonde__out_printf(o,
+		FLAME_SVG_WIDTH / 2);
+	sonde__out_xml_str(s->o, title, 0);
+	sonde__out_printf(s->o,
 			  "</text>\n<text id=\"subtitle\" x=\"%d\" y=\"40\" "
 			  "text-anchor=\"middle\">",
-			  SVG_WIDTH / 2);
-	if (m == SONDE_PROFILE_METRIC_CPU)
-		sonde__out_printf(o, "%" PRIu64 " samples", total);
-	else
-		put_weight(o, m, total);
-	sonde__out_printf(o, "%s</text>\n", what[m]);
-	sonde__out_printf(o,
-			  "<text id=\"unzoom\" class=\"hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
+			  FLAME_SVG_WIDTH / 2);
+	sonde__out_xml_str(s->o, subtitle, 0);
+	/* the details line sits below the frames, or under the title above an icicle's root */
+	sonde__out_printf(s->o,
+			  "</text>\n<text id=\"unzoom\" class=\"hide\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
 			  "<text id=\"search\" x=\"%d\" y=\"24\">Search</text>\n"
 			  "<text id=\"details\" x=\"%d\" y=\"%u\"> </text>\n"
-			  "<text id=\"matched\" x=\"%d\" y=\"%u\"> </text>\n",
-			  SVG_XPAD, SVG_WIDTH - SVG_XPAD, SVG_XPAD, height - 12,
-			  SVG_WIDTH - SVG_XPAD, height - 12);
+			  "<text id=\"matched\" x=\"%d\" y=\"%u\"> </text>\n"
+			  "<g id=\"frames\"%s>\n",
+			  FLAME_SVG_XPAD, FLAME_SVG_WIDTH - FLAME_SVG_XPAD, FLAME_SVG_XPAD,
+			  s->height - 12, FLAME_SVG_WIDTH - FLAME_SVG_XPAD, s->height - 12,
+			  s->inverted ? " data-inverted=\"1\"" : "");
 }
 
-int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title,
-			  enum sonde_profile_metric m)
+void sonde__flame_svg_end(const struct flame_svg *s)
 {
+	sonde__out_puts(s->o, "</g>\n</svg>\n");
+}
+
+/* ---- the profile's flame graph ---- */
+
+/* A weight as the graph states it: samples for the CPU metric, milliseconds for the
+ * time metrics (the script reads both back from the tooltips). */
+static void weight_str(char *buf, size_t len, enum sonde_profile_metric m, uint64_t w)
+{
+	if (m == SONDE_PROFILE_METRIC_CPU)
+		snprintf(buf, len, "%" PRIu64 " sample%s", w, w == 1 ? "" : "s");
+	else
+		snprintf(buf, len, "%" PRIu64 ".%03" PRIu64 " ms", w / 1000000, w / 1000 % 1000);
+}
+
+static void frame(const struct flame_svg *s, const struct sonde_profile *p, const struct flame *f,
+		  uint32_t id, enum sonde_profile_metric m)
+{
+	const struct flame_node *n = &f->nodes.v[id];
+	uint32_t func = n->func;
+	const struct prof_func *fn = id && func != FLAME_IDLE_FUNC ? &p->funcs.v[func] : NULL;
+	char fill[32] = "rgb(200,200,200)", w[48], tip[96];
+
+	if (fn)
+		color(p, fn, fill);
+	weight_str(w, sizeof(w), m, n->total);
+	snprintf(tip, sizeof(tip), " (%s, %.2f%%)", w, 100.0 * (double)n->total / s->total);
+	sonde__flame_svg_frame(s, sonde__flame_name(f, p, id), tip, (double)n->x,
+			       (double)n->total, n->depth, fill);
+}
+
+static const char *const what[] = {
+	[SONDE_PROFILE_METRIC_CPU] = "",
+	[SONDE_PROFILE_METRIC_OFF_CPU] = " off-CPU",
+	[SONDE_PROFILE_METRIC_WALL] = " wall-clock (on- and off-CPU)",
+};
+
+int sonde__prof_write_svg(const struct sonde_profile *p, int fd, const char *title,
+			  const struct sonde_profile_write_opts *wo)
+{
+	enum sonde_profile_metric m = OPTS_GET(wo, metric, SONDE_PROFILE_METRIC_CPU);
+	int inverted = OPTS_GET(wo, inverted, 0), hide_idle = OPTS_GET(wo, hide_idle, 0);
+	/* a machine-wide view: its processes first, at the top, without the idle ones */
+	bool many = sonde__flame_count_processes(p, m) > 1;
+	struct flame_opts fo = {
+		.metric = m,
+		.heaviest_first = many,
+		.unroot = p->roots == SONDE_PROFILE_ROOTS_AUTO && !many,
+		.idle = hide_idle > 0 || (!hide_idle && many && m == SONDE_PROFILE_METRIC_CPU)
+				? FLAME_IDLE_HIDE
+			: many ? FLAME_IDLE_GROUP
+			       : FLAME_IDLE_KEEP,
+	};
 	struct flame f;
 	struct out o;
-	int err = sonde__flame_build_metric(&f, p, m);
+	int err = sonde__flame_build_opts(&f, p, &fo);
 
 	if (err)
 		return err;
 	uint64_t total = f.nodes.v[0].total;
-	unsigned height = SVG_TOP + SVG_BOTTOM + (f.max_depth + 1) * SVG_FRAME_H;
-	double min_samples = SVG_MIN_WIDTH * (double)total / (SVG_WIDTH - 2 * SVG_XPAD);
+	struct flame_svg s = {
+		.o = &o,
+		.total = (double)total,
+		.height = sonde__flame_svg_height(f.weighed_depth),
+		.inverted = inverted > 0 || (!inverted && many),
+	};
+	char sub[256], w[48];
+	int len;
 
+	weight_str(w, sizeof(w), m, total);
+	len = snprintf(sub, sizeof(sub), "%s%s", w, what[m]);
+	if (f.hidden) {
+		weight_str(w, sizeof(w), m, f.hidden);
+		snprintf(sub + len, sizeof(sub) - (size_t)len,
+			 "; idle and kernel threads hidden: %s, %.1f%% of %s",
+			 w, 100.0 * (double)f.hidden / (double)(total + f.hidden),
+			 m == SONDE_PROFILE_METRIC_CPU ? "all samples" : "the time");
+	}
 	sonde__out_init(&o, fd);
-	header(&o, title, total, height, m);
-	sonde__out_puts(&o, "<g id=\"frames\">\n");
+	sonde__flame_svg_begin(&s, title, sub);
 	if (total) {
-		frame(&o, p, &f, 0, height, m);
+		frame(&s, p, &f, 0, m);
 		for (uint32_t it = sonde__flame_next(&f, 0); it && !o.err;
 		     it = sonde__flame_next(&f, it))
-			if ((double)f.nodes.v[it].total >= min_samples)
-				frame(&o, p, &f, it, height, m);
+			if (f.nodes.v[it].total)
+				frame(&s, p, &f, it, m);
 	}
-	sonde__out_puts(&o, "</g>\n</svg>\n");
+	sonde__flame_svg_end(&s);
 	err = sonde__out_close(&o);
 	sonde__flame_free(&f);
 	return err;

@@ -1,7 +1,7 @@
 /* The flame graph's embedded script: zoom on click, reset, search (a prompt, Ctrl-F or
  * F3, or the page's ?s=REGEXP parameter) with the share of samples matched, ?z=REGEXP to
  * open zoomed into the widest matching frame, and a details line for the frame under the
- * pointer. Frame names and weights (samples, or ms under a time metric) are read back
+ * pointer; an icicle's ancestors are above a frame, a flame graph's below. Frame names and weights (samples, or ms under a time metric) are read back
  * from each frame's <title>; original geometry is kept in data-x / data-w. Internal. */
 #ifndef SONDE_EXPORT_SVG_SCRIPT_H
 #define SONDE_EXPORT_SVG_SCRIPT_H
@@ -9,6 +9,8 @@
 static const char svg_script[] =
 	"\"use strict\";\n"
 	"var svg, frames, details, unzoombtn, searchbtn, matchedtxt, searching = false;\n"
+	"/* an icicle (data-inverted on the frames) has the root at the top: ancestors above */\n"
+	"var inverted = false;\n"
 	"var XPAD = 10, FONTW = 12 * 0.59, MATCH = 'rgb(230,0,230)';\n"
 	"/* geometry is written rounded to 1e-4 px and frames under 0.1 px are left out */\n"
 	"var EPS = 0.01;\n"
@@ -43,7 +45,7 @@ static const char svg_script[] =
 	"    var fx = Number(fr.dataset.x), fw = Number(fr.dataset.w), fy = "
 	"Number(fr.getAttribute('y'));\n"
 	"    f.classList.remove('parent');\n"
-	"    if (fy > y) {\n"
+	"    if (inverted ? fy < y : fy > y) {\n"
 	"      var ancestor = fx <= x + eps && fx + fw >= x + w - eps;\n"
 	"      f.classList.toggle('hide', !ancestor);\n"
 	"      if (ancestor) { f.classList.add('parent'); fr.setAttribute('x', XPAD); "
@@ -110,6 +112,7 @@ static const char svg_script[] =
 	"function init() {\n"
 	"  svg = document.documentElement; frames = byId('frames'); details = byId('details');\n"
 	"  unzoombtn = byId('unzoom'); searchbtn = byId('search'); matchedtxt = byId('matched');\n"
+	"  inverted = frames.getAttribute('data-inverted') === '1';\n"
 	"  each(function (f, fr) { fr.dataset.x = fr.getAttribute('x'); fr.dataset.w = "
 	"fr.getAttribute('width'); });\n"
 	"  frames.addEventListener('click', function (e) { var g = frameOf(e.target); if (g) "

@@ -181,6 +181,8 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "convert %S -o %T/f.folded --pid 1,2 --tid 3 --comm a,b --cpu 0-1 --time 0,9", 0,
 	 ""},
 	{"sonde", "convert %S -o %T/f.folded --folded-roots process", 0, ""},
+	{"sonde", "convert %S -o %T/f.svg --inverted --hide-idle", 0, ""},
+	{"sonde", "convert %S -o %T/f.svg --no-inverted --no-hide-idle", 0, ""},
 	{"sonde", "convert %S -o %T/f.folded --pid x", 2, "--pid wants ids separated by commas"},
 	{"sonde", "convert %S -o %T/f.folded --time 2,1", 2, "--time wants START,END"},
 	{"sonde", "convert %S -o %T/f.folded --cpu z", 2, "--cpu wants a CPU list"},

@@ -1275,3 +1275,235 @@ TEST(convert_folded_roots_process_and_thread)
 	ASSERT_CONTAINS(o.err, "--folded-roots wants process, thread or none");
 	test_output_free(&o);
 }
+
+/* A machine-wide recording in small: "light" (pid 10, 6 samples), "busyapp" (pid 20, 24
+ * samples over two threads) and a kernel thread "kworker/0:1" (pid 30: no module of its
+ * own, kernel frames only, 10 samples). Writes it to test_path(name). */
+static const char *machine_spool(const char *name)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 5000000000ULL, 1001001};
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	struct sonde_spool_module_def kernel = {
+		.pid = 0, .flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
+		.start = 0xffffffff81000000ULL, .end = 0xffffffff82000000ULL,
+		.path = "[kernel.kallsyms]"};
+	struct sonde_spool_module_def exe = {
+		.pid = 20, .flags = SONDE_MODULE_EXEC, .start = 0x555500000000ULL,
+		.end = 0x555500100000ULL, .path = "/opt/busy/busyapp"};
+	uint32_t light, busy, busy2, kw, mk, mb, ml;
+	uint64_t t = 5000000000ULL;
+
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &kernel, &mk));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 10, 10, "light", &light));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 30, 30, "kworker/0:1", &kw));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 20, 20, "busyapp", &busy));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, t, 20, 21, "busy-worker", &busy2));
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &exe, &mb));
+	exe.pid = 10;
+	exe.path = "/usr/bin/light";
+	ASSERT_OK(sonde_spool_writer__add_module(w, t, &exe, &ml));
+	for (int i = 0; i < 40; i++) {
+		struct sonde_spool_frame user[] = {{0, 0}, {0, 0x2000}};
+		struct sonde_spool_frame kern[] = {{mk, 0x1000}, {mk, 0x2000}};
+		uint32_t th = i % 4 == 0 ? kw : i % 4 == 1 ? busy : i % 4 == 2 ? busy2 : light;
+		if (th == light && i % 8 == 3 && i > 8) /* light keeps 6 of the 40 */
+			th = busy2;
+		user[0] = (struct sonde_spool_frame){th == light ? ml : mb,
+						     0x1000 + (uint64_t)(i % 2) * 0x100};
+		user[1].module = user[0].module;
+		t += 1001001;
+		if (th == kw)
+			ASSERT_OK(sonde_spool_writer__add_sample(w, t, th, kern, 2, 0));
+		else
+			ASSERT_OK(sonde_spool_writer__add_sample(w, t, th, user, 2, 0));
+	}
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *spool = test_path(name);
+	test_write_file(spool, b.data, b.len);
+	sonde__buf_free(&b);
+	return spool;
+}
+
+/* The y of the rect of the frame whose tooltip starts with title, or -1. */
+static int frame_y(const char *svg, const char *title)
+{
+	char key[128];
+	int y = -1;
+
+	snprintf(key, sizeof(key), "<title>%s", title);
+	const char *t = strstr(svg, key);
+	const char *ya = t ? strstr(t, " y=\"") : NULL;
+	if (!ya || sscanf(ya, " y=\"%d", &y) != 1)
+		return -1;
+	return y;
+}
+
+static double frame_x(const char *svg, const char *title)
+{
+	char key[128];
+	double x = -1;
+
+	snprintf(key, sizeof(key), "<title>%s", title);
+	const char *t = strstr(svg, key);
+	const char *xa = t ? strstr(t, "<rect x=\"") : NULL;
+	if (!xa || sscanf(xa, "<rect x=\"%lf", &x) != 1)
+		return -1;
+	return x;
+}
+
+/* A machine-wide SVG opens on its processes: an icicle (root at the top, under the title),
+ * a root frame per process, the busiest at the left; the kernel thread is left out and the
+ * subtitle says how much that was. */
+TEST(convert_machine_wide_svg_is_an_icicle_busiest_process_first)
+{
+	const char *spool = machine_spool("machine.spool"), *svg = test_path("machine.svg");
+	struct test_output o;
+
+	convert(&o, spool, svg, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "<g id=\"frames\" data-inverted=\"1\">");
+	/* the root right under the title and buttons (48 px), the processes below it */
+	ASSERT_INT(frame_y(text, "all ("), ==, 48);
+	ASSERT_CONTAINS(text, "<title>busyapp-20 (24 samples, 80.00%)</title>");
+	ASSERT_CONTAINS(text, "<title>light-10 (6 samples, 20.00%)</title>");
+	ASSERT_INT(frame_y(text, "busyapp-20 ("), ==, 64);
+	ASSERT_INT(frame_y(text, "light-10 ("), ==, 64);
+	ASSERT_DOUBLE_NEAR(frame_x(text, "busyapp-20 ("), 10, 0.001);
+	ASSERT_DOUBLE_NEAR(frame_x(text, "light-10 ("), 10 + 1180 * 0.8, 0.001);
+	/* callees below their callers */
+	ASSERT_INT(frame_y(text, "busyapp+0x2000 ("), ==, 80);
+	ASSERT_NOT_CONTAINS(text, "kworker");
+	ASSERT_NOT_CONTAINS(text, "kallsyms");
+	ASSERT_CONTAINS(text, ">30 samples; idle and kernel threads hidden: 10 samples, 25.0% "
+			      "of all samples</text>");
+	free(text);
+
+	/* shown, they are one node after the processes, the kernel thread under it */
+	convert(&o, spool, svg, "--no-symbolize --no-hide-idle");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, ">40 samples</text>");
+	ASSERT_CONTAINS(text, "<title>[idle and kernel threads] (10 samples, 25.00%)</title>");
+	ASSERT_INT(frame_y(text, "[idle and kernel threads] ("), ==, 64);
+	ASSERT_INT(frame_y(text, "kworker/0:1-30 ("), ==, 80);
+	ASSERT_DOUBLE_NEAR(frame_x(text, "busyapp-20 ("), 10, 0.001);
+	ASSERT_DOUBLE_NEAR(frame_x(text, "[idle and kernel threads] ("), 10 + 1180 * 0.75, 0.001);
+	free(text);
+
+	/* a flame graph when asked: the root at the bottom */
+	convert(&o, spool, svg, "--no-symbolize --no-inverted");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "<g id=\"frames\">");
+	int height = 0;
+	ASSERT(sscanf(ASSERT_NOT_NULL(strstr(text, "height=\"")), "height=\"%d", &height) == 1);
+	ASSERT_INT(frame_y(text, "all ("), ==, height - 34 - 16);
+	ASSERT_INT(frame_y(text, "busyapp-20 ("), ==, height - 34 - 32);
+	free(text);
+}
+
+/* --hide-idle leaves the idle task and kernel threads out of any view and says so; a
+ * filter that keeps one process draws it as before, without a root frame or icicle. */
+TEST(convert_hide_idle_and_one_process_of_a_machine_wide_recording)
+{
+	const char *spool = machine_spool("machine.spool"), *svg = test_path("machine.svg");
+	struct test_output o;
+
+	/* without process roots, and under a time metric where it is not the default */
+	convert(&o, spool, svg, "--no-symbolize --folded-roots none --metric wall --hide-idle");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_NOT_CONTAINS(text, "kallsyms");
+	ASSERT_NOT_CONTAINS(text, "busyapp-20");
+	ASSERT_CONTAINS(text, "idle and kernel threads hidden: 10.010 ms, 25.0% of the time");
+	free(text);
+	convert(&o, spool, svg, "--no-symbolize --folded-roots none --metric wall");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "[kernel.kallsyms]+0x2000");
+	ASSERT_NOT_CONTAINS(text, "hidden");
+	free(text);
+
+	/* --comm keeps that process only: its own frames, as a single process's graph */
+	convert(&o, spool, svg, "--no-symbolize --comm light");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "<title>all (6 samples, 100.00%)</title>");
+	ASSERT_CONTAINS(text, "<title>light+0x2000 (6 samples");
+	ASSERT_NOT_CONTAINS(text, "busyapp");
+	ASSERT_NOT_CONTAINS(text, "light-10");
+	ASSERT_CONTAINS(text, "<g id=\"frames\">");
+	free(text);
+	/* two processes chosen: both under their roots, the busier first */
+	convert(&o, spool, svg, "--no-symbolize --comm light,busyapp,busy-worker");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_DOUBLE_NEAR(frame_x(text, "busyapp-20 ("), 10, 0.001);
+	ASSERT_DOUBLE_NEAR(frame_x(text, "light-10 ("), 10 + 1180 * 0.8, 0.001);
+	ASSERT_NOT_CONTAINS(text, "hidden");
+	free(text);
+	/* the option's spelling */
+	convert(&o, spool, svg, "--hide-idle=1");
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+}
+
+/* The names of a speedscope file's profiles, in order, separated by '|'. */
+static void speedscope_names(const char *json, char *out, size_t len)
+{
+	const char *p = ASSERT_NOT_NULL(strstr(json, "\"profiles\":["));
+
+	out[0] = 0;
+	while ((p = strstr(p, "\"name\":\""))) {
+		p += 8;
+		const char *end = ASSERT_NOT_NULL(strchr(p, '"'));
+		size_t n = strlen(out);
+		snprintf(out + n, len - n, "%s%.*s", n ? "|" : "", (int)(end - p), p);
+		p = end;
+	}
+}
+
+/* Speedscope of a machine-wide recording opens on its busiest process, or on the one
+ * --pid or --comm chose (its threads then, as for one program, the busiest open). */
+TEST(convert_speedscope_of_a_machine_wide_recording_busiest_first_or_chosen)
+{
+	const char *spool = machine_spool("machine.spool"), *out = test_path("machine.json");
+	struct test_output o;
+	char names[512];
+
+	convert(&o, spool, out, "--no-symbolize");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	char *json = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	speedscope_names(json, names, sizeof(names));
+	ASSERT_STR_EQ(names, "busyapp (pid 20)|kworker/0:1 (pid 30)|light (pid 10)");
+	ASSERT_CONTAINS(json, "\"activeProfileIndex\":0}");
+	free(json);
+	convert(&o, spool, out, "--no-symbolize --comm light");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	json = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	speedscope_names(json, names, sizeof(names));
+	ASSERT_STR_EQ(names, "light (pid 10, tid 10)");
+	free(json);
+	convert(&o, spool, out, "--no-symbolize --pid 20");
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+	json = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	speedscope_names(json, names, sizeof(names));
+	/* threads in their order, the busiest (14 samples to 10) open */
+	ASSERT_STR_EQ(names, "busyapp (pid 20, tid 20)|busy-worker (pid 20, tid 21)");
+	ASSERT_CONTAINS(json, "\"activeProfileIndex\":1}");
+	free(json);
+}

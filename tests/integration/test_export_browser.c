@@ -1,4 +1,7 @@
 /* The SVG flame graph and the speedscope export, opened in headless Chromium. */
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "../test.h"
 #include "../unit/export_fixture.h"
 #include "export_browser.h"
@@ -81,6 +84,34 @@ TEST_TIMEOUT(export_svg_zoom_in_chromium, 200)
 	snprintf(url, sizeof(url), "file://%s", svg);
 	export_chromium(&o, "--dump-dom", url);
 	ASSERT_DOUBLE_NEAR(rect_width(o.out, "path_hot ("), 1180.0 * 60 / 105, 0.01);
+	test_output_free(&o);
+	sonde_profile__free(p);
+}
+
+/* An icicle zooms the same way upside down: its callers are above a frame, so they stay
+ * as faded parents while its callees below widen with it. */
+TEST_TIMEOUT(export_svg_icicle_zoom_in_chromium, 200)
+{
+	struct sonde_profile *p = export_fixture();
+	struct sonde_profile_write_opts wo = {.sz = sizeof(wo), .inverted = 1};
+	const char *svg = test_path("icicle.svg");
+	int fd = open(svg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	char url[4200];
+	struct test_output o;
+
+	ASSERT_INT(fd, >=, 0);
+	ASSERT_OK(sonde_profile__write(p, SONDE_PROFILE_SVG, fd, &wo));
+	close(fd);
+	snprintf(url, sizeof(url), "file://%s?z=^path_hot$", svg);
+	export_chromium(&o, "--dump-dom", url);
+	ASSERT_DOUBLE_NEAR(rect_width(o.out, "path_hot ("), 1180, 0.01);
+	ASSERT_DOUBLE_NEAR(rect_width(o.out, "spin ("), 1180, 0.01);
+	ASSERT_DOUBLE_NEAR(rect_width(o.out, "run ("), 1180, 0.01);
+	ASSERT_CONTAINS(o.out, "<g class=\"parent\"><title>run (");
+	ASSERT_CONTAINS(o.out, "<g class=\"parent\"><title>main (");
+	ASSERT_CONTAINS(o.out, "<g><title>compute_hot (");
+	ASSERT_CONTAINS(o.out, "<g class=\"hide\"><title>compute_warm (");
+	ASSERT_CONTAINS(o.out, "<g class=\"hide\"><title>path_cool (");
 	test_output_free(&o);
 	sonde_profile__free(p);
 }

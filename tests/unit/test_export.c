@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include "base/pb.h"
+#include "export/flame.h"
 
 #include "../test.h"
 #include "../util.h"
@@ -414,5 +415,124 @@ TEST(export_svg_is_well_formed_xml)
 	/* colors depend on the name only: both compute_cool locations merged into one frame */
 	ASSERT_CONTAINS(o.out, "compute_cool (10 samples, 9.52%)|");
 	test_output_free(&o);
+	sonde_profile__free(p);
+}
+
+/* A profile of three processes: "busy" (pid 20, 7 samples: user frames, one stack entering
+ * the kernel), "light" (pid 10, 3: a JIT frame no module covers), and the kernel thread
+ * "kworker" (pid 30, 5: kernel frames only, no module). */
+static struct sonde_profile *three_processes(void)
+{
+	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile__new(NULL));
+	struct sonde_profile_module kern = {.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
+					    .start = 0xffffffff81000000ULL,
+					    .end = 0xffffffff82000000ULL,
+					    .path = "[kernel.kallsyms]"};
+	struct sonde_profile_module busy = {.pid = 20, .flags = SONDE_MODULE_EXEC,
+					    .start = 0x1000, .end = 0x9000, .path = "/bin/busy"};
+	uint32_t mk, mb, t_busy, t_light, t_kw, l_main, l_work, l_sys, l_kthread, l_wq, l_jit;
+	struct sonde_sym_frame f = {.name = "main", .kind = SONDE_SYM_NATIVE};
+
+	ASSERT_OK(sonde_profile__add_module(p, &kern, &mk));
+	ASSERT_OK(sonde_profile__add_module(p, &busy, &mb));
+	ASSERT_OK(sonde_profile__add_thread(p, 20, 20, "busy", &t_busy));
+	ASSERT_OK(sonde_profile__add_thread(p, 10, 10, "light", &t_light));
+	ASSERT_OK(sonde_profile__add_thread(p, 30, 30, "kworker", &t_kw));
+	ASSERT_OK(sonde_profile__add_location(p, mb, 0x100, &f, 1, &l_main));
+	f.name = "work";
+	ASSERT_OK(sonde_profile__add_location(p, mb, 0x200, &f, 1, &l_work));
+	f = (struct sonde_sym_frame){.name = "sys_read", .kind = SONDE_SYM_KERNEL};
+	ASSERT_OK(sonde_profile__add_location(p, mk, 0x100, &f, 1, &l_sys));
+	f.name = "kthread";
+	ASSERT_OK(sonde_profile__add_location(p, mk, 0x200, &f, 1, &l_kthread));
+	f.name = "worker_thread";
+	ASSERT_OK(sonde_profile__add_location(p, mk, 0x300, &f, 1, &l_wq));
+	f = (struct sonde_sym_frame){.name = "jitted", .kind = SONDE_SYM_JIT};
+	ASSERT_OK(sonde_profile__add_location(p, 0, 0x7f0000001000ULL, &f, 1, &l_jit));
+	uint32_t s_busy[] = {l_work, l_main}, s_sys[] = {l_sys, l_work, l_main};
+	uint32_t s_kw[] = {l_wq, l_kthread}, s_jit[] = {l_jit};
+	ASSERT_OK(sonde_profile__add_sample(p, 1, t_busy, s_busy, 2, 5));
+	ASSERT_OK(sonde_profile__add_sample(p, 2, t_busy, s_sys, 3, 2));
+	ASSERT_OK(sonde_profile__add_sample(p, 3, t_light, s_jit, 1, 3));
+	ASSERT_OK(sonde_profile__add_sample(p, 4, t_kw, s_kw, 2, 5));
+	return p;
+}
+
+/* The id of the root's child named name, 0 if none. */
+static uint32_t top_child(const struct flame *f, const struct sonde_profile *p, const char *name)
+{
+	for (uint32_t c = f->nodes.v[0].first_child; c; c = f->nodes.v[c].next_sibling)
+		if (!strcmp(sonde__flame_name(f, p, c), name))
+			return c;
+	return 0;
+}
+
+/* The flame tree's idle modes and its heaviest-first order, on a hand-built profile. */
+TEST(export_flame_groups_or_hides_kernel_threads_heaviest_first)
+{
+	struct sonde_profile *p = three_processes();
+	struct flame_opts o = {.metric = SONDE_PROFILE_METRIC_CPU};
+	struct flame f;
+
+	ASSERT_UINT(sonde__flame_count_processes(p, SONDE_PROFILE_METRIC_CPU), ==, 3);
+	/* kept: the kernel thread's stack is a top frame like any other, in name order */
+	ASSERT_OK(sonde__flame_build_opts(&f, p, &o));
+	ASSERT_UINT(f.nodes.v[0].total, ==, 15);
+	ASSERT_UINT(f.hidden, ==, 0);
+	ASSERT_UINT(f.idle, ==, 0);
+	uint32_t c = f.nodes.v[0].first_child;
+	ASSERT_STR_EQ(sonde__flame_name(&f, p, c), "jitted");
+	c = f.nodes.v[c].next_sibling;
+	ASSERT_STR_EQ(sonde__flame_name(&f, p, c), "kthread");
+	c = f.nodes.v[c].next_sibling;
+	ASSERT_STR_EQ(sonde__flame_name(&f, p, c), "main");
+	sonde__flame_free(&f);
+
+	/* grouped, heaviest first: main (7), jitted (3), then the group (5) last */
+	o.idle = FLAME_IDLE_GROUP;
+	o.heaviest_first = true;
+	ASSERT_OK(sonde__flame_build_opts(&f, p, &o));
+	ASSERT_UINT(f.nodes.v[0].total, ==, 15);
+	c = f.nodes.v[0].first_child;
+	ASSERT_STR_EQ(sonde__flame_name(&f, p, c), "main");
+	ASSERT_UINT(f.nodes.v[c].total, ==, 7);
+	ASSERT_UINT(f.nodes.v[c].x, ==, 0);
+	c = f.nodes.v[c].next_sibling;
+	ASSERT_STR_EQ(sonde__flame_name(&f, p, c), "jitted");
+	ASSERT_UINT(f.nodes.v[c].x, ==, 7);
+	c = f.nodes.v[c].next_sibling;
+	ASSERT_UINT(c, ==, f.idle);
+	ASSERT_STR_EQ(sonde__flame_name(&f, p, c), "[idle and kernel threads]");
+	ASSERT_UINT(f.nodes.v[c].total, ==, 5);
+	ASSERT_UINT(f.nodes.v[c].x, ==, 10);
+	ASSERT_UINT(f.nodes.v[c].next_sibling, ==, 0);
+	uint32_t k = f.nodes.v[c].first_child;
+	ASSERT_STR_EQ(sonde__flame_name(&f, p, k), "kthread");
+	ASSERT_UINT(f.nodes.v[k].depth, ==, 2);
+	ASSERT_UINT(f.weighed_depth, ==, 3);
+	sonde__flame_free(&f);
+
+	/* hidden: out of the tree, its weight said */
+	o.idle = FLAME_IDLE_HIDE;
+	ASSERT_OK(sonde__flame_build_opts(&f, p, &o));
+	ASSERT_UINT(f.nodes.v[0].total, ==, 10);
+	ASSERT_UINT(f.hidden, ==, 5);
+	ASSERT_UINT(f.nodes.v[top_child(&f, p, "kthread")].total, ==, 0);
+	ASSERT_UINT(f.nodes.v[top_child(&f, p, "main")].total, ==, 7);
+	ASSERT_UINT(f.nodes.v[top_child(&f, p, "jitted")].total, ==, 3);
+	/* the SVG draws nothing of it and says so */
+	struct sonde_profile_write_opts wo = {.sz = sizeof(wo), .hide_idle = 1};
+	const char *path = test_path("hidden.svg");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ASSERT_INT(fd, >=, 0);
+	ASSERT_OK(sonde_profile__write(p, SONDE_PROFILE_SVG, fd, &wo));
+	close(fd);
+	char *svg = ASSERT_NOT_NULL(test_read_file(path, NULL));
+	ASSERT_NOT_CONTAINS(svg, "kthread");
+	ASSERT_NOT_CONTAINS(svg, "worker_thread");
+	ASSERT_CONTAINS(svg, ">10 samples; idle and kernel threads hidden: 5 samples, 33.3% of "
+			     "all samples<");
+	free(svg);
+	sonde__flame_free(&f);
 	sonde_profile__free(p);
 }
