@@ -51,6 +51,7 @@ void sonde__arbiter_fini(struct arbiter *a)
 	sonde__free(a->segs);
 	sonde__free(a->sent);
 	sonde__free(a->held);
+	sonde__free(a->held_end);
 	sonde__buf_free(&a->req);
 	a->base = NULL;
 }
@@ -191,11 +192,19 @@ static void release_local(struct arbiter *a, const struct arb_chunk *c)
 		smb_release_read_chunk(a->base, a->page_size, c->page, c->index, ch);
 }
 
-static void release_held(struct arbiter *a)
+/* Frees the held chunks whose request the socket took (all of them when sent is
+ * UINT64_MAX); they are held in stream order. */
+static void release_held(struct arbiter *a, uint64_t sent)
 {
-	for (size_t i = 0; i < a->n_held; i++)
-		release_local(a, &a->held[i]);
-	a->n_held = 0;
+	size_t k = 0;
+
+	while (k < a->n_held && a->held_end[k] <= sent)
+		release_local(a, &a->held[k++]);
+	if (!k)
+		return;
+	memmove(a->held, a->held + k, (a->n_held - k) * sizeof(*a->held));
+	memmove(a->held_end, a->held_end + k, (a->n_held - k) * sizeof(*a->held_end));
+	a->n_held -= k;
 }
 
 /* The encoded bytes since the last piece become one (room for it was reserved). */
@@ -220,21 +229,25 @@ static int send_pieces(struct arbiter *a)
 		iov[i].iov_len = g->len;
 		len += g->len;
 	}
-	r = a->send_iov(a->send_ctx, iov, (int)a->n_segs, len);
-	if (r > 0 &&
+	uint64_t end = 0, sent = 0;
+	r = a->send_iov(a->send_ctx, iov, (int)a->n_segs, len, &end, &sent);
+	if (r == 0 && end > sent &&
 	    sonde__array_grow(&a->held, &a->cap_held, a->n_held + a->n_sent, sizeof(*a->held),
-			      64) == 0) {
-		/* queued, not gone: free once the queue drained */
-		memcpy(a->held + a->n_held, a->sent, a->n_sent * sizeof(*a->sent));
-		a->n_held += a->n_sent;
+			      64) == 0 &&
+	    sonde__array_grow(&a->held_end, &a->cap_held_end, a->n_held + a->n_sent,
+			      sizeof(*a->held_end), 64) == 0) {
+		/* queued, not gone: free once the socket took it */
+		for (size_t i = 0; i < a->n_sent; i++) {
+			a->held[a->n_held] = a->sent[i];
+			a->held_end[a->n_held++] = end;
+		}
 	} else {
 		for (size_t i = 0; i < a->n_sent; i++)
 			release_local(a, &a->sent[i]);
-		if (r <= 0)
-			release_held(a);
 	}
+	release_held(a, r < 0 ? UINT64_MAX : sent);
 	a->n_segs = a->n_sent = a->seg_from = a->ext_len = 0;
-	return r < 0 ? r : 0;
+	return r;
 }
 
 static int send_req(struct arbiter *a)
@@ -363,11 +376,12 @@ int sonde__arbiter_commit_locked(struct arbiter *a, uint64_t flush_id)
 	if (!a->n_moves && !a->n_patches && !flush_id) {
 		/* nothing new: just push out bytes an earlier commit left queued */
 		if (a->send_iov && !a->send_error) {
-			int r = a->send_iov(a->send_ctx, NULL, 0, 0);
+			uint64_t end, sent = 0;
+			int r = a->send_iov(a->send_ctx, NULL, 0, 0, &end, &sent);
 			if (r < 0)
 				a->send_error = r;
-			if (r <= 0) /* drained (or never will): the held chunks are free */
-				release_held(a);
+			/* what the socket took (or, broken, never will) frees its chunks */
+			release_held(a, r < 0 ? UINT64_MAX : sent);
 		} else if (a->send && !a->send_error) {
 			int r = a->send(a->send_ctx, NULL, 0);
 			if (r < 0)

@@ -243,6 +243,14 @@ int sonde__conn_flush(struct conn *c)
 	return r;
 }
 
+void sonde__conn_tx_positions(struct conn *c, uint64_t *sent, uint64_t *queued)
+{
+	pthread_mutex_lock(&c->lock);
+	*sent = c->ch.tx_base + c->ch.tx_off;
+	*queued = c->ch.tx_base + c->ch.tx.len;
+	pthread_mutex_unlock(&c->lock);
+}
+
 size_t sonde__conn_tx_pending(struct conn *c)
 {
 	pthread_mutex_lock(&c->lock);

@@ -74,6 +74,9 @@ int64_t sonde__conn_invoke(struct conn *c, unsigned m, const void *args, size_t 
 struct iovec;
 int64_t sonde__conn_invoke_iov(struct conn *c, unsigned m, const struct iovec *args, int n,
 			       size_t len, bool drop_reply);
+/* Positions in the connection's byte stream: how far the socket took it (*sent) and the
+ * end of what is queued (*queued). */
+void sonde__conn_tx_positions(struct conn *c, uint64_t *sent, uint64_t *queued);
 /* Writes queued bytes; 0 when all are out, 1 when some remain, or -errno. */
 int sonde__conn_flush(struct conn *c);
 /* Bytes waiting in the transmit queue. */

@@ -126,15 +126,16 @@ static int send_commit(void *ctx, const uint8_t *req, size_t len)
 	return r < 0 ? (int)r : 0;
 }
 
-static int send_commit_iov(void *ctx, const struct iovec *iov, int n, size_t len)
+static int send_commit_iov(void *ctx, const struct iovec *iov, int n, size_t len, uint64_t *end,
+			   uint64_t *sent)
 {
 	struct sonde_producer *p = ctx;
 	int64_t r = iov ? sonde__conn_invoke_iov(&p->c, PM_COMMIT, iov, n, len, true)
 			: sonde__conn_flush(&p->c);
 	if (r < 0)
 		return (int)r;
-	size_t q = sonde__conn_tx_pending(&p->c);
-	return q > INT32_MAX ? INT32_MAX : (int)q;
+	sonde__conn_tx_positions(&p->c, sent, end);
+	return 0;
 }
 
 static int map_smb(struct sonde_producer *p, int fd, size_t size, size_t page)
