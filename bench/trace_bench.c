@@ -810,7 +810,7 @@ int main(int argc, char **argv)
 	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: "
 	       "libsonde%s\n",
 	       secs, drain_kb / 1024,
-	       over_tcp     ? "; producers over TCP on loopback (shared-memory emulation)"
+	       over_tcp	    ? "; producers over TCP on loopback (shared-memory emulation)"
 	       : tcp_vs_smb ? "; the first service's producers over TCP on loopback "
 			      "(shared-memory emulation), the peer's over its Unix socket"
 			    : "");

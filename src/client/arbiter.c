@@ -211,7 +211,8 @@ static void release_held(struct arbiter *a, uint64_t sent)
 static void close_seg(struct arbiter *a)
 {
 	if (a->req.len > a->seg_from)
-		a->segs[a->n_segs++] = (struct arb_seg){NULL, a->seg_from, a->req.len - a->seg_from};
+		a->segs[a->n_segs++] =
+			(struct arb_seg){NULL, a->seg_from, a->req.len - a->seg_from};
 	a->seg_from = a->req.len;
 }
 
@@ -288,8 +289,8 @@ static bool move_in_place(struct arbiter *a, const struct arb_move *m, size_t cs
 	    sonde__array_grow(&a->segs, &a->cap_segs, a->n_segs + 3, sizeof(*a->segs), 64) < 0 ||
 	    sonde__array_grow(&a->sent, &a->cap_sent, a->n_sent + 1, sizeof(*a->sent), 32) < 0)
 		return false;
-	size_t inner = 1 + vlen(m->c.page) + 1 + vlen(m->c.index) + 1 + vlen(m->target_buffer) +
-		       1 + vlen(csize) + csize;
+	size_t inner = 1 + vlen(m->c.page) + 1 + vlen(m->c.index) + 1 + vlen(m->target_buffer) + 1 +
+		       vlen(csize) + csize;
 	sonde__pb_put_tag(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE, PB_LEN);
 	sonde__pb_put_varint_raw(&a->req, inner);
 	sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_PAGE, m->c.page);

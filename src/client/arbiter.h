@@ -29,8 +29,8 @@ typedef int (*arb_send_fn)(void *ctx, const uint8_t *req, size_t len);
  * still queued. Positions count the connection's bytes from its start: *end gets where
  * this request ends, *sent how far the socket has taken the stream. Returns 0 or -errno. */
 struct iovec;
-typedef int (*arb_send_iov_fn)(void *ctx, const struct iovec *iov, int n, size_t len,
-			       uint64_t *end, uint64_t *sent);
+typedef int (*arb_send_iov_fn)(void *ctx, const struct iovec *iov, int n, size_t len, uint64_t *end,
+			       uint64_t *sent);
 
 /* A piece of an emulated request: bytes [off, off + len) of the encoding buffer, or the
  * len bytes at ext (a chunk, header included) */

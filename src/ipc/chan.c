@@ -133,8 +133,8 @@ int sonde__ipc_chan_read(struct ipc_chan *c)
 		 * the next frame starts at the next read, and nothing is left to move */
 		if (missing >= RX_MIN_ROOM && missing < room)
 			room = missing;
-		ssize_t n = sonde__ipc_fdpass_recv(c->fd, c->rx.data + c->rx.len, room, MSG_DONTWAIT,
-						   &in, &mflags);
+		ssize_t n = sonde__ipc_fdpass_recv(c->fd, c->rx.data + c->rx.len, room,
+						   MSG_DONTWAIT, &in, &mflags);
 		if (n == -EINTR)
 			continue;
 		if (n == -EAGAIN || n == -EWOULDBLOCK)
@@ -365,8 +365,8 @@ int sonde__ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, 
 	return rc < 0 ? rc : 0;
 }
 
-int sonde__ipc_chan_send_iov(struct ipc_chan *c, const struct ipc_frame *f, const struct iovec *args,
-			     int n_args)
+int sonde__ipc_chan_send_iov(struct ipc_chan *c, const struct ipc_frame *f,
+			     const struct iovec *args, int n_args)
 {
 	struct iovec v[IPC_CHAN_MAX_IOV + 2];
 	size_t off = c->tx.len, head, tail_len, skip;

@@ -178,8 +178,8 @@ int sonde__ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, 
  * IPC_CHAN_MAX_IOV pieces. Returns 0 or -errno as sonde__ipc_chan_send. */
 enum { IPC_CHAN_MAX_IOV = 128 };
 struct iovec;
-int sonde__ipc_chan_send_iov(struct ipc_chan *c, const struct ipc_frame *f, const struct iovec *args,
-			     int n_args);
+int sonde__ipc_chan_send_iov(struct ipc_chan *c, const struct ipc_frame *f,
+			     const struct iovec *args, int n_args);
 /* Writes queued bytes until the socket would block. Returns 0 when the queue is empty,
  * 1 while bytes remain (wait for writability), or -errno (e.g. -EPIPE). */
 int sonde__ipc_chan_flush(struct ipc_chan *c);

@@ -52,8 +52,9 @@ static void update_events(struct relay_port *p)
 {
 	if (p->open)
 		sonde__loop_mod(p->env.loop, p->ch.fd,
-				p->connecting ? EPOLLOUT
-					      : EPOLLIN | (ipc_chan_tx_pending(&p->ch) ? EPOLLOUT : 0),
+				p->connecting
+					? EPOLLOUT
+					: EPOLLIN | (ipc_chan_tx_pending(&p->ch) ? EPOLLOUT : 0),
 				p->env.cookie);
 }
 
@@ -149,8 +150,8 @@ static void connect_host(struct relay_port *p)
 			p->retry_ms * 2 > PORT_RETRY_MAX_MS ? PORT_RETRY_MAX_MS : p->retry_ms * 2;
 		return;
 	}
-	if (sonde__loop_add(p->env.loop, p->ch.fd, pending ? EPOLLOUT : EPOLLIN,
-			    p->env.cookie) < 0) {
+	if (sonde__loop_add(p->env.loop, p->ch.fd, pending ? EPOLLOUT : EPOLLIN, p->env.cookie) <
+	    0) {
 		sonde__ipc_chan_close(&p->ch);
 		arm(p, p->retry_ms);
 		return;

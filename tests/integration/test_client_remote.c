@@ -123,11 +123,11 @@ TEST_TIMEOUT(client_tcp_emulated_writers_stall_then_drop_when_the_service_stops_
 
 	struct sonde_consumer_opts co = {.sz = sizeof(co), .socket = svc.csock};
 	struct sonde_consumer *c = ASSERT_NOT_NULL(sonde_consumer__new(&co));
-	struct sonde_consumer_cbs ccb = {.sz = sizeof(ccb), .on_packet = ri_on_packet, .ctx = &seen};
+	struct sonde_consumer_cbs ccb = {
+		.sz = sizeof(ccb), .on_packet = ri_on_packet, .ctx = &seen};
 	sonde_consumer__set_callbacks(c, &ccb);
-	struct sonde_trace_config *cfg = ASSERT_NOT_NULL(
-		sonde_trace_config__new(&(struct sonde_trace_config_opts){
-			.sz = sizeof(struct sonde_trace_config_opts)}));
+	struct sonde_trace_config *cfg = ASSERT_NOT_NULL(sonde_trace_config__new(
+		&(struct sonde_trace_config_opts){.sz = sizeof(struct sonde_trace_config_opts)}));
 	uint8_t *enc;
 	size_t enc_len;
 	ASSERT_OK(sonde_trace_config__add_buffer(cfg, 96 * 1024, SONDE_FILL_RING_BUFFER));

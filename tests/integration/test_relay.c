@@ -667,8 +667,8 @@ TEST_TIMEOUT(relay_connect_to_an_unanswering_host_does_not_stall_the_others, 60)
 	ASSERT_OK(listen(lfd, 0)); /* one connection waits for accept, no more */
 	ASSERT_OK(getsockname(lfd, (struct sockaddr *)&sa, &len));
 	snprintf(haddr, sizeof(haddr), "127.0.0.1:%u", ntohs(sa.sin_port));
-	const char *argv[] = {test_bin("sonded"), "--relay", haddr, "-p", rsock, "--no-probes",
-			      NULL};
+	const char *argv[] = {test_bin("sonded"), "--relay", haddr, "-p", rsock,
+			      "--no-probes",	  NULL};
 	pid_t relay = test_spawn(argv);
 	/* producer A: the relay's first local connection (no probe connection before it) */
 	for (int i = 0; i < 1000 && a < 0; i++)

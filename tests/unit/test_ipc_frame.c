@@ -284,7 +284,8 @@ TEST(ipc_chan_send_iov_is_byte_for_byte_a_whole_frame)
 
 	chan_pair(&a, &b);
 	for (int i = 0; i < 40; i++) {
-		struct iovec v[3] = {{payload, 10}, {payload + 10, 50000}, {payload + 50010, 39990}};
+		struct iovec v[3] = {
+			{payload, 10}, {payload + 10, 50000}, {payload + 50010, 39990}};
 		f.request_id = (uint64_t)i + 1;
 		f.drop_reply = i % 3 == 0;
 		if (i % 2)
