@@ -6,9 +6,15 @@
  * alternating, so that a change in the machine's load falls on both.
  *
  * usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] [--quick] [--case 0-7] [--rss]
+ *                    [--tcp | --tcp-vs-smb]
  *
  * --rss measures only the service memory (idle, and with 100 producers holding 256 KiB
  * SMBs in a session).
+ *
+ * --tcp: every producer connects over TCP on loopback (shared-memory emulation).
+ * --tcp-vs-smb: SONDED's producers over TCP, PEER's (SONDED again if no PEER is given) over
+ * its Unix socket with shared memory, so that "vs peer" is the TCP/SMB ratio of one
+ * interleaved run.
  *
  * Both services are started with PERFETTO_PRODUCER_SOCK_NAME / PERFETTO_CONSUMER_SOCK_NAME
  * pointing into a temporary directory and no arguments. The producers and consumer are
@@ -41,6 +47,7 @@ enum { MAX_PRODUCERS = 100 };
 
 struct svc {
 	const char *bin, *label;
+	bool tcp; /* its producers connect over TCP on loopback */
 	pid_t pid;
 	char dir[64], psock[128], csock[128];
 };
@@ -72,8 +79,8 @@ static bool can_connect(const char *path)
 }
 
 /* --tcp: producers connect over TCP on loopback (shared-memory emulation), the consumer
- * stays on the Unix socket */
-static bool over_tcp;
+ * stays on the Unix socket; --tcp-vs-smb: only the first service's */
+static bool over_tcp, tcp_vs_smb;
 
 /* A loopback port nothing listens on at the moment. */
 static unsigned free_port(void)
@@ -99,7 +106,7 @@ static void svc_start(struct svc *s)
 	memcpy(dir, s->dir, sizeof(dir)); /* a copy keeps -Wrestrict quiet about s->dir */
 	snprintf(s->psock, sizeof(s->psock), "%s/p.sock", dir);
 	snprintf(s->csock, sizeof(s->csock), "%s/c.sock", dir);
-	if (over_tcp)
+	if (s->tcp)
 		snprintf(tcp, sizeof(tcp), "127.0.0.1:%u", free_port());
 	snprintf(list, sizeof(list), "%s%s%s", s->psock, *tcp ? "," : "", tcp);
 	setenv("PERFETTO_PRODUCER_SOCK_NAME", list, 1);
@@ -772,33 +779,41 @@ int main(int argc, char **argv)
 			rss_only = true;
 		else if (!strcmp(argv[i], "--tcp"))
 			over_tcp = true;
+		else if (!strcmp(argv[i], "--tcp-vs-smb"))
+			tcp_vs_smb = true;
 		else if (!strcmp(argv[i], "--case") && i + 1 < argc)
 			only = atoi(argv[++i]);
 		else if (argv[i][0] != '-' && nb < 2)
 			bins[nb++] = argv[i];
 		else {
 			fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] "
-					"[--drain-mb N] [--quick] [--case 0-7] [--rss] [--tcp]\n");
+					"[--drain-mb N] [--quick] [--case 0-7] [--rss] "
+					"[--tcp | --tcp-vs-smb]\n");
 			return 2;
 		}
 	}
 	if (!nb) {
 		fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] "
-				"[--quick] [--case 0-7] [--rss] [--tcp]\n");
+				"[--quick] [--case 0-7] [--rss] [--tcp | --tcp-vs-smb]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	sonde_log__set_level(SONDE_LOG_ERROR);
 	static struct results res[2];
-	struct svc svcs[2] = {{.bin = bins[0], .label = "sonded"},
-			      {.bin = bins[1], .label = "peer"}};
+	if (tcp_vs_smb && nb == 1)
+		bins[nb++] = bins[0];
+	struct svc svcs[2] = {{.bin = bins[0], .label = "sonded", .tcp = over_tcp || tcp_vs_smb},
+			      {.bin = bins[1], .label = "peer", .tcp = over_tcp}};
 	run_all(svcs, nb, secs, drain_kb, quick, only, rss_only, res);
 	if (only >= 0)
 		return 0;
 	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: "
 	       "libsonde%s\n",
 	       secs, drain_kb / 1024,
-	       over_tcp ? "; producers over TCP on loopback (shared-memory emulation)" : "");
+	       over_tcp	    ? "; producers over TCP on loopback (shared-memory emulation)"
+	       : tcp_vs_smb ? "; the first service's producers over TCP on loopback "
+			      "(shared-memory emulation), the peer's over its Unix socket"
+			    : "");
 	printf("service: %s%s%s\n", bins[0], nb > 1 ? ", peer: " : "", nb > 1 ? bins[1] : "");
 	report(&res[0], nb > 1 ? &res[1] : NULL, quick, rss_only);
 	return 0;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <sonde/error.h>
 #include <sonde/log.h>
@@ -14,8 +15,9 @@
 #include "ipc/protos.h"
 #include "ipc/smb.h"
 
-/* Split a batch so that every CommitData stays well inside one IPC frame. */
-enum { COMMIT_REQ_SOFT_MAX = 96 * 1024 };
+/* Split a batch so that every CommitData stays well inside one IPC frame (and, emulated,
+ * within the pieces one send takes). */
+enum { COMMIT_REQ_SOFT_MAX = 96 * 1024, ARB_MAX_SEGS = IPC_CHAN_MAX_IOV };
 
 int sonde__arbiter_init(struct arbiter *a, void *base, size_t size, size_t page_size, unsigned layout,
 		 arb_send_fn send, void *send_ctx)
@@ -46,6 +48,10 @@ void sonde__arbiter_fini(struct arbiter *a)
 	pthread_mutex_destroy(&a->lock);
 	sonde__free(a->moves);
 	sonde__free(a->patches);
+	sonde__free(a->segs);
+	sonde__free(a->sent);
+	sonde__free(a->held);
+	sonde__free(a->held_end);
 	sonde__buf_free(&a->req);
 	a->base = NULL;
 }
@@ -174,24 +180,9 @@ void sonde__arbiter_add_patches(struct arbiter *a, const struct arb_patch *p, si
 	sonde__arbiter_unlock(a);
 }
 
-static int send_req(struct arbiter *a)
-{
-	int r = 0;
-
-	if (buf_error(&a->req))
-		r = -ENOMEM;
-	else if (a->send)
-		r = a->send(a->send_ctx, a->req.data, a->req.len);
-	if (r < 0 && !a->send_error)
-		a->send_error = r;
-	a->commits_sent++;
-	sonde__buf_reset(&a->req);
-	return r;
-}
-
-/* Emulation: the chunk's bytes are in the request, so it is free again at once (the
- * service reads it there, never here): Complete -> BeingRead -> Free, the service's own
- * steps, on memory no one else maps. */
+/* Emulation: the chunk's bytes are in the request, so it is free again once the request
+ * went (the service reads it there, never here): Complete -> BeingRead -> Free, the
+ * service's own steps, on memory no one else maps. */
 static void release_local(struct arbiter *a, const struct arb_chunk *c)
 {
 	struct smb_chunk_info ci;
@@ -199,6 +190,119 @@ static void release_local(struct arbiter *a, const struct arb_chunk *c)
 
 	if (ch)
 		smb_release_read_chunk(a->base, a->page_size, c->page, c->index, ch);
+}
+
+/* Frees the held chunks whose request the socket took (all of them when sent is
+ * UINT64_MAX); they are held in stream order. */
+static void release_held(struct arbiter *a, uint64_t sent)
+{
+	size_t k = 0;
+
+	while (k < a->n_held && a->held_end[k] <= sent)
+		release_local(a, &a->held[k++]);
+	if (!k)
+		return;
+	memmove(a->held, a->held + k, (a->n_held - k) * sizeof(*a->held));
+	memmove(a->held_end, a->held_end + k, (a->n_held - k) * sizeof(*a->held_end));
+	a->n_held -= k;
+}
+
+/* The encoded bytes since the last piece become one (room for it was reserved). */
+static void close_seg(struct arbiter *a)
+{
+	if (a->req.len > a->seg_from)
+		a->segs[a->n_segs++] =
+			(struct arb_seg){NULL, a->seg_from, a->req.len - a->seg_from};
+	a->seg_from = a->req.len;
+}
+
+/* An emulated request in pieces: gathered by the socket, not here. */
+static int send_pieces(struct arbiter *a)
+{
+	struct iovec iov[ARB_MAX_SEGS];
+	size_t len = 0;
+	int r;
+
+	close_seg(a);
+	for (size_t i = 0; i < a->n_segs; i++) {
+		const struct arb_seg *g = &a->segs[i];
+		iov[i].iov_base = (void *)(g->ext ? g->ext : a->req.data + g->off);
+		iov[i].iov_len = g->len;
+		len += g->len;
+	}
+	uint64_t end = 0, sent = 0;
+	r = a->send_iov(a->send_ctx, iov, (int)a->n_segs, len, &end, &sent);
+	if (r == 0 && end > sent &&
+	    sonde__array_grow(&a->held, &a->cap_held, a->n_held + a->n_sent, sizeof(*a->held),
+			      64) == 0 &&
+	    sonde__array_grow(&a->held_end, &a->cap_held_end, a->n_held + a->n_sent,
+			      sizeof(*a->held_end), 64) == 0) {
+		/* queued, not gone: free once the socket took it */
+		for (size_t i = 0; i < a->n_sent; i++) {
+			a->held[a->n_held] = a->sent[i];
+			a->held_end[a->n_held++] = end;
+		}
+	} else {
+		for (size_t i = 0; i < a->n_sent; i++)
+			release_local(a, &a->sent[i]);
+	}
+	release_held(a, r < 0 ? UINT64_MAX : sent);
+	a->n_segs = a->n_sent = a->seg_from = a->ext_len = 0;
+	return r;
+}
+
+static int send_req(struct arbiter *a)
+{
+	int r = 0;
+
+	if (buf_error(&a->req))
+		r = -ENOMEM;
+	else if (a->n_segs || a->n_sent)
+		r = send_pieces(a);
+	else if (a->send)
+		r = a->send(a->send_ctx, a->req.data, a->req.len);
+	/* chunks of a request that could not be encoded are freed all the same */
+	for (size_t i = 0; i < a->n_sent; i++)
+		release_local(a, &a->sent[i]);
+	a->n_segs = a->n_sent = a->seg_from = a->ext_len = 0;
+	if (r < 0 && !a->send_error)
+		a->send_error = r;
+	a->commits_sent++;
+	sonde__buf_reset(&a->req);
+	return r;
+}
+
+static size_t vlen(uint64_t v)
+{
+	size_t n = 1;
+
+	for (; v >= 0x80; v >>= 7)
+		n++;
+	return n;
+}
+
+/* Emulation with send_iov: the chunk's ChunksToMove entry encoded up to its data, the
+ * data left where it is. false when there is no room to track it (then it is copied). */
+static bool move_in_place(struct arbiter *a, const struct arb_move *m, size_t csize)
+{
+	if (!a->send_iov ||
+	    sonde__array_grow(&a->segs, &a->cap_segs, a->n_segs + 3, sizeof(*a->segs), 64) < 0 ||
+	    sonde__array_grow(&a->sent, &a->cap_sent, a->n_sent + 1, sizeof(*a->sent), 32) < 0)
+		return false;
+	size_t inner = 1 + vlen(m->c.page) + 1 + vlen(m->c.index) + 1 + vlen(m->target_buffer) + 1 +
+		       vlen(csize) + csize;
+	sonde__pb_put_tag(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE, PB_LEN);
+	sonde__pb_put_varint_raw(&a->req, inner);
+	sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_PAGE, m->c.page);
+	sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_CHUNK, m->c.index);
+	sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_TARGET_BUFFER, m->target_buffer);
+	sonde__pb_put_tag(&a->req, PF_CHUNKS_TO_MOVE_DATA, PB_LEN);
+	sonde__pb_put_varint_raw(&a->req, csize);
+	close_seg(a);
+	a->segs[a->n_segs++] = (struct arb_seg){m->c.base, 0, csize};
+	a->ext_len += csize;
+	a->sent[a->n_sent++] = m->c;
+	return true;
 }
 
 static void encode_moves(struct arbiter *a)
@@ -211,8 +315,14 @@ static void encode_moves(struct arbiter *a)
 			continue;
 		size_t csize = SMB_CHUNK_HDR_SIZE + m->c.payload_size;
 		/* an inline chunk must fit the frame: what is batched goes first */
-		if (a->emulated && a->req.len && a->req.len + csize + 32 > COMMIT_REQ_SOFT_MAX)
+		if (a->emulated && (a->req.len || a->ext_len) &&
+		    (a->req.len + a->ext_len + csize + 32 > COMMIT_REQ_SOFT_MAX ||
+		     a->n_segs + 3 > ARB_MAX_SEGS))
 			send_req(a);
+		if (a->emulated && move_in_place(a, m, csize)) {
+			a->chunks_committed++;
+			continue;
+		}
 		size_t mk = sonde__pb_begin(&a->req, PF_COMMIT_DATA_REQ_CHUNKS_TO_MOVE);
 		sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_PAGE, m->c.page);
 		sonde__pb_put_varint(&a->req, PF_CHUNKS_TO_MOVE_CHUNK, m->c.index);
@@ -223,7 +333,7 @@ static void encode_moves(struct arbiter *a)
 		if (a->emulated)
 			release_local(a, &m->c);
 		a->chunks_committed++;
-		if (a->req.len > COMMIT_REQ_SOFT_MAX)
+		if (a->req.len + a->ext_len > COMMIT_REQ_SOFT_MAX)
 			send_req(a);
 	}
 	a->n_moves = 0;
@@ -256,7 +366,7 @@ static void encode_patches(struct arbiter *a)
 		if (more)
 			sonde__pb_put_bool(&a->req, PF_CHUNK_TO_PATCH_HAS_MORE_PATCHES, true);
 		sonde__pb_end(&a->req, mk);
-		if (a->req.len > COMMIT_REQ_SOFT_MAX)
+		if (a->req.len + a->ext_len > COMMIT_REQ_SOFT_MAX)
 			send_req(a);
 	}
 	a->n_patches = 0;
@@ -266,7 +376,14 @@ int sonde__arbiter_commit_locked(struct arbiter *a, uint64_t flush_id)
 {
 	if (!a->n_moves && !a->n_patches && !flush_id) {
 		/* nothing new: just push out bytes an earlier commit left queued */
-		if (a->send && !a->send_error) {
+		if (a->send_iov && !a->send_error) {
+			uint64_t end, sent = 0;
+			int r = a->send_iov(a->send_ctx, NULL, 0, 0, &end, &sent);
+			if (r < 0)
+				a->send_error = r;
+			/* what the socket took (or, broken, never will) frees its chunks */
+			release_held(a, r < 0 ? UINT64_MAX : sent);
+		} else if (a->send && !a->send_error) {
 			int r = a->send(a->send_ctx, NULL, 0);
 			if (r < 0)
 				a->send_error = r;
@@ -278,7 +395,7 @@ int sonde__arbiter_commit_locked(struct arbiter *a, uint64_t flush_id)
 	encode_patches(a);
 	if (flush_id)
 		sonde__pb_put_varint(&a->req, PF_COMMIT_DATA_REQ_FLUSH_REQUEST_ID, flush_id);
-	if (a->req.len || flush_id)
+	if (a->req.len || a->n_segs || flush_id)
 		send_req(a);
 	return a->send_error;
 }

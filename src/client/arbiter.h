@@ -24,6 +24,20 @@
  * from earlier sends. Returns 0 or -errno. Called with the arbiter lock held, from
  * whichever thread triggered the commit. */
 typedef int (*arb_send_fn)(void *ctx, const uint8_t *req, size_t len);
+/* The same for a request in n pieces (len bytes in all), sent without being gathered
+ * first; the pieces may be reused once it returns. With iov == NULL, only writes bytes
+ * still queued. Positions count the connection's bytes from its start: *end gets where
+ * this request ends, *sent how far the socket has taken the stream. Returns 0 or -errno. */
+struct iovec;
+typedef int (*arb_send_iov_fn)(void *ctx, const struct iovec *iov, int n, size_t len, uint64_t *end,
+			       uint64_t *sent);
+
+/* A piece of an emulated request: bytes [off, off + len) of the encoding buffer, or the
+ * len bytes at ext (a chunk, header included) */
+struct arb_seg {
+	const uint8_t *ext;
+	size_t off, len;
+};
 
 struct arb_chunk {
 	uint8_t *base;	  /* chunk start (its 8-byte header) */
@@ -67,8 +81,21 @@ struct arbiter {
 	void *send_ctx;
 	int send_error; /* first send failure (sticky) */
 	/* shared-memory emulation: base is this process's own memory, every chunk goes inline
-	 * in CommitData and is free again as soon as it is encoded */
+	 * in CommitData and is free again as soon as it is sent. With send_iov the chunks are
+	 * not copied into req: the request is req's encoded fields and the chunks in place
+	 * (segs, ext_len bytes of chunks), and the chunks in `sent` are freed once it went.
+	 * Chunks whose bytes the socket did not all take (queued in the connection) are
+	 * `held`, not free, until the socket took their request (held_end, the stream
+	 * position where it ends): a service slower than the writers fills the buffer, and
+	 * the writers stall, then drop, as with shared memory, instead of the queue growing
+	 * without bound */
 	bool emulated;
+	arb_send_iov_fn send_iov;
+	struct arb_seg *segs;
+	size_t n_segs, cap_segs, seg_from, ext_len;
+	struct arb_chunk *sent, *held;
+	uint64_t *held_end;
+	size_t n_sent, cap_sent, n_held, cap_held, cap_held_end;
 	/* statistics */
 	uint64_t chunks_committed, patches_sent, patches_direct, commits_sent;
 };

@@ -218,12 +218,37 @@ int64_t sonde__conn_invoke(struct conn *c, unsigned m, const void *args, size_t 
 	return r < 0 ? r : (int64_t)f.request_id;
 }
 
+int64_t sonde__conn_invoke_iov(struct conn *c, unsigned m, const struct iovec *args, int n,
+			       size_t len, bool drop_reply)
+{
+	if (m >= CONN_MAX_METHODS || !c->method_ids[m])
+		return -SONDE_E_UNSUPPORTED;
+	pthread_mutex_lock(&c->lock);
+	struct ipc_frame f = {.request_id = c->next_request_id++,
+			      .msg = IPC_MSG_INVOKE_METHOD,
+			      .service_id = c->service_id,
+			      .method_id = c->method_ids[m],
+			      .data_len = len,
+			      .drop_reply = drop_reply};
+	int r = sonde__ipc_chan_send_iov(&c->ch, &f, args, n);
+	pthread_mutex_unlock(&c->lock);
+	return r < 0 ? r : (int64_t)f.request_id;
+}
+
 int sonde__conn_flush(struct conn *c)
 {
 	pthread_mutex_lock(&c->lock);
 	int r = ipc_chan_tx_pending(&c->ch) ? sonde__ipc_chan_flush(&c->ch) : 0;
 	pthread_mutex_unlock(&c->lock);
 	return r;
+}
+
+void sonde__conn_tx_positions(struct conn *c, uint64_t *sent, uint64_t *queued)
+{
+	pthread_mutex_lock(&c->lock);
+	*sent = c->ch.tx_base + c->ch.tx_off;
+	*queued = c->ch.tx_base + c->ch.tx.len;
+	pthread_mutex_unlock(&c->lock);
 }
 
 size_t sonde__conn_tx_pending(struct conn *c)

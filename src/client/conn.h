@@ -69,6 +69,14 @@ void sonde__conn_close(struct conn *c);
  * request id (> 0), -SONDE_E_UNSUPPORTED if the service lacks the method, or -errno. */
 int64_t sonde__conn_invoke(struct conn *c, unsigned m, const void *args, size_t len, bool drop_reply,
 		    int fd);
+/* The same with args in n pieces (len bytes in all), not gathered first
+ * (sonde__ipc_chan_send_iov): for the inline chunks of shared-memory emulation. */
+struct iovec;
+int64_t sonde__conn_invoke_iov(struct conn *c, unsigned m, const struct iovec *args, int n,
+			       size_t len, bool drop_reply);
+/* Positions in the connection's byte stream: how far the socket took it (*sent) and the
+ * end of what is queued (*queued). */
+void sonde__conn_tx_positions(struct conn *c, uint64_t *sent, uint64_t *queued);
 /* Writes queued bytes; 0 when all are out, 1 when some remain, or -errno. */
 int sonde__conn_flush(struct conn *c);
 /* Bytes waiting in the transmit queue. */

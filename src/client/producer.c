@@ -126,6 +126,18 @@ static int send_commit(void *ctx, const uint8_t *req, size_t len)
 	return r < 0 ? (int)r : 0;
 }
 
+static int send_commit_iov(void *ctx, const struct iovec *iov, int n, size_t len, uint64_t *end,
+			   uint64_t *sent)
+{
+	struct sonde_producer *p = ctx;
+	int64_t r = iov ? sonde__conn_invoke_iov(&p->c, PM_COMMIT, iov, n, len, true)
+			: sonde__conn_flush(&p->c);
+	if (r < 0)
+		return (int)r;
+	sonde__conn_tx_positions(&p->c, sent, end);
+	return 0;
+}
+
 static int map_smb(struct sonde_producer *p, int fd, size_t size, size_t page)
 {
 	if (!smb_geometry_abi_ok(size, page))
@@ -147,6 +159,8 @@ static void start_arbiter(struct sonde_producer *p)
 		return;
 	}
 	p->arb.emulated = p->emulated;
+	if (p->emulated) /* the chunks go to the socket from where they are */
+		p->arb.send_iov = send_commit_iov;
 	__atomic_store_n(&p->arb_ready, true, __ATOMIC_RELEASE);
 	sonde_debug("producer %s: SMB of %zu bytes, pages of %zu", p->name, p->smb_size,
 		    p->smb_page);

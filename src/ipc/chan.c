@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -97,17 +98,43 @@ static void keep_rx_fd(struct ipc_chan *c, int fd, uint64_t pos, uint64_t end)
 	c->n_rx_fds++;
 }
 
+/* Bytes still to come of the frame at rx_off, once its header is in (else 0). */
+static size_t rx_frame_missing(const struct ipc_chan *c)
+{
+	size_t avail = c->rx.len - c->rx_off;
+	uint32_t len;
+
+	if (avail < IPC_HEADER_SIZE)
+		return 0;
+	memcpy(&len, c->rx.data + c->rx_off, sizeof(len));
+	if (len > IPC_MAX_PAYLOAD)
+		return 0; /* sonde__ipc_chan_next refuses it */
+	return IPC_HEADER_SIZE + (size_t)len > avail ? IPC_HEADER_SIZE + (size_t)len - avail : 0;
+}
+
 int sonde__ipc_chan_read(struct ipc_chan *c)
 {
 	struct ipc_fds in;
 	int mflags;
 
 	while (c->rx.len - c->rx_off < RX_MAX_BUFFERED) {
-		rx_compact(c);
-		if (c->rx.cap - c->rx.len < RX_MIN_ROOM && sonde__buf_reserve(&c->rx, RX_READ_SIZE) < 0)
+		size_t missing = rx_frame_missing(c), want = missing ? missing : RX_MIN_ROOM;
+		/* what was consumed is dropped from the front only when nothing is left after
+		 * it or the rest of the frame does not fit behind: moving a partial frame to
+		 * the front before every read copied a stream of large frames (emulated
+		 * producers' CommitData) a third time */
+		if (c->rx_off == c->rx.len || (c->rx_off && c->rx.cap - c->rx.len < want))
+			rx_compact(c);
+		if (c->rx.cap - c->rx.len < want &&
+		    sonde__buf_reserve(&c->rx, want > RX_READ_SIZE ? want : RX_READ_SIZE) < 0)
 			return -ENOMEM;
-		ssize_t n = sonde__ipc_fdpass_recv(c->fd, c->rx.data + c->rx.len, c->rx.cap - c->rx.len,
-					    MSG_DONTWAIT, &in, &mflags);
+		size_t room = c->rx.cap - c->rx.len;
+		/* the rest of a large frame is read alone: the read ends where the frame does,
+		 * the next frame starts at the next read, and nothing is left to move */
+		if (missing >= RX_MIN_ROOM && missing < room)
+			room = missing;
+		ssize_t n = sonde__ipc_fdpass_recv(c->fd, c->rx.data + c->rx.len, room,
+						   MSG_DONTWAIT, &in, &mflags);
 		if (n == -EINTR)
 			continue;
 		if (n == -EAGAIN || n == -EWOULDBLOCK)
@@ -334,6 +361,68 @@ int sonde__ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, 
 		c->tx.len = off;
 		return rc;
 	}
+	rc = sonde__ipc_chan_flush(c);
+	return rc < 0 ? rc : 0;
+}
+
+int sonde__ipc_chan_send_iov(struct ipc_chan *c, const struct ipc_frame *f,
+			     const struct iovec *args, int n_args)
+{
+	struct iovec v[IPC_CHAN_MAX_IOV + 2];
+	size_t off = c->tx.len, head, tail_len, skip;
+	uint8_t tail[2];
+	int rc, n = 0;
+
+	if (c->fd < 0)
+		return -EPIPE;
+	if (n_args < 0 || n_args > IPC_CHAN_MAX_IOV)
+		return -EINVAL;
+	rc = sonde__ipc_frame_encode_invoke_head(&c->tx, f, tail, &tail_len);
+	if (rc < 0)
+		return rc;
+	head = c->tx.len - off;
+	skip = 0;
+	if (c->tx_off == off && !c->n_tx_fds) {
+		/* nothing queued ahead: the frame goes out from where its pieces are */
+		struct msghdr mh = {.msg_iov = v};
+		v[n++] = (struct iovec){c->tx.data + off, head};
+		for (int i = 0; i < n_args; i++)
+			v[n++] = args[i];
+		if (tail_len)
+			v[n++] = (struct iovec){tail, tail_len};
+		mh.msg_iovlen = (size_t)n;
+		ssize_t w;
+		do
+			w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		while (w < 0 && errno == EINTR);
+		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			rc = -errno;
+			c->tx.len = off;
+			return rc;
+		}
+		skip = w < 0 ? 0 : (size_t)w;
+		if (skip >= head) { /* the head went: it leaves the queue */
+			c->tx_off += head;
+			skip -= head;
+		} else {
+			c->tx_off += skip;
+			skip = 0;
+		}
+	}
+	/* the rest, past what the socket took, is queued */
+	for (int i = 0; i < n_args; i++) {
+		size_t len = args[i].iov_len;
+		if (skip >= len) {
+			skip -= len;
+			continue;
+		}
+		sonde__buf_append(&c->tx, (const uint8_t *)args[i].iov_base + skip, len - skip);
+		skip = 0;
+	}
+	if (skip < tail_len)
+		sonde__buf_append(&c->tx, tail + skip, tail_len - skip);
+	if (buf_error(&c->tx) < 0)
+		return -ENOMEM; /* part of the frame may be gone: the channel cannot go on */
 	rc = sonde__ipc_chan_flush(c);
 	return rc < 0 ? rc : 0;
 }

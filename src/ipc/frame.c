@@ -346,3 +346,41 @@ int sonde__ipc_frame_encode(struct buf *b, const struct ipc_frame *f)
 	}
 	return 0;
 }
+
+int sonde__ipc_frame_encode_invoke_head(struct buf *b, const struct ipc_frame *f, uint8_t tail[2],
+					size_t *tail_len)
+{
+	size_t start = b->len, body = body_len(f);
+	size_t payload = 1 + vlen(f->request_id) + 1 + vlen(body) + body;
+	uint32_t hdr;
+
+	if (f->msg != IPC_MSG_INVOKE_METHOD)
+		return -EINVAL;
+	if (payload > IPC_MAX_PAYLOAD)
+		return -SONDE_E_LIMIT;
+	hdr = (uint32_t)payload; /* little-endian host (§0) */
+	sonde__buf_append(b, &hdr, sizeof(hdr));
+	sonde__pb_put_varint(b, PF_IPC_FRAME_REQUEST_ID, f->request_id);
+	sonde__pb_put_tag(b, (uint32_t)f->msg, PB_LEN);
+	sonde__pb_put_varint_raw(b, body);
+	sonde__pb_put_varint(b, PF_INVOKE_METHOD_SERVICE_ID, f->service_id);
+	sonde__pb_put_varint(b, PF_INVOKE_METHOD_METHOD_ID, f->method_id);
+	sonde__pb_put_tag(b, PF_INVOKE_METHOD_ARGS_PROTO, PB_LEN);
+	sonde__pb_put_varint_raw(b, f->data_len);
+	*tail_len = 0;
+	if (f->drop_reply) { /* as sonde__pb_put_bool writes it: the tag, then 1 */
+		tail[0] = (uint8_t)(PF_INVOKE_METHOD_DROP_REPLY << 3 | PB_VARINT);
+		tail[1] = 1;
+		*tail_len = 2;
+	}
+	if (buf_error(b) < 0) {
+		b->len = start;
+		b->failed = false;
+		return -ENOMEM;
+	}
+	if (b->len - start + f->data_len + *tail_len != IPC_HEADER_SIZE + payload) {
+		b->len = start; /* sizing bug: never send it */
+		return -SONDE_E_FORMAT;
+	}
+	return 0;
+}

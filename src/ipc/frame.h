@@ -103,6 +103,12 @@ uint32_t sonde__ipc_method_id(const struct ipc_frame *f, const char *name);
 /* Appends the frame, header included, to b. Returns 0, -ENOMEM, or -SONDE_E_LIMIT if the
  * frame would exceed IPC_BUFFER_SIZE (b is then left unchanged). */
 int sonde__ipc_frame_encode(struct buf *b, const struct ipc_frame *f);
+/* An InvokeMethod frame whose args_proto (f->data_len bytes; f->data is not read) the
+ * caller writes itself, from wherever they are: appends to b the frame's bytes before them,
+ * and puts in tail[0..*tail_len) those after them (drop_reply). Returns 0, -ENOMEM or
+ * -SONDE_E_LIMIT (b then unchanged). */
+int sonde__ipc_frame_encode_invoke_head(struct buf *b, const struct ipc_frame *f, uint8_t tail[2],
+					size_t *tail_len);
 
 /* ---- channel ---- */
 
@@ -165,6 +171,15 @@ size_t sonde__ipc_chan_queued(const struct ipc_chan *c, size_t max);
 int sonde__ipc_chan_send(struct ipc_chan *c, const struct ipc_frame *f, int fd);
 /* Same with an already encoded frame (header included). */
 int sonde__ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, int fd);
+/* Sends an InvokeMethod frame whose args_proto is the n_args pieces of args (f->data_len
+ * bytes in all, f->data not read), without copying them first: when nothing is queued they
+ * go to the socket straight from where they are, and only what the socket does not take
+ * is queued (copied). When it returns, the pieces may be reused. At most
+ * IPC_CHAN_MAX_IOV pieces. Returns 0 or -errno as sonde__ipc_chan_send. */
+enum { IPC_CHAN_MAX_IOV = 128 };
+struct iovec;
+int sonde__ipc_chan_send_iov(struct ipc_chan *c, const struct ipc_frame *f,
+			     const struct iovec *args, int n_args);
 /* Writes queued bytes until the socket would block. Returns 0 when the queue is empty,
  * 1 while bytes remain (wait for writability), or -errno (e.g. -EPIPE). */
 int sonde__ipc_chan_flush(struct ipc_chan *c);

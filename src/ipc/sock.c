@@ -240,28 +240,47 @@ int sonde__ipc_connect(const char *name)
 	return sonde__ipc_connect_type(name, SOCK_STREAM);
 }
 
-static int connect_one(const char *name, size_t n, int type, int timeout_ms)
-{
+/* The socket address of one name of a list (n bytes at name). */
+struct conn_addr {
 	struct sockaddr_un un;
 	struct ipc_addr ad;
-	const struct sockaddr *sa = (const struct sockaddr *)&un;
+	const struct sockaddr *sa;
 	socklen_t len;
-	char path[sizeof(un.sun_path)];
-	int fd, rc = sonde__ipc_addr_parse(name, n, &ad);
+};
+
+static int conn_addr(const char *name, size_t n, struct conn_addr *a)
+{
+	char path[sizeof(a->un.sun_path)];
+	int rc = sonde__ipc_addr_parse(name, n, &a->ad);
 
 	if (rc < 0)
 		return rc;
-	if (ad.kind == IPC_ADDR_UNIX) {
+	if (a->ad.kind == IPC_ADDR_UNIX) {
 		if (n >= sizeof(path))
 			return -ENAMETOOLONG;
 		memcpy(path, name, n);
 		path[n] = '\0';
-		if ((rc = make_addr(path, &un, &len)) < 0)
+		if ((rc = make_addr(path, &a->un, &a->len)) < 0)
 			return rc;
+		a->sa = (const struct sockaddr *)&a->un;
 	} else {
-		sa = (const struct sockaddr *)&ad.sa;
-		len = ad.sa_len;
+		a->sa = (const struct sockaddr *)&a->ad.sa;
+		a->len = a->ad.sa_len;
 	}
+	return 0;
+}
+
+static int connect_one(const char *name, size_t n, int type, int timeout_ms)
+{
+	struct conn_addr ca;
+	const struct sockaddr *sa;
+	socklen_t len;
+	int fd, rc = conn_addr(name, n, &ca);
+
+	if (rc < 0)
+		return rc;
+	sa = ca.sa;
+	len = ca.len;
 	fd = socket(sa->sa_family, type | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -315,4 +334,47 @@ int sonde__ipc_connect_timeout(const char *name, int type, int timeout_ms)
 			return rc;
 	}
 	return rc;
+}
+
+int sonde__ipc_connect_start(const char *name, size_t *pos, int type, bool *pending)
+{
+	const char *one;
+	size_t n;
+	int rc = -ENOENT;
+
+	*pending = false;
+	while (sonde__ipc_addr_list_next(name, pos, &one, &n)) {
+		struct conn_addr ca;
+		if ((rc = conn_addr(one, n, &ca)) < 0)
+			continue;
+		int fd = socket(ca.sa->sa_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		if (connect(fd, ca.sa, ca.len) == 0) {
+			sonde__ipc_sock_tune(fd);
+			return fd;
+		}
+		/* a Unix listener whose backlog is full says EAGAIN: no progress to wait for,
+		 * as a refusal */
+		if (errno == EINPROGRESS) {
+			*pending = true;
+			return fd;
+		}
+		rc = -errno;
+		close(fd);
+	}
+	return rc;
+}
+
+int sonde__ipc_connect_finish(int fd)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		return -errno;
+	if (err)
+		return -err;
+	sonde__ipc_sock_tune(fd);
+	return 0;
 }

@@ -50,6 +50,15 @@ int sonde__ipc_connect_type(const char *name, int type);
 /* The same, each connect giving up after timeout_ms (0: when the kernel does) with
  * -ETIMEDOUT: for a caller that must not block long on a host that does not answer. */
 int sonde__ipc_connect_timeout(const char *name, int type, int timeout_ms);
+/* A connect that never waits, for an event loop: starts connecting a nonblocking
+ * close-on-exec socket to the name of the comma-separated list name at *pos (0: the
+ * first), moving *pos past it, and to the next ones while a connect fails at once. Returns
+ * the fd, connected (TCP sockets tuned) or, with *pending set, in progress: when it is
+ * writable, sonde__ipc_connect_finish tells how it ended (on failure the caller may start
+ * again from *pos, the list's next name). -errno when no name is left. */
+int sonde__ipc_connect_start(const char *name, size_t *pos, int type, bool *pending);
+/* How a pending connect on fd ended: 0 (TCP sockets then tuned) or -errno. */
+int sonde__ipc_connect_finish(int fd);
 
 /* Whether fd is an AF_UNIX socket (else TCP or vsock: no peer credentials, no fds). */
 bool sonde__ipc_is_unix(int fd);

@@ -19,7 +19,7 @@
 enum {
 	PORT_RETRY_MIN_MS = 1000,
 	PORT_RETRY_MAX_MS = 30000,
-	PORT_CONNECT_MS = 2000, /* as the producers' connections (relay.c) */
+	PORT_CONNECT_MS = 5000, /* as the producers' connections (relay.c) */
 };
 
 static void port_close(struct relay_port *p)
@@ -28,7 +28,7 @@ static void port_close(struct relay_port *p)
 		sonde__loop_del(p->env.loop, p->ch.fd);
 		sonde__ipc_chan_close(&p->ch);
 	}
-	p->open = p->bound = false;
+	p->open = p->bound = p->connecting = false;
 	p->phase = 0;
 }
 
@@ -52,7 +52,9 @@ static void update_events(struct relay_port *p)
 {
 	if (p->open)
 		sonde__loop_mod(p->env.loop, p->ch.fd,
-				EPOLLIN | (ipc_chan_tx_pending(&p->ch) ? EPOLLOUT : 0),
+				p->connecting
+					? EPOLLOUT
+					: EPOLLIN | (ipc_chan_tx_pending(&p->ch) ? EPOLLOUT : 0),
 				p->env.cookie);
 }
 
@@ -103,7 +105,8 @@ static int send_init(struct relay_port *p)
 	return rc;
 }
 
-static void connect_host(struct relay_port *p)
+/* Connected: whom the connection speaks for, then the port. */
+static void connected(struct relay_port *p)
 {
 	struct ipc_frame id = {.msg = IPC_MSG_SET_PEER_IDENTITY,
 			       .has_peer_pid = true,
@@ -117,7 +120,27 @@ static void connect_host(struct relay_port *p)
 	struct ipc_frame bind = {.msg = IPC_MSG_BIND_SERVICE,
 				 .name = RELAY_SERVICE_NAME,
 				 .name_len = strlen(RELAY_SERVICE_NAME)};
-	int fd = sonde__ipc_connect_timeout(p->env.host, SOCK_STREAM, PORT_CONNECT_MS);
+
+	p->connecting = false;
+	if (p->timer) /* the connect's deadline */
+		sonde__loop_timer_del(p->env.loop, p->timer);
+	p->timer = 0;
+	bind.request_id = p->bind_req = ++p->next_req;
+	if (sonde__ipc_chan_send(&p->ch, &id, -1) < 0 ||
+	    sonde__ipc_chan_send(&p->ch, &bind, -1) < 0) {
+		retry_later(p);
+		return;
+	}
+	update_events(p);
+}
+
+/* Starts the connect; the loop never waits for it: a host that does not answer is given
+ * up after PORT_CONNECT_MS (the timer), then tried again later. */
+static void connect_host(struct relay_port *p)
+{
+	size_t pos = 0;
+	bool pending;
+	int fd = sonde__ipc_connect_start(p->env.host, &pos, SOCK_STREAM, &pending);
 
 	if (fd < 0 || sonde__ipc_chan_init(&p->ch, fd) < 0) {
 		if (fd >= 0)
@@ -127,15 +150,18 @@ static void connect_host(struct relay_port *p)
 			p->retry_ms * 2 > PORT_RETRY_MAX_MS ? PORT_RETRY_MAX_MS : p->retry_ms * 2;
 		return;
 	}
-	p->open = true;
-	bind.request_id = p->bind_req = ++p->next_req;
-	if (sonde__loop_add(p->env.loop, p->ch.fd, EPOLLIN, p->env.cookie) < 0 ||
-	    sonde__ipc_chan_send(&p->ch, &id, -1) < 0 ||
-	    sonde__ipc_chan_send(&p->ch, &bind, -1) < 0) {
-		retry_later(p);
+	if (sonde__loop_add(p->env.loop, p->ch.fd, pending ? EPOLLOUT : EPOLLIN, p->env.cookie) <
+	    0) {
+		sonde__ipc_chan_close(&p->ch);
+		arm(p, p->retry_ms);
 		return;
 	}
-	update_events(p);
+	p->open = true;
+	p->connecting = pending;
+	if (pending)
+		arm(p, PORT_CONNECT_MS);
+	else
+		connected(p);
 }
 
 static void on_bound(struct relay_port *p, const struct ipc_frame *f)
@@ -188,6 +214,17 @@ void sonde__relay_port_io(struct relay_port *p, uint32_t events)
 
 	if (!p->open)
 		return;
+	if (p->connecting) {
+		int err = sonde__ipc_connect_finish(p->ch.fd);
+		if (err < 0) {
+			sonde_debug("relay: RelayPort: cannot reach %s: %s", p->env.host,
+				    sonde_strerror(err));
+			retry_later(p);
+		} else {
+			connected(p);
+		}
+		return;
+	}
 	if (events & EPOLLOUT && sonde__ipc_chan_flush(&p->ch) < 0) {
 		retry_later(p);
 		return;
@@ -217,6 +254,10 @@ void sonde__relay_port_timer(void *ctx, uint64_t arg)
 	p->timer = 0;
 	if (!p->open) {
 		connect_host(p);
+	} else if (p->connecting) {
+		sonde_debug("relay: RelayPort: %s does not answer", p->env.host);
+		retry_later(p);
+		return;
 	} else if (p->bound && !p->phase && send_sync(p, RELAY_SYNC_PING) < 0) {
 		retry_later(p);
 		return;

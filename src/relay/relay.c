@@ -38,8 +38,9 @@ enum {
 	RELAY_DRAIN_MS = 5000,
 	RELAY_ACCEPT_BATCH = 16,
 	RELAY_SYNC_INTERVAL_MS = 30000, /* Perfetto's relay's */
-	/* a host that does not answer a connect: the relay's loop waits that long at most */
-	RELAY_CONNECT_MS = 2000,
+	/* a host that does not answer a connect: the producer is closed after that long
+	 * (the connect never blocks the loop; a lost SYN is sent again after 1 s and 3 s) */
+	RELAY_CONNECT_MS = 5000,
 };
 
 /* Request ids of the CommitData requests the relay adds when it splits one: above any a
@@ -52,6 +53,11 @@ struct pair {
 	struct ipc_chan lo, up;
 	bool lo_open, up_open;
 	uint64_t drain_until_ns; /* lo closed: up closes when flushed or then */
+	/* the connect to the host in progress (up.fd is its socket, lo is not read): given
+	 * up at connect_until_ns; host_pos is the next name of the host list to try */
+	bool connecting;
+	uint64_t connect_until_ns;
+	size_t host_pos;
 	/* ProducerPort as the host bound it */
 	uint64_t bind_req;
 	bool bind_pending;
@@ -157,6 +163,11 @@ static struct pair *find_pair(struct sonde_relay *r, uint64_t id, size_t *idx)
 
 static void update_events(struct sonde_relay *r, struct pair *p)
 {
+	if (p->connecting) {
+		sonde__loop_mod(&r->loop, p->lo.fd, 0, p->id * 2);
+		sonde__loop_mod(&r->loop, p->up.fd, EPOLLOUT, p->id * 2 + 1);
+		return;
+	}
 	if (p->lo_open) {
 		uint32_t ev = 0;
 		if (!p->up_open || ipc_chan_tx_pending(&p->up) < RELAY_BACKPRESSURE)
@@ -507,11 +518,78 @@ static void settle(struct sonde_relay *r, struct pair *p)
 	update_events(r, p);
 }
 
+/* The host connection is up: first on it, whom it speaks for; then both sides are read. */
+static void up_connected(struct sonde_relay *r, struct pair *p)
+{
+	struct ipc_frame id = {.msg = IPC_MSG_SET_PEER_IDENTITY};
+
+	p->connecting = false;
+	id.has_peer_pid = id.has_peer_uid = true;
+	id.peer_pid = (int32_t)p->lo.peer_pid;
+	id.peer_uid = (int32_t)p->lo.peer_uid;
+	id.machine_id_hint = r->machine_id_hint;
+	id.machine_id_hint_len = strlen(r->machine_id_hint);
+	id.machine_name = r->machine_name;
+	id.machine_name_len = strlen(r->machine_name);
+	if (sonde__ipc_chan_send(&p->up, &id, -1) < 0) {
+		p->up_open = p->lo_open = false;
+		return;
+	}
+	sonde_debug("relay: producer pid %d uid %d forwarded to %s", (int)p->lo.peer_pid,
+		    (int)p->lo.peer_uid, r->host);
+}
+
+/* Starts the connect to the host from the list's name at p->host_pos, never waiting for
+ * it: a host that answers at once (a Unix socket, loopback) is connected here, one that
+ * does not is waited for by the loop (EPOLLOUT) until connect_until_ns. Returns 0 or,
+ * when no name of the list is left to try, -errno. */
+static int up_connect(struct sonde_relay *r, struct pair *p)
+{
+	bool pending;
+	int fd, rc;
+
+	if (p->up.fd >= 0) {
+		sonde__loop_del(&r->loop, p->up.fd);
+		sonde__ipc_chan_close(&p->up);
+	}
+	fd = sonde__ipc_connect_start(r->host, &p->host_pos, SOCK_STREAM, &pending);
+	if (fd < 0)
+		return fd;
+	if ((rc = sonde__ipc_chan_init(&p->up, fd)) < 0 ||
+	    (rc = sonde__loop_add(&r->loop, fd, pending ? EPOLLOUT : EPOLLIN, p->id * 2 + 1)) < 0) {
+		sonde__ipc_chan_close(&p->up);
+		return rc;
+	}
+	p->up_open = true;
+	p->connecting = pending;
+	if (!pending)
+		up_connected(r, p);
+	return 0;
+}
+
+/* The pending connect ended (writable) or its time is up (timed_out): connected, or the
+ * list's next name, or the producer is closed to retry later, as after a service
+ * restart. */
+static void up_connect_done(struct sonde_relay *r, struct pair *p, bool timed_out)
+{
+	int rc = timed_out ? -ETIMEDOUT : sonde__ipc_connect_finish(p->up.fd);
+
+	if (rc == 0) {
+		up_connected(r, p);
+		return;
+	}
+	if (!timed_out && up_connect(r, p) == 0)
+		return;
+	sonde_debug("relay: cannot reach the host %s: %s", r->host, sonde_strerror(rc));
+	p->connecting = false;
+	p->up_open = p->lo_open = false;
+	close_up(r, p);
+}
+
 static void accept_one(struct sonde_relay *r, int fd)
 {
 	struct pair *p;
-	struct ipc_frame id = {.msg = IPC_MSG_SET_PEER_IDENTITY};
-	int up;
+	int rc;
 
 	if (r->npairs >= r->o.max_connections) {
 		sonde_warn("relay: %u local connections: refusing another", r->o.max_connections);
@@ -532,41 +610,23 @@ static void accept_one(struct sonde_relay *r, int fd)
 		sonde__free(p);
 		return;
 	}
-	/* the connect is blocking, as the client library's, but bounded: a host that
-	 * refuses is known at once, one that does not answer after RELAY_CONNECT_MS, and
-	 * the producer is closed to retry later */
-	up = sonde__ipc_connect_timeout(r->host, SOCK_STREAM, RELAY_CONNECT_MS);
-	if (up < 0 || sonde__ipc_chan_init(&p->up, up) < 0) {
-		sonde_debug("relay: cannot reach the host %s: %s", r->host,
-			    sonde_strerror(up < 0 ? up : -EIO));
-		sonde__ipc_chan_close(&p->lo);
-		sonde__ipc_chan_close(&p->up);
-		sonde__free(p);
-		return;
-	}
-	p->lo_open = p->up_open = true;
 	p->id = r->next_id++;
-	/* first on the host connection: whom it speaks for */
-	id.has_peer_pid = id.has_peer_uid = true;
-	id.peer_pid = (int32_t)p->lo.peer_pid;
-	id.peer_uid = (int32_t)p->lo.peer_uid;
-	id.machine_id_hint = r->machine_id_hint;
-	id.machine_id_hint_len = strlen(r->machine_id_hint);
-	id.machine_name = r->machine_name;
-	id.machine_name_len = strlen(r->machine_name);
+	/* lo is not read until the host connection is up (its frames wait in the socket);
+	 * a hangup is still reported */
 	if (sonde__array_grow(&r->pairs, &r->cap, r->npairs + 1, sizeof(*r->pairs), 16) < 0 ||
-	    sonde__ipc_chan_send(&p->up, &id, -1) < 0 ||
-	    sonde__loop_add(&r->loop, p->lo.fd, EPOLLIN, p->id * 2) < 0 ||
-	    sonde__loop_add(&r->loop, p->up.fd, EPOLLIN, p->id * 2 + 1) < 0) {
-		sonde__loop_del(&r->loop, p->lo.fd);
+	    sonde__loop_add(&r->loop, p->lo.fd, 0, p->id * 2) < 0) {
 		sonde__ipc_chan_close(&p->lo);
-		sonde__ipc_chan_close(&p->up);
 		sonde__free(p);
 		return;
 	}
+	p->lo_open = true;
 	r->pairs[r->npairs++] = p;
-	sonde_debug("relay: producer pid %d uid %d forwarded to %s", (int)p->lo.peer_pid,
-		    (int)p->lo.peer_uid, r->host);
+	p->connect_until_ns = sonde__loop_now_ns() + RELAY_CONNECT_MS * 1000000ull;
+	if ((rc = up_connect(r, p)) < 0) {
+		sonde_debug("relay: cannot reach the host %s: %s", r->host, sonde_strerror(rc));
+		p->lo_open = false;
+	}
+	settle(r, p);
 }
 
 static void on_listener(struct sonde_relay *r)
@@ -602,6 +662,14 @@ static void on_io(void *ctx, uint64_t cookie, uint32_t events)
 	struct ipc_chan *c = lo ? &p->lo : &p->up;
 	if (!(lo ? p->lo_open : p->up_open))
 		return;
+	if (p->connecting) {
+		if (lo) /* only a hangup is asked for: the producer left before the host answered */
+			close_lo(r, p);
+		else
+			up_connect_done(r, p, false);
+		settle(r, p);
+		return;
+	}
 	if (events & EPOLLOUT && sonde__ipc_chan_flush(c) < 0) {
 		if (lo)
 			p->lo_open = false;
@@ -691,10 +759,13 @@ int sonde_relay__timeout_ms(const struct sonde_relay *r)
 {
 	int t = sonde__loop_timeout_ms(&r->loop);
 
-	/* a draining pair is looked at again when its time is up */
+	/* a draining pair, or one whose connect is pending, is looked at again when its
+	 * time is up */
 	for (size_t i = 0; i < r->npairs; i++)
-		if (!r->pairs[i]->lo_open) {
-			uint64_t now = sonde__loop_now_ns(), until = r->pairs[i]->drain_until_ns;
+		if (!r->pairs[i]->lo_open || r->pairs[i]->connecting) {
+			uint64_t now = sonde__loop_now_ns();
+			uint64_t until = r->pairs[i]->connecting ? r->pairs[i]->connect_until_ns
+								 : r->pairs[i]->drain_until_ns;
 			int ms = until > now ? (int)((until - now) / 1000000) + 1 : 0;
 			t = t < 0 || ms < t ? ms : t;
 		}
@@ -705,9 +776,15 @@ int sonde_relay__process(struct sonde_relay *r)
 {
 	int rc = sonde__loop_process(&r->loop, 0);
 
-	for (size_t i = r->npairs; i-- > 0;)
-		if (!r->pairs[i]->lo_open)
-			settle(r, r->pairs[i]);
+	for (size_t i = r->npairs; i-- > 0;) {
+		struct pair *p = r->pairs[i];
+		if (p->connecting && sonde__loop_now_ns() >= p->connect_until_ns) {
+			up_connect_done(r, p, true);
+			settle(r, p);
+		} else if (!p->lo_open) {
+			settle(r, p);
+		}
+	}
 	return rc < 0 && rc != -EINTR ? rc : 0;
 }
 

@@ -93,6 +93,7 @@ struct relay_port {
 	struct relay_port_env env;
 	struct ipc_chan ch;
 	bool open, bound;
+	bool connecting; /* the connect is in progress (open, the fd waits for EPOLLOUT) */
 	uint32_t svc_id, m_init, m_sync;
 	uint64_t next_req, bind_req, sync_req;
 	int phase; /* enum relay_sync_phase of the request in flight, 0: none */

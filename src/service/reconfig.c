@@ -1,8 +1,9 @@
-/* ChangeTraceConfig (perfetto-wire.md §3.1): like traced, only the producer name filters
- * of the data sources (producer_name_filter, producer_name_regex_filter) may change in a
- * running session; the rest of the new config must be the same. Producers that match the
- * new filters and have no instance yet get one (set up, and started if the session runs);
- * instances already running are left alone. */
+/* ChangeTraceConfig (perfetto-wire.md §3.1): like traced, the producer name filters of the
+ * data sources (producer_name_filter, producer_name_regex_filter) may change in a running
+ * session, and so may machine_name_filter (traced keeps the old one and matches without
+ * it; here it is honoured as StartTracing honours it); the rest of the new config must be
+ * the same. Producers that match the new filters and have no instance yet get one (set up,
+ * and started if the session runs); instances already running are left alone. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,9 @@
 #include "service/internal.h"
 #include "service/session.h"
 
-/* The config re-encoded without the data sources' producer filters: two configs that only
- * differ in those encode the same (nested lengths are always written the same way). */
+/* The config re-encoded without the data sources' producer and machine filters: two
+ * configs that only differ in those encode the same (nested lengths are always written the
+ * same way). */
 static int strip_filters(const uint8_t *cfg, size_t len, struct buf *out)
 {
 	struct pb_reader r = pb_reader_init(cfg, len);
@@ -39,7 +41,8 @@ static int strip_filters(const uint8_t *cfg, size_t len, struct buf *out)
 			if ((rc = sonde__pb_next(&d, &g)) <= 0)
 				break;
 			if (g.num != PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER &&
-			    g.num != PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER)
+			    g.num != PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER &&
+			    g.num != PF_TC_DATA_SOURCE_MACHINE_NAME_FILTER)
 				sonde__buf_append(out, s2, (size_t)(d.p - s2));
 		}
 		sonde__pb_end(out, m);
@@ -59,7 +62,7 @@ static const char *compatible(const struct session *ss, const uint8_t *cfg, size
 	if (strip_filters(ss->config, ss->config_len, &a) < 0 || strip_filters(cfg, len, &b) < 0)
 		err = "malformed TraceConfig";
 	else if (a.len != b.len || memcmp(a.data, b.data, a.len))
-		err = "only the producer name filters of the data sources can change";
+		err = "only the producer and machine name filters of the data sources can change";
 	sonde__buf_free(&a);
 	sonde__buf_free(&b);
 	return err;

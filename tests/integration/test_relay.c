@@ -594,8 +594,7 @@ TEST_TIMEOUT(relay_unanswering_host_closes_producers_in_time, 60)
 	ASSERT(fd >= 0);
 	double t0 = test_now();
 	/* a connect the kernel gives up on takes about 2 minutes of SYN retries; the
-	 * relay's take 2 s each: the relay port's attempts and the connection
-	 * relay_start's probe made go first */
+	 * relay's are given up after 5 s, each on its own (none waits for another) */
 	ASSERT(closed_within(fd, 20));
 	ASSERT(test_now() - t0 < 15);
 	close(fd);
@@ -603,6 +602,123 @@ TEST_TIMEOUT(relay_unanswering_host_closes_producers_in_time, 60)
 	ASSERT_INT(test_wait(g.relay, 5), ==, 0);
 	for (int i = 0; i < 3; i++)
 		close(fill[i]);
+	close(lfd);
+}
+
+/* Accepts one connection of the relay on lfd within timeout_s; its first frame is the
+ * relay's SetPeerIdentity. */
+static void fake_accept_one(int lfd, struct fake_host *h, int timeout_s)
+{
+	struct pollfd p = {lfd, POLLIN, 0};
+	struct ipc_frame f;
+
+	ASSERT_INT(poll(&p, 1, timeout_s * 1000), ==, 1);
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ASSERT(fd >= 0);
+	ASSERT_OK(sonde__ipc_chan_init(&h->ch, fd));
+	h->open = true;
+	fake_next(h, &f, 5000);
+	ASSERT_INT(f.msg, ==, IPC_MSG_SET_PEER_IDENTITY);
+}
+
+/* Whether a frame comes on h within timeout_ms (a RelayPort connection binds at once, a
+ * producer's says nothing until its producer does). */
+static bool fake_has_frame(struct fake_host *h, int timeout_ms)
+{
+	struct pollfd p = {h->ch.fd, POLLIN, 0};
+	struct ipc_frame f;
+
+	if (sonde__ipc_chan_next(&h->ch, &f, NULL) == 1)
+		return true;
+	return poll(&p, 1, timeout_ms) == 1 && sonde__ipc_chan_read(&h->ch) == 0 &&
+	       sonde__ipc_chan_next(&h->ch, &f, NULL) == 1;
+}
+
+static void send_bind(int fd, uint64_t req)
+{
+	struct ipc_chan ch;
+	struct ipc_frame f = {.request_id = req,
+			      .msg = IPC_MSG_BIND_SERVICE,
+			      .name = "ProducerPort",
+			      .name_len = 12};
+
+	ASSERT_OK(sonde__ipc_chan_init(&ch, fd));
+	ASSERT_OK(sonde__ipc_chan_send(&ch, &f, -1));
+	ch.fd = -1; /* the fd stays the caller's */
+	sonde__ipc_chan_close(&ch);
+}
+
+/* The relay's connect to the host never stalls its loop: while one local producer's
+ * connect hangs (the host's accept queue is full, its SYNs are dropped), another
+ * producer's frames are forwarded and the waiting producer is left open; once the queue
+ * has room, the waiting connect completes and its producer is forwarded too. */
+TEST_TIMEOUT(relay_connect_to_an_unanswering_host_does_not_stall_the_others, 60)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	struct fake_host c1 = {0}, c2 = {0}, hb = {0}, *ha;
+	struct ipc_frame f;
+	char haddr[64];
+	const char *rsock = test_path("relay.sock");
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), a = -1, b, fill[2];
+
+	ASSERT(lfd >= 0);
+	ASSERT_OK(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)));
+	ASSERT_OK(listen(lfd, 0)); /* one connection waits for accept, no more */
+	ASSERT_OK(getsockname(lfd, (struct sockaddr *)&sa, &len));
+	snprintf(haddr, sizeof(haddr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	const char *argv[] = {test_bin("sonded"), "--relay", haddr, "-p", rsock,
+			      "--no-probes",	  NULL};
+	pid_t relay = test_spawn(argv);
+	/* producer A: the relay's first local connection (no probe connection before it) */
+	for (int i = 0; i < 1000 && a < 0; i++)
+		if ((a = sonde__ipc_connect(rsock)) < 0)
+			usleep(10000);
+	ASSERT(a >= 0);
+	/* the host gets the RelayPort connection (left unanswered) and A's */
+	fake_accept_one(lfd, &c1, 10);
+	fake_accept_one(lfd, &c2, 10);
+	ha = fake_has_frame(&c1, 2000) ? &c2 : &c1;
+	ASSERT(!fake_has_frame(ha, 0));
+
+	/* the accept queue full: a connect now hangs */
+	for (int i = 0; i < 2; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		ASSERT(fill[i] >= 0);
+		connect(fill[i], (struct sockaddr *)&sa, sizeof(sa)); /* EINPROGRESS or done */
+	}
+	struct pollfd pf = {fill[0], POLLOUT, 0};
+	ASSERT_INT(poll(&pf, 1, 5000), ==, 1); /* queued: the queue is full now */
+	b = sonde__ipc_connect(rsock);
+	ASSERT(b >= 0);
+
+	/* A is served meanwhile, and B is not given up */
+	send_bind(a, 1);
+	fake_next(ha, &f, 10000);
+	ASSERT_INT(f.msg, ==, IPC_MSG_BIND_SERVICE);
+	ASSERT_UINT(f.request_id, ==, 1);
+	struct pollfd pb = {b, POLLIN, 0};
+	ASSERT_INT(poll(&pb, 1, 0), ==, 0);
+
+	/* room in the queue: the relay's next SYN gets through and B is forwarded */
+	int q = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ASSERT(q >= 0);
+	close(q);
+	close(fill[0]);
+	close(fill[1]);
+	fake_accept_one(lfd, &hb, 10);
+	send_bind(b, 2);
+	fake_next(&hb, &f, 10000);
+	ASSERT_INT(f.msg, ==, IPC_MSG_BIND_SERVICE);
+	ASSERT_UINT(f.request_id, ==, 2);
+
+	kill(relay, SIGTERM);
+	ASSERT_INT(test_wait(relay, 20), ==, 0);
+	close(a);
+	close(b);
+	sonde__ipc_chan_close(&c1.ch);
+	sonde__ipc_chan_close(&c2.ch);
+	sonde__ipc_chan_close(&hb.ch);
 	close(lfd);
 }
 

@@ -168,8 +168,8 @@ TEST(client_txtcfg_errors_point_at_line_and_column)
 		  1, 76, "is not an integer");
 	parse_err("[ext.field]: 1", 1, 1, "extensions");
 	parse_err("duration_ms: 1 }", 1, 16, "expected a field name");
-	parse_err("data_sources: { config: { android_log_config: {} } }", 1, 27,
-		  "unknown field 'android_log_config' in DataSourceConfig");
+	parse_err("data_sources: { config: { etw_config: {} } }", 1, 27,
+		  "unknown field 'etw_config' in DataSourceConfig");
 	parse_err("unique_session_name: \"\\q\"", 1, 22, "invalid escape");
 	parse_err("duration_ms: 1 $", 1, 16, "unexpected character");
 	parse_err("buffers: [{size_kb: 1} {size_kb: 2}]", 1, 24, "expected ',' or ']'");

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -251,6 +252,66 @@ TEST(ipc_chan_large_frames_flow_through_a_full_socket)
 	ASSERT_UINT(ipc_chan_tx_pending(&a), ==, 0);
 	sonde__ipc_chan_close(&a);
 	sonde__ipc_chan_close(&b);
+}
+
+/* An InvokeMethod sent in pieces (shared-memory emulation's inline chunks) is the same
+ * bytes as one encoded whole, also when the socket takes only part of a frame and the rest
+ * is queued behind it, and frames sent whole and in pieces keep their order. */
+TEST(ipc_chan_send_iov_is_byte_for_byte_a_whole_frame)
+{
+	static uint8_t payload[90000];
+	struct ipc_chan a, b;
+	struct ipc_frame f = {.msg = IPC_MSG_INVOKE_METHOD,
+			      .service_id = 3,
+			      .method_id = 9,
+			      .data = payload,
+			      .data_len = sizeof(payload),
+			      .drop_reply = true};
+	struct buf whole = BUF_INIT, split = BUF_INIT;
+	uint8_t tail[2];
+	size_t tail_len;
+	int got = 0;
+
+	for (size_t i = 0; i < sizeof(payload); i++)
+		payload[i] = (uint8_t)(i * 13);
+	f.request_id = 77;
+	ASSERT_OK(sonde__ipc_frame_encode(&whole, &f));
+	ASSERT_OK(sonde__ipc_frame_encode_invoke_head(&split, &f, tail, &tail_len));
+	sonde__buf_append(&split, payload, sizeof(payload));
+	sonde__buf_append(&split, tail, tail_len);
+	ASSERT_UINT(split.len, ==, whole.len);
+	ASSERT_MEM_EQ(split.data, whole.data, whole.len);
+
+	chan_pair(&a, &b);
+	for (int i = 0; i < 40; i++) {
+		struct iovec v[3] = {
+			{payload, 10}, {payload + 10, 50000}, {payload + 50010, 39990}};
+		f.request_id = (uint64_t)i + 1;
+		f.drop_reply = i % 3 == 0;
+		if (i % 2)
+			ASSERT_OK(sonde__ipc_chan_send(&a, &f, -1));
+		else
+			ASSERT_OK(sonde__ipc_chan_send_iov(&a, &f, v, 3));
+	}
+	ASSERT(ipc_chan_tx_pending(&a) > 0); /* a socket buffer holds far less than 3.6 MB */
+	while (got < 40) {
+		ASSERT_OK(sonde__ipc_chan_flush(&a));
+		ASSERT_OK(sonde__ipc_chan_read(&b));
+		struct ipc_frame g;
+		while (sonde__ipc_chan_next(&b, &g, NULL) > 0) {
+			ASSERT_UINT(g.request_id, ==, (uint64_t)++got);
+			ASSERT_UINT(g.msg, ==, IPC_MSG_INVOKE_METHOD);
+			ASSERT_UINT(g.method_id, ==, 9);
+			ASSERT(g.drop_reply == ((got - 1) % 3 == 0));
+			ASSERT_UINT(g.data_len, ==, sizeof(payload));
+			ASSERT_MEM_EQ(g.data, payload, sizeof(payload));
+		}
+	}
+	ASSERT_UINT(ipc_chan_tx_pending(&a), ==, 0);
+	sonde__ipc_chan_close(&a);
+	sonde__ipc_chan_close(&b);
+	sonde__buf_free(&whole);
+	sonde__buf_free(&split);
 }
 
 TEST(ipc_smb_geometry_and_chunk_states)
