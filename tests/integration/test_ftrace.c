@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -331,6 +332,13 @@ static enum peer find_peer(void)
 TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 {
 	probes_require_tracefs();
+	/* trace-cmd records the top-level buffer, which another copy of the suite's peer
+	 * would reset under it: the peers take turns (held until this test ends) */
+	mkdir("/run/sonde-test", 0755);
+	int peer_lock = open("/run/sonde-test/ftrace-peer.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (peer_lock >= 0)
+		while (flock(peer_lock, LOCK_EX) < 0 && errno == EINTR)
+			;
 	struct ftrace_config cfg = sched_config(false);
 	struct ftrace_opts o = test_opts();
 	struct buf trace = BUF_INIT;
