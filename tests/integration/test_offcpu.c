@@ -904,8 +904,11 @@ static void summary_row(const char *out, const char *name, double v[8])
 
 /* report --summary: the main thread of offcpu_split, by state. Its columns add up to its
  * total, which is --metric wall's total for the thread and the program's own measure of
- * its loop (burn + nap + wait_pipe) within 10 %; its sleeping time is the naps' and pipe
- * waits' (less what a loaded machine left runnable after the wakeups). */
+ * its loop (burn + nap + wait_pipe) within 10 %; its sleeping time is at most the naps'
+ * and pipe waits' and at least the naps' 40 ms each, which the kernel never cuts short
+ * (what the program measured also holds the time a loaded machine left it runnable after
+ * the wakeups, which is the runnable column's: a run beside other work once had 2.7 s of
+ * it in 3.4 s, and 0.51 s asleep for 0.8 s of measured naps and pipe waits). */
 TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
 {
 	struct test_output o;
@@ -918,6 +921,7 @@ TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
 	int pid = (int)truth_value(truth, "pid");
 	double burn = truth_value(truth, "burn") / 1e9, nap = truth_value(truth, "nap") / 1e9;
 	double pipe = truth_value(truth, "wait_pipe") / 1e9;
+	double rounds = truth_value(truth, "rounds");
 	free(truth);
 
 	test_runf(&o, 60, "%s report --metric wall --tid %d %s", test_bin("sonde"), pid, spool);
@@ -944,7 +948,9 @@ TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
 	ASSERT_DOUBLE_NEAR(row[7], wall, 0.002);
 	ASSERT_DOUBLE_NEAR(row[7] / (burn + nap + pipe), 1.0, 0.1);
 	ASSERT(row[2] <= 1.1 * (nap + pipe));
-	ASSERT(row[2] >= 0.8 * (nap + pipe));
+	/* sleeping, or unknown where a loss cut a wait; each printed to the millisecond */
+	if (row[2] + row[5] < rounds * 0.040 - 0.002)
+		FAIL("%.3f s asleep (and unknown) for %.0f naps of 40 ms", row[2] + row[5], rounds);
 }
 
 /* report --summary, and the top of --metric wall, of an -a --off-cpu recording give each
