@@ -106,8 +106,20 @@ enum result { PASS, FAIL_, SKIPPED };
  * and exclusive while it runs the tests that need the machine alone, so those run beside
  * no other copy's tests either. Not inherited by tests (closed in each one). */
 #define MACHINE_LOCK "/run/sonde-test/machine.lock"
+/* flock queues nobody: a runner waiting to take the lock exclusive waited as long as other
+ * copies kept taking it shared one after another (two other suites' parallel phases kept
+ * one from its exclusive tests for over ten minutes). So a runner passes this gate to take
+ * the lock, and one that waits for it exclusive waits holding the gate: sharers coming
+ * later queue behind it, the sharers in place finish, and it runs. */
+#define MACHINE_GATE "/run/sonde-test/machine.gate"
 
-static int machine_lock_fd = -1;
+static int machine_lock_fd = -1, machine_gate_fd = -1;
+
+static void lock_wait(int fd, int how)
+{
+	while (flock(fd, how) < 0 && errno == EINTR)
+		;
+}
 
 static void machine_lock(int how)
 {
@@ -116,15 +128,24 @@ static void machine_lock(int how)
 		machine_lock_fd = open(MACHINE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (machine_lock_fd < 0)
 			return; /* not root: other copies are not kept apart */
+		machine_gate_fd = open(MACHINE_GATE, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	}
-	if (flock(machine_lock_fd, how | LOCK_NB) == 0)
-		return;
-	printf("waiting for another run of the suite to %s (" MACHINE_LOCK ")\n",
-	       how == LOCK_EX ? "finish its parallel tests" : "finish its exclusive tests");
-	double t0 = now_s();
-	while (flock(machine_lock_fd, how) < 0 && errno == EINTR)
-		;
-	printf("waited %.0f s for " MACHINE_LOCK "\n", now_s() - t0);
+	/* nothing held while at the gate, or a sharer queued behind this runner would wait
+	 * for a lock this runner holds */
+	flock(machine_lock_fd, LOCK_UN);
+	bool free_now = (machine_gate_fd < 0 || flock(machine_gate_fd, LOCK_EX | LOCK_NB) == 0) &&
+			flock(machine_lock_fd, how | LOCK_NB) == 0;
+	if (!free_now) {
+		printf("waiting for another run of the suite to %s (" MACHINE_LOCK ")\n",
+		       how == LOCK_EX ? "finish its parallel tests" : "finish its exclusive tests");
+		double t0 = now_s();
+		if (machine_gate_fd >= 0)
+			lock_wait(machine_gate_fd, LOCK_EX);
+		lock_wait(machine_lock_fd, how);
+		printf("waited %.0f s for " MACHINE_LOCK "\n", now_s() - t0);
+	}
+	if (machine_gate_fd >= 0)
+		flock(machine_gate_fd, LOCK_UN);
 }
 
 /* A test running: its process (group), the read end of its combined output, and what
@@ -160,6 +181,8 @@ static pid_t start_test(struct test_case *t, int *out_fd)
 		setpgid(0, 0);
 		if (machine_lock_fd >= 0)
 			close(machine_lock_fd);
+		if (machine_gate_fd >= 0)
+			close(machine_gate_fd);
 		dup2(pipefd[1], STDOUT_FILENO);
 		dup2(pipefd[1], STDERR_FILENO);
 		setvbuf(stdout, NULL, _IONBF, 0);

@@ -1,6 +1,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
@@ -276,8 +277,19 @@ void test_write_file(const char *path, const void *data, size_t len)
 /* Returns once the child has exec'd (its close-on-exec end of a pipe closes then), so a
  * test that looks the pid up in /proc, or hands it to the profiler, meets the program and
  * not the forked copy of the test. An exec that fails sends its errno instead. */
-pid_t test_spawn(const char *const argv[])
+/* What the child of spawn() could not do, sent up the exec-closed pipe. */
+struct spawn_err {
+	int err;
+	char what[12];
+};
+
+/* Forks argv with stdin and stdout on /dev/null, stderr in errfile (NULL: /dev/null), as
+ * uid:gid without supplementary groups when as_user; returns once it has exec'd (the pipe
+ * closed by the exec), so that nothing meets the copy of the runner it was until then. */
+static pid_t spawn(bool as_user, uid_t uid, gid_t gid, const char *errfile,
+		   const char *const argv[])
 {
+	struct spawn_err e = {0};
 	int p[2];
 
 	fflush(NULL);
@@ -288,24 +300,43 @@ pid_t test_spawn(const char *const argv[])
 		FAIL("fork: %s", strerror(errno));
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR);
+		int err = errfile ? open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666) : null;
 		dup2(null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
-		dup2(null, STDERR_FILENO);
-		execv(argv[0], (char *const *)argv);
-		int e = errno;
+		dup2(err >= 0 ? err : null, STDERR_FILENO);
+		const char *what = "exec";
+		if (err < 0)
+			what = "open stderr";
+		else if (as_user && (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0))
+			what = "set ids";
+		else
+			execv(argv[0], (char *const *)argv);
+		e.err = errno;
+		snprintf(e.what, sizeof(e.what), "%s", what);
 		if (write(p[1], &e, sizeof(e)) < 0)
 			_exit(126);
 		_exit(127);
 	}
 	close(p[1]);
-	int e = 0;
 	ssize_t n;
 	while ((n = read(p[0], &e, sizeof(e))) < 0 && errno == EINTR)
 		;
 	close(p[0]);
-	if (n > 0)
-		FAIL("cannot run %s: %s", argv[0], strerror(e));
+	if (n > 0) {
+		test_wait(pid, 10);
+		FAIL("cannot run %s (%s): %s", argv[0], e.what, strerror(e.err));
+	}
 	return pid;
+}
+
+pid_t test_spawn(const char *const argv[])
+{
+	return spawn(false, 0, 0, NULL, argv);
+}
+
+pid_t test_spawn_as(uid_t uid, gid_t gid, const char *errfile, const char *const argv[])
+{
+	return spawn(true, uid, gid, errfile, argv);
 }
 
 int test_wait(pid_t pid, int timeout_s)

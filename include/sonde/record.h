@@ -186,7 +186,10 @@ struct sonde_record_opts {
 	 * the user stack the thread entered the kernel with under one "[kernel]" frame (all
 	 * the kernel frames with `kernel`); where the kernel refuses that (EACCES/EPERM:
 	 * kernel.perf_event_paranoid >= 2 without CAP_PERFMON) the recording samples user
-	 * space only and the summary says kernel_time = 0 with kernel_time_error. */
+	 * space only and the summary says kernel_time = 0 with kernel_time_error. Above
+	 * 10 kHz (a frequency, or a cpu-clock sample_period under 100 us) it is not sampled
+	 * without `kernel` either, where a sample's own interrupt would be sampled as kernel
+	 * time (kernel_time_error -ERANGE; docs/record.md). */
 	bool user_only;
 	/* Which backend records off_cpu (docs/record.md, "Off-CPU backends"): AUTO uses BPF
 	 * when the kernel allows it (CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON; kernel BTF;

@@ -607,6 +607,9 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 	else if (s->kernel_time)
 		fprintf(stderr, "  kernel: %llu samples in the kernel (under [kernel] frames)\n",
 			(unsigned long long)s->kernel_samples);
+	else if (s->kernel_time_error == -ERANGE)
+		fprintf(stderr, "  kernel: kernel time not visible (not sampled above 10000 Hz, "
+				"where the samples' own cost would be; --kernel samples it)\n");
 	else if (s->kernel_time_error)
 		fprintf(stderr,
 			"  kernel: kernel time not visible (kernel sampling denied: %s; needs "

@@ -1160,7 +1160,12 @@ static void print_account(const struct report *r, FILE *f, const char *prefix)
 
 	if (sonde_spool__get_account(r->spool, &a) < 0)
 		return;
-	if (!a.kernel_time && a.kernel_error)
+	if (!a.kernel_time && a.kernel_error == ERANGE)
+		fprintf(f,
+			"%skernel time not visible: recorded above 10000 Hz, where kernel time is "
+			"not sampled by default, so time in system calls has no samples\n",
+			prefix);
+	else if (!a.kernel_time && a.kernel_error)
 		fprintf(f,
 			"%skernel time not visible: the kernel refused kernel sampling (%s; it "
 			"needs kernel.perf_event_paranoid <= 1 or CAP_PERFMON), so time in system "

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -224,6 +225,7 @@ struct switch_count {
 	const char *comm;
 	int outs; /* typed sched_switch with prev_comm == comm */
 	int events, bundles, stats, compact_switches;
+	int lost_bundles; /* bundles saying events were lost before them */
 };
 
 static void count_switch(struct switch_count *c, struct pb_reader ev)
@@ -258,6 +260,8 @@ static void count_packet(void *ctx, const uint8_t *p, size_t n)
 			if (g.num == 2) {
 				c->events++;
 				count_switch(c, pb_sub(&g));
+			} else if (g.num == 3 && g.wire == PB_VARINT && g.u) {
+				c->lost_bundles++;
 			} else if (g.num == 4) {
 				struct pb_reader cs = pb_sub(&g);
 				struct pb_field h;
@@ -320,9 +324,21 @@ static enum peer find_peer(void)
 	return st == 0 ? PEER_PERF : PEER_NONE;
 }
 
-TEST_EXCLUSIVE(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
+/* A thread blocking 200 times, its switch-outs counted by the session and by an
+ * independent recorder of the same run. Whether the kernel's ring overflows is the
+ * machine's (bench/ftrace.c reports losses under load): a loss must be marked where it
+ * happened, each lost page by a bundle with lost_events, and then the session may count
+ * fewer switch-outs, never more. */
+TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 {
 	probes_require_tracefs();
+	/* trace-cmd records the top-level buffer, which another copy of the suite's peer
+	 * would reset under it: the peers take turns (held until this test ends) */
+	mkdir("/run/sonde-test", 0755);
+	int peer_lock = open("/run/sonde-test/ftrace-peer.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (peer_lock >= 0)
+		while (flock(peer_lock, LOCK_EX) < 0 && errno == EINTR)
+			;
 	struct ftrace_config cfg = sched_config(false);
 	struct ftrace_opts o = test_opts();
 	struct buf trace = BUF_INIT;
@@ -366,11 +382,12 @@ TEST_EXCLUSIVE(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 	probes_each_packet(&trace, count_packet, &c);
 	sonde__buf_free(&trace);
 	printf("events %" PRIu64 " pages %" PRIu64 " lost pages %" PRIu64 " packets %" PRIu64
-	       "; switch-outs of %s: %d\n",
-	       n.events, n.pages, n.lost_pages, n.packets, c.comm, c.outs);
+	       "; switch-outs of %s: %d; bundles marking a loss: %d\n",
+	       n.events, n.pages, n.lost_pages, n.packets, c.comm, c.outs, c.lost_bundles);
 	ASSERT_INT(c.stats, ==, 2);
-	ASSERT_INT(n.lost_pages, ==, 0);
-	ASSERT_INT(c.outs, >=, 200);
+	ASSERT_UINT((uint64_t)c.lost_bundles, ==, n.lost_pages);
+	if (!n.lost_pages)
+		ASSERT_INT(c.outs, >=, 200);
 	if (peer == PEER_NONE)
 		SKIP("neither trace-cmd nor perf can record here: counted %d alone", c.outs);
 	struct test_output rep;
@@ -385,7 +402,10 @@ TEST_EXCLUSIVE(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 	/* perf's per-task events close at exit before the thread's last switch-out, which a
 	 * system-wide recorder sees: perf counts 200 where sonde counts 201. */
 	ASSERT_INT(theirs, >=, 200);
-	ASSERT_INT(abs(theirs - c.outs) * 100, <=, theirs);
+	if (n.lost_pages)
+		ASSERT_INT((c.outs - theirs) * 100, <=, theirs);
+	else
+		ASSERT_INT(abs(theirs - c.outs) * 100, <=, theirs);
 }
 
 TEST(ftrace_session_packets_decode_with_protoc)

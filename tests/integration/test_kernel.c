@@ -377,3 +377,37 @@ TEST_TIMEOUT(kernel_time_is_counted_without_kernel_frames, 180)
 	ASSERT_DOUBLE_NEAR(all, utime + stime, 0.15 * (utime + stime) + 0.02);
 	ASSERT_DOUBLE_NEAR(kernel, stime, 0.15 * stime + 0.02);
 }
+
+/* Above 10 kHz kernel time is not sampled by default (a sample's own interrupt would be
+ * sampled as kernel time, and at the kernel's maximum rate the samples sampled each other
+ * while the target starved): the summary and the report say so and why. 10 kHz itself
+ * samples it, and --kernel asks for it at any rate. */
+TEST_TIMEOUT(kernel_time_not_sampled_by_default_above_10_khz, 120)
+{
+	const char *spool = test_path("fast.spool");
+	struct test_output o;
+
+	require_kernel_sampling();
+	test_runf(&o, 60, "%s record -F 20000 -o %s -- %s 0.2cpu", test_bin("sonde"), spool,
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "kernel: kernel time not visible (not sampled above 10000 Hz");
+	ASSERT_NOT_CONTAINS(o.err, "warning");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "kernel time not visible: recorded above 10000 Hz");
+	test_output_free(&o);
+
+	test_runf(&o, 60, "%s record -F 10000 -o %s -- %s 0.2cpu", test_bin("sonde"), spool,
+		  test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "samples in the kernel (under [kernel] frames)");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s record --kernel -F 20000 -o %s -- %s 0.2cpu", test_bin("sonde"),
+		  spool, test_prog("split"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_NOT_CONTAINS(o.err, "kernel time not visible");
+	ASSERT_CONTAINS(o.err, "samples in the kernel");
+	test_output_free(&o);
+}

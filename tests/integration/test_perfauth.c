@@ -43,44 +43,6 @@ static void rig_start(struct sonded *d)
 	client_wait_data_source(d->csock, "linux.perf");
 }
 
-/* Waits until pid has exec'd: until then it is a copy of this runner, which a session
- * must not meet (it is not dumpable once it changed its uid, and has none of the program's
- * frames). A loaded machine can take longer than any fixed pause to get there. */
-static void wait_exec(pid_t pid)
-{
-	char self[PATH_MAX], exe[PATH_MAX], link[64];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self));
-
-	ASSERT(n > 0);
-	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-	for (double end = test_now() + 30;; usleep(2000)) {
-		ssize_t m = readlink(link, exe, sizeof(exe));
-		if (m > 0 && (m != n || memcmp(exe, self, (size_t)n) != 0))
-			return;
-		if (test_now() > end)
-			FAIL("pid %d did not exec within 30 s", (int)pid);
-	}
-}
-
-/* Starts argv as uid:gid (no supplementary groups); returns its pid once it has exec'd. */
-static pid_t spawn_as(uid_t uid, gid_t gid, const char *const argv[])
-{
-	pid_t pid = fork();
-
-	ASSERT(pid >= 0);
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR);
-		dup2(null, STDOUT_FILENO);
-		dup2(null, STDERR_FILENO);
-		if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0)
-			_exit(99);
-		execv(argv[0], (char *const *)argv);
-		_exit(98);
-	}
-	wait_exec(pid);
-	return pid;
-}
-
 /* A copy of auth_target anyone may run, with owner, group and mode as given (a set-ID
  * copy needs a file system mounted without nosuid: the test skips otherwise). */
 static void target_copy(char *out, size_t cap, const char *name, uid_t uid, gid_t gid, mode_t mode)
@@ -231,7 +193,7 @@ TEST_TIMEOUT(perfauth_nobody_profiles_its_own_process, 120)
 
 	rig_start(&d);
 	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "spin", "60", NULL};
-	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	pid_t pid = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	usleep(200000);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
 	ASSERT_UINT(samples_over_sessions(SEC_NOBODY, &d, scope, NULL, 1000, pid, 20, NULL), >=,
@@ -249,7 +211,7 @@ TEST_TIMEOUT(perfauth_setuid_target_is_refused, 120)
 	rig_start(&d);
 	target_copy(path, sizeof(path), "auth_setuid", 0, 0, 04755);
 	const char *argv[] = {path, "spin", "30", NULL};
-	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	pid_t pid = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	usleep(200000);
 	expect_refused(&d, pid, "its real, effective and saved uids are not all the consumer's");
 	stop_target(pid);
@@ -266,7 +228,7 @@ TEST_TIMEOUT(perfauth_setuid_target_back_to_callers_uid_is_refused, 120)
 	rig_start(&d);
 	target_copy(path, sizeof(path), "auth_setuid", 0, 0, 04755);
 	const char *argv[] = {path, "dropsuid", "30", NULL};
-	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	pid_t pid = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	usleep(200000);
 	expect_refused(&d, pid, "it is not dumpable");
 	stop_target(pid);
@@ -283,7 +245,7 @@ TEST_TIMEOUT(perfauth_setgid_target_is_refused, 120)
 	rig_start(&d);
 	target_copy(path, sizeof(path), "auth_setgid", 0, OTHER_GID, 02755);
 	const char *argv[] = {path, "spin", "30", NULL};
-	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	pid_t pid = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	usleep(200000);
 	expect_refused(&d, pid, "its real, effective and saved gids are not all the consumer's");
 	stop_target(pid);
@@ -297,7 +259,7 @@ TEST_TIMEOUT(perfauth_nondumpable_target_is_refused, 120)
 
 	rig_start(&d);
 	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "nodump", "30", NULL};
-	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	pid_t pid = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	usleep(200000);
 	expect_refused(&d, pid, "it is not dumpable");
 	stop_target(pid);
@@ -312,7 +274,7 @@ TEST_TIMEOUT(perfauth_target_that_changed_uid_is_refused, 120)
 	rig_start(&d);
 	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "drop", "30", "65534",
 			      NULL};
-	pid_t pid = spawn_as(0, 0, argv);
+	pid_t pid = test_spawn_as(0, 0, NULL, argv);
 	usleep(200000);
 	expect_refused(&d, pid, "it is not dumpable");
 	stop_target(pid);
@@ -328,7 +290,7 @@ TEST_TIMEOUT(perfauth_root_consumer_profiles_setgid_target, 120)
 	rig_start(&d);
 	target_copy(path, sizeof(path), "auth_setgid", 0, OTHER_GID, 02755);
 	const char *argv[] = {path, "spin", "60", NULL};
-	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	pid_t pid = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	usleep(200000);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
 	ASSERT_UINT(samples_over_sessions(0, &d, scope, NULL, 1000, pid, 20, NULL), >=, 20);
@@ -350,7 +312,7 @@ TEST_EXCLUSIVE(perfauth_target_exec_of_setuid_program_ends_profiling, 120)
 	target_copy(path, sizeof(path), "auth_setuid", 0, 0, 04755);
 	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "exec", "1", path,
 			      NULL};
-	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	pid_t pid = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	usleep(100000);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
 	trace_as(SEC_NOBODY, &d, scope, NULL, 2500, &r);
@@ -406,7 +368,7 @@ TEST_EXCLUSIVE(perfauth_kernel_frames_refused_to_unprivileged_consumer, 120)
 	if (rig_paranoid != 2)
 		test_sysctl_set("kernel/perf_event_paranoid", 2);
 	const char *argv[] = {test_copy_for_anyone(test_prog("kernel_syscalls")), "60", NULL};
-	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	pid_t pid = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	usleep(200000);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
 	/* user time only, now: a small share of this program's */
@@ -427,7 +389,7 @@ TEST_TIMEOUT(perfauth_kernel_frames_carry_names_not_addresses, 120)
 
 	rig_start(&d);
 	const char *argv[] = {test_prog("kernel_syscalls"), "30", NULL};
-	pid_t pid = spawn_as(0, 0, argv);
+	pid_t pid = test_spawn_as(0, 0, NULL, argv);
 	usleep(200000);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
 	trace_as(0, &d, scope, "kernel_frames: true", 1000, &r);
@@ -559,8 +521,8 @@ TEST_TIMEOUT(perfauth_nobody_system_wide_gets_only_its_own_processes, 300)
 	const char *mine_argv[] = {test_copy_for_anyone(test_prog("auth_target")), "spin", "60",
 				   NULL};
 	const char *root_argv[] = {test_prog("split"), "60", NULL};
-	pid_t mine = spawn_as(SEC_NOBODY, SEC_NOBODY, mine_argv);
-	pid_t root = spawn_as(0, 0, root_argv);
+	pid_t mine = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, mine_argv);
+	pid_t root = test_spawn_as(0, 0, NULL, root_argv);
 	usleep(200000);
 	long paranoid = rig_paranoid;
 
@@ -635,7 +597,7 @@ TEST_TIMEOUT(perfauth_tracepoint_timebase_refused_to_unprivileged_consumer, 120)
 		SKIP("kernel.perf_event_paranoid is %ld: the kernel gives nobody tracepoints",
 		     paranoid);
 	const char *argv[] = {test_copy_for_anyone(test_prog("auth_target")), "spin", "30", NULL};
-	pid_t pid = spawn_as(SEC_NOBODY, SEC_NOBODY, argv);
+	pid_t pid = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	snprintf(cfg, sizeof(cfg),
 		 "buffers { size_kb: 4096 }\nduration_ms: 500\n"
 		 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
@@ -705,8 +667,8 @@ TEST_EXCLUSIVE(perfauth_nobody_offcpu_profile_sees_only_its_own_tasks, 300)
 	const char *mine_argv[] = {test_copy_for_anyone(test_prog("offcpu_split")), "120",
 				   "/dev/null", NULL};
 	const char *root_argv[] = {test_prog("offcpu_split"), "120", "/dev/null", NULL};
-	pid_t mine = spawn_as(SEC_NOBODY, SEC_NOBODY, mine_argv);
-	pid_t root = spawn_as(0, 0, root_argv);
+	pid_t mine = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, mine_argv);
+	pid_t root = test_spawn_as(0, 0, NULL, root_argv);
 	usleep(200000);
 	size_t n_root = tids_of(root, root_tids, 8);
 

@@ -45,23 +45,12 @@ static void copy_split(const char *path)
 	free(bin);
 }
 
-/* Runs argv (argv[0] a path anyone may run) with its stderr in errfile, as root or as
- * nobody; returns the pid. */
+/* argv (argv[0] a path anyone may run) as nobody, or as root, stderr in errfile. */
 static pid_t spawn_as(bool nobody, const char *errfile, const char *const argv[])
 {
-	pid_t pid = fork();
+	uid_t id = nobody ? NOBODY : 0;
 
-	ASSERT(pid >= 0);
-	if (pid == 0) {
-		int fd = errfile ? open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666) : -1;
-		if (fd >= 0)
-			dup2(fd, STDERR_FILENO);
-		if (nobody && (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0))
-			_exit(99);
-		execv(argv[0], (char **)argv);
-		_exit(98);
-	}
-	return pid;
+	return test_spawn_as(id, id, errfile, argv);
 }
 
 /* A copy of sonde anyone may run, made once per test (a running copy cannot be

@@ -38,24 +38,6 @@ struct trun {
 	char out[600], errf[600];
 };
 
-/* Starts argv as uid (gid the same, no supplementary groups), output to /dev/null. */
-static pid_t spawn_as(uid_t uid, const char *const argv[])
-{
-	pid_t pid = fork();
-
-	ASSERT(pid >= 0);
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR);
-		dup2(null, STDOUT_FILENO);
-		dup2(null, STDERR_FILENO);
-		if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0)
-			_exit(99);
-		execv(argv[0], (char *const *)argv);
-		_exit(98);
-	}
-	return pid;
-}
-
 /* `sonde trace` as uid on consumer socket csock, started: linux.perf on scope with kernel
  * frames asked for, for ms; with hidepid, in a mount namespace of its own whose /proc is
  * a procfs mounted hidepid=2 (the machine's /proc is left alone). trace_end waits. */
@@ -149,7 +131,7 @@ static size_t kernel_frames(const struct pft_trace *t)
 static pid_t root_target(void)
 {
 	const char *argv[] = {test_prog("kernel_syscalls"), "60", NULL};
-	pid_t pid = spawn_as(0, argv);
+	pid_t pid = test_spawn_as(0, 0, NULL, argv);
 
 	usleep(200000);
 	return pid;
@@ -437,7 +419,7 @@ TEST_TIMEOUT(probes_trust_restart_is_noticed_in_the_session, 240)
 	sonded_start(&d, NULL);
 	client_wait_data_source(d.csock, "linux.perf");
 	const char *argv[] = {test_copy_for_anyone(test_prog("kernel_syscalls")), "60", NULL};
-	pid_t own = spawn_as(SEC_NOBODY, argv);
+	pid_t own = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)own);
 	pid_t probes = sonded_probes_pid(&d, 0, 10);
 	pid_t tr = trace_start(SEC_NOBODY, d.csock, scope, 12000, false, &r);

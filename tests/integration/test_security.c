@@ -18,7 +18,9 @@
 #include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "sec_util.h"
+#include "svc_inproc.h"
 #include "svc_util.h"
+#include <sonde/service.h>
 
 static const char *const one_ds[] = {"test.ds"};
 
@@ -209,29 +211,33 @@ TEST_TIMEOUT(sec_session_caps_per_uid_and_in_total, 90)
 	sonded_stop(&d);
 }
 
+/* In-process (svc_inproc.h): the limits are the service's, not its sockets'. Each refusal
+ * comes at once; the session exactly at the limit runs its 50 ms and ends. */
 TEST_TIMEOUT(sec_buffer_count_and_memory_limits, 60)
 {
-	struct sonded d;
+	struct sonde_service_opts o = {.sz = sizeof(o),
+				       .max_buffers_per_session = 2,
+				       .max_session_buffer_kb = 2048};
+	struct inproc h;
 	struct tc c;
 	struct buf cfg = BUF_INIT;
 	char *err;
 
-	const char *extra[] = {"--max-buffers", "2", "--max-session-buffer-kb", "2048", NULL};
-	sonded_start(&d, extra);
-	tc_open(&c, d.csock, "ConsumerPort");
+	inproc_up_opts(&h, &o);
+	inproc_consumer(&h, &c);
 	short_config(&cfg, 512);
 	for (int i = 0; i < 2; i++) { /* three buffers */
 		size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
 		sonde__pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 64);
 		sonde__pb_end(&cfg, m);
 	}
-	err = enable(&c, &cfg);
+	err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 0);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "too many buffers");
 	free(err);
 	sonde__buf_reset(&cfg);
 	short_config(&cfg, 2049); /* one buffer over the session memory limit */
-	err = enable(&c, &cfg);
+	err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 0);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "per-session memory limit");
 	free(err);
@@ -240,10 +246,14 @@ TEST_TIMEOUT(sec_buffer_count_and_memory_limits, 60)
 	size_t m = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
 	sonde__pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 1024); /* exactly at the limit */
 	sonde__pb_end(&cfg, m);
-	ASSERT(enable(&c, &cfg) == NULL);
+	uint64_t req = tcons_enable(&c, &cfg, -1);
+	inproc_run(&h);
+	ASSERT(tc_wait(&c, req, 0) == NULL); /* accepted: running, no reply yet */
+	inproc_advance(&h, 50);
+	ASSERT(tcons_wait_disabled(&c, req, 0) == NULL);
 	sonde__buf_free(&cfg);
 	tc_close(&c);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 static void path_config(struct buf *cfg, const char *path)

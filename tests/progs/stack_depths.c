@@ -7,7 +7,9 @@
  * about 50 KiB deep: beyond a 32 KiB copy, within the 64 KiB perf_event allows) and burns
  * CPU in the leaf until SECONDS have passed. THREADS 0 runs the descent on the main thread.
  *
- * usage: stack_depths [SECONDS [THREADS [DEPTH]]]   (defaults 2, 0, 1)
+ * usage: stack_depths [SECONDS[cpu] [THREADS [DEPTH]]]   (defaults 2, 0, 1)
+ * SECONDS ending in "cpu" are of the process's own CPU time, not of the wall clock: as
+ * many samples on a loaded machine as on a quiet one.
  * At the end it prints on stdout
  *   stack_depths: CPU s of CPU
  * the process's own CPU time, which a recording at a fixed period of cpu-clock should have
@@ -17,10 +19,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static volatile uint64_t sink;
 static double until;
+static clockid_t clock_id = CLOCK_MONOTONIC;
 static int depth = 1;
 
 static double clock_s(clockid_t id)
@@ -33,7 +37,7 @@ static double clock_s(clockid_t id)
 
 __attribute__((noinline)) static uint64_t burn(uint64_t x)
 {
-	while (clock_s(CLOCK_MONOTONIC) < until)
+	while (clock_s(clock_id) < until)
 		for (int i = 0; i < 20000; i++)
 			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
 	return x;
@@ -58,16 +62,21 @@ static void *thread_main(void *arg)
 
 int main(int argc, char **argv)
 {
-	double seconds = argc > 1 ? atof(argv[1]) : 2;
+	char *unit = NULL;
+	double seconds = argc > 1 ? strtod(argv[1], &unit) : 2;
 	int threads = argc > 2 ? atoi(argv[2]) : 0;
 	pthread_t tids[256];
 
+	if (unit && strcmp(unit, "cpu") == 0)
+		clock_id = CLOCK_PROCESS_CPUTIME_ID;
+	else if (unit && *unit)
+		seconds = 0;
 	depth = argc > 3 ? atoi(argv[3]) : 1;
 	if (seconds <= 0 || threads < 0 || threads > 256 || depth < 1 || depth > 1000) {
-		fprintf(stderr, "usage: stack_depths [SECONDS [THREADS [DEPTH]]]\n");
+		fprintf(stderr, "usage: stack_depths [SECONDS[cpu] [THREADS [DEPTH]]]\n");
 		return 2;
 	}
-	until = clock_s(CLOCK_MONOTONIC) + seconds;
+	until = clock_s(clock_id) + seconds;
 	if (threads == 0)
 		thread_main(NULL);
 	for (int i = 0; i < threads; i++)
