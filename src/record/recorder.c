@@ -178,7 +178,7 @@ static void kernel_time_rate(struct sonde_recorder *r, const struct sonde_record
 		   "be sampled as kernel time); sampling user space only",
 		   (unsigned long long)rate, (unsigned)KERNEL_TIME_MAX_HZ);
 	r->cfg.kernel_time = false;
-	r->kernel_time_error = -ERANGE;
+	r->kern.kernel_time_error = -ERANGE;
 }
 
 static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *opts,
