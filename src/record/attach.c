@@ -629,6 +629,8 @@ int sonde__rec_enable_all(struct sonde_recorder *r, bool enable)
 		if (err && !first)
 			first = err;
 	}
+	if (enable)
+		sonde__rec_offcpu_bpf_arm(r); /* its programs start with the events */
 	return first;
 }
 

@@ -19,25 +19,8 @@
 
 #include "../test.h"
 #include "../util.h"
+#include "offcpu_util.h"
 #include "record/offcpu_bpf.h"
-
-/* Skips where the backend cannot run: not built, not root, no BTF, or refused. */
-static void require_bpf(void)
-{
-	struct test_output o;
-
-	if (!sonde__rec_offcpu_bpf_built())
-		SKIP("libsonde was built without the BPF backend (mk/bpf.mk said why)");
-	if (geteuid() != 0)
-		SKIP("the BPF backend needs root (or CAP_BPF and CAP_PERFMON) here");
-	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-		SKIP("the kernel has no BTF (/sys/kernel/btf/vmlinux)");
-	test_runf(&o, 60, "%s record --off-cpu --off-cpu-backend bpf -o %s -- /bin/true",
-		  test_bin("sonde"), test_path("probe.spool"));
-	if (o.status != 0)
-		SKIP("the kernel refused the BPF backend: %s", o.err);
-	test_output_free(&o);
-}
 
 /* A summary number: the one just before `after` on the off-CPU line. */
 static unsigned long long summary_num(const char *err, const char *after)
@@ -91,7 +74,7 @@ TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
 	const char *spool = test_path("wall.spool"), *tpath = test_path("wall.truth");
 	struct test_output o;
 
-	require_bpf();
+	offcpu_require_bpf();
 	for (int i = 0; i < 4 && (i == 0 || !within(got, truth, 3)); i++) {
 		test_runf(&o, 120,
 			  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 -o %s -- %s "
@@ -147,7 +130,7 @@ TEST_TIMEOUT(offcpu_bpf_short_waits_counted_in_aggregate, 120)
 	const char *spool = test_path("short.spool");
 	struct test_output o;
 
-	require_bpf();
+	offcpu_require_bpf();
 	test_runf(&o, 60, "%s record --off-cpu --off-cpu-backend bpf -o %s -- %s 2",
 		  test_bin("sonde"), spool, test_prog("pingpong"));
 	if (o.status != 0)
@@ -210,7 +193,7 @@ TEST_TIMEOUT(offcpu_bpf_long_waits_stacked_to_main, 120)
 	struct test_output o;
 	double all, with;
 
-	require_bpf();
+	offcpu_require_bpf();
 	test_runf(&o, 60,
 		  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 500us -o %s -- %s 300",
 		  test_bin("sonde"), spool, test_prog("sleep_loop-nofp"));
@@ -238,7 +221,7 @@ TEST_TIMEOUT(offcpu_bpf_thread_exiting_while_blocked, 120)
 	struct sonde_spool_thread th;
 	int found = 0;
 
-	require_bpf();
+	offcpu_require_bpf();
 	test_runf(&o, 60, "%s record --off-cpu --off-cpu-backend bpf -o %s -- %s 300 %s",
 		  test_bin("sonde"), spool, test_prog("offcpu_exit"), tpath);
 	if (o.status != 0)
@@ -273,7 +256,7 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 	pid_t pids[3];
 	struct test_output o;
 
-	require_bpf();
+	offcpu_require_bpf();
 	for (int i = 0; i < 3; i++)
 		pids[i] = test_spawn(argv);
 	test_runf(&o, 60, "%s record -a --off-cpu --off-cpu-backend bpf -d 2 -o %s",
@@ -308,7 +291,7 @@ TEST_TIMEOUT(offcpu_bpf_refused_falls_back_to_perf, 120)
 	const char *spool = test_path("fallback.spool");
 	struct test_output o;
 
-	require_bpf();
+	offcpu_require_bpf();
 	if (access("/usr/bin/setpriv", X_OK) != 0)
 		SKIP("no setpriv (util-linux) to drop capabilities with");
 	test_runf(&o, 60,
@@ -401,7 +384,7 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 	unsigned ids[16];
 	size_t objects;
 
-	require_bpf();
+	offcpu_require_bpf();
 	if (access("/usr/sbin/bpftool", X_OK) != 0)
 		SKIP("no bpftool to list programs and links with");
 	pid_t pid = test_spawn(argv);
