@@ -70,6 +70,14 @@ struct {
 	__type(value, __u8);
 } targets SEC(".maps");
 
+/* Threads recorded alone (-t, key: tid), whatever their process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} threads SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -142,14 +150,14 @@ static __always_inline void count(__u32 what, __u64 n)
 		*v += n;
 }
 
-static __always_inline bool tracked(__u32 tgid)
+static __always_inline bool tracked(__u32 tgid, __u32 tid)
 {
 	if (!tgid || tgid == self_pid)
 		return false;
 	if (all_tasks)
 		return true;
 	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
-	return v && *v == 2;
+	return (v && *v == 2) || bpf_map_lookup_elem(&threads, &tid);
 }
 
 /* The raw task state at a switch-out as the recorder's states (a preemption leaves the
@@ -331,7 +339,7 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 		keep_switch(now, ptid, ntid,
 			    (prev_state & 0x80) ? SONDE_BPF_EXITED : state_of(preempt, prev_state));
 	/* an exiting thread's last switch-out (TASK_DEAD) opens no wait */
-	if (ptid && !(prev_state & 0x80) && tracked(ptgid)) {
+	if (ptid && !(prev_state & 0x80) && tracked(ptgid, ptid)) {
 		/* a long wait whose capture point did not come first: in a system call, it
 		 * is still there, its user state unchanged; else it may have been back in user
 		 * space (no FPU state to load): written without its user state */

@@ -52,6 +52,11 @@ void sonde__rec_offcpu_bpf_arm(struct sonde_recorder *r)
 {
 }
 
+int sonde__rec_offcpu_bpf_thread(struct sonde_recorder *r, pid_t tid)
+{
+	return 0;
+}
+
 int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
 {
 	return 0;
@@ -151,8 +156,6 @@ enum { CAP_SYS_ADMIN_BIT = 21, CAP_PERFMON_BIT = 38, CAP_BPF_BIT = 39 };
 /* Why the BPF backend cannot run here, or NULL. */
 static const char *refusal(const struct sonde_record_opts *o)
 {
-	if (o->attach_thread)
-		return "a single thread is recorded (the BPF backend records processes)";
 	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
 		return "the kernel has no BTF (/sys/kernel/btf/vmlinux)";
 	if (!has_cap(CAP_SYS_ADMIN_BIT) && !(has_cap(CAP_BPF_BIT) && has_cap(CAP_PERFMON_BIT)))
@@ -328,6 +331,20 @@ int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_ex
 	if (!b)
 		return 0;
 	if (bpf_map__update_elem(b->skel->maps.targets, &key, sizeof(key), &v, sizeof(v),
+				 BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+int sonde__rec_offcpu_bpf_thread(struct sonde_recorder *r, pid_t tid)
+{
+	struct rec_offcpu_bpf *b = r->offcpu.bpf;
+	__u32 key = (__u32)tid;
+	__u8 v = 1;
+
+	if (!b)
+		return 0;
+	if (bpf_map__update_elem(b->skel->maps.threads, &key, sizeof(key), &v, sizeof(v),
 				 BPF_ANY) < 0)
 		return -errno;
 	return 0;

@@ -25,6 +25,8 @@ bool sonde__rec_offcpu_bpf_built(void);
 int sonde__rec_offcpu_bpf_choose(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Records process pid (from its exec when on_exec). 0 or -errno. */
 int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_exec);
+/* Records thread tid alone (-t). 0 or -errno. */
+int sonde__rec_offcpu_bpf_thread(struct sonde_recorder *r, pid_t tid);
 /* The recording is enabled: with -a the programs track nothing before. */
 void sonde__rec_offcpu_bpf_arm(struct sonde_recorder *r);
 /* Moves the waits in the ring buffer into the recorder's perf stream. 0 or -errno. */

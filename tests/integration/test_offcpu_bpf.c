@@ -427,3 +427,63 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
 }
+
+/* The off-CPU intervals of a `-t TID --off-cpu` recording, per backend: how many are of
+ * tid, how many of other threads, and whether one is stacked through main and nap. */
+static void single_thread(const char *backend, pid_t tid, size_t *own, size_t *others,
+			  bool *nap)
+{
+	const char *spool = test_path("tid.spool");
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	struct test_output o;
+
+	test_runf(&o, 60, "%s record -t %d --off-cpu %s -d 1 -o %s", test_bin("sonde"),
+		  (int)tid, backend, spool);
+	if (o.status != 0)
+		FAIL("record -t exited %d:\n%s", o.status, o.err);
+	/* the default is the BPF backend where it is allowed, as for a process */
+	ASSERT_CONTAINS(o.err, *backend ? "off-CPU backend: perf" : "off-CPU backend: bpf");
+	test_output_free(&o);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	*own = *others = 0;
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
+		if (th.tid == (uint32_t)tid)
+			(*own)++;
+		else
+			(*others)++;
+	}
+	sonde_spool__close(s);
+	test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	*nap = strstr(o.out, ";main;nap;") != NULL;
+	test_output_free(&o);
+}
+
+/* -t TID --off-cpu records that thread's waits (with the BPF backend by default, the perf
+ * backend when asked), and no other thread's: offcpu_split's main thread naps and waits
+ * on a pipe its writer thread feeds. */
+TEST_TIMEOUT(offcpu_bpf_single_thread_records_its_waits_alone, 120)
+{
+	const char *argv[] = {test_prog("offcpu_split"), "6", test_path("tid.truth"), NULL};
+	size_t own, others;
+	bool nap;
+
+	offcpu_require_bpf();
+	pid_t pid = test_spawn(argv);
+	single_thread("", pid, &own, &others, &nap);
+	printf("bpf: %zu intervals of the thread, %zu of others\n", own, others);
+	ASSERT_UINT(own, >, 3);
+	ASSERT_UINT(others, ==, 0);
+	ASSERT(nap);
+	single_thread("--off-cpu-backend perf", pid, &own, &others, &nap);
+	printf("perf: %zu intervals of the thread, %zu of others\n", own, others);
+	ASSERT_UINT(own, >, 3);
+	ASSERT_UINT(others, ==, 0);
+	ASSERT(nap);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+}
