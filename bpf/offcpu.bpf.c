@@ -307,13 +307,14 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 /* A thread leaves the CPU (or exits) at `now` with a wait still open: the kernel did not
  * trace its switch-in (seen: a guest kernel that never traces the switches of some tasks,
  * when they leave the CPU to a recorded thread). It ran, for a time not known, between
- * out_ns and now: the whole span is written as unknown, never dropped. */
+ * out_ns and now: the whole span is written as unknown, never dropped, with the thread's
+ * user state where it is now (task is current), the stack the span ends in. */
 static __always_inline void unseen_in(struct sonde_bpf_start *s, __u32 tid, struct task_struct *task,
 				      __u64 now)
 {
 	count(SONDE_BPF_UNSEEN_IN, 1);
 	s->in_ns = now;
-	emit(s, tid, task, false, true);
+	emit(s, tid, task, true, true);
 }
 
 /* Whether task is blocked in a system call: entered through one (orig_ax holds its number)

@@ -473,8 +473,15 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		.state = o->state,
 		.waker_tid = o->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
-	err = unknown ? sonde_spool_writer__add_unknown(r->spool, &iv, r->frames, n)
-		      : sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
+	return sonde__rec_offcpu_put(r, &iv, n, unknown, tid);
+}
+
+int sonde__rec_offcpu_put(struct sonde_recorder *r, const struct sonde_spool_offcpu *iv, size_t n,
+			  bool unknown, pid_t tid)
+{
+	int err = unknown ? sonde_spool_writer__add_unknown(r->spool, iv, r->frames, n)
+			  : sonde_spool_writer__add_offcpu(r->spool, iv, r->frames, n);
+
 	if (err == -EINVAL) {
 		/* a frame in a module retired while the thread was off the CPU: the interval
 		 * is dropped, the recording goes on */

@@ -500,24 +500,13 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 		.state = w->state,
 		.waker_tid = w->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
-	err = w->unknown ? sonde_spool_writer__add_unknown(r->spool, &iv, r->frames, n)
-			 : sonde_spool_writer__add_offcpu(r->spool, &iv, r->frames, n);
-	if (err == -EINVAL) {
-		/* a frame in a module retired meanwhile, as in offcpu.c */
-		r->sum.offcpu_dropped++;
-		return 0;
-	}
-	if (err)
-		return sonde__rec_error(r, err);
 	if (w->unknown) {
 		/* as the perf backend's switch-ins not traced, but written unknown */
 		r->sum.offcpu_unseen_switch_ins++;
 		r->sum.offcpu_unknown++;
 		r->sum.offcpu_unknown_ns += w->in_ns - w->out_ns;
-	} else {
-		r->sum.offcpu_intervals++;
 	}
-	return 0;
+	return sonde__rec_offcpu_put(r, &iv, n, w->unknown, (pid_t)w->tid);
 }
 
 int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const struct perf_rec *rec)

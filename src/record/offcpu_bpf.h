@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <sonde/record.h>
+#include <sonde/spool.h>
 
 struct sonde_recorder;
 struct rec_offcpu_bpf;
@@ -56,6 +57,11 @@ int sonde__rec_offcpu_switches_begin(struct sonde_recorder *r);
  * order. 0 or -errno. */
 int sonde__rec_offcpu_switch_seen(struct sonde_recorder *r, uint32_t cpu, uint64_t time,
 				  uint32_t prev, uint32_t next, uint32_t prev_state);
+/* Writes iv, an interval whose stack is r->frames[0, n), as an OFFCPU record or, when
+ * unknown, an UNKNOWN one, and counts it; one with a frame in a module retired meanwhile is
+ * dropped (counted). 0 or the recorder's error. */
+int sonde__rec_offcpu_put(struct sonde_recorder *r, const struct sonde_spool_offcpu *iv, size_t n,
+			  bool unknown, pid_t tid);
 /* Switches of cpu were lost: the run so far is written, the next starts after a gap. */
 void sonde__rec_offcpu_switches_gap(struct sonde_recorder *r, uint32_t cpu);
 

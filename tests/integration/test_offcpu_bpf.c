@@ -37,45 +37,18 @@ static unsigned long long summary_num(const char *err, const char *after)
 	return strtoull(a, NULL, 10);
 }
 
-static double truth_value(const char *text, const char *key)
-{
-	char pat[64];
-	snprintf(pat, sizeof(pat), "%s ", key);
-	const char *l = strstr(text, pat);
-	if (!l)
-		FAIL("no %s in the truth file:\n%s", key, text);
-	return atof(l + strlen(pat));
-}
-
-enum { BURN, NAP, PIPE, PHASES };
-static const char *const phase_frame[PHASES] = {";burn", ";nap;", ";wait_pipe;"};
-
-static double share(const double *v, int k)
-{
-	double all = v[BURN] + v[NAP] + v[PIPE];
-	return all > 0 ? 100.0 * v[k] / all : 0;
-}
-
-static bool within(const double *got, const double *truth, double tol)
-{
-	for (int k = 0; k < PHASES; k++)
-		if (share(got, k) - share(truth, k) > tol || share(truth, k) - share(got, k) > tol)
-			return false;
-	return true;
-}
-
 /* The split of the main thread's wall time over the phases, by the BPF backend, against
  * what offcpu_split measured itself, added up over recordings until each share is within
  * 3 points (a loaded machine's one recording may be skewed, as test_offcpu.c says); every
  * nap and pipe wait is stacked through main. */
 TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
 {
-	double truth[PHASES] = {0}, got[PHASES] = {0};
+	struct offcpu_wall w = {0};
 	const char *spool = test_path("wall.spool"), *tpath = test_path("wall.truth");
 	struct test_output o;
 
 	offcpu_require_bpf();
-	for (int i = 0; i < 4 && (i == 0 || !within(got, truth, 3)); i++) {
+	for (int i = 0; i < 4 && (i == 0 || !offcpu_wall_within(&w, 3)); i++) {
 		test_runf(&o, 120,
 			  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 -o %s -- %s "
 			  "%d %s",
@@ -84,41 +57,18 @@ TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
 			FAIL("record exited %d:\n%s", o.status, o.err);
 		ASSERT_CONTAINS(o.err, "off-CPU backend: bpf");
 		test_output_free(&o);
-		char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
-		int pid = (int)truth_value(t, "pid");
-		truth[BURN] += truth_value(t, "burn") / 1e3;
-		truth[NAP] += truth_value(t, "nap") / 1e3;
-		truth[PIPE] += truth_value(t, "wait_pipe") / 1e3;
-		free(t);
-		test_runf(&o, 120, "%s report --folded --metric wall --tid %d %s",
-			  test_bin("sonde"), pid, spool);
-		if (o.status != 0)
-			FAIL("report exited %d:\n%s", o.status, o.err);
-		bool nap_stack = false, pipe_stack = false;
-		for (char *save = NULL, *l = strtok_r(o.out, "\n", &save); l;
-		     l = strtok_r(NULL, "\n", &save)) {
-			char *sp = strrchr(l, ' ');
-			ASSERT(sp != NULL);
-			double us = atof(sp + 1);
-			*sp = 0;
-			for (int k = 0; k < PHASES; k++)
-				if (strstr(l, phase_frame[k]))
-					got[k] += us;
-			bool sleeping = strstr(l, ";[off-cpu: S]") != NULL;
-			nap_stack |= sleeping && strstr(l, ";main;nap;");
-			pipe_stack |= sleeping && strstr(l, ";main;wait_pipe;") && strstr(l, "read");
-		}
-		test_output_free(&o);
-		ASSERT(nap_stack && pipe_stack);
-		printf("after %d: burn %.1f%% (truth %.1f%%), nap %.1f%% (%.1f%%), wait_pipe %.1f%% "
+		offcpu_wall_add(&w, spool, tpath, "wall", true);
+		printf("after %d: burn %.1f%% (truth %.1f%%), nap %.1f%% (%.1f%%), pipe %.1f%% "
 		       "(%.1f%%)\n",
-		       i + 1, share(got, BURN), share(truth, BURN), share(got, NAP),
-		       share(truth, NAP), share(got, PIPE), share(truth, PIPE));
+		       i + 1, offcpu_share(w.got, OFFCPU_BURN), offcpu_share(w.truth, OFFCPU_BURN),
+		       offcpu_share(w.got, OFFCPU_NAP), offcpu_share(w.truth, OFFCPU_NAP),
+		       offcpu_share(w.got, OFFCPU_PIPE), offcpu_share(w.truth, OFFCPU_PIPE));
 	}
-	for (int k = 0; k < PHASES; k++)
-		ASSERT_DOUBLE_NEAR(share(got, k), share(truth, k), 3.0);
-	double all_got = got[BURN] + got[NAP] + got[PIPE];
-	double all_truth = truth[BURN] + truth[NAP] + truth[PIPE];
+	for (int k = 0; k < OFFCPU_PHASES; k++)
+		ASSERT_DOUBLE_NEAR(offcpu_share(w.got, k), offcpu_share(w.truth, k), 3.0);
+	/* got in microseconds, the truth in nanoseconds */
+	double all_got = (w.got[OFFCPU_BURN] + w.got[OFFCPU_NAP] + w.got[OFFCPU_PIPE]) * 1e3;
+	double all_truth = w.truth[OFFCPU_BURN] + w.truth[OFFCPU_NAP] + w.truth[OFFCPU_PIPE];
 	ASSERT_DOUBLE_NEAR(all_got / all_truth, 1.0, 0.1);
 }
 
@@ -228,7 +178,7 @@ TEST_TIMEOUT(offcpu_bpf_thread_exiting_while_blocked, 120)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	test_output_free(&o);
 	char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
-	int reader = (int)truth_value(t, "reader");
+	int reader = (int)offcpu_truth_value(t, "reader");
 	free(t);
 	struct sonde_spool *s = sonde_spool__open(spool, NULL);
 	if (!s)
@@ -393,8 +343,8 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 						 .frequency = 99,
 						 .off_cpu = true,
 						 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
-		struct sonde_recorder *r = sonde_recorder__attach(
-			pid, test_path("detach.spool"), SONDE_ATTACH_RUNNING, &opts);
+		struct sonde_recorder *r = sonde_recorder__attach(pid, test_path("detach.spool"),
+								  SONDE_ATTACH_RUNNING, &opts);
 		if (!r)
 			FAIL("attach: %s", strerror(errno));
 		size_t n = own_programs(ids, 16, &objects);
@@ -430,16 +380,15 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 
 /* The off-CPU intervals of a `-t TID --off-cpu` recording, per backend: how many are of
  * tid, how many of other threads, and whether one is stacked through main and nap. */
-static void single_thread(const char *backend, pid_t tid, size_t *own, size_t *others,
-			  bool *nap)
+static void single_thread(const char *backend, pid_t tid, size_t *own, size_t *others, bool *nap)
 {
 	const char *spool = test_path("tid.spool");
 	struct sonde_spool_offcpu iv;
 	struct sonde_spool_thread th;
 	struct test_output o;
 
-	test_runf(&o, 60, "%s record -t %d --off-cpu %s -d 1 -o %s", test_bin("sonde"),
-		  (int)tid, backend, spool);
+	test_runf(&o, 60, "%s record -t %d --off-cpu %s -d 1 -o %s", test_bin("sonde"), (int)tid,
+		  backend, spool);
 	if (o.status != 0)
 		FAIL("record -t exited %d:\n%s", o.status, o.err);
 	/* the default is the BPF backend where it is allowed, as for a process */
