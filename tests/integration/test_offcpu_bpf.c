@@ -436,3 +436,53 @@ TEST_TIMEOUT(offcpu_bpf_single_thread_records_its_waits_alone, 120)
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
 }
+
+/* The main thread's time asleep (S) in spool, over what offcpu_split measured itself for
+ * its naps and pipe waits (both include the time from the wakeup to the switch-in; the
+ * preemptions of its burn phase, runnable, are left out, as short waits are: a loaded
+ * machine decides those). */
+static double offcpu_over_truth(const char *backend)
+{
+	const char *spool = test_path("same.spool"), *tpath = test_path("same.truth");
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	struct test_output o;
+	uint64_t off = 0;
+
+	test_runf(&o, 120, "%s record --off-cpu --off-cpu-backend %s -q -o %s -- %s 3 %s",
+		  test_bin("sonde"), backend, spool, test_prog("offcpu_split"), tpath);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
+	uint32_t pid = (uint32_t)offcpu_truth_value(t, "pid");
+	double truth = offcpu_truth_value(t, "nap") + offcpu_truth_value(t, "wait_pipe");
+	free(t);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++)
+		if (!sonde_spool__get_thread(s, iv.thread, &th) && th.tid == pid &&
+		    iv.state == SONDE_OFFCPU_SLEEPING)
+			off += iv.switch_in_ns - iv.switch_out_ns;
+	/* a sleep whose end a loss or an untraced switch-in hid is unknown, still a sleep */
+	for (uint64_t i = 0; sonde_spool__get_unknown(s, i, &iv) == 0; i++)
+		if (!sonde_spool__get_thread(s, iv.thread, &th) && th.tid == pid &&
+		    iv.state == SONDE_OFFCPU_SLEEPING)
+			off += iv.switch_in_ns - iv.switch_out_ns;
+	sonde_spool__close(s);
+	printf("%s: main thread asleep %.3f s, its naps and pipe waits %.3f s\n", backend,
+	       off / 1e9, truth / 1e9);
+	return off / truth;
+}
+
+/* Both backends report the same on the same workload: the main thread of offcpu_split is
+ * asleep as long by either, within 2 % of the program's own figure. */
+TEST_TIMEOUT(offcpu_bpf_and_perf_backends_report_the_same, 200)
+{
+	offcpu_require_bpf();
+	double bpf = offcpu_over_truth("bpf"), perf = offcpu_over_truth("perf");
+	ASSERT_DOUBLE_NEAR(bpf, perf, 0.02);
+	/* and both near the truth: the sleeps are the naps and pipe waits */
+	ASSERT_DOUBLE_NEAR(bpf, 1.0, 0.05);
+}
