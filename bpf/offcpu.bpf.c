@@ -46,6 +46,13 @@ const volatile __u32 copy_bytes = SONDE_BPF_STACK_MAX;
 const volatile bool kernel_stacks;  /* capture the switch-out's kernel stack */
 const volatile bool follow;	    /* children of recorded processes are recorded */
 const volatile __u64 wake_bytes;    /* wake user space once this much is queued */
+const volatile bool keep_switches;  /* every switch of every CPU into the switches ring */
+const volatile __u64 switch_wake_bytes;
+/* -a: nothing is tracked until the recording is enabled (armed by user space), as the perf
+ * events see nothing before: a wait in progress then is in neither backend's recording,
+ * and each CPU's switches start with the recording's window */
+const volatile bool gated;
+bool armed;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -62,6 +69,14 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } targets SEC(".maps");
+
+/* Threads recorded alone (-t, key: tid), whatever their process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} threads SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -81,6 +96,20 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);
 } waits SEC(".maps");
+
+/* Each CPU's switches, in batches (keep_switches; a page otherwise). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} switches SEC(".maps");
+
+/* The batch being filled, per CPU; user space reads what is left of it at the end. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sonde_bpf_switches);
+} batch SEC(".maps");
 
 /* The record under construction, one per CPU (too large for the BPF stack or a per-CPU
  * map's value): user space sets max_entries to the number of possible CPUs. */
@@ -121,14 +150,14 @@ static __always_inline void count(__u32 what, __u64 n)
 		*v += n;
 }
 
-static __always_inline bool tracked(__u32 tgid)
+static __always_inline bool tracked(__u32 tgid, __u32 tid)
 {
 	if (!tgid || tgid == self_pid)
 		return false;
 	if (all_tasks)
 		return true;
 	__u8 *v = bpf_map_lookup_elem(&targets, &tgid);
-	return v && *v == 2;
+	return (v && *v == 2) || bpf_map_lookup_elem(&threads, &tid);
 }
 
 /* The raw task state at a switch-out as the recorder's states (a preemption leaves the
@@ -142,6 +171,33 @@ static __always_inline __u32 state_of(bool preempt, unsigned int st)
 	if ((st & 2) && !(st & 0x400)) /* TASK_IDLE is uninterruptible but not "D" */
 		return SONDE_BPF_BLOCKED;
 	return SONDE_BPF_OTHER;
+}
+
+/* Adds a switch to this CPU's batch, and writes the batch when it is full. sched_switch
+ * runs with interrupts off: nothing else touches the CPU's batch meanwhile. */
+static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32 state)
+{
+	__u32 zero = 0;
+	struct sonde_bpf_switches *b = bpf_map_lookup_elem(&batch, &zero);
+
+	if (!b)
+		return;
+	__u32 n = b->n & (SONDE_BPF_SWITCH_BATCH - 1);
+	b->v[n].time_ns = now;
+	b->v[n].prev_tid = prev;
+	b->v[n].next_tid = next;
+	b->v[n].prev_state = state;
+	b->n = ++n;
+	if (n < SONDE_BPF_SWITCH_BATCH)
+		return;
+	b->cpu = bpf_get_smp_processor_id();
+	__u64 flags = bpf_ringbuf_query(&switches, BPF_RB_AVAIL_DATA) >= switch_wake_bytes
+			      ? BPF_RB_FORCE_WAKEUP
+			      : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&switches, b, sizeof(*b), flags))
+		count(SONDE_BPF_SWITCHES_LOST, 1);
+	b->seq++;
+	b->n = 0;
 }
 
 static __always_inline void add_short(struct sonde_bpf_start *s, __u32 tid, __u64 wait, __u64 now)
@@ -188,7 +244,7 @@ static __always_inline __u32 read_stack(struct sonde_bpf_wait *w, __u64 sp, __u3
 /* Writes the long wait s of thread tid to the ring buffer, with its user registers and
  * stack when `user` (task is current, back from its wait and not yet in user space). */
 static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct task_struct *task,
-				 bool user)
+				 bool user, bool unknown)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct sonde_bpf_wait *w = bpf_map_lookup_elem(&scratch, &cpu);
@@ -206,6 +262,7 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	w->kstack = s->kstack;
 	w->stack_len = 0;
 	w->regs_ok = 0;
+	w->unknown = unknown;
 
 	struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct mm_struct *mm = task->mm;
@@ -247,6 +304,19 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 		count(SONDE_BPF_LONG, 1);
 }
 
+/* A thread leaves the CPU (or exits) at `now` with a wait still open: the kernel did not
+ * trace its switch-in (seen: a guest kernel that never traces the switches of some tasks,
+ * when they leave the CPU to a recorded thread). It ran, for a time not known, between
+ * out_ns and now: the whole span is written as unknown, never dropped, with the thread's
+ * user state where it is now (task is current), the stack the span ends in. */
+static __always_inline void unseen_in(struct sonde_bpf_start *s, __u32 tid, struct task_struct *task,
+				      __u64 now)
+{
+	count(SONDE_BPF_UNSEEN_IN, 1);
+	s->in_ns = now;
+	emit(s, tid, task, true, true);
+}
+
 /* Whether task is blocked in a system call: entered through one (orig_ax holds its number)
  * and not returned (ax still holds the -ENOSYS the entry put there; a fault's orig_ax is
  * its error code, but its ax is the user's). */
@@ -264,14 +334,21 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u64 now = bpf_ktime_get_ns();
 	__u32 ptid = prev->pid, ptgid = prev->tgid, ntid = next->pid;
 
+	if (gated && !armed)
+		return 0;
+	if (keep_switches)
+		keep_switch(now, ptid, ntid,
+			    (prev_state & 0x80) ? SONDE_BPF_EXITED : state_of(preempt, prev_state));
 	/* an exiting thread's last switch-out (TASK_DEAD) opens no wait */
-	if (ptid && !(prev_state & 0x80) && tracked(ptgid)) {
+	if (ptid && !(prev_state & 0x80) && tracked(ptgid, ptid)) {
 		/* a long wait whose capture point did not come first: in a system call, it
 		 * is still there, its user state unchanged; else it may have been back in user
 		 * space (no FPU state to load): written without its user state */
 		struct sonde_bpf_start *o = bpf_map_lookup_elem(&starts, &ptid);
 		if (o && o->capture)
-			emit(o, ptid, prev, o->capture == CAPTURE_SYSCALL);
+			emit(o, ptid, prev, o->capture == CAPTURE_SYSCALL, false);
+		else if (o)
+			unseen_in(o, ptid, prev, now);
 		struct sonde_bpf_start s = {.out_ns = now,
 				  .pid = ptgid,
 				  .state = state_of(preempt, prev_state),
@@ -297,7 +374,7 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 	s->in_ns = now;
 	if (!next->mm) {
 		/* a kernel thread: no user state to wait for */
-		emit(s, ntid, next, false);
+		emit(s, ntid, next, false, false);
 		bpf_map_delete_elem(&starts, &ntid);
 		return 0;
 	}
@@ -342,7 +419,9 @@ int BPF_PROG(sonde_exit, struct task_struct *p)
 	/* a wait that ended but whose capture point never came (exiting, the thread goes
 	 * back to user space no more): written now, p being current */
 	if (s && s->capture)
-		emit(s, tid, p, s->capture == CAPTURE_SYSCALL);
+		emit(s, tid, p, s->capture == CAPTURE_SYSCALL, false);
+	else if (s)
+		unseen_in(s, tid, p, bpf_ktime_get_ns());
 	bpf_map_delete_elem(&starts, &tid);
 	return 0;
 }
@@ -385,7 +464,7 @@ static __always_inline int capture(__u32 how)
 	if (!s || s->capture != how)
 		return 0;
 	*p = 0;
-	emit(s, tid, bpf_get_current_task_btf(), true);
+	emit(s, tid, bpf_get_current_task_btf(), true, false);
 	bpf_map_delete_elem(&starts, &tid);
 	return 0;
 }

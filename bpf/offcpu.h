@@ -24,6 +24,9 @@ struct sonde_bpf_wait {
 	__u32 pid, tid, waker, state, cpu;
 	__s32 kstack; /* id in the kstacks map, or negative: none */
 	__u32 stack_len, regs_ok;
+	/* its switch-in was not seen (some kernels do not trace every switch): in_ns is
+	 * the thread's next switch-out or exit, and the wait ended somewhere before */
+	__u32 unknown, pad;
 	__u64 regs[SONDE_BPF_NREGS];
 	__u8 stack[SONDE_BPF_STACK_MAX];
 };
@@ -43,6 +46,25 @@ struct sonde_bpf_short {
 	__u64 runnable_ns; /* of them, from the wakeup to the switch-in */
 };
 
+/* One context switch of a CPU (-a without filters: the exports replay each CPU's real
+ * timeline from them). */
+struct sonde_bpf_switch {
+	__u64 time_ns;
+	__u32 prev_tid, next_tid; /* 0: the idle task */
+	__u32 prev_state;	  /* SONDE_BPF_*, or SONDE_BPF_EXITED */
+	__u32 pad;
+};
+
+/* A CPU's switches go out in batches (one ring buffer write per batch, not per switch). */
+#define SONDE_BPF_SWITCH_BATCH 64 /* a power of two: the index is masked with it */
+enum { SONDE_BPF_EXITED = 4 };	  /* prev_state of a thread's last switch-out */
+
+struct sonde_bpf_switches {
+	__u64 seq; /* the CPU's batch number: a gap in them is a batch the ring had no room for */
+	__u32 cpu, n;
+	struct sonde_bpf_switch v[SONDE_BPF_SWITCH_BATCH];
+};
+
 /* Counters, one slot each in the per-CPU stats map. */
 enum {
 	SONDE_BPF_SWITCHES,	/* switch-outs of recorded threads */
@@ -52,6 +74,8 @@ enum {
 	SONDE_BPF_SHORT_FULL,	/* short waits the shorts map had no room for */
 	SONDE_BPF_START_FULL,	/* switch-outs the starts map had no room for */
 	SONDE_BPF_SHORT_LOST_NS, /* their time */
+	SONDE_BPF_SWITCHES_LOST, /* batches of switches the ring buffer had no room for */
+	SONDE_BPF_UNSEEN_IN,	 /* waits whose switch-in was not traced: written unknown */
 	SONDE_BPF_NSTATS,
 };
 

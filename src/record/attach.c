@@ -569,7 +569,9 @@ int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sond
 		return known;
 	if (known && (!p->thread_only || thread_recorded(r, p, tid)))
 		return SONDE_ATTACH_ALREADY; /* every thread of it, or this one, has events */
-	err = open_target_thread(r, p, tid, mode);
+	err = sonde__rec_offcpu_bpf_thread(r, tid);
+	if (!err)
+		err = open_target_thread(r, p, tid, mode);
 	/* The whole process's mappings: the thread runs its process's code, and mappings
 	 * made later by threads without events are not reported to ours. */
 	if (!err && !known)
@@ -598,6 +600,8 @@ int sonde__rec_enable_all(struct sonde_recorder *r, bool enable)
 		if (err && !first)
 			first = err;
 	}
+	if (enable)
+		sonde__rec_offcpu_bpf_arm(r); /* its programs start with the events */
 	return first;
 }
 

@@ -276,10 +276,16 @@ static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec,
  * recorded threads' intervals. An empty run per CPU announces them before any interval.
  * Only when every process is recorded: a recording limited to some processes (a filter,
  * or a consumer's rights) must not name the others' tasks. */
+bool sonde__rec_offcpu_keeps_switches(const struct sonde_recorder *r)
+{
+	return r->system_wide && sonde__rec_system_unfiltered(r);
+}
+
+/* The BPF backend knows each switch's CPU; perf_event's samples must carry it. */
 static bool keeps_switches(const struct sonde_recorder *r)
 {
-	return r->system_wide && (r->layout.sample_type & PERF_SAMPLE_CPU) &&
-	       sonde__rec_system_unfiltered(r);
+	return sonde__rec_offcpu_keeps_switches(r) &&
+	       (r->offcpu.bpf || (r->layout.sample_type & PERF_SAMPLE_CPU));
 }
 
 static int switches_start(struct sonde_recorder *r)
@@ -321,65 +327,95 @@ static int switches_flush(struct sonde_recorder *r, uint32_t cpu)
 /* A sign that tid runs (or is about to, woken by the idle task) on rec's CPU. */
 static void switches_sign(struct sonde_recorder *r, const struct perf_rec *rec, uint32_t tid)
 {
-	if (!keeps_switches(r) || !r->offcpu.sw || rec->cpu >= r->offcpu.n_sw || !tid ||
-	    tid == UINT32_MAX)
+	/* not with the BPF backend: its switches are written as they are drained, ahead of
+	 * the samples, which would sign a switch still to come */
+	if (!keeps_switches(r) || r->offcpu.bpf || !r->offcpu.sw || rec->cpu >= r->offcpu.n_sw ||
+	    !tid || tid == UINT32_MAX)
 		return;
 	struct rec_switches *b = &r->offcpu.sw[rec->cpu];
 	if (b->known && !b->sign_ns && tid != b->next)
 		b->sign_ns = rec->time;
 }
 
+/* Adds a switch of cpu at `time` (prev_state a SONDE_OFFCPU_* state or
+ * SONDE_SWITCH_EXITED) to its run. */
+static int switches_add(struct sonde_recorder *r, uint32_t cpu, uint64_t time, uint32_t prev_pid,
+			uint32_t next, uint32_t prev_state)
+{
+	int err = switches_start(r);
+
+	if (err || !r->offcpu.sw || cpu >= r->offcpu.n_sw)
+		return err;
+	struct rec_switches *b = &r->offcpu.sw[cpu];
+	if (b->n && time < b->v[b->n - 1].time_ns) {
+		r->sum.bad_records++; /* a CPU's records come in time order */
+		return 0;
+	}
+	/* Another task than the one that came in leaves: the switch-out of that one went
+	 * unrecorded (some kernels leave the idle task's, on some CPUs, or all of some
+	 * tasks'). It is written as inferred, where this task came in by the intervals. */
+	if (b->known && b->next != prev_pid) {
+		struct rec_thread *t = sonde__tasks_thread(&r->tasks, (pid_t)prev_pid, false);
+		uint64_t at = time;
+		if (t && t->off && t->off->in_ns > b->last_ns && t->off->in_ns <= time)
+			at = t->off->in_ns;
+		else if (b->sign_ns && b->sign_ns <= time)
+			at = b->sign_ns; /* another task's sign: the CPU was busy from there */
+		b->v[b->n++] = (struct sonde_spool_switch){
+			.time_ns = at,
+			.prev_tid = b->next,
+			.next_tid = prev_pid,
+			/* the idle task is always runnable; another's state is not known */
+			.prev_state = (b->next ? SONDE_OFFCPU_OTHER : SONDE_OFFCPU_RUNNABLE) |
+				      SONDE_SWITCH_INFERRED};
+		r->sum.offcpu_switches_inferred++;
+		if (b->n == SONDE_SPOOL_SWITCHES_MAX && (err = switches_flush(r, cpu)))
+			return err;
+	}
+	b->known = true;
+	b->next = next;
+	b->last_ns = time;
+	b->sign_ns = 0;
+	b->v[b->n++] = (struct sonde_spool_switch){
+		.time_ns = time, .prev_tid = prev_pid, .next_tid = next, .prev_state = prev_state};
+	return b->n == SONDE_SPOOL_SWITCHES_MAX ? switches_flush(r, cpu) : 0;
+}
+
 static int switches_push(struct sonde_recorder *r, const struct perf_rec *rec, int64_t prev,
 			 uint32_t next)
 {
 	int64_t prev_pid;
-	int err = switches_start(r);
 
-	if (err || !r->offcpu.sw || rec->cpu >= r->offcpu.n_sw)
-		return err;
-	struct rec_switches *b = &r->offcpu.sw[rec->cpu];
-	if (b->n && rec->time < b->v[b->n - 1].time_ns) {
-		r->sum.bad_records++; /* a CPU's records come in time order */
-		return 0;
-	}
 	/* the tracepoint's prev_pid, as its next_pid: the sample's tid is -1 for a task
 	 * already unhashed on its way out */
 	if (!sonde__ftrace_field_int(&r->offcpu.prev_pid, rec->sample.raw, rec->sample.raw_size,
 				     &prev_pid))
 		prev_pid = rec->tid;
-	/* Another task than the one that came in leaves: the switch-out of that one went
-	 * unrecorded (some kernels leave the idle task's, on some CPUs, or all of some
-	 * tasks'). It is written as inferred, where this task came in by the intervals. */
-	if (b->known && b->next != (uint32_t)prev_pid) {
-		struct rec_thread *t = sonde__tasks_thread(&r->tasks, (pid_t)prev_pid, false);
-		uint64_t at = rec->time;
-		if (t && t->off && t->off->in_ns > b->last_ns && t->off->in_ns <= rec->time)
-			at = t->off->in_ns;
-		else if (b->sign_ns)
-			at = b->sign_ns; /* another task's sign: the CPU was busy from there */
-		b->v[b->n++] = (struct sonde_spool_switch){
-			.time_ns = at,
-			.prev_tid = b->next,
-			.next_tid = (uint32_t)prev_pid,
-			/* the idle task is always runnable; another's state is not known */
-			.prev_state = (b->next ? SONDE_OFFCPU_OTHER : SONDE_OFFCPU_RUNNABLE) |
-				      SONDE_SWITCH_INFERRED};
-		r->sum.offcpu_switches_inferred++;
-		if (b->n == SONDE_SPOOL_SWITCHES_MAX && (err = switches_flush(r, rec->cpu)))
-			return err;
-	}
-	b->known = true;
-	b->next = next;
-	b->last_ns = rec->time;
-	b->sign_ns = 0;
-	b->v[b->n++] = (struct sonde_spool_switch){
-		.time_ns = rec->time,
-		.prev_tid = (uint32_t)prev_pid,
-		.next_tid = next,
-		.prev_state = ((uint64_t)prev & (TASK_EXIT_DEAD | TASK_EXIT_ZOMBIE))
-				      ? SONDE_SWITCH_EXITED
-				      : state_from(prev)};
-	return b->n == SONDE_SPOOL_SWITCHES_MAX ? switches_flush(r, rec->cpu) : 0;
+	return switches_add(r, rec->cpu, rec->time, (uint32_t)prev_pid, next,
+			    ((uint64_t)prev & (TASK_EXIT_DEAD | TASK_EXIT_ZOMBIE))
+				    ? SONDE_SWITCH_EXITED
+				    : state_from(prev));
+}
+
+int sonde__rec_offcpu_switches_begin(struct sonde_recorder *r)
+{
+	return switches_start(r);
+}
+
+int sonde__rec_offcpu_switch_seen(struct sonde_recorder *r, uint32_t cpu, uint64_t time,
+				  uint32_t prev, uint32_t next, uint32_t prev_state)
+{
+	return keeps_switches(r) ? switches_add(r, cpu, time, prev, next, prev_state) : 0;
+}
+
+void sonde__rec_offcpu_switches_gap(struct sonde_recorder *r, uint32_t cpu)
+{
+	if (cpu >= r->offcpu.n_sw)
+		return;
+	struct rec_switches *b = &r->offcpu.sw[cpu];
+	if (!switches_flush(r, cpu))
+		b->flags = SONDE_SWITCHES_GAP;
+	b->known = false; /* who runs is not known across the gap */
 }
 
 /* The interval of t ends at `in` (open: the recording ended first). */
@@ -436,8 +472,15 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		.state = o->state,
 		.waker_tid = o->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
-	err = unknown ? sonde_spool_writer__add_unknown(r->spool, &iv, r->unw.frames, n)
-		      : sonde_spool_writer__add_offcpu(r->spool, &iv, r->unw.frames, n);
+	return sonde__rec_offcpu_put(r, &iv, n, unknown, tid);
+}
+
+int sonde__rec_offcpu_put(struct sonde_recorder *r, const struct sonde_spool_offcpu *iv, size_t n,
+			  bool unknown, pid_t tid)
+{
+	int err = unknown ? sonde_spool_writer__add_unknown(r->spool, iv, r->unw.frames, n)
+			  : sonde_spool_writer__add_offcpu(r->spool, iv, r->unw.frames, n);
+
 	if (err == -EINVAL) {
 		/* a frame in a module retired while the thread was off the CPU: the interval
 		 * is dropped, the recording goes on */
@@ -567,12 +610,8 @@ void sonde__rec_offcpu_loss(struct sonde_recorder *r)
 			o->lost = true;
 	}
 	/* each CPU's run so far is written; the next one starts after a gap */
-	for (uint32_t cpu = 0; cpu < r->offcpu.n_sw; cpu++) {
-		struct rec_switches *b = &r->offcpu.sw[cpu];
-		if (!switches_flush(r, cpu))
-			b->flags = SONDE_SWITCHES_GAP;
-		b->known = false; /* who runs is not known across the gap */
-	}
+	for (uint32_t cpu = 0; cpu < r->offcpu.n_sw; cpu++)
+		sonde__rec_offcpu_switches_gap(r, cpu);
 }
 
 /* Writes t's short intervals counted since the last write. */

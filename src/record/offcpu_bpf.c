@@ -48,6 +48,15 @@ int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_ex
 	return 0;
 }
 
+void sonde__rec_offcpu_bpf_arm(struct sonde_recorder *r)
+{
+}
+
+int sonde__rec_offcpu_bpf_thread(struct sonde_recorder *r, pid_t tid)
+{
+	return 0;
+}
+
 int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
 {
 	return 0;
@@ -91,6 +100,9 @@ void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
 enum { REC_BPF_WAIT = 0x5e01 };
 /* The ring buffer with -a (the object's 8 MiB otherwise). */
 enum { RING_BYTES_SYSTEM = 32 << 20 };
+/* Its switches ring with -a over every process (a page otherwise): a 2-CPU machine switching
+ * 100k times a second fills 2.4 MB/s. */
+enum { RING_SWITCHES_SYSTEM = 16 << 20 };
 /* epoll data of the ring buffer in the recorder's set (rings use their index). */
 #define REC_BPF_EPOLL_DATA UINT64_MAX
 
@@ -100,6 +112,10 @@ struct rec_offcpu_bpf {
 	int rb_err; /* the first error of the ring buffer's callback */
 	int src; /* its source in the recorder's perf stream, -1 before the first wait */
 	bool stopped;
+	/* -a over every process: each CPU's switches come in batches, numbered per CPU */
+	bool switches;
+	uint32_t ncpu;
+	uint64_t *next_seq; /* per CPU: the batch number expected next */
 };
 
 bool sonde__rec_offcpu_bpf_built(void)
@@ -140,8 +156,6 @@ enum { CAP_SYS_ADMIN_BIT = 21, CAP_PERFMON_BIT = 38, CAP_BPF_BIT = 39 };
 /* Why the BPF backend cannot run here, or NULL. */
 static const char *refusal(const struct sonde_record_opts *o)
 {
-	if (o->attach_thread)
-		return "a single thread is recorded (the BPF backend records processes)";
 	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
 		return "the kernel has no BTF (/sys/kernel/btf/vmlinux)";
 	if (!has_cap(CAP_SYS_ADMIN_BIT) && !(has_cap(CAP_BPF_BIT) && has_cap(CAP_PERFMON_BIT)))
@@ -150,6 +164,7 @@ static const char *refusal(const struct sonde_record_opts *o)
 }
 
 static int on_wait(void *ctx, void *data, size_t size);
+static int on_switches(void *ctx, void *data, size_t size);
 
 static void attach_link(struct bpf_link **slot, struct bpf_link *l, int *err)
 {
@@ -197,16 +212,28 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	s->rodata->copy_bytes = copy > SONDE_BPF_STACK_MAX ? SONDE_BPF_STACK_MAX : copy;
 	s->rodata->kernel_stacks = o->kernel;
 	s->rodata->follow = r->system_wide || r->life.follow_children;
+	b->switches = sonde__rec_offcpu_keeps_switches(r);
+	s->rodata->keep_switches = b->switches;
+	s->rodata->gated = r->system_wide;
 	/* -a: every process's long waits, while the recorder unwinds a batch: a larger ring
 	 * (one loss in a bench/offcpu.py -a run with 8 MiB) */
 	int err = r->system_wide ? bpf_map__set_max_entries(s->maps.waits, RING_BYTES_SYSTEM) : 0;
 	if (err)
 		return err;
+	if (!err && b->switches)
+		err = bpf_map__set_max_entries(s->maps.switches, RING_SWITCHES_SYSTEM);
+	if (err)
+		return err;
 	/* a wakeup per quarter of the ring, as the perf rings' watermark */
 	s->rodata->wake_bytes = bpf_map__max_entries(s->maps.waits) / 4;
+	s->rodata->switch_wake_bytes = bpf_map__max_entries(s->maps.switches) / 4;
 	int ncpu = libbpf_num_possible_cpus();
 	if (ncpu <= 0)
 		return ncpu ? ncpu : -EINVAL;
+	b->ncpu = (uint32_t)ncpu;
+	b->next_seq = sonde__calloc((size_t)ncpu, sizeof(*b->next_seq));
+	if (!b->next_seq)
+		return -ENOMEM;
 	err = bpf_map__set_max_entries(s->maps.scratch, (uint32_t)ncpu);
 	/* the stack map's buckets are allocated up front: none without kernel frames */
 	if (!err && !o->kernel)
@@ -219,6 +246,8 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 		return err;
 	b->rb = ring_buffer__new(bpf_map__fd(s->maps.waits), on_wait, r, NULL);
 	if (!b->rb)
+		return -errno;
+	if (b->switches && ring_buffer__add(b->rb, bpf_map__fd(s->maps.switches), on_switches, r))
 		return -errno;
 	for (size_t i = 0; !s->rodata->all_tasks && i < r->filt.n_filter_pids; i++) {
 		__u32 key = (__u32)r->filt.filter_pids[i];
@@ -239,6 +268,7 @@ static void destroy(struct rec_offcpu_bpf *b)
 		return;
 	ring_buffer__free(b->rb);
 	offcpu_bpf__destroy(b->skel);
+	sonde__free(b->next_seq);
 	sonde__free(b);
 }
 
@@ -284,6 +314,14 @@ int sonde__rec_offcpu_bpf_choose(struct sonde_recorder *r, const struct sonde_re
 	return 1;
 }
 
+void sonde__rec_offcpu_bpf_arm(struct sonde_recorder *r)
+{
+	struct rec_offcpu_bpf *b = r->offcpu.bpf;
+
+	if (b && b->skel->bss)
+		b->skel->bss->armed = true;
+}
+
 int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_exec)
 {
 	struct rec_offcpu_bpf *b = r->offcpu.bpf;
@@ -293,6 +331,20 @@ int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_ex
 	if (!b)
 		return 0;
 	if (bpf_map__update_elem(b->skel->maps.targets, &key, sizeof(key), &v, sizeof(v),
+				 BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+int sonde__rec_offcpu_bpf_thread(struct sonde_recorder *r, pid_t tid)
+{
+	struct rec_offcpu_bpf *b = r->offcpu.bpf;
+	__u32 key = (__u32)tid;
+	__u8 v = 1;
+
+	if (!b)
+		return 0;
+	if (bpf_map__update_elem(b->skel->maps.threads, &key, sizeof(key), &v, sizeof(v),
 				 BPF_ANY) < 0)
 		return -errno;
 	return 0;
@@ -318,6 +370,67 @@ static int on_wait(void *ctx, void *data, size_t size)
 	if (err && !b->rb_err)
 		b->rb_err = err;
 	return err;
+}
+
+/* The switches of one batch of cpu, numbered seq: a gap first when batches before it were
+ * lost. The programs' states are the recorder's (SONDE_OFFCPU_*). */
+static int keep_batch(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint32_t cpu,
+		      uint64_t seq, const struct sonde_bpf_switch *v, uint32_t n)
+{
+	if (cpu >= b->ncpu || n > SONDE_BPF_SWITCH_BATCH) {
+		r->sum.bad_records++;
+		return 0;
+	}
+	if (seq != b->next_seq[cpu])
+		sonde__rec_offcpu_switches_gap(r, cpu);
+	b->next_seq[cpu] = seq + 1;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t st = v[i].prev_state == SONDE_BPF_EXITED ? SONDE_SWITCH_EXITED
+			      : v[i].prev_state < SONDE_OFFCPU_STATES ? v[i].prev_state
+								      : SONDE_OFFCPU_OTHER;
+		int err = sonde__rec_offcpu_switch_seen(r, cpu, v[i].time_ns, v[i].prev_tid,
+							v[i].next_tid, st);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* The switches ring's callback: a full batch of one CPU, written to the spool at once (a
+ * CPU's batches come in order, and the SWITCHES records are per CPU). */
+static int on_switches(void *ctx, void *data, size_t size)
+{
+	struct sonde_recorder *r = ctx;
+	struct rec_offcpu_bpf *b = r->offcpu.bpf;
+	const struct sonde_bpf_switches *sw = data;
+
+	if (size < sizeof(*sw)) {
+		r->sum.bad_records++;
+		return 0;
+	}
+	int err = keep_batch(r, b, sw->cpu, sw->seq, sw->v, sw->n);
+	if (err && !b->rb_err)
+		b->rb_err = err;
+	return err;
+}
+
+/* At the end, the programs detached: what each CPU's batch still holds. */
+static int keep_last_batches(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
+{
+	__u32 zero = 0;
+	int first = 0;
+
+	if (!b->switches)
+		return 0;
+	struct sonde_bpf_switches *v = sonde__calloc(b->ncpu, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	if (!bpf_map__lookup_elem(b->skel->maps.batch, &zero, sizeof(zero), v,
+				  b->ncpu * sizeof(*v), 0))
+		for (uint32_t c = 0; c < b->ncpu && !first; c++)
+			first = v[c].n ? keep_batch(r, b, c, v[c].seq, v[c].v, v[c].n) : 0;
+	sonde__free(v);
+	return first;
 }
 
 int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
@@ -374,6 +487,8 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 	int err = sonde__rec_sample_stack(r, p, &rec, r->cfg.stack_bytes, false, &n, &flags);
 	if (!err)
 		err = sonde__rec_thread_id(r, w->out_ns, (pid_t)w->pid, (pid_t)w->tid, &id);
+	if (!err && r->offcpu.bpf->switches)
+		err = sonde__rec_offcpu_switches_begin(r);
 	if (err)
 		return err;
 	struct sonde_spool_offcpu iv = {
@@ -385,16 +500,13 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 		.state = w->state,
 		.waker_tid = w->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
-	err = sonde_spool_writer__add_offcpu(r->spool, &iv, r->unw.frames, n);
-	if (err == -EINVAL) {
-		/* a frame in a module retired meanwhile, as in offcpu.c */
-		r->sum.offcpu_dropped++;
-		return 0;
+	if (w->unknown) {
+		/* as the perf backend's switch-ins not traced, but written unknown */
+		r->sum.offcpu_unseen_switch_ins++;
+		r->sum.offcpu_unknown++;
+		r->sum.offcpu_unknown_ns += w->in_ns - w->out_ns;
 	}
-	if (err)
-		return sonde__rec_error(r, err);
-	r->sum.offcpu_intervals++;
-	return 0;
+	return sonde__rec_offcpu_put(r, &iv, n, w->unknown, (pid_t)w->tid);
 }
 
 int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const struct perf_rec *rec)
@@ -539,6 +651,8 @@ static void read_stats(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 		sum[SONDE_BPF_LOST] + sum[SONDE_BPF_SHORT_FULL] + sum[SONDE_BPF_START_FULL];
 	if (sum[SONDE_BPF_LOST])
 		r->sum.lost_events += sum[SONDE_BPF_LOST];
+	/* switches the ring had no room for: a gap in their CPU's sequence */
+	r->sum.lost_events += sum[SONDE_BPF_SWITCHES_LOST] * SONDE_BPF_SWITCH_BATCH;
 }
 
 int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r)
@@ -548,7 +662,10 @@ int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r)
 	if (!b)
 		return 0;
 	sonde__rec_offcpu_bpf_stop(r);
-	int err = write_open(r, b, sonde__rec_time(r, sonde__rec_now()));
+	int err = keep_last_batches(r, b);
+	int oerr = write_open(r, b, sonde__rec_time(r, sonde__rec_now()));
+	if (!err)
+		err = oerr;
 	int serr = write_shorts(r, b);
 	read_stats(r, b);
 	return err ? err : serr;

@@ -8,9 +8,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <sonde/record.h>
+#include <sonde/spool.h>
 
 struct sonde_recorder;
 struct rec_offcpu_bpf;
@@ -24,6 +26,10 @@ bool sonde__rec_offcpu_bpf_built(void);
 int sonde__rec_offcpu_bpf_choose(struct sonde_recorder *r, const struct sonde_record_opts *o);
 /* Records process pid (from its exec when on_exec). 0 or -errno. */
 int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_exec);
+/* Records thread tid alone (-t). 0 or -errno. */
+int sonde__rec_offcpu_bpf_thread(struct sonde_recorder *r, pid_t tid);
+/* The recording is enabled: with -a the programs track nothing before. */
+void sonde__rec_offcpu_bpf_arm(struct sonde_recorder *r);
 /* Moves the waits in the ring buffer into the recorder's perf stream. 0 or -errno. */
 int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r);
 /* An event popped from the stream: 1 when it is a wait of this backend (handled, errors
@@ -38,5 +44,25 @@ void sonde__rec_offcpu_bpf_stop(struct sonde_recorder *r);
 int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r);
 /* Detaches and frees everything (NULL state is fine). */
 void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r);
+
+/* Each CPU's switch sequence (SWITCHES spool records), kept by offcpu.c for both backends.
+ * Whether the recording keeps it: -a over every process (a recording limited to some
+ * processes must not name the others' tasks). */
+bool sonde__rec_offcpu_keeps_switches(const struct sonde_recorder *r);
+/* Announces the sequence (an empty run per CPU) before the first interval is written, so
+ * that readers take the switches from it. 0 or -errno. */
+int sonde__rec_offcpu_switches_begin(struct sonde_recorder *r);
+/* A switch of cpu at `time`: prev leaves in prev_state (a SONDE_OFFCPU_* state or
+ * SONDE_SWITCH_EXITED), next comes in (0: the idle task). A CPU's switches come in time
+ * order. 0 or -errno. */
+int sonde__rec_offcpu_switch_seen(struct sonde_recorder *r, uint32_t cpu, uint64_t time,
+				  uint32_t prev, uint32_t next, uint32_t prev_state);
+/* Writes iv, an interval whose stack is r->frames[0, n), as an OFFCPU record or, when
+ * unknown, an UNKNOWN one, and counts it; one with a frame in a module retired meanwhile is
+ * dropped (counted). 0 or the recorder's error. */
+int sonde__rec_offcpu_put(struct sonde_recorder *r, const struct sonde_spool_offcpu *iv, size_t n,
+			  bool unknown, pid_t tid);
+/* Switches of cpu were lost: the run so far is written, the next starts after a gap. */
+void sonde__rec_offcpu_switches_gap(struct sonde_recorder *r, uint32_t cpu);
 
 #endif

@@ -474,6 +474,8 @@ static int attach_thread(struct sonde_recorder *r, pid_t tid, sonde_spool_write_
 	pid_t pid;
 	int err = sonde__rec_check_thread(tid, &pid);
 
+	if (!err) /* off-CPU as for a process: it was left out here, silently */
+		err = sonde__rec_offcpu_setup(r, o);
 	if (err)
 		return err;
 	err = sonde__rec_choose_event(r, tid, want);

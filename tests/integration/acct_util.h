@@ -9,8 +9,8 @@
  * recording of every process), every online CPU has them, each CPU's busy, idle and
  * unknown time add up to the window exactly, and no CPU's samples weigh more than its
  * busy time (a sampled thread was on it). expect_switches: the recording must have
- * them. Returns whether it had them. Only the perf_event off-CPU backend keeps the
- * switches: recordings judged here say --off-cpu-backend perf. */
+ * them. Returns whether it had them. Both off-CPU backends keep the switches of an -a
+ * recording of every process. */
 bool acct_check_spool(const char *spool, bool expect_switches);
 
 #endif

@@ -12,6 +12,7 @@
 #include "../test.h"
 #include "../util.h"
 #include "acct_util.h"
+#include "offcpu_util.h"
 #include "pftrace_util.h"
 #include "split_util.h"
 
@@ -358,22 +359,22 @@ static uint64_t spool_offcpu_ns(struct sonde_spool *s, uint32_t tid)
  * next: the idle task only where the CPU was idle), and each thread of the workload is
  * off the CPU on the timeline as long as the spool (what report --metric wall weighs)
  * says, within 1 %. */
-TEST_TIMEOUT(export_perfetto_system_wide_switches_chain, 300)
+static void switches_chain(const char *backend, const char *rings)
 {
 	const char *spool = test_path("sys.spool"), *trace = test_path("sys.pftrace");
 	struct test_output o;
 	struct pft_trace t;
 	struct sonde_spool_account acct = {0};
 
-	test_require_perf();
-	/* large rings and a low rate: a loss breaks the timeline where it falls and takes
-	 * intervals, so a recording that lost records is taken again (at most 3 times) */
+	/* a low rate: a loss breaks the timeline where it falls and takes intervals, so a
+	 * recording that lost records is taken again (at most 3 times) */
 	struct sonde_spool *s = NULL;
 	for (int attempt = 0; attempt < 3 && (!s || acct.lost_records); attempt++) {
 		sonde_spool__close(s);
 		test_runf(&o, 120,
-			  "%s record -a --off-cpu --off-cpu-backend perf -F 99 --ring-pages 4096 -q -o %s -- %s 2 %s",
-			  test_bin("sonde"), spool, test_prog("offcpu_split"), test_path("truth"));
+			  "%s record -a --off-cpu --off-cpu-backend %s -F 99 %s -q -o %s -- %s 2 %s",
+			  test_bin("sonde"), backend, rings, spool, test_prog("offcpu_split"),
+			  test_path("truth"));
 		if (o.status != 0)
 			FAIL("sonde record -a --off-cpu exited %d:\n%s%s", o.status, o.out, o.err);
 		test_output_free(&o);
@@ -442,4 +443,20 @@ TEST_TIMEOUT(export_perfetto_system_wide_switches_chain, 300)
 	free(ev);
 	sonde_spool__close(s);
 	pft_free(&t);
+}
+
+TEST_TIMEOUT(export_perfetto_system_wide_switches_chain, 300)
+{
+	test_require_perf();
+	/* large rings: the perf_event backend takes three records per switch */
+	switches_chain("perf", "--ring-pages 4096");
+}
+
+/* The same with the BPF backend (the default where it is allowed), at its defaults: the
+ * programs pass each CPU's switches on in batches of their own ring. */
+TEST_TIMEOUT(export_perfetto_system_wide_switches_chain_bpf, 300)
+{
+	test_require_perf();
+	offcpu_require_bpf();
+	switches_chain("bpf", "");
 }

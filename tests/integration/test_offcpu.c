@@ -19,15 +19,7 @@
 #include "../test.h"
 #include "../util.h"
 #include "acct_util.h"
-
-enum { BURN, NAP, PIPE, PHASES };
-static const char *const phase_frame[PHASES] = {";burn", ";nap;", ";wait_pipe;"};
-
-struct wall {
-	double truth[PHASES]; /* ns, as the program measured them */
-	double got[PHASES];   /* us, from the folded wall profile */
-	double rounds;
-};
+#include "offcpu_util.h"
 
 /* Skips without tracefs's sched tracepoints or the right to open them. */
 static void require_offcpu(void)
@@ -39,80 +31,6 @@ static void require_offcpu(void)
 		SKIP("no tracefs with sched:sched_switch (mounting it failed)");
 	if (geteuid() != 0)
 		SKIP("off-CPU recording opens tracepoints: needs root here");
-}
-
-/* The value of `key` in the program's truth file. */
-static double truth_value(const char *text, const char *key)
-{
-	char pat[64];
-	snprintf(pat, sizeof(pat), "%s ", key);
-	const char *l = strstr(text, pat);
-	if (!l)
-		FAIL("no %s in the truth file:\n%s", key, text);
-	return atof(l + strlen(pat));
-}
-
-/* The folded wall profile of the main thread, added to w; returns its pid. Checks that
- * the blocked phases' stacks reach main and end in the function that blocked: fails
- * without them, or tells in *stacks_seen when that is given. */
-static int add_recording_seen(struct wall *w, const char *spool, const char *truth_path,
-			      const char *metric, bool check_stacks, bool *stacks_seen)
-{
-	struct test_output o;
-	char *truth = ASSERT_NOT_NULL(test_read_file(truth_path, NULL));
-	int pid = (int)truth_value(truth, "pid");
-	bool nap_stack = false, pipe_stack = false;
-
-	w->truth[BURN] += truth_value(truth, "burn");
-	w->truth[NAP] += truth_value(truth, "nap");
-	w->truth[PIPE] += truth_value(truth, "wait_pipe");
-	w->rounds += truth_value(truth, "rounds");
-	free(truth);
-	test_runf(&o, 120, "%s report --folded --metric %s --tid %d %s", test_bin("sonde"), metric,
-		  pid, spool);
-	if (o.status != 0)
-		FAIL("report exited %d:\n%s", o.status, o.err);
-	for (char *save = NULL, *l = strtok_r(o.out, "\n", &save); l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		char *sp = strrchr(l, ' ');
-		ASSERT(sp != NULL);
-		double us = atof(sp + 1);
-		*sp = 0;
-		for (int k = 0; k < PHASES; k++)
-			if (strstr(l, phase_frame[k]))
-				w->got[k] += us;
-		bool sleeping = strstr(l, ";[off-cpu: S]") != NULL;
-		nap_stack |= sleeping && strstr(l, ";main;nap;") != NULL;
-		pipe_stack |= sleeping && strstr(l, ";main;wait_pipe;") && strstr(l, "read");
-	}
-	if (stacks_seen)
-		*stacks_seen = nap_stack && pipe_stack;
-	else if (check_stacks && (!nap_stack || !pipe_stack))
-		FAIL("no sleeping stack from main through %s:\n%s", nap_stack ? "wait_pipe" : "nap",
-		     o.out);
-	test_output_free(&o);
-	return pid;
-}
-
-static int add_recording(struct wall *w, const char *spool, const char *truth_path,
-			 const char *metric, bool check_stacks)
-{
-	return add_recording_seen(w, spool, truth_path, metric, check_stacks, NULL);
-}
-
-static double share(const double *v, int k)
-{
-	double all = v[BURN] + v[NAP] + v[PIPE];
-	return all > 0 ? 100.0 * v[k] / all : 0;
-}
-
-static bool within(const struct wall *w, double tol)
-{
-	for (int k = 0; k < PHASES; k++)
-		if (share(w->got, k) - share(w->truth, k) > tol ||
-		    share(w->truth, k) - share(w->got, k) > tol)
-			return false;
-	return true;
 }
 
 static void record_split(const char *flags, const char *spool, const char *truth, int seconds)
@@ -128,25 +46,26 @@ static void record_split(const char *flags, const char *spool, const char *truth
 
 TEST_TIMEOUT(offcpu_wall_split_matches_the_truth, 300)
 {
-	struct wall w = {0};
+	struct offcpu_wall w = {0};
 	const char *spool = test_path("wall.spool"), *truth = test_path("wall.truth");
 
 	require_offcpu();
 	/* record again, adding up, while a share is off; at most 4 recordings */
-	for (int i = 0; i < 4 && (i == 0 || !within(&w, 3)); i++) {
+	for (int i = 0; i < 4 && (i == 0 || !offcpu_wall_within(&w, 3)); i++) {
 		record_split("--off-cpu-min 0", spool, truth, 3 + i);
-		add_recording(&w, spool, truth, "wall", true);
+		offcpu_wall_add(&w, spool, truth, "wall", true);
 		printf("after %d: burn %.1f%% (truth %.1f%%), nap %.1f%% (%.1f%%), wait_pipe "
 		       "%.1f%% "
 		       "(%.1f%%)\n",
-		       i + 1, share(w.got, BURN), share(w.truth, BURN), share(w.got, NAP),
-		       share(w.truth, NAP), share(w.got, PIPE), share(w.truth, PIPE));
+		       i + 1, offcpu_share(w.got, OFFCPU_BURN), offcpu_share(w.truth, OFFCPU_BURN),
+		       offcpu_share(w.got, OFFCPU_NAP), offcpu_share(w.truth, OFFCPU_NAP),
+		       offcpu_share(w.got, OFFCPU_PIPE), offcpu_share(w.truth, OFFCPU_PIPE));
 	}
-	for (int k = 0; k < PHASES; k++)
-		ASSERT_DOUBLE_NEAR(share(w.got, k), share(w.truth, k), 3.0);
+	for (int k = 0; k < OFFCPU_PHASES; k++)
+		ASSERT_DOUBLE_NEAR(offcpu_share(w.got, k), offcpu_share(w.truth, k), 3.0);
 	/* and the time itself: the profile's wall time is the program's, within 10 % */
-	double got = (w.got[BURN] + w.got[NAP] + w.got[PIPE]) * 1e3;
-	double want = w.truth[BURN] + w.truth[NAP] + w.truth[PIPE];
+	double got = (w.got[OFFCPU_BURN] + w.got[OFFCPU_NAP] + w.got[OFFCPU_PIPE]) * 1e3;
+	double want = w.truth[OFFCPU_BURN] + w.truth[OFFCPU_NAP] + w.truth[OFFCPU_PIPE];
 	ASSERT_DOUBLE_NEAR(got / want, 1.0, 0.1);
 }
 
@@ -235,12 +154,12 @@ static void main_thread_phases(const char *spool, int pid, struct phases *ph)
  * BPF backend's waits use no per-thread events), so it is asked for. */
 TEST_TIMEOUT(offcpu_intervals_survive_stack_copy_switches, 300)
 {
-	struct wall w = {0};
+	struct offcpu_wall w = {0};
 	struct test_output o;
 	const char *spool = test_path("sw.spool"), *truth = test_path("sw.truth");
 
 	require_offcpu();
-	for (int i = 0; i < 4 && (i == 0 || !within(&w, 3)); i++) {
+	for (int i = 0; i < 4 && (i == 0 || !offcpu_wall_within(&w, 3)); i++) {
 		double rounds = w.rounds;
 		struct phases ph;
 		test_runf(&o, 120,
@@ -250,17 +169,19 @@ TEST_TIMEOUT(offcpu_intervals_survive_stack_copy_switches, 300)
 		if (o.status != 0)
 			FAIL("record exited %d:\n%s", o.status, o.err);
 		unsigned switches = stack_switches(o.err);
-		int pid = add_recording(&w, spool, truth, "wall", true);
+		int pid = offcpu_wall_add(&w, spool, truth, "wall", true);
 		main_thread_phases(spool, pid, &ph);
 		uint64_t n = (uint64_t)(w.rounds - rounds);
 		printf("recording %d: %u switches, %llu rounds: %llu naps, %llu pipe waits, %llu "
-		       "reads preempted past the writer, %llu unknown; burn %.1f%% (truth %.1f%%), nap "
+		       "reads preempted past the writer, %llu unknown; burn %.1f%% (truth %.1f%%), "
+		       "nap "
 		       "%.1f%% (%.1f%%), wait_pipe %.1f%% (%.1f%%)\n",
 		       i + 1, switches, (unsigned long long)n, (unsigned long long)ph.naps,
 		       (unsigned long long)ph.pipe_waits, (unsigned long long)ph.unblocked,
-		       (unsigned long long)ph.unknown, share(w.got, BURN), share(w.truth, BURN),
-		       share(w.got, NAP), share(w.truth, NAP), share(w.got, PIPE),
-		       share(w.truth, PIPE));
+		       (unsigned long long)ph.unknown, offcpu_share(w.got, OFFCPU_BURN),
+		       offcpu_share(w.truth, OFFCPU_BURN), offcpu_share(w.got, OFFCPU_NAP),
+		       offcpu_share(w.truth, OFFCPU_NAP), offcpu_share(w.got, OFFCPU_PIPE),
+		       offcpu_share(w.truth, OFFCPU_PIPE));
 		if (ph.overlap)
 			FAIL("two off-CPU intervals of the main thread overlap:\n%s", o.err);
 		/* the shrink and the deep phase's growth */
@@ -270,10 +191,10 @@ TEST_TIMEOUT(offcpu_intervals_survive_stack_copy_switches, 300)
 		ASSERT_UINT(ph.pipe_waits + ph.unblocked + ph.unknown, >=, n);
 		test_output_free(&o);
 	}
-	for (int k = 0; k < PHASES; k++)
-		ASSERT_DOUBLE_NEAR(share(w.got, k), share(w.truth, k), 3.0);
-	double got = (w.got[BURN] + w.got[NAP] + w.got[PIPE]) * 1e3;
-	double want = w.truth[BURN] + w.truth[NAP] + w.truth[PIPE];
+	for (int k = 0; k < OFFCPU_PHASES; k++)
+		ASSERT_DOUBLE_NEAR(offcpu_share(w.got, k), offcpu_share(w.truth, k), 3.0);
+	double got = (w.got[OFFCPU_BURN] + w.got[OFFCPU_NAP] + w.got[OFFCPU_PIPE]) * 1e3;
+	double want = w.truth[OFFCPU_BURN] + w.truth[OFFCPU_NAP] + w.truth[OFFCPU_PIPE];
 	ASSERT_DOUBLE_NEAR(got / want, 1.0, 0.1);
 }
 
@@ -308,7 +229,7 @@ static uint64_t shortest_interval(const char *spool, int tid, uint64_t *n)
  * stretch past 30 ms is the machine's, not the threshold's). */
 TEST_TIMEOUT(offcpu_min_counts_short_intervals, 200)
 {
-	struct wall w = {0};
+	struct offcpu_wall w = {0};
 	struct test_output o;
 	const char *spool = test_path("min.spool"), *truth = test_path("min.truth");
 	unsigned long long shorter = 0;
@@ -317,7 +238,7 @@ TEST_TIMEOUT(offcpu_min_counts_short_intervals, 200)
 
 	require_offcpu();
 	record_split("--off-cpu-min 30ms", spool, truth, 3);
-	int pid = add_recording(&w, spool, truth, "off-cpu", false);
+	int pid = offcpu_wall_add(&w, spool, truth, "off-cpu", false);
 	test_runf(&o, 60, "%s report --metric off-cpu --tid %d %s", test_bin("sonde"), pid, spool);
 	ASSERT_INT(o.status, ==, 0);
 	const char *l = strstr(o.out, "metric off-cpu: ");
@@ -334,7 +255,7 @@ TEST_TIMEOUT(offcpu_min_counts_short_intervals, 200)
 	ASSERT_UINT(stacked, >, 0);
 	ASSERT_UINT(shortest, >=, 30000000);
 	/* the naps (40 ms each) stacked at their length */
-	ASSERT_DOUBLE_NEAR(w.got[NAP] * 1e3 / w.truth[NAP], 1.0, 0.2);
+	ASSERT_DOUBLE_NEAR(w.got[OFFCPU_NAP] * 1e3 / w.truth[OFFCPU_NAP], 1.0, 0.2);
 	ASSERT_UINT(shorter, >=, 1);
 	ASSERT(shorter_s / shorter < 0.030);
 	test_output_free(&o);
@@ -506,7 +427,8 @@ static bool loss_run(const char *mode, const char *name)
 		u--;
 	if (atoll(u) > 0) {
 		ASSERT_CONTAINS(o.out, "[unknown: lost records]");
-		snprintf(said, sizeof(said), " %% of thread time unknown: %llu records lost", records);
+		snprintf(said, sizeof(said), " %% of thread time unknown: %llu records lost",
+			 records);
 		ASSERT_CONTAINS(o.out, said);
 		/* the exports carry it too */
 		char folded[1100];
@@ -523,7 +445,7 @@ static bool loss_run(const char *mode, const char *name)
 	free(err_unknown);
 	test_output_free(&o);
 	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
-	int pid = (int)truth_value(t, "pid");
+	int pid = (int)offcpu_truth_value(t, "pid");
 	free(t);
 	return nap_reached(spool, pid, "--tid");
 }
@@ -600,7 +522,7 @@ TEST_EXCLUSIVE(offcpu_report_filters_apply_to_intervals, 120)
 	record_split("-a --off-cpu-backend perf", spool, truth, 3);
 	acct_check_spool(spool, true);
 	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
-	snprintf(pid, sizeof(pid), "--pid %d", (int)truth_value(t, "pid"));
+	snprintf(pid, sizeof(pid), "--pid %d", (int)offcpu_truth_value(t, "pid"));
 	free(t);
 	double all = folded_sum(spool, pid);
 	ASSERT(all > 1e6); /* seconds of waiting, in microseconds */
@@ -672,7 +594,7 @@ TEST_TIMEOUT(offcpu_follows_children, 120)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	test_output_free(&o);
 	char *t = ASSERT_NOT_NULL(test_read_file(truth, NULL));
-	int pid = (int)truth_value(t, "pid");
+	int pid = (int)offcpu_truth_value(t, "pid");
 	free(t);
 	check_spool(spool, 20);
 	check_nap_reached(spool, pid, "--pid");
@@ -691,13 +613,15 @@ TEST_EXCLUSIVE(offcpu_only_has_no_on_cpu_samples, 300)
 
 	require_offcpu();
 	for (int sys = 0; sys < 2; sys++) {
-		struct wall w = {0};
+		struct offcpu_wall w = {0};
 		bool seen = false;
 		char *last_err = NULL;
 		/* launched, until the time adds up; with -a, until the stacks came through */
-		for (int i = 0; sys ? i < 3 && !seen
-				    : i < 4 && (i == 0 || w.got[NAP] * 1e3 < 0.9 * w.truth[NAP] ||
-						w.got[PIPE] * 1e3 < 0.9 * w.truth[PIPE]);
+		for (int i = 0;
+		     sys ? i < 3 && !seen
+			 : i < 4 && (i == 0 ||
+				     w.got[OFFCPU_NAP] * 1e3 < 0.9 * w.truth[OFFCPU_NAP] ||
+				     w.got[OFFCPU_PIPE] * 1e3 < 0.9 * w.truth[OFFCPU_PIPE]);
 		     i++) {
 			test_runf(&o, 120,
 				  "%s record --off-cpu -e sched:sched_switch --off-cpu-min 0 %s -o "
@@ -721,12 +645,13 @@ TEST_EXCLUSIVE(offcpu_only_has_no_on_cpu_samples, 300)
 			ASSERT_UINT(in.samples, ==, 0);
 			ASSERT_UINT(n, >=, 20);
 			if (sys)
-				add_recording_seen(&w, spool, truth, "off-cpu", true, &seen);
+				offcpu_wall_add_seen(&w, spool, truth, "off-cpu", true, &seen);
 			else
-				add_recording(&w, spool, truth, "off-cpu", true);
+				offcpu_wall_add(&w, spool, truth, "off-cpu", true);
 			printf("%s: nap %.3f s of %.3f, wait_pipe %.3f s of %.3f, burn %.3f s\n",
-			       sys ? "-a" : "launched", w.got[NAP] / 1e6, w.truth[NAP] / 1e9,
-			       w.got[PIPE] / 1e6, w.truth[PIPE] / 1e9, w.got[BURN] / 1e6);
+			       sys ? "-a" : "launched", w.got[OFFCPU_NAP] / 1e6,
+			       w.truth[OFFCPU_NAP] / 1e9, w.got[OFFCPU_PIPE] / 1e6,
+			       w.truth[OFFCPU_PIPE] / 1e9, w.got[OFFCPU_BURN] / 1e6);
 		}
 		if (sys) {
 			if (!seen)
@@ -737,8 +662,8 @@ TEST_EXCLUSIVE(offcpu_only_has_no_on_cpu_samples, 300)
 			continue;
 		}
 		free(last_err);
-		ASSERT_DOUBLE_NEAR(w.got[NAP] * 1e3 / w.truth[NAP], 1.0, 0.1);
-		ASSERT_DOUBLE_NEAR(w.got[PIPE] * 1e3 / w.truth[PIPE], 1.0, 0.1);
+		ASSERT_DOUBLE_NEAR(w.got[OFFCPU_NAP] * 1e3 / w.truth[OFFCPU_NAP], 1.0, 0.1);
+		ASSERT_DOUBLE_NEAR(w.got[OFFCPU_PIPE] * 1e3 / w.truth[OFFCPU_PIPE], 1.0, 0.1);
 	}
 }
 
@@ -918,10 +843,11 @@ TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
 	require_offcpu();
 	record_split("--off-cpu-min 0", spool, truth_path, 3);
 	char *truth = ASSERT_NOT_NULL(test_read_file(truth_path, NULL));
-	int pid = (int)truth_value(truth, "pid");
-	double burn = truth_value(truth, "burn") / 1e9, nap = truth_value(truth, "nap") / 1e9;
-	double pipe = truth_value(truth, "wait_pipe") / 1e9;
-	double rounds = truth_value(truth, "rounds");
+	int pid = (int)offcpu_truth_value(truth, "pid");
+	double burn = offcpu_truth_value(truth, "burn") / 1e9,
+	       nap = offcpu_truth_value(truth, "nap") / 1e9;
+	double pipe = offcpu_truth_value(truth, "wait_pipe") / 1e9;
+	double rounds = offcpu_truth_value(truth, "rounds");
 	free(truth);
 
 	test_runf(&o, 60, "%s report --metric wall --tid %d %s", test_bin("sonde"), pid, spool);
@@ -984,7 +910,8 @@ TEST_TIMEOUT(offcpu_system_wide_summary_gives_each_cpu_time, 120)
 		       wall ? "wall" : "summary", busy, idle, unknown, total, cpus, window);
 		ASSERT_UINT(cpus, ==, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
 		ASSERT(total > cpus * window - 0.0025 && total < cpus * window + 0.0025);
-		ASSERT(busy + idle + unknown > total - 0.002 && busy + idle + unknown < total + 0.002);
+		ASSERT(busy + idle + unknown > total - 0.002 &&
+		       busy + idle + unknown < total + 0.002);
 		/* the loop ran through the recording on some CPU */
 		ASSERT(busy >= 0.8 * window);
 		test_output_free(&o);

@@ -19,25 +19,8 @@
 
 #include "../test.h"
 #include "../util.h"
+#include "offcpu_util.h"
 #include "record/offcpu_bpf.h"
-
-/* Skips where the backend cannot run: not built, not root, no BTF, or refused. */
-static void require_bpf(void)
-{
-	struct test_output o;
-
-	if (!sonde__rec_offcpu_bpf_built())
-		SKIP("libsonde was built without the BPF backend (mk/bpf.mk said why)");
-	if (geteuid() != 0)
-		SKIP("the BPF backend needs root (or CAP_BPF and CAP_PERFMON) here");
-	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-		SKIP("the kernel has no BTF (/sys/kernel/btf/vmlinux)");
-	test_runf(&o, 60, "%s record --off-cpu --off-cpu-backend bpf -o %s -- /bin/true",
-		  test_bin("sonde"), test_path("probe.spool"));
-	if (o.status != 0)
-		SKIP("the kernel refused the BPF backend: %s", o.err);
-	test_output_free(&o);
-}
 
 /* A summary number: the one just before `after` on the off-CPU line. */
 static unsigned long long summary_num(const char *err, const char *after)
@@ -54,45 +37,18 @@ static unsigned long long summary_num(const char *err, const char *after)
 	return strtoull(a, NULL, 10);
 }
 
-static double truth_value(const char *text, const char *key)
-{
-	char pat[64];
-	snprintf(pat, sizeof(pat), "%s ", key);
-	const char *l = strstr(text, pat);
-	if (!l)
-		FAIL("no %s in the truth file:\n%s", key, text);
-	return atof(l + strlen(pat));
-}
-
-enum { BURN, NAP, PIPE, PHASES };
-static const char *const phase_frame[PHASES] = {";burn", ";nap;", ";wait_pipe;"};
-
-static double share(const double *v, int k)
-{
-	double all = v[BURN] + v[NAP] + v[PIPE];
-	return all > 0 ? 100.0 * v[k] / all : 0;
-}
-
-static bool within(const double *got, const double *truth, double tol)
-{
-	for (int k = 0; k < PHASES; k++)
-		if (share(got, k) - share(truth, k) > tol || share(truth, k) - share(got, k) > tol)
-			return false;
-	return true;
-}
-
 /* The split of the main thread's wall time over the phases, by the BPF backend, against
  * what offcpu_split measured itself, added up over recordings until each share is within
  * 3 points (a loaded machine's one recording may be skewed, as test_offcpu.c says); every
  * nap and pipe wait is stacked through main. */
 TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
 {
-	double truth[PHASES] = {0}, got[PHASES] = {0};
+	struct offcpu_wall w = {0};
 	const char *spool = test_path("wall.spool"), *tpath = test_path("wall.truth");
 	struct test_output o;
 
-	require_bpf();
-	for (int i = 0; i < 4 && (i == 0 || !within(got, truth, 3)); i++) {
+	offcpu_require_bpf();
+	for (int i = 0; i < 4 && (i == 0 || !offcpu_wall_within(&w, 3)); i++) {
 		test_runf(&o, 120,
 			  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 -o %s -- %s "
 			  "%d %s",
@@ -101,41 +57,18 @@ TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
 			FAIL("record exited %d:\n%s", o.status, o.err);
 		ASSERT_CONTAINS(o.err, "off-CPU backend: bpf");
 		test_output_free(&o);
-		char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
-		int pid = (int)truth_value(t, "pid");
-		truth[BURN] += truth_value(t, "burn") / 1e3;
-		truth[NAP] += truth_value(t, "nap") / 1e3;
-		truth[PIPE] += truth_value(t, "wait_pipe") / 1e3;
-		free(t);
-		test_runf(&o, 120, "%s report --folded --metric wall --tid %d %s",
-			  test_bin("sonde"), pid, spool);
-		if (o.status != 0)
-			FAIL("report exited %d:\n%s", o.status, o.err);
-		bool nap_stack = false, pipe_stack = false;
-		for (char *save = NULL, *l = strtok_r(o.out, "\n", &save); l;
-		     l = strtok_r(NULL, "\n", &save)) {
-			char *sp = strrchr(l, ' ');
-			ASSERT(sp != NULL);
-			double us = atof(sp + 1);
-			*sp = 0;
-			for (int k = 0; k < PHASES; k++)
-				if (strstr(l, phase_frame[k]))
-					got[k] += us;
-			bool sleeping = strstr(l, ";[off-cpu: S]") != NULL;
-			nap_stack |= sleeping && strstr(l, ";main;nap;");
-			pipe_stack |= sleeping && strstr(l, ";main;wait_pipe;") && strstr(l, "read");
-		}
-		test_output_free(&o);
-		ASSERT(nap_stack && pipe_stack);
-		printf("after %d: burn %.1f%% (truth %.1f%%), nap %.1f%% (%.1f%%), wait_pipe %.1f%% "
+		offcpu_wall_add(&w, spool, tpath, "wall", true);
+		printf("after %d: burn %.1f%% (truth %.1f%%), nap %.1f%% (%.1f%%), pipe %.1f%% "
 		       "(%.1f%%)\n",
-		       i + 1, share(got, BURN), share(truth, BURN), share(got, NAP),
-		       share(truth, NAP), share(got, PIPE), share(truth, PIPE));
+		       i + 1, offcpu_share(w.got, OFFCPU_BURN), offcpu_share(w.truth, OFFCPU_BURN),
+		       offcpu_share(w.got, OFFCPU_NAP), offcpu_share(w.truth, OFFCPU_NAP),
+		       offcpu_share(w.got, OFFCPU_PIPE), offcpu_share(w.truth, OFFCPU_PIPE));
 	}
-	for (int k = 0; k < PHASES; k++)
-		ASSERT_DOUBLE_NEAR(share(got, k), share(truth, k), 3.0);
-	double all_got = got[BURN] + got[NAP] + got[PIPE];
-	double all_truth = truth[BURN] + truth[NAP] + truth[PIPE];
+	for (int k = 0; k < OFFCPU_PHASES; k++)
+		ASSERT_DOUBLE_NEAR(offcpu_share(w.got, k), offcpu_share(w.truth, k), 3.0);
+	/* got in microseconds, the truth in nanoseconds */
+	double all_got = (w.got[OFFCPU_BURN] + w.got[OFFCPU_NAP] + w.got[OFFCPU_PIPE]) * 1e3;
+	double all_truth = w.truth[OFFCPU_BURN] + w.truth[OFFCPU_NAP] + w.truth[OFFCPU_PIPE];
 	ASSERT_DOUBLE_NEAR(all_got / all_truth, 1.0, 0.1);
 }
 
@@ -147,7 +80,7 @@ TEST_TIMEOUT(offcpu_bpf_short_waits_counted_in_aggregate, 120)
 	const char *spool = test_path("short.spool");
 	struct test_output o;
 
-	require_bpf();
+	offcpu_require_bpf();
 	test_runf(&o, 60, "%s record --off-cpu --off-cpu-backend bpf -o %s -- %s 2",
 		  test_bin("sonde"), spool, test_prog("pingpong"));
 	if (o.status != 0)
@@ -210,7 +143,7 @@ TEST_TIMEOUT(offcpu_bpf_long_waits_stacked_to_main, 120)
 	struct test_output o;
 	double all, with;
 
-	require_bpf();
+	offcpu_require_bpf();
 	test_runf(&o, 60,
 		  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 500us -o %s -- %s 300",
 		  test_bin("sonde"), spool, test_prog("sleep_loop-nofp"));
@@ -238,14 +171,14 @@ TEST_TIMEOUT(offcpu_bpf_thread_exiting_while_blocked, 120)
 	struct sonde_spool_thread th;
 	int found = 0;
 
-	require_bpf();
+	offcpu_require_bpf();
 	test_runf(&o, 60, "%s record --off-cpu --off-cpu-backend bpf -o %s -- %s 300 %s",
 		  test_bin("sonde"), spool, test_prog("offcpu_exit"), tpath);
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	test_output_free(&o);
 	char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
-	int reader = (int)truth_value(t, "reader");
+	int reader = (int)offcpu_truth_value(t, "reader");
 	free(t);
 	struct sonde_spool *s = sonde_spool__open(spool, NULL);
 	if (!s)
@@ -273,7 +206,7 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 	pid_t pids[3];
 	struct test_output o;
 
-	require_bpf();
+	offcpu_require_bpf();
 	for (int i = 0; i < 3; i++)
 		pids[i] = test_spawn(argv);
 	test_runf(&o, 60, "%s record -a --off-cpu --off-cpu-backend bpf -d 2 -o %s",
@@ -308,7 +241,7 @@ TEST_TIMEOUT(offcpu_bpf_refused_falls_back_to_perf, 120)
 	const char *spool = test_path("fallback.spool");
 	struct test_output o;
 
-	require_bpf();
+	offcpu_require_bpf();
 	if (access("/usr/bin/setpriv", X_OK) != 0)
 		SKIP("no setpriv (util-linux) to drop capabilities with");
 	test_runf(&o, 60,
@@ -401,7 +334,7 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 	unsigned ids[16];
 	size_t objects;
 
-	require_bpf();
+	offcpu_require_bpf();
 	if (access("/usr/sbin/bpftool", X_OK) != 0)
 		SKIP("no bpftool to list programs and links with");
 	pid_t pid = test_spawn(argv);
@@ -410,8 +343,8 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 						 .frequency = 99,
 						 .off_cpu = true,
 						 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
-		struct sonde_recorder *r = sonde_recorder__attach(
-			pid, test_path("detach.spool"), SONDE_ATTACH_RUNNING, &opts);
+		struct sonde_recorder *r = sonde_recorder__attach(pid, test_path("detach.spool"),
+								  SONDE_ATTACH_RUNNING, &opts);
 		if (!r)
 			FAIL("attach: %s", strerror(errno));
 		size_t n = own_programs(ids, 16, &objects);
@@ -443,4 +376,113 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 	}
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
+}
+
+/* The off-CPU intervals of a `-t TID --off-cpu` recording, per backend: how many are of
+ * tid, how many of other threads, and whether one is stacked through main and nap. */
+static void single_thread(const char *backend, pid_t tid, size_t *own, size_t *others, bool *nap)
+{
+	const char *spool = test_path("tid.spool");
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	struct test_output o;
+
+	test_runf(&o, 60, "%s record -t %d --off-cpu %s -d 1 -o %s", test_bin("sonde"), (int)tid,
+		  backend, spool);
+	if (o.status != 0)
+		FAIL("record -t exited %d:\n%s", o.status, o.err);
+	/* the default is the BPF backend where it is allowed, as for a process */
+	ASSERT_CONTAINS(o.err, *backend ? "off-CPU backend: perf" : "off-CPU backend: bpf");
+	test_output_free(&o);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	*own = *others = 0;
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
+		if (th.tid == (uint32_t)tid)
+			(*own)++;
+		else
+			(*others)++;
+	}
+	sonde_spool__close(s);
+	test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	*nap = strstr(o.out, ";main;nap;") != NULL;
+	test_output_free(&o);
+}
+
+/* -t TID --off-cpu records that thread's waits (with the BPF backend by default, the perf
+ * backend when asked), and no other thread's: offcpu_split's main thread naps and waits
+ * on a pipe its writer thread feeds. */
+TEST_TIMEOUT(offcpu_bpf_single_thread_records_its_waits_alone, 120)
+{
+	const char *argv[] = {test_prog("offcpu_split"), "6", test_path("tid.truth"), NULL};
+	size_t own, others;
+	bool nap;
+
+	offcpu_require_bpf();
+	pid_t pid = test_spawn(argv);
+	single_thread("", pid, &own, &others, &nap);
+	printf("bpf: %zu intervals of the thread, %zu of others\n", own, others);
+	ASSERT_UINT(own, >, 3);
+	ASSERT_UINT(others, ==, 0);
+	ASSERT(nap);
+	single_thread("--off-cpu-backend perf", pid, &own, &others, &nap);
+	printf("perf: %zu intervals of the thread, %zu of others\n", own, others);
+	ASSERT_UINT(own, >, 3);
+	ASSERT_UINT(others, ==, 0);
+	ASSERT(nap);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+}
+
+/* The main thread's time asleep (S) in spool, over what offcpu_split measured itself for
+ * its naps and pipe waits (both include the time from the wakeup to the switch-in; the
+ * preemptions of its burn phase, runnable, are left out, as short waits are: a loaded
+ * machine decides those). */
+static double offcpu_over_truth(const char *backend)
+{
+	const char *spool = test_path("same.spool"), *tpath = test_path("same.truth");
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	struct test_output o;
+	uint64_t off = 0;
+
+	test_runf(&o, 120, "%s record --off-cpu --off-cpu-backend %s -q -o %s -- %s 3 %s",
+		  test_bin("sonde"), backend, spool, test_prog("offcpu_split"), tpath);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
+	uint32_t pid = (uint32_t)offcpu_truth_value(t, "pid");
+	double truth = offcpu_truth_value(t, "nap") + offcpu_truth_value(t, "wait_pipe");
+	free(t);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++)
+		if (!sonde_spool__get_thread(s, iv.thread, &th) && th.tid == pid &&
+		    iv.state == SONDE_OFFCPU_SLEEPING)
+			off += iv.switch_in_ns - iv.switch_out_ns;
+	/* a sleep whose end a loss or an untraced switch-in hid is unknown, still a sleep */
+	for (uint64_t i = 0; sonde_spool__get_unknown(s, i, &iv) == 0; i++)
+		if (!sonde_spool__get_thread(s, iv.thread, &th) && th.tid == pid &&
+		    iv.state == SONDE_OFFCPU_SLEEPING)
+			off += iv.switch_in_ns - iv.switch_out_ns;
+	sonde_spool__close(s);
+	printf("%s: main thread asleep %.3f s, its naps and pipe waits %.3f s\n", backend,
+	       off / 1e9, truth / 1e9);
+	return off / truth;
+}
+
+/* Both backends report the same on the same workload: the main thread of offcpu_split is
+ * asleep as long by either, within 2 % of the program's own figure. */
+TEST_TIMEOUT(offcpu_bpf_and_perf_backends_report_the_same, 200)
+{
+	offcpu_require_bpf();
+	double bpf = offcpu_over_truth("bpf"), perf = offcpu_over_truth("perf");
+	ASSERT_DOUBLE_NEAR(bpf, perf, 0.02);
+	/* and both near the truth: the sleeps are the naps and pipe waits */
+	ASSERT_DOUBLE_NEAR(bpf, 1.0, 0.05);
 }
