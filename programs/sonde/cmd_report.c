@@ -42,19 +42,7 @@ struct frame_res {
 	uint8_t unresolved; /* the symbolizer could not name it */
 };
 
-enum { MAX_IDS = 64, MAX_CPU = 1 << 16 };
-
-/* Which samples count (every filter given must match). */
-struct filter {
-	uint32_t pids[MAX_IDS], tids[MAX_IDS];
-	const char *comms[MAX_IDS];
-	int n_pids, n_tids, n_comms;
-	bool has_time;
-	double from_s, to_s; /* seconds from the start of the recording; to_s < 0: the end */
-	int *cpus;	     /* --cpu: only samples of these CPUs; NULL: all */
-	size_t n_cpus;
-	const char *cpu_list;
-};
+enum { MAX_CPU = 1 << 16 };
 
 enum folded_roots { ROOTS_NONE, ROOTS_PROCESS, ROOTS_THREAD };
 
@@ -87,7 +75,8 @@ struct report {
 	uint64_t *cpu_count;	     /* samples per CPU, [MAX_CPU] for samples without one */
 	uint32_t cpu_max;	     /* highest CPU seen + 1 */
 	enum folded_roots roots;
-	struct filter filt;
+	struct cli_filter filt; /* which samples count (every filter given must match) */
+	const char *cpu_list;	/* --cpu as given, for the count line */
 	enum sonde_profile_metric metric; /* --metric: what a sample or an interval weighs */
 	uint64_t samples; /* samples (and, for off-CPU metrics, intervals) that passed */
 	uint64_t total;	  /* their weight: samples, or nanoseconds */
@@ -363,9 +352,9 @@ static int expand_stack(struct report *r, uint32_t unit)
 	return buf_error(&r->stack);
 }
 
-static bool id_in(const uint32_t *ids, int n, uint32_t id)
+static bool id_in(const uint32_t *ids, size_t n, uint32_t id)
 {
-	for (int i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++)
 		if (ids[i] == id)
 			return true;
 	return false;
@@ -374,14 +363,14 @@ static bool id_in(const uint32_t *ids, int n, uint32_t id)
 static bool sample_matches(const struct report *r, const struct sonde_spool_sample *smp,
 			   const struct sonde_spool_thread *t)
 {
-	const struct filter *f = &r->filt;
+	const struct cli_filter *f = &r->filt;
 
 	if (f->n_pids && !id_in(f->pids, f->n_pids, t->pid))
 		return false;
 	if (f->n_tids && !id_in(f->tids, f->n_tids, t->tid))
 		return false;
 	if (f->n_comms) {
-		int i = 0;
+		size_t i = 0;
 		while (i < f->n_comms && strcmp(f->comms[i], t->comm))
 			i++;
 		if (i == f->n_comms)
@@ -792,7 +781,7 @@ static void print_table(const struct report *r, uint32_t *order, const struct so
  * none (and what that usually means). */
 static void explain_empty(const struct report *r)
 {
-	const struct filter *f = &r->filt;
+	const struct cli_filter *f = &r->filt;
 
 	if (r->info.samples && (f->n_pids || f->n_tids || f->n_comms || f->has_time))
 		cli_error("report",
@@ -1035,7 +1024,7 @@ static int print_summary(struct report *r, bool title)
 		}
 	}
 	/* short intervals: by thread only (they have no time), as the metrics count them */
-	struct filter f = r->filt;
+	struct cli_filter f = r->filt;
 	r->filt.has_time = false;
 	r->filt.cpus = NULL;
 	for (uint64_t i = 0; !err && sonde_spool__get_offcpu_short(r->spool, i, &sh) == 0; i++) {
@@ -1221,7 +1210,7 @@ static int print_report(const struct report *r)
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->empty,
 		       100.0 * r->empty / (double)r->samples);
 	if (r->filt.cpus)
-		printf("%" PRIu64 " samples on CPUs %s\n", r->samples, r->filt.cpu_list);
+		printf("%" PRIu64 " samples on CPUs %s\n", r->samples, r->cpu_list);
 	if (!r->samples)
 		explain_empty(r);
 	if (r->sort_cpu) {
@@ -1381,52 +1370,6 @@ static int open_spool(struct report *r)
 	return 0;
 }
 
-/* "1,2,3" into ids[]; -1 on a bad list. */
-static int parse_ids(char *arg, uint32_t *ids, int *n)
-{
-	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		char *end;
-		errno = 0;
-		unsigned long v = strtoul(t, &end, 10);
-		if (errno || end == t || *end || t[0] == '-' || v > UINT32_MAX || *n == MAX_IDS)
-			return -1;
-		ids[(*n)++] = (uint32_t)v;
-	}
-	return *n ? 0 : -1;
-}
-
-static int parse_comms(char *arg, struct filter *f)
-{
-	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		if (f->n_comms == MAX_IDS)
-			return -1;
-		f->comms[f->n_comms++] = t;
-	}
-	return f->n_comms ? 0 : -1;
-}
-
-/* "START,END" in seconds, either side empty; a lone "START" means from there on. */
-static int parse_time(const char *arg, struct filter *f)
-{
-	const char *comma = strchr(arg, ',');
-	char *end;
-
-	f->has_time = true;
-	f->from_s = 0;
-	f->to_s = -1;
-	if (arg[0] && arg[0] != ',') {
-		f->from_s = strtod(arg, &end);
-		if (end == arg || (*end && *end != ',') || f->from_s < 0)
-			return -1;
-	}
-	if (comma && comma[1]) {
-		f->to_s = strtod(comma + 1, &end);
-		if (*end || f->to_s < f->from_s)
-			return -1;
-	}
-	return comma || arg[0] ? 0 : -1;
-}
-
 enum {
 	OPT_FOLDED = 256,
 	OPT_TOP,
@@ -1506,15 +1449,6 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 			return CLI_USAGE;
 		}
 		return 0;
-	case OPT_CPU:
-		free(r->filt.cpus);
-		r->filt.cpus = NULL;
-		if (sonde_cpu_list__parse(arg, &r->filt.cpus, &r->filt.n_cpus) < 0) {
-			cli_error("report", "--cpu wants a CPU list such as 0,2-3, not '%s'", arg);
-			return CLI_USAGE;
-		}
-		r->filt.cpu_list = arg;
-		return 0;
 	case OPT_PERCENT_LIMIT:
 		r->percent_limit = strtod(arg, &end);
 		if (end == arg || *end || !(r->percent_limit >= 0) || r->percent_limit > 100) {
@@ -1522,29 +1456,17 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 			return CLI_USAGE;
 		}
 		return 0;
+	case OPT_CPU:
+		r->cpu_list = arg; /* the parser reads a CPU list without cutting it up */
+		return cli_filter_parse("report", &r->filt, "cpu", arg);
 	case OPT_PID:
+		return cli_filter_parse("report", &r->filt, "pid", arg);
 	case OPT_TID:
-		if (c == OPT_PID ? parse_ids(arg, r->filt.pids, &r->filt.n_pids)
-				 : parse_ids(arg, r->filt.tids, &r->filt.n_tids)) {
-			cli_error("report", "--%s wants ids separated by commas, not '%s'",
-				  c == OPT_PID ? "pid" : "tid", arg);
-			return CLI_USAGE;
-		}
-		return 0;
+		return cli_filter_parse("report", &r->filt, "tid", arg);
 	case OPT_COMM:
-		if (parse_comms(arg, &r->filt)) {
-			cli_error("report", "--comm wants names separated by commas");
-			return CLI_USAGE;
-		}
-		return 0;
+		return cli_filter_parse("report", &r->filt, "comm", arg);
 	case OPT_TIME:
-		if (parse_time(arg, &r->filt)) {
-			cli_error("report",
-				  "--time wants START,END in seconds from the start, not '%s'",
-				  arg);
-			return CLI_USAGE;
-		}
-		return 0;
+		return cli_filter_parse("report", &r->filt, "time", arg);
 	case OPT_ROOTS:
 		if (!strcmp(arg, "process"))
 			r->roots = ROOTS_PROCESS;
