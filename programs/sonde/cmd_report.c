@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sonde/error.h>
 #include <sonde/profile.h>
 #include <sonde/record.h>
 #include <sonde/spool_reader.h>
 #include <sonde/symbolize.h>
+#include <sonde/view.h>
 
 #include "base/buf.h"
 #include "base/u64map.h"
@@ -1226,40 +1228,6 @@ static int print_report(const struct report *r)
 	return 0;
 }
 
-struct folded_line {
-	char *text;
-	uint64_t count;
-};
-
-static int by_text(const void *a, const void *b)
-{
-	return strcmp(((const struct folded_line *)a)->text, ((const struct folded_line *)b)->text);
-}
-
-/* One "outer;...;inner" string for the stack in r->stack. */
-static char *folded_text(const struct report *r, uint32_t root)
-{
-	const uint32_t *ids = (const uint32_t *)r->stack.data;
-	size_t n = r->stack.len / sizeof(uint32_t);
-	struct buf b = BUF_INIT;
-
-	if (root) {
-		const char *label = r->funcs[root - 1].label;
-		sonde__buf_append(&b, label, strlen(label));
-		buf_put_u8(&b, n ? ';' : 0);
-	}
-	for (size_t i = n; i-- > 0;) {
-		const char *label = r->funcs[ids[i]].label;
-		sonde__buf_append(&b, label, strlen(label));
-		buf_put_u8(&b, i ? ';' : 0);
-	}
-	if (buf_error(&b)) {
-		sonde__buf_free(&b);
-		return NULL;
-	}
-	return (char *)b.data;
-}
-
 /* The (root, node) pairs counted, merged: every sampled node under root 0 without
  * --folded-roots, else one entry per root and node. */
 static int folded_units(struct report *r)
@@ -1289,44 +1257,70 @@ static int folded_units(struct report *r)
 	return 0;
 }
 
-/* Stacks whose functions are the same (different addresses in one function) merge. An
- * empty stack has no line, unless it has a root frame. */
+/* The stacks by function, with their root frames, through the library's one folded writer
+ * (docs/view.md): stacks whose functions are the same (different addresses in one function)
+ * merge; an empty stack has no line, unless it has a root frame. */
 static int print_folded(struct report *r)
 {
 	int err = folded_units(r);
-	struct folded_line *lines = err ? NULL : calloc(r->n_pairs + 1, sizeof(*lines));
-	size_t n = 0;
+	struct sonde_view *v = err ? NULL : sonde_view__new(NULL);
+	uint32_t *view_func = NULL; /* by report func id: the view's id, 0 until interned */
+	size_t view_cap = 0;
+	struct buf ids = BUF_INIT;
+	struct sonde_view_event e = {.sz = sizeof(e), .cpu = SONDE_VIEW_CPU_NONE};
+	/* a time metric in microseconds; a line under half of one rounds away */
+	struct sonde_view_folded_opts o = {.sz = sizeof(o), .unit = time_metric(r) ? 1000 : 1};
 
-	if (!lines)
-		return err ? err : -ENOMEM;
+	if (!v)
+		err = err ? err : -ENOMEM;
 	for (size_t i = 0; i < r->n_pairs && !err; i++) {
 		const struct root_node *u = &r->pairs[i];
-		if (!u->node && !u->root)
-			continue;
 		if ((err = expand_stack(r, u->node)) < 0)
 			break;
-		lines[n].text = folded_text(r, u->root);
-		lines[n].count = u->count;
-		err = lines[n++].text ? 0 : -ENOMEM;
-	}
-	if (!err) {
-		qsort(lines, n, sizeof(*lines), by_text);
-		for (size_t i = 0; i < n;) {
-			uint64_t c = 0;
-			size_t j = i;
-			for (; j < n && !strcmp(lines[j].text, lines[i].text); j++)
-				c += lines[j].count;
-			/* a time metric in microseconds; a line under half of one rounds away */
-			if (time_metric(r))
-				c = (c + 500) / 1000;
-			if (c)
-				printf("%s %" PRIu64 "\n", lines[i].text, c);
-			i = j;
+		/* the view's ids of the stack, innermost first, the root frame outermost */
+		const uint32_t *fn = (const uint32_t *)r->stack.data;
+		size_t n = r->stack.len / sizeof(uint32_t);
+		ids.len = 0;
+		for (size_t j = 0; j <= n && !err; j++) {
+			uint32_t id = j < n ? fn[j] : u->root ? u->root - 1 : UINT32_MAX;
+			if (id == UINT32_MAX)
+				break;
+			/* expanding a stack may intern functions: the map grows with them */
+			if (id >= view_cap) {
+				size_t cap = r->n_funcs > id ? r->n_funcs : (size_t)id + 1;
+				uint32_t *nv = realloc(view_func, cap * sizeof(*nv));
+				if (!nv) {
+					err = -ENOMEM;
+					break;
+				}
+				memset(nv + view_cap, 0, (cap - view_cap) * sizeof(*nv));
+				view_func = nv;
+				view_cap = cap;
+			}
+			if (!view_func[id]) {
+				int64_t vid = sonde_view__func(v, r->funcs[id].label, NULL);
+				if (vid < 0) {
+					err = (int)vid;
+					break;
+				}
+				view_func[id] = (uint32_t)vid;
+			}
+			sonde__buf_append(&ids, &view_func[id], sizeof(uint32_t));
+		}
+		if (!err && !(err = buf_error(&ids))) {
+			e.weight = u->count;
+			int k = sonde_view__add(v, &e, (const uint32_t *)ids.data,
+						ids.len / sizeof(uint32_t));
+			err = k < 0 ? k : 0;
 		}
 	}
-	for (size_t i = 0; i < n; i++)
-		free(lines[i].text);
-	free(lines);
+	if (!err) {
+		fflush(stdout);
+		err = sonde_view__write_folded(v, STDOUT_FILENO, &o);
+	}
+	sonde__buf_free(&ids);
+	free(view_func);
+	sonde_view__free(v);
 	return err;
 }
 

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <sonde/profile.h>
+#include <sonde/spool.h>
 #include <sonde/view.h>
 
 #include "../test.h"
@@ -356,4 +358,34 @@ TEST(view_refuses_bad_arguments)
 	size_t n;
 	ASSERT_ERR(sonde_view__rows(v, &ro, &rows, &n, NULL), -EINVAL);
 	sonde_view__free(v);
+}
+
+/* convert's folded export goes through the same writer: two functions of one name (in two
+ * modules) off the CPU for 300 ns each print one line of 1 us, where the export used to
+ * drop each tree node under one unit before summing (and printed nothing). */
+TEST(view_folded_export_of_a_profile_sums_before_rounding)
+{
+	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile__new(NULL));
+	struct sonde_sym_frame a = {.name = "wait", .module = "/lib/a.so", .file = "a.c"};
+	struct sonde_sym_frame b = {.name = "wait", .module = "/lib/b.so", .file = "b.c"};
+	struct sonde_sym_frame m = {.name = "main", .module = "/bin/p", .file = "p.c"};
+	uint32_t la, lb, lm, t;
+	int fd = memfd_create("folded", 0);
+	char out[256] = "";
+
+	ASSERT(fd >= 0);
+	ASSERT_OK(sonde_profile__add_location(p, 0, 0x10, &a, 1, &la));
+	ASSERT_OK(sonde_profile__add_location(p, 0, 0x20, &b, 1, &lb));
+	ASSERT_OK(sonde_profile__add_location(p, 0, 0x30, &m, 1, &lm));
+	ASSERT_OK(sonde_profile__add_thread(p, 5, 5, "p", &t));
+	uint32_t sa[] = {la, lm}, sb[] = {lb, lm};
+	ASSERT_OK(sonde_profile__add_offcpu(p, 1, t, 0, sa, 2, 300, SONDE_OFFCPU_SLEEPING));
+	ASSERT_OK(sonde_profile__add_offcpu(p, 2, t, 0, sb, 2, 300, SONDE_OFFCPU_SLEEPING));
+	struct sonde_profile_write_opts o = {.sz = sizeof(o), .metric = SONDE_PROFILE_METRIC_OFF_CPU};
+	ASSERT_OK(sonde_profile__write(p, SONDE_PROFILE_FOLDED, fd, &o));
+	ASSERT_INT(lseek(fd, 0, SEEK_SET), ==, 0);
+	ASSERT_INT(read(fd, out, sizeof(out) - 1), >=, 0);
+	ASSERT_STR_EQ(out, "main;wait;[off-cpu: S] 1\n");
+	close(fd);
+	sonde_profile__free(p);
 }
