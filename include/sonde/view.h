@@ -90,6 +90,12 @@ struct sonde_view_event {
 	uint64_t weight; /* samples, or nanoseconds */
 };
 
+/* Whether event e passes filter f (f may be NULL: everything passes): 1 or 0, -EINVAL for a
+ * bad struct. The test sonde_view__add applies, for readers that count events their own
+ * way but must keep the same ones. */
+SONDE_API int sonde_view_filter__match(const struct sonde_view_filter *f,
+				       const struct sonde_view_event *e);
+
 /* Adds event e whose stack is funcs[0..n-1] (ids from sonde_view__func, innermost first;
  * n may be 0). Returns 1 when kept, 0 when a filter left it out, -errno (-EINVAL for an
  * unknown function id or state). */

@@ -354,44 +354,44 @@ static int expand_stack(struct report *r, uint32_t unit)
 	return buf_error(&r->stack);
 }
 
-static bool id_in(const uint32_t *ids, size_t n, uint32_t id)
-{
-	for (size_t i = 0; i < n; i++)
-		if (ids[i] == id)
-			return true;
-	return false;
-}
-
+/* Whether a sample (or an interval, as a sample at its switch-out) passes the filters:
+ * the library's test (sonde_view_filter__match), so that report keeps what every reader
+ * keeps. r->filt is read at each call: the short intervals' count leaves out its time
+ * and CPU filters for a while. */
 static bool sample_matches(const struct report *r, const struct sonde_spool_sample *smp,
 			   const struct sonde_spool_thread *t)
 {
 	const struct cli_filter *f = &r->filt;
+	uint64_t start = r->info.header.start_monotonic_ns;
+	struct sonde_view_filter vf = {
+		.sz = sizeof(vf),
+		.pids = f->pids,
+		.n_pids = f->n_pids,
+		.tids = f->tids,
+		.n_tids = f->n_tids,
+		.comms = f->comms,
+		.n_comms = f->n_comms,
+		.cpus = f->cpus,
+		.n_cpus = f->cpus ? f->n_cpus : 0,
+		.time_range = f->has_time,
+		/* seconds from the start, on the sample clock: the first nanosecond at or
+		 * after the start of the window, the last at or before its end (none: 0) */
+		.time_from_ns = start + (uint64_t)ceil(f->from_s * 1e9),
+		.time_to_ns = f->to_s < 0 ? 0 : start + (uint64_t)floor(f->to_s * 1e9),
+	};
+	struct sonde_view_event e = {
+		.sz = sizeof(e),
+		.pid = t->pid,
+		.tid = t->tid,
+		.comm = t->comm,
+		.cpu = smp->cpu,
+		.time_ns = smp->time_ns,
+	};
 
-	if (f->n_pids && !id_in(f->pids, f->n_pids, t->pid))
-		return false;
-	if (f->n_tids && !id_in(f->tids, f->n_tids, t->tid))
-		return false;
-	if (f->n_comms) {
-		size_t i = 0;
-		while (i < f->n_comms && strcmp(f->comms[i], t->comm))
-			i++;
-		if (i == f->n_comms)
-			return false;
-	}
-	if (f->cpus) {
-		size_t i = 0;
-		while (i < f->n_cpus && (uint32_t)f->cpus[i] != smp->cpu)
-			i++;
-		if (i == f->n_cpus)
-			return false;
-	}
-	if (f->has_time) {
-		double at =
-			((double)smp->time_ns - (double)r->info.header.start_monotonic_ns) / 1e9;
-		if (at < f->from_s || (f->to_s >= 0 && at > f->to_s))
-			return false;
-	}
-	return true;
+	/* a window that ends at the clock's zero would read as "no end": nothing is before */
+	if (vf.time_range && f->to_s >= 0 && !vf.time_to_ns)
+		return smp->time_ns == 0;
+	return sonde_view_filter__match(&vf, &e) == 1;
 }
 
 /* What samples are grouped by: --folded-roots for --folded, the column for the tables. */

@@ -254,6 +254,19 @@ static bool passes(const struct sonde_view_filter *f, const struct sonde_view_ev
 	return !f->states || (f->states >> e->state & 1);
 }
 
+int sonde_view_filter__match(const struct sonde_view_filter *f, const struct sonde_view_event *e)
+{
+	struct sonde_view_filter known = {0};
+
+	if (!e || !OPTS_VALID(f, sonde_view_filter) || !OPTS_VALID(e, sonde_view_event) ||
+	    e->state >= SONDE_VIEW_STATES)
+		return -EINVAL;
+	if (!f)
+		return 1;
+	OPTS_COPY(&known, f);
+	return passes(&known, e);
+}
+
 struct stack_key {
 	const uint32_t *ids;
 	uint32_t n;

@@ -179,6 +179,16 @@ TEST(view_filters_keep_what_passes_every_filter)
 	ASSERT_UINT(sonde_view__total(v, NULL), ==, 1002);
 	sonde_view__free(v);
 
+	/* the same test alone, for readers that count their own way */
+	f.n_pids = 2;
+	e = ev(30, 30, "c", 2, 150, 1);
+	ASSERT_INT(sonde_view_filter__match(&f, &e), ==, 1);
+	e.tid = 32;
+	ASSERT_INT(sonde_view_filter__match(&f, &e), ==, 0);
+	ASSERT_INT(sonde_view_filter__match(NULL, &e), ==, 1);
+	e.state = SONDE_VIEW_STATES;
+	ASSERT_ERR(sonde_view_filter__match(&f, &e), -EINVAL);
+
 	/* no end: time_to_ns 0 */
 	f = (struct sonde_view_filter){.sz = sizeof(f), .time_range = 1, .time_from_ns = 5};
 	v = ASSERT_NOT_NULL(sonde_view__new(&o));
