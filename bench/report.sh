@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Report speed: `sonde report` (the tables, and --folded) of a spool of 400k samples, an
+# Report speed: `sonde report` (the tables, --folded, and a --comm filter) of a spool of
+# 400k samples, an
 # older binary against this tree's, run interleaved (old, new, old, new...) so that the
 # load of a shared machine weighs on both alike. The spool is a real recording of
 # tests/progs/split cycled to N samples by bench-convert-synth (as bench/convert.sh
@@ -28,7 +29,7 @@ median() {
 
 "$B/sonde" record -q -F 20000 -o "$tmp/real.spool" -- "$B/progs/split" 3
 "$B/bench-convert-synth" "$tmp/real.spool" "$tmp/big.spool" "$N"
-for args in "" "--folded"; do
+for args in "" "--folded" "--comm split"; do
 	: >"$tmp/old"
 	: >"$tmp/new"
 	for _ in $(seq "$R"); do

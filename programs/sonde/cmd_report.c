@@ -79,6 +79,7 @@ struct report {
 	enum folded_roots roots;
 	struct cli_filter filt; /* which samples count (every filter given must match) */
 	const char *cpu_list;	/* --cpu as given, for the count line */
+	uint64_t from_ns, to_ns; /* --time on the sample clock (to_ns 0: no end), once loaded */
 	enum sonde_profile_metric metric; /* --metric: what a sample or an interval weighs */
 	uint64_t samples; /* samples (and, for off-CPU metrics, intervals) that passed */
 	uint64_t total;	  /* their weight: samples, or nanoseconds */
@@ -362,7 +363,9 @@ static bool sample_matches(const struct report *r, const struct sonde_spool_samp
 			   const struct sonde_spool_thread *t)
 {
 	const struct cli_filter *f = &r->filt;
-	uint64_t start = r->info.header.start_monotonic_ns;
+
+	if (!cli_filter_any(f))
+		return true; /* the common case, once per sample: nothing to build */
 	struct sonde_view_filter vf = {
 		.sz = sizeof(vf),
 		.pids = f->pids,
@@ -374,10 +377,8 @@ static bool sample_matches(const struct report *r, const struct sonde_spool_samp
 		.cpus = f->cpus,
 		.n_cpus = f->cpus ? f->n_cpus : 0,
 		.time_range = f->has_time,
-		/* seconds from the start, on the sample clock: the first nanosecond at or
-		 * after the start of the window, the last at or before its end (none: 0) */
-		.time_from_ns = start + (uint64_t)ceil(f->from_s * 1e9),
-		.time_to_ns = f->to_s < 0 ? 0 : start + (uint64_t)floor(f->to_s * 1e9),
+		.time_from_ns = r->from_ns,
+		.time_to_ns = r->to_ns,
 	};
 	struct sonde_view_event e = {
 		.sz = sizeof(e),
@@ -1361,6 +1362,11 @@ static int open_spool(struct report *r)
 	sonde_spool__get_info(r->spool, &r->info);
 	if (!r->info.complete)
 		cli_spool_truncated("report", r->path, r->info.valid_bytes, r->info.samples);
+	/* --time's seconds from the start on the sample clock: the first nanosecond at or
+	 * after the start of the window, the last at or before its end */
+	uint64_t start = r->info.header.start_monotonic_ns;
+	r->from_ns = start + (uint64_t)ceil(r->filt.from_s * 1e9);
+	r->to_ns = r->filt.to_s < 0 ? 0 : start + (uint64_t)floor(r->filt.to_s * 1e9);
 	return 0;
 }
 
