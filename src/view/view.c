@@ -529,6 +529,15 @@ int sonde_view__rows(struct sonde_view *v, const struct sonde_view_rows_opts *op
 		return -EINVAL;
 	v->rows.n = v->stamps.n = 0;
 	sonde__u64map_clear(&v->row_of);
+	/* CPU rows are named by strings interned here: all of them first, so that interning
+	 * does not move the strings rows already point to */
+	for (uint32_t i = 0; g == SONDE_VIEW_BY_CPU && i < v->entries.n; i++) {
+		snprintf(cpu_name, sizeof(cpu_name), "%" PRIu32, v->entries.v[i].cpu);
+		if (v->entries.v[i].cpu != SONDE_VIEW_CPU_NONE && intern(v, cpu_name) < 0)
+			return -ENOMEM;
+	}
+	if (g == SONDE_VIEW_BY_CPU && intern(v, "[unknown]") < 0)
+		return -ENOMEM;
 	for (uint32_t i = 0; i < v->entries.n; i++) {
 		int err = g <= SONDE_VIEW_BY_FUNCTION_THREAD ? count_function_rows(v, i, g)
 							     : count_group_row(v, i, g, &cpu_name);

@@ -3,6 +3,7 @@
  * cut, the diff of two views, and the one folded writer (escaping, sums then rounding,
  * roots). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -264,6 +265,23 @@ TEST(view_groups_by_process_thread_and_cpu)
 	ASSERT_UINT(n, ==, 4);
 	ASSERT_STR_EQ(r[0].label, "server-10/10");
 	ASSERT_UINT(r[0].self, ==, 5);
+	sonde_view__free(v);
+
+	/* many CPUs: their names, made while the rows are, stay readable in every row */
+	v = ASSERT_NOT_NULL(sonde_view__new(NULL));
+	a = fn(v, "a", "m");
+	for (uint32_t cpu = 0; cpu < 500; cpu++) {
+		e = ev(1, 1, "p", cpu, 1, 1000 - cpu);
+		ASSERT_INT(sonde_view__add(v, &e, &a, 1), ==, 1);
+	}
+	r = rows_of(v, SONDE_VIEW_BY_CPU, SONDE_VIEW_SORT_SELF, 0, &n, NULL);
+	ASSERT_UINT(n, ==, 500);
+	for (uint32_t i = 0; i < 500; i++) {
+		char want[16];
+		snprintf(want, sizeof(want), "%u", i);
+		ASSERT_STR_EQ(r[i].name, want);
+		ASSERT_UINT(r[i].self, ==, 1000 - i);
+	}
 	sonde_view__free(v);
 }
 
