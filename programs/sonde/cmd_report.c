@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sonde/error.h>
 #include <sonde/profile.h>
 #include <sonde/record.h>
 #include <sonde/spool_reader.h>
 #include <sonde/symbolize.h>
+#include <sonde/view.h>
 
 #include "base/buf.h"
 #include "base/u64map.h"
@@ -42,19 +44,7 @@ struct frame_res {
 	uint8_t unresolved; /* the symbolizer could not name it */
 };
 
-enum { MAX_IDS = 64, MAX_CPU = 1 << 16 };
-
-/* Which samples count (every filter given must match). */
-struct filter {
-	uint32_t pids[MAX_IDS], tids[MAX_IDS];
-	const char *comms[MAX_IDS];
-	int n_pids, n_tids, n_comms;
-	bool has_time;
-	double from_s, to_s; /* seconds from the start of the recording; to_s < 0: the end */
-	int *cpus;	     /* --cpu: only samples of these CPUs; NULL: all */
-	size_t n_cpus;
-	const char *cpu_list;
-};
+enum { MAX_CPU = 1 << 16 };
 
 enum folded_roots { ROOTS_NONE, ROOTS_PROCESS, ROOTS_THREAD };
 
@@ -87,7 +77,9 @@ struct report {
 	uint64_t *cpu_count;	     /* samples per CPU, [MAX_CPU] for samples without one */
 	uint32_t cpu_max;	     /* highest CPU seen + 1 */
 	enum folded_roots roots;
-	struct filter filt;
+	struct cli_filter filt; /* which samples count (every filter given must match) */
+	const char *cpu_list;	/* --cpu as given, for the count line */
+	uint64_t from_ns, to_ns; /* --time on the sample clock (to_ns 0: no end), once loaded */
 	enum sonde_profile_metric metric; /* --metric: what a sample or an interval weighs */
 	uint64_t samples; /* samples (and, for off-CPU metrics, intervals) that passed */
 	uint64_t total;	  /* their weight: samples, or nanoseconds */
@@ -363,44 +355,44 @@ static int expand_stack(struct report *r, uint32_t unit)
 	return buf_error(&r->stack);
 }
 
-static bool id_in(const uint32_t *ids, int n, uint32_t id)
-{
-	for (int i = 0; i < n; i++)
-		if (ids[i] == id)
-			return true;
-	return false;
-}
-
+/* Whether a sample (or an interval, as a sample at its switch-out) passes the filters:
+ * the library's test (sonde_view_filter__match), so that report keeps what every reader
+ * keeps. r->filt is read at each call: the short intervals' count leaves out its time
+ * and CPU filters for a while. */
 static bool sample_matches(const struct report *r, const struct sonde_spool_sample *smp,
 			   const struct sonde_spool_thread *t)
 {
-	const struct filter *f = &r->filt;
+	const struct cli_filter *f = &r->filt;
 
-	if (f->n_pids && !id_in(f->pids, f->n_pids, t->pid))
-		return false;
-	if (f->n_tids && !id_in(f->tids, f->n_tids, t->tid))
-		return false;
-	if (f->n_comms) {
-		int i = 0;
-		while (i < f->n_comms && strcmp(f->comms[i], t->comm))
-			i++;
-		if (i == f->n_comms)
-			return false;
-	}
-	if (f->cpus) {
-		size_t i = 0;
-		while (i < f->n_cpus && (uint32_t)f->cpus[i] != smp->cpu)
-			i++;
-		if (i == f->n_cpus)
-			return false;
-	}
-	if (f->has_time) {
-		double at =
-			((double)smp->time_ns - (double)r->info.header.start_monotonic_ns) / 1e9;
-		if (at < f->from_s || (f->to_s >= 0 && at > f->to_s))
-			return false;
-	}
-	return true;
+	if (!cli_filter_any(f))
+		return true; /* the common case, once per sample: nothing to build */
+	struct sonde_view_filter vf = {
+		.sz = sizeof(vf),
+		.pids = f->pids,
+		.n_pids = f->n_pids,
+		.tids = f->tids,
+		.n_tids = f->n_tids,
+		.comms = f->comms,
+		.n_comms = f->n_comms,
+		.cpus = f->cpus,
+		.n_cpus = f->cpus ? f->n_cpus : 0,
+		.time_range = f->has_time,
+		.time_from_ns = r->from_ns,
+		.time_to_ns = r->to_ns,
+	};
+	struct sonde_view_event e = {
+		.sz = sizeof(e),
+		.pid = t->pid,
+		.tid = t->tid,
+		.comm = t->comm,
+		.cpu = smp->cpu,
+		.time_ns = smp->time_ns,
+	};
+
+	/* a window that ends at the clock's zero would read as "no end": nothing is before */
+	if (vf.time_range && f->to_s >= 0 && !vf.time_to_ns)
+		return smp->time_ns == 0;
+	return sonde_view_filter__match(&vf, &e) == 1;
 }
 
 /* What samples are grouped by: --folded-roots for --folded, the column for the tables. */
@@ -792,7 +784,7 @@ static void print_table(const struct report *r, uint32_t *order, const struct so
  * none (and what that usually means). */
 static void explain_empty(const struct report *r)
 {
-	const struct filter *f = &r->filt;
+	const struct cli_filter *f = &r->filt;
 
 	if (r->info.samples && (f->n_pids || f->n_tids || f->n_comms || f->has_time))
 		cli_error("report",
@@ -1035,7 +1027,7 @@ static int print_summary(struct report *r, bool title)
 		}
 	}
 	/* short intervals: by thread only (they have no time), as the metrics count them */
-	struct filter f = r->filt;
+	struct cli_filter f = r->filt;
 	r->filt.has_time = false;
 	r->filt.cpus = NULL;
 	for (uint64_t i = 0; !err && sonde_spool__get_offcpu_short(r->spool, i, &sh) == 0; i++) {
@@ -1226,7 +1218,7 @@ static int print_report(const struct report *r)
 		printf("%" PRIu64 " samples (%.2f%%) have an empty stack\n", r->empty,
 		       100.0 * r->empty / (double)r->samples);
 	if (r->filt.cpus)
-		printf("%" PRIu64 " samples on CPUs %s\n", r->samples, r->filt.cpu_list);
+		printf("%" PRIu64 " samples on CPUs %s\n", r->samples, r->cpu_list);
 	if (!r->samples)
 		explain_empty(r);
 	if (r->sort_cpu) {
@@ -1240,40 +1232,6 @@ static int print_report(const struct report *r)
 	print_unresolved(r);
 	free(order);
 	return 0;
-}
-
-struct folded_line {
-	char *text;
-	uint64_t count;
-};
-
-static int by_text(const void *a, const void *b)
-{
-	return strcmp(((const struct folded_line *)a)->text, ((const struct folded_line *)b)->text);
-}
-
-/* One "outer;...;inner" string for the stack in r->stack. */
-static char *folded_text(const struct report *r, uint32_t root)
-{
-	const uint32_t *ids = (const uint32_t *)r->stack.data;
-	size_t n = r->stack.len / sizeof(uint32_t);
-	struct buf b = BUF_INIT;
-
-	if (root) {
-		const char *label = r->funcs[root - 1].label;
-		sonde__buf_append(&b, label, strlen(label));
-		buf_put_u8(&b, n ? ';' : 0);
-	}
-	for (size_t i = n; i-- > 0;) {
-		const char *label = r->funcs[ids[i]].label;
-		sonde__buf_append(&b, label, strlen(label));
-		buf_put_u8(&b, i ? ';' : 0);
-	}
-	if (buf_error(&b)) {
-		sonde__buf_free(&b);
-		return NULL;
-	}
-	return (char *)b.data;
 }
 
 /* The (root, node) pairs counted, merged: every sampled node under root 0 without
@@ -1305,44 +1263,70 @@ static int folded_units(struct report *r)
 	return 0;
 }
 
-/* Stacks whose functions are the same (different addresses in one function) merge. An
- * empty stack has no line, unless it has a root frame. */
+/* The stacks by function, with their root frames, through the library's one folded writer
+ * (docs/view.md): stacks whose functions are the same (different addresses in one function)
+ * merge; an empty stack has no line, unless it has a root frame. */
 static int print_folded(struct report *r)
 {
 	int err = folded_units(r);
-	struct folded_line *lines = err ? NULL : calloc(r->n_pairs + 1, sizeof(*lines));
-	size_t n = 0;
+	struct sonde_view *v = err ? NULL : sonde_view__new(NULL);
+	uint32_t *view_func = NULL; /* by report func id: the view's id, 0 until interned */
+	size_t view_cap = 0;
+	struct buf ids = BUF_INIT;
+	struct sonde_view_event e = {.sz = sizeof(e), .cpu = SONDE_VIEW_CPU_NONE};
+	/* a time metric in microseconds; a line under half of one rounds away */
+	struct sonde_view_folded_opts o = {.sz = sizeof(o), .unit = time_metric(r) ? 1000 : 1};
 
-	if (!lines)
-		return err ? err : -ENOMEM;
+	if (!v)
+		err = err ? err : -ENOMEM;
 	for (size_t i = 0; i < r->n_pairs && !err; i++) {
 		const struct root_node *u = &r->pairs[i];
-		if (!u->node && !u->root)
-			continue;
 		if ((err = expand_stack(r, u->node)) < 0)
 			break;
-		lines[n].text = folded_text(r, u->root);
-		lines[n].count = u->count;
-		err = lines[n++].text ? 0 : -ENOMEM;
-	}
-	if (!err) {
-		qsort(lines, n, sizeof(*lines), by_text);
-		for (size_t i = 0; i < n;) {
-			uint64_t c = 0;
-			size_t j = i;
-			for (; j < n && !strcmp(lines[j].text, lines[i].text); j++)
-				c += lines[j].count;
-			/* a time metric in microseconds; a line under half of one rounds away */
-			if (time_metric(r))
-				c = (c + 500) / 1000;
-			if (c)
-				printf("%s %" PRIu64 "\n", lines[i].text, c);
-			i = j;
+		/* the view's ids of the stack, innermost first, the root frame outermost */
+		const uint32_t *fn = (const uint32_t *)r->stack.data;
+		size_t n = r->stack.len / sizeof(uint32_t);
+		ids.len = 0;
+		for (size_t j = 0; j <= n && !err; j++) {
+			uint32_t id = j < n ? fn[j] : u->root ? u->root - 1 : UINT32_MAX;
+			if (id == UINT32_MAX)
+				break;
+			/* expanding a stack may intern functions: the map grows with them */
+			if (id >= view_cap) {
+				size_t cap = r->n_funcs > id ? r->n_funcs : (size_t)id + 1;
+				uint32_t *nv = realloc(view_func, cap * sizeof(*nv));
+				if (!nv) {
+					err = -ENOMEM;
+					break;
+				}
+				memset(nv + view_cap, 0, (cap - view_cap) * sizeof(*nv));
+				view_func = nv;
+				view_cap = cap;
+			}
+			if (!view_func[id]) {
+				int64_t vid = sonde_view__func(v, r->funcs[id].label, NULL);
+				if (vid < 0) {
+					err = (int)vid;
+					break;
+				}
+				view_func[id] = (uint32_t)vid;
+			}
+			sonde__buf_append(&ids, &view_func[id], sizeof(uint32_t));
+		}
+		if (!err && !(err = buf_error(&ids))) {
+			e.weight = u->count;
+			int k = sonde_view__add(v, &e, (const uint32_t *)ids.data,
+						ids.len / sizeof(uint32_t));
+			err = k < 0 ? k : 0;
 		}
 	}
-	for (size_t i = 0; i < n; i++)
-		free(lines[i].text);
-	free(lines);
+	if (!err) {
+		fflush(stdout);
+		err = sonde_view__write_folded(v, STDOUT_FILENO, &o);
+	}
+	sonde__buf_free(&ids);
+	free(view_func);
+	sonde_view__free(v);
 	return err;
 }
 
@@ -1383,53 +1367,12 @@ static int open_spool(struct report *r)
 	sonde_spool__get_info(r->spool, &r->info);
 	if (!r->info.complete)
 		cli_spool_truncated("report", r->path, r->info.valid_bytes, r->info.samples);
+	/* --time's seconds from the start on the sample clock: the first nanosecond at or
+	 * after the start of the window, the last at or before its end */
+	uint64_t start = r->info.header.start_monotonic_ns;
+	r->from_ns = start + (uint64_t)ceil(r->filt.from_s * 1e9);
+	r->to_ns = r->filt.to_s < 0 ? 0 : start + (uint64_t)floor(r->filt.to_s * 1e9);
 	return 0;
-}
-
-/* "1,2,3" into ids[]; -1 on a bad list. */
-static int parse_ids(char *arg, uint32_t *ids, int *n)
-{
-	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		char *end;
-		errno = 0;
-		unsigned long v = strtoul(t, &end, 10);
-		if (errno || end == t || *end || t[0] == '-' || v > UINT32_MAX || *n == MAX_IDS)
-			return -1;
-		ids[(*n)++] = (uint32_t)v;
-	}
-	return *n ? 0 : -1;
-}
-
-static int parse_comms(char *arg, struct filter *f)
-{
-	for (char *save = NULL, *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		if (f->n_comms == MAX_IDS)
-			return -1;
-		f->comms[f->n_comms++] = t;
-	}
-	return f->n_comms ? 0 : -1;
-}
-
-/* "START,END" in seconds, either side empty; a lone "START" means from there on. */
-static int parse_time(const char *arg, struct filter *f)
-{
-	const char *comma = strchr(arg, ',');
-	char *end;
-
-	f->has_time = true;
-	f->from_s = 0;
-	f->to_s = -1;
-	if (arg[0] && arg[0] != ',') {
-		f->from_s = strtod(arg, &end);
-		if (end == arg || (*end && *end != ',') || f->from_s < 0)
-			return -1;
-	}
-	if (comma && comma[1]) {
-		f->to_s = strtod(comma + 1, &end);
-		if (*end || f->to_s < f->from_s)
-			return -1;
-	}
-	return comma || arg[0] ? 0 : -1;
 }
 
 enum {
@@ -1511,15 +1454,6 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 			return CLI_USAGE;
 		}
 		return 0;
-	case OPT_CPU:
-		free(r->filt.cpus);
-		r->filt.cpus = NULL;
-		if (sonde_cpu_list__parse(arg, &r->filt.cpus, &r->filt.n_cpus) < 0) {
-			cli_error("report", "--cpu wants a CPU list such as 0,2-3, not '%s'", arg);
-			return CLI_USAGE;
-		}
-		r->filt.cpu_list = arg;
-		return 0;
 	case OPT_PERCENT_LIMIT:
 		r->percent_limit = strtod(arg, &end);
 		if (end == arg || *end || !(r->percent_limit >= 0) || r->percent_limit > 100) {
@@ -1527,29 +1461,17 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 			return CLI_USAGE;
 		}
 		return 0;
+	case OPT_CPU:
+		r->cpu_list = arg; /* the parser reads a CPU list without cutting it up */
+		return cli_filter_parse("report", &r->filt, "cpu", arg);
 	case OPT_PID:
+		return cli_filter_parse("report", &r->filt, "pid", arg);
 	case OPT_TID:
-		if (c == OPT_PID ? parse_ids(arg, r->filt.pids, &r->filt.n_pids)
-				 : parse_ids(arg, r->filt.tids, &r->filt.n_tids)) {
-			cli_error("report", "--%s wants ids separated by commas, not '%s'",
-				  c == OPT_PID ? "pid" : "tid", arg);
-			return CLI_USAGE;
-		}
-		return 0;
+		return cli_filter_parse("report", &r->filt, "tid", arg);
 	case OPT_COMM:
-		if (parse_comms(arg, &r->filt)) {
-			cli_error("report", "--comm wants names separated by commas");
-			return CLI_USAGE;
-		}
-		return 0;
+		return cli_filter_parse("report", &r->filt, "comm", arg);
 	case OPT_TIME:
-		if (parse_time(arg, &r->filt)) {
-			cli_error("report",
-				  "--time wants START,END in seconds from the start, not '%s'",
-				  arg);
-			return CLI_USAGE;
-		}
-		return 0;
+		return cli_filter_parse("report", &r->filt, "time", arg);
 	case OPT_ROOTS:
 		if (!strcmp(arg, "process"))
 			r->roots = ROOTS_PROCESS;

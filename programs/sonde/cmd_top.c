@@ -54,7 +54,7 @@ struct top_args {
 	pid_t tids[MAX_PIDS]; /* -t: threads recorded alone */
 	int n_tids;
 	uint32_t pid, tid; /* filters */
-	bool by_total;
+	enum sonde_view_sort sort;
 	bool system_wide; /* -a: every process (sonde_recorder__attach_system) */
 	int rows;	  /* plain mode rows, 0: PLAIN_ROWS */
 	const char *file;
@@ -92,7 +92,8 @@ static void usage(FILE *f)
 		"  -p, --pid PID         record a running process and the processes it creates\n"
 		"                        (repeatable; a command after -- too)\n"
 		"  -t, --tid TID         record a thread alone (repeatable; with -p too)\n"
-		"  -a, --all-cpus        record every process on every CPU, kernel frames too (as sonde record -a)\n"
+		"  -a, --all-cpus        record every process on every CPU, kernel frames too (as sonde record -a);\n"
+		"                        a PROCESS column ('comm-pid') splits each function by process\n"
 		"  -i, --input FILE      follow the spool FILE (or give it as the argument)\n"
 		"  -d, --duration SECS   stop after SECS seconds (a launched command is then stopped)\n"
 		"      --interval SECS   refresh interval (default 1)\n"
@@ -100,7 +101,8 @@ static void usage(FILE *f)
 		"  -F, --freq HZ|max     sampling frequency when recording (default 999)\n"
 		"      --filter-pid PID  show only samples of process PID\n"
 		"      --filter-tid TID  show only samples of thread TID\n"
-		"  -s, --sort self|total order of the table (default self)\n"
+		"  -s, --sort KEY        order of the table: self (default), total, name, or\n"
+		"                        process (then self; shows the PROCESS column)\n"
 		"  -n, --rows N          rows per table when not on a terminal (default 20)\n"
 		"      --full-names      show whole C++ names (by default template arguments and\n"
 		"                        parameters are elided and names cut to the column)\n"
@@ -215,9 +217,16 @@ static int parse_opt(struct top_args *a, int c)
 			       ? (cli_error("top", "bad --filter-tid: %s", optarg), CLI_USAGE)
 			       : 0;
 	case 's':
-		if (strcmp(optarg, "self") && strcmp(optarg, "total"))
+		if (!strcmp(optarg, "self"))
+			a->sort = SONDE_VIEW_SORT_SELF;
+		else if (!strcmp(optarg, "total"))
+			a->sort = SONDE_VIEW_SORT_TOTAL;
+		else if (!strcmp(optarg, "name"))
+			a->sort = SONDE_VIEW_SORT_NAME;
+		else if (!strcmp(optarg, "process"))
+			a->sort = SONDE_VIEW_SORT_PROCESS;
+		else
 			break;
-		a->by_total = strcmp(optarg, "total") == 0;
 		return 0;
 	case 'n':
 		if (parse_u32(optarg, &v) < 0)
@@ -557,33 +566,64 @@ static bool read_keys(struct top *tp)
 
 /* ---- drawing ---- */
 
+/* The PROCESS column: with -a, where any process may be anyone's, and when sorting by it. */
+static bool process_column(const struct top *tp)
+{
+	return tp->a.system_wide || tp->a.sort == SONDE_VIEW_SORT_PROCESS;
+}
+
+/* s cut to cap - 1 characters, ending in "..." when it was longer (a command is not a C++
+ * name: its brackets stay). Returns out. */
+static const char *cut(const char *s, char *out, size_t cap)
+{
+	if (snprintf(out, cap, "%s", s) >= (int)cap && cap > 4)
+		memcpy(out + cap - 4, "...", 4);
+	return out;
+}
+
 static void draw_table(struct top *tp, int max_rows, int width, const char *note)
 {
-	const struct top_row *rows;
+	const struct sonde_view_row *rows = NULL;
 	uint64_t total = top_agg_samples(tp->agg);
-	int n = top_agg_rows(tp->agg, tp->a.by_total, &rows);
-	char line[1024];
+	bool by_process = process_column(tp);
+	size_t n = 0, n_all = 0;
+	char line[1024], proc[21];
 
+	if (top_agg_rows(tp->agg, tp->a.sort, by_process, max_rows > 0 ? (size_t)max_rows : 1,
+			 &rows, &n, &n_all) < 0)
+		n = n_all = 0; /* out of memory: the header still says how many samples */
 	printf("sonde top: %s | window %.1f s | %llu samples%s%s\n", tp->source, tp->a.window_s,
 	       (unsigned long long)total, note ? " | " : "", note ? note : "");
 	if (tp->a.pid || tp->a.tid)
 		printf("filter: %s%u %s%u\n", tp->a.pid ? "pid " : "", tp->a.pid,
 		       tp->a.tid ? "tid " : "", tp->a.tid);
-	printf("%7s %7s  %-40s %s\n", "SELF%", "TOTAL%", "FUNCTION", "MODULE");
-	for (int i = 0; i < n && i < max_rows; i++) {
+	if (by_process)
+		printf("%7s %7s  %-40s %-20s %s\n", "SELF%", "TOTAL%", "FUNCTION", "PROCESS",
+		       "MODULE");
+	else
+		printf("%7s %7s  %-40s %s\n", "SELF%", "TOTAL%", "FUNCTION", "MODULE");
+	for (size_t i = 0; i < n; i++) {
 		double self = total ? 100.0 * (double)rows[i].self / (double)total : 0;
 		double tot = total ? 100.0 * (double)rows[i].total / (double)total : 0;
 		char name[NAME_COLUMN + 1];
-		if (tp->a.full_names)
-			snprintf(line, sizeof(line), "%7.2f %7.2f  %-40s %s", self, tot,
-				 rows[i].name, rows[i].module);
+		const char *shown = tp->a.full_names
+					    ? rows[i].name
+					    : top_short_name(rows[i].name, name, sizeof(name));
+		if (by_process)
+			snprintf(line, sizeof(line), "%7.2f %7.2f  %-40s %-20s %s", self, tot,
+				 shown, cut(rows[i].label, proc, 21), rows[i].module);
 		else
-			snprintf(line, sizeof(line), "%7.2f %7.2f  %-40s %s", self, tot,
-				 top_short_name(rows[i].name, name, sizeof(name)), rows[i].module);
+			snprintf(line, sizeof(line), "%7.2f %7.2f  %-40s %s", self, tot, shown,
+				 rows[i].module);
 		if (width > 0 && (size_t)width < sizeof(line))
 			line[width] = 0;
 		puts(line);
 	}
+	/* say what was left out, so that a short table is not read as the whole window */
+	if (n_all > n)
+		printf("... %zu more row%s (-n shows more; -s total, name or process orders "
+		       "them)\n",
+		       n_all - n, n_all - n == 1 ? "" : "s");
 }
 
 static void redraw(struct top *tp, bool final)
@@ -601,7 +641,7 @@ static void redraw(struct top *tp, bool final)
 	struct winsize ws = {.ws_row = 24, .ws_col = 80};
 	ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
 	fputs("\033[H\033[2J", stdout);
-	draw_table(tp, ws.ws_row > 5 ? ws.ws_row - 5 : 1, ws.ws_col,
+	draw_table(tp, ws.ws_row > 6 ? ws.ws_row - 6 : 1, ws.ws_col,
 		   tp->ended ? "recording ended, q to quit" : "q to quit");
 	fflush(stdout);
 }

@@ -1,49 +1,38 @@
-/* sonde top's sliding-window aggregate (top.h). */
+/* sonde top's sliding-window aggregate (top.h): the window's samples, counted per (stack
+ * node, thread) and handed to the library's view (include/sonde/view.h) at each refresh,
+ * which aggregates, sorts and cuts them. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/u64map.h"
 #include "top.h"
 
 enum { MAX_SYMS = 16 };
 
 struct entry {
 	uint64_t time_ns;
-	uint32_t node;
-};
-
-struct func {
-	char *name;
-	const char *module; /* points into name's allocation */
-	uint64_t self, total;
-	uint64_t mark; /* last node that counted this function in total */
-	uint32_t hash_next;
+	uint32_t node, thread; /* the tail's stack node and thread ids */
 };
 
 struct top_agg {
 	struct sonde_tail *t;
+	struct sonde_view *v;
 	uint64_t window_ns;
 	uint32_t pid, tid;
 	uint64_t last_time;
 
 	struct entry *q; /* ring of the window's samples, oldest at head */
 	size_t head, n, cap;
-	uint32_t *node_count; /* samples in the window per stack node id */
-	uint32_t *node_pid;   /* process of the last sample of each node */
-	size_t nodes_cap, node_pid_cap;
+	struct u64map counts; /* node << 32 | thread -> samples in the window */
+	struct u64map main_thread; /* pid -> the tail's id of its main thread, once seen */
 
-	uint32_t *frame_func; /* frame id -> function index + 1 (0: not named yet) */
+	uint32_t *frame_func; /* frame id -> the view's function id (0: not named yet) */
 	size_t frames_cap;
-	struct func *funcs; /* funcs[0] unused */
-	size_t n_funcs, funcs_cap;
-	uint32_t *buckets; /* function index by name hash */
-	size_t n_buckets;
-
-	struct top_row *rows;
-	size_t rows_cap;
-	uint64_t stamp;
+	uint32_t *stack; /* the stack being expanded, function ids innermost first */
+	size_t stack_cap;
 };
 
 static int grow(void *pp, size_t *cap, size_t need, size_t elem)
@@ -72,10 +61,8 @@ struct top_agg *top_agg_new(struct sonde_tail *t, uint64_t window_ns, uint32_t p
 	a->window_ns = window_ns;
 	a->pid = pid;
 	a->tid = tid;
-	a->n_funcs = 1;
-	a->n_buckets = 4096;
-	a->buckets = calloc(a->n_buckets, sizeof(*a->buckets));
-	if (grow(&a->funcs, &a->funcs_cap, 1, sizeof(*a->funcs)) < 0 || !a->buckets) {
+	a->v = sonde_view__new(NULL);
+	if (!a->v) {
 		top_agg_free(a);
 		errno = ENOMEM;
 		return NULL;
@@ -87,49 +74,13 @@ void top_agg_free(struct top_agg *a)
 {
 	if (!a)
 		return;
-	for (size_t i = 1; i < a->n_funcs; i++)
-		free(a->funcs[i].name);
-	free(a->funcs);
-	free(a->buckets);
+	sonde_view__free(a->v);
 	free(a->q);
-	free(a->node_count);
-	free(a->node_pid);
+	sonde__u64map_free(&a->counts);
+	sonde__u64map_free(&a->main_thread);
 	free(a->frame_func);
-	free(a->rows);
+	free(a->stack);
 	free(a);
-}
-
-static uint32_t str_hash(const char *s, const char *m)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	for (; *m; m++)
-		h = (h ^ (uint8_t)*m) * 16777619u;
-	return h;
-}
-
-/* The index of function (name, module), added when new; 0 when out of memory. */
-static uint32_t func_intern(struct top_agg *a, const char *name, const char *module)
-{
-	uint32_t *b = &a->buckets[str_hash(name, module) & (a->n_buckets - 1)];
-
-	for (uint32_t i = *b; i; i = a->funcs[i].hash_next)
-		if (strcmp(a->funcs[i].name, name) == 0 && strcmp(a->funcs[i].module, module) == 0)
-			return i;
-	if (grow(&a->funcs, &a->funcs_cap, a->n_funcs + 1, sizeof(*a->funcs)) < 0)
-		return 0;
-	size_t ln = strlen(name), lm = strlen(module);
-	char *s = malloc(ln + lm + 2);
-	if (!s)
-		return 0;
-	memcpy(s, name, ln + 1);
-	memcpy(s + ln + 1, module, lm + 1);
-	struct func *f = &a->funcs[a->n_funcs];
-	*f = (struct func){.name = s, .module = s + ln + 1, .hash_next = *b};
-	*b = (uint32_t)a->n_funcs;
-	return (uint32_t)a->n_funcs++;
 }
 
 static const char *base_name(const char *path)
@@ -139,7 +90,8 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path ? path : "";
 }
 
-/* The function of frame id `frame` (pid: of a sample that holds it). */
+/* The view's function of frame id `frame` (pid: of a sample that holds it); 0 when it has
+ * no name. */
 static uint32_t frame_func(struct top_agg *a, uint32_t frame, uint32_t pid)
 {
 	struct sonde_sym_frame sym[MAX_SYMS];
@@ -147,15 +99,16 @@ static uint32_t frame_func(struct top_agg *a, uint32_t frame, uint32_t pid)
 	if (grow(&a->frame_func, &a->frames_cap, (size_t)frame + 1, sizeof(*a->frame_func)) < 0)
 		return 0;
 	if (a->frame_func[frame])
-		return a->frame_func[frame] - 1;
+		return a->frame_func[frame];
 	int n = sonde_tail__symbolize(a->t, frame, pid, sym, MAX_SYMS);
 	if (n <= 0)
 		return 0;
 	/* The last result is the real function; those before it were inlined into it. */
-	uint32_t f = func_intern(a, sym[n - 1].name, base_name(sym[n - 1].module));
-	if (f)
-		a->frame_func[frame] = f + 1;
-	return f;
+	int64_t f = sonde_view__func(a->v, sym[n - 1].name, base_name(sym[n - 1].module));
+	if (f <= 0)
+		return 0;
+	a->frame_func[frame] = (uint32_t)f;
+	return (uint32_t)f;
 }
 
 /* Forgets the names of the frames of process pid. */
@@ -174,7 +127,7 @@ static void invalidate(struct top_agg *a, uint32_t pid)
 	}
 }
 
-static int push(struct top_agg *a, uint64_t time_ns, uint32_t node, uint32_t pid)
+static int push(struct top_agg *a, uint64_t time_ns, uint32_t node, uint32_t thread)
 {
 	if (a->n == a->cap) {
 		size_t cap = a->cap ? a->cap * 2 : 4096;
@@ -188,12 +141,11 @@ static int push(struct top_agg *a, uint64_t time_ns, uint32_t node, uint32_t pid
 		a->cap = cap;
 		a->head = 0;
 	}
-	if (grow(&a->node_count, &a->nodes_cap, (size_t)node + 1, sizeof(*a->node_count)) < 0 ||
-	    grow(&a->node_pid, &a->node_pid_cap, (size_t)node + 1, sizeof(*a->node_pid)) < 0)
+	uint64_t key = (uint64_t)node << 32 | thread, *c = sonde__u64map_get(&a->counts, key);
+	if (!c && sonde__u64map_put(&a->counts, key, 0) < 0)
 		return -ENOMEM;
-	a->q[(a->head + a->n++) % a->cap] = (struct entry){time_ns, node};
-	a->node_count[node]++;
-	a->node_pid[node] = pid;
+	(*sonde__u64map_get(&a->counts, key))++;
+	a->q[(a->head + a->n++) % a->cap] = (struct entry){time_ns, node, thread};
 	return 0;
 }
 
@@ -209,8 +161,10 @@ int top_agg_add(struct top_agg *a, const struct sonde_tail_batch *b)
 			continue;
 		if ((a->pid && th.pid != a->pid) || (a->tid && th.tid != a->tid))
 			continue;
+		if (th.tid == th.pid && sonde__u64map_put(&a->main_thread, th.pid, s->thread) < 0)
+			return -ENOMEM;
 		a->last_time = s->time_ns;
-		int err = push(a, s->time_ns, s->stack, th.pid);
+		int err = push(a, s->time_ns, s->stack, s->thread);
 		if (err)
 			return err;
 	}
@@ -222,7 +176,10 @@ void top_agg_expire(struct top_agg *a, uint64_t now_ns)
 	uint64_t floor = now_ns > a->window_ns ? now_ns - a->window_ns : 0;
 
 	while (a->n && a->q[a->head].time_ns < floor) {
-		a->node_count[a->q[a->head].node]--;
+		const struct entry *e = &a->q[a->head];
+		uint64_t key = (uint64_t)e->node << 32 | e->thread, *c;
+		if ((c = sonde__u64map_get(&a->counts, key)) && --*c == 0)
+			sonde__u64map_del(&a->counts, key);
 		a->head = (a->head + 1) % a->cap;
 		a->n--;
 	}
@@ -238,62 +195,60 @@ uint64_t top_agg_last_time(const struct top_agg *a)
 	return a->last_time;
 }
 
-/* Adds count samples of stack node `node` to the functions on it. */
-static void count_node(struct top_agg *a, uint32_t node, uint64_t count)
+/* Adds count samples of stack node `node` in thread `thread` to the view: its named
+ * frames, innermost first (a frame with no name is left out, so self goes to the innermost
+ * function that has one). */
+static int add_node(struct top_agg *a, uint32_t node, uint32_t thread, uint64_t count)
 {
-	uint32_t pid = a->node_pid[node], parent, frame;
-	bool leaf = true;
-
-	a->stamp++;
-	for (; node && sonde_tail__get_node(a->t, node, &parent, &frame) == 0; node = parent) {
-		uint32_t f = frame_func(a, frame, pid);
-		if (!f)
-			continue;
-		if (leaf)
-			a->funcs[f].self += count;
-		leaf = false;
-		/* Recursion puts a function on a stack several times: count it once. */
-		if (a->funcs[f].mark != a->stamp) {
-			a->funcs[f].mark = a->stamp;
-			a->funcs[f].total += count;
-		}
-	}
-}
-
-static bool sort_by_total;
-
-static int row_cmp(const void *x, const void *y)
-{
-	const struct top_row *a = x, *b = y;
-	uint64_t ka = sort_by_total ? a->total : a->self, kb = sort_by_total ? b->total : b->self;
-
-	if (ka != kb)
-		return ka < kb ? 1 : -1;
-	if (a->total != b->total)
-		return a->total < b->total ? 1 : -1;
-	return strcmp(a->name, b->name);
-}
-
-int top_agg_rows(struct top_agg *a, bool by_total, const struct top_row **rows)
-{
+	struct sonde_spool_thread th, main_th;
+	uint32_t parent, frame;
 	size_t n = 0;
 
-	for (size_t i = 1; i < a->n_funcs; i++)
-		a->funcs[i].self = a->funcs[i].total = 0;
-	for (size_t node = 1; node < a->nodes_cap; node++)
-		if (a->node_count[node])
-			count_node(a, (uint32_t)node, a->node_count[node]);
-	if (grow(&a->rows, &a->rows_cap, a->n_funcs, sizeof(*a->rows)) < 0)
-		return -ENOMEM;
-	for (size_t i = 1; i < a->n_funcs; i++) {
-		const struct func *f = &a->funcs[i];
-		if (f->total)
-			a->rows[n++] = (struct top_row){f->name, f->module, f->self, f->total};
+	if (sonde_tail__get_thread(a->t, thread, &th) < 0)
+		return 0;
+	const uint64_t *m = sonde__u64map_get(&a->main_thread, th.pid);
+	struct sonde_view_event e = {
+		.sz = sizeof(e),
+		.pid = th.pid,
+		.tid = th.tid,
+		.comm = th.comm,
+		.process = m && sonde_tail__get_thread(a->t, (uint32_t)*m, &main_th) == 0
+				   ? main_th.comm
+				   : NULL,
+		.cpu = SONDE_VIEW_CPU_NONE,
+		.weight = count,
+	};
+	for (; node && sonde_tail__get_node(a->t, node, &parent, &frame) == 0; node = parent) {
+		uint32_t f = frame_func(a, frame, th.pid);
+		if (!f)
+			continue;
+		if (grow(&a->stack, &a->stack_cap, n + 1, sizeof(*a->stack)) < 0)
+			return -ENOMEM;
+		a->stack[n++] = f;
 	}
-	sort_by_total = by_total;
-	qsort(a->rows, n, sizeof(*a->rows), row_cmp);
-	*rows = a->rows;
-	return (int)n;
+	int err = sonde_view__add(a->v, &e, a->stack, n);
+	return err < 0 ? err : 0;
+}
+
+int top_agg_rows(struct top_agg *a, enum sonde_view_sort sort, bool by_process, size_t max,
+		 const struct sonde_view_row **rows, size_t *n, size_t *n_all)
+{
+	struct sonde_view_rows_opts o = {
+		.sz = sizeof(o),
+		.group = by_process ? SONDE_VIEW_BY_FUNCTION_PROCESS : SONDE_VIEW_BY_FUNCTION,
+		.sort = sort,
+		.max = max,
+	};
+	uint64_t key, count;
+	size_t pos = 0;
+
+	sonde_view__clear(a->v);
+	while (sonde__u64map_next(&a->counts, &pos, &key, &count)) {
+		int err = add_node(a, (uint32_t)(key >> 32), (uint32_t)key, count);
+		if (err)
+			return err;
+	}
+	return sonde_view__rows(a->v, &o, rows, n, n_all);
 }
 
 /* The length of the bracketed group at s (s[0] is '<' or '('), through its matching close;

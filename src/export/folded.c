@@ -1,59 +1,64 @@
 /* Folded stacks (the input format of Brendan Gregg's flamegraph.pl and of many other
- * tools): one line per distinct stack, "outer;...;inner count", in tree order. */
+ * tools): the profile's function tree handed to the readers' one folded writer
+ * (sonde_view__write_folded, docs/view.md), so that `sonde convert` and `sonde report
+ * --folded` print the same lines by the same rules. */
 #include <errno.h>
+
+#include <sonde/view.h>
 
 #include "base/alloc.h"
 #include "export/flame.h"
-#include "export/out.h"
-
-/* ';' separates frames and '\n' lines, so neither may appear inside a name. */
-static void put_name(struct out *o, const char *s)
-{
-	const char *start = s;
-
-	for (; *s; s++) {
-		if (*s == ';' || *s == '\n' || *s == '\r') {
-			sonde__out_write(o, start, (size_t)(s - start));
-			sonde__out_putc(o, *s == ';' ? ':' : ' ');
-			start = s + 1;
-		}
-	}
-	sonde__out_write(o, start, (size_t)(s - start));
-}
 
 int sonde__prof_write_folded(const struct sonde_profile *p, int fd, enum sonde_profile_metric m)
 {
 	struct flame f;
-	struct out o;
-	uint32_t *path;
+	uint32_t *path, *stack;
+	struct sonde_view *v;
 	int err = sonde__flame_build_metric(&f, p, m);
 	/* time metrics in microseconds, as flamegraph.pl users expect of off-CPU graphs */
-	uint64_t unit = m == SONDE_PROFILE_METRIC_CPU ? 1 : 1000;
+	struct sonde_view_folded_opts o = {
+		.sz = sizeof(o),
+		.unit = m == SONDE_PROFILE_METRIC_CPU ? 1 : 1000,
+	};
+	struct sonde_view_event e = {.sz = sizeof(e), .cpu = SONDE_VIEW_CPU_NONE};
 
 	if (err)
 		return err;
-	path = sonde__malloc(((size_t)f.max_depth + 1) * sizeof(*path));
-	if (!path) {
-		sonde__flame_free(&f);
-		return -ENOMEM;
-	}
-	sonde__out_init(&o, fd);
-	for (uint32_t it = sonde__flame_next(&f, 0); it && !o.err; it = sonde__flame_next(&f, it)) {
+	path = sonde__calloc((size_t)f.max_depth + 1, sizeof(*path));
+	stack = sonde__calloc((size_t)f.max_depth + 1, sizeof(*stack));
+	/* the view's function id of each tree node's function, by prof_func id */
+	uint32_t *func_of = sonde__calloc((size_t)p->funcs.n + 1, sizeof(*func_of));
+	v = sonde_view__new(NULL);
+	if (!path || !stack || !func_of || !v)
+		err = -ENOMEM;
+	for (uint32_t it = err ? 0 : sonde__flame_next(&f, 0); it; it = sonde__flame_next(&f, it)) {
 		const struct flame_node *n = &f.nodes.v[it];
 		path[n->depth] = it;
-		if (n->self < unit)
-			continue;
-		for (uint32_t d = 1; d <= n->depth; d++) {
-			if (d > 1)
-				sonde__out_putc(&o, ';');
-			uint32_t func = f.nodes.v[path[d]].func;
-			put_name(&o, prof_str(p, p->funcs.v[func].name));
+		if (!func_of[n->func]) {
+			int64_t id = sonde_view__func(v, prof_str(p, p->funcs.v[n->func].name), NULL);
+			if (id < 0) {
+				err = (int)id;
+				break;
+			}
+			func_of[n->func] = (uint32_t)id;
 		}
-		sonde__out_putc(&o, ' ');
-		sonde__out_u64(&o, (n->self + unit / 2) / unit);
-		sonde__out_putc(&o, '\n');
+		if (!n->self)
+			continue;
+		/* the path from this node up to the root's child, innermost first */
+		for (uint32_t d = n->depth; d >= 1; d--)
+			stack[n->depth - d] = func_of[f.nodes.v[path[d]].func];
+		e.weight = n->self;
+		int r = sonde_view__add(v, &e, stack, n->depth);
+		if (r < 0) {
+			err = r;
+			break;
+		}
 	}
-	err = sonde__out_close(&o);
+	if (!err)
+		err = sonde_view__write_folded(v, fd, &o);
+	sonde_view__free(v);
+	sonde__free(func_of);
+	sonde__free(stack);
 	sonde__free(path);
 	sonde__flame_free(&f);
 	return err;

@@ -293,6 +293,12 @@ TEST_EXCLUSIVE(top_all_cpus_shows_a_process_it_was_never_named, 120)
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.out, "sonde top: all CPUs");
 	ASSERT_CONTAINS(o.out, "compute_hot");
+	/* machine-wide, each function is named with its process */
+	const char *hot = strstr(o.out, "compute_hot");
+	char fn[128], proc[128];
+	ASSERT_INT(sscanf(hot, "%127s %127s", fn, proc), ==, 2);
+	ASSERT(strncmp(proc, "split-", 6) == 0);
+	ASSERT_CONTAINS(o.out, "PROCESS");
 	test_output_free(&o);
 }
 

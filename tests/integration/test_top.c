@@ -554,3 +554,59 @@ TEST_TIMEOUT(top_follows_the_children_of_a_launched_command, 120)
 	ASSERT(row_of(t, "compute_warm", &self, &total));
 	test_output_free(&o);
 }
+
+/* --sort process: a PROCESS column names each row's process ('comm-pid', the command a
+ * launched shell exec'd into its child), rows of one process stay together ordered by
+ * self, and a table cut by -n says how many rows it left out. */
+TEST_TIMEOUT(top_sort_by_process_shows_the_process_column_and_what_it_cut, 120)
+{
+	char script[1024], fn[256], proc[256], prev[256] = "";
+	struct test_output o;
+	double self, total, prev_self = 101;
+	int rows = 0;
+
+	test_require_perf();
+	snprintf(script, sizeof(script), "%s 2; true", test_prog("split"));
+	const char *top[] = {test_bin("sonde"), "top",	"--interval", "0.5", "-n", "3",
+			     "--sort",		"process", "--command-output", test_path("split.out"),
+			     "--",		"sh",	"-c",	     script,	NULL};
+	test_run(&o, 90, top);
+	ASSERT_INT(o.status, ==, 0);
+	const char *t = last_table(o.out);
+	ASSERT_CONTAINS(t, "| final");
+	const char *head = ASSERT_NOT_NULL(strstr(t, "FUNCTION"));
+	ASSERT(strncmp(head, "FUNCTION", 8) == 0 && strstr(head, "PROCESS") < strchr(head, '\n'));
+	for (const char *p = strchr(head, '\n'); p && p[1] && p[1] != '\n';
+	     p = strchr(p + 1, '\n')) {
+		if (sscanf(p + 1, "%lf %lf %255s %255s", &self, &total, fn, proc) != 4)
+			break;
+		/* "split-PID" or "sh-PID": a command and its process id */
+		const char *dash = strrchr(proc, '-');
+		ASSERT_NOT_NULL(dash);
+		ASSERT(dash[1] >= '1' && dash[1] <= '9');
+		ASSERT_INT(strcmp(prev, proc), <=, 0);
+		if (!strcmp(prev, proc))
+			ASSERT(self <= prev_self);
+		snprintf(prev, sizeof(prev), "%s", proc);
+		prev_self = self;
+		rows++;
+	}
+	ASSERT_INT(rows, ==, 3);
+	/* split alone has more than three functions: the rest is counted, not dropped silently */
+	ASSERT_CONTAINS(t, " more rows (-n shows more");
+	test_output_free(&o);
+
+	/* the whole table: split's functions under split's process */
+	const char *all[] = {test_bin("sonde"), "top",	    "--interval",	"0.5",
+			     "--sort",		"process", "--command-output", test_path("split.out"),
+			     "--",		"sh",	    "-c",		script,
+			     NULL};
+	test_run(&o, 90, all);
+	ASSERT_INT(o.status, ==, 0);
+	t = last_table(o.out);
+	const char *hot = ASSERT_NOT_NULL(strstr(t, "compute_hot"));
+	ASSERT_INT(sscanf(hot, "%255s %255s", fn, proc), ==, 2);
+	ASSERT(strncmp(proc, "split-", 6) == 0);
+	ASSERT_NOT_CONTAINS(t, "more row");
+	test_output_free(&o);
+}

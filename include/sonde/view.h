@@ -1,0 +1,188 @@
+/* Views of a recording: weighted stacks of named functions, filtered, grouped and ranked
+ * for reading, the read-side model `sonde report`, `sonde top` and `sonde convert` share.
+ *
+ * A view knows functions (a name and a module, interned once: the one function table of
+ * the readers) and events: a stack of functions, innermost first, with the process,
+ * thread, CPU, time and state it was taken in and a weight (samples, or nanoseconds). The
+ * caller resolves frames into functions (from a spool, a live tail or a profile); the view
+ * does the rest:
+ *  - one filter set (pid, tid, comm, CPU, time range, state), applied as events are added;
+ *  - aggregation by function (self: the innermost function; total: anywhere on the stack,
+ *    counted once per event even when recursive), by function within each process or
+ *    thread, or by process, thread or CPU alone;
+ *  - top-N rows sorted by self, total, name or process, with the number of rows cut;
+ *  - the diff of two views, function by function;
+ *  - folded stacks ("outer;...;inner weight").
+ *
+ * Call order: sonde_view__new, then any interleaving of sonde_view__func and
+ * sonde_view__add, then any number of sonde_view__rows / __diff / __write_folded calls
+ * (adding more in between is fine); sonde_view__clear empties the events and keeps the
+ * functions (a sliding window refreshed from its events); sonde_view__free.
+ */
+#ifndef SONDE_VIEW_H
+#define SONDE_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sonde/export.h>
+
+struct sonde_view;
+
+/* An event's state: on the CPU, or off it in one of the states of enum
+ * sonde_offcpu_state (include/sonde/spool.h) plus one, or an off-CPU interval a loss cut. */
+enum sonde_view_state {
+	SONDE_VIEW_ON_CPU = 0,
+	SONDE_VIEW_RUNNABLE = 1, /* preempted, waiting for a CPU */
+	SONDE_VIEW_SLEEPING = 2,
+	SONDE_VIEW_BLOCKED = 3, /* uninterruptible */
+	SONDE_VIEW_OTHER = 4,
+	SONDE_VIEW_UNKNOWN = 5, /* lost records cut the interval */
+	SONDE_VIEW_STATES = 6,
+};
+
+/* The CPU of an event that has none. */
+#define SONDE_VIEW_CPU_NONE UINT32_MAX
+
+/* Which events a view keeps: an event is kept when it passes every filter given; NULL or 0
+ * leaves one out. The same filters, with the same meaning, as `sonde report`'s --pid,
+ * --tid, --comm, --cpu, --time and --metric (docs/view.md). */
+struct sonde_view_filter {
+	size_t sz; /* sizeof(struct sonde_view_filter) */
+	const uint32_t *pids;
+	size_t n_pids;
+	const uint32_t *tids;
+	size_t n_tids;
+	const char *const *comms; /* the thread's name, exactly */
+	size_t n_comms;
+	const int *cpus;
+	size_t n_cpus;
+	/* Nonzero: only events taken between time_from_ns and time_to_ns (inclusive, on the
+	 * events' clock); time_to_ns 0 for no end. */
+	int time_range;
+	uint64_t time_from_ns, time_to_ns;
+	/* A mask of 1 << enum sonde_view_state: only events in these states; 0: every state. */
+	uint32_t states;
+};
+
+struct sonde_view_opts {
+	size_t sz; /* sizeof(struct sonde_view_opts) */
+	const struct sonde_view_filter *filter; /* NULL: keep everything; copied */
+};
+
+/* Creates an empty view; opts may be NULL. NULL and errno on failure (EINVAL: bad opts). */
+SONDE_API struct sonde_view *sonde_view__new(const struct sonde_view_opts *opts);
+/* Frees the view and everything it returned (NULL is fine). */
+SONDE_API void sonde_view__free(struct sonde_view *v);
+
+/* The id (1 and up) of function (name, module), added when new; module may be NULL or ""
+ * (a frame of no module, or a root frame). Both are copied. -errno on failure. */
+SONDE_API int64_t sonde_view__func(struct sonde_view *v, const char *name, const char *module);
+
+struct sonde_view_event {
+	size_t sz; /* sizeof(struct sonde_view_event) */
+	uint32_t pid, tid;
+	const char *comm;    /* the thread's name (NULL: ""); copied */
+	const char *process; /* the process's name, its main thread's (NULL: comm); copied */
+	uint32_t cpu;	     /* SONDE_VIEW_CPU_NONE: not known */
+	uint64_t time_ns;
+	uint32_t state;	 /* enum sonde_view_state */
+	uint64_t weight; /* samples, or nanoseconds */
+};
+
+/* Whether event e passes filter f (f may be NULL: everything passes): 1 or 0, -EINVAL for a
+ * bad struct. The test sonde_view__add applies, for readers that count events their own
+ * way but must keep the same ones. */
+SONDE_API int sonde_view_filter__match(const struct sonde_view_filter *f,
+				       const struct sonde_view_event *e);
+
+/* Adds event e whose stack is funcs[0..n-1] (ids from sonde_view__func, innermost first;
+ * n may be 0). Returns 1 when kept, 0 when a filter left it out, -errno (-EINVAL for an
+ * unknown function id or state). */
+SONDE_API int sonde_view__add(struct sonde_view *v, const struct sonde_view_event *e,
+			      const uint32_t *funcs, size_t n);
+/* Forgets every event (the functions stay, with their ids). */
+SONDE_API void sonde_view__clear(struct sonde_view *v);
+/* The weight of the events kept, and (events may be NULL) how many. */
+SONDE_API uint64_t sonde_view__total(const struct sonde_view *v, uint64_t *events);
+
+enum sonde_view_group {
+	SONDE_VIEW_BY_FUNCTION = 0,	    /* a row per function */
+	SONDE_VIEW_BY_FUNCTION_PROCESS = 1, /* a row per function and process */
+	SONDE_VIEW_BY_FUNCTION_THREAD = 2,  /* a row per function and thread */
+	SONDE_VIEW_BY_PROCESS = 3,	    /* a row per process */
+	SONDE_VIEW_BY_THREAD = 4,	    /* a row per thread */
+	SONDE_VIEW_BY_CPU = 5,		    /* a row per CPU */
+};
+
+enum sonde_view_sort {
+	SONDE_VIEW_SORT_SELF = 0,    /* self, then total, heaviest first */
+	SONDE_VIEW_SORT_TOTAL = 1,   /* total, then self, heaviest first */
+	SONDE_VIEW_SORT_NAME = 2,    /* name, then module */
+	SONDE_VIEW_SORT_PROCESS = 3, /* the process or thread label, then self */
+};
+
+struct sonde_view_rows_opts {
+	size_t sz; /* sizeof(struct sonde_view_rows_opts) */
+	enum sonde_view_group group;
+	enum sonde_view_sort sort;
+	size_t max; /* rows to return at most; 0: all */
+};
+
+/* One row. Ties in the sort key fall back to the name, the module, then the label, so the
+ * order is the same on every run. */
+struct sonde_view_row {
+	const char *name;   /* the function; for a process, thread or CPU row its label */
+	const char *module; /* the function's module; "" for other rows */
+	/* "comm-pid" (process: the process's name), "comm-pid/tid" (thread), or for a CPU
+	 * row the CPU number ("[unknown]" for none); "" for BY_FUNCTION rows */
+	const char *label;
+	uint32_t pid, tid, cpu; /* what the row is of, where it applies (else 0) */
+	uint64_t self;		/* weight with this function innermost (other rows: all) */
+	uint64_t total;		/* weight with it anywhere on the stack (other rows: all) */
+};
+
+/* The view's rows, sorted: *rows (owned by the view, valid until the next call on it but
+ * sonde_view__total) and their number *n, at most opts->max; *n_all (may be NULL) the
+ * number of rows before the cut. Functions only on stacks that were filtered out have no
+ * row. opts may be NULL (by function, by self, all rows). 0 or -errno. */
+SONDE_API int sonde_view__rows(struct sonde_view *v, const struct sonde_view_rows_opts *opts,
+			       const struct sonde_view_row **rows, size_t *n, size_t *n_all);
+
+/* A function's self weight in two views, as a share of each view's total. */
+struct sonde_view_diff_row {
+	const char *name, *module;
+	uint64_t before, after; /* self weight */
+	double before_pct, after_pct;
+};
+
+/* Compares before and after by function (name and module): a row for each function with
+ * self weight in either, largest absolute change of share first (then name). *rows is
+ * owned by `after` and valid until the next call on it. 0 or -errno. */
+SONDE_API int sonde_view__diff(const struct sonde_view *before, struct sonde_view *after,
+			       const struct sonde_view_diff_row **rows, size_t *n);
+
+enum sonde_view_roots {
+	SONDE_VIEW_ROOTS_NONE = 0,
+	SONDE_VIEW_ROOTS_PROCESS = 1, /* each stack under a "comm-pid" frame */
+	SONDE_VIEW_ROOTS_THREAD = 2,  /* each stack under a "comm-pid/tid" frame */
+};
+
+struct sonde_view_folded_opts {
+	size_t sz; /* sizeof(struct sonde_view_folded_opts) */
+	enum sonde_view_roots roots;
+	/* The weight of one printed unit (0 or 1: as added; 1000: nanoseconds printed as
+	 * microseconds). */
+	uint64_t unit;
+};
+
+/* Writes folded stacks to fd: one line "outer;...;inner N" per distinct stack of function
+ * names, sorted by text. Stacks with the same names merge (the same function at other
+ * addresses, or names shared by two modules); their weights are summed first, then divided
+ * by the unit, rounding half up, and a line that rounds to 0 is left out. A ';' inside a
+ * name is written ':' and a line break ' ', so every line parses. An empty stack has no
+ * line unless it has a root frame. opts may be NULL. 0 or -errno; fd stays open. */
+SONDE_API int sonde_view__write_folded(const struct sonde_view *v, int fd,
+				       const struct sonde_view_folded_opts *opts);
+
+#endif
