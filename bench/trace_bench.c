@@ -692,7 +692,8 @@ static void run_all(struct svc *svcs, int nb, double secs, uint32_t drain_kb, bo
 					only == STEP_READ ? &res[i].read : &res[i].file;
 				printf("%s: %s drain %.1f MB/s, %.3f svc ms/MB, %" PRIu64
 				       " bytes\n",
-				       svcs[i].label, only == STEP_READ ? "ReadBuffers" : "write_into_file",
+				       svcs[i].label,
+				       only == STEP_READ ? "ReadBuffers" : "write_into_file",
 				       d->mbps, d->cpu_per_mb * 1000, d->bytes);
 				fflush(stdout);
 			}
@@ -809,15 +810,17 @@ int main(int argc, char **argv)
 		else if (argv[i][0] != '-' && nb < 2)
 			bins[nb++] = argv[i];
 		else {
-			fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] "
-					"[--drain-mb N] [--quick] [--case 0-9] [--repeat N] [--rss] "
-					"[--tcp | --tcp-vs-smb]\n");
+			fprintf(stderr,
+				"usage: trace_bench SONDED [PEER] [--seconds N] "
+				"[--drain-mb N] [--quick] [--case 0-9] [--repeat N] [--rss] "
+				"[--tcp | --tcp-vs-smb]\n");
 			return 2;
 		}
 	}
 	if (!nb) {
-		fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] "
-				"[--quick] [--case 0-9] [--repeat N] [--rss] [--tcp | --tcp-vs-smb]\n");
+		fprintf(stderr,
+			"usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] "
+			"[--quick] [--case 0-9] [--repeat N] [--rss] [--tcp | --tcp-vs-smb]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);

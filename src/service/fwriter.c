@@ -40,9 +40,9 @@ struct fwriter {
 	pthread_cond_t idle;  /* to sonde__fwriter_free: the queue is written out */
 	int fd;
 	size_t max;
-	struct segs q;	   /* queued by the loop, not yet taken by the thread */
-	size_t qlen;	   /* bytes in q */
-	struct segs out;   /* taken by the thread; only it touches this */
+	struct segs q;	 /* queued by the loop, not yet taken by the thread */
+	size_t qlen;	 /* bytes in q */
+	struct segs out; /* taken by the thread; only it touches this */
 	struct buf spare[MAX_SPARE];
 	size_t nspare;
 	size_t inflight;   /* bytes of `out` not written yet */
