@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
