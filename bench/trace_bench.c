@@ -5,8 +5,12 @@
  * ingest case, each drain), each on a service started for that step, the first to go
  * alternating, so that a change in the machine's load falls on both.
  *
- * usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] [--quick] [--case 0-7] [--rss]
- *                    [--tcp | --tcp-vs-smb]
+ * usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] [--quick] [--case 0-9]
+ *                    [--repeat N] [--rss] [--tcp | --tcp-vs-smb]
+ *
+ * --case 0-7 runs one ingest case only (for profiling); --case 8 the ReadBuffers drain only
+ * and --case 9 the write_into_file drain only, --repeat N times (default 1), the services
+ * taking turns, each result printed.
  *
  * --rss measures only the service memory (idle, and with 100 producers holding 256 KiB
  * SMBs in a session).
@@ -666,7 +670,7 @@ static void run_step(struct svc *s, int step, double secs, uint32_t drain_kb, st
 }
 
 static void run_all(struct svc *svcs, int nb, double secs, uint32_t drain_kb, bool quick, int only,
-		    bool rss_only, struct results *res)
+		    int repeat, bool rss_only, struct results *res)
 {
 	if (only >= 0 && only < N_CASES) {
 		/* one ingest case only, for profiling */
@@ -675,6 +679,24 @@ static void run_all(struct svc *svcs, int nb, double secs, uint32_t drain_kb, bo
 			printf("%s: %.1f MB/s, %.3f cpu s/GB\n", svcs[i].label,
 			       res[i].flood[only].mbps, res[i].flood[only].cpu_per_gb);
 		}
+		return;
+	}
+	if (only == STEP_READ || only == STEP_FILE) {
+		/* one drain only, `repeat` times, the services taking turns (the first to go
+		 * alternating): a before/after comparison of one interleaved run */
+		for (int t = 0; t < repeat; t++)
+			for (int k = 0; k < nb; k++) {
+				int i = (k + t) % nb;
+				run_step(&svcs[i], only, secs, drain_kb, &res[i]);
+				const struct drain_result *d =
+					only == STEP_READ ? &res[i].read : &res[i].file;
+				printf("%s: %s drain %.1f MB/s, %.3f svc ms/MB, %" PRIu64
+				       " bytes\n",
+				       svcs[i].label,
+				       only == STEP_READ ? "ReadBuffers" : "write_into_file",
+				       d->mbps, d->cpu_per_mb * 1000, d->bytes);
+				fflush(stdout);
+			}
 		return;
 	}
 	for (int step = STEP_RSS, turn = 0; step < STEP_END; step++) {
@@ -766,7 +788,7 @@ int main(int argc, char **argv)
 	double secs = 10;
 	uint32_t drain_kb = 256 * 1024;
 	bool quick = false, rss_only = false;
-	int nb = 0, only = -1;
+	int nb = 0, only = -1, repeat = 1;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
@@ -783,18 +805,22 @@ int main(int argc, char **argv)
 			tcp_vs_smb = true;
 		else if (!strcmp(argv[i], "--case") && i + 1 < argc)
 			only = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
+			repeat = atoi(argv[++i]);
 		else if (argv[i][0] != '-' && nb < 2)
 			bins[nb++] = argv[i];
 		else {
-			fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] "
-					"[--drain-mb N] [--quick] [--case 0-7] [--rss] "
-					"[--tcp | --tcp-vs-smb]\n");
+			fprintf(stderr,
+				"usage: trace_bench SONDED [PEER] [--seconds N] "
+				"[--drain-mb N] [--quick] [--case 0-9] [--repeat N] [--rss] "
+				"[--tcp | --tcp-vs-smb]\n");
 			return 2;
 		}
 	}
 	if (!nb) {
-		fprintf(stderr, "usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] "
-				"[--quick] [--case 0-7] [--rss] [--tcp | --tcp-vs-smb]\n");
+		fprintf(stderr,
+			"usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] "
+			"[--quick] [--case 0-9] [--repeat N] [--rss] [--tcp | --tcp-vs-smb]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -804,7 +830,7 @@ int main(int argc, char **argv)
 		bins[nb++] = bins[0];
 	struct svc svcs[2] = {{.bin = bins[0], .label = "sonded", .tcp = over_tcp || tcp_vs_smb},
 			      {.bin = bins[1], .label = "peer", .tcp = over_tcp}};
-	run_all(svcs, nb, secs, drain_kb, quick, only, rss_only, res);
+	run_all(svcs, nb, secs, drain_kb, quick, only, repeat, rss_only, res);
 	if (only >= 0)
 		return 0;
 	printf("trace_bench: %.0f s per ingest case; drain of a %u MiB buffer; client: "

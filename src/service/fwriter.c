@@ -1,9 +1,11 @@
 /* The writer thread of one write_into_file output (fwriter.h says why a thread). */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,6 +14,24 @@
 #include "service/fwriter.h"
 #include "service/loop.h"
 
+/* The bytes queued are a list of the loop's buffers, taken as they are: the loop hands
+ * over the buffer it filled and gets an empty one back (from `spare`, with its memory,
+ * so that it does not grow again), and the thread writes the list with writev(). Before,
+ * a buffer queued behind another was appended to it, one more copy of every byte on the
+ * loop's side, which bound a file's drain more than the write() did. */
+struct segs {
+	struct buf *v;
+	size_t n, cap;
+};
+
+enum {
+	/* below this, bytes queued behind others are appended to the last buffer: a copy
+	 * that costs less than a buffer of its own, and keeps the list short */
+	SMALL_PUSH = 64 * 1024,
+	/* emptied buffers kept for the loop to fill again */
+	MAX_SPARE = 4,
+};
+
 struct fwriter {
 	pthread_t thread;
 	pthread_mutex_t lock; /* guards everything below but `out` */
@@ -19,23 +39,51 @@ struct fwriter {
 	pthread_cond_t idle;  /* to sonde__fwriter_free: the queue is written out */
 	int fd;
 	size_t max;
-	struct buf q;	   /* queued by the loop, not yet taken by the thread */
-	struct buf out;	   /* taken by the thread; only it touches this */
+	struct segs q;	 /* queued by the loop, not yet taken by the thread */
+	size_t qlen;	 /* bytes in q */
+	struct segs out; /* taken by the thread; only it touches this */
+	struct buf spare[MAX_SPARE];
+	size_t nspare;
 	size_t inflight;   /* bytes of `out` not written yet */
+	off_t wb_end;	   /* the file's bytes before it are sent to the disk; only the thread */
 	uint64_t since_ns; /* last progress, or when bytes began to wait */
 	int err;
 	unsigned mode;
 	bool finish_req, finished, stop;
+	bool closing;	/* sonde__fwriter_closing: send each batch to the disk at once */
 	int wake_fd;	/* eventfd of sonde__fwriter_notify, or -1 */
 	bool want_room; /* the loop found the queue full: wake it when it empties */
 };
 
-/* Called with the lock held: the queue has room again. */
-static void wake_loop(struct fwriter *w)
+static void segs_free(struct segs *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		sonde__buf_free(&l->v[i]);
+	sonde__free(l->v);
+	*l = (struct segs){0};
+}
+
+/* Called with the lock held: the buffers of `out` are written; they become spares (their
+ * memory kept) or are freed. */
+static void recycle_out(struct fwriter *w)
+{
+	for (size_t i = 0; i < w->out.n; i++) {
+		if (w->nspare < MAX_SPARE) {
+			sonde__buf_reset(&w->out.v[i]);
+			w->spare[w->nspare++] = w->out.v[i];
+		} else {
+			sonde__buf_free(&w->out.v[i]);
+		}
+	}
+	w->out.n = 0;
+}
+
+/* Called with the lock held: the queue has room again, or the finish is done. */
+static void wake_loop(struct fwriter *w, bool always)
 {
 	uint64_t one = 1;
 
-	if (!w->want_room || w->wake_fd < 0)
+	if (!(w->want_room || always) || w->wake_fd < 0)
 		return;
 	w->want_room = false;
 	/* an eventfd write only fails at a counter of 2^64 - 2, which a read resets */
@@ -43,26 +91,62 @@ static void wake_loop(struct fwriter *w)
 		w->want_room = true;
 }
 
+/* Writes the buffers of `out` in order, as few writev() calls as the kernel allows. */
 static int write_out(struct fwriter *w)
 {
-	size_t off = 0;
+	struct iovec iov[64];
+	size_t seg = 0, off = 0; /* the first byte not written yet */
 
-	while (off < w->out.len) {
+	while (seg < w->out.n) {
+		int n = 0;
+		for (size_t i = seg; i < w->out.n && n < (int)(sizeof(iov) / sizeof(iov[0])); i++) {
+			size_t skip = i == seg ? off : 0;
+			iov[n++] = (struct iovec){w->out.v[i].data + skip, w->out.v[i].len - skip};
+		}
 		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-		ssize_t n = write(w->fd, w->out.data + off, w->out.len - off);
+		ssize_t k = writev(w->fd, iov, n);
 		int e = errno;
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-		if (n < 0 && e == EINTR)
+		if (k < 0 && e == EINTR)
 			continue;
-		if (n <= 0)
-			return n < 0 ? -e : -EIO;
-		off += (size_t)n;
+		if (k <= 0)
+			return k < 0 ? -e : -EIO;
+		for (size_t left = (size_t)k; left;) {
+			size_t in_seg = w->out.v[seg].len - off;
+			size_t t = left < in_seg ? left : in_seg;
+			off += t;
+			left -= t;
+			if (off == w->out.v[seg].len) {
+				seg++;
+				off = 0;
+			}
+		}
 		pthread_mutex_lock(&w->lock);
-		w->inflight -= (size_t)n;
+		w->inflight -= (size_t)k;
 		w->since_ns = sonde__loop_now_ns();
 		pthread_mutex_unlock(&w->lock);
 	}
 	return 0;
+}
+
+/* The file is about to be fsynced: its dirty pages go to the disk now, while the next
+ * batch is written, not all at the fsync (which then waits for the last batches only).
+ * Not while the session runs: there the page cache absorbs what a slow disk could not
+ * take at once. Nothing to do for a pipe or socket (ESPIPE), and an error here shows
+ * again at the fsync, which counts. */
+static void start_writeback(struct fwriter *w)
+{
+	off_t end = lseek(w->fd, 0, SEEK_CUR);
+
+	/* whole pages only: the next batch writes on into the last one, which would wait for
+	 * its writeback on a disk that wants stable pages */
+	end &= ~(off_t)4095;
+	if (end <= w->wb_end)
+		return;
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	sync_file_range(w->fd, w->wb_end, end - w->wb_end, SYNC_FILE_RANGE_WRITE);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	w->wb_end = end;
 }
 
 static void finish(struct fwriter *w)
@@ -77,21 +161,28 @@ static void finish(struct fwriter *w)
 /* Called with the lock held; returns with it held. */
 static void write_queue(struct fwriter *w)
 {
-	struct buf t = w->q;
+	struct segs t = w->q;
 
 	w->q = w->out;
 	w->out = t;
-	w->inflight = w->out.len;
+	w->inflight = w->qlen;
+	w->qlen = 0;
 	/* the loop fills the queue again while this batch is written */
-	wake_loop(w);
+	wake_loop(w, false);
+	bool closing = w->closing;
 	pthread_mutex_unlock(&w->lock);
 	int rc = write_out(w);
+	if (rc == 0 && closing)
+		start_writeback(w);
 	pthread_mutex_lock(&w->lock);
-	sonde__buf_reset(&w->out);
+	recycle_out(w);
 	w->inflight = 0;
 	if (rc < 0 && !w->err) {
 		w->err = rc;
-		sonde__buf_reset(&w->q);
+		for (size_t i = 0; i < w->q.n; i++)
+			sonde__buf_free(&w->q.v[i]);
+		w->q.n = 0;
+		w->qlen = 0;
 	}
 	pthread_cond_broadcast(&w->idle);
 }
@@ -103,7 +194,7 @@ static void *run(void *arg)
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	pthread_mutex_lock(&w->lock);
 	while (!w->stop) {
-		if (w->q.len && !w->err) {
+		if (w->qlen && !w->err) {
 			write_queue(w);
 		} else if (w->finish_req && !w->finished) {
 			pthread_mutex_unlock(&w->lock);
@@ -111,6 +202,8 @@ static void *run(void *arg)
 			pthread_mutex_lock(&w->lock);
 			w->finished = true;
 			pthread_cond_broadcast(&w->idle);
+			/* the loop sends the EnableTracing reply now, not at its next retry */
+			wake_loop(w, true);
 		} else {
 			pthread_cond_wait(&w->work, &w->lock);
 		}
@@ -153,7 +246,7 @@ struct fwriter *sonde__fwriter_new(int fd, size_t max_queued)
  * wake-up when the thread takes it. */
 static bool fits(struct fwriter *w, size_t n)
 {
-	bool ok = w->q.len == 0 || w->q.len + n <= w->max;
+	bool ok = w->qlen == 0 || w->qlen + n <= w->max;
 
 	if (!ok)
 		w->want_room = true;
@@ -169,23 +262,36 @@ static void queued(struct fwriter *w)
 	pthread_cond_signal(&w->work);
 }
 
-int sonde__fwriter_push(struct fwriter *w, const void *p, size_t n)
+/* Called with the lock held: b's bytes (b->len > 0) join the queue; b is left empty. */
+static int enqueue(struct fwriter *w, struct buf *b)
 {
-	int rc = 0;
+	size_t n = b->len;
 
-	pthread_mutex_lock(&w->lock);
-	if (w->err)
-		rc = w->err;
-	else if (!fits(w, n))
-		rc = -ENOBUFS;
-	else if (n) {
-		if (!w->q.len)
-			queued(w);
-		sonde__buf_append(&w->q, p, n);
-		rc = buf_error(&w->q);
+	if (w->q.n && n < SMALL_PUSH) {
+		struct buf *last = &w->q.v[w->q.n - 1];
+		if (sonde__buf_reserve(last, n) < 0) {
+			last->failed = false; /* nothing was taken: what it holds is whole */
+			return -ENOMEM;
+		}
+		sonde__buf_append(last, b->data, n);
+		sonde__buf_reset(b);
+	} else {
+		if (w->q.n == w->q.cap) {
+			size_t cap = w->q.cap ? 2 * w->q.cap : 8;
+			struct buf *v = sonde__realloc(w->q.v, cap * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			w->q.v = v;
+			w->q.cap = cap;
+		}
+		/* the bytes change hands, not places; b gets an emptied buffer back */
+		w->q.v[w->q.n++] = *b;
+		*b = w->nspare ? w->spare[--w->nspare] : (struct buf)BUF_INIT;
 	}
-	pthread_mutex_unlock(&w->lock);
-	return rc;
+	if (!w->qlen)
+		queued(w);
+	w->qlen += n;
+	return 0;
 }
 
 int sonde__fwriter_push_buf(struct fwriter *w, struct buf *b)
@@ -197,16 +303,8 @@ int sonde__fwriter_push_buf(struct fwriter *w, struct buf *b)
 		rc = w->err;
 	else if (!fits(w, b->len))
 		rc = -ENOBUFS;
-	else if (b->len && !w->q.len) {
-		/* the common case: the bytes change hands, not places */
-		struct buf t = w->q;
-		w->q = *b;
-		*b = t;
-		queued(w);
-	} else if (b->len) {
-		sonde__buf_append(&w->q, b->data, b->len);
-		rc = buf_error(&w->q);
-	}
+	else if (b->len)
+		rc = enqueue(w, b);
 	if (rc == 0)
 		sonde__buf_reset(b);
 	pthread_mutex_unlock(&w->lock);
@@ -232,7 +330,7 @@ void sonde__fwriter_notify(struct fwriter *w, int wake_fd)
 uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns)
 {
 	pthread_mutex_lock(&w->lock);
-	bool waiting = w->q.len || w->inflight || (w->finish_req && !w->finished);
+	bool waiting = w->qlen || w->inflight || (w->finish_req && !w->finished);
 	uint64_t since = w->since_ns;
 	pthread_mutex_unlock(&w->lock);
 	return waiting && now_ns > since ? now_ns - since : 0;
@@ -244,10 +342,17 @@ void sonde__fwriter_finish(struct fwriter *w, unsigned mode)
 	if (!w->finish_req) {
 		w->finish_req = true;
 		w->mode = mode;
-		if (!w->q.len && !w->inflight)
+		if (!w->qlen && !w->inflight)
 			w->since_ns = sonde__loop_now_ns();
 		pthread_cond_signal(&w->work);
 	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+void sonde__fwriter_closing(struct fwriter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->closing = true;
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -333,8 +438,10 @@ int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *
 		rc = w->err;
 	else if (w->inflight)
 		rc = -ETIMEDOUT;
-	else if ((rc = copy_file(w->fd, fd, &n)) == 0 && (rc = write_all(fd, w->q.data, w->q.len)) == 0)
-		n += w->q.len;
+	else if ((rc = copy_file(w->fd, fd, &n)) == 0)
+		for (size_t i = 0; i < w->q.n && rc == 0; i++)
+			if ((rc = write_all(fd, w->q.v[i].data, w->q.v[i].len)) == 0)
+				n += w->q.v[i].len;
 	pthread_mutex_unlock(&w->lock);
 	*copied = n;
 	return rc;
@@ -343,8 +450,10 @@ int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *
 static void destroy(struct fwriter *w)
 {
 	close(w->fd);
-	sonde__buf_free(&w->q);
-	sonde__buf_free(&w->out);
+	segs_free(&w->q);
+	segs_free(&w->out);
+	for (size_t i = 0; i < w->nspare; i++)
+		sonde__buf_free(&w->spare[i]);
 	pthread_cond_destroy(&w->idle);
 	pthread_cond_destroy(&w->work);
 	pthread_mutex_destroy(&w->lock);
@@ -377,7 +486,7 @@ bool sonde__fwriter_free(struct fwriter *w, int timeout_ms)
 		return true;
 	pthread_mutex_lock(&w->lock);
 	struct timespec ts = deadline_in(CLOCK_MONOTONIC, timeout_ms);
-	while ((w->q.len || w->inflight || (w->finish_req && !w->finished)) && !w->err && !w->stop)
+	while ((w->qlen || w->inflight || (w->finish_req && !w->finished)) && !w->err && !w->stop)
 		if (pthread_cond_timedwait(&w->idle, &w->lock, &ts) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&w->lock);

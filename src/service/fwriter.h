@@ -32,23 +32,27 @@ struct fwriter;
  * written (which the thread took whole). The writer owns fd on success (closed when the
  * writer is freed); NULL with errno on failure, fd untouched. */
 struct fwriter *sonde__fwriter_new(int fd, size_t max_queued);
-/* Queues n bytes. 0, -ENOBUFS if they would pass the bound (nothing is queued; an empty
- * queue takes any n), or the writer's error once a write failed (-errno; everything
- * queued is dropped then). */
-int sonde__fwriter_push(struct fwriter *w, const void *p, size_t n);
-/* The same for the bytes of b, which are taken (b is left empty, its storage perhaps
- * swapped with the queue's: no copy when the queue is empty) unless it returns < 0. */
+/* Queues the bytes of b, which are taken unless it returns < 0: b is left empty, its
+ * storage handed to the writer as it is (no copy; b gets an emptied buffer of the
+ * writer's back, its memory kept), or, for fewer than 64 KiB behind other queued bytes,
+ * appended to them. 0, -ENOBUFS if they would pass the bound (nothing is queued; an
+ * empty queue takes any amount), -ENOMEM, or the writer's error once a write failed
+ * (-errno; everything queued is dropped then). */
 int sonde__fwriter_push_buf(struct fwriter *w, struct buf *b);
 /* Whether a push of n bytes would be taken now. */
 bool sonde__fwriter_room(struct fwriter *w, size_t n);
 /* After a push or a room check found the queue full, the thread writes 1 to wake_fd (an
  * eventfd the loop watches) as soon as it takes the queue: the loop refills it while the
- * batch is written, instead of finding out at its next timer. Until the writer is
- * cancelled. */
+ * batch is written, instead of finding out at its next timer; and again once a finish is
+ * done. Until the writer is cancelled. */
 void sonde__fwriter_notify(struct fwriter *w, int wake_fd);
 /* Nanoseconds (CLOCK_MONOTONIC) since the writer last made progress while bytes are
  * waiting; 0 when nothing waits. */
 uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns);
+/* The file is being completed (its session is disabled): each batch written from now on
+ * is sent to the disk at once (sync_file_range), so that the fsync of the finish has only
+ * the last ones to wait for. */
+void sonde__fwriter_closing(struct fwriter *w);
 /* After what is queued: fsync, and fchmod to mode unless it is 0. */
 void sonde__fwriter_finish(struct fwriter *w, unsigned mode);
 /* The finish asked for is done (or the writer failed). */

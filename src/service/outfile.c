@@ -154,6 +154,8 @@ void sonde__session_drain_file(struct svc *s, struct session *ss)
 		file_fail(s, ss, "the output file accepted nothing for 10 s: session ended");
 		return;
 	}
+	if (ss->file_closing)
+		sonde__fwriter_closing(ss->fw);
 	if (file_push(ss) < 0)
 		fs.broken = true;
 	fs.backlog = !sonde__fwriter_room(ss->fw, ss->fbuf.len);

@@ -3,6 +3,7 @@
  * the file getting every byte in order. */
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../test.h"
@@ -78,5 +79,86 @@ TEST(service_fwriter_wakes_the_loop_and_takes_the_next_batch_meanwhile)
 	ASSERT(sonde__fwriter_free(w, 5000));
 	sonde__buf_free(&b);
 	close(p[0]);
+	close(efd);
+}
+
+/* A buffer queued behind another changes hands as it is: the loop gets another one back
+ * instead of its bytes being copied after the queued ones (a copy of every byte that
+ * bound a file's drain), and the file still gets every byte in order. */
+TEST(service_fwriter_queues_a_buffer_behind_another_without_copying_it)
+{
+	static const uint8_t tags[] = {'a', 'b', 'c'};
+	struct buf b = BUF_INIT;
+	int p[2];
+
+	ASSERT_OK(pipe(p));
+	struct fwriter *w = sonde__fwriter_new(p[1], 4 * MAX);
+	ASSERT(w != NULL);
+	/* the pipe holds far less than 'a': once the thread took it, it blocks writing it
+	 * and 'b' stays queued, so 'c' goes behind 'b' (or behind 'a' and 'b') */
+	fill(&b, 'a');
+	ASSERT_INT(sonde__fwriter_push_buf(w, &b), ==, 0);
+	fill(&b, 'b');
+	ASSERT_INT(sonde__fwriter_push_buf(w, &b), ==, 0);
+	fill(&b, 'c');
+	const uint8_t *c = b.data;
+	ASSERT_INT(sonde__fwriter_push_buf(w, &b), ==, 0);
+	ASSERT_UINT(b.len, ==, 0);
+	ASSERT(b.data != c);
+	drain_pipe(p[0], 3 * MAX, tags);
+	ASSERT(sonde__fwriter_free(w, 5000));
+	sonde__buf_free(&b);
+	close(p[0]);
+}
+
+/* A finish done wakes the loop through the eventfd, so that the EnableTracing reply of
+ * a completed file does not wait for the loop's next retry; a closing file (its session
+ * disabled, each batch sent to the disk as written) gets every byte. */
+TEST(service_fwriter_wakes_the_loop_when_the_finish_is_done)
+{
+	char path[] = "/tmp/sonde-fwriter-XXXXXX";
+	int fd = mkstemp(path), efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	struct buf b = BUF_INIT;
+
+	ASSERT_INT(fd, >=, 0);
+	ASSERT_INT(efd, >=, 0);
+	unlink(path);
+	int rd = dup(fd);
+	ASSERT_INT(rd, >=, 0);
+	struct fwriter *w = sonde__fwriter_new(fd, 4 * MAX);
+	ASSERT(w != NULL);
+	sonde__fwriter_notify(w, efd);
+	sonde__fwriter_closing(w);
+	for (int i = 0; i < 3; i++) {
+		fill(&b, (uint8_t)('a' + i));
+		int rc;
+		while ((rc = sonde__fwriter_push_buf(w, &b)) == -ENOBUFS) {
+			struct pollfd pf = {.fd = efd, .events = POLLIN};
+			ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
+			uint64_t v;
+			ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
+		}
+		ASSERT_INT(rc, ==, 0);
+	}
+	sonde__fwriter_finish(w, 0);
+	/* the wake-ups of the queue's room may come first: wait for the one of the finish */
+	for (int tries = 0; !sonde__fwriter_finished(w); tries++) {
+		ASSERT_INT(tries, <, 10);
+		struct pollfd pf = {.fd = efd, .events = POLLIN};
+		ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
+		uint64_t v;
+		ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
+	}
+	struct stat st;
+	ASSERT_OK(fstat(rd, &st));
+	ASSERT_INT(st.st_size, ==, 3 * MAX);
+	static uint8_t got[3 * MAX];
+	ASSERT_INT(pread(rd, got, sizeof(got), 0), ==, (ssize_t)sizeof(got));
+	for (size_t i = 0; i < sizeof(got); i++)
+		if (got[i] != 'a' + i / MAX)
+			FAIL("byte %zu is %u, not %u", i, got[i], (unsigned)('a' + i / MAX));
+	ASSERT(sonde__fwriter_free(w, 5000));
+	sonde__buf_free(&b);
+	close(rd);
 	close(efd);
 }
