@@ -10,6 +10,7 @@
 #ifndef SONDE_EXPORT_ACCT_H
 #define SONDE_EXPORT_ACCT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <sonde/profile.h>
@@ -35,6 +36,24 @@ struct sonde_acct_row {
 	uint64_t ns[SONDE_ACCT_COLS], total;
 };
 
+/* One recorded task (a kernel thread: pid and tid, over however many spool thread ids a
+ * rename gave it) and its life: from its first sight (the first record of it: a switch
+ * that took it off or brought it in, a sample, an interval, its definition) to its exit
+ * (EXIT record; on to its last switch-out, which follows) or the end of the window. Its
+ * parts add up to its life exactly: ns[] (on-CPU by the switches when the recording kept
+ * them, else samples x period; the off-CPU states; unknown; short) + unseen_ns - over_ns. */
+struct sonde_acct_task {
+	uint32_t pid, tid;
+	const char *comm; /* its last name (after an exec, that one), the spool's string */
+	uint64_t start_ns, end_ns;
+	bool exited;
+	bool exact_on; /* on-CPU time from the switches */
+	uint64_t ns[SONDE_ACCT_COLS];
+	uint64_t sampled_ns; /* its samples x period that pass every filter */
+	uint64_t unseen_ns; /* life no record covers (records lost, intervals dropped) */
+	uint64_t over_ns;   /* parts beyond the life: counted twice (0 when consistent) */
+};
+
 /* One CPU's time by its switches over the window. */
 struct sonde_acct_cpu {
 	uint32_t cpu;
@@ -55,6 +74,12 @@ struct sonde_acct {
 	struct sonde_acct_cpu *cpus;
 	uint32_t n_cpus;
 	uint64_t window_start_ns, window_end_ns;
+	/* every task of the recording that passes the pid, tid and comm filters, by pid
+	 * then tid; with no time or CPU filter the rows are their sums, unseen time in the
+	 * unknown column, so that a row's total is its tasks' lives */
+	struct sonde_acct_task *tasks;
+	size_t n_tasks;
+	bool exact_on; /* on-CPU time by the switches (the recording kept them) */
 };
 
 /* Builds the tables of spool s, counting what passes f's filters (NULL: everything; the
