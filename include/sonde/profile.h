@@ -133,8 +133,9 @@ struct sonde_profile_spool_opts {
 	int time_range;
 	double time_from_s, time_to_s;
 	/* Root frames, as `sonde report --folded-roots`: every stack hangs under a
-	 * "comm-pid" frame of its process (the command of its main thread when the recording
-	 * named it before, else of the sampled thread), or a "comm-pid/tid" frame of its
+	 * "comm-pid" frame of its process (the command of its main thread as the recording
+	 * named it up to then: after an exec, the new program's; else of the sampled
+	 * thread), or a "comm-pid/tid" frame of its
 	 * thread, so that flame views start with the processes or threads. */
 	enum sonde_profile_roots {
 		SONDE_PROFILE_ROOTS_NONE = 0,

@@ -410,17 +410,24 @@ static enum folded_roots grouping(const struct report *r)
 	return r->folded ? r->roots : r->column;
 }
 
-/* The name of process pid: its main thread's (the first thread whose tid is pid), else
- * that of the thread sampled. */
+/* The name of process pid when thread t was defined: its main thread's name then (the
+ * main thread's last definition up to t's; after an exec, the new program's), else its
+ * first, else that of the thread sampled. */
 static const char *process_comm(const struct report *r, const struct sonde_spool_thread *t)
 {
 	struct sonde_spool_thread m;
+	const char *first = NULL, *then = NULL;
 
-	for (uint32_t i = 1; i <= r->info.threads; i++)
-		if (sonde_spool__get_thread(r->spool, i, &m) == 0 && m.tid == t->pid &&
-		    m.pid == t->pid)
-			return m.comm;
-	return t->comm;
+	for (uint32_t i = 1; i <= r->info.threads; i++) {
+		if (sonde_spool__get_thread(r->spool, i, &m) < 0 || m.tid != t->pid ||
+		    m.pid != t->pid)
+			continue;
+		if (!first)
+			first = m.comm;
+		if (m.time_ns <= t->time_ns)
+			then = m.comm;
+	}
+	return then ? then : first ? first : t->comm;
 }
 
 /* The root frame of a thread's samples for --folded-roots, as a func id + 1; cached by

@@ -1107,3 +1107,65 @@ TEST_TIMEOUT(offcpu_record_writes_each_thread_exit, 120)
 	ASSERT_INT(sleeps, ==, 2);
 	sonde_spool__close(s);
 }
+
+/* A process is named as it was when it ran: a shell that exec's a sleep waits its child's
+ * 0.2 s as sh-PID and its own 0.3 s as sleep-PID in report's and convert's process roots
+ * (they were all sh-PID, the name before the exec), and --summary names its row after
+ * the program it became. */
+TEST_TIMEOUT(offcpu_process_names_follow_exec, 120)
+{
+	const char *spool = test_path("exec.spool"), *script = test_path("exec.sh");
+	const char *text = "sleep 0.2\nexec sleep 0.3\n";
+	struct test_output o;
+	char root[64];
+
+	require_offcpu();
+	test_write_file(script, text, strlen(text));
+	pid_t sh = -1;
+	test_runf(&o, 60, "%s record --off-cpu -q -o %s -- /bin/sh %s", test_bin("sonde"), spool,
+		  script);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	/* the shell's pid: the row of its child sleep is another pid */
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_thread t;
+	sonde_spool__get_info(s, &in);
+	for (uint32_t i = 1; i <= in.threads && sh < 0; i++)
+		if (sonde_spool__get_thread(s, i, &t) == 0 && !strcmp(t.comm, "sh"))
+			sh = (pid_t)t.pid;
+	sonde_spool__close(s);
+	ASSERT_INT(sh, >, 0);
+	snprintf(root, sizeof(root), "\nsleep-%d;", (int)sh);
+
+	for (int conv = 0; conv < 2; conv++) {
+		if (conv)
+			test_runf(&o, 60, "%s convert --folded-roots process --metric wall -f folded -o - %s",
+				  test_bin("sonde"), spool);
+		else
+			test_runf(&o, 60, "%s report --folded --folded-roots process --metric wall %s",
+				  test_bin("sonde"), spool);
+		if (o.status != 0)
+			FAIL("exited %d:\n%s", o.status, o.err);
+		/* the exec'd sleep's wait (microseconds) under its own name */
+		double after = 0;
+		for (const char *l = strstr(o.out, root); l; l = strstr(l + 1, root)) {
+			const char *end = strchrnul(l + 1, '\n'), *sp = end;
+			while (sp > l && sp[-1] != ' ')
+				sp--;
+			after += atof(sp);
+		}
+		printf("%s: %.3f s under %s\n", conv ? "convert" : "report", after / 1e6, root + 1);
+		ASSERT(after >= 0.25e6);
+		snprintf(root, sizeof(root), "\nsh-%d;", (int)sh);
+		ASSERT_CONTAINS(o.out, root + 1);
+		snprintf(root, sizeof(root), "\nsleep-%d;", (int)sh);
+		test_output_free(&o);
+	}
+	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), spool);
+	ASSERT_INT(o.status, ==, 0);
+	snprintf(root, sizeof(root), "\nsleep-%d ", (int)sh);
+	ASSERT_CONTAINS(o.out, root);
+	test_output_free(&o);
+}
