@@ -1169,3 +1169,51 @@ TEST_TIMEOUT(offcpu_process_names_follow_exec, 120)
 	ASSERT_CONTAINS(o.out, root);
 	test_output_free(&o);
 }
+
+/* Time a loss covered keeps its own frame in every profile export, so that no format
+ * drops it: a written spool whose thread slept 100 ms and was then unseen for 50 ms
+ * (an UNKNOWN record), converted with --metric wall to speedscope and pprof. */
+TEST(offcpu_unknown_frame_in_pprof_and_speedscope)
+{
+	const char *spool = test_path("unk.spool"), *json = test_path("unk.json");
+	const char *pb = test_path("unk.pb.gz");
+	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
+	const uint64_t s0 = h.start_monotonic_ns, ms = 1000000;
+	uint32_t th;
+	int fd = open(spool, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	ASSERT_INT(fd, >=, 0);
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, s0, 77, 77, "napper", &th));
+	const struct sonde_spool_frame f = {0, 0x1234};
+	const struct sonde_spool_offcpu nap = {s0, s0 + 100 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING,
+					       0, 0, 0};
+	const struct sonde_spool_offcpu lost = {s0 + 101 * ms, s0 + 151 * ms, 0, th, 0,
+						SONDE_OFFCPU_SLEEPING, 0, 0, 0};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &nap, &f, 1));
+	ASSERT_OK(sonde_spool_writer__add_unknown(w, &lost, &f, 1));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	close(fd);
+
+	struct test_output o;
+	test_runf(&o, 60, "%s convert --metric wall --no-symbolize %s -o %s", test_bin("sonde"),
+		  spool, json);
+	if (o.status != 0)
+		FAIL("convert exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	char *text = ASSERT_NOT_NULL(test_read_file(json, NULL));
+	ASSERT_CONTAINS(text, "\"[unknown: lost records]\"");
+	free(text);
+	test_runf(&o, 60, "%s convert --metric wall --no-symbolize %s -o %s", test_bin("sonde"),
+		  spool, pb);
+	if (o.status != 0)
+		FAIL("convert exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	test_runf(&o, 60, "/bin/gzip -dc %s", pb);
+	ASSERT_INT(o.status, ==, 0);
+	const char *name = "[unknown: lost records]";
+	ASSERT(memmem(o.out, o.out_len, name, strlen(name)) != NULL);
+	test_output_free(&o);
+}
