@@ -124,6 +124,11 @@ void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *
 		*start = in.first_time_ns;
 	if (in.samples && in.last_time_ns > *end)
 		*end = in.last_time_ns;
+	/* with the CPUs' switches the machine was seen up to its last switch or sample: an
+	 * interval still open when the recorder finished (later, on a loaded machine, by
+	 * seconds) is clipped to that */
+	if (sonde_spool__switch_cpus(s))
+		return;
 	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &o) == 0; i++)
 		if (o.switch_in_ns > *end)
 			*end = o.switch_in_ns;
@@ -264,6 +269,9 @@ static int add_intervals(struct build *b, bool unknown)
 		struct sonde_acct_row *row = row_of(b, &t);
 		if (!row)
 			return -ENOMEM;
+		if (o.switch_in_ns > b->a->window_end_ns) /* clipped to the window */
+			o.switch_in_ns = o.switch_out_ns > b->a->window_end_ns ? o.switch_out_ns
+									   : b->a->window_end_ns;
 		uint64_t until = o.switch_in_ns;
 		if (!unknown && o.state != SONDE_OFFCPU_RUNNABLE && o.wakeup_ns &&
 		    o.wakeup_ns >= o.switch_out_ns && o.wakeup_ns <= o.switch_in_ns) {

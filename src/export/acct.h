@@ -89,7 +89,8 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 void sonde__acct_free(struct sonde_acct *a);
 
 /* The window the CPUs' time is given over: from the recording's start (or its first
- * switch or sample, if earlier) to its last switch, sample or interval end. */
+ * switch or sample, if earlier) to its last switch or sample, or, in a recording without
+ * switches, interval end. Intervals are clipped to it. */
 void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *end);
 
 #endif
