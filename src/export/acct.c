@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/u64map.h"
 #include "export/acct.h"
 
 struct build {
@@ -332,19 +333,42 @@ static bool clip_kept(const struct build *b, uint32_t cpu, uint64_t *from, uint6
  * (the samples only say where in its code it was); its life starts at its first stay if
  * that comes first, and an exit ends it with the stay the exit was in. The rows' on-CPU
  * time is then their tasks'. */
+static int by_start(const void *x, const void *y)
+{
+	const struct sonde_acct_task *const *p = x, *const *q = y;
+
+	return (*p)->start_ns < (*q)->start_ns ? -1 : (*p)->start_ns > (*q)->start_ns;
+}
+
 static int add_runs(struct build *b)
 {
 	struct sonde_acct *a = b->a;
 	struct sonde_spool_run run;
+	struct u64map claimed = U64MAP_INIT; /* tid + 1 -> its stays from then on are free */
+	struct sonde_acct_task **order = calloc(a->n_tasks ? a->n_tasks : 1, sizeof(*order));
 
+	if (!order)
+		return -ENOMEM;
+	/* a tid's stays go to one task at a time, the first seen (by its other records)
+	 * until its exit: a tid reused, or defined twice, is not counted twice */
+	for (size_t k = 0; k < a->n_tasks; k++)
+		order[k] = &a->tasks[k];
+	if (a->n_tasks)
+		qsort(order, a->n_tasks, sizeof(*order), by_start);
 	for (size_t k = 0; k < a->n_tasks; k++) {
-		struct sonde_acct_task *task = &a->tasks[k];
+		struct sonde_acct_task *task = order[k];
 		if (!task->tid || sonde_spool__get_tid_run(b->s, task->tid, 0, &run) == -ENOENT)
 			continue; /* the idle task's stays are the CPUs' idle time */
+		uint64_t *had = sonde__u64map_get(&claimed, (uint64_t)task->tid + 1);
+		uint64_t free_from = had ? *had : 0;
+		if (free_from == UINT64_MAX)
+			continue; /* another task has them to the end */
 		task->exact_on = true;
 		bool done = false; /* its last switch-out found */
 		for (uint64_t i = 0; sonde_spool__get_tid_run(b->s, task->tid, i, &run) == 0; i++) {
 			uint64_t from = run.start_ns ? run.start_ns : a->window_start_ns;
+			if (from < free_from)
+				continue;
 			uint64_t to = run.end_ns == UINT64_MAX ? a->window_end_ns : run.end_ns;
 			if (task->exited && from > task->end_ns && done)
 				break; /* a later task with the same tid */
@@ -364,7 +388,17 @@ static int add_runs(struct build *b)
 				done = last;
 			}
 		}
+		if (task->start_ns < free_from)
+			task->start_ns = free_from;
+		if (sonde__u64map_put(&claimed, (uint64_t)task->tid + 1,
+				      task->exited ? task->end_ns : UINT64_MAX) < 0) {
+			sonde__u64map_free(&claimed);
+			free(order);
+			return -ENOMEM;
+		}
 	}
+	sonde__u64map_free(&claimed);
+	free(order);
 	for (size_t k = 0; k < a->n_tasks; k++) {
 		struct sonde_acct_task *task = &a->tasks[k];
 		uint64_t on = 0, kept_on = 0;
@@ -412,6 +446,8 @@ static int close_tasks(struct build *b)
 		uint64_t sum = 0;
 		if (task->start_ns == UINT64_MAX || task->start_ns < a->window_start_ns)
 			task->start_ns = a->window_start_ns;
+		if (task->start_ns > a->window_end_ns) /* seen after the machine was */
+			task->start_ns = a->window_end_ns;
 		if (!task->exited || task->end_ns > a->window_end_ns)
 			task->end_ns = a->window_end_ns;
 		if (task->end_ns < task->start_ns)
