@@ -13,9 +13,9 @@ and an fsync writer (4 KiB written and fsync'd in a loop). Each prints its own C
 loaded and the workload's threads wait for a CPU (runnable time).
 
 perf sched record -a runs from before sonde's start to after its end; sonde records
-`-a --off-cpu --off-cpu-min 0 --ring-pages 4096 -- workload SECONDS`. Per workload process:
+`-a --off-cpu --off-cpu-backend perf --off-cpu-min 0 --ring-pages 4096 -- workload SECONDS`. Per workload process:
 
-  sonde   `sonde report --summary --pid PID`: on-CPU (samples x period), runnable, S, D
+  sonde   `sonde report --summary --pid PID`: on-CPU (by the CPUs' switches), runnable, S, D
   perf    `perf sched timehist --state`: run time; sch delay (runnable); wait time (switch-out
           to switch-in) less the sch delay, by the state the task left the CPU in (S, D)
   self    the process's own getrusage CPU time
@@ -212,7 +212,10 @@ def main():
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)
     st0 = proc_stat()
-    rec = subprocess.run([sonde, "record", "-a", "--off-cpu", "--off-cpu-min", "0",
+    # the perf_event backend keeps the CPUs' switches (SWITCHES), which give the exact
+    # on-CPU time of every thread
+    rec = subprocess.run([sonde, "record", "-a", "--off-cpu", "--off-cpu-backend", "perf",
+                          "--off-cpu-min", "0",
                           "--ring-pages", str(RING_PAGES), "-o", spool, "--", wl, str(secs), tmp],
                          capture_output=True, text=True)
     st1 = proc_stat()

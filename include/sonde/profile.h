@@ -133,12 +133,12 @@ struct sonde_profile_spool_opts {
 	int time_range;
 	double time_from_s, time_to_s;
 	/* Root frames, as `sonde report --folded-roots`: every stack hangs under a
-	 * "comm-pid" frame of its process (the command of its main thread when the recording
-	 * named it before, else of the sampled thread), or a "comm-pid/tid" frame of its
-	 * thread, so that flame views start with the processes or threads. AUTO: process
-	 * roots, which the SVG flame graph draws only when more than one process weighs in
-	 * it (a machine-wide recording) and leaves out otherwise; the other formats keep them
-	 * as with PROCESS. */
+	 * "comm-pid" frame of its process (the command of its main thread as the recording
+	 * named it up to then: after an exec, the new program's; else of the sampled
+	 * thread), or a "comm-pid/tid" frame of its thread, so that flame views start with
+	 * the processes or threads. AUTO: process roots, which the SVG flame graph draws
+	 * only when more than one process weighs in it (a machine-wide recording) and leaves
+	 * out otherwise; the other formats keep them as with PROCESS. */
 	enum sonde_profile_roots {
 		SONDE_PROFILE_ROOTS_NONE = 0,
 		SONDE_PROFILE_ROOTS_PROCESS = 1,

@@ -194,6 +194,10 @@ SONDE_API int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
 SONDE_API int sonde_spool_writer__add_switches(struct sonde_spool_writer *w, uint32_t cpu,
 					       uint32_t flags,
 					       const struct sonde_spool_switch *sw, size_t n);
+/* Thread thread (a defined id) exited at time_ns: its life ends there (optional; written
+ * at most once per thread, as the recorder sees the exit). */
+SONDE_API int sonde_spool_writer__add_exit(struct sonde_spool_writer *w, uint64_t time_ns,
+					   uint32_t thread);
 /* Pushes buffered bytes to the write function. */
 SONDE_API int sonde_spool_writer__flush(struct sonde_spool_writer *w);
 /* Writes the end record and flushes. */

@@ -45,6 +45,7 @@ enum sonde_spool_record_type {
 	SONDE_SPOOL_REC_ACCOUNT,      /* any 2.x: what the recording could not see */
 	SONDE_SPOOL_REC_UNKNOWN,      /* 2.1: an off-CPU interval a loss cut (in .offcpu) */
 	SONDE_SPOOL_REC_SWITCHES,     /* 2.1: a run of one CPU's context switches */
+	SONDE_SPOOL_REC_EXIT,	      /* any 2.x: a thread exited (in .exit) */
 };
 
 /* One decoded record. Pointers (path, comm, build_id, payload, retired) point into the
@@ -109,6 +110,10 @@ struct sonde_spool_record {
 			const struct sonde_spool_switch *v; /* in the decoder */
 			size_t n;
 		} switches;
+		struct {
+			uint32_t thread; /* a defined thread id */
+			uint64_t time_ns;
+		} exit;
 	};
 };
 
@@ -233,6 +238,26 @@ SONDE_API int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cp
 /* The times of the first and the last switch of any CPU (UINT64_MAX and 0: none). */
 SONDE_API uint64_t sonde_spool__first_switch_ns(const struct sonde_spool *s);
 SONDE_API uint64_t sonde_spool__last_switch_ns(const struct sonde_spool *s);
+/* One stay of a task on a CPU, by the switches (SWITCHES records): from the switch that
+ * brought it in to the one that took it off. start_ns 0: it was on the CPU at the CPU's
+ * first switch (from the start of the recording); end_ns UINT64_MAX: it was still on at
+ * the CPU's last switch (to the end). A stay across lost records (a run marked GAP) is
+ * not one: that time is the CPU's unknown time. */
+struct sonde_spool_run {
+	uint32_t tid; /* the kernel's, as in the switches */
+	uint32_t cpu;
+	uint64_t start_ns, end_ns;
+	uint32_t state; /* how it left: the switch's prev_state (R when it stayed to the end) */
+};
+/* Stay number i of kernel task tid, in the order of their starts (a task is on one CPU at
+ * a time): 0, -ERANGE past its last, -ENOENT when the recording kept no switches. */
+SONDE_API int sonde_spool__get_tid_run(const struct sonde_spool *s, uint32_t tid, uint64_t i,
+				       struct sonde_spool_run *out);
+/* When thread (an id >= 1) exited, by its EXIT record: 0, or -ENOENT when the file has
+ * none for it (it was alive at the end, its exit went unseen, or an older recorder wrote
+ * the file), -ERANGE for an undefined thread. */
+SONDE_API int sonde_spool__get_thread_exit(const struct sonde_spool *s, uint32_t thread,
+					   uint64_t *time_ns);
 SONDE_API int sonde_spool__get_offcpu_short(const struct sonde_spool *s, uint64_t i,
 					    struct sonde_spool_offcpu_short *out);
 

@@ -24,6 +24,7 @@
 
 #include "base/buf.h"
 #include "base/u64map.h"
+#include "export/acct.h"
 #include "cli.h"
 #include "output.h"
 #include "progress.h"
@@ -401,17 +402,24 @@ static enum folded_roots grouping(const struct report *r)
 	return r->folded ? r->roots : r->column;
 }
 
-/* The name of process pid: its main thread's (the first thread whose tid is pid), else
- * that of the thread sampled. */
+/* The name of process pid when thread t was defined: its main thread's name then (the
+ * main thread's last definition up to t's; after an exec, the new program's), else its
+ * first, else that of the thread sampled. */
 static const char *process_comm(const struct report *r, const struct sonde_spool_thread *t)
 {
 	struct sonde_spool_thread m;
+	const char *first = NULL, *then = NULL;
 
-	for (uint32_t i = 1; i <= r->info.threads; i++)
-		if (sonde_spool__get_thread(r->spool, i, &m) == 0 && m.tid == t->pid &&
-		    m.pid == t->pid)
-			return m.comm;
-	return t->comm;
+	for (uint32_t i = 1; i <= r->info.threads; i++) {
+		if (sonde_spool__get_thread(r->spool, i, &m) < 0 || m.tid != t->pid ||
+		    m.pid != t->pid)
+			continue;
+		if (!first)
+			first = m.comm;
+		if (m.time_ns <= t->time_ns)
+			then = m.comm;
+	}
+	return then ? then : first ? first : t->comm;
 }
 
 /* The root frame of a thread's samples for --folded-roots, as a func id + 1; cached by
@@ -829,8 +837,7 @@ static void print_cpus(const struct report *r)
 	}
 }
 
-static int print_summary(struct report *r, bool title);
-static void print_cpu_time(const struct report *r);
+static int print_summary(const struct report *r, bool title);
 
 /* The metric and its total, and how it was made up. */
 static void print_metric(const struct report *r)
@@ -861,54 +868,10 @@ static void print_metric(const struct report *r)
 	printf("\n");
 }
 
-/* --summary's columns: the wall metric split by state. */
-enum { SUM_ON, SUM_R, SUM_S, SUM_D, SUM_OTHER, SUM_UNKNOWN, SUM_SHORT, SUM_COLS };
-
-struct sum_row {
-	uint32_t pid;
-	char comm[32];
-	uint64_t ns[SUM_COLS], total;
-};
-
-struct sum_rows {
-	struct sum_row *v;
-	size_t n, cap;
-};
-
-/* The row of process t->pid, added on first use; NULL when out of memory. */
-static struct sum_row *sum_row(const struct report *r, struct sum_rows *rows,
-			       const struct sonde_spool_thread *t)
-{
-	for (size_t i = 0; i < rows->n; i++)
-		if (rows->v[i].pid == t->pid)
-			return &rows->v[i];
-	if (rows->n == rows->cap) {
-		size_t cap = rows->cap ? rows->cap * 2 : 64;
-		struct sum_row *v = realloc(rows->v, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		rows->v = v;
-		rows->cap = cap;
-	}
-	struct sum_row *row = &rows->v[rows->n++];
-	*row = (struct sum_row){.pid = t->pid};
-	snprintf(row->comm, sizeof(row->comm), "%s", process_comm(r, t));
-	return row;
-}
-
-static int by_sum_total(const void *a, const void *b)
-{
-	const struct sum_row *x = a, *y = b;
-
-	if (x->total != y->total)
-		return x->total < y->total ? 1 : -1;
-	return x->pid < y->pid ? -1 : x->pid > y->pid;
-}
-
 static void print_sum_row(const char *name, const uint64_t *ns, uint64_t total)
 {
 	printf("%-24.24s", name);
-	for (int c = 0; c < SUM_COLS; c++)
+	for (int c = 0; c < SONDE_ACCT_COLS; c++)
 		printf(" %9.3f", ns[c] / 1e9);
 	printf(" %9.3f\n", total / 1e9);
 }
@@ -916,189 +879,83 @@ static void print_sum_row(const char *name, const uint64_t *ns, uint64_t total)
 static double recording_span(const struct report *r);
 static void print_account(const struct report *r, FILE *f, const char *prefix);
 
-/* The window the CPUs' time is given over: from the recording's start (or its first
- * switch or sample, if earlier) to its last switch, sample or interval end. */
-static void cpu_window(const struct report *r, uint64_t *start, uint64_t *end)
-{
-	const struct sonde_spool_info *in = &r->info;
-	struct sonde_spool_offcpu o;
-	uint64_t first = sonde_spool__first_switch_ns(r->spool);
-
-	*start = in->header.start_monotonic_ns;
-	*end = sonde_spool__last_switch_ns(r->spool);
-	if (first < *start)
-		*start = first;
-	if (in->samples && in->first_time_ns < *start)
-		*start = in->first_time_ns;
-	if (in->samples && in->last_time_ns > *end)
-		*end = in->last_time_ns;
-	for (uint64_t i = 0; sonde_spool__get_offcpu(r->spool, i, &o) == 0; i++)
-		if (o.switch_in_ns > *end)
-			*end = o.switch_in_ns;
-	for (uint64_t i = 0; sonde_spool__get_unknown(r->spool, i, &o) == 0; i++)
-		if (o.switch_in_ns > *end)
-			*end = o.switch_in_ns;
-}
-
 /* Each CPU's time by the switches the recording kept (-a --off-cpu of every process):
  * busy, idle and unknown, adding up to CPUs x the window. */
-static void print_cpu_time(const struct report *r)
+static void print_cpu_time(const struct sonde_acct *a)
 {
-	uint32_t n = sonde_spool__switch_cpus(r->spool), cpus = 0;
-	uint64_t start, end, busy = 0, idle = 0, unknown = 0;
-	struct sonde_spool_cpu_time t;
+	uint64_t busy = 0, idle = 0, unknown = 0, span = a->window_end_ns - a->window_start_ns;
 
-	if (!n)
+	if (!a->n_cpus)
 		return;
-	cpu_window(r, &start, &end);
 	printf("\n%-6s %9s %9s %9s %9s  (seconds over %.3f s, by the CPUs' switches)\n", "cpu",
-	       "busy", "idle", "unknown", "total", (end - start) / 1e9);
-	for (uint32_t c = 0; c < n; c++) {
-		if (sonde_spool__get_cpu_time(r->spool, c, start, end, &t) < 0)
-			continue;
-		printf("%-6" PRIu32 " %9.3f %9.3f %9.3f %9.3f\n", c, t.busy_ns / 1e9, t.idle_ns / 1e9,
-		       t.unknown_ns / 1e9, (t.busy_ns + t.idle_ns + t.unknown_ns) / 1e9);
-		busy += t.busy_ns;
-		idle += t.idle_ns;
-		unknown += t.unknown_ns;
-		cpus++;
+	       "busy", "idle", "unknown", "total", span / 1e9);
+	for (uint32_t i = 0; i < a->n_cpus; i++) {
+		const struct sonde_acct_cpu *t = &a->cpus[i];
+		printf("%-6" PRIu32 " %9.3f %9.3f %9.3f %9.3f\n", t->cpu, t->busy_ns / 1e9,
+		       t->idle_ns / 1e9, t->unknown_ns / 1e9,
+		       (t->busy_ns + t->idle_ns + t->unknown_ns) / 1e9);
+		busy += t->busy_ns;
+		idle += t->idle_ns;
+		unknown += t->unknown_ns;
 	}
 	printf("%-6s %9.3f %9.3f %9.3f %9.3f  (%" PRIu32 " CPUs x %.3f s)\n", "all", busy / 1e9,
-	       idle / 1e9, unknown / 1e9, (busy + idle + unknown) / 1e9, cpus, (end - start) / 1e9);
+	       idle / 1e9, unknown / 1e9, (busy + idle + unknown) / 1e9, a->n_cpus, span / 1e9);
 }
 
-/* --summary: the wall metric split by process and state (each on-CPU sample weighs the
- * sample period; an interval its length, in the state the thread left the CPU in; an
- * interval a loss cut is unknown; short intervals have no state), then on-CPU time by
- * CPU. Every row's columns add up to its total, and the rows to the "all" row. */
-static int print_summary(struct report *r, bool title)
+/* --summary: the library's accounting tables (src/export/acct.h) of what passes the
+ * report's filters, printed. */
+static int print_summary(const struct report *r, bool title)
 {
-	struct sum_rows rows = {0};
-	struct sonde_spool_sample smp;
-	struct sonde_spool_thread t;
-	struct sonde_spool_offcpu o;
-	struct sonde_spool_offcpu_short sh;
-	uint64_t period = r->info.header.sample_period_ns, all[SUM_COLS] = {0}, all_total = 0;
-	uint64_t *cpu_ns = calloc(MAX_CPU + 1, sizeof(*cpu_ns));
-	uint32_t cpu_max = 0;
-	int err = 0;
+	struct sonde_profile_spool_opts o = {.sz = sizeof(o)};
+	struct sonde_acct a;
 
-	if (!cpu_ns)
-		return -ENOMEM;
-	for (uint64_t i = 0; !err && sonde_spool__get_sample(r->spool, i, &smp) == 0; i++) {
-		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0 ||
-		    !sample_matches(r, &smp, &t))
-			continue;
-		struct sum_row *row = sum_row(r, &rows, &t);
-		if (!row) {
-			err = -ENOMEM;
-			break;
-		}
-		row->ns[SUM_ON] += period;
-		uint32_t c = smp.cpu < MAX_CPU ? smp.cpu : MAX_CPU;
-		cpu_ns[c] += period;
-		if (c < MAX_CPU && c >= cpu_max)
-			cpu_max = c + 1;
-	}
-	for (int pass = 0; pass < 2 && !err; pass++) {
-		for (uint64_t i = 0; !err; i++) {
-			if ((pass ? sonde_spool__get_unknown(r->spool, i, &o)
-				  : sonde_spool__get_offcpu(r->spool, i, &o)) < 0)
-				break;
-			smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags,
-							  o.cpu};
-			if (sonde_spool__get_thread(r->spool, o.thread, &t) < 0 ||
-			    !sample_matches(r, &smp, &t))
-				continue;
-			struct sum_row *row = sum_row(r, &rows, &t);
-			if (!row) {
-				err = -ENOMEM;
-				break;
-			}
-			/* a wait is in its state up to the wakeup, runnable from there (waiting
-			 * for a CPU), as a scheduler's own accounting has it */
-			uint64_t until = o.switch_in_ns;
-			if (!pass && o.state != SONDE_OFFCPU_RUNNABLE && o.wakeup_ns &&
-			    o.wakeup_ns >= o.switch_out_ns && o.wakeup_ns <= o.switch_in_ns) {
-				until = o.wakeup_ns;
-				row->ns[SUM_R] += o.switch_in_ns - o.wakeup_ns;
-			}
-			row->ns[pass ? SUM_UNKNOWN : SUM_R + o.state] += until - o.switch_out_ns;
-		}
-	}
-	/* short intervals: by thread only (they have no time), as the metrics count them */
-	struct cli_filter f = r->filt;
-	r->filt.has_time = false;
-	r->filt.cpus = NULL;
-	for (uint64_t i = 0; !err && sonde_spool__get_offcpu_short(r->spool, i, &sh) == 0; i++) {
-		smp = (struct sonde_spool_sample){.thread = sh.thread, .cpu = SONDE_SPOOL_CPU_NONE};
-		if (sonde_spool__get_thread(r->spool, sh.thread, &t) < 0 ||
-		    !sample_matches(r, &smp, &t))
-			continue;
-		struct sum_row *row = sum_row(r, &rows, &t);
-		if (!row)
-			err = -ENOMEM;
-		else
-			row->ns[SUM_SHORT] += sh.total_ns;
-	}
-	r->filt = f;
-	if (err) {
-		free(rows.v);
-		free(cpu_ns);
+	cli_filter_to_spool_opts(&r->filt, &o);
+	int err = sonde__acct_build(r->spool, &o, &a);
+	if (err < 0)
 		return err;
-	}
-	for (size_t i = 0; i < rows.n; i++)
-		for (int c = 0; c < SUM_COLS; c++) {
-			rows.v[i].total += rows.v[i].ns[c];
-			all[c] += rows.v[i].ns[c];
-			all_total += rows.v[i].ns[c];
-		}
-	if (rows.n)
-		qsort(rows.v, rows.n, sizeof(*rows.v), by_sum_total);
 
 	double span = recording_span(r);
 	if (title) {
 		printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples "
 		       "of %.3f ms; the states are how threads left the CPU)\n",
-		       r->path, span, period / 1e6);
+		       r->path, span, a.period_ns / 1e6);
 		print_account(r, stdout, "");
 	}
 	printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s\n", "process", "on-CPU", "runnable",
 	       "sleeping", "blocked", "other", "unknown", "short", "total");
-	uint64_t rest[SUM_COLS] = {0}, rest_total = 0;
+	uint64_t rest[SONDE_ACCT_COLS] = {0}, rest_total = 0;
 	size_t shown = 0;
-	for (size_t i = 0; i < rows.n; i++) {
+	for (size_t i = 0; i < a.n_rows; i++) {
 		char name[48];
 		if (shown < (size_t)r->top) {
-			snprintf(name, sizeof(name), "%s-%" PRIu32, rows.v[i].comm, rows.v[i].pid);
-			print_sum_row(name, rows.v[i].ns, rows.v[i].total);
+			snprintf(name, sizeof(name), "%s-%" PRIu32, a.rows[i].comm, a.rows[i].pid);
+			print_sum_row(name, a.rows[i].ns, a.rows[i].total);
 			shown++;
 			continue;
 		}
-		for (int c = 0; c < SUM_COLS; c++)
-			rest[c] += rows.v[i].ns[c];
-		rest_total += rows.v[i].total;
+		for (int c = 0; c < SONDE_ACCT_COLS; c++)
+			rest[c] += a.rows[i].ns[c];
+		rest_total += a.rows[i].total;
 	}
-	if (shown < rows.n) {
+	if (shown < a.n_rows) {
 		char name[48];
-		snprintf(name, sizeof(name), "(%zu others)", rows.n - shown);
+		snprintf(name, sizeof(name), "(%zu others)", a.n_rows - shown);
 		print_sum_row(name, rest, rest_total);
 	}
-	print_sum_row("all", all, all_total);
+	print_sum_row("all", a.all, a.all_total);
 
 	printf("\n%-6s %9s %9s  (seconds over %.3f s: on-CPU samples of the processes "
 	       "recorded)\n",
 	       "cpu", "on-CPU", "rest", span);
-	for (uint32_t c = 0; c < cpu_max; c++) {
-		double busy = cpu_ns[c] / 1e9;
-		if (cpu_ns[c])
+	for (uint32_t c = 0; c < a.cpu_max; c++) {
+		double busy = a.cpu_ns[c] / 1e9;
+		if (a.cpu_ns[c])
 			printf("%-6" PRIu32 " %9.3f %9.3f\n", c, busy, span > busy ? span - busy : 0);
 	}
-	if (cpu_ns[MAX_CPU])
-		printf("%-6s %9.3f\n", "?", cpu_ns[MAX_CPU] / 1e9);
-	print_cpu_time(r);
-	free(rows.v);
-	free(cpu_ns);
+	if (a.cpu_ns[SONDE_ACCT_MAX_CPU])
+		printf("%-6s %9.3f\n", "?", a.cpu_ns[SONDE_ACCT_MAX_CPU] / 1e9);
+	print_cpu_time(&a);
+	sonde__acct_free(&a);
 	return 0;
 }
 
@@ -1208,8 +1065,7 @@ static int print_report(const struct report *r)
 	/* system-wide, where the machine's time went: --summary's tables, per process and
 	 * state and each CPU's busy, idle, unknown */
 	if (r->metric == SONDE_PROFILE_METRIC_WALL && sonde_spool__switch_cpus(r->spool)) {
-		struct report view = *r; /* the table narrows its filters for a moment */
-		int err = print_summary(&view, false);
+		int err = print_summary(r, false);
 		if (err < 0)
 			return err;
 		printf("\n");

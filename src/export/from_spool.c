@@ -60,8 +60,9 @@ struct conv {
 	struct sonde_profile_spool_opts o; /* the caller's, missing fields zero */
 	ARR(uint8_t) keep;		   /* spool thread id -> passes pid, tid and comm */
 	/* roots: spool thread id -> its root frame's location (0: not made yet); the root
-	 * location of each pid + 1; the command of each pid's main thread + 1 (a comm string
-	 * id); and the node of (root location << 32 | node) */
+	 * location of each (name << 32 | pid) + 1, name the process's name when the frame was
+	 * made; the command of each pid's main thread so far (its comm string id), by pid + 1;
+	 * and the node of (root location << 32 | node) */
 	ARR(uint32_t) root_of;
 	struct u64map proc_root, main_comm, rooted;
 };
@@ -204,15 +205,18 @@ static int64_t root_loc(struct conv *c, uint32_t thread)
 
 	if (c->root_of.v[thread])
 		return c->root_of.v[thread];
+	/* a process's frame is named by its main thread's name so far (after an exec, the
+	 * new program's), one frame per name */
+	uint64_t *main = sonde__u64map_get(&c->main_comm, (uint64_t)t->pid + 1);
+	uint32_t name = main ? (uint32_t)*main : t->comm;
+	uint64_t key = ((uint64_t)name << 32 | t->pid) + 1;
 	if (c->o.roots == SONDE_PROFILE_ROOTS_PROCESS) {
-		have = sonde__u64map_get(&c->proc_root, (uint64_t)t->pid + 1);
+		have = sonde__u64map_get(&c->proc_root, key);
 		if (have) {
 			c->root_of.v[thread] = (uint32_t)*have;
 			return *have;
 		}
-		uint64_t *main = sonde__u64map_get(&c->main_comm, (uint64_t)t->pid + 1);
-		snprintf(label, sizeof(label), "%s-%u", prof_str(p, main ? (uint32_t)*main : t->comm),
-			 t->pid);
+		snprintf(label, sizeof(label), "%s-%u", prof_str(p, name), t->pid);
 	} else {
 		snprintf(label, sizeof(label), "%s-%u/%u", prof_str(p, t->comm), t->pid, t->tid);
 	}
@@ -220,7 +224,7 @@ static int64_t root_loc(struct conv *c, uint32_t thread)
 	uint32_t loc;
 	int err = sonde_profile__add_location(p, 0, 0, &f, 1, &loc);
 	if (!err && c->o.roots == SONDE_PROFILE_ROOTS_PROCESS)
-		err = sonde__u64map_put(&c->proc_root, (uint64_t)t->pid + 1, loc);
+		err = sonde__u64map_put(&c->proc_root, key, loc);
 	if (err)
 		return err;
 	c->root_of.v[thread] = loc;

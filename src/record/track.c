@@ -529,6 +529,13 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 	 * reused (and attached again): it ends nothing of the new one. */
 	if (t && rec->time < t->since)
 		return 0;
+	/* its life ends here (docs/record.md, "Accounting"): readers stop counting it */
+	if (t && t->defined && t->pid == (pid_t)e->pid) {
+		int err = sonde_spool_writer__add_exit(r->spool, sonde__rec_time(r, rec->time),
+						       t->spool_id);
+		if (err)
+			return sonde__rec_error(r, err);
+	}
 	sonde__rec_close_thread_events(r, (pid_t)e->tid);
 	thread_remove(r, (pid_t)e->tid);
 	if (e->pid != e->tid)

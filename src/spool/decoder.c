@@ -460,6 +460,18 @@ static int dec_account(struct cur *c, struct sonde_spool_record *rec)
 	return 0;
 }
 
+static int dec_exit(struct sonde_spool_decoder *d, struct cur *c, struct sonde_spool_record *rec)
+{
+	rec->exit.time_ns = get(c);
+	rec->exit.thread = get_u32(c);
+	if (c->err)
+		return c->err;
+	if (rec->exit.thread == 0 || rec->exit.thread > d->n_threads)
+		return -SONDE_E_REFERENCE;
+	rec->type = SONDE_SPOOL_REC_EXIT;
+	return 0;
+}
+
 static int dec_switches(struct sonde_spool_decoder *d, struct cur *c,
 			struct sonde_spool_record *rec)
 {
@@ -553,6 +565,10 @@ static int decode_framed(struct sonde_spool_decoder *d, const uint8_t *buf, size
 		}
 		if (tag == SPOOL_TAG_ACCOUNT && d->major == 2) {
 			r = dec_account(&c, rec);
+			break;
+		}
+		if (tag == SPOOL_TAG_EXIT && d->major == 2) {
+			r = dec_exit(d, &c, rec);
 			break;
 		}
 		if (tag < SPOOL_TAG_SKIP_FIRST || tag > SPOOL_TAG_SKIP_LAST)

@@ -47,6 +47,9 @@ enum spool_tag {
 	SPOOL_TAG_UNKNOWN = 0x43,
 	/* 2.1 and later, optional: a run of one CPU's context switches (-a --off-cpu) */
 	SPOOL_TAG_SWITCHES = 0x44,
+	/* any 2.x, optional: a thread's exit, so that its life has an end (a reader that does
+	 * not know it skips it) */
+	SPOOL_TAG_EXIT = 0x45,
 	SPOOL_TAG_SKIP_LAST = 0x7f,
 	/* Samples: no length prefix, to keep them a few bytes. Tag bits: */
 	SPOOL_TAG_SAMPLE = 0x80,

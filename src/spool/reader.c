@@ -56,7 +56,69 @@ struct sonde_spool {
 	size_t cpus_cap;
 	uint32_t n_cpus;
 	uint64_t last_switch_ns;
+	/* each task's stays on a CPU by the switches, sorted by tid then start once the
+	 * input ends */
+	struct sonde_spool_run *runs;
+	size_t n_runs, runs_cap;
+	uint64_t *exit_ns; /* by thread id - 1: its EXIT's time + 1, 0 for none */
+	size_t exit_cap;
 };
+
+static int add_run(struct sonde_spool *s, uint32_t tid, uint32_t cpu, uint64_t start,
+		   uint64_t end, uint32_t state)
+{
+	if (sonde__array_grow(&s->runs, &s->runs_cap, s->n_runs + 1, sizeof(*s->runs), 256) < 0)
+		return -ENOMEM;
+	s->runs[s->n_runs++] = (struct sonde_spool_run){tid, cpu, start, end, state};
+	return 0;
+}
+
+static int by_tid_start(const void *a, const void *b)
+{
+	const struct sonde_spool_run *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+/* The end of input: the task each CPU's last switch brought in stays to the end, and the
+ * runs are sorted for lookups by tid. */
+static int finish_runs(struct sonde_spool *s)
+{
+	for (uint32_t c = 0; c < s->n_cpus; c++) {
+		if (!s->cpus[c].seen || !s->cpus[c].last_next)
+			continue;
+		int err = add_run(s, s->cpus[c].last_next, c, s->cpus[c].last_ns, UINT64_MAX,
+				  SONDE_OFFCPU_RUNNABLE);
+		if (err)
+			return err;
+	}
+	if (s->n_runs)
+		qsort(s->runs, s->n_runs, sizeof(*s->runs), by_tid_start);
+	return 0;
+}
+
+int sonde_spool__get_tid_run(const struct sonde_spool *s, uint32_t tid, uint64_t i,
+			     struct sonde_spool_run *out)
+{
+	if (!s || !out)
+		return -EINVAL;
+	if (!s->n_cpus)
+		return -ENOENT;
+	size_t lo = 0, hi = s->n_runs;
+	while (lo < hi) { /* the first run of tid */
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->runs[mid].tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (i >= s->n_runs - lo || s->runs[lo + i].tid != tid)
+		return -ERANGE;
+	*out = s->runs[lo + i];
+	return 0;
+}
 
 static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record *rec)
 {
@@ -76,6 +138,15 @@ static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record 
 	struct rcpu *c = &s->cpus[cpu];
 	for (size_t i = 0; i < rec->switches.n; i++) {
 		const struct sonde_spool_switch *sw = &rec->switches.v[i];
+		/* prev's stay on the CPU ends here: from the CPU's previous switch (from the
+		 * start when this is its first), unless records were lost in between */
+		bool gap = c->seen && i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP);
+		if (sw->prev_tid && !gap) {
+			int err = add_run(s, sw->prev_tid, cpu, c->seen ? c->last_ns : 0, sw->time_ns,
+					  sw->prev_state);
+			if (err)
+				return err;
+		}
 		if (!c->seen) {
 			c->seen = true;
 			c->first_ns = sw->time_ns;
@@ -134,6 +205,34 @@ int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cpu, uint64_
 	*out = c->t;
 	*(c->first_prev ? &out->busy_ns : &out->idle_ns) += c->first_ns - start_ns;
 	*(c->last_next ? &out->busy_ns : &out->idle_ns) += end_ns - c->last_ns;
+	return 0;
+}
+
+static int keep_exit(struct sonde_spool *s, const struct sonde_spool_record *rec)
+{
+	size_t i = rec->exit.thread - 1, had = s->exit_cap;
+
+	if (i >= s->exit_cap) {
+		if (sonde__array_grow(&s->exit_ns, &s->exit_cap, i + 1, sizeof(*s->exit_ns), 256) <
+		    0)
+			return -ENOMEM;
+		memset(s->exit_ns + had, 0, (s->exit_cap - had) * sizeof(*s->exit_ns));
+	}
+	if (rec->exit.time_ns == UINT64_MAX)
+		return -SONDE_E_RANGE;
+	s->exit_ns[i] = rec->exit.time_ns + 1;
+	return 0;
+}
+
+int sonde_spool__get_thread_exit(const struct sonde_spool *s, uint32_t thread, uint64_t *time_ns)
+{
+	if (!s || !time_ns)
+		return -EINVAL;
+	if (thread == 0 || thread > s->info.threads)
+		return -ERANGE;
+	if (thread - 1 >= s->exit_cap || !s->exit_ns[thread - 1])
+		return -ENOENT;
+	*time_ns = s->exit_ns[thread - 1] - 1;
 	return 0;
 }
 
@@ -248,6 +347,8 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 		return 0;
 	case SONDE_SPOOL_REC_SWITCHES:
 		return keep_switches(s, rec);
+	case SONDE_SPOOL_REC_EXIT:
+		return keep_exit(s, rec);
 	case SONDE_SPOOL_REC_OPTIONAL:
 		return 0;
 	}
@@ -296,7 +397,7 @@ static int finish_input(struct sonde_spool *s, size_t leftover)
 	if (!s->info.version_major)
 		return -SONDE_E_EMPTY; /* not even a whole header: nothing was recorded */
 	s->info.dropped_bytes = leftover;
-	return 0;
+	return finish_runs(s);
 }
 
 static struct sonde_spool *fail(struct sonde_spool *s, int err, uint64_t *err_offset)
@@ -401,6 +502,8 @@ void sonde_spool__close(struct sonde_spool *s)
 	sonde__free(s->nodes);
 	sonde__free(s->offcpu);
 	sonde__free(s->unknown);
+	sonde__free(s->exit_ns);
+	sonde__free(s->runs);
 	sonde__free(s->cpus);
 	sonde__free(s->shorts);
 	sonde_spool_decoder__free(s->dec);

@@ -528,6 +528,21 @@ int sonde_spool_writer__add_switches(struct sonde_spool_writer *w, uint32_t cpu,
 	return push(w, FLUSH_AT);
 }
 
+int sonde_spool_writer__add_exit(struct sonde_spool_writer *w, uint64_t time_ns, uint32_t thread)
+{
+	int r = check_open(w);
+
+	if (r < 0)
+		return r;
+	if (thread == 0 || thread > w->n_threads)
+		return -EINVAL;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_EXIT);
+	put_varint(&w->out, time_ns);
+	put_varint(&w->out, thread);
+	end_record(&w->out, rec);
+	return push(w, FLUSH_AT);
+}
+
 int sonde_spool_writer__add_account(struct sonde_spool_writer *w,
 				    const struct sonde_spool_account *a)
 {

@@ -349,6 +349,7 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 	case SONDE_SPOOL_REC_OFFCPU:
 	case SONDE_SPOOL_REC_OFFCPU_SHORT:
 	case SONDE_SPOOL_REC_SWITCHES:
+	case SONDE_SPOOL_REC_EXIT:
 		return 0;
 	}
 	return -SONDE_E_FORMAT;

@@ -7,6 +7,8 @@
 
 #include <sonde/spool_reader.h>
 
+#include "export/acct.h"
+
 #include "../test.h"
 #include "acct_util.h"
 
@@ -54,6 +56,45 @@ bool acct_check_spool(const char *spool, bool expect_switches)
 	}
 	ASSERT_UINT(cpus, ==, (uint32_t)online);
 	free(sampled);
+
+	/* each task's life, first sight to exit (or the end), is its on-CPU time by the
+	 * switches, its off-CPU states, unknown and short time: nothing counted twice (a
+	 * millisecond for the recorder's two clocks of a switch), and the time no record
+	 * covers a minor share unless records were lost (loaded runs left 0.1 % to 8 % unseen,
+	 * not yet explained; an exit that did not end a life leaves 80 %) */
+	struct sonde_acct a;
+	struct sonde_spool_account lost = {0};
+	uint64_t lives = 0, unseen = 0, on = 0, busy = 0;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	sonde_spool__get_account(s, &lost);
+	ASSERT(a.exact_on);
+	for (size_t k = 0; k < a.n_tasks; k++) {
+		const struct sonde_acct_task *t = &a.tasks[k];
+		uint64_t sum = 0;
+		for (int c = 0; c < SONDE_ACCT_COLS; c++)
+			sum += t->ns[c];
+		ASSERT_UINT(t->start_ns, >=, a.window_start_ns);
+		ASSERT_UINT(t->end_ns, <=, a.window_end_ns);
+		ASSERT_UINT(sum + t->unseen_ns - t->over_ns, ==, t->end_ns - t->start_ns);
+		if (t->over_ns > 1000000)
+			FAIL("%s %u/%u: its parts exceed its life (%.3f to %.3f s%s) by %.3f ms",
+			     t->comm, t->pid, t->tid, (t->start_ns - a.window_start_ns) / 1e9,
+			     (t->end_ns - a.window_start_ns) / 1e9, t->exited ? ", exited" : "",
+			     t->over_ns / 1e6);
+		lives += t->end_ns - t->start_ns;
+		unseen += t->unseen_ns;
+		on += t->ns[SONDE_ACCT_ON];
+	}
+	for (uint32_t i = 0; i < a.n_cpus; i++)
+		busy += a.cpus[i].busy_ns + a.cpus[i].unknown_ns;
+	printf("%zu tasks: lives %.3f s, unseen %.3f s; on-CPU %.3f s of %.3f s busy; %llu "
+	       "records lost, %llu intervals dropped\n",
+	       a.n_tasks, lives / 1e9, unseen / 1e9, on / 1e9, busy / 1e9,
+	       (unsigned long long)lost.lost_records, (unsigned long long)lost.offcpu_dropped);
+	ASSERT_UINT(on, <=, busy); /* the tasks' stays are the CPUs' busy time */
+	if (!lost.lost_records && !lost.lost_samples)
+		ASSERT_UINT(unseen, <=, lives / 4 + 50000000 * lost.offcpu_dropped);
+	sonde__acct_free(&a);
 	sonde_spool__close(s);
 	return true;
 }

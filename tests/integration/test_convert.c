@@ -1254,8 +1254,11 @@ TEST(convert_folded_roots_process_and_thread)
 	ASSERT_INT(o.status, ==, 0);
 	test_output_free(&o);
 	text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	/* named as the process was when it ran: main, then other after its exec */
+	ASSERT_CONTAINS(text, "other-100;");
 	for (const char *l = text; *l;) {
-		if (strncmp(l, "main-100;", 9) && strncmp(l, "main-100 ", 9))
+		if (strncmp(l, "main-100;", 9) && strncmp(l, "main-100 ", 9) &&
+		    strncmp(l, "other-100;", 10) && strncmp(l, "other-100 ", 10))
 			FAIL("a line without its process's root: %s", l);
 		const char *nl = strchr(l, '\n');
 		if (!nl)

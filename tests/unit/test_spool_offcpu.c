@@ -475,3 +475,44 @@ TEST(spool_switches_round_trip_compactly)
 	ASSERT_INT(decode_all(v20, sizeof(v20), &optional), ==, 0);
 	ASSERT_INT(optional, ==, 1);
 }
+
+/* A thread's exit (tag 0x45, any 2.x file): its bytes, the reader's per-thread time, a
+ * thread without one, and the checks of the writer and the decoder (a defined thread). */
+TEST(spool_exit_round_trips_and_is_checked)
+{
+	struct buf b = BUF_INIT;
+	uint32_t t1, t2;
+	uint64_t at;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, &b, &hdr));
+
+	ASSERT_ERR(sonde_spool_writer__add_exit(w, 7, 1), -EINVAL); /* no thread yet */
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 10, "a", &t1));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 6, 10, 11, "b", &t2));
+	ASSERT_OK(sonde_spool_writer__add_exit(w, 300, t2));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	static const uint8_t expect[] = {
+		0x89, 'S', 'O', 'N', 'D', 'E', '\r', '\n', 2, 0, 5, 1, 2, 0xc0, 0x84, 0x3d,
+		0x04, 5, 5, 10, 10, 1, 'a', 0x04, 5, 6, 10, 11, 1, 'b',
+		0x45, 3, 0xac, 0x02, 2, /* thread 2 exited at 300 */
+		0x06, 1, 0,		/* end */
+	};
+	ASSERT_UINT(b.len, ==, sizeof(expect));
+	ASSERT_MEM_EQ(b.data, expect, sizeof(expect));
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	ASSERT_ERR(sonde_spool__get_thread_exit(s, t1, &at), -ENOENT);
+	ASSERT_OK(sonde_spool__get_thread_exit(s, t2, &at));
+	ASSERT_UINT(at, ==, 300);
+	ASSERT_ERR(sonde_spool__get_thread_exit(s, 3, &at), -ERANGE);
+	sonde_spool__close(s);
+
+	/* the decoder refuses the exit of a thread not defined */
+	uint64_t off = 0;
+	((uint8_t *)b.data)[34] = 3;
+	ASSERT(sonde_spool__open_mem(b.data, b.len, &off) == NULL);
+	ASSERT_INT(errno, ==, SONDE_E_REFERENCE);
+	ASSERT_UINT(off, ==, 30);
+	sonde__buf_free(&b);
+}

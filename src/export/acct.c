@@ -1,0 +1,535 @@
+/* The accounting tables of a spool (acct.h). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/u64map.h"
+#include "export/acct.h"
+
+struct build {
+	const struct sonde_spool *s;
+	struct sonde_spool_info info;
+	const struct sonde_profile_spool_opts *f; /* NULL: no filter */
+	bool narrowed; /* a time or CPU filter: rows are not whole lives */
+	struct sonde_acct_task **by_thread; /* by spool thread id - 1; NULL: filtered out */
+	size_t cap;
+	struct sonde_acct *a;
+};
+
+static bool id_in(const uint32_t *v, size_t n, uint32_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == id)
+			return true;
+	return false;
+}
+
+/* Whether thread t passes the pid, tid and comm filters. */
+static bool thread_kept(const struct build *b, const struct sonde_spool_thread *t)
+{
+	const struct sonde_profile_spool_opts *f = b->f;
+	size_t i;
+
+	if (!f)
+		return true;
+	if (f->n_pids && !id_in(f->pids, f->n_pids, t->pid))
+		return false;
+	if (f->n_tids && !id_in(f->tids, f->n_tids, t->tid))
+		return false;
+	for (i = 0; i < f->n_comms && strcmp(f->comms[i], t->comm); i++)
+		;
+	return !f->n_comms || i < f->n_comms;
+}
+
+/* Whether what t took at time_ns on cpu passes every filter. */
+static bool kept(const struct build *b, const struct sonde_spool_thread *t, uint64_t time_ns,
+		 uint32_t cpu)
+{
+	const struct sonde_profile_spool_opts *f = b->f;
+	size_t i;
+
+	if (!thread_kept(b, t))
+		return false;
+	if (!f)
+		return true;
+	for (i = 0; i < f->n_cpus && (uint32_t)f->cpus[i] != cpu; i++)
+		;
+	if (f->n_cpus && i == f->n_cpus)
+		return false;
+	if (f->time_range) {
+		double at = ((double)time_ns - (double)b->info.header.start_monotonic_ns) / 1e9;
+		if (at < f->time_from_s || (f->time_to_s >= 0 && at > f->time_to_s))
+			return false;
+	}
+	return true;
+}
+
+/* The name of process t->pid: its main thread's last (after an exec, the new program's:
+ * a renamed thread is defined again), else t's own. */
+static const char *process_comm(const struct build *b, const struct sonde_spool_thread *t)
+{
+	struct sonde_spool_thread m;
+
+	for (uint32_t i = b->info.threads; i >= 1; i--)
+		if (sonde_spool__get_thread(b->s, i, &m) == 0 && m.tid == t->pid &&
+		    m.pid == t->pid)
+			return m.comm;
+	return t->comm;
+}
+
+/* The row of process t->pid, added on first use; NULL when out of memory. */
+static struct sonde_acct_row *row_of(struct build *b, const struct sonde_spool_thread *t)
+{
+	struct sonde_acct *a = b->a;
+
+	for (size_t i = 0; i < a->n_rows; i++)
+		if (a->rows[i].pid == t->pid)
+			return &a->rows[i];
+	if (a->n_rows == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 64;
+		struct sonde_acct_row *v = realloc(a->rows, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		a->rows = v;
+		b->cap = cap;
+	}
+	struct sonde_acct_row *row = &a->rows[a->n_rows++];
+	*row = (struct sonde_acct_row){.pid = t->pid};
+	snprintf(row->comm, sizeof(row->comm), "%s", process_comm(b, t));
+	return row;
+}
+
+static int by_total(const void *x, const void *y)
+{
+	const struct sonde_acct_row *p = x, *q = y;
+
+	if (p->total != q->total)
+		return p->total < q->total ? 1 : -1;
+	return p->pid < q->pid ? -1 : p->pid > q->pid;
+}
+
+void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *end)
+{
+	struct sonde_spool_info in;
+	struct sonde_spool_offcpu o;
+	uint64_t first = sonde_spool__first_switch_ns(s);
+
+	sonde_spool__get_info(s, &in);
+	*start = in.header.start_monotonic_ns;
+	*end = sonde_spool__last_switch_ns(s);
+	if (first < *start)
+		*start = first;
+	if (in.samples && in.first_time_ns < *start)
+		*start = in.first_time_ns;
+	if (in.samples && in.last_time_ns > *end)
+		*end = in.last_time_ns;
+	/* with the CPUs' switches the machine was seen up to its last switch or sample: an
+	 * interval still open when the recorder finished (later, on a loaded machine, by
+	 * seconds) is clipped to that */
+	if (sonde_spool__switch_cpus(s))
+		return;
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &o) == 0; i++)
+		if (o.switch_in_ns > *end)
+			*end = o.switch_in_ns;
+	for (uint64_t i = 0; sonde_spool__get_unknown(s, i, &o) == 0; i++)
+		if (o.switch_in_ns > *end)
+			*end = o.switch_in_ns;
+}
+
+static struct sonde_acct_row *task_row(struct build *b, const struct sonde_acct_task *task);
+
+/* The task of spool thread id, by thread id - 1 (NULL: filtered out). */
+static struct sonde_acct_task *task_of(struct build *b, uint32_t id)
+{
+	return id && id <= b->info.threads ? b->by_thread[id - 1] : NULL;
+}
+
+static void seen_at(struct sonde_acct_task *k, uint64_t t)
+{
+	if (t < k->start_ns)
+		k->start_ns = t;
+}
+
+static int by_pid_tid(const void *x, const void *y)
+{
+	const struct sonde_acct_task *p = x, *q = y;
+
+	if (p->pid != q->pid)
+		return p->pid < q->pid ? -1 : 1;
+	return p->tid < q->tid ? -1 : p->tid > q->tid;
+}
+
+/* One task per (pid, tid) of the threads that pass the thread filters: named by its last
+ * definition, started at its first, ended by its last EXIT. */
+static int make_tasks(struct build *b)
+{
+	struct sonde_acct *a = b->a;
+	struct sonde_spool_thread t;
+	uint32_t n = b->info.threads;
+
+	b->by_thread = calloc(n ? n : 1, sizeof(*b->by_thread));
+	a->tasks = calloc(n ? n : 1, sizeof(*a->tasks));
+	uint32_t *idx = calloc(n ? n : 1, sizeof(*idx)); /* thread id - 1 -> task index */
+	if (!b->by_thread || !a->tasks || !idx) {
+		free(idx);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 1; i <= n; i++) {
+		if (sonde_spool__get_thread(b->s, i, &t) < 0 || !thread_kept(b, &t)) {
+			idx[i - 1] = UINT32_MAX;
+			continue;
+		}
+		size_t k = 0;
+		while (k < a->n_tasks && (a->tasks[k].pid != t.pid || a->tasks[k].tid != t.tid))
+			k++; /* threads are few next to records; a scan is fine */
+		if (k == a->n_tasks)
+			a->tasks[a->n_tasks++] = (struct sonde_acct_task){
+				.pid = t.pid, .tid = t.tid, .start_ns = UINT64_MAX};
+		struct sonde_acct_task *task = &a->tasks[k];
+		uint64_t exit_ns;
+		task->comm = t.comm;
+		seen_at(task, t.time_ns);
+		if (sonde_spool__get_thread_exit(b->s, i, &exit_ns) == 0 &&
+		    (!task->exited || exit_ns > task->end_ns)) {
+			task->exited = true;
+			task->end_ns = exit_ns;
+		}
+		idx[i - 1] = (uint32_t)k;
+	}
+	/* sorted, then each thread pointed at its task */
+	for (size_t k = 0; k < a->n_tasks; k++)
+		a->tasks[k].over_ns = k; /* the index before sorting, for a moment */
+	if (a->n_tasks)
+		qsort(a->tasks, a->n_tasks, sizeof(*a->tasks), by_pid_tid);
+	uint32_t *moved = calloc(a->n_tasks ? a->n_tasks : 1, sizeof(*moved));
+	if (!moved) {
+		free(idx);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < a->n_tasks; k++) {
+		moved[a->tasks[k].over_ns] = (uint32_t)k;
+		a->tasks[k].over_ns = 0;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		b->by_thread[i] = idx[i] == UINT32_MAX ? NULL : &a->tasks[moved[idx[i]]];
+	free(moved);
+	free(idx);
+	return 0;
+}
+
+/* Each on-CPU sample weighs the sample period, on its process's row and its CPU. */
+static int add_samples(struct build *b)
+{
+	struct sonde_acct *a = b->a;
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread t;
+
+	for (uint64_t i = 0; sonde_spool__get_sample(b->s, i, &smp) == 0; i++) {
+		struct sonde_acct_task *task = task_of(b, smp.thread);
+		if (!task)
+			continue;
+		seen_at(task, smp.time_ns);
+		if (sonde_spool__get_thread(b->s, smp.thread, &t) < 0 ||
+		    !kept(b, &t, smp.time_ns, smp.cpu))
+			continue;
+		struct sonde_acct_row *row = row_of(b, &t);
+		if (!row)
+			return -ENOMEM;
+		row->ns[SONDE_ACCT_ON] += a->period_ns;
+		task->ns[SONDE_ACCT_ON] += a->period_ns;
+		task->sampled_ns += a->period_ns;
+		uint32_t c = smp.cpu < SONDE_ACCT_MAX_CPU ? smp.cpu : SONDE_ACCT_MAX_CPU;
+		a->cpu_ns[c] += a->period_ns;
+		if (c < SONDE_ACCT_MAX_CPU && c >= a->cpu_max)
+			a->cpu_max = c + 1;
+	}
+	return 0;
+}
+
+/* An interval weighs its length, in the state the thread left the CPU in up to its
+ * wakeup and runnable from there (waiting for a CPU), as a scheduler's own accounting
+ * has it; one a loss cut (unknown) is unknown throughout. */
+static int add_intervals(struct build *b, bool unknown)
+{
+	struct sonde_spool_offcpu o;
+	struct sonde_spool_thread t;
+
+	for (uint64_t i = 0;; i++) {
+		if ((unknown ? sonde_spool__get_unknown(b->s, i, &o)
+			     : sonde_spool__get_offcpu(b->s, i, &o)) < 0)
+			return 0;
+		struct sonde_acct_task *task = task_of(b, o.thread);
+		if (!task)
+			continue;
+		seen_at(task, o.switch_out_ns);
+		if (sonde_spool__get_thread(b->s, o.thread, &t) < 0 ||
+		    !kept(b, &t, o.switch_out_ns, o.cpu))
+			continue;
+		struct sonde_acct_row *row = row_of(b, &t);
+		if (!row)
+			return -ENOMEM;
+		if (o.switch_in_ns > b->a->window_end_ns) /* clipped to the window */
+			o.switch_in_ns = o.switch_out_ns > b->a->window_end_ns ? o.switch_out_ns
+									   : b->a->window_end_ns;
+		uint64_t until = o.switch_in_ns;
+		if (!unknown && o.state != SONDE_OFFCPU_RUNNABLE && o.wakeup_ns &&
+		    o.wakeup_ns >= o.switch_out_ns && o.wakeup_ns <= o.switch_in_ns) {
+			until = o.wakeup_ns;
+			row->ns[SONDE_ACCT_R] += o.switch_in_ns - o.wakeup_ns;
+			task->ns[SONDE_ACCT_R] += o.switch_in_ns - o.wakeup_ns;
+		}
+		int col = unknown ? SONDE_ACCT_UNKNOWN : SONDE_ACCT_R + (int)o.state;
+		row->ns[col] += until - o.switch_out_ns;
+		task->ns[col] += until - o.switch_out_ns;
+	}
+}
+
+/* Short intervals: by thread only (they have no time nor CPU), as the metrics count them. */
+static int add_shorts(struct build *b)
+{
+	struct sonde_spool_offcpu_short sh;
+	struct sonde_spool_thread t;
+
+	for (uint64_t i = 0; sonde_spool__get_offcpu_short(b->s, i, &sh) == 0; i++) {
+		struct sonde_acct_task *task = task_of(b, sh.thread);
+		if (!task || sonde_spool__get_thread(b->s, sh.thread, &t) < 0)
+			continue;
+		struct sonde_acct_row *row = row_of(b, &t);
+		if (!row)
+			return -ENOMEM;
+		row->ns[SONDE_ACCT_SHORT] += sh.total_ns;
+		task->ns[SONDE_ACCT_SHORT] += sh.total_ns;
+	}
+	return 0;
+}
+
+/* Whether on-CPU time at [from, to) on cpu passes the CPU and time filters: the part of
+ * it that does, into *from and *to (false: none). */
+static bool clip_kept(const struct build *b, uint32_t cpu, uint64_t *from, uint64_t *to)
+{
+	const struct sonde_profile_spool_opts *f = b->f;
+	size_t i;
+
+	if (!f)
+		return *from < *to;
+	for (i = 0; i < f->n_cpus && (uint32_t)f->cpus[i] != cpu; i++)
+		;
+	if (f->n_cpus && i == f->n_cpus)
+		return false;
+	if (f->time_range) {
+		double base = (double)b->info.header.start_monotonic_ns;
+		double lo = base + f->time_from_s * 1e9, hi = base + f->time_to_s * 1e9;
+		if ((double)*from < lo)
+			*from = lo >= (double)*to ? *to : (uint64_t)lo;
+		if (f->time_to_s >= 0 && (double)*to > hi)
+			*to = hi <= (double)*from ? *from : (uint64_t)hi;
+	}
+	return *from < *to;
+}
+
+/* With the CPUs' switches, each task's on-CPU time is its stays on the CPUs over its life
+ * (the samples only say where in its code it was); its life starts at its first stay if
+ * that comes first, and an exit ends it with the stay the exit was in. The rows' on-CPU
+ * time is then their tasks'. */
+static int by_start(const void *x, const void *y)
+{
+	const struct sonde_acct_task *const *p = x, *const *q = y;
+
+	return (*p)->start_ns < (*q)->start_ns ? -1 : (*p)->start_ns > (*q)->start_ns;
+}
+
+static int add_runs(struct build *b)
+{
+	struct sonde_acct *a = b->a;
+	struct sonde_spool_run run;
+	struct u64map claimed = U64MAP_INIT; /* tid + 1 -> its stays from then on are free */
+	struct sonde_acct_task **order = calloc(a->n_tasks ? a->n_tasks : 1, sizeof(*order));
+
+	if (!order)
+		return -ENOMEM;
+	/* a tid's stays go to one task at a time, the first seen (by its other records)
+	 * until its exit: a tid reused, or defined twice, is not counted twice */
+	for (size_t k = 0; k < a->n_tasks; k++)
+		order[k] = &a->tasks[k];
+	if (a->n_tasks)
+		qsort(order, a->n_tasks, sizeof(*order), by_start);
+	for (size_t k = 0; k < a->n_tasks; k++) {
+		struct sonde_acct_task *task = order[k];
+		if (!task->tid || sonde_spool__get_tid_run(b->s, task->tid, 0, &run) == -ENOENT)
+			continue; /* the idle task's stays are the CPUs' idle time */
+		uint64_t *had = sonde__u64map_get(&claimed, (uint64_t)task->tid + 1);
+		uint64_t free_from = had ? *had : 0;
+		if (free_from == UINT64_MAX)
+			continue; /* another task has them to the end */
+		task->exact_on = true;
+		bool done = false; /* its last switch-out found */
+		for (uint64_t i = 0; sonde_spool__get_tid_run(b->s, task->tid, i, &run) == 0; i++) {
+			uint64_t from = run.start_ns ? run.start_ns : a->window_start_ns;
+			if (from < free_from)
+				continue;
+			uint64_t to = run.end_ns == UINT64_MAX ? a->window_end_ns : run.end_ns;
+			if (task->exited && from > task->end_ns && done)
+				break; /* a later task with the same tid */
+			seen_at(task, from);
+			bool last = (run.state & ~(uint32_t)SONDE_SWITCH_INFERRED) ==
+				    SONDE_SWITCH_EXITED;
+			if (!task->exited && last) {
+				/* its exit record went unseen; its last switch-out ends it */
+				task->exited = done = true;
+				task->end_ns = to;
+				break;
+			}
+			/* after its exit record a task still runs to its last switch-out (and
+			 * may be preempted on the way) */
+			if (task->exited && !done && to > task->end_ns) {
+				task->end_ns = to;
+				done = last;
+			}
+		}
+		if (task->start_ns < free_from)
+			task->start_ns = free_from;
+		if (sonde__u64map_put(&claimed, (uint64_t)task->tid + 1,
+				      task->exited ? task->end_ns : UINT64_MAX) < 0) {
+			sonde__u64map_free(&claimed);
+			free(order);
+			return -ENOMEM;
+		}
+	}
+	sonde__u64map_free(&claimed);
+	free(order);
+	for (size_t k = 0; k < a->n_tasks; k++) {
+		struct sonde_acct_task *task = &a->tasks[k];
+		uint64_t on = 0, kept_on = 0;
+		uint64_t end = task->exited ? task->end_ns : a->window_end_ns;
+		if (!task->exact_on)
+			continue;
+		for (uint64_t i = 0; sonde_spool__get_tid_run(b->s, task->tid, i, &run) == 0; i++) {
+			uint64_t from = run.start_ns ? run.start_ns : a->window_start_ns;
+			uint64_t to = run.end_ns == UINT64_MAX ? a->window_end_ns : run.end_ns;
+			if (from < task->start_ns)
+				from = task->start_ns;
+			if (to > end)
+				to = end;
+			if (from >= to)
+				continue;
+			on += to - from;
+			if (clip_kept(b, run.cpu, &from, &to))
+				kept_on += to - from;
+		}
+		/* the samples' estimate gives way to the switches' measure */
+		struct sonde_acct_row *row = task_row(b, task);
+		if (!row)
+			return -ENOMEM;
+		row->ns[SONDE_ACCT_ON] += kept_on - task->sampled_ns;
+		task->ns[SONDE_ACCT_ON] = on;
+	}
+	return 0;
+}
+
+/* The row of task's process. */
+static struct sonde_acct_row *task_row(struct build *b, const struct sonde_acct_task *task)
+{
+	struct sonde_spool_thread t = {.pid = task->pid, .tid = task->tid, .comm = task->comm};
+
+	return row_of(b, &t);
+}
+
+/* Each task's life less its parts: unseen, or over when the parts exceed it. */
+static int close_tasks(struct build *b)
+{
+	struct sonde_acct *a = b->a;
+
+	for (size_t k = 0; k < a->n_tasks; k++) {
+		struct sonde_acct_task *task = &a->tasks[k];
+		uint64_t sum = 0;
+		if (task->start_ns == UINT64_MAX || task->start_ns < a->window_start_ns)
+			task->start_ns = a->window_start_ns;
+		if (task->start_ns > a->window_end_ns) /* seen after the machine was */
+			task->start_ns = a->window_end_ns;
+		if (!task->exited || task->end_ns > a->window_end_ns)
+			task->end_ns = a->window_end_ns;
+		if (task->end_ns < task->start_ns)
+			task->end_ns = task->start_ns;
+		for (int c = 0; c < SONDE_ACCT_COLS; c++)
+			sum += task->ns[c];
+		uint64_t life = task->end_ns - task->start_ns;
+		task->unseen_ns = life > sum ? life - sum : 0;
+		task->over_ns = sum > life ? sum - life : 0;
+		if (!task->exact_on || !task->unseen_ns || b->narrowed)
+			continue;
+		struct sonde_acct_row *row = task_row(b, task);
+		if (!row)
+			return -ENOMEM;
+		row->ns[SONDE_ACCT_UNKNOWN] += task->unseen_ns;
+	}
+	return 0;
+}
+
+/* Each CPU's busy, idle and unknown time by its switches, over the window. */
+static int add_cpus(struct build *b)
+{
+	struct sonde_acct *a = b->a;
+	uint32_t n = sonde_spool__switch_cpus(b->s);
+
+	if (!n)
+		return 0;
+	a->cpus = calloc(n, sizeof(*a->cpus));
+	if (!a->cpus)
+		return -ENOMEM;
+	for (uint32_t c = 0; c < n; c++) {
+		struct sonde_spool_cpu_time t;
+		if (sonde_spool__get_cpu_time(b->s, c, a->window_start_ns, a->window_end_ns, &t) <
+		    0)
+			continue;
+		a->cpus[a->n_cpus++] = (struct sonde_acct_cpu){c, t.busy_ns, t.idle_ns,
+							       t.unknown_ns};
+	}
+	return 0;
+}
+
+int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_spool_opts *f,
+		      struct sonde_acct *out)
+{
+	struct build b = {.s = s, .f = f, .a = out};
+	int err;
+
+	*out = (struct sonde_acct){0};
+	sonde_spool__get_info(s, &b.info);
+	out->period_ns = b.info.header.sample_period_ns;
+	out->cpu_ns = calloc(SONDE_ACCT_MAX_CPU + 1, sizeof(*out->cpu_ns));
+	if (!out->cpu_ns)
+		return -ENOMEM;
+	b.narrowed = f && (f->n_cpus || f->time_range);
+	sonde__acct_window(s, &out->window_start_ns, &out->window_end_ns);
+	if ((err = make_tasks(&b)) < 0 || (err = add_samples(&b)) < 0 ||
+	    (err = add_intervals(&b, false)) < 0 || (err = add_intervals(&b, true)) < 0 ||
+	    (err = add_shorts(&b)) < 0 || (err = add_runs(&b)) < 0 ||
+	    (err = close_tasks(&b)) < 0 || (err = add_cpus(&b)) < 0) {
+		free(b.by_thread);
+		sonde__acct_free(out);
+		return err;
+	}
+	free(b.by_thread);
+	for (size_t k = 0; k < out->n_tasks; k++)
+		out->exact_on |= out->tasks[k].exact_on;
+	for (size_t i = 0; i < out->n_rows; i++)
+		for (int c = 0; c < SONDE_ACCT_COLS; c++) {
+			out->rows[i].total += out->rows[i].ns[c];
+			out->all[c] += out->rows[i].ns[c];
+			out->all_total += out->rows[i].ns[c];
+		}
+	if (out->n_rows)
+		qsort(out->rows, out->n_rows, sizeof(*out->rows), by_total);
+	return 0;
+}
+
+void sonde__acct_free(struct sonde_acct *a)
+{
+	free(a->rows);
+	free(a->cpu_ns);
+	free(a->cpus);
+	free(a->tasks);
+	*a = (struct sonde_acct){0};
+}

@@ -1,0 +1,96 @@
+/* Where the wall-clock time went (docs/record.md, "Accounting"): the tables of `sonde report
+ * --summary`, built from a spool. Internal to libsonde; the programs only print them.
+ *
+ * Per process and state: on-CPU, runnable, sleeping (S), blocked (D), other states,
+ * unknown (time a loss covered) and short intervals (counted, not stacked). Per CPU, by
+ * the switches the recording kept (-a --off-cpu of every process): busy, idle, unknown.
+ * Each row's columns add up to its total, the rows to the "all" row, and each CPU's three
+ * figures to the window.
+ */
+#ifndef SONDE_EXPORT_ACCT_H
+#define SONDE_EXPORT_ACCT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sonde/profile.h>
+#include <sonde/spool_reader.h>
+
+enum sonde_acct_col {
+	SONDE_ACCT_ON,
+	SONDE_ACCT_R, /* the same order as enum sonde_offcpu_state */
+	SONDE_ACCT_S,
+	SONDE_ACCT_D,
+	SONDE_ACCT_OTHER,
+	SONDE_ACCT_UNKNOWN,
+	SONDE_ACCT_SHORT,
+	SONDE_ACCT_COLS
+};
+
+/* The CPU number samples without one are counted under, in cpu_ns. */
+enum { SONDE_ACCT_MAX_CPU = 1 << 16 };
+
+struct sonde_acct_row {
+	uint32_t pid;
+	char comm[32]; /* the process's name: its main thread's, else the first thread seen */
+	uint64_t ns[SONDE_ACCT_COLS], total;
+};
+
+/* One recorded task (a kernel thread: pid and tid, over however many spool thread ids a
+ * rename gave it) and its life: from its first sight (the first record of it: a switch
+ * that took it off or brought it in, a sample, an interval, its definition) to its exit
+ * (EXIT record; on to its last switch-out, which follows) or the end of the window. Its
+ * parts add up to its life exactly: ns[] (on-CPU by the switches when the recording kept
+ * them, else samples x period; the off-CPU states; unknown; short) + unseen_ns - over_ns. */
+struct sonde_acct_task {
+	uint32_t pid, tid;
+	const char *comm; /* its last name (after an exec, that one), the spool's string */
+	uint64_t start_ns, end_ns;
+	bool exited;
+	bool exact_on; /* on-CPU time from the switches */
+	uint64_t ns[SONDE_ACCT_COLS];
+	uint64_t sampled_ns; /* its samples x period that pass every filter */
+	uint64_t unseen_ns; /* life no record covers (records lost, intervals dropped) */
+	uint64_t over_ns;   /* parts beyond the life: counted twice (0 when consistent) */
+};
+
+/* One CPU's time by its switches over the window. */
+struct sonde_acct_cpu {
+	uint32_t cpu;
+	uint64_t busy_ns, idle_ns, unknown_ns;
+};
+
+struct sonde_acct {
+	struct sonde_acct_row *rows; /* by total, largest first; ties by pid */
+	size_t n_rows;
+	uint64_t all[SONDE_ACCT_COLS], all_total;
+	uint64_t period_ns; /* the recording's sample period: what a sample weighs */
+	/* on-CPU sample time by CPU ([SONDE_ACCT_MAX_CPU]: samples without a CPU), below
+	 * cpu_max, the highest CPU sampled + 1 */
+	uint64_t *cpu_ns;
+	uint32_t cpu_max;
+	/* by the CPUs' switches (n_cpus 0: the recording kept none), over the window from
+	 * the recording's start (or its first switch or sample) to its last record */
+	struct sonde_acct_cpu *cpus;
+	uint32_t n_cpus;
+	uint64_t window_start_ns, window_end_ns;
+	/* every task of the recording that passes the pid, tid and comm filters, by pid
+	 * then tid; with no time or CPU filter the rows are their sums, unseen time in the
+	 * unknown column, so that a row's total is its tasks' lives */
+	struct sonde_acct_task *tasks;
+	size_t n_tasks;
+	bool exact_on; /* on-CPU time by the switches (the recording kept them) */
+};
+
+/* Builds the tables of spool s, counting what passes f's filters (NULL: everything; the
+ * roots field is ignored). 0 or -ENOMEM. Free with sonde__acct_free. */
+int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_spool_opts *f,
+		      struct sonde_acct *out);
+void sonde__acct_free(struct sonde_acct *a);
+
+/* The window the CPUs' time is given over: from the recording's start (or its first
+ * switch or sample, if earlier) to its last switch or sample, or, in a recording without
+ * switches, interval end. Intervals are clipped to it. */
+void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *end);
+
+#endif
