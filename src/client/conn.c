@@ -147,7 +147,8 @@ static int await_bind_reply(struct conn *c, uint64_t req, const char *const *nam
 }
 
 int sonde__conn_open(struct conn *c, enum conn_kind kind, const char *path, const char *service,
-	      const char *const *names, size_t n, int timeout_ms, const struct conn_trust *trust)
+		     const char *const *names, size_t n, int timeout_ms,
+		     const struct conn_trust *trust)
 {
 	bool inherited;
 	int fd, r;
@@ -200,19 +201,25 @@ void sonde__conn_close(struct conn *c)
 	c->open = false;
 }
 
-int64_t sonde__conn_invoke(struct conn *c, unsigned m, const void *args, size_t len, bool drop_reply,
-		    int fd)
+/* The next request's frame invoking method m, its arguments len bytes (c->lock held). */
+static struct ipc_frame invoke_frame(struct conn *c, unsigned m, size_t len, bool drop_reply)
+{
+	return (struct ipc_frame){.request_id = c->next_request_id++,
+				  .msg = IPC_MSG_INVOKE_METHOD,
+				  .service_id = c->service_id,
+				  .method_id = c->method_ids[m],
+				  .data_len = len,
+				  .drop_reply = drop_reply};
+}
+
+int64_t sonde__conn_invoke(struct conn *c, unsigned m, const void *args, size_t len,
+			   bool drop_reply, int fd)
 {
 	if (m >= CONN_MAX_METHODS || !c->method_ids[m])
 		return -SONDE_E_UNSUPPORTED;
 	pthread_mutex_lock(&c->lock);
-	struct ipc_frame f = {.request_id = c->next_request_id++,
-			      .msg = IPC_MSG_INVOKE_METHOD,
-			      .service_id = c->service_id,
-			      .method_id = c->method_ids[m],
-			      .data = args,
-			      .data_len = len,
-			      .drop_reply = drop_reply};
+	struct ipc_frame f = invoke_frame(c, m, len, drop_reply);
+	f.data = args;
 	int r = sonde__ipc_chan_send(&c->ch, &f, fd);
 	pthread_mutex_unlock(&c->lock);
 	return r < 0 ? r : (int64_t)f.request_id;
@@ -224,12 +231,7 @@ int64_t sonde__conn_invoke_iov(struct conn *c, unsigned m, const struct iovec *a
 	if (m >= CONN_MAX_METHODS || !c->method_ids[m])
 		return -SONDE_E_UNSUPPORTED;
 	pthread_mutex_lock(&c->lock);
-	struct ipc_frame f = {.request_id = c->next_request_id++,
-			      .msg = IPC_MSG_INVOKE_METHOD,
-			      .service_id = c->service_id,
-			      .method_id = c->method_ids[m],
-			      .data_len = len,
-			      .drop_reply = drop_reply};
+	struct ipc_frame f = invoke_frame(c, m, len, drop_reply);
 	int r = sonde__ipc_chan_send_iov(&c->ch, &f, args, n);
 	pthread_mutex_unlock(&c->lock);
 	return r < 0 ? r : (int64_t)f.request_id;

@@ -953,12 +953,8 @@ TEST(offcpu_report_summary_runnable_from_the_wakeup)
 	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), spool);
 	if (o.status != 0)
 		FAIL("report exited %d:\n%s", o.status, o.err);
-	const char *row = strstr(o.out, "\nwaiter-77 ");
-	ASSERT_NOT_NULL(row);
-	ASSERT_INT(sscanf(row, "\nwaiter-77 %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2],
-			  &v[3], &v[4], &v[5], &v[6], &v[7]),
-		   ==, 8);
 	printf("%s", o.out);
+	summary_row(o.out, "\nwaiter-77 ", v);
 	/* runnable 30 + 30 + 30 ms; sleeping 70 + 40; blocked 20; in all 220 */
 	ASSERT(v[1] > 0.0895 && v[1] < 0.0905);
 	ASSERT(v[2] > 0.1095 && v[2] < 0.1105);
