@@ -9,6 +9,8 @@
 #   service  the daemon's core: no data source, no recorder, unwinder, symbolizer,
 #            spool or exporter
 #   probes   data sources, on the client library, never the service's internals
+#   view     the read-side model (docs/view.md): below the exporters, whose folded
+#            writer is its own
 LAYER_ALLOW_base     :=
 LAYER_ALLOW_perf     := base
 LAYER_ALLOW_proc     := base
@@ -18,7 +20,8 @@ LAYER_ALLOW_unwind   := base perf record
 LAYER_ALLOW_symbol   := base proc spool symbolize
 LAYER_ALLOW_tail     := base spool spool_reader symbolize
 LAYER_ALLOW_record   := base perf proc unwind symbol symbolize spool tail record
-LAYER_ALLOW_export   := base tail spool spool_reader symbolize profile export
+LAYER_ALLOW_view     := base view
+LAYER_ALLOW_export   := base tail spool spool_reader symbolize profile export view
 LAYER_ALLOW_service  := base ipc proc service connector
 LAYER_ALLOW_client   := base ipc client connector
 LAYER_ALLOW_relay    := base ipc service relay

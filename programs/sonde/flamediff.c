@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "export/flame.h"
-#include "export/out.h"
+#include "base/out.h"
 #include "flamediff.h"
 
 /* The geometry is the library's (`sonde convert -o x.svg`, flame.h), which the script

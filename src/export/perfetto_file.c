@@ -13,7 +13,7 @@
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "base/opts.h"
-#include "export/out.h"
+#include "base/out.h"
 #include "export/perfetto.h"
 
 enum { READ_CHUNK = 1 << 20 };

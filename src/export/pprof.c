@@ -15,7 +15,7 @@
 #include "base/alloc.h"
 #include "base/pb.h"
 #include "base/u64map.h"
-#include "export/out.h"
+#include "base/out.h"
 #include "export/profile.h"
 
 /* profile.proto field numbers */

@@ -8,7 +8,7 @@
 
 #include "base/alloc.h"
 #include "export/flame.h"
-#include "export/out.h"
+#include "base/out.h"
 
 #define SONDE_EXPORTER "sonde"
 

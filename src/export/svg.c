@@ -11,7 +11,7 @@
 
 #include "base/opts.h"
 #include "export/flame.h"
-#include "export/out.h"
+#include "base/out.h"
 #include "export/svg_script.h"
 
 /* Colors are a function of the name only, so the same function has the same color in

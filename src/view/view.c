@@ -20,7 +20,7 @@
 #include "base/idmap.h"
 #include "base/opts.h"
 #include "base/u64map.h"
-#include "export/out.h"
+#include "base/out.h"
 
 struct view_func {
 	uint32_t name, module; /* string ids */

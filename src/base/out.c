@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "export/out.h"
+#include "base/out.h"
 
 enum { OUT_FLUSH_AT = 1 << 16 };
 

@@ -4,8 +4,8 @@
  * Errors are sticky: after the first failed write or allocation every call is a no-op
  * and sonde__out_close() returns the error, so exporters check once at the end.
  */
-#ifndef SONDE_EXPORT_OUT_H
-#define SONDE_EXPORT_OUT_H
+#ifndef SONDE_BASE_OUT_H
+#define SONDE_BASE_OUT_H
 
 #include <stddef.h>
 #include <stdint.h>
