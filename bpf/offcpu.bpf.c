@@ -317,6 +317,18 @@ static __always_inline void unseen_in(struct sonde_bpf_start *s, __u32 tid, stru
 	emit(s, tid, task, true, true);
 }
 
+/* Writes the wait still open in s when thread tid (task, current) leaves the CPU or
+ * exits: ended, with its capture point not come (it was in a system call, its user state
+ * is still there; else written without it), or its switch-in never traced (unknown). */
+static __always_inline void write_open(struct sonde_bpf_start *s, __u32 tid,
+				       struct task_struct *task, __u64 now)
+{
+	if (s->capture)
+		emit(s, tid, task, s->capture == CAPTURE_SYSCALL, false);
+	else
+		unseen_in(s, tid, task, now);
+}
+
 /* Whether task is blocked in a system call: entered through one (orig_ax holds its number)
  * and not returned (ax still holds the -ENOSYS the entry put there; a fault's orig_ax is
  * its error code, but its ax is the user's). */
@@ -339,16 +351,19 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (keep_switches)
 		keep_switch(now, ptid, ntid,
 			    (prev_state & 0x80) ? SONDE_BPF_EXITED : state_of(preempt, prev_state));
-	/* an exiting thread's last switch-out (TASK_DEAD) opens no wait */
-	if (ptid && !(prev_state & 0x80) && tracked(ptgid, ptid)) {
-		/* a long wait whose capture point did not come first: in a system call, it
-		 * is still there, its user state unchanged; else it may have been back in user
-		 * space (no FPU state to load): written without its user state */
+	if (ptid && (prev_state & 0x80)) {
+		/* an exiting thread's last switch-out (TASK_DEAD) opens no wait; one it was
+		 * preempted in on its way out (after sched_process_exit) ended at its switch-in
+		 * and waits for a capture point that never comes: written now */
 		struct sonde_bpf_start *o = bpf_map_lookup_elem(&starts, &ptid);
-		if (o && o->capture)
-			emit(o, ptid, prev, o->capture == CAPTURE_SYSCALL, false);
-		else if (o)
-			unseen_in(o, ptid, prev, now);
+		if (o) {
+			write_open(o, ptid, prev, now);
+			bpf_map_delete_elem(&starts, &ptid);
+		}
+	} else if (ptid && tracked(ptgid, ptid)) {
+		struct sonde_bpf_start *o = bpf_map_lookup_elem(&starts, &ptid);
+		if (o)
+			write_open(o, ptid, prev, now);
 		struct sonde_bpf_start s = {.out_ns = now,
 				  .pid = ptgid,
 				  .state = state_of(preempt, prev_state),
@@ -418,11 +433,10 @@ int BPF_PROG(sonde_exit, struct task_struct *p)
 
 	/* a wait that ended but whose capture point never came (exiting, the thread goes
 	 * back to user space no more): written now, p being current */
-	if (s && s->capture)
-		emit(s, tid, p, s->capture == CAPTURE_SYSCALL, false);
-	else if (s)
-		unseen_in(s, tid, p, bpf_ktime_get_ns());
-	bpf_map_delete_elem(&starts, &tid);
+	if (s) {
+		write_open(s, tid, p, bpf_ktime_get_ns());
+		bpf_map_delete_elem(&starts, &tid);
+	}
 	return 0;
 }
 
