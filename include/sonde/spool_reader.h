@@ -221,7 +221,8 @@ SONDE_API int sonde_spool__get_account(const struct sonde_spool *s,
 				       struct sonde_spool_account *out);
 /* One CPU's time by its switches (SWITCHES records: -a --off-cpu recordings of every
  * process) over [start_ns, end_ns]: busy (a task on it), idle (the idle task), unknown
- * (between the switches either side of a loss). The task a CPU's first switch takes off
+ * (between the switches either side of a loss, and up to a switch the recorder inferred,
+ * whose time it could only estimate). The task a CPU's first switch takes off
  * it ran from start_ns; its last switch's next ran to end_ns. The three add up to
  * end_ns - start_ns exactly. */
 struct sonde_spool_cpu_time {

@@ -155,7 +155,11 @@ static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record 
 			return -SONDE_E_RANGE; /* a CPU's switches go forward */
 		} else {
 			uint64_t d = sw->time_ns - c->last_ns;
-			if (i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP))
+			/* after lost records, or before a switch the kernel did not trace (the
+			 * recorder inferred it, at a time it could only estimate), who ran is
+			 * not known: unknown, neither idle nor busy */
+			if ((i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP)) ||
+			    (sw->prev_state & SONDE_SWITCH_INFERRED))
 				c->t.unknown_ns += d;
 			else if (c->last_next)
 				c->t.busy_ns += d;
