@@ -16,14 +16,7 @@ F=${3:-20000}
 S=${4:-10}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-TIMEFORMAT='%U %S'
-
-# CPU seconds (user + system) of a command, its output discarded.
-cpu() {
-	local t
-	t=$( { time "$@" >/dev/null 2>&1; } 2>&1 )
-	awk -v t="$t" 'BEGIN { split(t, a, " "); printf "%.3f", a[1] + a[2] }'
-}
+. "$(dirname "$0")/lib.sh"
 
 "$B/sonde" record -q -F "$F" -o "$tmp/real.spool" -- "$B/progs/split" "$S"
 perf record -q -g -F "$F" -o "$tmp/perf.data" -- "$B/progs/split" "$S" >/dev/null 2>&1

@@ -15,13 +15,7 @@ N=${3:-400000}
 R=${4:-5}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-TIMEFORMAT='%U %S'
-
-cpu() {
-	local t
-	t=$( { time "$@" >/dev/null 2>&1; } 2>&1 )
-	awk -v t="$t" 'BEGIN { split(t, a, " "); printf "%.3f", a[1] + a[2] }'
-}
+. "$(dirname "$0")/lib.sh"
 
 median() {
 	sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'

@@ -810,6 +810,15 @@ TEST_TIMEOUT(offcpu_system_wide_exited_tasks_end_and_keep_their_names, 120)
 	test_output_free(&o);
 }
 
+/* Runs `sonde report --summary ARGS SPOOL` into *o, printed; fails unless it succeeds. */
+static void run_summary(struct test_output *o, const char *args, const char *spool)
+{
+	test_runf(o, 60, "%s report --summary %s %s", test_bin("sonde"), args, spool);
+	if (o->status != 0)
+		FAIL("report --summary exited %d:\n%s", o->status, o->err);
+	printf("%s", o->out);
+}
+
 /* The numbers of --summary's row that starts with `name`: 8 columns, total last. */
 static void summary_row(const char *out, const char *name, double v[8])
 {
@@ -857,11 +866,9 @@ TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
 	double wall = atof(m + 13);
 	test_output_free(&o);
 
-	test_runf(&o, 60, "%s report --summary --tid %d %s", test_bin("sonde"), pid, spool);
-	if (o.status != 0)
-		FAIL("report --summary exited %d:\n%s", o.status, o.err);
-	printf("%s", o.out);
 	char name[64];
+	snprintf(name, sizeof(name), "--tid %d", pid);
+	run_summary(&o, name, spool);
 	snprintf(name, sizeof(name), "offcpu_split-%d ", pid);
 	summary_row(o.out, name, row);
 	summary_row(o.out, "\nall ", all);
@@ -950,10 +957,7 @@ TEST(offcpu_report_summary_runnable_from_the_wakeup)
 
 	struct test_output o;
 	double v[8];
-	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), spool);
-	if (o.status != 0)
-		FAIL("report exited %d:\n%s", o.status, o.err);
-	printf("%s", o.out);
+	run_summary(&o, "", spool);
 	summary_row(o.out, "\nwaiter-77 ", v);
 	/* runnable 30 + 30 + 30 ms; sleeping 70 + 40; blocked 20; in all 220 */
 	ASSERT(v[1] > 0.0895 && v[1] < 0.0905);
@@ -1010,10 +1014,7 @@ TEST(offcpu_report_summary_partitions_each_life_by_the_switches)
 
 	struct test_output o;
 	double v[8];
-	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), spool);
-	if (o.status != 0)
-		FAIL("report exited %d:\n%s", o.status, o.err);
-	printf("%s", o.out);
+	run_summary(&o, "", spool);
 	summary_row(o.out, "\nworker-80 ", v);
 	/* on-CPU 3 + 2 ms by the switches (it has no sample), sleeping 100 ms; its life from
 	 * its first switch-in at 1 ms to its last switch-out at 106 ms, nothing unknown */
@@ -1130,8 +1131,7 @@ TEST_TIMEOUT(offcpu_process_names_follow_exec, 120)
 		snprintf(root, sizeof(root), "\nsleep-%d;", (int)sh);
 		test_output_free(&o);
 	}
-	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), spool);
-	ASSERT_INT(o.status, ==, 0);
+	run_summary(&o, "", spool);
 	snprintf(root, sizeof(root), "\nsleep-%d ", (int)sh);
 	ASSERT_CONTAINS(o.out, root);
 	test_output_free(&o);
