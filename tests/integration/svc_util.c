@@ -171,6 +171,18 @@ struct tc_msg *tc_ok(struct tc *t, uint64_t req)
 	return m;
 }
 
+struct tc_msg *tc_call_key(struct tc *t, const char *method, const char *key)
+{
+	struct buf a = BUF_INIT;
+
+	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
+	struct tc_msg *m = tc_wait(t, tc_call(t, method, &a, -1, false), 10000);
+	sonde__buf_free(&a);
+	if (!m)
+		FAIL("no reply to %s", method);
+	return m;
+}
+
 void tc_open(struct tc *t, const char *sock, const char *service)
 {
 	int fd = sonde__ipc_connect(sock);

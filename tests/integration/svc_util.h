@@ -61,6 +61,8 @@ struct tc_msg *tc_wait(struct tc *t, uint64_t req, int timeout_ms);
 /* Asserts a successful unary reply arrives for req; returns it (free with tc_msg_free). */
 struct tc_msg *tc_ok(struct tc *t, uint64_t req);
 void tc_msg_free(struct tc_msg *m);
+/* Calls Detach or Attach (`method`) with key; returns its reply, whatever its outcome. */
+struct tc_msg *tc_call_key(struct tc *t, const char *method, const char *key);
 
 /* ---- producer ---- */
 struct tprod {

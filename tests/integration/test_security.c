@@ -566,17 +566,6 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 	sonded_stop(&d);
 }
 
-static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
-{
-	struct buf a = BUF_INIT;
-
-	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
-	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 10000);
-	sonde__buf_free(&a);
-	ASSERT(m != NULL);
-	return m;
-}
-
 TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 {
 	struct sonded d;
@@ -602,13 +591,13 @@ TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 	struct iovec v = {pk.data, pk.len};
 	tprod_chunk(&p, 0, SMB_LAYOUT_DIV4, 0, 1, 0, 0, &v, 1, true);
 	tprod_commit(&p, moves, 1, target, 0, NULL);
-	struct tc_msg *m = call_key(&rc, "Detach", "the-key");
+	struct tc_msg *m = tc_call_key(&rc, "Detach", "the-key");
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	tc_close(&rc); /* detached: the session lives on */
 
 	tc_open_fd(&nc, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
-	m = call_key(&nc, "Attach", "the-key"); /* detached sessions are found by (uid, key) */
+	m = tc_call_key(&nc, "Attach", "the-key"); /* detached sessions are found by (uid, key) */
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
 	tcons_read(&nc, &trace);
@@ -622,7 +611,7 @@ TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 
 	/* root's session is untouched: still started, its data unread */
 	tc_open(&rc, d.csock, "ConsumerPort");
-	m = call_key(&rc, "Attach", "the-key");
+	m = tc_call_key(&rc, "Attach", "the-key");
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	if (tprod_cmd(&p, &cmd, 200)) {

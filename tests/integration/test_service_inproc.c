@@ -221,17 +221,6 @@ TEST_TIMEOUT(inproc_duration_ms_flushes_then_stops_at_the_duration, 30)
 	irig_down(&r);
 }
 
-static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
-{
-	struct buf a = BUF_INIT;
-
-	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
-	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 0);
-	sonde__buf_free(&a);
-	ASSERT(m != NULL);
-	return m;
-}
-
 TEST_TIMEOUT(inproc_detached_session_survives_and_reattaches, 30)
 {
 	struct irig r;
@@ -243,7 +232,7 @@ TEST_TIMEOUT(inproc_detached_session_survives_and_reattaches, 30)
 	tcfg_basic(&cfg, 1024, one_ds, 1);
 	irig_up(&r, &cfg, false, false);
 	irig_start(&r);
-	m = call_key(&r.c, "Detach", "bg-key");
+	m = tc_call_key(&r.c, "Detach", "bg-key");
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	tc_close(&r.c); /* the session must outlive this consumer */
@@ -255,10 +244,10 @@ TEST_TIMEOUT(inproc_detached_session_survives_and_reattaches, 30)
 	ASSERT(!tprod_cmd(&r.p, &cmd, 0)); /* no stop: still tracing, ten minutes on */
 
 	inproc_consumer(&r.h, &r.c);
-	m = call_key(&r.c, "Attach", "wrong-key");
+	m = tc_call_key(&r.c, "Attach", "wrong-key");
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
-	m = call_key(&r.c, "Attach", "bg-key");
+	m = tc_call_key(&r.c, "Attach", "bg-key");
 	ASSERT(m->f.success);
 	ASSERT(m->f.data_len > 0); /* AttachResponse carries the session's TraceConfig */
 	tc_msg_free(m);

@@ -1156,17 +1156,6 @@ TEST_TIMEOUT(sess_clears_incremental_state_periodically, 60)
 	inproc_down(&h);
 }
 
-static struct tc_msg *call_key(struct tc *c, const char *method, const char *key)
-{
-	struct buf a = BUF_INIT;
-
-	sonde__pb_put_string(&a, PF_DETACH_REQ_KEY, key);
-	struct tc_msg *m = tc_wait(c, tc_call(c, method, &a, -1, false), 5000);
-	sonde__buf_free(&a);
-	ASSERT(m != NULL);
-	return m;
-}
-
 TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 {
 	struct rig r = {0};
@@ -1180,10 +1169,10 @@ TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 	cfg_named(&cfg, "detach-me");
 	rig_up(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	m = call_key(&r.c, "Detach", "shared-key");
+	m = tc_call_key(&r.c, "Detach", "shared-key");
 	ASSERT(m->f.success);
 	tc_msg_free(m);
-	m = call_key(&r.c, "Detach", "second-key"); /* already detached */
+	m = tc_call_key(&r.c, "Detach", "second-key"); /* already detached */
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
 	tc_close(&r.c);
@@ -1192,7 +1181,7 @@ TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 	/* another uid with the same key finds nothing, and does not see the session */
 	chmod(r.d.csock, 0666);
 	tc_open_fd(&other, sec_connect_as(SEC_NOBODY, r.d.csock), "ConsumerPort");
-	m = call_key(&other, "Attach", "shared-key");
+	m = tc_call_key(&other, "Attach", "shared-key");
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
 	query_sessions(&other, list, sizeof(list));
@@ -1201,7 +1190,7 @@ TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 
 	/* the same uid, on a new connection */
 	tc_open(&again, r.d.csock, "ConsumerPort");
-	m = call_key(&again, "Attach", "shared-key");
+	m = tc_call_key(&again, "Attach", "shared-key");
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	sonde__pb_put_bool(&a, PF_ENABLE_TRACING_REQ_ATTACH_NOTIFICATION_ONLY, true);
@@ -1214,7 +1203,7 @@ TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 	/* attached again: the key is free, a second Attach finds nothing */
 	tc_close(&again);
 	tc_open(&again, r.d.csock, "ConsumerPort");
-	m = call_key(&again, "Attach", "shared-key");
+	m = tc_call_key(&again, "Attach", "shared-key");
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
 	r.c = again;
