@@ -20,7 +20,9 @@
  * perf events on one CPU miss the idle task's sched_switch and the wakeups of its
  * interrupts). A thread woken onto that idle CPU is then seen running again, in a sample
  * of its own, with no switch-in seen: its wakeup, when seen, ends the interval (from an
- * idle CPU the woken thread runs at once), else that first sample does.
+ * idle CPU the woken thread runs at once), else that first sample does. With neither
+ * (a run too short to be sampled), its wait is known up to the CPU's last traced switch
+ * and unknown from there to its next switch-out.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -504,11 +506,41 @@ static int switch_in(struct sonde_recorder *r, pid_t tid, uint64_t time)
 	return close_interval(r, t, time, false);
 }
 
+/* tid leaves `cpu` at `time`, its switch-in, wakeup and run all unseen: it came in after
+ * the CPU's last traced switch (which did not bring it in) at a time not known. Its wait
+ * is written up to that switch, as it was off every CPU until then (a switch-out of it
+ * elsewhere would have ended it), and from there to `time` as unknown. */
+static int switch_in_unknown(struct sonde_recorder *r, pid_t tid, uint32_t cpu, uint64_t time)
+{
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
+	struct rec_offcpu *o = t->off;
+	uint64_t from = o->out_ns;
+	const struct rec_switches *b =
+		r->offcpu.sw && cpu < r->offcpu.n_sw ? &r->offcpu.sw[cpu] : NULL;
+
+	if (b && b->known && b->last_ns > from && b->last_ns < time)
+		from = b->last_ns;
+	r->sum.offcpu_unseen_switch_ins++;
+	if (from > o->out_ns) {
+		int err = close_interval(r, t, from, false);
+		if (err)
+			return err;
+		/* the same wait goes on, its end unknown (t may have moved) */
+		t = sonde__tasks_thread(&r->tasks, tid, false);
+		o->pending = true;
+		o->out_ns = from;
+		o->wake_ns = 0;
+	}
+	o->lost = true;
+	return close_interval(r, t, time, false);
+}
+
 /* tid is seen on the CPU at `time`: an interval still open lost its switch-in. It ends
  * at its wakeup when that was seen; else at `time`, late by no more than the gap between
  * the thread's records, unless `time` is the thread leaving the CPU again, when the gap
- * is all of its run: the interval is dropped then. */
-static int seen_running(struct sonde_recorder *r, pid_t tid, uint64_t time, bool leaving)
+ * is all of its run: its end is unknown then. */
+static int seen_running(struct sonde_recorder *r, pid_t tid, uint32_t cpu, uint64_t time,
+			bool leaving)
 {
 	struct rec_thread *t = tid > 0 ? sonde__tasks_thread(&r->tasks, tid, false) : NULL;
 
@@ -518,11 +550,8 @@ static int seen_running(struct sonde_recorder *r, pid_t tid, uint64_t time, bool
 	if (o->lost) /* unknown from its switch-out to now */
 		return close_interval(r, t, time, false);
 	uint64_t in = o->wake_ns > o->out_ns && o->wake_ns <= time ? o->wake_ns : time;
-	if (in == time && leaving) {
-		o->pending = false;
-		r->sum.offcpu_dropped++;
-		return 0;
-	}
+	if (in == time && leaving)
+		return switch_in_unknown(r, tid, cpu, time);
 	r->sum.offcpu_unseen_switch_ins++;
 	return close_interval(r, t, in, false);
 }
@@ -550,7 +579,7 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 	if (rec->has_id && rec->pid != 0 && (!raw || type != r->offcpu.switch_id))
 		switches_sign(r, rec, rec->tid);
 	/* a sample is taken in the context of the thread on the CPU */
-	int err = rec->has_id ? seen_running(r, (pid_t)rec->tid, rec->time,
+	int err = rec->has_id ? seen_running(r, (pid_t)rec->tid, rec->cpu, rec->time,
 					     raw && type == r->offcpu.switch_id)
 			      : 0;
 	if (err || !raw)
