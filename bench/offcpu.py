@@ -154,7 +154,7 @@ def main():
         # the share of switch-outs lost: sonde's lost records over those and the
         # switch-outs it read (an upper bound: wakeups and switch records are lost too);
         # perf's own end-of-run line
-        if "sonde" in m:
+        if "sonde" in m or "peer" in m:
             l, o = LOSS_RE.search(err), OFFCPU_RE.search(err)
             n = int(l.group(1)) + int(l.group(2)) if l else 0
             kept = int(o.group(1)) if o else 0

@@ -2,12 +2,13 @@
 /* Off-CPU waits tracked in the kernel (docs/record.md, "Off-CPU", the BPF backend).
  *
  * sched_switch, in the context of the thread leaving the CPU (prev), notes its switch-out
- * time, its state and its kernel stack (an id in a stack map) when it is recorded. The
- * same hit is the switch-in of next: its wait is measured there. A wait shorter than
- * min_ns is only added to next's totals in the shorts map, which user space reads at the
- * end. A longer one needs next's user registers and the used part of its user stack,
- * which only next's own context can read (bpf_probe_read_user reads current's memory,
- * and at sched_switch current is still prev). The wait is marked for capture, and read at
+ * time and its state when it is recorded (and, for an uninterruptible wait, the innermost
+ * kernel frames). The same hit is the switch-in of next: its wait is measured there. A
+ * wait shorter than min_ns is only added to next's totals in the shorts map, which user
+ * space reads at the end. A longer one gets its kernel stack there, read from next (off
+ * the CPU since, its stack is the one it left with), and needs next's user registers and
+ * the used part of its user stack, which only next's own context can read
+ * (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev). The wait is marked for capture, and read at
  * the first traceable point of next's own context on its way back to user space, where
  * its user registers (saved on entry to the kernel, task_pt_regs) and its user stack are
  * still those it left with:

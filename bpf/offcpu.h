@@ -44,7 +44,7 @@ struct sonde_bpf_wait {
 struct sonde_bpf_start {
 	__u64 out_ns, wake_ns, in_ns;
 	__u32 pid, state, waker, cpu;
-	__u32 knr; /* kernel frames of the wait in the kframes map (key: tid), 0: none */
+	__u32 knr;     /* kernel frames of the wait in the kframes map (key: tid), 0: none */
 	__u32 capture; /* long: where its user state is read, 0 until the switch-in */
 	__u32 nsched, pad;
 	__u64 sched[SONDE_BPF_SCHED_FRAMES]; /* innermost kernel frames at the switch-out */

@@ -406,7 +406,7 @@ static int keep_batch(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint32
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t ps = v[i].prev >> SONDE_BPF_STATE_SHIFT;
 		uint32_t prev = v[i].prev & ((1u << SONDE_BPF_STATE_SHIFT) - 1);
-		uint32_t st = ps == SONDE_BPF_EXITED	  ? SONDE_SWITCH_EXITED
+		uint32_t st = ps == SONDE_BPF_EXITED	 ? SONDE_SWITCH_EXITED
 			      : ps < SONDE_OFFCPU_STATES ? ps
 							 : SONDE_OFFCPU_OTHER;
 		int err = sonde__rec_offcpu_switch_seen(r, cpu, v[i].time_ns, prev, v[i].next_tid,

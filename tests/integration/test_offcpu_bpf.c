@@ -200,8 +200,7 @@ TEST_TIMEOUT(offcpu_bpf_kernel_stacks_of_ended_and_open_waits, 120)
 	 * the kernel stack the iterator read */
 	const char *argv[] = {"/bin/sh", "-c", "sleep 1; exec sleep 30", NULL};
 	pid_t pid = test_spawn(argv);
-	test_runf(&o, 60,
-		  "%s record --kernel --off-cpu --off-cpu-backend bpf -d 3 -o %s -p %d",
+	test_runf(&o, 60, "%s record --kernel --off-cpu --off-cpu-backend bpf -d 3 -o %s -p %d",
 		  test_bin("sonde"), spool, (int)pid);
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
