@@ -2,8 +2,10 @@
 """Off-CPU recording: how right `sonde report --metric wall` is, and what `sonde record --off-cpu`
 costs a program that switches all the time, against perf.
 
-usage: bench/offcpu.py [BUILD_DIR] [REPS] [SECONDS]
-       (from the source tree, after make, as root; defaults build/release 5 3)
+usage: bench/offcpu.py [BUILD_DIR] [REPS] [SECONDS] [PEER_BUILD_DIR]
+       (from the source tree, after make, as root; defaults build/release 5 3; with
+       PEER_BUILD_DIR, another build's sonde, e.g. a copy of main's, is run -a as
+       a:peer-bpf-only in the same repetitions, to compare two versions interleaved)
 
 (a) wall split. progs/offcpu_split (tests/progs/offcpu_split.c) spends its main thread's wall
     clock 25/50/25 % in burn (on the CPU), nap (nanosleep) and wait_pipe (a blocking read)
@@ -35,6 +37,11 @@ usage: bench/offcpu.py [BUILD_DIR] [REPS] [SECONDS]
     is stopped with SIGINT once it ended; its own CPU time and peak RSS come from wait4):
 
       a:sonde-bpf-only  sonde record -a -e sched:sched_switch --off-cpu --off-cpu-backend bpf
+      a:sonde-bpf-nosw  the same with --comm pingpong: the programs still track every
+                     process (a --comm filter is applied in user space), but no CPU's switch
+                     sequence is kept (it is kept only over every process): the sequence's
+                     cost is the difference (the filter also spares unwinding and writing the
+                     other processes' long waits)
       a:offcputime   libbpf-tools offcputime (BPF, in-kernel aggregation, frame pointers)
       a:perf-fp      perf record -a -e sched:sched_switch -g
 
@@ -130,6 +137,10 @@ def main():
                                "dwarf", "-o", pdata, "--", ping, str(seconds)]
     system = {"a:sonde-bpf-only": [sonde, "record", "-a", "-e", "sched:sched_switch",
                                    "--off-cpu", "--off-cpu-backend", "bpf", "-o", spool]}
+    system["a:sonde-bpf-nosw"] = system["a:sonde-bpf-only"] + ["--comm", "pingpong"]
+    if len(sys.argv) > 4:
+        system["a:peer-bpf-only"] = [os.path.join(sys.argv[4], "sonde")] + system[
+            "a:sonde-bpf-only"][1:]
     if offcputime:
         system["a:offcputime"] = [offcputime]
     if have_perf:
@@ -143,7 +154,7 @@ def main():
         # the share of switch-outs lost: sonde's lost records over those and the
         # switch-outs it read (an upper bound: wakeups and switch records are lost too);
         # perf's own end-of-run line
-        if "sonde" in m:
+        if "sonde" in m or "peer" in m:
             l, o = LOSS_RE.search(err), OFFCPU_RE.search(err)
             n = int(l.group(1)) + int(l.group(2)) if l else 0
             kept = int(o.group(1)) if o else 0
@@ -195,7 +206,11 @@ def main():
     ratio("sonde-bpf-only", "sonde-perf-only")
     ratio("sonde-bpf-only", "perf-fp")
     ratio("sonde-bpf-only", "perf-dwarf")
+    ratio("a:sonde-bpf-only", "a:sonde-bpf-nosw")
     ratio("a:sonde-bpf-only", "a:offcputime")
+    ratio("a:sonde-bpf-nosw", "a:offcputime")
+    ratio("a:peer-bpf-only", "a:offcputime")
+    ratio("a:sonde-bpf-only", "a:peer-bpf-only")
     ratio("a:sonde-bpf-only", "a:perf-fp")
     if not have_perf:
         print("  perf not installed (apt-get install linux-perf): no perf figures")

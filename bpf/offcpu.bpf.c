@@ -2,12 +2,13 @@
 /* Off-CPU waits tracked in the kernel (docs/record.md, "Off-CPU", the BPF backend).
  *
  * sched_switch, in the context of the thread leaving the CPU (prev), notes its switch-out
- * time, its state and its kernel stack (an id in a stack map) when it is recorded. The
- * same hit is the switch-in of next: its wait is measured there. A wait shorter than
- * min_ns is only added to next's totals in the shorts map, which user space reads at the
- * end. A longer one needs next's user registers and the used part of its user stack,
- * which only next's own context can read (bpf_probe_read_user reads current's memory,
- * and at sched_switch current is still prev). The wait is marked for capture, and read at
+ * time and its state when it is recorded (and, for an uninterruptible wait, the innermost
+ * kernel frames). The same hit is the switch-in of next: its wait is measured there. A
+ * wait shorter than min_ns is only added to next's totals in the shorts map, which user
+ * space reads at the end. A longer one gets its kernel stack there, read from next (off
+ * the CPU since, its stack is the one it left with), and needs next's user registers and
+ * the used part of its user stack, which only next's own context can read
+ * (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev). The wait is marked for capture, and read at
  * the first traceable point of next's own context on its way back to user space, where
  * its user registers (saved on entry to the kernel, task_pt_regs) and its user stack are
  * still those it left with:
@@ -85,12 +86,19 @@ struct {
 	__type(value, struct sonde_bpf_short);
 } shorts SEC(".maps");
 
+/* The kernel stacks of the long waits ended but not written yet (key: tid): read at the
+ * switch-in, from the thread's kernel stack as it left it (it did not run since), so that
+ * only the waits at or above min_ns pay for a stack walk. Allocated as they come. */
+struct kframes {
+	__u64 ips[SONDE_BPF_KSTACK_MAX];
+};
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 16384);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, SONDE_BPF_KSTACK_MAX * sizeof(__u64));
-} kstacks SEC(".maps");
+	__type(key, __u32);
+	__type(value, struct kframes);
+} kframes SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -120,9 +128,10 @@ struct {
 	__type(value, struct sonde_bpf_wait);
 } scratch SEC(".maps");
 
-/* Innermost kernel frames that are the BPF program's own call (the program, then
- * bpf_trace_run*): the stack starts at __schedule, as the perf backend's does. */
-#define KSTACK_SKIP 2
+/* Innermost kernel frames of the current thread's stack that are the BPF program's own
+ * call (the program, then bpf_trace_run*). A thread off the CPU has none: its stack
+ * starts at __schedule, as the perf backend's does. */
+#define KSTACK_SKIP 3
 
 /* How a long wait's user state is read (struct sonde_bpf_start.capture). */
 enum { CAPTURE_SYSCALL = 1, CAPTURE_FPU = 2 };
@@ -184,9 +193,8 @@ static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32
 		return;
 	__u32 n = b->n & (SONDE_BPF_SWITCH_BATCH - 1);
 	b->v[n].time_ns = now;
-	b->v[n].prev_tid = prev;
+	b->v[n].prev = prev | state << SONDE_BPF_STATE_SHIFT;
 	b->v[n].next_tid = next;
-	b->v[n].prev_state = state;
 	b->n = ++n;
 	if (n < SONDE_BPF_SWITCH_BATCH)
 		return;
@@ -241,6 +249,29 @@ static __always_inline __u32 read_stack(struct sonde_bpf_wait *w, __u64 sp, __u3
 	return 0;
 }
 
+/* Reads the kernel stack of task, off the CPU, into the kframes map as tid's, for its wait
+ * s: the kernel leaves the scheduler's own frames out (s->sched has them). */
+static __always_inline void take_kframes(struct sonde_bpf_start *s, __u32 tid,
+					 struct task_struct *task)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct sonde_bpf_wait *w = bpf_map_lookup_elem(&scratch, &cpu);
+
+	s->knr = 0;
+	if (!kernel_stacks || !w)
+		return;
+	long n = bpf_get_task_stack(task, w->kips, sizeof(w->kips), 0);
+	if (n > 0 && !bpf_map_update_elem(&kframes, &tid, w->kips, BPF_ANY))
+		s->knr = (__u32)n / sizeof(__u64);
+}
+
+/* bpf_find_vma's callback: the end of the mapping holding a stack pointer. */
+static long stack_end(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	*(__u64 *)data = vma->vm_end;
+	return 0;
+}
+
 /* Writes the long wait s of thread tid to the ring buffer, with its user registers and
  * stack when `user` (task is current, back from its wait and not yet in user space). */
 static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct task_struct *task,
@@ -259,7 +290,16 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	w->waker = s->waker;
 	w->state = s->state;
 	w->cpu = s->cpu;
-	w->kstack = s->kstack;
+	w->nsched = s->nsched < SONDE_BPF_SCHED_FRAMES ? s->nsched : SONDE_BPF_SCHED_FRAMES;
+	__builtin_memcpy(w->sched, s->sched, sizeof(w->sched));
+	w->knr = 0;
+	if (s->knr) {
+		struct kframes *k = bpf_map_lookup_elem(&kframes, &tid);
+		if (k && !bpf_probe_read_kernel(w->kips, sizeof(w->kips), k->ips))
+			w->knr = s->knr < SONDE_BPF_KSTACK_MAX ? s->knr : SONDE_BPF_KSTACK_MAX;
+		bpf_map_delete_elem(&kframes, &tid);
+		s->knr = 0;
+	}
 	w->stack_len = 0;
 	w->regs_ok = 0;
 	w->unknown = unknown;
@@ -285,10 +325,15 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 		w->regs[15] = u->r15;
 		w->regs[16] = u->ip;
 		w->regs_ok = 1;
-		__u64 sp = u->sp, len = copy_bytes;
-		/* the main thread's stack ends above its environment strings */
-		__u64 top = mm->env_end;
-		if (tid == w->pid && top > sp && top - sp < len)
+		__u64 sp = u->sp, len = copy_bytes, top = 0;
+		/* the main thread's stack ends above its environment strings; another's, at
+		 * the end of the mapping it is in (glibc's thread stacks are mappings of their
+		 * own, guarded below): only what can be stack is copied */
+		if (tid == w->pid)
+			top = mm->env_end;
+		else
+			bpf_find_vma(task, sp, stack_end, &top, 0);
+		if (top > sp && top - sp < len)
 			len = top - sp;
 		w->stack_len = read_stack(w, sp, (__u32)len);
 	}
@@ -309,24 +354,33 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
  * when they leave the CPU to a recorded thread). It ran, for a time not known, between
  * out_ns and now: the whole span is written as unknown, never dropped, with the thread's
  * user state where it is now (task is current), the stack the span ends in. */
-static __always_inline void unseen_in(struct sonde_bpf_start *s, __u32 tid, struct task_struct *task,
-				      __u64 now)
+static __always_inline void unseen_in(void *ctx, struct sonde_bpf_start *s, __u32 tid,
+				      struct task_struct *task, __u64 now)
 {
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct sonde_bpf_wait *w = bpf_map_lookup_elem(&scratch, &cpu);
+
 	count(SONDE_BPF_UNSEEN_IN, 1);
 	s->in_ns = now;
+	s->knr = s->nsched = 0;
+	if (kernel_stacks && w) {
+		long n = bpf_get_stack(ctx, w->kips, sizeof(w->kips), KSTACK_SKIP);
+		if (n > 0 && !bpf_map_update_elem(&kframes, &tid, w->kips, BPF_ANY))
+			s->knr = (__u32)n / sizeof(__u64);
+	}
 	emit(s, tid, task, true, true);
 }
 
 /* Writes the wait still open in s when thread tid (task, current) leaves the CPU or
  * exits: ended, with its capture point not come (it was in a system call, its user state
  * is still there; else written without it), or its switch-in never traced (unknown). */
-static __always_inline void write_open(struct sonde_bpf_start *s, __u32 tid,
+static __always_inline void write_open(void *ctx, struct sonde_bpf_start *s, __u32 tid,
 				       struct task_struct *task, __u64 now)
 {
 	if (s->capture)
 		emit(s, tid, task, s->capture == CAPTURE_SYSCALL, false);
 	else
-		unseen_in(s, tid, task, now);
+		unseen_in(ctx, s, tid, task, now);
 }
 
 /* Whether task is blocked in a system call: entered through one (orig_ax holds its number)
@@ -357,20 +411,25 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 		 * and waits for a capture point that never comes: written now */
 		struct sonde_bpf_start *o = bpf_map_lookup_elem(&starts, &ptid);
 		if (o) {
-			write_open(o, ptid, prev, now);
+			write_open(ctx, o, ptid, prev, now);
 			bpf_map_delete_elem(&starts, &ptid);
 		}
 	} else if (ptid && tracked(ptgid, ptid)) {
 		struct sonde_bpf_start *o = bpf_map_lookup_elem(&starts, &ptid);
 		if (o)
-			write_open(o, ptid, prev, now);
+			write_open(ctx, o, ptid, prev, now);
 		struct sonde_bpf_start s = {.out_ns = now,
-				  .pid = ptgid,
-				  .state = state_of(preempt, prev_state),
-				  .cpu = bpf_get_smp_processor_id(),
-				  .kstack = -1};
-		if (kernel_stacks)
-			s.kstack = bpf_get_stackid(ctx, &kstacks, KSTACK_SKIP);
+					    .pid = ptgid,
+					    .state = state_of(preempt, prev_state),
+					    .cpu = bpf_get_smp_processor_id()};
+		/* an uninterruptible wait's scheduler frames say what it waits for (mutex_lock,
+		 * io_schedule, wait_for_completion): read here, as the stack read at its
+		 * switch-in has none; reading them at every switch-out would cost as much as
+		 * the whole stack */
+		if (kernel_stacks && s.state == SONDE_BPF_BLOCKED) {
+			long n = bpf_get_stack(ctx, s.sched, sizeof(s.sched), KSTACK_SKIP);
+			s.nsched = n > 0 ? (__u32)n / sizeof(__u64) : 0;
+		}
 		count(SONDE_BPF_SWITCHES, 1);
 		if (bpf_map_update_elem(&starts, &ptid, &s, BPF_ANY))
 			count(SONDE_BPF_START_FULL, 1);
@@ -387,6 +446,7 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 		return 0;
 	}
 	s->in_ns = now;
+	take_kframes(s, ntid, next);
 	if (!next->mm) {
 		/* a kernel thread: no user state to wait for */
 		emit(s, ntid, next, false, false);
@@ -434,7 +494,7 @@ int BPF_PROG(sonde_exit, struct task_struct *p)
 	/* a wait that ended but whose capture point never came (exiting, the thread goes
 	 * back to user space no more): written now, p being current */
 	if (s) {
-		write_open(s, tid, p, bpf_ktime_get_ns());
+		write_open(ctx, s, tid, p, bpf_ktime_get_ns());
 		bpf_map_delete_elem(&starts, &tid);
 	}
 	return 0;
@@ -503,4 +563,20 @@ SEC("tp_btf/rseq_update")
 int BPF_PROG(sonde_rseq)
 {
 	return capture(CAPTURE_FPU);
+}
+
+/* At the end, the programs detached: the kernel stacks of the waits still open (their
+ * threads still off the CPU), into the kframes map as those of ended waits. */
+SEC("iter/task")
+int sonde_open_kframes(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+
+	if (!task)
+		return 0;
+	__u32 tid = task->pid;
+	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
+	if (s && !s->capture)
+		take_kframes(s, tid, task);
+	return 0;
 }

@@ -7,8 +7,13 @@
 /* The largest user stack copy a long wait carries (a power of two: the programs mask the
  * copy's length with it for the verifier). */
 #define SONDE_BPF_STACK_MAX 32768
-/* Kernel frames kept by the stack map (the kernel's default perf_event_max_stack). */
+/* Kernel frames a wait keeps (the kernel's default perf_event_max_stack). */
 #define SONDE_BPF_KSTACK_MAX 127
+
+/* Innermost kernel frames read at a switch-out: the scheduler's own (__schedule, schedule,
+ * schedule_timeout, mutex_lock...), which the stack read at the switch-in from the thread
+ * off the CPU leaves out, and the first frame of that stack. */
+#define SONDE_BPF_SCHED_FRAMES 8
 
 /* How a thread left the CPU, as the recorder's SONDE_OFFCPU_* states. */
 enum { SONDE_BPF_RUNNABLE = 0, SONDE_BPF_SLEEPING = 1, SONDE_BPF_BLOCKED = 2, SONDE_BPF_OTHER = 3 };
@@ -22,11 +27,15 @@ enum { SONDE_BPF_RUNNABLE = 0, SONDE_BPF_SLEEPING = 1, SONDE_BPF_BLOCKED = 2, SO
 struct sonde_bpf_wait {
 	__u64 out_ns, in_ns, wake_ns; /* CLOCK_MONOTONIC; wake_ns 0 when no wakeup was seen */
 	__u32 pid, tid, waker, state, cpu;
-	__s32 kstack; /* id in the kstacks map, or negative: none */
+	__u32 knr; /* kernel frames in kips */
 	__u32 stack_len, regs_ok;
 	/* its switch-in was not seen (some kernels do not trace every switch): in_ns is
 	 * the thread's next switch-out or exit, and the wait ended somewhere before */
-	__u32 unknown, pad;
+	__u32 unknown, nsched;
+	/* the kernel stack it waited in, innermost first: its innermost frames at the
+	 * switch-out (nsched), and the stack without the scheduler's frames (knr) */
+	__u64 sched[SONDE_BPF_SCHED_FRAMES];
+	__u64 kips[SONDE_BPF_KSTACK_MAX];
 	__u64 regs[SONDE_BPF_NREGS];
 	__u8 stack[SONDE_BPF_STACK_MAX];
 };
@@ -35,8 +44,10 @@ struct sonde_bpf_wait {
 struct sonde_bpf_start {
 	__u64 out_ns, wake_ns, in_ns;
 	__u32 pid, state, waker, cpu;
-	__s32 kstack;
+	__u32 knr;     /* kernel frames of the wait in the kframes map (key: tid), 0: none */
 	__u32 capture; /* long: where its user state is read, 0 until the switch-in */
+	__u32 nsched, pad;
+	__u64 sched[SONDE_BPF_SCHED_FRAMES]; /* innermost kernel frames at the switch-out */
 };
 
 /* Waits below the threshold, per thread: value of the shorts map (key: tid). */
@@ -50,10 +61,12 @@ struct sonde_bpf_short {
  * timeline from them). */
 struct sonde_bpf_switch {
 	__u64 time_ns;
-	__u32 prev_tid, next_tid; /* 0: the idle task */
-	__u32 prev_state;	  /* SONDE_BPF_*, or SONDE_BPF_EXITED */
-	__u32 pad;
+	/* the tid leaving (0: the idle task) | its state (SONDE_BPF_*, or SONDE_BPF_EXITED)
+	 * << SONDE_BPF_STATE_SHIFT: tids are below 2^22 (the kernel's PID_MAX_LIMIT) */
+	__u32 prev;
+	__u32 next_tid;
 };
+#define SONDE_BPF_STATE_SHIFT 29
 
 /* A CPU's switches go out in batches (one ring buffer write per batch, not per switch). */
 #define SONDE_BPF_SWITCH_BATCH 64 /* a power of two: the index is masked with it */

@@ -98,11 +98,19 @@ void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
 
 /* The stream event type of a wait: one no perf record has. */
 enum { REC_BPF_WAIT = 0x5e01 };
-/* The ring buffer with -a (the object's 8 MiB otherwise). */
-enum { RING_BYTES_SYSTEM = 32 << 20 };
-/* Its switches ring with -a over every process (a page otherwise): a 2-CPU machine switching
- * 100k times a second fills 2.4 MB/s. */
-enum { RING_SWITCHES_SYSTEM = 16 << 20 };
+/* The rings with -a, sized by the number of CPUs (a power of two, at least and at most
+ * these). Waits: a long wait is its registers and the used part of its stack, a few KiB
+ * (bench/offcpu.py -a: about 1500 a second on 2 CPUs). Switches: 16 bytes each, a 2-CPU
+ * machine switching 100k times a second fills 1.6 MB/s; user space is woken at a quarter,
+ * a CPU's share then leaves it over a second of delay before a batch is lost. */
+enum {
+	RING_WAITS_PER_CPU = 4 << 20,
+	RING_WAITS_MIN = 8 << 20,
+	RING_WAITS_MAX = 64 << 20,
+	RING_SWITCHES_PER_CPU = 2 << 20,
+	RING_SWITCHES_MIN = 4 << 20,
+	RING_SWITCHES_MAX = 64 << 20,
+};
 /* epoll data of the ring buffer in the recorder's set (rings use their index). */
 #define REC_BPF_EPOLL_DATA UINT64_MAX
 
@@ -193,6 +201,17 @@ static int attach_all(struct rec_offcpu_bpf *b)
 	return err;
 }
 
+/* A ring's size for ncpu CPUs: per_cpu each, within [min, max], a power of two. */
+static uint32_t ring_bytes(uint32_t ncpu, uint32_t per_cpu, uint32_t min, uint32_t max)
+{
+	uint64_t want = (uint64_t)ncpu * per_cpu;
+	uint32_t n = min;
+
+	while (n < want && n < max)
+		n *= 2;
+	return n;
+}
+
 /* Opens, loads and attaches the programs for r. 0 or -errno. */
 static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 		struct rec_offcpu_bpf *b)
@@ -215,29 +234,29 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	b->switches = sonde__rec_offcpu_keeps_switches(r);
 	s->rodata->keep_switches = b->switches;
 	s->rodata->gated = r->system_wide;
-	/* -a: every process's long waits, while the recorder unwinds a batch: a larger ring
-	 * (one loss in a bench/offcpu.py -a run with 8 MiB) */
-	int err = r->system_wide ? bpf_map__set_max_entries(s->maps.waits, RING_BYTES_SYSTEM) : 0;
-	if (err)
-		return err;
+	int ncpu = libbpf_num_possible_cpus();
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	b->ncpu = (uint32_t)ncpu;
+	/* -a: every process's long waits, while the recorder unwinds a batch */
+	int err = r->system_wide
+			  ? bpf_map__set_max_entries(s->maps.waits,
+						     ring_bytes(b->ncpu, RING_WAITS_PER_CPU,
+								RING_WAITS_MIN, RING_WAITS_MAX))
+			  : 0;
 	if (!err && b->switches)
-		err = bpf_map__set_max_entries(s->maps.switches, RING_SWITCHES_SYSTEM);
+		err = bpf_map__set_max_entries(s->maps.switches,
+					       ring_bytes(b->ncpu, RING_SWITCHES_PER_CPU,
+							  RING_SWITCHES_MIN, RING_SWITCHES_MAX));
 	if (err)
 		return err;
 	/* a wakeup per quarter of the ring, as the perf rings' watermark */
 	s->rodata->wake_bytes = bpf_map__max_entries(s->maps.waits) / 4;
 	s->rodata->switch_wake_bytes = bpf_map__max_entries(s->maps.switches) / 4;
-	int ncpu = libbpf_num_possible_cpus();
-	if (ncpu <= 0)
-		return ncpu ? ncpu : -EINVAL;
-	b->ncpu = (uint32_t)ncpu;
 	b->next_seq = sonde__calloc((size_t)ncpu, sizeof(*b->next_seq));
 	if (!b->next_seq)
 		return -ENOMEM;
 	err = bpf_map__set_max_entries(s->maps.scratch, (uint32_t)ncpu);
-	/* the stack map's buckets are allocated up front: none without kernel frames */
-	if (!err && !o->kernel)
-		err = bpf_map__set_max_entries(s->maps.kstacks, 1);
 	if (!err)
 		err = offcpu_bpf__load(s);
 	if (!err)
@@ -385,11 +404,13 @@ static int keep_batch(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint32
 		sonde__rec_offcpu_switches_gap(r, cpu);
 	b->next_seq[cpu] = seq + 1;
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t st = v[i].prev_state == SONDE_BPF_EXITED ? SONDE_SWITCH_EXITED
-			      : v[i].prev_state < SONDE_OFFCPU_STATES ? v[i].prev_state
-								      : SONDE_OFFCPU_OTHER;
-		int err = sonde__rec_offcpu_switch_seen(r, cpu, v[i].time_ns, v[i].prev_tid,
-							v[i].next_tid, st);
+		uint32_t ps = v[i].prev >> SONDE_BPF_STATE_SHIFT;
+		uint32_t prev = v[i].prev & ((1u << SONDE_BPF_STATE_SHIFT) - 1);
+		uint32_t st = ps == SONDE_BPF_EXITED	 ? SONDE_SWITCH_EXITED
+			      : ps < SONDE_OFFCPU_STATES ? ps
+							 : SONDE_OFFCPU_OTHER;
+		int err = sonde__rec_offcpu_switch_seen(r, cpu, v[i].time_ns, prev, v[i].next_tid,
+							st);
 		if (err)
 			return err;
 	}
@@ -450,6 +471,33 @@ bool sonde__rec_offcpu_bpf_is_ring(uint64_t ev_data)
 	return ev_data == REC_BPF_EPOLL_DATA;
 }
 
+/* The kernel stack of wait w into ips (SONDE_BPF_KSTACK_MAX), its number of frames: the
+ * scheduler's frames of its switch-out down to the first frame of the stack read at its
+ * switch-in, then that stack. Those frames are the same return addresses, the thread not
+ * having run between; when the scheduler's frames go deeper than the switch-out kept,
+ * the stack read at the switch-in alone, without them. */
+static uint32_t kernel_stack(const struct sonde_bpf_wait *w, uint64_t *ips)
+{
+	uint32_t ns = w->nsched < SONDE_BPF_SCHED_FRAMES ? w->nsched : SONDE_BPF_SCHED_FRAMES;
+	uint32_t nk = w->knr < SONDE_BPF_KSTACK_MAX ? w->knr : SONDE_BPF_KSTACK_MAX;
+	uint32_t k = 0, n = 0;
+
+	while (nk && !w->kips[nk - 1])
+		nk--;
+	if (!nk)
+		k = ns; /* no stack read at the switch-in: the switch-out's frames alone */
+	else
+		while (k < ns && w->sched[k] != w->kips[0])
+			k++;
+	if (k == ns && nk)
+		k = 0;
+	for (uint32_t i = 0; i < k && w->sched[i]; i++)
+		ips[n++] = w->sched[i];
+	for (uint32_t i = 0; i < nk && n < SONDE_BPF_KSTACK_MAX; i++)
+		ips[n++] = w->kips[i];
+	return n;
+}
+
 /* Writes one wait: its stack unwound as the perf backend's switch-out samples are. */
 static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, size_t stack_len,
 		      bool open)
@@ -468,13 +516,8 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 		r->sum.offcpu_dropped++;
 		return 0;
 	}
-	if (r->cfg.kernel && w->kstack >= 0) {
-		__u32 key = (__u32)w->kstack;
-		if (!bpf_map__lookup_elem(r->offcpu.bpf->skel->maps.kstacks, &key, sizeof(key),
-					  ips, sizeof(ips), 0))
-			while (nk < SONDE_BPF_KSTACK_MAX && ips[nk])
-				nk++;
-	}
+	if (r->cfg.kernel)
+		nk = kernel_stack(w, ips);
 	rec.sample.callchain = (const uint8_t *)ips;
 	rec.sample.callchain_nr = nk;
 	rec.sample.regs_abi = w->regs_ok ? PERF_SAMPLE_REGS_ABI_64 : PERF_SAMPLE_REGS_ABI_NONE;
@@ -549,6 +592,26 @@ static void add_short(struct rec_offcpu_bpf *b, __u32 tid, __u32 pid, uint64_t n
 	bpf_map__update_elem(b->skel->maps.shorts, &tid, sizeof(tid), &v, sizeof(v), BPF_ANY);
 }
 
+/* Runs the iterator that reads the kernel stacks of the waits still open (the programs
+ * detached): their frames into the kframes map. Without them, they are written without. */
+static void open_kframes(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
+{
+	char buf[64];
+
+	if (!r->cfg.kernel)
+		return;
+	struct bpf_link *l = bpf_program__attach_iter(b->skel->progs.sonde_open_kframes, NULL);
+	int fd = l ? bpf_iter_create(bpf_link__fd(l)) : -1;
+	while (fd >= 0 && read(fd, buf, sizeof(buf)) > 0)
+		;
+	if (fd < 0)
+		sonde_debug("off-CPU: no kernel stacks for the waits still open: %s",
+			    sonde_strerror(-errno));
+	else
+		close(fd);
+	bpf_link__destroy(l);
+}
+
 /* The waits still open at the end: those long enough are written open, with their kernel
  * stack alone (their user stack is read only when they end), the others counted short;
  * those that ended but whose thread did not get back to user space are written closed,
@@ -585,7 +648,11 @@ static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64
 		w.waker = s.waker;
 		w.state = s.state;
 		w.cpu = s.cpu;
-		w.kstack = s.kstack;
+		w.nsched = s.nsched;
+		memcpy(w.sched, s.sched, sizeof(w.sched));
+		if (s.knr && !bpf_map__lookup_elem(b->skel->maps.kframes, &key, sizeof(key), w.kips,
+						   sizeof(w.kips), 0))
+			w.knr = s.knr;
 		int err = write_wait(r, &w, 0, !ended);
 		if (err && !first)
 			first = err;
@@ -663,6 +730,7 @@ int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r)
 		return 0;
 	sonde__rec_offcpu_bpf_stop(r);
 	int err = keep_last_batches(r, b);
+	open_kframes(r, b);
 	int oerr = write_open(r, b, sonde__rec_time(r, sonde__rec_now()));
 	if (!err)
 		err = oerr;

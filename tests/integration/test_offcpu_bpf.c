@@ -161,6 +161,62 @@ TEST_TIMEOUT(offcpu_bpf_long_waits_stacked_to_main, 120)
 	ASSERT_DOUBLE_NEAR(with, all, 0.0);
 }
 
+/* With kernel frames: the kernel stack of a long wait is read at its switch-in, from the
+ * thread off the CPU, and that of a wait still open at the end by a task iterator once the
+ * programs are detached. Every stacked sleep of sleep_loop goes through main and
+ * hrtimer_nanosleep; sleep's one nap, still on when the recording ends, too. */
+TEST_TIMEOUT(offcpu_bpf_kernel_stacks_of_ended_and_open_waits, 120)
+{
+	const char *spool = test_path("kernel.spool");
+	struct test_output o;
+	double all, with;
+
+	offcpu_require_bpf();
+	test_runf(&o, 60,
+		  "%s record --kernel --off-cpu --off-cpu-backend bpf --off-cpu-min 500us -o %s "
+		  "-- %s 300",
+		  test_bin("sonde"), spool, test_prog("sleep_loop-nofp"));
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	char *copy = ASSERT_NOT_NULL(strdup(o.out));
+	sleeping_time(o.out, ";main;sleep_caller;", &all, &with);
+	double knl, kwith;
+	sleeping_time(copy, ";hrtimer_nanosleep;", &knl, &kwith);
+	free(copy);
+	test_output_free(&o);
+	printf("sleeping %.0f us: %.0f us through main;sleep_caller, %.0f us through "
+	       "hrtimer_nanosleep\n",
+	       all, with, kwith);
+	ASSERT(all >= 250 * 1000.0);
+	ASSERT_DOUBLE_NEAR(with, all, 0.0);
+	ASSERT_DOUBLE_NEAR(kwith, all, 0.0);
+
+	/* a process attached (it is not stopped at the end): its 30 s sleep starts 1 s in
+	 * and is still on when the recording ends, 3 s in; its wait is written open, with
+	 * the kernel stack the iterator read */
+	const char *argv[] = {"/bin/sh", "-c", "sleep 1; exec sleep 30", NULL};
+	pid_t pid = test_spawn(argv);
+	test_runf(&o, 60, "%s record --kernel --off-cpu --off-cpu-backend bpf -d 3 -o %s -p %d",
+		  test_bin("sonde"), spool, (int)pid);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	sleeping_time(o.out, ";hrtimer_nanosleep;", &all, &with);
+	test_output_free(&o);
+	/* (sh's own wait for its first child is a sleep too) */
+	printf("open: sleeping %.0f us, %.0f us through hrtimer_nanosleep\n", all, with);
+	ASSERT(with >= 1000 * 1000.0);
+}
+
 /* offcpu_exit's reader blocks in read() until the process exits under it: its wait ends
  * there, once, closed (not left open to the end of the recording). */
 TEST_TIMEOUT(offcpu_bpf_thread_exiting_while_blocked, 120)
@@ -349,8 +405,8 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 			FAIL("attach: %s", strerror(errno));
 		size_t n = own_programs(ids, 16, &objects);
 		/* sched_switch, sched_waking, sched_wakeup_new, exit, fork, exec, sys_exit, fpu,
-		 * rseq */
-		ASSERT_UINT(n, ==, 9);
+		 * rseq, and the task iterator run at the end (the open waits' kernel stacks) */
+		ASSERT_UINT(n, ==, 10);
 		for (int i = 0; i < 5; i++)
 			ASSERT_INT(sonde_recorder__poll(r, 50, NULL), >=, 0);
 		struct sonde_record_summary sum = {.sz = sizeof(sum)};
