@@ -19,12 +19,9 @@
 #include "base/buf.h"
 #include "base/idmap.h"
 #include "base/opts.h"
+#include "base/strtab.h"
 #include "base/u64map.h"
 #include "base/out.h"
-
-struct view_func {
-	uint32_t name, module; /* string ids */
-};
 
 struct view_stack {
 	uint32_t first, n; /* function ids at stack_ids.v[first..first + n), innermost first */
@@ -42,11 +39,8 @@ struct sonde_view {
 	char **comms;
 	int *cpus;
 
-	struct buf chars;   /* NUL-terminated strings, back to back */
-	ARR(uint32_t) strs; /* string id -> offset in chars */
-	struct idmap str_index;
-	ARR(struct view_func) funcs; /* funcs.v[0] unused: ids start at 1 */
-	struct idmap func_index;
+	struct strtab strs; /* names, modules, comms and labels (base/strtab.h) */
+	struct functab funcs; /* by (name, module); file and kind are 0 */
 	ARR(uint32_t) stack_ids;
 	ARR(struct view_stack) stacks;
 	struct idmap stack_index;
@@ -63,43 +57,12 @@ struct sonde_view {
 
 static const char *str_of(const struct sonde_view *v, uint32_t id)
 {
-	return (const char *)v->chars.data + v->strs.v[id];
-}
-
-struct str_key {
-	const char *s;
-	size_t len;
-};
-
-static bool str_eq(const void *ctx, uint32_t id, const void *key)
-{
-	const struct str_key *k = key;
-	const char *s = str_of(ctx, id);
-
-	return strncmp(s, k->s, k->len) == 0 && s[k->len] == 0;
+	return strtab_str(&v->strs, id);
 }
 
 static int64_t intern(struct sonde_view *v, const char *s)
 {
-	if (!s || !*s)
-		return 0;
-	struct str_key k = {s, strlen(s)};
-	uint32_t h = (uint32_t)idmap_hash_bytes(s, k.len);
-	int64_t id = sonde__idmap_find(&v->str_index, h, str_eq, v, &k);
-	if (id >= 0)
-		return id;
-	if (v->chars.len + k.len + 1 > UINT32_MAX)
-		return -ENOMEM;
-	uint32_t *off = ARR_PUSH(v->strs);
-	if (!off)
-		return -ENOMEM;
-	*off = (uint32_t)v->chars.len;
-	sonde__buf_append(&v->chars, s, k.len + 1);
-	if (buf_error(&v->chars) || sonde__idmap_insert(&v->str_index, h, v->strs.n - 1) < 0) {
-		v->strs.n--;
-		return -ENOMEM;
-	}
-	return v->strs.n - 1;
+	return sonde__strtab_intern(&v->strs, s);
 }
 
 static uint32_t *copy_ids(const uint32_t *ids, size_t n)
@@ -151,9 +114,7 @@ struct sonde_view *sonde_view__new(const struct sonde_view_opts *opts)
 	if (!v)
 		return NULL;
 	/* string 0 is "", function 0 and stack 0 are placeholders: id 0 means none */
-	uint32_t *off = ARR_PUSH(v->strs);
-	sonde__buf_append(&v->chars, "", 1);
-	if (!off || buf_error(&v->chars) || !ARR_PUSH(v->funcs) || !ARR_PUSH(v->stacks) ||
+	if (sonde__strtab_init(&v->strs) < 0 || sonde__functab_init(&v->funcs) < 0 || !ARR_PUSH(v->stacks) ||
 	    (f && copy_filter(v, f) < 0)) {
 		sonde_view__free(v);
 		errno = ENOMEM;
@@ -172,11 +133,8 @@ void sonde_view__free(struct sonde_view *v)
 	sonde__free(v->pids);
 	sonde__free(v->tids);
 	sonde__free(v->cpus);
-	sonde__buf_free(&v->chars);
-	ARR_FREE(v->strs);
-	sonde__idmap_free(&v->str_index);
-	ARR_FREE(v->funcs);
-	sonde__idmap_free(&v->func_index);
+	sonde__strtab_free(&v->strs);
+	sonde__functab_free(&v->funcs);
 	ARR_FREE(v->stack_ids);
 	ARR_FREE(v->stacks);
 	sonde__idmap_free(&v->stack_index);
@@ -189,14 +147,6 @@ void sonde_view__free(struct sonde_view *v)
 	sonde__free(v);
 }
 
-static bool func_eq(const void *ctx, uint32_t id, const void *key)
-{
-	const struct view_func *a = &((const struct sonde_view *)ctx)->funcs.v[id];
-	const struct view_func *b = key;
-
-	return a->name == b->name && a->module == b->module;
-}
-
 int64_t sonde_view__func(struct sonde_view *v, const char *name, const char *module)
 {
 	if (!v || !name)
@@ -204,20 +154,8 @@ int64_t sonde_view__func(struct sonde_view *v, const char *name, const char *mod
 	int64_t n = intern(v, name), m = intern(v, module);
 	if (n < 0 || m < 0)
 		return -ENOMEM;
-	struct view_func k = {(uint32_t)n, (uint32_t)m};
-	uint32_t h = (uint32_t)idmap_hash_bytes(&k, sizeof(k));
-	int64_t id = sonde__idmap_find(&v->func_index, h, func_eq, v, &k);
-	if (id >= 0)
-		return id;
-	struct view_func *f = ARR_PUSH(v->funcs);
-	if (!f)
-		return -ENOMEM;
-	*f = k;
-	if (sonde__idmap_insert(&v->func_index, h, v->funcs.n - 1) < 0) {
-		v->funcs.n--;
-		return -ENOMEM;
-	}
-	return v->funcs.n - 1;
+	return sonde__functab_intern(&v->funcs, &(struct tab_func){.name = (uint32_t)n,
+								    .module = (uint32_t)m});
 }
 
 static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
@@ -435,7 +373,7 @@ static int count_function_rows(struct sonde_view *v, uint32_t i, enum sonde_view
 
 	for (uint32_t j = 0; j < s->n; j++) {
 		uint32_t fid = v->stack_ids.v[s->first + j];
-		const struct view_func *f = &v->funcs.v[fid];
+		const struct tab_func *f = &v->funcs.v[fid];
 		struct sonde_view_row init = {
 			.name = str_of(v, f->name),
 			.module = str_of(v, f->module),
