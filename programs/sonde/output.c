@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <sonde/error.h>
 #include <sonde/profile.h>
 #include <sonde/record.h>
+#include <sonde/view.h>
 
 #include "cli.h"
 #include "output.h"
@@ -316,6 +318,30 @@ void cli_filter_to_spool_opts(const struct cli_filter *f, struct sonde_profile_s
 	o->time_range = f->has_time;
 	o->time_from_s = f->from_s;
 	o->time_to_s = f->to_s;
+}
+
+void cli_filter_to_view(const struct cli_filter *f, uint64_t start_ns, struct sonde_view_filter *vf)
+{
+	*vf = (struct sonde_view_filter){
+		.sz = sizeof(*vf),
+		.pids = f->pids,
+		.n_pids = f->n_pids,
+		.tids = f->tids,
+		.n_tids = f->n_tids,
+		.comms = f->comms,
+		.n_comms = f->n_comms,
+		.cpus = f->cpus,
+		.n_cpus = f->cpus ? f->n_cpus : 0,
+		.time_range = f->has_time,
+	};
+	if (!f->has_time)
+		return;
+	vf->time_from_ns = start_ns + (uint64_t)ceil(f->from_s * 1e9);
+	vf->time_to_ns = f->to_s < 0 ? 0 : start_ns + (uint64_t)floor(f->to_s * 1e9);
+	/* a window that ends at the clock's zero would read as "no end": it ends at the
+	 * clock's first nanosecond instead */
+	if (f->to_s >= 0 && !vf->time_to_ns)
+		vf->time_to_ns = 1;
 }
 
 void cli_filter_free(struct cli_filter *f)

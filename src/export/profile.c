@@ -7,6 +7,7 @@
 
 #include <sonde/error.h>
 #include <sonde/spool.h>
+#include <sonde/view.h>
 
 #include "base/alloc.h"
 #include "base/opts.h"
@@ -271,11 +272,9 @@ uint64_t sonde_profile__sample_count(const struct sonde_profile *p)
 
 const char *sonde__prof_state_name(uint32_t state)
 {
-	static const char *const names[PROF_STATE_UNKNOWN + 1] = {
-		"[off-cpu: R]", "[off-cpu: S]", "[off-cpu: D]", "[off-cpu: other]",
-		"[unknown: lost records]"};
-
-	return names[state <= PROF_STATE_UNKNOWN ? state : SONDE_OFFCPU_OTHER];
+	/* the readers' names (include/sonde/view.h), whose states count from on-CPU */
+	return sonde_view_state_name(1 +
+				     (state <= PROF_STATE_UNKNOWN ? state : SONDE_OFFCPU_OTHER));
 }
 
 /* The pseudo-frame of a state: a location of no module whose one line is its name. */

@@ -35,6 +35,8 @@ struct view_entry {
 
 struct sonde_view {
 	struct sonde_view_filter filt;
+	/* with opts.state_frames, the function of each off-CPU state (0 for on-CPU) */
+	uint32_t state_func[SONDE_VIEW_STATES];
 	uint32_t *pids, *tids;
 	char **comms;
 	int *cpus;
@@ -101,6 +103,31 @@ static int copy_filter(struct sonde_view *v, const struct sonde_view_filter *f)
 	return 0;
 }
 
+const char *sonde_view_state_name(uint32_t state)
+{
+	static const char *const names[SONDE_VIEW_STATES] = {"",
+							     "[off-cpu: R]",
+							     "[off-cpu: S]",
+							     "[off-cpu: D]",
+							     "[off-cpu: other]",
+							     "[unknown: lost records]"};
+
+	return state < SONDE_VIEW_STATES ? names[state] : "";
+}
+
+/* The off-CPU states' pseudo-functions, interned once so that they have ids (a diff maps
+ * them like any other function). */
+static int intern_state_funcs(struct sonde_view *v)
+{
+	for (uint32_t s = SONDE_VIEW_ON_CPU + 1; s < SONDE_VIEW_STATES; s++) {
+		int64_t id = sonde_view__func(v, sonde_view_state_name(s), "[sched]");
+		if (id < 0)
+			return (int)id;
+		v->state_func[s] = (uint32_t)id;
+	}
+	return 0;
+}
+
 struct sonde_view *sonde_view__new(const struct sonde_view_opts *opts)
 {
 	const struct sonde_view_filter *f = OPTS_GET(opts, filter, NULL);
@@ -113,9 +140,11 @@ struct sonde_view *sonde_view__new(const struct sonde_view_opts *opts)
 	v = sonde__calloc(1, sizeof(*v));
 	if (!v)
 		return NULL;
+	bool state_frames = OPTS_GET(opts, state_frames, 0);
 	/* string 0 is "", function 0 and stack 0 are placeholders: id 0 means none */
-	if (sonde__strtab_init(&v->strs) < 0 || sonde__functab_init(&v->funcs) < 0 || !ARR_PUSH(v->stacks) ||
-	    (f && copy_filter(v, f) < 0)) {
+	if (sonde__strtab_init(&v->strs) < 0 || sonde__functab_init(&v->funcs) < 0 ||
+	    !ARR_PUSH(v->stacks) || (f && copy_filter(v, f) < 0) ||
+	    (state_frames && intern_state_funcs(v) < 0)) {
 		sonde_view__free(v);
 		errno = ENOMEM;
 		return NULL;
@@ -156,6 +185,17 @@ int64_t sonde_view__func(struct sonde_view *v, const char *name, const char *mod
 		return -ENOMEM;
 	return sonde__functab_intern(&v->funcs, &(struct tab_func){.name = (uint32_t)n,
 								    .module = (uint32_t)m});
+}
+
+/* A view's function's origin byte holds this flag (the view has no other use for it). */
+enum { FUNC_UNRESOLVED = 1 };
+
+int sonde_view__func_unresolved(struct sonde_view *v, uint32_t id)
+{
+	if (!v || !id || id >= v->funcs.n)
+		return -EINVAL;
+	v->funcs.v[id].origin |= FUNC_UNRESOLVED;
+	return 0;
 }
 
 static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
@@ -284,24 +324,27 @@ static int entry_labels(struct sonde_view *v, struct view_entry *e)
 	return 0;
 }
 
-int sonde_view__add(struct sonde_view *v, const struct sonde_view_event *e, const uint32_t *funcs,
-		    size_t n)
+int64_t sonde_view__stack(struct sonde_view *v, const uint32_t *funcs, size_t n)
 {
-	if (!v || !e || (n && !funcs) || !OPTS_VALID(e, sonde_view_event) ||
-	    e->state >= SONDE_VIEW_STATES)
+	if (!v || (n && !funcs))
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		if (!funcs[i] || funcs[i] >= v->funcs.n)
 			return -EINVAL;
-	if (!passes(&v->filt, e))
-		return 0;
-	int64_t stack = stack_intern(v, funcs, n), comm = intern(v, e->comm),
-		process = intern(v, e->process);
-	if (stack < 0 || comm < 0 || process < 0)
+	return stack_intern(v, funcs, n);
+}
+
+/* Adds e under stack id `stack`; e is valid and passed the filter. */
+static int add_entry(struct sonde_view *v, const struct sonde_view_event *e, uint32_t stack)
+{
+	int64_t comm = intern(v, e->comm), process = intern(v, e->process);
+	if (comm < 0 || process < 0)
 		return -ENOMEM;
-	struct entry_key k = {(uint32_t)stack, e->pid,		 e->tid,  e->cpu,
-			      (uint32_t)comm,  (uint32_t)process, e->state};
-	uint32_t h = (uint32_t)idmap_hash_bytes(&k, sizeof(k));
+	struct entry_key k = {stack,   e->pid, e->tid, e->cpu, (uint32_t)comm, (uint32_t)process,
+			      e->state};
+	uint32_t h = (uint32_t)u64_hash(((uint64_t)k.stack << 32 | k.tid) ^
+					u64_hash((uint64_t)k.cpu << 32 | k.comm) ^
+					u64_hash((uint64_t)k.process << 32 | k.pid) ^ k.state);
 	int64_t id = sonde__idmap_find(&v->entry_index, h, entry_eq, v, &k);
 	if (id < 0) {
 		struct view_entry *en = ARR_PUSH(v->entries);
@@ -322,6 +365,29 @@ int sonde_view__add(struct sonde_view *v, const struct sonde_view_event *e, cons
 	return 1;
 }
 
+int sonde_view__add_stack(struct sonde_view *v, const struct sonde_view_event *e, uint32_t stack)
+{
+	if (!v || !e || !OPTS_VALID(e, sonde_view_event) || e->state >= SONDE_VIEW_STATES ||
+	    stack >= v->stacks.n)
+		return -EINVAL;
+	return passes(&v->filt, e) ? add_entry(v, e, stack) : 0;
+}
+
+int sonde_view__add(struct sonde_view *v, const struct sonde_view_event *e, const uint32_t *funcs,
+		    size_t n)
+{
+	if (!v || !e || (n && !funcs) || !OPTS_VALID(e, sonde_view_event) ||
+	    e->state >= SONDE_VIEW_STATES)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!funcs[i] || funcs[i] >= v->funcs.n)
+			return -EINVAL;
+	if (!passes(&v->filt, e))
+		return 0;
+	int64_t stack = stack_intern(v, funcs, n);
+	return stack < 0 ? (int)stack : add_entry(v, e, (uint32_t)stack);
+}
+
 void sonde_view__clear(struct sonde_view *v)
 {
 	if (!v)
@@ -337,6 +403,79 @@ uint64_t sonde_view__total(const struct sonde_view *v, uint64_t *events)
 	if (events)
 		*events = v ? v->events : 0;
 	return v ? v->total : 0;
+}
+
+/* The state frame of entry e (0: none): with state_frames, an off-CPU entry's innermost. */
+static uint32_t state_func_of(const struct sonde_view *v, const struct view_entry *e)
+{
+	return v->state_func[e->state];
+}
+
+/* Function k of entry e's stack s, innermost first, its state frame (sf) included. */
+static uint32_t entry_func(const struct sonde_view *v, const struct view_stack *s, uint32_t sf,
+			   uint32_t k)
+{
+	return sf && k == 0 ? sf : v->stack_ids.v[s->first + k - (sf != 0)];
+}
+
+/* Counts key into set m when new: 1 when new, 0 when seen, -ENOMEM. */
+static int count_new(struct u64map *m, uint64_t key)
+{
+	if (sonde__u64map_get(m, key))
+		return 0;
+	return sonde__u64map_put(m, key, 0) < 0 ? -ENOMEM : 1;
+}
+
+/* Whether entry e's stack holds a function the symbolizer could not name. */
+static bool has_unresolved(const struct sonde_view *v, const struct view_entry *e)
+{
+	const struct view_stack *s = &v->stacks.v[e->stack];
+
+	for (uint32_t j = 0; j < s->n; j++)
+		if (v->funcs.v[v->stack_ids.v[s->first + j]].origin & FUNC_UNRESOLVED)
+			return true;
+	return false;
+}
+
+int sonde_view__stats(const struct sonde_view *v, struct sonde_view_stats *st)
+{
+	struct sonde_view_stats r = {.sz = sizeof(r)};
+	struct u64map pids = {0}, tids = {0}, stacks = {0};
+	int err = 0;
+
+	if (!v || !st || !OPTS_OUT_VALID(st))
+		return -EINVAL;
+	r.total = v->total;
+	r.events = v->events;
+	for (uint32_t i = 0; i < v->entries.n && err >= 0; i++) {
+		const struct view_entry *e = &v->entries.v[i];
+		uint32_t sf = state_func_of(v, e);
+		r.weight[e->state] += e->weight;
+		r.state_events[e->state] += e->events;
+		if (!v->stacks.v[e->stack].n && !sf)
+			r.empty += e->events;
+		else if (e->weight)
+			/* a state frame makes another stack: a state in the key's low bits */
+			err = count_new(&stacks, (uint64_t)e->stack << 3 | (sf ? e->state : 0));
+		if (err >= 0)
+			err = count_new(&pids, e->pid);
+		if (err >= 0)
+			err = count_new(&tids, (uint64_t)e->pid << 32 | e->tid);
+		if (has_unresolved(v, e))
+			r.unresolved += e->weight;
+	}
+	r.processes = (uint32_t)u64map_count(&pids);
+	r.threads = (uint32_t)u64map_count(&tids);
+	r.stacks = u64map_count(&stacks);
+	sonde__u64map_free(&pids);
+	sonde__u64map_free(&tids);
+	sonde__u64map_free(&stacks);
+	if (err < 0)
+		return err;
+	size_t sz = opts_sz(st);
+	memcpy((char *)st + sizeof(sz), (char *)&r + sizeof(sz),
+	       (sz < sizeof(r) ? sz : sizeof(r)) - sizeof(sz));
+	return 0;
 }
 
 /* The row under key, added (with the given fields) when new; NULL when out of memory. */
@@ -367,12 +506,13 @@ static int count_function_rows(struct sonde_view *v, uint32_t i, enum sonde_view
 {
 	const struct view_entry *e = &v->entries.v[i];
 	const struct view_stack *s = &v->stacks.v[e->stack];
+	uint32_t sf = state_func_of(v, e), n = s->n + (sf != 0);
 	uint32_t label = g == SONDE_VIEW_BY_FUNCTION_PROCESS  ? e->plabel
 			 : g == SONDE_VIEW_BY_FUNCTION_THREAD ? e->tlabel
 							      : 0;
 
-	for (uint32_t j = 0; j < s->n; j++) {
-		uint32_t fid = v->stack_ids.v[s->first + j];
+	for (uint32_t j = 0; j < n; j++) {
+		uint32_t fid = entry_func(v, s, sf, j);
 		const struct tab_func *f = &v->funcs.v[fid];
 		struct sonde_view_row init = {
 			.name = str_of(v, f->name),
@@ -432,19 +572,30 @@ static int cmp_u64_desc(uint64_t a, uint64_t b)
 	return a == b ? 0 : a < b ? 1 : -1;
 }
 
+struct row_order {
+	enum sonde_view_sort sort;
+	bool cpus;	   /* CPU rows */
+	bool ties_by_name; /* no second weight */
+};
+
 static int row_cmp(const void *pa, const void *pb, void *ctx)
 {
 	const struct sonde_view_row *a = pa, *b = pb;
-	enum sonde_view_sort sort = *(const enum sonde_view_sort *)ctx;
+	const struct row_order *o = ctx;
+	enum sonde_view_sort sort = o->sort;
 	int c = 0;
 
 	if (sort == SONDE_VIEW_SORT_SELF)
-		c = cmp_u64_desc(a->self, b->self) ?: cmp_u64_desc(a->total, b->total);
+		c = cmp_u64_desc(a->self, b->self)
+			    ?: (o->ties_by_name ? 0 : cmp_u64_desc(a->total, b->total));
 	else if (sort == SONDE_VIEW_SORT_TOTAL)
-		c = cmp_u64_desc(a->total, b->total) ?: cmp_u64_desc(a->self, b->self);
+		c = cmp_u64_desc(a->total, b->total)
+			    ?: (o->ties_by_name ? 0 : cmp_u64_desc(a->self, b->self));
 	else if (sort == SONDE_VIEW_SORT_PROCESS)
 		c = strcmp(a->label, b->label) ?: cmp_u64_desc(a->self, b->self)
 							     ?: cmp_u64_desc(a->total, b->total);
+	else if (o->cpus) /* by name: a CPU's name is its number, none ([unknown]) last */
+		c = (a->cpu > b->cpu) - (a->cpu < b->cpu);
 	if (!c)
 		c = strcmp(a->name, b->name) ?: strcmp(a->module, b->module);
 	if (!c)
@@ -483,7 +634,9 @@ int sonde_view__rows(struct sonde_view *v, const struct sonde_view_rows_opts *op
 			return err;
 	}
 	if (v->rows.n > 1)
-		qsort_r(v->rows.v, v->rows.n, sizeof(*v->rows.v), row_cmp, &sort);
+		qsort_r(v->rows.v, v->rows.n, sizeof(*v->rows.v), row_cmp,
+			&(struct row_order){sort, g == SONDE_VIEW_BY_CPU,
+					    OPTS_GET(opts, ties_by_name, 0) != 0});
 	*rows = v->rows.v;
 	*n = max && max < v->rows.n ? max : v->rows.n;
 	if (n_all)
@@ -498,7 +651,9 @@ static uint64_t *self_by_func(const struct sonde_view *v)
 
 	for (uint32_t i = 0; self && i < v->entries.n; i++) {
 		const struct view_entry *e = &v->entries.v[i];
-		if (e->stack)
+		if (state_func_of(v, e))
+			self[state_func_of(v, e)] += e->weight;
+		else if (e->stack)
 			self[v->stack_ids.v[v->stacks.v[e->stack].first]] += e->weight;
 	}
 	return self;
@@ -617,17 +772,18 @@ int sonde_view__write_folded(const struct sonde_view *v, int fd,
 	for (uint32_t i = 0; i < v->entries.n; i++) {
 		const struct view_entry *e = &v->entries.v[i];
 		const struct view_stack *s = &v->stacks.v[e->stack];
-		if (!e->weight || (!s->n && roots == SONDE_VIEW_ROOTS_NONE))
+		uint32_t sf = state_func_of(v, e), depth = s->n + (sf != 0);
+		if (!e->weight || (!depth && roots == SONDE_VIEW_ROOTS_NONE))
 			continue;
 		lines[n] = (struct folded_line){(uint32_t)text.len, e->weight};
 		if (roots != SONDE_VIEW_ROOTS_NONE) {
 			put_name(&text,
 				 str_of(v, roots == SONDE_VIEW_ROOTS_PROCESS ? e->plabel : e->tlabel));
-			if (s->n)
+			if (depth)
 				buf_put_u8(&text, ';');
 		}
-		for (uint32_t j = s->n; j-- > 0;) {
-			put_name(&text, str_of(v, v->funcs.v[v->stack_ids.v[s->first + j]].name));
+		for (uint32_t j = depth; j-- > 0;) {
+			put_name(&text, str_of(v, v->funcs.v[entry_func(v, s, sf, j)].name));
 			if (j)
 				buf_put_u8(&text, ';');
 		}
