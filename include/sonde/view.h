@@ -65,6 +65,14 @@ struct sonde_view_filter {
 	uint32_t states;
 };
 
+/* Sets f's time range from seconds after start_ns (the recording's start, on the events'
+ * clock), as `sonde report --time` and `sonde convert --time` give it: from the first
+ * nanosecond at or after from_s to the last at or before to_s, a time given to the
+ * nanosecond being that nanosecond (to_s < 0: no end; a window that ends at the clock's
+ * zero ends at its first nanosecond, 0 meaning no end). */
+SONDE_API void sonde_view_filter__time_s(struct sonde_view_filter *f, uint64_t start_ns,
+					 double from_s, double to_s);
+
 struct sonde_view_opts {
 	size_t sz; /* sizeof(struct sonde_view_opts) */
 	const struct sonde_view_filter *filter; /* NULL: keep everything; copied */

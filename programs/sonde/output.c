@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,16 +331,9 @@ void cli_filter_to_view(const struct cli_filter *f, uint64_t start_ns, struct so
 		.n_comms = f->n_comms,
 		.cpus = f->cpus,
 		.n_cpus = f->cpus ? f->n_cpus : 0,
-		.time_range = f->has_time,
 	};
-	if (!f->has_time)
-		return;
-	vf->time_from_ns = start_ns + (uint64_t)ceil(f->from_s * 1e9);
-	vf->time_to_ns = f->to_s < 0 ? 0 : start_ns + (uint64_t)floor(f->to_s * 1e9);
-	/* a window that ends at the clock's zero would read as "no end": it ends at the
-	 * clock's first nanosecond instead */
-	if (f->to_s >= 0 && !vf->time_to_ns)
-		vf->time_to_ns = 1;
+	if (f->has_time)
+		sonde_view_filter__time_s(vf, start_ns, f->from_s, f->to_s);
 }
 
 void cli_filter_free(struct cli_filter *f)

@@ -91,8 +91,8 @@ void cli_filter_to_spool_opts(const struct cli_filter *f, struct sonde_profile_s
 struct sonde_view_filter;
 /* The view's filter of f (include/sonde/view.h), its lists pointing into f (which must
  * outlive it): --time's seconds from start_ns (the recording's start on the sample
- * clock) turned into that clock, the first nanosecond at or after the window's start and
- * the last at or before its end. No states: every state passes. */
+ * clock) turned into that clock by sonde_view_filter__time_s. No states: every state
+ * passes. */
 void cli_filter_to_view(const struct cli_filter *f, uint64_t start_ns,
 			struct sonde_view_filter *vf);
 void cli_filter_free(struct cli_filter *f);

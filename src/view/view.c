@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,28 @@ static bool passes(const struct sonde_view_filter *f, const struct sonde_view_ev
 	    (e->time_ns < f->time_from_ns || (f->time_to_ns && e->time_ns > f->time_to_ns)))
 		return false;
 	return !f->states || (f->states >> e->state & 1);
+}
+
+/* Seconds as nanoseconds, rounded up (up != 0) or down; a value within a thousandth of a
+ * nanosecond of a whole one is that one, so that a time given to the nanosecond (an
+ * event's own) is not lost to the double's rounding. */
+static uint64_t ns_of(double s, int up)
+{
+	double x = s > 0 ? s * 1e9 : 0, whole = nearbyint(x);
+
+	return (uint64_t)(fabs(x - whole) < 1e-3 ? whole : up ? ceil(x) : floor(x));
+}
+
+void sonde_view_filter__time_s(struct sonde_view_filter *f, uint64_t start_ns, double from_s,
+			       double to_s)
+{
+	if (!f)
+		return;
+	f->time_range = 1;
+	f->time_from_ns = start_ns + ns_of(from_s, 1);
+	f->time_to_ns = to_s < 0 ? 0 : start_ns + ns_of(to_s, 0);
+	if (to_s >= 0 && !f->time_to_ns)
+		f->time_to_ns = 1;
 }
 
 int sonde_view_filter__match(const struct sonde_view_filter *f, const struct sonde_view_event *e)

@@ -561,3 +561,21 @@ TEST(view_rows_ties_by_name_and_cpus_by_number)
 	ASSERT_STR_EQ(r[3].name, "[unknown]");
 	sonde_view__free(v);
 }
+
+/* --time's seconds on the events' clock: rounded inward, a time given to the nanosecond
+ * kept exactly (0.001001001 * 1e9 is not 1001001 in a double). */
+TEST(view_filter_time_in_seconds)
+{
+	struct sonde_view_filter f = {.sz = sizeof(f)};
+
+	sonde_view_filter__time_s(&f, 5000000000ULL, 0.001001001, 0.0100000015);
+	ASSERT_INT(f.time_range, ==, 1);
+	ASSERT_UINT(f.time_from_ns, ==, 5001001001ULL);
+	ASSERT_UINT(f.time_to_ns, ==, 5010000001ULL); /* the last nanosecond at or before */
+	sonde_view_filter__time_s(&f, 5000000000ULL, 0.0000000015, -1);
+	ASSERT_UINT(f.time_from_ns, ==, 5000000002ULL); /* the first at or after */
+	ASSERT_UINT(f.time_to_ns, ==, 0);		/* no end */
+	sonde_view_filter__time_s(&f, 0, 0, 0); /* ends at the clock's zero: not "no end" */
+	ASSERT_UINT(f.time_to_ns, ==, 1);
+	sonde_view_filter__time_s(NULL, 0, 0, 0); /* nothing to set */
+}
