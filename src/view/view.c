@@ -42,7 +42,7 @@ struct sonde_view {
 	char **comms;
 	int *cpus;
 
-	struct strtab strs; /* names, modules, comms and labels (base/strtab.h) */
+	struct strtab strs;   /* names, modules, comms and labels (base/strtab.h) */
 	struct functab funcs; /* by (name, module); file and kind are 0 */
 	ARR(uint32_t) stack_ids;
 	ARR(struct view_stack) stacks;
@@ -184,8 +184,8 @@ int64_t sonde_view__func(struct sonde_view *v, const char *name, const char *mod
 	int64_t n = intern(v, name), m = intern(v, module);
 	if (n < 0 || m < 0)
 		return -ENOMEM;
-	return sonde__functab_intern(&v->funcs, &(struct tab_func){.name = (uint32_t)n,
-								    .module = (uint32_t)m});
+	return sonde__functab_intern(
+		&v->funcs, &(struct tab_func){.name = (uint32_t)n, .module = (uint32_t)m});
 }
 
 /* A view's function's origin byte holds this flag (the view has no other use for it). */

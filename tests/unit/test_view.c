@@ -575,7 +575,7 @@ TEST(view_filter_time_in_seconds)
 	sonde_view_filter__time_s(&f, 5000000000ULL, 0.0000000015, -1);
 	ASSERT_UINT(f.time_from_ns, ==, 5000000002ULL); /* the first at or after */
 	ASSERT_UINT(f.time_to_ns, ==, 0);		/* no end */
-	sonde_view_filter__time_s(&f, 0, 0, 0); /* ends at the clock's zero: not "no end" */
+	sonde_view_filter__time_s(&f, 0, 0, 0);		/* ends at the clock's zero: not "no end" */
 	ASSERT_UINT(f.time_to_ns, ==, 1);
 	sonde_view_filter__time_s(NULL, 0, 0, 0); /* nothing to set */
 }
