@@ -344,8 +344,10 @@ static void count_short(struct report *r)
 	}
 }
 
-/* The stack nodes of the events the filters keep, each with the pid of one of them. */
-static int mark_nodes(struct report *r, uint64_t events)
+/* Runs fn on every event (and its stack node), saying how far it got; stops at fn's
+ * first error. */
+static int each_event(struct report *r, uint64_t events,
+		      int (*fn)(struct report *r, const struct sonde_view_event *e, uint32_t node))
 {
 	struct sonde_view_event e;
 	uint32_t node;
@@ -353,10 +355,19 @@ static int mark_nodes(struct report *r, uint64_t events)
 	for (uint64_t i = 0; next_event(r, i, &e, &node) == 0; i++) {
 		if ((i & 0xfff) == 0)
 			cli_progress_update(r->progress, i, events);
-		if (r->node_kept[node] || sonde_view_filter__match(&r->vf, &e) != 1)
-			continue;
+		int err = fn(r, &e, node);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* Marks the stack node of an event the filters keep, with the pid of the first such. */
+static int mark_node(struct report *r, const struct sonde_view_event *e, uint32_t node)
+{
+	if (!r->node_kept[node] && sonde_view_filter__match(&r->vf, e) == 1) {
 		r->node_kept[node] = 1;
-		r->node_pid[node] = e.pid;
+		r->node_pid[node] = e->pid;
 	}
 	return 0;
 }
@@ -378,23 +389,14 @@ static int resolve_nodes(struct report *r)
 	return 0;
 }
 
-/* Hands every event to the view, which keeps what passes the filters. */
-static int add_events(struct report *r, uint64_t events)
+/* Hands an event to the view, which keeps it when it passes the filters. */
+static int add_event(struct report *r, const struct sonde_view_event *e, uint32_t node)
 {
-	struct sonde_view_event e;
-	uint32_t node;
-
-	for (uint64_t i = 0; next_event(r, i, &e, &node) == 0; i++) {
-		if ((i & 0xfff) == 0)
-			cli_progress_update(r->progress, i, events);
-		/* a node no kept event has is not resolved: its events are not kept either */
-		if (node && !r->node_stack[node])
-			continue;
-		int err = sonde_view__add_stack(r->view, &e, node ? r->node_stack[node] - 1 : 0);
-		if (err < 0)
-			return err;
-	}
-	return 0;
+	/* a node no kept event has is not resolved: its events are not kept either */
+	if (node && !r->node_stack[node])
+		return 0;
+	int err = sonde_view__add_stack(r->view, e, node ? r->node_stack[node] - 1 : 0);
+	return err < 0 ? err : 0;
 }
 
 /* The view's figures, into the report's. */
@@ -1100,7 +1102,7 @@ static int load(struct report *r)
 			  : 0;
 	if (!err) {
 		r->progress = cli_progress_begin("report", "counting samples");
-		err = mark_nodes(r, events);
+		err = each_event(r, events, mark_node);
 		cli_progress_end(r->progress);
 	}
 	if (!err) {
@@ -1110,7 +1112,7 @@ static int load(struct report *r)
 	}
 	if (!err) {
 		r->progress = cli_progress_begin("report", "adding up samples");
-		err = add_events(r, events);
+		err = each_event(r, events, add_event);
 		cli_progress_end(r->progress);
 	}
 	r->progress = NULL;

@@ -14,6 +14,7 @@
 #include <sonde/record.h>
 #include <sonde/view.h>
 
+#include "export/profile.h"
 #include "cli.h"
 #include "output.h"
 
@@ -321,19 +322,10 @@ void cli_filter_to_spool_opts(const struct cli_filter *f, struct sonde_profile_s
 
 void cli_filter_to_view(const struct cli_filter *f, uint64_t start_ns, struct sonde_view_filter *vf)
 {
-	*vf = (struct sonde_view_filter){
-		.sz = sizeof(*vf),
-		.pids = f->pids,
-		.n_pids = f->n_pids,
-		.tids = f->tids,
-		.n_tids = f->n_tids,
-		.comms = f->comms,
-		.n_comms = f->n_comms,
-		.cpus = f->cpus,
-		.n_cpus = f->cpus ? f->n_cpus : 0,
-	};
-	if (f->has_time)
-		sonde_view_filter__time_s(vf, start_ns, f->from_s, f->to_s);
+	struct sonde_profile_spool_opts o = {.sz = sizeof(o)};
+
+	cli_filter_to_spool_opts(f, &o);
+	sonde__prof_view_filter(&o, start_ns, vf);
 }
 
 void cli_filter_free(struct cli_filter *f)

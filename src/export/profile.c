@@ -270,23 +270,33 @@ uint64_t sonde_profile__sample_count(const struct sonde_profile *p)
 	return p ? p->total : 0;
 }
 
+void sonde__prof_view_filter(const struct sonde_profile_spool_opts *o, uint64_t start_ns,
+			     struct sonde_view_filter *f)
+{
+	static const struct sonde_profile_spool_opts none = {.sz = sizeof(none)};
+
+	o = o ? o : &none;
+	*f = (struct sonde_view_filter){.sz = sizeof(*f),
+					.pids = o->pids,
+					.n_pids = o->n_pids,
+					.tids = o->tids,
+					.n_tids = o->n_tids,
+					.comms = o->comms,
+					.n_comms = o->n_comms,
+					.cpus = o->cpus,
+					.n_cpus = o->n_cpus};
+	if (o->time_range)
+		sonde_view_filter__time_s(f, start_ns, o->time_from_s, o->time_to_s);
+}
+
 void sonde__prof_view_filters(const struct sonde_profile_spool_opts *o, uint64_t start_ns,
 			      struct sonde_view_filter *who, struct sonde_view_filter *when)
 {
-	*who = (struct sonde_view_filter){.sz = sizeof(*who)};
-	*when = (struct sonde_view_filter){.sz = sizeof(*when)};
-	if (!o)
-		return;
-	who->pids = o->pids;
-	who->n_pids = o->n_pids;
-	who->tids = o->tids;
-	who->n_tids = o->n_tids;
-	who->comms = o->comms;
-	who->n_comms = o->n_comms;
-	when->cpus = o->cpus;
-	when->n_cpus = o->n_cpus;
-	if (o->time_range)
-		sonde_view_filter__time_s(when, start_ns, o->time_from_s, o->time_to_s);
+	sonde__prof_view_filter(o, start_ns, who);
+	*when = *who;
+	who->n_cpus = 0;
+	who->time_range = 0;
+	when->n_pids = when->n_tids = when->n_comms = 0;
 }
 
 const char *sonde__prof_state_name(uint32_t state)

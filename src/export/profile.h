@@ -133,10 +133,13 @@ const char *sonde__prof_basename(const struct sonde_profile *p, uint32_t str);
 struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 						const struct sonde_profile_spool_opts *opts);
 
-/* The readers' filters (include/sonde/view.h) of the profile reader's opts o (NULL: none),
- * their lists pointing into o: *who by thread (pid, tid, comm), *when by CPU and time on
- * the sample clock, whose recording started at start_ns. */
+/* The readers' filter (include/sonde/view.h) of the profile reader's opts o (NULL: none),
+ * its lists pointing into o, its time on the sample clock of a recording that started at
+ * start_ns. No states: every state passes. */
 struct sonde_view_filter;
+void sonde__prof_view_filter(const struct sonde_profile_spool_opts *o, uint64_t start_ns,
+			     struct sonde_view_filter *f);
+/* The same cut in two: *who by thread (pid, tid, comm), *when by CPU and time. */
 void sonde__prof_view_filters(const struct sonde_profile_spool_opts *o, uint64_t start_ns,
 			      struct sonde_view_filter *who, struct sonde_view_filter *when);
 
