@@ -14,8 +14,8 @@
  *  - the diff of two views, function by function;
  *  - folded stacks ("outer;...;inner weight").
  *
- * Call order: sonde_view__new, then any interleaving of sonde_view__func and
- * sonde_view__add, then any number of sonde_view__rows / __diff / __write_folded calls
+ * Call order: sonde_view__new, then any interleaving of sonde_view__func, __stack, __add
+ * and __add_stack, then any number of sonde_view__rows / __stats / __diff / __write_folded calls
  * (adding more in between is fine); sonde_view__clear empties the events and keeps the
  * functions (a sliding window refreshed from its events); sonde_view__free.
  */
@@ -65,10 +65,27 @@ struct sonde_view_filter {
 	uint32_t states;
 };
 
+/* Sets f's time range from seconds after start_ns (the recording's start, on the events'
+ * clock), as `sonde report --time` and `sonde convert --time` give it: from the first
+ * nanosecond at or after from_s to the last at or before to_s, a time given to the
+ * nanosecond being that nanosecond (to_s < 0: no end; a window that ends at the clock's
+ * zero ends at its first nanosecond, 0 meaning no end). */
+SONDE_API void sonde_view_filter__time_s(struct sonde_view_filter *f, uint64_t start_ns,
+					 double from_s, double to_s);
+
 struct sonde_view_opts {
 	size_t sz; /* sizeof(struct sonde_view_opts) */
 	const struct sonde_view_filter *filter; /* NULL: keep everything; copied */
+	/* Nonzero: an off-CPU event's stack gets its state's pseudo-function innermost (name
+	 * sonde_view_state_name, module "[sched]"), so that rows, diffs and folded stacks say
+	 * how the thread waited; 0: the stack as added. */
+	int state_frames;
 };
+
+/* The pseudo-function of an off-CPU state: "[off-cpu: R]", "[off-cpu: S]", "[off-cpu: D]",
+ * "[off-cpu: other]", "[unknown: lost records]"; "" for SONDE_VIEW_ON_CPU and past the
+ * states. A static string. */
+SONDE_API const char *sonde_view_state_name(uint32_t state);
 
 /* Creates an empty view; opts may be NULL. NULL and errno on failure (EINVAL: bad opts). */
 SONDE_API struct sonde_view *sonde_view__new(const struct sonde_view_opts *opts);
@@ -78,6 +95,16 @@ SONDE_API void sonde_view__free(struct sonde_view *v);
 /* The id (1 and up) of function (name, module), added when new; module may be NULL or ""
  * (a frame of no module, or a root frame). Both are copied. -errno on failure. */
 SONDE_API int64_t sonde_view__func(struct sonde_view *v, const char *name, const char *module);
+
+/* Marks function id as one the symbolizer could not name (sonde_view_stats.unresolved counts
+ * the weight of stacks holding one). 0 or -EINVAL. */
+SONDE_API int sonde_view__func_unresolved(struct sonde_view *v, uint32_t id);
+
+/* The id of the stack funcs[0..n-1] (ids from sonde_view__func, innermost first), interned
+ * once: 0 for an empty stack. For a source whose events share stacks it has resolved once
+ * (a spool's stack nodes), to hand to sonde_view__add_stack. -errno (-EINVAL: an unknown
+ * function id). */
+SONDE_API int64_t sonde_view__stack(struct sonde_view *v, const uint32_t *funcs, size_t n);
 
 struct sonde_view_event {
 	size_t sz; /* sizeof(struct sonde_view_event) */
@@ -101,10 +128,31 @@ SONDE_API int sonde_view_filter__match(const struct sonde_view_filter *f,
  * unknown function id or state). */
 SONDE_API int sonde_view__add(struct sonde_view *v, const struct sonde_view_event *e,
 			      const uint32_t *funcs, size_t n);
+/* sonde_view__add with the stack given by its id (from sonde_view__stack). */
+SONDE_API int sonde_view__add_stack(struct sonde_view *v, const struct sonde_view_event *e,
+				    uint32_t stack);
 /* Forgets every event (the functions stay, with their ids). */
 SONDE_API void sonde_view__clear(struct sonde_view *v);
 /* The weight of the events kept, and (events may be NULL) how many. */
 SONDE_API uint64_t sonde_view__total(const struct sonde_view *v, uint64_t *events);
+
+/* What the events kept add up to. An output struct: the caller sets sz, the view fills the
+ * fields it knows. */
+struct sonde_view_stats {
+	size_t sz;		/* sizeof(struct sonde_view_stats) */
+	uint64_t total, events; /* as sonde_view__total */
+	/* the weight and the number of events in each enum sonde_view_state */
+	uint64_t weight[SONDE_VIEW_STATES], state_events[SONDE_VIEW_STATES];
+	uint32_t processes, threads; /* distinct pids, and (pid, tid) pairs */
+	/* distinct stacks of functions that carry weight, state frames included and empty
+	 * stacks not: the lines of the folded stacks, before names merge */
+	uint64_t stacks;
+	uint64_t empty;	     /* events whose stack (with its state frame) is empty */
+	uint64_t unresolved; /* weight of the events with an unresolved function on the stack */
+};
+
+/* Fills *st. 0 or -errno (-EINVAL: no sz). */
+SONDE_API int sonde_view__stats(const struct sonde_view *v, struct sonde_view_stats *st);
 
 enum sonde_view_group {
 	SONDE_VIEW_BY_FUNCTION = 0,	    /* a row per function */
@@ -118,7 +166,7 @@ enum sonde_view_group {
 enum sonde_view_sort {
 	SONDE_VIEW_SORT_SELF = 0,    /* self, then total, heaviest first */
 	SONDE_VIEW_SORT_TOTAL = 1,   /* total, then self, heaviest first */
-	SONDE_VIEW_SORT_NAME = 2,    /* name, then module */
+	SONDE_VIEW_SORT_NAME = 2,    /* name, then module; CPU rows by number, none last */
 	SONDE_VIEW_SORT_PROCESS = 3, /* the process or thread label, then self */
 };
 
@@ -127,6 +175,9 @@ struct sonde_view_rows_opts {
 	enum sonde_view_group group;
 	enum sonde_view_sort sort;
 	size_t max; /* rows to return at most; 0: all */
+	/* Nonzero: a tie in self (SORT_SELF) or total (SORT_TOTAL) goes straight to the name,
+	 * as `sonde report`'s tables order it; 0: to the other weight first. */
+	int ties_by_name;
 };
 
 /* One row. Ties in the sort key fall back to the name, the module, then the label, so the

@@ -1,14 +1,14 @@
 /* sonde report: where a recording spent its samples.
  *
- * Samples are first counted per stack node (the spool's interned call paths), so every
- * distinct stack is symbolized and walked once however many samples share it. Each frame
- * is resolved once through the symbolizer into one or more functions (inline frames are
- * functions of their own unless --no-inline); functions are interned by (label, module).
+ * The report is a view of the recording (include/sonde/view.h): this file reads the
+ * spool's events, resolves their stacks into functions, hands both to the library's view,
+ * and prints what the view answers. Every distinct stack node is symbolized and resolved
+ * once, however many samples share it; each frame becomes one or more functions (inline
+ * frames are functions of their own unless --no-inline), named (label, module).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +23,6 @@
 #include <sonde/view.h>
 
 #include "base/buf.h"
-#include "base/u64map.h"
 #include "export/acct.h"
 #include "cli.h"
 #include "output.h"
@@ -31,38 +30,16 @@
 
 enum { MAX_INLINE = 16 };
 
-struct func {
-	char *label;  /* name, plus " (file:line)" with --lines */
-	char *module; /* basename of the module, or "[unknown]" */
-	uint64_t self, total;
-	uint64_t stamp; /* last node counted into total: counts once per stack */
-	uint32_t col;	/* in report.rows: func id + 1 of its process/thread label */
-};
-
 struct frame_res {
 	uint32_t first;	    /* index into report.frame_funcs */
 	uint8_t n;	    /* 0: not resolved yet */
 	uint8_t unresolved; /* the symbolizer could not name it */
 };
 
-enum { MAX_CPU = 1 << 16 };
-
-enum folded_roots { ROOTS_NONE, ROOTS_PROCESS, ROOTS_THREAD };
-
-/* A --folded line's key before its text is made: samples of one stack node under one
- * root frame (0: none). */
-struct root_node {
-	uint32_t root; /* func id + 1 of the comm-pid[/tid] frame, 0 for none */
-	uint32_t node;
-	uint64_t count;
-};
-
-/* --sort keys. Each orders two functions; ties fall back to the name. A key's table
- * shows the rows that have a count for it (zero_ok: all). */
-struct report;
+/* --sort keys: the view's order, and which rows a key's table shows. */
 struct sort_key {
 	const char *name;
-	int (*cmp)(const void *, const void *);
+	enum sonde_view_sort sort;
 	bool self_rows; /* only rows with self samples */
 };
 
@@ -75,56 +52,42 @@ struct report {
 	double percent_limit;
 	const struct sort_key *sort; /* NULL: a table by self, then one by total */
 	bool sort_cpu;		     /* --sort cpu: samples by CPU instead of by function */
-	uint64_t *cpu_count;	     /* samples per CPU, [MAX_CPU] for samples without one */
-	uint32_t cpu_max;	     /* highest CPU seen + 1 */
-	enum folded_roots roots;
-	struct cli_filter filt; /* which samples count (every filter given must match) */
-	const char *cpu_list;	/* --cpu as given, for the count line */
-	uint64_t from_ns, to_ns; /* --time on the sample clock (to_ns 0: no end), once loaded */
+	enum sonde_view_roots roots; /* --folded-roots */
+	struct cli_filter filt;	     /* which samples count (every filter given must match) */
+	const char *cpu_list;	     /* --cpu as given, for the count line */
 	enum sonde_profile_metric metric; /* --metric: what a sample or an interval weighs */
+	/* The process/thread column of the tables (SONDE_VIEW_ROOTS_NONE: none). */
+	enum sonde_view_roots column;
+	bool column_auto;
+	struct sonde_spool *spool;
+	struct sonde_spool_info info;
+	struct sonde_symbolizer *sym;
+
+	/* filt on the sample clock with the metric's states, once the spool is open */
+	struct sonde_view_filter vf;
+	struct sonde_view *view; /* what passed, by function: every figure comes from it */
+	/* the view's figures, once loaded */
 	uint64_t samples; /* samples (and, for off-CPU metrics, intervals) that passed */
 	uint64_t total;	  /* their weight: samples, or nanoseconds */
 	uint64_t on_samples, intervals; /* of those, on-CPU samples and off-CPU intervals */
 	uint64_t on_ns, off_ns;		/* their weights under a time metric */
 	uint64_t unknown_ns, unknowns;	/* of off_ns: intervals a loss cut, and how many */
-	uint64_t short_count, short_ns; /* intervals too short to stack (of the threads kept) */
 	uint64_t empty;			/* samples with an empty stack */
 	uint32_t processes, tids;	/* distinct processes and threads among them */
 	uint64_t fn_stacks;		/* distinct stacks by function: --folded's lines */
 	uint64_t unresolved_samples;	/* weight with an unresolved frame on its stack */
-	bool stack_unresolved;		/* the stack last expanded has one */
-	struct root_node *pairs;	/* --folded-roots: the counted (root, node) pairs */
-	size_t n_pairs;
-	uint32_t *thread_root; /* by spool thread id: its root frame's func id + 1, 0 unknown */
-	/* The process/thread column: rows per (function, process or thread), their labels
-	 * borrowed from funcs; row_of maps func id << 32 | col to a row. */
-	enum folded_roots column;
-	bool column_auto;
-	struct func *rows;
-	size_t n_rows, rows_cap;
-	struct u64map row_of;
-	struct sonde_spool *spool;
-	struct sonde_spool_info info;
-	struct sonde_symbolizer *sym;
+	uint64_t short_count, short_ns; /* intervals too short to stack (of the threads kept) */
 
-	struct func *funcs;
-	size_t n_funcs, funcs_cap;
-	uint32_t *ftab; /* hash slot -> func index + 1 */
-	size_t ftab_size;
-
+	/* Resolving the spool's stacks into the view's functions. */
 	struct frame_res *frames; /* by frame id */
-	struct buf frame_funcs;	  /* uint32_t func ids, innermost first, per frame */
+	struct buf frame_funcs;	  /* uint32_t view function ids, innermost first, per frame */
 	uint64_t resolved;	  /* distinct frames looked up */
 	uint64_t unresolved;	  /* of those, the ones the symbolizer could not name */
-	/* Counts are kept per unit: a stack node of on-CPU samples (unit = node), or of
-	 * off-CPU intervals in state s (unit = (1 + s) * (stacks + 1) + node), whose stack
-	 * gets the state's pseudo-frame as its leaf. */
-	uint64_t *node_count; /* weight per unit */
-	uint32_t n_units;
-	/* func id + 1 of each state's frame, then of the unknown frame */
-	uint32_t state_func[SONDE_OFFCPU_STATES + 1];
-	uint32_t *node_pid;	       /* pid of a sample of that node (for raw addresses) */
-	struct buf stack;	       /* uint32_t func ids of the stack being walked, leaf first */
+	uint32_t *node_stack;	  /* by stack node: its view stack id + 1, 0 until resolved */
+	uint32_t *node_pid;	  /* pid of a kept event of that node (for raw addresses) */
+	uint8_t *node_kept;	  /* by stack node: an event the filters keep has it */
+	const char **proc_name;	  /* by spool thread id: its process's name, NULL until known */
+	struct buf stack;	  /* uint32_t function ids of the stack being resolved */
 	struct cli_progress *progress; /* NULL: none shown */
 };
 
@@ -173,67 +136,6 @@ static void usage(FILE *f)
 		"  -h, --help    this help\n");
 }
 
-static uint64_t str_hash(const char *a, const char *b)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (; *a; a++)
-		h = (h ^ (uint8_t)*a) * 0x100000001b3ULL;
-	h = (h ^ 0xff) * 0x100000001b3ULL;
-	for (; *b; b++)
-		h = (h ^ (uint8_t)*b) * 0x100000001b3ULL;
-	return h;
-}
-
-static int ftab_grow(struct report *r)
-{
-	size_t size = r->ftab_size ? r->ftab_size * 2 : 1024;
-	uint32_t *t = calloc(size, sizeof(*t));
-
-	if (!t)
-		return -ENOMEM;
-	for (size_t i = 0; i < r->n_funcs; i++) {
-		size_t j = str_hash(r->funcs[i].label, r->funcs[i].module) & (size - 1);
-		while (t[j])
-			j = (j + 1) & (size - 1);
-		t[j] = (uint32_t)i + 1;
-	}
-	free(r->ftab);
-	r->ftab = t;
-	r->ftab_size = size;
-	return 0;
-}
-
-/* The id of function (label, module), added if new; -ENOMEM on failure. */
-static long func_intern(struct report *r, const char *label, const char *module)
-{
-	if ((r->n_funcs + 1) * 2 > r->ftab_size && ftab_grow(r) < 0)
-		return -ENOMEM;
-	size_t mask = r->ftab_size - 1, j = str_hash(label, module) & mask;
-	for (; r->ftab[j]; j = (j + 1) & mask) {
-		const struct func *f = &r->funcs[r->ftab[j] - 1];
-		if (!strcmp(f->label, label) && !strcmp(f->module, module))
-			return r->ftab[j] - 1;
-	}
-	if (r->n_funcs == r->funcs_cap) {
-		size_t cap = r->funcs_cap ? r->funcs_cap * 2 : 256;
-		struct func *n = realloc(r->funcs, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		r->funcs = n;
-		r->funcs_cap = cap;
-	}
-	struct func *f = &r->funcs[r->n_funcs];
-	*f = (struct func){.label = strdup(label), .module = strdup(module), .stamp = UINT64_MAX};
-	if (!f->label || !f->module) {
-		free(f->label);
-		free(f->module);
-		return -ENOMEM;
-	}
-	r->ftab[j] = (uint32_t)++r->n_funcs;
-	return (long)r->n_funcs - 1;
-}
-
 static const char *base_name(const char *path)
 {
 	const char *s = strrchr(path, '/');
@@ -271,7 +173,7 @@ static int symbolize_frame(struct report *r, uint32_t frame_id, uint32_t pid,
 	return sonde_symbolizer__symbolize(r->sym, &sm, f.addr, out, MAX_INLINE);
 }
 
-/* Resolves frame_id into function ids (cached); returns 0 or -errno. */
+/* Resolves frame_id into the view's function ids (cached); returns 0 or -errno. */
 static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 {
 	struct sonde_sym_frame out[MAX_INLINE];
@@ -299,47 +201,25 @@ static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 				 base_name(s->file), s->line);
 		else
 			snprintf(label, sizeof(label), "%s", s->name);
-		long id = func_intern(r, label, s->module ? base_name(s->module) : module);
+		int64_t id =
+			sonde_view__func(r->view, label, s->module ? base_name(s->module) : module);
 		if (id < 0)
 			return (int)id;
 		uint32_t v = (uint32_t)id;
+		if (r->frames[frame_id].unresolved)
+			sonde_view__func_unresolved(r->view, v);
 		sonde__buf_append(&r->frame_funcs, &v, sizeof(v));
 	}
 	return buf_error(&r->frame_funcs);
 }
 
-/* The pseudo-function of off-CPU state s, the leaf of its intervals' stacks. */
-static long state_func(struct report *r, uint32_t s)
+/* Resolves stack node `node` into the view's stack id (function ids, innermost first;
+ * an off-CPU state's frame is the view's business). */
+static int64_t resolve_stack(struct report *r, uint32_t node)
 {
-	static const char *const names[SONDE_OFFCPU_STATES + 1] = {
-		"[off-cpu: R]", "[off-cpu: S]", "[off-cpu: D]", "[off-cpu: other]",
-		"[unknown: lost records]"};
-
-	if (!r->state_func[s]) {
-		long id = func_intern(r, names[s], "[sched]");
-		if (id < 0)
-			return id;
-		r->state_func[s] = (uint32_t)id + 1;
-	}
-	return r->state_func[s] - 1;
-}
-
-/* Expands unit `unit` (a stack node, with a state frame for off-CPU units) into
- * r->stack: function ids, leaf first. */
-static int expand_stack(struct report *r, uint32_t unit)
-{
-	uint32_t parent, frame, kind = unit / (r->info.stacks + 1);
-	uint32_t node = unit % (r->info.stacks + 1);
+	uint32_t parent, frame;
 
 	r->stack.len = 0;
-	r->stack_unresolved = false;
-	if (kind) {
-		long id = state_func(r, kind - 1);
-		if (id < 0)
-			return (int)id;
-		uint32_t v = (uint32_t)id;
-		sonde__buf_append(&r->stack, &v, sizeof(v));
-	}
 	for (; node; node = parent) {
 		if (sonde_spool__get_node(r->spool, node, &parent, &frame) < 0)
 			return -ERANGE;
@@ -348,58 +228,14 @@ static int expand_stack(struct report *r, uint32_t unit)
 			if (e < 0)
 				return e;
 		}
-		r->stack_unresolved |= r->frames[frame].unresolved;
 		const uint32_t *ids =
 			(const uint32_t *)r->frame_funcs.data + r->frames[frame].first;
 		sonde__buf_append(&r->stack, ids, r->frames[frame].n * sizeof(uint32_t));
 	}
-	return buf_error(&r->stack);
-}
-
-/* Whether a sample (or an interval, as a sample at its switch-out) passes the filters:
- * the library's test (sonde_view_filter__match), so that report keeps what every reader
- * keeps. r->filt is read at each call: the short intervals' count leaves out its time
- * and CPU filters for a while. */
-static bool sample_matches(const struct report *r, const struct sonde_spool_sample *smp,
-			   const struct sonde_spool_thread *t)
-{
-	const struct cli_filter *f = &r->filt;
-
-	if (!cli_filter_any(f))
-		return true; /* the common case, once per sample: nothing to build */
-	struct sonde_view_filter vf = {
-		.sz = sizeof(vf),
-		.pids = f->pids,
-		.n_pids = f->n_pids,
-		.tids = f->tids,
-		.n_tids = f->n_tids,
-		.comms = f->comms,
-		.n_comms = f->n_comms,
-		.cpus = f->cpus,
-		.n_cpus = f->cpus ? f->n_cpus : 0,
-		.time_range = f->has_time,
-		.time_from_ns = r->from_ns,
-		.time_to_ns = r->to_ns,
-	};
-	struct sonde_view_event e = {
-		.sz = sizeof(e),
-		.pid = t->pid,
-		.tid = t->tid,
-		.comm = t->comm,
-		.cpu = smp->cpu,
-		.time_ns = smp->time_ns,
-	};
-
-	/* a window that ends at the clock's zero would read as "no end": nothing is before */
-	if (vf.time_range && f->to_s >= 0 && !vf.time_to_ns)
-		return smp->time_ns == 0;
-	return sonde_view_filter__match(&vf, &e) == 1;
-}
-
-/* What samples are grouped by: --folded-roots for --folded, the column for the tables. */
-static enum folded_roots grouping(const struct report *r)
-{
-	return r->folded ? r->roots : r->column;
+	if (buf_error(&r->stack))
+		return -ENOMEM;
+	return sonde_view__stack(r->view, (const uint32_t *)r->stack.data,
+				 r->stack.len / sizeof(uint32_t));
 }
 
 /* The name of process pid when thread t was defined: its main thread's name then (the
@@ -422,288 +258,178 @@ static const char *process_comm(const struct report *r, const struct sonde_spool
 	return then ? then : first ? first : t->comm;
 }
 
-/* The root frame of a thread's samples for --folded-roots, as a func id + 1; cached by
- * spool thread id in r->thread_root. */
-static long root_of(struct report *r, uint32_t thread, const struct sonde_spool_thread *t)
+/* The process name of spool thread `thread` (t), cached. */
+static const char *proc_name(struct report *r, uint32_t thread, const struct sonde_spool_thread *t)
 {
-	char label[128];
-
-	if (thread <= r->info.threads && r->thread_root[thread])
-		return r->thread_root[thread];
-	if (grouping(r) == ROOTS_PROCESS)
-		snprintf(label, sizeof(label), "%s-%" PRIu32, process_comm(r, t), t->pid);
-	else
-		snprintf(label, sizeof(label), "%s-%" PRIu32 "/%" PRIu32, t->comm, t->pid, t->tid);
-	long id = func_intern(r, label, "");
-	if (id >= 0 && thread <= r->info.threads)
-		r->thread_root[thread] = (uint32_t)id + 1;
-	return id < 0 ? id : id + 1;
+	if (thread > r->info.threads)
+		return process_comm(r, t);
+	if (!r->proc_name[thread])
+		r->proc_name[thread] = process_comm(r, t);
+	return r->proc_name[thread];
 }
 
-static int by_root_node(const void *a, const void *b)
+/* One event to count: sample i, then (for off-CPU metrics) interval i - samples, as the
+ * view's event (an interval at its switch-out, in its state); *node its stack node. 0, or
+ * -ERANGE past the last. */
+static int next_event(struct report *r, uint64_t i, struct sonde_view_event *e, uint32_t *node)
 {
-	const struct root_node *x = a, *y = b;
-
-	if (x->root != y->root)
-		return x->root < y->root ? -1 : 1;
-	return x->node < y->node ? -1 : x->node > y->node;
-}
-
-/* Distinct values in a sorted-in-place array. */
-static uint32_t distinct(uint64_t *v, size_t n);
-
-/* One event to count: sample i, then (for off-CPU metrics) interval i - samples. Fills
- * *smp (an interval as a sample at its switch-out), its weight and unit; 0, or -ERANGE
- * past the last. */
-static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sample *smp,
-		      uint64_t *weight, uint32_t *unit)
-{
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread t;
 	struct sonde_spool_offcpu o;
 	uint64_t base = r->metric == SONDE_PROFILE_METRIC_OFF_CPU ? 0 : r->info.samples;
+	uint64_t weight;
+	uint32_t state;
 
 	if (i < base) {
-		if (sonde_spool__get_sample(r->spool, i, smp) < 0)
+		if (sonde_spool__get_sample(r->spool, i, &smp) < 0)
 			return -ERANGE;
-		*weight = r->metric == SONDE_PROFILE_METRIC_WALL ? r->info.header.sample_period_ns
-								 : 1;
-		*unit = smp->stack;
-		return 0;
-	}
-	if (r->metric == SONDE_PROFILE_METRIC_CPU)
-		return -ERANGE;
-	/* the intervals, then those a loss cut (under the unknown frame, past the states) */
-	uint64_t n_off = sonde_spool__offcpu_count(r->spool);
-	uint32_t kind;
-	if (i - base < n_off) {
-		if (sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
-			return -ERANGE;
-		kind = 1 + o.state;
+		weight = r->metric == SONDE_PROFILE_METRIC_WALL ? r->info.header.sample_period_ns
+								: 1;
+		state = SONDE_VIEW_ON_CPU;
 	} else {
-		if (sonde_spool__get_unknown(r->spool, i - base - n_off, &o) < 0)
+		if (r->metric == SONDE_PROFILE_METRIC_CPU)
 			return -ERANGE;
-		kind = 1 + SONDE_OFFCPU_STATES;
+		/* the intervals, then those a loss cut (in the unknown state) */
+		uint64_t n_off = sonde_spool__offcpu_count(r->spool);
+		if (i - base < n_off) {
+			if (sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
+				return -ERANGE;
+			state = o.state < SONDE_OFFCPU_STATES ? 1 + o.state : SONDE_VIEW_OTHER;
+		} else {
+			if (sonde_spool__get_unknown(r->spool, i - base - n_off, &o) < 0)
+				return -ERANGE;
+			state = SONDE_VIEW_UNKNOWN;
+		}
+		smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags,
+						  o.cpu};
+		weight = o.switch_in_ns - o.switch_out_ns;
 	}
-	*smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags, o.cpu};
-	*weight = o.switch_in_ns - o.switch_out_ns;
-	*unit = kind * (r->info.stacks + 1) + o.stack;
+	if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0)
+		t = (struct sonde_spool_thread){.comm = ""};
+	*e = (struct sonde_view_event){
+		.sz = sizeof(*e),
+		.pid = t.pid,
+		.tid = t.tid,
+		.comm = t.comm,
+		.process = proc_name(r, smp.thread, &t),
+		.cpu = smp.cpu,
+		.time_ns = smp.time_ns,
+		.state = state,
+		.weight = weight,
+	};
+	*node = smp.stack <= r->info.stacks ? smp.stack : 0;
 	return 0;
 }
 
-/* The short intervals of the threads the filter keeps (a time filter keeps them all:
- * they have no time). */
+/* The short intervals of the threads the filters keep (they have no time, CPU or state:
+ * those filters keep them all). */
 static void count_short(struct report *r)
 {
 	struct sonde_spool_offcpu_short sh;
 	struct sonde_spool_thread t;
-	bool has_time = r->filt.has_time;
-	int *cpus = r->filt.cpus;
+	struct sonde_view_filter f = r->vf;
 
-	r->filt.has_time = false;
-	r->filt.cpus = NULL;
+	f.time_range = 0;
+	f.n_cpus = 0;
+	f.states = 0;
 	for (uint64_t i = 0; sonde_spool__get_offcpu_short(r->spool, i, &sh) == 0; i++) {
-		struct sonde_spool_sample smp = {.thread = sh.thread, .cpu = SONDE_SPOOL_CPU_NONE};
-		if (sonde_spool__get_thread(r->spool, sh.thread, &t) < 0 ||
-		    !sample_matches(r, &smp, &t))
+		if (sonde_spool__get_thread(r->spool, sh.thread, &t) < 0)
+			continue;
+		struct sonde_view_event e = {
+			.sz = sizeof(e), .pid = t.pid, .tid = t.tid, .comm = t.comm};
+		if (sonde_view_filter__match(&f, &e) != 1)
 			continue;
 		r->short_count += sh.count;
 		r->short_ns += sh.total_ns;
 	}
-	r->filt.has_time = has_time;
-	r->filt.cpus = cpus;
 }
 
-/* Counts the weight the filter keeps per unit, remembering a pid for each node, the
- * distinct processes and threads among them and, for --folded-roots, (root, unit) pairs. */
-static int count_nodes(struct report *r)
+/* Runs fn on every event (and its stack node), saying how far it got; stops at fn's
+ * first error. */
+static int each_event(struct report *r, uint64_t events,
+		      int (*fn)(struct report *r, const struct sonde_view_event *e, uint32_t node))
 {
-	struct sonde_spool_sample smp;
-	struct sonde_spool_thread t;
-	uint64_t *pids = NULL, *tids = NULL, w, kinds = 2 + SONDE_OFFCPU_STATES;
-	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool) +
-			  sonde_spool__unknown_count(r->spool);
-	size_t n = 0, cap = 0;
-	uint32_t unit;
-	int err = 0;
+	struct sonde_view_event e;
+	uint32_t node;
 
-	if (((uint64_t)r->info.stacks + 1) * kinds > UINT32_MAX)
-		return -SONDE_E_LIMIT;
-	r->n_units = (uint32_t)(((uint64_t)r->info.stacks + 1) * kinds);
-	r->node_count = calloc(r->n_units, sizeof(*r->node_count));
-	r->node_pid = calloc((size_t)r->info.stacks + 1, sizeof(*r->node_pid));
-	r->frames = calloc((size_t)r->info.frames + 1, sizeof(*r->frames));
-	r->thread_root = calloc((size_t)r->info.threads + 1, sizeof(*r->thread_root));
-	r->cpu_count = calloc(MAX_CPU + 1, sizeof(*r->cpu_count));
-	if (!r->node_count || !r->node_pid || !r->frames || !r->thread_root || !r->cpu_count)
-		return -ENOMEM;
-	for (uint64_t i = 0; next_event(r, i, &smp, &w, &unit) == 0; i++) {
+	for (uint64_t i = 0; next_event(r, i, &e, &node) == 0; i++) {
 		if ((i & 0xfff) == 0)
 			cli_progress_update(r->progress, i, events);
-		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0)
-			t = (struct sonde_spool_thread){.comm = ""};
-		if (!sample_matches(r, &smp, &t))
-			continue;
-		uint32_t cpu = smp.cpu < MAX_CPU ? smp.cpu : MAX_CPU;
-		r->cpu_count[cpu] += w;
-		if (cpu < MAX_CPU && cpu >= r->cpu_max)
-			r->cpu_max = cpu + 1;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			uint64_t *p = realloc(pids, cap * sizeof(*p)), *q;
-			if (p)
-				pids = p;
-			q = p ? realloc(tids, cap * sizeof(*q)) : NULL;
-			if (q)
-				tids = q;
-			struct root_node *rn = NULL;
-			if (q && grouping(r) != ROOTS_NONE &&
-			    (rn = realloc(r->pairs, cap * sizeof(*rn))))
-				r->pairs = rn;
-			if (!p || !q || (grouping(r) != ROOTS_NONE && !rn)) {
-				err = -ENOMEM;
-				break;
-			}
-		}
-		pids[n] = t.pid;
-		tids[n] = (uint64_t)t.pid << 32 | t.tid;
-		if (grouping(r) != ROOTS_NONE) {
-			long root = root_of(r, smp.thread, &t);
-			if (root < 0) {
-				err = (int)root;
-				break;
-			}
-			r->pairs[n] = (struct root_node){(uint32_t)root, unit, w};
-		}
-		n++;
-		r->samples++;
-		r->total += w;
-		if (unit <= r->info.stacks) {
-			r->on_samples++;
-			r->on_ns += w;
-			r->empty += unit == 0;
-		} else {
-			r->intervals++;
-			r->off_ns += w;
-			if (unit / (r->info.stacks + 1) == 1 + SONDE_OFFCPU_STATES) {
-				r->unknowns++;
-				r->unknown_ns += w;
-			}
-		}
-		if (!r->node_count[unit])
-			r->node_pid[smp.stack] = t.pid;
-		r->node_count[unit] += w;
+		int err = fn(r, &e, node);
+		if (err < 0)
+			return err;
 	}
-	if (!err) {
-		r->processes = distinct(pids, n);
-		r->tids = distinct(tids, n);
-		r->n_pairs = grouping(r) != ROOTS_NONE ? n : 0;
-		count_short(r);
-	}
-	free(pids);
-	free(tids);
-	return err;
-}
-
-static int by_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static uint32_t distinct(uint64_t *v, size_t n)
-{
-	uint32_t d = 0;
-
-	if (!n)
-		return 0; /* v may be NULL: nothing was counted */
-	qsort(v, n, sizeof(*v), by_u64);
-	for (size_t i = 0; i < n; i++)
-		d += i == 0 || v[i] != v[i - 1];
-	return d;
-}
-
-/* A stack of function ids, as --folded merges them. */
-static uint64_t ids_hash(const uint32_t *ids, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ids[i]) * 0x100000001b3ULL;
-	return (h ^ n) * 0x100000001b3ULL;
-}
-
-/* Self and total per function; the distinct stacks by function and the samples with an
- * unresolved frame. */
-static int attribute(struct report *r)
-{
-	uint64_t *hashes = malloc(((size_t)r->n_units + 1) * sizeof(*hashes));
-	size_t n_hashes = 0;
-
-	if (!hashes)
-		return -ENOMEM;
-	cli_progress_update(r->progress, 0, r->n_units);
-	for (uint32_t node = 1; node < r->n_units; node++) {
-		uint64_t c = r->node_count[node];
-		if (!c)
-			continue;
-		if ((node & 0xff) == 0)
-			cli_progress_update(r->progress, node, r->n_units);
-		int e = expand_stack(r, node);
-		if (e < 0) {
-			free(hashes);
-			return e;
-		}
-		const uint32_t *ids = (const uint32_t *)r->stack.data;
-		size_t n = r->stack.len / sizeof(uint32_t);
-		hashes[n_hashes++] = ids_hash(ids, n);
-		if (r->stack_unresolved)
-			r->unresolved_samples += c;
-		r->funcs[ids[0]].self += c;
-		for (size_t i = 0; i < n; i++) {
-			struct func *f = &r->funcs[ids[i]];
-			if (f->stamp != node) {
-				f->stamp = node;
-				f->total += c;
-			}
-		}
-	}
-	r->fn_stacks = distinct(hashes, n_hashes);
-	free(hashes);
 	return 0;
 }
 
-static const struct func *sort_funcs; /* the array being sorted */
-static int by_self(const void *a, const void *b)
+/* Marks the stack node of an event the filters keep, with the pid of the first such. */
+static int mark_node(struct report *r, const struct sonde_view_event *e, uint32_t node)
 {
-	const struct func *x = &sort_funcs[*(const uint32_t *)a];
-	const struct func *y = &sort_funcs[*(const uint32_t *)b];
-	if (x->self != y->self)
-		return x->self < y->self ? 1 : -1;
-	return strcmp(x->label, y->label);
-}
-static int by_total(const void *a, const void *b)
-{
-	const struct func *x = &sort_funcs[*(const uint32_t *)a];
-	const struct func *y = &sort_funcs[*(const uint32_t *)b];
-	if (x->total != y->total)
-		return x->total < y->total ? 1 : -1;
-	return strcmp(x->label, y->label);
+	if (!r->node_kept[node] && sonde_view_filter__match(&r->vf, e) == 1) {
+		r->node_kept[node] = 1;
+		r->node_pid[node] = e->pid;
+	}
+	return 0;
 }
 
-static int by_name(const void *a, const void *b)
+/* Resolves every stack node an event kept has into the view's stacks. */
+static int resolve_nodes(struct report *r)
 {
-	const struct func *x = &sort_funcs[*(const uint32_t *)a];
-	const struct func *y = &sort_funcs[*(const uint32_t *)b];
-	int c = strcmp(x->label, y->label);
-
-	return c ? c : strcmp(x->module, y->module);
+	cli_progress_update(r->progress, 0, r->info.stacks);
+	for (uint32_t node = 1; node <= r->info.stacks; node++) {
+		if ((node & 0xff) == 0)
+			cli_progress_update(r->progress, node, r->info.stacks);
+		if (!r->node_kept[node])
+			continue;
+		int64_t id = resolve_stack(r, node);
+		if (id < 0)
+			return (int)id;
+		r->node_stack[node] = (uint32_t)id + 1;
+	}
+	return 0;
 }
 
-/* A new key (a cpu column, say) is one more row here and its compare function. */
+/* Hands an event to the view, which keeps it when it passes the filters. */
+static int add_event(struct report *r, const struct sonde_view_event *e, uint32_t node)
+{
+	/* a node no kept event has is not resolved: its events are not kept either */
+	if (node && !r->node_stack[node])
+		return 0;
+	int err = sonde_view__add_stack(r->view, e, node ? r->node_stack[node] - 1 : 0);
+	return err < 0 ? err : 0;
+}
+
+/* The view's figures, into the report's. */
+static int take_stats(struct report *r)
+{
+	struct sonde_view_stats st = {.sz = sizeof(st)};
+	int err = sonde_view__stats(r->view, &st);
+
+	if (err < 0)
+		return err;
+	r->samples = st.events;
+	r->total = st.total;
+	r->on_samples = st.state_events[SONDE_VIEW_ON_CPU];
+	r->on_ns = st.weight[SONDE_VIEW_ON_CPU];
+	for (int s = SONDE_VIEW_ON_CPU + 1; s < SONDE_VIEW_STATES; s++) {
+		r->intervals += st.state_events[s];
+		r->off_ns += st.weight[s];
+	}
+	r->unknowns = st.state_events[SONDE_VIEW_UNKNOWN];
+	r->unknown_ns = st.weight[SONDE_VIEW_UNKNOWN];
+	r->empty = st.empty;
+	r->processes = st.processes;
+	r->tids = st.threads;
+	r->fn_stacks = st.stacks;
+	r->unresolved_samples = st.unresolved;
+	return 0;
+}
+
+/* A new key is one more row here. */
 static const struct sort_key sort_keys[] = {
-	{"self", by_self, true},
-	{"total", by_total, false},
-	{"name", by_name, false},
+	{"self", SONDE_VIEW_SORT_SELF, true},
+	{"total", SONDE_VIEW_SORT_TOTAL, false},
+	{"name", SONDE_VIEW_SORT_NAME, false},
 };
 
 static const struct sort_key *sort_key_named(const char *name)
@@ -715,13 +441,13 @@ static const struct sort_key *sort_key_named(const char *name)
 }
 
 /* The width of the process/thread column: its longest label, within reason. */
-static int column_width(const struct report *r)
+static int column_width(const struct report *r, const struct sonde_view_row *rows, size_t n)
 {
-	size_t w = strlen(r->column == ROOTS_PROCESS ? "process" : "thread");
+	size_t w = strlen(r->column == SONDE_VIEW_ROOTS_PROCESS ? "process" : "thread");
 
-	for (size_t i = 0; i < r->n_rows; i++) {
-		size_t n = strlen(r->funcs[r->rows[i].col - 1].label);
-		w = n > w ? n : w;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(rows[i].label);
+		w = len > w ? len : w;
 	}
 	return w > 32 ? 32 : (int)w;
 }
@@ -740,52 +466,62 @@ static void print_value(const struct report *r, uint64_t v)
 		printf("%9" PRIu64, v);
 }
 
-static void print_table(const struct report *r, uint32_t *order, const struct sort_key *key)
+static int print_table(const struct report *r, const struct sort_key *key)
 {
+	struct sonde_view_rows_opts o = {
+		.sz = sizeof(o),
+		.group = r->column == SONDE_VIEW_ROOTS_PROCESS	? SONDE_VIEW_BY_FUNCTION_PROCESS
+			 : r->column == SONDE_VIEW_ROOTS_THREAD ? SONDE_VIEW_BY_FUNCTION_THREAD
+								: SONDE_VIEW_BY_FUNCTION,
+		.sort = key->sort,
+		.ties_by_name = 1,
+	};
+	const struct sonde_view_row *rows;
+	size_t n, shown = 0;
 	double all = r->total ? (double)r->total : 1;
-	const struct func *funcs = r->column != ROOTS_NONE ? r->rows : r->funcs;
-	size_t n = r->column != ROOTS_NONE ? r->n_rows : r->n_funcs, rows = 0;
-	int cw = r->column != ROOTS_NONE ? column_width(r) : 0;
+	int err = sonde_view__rows(r->view, &o, &rows, &n, NULL);
 
-	for (size_t i = 0; i < n; i++)
-		order[i] = (uint32_t)i;
-	sort_funcs = funcs;
-	qsort(order, n, sizeof(*order), key->cmp);
+	if (err < 0)
+		return err;
+	int cw = r->column != SONDE_VIEW_ROOTS_NONE ? column_width(r, rows, n) : 0;
+	bool by_name = key->sort == SONDE_VIEW_SORT_NAME;
 	printf("\nTop functions by %s%s:\n", key->name,
-	       key->cmp == by_name			? ""
+	       by_name					? ""
 	       : r->metric == SONDE_PROFILE_METRIC_CPU	? " samples"
 	       : r->metric == SONDE_PROFILE_METRIC_WALL ? " wall-clock time (ms)"
 							: " off-CPU time (ms)");
 	printf("%8s %9s %8s %9s  ", "self%", "self", "total%", "total");
 	if (cw)
-		printf("%-*s  ", cw, r->column == ROOTS_PROCESS ? "process" : "thread");
+		printf("%-*s  ", cw, r->column == SONDE_VIEW_ROOTS_PROCESS ? "process" : "thread");
 	printf("function [module]\n");
-	for (size_t i = 0; i < n && rows < (size_t)r->top; i++) {
-		const struct func *f = &funcs[order[i]];
+	for (size_t i = 0; i < n && shown < (size_t)r->top; i++) {
+		const struct sonde_view_row *f = &rows[i];
 		uint64_t v = key->self_rows ? f->self : f->total;
-		if (!f->total || !f->module[0]) /* not sampled, or a --folded-roots frame */
+		if (!f->total) /* only in events of no weight */
 			continue;
 		if (key->self_rows && !f->self)
 			break;
 		if (100.0 * v / all < r->percent_limit) {
-			if (key->cmp == by_name)
+			if (by_name)
 				continue;
 			break;
 		}
 		/* names that are already bracketed ([kernel.kallsyms], [vdso]) are not wrapped
 		 * again */
-		bool bracketed = f->module[0] == '[' && f->module[strlen(f->module) - 1] == ']';
+		size_t ml = strlen(f->module);
+		bool bracketed = ml && f->module[0] == '[' && f->module[ml - 1] == ']';
 		printf("%7.2f%% ", 100.0 * f->self / all);
 		print_value(r, f->self);
 		printf(" %7.2f%% ", 100.0 * f->total / all);
 		print_value(r, f->total);
 		printf("  ");
 		if (cw)
-			printf("%-*s  ", cw, r->funcs[f->col - 1].label);
-		printf("%s %s%s%s\n", f->label, bracketed ? "" : "[", f->module,
+			printf("%-*s  ", cw, f->label);
+		printf("%s %s%s%s\n", f->name, bracketed ? "" : "[", f->module,
 		       bracketed ? "" : "]");
-		rows++;
+		shown++;
 	}
+	return 0;
 }
 
 /* Why a report has no samples, on stderr: the filter left none, or the recording has
@@ -815,26 +551,29 @@ static void free_cpus(struct report *r)
 }
 
 /* --sort cpu: one row per CPU that has samples (as perf report --sort cpu). */
-static void print_cpus(const struct report *r)
+static int print_cpus(const struct report *r)
 {
+	struct sonde_view_rows_opts o = {
+		.sz = sizeof(o), .group = SONDE_VIEW_BY_CPU, .sort = SONDE_VIEW_SORT_NAME};
+	const struct sonde_view_row *rows;
 	double all = r->total ? (double)r->total : 1;
+	size_t n;
+	int err = sonde_view__rows(r->view, &o, &rows, &n, NULL);
 
+	if (err < 0)
+		return err;
 	if (time_metric(r))
 		printf("\nTime by CPU (ms):\n%8s %9s  %s\n", "time%", "time", "cpu");
 	else
 		printf("\nSamples by CPU:\n%8s %9s  %s\n", "samples%", "samples", "cpu");
-	for (uint32_t c = 0; c < r->cpu_max; c++) {
-		if (!r->cpu_count[c])
+	for (size_t i = 0; i < n; i++) {
+		if (!rows[i].self)
 			continue;
-		printf("%7.2f%% ", 100.0 * r->cpu_count[c] / all);
-		print_value(r, r->cpu_count[c]);
-		printf("  %" PRIu32 "\n", c);
+		printf("%7.2f%% ", 100.0 * rows[i].self / all);
+		print_value(r, rows[i].self);
+		printf("  %s\n", rows[i].name);
 	}
-	if (r->cpu_count[MAX_CPU]) {
-		printf("%7.2f%% ", 100.0 * r->cpu_count[MAX_CPU] / all);
-		print_value(r, r->cpu_count[MAX_CPU]);
-		printf("  [unknown]\n");
-	}
+	return 0;
 }
 
 static int print_summary(const struct report *r, bool title);
@@ -1041,12 +780,9 @@ static void print_account(const struct report *r, FILE *f, const char *prefix)
 
 static int print_report(const struct report *r)
 {
-	uint32_t *order = malloc((r->n_funcs + r->n_rows + 1) * sizeof(*order));
 	const struct sonde_spool_info *in = &r->info;
 	double secs = recording_span(r);
 
-	if (!order)
-		return -ENOMEM;
 	printf("%s: %" PRIu64 " samples", r->path, r->on_samples);
 	if (r->on_samples != in->samples && r->metric != SONDE_PROFILE_METRIC_OFF_CPU)
 		printf(" (of %" PRIu64 ")", in->samples);
@@ -1077,45 +813,12 @@ static int print_report(const struct report *r)
 		printf("%" PRIu64 " samples on CPUs %s\n", r->samples, r->cpu_list);
 	if (!r->samples)
 		explain_empty(r);
-	if (r->sort_cpu) {
-		print_cpus(r);
-	} else if (r->sort) {
-		print_table(r, order, r->sort);
-	} else {
-		print_table(r, order, &sort_keys[0]);
-		print_table(r, order, &sort_keys[1]);
-	}
+	int err = r->sort_cpu ? print_cpus(r)
+		  : r->sort   ? print_table(r, r->sort)
+			      : print_table(r, &sort_keys[0]) ?: print_table(r, &sort_keys[1]);
+	if (err < 0)
+		return err;
 	print_unresolved(r);
-	free(order);
-	return 0;
-}
-
-/* The (root, node) pairs counted, merged: every sampled node under root 0 without
- * --folded-roots, else one entry per root and node. */
-static int folded_units(struct report *r)
-{
-	size_t n = 0;
-
-	if (grouping(r) != ROOTS_NONE) {
-		if (r->n_pairs)
-			qsort(r->pairs, r->n_pairs, sizeof(*r->pairs), by_root_node);
-		for (size_t i = 0; i < r->n_pairs; i++) {
-			if (n && r->pairs[n - 1].root == r->pairs[i].root &&
-			    r->pairs[n - 1].node == r->pairs[i].node)
-				r->pairs[n - 1].count += r->pairs[i].count;
-			else
-				r->pairs[n++] = r->pairs[i];
-		}
-		r->n_pairs = n;
-		return 0;
-	}
-	r->pairs = calloc((size_t)r->n_units + 1, sizeof(*r->pairs));
-	if (!r->pairs)
-		return -ENOMEM;
-	for (uint32_t node = 0; node < r->n_units; node++)
-		if (r->node_count[node])
-			r->pairs[n++] = (struct root_node){0, node, r->node_count[node]};
-	r->n_pairs = n;
 	return 0;
 }
 
@@ -1124,85 +827,23 @@ static int folded_units(struct report *r)
  * merge; an empty stack has no line, unless it has a root frame. */
 static int print_folded(struct report *r)
 {
-	int err = folded_units(r);
-	struct sonde_view *v = err ? NULL : sonde_view__new(NULL);
-	uint32_t *view_func = NULL; /* by report func id: the view's id, 0 until interned */
-	size_t view_cap = 0;
-	struct buf ids = BUF_INIT;
-	struct sonde_view_event e = {.sz = sizeof(e), .cpu = SONDE_VIEW_CPU_NONE};
 	/* a time metric in microseconds; a line under half of one rounds away */
-	struct sonde_view_folded_opts o = {.sz = sizeof(o), .unit = time_metric(r) ? 1000 : 1};
+	struct sonde_view_folded_opts o = {
+		.sz = sizeof(o), .roots = r->roots, .unit = time_metric(r) ? 1000 : 1};
 
-	if (!v)
-		err = err ? err : -ENOMEM;
-	for (size_t i = 0; i < r->n_pairs && !err; i++) {
-		const struct root_node *u = &r->pairs[i];
-		if ((err = expand_stack(r, u->node)) < 0)
-			break;
-		/* the view's ids of the stack, innermost first, the root frame outermost */
-		const uint32_t *fn = (const uint32_t *)r->stack.data;
-		size_t n = r->stack.len / sizeof(uint32_t);
-		ids.len = 0;
-		for (size_t j = 0; j <= n && !err; j++) {
-			uint32_t id = j < n ? fn[j] : u->root ? u->root - 1 : UINT32_MAX;
-			if (id == UINT32_MAX)
-				break;
-			/* expanding a stack may intern functions: the map grows with them */
-			if (id >= view_cap) {
-				size_t cap = r->n_funcs > id ? r->n_funcs : (size_t)id + 1;
-				uint32_t *nv = realloc(view_func, cap * sizeof(*nv));
-				if (!nv) {
-					err = -ENOMEM;
-					break;
-				}
-				memset(nv + view_cap, 0, (cap - view_cap) * sizeof(*nv));
-				view_func = nv;
-				view_cap = cap;
-			}
-			if (!view_func[id]) {
-				int64_t vid = sonde_view__func(v, r->funcs[id].label, NULL);
-				if (vid < 0) {
-					err = (int)vid;
-					break;
-				}
-				view_func[id] = (uint32_t)vid;
-			}
-			sonde__buf_append(&ids, &view_func[id], sizeof(uint32_t));
-		}
-		if (!err && !(err = buf_error(&ids))) {
-			e.weight = u->count;
-			int k = sonde_view__add(v, &e, (const uint32_t *)ids.data,
-						ids.len / sizeof(uint32_t));
-			err = k < 0 ? k : 0;
-		}
-	}
-	if (!err) {
-		fflush(stdout);
-		err = sonde_view__write_folded(v, STDOUT_FILENO, &o);
-	}
-	sonde__buf_free(&ids);
-	free(view_func);
-	sonde_view__free(v);
-	return err;
+	fflush(stdout);
+	return sonde_view__write_folded(r->view, STDOUT_FILENO, &o);
 }
 
 static void report_free(struct report *r)
 {
-	for (size_t i = 0; i < r->n_funcs; i++) {
-		free(r->funcs[i].label);
-		free(r->funcs[i].module);
-	}
-	free(r->funcs);
-	free(r->ftab);
+	sonde_view__free(r->view);
 	free(r->frames);
-	free(r->node_count);
+	free(r->node_stack);
 	free(r->node_pid);
-	free(r->pairs);
-	free(r->thread_root);
-	free(r->cpu_count);
+	free(r->node_kept);
+	free(r->proc_name);
 	free(r->filt.cpus);
-	free(r->rows);
-	sonde__u64map_free(&r->row_of);
 	sonde__buf_free(&r->frame_funcs);
 	sonde__buf_free(&r->stack);
 	sonde_symbolizer__free(r->sym);
@@ -1223,11 +864,12 @@ static int open_spool(struct report *r)
 	sonde_spool__get_info(r->spool, &r->info);
 	if (!r->info.complete)
 		cli_spool_truncated("report", r->path, r->info.valid_bytes, r->info.samples);
-	/* --time's seconds from the start on the sample clock: the first nanosecond at or
-	 * after the start of the window, the last at or before its end */
-	uint64_t start = r->info.header.start_monotonic_ns;
-	r->from_ns = start + (uint64_t)ceil(r->filt.from_s * 1e9);
-	r->to_ns = r->filt.to_s < 0 ? 0 : start + (uint64_t)floor(r->filt.to_s * 1e9);
+	cli_filter_to_view(&r->filt, r->info.header.start_monotonic_ns, &r->vf);
+	/* --metric: the states whose events weigh */
+	r->vf.states = r->metric == SONDE_PROFILE_METRIC_CPU ? 1u << SONDE_VIEW_ON_CPU
+		       : r->metric == SONDE_PROFILE_METRIC_OFF_CPU
+			       ? ~(1u << SONDE_VIEW_ON_CPU) & ((1u << SONDE_VIEW_STATES) - 1)
+			       : 0;
 	return 0;
 }
 
@@ -1269,15 +911,15 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 	case OPT_COLUMN:
 		r->column_auto = !strcmp(arg, "auto");
 		if (!strcmp(arg, "process"))
-			r->column = ROOTS_PROCESS;
+			r->column = SONDE_VIEW_ROOTS_PROCESS;
 		else if (!strcmp(arg, "thread"))
-			r->column = ROOTS_THREAD;
+			r->column = SONDE_VIEW_ROOTS_THREAD;
 		else if (strcmp(arg, "none") && !r->column_auto) {
 			cli_error("report",
 				  "--column wants auto, process, thread or none, not '%s'", arg);
 			return CLI_USAGE;
 		} else {
-			r->column = ROOTS_NONE;
+			r->column = SONDE_VIEW_ROOTS_NONE;
 		}
 		return 0;
 	case OPT_METRIC:
@@ -1330,11 +972,11 @@ static int parse_opt(struct report *r, int c, char *arg, char **argv)
 		return cli_filter_parse("report", &r->filt, "time", arg);
 	case OPT_ROOTS:
 		if (!strcmp(arg, "process"))
-			r->roots = ROOTS_PROCESS;
+			r->roots = SONDE_VIEW_ROOTS_PROCESS;
 		else if (!strcmp(arg, "thread"))
-			r->roots = ROOTS_THREAD;
+			r->roots = SONDE_VIEW_ROOTS_THREAD;
 		else if (!strcmp(arg, "none"))
-			r->roots = ROOTS_NONE;
+			r->roots = SONDE_VIEW_ROOTS_NONE;
 		else {
 			cli_error("report",
 				  "--folded-roots wants process, thread or none, not '%s'", arg);
@@ -1390,7 +1032,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 		if (err)
 			return err;
 	}
-	if (r->roots != ROOTS_NONE && !r->folded) {
+	if (r->roots != SONDE_VIEW_ROOTS_NONE && !r->folded) {
 		cli_error("report", "--folded-roots goes with --folded");
 		return CLI_USAGE;
 	}
@@ -1404,7 +1046,7 @@ static int parse_args(struct report *r, int argc, char **argv)
 		r->path = argv[optind];
 		r->path_after = argv[optind + 1];
 		r->column_auto = false; /* functions compare across the two, whoever ran them */
-		r->column = ROOTS_NONE;
+		r->column = SONDE_VIEW_ROOTS_NONE;
 		return -1;
 	}
 	r->path = cli_input("report", input, argc, argv);
@@ -1432,101 +1074,8 @@ static void note_refused(const struct report *r)
 			(unsigned long long)st.refused_owner);
 }
 
-/* The row of function func under column label col (func id + 1), added if new. */
-static long row_for(struct report *r, uint32_t func, uint32_t col)
-{
-	uint64_t key = (uint64_t)func << 32 | col, *v = sonde__u64map_get(&r->row_of, key);
-
-	if (v)
-		return (long)*v;
-	if (r->n_rows == r->rows_cap) {
-		size_t cap = r->rows_cap ? r->rows_cap * 2 : 256;
-		struct func *n = realloc(r->rows, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		r->rows = n;
-		r->rows_cap = cap;
-	}
-	if (sonde__u64map_put(&r->row_of, key, r->n_rows) < 0)
-		return -ENOMEM;
-	r->rows[r->n_rows] = (struct func){.label = r->funcs[func].label,
-					   .module = r->funcs[func].module,
-					   .stamp = UINT64_MAX,
-					   .col = col};
-	return (long)r->n_rows++;
-}
-
-/* attribute() with a process/thread column: self and total per (function, process or
- * thread), from the (label, node) pairs counted. */
-static int attribute_grouped(struct report *r)
-{
-	int err = folded_units(r);
-	uint64_t *hashes = err ? NULL : malloc((r->n_pairs + 1) * sizeof(*hashes));
-	size_t n_hashes = 0;
-
-	if (!hashes)
-		return err ? err : -ENOMEM;
-	for (size_t u = 0; u < r->n_pairs && !err; u++) {
-		const struct root_node *p = &r->pairs[u];
-		if (!p->node)
-			continue; /* an empty stack: counted in the header */
-		if ((u & 0xff) == 0)
-			cli_progress_update(r->progress, u, r->n_pairs);
-		if ((err = expand_stack(r, p->node)) < 0)
-			break;
-		const uint32_t *ids = (const uint32_t *)r->stack.data;
-		size_t n = r->stack.len / sizeof(uint32_t);
-		hashes[n_hashes++] = ids_hash(ids, n);
-		if (r->stack_unresolved)
-			r->unresolved_samples += p->count;
-		for (size_t i = 0; i < n; i++) {
-			long row = row_for(r, ids[i], p->root);
-			if (row < 0) {
-				err = (int)row;
-				break;
-			}
-			struct func *f = &r->rows[row];
-			if (i == 0)
-				f->self += p->count;
-			if (f->stamp != u) {
-				f->stamp = u;
-				f->total += p->count;
-			}
-		}
-	}
-	r->fn_stacks = distinct(hashes, n_hashes);
-	free(hashes);
-	return err;
-}
-
-/* --column auto: a process column when the samples come from more than one process, a
- * thread column when from more than one thread of one, else none. */
-static void decide_column(struct report *r)
-{
-	struct sonde_spool_sample smp;
-	struct sonde_spool_thread t;
-	uint32_t pid = 0, tid = 0, unit;
-	uint64_t w;
-	bool first = true;
-
-	r->column = ROOTS_NONE;
-	for (uint64_t i = 0; next_event(r, i, &smp, &w, &unit) == 0; i++) {
-		if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0 ||
-		    !sample_matches(r, &smp, &t))
-			continue;
-		if (first) {
-			pid = t.pid, tid = t.tid, first = false;
-		} else if (t.pid != pid) {
-			r->column = ROOTS_PROCESS;
-			return;
-		} else if (t.tid != tid) {
-			r->column = ROOTS_THREAD;
-		}
-	}
-}
-
-/* Opens r->path and counts its samples per function (or, with --folded, per stack
- * node only). 0, or CLI_FAILURE after saying why. */
+/* Opens r->path and hands the events its filters keep to a view, their stacks resolved
+ * into functions. 0, or CLI_FAILURE after saying why. */
 static int load(struct report *r)
 {
 	if (open_spool(r) < 0)
@@ -1537,105 +1086,90 @@ static int load(struct report *r)
 		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
 		return CLI_FAILURE;
 	}
-	if (r->column_auto && !r->folded)
-		decide_column(r);
-	r->progress = cli_progress_begin("report", "counting samples");
-	int err = count_nodes(r);
-	cli_progress_end(r->progress);
-	r->progress = NULL;
-	if (!err && !r->folded) {
-		r->progress = cli_progress_begin("report", "symbolizing stacks");
-		err = r->column != ROOTS_NONE ? attribute_grouped(r) : attribute(r);
+	struct sonde_view_opts vo = {.sz = sizeof(vo), .filter = &r->vf, .state_frames = 1};
+	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool) +
+			  sonde_spool__unknown_count(r->spool);
+	size_t nodes = (size_t)r->info.stacks + 1;
+	r->view = sonde_view__new(&vo);
+	r->frames = calloc((size_t)r->info.frames + 1, sizeof(*r->frames));
+	r->node_stack = calloc(nodes, sizeof(*r->node_stack));
+	r->node_pid = calloc(nodes, sizeof(*r->node_pid));
+	r->node_kept = calloc(nodes, sizeof(*r->node_kept));
+	r->proc_name = calloc((size_t)r->info.threads + 1, sizeof(*r->proc_name));
+	int err = !r->view || !r->frames || !r->node_stack || !r->node_pid || !r->node_kept ||
+				  !r->proc_name
+			  ? -ENOMEM
+			  : 0;
+	if (!err) {
+		r->progress = cli_progress_begin("report", "counting samples");
+		err = each_event(r, events, mark_node);
 		cli_progress_end(r->progress);
-		r->progress = NULL;
 	}
+	if (!err) {
+		r->progress = cli_progress_begin("report", "symbolizing stacks");
+		err = resolve_nodes(r);
+		cli_progress_end(r->progress);
+	}
+	if (!err) {
+		r->progress = cli_progress_begin("report", "adding up samples");
+		err = each_event(r, events, add_event);
+		cli_progress_end(r->progress);
+	}
+	r->progress = NULL;
+	if (!err)
+		err = take_stats(r);
 	if (err < 0) {
 		cli_error("report", "%s: %s", r->path, sonde_strerror(err));
 		return CLI_FAILURE;
 	}
+	if (time_metric(r))
+		count_short(r);
+	/* --column auto: a process column when the samples come from more than one process,
+	 * a thread column when from more than one thread of one, else none */
+	if (r->column_auto && !r->folded)
+		r->column = r->processes > 1 ? SONDE_VIEW_ROOTS_PROCESS
+			    : r->tids > 1    ? SONDE_VIEW_ROOTS_THREAD
+					     : SONDE_VIEW_ROOTS_NONE;
 	return 0;
 }
 
-/* Function (label, module) of r, or -1. */
-static long func_find(const struct report *r, const char *label, const char *module)
-{
-	if (!r->ftab_size)
-		return -1;
-	size_t mask = r->ftab_size - 1, j = str_hash(label, module) & mask;
-	for (; r->ftab[j]; j = (j + 1) & mask) {
-		const struct func *f = &r->funcs[r->ftab[j] - 1];
-		if (!strcmp(f->label, label) && !strcmp(f->module, module))
-			return r->ftab[j] - 1;
-	}
-	return -1;
-}
-
-struct diff_row {
-	const struct func *f; /* for its name: AFTER's, or BEFORE's when AFTER lacks it */
-	double before, after; /* self % */
-};
-
-static int by_change(const void *a, const void *b)
-{
-	const struct diff_row *x = a, *y = b;
-	double dx = fabs(x->after - x->before), dy = fabs(y->after - y->before);
-
-	if (dx != dy)
-		return dx < dy ? 1 : -1;
-	return strcmp(x->f->label, y->f->label);
-}
-
 /* The functions with self samples in either, their self %% in each and the change. */
-static int print_diff(const struct report *a, const struct report *b, double limit, long top)
+static int print_diff(const struct report *a, struct report *b, double limit, long top)
 {
-	struct diff_row *rows = calloc(a->n_funcs + b->n_funcs + 1, sizeof(*rows));
-	double ta = a->total ? (double)a->total : 1, tb = b->total ? (double)b->total : 1;
-	size_t n = 0;
+	const struct sonde_view_diff_row *rows;
+	size_t n;
+	int err = sonde_view__diff(a->view, b->view, &rows, &n);
 
-	if (!rows)
-		return -ENOMEM;
-	for (size_t i = 0; i < b->n_funcs; i++) {
-		const struct func *f = &b->funcs[i];
-		long j = func_find(a, f->label, f->module);
-		double before = j >= 0 ? 100.0 * (double)a->funcs[j].self / ta : 0;
-		if (f->self || before > 0)
-			rows[n++] = (struct diff_row){f, before, 100.0 * (double)f->self / tb};
-	}
-	for (size_t i = 0; i < a->n_funcs; i++) {
-		const struct func *f = &a->funcs[i];
-		if (f->self && func_find(b, f->label, f->module) < 0)
-			rows[n++] = (struct diff_row){f, 100.0 * (double)f->self / ta, 0};
-	}
-	qsort(rows, n, sizeof(*rows), by_change);
+	if (err < 0)
+		return err;
 	printf("before: %s, %" PRIu64 " samples\nafter:  %s, %" PRIu64 " samples\n", a->path,
 	       a->samples, b->path, b->samples);
 	printf("\nSelf samples, as a share of each profile, largest changes first:\n");
 	printf("%8s %8s %9s  %s\n", "before%", "after%", "change", "function [module]");
 	for (size_t i = 0, shown = 0; i < n && shown < (size_t)top; i++) {
-		const struct diff_row *d = &rows[i];
-		if (d->before < limit && d->after < limit)
+		const struct sonde_view_diff_row *d = &rows[i];
+		if (d->before_pct < limit && d->after_pct < limit)
 			continue;
-		bool bracketed = d->f->module[0] == '[';
-		printf("%7.2f%% %7.2f%% %+8.2f%%  %s %s%s%s\n", d->before, d->after,
-		       d->after - d->before, d->f->label, bracketed ? "" : "[", d->f->module,
+		bool bracketed = d->module[0] == '[';
+		printf("%7.2f%% %7.2f%% %+8.2f%%  %s %s%s%s\n", d->before_pct, d->after_pct,
+		       d->after_pct - d->before_pct, d->name, bracketed ? "" : "[", d->module,
 		       bracketed ? "" : "]");
 		shown++;
 	}
-	free(rows);
 	return 0;
 }
 
 static int run_diff(struct report *a)
 {
 	struct report b = *a; /* the same options (nothing is loaded yet) */
-	int rc;
+	int rc, err;
 
 	b.path = a->path_after;
 	rc = load(a);
 	if (!rc)
 		rc = load(&b);
-	if (!rc && print_diff(a, &b, a->percent_limit, a->top) < 0) {
-		cli_error("report", "out of memory");
+	if (!rc && (err = print_diff(a, &b, a->percent_limit, a->top)) < 0) {
+		cli_error("report", "%s", sonde_strerror(err));
 		rc = CLI_FAILURE;
 	}
 	report_free(a);

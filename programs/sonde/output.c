@@ -12,7 +12,9 @@
 #include <sonde/error.h>
 #include <sonde/profile.h>
 #include <sonde/record.h>
+#include <sonde/view.h>
 
+#include "export/profile.h"
 #include "cli.h"
 #include "output.h"
 
@@ -316,6 +318,14 @@ void cli_filter_to_spool_opts(const struct cli_filter *f, struct sonde_profile_s
 	o->time_range = f->has_time;
 	o->time_from_s = f->from_s;
 	o->time_to_s = f->to_s;
+}
+
+void cli_filter_to_view(const struct cli_filter *f, uint64_t start_ns, struct sonde_view_filter *vf)
+{
+	struct sonde_profile_spool_opts o = {.sz = sizeof(o)};
+
+	cli_filter_to_spool_opts(f, &o);
+	sonde__prof_view_filter(&o, start_ns, vf);
 }
 
 void cli_filter_free(struct cli_filter *f)

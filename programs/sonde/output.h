@@ -88,6 +88,13 @@ bool cli_filter_any(const struct cli_filter *f);
 struct sonde_profile_spool_opts;
 /* Points the profile reader's filters at f's lists (f must outlive the opts' use). */
 void cli_filter_to_spool_opts(const struct cli_filter *f, struct sonde_profile_spool_opts *o);
+struct sonde_view_filter;
+/* The view's filter of f (include/sonde/view.h), its lists pointing into f (which must
+ * outlive it): --time's seconds from start_ns (the recording's start on the sample
+ * clock) turned into that clock by sonde_view_filter__time_s. No states: every state
+ * passes. */
+void cli_filter_to_view(const struct cli_filter *f, uint64_t start_ns,
+			struct sonde_view_filter *vf);
 void cli_filter_free(struct cli_filter *f);
 
 #endif

@@ -5,65 +5,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sonde/view.h>
+
 #include "base/u64map.h"
 #include "export/acct.h"
+#include "export/profile.h"
 
 struct build {
 	const struct sonde_spool *s;
 	struct sonde_spool_info info;
 	const struct sonde_profile_spool_opts *f; /* NULL: no filter */
 	bool narrowed; /* a time or CPU filter: rows are not whole lives */
+	/* f as the readers' filters (include/sonde/view.h): by thread, by CPU and time */
+	struct sonde_view_filter who, when;
 	struct sonde_acct_task **by_thread; /* by spool thread id - 1; NULL: filtered out */
 	size_t cap;
 	struct sonde_acct *a;
 };
 
-static bool id_in(const uint32_t *v, size_t n, uint32_t id)
-{
-	for (size_t i = 0; i < n; i++)
-		if (v[i] == id)
-			return true;
-	return false;
-}
-
 /* Whether thread t passes the pid, tid and comm filters. */
 static bool thread_kept(const struct build *b, const struct sonde_spool_thread *t)
 {
-	const struct sonde_profile_spool_opts *f = b->f;
-	size_t i;
+	struct sonde_view_event e = {
+		.sz = sizeof(e), .pid = t->pid, .tid = t->tid, .comm = t->comm};
 
-	if (!f)
-		return true;
-	if (f->n_pids && !id_in(f->pids, f->n_pids, t->pid))
-		return false;
-	if (f->n_tids && !id_in(f->tids, f->n_tids, t->tid))
-		return false;
-	for (i = 0; i < f->n_comms && strcmp(f->comms[i], t->comm); i++)
-		;
-	return !f->n_comms || i < f->n_comms;
+	return sonde_view_filter__match(&b->who, &e) == 1;
 }
 
 /* Whether what t took at time_ns on cpu passes every filter. */
 static bool kept(const struct build *b, const struct sonde_spool_thread *t, uint64_t time_ns,
 		 uint32_t cpu)
 {
-	const struct sonde_profile_spool_opts *f = b->f;
-	size_t i;
+	struct sonde_view_event e = {.sz = sizeof(e), .cpu = cpu, .time_ns = time_ns};
 
-	if (!thread_kept(b, t))
-		return false;
-	if (!f)
-		return true;
-	for (i = 0; i < f->n_cpus && (uint32_t)f->cpus[i] != cpu; i++)
-		;
-	if (f->n_cpus && i == f->n_cpus)
-		return false;
-	if (f->time_range) {
-		double at = ((double)time_ns - (double)b->info.header.start_monotonic_ns) / 1e9;
-		if (at < f->time_from_s || (f->time_to_s >= 0 && at > f->time_to_s))
-			return false;
-	}
-	return true;
+	return thread_kept(b, t) && sonde_view_filter__match(&b->when, &e) == 1;
 }
 
 /* The name of process t->pid: its main thread's last (after an exec, the new program's:
@@ -309,22 +284,18 @@ static int add_shorts(struct build *b)
  * it that does, into *from and *to (false: none). */
 static bool clip_kept(const struct build *b, uint32_t cpu, uint64_t *from, uint64_t *to)
 {
-	const struct sonde_profile_spool_opts *f = b->f;
-	size_t i;
+	struct sonde_view_filter cpus = b->when;
+	struct sonde_view_event e = {.sz = sizeof(e), .cpu = cpu};
 
-	if (!f)
-		return *from < *to;
-	for (i = 0; i < f->n_cpus && (uint32_t)f->cpus[i] != cpu; i++)
-		;
-	if (f->n_cpus && i == f->n_cpus)
+	cpus.time_range = 0;
+	if (sonde_view_filter__match(&cpus, &e) != 1)
 		return false;
-	if (f->time_range) {
-		double base = (double)b->info.header.start_monotonic_ns;
-		double lo = base + f->time_from_s * 1e9, hi = base + f->time_to_s * 1e9;
-		if ((double)*from < lo)
-			*from = lo >= (double)*to ? *to : (uint64_t)lo;
-		if (f->time_to_s >= 0 && (double)*to > hi)
-			*to = hi <= (double)*from ? *from : (uint64_t)hi;
+	if (b->when.time_range) {
+		uint64_t lo = b->when.time_from_ns, hi = b->when.time_to_ns;
+		if (*from < lo)
+			*from = lo >= *to ? *to : lo;
+		if (hi && *to > hi)
+			*to = hi <= *from ? *from : hi;
 	}
 	return *from < *to;
 }
@@ -497,6 +468,7 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 
 	*out = (struct sonde_acct){0};
 	sonde_spool__get_info(s, &b.info);
+	sonde__prof_view_filters(f, b.info.header.start_monotonic_ns, &b.who, &b.when);
 	out->period_ns = b.info.header.sample_period_ns;
 	out->cpu_ns = calloc(SONDE_ACCT_MAX_CPU + 1, sizeof(*out->cpu_ns));
 	if (!out->cpu_ns)

@@ -12,7 +12,7 @@
 
 struct flame_node {
 	uint32_t parent;
-	uint32_t func; /* prof_func id */
+	uint32_t func; /* tab_func id */
 	uint32_t first_child, next_sibling;
 	uint32_t depth; /* root 0 */
 	uint64_t self;	/* weight (samples, or ns) whose innermost frame is this node */

@@ -26,7 +26,7 @@ int sonde__prof_write_folded(const struct sonde_profile *p, int fd, enum sonde_p
 		return err;
 	path = sonde__calloc((size_t)f.max_depth + 1, sizeof(*path));
 	stack = sonde__calloc((size_t)f.max_depth + 1, sizeof(*stack));
-	/* the view's function id of each tree node's function, by prof_func id */
+	/* the view's function id of each tree node's function, by tab_func id */
 	uint32_t *func_of = sonde__calloc((size_t)p->funcs.n + 1, sizeof(*func_of));
 	v = sonde_view__new(NULL);
 	if (!path || !stack || !func_of || !v)

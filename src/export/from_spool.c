@@ -18,6 +18,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 #include <sonde/spool_reader.h>
+#include <sonde/view.h>
 
 #include "base/alloc.h"
 #include "base/opts.h"
@@ -59,6 +60,9 @@ struct conv {
 	uint64_t sym_failures;
 	struct sonde_profile_spool_opts o; /* the caller's, missing fields zero */
 	ARR(uint8_t) keep;		   /* spool thread id -> passes pid, tid and comm */
+	/* the readers' one filter set (include/sonde/view.h): by thread (pid, tid, comm),
+	 * and by CPU and time on the sample clock (once the header gives its start) */
+	struct sonde_view_filter who, when;
 	/* roots: spool thread id -> its root frame's location (0: not made yet); the root
 	 * location of each (name << 32 | pid) + 1, name the process's name when the frame was
 	 * made; the command of each pid's main thread so far (its comm string id), by pid + 1;
@@ -259,42 +263,22 @@ static int64_t with_root(struct conv *c, uint32_t thread, int64_t node)
 }
 
 /* Whether a thread passes the pid, tid and comm filters. */
-static bool thread_kept(const struct sonde_profile_spool_opts *o, uint32_t pid, uint32_t tid,
-			const char *comm)
+static bool thread_kept(const struct conv *c, uint32_t pid, uint32_t tid, const char *comm)
 {
-	size_t i;
+	struct sonde_view_event e = {.sz = sizeof(e), .pid = pid, .tid = tid, .comm = comm};
 
-	for (i = 0; i < o->n_pids && o->pids[i] != pid; i++)
-		;
-	if (o->n_pids && i == o->n_pids)
-		return false;
-	for (i = 0; i < o->n_tids && o->tids[i] != tid; i++)
-		;
-	if (o->n_tids && i == o->n_tids)
-		return false;
-	for (i = 0; i < o->n_comms && strcmp(o->comms[i], comm); i++)
-		;
-	return !o->n_comms || i < o->n_comms;
+	return sonde_view_filter__match(&c->who, &e) == 1;
 }
 
 /* Whether what thread took at time_ns on cpu passes every filter. */
 static bool kept(const struct conv *c, uint32_t thread, uint64_t time_ns, uint32_t cpu)
 {
-	const struct sonde_profile_spool_opts *o = &c->o;
-	size_t i;
+	struct sonde_view_event e = {.sz = sizeof(e), .cpu = cpu, .time_ns = time_ns};
 
 	if (!c->keep.v[thread])
 		return false;
-	for (i = 0; i < o->n_cpus && (uint32_t)o->cpus[i] != cpu; i++)
-		;
-	if (o->n_cpus && i == o->n_cpus)
-		return false;
-	if (o->time_range) {
-		double at = ((double)time_ns - (double)c->p->info.start_monotonic_ns) / 1e9;
-		if (at < o->time_from_s || (o->time_to_s >= 0 && at > o->time_to_s))
-			return false;
-	}
-	return true;
+	return !c->when.n_cpus && !c->when.time_range ? true
+						      : sonde_view_filter__match(&c->when, &e) == 1;
 }
 
 static int on_sample(struct conv *c, const struct sonde_spool_record *r)
@@ -354,6 +338,7 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 		info->start_time_ns = r->header.h.start_time_ns;
 		info->start_monotonic_ns = r->header.h.start_monotonic_ns;
 		info->sample_period_ns = r->header.h.sample_period_ns;
+		sonde__prof_view_filters(&c->o, info->start_monotonic_ns, &c->who, &c->when);
 		return 0;
 	case SONDE_SPOOL_REC_MODULE:
 		return on_module(c, r);
@@ -383,7 +368,7 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 		if (!pid || !keep || !ARR_PUSH(c->root_of))
 			return -ENOMEM;
 		*pid = r->thread.pid;
-		*keep = thread_kept(&c->o, r->thread.pid, r->thread.tid, comm);
+		*keep = thread_kept(c, r->thread.pid, r->thread.tid, comm);
 		slot = ARR_PUSH(c->threads);
 		int err = slot ? sonde_profile__add_thread(c->p, r->thread.pid, r->thread.tid, comm,
 							   slot)
@@ -532,6 +517,7 @@ struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 	if (!c.p || !ARR_PUSH(c.mods) || !ARR_PUSH(c.frames) || !ARR_PUSH(c.nodes) ||
 	    !ARR_PUSH(c.threads) || !ARR_PUSH(c.pids) || !ARR_PUSH(c.keep) || !ARR_PUSH(c.root_of))
 		goto fail;
+	sonde__prof_view_filters(&c.o, 0, &c.who, &c.when); /* the header sets the start */
 	/* thread id 0, no thread known: kept unless a thread is asked for */
 	c.keep.v[0] = !c.o.n_pids && !c.o.n_tids && !c.o.n_comms;
 	if (!OPTS_GET(opts, no_symbolize, false)) {

@@ -380,7 +380,7 @@ static void write_functions(struct pp *pp, const uint8_t *func_used)
 	const struct sonde_profile *p = pp->p;
 
 	for (uint32_t i = 1; i < p->funcs.n; i++) {
-		const struct prof_func *f = &p->funcs.v[i];
+		const struct tab_func *f = &p->funcs.v[i];
 		if (!func_used[i])
 			continue;
 		sonde__buf_reset(&pp->msg);
@@ -500,11 +500,11 @@ int sonde__prof_write_pprof(const struct sonde_profile *p, int fd, enum sonde_pr
 	uint8_t *func_used = sonde__calloc(p->funcs.n, 1);
 	int err = -ENOMEM;
 
-	pp.str_map = sonde__calloc(p->strs.n, sizeof(*pp.str_map));
+	pp.str_map = sonde__calloc(strtab_count(&p->strs), sizeof(*pp.str_map));
 	if (!func_used || !pp.str_map || !ARR_PUSH(pp.tab))
 		goto out;
 	pp.tab.v[0] = "";
-	if (p->chars.len > UINT32_MAX || aggregate(&pp) < 0)
+	if (p->strs.chars.len > UINT32_MAX || aggregate(&pp) < 0)
 		goto out;
 	write_header(&pp);
 	write_samples(&pp);

@@ -7,46 +7,15 @@
 
 #include <sonde/error.h>
 #include <sonde/spool.h>
+#include <sonde/view.h>
 
 #include "base/alloc.h"
 #include "base/opts.h"
 #include "export/profile.h"
 
-struct str_key {
-	const char *s;
-	size_t len;
-};
-
-static bool str_eq(const void *ctx, uint32_t id, const void *key)
-{
-	const struct sonde_profile *p = ctx;
-	const struct str_key *k = key;
-	const char *s = prof_str(p, id);
-
-	return strncmp(s, k->s, k->len) == 0 && s[k->len] == 0;
-}
-
 int64_t sonde__prof_intern(struct sonde_profile *p, const char *s)
 {
-	if (!s || !*s)
-		return 0;
-	struct str_key k = {s, strlen(s)};
-	uint32_t h = (uint32_t)idmap_hash_bytes(s, k.len);
-	int64_t id = sonde__idmap_find(&p->str_index, h, str_eq, p, &k);
-	if (id >= 0)
-		return id;
-	if (p->chars.len + k.len + 1 > UINT32_MAX)
-		return -ENOMEM;
-	uint32_t *off = ARR_PUSH(p->strs);
-	if (!off)
-		return -ENOMEM;
-	*off = (uint32_t)p->chars.len;
-	sonde__buf_append(&p->chars, s, k.len + 1);
-	if (buf_error(&p->chars) || sonde__idmap_insert(&p->str_index, h, p->strs.n - 1) < 0) {
-		p->strs.n--;
-		return -ENOMEM;
-	}
-	return p->strs.n - 1;
+	return sonde__strtab_intern(&p->strs, s);
 }
 
 struct sonde_profile *sonde_profile__new(const struct sonde_profile_info *info)
@@ -61,11 +30,8 @@ struct sonde_profile *sonde_profile__new(const struct sonde_profile_info *info)
 		return NULL;
 	OPTS_COPY(&p->info, info);
 	/* entry 0 of every table is a placeholder so that id 0 means "none" */
-	if (!ARR_PUSH(p->strs) || !ARR_PUSH(p->modules) || !ARR_PUSH(p->threads) ||
-	    !ARR_PUSH(p->funcs) || !ARR_PUSH(p->locs) || !ARR_PUSH(p->nodes))
-		goto fail;
-	buf_put_u8(&p->chars, 0);
-	if (buf_error(&p->chars))
+	if (sonde__strtab_init(&p->strs) < 0 || !ARR_PUSH(p->modules) || !ARR_PUSH(p->threads) ||
+	    sonde__functab_init(&p->funcs) < 0 || !ARR_PUSH(p->locs) || !ARR_PUSH(p->nodes))
 		goto fail;
 	return p;
 fail:
@@ -78,13 +44,10 @@ void sonde_profile__free(struct sonde_profile *p)
 {
 	if (!p)
 		return;
-	sonde__buf_free(&p->chars);
-	ARR_FREE(p->strs);
-	sonde__idmap_free(&p->str_index);
+	sonde__strtab_free(&p->strs);
 	ARR_FREE(p->modules);
 	ARR_FREE(p->threads);
-	ARR_FREE(p->funcs);
-	sonde__idmap_free(&p->func_index);
+	sonde__functab_free(&p->funcs);
 	ARR_FREE(p->lines);
 	ARR_FREE(p->locs);
 	ARR_FREE(p->nodes);
@@ -148,34 +111,6 @@ int sonde_profile__add_thread(struct sonde_profile *p, uint32_t pid, uint32_t ti
 	return 0;
 }
 
-static bool func_eq(const void *ctx, uint32_t id, const void *key)
-{
-	const struct prof_func *a = &((const struct sonde_profile *)ctx)->funcs.v[id];
-	const struct prof_func *b = key;
-
-	return a->name == b->name && a->file == b->file && a->module == b->module &&
-	       a->kind == b->kind;
-}
-
-/* Functions are identified by (name, source file, module path, kind). */
-static int64_t intern_func(struct sonde_profile *p, const struct prof_func *f)
-{
-	uint32_t h = (uint32_t)u64_hash(((uint64_t)f->name << 32 | f->file) ^
-					u64_hash((uint64_t)f->module << 8 | f->kind));
-	int64_t id = sonde__idmap_find(&p->func_index, h, func_eq, p, f);
-	if (id >= 0)
-		return id;
-	struct prof_func *nf = ARR_PUSH(p->funcs);
-	if (!nf)
-		return -ENOMEM;
-	*nf = *f;
-	if (sonde__idmap_insert(&p->func_index, h, p->funcs.n - 1) < 0) {
-		p->funcs.n--;
-		return -ENOMEM;
-	}
-	return p->funcs.n - 1;
-}
-
 static int add_line(struct sonde_profile *p, const struct sonde_sym_frame *s)
 {
 	int64_t name = sonde__prof_intern(p, s->name ? s->name : "??");
@@ -183,8 +118,8 @@ static int add_line(struct sonde_profile *p, const struct sonde_sym_frame *s)
 	int64_t mod = sonde__prof_intern(p, s->module);
 	if (name < 0 || file < 0 || mod < 0)
 		return -ENOMEM;
-	struct prof_func f = {(uint32_t)name, (uint32_t)file, (uint32_t)mod, s->kind, s->origin};
-	int64_t fid = intern_func(p, &f);
+	struct tab_func f = {(uint32_t)name, (uint32_t)file, (uint32_t)mod, s->kind, s->origin};
+	int64_t fid = sonde__functab_intern(&p->funcs, &f);
 	if (fid < 0)
 		return (int)fid;
 	struct prof_line *l = ARR_PUSH(p->lines);
@@ -207,7 +142,7 @@ const char *sonde__prof_basename(const struct sonde_profile *p, uint32_t str)
 static int64_t display_func(struct sonde_profile *p, uint32_t module, uint64_t addr)
 {
 	char name[512];
-	struct prof_func f = {0};
+	struct tab_func f = {0};
 
 	if (module) {
 		const struct prof_module *m = &p->modules.v[module];
@@ -225,7 +160,7 @@ static int64_t display_func(struct sonde_profile *p, uint32_t module, uint64_t a
 		return s;
 	f.name = (uint32_t)s;
 	f.origin = SONDE_SYM_ORIGIN_NONE;
-	return intern_func(p, &f);
+	return sonde__functab_intern(&p->funcs, &f);
 }
 
 int sonde_profile__add_location(struct sonde_profile *p, uint32_t module, uint64_t addr,
@@ -335,13 +270,40 @@ uint64_t sonde_profile__sample_count(const struct sonde_profile *p)
 	return p ? p->total : 0;
 }
 
+void sonde__prof_view_filter(const struct sonde_profile_spool_opts *o, uint64_t start_ns,
+			     struct sonde_view_filter *f)
+{
+	static const struct sonde_profile_spool_opts none = {.sz = sizeof(none)};
+
+	o = o ? o : &none;
+	*f = (struct sonde_view_filter){.sz = sizeof(*f),
+					.pids = o->pids,
+					.n_pids = o->n_pids,
+					.tids = o->tids,
+					.n_tids = o->n_tids,
+					.comms = o->comms,
+					.n_comms = o->n_comms,
+					.cpus = o->cpus,
+					.n_cpus = o->n_cpus};
+	if (o->time_range)
+		sonde_view_filter__time_s(f, start_ns, o->time_from_s, o->time_to_s);
+}
+
+void sonde__prof_view_filters(const struct sonde_profile_spool_opts *o, uint64_t start_ns,
+			      struct sonde_view_filter *who, struct sonde_view_filter *when)
+{
+	sonde__prof_view_filter(o, start_ns, who);
+	*when = *who;
+	who->n_cpus = 0;
+	who->time_range = 0;
+	when->n_pids = when->n_tids = when->n_comms = 0;
+}
+
 const char *sonde__prof_state_name(uint32_t state)
 {
-	static const char *const names[PROF_STATE_UNKNOWN + 1] = {
-		"[off-cpu: R]", "[off-cpu: S]", "[off-cpu: D]", "[off-cpu: other]",
-		"[unknown: lost records]"};
-
-	return names[state <= PROF_STATE_UNKNOWN ? state : SONDE_OFFCPU_OTHER];
+	/* the readers' names (include/sonde/view.h), whose states count from on-CPU */
+	return sonde_view_state_name(1 +
+				     (state <= PROF_STATE_UNKNOWN ? state : SONDE_OFFCPU_OTHER));
 }
 
 /* The pseudo-frame of a state: a location of no module whose one line is its name. */

@@ -20,17 +20,13 @@
 #include "base/array.h"
 #include "base/buf.h"
 #include "base/idmap.h"
+#include "base/strtab.h"
 
 struct prof_module {
 	uint32_t pid, flags;
 	uint64_t start, end, pgoff;
 	uint32_t path;	   /* string id (0: none) */
 	uint32_t build_id; /* string id of the lowercase hex build id (0: none) */
-};
-
-struct prof_func {
-	uint32_t name, file, module; /* string ids; module is the module path */
-	uint8_t kind, origin;	     /* enum sonde_sym_kind, enum sonde_sym_origin */
 };
 
 struct prof_line {
@@ -81,13 +77,10 @@ struct prof_thread {
 
 struct sonde_profile {
 	struct sonde_profile_info info;
-	struct buf chars;   /* NUL-terminated strings, back to back */
-	ARR(uint32_t) strs; /* string id -> offset in chars */
-	struct idmap str_index;
+	struct strtab strs; /* the profile's strings (base/strtab.h) */
 	ARR(struct prof_module) modules;
 	ARR(struct prof_thread) threads;
-	ARR(struct prof_func) funcs;
-	struct idmap func_index;
+	struct functab funcs; /* struct tab_func: module is the module path */
 	ARR(struct prof_line) lines;
 	ARR(struct prof_loc) locs;
 	ARR(struct prof_node) nodes;
@@ -109,7 +102,7 @@ struct sonde_profile {
 
 static inline const char *prof_str(const struct sonde_profile *p, uint32_t id)
 {
-	return (const char *)p->chars.data + p->strs.v[id];
+	return strtab_str(&p->strs, id);
 }
 
 /* Interns s (NULL and "" are string 0); returns the id or -ENOMEM. */
@@ -139,6 +132,16 @@ const char *sonde__prof_basename(const struct sonde_profile *p, uint32_t str);
  * name is used in messages. */
 struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 						const struct sonde_profile_spool_opts *opts);
+
+/* The readers' filter (include/sonde/view.h) of the profile reader's opts o (NULL: none),
+ * its lists pointing into o, its time on the sample clock of a recording that started at
+ * start_ns. No states: every state passes. */
+struct sonde_view_filter;
+void sonde__prof_view_filter(const struct sonde_profile_spool_opts *o, uint64_t start_ns,
+			     struct sonde_view_filter *f);
+/* The same cut in two: *who by thread (pid, tid, comm), *when by CPU and time. */
+void sonde__prof_view_filters(const struct sonde_profile_spool_opts *o, uint64_t start_ns,
+			      struct sonde_view_filter *who, struct sonde_view_filter *when);
 
 /* The exporters, each writing one format to fd. */
 struct sonde_spool_record;

@@ -45,7 +45,7 @@ static void write_frames(struct ss *s)
 	sonde__out_puts(&s->o, "\"shared\":{\"frames\":[");
 	for (uint32_t it = sonde__flame_next(&s->f, 0); it; it = sonde__flame_next(&s->f, it)) {
 		uint32_t func = s->f.nodes.v[it].func;
-		const struct prof_func *fn = &p->funcs.v[func];
+		const struct tab_func *fn = &p->funcs.v[func];
 		/* nothing weighs here under this metric (off-CPU stacks in a CPU profile) */
 		if (s->frame_of_func[func] || !s->f.nodes.v[it].total)
 			continue;

@@ -16,7 +16,7 @@
 
 /* Colors are a function of the name only, so the same function has the same color in
  * every graph; the palette tells the kind of frame. */
-static void color(const struct sonde_profile *p, const struct prof_func *f, char out[32])
+static void color(const struct sonde_profile *p, const struct tab_func *f, char out[32])
 {
 	const char *name = prof_str(p, f->name);
 	uint64_t h = idmap_hash_bytes(name, strlen(name));
@@ -141,7 +141,7 @@ static void frame(const struct flame_svg *s, const struct sonde_profile *p, cons
 {
 	const struct flame_node *n = &f->nodes.v[id];
 	uint32_t func = n->func;
-	const struct prof_func *fn = id && func != FLAME_IDLE_FUNC ? &p->funcs.v[func] : NULL;
+	const struct tab_func *fn = id && func != FLAME_IDLE_FUNC ? &p->funcs.v[func] : NULL;
 	char fill[32] = "rgb(200,200,200)", w[48], tip[96];
 
 	if (fn)

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +20,9 @@
 #include "base/buf.h"
 #include "base/idmap.h"
 #include "base/opts.h"
+#include "base/strtab.h"
 #include "base/u64map.h"
 #include "base/out.h"
-
-struct view_func {
-	uint32_t name, module; /* string ids */
-};
 
 struct view_stack {
 	uint32_t first, n; /* function ids at stack_ids.v[first..first + n), innermost first */
@@ -38,15 +36,14 @@ struct view_entry {
 
 struct sonde_view {
 	struct sonde_view_filter filt;
+	/* with opts.state_frames, the function of each off-CPU state (0 for on-CPU) */
+	uint32_t state_func[SONDE_VIEW_STATES];
 	uint32_t *pids, *tids;
 	char **comms;
 	int *cpus;
 
-	struct buf chars;   /* NUL-terminated strings, back to back */
-	ARR(uint32_t) strs; /* string id -> offset in chars */
-	struct idmap str_index;
-	ARR(struct view_func) funcs; /* funcs.v[0] unused: ids start at 1 */
-	struct idmap func_index;
+	struct strtab strs;   /* names, modules, comms and labels (base/strtab.h) */
+	struct functab funcs; /* by (name, module); file and kind are 0 */
 	ARR(uint32_t) stack_ids;
 	ARR(struct view_stack) stacks;
 	struct idmap stack_index;
@@ -63,43 +60,12 @@ struct sonde_view {
 
 static const char *str_of(const struct sonde_view *v, uint32_t id)
 {
-	return (const char *)v->chars.data + v->strs.v[id];
-}
-
-struct str_key {
-	const char *s;
-	size_t len;
-};
-
-static bool str_eq(const void *ctx, uint32_t id, const void *key)
-{
-	const struct str_key *k = key;
-	const char *s = str_of(ctx, id);
-
-	return strncmp(s, k->s, k->len) == 0 && s[k->len] == 0;
+	return strtab_str(&v->strs, id);
 }
 
 static int64_t intern(struct sonde_view *v, const char *s)
 {
-	if (!s || !*s)
-		return 0;
-	struct str_key k = {s, strlen(s)};
-	uint32_t h = (uint32_t)idmap_hash_bytes(s, k.len);
-	int64_t id = sonde__idmap_find(&v->str_index, h, str_eq, v, &k);
-	if (id >= 0)
-		return id;
-	if (v->chars.len + k.len + 1 > UINT32_MAX)
-		return -ENOMEM;
-	uint32_t *off = ARR_PUSH(v->strs);
-	if (!off)
-		return -ENOMEM;
-	*off = (uint32_t)v->chars.len;
-	sonde__buf_append(&v->chars, s, k.len + 1);
-	if (buf_error(&v->chars) || sonde__idmap_insert(&v->str_index, h, v->strs.n - 1) < 0) {
-		v->strs.n--;
-		return -ENOMEM;
-	}
-	return v->strs.n - 1;
+	return sonde__strtab_intern(&v->strs, s);
 }
 
 static uint32_t *copy_ids(const uint32_t *ids, size_t n)
@@ -138,6 +104,31 @@ static int copy_filter(struct sonde_view *v, const struct sonde_view_filter *f)
 	return 0;
 }
 
+const char *sonde_view_state_name(uint32_t state)
+{
+	static const char *const names[SONDE_VIEW_STATES] = {"",
+							     "[off-cpu: R]",
+							     "[off-cpu: S]",
+							     "[off-cpu: D]",
+							     "[off-cpu: other]",
+							     "[unknown: lost records]"};
+
+	return state < SONDE_VIEW_STATES ? names[state] : "";
+}
+
+/* The off-CPU states' pseudo-functions, interned once so that they have ids (a diff maps
+ * them like any other function). */
+static int intern_state_funcs(struct sonde_view *v)
+{
+	for (uint32_t s = SONDE_VIEW_ON_CPU + 1; s < SONDE_VIEW_STATES; s++) {
+		int64_t id = sonde_view__func(v, sonde_view_state_name(s), "[sched]");
+		if (id < 0)
+			return (int)id;
+		v->state_func[s] = (uint32_t)id;
+	}
+	return 0;
+}
+
 struct sonde_view *sonde_view__new(const struct sonde_view_opts *opts)
 {
 	const struct sonde_view_filter *f = OPTS_GET(opts, filter, NULL);
@@ -150,11 +141,11 @@ struct sonde_view *sonde_view__new(const struct sonde_view_opts *opts)
 	v = sonde__calloc(1, sizeof(*v));
 	if (!v)
 		return NULL;
+	bool state_frames = OPTS_GET(opts, state_frames, 0);
 	/* string 0 is "", function 0 and stack 0 are placeholders: id 0 means none */
-	uint32_t *off = ARR_PUSH(v->strs);
-	sonde__buf_append(&v->chars, "", 1);
-	if (!off || buf_error(&v->chars) || !ARR_PUSH(v->funcs) || !ARR_PUSH(v->stacks) ||
-	    (f && copy_filter(v, f) < 0)) {
+	if (sonde__strtab_init(&v->strs) < 0 || sonde__functab_init(&v->funcs) < 0 ||
+	    !ARR_PUSH(v->stacks) || (f && copy_filter(v, f) < 0) ||
+	    (state_frames && intern_state_funcs(v) < 0)) {
 		sonde_view__free(v);
 		errno = ENOMEM;
 		return NULL;
@@ -172,11 +163,8 @@ void sonde_view__free(struct sonde_view *v)
 	sonde__free(v->pids);
 	sonde__free(v->tids);
 	sonde__free(v->cpus);
-	sonde__buf_free(&v->chars);
-	ARR_FREE(v->strs);
-	sonde__idmap_free(&v->str_index);
-	ARR_FREE(v->funcs);
-	sonde__idmap_free(&v->func_index);
+	sonde__strtab_free(&v->strs);
+	sonde__functab_free(&v->funcs);
 	ARR_FREE(v->stack_ids);
 	ARR_FREE(v->stacks);
 	sonde__idmap_free(&v->stack_index);
@@ -189,14 +177,6 @@ void sonde_view__free(struct sonde_view *v)
 	sonde__free(v);
 }
 
-static bool func_eq(const void *ctx, uint32_t id, const void *key)
-{
-	const struct view_func *a = &((const struct sonde_view *)ctx)->funcs.v[id];
-	const struct view_func *b = key;
-
-	return a->name == b->name && a->module == b->module;
-}
-
 int64_t sonde_view__func(struct sonde_view *v, const char *name, const char *module)
 {
 	if (!v || !name)
@@ -204,20 +184,19 @@ int64_t sonde_view__func(struct sonde_view *v, const char *name, const char *mod
 	int64_t n = intern(v, name), m = intern(v, module);
 	if (n < 0 || m < 0)
 		return -ENOMEM;
-	struct view_func k = {(uint32_t)n, (uint32_t)m};
-	uint32_t h = (uint32_t)idmap_hash_bytes(&k, sizeof(k));
-	int64_t id = sonde__idmap_find(&v->func_index, h, func_eq, v, &k);
-	if (id >= 0)
-		return id;
-	struct view_func *f = ARR_PUSH(v->funcs);
-	if (!f)
-		return -ENOMEM;
-	*f = k;
-	if (sonde__idmap_insert(&v->func_index, h, v->funcs.n - 1) < 0) {
-		v->funcs.n--;
-		return -ENOMEM;
-	}
-	return v->funcs.n - 1;
+	return sonde__functab_intern(
+		&v->funcs, &(struct tab_func){.name = (uint32_t)n, .module = (uint32_t)m});
+}
+
+/* A view's function's origin byte holds this flag (the view has no other use for it). */
+enum { FUNC_UNRESOLVED = 1 };
+
+int sonde_view__func_unresolved(struct sonde_view *v, uint32_t id)
+{
+	if (!v || !id || id >= v->funcs.n)
+		return -EINVAL;
+	v->funcs.v[id].origin |= FUNC_UNRESOLVED;
+	return 0;
 }
 
 static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
@@ -252,6 +231,28 @@ static bool passes(const struct sonde_view_filter *f, const struct sonde_view_ev
 	    (e->time_ns < f->time_from_ns || (f->time_to_ns && e->time_ns > f->time_to_ns)))
 		return false;
 	return !f->states || (f->states >> e->state & 1);
+}
+
+/* Seconds as nanoseconds, rounded up (up != 0) or down; a value within a thousandth of a
+ * nanosecond of a whole one is that one, so that a time given to the nanosecond (an
+ * event's own) is not lost to the double's rounding. */
+static uint64_t ns_of(double s, int up)
+{
+	double x = s > 0 ? s * 1e9 : 0, whole = nearbyint(x);
+
+	return (uint64_t)(fabs(x - whole) < 1e-3 ? whole : up ? ceil(x) : floor(x));
+}
+
+void sonde_view_filter__time_s(struct sonde_view_filter *f, uint64_t start_ns, double from_s,
+			       double to_s)
+{
+	if (!f)
+		return;
+	f->time_range = 1;
+	f->time_from_ns = start_ns + ns_of(from_s, 1);
+	f->time_to_ns = to_s < 0 ? 0 : start_ns + ns_of(to_s, 0);
+	if (to_s >= 0 && !f->time_to_ns)
+		f->time_to_ns = 1;
 }
 
 int sonde_view_filter__match(const struct sonde_view_filter *f, const struct sonde_view_event *e)
@@ -346,24 +347,27 @@ static int entry_labels(struct sonde_view *v, struct view_entry *e)
 	return 0;
 }
 
-int sonde_view__add(struct sonde_view *v, const struct sonde_view_event *e, const uint32_t *funcs,
-		    size_t n)
+int64_t sonde_view__stack(struct sonde_view *v, const uint32_t *funcs, size_t n)
 {
-	if (!v || !e || (n && !funcs) || !OPTS_VALID(e, sonde_view_event) ||
-	    e->state >= SONDE_VIEW_STATES)
+	if (!v || (n && !funcs))
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		if (!funcs[i] || funcs[i] >= v->funcs.n)
 			return -EINVAL;
-	if (!passes(&v->filt, e))
-		return 0;
-	int64_t stack = stack_intern(v, funcs, n), comm = intern(v, e->comm),
-		process = intern(v, e->process);
-	if (stack < 0 || comm < 0 || process < 0)
+	return stack_intern(v, funcs, n);
+}
+
+/* Adds e under stack id `stack`; e is valid and passed the filter. */
+static int add_entry(struct sonde_view *v, const struct sonde_view_event *e, uint32_t stack)
+{
+	int64_t comm = intern(v, e->comm), process = intern(v, e->process);
+	if (comm < 0 || process < 0)
 		return -ENOMEM;
-	struct entry_key k = {(uint32_t)stack, e->pid,		 e->tid,  e->cpu,
-			      (uint32_t)comm,  (uint32_t)process, e->state};
-	uint32_t h = (uint32_t)idmap_hash_bytes(&k, sizeof(k));
+	struct entry_key k = {stack,   e->pid, e->tid, e->cpu, (uint32_t)comm, (uint32_t)process,
+			      e->state};
+	uint32_t h = (uint32_t)u64_hash(((uint64_t)k.stack << 32 | k.tid) ^
+					u64_hash((uint64_t)k.cpu << 32 | k.comm) ^
+					u64_hash((uint64_t)k.process << 32 | k.pid) ^ k.state);
 	int64_t id = sonde__idmap_find(&v->entry_index, h, entry_eq, v, &k);
 	if (id < 0) {
 		struct view_entry *en = ARR_PUSH(v->entries);
@@ -384,6 +388,29 @@ int sonde_view__add(struct sonde_view *v, const struct sonde_view_event *e, cons
 	return 1;
 }
 
+int sonde_view__add_stack(struct sonde_view *v, const struct sonde_view_event *e, uint32_t stack)
+{
+	if (!v || !e || !OPTS_VALID(e, sonde_view_event) || e->state >= SONDE_VIEW_STATES ||
+	    stack >= v->stacks.n)
+		return -EINVAL;
+	return passes(&v->filt, e) ? add_entry(v, e, stack) : 0;
+}
+
+int sonde_view__add(struct sonde_view *v, const struct sonde_view_event *e, const uint32_t *funcs,
+		    size_t n)
+{
+	if (!v || !e || (n && !funcs) || !OPTS_VALID(e, sonde_view_event) ||
+	    e->state >= SONDE_VIEW_STATES)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!funcs[i] || funcs[i] >= v->funcs.n)
+			return -EINVAL;
+	if (!passes(&v->filt, e))
+		return 0;
+	int64_t stack = stack_intern(v, funcs, n);
+	return stack < 0 ? (int)stack : add_entry(v, e, (uint32_t)stack);
+}
+
 void sonde_view__clear(struct sonde_view *v)
 {
 	if (!v)
@@ -399,6 +426,79 @@ uint64_t sonde_view__total(const struct sonde_view *v, uint64_t *events)
 	if (events)
 		*events = v ? v->events : 0;
 	return v ? v->total : 0;
+}
+
+/* The state frame of entry e (0: none): with state_frames, an off-CPU entry's innermost. */
+static uint32_t state_func_of(const struct sonde_view *v, const struct view_entry *e)
+{
+	return v->state_func[e->state];
+}
+
+/* Function k of entry e's stack s, innermost first, its state frame (sf) included. */
+static uint32_t entry_func(const struct sonde_view *v, const struct view_stack *s, uint32_t sf,
+			   uint32_t k)
+{
+	return sf && k == 0 ? sf : v->stack_ids.v[s->first + k - (sf != 0)];
+}
+
+/* Counts key into set m when new: 1 when new, 0 when seen, -ENOMEM. */
+static int count_new(struct u64map *m, uint64_t key)
+{
+	if (sonde__u64map_get(m, key))
+		return 0;
+	return sonde__u64map_put(m, key, 0) < 0 ? -ENOMEM : 1;
+}
+
+/* Whether entry e's stack holds a function the symbolizer could not name. */
+static bool has_unresolved(const struct sonde_view *v, const struct view_entry *e)
+{
+	const struct view_stack *s = &v->stacks.v[e->stack];
+
+	for (uint32_t j = 0; j < s->n; j++)
+		if (v->funcs.v[v->stack_ids.v[s->first + j]].origin & FUNC_UNRESOLVED)
+			return true;
+	return false;
+}
+
+int sonde_view__stats(const struct sonde_view *v, struct sonde_view_stats *st)
+{
+	struct sonde_view_stats r = {.sz = sizeof(r)};
+	struct u64map pids = {0}, tids = {0}, stacks = {0};
+	int err = 0;
+
+	if (!v || !st || !OPTS_OUT_VALID(st))
+		return -EINVAL;
+	r.total = v->total;
+	r.events = v->events;
+	for (uint32_t i = 0; i < v->entries.n && err >= 0; i++) {
+		const struct view_entry *e = &v->entries.v[i];
+		uint32_t sf = state_func_of(v, e);
+		r.weight[e->state] += e->weight;
+		r.state_events[e->state] += e->events;
+		if (!v->stacks.v[e->stack].n && !sf)
+			r.empty += e->events;
+		else if (e->weight)
+			/* a state frame makes another stack: a state in the key's low bits */
+			err = count_new(&stacks, (uint64_t)e->stack << 3 | (sf ? e->state : 0));
+		if (err >= 0)
+			err = count_new(&pids, e->pid);
+		if (err >= 0)
+			err = count_new(&tids, (uint64_t)e->pid << 32 | e->tid);
+		if (has_unresolved(v, e))
+			r.unresolved += e->weight;
+	}
+	r.processes = (uint32_t)u64map_count(&pids);
+	r.threads = (uint32_t)u64map_count(&tids);
+	r.stacks = u64map_count(&stacks);
+	sonde__u64map_free(&pids);
+	sonde__u64map_free(&tids);
+	sonde__u64map_free(&stacks);
+	if (err < 0)
+		return err;
+	size_t sz = opts_sz(st);
+	memcpy((char *)st + sizeof(sz), (char *)&r + sizeof(sz),
+	       (sz < sizeof(r) ? sz : sizeof(r)) - sizeof(sz));
+	return 0;
 }
 
 /* The row under key, added (with the given fields) when new; NULL when out of memory. */
@@ -429,13 +529,14 @@ static int count_function_rows(struct sonde_view *v, uint32_t i, enum sonde_view
 {
 	const struct view_entry *e = &v->entries.v[i];
 	const struct view_stack *s = &v->stacks.v[e->stack];
+	uint32_t sf = state_func_of(v, e), n = s->n + (sf != 0);
 	uint32_t label = g == SONDE_VIEW_BY_FUNCTION_PROCESS  ? e->plabel
 			 : g == SONDE_VIEW_BY_FUNCTION_THREAD ? e->tlabel
 							      : 0;
 
-	for (uint32_t j = 0; j < s->n; j++) {
-		uint32_t fid = v->stack_ids.v[s->first + j];
-		const struct view_func *f = &v->funcs.v[fid];
+	for (uint32_t j = 0; j < n; j++) {
+		uint32_t fid = entry_func(v, s, sf, j);
+		const struct tab_func *f = &v->funcs.v[fid];
 		struct sonde_view_row init = {
 			.name = str_of(v, f->name),
 			.module = str_of(v, f->module),
@@ -494,19 +595,30 @@ static int cmp_u64_desc(uint64_t a, uint64_t b)
 	return a == b ? 0 : a < b ? 1 : -1;
 }
 
+struct row_order {
+	enum sonde_view_sort sort;
+	bool cpus;	   /* CPU rows */
+	bool ties_by_name; /* no second weight */
+};
+
 static int row_cmp(const void *pa, const void *pb, void *ctx)
 {
 	const struct sonde_view_row *a = pa, *b = pb;
-	enum sonde_view_sort sort = *(const enum sonde_view_sort *)ctx;
+	const struct row_order *o = ctx;
+	enum sonde_view_sort sort = o->sort;
 	int c = 0;
 
 	if (sort == SONDE_VIEW_SORT_SELF)
-		c = cmp_u64_desc(a->self, b->self) ?: cmp_u64_desc(a->total, b->total);
+		c = cmp_u64_desc(a->self, b->self)
+			    ?: (o->ties_by_name ? 0 : cmp_u64_desc(a->total, b->total));
 	else if (sort == SONDE_VIEW_SORT_TOTAL)
-		c = cmp_u64_desc(a->total, b->total) ?: cmp_u64_desc(a->self, b->self);
+		c = cmp_u64_desc(a->total, b->total)
+			    ?: (o->ties_by_name ? 0 : cmp_u64_desc(a->self, b->self));
 	else if (sort == SONDE_VIEW_SORT_PROCESS)
 		c = strcmp(a->label, b->label) ?: cmp_u64_desc(a->self, b->self)
 							     ?: cmp_u64_desc(a->total, b->total);
+	else if (o->cpus) /* by name: a CPU's name is its number, none ([unknown]) last */
+		c = (a->cpu > b->cpu) - (a->cpu < b->cpu);
 	if (!c)
 		c = strcmp(a->name, b->name) ?: strcmp(a->module, b->module);
 	if (!c)
@@ -545,7 +657,9 @@ int sonde_view__rows(struct sonde_view *v, const struct sonde_view_rows_opts *op
 			return err;
 	}
 	if (v->rows.n > 1)
-		qsort_r(v->rows.v, v->rows.n, sizeof(*v->rows.v), row_cmp, &sort);
+		qsort_r(v->rows.v, v->rows.n, sizeof(*v->rows.v), row_cmp,
+			&(struct row_order){sort, g == SONDE_VIEW_BY_CPU,
+					    OPTS_GET(opts, ties_by_name, 0) != 0});
 	*rows = v->rows.v;
 	*n = max && max < v->rows.n ? max : v->rows.n;
 	if (n_all)
@@ -560,7 +674,9 @@ static uint64_t *self_by_func(const struct sonde_view *v)
 
 	for (uint32_t i = 0; self && i < v->entries.n; i++) {
 		const struct view_entry *e = &v->entries.v[i];
-		if (e->stack)
+		if (state_func_of(v, e))
+			self[state_func_of(v, e)] += e->weight;
+		else if (e->stack)
 			self[v->stack_ids.v[v->stacks.v[e->stack].first]] += e->weight;
 	}
 	return self;
@@ -679,17 +795,18 @@ int sonde_view__write_folded(const struct sonde_view *v, int fd,
 	for (uint32_t i = 0; i < v->entries.n; i++) {
 		const struct view_entry *e = &v->entries.v[i];
 		const struct view_stack *s = &v->stacks.v[e->stack];
-		if (!e->weight || (!s->n && roots == SONDE_VIEW_ROOTS_NONE))
+		uint32_t sf = state_func_of(v, e), depth = s->n + (sf != 0);
+		if (!e->weight || (!depth && roots == SONDE_VIEW_ROOTS_NONE))
 			continue;
 		lines[n] = (struct folded_line){(uint32_t)text.len, e->weight};
 		if (roots != SONDE_VIEW_ROOTS_NONE) {
 			put_name(&text,
 				 str_of(v, roots == SONDE_VIEW_ROOTS_PROCESS ? e->plabel : e->tlabel));
-			if (s->n)
+			if (depth)
 				buf_put_u8(&text, ';');
 		}
-		for (uint32_t j = s->n; j-- > 0;) {
-			put_name(&text, str_of(v, v->funcs.v[v->stack_ids.v[s->first + j]].name));
+		for (uint32_t j = depth; j-- > 0;) {
+			put_name(&text, str_of(v, v->funcs.v[entry_func(v, s, sf, j)].name));
 			if (j)
 				buf_put_u8(&text, ';');
 		}

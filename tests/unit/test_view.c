@@ -417,3 +417,165 @@ TEST(view_folded_export_of_a_profile_sums_before_rounding)
 	close(fd);
 	sonde_profile__free(p);
 }
+
+/* What a spool reader does: stacks resolved once and added by id, off-CPU events under
+ * their state's frame, and the figures of its header (states, threads, stacks, empty
+ * stacks, unresolved weight). */
+TEST(view_state_frames_stack_ids_and_stats)
+{
+	struct sonde_view_opts o = {.sz = sizeof(o), .state_frames = 1};
+	struct sonde_view *v = ASSERT_NOT_NULL(sonde_view__new(&o));
+	uint32_t main_ = fn(v, "main", "prog"), rd = fn(v, "read", "libc.so.6");
+	uint32_t raw = fn(v, "0x1234", "[unknown]");
+	uint32_t io[] = {rd, main_}, odd[] = {raw, main_};
+	int64_t s_io = sonde_view__stack(v, io, 2), s_odd = sonde_view__stack(v, odd, 2);
+	struct sonde_view_stats st = {.sz = sizeof(st)};
+	size_t n;
+
+	ASSERT_INT(s_io, >, 0);
+	ASSERT_INT(sonde_view__stack(v, io, 2), ==, s_io); /* interned once */
+	ASSERT_INT(sonde_view__stack(v, io, 0), ==, 0);	   /* the empty stack */
+	ASSERT_INT(sonde_view__stack(v, (uint32_t[]){99}, 1), ==, -EINVAL);
+	ASSERT_OK(sonde_view__func_unresolved(v, raw));
+	ASSERT_ERR(sonde_view__func_unresolved(v, 99), -EINVAL);
+	ASSERT_STR_EQ(sonde_view_state_name(SONDE_VIEW_SLEEPING), "[off-cpu: S]");
+	ASSERT_STR_EQ(sonde_view_state_name(SONDE_VIEW_UNKNOWN), "[unknown: lost records]");
+	ASSERT_STR_EQ(sonde_view_state_name(SONDE_VIEW_ON_CPU), "");
+
+	/* on CPU in read (3 + 1 empty), sleeping in read (1000 ns), blocked in read, an
+	 * unresolved frame on another thread (5), and an interval with no stack at all */
+	struct sonde_view_event e = ev(10, 10, "prog", 0, 1, 3);
+	ASSERT_INT(sonde_view__add_stack(v, &e, (uint32_t)s_io), ==, 1);
+	e.weight = 1;
+	ASSERT_INT(sonde_view__add_stack(v, &e, 0), ==, 1);
+	e.state = SONDE_VIEW_SLEEPING;
+	e.weight = 1000;
+	ASSERT_INT(sonde_view__add_stack(v, &e, (uint32_t)s_io), ==, 1);
+	e.state = SONDE_VIEW_BLOCKED;
+	e.weight = 10;
+	ASSERT_INT(sonde_view__add_stack(v, &e, (uint32_t)s_io), ==, 1);
+	e.state = SONDE_VIEW_UNKNOWN;
+	e.weight = 7;
+	ASSERT_INT(sonde_view__add_stack(v, &e, 0), ==, 1);
+	e = ev(10, 11, "worker", 1, 2, 5);
+	ASSERT_INT(sonde_view__add_stack(v, &e, (uint32_t)s_odd), ==, 1);
+	ASSERT_ERR(sonde_view__add_stack(v, &e, 999), -EINVAL);
+
+	ASSERT_OK(sonde_view__stats(v, &st));
+	ASSERT_UINT(st.total, ==, 3 + 1 + 1000 + 10 + 7 + 5);
+	ASSERT_UINT(st.events, ==, 6);
+	ASSERT_UINT(st.weight[SONDE_VIEW_ON_CPU], ==, 3 + 1 + 5);
+	ASSERT_UINT(st.state_events[SONDE_VIEW_ON_CPU], ==, 3);
+	ASSERT_UINT(st.weight[SONDE_VIEW_SLEEPING], ==, 1000);
+	ASSERT_UINT(st.state_events[SONDE_VIEW_UNKNOWN], ==, 1);
+	ASSERT_UINT(st.processes, ==, 1);
+	ASSERT_UINT(st.threads, ==, 2);
+	/* read;main on CPU, sleeping and blocked are three stacks, 0x1234;main a fourth, the
+	 * lone [unknown: lost records] a fifth; the empty on-CPU one is not a stack */
+	ASSERT_UINT(st.stacks, ==, 5);
+	ASSERT_UINT(st.empty, ==, 1);
+	ASSERT_UINT(st.unresolved, ==, 5);
+
+	const struct sonde_view_row *r =
+		rows_of(v, SONDE_VIEW_BY_FUNCTION, SONDE_VIEW_SORT_SELF, 0, &n, NULL);
+	ASSERT_STR_EQ(r[0].name, "[off-cpu: S]");
+	ASSERT_STR_EQ(r[0].module, "[sched]");
+	ASSERT_UINT(r[0].self, ==, 1000);
+	ASSERT_STR_EQ(r[1].name, "[off-cpu: D]");
+	ASSERT_STR_EQ(r[2].name, "[unknown: lost records]");
+	ASSERT_UINT(r[2].self, ==, 7);
+	ASSERT_STR_EQ(r[3].name, "0x1234");
+	ASSERT_STR_EQ(r[4].name, "read");
+	ASSERT_UINT(r[4].self, ==, 3); /* on CPU only: off it, the state is innermost */
+	ASSERT_UINT(r[4].total, ==, 1013);
+
+	char *text = folded(v, SONDE_VIEW_ROOTS_NONE, 1);
+	ASSERT_STR_EQ(text, "[unknown: lost records] 7\n"
+			    "main;0x1234 5\n"
+			    "main;read 3\n"
+			    "main;read;[off-cpu: D] 10\n"
+			    "main;read;[off-cpu: S] 1000\n");
+	free(text);
+
+	/* a state frame is a function like any other to a diff */
+	struct sonde_view *before = ASSERT_NOT_NULL(sonde_view__new(&o));
+	uint32_t b_rd = fn(before, "read", "libc.so.6");
+	e = ev(10, 10, "prog", 0, 1, 10);
+	e.state = SONDE_VIEW_SLEEPING;
+	ASSERT_INT(sonde_view__add(before, &e, &b_rd, 1), ==, 1);
+	const struct sonde_view_diff_row *d;
+	ASSERT_OK(sonde_view__diff(before, v, &d, &n));
+	ASSERT_STR_EQ(d[0].name, "[off-cpu: S]");
+	ASSERT_UINT(d[0].before, ==, 10);
+	ASSERT_UINT(d[0].after, ==, 1000);
+	sonde_view__free(before);
+
+	/* an older caller's shorter stats struct gets what it has room for */
+	struct {
+		size_t sz;
+		uint64_t total;
+	} small = {.sz = sizeof(small)};
+	ASSERT_OK(sonde_view__stats(v, (struct sonde_view_stats *)&small));
+	ASSERT_UINT(small.total, ==, st.total);
+	ASSERT_ERR(sonde_view__stats(v, &(struct sonde_view_stats){0}), -EINVAL);
+	sonde_view__free(v);
+}
+
+/* report's order: ties in the key go to the name, not the other weight; CPUs by number. */
+TEST(view_rows_ties_by_name_and_cpus_by_number)
+{
+	struct sonde_view *v = ASSERT_NOT_NULL(sonde_view__new(NULL));
+	uint32_t a = fn(v, "a", "m"), b = fn(v, "b", "m"), top = fn(v, "top", "m");
+	uint32_t deep[] = {b, top};
+	struct sonde_view_rows_opts o = {.sz = sizeof(o), .sort = SONDE_VIEW_SORT_SELF};
+	const struct sonde_view_row *r;
+	size_t n;
+
+	/* a, b and top all self 2; top has total 4 */
+	struct sonde_view_event e = ev(1, 1, "p", 10, 0, 2);
+	ASSERT_INT(sonde_view__add(v, &e, &a, 1), ==, 1);
+	e.cpu = 9;
+	ASSERT_INT(sonde_view__add(v, &e, deep, 2), ==, 1);
+	e.cpu = SONDE_VIEW_CPU_NONE;
+	e.weight = 1;
+	ASSERT_INT(sonde_view__add(v, &e, &top, 1), ==, 1);
+	e.cpu = 2;
+	ASSERT_INT(sonde_view__add(v, &e, &top, 1), ==, 1);
+
+	ASSERT_OK(sonde_view__rows(v, &o, &r, &n, NULL));
+	ASSERT_STR_EQ(r[0].name, "top"); /* self 2, total 4: first without ties_by_name */
+	ASSERT_STR_EQ(r[1].name, "a");
+	o.ties_by_name = 1;
+	ASSERT_OK(sonde_view__rows(v, &o, &r, &n, NULL));
+	ASSERT_STR_EQ(r[0].name, "a");
+	ASSERT_STR_EQ(r[1].name, "b");
+	ASSERT_STR_EQ(r[2].name, "top");
+
+	o = (struct sonde_view_rows_opts){
+		.sz = sizeof(o), .group = SONDE_VIEW_BY_CPU, .sort = SONDE_VIEW_SORT_NAME};
+	ASSERT_OK(sonde_view__rows(v, &o, &r, &n, NULL));
+	ASSERT_UINT(n, ==, 4);
+	ASSERT_STR_EQ(r[0].name, "2");
+	ASSERT_STR_EQ(r[1].name, "9");
+	ASSERT_STR_EQ(r[2].name, "10"); /* by number, not text */
+	ASSERT_STR_EQ(r[3].name, "[unknown]");
+	sonde_view__free(v);
+}
+
+/* --time's seconds on the events' clock: rounded inward, a time given to the nanosecond
+ * kept exactly (0.001001001 * 1e9 is not 1001001 in a double). */
+TEST(view_filter_time_in_seconds)
+{
+	struct sonde_view_filter f = {.sz = sizeof(f)};
+
+	sonde_view_filter__time_s(&f, 5000000000ULL, 0.001001001, 0.0100000015);
+	ASSERT_INT(f.time_range, ==, 1);
+	ASSERT_UINT(f.time_from_ns, ==, 5001001001ULL);
+	ASSERT_UINT(f.time_to_ns, ==, 5010000001ULL); /* the last nanosecond at or before */
+	sonde_view_filter__time_s(&f, 5000000000ULL, 0.0000000015, -1);
+	ASSERT_UINT(f.time_from_ns, ==, 5000000002ULL); /* the first at or after */
+	ASSERT_UINT(f.time_to_ns, ==, 0);		/* no end */
+	sonde_view_filter__time_s(&f, 0, 0, 0);		/* ends at the clock's zero: not "no end" */
+	ASSERT_UINT(f.time_to_ns, ==, 1);
+	sonde_view_filter__time_s(NULL, 0, 0, 0); /* nothing to set */
+}
