@@ -86,6 +86,10 @@ struct report {
 	uint64_t total;	  /* their weight: samples, or nanoseconds */
 	uint64_t on_samples, intervals; /* of those, on-CPU samples and off-CPU intervals */
 	uint64_t on_ns, off_ns;		/* their weights under a time metric */
+	uint64_t unsampled_ns;		/* of on_ns: tasks' stays on CPUs with no sample */
+	/* --metric wall: each sample's weight, by the CPUs' switches where the recording
+	 * kept them (sonde__acct_weights), and the on-CPU time of tasks never sampled */
+	struct sonde_acct_weights weights;
 	uint64_t unknown_ns, unknowns;	/* of off_ns: intervals a loss cut, and how many */
 	uint64_t short_count, short_ns; /* intervals too short to stack (of the threads kept) */
 	uint64_t empty;			/* samples with an empty stack */
@@ -118,11 +122,13 @@ struct report {
 	uint64_t unresolved;	  /* of those, the ones the symbolizer could not name */
 	/* Counts are kept per unit: a stack node of on-CPU samples (unit = node), or of
 	 * off-CPU intervals in state s (unit = (1 + s) * (stacks + 1) + node), whose stack
+	 * gets the state's pseudo-frame as its leaf; the unknown state, then on-CPU time no
+	 * sample saw (--metric wall with the CPUs' switches) come after the states.
 	 * gets the state's pseudo-frame as its leaf. */
 	uint64_t *node_count; /* weight per unit */
 	uint32_t n_units;
-	/* func id + 1 of each state's frame, then of the unknown frame */
-	uint32_t state_func[SONDE_OFFCPU_STATES + 1];
+	/* func id + 1 of each state's frame, then of the unknown and the unsampled frames */
+	uint32_t state_func[SONDE_OFFCPU_STATES + 2];
 	uint32_t *node_pid;	       /* pid of a sample of that node (for raw addresses) */
 	struct buf stack;	       /* uint32_t func ids of the stack being walked, leaf first */
 	struct cli_progress *progress; /* NULL: none shown */
@@ -145,8 +151,9 @@ static void usage(FILE *f)
 		"                off-cpu: the time threads spent off the CPU (a recording made\n"
 		"                with record's off-CPU option), under an [off-cpu: R|S|D|other]\n"
 		"                frame naming the state;\n"
-		"                wall: both, samples weighing their period; --folded then prints\n"
-		"                microseconds, the tables milliseconds\n"
+		"                wall: both, samples weighing their period (where the CPUs'\n"
+		"                switches were recorded, their thread's on-CPU time by them);\n"
+		"                --folded then prints microseconds, the tables milliseconds\n"
 		"  --top N       rows per table (default 20)\n"
 		"  --column auto|process|thread|none  a column naming the process ('comm-pid') or\n"
 		"                thread ('comm-pid/tid') of each row, whose counts are then its\n"
@@ -311,9 +318,9 @@ static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 /* The pseudo-function of off-CPU state s, the leaf of its intervals' stacks. */
 static long state_func(struct report *r, uint32_t s)
 {
-	static const char *const names[SONDE_OFFCPU_STATES + 1] = {
-		"[off-cpu: R]", "[off-cpu: S]", "[off-cpu: D]", "[off-cpu: other]",
-		"[unknown: lost records]"};
+	static const char *const names[SONDE_OFFCPU_STATES + 2] = {
+		"[off-cpu: R]",		   "[off-cpu: S]",	      "[off-cpu: D]",
+		"[off-cpu: other]",	   "[unknown: lost records]", "[on-cpu: not sampled]"};
 
 	if (!r->state_func[s]) {
 		long id = func_intern(r, names[s], "[sched]");
@@ -452,9 +459,12 @@ static int by_root_node(const void *a, const void *b)
 /* Distinct values in a sorted-in-place array. */
 static uint32_t distinct(uint64_t *v, size_t n);
 
-/* One event to count: sample i, then (for off-CPU metrics) interval i - samples. Fills
- * *smp (an interval as a sample at its switch-out), its weight and unit; 0, or -ERANGE
- * past the last. */
+/* The kind of unit (unit / (stacks + 1)) of on-CPU time no sample saw. */
+enum { KIND_UNSAMPLED = 2 + SONDE_OFFCPU_STATES };
+
+/* One event to count: sample i, then (for off-CPU metrics) interval i - samples, then
+ * (--metric wall by the switches) the tasks that ran unsampled. Fills *smp (an interval as
+ * a sample at its switch-out), its weight and unit; 0, or -ERANGE past the last. */
 static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sample *smp,
 		      uint64_t *weight, uint32_t *unit)
 {
@@ -464,8 +474,9 @@ static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sam
 	if (i < base) {
 		if (sonde_spool__get_sample(r->spool, i, smp) < 0)
 			return -ERANGE;
-		*weight = r->metric == SONDE_PROFILE_METRIC_WALL ? r->info.header.sample_period_ns
-								 : 1;
+		*weight = r->metric != SONDE_PROFILE_METRIC_WALL ? 1
+			  : r->weights.sample_ns		 ? r->weights.sample_ns[i]
+							 : r->info.header.sample_period_ns;
 		*unit = smp->stack;
 		return 0;
 	}
@@ -473,7 +484,19 @@ static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sam
 		return -ERANGE;
 	/* the intervals, then those a loss cut (under the unknown frame, past the states) */
 	uint64_t n_off = sonde_spool__offcpu_count(r->spool);
+	uint64_t n_unknown = sonde_spool__unknown_count(r->spool);
 	uint32_t kind;
+	if (i - base >= n_off + n_unknown) {
+		uint64_t u = i - base - n_off - n_unknown;
+		if (u >= r->weights.n_unsampled)
+			return -ERANGE;
+		const struct sonde_acct_unsampled *un = &r->weights.unsampled[u];
+		*smp = (struct sonde_spool_sample){un->time_ns, un->thread, 0, 0,
+						   SONDE_SPOOL_CPU_NONE};
+		*weight = un->on_ns;
+		*unit = KIND_UNSAMPLED * (r->info.stacks + 1);
+		return 0;
+	}
 	if (i - base < n_off) {
 		if (sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
 			return -ERANGE;
@@ -518,9 +541,9 @@ static int count_nodes(struct report *r)
 {
 	struct sonde_spool_sample smp;
 	struct sonde_spool_thread t;
-	uint64_t *pids = NULL, *tids = NULL, w, kinds = 2 + SONDE_OFFCPU_STATES;
+	uint64_t *pids = NULL, *tids = NULL, w, kinds = KIND_UNSAMPLED + 1;
 	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool) +
-			  sonde_spool__unknown_count(r->spool);
+			  sonde_spool__unknown_count(r->spool) + r->weights.n_unsampled;
 	size_t n = 0, cap = 0;
 	uint32_t unit;
 	int err = 0;
@@ -580,6 +603,9 @@ static int count_nodes(struct report *r)
 			r->on_samples++;
 			r->on_ns += w;
 			r->empty += unit == 0;
+		} else if (unit / (r->info.stacks + 1) == KIND_UNSAMPLED) {
+			r->on_ns += w;
+			r->unsampled_ns += w;
 		} else {
 			r->intervals++;
 			r->off_ns += w;
@@ -852,7 +878,12 @@ static void print_metric(const struct report *r)
 		return;
 	}
 	printf("metric %s: %.3f s in all", sonde_profile__metric_name(r->metric), r->total / 1e9);
-	if (r->metric == SONDE_PROFILE_METRIC_WALL)
+	if (r->metric == SONDE_PROFILE_METRIC_WALL && r->weights.exact)
+		printf(" = %.3f s on CPU (by the CPUs' switches, spread over %" PRIu64
+		       " samples; %.3f s of it not sampled) + %.3f s off CPU",
+		       r->on_ns / 1e9, r->on_samples, r->unsampled_ns / 1e9,
+		       (r->off_ns - r->unknown_ns) / 1e9);
+	else if (r->metric == SONDE_PROFILE_METRIC_WALL)
 		printf(" = %.3f s on CPU (%" PRIu64 " samples of %.3f ms) + %.3f s off CPU",
 		       r->on_ns / 1e9, r->on_samples, r->info.header.sample_period_ns / 1e6,
 		       (r->off_ns - r->unknown_ns) / 1e9);
@@ -1202,6 +1233,7 @@ static void report_free(struct report *r)
 	free(r->cpu_count);
 	free(r->filt.cpus);
 	free(r->rows);
+	sonde__acct_weights_free(&r->weights);
 	sonde__u64map_free(&r->row_of);
 	sonde__buf_free(&r->frame_funcs);
 	sonde__buf_free(&r->stack);
@@ -1536,6 +1568,14 @@ static int load(struct report *r)
 	if (!r->sym) {
 		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
 		return CLI_FAILURE;
+	}
+	/* the wall metric's on-CPU time by the CPUs' switches where the recording kept them */
+	if (r->metric == SONDE_PROFILE_METRIC_WALL && sonde_spool__switch_cpus(r->spool)) {
+		int err = sonde__acct_weights(r->spool, &r->weights);
+		if (err < 0) {
+			cli_error("report", "%s: %s", r->path, sonde_strerror(err));
+			return CLI_FAILURE;
+		}
 	}
 	if (r->column_auto && !r->folded)
 		decide_column(r);
