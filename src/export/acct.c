@@ -14,6 +14,7 @@ struct build {
 	const struct sonde_profile_spool_opts *f; /* NULL: no filter */
 	bool narrowed; /* a time or CPU filter: rows are not whole lives */
 	struct sonde_acct_task **by_thread; /* by spool thread id - 1; NULL: filtered out */
+	uint64_t *last_in; /* by task index: the latest switch-in of its intervals */
 	size_t cap;
 	struct sonde_acct *a;
 };
@@ -264,6 +265,9 @@ static int add_intervals(struct build *b, bool unknown)
 		if (!task)
 			continue;
 		seen_at(task, o.switch_out_ns);
+		uint64_t *last = &b->last_in[task - b->a->tasks]; /* clipped below */
+		if (o.switch_in_ns > *last)
+			*last = o.switch_in_ns;
 		if (sonde_spool__get_thread(b->s, o.thread, &t) < 0 ||
 		    !kept(b, &t, o.switch_out_ns, o.cpu))
 			continue;
@@ -448,6 +452,11 @@ static int close_tasks(struct build *b)
 			task->start_ns = a->window_start_ns;
 		if (task->start_ns > a->window_end_ns) /* seen after the machine was */
 			task->start_ns = a->window_end_ns;
+		/* a wait written after the exit (preempted on the way out) ended when the task
+		 * ran again: its life goes on at least to there, though the switches that
+		 * followed went unseen (a loss) */
+		if (task->exited && b->last_in[k] > task->end_ns)
+			task->end_ns = b->last_in[k];
 		if (!task->exited || task->end_ns > a->window_end_ns)
 			task->end_ns = a->window_end_ns;
 		if (task->end_ns < task->start_ns)
@@ -503,15 +512,20 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 		return -ENOMEM;
 	b.narrowed = f && (f->n_cpus || f->time_range);
 	sonde__acct_window(s, &out->window_start_ns, &out->window_end_ns);
-	if ((err = make_tasks(&b)) < 0 || (err = add_samples(&b)) < 0 ||
+	if ((err = make_tasks(&b)) < 0)
+		goto fail;
+	b.last_in = calloc(out->n_tasks + 1, sizeof(*b.last_in));
+	if (!b.last_in) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	if ((err = add_samples(&b)) < 0 ||
 	    (err = add_intervals(&b, false)) < 0 || (err = add_intervals(&b, true)) < 0 ||
 	    (err = add_shorts(&b)) < 0 || (err = add_runs(&b)) < 0 ||
-	    (err = close_tasks(&b)) < 0 || (err = add_cpus(&b)) < 0) {
-		free(b.by_thread);
-		sonde__acct_free(out);
-		return err;
-	}
+	    (err = close_tasks(&b)) < 0 || (err = add_cpus(&b)) < 0)
+		goto fail;
 	free(b.by_thread);
+	free(b.last_in);
 	for (size_t k = 0; k < out->n_tasks; k++)
 		out->exact_on |= out->tasks[k].exact_on;
 	for (size_t i = 0; i < out->n_rows; i++)
@@ -523,6 +537,11 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 	if (out->n_rows)
 		qsort(out->rows, out->n_rows, sizeof(*out->rows), by_total);
 	return 0;
+fail:
+	free(b.by_thread);
+	free(b.last_in);
+	sonde__acct_free(out);
+	return err;
 }
 
 void sonde__acct_free(struct sonde_acct *a)

@@ -39,7 +39,8 @@ struct sonde_acct_row {
 /* One recorded task (a kernel thread: pid and tid, over however many spool thread ids a
  * rename gave it) and its life: from its first sight (the first record of it: a switch
  * that took it off or brought it in, a sample, an interval, its definition) to its exit
- * (EXIT record; on to its last switch-out, which follows) or the end of the window. Its
+ * (EXIT record; on to its last switch-out, which follows, or to the end of a wait written
+ * after it when the switches that followed went unseen) or the end of the window. Its
  * parts add up to its life exactly: ns[] (on-CPU by the switches when the recording kept
  * them, else samples x period; the off-CPU states; unknown; short) + unseen_ns - over_ns. */
 struct sonde_acct_task {
