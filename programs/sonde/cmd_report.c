@@ -318,9 +318,12 @@ static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
 /* The pseudo-function of off-CPU state s, the leaf of its intervals' stacks. */
 static long state_func(struct report *r, uint32_t s)
 {
-	static const char *const names[SONDE_OFFCPU_STATES + 2] = {
-		"[off-cpu: R]",		   "[off-cpu: S]",	      "[off-cpu: D]",
-		"[off-cpu: other]",	   "[unknown: lost records]", "[on-cpu: not sampled]"};
+	static const char *const names[SONDE_OFFCPU_STATES + 2] = {"[off-cpu: R]",
+								   "[off-cpu: S]",
+								   "[off-cpu: D]",
+								   "[off-cpu: other]",
+								   "[unknown: lost records]",
+								   "[on-cpu: not sampled]"};
 
 	if (!r->state_func[s]) {
 		long id = func_intern(r, names[s], "[sched]");
@@ -476,7 +479,7 @@ static int next_event(const struct report *r, uint64_t i, struct sonde_spool_sam
 			return -ERANGE;
 		*weight = r->metric != SONDE_PROFILE_METRIC_WALL ? 1
 			  : r->weights.sample_ns		 ? r->weights.sample_ns[i]
-							 : r->info.header.sample_period_ns;
+								 : r->info.header.sample_period_ns;
 		*unit = smp->stack;
 		return 0;
 	}

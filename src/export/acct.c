@@ -519,10 +519,9 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 		err = -ENOMEM;
 		goto fail;
 	}
-	if ((err = add_samples(&b)) < 0 ||
-	    (err = add_intervals(&b, false)) < 0 || (err = add_intervals(&b, true)) < 0 ||
-	    (err = add_shorts(&b)) < 0 || (err = add_runs(&b)) < 0 ||
-	    (err = close_tasks(&b)) < 0 || (err = add_cpus(&b)) < 0)
+	if ((err = add_samples(&b)) < 0 || (err = add_intervals(&b, false)) < 0 ||
+	    (err = add_intervals(&b, true)) < 0 || (err = add_shorts(&b)) < 0 ||
+	    (err = add_runs(&b)) < 0 || (err = close_tasks(&b)) < 0 || (err = add_cpus(&b)) < 0)
 		goto fail;
 	free(b.by_thread);
 	free(b.last_in);
@@ -623,9 +622,9 @@ int sonde__acct_weights(const struct sonde_spool *s, struct sonde_acct_weights *
 		if (!u)
 			goto out;
 		out->unsampled = u;
-		u[out->n_unsampled++] = (struct sonde_acct_unsampled){
-			first_thread[i], task->pid, task->tid, task->start_ns,
-			task->ns[SONDE_ACCT_ON]};
+		u[out->n_unsampled++] =
+			(struct sonde_acct_unsampled){first_thread[i], task->pid, task->tid,
+						      task->start_ns, task->ns[SONDE_ACCT_ON]};
 		out->exact = true;
 	}
 	err = 0;

@@ -320,9 +320,9 @@ static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 	node = with_root(c, r->sample.thread, node);
 	if (node < 0)
 		return (int)node;
-	int err = sonde__prof_add_sample_node(c->p, r->sample.time_ns,
-					      c->threads.v[r->sample.thread], (uint32_t)node,
-					      r->sample.cpu, 1);
+	int err =
+		sonde__prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
+					    (uint32_t)node, r->sample.cpu, 1);
 	if (!err)
 		c->p->samples.v[c->p->samples.n - 1].wall_ns = index;
 	return err;

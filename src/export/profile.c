@@ -337,9 +337,12 @@ uint64_t sonde_profile__sample_count(const struct sonde_profile *p)
 
 const char *sonde__prof_state_name(uint32_t state)
 {
-	static const char *const names[PROF_STATE_UNKNOWN + 2] = {
-		"[off-cpu: R]",		   "[off-cpu: S]",	      "[off-cpu: D]",
-		"[off-cpu: other]",	   "[unknown: lost records]", "[on-cpu: not sampled]"};
+	static const char *const names[PROF_STATE_UNKNOWN + 2] = {"[off-cpu: R]",
+								  "[off-cpu: S]",
+								  "[off-cpu: D]",
+								  "[off-cpu: other]",
+								  "[unknown: lost records]",
+								  "[on-cpu: not sampled]"};
 
 	return names[state <= PROF_STATE_UNKNOWN + 1 ? state : SONDE_OFFCPU_OTHER];
 }
@@ -367,8 +370,8 @@ int sonde__prof_add_unsampled(struct sonde_profile *p, uint64_t time_ns, uint32_
 
 	if (leaf < 0)
 		return (int)leaf;
-	err = sonde__prof_add_sample_node(p, time_ns, thread, (uint32_t)leaf,
-					  SONDE_SPOOL_CPU_NONE, 0);
+	err = sonde__prof_add_sample_node(p, time_ns, thread, (uint32_t)leaf, SONDE_SPOOL_CPU_NONE,
+					  0);
 	if (err)
 		return err;
 	p->samples.v[p->samples.n - 1].wall_ns = on_ns;

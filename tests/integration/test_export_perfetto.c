@@ -480,8 +480,8 @@ TEST(export_perfetto_unknown_time_is_a_slice)
 	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
 	ASSERT_OK(sonde_spool_writer__add_thread(w, s0, 77, 78, "napper", &th));
 	const struct sonde_spool_frame f = {0, 0x1234};
-	const struct sonde_spool_offcpu nap = {s0, s0 + 100 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING,
-					       0, 0, 0};
+	const struct sonde_spool_offcpu nap = {
+		s0, s0 + 100 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0};
 	const struct sonde_spool_offcpu lost[] = {
 		{s0 + 101 * ms, s0 + 151 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0},
 		{s0 + 160 * ms, s0 + 170 * ms, 0, th, 1, SONDE_OFFCPU_BLOCKED, 0, 0, 0},

@@ -906,7 +906,8 @@ static void wall_on_cpu(const char *out, const char *spool, double summary_on)
 	ASSERT_DOUBLE_NEAR(wall_on, summary_on, 0.0015);
 	for (int convert = 0; convert < 2; convert++) {
 		if (convert)
-			test_runf(&o, 60, "%s convert --metric wall --no-symbolize -f folded -o - %s",
+			test_runf(&o, 60,
+				  "%s convert --metric wall --no-symbolize -f folded -o - %s",
 				  test_bin("sonde"), spool);
 		else
 			test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"),
@@ -1106,12 +1107,14 @@ TEST(offcpu_wall_metric_weighs_samples_by_the_switches)
 	test_output_free(&o);
 	for (int convert = 0; convert < 2; convert++) {
 		if (convert)
-			test_runf(&o, 60,
-				  "%s convert --metric wall --no-symbolize --folded-roots thread -f "
-				  "folded -o - %s",
-				  test_bin("sonde"), spool);
+			test_runf(
+				&o, 60,
+				"%s convert --metric wall --no-symbolize --folded-roots thread -f "
+				"folded -o - %s",
+				test_bin("sonde"), spool);
 		else
-			test_runf(&o, 60, "%s report --folded --folded-roots thread --metric wall %s",
+			test_runf(&o, 60,
+				  "%s report --folded --folded-roots thread --metric wall %s",
 				  test_bin("sonde"), spool);
 		if (o.status != 0)
 			FAIL("exited %d:\n%s", o.status, o.err);
