@@ -82,10 +82,18 @@ bool acct_check_spool(const char *spool, bool expect_switches)
 		 * no life whose waits were all beyond it (tens of ms under load): no task but
 		 * the idle task has pid 0. What is left is short intervals, which have no time
 		 * (one the recorder closed late, at the thread's next record, overlaps its
-		 * stay on the CPU): at most their time is counted twice. The worst is printed. */
+		 * stay on the CPU): at most their time is counted twice, and 1 ms for the
+		 * two clocks of a switch (a loaded run had 0.69 ms over 0.14 ms short). The
+		 * worst is printed. */
 		if (t->pid == 0 && t->tid != 0)
 			FAIL("task %s 0/%u: a thread defined under pid 0", t->comm, t->tid);
-		ASSERT_UINT(t->over_ns, <=, t->ns[SONDE_ACCT_SHORT]);
+		if (t->over_ns > t->ns[SONDE_ACCT_SHORT] + 1000000)
+			FAIL("task %s %u/%u: %.3f ms counted twice in its life (%.3f to %.3f s%s), "
+			     "beyond its %.3f ms short and 1 ms",
+			     t->comm, t->pid, t->tid, t->over_ns / 1e6,
+			     (t->start_ns - a.window_start_ns) / 1e9,
+			     (t->end_ns - a.window_start_ns) / 1e9, t->exited ? ", exited" : "",
+			     t->ns[SONDE_ACCT_SHORT] / 1e6);
 		if (t->over_ns > worst_over) {
 			worst_over = t->over_ns;
 			worst = t;
