@@ -38,7 +38,9 @@ enum sonde_view_state {
 	SONDE_VIEW_BLOCKED = 3, /* uninterruptible */
 	SONDE_VIEW_OTHER = 4,
 	SONDE_VIEW_UNKNOWN = 5, /* lost records cut the interval */
-	SONDE_VIEW_STATES = 6,
+	/* on-CPU time of a thread no sample saw (by the CPUs' switches: --metric wall) */
+	SONDE_VIEW_UNSAMPLED = 6,
+	SONDE_VIEW_STATES = 7,
 };
 
 /* The CPU of an event that has none. */
@@ -83,8 +85,8 @@ struct sonde_view_opts {
 };
 
 /* The pseudo-function of an off-CPU state: "[off-cpu: R]", "[off-cpu: S]", "[off-cpu: D]",
- * "[off-cpu: other]", "[unknown: lost records]"; "" for SONDE_VIEW_ON_CPU and past the
- * states. A static string. */
+ * "[off-cpu: other]", "[unknown: lost records]", "[on-cpu: not sampled]"; "" for
+ * SONDE_VIEW_ON_CPU and past the states. A static string. */
 SONDE_API const char *sonde_view_state_name(uint32_t state);
 
 /* Creates an empty view; opts may be NULL. NULL and errno on failure (EINVAL: bad opts). */

@@ -71,6 +71,10 @@ struct report {
 	uint64_t total;	  /* their weight: samples, or nanoseconds */
 	uint64_t on_samples, intervals; /* of those, on-CPU samples and off-CPU intervals */
 	uint64_t on_ns, off_ns;		/* their weights under a time metric */
+	uint64_t unsampled_ns;		/* of on_ns: tasks' stays on CPUs with no sample */
+	/* --metric wall: each sample's weight, by the CPUs' switches where the recording
+	 * kept them (sonde__acct_weights), and the on-CPU time of tasks never sampled */
+	struct sonde_acct_weights weights;
 	uint64_t unknown_ns, unknowns;	/* of off_ns: intervals a loss cut, and how many */
 	uint64_t empty;			/* samples with an empty stack */
 	uint32_t processes, tids;	/* distinct processes and threads among them */
@@ -108,8 +112,9 @@ static void usage(FILE *f)
 		"                off-cpu: the time threads spent off the CPU (a recording made\n"
 		"                with record's off-CPU option), under an [off-cpu: R|S|D|other]\n"
 		"                frame naming the state;\n"
-		"                wall: both, samples weighing their period; --folded then prints\n"
-		"                microseconds, the tables milliseconds\n"
+		"                wall: both, samples weighing their period (where the CPUs'\n"
+		"                switches were recorded, their thread's on-CPU time by them);\n"
+		"                --folded then prints microseconds, the tables milliseconds\n"
 		"  --top N       rows per table (default 20)\n"
 		"  --column auto|process|thread|none  a column naming the process ('comm-pid') or\n"
 		"                thread ('comm-pid/tid') of each row, whose counts are then its\n"
@@ -268,9 +273,10 @@ static const char *proc_name(struct report *r, uint32_t thread, const struct son
 	return r->proc_name[thread];
 }
 
-/* One event to count: sample i, then (for off-CPU metrics) interval i - samples, as the
- * view's event (an interval at its switch-out, in its state); *node its stack node. 0, or
- * -ERANGE past the last. */
+/* One event to count: sample i, then (for off-CPU metrics) interval i - samples, then
+ * (--metric wall by the switches) the tasks that ran unsampled, as the view's event (an
+ * interval at its switch-out, in its state); *node its stack node. 0, or -ERANGE past the
+ * last. */
 static int next_event(struct report *r, uint64_t i, struct sonde_view_event *e, uint32_t *node)
 {
 	struct sonde_spool_sample smp;
@@ -283,22 +289,34 @@ static int next_event(struct report *r, uint64_t i, struct sonde_view_event *e, 
 	if (i < base) {
 		if (sonde_spool__get_sample(r->spool, i, &smp) < 0)
 			return -ERANGE;
-		weight = r->metric == SONDE_PROFILE_METRIC_WALL ? r->info.header.sample_period_ns
-								: 1;
+		weight = r->metric != SONDE_PROFILE_METRIC_WALL ? 1
+			 : r->weights.sample_ns		? r->weights.sample_ns[i]
+							: r->info.header.sample_period_ns;
 		state = SONDE_VIEW_ON_CPU;
 	} else {
 		if (r->metric == SONDE_PROFILE_METRIC_CPU)
 			return -ERANGE;
 		/* the intervals, then those a loss cut (in the unknown state) */
 		uint64_t n_off = sonde_spool__offcpu_count(r->spool);
+		uint64_t n_unknown = sonde_spool__unknown_count(r->spool);
 		if (i - base < n_off) {
 			if (sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
 				return -ERANGE;
 			state = o.state < SONDE_OFFCPU_STATES ? 1 + o.state : SONDE_VIEW_OTHER;
-		} else {
+		} else if (i - base - n_off < n_unknown) {
 			if (sonde_spool__get_unknown(r->spool, i - base - n_off, &o) < 0)
 				return -ERANGE;
 			state = SONDE_VIEW_UNKNOWN;
+		} else {
+			uint64_t u = i - base - n_off - n_unknown;
+			if (u >= r->weights.n_unsampled)
+				return -ERANGE;
+			const struct sonde_acct_unsampled *un = &r->weights.unsampled[u];
+			o = (struct sonde_spool_offcpu){.switch_out_ns = un->time_ns,
+							.switch_in_ns = un->time_ns + un->on_ns,
+							.thread = un->thread,
+							.cpu = SONDE_SPOOL_CPU_NONE};
+			state = SONDE_VIEW_UNSAMPLED;
 		}
 		smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags,
 						  o.cpu};
@@ -410,8 +428,9 @@ static int take_stats(struct report *r)
 	r->samples = st.events;
 	r->total = st.total;
 	r->on_samples = st.state_events[SONDE_VIEW_ON_CPU];
-	r->on_ns = st.weight[SONDE_VIEW_ON_CPU];
-	for (int s = SONDE_VIEW_ON_CPU + 1; s < SONDE_VIEW_STATES; s++) {
+	r->unsampled_ns = st.weight[SONDE_VIEW_UNSAMPLED];
+	r->on_ns = st.weight[SONDE_VIEW_ON_CPU] + r->unsampled_ns;
+	for (int s = SONDE_VIEW_ON_CPU + 1; s < SONDE_VIEW_UNSAMPLED; s++) {
 		r->intervals += st.state_events[s];
 		r->off_ns += st.weight[s];
 	}
@@ -591,7 +610,12 @@ static void print_metric(const struct report *r)
 		return;
 	}
 	printf("metric %s: %.3f s in all", sonde_profile__metric_name(r->metric), r->total / 1e9);
-	if (r->metric == SONDE_PROFILE_METRIC_WALL)
+	if (r->metric == SONDE_PROFILE_METRIC_WALL && r->weights.exact)
+		printf(" = %.3f s on CPU (by the CPUs' switches, spread over %" PRIu64
+		       " samples; %.3f s of it not sampled) + %.3f s off CPU",
+		       r->on_ns / 1e9, r->on_samples, r->unsampled_ns / 1e9,
+		       (r->off_ns - r->unknown_ns) / 1e9);
+	else if (r->metric == SONDE_PROFILE_METRIC_WALL)
 		printf(" = %.3f s on CPU (%" PRIu64 " samples of %.3f ms) + %.3f s off CPU",
 		       r->on_ns / 1e9, r->on_samples, r->info.header.sample_period_ns / 1e6,
 		       (r->off_ns - r->unknown_ns) / 1e9);
@@ -844,6 +868,7 @@ static void report_free(struct report *r)
 	free(r->node_kept);
 	free(r->proc_name);
 	free(r->filt.cpus);
+	sonde__acct_weights_free(&r->weights);
 	sonde__buf_free(&r->frame_funcs);
 	sonde__buf_free(&r->stack);
 	sonde_symbolizer__free(r->sym);
@@ -1086,9 +1111,17 @@ static int load(struct report *r)
 		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
 		return CLI_FAILURE;
 	}
+	/* the wall metric's on-CPU time by the CPUs' switches where the recording kept them */
+	if (r->metric == SONDE_PROFILE_METRIC_WALL && sonde_spool__switch_cpus(r->spool)) {
+		int err = sonde__acct_weights(r->spool, &r->weights);
+		if (err < 0) {
+			cli_error("report", "%s: %s", r->path, sonde_strerror(err));
+			return CLI_FAILURE;
+		}
+	}
 	struct sonde_view_opts vo = {.sz = sizeof(vo), .filter = &r->vf, .state_frames = 1};
 	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool) +
-			  sonde_spool__unknown_count(r->spool);
+			  sonde_spool__unknown_count(r->spool) + r->weights.n_unsampled;
 	size_t nodes = (size_t)r->info.stacks + 1;
 	r->view = sonde_view__new(&vo);
 	r->frames = calloc((size_t)r->info.frames + 1, sizeof(*r->frames));

@@ -19,6 +19,7 @@ struct build {
 	/* f as the readers' filters (include/sonde/view.h): by thread, by CPU and time */
 	struct sonde_view_filter who, when;
 	struct sonde_acct_task **by_thread; /* by spool thread id - 1; NULL: filtered out */
+	uint64_t *last_in; /* by task index: the latest switch-in of its intervals */
 	size_t cap;
 	struct sonde_acct *a;
 };
@@ -239,6 +240,9 @@ static int add_intervals(struct build *b, bool unknown)
 		if (!task)
 			continue;
 		seen_at(task, o.switch_out_ns);
+		uint64_t *last = &b->last_in[task - b->a->tasks]; /* clipped below */
+		if (o.switch_in_ns > *last)
+			*last = o.switch_in_ns;
 		if (sonde_spool__get_thread(b->s, o.thread, &t) < 0 ||
 		    !kept(b, &t, o.switch_out_ns, o.cpu))
 			continue;
@@ -419,6 +423,11 @@ static int close_tasks(struct build *b)
 			task->start_ns = a->window_start_ns;
 		if (task->start_ns > a->window_end_ns) /* seen after the machine was */
 			task->start_ns = a->window_end_ns;
+		/* a wait written after the exit (preempted on the way out) ended when the task
+		 * ran again: its life goes on at least to there, though the switches that
+		 * followed went unseen (a loss) */
+		if (task->exited && b->last_in[k] > task->end_ns)
+			task->end_ns = b->last_in[k];
 		if (!task->exited || task->end_ns > a->window_end_ns)
 			task->end_ns = a->window_end_ns;
 		if (task->end_ns < task->start_ns)
@@ -475,15 +484,19 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 		return -ENOMEM;
 	b.narrowed = f && (f->n_cpus || f->time_range);
 	sonde__acct_window(s, &out->window_start_ns, &out->window_end_ns);
-	if ((err = make_tasks(&b)) < 0 || (err = add_samples(&b)) < 0 ||
-	    (err = add_intervals(&b, false)) < 0 || (err = add_intervals(&b, true)) < 0 ||
-	    (err = add_shorts(&b)) < 0 || (err = add_runs(&b)) < 0 ||
-	    (err = close_tasks(&b)) < 0 || (err = add_cpus(&b)) < 0) {
-		free(b.by_thread);
-		sonde__acct_free(out);
-		return err;
+	if ((err = make_tasks(&b)) < 0)
+		goto fail;
+	b.last_in = calloc(out->n_tasks + 1, sizeof(*b.last_in));
+	if (!b.last_in) {
+		err = -ENOMEM;
+		goto fail;
 	}
+	if ((err = add_samples(&b)) < 0 || (err = add_intervals(&b, false)) < 0 ||
+	    (err = add_intervals(&b, true)) < 0 || (err = add_shorts(&b)) < 0 ||
+	    (err = add_runs(&b)) < 0 || (err = close_tasks(&b)) < 0 || (err = add_cpus(&b)) < 0)
+		goto fail;
 	free(b.by_thread);
+	free(b.last_in);
 	for (size_t k = 0; k < out->n_tasks; k++)
 		out->exact_on |= out->tasks[k].exact_on;
 	for (size_t i = 0; i < out->n_rows; i++)
@@ -495,6 +508,11 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 	if (out->n_rows)
 		qsort(out->rows, out->n_rows, sizeof(*out->rows), by_total);
 	return 0;
+fail:
+	free(b.by_thread);
+	free(b.last_in);
+	sonde__acct_free(out);
+	return err;
 }
 
 void sonde__acct_free(struct sonde_acct *a)
@@ -504,4 +522,98 @@ void sonde__acct_free(struct sonde_acct *a)
 	free(a->cpus);
 	free(a->tasks);
 	*a = (struct sonde_acct){0};
+}
+
+/* The task of (pid, tid) in a's tasks, sorted by pid then tid; NULL if none. */
+static struct sonde_acct_task *find_task(const struct sonde_acct *a, uint32_t pid, uint32_t tid)
+{
+	struct sonde_acct_task key = {.pid = pid, .tid = tid};
+
+	return a->n_tasks ? bsearch(&key, a->tasks, a->n_tasks, sizeof(key), by_pid_tid) : NULL;
+}
+
+/* Each spool thread's task index + 1 (0: none). */
+static uint32_t *thread_tasks(const struct sonde_spool *s, const struct sonde_acct *a,
+			      uint32_t threads)
+{
+	uint32_t *v = calloc((size_t)threads + 1, sizeof(*v));
+	struct sonde_spool_thread t;
+
+	for (uint32_t i = 1; v && i <= threads; i++) {
+		struct sonde_acct_task *k;
+		if (sonde_spool__get_thread(s, i, &t) == 0 && (k = find_task(a, t.pid, t.tid)))
+			v[i] = (uint32_t)(k - a->tasks) + 1;
+	}
+	return v;
+}
+
+int sonde__acct_weights(const struct sonde_spool *s, struct sonde_acct_weights *out)
+{
+	struct sonde_spool_info in;
+	struct sonde_spool_sample smp;
+	struct sonde_acct a;
+	uint32_t *task_of_thread = NULL, *first_thread = NULL;
+	uint64_t *n = NULL, *k = NULL;
+	int err;
+
+	*out = (struct sonde_acct_weights){0};
+	sonde_spool__get_info(s, &in);
+	if ((err = sonde__acct_build(s, NULL, &a)) < 0)
+		return err;
+	err = -ENOMEM;
+	out->n_samples = in.samples;
+	out->sample_ns = calloc(in.samples ? in.samples : 1, sizeof(*out->sample_ns));
+	task_of_thread = thread_tasks(s, &a, in.threads);
+	n = calloc(a.n_tasks + 1, sizeof(*n)); /* samples per task */
+	k = calloc(a.n_tasks + 1, sizeof(*k)); /* of those, weighed so far */
+	first_thread = calloc(a.n_tasks + 1, sizeof(*first_thread));
+	if (!out->sample_ns || !task_of_thread || !n || !k || !first_thread)
+		goto out;
+	for (uint32_t i = in.threads; i >= 1; i--)
+		if (task_of_thread[i])
+			first_thread[task_of_thread[i] - 1] = i;
+	for (uint64_t i = 0; sonde_spool__get_sample(s, i, &smp) == 0; i++)
+		if (smp.thread <= in.threads && task_of_thread[smp.thread])
+			n[task_of_thread[smp.thread] - 1]++;
+	for (uint64_t i = 0; sonde_spool__get_sample(s, i, &smp) == 0; i++) {
+		uint32_t t = smp.thread <= in.threads ? task_of_thread[smp.thread] : 0;
+		const struct sonde_acct_task *task = t ? &a.tasks[t - 1] : NULL;
+		out->sample_ns[i] = in.header.sample_period_ns;
+		if (!task || !task->exact_on)
+			continue;
+		uint64_t on = task->ns[SONDE_ACCT_ON], c = n[t - 1];
+		out->sample_ns[i] = on / c + (k[t - 1]++ < on % c);
+		out->exact = true;
+	}
+	for (size_t i = 0; i < a.n_tasks; i++) {
+		const struct sonde_acct_task *task = &a.tasks[i];
+		if (!task->exact_on || n[i] || !task->ns[SONDE_ACCT_ON] || !first_thread[i])
+			continue;
+		struct sonde_acct_unsampled *u =
+			realloc(out->unsampled, (out->n_unsampled + 1) * sizeof(*u));
+		if (!u)
+			goto out;
+		out->unsampled = u;
+		u[out->n_unsampled++] =
+			(struct sonde_acct_unsampled){first_thread[i], task->pid, task->tid,
+						      task->start_ns, task->ns[SONDE_ACCT_ON]};
+		out->exact = true;
+	}
+	err = 0;
+out:
+	free(task_of_thread);
+	free(first_thread);
+	free(n);
+	free(k);
+	sonde__acct_free(&a);
+	if (err)
+		sonde__acct_weights_free(out);
+	return err;
+}
+
+void sonde__acct_weights_free(struct sonde_acct_weights *w)
+{
+	free(w->sample_ns);
+	free(w->unsampled);
+	*w = (struct sonde_acct_weights){0};
 }

@@ -39,7 +39,8 @@ struct sonde_acct_row {
 /* One recorded task (a kernel thread: pid and tid, over however many spool thread ids a
  * rename gave it) and its life: from its first sight (the first record of it: a switch
  * that took it off or brought it in, a sample, an interval, its definition) to its exit
- * (EXIT record; on to its last switch-out, which follows) or the end of the window. Its
+ * (EXIT record; on to its last switch-out, which follows, or to the end of a wait written
+ * after it when the switches that followed went unseen) or the end of the window. Its
  * parts add up to its life exactly: ns[] (on-CPU by the switches when the recording kept
  * them, else samples x period; the off-CPU states; unknown; short) + unseen_ns - over_ns. */
 struct sonde_acct_task {
@@ -92,5 +93,30 @@ void sonde__acct_free(struct sonde_acct *a);
  * switch or sample, if earlier) to its last switch or sample, or, in a recording without
  * switches, interval end. Intervals are clipped to it. */
 void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *end);
+
+/* What each on-CPU sample weighs under the wall metric. Where the recording kept the CPUs'
+ * switches, a task's on-CPU time is known exactly (sonde_acct_task.ns[SONDE_ACCT_ON] over
+ * its whole life): it is spread over the task's samples, so that they add up to it to the
+ * nanosecond (the first on % n get one more), and a task that ran without being sampled
+ * has its time apart, in unsampled[], to be shown under a frame of its own. Tasks not
+ * measured by the switches (none in a recording without them) weigh the sample period. */
+struct sonde_acct_unsampled {
+	uint32_t thread; /* a spool thread id of the task (its first) */
+	uint32_t pid, tid;
+	uint64_t time_ns; /* the start of its life */
+	uint64_t on_ns;
+};
+
+struct sonde_acct_weights {
+	uint64_t *sample_ns; /* by sample index */
+	uint64_t n_samples;
+	struct sonde_acct_unsampled *unsampled;
+	size_t n_unsampled;
+	bool exact; /* some weights are by the switches */
+};
+
+/* Fills *out for every sample of spool s. 0 or -ENOMEM. Free with sonde__acct_weights_free. */
+int sonde__acct_weights(const struct sonde_spool *s, struct sonde_acct_weights *out);
+void sonde__acct_weights_free(struct sonde_acct_weights *w);
 
 #endif

@@ -23,6 +23,7 @@
 #include "base/alloc.h"
 #include "base/opts.h"
 #include "base/u64map.h"
+#include "export/acct.h"
 #include "export/profile.h"
 #include "tail/tail.h"
 
@@ -69,6 +70,10 @@ struct conv {
 	 * and the node of (root location << 32 | node) */
 	ARR(uint32_t) root_of;
 	struct u64map proc_root, main_comm, rooted;
+	/* sample records decoded (each kept sample's wall_ns holds its index until the
+	 * weights are known), and whether the recording kept the CPUs' switches */
+	uint64_t spool_samples;
+	bool switches;
 };
 
 int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
@@ -285,6 +290,7 @@ static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 {
 	if (r->sample.thread >= c->threads.n || r->sample.stack >= c->nodes.n)
 		return -SONDE_E_REFERENCE;
+	uint64_t index = c->spool_samples++;
 	if (!kept(c, r->sample.thread, r->sample.time_ns, r->sample.cpu))
 		return 0;
 	if (c->held_frames.n) {
@@ -298,8 +304,50 @@ static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 	node = with_root(c, r->sample.thread, node);
 	if (node < 0)
 		return (int)node;
-	return sonde__prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
-					   (uint32_t)node, r->sample.cpu, 1);
+	int err =
+		sonde__prof_add_sample_node(c->p, r->sample.time_ns, c->threads.v[r->sample.thread],
+					    (uint32_t)node, r->sample.cpu, 1);
+	if (!err)
+		c->p->samples.v[c->p->samples.n - 1].wall_ns = index;
+	return err;
+}
+
+/* Where the recording kept the CPUs' switches, the wall metric weighs each sample by its
+ * task's on-CPU time by them (sonde__acct_weights, as `sonde report --metric wall`), and
+ * the tasks that ran unsampled weigh under [on-cpu: not sampled]: the spool at path is
+ * read again, whole, for that. Otherwise each sample weighs the period. */
+static int weigh_wall(struct conv *c, const char *path)
+{
+	struct sonde_profile *p = c->p;
+	struct sonde_acct_weights w = {0};
+	struct sonde_spool *s = c->switches && path ? sonde_spool__open(path, NULL) : NULL;
+	int err = s ? sonde__acct_weights(s, &w) : 0;
+
+	sonde_spool__close(s);
+	if (err || !w.exact || w.n_samples != c->spool_samples) {
+		for (uint32_t i = 0; i < p->samples.n; i++)
+			p->samples.v[i].wall_ns = p->samples.v[i].count * p->info.sample_period_ns;
+		sonde__acct_weights_free(&w);
+		return err;
+	}
+	p->exact_wall = true;
+	for (uint32_t i = 0; i < p->samples.n; i++) {
+		struct prof_sample *sm = &p->samples.v[i];
+		sm->wall_ns = w.sample_ns[sm->wall_ns];
+		p->wall_on_ns += sm->wall_ns;
+	}
+	for (size_t i = 0; i < w.n_unsampled && !err; i++) {
+		const struct sonde_acct_unsampled *u = &w.unsampled[i];
+		if (u->thread >= c->threads.n ||
+		    !kept(c, u->thread, u->time_ns, SONDE_SPOOL_CPU_NONE))
+			continue;
+		int64_t node = with_root(c, u->thread, 0);
+		err = node < 0 ? (int)node
+			       : sonde__prof_add_unsampled(p, u->time_ns, c->threads.v[u->thread],
+							   (uint32_t)node, u->on_ns);
+	}
+	sonde__acct_weights_free(&w);
+	return err;
 }
 
 /* An off-CPU interval: its stack as a sample's, the state frame added by the model. */
@@ -381,6 +429,9 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 	}
 	case SONDE_SPOOL_REC_SAMPLE:
 		return on_sample(c, r);
+	case SONDE_SPOOL_REC_SWITCHES:
+		c->switches = true;
+		return 0;
 	case SONDE_SPOOL_REC_OFFCPU:
 		return on_offcpu(c, r, r->offcpu.state);
 	case SONDE_SPOOL_REC_UNKNOWN:
@@ -486,8 +537,10 @@ static void conv_free(struct conv *c)
 	sonde_symbolizer__free(c->sym);
 }
 
-struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
-						const struct sonde_profile_spool_opts *opts)
+/* sonde__prof_from_spool_fd; path: the file's, to read again for the wall metric's
+ * weights (NULL: samples weigh the period). */
+static struct sonde_profile *from_fd(int fd, const char *name,
+				     const struct sonde_profile_spool_opts *opts, const char *path)
 {
 	struct conv c = {0};
 	int err = -ENOMEM;
@@ -531,6 +584,8 @@ struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
 	/* Frames no sample used (a cut recording): symbolized without a process. */
 	if (!err && c.held_frames.n)
 		err = release_held(&c, 0);
+	if (!err)
+		err = weigh_wall(&c, path);
 	if (err)
 		goto fail;
 	if (c.sym_failures)
@@ -545,6 +600,12 @@ fail:
 	return NULL;
 }
 
+struct sonde_profile *sonde__prof_from_spool_fd(int fd, const char *name,
+						const struct sonde_profile_spool_opts *opts)
+{
+	return from_fd(fd, name, opts, NULL);
+}
+
 struct sonde_profile *sonde_profile__from_spool(const char *path,
 						const struct sonde_profile_spool_opts *opts)
 {
@@ -555,7 +616,7 @@ struct sonde_profile *sonde_profile__from_spool(const char *path,
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
-	struct sonde_profile *p = sonde__prof_from_spool_fd(fd, path, opts);
+	struct sonde_profile *p = from_fd(fd, path, opts, path);
 	int saved = errno;
 	close(fd);
 	errno = saved;

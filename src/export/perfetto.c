@@ -28,6 +28,8 @@ enum {
 	F_PACKET_TIMESTAMP_CLOCK_ID = 58,
 	F_PACKET_DEFAULTS = 59,
 	F_PACKET_PERF_SAMPLE = 66,
+	F_PACKET_TRACK_EVENT = 11,
+	F_PACKET_TRACK_DESCRIPTOR = 60,
 	F_DEFAULTS_PERF_SAMPLE = 12,
 	F_PERF_DEFAULTS_TIMEBASE = 1,
 	F_TIMEBASE_PERIOD = 1,
@@ -61,6 +63,22 @@ enum {
 	CPU_MODE_KERNEL = 1,
 	CPU_MODE_USER = 2,
 };
+
+/* TrackDescriptor, ThreadDescriptor and TrackEvent (protos/perfetto/trace/track_event/). */
+enum {
+	F_TRACK_UUID = 1,
+	F_TRACK_NAME = 2,
+	F_TRACK_THREAD = 4,
+	F_THREAD_PID = 1,
+	F_THREAD_TID = 2,
+	F_EVENT_TYPE = 9,
+	F_EVENT_TRACK_UUID = 11,
+	F_EVENT_NAME = 23,
+	TYPE_SLICE_BEGIN = 1,
+	TYPE_SLICE_END = 2,
+};
+/* The uuid of a thread's unknown-time track: this | tid. */
+static const uint64_t pf_unknown_track_uuid = 0x736f6e64ull << 32;
 
 /* FtraceEventBundle, FtraceEvent and the sched events (protos/perfetto/trace/ftrace/). */
 enum {
@@ -178,6 +196,8 @@ struct pf_enc {
 	 * are, and the intervals give only their samples and wakeups. */
 	bool real_switches;
 	struct u64map tids; /* tid -> pf_enc.threads index of its latest definition */
+	/* tid -> generation + 1 its unknown-time track was described in */
+	struct u64map unknown_tracks;
 	uint32_t sched_seq;
 	uint64_t samples, sym_failures, offcpu;
 	uint32_t n_held; /* frames still held (pf_frame.held) */
@@ -946,6 +966,66 @@ static int on_offcpu(struct pf_enc *e, const struct sonde_spool_record *r)
 	return err;
 }
 
+/* Time a loss covered (an UNKNOWN record): a slice "[unknown: lost records]" from its
+ * switch-out to its switch-in on a track of its thread's (a TrackDescriptor with the
+ * thread's pid and tid, once per generation), so that a trace shows where the thread's
+ * time is not known; the thread's states there are not (no sched event is made up). An
+ * interval still open when the recording ended has no end: its slice runs to the end of
+ * the trace. */
+static int put_unknown_track(struct pf_enc *e, const struct pf_thread *t, uint64_t uuid,
+			     uint64_t ts)
+{
+	uint64_t *had = sonde__u64map_get(&e->unknown_tracks, t->tid);
+	struct buf *b = &e->pkt;
+
+	if (had && *had == (uint64_t)e->gen + 1)
+		return 0;
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	size_t d = sonde__pb_begin(b, F_PACKET_TRACK_DESCRIPTOR);
+	sonde__pb_put_varint(b, F_TRACK_UUID, uuid);
+	sonde__pb_put_string(b, F_TRACK_NAME, "[unknown: lost records]");
+	size_t th = sonde__pb_begin(b, F_TRACK_THREAD);
+	sonde__pb_put_varint(b, F_THREAD_PID, t->pid);
+	sonde__pb_put_varint(b, F_THREAD_TID, t->tid);
+	sonde__pb_end(b, th);
+	sonde__pb_end(b, d);
+	int err = emit(e);
+	return err ? err : sonde__u64map_put(&e->unknown_tracks, t->tid, (uint64_t)e->gen + 1);
+}
+
+static int put_unknown_edge(struct pf_enc *e, uint64_t uuid, uint64_t ts, uint32_t type)
+{
+	struct buf *b = &e->pkt;
+
+	sonde__pb_put_varint(b, F_PACKET_TIMESTAMP, ts);
+	size_t m = sonde__pb_begin(b, F_PACKET_TRACK_EVENT);
+	sonde__pb_put_varint(b, F_EVENT_TYPE, type);
+	sonde__pb_put_varint(b, F_EVENT_TRACK_UUID, uuid);
+	if (type == TYPE_SLICE_BEGIN)
+		sonde__pb_put_string(b, F_EVENT_NAME, "[unknown: lost records]");
+	sonde__pb_end(b, m);
+	return emit(e);
+}
+
+static int on_unknown(struct pf_enc *e, const struct sonde_spool_record *r)
+{
+	const struct sonde_spool_offcpu *o = &r->offcpu;
+
+	if (!o->thread || o->thread >= e->threads.n)
+		return -SONDE_E_REFERENCE;
+	const struct pf_thread *t = &e->threads.v[o->thread];
+	uint64_t uuid = pf_unknown_track_uuid | t->tid;
+	int err = ensure_started(e, o->switch_out_ns);
+
+	if (!err)
+		err = put_unknown_track(e, t, uuid, o->switch_out_ns);
+	if (!err)
+		err = put_unknown_edge(e, uuid, o->switch_out_ns, TYPE_SLICE_BEGIN);
+	if (!err && !(o->flags & SONDE_OFFCPU_OPEN) && o->switch_in_ns >= o->switch_out_ns)
+		err = put_unknown_edge(e, uuid, o->switch_in_ns, TYPE_SLICE_END);
+	return err;
+}
+
 /* A run of one CPU's switches, as the kernel delivered them. */
 static int on_switches(struct pf_enc *e, const struct sonde_spool_record *r)
 {
@@ -1000,6 +1080,8 @@ int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
 		return on_offcpu(e, r);
 	case SONDE_SPOOL_REC_SWITCHES:
 		return on_switches(e, r);
+	case SONDE_SPOOL_REC_UNKNOWN:
+		return on_unknown(e, r);
 	case SONDE_SPOOL_REC_END:
 		/* threads that never had a sample still get their names */
 		err = e->started ? flush_process_tree(e, e->hdr.start_monotonic_ns) : 0;
@@ -1125,6 +1207,7 @@ void sonde__pf_enc_free(struct pf_enc *e)
 	ARR_FREE(e->sched);
 	sonde__u64map_free(&e->pids);
 	sonde__u64map_free(&e->tids);
+	sonde__u64map_free(&e->unknown_tracks);
 	sonde__buf_free(&e->i_bid);
 	sonde__buf_free(&e->i_paths);
 	sonde__buf_free(&e->i_fn);

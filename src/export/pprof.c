@@ -65,8 +65,9 @@ enum {
 
 struct agg {
 	uint32_t node, thread, cpu;
-	uint64_t count;	    /* on-CPU samples */
-	uint64_t offcpu_ns; /* off-CPU time */
+	uint64_t count;	     /* on-CPU samples */
+	uint64_t wall_on_ns; /* their weight under the wall metric */
+	uint64_t offcpu_ns;  /* off-CPU time */
 };
 
 /* The sample types, in the order of every Sample's values. */
@@ -149,7 +150,7 @@ static bool agg_eq(const void *ctx, uint32_t id, const void *key)
 
 static struct agg *agg_of(struct pp *pp, uint32_t node, uint32_t thread, uint32_t cpu)
 {
-	struct agg k = {node, thread, cpu, 0, 0};
+	struct agg k = {node, thread, cpu, 0, 0, 0};
 	uint32_t h = (uint32_t)u64_hash(((uint64_t)node << 32 | thread) ^
 					(uint64_t)cpu * 0x9e3779b97f4a7c15ull);
 	int64_t id = sonde__idmap_find(&pp->agg_index, h, agg_eq, pp, &k);
@@ -176,6 +177,7 @@ static int aggregate(struct pp *pp)
 		if (!a)
 			return -ENOMEM;
 		a->count += s->count;
+		a->wall_on_ns += sonde__prof_sample_weight(p, s, SONDE_PROFILE_METRIC_WALL);
 	}
 	for (uint32_t i = 0; i < p->offcpu.n; i++) {
 		const struct prof_offcpu *o = &p->offcpu.v[i];
@@ -228,7 +230,7 @@ static void write_samples(struct pp *pp)
 		sonde__pb_put_varint_raw(&pp->packed, a->count);
 		sonde__pb_put_varint_raw(&pp->packed, a->count * period);
 		sonde__pb_put_varint_raw(&pp->packed, a->offcpu_ns);
-		sonde__pb_put_varint_raw(&pp->packed, a->count * period + a->offcpu_ns);
+		sonde__pb_put_varint_raw(&pp->packed, a->wall_on_ns + a->offcpu_ns);
 		put_nested(&pp->msg, SAMPLE_VALUE, &pp->packed);
 		if (a->thread) {
 			label(pp, &pp->msg, pp->k_pid, 0, t->pid);

@@ -301,9 +301,10 @@ void sonde__prof_view_filters(const struct sonde_profile_spool_opts *o, uint64_t
 
 const char *sonde__prof_state_name(uint32_t state)
 {
-	/* the readers' names (include/sonde/view.h), whose states count from on-CPU */
-	return sonde_view_state_name(1 +
-				     (state <= PROF_STATE_UNKNOWN ? state : SONDE_OFFCPU_OTHER));
+	/* the readers' names (include/sonde/view.h), whose states count from on-CPU; past
+	 * the unknown state, on-CPU time no sample saw */
+	return sonde_view_state_name(
+		1 + (state <= PROF_STATE_UNKNOWN + 1 ? state : SONDE_OFFCPU_OTHER));
 }
 
 /* The pseudo-frame of a state: a location of no module whose one line is its name. */
@@ -317,6 +318,24 @@ static int state_loc(struct sonde_profile *p, uint32_t state, uint32_t *loc)
 			return err;
 	}
 	*loc = p->state_loc[state];
+	return 0;
+}
+
+int sonde__prof_add_unsampled(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+			      uint32_t node, uint64_t on_ns)
+{
+	uint32_t loc;
+	int err = state_loc(p, PROF_STATE_UNKNOWN + 1, &loc);
+	int64_t leaf = err ? err : sonde__prof_add_node(p, node, loc);
+
+	if (leaf < 0)
+		return (int)leaf;
+	err = sonde__prof_add_sample_node(p, time_ns, thread, (uint32_t)leaf, SONDE_SPOOL_CPU_NONE,
+					  0);
+	if (err)
+		return err;
+	p->samples.v[p->samples.n - 1].wall_ns = on_ns;
+	p->wall_on_ns += on_ns;
 	return 0;
 }
 
@@ -386,7 +405,7 @@ uint64_t sonde__prof_sample_weight(const struct sonde_profile *p, const struct p
 	if (m == SONDE_PROFILE_METRIC_CPU)
 		return s->count;
 	if (m == SONDE_PROFILE_METRIC_WALL)
-		return s->count * p->info.sample_period_ns;
+		return p->exact_wall ? s->wall_ns : s->count * p->info.sample_period_ns;
 	return 0;
 }
 
@@ -405,7 +424,8 @@ uint64_t sonde_profile__total(const struct sonde_profile *p, enum sonde_profile_
 	case SONDE_PROFILE_METRIC_OFF_CPU:
 		return p->offcpu_ns;
 	case SONDE_PROFILE_METRIC_WALL:
-		return p->total * p->info.sample_period_ns + p->offcpu_ns;
+		return (p->exact_wall ? p->wall_on_ns : p->total * p->info.sample_period_ns) +
+		       p->offcpu_ns;
 	}
 	return 0;
 }

@@ -9,6 +9,7 @@
 #ifndef SONDE_EXPORT_PROFILE_H
 #define SONDE_EXPORT_PROFILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,9 @@ struct prof_sample {
 	uint32_t thread;
 	uint32_t node;
 	uint32_t cpu; /* SONDE_SPOOL_CPU_NONE when not recorded */
+	/* its weight under the wall metric when the profile's exact_wall is set (its task's
+	 * on-CPU time by the CPUs' switches, spread over the task's samples) */
+	uint64_t wall_ns;
 };
 
 /* An off-CPU interval; node's innermost location is the state's pseudo-frame. */
@@ -92,8 +96,14 @@ struct sonde_profile {
 	ARR(struct prof_offcpu) offcpu;
 	uint64_t offcpu_ns;			 /* sum of their durations */
 	uint64_t short_count, short_ns;		 /* intervals too short to stack */
-	/* the pseudo-frame of each state, then of unknown time, 0 until used */
-	uint32_t state_loc[PROF_STATE_UNKNOWN + 1];
+	/* the pseudo-frame of each state, then of unknown time, then of on-CPU time no
+	 * sample saw, 0 until used */
+	uint32_t state_loc[PROF_STATE_UNKNOWN + 2];
+	/* the wall metric weighs samples by their wall_ns (sum wall_on_ns), not the period:
+	 * a spool with the CPUs' switches. Samples of count 0 then stand for tasks' on-CPU
+	 * time no sample saw, under the [on-cpu: not sampled] frame. */
+	bool exact_wall;
+	uint64_t wall_on_ns;
 	uint64_t first_time_ns, last_time_ns;
 	/* enum sonde_profile_roots the reader hung every known thread's stacks under (root
 	 * frames: the outermost node of each such stack) */
@@ -119,6 +129,11 @@ uint64_t sonde__prof_sample_weight(const struct sonde_profile *p, const struct p
 uint64_t sonde__prof_offcpu_weight(const struct prof_offcpu *o, enum sonde_profile_metric m);
 /* The name of state's pseudo-frame, "[off-cpu: S]" and so on. */
 const char *sonde__prof_state_name(uint32_t state);
+/* Appends a thread's on-CPU time no sample saw (exact_wall profiles): a sample of count 0
+ * weighing on_ns under the wall metric, its stack node with [on-cpu: not sampled] as its
+ * leaf. 0 or -ENOMEM. */
+int sonde__prof_add_unsampled(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,
+			      uint32_t node, uint64_t on_ns);
 
 /* Appends an off-CPU interval whose stack (without its state frame) is an existing node. */
 int sonde__prof_add_offcpu_node(struct sonde_profile *p, uint64_t time_ns, uint32_t thread,

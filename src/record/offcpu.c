@@ -208,12 +208,18 @@ int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg
 	return open_one(r, &cfg, tid, c, on_exec, gen);
 }
 
-static struct rec_offcpu *state_of(struct sonde_recorder *r, pid_t tid, bool create)
+/* The off-CPU state of thread tid of process pid, made with create. A thread first seen
+ * leaving the CPU (one preempted on its way out after its exit record removed it, say)
+ * gets its process from the switch, sampled in its context: without it, its intervals and
+ * short counts would be written under pid 0, a task of its own with no life. */
+static struct rec_offcpu *state_of(struct sonde_recorder *r, pid_t pid, pid_t tid, bool create)
 {
 	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, create);
 
 	if (!t)
 		return NULL;
+	if (!t->pid)
+		t->pid = pid;
 	if (!t->off && create)
 		t->off = sonde__calloc(1, sizeof(*t->off));
 	return t->off;
@@ -238,7 +244,7 @@ static uint32_t state_from(int64_t prev_state)
 static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec, int64_t prev)
 {
 	const struct perf_sample *s = &rec->sample;
-	struct rec_offcpu *o = state_of(r, (pid_t)rec->tid, true);
+	struct rec_offcpu *o = state_of(r, (pid_t)rec->pid, (pid_t)rec->tid, true);
 
 	if (!o)
 		return sonde__rec_error(r, -ENOMEM);

@@ -111,7 +111,8 @@ const char *sonde_view_state_name(uint32_t state)
 							     "[off-cpu: S]",
 							     "[off-cpu: D]",
 							     "[off-cpu: other]",
-							     "[unknown: lost records]"};
+							     "[unknown: lost records]",
+							     "[on-cpu: not sampled]"};
 
 	return state < SONDE_VIEW_STATES ? names[state] : "";
 }

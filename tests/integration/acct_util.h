@@ -10,7 +10,9 @@
  * unknown time add up to the window exactly, and no CPU's samples weigh more than its
  * busy time (a sampled thread was on it); that each task's life (first sight to exit or
  * end) adds up from its on-CPU time by the switches, its states, unknown and short time
- * (the worst time counted twice is printed, not judged: docs/record.md, Known limits), the
+ * (time counted twice at most its short intervals' time and 1 ms, docs/record.md, Known
+ * limits; no
+ * task but the idle task under pid 0), the
  * time no record covers small without losses, and the tasks'
  * on-CPU time within the CPUs' busy time. expect_switches: the recording must have
  * them. Returns whether it had them. Both off-CPU backends keep the switches of an -a

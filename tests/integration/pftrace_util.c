@@ -452,6 +452,49 @@ static void android_log(struct dec *d, struct pb_reader r)
 	}
 }
 
+/* TrackDescriptor{1 uuid, 2 name, 4 thread{1 pid, 2 tid}}. */
+static void track_descriptor(struct dec *d, struct pb_reader r)
+{
+	struct pft_track tr = {0};
+	struct pb_field f, g;
+
+	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num == 1)
+			tr.uuid = f.u;
+		else if (f.num == 2)
+			copy_str(tr.name, sizeof(tr.name), &f);
+		else if (f.num == 4)
+			for (struct pb_reader tr_r = pb_sub(&f); sonde__pb_next(&tr_r, &g) > 0;) {
+				if (g.num == 1)
+					tr.pid = (uint32_t)g.u;
+				else if (g.num == 2)
+					tr.tid = (uint32_t)g.u;
+			}
+	}
+	struct pft_trace *t = d->t;
+	t->tracks = ASSERT_NOT_NULL(realloc(t->tracks, (t->n_tracks + 1) * sizeof(tr)));
+	t->tracks[t->n_tracks++] = tr;
+}
+
+/* TrackEvent{9 type, 11 track_uuid, 23 name} at the packet's timestamp. */
+static void track_event(struct dec *d, uint64_t ts, struct pb_reader r)
+{
+	struct pft_event ev = {.ts = ts};
+	struct pb_field f;
+
+	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num == 9)
+			ev.type = (int)f.u;
+		else if (f.num == 11)
+			ev.track_uuid = f.u;
+		else if (f.num == 23)
+			copy_str(ev.name, sizeof(ev.name), &f);
+	}
+	struct pft_trace *t = d->t;
+	t->events = ASSERT_NOT_NULL(realloc(t->events, (t->n_events + 1) * sizeof(ev)));
+	t->events[t->n_events++] = ev;
+}
+
 static void packet(struct dec *d, struct pb_reader r)
 {
 	struct pb_field f;
@@ -494,6 +537,10 @@ static void packet(struct dec *d, struct pb_reader r)
 			android_log(d, pb_sub(&f));
 		else if (f.num == 1)
 			ftrace_bundle(d, pb_sub(&f));
+		else if (f.num == 60)
+			track_descriptor(d, pb_sub(&f));
+		else if (f.num == 11)
+			track_event(d, ts, pb_sub(&f));
 	}
 }
 
@@ -529,6 +576,8 @@ void pft_free(struct pft_trace *t)
 	}
 	free(t->samples);
 	free(t->sched);
+	free(t->tracks);
+	free(t->events);
 	free(t->process_names);
 	free(t->thread_names);
 	free(t->errors);

@@ -32,6 +32,20 @@ struct pft_sched {
 	uint32_t woken_pid, target_cpu, success, prio; /* sched_waking */
 };
 
+/* A TrackDescriptor (with its ThreadDescriptor's pid and tid, 0 without one), and a
+ * TrackEvent of a slice, in file order. */
+struct pft_track {
+	uint64_t uuid;
+	uint32_t pid, tid;
+	char name[64];
+};
+
+struct pft_event {
+	uint64_t ts, track_uuid;
+	int type; /* TrackEvent.Type: 1 slice begin, 2 slice end, 3 instant */
+	char name[64];
+};
+
 struct pft_trace {
 	struct pft_sample *samples;
 	size_t n_samples;
@@ -50,6 +64,10 @@ struct pft_trace {
 	uint32_t seq_ids[8];	       /* distinct trusted_packet_sequence_id of profile packets */
 	int n_seq_ids;
 	int missing_interned; /* references to iids the sequence never defined */
+	struct pft_track *tracks;
+	size_t n_tracks;
+	struct pft_event *events;
+	size_t n_events;
 };
 
 /* Decodes a whole trace (fails the test on malformed bytes). */

@@ -1,12 +1,14 @@
 /* The Perfetto export: `sonde convert --format perfetto` and `sonde record -o x.pftrace` of
  * the reference program split, decoded packet by packet (tests/integration/pftrace_util.c
  * rebuilds each PerfSample's stack from the interned callstacks, frames and names). */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <sonde/spool.h>
 #include <sonde/spool_reader.h>
 
 #include "../test.h"
@@ -464,4 +466,62 @@ TEST_TIMEOUT(export_perfetto_system_wide_switches_chain_bpf, 300)
 	test_require_perf();
 	offcpu_require_bpf();
 	switches_chain("bpf", "");
+}
+
+/* Time a loss covered (an UNKNOWN record) is in the trace: a "[unknown: lost records]"
+ * slice from its switch-out to its switch-in on a track of its thread's, so the timeline
+ * shows where the thread's time is unknown; an off-CPU interval has none, and a second
+ * loss of the same thread reuses the track. A written spool, so the times are exact. */
+TEST(export_perfetto_unknown_time_is_a_slice)
+{
+	const char *spool = test_path("unk.spool"), *trace = test_path("unk.pftrace");
+	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
+	const uint64_t s0 = h.start_monotonic_ns, ms = 1000000;
+	uint32_t th;
+	int fd = open(spool, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	ASSERT_INT(fd, >=, 0);
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, s0, 77, 78, "napper", &th));
+	const struct sonde_spool_frame f = {0, 0x1234};
+	const struct sonde_spool_offcpu nap = {
+		s0, s0 + 100 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0};
+	const struct sonde_spool_offcpu lost[] = {
+		{s0 + 101 * ms, s0 + 151 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0},
+		{s0 + 160 * ms, s0 + 170 * ms, 0, th, 1, SONDE_OFFCPU_BLOCKED, 0, 0, 0},
+	};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &nap, &f, 1));
+	ASSERT_OK(sonde_spool_writer__add_unknown(w, &lost[0], &f, 1));
+	ASSERT_OK(sonde_spool_writer__add_unknown(w, &lost[1], &f, 1));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	close(fd);
+
+	struct test_output o;
+	struct pft_trace t;
+	test_runf(&o, 60, "%s convert --no-symbolize %s -o %s", test_bin("sonde"), spool, trace);
+	if (o.status != 0)
+		FAIL("convert exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	decode_file(trace, &t);
+	ASSERT_UINT(t.n_tracks, ==, 1);
+	ASSERT_UINT(t.tracks[0].pid, ==, 77);
+	ASSERT_UINT(t.tracks[0].tid, ==, 78);
+	ASSERT_STR_EQ(t.tracks[0].name, "[unknown: lost records]");
+	ASSERT_UINT(t.n_events, ==, 4);
+	const uint64_t at[4] = {s0 + 101 * ms, s0 + 151 * ms, s0 + 160 * ms, s0 + 170 * ms};
+	for (size_t i = 0; i < 4; i++) {
+		const struct pft_event *ev = &t.events[i];
+		printf("event %zu: type %d at %.3f ms on %#" PRIx64 " %s\n", i, ev->type,
+		       (ev->ts - s0) / 1e6, ev->track_uuid, ev->name);
+		ASSERT_UINT(ev->track_uuid, ==, t.tracks[0].uuid);
+		ASSERT_INT(ev->type, ==, i % 2 ? 2 : 1);
+		ASSERT_UINT(ev->ts, ==, at[i]);
+		if (ev->type == 1)
+			ASSERT_STR_EQ(ev->name, "[unknown: lost records]");
+	}
+	/* the nap, a known wait, is a sample and sched events as before, not a slice */
+	ASSERT_UINT(pft_samples_of(&t, 77), ==, 1);
+	pft_free(&t);
 }

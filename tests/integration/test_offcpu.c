@@ -886,15 +886,51 @@ TEST_TIMEOUT(offcpu_report_summary_splits_the_wall_time, 120)
 		FAIL("%.3f s asleep (and unknown) for %.0f naps of 40 ms", row[2] + row[5], rounds);
 }
 
+/* The on-CPU seconds of `report --metric wall`'s output `out` of spool (the tasks' stays
+ * on the CPUs by their switches, spread over their samples), checked against the top
+ * table's on-CPU column (summary_on) and against the sums of the wall metric's folded
+ * stacks, from report and from convert, all within rounding. */
+static double wall_on;
+static void wall_on_cpu(const char *out, const char *spool, double summary_on)
+{
+	struct test_output o;
+	double all;
+	const char *m = strstr(out, "metric wall: ");
+
+	ASSERT_NOT_NULL(m);
+	ASSERT_INT(sscanf(m, "metric wall: %lf s in all = %lf s on CPU (by the CPUs' switches",
+			  &all, &wall_on),
+		   ==, 2);
+	printf("wall: %.3f s in all, %.3f s on CPU; the summary's on-CPU %.3f s\n", all, wall_on,
+	       summary_on);
+	ASSERT_DOUBLE_NEAR(wall_on, summary_on, 0.0015);
+	for (int convert = 0; convert < 2; convert++) {
+		if (convert)
+			test_runf(&o, 60,
+				  "%s convert --metric wall --no-symbolize -f folded -o - %s",
+				  test_bin("sonde"), spool);
+		else
+			test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"),
+				  spool);
+		if (o.status != 0)
+			FAIL("exited %d:\n%s", o.status, o.err);
+		double sum = counts_sum(o.out) / 1e6; /* microseconds */
+		printf("%s --metric wall: folded stacks sum to %.6f s\n",
+		       convert ? "convert" : "report", sum);
+		ASSERT_DOUBLE_NEAR(sum, all, 0.0015);
+		test_output_free(&o);
+	}
+}
+
 /* report --summary, and the top of --metric wall, of an -a --off-cpu recording give each
  * CPU's busy, idle and unknown time, adding up to CPUs x the window: a busy loop keeps
- * one CPU busy most of the recording. */
+ * one CPU busy most of the recording; the wall metric's on-CPU time is the summary's. */
 TEST_TIMEOUT(offcpu_system_wide_summary_gives_each_cpu_time, 120)
 {
 	const char *argv[] = {"/bin/sh", "-c", "while :; do :; done", NULL};
 	struct test_output o;
 	const char *spool = test_path("cpus.spool");
-	double busy, idle, unknown, total, window;
+	double busy, idle, unknown, total, window, summary_on = -1;
 	unsigned cpus;
 
 	record_system_wide_beside(argv, spool);
@@ -915,6 +951,12 @@ TEST_TIMEOUT(offcpu_system_wide_summary_gives_each_cpu_time, 120)
 			   ==, 6);
 		printf("%s: busy %.3f idle %.3f unknown %.3f = %.3f of %u x %.3f s\n",
 		       wall ? "wall" : "summary", busy, idle, unknown, total, cpus, window);
+		double row[8];
+		summary_row(o.out, "\nall ", row);
+		if (!wall)
+			summary_on = row[0];
+		else
+			wall_on_cpu(o.out, spool, row[0]);
 		ASSERT_UINT(cpus, ==, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
 		ASSERT(total > cpus * window - 0.0025 && total < cpus * window + 0.0025);
 		ASSERT(busy + idle + unknown > total - 0.002 &&
@@ -923,6 +965,8 @@ TEST_TIMEOUT(offcpu_system_wide_summary_gives_each_cpu_time, 120)
 		ASSERT(busy >= 0.8 * window);
 		test_output_free(&o);
 	}
+	/* --summary's on-CPU time, the tasks' by the switches, is the wall metric's */
+	ASSERT_DOUBLE_NEAR(summary_on, wall_on, 0.0015);
 }
 
 /* --summary splits a wait at its wakeup: in the state the thread left the CPU in up to the
@@ -974,9 +1018,9 @@ TEST(offcpu_report_summary_runnable_from_the_wakeup)
  * written spool, so the figures are exact: worker (tid 81) runs 3 ms, sleeps 100 ms, runs
  * 2 ms, exits and leaves the CPU at 106 ms, with no sample; the idle task then holds CPU 0
  * and a spinner (tid 90, one sample) CPU 1 to 300 ms. */
-TEST(offcpu_report_summary_partitions_each_life_by_the_switches)
+/* Writes that spool (the worker and the spinner above) to spool; the test follows. */
+static void write_life_spool(const char *spool)
 {
-	const char *spool = test_path("life.spool");
 	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
 	uint32_t worker, spinner;
 	const uint64_t s0 = h.start_monotonic_ns, ms = 1000000;
@@ -1011,6 +1055,13 @@ TEST(offcpu_report_summary_partitions_each_life_by_the_switches)
 	ASSERT_OK(sonde_spool_writer__finish(w));
 	sonde_spool_writer__free(w);
 	close(fd);
+}
+
+TEST(offcpu_report_summary_partitions_each_life_by_the_switches)
+{
+	const char *spool = test_path("life.spool");
+
+	write_life_spool(spool);
 
 	struct test_output o;
 	double v[8];
@@ -1026,6 +1077,61 @@ TEST(offcpu_report_summary_partitions_each_life_by_the_switches)
 	summary_row(o.out, "\nspinner-90 ", v);
 	ASSERT_DOUBLE_NEAR(v[0], 0.298, 0.0005);
 	ASSERT_DOUBLE_NEAR(v[7], 0.298, 0.0005);
+	test_output_free(&o);
+}
+
+/* Where the recording kept the CPUs' switches, the wall metric weighs a task's samples by
+ * its stays on the CPUs, not samples x period, and a task that ran unsampled weighs under
+ * [on-cpu: not sampled]: in report --metric wall, its folded stacks and convert's, the
+ * spool of the test above gives the spinner's one sample 298 ms and the worker 5 ms
+ * unsampled beside its 100 ms asleep, 403 ms in all, --summary's total. */
+TEST(offcpu_wall_metric_weighs_samples_by_the_switches)
+{
+	const char *spool = test_path("wall.spool");
+	struct test_output o;
+	double all, on;
+
+	write_life_spool(spool);
+	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	printf("%s", o.out);
+	const char *m = strstr(o.out, "metric wall: ");
+	ASSERT_NOT_NULL(m);
+	ASSERT_INT(sscanf(m, "metric wall: %lf s in all = %lf s on CPU (by the CPUs' switches",
+			  &all, &on),
+		   ==, 2);
+	ASSERT_DOUBLE_NEAR(all, 0.403, 0.0005);
+	ASSERT_DOUBLE_NEAR(on, 0.303, 0.0005);
+	ASSERT_CONTAINS(m, "0.005 s of it not sampled");
+	test_output_free(&o);
+	for (int convert = 0; convert < 2; convert++) {
+		if (convert)
+			test_runf(
+				&o, 60,
+				"%s convert --metric wall --no-symbolize --folded-roots thread -f "
+				"folded -o - %s",
+				test_bin("sonde"), spool);
+		else
+			test_runf(&o, 60,
+				  "%s report --folded --folded-roots thread --metric wall %s",
+				  test_bin("sonde"), spool);
+		if (o.status != 0)
+			FAIL("exited %d:\n%s", o.status, o.err);
+		printf("%s", o.out);
+		ASSERT_CONTAINS(o.out, "worker-80/81;[on-cpu: not sampled] 5000\n");
+		ASSERT_CONTAINS(o.out, "worker-80/81;[off-cpu: S] 100000\n");
+		const char *spin = strstr(o.out, "spinner-90/90;");
+		ASSERT_NOT_NULL(spin);
+		ASSERT_CONTAINS(spin, " 298000\n");
+		ASSERT_DOUBLE_NEAR(counts_sum(o.out), 403000, 0.5);
+		test_output_free(&o);
+	}
+	run_summary(&o, "", spool);
+	double v[8];
+	summary_row(o.out, "\nall ", v);
+	ASSERT_DOUBLE_NEAR(v[0], 0.303, 0.0005);
+	ASSERT_DOUBLE_NEAR(v[7], 0.403, 0.0005);
 	test_output_free(&o);
 }
 
