@@ -64,7 +64,8 @@ struct tbuf_seq {
 #define TBUF_WIN_NONE UINT32_MAX
 
 struct tbuf {
-	uint8_t *data;
+	uint8_t *data; /* the ring, 64-byte aligned in mem */
+	void *mem;
 	size_t size;
 	size_t rd, wr, used; /* records live in [rd, wr) of the ring; used bytes incl. padding */
 	bool discard;	     /* fill policy DISCARD */
