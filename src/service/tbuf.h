@@ -3,10 +3,11 @@
  *
  * The buffer is one byte ring holding 16-byte-aligned records in commit order: a 16-byte
  * header followed by a verbatim copy of the chunk payload (the snapshot the spec asks
- * for: the producer can no longer change what gets parsed). Ingest is one memcpy and one
- * store into the sequence's chunk index per chunk, without parsing (a hash table indexed
- * every chunk before: its random accesses, a cache miss at each insert and each delete,
- * cost a quarter of the service's CPU at 4 KiB chunks). Packets are only parsed on the
+ * for: the producer can no longer change what gets parsed). Ingest is one copy (with
+ * non-temporal stores in a ring of 8 MiB or more) and one store into the sequence's chunk
+ * index per chunk, without parsing (a hash table indexed every chunk before: its random
+ * accesses, a cache miss at each insert and each delete, cost a quarter of the service's
+ * CPU at 4 KiB chunks). Packets are only parsed on the
  * read side, which walks records oldest first, reassembles fragments across consecutive
  * chunk ids of the same sequence (through that index), validates each packet and adds
  * the trusted suffix. Consumption state lives in the records, so a read can stop after
@@ -63,11 +64,13 @@ struct tbuf_seq {
 #define TBUF_WIN_NONE UINT32_MAX
 
 struct tbuf {
-	uint8_t *data;
+	uint8_t *data; /* the ring, 64-byte aligned in mem */
+	void *mem;
 	size_t size;
 	size_t rd, wr, used; /* records live in [rd, wr) of the ring; used bytes incl. padding */
 	bool discard;	     /* fill policy DISCARD */
 	bool discard_full;
+	bool stream; /* records are written with non-temporal stores (a ring beyond the caches) */
 	struct u64map chunks; /* (seq index << 32 | chunk_id) -> record offset, for chunks
 			       * outside their sequence's window (tbuf_seq.win) */
 	struct u64map seqmap; /* (producer_id << 16 | writer_id) -> seq index */

@@ -168,8 +168,8 @@ TEST(client_txtcfg_errors_point_at_line_and_column)
 		  1, 76, "is not an integer");
 	parse_err("[ext.field]: 1", 1, 1, "extensions");
 	parse_err("duration_ms: 1 }", 1, 16, "expected a field name");
-	parse_err("data_sources: { config: { etw_config: {} } }", 1, 27,
-		  "unknown field 'etw_config' in DataSourceConfig");
+	parse_err("data_sources: { config: { no_such_config: {} } }", 1, 27,
+		  "unknown field 'no_such_config' in DataSourceConfig");
 	parse_err("unique_session_name: \"\\q\"", 1, 22, "invalid escape");
 	parse_err("duration_ms: 1 $", 1, 16, "unexpected character");
 	parse_err("buffers: [{size_kb: 1} {size_kb: 2}]", 1, 24, "expected ',' or ']'");
@@ -224,6 +224,63 @@ TEST(client_txtcfg_v53_fields_and_enum_names)
 	expect_bytes(out, len, &w);
 	free(out);
 	sonde__buf_free(&w);
+}
+
+/* The configs of data sources other producers serve (statsd, V8, ETW) encode by name, as
+ * the v53 CLI encodes them: atoms by AtomId name, ETW's kernel flags by KernelFlag name. */
+TEST(client_txtcfg_statsd_v8_and_etw_configs)
+{
+	const char *txt =
+		"data_sources { config { name: \"android.statsd\" statsd_tracing_config {\n"
+		"  push_atom_id: ATOM_FLASHLIGHT_STATE_CHANGED\n"
+		"  push_atom_id: ATOM_WIFI_CONFIGURED_NETWORK_INFO\n"
+		"  raw_push_atom_id: 10037\n"
+		"  pull_config { pull_atom_id: ATOM_SYSTEM_UPTIME pull_frequency_ms: 500\n"
+		"    packages: \"SYSTEM_AID\" } } } }\n"
+		"data_sources { config { name: \"dev.v8.code\"\n"
+		"  v8_config { log_instructions: true } } }\n"
+		"data_sources { config { etw_config { kernel_flags: DISPATCHER\n"
+		"  memory_provider_events: \"MEMINFO\" } } }\n";
+	uint8_t *out;
+	size_t len;
+	struct buf w = BUF_INIT;
+
+	parse_ok(txt, &out, &len);
+	size_t ds = sonde__pb_begin(&w, 2), c = sonde__pb_begin(&w, 1);
+	sonde__pb_put_string(&w, 1, "android.statsd");
+	size_t sc = sonde__pb_begin(&w, 117);
+	sonde__pb_put_varint(&w, 1, 26);    /* ATOM_FLASHLIGHT_STATE_CHANGED */
+	sonde__pb_put_varint(&w, 1, 10198); /* ATOM_WIFI_CONFIGURED_NETWORK_INFO, the last */
+	sonde__pb_put_varint(&w, 2, 10037);
+	size_t pc = sonde__pb_begin(&w, 3);
+	sonde__pb_put_varint(&w, 1, 10015); /* ATOM_SYSTEM_UPTIME */
+	sonde__pb_put_varint(&w, 3, 500);
+	sonde__pb_put_string(&w, 4, "SYSTEM_AID");
+	sonde__pb_end(&w, pc);
+	sonde__pb_end(&w, sc);
+	sonde__pb_end(&w, c);
+	sonde__pb_end(&w, ds);
+	ds = sonde__pb_begin(&w, 2);
+	c = sonde__pb_begin(&w, 1);
+	sonde__pb_put_string(&w, 1, "dev.v8.code");
+	sc = sonde__pb_begin(&w, 127);
+	sonde__pb_put_bool(&w, 2, true);
+	sonde__pb_end(&w, sc);
+	sonde__pb_end(&w, c);
+	sonde__pb_end(&w, ds);
+	ds = sonde__pb_begin(&w, 2);
+	c = sonde__pb_begin(&w, 1);
+	sc = sonde__pb_begin(&w, 125);
+	sonde__pb_put_varint(&w, 1, 1); /* DISPATCHER */
+	sonde__pb_put_string(&w, 3, "MEMINFO");
+	sonde__pb_end(&w, sc);
+	sonde__pb_end(&w, c);
+	sonde__pb_end(&w, ds);
+	expect_bytes(out, len, &w);
+	free(out);
+	sonde__buf_free(&w);
+	parse_err("data_sources { config { statsd_tracing_config { push_atom_id: ATOM_NOPE } } }",
+		  1, 63, "unknown value 'ATOM_NOPE' for enum field 'push_atom_id' of type AtomId");
 }
 
 TEST(client_txtcfg_lists_of_messages_and_empty_lists)
