@@ -446,7 +446,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 	if (err)
 		return err;
 	/* Its events are opened after this: every record of it is at least as recent. */
-	p->since = sonde__rec_now();
+	p->since = sonde__rec_now(r);
 	if (mode == SONDE_ATTACH_ON_EXEC) {
 		/* Still a copy of the launcher: its mappings are replaced at exec. */
 		struct rec_thread *t = sonde__tasks_thread(&r->tasks, pid, true);
@@ -469,7 +469,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 	}
 	err = open_threads(r, p);
 	if (!err)
-		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now()));
+		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 out:
 	if (err) {
 		/* Nothing of it is recorded: it must not stay stopped, nor count as alive. */
@@ -524,7 +524,7 @@ static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec
 		*out = p;
 		return 1;
 	}
-	if (p && (err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now()))))
+	if (p && (err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now(r)))))
 		return err;
 	if (!p && !(p = sonde__tasks_process(&r->tasks, pid, true)))
 		return -ENOMEM;
@@ -532,7 +532,7 @@ static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec
 	p->thread_only = true;
 	p->exited = false;
 	p->start_time = st.start_time;
-	p->since = sonde__rec_now();
+	p->since = sonde__rec_now(r);
 	sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
 	*out = p;
 	return 0;
@@ -550,7 +550,7 @@ static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, p
 		else if (err)
 			return err;
 	}
-	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now()))
+	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now(r)))
 		return -ENOMEM;
 	return open_thread(r, tid, false, !r->life.follow_children);
 }
@@ -575,7 +575,7 @@ int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sond
 	/* The whole process's mappings: the thread runs its process's code, and mappings
 	 * made later by threads without events are not reported to ours. */
 	if (!err && !known)
-		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now()));
+		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 	if (!err && !known)
 		p->attach_ticks = sonde__rec_boot_ticks();
 	if (!err)
@@ -615,7 +615,7 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 	}
 	sonde__rec_close_events_from(r, p->pid, 0);
 	sonde__proc_resume(&p->stop);
-	int err = sonde__rec_retire(r, p, sonde__rec_time(r, sonde__rec_now()));
+	int err = sonde__rec_retire(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 	p->attached = false;
 	p->exited = true;
 	/* records still queued or in the rings are of the process it no longer is */

@@ -28,7 +28,7 @@ void sonde__rec_live_free(struct sonde_recorder *r)
 
 int sonde__rec_live_push(struct sonde_recorder *r)
 {
-	uint64_t now = sonde__rec_now();
+	uint64_t now = sonde__rec_now(r);
 
 	if (now - r->live.last_push_ns < PUSH_INTERVAL_NS)
 		return 0;

@@ -673,7 +673,7 @@ int sonde__rec_offcpu_finish(struct sonde_recorder *r)
 		if (err && !first)
 			first = err;
 	}
-	uint64_t end = sonde__rec_time(r, sonde__rec_now());
+	uint64_t end = sonde__rec_time(r, sonde__rec_now(r));
 
 	for (struct rec_thread *t = NULL; r->offcpu.on && (t = sonde__tasks_next_thread(&r->tasks, t));) {
 		if (!t->off)

@@ -663,7 +663,7 @@ int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r)
 		return 0;
 	sonde__rec_offcpu_bpf_stop(r);
 	int err = keep_last_batches(r, b);
-	int oerr = write_open(r, b, sonde__rec_time(r, sonde__rec_now()));
+	int oerr = write_open(r, b, sonde__rec_time(r, sonde__rec_now(r)));
 	if (!err)
 		err = oerr;
 	int serr = write_shorts(r, b);

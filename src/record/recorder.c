@@ -27,17 +27,24 @@
 
 enum {
 	DEFAULT_FREQ = 999,
-	/* Records still being written when a ring is read can carry a timestamp slightly
-	 * older than the read; they are released one poll later at most. */
-	REORDER_SLACK_NS = 2000000,
 };
 
-uint64_t sonde__rec_now(void)
+uint64_t sonde__rec_mono_now(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sonde__rec_now(const struct sonde_recorder *r)
+{
+	return r->clock.now ? r->clock.now(r->clock.ctx) : sonde__rec_mono_now();
+}
+
+void sonde__rec_set_clock(struct sonde_recorder *r, rec_clock_fn now, void *ctx)
+{
+	r->clock = (struct rec_clock){now, now ? ctx : NULL};
 }
 
 static uint64_t wall_now(void)
@@ -410,7 +417,7 @@ static struct sonde_recorder *recorder_alloc(void)
 	struct timespec boot;
 	clock_gettime(CLOCK_BOOTTIME, &boot);
 	r->life.boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
-				      (uint64_t)boot.tv_nsec - sonde__rec_now());
+				      (uint64_t)boot.tv_nsec - sonde__rec_mono_now());
 	if (sonde__perf_online_cpus(&r->ev.cpus, &r->ev.n_cpus) < 0 ||
 	    !(r->ev.rings = sonde__calloc(r->ev.n_cpus, sizeof(*r->ev.rings))) ||
 	    !(r->stream = sonde__perf_stream_new(&r->layout, stream_filter, r)) ||
@@ -440,7 +447,7 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	r->cfg.wakeup_bytes =
 		(uint32_t)((uint64_t)r->ev.ring_pages * (uint64_t)sysconf(_SC_PAGESIZE) / 4);
 
-	r->start_mono = sonde__rec_now();
+	r->start_mono = sonde__rec_now(r);
 	struct sonde_spool_header h = {.start_time_ns = wall_now(),
 				       .start_monotonic_ns = r->start_mono,
 				       .sample_period_ns = sample_period_ns(&r->cfg)};
@@ -715,7 +722,7 @@ int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum son
 	}
 	if (p) {
 		/* The pid now names another process: start over with it. */
-		int err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now()));
+		int err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 		if (err)
 			return err;
 	}
@@ -811,7 +818,7 @@ static int drain_rings(struct sonde_recorder *r);
 
 static void drain_meanwhile(struct sonde_recorder *r, uint64_t *last)
 {
-	uint64_t now = sonde__rec_now();
+	uint64_t now = sonde__rec_now(r);
 
 	if (now - *last < DRAIN_EVERY_NS || sonde__perf_stream_bytes(r->stream) > STREAM_CAP_BYTES)
 		return;
@@ -823,7 +830,7 @@ static void drain_meanwhile(struct sonde_recorder *r, uint64_t *last)
 static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_record_poll *pr)
 {
 	const struct perf_rec *rec;
-	uint64_t last_drain = sonde__rec_now();
+	uint64_t last_drain = sonde__rec_now(r);
 	unsigned n = 0;
 
 	while ((rec = sonde__perf_stream_pop(r->stream, limit))) {
@@ -846,7 +853,7 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 
 static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_record_poll *pr)
 {
-	uint64_t floor = sonde__rec_now() - REORDER_SLACK_NS;
+	uint64_t floor = sonde__rec_now(r) - REC_REORDER_SLACK_NS;
 	int err = sonde__rec_error(r, drain_rings(r));
 	uint64_t limit = final ? UINT64_MAX : sonde__perf_stream_limit(r->stream, floor);
 	int perr = process_until(r, limit, pr);
@@ -969,7 +976,7 @@ int sonde_recorder__summary(const struct sonde_recorder *r, struct sonde_record_
 		return -EINVAL;
 	s.sz = out->sz;
 	if (r->start_mono)
-		s.duration_ns = sonde__rec_now() - r->start_mono;
+		s.duration_ns = sonde__rec_now(r) - r->start_mono;
 	if (r->finished)
 		s.duration_ns = r->sum.duration_ns;
 	s.unwind_cfi_frames = r->unw.unwind_stats.cfi_steps;
@@ -1096,7 +1103,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 			keep_first(r, &first, -errno, "closing the spool file");
 		r->out_fd = -1;
 	}
-	r->sum.duration_ns = sonde__rec_now() - r->start_mono;
+	r->sum.duration_ns = sonde__rec_now(r) - r->start_mono;
 	r->finished = true;
 	if (out)
 		keep_first(r, &first, sonde_recorder__summary(r, out), "the summary");

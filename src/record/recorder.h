@@ -52,6 +52,15 @@ struct rec_offcpu_cfg {
 	bool sw_started; /* the empty runs that announce them are written */
 };
 
+enum {
+	/* Records still being written when a ring is read can carry a timestamp slightly
+	 * older than the read (by the recorder's clock); they are released one poll later
+	 * at most. */
+	REC_REORDER_SLACK_NS = 2000000,
+	/* A poll runs a recovery sweep for an open gap at most this often (by the clock). */
+	REC_SWEEP_INTERVAL_NS = 250000000,
+};
+
 /* Lifecycle and loss recovery (recover.c). */
 struct rec_life {
 	bool follow_children;
@@ -81,6 +90,22 @@ struct rec_unwind {
 	bool frame_pointers_only; /* opts.frame_pointers_only */
 };
 
+/* The recorder's clock: what decides when a poll's deadlines are due (recovery sweeps,
+ * generation switches, live pushes, draining during a long batch), when records are old
+ * enough to be released in order, and what dates the records the recorder makes itself
+ * (retirements, the end of an open interval, when a process was read from /proc). It is
+ * compared with the times the kernel gives records (CLOCK_MONOTONIC, perf/event.c), so
+ * now(ctx) must never go back, and should not run ahead of CLOCK_MONOTONIC: a clock held
+ * behind holds back the records newer than it; one ahead ignores records that the kernel
+ * dated before what the recorder read from /proc "at" that clock's time. NULL now:
+ * CLOCK_MONOTONIC. A test holds it and moves it forward to make a deadline due without
+ * sleeping. */
+typedef uint64_t (*rec_clock_fn)(void *ctx);
+struct rec_clock {
+	rec_clock_fn now;
+	void *ctx;
+};
+
 /* The recorder: its parts, and what the recording as a whole is. */
 struct sonde_recorder {
 	struct perf_layout layout;
@@ -98,6 +123,7 @@ struct sonde_recorder {
 	struct rec_unwind unw;
 	struct rec_live live; /* periodic pushes, the tail (live.c) */
 	struct sonde_record_summary sum;
+	struct rec_clock clock;
 	uint64_t start_mono, last_time;
 	int first_error;
 	bool enabled, finished;
@@ -109,7 +135,13 @@ int sonde__rec_error(struct sonde_recorder *r, int err);
 /* Logs err as a secondary failure of `what` and keeps it as context (summary
  * context_error). */
 void sonde__rec_context_error(struct sonde_recorder *r, int err, const char *what);
-uint64_t sonde__rec_now(void);
+/* CLOCK_MONOTONIC now, in nanoseconds. */
+uint64_t sonde__rec_mono_now(void);
+/* Now by the recorder's clock. */
+uint64_t sonde__rec_now(const struct sonde_recorder *r);
+/* Replaces the recorder's clock (NULL: CLOCK_MONOTONIC again); see struct rec_clock. The
+ * new clock must not read earlier than the old one did last. */
+void sonde__rec_set_clock(struct sonde_recorder *r, rec_clock_fn now, void *ctx);
 /* Every published record of one ring into the stream. 0 or the first error. */
 int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring);
 /* Drains every ring and processes what can be ordered (final: everything queued). */

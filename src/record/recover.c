@@ -15,7 +15,7 @@
  *        children  with follow_children, /proc/PID/task/TID/children not yet tracked
  *        threads   attached processes get events on threads that have none
  *
- * Sweeps run at most every SWEEP_INTERVAL_NS from poll, and whenever flush is called.
+ * Sweeps run at most every REC_SWEEP_INTERVAL_NS from poll, and whenever flush is called.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,7 +35,6 @@
 #include "record/recorder.h"
 
 enum {
-	SWEEP_INTERVAL_NS = 250000000,
 	/* A child's /proc start time and its fork record's time are taken a few instructions
 	 * apart, but a preempted fork can stretch that: a pid cannot be reused that fast. */
 	FORK_START_SLACK_TICKS = 5,
@@ -368,7 +367,7 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 static int sweep(struct sonde_recorder *r)
 {
 	int first = sonde__rec_drain(r, true);
-	uint64_t gaps = r->life.gaps_open, time = sonde__rec_time(r, sonde__rec_now());
+	uint64_t gaps = r->life.gaps_open, time = sonde__rec_time(r, sonde__rec_now(r));
 
 	r->sum.recovery_sweeps++;
 	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
@@ -392,7 +391,7 @@ static int sweep(struct sonde_recorder *r)
 		keep(&first, sonde__rec_system_scan(r, 0));
 		sonde__rec_forget_exited(r);
 	}
-	r->life.last_sweep = sonde__rec_now();
+	r->life.last_sweep = sonde__rec_now(r);
 	if (first) {
 		sonde_warn("recovery sweep: %s", sonde_strerror(first));
 		return sonde__rec_error(r, first);
@@ -414,7 +413,7 @@ int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force)
 	}
 	if (!r->life.gaps_open)
 		return 0;
-	if (!force && sonde__rec_now() - r->life.last_sweep < SWEEP_INTERVAL_NS)
+	if (!force && sonde__rec_now(r) - r->life.last_sweep < REC_SWEEP_INTERVAL_NS)
 		return 0;
 	return sweep(r);
 }

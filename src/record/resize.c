@@ -459,7 +459,7 @@ static int regen(struct sonde_recorder *r)
 	uint32_t gen = r->ev.gen + 1;
 	int err = sonde__rec_drain(r, true);
 
-	r->ev.last_regen = sonde__rec_now();
+	r->ev.last_regen = sonde__rec_now(r);
 	r->ev.regen_grow = false;
 	if (err)
 		return err;
@@ -478,7 +478,7 @@ static int regen(struct sonde_recorder *r)
 	for (size_t i = 0; i < first; i++)
 		if (!r->ev.events[i].retired)
 			sonde__perf_disable(r->ev.events[i].fd);
-	r->ev.gen_cut = sonde__rec_now();
+	r->ev.gen_cut = sonde__rec_now(r);
 	r->ev.gen = gen;
 	swap_rings(r);
 	close_older(r, gen);
@@ -525,5 +525,5 @@ int sonde__rec_maybe_regen(struct sonde_recorder *r)
 	for (size_t i = 0; i < r->ev.n_events; i++)
 		if (r->ev.events[i].armed_on_exec)
 			return 0; /* not sampling yet */
-	return regen_due(r, sonde__rec_now() - r->ev.last_regen) ? regen(r) : 0;
+	return regen_due(r, sonde__rec_now(r) - r->ev.last_regen) ? regen(r) : 0;
 }

@@ -367,7 +367,7 @@ static int adopt_thread(struct sonde_recorder *r, pid_t tid, uint64_t since, uin
 
 int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 {
-	uint64_t time = sonde__rec_time(r, sonde__rec_now());
+	uint64_t time = sonde__rec_time(r, sonde__rec_now(r));
 	int err = 0;
 
 	for (size_t i = 0; i < r->filt.n_filter_pids && !err; i++) {
