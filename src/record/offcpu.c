@@ -478,8 +478,9 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 int sonde__rec_offcpu_put(struct sonde_recorder *r, const struct sonde_spool_offcpu *iv, size_t n,
 			  bool unknown, pid_t tid)
 {
-	int err = unknown ? sonde_spool_writer__add_unknown(r->spool, iv, r->unw.frames, n)
-			  : sonde_spool_writer__add_offcpu(r->spool, iv, r->unw.frames, n);
+	struct sonde_spool_frame *frames = sonde__rec_frames(r);
+	int err = unknown ? sonde_spool_writer__add_unknown(r->spool, iv, frames, n)
+			  : sonde_spool_writer__add_offcpu(r->spool, iv, frames, n);
 
 	if (err == -EINVAL) {
 		/* a frame in a module retired while the thread was off the CPU: the interval

@@ -247,7 +247,7 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		return -SONDE_E_RANGE;
 	}
 	r->life.follow_children = o.follow_children;
-	r->unw.frame_pointers_only = o.frame_pointers_only;
+	sonde__rec_unwind_fp_only(r, o.frame_pointers_only);
 	r->life.exec_check = o.exec_check;
 	r->life.exec_check_ctx = o.exec_check_ctx;
 	r->cfg.no_children = !o.follow_children;
@@ -422,7 +422,7 @@ static struct sonde_recorder *recorder_alloc(void)
 	    !(r->ev.rings = sonde__calloc(r->ev.n_cpus, sizeof(*r->ev.rings))) ||
 	    !(r->stream = sonde__perf_stream_new(&r->layout, stream_filter, r)) ||
 	    add_sources(r) < 0 || (r->ev.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-	    !(r->unw.unwind_cache = sonde__unwind_cache_new())) {
+	    sonde__rec_unwind_init(r) < 0) {
 		sonde_recorder__free(r);
 		return NULL;
 	}
@@ -979,10 +979,7 @@ int sonde_recorder__summary(const struct sonde_recorder *r, struct sonde_record_
 		s.duration_ns = sonde__rec_now(r) - r->start_mono;
 	if (r->finished)
 		s.duration_ns = r->sum.duration_ns;
-	s.unwind_cfi_frames = r->unw.unwind_stats.cfi_steps;
-	s.unwind_fp_frames = r->unw.unwind_stats.fp_steps;
-	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++)
-		s.unwind_fallbacks[i] = r->unw.unwind_stats.fallbacks[i];
+	sonde__rec_unwind_summary(r, &s);
 	s.files_refused = sonde__rec_images_refused(r);
 	s.processes = (uint32_t)r->tasks.procs_created;
 	s.threads = (uint32_t)r->tasks.threads_created;
@@ -1139,7 +1136,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde__rec_track_free(r);
 	sonde__rec_offcpu_release(r);
 	sonde__rec_filters_free(r);
-	sonde__unwind_cache_free(r->unw.unwind_cache);
+	sonde__rec_unwind_free(r);
 	sonde__free(r->ev.events);
 	sonde__free(r->ev.ids);
 	sonde__free(r->ev.rings);

@@ -80,7 +80,8 @@ struct rec_kernel {
 	uint32_t kernel_leaf_module; /* spool id of "[kernel]", 0 until first needed */
 };
 
-/* Unwinding a sample (track.c, stack.c). */
+/* The unwind part: a sample's frames, the CFI tables, the unwind counters (stack.c owns it;
+ * others call its functions). */
 struct rec_unwind {
 	/* A sample's stack: its kernel frames (at most REC_KERNEL_MAX_FRAMES), then the user
 	 * frames of the unwind. */
@@ -265,6 +266,25 @@ void sonde__rec_offcpu_free(struct rec_offcpu *o);
 void sonde__rec_offcpu_release(struct sonde_recorder *r);
 /* The recording ends: open intervals end now, short counts are written. */
 int sonde__rec_offcpu_finish(struct sonde_recorder *r);
+
+/* stack.c: the unwind part (r->unw) */
+/* Creates the unwind cache. 0 or -ENOMEM. */
+int sonde__rec_unwind_init(struct sonde_recorder *r);
+void sonde__rec_unwind_free(struct sonde_recorder *r);
+/* opts.frame_pointers_only: no CFI, frame pointers walk every frame. */
+void sonde__rec_unwind_fp_only(struct sonde_recorder *r, bool on);
+/* The frames of the sample being written (REC_KERNEL_MAX_FRAMES + UNWIND_MAX_FRAMES),
+ * valid until the next sample. */
+struct sonde_spool_frame *sonde__rec_frames(struct sonde_recorder *r);
+/* Unwinds a user stack of pid into the frames from index skip on (after the kernel
+ * frames), counting its steps. The number of user frames; *end how the walk ended. */
+size_t sonde__rec_unwind_user(struct sonde_recorder *r, pid_t pid, const struct rec_modtable *mods,
+			      const struct unwind_regs *regs, const struct unwind_stack *st,
+			      size_t skip, enum unwind_end *end);
+/* Builds the CFI tables of mods now (a process found running, before sampling starts). */
+void sonde__rec_unwind_warm(struct sonde_recorder *r, pid_t pid, const struct rec_modtable *mods);
+/* The unwind counters into a summary. */
+void sonde__rec_unwind_summary(const struct sonde_recorder *r, struct sonde_record_summary *s);
 
 /* track.c */
 /* Stops recording process p: its threads' events closed, its modules retired, every later

@@ -270,21 +270,6 @@ static int synthesize_threads(struct sonde_recorder *r, struct rec_process *p)
 	return err;
 }
 
-/* Builds the CFI tables of a running process's modules now, before sampling starts: the
- * first samples of every busy process would otherwise all wait for them in the first
- * drain, while the rings fill. */
-static void warm_unwind_tables(struct sonde_recorder *r, const struct rec_process *p)
-{
-	struct unwind_module out;
-
-	for (size_t i = 0; r->unw.unwind_cache && !r->unw.frame_pointers_only && i < p->mods.n; i++) {
-		const struct rec_module *m = &p->mods.m[i];
-		struct unwind_mapping um = sonde__record_unwind_mapping(p->pid, m);
-		if (!sonde__unwind_cache_lookup(r->unw.unwind_cache, &um, &out))
-			return;
-	}
-}
-
 /* The entry is that process: not exited, of the same start time (or of an unknown one). */
 static bool same_start(struct sonde_recorder *r, struct rec_process *p, const struct proc_stat *st)
 {
@@ -307,7 +292,7 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 	if (!err)
 		err = sonde__rec_read_maps(r, p, time);
 	if (!err && st.state == 'R' && !r->enabled)
-		warm_unwind_tables(r, p);
+		sonde__rec_unwind_warm(r, p->pid, &p->mods);
 	if (err == -ESRCH || err == -EACCES) {
 		/* exited meanwhile, or a process whose maps we may not read (then its samples
 		 * keep raw addresses) */

@@ -182,19 +182,20 @@ static int kernel_leaf(struct sonde_recorder *r, const struct perf_rec *rec, siz
 	int err = kernel_space_module(r, rec->time, "[kernel]", &r->kern.kernel_leaf_module);
 	if (err)
 		return err;
-	r->unw.frames[0].module = r->kern.kernel_leaf_module;
-	r->unw.frames[0].addr = rec->sample.ip;
+	sonde__rec_frames(r)[0].module = r->kern.kernel_leaf_module;
+	sonde__rec_frames(r)[0].addr = rec->sample.ip;
 	r->sum.kernel_samples++;
 	*n = 1;
 	return 0;
 }
 
-/* The sample's kernel callchain into r->unw.frames, innermost first: the sampled pc exactly,
+/* The sample's kernel callchain into the frames (sonde__rec_frames), innermost first: the sampled pc exactly,
  * callers as return address minus one (as the user frames). Context markers are skipped;
  * the user part (which the events exclude) would end the walk. Returns the count. */
 static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, size_t *n)
 {
 	const struct perf_sample *s = &rec->sample;
+	struct sonde_spool_frame *frames = sonde__rec_frames(r);
 	uint32_t mod = 0;
 
 	*n = 0;
@@ -210,8 +211,8 @@ static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, s
 			if (err)
 				return err;
 		}
-		r->unw.frames[*n].module = mod;
-		r->unw.frames[*n].addr = *n ? ip - 1 : ip;
+		frames[*n].module = mod;
+		frames[*n].addr = *n ? ip - 1 : ip;
 		(*n)++;
 	}
 	r->sum.kernel_frames += *n;
@@ -291,9 +292,7 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	size_t reach = 0;
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP], &reach};
-		nu = sonde__record_unwind(
-			&s->regs, &st, &p->mods, r->unw.frame_pointers_only ? NULL : r->unw.unwind_cache,
-			p->pid, &r->unw.unwind_stats, r->unw.frames + nk, UNWIND_MAX_FRAMES, &end);
+		nu = sonde__rec_unwind_user(r, p->pid, &p->mods, &s->regs, &st, nk, &end);
 	}
 	*n = nu + nk;
 	*flags = nk ? SONDE_SAMPLE_KERNEL : 0;
@@ -336,7 +335,7 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	err = sonde_spool_writer__add_sample_cpu(
 		r->spool, sonde__rec_time(r, rec->time), tid_id,
 		(r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE,
-		r->unw.frames, n, flags);
+		sonde__rec_frames(r), n, flags);
 	if (err)
 		return sonde__rec_error(r, err);
 	r->sum.samples_written++;
