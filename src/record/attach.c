@@ -552,7 +552,7 @@ static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, p
 	}
 	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now(r)))
 		return -ENOMEM;
-	return open_thread(r, tid, false, !r->life.follow_children);
+	return open_thread(r, tid, false, !sonde__rec_follows_children(r));
 }
 
 int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode)
@@ -623,12 +623,6 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 	return err;
 }
 
-int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
-{
-	if (!r->life.exec_check || !p->attached || p->exited)
-		return 0;
-	return r->life.exec_check(r->life.exec_check_ctx, p->pid) ? 0 : sonde__rec_stop_process(r, p);
-}
 
 void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid)
 {

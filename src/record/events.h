@@ -55,7 +55,6 @@ struct rec_events {
 	int epfd;
 	uint32_t ring_pages;
 	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
-	uint64_t lost_counted; /* sum of the events' own lost counters at the last check */
 	uint64_t closed_lost;  /* lost counts of event fds already closed */
 
 	/* Per-thread stack copies and ring growth by generation switch (resize.c). */

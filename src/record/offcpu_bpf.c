@@ -211,7 +211,7 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	uint32_t copy = r->cfg.stack_bytes;
 	s->rodata->copy_bytes = copy > SONDE_BPF_STACK_MAX ? SONDE_BPF_STACK_MAX : copy;
 	s->rodata->kernel_stacks = o->kernel;
-	s->rodata->follow = r->system_wide || r->life.follow_children;
+	s->rodata->follow = r->system_wide || sonde__rec_follows_children(r);
 	b->switches = sonde__rec_offcpu_keeps_switches(r);
 	s->rodata->keep_switches = b->switches;
 	s->rodata->gated = r->system_wide;

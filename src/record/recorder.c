@@ -246,10 +246,8 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		sonde_error("ring size %u pages is not a power of two", o.ring_pages);
 		return -SONDE_E_RANGE;
 	}
-	r->life.follow_children = o.follow_children;
 	sonde__rec_unwind_fp_only(r, o.frame_pointers_only);
-	r->life.exec_check = o.exec_check;
-	r->life.exec_check_ctx = o.exec_check_ctx;
+	sonde__rec_life_configure(r, &o);
 	r->cfg.no_children = !o.follow_children;
 	r->cfg.freq = o.frequency;
 	r->cfg.period = o.sample_period;
@@ -414,10 +412,7 @@ static struct sonde_recorder *recorder_alloc(void)
 	r->ev.gen = 1;
 	sonde__perf_event_layout(&r->layout);
 	r->sum.sz = sizeof(r->sum);
-	struct timespec boot;
-	clock_gettime(CLOCK_BOOTTIME, &boot);
-	r->life.boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
-				      (uint64_t)boot.tv_nsec - sonde__rec_mono_now());
+	sonde__rec_life_init(r);
 	if (sonde__perf_online_cpus(&r->ev.cpus, &r->ev.n_cpus) < 0 ||
 	    !(r->ev.rings = sonde__calloc(r->ev.n_cpus, sizeof(*r->ev.rings))) ||
 	    !(r->stream = sonde__perf_stream_new(&r->layout, stream_filter, r)) ||

@@ -61,7 +61,8 @@ enum {
 	REC_SWEEP_INTERVAL_NS = 250000000,
 };
 
-/* Lifecycle and loss recovery (recover.c). */
+/* The lifecycle part: which children are followed, the exec check, losses and the sweeps
+ * that recover from them (recover.c owns it; others call its functions). */
 struct rec_life {
 	bool follow_children;
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
@@ -69,6 +70,7 @@ struct rec_life {
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
 	uint64_t last_sweep;	/* sonde__rec_now() when the last sweep ran */
 	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
+	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
 };
 
 /* Kernel frames and time: what was refused, and the spool modules kernel frames use. */
@@ -290,8 +292,6 @@ void sonde__rec_unwind_summary(const struct sonde_recorder *r, struct sonde_reco
 /* Stops recording process p: its threads' events closed, its modules retired, every later
  * record of it ignored (sonde_recorder__detach_process). */
 int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
-/* After p was seen running a new program: asks opts.exec_check whether to go on. */
-int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
 			   const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
@@ -327,7 +327,17 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
  * attached again): retires its modules and resets its identity. */
 int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 
-/* recover.c */
+/* recover.c: the lifecycle part (r->life) */
+/* Reads the clocks' offset for /proc start times. */
+void sonde__rec_life_init(struct sonde_recorder *r);
+/* opts.follow_children and opts.exec_check. */
+void sonde__rec_life_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
+/* Every process is followed, forks included (a system-wide recording). */
+void sonde__rec_life_follow_all(struct sonde_recorder *r);
+/* Whether the children of recorded processes are recorded. */
+bool sonde__rec_follows_children(const struct sonde_recorder *r);
+/* After p was seen running a new program: asks opts.exec_check whether to go on. */
+int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 /* A loss was reported: one more open gap. */
 void sonde__rec_note_loss(struct sonde_recorder *r);
 /* Runs a recovery sweep when a gap is open and (unless forced) the last sweep is old

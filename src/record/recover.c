@@ -69,6 +69,39 @@ void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
 	*ino = st.st_ino;
 }
 
+void sonde__rec_life_init(struct sonde_recorder *r)
+{
+	struct timespec boot;
+
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	r->life.boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
+					   (uint64_t)boot.tv_nsec - sonde__rec_mono_now());
+}
+
+void sonde__rec_life_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	r->life.follow_children = o->follow_children;
+	r->life.exec_check = o->exec_check;
+	r->life.exec_check_ctx = o->exec_check_ctx;
+}
+
+void sonde__rec_life_follow_all(struct sonde_recorder *r)
+{
+	r->life.follow_children = true;
+}
+
+bool sonde__rec_follows_children(const struct sonde_recorder *r)
+{
+	return r->life.follow_children;
+}
+
+int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
+{
+	if (!r->life.exec_check || !p->attached || p->exited)
+		return 0;
+	return r->life.exec_check(r->life.exec_check_ctx, p->pid) ? 0 : sonde__rec_stop_process(r, p);
+}
+
 void sonde__rec_note_loss(struct sonde_recorder *r)
 {
 	r->sum.lifecycle_gaps++;
@@ -406,8 +439,8 @@ int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force)
 	if (force) {
 		/* Losses the kernel has not written a record about yet. */
 		uint64_t lost = sonde__rec_read_lost_counters(r);
-		if (lost > r->ev.lost_counted) {
-			r->ev.lost_counted = lost;
+		if (lost > r->life.lost_counted) {
+			r->life.lost_counted = lost;
 			sonde__rec_note_loss(r);
 		}
 	}

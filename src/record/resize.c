@@ -244,7 +244,7 @@ static bool switched(const struct sonde_recorder *r, const struct rec_process *p
 {
 	if (!p->thread_only)
 		return true;
-	return t->pid == p->pid && (t->own_events || (t->announced && r->life.follow_children));
+	return t->pid == p->pid && (t->own_events || (t->announced && sonde__rec_follows_children(r)));
 }
 
 /* Gives every thread of p that has none yet events of generation gen (enabled at once when
@@ -256,7 +256,7 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	size_t n;
 	int opened = 0, err = sonde__proc_list_tasks(p->pid, &tids, &n);
 	/* a thread attached alone keeps its rule: what it creates inherits nothing */
-	bool no_inherit = p->thread_only && !r->life.follow_children;
+	bool no_inherit = p->thread_only && !sonde__rec_follows_children(r);
 
 	if (err)
 		return err == -ESRCH ? 0 : err;
@@ -289,7 +289,7 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	}
 	pid_t *kids;
 	size_t nk;
-	if (err >= 0 && r->life.follow_children && sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
+	if (err >= 0 && sonde__rec_follows_children(r) && sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
 		for (size_t k = 0; k < nk && err >= 0; k++) {
 			struct rec_process *c = sonde__tasks_process(&r->tasks, kids[k], false);
 			if (!c || c->exited)

@@ -113,7 +113,7 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 	r->filt.self_pid = getpid();
 	/* Every process is followed, forks included (the events are not inherited: the
 	 * per-CPU events see every task anyway). */
-	r->life.follow_children = true;
+	sonde__rec_life_follow_all(r);
 	r->cfg.no_children = false;
 	r->cfg.cpu_wide = true;
 	/* one event per CPU samples every thread: one copy size for all */

@@ -264,7 +264,7 @@ struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const st
 	}
 	if (r->system_wide)
 		return system_sample_process(r, rec);
-	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)rec->pid, r->life.follow_children);
+	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)rec->pid, sonde__rec_follows_children(r));
 	if (!p || rec->time < p->since) {
 		/* Not recorded, or of an earlier process with this pid, retired already. */
 		r->sum.unfollowed_samples++;
@@ -460,13 +460,13 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 
 	/* Without follow_children, children have no events: their fork is only a record of
 	 * the parent's, and nothing of theirs is tracked. */
-	if (new_process && !r->life.follow_children)
+	if (new_process && !sonde__rec_follows_children(r))
 		return 0;
 	if (r->system_wide && new_process)
 		sonde__rec_system_forget(r, (pid_t)f->pid); /* a new process: asked anew */
 	/* A thread attached alone without follow_children: its new threads have no events. */
 	struct rec_process *owner = sonde__tasks_process(&r->tasks, (pid_t)f->pid, false);
-	if (!new_process && !r->life.follow_children && owner && owner->thread_only)
+	if (!new_process && !sonde__rec_follows_children(r) && owner && owner->thread_only)
 		return 0;
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
