@@ -16,6 +16,68 @@
 #include "base/array.h"
 #include "record/recorder.h"
 
+/* The events part (r->ev): attach.c opens events and maps rings, resize.c switches
+ * generations and grows rings; other files call these. */
+
+size_t sonde__rec_n_cpus(const struct sonde_recorder *r)
+{
+	return r->ev.n_cpus;
+}
+
+int sonde__rec_cpu(const struct sonde_recorder *r, size_t idx)
+{
+	return r->ev.cpus[idx];
+}
+
+size_t sonde__rec_n_events(const struct sonde_recorder *r)
+{
+	return r->ev.n_events;
+}
+
+uint32_t sonde__rec_gen(const struct sonde_recorder *r)
+{
+	return r->ev.gen;
+}
+
+int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data)
+{
+	struct epoll_event e = {.events = EPOLLIN, .data.u64 = data};
+
+	return epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+int sonde__rec_select_cpus(struct sonde_recorder *r, const int *want, size_t n)
+{
+	int *sel = sonde__malloc(n * sizeof(*sel));
+
+	if (!sel)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		bool online = false;
+		for (size_t j = 0; j < r->ev.n_cpus && !online; j++)
+			online = r->ev.cpus[j] == want[i];
+		if (!online) {
+			sonde_error("CPU %d is not online (online: %d-%d, %zu CPUs)", want[i],
+				    r->ev.cpus[0], r->ev.cpus[r->ev.n_cpus - 1], r->ev.n_cpus);
+			sonde__free(sel);
+			return -EINVAL;
+		}
+		sel[i] = want[i];
+	}
+	qsort(sel, n, sizeof(*sel), cmp_int);
+	sonde__free(r->ev.cpus);
+	r->ev.cpus = sel;
+	r->ev.n_cpus = n;
+	return 0;
+}
+
 enum { STOP_TIMEOUT_MS = 5000 };
 
 static bool machine_has_cpu_pmu(void)

@@ -175,7 +175,7 @@ static int open_one(struct sonde_recorder *r, struct perf_event_cfg *cfg, pid_t 
 	struct perf_event_attr a;
 
 	sonde__perf_attr_fill(&a, cfg);
-	int fd = sonde__perf_open(&a, tid, r->ev.cpus[c]);
+	int fd = sonde__perf_open(&a, tid, sonde__rec_cpu(r, c));
 	if (fd < 0)
 		return fd;
 	int err = sonde__rec_add_event(r, fd, c, tid, on_exec, gen, cfg->stack_bytes);

@@ -895,7 +895,7 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 	}
 	int err = drain_and_process(r, false, &pr);
 	if (r->system_wide)
-		sonde__rec_system_grow_rings(r);
+		sonde__rec_grow_rings(r);
 	else if (!err)
 		err = sonde__rec_maybe_regen(r);
 	if (!err)

@@ -156,7 +156,20 @@ uint64_t sonde__rec_time(struct sonde_recorder *r, uint64_t t);
  * of all rings (recorder.c). */
 void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o);
 
-/* attach.c */
+/* attach.c: the events part (r->ev, with resize.c) */
+/* The CPUs events are opened on: their count, and the number of CPU index idx. */
+size_t sonde__rec_n_cpus(const struct sonde_recorder *r);
+int sonde__rec_cpu(const struct sonde_recorder *r, size_t idx);
+/* Events open. */
+size_t sonde__rec_n_events(const struct sonde_recorder *r);
+/* The current generation of events. */
+uint32_t sonde__rec_gen(const struct sonde_recorder *r);
+/* Wakes poll when fd is readable, telling it data (a ring index, or the BPF ring's mark).
+ * 0 or -errno. */
+int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data);
+/* Replaces the online CPUs with the ones asked for, each of which must be online. 0 or
+ * -errno (the cause logged). */
+int sonde__rec_select_cpus(struct sonde_recorder *r, const int *want, size_t n);
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
 /* Why choosing the event failed, in one error (unless choosing said it already). */
 void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err);
@@ -202,6 +215,16 @@ void sonde__rec_event_remove(struct sonde_recorder *r, size_t i);
 void sonde__rec_close_events_from(struct sonde_recorder *r, pid_t tid, size_t from);
 
 /* resize.c */
+/* Replaces the ring of every CPU that reported a loss by one twice its size, while the
+ * bound of all rings allows (a system-wide recording's rings each have one event). */
+void sonde__rec_grow_rings(struct sonde_recorder *r);
+/* Whether each thread's stack copy is sized by what its unwinds need. */
+bool sonde__rec_adaptive(const struct sonde_recorder *r);
+/* One copy size for all (a system-wide recording). */
+void sonde__rec_fixed_copy(struct sonde_recorder *r);
+/* Whether a record of that time is older than the cut of the generation switch under way
+ * or last made (before it, the older generation's events still sampled). */
+bool sonde__rec_before_cut(const struct sonde_recorder *r, uint64_t time);
 /* Records event fd's id (opened on tid, generation gen). 0 or -errno. */
 int sonde__rec_note_event_id(struct sonde_recorder *r, int fd, pid_t tid, uint32_t gen,
 			     uint32_t stack_bytes);
@@ -384,11 +407,12 @@ int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pi
 /* Whether only the processes of the pid and tid filters are tracked (with a comm filter,
  * any process may be named so at its next sample: every one is tracked). */
 bool sonde__rec_system_limited(const struct sonde_recorder *r);
+/* Whether the pid filter is the only filter (those processes and their children only). */
+bool sonde__rec_system_pids_only(const struct sonde_recorder *r);
+/* The pid filter: its count, the pids in *pids (borrowed for the recorder's life). */
+size_t sonde__rec_system_pids(const struct sonde_recorder *r, const pid_t **pids);
 /* With filters: whether a sample of thread tid of p is to be recorded. */
 bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_process *p, pid_t tid);
-/* Replaces the ring of every CPU that reported a loss by one twice its size, while the
- * bound of all rings allows (a system-wide recording's rings each have one event). */
-void sonde__rec_system_grow_rings(struct sonde_recorder *r);
 /* The filters part (system.c owns r->filt). */
 /* Whether pid is the recorder's own process (never recorded system-wide). */
 bool sonde__rec_is_self(const struct sonde_recorder *r, pid_t pid);

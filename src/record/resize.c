@@ -527,3 +527,101 @@ int sonde__rec_maybe_regen(struct sonde_recorder *r)
 			return 0; /* not sampling yet */
 	return regen_due(r, sonde__rec_now(r) - r->ev.last_regen) ? regen(r) : 0;
 }
+
+/* Ring idx's event and ring, replaced by a new event on the same CPU with a ring of `pages`.
+ * The old event is disabled before the new one is enabled (a gap of two system calls, not
+ * a sample counted twice), then its ring is drained and unmapped. */
+static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
+{
+	struct rec_ring *ring = &r->ev.rings[idx];
+	struct rec_event *ev = NULL;
+	struct perf_event_attr a;
+	struct perf_event_cfg cfg = r->cfg;
+	struct perf_ring bigger;
+
+	for (size_t i = 0; i < r->ev.n_events && !ev; i++)
+		if (r->ev.events[i].ring == (int)idx && r->ev.events[i].fd == ring->ring.fd)
+			ev = &r->ev.events[i];
+	if (!ev)
+		return -ENOENT;
+	cfg.disabled = true;
+	sonde__perf_attr_fill(&a, &cfg);
+	int fd = sonde__rec_perf_open(r, &a, -1, r->ev.cpus[idx]);
+	if (fd < 0)
+		return fd;
+	int err = sonde__perf_ring_map(&bigger, fd, r->ev.cpus[idx], pages, pages);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	struct epoll_event e = {.events = EPOLLIN, .data.u64 = idx};
+	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+		err = -errno;
+		sonde__perf_ring_unmap(&bigger);
+		close(fd);
+		return err;
+	}
+	/* the CPU's other events (off-CPU) write into the new ring from now on */
+	for (size_t i = 0; i < r->ev.n_events; i++) {
+		struct rec_event *o = &r->ev.events[i];
+		if (o->ring == (int)idx && o != ev && (err = sonde__perf_set_output(o->fd, fd))) {
+			sonde__perf_ring_unmap(&bigger);
+			close(fd);
+			return err;
+		}
+	}
+	sonde__perf_disable(ev->fd);
+	if (r->enabled)
+		sonde__perf_enable(fd);
+	/* what the old ring got before it was disabled */
+	sonde__rec_error(r, sonde__rec_drain_ring(r, ring));
+	uint64_t lost;
+	if (r->cfg.read_lost && sonde__perf_read_lost(ev->fd, &lost) == 0)
+		r->ev.closed_lost += lost;
+	if (!ring->hup)
+		epoll_ctl(r->ev.epfd, EPOLL_CTL_DEL, ev->fd, NULL);
+	r->sum.ring_bytes_total -= ring->ring.map_len;
+	sonde__perf_ring_unmap(&ring->ring);
+	close(ev->fd);
+	ring->ring = bigger;
+	ring->hup = false;
+	ev->fd = fd;
+	r->sum.ring_bytes_total += bigger.map_len;
+	if (bigger.size > r->sum.ring_bytes)
+		r->sum.ring_bytes = bigger.size;
+	r->sum.ring_grows++;
+	return 0;
+}
+
+void sonde__rec_grow_rings(struct sonde_recorder *r)
+{
+	for (size_t i = 0; i < r->ev.n_cpus; i++) {
+		struct rec_ring *ring = &r->ev.rings[i];
+		if (!ring->lost_seen || !ring->mapped)
+			continue;
+		ring->lost_seen = false;
+		uint64_t bigger = ring->ring.size * 2 + (ring->ring.map_len - ring->ring.size);
+		if (r->sum.ring_bytes_total - ring->ring.map_len + bigger > r->sum.ring_bytes_cap)
+			continue; /* at the bound: the kernel's losses are counted, nothing more */
+		int err = grow_ring(
+			r, i, (unsigned)(ring->ring.size * 2 / (uint64_t)sysconf(_SC_PAGESIZE)));
+		if (err)
+			sonde_info("cannot grow the ring of CPU %d: %s", r->ev.cpus[i],
+				   sonde_strerror(err));
+	}
+}
+
+bool sonde__rec_adaptive(const struct sonde_recorder *r)
+{
+	return r->ev.adaptive;
+}
+
+void sonde__rec_fixed_copy(struct sonde_recorder *r)
+{
+	r->ev.adaptive = false;
+}
+
+bool sonde__rec_before_cut(const struct sonde_recorder *r, uint64_t time)
+{
+	return r->ev.gen >= 2 && time < r->ev.gen_cut;
+}

@@ -300,7 +300,7 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	 * as a thread starts or ends (clone, exit, its first page faults), with a user stack
 	 * far shallower than its code's, and a thousand short-lived threads would each be
 	 * given a smaller copy, their events reopened for it. */
-	if (r->ev.adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
+	if (sonde__rec_adaptive(r) && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
 		sonde__rec_stack_learn(r, sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false), copy,
 				       s->stack_len, end, reach);
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
@@ -447,7 +447,7 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
 static int adopt_switch_child(struct sonde_recorder *r, const struct rec_process *owner,
 			      pid_t tid, uint64_t time, bool own)
 {
-	if (own || !owner || !owner->thread_only || r->ev.gen < 2 || time >= r->ev.gen_cut)
+	if (own || !owner || !owner->thread_only || !sonde__rec_before_cut(r, time))
 		return 0;
 	int err = sonde__rec_open_thread_events(r, tid);
 	return err == -ESRCH ? 0 : sonde__rec_error(r, err); /* exited meanwhile: nothing */
@@ -472,7 +472,7 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 		return 0;
 	/* A switch may have given it events of its own before this record was processed. */
 	const struct rec_thread *was = sonde__tasks_thread(&r->tasks, (pid_t)f->tid, false);
-	bool own = was && was->own_events && was->pid == (pid_t)f->pid && was->root_gen == r->ev.gen;
+	bool own = was && was->own_events && was->pid == (pid_t)f->pid && was->root_gen == sonde__rec_gen(r);
 	struct rec_thread *t = sonde__tasks_fork(&r->tasks, (pid_t)f->pid, (pid_t)f->ppid,
 						 (pid_t)f->tid, (pid_t)f->ptid, rec->time);
 	if (!t)
