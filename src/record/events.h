@@ -64,6 +64,7 @@ struct rec_events {
 	uint64_t last_regen; /* sonde__rec_now() of the last switch (or its attempt) */
 	bool switching;	     /* a switch is opening the next generation's events */
 	bool regen_grow;     /* a thread's stack was cut: switch at the next poll */
+	bool any_dead;	     /* a switch was abandoned: some ids are dead */
 	struct rec_event_id *ids;
 	size_t n_ids, cap_ids;
 };

@@ -350,7 +350,8 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 }
 
 /* What the recorder would drop on reading a record, dropped before the stream copies
- * anything of it: samples of the idle task and (system-wide) of the recorder itself, counted
+ * anything of it: records of a stale generation of events (sonde__rec_is_stale), samples
+ * of the idle task and (system-wide) of the recorder itself, counted
  * as they would be; and the stacks of tracepoint samples whose stack is never used (every
  * wakeup, the idle task's and the recorder's switch-outs), which keep their raw data for
  * the off-CPU accounting. */
@@ -360,6 +361,10 @@ static enum perf_stream_keep stream_filter(void *ctx, const struct perf_rec *rec
 	const struct perf_sample *s = &rec->sample;
 	uint16_t type = 0;
 
+	if (sonde__rec_is_stale(r, rec)) {
+		r->sum.duplicates_dropped++;
+		return PERF_STREAM_DROP;
+	}
 	if (rec->type != PERF_RECORD_SAMPLE)
 		return PERF_STREAM_KEEP;
 	bool self = r->system_wide && sonde__rec_is_self(r, (pid_t)rec->pid);

@@ -229,6 +229,10 @@ bool sonde__rec_before_cut(const struct sonde_recorder *r, uint64_t time);
 int sonde__rec_note_event_id(struct sonde_recorder *r, int fd, pid_t tid, uint32_t gen,
 			     uint32_t stack_bytes);
 const struct rec_event_id *sonde__rec_event_id(const struct sonde_recorder *r, uint64_t id);
+/* Whether rec is of an abandoned switch's events, or of the generation that did not cover
+ * its time while a switch overlapped two: known from its id alone, so the stream drops it
+ * before copying anything of it (a later switch moves the cut forward, never back). */
+bool sonde__rec_is_stale(const struct sonde_recorder *r, const struct perf_rec *rec);
 /* Whether rec is a copy of what another event of the same thread records: the older
  * generation's while the switch overlapped them, or a parent's inherited event on a
  * thread that has its own. */

@@ -103,20 +103,42 @@ static void prune_ids(struct sonde_recorder *r)
 	r->ev.n_ids = k;
 }
 
-bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *rec)
+/* rec's event id (NULL: none, or unknown), and in *stale whether rec is of an abandoned
+ * switch or of the generation that did not cover its time. */
+static const struct rec_event_id *stale_id(const struct sonde_recorder *r,
+					   const struct perf_rec *rec, bool *stale)
 {
+	*stale = false;
 	if (!rec->has_id || r->system_wide || rec->type == PERF_RECORD_LOST ||
 	    rec->type == PERF_RECORD_LOST_SAMPLES)
-		return false;
+		return NULL;
 	const struct rec_event_id *e = sonde__rec_event_id(r, rec->id);
 	if (!e)
-		return false;
-	if (e->dead)
-		return true;
+		return NULL;
 	/* the overlap of two generations: the older one covers up to the cut */
-	if ((e->gen == r->ev.gen && rec->time < r->ev.gen_cut) ||
-	    (e->gen < r->ev.gen && rec->time >= r->ev.gen_cut))
-		return true;
+	*stale = e->dead || (e->gen == r->ev.gen && rec->time < r->ev.gen_cut) ||
+		 (e->gen < r->ev.gen && rec->time >= r->ev.gen_cut);
+	return e;
+}
+
+bool sonde__rec_is_stale(const struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	bool stale;
+
+	/* before the first switch, and with no switch abandoned, nothing is */
+	if (r->ev.gen < 2 && !r->ev.any_dead)
+		return false;
+	stale_id(r, rec, &stale);
+	return stale;
+}
+
+bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	bool stale;
+	const struct rec_event_id *e = stale_id(r, rec, &stale);
+
+	if (!e || stale)
+		return stale;
 	struct rec_thread *t = sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false);
 	return t && t->own_events && t->root_gen == e->gen && e->tid != t->tid;
 }
@@ -331,7 +353,7 @@ static void abandon(struct sonde_recorder *r, uint32_t gen, size_t first)
 	/* the ids of gen are this attempt's: the drain before it pruned any older attempt's */
 	for (size_t k = 0; k < r->ev.n_ids; k++)
 		if (r->ev.ids[k].gen == gen)
-			r->ev.ids[k].dead = true;
+			r->ev.ids[k].dead = r->ev.any_dead = true;
 	for (size_t c = 0; c < r->ev.n_cpus; c++) {
 		struct rec_ring *ring = &r->ev.rings[c];
 		if (ring->next_mapped) {
