@@ -46,6 +46,25 @@ int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data)
 	return epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
 }
 
+/* The kernel part's refusals (r->kern): attach.c records them as it chooses the event. */
+
+void sonde__rec_kernel_time_refused(struct sonde_recorder *r, int err)
+{
+	r->kern.kernel_time_error = err;
+}
+
+int sonde__rec_kernel_time_error(const struct sonde_recorder *r)
+{
+	return r->kern.kernel_time_error;
+}
+
+void sonde__rec_kernel_summary(const struct sonde_recorder *r, struct sonde_record_summary *s)
+{
+	s->kernel_error = r->kern.kernel_error;
+	s->kernel_time_error = r->kern.kernel_time_error;
+	s->cycles_error = r->kern.cycles_error;
+}
+
 static int cmp_int(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;

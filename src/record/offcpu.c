@@ -687,3 +687,23 @@ int sonde__rec_offcpu_finish(struct sonde_recorder *r)
 	}
 	return first;
 }
+
+bool sonde__rec_offcpu_on(const struct sonde_recorder *r)
+{
+	return r->offcpu.on;
+}
+
+int sonde__rec_offcpu_keep(const struct sonde_recorder *r, const struct perf_rec *rec, bool self)
+{
+	const struct perf_sample *s = &rec->sample;
+	uint16_t type;
+
+	if (!r->offcpu.on || !s->raw || s->raw_size < sizeof(type))
+		return -1;
+	memcpy(&type, s->raw, sizeof(type));
+	/* every wakeup, the idle task's and the recorder's switch-outs: no stack is used */
+	if (type == r->offcpu.waking_id ||
+	    (type == r->offcpu.switch_id && (rec->pid == 0 || self)))
+		return PERF_STREAM_HEADER;
+	return type == r->offcpu.switch_id ? PERF_STREAM_KEEP : -1;
+}

@@ -185,7 +185,7 @@ static void kernel_time_rate(struct sonde_recorder *r, const struct sonde_record
 		   "be sampled as kernel time); sampling user space only",
 		   (unsigned long long)rate, (unsigned)KERNEL_TIME_MAX_HZ);
 	r->cfg.kernel_time = false;
-	r->kern.kernel_time_error = -ERANGE;
+	sonde__rec_kernel_time_refused(r, -ERANGE);
 }
 
 static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *opts,
@@ -331,7 +331,7 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	/* switch-outs come on top of the clock's samples, at the rate threads block: a
 	 * guess of a thousand a second (the loss accounting and, with -a, growing rings
 	 * cover what a busier program does) */
-	if (r->offcpu.on)
+	if (sonde__rec_offcpu_on(r))
 		rate += 1000;
 	uint64_t want = rate * sample * budget / 1000;
 	/* the bound over all rings, each ring's meta page included */
@@ -358,8 +358,6 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 static enum perf_stream_keep stream_filter(void *ctx, const struct perf_rec *rec)
 {
 	struct sonde_recorder *r = ctx;
-	const struct perf_sample *s = &rec->sample;
-	uint16_t type = 0;
 
 	if (sonde__rec_is_stale(r, rec)) {
 		r->sum.duplicates_dropped++;
@@ -368,14 +366,9 @@ static enum perf_stream_keep stream_filter(void *ctx, const struct perf_rec *rec
 	if (rec->type != PERF_RECORD_SAMPLE)
 		return PERF_STREAM_KEEP;
 	bool self = r->system_wide && sonde__rec_is_self(r, (pid_t)rec->pid);
-	if (r->offcpu.on && s->raw && s->raw_size >= sizeof(type)) {
-		memcpy(&type, s->raw, sizeof(type));
-		if (type == r->offcpu.waking_id || (type == r->offcpu.switch_id &&
-						    (rec->pid == 0 || self)))
-			return PERF_STREAM_HEADER;
-		if (type == r->offcpu.switch_id)
-			return PERF_STREAM_KEEP;
-	}
+	int off = sonde__rec_offcpu_keep(r, rec, self);
+	if (off >= 0)
+		return (enum perf_stream_keep)off;
 	if (!rec->has_id || !rec->time || rec->pid == UINT32_MAX || rec->tid == UINT32_MAX)
 		return PERF_STREAM_KEEP; /* counted where it is processed */
 	if (rec->pid == 0) {
@@ -435,12 +428,10 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	sonde__perf_event_layout_cfg(&r->layout, &r->cfg);
 	sonde__perf_stream_set_layout(r->stream, &r->layout);
 	r->sum.kernel_enabled = r->cfg.kernel;
-	r->sum.kernel_error = r->kern.kernel_error;
 	r->sum.kernel_time = r->cfg.kernel || r->cfg.kernel_time;
-	r->sum.kernel_time_error = r->kern.kernel_time_error;
 	snprintf(r->sum.event, sizeof(r->sum.event), "%s",
 		 r->cfg.dummy ? "dummy" : sonde__perf_kind_name(r->cfg.kind));
-	r->sum.cycles_error = r->kern.cycles_error;
+	sonde__rec_kernel_summary(r, &r->sum);
 	/* Wake the caller once a quarter of a ring is used, not at every sample: fewer
 	 * wakeups, and a quarter of the time budget the ring was sized for (the caller also
 	 * polls with a timeout). The kernel clamps the watermark to the ring actually mapped. */
@@ -457,7 +448,7 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 		sonde_error("cannot write the spool header: %s", strerror(errno));
 		return -errno;
 	}
-	return r->offcpu.on ? sonde_spool_writer__declare_offcpu(r->spool) : 0;
+	return sonde__rec_offcpu_on(r) ? sonde_spool_writer__declare_offcpu(r->spool) : 0;
 }
 
 /* The outcome of attaching a thread as an error: it must be recorded to go on. */
@@ -981,8 +972,10 @@ int sonde_recorder__summary(const struct sonde_recorder *r, struct sonde_record_
 		s.duration_ns = r->sum.duration_ns;
 	sonde__rec_unwind_summary(r, &s);
 	s.files_refused = sonde__rec_images_refused(r);
-	s.processes = (uint32_t)r->tasks.procs_created;
-	s.threads = (uint32_t)r->tasks.threads_created;
+	uint64_t procs, threads;
+	sonde__tasks_created(&r->tasks, &procs, &threads);
+	s.processes = (uint32_t)procs;
+	s.threads = (uint32_t)threads;
 	memcpy(out, &s, out->sz < sizeof(s) ? out->sz : sizeof(s));
 	return 0;
 }
@@ -1086,7 +1079,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	 * kernel never reported are counted). */
 	struct sonde_spool_account acct = {
 		.kernel_time = r->sum.kernel_time ? 1 : 0,
-		.kernel_error = r->sum.kernel_time ? 0 : (uint32_t)-r->kern.kernel_time_error,
+		.kernel_error = r->sum.kernel_time ? 0 : (uint32_t)-sonde__rec_kernel_time_error(r),
 		.lost_records = r->sum.lost_events,
 		.lost_samples = r->sum.lost_samples,
 		.offcpu_dropped = r->sum.offcpu_dropped,

@@ -73,7 +73,9 @@ struct rec_life {
 	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
 };
 
-/* Kernel frames and time: what was refused, and the spool modules kernel frames use. */
+/* The kernel part: what was refused (attach.c, which chooses the event; others call its
+ * functions), and the spool modules kernel frames use (track.c, which alone writes
+ * kernel frames). */
 struct rec_kernel {
 	int cycles_error;
 	int kernel_error;	     /* kernel frames were asked for and refused: why */
@@ -167,6 +169,12 @@ uint32_t sonde__rec_gen(const struct sonde_recorder *r);
 /* Wakes poll when fd is readable, telling it data (a ring index, or the BPF ring's mark).
  * 0 or -errno. */
 int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data);
+/* Kernel time is not sampled, for the reason err (-errno). */
+void sonde__rec_kernel_time_refused(struct sonde_recorder *r, int err);
+/* Why kernel time is not sampled (-errno), 0 when it is or was not asked for. */
+int sonde__rec_kernel_time_error(const struct sonde_recorder *r);
+/* What was refused (kernel frames, kernel time, the cycles event) into a summary. */
+void sonde__rec_kernel_summary(const struct sonde_recorder *r, struct sonde_record_summary *s);
 /* Replaces the online CPUs with the ones asked for, each of which must be online. 0 or
  * -errno (the cause logged). */
 int sonde__rec_select_cpus(struct sonde_recorder *r, const int *want, size_t n);
@@ -285,6 +293,11 @@ int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg
 int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *rec);
 /* A PERF_RECORD_SWITCH record: the switch-in of its thread. */
 int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *rec);
+/* Whether off-CPU time is recorded. */
+bool sonde__rec_offcpu_on(const struct sonde_recorder *r);
+/* What the stream keeps of a tracepoint sample of the off-CPU events (an enum
+ * perf_stream_keep), -1 when rec is not one; self: rec is of the recorder's own process. */
+int sonde__rec_offcpu_keep(const struct sonde_recorder *r, const struct perf_rec *rec, bool self);
 /* A loss: every interval waiting for its end may have lost it. */
 void sonde__rec_offcpu_loss(struct sonde_recorder *r);
 /* Thread t is going away: its short counts are written, its state freed. */

@@ -559,11 +559,11 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 	}
 	switch (rec->type) {
 	case PERF_RECORD_SAMPLE: {
-		int handled = r->offcpu.on ? sonde__rec_offcpu_sample(r, rec) : 0;
+		int handled = sonde__rec_offcpu_on(r) ? sonde__rec_offcpu_sample(r, rec) : 0;
 		return handled ? (handled < 0 ? handled : 0) : on_sample(r, rec);
 	}
 	case PERF_RECORD_SWITCH:
-		return r->offcpu.on ? sonde__rec_offcpu_switch(r, rec) : 0;
+		return sonde__rec_offcpu_on(r) ? sonde__rec_offcpu_switch(r, rec) : 0;
 	case PERF_RECORD_MMAP2:
 		return on_mmap2(r, rec);
 	case PERF_RECORD_COMM:
