@@ -71,9 +71,13 @@ def perf_argv(case, out, fp):
     return ["perf", "record", "-a", "-F", freq] + cg + ["-o", out, "--"]
 
 
-def profiler_cpu(argv, timefile):
+def profiler_cpu(argv, timefile, limit):
     before = os.times()
-    p = subprocess.run(argv, capture_output=True, text=True)
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        # e.g. perf -a blocked opening a /tmp/perf-PID.map that is a FIFO nobody writes
+        sys.exit("%s did not end within %d s" % (" ".join(argv), limit))
     after = os.times()
     if p.returncode != 0:
         sys.exit("%s failed (%d):\n%s%s" % (" ".join(argv), p.returncode, p.stdout, p.stderr))
@@ -140,7 +144,7 @@ def main():
                     wl = workload(a.build, c, a.seconds, timefile)
                     argv = (perf_argv(c, out + ".data", a.perf_fp) if name == peer
                             else sonde_argv(path, c, out + ".spool", a.off_cpu_backend)) + wl
-                    cpu, err = profiler_cpu(argv, timefile)
+                    cpu, err = profiler_cpu(argv, timefile, int(a.seconds) * 10 + 60)
                     kept, lost = (perf_counts if name == peer else sonde_counts)(err)
                     r = res[c][name]
                     r["cpu"].append(cpu)

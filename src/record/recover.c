@@ -99,7 +99,9 @@ int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
 {
 	if (!r->life.exec_check || !p->attached || p->exited)
 		return 0;
-	return r->life.exec_check(r->life.exec_check_ctx, p->pid) ? 0 : sonde__rec_stop_process(r, p);
+	if (r->life.exec_check(r->life.exec_check_ctx, p->pid))
+		return 0;
+	return sonde__rec_stop_process(r, p);
 }
 
 void sonde__rec_note_loss(struct sonde_recorder *r)

@@ -266,7 +266,8 @@ static bool switched(const struct sonde_recorder *r, const struct rec_process *p
 {
 	if (!p->thread_only)
 		return true;
-	return t->pid == p->pid && (t->own_events || (t->announced && sonde__rec_follows_children(r)));
+	return t->pid == p->pid &&
+	       (t->own_events || (t->announced && sonde__rec_follows_children(r)));
 }
 
 /* Gives every thread of p that has none yet events of generation gen (enabled at once when
@@ -311,7 +312,8 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	}
 	pid_t *kids;
 	size_t nk;
-	if (err >= 0 && sonde__rec_follows_children(r) && sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
+	if (err >= 0 && sonde__rec_follows_children(r) &&
+	    sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
 		for (size_t k = 0; k < nk && err >= 0; k++) {
 			struct rec_process *c = sonde__tasks_process(&r->tasks, kids[k], false);
 			if (!c || c->exited)

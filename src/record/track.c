@@ -189,9 +189,10 @@ static int kernel_leaf(struct sonde_recorder *r, const struct perf_rec *rec, siz
 	return 0;
 }
 
-/* The sample's kernel callchain into the frames (sonde__rec_frames), innermost first: the sampled pc exactly,
- * callers as return address minus one (as the user frames). Context markers are skipped;
- * the user part (which the events exclude) would end the walk. Returns the count. */
+/* The sample's kernel callchain into the frames (sonde__rec_frames), innermost first: the
+ * sampled pc exactly, callers as return address minus one (as the user frames). Context
+ * markers are skipped; the user part (which the events exclude) would end the walk.
+ * Returns the count. */
 static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, size_t *n)
 {
 	const struct perf_sample *s = &rec->sample;
@@ -264,7 +265,8 @@ struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const st
 	}
 	if (r->system_wide)
 		return system_sample_process(r, rec);
-	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)rec->pid, sonde__rec_follows_children(r));
+	struct rec_process *p =
+		sonde__tasks_process(&r->tasks, (pid_t)rec->pid, sonde__rec_follows_children(r));
 	if (!p || rec->time < p->since) {
 		/* Not recorded, or of an earlier process with this pid, retired already. */
 		r->sum.unfollowed_samples++;
@@ -472,7 +474,8 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 		return 0;
 	/* A switch may have given it events of its own before this record was processed. */
 	const struct rec_thread *was = sonde__tasks_thread(&r->tasks, (pid_t)f->tid, false);
-	bool own = was && was->own_events && was->pid == (pid_t)f->pid && was->root_gen == sonde__rec_gen(r);
+	bool own = was && was->own_events && was->pid == (pid_t)f->pid &&
+		   was->root_gen == sonde__rec_gen(r);
 	struct rec_thread *t = sonde__tasks_fork(&r->tasks, (pid_t)f->pid, (pid_t)f->ppid,
 						 (pid_t)f->tid, (pid_t)f->ptid, rec->time);
 	if (!t)

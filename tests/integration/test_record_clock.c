@@ -48,7 +48,8 @@ static struct sonde_record_summary summary(struct sonde_recorder *r)
 TEST_TIMEOUT(record_clock_drives_recovery_sweeps, 60)
 {
 	const char *argv[] = {"/bin/sleep", "60", NULL};
-	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
 
 	test_require_perf();
 	pid_t pid = test_spawn(argv);
@@ -96,7 +97,8 @@ TEST_TIMEOUT(record_clock_drives_recovery_sweeps, 60)
 TEST_TIMEOUT(record_clock_releases_records, 60)
 {
 	const char *argv[] = {test_prog("split"), "30", NULL};
-	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
 
 	test_require_perf();
 	pid_t pid = test_spawn(argv);
