@@ -5,7 +5,9 @@
  *  - an open gap waits for REC_SWEEP_INTERVAL_NS of that clock since the last sweep, to
  *    the nanosecond, however long the polls took;
  *  - records newer than the held clock stay queued whatever the polls, and are released
- *    once it has moved past them.
+ *    once it has moved past them;
+ *  - buffered spool bytes reach the writer when the last push is REC_PUSH_INTERVAL_NS old
+ *    by that clock, not before.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -122,6 +124,59 @@ TEST_TIMEOUT(record_clock_releases_records, 60)
 	int n = sonde_recorder__poll(r, 0, NULL);
 	ASSERT_INT(n, >=, 20);
 	ASSERT_UINT(summary(r).samples_written, >=, written + 20);
+	sonde__rec_set_clock(r, NULL, NULL);
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+}
+
+static int count_write(void *ctx, const void *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	(*(size_t *)ctx)++;
+	return 0;
+}
+
+TEST_TIMEOUT(record_clock_times_live_pushes, 60)
+{
+	const char *argv[] = {test_prog("split"), "30", NULL};
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+	size_t writes = 0;
+
+	test_require_perf();
+	pid_t pid = test_spawn(argv);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder__attach_writer(pid, count_write, &writes, SONDE_ATTACH_STOP, &opts));
+	struct held_clock c = {sonde__rec_mono_now()};
+	uint64_t t0 = c.ns;
+	sonde__rec_set_clock(r, held_now, &c);
+	/* the first poll pushes what attaching buffered (no push before) */
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	size_t pushed = writes;
+	ASSERT_UINT(pushed, >=, 1);
+
+	/* records of the next interval and later are queued: polls release and push nothing */
+	double end = test_now() + 30;
+	while (sonde__perf_stream_count(r->stream) < 20 ||
+	       sonde__rec_mono_now() < t0 + 3 * REC_PUSH_INTERVAL_NS) {
+		ASSERT(test_now() < end);
+		ASSERT_INT(sonde_recorder__poll(r, 50, NULL), ==, 0);
+	}
+	ASSERT_UINT(writes, ==, pushed);
+
+	/* the samples of one interval less a nanosecond are written, into the buffer only */
+	uint64_t written = summary(r).samples_written;
+	c.ns = t0 + REC_PUSH_INTERVAL_NS - 1;
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >, 0);
+	ASSERT_UINT(summary(r).samples_written, >, written);
+	ASSERT_UINT(writes, ==, pushed);
+	/* the interval is over: they are pushed, in one write */
+	c.ns = t0 + REC_PUSH_INTERVAL_NS;
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	ASSERT_UINT(writes, ==, pushed + 1);
 	sonde__rec_set_clock(r, NULL, NULL);
 	ASSERT_OK(sonde_recorder__finish(r, NULL));
 	sonde_recorder__free(r);
