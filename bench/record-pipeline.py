@@ -2,8 +2,8 @@
 """The recording pipeline at high record rates: the profiler's own CPU time per record and the
 records it lost, for one or more sonde binaries and perf, interleaved in one run.
 
-usage: bench/record-pipeline.py [-n RUNS] [-s SECONDS] [-b BUILD] [--no-perf]
-                                [--case NAME]... SONDE [SONDE...]
+usage: bench/record-pipeline.py [-n RUNS] [-s SECONDS] [-b BUILD] [--no-perf] [--perf-fp]
+                                [--off-cpu-backend bpf|perf] [--case NAME]... SONDE [SONDE...]
        (from the source tree, after make; e.g. an old build beside the new one:
         git worktree add /tmp/old-sonde HEAD~N && make -C /tmp/old-sonde -j2
         bench/record-pipeline.py /tmp/old-sonde/build/release/sonde build/release/sonde)
@@ -17,13 +17,18 @@ Cases (the workloads are tests/progs, from BUILD/progs, default build/release):
             `perf record -a -F 999 --call-graph dwarf`
   a10k      the same at 10,000 Hz
 
+--off-cpu-backend passes that backend to sonde in the offcpu case (the default is sonde's
+own choice). --perf-fp records perf with frame-pointer call graphs (`-g`) instead of DWARF
+copies: `perf record -a -g -F 10000` is the peer of `sonde record -a -F 10000`.
+
 The profiler's CPU time is its rusage (wait4) less that of the launched workload, which
 /usr/bin/time measures and writes to a file: both profilers count their reaped children.
 Records are what the profiler kept: sonde's samples, switch-outs and wakeups (its summary),
 perf's written samples ("Captured and wrote ... (N samples)"). Lost: sonde's lost records and
 samples, perf's lost share. Each run goes through every profiler in turn, so the machine's
 load hits them alike. Printed: medians and [min-max] over the runs, and ratios of medians of
-paired per-run ratios (each binary against the first, and against perf).
+paired per-run ratios (each binary against the first, and against perf), per record and
+of the profiler's whole CPU time.
 """
 import argparse
 import os
@@ -50,24 +55,29 @@ def workload(build, case, seconds, timefile):
     return timed + [os.path.join(build, "progs", "spin_threads"), "4", str(seconds)]
 
 
-def sonde_argv(sonde, case, out):
+def sonde_argv(sonde, case, out, backend):
     if case == "offcpu":
-        return [sonde, "record", "--off-cpu", "-o", out, "--"]
+        extra = ["--off-cpu-backend", backend] if backend else []
+        return [sonde, "record", "--off-cpu"] + extra + ["-o", out, "--"]
     freq = "999" if case == "a999" else "10000"
     return [sonde, "record", "-a", "-F", freq, "-o", out, "--"]
 
 
-def perf_argv(case, out):
+def perf_argv(case, out, fp):
+    cg = ["-g"] if fp else ["--call-graph", "dwarf"]
     if case == "offcpu":
-        return ["perf", "record", "-e", "sched:sched_switch", "--call-graph", "dwarf", "-o",
-                out, "--"]
+        return ["perf", "record", "-e", "sched:sched_switch"] + cg + ["-o", out, "--"]
     freq = "999" if case == "a999" else "10000"
-    return ["perf", "record", "-a", "-F", freq, "--call-graph", "dwarf", "-o", out, "--"]
+    return ["perf", "record", "-a", "-F", freq] + cg + ["-o", out, "--"]
 
 
-def profiler_cpu(argv, timefile):
+def profiler_cpu(argv, timefile, limit):
     before = os.times()
-    p = subprocess.run(argv, capture_output=True, text=True)
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        # e.g. perf -a blocked opening a /tmp/perf-PID.map that is a FIFO nobody writes
+        sys.exit("%s did not end within %d s" % (" ".join(argv), limit))
     after = os.times()
     if p.returncode != 0:
         sys.exit("%s failed (%d):\n%s%s" % (" ".join(argv), p.returncode, p.stdout, p.stderr))
@@ -112,13 +122,16 @@ def main():
     ap.add_argument("-s", "--seconds", type=float, default=3)
     ap.add_argument("-b", "--build", default="build/release")
     ap.add_argument("--no-perf", action="store_true")
+    ap.add_argument("--perf-fp", action="store_true")
+    ap.add_argument("--off-cpu-backend", choices=("bpf", "perf"))
     ap.add_argument("--case", action="append", choices=("offcpu", "a999", "a10k"))
     ap.add_argument("sonde", nargs="+")
     a = ap.parse_args()
     cases = a.case or ["offcpu", "a999", "a10k"]
     have_perf = not a.no_perf and shutil.which("perf") is not None
     names = ["sonde%d" % i if len(a.sonde) > 1 else "sonde" for i in range(len(a.sonde))]
-    profilers = list(zip(names, a.sonde)) + ([("perf-dwarf", "perf")] if have_perf else [])
+    peer = "perf-fp" if a.perf_fp else "perf-dwarf"
+    profilers = list(zip(names, a.sonde)) + ([(peer, "perf")] if have_perf else [])
     tmp = tempfile.mkdtemp(prefix="sonde-pipeline-bench.")
     timefile, out = os.path.join(tmp, "time"), os.path.join(tmp, "out")
     res = {c: {n: {"cpu": [], "kept": [], "lost": [], "per": []} for n, _ in profilers}
@@ -129,10 +142,10 @@ def main():
                 line = []
                 for name, path in profilers:
                     wl = workload(a.build, c, a.seconds, timefile)
-                    argv = (perf_argv(c, out + ".data") if name == "perf-dwarf"
-                            else sonde_argv(path, c, out + ".spool")) + wl
-                    cpu, err = profiler_cpu(argv, timefile)
-                    kept, lost = (perf_counts if name == "perf-dwarf" else sonde_counts)(err)
+                    argv = (perf_argv(c, out + ".data", a.perf_fp) if name == peer
+                            else sonde_argv(path, c, out + ".spool", a.off_cpu_backend)) + wl
+                    cpu, err = profiler_cpu(argv, timefile, int(a.seconds) * 10 + 60)
+                    kept, lost = (perf_counts if name == peer else sonde_counts)(err)
                     r = res[c][name]
                     r["cpu"].append(cpu)
                     r["kept"].append(kept)
@@ -154,17 +167,17 @@ def main():
             print("  %-10s cpu %s s  records %s  lost %s  cpu/record %s us" % (
                 name, med_range(r["cpu"], "%.2f"), med_range(r["kept"], "%.0f"),
                 med_range(r["lost"], "%.0f"), med_range(r["per"], "%.2f")))
-        first = res[c][names[0]]["per"]
+        def paired(name, other, what):
+            return [x / y for x, y in zip(res[c][name][what], res[c][other][what]) if y > 0]
         for name in names[1:]:
-            ratios = [x / y for x, y in zip(res[c][name]["per"], first) if y > 0]
-            print("  %s/%s cpu per record: %s (paired per run)" % (
-                name, names[0], med_range(ratios, "%.2f")))
+            for what, label in (("per", "cpu per record"), ("cpu", "cpu")):
+                print("  %s/%s %s: %s (paired per run)" % (
+                    name, names[0], label, med_range(paired(name, names[0], what), "%.2f")))
         if have_perf:
             for name in names:
-                ratios = [x / y for x, y in zip(res[c][name]["per"], res[c]["perf-dwarf"]["per"])
-                          if y > 0]
-                print("  %s/perf-dwarf cpu per record: %s (paired per run)" % (
-                    name, med_range(ratios, "%.2f")))
+                for what, label in (("per", "cpu per record"), ("cpu", "cpu")):
+                    print("  %s/%s %s: %s (paired per run)" % (
+                        name, peer, label, med_range(paired(name, peer, what), "%.2f")))
 
 
 if __name__ == "__main__":

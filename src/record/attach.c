@@ -16,6 +16,87 @@
 #include "base/array.h"
 #include "record/recorder.h"
 
+/* The events part (r->ev): attach.c opens events and maps rings, resize.c switches
+ * generations and grows rings; other files call these. */
+
+size_t sonde__rec_n_cpus(const struct sonde_recorder *r)
+{
+	return r->ev.n_cpus;
+}
+
+int sonde__rec_cpu(const struct sonde_recorder *r, size_t idx)
+{
+	return r->ev.cpus[idx];
+}
+
+size_t sonde__rec_n_events(const struct sonde_recorder *r)
+{
+	return r->ev.n_events;
+}
+
+uint32_t sonde__rec_gen(const struct sonde_recorder *r)
+{
+	return r->ev.gen;
+}
+
+int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data)
+{
+	struct epoll_event e = {.events = EPOLLIN, .data.u64 = data};
+
+	return epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+}
+
+/* The kernel part's refusals (r->kern): attach.c records them as it chooses the event. */
+
+void sonde__rec_kernel_time_refused(struct sonde_recorder *r, int err)
+{
+	r->kern.kernel_time_error = err;
+}
+
+int sonde__rec_kernel_time_error(const struct sonde_recorder *r)
+{
+	return r->kern.kernel_time_error;
+}
+
+void sonde__rec_kernel_summary(const struct sonde_recorder *r, struct sonde_record_summary *s)
+{
+	s->kernel_error = r->kern.kernel_error;
+	s->kernel_time_error = r->kern.kernel_time_error;
+	s->cycles_error = r->kern.cycles_error;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+int sonde__rec_select_cpus(struct sonde_recorder *r, const int *want, size_t n)
+{
+	int *sel = sonde__malloc(n * sizeof(*sel));
+
+	if (!sel)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		bool online = false;
+		for (size_t j = 0; j < r->ev.n_cpus && !online; j++)
+			online = r->ev.cpus[j] == want[i];
+		if (!online) {
+			sonde_error("CPU %d is not online (online: %d-%d, %zu CPUs)", want[i],
+				    r->ev.cpus[0], r->ev.cpus[r->ev.n_cpus - 1], r->ev.n_cpus);
+			sonde__free(sel);
+			return -EINVAL;
+		}
+		sel[i] = want[i];
+	}
+	qsort(sel, n, sizeof(*sel), cmp_int);
+	sonde__free(r->ev.cpus);
+	r->ev.cpus = sel;
+	r->ev.n_cpus = n;
+	return 0;
+}
+
 enum { STOP_TIMEOUT_MS = 5000 };
 
 static bool machine_has_cpu_pmu(void)
@@ -446,7 +527,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 	if (err)
 		return err;
 	/* Its events are opened after this: every record of it is at least as recent. */
-	p->since = sonde__rec_now();
+	p->since = sonde__rec_now(r);
 	if (mode == SONDE_ATTACH_ON_EXEC) {
 		/* Still a copy of the launcher: its mappings are replaced at exec. */
 		struct rec_thread *t = sonde__tasks_thread(&r->tasks, pid, true);
@@ -469,7 +550,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 	}
 	err = open_threads(r, p);
 	if (!err)
-		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now()));
+		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 out:
 	if (err) {
 		/* Nothing of it is recorded: it must not stay stopped, nor count as alive. */
@@ -524,7 +605,7 @@ static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec
 		*out = p;
 		return 1;
 	}
-	if (p && (err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now()))))
+	if (p && (err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now(r)))))
 		return err;
 	if (!p && !(p = sonde__tasks_process(&r->tasks, pid, true)))
 		return -ENOMEM;
@@ -532,7 +613,7 @@ static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec
 	p->thread_only = true;
 	p->exited = false;
 	p->start_time = st.start_time;
-	p->since = sonde__rec_now();
+	p->since = sonde__rec_now(r);
 	sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
 	*out = p;
 	return 0;
@@ -550,9 +631,9 @@ static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, p
 		else if (err)
 			return err;
 	}
-	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now()))
+	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now(r)))
 		return -ENOMEM;
-	return open_thread(r, tid, false, !r->life.follow_children);
+	return open_thread(r, tid, false, !sonde__rec_follows_children(r));
 }
 
 int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sonde_attach_mode mode)
@@ -575,7 +656,7 @@ int sonde__rec_open_thread_target(struct sonde_recorder *r, pid_t tid, enum sond
 	/* The whole process's mappings: the thread runs its process's code, and mappings
 	 * made later by threads without events are not reported to ours. */
 	if (!err && !known)
-		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now()));
+		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 	if (!err && !known)
 		p->attach_ticks = sonde__rec_boot_ticks();
 	if (!err)
@@ -615,7 +696,7 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 	}
 	sonde__rec_close_events_from(r, p->pid, 0);
 	sonde__proc_resume(&p->stop);
-	int err = sonde__rec_retire(r, p, sonde__rec_time(r, sonde__rec_now()));
+	int err = sonde__rec_retire(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 	p->attached = false;
 	p->exited = true;
 	/* records still queued or in the rings are of the process it no longer is */
@@ -623,12 +704,6 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 	return err;
 }
 
-int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
-{
-	if (!r->life.exec_check || !p->attached || p->exited)
-		return 0;
-	return r->life.exec_check(r->life.exec_check_ctx, p->pid) ? 0 : sonde__rec_stop_process(r, p);
-}
 
 void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid)
 {

@@ -55,7 +55,6 @@ struct rec_events {
 	int epfd;
 	uint32_t ring_pages;
 	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
-	uint64_t lost_counted; /* sum of the events' own lost counters at the last check */
 	uint64_t closed_lost;  /* lost counts of event fds already closed */
 
 	/* Per-thread stack copies and ring growth by generation switch (resize.c). */
@@ -65,6 +64,7 @@ struct rec_events {
 	uint64_t last_regen; /* sonde__rec_now() of the last switch (or its attempt) */
 	bool switching;	     /* a switch is opening the next generation's events */
 	bool regen_grow;     /* a thread's stack was cut: switch at the next poll */
+	bool any_dead;	     /* a switch was abandoned: some ids are dead */
 	struct rec_event_id *ids;
 	size_t n_ids, cap_ids;
 };

@@ -13,12 +13,6 @@
 #include "record/recorder.h"
 #include "tail/tail.h"
 
-enum {
-	/* A tail in another process sees a sample at most this long after a poll processed
-	 * it (plus the tail's own polling interval). One write per interval costs little. */
-	PUSH_INTERVAL_NS = 100 * 1000 * 1000,
-};
-
 void sonde__rec_live_free(struct sonde_recorder *r)
 {
 	if (r->live.tail)
@@ -28,9 +22,9 @@ void sonde__rec_live_free(struct sonde_recorder *r)
 
 int sonde__rec_live_push(struct sonde_recorder *r)
 {
-	uint64_t now = sonde__rec_now();
+	uint64_t now = sonde__rec_now(r);
 
-	if (now - r->live.last_push_ns < PUSH_INTERVAL_NS)
+	if (now - r->live.last_push_ns < REC_PUSH_INTERVAL_NS)
 		return 0;
 	r->live.last_push_ns = now;
 	return sonde_spool_writer__flush(r->spool);

@@ -13,6 +13,13 @@
 struct sonde_recorder;
 struct sonde_tail;
 
+enum {
+	/* A tail in another process sees a sample at most this long (by the recorder's clock)
+	 * after a poll processed it (plus the tail's own polling interval). One write per
+	 * interval costs little. */
+	REC_PUSH_INTERVAL_NS = 100 * 1000 * 1000,
+};
+
 struct rec_live {
 	struct sonde_tail *tail;
 	bool tail_made;	       /* a recorder makes one tail in its life */

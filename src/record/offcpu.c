@@ -177,7 +177,7 @@ static int open_one(struct sonde_recorder *r, struct perf_event_cfg *cfg, pid_t 
 	struct perf_event_attr a;
 
 	sonde__perf_attr_fill(&a, cfg);
-	int fd = sonde__perf_open(&a, tid, r->ev.cpus[c]);
+	int fd = sonde__perf_open(&a, tid, sonde__rec_cpu(r, c));
 	if (fd < 0)
 		return fd;
 	int err = sonde__rec_add_event(r, fd, c, tid, on_exec, gen, cfg->stack_bytes);
@@ -486,8 +486,9 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 int sonde__rec_offcpu_put(struct sonde_recorder *r, const struct sonde_spool_offcpu *iv, size_t n,
 			  bool unknown, pid_t tid)
 {
-	int err = unknown ? sonde_spool_writer__add_unknown(r->spool, iv, r->unw.frames, n)
-			  : sonde_spool_writer__add_offcpu(r->spool, iv, r->unw.frames, n);
+	struct sonde_spool_frame *frames = sonde__rec_frames(r);
+	int err = unknown ? sonde_spool_writer__add_unknown(r->spool, iv, frames, n)
+			  : sonde_spool_writer__add_offcpu(r->spool, iv, frames, n);
 
 	if (err == -EINVAL) {
 		/* a frame in a module retired while the thread was off the CPU: the interval
@@ -708,7 +709,7 @@ int sonde__rec_offcpu_finish(struct sonde_recorder *r)
 		if (err && !first)
 			first = err;
 	}
-	uint64_t end = sonde__rec_time(r, sonde__rec_now());
+	uint64_t end = sonde__rec_time(r, sonde__rec_now(r));
 
 	for (struct rec_thread *t = NULL; r->offcpu.on && (t = sonde__tasks_next_thread(&r->tasks, t));) {
 		if (!t->off)
@@ -720,4 +721,24 @@ int sonde__rec_offcpu_finish(struct sonde_recorder *r)
 			first = err;
 	}
 	return first;
+}
+
+bool sonde__rec_offcpu_on(const struct sonde_recorder *r)
+{
+	return r->offcpu.on;
+}
+
+int sonde__rec_offcpu_keep(const struct sonde_recorder *r, const struct perf_rec *rec, bool self)
+{
+	const struct perf_sample *s = &rec->sample;
+	uint16_t type;
+
+	if (!r->offcpu.on || !s->raw || s->raw_size < sizeof(type))
+		return -1;
+	memcpy(&type, s->raw, sizeof(type));
+	/* every wakeup, the idle task's and the recorder's switch-outs: no stack is used */
+	if (type == r->offcpu.waking_id ||
+	    (type == r->offcpu.switch_id && (rec->pid == 0 || self)))
+		return PERF_STREAM_HEADER;
+	return type == r->offcpu.switch_id ? PERF_STREAM_KEEP : -1;
 }

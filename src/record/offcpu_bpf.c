@@ -223,14 +223,13 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	b->skel = s;
 	/* -a filtered by pid alone: those and their children; filtered by thread or name as
 	 * well: every process, the recorder keeps the selected ones */
-	s->rodata->all_tasks =
-		r->system_wide && (!r->filt.filter_pids || r->filt.filter_tids || r->filt.filter_comms);
+	s->rodata->all_tasks = r->system_wide && !sonde__rec_system_pids_only(r);
 	s->rodata->self_pid = (__u32)getpid();
 	s->rodata->min_ns = r->offcpu.min_ns;
 	uint32_t copy = r->cfg.stack_bytes;
 	s->rodata->copy_bytes = copy > SONDE_BPF_STACK_MAX ? SONDE_BPF_STACK_MAX : copy;
 	s->rodata->kernel_stacks = o->kernel;
-	s->rodata->follow = r->system_wide || r->life.follow_children;
+	s->rodata->follow = r->system_wide || sonde__rec_follows_children(r);
 	b->switches = sonde__rec_offcpu_keeps_switches(r);
 	s->rodata->keep_switches = b->switches;
 	s->rodata->gated = r->system_wide;
@@ -268,17 +267,16 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 		return -errno;
 	if (b->switches && ring_buffer__add(b->rb, bpf_map__fd(s->maps.switches), on_switches, r))
 		return -errno;
-	for (size_t i = 0; !s->rodata->all_tasks && i < r->filt.n_filter_pids; i++) {
-		__u32 key = (__u32)r->filt.filter_pids[i];
+	const pid_t *pids;
+	size_t n_pids = sonde__rec_system_pids(r, &pids);
+	for (size_t i = 0; !s->rodata->all_tasks && i < n_pids; i++) {
+		__u32 key = (__u32)pids[i];
 		__u8 v = 2;
 		if (bpf_map__update_elem(s->maps.targets, &key, sizeof(key), &v, sizeof(v),
 					 BPF_ANY) < 0)
 			return -errno;
 	}
-	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = REC_BPF_EPOLL_DATA};
-	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(b->rb), &ev) < 0)
-		return -errno;
-	return 0;
+	return sonde__rec_watch_fd(r, ring_buffer__epoll_fd(b->rb), REC_BPF_EPOLL_DATA);
 }
 
 static void destroy(struct rec_offcpu_bpf *b)
@@ -731,7 +729,7 @@ int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r)
 	sonde__rec_offcpu_bpf_stop(r);
 	int err = keep_last_batches(r, b);
 	open_kframes(r, b);
-	int oerr = write_open(r, b, sonde__rec_time(r, sonde__rec_now()));
+	int oerr = write_open(r, b, sonde__rec_time(r, sonde__rec_now(r)));
 	if (!err)
 		err = oerr;
 	int serr = write_shorts(r, b);

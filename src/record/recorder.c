@@ -27,17 +27,24 @@
 
 enum {
 	DEFAULT_FREQ = 999,
-	/* Records still being written when a ring is read can carry a timestamp slightly
-	 * older than the read; they are released one poll later at most. */
-	REORDER_SLACK_NS = 2000000,
 };
 
-uint64_t sonde__rec_now(void)
+uint64_t sonde__rec_mono_now(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sonde__rec_now(const struct sonde_recorder *r)
+{
+	return r->clock.now ? r->clock.now(r->clock.ctx) : sonde__rec_mono_now();
+}
+
+void sonde__rec_set_clock(struct sonde_recorder *r, rec_clock_fn now, void *ctx)
+{
+	r->clock = (struct rec_clock){now, now ? ctx : NULL};
 }
 
 static uint64_t wall_now(void)
@@ -178,7 +185,7 @@ static void kernel_time_rate(struct sonde_recorder *r, const struct sonde_record
 		   "be sampled as kernel time); sampling user space only",
 		   (unsigned long long)rate, (unsigned)KERNEL_TIME_MAX_HZ);
 	r->cfg.kernel_time = false;
-	r->kern.kernel_time_error = -ERANGE;
+	sonde__rec_kernel_time_refused(r, -ERANGE);
 }
 
 static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *opts,
@@ -239,10 +246,8 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 		sonde_error("ring size %u pages is not a power of two", o.ring_pages);
 		return -SONDE_E_RANGE;
 	}
-	r->life.follow_children = o.follow_children;
-	r->unw.frame_pointers_only = o.frame_pointers_only;
-	r->life.exec_check = o.exec_check;
-	r->life.exec_check_ctx = o.exec_check_ctx;
+	sonde__rec_unwind_fp_only(r, o.frame_pointers_only);
+	sonde__rec_life_configure(r, &o);
 	r->cfg.no_children = !o.follow_children;
 	r->cfg.freq = o.frequency;
 	r->cfg.period = o.sample_period;
@@ -326,7 +331,7 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	/* switch-outs come on top of the clock's samples, at the rate threads block: a
 	 * guess of a thousand a second (the loss accounting and, with -a, growing rings
 	 * cover what a busier program does) */
-	if (r->offcpu.on)
+	if (sonde__rec_offcpu_on(r))
 		rate += 1000;
 	uint64_t want = rate * sample * budget / 1000;
 	/* the bound over all rings, each ring's meta page included */
@@ -345,27 +350,25 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 }
 
 /* What the recorder would drop on reading a record, dropped before the stream copies
- * anything of it: samples of the idle task and (system-wide) of the recorder itself, counted
+ * anything of it: records of a stale generation of events (sonde__rec_is_stale), samples
+ * of the idle task and (system-wide) of the recorder itself, counted
  * as they would be; and the stacks of tracepoint samples whose stack is never used (every
  * wakeup, the idle task's and the recorder's switch-outs), which keep their raw data for
  * the off-CPU accounting. */
 static enum perf_stream_keep stream_filter(void *ctx, const struct perf_rec *rec)
 {
 	struct sonde_recorder *r = ctx;
-	const struct perf_sample *s = &rec->sample;
-	uint16_t type = 0;
 
+	if (sonde__rec_is_stale(r, rec)) {
+		r->sum.duplicates_dropped++;
+		return PERF_STREAM_DROP;
+	}
 	if (rec->type != PERF_RECORD_SAMPLE)
 		return PERF_STREAM_KEEP;
 	bool self = r->system_wide && sonde__rec_is_self(r, (pid_t)rec->pid);
-	if (r->offcpu.on && s->raw && s->raw_size >= sizeof(type)) {
-		memcpy(&type, s->raw, sizeof(type));
-		if (type == r->offcpu.waking_id || (type == r->offcpu.switch_id &&
-						    (rec->pid == 0 || self)))
-			return PERF_STREAM_HEADER;
-		if (type == r->offcpu.switch_id)
-			return PERF_STREAM_KEEP;
-	}
+	int off = sonde__rec_offcpu_keep(r, rec, self);
+	if (off >= 0)
+		return (enum perf_stream_keep)off;
 	if (!rec->has_id || !rec->time || rec->pid == UINT32_MAX || rec->tid == UINT32_MAX)
 		return PERF_STREAM_KEEP; /* counted where it is processed */
 	if (rec->pid == 0) {
@@ -407,15 +410,12 @@ static struct sonde_recorder *recorder_alloc(void)
 	r->ev.gen = 1;
 	sonde__perf_event_layout(&r->layout);
 	r->sum.sz = sizeof(r->sum);
-	struct timespec boot;
-	clock_gettime(CLOCK_BOOTTIME, &boot);
-	r->life.boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
-				      (uint64_t)boot.tv_nsec - sonde__rec_now());
+	sonde__rec_life_init(r);
 	if (sonde__perf_online_cpus(&r->ev.cpus, &r->ev.n_cpus) < 0 ||
 	    !(r->ev.rings = sonde__calloc(r->ev.n_cpus, sizeof(*r->ev.rings))) ||
 	    !(r->stream = sonde__perf_stream_new(&r->layout, stream_filter, r)) ||
 	    add_sources(r) < 0 || (r->ev.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-	    !(r->unw.unwind_cache = sonde__unwind_cache_new())) {
+	    sonde__rec_unwind_init(r) < 0) {
 		sonde_recorder__free(r);
 		return NULL;
 	}
@@ -428,19 +428,17 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 	sonde__perf_event_layout_cfg(&r->layout, &r->cfg);
 	sonde__perf_stream_set_layout(r->stream, &r->layout);
 	r->sum.kernel_enabled = r->cfg.kernel;
-	r->sum.kernel_error = r->kern.kernel_error;
 	r->sum.kernel_time = r->cfg.kernel || r->cfg.kernel_time;
-	r->sum.kernel_time_error = r->kern.kernel_time_error;
 	snprintf(r->sum.event, sizeof(r->sum.event), "%s",
 		 r->cfg.dummy ? "dummy" : sonde__perf_kind_name(r->cfg.kind));
-	r->sum.cycles_error = r->kern.cycles_error;
+	sonde__rec_kernel_summary(r, &r->sum);
 	/* Wake the caller once a quarter of a ring is used, not at every sample: fewer
 	 * wakeups, and a quarter of the time budget the ring was sized for (the caller also
 	 * polls with a timeout). The kernel clamps the watermark to the ring actually mapped. */
 	r->cfg.wakeup_bytes =
 		(uint32_t)((uint64_t)r->ev.ring_pages * (uint64_t)sysconf(_SC_PAGESIZE) / 4);
 
-	r->start_mono = sonde__rec_now();
+	r->start_mono = sonde__rec_now(r);
 	struct sonde_spool_header h = {.start_time_ns = wall_now(),
 				       .start_monotonic_ns = r->start_mono,
 				       .sample_period_ns = sample_period_ns(&r->cfg)};
@@ -450,7 +448,7 @@ static int start_spool(struct sonde_recorder *r, sonde_spool_write_fn write, voi
 		sonde_error("cannot write the spool header: %s", strerror(errno));
 		return -errno;
 	}
-	return r->offcpu.on ? sonde_spool_writer__declare_offcpu(r->spool) : 0;
+	return sonde__rec_offcpu_on(r) ? sonde_spool_writer__declare_offcpu(r->spool) : 0;
 }
 
 /* The outcome of attaching a thread as an error: it must be recorded to go on. */
@@ -715,7 +713,7 @@ int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum son
 	}
 	if (p) {
 		/* The pid now names another process: start over with it. */
-		int err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now()));
+		int err = sonde__rec_process_reset(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 		if (err)
 			return err;
 	}
@@ -811,7 +809,7 @@ static int drain_rings(struct sonde_recorder *r);
 
 static void drain_meanwhile(struct sonde_recorder *r, uint64_t *last)
 {
-	uint64_t now = sonde__rec_now();
+	uint64_t now = sonde__rec_now(r);
 
 	if (now - *last < DRAIN_EVERY_NS || sonde__perf_stream_bytes(r->stream) > STREAM_CAP_BYTES)
 		return;
@@ -823,7 +821,7 @@ static void drain_meanwhile(struct sonde_recorder *r, uint64_t *last)
 static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_record_poll *pr)
 {
 	const struct perf_rec *rec;
-	uint64_t last_drain = sonde__rec_now();
+	uint64_t last_drain = sonde__rec_now(r);
 	unsigned n = 0;
 
 	while ((rec = sonde__perf_stream_pop(r->stream, limit))) {
@@ -846,7 +844,7 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 
 static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_record_poll *pr)
 {
-	uint64_t floor = sonde__rec_now() - REORDER_SLACK_NS;
+	uint64_t floor = sonde__rec_now(r) - REC_REORDER_SLACK_NS;
 	int err = sonde__rec_error(r, drain_rings(r));
 	uint64_t limit = final ? UINT64_MAX : sonde__perf_stream_limit(r->stream, floor);
 	int perr = process_until(r, limit, pr);
@@ -893,7 +891,7 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 	}
 	int err = drain_and_process(r, false, &pr);
 	if (r->system_wide)
-		sonde__rec_system_grow_rings(r);
+		sonde__rec_grow_rings(r);
 	else if (!err)
 		err = sonde__rec_maybe_regen(r);
 	if (!err)
@@ -969,16 +967,15 @@ int sonde_recorder__summary(const struct sonde_recorder *r, struct sonde_record_
 		return -EINVAL;
 	s.sz = out->sz;
 	if (r->start_mono)
-		s.duration_ns = sonde__rec_now() - r->start_mono;
+		s.duration_ns = sonde__rec_now(r) - r->start_mono;
 	if (r->finished)
 		s.duration_ns = r->sum.duration_ns;
-	s.unwind_cfi_frames = r->unw.unwind_stats.cfi_steps;
-	s.unwind_fp_frames = r->unw.unwind_stats.fp_steps;
-	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++)
-		s.unwind_fallbacks[i] = r->unw.unwind_stats.fallbacks[i];
+	sonde__rec_unwind_summary(r, &s);
 	s.files_refused = sonde__rec_images_refused(r);
-	s.processes = (uint32_t)r->tasks.procs_created;
-	s.threads = (uint32_t)r->tasks.threads_created;
+	uint64_t procs, threads;
+	sonde__tasks_created(&r->tasks, &procs, &threads);
+	s.processes = (uint32_t)procs;
+	s.threads = (uint32_t)threads;
 	memcpy(out, &s, out->sz < sizeof(s) ? out->sz : sizeof(s));
 	return 0;
 }
@@ -1082,7 +1079,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	 * kernel never reported are counted). */
 	struct sonde_spool_account acct = {
 		.kernel_time = r->sum.kernel_time ? 1 : 0,
-		.kernel_error = r->sum.kernel_time ? 0 : (uint32_t)-r->kern.kernel_time_error,
+		.kernel_error = r->sum.kernel_time ? 0 : (uint32_t)-sonde__rec_kernel_time_error(r),
 		.lost_records = r->sum.lost_events,
 		.lost_samples = r->sum.lost_samples,
 		.offcpu_dropped = r->sum.offcpu_dropped,
@@ -1096,7 +1093,7 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 			keep_first(r, &first, -errno, "closing the spool file");
 		r->out_fd = -1;
 	}
-	r->sum.duration_ns = sonde__rec_now() - r->start_mono;
+	r->sum.duration_ns = sonde__rec_now(r) - r->start_mono;
 	r->finished = true;
 	if (out)
 		keep_first(r, &first, sonde_recorder__summary(r, out), "the summary");
@@ -1132,7 +1129,7 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	sonde__rec_track_free(r);
 	sonde__rec_offcpu_release(r);
 	sonde__rec_filters_free(r);
-	sonde__unwind_cache_free(r->unw.unwind_cache);
+	sonde__rec_unwind_free(r);
 	sonde__free(r->ev.events);
 	sonde__free(r->ev.ids);
 	sonde__free(r->ev.rings);

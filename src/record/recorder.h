@@ -52,7 +52,17 @@ struct rec_offcpu_cfg {
 	bool sw_started; /* the empty runs that announce them are written */
 };
 
-/* Lifecycle and loss recovery (recover.c). */
+enum {
+	/* Records still being written when a ring is read can carry a timestamp slightly
+	 * older than the read (by the recorder's clock); they are released one poll later
+	 * at most. */
+	REC_REORDER_SLACK_NS = 2000000,
+	/* A poll runs a recovery sweep for an open gap at most this often (by the clock). */
+	REC_SWEEP_INTERVAL_NS = 250000000,
+};
+
+/* The lifecycle part: which children are followed, the exec check, losses and the sweeps
+ * that recover from them (recover.c owns it; others call its functions). */
 struct rec_life {
 	bool follow_children;
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
@@ -60,9 +70,12 @@ struct rec_life {
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
 	uint64_t last_sweep;	/* sonde__rec_now() when the last sweep ran */
 	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
+	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
 };
 
-/* Kernel frames and time: what was refused, and the spool modules kernel frames use. */
+/* The kernel part: what was refused (attach.c, which chooses the event; others call its
+ * functions), and the spool modules kernel frames use (track.c, which alone writes
+ * kernel frames). */
 struct rec_kernel {
 	int cycles_error;
 	int kernel_error;	     /* kernel frames were asked for and refused: why */
@@ -71,7 +84,8 @@ struct rec_kernel {
 	uint32_t kernel_leaf_module; /* spool id of "[kernel]", 0 until first needed */
 };
 
-/* Unwinding a sample (track.c, stack.c). */
+/* The unwind part: a sample's frames, the CFI tables, the unwind counters (stack.c owns it;
+ * others call its functions). */
 struct rec_unwind {
 	/* A sample's stack: its kernel frames (at most REC_KERNEL_MAX_FRAMES), then the user
 	 * frames of the unwind. */
@@ -79,6 +93,22 @@ struct rec_unwind {
 	struct unwind_cache *unwind_cache; /* CFI tables of every file seen, built on first use */
 	struct unwind_stats unwind_stats;
 	bool frame_pointers_only; /* opts.frame_pointers_only */
+};
+
+/* The recorder's clock: what decides when a poll's deadlines are due (recovery sweeps,
+ * generation switches, live pushes, draining during a long batch), when records are old
+ * enough to be released in order, and what dates the records the recorder makes itself
+ * (retirements, the end of an open interval, when a process was read from /proc). It is
+ * compared with the times the kernel gives records (CLOCK_MONOTONIC, perf/event.c), so
+ * now(ctx) must never go back, and should not run ahead of CLOCK_MONOTONIC: a clock held
+ * behind holds back the records newer than it; one ahead ignores records that the kernel
+ * dated before what the recorder read from /proc "at" that clock's time. NULL now:
+ * CLOCK_MONOTONIC. A test holds it and moves it forward to make a deadline due without
+ * sleeping. */
+typedef uint64_t (*rec_clock_fn)(void *ctx);
+struct rec_clock {
+	rec_clock_fn now;
+	void *ctx;
 };
 
 /* The recorder: its parts, and what the recording as a whole is. */
@@ -98,6 +128,7 @@ struct sonde_recorder {
 	struct rec_unwind unw;
 	struct rec_live live; /* periodic pushes, the tail (live.c) */
 	struct sonde_record_summary sum;
+	struct rec_clock clock;
 	uint64_t start_mono, last_time;
 	int first_error;
 	bool enabled, finished;
@@ -109,7 +140,13 @@ int sonde__rec_error(struct sonde_recorder *r, int err);
 /* Logs err as a secondary failure of `what` and keeps it as context (summary
  * context_error). */
 void sonde__rec_context_error(struct sonde_recorder *r, int err, const char *what);
-uint64_t sonde__rec_now(void);
+/* CLOCK_MONOTONIC now, in nanoseconds. */
+uint64_t sonde__rec_mono_now(void);
+/* Now by the recorder's clock. */
+uint64_t sonde__rec_now(const struct sonde_recorder *r);
+/* Replaces the recorder's clock (NULL: CLOCK_MONOTONIC again); see struct rec_clock. The
+ * new clock must not read earlier than the old one did last. */
+void sonde__rec_set_clock(struct sonde_recorder *r, rec_clock_fn now, void *ctx);
 /* Every published record of one ring into the stream. 0 or the first error. */
 int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring);
 /* Drains every ring and processes what can be ordered (final: everything queued). */
@@ -121,7 +158,26 @@ uint64_t sonde__rec_time(struct sonde_recorder *r, uint64_t t);
  * of all rings (recorder.c). */
 void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_opts *o);
 
-/* attach.c */
+/* attach.c: the events part (r->ev, with resize.c) */
+/* The CPUs events are opened on: their count, and the number of CPU index idx. */
+size_t sonde__rec_n_cpus(const struct sonde_recorder *r);
+int sonde__rec_cpu(const struct sonde_recorder *r, size_t idx);
+/* Events open. */
+size_t sonde__rec_n_events(const struct sonde_recorder *r);
+/* The current generation of events. */
+uint32_t sonde__rec_gen(const struct sonde_recorder *r);
+/* Wakes poll when fd is readable, telling it data (a ring index, or the BPF ring's mark).
+ * 0 or -errno. */
+int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data);
+/* Kernel time is not sampled, for the reason err (-errno). */
+void sonde__rec_kernel_time_refused(struct sonde_recorder *r, int err);
+/* Why kernel time is not sampled (-errno), 0 when it is or was not asked for. */
+int sonde__rec_kernel_time_error(const struct sonde_recorder *r);
+/* What was refused (kernel frames, kernel time, the cycles event) into a summary. */
+void sonde__rec_kernel_summary(const struct sonde_recorder *r, struct sonde_record_summary *s);
+/* Replaces the online CPUs with the ones asked for, each of which must be online. 0 or
+ * -errno (the cause logged). */
+int sonde__rec_select_cpus(struct sonde_recorder *r, const int *want, size_t n);
 int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_record_event want);
 /* Why choosing the event failed, in one error (unless choosing said it already). */
 void sonde__rec_explain_event_error(struct sonde_recorder *r, pid_t pid, int err);
@@ -167,10 +223,24 @@ void sonde__rec_event_remove(struct sonde_recorder *r, size_t i);
 void sonde__rec_close_events_from(struct sonde_recorder *r, pid_t tid, size_t from);
 
 /* resize.c */
+/* Replaces the ring of every CPU that reported a loss by one twice its size, while the
+ * bound of all rings allows (a system-wide recording's rings each have one event). */
+void sonde__rec_grow_rings(struct sonde_recorder *r);
+/* Whether each thread's stack copy is sized by what its unwinds need. */
+bool sonde__rec_adaptive(const struct sonde_recorder *r);
+/* One copy size for all (a system-wide recording). */
+void sonde__rec_fixed_copy(struct sonde_recorder *r);
+/* Whether a record of that time is older than the cut of the generation switch under way
+ * or last made (before it, the older generation's events still sampled). */
+bool sonde__rec_before_cut(const struct sonde_recorder *r, uint64_t time);
 /* Records event fd's id (opened on tid, generation gen). 0 or -errno. */
 int sonde__rec_note_event_id(struct sonde_recorder *r, int fd, pid_t tid, uint32_t gen,
 			     uint32_t stack_bytes);
 const struct rec_event_id *sonde__rec_event_id(const struct sonde_recorder *r, uint64_t id);
+/* Whether rec is of an abandoned switch's events, or of the generation that did not cover
+ * its time while a switch overlapped two: known from its id alone, so the stream drops it
+ * before copying anything of it (a later switch moves the cut forward, never back). */
+bool sonde__rec_is_stale(const struct sonde_recorder *r, const struct perf_rec *rec);
 /* Whether rec is a copy of what another event of the same thread records: the older
  * generation's while the switch overlapped them, or a parent's inherited event on a
  * thread that has its own. */
@@ -223,6 +293,11 @@ int sonde__rec_offcpu_open(struct sonde_recorder *r, const struct perf_event_cfg
 int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *rec);
 /* A PERF_RECORD_SWITCH record: the switch-in of its thread. */
 int sonde__rec_offcpu_switch(struct sonde_recorder *r, const struct perf_rec *rec);
+/* Whether off-CPU time is recorded. */
+bool sonde__rec_offcpu_on(const struct sonde_recorder *r);
+/* What the stream keeps of a tracepoint sample of the off-CPU events (an enum
+ * perf_stream_keep), -1 when rec is not one; self: rec is of the recorder's own process. */
+int sonde__rec_offcpu_keep(const struct sonde_recorder *r, const struct perf_rec *rec, bool self);
 /* A loss: every interval waiting for its end may have lost it. */
 void sonde__rec_offcpu_loss(struct sonde_recorder *r);
 /* Thread t is going away: its short counts are written, its state freed. */
@@ -234,12 +309,29 @@ void sonde__rec_offcpu_release(struct sonde_recorder *r);
 /* The recording ends: open intervals end now, short counts are written. */
 int sonde__rec_offcpu_finish(struct sonde_recorder *r);
 
+/* stack.c: the unwind part (r->unw) */
+/* Creates the unwind cache. 0 or -ENOMEM. */
+int sonde__rec_unwind_init(struct sonde_recorder *r);
+void sonde__rec_unwind_free(struct sonde_recorder *r);
+/* opts.frame_pointers_only: no CFI, frame pointers walk every frame. */
+void sonde__rec_unwind_fp_only(struct sonde_recorder *r, bool on);
+/* The frames of the sample being written (REC_KERNEL_MAX_FRAMES + UNWIND_MAX_FRAMES),
+ * valid until the next sample. */
+struct sonde_spool_frame *sonde__rec_frames(struct sonde_recorder *r);
+/* Unwinds a user stack of pid into the frames from index skip on (after the kernel
+ * frames), counting its steps. The number of user frames; *end how the walk ended. */
+size_t sonde__rec_unwind_user(struct sonde_recorder *r, pid_t pid, const struct rec_modtable *mods,
+			      const struct unwind_regs *regs, const struct unwind_stack *st,
+			      size_t skip, enum unwind_end *end);
+/* Builds the CFI tables of mods now (a process found running, before sampling starts). */
+void sonde__rec_unwind_warm(struct sonde_recorder *r, pid_t pid, const struct rec_modtable *mods);
+/* The unwind counters into a summary. */
+void sonde__rec_unwind_summary(const struct sonde_recorder *r, struct sonde_record_summary *s);
+
 /* track.c */
 /* Stops recording process p: its threads' events closed, its modules retired, every later
  * record of it ignored (sonde_recorder__detach_process). */
 int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p);
-/* After p was seen running a new program: asks opts.exec_check whether to go on. */
-int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
 			   const struct rec_module *m, uint32_t maj, uint32_t min);
 int sonde__rec_read_maps(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
@@ -275,7 +367,17 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
  * attached again): retires its modules and resets its identity. */
 int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 
-/* recover.c */
+/* recover.c: the lifecycle part (r->life) */
+/* Reads the clocks' offset for /proc start times. */
+void sonde__rec_life_init(struct sonde_recorder *r);
+/* opts.follow_children and opts.exec_check. */
+void sonde__rec_life_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
+/* Every process is followed, forks included (a system-wide recording). */
+void sonde__rec_life_follow_all(struct sonde_recorder *r);
+/* Whether the children of recorded processes are recorded. */
+bool sonde__rec_follows_children(const struct sonde_recorder *r);
+/* After p was seen running a new program: asks opts.exec_check whether to go on. */
+int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
 /* A loss was reported: one more open gap. */
 void sonde__rec_note_loss(struct sonde_recorder *r);
 /* Runs a recovery sweep when a gap is open and (unless forced) the last sweep is old
@@ -322,11 +424,12 @@ int sonde__rec_perf_open(struct sonde_recorder *r, struct perf_event_attr *a, pi
 /* Whether only the processes of the pid and tid filters are tracked (with a comm filter,
  * any process may be named so at its next sample: every one is tracked). */
 bool sonde__rec_system_limited(const struct sonde_recorder *r);
+/* Whether the pid filter is the only filter (those processes and their children only). */
+bool sonde__rec_system_pids_only(const struct sonde_recorder *r);
+/* The pid filter: its count, the pids in *pids (borrowed for the recorder's life). */
+size_t sonde__rec_system_pids(const struct sonde_recorder *r, const pid_t **pids);
 /* With filters: whether a sample of thread tid of p is to be recorded. */
 bool sonde__rec_system_selects(struct sonde_recorder *r, const struct rec_process *p, pid_t tid);
-/* Replaces the ring of every CPU that reported a loss by one twice its size, while the
- * bound of all rings allows (a system-wide recording's rings each have one event). */
-void sonde__rec_system_grow_rings(struct sonde_recorder *r);
 /* The filters part (system.c owns r->filt). */
 /* Whether pid is the recorder's own process (never recorded system-wide). */
 bool sonde__rec_is_self(const struct sonde_recorder *r, pid_t pid);

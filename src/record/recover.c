@@ -15,7 +15,7 @@
  *        children  with follow_children, /proc/PID/task/TID/children not yet tracked
  *        threads   attached processes get events on threads that have none
  *
- * Sweeps run at most every SWEEP_INTERVAL_NS from poll, and whenever flush is called.
+ * Sweeps run at most every REC_SWEEP_INTERVAL_NS from poll, and whenever flush is called.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,7 +35,6 @@
 #include "record/recorder.h"
 
 enum {
-	SWEEP_INTERVAL_NS = 250000000,
 	/* A child's /proc start time and its fork record's time are taken a few instructions
 	 * apart, but a preempted fork can stretch that: a pid cannot be reused that fast. */
 	FORK_START_SLACK_TICKS = 5,
@@ -68,6 +67,41 @@ void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
 	}
 	*dev = st.st_dev;
 	*ino = st.st_ino;
+}
+
+void sonde__rec_life_init(struct sonde_recorder *r)
+{
+	struct timespec boot;
+
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	r->life.boot_offset_ns = (int64_t)((uint64_t)boot.tv_sec * 1000000000ull +
+					   (uint64_t)boot.tv_nsec - sonde__rec_mono_now());
+}
+
+void sonde__rec_life_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	r->life.follow_children = o->follow_children;
+	r->life.exec_check = o->exec_check;
+	r->life.exec_check_ctx = o->exec_check_ctx;
+}
+
+void sonde__rec_life_follow_all(struct sonde_recorder *r)
+{
+	r->life.follow_children = true;
+}
+
+bool sonde__rec_follows_children(const struct sonde_recorder *r)
+{
+	return r->life.follow_children;
+}
+
+int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
+{
+	if (!r->life.exec_check || !p->attached || p->exited)
+		return 0;
+	if (r->life.exec_check(r->life.exec_check_ctx, p->pid))
+		return 0;
+	return sonde__rec_stop_process(r, p);
 }
 
 void sonde__rec_note_loss(struct sonde_recorder *r)
@@ -368,7 +402,7 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 static int sweep(struct sonde_recorder *r)
 {
 	int first = sonde__rec_drain(r, true);
-	uint64_t gaps = r->life.gaps_open, time = sonde__rec_time(r, sonde__rec_now());
+	uint64_t gaps = r->life.gaps_open, time = sonde__rec_time(r, sonde__rec_now(r));
 
 	r->sum.recovery_sweeps++;
 	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
@@ -392,7 +426,7 @@ static int sweep(struct sonde_recorder *r)
 		keep(&first, sonde__rec_system_scan(r, 0));
 		sonde__rec_forget_exited(r);
 	}
-	r->life.last_sweep = sonde__rec_now();
+	r->life.last_sweep = sonde__rec_now(r);
 	if (first) {
 		sonde_warn("recovery sweep: %s", sonde_strerror(first));
 		return sonde__rec_error(r, first);
@@ -407,14 +441,14 @@ int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force)
 	if (force) {
 		/* Losses the kernel has not written a record about yet. */
 		uint64_t lost = sonde__rec_read_lost_counters(r);
-		if (lost > r->ev.lost_counted) {
-			r->ev.lost_counted = lost;
+		if (lost > r->life.lost_counted) {
+			r->life.lost_counted = lost;
 			sonde__rec_note_loss(r);
 		}
 	}
 	if (!r->life.gaps_open)
 		return 0;
-	if (!force && sonde__rec_now() - r->life.last_sweep < SWEEP_INTERVAL_NS)
+	if (!force && sonde__rec_now(r) - r->life.last_sweep < REC_SWEEP_INTERVAL_NS)
 		return 0;
 	return sweep(r);
 }

@@ -103,20 +103,42 @@ static void prune_ids(struct sonde_recorder *r)
 	r->ev.n_ids = k;
 }
 
-bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *rec)
+/* rec's event id (NULL: none, or unknown), and in *stale whether rec is of an abandoned
+ * switch or of the generation that did not cover its time. */
+static const struct rec_event_id *stale_id(const struct sonde_recorder *r,
+					   const struct perf_rec *rec, bool *stale)
 {
+	*stale = false;
 	if (!rec->has_id || r->system_wide || rec->type == PERF_RECORD_LOST ||
 	    rec->type == PERF_RECORD_LOST_SAMPLES)
-		return false;
+		return NULL;
 	const struct rec_event_id *e = sonde__rec_event_id(r, rec->id);
 	if (!e)
-		return false;
-	if (e->dead)
-		return true;
+		return NULL;
 	/* the overlap of two generations: the older one covers up to the cut */
-	if ((e->gen == r->ev.gen && rec->time < r->ev.gen_cut) ||
-	    (e->gen < r->ev.gen && rec->time >= r->ev.gen_cut))
-		return true;
+	*stale = e->dead || (e->gen == r->ev.gen && rec->time < r->ev.gen_cut) ||
+		 (e->gen < r->ev.gen && rec->time >= r->ev.gen_cut);
+	return e;
+}
+
+bool sonde__rec_is_stale(const struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	bool stale;
+
+	/* before the first switch, and with no switch abandoned, nothing is */
+	if (r->ev.gen < 2 && !r->ev.any_dead)
+		return false;
+	stale_id(r, rec, &stale);
+	return stale;
+}
+
+bool sonde__rec_is_duplicate(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	bool stale;
+	const struct rec_event_id *e = stale_id(r, rec, &stale);
+
+	if (!e || stale)
+		return stale;
 	struct rec_thread *t = sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false);
 	return t && t->own_events && t->root_gen == e->gen && e->tid != t->tid;
 }
@@ -244,7 +266,8 @@ static bool switched(const struct sonde_recorder *r, const struct rec_process *p
 {
 	if (!p->thread_only)
 		return true;
-	return t->pid == p->pid && (t->own_events || (t->announced && r->life.follow_children));
+	return t->pid == p->pid &&
+	       (t->own_events || (t->announced && sonde__rec_follows_children(r)));
 }
 
 /* Gives every thread of p that has none yet events of generation gen (enabled at once when
@@ -256,7 +279,7 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	size_t n;
 	int opened = 0, err = sonde__proc_list_tasks(p->pid, &tids, &n);
 	/* a thread attached alone keeps its rule: what it creates inherits nothing */
-	bool no_inherit = p->thread_only && !r->life.follow_children;
+	bool no_inherit = p->thread_only && !sonde__rec_follows_children(r);
 
 	if (err)
 		return err == -ESRCH ? 0 : err;
@@ -289,7 +312,8 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 	}
 	pid_t *kids;
 	size_t nk;
-	if (err >= 0 && r->life.follow_children && sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
+	if (err >= 0 && sonde__rec_follows_children(r) &&
+	    sonde__proc_list_children(p->pid, &kids, &nk) == 0) {
 		for (size_t k = 0; k < nk && err >= 0; k++) {
 			struct rec_process *c = sonde__tasks_process(&r->tasks, kids[k], false);
 			if (!c || c->exited)
@@ -331,7 +355,7 @@ static void abandon(struct sonde_recorder *r, uint32_t gen, size_t first)
 	/* the ids of gen are this attempt's: the drain before it pruned any older attempt's */
 	for (size_t k = 0; k < r->ev.n_ids; k++)
 		if (r->ev.ids[k].gen == gen)
-			r->ev.ids[k].dead = true;
+			r->ev.ids[k].dead = r->ev.any_dead = true;
 	for (size_t c = 0; c < r->ev.n_cpus; c++) {
 		struct rec_ring *ring = &r->ev.rings[c];
 		if (ring->next_mapped) {
@@ -459,7 +483,7 @@ static int regen(struct sonde_recorder *r)
 	uint32_t gen = r->ev.gen + 1;
 	int err = sonde__rec_drain(r, true);
 
-	r->ev.last_regen = sonde__rec_now();
+	r->ev.last_regen = sonde__rec_now(r);
 	r->ev.regen_grow = false;
 	if (err)
 		return err;
@@ -478,7 +502,7 @@ static int regen(struct sonde_recorder *r)
 	for (size_t i = 0; i < first; i++)
 		if (!r->ev.events[i].retired)
 			sonde__perf_disable(r->ev.events[i].fd);
-	r->ev.gen_cut = sonde__rec_now();
+	r->ev.gen_cut = sonde__rec_now(r);
 	r->ev.gen = gen;
 	swap_rings(r);
 	close_older(r, gen);
@@ -525,5 +549,103 @@ int sonde__rec_maybe_regen(struct sonde_recorder *r)
 	for (size_t i = 0; i < r->ev.n_events; i++)
 		if (r->ev.events[i].armed_on_exec)
 			return 0; /* not sampling yet */
-	return regen_due(r, sonde__rec_now() - r->ev.last_regen) ? regen(r) : 0;
+	return regen_due(r, sonde__rec_now(r) - r->ev.last_regen) ? regen(r) : 0;
+}
+
+/* Ring idx's event and ring, replaced by a new event on the same CPU with a ring of `pages`.
+ * The old event is disabled before the new one is enabled (a gap of two system calls, not
+ * a sample counted twice), then its ring is drained and unmapped. */
+static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
+{
+	struct rec_ring *ring = &r->ev.rings[idx];
+	struct rec_event *ev = NULL;
+	struct perf_event_attr a;
+	struct perf_event_cfg cfg = r->cfg;
+	struct perf_ring bigger;
+
+	for (size_t i = 0; i < r->ev.n_events && !ev; i++)
+		if (r->ev.events[i].ring == (int)idx && r->ev.events[i].fd == ring->ring.fd)
+			ev = &r->ev.events[i];
+	if (!ev)
+		return -ENOENT;
+	cfg.disabled = true;
+	sonde__perf_attr_fill(&a, &cfg);
+	int fd = sonde__rec_perf_open(r, &a, -1, r->ev.cpus[idx]);
+	if (fd < 0)
+		return fd;
+	int err = sonde__perf_ring_map(&bigger, fd, r->ev.cpus[idx], pages, pages);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	struct epoll_event e = {.events = EPOLLIN, .data.u64 = idx};
+	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+		err = -errno;
+		sonde__perf_ring_unmap(&bigger);
+		close(fd);
+		return err;
+	}
+	/* the CPU's other events (off-CPU) write into the new ring from now on */
+	for (size_t i = 0; i < r->ev.n_events; i++) {
+		struct rec_event *o = &r->ev.events[i];
+		if (o->ring == (int)idx && o != ev && (err = sonde__perf_set_output(o->fd, fd))) {
+			sonde__perf_ring_unmap(&bigger);
+			close(fd);
+			return err;
+		}
+	}
+	sonde__perf_disable(ev->fd);
+	if (r->enabled)
+		sonde__perf_enable(fd);
+	/* what the old ring got before it was disabled */
+	sonde__rec_error(r, sonde__rec_drain_ring(r, ring));
+	uint64_t lost;
+	if (r->cfg.read_lost && sonde__perf_read_lost(ev->fd, &lost) == 0)
+		r->ev.closed_lost += lost;
+	if (!ring->hup)
+		epoll_ctl(r->ev.epfd, EPOLL_CTL_DEL, ev->fd, NULL);
+	r->sum.ring_bytes_total -= ring->ring.map_len;
+	sonde__perf_ring_unmap(&ring->ring);
+	close(ev->fd);
+	ring->ring = bigger;
+	ring->hup = false;
+	ev->fd = fd;
+	r->sum.ring_bytes_total += bigger.map_len;
+	if (bigger.size > r->sum.ring_bytes)
+		r->sum.ring_bytes = bigger.size;
+	r->sum.ring_grows++;
+	return 0;
+}
+
+void sonde__rec_grow_rings(struct sonde_recorder *r)
+{
+	for (size_t i = 0; i < r->ev.n_cpus; i++) {
+		struct rec_ring *ring = &r->ev.rings[i];
+		if (!ring->lost_seen || !ring->mapped)
+			continue;
+		ring->lost_seen = false;
+		uint64_t bigger = ring->ring.size * 2 + (ring->ring.map_len - ring->ring.size);
+		if (r->sum.ring_bytes_total - ring->ring.map_len + bigger > r->sum.ring_bytes_cap)
+			continue; /* at the bound: the kernel's losses are counted, nothing more */
+		int err = grow_ring(
+			r, i, (unsigned)(ring->ring.size * 2 / (uint64_t)sysconf(_SC_PAGESIZE)));
+		if (err)
+			sonde_info("cannot grow the ring of CPU %d: %s", r->ev.cpus[i],
+				   sonde_strerror(err));
+	}
+}
+
+bool sonde__rec_adaptive(const struct sonde_recorder *r)
+{
+	return r->ev.adaptive;
+}
+
+void sonde__rec_fixed_copy(struct sonde_recorder *r)
+{
+	r->ev.adaptive = false;
+}
+
+bool sonde__rec_before_cut(const struct sonde_recorder *r, uint64_t time)
+{
+	return r->ev.gen >= 2 && time < r->ev.gen_cut;
 }

@@ -1,4 +1,66 @@
+#include <errno.h>
+
+#include "base/alloc.h"
+#include "record/recorder.h"
 #include "record/stack.h"
+
+/* The recorder's unwind part (r->unw): only this file reads its fields. */
+
+int sonde__rec_unwind_init(struct sonde_recorder *r)
+{
+	r->unw.unwind_cache = sonde__unwind_cache_new();
+	return r->unw.unwind_cache ? 0 : -ENOMEM;
+}
+
+void sonde__rec_unwind_free(struct sonde_recorder *r)
+{
+	sonde__unwind_cache_free(r->unw.unwind_cache);
+	r->unw.unwind_cache = NULL;
+}
+
+void sonde__rec_unwind_fp_only(struct sonde_recorder *r, bool on)
+{
+	r->unw.frame_pointers_only = on;
+}
+
+struct sonde_spool_frame *sonde__rec_frames(struct sonde_recorder *r)
+{
+	return r->unw.frames;
+}
+
+/* The CFI tables, or NULL when only frame pointers are walked. */
+static struct unwind_cache *cfi_cache(const struct sonde_recorder *r)
+{
+	return r->unw.frame_pointers_only ? NULL : r->unw.unwind_cache;
+}
+
+size_t sonde__rec_unwind_user(struct sonde_recorder *r, pid_t pid, const struct rec_modtable *mods,
+			      const struct unwind_regs *regs, const struct unwind_stack *st,
+			      size_t skip, enum unwind_end *end)
+{
+	return sonde__record_unwind(regs, st, mods, cfi_cache(r), pid, &r->unw.unwind_stats,
+				    r->unw.frames + skip, UNWIND_MAX_FRAMES, end);
+}
+
+void sonde__rec_unwind_warm(struct sonde_recorder *r, pid_t pid, const struct rec_modtable *mods)
+{
+	struct unwind_cache *cache = cfi_cache(r);
+	struct unwind_module out;
+
+	for (size_t i = 0; cache && i < mods->n; i++) {
+		struct unwind_mapping um = sonde__record_unwind_mapping(pid, &mods->m[i]);
+		if (!sonde__unwind_cache_lookup(cache, &um, &out))
+			return;
+	}
+}
+
+void sonde__rec_unwind_summary(const struct sonde_recorder *r, struct sonde_record_summary *s)
+{
+	s->unwind_cfi_frames = r->unw.unwind_stats.cfi_steps;
+	s->unwind_fp_frames = r->unw.unwind_stats.fp_steps;
+	for (unsigned i = 0; i < SONDE_UNWIND_FALLBACKS; i++)
+		s->unwind_fallbacks[i] = r->unw.unwind_stats.fallbacks[i];
+}
 
 struct unwind_mapping sonde__record_unwind_mapping(pid_t pid, const struct rec_module *m)
 {

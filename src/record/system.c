@@ -22,13 +22,6 @@
 #include "record/recorder.h"
 #include "record/stack.h"
 
-static int cmp_int(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-
-	return (x > y) - (x < y);
-}
-
 int sonde_cpu_list__parse(const char *list, int **cpus, size_t *n)
 {
 	size_t len = list ? strlen(list) : 0, max = 1;
@@ -56,32 +49,6 @@ int sonde_cpu_list__parse(const char *list, int **cpus, size_t *n)
 	}
 	*cpus = c;
 	*n = k;
-	return 0;
-}
-
-/* Replaces the online CPUs with the ones asked for, each of which must be online. */
-static int select_cpus(struct sonde_recorder *r, const int *want, size_t n)
-{
-	int *sel = sonde__malloc(n * sizeof(*sel));
-
-	if (!sel)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		bool online = false;
-		for (size_t j = 0; j < r->ev.n_cpus && !online; j++)
-			online = r->ev.cpus[j] == want[i];
-		if (!online) {
-			sonde_error("CPU %d is not online (online: %d-%d, %zu CPUs)", want[i],
-				    r->ev.cpus[0], r->ev.cpus[r->ev.n_cpus - 1], r->ev.n_cpus);
-			sonde__free(sel);
-			return -EINVAL;
-		}
-		sel[i] = want[i];
-	}
-	qsort(sel, n, sizeof(*sel), cmp_int);
-	sonde__free(r->ev.cpus);
-	r->ev.cpus = sel;
-	r->ev.n_cpus = n;
 	return 0;
 }
 
@@ -113,13 +80,13 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 	r->filt.self_pid = getpid();
 	/* Every process is followed, forks included (the events are not inherited: the
 	 * per-CPU events see every task anyway). */
-	r->life.follow_children = true;
+	sonde__rec_life_follow_all(r);
 	r->cfg.no_children = false;
 	r->cfg.cpu_wide = true;
 	/* one event per CPU samples every thread: one copy size for all */
-	r->ev.adaptive = false;
+	sonde__rec_fixed_copy(r);
 	if (o->n_cpus) {
-		int err = select_cpus(r, o->cpus, o->n_cpus);
+		int err = sonde__rec_select_cpus(r, o->cpus, o->n_cpus);
 		if (err)
 			return err;
 	}
@@ -149,21 +116,21 @@ int sonde__rec_system_open(struct sonde_recorder *r)
 
 	cfg.disabled = true;
 	sonde__perf_attr_fill(&a, &cfg);
-	for (size_t c = 0; c < r->ev.n_cpus; c++) {
-		int fd = sonde__rec_perf_open(r, &a, -1, r->ev.cpus[c]);
+	for (size_t c = 0; c < sonde__rec_n_cpus(r); c++) {
+		int fd = sonde__rec_perf_open(r, &a, -1, sonde__rec_cpu(r, c));
 		if (fd == -ENODEV)
 			continue; /* went offline since it was listed */
 		int err = fd < 0 ? fd
-				 : sonde__rec_add_event(r, fd, c, -1, false, r->ev.gen,
+				 : sonde__rec_add_event(r, fd, c, -1, false, sonde__rec_gen(r),
 							r->cfg.stack_bytes);
 		if (err && fd >= 0)
 			close(fd);
 		if (!err)
-			err = sonde__rec_offcpu_open(r, &r->cfg, -1, c, false, r->ev.gen);
+			err = sonde__rec_offcpu_open(r, &r->cfg, -1, c, false, sonde__rec_gen(r));
 		if (err)
 			return err;
 	}
-	return r->ev.n_events ? 0 : -ENODEV;
+	return sonde__rec_n_events(r) ? 0 : -ENODEV;
 }
 
 static bool filtered_in(const struct sonde_recorder *r, pid_t pid)
@@ -172,6 +139,17 @@ static bool filtered_in(const struct sonde_recorder *r, pid_t pid)
 		if (r->filt.filter_pids[i] == pid)
 			return true;
 	return false;
+}
+
+bool sonde__rec_system_pids_only(const struct sonde_recorder *r)
+{
+	return r->filt.filter_pids && !r->filt.filter_tids && !r->filt.filter_comms;
+}
+
+size_t sonde__rec_system_pids(const struct sonde_recorder *r, const pid_t **pids)
+{
+	*pids = r->filt.filter_pids;
+	return r->filt.n_filter_pids;
 }
 
 bool sonde__rec_system_limited(const struct sonde_recorder *r)
@@ -270,21 +248,6 @@ static int synthesize_threads(struct sonde_recorder *r, struct rec_process *p)
 	return err;
 }
 
-/* Builds the CFI tables of a running process's modules now, before sampling starts: the
- * first samples of every busy process would otherwise all wait for them in the first
- * drain, while the rings fill. */
-static void warm_unwind_tables(struct sonde_recorder *r, const struct rec_process *p)
-{
-	struct unwind_module out;
-
-	for (size_t i = 0; r->unw.unwind_cache && !r->unw.frame_pointers_only && i < p->mods.n; i++) {
-		const struct rec_module *m = &p->mods.m[i];
-		struct unwind_mapping um = sonde__record_unwind_mapping(p->pid, m);
-		if (!sonde__unwind_cache_lookup(r->unw.unwind_cache, &um, &out))
-			return;
-	}
-}
-
 /* The entry is that process: not exited, of the same start time (or of an unknown one). */
 static bool same_start(struct sonde_recorder *r, struct rec_process *p, const struct proc_stat *st)
 {
@@ -307,7 +270,7 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 	if (!err)
 		err = sonde__rec_read_maps(r, p, time);
 	if (!err && st.state == 'R' && !r->enabled)
-		warm_unwind_tables(r, p);
+		sonde__rec_unwind_warm(r, p->pid, &p->mods);
 	if (err == -ESRCH || err == -EACCES) {
 		/* exited meanwhile, or a process whose maps we may not read (then its samples
 		 * keep raw addresses) */
@@ -367,7 +330,7 @@ static int adopt_thread(struct sonde_recorder *r, pid_t tid, uint64_t since, uin
 
 int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 {
-	uint64_t time = sonde__rec_time(r, sonde__rec_now());
+	uint64_t time = sonde__rec_time(r, sonde__rec_now(r));
 	int err = 0;
 
 	for (size_t i = 0; i < r->filt.n_filter_pids && !err; i++) {
@@ -449,87 +412,4 @@ void sonde__rec_filters_free(struct sonde_recorder *r)
 void sonde__rec_forget_exited(struct sonde_recorder *r)
 {
 	sonde__tasks_forget_exited(&r->tasks);
-}
-
-/* Ring idx's event and ring, replaced by a new event on the same CPU with a ring of `pages`.
- * The old event is disabled before the new one is enabled (a gap of two system calls, not
- * a sample counted twice), then its ring is drained and unmapped. */
-static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
-{
-	struct rec_ring *ring = &r->ev.rings[idx];
-	struct rec_event *ev = NULL;
-	struct perf_event_attr a;
-	struct perf_event_cfg cfg = r->cfg;
-	struct perf_ring bigger;
-
-	for (size_t i = 0; i < r->ev.n_events && !ev; i++)
-		if (r->ev.events[i].ring == (int)idx && r->ev.events[i].fd == ring->ring.fd)
-			ev = &r->ev.events[i];
-	if (!ev)
-		return -ENOENT;
-	cfg.disabled = true;
-	sonde__perf_attr_fill(&a, &cfg);
-	int fd = sonde__rec_perf_open(r, &a, -1, r->ev.cpus[idx]);
-	if (fd < 0)
-		return fd;
-	int err = sonde__perf_ring_map(&bigger, fd, r->ev.cpus[idx], pages, pages);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	struct epoll_event e = {.events = EPOLLIN, .data.u64 = idx};
-	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
-		err = -errno;
-		sonde__perf_ring_unmap(&bigger);
-		close(fd);
-		return err;
-	}
-	/* the CPU's other events (off-CPU) write into the new ring from now on */
-	for (size_t i = 0; i < r->ev.n_events; i++) {
-		struct rec_event *o = &r->ev.events[i];
-		if (o->ring == (int)idx && o != ev && (err = sonde__perf_set_output(o->fd, fd))) {
-			sonde__perf_ring_unmap(&bigger);
-			close(fd);
-			return err;
-		}
-	}
-	sonde__perf_disable(ev->fd);
-	if (r->enabled)
-		sonde__perf_enable(fd);
-	/* what the old ring got before it was disabled */
-	sonde__rec_error(r, sonde__rec_drain_ring(r, ring));
-	uint64_t lost;
-	if (r->cfg.read_lost && sonde__perf_read_lost(ev->fd, &lost) == 0)
-		r->ev.closed_lost += lost;
-	if (!ring->hup)
-		epoll_ctl(r->ev.epfd, EPOLL_CTL_DEL, ev->fd, NULL);
-	r->sum.ring_bytes_total -= ring->ring.map_len;
-	sonde__perf_ring_unmap(&ring->ring);
-	close(ev->fd);
-	ring->ring = bigger;
-	ring->hup = false;
-	ev->fd = fd;
-	r->sum.ring_bytes_total += bigger.map_len;
-	if (bigger.size > r->sum.ring_bytes)
-		r->sum.ring_bytes = bigger.size;
-	r->sum.ring_grows++;
-	return 0;
-}
-
-void sonde__rec_system_grow_rings(struct sonde_recorder *r)
-{
-	for (size_t i = 0; i < r->ev.n_cpus; i++) {
-		struct rec_ring *ring = &r->ev.rings[i];
-		if (!ring->lost_seen || !ring->mapped)
-			continue;
-		ring->lost_seen = false;
-		uint64_t bigger = ring->ring.size * 2 + (ring->ring.map_len - ring->ring.size);
-		if (r->sum.ring_bytes_total - ring->ring.map_len + bigger > r->sum.ring_bytes_cap)
-			continue; /* at the bound: the kernel's losses are counted, nothing more */
-		int err = grow_ring(
-			r, i, (unsigned)(ring->ring.size * 2 / (uint64_t)sysconf(_SC_PAGESIZE)));
-		if (err)
-			sonde_info("cannot grow the ring of CPU %d: %s", r->ev.cpus[i],
-				   sonde_strerror(err));
-	}
 }

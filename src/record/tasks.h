@@ -100,6 +100,14 @@ struct rec_process *sonde__tasks_process(struct rec_tasks *ts, pid_t pid, bool c
  * than the known process's since, i.e. of its predecessor. */
 struct rec_process *sonde__tasks_process_at(struct rec_tasks *ts, pid_t pid, uint64_t time,
 					    bool create);
+/* Processes and threads ever entered (the summary's counts). */
+static inline void sonde__tasks_created(const struct rec_tasks *ts, uint64_t *procs,
+					uint64_t *threads)
+{
+	*procs = ts->procs_created;
+	*threads = ts->threads_created;
+}
+
 static inline size_t sonde__tasks_n_procs(const struct rec_tasks *ts)
 {
 	return ts->n_procs;

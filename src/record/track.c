@@ -182,19 +182,21 @@ static int kernel_leaf(struct sonde_recorder *r, const struct perf_rec *rec, siz
 	int err = kernel_space_module(r, rec->time, "[kernel]", &r->kern.kernel_leaf_module);
 	if (err)
 		return err;
-	r->unw.frames[0].module = r->kern.kernel_leaf_module;
-	r->unw.frames[0].addr = rec->sample.ip;
+	sonde__rec_frames(r)[0].module = r->kern.kernel_leaf_module;
+	sonde__rec_frames(r)[0].addr = rec->sample.ip;
 	r->sum.kernel_samples++;
 	*n = 1;
 	return 0;
 }
 
-/* The sample's kernel callchain into r->unw.frames, innermost first: the sampled pc exactly,
- * callers as return address minus one (as the user frames). Context markers are skipped;
- * the user part (which the events exclude) would end the walk. Returns the count. */
+/* The sample's kernel callchain into the frames (sonde__rec_frames), innermost first: the
+ * sampled pc exactly, callers as return address minus one (as the user frames). Context
+ * markers are skipped; the user part (which the events exclude) would end the walk.
+ * Returns the count. */
 static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, size_t *n)
 {
 	const struct perf_sample *s = &rec->sample;
+	struct sonde_spool_frame *frames = sonde__rec_frames(r);
 	uint32_t mod = 0;
 
 	*n = 0;
@@ -210,8 +212,8 @@ static int kernel_frames(struct sonde_recorder *r, const struct perf_rec *rec, s
 			if (err)
 				return err;
 		}
-		r->unw.frames[*n].module = mod;
-		r->unw.frames[*n].addr = *n ? ip - 1 : ip;
+		frames[*n].module = mod;
+		frames[*n].addr = *n ? ip - 1 : ip;
 		(*n)++;
 	}
 	r->sum.kernel_frames += *n;
@@ -263,7 +265,8 @@ struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const st
 	}
 	if (r->system_wide)
 		return system_sample_process(r, rec);
-	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)rec->pid, r->life.follow_children);
+	struct rec_process *p =
+		sonde__tasks_process(&r->tasks, (pid_t)rec->pid, sonde__rec_follows_children(r));
 	if (!p || rec->time < p->since) {
 		/* Not recorded, or of an earlier process with this pid, retired already. */
 		r->sum.unfollowed_samples++;
@@ -291,9 +294,7 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	size_t reach = 0;
 	if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
 		struct unwind_stack st = {s->stack, s->stack_len, s->regs.r[UREG_RSP], &reach};
-		nu = sonde__record_unwind(
-			&s->regs, &st, &p->mods, r->unw.frame_pointers_only ? NULL : r->unw.unwind_cache,
-			p->pid, &r->unw.unwind_stats, r->unw.frames + nk, UNWIND_MAX_FRAMES, &end);
+		nu = sonde__rec_unwind_user(r, p->pid, &p->mods, &s->regs, &st, nk, &end);
 	}
 	*n = nu + nk;
 	*flags = nk ? SONDE_SAMPLE_KERNEL : 0;
@@ -301,7 +302,7 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	 * as a thread starts or ends (clone, exit, its first page faults), with a user stack
 	 * far shallower than its code's, and a thousand short-lived threads would each be
 	 * given a smaller copy, their events reopened for it. */
-	if (r->ev.adaptive && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
+	if (sonde__rec_adaptive(r) && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
 		sonde__rec_stack_learn(r, sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false), copy,
 				       s->stack_len, end, reach);
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
@@ -336,7 +337,7 @@ static int on_sample(struct sonde_recorder *r, const struct perf_rec *rec)
 	err = sonde_spool_writer__add_sample_cpu(
 		r->spool, sonde__rec_time(r, rec->time), tid_id,
 		(r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE,
-		r->unw.frames, n, flags);
+		sonde__rec_frames(r), n, flags);
 	if (err)
 		return sonde__rec_error(r, err);
 	r->sum.samples_written++;
@@ -448,7 +449,7 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
 static int adopt_switch_child(struct sonde_recorder *r, const struct rec_process *owner,
 			      pid_t tid, uint64_t time, bool own)
 {
-	if (own || !owner || !owner->thread_only || r->ev.gen < 2 || time >= r->ev.gen_cut)
+	if (own || !owner || !owner->thread_only || !sonde__rec_before_cut(r, time))
 		return 0;
 	int err = sonde__rec_open_thread_events(r, tid);
 	return err == -ESRCH ? 0 : sonde__rec_error(r, err); /* exited meanwhile: nothing */
@@ -461,19 +462,20 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 
 	/* Without follow_children, children have no events: their fork is only a record of
 	 * the parent's, and nothing of theirs is tracked. */
-	if (new_process && !r->life.follow_children)
+	if (new_process && !sonde__rec_follows_children(r))
 		return 0;
 	if (r->system_wide && new_process)
 		sonde__rec_system_forget(r, (pid_t)f->pid); /* a new process: asked anew */
 	/* A thread attached alone without follow_children: its new threads have no events. */
 	struct rec_process *owner = sonde__tasks_process(&r->tasks, (pid_t)f->pid, false);
-	if (!new_process && !r->life.follow_children && owner && owner->thread_only)
+	if (!new_process && !sonde__rec_follows_children(r) && owner && owner->thread_only)
 		return 0;
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
 	/* A switch may have given it events of its own before this record was processed. */
 	const struct rec_thread *was = sonde__tasks_thread(&r->tasks, (pid_t)f->tid, false);
-	bool own = was && was->own_events && was->pid == (pid_t)f->pid && was->root_gen == r->ev.gen;
+	bool own = was && was->own_events && was->pid == (pid_t)f->pid &&
+		   was->root_gen == sonde__rec_gen(r);
 	struct rec_thread *t = sonde__tasks_fork(&r->tasks, (pid_t)f->pid, (pid_t)f->ppid,
 						 (pid_t)f->tid, (pid_t)f->ptid, rec->time);
 	if (!t)
@@ -560,11 +562,11 @@ int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *r
 	}
 	switch (rec->type) {
 	case PERF_RECORD_SAMPLE: {
-		int handled = r->offcpu.on ? sonde__rec_offcpu_sample(r, rec) : 0;
+		int handled = sonde__rec_offcpu_on(r) ? sonde__rec_offcpu_sample(r, rec) : 0;
 		return handled ? (handled < 0 ? handled : 0) : on_sample(r, rec);
 	}
 	case PERF_RECORD_SWITCH:
-		return r->offcpu.on ? sonde__rec_offcpu_switch(r, rec) : 0;
+		return sonde__rec_offcpu_on(r) ? sonde__rec_offcpu_switch(r, rec) : 0;
 	case PERF_RECORD_MMAP2:
 		return on_mmap2(r, rec);
 	case PERF_RECORD_COMM:

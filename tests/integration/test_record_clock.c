@@ -1,0 +1,185 @@
+/* The recorder's clock (sonde__rec_set_clock): what it says, not how long the test slept,
+ * decides when a poll's deadlines are due and which records are old enough to release.
+ * A clock the test holds, then moves forward:
+ *
+ *  - an open gap waits for REC_SWEEP_INTERVAL_NS of that clock since the last sweep, to
+ *    the nanosecond, however long the polls took;
+ *  - records newer than the held clock stay queued whatever the polls, and are released
+ *    once it has moved past them;
+ *  - buffered spool bytes reach the writer when the last push is REC_PUSH_INTERVAL_NS old
+ *    by that clock, not before.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <sonde/record.h>
+
+#include "../test.h"
+#include "../util.h"
+#include "record/recorder.h"
+
+struct held_clock {
+	uint64_t ns;
+};
+
+static uint64_t held_now(void *ctx)
+{
+	return ((const struct held_clock *)ctx)->ns;
+}
+
+static int discard_write(void *ctx, const void *buf, size_t len)
+{
+	(void)ctx;
+	(void)buf;
+	(void)len;
+	return 0;
+}
+
+static struct sonde_record_summary summary(struct sonde_recorder *r)
+{
+	struct sonde_record_summary s = {.sz = sizeof(s)};
+
+	ASSERT_OK(sonde_recorder__summary(r, &s));
+	return s;
+}
+
+/* A process that sleeps: its ring stays nearly empty, so every gap is one the test opened,
+ * and the clock moved ahead of the kernel's ignores no record of it. */
+TEST_TIMEOUT(record_clock_drives_recovery_sweeps, 60)
+{
+	const char *argv[] = {"/bin/sleep", "60", NULL};
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+
+	test_require_perf();
+	pid_t pid = test_spawn(argv);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder__attach_writer(pid, discard_write, NULL, SONDE_ATTACH_STOP, &opts));
+	struct held_clock c = {sonde__rec_mono_now()};
+	sonde__rec_set_clock(r, held_now, &c);
+
+	sonde__rec_note_loss(r); /* the first gap: no sweep ran yet, it is due at once */
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	ASSERT_UINT(summary(r).recovery_sweeps, ==, 1);
+	ASSERT_UINT(summary(r).gaps_recovered, ==, 1);
+
+	sonde__rec_note_loss(r);
+	c.ns += REC_SWEEP_INTERVAL_NS - 1;
+	for (int i = 0; i < 3; i++)
+		ASSERT_INT(sonde_recorder__poll(r, 10, NULL), >=, 0);
+	ASSERT_UINT(summary(r).recovery_sweeps, ==, 1);
+	ASSERT_UINT(summary(r).gaps_recovered, ==, 1);
+
+	c.ns += 1;
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	ASSERT_UINT(summary(r).recovery_sweeps, ==, 2);
+	ASSERT_UINT(summary(r).gaps_recovered, ==, 2);
+
+	/* no gap open: the clock passing the interval runs nothing */
+	c.ns += 10ull * REC_SWEEP_INTERVAL_NS;
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	ASSERT_UINT(summary(r).recovery_sweeps, ==, 2);
+
+	/* flush sweeps an open gap whatever the clock says */
+	sonde__rec_note_loss(r);
+	ASSERT_OK(sonde_recorder__flush(r));
+	ASSERT_UINT(summary(r).recovery_sweeps, ==, 3);
+	ASSERT_UINT(summary(r).lifecycle_gaps, ==, 3);
+	ASSERT_UINT(summary(r).gaps_recovered, ==, 3);
+	sonde__rec_set_clock(r, NULL, NULL);
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+}
+
+/* A busy process: what it records after the held time stays queued, poll after poll. */
+TEST_TIMEOUT(record_clock_releases_records, 60)
+{
+	const char *argv[] = {test_prog("split"), "30", NULL};
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+
+	test_require_perf();
+	pid_t pid = test_spawn(argv);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder__attach_writer(pid, discard_write, NULL, SONDE_ATTACH_STOP, &opts));
+	struct held_clock c = {sonde__rec_mono_now()};
+	sonde__rec_set_clock(r, held_now, &c);
+	/* what was recorded before the clock was held is released by this poll */
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	uint64_t written = summary(r).samples_written;
+
+	/* every sample from now on is newer than the held clock: polls queue them */
+	double end = test_now() + 30;
+	while (sonde__perf_stream_count(r->stream) < 20) {
+		ASSERT(test_now() < end);
+		ASSERT_INT(sonde_recorder__poll(r, 100, NULL), ==, 0);
+	}
+	ASSERT_UINT(summary(r).samples_written, ==, written);
+
+	c.ns = sonde__rec_mono_now() + REC_REORDER_SLACK_NS;
+	int n = sonde_recorder__poll(r, 0, NULL);
+	ASSERT_INT(n, >=, 20);
+	ASSERT_UINT(summary(r).samples_written, >=, written + 20);
+	sonde__rec_set_clock(r, NULL, NULL);
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+}
+
+static int count_write(void *ctx, const void *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	(*(size_t *)ctx)++;
+	return 0;
+}
+
+TEST_TIMEOUT(record_clock_times_live_pushes, 60)
+{
+	const char *argv[] = {test_prog("split"), "30", NULL};
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+	size_t writes = 0;
+
+	test_require_perf();
+	pid_t pid = test_spawn(argv);
+	struct sonde_recorder *r = ASSERT_NOT_NULL(
+		sonde_recorder__attach_writer(pid, count_write, &writes, SONDE_ATTACH_STOP, &opts));
+	struct held_clock c = {sonde__rec_mono_now()};
+	uint64_t t0 = c.ns;
+	sonde__rec_set_clock(r, held_now, &c);
+	/* the first poll pushes what attaching buffered (no push before) */
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	size_t pushed = writes;
+	ASSERT_UINT(pushed, >=, 1);
+
+	/* records of the next interval and later are queued: polls release and push nothing */
+	double end = test_now() + 30;
+	while (sonde__perf_stream_count(r->stream) < 20 ||
+	       sonde__rec_mono_now() < t0 + 3 * REC_PUSH_INTERVAL_NS) {
+		ASSERT(test_now() < end);
+		ASSERT_INT(sonde_recorder__poll(r, 50, NULL), ==, 0);
+	}
+	ASSERT_UINT(writes, ==, pushed);
+
+	/* the samples of one interval less a nanosecond are written, into the buffer only */
+	uint64_t written = summary(r).samples_written;
+	c.ns = t0 + REC_PUSH_INTERVAL_NS - 1;
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >, 0);
+	ASSERT_UINT(summary(r).samples_written, >, written);
+	ASSERT_UINT(writes, ==, pushed);
+	/* the interval is over: they are pushed, in one write */
+	c.ns = t0 + REC_PUSH_INTERVAL_NS;
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	ASSERT_UINT(writes, ==, pushed + 1);
+	sonde__rec_set_clock(r, NULL, NULL);
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+}
