@@ -1,3 +1,5 @@
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,4 +97,34 @@ bool offcpu_wall_within(const struct offcpu_wall *w, double tol)
 		    offcpu_share(w->truth, k) - offcpu_share(w->got, k) > tol)
 			return false;
 	return true;
+}
+
+uint64_t offcpu_write_napper_spool(const char *path, uint32_t tid,
+				   const struct sonde_spool_offcpu *lost, size_t n)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
+	const uint64_t s0 = h.start_monotonic_ns, ms = 1000000;
+	const struct sonde_spool_frame f = {0, 0x1234};
+	uint32_t th;
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+
+	ASSERT_INT(fd, >=, 0);
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, s0, 77, tid, "napper", &th));
+	const struct sonde_spool_offcpu nap = {
+		s0, s0 + 100 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &nap, &f, 1));
+	for (size_t i = 0; i < n; i++) {
+		struct sonde_spool_offcpu u = lost[i];
+		u.switch_out_ns += s0;
+		u.switch_in_ns += s0;
+		u.thread = th;
+		ASSERT_OK(sonde_spool_writer__add_unknown(w, &u, &f, 1));
+	}
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	close(fd);
+	return s0;
 }

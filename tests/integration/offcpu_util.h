@@ -5,6 +5,10 @@
 #define SONDE_TEST_OFFCPU_UTIL_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sonde/spool.h>
 
 /* Skips the test where the BPF off-CPU backend cannot run: not built, not root, no BTF,
  * or refused by the kernel. */
@@ -35,5 +39,12 @@ int offcpu_wall_add(struct offcpu_wall *w, const char *spool, const char *truth_
 double offcpu_share(const double *v, int k);
 /* Whether every phase's share in w is within tol points of the truth's. */
 bool offcpu_wall_within(const struct offcpu_wall *w, double tol);
+
+/* Writes a spool to path whose thread "napper" (pid 77, tid `tid`) slept 100 ms from the
+ * recording's start (its one off-CPU interval, at frame 0x1234), then had the n intervals
+ * `lost` cut by losses (UNKNOWN records: their times from the start, their thread set
+ * here). Returns the start, in monotonic ns. */
+uint64_t offcpu_write_napper_spool(const char *path, uint32_t tid,
+				   const struct sonde_spool_offcpu *lost, size_t n);
 
 #endif

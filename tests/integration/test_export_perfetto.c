@@ -475,28 +475,12 @@ TEST_TIMEOUT(export_perfetto_system_wide_switches_chain_bpf, 300)
 TEST(export_perfetto_unknown_time_is_a_slice)
 {
 	const char *spool = test_path("unk.spool"), *trace = test_path("unk.pftrace");
-	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
-	const uint64_t s0 = h.start_monotonic_ns, ms = 1000000;
-	uint32_t th;
-	int fd = open(spool, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-	ASSERT_INT(fd, >=, 0);
-	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
-		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
-	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
-	ASSERT_OK(sonde_spool_writer__add_thread(w, s0, 77, 78, "napper", &th));
-	const struct sonde_spool_frame f = {0, 0x1234};
-	const struct sonde_spool_offcpu nap = {
-		s0, s0 + 100 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0};
+	const uint64_t ms = 1000000;
 	const struct sonde_spool_offcpu lost[] = {
-		{s0 + 101 * ms, s0 + 151 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0},
-		{s0 + 160 * ms, s0 + 170 * ms, 0, th, 1, SONDE_OFFCPU_BLOCKED, 0, 0, 0},
+		{101 * ms, 151 * ms, 0, 0, 0, SONDE_OFFCPU_SLEEPING, 0, 0, 0},
+		{160 * ms, 170 * ms, 0, 0, 1, SONDE_OFFCPU_BLOCKED, 0, 0, 0},
 	};
-	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &nap, &f, 1));
-	ASSERT_OK(sonde_spool_writer__add_unknown(w, &lost[0], &f, 1));
-	ASSERT_OK(sonde_spool_writer__add_unknown(w, &lost[1], &f, 1));
-	ASSERT_OK(sonde_spool_writer__finish(w));
-	sonde_spool_writer__free(w);
-	close(fd);
+	const uint64_t s0 = offcpu_write_napper_spool(spool, 78, lost, 2);
 
 	struct test_output o;
 	struct pft_trace t;

@@ -1250,25 +1250,10 @@ TEST(offcpu_unknown_frame_in_pprof_and_speedscope)
 {
 	const char *spool = test_path("unk.spool"), *json = test_path("unk.json");
 	const char *pb = test_path("unk.pb.gz");
-	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
-	const uint64_t s0 = h.start_monotonic_ns, ms = 1000000;
-	uint32_t th;
-	int fd = open(spool, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-	ASSERT_INT(fd, >=, 0);
-	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
-		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
-	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
-	ASSERT_OK(sonde_spool_writer__add_thread(w, s0, 77, 77, "napper", &th));
-	const struct sonde_spool_frame f = {0, 0x1234};
-	const struct sonde_spool_offcpu nap = {s0, s0 + 100 * ms, 0, th, 0, SONDE_OFFCPU_SLEEPING,
-					       0, 0, 0};
-	const struct sonde_spool_offcpu lost = {s0 + 101 * ms, s0 + 151 * ms, 0, th, 0,
-						SONDE_OFFCPU_SLEEPING, 0, 0, 0};
-	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &nap, &f, 1));
-	ASSERT_OK(sonde_spool_writer__add_unknown(w, &lost, &f, 1));
-	ASSERT_OK(sonde_spool_writer__finish(w));
-	sonde_spool_writer__free(w);
-	close(fd);
+	const uint64_t ms = 1000000;
+	const struct sonde_spool_offcpu lost = {101 * ms, 151 * ms, 0, 0, 0, SONDE_OFFCPU_SLEEPING,
+						0, 0, 0};
+	offcpu_write_napper_spool(spool, 77, &lost, 1);
 
 	struct test_output o;
 	test_runf(&o, 60, "%s convert --metric wall --no-symbolize %s -o %s", test_bin("sonde"),
