@@ -478,6 +478,38 @@ void tcfg_basic(struct buf *b, uint32_t size_kb, const char *const *ds, size_t n
 	}
 }
 
+void tcfg_filtered(struct buf *b, const struct tcfg_filter *f)
+{
+	sonde__buf_reset(b);
+	size_t m = sonde__pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
+	sonde__pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, 1024);
+	sonde__pb_end(b, m);
+	size_t d = sonde__pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
+	size_t c = sonde__pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
+	sonde__pb_put_string(b, PF_DS_CONFIG_NAME, "test.ds");
+	sonde__pb_end(b, c);
+	for (size_t i = 0; i < f->n_producers; i++)
+		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER, f->producers[i]);
+	if (f->regex)
+		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER, f->regex);
+	for (size_t i = 0; i < f->n_machines; i++)
+		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_MACHINE_NAME_FILTER, f->machines[i]);
+	sonde__pb_end(b, d);
+	if (f->duration_ms)
+		sonde__pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, f->duration_ms);
+}
+
+struct tc_msg *tcons_change_config(struct tc *t, const struct buf *cfg)
+{
+	struct buf a = BUF_INIT;
+
+	sonde__pb_put_bytes(&a, PF_CHANGE_TRACE_CONFIG_REQ_TRACE_CONFIG, cfg->data, cfg->len);
+	struct tc_msg *m = tc_wait(t, tc_call(t, "ChangeTraceConfig", &a, -1, false), 10000);
+	sonde__buf_free(&a);
+	ASSERT(m != NULL);
+	return m;
+}
+
 uint64_t tcons_enable(struct tc *t, const struct buf *cfg, int fd)
 {
 	struct buf a = BUF_INIT;

@@ -975,38 +975,6 @@ TEST_TIMEOUT(clone_write_into_file_session_unreadable_file_is_refused, 60)
 
 /* ------------------------------------------------------------------ ChangeTraceConfig */
 
-/* One buffer, test.ds restricted to the producers names[0..n) (exact) and regex. */
-static void cfg_filtered(struct buf *b, const char *const *names, size_t n, const char *regex,
-			 uint32_t duration_ms)
-{
-	sonde__buf_reset(b);
-	size_t m = sonde__pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
-	sonde__pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, 1024);
-	sonde__pb_end(b, m);
-	size_t d = sonde__pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
-	size_t c = sonde__pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
-	sonde__pb_put_string(b, PF_DS_CONFIG_NAME, "test.ds");
-	sonde__pb_end(b, c);
-	for (size_t i = 0; i < n; i++)
-		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER, names[i]);
-	if (regex)
-		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER, regex);
-	sonde__pb_end(b, d);
-	if (duration_ms)
-		sonde__pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, duration_ms);
-}
-
-static struct tc_msg *change_config(struct tc *c, const struct buf *cfg)
-{
-	struct buf a = BUF_INIT;
-
-	sonde__pb_put_bytes(&a, PF_CHANGE_TRACE_CONFIG_REQ_TRACE_CONFIG, cfg->data, cfg->len);
-	struct tc_msg *m = tc_wait(c, tc_call(c, "ChangeTraceConfig", &a, -1, false), 10000);
-	sonde__buf_free(&a);
-	ASSERT(m != NULL);
-	return m;
-}
-
 TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 {
 	struct inproc h;
@@ -1014,7 +982,8 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	struct tc c;
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT;
-	const char *only_a[] = {"prod-a"}, *a_and_b[] = {"prod-a", "prod-b"};
+	static const char *const only_a[] = {"prod-a"}, *const a_and_b[] = {"prod-a", "prod-b"};
+	struct tcfg_filter f = {.producers = only_a, .n_producers = 1};
 
 	inproc_up(&h);
 	inproc_producer(&h, &a, "prod-a", false);
@@ -1024,15 +993,17 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	tprod_register(&b, "test.ds", false, false);
 	tprod_register(&x, "test.ds", false, false);
 	inproc_consumer(&h, &c);
-	cfg_filtered(&cfg, only_a, 1, NULL, 0);
+	tcfg_filtered(&cfg, &f);
 	tcons_enable(&c, &cfg, -1);
 	expect_cmd(&a, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&a, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	ASSERT(!tprod_cmd(&b, &cmd, 0));
 
 	/* prod-b joins the running session; prod-a keeps its one instance */
-	cfg_filtered(&cfg, a_and_b, 2, NULL, 0);
-	struct tc_msg *m = change_config(&c, &cfg);
+	f.producers = a_and_b;
+	f.n_producers = 2;
+	tcfg_filtered(&cfg, &f);
+	struct tc_msg *m = tcons_change_config(&c, &cfg);
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	expect_cmd(&b, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
@@ -1041,8 +1012,9 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	ASSERT(!tprod_cmd(&x, &cmd, 0));
 
 	/* a regex filter: producers connecting later that match get an instance */
-	cfg_filtered(&cfg, a_and_b, 2, "late-.*", 0);
-	m = change_config(&c, &cfg);
+	f.regex = "late-.*";
+	tcfg_filtered(&cfg, &f);
+	m = tcons_change_config(&c, &cfg);
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	inproc_producer(&h, &late, "late-producer", false);
@@ -1051,8 +1023,10 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	expect_cmd(&late, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 
 	/* anything else than the filters may not change */
-	cfg_filtered(&cfg, a_and_b, 2, ".*", 5000);
-	m = change_config(&c, &cfg);
+	f.regex = ".*";
+	f.duration_ms = 5000;
+	tcfg_filtered(&cfg, &f);
+	m = tcons_change_config(&c, &cfg);
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
 	ASSERT(!tprod_cmd(&x, &cmd, 0)); /* the ".*" regex did not apply */
