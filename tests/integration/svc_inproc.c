@@ -73,6 +73,19 @@ void inproc_advance(struct inproc *h, uint64_t ms)
 	inproc_run(h);
 }
 
+struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t req,
+					int timeout_s)
+{
+	double end = test_now() + timeout_s;
+	struct tc_msg *m;
+
+	while (!(m = tc_wait(c, req, 0)) && test_now() < end) {
+		inproc_wait_thread(h, 1);
+		inproc_advance(h, 20);
+	}
+	return m;
+}
+
 void inproc_up(struct inproc *h)
 {
 	struct sonde_service_opts o = {.sz = sizeof(o)};
@@ -110,7 +123,7 @@ void inproc_down(struct inproc *h)
 	current = NULL;
 }
 
-static int adopt(struct inproc *h, bool producer)
+int inproc_adopt(struct inproc *h, bool producer)
 {
 	int sv[2];
 
@@ -121,10 +134,10 @@ static int adopt(struct inproc *h, bool producer)
 
 void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool scraping)
 {
-	tprod_open_fd(p, adopt(h, true), name, scraping);
+	tprod_open_fd(p, inproc_adopt(h, true), name, scraping);
 }
 
 void inproc_consumer(struct inproc *h, struct tc *c)
 {
-	tc_open_fd(c, adopt(h, false), "ConsumerPort");
+	tc_open_fd(c, inproc_adopt(h, false), "ConsumerPort");
 }

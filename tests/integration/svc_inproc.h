@@ -32,12 +32,21 @@ void inproc_down(struct inproc *h);
  * each over a socketpair the service adopts. */
 void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool scraping);
 void inproc_consumer(struct inproc *h, struct tc *c);
+/* A socketpair whose one end the service adopts as a producer (or consumer) connection;
+ * returns the other, the test's, for tc_open_fd or raw frames. */
+int inproc_adopt(struct inproc *h, bool producer);
 /* Runs the service until it has nothing ready and no timer due; returns whether it did
  * anything. */
 bool inproc_run(struct inproc *h);
 /* Waits up to timeout_ms of real time for the service's own threads (the file writer) to
  * wake its loop, then runs it; returns whether it was woken. The clock does not move. */
 bool inproc_wait_thread(struct inproc *h, int timeout_ms);
+/* The reply to req on c once the file writer's thread let the session end: runs the
+ * service, its clock moving 20 ms at a time (the period at which it looks at its writer's
+ * progress) while the thread is waited for in real time, up to timeout_s in all; NULL
+ * without it. */
+struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t req,
+					int timeout_s);
 /* Moves the clock ms forward, one due timer at a time (as the real clock would pass
  * them), running the service at each. */
 void inproc_advance(struct inproc *h, uint64_t ms);

@@ -81,7 +81,9 @@ pid_t sonded_probes_pid(const struct sonded *d, pid_t not, int timeout_s)
 	FAIL("sonded %d has no probes child", (int)d->pid);
 }
 
-static void tc_pump(struct tc *t, int timeout_ms)
+/* Reads what t's connection has (waiting up to timeout_ms for it) and queues its frames;
+ * returns whether it read anything, a whole frame or not. */
+static bool tc_pump(struct tc *t, int timeout_ms)
 {
 	struct pollfd p = {t->ch.fd, POLLIN, 0};
 	struct ipc_frame f;
@@ -89,7 +91,8 @@ static void tc_pump(struct tc *t, int timeout_ms)
 
 	sonde__ipc_chan_flush(&t->ch);
 	if (poll(&p, 1, timeout_ms) <= 0)
-		return;
+		return false;
+	uint64_t had = t->ch.rx_base + t->ch.rx.len;
 	rc = sonde__ipc_chan_read(&t->ch);
 	while (sonde__ipc_chan_next(&t->ch, &f, &fd) > 0) {
 		struct tc_msg *v = realloc(t->q, (t->nq + 1) * sizeof(*v));
@@ -106,6 +109,7 @@ static void tc_pump(struct tc *t, int timeout_ms)
 	}
 	if (rc < 0 && rc != -ECONNRESET)
 		FAIL("connection error: %s", sonde_strerror(rc));
+	return t->ch.rx_base + t->ch.rx.len != had;
 }
 
 bool (*svc_util_pump)(void);
@@ -135,11 +139,11 @@ struct tc_msg *tc_wait(struct tc *t, uint64_t req, int timeout_ms)
 			return m;
 		if (svc_util_pump) {
 			/* in-process: the reply is there once the service has nothing left to
-			 * do; time passes only when the test advances the clock */
-			size_t had = t->nq;
+			 * do; time passes only when the test advances the clock. Reading part
+			 * of a large reply is progress too: the service may have been waiting
+			 * for room in the socket to send the rest */
 			bool busy = svc_util_pump();
-			tc_pump(t, 0);
-			if (!busy && t->nq == had)
+			if (!tc_pump(t, 0) && !busy)
 				return NULL;
 			continue;
 		}
@@ -524,13 +528,19 @@ uint64_t tcons_enable(struct tc *t, const struct buf *cfg, int fd)
 char *tcons_wait_disabled(struct tc *t, uint64_t req, int timeout_ms)
 {
 	struct tc_msg *m = tc_wait(t, req, timeout_ms);
+
+	if (!m)
+		FAIL("EnableTracing was not answered within %d ms", timeout_ms);
+	return tcons_disabled_reply(m);
+}
+
+char *tcons_disabled_reply(struct tc_msg *m)
+{
 	struct pb_reader r;
 	struct pb_field f;
 	bool disabled = false;
 	char *err = NULL;
 
-	if (!m)
-		FAIL("EnableTracing was not answered within %d ms", timeout_ms);
 	ASSERT(m->f.success);
 	ASSERT(!m->f.has_more);
 	r = pb_reader_init(m->f.data, m->f.data_len);

@@ -123,6 +123,8 @@ struct tc_msg *tcons_change_config(struct tc *t, const struct buf *cfg);
 /* Asserts the EnableTracing reply (disabled=true) arrives within timeout_ms; returns its
  * error string (malloc'd, or NULL). */
 char *tcons_wait_disabled(struct tc *t, uint64_t req, int timeout_ms);
+/* The same for a reply already taken (m: not NULL; freed). */
+char *tcons_disabled_reply(struct tc_msg *m);
 /* ReadBuffers until has_more=false; appends packets in Trace file format to trace. */
 void tcons_read(struct tc *t, struct buf *trace);
 

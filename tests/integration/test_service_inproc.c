@@ -328,12 +328,7 @@ TEST_TIMEOUT(inproc_write_into_file_at_each_write_period, 30)
 	tprod_expect(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
 	/* the session ends once the writer thread has written the file's tail, which the
 	 * service looks for every 20 ms of its clock */
-	struct tc_msg *m;
-	double end = test_now() + 20;
-	while (!(m = tc_wait(&r.c, r.enable_req, 0)) && test_now() < end) {
-		inproc_wait_thread(&r.h, 1);
-		inproc_advance(&r.h, 20);
-	}
+	struct tc_msg *m = inproc_wait_writer_reply(&r.h, &r.c, r.enable_req, 20);
 	ASSERT(m != NULL);
 	ASSERT(m->f.success);
 	tc_msg_free(m);
