@@ -1,5 +1,7 @@
-/* sonded's security model over its real sockets: lockdown, session and connection caps,
- * buffer limits, output_path creation, socket permissions (docs/service.md "Security"). */
+/* The service's security model (docs/service.md "Security"): lockdown, session and
+ * connection caps, output_path of another uid and socket permissions over a spawned
+ * sonded's real sockets; buffer limits, output_path creation, forged service fields and
+ * the pending limit in-process (svc_inproc.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -273,31 +275,63 @@ static char *enable_path(struct tc *c, const char *path)
 	return err;
 }
 
+/* enable_path on an in-process service: a refused session's reply is there at once, an
+ * accepted one ends at its duration once the file writer's thread closed its file. */
+static char *enable_path_inproc(struct inproc *h, struct tc *c, const char *path)
+{
+	struct buf cfg = BUF_INIT;
+
+	path_config(&cfg, path);
+	uint64_t req = tcons_enable(c, &cfg, -1);
+	sonde__buf_free(&cfg);
+	inproc_advance(h, 50);
+	struct tc_msg *m = inproc_wait_writer_reply(h, c, req, 20);
+	if (!m)
+		FAIL("EnableTracing of %s was not answered", path);
+	return tcons_disabled_reply(m);
+}
+
+/* Whether the service closed t (EOF), reading all it sent before; nothing waited for. */
+static bool closed_now(struct tc *t)
+{
+	for (;;) {
+		struct pollfd p = {t->ch.fd, POLLIN, 0};
+		if (poll(&p, 1, 0) <= 0)
+			return false;
+		int rc = sonde__ipc_chan_read(&t->ch);
+		if (rc == -ECONNRESET || rc == -EPIPE)
+			return true;
+		struct ipc_frame f;
+		while (sonde__ipc_chan_next(&t->ch, &f, NULL) > 0)
+			;
+	}
+}
+
 TEST_TIMEOUT(sec_output_path_is_created_exclusively_never_through_symlinks, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tc c;
 	struct stat st;
 	char *err;
 	const char *victim = test_path("victim"), *link = test_path("link.pftrace");
 
-	sonded_start(&d, NULL);
+	inproc_up(&h);
 	test_write_file(victim, "precious", 8);
 	ASSERT_OK(symlink(victim, link));
-	tc_open(&c, d.csock, "ConsumerPort");
-	err = enable_path(&c, link);
+	inproc_consumer(&h, &c);
+	err = enable_path_inproc(&h, &c, link);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "already exists");
 	free(err);
 	/* a dangling symlink is not followed to create its target either */
 	const char *dangling = test_path("dangling.pftrace"), *target = test_path("created-via");
 	ASSERT_OK(symlink(target, dangling));
-	err = enable_path(&c, dangling);
+	err = enable_path_inproc(&h, &c, dangling);
 	ASSERT(err != NULL);
 	free(err);
 	ASSERT_INT(access(target, F_OK), ==, -1);
 	/* an existing file is never overwritten */
-	err = enable_path(&c, victim);
+	err = enable_path_inproc(&h, &c, victim);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "already exists");
 	free(err);
@@ -306,18 +340,18 @@ TEST_TIMEOUT(sec_output_path_is_created_exclusively_never_through_symlinks, 60)
 	ASSERT(data && n == 8 && !memcmp(data, "precious", 8));
 	free(data);
 	/* relative paths would resolve against sonded's working directory */
-	err = enable_path(&c, "relative.pftrace");
+	err = enable_path_inproc(&h, &c, "relative.pftrace");
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "absolute");
 	free(err);
 	/* a new file: 0644 once the trace is complete */
 	const char *fresh = test_path("fresh.pftrace");
-	ASSERT(enable_path(&c, fresh) == NULL);
+	ASSERT(enable_path_inproc(&h, &c, fresh) == NULL);
 	ASSERT_OK(lstat(fresh, &st));
 	ASSERT(S_ISREG(st.st_mode));
 	ASSERT_UINT(st.st_mode & 0777, ==, 0644);
 	tc_close(&c);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 TEST_TIMEOUT(sec_output_path_of_another_uid_is_created_with_its_rights, 60)
@@ -473,17 +507,17 @@ static uint64_t invalid_packets(struct tc *c)
 
 TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tprod p;
 	struct tc c;
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT, trace = BUF_INIT, pk[3] = {BUF_INIT, BUF_INIT, BUF_INIT};
 	unsigned moves[1][2] = {{0, 0}};
 
-	sonded_start(&d, NULL);
-	tprod_open(&p, d.psock, "forger", false);
+	inproc_up(&h);
+	inproc_producer(&h, &p, "forger", false);
 	tprod_register(&p, "test.ds", false, false);
-	tc_open(&c, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c);
 	tcfg_basic(&cfg, 1024, one_ds, 1);
 	uint64_t en = tcons_enable(&c, &cfg, -1);
 	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
@@ -514,20 +548,20 @@ TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
 	sonde__buf_free(&trace);
 	tc_close(&c);
 	tc_close(&p.t);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit, 60)
 {
-	struct sonded d;
+	struct sonde_service_opts o = {.sz = sizeof(o), .max_pending_kb = 1}; /* raised to 5 MiB */
+	struct inproc h;
 	struct tprod p;
 	struct tc c, other;
 	struct buf a = BUF_INIT;
 
-	const char *extra[] = {"--max-pending-kb", "1", NULL}; /* raised to the 5 MiB floor */
-	sonded_start(&d, extra);
+	inproc_up_opts(&h, &o);
 	/* a data source whose descriptor makes every QueryServiceState reply ~100 KB */
-	tprod_open(&p, d.psock, "bulky", false);
+	inproc_producer(&h, &p, "bulky", false);
 	size_t m = sonde__pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
 	sonde__pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, "bulky.ds");
 	char *blob = calloc(1, 100000);
@@ -536,34 +570,23 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 	free(blob);
 	sonde__pb_end(&a, m);
 	tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "RegisterDataSource", &a, -1, false)));
-	/* 120 requests, replies never read: over 5 MiB queue up */
-	tc_open(&c, d.csock, "ConsumerPort");
-	double t0 = test_now();
+	/* 120 requests, replies never read: the service closes it (docs/service.md, Limits:
+	 * unsent bytes, or requests waiting behind unread replies) with its clock still, far
+	 * from the 10 s send timeout */
+	inproc_consumer(&h, &c);
 	for (int i = 0; i < 120; i++)
 		tc_call(&c, "QueryServiceState", NULL, -1, false);
-	/* the service closes it well before the 10 s send timeout would */
-	bool closed = false;
-	while (!closed && test_now() - t0 < 8) {
-		struct pollfd pf = {c.ch.fd, POLLIN, 0};
-		if (poll(&pf, 1, 100) > 0) {
-			int rc = sonde__ipc_chan_read(&c.ch);
-			closed = rc == -ECONNRESET || rc == -EPIPE;
-			struct ipc_frame f;
-			while (sonde__ipc_chan_next(&c.ch, &f, NULL) > 0)
-				;
-			if (!closed && test_now() - t0 < 1)
-				usleep(200000); /* stay slow at first: let the queue build up */
-		}
-	}
-	ASSERT(closed);
+	sonde__ipc_chan_flush(&c.ch);
+	inproc_run(&h);
+	ASSERT(closed_now(&c));
 	/* everybody else is served */
-	tc_open(&other, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &other);
 	tc_msg_free(tc_ok(&other, tc_call(&other, "QueryCapabilities", NULL, -1, false)));
 	tc_close(&other);
 	tc_close(&c);
 	tc_close(&p.t);
 	sonde__buf_free(&a);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
