@@ -123,6 +123,13 @@ void inproc_down(struct inproc *h)
 	current = NULL;
 }
 
+void inproc_sockets(const struct inproc *h, struct sonded *d)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->psock, sizeof(d->psock), "%s", sonde_service__socket(h->svc, 0));
+	snprintf(d->csock, sizeof(d->csock), "%s", sonde_service__socket(h->svc, 1));
+}
+
 int inproc_adopt(struct inproc *h, bool producer)
 {
 	int sv[2];

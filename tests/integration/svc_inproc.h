@@ -28,6 +28,10 @@ void inproc_up(struct inproc *h);
 /* The same with options (o->sz set); the tmpdir sockets replace NULL socket names. */
 void inproc_up_opts(struct inproc *h, const struct sonde_service_opts *o);
 void inproc_down(struct inproc *h);
+/* The names of h's producer and consumer sockets in d (its pid 0), for the tests that
+ * connect through them: to be accepted (connection limits) or as another uid
+ * (sec_connect_as). svc_util's clients connect there as to sonded's. */
+void inproc_sockets(const struct inproc *h, struct sonded *d);
 /* A producer named name (svc_util's tprod_open) and a consumer (tc_open on ConsumerPort),
  * each over a socketpair the service adopts. */
 void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool scraping);

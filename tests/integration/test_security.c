@@ -1,7 +1,9 @@
-/* The service's security model (docs/service.md "Security"): lockdown, session and
- * connection caps, output_path of another uid and socket permissions over a spawned
- * sonded's real sockets; buffer limits, output_path creation, forged service fields and
- * the pending limit in-process (svc_inproc.h). */
+/* The service's security model (docs/service.md "Security"), in-process (svc_inproc.h):
+ * lockdown, session and connection caps, buffer limits, output_path creation (also for
+ * another uid), forged service fields and the pending limit. Another uid's clients
+ * connect from a child running as that uid (sec_connect_as) to the in-process service's
+ * sockets, which it accepts as sonded would. Socket permissions stay on a spawned
+ * sonded's sockets. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -34,28 +36,57 @@ static void short_config(struct buf *b, uint32_t size_kb)
 	sonde__pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, 50);
 }
 
+/* The in-process service of the running test. */
+static struct inproc *cur;
+
+/* EnableTracing of cfg; its error once the session ended (NULL: it ran). A refused
+ * session's reply is there at once, and an accepted one ends at its duration (the clock
+ * moved to it) once the file writer's thread, if any, closed its file. */
 static char *enable(struct tc *c, const struct buf *cfg)
 {
-	return tcons_wait_disabled(c, tcons_enable(c, cfg, -1), 20000);
+	uint64_t req = tcons_enable(c, cfg, -1);
+
+	ASSERT(cur != NULL);
+	inproc_advance(cur, 50);
+	struct tc_msg *m = inproc_wait_writer_reply(cur, c, req, 20);
+	if (!m)
+		FAIL("EnableTracing was not answered");
+	return tcons_disabled_reply(m);
 }
 
-/* True if the peer closed c (EOF) within timeout_ms. */
-static bool closed_by_peer(struct tc *t, int timeout_ms)
+/* The service of a test, in-process with o, its sockets' names in d. */
+static void up(struct inproc *h, struct sonded *d, const struct sonde_service_opts *o)
 {
-	double end = test_now() + timeout_ms / 1000.0;
+	struct sonde_service_opts def = {.sz = sizeof(def)};
 
-	while (test_now() < end) {
+	inproc_up_opts(h, o ? o : &def);
+	inproc_sockets(h, d);
+	cur = h;
+}
+
+static void down(struct inproc *h)
+{
+	inproc_down(h);
+	cur = NULL;
+}
+
+/* Whether the in-process service closed t (EOF), reading all it sent before: the service
+ * runs until it is idle, when it has closed t or will not; nothing is waited for. */
+static bool closed_by_peer(struct tc *t)
+{
+	ASSERT(svc_util_pump != NULL);
+	for (;;) {
+		svc_util_pump();
 		struct pollfd p = {t->ch.fd, POLLIN, 0};
-		if (poll(&p, 1, 100) > 0) {
-			int rc = sonde__ipc_chan_read(&t->ch);
-			if (rc == -ECONNRESET || rc == -EPIPE)
-				return true;
-			struct ipc_frame f;
-			while (sonde__ipc_chan_next(&t->ch, &f, NULL) > 0)
-				;
-		}
+		if (poll(&p, 1, 0) <= 0)
+			return false;
+		int rc = sonde__ipc_chan_read(&t->ch);
+		if (rc == -ECONNRESET || rc == -EPIPE)
+			return true;
+		struct ipc_frame f;
+		while (sonde__ipc_chan_next(&t->ch, &f, NULL) > 0)
+			;
 	}
-	return false;
 }
 
 /* InitializeConnection from a raw producer; returns the reply or error frame. */
@@ -81,11 +112,13 @@ static void expect_lockdown_refusal(struct tc *t)
 	ASSERT_CONTAINS(msg, "uid 65534");
 	free(msg);
 	tc_msg_free(m);
-	ASSERT(closed_by_peer(t, 5000));
+	ASSERT(closed_by_peer(t));
 }
 
 TEST_TIMEOUT(sec_lockdown_flag_refuses_producers_of_other_uids, 60)
 {
+	struct sonde_service_opts o = {.sz = sizeof(o), .lockdown = true};
+	struct inproc h;
 	struct sonded d;
 	struct tc foreign, c;
 	struct tprod root;
@@ -93,8 +126,7 @@ TEST_TIMEOUT(sec_lockdown_flag_refuses_producers_of_other_uids, 60)
 	struct buf cfg = BUF_INIT;
 
 	sec_require_root();
-	const char *extra[] = {"--lockdown", NULL};
-	sonded_start(&d, extra);
+	up(&h, &d, &o);
 	tc_open_fd(&foreign, sec_connect_as(SEC_NOBODY, d.psock), "ProducerPort");
 	expect_lockdown_refusal(&foreign);
 	tc_close(&foreign);
@@ -109,11 +141,12 @@ TEST_TIMEOUT(sec_lockdown_flag_refuses_producers_of_other_uids, 60)
 	sonde__buf_free(&cfg);
 	tc_close(&c);
 	tc_close(&root.t);
-	sonded_stop(&d);
+	down(&h);
 }
 
 TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tc c, nc, p2;
 	struct tprod foreign;
@@ -121,7 +154,7 @@ TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 	char *err;
 
 	sec_require_root();
-	sonded_start(&d, NULL);
+	up(&h, &d, NULL);
 	/* without lockdown, a producer of another uid is welcome */
 	tprod_open_fd(&foreign, sec_connect_as(SEC_NOBODY, d.psock), "foreign", false);
 	tprod_register(&foreign, "test.ds", false, false);
@@ -140,7 +173,7 @@ TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 	tc_open(&c, d.csock, "ConsumerPort");
 	err = enable(&c, &set);
 	ASSERT(err == NULL);
-	ASSERT(closed_by_peer(&foreign.t, 5000));
+	ASSERT(closed_by_peer(&foreign.t));
 	tc_close(&foreign.t);
 	tc_open_fd(&p2, sec_connect_as(SEC_NOBODY, d.psock), "ProducerPort");
 	expect_lockdown_refusal(&p2);
@@ -161,19 +194,20 @@ TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 	tc_close(&c);
 	sonde__buf_free(&set);
 	sonde__buf_free(&clear);
-	sonded_stop(&d);
+	down(&h);
 }
 
 TEST_TIMEOUT(sec_session_caps_per_uid_and_in_total, 90)
 {
+	struct sonde_service_opts o = {.sz = sizeof(o), .max_sessions = 6};
+	struct inproc h;
 	struct sonded d;
 	struct tc c[8];
 	struct buf cfg = BUF_INIT;
 	char *err;
 
 	sec_require_root();
-	const char *extra[] = {"--max-sessions", "6", NULL};
-	sonded_start(&d, extra);
+	up(&h, &d, &o);
 	short_config(&cfg, 64);
 	for (int i = 0; i < 5; i++) { /* the default per-uid cap is 5 */
 		tc_open(&c[i], d.csock, "ConsumerPort");
@@ -194,23 +228,16 @@ TEST_TIMEOUT(sec_session_caps_per_uid_and_in_total, 90)
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "service-wide limit");
 	free(err);
-	/* a session that ends frees its slot */
+	/* a session whose consumer is gone frees its slot, once the service saw it go */
 	tc_close(&c[0]);
-	double end = test_now() + 10;
-	for (;;) {
-		tc_close(&c[6]);
-		tc_open_fd(&c[6], sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
-		err = enable(&c[6], &cfg);
-		if (!err)
-			break;
-		free(err);
-		ASSERT(test_now() < end); /* the disconnect is handled asynchronously */
-		usleep(50000);
-	}
+	inproc_run(&h);
+	tc_close(&c[6]);
+	tc_open_fd(&c[6], sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	ASSERT(enable(&c[6], &cfg) == NULL);
 	for (int i = 1; i < 7; i++)
 		tc_close(&c[i]);
 	sonde__buf_free(&cfg);
-	sonded_stop(&d);
+	down(&h);
 }
 
 /* In-process (svc_inproc.h): the limits are the service's, not its sockets'. Each refusal
@@ -275,63 +302,34 @@ static char *enable_path(struct tc *c, const char *path)
 	return err;
 }
 
-/* enable_path on an in-process service: a refused session's reply is there at once, an
- * accepted one ends at its duration once the file writer's thread closed its file. */
-static char *enable_path_inproc(struct inproc *h, struct tc *c, const char *path)
-{
-	struct buf cfg = BUF_INIT;
 
-	path_config(&cfg, path);
-	uint64_t req = tcons_enable(c, &cfg, -1);
-	sonde__buf_free(&cfg);
-	inproc_advance(h, 50);
-	struct tc_msg *m = inproc_wait_writer_reply(h, c, req, 20);
-	if (!m)
-		FAIL("EnableTracing of %s was not answered", path);
-	return tcons_disabled_reply(m);
-}
-
-/* Whether the service closed t (EOF), reading all it sent before; nothing waited for. */
-static bool closed_now(struct tc *t)
-{
-	for (;;) {
-		struct pollfd p = {t->ch.fd, POLLIN, 0};
-		if (poll(&p, 1, 0) <= 0)
-			return false;
-		int rc = sonde__ipc_chan_read(&t->ch);
-		if (rc == -ECONNRESET || rc == -EPIPE)
-			return true;
-		struct ipc_frame f;
-		while (sonde__ipc_chan_next(&t->ch, &f, NULL) > 0)
-			;
-	}
-}
 
 TEST_TIMEOUT(sec_output_path_is_created_exclusively_never_through_symlinks, 60)
 {
 	struct inproc h;
+	struct sonded d;
 	struct tc c;
 	struct stat st;
 	char *err;
 	const char *victim = test_path("victim"), *link = test_path("link.pftrace");
 
-	inproc_up(&h);
+	up(&h, &d, NULL);
 	test_write_file(victim, "precious", 8);
 	ASSERT_OK(symlink(victim, link));
-	inproc_consumer(&h, &c);
-	err = enable_path_inproc(&h, &c, link);
+	tc_open(&c, d.csock, "ConsumerPort");
+	err = enable_path(&c, link);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "already exists");
 	free(err);
 	/* a dangling symlink is not followed to create its target either */
 	const char *dangling = test_path("dangling.pftrace"), *target = test_path("created-via");
 	ASSERT_OK(symlink(target, dangling));
-	err = enable_path_inproc(&h, &c, dangling);
+	err = enable_path(&c, dangling);
 	ASSERT(err != NULL);
 	free(err);
 	ASSERT_INT(access(target, F_OK), ==, -1);
 	/* an existing file is never overwritten */
-	err = enable_path_inproc(&h, &c, victim);
+	err = enable_path(&c, victim);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "already exists");
 	free(err);
@@ -340,29 +338,30 @@ TEST_TIMEOUT(sec_output_path_is_created_exclusively_never_through_symlinks, 60)
 	ASSERT(data && n == 8 && !memcmp(data, "precious", 8));
 	free(data);
 	/* relative paths would resolve against sonded's working directory */
-	err = enable_path_inproc(&h, &c, "relative.pftrace");
+	err = enable_path(&c, "relative.pftrace");
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "absolute");
 	free(err);
 	/* a new file: 0644 once the trace is complete */
 	const char *fresh = test_path("fresh.pftrace");
-	ASSERT(enable_path_inproc(&h, &c, fresh) == NULL);
+	ASSERT(enable_path(&c, fresh) == NULL);
 	ASSERT_OK(lstat(fresh, &st));
 	ASSERT(S_ISREG(st.st_mode));
 	ASSERT_UINT(st.st_mode & 0777, ==, 0644);
 	tc_close(&c);
-	inproc_down(&h);
+	down(&h);
 }
 
 TEST_TIMEOUT(sec_output_path_of_another_uid_is_created_with_its_rights, 60)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tc c;
 	struct stat st;
 	char *err, priv[512], open_dir[512], file[600];
 
 	sec_require_root();
-	sonded_start(&d, NULL);
+	up(&h, &d, NULL);
 	snprintf(priv, sizeof(priv), "%s/root-only", test_tmpdir());
 	snprintf(open_dir, sizeof(open_dir), "%s/nobody-dir", test_tmpdir());
 	ASSERT_OK(mkdir(priv, 0700));
@@ -384,7 +383,7 @@ TEST_TIMEOUT(sec_output_path_of_another_uid_is_created_with_its_rights, 60)
 	ASSERT_UINT(st.st_uid, ==, SEC_NOBODY); /* the consumer's file, not root's */
 	ASSERT_UINT(st.st_mode & 0777, ==, 0644);
 	tc_close(&c);
-	sonded_stop(&d);
+	down(&h);
 }
 
 static unsigned mode_of(const char *path)
@@ -447,12 +446,13 @@ TEST_TIMEOUT(sec_socket_modes_and_groups_are_applied, 60)
 
 TEST_TIMEOUT(sec_connections_per_uid_are_capped, 60)
 {
+	struct sonde_service_opts o = {.sz = sizeof(o), .max_connections_per_uid = 3};
+	struct inproc h;
 	struct sonded d;
 	struct tc t[4], other;
 
 	sec_require_root();
-	const char *extra[] = {"--max-connections-per-uid", "3", NULL};
-	sonded_start(&d, extra);
+	up(&h, &d, &o);
 	for (int i = 0; i < 3; i++)
 		tc_open(&t[i], d.csock, "ConsumerPort");
 	/* the fourth of this uid is closed at once */
@@ -460,28 +460,19 @@ TEST_TIMEOUT(sec_connections_per_uid_are_capped, 60)
 	ASSERT_OK(fd);
 	struct tc extra_conn = {.ch = {.fd = -1}};
 	ASSERT_OK(sonde__ipc_chan_init(&extra_conn.ch, fd));
-	ASSERT(closed_by_peer(&extra_conn, 5000));
+	ASSERT(closed_by_peer(&extra_conn));
 	sonde__ipc_chan_close(&extra_conn.ch);
 	/* other uids are not affected */
 	tc_open_fd(&other, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
 	tc_close(&other);
-	/* a closed connection frees its slot */
+	/* a closed connection frees its slot, once the service saw it close */
 	tc_close(&t[0]);
-	double end = test_now() + 10;
-	for (;;) {
-		fd = sonde__ipc_connect(d.csock);
-		ASSERT_OK(fd);
-		struct tc probe = {.ch = {.fd = -1}};
-		ASSERT_OK(sonde__ipc_chan_init(&probe.ch, fd));
-		bool closed = closed_by_peer(&probe, 300);
-		sonde__ipc_chan_close(&probe.ch);
-		if (!closed)
-			break;
-		ASSERT(test_now() < end);
-	}
+	inproc_run(&h);
+	tc_open(&t[0], d.csock, "ConsumerPort");
+	tc_close(&t[0]);
 	tc_close(&t[1]);
 	tc_close(&t[2]);
-	sonded_stop(&d);
+	down(&h);
 }
 
 /* TraceStats.invalid_packets of the consumer's session. */
@@ -578,7 +569,7 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 		tc_call(&c, "QueryServiceState", NULL, -1, false);
 	sonde__ipc_chan_flush(&c.ch);
 	inproc_run(&h);
-	ASSERT(closed_now(&c));
+	ASSERT(closed_by_peer(&c));
 	/* everybody else is served */
 	inproc_consumer(&h, &other);
 	tc_msg_free(tc_ok(&other, tc_call(&other, "QueryCapabilities", NULL, -1, false)));
@@ -591,6 +582,7 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 
 TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tprod p;
 	struct tc rc, nc;
@@ -599,7 +591,7 @@ TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 	unsigned moves[1][2] = {{0, 0}};
 
 	sec_require_root();
-	sonded_start(&d, NULL);
+	up(&h, &d, NULL);
 	tprod_open(&p, d.psock, "root-producer", false);
 	tprod_register(&p, "test.ds", false, false);
 	tc_open(&rc, d.csock, "ConsumerPort");
@@ -649,5 +641,5 @@ TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 	sonde__buf_free(&pk);
 	tc_close(&rc);
 	tc_close(&p.t);
-	sonded_stop(&d);
+	down(&h);
 }
