@@ -86,6 +86,23 @@ struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t
 	return m;
 }
 
+int inproc_file_count_when(const char *path, const char *tag, int count)
+{
+	double end = test_now() + 20;
+	int n = 0;
+
+	for (;;) {
+		size_t len = 0;
+		char *data = test_read_file(path, &len);
+		struct buf file = {.data = (uint8_t *)data, .len = len, .cap = len};
+		n = data ? trace_count(&file, tag, strlen(tag), NULL) : 0;
+		free(data);
+		if (n >= count || test_now() > end)
+			return n;
+		usleep(1000);
+	}
+}
+
 void inproc_up(struct inproc *h)
 {
 	struct sonde_service_opts o = {.sz = sizeof(o)};

@@ -51,6 +51,9 @@ bool inproc_wait_thread(struct inproc *h, int timeout_ms);
  * without it. */
 struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t req,
 					int timeout_s);
+/* Packets tagged tag in the trace file at path, once count of them are there: the file
+ * writer thread's work, waited for in real time as an event, up to 20 s. */
+int inproc_file_count_when(const char *path, const char *tag, int count);
 /* Moves the clock ms forward, one due timer at a time (as the real clock would pass
  * them), running the service at each. */
 void inproc_advance(struct inproc *h, uint64_t ms);

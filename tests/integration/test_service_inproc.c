@@ -265,25 +265,6 @@ TEST_TIMEOUT(inproc_detached_session_survives_and_reattaches, 30)
 	irig_down(&r);
 }
 
-/* Packets in the file at path (the writer thread's work: waited for with a generous
- * deadline, as an event, until count packets tagged tag are there). */
-static int file_count_when(const char *path, const char *tag, int count)
-{
-	double end = test_now() + 20;
-	int n = 0;
-
-	for (;;) {
-		size_t len = 0;
-		char *data = test_read_file(path, &len);
-		struct buf file = {.data = (uint8_t *)data, .len = len, .cap = len};
-		n = data ? trace_count(&file, tag, strlen(tag), NULL) : 0;
-		free(data);
-		if (n >= count || test_now() > end)
-			return n;
-		usleep(1000);
-	}
-}
-
 /* write_into_file: what was committed reaches the file at each file_write_period_ms of the
  * service's clock, not before; duration_ms then ends the session. */
 TEST_TIMEOUT(inproc_write_into_file_at_each_write_period, 30)
@@ -318,9 +299,9 @@ TEST_TIMEOUT(inproc_write_into_file_at_each_write_period, 30)
 	inproc_advance(&r.h, 4999);
 	/* the period has not come: the packet stays in the buffer (a writer that had it
 	 * would have had it at once; nothing to wait for) */
-	ASSERT_INT(file_count_when(path, "period-packet", 0), ==, 0);
+	ASSERT_INT(inproc_file_count_when(path, "period-packet", 0), ==, 0);
 	inproc_advance(&r.h, 1);
-	ASSERT_INT(file_count_when(path, "period-packet", 1), ==, 1);
+	ASSERT_INT(inproc_file_count_when(path, "period-packet", 1), ==, 1);
 	/* duration_ms: a flush, the stop, and the session's end, with nothing streamed */
 	inproc_advance(&r.h, 60000 - 5000);
 	tprod_expect(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
@@ -334,7 +315,7 @@ TEST_TIMEOUT(inproc_write_into_file_at_each_write_period, 30)
 	tc_msg_free(m);
 	tcons_read(&r.c, &trace);
 	ASSERT_UINT(trace.len, ==, 0); /* a write_into_file session streams nothing */
-	ASSERT_INT(file_count_when(path, "period-packet", 1), ==, 1);
+	ASSERT_INT(inproc_file_count_when(path, "period-packet", 1), ==, 1);
 	sonde__buf_free(&cfg);
 	sonde__buf_free(&pk);
 	sonde__buf_free(&trace);
