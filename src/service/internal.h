@@ -47,12 +47,12 @@ enum {
 	SVC_UID_REPLY_BYTES = 16 << 20,
 	SVC_MAX_WAITING_REQS = 64,
 	SVC_REMOTE_HANDSHAKE_MS = 10000, /* default of --remote-handshake-ms */
-	SVC_FILE_QUEUE_BYTES = 4 << 20, /* write_into_file: bytes queued to the writer thread */
-	SVC_FILE_STALL_MS = 10000,	/* ... and how long they may wait without progress, as a
-					 * peer not reading: default of --stall-timeout-ms */
-	SVC_MAX_DRAINING = 16,		/* writers finishing the files of freed sessions */
-	SVC_MAX_PRODUCER_SOCKETS = 8,	/* names in a comma-separated producer socket list */
-	SVC_MAX_RELAY_SOCKETS = 4,	/* names in the relay socket list */
+	SVC_FILE_QUEUE_BYTES = 4 << 20,	 /* write_into_file: bytes queued to the writer thread */
+	SVC_FILE_STALL_MS = 10000,	 /* ... and how long they may wait without progress, as a
+					  * peer not reading: default of --stall-timeout-ms */
+	SVC_MAX_DRAINING = 16,		 /* writers finishing the files of freed sessions */
+	SVC_MAX_PRODUCER_SOCKETS = 8,	 /* names in a comma-separated producer socket list */
+	SVC_MAX_RELAY_SOCKETS = 4,	 /* names in the relay socket list */
 	SVC_MAX_LISTENERS = SVC_MAX_PRODUCER_SOCKETS + 1 + SVC_MAX_RELAY_SOCKETS,
 	SVC_COOKIE_LISTENER = 1, /* listener i has cookie SVC_COOKIE_LISTENER + i */
 	SVC_FIRST_CONN_ID = SVC_COOKIE_LISTENER + SVC_MAX_LISTENERS,

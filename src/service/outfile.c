@@ -155,7 +155,8 @@ void sonde__session_drain_file(struct svc *s, struct session *ss)
 	if (sonde__fwriter_stalled_ns(ss->fw, sonde__loop_now_ns()) > s->lim.stall_ns) {
 		char why[96];
 		unsigned long long ms = s->lim.stall_ns / 1000000;
-		snprintf(why, sizeof(why), "the output file accepted nothing for %llu %s: session ended",
+		snprintf(why, sizeof(why),
+			 "the output file accepted nothing for %llu %s: session ended",
 			 ms % 1000 ? ms : ms / 1000, ms % 1000 ? "ms" : "s");
 		file_fail(s, ss, why);
 		return;

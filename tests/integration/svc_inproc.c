@@ -73,8 +73,7 @@ void inproc_advance(struct inproc *h, uint64_t ms)
 	inproc_run(h);
 }
 
-struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t req,
-					int timeout_s)
+struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t req, int timeout_s)
 {
 	double end = test_now() + timeout_s;
 	struct tc_msg *m;

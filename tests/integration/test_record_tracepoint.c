@@ -239,7 +239,8 @@ static double cpu_s(pid_t pid)
 	if (!(text = test_read_file(path, NULL)))
 		return -1;
 	const char *p = strrchr(text, ')'); /* the command may hold spaces */
-	if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+	if (p &&
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
 		s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 	free(text);
 	return s;

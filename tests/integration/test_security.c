@@ -302,8 +302,6 @@ static char *enable_path(struct tc *c, const char *path)
 	return err;
 }
 
-
-
 TEST_TIMEOUT(sec_output_path_is_created_exclusively_never_through_symlinks, 60)
 {
 	struct inproc h;

@@ -141,8 +141,8 @@ static uint32_t root_session_with_bound_writer(struct sonded *d, struct tprod *p
  * still bound to the old id commits its last chunk, a fresh writer registered for the new
  * session one of its own. Asserts nobody's trace has the fresh one and nothing of the old
  * session. Returns the new session's buffer id. */
-static uint32_t nobody_session_meets_late_chunk(struct inproc *h, struct tc *nob,
-						 struct tprod *p, uint32_t old)
+static uint32_t nobody_session_meets_late_chunk(struct inproc *h, struct tc *nob, struct tprod *p,
+						uint32_t old)
 {
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;

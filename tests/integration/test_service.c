@@ -35,8 +35,7 @@ struct rig {
 	uint32_t target;
 };
 
-static void rig_enable(struct rig *r, const struct buf *cfg, bool scraping, bool nstart,
-		       bool nstop)
+static void rig_enable(struct rig *r, const struct buf *cfg, bool scraping, bool nstart, bool nstop)
 {
 	struct tcmd cmd;
 
