@@ -72,6 +72,10 @@ struct sonde_service_opts {
 	 * initialize its connection; on a relay socket: and to vouch for itself) before
 	 * it is closed. 0: 10000. */
 	unsigned remote_handshake_ms;
+	/* Milliseconds without progress after which a client that does not read its socket
+	 * is closed and a write_into_file output that accepts nothing ends its session (both
+	 * real time: CLOCK_MONOTONIC). 0: 10000. */
+	unsigned stall_timeout_ms;
 };
 
 /* Index of a socket in sonde_service_opts.socket_* and for sonde_service__socket. */

@@ -83,6 +83,9 @@ static void usage(FILE *f)
 		"      --remote-handshake-ms N a TCP or vsock peer that has not bound and\n"
 		"                              initialized its connection by then is closed\n"
 		"                              (10000)\n"
+		"      --stall-timeout-ms N    a client that reads nothing of its socket, or a\n"
+		"                              write_into_file output that accepts nothing, for\n"
+		"                              this long is closed or ends its session (10000)\n"
 		"      --relay HOST:PORT       run as this machine's relay to the tracing service\n"
 		"                              at HOST:PORT ([V6]:PORT, vsock://CID:PORT): local\n"
 		"                              producers on the producer socket are forwarded\n"
@@ -132,6 +135,7 @@ enum {
 	OPT_MAX_SMB_KB,
 	OPT_MAX_PENDING_KB,
 	OPT_HANDSHAKE_MS,
+	OPT_STALL_MS,
 	OPT_RELAY_SOCKET = 512,
 	OPT_MACHINE_NAME,
 	OPT_RELAY,
@@ -251,6 +255,9 @@ static int limit_opt(struct sonde_service_opts *o, int c, const char *v)
 		break;
 	case OPT_HANDSHAKE_MS:
 		o->remote_handshake_ms = (unsigned)n;
+		break;
+	case OPT_STALL_MS:
+		o->stall_timeout_ms = (unsigned)n;
 		break;
 	}
 	return 0;
@@ -375,6 +382,7 @@ int main(int argc, char **argv)
 		{"max-smb-kb", required_argument, NULL, OPT_MAX_SMB_KB},
 		{"max-pending-kb", required_argument, NULL, OPT_MAX_PENDING_KB},
 		{"remote-handshake-ms", required_argument, NULL, OPT_HANDSHAKE_MS},
+		{"stall-timeout-ms", required_argument, NULL, OPT_STALL_MS},
 		{"relay", required_argument, NULL, OPT_RELAY},
 		{"no-probes", no_argument, NULL, 'P'},
 		{"no-perf", no_argument, NULL, 'P'},

@@ -548,13 +548,15 @@ static void housekeeping(void *ctx, uint64_t arg)
 	 * deadline is the service's */
 	uint64_t mono = sonde__loop_now_ns(), now = sonde__svc_now(s);
 
-	/* §1.2: a peer that does not drain its socket for 10 s is disconnected */
+	/* §1.2: a peer that does not drain its socket for 10 s (stall_timeout_ms) is
+	 * disconnected */
 	for (size_t i = 0; i < s->nconns; i++) {
 		struct conn *c = s->conns[i];
-		if (c->ch.tx_stalled_ns &&
-		    mono - c->ch.tx_stalled_ns > IPC_SEND_TIMEOUT_MS * 1000000ull) {
-			sonde_warn("connection %llu: peer did not read for 10 s, closing",
-				   (unsigned long long)c->id);
+		if (c->ch.tx_stalled_ns && mono - c->ch.tx_stalled_ns > s->lim.stall_ns) {
+			unsigned long long ms = s->lim.stall_ns / 1000000;
+			sonde_warn("connection %llu: peer did not read for %llu %s, closing",
+				   (unsigned long long)c->id, ms % 1000 ? ms : ms / 1000,
+				   ms % 1000 ? "ms" : "s");
 			c->dead = true;
 		}
 		sonde__sec_pending_ok(s, c, 0);

@@ -47,11 +47,12 @@ enum {
 	SVC_UID_REPLY_BYTES = 16 << 20,
 	SVC_MAX_WAITING_REQS = 64,
 	SVC_REMOTE_HANDSHAKE_MS = 10000, /* default of --remote-handshake-ms */
-	SVC_FILE_QUEUE_BYTES = 4 << 20, /* write_into_file: bytes queued to the writer thread */
-	SVC_FILE_STALL_MS = 10000,	/* ... and how long they may wait without progress */
-	SVC_MAX_DRAINING = 16,		/* writers finishing the files of freed sessions */
-	SVC_MAX_PRODUCER_SOCKETS = 8,	/* names in a comma-separated producer socket list */
-	SVC_MAX_RELAY_SOCKETS = 4,	/* names in the relay socket list */
+	SVC_FILE_QUEUE_BYTES = 4 << 20,	 /* write_into_file: bytes queued to the writer thread */
+	SVC_FILE_STALL_MS = 10000,	 /* ... and how long they may wait without progress, as a
+					  * peer not reading: default of --stall-timeout-ms */
+	SVC_MAX_DRAINING = 16,		 /* writers finishing the files of freed sessions */
+	SVC_MAX_PRODUCER_SOCKETS = 8,	 /* names in a comma-separated producer socket list */
+	SVC_MAX_RELAY_SOCKETS = 4,	 /* names in the relay socket list */
 	SVC_MAX_LISTENERS = SVC_MAX_PRODUCER_SOCKETS + 1 + SVC_MAX_RELAY_SOCKETS,
 	SVC_COOKIE_LISTENER = 1, /* listener i has cookie SVC_COOKIE_LISTENER + i */
 	SVC_FIRST_CONN_ID = SVC_COOKIE_LISTENER + SVC_MAX_LISTENERS,
@@ -209,6 +210,7 @@ struct svc_limits {
 	uint32_t sessions, sessions_per_uid, conns, conns_per_uid, buffers_per_session;
 	uint64_t session_buffer_bytes, uid_buffer_bytes, smb_bytes, pending_bytes;
 	uint64_t handshake_ns; /* a remote peer's time to bind and initialize */
+	uint64_t stall_ns;     /* a peer not reading, an output file taking nothing */
 };
 
 struct svc_connector;

@@ -1,5 +1,6 @@
 /* write_into_file (outfile.h): the session's side of its output file. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -24,7 +25,8 @@ enum { FILE_FLUSH_BYTES = 1 << 20 };
  * the packets stay in the trace buffers (which then wrap or discard by their own policy,
  * as when the consumer of a ReadBuffers does not read), and a drain is retried when the
  * writer takes the queue (it signals the service's eventfd) or at the latest soon. A
- * file that takes nothing for SVC_FILE_STALL_MS ends its session with an error; the other
+ * file that takes nothing for the stall timeout (10 s, --stall-timeout-ms) ends its session
+ * with an error; the other
  * sessions never wait for it. */
 
 static void on_pump(void *ctx, uint64_t id)
@@ -150,8 +152,13 @@ void sonde__session_drain_file(struct svc *s, struct session *ss)
 	if (!ss->fw || ss->file_done)
 		return;
 	sonde__fwriter_notify(ss->fw, s->file_wake_fd);
-	if (sonde__fwriter_stalled_ns(ss->fw, sonde__loop_now_ns()) > SVC_FILE_STALL_MS * 1000000ull) {
-		file_fail(s, ss, "the output file accepted nothing for 10 s: session ended");
+	if (sonde__fwriter_stalled_ns(ss->fw, sonde__loop_now_ns()) > s->lim.stall_ns) {
+		char why[96];
+		unsigned long long ms = s->lim.stall_ns / 1000000;
+		snprintf(why, sizeof(why),
+			 "the output file accepted nothing for %llu %s: session ended",
+			 ms % 1000 ? ms : ms / 1000, ms % 1000 ? "ms" : "s");
+		file_fail(s, ss, why);
 		return;
 	}
 	if (ss->file_closing)
@@ -246,7 +253,7 @@ void sonde__session_reap_writers(struct svc *s, int wait_ms)
 		} else {
 			if (!r->cancelled &&
 			    (sonde__fwriter_finished(r->fw) ||
-			     sonde__fwriter_stalled_ns(r->fw, now) > SVC_FILE_STALL_MS * 1000000ull)) {
+			     sonde__fwriter_stalled_ns(r->fw, now) > s->lim.stall_ns)) {
 				sonde__fwriter_cancel(r->fw);
 				r->cancelled = true;
 			}

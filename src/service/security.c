@@ -86,6 +86,8 @@ void sonde__sec_init(struct svc *s, const struct sonde_service_opts *o)
 	l->handshake_ns = (o && o->remote_handshake_ms ? o->remote_handshake_ms
 						       : SVC_REMOTE_HANDSHAKE_MS) *
 			  1000000ull;
+	l->stall_ns =
+		(o && o->stall_timeout_ms ? o->stall_timeout_ms : SVC_FILE_STALL_MS) * 1000000ull;
 }
 
 /* ------------------------------------------------------------------ identity */

@@ -43,14 +43,64 @@ int proc_fd_count(pid_t pid)
 	return n;
 }
 
-int proc_fd_wait(pid_t pid, int want, int timeout_ms)
+char *proc_fd_snapshot(pid_t pid)
+{
+	char path[64], fdpath[320], link[256], line[400];
+	struct buf b = BUF_INIT;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		FAIL("cannot list %s: %s", path, strerror(errno));
+	sonde__buf_append(&b, "\n", 1);
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, e->d_name);
+		ssize_t n = readlink(fdpath, link, sizeof(link) - 1);
+		if (n < 0)
+			continue; /* closed meanwhile */
+		link[n] = '\0';
+		int len = snprintf(line, sizeof(line), "%s %s\n", e->d_name, link);
+		sonde__buf_append(&b, line, (size_t)len);
+	}
+	closedir(d);
+	sonde__buf_append(&b, "", 1);
+	ASSERT_OK(buf_error(&b));
+	return (char *)b.data;
+}
+
+/* The entries of now that base has not, or NULL. Both are snapshots: "\n" and then
+ * "FD TARGET\n" per descriptor, so an entry is found whole with its newlines around. */
+static char *fd_new(const char *now, const char *base)
+{
+	struct buf b = BUF_INIT;
+	char want[420];
+
+	for (const char *p = now + 1, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
+		snprintf(want, sizeof(want), "\n%.*s\n", (int)(nl - p), p);
+		if (!strstr(base, want))
+			sonde__buf_append(&b, want, strlen(want) - 1);
+	}
+	if (!b.len)
+		return NULL;
+	sonde__buf_append(&b, "", 1);
+	ASSERT_OK(buf_error(&b));
+	return (char *)b.data;
+}
+
+char *proc_fd_new_since(pid_t pid, const char *base, int timeout_ms)
 {
 	double end = test_now() + timeout_ms / 1000.0;
-	int n;
 
-	while ((n = proc_fd_count(pid)) != want && test_now() < end)
+	for (;;) {
+		char *now = proc_fd_snapshot(pid), *extra = fd_new(now, base);
+		free(now);
+		if (!extra || test_now() > end)
+			return extra;
+		free(extra);
 		usleep(20000);
-	return n;
+	}
 }
 
 double proc_cpu_s(pid_t pid)

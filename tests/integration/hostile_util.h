@@ -62,10 +62,13 @@ void hostile_put_patches(struct buf *a, uint32_t target, unsigned *seed);
 
 /* sonded's open fd count, VmRSS in KiB, and CPU time (user + system) in seconds. */
 int proc_fd_count(pid_t pid);
-/* Waits for pid's open fd count to be want, looking every 20 ms for up to timeout_ms (a
- * closed connection leaves sonded only once it has read the EOF, which on a loaded machine
- * takes a while). Returns the last count seen: want, or what it was at the deadline. */
-int proc_fd_wait(pid_t pid, int want, int timeout_ms);
+/* pid's open descriptors, one "\nFD TARGET" each (TARGET as /proc/PID/fd links name it:
+ * socket:[inode], pipe:[inode], a path), malloc'd. */
+char *proc_fd_snapshot(pid_t pid);
+/* Waits up to timeout_ms until pid holds no descriptor missing from base (a snapshot):
+ * NULL then, else the descriptors it holds that base has not, malloc'd. A leak is a
+ * descriptor that was not there before; one of base that went away is none. */
+char *proc_fd_new_since(pid_t pid, const char *base, int timeout_ms);
 long proc_rss_kb(pid_t pid);
 double proc_cpu_s(pid_t pid);
 /* Time the process spent runnable (on a CPU or waiting for one), in seconds: about the

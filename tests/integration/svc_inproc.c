@@ -73,6 +73,35 @@ void inproc_advance(struct inproc *h, uint64_t ms)
 	inproc_run(h);
 }
 
+struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t req, int timeout_s)
+{
+	double end = test_now() + timeout_s;
+	struct tc_msg *m;
+
+	while (!(m = tc_wait(c, req, 0)) && test_now() < end) {
+		inproc_wait_thread(h, 1);
+		inproc_advance(h, 20);
+	}
+	return m;
+}
+
+int inproc_file_count_when(const char *path, const char *tag, int count)
+{
+	double end = test_now() + 20;
+	int n = 0;
+
+	for (;;) {
+		size_t len = 0;
+		char *data = test_read_file(path, &len);
+		struct buf file = {.data = (uint8_t *)data, .len = len, .cap = len};
+		n = data ? trace_count(&file, tag, strlen(tag), NULL) : 0;
+		free(data);
+		if (n >= count || test_now() > end)
+			return n;
+		usleep(1000);
+	}
+}
+
 void inproc_up(struct inproc *h)
 {
 	struct sonde_service_opts o = {.sz = sizeof(o)};
@@ -110,7 +139,14 @@ void inproc_down(struct inproc *h)
 	current = NULL;
 }
 
-static int adopt(struct inproc *h, bool producer)
+void inproc_sockets(const struct inproc *h, struct sonded *d)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->psock, sizeof(d->psock), "%s", sonde_service__socket(h->svc, 0));
+	snprintf(d->csock, sizeof(d->csock), "%s", sonde_service__socket(h->svc, 1));
+}
+
+int inproc_adopt(struct inproc *h, bool producer)
 {
 	int sv[2];
 
@@ -121,10 +157,10 @@ static int adopt(struct inproc *h, bool producer)
 
 void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool scraping)
 {
-	tprod_open_fd(p, adopt(h, true), name, scraping);
+	tprod_open_fd(p, inproc_adopt(h, true), name, scraping);
 }
 
 void inproc_consumer(struct inproc *h, struct tc *c)
 {
-	tc_open_fd(c, adopt(h, false), "ConsumerPort");
+	tc_open_fd(c, inproc_adopt(h, false), "ConsumerPort");
 }

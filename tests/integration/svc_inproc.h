@@ -28,16 +28,32 @@ void inproc_up(struct inproc *h);
 /* The same with options (o->sz set); the tmpdir sockets replace NULL socket names. */
 void inproc_up_opts(struct inproc *h, const struct sonde_service_opts *o);
 void inproc_down(struct inproc *h);
+/* The names of h's producer and consumer sockets in d (its pid 0), for the tests that
+ * connect through them: to be accepted (connection limits) or as another uid
+ * (sec_connect_as). svc_util's clients connect there as to sonded's. */
+void inproc_sockets(const struct inproc *h, struct sonded *d);
 /* A producer named name (svc_util's tprod_open) and a consumer (tc_open on ConsumerPort),
  * each over a socketpair the service adopts. */
 void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool scraping);
 void inproc_consumer(struct inproc *h, struct tc *c);
+/* A socketpair whose one end the service adopts as a producer (or consumer) connection;
+ * returns the other, the test's, for tc_open_fd or raw frames. */
+int inproc_adopt(struct inproc *h, bool producer);
 /* Runs the service until it has nothing ready and no timer due; returns whether it did
  * anything. */
 bool inproc_run(struct inproc *h);
 /* Waits up to timeout_ms of real time for the service's own threads (the file writer) to
  * wake its loop, then runs it; returns whether it was woken. The clock does not move. */
 bool inproc_wait_thread(struct inproc *h, int timeout_ms);
+/* The reply to req on c once the file writer's thread let the session end: runs the
+ * service, its clock moving 20 ms at a time (the period at which it looks at its writer's
+ * progress) while the thread is waited for in real time, up to timeout_s in all; NULL
+ * without it. */
+struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t req,
+					int timeout_s);
+/* Packets tagged tag in the trace file at path, once count of them are there: the file
+ * writer thread's work, waited for in real time as an event, up to 20 s. */
+int inproc_file_count_when(const char *path, const char *tag, int count);
 /* Moves the clock ms forward, one due timer at a time (as the real clock would pass
  * them), running the service at each. */
 void inproc_advance(struct inproc *h, uint64_t ms);

@@ -81,7 +81,9 @@ pid_t sonded_probes_pid(const struct sonded *d, pid_t not, int timeout_s)
 	FAIL("sonded %d has no probes child", (int)d->pid);
 }
 
-static void tc_pump(struct tc *t, int timeout_ms)
+/* Reads what t's connection has (waiting up to timeout_ms for it) and queues its frames;
+ * returns whether it read anything, a whole frame or not. */
+static bool tc_pump(struct tc *t, int timeout_ms)
 {
 	struct pollfd p = {t->ch.fd, POLLIN, 0};
 	struct ipc_frame f;
@@ -89,7 +91,8 @@ static void tc_pump(struct tc *t, int timeout_ms)
 
 	sonde__ipc_chan_flush(&t->ch);
 	if (poll(&p, 1, timeout_ms) <= 0)
-		return;
+		return false;
+	uint64_t had = t->ch.rx_base + t->ch.rx.len;
 	rc = sonde__ipc_chan_read(&t->ch);
 	while (sonde__ipc_chan_next(&t->ch, &f, &fd) > 0) {
 		struct tc_msg *v = realloc(t->q, (t->nq + 1) * sizeof(*v));
@@ -106,6 +109,7 @@ static void tc_pump(struct tc *t, int timeout_ms)
 	}
 	if (rc < 0 && rc != -ECONNRESET)
 		FAIL("connection error: %s", sonde_strerror(rc));
+	return t->ch.rx_base + t->ch.rx.len != had;
 }
 
 bool (*svc_util_pump)(void);
@@ -135,11 +139,11 @@ struct tc_msg *tc_wait(struct tc *t, uint64_t req, int timeout_ms)
 			return m;
 		if (svc_util_pump) {
 			/* in-process: the reply is there once the service has nothing left to
-			 * do; time passes only when the test advances the clock */
-			size_t had = t->nq;
+			 * do; time passes only when the test advances the clock. Reading part
+			 * of a large reply is progress too: the service may have been waiting
+			 * for room in the socket to send the rest */
 			bool busy = svc_util_pump();
-			tc_pump(t, 0);
-			if (!busy && t->nq == had)
+			if (!tc_pump(t, 0) && !busy)
 				return NULL;
 			continue;
 		}
@@ -478,6 +482,38 @@ void tcfg_basic(struct buf *b, uint32_t size_kb, const char *const *ds, size_t n
 	}
 }
 
+void tcfg_filtered(struct buf *b, const struct tcfg_filter *f)
+{
+	sonde__buf_reset(b);
+	size_t m = sonde__pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
+	sonde__pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, 1024);
+	sonde__pb_end(b, m);
+	size_t d = sonde__pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
+	size_t c = sonde__pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
+	sonde__pb_put_string(b, PF_DS_CONFIG_NAME, "test.ds");
+	sonde__pb_end(b, c);
+	for (size_t i = 0; i < f->n_producers; i++)
+		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER, f->producers[i]);
+	if (f->regex)
+		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER, f->regex);
+	for (size_t i = 0; i < f->n_machines; i++)
+		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_MACHINE_NAME_FILTER, f->machines[i]);
+	sonde__pb_end(b, d);
+	if (f->duration_ms)
+		sonde__pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, f->duration_ms);
+}
+
+struct tc_msg *tcons_change_config(struct tc *t, const struct buf *cfg)
+{
+	struct buf a = BUF_INIT;
+
+	sonde__pb_put_bytes(&a, PF_CHANGE_TRACE_CONFIG_REQ_TRACE_CONFIG, cfg->data, cfg->len);
+	struct tc_msg *m = tc_wait(t, tc_call(t, "ChangeTraceConfig", &a, -1, false), 10000);
+	sonde__buf_free(&a);
+	ASSERT(m != NULL);
+	return m;
+}
+
 uint64_t tcons_enable(struct tc *t, const struct buf *cfg, int fd)
 {
 	struct buf a = BUF_INIT;
@@ -492,13 +528,19 @@ uint64_t tcons_enable(struct tc *t, const struct buf *cfg, int fd)
 char *tcons_wait_disabled(struct tc *t, uint64_t req, int timeout_ms)
 {
 	struct tc_msg *m = tc_wait(t, req, timeout_ms);
+
+	if (!m)
+		FAIL("EnableTracing was not answered within %d ms", timeout_ms);
+	return tcons_disabled_reply(m);
+}
+
+char *tcons_disabled_reply(struct tc_msg *m)
+{
 	struct pb_reader r;
 	struct pb_field f;
 	bool disabled = false;
 	char *err = NULL;
 
-	if (!m)
-		FAIL("EnableTracing was not answered within %d ms", timeout_ms);
 	ASSERT(m->f.success);
 	ASSERT(!m->f.has_more);
 	r = pb_reader_init(m->f.data, m->f.data_len);

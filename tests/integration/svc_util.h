@@ -104,10 +104,27 @@ void tprod_notify(struct tprod *p, const char *method, uint64_t inst_id);
 /* ---- consumer ---- */
 /* A TraceConfig with one buffer of size_kb and data sources ds[0..n). */
 void tcfg_basic(struct buf *b, uint32_t size_kb, const char *const *ds, size_t n);
+/* The filters of tcfg_filtered: producer names (exact), a producer name regex, machine
+ * names, and a duration; each may be left out (NULL, 0). */
+struct tcfg_filter {
+	const char *const *producers;
+	size_t n_producers;
+	const char *regex;
+	const char *const *machines;
+	size_t n_machines;
+	uint32_t duration_ms;
+};
+/* Replaces b with a TraceConfig of one 1024 KiB buffer and data source test.ds restricted
+ * by f's filters, with f's duration_ms. */
+void tcfg_filtered(struct buf *b, const struct tcfg_filter *f);
 uint64_t tcons_enable(struct tc *t, const struct buf *cfg, int fd);
+/* ChangeTraceConfig to cfg; its reply, whatever its outcome (free with tc_msg_free). */
+struct tc_msg *tcons_change_config(struct tc *t, const struct buf *cfg);
 /* Asserts the EnableTracing reply (disabled=true) arrives within timeout_ms; returns its
  * error string (malloc'd, or NULL). */
 char *tcons_wait_disabled(struct tc *t, uint64_t req, int timeout_ms);
+/* The same for a reply already taken (m: not NULL; freed). */
+char *tcons_disabled_reply(struct tc_msg *m);
 /* ReadBuffers until has_more=false; appends packets in Trace file format to trace. */
 void tcons_read(struct tc *t, struct buf *trace);
 

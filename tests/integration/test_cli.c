@@ -244,13 +244,15 @@ static const struct cli_row cli_rows[] = {
 	 "--set-socket-permissions 0:0660:0:0660 --lockdown --max-sessions 2 "
 	 "--max-sessions-per-uid 2 --max-connections 9 --max-connections-per-uid 9 "
 	 "--max-buffers 2 --max-session-buffer-kb 1024 --max-buffer-kb-per-uid 1024 "
-	 "--max-smb-kb 1024 --max-pending-kb 1024 --remote-handshake-ms 2000 --no-perf --no-probes -b --background -f "
+	 "--max-smb-kb 1024 --max-pending-kb 1024 --remote-handshake-ms 2000 --stall-timeout-ms "
+	 "2000 --no-perf --no-probes -b --background -f "
 	 "--foreground -l warn --log-level warn --relay-socket 127.0.0.1:1 --machine-name box "
 	 "--relay 127.0.0.1:9 -V",
 	 0, "sonded " SONDE_VERSION},
 	{"sonded", "--version", 0, "sonded " SONDE_VERSION},
 	{"sonded", "--max-sessions x", 2, "invalid option value 'x'"},
 	{"sonded", "--remote-handshake-ms x", 2, "invalid option value 'x'"},
+	{"sonded", "--stall-timeout-ms 0", 2, "invalid option value '0'"},
 	{"sonded", "-p %T/p -c %T/c -x none --no-probes --relay-socket %T/r", 1,
 	 "not a HOST:PORT, [V6]:PORT or vsock://CID:PORT address"},
 	{"sonded", "--relay", 2, "missing value for option '--relay'"},

@@ -550,7 +550,7 @@ TEST_TIMEOUT(hostile_fd_exhaustion_does_not_spin, 120)
 
 /* ------------------------------------------------------------------ slow but steady */
 
-enum { BULK_PACKETS = 3000, BULK_PAD = 990, BULK_RATE = 200 * 1024 /* bytes/s */ };
+enum { BULK_PACKETS = 1500, BULK_PAD = 990, BULK_RATE = 400 * 1024 /* bytes/s */ };
 
 static void bulk_fill(struct tprod *p, uint32_t target)
 {
@@ -616,8 +616,9 @@ static int bulk_read_slowly(int fd, uint64_t id, uint8_t *seen)
 	return found;
 }
 
-/* A consumer reading a 3 MB trace at 200 KB/s takes 15 s, longer than the 10 s send
- * timeout, but it keeps taking bytes: it is slow, not stalled, and gets everything. */
+/* A consumer reading a 1.5 MB trace at 400 KB/s takes almost 4 s, longer than sonded's
+ * stall timeout (set to 2 s: a reply of up to 128 KB is read every 0.3 s), but it keeps
+ * taking bytes: it is slow, not stalled, and gets everything. */
 TEST_TIMEOUT(hostile_slow_but_steady_reader_is_served, 120)
 {
 	static const char *const ds[] = {"bulk.ds"};
@@ -627,8 +628,9 @@ TEST_TIMEOUT(hostile_slow_but_steady_reader_is_served, 120)
 	struct tc c;
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT;
+	static const char *const stall[] = {"--stall-timeout-ms", "2000", NULL};
 
-	sonded_start(&d, NULL);
+	sonded_start(&d, stall);
 	tprod_open(&p, d.psock, "bulk-producer", false);
 	tprod_register(&p, "bulk.ds", false, false);
 	tc_open(&c, d.csock, "ConsumerPort");
@@ -641,7 +643,11 @@ TEST_TIMEOUT(hostile_slow_but_steady_reader_is_served, 120)
 	double t0 = test_now();
 	uint64_t id = tc_call(&c, "ReadBuffers", NULL, -1, false);
 	ASSERT_INT(bulk_read_slowly(c.ch.fd, id, seen), ==, BULK_PACKETS);
-	ASSERT_INT(test_now() - t0, >, 11); /* it did outlast the send timeout */
+	/* it did outlast the stall timeout by a second at least (its sleeps alone add up
+	 * to 1.5 MB / 400 KB/s, 3.6 s) */
+	double took = test_now() - t0;
+	printf("read in %.2f s\n", took);
+	ASSERT(took > 3.0);
 	sonde__buf_free(&cfg);
 	tc_close(&c);
 	tc_close(&p.t);

@@ -297,14 +297,14 @@ TEST_TIMEOUT(liveness_trace_refuses_a_service_run_by_another_user, 90)
 	ASSERT_INT(test_wait(d, 20), ==, 0);
 }
 
-/* In the attacker's child (so it never asserts): for 12 s, every 300 ms, a new consumer
- * connects and has its BindService answered within 1 s. 0, 1 after a slow answer, 2 when
- * there was none. */
+/* In the attacker's child (so it never asserts): for 3 s, past the 2 s stall timeout the
+ * test sets, every 300 ms, a new consumer connects and has its BindService answered within
+ * 1 s. 0, 1 after a slow answer, 2 when there was none. */
 static int new_clients_answer(void *arg)
 {
 	const struct hostile *h = arg;
 
-	for (double end = test_now() + 12; test_now() < end; usleep(300000)) {
+	for (double end = test_now() + 3; test_now() < end; usleep(300000)) {
 		double t0 = test_now();
 		int fd = sonde__ipc_connect(h->d.csock);
 		if (fd < 0 || !raw_bind_answered(fd, "ConsumerPort"))
@@ -350,7 +350,8 @@ static void write_chunks(struct tprod *p, uint32_t target, unsigned n)
 
 /* uid nobody passes a pipe that nobody reads as its write_into_file fd and fills it: the
  * writer blocks, the loop does not. The witness loses nothing, new clients are answered
- * at once, and after 10 s without progress nobody's session ends with the reason. */
+ * at once, and after sonded's stall timeout (set to 2 s; 10 s by default) without progress
+ * nobody's session ends with the reason. */
 TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 120)
 {
 	struct hostile h;
@@ -359,8 +360,10 @@ TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 120)
 	struct tc nb;
 	int pfd[2];
 
+	static const char *const stall[] = {"--stall-timeout-ms", "2000", NULL};
+
 	sec_require_root();
-	hostile_up(&h, NULL);
+	hostile_up_args(&h, NULL, stall);
 	tprod_open(&p, h.d.psock, "pipe-producer", false);
 	tprod_register(&p, "liveness.pipe", false, false);
 	tc_open_fd(&nb, sec_connect_as(SEC_NOBODY, h.d.csock), "ConsumerPort");

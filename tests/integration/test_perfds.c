@@ -547,12 +547,14 @@ TEST_TIMEOUT(perfds_period_is_cpu_time_between_samples, 300)
 	/* sessions until MIN_GAPS spacings in all: a loaded machine gives the target less CPU
 	 * time in one session, so fewer samples */
 	for (int round = 1; round <= 4 && n < MIN_GAPS; round++) {
-		const char *argv[] = {test_prog("cputime_log"), "14", logf, NULL};
+		/* the target outlasts the session, whose 4 s give ~110 samples at 35 ms when the
+		 * target has a CPU to itself; its log is written when it exits */
+		const char *argv[] = {test_prog("cputime_log"), "5", logf, NULL};
 		pid_t pid = test_spawn(argv);
 		usleep(200000);
 		snprintf(cfg, sizeof(cfg),
 			 "buffers { size_kb: 16384 fill_policy: DISCARD }\n"
-			 "duration_ms: 8000\n"
+			 "duration_ms: 4000\n"
 			 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
 			 "  timebase { period: %d counter: SW_CPU_CLOCK }\n"
 			 "  callstack_sampling { scope { target_pid: %d } } } } }\n",

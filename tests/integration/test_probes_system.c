@@ -143,27 +143,35 @@ static void wait_sources(const struct sonded *d)
 	client_wait_data_source(d->csock, "linux.sys_stats");
 }
 
-/* Whether our sonded's probes hold linux.ftrace's lock (/proc/locks names the flock's
- * owner; another test run's probes may hold it) and its instance records sched_switch. */
-static bool ftrace_on(const struct sonded *d, const char *root)
+/* The pid holding linux.ftrace's lock (/proc/locks names the flock's owner), 0 if none. */
+static pid_t ftrace_holder(void)
 {
-	char path[600], line[256];
+	char line[256];
 	struct stat st;
-	bool ours = false;
+	pid_t holder = 0;
 
-	pid_t probes = sonded_probes_pid(d, 0, 10);
 	if (stat("/run/sonde/ftrace-sonde.lock", &st) < 0)
-		return false;
+		return 0;
 	FILE *f = fopen("/proc/locks", "re");
 	while (f && fgets(line, sizeof(line), f)) {
 		int pid;
 		unsigned long ino;
 		if (sscanf(line, "%*d: FLOCK %*s %*s %d %*x:%*x:%lu", &pid, &ino) == 2 &&
-		    pid == probes && ino == st.st_ino)
-			ours = true;
+		    ino == st.st_ino)
+			holder = pid;
 	}
 	if (f)
 		fclose(f);
+	return holder;
+}
+
+/* Whether our sonded's probes hold linux.ftrace's lock (another test run's probes may hold
+ * it) and its instance records sched_switch. */
+static bool ftrace_on(const struct sonded *d, const char *root)
+{
+	char path[600];
+	bool ours = ftrace_holder() == sonded_probes_pid(d, 0, 10);
+
 	snprintf(path, sizeof(path), "%s/instances/sonde/events/sched/sched_switch/enable", root);
 	char *s = test_read_file(path, NULL);
 	bool on = ours && s && s[0] == '1';
@@ -176,21 +184,27 @@ static bool ftrace_on(const struct sonded *d, const char *root)
 static pid_t trace_recording(const struct sonded *d, const char *root, const char *cfg,
 			     const char *out)
 {
+	pid_t probes = sonded_probes_pid(d, 0, 10);
+
 	for (double end = test_now() + 90;;) {
-		pid_t t = trace_spawn(false, d->csock, cfg, out);
-		for (double e2 = test_now() + 20; test_now() < e2; usleep(20000)) {
+		pid_t t = trace_spawn(false, d->csock, cfg, out), other = 0;
+		for (double e2 = test_now() + 20; test_now() < e2 && !other; usleep(20000)) {
 			if (ftrace_on(d, root))
 				return t;
 			int st;
 			if (waitpid(t, &st, WNOHANG) == t)
 				FAIL("sonde trace exited before linux.ftrace recorded");
+			pid_t h = ftrace_holder();
+			other = h && h != probes ? h : 0;
 		}
-		/* another test run's probes hold ftrace (its message is in this trace) */
+		/* another test run's probes hold ftrace (its message is in this trace): again
+		 * once they let it go, rather than after the 20 s given to a slow start */
 		kill(t, SIGINT);
 		test_wait(t, 60);
+		while (ftrace_holder() && ftrace_holder() != probes && test_now() < end)
+			usleep(20000);
 		if (test_now() > end)
 			FAIL("linux.ftrace never started recording");
-		usleep(500000);
 	}
 }
 

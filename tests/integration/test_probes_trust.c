@@ -26,6 +26,7 @@
 #include "../test.h"
 #include "../util.h"
 #include "client_util.h"
+#include "hostile_util.h"
 #include "pftrace_util.h"
 #include "sec_util.h"
 #include "svc_util.h"
@@ -422,10 +423,19 @@ TEST_TIMEOUT(probes_trust_restart_is_noticed_in_the_session, 240)
 	pid_t own = test_spawn_as(SEC_NOBODY, SEC_NOBODY, NULL, argv);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)own);
 	pid_t probes = sonded_probes_pid(&d, 0, 10);
-	pid_t tr = trace_start(SEC_NOBODY, d.csock, scope, 12000, false, &r);
+	pid_t tr = trace_start(SEC_NOBODY, d.csock, scope, 60000, false, &r);
 	wait_perf_event(probes);
 	kill(probes, SIGKILL);
 	wait_perf_event(sonded_probes_pid(&d, probes, 20));
+	/* the session ends (Ctrl-C: a flush, then the trace) once the target has had 1 s of
+	 * CPU under the new probes, rather than at a fixed duration: about 200 periods at
+	 * 199 Hz, of which those in user code give samples (user frames only: nobody's
+	 * session: about 30) */
+	double c0 = proc_cpu_s(own);
+	for (double end = test_now() + 60; proc_cpu_s(own) - c0 < 1.0; usleep(20000))
+		if (test_now() > end)
+			FAIL("the target had no 1 s of CPU in 60 s");
+	kill(tr, SIGINT);
 	trace_end(tr, &r);
 	printf("%s", r.err);
 	snprintf(want, sizeof(want), "linux.perf: warning: sonde probes (pid %d) ended",
@@ -433,6 +443,7 @@ TEST_TIMEOUT(probes_trust_restart_is_noticed_in_the_session, 240)
 	ASSERT_CONTAINS(r.err, want);
 	/* the new probes opened the instance's events again (waited for above), and the
 	 * trace has samples of it */
+	printf("%zu samples of the target\n", (size_t)pft_samples_of(&r.t, (uint32_t)own));
 	ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)own), >=, 1);
 	trun_free(&r);
 	stop_target(own);

@@ -210,13 +210,15 @@ static bool check(void *ctx, pid_t pid)
 	return true;
 }
 
-/* Samples of pid in a spool, by `sonde report --folded --pid`. */
-static uint64_t spool_samples_of(const char *spool, pid_t pid)
+/* Samples of pid in a spool, by `sonde report --folded --pid`; with comm, only those of
+ * its threads under that name (--comm: a thread is named again after its exec). */
+static uint64_t spool_samples_of(const char *spool, pid_t pid, const char *comm)
 {
 	struct test_output o;
 	uint64_t n = 0;
 
-	test_runf(&o, 60, "%s report --folded --pid %d -i %s", test_bin("sonde"), (int)pid, spool);
+	test_runf(&o, 60, "%s report --folded --pid %d%s%s -i %s", test_bin("sonde"), (int)pid,
+		  comm ? " --comm " : "", comm ? comm : "", spool);
 	ASSERT_INT(o.status, ==, 0);
 	for (char *line = strtok(o.out, "\n"); line; line = strtok(NULL, "\n")) {
 		char *sp = strrchr(line, ' ');
@@ -226,9 +228,30 @@ static uint64_t spool_samples_of(const char *spool, pid_t pid)
 	return n;
 }
 
+/* CPU seconds pid has run (utime + stime), -1 once it is gone. */
+static double cpu_s(pid_t pid)
+{
+	char path[64], *text;
+	unsigned long ut, st;
+	double s = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(text = test_read_file(path, NULL)))
+		return -1;
+	const char *p = strrchr(text, ')'); /* the command may hold spaces */
+	if (p &&
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+		s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	free(text);
+	return s;
+}
+
 /* opts.process_check in a system-wide recording: asked about each process, what it
  * refuses is not recorded, and it is asked again at an exec, whose refusal retires the
- * process; the processes it allows are. */
+ * process; the processes it allows are. The recording runs until the allowed process and
+ * the exec'd one have each had CPU time enough for samples (not a fixed time, which a
+ * loaded machine gives them too little of). The exec'd process was a shell, allowed,
+ * until its exec: samples of it as sh are its own and may be there; not one as split. */
 TEST_TIMEOUT(record_api_system_process_check, 120)
 {
 	const char *spool = test_path("check.spool");
@@ -251,10 +274,17 @@ TEST_TIMEOUT(record_api_system_process_check, 120)
 					 .process_check_ctx = &k};
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 	struct sonde_recorder *r = ASSERT_NOT_NULL(sonde_recorder__attach_system(spool, &opts));
+	double allowed0 = cpu_s(allowed);
+	ASSERT(allowed0 >= 0);
 	test_write_file(go, "", 0);
-	double end = test_now() + 2.5;
-	while (test_now() < end)
+	/* 0.3 s of CPU: about 60 samples at 199 Hz, when 20 are asked of the allowed one */
+	double end = test_now() + 90;
+	while (!(comm_is(k.execs, "split") && cpu_s(k.execs) >= 0.3 &&
+		 cpu_s(allowed) - allowed0 >= 0.3)) {
+		if (test_now() > end)
+			FAIL("the two spinning processes did not get 0.3 s of CPU each in 90 s");
 		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+	}
 	ASSERT_OK(sonde_recorder__finish(r, &sum));
 	sonde_recorder__free(r);
 	pid_t kids[] = {allowed, k.refused, k.execs};
@@ -266,9 +296,9 @@ TEST_TIMEOUT(record_api_system_process_check, 120)
 	ASSERT_INT(k.calls_execs, >=, 2);   /* at the start, and at its exec */
 	ASSERT_UINT(sum.processes_refused, >=, 2);
 	ASSERT_UINT(sum.unfollowed_samples, >=, 1);
-	ASSERT_UINT(spool_samples_of(spool, k.refused), ==, 0);
-	ASSERT_UINT(spool_samples_of(spool, k.execs), ==, 0);
-	ASSERT_UINT(spool_samples_of(spool, allowed), >=, 20);
+	ASSERT_UINT(spool_samples_of(spool, k.refused, NULL), ==, 0);
+	ASSERT_UINT(spool_samples_of(spool, k.execs, "split"), ==, 0);
+	ASSERT_UINT(spool_samples_of(spool, allowed, "split"), >=, 20);
 }
 
 /* A tracepoint filter the kernel refuses is one error, and needs a tracepoint. */
@@ -311,7 +341,7 @@ TEST_TIMEOUT(record_api_tracepoint_filter, 60)
 	uint64_t hits, all;
 	folded_counts(spool, ";main;sleep_caller;", &hits, &all);
 	ASSERT_UINT(hits, >=, 100);
-	ASSERT_UINT(spool_samples_of(spool, sl), ==, all);
+	ASSERT_UINT(spool_samples_of(spool, sl, NULL), ==, all);
 }
 
 /* As uid nobody: either tracefs is root's (its default 0700) and it says so, or the

@@ -1,5 +1,9 @@
-/* sonded's security model over its real sockets: lockdown, session and connection caps,
- * buffer limits, output_path creation, socket permissions (docs/service.md "Security"). */
+/* The service's security model (docs/service.md "Security"), in-process (svc_inproc.h):
+ * lockdown, session and connection caps, buffer limits, output_path creation (also for
+ * another uid), forged service fields and the pending limit. Another uid's clients
+ * connect from a child running as that uid (sec_connect_as) to the in-process service's
+ * sockets, which it accepts as sonded would. Socket permissions stay on a spawned
+ * sonded's sockets. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -32,28 +36,57 @@ static void short_config(struct buf *b, uint32_t size_kb)
 	sonde__pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, 50);
 }
 
+/* The in-process service of the running test. */
+static struct inproc *cur;
+
+/* EnableTracing of cfg; its error once the session ended (NULL: it ran). A refused
+ * session's reply is there at once, and an accepted one ends at its duration (the clock
+ * moved to it) once the file writer's thread, if any, closed its file. */
 static char *enable(struct tc *c, const struct buf *cfg)
 {
-	return tcons_wait_disabled(c, tcons_enable(c, cfg, -1), 20000);
+	uint64_t req = tcons_enable(c, cfg, -1);
+
+	ASSERT(cur != NULL);
+	inproc_advance(cur, 50);
+	struct tc_msg *m = inproc_wait_writer_reply(cur, c, req, 20);
+	if (!m)
+		FAIL("EnableTracing was not answered");
+	return tcons_disabled_reply(m);
 }
 
-/* True if the peer closed c (EOF) within timeout_ms. */
-static bool closed_by_peer(struct tc *t, int timeout_ms)
+/* The service of a test, in-process with o, its sockets' names in d. */
+static void up(struct inproc *h, struct sonded *d, const struct sonde_service_opts *o)
 {
-	double end = test_now() + timeout_ms / 1000.0;
+	struct sonde_service_opts def = {.sz = sizeof(def)};
 
-	while (test_now() < end) {
+	inproc_up_opts(h, o ? o : &def);
+	inproc_sockets(h, d);
+	cur = h;
+}
+
+static void down(struct inproc *h)
+{
+	inproc_down(h);
+	cur = NULL;
+}
+
+/* Whether the in-process service closed t (EOF), reading all it sent before: the service
+ * runs until it is idle, when it has closed t or will not; nothing is waited for. */
+static bool closed_by_peer(struct tc *t)
+{
+	ASSERT(svc_util_pump != NULL);
+	for (;;) {
+		svc_util_pump();
 		struct pollfd p = {t->ch.fd, POLLIN, 0};
-		if (poll(&p, 1, 100) > 0) {
-			int rc = sonde__ipc_chan_read(&t->ch);
-			if (rc == -ECONNRESET || rc == -EPIPE)
-				return true;
-			struct ipc_frame f;
-			while (sonde__ipc_chan_next(&t->ch, &f, NULL) > 0)
-				;
-		}
+		if (poll(&p, 1, 0) <= 0)
+			return false;
+		int rc = sonde__ipc_chan_read(&t->ch);
+		if (rc == -ECONNRESET || rc == -EPIPE)
+			return true;
+		struct ipc_frame f;
+		while (sonde__ipc_chan_next(&t->ch, &f, NULL) > 0)
+			;
 	}
-	return false;
 }
 
 /* InitializeConnection from a raw producer; returns the reply or error frame. */
@@ -79,11 +112,13 @@ static void expect_lockdown_refusal(struct tc *t)
 	ASSERT_CONTAINS(msg, "uid 65534");
 	free(msg);
 	tc_msg_free(m);
-	ASSERT(closed_by_peer(t, 5000));
+	ASSERT(closed_by_peer(t));
 }
 
 TEST_TIMEOUT(sec_lockdown_flag_refuses_producers_of_other_uids, 60)
 {
+	struct sonde_service_opts o = {.sz = sizeof(o), .lockdown = true};
+	struct inproc h;
 	struct sonded d;
 	struct tc foreign, c;
 	struct tprod root;
@@ -91,8 +126,7 @@ TEST_TIMEOUT(sec_lockdown_flag_refuses_producers_of_other_uids, 60)
 	struct buf cfg = BUF_INIT;
 
 	sec_require_root();
-	const char *extra[] = {"--lockdown", NULL};
-	sonded_start(&d, extra);
+	up(&h, &d, &o);
 	tc_open_fd(&foreign, sec_connect_as(SEC_NOBODY, d.psock), "ProducerPort");
 	expect_lockdown_refusal(&foreign);
 	tc_close(&foreign);
@@ -107,11 +141,12 @@ TEST_TIMEOUT(sec_lockdown_flag_refuses_producers_of_other_uids, 60)
 	sonde__buf_free(&cfg);
 	tc_close(&c);
 	tc_close(&root.t);
-	sonded_stop(&d);
+	down(&h);
 }
 
 TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tc c, nc, p2;
 	struct tprod foreign;
@@ -119,7 +154,7 @@ TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 	char *err;
 
 	sec_require_root();
-	sonded_start(&d, NULL);
+	up(&h, &d, NULL);
 	/* without lockdown, a producer of another uid is welcome */
 	tprod_open_fd(&foreign, sec_connect_as(SEC_NOBODY, d.psock), "foreign", false);
 	tprod_register(&foreign, "test.ds", false, false);
@@ -138,7 +173,7 @@ TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 	tc_open(&c, d.csock, "ConsumerPort");
 	err = enable(&c, &set);
 	ASSERT(err == NULL);
-	ASSERT(closed_by_peer(&foreign.t, 5000));
+	ASSERT(closed_by_peer(&foreign.t));
 	tc_close(&foreign.t);
 	tc_open_fd(&p2, sec_connect_as(SEC_NOBODY, d.psock), "ProducerPort");
 	expect_lockdown_refusal(&p2);
@@ -159,19 +194,20 @@ TEST_TIMEOUT(sec_lockdown_mode_from_trace_config, 60)
 	tc_close(&c);
 	sonde__buf_free(&set);
 	sonde__buf_free(&clear);
-	sonded_stop(&d);
+	down(&h);
 }
 
 TEST_TIMEOUT(sec_session_caps_per_uid_and_in_total, 90)
 {
+	struct sonde_service_opts o = {.sz = sizeof(o), .max_sessions = 6};
+	struct inproc h;
 	struct sonded d;
 	struct tc c[8];
 	struct buf cfg = BUF_INIT;
 	char *err;
 
 	sec_require_root();
-	const char *extra[] = {"--max-sessions", "6", NULL};
-	sonded_start(&d, extra);
+	up(&h, &d, &o);
 	short_config(&cfg, 64);
 	for (int i = 0; i < 5; i++) { /* the default per-uid cap is 5 */
 		tc_open(&c[i], d.csock, "ConsumerPort");
@@ -192,23 +228,16 @@ TEST_TIMEOUT(sec_session_caps_per_uid_and_in_total, 90)
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "service-wide limit");
 	free(err);
-	/* a session that ends frees its slot */
+	/* a session whose consumer is gone frees its slot, once the service saw it go */
 	tc_close(&c[0]);
-	double end = test_now() + 10;
-	for (;;) {
-		tc_close(&c[6]);
-		tc_open_fd(&c[6], sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
-		err = enable(&c[6], &cfg);
-		if (!err)
-			break;
-		free(err);
-		ASSERT(test_now() < end); /* the disconnect is handled asynchronously */
-		usleep(50000);
-	}
+	inproc_run(&h);
+	tc_close(&c[6]);
+	tc_open_fd(&c[6], sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
+	ASSERT(enable(&c[6], &cfg) == NULL);
 	for (int i = 1; i < 7; i++)
 		tc_close(&c[i]);
 	sonde__buf_free(&cfg);
-	sonded_stop(&d);
+	down(&h);
 }
 
 /* In-process (svc_inproc.h): the limits are the service's, not its sockets'. Each refusal
@@ -275,13 +304,14 @@ static char *enable_path(struct tc *c, const char *path)
 
 TEST_TIMEOUT(sec_output_path_is_created_exclusively_never_through_symlinks, 60)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tc c;
 	struct stat st;
 	char *err;
 	const char *victim = test_path("victim"), *link = test_path("link.pftrace");
 
-	sonded_start(&d, NULL);
+	up(&h, &d, NULL);
 	test_write_file(victim, "precious", 8);
 	ASSERT_OK(symlink(victim, link));
 	tc_open(&c, d.csock, "ConsumerPort");
@@ -317,18 +347,19 @@ TEST_TIMEOUT(sec_output_path_is_created_exclusively_never_through_symlinks, 60)
 	ASSERT(S_ISREG(st.st_mode));
 	ASSERT_UINT(st.st_mode & 0777, ==, 0644);
 	tc_close(&c);
-	sonded_stop(&d);
+	down(&h);
 }
 
 TEST_TIMEOUT(sec_output_path_of_another_uid_is_created_with_its_rights, 60)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tc c;
 	struct stat st;
 	char *err, priv[512], open_dir[512], file[600];
 
 	sec_require_root();
-	sonded_start(&d, NULL);
+	up(&h, &d, NULL);
 	snprintf(priv, sizeof(priv), "%s/root-only", test_tmpdir());
 	snprintf(open_dir, sizeof(open_dir), "%s/nobody-dir", test_tmpdir());
 	ASSERT_OK(mkdir(priv, 0700));
@@ -350,7 +381,7 @@ TEST_TIMEOUT(sec_output_path_of_another_uid_is_created_with_its_rights, 60)
 	ASSERT_UINT(st.st_uid, ==, SEC_NOBODY); /* the consumer's file, not root's */
 	ASSERT_UINT(st.st_mode & 0777, ==, 0644);
 	tc_close(&c);
-	sonded_stop(&d);
+	down(&h);
 }
 
 static unsigned mode_of(const char *path)
@@ -413,12 +444,13 @@ TEST_TIMEOUT(sec_socket_modes_and_groups_are_applied, 60)
 
 TEST_TIMEOUT(sec_connections_per_uid_are_capped, 60)
 {
+	struct sonde_service_opts o = {.sz = sizeof(o), .max_connections_per_uid = 3};
+	struct inproc h;
 	struct sonded d;
 	struct tc t[4], other;
 
 	sec_require_root();
-	const char *extra[] = {"--max-connections-per-uid", "3", NULL};
-	sonded_start(&d, extra);
+	up(&h, &d, &o);
 	for (int i = 0; i < 3; i++)
 		tc_open(&t[i], d.csock, "ConsumerPort");
 	/* the fourth of this uid is closed at once */
@@ -426,28 +458,19 @@ TEST_TIMEOUT(sec_connections_per_uid_are_capped, 60)
 	ASSERT_OK(fd);
 	struct tc extra_conn = {.ch = {.fd = -1}};
 	ASSERT_OK(sonde__ipc_chan_init(&extra_conn.ch, fd));
-	ASSERT(closed_by_peer(&extra_conn, 5000));
+	ASSERT(closed_by_peer(&extra_conn));
 	sonde__ipc_chan_close(&extra_conn.ch);
 	/* other uids are not affected */
 	tc_open_fd(&other, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
 	tc_close(&other);
-	/* a closed connection frees its slot */
+	/* a closed connection frees its slot, once the service saw it close */
 	tc_close(&t[0]);
-	double end = test_now() + 10;
-	for (;;) {
-		fd = sonde__ipc_connect(d.csock);
-		ASSERT_OK(fd);
-		struct tc probe = {.ch = {.fd = -1}};
-		ASSERT_OK(sonde__ipc_chan_init(&probe.ch, fd));
-		bool closed = closed_by_peer(&probe, 300);
-		sonde__ipc_chan_close(&probe.ch);
-		if (!closed)
-			break;
-		ASSERT(test_now() < end);
-	}
+	inproc_run(&h);
+	tc_open(&t[0], d.csock, "ConsumerPort");
+	tc_close(&t[0]);
 	tc_close(&t[1]);
 	tc_close(&t[2]);
-	sonded_stop(&d);
+	down(&h);
 }
 
 /* TraceStats.invalid_packets of the consumer's session. */
@@ -473,17 +496,17 @@ static uint64_t invalid_packets(struct tc *c)
 
 TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tprod p;
 	struct tc c;
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT, trace = BUF_INIT, pk[3] = {BUF_INIT, BUF_INIT, BUF_INIT};
 	unsigned moves[1][2] = {{0, 0}};
 
-	sonded_start(&d, NULL);
-	tprod_open(&p, d.psock, "forger", false);
+	inproc_up(&h);
+	inproc_producer(&h, &p, "forger", false);
 	tprod_register(&p, "test.ds", false, false);
-	tc_open(&c, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &c);
 	tcfg_basic(&cfg, 1024, one_ds, 1);
 	uint64_t en = tcons_enable(&c, &cfg, -1);
 	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
@@ -514,20 +537,20 @@ TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
 	sonde__buf_free(&trace);
 	tc_close(&c);
 	tc_close(&p.t);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit, 60)
 {
-	struct sonded d;
+	struct sonde_service_opts o = {.sz = sizeof(o), .max_pending_kb = 1}; /* raised to 5 MiB */
+	struct inproc h;
 	struct tprod p;
 	struct tc c, other;
 	struct buf a = BUF_INIT;
 
-	const char *extra[] = {"--max-pending-kb", "1", NULL}; /* raised to the 5 MiB floor */
-	sonded_start(&d, extra);
+	inproc_up_opts(&h, &o);
 	/* a data source whose descriptor makes every QueryServiceState reply ~100 KB */
-	tprod_open(&p, d.psock, "bulky", false);
+	inproc_producer(&h, &p, "bulky", false);
 	size_t m = sonde__pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
 	sonde__pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, "bulky.ds");
 	char *blob = calloc(1, 100000);
@@ -536,38 +559,28 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 	free(blob);
 	sonde__pb_end(&a, m);
 	tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "RegisterDataSource", &a, -1, false)));
-	/* 120 requests, replies never read: over 5 MiB queue up */
-	tc_open(&c, d.csock, "ConsumerPort");
-	double t0 = test_now();
+	/* 120 requests, replies never read: the service closes it (docs/service.md, Limits:
+	 * unsent bytes, or requests waiting behind unread replies) with its clock still, far
+	 * from the 10 s send timeout */
+	inproc_consumer(&h, &c);
 	for (int i = 0; i < 120; i++)
 		tc_call(&c, "QueryServiceState", NULL, -1, false);
-	/* the service closes it well before the 10 s send timeout would */
-	bool closed = false;
-	while (!closed && test_now() - t0 < 8) {
-		struct pollfd pf = {c.ch.fd, POLLIN, 0};
-		if (poll(&pf, 1, 100) > 0) {
-			int rc = sonde__ipc_chan_read(&c.ch);
-			closed = rc == -ECONNRESET || rc == -EPIPE;
-			struct ipc_frame f;
-			while (sonde__ipc_chan_next(&c.ch, &f, NULL) > 0)
-				;
-			if (!closed && test_now() - t0 < 1)
-				usleep(200000); /* stay slow at first: let the queue build up */
-		}
-	}
-	ASSERT(closed);
+	sonde__ipc_chan_flush(&c.ch);
+	inproc_run(&h);
+	ASSERT(closed_by_peer(&c));
 	/* everybody else is served */
-	tc_open(&other, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &other);
 	tc_msg_free(tc_ok(&other, tc_call(&other, "QueryCapabilities", NULL, -1, false)));
 	tc_close(&other);
 	tc_close(&c);
 	tc_close(&p.t);
 	sonde__buf_free(&a);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tprod p;
 	struct tc rc, nc;
@@ -576,7 +589,7 @@ TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 	unsigned moves[1][2] = {{0, 0}};
 
 	sec_require_root();
-	sonded_start(&d, NULL);
+	up(&h, &d, NULL);
 	tprod_open(&p, d.psock, "root-producer", false);
 	tprod_register(&p, "test.ds", false, false);
 	tc_open(&rc, d.csock, "ConsumerPort");
@@ -626,5 +639,5 @@ TEST_TIMEOUT(sec_another_uid_cannot_read_flush_stop_or_attach_a_session, 60)
 	sonde__buf_free(&pk);
 	tc_close(&rc);
 	tc_close(&p.t);
-	sonded_stop(&d);
+	down(&h);
 }

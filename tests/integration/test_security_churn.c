@@ -1,6 +1,8 @@
-/* sonded against a local user who churns buffer ids or floods requests, and against idle
- * network peers (docs/service.md "Security" and "Limits"). Run as root: the hostile
- * clients are uid nobody, the victims root, as in test_security.c. */
+/* The service against a local user who churns buffer ids or floods requests, and against
+ * idle network peers (docs/service.md "Security" and "Limits"). Run as root: the hostile
+ * clients are uid nobody, the victims root, as in test_security.c. The buffer-id churn and
+ * the idle peers run in-process (svc_inproc.h, the clock moved by the test); the request
+ * flood, which measures sonded's RSS, and `sonde trace --query` run against sonded. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -21,7 +23,9 @@
 #include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "sec_util.h"
+#include "svc_inproc.h"
 #include "svc_util.h"
+#include <sonde/service.h>
 
 static const char *const sdk_ds[] = {"test.ds"};
 
@@ -137,7 +141,8 @@ static uint32_t root_session_with_bound_writer(struct sonded *d, struct tprod *p
  * still bound to the old id commits its last chunk, a fresh writer registered for the new
  * session one of its own. Asserts nobody's trace has the fresh one and nothing of the old
  * session. Returns the new session's buffer id. */
-static uint32_t nobody_session_meets_late_chunk(struct tc *nob, struct tprod *p, uint32_t old)
+static uint32_t nobody_session_meets_late_chunk(struct inproc *h, struct tc *nob, struct tprod *p,
+						uint32_t old)
 {
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT, trace = BUF_INIT;
@@ -145,21 +150,21 @@ static uint32_t nobody_session_meets_late_chunk(struct tc *nob, struct tprod *p,
 	char *err = NULL;
 
 	tcfg_basic(&cfg, 256, sdk_ds, 1);
-	/* a uid over its id budget waits for it to refill: its next session is accepted */
-	double end = test_now() + 30;
-	for (;;) {
+	/* a uid over its id budget waits for it to refill (on the service's clock): its next
+	 * session is accepted, within 30 s */
+	for (int i = 0;; i++) {
 		en = tcons_enable(nob, &cfg, -1);
 		struct tcmd c0;
-		if (tprod_cmd(p, &c0, 2000)) {
+		if (tprod_cmd(p, &c0, 0)) {
 			ASSERT_UINT(c0.kind, ==, PF_ASYNC_CMD_SETUP_DATA_SOURCE);
 			cmd = c0;
 			break;
 		}
-		err = tcons_wait_disabled(nob, en, 20000);
+		err = tcons_wait_disabled(nob, en, 0);
 		ASSERT(err != NULL);
-		ASSERT(test_now() < end);
+		ASSERT_INT(i, <, 60);
 		free(err);
-		usleep(500000);
+		inproc_advance(h, 500);
 	}
 	uint32_t target = cmd.target_buffer;
 	tc_msg_free(cmd.m);
@@ -182,13 +187,15 @@ static uint32_t nobody_session_meets_late_chunk(struct tc *nob, struct tprod *p,
 
 TEST_TIMEOUT(sec3_nobody_burning_buffer_ids_gets_no_root_data, 120)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tprod p;
 	struct tc nob;
 	char *refusal;
 
 	sec_require_root();
-	sonded_start(&d, NULL);
+	inproc_up(&h);
+	inproc_sockets(&h, &d);
 	uint32_t old = root_session_with_bound_writer(&d, &p);
 	tc_open_fd(&nob, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
 	/* every id but the freed one, so that the next allocation would be that one */
@@ -198,21 +205,23 @@ TEST_TIMEOUT(sec3_nobody_burning_buffer_ids_gets_no_root_data, 120)
 	ASSERT_CONTAINS(refusal, "buffer ids");
 	ASSERT_UINT(got, <, 65534);
 	free(refusal);
-	nobody_session_meets_late_chunk(&nob, &p, old);
+	nobody_session_meets_late_chunk(&h, &nob, &p, old);
 	tc_close(&nob);
 	tc_close(&p.t);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 TEST_TIMEOUT(sec3_a_writer_bound_to_a_freed_buffer_never_writes_into_its_successor, 120)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tprod p;
 	struct tc burner, nob;
 	char *refusal;
 
 	sec_require_root();
-	sonded_start(&d, NULL);
+	inproc_up(&h);
+	inproc_sockets(&h, &d);
 	uint32_t old = root_session_with_bound_writer(&d, &p);
 	/* the service's own uid has no id budget: root wraps the ids around to the freed one */
 	tc_open(&burner, d.csock, "ConsumerPort");
@@ -221,10 +230,10 @@ TEST_TIMEOUT(sec3_a_writer_bound_to_a_freed_buffer_never_writes_into_its_success
 	tc_close(&burner);
 	tc_open_fd(&nob, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
 	/* the id is handed out again, yet the old writer's chunk stays out */
-	ASSERT_UINT(nobody_session_meets_late_chunk(&nob, &p, old), ==, old);
+	ASSERT_UINT(nobody_session_meets_late_chunk(&h, &nob, &p, old), ==, old);
 	tc_close(&nob);
 	tc_close(&p.t);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 /* ---------------------------------------------------------------- request floods */
@@ -413,23 +422,21 @@ TEST_TIMEOUT(sec3_unread_reply_floods_are_throttled_and_a_root_session_completes
 
 /* ---------------------------------------------------------------- idle network peers */
 
-/* True once the peer of fd closed it, within timeout_s. */
-static bool eof_within(int fd, double timeout_s)
+/* Whether the in-process service closed fd's peer end, once it has nothing left to do. */
+static bool eof_now(int fd)
 {
-	double end = test_now() + timeout_s;
 	char b[4096];
 
-	while (test_now() < end) {
-		struct pollfd p = {fd, POLLIN, 0};
-		if (poll(&p, 1, 100) <= 0)
-			continue;
-		ssize_t n = read(fd, b, sizeof(b));
+	ASSERT(svc_util_pump != NULL);
+	svc_util_pump();
+	for (;;) {
+		ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 			return true;
+		if (n < 0)
+			return false;
 	}
-	return false;
 }
-
 /* A connection to a relay socket that says who it speaks for, as a relay does first. */
 static int relay_connect(const char *addr)
 {
@@ -451,6 +458,7 @@ static int relay_connect(const char *addr)
 
 TEST_TIMEOUT(sec3_idle_network_peers_are_closed_and_relays_have_their_own_slots, 90)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tprod good, relayed, again;
 	char paddr[64], raddr[64], prod[400];
@@ -459,10 +467,14 @@ TEST_TIMEOUT(sec3_idle_network_peers_are_closed_and_relays_have_their_own_slots,
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", test_free_tcp_port());
 	snprintf(raddr, sizeof(raddr), "127.0.0.1:%u", test_free_tcp_port());
 	snprintf(prod, sizeof(prod), "%s/prod.sock,%s", test_tmpdir(), paddr);
-	/* a handshake timeout short enough for a test; a small quota, as good as 256 */
-	const char *extra[] = {"--relay-socket", raddr, "--max-connections-per-uid", "8",
-			       "--remote-handshake-ms", "2000", NULL};
-	sonded_start_at(&d, prod, NULL, extra);
+	/* a small quota, as good as 256 */
+	struct sonde_service_opts o = {.sz = sizeof(o),
+				       .producer_socket = prod,
+				       .relay_socket = raddr,
+				       .max_connections_per_uid = 8,
+				       .remote_handshake_ms = 2000};
+	inproc_up_opts(&h, &o);
+	inproc_sockets(&h, &d);
 	/* a network producer that binds and initializes at once */
 	tprod_open(&good, paddr, "remote-good", false);
 	/* seven that say nothing take the rest of the network peers' slots: an eighth is
@@ -471,14 +483,18 @@ TEST_TIMEOUT(sec3_idle_network_peers_are_closed_and_relays_have_their_own_slots,
 		idle[i] = sonde__ipc_connect(paddr);
 		ASSERT(idle[i] >= 0);
 	}
-	ASSERT(eof_within(idle[7], 10));
+	ASSERT(eof_now(idle[7]));
 	close(idle[7]);
 	/* a relay's slots are its own: it is served while the network peers' are full */
 	tprod_open_fd(&relayed, relay_connect(raddr), "relayed", false);
 	tprod_register(&relayed, "test.ds", false, false);
-	/* the silent ones are closed after the handshake timeout */
+	/* the silent ones are closed after the handshake timeout (looked for at the
+	 * service's once-a-second housekeeping), and not before */
+	for (int i = 0; i < 7; i++)
+		ASSERT(!eof_now(idle[i]));
+	inproc_advance(&h, 3000);
 	for (int i = 0; i < 7; i++) {
-		ASSERT(eof_within(idle[i], 20));
+		ASSERT(eof_now(idle[i]));
 		close(idle[i]);
 	}
 	/* not the producer that did its handshake, though it is older than the timeout */
@@ -489,7 +505,7 @@ TEST_TIMEOUT(sec3_idle_network_peers_are_closed_and_relays_have_their_own_slots,
 	tc_close(&again.t);
 	tc_close(&relayed.t);
 	tc_close(&good.t);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 /* sonde trace --query shows a producer connected over TCP as remote: the service does not

@@ -1,7 +1,10 @@
-/* sonded, driven only over its sockets with raw IPC frames: binding, a producer session
- * end to end, fragmentation, patching, scraping, write_into_file, and session isolation.
- * Flush and stop acks with their timeouts, deferred start, duration_ms, file write periods
- * and Detach/Attach are timed on an injected clock in test_service_inproc.c. */
+/* The service driven with raw IPC frames. Black-box, over a spawned sonded's sockets:
+ * binding and method ids, a producer session end to end, write_into_file to an
+ * output_path, socket names from the environment. In-process (svc_inproc.h, the clock
+ * moved by the test): fragmentation, patching, scraping, write_into_file through the
+ * consumer's fd, session isolation, producer SMB adoption, large reads, RING_BUFFER and
+ * DISCARD, max_file_size_bytes. Flush and stop acks with their timeouts, deferred start,
+ * duration_ms, file write periods and Detach/Attach are timed in test_service_inproc.c. */
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -15,33 +18,58 @@
 #include "ipc/protos.h"
 #include "ipc/smb.h"
 #include "ipc/sock.h"
+#include "svc_inproc.h"
 #include "svc_util.h"
 
 static const char *const one_ds[] = {"test.ds"};
 
-/* Producer registered, consumer enabled, setup and start received. */
+/* Producer registered, consumer enabled, setup and start received: on a spawned sonded's
+ * sockets, or in-process (svc_inproc.h), where every wait runs the service instead. */
 struct rig {
+	bool inproc;
 	struct sonded d;
+	struct inproc h;
 	struct tprod p;
 	struct tc c;
 	uint64_t enable_req, inst;
 	uint32_t target;
 };
 
-static void rig_up(struct rig *r, const struct buf *cfg, bool scraping, bool nstart, bool nstop)
+static void rig_enable(struct rig *r, const struct buf *cfg, bool scraping, bool nstart, bool nstop)
 {
 	struct tcmd cmd;
 
-	sonded_start(&r->d, NULL);
-	tprod_open(&r->p, r->d.psock, "test-producer", scraping);
-	tprod_register(&r->p, "test.ds", nstart, nstop);
-	tc_open(&r->c, r->d.csock, "ConsumerPort");
+	if (r->inproc) {
+		inproc_producer(&r->h, &r->p, "test-producer", scraping);
+		tprod_register(&r->p, "test.ds", nstart, nstop);
+		inproc_consumer(&r->h, &r->c);
+	} else {
+		tprod_open(&r->p, r->d.psock, "test-producer", scraping);
+		tprod_register(&r->p, "test.ds", nstart, nstop);
+		tc_open(&r->c, r->d.csock, "ConsumerPort");
+	}
 	r->enable_req = tcons_enable(&r->c, cfg, -1);
 	tprod_expect(&r->p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	r->inst = cmd.inst_id;
 	r->target = cmd.target_buffer;
 	ASSERT_UINT(r->target, >=, 1);
 	ASSERT(r->p.smb != NULL); /* setup_tracing came first, with the fd */
+}
+
+/* The in-process rig. */
+static void rig_up(struct rig *r, const struct buf *cfg, bool scraping, bool nstart, bool nstop)
+{
+	r->inproc = true;
+	inproc_up(&r->h);
+	rig_enable(r, cfg, scraping, nstart, nstop);
+}
+
+/* The rig on a spawned sonded's sockets. */
+static void rig_up_sonded(struct rig *r, const struct buf *cfg)
+{
+	r->inproc = false;
+	sonded_start(&r->d, NULL);
+	rig_enable(r, cfg, false, false, false);
 }
 
 static void rig_start(struct rig *r)
@@ -67,7 +95,10 @@ static void rig_down(struct rig *r)
 {
 	tc_close(&r->c);
 	tc_close(&r->p.t);
-	sonded_stop(&r->d);
+	if (r->inproc)
+		inproc_down(&r->h);
+	else
+		sonded_stop(&r->d);
 }
 
 TEST_TIMEOUT(sonded_binds_and_lists_methods_in_proto_order, 60)
@@ -141,7 +172,7 @@ TEST_TIMEOUT(sonded_producer_session_end_to_end, 60)
 	unsigned moves[2][2] = {{0, 0}, {0, 1}};
 
 	tcfg_basic(&cfg, 1024, one_ds, 1);
-	rig_up(&r, &cfg, false, false, false);
+	rig_up_sonded(&r, &cfg);
 	rig_start(&r);
 	/* two chunks of a Div4 page, three packets each */
 	struct iovec v[3];
@@ -335,17 +366,27 @@ TEST_TIMEOUT(sonded_scrapes_chunks_a_producer_never_committed, 60)
 	rig_down(&r);
 }
 
-/* write_into_file with a duration: the service flushes, stops and writes the file. */
-static void file_session(struct rig *r, const struct buf *cfg, int fd, const char *tag, char **err)
+/* write_into_file with a duration (500 ms): the service flushes, stops and writes the
+ * file. In-process, the clock is moved to the duration; on a spawned sonded it passes. */
+static void file_session(struct rig *r, bool inproc, const struct buf *cfg, int fd, const char *tag,
+			 char **err)
 {
 	struct buf pk = BUF_INIT;
 	struct tcmd cmd;
 	unsigned mv[1][2] = {{0, 0}};
 
-	sonded_start(&r->d, NULL);
-	tprod_open(&r->p, r->d.psock, "test-producer", false);
-	tprod_register(&r->p, "test.ds", false, false);
-	tc_open(&r->c, r->d.csock, "ConsumerPort");
+	r->inproc = inproc;
+	if (inproc) {
+		inproc_up(&r->h);
+		inproc_producer(&r->h, &r->p, "test-producer", false);
+		tprod_register(&r->p, "test.ds", false, false);
+		inproc_consumer(&r->h, &r->c);
+	} else {
+		sonded_start(&r->d, NULL);
+		tprod_open(&r->p, r->d.psock, "test-producer", false);
+		tprod_register(&r->p, "test.ds", false, false);
+		tc_open(&r->c, r->d.csock, "ConsumerPort");
+	}
 	r->enable_req = tcons_enable(&r->c, cfg, fd);
 	if (!tprod_cmd(&r->p, &cmd, 2000)) { /* a refused config never reaches the producer */
 		*err = tcons_wait_disabled(&r->c, r->enable_req, 5000);
@@ -360,10 +401,18 @@ static void file_session(struct rig *r, const struct buf *cfg, int fd, const cha
 	struct iovec v = {pk.data, pk.len};
 	tprod_chunk(&r->p, 0, SMB_LAYOUT_DIV1, 0, 1, 0, 0, &v, 1, true);
 	tprod_commit(&r->p, mv, 1, r->target, 0, NULL);
+	if (inproc)
+		inproc_advance(&r->h, 500);
 	tprod_expect(&r->p, PF_ASYNC_CMD_FLUSH, &cmd); /* duration expiry flushes first */
 	tprod_commit(&r->p, NULL, 0, r->target, cmd.flush_id, NULL);
 	tprod_expect(&r->p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
-	*err = tcons_wait_disabled(&r->c, r->enable_req, 10000);
+	if (inproc) {
+		struct tc_msg *m = inproc_wait_writer_reply(&r->h, &r->c, r->enable_req, 20);
+		ASSERT(m != NULL);
+		*err = tcons_disabled_reply(m);
+	} else {
+		*err = tcons_wait_disabled(&r->c, r->enable_req, 10000);
+	}
 	sonde__buf_free(&pk);
 }
 
@@ -389,7 +438,7 @@ TEST_TIMEOUT(sonded_write_into_file_through_consumer_fd, 60)
 	file_config(&cfg, NULL);
 	/* the session ends by duration_ms alone (timed exactly in
 	 * inproc_duration_ms_flushes_then_stops_at_the_duration) */
-	file_session(&r, &cfg, fd, "into-fd-packet", &err);
+	file_session(&r, true, &cfg, fd, "into-fd-packet", &err);
 	ASSERT(err == NULL);
 	close(fd);
 	tcons_read(&r.c, &trace); /* a write_into_file session streams nothing */
@@ -415,7 +464,7 @@ TEST_TIMEOUT(sonded_write_into_file_output_path, 60)
 	struct stat st;
 
 	file_config(&cfg, path);
-	file_session(&r, &cfg, -1, "into-path-packet", &err);
+	file_session(&r, false, &cfg, -1, "into-path-packet", &err);
 	ASSERT(err == NULL);
 	ASSERT_OK(stat(path, &st));
 	ASSERT_UINT(st.st_mode & 0777, ==, 0644);
@@ -426,7 +475,7 @@ TEST_TIMEOUT(sonded_write_into_file_output_path, 60)
 	free(data);
 	rig_down(&r);
 	/* an existing output_path is never overwritten */
-	file_session(&r, &cfg, -1, "never", &err);
+	file_session(&r, false, &cfg, -1, "never", &err);
 	ASSERT(err != NULL);
 	ASSERT_CONTAINS(err, "output_path");
 	free(err);
@@ -436,7 +485,7 @@ TEST_TIMEOUT(sonded_write_into_file_output_path, 60)
 
 TEST_TIMEOUT(sonded_sessions_see_only_their_own_data, 60)
 {
-	struct sonded d;
+	struct inproc h;
 	struct tprod p;
 	struct tc ca, cb;
 	struct buf cfga = BUF_INIT, cfgb = BUF_INIT, pa = BUF_INIT, pb = BUF_INIT;
@@ -446,12 +495,12 @@ TEST_TIMEOUT(sonded_sessions_see_only_their_own_data, 60)
 	uint32_t target_a, target_b;
 	unsigned ma[1][2] = {{0, 0}}, mb[1][2] = {{1, 0}};
 
-	sonded_start(&d, NULL);
-	tprod_open(&p, d.psock, "two-sessions", false);
+	inproc_up(&h);
+	inproc_producer(&h, &p, "two-sessions", false);
 	tprod_register(&p, "ds.a", false, false);
 	tprod_register(&p, "ds.b", false, false);
-	tc_open(&ca, d.csock, "ConsumerPort");
-	tc_open(&cb, d.csock, "ConsumerPort");
+	inproc_consumer(&h, &ca);
+	inproc_consumer(&h, &cb);
 	tcfg_basic(&cfga, 256, a, 1);
 	tcfg_basic(&cfgb, 256, b, 1);
 	uint64_t ea = tcons_enable(&ca, &cfga, -1);
@@ -489,14 +538,14 @@ TEST_TIMEOUT(sonded_sessions_see_only_their_own_data, 60)
 	tc_close(&ca);
 	tc_close(&cb);
 	tc_close(&p.t);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 TEST_TIMEOUT(sonded_adopts_only_sealed_producer_shared_memory, 60)
 {
-	struct sonded d;
+	struct inproc h;
 
-	sonded_start(&d, NULL);
+	inproc_up(&h);
 	for (int sealed = 0; sealed < 2; sealed++) {
 		struct tc t;
 		struct buf a = BUF_INIT;
@@ -506,7 +555,7 @@ TEST_TIMEOUT(sonded_adopts_only_sealed_producer_shared_memory, 60)
 		if (sealed)
 			ASSERT_OK(
 				fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL));
-		tc_open(&t, d.psock, "ProducerPort");
+		tc_open_fd(&t, inproc_adopt(&h, true), "ProducerPort");
 		sonde__pb_put_varint(&a, PF_INIT_CONN_REQ_PAGE_SIZE_HINT_BYTES, 4096);
 		sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "startup");
 		sonde__pb_put_bool(&a, PF_INIT_CONN_REQ_PRODUCER_PROVIDED_SHMEM, true);
@@ -536,7 +585,7 @@ TEST_TIMEOUT(sonded_adopts_only_sealed_producer_shared_memory, 60)
 		sonde__buf_free(&a);
 		tc_close(&t);
 	}
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 /* Commits n one-packet Div1 chunks on writer 1 (chunk ids 0..n-1), 16 pages at a time. */
@@ -636,9 +685,14 @@ TEST_TIMEOUT(sonded_stops_writing_at_max_file_size, 60)
 	rig_up(&r, &cfg, false, false, false);
 	rig_start(&r);
 	commit_many(&r, 40, 3900); /* 160 KB, far above the cap */
-	/* the next periodic drain hits the cap and ends the session by itself */
+	/* the first periodic drain hits the cap and ends the session by itself */
+	inproc_advance(&r.h, 99);
+	ASSERT(!tprod_cmd(&r.p, &cmd, 0));
+	inproc_advance(&r.h, 1);
 	tprod_expect(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
-	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	struct tc_msg *m = inproc_wait_writer_reply(&r.h, &r.c, r.enable_req, 20);
+	ASSERT(m != NULL);
+	ASSERT(tcons_disabled_reply(m) == NULL);
 	ASSERT_OK(stat(path, &st));
 	ASSERT_INT(st.st_size, <=, 20000);
 	ASSERT_INT(st.st_size, >, 4000);

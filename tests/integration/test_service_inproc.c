@@ -265,25 +265,6 @@ TEST_TIMEOUT(inproc_detached_session_survives_and_reattaches, 30)
 	irig_down(&r);
 }
 
-/* Packets in the file at path (the writer thread's work: waited for with a generous
- * deadline, as an event, until count packets tagged tag are there). */
-static int file_count_when(const char *path, const char *tag, int count)
-{
-	double end = test_now() + 20;
-	int n = 0;
-
-	for (;;) {
-		size_t len = 0;
-		char *data = test_read_file(path, &len);
-		struct buf file = {.data = (uint8_t *)data, .len = len, .cap = len};
-		n = data ? trace_count(&file, tag, strlen(tag), NULL) : 0;
-		free(data);
-		if (n >= count || test_now() > end)
-			return n;
-		usleep(1000);
-	}
-}
-
 /* write_into_file: what was committed reaches the file at each file_write_period_ms of the
  * service's clock, not before; duration_ms then ends the session. */
 TEST_TIMEOUT(inproc_write_into_file_at_each_write_period, 30)
@@ -318,9 +299,9 @@ TEST_TIMEOUT(inproc_write_into_file_at_each_write_period, 30)
 	inproc_advance(&r.h, 4999);
 	/* the period has not come: the packet stays in the buffer (a writer that had it
 	 * would have had it at once; nothing to wait for) */
-	ASSERT_INT(file_count_when(path, "period-packet", 0), ==, 0);
+	ASSERT_INT(inproc_file_count_when(path, "period-packet", 0), ==, 0);
 	inproc_advance(&r.h, 1);
-	ASSERT_INT(file_count_when(path, "period-packet", 1), ==, 1);
+	ASSERT_INT(inproc_file_count_when(path, "period-packet", 1), ==, 1);
 	/* duration_ms: a flush, the stop, and the session's end, with nothing streamed */
 	inproc_advance(&r.h, 60000 - 5000);
 	tprod_expect(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
@@ -328,18 +309,13 @@ TEST_TIMEOUT(inproc_write_into_file_at_each_write_period, 30)
 	tprod_expect(&r.p, PF_ASYNC_CMD_STOP_DATA_SOURCE, &cmd);
 	/* the session ends once the writer thread has written the file's tail, which the
 	 * service looks for every 20 ms of its clock */
-	struct tc_msg *m;
-	double end = test_now() + 20;
-	while (!(m = tc_wait(&r.c, r.enable_req, 0)) && test_now() < end) {
-		inproc_wait_thread(&r.h, 1);
-		inproc_advance(&r.h, 20);
-	}
+	struct tc_msg *m = inproc_wait_writer_reply(&r.h, &r.c, r.enable_req, 20);
 	ASSERT(m != NULL);
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	tcons_read(&r.c, &trace);
 	ASSERT_UINT(trace.len, ==, 0); /* a write_into_file session streams nothing */
-	ASSERT_INT(file_count_when(path, "period-packet", 1), ==, 1);
+	ASSERT_INT(inproc_file_count_when(path, "period-packet", 1), ==, 1);
 	sonde__buf_free(&cfg);
 	sonde__buf_free(&pk);
 	sonde__buf_free(&trace);
@@ -388,34 +364,12 @@ TEST_TIMEOUT(inproc_silent_network_peer_is_closed_after_the_handshake_timeout, 3
 
 /* ------------------------------------------------------------------ ChangeTraceConfig */
 
-/* One buffer, test.ds on the producers prod_name (if any) of the machines machines[0..n). */
-static void cfg_on_machines(struct buf *b, const char *prod_name, const char *const *machines,
-			    size_t n)
-{
-	sonde__buf_reset(b);
-	size_t m = sonde__pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
-	sonde__pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, 1024);
-	sonde__pb_end(b, m);
-	size_t d = sonde__pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
-	size_t c = sonde__pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
-	sonde__pb_put_string(b, PF_DS_CONFIG_NAME, "test.ds");
-	sonde__pb_end(b, c);
-	if (prod_name)
-		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER, prod_name);
-	for (size_t i = 0; i < n; i++)
-		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_MACHINE_NAME_FILTER, machines[i]);
-	sonde__pb_end(b, d);
-}
-
+/* ChangeTraceConfig's outcome. */
 static bool change_config_ok(struct tc *c, const struct buf *cfg)
 {
-	struct buf a = BUF_INIT;
-
-	sonde__pb_put_bytes(&a, PF_CHANGE_TRACE_CONFIG_REQ_TRACE_CONFIG, cfg->data, cfg->len);
-	struct tc_msg *m = tc_wait(c, tc_call(c, "ChangeTraceConfig", &a, -1, false), 10000);
-	sonde__buf_free(&a);
-	ASSERT(m != NULL);
+	struct tc_msg *m = tcons_change_config(c, cfg);
 	bool ok = m->f.success;
+
 	tc_msg_free(m);
 	return ok;
 }
@@ -427,7 +381,9 @@ TEST_TIMEOUT(inproc_change_trace_config_honours_machine_name_filter, 30)
 {
 	struct sonde_service_opts o = {.sz = sizeof(o), .machine_name = "box-a"};
 	static const char *const elsewhere[] = {"box-b"}, *const here[] = {"box-a"},
-				 *const host[] = {"host"};
+				 *const host[] = {"host"}, *const prod_p[] = {"prod-p"};
+	struct tcfg_filter f = {
+		.producers = prod_p, .n_producers = 1, .machines = elsewhere, .n_machines = 1};
 	struct inproc h;
 	struct tprod p, q;
 	struct tc c;
@@ -440,34 +396,38 @@ TEST_TIMEOUT(inproc_change_trace_config_honours_machine_name_filter, 30)
 	tprod_register(&p, "test.ds", false, false);
 	tprod_register(&q, "test.ds", false, false);
 	inproc_consumer(&h, &c);
-	cfg_on_machines(&cfg, "prod-p", elsewhere, 1);
+	tcfg_filtered(&cfg, &f);
 	tcons_enable(&c, &cfg, -1);
 	ASSERT(!tprod_cmd(&p, &cmd, 0));
 	ASSERT(!tprod_cmd(&q, &cmd, 0));
 
 	/* this machine by its name: prod-p (the producer filter's) starts, prod-q does not */
-	cfg_on_machines(&cfg, "prod-p", here, 1);
+	f.machines = here;
+	tcfg_filtered(&cfg, &f);
 	ASSERT(change_config_ok(&c, &cfg));
 	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	ASSERT(!tprod_cmd(&q, &cmd, 0));
 
 	/* prod-q named too, but on another machine only: still nothing for it */
-	cfg_on_machines(&cfg, NULL, elsewhere, 1);
+	f.n_producers = 0;
+	f.machines = elsewhere;
+	tcfg_filtered(&cfg, &f);
 	ASSERT(change_config_ok(&c, &cfg));
 	ASSERT(!tprod_cmd(&q, &cmd, 0));
 	ASSERT(!tprod_cmd(&p, &cmd, 0)); /* a running instance is left alone */
 
 	/* "host" stands for this machine's producers: prod-q joins */
-	cfg_on_machines(&cfg, NULL, host, 1);
+	f.machines = host;
+	tcfg_filtered(&cfg, &f);
 	ASSERT(change_config_ok(&c, &cfg));
 	tprod_expect(&q, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	tprod_expect(&q, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	ASSERT(!tprod_cmd(&p, &cmd, 0));
 
 	/* anything else than the filters still may not change */
-	cfg_on_machines(&cfg, NULL, host, 1);
-	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_DURATION_MS, 5000);
+	f.duration_ms = 5000;
+	tcfg_filtered(&cfg, &f);
 	ASSERT(!change_config_ok(&c, &cfg));
 	tc_close(&q.t);
 	tc_close(&p.t);

@@ -1,8 +1,10 @@
-/* sonded's advanced session features, driven only over its sockets with raw IPC frames:
- * START/STOP triggers (timeouts, producer regex, skip probability, max_per_24_h, a
- * flooding producer), CloneSession, ChangeTraceConfig, unique_session_name,
- * incremental-state clearing, Detach/Attach across uids and the session list of
- * QueryServiceState. */
+/* The service's advanced session features, driven with raw IPC frames in-process
+ * (svc_inproc.h, the clock moved by the test): START/STOP triggers (timeouts, producer
+ * regex, skip probability, max_per_24_h, a flooding producer), CloneSession (refusals,
+ * write_into_file sources), ChangeTraceConfig, unique_session_name, incremental-state
+ * clearing, Detach/Attach across uids and the session list of QueryServiceState; another
+ * uid connects from a child running as it to the in-process service's sockets. `sonde
+ * trace --trigger` and `--clone` run against a spawned sonded. */
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
@@ -140,6 +142,7 @@ static void rig_up_inproc(struct rig *r, const struct buf *cfg)
 {
 	r->in = true;
 	inproc_up(&r->h);
+	inproc_sockets(&r->h, &r->d); /* for clients connecting through them */
 	rig_producer(r, &r->p, "test-producer");
 	tprod_register(&r->p, "test.ds", false, false);
 	rig_enable(r, cfg);
@@ -572,9 +575,8 @@ static uint64_t clone_send(struct tc *c, uint64_t id, const char *name, int fd)
 	return req;
 }
 
-static void clone_reply(struct tc *c, uint64_t req, struct clone_resp *out)
+static void clone_parse(struct tc_msg *m, struct clone_resp *out)
 {
-	struct tc_msg *m = tc_ok(c, req);
 	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
 	struct pb_field f;
 	memset(out, 0, sizeof(*out));
@@ -591,6 +593,28 @@ static void clone_reply(struct tc *c, uint64_t req, struct clone_resp *out)
 			out->was_write_into_file = f.u != 0;
 	}
 	tc_msg_free(m);
+}
+
+static void clone_reply(struct tc *c, uint64_t req, struct clone_resp *out)
+{
+	clone_parse(tc_ok(c, req), out);
+}
+
+/* A clone on the in-process rig whose producer leaves the clone's flush unacked: the
+ * clock moves to the source's flush_timeout_ms (cfg_named's 500), and the reply comes
+ * once any copy into the caller's file is done. */
+static void clone_inproc(struct rig *r, struct tc *c, const char *name, int fd,
+			 struct clone_resp *out)
+{
+	uint64_t req = clone_send(c, 0, name, fd);
+
+	inproc_advance(&r->h, 500);
+	struct tc_msg *m = inproc_wait_writer_reply(&r->h, c, req, 20);
+	if (!m)
+		FAIL("CloneSession of %s was not answered", name);
+	ASSERT_UINT(m->f.msg, ==, IPC_MSG_INVOKE_METHOD_REPLY);
+	ASSERT(m->f.success);
+	clone_parse(m, out);
 }
 
 static void clone_call_fd(struct tc *c, uint64_t id, const char *name, int fd,
@@ -759,7 +783,7 @@ TEST_TIMEOUT(clone_refusals_are_clear_errors, 60)
 
 	sec_require_root();
 	cfg_named(&cfg, "root-session");
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	uint64_t src = session_id_of(&r.c, "root-session");
 
@@ -865,10 +889,11 @@ TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 	cfg_named(&cfg, "wif-src");
 	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
 	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
-	sonded_start(&r.d, NULL);
-	tprod_open(&r.p, r.d.psock, "test-producer", false);
+	r.in = true;
+	inproc_up(&r.h);
+	inproc_producer(&r.h, &r.p, "test-producer", false);
 	tprod_register(&r.p, "test.ds", false, false);
-	tc_open(&r.c, r.d.csock, "ConsumerPort");
+	inproc_consumer(&r.h, &r.c);
 	r.enable_req = tcons_enable(&r.c, &cfg, src_fd);
 	close(src_fd);
 	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
@@ -876,18 +901,13 @@ TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 	tc_msg_free(cmd.m);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	commit_tagged(&r.p, r.target, 0, "in-the-file-A");
-	for (int i = 0; i < 100; i++) {
-		read_trace_file(src_path, &trace);
-		if (trace_count(&trace, "in-the-file-A", 13, NULL))
-			break;
-		usleep(100 * 1000);
-	}
-	ASSERT_INT(trace_count(&trace, "in-the-file-A", 13, NULL), ==, 1);
+	inproc_advance(&r.h, 100); /* file_write_period_ms */
+	ASSERT_INT(inproc_file_count_when(src_path, "in-the-file-A", 1), ==, 1);
 	commit_tagged(&r.p, r.target, 1, "in-the-buffer-B");
 
 	/* with the caller's fd (the producer leaves the clone's flush to time out) */
-	tc_open(&k2, r.d.csock, "ConsumerPort");
-	clone_call_fd(&k2, 0, "wif-src", out_fd, &cr);
+	inproc_consumer(&r.h, &k2);
+	clone_inproc(&r, &k2, "wif-src", out_fd, &cr);
 	close(out_fd);
 	ASSERT(cr.success);
 	ASSERT(cr.was_write_into_file);
@@ -900,8 +920,8 @@ TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 	ASSERT_INT(trace_count(&trace, "in-the-buffer-B", 15, NULL), ==, 0);
 
 	/* without an fd: what the source had not written into its file */
-	tc_open(&k3, r.d.csock, "ConsumerPort");
-	clone_call(&k3, 0, "wif-src", &cr);
+	inproc_consumer(&r.h, &k3);
+	clone_inproc(&r, &k3, "wif-src", -1, &cr);
 	ASSERT(cr.success);
 	ASSERT(!cr.was_write_into_file);
 	sonde__buf_reset(&trace);
@@ -911,7 +931,9 @@ TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 	/* the source goes on into its own file only */
 	commit_tagged(&r.p, r.target, 2, "after-the-clone-C");
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
-	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	struct tc_msg *m = inproc_wait_writer_reply(&r.h, &r.c, r.enable_req, 20);
+	ASSERT(m != NULL);
+	free(tcons_disabled_reply(m));
 	read_trace_file(src_path, &trace);
 	ASSERT_INT(trace_count(&trace, "in-the-file-A", 13, NULL), ==, 1);
 	ASSERT_INT(trace_count(&trace, "in-the-buffer-B", 15, NULL), ==, 1);
@@ -943,27 +965,30 @@ TEST_TIMEOUT(clone_write_into_file_session_unreadable_file_is_refused, 60)
 	ASSERT(src_fd >= 0 && out_fd >= 0);
 	cfg_named(&cfg, "wronly-src");
 	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
-	sonded_start(&r.d, NULL);
-	tprod_open(&r.p, r.d.psock, "test-producer", false);
+	r.in = true;
+	inproc_up(&r.h);
+	inproc_producer(&r.h, &r.p, "test-producer", false);
 	tprod_register(&r.p, "test.ds", false, false);
-	tc_open(&r.c, r.d.csock, "ConsumerPort");
+	inproc_consumer(&r.h, &r.c);
 	r.enable_req = tcons_enable(&r.c, &cfg, src_fd);
 	close(src_fd);
 	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	r.target = cmd.target_buffer;
 	tc_msg_free(cmd.m);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	tc_open(&k2, r.d.csock, "ConsumerPort");
-	clone_call_fd(&k2, 0, "wronly-src", out_fd, &cr);
+	inproc_consumer(&r.h, &k2);
+	clone_inproc(&r, &k2, "wronly-src", out_fd, &cr);
 	close(out_fd);
 	ASSERT(!cr.success);
 	ASSERT_CONTAINS(cr.error, "cannot copy the write_into_file session's file");
 	/* the caller has no session: it may clone again; the source still ends normally */
-	clone_call(&k2, 0, "wronly-src", &cr);
+	clone_inproc(&r, &k2, "wronly-src", -1, &cr);
 	ASSERT(cr.success);
 	commit_tagged(&r.p, r.target, 0, "still-written");
 	tc_msg_free(tc_ok(&r.c, tc_call(&r.c, "DisableTracing", NULL, -1, false)));
-	free(tcons_wait_disabled(&r.c, r.enable_req, 10000));
+	struct tc_msg *m = inproc_wait_writer_reply(&r.h, &r.c, r.enable_req, 20);
+	ASSERT(m != NULL);
+	free(tcons_disabled_reply(m));
 	struct buf trace = BUF_INIT;
 	read_trace_file(src_path, &trace);
 	ASSERT_INT(trace_count(&trace, "still-written", 13, NULL), ==, 1);
@@ -975,38 +1000,6 @@ TEST_TIMEOUT(clone_write_into_file_session_unreadable_file_is_refused, 60)
 
 /* ------------------------------------------------------------------ ChangeTraceConfig */
 
-/* One buffer, test.ds restricted to the producers names[0..n) (exact) and regex. */
-static void cfg_filtered(struct buf *b, const char *const *names, size_t n, const char *regex,
-			 uint32_t duration_ms)
-{
-	sonde__buf_reset(b);
-	size_t m = sonde__pb_begin(b, PF_TRACE_CONFIG_BUFFERS);
-	sonde__pb_put_varint(b, PF_BUFFER_CONFIG_SIZE_KB, 1024);
-	sonde__pb_end(b, m);
-	size_t d = sonde__pb_begin(b, PF_TRACE_CONFIG_DATA_SOURCES);
-	size_t c = sonde__pb_begin(b, PF_TC_DATA_SOURCE_CONFIG);
-	sonde__pb_put_string(b, PF_DS_CONFIG_NAME, "test.ds");
-	sonde__pb_end(b, c);
-	for (size_t i = 0; i < n; i++)
-		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_FILTER, names[i]);
-	if (regex)
-		sonde__pb_put_string(b, PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER, regex);
-	sonde__pb_end(b, d);
-	if (duration_ms)
-		sonde__pb_put_varint(b, PF_TRACE_CONFIG_DURATION_MS, duration_ms);
-}
-
-static struct tc_msg *change_config(struct tc *c, const struct buf *cfg)
-{
-	struct buf a = BUF_INIT;
-
-	sonde__pb_put_bytes(&a, PF_CHANGE_TRACE_CONFIG_REQ_TRACE_CONFIG, cfg->data, cfg->len);
-	struct tc_msg *m = tc_wait(c, tc_call(c, "ChangeTraceConfig", &a, -1, false), 10000);
-	sonde__buf_free(&a);
-	ASSERT(m != NULL);
-	return m;
-}
-
 TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 {
 	struct inproc h;
@@ -1014,7 +1007,8 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	struct tc c;
 	struct tcmd cmd;
 	struct buf cfg = BUF_INIT;
-	const char *only_a[] = {"prod-a"}, *a_and_b[] = {"prod-a", "prod-b"};
+	static const char *const only_a[] = {"prod-a"}, *const a_and_b[] = {"prod-a", "prod-b"};
+	struct tcfg_filter f = {.producers = only_a, .n_producers = 1};
 
 	inproc_up(&h);
 	inproc_producer(&h, &a, "prod-a", false);
@@ -1024,15 +1018,17 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	tprod_register(&b, "test.ds", false, false);
 	tprod_register(&x, "test.ds", false, false);
 	inproc_consumer(&h, &c);
-	cfg_filtered(&cfg, only_a, 1, NULL, 0);
+	tcfg_filtered(&cfg, &f);
 	tcons_enable(&c, &cfg, -1);
 	expect_cmd(&a, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	expect_cmd(&a, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	ASSERT(!tprod_cmd(&b, &cmd, 0));
 
 	/* prod-b joins the running session; prod-a keeps its one instance */
-	cfg_filtered(&cfg, a_and_b, 2, NULL, 0);
-	struct tc_msg *m = change_config(&c, &cfg);
+	f.producers = a_and_b;
+	f.n_producers = 2;
+	tcfg_filtered(&cfg, &f);
+	struct tc_msg *m = tcons_change_config(&c, &cfg);
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	expect_cmd(&b, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
@@ -1041,8 +1037,9 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	ASSERT(!tprod_cmd(&x, &cmd, 0));
 
 	/* a regex filter: producers connecting later that match get an instance */
-	cfg_filtered(&cfg, a_and_b, 2, "late-.*", 0);
-	m = change_config(&c, &cfg);
+	f.regex = "late-.*";
+	tcfg_filtered(&cfg, &f);
+	m = tcons_change_config(&c, &cfg);
 	ASSERT(m->f.success);
 	tc_msg_free(m);
 	inproc_producer(&h, &late, "late-producer", false);
@@ -1051,8 +1048,10 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	expect_cmd(&late, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 
 	/* anything else than the filters may not change */
-	cfg_filtered(&cfg, a_and_b, 2, ".*", 5000);
-	m = change_config(&c, &cfg);
+	f.regex = ".*";
+	f.duration_ms = 5000;
+	tcfg_filtered(&cfg, &f);
+	m = tcons_change_config(&c, &cfg);
 	ASSERT(!m->f.success);
 	tc_msg_free(m);
 	ASSERT(!tprod_cmd(&x, &cmd, 0)); /* the ".*" regex did not apply */
@@ -1167,7 +1166,7 @@ TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 
 	sec_require_root();
 	cfg_named(&cfg, "detach-me");
-	rig_up(&r, &cfg);
+	rig_up_inproc(&r, &cfg);
 	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	m = tc_call_key(&r.c, "Detach", "shared-key");
 	ASSERT(m->f.success);
@@ -1215,13 +1214,15 @@ TEST_TIMEOUT(sess_detached_session_attaches_only_for_the_same_uid, 60)
 
 TEST_TIMEOUT(sess_query_lists_own_sessions_and_all_for_root, 60)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tc nob, root;
 	struct buf cfg = BUF_INIT;
 	char list[1024];
 
 	sec_require_root();
-	sonded_start(&d, NULL);
+	inproc_up(&h);
+	inproc_sockets(&h, &d);
 	chmod(d.csock, 0666);
 	tc_open_fd(&nob, sec_connect_as(SEC_NOBODY, d.csock), "ConsumerPort");
 	cfg_named(&cfg, "nobodys-session");
@@ -1239,7 +1240,7 @@ TEST_TIMEOUT(sess_query_lists_own_sessions_and_all_for_root, 60)
 	tc_close(&root);
 	tc_close(&nob);
 	sonde__buf_free(&cfg);
-	sonded_stop(&d);
+	inproc_down(&h);
 }
 
 /* CLONE_SNAPSHOT: a trigger notifies the session's consumer, which has another connection
