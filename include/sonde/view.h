@@ -133,6 +133,13 @@ SONDE_API int sonde_view__add(struct sonde_view *v, const struct sonde_view_even
 /* sonde_view__add with the stack given by its id (from sonde_view__stack). */
 SONDE_API int sonde_view__add_stack(struct sonde_view *v, const struct sonde_view_event *e,
 				    uint32_t stack);
+/* Adds count off-CPU intervals of one thread, total_ns long in all, too short for the
+ * recording to stack (a spool's OFFCPU_SHORT records): kept when e's thread passes the
+ * pid, tid and comm filters (they have no time, CPU or state: those filters keep them all)
+ * and counted apart from the events, in sonde_view_stats.short_count and short_ns. Only
+ * e's pid, tid and comm are read. 1 when kept, 0 when left out, -EINVAL. */
+SONDE_API int sonde_view__add_short(struct sonde_view *v, const struct sonde_view_event *e,
+				    uint64_t count, uint64_t total_ns);
 /* Forgets every event (the functions stay, with their ids). */
 SONDE_API void sonde_view__clear(struct sonde_view *v);
 /* The weight of the events kept, and (events may be NULL) how many. */
@@ -151,6 +158,8 @@ struct sonde_view_stats {
 	uint64_t stacks;
 	uint64_t empty;	     /* events whose stack (with its state frame) is empty */
 	uint64_t unresolved; /* weight of the events with an unresolved function on the stack */
+	/* the short off-CPU intervals kept (sonde_view__add_short): how many, how long */
+	uint64_t short_count, short_ns;
 };
 
 /* Fills *st. 0 or -errno (-EINVAL: no sz). */

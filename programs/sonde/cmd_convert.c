@@ -56,8 +56,9 @@ static void usage(FILE *f)
 		"                     folded prints microseconds, the SVG milliseconds for time\n"
 		"                     metrics; pprof holds every metric and starts on this one\n"
 		"  --pid PID[,PID...], --tid TID[,TID...], --comm NAME[,NAME...], --cpu LIST,\n"
-		"  --time START,END   only these samples, as 'sonde report' selects them (every\n"
-		"                     format but perfetto; with --diff, on both sides)\n"
+		"  --time START,END   only these samples, as 'sonde report' selects them (with\n"
+		"                     --diff, on both sides); perfetto keeps the tracks, samples\n"
+		"                     and sched events of these threads, CPUs and times\n"
 		"  --folded-roots process|thread|none  hang every stack under a 'comm-pid'\n"
 		"                     (process) or 'comm-pid/tid' (thread) root frame, as\n"
 		"                     'report --folded' does (every format but perfetto)\n"
@@ -365,9 +366,9 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 	struct conv_job job = {.spool = spool, .so = &so, .wo = &wo};
 	int err;
 	if (format ? is_perfetto(format, 0) : is_perfetto(out, 1)) {
-		if (cli_filter_any(filt) || so.roots) {
-			cli_error("convert", "the Perfetto export takes the whole recording: no "
-					     "--pid, --tid, --comm, --cpu, --time or --folded-roots");
+		if (so.roots) {
+			cli_error("convert", "the Perfetto export has no root frames: no "
+					     "--folded-roots");
 			return CLI_USAGE;
 		}
 		if (access(spool, R_OK) < 0) {

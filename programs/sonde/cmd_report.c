@@ -339,27 +339,23 @@ static int next_event(struct report *r, uint64_t i, struct sonde_view_event *e, 
 	return 0;
 }
 
-/* The short intervals of the threads the filters keep (they have no time, CPU or state:
- * those filters keep them all). */
-static void count_short(struct report *r)
+/* Hands the short intervals to the view, which keeps those of the threads the filters
+ * keep and adds them up (take_stats reads the sums). */
+static int add_short(struct report *r)
 {
 	struct sonde_spool_offcpu_short sh;
 	struct sonde_spool_thread t;
-	struct sonde_view_filter f = r->vf;
 
-	f.time_range = 0;
-	f.n_cpus = 0;
-	f.states = 0;
 	for (uint64_t i = 0; sonde_spool__get_offcpu_short(r->spool, i, &sh) == 0; i++) {
 		if (sonde_spool__get_thread(r->spool, sh.thread, &t) < 0)
 			continue;
 		struct sonde_view_event e = {
 			.sz = sizeof(e), .pid = t.pid, .tid = t.tid, .comm = t.comm};
-		if (sonde_view_filter__match(&f, &e) != 1)
-			continue;
-		r->short_count += sh.count;
-		r->short_ns += sh.total_ns;
+		int err = sonde_view__add_short(r->view, &e, sh.count, sh.total_ns);
+		if (err < 0)
+			return err;
 	}
+	return 0;
 }
 
 /* Runs fn on every event (and its stack node), saying how far it got; stops at fn's
@@ -441,6 +437,8 @@ static int take_stats(struct report *r)
 	r->tids = st.threads;
 	r->fn_stacks = st.stacks;
 	r->unresolved_samples = st.unresolved;
+	r->short_count = st.short_count;
+	r->short_ns = st.short_ns;
 	return 0;
 }
 
@@ -1149,14 +1147,14 @@ static int load(struct report *r)
 		cli_progress_end(r->progress);
 	}
 	r->progress = NULL;
+	if (!err && time_metric(r))
+		err = add_short(r);
 	if (!err)
 		err = take_stats(r);
 	if (err < 0) {
 		cli_error("report", "%s: %s", r->path, sonde_strerror(err));
 		return CLI_FAILURE;
 	}
-	if (time_metric(r))
-		count_short(r);
 	/* --column auto: a process column when the samples come from more than one process,
 	 * a thread column when from more than one thread of one, else none */
 	if (r->column_auto && !r->folded)

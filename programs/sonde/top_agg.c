@@ -1,6 +1,6 @@
-/* sonde top's sliding-window aggregate (top.h): the window's samples, counted per (stack
- * node, thread) and handed to the library's view (include/sonde/view.h) at each refresh,
- * which aggregates, sorts and cuts them. */
+/* sonde top's sliding window (top.h): the samples of the window the view's filter keeps,
+ * in time order, handed to the library's view (include/sonde/view.h) at each refresh by
+ * their stack's view id, which aggregates, sorts and cuts them. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,13 +21,15 @@ struct top_agg {
 	struct sonde_tail *t;
 	struct sonde_view *v;
 	uint64_t window_ns;
-	uint32_t pid, tid;
+	uint32_t pid, tid; /* the filter's lists */
+	struct sonde_view_filter filter;
 	uint64_t last_time;
 
 	struct entry *q; /* ring of the window's samples, oldest at head */
 	size_t head, n, cap;
-	struct u64map counts; /* node << 32 | thread -> samples in the window */
 	struct u64map main_thread; /* pid -> the tail's id of its main thread, once seen */
+	uint32_t *node_stack; /* stack node -> the view's stack id + 1 (0: not resolved yet) */
+	size_t nodes_cap;
 
 	uint32_t *frame_func; /* frame id -> the view's function id (0: not named yet) */
 	size_t frames_cap;
@@ -61,7 +63,13 @@ struct top_agg *top_agg_new(struct sonde_tail *t, uint64_t window_ns, uint32_t p
 	a->window_ns = window_ns;
 	a->pid = pid;
 	a->tid = tid;
-	a->v = sonde_view__new(NULL);
+	a->filter = (struct sonde_view_filter){.sz = sizeof(a->filter),
+					       .pids = &a->pid,
+					       .n_pids = pid != 0,
+					       .tids = &a->tid,
+					       .n_tids = tid != 0};
+	struct sonde_view_opts vo = {.sz = sizeof(vo), .filter = &a->filter};
+	a->v = sonde_view__new(&vo);
 	if (!a->v) {
 		top_agg_free(a);
 		errno = ENOMEM;
@@ -76,8 +84,8 @@ void top_agg_free(struct top_agg *a)
 		return;
 	sonde_view__free(a->v);
 	free(a->q);
-	sonde__u64map_free(&a->counts);
 	sonde__u64map_free(&a->main_thread);
+	free(a->node_stack);
 	free(a->frame_func);
 	free(a->stack);
 	free(a);
@@ -111,11 +119,14 @@ static uint32_t frame_func(struct top_agg *a, uint32_t frame, uint32_t pid)
 	return (uint32_t)f;
 }
 
-/* Forgets the names of the frames of process pid. */
+/* Forgets the names of the frames of process pid, and every stack resolved. */
 static void invalidate(struct top_agg *a, uint32_t pid)
 {
 	struct sonde_spool_frame f;
 	struct sonde_spool_module m;
+
+	if (a->node_stack)
+		memset(a->node_stack, 0, a->nodes_cap * sizeof(*a->node_stack));
 
 	for (uint32_t id = 1; id < a->frames_cap; id++) {
 		if (!a->frame_func[id] || sonde_tail__get_frame(a->t, id, &f) < 0)
@@ -141,10 +152,6 @@ static int push(struct top_agg *a, uint64_t time_ns, uint32_t node, uint32_t thr
 		a->cap = cap;
 		a->head = 0;
 	}
-	uint64_t key = (uint64_t)node << 32 | thread, *c = sonde__u64map_get(&a->counts, key);
-	if (!c && sonde__u64map_put(&a->counts, key, 0) < 0)
-		return -ENOMEM;
-	(*sonde__u64map_get(&a->counts, key))++;
 	a->q[(a->head + a->n++) % a->cap] = (struct entry){time_ns, node, thread};
 	return 0;
 }
@@ -159,7 +166,9 @@ int top_agg_add(struct top_agg *a, const struct sonde_tail_batch *b)
 		const struct sonde_spool_sample *s = &b->samples[i];
 		if (sonde_tail__get_thread(a->t, s->thread, &th) < 0)
 			continue;
-		if ((a->pid && th.pid != a->pid) || (a->tid && th.tid != a->tid))
+		struct sonde_view_event e = {
+			.sz = sizeof(e), .pid = th.pid, .tid = th.tid, .comm = th.comm};
+		if (sonde_view_filter__match(&a->filter, &e) != 1)
 			continue;
 		if (th.tid == th.pid && sonde__u64map_put(&a->main_thread, th.pid, s->thread) < 0)
 			return -ENOMEM;
@@ -176,10 +185,6 @@ void top_agg_expire(struct top_agg *a, uint64_t now_ns)
 	uint64_t floor = now_ns > a->window_ns ? now_ns - a->window_ns : 0;
 
 	while (a->n && a->q[a->head].time_ns < floor) {
-		const struct entry *e = &a->q[a->head];
-		uint64_t key = (uint64_t)e->node << 32 | e->thread, *c;
-		if ((c = sonde__u64map_get(&a->counts, key)) && --*c == 0)
-			sonde__u64map_del(&a->counts, key);
 		a->head = (a->head + 1) % a->cap;
 		a->n--;
 	}
@@ -195,16 +200,39 @@ uint64_t top_agg_last_time(const struct top_agg *a)
 	return a->last_time;
 }
 
-/* Adds count samples of stack node `node` in thread `thread` to the view: its named
- * frames, innermost first (a frame with no name is left out, so self goes to the innermost
- * function that has one). */
-static int add_node(struct top_agg *a, uint32_t node, uint32_t thread, uint64_t count)
+/* The view's stack of stack node `node` of process pid: its named frames, innermost
+ * first (a frame with no name is left out, so self goes to the innermost function that
+ * has one), resolved once. */
+static int64_t node_stack(struct top_agg *a, uint32_t node, uint32_t pid)
 {
-	struct sonde_spool_thread th, main_th;
 	uint32_t parent, frame;
 	size_t n = 0;
 
-	if (sonde_tail__get_thread(a->t, thread, &th) < 0)
+	if (grow(&a->node_stack, &a->nodes_cap, (size_t)node + 1, sizeof(*a->node_stack)) < 0)
+		return -ENOMEM;
+	if (a->node_stack[node])
+		return a->node_stack[node] - 1;
+	for (uint32_t k = node; k && sonde_tail__get_node(a->t, k, &parent, &frame) == 0;
+	     k = parent) {
+		uint32_t f = frame_func(a, frame, pid);
+		if (!f)
+			continue;
+		if (grow(&a->stack, &a->stack_cap, n + 1, sizeof(*a->stack)) < 0)
+			return -ENOMEM;
+		a->stack[n++] = f;
+	}
+	int64_t id = sonde_view__stack(a->v, a->stack, n);
+	if (id >= 0)
+		a->node_stack[node] = (uint32_t)id + 1;
+	return id;
+}
+
+/* Adds one sample of the window to the view. */
+static int add_sample(struct top_agg *a, const struct entry *q)
+{
+	struct sonde_spool_thread th, main_th;
+
+	if (sonde_tail__get_thread(a->t, q->thread, &th) < 0)
 		return 0;
 	const uint64_t *m = sonde__u64map_get(&a->main_thread, th.pid);
 	struct sonde_view_event e = {
@@ -216,17 +244,10 @@ static int add_node(struct top_agg *a, uint32_t node, uint32_t thread, uint64_t 
 				   ? main_th.comm
 				   : NULL,
 		.cpu = SONDE_VIEW_CPU_NONE,
-		.weight = count,
+		.weight = 1,
 	};
-	for (; node && sonde_tail__get_node(a->t, node, &parent, &frame) == 0; node = parent) {
-		uint32_t f = frame_func(a, frame, th.pid);
-		if (!f)
-			continue;
-		if (grow(&a->stack, &a->stack_cap, n + 1, sizeof(*a->stack)) < 0)
-			return -ENOMEM;
-		a->stack[n++] = f;
-	}
-	int err = sonde_view__add(a->v, &e, a->stack, n);
+	int64_t stack = node_stack(a, q->node, th.pid);
+	int err = stack < 0 ? (int)stack : sonde_view__add_stack(a->v, &e, (uint32_t)stack);
 	return err < 0 ? err : 0;
 }
 
@@ -239,12 +260,9 @@ int top_agg_rows(struct top_agg *a, enum sonde_view_sort sort, bool by_process, 
 		.sort = sort,
 		.max = max,
 	};
-	uint64_t key, count;
-	size_t pos = 0;
-
 	sonde_view__clear(a->v);
-	while (sonde__u64map_next(&a->counts, &pos, &key, &count)) {
-		int err = add_node(a, (uint32_t)(key >> 32), (uint32_t)key, count);
+	for (size_t i = 0; i < a->n; i++) {
+		int err = add_sample(a, &a->q[(a->head + i) % a->cap]);
 		if (err)
 			return err;
 	}

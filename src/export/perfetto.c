@@ -9,6 +9,7 @@
 #include <sonde/error.h>
 #include <sonde/log.h>
 #include <sonde/spool.h>
+#include <sonde/view.h>
 
 #include "base/alloc.h"
 #include "base/pb.h"
@@ -167,6 +168,7 @@ struct pf_node {
 struct pf_thread {
 	uint32_t pid, tid;
 	char comm[64];
+	bool kept; /* passes the pid, tid and comm filters (pf_enc_opts.select) */
 };
 
 struct pf_enc {
@@ -201,6 +203,10 @@ struct pf_enc {
 	uint32_t sched_seq;
 	uint64_t samples, sym_failures, offcpu;
 	uint32_t n_held; /* frames still held (pf_frame.held) */
+	/* pf_enc_opts.select split into the thread's filters (who) and the CPU and time
+	 * filters (when), set at the header (the time window counts from its start) */
+	bool selecting;
+	struct sonde_view_filter who, when;
 };
 
 /* ---- strings ---- */
@@ -702,17 +708,52 @@ static int flush_process_tree(struct pf_enc *e, uint64_t ts)
 	return emit(e);
 }
 
+/* Whether a thread of this pid, tid and comm passes the thread filters. */
+static bool thread_kept(const struct pf_enc *e, uint32_t pid, uint32_t tid, const char *comm)
+{
+	struct sonde_view_event ev = {.sz = sizeof(ev), .pid = pid, .tid = tid, .comm = comm};
+
+	return !e->selecting || sonde_view_filter__match(&e->who, &ev) == 1;
+}
+
+/* Whether a moment on cpu passes the CPU and time filters. */
+static bool when_kept(const struct pf_enc *e, uint64_t ts, uint32_t cpu)
+{
+	struct sonde_view_event ev = {.sz = sizeof(ev), .cpu = cpu, .time_ns = ts};
+
+	return !e->selecting || (!e->when.n_cpus && !e->when.time_range) ||
+	       sonde_view_filter__match(&e->when, &ev) == 1;
+}
+
+/* The tid a switch shows for task tid: itself when its thread is kept, else the idle task
+ * (0), so that each CPU's switches still chain. A task the spool never named is kept only
+ * when no thread filter is given. */
+static uint32_t switch_task(const struct pf_enc *e, uint32_t tid)
+{
+	if (!tid || !e->selecting || (!e->who.n_pids && !e->who.n_tids && !e->who.n_comms))
+		return tid;
+	uint64_t *i = sonde__u64map_get(&e->tids, tid);
+	return i && *i < e->threads.n && e->threads.v[*i].kept ? tid : 0;
+}
+
 static int on_thread(struct pf_enc *e, const struct sonde_spool_record *r)
 {
 	struct pf_thread *t = ARR_PUSH(e->threads);
-	uint32_t *p = t ? ARR_PUSH(e->pending) : NULL;
+	char comm[256];
 
-	if (!p)
+	if (!t)
 		return -ENOMEM;
 	t->pid = r->thread.pid;
 	t->tid = r->thread.tid;
 	snprintf(t->comm, sizeof(t->comm), "%.*s", (int)r->thread.comm_len, r->thread.comm);
-	*p = e->threads.n - 1;
+	snprintf(comm, sizeof(comm), "%.*s", (int)r->thread.comm_len, r->thread.comm);
+	t->kept = thread_kept(e, t->pid, t->tid, comm);
+	if (t->kept) {
+		uint32_t *p = ARR_PUSH(e->pending);
+		if (!p)
+			return -ENOMEM;
+		*p = e->threads.n - 1;
+	}
 	return sonde__u64map_put(&e->tids, t->tid, e->threads.n - 1);
 }
 
@@ -769,6 +810,11 @@ static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
 {
 	struct pf_sample s = {r->sample.time_ns, r->sample.thread, r->sample.cpu,
 			      r->sample.stack,	 r->sample.flags,  e->hdr.sample_period_ns};
+
+	if (s.thread >= e->threads.n || !s.thread)
+		return -SONDE_E_REFERENCE;
+	if (!e->threads.v[s.thread].kept || !when_kept(e, s.ts, s.cpu))
+		return 0;
 	int err = put_perf_sample(e, &s);
 
 	if (!err)
@@ -810,6 +856,8 @@ static void put_idle(struct buf *b, uint32_t comm_field, uint32_t pid_field, uin
  * no thread of, the idle task (0). */
 static uint32_t shown_waker(const struct pf_enc *e, uint32_t tid)
 {
+	if (e->selecting)
+		tid = switch_task(e, tid);
 	if (!e->o.wakers_recorded_only)
 		return tid;
 	for (uint32_t i = 1; i < e->threads.n; i++)
@@ -909,6 +957,25 @@ static int flush_sched(struct pf_enc *e)
 {
 	int err = 0;
 
+	if (e->selecting) {
+		/* a switch shows a task left out as the idle task, and goes when both are */
+		uint32_t n = 0;
+		for (uint32_t i = 0; i < e->sched.n; i++) {
+			struct pf_sched ev = e->sched.v[i];
+			if (ev.kind == PF_SWITCH) {
+				uint32_t prev = switch_task(e, ev.thread);
+				uint32_t next = switch_task(e, ev.waker);
+				if (!prev && !next)
+					continue;
+				if (prev != ev.thread)
+					ev.state = SONDE_OFFCPU_RUNNABLE;
+				ev.thread = prev;
+				ev.waker = next;
+			}
+			e->sched.v[n++] = ev;
+		}
+		e->sched.n = n;
+	}
 	if (!e->sched.n)
 		return 0;
 	qsort(e->sched.v, e->sched.n, sizeof(*e->sched.v), sched_cmp);
@@ -949,17 +1016,27 @@ static int on_offcpu(struct pf_enc *e, const struct sonde_spool_record *r)
 	const struct sonde_spool_offcpu *o = &r->offcpu;
 	struct pf_sample s = {o->switch_out_ns, o->thread, o->cpu, o->stack, o->flags, 0};
 	uint32_t state = o->state < SONDE_OFFCPU_STATES ? o->state : SONDE_OFFCPU_OTHER;
-	int err = put_perf_sample(e, &s);
+	int err = 0;
 
+	if (o->thread >= e->threads.n || !o->thread)
+		return -SONDE_E_REFERENCE;
+	/* with filters: a thread chosen, on a CPU chosen; each event within the window */
+	bool out_kept = when_kept(e, o->switch_out_ns, o->cpu);
+	if (!e->threads.v[o->thread].kept || (!out_kept && !when_kept(e, o->switch_in_ns, o->cpu)))
+		return 0;
+	if (out_kept)
+		err = put_perf_sample(e, &s);
 	if (err || o->cpu == SONDE_SPOOL_CPU_NONE)
 		return err;
 	e->offcpu++;
-	if (!e->real_switches)
+	if (!e->real_switches && out_kept)
 		err = push_sched(e, o->switch_out_ns, o->cpu, o->thread, PF_SWITCH_OUT, state, 0);
 	if (!err && o->wakeup_ns && o->wakeup_ns >= o->switch_out_ns &&
-	    o->wakeup_ns <= o->switch_in_ns && state != SONDE_OFFCPU_RUNNABLE)
+	    o->wakeup_ns <= o->switch_in_ns && state != SONDE_OFFCPU_RUNNABLE &&
+	    when_kept(e, o->wakeup_ns, o->cpu))
 		err = push_sched(e, o->wakeup_ns, o->cpu, o->thread, PF_WAKING, 0, o->waker_tid);
-	if (!err && !(o->flags & SONDE_OFFCPU_OPEN) && !e->real_switches)
+	if (!err && !(o->flags & SONDE_OFFCPU_OPEN) && !e->real_switches &&
+	    when_kept(e, o->switch_in_ns, o->cpu))
 		err = push_sched(e, o->switch_in_ns, o->cpu, o->thread, PF_SWITCH_IN, 0, 0);
 	if (!err && e->sched.n >= PF_SCHED_BATCH)
 		err = flush_sched(e);
@@ -1015,14 +1092,31 @@ static int on_unknown(struct pf_enc *e, const struct sonde_spool_record *r)
 		return -SONDE_E_REFERENCE;
 	const struct pf_thread *t = &e->threads.v[o->thread];
 	uint64_t uuid = pf_unknown_track_uuid | t->tid;
-	int err = ensure_started(e, o->switch_out_ns);
+	bool open = (o->flags & SONDE_OFFCPU_OPEN) || o->switch_in_ns < o->switch_out_ns;
+	uint64_t from = o->switch_out_ns, to = o->switch_in_ns;
+
+	if (!t->kept || (e->selecting && e->when.n_cpus && !when_kept(e, from, o->cpu)))
+		return 0;
+	/* clipped to the time window: a slice of the part within it */
+	if (e->selecting && e->when.time_range) {
+		uint64_t lo = e->when.time_from_ns, hi = e->when.time_to_ns;
+		if ((hi && from > hi) || (!open && to < lo))
+			return 0;
+		if (from < lo)
+			from = lo;
+		if (hi && (open || to > hi)) {
+			to = hi;
+			open = false;
+		}
+	}
+	int err = ensure_started(e, from);
 
 	if (!err)
-		err = put_unknown_track(e, t, uuid, o->switch_out_ns);
+		err = put_unknown_track(e, t, uuid, from);
 	if (!err)
-		err = put_unknown_edge(e, uuid, o->switch_out_ns, TYPE_SLICE_BEGIN);
-	if (!err && !(o->flags & SONDE_OFFCPU_OPEN) && o->switch_in_ns >= o->switch_out_ns)
-		err = put_unknown_edge(e, uuid, o->switch_in_ns, TYPE_SLICE_END);
+		err = put_unknown_edge(e, uuid, from, TYPE_SLICE_BEGIN);
+	if (!err && !open)
+		err = put_unknown_edge(e, uuid, to, TYPE_SLICE_END);
 	return err;
 }
 
@@ -1036,6 +1130,8 @@ static int on_switches(struct pf_enc *e, const struct sonde_spool_record *r)
 		return err;
 	for (size_t i = 0; i < r->switches.n && !err; i++) {
 		const struct sonde_spool_switch *sw = &r->switches.v[i];
+		if (!when_kept(e, sw->time_ns, r->switches.cpu))
+			continue;
 		err = push_sched(e, sw->time_ns, r->switches.cpu, sw->prev_tid, PF_SWITCH,
 				 sw->prev_state, sw->next_tid);
 	}
@@ -1058,6 +1154,11 @@ int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
 	case SONDE_SPOOL_REC_HEADER:
 		e->hdr = r->header.h;
 		e->have_header = true;
+		if (e->o.select) {
+			e->selecting = true;
+			sonde__prof_view_filters(e->o.select, e->hdr.start_monotonic_ns, &e->who,
+						 &e->when);
+		}
 		return ensure_started(e, e->hdr.start_monotonic_ns);
 	case SONDE_SPOOL_REC_MODULE:
 		return on_module(e, r);

@@ -61,6 +61,13 @@ struct pf_enc_opts {
 	/* A sched_waking's waker (FtraceEvent.pid) only when it is a thread of the stream,
 	 * else the idle task: a consumer that may not see every task is not told of others'. */
 	bool wakers_recorded_only;
+	/* Only what these filters keep (their pid/tid/comm, cpu and time fields, with `sonde
+	 * report`'s meaning; borrowed for the encoder's life; NULL keeps everything): the
+	 * threads, samples, off-CPU intervals and unknown-time slices of the threads chosen,
+	 * taken on the CPUs chosen within the time window; the switches of the CPUs chosen
+	 * within the window, a side that is not chosen written as the CPU's idle task
+	 * (docs/exports.md). */
+	const struct sonde_profile_spool_opts *select;
 };
 
 struct pf_enc;

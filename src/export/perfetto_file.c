@@ -91,7 +91,27 @@ int sonde_profile__spool_to_perfetto(const char *path, int fd,
 		}
 	}
 	sonde__out_init(&fs.o, fd);
-	struct pf_enc_opts eo = {.sink = file_sink, .ctx = &fs, .sym = sym, .clock_snapshot = true};
+	/* the filters, as the opts' caller sized them (a shorter struct has none) */
+	struct sonde_profile_spool_opts sel = {
+		.sz = sizeof(sel),
+		.pids = OPTS_GET(opts, pids, NULL),
+		.n_pids = OPTS_GET(opts, n_pids, 0),
+		.tids = OPTS_GET(opts, tids, NULL),
+		.n_tids = OPTS_GET(opts, n_tids, 0),
+		.comms = OPTS_GET(opts, comms, NULL),
+		.n_comms = OPTS_GET(opts, n_comms, 0),
+		.cpus = OPTS_GET(opts, cpus, NULL),
+		.n_cpus = OPTS_GET(opts, n_cpus, 0),
+		.time_range = OPTS_GET(opts, time_range, 0),
+		.time_from_s = OPTS_GET(opts, time_from_s, 0),
+		.time_to_s = OPTS_GET(opts, time_to_s, 0),
+	};
+	bool selecting = sel.n_pids || sel.n_tids || sel.n_comms || sel.n_cpus || sel.time_range;
+	struct pf_enc_opts eo = {.sink = file_sink,
+				 .ctx = &fs,
+				 .sym = sym,
+				 .clock_snapshot = true,
+				 .select = selecting ? &sel : NULL};
 	e = sonde__pf_enc_new(&eo);
 	if (!e) {
 		err = -errno;

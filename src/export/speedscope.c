@@ -110,21 +110,24 @@ static int group_by_thread(struct ss *s)
 	}
 	for (uint32_t t = 1; t < nt; t++)
 		s->group_of[t] = t;
-	/* each thread's group: the main thread of its process when there is one, else the
-	 * process's first thread (quadratic in threads, which are few next to samples) */
+	/* each thread's group: the latest definition of its process's main thread when there
+	 * is one (after an exec, the new program's name, as the other readers name the
+	 * process), else the process's first thread (quadratic in threads, which are few
+	 * next to samples) */
 	for (uint32_t t = 1; s->by_process && t < nt; t++) {
 		const struct prof_thread *th = &p->threads.v[t];
 		uint32_t g = t;
+		bool main_seen = false;
 		for (uint32_t u = 1; u < nt; u++) {
 			const struct prof_thread *o = &p->threads.v[u];
 			if (o->pid != th->pid)
 				continue;
 			if (o->tid == o->pid) {
 				g = u;
-				break;
-			}
-			if (u < g)
+				main_seen = true;
+			} else if (!main_seen && u < g) {
 				g = u;
+			}
 		}
 		s->group_of[t] = g;
 	}

@@ -50,6 +50,7 @@ struct sonde_view {
 	ARR(struct view_entry) entries;
 	struct idmap entry_index;
 	uint64_t total, events;
+	uint64_t short_count, short_ns; /* sonde_view__add_short's */
 
 	/* what sonde_view__rows and __diff return */
 	ARR(struct sonde_view_row) rows;
@@ -412,6 +413,25 @@ int sonde_view__add(struct sonde_view *v, const struct sonde_view_event *e, cons
 	return stack < 0 ? (int)stack : add_entry(v, e, (uint32_t)stack);
 }
 
+int sonde_view__add_short(struct sonde_view *v, const struct sonde_view_event *e,
+			  uint64_t count, uint64_t total_ns)
+{
+	if (!v || !e || !OPTS_VALID(e, sonde_view_event))
+		return -EINVAL;
+	struct sonde_view_filter who = v->filt;
+	struct sonde_view_event t = {
+		.sz = sizeof(t), .pid = e->pid, .tid = e->tid, .comm = e->comm};
+
+	who.n_cpus = 0;
+	who.time_range = 0;
+	who.states = 0;
+	if (!passes(&who, &t))
+		return 0;
+	v->short_count += count;
+	v->short_ns += total_ns;
+	return 1;
+}
+
 void sonde_view__clear(struct sonde_view *v)
 {
 	if (!v)
@@ -420,6 +440,7 @@ void sonde_view__clear(struct sonde_view *v)
 	sonde__idmap_free(&v->entry_index);
 	v->entry_index = (struct idmap){0};
 	v->total = v->events = 0;
+	v->short_count = v->short_ns = 0;
 }
 
 uint64_t sonde_view__total(const struct sonde_view *v, uint64_t *events)
@@ -471,6 +492,8 @@ int sonde_view__stats(const struct sonde_view *v, struct sonde_view_stats *st)
 		return -EINVAL;
 	r.total = v->total;
 	r.events = v->events;
+	r.short_count = v->short_count;
+	r.short_ns = v->short_ns;
 	for (uint32_t i = 0; i < v->entries.n && err >= 0; i++) {
 		const struct view_entry *e = &v->entries.v[i];
 		uint32_t sf = state_func_of(v, e);

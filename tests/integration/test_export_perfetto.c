@@ -509,3 +509,194 @@ TEST(export_perfetto_unknown_time_is_a_slice)
 	ASSERT_UINT(pft_samples_of(&t, 77), ==, 1);
 	pft_free(&t);
 }
+
+/* A written -a --off-cpu spool of three threads on two CPUs (ms after the start):
+ *   CPU 0: 1 idle->10, 2 10->20, 3 20->11, 4 11->idle, 5 idle->20, 6 20->10, 7 10->idle
+ *   CPU 1: 1 idle->20, 8 20->idle
+ * threads 10 and 11 of process 10 ("alpha", "alpha-w"), 20 of process 20 ("beta"); a sample
+ * of each thread while it runs, 10's sleep from 2 to 6 woken by 20 at 5.5, and a loss
+ * covering 20 from 6 to 9. Returns the start. */
+static uint64_t write_filter_spool(const char *path)
+{
+	struct sonde_spool_header h = {1700000000000000000ULL, 1000000000, 1000000};
+	const uint64_t s0 = h.start_monotonic_ns, ms = 1000000, us = 1000;
+	const struct sonde_spool_frame f = {0, 0x1234};
+	const struct sonde_spool_switch cpu0[] = {
+		{s0 + 1 * ms, 0, 10, SONDE_OFFCPU_RUNNABLE},
+		{s0 + 2 * ms, 10, 20, SONDE_OFFCPU_SLEEPING},
+		{s0 + 3 * ms, 20, 11, SONDE_OFFCPU_RUNNABLE},
+		{s0 + 4 * ms, 11, 0, SONDE_OFFCPU_SLEEPING},
+		{s0 + 5 * ms, 0, 20, SONDE_OFFCPU_RUNNABLE},
+		{s0 + 6 * ms, 20, 10, SONDE_OFFCPU_RUNNABLE},
+		{s0 + 7 * ms, 10, 0, SONDE_OFFCPU_SLEEPING},
+	};
+	const struct sonde_spool_switch cpu1[] = {{s0 + 1 * ms, 0, 20, SONDE_OFFCPU_RUNNABLE},
+						  {s0 + 8 * ms, 20, 0, SONDE_OFFCPU_SLEEPING}};
+	uint32_t a, w, b;
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+
+	ASSERT_INT(fd, >=, 0);
+	struct sonde_spool_writer *wr = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(wr));
+	ASSERT_OK(sonde_spool_writer__add_thread(wr, s0, 10, 10, "alpha", &a));
+	ASSERT_OK(sonde_spool_writer__add_thread(wr, s0, 10, 11, "alpha-w", &w));
+	ASSERT_OK(sonde_spool_writer__add_thread(wr, s0, 20, 20, "beta", &b));
+	ASSERT_OK(sonde_spool_writer__add_switches(wr, 0, 0, cpu0, 7));
+	ASSERT_OK(sonde_spool_writer__add_switches(wr, 1, 0, cpu1, 2));
+	const struct {
+		uint64_t at;
+		uint32_t thread, cpu;
+	} smp[] = {{1500 * us, a, 0},
+		   {2500 * us, b, 0},
+		   {3500 * us, w, 0},
+		   {4000 * us, b, 1},
+		   {6500 * us, a, 0}};
+	for (size_t i = 0; i < 5; i++)
+		ASSERT_OK(sonde_spool_writer__add_sample_cpu(wr, s0 + smp[i].at, smp[i].thread,
+							     smp[i].cpu, &f, 1, 0));
+	const struct sonde_spool_offcpu nap = {
+		s0 + 2 * ms, s0 + 6 * ms, s0 + 5500 * us, a, 0, SONDE_OFFCPU_SLEEPING, 20, 0, 0};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(wr, &nap, &f, 1));
+	const struct sonde_spool_offcpu lost = {s0 + 6 * ms,	       s0 + 9 * ms, 0, b, 0,
+						SONDE_OFFCPU_SLEEPING, 0,	    0, 0};
+	ASSERT_OK(sonde_spool_writer__add_unknown(wr, &lost, &f, 1));
+	ASSERT_OK(sonde_spool_writer__finish(wr));
+	sonde_spool_writer__free(wr);
+	close(fd);
+	return s0;
+}
+
+/* Converts spool to trace with the filter options given, and decodes it. */
+static void convert_filtered(const char *spool, const char *opts, struct pft_trace *t)
+{
+	const char *trace = test_path("filtered.pftrace");
+	struct test_output o;
+
+	test_runf(&o, 60, "%s convert --no-symbolize %s %s -o %s", test_bin("sonde"), opts, spool,
+		  trace);
+	if (o.status != 0)
+		FAIL("convert %s exited %d:\n%s", opts, o.status, o.err);
+	test_output_free(&o);
+	decode_file(trace, t);
+}
+
+/* Each CPU's switches, as written, chain: a switch's prev is the previous one's next.
+ * Returns how many switches cpu has; its (prev, next, ms after s0) into out. */
+static size_t switches_of(const struct pft_trace *t, uint32_t cpu, uint64_t s0, uint32_t out[][3],
+			  size_t cap)
+{
+	size_t n = 0;
+	uint32_t last = UINT32_MAX;
+
+	for (size_t i = 0; i < t->n_sched; i++) {
+		const struct pft_sched *ev = &t->sched[i];
+		if (ev->waking || ev->cpu != cpu)
+			continue;
+		printf("cpu %u at %.1f ms: %u -> %u\n", cpu, (ev->ts - s0) / 1e6, ev->prev_pid,
+		       ev->next_pid);
+		if (last != UINT32_MAX && ev->prev_pid != last)
+			FAIL("cpu %u: a switch from %u after one to %u", cpu, ev->prev_pid, last);
+		last = ev->next_pid;
+		ASSERT_UINT(n, <, cap);
+		out[n][0] = ev->prev_pid;
+		out[n][1] = ev->next_pid;
+		out[n][2] = (uint32_t)((ev->ts - s0) / 1000000);
+		n++;
+	}
+	return n;
+}
+
+/* convert --pid/--tid/--comm/--cpu/--time -o x.pftrace keeps the chosen threads' tracks
+ * (ProcessTree), samples and sched events on the chosen CPUs within the window; a switch
+ * whose prev or next is left out shows the idle task there, so each CPU still chains, and
+ * one of two tasks left out is not written; loss slices are clipped to the window. */
+TEST(export_perfetto_filters_keep_threads_cpus_and_window)
+{
+	const char *spool = test_path("filt.spool");
+	const uint64_t s0 = write_filter_spool(spool), ms = 1000000;
+	uint32_t sw[16][3];
+	struct pft_trace t;
+
+	/* everything: 5 samples and the nap's, 7 + 2 switches, a waking, a loss slice */
+	convert_filtered(spool, "", &t);
+	ASSERT_UINT(t.n_samples, ==, 6);
+	ASSERT_UINT(switches_of(&t, 0, s0, sw, 16), ==, 7);
+	ASSERT_UINT(switches_of(&t, 1, s0, sw, 16), ==, 2);
+	ASSERT_UINT(t.n_events, ==, 2);
+	pft_free(&t);
+
+	/* process 10: its two threads, beta replaced by the idle task */
+	convert_filtered(spool, "--pid 10", &t);
+	ASSERT_UINT(t.n_samples, ==, 4); /* 1.5, 3.5, 6.5 and the nap at 2 */
+	for (size_t i = 0; i < t.n_samples; i++)
+		ASSERT_UINT(t.samples[i].pid, ==, 10);
+	ASSERT_CONTAINS(t.thread_names, "10=alpha\n");
+	ASSERT_CONTAINS(t.thread_names, "11=alpha-w\n");
+	ASSERT(strstr(t.thread_names, "20=") == NULL);
+	ASSERT(strstr(t.process_names, "20=") == NULL);
+	const uint32_t want10[][3] = {{0, 10, 1}, {10, 0, 2}, {0, 11, 3},
+				      {11, 0, 4}, {0, 10, 6}, {10, 0, 7}};
+	ASSERT_UINT(switches_of(&t, 0, s0, sw, 16), ==, 6);
+	for (size_t i = 0; i < 6; i++)
+		for (size_t k = 0; k < 3; k++)
+			ASSERT_UINT(sw[i][k], ==, want10[i][k]);
+	ASSERT_UINT(switches_of(&t, 1, s0, sw, 16), ==, 0);
+	for (size_t i = 0; i < t.n_sched; i++) {
+		const struct pft_sched *ev = &t.sched[i];
+		ASSERT_UINT(ev->pid, !=, 20);
+		ASSERT_UINT(ev->prev_pid, !=, 20);
+		ASSERT_UINT(ev->next_pid, !=, 20);
+		if (ev->waking) /* 10 woken by 20: the waker is not shown */
+			ASSERT_UINT(ev->woken_pid, ==, 10);
+	}
+	ASSERT_UINT(t.n_tracks, ==, 0); /* the loss was beta's */
+	ASSERT_UINT(t.n_events, ==, 0);
+	pft_free(&t);
+
+	/* --comm and --tid choose the same way */
+	convert_filtered(spool, "--comm beta", &t);
+	ASSERT_UINT(t.n_samples, ==, 2);
+	ASSERT_UINT(pft_samples_of(&t, 20), ==, 2);
+	ASSERT_UINT(switches_of(&t, 0, s0, sw, 16), ==, 4); /* 2, 3, 5, 6 */
+	ASSERT_UINT(switches_of(&t, 1, s0, sw, 16), ==, 2);
+	ASSERT_UINT(t.n_events, ==, 2);
+	pft_free(&t);
+	convert_filtered(spool, "--tid 11", &t);
+	ASSERT_UINT(t.n_samples, ==, 1);
+	ASSERT_UINT(t.samples[0].tid, ==, 11);
+	ASSERT_UINT(switches_of(&t, 0, s0, sw, 16), ==, 2);
+	ASSERT_UINT(sw[0][1], ==, 11);
+	ASSERT_UINT(sw[1][0], ==, 11);
+	pft_free(&t);
+
+	/* CPU 1: its switches and samples only, every thread */
+	convert_filtered(spool, "--cpu 1", &t);
+	ASSERT_UINT(t.n_samples, ==, 1);
+	ASSERT_UINT(t.samples[0].cpu, ==, 1);
+	ASSERT_UINT(switches_of(&t, 0, s0, sw, 16), ==, 0);
+	ASSERT_UINT(switches_of(&t, 1, s0, sw, 16), ==, 2);
+	ASSERT_UINT(t.n_events, ==, 0); /* the loss was on CPU 0 */
+	pft_free(&t);
+
+	/* 2.5 ms to 6.5 ms: the samples and switches within it (inclusive), the nap's waking
+	 * and switch back in, the loss from 6 to 6.5 */
+	convert_filtered(spool, "--time 0.0025,0.0065", &t);
+	ASSERT_UINT(t.n_samples, ==, 4);
+	for (size_t i = 0; i < t.n_samples; i++) {
+		ASSERT_UINT(t.samples[i].ts, >=, s0 + 2500000);
+		ASSERT_UINT(t.samples[i].ts, <=, s0 + 6500000);
+	}
+	ASSERT_UINT(switches_of(&t, 0, s0, sw, 16), ==, 4);
+	ASSERT_UINT(sw[0][2], ==, 3);
+	ASSERT_UINT(sw[3][2], ==, 6);
+	ASSERT_UINT(switches_of(&t, 1, s0, sw, 16), ==, 0);
+	size_t wakings = 0;
+	for (size_t i = 0; i < t.n_sched; i++)
+		wakings += t.sched[i].waking;
+	ASSERT_UINT(wakings, ==, 1);
+	ASSERT_UINT(t.n_events, ==, 2);
+	ASSERT_UINT(t.events[0].ts, ==, s0 + 6 * ms);
+	ASSERT_UINT(t.events[1].ts, ==, s0 + 6500000);
+	pft_free(&t);
+}

@@ -3,6 +3,7 @@
  * cut, the diff of two views, and the one folded writer (escaping, sums then rounding,
  * roots). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -578,4 +579,46 @@ TEST(view_filter_time_in_seconds)
 	sonde_view_filter__time_s(&f, 0, 0, 0);		/* ends at the clock's zero: not "no end" */
 	ASSERT_UINT(f.time_to_ns, ==, 1);
 	sonde_view_filter__time_s(NULL, 0, 0, 0); /* nothing to set */
+}
+
+/* Short off-CPU intervals (too short to stack) are counted apart: kept by the thread
+ * filters alone (no time, CPU or state of their own), summed in the stats, forgotten by
+ * clear, and no event or weight. */
+TEST(view_short_intervals_kept_by_thread_and_summed)
+{
+	static const uint32_t pids[] = {10};
+	static const int cpus[] = {3};
+	struct sonde_view_filter f = {.sz = sizeof(f),
+				      .pids = pids,
+				      .n_pids = 1,
+				      .cpus = cpus,
+				      .n_cpus = 1,
+				      .time_range = 1,
+				      .time_from_ns = 100,
+				      .time_to_ns = 200,
+				      .states = 1u << SONDE_VIEW_SLEEPING};
+	struct sonde_view_opts o = {.sz = sizeof(o), .filter = &f};
+	struct sonde_view *v = ASSERT_NOT_NULL(sonde_view__new(&o));
+	struct sonde_view_event a = ev(10, 11, "a", 0, 5000, 0), b = ev(20, 20, "b", 3, 150, 0);
+	struct sonde_view_stats st = {.sz = sizeof(st)};
+
+	ASSERT_INT(sonde_view__add_short(v, &a, 4, 4000), ==, 1);
+	ASSERT_INT(sonde_view__add_short(v, &a, 1, 900), ==, 1);
+	ASSERT_INT(sonde_view__add_short(v, &b, 7, 7000), ==, 0);
+	ASSERT_INT(sonde_view__add_short(v, NULL, 1, 1), ==, -EINVAL);
+	ASSERT_OK(sonde_view__stats(v, &st));
+	ASSERT_UINT(st.short_count, ==, 5);
+	ASSERT_UINT(st.short_ns, ==, 4900);
+	ASSERT_UINT(st.events, ==, 0);
+	ASSERT_UINT(st.total, ==, 0);
+	/* a caller's older, shorter stats struct is filled up to its size */
+	struct sonde_view_stats old = {.sz = offsetof(struct sonde_view_stats, short_count)};
+	old.short_count = 99;
+	ASSERT_OK(sonde_view__stats(v, &old));
+	ASSERT_UINT(old.short_count, ==, 99);
+	sonde_view__clear(v);
+	ASSERT_OK(sonde_view__stats(v, &st));
+	ASSERT_UINT(st.short_count, ==, 0);
+	ASSERT_UINT(st.short_ns, ==, 0);
+	sonde_view__free(v);
 }
