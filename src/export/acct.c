@@ -1,5 +1,6 @@
 /* The accounting tables of a spool (acct.h). */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,17 +43,34 @@ static bool kept(const struct build *b, const struct sonde_spool_thread *t, uint
 	return thread_kept(b, t) && sonde_view_filter__match(&b->when, &e) == 1;
 }
 
+/* Whether comm is only the decimal id, the recorder's name for a task it never saw named. */
+static bool bare_id(const char *comm, uint32_t id)
+{
+	char dec[16];
+
+	snprintf(dec, sizeof(dec), "%" PRIu32, id);
+	return !strcmp(comm, dec);
+}
+
 /* The name of process t->pid: its main thread's last (after an exec, the new program's:
- * a renamed thread is defined again), else t's own. */
+ * a renamed thread is defined again), else its other threads' last, else t's own. Never a
+ * bare id when a name was seen (a recording made before the recorder kept exited tasks'
+ * names defines a task seen after its exit by its id). */
 static const char *process_comm(const struct build *b, const struct sonde_spool_thread *t)
 {
 	struct sonde_spool_thread m;
+	const char *other = NULL;
 
-	for (uint32_t i = b->info.threads; i >= 1; i--)
-		if (sonde_spool__get_thread(b->s, i, &m) == 0 && m.tid == t->pid &&
-		    m.pid == t->pid)
+	for (uint32_t i = b->info.threads; i >= 1; i--) {
+		if (sonde_spool__get_thread(b->s, i, &m) < 0 || m.pid != t->pid ||
+		    bare_id(m.comm, m.tid))
+			continue;
+		if (m.tid == t->pid)
 			return m.comm;
-	return t->comm;
+		if (!other)
+			other = m.comm;
+	}
+	return other ? other : t->comm;
 }
 
 /* The row of process t->pid, added on first use; NULL when out of memory. */
@@ -165,7 +183,8 @@ static int make_tasks(struct build *b)
 				.pid = t.pid, .tid = t.tid, .start_ns = UINT64_MAX};
 		struct sonde_acct_task *task = &a->tasks[k];
 		uint64_t exit_ns;
-		task->comm = t.comm;
+		if (!task->comm || !bare_id(t.comm, t.tid))
+			task->comm = t.comm; /* never a name seen before for the bare id */
 		seen_at(task, t.time_ns);
 		if (sonde_spool__get_thread_exit(b->s, i, &exit_ns) == 0 &&
 		    (!task->exited || exit_ns > task->end_ns)) {

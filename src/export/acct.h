@@ -32,7 +32,7 @@ enum { SONDE_ACCT_MAX_CPU = 1 << 16 };
 
 struct sonde_acct_row {
 	uint32_t pid;
-	char comm[32]; /* the process's name: its main thread's, else the first thread seen */
+	char comm[32]; /* the process's name: its main thread's, else another's; a bare id last */
 	uint64_t ns[SONDE_ACCT_COLS], total;
 };
 
@@ -45,7 +45,7 @@ struct sonde_acct_row {
  * them, else samples x period; the off-CPU states; unknown; short) + unseen_ns - over_ns. */
 struct sonde_acct_task {
 	uint32_t pid, tid;
-	const char *comm; /* its last name (after an exec, that one), the spool's string */
+	const char *comm; /* its last name (after an exec, that one) but a bare id, the spool's */
 	uint64_t start_ns, end_ns;
 	bool exited;
 	bool exact_on; /* on-CPU time from the switches */

@@ -1,5 +1,5 @@
 /* The recorder's task model (tasks.h): processes in an array searched by pid, threads in
- * an open-addressing hash on tid, the names of the threads that exited last. */
+ * an open-addressing hash on tid, the names of the threads that exited, by tid. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,8 +14,10 @@ void sonde__tasks_free(struct rec_tasks *ts)
 		sonde__modtable_free(&ts->procs[i].mods);
 	sonde__free(ts->procs);
 	sonde__free(ts->threads);
+	sonde__free(ts->gone);
 	ts->procs = NULL;
 	ts->threads = NULL;
+	ts->gone = NULL;
 	ts->n_procs = ts->cap_procs = ts->n_threads = ts->cap_threads = 0;
 }
 
@@ -222,10 +224,13 @@ void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid)
 
 	if (!t)
 		return;
-	if (t->comm[0]) {
-		uint32_t g = ts->gone_next++ % REC_GONE_NAMES;
-		ts->gone[g].tid = tid;
-		memcpy(ts->gone[g].comm, t->comm, sizeof(ts->gone[g].comm));
+	if (t->comm[0] && !ts->gone)
+		ts->gone = sonde__calloc(REC_GONE_NAMES, sizeof(*ts->gone));
+	if (t->comm[0] && ts->gone) {
+		struct rec_gone_name *g = &ts->gone[(uint32_t)tid % REC_GONE_NAMES];
+		g->tid = tid;
+		g->pid = t->pid;
+		memcpy(g->comm, t->comm, sizeof(g->comm));
 	}
 	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
 	size_t mask = ts->cap_threads - 1, i = (size_t)(t - ts->threads), j = i;
@@ -245,19 +250,29 @@ void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid)
 	ts->n_threads--;
 }
 
-/* The name tid had when it exited, if it exited lately: into comm, true. */
-static bool gone_name(const struct rec_tasks *ts, pid_t tid, char *comm, size_t size)
+/* The name thread tid of pid had when it exited, if it is kept: into comm, true. (Of
+ * another process's thread with that tid, pid reused, it is not its name.) */
+static bool gone_name(const struct rec_tasks *ts, pid_t tid, pid_t pid, char *comm, size_t size)
 {
-	uint32_t n = ts->gone_next < REC_GONE_NAMES ? ts->gone_next : REC_GONE_NAMES;
+	const struct rec_gone_name *g = ts->gone ? &ts->gone[(uint32_t)tid % REC_GONE_NAMES] : NULL;
 
-	for (uint32_t i = 1; i <= n; i++) {
-		uint32_t g = (ts->gone_next - i) % REC_GONE_NAMES;
-		if (ts->gone[g].tid == tid) {
-			snprintf(comm, size, "%s", ts->gone[g].comm);
-			return true;
-		}
+	if (!g || g->tid != tid || g->pid != pid)
+		return false;
+	snprintf(comm, size, "%s", g->comm);
+	return true;
+}
+
+/* The name thread tid of pid is known by, live or exited: into comm, true. */
+static bool known_name(struct rec_tasks *ts, pid_t tid, pid_t pid, char *comm, size_t size)
+{
+	const struct rec_thread *t = sonde__tasks_thread(ts, tid, false);
+
+	if (t && t->pid == pid && t->comm[0]) {
+		snprintf(comm, size, "%s", t->comm);
+		return true;
 	}
-	return false;
+	return sonde__proc_read_comm(pid, tid, comm, size) == 0 ||
+	       gone_name(ts, tid, pid, comm, size);
 }
 
 void sonde__tasks_name(struct rec_tasks *ts, struct rec_thread *t, pid_t pid)
@@ -268,8 +283,15 @@ void sonde__tasks_name(struct rec_tasks *ts, struct rec_thread *t, pid_t pid)
 		t->comm[0] = 0;
 	}
 	/* Never a bare id when a name was seen: a thread sampled after its exit record is
-	 * named as it was then. */
-	if (!t->comm[0] && sonde__proc_read_comm(pid, t->tid, t->comm, sizeof(t->comm)) < 0 &&
-	    !gone_name(ts, t->tid, t->comm, sizeof(t->comm)))
+	 * named as it was then; one never named, as its process. */
+	if (t->comm[0])
+		return;
+	if (sonde__proc_read_comm(pid, t->tid, t->comm, sizeof(t->comm)) == 0 ||
+	    gone_name(ts, t->tid, pid, t->comm, sizeof(t->comm)))
+		return;
+	char comm[sizeof(t->comm)];
+	if (t->tid != pid && known_name(ts, pid, pid, comm, sizeof(comm)))
+		memcpy(t->comm, comm, sizeof(comm));
+	else
 		snprintf(t->comm, sizeof(t->comm), "%d", (int)t->tid);
 }

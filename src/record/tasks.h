@@ -23,10 +23,19 @@
 #include "proc/proc.h"
 #include "record/modules.h"
 
-/* Exited threads whose names are kept (struct rec_tasks.gone). */
-enum { REC_GONE_NAMES = 256 };
+/* Exited threads whose names are kept (struct rec_tasks.gone): a table indexed by tid
+ * modulo its size, so a name is lost only to a later exit of a tid that many apart (on a
+ * machine forking thousands of tasks a second a ring of the last few hundred exits lost
+ * the names of long-lived tasks whose last interval was written at the end). */
+enum { REC_GONE_NAMES = 1 << 15 };
 
 struct rec_offcpu;
+
+/* The name an exited thread had (struct rec_tasks.gone). */
+struct rec_gone_name {
+	pid_t tid, pid;
+	char comm[16];
+};
 
 struct rec_process {
 	pid_t pid;
@@ -77,14 +86,11 @@ struct rec_tasks {
 	size_t n_procs, cap_procs;
 	struct rec_thread *threads; /* open addressing on tid, cap a power of two */
 	size_t n_threads, cap_threads;
-	/* The names of the threads that exited last: per-CPU events still sample a task on its
-	 * way out after its exit record, when /proc no longer names it. A ring, newest at
-	 * gone_next - 1. */
-	struct {
-		pid_t tid;
-		char comm[16];
-	} gone[REC_GONE_NAMES];
-	uint32_t gone_next;
+	/* The names of the threads that exited: per-CPU events still sample a task on its
+	 * way out after its exit record, and its open off-CPU interval is written at the end,
+	 * when /proc no longer names it. REC_GONE_NAMES entries by tid, allocated at the first
+	 * exit (NULL until then, or when out of memory: names are then only lost). */
+	struct rec_gone_name *gone;
 	uint64_t procs_created, threads_created; /* entries ever made (the summary's counts) */
 };
 
@@ -153,7 +159,8 @@ struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t tid, const ch
 void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid);
 /* The name a sample of tid of pid is written with: t's name (t->pid is set to pid, its
  * name dropped, when the tid was another process's), else /proc's, else the one it had
- * when it exited lately, else the tid in decimal. Into t->comm. */
+ * when it exited, else its process's (the main thread's, live or exited: a thread is
+ * named as its creator until it renames itself), else the tid in decimal. Into t->comm. */
 void sonde__tasks_name(struct rec_tasks *ts, struct rec_thread *t, pid_t pid);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <sonde/spool_reader.h>
@@ -11,6 +12,52 @@
 
 #include "../test.h"
 #include "acct_util.h"
+
+/* Whether comm is only the decimal id: the recorder's name for a task never seen named. */
+static bool bare_id(const char *comm, uint32_t id)
+{
+	char dec[16];
+
+	snprintf(dec, sizeof(dec), "%u", (unsigned)id);
+	return !strcmp(comm, dec);
+}
+
+/* Whether spool s defines a thread of pid (of tid too, unless tid is 0) by a name. */
+static bool named_anywhere(const struct sonde_spool *s, uint32_t threads, uint32_t pid,
+			   uint32_t tid)
+{
+	struct sonde_spool_thread t;
+
+	for (uint32_t i = 1; i <= threads; i++)
+		if (sonde_spool__get_thread(s, i, &t) == 0 && t.pid == pid &&
+		    (!tid || t.tid == tid) && !bare_id(t.comm, t.tid))
+			return true;
+	return false;
+}
+
+/* Never a bare id when a name was seen: no task, and no process row, labelled by its id
+ * when a definition anywhere in the spool names it. Returns the tasks labelled by id. */
+static size_t check_labels(const struct sonde_spool *s, uint32_t threads,
+			   const struct sonde_acct *a)
+{
+	size_t bare = 0;
+
+	for (size_t i = 0; i < a->n_tasks; i++) {
+		const struct sonde_acct_task *k = &a->tasks[i];
+		if (!bare_id(k->comm, k->tid))
+			continue;
+		bare++;
+		if (named_anywhere(s, threads, k->pid, k->tid))
+			FAIL("task %u/%u labelled \"%s\", though the spool names it", k->pid,
+			     k->tid, k->comm);
+	}
+	for (size_t i = 0; i < a->n_rows; i++)
+		if (bare_id(a->rows[i].comm, a->rows[i].pid) &&
+		    named_anywhere(s, threads, a->rows[i].pid, 0))
+			FAIL("process %u labelled \"%s\", though the spool names a thread of it",
+			     a->rows[i].pid, a->rows[i].comm);
+	return bare;
+}
 
 bool acct_check_spool(const char *spool, bool expect_switches)
 {
@@ -67,6 +114,8 @@ bool acct_check_spool(const char *spool, bool expect_switches)
 	uint64_t lives = 0, unseen = 0, on = 0, busy = 0, worst_over = 0;
 	const struct sonde_acct_task *worst = NULL;
 	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	printf("%zu tasks, %zu of them labelled by their id (never named)\n", a.n_tasks,
+	       check_labels(s, in.threads, &a));
 	sonde_spool__get_account(s, &lost);
 	ASSERT(a.exact_on);
 	for (size_t k = 0; k < a.n_tasks; k++) {

@@ -5,7 +5,9 @@
 
 #include <stdbool.h>
 
-/* Fails the test unless spool's CPU time adds up: when it kept the CPUs' switches (a
+/* Fails the test unless no task or process of the accounting tables is labelled by its
+ * bare id when a definition anywhere in the spool names it (never a bare id when a name
+ * was seen), and unless spool's CPU time adds up: when it kept the CPUs' switches (a
  * recording of every process), every online CPU has them, each CPU's busy, idle and
  * unknown time add up to the window exactly, and no CPU's samples weigh more than its
  * busy time (a sampled thread was on it); that each task's life (first sight to exit or

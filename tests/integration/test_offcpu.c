@@ -810,6 +810,33 @@ TEST_TIMEOUT(offcpu_system_wide_exited_tasks_end_and_keep_their_names, 120)
 	test_output_free(&o);
 }
 
+/* Never a bare id when a name was seen, on a machine that forks and execs without pause:
+ * a shell runs /bin/true in a loop beside a system-wide recording, hundreds of tasks exit
+ * (more than the recorder once kept the names of: a task whose last wait was written
+ * after that was defined again by its id), and no task or process of the accounting
+ * tables is labelled by its id when the spool names it anywhere (acct_check_spool). */
+TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
+{
+	const char *argv[] = {"/bin/sh", "-c", "while :; do /bin/true; done", NULL};
+	const char *spool = test_path("storm.spool");
+
+	record_system_wide_beside(argv, spool);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_thread t;
+	uint32_t exited = 0;
+	uint64_t ns;
+
+	sonde_spool__get_info(s, &in);
+	for (uint32_t i = 1; i <= in.threads; i++)
+		if (sonde_spool__get_thread(s, i, &t) == 0 && !strcmp(t.comm, "true") &&
+		    sonde_spool__get_thread_exit(s, i, &ns) == 0)
+			exited++;
+	sonde_spool__close(s);
+	printf("%u exits of true\n", exited);
+	ASSERT_UINT(exited, >=, 300);
+}
+
 /* Runs `sonde report --summary ARGS SPOOL` into *o, printed; fails unless it succeeds. */
 static void run_summary(struct test_output *o, const char *args, const char *spool)
 {

@@ -81,6 +81,35 @@ TEST(record_tasks_exit_keeps_the_name_for_later_samples)
 	sonde__tasks_free(&ts);
 }
 
+/* On a machine forking thousands of tasks a second, a long-lived task's open interval is
+ * written at the end, after its exit and many others: it keeps its name still. A thread
+ * never named is named as its process; another process's thread with that tid is not. */
+TEST(record_tasks_names_survive_many_exits)
+{
+	struct rec_tasks ts = {0};
+	enum { EXITS = 5000 };
+
+	ASSERT_NOT_NULL(sonde__tasks_process(&ts, P, true));
+	ASSERT_NOT_NULL(comm_rec(&ts, P, "long_lived", 1));
+	sonde__tasks_thread(&ts, P, false)->pid = P;
+	sonde__tasks_thread_remove(&ts, P);
+	for (pid_t i = 1; i <= EXITS; i++) {
+		ASSERT_NOT_NULL(comm_rec(&ts, C + i, "true", 2));
+		sonde__tasks_thread(&ts, C + i, false)->pid = C + i;
+		sonde__tasks_thread_remove(&ts, C + i);
+	}
+	ASSERT_STR_EQ(sample_name(&ts, P, P), "long_lived");
+	ASSERT_STR_EQ(sample_name(&ts, C + EXITS, C + EXITS), "true");
+	/* a thread of P that no record named (it died before the recording read /proc) */
+	ASSERT_STR_EQ(sample_name(&ts, P, P + 1), "long_lived");
+	/* tid P again, but of another process: not long_lived's name */
+	sonde__tasks_thread_remove(&ts, P);
+	char tid[16];
+	snprintf(tid, sizeof(tid), "%d", P);
+	ASSERT_STR_EQ(sample_name(&ts, C, P), tid);
+	sonde__tasks_free(&ts);
+}
+
 TEST(record_tasks_pid_reuse_separates_the_two_processes)
 {
 	struct rec_tasks ts = {0};
