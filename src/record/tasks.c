@@ -1,5 +1,5 @@
-/* The recorder's task model (tasks.h): processes in an array searched by pid, threads in
- * an open-addressing hash on tid, the names of the threads that exited, by tid. */
+/* The recorder's task model (tasks.h): processes in an array indexed by pid (a hash),
+ * threads in an open-addressing hash on tid, the names of the threads that exited, by tid. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +13,7 @@ void sonde__tasks_free(struct rec_tasks *ts)
 	for (size_t i = 0; i < ts->n_procs; i++)
 		sonde__modtable_free(&ts->procs[i].mods);
 	sonde__free(ts->procs);
+	sonde__u64map_free(&ts->proc_index);
 	sonde__free(ts->threads);
 	sonde__free(ts->gone);
 	ts->procs = NULL;
@@ -25,13 +26,16 @@ void sonde__tasks_free(struct rec_tasks *ts)
 
 struct rec_process *sonde__tasks_process(struct rec_tasks *ts, pid_t pid, bool create)
 {
-	for (size_t i = 0; i < ts->n_procs; i++)
-		if (ts->procs[i].pid == pid)
-			return &ts->procs[i];
+	/* a sample looks up its process: a scan of every process the machine ran was a few
+	 * per cent of recording -a */
+	const uint64_t *at = sonde__u64map_get(&ts->proc_index, (uint32_t)pid);
+	if (at)
+		return &ts->procs[*at];
 	if (!create)
 		return NULL;
 	if (sonde__array_grow(&ts->procs, &ts->cap_procs, ts->n_procs + 1, sizeof(*ts->procs), 8) <
-	    0)
+		    0 ||
+	    sonde__u64map_put(&ts->proc_index, (uint32_t)pid, ts->n_procs) < 0)
 		return NULL;
 	struct rec_process *p = &ts->procs[ts->n_procs++];
 	memset(p, 0, sizeof(*p));
@@ -93,10 +97,13 @@ void sonde__tasks_forget_exited(struct rec_tasks *ts)
 		struct rec_process *p = &ts->procs[i];
 		if (p->exited && !p->has_spool_modules) {
 			sonde__modtable_free(&p->mods);
+			sonde__u64map_del(&ts->proc_index, (uint32_t)p->pid);
 			continue;
 		}
-		if (k != i)
+		if (k != i) {
 			ts->procs[k] = *p;
+			*sonde__u64map_get(&ts->proc_index, (uint32_t)p->pid) = k;
+		}
 		k++;
 	}
 	ts->n_procs = k;

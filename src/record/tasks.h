@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/u64map.h"
 #include "proc/proc.h"
 #include "record/modules.h"
 
@@ -84,6 +85,7 @@ struct rec_thread {
 struct rec_tasks {
 	struct rec_process *procs; /* in the order first seen */
 	size_t n_procs, cap_procs;
+	struct u64map proc_index;   /* pid -> its index in procs */
 	struct rec_thread *threads; /* open addressing on tid, cap a power of two */
 	size_t n_threads, cap_threads;
 	/* The names of the threads that exited: per-CPU events still sample a task on its

@@ -60,7 +60,22 @@ struct sonde_spool_writer {
 
 	struct intern frames; /* (module, addr) */
 	struct intern nodes;  /* (parent node, frame) */
+
+	/* The last stack interned for a few threads (by thread & (STACK_MEMOS - 1)): a thread's
+	 * next stack shares its outer frames with it most of the time, and their nodes are
+	 * taken from here instead of two hash lookups (cache misses on a large recording) per
+	 * frame. Valid while no module has been retired since (retired counts them). */
+	struct stack_memo {
+		uint32_t thread; /* 0: empty */
+		uint32_t retired;
+		size_t n, cap, nodes_cap;
+		struct sonde_spool_frame *frames; /* as given: innermost first */
+		uint32_t *nodes;		  /* nodes[i]: the node of frames[i..n) */
+	} memo[8];
+	uint32_t retired; /* retire_process calls */
 };
+
+enum { STACK_MEMOS = 8 };
 
 static uint64_t mix(uint64_t a, uint64_t b)
 {
@@ -292,6 +307,7 @@ int sonde_spool_writer__retire_process(struct sonde_spool_writer *w, uint64_t ti
 
 	if (r < 0)
 		return r;
+	w->retired++; /* the stack memos hold frames that may be of these modules */
 	/* Rare (exec and exit only), so a scan of the module table is fine. */
 	for (uint32_t i = 0; i < w->n_modules; i++)
 		if (w->modules[i].pid == pid)
@@ -323,14 +339,38 @@ static int check_frame(const struct sonde_spool_writer *w, const struct sonde_sp
 	return 0;
 }
 
-/* Interns the stack from its outermost frame inward; new frames and nodes are defined in
- * the output (a frame before the node that uses it). *node receives the innermost node. */
-static int intern_stack(struct sonde_spool_writer *w, const struct sonde_spool_frame *frames,
-			size_t n, uint32_t *node)
+/* Interns the stack of thread from its outermost frame inward; new frames and nodes are
+ * defined in the output (a frame before the node that uses it). *node receives the
+ * innermost node. The outer frames the thread's previous stack shared are not looked up
+ * again (their frames were checked then, and no module has been retired since). */
+static int intern_stack(struct sonde_spool_writer *w, uint32_t thread,
+			const struct sonde_spool_frame *frames, size_t n, uint32_t *node)
 {
+	struct stack_memo *m = &w->memo[thread & (STACK_MEMOS - 1)];
 	uint32_t parent = 0;
+	size_t same = 0;
 
-	for (size_t i = n; i-- > 0;) {
+	if (m->thread == thread && m->retired == w->retired) {
+		while (same < n && same < m->n &&
+		       frames[n - 1 - same].module == m->frames[m->n - 1 - same].module &&
+		       frames[n - 1 - same].addr == m->frames[m->n - 1 - same].addr)
+			same++;
+		if (same)
+			parent = m->nodes[m->n - same];
+	}
+	/* the memo is rewritten below: what it held is no longer needed */
+	bool keep = sonde__array_grow(&m->frames, &m->cap, n, sizeof(*m->frames), 64) == 0 &&
+		    sonde__array_grow(&m->nodes, &m->nodes_cap, n, sizeof(*m->nodes), 64) == 0;
+	if (!keep) {
+		m->thread = 0;
+		same = 0;
+		parent = 0;
+	} else if (same && m->n != n) {
+		/* the shared outer part moves to where it is in the new stack */
+		memmove(m->nodes + n - same, m->nodes + m->n - same, same * sizeof(*m->nodes));
+	}
+	m->thread = 0; /* valid again only when the whole stack is interned */
+	for (size_t i = n - same; i-- > 0;) {
 		const struct sonde_spool_frame *f = &frames[i];
 		uint32_t frame, child;
 		int r = check_frame(w, f);
@@ -355,6 +395,14 @@ static int intern_stack(struct sonde_spool_writer *w, const struct sonde_spool_f
 			end_record(&w->out, rec);
 		}
 		parent = child;
+		if (keep)
+			m->nodes[i] = child;
+	}
+	if (keep && n) {
+		memcpy(m->frames, frames, n * sizeof(*frames));
+		m->n = n;
+		m->thread = thread;
+		m->retired = w->retired;
 	}
 	*node = parent;
 	return 0;
@@ -383,7 +431,7 @@ int sonde_spool_writer__add_sample_cpu(struct sonde_spool_writer *w, uint64_t ti
 		return -EINVAL;
 	if (time_ns < w->last_time)
 		return -ERANGE; /* samples must come in timestamp order */
-	if ((r = intern_stack(w, frames, n_frames, &node)) < 0)
+	if ((r = intern_stack(w, thread, frames, n_frames, &node)) < 0)
 		return r;
 
 	uint8_t tag = SPOOL_TAG_SAMPLE | (uint8_t)flags;
@@ -449,7 +497,7 @@ static int add_interval(struct sonde_spool_writer *w, uint8_t tag,
 	    (iv->wakeup_ns &&
 	     (iv->wakeup_ns < iv->switch_out_ns || iv->wakeup_ns > iv->switch_in_ns)))
 		return -EINVAL;
-	if ((r = intern_stack(w, frames, n_frames, &node)) < 0)
+	if ((r = intern_stack(w, iv->thread, frames, n_frames, &node)) < 0)
 		return r;
 	size_t rec = begin_record(&w->out, tag);
 	put_varint(&w->out, iv->switch_out_ns);
@@ -590,5 +638,9 @@ void sonde_spool_writer__free(struct sonde_spool_writer *w)
 	sonde__free(w->modules);
 	intern_free(&w->frames);
 	intern_free(&w->nodes);
+	for (size_t i = 0; i < STACK_MEMOS; i++) {
+		sonde__free(w->memo[i].frames);
+		sonde__free(w->memo[i].nodes);
+	}
 	sonde__free(w);
 }

@@ -21,6 +21,13 @@ struct cfi_table {
 	uint64_t base;
 	size_t n;
 	struct cfi_row *rows;
+	/* A bucket index over the rows, so that a lookup searches a few rows instead of all of
+	 * them (the binary search over a large table was most of a warm unwind, in cache misses):
+	 * bucket[k] is the last row whose pc is <= k << shift (0 if none), for k in 0..n_buckets
+	 * (n_buckets + 1 entries). NULL when the table is small enough to search whole. */
+	uint32_t *bucket;
+	uint32_t n_buckets;
+	uint8_t shift;
 	struct cfi_table_stats stats;
 };
 
@@ -818,6 +825,35 @@ static int fde_cmp(const void *pa, const void *pb)
 	return a->off < b->off ? -1 : a->off > b->off;
 }
 
+/* Index the rows by pc >> shift, the shift chosen so that there are at most half as many
+ * buckets as rows (the index costs at most 2 bytes per row, against 16 for the row). Tables
+ * of a few cache lines are searched whole. Without memory for it, lookups search whole. */
+static void build_buckets(struct cfi_table *t)
+{
+	enum { MIN_ROWS = 64 };
+	uint32_t span = t->rows[t->n - 1].pc;
+	unsigned shift = 4;
+
+	if (t->n < MIN_ROWS)
+		return;
+	while (shift < 31 && (span >> shift) + 1 > t->n / 2)
+		shift++;
+	uint32_t nb = (span >> shift) + 1;
+	uint32_t *bk = sonde__malloc(((size_t)nb + 1) * sizeof(*bk));
+	if (!bk)
+		return;
+	size_t i = 0;
+	for (uint32_t k = 0; k <= nb; k++) {
+		uint64_t start = (uint64_t)k << shift;
+		while (i + 1 < t->n && t->rows[i + 1].pc <= start)
+			i++;
+		bk[k] = (uint32_t)i;
+	}
+	t->bucket = bk;
+	t->n_buckets = nb;
+	t->shift = (uint8_t)shift;
+}
+
 struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
 				  uint32_t bad_before, const struct cfi_image *img)
 {
@@ -866,6 +902,7 @@ struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n,
 	t->rows = sonde__realloc(b.rows, b.n * sizeof(*b.rows));
 	if (!t->rows)
 		t->rows = b.rows;
+	build_buckets(t);
 	return t;
 }
 
@@ -897,6 +934,7 @@ void sonde__cfi_table_free(struct cfi_table *t)
 	if (!t)
 		return;
 	sonde__free(t->rows);
+	sonde__free(t->bucket);
 	sonde__free(t);
 }
 
@@ -909,6 +947,17 @@ const struct cfi_row *sonde__cfi_table_lookup(const struct cfi_table *t, uint64_
 	uint32_t pc = (uint32_t)(vaddr - t->base);
 	const struct cfi_row *rows = t->rows;
 	hi = t->n;
+	if (t->bucket) {
+		uint32_t k = pc >> t->shift;
+		if (k < t->n_buckets) {
+			/* the last row <= pc is between the last row <= the bucket's start and the
+			 * last row <= the next bucket's start */
+			lo = t->bucket[k];
+			hi = (size_t)t->bucket[k + 1] + 1;
+		} else {
+			lo = t->bucket[t->n_buckets];
+		}
+	}
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (rows[mid].pc <= pc)

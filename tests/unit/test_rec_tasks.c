@@ -199,3 +199,40 @@ TEST(record_tasks_a_thread_from_proc_is_defined_afresh)
 	ASSERT_STR_EQ(t->comm, comm);
 	sonde__tasks_free(&ts);
 }
+
+/* The processes are found by pid through every growth of the table and every compaction
+ * that drops the exited ones (which moves the others); a dropped pid is unknown after it
+ * and a new process of that pid is a fresh entry. */
+TEST(record_tasks_processes_found_by_pid_after_compaction)
+{
+	enum { N = 3000 };
+	struct rec_tasks ts = {0};
+
+	for (pid_t pid = 1; pid <= N; pid++) {
+		struct rec_process *p = sonde__tasks_process(&ts, pid * 7, true);
+		ASSERT_NOT_NULL(p);
+		p->start_time = (uint64_t)pid;
+	}
+	ASSERT_UINT(sonde__tasks_n_procs(&ts), ==, N);
+	for (pid_t pid = 1; pid <= N; pid++)
+		if (pid % 3)
+			ASSERT_NOT_NULL(sonde__tasks_process_exit(&ts, pid * 7, 0));
+	sonde__tasks_forget_exited(&ts);
+	ASSERT_UINT(sonde__tasks_n_procs(&ts), ==, N / 3);
+	for (pid_t pid = 1; pid <= N; pid++) {
+		struct rec_process *p = sonde__tasks_process(&ts, pid * 7, false);
+		if (pid % 3) {
+			ASSERT(p == NULL);
+			continue;
+		}
+		ASSERT_NOT_NULL(p);
+		ASSERT_INT(p->pid, ==, pid * 7);
+		ASSERT_UINT(p->start_time, ==, (uint64_t)pid);
+	}
+	struct rec_process *again = sonde__tasks_process(&ts, 7, true);
+	ASSERT_NOT_NULL(again);
+	ASSERT_UINT(again->start_time, ==, 0);
+	ASSERT_UINT(sonde__tasks_n_procs(&ts), ==, N / 3 + 1);
+	ASSERT(sonde__tasks_process(&ts, 7, false) == again);
+	sonde__tasks_free(&ts);
+}

@@ -1,9 +1,12 @@
 /* The spool writer: exact bytes of a small recording (the format of docs/spool.md),
  * interning, argument checking, buffering, and no allocation per sample once warm. */
 #include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <sonde/spool.h>
+#include <sonde/spool_reader.h>
 
 #include "base/buf.h"
 #include "../test.h"
@@ -233,4 +236,83 @@ TEST(spool_writer_fd_output)
 	ASSERT_INT(pread(fd, got, sizeof(got), 0), ==, 17);
 	ASSERT_MEM_EQ(got, "\x89SONDE\r\n\x02\x00\x03\x01\x02\x03\x06\x01\x00", 17);
 	close(fd);
+}
+
+/* Stacks of 12 threads (more than the writer remembers a last stack for) interleaved at
+ * random, each sharing a random number of outer frames with its thread's previous one,
+ * and retirements between them: the spool read back holds every stack exactly, and a
+ * frame of a retired module is refused even right after a stack that had it. */
+TEST(spool_writer_interleaved_stacks_read_back_exactly)
+{
+	enum { THREADS = 12, PROCS = 3, SAMPLES = 3000, DEPTH = 40 };
+	struct sink s = {0};
+	struct sonde_spool_writer *w = new_writer(&s);
+	uint32_t tid[THREADS], module[PROCS];
+	struct sonde_spool_frame prev[THREADS][DEPTH];
+	size_t prev_n[THREADS] = {0};
+	struct sonde_spool_frame(*want)[DEPTH] = calloc(SAMPLES, sizeof(*want));
+	size_t *want_n = calloc(SAMPLES, sizeof(*want_n));
+	uint64_t seed = 12345, time = 10;
+	uint32_t frames[DEPTH];
+
+	ASSERT(want && want_n);
+	for (uint32_t p = 0; p < PROCS; p++)
+		module[p] = add_test_module(w, 100 + p);
+	for (uint32_t t = 0; t < THREADS; t++)
+		ASSERT_OK(sonde_spool_writer__add_thread(w, 7, 100 + t % PROCS, 200 + t, "t",
+							 &tid[t]));
+	for (int i = 0; i < SAMPLES; i++) {
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		uint32_t t = (uint32_t)(seed >> 33) % THREADS, p = t % PROCS;
+		size_t n = 1 + (seed >> 20) % DEPTH, keep = (seed >> 40) % (n + 1);
+		struct sonde_spool_frame *st = want[i];
+		if (i && i % 1000 == 0) {
+			/* a process execs: its modules retire, a new one replaces them */
+			ASSERT_OK(sonde_spool_writer__retire_process(w, time, 100 + p));
+			if (prev_n[t])
+				ASSERT_ERR(sonde_spool_writer__add_sample(w, time, tid[t], prev[t],
+									  prev_n[t], 0),
+					   -EINVAL);
+			module[p] = add_test_module(w, 100 + p);
+			prev_n[t] = 0;
+			for (uint32_t o = p; o < THREADS; o += PROCS)
+				prev_n[o] = 0;
+		}
+		if (keep > prev_n[t])
+			keep = prev_n[t];
+		/* the outer `keep` frames of the thread's previous stack, new ones inside */
+		for (size_t k = 0; k < keep; k++)
+			st[n - 1 - k] = prev[t][prev_n[t] - 1 - k];
+		for (size_t k = keep; k < n; k++) {
+			seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+			st[n - 1 - k] = (struct sonde_spool_frame){module[p], 0x10 + (seed >> 54)};
+		}
+		ASSERT_OK(sonde_spool_writer__add_sample(w, time++, tid[t], st, n, 0));
+		memcpy(prev[t], st, n * sizeof(*st));
+		prev_n[t] = n;
+		want_n[i] = n;
+	}
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	uint64_t off = 0;
+	struct sonde_spool *sp = sonde_spool__open_mem(s.b.data, s.b.len, &off);
+	ASSERT_NOT_NULL(sp);
+	for (int i = 0; i < SAMPLES; i++) {
+		struct sonde_spool_sample smp;
+		ASSERT_OK(sonde_spool__get_sample(sp, (uint64_t)i, &smp));
+		ASSERT_INT(sonde_spool__get_stack(sp, smp.stack, frames, DEPTH), ==,
+			   (int)want_n[i]);
+		for (size_t k = 0; k < want_n[i]; k++) {
+			struct sonde_spool_frame f;
+			ASSERT_OK(sonde_spool__get_frame(sp, frames[k], &f));
+			if (f.module != want[i][k].module || f.addr != want[i][k].addr)
+				FAIL("sample %d frame %zu: %u:%#llx, written %u:%#llx", i, k,
+				     f.module, (unsigned long long)f.addr, want[i][k].module,
+				     (unsigned long long)want[i][k].addr);
+		}
+	}
+	sonde_spool__close(sp);
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&s.b);
+	free(want);
+	free(want_n);
 }

@@ -290,6 +290,79 @@ TEST_TIMEOUT(cfi_libc_and_self_match_readelf, 120)
 	}
 }
 
+/* The row a lookup finds, by walking every row: the last one at or below pc, NULL when
+ * none is or it ends an FDE. */
+static const struct cfi_row *reference_lookup(const struct cfi_table *t, uint64_t vaddr)
+{
+	const struct cfi_row *best = NULL;
+	uint64_t base = sonde__cfi_table_base(t);
+
+	if (vaddr < base || vaddr - base > UINT32_MAX)
+		return NULL;
+	for (size_t i = 0; i < sonde__cfi_table_rows(t); i++) {
+		const struct cfi_row *r = sonde__cfi_table_row(t, i);
+		if (r->pc > vaddr - base)
+			break;
+		best = r;
+	}
+	if (!best || (best->cfa_kind & CFI_CFA_KIND_MASK) == CFI_CFA_NONE)
+		return NULL;
+	return best;
+}
+
+/* The lookup (through its bucket index on large tables) finds the row a walk over all rows
+ * finds, at each row's first byte, the byte before it, the byte after it, before the first
+ * row and past the last, for libc, this test binary and a small program. */
+TEST(cfi_lookup_matches_a_walk_over_the_rows)
+{
+	char libc[512], self[512];
+	const char *paths[3] = {libc, self, test_prog("split-nofp")};
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	ASSERT(n > 0);
+	self[n] = 0;
+	libc_path(libc, sizeof(libc));
+	for (int i = 0; i < 3; i++) {
+		struct image im;
+		struct cfi_table *t = table_of(paths[i], &im);
+		uint64_t base = sonde__cfi_table_base(t);
+		size_t rows = sonde__cfi_table_rows(t), checked = 0;
+		const struct cfi_row *last = sonde__cfi_table_row(t, rows - 1);
+		uint64_t ends[] = {0, base ? base - 1 : 0, base + last->pc + 1, base + last->pc + 4096,
+				   base + (uint64_t)UINT32_MAX + 1};
+
+		/* walk each row's neighbourhood, with the reference walking from a row near it */
+		for (size_t r = 0; r < rows; r++) {
+			uint64_t pc = base + sonde__cfi_table_row(t, r)->pc;
+			for (int d = -1; d <= 1; d++) {
+				uint64_t v = pc + (uint64_t)(int64_t)d;
+				const struct cfi_row *want = NULL;
+				if (v >= base) {
+					/* the last row <= v is r - 1, r or r + 1 (rows ascend strictly) */
+					size_t j = r + 1 < rows ? r + 1 : r;
+					while (j > 0 && sonde__cfi_table_row(t, j)->pc > v - base)
+						j--;
+					if (sonde__cfi_table_row(t, j)->pc <= v - base)
+						want = sonde__cfi_table_row(t, j);
+					if (want && (want->cfa_kind & CFI_CFA_KIND_MASK) == CFI_CFA_NONE)
+						want = NULL;
+				}
+				if (sonde__cfi_table_lookup(t, v) != want)
+					FAIL("%s: lookup of %#lx gives row %p, the rows say %p", paths[i],
+					     (unsigned long)v, (void *)sonde__cfi_table_lookup(t, v),
+					     (void *)want);
+				checked++;
+			}
+		}
+		for (size_t e = 0; e < sizeof(ends) / sizeof(ends[0]); e++)
+			ASSERT(sonde__cfi_table_lookup(t, ends[e]) == reference_lookup(t, ends[e]));
+		printf("%s: %zu rows, %zu lookups checked\n", paths[i], rows, checked);
+		ASSERT_UINT(checked, ==, rows * 3);
+		sonde__cfi_table_free(t);
+		free(im.buf);
+	}
+}
+
 /* A broken .eh_frame_hdr (wrong version) makes the builder scan .eh_frame instead, with
  * exactly the same result. */
 TEST(cfi_hdr_and_scan_give_the_same_table)
