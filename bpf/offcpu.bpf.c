@@ -20,9 +20,12 @@
  *    rseq_update, where it updates the thread's restartable-sequence area after a
  *    preemption (threads that registered one: glibc's do), whichever comes first.
  * Should it leave the CPU again before that point, the wait is written at that switch-out:
- * with its user state when it was in a system call (it still is), else without (it may
- * have gone back to user space with its FPU registers still loaded: only kernel threads,
- * or none, ran meanwhile). Kernel threads' waits are written at their switch-in. Hooks in
+ * with its user state when it was in a system call (it still is), else with the one read
+ * at the switch-out that began the wait (it may have gone back to user space with its FPU
+ * registers still loaded, only kernel threads or none having run meanwhile, and run user
+ * code since): a switch-out not in a system call of a thread without a restartable
+ * sequence reads its user state there, while it is current, into the snaps map. Kernel
+ * threads' waits are written at their switch-in. Hooks in
  * the switch itself (finish_task_switch) or on schedule()'s return would see next's
  * context in every case but need kprobes or fentry, which kernels may not offer
  * (CONFIG_KPROBES off, trampolines refused); tracepoints are always there.
