@@ -289,8 +289,8 @@ static long stack_end(struct task_struct *task, struct vm_area_struct *vma, void
 /* task's user registers (saved at its entry to the kernel) into regs, and the used part
  * of its user stack into stack, when task is current: the stack bytes read, or -1 when it
  * has no user state. */
-static __always_inline long read_user(struct task_struct *task, __u32 tid, __u32 pid,
-				      __u64 *regs, __u8 *stack)
+static __always_inline long read_user(struct task_struct *task, __u32 tid, __u32 pid, __u64 *regs,
+				      __u8 *stack)
 {
 	struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct mm_struct *mm = task->mm;

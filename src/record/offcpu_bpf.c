@@ -114,7 +114,7 @@ enum {
 /* Entries of the snaps map per CPU (33 KiB each, preallocated): the user states read at
  * switch-outs not in a system call, each kept until its thread's next switch-out, so one
  * per thread preempted and not yet run again, and one per CPU's running thread. */
-#define SNAPS_PER_CPU 64u
+#define SNAPS_PER_CPU	   64u
 /* epoll data of the ring buffer in the recorder's set (rings use their index). */
 #define REC_BPF_EPOLL_DATA UINT64_MAX
 
