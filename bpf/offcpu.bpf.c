@@ -20,9 +20,12 @@
  *    rseq_update, where it updates the thread's restartable-sequence area after a
  *    preemption (threads that registered one: glibc's do), whichever comes first.
  * Should it leave the CPU again before that point, the wait is written at that switch-out:
- * with its user state when it was in a system call (it still is), else without (it may
- * have gone back to user space with its FPU registers still loaded: only kernel threads,
- * or none, ran meanwhile). Kernel threads' waits are written at their switch-in. Hooks in
+ * with its user state when it was in a system call (it still is), else with the one read
+ * at the switch-out that began the wait (it may have gone back to user space with its FPU
+ * registers still loaded, only kernel threads or none having run meanwhile, and run user
+ * code since): a switch-out not in a system call of a thread without a restartable
+ * sequence reads its user state there, while it is current, into the snaps map. Kernel
+ * threads' waits are written at their switch-in. Hooks in
  * the switch itself (finish_task_switch) or on schedule()'s return would see next's
  * context in every case but need kprobes or fentry, which kernels may not offer
  * (CONFIG_KPROBES off, trampolines refused); tracepoints are always there.
@@ -127,6 +130,17 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sonde_bpf_wait);
 } scratch SEC(".maps");
+
+/* User registers and stacks read at switch-outs not in a system call (struct
+ * sonde_bpf_start.snap), for the waits whose capture point never comes: one entry per
+ * thread, overwritten at its next such switch-out, the least recently used given to
+ * another thread when the map is full. User space sizes it by CPU count. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 128);
+	__type(key, __u32);
+	__type(value, struct sonde_bpf_snap);
+} snaps SEC(".maps");
 
 /* Innermost kernel frames of the current thread's stack that are the BPF program's own
  * call (the program, then bpf_trace_run*). A thread off the CPU has none: its stack
@@ -234,7 +248,7 @@ static __always_inline void add_short(struct sonde_bpf_start *s, __u32 tid, __u6
 
 /* Up to `len` bytes of the user stack from sp into w: the whole copy when it is mapped,
  * else halves of it until a part is (a thread stack's top is not known here). */
-static __always_inline __u32 read_stack(struct sonde_bpf_wait *w, __u64 sp, __u32 len)
+static __always_inline __u32 read_stack(__u8 *dst, __u64 sp, __u32 len)
 {
 #pragma unroll
 	for (int i = 0; i < 6; i++) {
@@ -242,7 +256,7 @@ static __always_inline __u32 read_stack(struct sonde_bpf_wait *w, __u64 sp, __u3
 			len = SONDE_BPF_STACK_MAX;
 		if (!len)
 			return 0;
-		if (!bpf_probe_read_user(w->stack, len, (const void *)sp))
+		if (!bpf_probe_read_user(dst, len, (const void *)sp))
 			return len;
 		len /= 2;
 	}
@@ -270,6 +284,68 @@ static long stack_end(struct task_struct *task, struct vm_area_struct *vma, void
 {
 	*(__u64 *)data = vma->vm_end;
 	return 0;
+}
+
+/* task's user registers (saved at its entry to the kernel) into regs, and the used part
+ * of its user stack into stack, when task is current: the stack bytes read, or -1 when it
+ * has no user state. */
+static __always_inline long read_user(struct task_struct *task, __u32 tid, __u32 pid, __u64 *regs,
+				      __u8 *stack)
+{
+	struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct mm_struct *mm = task->mm;
+
+	if (!u || !mm || (u->cs & 3) != 3)
+		return -1;
+	regs[0] = u->ax;
+	regs[1] = u->dx;
+	regs[2] = u->cx;
+	regs[3] = u->bx;
+	regs[4] = u->si;
+	regs[5] = u->di;
+	regs[6] = u->bp;
+	regs[7] = u->sp;
+	regs[8] = u->r8;
+	regs[9] = u->r9;
+	regs[10] = u->r10;
+	regs[11] = u->r11;
+	regs[12] = u->r12;
+	regs[13] = u->r13;
+	regs[14] = u->r14;
+	regs[15] = u->r15;
+	regs[16] = u->ip;
+	__u64 sp = u->sp, len = copy_bytes, top = 0;
+	/* the main thread's stack ends above its environment strings; another's, at the end
+	 * of the mapping it is in (glibc's thread stacks are mappings of their own, guarded
+	 * below): only what can be stack is copied */
+	if (tid == pid)
+		top = mm->env_end;
+	else
+		bpf_find_vma(task, sp, stack_end, &top, 0);
+	if (top > sp && top - sp < len)
+		len = top - sp;
+	return read_stack(stack, sp, (__u32)len);
+}
+
+/* Reads the user state of task (current, leaving the CPU not in a system call) into the
+ * snaps map as tid's: the value of its wait's snap, 0 when not read. */
+static __always_inline __u32 snapshot(struct task_struct *task, __u32 tid, __u32 pid)
+{
+	struct sonde_bpf_snap *sn = bpf_map_lookup_elem(&snaps, &tid);
+
+	if (!sn) {
+		__u32 cpu = bpf_get_smp_processor_id();
+		struct sonde_bpf_wait *w = bpf_map_lookup_elem(&scratch, &cpu);
+		/* a new entry's value (the scratch record's end has its layout): any bytes,
+		 * overwritten below */
+		if (!w || bpf_map_update_elem(&snaps, &tid, w->regs, BPF_ANY))
+			return 0;
+		sn = bpf_map_lookup_elem(&snaps, &tid);
+		if (!sn)
+			return 0;
+	}
+	long n = read_user(task, tid, pid, sn->regs, sn->stack);
+	return n >= 0 ? SONDE_BPF_SNAP | (__u32)n : 0;
 }
 
 /* Writes the long wait s of thread tid to the ring buffer, with its user registers and
@@ -304,39 +380,26 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	w->regs_ok = 0;
 	w->unknown = unknown;
 
-	struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
-	struct mm_struct *mm = task->mm;
-	if (user && u && mm && (u->cs & 3) == 3) {
-		w->regs[0] = u->ax;
-		w->regs[1] = u->dx;
-		w->regs[2] = u->cx;
-		w->regs[3] = u->bx;
-		w->regs[4] = u->si;
-		w->regs[5] = u->di;
-		w->regs[6] = u->bp;
-		w->regs[7] = u->sp;
-		w->regs[8] = u->r8;
-		w->regs[9] = u->r9;
-		w->regs[10] = u->r10;
-		w->regs[11] = u->r11;
-		w->regs[12] = u->r12;
-		w->regs[13] = u->r13;
-		w->regs[14] = u->r14;
-		w->regs[15] = u->r15;
-		w->regs[16] = u->ip;
-		w->regs_ok = 1;
-		__u64 sp = u->sp, len = copy_bytes, top = 0;
-		/* the main thread's stack ends above its environment strings; another's, at
-		 * the end of the mapping it is in (glibc's thread stacks are mappings of their
-		 * own, guarded below): only what can be stack is copied */
-		if (tid == w->pid)
-			top = mm->env_end;
-		else
-			bpf_find_vma(task, sp, stack_end, &top, 0);
-		if (top > sp && top - sp < len)
-			len = top - sp;
-		w->stack_len = read_stack(w, sp, (__u32)len);
+	if (user) {
+		long n = read_user(task, tid, w->pid, w->regs, w->stack);
+		if (n >= 0) {
+			w->regs_ok = 1;
+			w->stack_len = (__u32)n;
+		}
+	} else if (s->snap) {
+		/* its capture point never came: the user state read at its switch-out */
+		struct sonde_bpf_snap *sn = bpf_map_lookup_elem(&snaps, &tid);
+		__u32 len = s->snap & ~SONDE_BPF_SNAP;
+		if (sn) {
+			__builtin_memcpy(w->regs, sn->regs, sizeof(w->regs));
+			w->regs_ok = 1;
+			if (len > SONDE_BPF_STACK_MAX)
+				len = SONDE_BPF_STACK_MAX;
+			if (len && !bpf_probe_read_kernel(w->stack, len, sn->stack))
+				w->stack_len = len;
+		}
 	}
+	s->snap = 0;
 	__u64 size = __builtin_offsetof(struct sonde_bpf_wait, stack) + w->stack_len;
 	if (size > sizeof(*w))
 		return;
@@ -393,6 +456,16 @@ static __always_inline bool in_syscall(struct task_struct *task)
 	return u && (long)u->orig_ax >= 0 && u->ax == (unsigned long)-38;
 }
 
+/* Whether task registered a restartable sequence: then the kernel updates it (rseq_update)
+ * on its way back to user space after every switch-out. Kernels whose task_struct keeps
+ * it otherwise are taken as not registered. */
+static __always_inline bool rseq_registered(struct task_struct *task)
+{
+	if (bpf_core_field_exists(task->rseq))
+		return BPF_CORE_READ(task, rseq) != NULL;
+	return false;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -430,6 +503,14 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 			long n = bpf_get_stack(ctx, s.sched, sizeof(s.sched), KSTACK_SKIP);
 			s.nsched = n > 0 ? (__u32)n / sizeof(__u64) : 0;
 		}
+		/* not in a system call (preempted in user mode or on its way back to it, or in
+		 * a fault), no sys_exit comes for the wait; when only kernel threads or the
+		 * idle task run on this CPU before it returns to user space, its FPU registers
+		 * are still loaded and x86_fpu_regs_activated does not come either, nor
+		 * rseq_update without a restartable sequence: its user state, unchanged until
+		 * it runs again, is read now, while it is current, for that case */
+		if (prev->mm && !in_syscall(prev) && !rseq_registered(prev))
+			s.snap = snapshot(prev, ptid, ptgid);
 		count(SONDE_BPF_SWITCHES, 1);
 		if (bpf_map_update_elem(&starts, &ptid, &s, BPF_ANY))
 			count(SONDE_BPF_START_FULL, 1);

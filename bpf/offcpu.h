@@ -46,8 +46,20 @@ struct sonde_bpf_start {
 	__u32 pid, state, waker, cpu;
 	__u32 knr;     /* kernel frames of the wait in the kframes map (key: tid), 0: none */
 	__u32 capture; /* long: where its user state is read, 0 until the switch-in */
-	__u32 nsched, pad;
+	__u32 nsched;
+	/* not in a system call at the switch-out: its user state was read there into the
+	 * snaps map (key: tid) in case no capture point comes (SONDE_BPF_SNAP | its stack
+	 * bytes), 0: not read */
+	__u32 snap;
 	__u64 sched[SONDE_BPF_SCHED_FRAMES]; /* innermost kernel frames at the switch-out */
+};
+#define SONDE_BPF_SNAP 0x80000000u
+
+/* A thread's user registers and stack read at its switch-out: value of the snaps map
+ * (key: tid). The same layout as the end of struct sonde_bpf_wait. */
+struct sonde_bpf_snap {
+	__u64 regs[SONDE_BPF_NREGS];
+	__u8 stack[SONDE_BPF_STACK_MAX];
 };
 
 /* Waits below the threshold, per thread: value of the shorts map (key: tid). */

@@ -111,6 +111,10 @@ enum {
 	RING_SWITCHES_MIN = 4 << 20,
 	RING_SWITCHES_MAX = 64 << 20,
 };
+/* Entries of the snaps map per CPU (33 KiB each, preallocated): the user states read at
+ * switch-outs not in a system call, each kept until its thread's next switch-out, so one
+ * per thread preempted and not yet run again, and one per CPU's running thread. */
+#define SNAPS_PER_CPU	   64u
 /* epoll data of the ring buffer in the recorder's set (rings use their index). */
 #define REC_BPF_EPOLL_DATA UINT64_MAX
 
@@ -256,6 +260,9 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 	if (!b->next_seq)
 		return -ENOMEM;
 	err = bpf_map__set_max_entries(s->maps.scratch, (uint32_t)ncpu);
+	/* the user states read at switch-outs: a few threads per CPU are off it at once */
+	if (!err)
+		err = bpf_map__set_max_entries(s->maps.snaps, SNAPS_PER_CPU * (uint32_t)ncpu);
 	if (!err)
 		err = offcpu_bpf__load(s);
 	if (!err)

@@ -542,3 +542,74 @@ TEST_TIMEOUT(offcpu_bpf_and_perf_backends_report_the_same, 200)
 	/* and both near the truth: the sleeps are the naps and pipe waits */
 	ASSERT_DOUBLE_NEAR(bpf, 1.0, 0.05);
 }
+
+/* A thread preempted in user mode and resumed after kernel threads alone (kworker_spin:
+ * main pinned to CPU 1, a kworker run there by each write of /proc/sys/vm/stat_refresh,
+ * no restartable sequence registered): on its way back to user space the kernel passes
+ * neither x86_fpu_regs_activated nor rseq_update, so its user registers and stack are the
+ * ones read at its switch-out. Every R wait of main while it spun has user frames, and the
+ * time of them all is under main;kworker_spin_work. Before they were read there, 209 of
+ * 258 such waits had none. */
+TEST_TIMEOUT(offcpu_bpf_preempted_by_kernel_threads_stacked_to_main, 120)
+{
+	const char *spool = test_path("kworker.spool");
+	struct test_output o;
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	unsigned long long start = 0, end = 0;
+	uint64_t waits = 0, empty = 0, waited = 0;
+	uint32_t main_tid = 0;
+	double spun = 0;
+
+	offcpu_require_bpf();
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP("kworker_spin needs two CPUs");
+	/* glibc registers no restartable sequence: no rseq_update on the way back */
+	setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);
+	test_runf(&o, 60,
+		  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 -o %s -- %s 1000",
+		  test_bin("sonde"), spool, test_prog("kworker_spin"));
+	unsetenv("GLIBC_TUNABLES");
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	const char *line = strstr(o.out, "spin ");
+	if (!line || sscanf(line, "spin %llu %llu", &start, &end) != 2)
+		FAIL("no spin times in:\n%s", o.out);
+	test_output_free(&o);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
+		if (th.tid != th.pid || iv.state != SONDE_OFFCPU_RUNNABLE)
+			continue;
+		main_tid = th.tid;
+		/* the waits while it spun (not those of its start or exit) */
+		if (iv.switch_out_ns < start || iv.switch_in_ns > end)
+			continue;
+		waits++;
+		empty += iv.stack == 0;
+		waited += iv.switch_in_ns - iv.switch_out_ns;
+	}
+	sonde_spool__close(s);
+	ASSERT_UINT(main_tid, >, 0);
+	test_runf(&o, 60, "%s report --folded --metric wall --tid %u %s", test_bin("sonde"),
+		  main_tid, spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	for (char *save = NULL, *l = strtok_r(o.out, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(l, ' ');
+		if (sp && strstr(l, ";main;kworker_spin_work;[off-cpu: R] "))
+			spun += atof(sp + 1);
+	}
+	test_output_free(&o);
+	printf("main spun %.3f s: %" PRIu64 " R waits (%.0f us), %" PRIu64
+	       " without user frames; %.0f us R under main;kworker_spin_work\n",
+	       (end - start) / 1e9, waits, waited / 1e3, empty, spun);
+	/* a kworker run on CPU 1 per write (several writes' work may run in one) */
+	ASSERT_UINT(waits, >=, 20);
+	ASSERT_UINT(empty, ==, 0);
+	/* the folded profile's microseconds, each line rounded */
+	ASSERT(spun * 1e3 + 2000 >= (double)waited);
+}
