@@ -78,10 +78,12 @@ struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t
 	double end = test_now() + timeout_s;
 	struct tc_msg *m;
 
-	while (!(m = tc_wait(c, req, 0)) && test_now() < end) {
-		inproc_wait_thread(h, 1);
-		inproc_advance(h, 20);
-	}
+	/* the thread wakes the loop when its finish is done; the clock moves only while it
+	 * does not, 20 ms per 100 ms of real time: the service's stall watchdog, on the same
+	 * clock, must not take a slow fsync on a loaded machine for a stalled file */
+	while (!(m = tc_wait(c, req, 0)) && test_now() < end)
+		if (!inproc_wait_thread(h, 100))
+			inproc_advance(h, 20);
 	return m;
 }
 
@@ -163,4 +165,14 @@ void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool s
 void inproc_consumer(struct inproc *h, struct tc *c)
 {
 	tc_open_fd(c, inproc_adopt(h, false), "ConsumerPort");
+}
+
+void inproc_consumer_small_sndbuf(struct inproc *h, struct tc *c)
+{
+	int sv[2], one = 1;
+
+	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv));
+	ASSERT_OK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one)));
+	ASSERT_OK(sonde__service_adopt(h->svc, sv[0], false));
+	tc_open_fd(c, sv[1], "ConsumerPort");
 }
