@@ -244,8 +244,9 @@ static void record_walk_shard(pid_t target, unsigned k)
 			if (rc != 0)
 				FAIL("run with no failed allocation (%lu made): %s", made,
 				     sonde_strerror(rc));
-			fprintf(stderr, "shard %u: %lu runs failed with ENOMEM, the last run made %lu\n",
-				k, enomem, made);
+			fprintf(stderr,
+				"shard %u: %lu runs failed with ENOMEM, the last run made %lu\n", k,
+				enomem, made);
 			exit(enomem > 0 ? 0 : 1);
 		}
 		if (rc != 0 && rc != -ENOMEM)

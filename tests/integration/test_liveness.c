@@ -385,7 +385,7 @@ TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 60)
 	tc_msg_free(cmd.m);
 	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	tc_msg_free(cmd.m);
-	uint64_t t0 = h.now_ns; /* no byte waits before */
+	uint64_t t0 = h.now_ns;	       /* no byte waits before */
 	write_chunks(&p, target, 100); /* 300 KB: the pipe holds 64 KiB */
 	inproc_advance(&h, 100);       /* the write period: the writer gets them */
 	double end = test_now() + 20;
