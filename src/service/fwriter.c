@@ -350,6 +350,14 @@ uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns)
 	return now_ns > w->seen_ns ? now_ns - w->seen_ns : 0;
 }
 
+bool sonde__fwriter_busy(struct fwriter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	bool busy = w->qlen || w->inflight || (w->finish_req && !w->finished);
+	pthread_mutex_unlock(&w->lock);
+	return busy;
+}
+
 void sonde__fwriter_finish(struct fwriter *w, unsigned mode)
 {
 	pthread_mutex_lock(&w->lock);

@@ -51,6 +51,8 @@ void sonde__fwriter_notify(struct fwriter *w, int wake_fd);
  * so the time counts from the first call that found it stuck, at most one call's period
  * late. 0 when nothing waits or it moved since the last call. */
 uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns);
+/* Bytes are queued or being written, or a finish asked for is not done. */
+bool sonde__fwriter_busy(struct fwriter *w);
 /* The file is being completed (its session is disabled): each batch written from now on
  * is sent to the disk at once (sync_file_range), so that the fsync of the finish has only
  * the last ones to wait for. */

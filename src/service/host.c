@@ -18,6 +18,7 @@
 #include "ipc/addr.h"
 #include "ipc/protos.h"
 #include "ipc/sock.h"
+#include "service/fwriter.h"
 #include "service/internal.h"
 #include "service/session.h"
 #include "service/outfile.h"
@@ -364,6 +365,14 @@ static void serve_waiting(struct svc *s)
 			sonde__consumer_continue_read(s, c);
 		sonde__svc_conn_update_events(s, c);
 	}
+}
+
+bool sonde__service_writers_busy(struct sonde_service *ss)
+{
+	for (size_t i = 0; i < ss->s.nsessions; i++)
+		if (ss->s.sessions[i]->fw && sonde__fwriter_busy(ss->s.sessions[i]->fw))
+			return true;
+	return false;
 }
 
 static uint64_t chan_now(void *ctx)

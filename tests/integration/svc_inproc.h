@@ -20,6 +20,8 @@ struct inproc {
 	struct sonde_service *svc;
 	uint64_t now_ns; /* the service's clock */
 	unsigned rounds; /* sonde_service__process calls so far */
+	/* inproc_advance does not wait for the file writers first: one is meant to block */
+	bool writer_blocks;
 };
 
 /* A service listening on sockets in the test's tmpdir (for the few tests that also connect
@@ -54,11 +56,15 @@ bool inproc_wait_thread(struct inproc *h, int timeout_ms);
  * timeout_s in all; NULL without it. */
 struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t req,
 					int timeout_s);
-/* Packets tagged tag in the trace file at path, once count of them are there: the file
- * writer thread's work, waited for in real time as an event, up to 20 s. */
+/* Packets tagged tag in the trace file at path, once count of them are there and the file
+ * writer has nothing left to write: the writer thread's work, waited for in real time as
+ * an event, up to 20 s. */
 int inproc_file_count_when(const char *path, const char *tag, int count);
 /* Moves the clock ms forward, one due timer at a time (as the real clock would pass
- * them), running the service at each. */
+ * them), running the service at each. Before each step it waits (real time, up to 20 s)
+ * for the file writers to have written what they were given, unless h->writer_blocks:
+ * their threads run in real time, and a clock moving seconds in microseconds would take
+ * a thread not yet scheduled for a stalled file. */
 void inproc_advance(struct inproc *h, uint64_t ms);
 
 #endif

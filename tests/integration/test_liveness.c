@@ -374,6 +374,7 @@ TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 60)
 
 	signal(SIGPIPE, SIG_IGN); /* as sonded: the writer gets EPIPE once the pipe is closed */
 	inproc_up_opts(&h, &o);
+	h.writer_blocks = true;
 	inproc_producer(&h, &p, "pipe-producer", false);
 	tprod_register(&p, "liveness.pipe", false, false);
 	inproc_consumer(&h, &nb);
