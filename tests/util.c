@@ -66,9 +66,11 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 	return remove(path);
 }
 
+static pid_t tmpdir_owner; /* a test's forked helpers exit without removing it */
+
 static void remove_tmpdir(void)
 {
-	if (tmpdir[0])
+	if (tmpdir[0] && getpid() == tmpdir_owner)
 		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -90,6 +92,7 @@ const char *test_tmpdir(void)
 		if (!mkdtemp(tmpdir))
 			FAIL("mkdtemp: %s", strerror(errno));
 		chmod(tmpdir, 0755);
+		tmpdir_owner = getpid();
 		atexit(remove_tmpdir);
 		keep_caches_local();
 	}

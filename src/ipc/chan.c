@@ -298,7 +298,7 @@ int sonde__ipc_chan_flush(struct ipc_chan *c)
 		/* the send timeout counts from the last bytes the peer took: a consumer that
 		 * keeps reading a trace longer than the timeout is slow, not stalled */
 		if (!c->tx_stalled_ns || progress)
-			c->tx_stalled_ns = mono_ns();
+			c->tx_stalled_ns = c->now_ns ? c->now_ns(c->now_ctx) : mono_ns();
 		return 1;
 	}
 	c->tx_stalled_ns = 0;

@@ -134,7 +134,11 @@ struct ipc_chan {
 		int fd;
 	} tx_fds[IPC_CHAN_MAX_TX_FDS];
 	unsigned n_tx_fds;
-	uint64_t tx_stalled_ns; /* CLOCK_MONOTONIC of the last progress while bytes wait */
+	uint64_t tx_stalled_ns; /* the clock's time of the last progress while bytes wait */
+	/* the clock of tx_stalled_ns: CLOCK_MONOTONIC unless the owner sets one after
+	 * sonde__ipc_chan_init (the service gives its loop's, which tests advance by hand) */
+	uint64_t (*now_ns)(void *ctx);
+	void *now_ctx;
 	/* peer identity from SO_PEERCRED (-1 when unknown) */
 	pid_t peer_pid;
 	uid_t peer_uid;

@@ -46,7 +46,11 @@ struct fwriter {
 	size_t nspare;
 	size_t inflight;   /* bytes of `out` not written yet */
 	off_t wb_end;	   /* the file's bytes before it are sent to the disk; only the thread */
-	uint64_t since_ns; /* last progress, or when bytes began to wait */
+	uint64_t progress; /* counts writes that took bytes, queues begun, the finish asked */
+	/* the loop's alone (sonde__fwriter_stalled_ns): the progress count it last saw and
+	 * when, on its own clock; the thread never reads a clock */
+	uint64_t seen_progress, seen_ns;
+	bool seen;
 	int err;
 	unsigned mode;
 	bool finish_req, finished, stop;
@@ -123,7 +127,7 @@ static int write_out(struct fwriter *w)
 		}
 		pthread_mutex_lock(&w->lock);
 		w->inflight -= (size_t)k;
-		w->since_ns = sonde__loop_now_ns();
+		w->progress++;
 		pthread_mutex_unlock(&w->lock);
 	}
 	return 0;
@@ -258,7 +262,7 @@ static void queued(struct fwriter *w)
 {
 	/* the stall clock starts with the first byte waiting */
 	if (!w->inflight)
-		w->since_ns = sonde__loop_now_ns();
+		w->progress++;
 	pthread_cond_signal(&w->work);
 }
 
@@ -331,9 +335,27 @@ uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns)
 {
 	pthread_mutex_lock(&w->lock);
 	bool waiting = w->qlen || w->inflight || (w->finish_req && !w->finished);
-	uint64_t since = w->since_ns;
+	uint64_t progress = w->progress;
 	pthread_mutex_unlock(&w->lock);
-	return waiting && now_ns > since ? now_ns - since : 0;
+	if (!waiting) {
+		w->seen = false;
+		return 0;
+	}
+	if (!w->seen || progress != w->seen_progress) {
+		w->seen = true;
+		w->seen_progress = progress;
+		w->seen_ns = now_ns;
+		return 0;
+	}
+	return now_ns > w->seen_ns ? now_ns - w->seen_ns : 0;
+}
+
+bool sonde__fwriter_busy(struct fwriter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	bool busy = w->qlen || w->inflight || (w->finish_req && !w->finished);
+	pthread_mutex_unlock(&w->lock);
+	return busy;
 }
 
 void sonde__fwriter_finish(struct fwriter *w, unsigned mode)
@@ -343,7 +365,7 @@ void sonde__fwriter_finish(struct fwriter *w, unsigned mode)
 		w->finish_req = true;
 		w->mode = mode;
 		if (!w->qlen && !w->inflight)
-			w->since_ns = sonde__loop_now_ns();
+			w->progress++;
 		pthread_cond_signal(&w->work);
 	}
 	pthread_mutex_unlock(&w->lock);

@@ -46,9 +46,13 @@ bool sonde__fwriter_room(struct fwriter *w, size_t n);
  * batch is written, instead of finding out at its next timer; and again once a finish is
  * done. Until the writer is cancelled. */
 void sonde__fwriter_notify(struct fwriter *w, int wake_fd);
-/* Nanoseconds (CLOCK_MONOTONIC) since the writer last made progress while bytes are
- * waiting; 0 when nothing waits. */
+/* Nanoseconds of now_ns's clock (the service's) since this call first saw the writer
+ * without progress while bytes wait: the thread counts its progress and reads no clock,
+ * so the time counts from the first call that found it stuck, at most one call's period
+ * late. 0 when nothing waits or it moved since the last call. */
 uint64_t sonde__fwriter_stalled_ns(struct fwriter *w, uint64_t now_ns);
+/* Bytes are queued or being written, or a finish asked for is not done. */
+bool sonde__fwriter_busy(struct fwriter *w);
 /* The file is being completed (its session is disabled): each batch written from now on
  * is sent to the disk at once (sync_file_range), so that the fsync of the finish has only
  * the last ones to wait for. */

@@ -18,6 +18,7 @@
 #include "ipc/addr.h"
 #include "ipc/protos.h"
 #include "ipc/sock.h"
+#include "service/fwriter.h"
 #include "service/internal.h"
 #include "service/session.h"
 #include "service/outfile.h"
@@ -366,6 +367,19 @@ static void serve_waiting(struct svc *s)
 	}
 }
 
+bool sonde__service_writers_busy(struct sonde_service *ss)
+{
+	for (size_t i = 0; i < ss->s.nsessions; i++)
+		if (ss->s.sessions[i]->fw && sonde__fwriter_busy(ss->s.sessions[i]->fw))
+			return true;
+	return false;
+}
+
+static uint64_t chan_now(void *ctx)
+{
+	return sonde__svc_now(ctx);
+}
+
 struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 {
 	struct conn *c = sonde__calloc(1, sizeof(*c));
@@ -383,6 +397,8 @@ struct conn *sonde__svc_add_conn(struct svc *s, int fd, bool producer)
 	}
 	c->id = s->next_conn_id++;
 	c->accepted_ns = sonde__svc_now(s);
+	c->ch.now_ns = chan_now; /* the stall watchdog runs on the service's clock */
+	c->ch.now_ctx = s;
 	c->is_producer = producer;
 	c->p.smb_fd = -1;
 	c->k.clone_fd = -1;
@@ -544,15 +560,15 @@ static void reap(struct svc *s)
 static void housekeeping(void *ctx, uint64_t arg)
 {
 	struct svc *s = ctx;
-	/* the channel stamps a stalled send with CLOCK_MONOTONIC (src/ipc); the handshake
-	 * deadline is the service's */
-	uint64_t mono = sonde__loop_now_ns(), now = sonde__svc_now(s);
+	/* the channel stamps a stalled send with the service's clock (chan_now), as the
+	 * handshake deadline */
+	uint64_t now = sonde__svc_now(s);
 
 	/* §1.2: a peer that does not drain its socket for 10 s (stall_timeout_ms) is
 	 * disconnected */
 	for (size_t i = 0; i < s->nconns; i++) {
 		struct conn *c = s->conns[i];
-		if (c->ch.tx_stalled_ns && mono - c->ch.tx_stalled_ns > s->lim.stall_ns) {
+		if (c->ch.tx_stalled_ns && now - c->ch.tx_stalled_ns > s->lim.stall_ns) {
 			unsigned long long ms = s->lim.stall_ns / 1000000;
 			sonde_warn("connection %llu: peer did not read for %llu %s, closing",
 				   (unsigned long long)c->id, ms % 1000 ? ms : ms / 1000,

@@ -428,6 +428,9 @@ static inline uint64_t sonde__svc_now(const struct svc *s)
 struct sonde_service;
 void sonde__service_set_clock(struct sonde_service *ss, loop_clock_fn now_ns, void *clock_ctx);
 int sonde__service_adopt(struct sonde_service *ss, int fd, bool producer);
+/* Whether a session's file writer has bytes queued or being written (its thread works in
+ * real time: a test waits for it before moving the clock past the stall timeout). */
+bool sonde__service_writers_busy(struct sonde_service *ss);
 
 /* svcpkt.c */
 uint64_t sonde__svc_boottime_ns(void);

@@ -152,7 +152,7 @@ void sonde__session_drain_file(struct svc *s, struct session *ss)
 	if (!ss->fw || ss->file_done)
 		return;
 	sonde__fwriter_notify(ss->fw, s->file_wake_fd);
-	if (sonde__fwriter_stalled_ns(ss->fw, sonde__loop_now_ns()) > s->lim.stall_ns) {
+	if (sonde__fwriter_stalled_ns(ss->fw, sonde__svc_now(s)) > s->lim.stall_ns) {
 		char why[96];
 		unsigned long long ms = s->lim.stall_ns / 1000000;
 		snprintf(why, sizeof(why),
@@ -240,7 +240,9 @@ void sonde__outfile_release(struct svc *s, struct session *ss)
 
 void sonde__session_reap_writers(struct svc *s, int wait_ms)
 {
-	uint64_t now = sonde__loop_now_ns(), end = now + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
+	/* the stall is judged on the service's clock; a shutdown's wait is real time */
+	uint64_t now = sonde__svc_now(s);
+	uint64_t end = sonde__loop_now_ns() + (uint64_t)(wait_ms > 0 ? wait_ms : 0) * 1000000;
 
 	for (size_t i = 0; i < s->nretired;) {
 		struct svc_retired *r = &s->retired[i];

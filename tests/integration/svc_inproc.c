@@ -57,18 +57,28 @@ static bool pump(void)
 	return inproc_run(current);
 }
 
+static void writers_done(struct inproc *h)
+{
+	double end = test_now() + 20;
+
+	while (!h->writer_blocks && sonde__service_writers_busy(h->svc) && test_now() < end)
+		inproc_wait_thread(h, 1);
+}
+
 void inproc_advance(struct inproc *h, uint64_t ms)
 {
 	uint64_t end = h->now_ns + ms * 1000000ull;
 
 	inproc_run(h);
 	for (;;) {
+		writers_done(h);
 		int t = sonde_service__timeout_ms(h->svc);
 		if (t < 0 || h->now_ns + (uint64_t)t * 1000000ull > end)
 			break;
 		h->now_ns += (uint64_t)t * 1000000ull;
 		inproc_run(h);
 	}
+	writers_done(h);
 	h->now_ns = end;
 	inproc_run(h);
 }
@@ -78,10 +88,12 @@ struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t
 	double end = test_now() + timeout_s;
 	struct tc_msg *m;
 
-	while (!(m = tc_wait(c, req, 0)) && test_now() < end) {
-		inproc_wait_thread(h, 1);
-		inproc_advance(h, 20);
-	}
+	/* the thread wakes the loop when its finish is done; the clock moves only while it
+	 * does not, 20 ms per 100 ms of real time: the service's stall watchdog, on the same
+	 * clock, must not take a slow fsync on a loaded machine for a stalled file */
+	while (!(m = tc_wait(c, req, 0)) && test_now() < end)
+		if (!inproc_wait_thread(h, 100))
+			inproc_advance(h, 20);
 	return m;
 }
 
@@ -96,7 +108,10 @@ int inproc_file_count_when(const char *path, const char *tag, int count)
 		struct buf file = {.data = (uint8_t *)data, .len = len, .cap = len};
 		n = data ? trace_count(&file, tag, strlen(tag), NULL) : 0;
 		free(data);
-		if (n >= count || test_now() > end)
+		/* and the writer done with them: its thread may not have counted the write
+		 * yet, and a test moving the clock 10 s on would take it for a stall */
+		if ((n >= count && !(current && sonde__service_writers_busy(current->svc))) ||
+		    test_now() > end)
 			return n;
 		usleep(1000);
 	}
@@ -163,4 +178,14 @@ void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool s
 void inproc_consumer(struct inproc *h, struct tc *c)
 {
 	tc_open_fd(c, inproc_adopt(h, false), "ConsumerPort");
+}
+
+void inproc_consumer_small_sndbuf(struct inproc *h, struct tc *c)
+{
+	int sv[2], one = 1;
+
+	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv));
+	ASSERT_OK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one)));
+	ASSERT_OK(sonde__service_adopt(h->svc, sv[0], false));
+	tc_open_fd(c, sv[1], "ConsumerPort");
 }

@@ -20,6 +20,8 @@ struct inproc {
 	struct sonde_service *svc;
 	uint64_t now_ns; /* the service's clock */
 	unsigned rounds; /* sonde_service__process calls so far */
+	/* inproc_advance does not wait for the file writers first: one is meant to block */
+	bool writer_blocks;
 };
 
 /* A service listening on sockets in the test's tmpdir (for the few tests that also connect
@@ -36,6 +38,9 @@ void inproc_sockets(const struct inproc *h, struct sonded *d);
  * each over a socketpair the service adopts. */
 void inproc_producer(struct inproc *h, struct tprod *p, const char *name, bool scraping);
 void inproc_consumer(struct inproc *h, struct tc *c);
+/* The same, the service's end of the socketpair given the smallest send buffer the kernel
+ * allows (a few KB): what the service sends beyond it stays unsent in its own queue. */
+void inproc_consumer_small_sndbuf(struct inproc *h, struct tc *c);
 /* A socketpair whose one end the service adopts as a producer (or consumer) connection;
  * returns the other, the test's, for tc_open_fd or raw frames. */
 int inproc_adopt(struct inproc *h, bool producer);
@@ -46,16 +51,20 @@ bool inproc_run(struct inproc *h);
  * wake its loop, then runs it; returns whether it was woken. The clock does not move. */
 bool inproc_wait_thread(struct inproc *h, int timeout_ms);
 /* The reply to req on c once the file writer's thread let the session end: runs the
- * service, its clock moving 20 ms at a time (the period at which it looks at its writer's
- * progress) while the thread is waited for in real time, up to timeout_s in all; NULL
- * without it. */
+ * service at each wake-up of the thread, its clock moving 20 ms (the period at which it
+ * looks at its writer's progress) after each 100 ms of real time without one, up to
+ * timeout_s in all; NULL without it. */
 struct tc_msg *inproc_wait_writer_reply(struct inproc *h, struct tc *c, uint64_t req,
 					int timeout_s);
-/* Packets tagged tag in the trace file at path, once count of them are there: the file
- * writer thread's work, waited for in real time as an event, up to 20 s. */
+/* Packets tagged tag in the trace file at path, once count of them are there and the file
+ * writer has nothing left to write: the writer thread's work, waited for in real time as
+ * an event, up to 20 s. */
 int inproc_file_count_when(const char *path, const char *tag, int count);
 /* Moves the clock ms forward, one due timer at a time (as the real clock would pass
- * them), running the service at each. */
+ * them), running the service at each. Before each step it waits (real time, up to 20 s)
+ * for the file writers to have written what they were given, unless h->writer_blocks:
+ * their threads run in real time, and a clock moving seconds in microseconds would take
+ * a thread not yet scheduled for a stalled file. */
 void inproc_advance(struct inproc *h, uint64_t ms);
 
 #endif

@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sonde/service.h>
+
 #include "../test.h"
 #include "../util.h"
 #include "base/pb.h"
@@ -26,6 +28,7 @@
 #include "ipc/protos.h"
 #include "ipc/smb.h"
 #include "ipc/sock.h"
+#include "svc_inproc.h"
 #include "svc_util.h"
 
 /* ------------------------------------------------------------------ garbage frames */
@@ -574,23 +577,46 @@ static void bulk_fill(struct tprod *p, uint32_t target)
 	}
 }
 
-/* Reads the ReadBuffers replies of request id at about BULK_RATE; returns the number of
- * packets with field 901, each counted once in seen[]. */
-static int bulk_read_slowly(int fd, uint64_t id, uint8_t *seen)
+/* The bytes the socket fd holds now, up to budget, appended to in, without waiting;
+ * false once the service closed it. */
+static bool bulk_take(int fd, struct buf *in, size_t budget)
 {
-	static uint8_t in[IPC_BUFFER_SIZE];
-	struct buf pkt = BUF_INIT;
-	int found = 0;
+	while (budget) {
+		ASSERT_OK(sonde__buf_reserve(in, budget));
+		ssize_t r = recv(fd, in->data + in->len, budget, MSG_DONTWAIT);
+		if (r == 0)
+			return false;
+		if (r < 0) {
+			ASSERT(errno == EAGAIN || errno == EINTR);
+			if (errno == EAGAIN)
+				return true;
+			continue;
+		}
+		in->len += (size_t)r;
+		budget -= (size_t)r;
+	}
+	return true;
+}
 
-	for (bool more = true; more;) {
-		int n = raw_next_frame(fd, in, sizeof(in), 15000);
+/* The complete frames of in from *off on that answer request id: each packet with field
+ * 901 counted once in seen[] (*found); *more false after the last reply. pkt holds a
+ * packet whose slices began in an earlier call. */
+static void bulk_parse(const struct buf *in, size_t *off, uint64_t id, uint8_t *seen, int *found,
+		       bool *more, struct buf *pkt)
+{
+	uint32_t len;
+
+	while (in->len - *off >= 4) {
+		memcpy(&len, in->data + *off, 4);
+		if (in->len - *off - 4 < len)
+			break;
 		struct ipc_frame f;
-		ASSERT_INT(n, >=, 0); /* not disconnected */
-		ASSERT_OK(sonde__ipc_frame_decode(in, (size_t)n, &f));
+		ASSERT_OK(sonde__ipc_frame_decode(in->data + *off + 4, len, &f));
+		*off += 4 + (size_t)len;
 		if (f.request_id != id)
 			continue;
 		ASSERT(f.success);
-		more = f.has_more;
+		*more = f.has_more;
 		struct pb_reader r = pb_reader_init(f.data, f.data_len), sr;
 		struct pb_field g, h;
 		while (sonde__pb_next(&r, &g) > 0) {
@@ -598,58 +624,120 @@ static int bulk_read_slowly(int fd, uint64_t id, uint8_t *seen)
 			sr = pb_sub(&g);
 			while (sonde__pb_next(&sr, &h) > 0) {
 				if (h.num == PF_SLICE_DATA)
-					sonde__buf_append(&pkt, h.ptr, h.len);
+					sonde__buf_append(pkt, h.ptr, h.len);
 				else if (h.num == PF_SLICE_LAST_SLICE_FOR_PACKET)
 					last = h.u != 0;
 			}
 			if (!last)
 				continue;
-			struct pb_reader pr = pb_reader_init(pkt.data, pkt.len);
+			struct pb_reader pr = pb_reader_init(pkt->data, pkt->len);
 			while (sonde__pb_next(&pr, &h) > 0)
 				if (h.num == 901 && h.u < BULK_PACKETS && !seen[h.u]++)
-					found++;
-			sonde__buf_reset(&pkt);
+					(*found)++;
+			sonde__buf_reset(pkt);
 		}
-		usleep((useconds_t)((uint64_t)n * 1000000 / BULK_RATE));
 	}
-	sonde__buf_free(&pkt);
-	return found;
 }
 
-/* A consumer reading a 1.5 MB trace at 400 KB/s takes almost 4 s, longer than sonded's
- * stall timeout (set to 2 s: a reply of up to 128 KB is read every 0.3 s), but it keeps
- * taking bytes: it is slow, not stalled, and gets everything. */
-TEST_TIMEOUT(hostile_slow_but_steady_reader_is_served, 120)
+/* The peer closed fd (POLLHUP), seen without reading from it. */
+static bool hung_up(int fd)
+{
+	struct pollfd p = {fd, 0, 0};
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
+}
+
+/* An in-process service with a 2 s stall timeout, a consumer c that asked for a 1.5 MB
+ * trace (the ReadBuffers request id in *id) and has read none of it yet. */
+static void bulk_up(struct inproc *h, struct tprod *p, struct tc *c, uint64_t *id)
 {
 	static const char *const ds[] = {"bulk.ds"};
+	struct sonde_service_opts o = {.sz = sizeof(o), .stall_timeout_ms = 2000};
+	struct buf cfg = BUF_INIT;
+	struct tcmd cmd;
+
+	inproc_up_opts(h, &o);
+	inproc_producer(h, p, "bulk-producer", false);
+	tprod_register(p, "bulk.ds", false, false);
+	inproc_consumer(h, c);
+	tcfg_basic(&cfg, 4096, ds, 1);
+	tcons_enable(c, &cfg, -1);
+	tprod_expect(p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	tprod_expect(p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+	bulk_fill(p, target);
+	inproc_run(h); /* every commit taken before the read */
+	*id = tc_call(c, "ReadBuffers", NULL, -1, false);
+	ASSERT_INT(sonde__ipc_chan_flush(&c->ch), ==, 0);
+	ASSERT(c->ch.rx.len == c->ch.rx_off); /* what comes next is read here, raw */
+	inproc_run(h);
+	sonde__buf_free(&cfg);
+}
+
+/* A consumer reading a 1.5 MB trace at 400 KB/s of the service's clock (120 KB every
+ * 300 ms) takes almost 4 s, longer than the service's stall timeout (set to 2 s), but it
+ * keeps taking bytes: it is slow, not stalled, and gets everything. In-process: the
+ * clock moves only when the test says. */
+TEST_TIMEOUT(hostile_slow_but_steady_reader_is_served, 60)
+{
 	static uint8_t seen[BULK_PACKETS];
-	struct sonded d;
+	struct inproc h;
 	struct tprod p;
 	struct tc c;
-	struct tcmd cmd;
-	struct buf cfg = BUF_INIT;
-	static const char *const stall[] = {"--stall-timeout-ms", "2000", NULL};
+	struct buf in = BUF_INIT, pkt = BUF_INIT;
+	size_t off = 0;
+	int found = 0;
+	uint64_t id;
 
-	sonded_start(&d, stall);
-	tprod_open(&p, d.psock, "bulk-producer", false);
-	tprod_register(&p, "bulk.ds", false, false);
-	tc_open(&c, d.csock, "ConsumerPort");
-	tcfg_basic(&cfg, 4096, ds, 1);
-	tcons_enable(&c, &cfg, -1);
-	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
-	uint32_t target = cmd.target_buffer;
-	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	bulk_fill(&p, target);
-	double t0 = test_now();
-	uint64_t id = tc_call(&c, "ReadBuffers", NULL, -1, false);
-	ASSERT_INT(bulk_read_slowly(c.ch.fd, id, seen), ==, BULK_PACKETS);
-	/* it did outlast the stall timeout by a second at least (its sleeps alone add up
-	 * to 1.5 MB / 400 KB/s, 3.6 s) */
-	double took = test_now() - t0;
-	printf("read in %.2f s\n", took);
-	ASSERT(took > 3.0);
-	sonde__buf_free(&cfg);
+	bulk_up(&h, &p, &c, &id);
+	uint64_t t0 = h.now_ns;
+	for (bool more = true; more;) {
+		ASSERT(bulk_take(c.ch.fd, &in, BULK_RATE * 3 / 10));
+		bulk_parse(&in, &off, id, seen, &found, &more, &pkt);
+		inproc_advance(&h, 300);
+	}
+	ASSERT_INT(found, ==, BULK_PACKETS);
+	/* it did outlast the stall timeout by a second at least */
+	printf("read in %llu ms of the service's clock\n",
+	       (unsigned long long)((h.now_ns - t0) / 1000000));
+	ASSERT(h.now_ns - t0 > 3000 * 1000000ull);
+	ASSERT(!hung_up(c.ch.fd));
+	sonde__buf_free(&in);
+	sonde__buf_free(&pkt);
 	tc_close(&c);
 	tc_close(&p.t);
-	sonded_stop(&d);
+	inproc_down(&h);
+}
+
+/* The same consumer taking nothing more after its first 120 KB is closed once the
+ * service's clock passed the stall timeout (2 s) since its last bytes were taken, at the
+ * service's next housekeeping (each second), and not before. */
+TEST_TIMEOUT(hostile_stalled_reader_is_closed_at_the_stall_timeout, 60)
+{
+	static uint8_t seen[BULK_PACKETS];
+	struct inproc h;
+	struct tprod p;
+	struct tc c;
+	struct buf in = BUF_INIT, pkt = BUF_INIT;
+	size_t off = 0;
+	int found = 0;
+	bool more = true;
+	uint64_t id;
+
+	bulk_up(&h, &p, &c, &id);
+	ASSERT(bulk_take(c.ch.fd, &in, BULK_RATE * 3 / 10));
+	bulk_parse(&in, &off, id, seen, &found, &more, &pkt);
+	ASSERT(more && in.len > 0);
+	inproc_run(&h); /* the service sends more: its last progress, now */
+	inproc_advance(&h, 2000);
+	ASSERT(!hung_up(c.ch.fd));
+	inproc_advance(&h, 1000);
+	ASSERT(hung_up(c.ch.fd));
+	sonde__buf_free(&in);
+	sonde__buf_free(&pkt);
+	tc_close(&c);
+	tc_close(&p.t);
+	inproc_down(&h);
 }

@@ -3,15 +3,18 @@
  * socket handed to the connector that leads back to sonded itself, a service run by a
  * user who is neither root nor the client, an output file that never drains, a service
  * that goes away while `sonde trace` reads. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <sonde/connector.h>
+#include <sonde/service.h>
 
 #include "../test.h"
 #include "../util.h"
@@ -22,6 +25,7 @@
 #include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "sec_util.h"
+#include "svc_inproc.h"
 #include "svc_util.h"
 
 /* The error of an EnableTracing reply (malloc'd; "" if it had none). */
@@ -297,23 +301,29 @@ TEST_TIMEOUT(liveness_trace_refuses_a_service_run_by_another_user, 90)
 	ASSERT_INT(test_wait(d, 20), ==, 0);
 }
 
-/* In the attacker's child (so it never asserts): for 3 s, past the 2 s stall timeout the
- * test sets, every 300 ms, a new consumer connects and has its BindService answered within
- * 1 s. 0, 1 after a slow answer, 2 when there was none. */
-static int new_clients_answer(void *arg)
+/* Whether another thread of this process is blocked in writev (the file writer on a pipe
+ * that is full): /proc/self/task/TID/syscall names the call a blocked task is in. */
+static bool a_thread_blocked_in_writev(void)
 {
-	const struct hostile *h = arg;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	bool found = false;
 
-	for (double end = test_now() + 3; test_now() < end; usleep(300000)) {
-		double t0 = test_now();
-		int fd = sonde__ipc_connect(h->d.csock);
-		if (fd < 0 || !raw_bind_answered(fd, "ConsumerPort"))
-			return 2;
-		close(fd);
-		if (test_now() - t0 > 1.0)
-			return 1;
+	ASSERT(d != NULL);
+	while (!found && (e = readdir(d))) {
+		char path[300], line[64] = "";
+		if (e->d_name[0] == '.' || atoi(e->d_name) == (int)gettid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/syscall", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f) && line[0] >= '0' && line[0] <= '9')
+			found = atol(line) == SYS_writev;
+		fclose(f);
 	}
-	return 0;
+	closedir(d);
+	return found;
 }
 
 /* A session writing into file `fd` through the service every 100 ms. */
@@ -348,40 +358,62 @@ static void write_chunks(struct tprod *p, uint32_t target, unsigned n)
 	sonde__buf_free(&pk);
 }
 
-/* uid nobody passes a pipe that nobody reads as its write_into_file fd and fills it: the
- * writer blocks, the loop does not. The witness loses nothing, new clients are answered
- * at once, and after sonded's stall timeout (set to 2 s; 10 s by default) without progress
- * nobody's session ends with the reason. */
-TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 120)
+/* A consumer passes a pipe that nobody reads as its write_into_file fd and fills it: the
+ * writer thread blocks, the loop does not. Other clients are answered at once, and once
+ * the service's clock passed the stall timeout (set to 2 s; 10 s by default) without
+ * progress, and not before, the session ends with the reason. In-process: the clock is
+ * the test's, and the only real-time wait is for the writer to block (an event). */
+TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 60)
 {
-	struct hostile h;
+	struct sonde_service_opts o = {.sz = sizeof(o), .stall_timeout_ms = 2000};
+	struct inproc h;
 	struct tprod p;
 	struct tcmd cmd;
-	struct tc nb;
+	struct tc nb, other;
 	int pfd[2];
 
-	static const char *const stall[] = {"--stall-timeout-ms", "2000", NULL};
-
-	sec_require_root();
-	hostile_up_args(&h, NULL, stall);
-	tprod_open(&p, h.d.psock, "pipe-producer", false);
+	signal(SIGPIPE, SIG_IGN); /* as sonded: the writer gets EPIPE once the pipe is closed */
+	inproc_up_opts(&h, &o);
+	h.writer_blocks = true;
+	inproc_producer(&h, &p, "pipe-producer", false);
 	tprod_register(&p, "liveness.pipe", false, false);
-	tc_open_fd(&nb, sec_connect_as(SEC_NOBODY, h.d.csock), "ConsumerPort");
+	inproc_consumer(&h, &nb);
 	ASSERT_OK(pipe2(pfd, O_CLOEXEC));
 	uint64_t req = enable_into_fd(&nb, pfd[1]);
 	close(pfd[1]);
 	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
 	uint32_t target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
 	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+	uint64_t t0 = h.now_ns;	       /* no byte waits before */
 	write_chunks(&p, target, 100); /* 300 KB: the pipe holds 64 KiB */
-	ASSERT_INT(hostile_run(&h, new_clients_answer, &h, 60), ==, 0);
-	char *err = tcons_wait_disabled(&nb, req, 20000);
-	ASSERT_CONTAINS(err, "the output file accepted nothing");
+	inproc_advance(&h, 100);       /* the write period: the writer gets them */
+	double end = test_now() + 20;
+	while (!a_thread_blocked_in_writev()) {
+		ASSERT(test_now() < end);
+		usleep(1000);
+	}
+	/* the loop runs on: a new client is answered at once */
+	inproc_consumer(&h, &other);
+	tc_msg_free(tc_ok(&other, tc_call(&other, "QueryServiceState", NULL, -1, false)));
+	tc_close(&other);
+	/* the writer took the bytes at t0 + 100 ms and blocked before the service's next
+	 * look at it (each write period, 100 ms): the file took nothing from then on, for
+	 * 2 s at t0 + 2100 ms, when the session still runs; the stall counts from the first
+	 * look that found it stuck, so the session ends within two looks after that */
+	inproc_advance(&h, 2100 - (h.now_ns - t0) / 1000000);
+	ASSERT(tc_wait(&nb, req, 0) == NULL);
+	inproc_advance(&h, 2 * 100);
+	struct tc_msg *m = tc_wait(&nb, req, 0);
+	ASSERT(m != NULL);
+	char *err = tcons_disabled_reply(m);
+	ASSERT_CONTAINS(err, "the output file accepted nothing for 2 s");
 	free(err);
 	tc_close(&nb);
 	tc_close(&p.t);
 	close(pfd[0]);
-	hostile_down(&h); /* the witness lost nothing; fds and memory are back */
+	inproc_down(&h);
 }
 
 /* argv in the background with its stderr into the file errpath. */

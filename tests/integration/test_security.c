@@ -540,15 +540,31 @@ TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
 	inproc_down(&h);
 }
 
-TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit, 60)
+/* Sends n QueryServiceState requests on c at once, none of their replies read, and runs
+ * the service. */
+static void unread_requests(struct inproc *h, struct tc *c, int n)
 {
-	struct sonde_service_opts o = {.sz = sizeof(o), .max_pending_kb = 1}; /* raised to 5 MiB */
+	for (int i = 0; i < n; i++)
+		tc_call(c, "QueryServiceState", NULL, -1, false);
+	ASSERT_INT(sonde__ipc_chan_flush(&c->ch), ==, 0);
+	inproc_run(h);
+}
+
+/* docs/service.md, Limits: a connection with 256 KiB of replies unsent has its requests
+ * wait, and is closed once over 64 of them wait. Each QueryServiceState reply is ~100 KB
+ * here and the service's end of the socket takes only a few KB, so the service answers
+ * three requests (~300 KB unsent) and holds the rest: 3 + 64 requests keep the
+ * connection, 3 + 65 close it, with the service's clock still (far from the stall
+ * timeout). The kept one gets all its replies once it reads them. */
+TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_past_64_waiting_requests, 60)
+{
+	enum { ANSWERED = 3, MAX_WAITING = 64 };
 	struct inproc h;
 	struct tprod p;
-	struct tc c, other;
+	struct tc kept, closed, other;
 	struct buf a = BUF_INIT;
 
-	inproc_up_opts(&h, &o);
+	inproc_up(&h);
 	/* a data source whose descriptor makes every QueryServiceState reply ~100 KB */
 	inproc_producer(&h, &p, "bulky", false);
 	size_t m = sonde__pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
@@ -559,20 +575,22 @@ TEST_TIMEOUT(sec_a_client_not_reading_its_replies_is_closed_at_the_pending_limit
 	free(blob);
 	sonde__pb_end(&a, m);
 	tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "RegisterDataSource", &a, -1, false)));
-	/* 120 requests, replies never read: the service closes it (docs/service.md, Limits:
-	 * unsent bytes, or requests waiting behind unread replies) with its clock still, far
-	 * from the 10 s send timeout */
-	inproc_consumer(&h, &c);
-	for (int i = 0; i < 120; i++)
-		tc_call(&c, "QueryServiceState", NULL, -1, false);
-	sonde__ipc_chan_flush(&c.ch);
-	inproc_run(&h);
-	ASSERT(closed_by_peer(&c));
+	inproc_consumer_small_sndbuf(&h, &kept);
+	uint64_t first = kept.next_id;
+	unread_requests(&h, &kept, ANSWERED + MAX_WAITING);
+	inproc_consumer_small_sndbuf(&h, &closed);
+	unread_requests(&h, &closed, ANSWERED + MAX_WAITING + 1);
+	ASSERT(closed_by_peer(&closed));
+	struct pollfd pf = {kept.ch.fd, 0, 0}; /* not closed (POLLHUP), nothing read */
+	ASSERT_INT(poll(&pf, 1, 0), ==, 0);
+	for (int i = 0; i < ANSWERED + MAX_WAITING; i++)
+		tc_msg_free(tc_ok(&kept, first + (uint64_t)i));
 	/* everybody else is served */
 	inproc_consumer(&h, &other);
 	tc_msg_free(tc_ok(&other, tc_call(&other, "QueryCapabilities", NULL, -1, false)));
 	tc_close(&other);
-	tc_close(&c);
+	tc_close(&kept);
+	tc_close(&closed);
 	tc_close(&p.t);
 	sonde__buf_free(&a);
 	inproc_down(&h);
