@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,10 +58,17 @@ TEST_TIMEOUT(record_tracepoint_sched_switch_stacks_reach_main, 120)
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.err, ", event sched:sched_switch\n");
 	ASSERT_CONTAINS(o.err, "; every hit, ");
+	const char *v = strstr(o.out, "voluntary switches ");
+	long slept = v ? atol(v + 19) : -1;
 	test_output_free(&o);
 	folded_counts(spool, ";main;sleep_caller;", &hits, &all);
-	/* every sleep switched the thread out once; the rest are preemptions and exit */
-	ASSERT_UINT(hits, >=, 300);
+	/* every sleep that left the CPU (all 300 but a sleep whose timer fired before the
+	 * scheduler was reached, on a loaded machine) switched the thread out there; the
+	 * rest are preemptions and exit */
+	printf("%ld sleeps left the CPU; %" PRIu64 " of %" PRIu64 " hits through sleep_caller\n",
+	       slept, hits, all);
+	ASSERT_INT(slept, >, 0);
+	ASSERT_UINT(hits, >=, (uint64_t)slept);
 	ASSERT_UINT(hits * 10, >=, all * 9);
 }
 
