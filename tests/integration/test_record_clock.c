@@ -37,6 +37,38 @@ static int discard_write(void *ctx, const void *buf, size_t len)
 	return 0;
 }
 
+/* A recorder of a spawned argv writing through write (ctx), on the clock c holds from now. */
+struct held_rec {
+	pid_t pid;
+	struct sonde_recorder *r;
+};
+
+static struct held_rec held_start(const char *const argv[], sonde_spool_write_fn write,
+				  void *ctx, struct held_clock *c)
+{
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+	struct held_rec h;
+
+	test_require_perf();
+	h.pid = test_spawn(argv);
+	h.r = ASSERT_NOT_NULL(
+		sonde_recorder__attach_writer(h.pid, write, ctx, SONDE_ATTACH_STOP, &opts));
+	c->ns = sonde__rec_mono_now();
+	sonde__rec_set_clock(h.r, held_now, c);
+	return h;
+}
+
+/* Back on the recorder's own clock, finished and freed, its process killed. */
+static void held_stop(struct held_rec *h)
+{
+	sonde__rec_set_clock(h->r, NULL, NULL);
+	ASSERT_OK(sonde_recorder__finish(h->r, NULL));
+	sonde_recorder__free(h->r);
+	kill(h->pid, SIGKILL);
+	test_wait(h->pid, 10);
+}
+
 static struct sonde_record_summary summary(struct sonde_recorder *r)
 {
 	struct sonde_record_summary s = {.sz = sizeof(s)};
@@ -50,15 +82,9 @@ static struct sonde_record_summary summary(struct sonde_recorder *r)
 TEST_TIMEOUT(record_clock_drives_recovery_sweeps, 60)
 {
 	const char *argv[] = {"/bin/sleep", "60", NULL};
-	struct sonde_record_opts opts = {
-		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
-
-	test_require_perf();
-	pid_t pid = test_spawn(argv);
-	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder__attach_writer(pid, discard_write, NULL, SONDE_ATTACH_STOP, &opts));
-	struct held_clock c = {sonde__rec_mono_now()};
-	sonde__rec_set_clock(r, held_now, &c);
+	struct held_clock c;
+	struct held_rec h = held_start(argv, discard_write, NULL, &c);
+	struct sonde_recorder *r = h.r;
 
 	sonde__rec_note_loss(r); /* the first gap: no sweep ran yet, it is due at once */
 	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
@@ -88,26 +114,16 @@ TEST_TIMEOUT(record_clock_drives_recovery_sweeps, 60)
 	ASSERT_UINT(summary(r).recovery_sweeps, ==, 3);
 	ASSERT_UINT(summary(r).lifecycle_gaps, ==, 3);
 	ASSERT_UINT(summary(r).gaps_recovered, ==, 3);
-	sonde__rec_set_clock(r, NULL, NULL);
-	ASSERT_OK(sonde_recorder__finish(r, NULL));
-	sonde_recorder__free(r);
-	kill(pid, SIGKILL);
-	test_wait(pid, 10);
+	held_stop(&h);
 }
 
 /* A busy process: what it records after the held time stays queued, poll after poll. */
 TEST_TIMEOUT(record_clock_releases_records, 60)
 {
 	const char *argv[] = {test_prog("split"), "30", NULL};
-	struct sonde_record_opts opts = {
-		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
-
-	test_require_perf();
-	pid_t pid = test_spawn(argv);
-	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder__attach_writer(pid, discard_write, NULL, SONDE_ATTACH_STOP, &opts));
-	struct held_clock c = {sonde__rec_mono_now()};
-	sonde__rec_set_clock(r, held_now, &c);
+	struct held_clock c;
+	struct held_rec h = held_start(argv, discard_write, NULL, &c);
+	struct sonde_recorder *r = h.r;
 	/* what was recorded before the clock was held is released by this poll */
 	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
 	uint64_t written = summary(r).samples_written;
@@ -124,11 +140,7 @@ TEST_TIMEOUT(record_clock_releases_records, 60)
 	int n = sonde_recorder__poll(r, 0, NULL);
 	ASSERT_INT(n, >=, 20);
 	ASSERT_UINT(summary(r).samples_written, >=, written + 20);
-	sonde__rec_set_clock(r, NULL, NULL);
-	ASSERT_OK(sonde_recorder__finish(r, NULL));
-	sonde_recorder__free(r);
-	kill(pid, SIGKILL);
-	test_wait(pid, 10);
+	held_stop(&h);
 }
 
 static int count_write(void *ctx, const void *buf, size_t len)
@@ -142,17 +154,11 @@ static int count_write(void *ctx, const void *buf, size_t len)
 TEST_TIMEOUT(record_clock_times_live_pushes, 60)
 {
 	const char *argv[] = {test_prog("split"), "30", NULL};
-	struct sonde_record_opts opts = {
-		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
 	size_t writes = 0;
-
-	test_require_perf();
-	pid_t pid = test_spawn(argv);
-	struct sonde_recorder *r = ASSERT_NOT_NULL(
-		sonde_recorder__attach_writer(pid, count_write, &writes, SONDE_ATTACH_STOP, &opts));
-	struct held_clock c = {sonde__rec_mono_now()};
+	struct held_clock c;
+	struct held_rec h = held_start(argv, count_write, &writes, &c);
+	struct sonde_recorder *r = h.r;
 	uint64_t t0 = c.ns;
-	sonde__rec_set_clock(r, held_now, &c);
 	/* the first poll pushes what attaching buffered (no push before) */
 	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
 	size_t pushed = writes;
@@ -177,9 +183,5 @@ TEST_TIMEOUT(record_clock_times_live_pushes, 60)
 	c.ns = t0 + REC_PUSH_INTERVAL_NS;
 	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
 	ASSERT_UINT(writes, ==, pushed + 1);
-	sonde__rec_set_clock(r, NULL, NULL);
-	ASSERT_OK(sonde_recorder__finish(r, NULL));
-	sonde_recorder__free(r);
-	kill(pid, SIGKILL);
-	test_wait(pid, 10);
+	held_stop(&h);
 }
