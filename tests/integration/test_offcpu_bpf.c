@@ -116,6 +116,14 @@ TEST_TIMEOUT(offcpu_bpf_short_waits_counted_in_aggregate, 120)
 	ASSERT_UINT(ns, >, 0);
 }
 
+/* `sonde report --folded --metric wall` of spool, into o; fails on its error. */
+static void wall_folded(const char *spool, struct test_output *o)
+{
+	test_runf(o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
+	if (o->status != 0)
+		FAIL("report exited %d:\n%s", o->status, o->err);
+}
+
 /* Of the folded off-CPU lines of `text` in state S: the time of all, and of those whose
  * stack goes through `through`. */
 static void sleeping_time(char *text, const char *through, double *all, double *with)
@@ -151,9 +159,7 @@ TEST_TIMEOUT(offcpu_bpf_long_waits_stacked_to_main, 120)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	ASSERT_UINT(summary_num(o.err, "intervals stacked"), >=, 250);
 	test_output_free(&o);
-	test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
-	if (o.status != 0)
-		FAIL("report exited %d:\n%s", o.status, o.err);
+	wall_folded(spool, &o);
 	sleeping_time(o.out, ";main;sleep_caller;", &all, &with);
 	test_output_free(&o);
 	printf("sleeping %.0f us, %.0f us of it through main;sleep_caller\n", all, with);
@@ -179,9 +185,7 @@ TEST_TIMEOUT(offcpu_bpf_kernel_stacks_of_ended_and_open_waits, 120)
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	test_output_free(&o);
-	test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
-	if (o.status != 0)
-		FAIL("report exited %d:\n%s", o.status, o.err);
+	wall_folded(spool, &o);
 	char *copy = ASSERT_NOT_NULL(strdup(o.out));
 	sleeping_time(o.out, ";main;sleep_caller;", &all, &with);
 	double knl, kwith;
@@ -207,9 +211,7 @@ TEST_TIMEOUT(offcpu_bpf_kernel_stacks_of_ended_and_open_waits, 120)
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	test_output_free(&o);
-	test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
-	if (o.status != 0)
-		FAIL("report exited %d:\n%s", o.status, o.err);
+	wall_folded(spool, &o);
 	sleeping_time(o.out, ";hrtimer_nanosleep;", &all, &with);
 	test_output_free(&o);
 	/* (sh's own wait for its first child is a sleep too) */
@@ -462,8 +464,7 @@ static void single_thread(const char *backend, pid_t tid, size_t *own, size_t *o
 			(*others)++;
 	}
 	sonde_spool__close(s);
-	test_runf(&o, 60, "%s report --folded --metric wall %s", test_bin("sonde"), spool);
-	ASSERT_INT(o.status, ==, 0);
+	wall_folded(spool, &o);
 	*nap = strstr(o.out, ";main;nap;") != NULL;
 	test_output_free(&o);
 }
