@@ -65,9 +65,16 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* What a failed run leaves running: the service and the producer's process group. */
+static pid_t running_service, running_producers;
+
 static void die(const char *msg)
 {
 	fprintf(stderr, "fullrate: %s\n", msg);
+	if (running_producers)
+		kill(-running_producers, SIGKILL);
+	if (running_service)
+		kill(running_service, SIGKILL);
 	exit(1);
 }
 
@@ -104,6 +111,7 @@ static void svc_start(struct svc *s)
 		execl(s->bin, s->bin, (char *)NULL);
 		_exit(127);
 	}
+	running_service = s->pid;
 	double end = now_s() + 10;
 	while (!(can_connect(s->psock) && can_connect(s->csock))) {
 		if (now_s() > end)
@@ -114,6 +122,7 @@ static void svc_start(struct svc *s)
 
 static void svc_stop(struct svc *s)
 {
+	running_service = 0;
 	kill(s->pid, SIGTERM);
 	for (int i = 0; i < 100 && waitpid(s->pid, NULL, WNOHANG) == 0; i++)
 		usleep(50000);
@@ -266,6 +275,8 @@ static void spawn_producer(struct producer_proc *pp, const char *cmd, int nthrea
 	fflush(NULL);
 	pp->pid = fork();
 	if (pp->pid == 0) {
+		/* A group of its own: the command the shell starts is ended with it. */
+		setpgid(0, 0);
 		close(fds[0]);
 		if (!cmd)
 			prod_child(fds[1], nthreads, pkt);
@@ -275,6 +286,8 @@ static void spawn_producer(struct producer_proc *pp, const char *cmd, int nthrea
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
+	setpgid(pp->pid, pp->pid);
+	running_producers = pp->pid;
 	close(fds[1]);
 	pp->out = fds[0];
 }
@@ -291,7 +304,8 @@ static uint64_t reap_producer(struct producer_proc *pp)
 			n = strtoull(buf, NULL, 10);
 	}
 	close(pp->out);
-	kill(pp->pid, SIGTERM);
+	running_producers = 0;
+	kill(-pp->pid, SIGTERM);
 	waitpid(pp->pid, NULL, 0);
 	return n;
 }
