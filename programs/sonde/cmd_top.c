@@ -30,6 +30,8 @@
 #include <sonde/log.h>
 #include <sonde/record.h>
 #include <sonde/tail.h>
+#include <sonde/view.h>
+#include <sonde/view_source.h>
 
 #include "cli.h"
 #include "output.h"
@@ -66,7 +68,7 @@ struct top {
 	struct sonde_recorder *r;
 	struct sonde_launch *l;
 	struct sonde_tail *t;
-	struct top_agg *agg;
+	struct sonde_view_live *live; /* the window */
 	char source[128];
 	bool screen, keys; /* drawing on a terminal; reading keys from one */
 	struct termios saved;
@@ -584,13 +586,19 @@ static const char *cut(const char *s, char *out, size_t cap)
 static void draw_table(struct top *tp, int max_rows, int width, const char *note)
 {
 	const struct sonde_view_row *rows = NULL;
-	uint64_t total = top_agg_samples(tp->agg);
+	uint64_t total = sonde_view_live__samples(tp->live);
 	bool by_process = process_column(tp);
 	size_t n = 0, n_all = 0;
 	char line[1024], proc[21];
 
-	if (top_agg_rows(tp->agg, tp->a.sort, by_process, max_rows > 0 ? (size_t)max_rows : 1,
-			 &rows, &n, &n_all) < 0)
+	struct sonde_view_rows_opts ro = {
+		.sz = sizeof(ro),
+		.group = by_process ? SONDE_VIEW_BY_FUNCTION_PROCESS : SONDE_VIEW_BY_FUNCTION,
+		.sort = tp->a.sort,
+		.max = max_rows > 0 ? (size_t)max_rows : 1,
+	};
+	struct sonde_view *v = sonde_view_live__view(tp->live);
+	if (!v || sonde_view__rows(v, &ro, &rows, &n, &n_all) < 0)
 		n = n_all = 0; /* out of memory: the header still says how many samples */
 	printf("sonde top: %s | window %.1f s | %llu samples%s%s\n", tp->source, tp->a.window_s,
 	       (unsigned long long)total, note ? " | " : "", note ? note : "");
@@ -628,10 +636,10 @@ static void draw_table(struct top *tp, int max_rows, int width, const char *note
 
 static void redraw(struct top *tp, bool final)
 {
-	uint64_t now =
-		tp->ended && top_agg_last_time(tp->agg) ? top_agg_last_time(tp->agg) : mono_ns();
+	uint64_t last = sonde_view_live__last_time(tp->live);
+	uint64_t now = tp->ended && last ? last : mono_ns();
 
-	top_agg_expire(tp->agg, now);
+	sonde_view_live__expire(tp->live, now);
 	if (!tp->screen) {
 		draw_table(tp, tp->a.rows ? tp->a.rows : PLAIN_ROWS, 0, final ? "final" : NULL);
 		putchar('\n');
@@ -655,7 +663,7 @@ static int consume(struct top *tp)
 
 	while ((n = sonde_tail__poll(tp->t, 0, 0, &b)) > 0) {
 		tp->seen += b.n_samples;
-		int err = top_agg_add(tp->agg, &b);
+		int err = sonde_view_live__add(tp->live, &b);
 		if (err)
 			return err;
 	}
@@ -721,6 +729,20 @@ static void handle_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
+/* The window: the tail's samples of the last window_s seconds that --filter-pid and
+ * --filter-tid keep, each frame its outermost function. */
+static struct sonde_view_live *live_new(struct top *tp)
+{
+	struct sonde_view_filter f = {.sz = sizeof(f),
+				      .pids = &tp->a.pid,
+				      .n_pids = tp->a.pid != 0,
+				      .tids = &tp->a.tid,
+				      .n_tids = tp->a.tid != 0};
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .filter = &f, .no_inline = 1};
+
+	return sonde_view_live__new(tp->t, (uint64_t)(tp->a.window_s * 1e9), &o);
+}
+
 static int cmd_top(int argc, char **argv)
 {
 	struct top tp = {0};
@@ -731,8 +753,7 @@ static int cmd_top(int argc, char **argv)
 	sonde_log__set_callback(log_to_stderr, NULL);
 	handle_signals();
 	code = open_source(&tp);
-	if (!code &&
-	    !(tp.agg = top_agg_new(tp.t, (uint64_t)(tp.a.window_s * 1e9), tp.a.pid, tp.a.tid))) {
+	if (!code && !(tp.live = live_new(&tp))) {
 		cli_error("top", "out of memory");
 		code = CLI_FAILURE;
 	}
@@ -759,7 +780,7 @@ static int cmd_top(int argc, char **argv)
 	}
 	if (tp.l)
 		fprintf(stderr, "sonde top: the command's output is in %s\n", tp.a.command_output);
-	top_agg_free(tp.agg);
+	sonde_view_live__free(tp.live);
 	sonde_tail__free(tp.t);
 	sonde_recorder__free(tp.r);
 	sonde_launch__free(tp.l);
