@@ -320,3 +320,32 @@ TEST(view_source_refuses_bad_arguments)
 	sonde_spool__close(s);
 	sonde__buf_free(&b);
 }
+
+/* The example of the API (examples/view_top.c) on a written spool: the heaviest functions,
+ * the worker's filter, and a one-line error for a file that is no spool. */
+TEST(view_top_example_prints_the_heaviest_functions)
+{
+	struct buf b = {0};
+	const char *path = fixture_file(&b, 100);
+	struct test_output o;
+
+	test_runf(&o, 30, "%s -n 60 %s", test_example("view_top"), path);
+	ASSERT_INT(o.status, ==, 0);
+	/* 100 samples, 52 functions: the libc leaves heaviest by self; prog+0x3000 is on every
+	 * stack of the first half but the empty ones (50 - 7), innermost on none */
+	ASSERT_CONTAINS(o.out, "100 events weighing 100; 52 of 52 functions:\n");
+	ASSERT_CONTAINS(o.out, "functions:\n        self        total  function [module]\n"
+			       "           9            9  libc.so.6+0x1001 [libc.so.6]\n");
+	ASSERT_CONTAINS(o.out, "           0           43  prog+0x3000 [prog]\n");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s -p 999 %s", test_example("view_top"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "0 events weighing 0; 0 of 0 functions:\n");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s %s", test_example("view_top"), test_src_path("Makefile"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "view_top: ");
+	ASSERT_INT(strchr(o.err, '\n') - o.err + 1, ==, (long)strlen(o.err));
+	test_output_free(&o);
+	sonde__buf_free(&b);
+}
