@@ -38,8 +38,8 @@ static int print_rows(struct sonde_view *v, size_t max)
 
 	if (err < 0)
 		return err;
-	printf("%" PRIu64 " events weighing %" PRIu64 "; %zu of %zu functions:\n", events, total,
-	       n, n_all);
+	printf("%" PRIu64 " events weighing %" PRIu64 "; %zu of %zu functions:\n", events, total, n,
+	       n_all);
 	printf("%12s %12s  %s\n", "self", "total", "function [module]");
 	for (size_t i = 0; i < n; i++)
 		printf("%12" PRIu64 " %12" PRIu64 "  %s [%s]\n", rows[i].self, rows[i].total,

@@ -5,7 +5,8 @@
  * the readers) and events: a stack of functions, innermost first, with the process,
  * thread, CPU, time and state it was taken in and a weight (samples, or nanoseconds). The
  * caller resolves frames into functions (from a spool, a live tail or a profile); the view
- * does the rest:
+ * does the rest (include/sonde/view_source.h has the library build a view from a spool or a
+ * tail itself):
  *  - one filter set (pid, tid, comm, CPU, time range, state), applied as events are added;
  *  - aggregation by function (self: the innermost function; total: anywhere on the stack,
  *    counted once per event even when recursive), by function within each process or

@@ -32,8 +32,7 @@
 SONDE_API uint32_t sonde_view_metric_states(enum sonde_profile_metric m);
 
 /* Progress of a long build: phase (a static string), done of total units. */
-typedef void (*sonde_view_progress_fn)(void *ctx, const char *phase, uint64_t done,
-				       uint64_t total);
+typedef void (*sonde_view_progress_fn)(void *ctx, const char *phase, uint64_t done, uint64_t total);
 
 struct sonde_view_source_opts {
 	size_t sz; /* sizeof(struct sonde_view_source_opts) */
@@ -58,11 +57,11 @@ struct sonde_view_source_opts {
 
 /* What building a view read. An output struct: the caller sets sz. */
 struct sonde_view_source_stats {
-	size_t sz;		       /* sizeof(struct sonde_view_source_stats) */
-	uint64_t frames;	       /* distinct frames symbolized */
-	uint64_t unresolved_frames;    /* of those, the ones the symbolizer could not name */
-	int wall_by_switches;	       /* wall: some samples weigh by the CPUs' switches */
-	uint64_t events;	       /* events read (kept or not) */
+	size_t sz;		    /* sizeof(struct sonde_view_source_stats) */
+	uint64_t frames;	    /* distinct frames symbolized */
+	uint64_t unresolved_frames; /* of those, the ones the symbolizer could not name */
+	int wall_by_switches;	    /* wall: some samples weigh by the CPUs' switches */
+	uint64_t events;	    /* events read (kept or not) */
 };
 
 /* Builds a view of the events of spool s that opts keeps (opts may be NULL: every on-CPU

@@ -41,11 +41,11 @@ struct report {
 	int folded, lines, no_inline, diff, summary;
 	long top;
 	double percent_limit;
-	const struct sort_key *sort; /* NULL: a table by self, then one by total */
-	bool sort_cpu;		     /* --sort cpu: samples by CPU instead of by function */
-	enum sonde_view_roots roots; /* --folded-roots */
-	struct cli_filter filt;	     /* which samples count (every filter given must match) */
-	const char *cpu_list;	     /* --cpu as given, for the count line */
+	const struct sort_key *sort;	  /* NULL: a table by self, then one by total */
+	bool sort_cpu;			  /* --sort cpu: samples by CPU instead of by function */
+	enum sonde_view_roots roots;	  /* --folded-roots */
+	struct cli_filter filt;		  /* which samples count (every filter given must match) */
+	const char *cpu_list;		  /* --cpu as given, for the count line */
 	enum sonde_profile_metric metric; /* --metric: what a sample or an interval weighs */
 	/* The process/thread column of the tables (SONDE_VIEW_ROOTS_NONE: none). */
 	enum sonde_view_roots column;
@@ -63,7 +63,7 @@ struct report {
 	uint64_t on_samples, intervals; /* of those, on-CPU samples and off-CPU intervals */
 	uint64_t on_ns, off_ns;		/* their weights under a time metric */
 	uint64_t unsampled_ns;		/* of on_ns: tasks' stays on CPUs with no sample */
-	bool wall_by_switches; /* --metric wall: samples weigh by the CPUs' switches */
+	bool wall_by_switches;		/* --metric wall: samples weigh by the CPUs' switches */
 	uint64_t unknown_ns, unknowns;	/* of off_ns: intervals a loss cut, and how many */
 	uint64_t empty;			/* samples with an empty stack */
 	uint32_t processes, tids;	/* distinct processes and threads among them */
@@ -71,9 +71,9 @@ struct report {
 	uint64_t unresolved_samples;	/* weight with an unresolved frame on its stack */
 	uint64_t short_count, short_ns; /* intervals too short to stack (of the threads kept) */
 
-	uint64_t resolved;   /* distinct frames symbolized */
-	uint64_t unresolved; /* of those, the ones the symbolizer could not name */
-	const char *phase;   /* the progress shown, NULL: none yet */
+	uint64_t resolved;	       /* distinct frames symbolized */
+	uint64_t unresolved;	       /* of those, the ones the symbolizer could not name */
+	const char *phase;	       /* the progress shown, NULL: none yet */
 	struct cli_progress *progress; /* NULL: none shown */
 };
 
@@ -421,7 +421,8 @@ static int print_summary(const struct report *r, bool title)
 	for (uint32_t c = 0; c < a.cpu_max; c++) {
 		double busy = a.cpu_ns[c] / 1e9;
 		if (a.cpu_ns[c])
-			printf("%-6" PRIu32 " %9.3f %9.3f\n", c, busy, span > busy ? span - busy : 0);
+			printf("%-6" PRIu32 " %9.3f %9.3f\n", c, busy,
+			       span > busy ? span - busy : 0);
 	}
 	if (a.cpu_ns[SONDE_ACCT_MAX_CPU])
 		printf("%-6s %9.3f\n", "?", a.cpu_ns[SONDE_ACCT_MAX_CPU] / 1e9);
@@ -498,7 +499,8 @@ static void print_account(const struct report *r, FILE *f, const char *prefix)
 			prefix);
 	if (r->unknowns && time_metric(r))
 		fprintf(f,
-			"%s%.1f %% of thread time unknown: %" PRIu64 " records lost (%.3f s, in %" PRIu64
+			"%s%.1f %% of thread time unknown: %" PRIu64
+			" records lost (%.3f s, in %" PRIu64
 			" intervals under [unknown: lost records])\n",
 			prefix, r->total ? 100.0 * r->unknown_ns / (double)r->total : 0.0,
 			a.lost_records, r->unknown_ns / 1e9, r->unknowns);

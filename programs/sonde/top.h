@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-
 /* The FUNCTION column's width. */
 enum { NAME_COLUMN = 40 };
 

@@ -129,7 +129,8 @@ static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
 				 base_name(s->file), s->line);
 		else
 			snprintf(label, sizeof(label), "%s", s->name ? s->name : "");
-		int64_t id = sonde_view__func(n->v, label, s->module ? base_name(s->module) : module);
+		int64_t id =
+			sonde_view__func(n->v, label, s->module ? base_name(s->module) : module);
 		if (id < 0)
 			return (int)id;
 		uint32_t v = (uint32_t)id;
@@ -301,8 +302,8 @@ struct spool_src {
 	struct sonde_symbolizer *sym;
 };
 
-static int spool_symbolize(void *ctx, uint32_t frame_id, uint32_t pid,
-			   struct sonde_sym_frame *out, size_t max)
+static int spool_symbolize(void *ctx, uint32_t frame_id, uint32_t pid, struct sonde_sym_frame *out,
+			   size_t max)
 {
 	struct spool_src *ss = ctx;
 	struct sonde_spool_frame f;
@@ -389,8 +390,8 @@ static int next_event(struct build *b, uint64_t i, struct sonde_view_event *e, u
 		if (sonde_spool__get_sample(b->s, i, &smp) < 0)
 			return -ERANGE;
 		weight = b->metric != SONDE_PROFILE_METRIC_WALL ? 1
-			 : b->weights.sample_ns		? b->weights.sample_ns[i]
-							: b->info.header.sample_period_ns;
+			 : b->weights.sample_ns			? b->weights.sample_ns[i]
+								: b->info.header.sample_period_ns;
 		state = SONDE_VIEW_ON_CPU;
 	} else if (b->metric == SONDE_PROFILE_METRIC_CPU ||
 		   interval(b, i - base, &smp, &state, &weight) < 0) {
@@ -535,9 +536,9 @@ int sonde_view__from_spool(const struct sonde_spool *s, const struct sonde_view_
 	ss.sym = OPTS_GET(opts, symbolizer, NULL);
 	struct sonde_symbolizer *own = NULL;
 	if (!ss.sym) {
-		struct sonde_symbolizer_opts so = {
-			.sz = sizeof(so),
-			.buildid_cache_dir = OPTS_GET(opts, buildid_cache_dir, NULL)};
+		struct sonde_symbolizer_opts so = {.sz = sizeof(so),
+						   .buildid_cache_dir =
+							   OPTS_GET(opts, buildid_cache_dir, NULL)};
 		ss.sym = own = sonde_symbolizer__new(&so);
 		if (!own)
 			return -errno;
@@ -672,7 +673,8 @@ static int live_push(struct sonde_view_live *l, const struct sonde_spool_sample 
 		l->cap = cap;
 		l->head = 0;
 	}
-	l->q[(l->head + l->n++) % l->cap] = (struct live_entry){s->time_ns, s->stack, s->thread, s->cpu};
+	l->q[(l->head + l->n++) % l->cap] =
+		(struct live_entry){s->time_ns, s->stack, s->thread, s->cpu};
 	return 0;
 }
 

@@ -106,7 +106,8 @@ TEST(view_from_a_spool_and_from_its_tail_are_the_same)
 	ASSERT_INT(sonde_view__total(lv, NULL), ==, 120);
 
 	/* the same stacks under the same thread and process roots, line for line */
-	char *a = folded_of(v, SONDE_VIEW_ROOTS_THREAD), *c = folded_of(lv, SONDE_VIEW_ROOTS_THREAD);
+	char *a = folded_of(v, SONDE_VIEW_ROOTS_THREAD),
+	     *c = folded_of(lv, SONDE_VIEW_ROOTS_THREAD);
 	ASSERT(strlen(a) > 0);
 	ASSERT_STR_EQ(c, a);
 	ASSERT_CONTAINS(a, "\nworker-100/101;prog+0x3000;");
