@@ -55,7 +55,9 @@ struct top_args {
 	int n_attach;
 	pid_t tids[MAX_PIDS]; /* -t: threads recorded alone */
 	int n_tids;
-	uint32_t pid, tid; /* filters */
+	uint32_t pid, tid;	/* filters */
+	struct cli_filter filt; /* --filter-comm, --filter-cpu */
+	const char *cpu_list;	/* --filter-cpu as given */
 	enum sonde_view_sort sort;
 	bool system_wide; /* -a: every process (sonde_recorder__attach_system) */
 	int rows;	  /* plain mode rows, 0: PLAIN_ROWS */
@@ -103,6 +105,8 @@ static void usage(FILE *f)
 		"  -F, --freq HZ|max     sampling frequency when recording (default 999)\n"
 		"      --filter-pid PID  show only samples of process PID\n"
 		"      --filter-tid TID  show only samples of thread TID\n"
+		"      --filter-comm NAME[,NAME...]  show only samples of threads with these names\n"
+		"      --filter-cpu LIST show only samples taken on these CPUs (0,2-3)\n"
 		"  -s, --sort KEY        order of the table: self (default), total, name, or\n"
 		"                        process (then self; shows the PROCESS column)\n"
 		"  -n, --rows N          rows per table when not on a terminal (default 20)\n"
@@ -218,6 +222,11 @@ static int parse_opt(struct top_args *a, int c)
 		return parse_u32(optarg, &a->tid) < 0
 			       ? (cli_error("top", "bad --filter-tid: %s", optarg), CLI_USAGE)
 			       : 0;
+	case 'C':
+		return cli_filter_parse("top", &a->filt, "comm", optarg);
+	case 'U':
+		a->cpu_list = optarg; /* the parser reads a CPU list without cutting it up */
+		return cli_filter_parse("top", &a->filt, "cpu", optarg);
 	case 's':
 		if (!strcmp(optarg, "self"))
 			a->sort = SONDE_VIEW_SORT_SELF;
@@ -255,6 +264,8 @@ static int parse_args(struct top_args *a, int argc, char **argv)
 		{"freq", required_argument, NULL, 'F'},
 		{"filter-pid", required_argument, NULL, 'P'},
 		{"filter-tid", required_argument, NULL, 'T'},
+		{"filter-comm", required_argument, NULL, 'C'},
+		{"filter-cpu", required_argument, NULL, 'U'},
 		{"sort", required_argument, NULL, 's'},
 		{"rows", required_argument, NULL, 'n'},
 		{"full-names", no_argument, NULL, 'N'},
@@ -602,9 +613,18 @@ static void draw_table(struct top *tp, int max_rows, int width, const char *note
 		n = n_all = 0; /* out of memory: the header still says how many samples */
 	printf("sonde top: %s | window %.1f s | %llu samples%s%s\n", tp->source, tp->a.window_s,
 	       (unsigned long long)total, note ? " | " : "", note ? note : "");
-	if (tp->a.pid || tp->a.tid)
-		printf("filter: %s%u %s%u\n", tp->a.pid ? "pid " : "", tp->a.pid,
-		       tp->a.tid ? "tid " : "", tp->a.tid);
+	if (tp->a.pid || tp->a.tid || tp->a.filt.n_comms || tp->a.filt.cpus) {
+		printf("filter:");
+		if (tp->a.pid)
+			printf(" pid %u", tp->a.pid);
+		if (tp->a.tid)
+			printf(" tid %u", tp->a.tid);
+		for (size_t i = 0; i < tp->a.filt.n_comms; i++)
+			printf(" comm %s", tp->a.filt.comms[i]);
+		if (tp->a.filt.cpus)
+			printf(" cpu %s", tp->a.cpu_list);
+		printf("\n");
+	}
 	if (by_process)
 		printf("%7s %7s  %-40s %-20s %s\n", "SELF%", "TOTAL%", "FUNCTION", "PROCESS",
 		       "MODULE");
@@ -729,15 +749,17 @@ static void handle_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-/* The window: the tail's samples of the last window_s seconds that --filter-pid and
- * --filter-tid keep, each frame its outermost function. */
+/* The window: the tail's samples of the last window_s seconds that --filter-pid, -tid,
+ * -comm and -cpu keep (the view copies the filter), each frame its outermost function. */
 static struct sonde_view_live *live_new(struct top *tp)
 {
-	struct sonde_view_filter f = {.sz = sizeof(f),
-				      .pids = &tp->a.pid,
-				      .n_pids = tp->a.pid != 0,
-				      .tids = &tp->a.tid,
-				      .n_tids = tp->a.tid != 0};
+	struct sonde_view_filter f;
+
+	cli_filter_to_view(&tp->a.filt, 0, &f);
+	f.pids = &tp->a.pid;
+	f.n_pids = tp->a.pid != 0;
+	f.tids = &tp->a.tid;
+	f.n_tids = tp->a.tid != 0;
 	struct sonde_view_source_opts o = {.sz = sizeof(o), .filter = &f, .no_inline = 1};
 
 	return sonde_view_live__new(tp->t, (uint64_t)(tp->a.window_s * 1e9), &o);
@@ -748,8 +770,10 @@ static int cmd_top(int argc, char **argv)
 	struct top tp = {0};
 	int code = parse_args(&tp.a, argc, argv);
 
-	if (code)
+	if (code) {
+		cli_filter_free(&tp.a.filt);
 		return code > 255 ? CLI_OK : code;
+	}
 	sonde_log__set_callback(log_to_stderr, NULL);
 	handle_signals();
 	code = open_source(&tp);
@@ -781,6 +805,7 @@ static int cmd_top(int argc, char **argv)
 	if (tp.l)
 		fprintf(stderr, "sonde top: the command's output is in %s\n", tp.a.command_output);
 	sonde_view_live__free(tp.live);
+	cli_filter_free(&tp.a.filt);
 	sonde_tail__free(tp.t);
 	sonde_recorder__free(tp.r);
 	sonde_launch__free(tp.l);

@@ -606,7 +606,6 @@ struct live_entry {
 struct sonde_view_live {
 	struct sonde_tail *t;
 	uint64_t window_ns, last_time;
-	struct sonde_view_filter filter; /* the view's, to take samples in with */
 	struct names names;
 	struct live_entry *q; /* ring of the window's samples, oldest at head */
 	size_t head, n, cap;
@@ -629,7 +628,6 @@ struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t wind
 		return NULL;
 	l->t = t;
 	l->window_ns = window_ns;
-	l->filter = vf;
 	l->names.rd = (struct reader){.src = t,
 				      .node = tail_node,
 				      .frame = tail_frame,
@@ -639,7 +637,7 @@ struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t wind
 				      .ctx = t};
 	l->names.lines = OPTS_GET(opts, lines, 0);
 	l->names.no_inline = OPTS_GET(opts, no_inline, 0);
-	l->names.v = view_new(opts, &l->filter);
+	l->names.v = view_new(opts, &vf);
 	if (!l->names.v) {
 		int e = errno;
 		free(l);
@@ -695,7 +693,8 @@ int sonde_view_live__add(struct sonde_view_live *l, const struct sonde_tail_batc
 					     .state = SONDE_VIEW_ON_CPU,
 					     .weight = 1};
 		event_thread(&l->names, s->thread, &e);
-		if (sonde_view_filter__match(&l->filter, &e) != 1)
+		/* the view's copy of the filter: the caller's lists need not outlive the call */
+		if (sonde_view_filter__match(sonde_view__filter(l->names.v), &e) != 1)
 			continue;
 		l->last_time = s->time_ns;
 		int err = live_push(l, s);

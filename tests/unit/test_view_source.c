@@ -350,3 +350,37 @@ TEST(view_top_example_prints_the_heaviest_functions)
 	test_output_free(&o);
 	sonde__buf_free(&b);
 }
+
+/* sonde top on a written spool: the window is the library's live view, and top's filters
+ * are the view's: --filter-comm keeps the worker's 13 samples, named under its process;
+ * --filter-cpu keeps none of a recording that kept no CPU (the tail hands out each
+ * sample's CPU as the spool reader does: it used to say 0). */
+TEST(top_filters_a_written_spool_by_comm_and_cpu)
+{
+	struct buf b = {0};
+	const char *path = fixture_file(&b, 100);
+	struct test_output o;
+
+	test_runf(&o, 30, "%s top -n 50 -w 3600 --filter-comm worker %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "| 13 samples | final\nfilter: comm worker\n");
+	ASSERT_CONTAINS(o.out, "prog+0x3000");
+	ASSERT_NOT_CONTAINS(o.out, "other+0x4000");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s top -n 50 -w 3600 -s process %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "| 100 samples | final\n");
+	/* the worker's samples are main-100's: no row is labelled after the worker */
+	ASSERT_CONTAINS(o.out, " main-100 ");
+	ASSERT_CONTAINS(o.out, " other-100 ");
+	ASSERT_NOT_CONTAINS(o.out, "worker");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s top -n 50 -w 3600 --filter-cpu 0 %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "| 0 samples | final\nfilter: cpu 0\n");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s top --filter-cpu x %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+	sonde__buf_free(&b);
+}
