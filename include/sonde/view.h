@@ -5,7 +5,8 @@
  * the readers) and events: a stack of functions, innermost first, with the process,
  * thread, CPU, time and state it was taken in and a weight (samples, or nanoseconds). The
  * caller resolves frames into functions (from a spool, a live tail or a profile); the view
- * does the rest:
+ * does the rest (include/sonde/view_source.h has the library build a view from a spool or a
+ * tail itself):
  *  - one filter set (pid, tid, comm, CPU, time range, state), applied as events are added;
  *  - aggregation by function (self: the innermost function; total: anywhere on the stack,
  *    counted once per event even when recursive), by function within each process or
@@ -76,7 +77,7 @@ SONDE_API void sonde_view_filter__time_s(struct sonde_view_filter *f, uint64_t s
 					 double from_s, double to_s);
 
 struct sonde_view_opts {
-	size_t sz; /* sizeof(struct sonde_view_opts) */
+	size_t sz;				/* sizeof(struct sonde_view_opts) */
 	const struct sonde_view_filter *filter; /* NULL: keep everything; copied */
 	/* Nonzero: an off-CPU event's stack gets its state's pseudo-function innermost (name
 	 * sonde_view_state_name, module "[sched]"), so that rows, diffs and folded stacks say
@@ -118,6 +119,10 @@ struct sonde_view_event {
 	uint32_t state;	 /* enum sonde_view_state */
 	uint64_t weight; /* samples, or nanoseconds */
 };
+
+/* The view's copy of the filter it was made with (NULL: none, everything passes), valid
+ * until sonde_view__free. */
+SONDE_API const struct sonde_view_filter *sonde_view__filter(const struct sonde_view *v);
 
 /* Whether event e passes filter f (f may be NULL: everything passes): 1 or 0, -EINVAL for a
  * bad struct. The test sonde_view__add applies, for readers that count events their own

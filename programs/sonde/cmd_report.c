@@ -1,10 +1,9 @@
 /* sonde report: where a recording spent its samples.
  *
- * The report is a view of the recording (include/sonde/view.h): this file reads the
- * spool's events, resolves their stacks into functions, hands both to the library's view,
- * and prints what the view answers. Every distinct stack node is symbolized and resolved
- * once, however many samples share it; each frame becomes one or more functions (inline
- * frames are functions of their own unless --no-inline), named (label, module).
+ * The report is a view of the recording (include/sonde/view.h) that the library builds
+ * from the spool (include/sonde/view_source.h: the events the filters keep, their stacks
+ * symbolized once per stack node, inline frames functions of their own unless
+ * --no-inline); this file parses options and prints what the view answers.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -21,20 +20,12 @@
 #include <sonde/spool_reader.h>
 #include <sonde/symbolize.h>
 #include <sonde/view.h>
+#include <sonde/view_source.h>
 
-#include "base/buf.h"
 #include "export/acct.h"
 #include "cli.h"
 #include "output.h"
 #include "progress.h"
-
-enum { MAX_INLINE = 16 };
-
-struct frame_res {
-	uint32_t first;	    /* index into report.frame_funcs */
-	uint8_t n;	    /* 0: not resolved yet */
-	uint8_t unresolved; /* the symbolizer could not name it */
-};
 
 /* --sort keys: the view's order, and which rows a key's table shows. */
 struct sort_key {
@@ -50,11 +41,11 @@ struct report {
 	int folded, lines, no_inline, diff, summary;
 	long top;
 	double percent_limit;
-	const struct sort_key *sort; /* NULL: a table by self, then one by total */
-	bool sort_cpu;		     /* --sort cpu: samples by CPU instead of by function */
-	enum sonde_view_roots roots; /* --folded-roots */
-	struct cli_filter filt;	     /* which samples count (every filter given must match) */
-	const char *cpu_list;	     /* --cpu as given, for the count line */
+	const struct sort_key *sort;	  /* NULL: a table by self, then one by total */
+	bool sort_cpu;			  /* --sort cpu: samples by CPU instead of by function */
+	enum sonde_view_roots roots;	  /* --folded-roots */
+	struct cli_filter filt;		  /* which samples count (every filter given must match) */
+	const char *cpu_list;		  /* --cpu as given, for the count line */
 	enum sonde_profile_metric metric; /* --metric: what a sample or an interval weighs */
 	/* The process/thread column of the tables (SONDE_VIEW_ROOTS_NONE: none). */
 	enum sonde_view_roots column;
@@ -72,9 +63,7 @@ struct report {
 	uint64_t on_samples, intervals; /* of those, on-CPU samples and off-CPU intervals */
 	uint64_t on_ns, off_ns;		/* their weights under a time metric */
 	uint64_t unsampled_ns;		/* of on_ns: tasks' stays on CPUs with no sample */
-	/* --metric wall: each sample's weight, by the CPUs' switches where the recording
-	 * kept them (sonde__acct_weights), and the on-CPU time of tasks never sampled */
-	struct sonde_acct_weights weights;
+	bool wall_by_switches;		/* --metric wall: samples weigh by the CPUs' switches */
 	uint64_t unknown_ns, unknowns;	/* of off_ns: intervals a loss cut, and how many */
 	uint64_t empty;			/* samples with an empty stack */
 	uint32_t processes, tids;	/* distinct processes and threads among them */
@@ -82,16 +71,9 @@ struct report {
 	uint64_t unresolved_samples;	/* weight with an unresolved frame on its stack */
 	uint64_t short_count, short_ns; /* intervals too short to stack (of the threads kept) */
 
-	/* Resolving the spool's stacks into the view's functions. */
-	struct frame_res *frames; /* by frame id */
-	struct buf frame_funcs;	  /* uint32_t view function ids, innermost first, per frame */
-	uint64_t resolved;	  /* distinct frames looked up */
-	uint64_t unresolved;	  /* of those, the ones the symbolizer could not name */
-	uint32_t *node_stack;	  /* by stack node: its view stack id + 1, 0 until resolved */
-	uint32_t *node_pid;	  /* pid of a kept event of that node (for raw addresses) */
-	uint8_t *node_kept;	  /* by stack node: an event the filters keep has it */
-	const char **proc_name;	  /* by spool thread id: its process's name, NULL until known */
-	struct buf stack;	  /* uint32_t function ids of the stack being resolved */
+	uint64_t resolved;	       /* distinct frames symbolized */
+	uint64_t unresolved;	       /* of those, the ones the symbolizer could not name */
+	const char *phase;	       /* the progress shown, NULL: none yet */
 	struct cli_progress *progress; /* NULL: none shown */
 };
 
@@ -139,278 +121,6 @@ static void usage(FILE *f)
 		"                replaced images (default $SONDE_BUILDID_CACHE, else\n"
 		"                $XDG_CACHE_HOME/sonde/buildid, else ~/.cache/sonde/buildid)\n"
 		"  -h, --help    this help\n");
-}
-
-static const char *base_name(const char *path)
-{
-	const char *s = strrchr(path, '/');
-
-	return s && s[1] ? s + 1 : path;
-}
-
-/* Symbolizes one frame: fills out[] innermost first, returns how many. */
-static int symbolize_frame(struct report *r, uint32_t frame_id, uint32_t pid,
-			   struct sonde_sym_frame *out, const char **module)
-{
-	struct sonde_spool_frame f;
-	struct sonde_spool_module m;
-
-	*module = "[unknown]";
-	if (sonde_spool__get_frame(r->spool, frame_id, &f) < 0)
-		return -ERANGE;
-	if (f.module == 0)
-		return sonde_symbolizer__symbolize_raw(r->sym, pid, f.addr, out, MAX_INLINE);
-	if (sonde_spool__get_module(r->spool, f.module, &m) < 0)
-		return -ERANGE;
-	*module = m.def.path && m.def.path[0] ? base_name(m.def.path) : "[anonymous]";
-	struct sonde_sym_module sm = {
-		.pid = m.def.pid,
-		.flags = m.def.flags,
-		.start = m.def.start,
-		.end = m.def.end,
-		.pgoff = m.def.pgoff,
-		.dev = m.def.dev,
-		.inode = m.def.inode,
-		.build_id = m.def.build_id,
-		.build_id_len = m.def.build_id_len,
-		.path = m.def.path,
-	};
-	return sonde_symbolizer__symbolize(r->sym, &sm, f.addr, out, MAX_INLINE);
-}
-
-/* Resolves frame_id into the view's function ids (cached); returns 0 or -errno. */
-static int resolve_frame(struct report *r, uint32_t frame_id, uint32_t pid)
-{
-	struct sonde_sym_frame out[MAX_INLINE];
-	const char *module;
-	char label[1024];
-	char fallback[64];
-	int n = symbolize_frame(r, frame_id, pid, out, &module);
-
-	if (n < 0) {
-		/* the symbolizer refused the frame: name it by its number, still counted */
-		snprintf(fallback, sizeof(fallback), "[frame %" PRIu32 "]", frame_id);
-		out[0] = (struct sonde_sym_frame){.name = fallback};
-		n = 1;
-	}
-	r->resolved++;
-	r->frames[frame_id].unresolved = out[0].origin == SONDE_SYM_ORIGIN_NONE;
-	r->unresolved += r->frames[frame_id].unresolved;
-	int first = r->no_inline ? n - 1 : 0;
-	r->frames[frame_id].first = (uint32_t)(r->frame_funcs.len / sizeof(uint32_t));
-	r->frames[frame_id].n = (uint8_t)(n - first);
-	for (int i = first; i < n; i++) {
-		const struct sonde_sym_frame *s = &out[i];
-		if (r->lines && s->file && s->line)
-			snprintf(label, sizeof(label), "%s (%s:%" PRIu32 ")", s->name,
-				 base_name(s->file), s->line);
-		else
-			snprintf(label, sizeof(label), "%s", s->name);
-		int64_t id =
-			sonde_view__func(r->view, label, s->module ? base_name(s->module) : module);
-		if (id < 0)
-			return (int)id;
-		uint32_t v = (uint32_t)id;
-		if (r->frames[frame_id].unresolved)
-			sonde_view__func_unresolved(r->view, v);
-		sonde__buf_append(&r->frame_funcs, &v, sizeof(v));
-	}
-	return buf_error(&r->frame_funcs);
-}
-
-/* Resolves stack node `node` into the view's stack id (function ids, innermost first;
- * an off-CPU state's frame is the view's business). */
-static int64_t resolve_stack(struct report *r, uint32_t node)
-{
-	uint32_t parent, frame;
-
-	r->stack.len = 0;
-	for (; node; node = parent) {
-		if (sonde_spool__get_node(r->spool, node, &parent, &frame) < 0)
-			return -ERANGE;
-		if (!r->frames[frame].n) {
-			int e = resolve_frame(r, frame, r->node_pid[node]);
-			if (e < 0)
-				return e;
-		}
-		const uint32_t *ids =
-			(const uint32_t *)r->frame_funcs.data + r->frames[frame].first;
-		sonde__buf_append(&r->stack, ids, r->frames[frame].n * sizeof(uint32_t));
-	}
-	if (buf_error(&r->stack))
-		return -ENOMEM;
-	return sonde_view__stack(r->view, (const uint32_t *)r->stack.data,
-				 r->stack.len / sizeof(uint32_t));
-}
-
-/* The name of process pid when thread t was defined: its main thread's name then (the
- * main thread's last definition up to t's; after an exec, the new program's), else its
- * first, else that of the thread sampled. */
-static const char *process_comm(const struct report *r, const struct sonde_spool_thread *t)
-{
-	struct sonde_spool_thread m;
-	const char *first = NULL, *then = NULL;
-
-	for (uint32_t i = 1; i <= r->info.threads; i++) {
-		if (sonde_spool__get_thread(r->spool, i, &m) < 0 || m.tid != t->pid ||
-		    m.pid != t->pid)
-			continue;
-		if (!first)
-			first = m.comm;
-		if (m.time_ns <= t->time_ns)
-			then = m.comm;
-	}
-	return then ? then : first ? first : t->comm;
-}
-
-/* The process name of spool thread `thread` (t), cached. */
-static const char *proc_name(struct report *r, uint32_t thread, const struct sonde_spool_thread *t)
-{
-	if (thread > r->info.threads)
-		return process_comm(r, t);
-	if (!r->proc_name[thread])
-		r->proc_name[thread] = process_comm(r, t);
-	return r->proc_name[thread];
-}
-
-/* One event to count: sample i, then (for off-CPU metrics) interval i - samples, then
- * (--metric wall by the switches) the tasks that ran unsampled, as the view's event (an
- * interval at its switch-out, in its state); *node its stack node. 0, or -ERANGE past the
- * last. */
-static int next_event(struct report *r, uint64_t i, struct sonde_view_event *e, uint32_t *node)
-{
-	struct sonde_spool_sample smp;
-	struct sonde_spool_thread t;
-	struct sonde_spool_offcpu o;
-	uint64_t base = r->metric == SONDE_PROFILE_METRIC_OFF_CPU ? 0 : r->info.samples;
-	uint64_t weight;
-	uint32_t state;
-
-	if (i < base) {
-		if (sonde_spool__get_sample(r->spool, i, &smp) < 0)
-			return -ERANGE;
-		weight = r->metric != SONDE_PROFILE_METRIC_WALL ? 1
-			 : r->weights.sample_ns		? r->weights.sample_ns[i]
-							: r->info.header.sample_period_ns;
-		state = SONDE_VIEW_ON_CPU;
-	} else {
-		if (r->metric == SONDE_PROFILE_METRIC_CPU)
-			return -ERANGE;
-		/* the intervals, then those a loss cut (in the unknown state) */
-		uint64_t n_off = sonde_spool__offcpu_count(r->spool);
-		uint64_t n_unknown = sonde_spool__unknown_count(r->spool);
-		if (i - base < n_off) {
-			if (sonde_spool__get_offcpu(r->spool, i - base, &o) < 0)
-				return -ERANGE;
-			state = o.state < SONDE_OFFCPU_STATES ? 1 + o.state : SONDE_VIEW_OTHER;
-		} else if (i - base - n_off < n_unknown) {
-			if (sonde_spool__get_unknown(r->spool, i - base - n_off, &o) < 0)
-				return -ERANGE;
-			state = SONDE_VIEW_UNKNOWN;
-		} else {
-			uint64_t u = i - base - n_off - n_unknown;
-			if (u >= r->weights.n_unsampled)
-				return -ERANGE;
-			const struct sonde_acct_unsampled *un = &r->weights.unsampled[u];
-			o = (struct sonde_spool_offcpu){.switch_out_ns = un->time_ns,
-							.switch_in_ns = un->time_ns + un->on_ns,
-							.thread = un->thread,
-							.cpu = SONDE_SPOOL_CPU_NONE};
-			state = SONDE_VIEW_UNSAMPLED;
-		}
-		smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags,
-						  o.cpu};
-		weight = o.switch_in_ns - o.switch_out_ns;
-	}
-	if (sonde_spool__get_thread(r->spool, smp.thread, &t) < 0)
-		t = (struct sonde_spool_thread){.comm = ""};
-	*e = (struct sonde_view_event){
-		.sz = sizeof(*e),
-		.pid = t.pid,
-		.tid = t.tid,
-		.comm = t.comm,
-		.process = proc_name(r, smp.thread, &t),
-		.cpu = smp.cpu,
-		.time_ns = smp.time_ns,
-		.state = state,
-		.weight = weight,
-	};
-	*node = smp.stack <= r->info.stacks ? smp.stack : 0;
-	return 0;
-}
-
-/* Hands the short intervals to the view, which keeps those of the threads the filters
- * keep and adds them up (take_stats reads the sums). */
-static int add_short(struct report *r)
-{
-	struct sonde_spool_offcpu_short sh;
-	struct sonde_spool_thread t;
-
-	for (uint64_t i = 0; sonde_spool__get_offcpu_short(r->spool, i, &sh) == 0; i++) {
-		if (sonde_spool__get_thread(r->spool, sh.thread, &t) < 0)
-			continue;
-		struct sonde_view_event e = {
-			.sz = sizeof(e), .pid = t.pid, .tid = t.tid, .comm = t.comm};
-		int err = sonde_view__add_short(r->view, &e, sh.count, sh.total_ns);
-		if (err < 0)
-			return err;
-	}
-	return 0;
-}
-
-/* Runs fn on every event (and its stack node), saying how far it got; stops at fn's
- * first error. */
-static int each_event(struct report *r, uint64_t events,
-		      int (*fn)(struct report *r, const struct sonde_view_event *e, uint32_t node))
-{
-	struct sonde_view_event e;
-	uint32_t node;
-
-	for (uint64_t i = 0; next_event(r, i, &e, &node) == 0; i++) {
-		if ((i & 0xfff) == 0)
-			cli_progress_update(r->progress, i, events);
-		int err = fn(r, &e, node);
-		if (err < 0)
-			return err;
-	}
-	return 0;
-}
-
-/* Marks the stack node of an event the filters keep, with the pid of the first such. */
-static int mark_node(struct report *r, const struct sonde_view_event *e, uint32_t node)
-{
-	if (!r->node_kept[node] && sonde_view_filter__match(&r->vf, e) == 1) {
-		r->node_kept[node] = 1;
-		r->node_pid[node] = e->pid;
-	}
-	return 0;
-}
-
-/* Resolves every stack node an event kept has into the view's stacks. */
-static int resolve_nodes(struct report *r)
-{
-	cli_progress_update(r->progress, 0, r->info.stacks);
-	for (uint32_t node = 1; node <= r->info.stacks; node++) {
-		if ((node & 0xff) == 0)
-			cli_progress_update(r->progress, node, r->info.stacks);
-		if (!r->node_kept[node])
-			continue;
-		int64_t id = resolve_stack(r, node);
-		if (id < 0)
-			return (int)id;
-		r->node_stack[node] = (uint32_t)id + 1;
-	}
-	return 0;
-}
-
-/* Hands an event to the view, which keeps it when it passes the filters. */
-static int add_event(struct report *r, const struct sonde_view_event *e, uint32_t node)
-{
-	/* a node no kept event has is not resolved: its events are not kept either */
-	if (node && !r->node_stack[node])
-		return 0;
-	int err = sonde_view__add_stack(r->view, e, node ? r->node_stack[node] - 1 : 0);
-	return err < 0 ? err : 0;
 }
 
 /* The view's figures, into the report's. */
@@ -608,7 +318,7 @@ static void print_metric(const struct report *r)
 		return;
 	}
 	printf("metric %s: %.3f s in all", sonde_profile__metric_name(r->metric), r->total / 1e9);
-	if (r->metric == SONDE_PROFILE_METRIC_WALL && r->weights.exact)
+	if (r->metric == SONDE_PROFILE_METRIC_WALL && r->wall_by_switches)
 		printf(" = %.3f s on CPU (by the CPUs' switches, spread over %" PRIu64
 		       " samples; %.3f s of it not sampled) + %.3f s off CPU",
 		       r->on_ns / 1e9, r->on_samples, r->unsampled_ns / 1e9,
@@ -711,7 +421,8 @@ static int print_summary(const struct report *r, bool title)
 	for (uint32_t c = 0; c < a.cpu_max; c++) {
 		double busy = a.cpu_ns[c] / 1e9;
 		if (a.cpu_ns[c])
-			printf("%-6" PRIu32 " %9.3f %9.3f\n", c, busy, span > busy ? span - busy : 0);
+			printf("%-6" PRIu32 " %9.3f %9.3f\n", c, busy,
+			       span > busy ? span - busy : 0);
 	}
 	if (a.cpu_ns[SONDE_ACCT_MAX_CPU])
 		printf("%-6s %9.3f\n", "?", a.cpu_ns[SONDE_ACCT_MAX_CPU] / 1e9);
@@ -788,7 +499,8 @@ static void print_account(const struct report *r, FILE *f, const char *prefix)
 			prefix);
 	if (r->unknowns && time_metric(r))
 		fprintf(f,
-			"%s%.1f %% of thread time unknown: %" PRIu64 " records lost (%.3f s, in %" PRIu64
+			"%s%.1f %% of thread time unknown: %" PRIu64
+			" records lost (%.3f s, in %" PRIu64
 			" intervals under [unknown: lost records])\n",
 			prefix, r->total ? 100.0 * r->unknown_ns / (double)r->total : 0.0,
 			a.lost_records, r->unknown_ns / 1e9, r->unknowns);
@@ -860,15 +572,7 @@ static int print_folded(struct report *r)
 static void report_free(struct report *r)
 {
 	sonde_view__free(r->view);
-	free(r->frames);
-	free(r->node_stack);
-	free(r->node_pid);
-	free(r->node_kept);
-	free(r->proc_name);
 	free(r->filt.cpus);
-	sonde__acct_weights_free(&r->weights);
-	sonde__buf_free(&r->frame_funcs);
-	sonde__buf_free(&r->stack);
 	sonde_symbolizer__free(r->sym);
 	sonde_spool__close(r->spool);
 }
@@ -887,12 +591,8 @@ static int open_spool(struct report *r)
 	sonde_spool__get_info(r->spool, &r->info);
 	if (!r->info.complete)
 		cli_spool_truncated("report", r->path, r->info.valid_bytes, r->info.samples);
+	/* --metric's states are the library's business (sonde_view_metric_states) */
 	cli_filter_to_view(&r->filt, r->info.header.start_monotonic_ns, &r->vf);
-	/* --metric: the states whose events weigh */
-	r->vf.states = r->metric == SONDE_PROFILE_METRIC_CPU ? 1u << SONDE_VIEW_ON_CPU
-		       : r->metric == SONDE_PROFILE_METRIC_OFF_CPU
-			       ? ~(1u << SONDE_VIEW_ON_CPU) & ((1u << SONDE_VIEW_STATES) - 1)
-			       : 0;
 	return 0;
 }
 
@@ -1097,8 +797,21 @@ static void note_refused(const struct report *r)
 			(unsigned long long)st.refused_owner);
 }
 
-/* Opens r->path and hands the events its filters keep to a view, their stacks resolved
- * into functions. 0, or CLI_FAILURE after saying why. */
+/* The library's progress, as the command line shows it: a line per phase. */
+static void on_progress(void *ctx, const char *phase, uint64_t done, uint64_t total)
+{
+	struct report *r = ctx;
+
+	if (phase != r->phase) {
+		cli_progress_end(r->progress);
+		r->progress = cli_progress_begin("report", phase);
+		r->phase = phase;
+	}
+	cli_progress_update(r->progress, done, total);
+}
+
+/* Opens r->path and has the library build the view of the events its filters keep.
+ * 0, or CLI_FAILURE after saying why. */
 static int load(struct report *r)
 {
 	if (open_spool(r) < 0)
@@ -1109,46 +822,24 @@ static int load(struct report *r)
 		cli_error("report", "cannot create the symbolizer: %s", strerror(errno));
 		return CLI_FAILURE;
 	}
-	/* the wall metric's on-CPU time by the CPUs' switches where the recording kept them */
-	if (r->metric == SONDE_PROFILE_METRIC_WALL && sonde_spool__switch_cpus(r->spool)) {
-		int err = sonde__acct_weights(r->spool, &r->weights);
-		if (err < 0) {
-			cli_error("report", "%s: %s", r->path, sonde_strerror(err));
-			return CLI_FAILURE;
-		}
-	}
-	struct sonde_view_opts vo = {.sz = sizeof(vo), .filter = &r->vf, .state_frames = 1};
-	uint64_t events = r->info.samples + sonde_spool__offcpu_count(r->spool) +
-			  sonde_spool__unknown_count(r->spool) + r->weights.n_unsampled;
-	size_t nodes = (size_t)r->info.stacks + 1;
-	r->view = sonde_view__new(&vo);
-	r->frames = calloc((size_t)r->info.frames + 1, sizeof(*r->frames));
-	r->node_stack = calloc(nodes, sizeof(*r->node_stack));
-	r->node_pid = calloc(nodes, sizeof(*r->node_pid));
-	r->node_kept = calloc(nodes, sizeof(*r->node_kept));
-	r->proc_name = calloc((size_t)r->info.threads + 1, sizeof(*r->proc_name));
-	int err = !r->view || !r->frames || !r->node_stack || !r->node_pid || !r->node_kept ||
-				  !r->proc_name
-			  ? -ENOMEM
-			  : 0;
-	if (!err) {
-		r->progress = cli_progress_begin("report", "counting samples");
-		err = each_event(r, events, mark_node);
-		cli_progress_end(r->progress);
-	}
-	if (!err) {
-		r->progress = cli_progress_begin("report", "symbolizing stacks");
-		err = resolve_nodes(r);
-		cli_progress_end(r->progress);
-	}
-	if (!err) {
-		r->progress = cli_progress_begin("report", "adding up samples");
-		err = each_event(r, events, add_event);
-		cli_progress_end(r->progress);
-	}
+	struct sonde_view_source_opts o = {
+		.sz = sizeof(o),
+		.filter = &r->vf,
+		.metric = r->metric,
+		.state_frames = 1,
+		.lines = r->lines,
+		.no_inline = r->no_inline,
+		.symbolizer = r->sym,
+		.progress = on_progress,
+		.progress_ctx = r,
+	};
+	struct sonde_view_source_stats vs = {.sz = sizeof(vs)};
+	int err = sonde_view__from_spool(r->spool, &o, &r->view, &vs);
+	cli_progress_end(r->progress);
 	r->progress = NULL;
-	if (!err && time_metric(r))
-		err = add_short(r);
+	r->resolved = vs.frames;
+	r->unresolved = vs.unresolved_frames;
+	r->wall_by_switches = vs.wall_by_switches;
 	if (!err)
 		err = take_stats(r);
 	if (err < 0) {

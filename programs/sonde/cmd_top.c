@@ -30,6 +30,8 @@
 #include <sonde/log.h>
 #include <sonde/record.h>
 #include <sonde/tail.h>
+#include <sonde/view.h>
+#include <sonde/view_source.h>
 
 #include "cli.h"
 #include "output.h"
@@ -53,7 +55,9 @@ struct top_args {
 	int n_attach;
 	pid_t tids[MAX_PIDS]; /* -t: threads recorded alone */
 	int n_tids;
-	uint32_t pid, tid; /* filters */
+	uint32_t pid, tid;	/* filters */
+	struct cli_filter filt; /* --filter-comm, --filter-cpu */
+	const char *cpu_list;	/* --filter-cpu as given */
 	enum sonde_view_sort sort;
 	bool system_wide; /* -a: every process (sonde_recorder__attach_system) */
 	int rows;	  /* plain mode rows, 0: PLAIN_ROWS */
@@ -66,7 +70,7 @@ struct top {
 	struct sonde_recorder *r;
 	struct sonde_launch *l;
 	struct sonde_tail *t;
-	struct top_agg *agg;
+	struct sonde_view_live *live; /* the window */
 	char source[128];
 	bool screen, keys; /* drawing on a terminal; reading keys from one */
 	struct termios saved;
@@ -101,6 +105,8 @@ static void usage(FILE *f)
 		"  -F, --freq HZ|max     sampling frequency when recording (default 999)\n"
 		"      --filter-pid PID  show only samples of process PID\n"
 		"      --filter-tid TID  show only samples of thread TID\n"
+		"      --filter-comm NAME[,NAME...]  show only samples of threads with these names\n"
+		"      --filter-cpu LIST show only samples taken on these CPUs (0,2-3)\n"
 		"  -s, --sort KEY        order of the table: self (default), total, name, or\n"
 		"                        process (then self; shows the PROCESS column)\n"
 		"  -n, --rows N          rows per table when not on a terminal (default 20)\n"
@@ -216,6 +222,11 @@ static int parse_opt(struct top_args *a, int c)
 		return parse_u32(optarg, &a->tid) < 0
 			       ? (cli_error("top", "bad --filter-tid: %s", optarg), CLI_USAGE)
 			       : 0;
+	case 'C':
+		return cli_filter_parse("top", &a->filt, "comm", optarg);
+	case 'U':
+		a->cpu_list = optarg; /* the parser reads a CPU list without cutting it up */
+		return cli_filter_parse("top", &a->filt, "cpu", optarg);
 	case 's':
 		if (!strcmp(optarg, "self"))
 			a->sort = SONDE_VIEW_SORT_SELF;
@@ -253,6 +264,8 @@ static int parse_args(struct top_args *a, int argc, char **argv)
 		{"freq", required_argument, NULL, 'F'},
 		{"filter-pid", required_argument, NULL, 'P'},
 		{"filter-tid", required_argument, NULL, 'T'},
+		{"filter-comm", required_argument, NULL, 'C'},
+		{"filter-cpu", required_argument, NULL, 'U'},
 		{"sort", required_argument, NULL, 's'},
 		{"rows", required_argument, NULL, 'n'},
 		{"full-names", no_argument, NULL, 'N'},
@@ -584,19 +597,34 @@ static const char *cut(const char *s, char *out, size_t cap)
 static void draw_table(struct top *tp, int max_rows, int width, const char *note)
 {
 	const struct sonde_view_row *rows = NULL;
-	uint64_t total = top_agg_samples(tp->agg);
+	uint64_t total = sonde_view_live__samples(tp->live);
 	bool by_process = process_column(tp);
 	size_t n = 0, n_all = 0;
 	char line[1024], proc[21];
 
-	if (top_agg_rows(tp->agg, tp->a.sort, by_process, max_rows > 0 ? (size_t)max_rows : 1,
-			 &rows, &n, &n_all) < 0)
+	struct sonde_view_rows_opts ro = {
+		.sz = sizeof(ro),
+		.group = by_process ? SONDE_VIEW_BY_FUNCTION_PROCESS : SONDE_VIEW_BY_FUNCTION,
+		.sort = tp->a.sort,
+		.max = max_rows > 0 ? (size_t)max_rows : 1,
+	};
+	struct sonde_view *v = sonde_view_live__view(tp->live);
+	if (!v || sonde_view__rows(v, &ro, &rows, &n, &n_all) < 0)
 		n = n_all = 0; /* out of memory: the header still says how many samples */
 	printf("sonde top: %s | window %.1f s | %llu samples%s%s\n", tp->source, tp->a.window_s,
 	       (unsigned long long)total, note ? " | " : "", note ? note : "");
-	if (tp->a.pid || tp->a.tid)
-		printf("filter: %s%u %s%u\n", tp->a.pid ? "pid " : "", tp->a.pid,
-		       tp->a.tid ? "tid " : "", tp->a.tid);
+	if (tp->a.pid || tp->a.tid || tp->a.filt.n_comms || tp->a.filt.cpus) {
+		printf("filter:");
+		if (tp->a.pid)
+			printf(" pid %u", tp->a.pid);
+		if (tp->a.tid)
+			printf(" tid %u", tp->a.tid);
+		for (size_t i = 0; i < tp->a.filt.n_comms; i++)
+			printf(" comm %s", tp->a.filt.comms[i]);
+		if (tp->a.filt.cpus)
+			printf(" cpu %s", tp->a.cpu_list);
+		printf("\n");
+	}
 	if (by_process)
 		printf("%7s %7s  %-40s %-20s %s\n", "SELF%", "TOTAL%", "FUNCTION", "PROCESS",
 		       "MODULE");
@@ -628,10 +656,10 @@ static void draw_table(struct top *tp, int max_rows, int width, const char *note
 
 static void redraw(struct top *tp, bool final)
 {
-	uint64_t now =
-		tp->ended && top_agg_last_time(tp->agg) ? top_agg_last_time(tp->agg) : mono_ns();
+	uint64_t last = sonde_view_live__last_time(tp->live);
+	uint64_t now = tp->ended && last ? last : mono_ns();
 
-	top_agg_expire(tp->agg, now);
+	sonde_view_live__expire(tp->live, now);
 	if (!tp->screen) {
 		draw_table(tp, tp->a.rows ? tp->a.rows : PLAIN_ROWS, 0, final ? "final" : NULL);
 		putchar('\n');
@@ -655,7 +683,7 @@ static int consume(struct top *tp)
 
 	while ((n = sonde_tail__poll(tp->t, 0, 0, &b)) > 0) {
 		tp->seen += b.n_samples;
-		int err = top_agg_add(tp->agg, &b);
+		int err = sonde_view_live__add(tp->live, &b);
 		if (err)
 			return err;
 	}
@@ -721,18 +749,35 @@ static void handle_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
+/* The window: the tail's samples of the last window_s seconds that --filter-pid, -tid,
+ * -comm and -cpu keep (the view copies the filter), each frame its outermost function. */
+static struct sonde_view_live *live_new(struct top *tp)
+{
+	struct sonde_view_filter f;
+
+	cli_filter_to_view(&tp->a.filt, 0, &f);
+	f.pids = &tp->a.pid;
+	f.n_pids = tp->a.pid != 0;
+	f.tids = &tp->a.tid;
+	f.n_tids = tp->a.tid != 0;
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .filter = &f, .no_inline = 1};
+
+	return sonde_view_live__new(tp->t, (uint64_t)(tp->a.window_s * 1e9), &o);
+}
+
 static int cmd_top(int argc, char **argv)
 {
 	struct top tp = {0};
 	int code = parse_args(&tp.a, argc, argv);
 
-	if (code)
+	if (code) {
+		cli_filter_free(&tp.a.filt);
 		return code > 255 ? CLI_OK : code;
+	}
 	sonde_log__set_callback(log_to_stderr, NULL);
 	handle_signals();
 	code = open_source(&tp);
-	if (!code &&
-	    !(tp.agg = top_agg_new(tp.t, (uint64_t)(tp.a.window_s * 1e9), tp.a.pid, tp.a.tid))) {
+	if (!code && !(tp.live = live_new(&tp))) {
 		cli_error("top", "out of memory");
 		code = CLI_FAILURE;
 	}
@@ -759,7 +804,8 @@ static int cmd_top(int argc, char **argv)
 	}
 	if (tp.l)
 		fprintf(stderr, "sonde top: the command's output is in %s\n", tp.a.command_output);
-	top_agg_free(tp.agg);
+	sonde_view_live__free(tp.live);
+	cli_filter_free(&tp.a.filt);
 	sonde_tail__free(tp.t);
 	sonde_recorder__free(tp.r);
 	sonde_launch__free(tp.l);

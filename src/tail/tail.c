@@ -305,8 +305,9 @@ static int keep_sample(struct sonde_tail *t, const struct sonde_spool_record *re
 	if (sonde__array_grow(&t->samples, &t->samples_cap, t->n_samples + 1, sizeof(*t->samples),
 			      256) < 0)
 		return -ENOMEM;
-	t->samples[t->n_samples++] = (struct sonde_spool_sample){
-		rec->sample.time_ns, rec->sample.thread, rec->sample.stack, rec->sample.flags};
+	t->samples[t->n_samples++] =
+		(struct sonde_spool_sample){rec->sample.time_ns, rec->sample.thread,
+					    rec->sample.stack, rec->sample.flags, rec->sample.cpu};
 	return 0;
 }
 

@@ -155,6 +155,11 @@ struct sonde_view *sonde_view__new(const struct sonde_view_opts *opts)
 	return v;
 }
 
+const struct sonde_view_filter *sonde_view__filter(const struct sonde_view *v)
+{
+	return v && v->filt.sz ? &v->filt : NULL;
+}
+
 void sonde_view__free(struct sonde_view *v)
 {
 	if (!v)

@@ -1,0 +1,763 @@
+/* Views built from a recording (include/sonde/view_source.h): a spool read whole, or a
+ * sliding window of a live tail, through one reader.
+ *
+ * The reader is what both sources present: stack nodes, frames, modules and threads by
+ * id, and a frame's names. Over it, the names: each frame is symbolized once into view
+ * functions (innermost first, inline frames their own unless no_inline), each stack node
+ * resolved once into a view stack, each thread's process named once after its main thread.
+ * A tail's invalidations forget the frames of the processes they name.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sonde/error.h>
+#include <sonde/view_source.h>
+
+#include "base/buf.h"
+#include "base/opts.h"
+#include "export/acct.h"
+
+enum { MAX_INLINE = 16 };
+
+/* What a spool and a tail both present. */
+struct reader {
+	const void *src;
+	int (*node)(const void *src, uint32_t id, uint32_t *parent, uint32_t *frame);
+	int (*frame)(const void *src, uint32_t id, struct sonde_spool_frame *out);
+	int (*module)(const void *src, uint32_t id, struct sonde_spool_module *out);
+	int (*thread)(const void *src, uint32_t id, struct sonde_spool_thread *out);
+	/* frame's names, innermost first, into out[0, max): how many, or -errno */
+	int (*symbolize)(void *ctx, uint32_t frame, uint32_t pid, struct sonde_sym_frame *out,
+			 size_t max);
+	void *ctx;
+};
+
+struct frame_res {
+	uint32_t first;	    /* index into names.frame_funcs */
+	uint8_t n;	    /* 0: not resolved yet */
+	uint8_t unresolved; /* the symbolizer could not name it */
+};
+
+/* The reader's ids resolved into the view's: frames, stack nodes, threads' processes. */
+struct names {
+	struct reader rd;
+	struct sonde_view *v;
+	int lines, no_inline;
+	struct frame_res *frames; /* by frame id */
+	size_t frames_cap;
+	struct buf frame_funcs; /* uint32_t view function ids, innermost first, per frame */
+	uint32_t *node_stack;	/* by stack node: its view stack id + 1, 0 until resolved */
+	size_t nodes_cap;
+	const char **proc; /* by thread id: its process's name, NULL until known */
+	size_t threads_cap;
+	struct buf stack; /* uint32_t function ids of the stack being resolved */
+	uint64_t resolved, unresolved;
+};
+
+static int grow(void *pp, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap : 64;
+	while (n < need)
+		n *= 2;
+	void *p = realloc(*(void **)pp, n * elem);
+	if (!p)
+		return -ENOMEM;
+	memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
+	*(void **)pp = p;
+	*cap = n;
+	return 0;
+}
+
+static void names_free(struct names *n)
+{
+	free(n->frames);
+	free(n->node_stack);
+	free(n->proc);
+	sonde__buf_free(&n->frame_funcs);
+	sonde__buf_free(&n->stack);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s && s[1] ? s + 1 : path;
+}
+
+/* The module a frame's names belong to, by the reader's definitions. */
+static const char *frame_module(const struct names *n, uint32_t frame_id)
+{
+	struct sonde_spool_frame f;
+	struct sonde_spool_module m;
+
+	if (n->rd.frame(n->rd.src, frame_id, &f) < 0 || !f.module ||
+	    n->rd.module(n->rd.src, f.module, &m) < 0)
+		return "[unknown]";
+	return m.def.path && m.def.path[0] ? base_name(m.def.path) : "[anonymous]";
+}
+
+/* Resolves frame_id (of a stack of process pid) into view function ids. 0 or -errno. */
+static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
+{
+	struct sonde_sym_frame out[MAX_INLINE];
+	const char *module = frame_module(n, frame_id);
+	char label[1024], fallback[64];
+	int k = n->rd.symbolize(n->rd.ctx, frame_id, pid, out, MAX_INLINE);
+
+	if (k <= 0) {
+		/* the symbolizer refused the frame: name it by its number, still counted */
+		snprintf(fallback, sizeof(fallback), "[frame %" PRIu32 "]", frame_id);
+		out[0] = (struct sonde_sym_frame){.name = fallback};
+		k = 1;
+	}
+	struct frame_res *fr = &n->frames[frame_id];
+	n->resolved++;
+	fr->unresolved = out[0].origin == SONDE_SYM_ORIGIN_NONE;
+	n->unresolved += fr->unresolved;
+	int first = n->no_inline ? k - 1 : 0;
+	fr->first = (uint32_t)(n->frame_funcs.len / sizeof(uint32_t));
+	fr->n = (uint8_t)(k - first);
+	for (int i = first; i < k; i++) {
+		const struct sonde_sym_frame *s = &out[i];
+		if (n->lines && s->file && s->line)
+			snprintf(label, sizeof(label), "%s (%s:%" PRIu32 ")", s->name,
+				 base_name(s->file), s->line);
+		else
+			snprintf(label, sizeof(label), "%s", s->name ? s->name : "");
+		int64_t id =
+			sonde_view__func(n->v, label, s->module ? base_name(s->module) : module);
+		if (id < 0)
+			return (int)id;
+		uint32_t v = (uint32_t)id;
+		if (fr->unresolved)
+			sonde_view__func_unresolved(n->v, v);
+		sonde__buf_append(&n->frame_funcs, &v, sizeof(v));
+	}
+	return buf_error(&n->frame_funcs);
+}
+
+/* The view stack of stack node `node` (its events are of process pid), resolved once. */
+static int64_t node_stack(struct names *n, uint32_t node, uint32_t pid)
+{
+	uint32_t parent, frame;
+
+	if (!node)
+		return 0;
+	if (grow(&n->node_stack, &n->nodes_cap, (size_t)node + 1, sizeof(*n->node_stack)) < 0)
+		return -ENOMEM;
+	if (n->node_stack[node])
+		return n->node_stack[node] - 1;
+	n->stack.len = 0;
+	for (uint32_t k = node; k; k = parent) {
+		if (n->rd.node(n->rd.src, k, &parent, &frame) < 0)
+			return -SONDE_E_REFERENCE;
+		if (grow(&n->frames, &n->frames_cap, (size_t)frame + 1, sizeof(*n->frames)) < 0)
+			return -ENOMEM;
+		if (!n->frames[frame].n) {
+			int e = resolve_frame(n, frame, pid);
+			if (e < 0)
+				return e;
+		}
+		const uint32_t *ids =
+			(const uint32_t *)n->frame_funcs.data + n->frames[frame].first;
+		sonde__buf_append(&n->stack, ids, n->frames[frame].n * sizeof(uint32_t));
+	}
+	if (buf_error(&n->stack))
+		return -ENOMEM;
+	int64_t id = sonde_view__stack(n->v, (const uint32_t *)n->stack.data,
+				       n->stack.len / sizeof(uint32_t));
+	if (id >= 0)
+		n->node_stack[node] = (uint32_t)id + 1;
+	return id;
+}
+
+/* The name of the process of thread t when t was defined: its main thread's name then (the
+ * main thread's last definition up to t's; after an exec, the new program's), else its
+ * first, else t's own. */
+static const char *process_comm(const struct names *n, const struct sonde_spool_thread *t)
+{
+	struct sonde_spool_thread m;
+	const char *first = NULL, *then = NULL;
+
+	for (uint32_t i = 1; n->rd.thread(n->rd.src, i, &m) == 0; i++) {
+		if (m.tid != t->pid || m.pid != t->pid)
+			continue;
+		if (!first)
+			first = m.comm;
+		if (m.time_ns <= t->time_ns)
+			then = m.comm;
+	}
+	return then ? then : first ? first : t->comm;
+}
+
+/* Event e's thread fields from reader thread `thread`, the process's name cached: 0, or
+ * -ERANGE for an unknown thread (pid, tid 0, no name). */
+static int event_thread(struct names *n, uint32_t thread, struct sonde_view_event *e)
+{
+	struct sonde_spool_thread t;
+
+	if (n->rd.thread(n->rd.src, thread, &t) < 0) {
+		e->pid = e->tid = 0;
+		e->comm = e->process = "";
+		return -ERANGE;
+	}
+	e->pid = t.pid;
+	e->tid = t.tid;
+	e->comm = t.comm;
+	if (grow(&n->proc, &n->threads_cap, (size_t)thread + 1, sizeof(*n->proc)) < 0) {
+		e->process = process_comm(n, &t);
+		return 0;
+	}
+	if (!n->proc[thread])
+		n->proc[thread] = process_comm(n, &t);
+	e->process = n->proc[thread];
+	return 0;
+}
+
+/* Forgets the names of the frames of process pid (frames outside modules were named with
+ * some sample's pid: all of them), and every stack resolved. */
+static void names_invalidate(struct names *n, uint32_t pid)
+{
+	struct sonde_spool_frame f;
+	struct sonde_spool_module m;
+
+	if (n->node_stack)
+		memset(n->node_stack, 0, n->nodes_cap * sizeof(*n->node_stack));
+	for (uint32_t id = 1; id < n->frames_cap; id++) {
+		if (!n->frames[id].n || n->rd.frame(n->rd.src, id, &f) < 0)
+			continue;
+		if (!f.module || (n->rd.module(n->rd.src, f.module, &m) == 0 && m.def.pid == pid))
+			n->frames[id].n = 0;
+	}
+}
+
+uint32_t sonde_view_metric_states(enum sonde_profile_metric m)
+{
+	switch (m) {
+	case SONDE_PROFILE_METRIC_CPU:
+		return 1u << SONDE_VIEW_ON_CPU;
+	case SONDE_PROFILE_METRIC_OFF_CPU:
+		return 1u << SONDE_VIEW_RUNNABLE | 1u << SONDE_VIEW_SLEEPING |
+		       1u << SONDE_VIEW_BLOCKED | 1u << SONDE_VIEW_OTHER | 1u << SONDE_VIEW_UNKNOWN;
+	case SONDE_PROFILE_METRIC_WALL:
+		return (1u << SONDE_VIEW_STATES) - 1;
+	}
+	return 0;
+}
+
+/* opts' filter with its states narrowed to the metric's, into *vf. 0 or -EINVAL. */
+static int source_filter(const struct sonde_view_source_opts *opts, struct sonde_view_filter *vf)
+{
+	const struct sonde_view_filter *f = OPTS_GET(opts, filter, NULL);
+	uint32_t states = sonde_view_metric_states(OPTS_GET(opts, metric, 0));
+
+	if (f && f->sz < sizeof(*vf))
+		return -EINVAL;
+	*vf = f ? *f : (struct sonde_view_filter){0};
+	vf->sz = sizeof(*vf);
+	vf->states = vf->states ? vf->states & states : states;
+	if (!vf->states)
+		vf->states = 1u << SONDE_VIEW_STATES; /* a state no event has: nothing is kept */
+	return 0;
+}
+
+/* A new view of filter vf. */
+static struct sonde_view *view_new(const struct sonde_view_source_opts *opts,
+				   const struct sonde_view_filter *vf)
+{
+	struct sonde_view_opts vo = {
+		.sz = sizeof(vo), .filter = vf, .state_frames = OPTS_GET(opts, state_frames, 0)};
+	return sonde_view__new(&vo);
+}
+
+/* ---- the spool ---- */
+
+static int spool_node(const void *s, uint32_t id, uint32_t *parent, uint32_t *frame)
+{
+	return sonde_spool__get_node(s, id, parent, frame);
+}
+
+static int spool_frame(const void *s, uint32_t id, struct sonde_spool_frame *out)
+{
+	return sonde_spool__get_frame(s, id, out);
+}
+
+static int spool_module(const void *s, uint32_t id, struct sonde_spool_module *out)
+{
+	return sonde_spool__get_module(s, id, out);
+}
+
+static int spool_thread(const void *s, uint32_t id, struct sonde_spool_thread *out)
+{
+	return sonde_spool__get_thread(s, id, out);
+}
+
+struct spool_src {
+	const struct sonde_spool *s;
+	struct sonde_symbolizer *sym;
+};
+
+static int spool_symbolize(void *ctx, uint32_t frame_id, uint32_t pid, struct sonde_sym_frame *out,
+			   size_t max)
+{
+	struct spool_src *ss = ctx;
+	struct sonde_spool_frame f;
+	struct sonde_spool_module m;
+
+	if (sonde_spool__get_frame(ss->s, frame_id, &f) < 0)
+		return -ERANGE;
+	if (f.module == 0)
+		return sonde_symbolizer__symbolize_raw(ss->sym, pid, f.addr, out, max);
+	if (sonde_spool__get_module(ss->s, f.module, &m) < 0)
+		return -ERANGE;
+	struct sonde_sym_module sm = {
+		.pid = m.def.pid,
+		.flags = m.def.flags,
+		.start = m.def.start,
+		.end = m.def.end,
+		.pgoff = m.def.pgoff,
+		.dev = m.def.dev,
+		.inode = m.def.inode,
+		.build_id = m.def.build_id,
+		.build_id_len = m.def.build_id_len,
+		.path = m.def.path,
+	};
+	return sonde_symbolizer__symbolize(ss->sym, &sm, f.addr, out, max);
+}
+
+/* Reading a spool into a view: three passes over its events (the events kept mark their
+ * stack nodes; each marked node is resolved once; every event is added by stack id). */
+struct build {
+	const struct sonde_spool *s;
+	struct sonde_spool_info info;
+	enum sonde_profile_metric metric;
+	struct sonde_acct_weights weights;
+	struct names names;
+	struct sonde_view_filter filter; /* the view's, for marking */
+	uint32_t *node_pid;		 /* by stack node: the pid of a kept event, 0: none */
+	uint8_t *node_kept;
+	uint64_t n_off, n_unknown, events;
+	sonde_view_progress_fn progress;
+	void *progress_ctx;
+};
+
+/* Interval i (the intervals, then those a loss cut, then the unsampled stays) as a sample
+ * at its switch-out, with its state and weight. 0, or -ERANGE past the last. */
+static int interval(const struct build *b, uint64_t i, struct sonde_spool_sample *smp,
+		    uint32_t *state, uint64_t *weight)
+{
+	struct sonde_spool_offcpu o;
+
+	if (i < b->n_off) {
+		if (sonde_spool__get_offcpu(b->s, i, &o) < 0)
+			return -ERANGE;
+		*state = o.state < SONDE_OFFCPU_STATES ? 1 + o.state : SONDE_VIEW_OTHER;
+	} else if (i - b->n_off < b->n_unknown) {
+		if (sonde_spool__get_unknown(b->s, i - b->n_off, &o) < 0)
+			return -ERANGE;
+		*state = SONDE_VIEW_UNKNOWN;
+	} else {
+		uint64_t u = i - b->n_off - b->n_unknown;
+		if (u >= b->weights.n_unsampled)
+			return -ERANGE;
+		const struct sonde_acct_unsampled *un = &b->weights.unsampled[u];
+		o = (struct sonde_spool_offcpu){.switch_out_ns = un->time_ns,
+						.switch_in_ns = un->time_ns + un->on_ns,
+						.thread = un->thread,
+						.cpu = SONDE_SPOOL_CPU_NONE};
+		*state = SONDE_VIEW_UNSAMPLED;
+	}
+	*smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags, o.cpu};
+	*weight = o.switch_in_ns - o.switch_out_ns;
+	return 0;
+}
+
+/* Event i: sample i, then (off-CPU metrics) the intervals; *node its stack node. 0, or
+ * -ERANGE past the last. */
+static int next_event(struct build *b, uint64_t i, struct sonde_view_event *e, uint32_t *node)
+{
+	struct sonde_spool_sample smp;
+	uint64_t base = b->metric == SONDE_PROFILE_METRIC_OFF_CPU ? 0 : b->info.samples;
+	uint64_t weight;
+	uint32_t state;
+
+	if (i < base) {
+		if (sonde_spool__get_sample(b->s, i, &smp) < 0)
+			return -ERANGE;
+		weight = b->metric != SONDE_PROFILE_METRIC_WALL ? 1
+			 : b->weights.sample_ns			? b->weights.sample_ns[i]
+								: b->info.header.sample_period_ns;
+		state = SONDE_VIEW_ON_CPU;
+	} else if (b->metric == SONDE_PROFILE_METRIC_CPU ||
+		   interval(b, i - base, &smp, &state, &weight) < 0) {
+		return -ERANGE;
+	}
+	*e = (struct sonde_view_event){.sz = sizeof(*e),
+				       .cpu = smp.cpu,
+				       .time_ns = smp.time_ns,
+				       .state = state,
+				       .weight = weight};
+	event_thread(&b->names, smp.thread, e);
+	*node = smp.stack <= b->info.stacks ? smp.stack : 0;
+	return 0;
+}
+
+static void progress(const struct build *b, const char *phase, uint64_t done, uint64_t total)
+{
+	if (b->progress)
+		b->progress(b->progress_ctx, phase, done, total);
+}
+
+/* Pass 1: marks the stack node of each event the filters keep, with its pid. */
+static int mark_nodes(struct build *b)
+{
+	struct sonde_view_event e;
+	uint32_t node;
+
+	for (uint64_t i = 0; next_event(b, i, &e, &node) == 0; i++) {
+		if ((i & 0xfff) == 0)
+			progress(b, "counting samples", i, b->events);
+		if (!b->node_kept[node] && sonde_view_filter__match(&b->filter, &e) == 1) {
+			b->node_kept[node] = 1;
+			b->node_pid[node] = e.pid;
+		}
+	}
+	return 0;
+}
+
+/* Pass 2: resolves every marked node. */
+static int resolve_nodes(struct build *b)
+{
+	progress(b, "symbolizing stacks", 0, b->info.stacks);
+	for (uint32_t node = 1; node <= b->info.stacks; node++) {
+		if ((node & 0xff) == 0)
+			progress(b, "symbolizing stacks", node, b->info.stacks);
+		if (!b->node_kept[node])
+			continue;
+		int64_t id = node_stack(&b->names, node, b->node_pid[node]);
+		if (id < 0)
+			return (int)id;
+	}
+	return 0;
+}
+
+/* Pass 3: every event to the view, by its node's stack (an unmarked node's events are not
+ * kept either), then the short intervals of the time metrics. */
+static int add_events(struct build *b)
+{
+	struct sonde_spool_offcpu_short sh;
+	struct sonde_view_event e;
+	uint32_t node;
+	uint64_t i;
+
+	for (i = 0; next_event(b, i, &e, &node) == 0; i++) {
+		if ((i & 0xfff) == 0)
+			progress(b, "adding up samples", i, b->events);
+		if (node && (node >= b->names.nodes_cap || !b->names.node_stack[node]))
+			continue;
+		int err = sonde_view__add_stack(b->names.v, &e,
+						node ? b->names.node_stack[node] - 1 : 0);
+		if (err < 0)
+			return err;
+	}
+	if (b->metric == SONDE_PROFILE_METRIC_CPU)
+		return 0;
+	for (i = 0; sonde_spool__get_offcpu_short(b->s, i, &sh) == 0; i++) {
+		struct sonde_view_event se = {.sz = sizeof(se)};
+		if (event_thread(&b->names, sh.thread, &se) < 0)
+			continue;
+		int err = sonde_view__add_short(b->names.v, &se, sh.count, sh.total_ns);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+static int build_run(struct build *b, const struct sonde_view_source_opts *opts)
+{
+	int err;
+
+	if (!OPTS_VALID(opts, sonde_view_source_opts))
+		return -EINVAL;
+	b->metric = OPTS_GET(opts, metric, SONDE_PROFILE_METRIC_CPU);
+	if (!sonde_view_metric_states(b->metric))
+		return -EINVAL;
+	b->progress = OPTS_GET(opts, progress, NULL);
+	b->progress_ctx = OPTS_GET(opts, progress_ctx, NULL);
+	b->names.lines = OPTS_GET(opts, lines, 0);
+	b->names.no_inline = OPTS_GET(opts, no_inline, 0);
+	sonde_spool__get_info(b->s, &b->info);
+	b->n_off = sonde_spool__offcpu_count(b->s);
+	b->n_unknown = sonde_spool__unknown_count(b->s);
+	if (b->metric == SONDE_PROFILE_METRIC_WALL && sonde_spool__switch_cpus(b->s) &&
+	    (err = sonde__acct_weights(b->s, &b->weights)) < 0)
+		return err;
+	b->events = b->info.samples + b->n_off + b->n_unknown + b->weights.n_unsampled;
+	/* the view's filter, as it applies it, to mark nodes with */
+	if ((err = source_filter(opts, &b->filter)) < 0)
+		return err;
+	b->names.v = view_new(opts, &b->filter);
+	if (!b->names.v)
+		return -errno;
+	size_t nodes = (size_t)b->info.stacks + 1;
+	b->node_pid = calloc(nodes, sizeof(*b->node_pid));
+	b->node_kept = calloc(nodes, sizeof(*b->node_kept));
+	if (!b->node_pid || !b->node_kept ||
+	    grow(&b->names.frames, &b->names.frames_cap, (size_t)b->info.frames + 1,
+		 sizeof(*b->names.frames)) < 0 ||
+	    grow(&b->names.proc, &b->names.threads_cap, (size_t)b->info.threads + 1,
+		 sizeof(*b->names.proc)) < 0)
+		return -ENOMEM;
+	err = mark_nodes(b);
+	if (!err)
+		err = resolve_nodes(b);
+	if (!err)
+		err = add_events(b);
+	return err;
+}
+
+int sonde_view__from_spool(const struct sonde_spool *s, const struct sonde_view_source_opts *opts,
+			   struct sonde_view **out, struct sonde_view_source_stats *st)
+{
+	struct spool_src ss = {.s = s};
+	struct build b = {.s = s};
+	int err;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!s || (st && st->sz < sizeof(*st)))
+		return -EINVAL;
+	ss.sym = OPTS_GET(opts, symbolizer, NULL);
+	struct sonde_symbolizer *own = NULL;
+	if (!ss.sym) {
+		struct sonde_symbolizer_opts so = {.sz = sizeof(so),
+						   .buildid_cache_dir =
+							   OPTS_GET(opts, buildid_cache_dir, NULL)};
+		ss.sym = own = sonde_symbolizer__new(&so);
+		if (!own)
+			return -errno;
+	}
+	b.names.rd = (struct reader){.src = s,
+				     .node = spool_node,
+				     .frame = spool_frame,
+				     .module = spool_module,
+				     .thread = spool_thread,
+				     .symbolize = spool_symbolize,
+				     .ctx = &ss};
+	err = build_run(&b, opts);
+	if (!err && st) {
+		st->frames = b.names.resolved;
+		st->unresolved_frames = b.names.unresolved;
+		st->wall_by_switches = b.weights.exact;
+		st->events = b.events;
+	}
+	if (err)
+		sonde_view__free(b.names.v);
+	else
+		*out = b.names.v;
+	free(b.node_pid);
+	free(b.node_kept);
+	names_free(&b.names);
+	sonde__acct_weights_free(&b.weights);
+	sonde_symbolizer__free(own);
+	return err;
+}
+
+/* ---- the tail ---- */
+
+static int tail_node(const void *t, uint32_t id, uint32_t *parent, uint32_t *frame)
+{
+	return sonde_tail__get_node(t, id, parent, frame);
+}
+
+static int tail_frame(const void *t, uint32_t id, struct sonde_spool_frame *out)
+{
+	return sonde_tail__get_frame(t, id, out);
+}
+
+static int tail_module(const void *t, uint32_t id, struct sonde_spool_module *out)
+{
+	return sonde_tail__get_module(t, id, out);
+}
+
+static int tail_thread(const void *t, uint32_t id, struct sonde_spool_thread *out)
+{
+	return sonde_tail__get_thread(t, id, out);
+}
+
+static int tail_symbolize(void *t, uint32_t frame, uint32_t pid, struct sonde_sym_frame *out,
+			  size_t max)
+{
+	return sonde_tail__symbolize(t, frame, pid, out, max);
+}
+
+struct live_entry {
+	uint64_t time_ns;
+	uint32_t node, thread; /* the tail's stack node and thread ids */
+	uint32_t cpu;
+};
+
+struct sonde_view_live {
+	struct sonde_tail *t;
+	uint64_t window_ns, last_time;
+	struct names names;
+	struct live_entry *q; /* ring of the window's samples, oldest at head */
+	size_t head, n, cap;
+};
+
+struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t window_ns,
+					     const struct sonde_view_source_opts *opts)
+{
+	struct sonde_view_filter vf;
+	struct sonde_view_live *l;
+
+	if (!t || !OPTS_VALID(opts, sonde_view_source_opts) ||
+	    OPTS_GET(opts, metric, SONDE_PROFILE_METRIC_CPU) != SONDE_PROFILE_METRIC_CPU ||
+	    source_filter(opts, &vf) < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->t = t;
+	l->window_ns = window_ns;
+	l->names.rd = (struct reader){.src = t,
+				      .node = tail_node,
+				      .frame = tail_frame,
+				      .module = tail_module,
+				      .thread = tail_thread,
+				      .symbolize = tail_symbolize,
+				      .ctx = t};
+	l->names.lines = OPTS_GET(opts, lines, 0);
+	l->names.no_inline = OPTS_GET(opts, no_inline, 0);
+	l->names.v = view_new(opts, &vf);
+	if (!l->names.v) {
+		int e = errno;
+		free(l);
+		errno = e;
+		return NULL;
+	}
+	return l;
+}
+
+void sonde_view_live__free(struct sonde_view_live *l)
+{
+	if (!l)
+		return;
+	sonde_view__free(l->names.v);
+	names_free(&l->names);
+	free(l->q);
+	free(l);
+}
+
+static int live_push(struct sonde_view_live *l, const struct sonde_spool_sample *s)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 4096;
+		struct live_entry *q = malloc(cap * sizeof(*q));
+		if (!q)
+			return -ENOMEM;
+		for (size_t i = 0; i < l->n; i++)
+			q[i] = l->q[(l->head + i) % l->cap];
+		free(l->q);
+		l->q = q;
+		l->cap = cap;
+		l->head = 0;
+	}
+	l->q[(l->head + l->n++) % l->cap] =
+		(struct live_entry){s->time_ns, s->stack, s->thread, s->cpu};
+	return 0;
+}
+
+int sonde_view_live__add(struct sonde_view_live *l, const struct sonde_tail_batch *b)
+{
+	if (!l || !b)
+		return -EINVAL;
+	for (size_t i = 0; i < b->n_invalidated; i++)
+		names_invalidate(&l->names, b->invalidated_pids[i]);
+	/* a thread defined since may be a process's main thread: name processes again */
+	if (b->new_threads && l->names.proc)
+		memset(l->names.proc, 0, l->names.threads_cap * sizeof(*l->names.proc));
+	for (size_t i = 0; i < b->n_samples; i++) {
+		const struct sonde_spool_sample *s = &b->samples[i];
+		struct sonde_view_event e = {.sz = sizeof(e),
+					     .cpu = s->cpu,
+					     .time_ns = s->time_ns,
+					     .state = SONDE_VIEW_ON_CPU,
+					     .weight = 1};
+		event_thread(&l->names, s->thread, &e);
+		/* the view's copy of the filter: the caller's lists need not outlive the call */
+		if (sonde_view_filter__match(sonde_view__filter(l->names.v), &e) != 1)
+			continue;
+		l->last_time = s->time_ns;
+		int err = live_push(l, s);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+void sonde_view_live__expire(struct sonde_view_live *l, uint64_t now_ns)
+{
+	if (!l || !l->window_ns)
+		return;
+	uint64_t floor = now_ns > l->window_ns ? now_ns - l->window_ns : 0;
+	while (l->n && l->q[l->head].time_ns < floor) {
+		l->head = (l->head + 1) % l->cap;
+		l->n--;
+	}
+}
+
+uint64_t sonde_view_live__samples(const struct sonde_view_live *l)
+{
+	return l ? l->n : 0;
+}
+
+uint64_t sonde_view_live__last_time(const struct sonde_view_live *l)
+{
+	return l ? l->last_time : 0;
+}
+
+struct sonde_view *sonde_view_live__view(struct sonde_view_live *l)
+{
+	if (!l) {
+		errno = EINVAL;
+		return NULL;
+	}
+	sonde_view__clear(l->names.v);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct live_entry *q = &l->q[(l->head + i) % l->cap];
+		struct sonde_view_event e = {.sz = sizeof(e),
+					     .cpu = q->cpu,
+					     .time_ns = q->time_ns,
+					     .state = SONDE_VIEW_ON_CPU,
+					     .weight = 1};
+		event_thread(&l->names, q->thread, &e);
+		int64_t stack = node_stack(&l->names, q->node, e.pid);
+		int err = stack < 0 ? (int)stack
+				    : sonde_view__add_stack(l->names.v, &e, (uint32_t)stack);
+		if (err < 0) {
+			errno = -err;
+			return NULL;
+		}
+	}
+	return l->names.v;
+}
+
+int sonde_view_live__stats(const struct sonde_view_live *l, struct sonde_view_source_stats *st)
+{
+	if (!l || !st || st->sz < sizeof(*st))
+		return -EINVAL;
+	st->frames = l->names.resolved;
+	st->unresolved_frames = l->names.unresolved;
+	st->wall_by_switches = 0;
+	st->events = l->n;
+	return 0;
+}

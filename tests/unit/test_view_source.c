@@ -1,0 +1,386 @@
+/* Views the library builds from a recording (include/sonde/view_source.h), on spools the
+ * real writer wrote, without perf: a spool and a tail of the same file give the same
+ * view; processes are named after their main thread; filters and metrics keep what they
+ * say; the metrics' state masks are exact; bad arguments are refused. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <sonde/spool.h>
+#include <sonde/spool_reader.h>
+#include <sonde/tail.h>
+#include <sonde/view.h>
+#include <sonde/view_source.h>
+
+#include "spool_fixture.h"
+#include "../test.h"
+#include "../util.h"
+
+/* The view's folded stacks, NUL-terminated (to be freed). */
+static char *folded_of(const struct sonde_view *v, enum sonde_view_roots roots)
+{
+	struct sonde_view_folded_opts o = {.sz = sizeof(o), .roots = roots};
+	int fd = memfd_create("folded", 0);
+	char *s = calloc(1, 1 << 16);
+
+	ASSERT(fd >= 0 && s);
+	ASSERT_OK(sonde_view__write_folded(v, fd, &o));
+	ASSERT_INT(lseek(fd, 0, SEEK_SET), ==, 0);
+	ASSERT_INT(read(fd, s, (1 << 16) - 1), >=, 0);
+	close(fd);
+	return s;
+}
+
+/* spool_fixture_small's bytes in a file of the test's, and that file's path. */
+static const char *fixture_file(struct buf *b, int n_samples)
+{
+	const char *path = test_path("view_source.spool");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	spool_fixture_small(b, n_samples, 1);
+	ASSERT(fd >= 0);
+	ASSERT_INT(write(fd, b->data, b->len), ==, (ssize_t)b->len);
+	close(fd);
+	return path;
+}
+
+/* The label and weight of the row of process pid, grouped by process. */
+static const char *process_label(struct sonde_view *v, uint32_t pid, uint64_t *weight)
+{
+	struct sonde_view_rows_opts o = {.sz = sizeof(o), .group = SONDE_VIEW_BY_PROCESS};
+	const struct sonde_view_row *rows;
+	size_t n;
+
+	ASSERT_OK(sonde_view__rows(v, &o, &rows, &n, NULL));
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].pid == pid) {
+			*weight = rows[i].self;
+			return rows[i].label;
+		}
+	return NULL;
+}
+
+/* A tail polled to the END of path, its samples taken into a live view with no window. */
+static struct sonde_view_live *live_of(const char *path, struct sonde_tail **t,
+				       const struct sonde_view_source_opts *o)
+{
+	struct sonde_tail_batch b = {.sz = sizeof(b)};
+	struct sonde_view_live *l;
+
+	*t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	l = ASSERT_NOT_NULL(sonde_view_live__new(*t, 0, o));
+	/* small batches, so that threads and stacks arrive over several */
+	while (!b.ended) {
+		int n = sonde_tail__poll(*t, 7, 0, &b);
+		ASSERT_INT(n, >=, 0);
+		ASSERT(n > 0 || b.ended);
+		ASSERT_OK(sonde_view_live__add(l, &b));
+	}
+	return l;
+}
+
+TEST(view_from_a_spool_and_from_its_tail_are_the_same)
+{
+	struct buf b = {0};
+	const char *path = fixture_file(&b, 120);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(path, NULL));
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .no_inline = 1};
+	struct sonde_view_source_stats st = {.sz = sizeof(st)};
+	struct sonde_view *v = NULL;
+	struct sonde_tail *t;
+	uint64_t events;
+
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, &st));
+	ASSERT_INT(sonde_view__total(v, &events), ==, 120);
+	ASSERT_INT(events, ==, 120);
+	ASSERT_INT(st.events, ==, 120);
+	ASSERT_INT(st.frames, >, 0);
+
+	struct sonde_view_live *l = live_of(path, &t, &o);
+	ASSERT_INT(sonde_view_live__samples(l), ==, 120);
+	struct sonde_view *lv = ASSERT_NOT_NULL(sonde_view_live__view(l));
+	ASSERT_INT(sonde_view__total(lv, NULL), ==, 120);
+
+	/* the same stacks under the same thread and process roots, line for line */
+	char *a = folded_of(v, SONDE_VIEW_ROOTS_THREAD),
+	     *c = folded_of(lv, SONDE_VIEW_ROOTS_THREAD);
+	ASSERT(strlen(a) > 0);
+	ASSERT_STR_EQ(c, a);
+	ASSERT_CONTAINS(a, "\nworker-100/101;prog+0x3000;");
+	free(a);
+	free(c);
+	a = folded_of(v, SONDE_VIEW_ROOTS_PROCESS);
+	c = folded_of(lv, SONDE_VIEW_ROOTS_PROCESS);
+	ASSERT_STR_EQ(c, a);
+	/* the worker's stacks are under its process, named after the main thread then; after
+	 * the exec, the new program's name */
+	ASSERT_CONTAINS(a, "main-100;prog+0x3000;");
+	ASSERT_CONTAINS(a, "\nother-100;other+0x4000;");
+	ASSERT_NOT_CONTAINS(a, "worker");
+	free(a);
+	free(c);
+
+	/* by process: main-100 has the first half's 60 samples, the worker's 15 among them
+	 * (other-100, after the exec, is a row of its own) */
+	uint64_t w1 = 0, w2 = 0;
+	const char *l1 = process_label(v, 100, &w1), *l2 = process_label(lv, 100, &w2);
+	ASSERT_NOT_NULL(l1);
+	ASSERT_NOT_NULL(l2);
+	ASSERT_STR_EQ(l1, "main-100");
+	ASSERT_STR_EQ(l2, l1);
+	ASSERT_INT(w2, ==, w1);
+	ASSERT_INT(w1, ==, 60);
+
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_view__free(v);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+TEST(view_live_window_drops_what_is_older)
+{
+	struct buf b = {0};
+	const char *path = fixture_file(&b, 60);
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	/* the fixture's samples are about 1 ms apart: a 10.5 ms window holds 10 or 11 */
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 10500000, NULL));
+
+	while (!batch.ended) {
+		ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >=, 0);
+		ASSERT_OK(sonde_view_live__add(l, &batch));
+	}
+	ASSERT_INT(sonde_view_live__samples(l), ==, 60);
+	uint64_t last = sonde_view_live__last_time(l);
+	ASSERT_INT(last, >, 0);
+	sonde_view_live__expire(l, last);
+	uint64_t kept = sonde_view_live__samples(l);
+	ASSERT(kept >= 10 && kept <= 11);
+	struct sonde_view *v = ASSERT_NOT_NULL(sonde_view_live__view(l));
+	ASSERT_INT(sonde_view__total(v, NULL), ==, kept);
+	sonde_view_live__expire(l, last + 20000000);
+	ASSERT_INT(sonde_view_live__samples(l), ==, 0);
+	v = ASSERT_NOT_NULL(sonde_view_live__view(l));
+	ASSERT_INT(sonde_view__total(v, NULL), ==, 0);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde__buf_free(&b);
+}
+
+TEST(view_from_spool_keeps_what_its_filter_keeps)
+{
+	struct buf b = {0};
+	spool_fixture_small(&b, 100, 1);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	uint32_t tid = 101, pid = 999;
+	struct sonde_view_filter f = {.sz = sizeof(f), .tids = &tid, .n_tids = 1};
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .filter = &f};
+	struct sonde_view *v = NULL;
+	uint64_t events;
+
+	/* the worker has every 4th sample of the first half (i % 4 == 0, i < 50): 13 */
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	ASSERT_INT(sonde_view__total(v, &events), ==, 13);
+	sonde_view__free(v);
+	f = (struct sonde_view_filter){.sz = sizeof(f), .pids = &pid, .n_pids = 1};
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	ASSERT_INT(sonde_view__total(v, NULL), ==, 0);
+	sonde_view__free(v);
+	/* the off-CPU metric of a recording with no intervals: nothing, not its samples */
+	o = (struct sonde_view_source_opts){.sz = sizeof(o),
+					    .metric = SONDE_PROFILE_METRIC_OFF_CPU};
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	ASSERT_INT(sonde_view__total(v, NULL), ==, 0);
+	sonde_view__free(v);
+	/* a filter asking for on-CPU states under the off-CPU metric keeps nothing either */
+	f = (struct sonde_view_filter){.sz = sizeof(f), .states = 1u << SONDE_VIEW_ON_CPU};
+	o.filter = &f;
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	ASSERT_INT(sonde_view__total(v, NULL), ==, 0);
+	sonde_view__free(v);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+/* A recording of one thread: a sample at 100, intervals in S (5 us) and R (3 us) with
+ * stacks, and a short-interval aggregate. */
+static struct sonde_spool *offcpu_spool(struct buf *b)
+{
+	struct sonde_spool_header h = {1, 0, 1000};
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, b, &h));
+	struct sonde_spool_frame frames[1] = {{0, 0x1234}};
+	uint32_t thread;
+
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &thread));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 100, thread, 0, frames, 1, 0));
+	struct sonde_spool_offcpu iv = {.switch_out_ns = 200,
+					.switch_in_ns = 5200,
+					.thread = thread,
+					.cpu = SONDE_SPOOL_CPU_NONE,
+					.state = SONDE_OFFCPU_SLEEPING};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, frames, 1));
+	iv.switch_out_ns = 6000;
+	iv.switch_in_ns = 9000;
+	iv.state = SONDE_OFFCPU_RUNNABLE;
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, frames, 1));
+	struct sonde_spool_offcpu_short sh = {thread, 1000, 7, 3500};
+	ASSERT_OK(sonde_spool_writer__add_offcpu_short(w, &sh));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	return ASSERT_NOT_NULL(sonde_spool__open_mem(b->data, b->len, NULL));
+}
+
+TEST(view_from_spool_weighs_by_the_metric)
+{
+	struct buf b = {0};
+	struct sonde_spool *s = offcpu_spool(&b);
+	struct sonde_view_source_opts o = {
+		.sz = sizeof(o), .metric = SONDE_PROFILE_METRIC_OFF_CPU, .state_frames = 1};
+	struct sonde_view_stats st = {.sz = sizeof(st)};
+	struct sonde_view *v = NULL;
+
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	ASSERT_OK(sonde_view__stats(v, &st));
+	ASSERT_INT(st.total, ==, 8000);
+	ASSERT_INT(st.state_events[SONDE_VIEW_SLEEPING], ==, 1);
+	ASSERT_INT(st.weight[SONDE_VIEW_RUNNABLE], ==, 3000);
+	ASSERT_INT(st.state_events[SONDE_VIEW_ON_CPU], ==, 0);
+	ASSERT_INT(st.short_count, ==, 7);
+	ASSERT_INT(st.short_ns, ==, 3500);
+	char *f = folded_of(v, SONDE_VIEW_ROOTS_NONE);
+	ASSERT_CONTAINS(f, ";[off-cpu: S] 5000\n");
+	ASSERT_CONTAINS(f, ";[off-cpu: R] 3000\n");
+	free(f);
+	sonde_view__free(v);
+
+	/* wall: the sample weighs its period (no switches recorded), the intervals their time */
+	o.metric = SONDE_PROFILE_METRIC_WALL;
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	st = (struct sonde_view_stats){.sz = sizeof(st)};
+	ASSERT_OK(sonde_view__stats(v, &st));
+	ASSERT_INT(st.total, ==, 9000);
+	ASSERT_INT(st.weight[SONDE_VIEW_ON_CPU], ==, 1000);
+	sonde_view__free(v);
+
+	/* cpu: the one sample, no short intervals */
+	o.metric = SONDE_PROFILE_METRIC_CPU;
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	st = (struct sonde_view_stats){.sz = sizeof(st)};
+	ASSERT_OK(sonde_view__stats(v, &st));
+	ASSERT_INT(st.total, ==, 1);
+	ASSERT_INT(st.short_count, ==, 0);
+	sonde_view__free(v);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+TEST(view_metric_states_are_exact)
+{
+	uint32_t off = sonde_view_metric_states(SONDE_PROFILE_METRIC_OFF_CPU);
+
+	ASSERT_INT(sonde_view_metric_states(SONDE_PROFILE_METRIC_CPU), ==, 1u << SONDE_VIEW_ON_CPU);
+	for (uint32_t st = 0; st < SONDE_VIEW_STATES; st++) {
+		int want = st != SONDE_VIEW_ON_CPU && st != SONDE_VIEW_UNSAMPLED;
+		ASSERT_INT(!!(off & (1u << st)), ==, want);
+		ASSERT(sonde_view_metric_states(SONDE_PROFILE_METRIC_WALL) & (1u << st));
+	}
+	ASSERT_INT(off >> SONDE_VIEW_STATES, ==, 0);
+	ASSERT_INT(sonde_view_metric_states((enum sonde_profile_metric)7), ==, 0);
+}
+
+TEST(view_source_refuses_bad_arguments)
+{
+	struct buf b = {0};
+	spool_fixture_small(&b, 10, 1);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_view *v = (struct sonde_view *)&b;
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .metric = (enum sonde_profile_metric)9};
+	struct sonde_view_source_stats st = {.sz = 1};
+	struct sonde_view_filter f = {.sz = 1};
+
+	ASSERT_ERR(sonde_view__from_spool(NULL, NULL, &v, NULL), -EINVAL);
+	ASSERT(v == NULL);
+	ASSERT_ERR(sonde_view__from_spool(s, NULL, NULL, NULL), -EINVAL);
+	ASSERT_ERR(sonde_view__from_spool(s, &o, &v, NULL), -EINVAL);
+	ASSERT_ERR(sonde_view__from_spool(s, NULL, &v, &st), -EINVAL);
+	o = (struct sonde_view_source_opts){.sz = sizeof(o), .filter = &f};
+	ASSERT_ERR(sonde_view__from_spool(s, &o, &v, NULL), -EINVAL);
+	ASSERT(v == NULL);
+	errno = 0;
+	ASSERT(sonde_view_live__new(NULL, 0, NULL) == NULL);
+	ASSERT_INT(errno, ==, EINVAL);
+	sonde_view_live__free(NULL);
+	ASSERT_ERR(sonde_view_live__add(NULL, NULL), -EINVAL);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+/* The example of the API (examples/view_top.c) on a written spool: the heaviest functions,
+ * the worker's filter, and a one-line error for a file that is no spool. */
+TEST(view_top_example_prints_the_heaviest_functions)
+{
+	struct buf b = {0};
+	const char *path = fixture_file(&b, 100);
+	struct test_output o;
+
+	test_runf(&o, 30, "%s -n 60 %s", test_example("view_top"), path);
+	ASSERT_INT(o.status, ==, 0);
+	/* 100 samples, 52 functions: the libc leaves heaviest by self; prog+0x3000 is on every
+	 * stack of the first half but the empty ones (50 - 7), innermost on none */
+	ASSERT_CONTAINS(o.out, "100 events weighing 100; 52 of 52 functions:\n");
+	ASSERT_CONTAINS(o.out, "functions:\n        self        total  function [module]\n"
+			       "           9            9  libc.so.6+0x1001 [libc.so.6]\n");
+	ASSERT_CONTAINS(o.out, "           0           43  prog+0x3000 [prog]\n");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s -p 999 %s", test_example("view_top"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "0 events weighing 0; 0 of 0 functions:\n");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s %s", test_example("view_top"), test_src_path("Makefile"));
+	ASSERT_INT(o.status, ==, 1);
+	ASSERT_CONTAINS(o.err, "view_top: ");
+	ASSERT_INT(strchr(o.err, '\n') - o.err + 1, ==, (long)strlen(o.err));
+	test_output_free(&o);
+	sonde__buf_free(&b);
+}
+
+/* sonde top on a written spool: the window is the library's live view, and top's filters
+ * are the view's: --filter-comm keeps the worker's 13 samples, named under its process;
+ * --filter-cpu keeps none of a recording that kept no CPU (the tail hands out each
+ * sample's CPU as the spool reader does: it used to say 0). */
+TEST(top_filters_a_written_spool_by_comm_and_cpu)
+{
+	struct buf b = {0};
+	const char *path = fixture_file(&b, 100);
+	struct test_output o;
+
+	test_runf(&o, 30, "%s top -n 50 -w 3600 --filter-comm worker %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "| 13 samples | final\nfilter: comm worker\n");
+	ASSERT_CONTAINS(o.out, "prog+0x3000");
+	ASSERT_NOT_CONTAINS(o.out, "other+0x4000");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s top -n 50 -w 3600 -s process %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "| 100 samples | final\n");
+	/* the worker's samples are main-100's: no row is labelled after the worker */
+	ASSERT_CONTAINS(o.out, " main-100 ");
+	ASSERT_CONTAINS(o.out, " other-100 ");
+	ASSERT_NOT_CONTAINS(o.out, "worker");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s top -n 50 -w 3600 --filter-cpu 0 %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "| 0 samples | final\nfilter: cpu 0\n");
+	test_output_free(&o);
+	test_runf(&o, 30, "%s top --filter-cpu x %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 2);
+	test_output_free(&o);
+	sonde__buf_free(&b);
+}
