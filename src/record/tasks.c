@@ -207,8 +207,8 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
 	return t;
 }
 
-struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t tid, const char *comm,
-				       uint64_t time, bool *stale)
+struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t tid,
+				       const char *comm, uint64_t time, bool *stale)
 {
 	struct rec_thread *t = sonde__tasks_thread(ts, tid, true);
 
@@ -218,6 +218,16 @@ struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t tid, const ch
 	if (time < t->since) {
 		*stale = true; /* of an earlier thread with this tid */
 		return NULL;
+	}
+	/* A thread first seen here (its fork came before the recording, or was lost) is
+	 * pid's: left without a process, its first sample took it for another process's
+	 * thread and dropped this name, and once the task had left /proc it was written
+	 * under its bare id. A tid that was another process's (its exit unseen) is pid's
+	 * from now on, unselected as sonde__rec_system_selects leaves such a thread. */
+	if (t->pid != pid) {
+		if (t->pid)
+			t->selected = false;
+		t->pid = pid;
 	}
 	/* A new name is a new spool thread from the next sample on. */
 	snprintf(t->comm, sizeof(t->comm), "%s", comm ? comm : "");

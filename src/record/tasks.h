@@ -153,10 +153,11 @@ struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const str
  * Its own_events are cleared (the caller decides). NULL: no memory. */
 struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid, pid_t tid,
 				     pid_t ptid, uint64_t time);
-/* COMM of tid at time: its new name, to be defined anew at its next sample. The thread, or
- * NULL when the record is of a predecessor of that tid (*stale set) or no memory. */
-struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t tid, const char *comm,
-				       uint64_t time, bool *stale);
+/* COMM of thread tid of process pid at time: its new name, to be defined anew at its next
+ * sample; a thread not known before is pid's from now on. The thread, or NULL when the
+ * record is of a predecessor of that tid (*stale set) or no memory. */
+struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t tid,
+				       const char *comm, uint64_t time, bool *stale);
 /* Removes tid, keeping its name for samples that come after its exit. */
 void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid);
 /* The name a sample of tid of pid is written with: t's name (t->pid is set to pid, its

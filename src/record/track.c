@@ -393,7 +393,8 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)c->pid, 0))
 		return 0;
 	bool stale;
-	if (!sonde__tasks_rename(&r->tasks, (pid_t)c->tid, c->comm, rec->time, &stale))
+	if (!sonde__tasks_rename(&r->tasks, (pid_t)c->pid, (pid_t)c->tid, c->comm, rec->time,
+				  &stale))
 		return stale ? 0 : sonde__rec_error(r, -ENOMEM);
 	if (c->exec) {
 		sonde__rec_exec_seen(r, (pid_t)c->pid);
