@@ -65,6 +65,9 @@ struct rec_thread {
 	bool announced;	 /* a fork record created it: it inherited the events */
 	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
+	/* Its latest record of its own (a sample, a switch-out or switch-in of it): how far
+	 * its life is known to reach when its exit record is lost. 0: none yet. */
+	uint64_t seen_ns;
 	char comm[16];
 	/* Stack copy sizing (resize.c). The events sampling it are its own (root_gen: the
 	 * generation they belong to, 0 when it has none) or inherited from root_tid's. */
