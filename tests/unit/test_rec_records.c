@@ -1,7 +1,8 @@
-/* A thread's life when records are lost in the middle of it and its exit with them: the
- * recorder (src/record/offcpu.c, track.c) fed synthetic perf records on a recorder state
- * built by hand, its spool read back and accounted (src/export/acct.c). The pid is above
- * any pid_max, so /proc knows nothing of it. */
+/* The recorder (src/record/offcpu.c, track.c) fed synthetic perf records on a recorder
+ * state built by hand, its spool read back (and accounted, src/export/acct.c): a thread's
+ * life when records are lost in the middle of it and its exit with them; the name of a
+ * thread whose fork was never seen. The pids are above any pid_max, so /proc knows
+ * nothing of them. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,61 @@ TEST(record_lost_exit_leaves_unseen_threads)
 	ASSERT_OK(sonde__rec_process_record(r, &exit_rec));
 	ASSERT_OK(sonde_spool_writer__finish(r->spool));
 	ASSERT_INT(r->first_error, ==, 0);
+	sonde_spool_writer__free(r->spool);
+	sonde__tasks_free(&r->tasks);
+	sonde__buf_free(&b);
+	free(r);
+}
+
+/* An on-CPU sample of tid in the kernel at time (one [kernel] frame: no callchain). */
+static void kernel_sample(struct sonde_recorder *r, uint32_t tid, uint64_t time)
+{
+	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time,
+			       .pid = tid, .tid = tid};
+
+	rec.sample.ip = REC_KERNEL_START + 0x1000;
+	ASSERT_OK(sonde__rec_process_record(r, &rec));
+}
+
+/* A process whose fork the recording never saw (before the /proc scan, or lost) is first
+ * seen at its exec's COMM; its first sample, processed once it had left /proc (on a loaded
+ * machine the first batch is processed seconds late), was written under its bare id, and
+ * so was everything after its exit (`report --folded-roots thread` showed "ID-ID/ID" on
+ * its exit path while other tables named it). Every definition of it in the spool is now
+ * named by the COMM. */
+TEST(record_exec_of_an_unseen_fork_is_written_under_its_name)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	struct perf_rec comm = {.type = PERF_RECORD_COMM, .time = 2000,
+				.comm = {.pid = Q, .tid = Q, .comm = "sleep", .exec = true}};
+	struct perf_rec exit_rec = {.type = PERF_RECORD_EXIT, .time = 6000,
+				    .task = {.pid = Q, .ppid = 1, .tid = Q, .ptid = 1}};
+
+	ASSERT_OK(sonde__rec_process_record(r, &comm));
+	kernel_sample(r, Q, 3000);
+	ASSERT_OK(sonde__rec_process_record(r, &exit_rec));
+	/* sampled on its way out, after its exit record */
+	kernel_sample(r, Q, 6500);
+	ASSERT_UINT(r->sum.samples_written, ==, 2);
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_thread t;
+	uint32_t defs = 0;
+	sonde_spool__get_info(s, &in);
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &t));
+		if (t.tid != Q)
+			continue;
+		defs++;
+		ASSERT_UINT(t.pid, ==, Q);
+		ASSERT_STR_EQ(t.comm, "sleep");
+	}
+	ASSERT_UINT(defs, ==, 2);
+	sonde_spool__close(s);
 	sonde_spool_writer__free(r->spool);
 	sonde__tasks_free(&r->tasks);
 	sonde__buf_free(&b);
