@@ -248,6 +248,7 @@ static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec,
 
 	if (!o)
 		return sonde__rec_error(r, -ENOMEM);
+	sonde__rec_thread_seen(r, (pid_t)rec->tid, rec->time);
 	if (o->pending)
 		r->sum.offcpu_dropped++; /* its switch-in was lost */
 	o->lost = false;
@@ -508,6 +509,8 @@ static int switch_in(struct sonde_recorder *r, pid_t tid, uint64_t time)
 {
 	struct rec_thread *t = tid > 0 ? sonde__tasks_thread(&r->tasks, tid, false) : NULL;
 
+	if (t && time > t->seen_ns)
+		t->seen_ns = time; /* it comes in: alive then */
 	if (!t || !t->off || !t->off->pending || time < t->off->out_ns)
 		return 0;
 	return close_interval(r, t, time, false);
@@ -551,6 +554,8 @@ static int seen_running(struct sonde_recorder *r, pid_t tid, uint32_t cpu, uint6
 {
 	struct rec_thread *t = tid > 0 ? sonde__tasks_thread(&r->tasks, tid, false) : NULL;
 
+	if (t && time > t->seen_ns)
+		t->seen_ns = time; /* a record in its context: it runs */
 	if (!t || !t->off || !t->off->pending || time <= t->off->out_ns)
 		return 0;
 	struct rec_offcpu *o = t->off;
@@ -669,13 +674,13 @@ static int write_short(struct sonde_recorder *r, struct rec_thread *t)
 	return 0;
 }
 
-int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t)
+int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t, uint64_t end)
 {
 	if (!t->off)
 		return 0;
 	int err = 0;
-	if (t->off->pending && t->off->lost && t->pid)
-		err = close_interval(r, t, r->last_time, false); /* unknown up to its exit */
+	if (t->off->pending && t->off->lost && t->pid && end > t->off->out_ns)
+		err = close_interval(r, t, end, false); /* unknown up to its exit */
 	else if (t->off->pending)
 		r->sum.offcpu_dropped++; /* its last switch-out: it exited */
 	if (!err && t->pid)

@@ -300,8 +300,9 @@ bool sonde__rec_offcpu_on(const struct sonde_recorder *r);
 int sonde__rec_offcpu_keep(const struct sonde_recorder *r, const struct perf_rec *rec, bool self);
 /* A loss: every interval waiting for its end may have lost it. */
 void sonde__rec_offcpu_loss(struct sonde_recorder *r);
-/* Thread t is going away: its short counts are written, its state freed. */
-int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t);
+/* Thread t is going away, its life ending at `end`: an interval a loss left open is
+ * unknown up to there, its short counts are written, its state freed. */
+int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t, uint64_t end);
 /* Frees a thread's off-CPU state (NULL is fine), writing nothing. */
 void sonde__rec_offcpu_free(struct rec_offcpu *o);
 /* Frees the recorder's off-CPU state that is not per thread. */
@@ -350,6 +351,14 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 /* The spool id of thread tid of pid, defined on first use. */
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id);
+/* A record of thread tid's own at time (a sample, a switch of it): thread.seen_ns. */
+static inline void sonde__rec_thread_seen(struct sonde_recorder *r, pid_t tid, uint64_t time)
+{
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
+
+	if (t && time > t->seen_ns)
+		t->seen_ns = time;
+}
 void sonde__rec_track_free(struct sonde_recorder *r);
 /* Whether p, the entry of a pid read from /proc as st, is that process already. */
 typedef bool rec_same_process_fn(struct sonde_recorder *r, struct rec_process *p,
@@ -366,6 +375,10 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
 /* Forgets everything about p's previous incarnation (its pid was reused, or it is being
  * attached again): retires its modules and resets its identity. */
 int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
+/* Process p is gone and its exit record was lost (a recovery sweep found it so): each of
+ * its threads still known ends where it was last seen (thread.seen_ns), an EXIT written
+ * there. 0 or -errno. */
+int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p);
 
 /* recover.c: the lifecycle part (r->life) */
 /* Reads the clocks' offset for /proc start times. */

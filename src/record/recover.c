@@ -417,6 +417,9 @@ static int sweep(struct sonde_recorder *r)
 			/* Dead with its modules still live: its exit record was lost. */
 			r->sum.recovered_exits += had_modules;
 			keep(&first, sonde__rec_retire(r, p, time));
+			/* and its threads' lives end (a process attached by thread runs on) */
+			if (!p->thread_only)
+				keep(&first, sonde__rec_process_gone(r, p));
 			continue;
 		}
 		keep(&first, reconcile_process(r, i, time));

@@ -65,6 +65,7 @@ void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p)
 		t->announced = false;
 		t->selected = false;
 		t->comm[0] = 0;
+		t->seen_ns = 0;
 	}
 	p->exited = false;
 	p->attached = false;
@@ -182,6 +183,7 @@ struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const str
 	t->defined = false;
 	t->announced = false;
 	t->since = since;
+	t->seen_ns = 0;
 	if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
 		t->comm[0] = 0;
 	return t;
@@ -199,6 +201,7 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
 	t->announced = true;
 	t->own_events = false;
 	t->since = time;
+	t->seen_ns = 0;
 	/* Looked up after the insertion, which may have moved the table. */
 	const struct rec_thread *parent = sonde__tasks_thread(ts, ptid, false);
 	/* system-wide filters: what a filtered thread creates is recorded too */
@@ -207,8 +210,8 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
 	return t;
 }
 
-struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t tid, const char *comm,
-				       uint64_t time, bool *stale)
+struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t tid,
+				       const char *comm, uint64_t time, bool *stale)
 {
 	struct rec_thread *t = sonde__tasks_thread(ts, tid, true);
 
@@ -218,6 +221,16 @@ struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t tid, const ch
 	if (time < t->since) {
 		*stale = true; /* of an earlier thread with this tid */
 		return NULL;
+	}
+	/* A thread first seen here (its fork came before the recording, or was lost) is
+	 * pid's: left without a process, its first sample took it for another process's
+	 * thread and dropped this name, and once the task had left /proc it was written
+	 * under its bare id. A tid that was another process's (its exit unseen) is pid's
+	 * from now on, unselected as sonde__rec_system_selects leaves such a thread. */
+	if (t->pid != pid) {
+		if (t->pid)
+			t->selected = false;
+		t->pid = pid;
 	}
 	/* A new name is a new spool thread from the next sample on. */
 	snprintf(t->comm, sizeof(t->comm), "%s", comm ? comm : "");

@@ -65,6 +65,9 @@ struct rec_thread {
 	bool announced;	 /* a fork record created it: it inherited the events */
 	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
+	/* Its latest record of its own (a sample, a switch-out or switch-in of it): how far
+	 * its life is known to reach when its exit record is lost. 0: none yet. */
+	uint64_t seen_ns;
 	char comm[16];
 	/* Stack copy sizing (resize.c). The events sampling it are its own (root_gen: the
 	 * generation they belong to, 0 when it has none) or inherited from root_tid's. */
@@ -153,10 +156,11 @@ struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const str
  * Its own_events are cleared (the caller decides). NULL: no memory. */
 struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid, pid_t tid,
 				     pid_t ptid, uint64_t time);
-/* COMM of tid at time: its new name, to be defined anew at its next sample. The thread, or
- * NULL when the record is of a predecessor of that tid (*stale set) or no memory. */
-struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t tid, const char *comm,
-				       uint64_t time, bool *stale);
+/* COMM of thread tid of process pid at time: its new name, to be defined anew at its next
+ * sample; a thread not known before is pid's from now on. The thread, or NULL when the
+ * record is of a predecessor of that tid (*stale set) or no memory. */
+struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t tid,
+				       const char *comm, uint64_t time, bool *stale);
 /* Removes tid, keeping its name for samples that come after its exit. */
 void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid);
 /* The name a sample of tid of pid is written with: t's name (t->pid is set to pid, its

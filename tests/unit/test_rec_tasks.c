@@ -10,13 +10,13 @@
 
 enum { P = 5000001, C = 5000002 };
 
-/* COMM of tid at time, as track.c's on_comm feeds it. */
-static struct rec_thread *comm_rec(struct rec_tasks *ts, pid_t tid, const char *comm,
+/* COMM of thread tid of pid at time, as track.c's on_comm feeds it. */
+static struct rec_thread *comm_rec(struct rec_tasks *ts, pid_t pid, pid_t tid, const char *comm,
 				   uint64_t time)
 {
 	bool stale;
 
-	return sonde__tasks_rename(ts, tid, comm, time, &stale);
+	return sonde__tasks_rename(ts, pid, tid, comm, time, &stale);
 }
 
 /* The name a sample of tid of pid at this point is written with. */
@@ -37,7 +37,7 @@ TEST(record_tasks_fork_and_exec_name_the_child)
 
 	ASSERT_NOT_NULL(sonde__tasks_process(&ts, P, true));
 	ASSERT_NOT_NULL(sonde__tasks_fork(&ts, P, 1, P, 1, 0));
-	ASSERT_NOT_NULL(comm_rec(&ts, P, "shell", 1));
+	ASSERT_NOT_NULL(comm_rec(&ts, P, P, "shell", 1));
 	/* FORK of a new process: named as its creator, inheriting its events */
 	struct rec_thread *c = sonde__tasks_fork(&ts, C, P, C, P, 10);
 	ASSERT_NOT_NULL(c);
@@ -45,13 +45,13 @@ TEST(record_tasks_fork_and_exec_name_the_child)
 	ASSERT_INT(c->pid, ==, C);
 	ASSERT(c->announced && !c->defined && !c->own_events);
 	/* a COMM older than the fork is of an earlier thread with that tid */
-	ASSERT(!sonde__tasks_rename(&ts, C, "ghost", 5, &stale));
+	ASSERT(!sonde__tasks_rename(&ts, C, C, "ghost", 5, &stale));
 	ASSERT(stale);
 	ASSERT_STR_EQ(sample_name(&ts, C, C), "shell");
 	/* exec: the new name, defined anew at the next sample */
 	c = sonde__tasks_thread(&ts, C, false);
 	c->defined = true;
-	ASSERT_NOT_NULL(comm_rec(&ts, C, "make", 20));
+	ASSERT_NOT_NULL(comm_rec(&ts, C, C, "make", 20));
 	c = sonde__tasks_thread(&ts, C, false);
 	ASSERT(!c->defined);
 	ASSERT_STR_EQ(sample_name(&ts, C, C), "make");
@@ -68,8 +68,7 @@ TEST(record_tasks_exit_keeps_the_name_for_later_samples)
 	struct rec_tasks ts = {0};
 
 	ASSERT_NOT_NULL(sonde__tasks_process(&ts, P, true));
-	ASSERT_NOT_NULL(comm_rec(&ts, P + 7, "worker", 1));
-	sonde__tasks_thread(&ts, P + 7, false)->pid = P;
+	ASSERT_NOT_NULL(comm_rec(&ts, P, P + 7, "worker", 1));
 	sonde__tasks_thread_remove(&ts, P + 7);
 	ASSERT(!sonde__tasks_thread(&ts, P + 7, false));
 	/* a per-CPU event samples it on its way out, after its exit record */
@@ -78,6 +77,35 @@ TEST(record_tasks_exit_keeps_the_name_for_later_samples)
 	char tid[16];
 	snprintf(tid, sizeof(tid), "%d", P + 8);
 	ASSERT_STR_EQ(sample_name(&ts, P, P + 8), tid);
+	sonde__tasks_free(&ts);
+}
+
+/* A task whose fork the recording never saw (it came before the recording's scan of /proc,
+ * or was lost) is first seen at its exec's COMM; its first sample, processed after it left
+ * /proc, is named by that COMM, and so is what comes after its exit. It used to be written
+ * under its bare id: the COMM left the thread without a process, and the sample took it
+ * for another process's thread and dropped the name. */
+TEST(record_tasks_exec_of_an_unseen_fork_names_its_samples)
+{
+	struct rec_tasks ts = {0};
+
+	ASSERT_NOT_NULL(sonde__tasks_process(&ts, C, true));
+	struct rec_thread *t = comm_rec(&ts, C, C, "sleep", 10);
+	ASSERT_NOT_NULL(t);
+	ASSERT_INT(t->pid, ==, C);
+	ASSERT_STR_EQ(sample_name(&ts, C, C), "sleep");
+	/* a sample after its exit record */
+	sonde__tasks_thread_remove(&ts, C);
+	ASSERT_STR_EQ(sample_name(&ts, C, C), "sleep");
+	/* a thread renamed before any other record of it is named so too */
+	ASSERT_NOT_NULL(comm_rec(&ts, C, C + 1, "worker", 20));
+	ASSERT_STR_EQ(sample_name(&ts, C, C + 1), "worker");
+	/* the tid was another process's (its exit unseen): the COMM makes it C's */
+	ASSERT_NOT_NULL(sonde__tasks_fork(&ts, P, P, P + 1, P, 30));
+	sonde__tasks_thread(&ts, P + 1, false)->selected = true;
+	t = comm_rec(&ts, C, P + 1, "reused", 40);
+	ASSERT(t->pid == C && !t->selected);
+	ASSERT_STR_EQ(sample_name(&ts, C, P + 1), "reused");
 	sonde__tasks_free(&ts);
 }
 
@@ -90,12 +118,10 @@ TEST(record_tasks_names_survive_many_exits)
 	enum { EXITS = 5000 };
 
 	ASSERT_NOT_NULL(sonde__tasks_process(&ts, P, true));
-	ASSERT_NOT_NULL(comm_rec(&ts, P, "long_lived", 1));
-	sonde__tasks_thread(&ts, P, false)->pid = P;
+	ASSERT_NOT_NULL(comm_rec(&ts, P, P, "long_lived", 1));
 	sonde__tasks_thread_remove(&ts, P);
 	for (pid_t i = 1; i <= EXITS; i++) {
-		ASSERT_NOT_NULL(comm_rec(&ts, C + i, "true", 2));
-		sonde__tasks_thread(&ts, C + i, false)->pid = C + i;
+		ASSERT_NOT_NULL(comm_rec(&ts, C + i, C + i, "true", 2));
 		sonde__tasks_thread_remove(&ts, C + i);
 	}
 	ASSERT_STR_EQ(sample_name(&ts, P, P), "long_lived");
@@ -117,7 +143,7 @@ TEST(record_tasks_pid_reuse_separates_the_two_processes)
 
 	ASSERT_NOT_NULL(p);
 	ASSERT_NOT_NULL(sonde__tasks_fork(&ts, P, P, P + 1, P, 10));
-	ASSERT_NOT_NULL(comm_rec(&ts, P + 1, "old", 11));
+	ASSERT_NOT_NULL(comm_rec(&ts, P, P + 1, "old", 11));
 	ASSERT(sonde__tasks_process_exit(&ts, P, 100) == p);
 	ASSERT(p->exited);
 	/* the pid names a new process from 200 on (a fork record, or /proc) */
