@@ -442,6 +442,7 @@ struct builder {
 	struct cfi_row *rows;
 	size_t n, cap;
 	uint64_t base;
+	struct interp *in; /* one interpreter for every FDE of the table (~3 KiB) */
 	bool oom;
 };
 
@@ -786,12 +787,22 @@ static bool run_fde(struct builder *b, const struct cfi_sec *s, size_t off)
 
 	if (!parse_fde(s, off, &c, &f) || f.pc_begin < b->base || f.pc_end - b->base > UINT32_MAX)
 		return false;
-	in = sonde__calloc(1, sizeof(*in)); /* ~2.5 KiB with the state stack: keep it off the stack */
-	if (!in) {
+	/* The builder's interpreter, ~3 KiB with the state stack: kept off the stack, and
+	 * allocated once per table rather than per FDE. Only what the programs may read before
+	 * writing is reset: a remembered state is written before it is read. */
+	if (!b->in && !(b->in = sonde__malloc(sizeof(*b->in)))) {
 		b->oom = true;
 		return false;
 	}
-	*in = (struct interp){.s = s, .c = &c, .loc = f.pc_begin, .end = f.pc_end};
+	in = b->in;
+	in->s = s;
+	in->c = &c;
+	in->loc = f.pc_begin;
+	in->end = f.pc_end;
+	in->depth = 0;
+	in->b = NULL;
+	memset(&in->cur, 0, sizeof(in->cur));
+	memset(&in->init, 0, sizeof(in->init)); /* a CIE's DW_CFA_restore reads it */
 	in->cur.cfa.kind = CFI_CFA_UNSUPPORTED;
 	ok = run_program(in, c.insns, c.insns_end) && in->loc == f.pc_begin && in->depth == 0;
 	if (ok) {
@@ -805,7 +816,6 @@ static bool run_fde(struct builder *b, const struct cfi_sec *s, size_t off)
 		advance_to(in, f.pc_end);
 		push_row(b, &end);
 	}
-	sonde__free(in);
 	if (!ok || b->oom) {
 		b->n = n0;
 		if (n0)
@@ -891,6 +901,7 @@ struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n,
 		last_end = f->pc_end;
 		t->stats.fdes++;
 	}
+	sonde__free(b.in);
 	if (b.oom || !b.n) {
 		sonde__free(b.rows);
 		sonde__free(t);
