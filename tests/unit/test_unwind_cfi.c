@@ -363,6 +363,73 @@ TEST(cfi_lookup_matches_a_walk_over_the_rows)
 	}
 }
 
+static bool same_rules_row(const struct cfi_row *a, const struct cfi_row *b)
+{
+	return a->cfa_kind == b->cfa_kind && a->cfa_off == b->cfa_off && a->cfa_reg == b->cfa_reg &&
+	       a->rules == b->rules && !memcmp(a->off, b->off, sizeof(a->off));
+}
+
+/* A lazy table (each FDE run at its first lookup) finds the rules the eager table finds
+ * at every row's pc and its neighbours, and beyond both ends; a second lookup of a pc finds
+ * the very row the first did (the FDE is run once). */
+TEST(cfi_lazy_table_finds_what_the_eager_one_finds)
+{
+	char libc[512], self[512];
+	const char *paths[3] = {libc, self, test_prog("split-nofp")};
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	ASSERT(n > 0);
+	self[n] = 0;
+	libc_path(libc, sizeof(libc));
+	for (int i = 0; i < 3; i++) {
+		struct image im;
+		struct cfi_table *t = table_of(paths[i], &im);
+		char *copy = malloc(im.len);
+		ASSERT(copy != NULL);
+		memcpy(copy, im.buf, im.len);
+		struct cfi_table *lz = sonde__cfi_table_from_elf_lazy(copy, im.len);
+		if (!lz)
+			FAIL("%s: no lazy table: %s", paths[i], strerror(errno));
+		uint64_t base = sonde__cfi_table_base(t);
+		size_t rows = sonde__cfi_table_rows(t), found = 0, none = 0;
+		ASSERT_UINT(sonde__cfi_table_base(lz), ==, base);
+		ASSERT_UINT(sonde__cfi_table_rows(lz), ==, 0);
+		/* the FDEs it would run: the eager build's, which found none malformed here */
+		ASSERT_UINT(sonde__cfi_table_stats(lz)->fdes, ==, sonde__cfi_table_stats(t)->fdes);
+		const struct cfi_row *last = sonde__cfi_table_row(t, rows - 1);
+		uint64_t ends[] = {0, base ? base - 1 : 0, base + last->pc + 1, base + last->pc + 4096,
+				   base + (uint64_t)UINT32_MAX + 1};
+		for (size_t e = 0; e < sizeof(ends) / sizeof(ends[0]); e++)
+			ASSERT(sonde__cfi_table_lookup(lz, ends[e]) == NULL &&
+			       sonde__cfi_table_lookup(t, ends[e]) == NULL);
+		/* backwards, so that most FDEs are first run by a lookup at their end */
+		for (size_t r = rows; r-- > 0;) {
+			uint64_t pc = base + sonde__cfi_table_row(t, r)->pc;
+			for (int d = 1; d >= -1; d--) {
+				uint64_t v = pc + (uint64_t)(int64_t)d;
+				const struct cfi_row *want = sonde__cfi_table_lookup(t, v);
+				const struct cfi_row *got = sonde__cfi_table_lookup(lz, v);
+				if (!want != !got || (want && !same_rules_row(want, got)))
+					FAIL("%s: lazy lookup of %#lx gives %p, the eager table %p",
+					     paths[i], (unsigned long)v, (void *)got, (void *)want);
+				if (sonde__cfi_table_lookup(lz, v) != got)
+					FAIL("%s: a second lookup of %#lx finds another row", paths[i],
+					     (unsigned long)v);
+				if (got)
+					found++;
+				else
+					none++;
+			}
+		}
+		printf("%s: %zu rows; %zu lookups found the same rules, %zu found none in both\n",
+		       paths[i], rows, found, none);
+		ASSERT_UINT(found, >, rows);
+		sonde__cfi_table_free(lz);
+		sonde__cfi_table_free(t);
+		free(im.buf);
+	}
+}
+
 /* A broken .eh_frame_hdr (wrong version) makes the builder scan .eh_frame instead, with
  * exactly the same result. */
 TEST(cfi_hdr_and_scan_give_the_same_table)
