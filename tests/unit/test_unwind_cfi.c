@@ -290,6 +290,20 @@ TEST_TIMEOUT(cfi_libc_and_self_match_readelf, 120)
 	}
 }
 
+/* libc (out in libc), this test binary (in self) and a small program: the images the
+ * lookup tests go through (512-byte buffers). */
+static void three_images(const char *paths[3], char *libc, char *self)
+{
+	ssize_t n = readlink("/proc/self/exe", self, 511);
+
+	ASSERT(n > 0);
+	self[n] = 0;
+	libc_path(libc, 512);
+	paths[0] = libc;
+	paths[1] = self;
+	paths[2] = test_prog("split-nofp");
+}
+
 /* The row a lookup finds, by walking every row: the last one at or below pc, NULL when
  * none is or it ends an FDE. */
 static const struct cfi_row *reference_lookup(const struct cfi_table *t, uint64_t vaddr)
@@ -316,12 +330,9 @@ static const struct cfi_row *reference_lookup(const struct cfi_table *t, uint64_
 TEST(cfi_lookup_matches_a_walk_over_the_rows)
 {
 	char libc[512], self[512];
-	const char *paths[3] = {libc, self, test_prog("split-nofp")};
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	const char *paths[3];
 
-	ASSERT(n > 0);
-	self[n] = 0;
-	libc_path(libc, sizeof(libc));
+	three_images(paths, libc, self);
 	for (int i = 0; i < 3; i++) {
 		struct image im;
 		struct cfi_table *t = table_of(paths[i], &im);
@@ -375,12 +386,9 @@ static bool same_rules_row(const struct cfi_row *a, const struct cfi_row *b)
 TEST(cfi_lazy_table_finds_what_the_eager_one_finds)
 {
 	char libc[512], self[512];
-	const char *paths[3] = {libc, self, test_prog("split-nofp")};
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	const char *paths[3];
 
-	ASSERT(n > 0);
-	self[n] = 0;
-	libc_path(libc, sizeof(libc));
+	three_images(paths, libc, self);
 	for (int i = 0; i < 3; i++) {
 		struct image im;
 		struct cfi_table *t = table_of(paths[i], &im);
