@@ -81,7 +81,8 @@ static void probe_lazy(const uint8_t *data, size_t size)
 	for (size_t i = 0; t && lz && i < sonde__cfi_table_rows(t); i++) {
 		uint64_t pc = sonde__cfi_table_base(t) + sonde__cfi_table_row(t, i)->pc;
 		for (int d = -1; d <= 1; d++) {
-			const struct cfi_row *r = sonde__cfi_table_lookup(lz, pc + (uint64_t)(int64_t)d);
+			const struct cfi_row *r =
+				sonde__cfi_table_lookup(lz, pc + (uint64_t)(int64_t)d);
 			if (r && sonde__cfi_table_base(lz) + r->pc > pc + (uint64_t)(int64_t)d)
 				abort();
 		}

@@ -1077,8 +1077,9 @@ const struct cfi_row *sonde__cfi_table_lookup(const struct cfi_table *t, uint64_
 	return &rows[lo];
 }
 
-struct cfi_table *sonde__cfi_table_lazy(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
-				 uint32_t bad_before, const struct cfi_image *img, void *owned)
+struct cfi_table *sonde__cfi_table_lazy(const struct cfi_sec *secs, unsigned n,
+					struct cfi_fde_list *l, uint32_t bad_before,
+					const struct cfi_image *img, void *owned)
 {
 	struct cfi_table *t;
 	uint64_t last_end = 0;

@@ -231,8 +231,8 @@ invalid:
 	return 1;
 }
 
-static struct cfi_table *from_elf(const void *image, size_t len, const void *debug, size_t debug_len,
-				  bool lazy)
+static struct cfi_table *from_elf(const void *image, size_t len, const void *debug,
+				  size_t debug_len, bool lazy)
 {
 	struct elf_in in, dbg;
 	struct cfi_fde_list l = {0};
@@ -289,7 +289,7 @@ out:
 }
 
 struct cfi_table *sonde__cfi_table_from_elf(const void *image, size_t len, const void *debug,
-				     size_t debug_len)
+					    size_t debug_len)
 {
 	return from_elf(image, len, debug, debug_len, false);
 }

@@ -83,7 +83,8 @@ struct cfi_table_stats *sonde__cfi_table_stats_mut(struct cfi_table *t);
  * long as the table, which frees owned (may be NULL) with itself. On success it owns owned;
  * NULL and errno on failure (owned is then the caller's still). */
 enum { CFI_LAZY_SECS = 3 };
-struct cfi_table *sonde__cfi_table_lazy(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
-				 uint32_t bad_before, const struct cfi_image *img, void *owned);
+struct cfi_table *sonde__cfi_table_lazy(const struct cfi_sec *secs, unsigned n,
+					struct cfi_fde_list *l, uint32_t bad_before,
+					const struct cfi_image *img, void *owned);
 
 #endif

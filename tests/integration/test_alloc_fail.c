@@ -223,10 +223,10 @@ static int record_cycle(void *ctx)
 /* A recorder attaching to a running process, polling its rings until it read a sample and
  * finishing the spool. One cycle makes about 70 allocations (3,800 while the CFI builder
  * allocated an interpreter per FDE) and takes tens of milliseconds: every N up to
- * RECORD_ALL is covered, then every RECORD_STRIDE-th up to the end. The runs are shared out among RECORD_SHARDS forked processes (run
- * i by process i % RECORD_SHARDS, each walking to the end on its own), which overlap
- * their waits for samples; each exits through exit(), so the sanitizer build's leak check
- * runs in each. */
+ * RECORD_ALL is covered, then every RECORD_STRIDE-th up to the end. The runs are shared out among
+ * RECORD_SHARDS forked processes (run i by process i % RECORD_SHARDS, each walking to the end on
+ * its own), which overlap their waits for samples; each exits through exit(), so the sanitizer
+ * build's leak check runs in each. */
 enum { RECORD_ALL = 400, RECORD_STRIDE = 7, RECORD_SHARDS = 4 };
 
 /* Process k's share of the walk; exits 0 when every run of it failed with ENOMEM (or

@@ -405,8 +405,8 @@ TEST(cfi_lazy_table_finds_what_the_eager_one_finds)
 		/* the FDEs it would run: the eager build's, which found none malformed here */
 		ASSERT_UINT(sonde__cfi_table_stats(lz)->fdes, ==, sonde__cfi_table_stats(t)->fdes);
 		const struct cfi_row *last = sonde__cfi_table_row(t, rows - 1);
-		uint64_t ends[] = {0, base ? base - 1 : 0, base + last->pc + 1, base + last->pc + 4096,
-				   base + (uint64_t)UINT32_MAX + 1};
+		uint64_t ends[] = {0, base ? base - 1 : 0, base + last->pc + 1,
+				   base + last->pc + 4096, base + (uint64_t)UINT32_MAX + 1};
 		for (size_t e = 0; e < sizeof(ends) / sizeof(ends[0]); e++)
 			ASSERT(sonde__cfi_table_lookup(lz, ends[e]) == NULL &&
 			       sonde__cfi_table_lookup(t, ends[e]) == NULL);
@@ -421,8 +421,8 @@ TEST(cfi_lazy_table_finds_what_the_eager_one_finds)
 					FAIL("%s: lazy lookup of %#lx gives %p, the eager table %p",
 					     paths[i], (unsigned long)v, (void *)got, (void *)want);
 				if (sonde__cfi_table_lookup(lz, v) != got)
-					FAIL("%s: a second lookup of %#lx finds another row", paths[i],
-					     (unsigned long)v);
+					FAIL("%s: a second lookup of %#lx finds another row",
+					     paths[i], (unsigned long)v);
 				if (got)
 					found++;
 				else
