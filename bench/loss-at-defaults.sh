@@ -6,6 +6,12 @@
 #             by the recorded program itself (per-thread events, one ring per CPU)
 #   system    sonde record -a -d SECONDS while two progs/split run, never named (per-CPU
 #             events; their first drains meet both busy processes at once)
+#   offcpu    sonde record --off-cpu -- progs/pingpong SECONDS: two threads bouncing a byte
+#             through pipes, every switch-out a record (the default backend; OFFCPU_BACKEND
+#             in the environment passes --off-cpu-backend to sonde)
+#
+# With HOG (a number of threads), progs/spin_threads HOG runs beside every case for the
+# whole bench: a second CPU-heavy job on the machine.
 #
 # Each repetition runs both, one after the other, and prints the records and samples each
 # lost (its summary's loss line) and how many rings doubled after a loss; the closing lines
@@ -16,22 +22,25 @@
 # to judge the sizing; the test suite checks only that losses are counted and recovered
 # (system_loss_is_recovered_and_rings_grow, record_counts_lost_events).
 #
-# usage: bench/loss-at-defaults.sh [BUILD_DIR] [REPS] [SECONDS]   (from the source tree,
-#        after make; defaults build/release 5 4; needs root or perf_event_paranoid <= 0 for
-#        the system-wide workload)
+# usage: bench/loss-at-defaults.sh [BUILD_DIR] [REPS] [SECONDS] [HOG]   (from the source
+#        tree, after make; defaults build/release 5 4 0; needs root or perf_event_paranoid
+#        <= 0 for the system-wide workload)
 set -euo pipefail
 B=${1:-build/release}
 N=${2:-5}
 S=${3:-4}
+HOG=${4:-0}
 tmp=$(mktemp -d)
 busy=()
+hog=()
 cleanup() {
 	[ ${#busy[@]} -eq 0 ] || kill -KILL "${busy[@]}" 2>/dev/null || true
+	[ ${#hog[@]} -eq 0 ] || { kill -KILL "${hog[@]}" 2>/dev/null; wait "${hog[@]}" 2>/dev/null; } || true
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-for f in "$B/sonde" "$B/progs/spin_threads" "$B/progs/split"; do
+for f in "$B/sonde" "$B/progs/spin_threads" "$B/progs/split" "$B/progs/pingpong"; do
 	[ -x "$f" ] || { echo "loss-at-defaults: no $f (run make first)" >&2; exit 1; }
 done
 
@@ -65,7 +74,13 @@ run() {
 }
 
 echo "loss at the default ring sizes: $N runs of $S s each, $(nproc) CPUs," \
-	"load $(cut -d' ' -f1-3 /proc/loadavg)"
+	"load $(cut -d' ' -f1-3 /proc/loadavg), ${HOG} busy threads beside"
+if [ "$HOG" -gt 0 ]; then
+	# long enough for every case of every run; killed at the end
+	"$B/progs/spin_threads" "$HOG" $((N * (3 * S + 20) + 60)) >/dev/null & hog+=($!)
+fi
+offcpu_backend=()
+[ -z "${OFFCPU_BACKEND:-}" ] || offcpu_backend=(--off-cpu-backend "$OFFCPU_BACKEND")
 for rep in $(seq 1 "$N"); do
 	run threads "$rep" "$B/sonde" record -o "$tmp/t.spool" -- "$B/progs/spin_threads" 64 "$S"
 	"$B/progs/split" $((S + 30)) & busy+=($!)
@@ -75,8 +90,10 @@ for rep in $(seq 1 "$N"); do
 	kill -KILL "${busy[@]}" 2>/dev/null || true
 	wait "${busy[@]}" 2>/dev/null || true
 	busy=()
+	run offcpu "$rep" "$B/sonde" record --off-cpu "${offcpu_backend[@]}" -o "$tmp/t.spool" \
+		-- "$B/progs/pingpong" "$S"
 done
-for name in threads system; do
+for name in threads system offcpu; do
 	awk -v n="$name" '$1 == n { print $2 }' "$tmp/figures" | sort -n | awk -v n="$name" '
 	{ v[++k] = $1; lossy += $1 > 0 }
 	END {

@@ -18,7 +18,8 @@ Cases (the workloads are tests/progs, from BUILD/progs, default build/release):
   a10k      the same at 10,000 Hz
 
 --off-cpu-backend passes that backend to sonde in the offcpu case (the default is sonde's
-own choice). --perf-fp records perf with frame-pointer call graphs (`-g`) instead of DWARF
+own choice); a sonde without the option (a build from before the BPF backend) records with
+perf events, the only backend it has. --perf-fp records perf with frame-pointer call graphs (`-g`) instead of DWARF
 copies: `perf record -a -g -F 10000` is the peer of `sonde record -a -F 10000`.
 
 The profiler's CPU time is its rusage (wait4) less that of the launched workload, which
@@ -55,9 +56,21 @@ def workload(build, case, seconds, timefile):
     return timed + [os.path.join(build, "progs", "spin_threads"), "4", str(seconds)]
 
 
+HAS_BACKENDS = {}
+
+
+def has_backends(sonde):
+    """Whether this sonde has --off-cpu-backend: a build from before the BPF backend records
+    off-CPU with perf events only, which is then what it is measured with."""
+    if sonde not in HAS_BACKENDS:
+        p = subprocess.run([sonde, "record", "--help"], capture_output=True, text=True)
+        HAS_BACKENDS[sonde] = "--off-cpu-backend" in p.stdout + p.stderr
+    return HAS_BACKENDS[sonde]
+
+
 def sonde_argv(sonde, case, out, backend):
     if case == "offcpu":
-        extra = ["--off-cpu-backend", backend] if backend else []
+        extra = ["--off-cpu-backend", backend] if backend and has_backends(sonde) else []
         return [sonde, "record", "--off-cpu"] + extra + ["-o", out, "--"]
     freq = "999" if case == "a999" else "10000"
     return [sonde, "record", "-a", "-F", freq, "-o", out, "--"]

@@ -304,18 +304,19 @@ static int switches_start(struct sonde_recorder *r)
 
 	if (c->sw_started || !keeps_switches(r))
 		return 0;
-	for (size_t i = 0; i < r->ev.n_cpus; i++)
-		if (r->ev.cpus[i] >= 0 && (uint32_t)r->ev.cpus[i] + 1 > n)
-			n = (uint32_t)r->ev.cpus[i] + 1;
+	for (size_t i = 0; i < sonde__rec_n_cpus(r); i++)
+		if (sonde__rec_cpu(r, i) >= 0 && (uint32_t)sonde__rec_cpu(r, i) + 1 > n)
+			n = (uint32_t)sonde__rec_cpu(r, i) + 1;
 	c->sw = sonde__calloc(n ? n : 1, sizeof(*c->sw));
 	if (!c->sw)
 		return sonde__rec_error(r, -ENOMEM);
 	c->n_sw = n;
 	c->sw_started = true;
-	for (size_t i = 0; i < r->ev.n_cpus; i++) {
-		int err = r->ev.cpus[i] >= 0 ? sonde_spool_writer__add_switches(
-						    r->spool, (uint32_t)r->ev.cpus[i], 0, NULL, 0)
-					  : 0;
+	for (size_t i = 0; i < sonde__rec_n_cpus(r); i++) {
+		int cpu = sonde__rec_cpu(r, i);
+		int err = cpu >= 0 ? sonde_spool_writer__add_switches(r->spool, (uint32_t)cpu, 0,
+								      NULL, 0)
+				   : 0;
 		if (err)
 			return sonde__rec_error(r, err);
 	}

@@ -237,11 +237,13 @@ static void build(struct entry *e, const struct unwind_mapping *m)
 		return;
 	}
 	read_loads(img, len, e);
+	/* lazily: the table keeps the image's CFI bytes and runs an FDE at its first use */
 	if (e->n_loads)
-		e->table = sonde__cfi_table_from_elf(img, len, NULL, 0);
-	if (!e->table)
+		e->table = sonde__cfi_table_from_elf_lazy(img, len);
+	if (!e->table) {
 		sonde_debug("unwind: no CFI in %s", m->path ? m->path : "[vdso]");
-	sonde__free(img);
+		sonde__free(img);
+	}
 }
 
 /* runtime address - ELF vaddr, from the PT_LOAD segment that holds the mapping's offset. */

@@ -29,7 +29,27 @@ struct cfi_table {
 	uint32_t n_buckets;
 	uint8_t shift;
 	struct cfi_table_stats stats;
+	/* A lazy table (sonde__cfi_table_lazy): no rows of its own, but its FDEs, sorted,
+	 * each run into rows at the first lookup within it; the bucket index is over their
+	 * starts. It keeps the sections and the image they are read from. */
+	struct lazy_fde *fdes;
+	size_t n_fdes;
+	struct cfi_sec secs[CFI_LAZY_SECS];
+	struct cfi_image img;
+	void *owned; /* the image's bytes, freed with the table */
 };
+
+/* An FDE of a lazy table: its code's range (relative to the table's base), where it is,
+ * and once run, its rows (the last one the end marker at pc_end). */
+struct lazy_fde {
+	uint32_t pc, pc_end;
+	uint32_t off;
+	uint8_t src;
+	uint8_t state; /* LAZY_* */
+	uint16_t n;
+	struct cfi_row *rows;
+};
+enum { LAZY_NEW = 0, LAZY_RUN = 1, LAZY_BAD = 2 };
 
 /* ---- bounded reads ---------------------------------------------------------------- */
 
@@ -442,6 +462,7 @@ struct builder {
 	struct cfi_row *rows;
 	size_t n, cap;
 	uint64_t base;
+	struct interp *in; /* one interpreter for every FDE of the table (~3 KiB) */
 	bool oom;
 };
 
@@ -786,12 +807,22 @@ static bool run_fde(struct builder *b, const struct cfi_sec *s, size_t off)
 
 	if (!parse_fde(s, off, &c, &f) || f.pc_begin < b->base || f.pc_end - b->base > UINT32_MAX)
 		return false;
-	in = sonde__calloc(1, sizeof(*in)); /* ~2.5 KiB with the state stack: keep it off the stack */
-	if (!in) {
+	/* The builder's interpreter, ~3 KiB with the state stack: kept off the stack, and
+	 * allocated once per table rather than per FDE. Only what the programs may read before
+	 * writing is reset: a remembered state is written before it is read. */
+	if (!b->in && !(b->in = sonde__malloc(sizeof(*b->in)))) {
 		b->oom = true;
 		return false;
 	}
-	*in = (struct interp){.s = s, .c = &c, .loc = f.pc_begin, .end = f.pc_end};
+	in = b->in;
+	in->s = s;
+	in->c = &c;
+	in->loc = f.pc_begin;
+	in->end = f.pc_end;
+	in->depth = 0;
+	in->b = NULL;
+	memset(&in->cur, 0, sizeof(in->cur));
+	memset(&in->init, 0, sizeof(in->init)); /* a CIE's DW_CFA_restore reads it */
 	in->cur.cfa.kind = CFI_CFA_UNSUPPORTED;
 	ok = run_program(in, c.insns, c.insns_end) && in->loc == f.pc_begin && in->depth == 0;
 	if (ok) {
@@ -805,7 +836,6 @@ static bool run_fde(struct builder *b, const struct cfi_sec *s, size_t off)
 		advance_to(in, f.pc_end);
 		push_row(b, &end);
 	}
-	sonde__free(in);
 	if (!ok || b->oom) {
 		b->n = n0;
 		if (n0)
@@ -825,18 +855,27 @@ static int fde_cmp(const void *pa, const void *pb)
 	return a->off < b->off ? -1 : a->off > b->off;
 }
 
-/* Index the rows by pc >> shift, the shift chosen so that there are at most half as many
- * buckets as rows (the index costs at most 2 bytes per row, against 16 for the row). Tables
- * of a few cache lines are searched whole. Without memory for it, lookups search whole. */
-static void build_buckets(struct cfi_table *t)
+/* Index n sorted pcs (the first at pc0, one every stride bytes) by pc >> shift, the shift
+ * chosen so that there are at most half as many buckets as pcs (the index costs at most 2
+ * bytes per entry, against 16 for a row). Tables of a few cache lines are searched whole.
+ * Without memory for it, lookups search whole. */
+static uint32_t pc_at(const uint8_t *pc0, size_t stride, size_t i)
+{
+	uint32_t pc;
+
+	memcpy(&pc, pc0 + i * stride, sizeof(pc));
+	return pc;
+}
+
+static void build_buckets(struct cfi_table *t, const uint8_t *pc0, size_t stride, size_t n)
 {
 	enum { MIN_ROWS = 64 };
-	uint32_t span = t->rows[t->n - 1].pc;
+	uint32_t span = pc_at(pc0, stride, n - 1);
 	unsigned shift = 4;
 
-	if (t->n < MIN_ROWS)
+	if (n < MIN_ROWS)
 		return;
-	while (shift < 31 && (span >> shift) + 1 > t->n / 2)
+	while (shift < 31 && (span >> shift) + 1 > n / 2)
 		shift++;
 	uint32_t nb = (span >> shift) + 1;
 	uint32_t *bk = sonde__malloc(((size_t)nb + 1) * sizeof(*bk));
@@ -845,13 +884,41 @@ static void build_buckets(struct cfi_table *t)
 	size_t i = 0;
 	for (uint32_t k = 0; k <= nb; k++) {
 		uint64_t start = (uint64_t)k << shift;
-		while (i + 1 < t->n && t->rows[i + 1].pc <= start)
+		while (i + 1 < n && pc_at(pc0, stride, i + 1) <= start)
 			i++;
 		bk[k] = (uint32_t)i;
 	}
 	t->bucket = bk;
 	t->n_buckets = nb;
 	t->shift = (uint8_t)shift;
+}
+
+/* The last of n sorted pcs (as build_buckets) that is <= pc, through the bucket index; 0
+ * when none is (the caller checks). */
+static size_t search_pcs(const struct cfi_table *t, const uint8_t *pc0, size_t stride, size_t n,
+			 uint32_t pc)
+{
+	size_t lo = 0, hi = n;
+
+	if (t->bucket) {
+		uint32_t k = pc >> t->shift;
+		if (k < t->n_buckets) {
+			/* the last entry <= pc is between the last entry <= the bucket's start and
+			 * the last entry <= the next bucket's start */
+			lo = t->bucket[k];
+			hi = (size_t)t->bucket[k + 1] + 1;
+		} else {
+			lo = t->bucket[t->n_buckets];
+		}
+	}
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (pc_at(pc0, stride, mid) <= pc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
@@ -891,6 +958,7 @@ struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n,
 		last_end = f->pc_end;
 		t->stats.fdes++;
 	}
+	sonde__free(b.in);
 	if (b.oom || !b.n) {
 		sonde__free(b.rows);
 		sonde__free(t);
@@ -902,7 +970,7 @@ struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n,
 	t->rows = sonde__realloc(b.rows, b.n * sizeof(*b.rows));
 	if (!t->rows)
 		t->rows = b.rows;
-	build_buckets(t);
+	build_buckets(t, (const uint8_t *)&t->rows[0].pc, sizeof(*t->rows), t->n);
 	return t;
 }
 
@@ -933,41 +1001,145 @@ void sonde__cfi_table_free(struct cfi_table *t)
 {
 	if (!t)
 		return;
+	for (size_t i = 0; i < t->n_fdes; i++)
+		sonde__free(t->fdes[i].rows);
+	sonde__free(t->fdes);
+	sonde__free(t->owned);
 	sonde__free(t->rows);
 	sonde__free(t->bucket);
 	sonde__free(t);
 }
 
-const struct cfi_row *sonde__cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr)
+/* Runs a lazy table's FDE into its rows. False when it is malformed (it stays so) or
+ * without memory (tried again at the next lookup). */
+static bool lazy_run(const struct cfi_table *t, struct lazy_fde *f)
 {
-	size_t lo = 0, hi;
+	struct builder b = {.base = t->base};
+	bool ok = run_fde(&b, &t->secs[f->src], f->off);
 
-	if (!t || !t->n || vaddr < t->base || vaddr - t->base > UINT32_MAX)
-		return NULL;
-	uint32_t pc = (uint32_t)(vaddr - t->base);
-	const struct cfi_row *rows = t->rows;
-	hi = t->n;
-	if (t->bucket) {
-		uint32_t k = pc >> t->shift;
-		if (k < t->n_buckets) {
-			/* the last row <= pc is between the last row <= the bucket's start and the
-			 * last row <= the next bucket's start */
-			lo = t->bucket[k];
-			hi = (size_t)t->bucket[k + 1] + 1;
-		} else {
-			lo = t->bucket[t->n_buckets];
-		}
+	sonde__free(b.in);
+	if (b.oom || (ok && (!b.n || b.n > UINT16_MAX))) {
+		sonde__free(b.rows);
+		if (!b.oom)
+			f->state = LAZY_BAD;
+		return false;
 	}
+	if (!ok) {
+		sonde__free(b.rows);
+		f->state = LAZY_BAD;
+		return false;
+	}
+	f->rows = sonde__realloc(b.rows, b.n * sizeof(*b.rows));
+	if (!f->rows)
+		f->rows = b.rows;
+	f->n = (uint16_t)b.n;
+	f->state = LAZY_RUN;
+	return true;
+}
+
+static const struct cfi_row *lazy_lookup(const struct cfi_table *t, uint32_t pc)
+{
+	size_t i = search_pcs(t, (const uint8_t *)&t->fdes[0].pc, sizeof(*t->fdes), t->n_fdes, pc);
+	/* the table is logically const: running an FDE only memoizes what it says */
+	struct lazy_fde *f = &t->fdes[i];
+
+	if (pc < f->pc || pc >= f->pc_end || f->state == LAZY_BAD)
+		return NULL;
+	if (f->state == LAZY_NEW && !lazy_run(t, f))
+		return NULL;
+	size_t lo = 0, hi = f->n;
 	while (hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (rows[mid].pc <= pc)
+		if (f->rows[mid].pc <= pc)
 			lo = mid;
 		else
 			hi = mid;
 	}
+	const struct cfi_row *r = &f->rows[lo];
+	if (r->pc > pc || (r->cfa_kind & CFI_CFA_KIND_MASK) == CFI_CFA_NONE)
+		return NULL;
+	return r;
+}
+
+const struct cfi_row *sonde__cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr)
+{
+	if (!t || vaddr < t->base || vaddr - t->base > UINT32_MAX)
+		return NULL;
+	uint32_t pc = (uint32_t)(vaddr - t->base);
+	if (t->n_fdes)
+		return lazy_lookup(t, pc);
+	if (!t->n)
+		return NULL;
+	size_t lo = search_pcs(t, (const uint8_t *)&t->rows[0].pc, sizeof(*t->rows), t->n, pc);
+	const struct cfi_row *rows = t->rows;
 	if (rows[lo].pc > pc || (rows[lo].cfa_kind & CFI_CFA_KIND_MASK) == CFI_CFA_NONE)
 		return NULL;
 	return &rows[lo];
+}
+
+struct cfi_table *sonde__cfi_table_lazy(const struct cfi_sec *secs, unsigned n,
+					struct cfi_fde_list *l, uint32_t bad_before,
+					const struct cfi_image *img, void *owned)
+{
+	struct cfi_table *t;
+	uint64_t last_end = 0;
+	size_t k = 0;
+
+	if (n > CFI_LAZY_SECS || !(t = sonde__calloc(1, sizeof(*t)))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->stats.bad_entries = bad_before;
+	if (l->n)
+		qsort(l->v, l->n, sizeof(*l->v), fde_cmp);
+	if (l->n && !(t->fdes = sonde__malloc(l->n * sizeof(*t->fdes)))) {
+		sonde__free(t);
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* The FDEs an eager build would run, but for those it would find malformed: an FDE
+	 * covering the start of the one before it is dropped here even when that one turns out
+	 * malformed, where the eager build would have run it. */
+	for (size_t i = 0; i < l->n; i++) {
+		const struct cfi_fde_ref *f = &l->v[i];
+		if (f->src >= n || !sonde__cfi_image_exec_range(img, f->pc_begin, f->pc_end)) {
+			t->stats.out_of_range++;
+			continue;
+		}
+		if (k && f->pc_begin < last_end) {
+			t->stats.overlapping++;
+			continue;
+		}
+		if (!k)
+			t->base = f->pc_begin;
+		if (f->pc_end - t->base > UINT32_MAX || f->pc_end <= f->pc_begin) {
+			t->stats.out_of_range++;
+			continue;
+		}
+		t->fdes[k++] = (struct lazy_fde){.pc = (uint32_t)(f->pc_begin - t->base),
+						 .pc_end = (uint32_t)(f->pc_end - t->base),
+						 .off = f->off,
+						 .src = f->src};
+		last_end = f->pc_end;
+	}
+	if (!k) {
+		sonde__free(t->fdes);
+		sonde__free(t);
+		errno = ENOENT;
+		return NULL;
+	}
+	t->n_fdes = k;
+	t->stats.fdes = (uint32_t)k;
+	if (img)
+		t->img = *img;
+	for (unsigned i = 0; i < n; i++) {
+		t->secs[i] = secs[i];
+		if (secs[i].img)
+			t->secs[i].img = &t->img;
+	}
+	t->owned = owned;
+	build_buckets(t, (const uint8_t *)&t->fdes[0].pc, sizeof(*t->fdes), k);
+	return t;
 }
 
 uint64_t sonde__cfi_table_base(const struct cfi_table *t)

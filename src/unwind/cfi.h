@@ -3,8 +3,9 @@
  *
  * Why hand-written: libdw's dwarf_cfi_addrframe() interprets the CIE and FDE programs
  * again for every query and allocates a Dwarf_Frame each time. The recorder unwinds
- * millions of frames per second, so every module's CFI is interpreted once, when the
- * module is first hit, into rows that a lookup finds by binary search without allocating.
+ * millions of frames per second, so CFI is interpreted once into rows that a lookup finds
+ * by binary search: a whole module at once, or (lazy tables, the recorder's) each FDE at
+ * the first lookup within it.
  *
  * Every byte parsed here may come from a hostile binary mapped in the target process: all
  * reads are bounds checked, programs are bounded, and a malformed CIE or FDE only drops
@@ -84,6 +85,15 @@ struct cfi_table;
 struct cfi_table *sonde__cfi_table_from_elf(const void *image, size_t len, const void *debug,
 				     size_t debug_len);
 
+/* The same table, built lazily: the FDEs are located and sorted now, and each one's
+ * program is run into rows at the first lookup within its range (a recorder looks up a few
+ * hundred functions of a binary of a hundred thousand). Lookups find what the eager table
+ * finds, but for malformed input: an FDE that overlaps the start of one found malformed at
+ * its first use is left out, where the eager build would have used it. The table takes the
+ * image's bytes (a buffer from sonde__malloc) and frees them with itself; on failure they
+ * are still the caller's. Row enumeration (sonde__cfi_table_rows) counts 0 rows for it. */
+struct cfi_table *sonde__cfi_table_from_elf_lazy(void *image, size_t len);
+
 /* Builds a table from raw .eh_frame bytes that are loaded at vaddr (for tests and
  * fuzzing); is_debug_frame selects the .debug_frame flavour. NULL and errno on failure. */
 struct cfi_table *sonde__cfi_table_from_section(const void *buf, size_t len, uint64_t vaddr,
@@ -92,8 +102,9 @@ struct cfi_table *sonde__cfi_table_from_section(const void *buf, size_t len, uin
 /* Frees a table; NULL is fine. */
 void sonde__cfi_table_free(struct cfi_table *t);
 
-/* The row covering ELF virtual address vaddr, or NULL when no CFI covers it. O(log n), no
- * allocation; the pointer stays valid until the table is freed. */
+/* The row covering ELF virtual address vaddr, or NULL when no CFI covers it. O(log n); no
+ * allocation, but for a lazy table's first lookup within an FDE (not thread-safe on a lazy
+ * table); the pointer stays valid until the table is freed. */
 const struct cfi_row *sonde__cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr);
 
 /* The table's base address (rows' pcs are relative to it), its row count and row i

@@ -231,14 +231,15 @@ invalid:
 	return 1;
 }
 
-struct cfi_table *sonde__cfi_table_from_elf(const void *image, size_t len, const void *debug,
-				     size_t debug_len)
+static struct cfi_table *from_elf(const void *image, size_t len, const void *debug,
+				  size_t debug_len, bool lazy)
 {
 	struct elf_in in, dbg;
 	struct cfi_fde_list l = {0};
 	struct cfi_table *t = NULL;
 	uint32_t bad = 0;
 	int rc, hdr_rc = 1;
+	bool eager_owned = false; /* lazy was asked for, but the table is built: image is freed */
 
 	memset(&dbg, 0, sizeof(dbg));
 	rc = elf_in_open(&in, image, len);
@@ -259,7 +260,15 @@ struct cfi_table *sonde__cfi_table_from_elf(const void *image, size_t len, const
 		rc = -ENOMEM;
 		goto out;
 	}
-	t = sonde__cfi_table_build(secs, 3, &l, bad, &in.img);
+	/* A decompressed section is libelf's, freed below: such an image is built eagerly. */
+	for (unsigned i = 0; i < 3 && lazy; i++)
+		if (secs[i].buf && (secs[i].buf < (const uint8_t *)image ||
+				    secs[i].buf + secs[i].len > (const uint8_t *)image + len))
+			lazy = false, eager_owned = true;
+	t = lazy ? sonde__cfi_table_lazy(secs, 3, &l, bad, &in.img, (void *)image)
+		 : sonde__cfi_table_build(secs, 3, &l, bad, &in.img);
+	if (t && eager_owned)
+		sonde__free((void *)image);
 	if (!t) {
 		rc = -errno;
 		goto out;
@@ -277,4 +286,15 @@ out:
 	if (!t)
 		errno = -rc;
 	return t;
+}
+
+struct cfi_table *sonde__cfi_table_from_elf(const void *image, size_t len, const void *debug,
+					    size_t debug_len)
+{
+	return from_elf(image, len, debug, debug_len, false);
+}
+
+struct cfi_table *sonde__cfi_table_from_elf_lazy(void *image, size_t len)
+{
+	return from_elf(image, len, NULL, 0, true);
 }

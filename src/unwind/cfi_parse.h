@@ -78,5 +78,13 @@ struct cfi_table;
 struct cfi_table *sonde__cfi_table_build(const struct cfi_sec *secs, unsigned n, struct cfi_fde_list *l,
 				  uint32_t bad_before, const struct cfi_image *img);
 struct cfi_table_stats *sonde__cfi_table_stats_mut(struct cfi_table *t);
+/* The same FDEs kept for lookups to run each at its first use (sonde__cfi_table_from_elf_lazy):
+ * secs (at most CFI_LAZY_SECS) and img are copied, the bytes they point into must live as
+ * long as the table, which frees owned (may be NULL) with itself. On success it owns owned;
+ * NULL and errno on failure (owned is then the caller's still). */
+enum { CFI_LAZY_SECS = 3 };
+struct cfi_table *sonde__cfi_table_lazy(const struct cfi_sec *secs, unsigned n,
+					struct cfi_fde_list *l, uint32_t bad_before,
+					const struct cfi_image *img, void *owned);
 
 #endif

@@ -290,6 +290,20 @@ TEST_TIMEOUT(cfi_libc_and_self_match_readelf, 120)
 	}
 }
 
+/* libc (out in libc), this test binary (in self) and a small program: the images the
+ * lookup tests go through (512-byte buffers). */
+static void three_images(const char *paths[3], char *libc, char *self)
+{
+	ssize_t n = readlink("/proc/self/exe", self, 511);
+
+	ASSERT(n > 0);
+	self[n] = 0;
+	libc_path(libc, 512);
+	paths[0] = libc;
+	paths[1] = self;
+	paths[2] = test_prog("split-nofp");
+}
+
 /* The row a lookup finds, by walking every row: the last one at or below pc, NULL when
  * none is or it ends an FDE. */
 static const struct cfi_row *reference_lookup(const struct cfi_table *t, uint64_t vaddr)
@@ -316,12 +330,9 @@ static const struct cfi_row *reference_lookup(const struct cfi_table *t, uint64_
 TEST(cfi_lookup_matches_a_walk_over_the_rows)
 {
 	char libc[512], self[512];
-	const char *paths[3] = {libc, self, test_prog("split-nofp")};
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	const char *paths[3];
 
-	ASSERT(n > 0);
-	self[n] = 0;
-	libc_path(libc, sizeof(libc));
+	three_images(paths, libc, self);
 	for (int i = 0; i < 3; i++) {
 		struct image im;
 		struct cfi_table *t = table_of(paths[i], &im);
@@ -358,6 +369,70 @@ TEST(cfi_lookup_matches_a_walk_over_the_rows)
 			ASSERT(sonde__cfi_table_lookup(t, ends[e]) == reference_lookup(t, ends[e]));
 		printf("%s: %zu rows, %zu lookups checked\n", paths[i], rows, checked);
 		ASSERT_UINT(checked, ==, rows * 3);
+		sonde__cfi_table_free(t);
+		free(im.buf);
+	}
+}
+
+static bool same_rules_row(const struct cfi_row *a, const struct cfi_row *b)
+{
+	return a->cfa_kind == b->cfa_kind && a->cfa_off == b->cfa_off && a->cfa_reg == b->cfa_reg &&
+	       a->rules == b->rules && !memcmp(a->off, b->off, sizeof(a->off));
+}
+
+/* A lazy table (each FDE run at its first lookup) finds the rules the eager table finds
+ * at every row's pc and its neighbours, and beyond both ends; a second lookup of a pc finds
+ * the very row the first did (the FDE is run once). */
+TEST(cfi_lazy_table_finds_what_the_eager_one_finds)
+{
+	char libc[512], self[512];
+	const char *paths[3];
+
+	three_images(paths, libc, self);
+	for (int i = 0; i < 3; i++) {
+		struct image im;
+		struct cfi_table *t = table_of(paths[i], &im);
+		char *copy = malloc(im.len);
+		ASSERT(copy != NULL);
+		memcpy(copy, im.buf, im.len);
+		struct cfi_table *lz = sonde__cfi_table_from_elf_lazy(copy, im.len);
+		if (!lz)
+			FAIL("%s: no lazy table: %s", paths[i], strerror(errno));
+		uint64_t base = sonde__cfi_table_base(t);
+		size_t rows = sonde__cfi_table_rows(t), found = 0, none = 0;
+		ASSERT_UINT(sonde__cfi_table_base(lz), ==, base);
+		ASSERT_UINT(sonde__cfi_table_rows(lz), ==, 0);
+		/* the FDEs it would run: the eager build's, which found none malformed here */
+		ASSERT_UINT(sonde__cfi_table_stats(lz)->fdes, ==, sonde__cfi_table_stats(t)->fdes);
+		const struct cfi_row *last = sonde__cfi_table_row(t, rows - 1);
+		uint64_t ends[] = {0, base ? base - 1 : 0, base + last->pc + 1,
+				   base + last->pc + 4096, base + (uint64_t)UINT32_MAX + 1};
+		for (size_t e = 0; e < sizeof(ends) / sizeof(ends[0]); e++)
+			ASSERT(sonde__cfi_table_lookup(lz, ends[e]) == NULL &&
+			       sonde__cfi_table_lookup(t, ends[e]) == NULL);
+		/* backwards, so that most FDEs are first run by a lookup at their end */
+		for (size_t r = rows; r-- > 0;) {
+			uint64_t pc = base + sonde__cfi_table_row(t, r)->pc;
+			for (int d = 1; d >= -1; d--) {
+				uint64_t v = pc + (uint64_t)(int64_t)d;
+				const struct cfi_row *want = sonde__cfi_table_lookup(t, v);
+				const struct cfi_row *got = sonde__cfi_table_lookup(lz, v);
+				if (!want != !got || (want && !same_rules_row(want, got)))
+					FAIL("%s: lazy lookup of %#lx gives %p, the eager table %p",
+					     paths[i], (unsigned long)v, (void *)got, (void *)want);
+				if (sonde__cfi_table_lookup(lz, v) != got)
+					FAIL("%s: a second lookup of %#lx finds another row",
+					     paths[i], (unsigned long)v);
+				if (got)
+					found++;
+				else
+					none++;
+			}
+		}
+		printf("%s: %zu rows; %zu lookups found the same rules, %zu found none in both\n",
+		       paths[i], rows, found, none);
+		ASSERT_UINT(found, >, rows);
+		sonde__cfi_table_free(lz);
 		sonde__cfi_table_free(t);
 		free(im.buf);
 	}
