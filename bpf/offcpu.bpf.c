@@ -174,12 +174,17 @@ struct {
 /* How a long wait's user state is read (struct sonde_bpf_start.capture). */
 enum { CAPTURE_SYSCALL = 1, CAPTURE_FPU = 2 };
 
-/* The tid marked for capture by the last switch of this CPU (0: none). */
+/* Per CPU: the tid marked for capture by its last switch (0: none), and the tid its last
+ * traced switch put on it: a capture point of another thread follows a switch the kernel
+ * did not trace, and only then is that thread's storage looked up. */
+struct cpu_state {
+	__u32 pending, cur;
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct cpu_state);
 } pending SEC(".maps");
 
 struct {
@@ -522,6 +527,10 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 
 	if (gated && !armed)
 		return 0;
+	__u32 zero = 0;
+	struct cpu_state *c = bpf_map_lookup_elem(&pending, &zero);
+	if (c)
+		c->cur = ntid;
 	if (keep_switches)
 		keep_switch(now, ptid, ntid,
 			    (prev_state & 0x80) ? SONDE_BPF_EXITED : state_of(preempt, prev_state));
@@ -593,9 +602,8 @@ in:
 		return 0;
 	}
 	s->capture = in_syscall(next) ? CAPTURE_SYSCALL : CAPTURE_FPU;
-	__u32 zero = 0, *p = bpf_map_lookup_elem(&pending, &zero);
-	if (p)
-		*p = ntid;
+	if (c)
+		c->pending = ntid;
 	return 0;
 }
 
@@ -693,20 +701,23 @@ static __always_inline void unseen_capture(struct tstate *t, __u32 tid, struct t
  * traced. */
 static __always_inline int capture(__u32 how)
 {
-	__u32 zero = 0, *p = bpf_map_lookup_elem(&pending, &zero);
+	__u32 zero = 0;
+	struct cpu_state *c = bpf_map_lookup_elem(&pending, &zero);
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (!c || (c->pending != tid && c->cur == tid))
+		return 0; /* nothing to capture, its switch-in traced */
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct tstate *t = bpf_task_storage_get(&tasks, task, 0, 0);
-
 	if (!t || !t->open)
 		return 0;
 	if (!t->s.capture) {
 		unseen_capture(t, tid, task);
 		return 0;
 	}
-	if (!p || *p != tid || t->s.capture != how)
+	if (c->pending != tid || t->s.capture != how)
 		return 0;
-	*p = 0;
+	c->pending = 0;
 	emit(&t->s, tid, task, true, 0);
 	t->open = 0;
 	return 0;
