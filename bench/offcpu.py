@@ -6,8 +6,11 @@ usage: bench/offcpu.py [BUILD_DIR] [REPS] [SECONDS] [PEER_BUILD_DIR]
        (from the source tree, after make, as root; defaults build/release 5 3; with
        PEER_BUILD_DIR, another build's sonde, e.g. a copy of main's, is run launched and
        -a as peer-bpf-only and a:peer-bpf-only in the same repetitions, to compare two
-       versions interleaved; OFFCPU_BENCH_MODES=m1,m2,... runs only those modes, and
-       OFFCPU_BENCH_WALL=0 skips (a))
+       versions interleaved; OFFCPU_BENCH_MODES=m1,m2,... runs only those modes,
+       OFFCPU_BENCH_WALL=0 skips (a), and OFFCPU_BENCH_PIN=CPU runs both pingpong threads
+       on that CPU alone: each round trip is then two direct switches, where unpinned its
+       cost depends on whether the threads share a CPU, which the profiler's load and the
+       machine's change from run to run)
 
 (a) wall split. progs/offcpu_split (tests/progs/offcpu_split.c) spends its main thread's wall
     clock 25/50/25 % in burn (on the CPU), nap (nanosleep) and wait_pipe (a blocking read)
@@ -124,24 +127,25 @@ def main():
     tmp = tempfile.mkdtemp(prefix="sonde-offcpu-bench.")
     sonde, ping = os.path.join(build, "sonde"), os.path.join(build, "progs", "pingpong")
     spool, pdata = os.path.join(tmp, "pp.spool"), os.path.join(tmp, "perf.data")
+    pin = os.environ.get("OFFCPU_BENCH_PIN")
+    pp = [str(seconds)] + (["4000", pin] if pin else [])
     have_perf = shutil.which("perf") is not None
     offcputime = shutil.which("offcputime") or (
         "/usr/sbin/offcputime" if os.access("/usr/sbin/offcputime", os.X_OK) else None)
     modes = {
-        "unprofiled": [ping, str(seconds)],
+        "unprofiled": [ping] + pp,
         "sonde-bpf": [sonde, "record", "--off-cpu", "--off-cpu-backend", "bpf", "-o", spool,
-                      "--", ping, str(seconds)],
+                      "--", ping] + pp,
         "sonde-bpf-only": [sonde, "record", "-e", "sched:sched_switch", "--off-cpu",
-                           "--off-cpu-backend", "bpf", "-o", spool, "--", ping, str(seconds)],
+                           "--off-cpu-backend", "bpf", "-o", spool, "--", ping] + pp,
         "sonde-perf-only": [sonde, "record", "-e", "sched:sched_switch", "--off-cpu",
-                            "--off-cpu-backend", "perf", "-o", spool, "--", ping,
-                            str(seconds)],
+                            "--off-cpu-backend", "perf", "-o", spool, "--", ping] + pp,
     }
     if have_perf:
         modes["perf-fp"] = ["perf", "record", "-e", "sched:sched_switch", "-g", "-o", pdata,
-                            "--", ping, str(seconds)]
+                            "--", ping] + pp
         modes["perf-dwarf"] = ["perf", "record", "-e", "sched:sched_switch", "--call-graph",
-                               "dwarf", "-o", pdata, "--", ping, str(seconds)]
+                               "dwarf", "-o", pdata, "--", ping] + pp
     system = {"a:sonde-bpf-only": [sonde, "record", "-a", "-e", "sched:sched_switch",
                                    "--off-cpu", "--off-cpu-backend", "bpf", "-o", spool]}
     system["a:sonde-bpf-nosw"] = system["a:sonde-bpf-only"] + ["--comm", "pingpong"]
@@ -188,7 +192,7 @@ def main():
             cpurt[m].append(us)
             note_loss(m, err)
         for m, argv in system.items():
-            r, us, err, c, mem = run_system_wide(argv, [ping, str(seconds)])
+            r, us, err, c, mem = run_system_wide(argv, [ping] + pp)
             rate[m].append(r)
             cpurt[m].append(us)
             cpu[m].append(c)

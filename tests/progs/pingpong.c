@@ -11,9 +11,14 @@
  * program's context), which the load of other processes changes far less than the
  * throughput (a CPU the thread waits for, or its partner woken on the other CPU).
  *
- * usage: pingpong [SECONDS [WORK]]   (default 3 4000)
+ * With CPU, both threads run on that CPU alone: each round trip is then two direct switches
+ * between them, whatever the load elsewhere (unpinned, a round trip costs more or less
+ * depending on whether the threads share a CPU, which a profiler's load changes).
+ *
+ * usage: pingpong [SECONDS [WORK [CPU]]]   (default 3 4000, not pinned)
  */
 #include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,6 +69,13 @@ int main(int argc, char **argv)
 
 	if (argc > 2)
 		work = atol(argv[2]);
+	if (argc > 3) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(atoi(argv[3]), &set);
+		if (sched_setaffinity(0, sizeof(set), &set))
+			return 2;
+	}
 	if (pipe(ping) || pipe(pong) || pthread_create(&t, NULL, ponger, NULL))
 		return 2;
 	start = now_s();
