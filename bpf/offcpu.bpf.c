@@ -9,10 +9,10 @@
  * when user space reads them. A longer one gets its kernel stack there, read from next (off
  * the CPU since, its stack is the one it left with), and needs next's user registers and
  * the used part of its user stack, which only next's own context can read
- * (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev). The wait is marked for capture, and read at
- * the first traceable point of next's own context on its way back to user space, where
- * its user registers (saved on entry to the kernel, task_pt_regs) and its user stack are
- * still those it left with:
+ * (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev). The wait
+ * is marked for capture, and read at the first traceable point of next's own context on its way
+ * back to user space, where its user registers (saved on entry to the kernel, task_pt_regs) and its
+ * user stack are still those it left with:
  *  - blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the call's
  *    exit (sys_exit);
  *  - anywhere else (preempted in user mode, or on its way back from a call, or in a fault):
@@ -256,9 +256,9 @@ static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32
 static __always_inline void add_short(struct tstate *t, __u64 wait, __u64 now)
 {
 	struct sonde_bpf_start *s = &t->s;
-	__u64 runnable = s->state == SONDE_BPF_RUNNABLE ? wait
+	__u64 runnable = s->state == SONDE_BPF_RUNNABLE	   ? wait
 			 : s->wake_ns && s->wake_ns <= now ? now - s->wake_ns
-							    : 0;
+							   : 0;
 
 	t->short_pid = s->pid;
 	t->short_count++;
@@ -547,8 +547,8 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 			flush_shorts(o, ptid);
 		}
 	} else if (ptid && tracked(ptgid, ptid)) {
-		struct tstate *o = bpf_task_storage_get(&tasks, prev, 0,
-							BPF_LOCAL_STORAGE_GET_F_CREATE);
+		struct tstate *o =
+			bpf_task_storage_get(&tasks, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!o) {
 			count(SONDE_BPF_START_FULL, 1);
 			goto in;
