@@ -4,8 +4,13 @@ costs a program that switches all the time, against perf.
 
 usage: bench/offcpu.py [BUILD_DIR] [REPS] [SECONDS] [PEER_BUILD_DIR]
        (from the source tree, after make, as root; defaults build/release 5 3; with
-       PEER_BUILD_DIR, another build's sonde, e.g. a copy of main's, is run -a as
-       a:peer-bpf-only in the same repetitions, to compare two versions interleaved)
+       PEER_BUILD_DIR, another build's sonde, e.g. a copy of main's, is run launched and
+       -a as peer-bpf-only and a:peer-bpf-only in the same repetitions, to compare two
+       versions interleaved; OFFCPU_BENCH_MODES=m1,m2,... runs only those modes,
+       OFFCPU_BENCH_WALL=0 skips (a), and OFFCPU_BENCH_PIN=CPU runs both pingpong threads
+       on that CPU alone: each round trip is then two direct switches, where unpinned its
+       cost depends on whether the threads share a CPU, which the profiler's load and the
+       machine's change from run to run)
 
 (a) wall split. progs/offcpu_split (tests/progs/offcpu_split.c) spends its main thread's wall
     clock 25/50/25 % in burn (on the CPU), nap (nanosleep) and wait_pipe (a blocking read)
@@ -47,7 +52,10 @@ usage: bench/offcpu.py [BUILD_DIR] [REPS] [SECONDS] [PEER_BUILD_DIR]
 
     Figures, medians over the repetitions: throughput; slowdown = unprofiled / profiled,
     paired by repetition; added = slowdown - 1; ratios of slowdowns to the peers', paired by
-    repetition; the share each profiler lost (sonde: its summary's lost records over those
+    repetition; the same for the program's CPU time per round trip (pingpong's getrusage:
+    what the profiler adds in the program's own context, BPF programs and perf samples
+    alike), which the load of other users of the machine sways far less than throughput
+    (a round trip waits for a CPU, or for its partner woken on the other one); the share each profiler lost (sonde: its summary's lost records over those
     plus the switch-outs it saw; perf: its "lost N%" line; offcputime reports none), since a
     profiler that drops records also skips their cost; the profiler's CPU seconds and
     peak RSS in the system-wide modes.
@@ -62,7 +70,8 @@ import tempfile
 import time
 import signal
 
-PING_RE = re.compile(r"pingpong: (\d+) round trips in ([\d.]+) s = (\d+) round trips/s")
+PING_RE = re.compile(r"pingpong: (\d+) round trips in ([\d.]+) s = (\d+) round trips/s, "
+                     r"([\d.]+) us of CPU each")
 LOSS_RE = re.compile(r"loss: (\d+) records and (\d+) samples lost")
 PERF_LOST_RE = re.compile(r"Processed (\d+) samples and lost ([\d.]+)%")
 OFFCPU_RE = re.compile(r"off-CPU: (\d+) switch-outs")
@@ -94,20 +103,21 @@ def run_pingpong(argv, seconds):
     m = PING_RE.search(p.stdout)
     if p.returncode != 0 or not m:
         sys.exit("%s failed (%d):\n%s%s" % (" ".join(argv), p.returncode, p.stdout, p.stderr))
-    return float(m.group(3)), p.stderr
+    return float(m.group(3)), float(m.group(4)), p.stderr
 
 
 def run_system_wide(prof_argv, ping_argv):
-    """Starts prof_argv, runs ping_argv under it, stops it: (rate, its stderr, CPU s, RSS MiB)."""
+    """Starts prof_argv, runs ping_argv under it, stops it: (rate, CPU us per round trip, its
+    stderr, CPU s, RSS MiB)."""
     prof = subprocess.Popen(prof_argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     time.sleep(2)  # loading programs, reading /proc
-    r, _ = run_pingpong(ping_argv, 0)
+    r, c, _ = run_pingpong(ping_argv, 0)
     prof.send_signal(signal.SIGINT)
     err = prof.stderr.read()
     _, status, ru = os.wait4(prof.pid, 0)
     prof.returncode = status
-    return r, err, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0
+    return r, c, err, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0
 
 
 def main():
@@ -117,28 +127,31 @@ def main():
     tmp = tempfile.mkdtemp(prefix="sonde-offcpu-bench.")
     sonde, ping = os.path.join(build, "sonde"), os.path.join(build, "progs", "pingpong")
     spool, pdata = os.path.join(tmp, "pp.spool"), os.path.join(tmp, "perf.data")
+    pin = os.environ.get("OFFCPU_BENCH_PIN")
+    pp = [str(seconds)] + (["4000", pin] if pin else [])
     have_perf = shutil.which("perf") is not None
     offcputime = shutil.which("offcputime") or (
         "/usr/sbin/offcputime" if os.access("/usr/sbin/offcputime", os.X_OK) else None)
     modes = {
-        "unprofiled": [ping, str(seconds)],
+        "unprofiled": [ping] + pp,
         "sonde-bpf": [sonde, "record", "--off-cpu", "--off-cpu-backend", "bpf", "-o", spool,
-                      "--", ping, str(seconds)],
+                      "--", ping] + pp,
         "sonde-bpf-only": [sonde, "record", "-e", "sched:sched_switch", "--off-cpu",
-                           "--off-cpu-backend", "bpf", "-o", spool, "--", ping, str(seconds)],
+                           "--off-cpu-backend", "bpf", "-o", spool, "--", ping] + pp,
         "sonde-perf-only": [sonde, "record", "-e", "sched:sched_switch", "--off-cpu",
-                            "--off-cpu-backend", "perf", "-o", spool, "--", ping,
-                            str(seconds)],
+                            "--off-cpu-backend", "perf", "-o", spool, "--", ping] + pp,
     }
     if have_perf:
         modes["perf-fp"] = ["perf", "record", "-e", "sched:sched_switch", "-g", "-o", pdata,
-                            "--", ping, str(seconds)]
+                            "--", ping] + pp
         modes["perf-dwarf"] = ["perf", "record", "-e", "sched:sched_switch", "--call-graph",
-                               "dwarf", "-o", pdata, "--", ping, str(seconds)]
+                               "dwarf", "-o", pdata, "--", ping] + pp
     system = {"a:sonde-bpf-only": [sonde, "record", "-a", "-e", "sched:sched_switch",
                                    "--off-cpu", "--off-cpu-backend", "bpf", "-o", spool]}
     system["a:sonde-bpf-nosw"] = system["a:sonde-bpf-only"] + ["--comm", "pingpong"]
     if len(sys.argv) > 4:
+        modes["peer-bpf-only"] = [os.path.join(sys.argv[4], "sonde")] + modes[
+            "sonde-bpf-only"][1:]
         system["a:peer-bpf-only"] = [os.path.join(sys.argv[4], "sonde")] + system[
             "a:sonde-bpf-only"][1:]
     if offcputime:
@@ -146,8 +159,15 @@ def main():
     if have_perf:
         system["a:perf-fp"] = ["perf", "record", "-a", "-e", "sched:sched_switch", "-g", "-o",
                                pdata]
+    only = os.environ.get("OFFCPU_BENCH_MODES")
+    if only:
+        keep = set(only.split(",")) | {"unprofiled"}
+        modes = {m: a for m, a in modes.items() if m in keep}
+        system = {m: a for m, a in system.items() if m in keep}
     every = list(modes) + list(system)
     errors, rate, lost = {b: [] for b in BACKENDS}, {m: [] for m in every}, {m: [] for m in every}
+    cpurt = {m: [] for m in every}
+    wall = os.environ.get("OFFCPU_BENCH_WALL", "1") != "0"
     cpu, rss = {m: [] for m in system}, {m: [] for m in system}
 
     def note_loss(m, err):
@@ -164,48 +184,56 @@ def main():
             lost[m].append(float(l.group(2)) if l else 0)
 
     for rep in range(reps):
-        for b in BACKENDS:
+        for b in BACKENDS if wall else ():
             errors[b].append(max(abs(e) for e in wall_error(build, tmp, seconds, b)))
         for m, argv in modes.items():
-            r, err = run_pingpong(argv, seconds)
+            r, us, err = run_pingpong(argv, seconds)
             rate[m].append(r)
+            cpurt[m].append(us)
             note_loss(m, err)
         for m, argv in system.items():
-            r, err, c, mem = run_system_wide(argv, [ping, str(seconds)])
+            r, us, err, c, mem = run_system_wide(argv, [ping] + pp)
             rate[m].append(r)
+            cpurt[m].append(us)
             cpu[m].append(c)
             rss[m].append(mem)
             note_loss(m, err)
         print("rep %d: wall error %s; %s" % (rep + 1, ", ".join(
-            "%s %.2f points" % (b, errors[b][-1]) for b in BACKENDS), ", ".join(
-            "%s %.0f/s" % (m, rate[m][-1]) for m in every)), file=sys.stderr)
+            "%s %.2f points" % (b, errors[b][-1]) for b in BACKENDS if errors[b]), ", ".join(
+            "%s %.0f/s %.2f us" % (m, rate[m][-1], cpurt[m][-1]) for m in every)),
+              file=sys.stderr)
     shutil.rmtree(tmp, ignore_errors=True)
 
-    for b in BACKENDS:
+    for b in BACKENDS if wall else ():
         print("(a) wall split of offcpu_split, backend %s, %d recordings of %d s: largest share "
               "error, median %.2f points (max %.2f); goal <= 1" % (
                   b, reps, seconds, statistics.median(errors[b]), max(errors[b])))
     print("(b) pingpong round trips/s, %d repetitions of %d s (medians):" % (reps, seconds))
     base = rate["unprofiled"]
-    slow = {}
+    slow, cslow = {}, {}
     for m in every:
         slow[m] = [b / r for b, r in zip(base, rate[m])]
+        cslow[m] = [c / b for b, c in zip(cpurt["unprofiled"], cpurt[m])]
         extra = ""
         if m in cpu:
             extra = "  profiler CPU %.2f s, RSS %.0f MiB" % (statistics.median(cpu[m]),
                                                           statistics.median(rss[m]))
-        print("  %-16s %9.0f/s  slowdown x%.3f  lost %s%s" % (
+        print("  %-16s %9.0f/s  slowdown x%.3f  CPU/round trip %.2f us x%.3f  lost %s%s" % (
             m, statistics.median(rate[m]), statistics.median(slow[m]),
+            statistics.median(cpurt[m]), statistics.median(cslow[m]),
             "%.1f%%" % statistics.median(lost[m]) if lost[m] else "-", extra))
 
     def ratio(a, b):
         if a in slow and b in slow:
-            print("  slowdown %s / %s: %.3f (median of paired ratios)" % (
-                a, b, statistics.median(x / y for x, y in zip(slow[a], slow[b]))))
+            print("  slowdown %s / %s: %.3f, CPU per round trip %.3f (medians of paired "
+                  "ratios)" % (a, b, statistics.median(x / y for x, y in zip(slow[a], slow[b])),
+                               statistics.median(x / y for x, y in zip(cslow[a], cslow[b]))))
 
     ratio("sonde-bpf-only", "sonde-perf-only")
     ratio("sonde-bpf-only", "perf-fp")
     ratio("sonde-bpf-only", "perf-dwarf")
+    ratio("sonde-bpf-only", "peer-bpf-only")
+    ratio("peer-bpf-only", "perf-fp")
     ratio("a:sonde-bpf-only", "a:sonde-bpf-nosw")
     ratio("a:sonde-bpf-only", "a:offcputime")
     ratio("a:sonde-bpf-nosw", "a:offcputime")

@@ -3,15 +3,16 @@
  *
  * sched_switch, in the context of the thread leaving the CPU (prev), notes its switch-out
  * time and its state when it is recorded (and, for an uninterruptible wait, the innermost
- * kernel frames). The same hit is the switch-in of next: its wait is measured there. A
- * wait shorter than min_ns is only added to next's totals in the shorts map, which user
- * space reads at the end. A longer one gets its kernel stack there, read from next (off
+ * kernel frames) in its task's storage. The same hit is the switch-in of next: its wait is
+ * measured there. A wait shorter than min_ns is only added to next's totals in its
+ * storage, which go to the shorts map at its exit and, by a task iterator, at the end,
+ * when user space reads them. A longer one gets its kernel stack there, read from next (off
  * the CPU since, its stack is the one it left with), and needs next's user registers and
  * the used part of its user stack, which only next's own context can read
- * (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev). The wait is marked for capture, and read at
- * the first traceable point of next's own context on its way back to user space, where
- * its user registers (saved on entry to the kernel, task_pt_regs) and its user stack are
- * still those it left with:
+ * (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev). The wait
+ * is marked for capture, and read at the first traceable point of next's own context on its way
+ * back to user space, where its user registers (saved on entry to the kernel, task_pt_regs) and its
+ * user stack are still those it left with:
  *  - blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the call's
  *    exit (sys_exit);
  *  - anywhere else (preempted in user mode, or on its way back from a call, or in a fault):
@@ -20,8 +21,9 @@
  *    rseq_update, where it updates the thread's restartable-sequence area after a
  *    preemption (threads that registered one: glibc's do), whichever comes first.
  * Should it leave the CPU again before that point, the wait is written at that switch-out:
- * with its user state when it was in a system call (it still is), else with the one read
- * at the switch-out that began the wait (it may have gone back to user space with its FPU
+ * with its user state when it was in a system call (it still is) or has a restartable
+ * sequence (rseq_update would have come on any way back), else with the one read at the
+ * switch-out that began the wait (it may have gone back to user space with its FPU
  * registers still loaded, only kernel threads or none having run meanwhile, and run user
  * code since): a switch-out not in a system call of a thread without a restartable
  * sequence reads its user state there, while it is current, into the snaps map. Kernel
@@ -31,7 +33,7 @@
  * (CONFIG_KPROBES off, trampolines refused); tracepoints are always there.
  *
  * sched_waking, in the waker's context, gives the wakeup time and the waker; the wait's
- * runnable part (wakeup to switch-in) follows. sched_process_exit forgets a thread's open
+ * runnable part (wakeup to switch-in) follows. sched_process_exit writes a thread's open
  * wait; sched_process_fork adds the children of recorded processes to the targets.
  */
 #include "vmlinux.h"
@@ -58,12 +60,31 @@ const volatile __u64 switch_wake_bytes;
 const volatile bool gated;
 bool armed;
 
+/* A recorded thread's state, in its task's local storage (no map update or delete per
+ * switch, and freed with the task): its open wait, and its short waits' totals not yet
+ * added to the shorts map (that is done at its exit and at the end, by the task iterator). */
+struct tstate {
+	struct sonde_bpf_start s; /* the wait open since s.out_ns, when open */
+	__u32 open;
+	__u32 short_pid;
+	__u64 short_count, short_ns, short_runnable_ns;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tstate);
+} tasks SEC(".maps");
+
+/* The waits still open at the end (key: tid), copied there by the task iterator for user
+ * space, which cannot read the tasks' storage by tid. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, struct sonde_bpf_start);
-} starts SEC(".maps");
+} open SEC(".maps");
 
 /* Recorded processes (key: tgid), unless all_tasks: 2, or 1 for a process recorded from
  * its exec on (a launched program still in its launcher). */
@@ -82,8 +103,11 @@ struct {
 	__type(value, __u8);
 } threads SEC(".maps");
 
+/* The short waits' totals of threads (key: tid), added from their task storage at their
+ * exit and at the end. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, struct sonde_bpf_short);
@@ -150,12 +174,17 @@ struct {
 /* How a long wait's user state is read (struct sonde_bpf_start.capture). */
 enum { CAPTURE_SYSCALL = 1, CAPTURE_FPU = 2 };
 
-/* The tid marked for capture by the last switch of this CPU (0: none). */
+/* Per CPU: the tid marked for capture by its last switch (0: none), and the tid its last
+ * traced switch put on it: a capture point of another thread follows a switch the kernel
+ * did not trace, and only then is that thread's storage looked up. */
+struct cpu_state {
+	__u32 pending, cur;
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct cpu_state);
 } pending SEC(".maps");
 
 struct {
@@ -222,28 +251,44 @@ static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32
 	b->n = 0;
 }
 
-static __always_inline void add_short(struct sonde_bpf_start *s, __u32 tid, __u64 wait, __u64 now)
+/* A short wait of t's thread, ended at now: into its totals. Only the thread's own switch-in
+ * and exit, and the iterator once the programs are detached, touch them: no atomics. */
+static __always_inline void add_short(struct tstate *t, __u64 wait, __u64 now)
 {
-	__u64 runnable = s->state == SONDE_BPF_RUNNABLE ? wait
+	struct sonde_bpf_start *s = &t->s;
+	__u64 runnable = s->state == SONDE_BPF_RUNNABLE	   ? wait
 			 : s->wake_ns && s->wake_ns <= now ? now - s->wake_ns
-							    : 0;
-	struct sonde_bpf_short *v = bpf_map_lookup_elem(&shorts, &tid);
+							   : 0;
 
+	t->short_pid = s->pid;
+	t->short_count++;
+	t->short_ns += wait;
+	t->short_runnable_ns += runnable;
+}
+
+/* Adds t's short totals to tid's in the shorts map (at its exit and at the end). */
+static __always_inline void flush_shorts(struct tstate *t, __u32 tid)
+{
+	if (!t->short_count)
+		return;
+	struct sonde_bpf_short *v = bpf_map_lookup_elem(&shorts, &tid);
 	if (!v) {
-		struct sonde_bpf_short n = {.pid = s->pid};
+		struct sonde_bpf_short n = {.pid = t->short_pid};
 		if (bpf_map_update_elem(&shorts, &tid, &n, BPF_NOEXIST) &&
 		    !bpf_map_lookup_elem(&shorts, &tid)) {
-			count(SONDE_BPF_SHORT_FULL, 1);
-			count(SONDE_BPF_SHORT_LOST_NS, wait);
+			count(SONDE_BPF_SHORT_FULL, t->short_count);
+			count(SONDE_BPF_SHORT_LOST_NS, t->short_ns);
+			t->short_count = t->short_ns = t->short_runnable_ns = 0;
 			return;
 		}
 		v = bpf_map_lookup_elem(&shorts, &tid);
 		if (!v)
 			return;
 	}
-	__sync_fetch_and_add(&v->count, 1);
-	__sync_fetch_and_add(&v->ns, wait);
-	__sync_fetch_and_add(&v->runnable_ns, runnable);
+	__sync_fetch_and_add(&v->count, t->short_count);
+	__sync_fetch_and_add(&v->ns, t->short_ns);
+	__sync_fetch_and_add(&v->runnable_ns, t->short_runnable_ns);
+	t->short_count = t->short_ns = t->short_runnable_ns = 0;
 }
 
 /* Up to `len` bytes of the user stack from sp into w: the whole copy when it is mapped,
@@ -351,7 +396,7 @@ static __always_inline __u32 snapshot(struct task_struct *task, __u32 tid, __u32
 /* Writes the long wait s of thread tid to the ring buffer, with its user registers and
  * stack when `user` (task is current, back from its wait and not yet in user space). */
 static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct task_struct *task,
-				 bool user, bool unknown)
+				 bool user, __u32 unknown)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct sonde_bpf_wait *w = bpf_map_lookup_elem(&scratch, &cpu);
@@ -431,17 +476,24 @@ static __always_inline void unseen_in(void *ctx, struct sonde_bpf_start *s, __u3
 		if (n > 0 && !bpf_map_update_elem(&kframes, &tid, w->kips, BPF_ANY))
 			s->knr = (__u32)n / sizeof(__u64);
 	}
-	emit(s, tid, task, true, true);
+	emit(s, tid, task, true, SONDE_BPF_UNSEEN_UNKNOWN);
 }
 
+static __always_inline bool rseq_registered(struct task_struct *task);
+
 /* Writes the wait still open in s when thread tid (task, current) leaves the CPU or
- * exits: ended, with its capture point not come (it was in a system call, its user state
- * is still there; else written without it), or its switch-in never traced (unknown). */
+ * exits: ended, with its capture point not come, or its switch-in never traced (unknown).
+ * A thread whose capture point did not come has not been back in user space since its
+ * switch-in when it was in a system call (it still is), or when it registered a
+ * restartable sequence (the rseq_update of its way back would have come first: a thread
+ * preempted again on its way back, as a loaded CPU does): its user state is still the
+ * wait's, read now. Any other may have gone back with its FPU registers still loaded:
+ * written with the user state read at its switch-out, if any. */
 static __always_inline void write_open(void *ctx, struct sonde_bpf_start *s, __u32 tid,
 				       struct task_struct *task, __u64 now)
 {
 	if (s->capture)
-		emit(s, tid, task, s->capture == CAPTURE_SYSCALL, false);
+		emit(s, tid, task, s->capture == CAPTURE_SYSCALL || rseq_registered(task), 0);
 	else
 		unseen_in(ctx, s, tid, task, now);
 }
@@ -475,33 +527,47 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 
 	if (gated && !armed)
 		return 0;
+	__u32 zero = 0;
+	struct cpu_state *c = bpf_map_lookup_elem(&pending, &zero);
+	if (c)
+		c->cur = ntid;
 	if (keep_switches)
 		keep_switch(now, ptid, ntid,
 			    (prev_state & 0x80) ? SONDE_BPF_EXITED : state_of(preempt, prev_state));
 	if (ptid && (prev_state & 0x80)) {
 		/* an exiting thread's last switch-out (TASK_DEAD) opens no wait; one it was
 		 * preempted in on its way out (after sched_process_exit) ended at its switch-in
-		 * and waits for a capture point that never comes: written now */
-		struct sonde_bpf_start *o = bpf_map_lookup_elem(&starts, &ptid);
+		 * and waits for a capture point that never comes: written now, and the short
+		 * waits since its exit added to the map, its storage going with it */
+		struct tstate *o = bpf_task_storage_get(&tasks, prev, 0, 0);
 		if (o) {
-			write_open(ctx, o, ptid, prev, now);
-			bpf_map_delete_elem(&starts, &ptid);
+			if (o->open)
+				write_open(ctx, &o->s, ptid, prev, now);
+			o->open = 0;
+			flush_shorts(o, ptid);
 		}
 	} else if (ptid && tracked(ptgid, ptid)) {
-		struct sonde_bpf_start *o = bpf_map_lookup_elem(&starts, &ptid);
-		if (o)
-			write_open(ctx, o, ptid, prev, now);
-		struct sonde_bpf_start s = {.out_ns = now,
-					    .pid = ptgid,
-					    .state = state_of(preempt, prev_state),
-					    .cpu = bpf_get_smp_processor_id()};
+		struct tstate *o =
+			bpf_task_storage_get(&tasks, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!o) {
+			count(SONDE_BPF_START_FULL, 1);
+			goto in;
+		}
+		if (o->open)
+			write_open(ctx, &o->s, ptid, prev, now);
+		struct sonde_bpf_start *sp = &o->s;
+		__builtin_memset(sp, 0, sizeof(*sp));
+		sp->out_ns = now;
+		sp->pid = ptgid;
+		sp->state = state_of(preempt, prev_state);
+		sp->cpu = bpf_get_smp_processor_id();
 		/* an uninterruptible wait's scheduler frames say what it waits for (mutex_lock,
 		 * io_schedule, wait_for_completion): read here, as the stack read at its
 		 * switch-in has none; reading them at every switch-out would cost as much as
 		 * the whole stack */
-		if (kernel_stacks && s.state == SONDE_BPF_BLOCKED) {
-			long n = bpf_get_stack(ctx, s.sched, sizeof(s.sched), KSTACK_SKIP);
-			s.nsched = n > 0 ? (__u32)n / sizeof(__u64) : 0;
+		if (kernel_stacks && sp->state == SONDE_BPF_BLOCKED) {
+			long n = bpf_get_stack(ctx, sp->sched, sizeof(sp->sched), KSTACK_SKIP);
+			sp->nsched = n > 0 ? (__u32)n / sizeof(__u64) : 0;
 		}
 		/* not in a system call (preempted in user mode or on its way back to it, or in
 		 * a fault), no sys_exit comes for the wait; when only kernel threads or the
@@ -510,46 +576,45 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 		 * rseq_update without a restartable sequence: its user state, unchanged until
 		 * it runs again, is read now, while it is current, for that case */
 		if (prev->mm && !in_syscall(prev) && !rseq_registered(prev))
-			s.snap = snapshot(prev, ptid, ptgid);
+			sp->snap = snapshot(prev, ptid, ptgid);
+		o->open = 1;
 		count(SONDE_BPF_SWITCHES, 1);
-		if (bpf_map_update_elem(&starts, &ptid, &s, BPF_ANY))
-			count(SONDE_BPF_START_FULL, 1);
 	}
+in:
 	if (!ntid)
 		return 0;
-	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &ntid);
-	if (!s)
+	struct tstate *t = bpf_task_storage_get(&tasks, next, 0, 0);
+	if (!t || !t->open)
 		return 0;
+	struct sonde_bpf_start *s = &t->s;
 	__u64 wait = now > s->out_ns ? now - s->out_ns : 0;
 	if (wait < min_ns) {
-		add_short(s, ntid, wait, now);
-		bpf_map_delete_elem(&starts, &ntid);
+		add_short(t, wait, now);
+		t->open = 0;
 		return 0;
 	}
 	s->in_ns = now;
 	take_kframes(s, ntid, next);
 	if (!next->mm) {
 		/* a kernel thread: no user state to wait for */
-		emit(s, ntid, next, false, false);
-		bpf_map_delete_elem(&starts, &ntid);
+		emit(s, ntid, next, false, 0);
+		t->open = 0;
 		return 0;
 	}
 	s->capture = in_syscall(next) ? CAPTURE_SYSCALL : CAPTURE_FPU;
-	__u32 zero = 0, *p = bpf_map_lookup_elem(&pending, &zero);
-	if (p)
-		*p = ntid;
+	if (c)
+		c->pending = ntid;
 	return 0;
 }
 
 static __always_inline int waking(struct task_struct *p)
 {
-	__u32 tid = p->pid;
-	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
+	struct tstate *t = bpf_task_storage_get(&tasks, p, 0, 0);
 
-	if (!s || s->wake_ns)
+	if (!t || !t->open || t->s.wake_ns)
 		return 0;
-	s->wake_ns = bpf_ktime_get_ns();
-	s->waker = (__u32)bpf_get_current_pid_tgid();
+	t->s.wake_ns = bpf_ktime_get_ns();
+	t->s.waker = (__u32)bpf_get_current_pid_tgid();
 	count(SONDE_BPF_WAKEUPS, 1);
 	return 0;
 }
@@ -570,14 +635,16 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sonde_exit, struct task_struct *p)
 {
 	__u32 tid = p->pid;
-	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
+	struct tstate *t = bpf_task_storage_get(&tasks, p, 0, 0);
 
+	if (!t)
+		return 0;
 	/* a wait that ended but whose capture point never came (exiting, the thread goes
 	 * back to user space no more): written now, p being current */
-	if (s) {
-		write_open(ctx, s, tid, p, bpf_ktime_get_ns());
-		bpf_map_delete_elem(&starts, &tid);
-	}
+	if (t->open)
+		write_open(ctx, &t->s, tid, p, bpf_ktime_get_ns());
+	t->open = 0;
+	flush_shorts(t, tid);
 	return 0;
 }
 
@@ -606,21 +673,53 @@ int BPF_PROG(sonde_exec, struct task_struct *p)
 	return 0;
 }
 
-/* The capture of s, a long wait of the current thread, when the current thread is the
- * one the last switch of this CPU marked (how: CAPTURE_*). */
+/* The current thread tid (task) runs with its wait t still open and not marked for
+ * capture: its switch-in was not traced (the switches from the idle task on some guest
+ * kernels), and this is its first point on the way back to user space, where its user
+ * state is still the wait's. The wait ended at its wakeup when one was seen (an idle CPU
+ * runs the thread it wakes at once), as the perf backend ends such a wait, else somewhere
+ * before now: written unknown up to now. Either way with the user stack it waited in,
+ * where before its next switch-out would have closed it with the stack it was in then. */
+static __always_inline void unseen_capture(struct tstate *t, __u32 tid, struct task_struct *task)
+{
+	struct sonde_bpf_start *s = &t->s;
+	__u64 now = bpf_ktime_get_ns();
+	bool woke = s->wake_ns && s->wake_ns >= s->out_ns && s->wake_ns <= now;
+
+	count(SONDE_BPF_UNSEEN_IN, 1);
+	s->in_ns = woke ? s->wake_ns : now;
+	s->knr = 0;
+	if (woke && s->in_ns - s->out_ns < min_ns)
+		add_short(t, s->in_ns - s->out_ns, s->in_ns);
+	else
+		emit(s, tid, task, true, woke ? SONDE_BPF_UNSEEN_WOKEN : SONDE_BPF_UNSEEN_UNKNOWN);
+	t->open = 0;
+}
+
+/* The capture of a long wait of the current thread, when the current thread is the one
+ * the last switch of this CPU marked (how: CAPTURE_*), or of a wait whose switch-in was not
+ * traced. */
 static __always_inline int capture(__u32 how)
 {
-	__u32 zero = 0, *p = bpf_map_lookup_elem(&pending, &zero);
+	__u32 zero = 0;
+	struct cpu_state *c = bpf_map_lookup_elem(&pending, &zero);
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	if (!p || !*p || *p != tid)
+	if (!c || (c->pending != tid && c->cur == tid))
+		return 0; /* nothing to capture, its switch-in traced */
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct tstate *t = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!t || !t->open)
 		return 0;
-	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
-	if (!s || s->capture != how)
+	if (!t->s.capture) {
+		unseen_capture(t, tid, task);
 		return 0;
-	*p = 0;
-	emit(s, tid, bpf_get_current_task_btf(), true, false);
-	bpf_map_delete_elem(&starts, &tid);
+	}
+	if (c->pending != tid || t->s.capture != how)
+		return 0;
+	c->pending = 0;
+	emit(&t->s, tid, task, true, 0);
+	t->open = 0;
 	return 0;
 }
 
@@ -646,18 +745,25 @@ int BPF_PROG(sonde_rseq)
 	return capture(CAPTURE_FPU);
 }
 
-/* At the end, the programs detached: the kernel stacks of the waits still open (their
- * threads still off the CPU), into the kframes map as those of ended waits. */
+/* At the end, the programs detached: each thread's short totals into the shorts map, and
+ * its wait still open into the open map, with the kernel stack of one not ended (the
+ * thread still off the CPU) into the kframes map as those of ended waits. */
 SEC("iter/task")
-int sonde_open_kframes(struct bpf_iter__task *ctx)
+int sonde_open_waits(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task;
 
 	if (!task)
 		return 0;
+	struct tstate *t = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!t)
+		return 0;
 	__u32 tid = task->pid;
-	struct sonde_bpf_start *s = bpf_map_lookup_elem(&starts, &tid);
-	if (s && !s->capture)
-		take_kframes(s, tid, task);
+	flush_shorts(t, tid);
+	if (!t->open)
+		return 0;
+	if (!t->s.capture)
+		take_kframes(&t->s, tid, task);
+	bpf_map_update_elem(&open, &tid, &t->s, BPF_ANY);
 	return 0;
 }

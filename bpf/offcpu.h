@@ -29,8 +29,10 @@ struct sonde_bpf_wait {
 	__u32 pid, tid, waker, state, cpu;
 	__u32 knr; /* kernel frames in kips */
 	__u32 stack_len, regs_ok;
-	/* its switch-in was not seen (some kernels do not trace every switch): in_ns is
-	 * the thread's next switch-out or exit, and the wait ended somewhere before */
+	/* its switch-in was not seen (some kernels do not trace every switch): 0 it was,
+	 * SONDE_BPF_UNSEEN_UNKNOWN in_ns is the thread's next switch-out, exit or first
+	 * point on its way back to user space and the wait ended somewhere before,
+	 * SONDE_BPF_UNSEEN_WOKEN in_ns is its wakeup (an idle CPU runs it at once) */
 	__u32 unknown, nsched;
 	/* the kernel stack it waited in, innermost first: its innermost frames at the
 	 * switch-out (nsched), and the stack without the scheduler's frames (knr) */
@@ -40,7 +42,10 @@ struct sonde_bpf_wait {
 	__u8 stack[SONDE_BPF_STACK_MAX];
 };
 
-/* A thread off the CPU since out_ns: value of the starts map (key: tid). */
+enum { SONDE_BPF_UNSEEN_UNKNOWN = 1, SONDE_BPF_UNSEEN_WOKEN = 2 };
+
+/* A thread off the CPU since out_ns: in its task's storage, and in the open map (key: tid)
+ * for the waits still open at the end. */
 struct sonde_bpf_start {
 	__u64 out_ns, wake_ns, in_ns;
 	__u32 pid, state, waker, cpu;

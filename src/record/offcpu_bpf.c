@@ -548,13 +548,15 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 		.state = w->state,
 		.waker_tid = w->waker,
 		.flags = flags | (open ? SONDE_OFFCPU_OPEN : 0)};
-	if (w->unknown) {
-		/* as the perf backend's switch-ins not traced, but written unknown */
+	bool unknown = w->unknown == SONDE_BPF_UNSEEN_UNKNOWN;
+	if (w->unknown)
 		r->sum.offcpu_unseen_switch_ins++;
+	if (unknown) {
+		/* as the perf backend's switch-ins not traced, but written unknown */
 		r->sum.offcpu_unknown++;
 		r->sum.offcpu_unknown_ns += w->in_ns - w->out_ns;
 	}
-	return sonde__rec_offcpu_put(r, &iv, n, w->unknown, (pid_t)w->tid);
+	return sonde__rec_offcpu_put(r, &iv, n, unknown, (pid_t)w->tid);
 }
 
 int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const struct perf_rec *rec)
@@ -597,24 +599,25 @@ static void add_short(struct rec_offcpu_bpf *b, __u32 tid, __u32 pid, uint64_t n
 	bpf_map__update_elem(b->skel->maps.shorts, &tid, sizeof(tid), &v, sizeof(v), BPF_ANY);
 }
 
-/* Runs the iterator that reads the kernel stacks of the waits still open (the programs
- * detached): their frames into the kframes map. Without them, they are written without. */
-static void open_kframes(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
+/* Runs the iterator that takes what the threads' storage holds (the programs detached):
+ * their short totals into the shorts map, their waits still open into the open map, with
+ * the kernel stacks of those not ended into the kframes map. 0 or -errno. */
+static int open_waits(struct rec_offcpu_bpf *b)
 {
 	char buf[64];
+	ssize_t n = 0;
 
-	if (!r->cfg.kernel)
-		return;
-	struct bpf_link *l = bpf_program__attach_iter(b->skel->progs.sonde_open_kframes, NULL);
+	struct bpf_link *l = bpf_program__attach_iter(b->skel->progs.sonde_open_waits, NULL);
 	int fd = l ? bpf_iter_create(bpf_link__fd(l)) : -1;
-	while (fd >= 0 && read(fd, buf, sizeof(buf)) > 0)
+	int err = fd < 0 ? -errno : 0;
+	while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0)
 		;
-	if (fd < 0)
-		sonde_debug("off-CPU: no kernel stacks for the waits still open: %s",
-			    sonde_strerror(-errno));
-	else
+	if (!err && n < 0)
+		err = -errno;
+	if (fd >= 0)
 		close(fd);
 	bpf_link__destroy(l);
+	return err;
 }
 
 /* The waits still open at the end: those long enough are written open, with their kernel
@@ -623,7 +626,7 @@ static void open_kframes(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
  * with their kernel stack. */
 static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64_t end)
 {
-	struct bpf_map *m = b->skel->maps.starts;
+	struct bpf_map *m = b->skel->maps.open;
 	struct sonde_bpf_wait w;
 	struct sonde_bpf_start s;
 	__u32 key, next, *prev = NULL;
@@ -735,8 +738,13 @@ int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r)
 		return 0;
 	sonde__rec_offcpu_bpf_stop(r);
 	int err = keep_last_batches(r, b);
-	open_kframes(r, b);
-	int oerr = write_open(r, b, sonde__rec_time(r, sonde__rec_now(r)));
+	int oerr = open_waits(b);
+	if (oerr)
+		sonde_error("off-CPU: the waits still open and the short waits' totals cannot be "
+			    "read: %s",
+			    sonde_strerror(oerr));
+	else
+		oerr = write_open(r, b, sonde__rec_time(r, sonde__rec_now(r)));
 	if (!err)
 		err = oerr;
 	int serr = write_shorts(r, b);

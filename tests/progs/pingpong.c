@@ -6,9 +6,20 @@
  * Each round trip also does WORK iterations of arithmetic (default 4000, a few microseconds
  * here), so that an unprofiled run switches about 100k times a second on a 2-core machine.
  *
- * usage: pingpong [SECONDS [WORK]]   (default 3 4000)
+ * It also prints the CPU time both threads took per round trip (user and system, getrusage):
+ * what a profiler adds to the program itself (its programs and samples run in the
+ * program's context), which the load of other processes changes far less than the
+ * throughput (a CPU the thread waits for, or its partner woken on the other CPU).
+ *
+ * With CPU, both threads run on that CPU alone: each round trip is then two direct switches
+ * between them, whatever the load elsewhere (unpinned, a round trip costs more or less
+ * depending on whether the threads share a CPU, which a profiler's load changes).
+ *
+ * usage: pingpong [SECONDS [WORK [CPU]]]   (default 3 4000, not pinned)
  */
 #include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +69,13 @@ int main(int argc, char **argv)
 
 	if (argc > 2)
 		work = atol(argv[2]);
+	if (argc > 3) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(atoi(argv[3]), &set);
+		if (sched_setaffinity(0, sizeof(set), &set))
+			return 2;
+	}
 	if (pipe(ping) || pipe(pong) || pthread_create(&t, NULL, ponger, NULL))
 		return 2;
 	start = now_s();
@@ -70,7 +88,12 @@ int main(int argc, char **argv)
 	double took = now_s() - start;
 	round_trip(0);
 	pthread_join(t, NULL);
-	printf("pingpong: %llu round trips in %.3f s = %.0f round trips/s\n", (unsigned long long)n,
-	       took, n / took);
+	struct rusage ru;
+	double cpu = 0;
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+		      (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	printf("pingpong: %llu round trips in %.3f s = %.0f round trips/s, %.3f us of CPU each\n",
+	       (unsigned long long)n, took, n / took, n ? cpu * 1e6 / (double)n : 0.0);
 	return 0;
 }
