@@ -111,7 +111,8 @@ enum result { PASS, FAIL_, SKIPPED };
 /* Copies of the suite on one machine (other checkouts, CI beside a developer) share it
  * through an flock on this file: a runner holds it shared while it runs tests in parallel
  * and exclusive while it runs the tests that need the machine alone, so those run beside
- * no other copy's tests either. Not inherited by tests (closed in each one). */
+ * no other copy's tests either. scripts/run holds it shared while it builds the SAN
+ * variant beside the release tests. Not inherited by tests (closed in each one). */
 #define MACHINE_LOCK "/run/sonde-test/machine.lock"
 /* flock queues nobody: a runner waiting to take the lock exclusive waited as long as other
  * copies kept taking it shared one after another (two other suites' parallel phases kept
@@ -144,7 +145,8 @@ static void machine_lock(int how)
 			flock(machine_lock_fd, how | LOCK_NB) == 0;
 	if (!free_now) {
 		printf("waiting for another run of the suite to %s (" MACHINE_LOCK ")\n",
-		       how == LOCK_EX ? "finish its parallel tests" : "finish its exclusive tests");
+		       how == LOCK_EX ? "finish its parallel tests (or scripts/run's SAN build)"
+				      : "finish its exclusive tests");
 		double t0 = now_s();
 		if (machine_gate_fd >= 0)
 			lock_wait(machine_gate_fd, LOCK_EX);
