@@ -221,19 +221,6 @@ TEST_EXCLUSIVE(system_cpu_list_restricts, 200)
 	test_output_free(&o);
 }
 
-/* Samples a spool being written holds so far (0 while it cannot be read yet). */
-static uint64_t spool_samples(const char *path)
-{
-	struct sonde_spool *s = sonde_spool__open(path, NULL);
-	struct sonde_spool_info in;
-
-	if (!s)
-		return 0;
-	sonde_spool__get_info(s, &in);
-	sonde_spool__close(s);
-	return in.samples;
-}
-
 TEST_EXCLUSIVE(system_ctrl_c_ends_the_recording_cleanly, 120)
 {
 	const char *spool = test_path("int.spool");
@@ -246,7 +233,7 @@ TEST_EXCLUSIVE(system_ctrl_c_ends_the_recording_cleanly, 120)
 	pid_t r = test_spawn(rec);
 	/* interrupted once it has recorded: a loaded or sanitized recorder takes a while to
 	 * read every process before it samples */
-	for (double end = test_now() + 60; spool_samples(spool) < 100; usleep(100 * 1000))
+	for (double end = test_now() + 60; test_spool_samples(spool) < 100; usleep(100 * 1000))
 		ASSERT(test_now() < end);
 	kill(r, SIGINT);
 	ASSERT_INT(test_wait(r, 30), ==, 0);
