@@ -133,7 +133,11 @@ TEST_EXCLUSIVE(system_splits_processes_it_was_never_named, 300)
 	pid_t a = test_spawn(before);
 	usleep(300000);
 	pid_t r = test_spawn(rec);
-	sleep(1);
+	/* started during the recording: once it samples (a sanitized recorder on a loaded
+	 * machine reads every process first, which took more than the 1 s once waited here),
+	 * so that the recording holds enough of it */
+	for (double end = test_now() + 60; test_spool_samples(spool) == 0; usleep(20 * 1000))
+		ASSERT(test_now() < end);
 	pid_t b = test_spawn(during);
 	ASSERT_INT(test_wait(b, 30), ==, 0);
 	ASSERT_INT(test_wait(r, 60), ==, 0);
