@@ -89,6 +89,11 @@ ifeq ($(FUZZ),1)
 .DEFAULT_GOAL := fuzz
 endif
 all: $(SOLIBS) $(PROGRAM_BINS) $(TEST_BIN) $(PROG_BINS) $(EXAMPLE_BINS) $(FUZZ_BINS)
+
+# The examples' and fuzz targets' objects are reached only through pattern rules, which
+# makes them intermediate: make deleted them after linking, and the next make (`make test`
+# after `make`), which names them in their .d files, compiled and linked all of them again.
+.SECONDARY: $(call obj_of,$(wildcard examples/*.c) $(wildcard fuzz/*.c))
 fuzz: $(FUZZ_BINS)
 
 # Objects are rebuilt when the compiler or its flags change: $(B)/cflags holds them and is

@@ -1,7 +1,12 @@
 /* The test runner: forks each registered test into its own process group, enforces its
  * timeout, runs up to N tests at once, shows the captured output of failures whole, and
- * ends with the failed tests' names, the ten slowest tests and, last, the summary line
- * "N passed, N failed, N skipped".
+ * ends with the failed tests' names, the ten slowest tests, each phase's wall and CPU time
+ * and, last, the summary line "N passed, N failed, N skipped".
+ *
+ * A test's CPU time is its process's and every descendant's it waited for (wait4): the
+ * programs it ran and the sonde it recorded them with. Against the wall time it says
+ * whether a phase was bound by the CPUs (CPU time near wall time times the tests at once)
+ * or by waiting, where more tests at once would finish sooner.
  *
  * usage: sonde-test [-l] [-j N] [PATTERN...]   (a test runs when its name contains any
  * PATTERN; -j: tests at once, default the CPUs this process may use, -j1 one after another)
@@ -16,6 +21,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +38,7 @@ struct test_case {
 	int timeout_s;
 	bool exclusive;
 	double took; /* seconds, once it ran */
+	double cpu;  /* user + system seconds of it and the descendants it waited for */
 };
 
 static struct test_case tests[MAX_TESTS];
@@ -44,7 +51,7 @@ static void add_test(const char *name, const char *file, test_fn fn, int timeout
 		fprintf(stderr, "too many tests (raise MAX_TESTS)\n");
 		exit(2);
 	}
-	tests[n_tests++] = (struct test_case){name, file, fn, timeout_s, exclusive, 0};
+	tests[n_tests++] = (struct test_case){name, file, fn, timeout_s, exclusive, 0, 0};
 }
 
 void test_register(const char *name, const char *file, test_fn fn, int timeout_s)
@@ -104,7 +111,8 @@ enum result { PASS, FAIL_, SKIPPED };
 /* Copies of the suite on one machine (other checkouts, CI beside a developer) share it
  * through an flock on this file: a runner holds it shared while it runs tests in parallel
  * and exclusive while it runs the tests that need the machine alone, so those run beside
- * no other copy's tests either. Not inherited by tests (closed in each one). */
+ * no other copy's tests either. scripts/run holds it shared while it builds the SAN
+ * variant beside the release tests. Not inherited by tests (closed in each one). */
 #define MACHINE_LOCK "/run/sonde-test/machine.lock"
 /* flock queues nobody: a runner waiting to take the lock exclusive waited as long as other
  * copies kept taking it shared one after another (two other suites' parallel phases kept
@@ -137,7 +145,8 @@ static void machine_lock(int how)
 			flock(machine_lock_fd, how | LOCK_NB) == 0;
 	if (!free_now) {
 		printf("waiting for another run of the suite to %s (" MACHINE_LOCK ")\n",
-		       how == LOCK_EX ? "finish its parallel tests" : "finish its exclusive tests");
+		       how == LOCK_EX ? "finish its parallel tests (or scripts/run's SAN build)"
+				      : "finish its exclusive tests");
 		double t0 = now_s();
 		if (machine_gate_fd >= 0)
 			lock_wait(machine_gate_fd, LOCK_EX);
@@ -229,7 +238,7 @@ static enum result report(struct job *j, int status)
 		return FAIL_;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		printf("ok   %s (%.2f s)\n", t->name, t->took);
+		printf("ok   %s (%.2f s, CPU %.2f s)\n", t->name, t->took, t->cpu);
 		if (getenv("SONDE_TEST_SHOW")) /* the figures a passing test printed */
 			printf("%s%s", buf, len && buf[len - 1] != '\n' ? "\n" : "");
 		return PASS;
@@ -259,6 +268,7 @@ static bool finish_if_done(struct job *j, struct tally *tl)
 {
 	int status = 0;
 	double now = now_s();
+	struct rusage ru = {0};
 
 	if (!j->timed_out && now > j->start + j->t->timeout_s) {
 		j->timed_out = true;
@@ -267,10 +277,10 @@ static bool finish_if_done(struct job *j, struct tally *tl)
 	if (j->fd >= 0 && !j->timed_out)
 		return false;
 	/* a test that closed its output early is waited for until its deadline */
-	if (!j->timed_out && waitpid(j->pid, &status, WNOHANG) == 0)
+	if (!j->timed_out && wait4(j->pid, &status, WNOHANG, &ru) == 0)
 		return false;
 	if (j->timed_out) {
-		waitpid(j->pid, &status, 0);
+		wait4(j->pid, &status, 0, &ru);
 		if (j->fd >= 0) {
 			close(j->fd);
 			j->fd = -1;
@@ -278,6 +288,8 @@ static bool finish_if_done(struct job *j, struct tally *tl)
 	}
 	kill(-j->pid, SIGKILL);
 	j->t->took = now - j->start;
+	j->t->cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+		    ru.ru_stime.tv_usec / 1e6;
 	enum result res = report(j, status);
 	if (res == FAIL_)
 		tl->failed[tl->counts[FAIL_]] = j->t->name;
@@ -345,6 +357,19 @@ static void run_tests(struct test_case **order, size_t n, int jobs, struct job *
 			}
 		}
 	}
+}
+
+/* A phase of the run (the parallel tests, then the exclusive ones): its wall time, from
+ * when it had the machine lock, and its tests' CPU time. */
+struct phase {
+	double start, wall, cpu;
+};
+
+static void phase_end(struct phase *ph, struct test_case **t, size_t n)
+{
+	ph->wall = now_s() - ph->start;
+	for (size_t i = 0; i < n; i++)
+		ph->cpu += t[i]->cpu;
 }
 
 static bool selected(const struct test_case *t, int argc, char **argv)
@@ -430,13 +455,18 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_stop_signal);
 	signal(SIGTERM, on_stop_signal);
 	signal(SIGHUP, on_stop_signal);
+	struct phase ph_shared = {0}, ph_alone = {0};
 	if (n_shared) {
 		machine_lock(LOCK_SH);
+		ph_shared.start = now_s();
 		run_tests(shared, n_shared, jobs, slots, &tl);
+		phase_end(&ph_shared, shared, n_shared);
 	}
 	if (n_alone) {
 		machine_lock(LOCK_EX);
+		ph_alone.start = now_s();
 		run_tests(alone, n_alone, 1, slots, &tl);
+		phase_end(&ph_alone, alone, n_alone);
 	}
 	if (machine_lock_fd >= 0)
 		close(machine_lock_fd);
@@ -453,7 +483,15 @@ int main(int argc, char **argv)
 	qsort(ran, n_ran, sizeof(ran[0]), by_time_desc);
 	printf("slowest tests:\n");
 	for (size_t i = 0; i < n_ran && i < SLOWEST; i++)
-		printf("%8.2f s  %s\n", ran[i]->took, ran[i]->name);
+		printf("%8.2f s  %s (CPU %.2f s)\n", ran[i]->took, ran[i]->name, ran[i]->cpu);
+	if (n_shared)
+		printf("parallel tests: %zu, %.0f s, CPU %.0f s (%.2f CPUs busy of %d tests at "
+		       "once)\n",
+		       n_shared, ph_shared.wall, ph_shared.cpu,
+		       ph_shared.wall > 0 ? ph_shared.cpu / ph_shared.wall : 0, jobs);
+	if (n_alone)
+		printf("exclusive tests: %zu, %.0f s, CPU %.0f s\n", n_alone, ph_alone.wall,
+		       ph_alone.cpu);
 	printf("%d passed, %d failed, %d skipped\n", tl.counts[PASS], tl.counts[FAIL_],
 	       tl.counts[SKIPPED]);
 	return tl.counts[FAIL_] ? 1 : 0;

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sonde/spool_reader.h>
+
 #include "test.h"
 #include "util.h"
 
@@ -559,4 +561,16 @@ unsigned test_free_tcp_port(void)
 	ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &len));
 	close(fd);
 	return ntohs(a.sin_port);
+}
+
+unsigned long long test_spool_samples(const char *path)
+{
+	struct sonde_spool *s = sonde_spool__open(path, NULL);
+	struct sonde_spool_info in;
+
+	if (!s)
+		return 0;
+	sonde_spool__get_info(s, &in);
+	sonde_spool__close(s);
+	return in.samples;
 }

@@ -85,5 +85,9 @@ unsigned test_free_tcp_port(void);
 int test_count_fds(void);
 /* Monotonic time in seconds. */
 double test_now(void);
+/* Samples a spool being written holds so far (0 while it cannot be read yet): what a test
+ * that interrupts a recording awaits first, since a loaded or sanitized recorder takes a
+ * while to start sampling. */
+unsigned long long test_spool_samples(const char *path);
 
 #endif

@@ -1,6 +1,10 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sonde/service.h>
@@ -188,4 +192,70 @@ void inproc_consumer_small_sndbuf(struct inproc *h, struct tc *c)
 	ASSERT_OK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one)));
 	ASSERT_OK(sonde__service_adopt(h->svc, sv[0], false));
 	tc_open_fd(c, sv[1], "ConsumerPort");
+}
+
+/* One stream of inproc_run_program's program, read from its file once it ended. */
+static char *slurp(const char *path, size_t *len)
+{
+	char *text = test_read_file(path, len);
+
+	if (!text)
+		FAIL("read %s: %s", path, strerror(errno));
+	return text;
+}
+
+void inproc_run_program(struct inproc *h, struct test_output *o, int timeout_s,
+			const char *const argv[])
+{
+	const char *out_path = test_path("inproc-program.out");
+	char err_path[4096];
+	int status;
+
+	snprintf(err_path, sizeof(err_path), "%s", test_path("inproc-program.err"));
+	memset(o, 0, sizeof(*o));
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		FAIL("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int in = open("/dev/null", O_RDONLY);
+		int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+		    dup2(err, 2) < 0)
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		FAIL("pidfd_open: %s", strerror(errno));
+	}
+	double end = test_now() + timeout_s;
+	for (;;) {
+		inproc_run(h);
+		struct pollfd p[2] = {{sonde_service__fd(h->svc), POLLIN, 0}, {pidfd, POLLIN, 0}};
+		double left = end - test_now();
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			close(pidfd);
+			FAIL("%s did not end within %d s", argv[0], timeout_s);
+		}
+		if (poll(p, 2, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+			FAIL("poll: %s", strerror(errno));
+		if (p[1].revents)
+			break;
+	}
+	close(pidfd);
+	/* what it sent before it ended is answered: a reply it did not wait for is none of
+	 * its output */
+	inproc_run(h);
+	if (waitpid(pid, &status, 0) != pid)
+		FAIL("waitpid: %s", strerror(errno));
+	o->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	o->out = slurp(out_path, &o->out_len);
+	o->err = slurp(err_path, &o->err_len);
 }

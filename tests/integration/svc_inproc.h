@@ -66,5 +66,12 @@ int inproc_file_count_when(const char *path, const char *tag, int count);
  * their threads run in real time, and a clock moving seconds in microseconds would take
  * a thread not yet scheduled for a stalled file. */
 void inproc_advance(struct inproc *h, uint64_t ms);
+/* Runs argv (argv[0] a path; a client such as `sonde trace --query` connecting to
+ * h's sockets) to its end, capturing both streams into o as test_run does, the service
+ * run at each of its requests meanwhile: the test waits on the service's fd and the
+ * program's pidfd, no clock moving. Kills it after timeout_s of real time. */
+struct test_output;
+void inproc_run_program(struct inproc *h, struct test_output *o, int timeout_s,
+			const char *const argv[]);
 
 #endif

@@ -121,7 +121,8 @@ TEST_TIMEOUT(trace_cli_ctrl_c_flushes_and_stops, 90)
 	const char *out = test_path("sigint.pftrace");
 
 	/* the producer never commits by itself: only the Ctrl-C flush brings the data */
-	struct client_prod_opts po = {.packets = 60};
+	const char *started = test_path("started.cfg");
+	struct client_prod_opts po = {.packets = 60, .config_out = started};
 	client_svc_start(&r.svc);
 	po.socket = r.svc.psock;
 	r.prod = client_prod_spawn(&po);
@@ -130,7 +131,11 @@ TEST_TIMEOUT(trace_cli_ctrl_c_flushes_and_stops, 90)
 		test_bin("sonde"), "trace", "--socket", r.svc.csock, "-o", out, "-t", "1h",
 		"client.test",	   NULL};
 	pid_t pid = test_spawn(argv);
-	usleep(800 * 1000);
+	/* interrupted once the session runs: the producer's instance started (it writes its
+	 * config, then its packets), not after a fixed 800 ms a loaded machine may not have
+	 * started the session in */
+	for (double end = test_now() + 30; access(started, F_OK) != 0; usleep(10 * 1000))
+		ASSERT(test_now() < end);
 	double t0 = test_now();
 	kill(pid, SIGINT);
 	ASSERT_INT(test_wait(pid, 30), ==, 0);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <sonde/client.h>
+#include <sonde/log.h>
 
 #include "../test.h"
 #include "../util.h"
@@ -25,6 +26,7 @@
 #include "ipc/smb.h"
 #include "ipc/sock.h"
 #include "sec_util.h"
+#include "svc_inproc.h"
 #include "svc_util.h"
 
 enum {
@@ -687,74 +689,72 @@ TEST(integrity_second_sonded_refuses_abstract_names)
 
 /* ------------------------------------------------------------------ accept failures */
 
-enum { TIGHT_FDS = 64, HELD_CONNS = 150 };
+/* The accept warnings the service logged, counted by a log callback. */
+struct accept_warnings {
+	int n, with_count; /* with "N more failures since the last report" */
+};
 
-/* sonded with at most TIGHT_FDS descriptors and its stderr in log. */
-static pid_t spawn_tight(struct sonded *d, const char *log)
+static void count_accept_warning(enum sonde_log_level level, const char *msg, void *ctx)
 {
-	snprintf(d->psock, sizeof(d->psock), "%s", test_path("tight-p.sock"));
-	snprintf(d->csock, sizeof(d->csock), "%s", test_path("tight-c.sock"));
-	snprintf(d->xsock, sizeof(d->xsock), "%s", test_path("tight-x.sock"));
-	const char *argv[] = {test_bin("sonded"), "-p",	       d->psock, "-c", d->csock, "-x",
-			      d->xsock,		  "--no-probes", NULL};
-	fflush(NULL);
-	pid_t pid = fork();
-	ASSERT(pid >= 0);
-	if (pid == 0) {
-		struct rlimit rl = {TIGHT_FDS, TIGHT_FDS};
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0 || setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			_exit(126);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	d->pid = pid;
-	for (double end = test_now() + 10;; usleep(10000)) {
-		int s = sonde__ipc_connect(d->csock);
-		if (s >= 0) {
-			close(s);
-			return pid;
-		}
-		if (test_now() > end)
-			FAIL("sonded did not start listening on %s", d->csock);
-	}
+	struct accept_warnings *w = ctx;
+
+	if (level != SONDE_LOG_WARN || !strstr(msg, "cannot accept connections: "))
+		return;
+	w->n++;
+	w->with_count += strstr(msg, "more failures since the last report") != NULL;
 }
 
-static int count_lines_with(const char *txt, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = txt; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	return n;
-}
-
-/* Out of fds, sonded says so at warn level (the default), about once a second rather
- * than at each of its retries every 100 ms, and counts the failures it did not report. */
+/* Out of fds, the service says so at warn level (the default), once a second of its clock
+ * rather than at each of its listeners' retries every 100 ms, and counts the failures it
+ * did not report. In-process: the test fills its own descriptor table, which is the
+ * service's, and a child whose table is its own connects to both listeners. */
 TEST(integrity_accept_failures_warn_rate_limited)
 {
-	static int held[HELD_CONNS];
-	const char *log = test_path("sonded.log");
+	struct inproc h;
 	struct sonded d;
 	struct tc c;
+	struct accept_warnings w = {0};
+	struct rlimit rl;
+	int ready[2], filled[512], n_filled = 0;
+	char b;
 
-	spawn_tight(&d, log);
-	for (int i = 0; i < HELD_CONNS; i++)
-		held[i] = ASSERT_OK(sonde__ipc_connect(i % 2 ? d.csock : d.psock));
-	usleep(3500000); /* about 35 retries of the listeners */
-	for (int i = 0; i < HELD_CONNS; i++)
-		close(held[i]);
-	tc_open(&c, d.csock, "ConsumerPort"); /* accepting again */
+	inproc_up(&h);
+	inproc_sockets(&h, &d);
+	ASSERT_OK(pipe2(ready, O_CLOEXEC));
+	ASSERT_OK(getrlimit(RLIMIT_NOFILE, &rl));
+	rl.rlim_cur = 256;
+	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &rl));
+	for (int fd; (fd = fcntl(0, F_DUPFD_CLOEXEC, 0)) >= 0;) {
+		ASSERT_INT(n_filled, <, 512);
+		filled[n_filled++] = fd;
+	}
+	ASSERT_INT(errno, ==, EMFILE);
+	pid_t child = fork();
+	ASSERT(child >= 0);
+	if (child == 0) {
+		for (int i = 0; i < n_filled; i++)
+			close(filled[i]);
+		if (sonde__ipc_connect(d.psock) < 0 || sonde__ipc_connect(d.csock) < 0 ||
+		    write(ready[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	ASSERT_INT(read(ready[0], &b, 1), ==, 1);
+	sonde_log__set_callback(count_accept_warning, &w);
+	/* the two listeners fail at 0 and at each of their retries, every 100 ms */
+	inproc_advance(&h, 3500);
+	sonde_log__set_callback(NULL, NULL);
+	printf("%d accept warnings in 3.5 s, %d of them with a count\n", w.n, w.with_count);
+	ASSERT_INT(w.n, ==, 4); /* at 0, 1, 2 and 3 s */
+	ASSERT_INT(w.with_count, ==, 3);
+	for (int i = 0; i < n_filled; i++)
+		close(filled[i]);
+	/* accepting again */
+	inproc_consumer(&h, &c);
 	tc_msg_free(tc_ok(&c, tc_call(&c, "QueryCapabilities", NULL, -1, false)));
 	tc_close(&c);
-	kill(d.pid, SIGTERM);
-	ASSERT_INT(test_wait(d.pid, 20), ==, 0);
-
-	char *txt = test_read_file(log, NULL);
-	ASSERT(txt != NULL);
-	int warned = count_lines_with(txt, "cannot accept connections: ");
-	if (warned < 1 || warned > 6)
-		FAIL("%d accept warnings in 3.5 s:\n%s", warned, txt);
-	ASSERT_CONTAINS(txt, "more failures since the last report");
-	free(txt);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	inproc_down(&h);
 }

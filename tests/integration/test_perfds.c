@@ -448,9 +448,9 @@ TEST_TIMEOUT(perfds_tracepoint_timebase_samples_a_sleeping_program, 300)
 	for (int scoped = 0; scoped < 2; scoped++) {
 		/* ~900 sleeps a second, fewer on a loaded machine, and a system-wide start
 		 * reads every process first: sessions until enough accumulated, each judged
-		 * whole */
+		 * whole, up to a deadline rather than a count of sessions */
 		size_t n = 0, want = scoped ? 50 : 100;
-		for (int round = 0; round < 8 && n < want; round++) {
+		for (double end = test_now() + 90; n < want && test_now() < end;) {
 			if (scoped)
 				snprintf(cfg, sizeof(cfg),
 					 "buffers { size_kb: 65536 fill_policy: DISCARD }\n"

@@ -184,31 +184,71 @@ static void find_meminfo(void *ctx, const uint8_t *p, size_t n)
 		m->ts[m->n++] = ts;
 }
 
+/* The ticks of a sysstats on a clock the test moves: when (on that clock) each packet
+ * with meminfo, and each with cpu_stat, was emitted. */
+struct tick_times {
+	uint64_t now;
+	struct buf *trace;
+	uint64_t mem_at[64], cpu_at[64];
+	int n_mem, n_cpu;
+};
+
+static int tick_emit(void *ctx, const void *packet, size_t len)
+{
+	struct tick_times *tt = ctx;
+	struct meminfo_seen m = {0};
+
+	find_meminfo(&m, packet, len);
+	if (m.n && tt->n_mem < 64)
+		tt->mem_at[tt->n_mem++] = tt->now;
+	if (m.with_cpu && tt->n_cpu < 64)
+		tt->cpu_at[tt->n_cpu++] = tt->now;
+	return probes_collect(tt->trace, packet, len);
+}
+
+/* The periods on the clock passed to sonde__sysstats_tick, which the test moves: every
+ * sample at its due time and none between, a late tick keeping the phase, a whole missed
+ * period skipped. No real time passes. */
 TEST(sysstats_meminfo_at_its_period)
 {
 	static struct sysstats_config c = {.meminfo_period_ms = 100, .stat_period_ms = 250};
 	struct buf trace = BUF_INIT;
+	struct tick_times tt = {.now = 5000000, .trace = &trace};
+	const uint64_t t0 = tt.now;
 	c.meminfo_counters[0] = 1, c.meminfo_counters[1] = 2, c.nmeminfo = 2;
-	struct sysstats *s =
-		ASSERT_NOT_NULL(sonde__sysstats_new(&c, NULL, NULL, probes_collect, &trace));
-	uint64_t end = now_ms() + 1050;
+	struct sysstats *s = ASSERT_NOT_NULL(sonde__sysstats_new(&c, NULL, NULL, tick_emit, &tt));
 
-	for (uint64_t t; (t = now_ms()) < end;) {
-		int64_t d = ASSERT_OK(sonde__sysstats_tick(s, t));
-		ASSERT_INT(d, <=, 250);
-		if (d > 0)
-			usleep((useconds_t)d * 1000);
+	/* on time: ticks exactly when it asks, for 1050 ms */
+	while (tt.now < t0 + 1050) {
+		int64_t d = ASSERT_OK(sonde__sysstats_tick(s, tt.now));
+		ASSERT_INT(d, >, 0);
+		ASSERT_INT(d, <=, 100);
+		tt.now += (uint64_t)d;
 	}
+	ASSERT_INT(tt.n_mem, ==, 11); /* 0, 100, ..., 1000 */
+	for (int i = 0; i < tt.n_mem; i++)
+		ASSERT_UINT(tt.mem_at[i] - t0, ==, 100 * (uint64_t)i);
+	ASSERT_INT(tt.n_cpu, ==, 5); /* stat at 0, 250, ..., 1000 */
+	for (int i = 0; i < tt.n_cpu; i++)
+		ASSERT_UINT(tt.cpu_at[i] - t0, ==, 250 * (uint64_t)i);
+	/* now at 1100, meminfo due: a tick 30 ms late samples, and the next is due at 1200,
+	 * the phase kept, not at 1230 */
+	tt.now = t0 + 1130;
+	ASSERT_INT(ASSERT_OK(sonde__sysstats_tick(s, tt.now)), ==, 70);
+	ASSERT_INT(tt.n_mem, ==, 12);
+	/* a tick 250 ms late (at 1450: 1200, 1300 and 1400 missed) samples once, and the next
+	 * is a period after it */
+	tt.now = t0 + 1450;
+	int n_before = tt.n_mem;
+	ASSERT_INT(ASSERT_OK(sonde__sysstats_tick(s, tt.now)), ==, 50); /* stat due at 1500 */
+	ASSERT_INT(tt.n_mem, ==, n_before + 1);
+	tt.now = t0 + 1500;
+	ASSERT_INT(ASSERT_OK(sonde__sysstats_tick(s, tt.now)), ==, 50); /* meminfo at 1550 */
+	ASSERT_INT(tt.n_mem, ==, n_before + 1);
 	sonde__sysstats_free(s);
 	struct meminfo_seen m = {0};
 	probes_each_packet(&trace, find_meminfo, &m);
-	ASSERT_INT(m.n, >=, 10);
-	ASSERT_INT(m.n, <=, 12);
-	/* Samples keep their phase (a late one does not delay the next), so single gaps vary
-	 * with the machine's load; their mean is the period. */
-	double mean = (double)(m.ts[m.n - 1] - m.ts[0]) / 1e6 / (m.n - 1);
-	ASSERT_DOUBLE_NEAR(mean, 100, 12);
-	ASSERT_INT(m.with_cpu, >=, 4); /* stat at 250 ms: cpu_stat entries in 4 or 5 ticks */
+	ASSERT_INT(m.n, ==, tt.n_mem); /* every packet with meminfo reached the trace */
 	char *text = probes_protoc_decode(&trace);
 	ASSERT_CONTAINS(text, "sys_stats {");
 	ASSERT_CONTAINS(text, "meminfo {\n      key: 1\n");

@@ -286,7 +286,11 @@ TEST_TIMEOUT(probes_system_sonde_trace_sleeper_switches_tree_and_meminfo, 240)
 	       outs, SLEEPS, m.n, gap_ms, MEMINFO_MS);
 	ASSERT_UINT(outs, >=, SLEEPS);
 	ASSERT_UINT(m.n, >=, 4);
-	ASSERT(gap_ms > MEMINFO_MS * 0.8 && gap_ms < MEMINFO_MS * 1.5);
+	/* never faster than the period; how late sonded's loop gets to a tick is the
+	 * machine's load (a SAN run at load 20: mean gap 425 ms for 250), so the schedule
+	 * itself, each sample at its due time, is judged on an injected clock
+	 * (sysstats_meminfo_at_its_period) */
+	ASSERT(gap_ms > MEMINFO_MS * 0.8);
 	free(text);
 	sonde__buf_free(&trace);
 }

@@ -768,7 +768,10 @@ TEST_TIMEOUT(record_sigint_finishes_cleanly, 60)
 
 	test_require_perf();
 	pid_t pid = test_spawn(argv);
-	usleep(1500000);
+	/* interrupted once it has recorded (a loaded or sanitized recorder takes a while to
+	 * start the command and sample it), not after a fixed time */
+	for (double end = test_now() + 30; test_spool_samples(out) < 10; usleep(50 * 1000))
+		ASSERT(test_now() < end);
 	kill(pid, SIGINT);
 	/* The command got the signal too and its status is passed on: 128 + SIGINT. */
 	ASSERT_INT(test_wait(pid, 20), ==, 128 + SIGINT);

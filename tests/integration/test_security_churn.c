@@ -1,8 +1,8 @@
 /* The service against a local user who churns buffer ids or floods requests, and against
  * idle network peers (docs/service.md "Security" and "Limits"). Run as root: the hostile
  * clients are uid nobody, the victims root, as in test_security.c. The buffer-id churn and
- * the idle peers run in-process (svc_inproc.h, the clock moved by the test); the request
- * flood, which measures sonded's RSS, and `sonde trace --query` run against sonded. */
+ * the idle peers and `sonde trace --query` run in-process (svc_inproc.h, the clock moved
+ * by the test); the request flood, which measures sonded's RSS, runs against sonded. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -512,6 +512,7 @@ TEST_TIMEOUT(sec3_idle_network_peers_are_closed_and_relays_have_their_own_slots,
  * know its uid or pid, and says nothing of them. */
 TEST_TIMEOUT(sec3_query_shows_a_network_producer_as_remote, 60)
 {
+	struct inproc h;
 	struct sonded d;
 	struct tprod net, local;
 	struct test_output o;
@@ -519,11 +520,14 @@ TEST_TIMEOUT(sec3_query_shows_a_network_producer_as_remote, 60)
 
 	snprintf(paddr, sizeof(paddr), "127.0.0.1:%u", test_free_tcp_port());
 	snprintf(prod, sizeof(prod), "%s/prod.sock,%s", test_tmpdir(), paddr);
-	sonded_start_at(&d, prod, NULL, NULL);
+	struct sonde_service_opts opts = {.sz = sizeof(opts), .producer_socket = prod};
+	inproc_up_opts(&h, &opts);
+	inproc_sockets(&h, &d);
 	tprod_open(&net, paddr, "over-tcp", false);
 	tprod_open(&local, test_path("prod.sock"), "over-unix", false);
 	snprintf(sock, sizeof(sock), "--socket=%s", d.csock);
-	test_runf(&o, 30, "%s trace %s --query", test_bin("sonde"), sock);
+	inproc_run_program(&h, &o, 30,
+			   (const char *const[]){test_bin("sonde"), "trace", sock, "--query", NULL});
 	ASSERT_INT(o.status, ==, 0);
 	char *line = strstr(o.out, "over-tcp");
 	ASSERT(line != NULL);
@@ -541,5 +545,5 @@ TEST_TIMEOUT(sec3_query_shows_a_network_producer_as_remote, 60)
 	test_output_free(&o);
 	tc_close(&local.t);
 	tc_close(&net.t);
-	sonded_stop(&d);
+	inproc_down(&h);
 }

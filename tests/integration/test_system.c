@@ -133,7 +133,11 @@ TEST_EXCLUSIVE(system_splits_processes_it_was_never_named, 300)
 	pid_t a = test_spawn(before);
 	usleep(300000);
 	pid_t r = test_spawn(rec);
-	sleep(1);
+	/* started during the recording: once it samples (a sanitized recorder on a loaded
+	 * machine reads every process first, which took more than the 1 s once waited here),
+	 * so that the recording holds enough of it */
+	for (double end = test_now() + 60; test_spool_samples(spool) == 0; usleep(20 * 1000))
+		ASSERT(test_now() < end);
 	pid_t b = test_spawn(during);
 	ASSERT_INT(test_wait(b, 30), ==, 0);
 	ASSERT_INT(test_wait(r, 60), ==, 0);
@@ -221,19 +225,6 @@ TEST_EXCLUSIVE(system_cpu_list_restricts, 200)
 	test_output_free(&o);
 }
 
-/* Samples a spool being written holds so far (0 while it cannot be read yet). */
-static uint64_t spool_samples(const char *path)
-{
-	struct sonde_spool *s = sonde_spool__open(path, NULL);
-	struct sonde_spool_info in;
-
-	if (!s)
-		return 0;
-	sonde_spool__get_info(s, &in);
-	sonde_spool__close(s);
-	return in.samples;
-}
-
 TEST_EXCLUSIVE(system_ctrl_c_ends_the_recording_cleanly, 120)
 {
 	const char *spool = test_path("int.spool");
@@ -246,7 +237,7 @@ TEST_EXCLUSIVE(system_ctrl_c_ends_the_recording_cleanly, 120)
 	pid_t r = test_spawn(rec);
 	/* interrupted once it has recorded: a loaded or sanitized recorder takes a while to
 	 * read every process before it samples */
-	for (double end = test_now() + 60; spool_samples(spool) < 100; usleep(100 * 1000))
+	for (double end = test_now() + 60; test_spool_samples(spool) < 100; usleep(100 * 1000))
 		ASSERT(test_now() < end);
 	kill(r, SIGINT);
 	ASSERT_INT(test_wait(r, 30), ==, 0);
