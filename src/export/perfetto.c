@@ -113,6 +113,13 @@ enum {
 	PF_DEFAULT_PRIO = 120,
 	/* sched events held before they are sorted into per-CPU bundles */
 	PF_SCHED_BATCH = 4096,
+	/* without the CPUs' switches, the events made from intervals are held up to this
+	 * many, so that each CPU's sequence is chained in time order (flush_sched) */
+	PF_SCHED_HOLD = 1 << 20,
+	/* threads whose runs one CPU's sequence can hold suspended under another's */
+	PF_CHAIN_DEPTH = 4,
+	/* CPUs chained; events of a CPU numbered above are written as they are */
+	PF_CHAIN_CPUS = 1 << 16,
 	PF_BUNDLE_MAX_EVENTS = 1024,
 };
 
@@ -169,6 +176,18 @@ struct pf_thread {
 	uint32_t pid, tid;
 	char comm[64];
 	bool kept; /* passes the pid, tid and comm filters (pf_enc_opts.select) */
+	/* its switch-in, held until its next switch-out says on which CPU that run was (a
+	 * task does not change CPUs while it runs); meanwhile a sample's CPU stands */
+	bool in_pending, in_sampled;
+	uint32_t in_cpu;
+	uint64_t in_ns;
+};
+
+/* One CPU's sequence as written without the CPUs' switches: the task on it (0: idle)
+ * and the tasks whose runs are suspended under it, innermost last. */
+struct pf_chain {
+	uint32_t cur, n;
+	uint32_t stk[PF_CHAIN_DEPTH];
 };
 
 struct pf_enc {
@@ -194,6 +213,7 @@ struct pf_enc {
 	struct buf in; /* sonde__pf_enc_feed's unconsumed bytes */
 	struct sonde_sym_frame out[MAX_INLINE];
 	ARR(struct pf_sched) sched; /* not yet written */
+	ARR(struct pf_chain) chain; /* by CPU: where each CPU's written sequence stands */
 	/* The spool keeps each CPU's switches (SWITCHES records): they are written as they
 	 * are, and the intervals give only their samples and wakeups. */
 	bool real_switches;
@@ -813,7 +833,12 @@ static int on_sample(struct pf_enc *e, const struct sonde_spool_record *r)
 
 	if (s.thread >= e->threads.n || !s.thread)
 		return -SONDE_E_REFERENCE;
-	if (!e->threads.v[s.thread].kept || !when_kept(e, s.ts, s.cpu))
+	struct pf_thread *t = &e->threads.v[s.thread];
+	if (t->in_pending && !t->in_sampled && s.ts >= t->in_ns && s.cpu != SONDE_SPOOL_CPU_NONE) {
+		t->in_cpu = s.cpu;
+		t->in_sampled = true;
+	}
+	if (!t->kept || !when_kept(e, s.ts, s.cpu))
 		return 0;
 	int err = put_perf_sample(e, &s);
 
@@ -951,6 +976,84 @@ static void put_sched_event(struct pf_enc *e, const struct pf_sched *ev)
 	sonde__pb_end(b, m);
 }
 
+static struct pf_chain *chain_of(struct pf_enc *e, uint32_t cpu)
+{
+	while (e->chain.n <= cpu) {
+		struct pf_chain *c = ARR_PUSH(e->chain);
+		if (!c)
+			return NULL;
+		*c = (struct pf_chain){0};
+	}
+	return &e->chain.v[cpu];
+}
+
+static void add_switch(struct pf_sched *out, uint32_t *n, const struct pf_sched *ev, uint32_t prev,
+		       uint32_t state, uint32_t next)
+{
+	out[(*n)++] =
+		(struct pf_sched){ev->ts, ev->cpu, prev, next, ev->seq, PF_SWITCH, (uint8_t)state};
+}
+
+/* Without the CPUs' switches, each CPU's sequence is made to chain (every switch's prev
+ * the previous one's next): the held switch-outs and switch-ins (sorted by CPU and time)
+ * become switches from and to the task the CPU's sequence has on it. A switch-in while
+ * another task runs there means that task was off the CPU for a wait shorter than
+ * --off-cpu-min (not stacked, so not in the spool): it is switched out as runnable and
+ * back in when the inner run ends. A switch-out while another task is on the CPU (the
+ * thread's first, running since before the recording, or one whose run was suspended
+ * under another's that outlasted it) follows a run of no length: the other task is
+ * switched out as runnable, the thread in and out at once, and the other back in. */
+static int chain_sched(struct pf_enc *e)
+{
+	uint32_t n = 0, cap = e->sched.n * 2;
+	struct pf_sched *out = sonde__calloc(cap ? cap : 1, sizeof(*out));
+
+	if (!out)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < e->sched.n; i++) {
+		const struct pf_sched *ev = &e->sched.v[i];
+		struct pf_chain *c = ev->cpu < PF_CHAIN_CPUS ? chain_of(e, ev->cpu) : NULL;
+		if (!c && ev->cpu < PF_CHAIN_CPUS) {
+			sonde__free(out);
+			return -ENOMEM;
+		}
+		if (!c || ev->kind == PF_WAKING || ev->kind == PF_SWITCH) {
+			out[n++] = *ev;
+			continue;
+		}
+		uint32_t tid = e->threads.v[ev->thread].tid;
+		if (ev->kind == PF_SWITCH_IN) {
+			if (c->cur == tid)
+				continue;
+			if (c->cur && c->n < PF_CHAIN_DEPTH)
+				c->stk[c->n++] = c->cur;
+			add_switch(out, &n, ev, c->cur, SONDE_OFFCPU_RUNNABLE, tid);
+			c->cur = tid;
+			continue;
+		}
+		if (c->cur == tid) {
+			uint32_t next = c->n ? c->stk[--c->n] : 0;
+			add_switch(out, &n, ev, tid, ev->state, next);
+			c->cur = next;
+			continue;
+		}
+		for (uint32_t k = 0; k < c->n; k++)
+			if (c->stk[k] == tid) {
+				memmove(c->stk + k, c->stk + k + 1,
+					(c->n - k - 1) * sizeof(*c->stk));
+				c->n--;
+				break;
+			}
+		add_switch(out, &n, ev, c->cur, SONDE_OFFCPU_RUNNABLE, tid);
+		add_switch(out, &n, ev, tid, ev->state, c->cur);
+	}
+	sonde__free(e->sched.v);
+	e->sched.v = out;
+	e->sched.n = n;
+	e->sched.cap = cap ? cap : 1;
+	return 0;
+}
+
 /* Writes the held sched events as FtraceEventBundles, one CPU's events in time order per
  * bundle (at most PF_BUNDLE_MAX_EVENTS each). */
 static int flush_sched(struct pf_enc *e)
@@ -979,6 +1082,8 @@ static int flush_sched(struct pf_enc *e)
 	if (!e->sched.n)
 		return 0;
 	qsort(e->sched.v, e->sched.n, sizeof(*e->sched.v), sched_cmp);
+	if (!e->real_switches && (err = chain_sched(e)) < 0)
+		return err;
 	for (uint32_t i = 0; i < e->sched.n && !err;) {
 		uint32_t cpu = e->sched.v[i].cpu, n = 0;
 		size_t m = sonde__pb_begin(&e->pkt, F_PACKET_FTRACE_EVENTS);
@@ -1029,17 +1134,45 @@ static int on_offcpu(struct pf_enc *e, const struct sonde_spool_record *r)
 	if (err || o->cpu == SONDE_SPOOL_CPU_NONE)
 		return err;
 	e->offcpu++;
-	if (!e->real_switches && out_kept)
+	struct pf_thread *t = &e->threads.v[o->thread];
+	/* the run from the previous switch-in ended here: it was on this CPU */
+	if (!e->real_switches && t->in_pending) {
+		t->in_pending = false;
+		uint32_t cpu = t->in_ns <= o->switch_out_ns ? o->cpu : t->in_cpu;
+		if (when_kept(e, t->in_ns, cpu))
+			err = push_sched(e, t->in_ns, cpu, o->thread, PF_SWITCH_IN, 0, 0);
+	}
+	if (!err && !e->real_switches && out_kept)
 		err = push_sched(e, o->switch_out_ns, o->cpu, o->thread, PF_SWITCH_OUT, state, 0);
 	if (!err && o->wakeup_ns && o->wakeup_ns >= o->switch_out_ns &&
 	    o->wakeup_ns <= o->switch_in_ns && state != SONDE_OFFCPU_RUNNABLE &&
 	    when_kept(e, o->wakeup_ns, o->cpu))
 		err = push_sched(e, o->wakeup_ns, o->cpu, o->thread, PF_WAKING, 0, o->waker_tid);
-	if (!err && !(o->flags & SONDE_OFFCPU_OPEN) && !e->real_switches &&
-	    when_kept(e, o->switch_in_ns, o->cpu))
-		err = push_sched(e, o->switch_in_ns, o->cpu, o->thread, PF_SWITCH_IN, 0, 0);
-	if (!err && e->sched.n >= PF_SCHED_BATCH)
+	if (!err && !(o->flags & SONDE_OFFCPU_OPEN) && !e->real_switches) {
+		t->in_pending = true;
+		t->in_sampled = false;
+		t->in_cpu = o->cpu;
+		t->in_ns = o->switch_in_ns;
+	}
+	if (!err && e->sched.n >= (e->real_switches ? PF_SCHED_BATCH : PF_SCHED_HOLD))
 		err = flush_sched(e);
+	return err;
+}
+
+/* The held switch-ins, each on the CPU of the thread's first sample after it, else the
+ * CPU it left. */
+static int push_pending_ins(struct pf_enc *e)
+{
+	int err = 0;
+
+	for (uint32_t i = 1; i < e->threads.n && !err; i++) {
+		struct pf_thread *t = &e->threads.v[i];
+		if (!t->in_pending)
+			continue;
+		t->in_pending = false;
+		if (when_kept(e, t->in_ns, t->in_cpu))
+			err = push_sched(e, t->in_ns, t->in_cpu, i, PF_SWITCH_IN, 0, 0);
+	}
 	return err;
 }
 
@@ -1142,7 +1275,9 @@ static int on_switches(struct pf_enc *e, const struct sonde_spool_record *r)
 
 int sonde__pf_enc_flush(struct pf_enc *e)
 {
-	return e ? flush_sched(e) : 0;
+	int err = e ? push_pending_ins(e) : 0;
+
+	return e && !err ? flush_sched(e) : err;
 }
 
 int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
@@ -1186,7 +1321,7 @@ int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r)
 	case SONDE_SPOOL_REC_END:
 		/* threads that never had a sample still get their names */
 		err = e->started ? flush_process_tree(e, e->hdr.start_monotonic_ns) : 0;
-		return err ? err : flush_sched(e);
+		return err ? err : sonde__pf_enc_flush(e);
 	default:
 		return 0;
 	}
@@ -1306,6 +1441,7 @@ void sonde__pf_enc_free(struct pf_enc *e)
 	ARR_FREE(e->pending);
 	ARR_FREE(e->path);
 	ARR_FREE(e->sched);
+	ARR_FREE(e->chain);
 	sonde__u64map_free(&e->pids);
 	sonde__u64map_free(&e->tids);
 	sonde__u64map_free(&e->unknown_tracks);

@@ -81,7 +81,8 @@ void sonde__pf_enc_free(struct pf_enc *e);
  * PerfSample with its interned data for each sample and for each off-CPU interval's
  * blocking stack (at its switch-out), whose sched_switch/sched_waking events are held and
  * written as per-CPU FtraceEventBundles in time order at the END record, every
- * PF_SCHED_BATCH events, or by sonde__pf_enc_flush. 0 or -errno / -SONDE_E_*. */
+ * PF_SCHED_BATCH events (PF_SCHED_HOLD without the CPUs' switches, whose sequences are
+ * chained per CPU: docs/exports.md), or by sonde__pf_enc_flush. 0 or -errno / -SONDE_E_*. */
 int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r);
 /* Decodes spool bytes incrementally (a live stream, possibly cut anywhere) and feeds each
  * complete record to sonde__pf_enc_record; an incomplete tail is kept for the next call. */
@@ -98,7 +99,8 @@ int sonde__pf_enc_ended(const struct pf_enc *e);
 uint64_t sonde__pf_enc_samples(const struct pf_enc *e);
 /* Off-CPU intervals put on the timeline so far (those with a known CPU). */
 uint64_t sonde__pf_enc_offcpu(const struct pf_enc *e);
-/* Writes the sched events still held (a stream that ends without its END record). */
+/* Writes the sched events still held, the switch-ins waiting for their thread's next
+ * switch-out among them (a stream that ends without its END record, a flush). */
 int sonde__pf_enc_flush(struct pf_enc *e);
 
 /* Frames a packet as a Trace record (0x0A varint(len) packet) followed by the trusted

@@ -209,11 +209,26 @@ TEST_EXCLUSIVE(export_perfetto_offcpu_recording_thread_states, 300)
 	decode_file(trace, &t);
 	ASSERT_INT(t.missing_interned, ==, 0);
 
-	/* per CPU, the events in file order are in time order */
-	for (size_t i = 0; i < t.n_sched; i++)
+	/* per CPU, the events in file order are in time order, and the switches chain (each
+	 * one's prev is the previous one's next), so Trace Processor's sched slices close */
+	size_t switches = 0;
+	for (size_t i = 0; i < t.n_sched; i++) {
+		const struct pft_sched *prev = NULL;
 		for (size_t j = i + 1; j < t.n_sched; j++)
 			if (t.sched[j].cpu == t.sched[i].cpu)
 				ASSERT_UINT(t.sched[j].ts, >=, t.sched[i].ts);
+		if (t.sched[i].waking)
+			continue;
+		for (size_t j = i; j-- > 0 && !prev;)
+			if (!t.sched[j].waking && t.sched[j].cpu == t.sched[i].cpu)
+				prev = &t.sched[j];
+		if (prev && prev->next_pid != t.sched[i].prev_pid)
+			FAIL("cpu %u at %llu: a switch from %u after one to %u", t.sched[i].cpu,
+			     (unsigned long long)t.sched[i].ts, t.sched[i].prev_pid,
+			     prev->next_pid);
+		switches++;
+	}
+	ASSERT_UINT(switches, >, 20);
 
 	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 	uint64_t n = sonde_spool__offcpu_count(s), checked = 0, asleep_ns = 0, slept_ns = 0;
