@@ -380,7 +380,8 @@ static uint64_t spool_offcpu_ns(struct sonde_spool *s, uint32_t tid)
  * delivered, so each CPU's timeline chains (every switch's prev is the previous one's
  * next: the idle task only where the CPU was idle), and each thread of the workload is
  * off the CPU on the timeline as long as the spool (what report --metric wall weighs)
- * says, within 1 %. */
+ * says, within 1 %. The threads compared are those of the workload's own process (its
+ * truth file's pid), not other copies of it that the machine ran meanwhile. */
 static void switches_chain(const char *backend, const char *rings)
 {
 	const char *spool = test_path("sys.spool"), *trace = test_path("sys.pftrace");
@@ -447,10 +448,15 @@ static void switches_chain(const char *backend, const char *rings)
 		in.threads = 0;
 		compared = 1;
 	}
+	/* its own workload's threads: the machine may run other copies of it, which start
+	 * and end inside the recording */
+	char *truth = ASSERT_NOT_NULL(test_read_file(test_path("truth"), NULL));
+	uint32_t pid = (uint32_t)offcpu_truth_value(truth, "pid");
+	free(truth);
 	for (uint32_t id = 1; id <= in.threads; id++) {
 		struct sonde_spool_thread th;
 		ASSERT_OK(sonde_spool__get_thread(s, id, &th));
-		if (strcmp(th.comm, "offcpu_split"))
+		if (th.pid != pid)
 			continue;
 		uint64_t want = spool_offcpu_ns(s, th.tid), got = trace_offcpu_ns(ev, n, th.tid);
 		printf("tid %u: spool %.3f ms off the CPU, trace %.3f ms\n", th.tid, want / 1e6,
