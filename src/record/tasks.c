@@ -1,5 +1,5 @@
 /* The recorder's task model (tasks.h): processes in an array indexed by pid (a hash),
- * threads in an open-addressing hash on tid, the names of the threads that exited, by tid. */
+ * threads in an open-addressing hash on tid, what the threads that exited left, by tid. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -238,18 +238,21 @@ struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t ti
 	return t;
 }
 
-void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid)
+void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid, uint64_t exit_ns)
 {
 	struct rec_thread *t = sonde__tasks_thread(ts, tid, false);
 
 	if (!t)
 		return;
-	if (t->comm[0] && !ts->gone)
+	bool keep = t->comm[0] || t->defined;
+	if (keep && !ts->gone)
 		ts->gone = sonde__calloc(REC_GONE_NAMES, sizeof(*ts->gone));
-	if (t->comm[0] && ts->gone) {
+	if (keep && ts->gone) {
 		struct rec_gone_name *g = &ts->gone[(uint32_t)tid % REC_GONE_NAMES];
 		g->tid = tid;
 		g->pid = t->pid;
+		g->spool_id = t->defined ? t->spool_id : 0;
+		g->exit_ns = exit_ns;
 		memcpy(g->comm, t->comm, sizeof(g->comm));
 	}
 	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
@@ -268,6 +271,16 @@ void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid)
 		}
 	}
 	ts->n_threads--;
+}
+
+struct rec_gone_name *sonde__tasks_gone(struct rec_tasks *ts, const struct rec_thread *t, pid_t tid,
+					pid_t pid)
+{
+	struct rec_gone_name *g = ts->gone ? &ts->gone[(uint32_t)tid % REC_GONE_NAMES] : NULL;
+
+	if (!g || g->tid != tid || g->pid != pid || (t && t->since > g->exit_ns))
+		return NULL;
+	return g;
 }
 
 /* The name thread tid of pid had when it exited, if it is kept: into comm, true. (Of

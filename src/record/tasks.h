@@ -1,5 +1,5 @@
-/* The recorder's task model: its processes and threads, hashed by pid and tid, and the
- * names of the threads that exited last. Internal.
+/* The recorder's task model: its processes and threads, hashed by pid and tid, and what
+ * the threads that exited last left (name, spool thread, exit time). Internal.
  *
  * It knows nothing of perf events, rings or the spool: track.c calls it for the side-band
  * records (FORK, COMM, EXIT, MMAP2) and the samples, and the other parts keep their
@@ -32,9 +32,13 @@ enum { REC_GONE_NAMES = 1 << 15 };
 
 struct rec_offcpu;
 
-/* The name an exited thread had (struct rec_tasks.gone). */
+/* What an exited thread left (struct rec_tasks.gone): its name, and its spool thread and
+ * exit time, so that a record of it processed after its exit record is written under the
+ * same spool thread (one definition and one EXIT per task, docs/record.md "Accounting"). */
 struct rec_gone_name {
 	pid_t tid, pid;
+	uint32_t spool_id; /* its spool thread; 0: never defined (yet) */
+	uint64_t exit_ns;  /* its EXIT's time (the kernel's exit record, or its last sighting) */
 	char comm[16];
 };
 
@@ -91,10 +95,11 @@ struct rec_tasks {
 	struct u64map proc_index;   /* pid -> its index in procs */
 	struct rec_thread *threads; /* open addressing on tid, cap a power of two */
 	size_t n_threads, cap_threads;
-	/* The names of the threads that exited: per-CPU events still sample a task on its
-	 * way out after its exit record, and its open off-CPU interval is written at the end,
-	 * when /proc no longer names it. REC_GONE_NAMES entries by tid, allocated at the first
-	 * exit (NULL until then, or when out of memory: names are then only lost). */
+	/* What the threads that exited left: per-CPU events still sample a task on its way
+	 * out after its exit record, and its open off-CPU interval is written at the end,
+	 * when /proc no longer names it; both are written under its spool thread. REC_GONE_NAMES
+	 * entries by tid, allocated at the first exit (NULL until then, or when out of memory:
+	 * names are then only lost). */
 	struct rec_gone_name *gone;
 	uint64_t procs_created, threads_created; /* entries ever made (the summary's counts) */
 };
@@ -161,8 +166,15 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
  * record is of a predecessor of that tid (*stale set) or no memory. */
 struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t tid,
 				       const char *comm, uint64_t time, bool *stale);
-/* Removes tid, keeping its name for samples that come after its exit. */
-void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid);
+/* Removes tid, which exited at exit_ns: its name, spool thread (when defined) and exit
+ * time are kept for the records of it that come after its exit record. */
+void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid, uint64_t exit_ns);
+/* What thread tid of pid left when it exited, if it is kept and t (the thread table's
+ * entry for tid now, or NULL) is still that task: t was created by a record that came
+ * after the exit (since 0), not by a fork or a /proc scan of a new task with that tid
+ * (since after the exit). NULL otherwise. */
+struct rec_gone_name *sonde__tasks_gone(struct rec_tasks *ts, const struct rec_thread *t, pid_t tid,
+					pid_t pid);
 /* The name a sample of tid of pid is written with: t's name (t->pid is set to pid, its
  * name dropped, when the tid was another process's), else /proc's, else the one it had
  * when it exited, else its process's (the main thread's, live or exited: a thread is

@@ -20,15 +20,26 @@
 #include "record/stack.h"
 #include "symbol/elfimg.h"
 
-/* Thread tid exits at `end`: its off-CPU state ends, its name is kept for later samples. */
-static void thread_remove(struct sonde_recorder *r, pid_t tid, uint64_t end)
+/* Thread tid of pid exits at exit_ns (what the recorder knows of it reaches `end`): its
+ * off-CPU state ends (what that writes of it comes before its EXIT, which is written when
+ * it is defined in the spool), and what it left is kept for the records of it that come
+ * after its exit record (sonde__rec_thread_id writes them under the same spool thread). */
+static int thread_exit(struct sonde_recorder *r, pid_t tid, pid_t pid, uint64_t exit_ns,
+		       uint64_t end)
 {
 	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
+	int err;
 
 	if (!t)
-		return;
-	sonde__rec_error(r, sonde__rec_offcpu_forget(r, t, end));
-	sonde__tasks_thread_remove(&r->tasks, tid);
+		return 0;
+	/* not through sonde__rec_time: an EXIT's time need not follow the records' */
+	err = sonde__rec_offcpu_forget(r, t, end);
+	if (!err && t->defined && t->pid == pid)
+		err = sonde_spool_writer__add_exit(r->spool, exit_ns, t->spool_id);
+	if (t->pid != pid)
+		t->defined = false; /* another process's thread: nothing of it is kept */
+	sonde__tasks_thread_remove(&r->tasks, tid, exit_ns);
+	return err ? sonde__rec_error(r, err) : 0;
 }
 
 int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p)
@@ -54,15 +65,8 @@ int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *
 	for (size_t i = 0; i < n && !err; i++) {
 		struct rec_thread *t = sonde__tasks_thread(&r->tasks, tids[i], false);
 		uint64_t end = t->seen_ns;
-		/* not through sonde__rec_time: an EXIT's time need not follow the records' */
-		if (t->defined)
-			err = sonde_spool_writer__add_exit(r->spool, end, t->spool_id);
-		if (err) {
-			err = sonde__rec_error(r, err);
-			break;
-		}
 		sonde__rec_close_thread_events(r, tids[i]);
-		thread_remove(r, tids[i], end);
+		err = thread_exit(r, tids[i], pid, end, end);
 	}
 	sonde__free(tids);
 	return err;
@@ -157,7 +161,12 @@ int sonde__rec_retire(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 	return err ? sonde__rec_error(r, err) : 0;
 }
 
-/* The spool id of a thread, defining it on first use (and after a rename). */
+/* The spool id of a thread, defining it on first use (and after a rename). A record of a
+ * thread processed after its exit record (per-CPU events sample it on its way out; a wait
+ * it was preempted in on the way out is written at its end) is the exited task's: it is
+ * written under the spool thread the task had, or, when the task was never defined,
+ * under one defined now and given the EXIT it would have had; never defined a second
+ * time without an exit (docs/record.md, "Accounting"). */
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id)
 {
@@ -169,9 +178,23 @@ int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid
 		*id = t->spool_id;
 		return 0;
 	}
+	struct rec_gone_name *g = sonde__tasks_gone(&r->tasks, t, tid, pid);
+	if (g && g->spool_id) {
+		t->pid = pid;
+		memcpy(t->comm, g->comm, sizeof(t->comm));
+		t->spool_id = g->spool_id;
+		t->defined = true;
+		*id = t->spool_id;
+		return 0;
+	}
 	sonde__tasks_name(&r->tasks, t, pid);
 	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
 						 (uint32_t)tid, t->comm, &t->spool_id);
+	if (!err && g) {
+		/* not through sonde__rec_time: it exited before this record */
+		err = sonde_spool_writer__add_exit(r->spool, g->exit_ns, t->spool_id);
+		g->spool_id = t->spool_id;
+	}
 	if (err)
 		return sonde__rec_error(r, err);
 	t->defined = true;
@@ -570,15 +593,13 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 	 * reused (and attached again): it ends nothing of the new one. */
 	if (t && rec->time < t->since)
 		return 0;
-	/* its life ends here (docs/record.md, "Accounting"): readers stop counting it */
-	if (t && t->defined && t->pid == (pid_t)e->pid) {
-		int err = sonde_spool_writer__add_exit(r->spool, sonde__rec_time(r, rec->time),
-						       t->spool_id);
-		if (err)
-			return sonde__rec_error(r, err);
-	}
+	/* its life ends here (docs/record.md, "Accounting"): readers stop counting it but
+	 * for the records of it that follow (written under the same spool thread) */
+	uint64_t exit_ns = sonde__rec_time(r, rec->time);
 	sonde__rec_close_thread_events(r, (pid_t)e->tid);
-	thread_remove(r, (pid_t)e->tid, r->last_time);
+	int err = thread_exit(r, (pid_t)e->tid, (pid_t)e->pid, exit_ns, r->last_time);
+	if (err)
+		return err;
 	if (e->pid != e->tid)
 		return 0;
 	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)e->pid, false);
@@ -587,7 +608,7 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 	if (!(p = sonde__tasks_process_exit(&r->tasks, (pid_t)e->pid, rec->time)))
 		return 0;
 	/* Retiring is idempotent: a liveness check may have marked it exited already. */
-	int err = sonde__rec_retire(r, p, rec->time);
+	err = sonde__rec_retire(r, p, rec->time);
 	if (r->system_wide)
 		sonde__rec_forget_exited(r);
 	return err;

@@ -19,6 +19,7 @@
 #include "../test.h"
 #include "../util.h"
 #include "acct_util.h"
+#include "base/u64map.h"
 #include "offcpu_util.h"
 
 /* Skips without tracefs's sched tracepoints or the right to open them. */
@@ -836,15 +837,28 @@ TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
 	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 	struct sonde_spool_info in;
 	struct sonde_spool_thread t;
-	uint32_t named = 0;
+	uint32_t named = 0, exited = 0;
+	uint64_t exit_ns;
+	struct u64map seen = U64MAP_INIT;
 
 	sonde_spool__get_info(s, &in);
-	for (uint32_t i = 1; i <= in.threads; i++)
-		if (sonde_spool__get_thread(s, i, &t) == 0 && !strcmp(t.comm, "true"))
-			named++;
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		if (sonde_spool__get_thread(s, i, &t) < 0 || strcmp(t.comm, "true"))
+			continue;
+		/* one definition each: a record after its exit record is the same thread's */
+		if (sonde__u64map_get(&seen, t.tid))
+			FAIL("true %u defined twice", t.tid);
+		ASSERT_OK(sonde__u64map_put(&seen, t.tid, i));
+		named++;
+		exited += sonde_spool__get_thread_exit(s, i, &exit_ns) == 0;
+	}
+	sonde__u64map_free(&seen);
 	sonde_spool__close(s);
-	printf("%u of 600 tasks of true in the spool under their name\n", named);
+	printf("%u of 600 tasks of true in the spool under their name, %u with an exit\n", named,
+	       exited);
 	ASSERT_UINT(named, >=, 300);
+	/* each ends: it exited before the recording did (it had 320 exits of 591) */
+	ASSERT_UINT(exited, ==, named);
 }
 
 /* Runs `sonde report --summary ARGS SPOOL` into *o, printed; fails unless it succeeds. */
@@ -1174,7 +1188,10 @@ TEST(offcpu_wall_metric_weighs_samples_by_the_switches)
 
 /* The recorder writes each recorded thread's exit (EXIT records), so that its life ends
  * there: two sleeps of a launched shell, 0.2 s and 0.4 s, exit after their naps and
- * before the recording ends, each after its last interval starts. */
+ * before the recording ends. Each is defined once, with its EXIT after its nap: a record
+ * of it processed after its exit record (an interval of a sleep preempted on its way out
+ * ends after it) is the same spool thread's, where it used to define the sleep a second
+ * time, with no exit. */
 TEST_TIMEOUT(offcpu_record_writes_each_thread_exit, 120)
 {
 	const char *spool = test_path("exits.spool");
@@ -1182,6 +1199,7 @@ TEST_TIMEOUT(offcpu_record_writes_each_thread_exit, 120)
 	struct sonde_spool_thread t;
 	struct sonde_spool_offcpu iv;
 	struct sonde_spool_info in;
+	uint32_t tids[2];
 	int sleeps = 0;
 
 	const char *script = test_path("exits.sh"), *text = "sleep 0.2 & sleep 0.4; wait\n";
@@ -1195,24 +1213,36 @@ TEST_TIMEOUT(offcpu_record_writes_each_thread_exit, 120)
 	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 	sonde_spool__get_info(s, &in);
 	for (uint32_t i = 1; i <= in.threads; i++) {
-		uint64_t exit_ns, last_out = 0;
+		uint64_t exit_ns, nap_in = 0, nap = 0, last_in = 0;
 		ASSERT_OK(sonde_spool__get_thread(s, i, &t));
 		if (strcmp(t.comm, "sleep"))
 			continue;
-		for (uint64_t k = 0; sonde_spool__get_offcpu(s, k, &iv) == 0; k++)
-			if (iv.thread == i && iv.switch_out_ns > last_out)
-				last_out = iv.switch_out_ns;
+		for (int k = 0; k < sleeps; k++)
+			if (tids[k] == t.tid)
+				FAIL("sleep %u defined twice", t.tid);
+		for (uint64_t k = 0; sonde_spool__get_offcpu(s, k, &iv) == 0; k++) {
+			if (iv.thread != i)
+				continue;
+			if (iv.switch_in_ns - iv.switch_out_ns > nap) {
+				nap = iv.switch_in_ns - iv.switch_out_ns;
+				nap_in = iv.switch_in_ns;
+			}
+			if (iv.switch_in_ns > last_in)
+				last_in = iv.switch_in_ns;
+		}
 		int err = sonde_spool__get_thread_exit(s, i, &exit_ns);
-		printf("sleep %u: defined %.3f s, last switch-out %.3f s, exit %.3f s (%d)\n",
-		       t.tid, (t.time_ns - in.header.start_monotonic_ns) / 1e9,
-		       (last_out - in.header.start_monotonic_ns) / 1e9,
+		printf("sleep %u: defined %.3f s, nap %.3f s to %.3f s, last interval to %.3f s, "
+		       "exit %.3f s (%d)\n",
+		       t.tid, (t.time_ns - in.header.start_monotonic_ns) / 1e9, nap / 1e9,
+		       (nap_in - in.header.start_monotonic_ns) / 1e9,
+		       (last_in - in.header.start_monotonic_ns) / 1e9,
 		       err ? 0 : (exit_ns - in.header.start_monotonic_ns) / 1e9, err);
-		if (!last_out)
-			continue; /* a definition written after the exit, for a count */
 		ASSERT_OK(err);
-		ASSERT_UINT(exit_ns, >=, last_out);
+		ASSERT_UINT(nap, >=, 150000000); /* its nap, written before its exit */
+		ASSERT_UINT(exit_ns, >=, nap_in);
 		ASSERT_UINT(exit_ns, >=, t.time_ns);
-		sleeps++;
+		ASSERT_INT(sleeps, <, 2);
+		tids[sleeps++] = t.tid;
 	}
 	ASSERT_INT(sleeps, ==, 2);
 	sonde_spool__close(s);

@@ -195,8 +195,8 @@ static void kernel_sample(struct sonde_recorder *r, uint32_t tid, uint64_t time)
  * seen at its exec's COMM; its first sample, processed once it had left /proc (on a loaded
  * machine the first batch is processed seconds late), was written under its bare id, and
  * so was everything after its exit (`report --folded-roots thread` showed "ID-ID/ID" on
- * its exit path while other tables named it). Every definition of it in the spool is now
- * named by the COMM. */
+ * its exit path while other tables named it). Its one definition in the spool is named by
+ * the COMM. */
 TEST(record_exec_of_an_unseen_fork_is_written_under_its_name)
 {
 	struct buf b = BUF_INIT;
@@ -228,9 +228,136 @@ TEST(record_exec_of_an_unseen_fork_is_written_under_its_name)
 		ASSERT_UINT(t.pid, ==, Q);
 		ASSERT_STR_EQ(t.comm, "sleep");
 	}
-	ASSERT_UINT(defs, ==, 2);
+	/* one definition, the EXIT's: the sample after the exit is the same spool thread's */
+	ASSERT_UINT(defs, ==, 1);
 	sonde_spool__close(s);
 	sonde_spool_writer__free(r->spool);
+	sonde__tasks_free(&r->tasks);
+	sonde__buf_free(&b);
+	free(r);
+}
+
+/* The definitions of tid in the spool: their count; how many have an EXIT into *exits,
+ * the last one's EXIT time (UINT64_MAX: none) into *exit_ns. */
+static uint32_t definitions(const struct sonde_spool *s, uint32_t tid, uint64_t *exit_ns,
+			    uint32_t *exits)
+{
+	struct sonde_spool_info in;
+	struct sonde_spool_thread t;
+	uint32_t defs = 0;
+
+	*exit_ns = UINT64_MAX;
+	*exits = 0;
+	sonde_spool__get_info(s, &in);
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &t));
+		if (t.tid != tid)
+			continue;
+		defs++;
+		*exit_ns = UINT64_MAX;
+		if (sonde_spool__get_thread_exit(s, i, exit_ns) == 0)
+			(*exits)++;
+	}
+	return defs;
+}
+
+/* Records of a task processed after its exit record belong to it: per-CPU events sample
+ * it on its way out (do_exit), and a wait it was preempted in on the way out is written
+ * at its end. Each used to define the task again, with no EXIT (in a system-wide
+ * recording of 600 runs of /bin/true, 591 were in the spool and 320 had an EXIT), so
+ * that readers counted it from there to the end of the recording. Q is sampled, waits
+ * 2500..3000 (S), exits at 4000, is preempted at 4050, runs again at 4150, is sampled at
+ * 4180 and leaves the CPU dead at 4200: one definition, one EXIT at 4000, its life to
+ * 4150 (the end of the wait after its exit), each wait counted once. Q + 1 exits before
+ * any record of it and is sampled after: defined once, with the EXIT it had; its tid
+ * forked again later is a new task. */
+TEST(record_records_after_an_exit_are_the_exited_task_s)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	const uint32_t Q1 = Q + 1;
+	struct perf_rec exit_q = {.type = PERF_RECORD_EXIT,
+				  .time = 4000,
+				  .task = {.pid = Q, .ppid = P, .tid = Q, .ptid = P}};
+	struct perf_rec exit_q1 = {.type = PERF_RECORD_EXIT,
+				   .time = 5000,
+				   .task = {.pid = Q1, .ppid = P, .tid = Q1, .ptid = P}};
+	bool stale;
+
+	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, Q, true));
+	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q, P, Q, P, 1500));
+	ASSERT_NOT_NULL(sonde__tasks_rename(&r->tasks, Q, Q, "true", 1600, &stale));
+	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, Q1, true));
+	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q1, P, Q1, P, 1700));
+	ASSERT_NOT_NULL(sonde__tasks_rename(&r->tasks, Q1, Q1, "true", 1800, &stale));
+
+	kernel_sample(r, Q, 2000);
+	switch_rec(r, Q, Q, 1, 0, 2500); /* S */
+	switch_rec(r, 0, 0, 0, Q, 3000);
+	ASSERT_OK(sonde__rec_process_record(r, &exit_q));
+	switch_rec(r, Q, Q, 0, 0, 4050); /* preempted on its way out */
+	switch_rec(r, 0, 0, 0, Q, 4150); /* the wait is written now, after the exit */
+	kernel_sample(r, Q, 4180);
+	switch_rec(r, Q, Q, 0x10, 0, 4200);		   /* EXIT_DEAD: its last switch-out */
+	ASSERT_OK(sonde__rec_process_record(r, &exit_q1)); /* no record of it before */
+	kernel_sample(r, Q1, 5100);
+	kernel_sample(r, Q1, 5200);
+	/* Q1's pid and tid start a new task */
+	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q1, P, Q1, P, 6000));
+	kernel_sample(r, Q1, 6100);
+	ASSERT_UINT(r->sum.samples_written, ==, 5);
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	uint64_t exit_ns;
+	uint32_t exits;
+	ASSERT_UINT(definitions(s, Q, &exit_ns, &exits), ==, 1);
+	ASSERT_UINT(exits, ==, 1);
+	ASSERT_UINT(exit_ns, ==, 4000);
+	/* the first task of Q1: defined at its first record, with its EXIT; the second: no
+	 * exit yet */
+	ASSERT_UINT(definitions(s, Q1, &exit_ns, &exits), ==, 2);
+	ASSERT_UINT(exits, ==, 1);
+	ASSERT_UINT(exit_ns, ==, UINT64_MAX);
+	struct sonde_spool_info in;
+	struct sonde_spool_thread t;
+	sonde_spool__get_info(s, &in);
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &t));
+		if (t.tid == Q1 && t.time_ns < 6000) {
+			ASSERT_STR_EQ(t.comm, "true");
+			ASSERT_OK(sonde_spool__get_thread_exit(s, i, &exit_ns));
+			ASSERT_UINT(exit_ns, ==, 5000);
+		}
+	}
+	/* every sample of Q under its one thread */
+	struct sonde_spool_sample smp;
+	uint32_t q_thread = 0, q_samples = 0;
+	for (uint64_t i = 0; sonde_spool__get_sample(s, i, &smp) == 0; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, smp.thread, &t));
+		if (t.tid != Q)
+			continue;
+		ASSERT(!q_thread || q_thread == smp.thread);
+		q_thread = smp.thread;
+		q_samples++;
+	}
+	ASSERT_UINT(q_samples, ==, 2);
+
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	const struct sonde_acct_task *k = task_of(&a, Q);
+	ASSERT_STR_EQ(k->comm, "true");
+	ASSERT(k->exited);
+	ASSERT_UINT(k->start_ns, ==, 2000);
+	ASSERT_UINT(k->end_ns, ==, 4150); /* the wait after its exit ends inside its life */
+	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
+	ASSERT_UINT(k->ns[SONDE_ACCT_R], ==, 100);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde_spool_writer__free(r->spool);
+	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
+		sonde__rec_offcpu_free(th->off);
 	sonde__tasks_free(&r->tasks);
 	sonde__buf_free(&b);
 	free(r);

@@ -69,7 +69,7 @@ TEST(record_tasks_exit_keeps_the_name_for_later_samples)
 
 	ASSERT_NOT_NULL(sonde__tasks_process(&ts, P, true));
 	ASSERT_NOT_NULL(comm_rec(&ts, P, P + 7, "worker", 1));
-	sonde__tasks_thread_remove(&ts, P + 7);
+	sonde__tasks_thread_remove(&ts, P + 7, 0);
 	ASSERT(!sonde__tasks_thread(&ts, P + 7, false));
 	/* a per-CPU event samples it on its way out, after its exit record */
 	ASSERT_STR_EQ(sample_name(&ts, P, P + 7), "worker");
@@ -95,7 +95,7 @@ TEST(record_tasks_exec_of_an_unseen_fork_names_its_samples)
 	ASSERT_INT(t->pid, ==, C);
 	ASSERT_STR_EQ(sample_name(&ts, C, C), "sleep");
 	/* a sample after its exit record */
-	sonde__tasks_thread_remove(&ts, C);
+	sonde__tasks_thread_remove(&ts, C, 0);
 	ASSERT_STR_EQ(sample_name(&ts, C, C), "sleep");
 	/* a thread renamed before any other record of it is named so too */
 	ASSERT_NOT_NULL(comm_rec(&ts, C, C + 1, "worker", 20));
@@ -119,17 +119,17 @@ TEST(record_tasks_names_survive_many_exits)
 
 	ASSERT_NOT_NULL(sonde__tasks_process(&ts, P, true));
 	ASSERT_NOT_NULL(comm_rec(&ts, P, P, "long_lived", 1));
-	sonde__tasks_thread_remove(&ts, P);
+	sonde__tasks_thread_remove(&ts, P, 0);
 	for (pid_t i = 1; i <= EXITS; i++) {
 		ASSERT_NOT_NULL(comm_rec(&ts, C + i, C + i, "true", 2));
-		sonde__tasks_thread_remove(&ts, C + i);
+		sonde__tasks_thread_remove(&ts, C + i, 0);
 	}
 	ASSERT_STR_EQ(sample_name(&ts, P, P), "long_lived");
 	ASSERT_STR_EQ(sample_name(&ts, C + EXITS, C + EXITS), "true");
 	/* a thread of P that no record named (it died before the recording read /proc) */
 	ASSERT_STR_EQ(sample_name(&ts, P, P + 1), "long_lived");
 	/* tid P again, but of another process: not long_lived's name */
-	sonde__tasks_thread_remove(&ts, P);
+	sonde__tasks_thread_remove(&ts, P, 0);
 	char tid[16];
 	snprintf(tid, sizeof(tid), "%d", P);
 	ASSERT_STR_EQ(sample_name(&ts, C, P), tid);
@@ -183,7 +183,7 @@ TEST(record_tasks_thread_table_survives_growth_and_removal)
 		t->pid = i;
 	}
 	for (pid_t i = 1; i <= N; i += 3)
-		sonde__tasks_thread_remove(&ts, P + i * 64);
+		sonde__tasks_thread_remove(&ts, P + i * 64, 0);
 	size_t walked = 0;
 	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&ts, t));)
 		walked++;
