@@ -188,6 +188,7 @@ struct pf_thread {
 struct pf_chain {
 	uint32_t cur, n;
 	uint32_t stk[PF_CHAIN_DEPTH];
+	bool begun; /* a switch was written: before it, what ran on the CPU is unknown */
 };
 
 struct pf_enc {
@@ -999,10 +1000,11 @@ static void add_switch(struct pf_sched *out, uint32_t *n, const struct pf_sched 
  * become switches from and to the task the CPU's sequence has on it. A switch-in while
  * another task runs there means that task was off the CPU for a wait shorter than
  * --off-cpu-min (not stacked, so not in the spool): it is switched out as runnable and
- * back in when the inner run ends. A switch-out while another task is on the CPU (the
- * thread's first, running since before the recording, or one whose run was suspended
- * under another's that outlasted it) follows a run of no length: the other task is
- * switched out as runnable, the thread in and out at once, and the other back in. */
+ * back in when the inner run ends. The CPU's first switch, a switch-out, is written as it
+ * is (what ran before is unknown). A later switch-out while another task is on the CPU
+ * (the thread's first, running since before the recording, or one whose run was
+ * suspended under another's that outlasted it) follows a run of no length: the other task
+ * is switched out as runnable, the thread in and out at once, and the other back in. */
 static int chain_sched(struct pf_enc *e)
 {
 	uint32_t n = 0, cap = e->sched.n * 2;
@@ -1022,6 +1024,13 @@ static int chain_sched(struct pf_enc *e)
 			continue;
 		}
 		uint32_t tid = e->threads.v[ev->thread].tid;
+		bool begun = c->begun;
+		c->begun = true;
+		if (ev->kind == PF_SWITCH_OUT && !begun) {
+			/* the CPU's first switch has nothing to chain to: no run of no length */
+			add_switch(out, &n, ev, tid, ev->state, 0);
+			continue;
+		}
 		if (ev->kind == PF_SWITCH_IN) {
 			if (c->cur == tid)
 				continue;

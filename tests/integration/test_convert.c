@@ -626,8 +626,10 @@ TEST(convert_perfetto_offcpu_sched_events)
 	ASSERT_UINT(blocked[0]->cpu, ==, 0);
 	ASSERT_UINT(blocked[1]->cpu, ==, 1);
 
-	/* CPU 0: out asleep (TASK_INTERRUPTIBLE), woken by 4243 250 ms later, back in 50 ms
-	 * after that; CPU 1: out in D (TASK_UNINTERRUPTIBLE), back in 100 ms later */
+	/* CPU 0: out asleep (TASK_INTERRUPTIBLE), woken by 4243 250 ms later; back in 50 ms
+	 * after that on CPU 1, where its next switch-out is (a task does not change CPUs
+	 * while it runs); out in D (TASK_UNINTERRUPTIBLE) 10 ms later, back in 100 ms later.
+	 * Each CPU's first switch is written as it is: no run of no length before it. */
 	ASSERT_INT(t.bundles, ==, 2);
 	ASSERT_UINT(t.n_sched, ==, 5);
 	const struct pft_sched *e = t.sched;
@@ -647,6 +649,7 @@ TEST(convert_perfetto_offcpu_sched_events)
 	ASSERT_UINT(e[1].target_cpu, ==, 0);
 	ASSERT_UINT(e[1].success, ==, 1);
 	ASSERT(!e[2].waking);
+	ASSERT_UINT(e[2].cpu, ==, 1);
 	ASSERT_UINT(e[2].ts, ==, 410000000);
 	ASSERT_UINT(e[2].prev_pid, ==, 0);
 	ASSERT_INT(e[2].prev_state, ==, 0);
