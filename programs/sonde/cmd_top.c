@@ -223,10 +223,10 @@ static int parse_opt(struct top_args *a, int c)
 			       ? (cli_error("top", "bad --filter-tid: %s", optarg), CLI_USAGE)
 			       : 0;
 	case 'C':
-		return cli_filter_parse("top", &a->filt, "comm", optarg);
+		return cli_filter_parse("top", &a->filt, "filter-comm", optarg);
 	case 'U':
 		a->cpu_list = optarg; /* the parser reads a CPU list without cutting it up */
-		return cli_filter_parse("top", &a->filt, "cpu", optarg);
+		return cli_filter_parse("top", &a->filt, "filter-cpu", optarg);
 	case 's':
 		if (!strcmp(optarg, "self"))
 			a->sort = SONDE_VIEW_SORT_SELF;

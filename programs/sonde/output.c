@@ -271,6 +271,10 @@ static int parse_time(const char *arg, struct cli_filter *f)
 
 int cli_filter_parse(const char *cmd, struct cli_filter *f, const char *name, char *arg)
 {
+	const char *opt = name; /* as the command spells it: top's are --filter-NAME */
+
+	if (!strncmp(name, "filter-", 7))
+		name += 7;
 	if (!strcmp(name, "pid") || !strcmp(name, "tid")) {
 		if (parse_ids(arg, name[0] == 'p' ? f->pids : f->tids,
 			      name[0] == 'p' ? &f->n_pids : &f->n_tids) == 0)
@@ -285,13 +289,13 @@ int cli_filter_parse(const char *cmd, struct cli_filter *f, const char *name, ch
 		}
 		if (f->n_comms && f->n_comms < CLI_FILTER_MAX_IDS)
 			return 0;
-		cli_error(cmd, "--comm wants names separated by commas");
+		cli_error(cmd, "--%s wants names separated by commas", opt);
 	} else if (!strcmp(name, "cpu")) {
 		free(f->cpus);
 		f->cpus = NULL;
 		if (sonde_cpu_list__parse(arg, &f->cpus, &f->n_cpus) == 0)
 			return 0;
-		cli_error(cmd, "--cpu wants a CPU list such as 0,2-3, not '%s'", arg);
+		cli_error(cmd, "--%s wants a CPU list such as 0,2-3, not '%s'", opt, arg);
 	} else if (parse_time(arg, f) == 0) {
 		return 0;
 	} else {

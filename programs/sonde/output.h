@@ -80,7 +80,8 @@ struct cli_filter {
 	bool has_time;
 	double from_s, to_s; /* to_s < 0: the end */
 };
-/* Parses the value of filter option name ("pid", "tid", "comm", "cpu", "time"), which arg
+/* Parses the value of filter option name ("pid", "tid", "comm", "cpu", "time", or one of
+ * those prefixed "filter-", as top spells them, for its messages), which arg
  * may be cut up in place; 0, or the usage exit status after saying what is wrong. */
 int cli_filter_parse(const char *cmd, struct cli_filter *f, const char *name, char *arg);
 /* Whether any filter was given. */

@@ -190,9 +190,12 @@ static const struct cli_row cli_rows[] = {
 	{"sonde", "convert --help", 0, "usage: sonde convert"},
 	{"sonde",
 	 "top -i %S --duration 1 --interval 0.5 -w 1 --window 2 -F 99 --freq max "
-	 "--filter-pid 4242 --filter-tid 4242 -s total --sort self -n 3 --rows 3 "
-	 "--full-names --command-output %T/o",
+	 "--filter-pid 4242 --filter-tid 4242 --filter-comm split --filter-cpu 0-1 -s total "
+	 "--sort self -n 3 --rows 3 --full-names --command-output %T/o",
 	 0, "| final"},
+	{"sonde", "top --filter-cpu x %S", 2,
+	 "--filter-cpu wants a CPU list such as 0,2-3, not 'x'"},
+	{"sonde", "top --filter-comm , %S", 2, "--filter-comm wants names separated by commas"},
 	{"sonde", "top --input %S", 0, "| final"},
 	{"sonde", "top -d 0 %S", 2, "bad value for -d/--duration: 0"},
 	{"sonde", "top -a %S", 2, "give only one of -p PID (or -t TID), -a, -- CMD and FILE"},
