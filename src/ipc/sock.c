@@ -135,7 +135,7 @@ void sonde__ipc_sock_tune(int fd)
 {
 	struct sockaddr_storage a;
 	socklen_t len = sizeof(a);
-	int one = 1, idle = 30, intvl = 10, cnt = 6;
+	int one = 1, idle = 30, intvl = 10, cnt = 6, bufsz = 1 << 20;
 
 	if (getsockname(fd, (struct sockaddr *)&a, &len) < 0 ||
 	    (a.ss_family != AF_INET && a.ss_family != AF_INET6))
@@ -147,6 +147,12 @@ void sonde__ipc_sock_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	/* a send buffer of 1 MiB (the kernel doubles it, capped by net.core.wmem_max)
+	 * instead of autotuning's 16 KiB start: an emulated producer's CommitData (up to
+	 * 128 KiB, sent from its chunks, which it holds until the socket took them) goes in
+	 * one sendmsg and its chunks free at once. The receive buffer is left to
+	 * autotuning, whose ceiling (tcp_rmem) is higher than a fixed size would be */
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsz, sizeof(bufsz));
 }
 
 static int net_listen(const struct ipc_addr *ad, int type)

@@ -62,8 +62,8 @@ int sonde__ipc_connect_finish(int fd);
 
 /* Whether fd is an AF_UNIX socket (else TCP or vsock: no peer credentials, no fds). */
 bool sonde__ipc_is_unix(int fd);
-/* TCP_NODELAY and keepalive on a TCP socket (a connected or accepted one); nothing on
- * others. */
+/* TCP_NODELAY, keepalive and a 1 MiB send buffer on a TCP socket (a connected or
+ * accepted one); nothing on others. */
 void sonde__ipc_sock_tune(int fd);
 
 #endif
