@@ -53,6 +53,8 @@ enum {
 	 * longer (it reopens every thread's events). */
 	REGEN_URGENT_NS = 20000000,
 	REGEN_SHRINK_NS = 250000000,
+	/* How long after the start and after each switch polls come every REGEN_URGENT_NS. */
+	REGEN_SETTLE_NS = 1000000000,
 	/* Passes listing the threads in step 2 before the switch is given up (retried at a
 	 * later poll): a process creating threads without pause. */
 	REGEN_PASSES = 8,
@@ -545,6 +547,30 @@ static bool regen_due(struct sonde_recorder *r, uint64_t since_last)
 			 (since_last >= REGEN_SHRINK_NS && want * 4 <= (uint64_t)t->copy_bytes * 3);
 	}
 	return shrink;
+}
+
+int sonde__rec_regen_wait_ms(struct sonde_recorder *r, int timeout_ms)
+{
+	int soon = (int)(REGEN_URGENT_NS / 1000000);
+	uint64_t from = r->ev.last_regen > r->start_mono ? r->ev.last_regen : r->start_mono;
+
+	if (r->system_wide || !r->ev.adaptive || r->finished ||
+	    (timeout_ms >= 0 && timeout_ms <= soon))
+		return timeout_ms;
+	if (r->ev.regen_grow)
+		return soon; /* a stack cut by its copy */
+	if (sonde__rec_now(r) - from >= REGEN_SETTLE_NS)
+		return timeout_ms;
+	/* Sizes are judged after 20 samples under new events: a thread copying more than
+	 * STACK_TOO_DEEP (the starting 32 KiB, often several times what it needs; a grown
+	 * copy, which either makes its stacks whole or is deeper than any) is acted on at the
+	 * first poll 20 ms after the last switch; a poll that waits for a ring's watermark
+	 * would leave every sample meanwhile paying for the larger copy. Smaller copies wait
+	 * as they did: more wakeups would cost more than what is left to save. */
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));)
+		if ((t->copy_bytes ? t->copy_bytes : r->cfg.stack_bytes) > STACK_TOO_DEEP)
+			return soon;
+	return timeout_ms;
 }
 
 int sonde__rec_maybe_regen(struct sonde_recorder *r)
