@@ -430,7 +430,8 @@ SONDE_API int sonde_recorder__refresh_threads(struct sonde_recorder *r, pid_t pi
 
 /* An epoll fd that becomes readable when a ring has data to drain; owned by the recorder. */
 SONDE_API int sonde_recorder__epoll_fd(const struct sonde_recorder *r);
-/* Waits at most timeout_ms (0: do not wait, -1: forever) for data, then drains every ring
+/* Waits at most timeout_ms (0: do not wait, -1: forever; at most 20 ms while stack copy
+ * sizes are being judged, docs/record.md "Stack copy sizing") for data, then drains every ring
  * and writes what is ready. When a loss was reported since the last recovery sweep and the
  * last sweep is at least 250 ms old, runs one (see sonde_recorder__flush). out (may be NULL;
  * sz set, else -EINVAL) receives this poll's counts. Returns the number of samples processed, or

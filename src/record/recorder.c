@@ -884,7 +884,7 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 	if (!OPTS_OUT_VALID(out))
 		return -EINVAL;
 	if (timeout_ms != 0) {
-		int n = epoll_wait(r->ev.epfd, ev, 16, timeout_ms);
+		int n = epoll_wait(r->ev.epfd, ev, 16, sonde__rec_regen_wait_ms(r, timeout_ms));
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		drop_hung_up(r, ev, n);

@@ -256,6 +256,10 @@ uint32_t sonde__rec_thread_stack_bytes(const struct sonde_recorder *r, const str
 /* After a poll: switches to a new generation of events when a thread's copy should change
  * size or a ring lost records and may grow. 0 or the first error. */
 int sonde__rec_maybe_regen(struct sonde_recorder *r);
+/* How long a poll may wait for data: timeout_ms, lowered to 20 ms while a cut stack waits
+ * for a switch and, within a second of the start or of the last switch, while a thread
+ * copies more than 8 KiB (its size, judged after 20 samples, may cut that copy). */
+int sonde__rec_regen_wait_ms(struct sonde_recorder *r, int timeout_ms);
 /* A thread with its own events exits: whether they can be closed (no thread inherited
  * them). */
 bool sonde__rec_can_close_root(struct sonde_recorder *r, struct rec_thread *t);

@@ -48,10 +48,13 @@ enum {
 	 * whole, so it copies what perf copies by default, the frames nearest the leaf, at a
 	 * fraction of the largest copy's cost (--stack-size 65528 keeps them all). */
 	STACK_TOO_DEEP = 8192,
-	/* Switches for a cut stack or a ring that lost records come quickly; a switch that
-	 * only makes copies smaller waits longer (it reopens every thread's events). */
+	/* Switches for a cut stack, a ring that lost records or a copy four times what a
+	 * thread needs come quickly; a switch that only makes copies a little smaller waits
+	 * longer (it reopens every thread's events). */
 	REGEN_URGENT_NS = 20000000,
 	REGEN_SHRINK_NS = 250000000,
+	/* How long after the start and after each switch polls come every REGEN_URGENT_NS. */
+	REGEN_SETTLE_NS = 1000000000,
 	/* Passes listing the threads in step 2 before the switch is given up (retried at a
 	 * later poll): a process creating threads without pause. */
 	REGEN_PASSES = 8,
@@ -530,16 +533,44 @@ static bool regen_due(struct sonde_recorder *r, uint64_t since_last)
 	}
 	if ((rings || r->ev.regen_grow) && since_last >= REGEN_URGENT_NS)
 		return true;
-	if (!r->ev.adaptive || since_last < REGEN_SHRINK_NS)
+	if (!r->ev.adaptive || since_last < REGEN_URGENT_NS)
 		return false;
 	for (struct rec_thread *t = NULL; !shrink && (t = sonde__tasks_next_thread(&r->tasks, t));) {
+		if (t->window < STACK_LEARN_SAMPLES || !t->copy_bytes)
+			continue;
+		uint64_t want = sonde__rec_thread_stack_bytes(r, t);
 		/* by a quarter at least: a thread whose needs vary a little is not
-		 * switched back and forth */
-		shrink = t->window >= STACK_LEARN_SAMPLES && t->copy_bytes &&
-			 (uint64_t)sonde__rec_thread_stack_bytes(r, t) * 4 <=
-				 (uint64_t)t->copy_bytes * 3;
+		 * switched back and forth; to a quarter or less (the starting 32 KiB of a
+		 * shallow thread, the largest copy of one deeper than any): as soon as a cut
+		 * stack would be, every sample meanwhile paying for the larger copy */
+		shrink = want * 4 <= (uint64_t)t->copy_bytes ||
+			 (since_last >= REGEN_SHRINK_NS && want * 4 <= (uint64_t)t->copy_bytes * 3);
 	}
 	return shrink;
+}
+
+int sonde__rec_regen_wait_ms(struct sonde_recorder *r, int timeout_ms)
+{
+	int soon = (int)(REGEN_URGENT_NS / 1000000);
+	uint64_t from = r->ev.last_regen > r->start_mono ? r->ev.last_regen : r->start_mono;
+
+	if (r->system_wide || !r->ev.adaptive || r->finished ||
+	    (timeout_ms >= 0 && timeout_ms <= soon))
+		return timeout_ms;
+	if (r->ev.regen_grow)
+		return soon; /* a stack cut by its copy */
+	if (sonde__rec_now(r) - from >= REGEN_SETTLE_NS)
+		return timeout_ms;
+	/* Sizes are judged after 20 samples under new events: a thread copying more than
+	 * STACK_TOO_DEEP (the starting 32 KiB, often several times what it needs; a grown
+	 * copy, which either makes its stacks whole or is deeper than any) is acted on at the
+	 * first poll 20 ms after the last switch; a poll that waits for a ring's watermark
+	 * would leave every sample meanwhile paying for the larger copy. Smaller copies wait
+	 * as they did: more wakeups would cost more than what is left to save. */
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));)
+		if ((t->copy_bytes ? t->copy_bytes : r->cfg.stack_bytes) > STACK_TOO_DEEP)
+			return soon;
+	return timeout_ms;
 }
 
 int sonde__rec_maybe_regen(struct sonde_recorder *r)

@@ -93,3 +93,60 @@ TEST(record_events_nothing_stale_without_a_switch)
 	ASSERT(sonde__rec_is_stale(r, &rec));
 	free(r);
 }
+
+static uint64_t fake_now(void *ctx)
+{
+	return *(const uint64_t *)ctx;
+}
+
+/* A poll waits at most 20 ms while a cut stack waits for a switch and, within a second of
+ * the start or of the last switch, while a thread copies more than 8 KiB (its first size,
+ * what a grown copy tells); else what the caller asked. */
+TEST(record_events_poll_wait_short_while_sizes_settle)
+{
+	struct sonde_recorder *r = ASSERT_NOT_NULL(calloc(1, sizeof(*r)));
+	uint64_t now = 5000000000ull;
+
+	sonde__rec_set_clock(r, fake_now, &now);
+	r->ev.adaptive = true;
+	r->ev.gen = 1;
+	r->cfg.stack_bytes = 32768;
+	r->start_mono = now;
+	/* no thread yet: nothing to size */
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 100);
+	struct rec_thread *t = ASSERT_NOT_NULL(sonde__tasks_thread(&r->tasks, 7, true));
+	/* at the starting copy */
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 20);
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, -1), ==, 20);
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 0), ==, 0);
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 5), ==, 5);
+	now += 999000000ull;
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 20);
+	now += 1000000ull;
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 100);
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, -1), ==, -1);
+	/* a cut stack waits for its switch, whenever */
+	r->ev.regen_grow = true;
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 20);
+	r->ev.regen_grow = false;
+	/* a switch to the largest copy: judged anew for a second */
+	r->ev.gen = 2;
+	t->copy_bytes = 65528;
+	r->ev.last_regen = now - 500000000ull;
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 20);
+	/* 8 KiB or less: as the caller asked */
+	t->copy_bytes = 8192;
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 100);
+	t->copy_bytes = 65528;
+	r->ev.last_regen = now - 1000000000ull;
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 100);
+	/* fixed copies (--stack-size) and system-wide recordings do not switch for sizes */
+	r->ev.last_regen = now;
+	r->ev.adaptive = false;
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 100);
+	r->ev.adaptive = true;
+	r->system_wide = true;
+	ASSERT_INT(sonde__rec_regen_wait_ms(r, 100), ==, 100);
+	sonde__tasks_free(&r->tasks);
+	free(r);
+}
