@@ -22,6 +22,7 @@
 #include <sonde/error.h>
 #include <sonde/record.h>
 #include <sonde/spool_reader.h>
+#include <sonde/view_source.h>
 #include <sonde/symbolize.h>
 
 struct options {
@@ -126,30 +127,9 @@ static int by_count(const void *a, const void *b)
 static void print_frame(const struct sonde_spool *s, struct sonde_symbolizer *sym, uint32_t frame,
 			uint32_t pid)
 {
-	struct sonde_spool_frame f;
-	struct sonde_spool_module m;
 	struct sonde_sym_frame out[8];
-	int n;
+	int n = sonde_spool__symbolize_frame(s, sym, frame, pid, out, 8);
 
-	if (sonde_spool__get_frame(s, frame, &f) < 0)
-		return;
-	if (f.module && sonde_spool__get_module(s, f.module, &m) == 0) {
-		struct sonde_sym_module sm = {
-			.pid = m.def.pid,
-			.flags = m.def.flags,
-			.start = m.def.start,
-			.end = m.def.end,
-			.pgoff = m.def.pgoff,
-			.dev = m.def.dev,
-			.inode = m.def.inode,
-			.build_id = m.def.build_id,
-			.build_id_len = m.def.build_id_len,
-			.path = m.def.path,
-		};
-		n = sonde_symbolizer__symbolize(sym, &sm, f.addr, out, 8);
-	} else {
-		n = sonde_symbolizer__symbolize_raw(sym, pid, f.addr, out, 8);
-	}
 	for (int i = 0; i < n; i++) {
 		const char *mod = out[i].module ? strrchr(out[i].module, '/') : NULL;
 		printf("    %s%s", out[i].inline_depth ? "(inlined) " : "", out[i].name);

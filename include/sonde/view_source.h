@@ -31,6 +31,15 @@
  * included. 0 for an unknown metric. */
 SONDE_API uint32_t sonde_view_metric_states(enum sonde_profile_metric m);
 
+/* The names sym gives frame `frame` of spool s, sampled in process pid, into out[max]
+ * (inlined functions first, as sonde_symbolizer__symbolize): a frame of a module through
+ * the module's definition in the spool, one of no module (0) by the process's address
+ * space. The number written, or -ERANGE (no such frame or module) or the symbolizer's
+ * -errno. */
+SONDE_API int sonde_spool__symbolize_frame(const struct sonde_spool *s,
+					   struct sonde_symbolizer *sym, uint32_t frame,
+					   uint32_t pid, struct sonde_sym_frame *out, size_t max);
+
 /* Progress of a long build: phase (a static string), done of total units. */
 typedef void (*sonde_view_progress_fn)(void *ctx, const char *phase, uint64_t done, uint64_t total);
 

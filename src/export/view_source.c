@@ -302,18 +302,17 @@ struct spool_src {
 	struct sonde_symbolizer *sym;
 };
 
-static int spool_symbolize(void *ctx, uint32_t frame_id, uint32_t pid, struct sonde_sym_frame *out,
-			   size_t max)
+int sonde_spool__symbolize_frame(const struct sonde_spool *s, struct sonde_symbolizer *sym,
+				 uint32_t frame, uint32_t pid, struct sonde_sym_frame *out, size_t max)
 {
-	struct spool_src *ss = ctx;
 	struct sonde_spool_frame f;
 	struct sonde_spool_module m;
 
-	if (sonde_spool__get_frame(ss->s, frame_id, &f) < 0)
+	if (sonde_spool__get_frame(s, frame, &f) < 0)
 		return -ERANGE;
 	if (f.module == 0)
-		return sonde_symbolizer__symbolize_raw(ss->sym, pid, f.addr, out, max);
-	if (sonde_spool__get_module(ss->s, f.module, &m) < 0)
+		return sonde_symbolizer__symbolize_raw(sym, pid, f.addr, out, max);
+	if (sonde_spool__get_module(s, f.module, &m) < 0)
 		return -ERANGE;
 	struct sonde_sym_module sm = {
 		.pid = m.def.pid,
@@ -327,7 +326,15 @@ static int spool_symbolize(void *ctx, uint32_t frame_id, uint32_t pid, struct so
 		.build_id_len = m.def.build_id_len,
 		.path = m.def.path,
 	};
-	return sonde_symbolizer__symbolize(ss->sym, &sm, f.addr, out, max);
+	return sonde_symbolizer__symbolize(sym, &sm, f.addr, out, max);
+}
+
+static int spool_symbolize(void *ctx, uint32_t frame_id, uint32_t pid, struct sonde_sym_frame *out,
+			   size_t max)
+{
+	struct spool_src *ss = ctx;
+
+	return sonde_spool__symbolize_frame(ss->s, ss->sym, frame_id, pid, out, max);
 }
 
 /* Reading a spool into a view: three passes over its events (the events kept mark their

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include <sonde/error.h>
+#include <sonde/view_source.h>
 
 #include "../test.h"
 #include "life_util.h"
@@ -56,29 +57,14 @@ static void resolve(struct life_spool *ls, uint32_t frame_id, uint32_t pid, cons
 	struct sonde_spool_frame f;
 	struct sonde_spool_module m;
 	struct sonde_sym_frame out[16];
-	int n;
 
 	ASSERT_OK(sonde_spool__get_frame(ls->s, frame_id, &f));
 	*mod = "";
-	if (f.module == 0) {
-		n = sonde_symbolizer__symbolize_raw(ls->sym, pid, f.addr, out, 16);
-	} else {
+	if (f.module) {
 		ASSERT_OK(sonde_spool__get_module(ls->s, f.module, &m));
-		struct sonde_sym_module sm = {
-			.pid = m.def.pid,
-			.flags = m.def.flags,
-			.start = m.def.start,
-			.end = m.def.end,
-			.pgoff = m.def.pgoff,
-			.dev = m.def.dev,
-			.inode = m.def.inode,
-			.build_id = m.def.build_id,
-			.build_id_len = m.def.build_id_len,
-			.path = m.def.path,
-		};
 		*mod = m.def.path ? m.def.path : "";
-		n = sonde_symbolizer__symbolize(ls->sym, &sm, f.addr, out, 16);
 	}
+	int n = sonde_spool__symbolize_frame(ls->s, ls->sym, frame_id, pid, out, 16);
 	ASSERT_INT(n, >=, 1);
 	*fn = out[n - 1].name;
 }
