@@ -1163,7 +1163,11 @@ static int on_offcpu(struct pf_enc *e, const struct sonde_spool_record *r)
 		t->in_cpu = o->cpu;
 		t->in_ns = o->switch_in_ns;
 	}
-	if (!err && e->sched.n >= (e->real_switches ? PF_SCHED_BATCH : PF_SCHED_HOLD))
+	/* A live data source writes in batches, as its PerfSamples go out at once: the
+	 * switches of a whole session are not held back to its end; its CPUs' sequences
+	 * chain across batches through their chain state. */
+	uint32_t hold = e->real_switches || e->o.live_proc ? PF_SCHED_BATCH : PF_SCHED_HOLD;
+	if (!err && e->sched.n >= hold)
 		err = flush_sched(e);
 	return err;
 }

@@ -81,8 +81,9 @@ void sonde__pf_enc_free(struct pf_enc *e);
  * PerfSample with its interned data for each sample and for each off-CPU interval's
  * blocking stack (at its switch-out), whose sched_switch/sched_waking events are held and
  * written as per-CPU FtraceEventBundles in time order at the END record, every
- * PF_SCHED_BATCH events (PF_SCHED_HOLD without the CPUs' switches, whose sequences are
- * chained per CPU: docs/exports.md), or by sonde__pf_enc_flush. 0 or -errno / -SONDE_E_*. */
+ * PF_SCHED_BATCH events (PF_SCHED_HOLD without the CPUs' switches outside a live data
+ * source, whose sequences are chained per CPU: docs/exports.md), or by
+ * sonde__pf_enc_flush. 0 or -errno / -SONDE_E_*. */
 int sonde__pf_enc_record(struct pf_enc *e, const struct sonde_spool_record *r);
 /* Decodes spool bytes incrementally (a live stream, possibly cut anywhere) and feeds each
  * complete record to sonde__pf_enc_record; an incomplete tail is kept for the next call. */
