@@ -262,22 +262,38 @@ struct tally {
 	const char *failed[MAX_TESTS];
 };
 
-/* A job is done when its output reached EOF and its process was reaped, or when its
+/* A job is done when its process was reaped and its output reached EOF, or when its
  * deadline passed (then its group is killed). Anything left in its group goes with it. */
 static bool finish_if_done(struct job *j, struct tally *tl)
 {
 	int status = 0;
 	double now = now_s();
 	struct rusage ru = {0};
+	bool reaped = false;
 
 	if (!j->timed_out && now > j->start + j->t->timeout_s) {
 		j->timed_out = true;
 		kill(-j->pid, SIGKILL);
 	}
-	if (j->fd >= 0 && !j->timed_out)
-		return false;
+	if (j->fd >= 0 && !j->timed_out) {
+		if (wait4(j->pid, &status, WNOHANG, &ru) != j->pid)
+			return false;
+		/* The test is gone but its output is still open: something it started (a
+		 * service that a FAIL left behind) holds it. That ends with the test, whose
+		 * status stands; it used to be waited for to the deadline and the failure
+		 * reported as a timeout. */
+		reaped = true;
+		kill(-j->pid, SIGKILL);
+		struct pollfd pf = {.fd = j->fd, .events = POLLIN};
+		while (j->fd >= 0 && poll(&pf, 1, 0) > 0)
+			drain(j);
+		if (j->fd >= 0) {
+			close(j->fd);
+			j->fd = -1;
+		}
+	}
 	/* a test that closed its output early is waited for until its deadline */
-	if (!j->timed_out && wait4(j->pid, &status, WNOHANG, &ru) == 0)
+	if (!reaped && !j->timed_out && wait4(j->pid, &status, WNOHANG, &ru) == 0)
 		return false;
 	if (j->timed_out) {
 		wait4(j->pid, &status, 0, &ru);
