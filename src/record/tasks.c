@@ -285,11 +285,11 @@ struct rec_gone_name *sonde__tasks_gone(struct rec_tasks *ts, const struct rec_t
 
 /* The name thread tid of pid had when it exited, if it is kept: into comm, true. (Of
  * another process's thread with that tid, pid reused, it is not its name.) */
-static bool gone_name(const struct rec_tasks *ts, pid_t tid, pid_t pid, char *comm, size_t size)
+static bool gone_name(struct rec_tasks *ts, pid_t tid, pid_t pid, char *comm, size_t size)
 {
-	const struct rec_gone_name *g = ts->gone ? &ts->gone[(uint32_t)tid % REC_GONE_NAMES] : NULL;
+	const struct rec_gone_name *g = sonde__tasks_gone(ts, NULL, tid, pid);
 
-	if (!g || g->tid != tid || g->pid != pid)
+	if (!g)
 		return false;
 	snprintf(comm, size, "%s", g->comm);
 	return true;
