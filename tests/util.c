@@ -288,10 +288,11 @@ struct spawn_err {
 	char what[12];
 };
 
-/* Forks argv with stdin and stdout on /dev/null, stderr in errfile (NULL: /dev/null), as
- * uid:gid without supplementary groups when as_user; returns once it has exec'd (the pipe
- * closed by the exec), so that nothing meets the copy of the runner it was until then. */
-static pid_t spawn(bool as_user, uid_t uid, gid_t gid, const char *errfile,
+/* Forks argv with stdin on in (-1: /dev/null), stdout on /dev/null, stderr in errfile
+ * (NULL: /dev/null), as uid:gid without supplementary groups when as_user; returns once it
+ * has exec'd (the pipe closed by the exec), so that nothing meets the copy of the runner
+ * it was until then. */
+static pid_t spawn(bool as_user, uid_t uid, gid_t gid, const char *errfile, int in,
 		   const char *const argv[])
 {
 	struct spawn_err e = {0};
@@ -306,7 +307,7 @@ static pid_t spawn(bool as_user, uid_t uid, gid_t gid, const char *errfile,
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR);
 		int err = errfile ? open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666) : null;
-		dup2(null, STDIN_FILENO);
+		dup2(in >= 0 ? in : null, STDIN_FILENO);
 		dup2(null, STDOUT_FILENO);
 		dup2(err >= 0 ? err : null, STDERR_FILENO);
 		const char *what = "exec";
@@ -336,12 +337,24 @@ static pid_t spawn(bool as_user, uid_t uid, gid_t gid, const char *errfile,
 
 pid_t test_spawn(const char *const argv[])
 {
-	return spawn(false, 0, 0, NULL, argv);
+	return spawn(false, 0, 0, NULL, -1, argv);
+}
+
+pid_t test_spawn_fed(int *in, const char *const argv[])
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		FAIL("pipe2: %s", strerror(errno));
+	pid_t pid = spawn(false, 0, 0, NULL, p[0], argv);
+	close(p[0]);
+	*in = p[1];
+	return pid;
 }
 
 pid_t test_spawn_as(uid_t uid, gid_t gid, const char *errfile, const char *const argv[])
 {
-	return spawn(true, uid, gid, errfile, argv);
+	return spawn(true, uid, gid, errfile, -1, argv);
 }
 
 int test_wait(pid_t pid, int timeout_s)

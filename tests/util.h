@@ -47,6 +47,9 @@ void test_write_file(const char *path, const void *data, size_t len);
 /* Start a program in the background; returns its pid once it has exec'd (stdout/stderr to
  * /dev/null). A program that cannot be run fails the test. */
 pid_t test_spawn(const char *const argv[]);
+/* The same with its stdin a pipe whose write end (close-on-exec) goes into *in: what the
+ * caller writes there, or its close, tells the program when to go on. */
+pid_t test_spawn_fed(int *in, const char *const argv[]);
 /* The same as uid:gid (no supplementary groups), stderr in errfile (NULL: /dev/null). */
 pid_t test_spawn_as(uid_t uid, gid_t gid, const char *errfile, const char *const argv[]);
 /* Wait for a background program, killing it after timeout_s; returns as test_output.status. */

@@ -112,6 +112,16 @@ void sonde__tasks_forget_exited(struct rec_tasks *ts)
 
 /* ---- threads: open addressing with linear probing; tid 0 marks an empty slot ---- */
 
+/* Whether comm is tid in decimal, what sonde__tasks_name gives a thread nothing named: a
+ * label of that thread alone, no name for another (its creator's, its process's) to take. */
+static bool bare_id(const char *comm, pid_t tid)
+{
+	char dec[16];
+
+	snprintf(dec, sizeof(dec), "%d", (int)tid);
+	return !strcmp(comm, dec);
+}
+
 static size_t slot_of(const struct rec_tasks *ts, pid_t tid)
 {
 	return ((uint32_t)tid * 2654435761u) & (ts->cap_threads - 1);
@@ -206,7 +216,8 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
 	const struct rec_thread *parent = sonde__tasks_thread(ts, ptid, false);
 	/* system-wide filters: what a filtered thread creates is recorded too */
 	t->selected = parent && parent->selected && parent->pid == ppid;
-	snprintf(t->comm, sizeof(t->comm), "%s", parent ? parent->comm : "");
+	snprintf(t->comm, sizeof(t->comm), "%s",
+		 parent && !bare_id(parent->comm, parent->tid) ? parent->comm : "");
 	return t;
 }
 
@@ -295,17 +306,20 @@ static bool gone_name(struct rec_tasks *ts, pid_t tid, pid_t pid, char *comm, si
 	return true;
 }
 
-/* The name thread tid of pid is known by, live or exited: into comm, true. */
+/* The name thread tid of pid is known by, live or exited: into comm, true. Its bare id
+ * is none: written for it alone, it made another thread of an unnamed process look named
+ * (a thread of process P defined as "P", and the process's row labelled by its id though
+ * the spool named a thread of it). */
 static bool known_name(struct rec_tasks *ts, pid_t tid, pid_t pid, char *comm, size_t size)
 {
 	const struct rec_thread *t = sonde__tasks_thread(ts, tid, false);
 
-	if (t && t->pid == pid && t->comm[0]) {
+	if (t && t->pid == pid && t->comm[0])
 		snprintf(comm, size, "%s", t->comm);
-		return true;
-	}
-	return sonde__proc_read_comm(pid, tid, comm, size) == 0 ||
-	       gone_name(ts, tid, pid, comm, size);
+	else if (sonde__proc_read_comm(pid, tid, comm, size) < 0 &&
+		 !gone_name(ts, tid, pid, comm, size))
+		return false;
+	return !bare_id(comm, tid);
 }
 
 void sonde__tasks_name(struct rec_tasks *ts, struct rec_thread *t, pid_t pid)

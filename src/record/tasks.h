@@ -157,7 +157,8 @@ struct rec_thread *sonde__tasks_next_thread(struct rec_tasks *ts, struct rec_thr
 struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const struct rec_process *p,
 						 pid_t tid, uint64_t since);
 /* FORK of thread tid of pid by ptid of ppid at time: tid is a new thread of pid from time
- * on, named as its creator, inheriting its creator's events (announced) and selection.
+ * on, named as its creator (not by its creator's bare id: then as sonde__tasks_name finds
+ * it), inheriting its creator's events (announced) and selection.
  * Its own_events are cleared (the caller decides). NULL: no memory. */
 struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid, pid_t tid,
 				     pid_t ptid, uint64_t time);
@@ -178,7 +179,8 @@ struct rec_gone_name *sonde__tasks_gone(struct rec_tasks *ts, const struct rec_t
 /* The name a sample of tid of pid is written with: t's name (t->pid is set to pid, its
  * name dropped, when the tid was another process's), else /proc's, else the one it had
  * when it exited, else its process's (the main thread's, live or exited: a thread is
- * named as its creator until it renames itself), else the tid in decimal. Into t->comm. */
+ * named as its creator until it renames itself) unless that is the main thread's bare id,
+ * else the tid in decimal. Into t->comm. */
 void sonde__tasks_name(struct rec_tasks *ts, struct rec_thread *t, pid_t pid);
 
 #endif

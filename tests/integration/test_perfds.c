@@ -525,45 +525,66 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Awaits the k-th session sonded started (its log says so as it starts the data sources). */
+static void await_session_started(const struct rig *r, size_t k)
+{
+	for (double end = test_now() + 120;; usleep(20000)) {
+		char *log = test_read_file(r->log, NULL);
+		size_t n = 0;
+		for (const char *at = log; at && (at = strstr(at, " started with ")); at++)
+			n++;
+		free(log);
+		if (n >= k)
+			return;
+		if (test_now() > end)
+			FAIL("sonded did not start session %zu within 120 s", k);
+	}
+}
+
 /* timebase.period reaches the kernel as a period: the samples of one busy thread (kept on
  * one CPU, so that one event samples it) are PERIOD ns of its CPU time apart. Through a
  * frequency, 35 ms would come back as 1e9 / 28 Hz = 35.71 ms. The target logs its own
- * CPU time against CLOCK_MONOTONIC (the trace's clock); the median spacing of ~100 samples
+ * CPU time against CLOCK_MONOTONIC (the trace's clock); the median spacing of ~85 samples
  * is compared, so a sample the machine delayed or one that fell in a system call (user
- * frames only: not taken) does not move it. */
+ * frames only: not taken) does not move it. The target works from the session's start
+ * for 3 s of CPU time, however long a loaded machine takes to give it that, and the
+ * session ends when it exits: a session of fixed length gave a starved target too little
+ * CPU time to sample (103 log entries in 5 s where 1000 were needed). */
 TEST_TIMEOUT(perfds_period_is_cpu_time_between_samples, 300)
 {
 	enum { PERIOD = 35000000, MIN_GAPS = 30 };
 	struct rig r;
-	struct test_output o;
 	struct pft_trace t;
 	char cfg[1024];
 	const char *out = test_path("period.pftrace"), *logf = test_path("cputime.log");
+	const char *cfgf = test_path("period.txt");
 	double *gap = NULL;
 	size_t n = 0;
 
 	test_require_perf();
 	rig_start(&r);
-	/* sessions until MIN_GAPS spacings in all: a loaded machine gives the target less CPU
-	 * time in one session, so fewer samples */
+	/* sessions until MIN_GAPS spacings in all: the data source starts a moment after the
+	 * service says so, and the target's first samples may come before it */
 	for (int round = 1; round <= 4 && n < MIN_GAPS; round++) {
-		/* the target outlasts the session, whose 4 s give ~110 samples at 35 ms when the
-		 * target has a CPU to itself; its log is written when it exits */
-		const char *argv[] = {test_prog("cputime_log"), "5", logf, NULL};
-		pid_t pid = test_spawn(argv);
-		usleep(200000);
+		int go;
+		const char *argv[] = {test_prog("cputime_log"), "3", logf, NULL};
+		pid_t pid = test_spawn_fed(&go, argv);
 		snprintf(cfg, sizeof(cfg),
 			 "buffers { size_kb: 16384 fill_policy: DISCARD }\n"
-			 "duration_ms: 4000\n"
+			 "duration_ms: 240000\n"
 			 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
 			 "  timebase { period: %d counter: SW_CPU_CLOCK }\n"
 			 "  callstack_sampling { scope { target_pid: %d } } } } }\n",
 			 PERIOD, (int)pid);
-		trace(&r, cfg, out, &o);
-		if (o.status != 0)
-			FAIL("sonde trace exited %d:\n%s", o.status, o.err);
-		test_output_free(&o);
-		ASSERT_INT(test_wait(pid, 60), ==, 0);
+		test_write_file(cfgf, cfg, strlen(cfg));
+		const char *trace_argv[] = {test_bin("sonde"), "trace", "--socket", r.csock, "--txt",
+					    "-c", cfgf, "-o", out, NULL};
+		pid_t tr = test_spawn(trace_argv);
+		await_session_started(&r, (size_t)round);
+		close(go);
+		ASSERT_INT(test_wait(pid, 240), ==, 0);
+		kill(tr, SIGINT);
+		ASSERT_INT(test_wait(tr, 120), ==, 0);
 
 		size_t len;
 		uint64_t(*log)[2] = ASSERT_NOT_NULL((uint64_t(*)[2])test_read_file(logf, &len));

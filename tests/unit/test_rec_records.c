@@ -1,8 +1,8 @@
 /* The recorder (src/record/offcpu.c, track.c) fed synthetic perf records on a recorder
  * state built by hand, its spool read back (and accounted, src/export/acct.c): a thread's
  * life when records are lost in the middle of it and its exit with them; the name of a
- * thread whose fork was never seen. The pids are above any pid_max, so /proc knows
- * nothing of them. */
+ * thread whose fork was never seen, and of the threads of a process nothing named. The
+ * pids are above any pid_max, so /proc knows nothing of them. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +358,66 @@ TEST(record_records_after_an_exit_are_the_exited_task_s)
 	sonde_spool_writer__free(r->spool);
 	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
 		sonde__rec_offcpu_free(th->off);
+	sonde__tasks_free(&r->tasks);
+	sonde__buf_free(&b);
+	free(r);
+}
+
+/* An on-CPU sample of thread tid of pid in the kernel at time. */
+static void thread_sample(struct sonde_recorder *r, uint32_t pid, uint32_t tid, uint64_t time)
+{
+	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time,
+			       .pid = pid, .tid = tid};
+
+	rec.sample.ip = REC_KERNEL_START + 0x1000;
+	ASSERT_OK(sonde__rec_process_record(r, &rec));
+}
+
+/* A process nothing named (its fork came between the /proc scan and the enable, and it
+ * left /proc before its first record was processed) is defined by its bare id, its main
+ * thread's label alone: a thread it creates (its FORK seen) and one first seen at a
+ * sample are defined by their own ids, not as "Q". Taken for a name, the main thread's
+ * id made the process look named by a thread of it while its row was labelled by its id
+ * (`record -a --off-cpu`'s acct_check_spool failed on it in a loaded run: "process N
+ * labelled by its id though the spool names a thread of it"). */
+TEST(record_an_unnamed_process_lends_its_id_to_no_thread)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	struct perf_rec fork_rec = {.type = PERF_RECORD_FORK, .time = 2500,
+				    .task = {.pid = Q, .ppid = Q, .tid = Q + 1, .ptid = Q}};
+
+	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, Q, true));
+	thread_sample(r, Q, Q, 2000);
+	ASSERT_OK(sonde__rec_process_record(r, &fork_rec));
+	thread_sample(r, Q, Q + 1, 3000);
+	thread_sample(r, Q, Q + 2, 3500); /* its fork unseen too */
+	ASSERT_UINT(r->sum.samples_written, ==, 3);
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_thread t;
+	char dec[16];
+	sonde_spool__get_info(s, &in);
+	ASSERT_UINT(in.threads, ==, 3);
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &t));
+		snprintf(dec, sizeof(dec), "%u", t.tid);
+		printf("thread %u: %u/%u \"%s\"\n", i, t.pid, t.tid, t.comm);
+		ASSERT_UINT(t.pid, ==, Q);
+		ASSERT_STR_EQ(t.comm, dec);
+	}
+	/* the report's row: labelled by its id, as nothing names it */
+	struct sonde_acct a;
+	snprintf(dec, sizeof(dec), "%u", Q);
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	ASSERT_UINT(a.n_rows, ==, 1);
+	ASSERT_STR_EQ(a.rows[0].comm, dec);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde_spool_writer__free(r->spool);
 	sonde__tasks_free(&r->tasks);
 	sonde__buf_free(&b);
 	free(r);
