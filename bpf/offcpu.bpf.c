@@ -32,6 +32,11 @@
  * context in every case but need kprobes or fentry, which kernels may not offer
  * (CONFIG_KPROBES off, trampolines refused); tracepoints are always there.
  *
+ * A thread that leaves the CPU on its way out of the kernel's exit, after it released its
+ * memory (the last thread's teardown of the address space, its files, its namespaces), has
+ * no user state to read: its wait is marked exiting there and written at its switch-in, as
+ * a kernel thread's, for user space to stand an [exiting] frame in for its user stack.
+ *
  * sched_waking, in the waker's context, gives the wakeup time and the waker; the wait's
  * runnable part (wakeup to switch-in) follows. sched_process_exit writes a thread's open
  * wait; sched_process_fork adds the children of recorded processes to the targets.
@@ -165,6 +170,10 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sonde_bpf_snap);
 } snaps SEC(".maps");
+
+/* task_struct.flags (include/linux/sched.h): macros, which vmlinux.h does not carry. */
+#define PF_EXITING 0x00000004
+#define PF_KTHREAD 0x00200000
 
 /* Innermost kernel frames of the current thread's stack that are the BPF program's own
  * call (the program, then bpf_trace_run*). A thread off the CPU has none: its stack
@@ -424,6 +433,7 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	w->stack_len = 0;
 	w->regs_ok = 0;
 	w->unknown = unknown;
+	w->exiting = s->exiting;
 
 	if (user) {
 		long n = read_user(task, tid, w->pid, w->regs, w->stack);
@@ -508,6 +518,18 @@ static __always_inline bool in_syscall(struct task_struct *task)
 	return u && (long)u->orig_ax >= 0 && u->ax == (unsigned long)-38;
 }
 
+/* Whether task is a user thread on its way out (PF_EXITING, set by do_exit before anything
+ * else) that has released its memory: exit_mm clears task->mm before it drops its
+ * reference, so the last thread's teardown of the address space (exit_aio, exit_mmap), and
+ * everything do_exit does after (files, namespaces, the parent's notification), run
+ * without one. Exact: such a thread has no user state and never will again; a kernel
+ * thread, which has no mm either, is PF_KTHREAD, and a thread exiting with its mm still
+ * there (dumping core, in exit_signals) has its user state, read as any thread's. */
+static __always_inline bool released(struct task_struct *task)
+{
+	return !task->mm && (task->flags & (PF_EXITING | PF_KTHREAD)) == PF_EXITING;
+}
+
 /* Whether task registered a restartable sequence: then the kernel updates it (rseq_update)
  * on its way back to user space after every switch-out. Kernels whose task_struct keeps
  * it otherwise are taken as not registered. */
@@ -561,6 +583,7 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 		sp->pid = ptgid;
 		sp->state = state_of(preempt, prev_state);
 		sp->cpu = bpf_get_smp_processor_id();
+		sp->exiting = released(prev);
 		/* an uninterruptible wait's scheduler frames say what it waits for (mutex_lock,
 		 * io_schedule, wait_for_completion): read here, as the stack read at its
 		 * switch-in has none; reading them at every switch-out would cost as much as
@@ -596,7 +619,8 @@ in:
 	s->in_ns = now;
 	take_kframes(s, ntid, next);
 	if (!next->mm) {
-		/* a kernel thread: no user state to wait for */
+		/* a kernel thread, or a thread exiting with its memory released (s->exiting):
+		 * no user state to wait for */
 		emit(s, ntid, next, false, 0);
 		t->open = 0;
 		return 0;

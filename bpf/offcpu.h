@@ -34,6 +34,9 @@ struct sonde_bpf_wait {
 	 * point on its way back to user space and the wait ended somewhere before,
 	 * SONDE_BPF_UNSEEN_WOKEN in_ns is its wakeup (an idle CPU runs it at once) */
 	__u32 unknown, nsched;
+	/* 1: the thread had released its memory on its way out when the wait began (struct
+	 * sonde_bpf_start.exiting): it has no user state, none is read */
+	__u32 exiting, pad;
 	/* the kernel stack it waited in, innermost first: its innermost frames at the
 	 * switch-out (nsched), and the stack without the scheduler's frames (knr) */
 	__u64 sched[SONDE_BPF_SCHED_FRAMES];
@@ -56,6 +59,9 @@ struct sonde_bpf_start {
 	 * snaps map (key: tid) in case no capture point comes (SONDE_BPF_SNAP | its stack
 	 * bytes), 0: not read */
 	__u32 snap;
+	/* 1: it left the CPU on its way out (PF_EXITING) with its memory released (mm NULL),
+	 * so the wait has no user state, ever */
+	__u32 exiting, pad;
 	__u64 sched[SONDE_BPF_SCHED_FRAMES]; /* innermost kernel frames at the switch-out */
 };
 #define SONDE_BPF_SNAP 0x80000000u

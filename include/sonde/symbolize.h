@@ -67,8 +67,9 @@ enum sonde_sym_origin {
 	SONDE_SYM_ORIGIN_DEBUGINFOD, /* from debug info fetched through debuginfod */
 	SONDE_SYM_ORIGIN_PERF_MAP,
 	SONDE_SYM_ORIGIN_KALLSYMS,
-	/* named by the recording itself: "[kernel]", a sample's time in the kernel recorded
-	 * without kernel frames (a module of that name, docs/spool.md) */
+	/* named by the recording itself (a module of that name, docs/spool.md): "[kernel]", a
+	 * sample's time in the kernel recorded without kernel frames; "[exiting]", the user
+	 * part of a wait of a thread exiting after it released its memory */
 	SONDE_SYM_ORIGIN_RECORDING,
 };
 

@@ -503,7 +503,8 @@ static uint32_t kernel_stack(const struct sonde_bpf_wait *w, uint64_t *ips)
 	return n;
 }
 
-/* Writes one wait: its stack unwound as the perf backend's switch-out samples are. */
+/* Writes one wait: its stack unwound as the perf backend's switch-out samples are; a wait of
+ * a thread exiting with its memory released has an [exiting] frame for its user part. */
 static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, size_t stack_len,
 		      bool open)
 {
@@ -525,14 +526,18 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 		nk = kernel_stack(w, ips);
 	rec.sample.callchain = (const uint8_t *)ips;
 	rec.sample.callchain_nr = nk;
-	rec.sample.regs_abi = w->regs_ok ? PERF_SAMPLE_REGS_ABI_64 : PERF_SAMPLE_REGS_ABI_NONE;
-	for (unsigned i = 0; w->regs_ok && i < SONDE_BPF_NREGS && i < UREG_COUNT; i++) {
+	/* an exiting thread has no user state: one frame stands for it, in the user frames' room */
+	bool user = w->regs_ok && !w->exiting;
+	rec.sample.regs_abi = user ? PERF_SAMPLE_REGS_ABI_64 : PERF_SAMPLE_REGS_ABI_NONE;
+	for (unsigned i = 0; user && i < SONDE_BPF_NREGS && i < UREG_COUNT; i++) {
 		rec.sample.regs.r[i] = w->regs[i];
 		rec.sample.regs.valid |= 1u << i;
 	}
 	rec.sample.stack = w->stack;
 	rec.sample.stack_len = stack_len;
 	int err = sonde__rec_sample_stack(r, p, &rec, r->cfg.stack_bytes, false, &n, &flags);
+	if (!err && w->exiting)
+		err = sonde__rec_exiting_frame(r, w->out_ns, &sonde__rec_frames(r)[n++]);
 	if (!err)
 		err = sonde__rec_thread_id(r, w->out_ns, (pid_t)w->pid, (pid_t)w->tid, &id);
 	if (!err && r->offcpu.bpf->switches)
@@ -656,6 +661,7 @@ static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64
 		w.waker = s.waker;
 		w.state = s.state;
 		w.cpu = s.cpu;
+		w.exiting = s.exiting;
 		w.nsched = s.nsched;
 		memcpy(w.sched, s.sched, sizeof(w.sched));
 		if (s.knr && !bpf_map__lookup_elem(b->skel->maps.kframes, &key, sizeof(key), w.kips,

@@ -82,6 +82,7 @@ struct rec_kernel {
 	int kernel_time_error;	     /* kernel time was to be sampled and was refused: why */
 	uint32_t kernel_module;	     /* spool id of the kernel module, 0 until first needed */
 	uint32_t kernel_leaf_module; /* spool id of "[kernel]", 0 until first needed */
+	uint32_t exiting_module;     /* spool id of "[exiting]", 0 until first needed */
 };
 
 /* The unwind part: a sample's frames, the CFI tables, the unwind counters (stack.c owns it;
@@ -352,6 +353,10 @@ struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const st
 int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 			    const struct perf_rec *rec, uint32_t copy, bool kernel_leaf, size_t *n,
 			    uint32_t *flags);
+/* The frame that stands for the user stack of a thread that waited on its way out after it
+ * had released its memory (the BPF off-CPU backend tells those apart): one frame of a
+ * module named "[exiting]", put outermost, where the user frames would be. 0 or -errno. */
+int sonde__rec_exiting_frame(struct sonde_recorder *r, uint64_t time, struct sonde_spool_frame *f);
 /* The spool id of thread tid of pid, defined on first use. */
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id);

@@ -249,6 +249,15 @@ static int kernel_leaf(struct sonde_recorder *r, const struct perf_rec *rec, siz
 	return 0;
 }
 
+int sonde__rec_exiting_frame(struct sonde_recorder *r, uint64_t time, struct sonde_spool_frame *f)
+{
+	int err = kernel_space_module(r, time, "[exiting]", &r->kern.exiting_module);
+
+	f->module = r->kern.exiting_module;
+	f->addr = REC_KERNEL_START; /* no address: the module's first offset */
+	return err;
+}
+
 /* The sample's kernel callchain into the frames (sonde__rec_frames), innermost first: the
  * sampled pc exactly, callers as return address minus one (as the user frames). Context
  * markers are skipped; the user part (which the events exclude) would end the walk.

@@ -567,6 +567,22 @@ static int mod_vaddr(const struct sym_mod *sm, const struct sonde_sym_module *m,
 	return -SONDE_E_RANGE;
 }
 
+/* The name of every frame of a module the recording itself names (docs/spool.md), or NULL:
+ * "[kernel]", a sample's time in the kernel recorded without kernel frames, and
+ * "[exiting]", the user part of a wait of a thread on its way out after it had released its
+ * memory. Both are kernel-space modules (pid 0, flag KERNEL) of those paths. */
+static const char *recording_name(const struct sonde_sym_module *m)
+{
+	static const char *const names[] = {"[kernel]", "[exiting]"};
+
+	if (!(m->flags & SONDE_MODULE_KERNEL) || !m->path)
+		return NULL;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(m->path, names[i]))
+			return names[i];
+	return NULL;
+}
+
 SONDE_API int sonde_symbolizer__symbolize(struct sonde_symbolizer *s, const struct sonde_sym_module *m,
 			      uint64_t offset, struct sonde_sym_frame *out, size_t max)
 {
@@ -576,10 +592,10 @@ SONDE_API int sonde_symbolizer__symbolize(struct sonde_symbolizer *s, const stru
 
 	if (!s || !m || !out || max < 1)
 		return -EINVAL;
-	if ((m->flags & SONDE_MODULE_KERNEL) && m->path && !strcmp(m->path, "[kernel]")) {
-		/* time in the kernel recorded without kernel frames: one frame for all of it */
-		frame_init(out, "[kernel]", "[kernel]", SONDE_SYM_KERNEL,
-			   SONDE_SYM_ORIGIN_RECORDING);
+	const char *named = recording_name(m);
+	if (named) {
+		/* one frame for all of the module: no address of it means anything */
+		frame_init(out, named, named, SONDE_SYM_KERNEL, SONDE_SYM_ORIGIN_RECORDING);
 		return 1;
 	}
 	if (m->flags & SONDE_MODULE_KERNEL) {

@@ -1,7 +1,8 @@
 /* The BPF off-CPU backend (docs/record.md, "Off-CPU backends"), forced with
  * --off-cpu-backend bpf: the wall split of tests/progs/offcpu_split against the program's
  * own measurement, short waits summed in the kernel, long waits stacked to main on a
- * binary without frame pointers, a thread that exits while blocked, -a over several
+ * binary without frame pointers, a thread that exits while blocked, waits on the way out
+ * after the memory is gone ([exiting]), -a over several
  * processes, the fallback to perf_event where BPF is refused, and nothing left attached
  * once the recorder is freed. Skipped, with the reason, where the backend cannot run. */
 #include <dirent.h>
@@ -16,6 +17,8 @@
 #include <sonde/error.h>
 #include <sonde/record.h>
 #include <sonde/spool_reader.h>
+#include <sonde/symbolize.h>
+#include <sonde/view_source.h>
 
 #include "../test.h"
 #include "../util.h"
@@ -253,6 +256,92 @@ TEST_TIMEOUT(offcpu_bpf_thread_exiting_while_blocked, 120)
 	/* (its stack is not checked: the recorder retires a process's modules at its main
 	 * thread's exit, which comes first, with either backend) */
 	ASSERT_INT(found, ==, 1);
+}
+
+/* The name of frame `frame` of spool s (a kernel frame, or one the recording names). */
+static const char *frame_name(const struct sonde_spool *s, struct sonde_symbolizer *sym,
+			      uint32_t frame)
+{
+	struct sonde_sym_frame f[8];
+
+	ASSERT_INT(sonde_spool__symbolize_frame(s, sym, frame, 0, f, 8), >=, 1);
+	return f[0].name;
+}
+
+/* Whether the stack of interval iv reads [exiting] outermost, with do_exit (the kernel's
+ * exit path) among its kernel frames. */
+static bool stacked_exiting(const struct sonde_spool *s, struct sonde_symbolizer *sym,
+			    const struct sonde_spool_offcpu *iv)
+{
+	uint32_t frames[256];
+	bool do_exit = false;
+	int n = sonde_spool__get_stack(s, iv->stack, frames, 256);
+
+	ASSERT(n >= 0 && n <= 256);
+	if (!n || strcmp(frame_name(s, sym, frames[n - 1]), "[exiting]"))
+		return false;
+	for (int i = 0; i < n - 1; i++)
+		do_exit |= !strcmp(frame_name(s, sym, frames[i]), "do_exit");
+	return do_exit;
+}
+
+/* Processes that wait on their way out, after their memory is released (offcpu_exiting:
+ * each child's teardown of its address space waits in exit_aio), have no user stack to
+ * record: each child's last wait is stacked under an [exiting] frame where its user frames
+ * would be, its kernel frames (the exit path) inside it; the parent, which waits for each
+ * child's exit, has none. */
+TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
+{
+	const char *spool = test_path("exiting.spool"), *tpath = test_path("exiting.truth");
+	struct sonde_spool_offcpu iv, last = {0};
+	struct sonde_spool_thread th;
+	struct test_output o;
+	int pids[8], n = 0;
+
+	offcpu_require_bpf();
+	test_runf(&o, 60,
+		  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 --kernel -o %s "
+		  "-- %s 8 %s",
+		  test_bin("sonde"), spool, test_prog("offcpu_exiting"), tpath);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
+	for (const char *l = t; (l = strstr(l, "child ")) && n < 8; l++)
+		pids[n++] = atoi(l + 6);
+	ASSERT_CONTAINS(t, "done\n");
+	free(t);
+	ASSERT_INT(n, ==, 8);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	struct sonde_symbolizer *sym = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
+	for (int c = 0; c < n; c++) {
+		bool seen = false;
+		for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+			ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
+			if ((int)th.tid != pids[c] ||
+			    (seen && iv.switch_out_ns < last.switch_out_ns))
+				continue;
+			last = iv;
+			seen = true;
+		}
+		if (!seen)
+			FAIL("child %d: no off-CPU interval", pids[c]);
+		if (!stacked_exiting(s, sym, &last))
+			FAIL("child %d: its last wait (%llu ns) lacks [exiting] or do_exit",
+			     pids[c], (unsigned long long)(last.switch_in_ns - last.switch_out_ns));
+	}
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
+		bool child = false;
+		for (int c = 0; c < n; c++)
+			child |= (int)th.tid == pids[c];
+		if (!child && stacked_exiting(s, sym, &iv))
+			FAIL("thread %u, not exiting, has a wait under [exiting]", th.tid);
+	}
+	sonde_symbolizer__free(sym);
+	sonde_spool__close(s);
 }
 
 /* -a: three sleep_loop processes started before the recording, each with its sleeps

@@ -94,17 +94,23 @@ struct sonde_profile *export_fixture(void)
 	return p;
 }
 
-const char *export_fixture_write(const struct sonde_profile *p, enum sonde_profile_format fmt,
-				 const char *name)
+const char *export_fixture_write_opts(const struct sonde_profile *p, enum sonde_profile_format fmt,
+				      const char *name, const struct sonde_profile_write_opts *opts)
 {
 	const char *path = test_path(name);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 
 	if (fd < 0)
 		FAIL("open %s: %s", path, strerror(errno));
-	ASSERT_OK(sonde_profile__write(p, fmt, fd, NULL));
+	ASSERT_OK(sonde_profile__write(p, fmt, fd, opts));
 	close(fd);
 	return path;
+}
+
+const char *export_fixture_write(const struct sonde_profile *p, enum sonde_profile_format fmt,
+				 const char *name)
+{
+	return export_fixture_write_opts(p, fmt, name, NULL);
 }
 
 const char *export_which(const char *name)

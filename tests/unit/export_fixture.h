@@ -21,6 +21,9 @@ enum { EXPORT_FIXTURE_TOTAL = 105 };
 /* Writes p in fmt to a new file test_path(name); returns that path. */
 const char *export_fixture_write(const struct sonde_profile *p, enum sonde_profile_format fmt,
 				 const char *name);
+/* The same, written with opts. */
+const char *export_fixture_write_opts(const struct sonde_profile *p, enum sonde_profile_format fmt,
+				      const char *name, const struct sonde_profile_write_opts *opts);
 /* Absolute path of a program found in PATH, or NULL. */
 const char *export_which(const char *name);
 

@@ -1,11 +1,16 @@
 /* The exporters on a hand-built profile: each output is read back, by our own decoder and by
- * an independent one (protoc, python's json and xml parsers). */
+ * an independent one (protoc, python's json and xml parsers); and the names every reader of
+ * a spool gives a frame the recording names ([exiting]). */
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "base/pb.h"
 #include "export/flame.h"
+
+#include <sonde/spool.h>
+#include <sonde/symbolize.h>
+#include <sonde/view_source.h>
 
 #include "../test.h"
 #include "../util.h"
@@ -535,4 +540,153 @@ TEST(export_flame_groups_or_hides_kernel_threads_heaviest_first)
 	free(svg);
 	sonde__flame_free(&f);
 	sonde_profile__free(p);
+}
+
+/* --- a wait of a thread exiting after its memory was released, from a spool --- */
+
+/* A spool whose thread 500 waited 30 ms in D in exit_aio, called from do_exit, with an
+ * [exiting] frame for its user part (docs/spool.md); the kernel's names in `kallsyms`. */
+static void write_exiting_spool(const char *path, const char *kallsyms)
+{
+	static const char ksyms[] = "ffffffff81000000 T do_exit\n"
+				    "ffffffff81000100 T exit_aio\n"
+				    "ffffffff81000200 T kernel_end\n";
+	struct sonde_spool_header h = {.start_time_ns = 1, .start_monotonic_ns = 1000};
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	uint32_t t, kmod, xmod;
+
+	test_write_file(kallsyms, ksyms, strlen(ksyms));
+	ASSERT(fd >= 0);
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(
+		sonde_spool_writer__new(sonde_spool_writer__write_fd, (void *)(intptr_t)fd, &h));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 1000, 500, 500, "quitter", &t));
+	struct sonde_spool_module_def k = {.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
+					   .start = 0xffff800000000000,
+					   .end = UINT64_MAX,
+					   .pgoff = 0xffff800000000000,
+					   .path = "[kernel.kallsyms]"};
+	ASSERT_OK(sonde_spool_writer__add_module(w, 1000, &k, &kmod));
+	k.path = "[exiting]";
+	ASSERT_OK(sonde_spool_writer__add_module(w, 1000, &k, &xmod));
+	const struct sonde_spool_frame frames[] = {
+		{kmod, 0xffffffff81000110}, {kmod, 0xffffffff81000010}, {xmod, k.start}};
+	struct sonde_spool_offcpu iv = {.switch_out_ns = 2000,
+					.switch_in_ns = 2000 + 30000000,
+					.thread = t,
+					.cpu = SONDE_SPOOL_CPU_NONE,
+					.state = SONDE_OFFCPU_BLOCKED,
+					.flags = SONDE_SAMPLE_KERNEL};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, frames, 3));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	close(fd);
+}
+
+/* The outermost location's names of the pprof sample that has an off-CPU time. */
+static void pprof_offcpu_root(const char *path, char *out, size_t cap)
+{
+	size_t len;
+	uint8_t *raw = gunzip_file(path, &len);
+	struct decoded d;
+
+	decode_profile(raw, len, &d);
+	out[0] = 0;
+	for (size_t i = 0; i < d.n_samples; i++) {
+		struct pb_reader r = pb_sub(&d.samples[i]);
+		struct pb_field f;
+		uint64_t root = 0, v[4] = {0};
+		while (sonde__pb_next(&r, &f) > 0) {
+			struct pb_reader pr = pb_sub(&f);
+			uint64_t x;
+			if (f.num == 1)
+				while (sonde__pb_packed_next(&pr, &x) > 0)
+					root = x; /* leaf first: the last is outermost */
+			if (f.num == 2)
+				for (int k = 0; k < 4 && sonde__pb_packed_next(&pr, &x) > 0; k++)
+					v[k] = x;
+		}
+		if (v[2])
+			loc_names(&d, root, out, cap);
+	}
+	free(raw);
+}
+
+/* Every reader of a spool names the [exiting] module's frame [exiting], outermost where
+ * the user frames would be, with the kernel frames inside it: the report's view, folded,
+ * pprof, speedscope, the SVG flame graph and the Perfetto trace. */
+TEST(export_exiting_frame_named_in_every_format)
+{
+	char spool[PATH_MAX], ksyms[PATH_MAX], out[PATH_MAX], root[256];
+
+	/* (test_path's buffers are reused: these are kept) */
+	snprintf(spool, sizeof(spool), "%s", test_path("exiting.spool"));
+	snprintf(ksyms, sizeof(ksyms), "%s", test_path("kallsyms"));
+	snprintf(out, sizeof(out), "%s", test_path("exiting.out"));
+	write_exiting_spool(spool, ksyms);
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .kallsyms_path = ksyms};
+
+	/* sonde report: the view */
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	struct sonde_symbolizer *sym = ASSERT_NOT_NULL(sonde_symbolizer__new(&so));
+	/* the symbolizer gives the recording's own name, not an unresolved address */
+	struct sonde_sym_module xm = {.flags = SONDE_MODULE_EXEC | SONDE_MODULE_KERNEL,
+				      .start = 0xffff800000000000,
+				      .end = UINT64_MAX,
+				      .pgoff = 0xffff800000000000,
+				      .path = "[exiting]"};
+	struct sonde_sym_frame f;
+	ASSERT_INT(sonde_symbolizer__symbolize(sym, &xm, xm.start, &f, 1), ==, 1);
+	ASSERT_STR_EQ(f.name, "[exiting]");
+	ASSERT_UINT(f.origin, ==, SONDE_SYM_ORIGIN_RECORDING);
+	ASSERT_UINT(f.kind, ==, SONDE_SYM_KERNEL);
+	struct sonde_view_source_opts vo = {
+		.sz = sizeof(vo), .metric = SONDE_PROFILE_METRIC_OFF_CPU, .symbolizer = sym};
+	struct sonde_view *v = NULL;
+	ASSERT_OK(sonde_view__from_spool(s, &vo, &v, NULL));
+	int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ASSERT(fd >= 0);
+	struct sonde_view_folded_opts fo = {.sz = sizeof(fo), .unit = 1000};
+	ASSERT_OK(sonde_view__write_folded(v, fd, &fo));
+	close(fd);
+	sonde_view__free(v);
+	sonde_symbolizer__free(sym);
+	sonde_spool__close(s);
+	char *text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	ASSERT_STR_EQ(text, "[exiting];do_exit;exit_aio 30000\n");
+	free(text);
+
+	/* sonde convert: folded, pprof, speedscope, SVG */
+	struct sonde_profile_spool_opts po = {.sz = sizeof(po), .sym = &so};
+	struct sonde_profile *p = ASSERT_NOT_NULL(sonde_profile__from_spool(spool, &po));
+	struct sonde_profile_write_opts wo = {.sz = sizeof(wo),
+					      .metric = SONDE_PROFILE_METRIC_OFF_CPU};
+	const char *folded = export_fixture_write_opts(p, SONDE_PROFILE_FOLDED, "x.folded", &wo);
+	text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
+	ASSERT_STR_EQ(text, "[exiting];do_exit;exit_aio;[off-cpu: D] 30000\n");
+	free(text);
+	const char *pprof = export_fixture_write_opts(p, SONDE_PROFILE_PPROF, "x.pb.gz", &wo);
+	pprof_offcpu_root(pprof, root, sizeof(root));
+	ASSERT_STR_EQ(root, "[exiting]");
+	const char *json = export_fixture_write_opts(p, SONDE_PROFILE_SPEEDSCOPE, "x.json", &wo);
+	text = ASSERT_NOT_NULL(test_read_file(json, NULL));
+	ASSERT_CONTAINS(text, "\"name\":\"[exiting]\"");
+	free(text);
+	const char *svg = export_fixture_write_opts(p, SONDE_PROFILE_SVG, "x.svg", &wo);
+	text = ASSERT_NOT_NULL(test_read_file(svg, NULL));
+	ASSERT_CONTAINS(text, "<title>[exiting] (");
+	free(text);
+	sonde_profile__free(p);
+
+	/* the Perfetto trace interns the name */
+	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ASSERT(fd >= 0);
+	ASSERT_OK(sonde_profile__spool_to_perfetto(spool, fd, &po));
+	close(fd);
+	size_t len;
+	char *trace = ASSERT_NOT_NULL(test_read_file(out, &len));
+	/* an interned string (field 2) of exactly that name */
+	ASSERT(memmem(trace, len, "\x12\x09[exiting]", 11) != NULL);
+	ASSERT(memmem(trace, len, "exit_aio", 8) != NULL);
+	free(trace);
 }
