@@ -63,6 +63,10 @@ struct sonde_view_source_opts {
 	const char *buildid_cache_dir;
 	sonde_view_progress_fn progress; /* NULL: none */
 	void *progress_ctx;
+	/* Name no frame through a symbolizer, so that nothing but the recording is read (no
+	 * path a spool names is opened): a frame is "module+0xOFFSET", or "0xADDR" outside
+	 * modules, and counts as unresolved. Spool and tail alike. */
+	int no_symbolize;
 };
 
 /* What building a view read. An output struct: the caller sets sz. */

@@ -46,7 +46,7 @@ struct frame_res {
 struct names {
 	struct reader rd;
 	struct sonde_view *v;
-	int lines, no_inline;
+	int lines, no_inline, no_symbolize;
 	struct frame_res *frames; /* by frame id */
 	size_t frames_cap;
 	struct buf frame_funcs; /* uint32_t view function ids, innermost first, per frame */
@@ -102,13 +102,31 @@ static const char *frame_module(const struct names *n, uint32_t frame_id)
 	return m.def.path && m.def.path[0] ? base_name(m.def.path) : "[anonymous]";
 }
 
+/* frame_id named as a symbolizer names what it cannot, without one: "module+0xOFFSET",
+ * or "0xADDR" outside modules, into buf. 1, or -ERANGE. */
+static int unsymbolized(const struct names *n, uint32_t frame_id, struct sonde_sym_frame *out,
+			char *buf, size_t cap)
+{
+	struct sonde_spool_frame f;
+
+	if (n->rd.frame(n->rd.src, frame_id, &f) < 0)
+		return -ERANGE;
+	if (f.module)
+		snprintf(buf, cap, "%s+0x%" PRIx64, frame_module(n, frame_id), f.addr);
+	else
+		snprintf(buf, cap, "0x%" PRIx64, f.addr);
+	*out = (struct sonde_sym_frame){.name = buf};
+	return 1;
+}
+
 /* Resolves frame_id (of a stack of process pid) into view function ids. 0 or -errno. */
 static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
 {
 	struct sonde_sym_frame out[MAX_INLINE];
 	const char *module = frame_module(n, frame_id);
-	char label[1024], fallback[64];
-	int k = n->rd.symbolize(n->rd.ctx, frame_id, pid, out, MAX_INLINE);
+	char label[1024], fallback[64], raw[300];
+	int k = n->no_symbolize ? unsymbolized(n, frame_id, out, raw, sizeof(raw))
+				: n->rd.symbolize(n->rd.ctx, frame_id, pid, out, MAX_INLINE);
 
 	if (k <= 0) {
 		/* the symbolizer refused the frame: name it by its number, still counted */
@@ -521,6 +539,7 @@ static int build_run(struct build *b, const struct sonde_view_source_opts *opts)
 	b->progress_ctx = OPTS_GET(opts, progress_ctx, NULL);
 	b->names.lines = OPTS_GET(opts, lines, 0);
 	b->names.no_inline = OPTS_GET(opts, no_inline, 0);
+	b->names.no_symbolize = OPTS_GET(opts, no_symbolize, 0);
 	sonde_spool__get_info(b->s, &b->info);
 	b->n_off = sonde_spool__offcpu_count(b->s);
 	b->n_unknown = sonde_spool__unknown_count(b->s);
@@ -565,7 +584,7 @@ int sonde_view__from_spool(const struct sonde_spool *s, const struct sonde_view_
 		return -EINVAL;
 	ss.sym = OPTS_GET(opts, symbolizer, NULL);
 	struct sonde_symbolizer *own = NULL;
-	if (!ss.sym) {
+	if (!ss.sym && !OPTS_GET(opts, no_symbolize, 0)) {
 		struct sonde_symbolizer_opts so = {.sz = sizeof(so),
 						   .buildid_cache_dir =
 							   OPTS_GET(opts, buildid_cache_dir, NULL)};
@@ -681,6 +700,7 @@ struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t wind
 				      .ctx = t};
 	l->names.lines = OPTS_GET(opts, lines, 0);
 	l->names.no_inline = OPTS_GET(opts, no_inline, 0);
+	l->names.no_symbolize = OPTS_GET(opts, no_symbolize, 0);
 	l->names.v = view_new(opts, &vf);
 	if (!l->names.v) {
 		int e = errno;

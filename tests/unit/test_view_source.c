@@ -496,6 +496,36 @@ TEST(view_live_names_after_an_invalidation_are_the_new_ones)
 	sonde__buf_free(&b);
 }
 
+/* no_symbolize: no symbolizer is made, every frame is named by its module and offset (a
+ * raw address by itself) and counted unresolved, by a spool and a tail alike. */
+TEST(view_without_symbolizer_names_frames_by_module_and_offset)
+{
+	struct buf b = {0};
+	const char *path = fixture_file(&b, 60);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(path, NULL));
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .no_symbolize = 1};
+	struct sonde_view_source_stats st = {.sz = sizeof(st)};
+	struct sonde_view *v = NULL;
+	struct sonde_tail *t;
+
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, &st));
+	ASSERT_INT(st.frames, >, 0);
+	ASSERT_INT(st.unresolved_frames, ==, st.frames);
+	char *a = folded_of(v, SONDE_VIEW_ROOTS_NONE);
+	ASSERT_CONTAINS(a, "prog+0x3000;prog+0x2008;libc.so.6+0x1001 ");
+	ASSERT_CONTAINS(a, "other+0x4000;0xffffffff8100001e ");
+	struct sonde_view_live *l = live_of(path, &t, &o);
+	char *c = folded_of(ASSERT_NOT_NULL(sonde_view_live__view(l)), SONDE_VIEW_ROOTS_NONE);
+	ASSERT_STR_EQ(c, a);
+	free(a);
+	free(c);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_view__free(v);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
 TEST(view_metric_states_are_exact)
 {
 	uint32_t off = sonde_view_metric_states(SONDE_PROFILE_METRIC_OFF_CPU);
