@@ -6,7 +6,7 @@
  * From a spool:
  *   sonde_spool__open, sonde_view__from_spool (the view is the caller's), then the view's
  *   own calls (include/sonde/view.h); sonde_view__free, sonde_spool__close.
- * From a tail (a sliding window of its samples):
+ * From a tail (a sliding window of its events):
  *   sonde_tail__open, sonde_view_live__new;
  *   loop: sonde_tail__poll, sonde_view_live__add (the batch), sonde_view_live__expire,
  *         sonde_view_live__view (the window's view, rebuilt);
