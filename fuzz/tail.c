@@ -2,9 +2,10 @@
  *
  * Input: one control byte, then the file's bytes. The control byte seeds the split points
  * (the file grows by pseudo-random pieces of 1 to 64 bytes, polled after each), the batch
- * bounds, and whether consumed blocks are punched. Every sample a batch hands out must
- * resolve (stack, frames, thread), and the tail must agree with the whole-file reader:
- * the same samples when both succeed, and an error only where the reader also fails. */
+ * bounds, and whether consumed blocks are punched. Every sample and off-CPU interval a
+ * batch hands out must resolve (stack, frames, thread), and the tail must agree with the
+ * whole-file reader: as many samples, intervals (cut ones too) and short-interval records
+ * when both succeed, and an error only where the reader also fails. */
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/mman.h>
@@ -16,40 +17,61 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check_batch(const struct sonde_tail *t, const struct sonde_tail_batch *b)
+/* What the tail handed out: samples, intervals, cut intervals, short-interval records. */
+struct seen {
+	uint64_t samples, offcpu, unknown, shorts;
+};
+
+/* The stack node and thread of something a batch handed out must resolve. */
+static void check_event(const struct sonde_tail *t, uint32_t stack, uint32_t thread)
 {
 	uint32_t frames[16];
 	struct sonde_spool_thread th;
 	struct sonde_spool_frame f;
 	struct sonde_spool_module m;
+	int depth = sonde_tail__get_stack(t, stack, frames, 16);
 
-	for (size_t i = 0; i < b->n_samples; i++) {
-		int depth = sonde_tail__get_stack(t, b->samples[i].stack, frames, 16);
-		if (depth < 0 || sonde_tail__get_thread(t, b->samples[i].thread, &th) < 0)
+	if (depth < 0 || sonde_tail__get_thread(t, thread, &th) < 0)
+		__builtin_trap();
+	for (int k = 0; k < depth && k < 16; k++) {
+		if (sonde_tail__get_frame(t, frames[k], &f) < 0)
 			__builtin_trap();
-		for (int k = 0; k < depth && k < 16; k++) {
-			if (sonde_tail__get_frame(t, frames[k], &f) < 0)
-				__builtin_trap();
-			if (f.module && sonde_tail__get_module(t, f.module, &m) < 0)
-				__builtin_trap();
-		}
+		if (f.module && sonde_tail__get_module(t, f.module, &m) < 0)
+			__builtin_trap();
 	}
 }
 
-/* Polls until nothing more is visible; returns the samples seen, or the error. */
-static long poll_all(struct sonde_tail *t, size_t max_records, size_t max_bytes, int *err)
+static void check_batch(const struct sonde_tail *t, const struct sonde_tail_batch *b)
+{
+	struct sonde_spool_thread th;
+
+	for (size_t i = 0; i < b->n_samples; i++)
+		check_event(t, b->samples[i].stack, b->samples[i].thread);
+	for (size_t i = 0; i < b->n_offcpu; i++)
+		check_event(t, b->offcpu[i].stack, b->offcpu[i].thread);
+	for (size_t i = 0; i < b->n_unknown; i++)
+		check_event(t, b->unknown[i].stack, b->unknown[i].thread);
+	for (size_t i = 0; i < b->n_shorts; i++)
+		if (sonde_tail__get_thread(t, b->shorts[i].thread, &th) < 0)
+			__builtin_trap();
+}
+
+/* Polls until nothing more is visible, counting into *seen; sets *err on an error. */
+static void poll_all(struct sonde_tail *t, size_t max_records, size_t max_bytes, struct seen *seen,
+		     int *err)
 {
 	struct sonde_tail_batch b = {.sz = sizeof(b)};
-	long samples = 0;
 	int n;
 
 	while ((n = sonde_tail__poll(t, max_records, max_bytes, &b)) > 0) {
 		check_batch(t, &b);
-		samples += (long)b.n_samples;
+		seen->samples += b.n_samples;
+		seen->offcpu += b.n_offcpu;
+		seen->unknown += b.n_unknown;
+		seen->shorts += b.n_shorts;
 	}
 	if (n < 0)
 		*err = n;
-	return samples;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -65,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t max_records = 1 + ctl % 5, max_bytes = (ctl & 0x40) ? 1 + ctl % 97 : 0;
 	struct sonde_tail_opts o = {.sz = sizeof(o), .punch_holes = (ctl & 0x80) != 0};
 	int fd = memfd_create("fuzz-tail", MFD_CLOEXEC), err = 0;
-	long samples = 0;
+	struct seen seen = {0};
 
 	if (fd < 0)
 		return 0;
@@ -82,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (write(fd, file + off, piece) != (ssize_t)piece)
 			break;
 		off += piece;
-		samples += poll_all(t, max_records, max_bytes, &err);
+		poll_all(t, max_records, max_bytes, &seen, &err);
 	}
 	sonde_tail__free(t);
 	close(fd);
@@ -93,7 +115,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (s) {
 		struct sonde_spool_info in;
 		sonde_spool__get_info(s, &in);
-		if ((uint64_t)samples != in.samples)
+		if (seen.samples != in.samples || seen.offcpu != sonde_spool__offcpu_count(s) ||
+		    seen.unknown != sonde_spool__unknown_count(s) ||
+		    seen.shorts != sonde_spool__offcpu_short_count(s))
 			__builtin_trap();
 		sonde_spool__close(s);
 	}

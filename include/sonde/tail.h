@@ -69,6 +69,17 @@ struct sonde_tail_batch {
 	uint32_t new_modules, new_frames, new_stacks, new_threads; /* defined in this batch */
 	uint32_t retirements; /* RETIRE records in this batch */
 	int ended;	      /* the END record was consumed (by this or an earlier poll) */
+	/* The batch's off-CPU intervals (a recording made with --off-cpu), as the whole-file
+	 * reader presents them (sonde_spool__get_offcpu: stack is the innermost node), in
+	 * file order: by their end, not their switch-out */
+	const struct sonde_spool_offcpu *offcpu;
+	size_t n_offcpu;
+	/* intervals whose end a loss took (sonde_spool__get_unknown) */
+	const struct sonde_spool_offcpu *unknown;
+	size_t n_unknown;
+	/* threads' intervals too short to stack, in aggregate (sonde_spool__get_offcpu_short) */
+	const struct sonde_spool_offcpu_short *shorts;
+	size_t n_shorts;
 };
 
 /* Opens the spool at path for tailing from its start. opts may be NULL. Returns a tail owned

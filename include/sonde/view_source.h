@@ -6,7 +6,7 @@
  * From a spool:
  *   sonde_spool__open, sonde_view__from_spool (the view is the caller's), then the view's
  *   own calls (include/sonde/view.h); sonde_view__free, sonde_spool__close.
- * From a tail (a sliding window of its samples):
+ * From a tail (a sliding window of its events):
  *   sonde_tail__open, sonde_view_live__new;
  *   loop: sonde_tail__poll, sonde_view_live__add (the batch), sonde_view_live__expire,
  *         sonde_view_live__view (the window's view, rebuilt);
@@ -51,7 +51,8 @@ struct sonde_view_source_opts {
 	const struct sonde_view_filter *filter;
 	/* What an event weighs: cpu, a sample 1; off-cpu, an interval its nanoseconds; wall,
 	 * both (a sample its thread's on-CPU time by the CPUs' switches where the recording
-	 * kept them, else the sampling period). A tail reads samples only (cpu). */
+	 * kept them, else the sampling period; in a live view always the period, as a
+	 * tail's window has no thread's whole life to spread its switches' time over). */
 	enum sonde_profile_metric metric;
 	int state_frames; /* as sonde_view_opts.state_frames */
 	int lines;	  /* name functions "name (file:line)" where debug info says */
@@ -62,6 +63,10 @@ struct sonde_view_source_opts {
 	const char *buildid_cache_dir;
 	sonde_view_progress_fn progress; /* NULL: none */
 	void *progress_ctx;
+	/* Name no frame through a symbolizer, so that nothing but the recording is read (no
+	 * path a spool names is opened): a frame is "module+0xOFFSET", or "0xADDR" outside
+	 * modules, and counts as unresolved. Spool and tail alike. */
+	int no_symbolize;
 };
 
 /* What building a view read. An output struct: the caller sets sz. */
@@ -84,22 +89,28 @@ SONDE_API int sonde_view__from_spool(const struct sonde_spool *s,
 				     const struct sonde_view_source_opts *opts,
 				     struct sonde_view **out, struct sonde_view_source_stats *st);
 
-/* A sliding window of a tail's samples, as a view. */
+/* A sliding window of a tail's events, as a view: what sonde_view__from_spool adds of
+ * the same records (samples; under the off-cpu and wall metrics the intervals, those a
+ * loss cut and the short intervals), weighed and filtered alike, but the on-CPU time of
+ * tasks no sample saw (a window does not see a task's whole life). */
 struct sonde_view_live;
 
 /* window_ns: how far back from the newest time the window reaches (0: it keeps every
- * sample). The tail is borrowed and must outlive the live view. opts as for a spool (the
- * metric must be cpu; the symbolizer is the tail's). NULL and errno (EINVAL, ENOMEM). */
+ * event). The tail is borrowed and must outlive the live view. opts as for a spool (the
+ * symbolizer is the tail's). NULL and errno (EINVAL, ENOMEM). */
 SONDE_API struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t window_ns,
 						       const struct sonde_view_source_opts *opts);
 /* NULL is fine. */
 SONDE_API void sonde_view_live__free(struct sonde_view_live *l);
-/* Takes the batch's samples that the filter keeps into the window, and forgets the names
- * of the processes the batch invalidated. 0 or -errno. */
+/* Forgets the names of the processes the batch invalidated, then takes its events that
+ * the filter keeps into the window, each stack named as it is taken in: an event keeps
+ * the names it had when a process later execs or remaps its JIT code. 0 or -errno. */
 SONDE_API int sonde_view_live__add(struct sonde_view_live *l, const struct sonde_tail_batch *b);
-/* Drops the samples older than now_ns - window_ns. */
+/* Drops the events that ended before now_ns - window_ns (an interval ends at its
+ * switch-in; a short-interval record when the newest event before it did). */
 SONDE_API void sonde_view_live__expire(struct sonde_view_live *l, uint64_t now_ns);
-/* Samples in the window, and the time of the newest one taken in (0: none). */
+/* Events in the window (samples and intervals), and the latest end of one taken in (0:
+ * none). */
 SONDE_API uint64_t sonde_view_live__samples(const struct sonde_view_live *l);
 SONDE_API uint64_t sonde_view_live__last_time(const struct sonde_view_live *l);
 /* The window's view, rebuilt from its samples: owned by l, valid until the next call on l.

@@ -56,8 +56,10 @@ struct top_args {
 	pid_t tids[MAX_PIDS]; /* -t: threads recorded alone */
 	int n_tids;
 	uint32_t pid, tid;	/* filters */
-	struct cli_filter filt; /* --filter-comm, --filter-cpu */
+	struct cli_filter filt; /* --filter-comm, --filter-cpu, --time */
 	const char *cpu_list;	/* --filter-cpu as given */
+	const char *time_arg;	/* --time as given */
+	enum sonde_profile_metric metric;
 	enum sonde_view_sort sort;
 	bool system_wide; /* -a: every process (sonde_recorder__attach_system) */
 	int rows;	  /* plain mode rows, 0: PLAIN_ROWS */
@@ -70,13 +72,14 @@ struct top {
 	struct sonde_recorder *r;
 	struct sonde_launch *l;
 	struct sonde_tail *t;
-	struct sonde_view_live *live; /* the window */
+	struct sonde_view_live *live; /* the window, once the recording's header is read */
 	char source[128];
 	bool screen, keys; /* drawing on a terminal; reading keys from one */
 	struct termios saved;
 	bool ended; /* the recording is over: show what is left, then stop */
 	int child_status;
-	uint64_t seen; /* samples consumed in all */
+	uint64_t seen;	    /* samples consumed in all */
+	uint64_t intervals; /* off-CPU intervals consumed in all (cut ones too) */
 };
 
 /* clang-format off */
@@ -89,9 +92,9 @@ static void usage(FILE *f)
 		"       sonde top [options] -- CMD ARGS...\n"
 		"       sonde top [options] [-i FILE | FILE]\n"
 		"\n"
-		"Shows the hottest functions of a live recording, by self and total samples over a\n"
-		"sliding window, refreshed every second. FILE is a spool being written by `sonde record`\n"
-		"(default sonde.spool).\n"
+		"Shows the hottest functions of a live recording, by self and total samples (or\n"
+		"time, with --metric) over a sliding window, refreshed every second. FILE is a spool\n"
+		"being written by `sonde record` (default sonde.spool).\n"
 		"\n"
 		"  -p, --pid PID         record a running process and the processes it creates\n"
 		"                        (repeatable; a command after -- too)\n"
@@ -107,6 +110,16 @@ static void usage(FILE *f)
 		"      --filter-tid TID  show only samples of thread TID\n"
 		"      --filter-comm NAME[,NAME...]  show only samples of threads with these names\n"
 		"      --filter-cpu LIST show only samples taken on these CPUs (0,2-3)\n"
+		"      --time START,END  show only samples (and intervals, by their switch-out) taken\n"
+		"                        between START and END seconds since the recording started\n"
+		"                        (either side may be left out: 2.5, or ,10), as report's --time\n"
+		"      --metric cpu|off-cpu|wall  what stacks weigh, as report's --metric (default\n"
+		"                        cpu: on-CPU samples); off-cpu: the time threads spent off\n"
+		"                        the CPU, under an [off-cpu: R|S|D|other] frame (recording\n"
+		"                        itself, top then records off-CPU intervals; a FILE needs\n"
+		"                        record's --off-cpu); wall: both, a sample weighing its\n"
+		"                        period. An interval stays in the window until -w after it\n"
+		"                        ended\n"
 		"  -s, --sort KEY        order of the table: self (default), total, name, or\n"
 		"                        process (then self; shows the PROCESS column)\n"
 		"  -n, --rows N          rows per table when not on a terminal (default 20)\n"
@@ -227,6 +240,14 @@ static int parse_opt(struct top_args *a, int c)
 	case 'U':
 		a->cpu_list = optarg; /* the parser reads a CPU list without cutting it up */
 		return cli_filter_parse("top", &a->filt, "filter-cpu", optarg);
+	case 'X':
+		a->time_arg = optarg; /* and a time window likewise */
+		return cli_filter_parse("top", &a->filt, "time", optarg);
+	case 'M':
+		if (sonde_profile__parse_metric(optarg, &a->metric) == 0)
+			return 0;
+		cli_error("top", "--metric wants cpu, off-cpu or wall, not '%s'", optarg);
+		return CLI_USAGE;
 	case 's':
 		if (!strcmp(optarg, "self"))
 			a->sort = SONDE_VIEW_SORT_SELF;
@@ -266,6 +287,8 @@ static int parse_args(struct top_args *a, int argc, char **argv)
 		{"filter-tid", required_argument, NULL, 'T'},
 		{"filter-comm", required_argument, NULL, 'C'},
 		{"filter-cpu", required_argument, NULL, 'U'},
+		{"time", required_argument, NULL, 'X'},
+		{"metric", required_argument, NULL, 'M'},
 		{"sort", required_argument, NULL, 's'},
 		{"rows", required_argument, NULL, 'n'},
 		{"full-names", no_argument, NULL, 'N'},
@@ -404,7 +427,10 @@ static struct sonde_launch *launch_quiet(struct top *tp)
 
 static int start_recording(struct top *tp)
 {
-	struct sonde_record_opts o = {.sz = sizeof(o), .frequency = tp->a.freq};
+	/* a time metric weighs the intervals off the CPU: record them */
+	struct sonde_record_opts o = {.sz = sizeof(o),
+				      .frequency = tp->a.freq,
+				      .off_cpu = tp->a.metric != SONDE_PROFILE_METRIC_CPU};
 	char path[256];
 	pid_t pid = tp->a.n_attach ? tp->a.attach[0] : tp->a.n_tids ? tp->a.tids[0] : 0;
 	int err = temp_spool(path, sizeof(path));
@@ -594,10 +620,21 @@ static const char *cut(const char *s, char *out, size_t cap)
 	return out;
 }
 
+/* The header's count: samples, or the time a time metric adds up to and in how many
+ * samples and intervals. */
+static void print_total(const struct top *tp, uint64_t total, uint64_t events)
+{
+	if (tp->a.metric == SONDE_PROFILE_METRIC_CPU)
+		printf("%llu samples", (unsigned long long)total);
+	else
+		printf("%s %.3f s in %llu events", sonde_profile__metric_name(tp->a.metric),
+		       (double)total / 1e9, (unsigned long long)events);
+}
+
 static void draw_table(struct top *tp, int max_rows, int width, const char *note)
 {
 	const struct sonde_view_row *rows = NULL;
-	uint64_t total = sonde_view_live__samples(tp->live);
+	uint64_t total = 0, events = 0;
 	bool by_process = process_column(tp);
 	size_t n = 0, n_all = 0;
 	char line[1024], proc[21];
@@ -608,12 +645,16 @@ static void draw_table(struct top *tp, int max_rows, int width, const char *note
 		.sort = tp->a.sort,
 		.max = max_rows > 0 ? (size_t)max_rows : 1,
 	};
-	struct sonde_view *v = sonde_view_live__view(tp->live);
+	/* no view before the recording's header (and its start, for --time) was read */
+	struct sonde_view *v = tp->live ? sonde_view_live__view(tp->live) : NULL;
+	if (v)
+		total = sonde_view__total(v, &events);
 	if (!v || sonde_view__rows(v, &ro, &rows, &n, &n_all) < 0)
 		n = n_all = 0; /* out of memory: the header still says how many samples */
-	printf("sonde top: %s | window %.1f s | %llu samples%s%s\n", tp->source, tp->a.window_s,
-	       (unsigned long long)total, note ? " | " : "", note ? note : "");
-	if (tp->a.pid || tp->a.tid || tp->a.filt.n_comms || tp->a.filt.cpus) {
+	printf("sonde top: %s | window %.1f s | ", tp->source, tp->a.window_s);
+	print_total(tp, total, events);
+	printf("%s%s\n", note ? " | " : "", note ? note : "");
+	if (tp->a.pid || tp->a.tid || tp->a.filt.n_comms || tp->a.filt.cpus || tp->a.time_arg) {
 		printf("filter:");
 		if (tp->a.pid)
 			printf(" pid %u", tp->a.pid);
@@ -623,8 +664,14 @@ static void draw_table(struct top *tp, int max_rows, int width, const char *note
 			printf(" comm %s", tp->a.filt.comms[i]);
 		if (tp->a.filt.cpus)
 			printf(" cpu %s", tp->a.cpu_list);
+		if (tp->a.time_arg)
+			printf(" time %s s", tp->a.time_arg);
 		printf("\n");
 	}
+	/* a time metric of a recording without intervals is empty for that reason: say it */
+	if (tp->a.metric != SONDE_PROFILE_METRIC_CPU && !tp->intervals)
+		printf("no off-CPU intervals so far (a FILE has them when `sonde record --off-cpu` "
+		       "writes it)\n");
 	if (by_process)
 		printf("%7s %7s  %-40s %-20s %s\n", "SELF%", "TOTAL%", "FUNCTION", "PROCESS",
 		       "MODULE");
@@ -676,14 +723,42 @@ static void redraw(struct top *tp, bool final)
 
 /* ---- the loop ---- */
 
+/* The window: the tail's events of the last window_s seconds that --filter-pid, -tid,
+ * -comm, -cpu and --time keep (the view copies the filter; --time counts from the
+ * recording's start, in its header), weighed by --metric, each frame its outermost
+ * function. */
+static struct sonde_view_live *live_new(struct top *tp, const struct sonde_spool_header *h)
+{
+	struct sonde_view_filter f;
+
+	cli_filter_to_view(&tp->a.filt, h->start_monotonic_ns, &f);
+	f.pids = &tp->a.pid;
+	f.n_pids = tp->a.pid != 0;
+	f.tids = &tp->a.tid;
+	f.n_tids = tp->a.tid != 0;
+	struct sonde_view_source_opts o = {.sz = sizeof(o),
+					   .filter = &f,
+					   .metric = tp->a.metric,
+					   .state_frames = 1,
+					   .no_inline = 1};
+
+	return sonde_view_live__new(tp->t, (uint64_t)(tp->a.window_s * 1e9), &o);
+}
+
 static int consume(struct top *tp)
 {
 	struct sonde_tail_batch b = {.sz = sizeof(b)};
+	struct sonde_spool_header h;
 	int n;
 
 	while ((n = sonde_tail__poll(tp->t, 0, 0, &b)) > 0) {
 		tp->seen += b.n_samples;
-		int err = sonde_view_live__add(tp->live, &b);
+		tp->intervals += b.n_offcpu + b.n_unknown;
+		/* the header is the first record: the window starts with it */
+		if (!tp->live && sonde_tail__header(tp->t, &h) == 0 &&
+		    !(tp->live = live_new(tp, &h)))
+			return -errno;
+		int err = tp->live ? sonde_view_live__add(tp->live, &b) : 0;
 		if (err)
 			return err;
 	}
@@ -749,22 +824,6 @@ static void handle_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-/* The window: the tail's samples of the last window_s seconds that --filter-pid, -tid,
- * -comm and -cpu keep (the view copies the filter), each frame its outermost function. */
-static struct sonde_view_live *live_new(struct top *tp)
-{
-	struct sonde_view_filter f;
-
-	cli_filter_to_view(&tp->a.filt, 0, &f);
-	f.pids = &tp->a.pid;
-	f.n_pids = tp->a.pid != 0;
-	f.tids = &tp->a.tid;
-	f.n_tids = tp->a.tid != 0;
-	struct sonde_view_source_opts o = {.sz = sizeof(o), .filter = &f, .no_inline = 1};
-
-	return sonde_view_live__new(tp->t, (uint64_t)(tp->a.window_s * 1e9), &o);
-}
-
 static int cmd_top(int argc, char **argv)
 {
 	struct top tp = {0};
@@ -777,10 +836,6 @@ static int cmd_top(int argc, char **argv)
 	sonde_log__set_callback(log_to_stderr, NULL);
 	handle_signals();
 	code = open_source(&tp);
-	if (!code && !(tp.live = live_new(&tp))) {
-		cli_error("top", "out of memory");
-		code = CLI_FAILURE;
-	}
 	if (!code) {
 		screen_enter(&tp);
 		bool on_screen = tp.screen;

@@ -16,6 +16,7 @@
 #include <sonde/error.h>
 #include <sonde/view_source.h>
 
+#include "base/array.h"
 #include "base/buf.h"
 #include "base/opts.h"
 #include "export/acct.h"
@@ -45,7 +46,7 @@ struct frame_res {
 struct names {
 	struct reader rd;
 	struct sonde_view *v;
-	int lines, no_inline;
+	int lines, no_inline, no_symbolize;
 	struct frame_res *frames; /* by frame id */
 	size_t frames_cap;
 	struct buf frame_funcs; /* uint32_t view function ids, innermost first, per frame */
@@ -101,13 +102,31 @@ static const char *frame_module(const struct names *n, uint32_t frame_id)
 	return m.def.path && m.def.path[0] ? base_name(m.def.path) : "[anonymous]";
 }
 
+/* frame_id named as a symbolizer names what it cannot, without one: "module+0xOFFSET",
+ * or "0xADDR" outside modules, into buf. 1, or -ERANGE. */
+static int unsymbolized(const struct names *n, uint32_t frame_id, struct sonde_sym_frame *out,
+			char *buf, size_t cap)
+{
+	struct sonde_spool_frame f;
+
+	if (n->rd.frame(n->rd.src, frame_id, &f) < 0)
+		return -ERANGE;
+	if (f.module)
+		snprintf(buf, cap, "%s+0x%" PRIx64, frame_module(n, frame_id), f.addr);
+	else
+		snprintf(buf, cap, "0x%" PRIx64, f.addr);
+	*out = (struct sonde_sym_frame){.name = buf};
+	return 1;
+}
+
 /* Resolves frame_id (of a stack of process pid) into view function ids. 0 or -errno. */
 static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
 {
 	struct sonde_sym_frame out[MAX_INLINE];
 	const char *module = frame_module(n, frame_id);
-	char label[1024], fallback[64];
-	int k = n->rd.symbolize(n->rd.ctx, frame_id, pid, out, MAX_INLINE);
+	char label[1024], fallback[64], raw[300];
+	int k = n->no_symbolize ? unsymbolized(n, frame_id, out, raw, sizeof(raw))
+				: n->rd.symbolize(n->rd.ctx, frame_id, pid, out, MAX_INLINE);
 
 	if (k <= 0) {
 		/* the symbolizer refused the frame: name it by its number, still counted */
@@ -217,6 +236,34 @@ static int event_thread(struct names *n, uint32_t thread, struct sonde_view_even
 		n->proc[thread] = process_comm(n, &t);
 	e->process = n->proc[thread];
 	return 0;
+}
+
+/* Event e of smp (a sample, or an interval as one at its switch-out) in state, weighing
+ * weight, its thread's fields from the reader. */
+static void event_of(struct names *n, const struct sonde_spool_sample *smp, uint32_t state,
+		     uint64_t weight, struct sonde_view_event *e)
+{
+	*e = (struct sonde_view_event){.sz = sizeof(*e),
+				       .cpu = smp->cpu,
+				       .time_ns = smp->time_ns,
+				       .state = state,
+				       .weight = weight};
+	event_thread(n, smp->thread, e);
+}
+
+/* Off-CPU interval o as a sample at its switch-out, weighing its length: what both
+ * sources add for it. */
+static struct sonde_spool_sample interval_sample(const struct sonde_spool_offcpu *o,
+						 uint64_t *weight)
+{
+	*weight = o->switch_in_ns - o->switch_out_ns;
+	return (struct sonde_spool_sample){o->switch_out_ns, o->thread, o->stack, o->flags, o->cpu};
+}
+
+/* The view state of an interval the recording stacked (one a loss cut is UNKNOWN). */
+static uint32_t interval_state(const struct sonde_spool_offcpu *o)
+{
+	return o->state < SONDE_OFFCPU_STATES ? 1 + o->state : SONDE_VIEW_OTHER;
 }
 
 /* Forgets the names of the frames of process pid (frames outside modules were named with
@@ -363,7 +410,7 @@ static int interval(const struct build *b, uint64_t i, struct sonde_spool_sample
 	if (i < b->n_off) {
 		if (sonde_spool__get_offcpu(b->s, i, &o) < 0)
 			return -ERANGE;
-		*state = o.state < SONDE_OFFCPU_STATES ? 1 + o.state : SONDE_VIEW_OTHER;
+		*state = interval_state(&o);
 	} else if (i - b->n_off < b->n_unknown) {
 		if (sonde_spool__get_unknown(b->s, i - b->n_off, &o) < 0)
 			return -ERANGE;
@@ -379,8 +426,7 @@ static int interval(const struct build *b, uint64_t i, struct sonde_spool_sample
 						.cpu = SONDE_SPOOL_CPU_NONE};
 		*state = SONDE_VIEW_UNSAMPLED;
 	}
-	*smp = (struct sonde_spool_sample){o.switch_out_ns, o.thread, o.stack, o.flags, o.cpu};
-	*weight = o.switch_in_ns - o.switch_out_ns;
+	*smp = interval_sample(&o, weight);
 	return 0;
 }
 
@@ -404,12 +450,7 @@ static int next_event(struct build *b, uint64_t i, struct sonde_view_event *e, u
 		   interval(b, i - base, &smp, &state, &weight) < 0) {
 		return -ERANGE;
 	}
-	*e = (struct sonde_view_event){.sz = sizeof(*e),
-				       .cpu = smp.cpu,
-				       .time_ns = smp.time_ns,
-				       .state = state,
-				       .weight = weight};
-	event_thread(&b->names, smp.thread, e);
+	event_of(&b->names, &smp, state, weight, e);
 	*node = smp.stack <= b->info.stacks ? smp.stack : 0;
 	return 0;
 }
@@ -498,6 +539,7 @@ static int build_run(struct build *b, const struct sonde_view_source_opts *opts)
 	b->progress_ctx = OPTS_GET(opts, progress_ctx, NULL);
 	b->names.lines = OPTS_GET(opts, lines, 0);
 	b->names.no_inline = OPTS_GET(opts, no_inline, 0);
+	b->names.no_symbolize = OPTS_GET(opts, no_symbolize, 0);
 	sonde_spool__get_info(b->s, &b->info);
 	b->n_off = sonde_spool__offcpu_count(b->s);
 	b->n_unknown = sonde_spool__unknown_count(b->s);
@@ -542,7 +584,7 @@ int sonde_view__from_spool(const struct sonde_spool *s, const struct sonde_view_
 		return -EINVAL;
 	ss.sym = OPTS_GET(opts, symbolizer, NULL);
 	struct sonde_symbolizer *own = NULL;
-	if (!ss.sym) {
+	if (!ss.sym && !OPTS_GET(opts, no_symbolize, 0)) {
 		struct sonde_symbolizer_opts so = {.sz = sizeof(so),
 						   .buildid_cache_dir =
 							   OPTS_GET(opts, buildid_cache_dir, NULL)};
@@ -604,18 +646,31 @@ static int tail_symbolize(void *t, uint32_t frame, uint32_t pid, struct sonde_sy
 	return sonde_tail__symbolize(t, frame, pid, out, max);
 }
 
-struct live_entry {
-	uint64_t time_ns;
-	uint32_t node, thread; /* the tail's stack node and thread ids */
-	uint32_t cpu;
+/* An event of the window: its view stack resolved when it was taken in, so that a later
+ * invalidation renames nothing it holds. */
+struct live_event {
+	uint64_t time_ns; /* a sample's time, an interval's switch-out */
+	uint64_t end_ns;  /* when it ended (an interval's switch-in): the window drops it after */
+	uint64_t weight;
+	uint32_t stack;	 /* the view's */
+	uint32_t thread; /* the tail's */
+	uint32_t cpu, state;
+};
+
+/* A short-interval record, kept as long as an event that ended when it was read. */
+struct live_short {
+	uint64_t end_ns;
+	uint32_t thread;
+	uint64_t count, total_ns;
 };
 
 struct sonde_view_live {
 	struct sonde_tail *t;
+	enum sonde_profile_metric metric;
 	uint64_t window_ns, last_time;
 	struct names names;
-	struct live_entry *q; /* ring of the window's samples, oldest at head */
-	size_t head, n, cap;
+	ARR(struct live_event) events;
+	ARR(struct live_short) shorts;
 };
 
 struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t window_ns,
@@ -625,7 +680,7 @@ struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t wind
 	struct sonde_view_live *l;
 
 	if (!t || !OPTS_VALID(opts, sonde_view_source_opts) ||
-	    OPTS_GET(opts, metric, SONDE_PROFILE_METRIC_CPU) != SONDE_PROFILE_METRIC_CPU ||
+	    !sonde_view_metric_states(OPTS_GET(opts, metric, SONDE_PROFILE_METRIC_CPU)) ||
 	    source_filter(opts, &vf) < 0) {
 		errno = EINVAL;
 		return NULL;
@@ -634,6 +689,7 @@ struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t wind
 	if (!l)
 		return NULL;
 	l->t = t;
+	l->metric = OPTS_GET(opts, metric, SONDE_PROFILE_METRIC_CPU);
 	l->window_ns = window_ns;
 	l->names.rd = (struct reader){.src = t,
 				      .node = tail_node,
@@ -644,6 +700,7 @@ struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t wind
 				      .ctx = t};
 	l->names.lines = OPTS_GET(opts, lines, 0);
 	l->names.no_inline = OPTS_GET(opts, no_inline, 0);
+	l->names.no_symbolize = OPTS_GET(opts, no_symbolize, 0);
 	l->names.v = view_new(opts, &vf);
 	if (!l->names.v) {
 		int e = errno;
@@ -660,31 +717,45 @@ void sonde_view_live__free(struct sonde_view_live *l)
 		return;
 	sonde_view__free(l->names.v);
 	names_free(&l->names);
-	free(l->q);
+	ARR_FREE(l->events);
+	ARR_FREE(l->shorts);
 	free(l);
 }
 
-static int live_push(struct sonde_view_live *l, const struct sonde_spool_sample *s)
+/* Takes smp (a sample, or an interval as one, ending at end_ns) into the window when the
+ * filter keeps it, its stack named now. 0 or -errno. */
+static int live_take(struct sonde_view_live *l, const struct sonde_spool_sample *smp,
+		     uint64_t end_ns, uint32_t state, uint64_t weight)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 4096;
-		struct live_entry *q = malloc(cap * sizeof(*q));
-		if (!q)
-			return -ENOMEM;
-		for (size_t i = 0; i < l->n; i++)
-			q[i] = l->q[(l->head + i) % l->cap];
-		free(l->q);
-		l->q = q;
-		l->cap = cap;
-		l->head = 0;
-	}
-	l->q[(l->head + l->n++) % l->cap] =
-		(struct live_entry){s->time_ns, s->stack, s->thread, s->cpu};
+	struct sonde_view_event e;
+
+	event_of(&l->names, smp, state, weight, &e);
+	/* the view's copy of the filter: the caller's lists need not outlive the call */
+	if (sonde_view_filter__match(sonde_view__filter(l->names.v), &e) != 1)
+		return 0;
+	int64_t stack = node_stack(&l->names, smp->stack, e.pid);
+	if (stack < 0)
+		return (int)stack;
+	struct live_event *q = ARR_PUSH(l->events);
+	if (!q)
+		return -ENOMEM;
+	*q = (struct live_event){.time_ns = smp->time_ns,
+				 .end_ns = end_ns,
+				 .weight = weight,
+				 .stack = (uint32_t)stack,
+				 .thread = smp->thread,
+				 .cpu = smp->cpu,
+				 .state = e.state};
+	if (end_ns > l->last_time)
+		l->last_time = end_ns;
 	return 0;
 }
 
 int sonde_view_live__add(struct sonde_view_live *l, const struct sonde_tail_batch *b)
 {
+	struct sonde_spool_header h = {0};
+	int err = 0;
+
 	if (!l || !b)
 		return -EINVAL;
 	for (size_t i = 0; i < b->n_invalidated; i++)
@@ -692,39 +763,57 @@ int sonde_view_live__add(struct sonde_view_live *l, const struct sonde_tail_batc
 	/* a thread defined since may be a process's main thread: name processes again */
 	if (b->new_threads && l->names.proc)
 		memset(l->names.proc, 0, l->names.threads_cap * sizeof(*l->names.proc));
-	for (size_t i = 0; i < b->n_samples; i++) {
-		const struct sonde_spool_sample *s = &b->samples[i];
-		struct sonde_view_event e = {.sz = sizeof(e),
-					     .cpu = s->cpu,
-					     .time_ns = s->time_ns,
-					     .state = SONDE_VIEW_ON_CPU,
-					     .weight = 1};
-		event_thread(&l->names, s->thread, &e);
-		/* the view's copy of the filter: the caller's lists need not outlive the call */
-		if (sonde_view_filter__match(sonde_view__filter(l->names.v), &e) != 1)
-			continue;
-		l->last_time = s->time_ns;
-		int err = live_push(l, s);
-		if (err)
-			return err;
+	/* as the spool's: a sample weighs 1, or its period under wall (a tail has no CPU
+	 * switches to weigh it by); the metric's states leave out what it does not count */
+	sonde_tail__header(l->t, &h);
+	uint64_t weight = l->metric == SONDE_PROFILE_METRIC_WALL ? h.sample_period_ns : 1, w;
+	for (size_t i = 0; i < b->n_samples && !err; i++)
+		err = live_take(l, &b->samples[i], b->samples[i].time_ns, SONDE_VIEW_ON_CPU,
+				weight);
+	if (l->metric == SONDE_PROFILE_METRIC_CPU)
+		return err;
+	for (size_t i = 0; i < b->n_offcpu && !err; i++) {
+		struct sonde_spool_sample smp = interval_sample(&b->offcpu[i], &w);
+		err = live_take(l, &smp, b->offcpu[i].switch_in_ns, interval_state(&b->offcpu[i]),
+				w);
 	}
-	return 0;
+	for (size_t i = 0; i < b->n_unknown && !err; i++) {
+		struct sonde_spool_sample smp = interval_sample(&b->unknown[i], &w);
+		err = live_take(l, &smp, b->unknown[i].switch_in_ns, SONDE_VIEW_UNKNOWN, w);
+	}
+	for (size_t i = 0; i < b->n_shorts && !err; i++) {
+		const struct sonde_spool_offcpu_short *sh = &b->shorts[i];
+		struct live_short *q = ARR_PUSH(l->shorts);
+		if (!q)
+			return -ENOMEM;
+		*q = (struct live_short){l->last_time, sh->thread, sh->count, sh->total_ns};
+	}
+	return err;
 }
 
 void sonde_view_live__expire(struct sonde_view_live *l, uint64_t now_ns)
 {
+	size_t k = 0;
+
 	if (!l || !l->window_ns)
 		return;
+	/* intervals are written when they end, out of their switch-outs' order: each event
+	 * is looked at */
 	uint64_t floor = now_ns > l->window_ns ? now_ns - l->window_ns : 0;
-	while (l->n && l->q[l->head].time_ns < floor) {
-		l->head = (l->head + 1) % l->cap;
-		l->n--;
-	}
+	for (size_t i = 0; i < l->events.n; i++)
+		if (l->events.v[i].end_ns >= floor)
+			l->events.v[k++] = l->events.v[i];
+	l->events.n = k;
+	k = 0;
+	for (size_t i = 0; i < l->shorts.n; i++)
+		if (l->shorts.v[i].end_ns >= floor)
+			l->shorts.v[k++] = l->shorts.v[i];
+	l->shorts.n = k;
 }
 
 uint64_t sonde_view_live__samples(const struct sonde_view_live *l)
 {
-	return l ? l->n : 0;
+	return l ? l->events.n : 0;
 }
 
 uint64_t sonde_view_live__last_time(const struct sonde_view_live *l)
@@ -734,26 +823,30 @@ uint64_t sonde_view_live__last_time(const struct sonde_view_live *l)
 
 struct sonde_view *sonde_view_live__view(struct sonde_view_live *l)
 {
+	struct sonde_view_event e;
+	int err = 0;
+
 	if (!l) {
 		errno = EINVAL;
 		return NULL;
 	}
 	sonde_view__clear(l->names.v);
-	for (size_t i = 0; i < l->n; i++) {
-		const struct live_entry *q = &l->q[(l->head + i) % l->cap];
-		struct sonde_view_event e = {.sz = sizeof(e),
-					     .cpu = q->cpu,
-					     .time_ns = q->time_ns,
-					     .state = SONDE_VIEW_ON_CPU,
-					     .weight = 1};
-		event_thread(&l->names, q->thread, &e);
-		int64_t stack = node_stack(&l->names, q->node, e.pid);
-		int err = stack < 0 ? (int)stack
-				    : sonde_view__add_stack(l->names.v, &e, (uint32_t)stack);
-		if (err < 0) {
-			errno = -err;
-			return NULL;
-		}
+	for (size_t i = 0; i < l->events.n && err >= 0; i++) {
+		const struct live_event *q = &l->events.v[i];
+		struct sonde_spool_sample smp = {
+			.time_ns = q->time_ns, .thread = q->thread, .cpu = q->cpu};
+		event_of(&l->names, &smp, q->state, q->weight, &e);
+		err = sonde_view__add_stack(l->names.v, &e, q->stack);
+	}
+	for (size_t i = 0; i < l->shorts.n && err >= 0; i++) {
+		const struct live_short *q = &l->shorts.v[i];
+		e = (struct sonde_view_event){.sz = sizeof(e)};
+		if (event_thread(&l->names, q->thread, &e) == 0)
+			err = sonde_view__add_short(l->names.v, &e, q->count, q->total_ns);
+	}
+	if (err < 0) {
+		errno = -err;
+		return NULL;
 	}
 	return l->names.v;
 }
@@ -765,6 +858,6 @@ int sonde_view_live__stats(const struct sonde_view_live *l, struct sonde_view_so
 	st->frames = l->names.resolved;
 	st->unresolved_frames = l->names.unresolved;
 	st->wall_by_switches = 0;
-	st->events = l->n;
+	st->events = l->events.n;
 	return 0;
 }

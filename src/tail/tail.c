@@ -10,7 +10,7 @@
  *
  * Definitions are kept in arrays indexed by id - 1 (ids are dense, validated by the
  * decoder), so memory grows with distinct modules, frames, stacks and threads, never with
- * samples: a batch's samples are dropped at the next poll.
+ * samples: a batch's samples and intervals are dropped at the next poll.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +67,10 @@ struct sonde_tail {
 
 	struct sonde_spool_sample *samples; /* the current batch */
 	size_t n_samples, samples_cap;
+	struct sonde_spool_offcpu *offcpu, *unknown; /* its intervals */
+	size_t n_offcpu, offcpu_cap, n_unknown, unknown_cap;
+	struct sonde_spool_offcpu_short *shorts;
+	size_t n_shorts, shorts_cap;
 	uint32_t *invalid; /* pids invalidated by the current batch */
 	size_t n_invalid, invalid_cap;
 
@@ -156,6 +160,9 @@ void sonde_tail__free(struct sonde_tail *t)
 	sonde__free(t->nodes);
 	sonde__free(t->threads);
 	sonde__free(t->samples);
+	sonde__free(t->offcpu);
+	sonde__free(t->unknown);
+	sonde__free(t->shorts);
 	sonde__free(t->invalid);
 	sonde__free(t->buf);
 	sonde_symbolizer__free(t->sym);
@@ -311,6 +318,16 @@ static int keep_sample(struct sonde_tail *t, const struct sonde_spool_record *re
 	return 0;
 }
 
+/* Appends *x (of size sz) to the batch's array *v of *n (capacity *cap). */
+static int keep_in(void *v, size_t *n, size_t *cap, const void *x, size_t sz)
+{
+	if (sonde__array_grow(v, cap, *n + 1, sz, 64) < 0)
+		return -ENOMEM;
+	memcpy(*(char **)v + *n * sz, x, sz);
+	(*n)++;
+	return 0;
+}
+
 static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		struct sonde_tail_batch *b)
 {
@@ -344,11 +361,17 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 	case SONDE_SPOOL_REC_END:
 		t->ended = true;
 		return 0;
+	case SONDE_SPOOL_REC_OFFCPU:
+		return keep_in(&t->offcpu, &t->n_offcpu, &t->offcpu_cap, &rec->offcpu,
+			       sizeof(rec->offcpu));
+	case SONDE_SPOOL_REC_UNKNOWN:
+		return keep_in(&t->unknown, &t->n_unknown, &t->unknown_cap, &rec->offcpu,
+			       sizeof(rec->offcpu));
+	case SONDE_SPOOL_REC_OFFCPU_SHORT:
+		return keep_in(&t->shorts, &t->n_shorts, &t->shorts_cap, &rec->offcpu_short,
+			       sizeof(rec->offcpu_short));
 	case SONDE_SPOOL_REC_OPTIONAL:
 	case SONDE_SPOOL_REC_ACCOUNT:
-	case SONDE_SPOOL_REC_UNKNOWN:
-	case SONDE_SPOOL_REC_OFFCPU:
-	case SONDE_SPOOL_REC_OFFCPU_SHORT:
 	case SONDE_SPOOL_REC_SWITCHES:
 	case SONDE_SPOOL_REC_EXIT:
 		return 0;
@@ -445,7 +468,7 @@ int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 		return -EINVAL;
 	if (err)
 		return err;
-	t->n_samples = 0;
+	t->n_samples = t->n_offcpu = t->n_unknown = t->n_shorts = 0;
 	t->n_invalid = 0;
 	for (;;) {
 		err = decode_buffered(t, &left, &b);
@@ -465,6 +488,12 @@ int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 	b.n_samples = t->n_samples;
 	b.invalidated_pids = t->invalid;
 	b.n_invalidated = t->n_invalid;
+	b.offcpu = t->offcpu;
+	b.n_offcpu = t->n_offcpu;
+	b.unknown = t->unknown;
+	b.n_unknown = t->n_unknown;
+	b.shorts = t->shorts;
+	b.n_shorts = t->n_shorts;
 	b.offset = sonde_spool_decoder__offset(t->dec);
 	b.pending = t->len - t->pos;
 	b.ended = t->ended;

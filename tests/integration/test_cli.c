@@ -197,6 +197,13 @@ static const struct cli_row cli_rows[] = {
 	 "--filter-cpu wants a CPU list such as 0,2-3, not 'x'"},
 	{"sonde", "top --filter-comm , %S", 2, "--filter-comm wants names separated by commas"},
 	{"sonde", "top --input %S", 0, "| final"},
+	/* the cli spool's samples are 1 ms apart from its start: 10 in its first 9.5 ms */
+	{"sonde", "top -w 3600 --time 0,0.0095 %S", 0,
+	 "| 10 samples | final\nfilter: time 0,0.0095 s\n"},
+	{"sonde", "top -w 3600 --metric wall %S", 0, "| wall 0.020 s in 20 events | final\n"},
+	{"sonde", "top --metric off-cpu %S", 0, "no off-CPU intervals so far"},
+	{"sonde", "top --metric x %S", 2, "--metric wants cpu, off-cpu or wall, not 'x'"},
+	{"sonde", "top --time 2,1 %S", 2, "--time wants START,END in seconds from the start"},
 	{"sonde", "top -d 0 %S", 2, "bad value for -d/--duration: 0"},
 	{"sonde", "top -a %S", 2, "give only one of -p PID (or -t TID), -a, -- CMD and FILE"},
 	{"sonde", "top --all-cpus -p 1", 2,

@@ -612,3 +612,32 @@ TEST_TIMEOUT(top_sort_by_process_shows_the_process_column_and_what_it_cut, 120)
 	ASSERT_NOT_CONTAINS(t, "more row");
 	test_output_free(&o);
 }
+
+/* --metric off-cpu: top records the launched command's intervals off the CPU, and the
+ * final table (top waits for the command's end) puts sleep_loop's time under the state it
+ * slept in, with the stack it slept on: sleep_caller, called by main. */
+TEST_TIMEOUT(top_metric_off_cpu_shows_where_a_sleeping_command_waits, 120)
+{
+	struct test_output o;
+	double self, total;
+
+	test_require_perf();
+	test_runf(&o, 90, "%s top -w 3600 --metric off-cpu --command-output %s -- %s 300",
+		  test_bin("sonde"), test_path("sleep.out"), test_prog("sleep_loop"));
+	ASSERT_INT(o.status, ==, 0);
+	const char *t = last_table(o.out);
+	ASSERT_CONTAINS(t, "| final");
+	ASSERT_CONTAINS(t, " | off-cpu ");
+	ASSERT_NOT_CONTAINS(t, "no off-CPU intervals");
+	/* every stacked wait is a sleep in sleep_caller: its state frame holds the self time */
+	char fn[256];
+	first_row(t, fn, sizeof(fn));
+	ASSERT_STR_EQ(fn, "[off-cpu:");
+	ASSERT_CONTAINS(t, "[off-cpu: S]");
+	ASSERT(row_of(t, "sleep_caller", &self, &total));
+	ASSERT_DOUBLE_NEAR(self, 0, 0.01);
+	ASSERT(total > 90);
+	ASSERT(row_of(t, "main", &self, &total));
+	ASSERT(total > 90);
+	test_output_free(&o);
+}

@@ -281,6 +281,251 @@ TEST(view_from_spool_weighs_by_the_metric)
 	sonde__buf_free(&b);
 }
 
+/* The rows of view v by function (by self, all), as text: one line each. */
+static char *rows_text(struct sonde_view *v)
+{
+	const struct sonde_view_row *rows;
+	size_t n;
+	struct buf t = BUF_INIT;
+	char line[512];
+
+	ASSERT_OK(sonde_view__rows(v, NULL, &rows, &n, NULL));
+	for (size_t i = 0; i < n; i++) {
+		int k = snprintf(line, sizeof(line), "%s [%s] %llu %llu\n", rows[i].name,
+				 rows[i].module, (unsigned long long)rows[i].self,
+				 (unsigned long long)rows[i].total);
+		sonde__buf_append(&t, line, (size_t)k);
+	}
+	buf_put_u8(&t, 0);
+	ASSERT_OK(buf_error(&t));
+	return (char *)t.data;
+}
+
+/* offcpu_spool's recording and more, in a file: a second thread sampled in another
+ * function, an interval a loss cut, one in D written after a later sample. */
+static const char *offcpu_file(struct buf *b)
+{
+	struct sonde_spool_header h = {1, 0, 1000};
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, b, &h));
+	struct sonde_spool_frame a[2] = {{0, 0x1234}, {0, 0x9000}}, c[1] = {{0, 0x5678}};
+	uint32_t t1, t2;
+
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &t1));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 12, "cd", &t2));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 100, t1, 0, a, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 150, t2, 1, c, 1, 0));
+	struct sonde_spool_offcpu iv = {.switch_out_ns = 200,
+					.switch_in_ns = 5200,
+					.thread = t1,
+					.cpu = 0,
+					.state = SONDE_OFFCPU_SLEEPING};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, a, 2));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 7000, t2, 1, c, 1, 0));
+	iv = (struct sonde_spool_offcpu){.switch_out_ns = 6000,
+					 .switch_in_ns = 9000,
+					 .thread = t2,
+					 .cpu = 1,
+					 .state = SONDE_OFFCPU_BLOCKED};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, c, 1));
+	iv.switch_out_ns = 9500;
+	iv.switch_in_ns = 9900;
+	iv.thread = t1;
+	ASSERT_OK(sonde_spool_writer__add_unknown(w, &iv, a, 1));
+	struct sonde_spool_offcpu_short sh = {t1, 1000, 7, 3500};
+	ASSERT_OK(sonde_spool_writer__add_offcpu_short(w, &sh));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *path = test_path("offcpu.spool");
+	test_write_file(path, b->data, b->len);
+	return path;
+}
+
+/* The tail hands out intervals as the spool reader does: under every metric, with and
+ * without a filter, the live view of the tail has the spool view's rows, folded stacks
+ * and figures (the sample weighing its period under wall, the recording having no
+ * switches). */
+TEST(view_live_of_a_tail_weighs_intervals_as_the_spool_view)
+{
+	struct buf b = {0};
+	const char *path = offcpu_file(&b);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(path, NULL));
+	uint32_t tid = 12;
+	struct sonde_view_filter f = {.sz = sizeof(f), .tids = &tid, .n_tids = 1};
+	/* a total per metric, unfiltered: 3 samples; 5000 S + 3000 D + 400 cut; both, each
+	 * sample weighing 1000 ns */
+	static const uint64_t want[] = {3, 8400, 11400};
+
+	for (int filtered = 0; filtered < 2; filtered++)
+		for (int m = SONDE_PROFILE_METRIC_CPU; m <= SONDE_PROFILE_METRIC_WALL; m++) {
+			struct sonde_view_source_opts o = {.sz = sizeof(o),
+							   .metric = (enum sonde_profile_metric)m,
+							   .filter = filtered ? &f : NULL,
+							   .state_frames = 1};
+			struct sonde_view_stats a = {.sz = sizeof(a)}, c = {.sz = sizeof(c)};
+			struct sonde_view *v = NULL;
+			struct sonde_tail *t;
+
+			ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+			struct sonde_view_live *l = live_of(path, &t, &o);
+			struct sonde_view *lv = ASSERT_NOT_NULL(sonde_view_live__view(l));
+			ASSERT_OK(sonde_view__stats(v, &a));
+			ASSERT_OK(sonde_view__stats(lv, &c));
+			if (!filtered)
+				ASSERT_INT(a.total, ==, want[m]);
+			ASSERT_INT(c.total, ==, a.total);
+			ASSERT_INT(c.events, ==, a.events);
+			ASSERT_INT(c.short_count, ==, a.short_count);
+			ASSERT_INT(c.short_ns, ==, a.short_ns);
+			ASSERT_INT(memcmp(c.weight, a.weight, sizeof(a.weight)), ==, 0);
+			char *x = rows_text(v), *y = rows_text(lv);
+			ASSERT_STR_EQ(y, x);
+			if (m == SONDE_PROFILE_METRIC_OFF_CPU && !filtered)
+				ASSERT_CONTAINS(x, "[off-cpu: S] [[sched]] 5000 5000\n");
+			free(x);
+			free(y);
+			x = folded_of(v, SONDE_VIEW_ROOTS_THREAD);
+			y = folded_of(lv, SONDE_VIEW_ROOTS_THREAD);
+			ASSERT_STR_EQ(y, x);
+			if (m == SONDE_PROFILE_METRIC_WALL && filtered)
+				ASSERT_STR_EQ(x, "cd-10/12;0x5678 2000\n"
+						 "cd-10/12;0x5678;[off-cpu: D] 3000\n");
+			free(x);
+			free(y);
+			sonde_view_live__free(l);
+			sonde_tail__free(t);
+			sonde_view__free(v);
+		}
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+/* An interval enters the window when it is written, at its end, and stays a window after
+ * its end, however long before its switch-out was. */
+TEST(view_live_window_keeps_an_interval_until_a_window_after_its_end)
+{
+	struct buf b = {0};
+	const char *path = offcpu_file(&b);
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .metric = SONDE_PROFILE_METRIC_OFF_CPU};
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 1000, &o));
+
+	while (!batch.ended) {
+		ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >=, 0);
+		ASSERT_OK(sonde_view_live__add(l, &batch));
+	}
+	/* the cut interval ends last, at 9900 */
+	ASSERT_INT(sonde_view_live__last_time(l), ==, 9900);
+	ASSERT_INT(sonde_view_live__samples(l), ==, 3);
+	/* at 9500 the window reaches back to 8500: the D interval (6000 to 9000) and the cut
+	 * one are in it, the S interval (200 to 5200) is not */
+	sonde_view_live__expire(l, 9500);
+	ASSERT_INT(sonde_view_live__samples(l), ==, 2);
+	struct sonde_view *v = ASSERT_NOT_NULL(sonde_view_live__view(l));
+	ASSERT_INT(sonde_view__total(v, NULL), ==, 3400);
+	sonde_view_live__expire(l, 10500);
+	ASSERT_INT(sonde_view_live__samples(l), ==, 1);
+	sonde_view_live__expire(l, 11000);
+	ASSERT_INT(sonde_view_live__samples(l), ==, 0);
+	v = ASSERT_NOT_NULL(sonde_view_live__view(l));
+	ASSERT_INT(sonde_view__total(v, NULL), ==, 0);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde__buf_free(&b);
+}
+
+/* Process 43 names its JIT code in its perf map, then execs and maps other code at the
+ * same addresses. The sample taken before keeps the name it had (the live view used to
+ * name the whole window again, the earlier sample under the new program's name); the
+ * sample after gets the new name, not the old one's id. */
+TEST(view_live_names_after_an_invalidation_are_the_new_ones)
+{
+	struct buf b = {0};
+	const char *path = test_path("jit.spool");
+	char map[512];
+	struct sonde_spool_header h = {1, 0, 1000};
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	struct sonde_spool_module_def jit = {.pid = 43,
+					     .flags = SONDE_MODULE_EXEC | SONDE_MODULE_JIT,
+					     .start = 0x9000,
+					     .end = 0xa000,
+					     .path = "//anon"};
+	uint32_t m, th;
+
+	snprintf(map, sizeof(map), "%s/perf-43.map", test_tmpdir());
+	test_write_file(map, "9100 10 old_fn\n", 15);
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 10, 43, 43, "jit", &th));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 10, &jit, &m));
+	struct sonde_spool_frame st[1] = {{m, 0x100}};
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 20, th, st, 1, 0));
+	ASSERT_OK(sonde_spool_writer__flush(w));
+	test_write_file(path, b.data, b.len);
+
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .perf_map_dir = test_tmpdir()};
+	struct sonde_tail_opts to = {.sz = sizeof(to), .symbolizer = &so};
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, &to));
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 0, NULL));
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+	ASSERT_OK(sonde_view_live__add(l, &batch));
+	char *x = rows_text(ASSERT_NOT_NULL(sonde_view_live__view(l)));
+	ASSERT_STR_EQ(x, "old_fn [perf-43.map] 1 1\n");
+	free(x);
+
+	/* the exec: its modules retire, the new program's JIT writes its map anew */
+	ASSERT_OK(sonde_spool_writer__retire_process(w, 30, 43));
+	test_write_file(map, "9100 10 new_fn\n", 15);
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 30, 43, 43, "jit2", &th));
+	ASSERT_OK(sonde_spool_writer__add_module(w, 30, &jit, &m));
+	st[0].module = m;
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 40, th, st, 1, 0));
+	ASSERT_OK(sonde_spool_writer__flush(w));
+	test_write_file(path, b.data, b.len);
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+	ASSERT_INT(batch.n_invalidated, ==, 1);
+	ASSERT_OK(sonde_view_live__add(l, &batch));
+	x = rows_text(ASSERT_NOT_NULL(sonde_view_live__view(l)));
+	ASSERT_STR_EQ(x, "new_fn [perf-43.map] 1 1\nold_fn [perf-43.map] 1 1\n");
+	free(x);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&b);
+}
+
+/* no_symbolize: no symbolizer is made, every frame is named by its module and offset (a
+ * raw address by itself) and counted unresolved, by a spool and a tail alike. */
+TEST(view_without_symbolizer_names_frames_by_module_and_offset)
+{
+	struct buf b = {0};
+	const char *path = fixture_file(&b, 60);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(path, NULL));
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .no_symbolize = 1};
+	struct sonde_view_source_stats st = {.sz = sizeof(st)};
+	struct sonde_view *v = NULL;
+	struct sonde_tail *t;
+
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, &st));
+	ASSERT_INT(st.frames, >, 0);
+	ASSERT_INT(st.unresolved_frames, ==, st.frames);
+	char *a = folded_of(v, SONDE_VIEW_ROOTS_NONE);
+	ASSERT_CONTAINS(a, "prog+0x3000;prog+0x2008;libc.so.6+0x1001 ");
+	ASSERT_CONTAINS(a, "other+0x4000;0xffffffff8100001e ");
+	struct sonde_view_live *l = live_of(path, &t, &o);
+	char *c = folded_of(ASSERT_NOT_NULL(sonde_view_live__view(l)), SONDE_VIEW_ROOTS_NONE);
+	ASSERT_STR_EQ(c, a);
+	free(a);
+	free(c);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_view__free(v);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
 TEST(view_metric_states_are_exact)
 {
 	uint32_t off = sonde_view_metric_states(SONDE_PROFILE_METRIC_OFF_CPU);
