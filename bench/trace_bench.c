@@ -9,8 +9,11 @@
  *                    [--repeat N] [--rss] [--tcp | --tcp-vs-smb]
  *
  * --case 0-7 runs one ingest case only (for profiling); --case 8 the ReadBuffers drain only
- * and --case 9 the write_into_file drain only, --repeat N times (default 1), the services
- * taking turns, each result printed.
+ * and --case 9 the write_into_file drain only; each --repeat N times (default 1), the
+ * services taking turns, each result printed.
+ *
+ * "svc sys/MB" is the system calls of the service's loop thread per MB ingested, counted
+ * by the kernel (raw_syscalls:sys_enter; "-" when not root).
  *
  * --rss measures only the service memory (idle, and with 100 producers holding 256 KiB
  * SMBs in a session).
@@ -34,7 +37,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -176,6 +182,34 @@ static long svc_rss_kb(const struct svc *s)
 	if (f)
 		fclose(f);
 	return kb;
+}
+
+/* The system calls of the service's main thread, its loop (ingest is all there), counted
+ * by the kernel (the raw_syscalls:sys_enter tracepoint): -1 where tracefs or
+ * perf_event_open is refused (not root), and the column then says "-". */
+static int syscall_counter(pid_t pid)
+{
+	struct perf_event_attr a = {.size = sizeof(a), .type = PERF_TYPE_TRACEPOINT};
+	FILE *f = fopen("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id", "r");
+	unsigned long long id;
+
+	if (!f)
+		return -1;
+	bool ok = fscanf(f, "%llu", &id) == 1;
+	fclose(f);
+	if (!ok)
+		return -1;
+	a.config = id;
+	return (int)syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static uint64_t counter_read(int fd)
+{
+	uint64_t v = 0;
+
+	if (fd < 0 || read(fd, &v, sizeof(v)) != sizeof(v))
+		return 0;
+	return v;
 }
 
 /* ---------------------------------------------------------------- flooding producer */
@@ -418,6 +452,7 @@ static void stop_session(struct sonde_consumer *c)
 
 struct flood_result {
 	double mbps, cpu_per_gb, prod_cpu_per_gb;
+	double syscalls_per_mb; /* the service's; < 0: not counted */
 	int producers;
 	uint64_t bytes, chunks_lost, packets_lost, packets;
 };
@@ -441,11 +476,16 @@ static void run_flood(struct svc *s, int nprod, uint32_t page, size_t pkt, doubl
 	if (sonde_consumer__enable_tracing(c, cfg, len, -1) < 0)
 		die("EnableTracing failed");
 	idle(c, 0.5); /* the producers get their SMB and start writing */
+	int sys_fd = syscall_counter(s->pid);
 	stats(c, &a);
 	double cpu0 = svc_cpu(s), t0 = now_s();
+	uint64_t sys0 = counter_read(sys_fd);
 	idle(c, secs);
 	stats(c, &b);
 	double cpu1 = svc_cpu(s), t1 = now_s();
+	uint64_t sys1 = counter_read(sys_fd);
+	if (sys_fd >= 0)
+		close(sys_fd);
 	stop_session(c);
 	sonde_consumer__free(c);
 	free(cfg);
@@ -459,6 +499,9 @@ static void run_flood(struct svc *s, int nprod, uint32_t page, size_t pkt, doubl
 				     : 0;
 	r->mbps = (double)r->bytes / 1e6 / (t1 - t0);
 	r->cpu_per_gb = r->bytes ? (cpu1 - cpu0) / ((double)r->bytes / 1e9) : 0;
+	r->syscalls_per_mb = sys_fd < 0	 ? -1
+			     : r->bytes ? (double)(sys1 - sys0) / ((double)r->bytes / 1e6)
+					: 0;
 	r->chunks_lost =
 		b.buffers[0].chunks_discarded + b.buffers[0].abi_violations + b.chunks_discarded;
 }
@@ -673,12 +716,18 @@ static void run_all(struct svc *svcs, int nb, double secs, uint32_t drain_kb, bo
 		    int repeat, bool rss_only, struct results *res)
 {
 	if (only >= 0 && only < N_CASES) {
-		/* one ingest case only, for profiling */
-		for (int i = 0; i < nb; i++) {
-			run_step(&svcs[i], only, secs, drain_kb, &res[i]);
-			printf("%s: %.1f MB/s, %.3f cpu s/GB\n", svcs[i].label,
-			       res[i].flood[only].mbps, res[i].flood[only].cpu_per_gb);
-		}
+		/* one ingest case only, for profiling or an interleaved comparison */
+		for (int t = 0; t < repeat; t++)
+			for (int k = 0; k < nb; k++) {
+				int i = (k + t) % nb;
+				run_step(&svcs[i], only, secs, drain_kb, &res[i]);
+				const struct flood_result *f = &res[i].flood[only];
+				printf("%s%s: %.1f MB/s, %.3f cpu s/GB, %.1f syscalls/MB, "
+				       "producers %.3f cpu s/GB\n",
+				       svcs[i].label, svcs[i].tcp ? " (tcp)" : "", f->mbps,
+				       f->cpu_per_gb, f->syscalls_per_mb, f->prod_cpu_per_gb);
+				fflush(stdout);
+			}
 		return;
 	}
 	if (only == STEP_READ || only == STEP_FILE) {
@@ -727,9 +776,13 @@ static void print_flood(const char *name, const struct flood_result *f, const ch
 {
 	double prod = f->producers ? f->prod_cpu_per_gb / f->producers : 0;
 	double worst = f->cpu_per_gb > prod ? f->cpu_per_gb : prod;
-	printf("%-28s %10.1f %10.3f %10.3f %10.0f %11" PRIu64 " %10" PRIu64 " %8s\n", name, f->mbps,
-	       f->cpu_per_gb, f->prod_cpu_per_gb, worst > 0 ? 1000 / worst : 0, f->chunks_lost,
-	       f->packets_lost, q);
+	char sys[16] = "-";
+
+	if (f->syscalls_per_mb >= 0)
+		snprintf(sys, sizeof(sys), "%.1f", f->syscalls_per_mb);
+	printf("%-28s %10.1f %10.3f %10s %10.3f %10.0f %11" PRIu64 " %10" PRIu64 " %8s\n", name,
+	       f->mbps, f->cpu_per_gb, sys, f->prod_cpu_per_gb, worst > 0 ? 1000 / worst : 0,
+	       f->chunks_lost, f->packets_lost, q);
 }
 
 static void report(const struct results *r, const struct results *peer, bool quick,
@@ -740,8 +793,8 @@ static void report(const struct results *r, const struct results *peer, bool qui
 	if (rss_only)
 		goto rss;
 
-	printf("\n%-28s %10s %10s %10s %10s %11s %10s %8s\n", "ingest (64 MiB ring)", "MB/s",
-	       "svc s/GB", "prod s/GB", "capacity", "chunks lost", "pkts lost",
+	printf("\n%-28s %10s %10s %10s %10s %10s %11s %10s %8s\n", "ingest (64 MiB ring)", "MB/s",
+	       "svc s/GB", "svc sys/MB", "prod s/GB", "capacity", "chunks lost", "pkts lost",
 	       peer ? "vs peer" : "");
 	for (int i = 0; i < N_CASES; i++) {
 		const struct flood_result *f = &r->flood[i];

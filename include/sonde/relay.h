@@ -18,10 +18,13 @@
  *
  *   struct sonde_relay_opts o = {.sz = sizeof(o), .host = "10.0.0.1:7000"};
  *   struct sonde_relay *r = sonde_relay__new(&o);          binds and listens
+ *   sonde_relay__watch_fd(r, fd);                         optional: the caller's own fd
  *   loop:
- *     poll sonde_relay__fd(r) for POLLIN, with timeout sonde_relay__timeout_ms(r)
- *     sonde_relay__process(r)
+ *     sonde_relay__poll(r, timeout)                       waits, handles what is ready
  *   sonde_relay__free(r);                                 closes everything, unlinks the path
+ *
+ * or, polling sonde_relay__fd(r) for POLLIN with timeout sonde_relay__timeout_ms(r) in the
+ * caller's own loop, sonde_relay__process(r) when it is readable or the time is up.
  *
  * The process should ignore SIGPIPE.
  */
@@ -72,6 +75,14 @@ SONDE_API int sonde_relay__fd(const struct sonde_relay *r);
 SONDE_API int sonde_relay__timeout_ms(const struct sonde_relay *r);
 /* Handles what is ready. 0 or -errno (a fatal error of the loop itself). */
 SONDE_API int sonde_relay__process(struct sonde_relay *r);
+/* Waits until the relay has work, its next deadline, the watched fd is readable or
+ * timeout_ms pass (-1: no bound of the caller's), then handles what is ready as
+ * sonde_relay__process does, in one epoll_wait. 1 when the watched fd is readable, 0, or
+ * -errno. */
+SONDE_API int sonde_relay__poll(struct sonde_relay *r, int timeout_ms);
+/* Adds fd, the caller's (a signalfd, say), to what sonde_relay__poll waits for; never read
+ * or closed by the relay. 0 or -errno. */
+SONDE_API int sonde_relay__watch_fd(struct sonde_relay *r, int fd);
 /* The local producer socket's name (valid until sonde_relay__free). */
 SONDE_API const char *sonde_relay__socket(const struct sonde_relay *r);
 /* Local producer connections now forwarded. */

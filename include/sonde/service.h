@@ -6,14 +6,19 @@
  *
  *   struct sonde_service_opts o = {.sz = sizeof(o)};      optional socket names
  *   struct sonde_service *s = sonde_service__new(&o);      binds and listens
+ *   sonde_service__watch_fd(s, fd);                        optional: the caller's own fd
+ *   loop:
+ *     sonde_service__poll(s, timeout)                      waits, handles what is ready
+ *   sonde_service__free(s);                                closes everything, unlinks paths
+ *
+ * or, where the caller's loop waits for other things too:
  *   loop:
  *     poll sonde_service__fd(s) for POLLIN, with timeout sonde_service__timeout_ms(s)
  *     sonde_service__process(s)                            handles what is ready
- *   sonde_service__free(s);                                closes everything, unlinks paths
  *
- * Everything happens on the calling thread inside sonde_service__process(), except the
- * writes into write_into_file outputs, one thread per file (a consumer's file may block a
- * write forever; the loop never waits for it). The process should ignore SIGPIPE (sonded
+ * Everything happens on the calling thread inside sonde_service__poll() and
+ * sonde_service__process(), except the writes into write_into_file outputs, one thread per
+ * file (a consumer's file may block a write forever; the loop never waits for it). The process should ignore SIGPIPE (sonded
  * does), so that a pipe whose reader went away fails the write instead. The service has
  * no data source of its own: `sonde probes` (src/probes/), a producer process that sonded
  * supervises, serves linux.perf and the other system data sources.
@@ -97,6 +102,15 @@ SONDE_API int sonde_service__fd(const struct sonde_service *s);
 SONDE_API int sonde_service__timeout_ms(const struct sonde_service *s);
 /* Handles ready IO and due timers without blocking. Returns 0 or -errno. */
 SONDE_API int sonde_service__process(struct sonde_service *s);
+/* Waits until the service has work, its next timer is due, the watched fd is readable or
+ * timeout_ms pass (-1: no bound of the caller's), then handles what is ready as
+ * sonde_service__process does; one epoll_wait, with no poll of the caller's around it.
+ * Returns 1 when the watched fd is readable (the caller reads it), 0, or -errno. */
+SONDE_API int sonde_service__poll(struct sonde_service *s, int timeout_ms);
+/* Adds fd, the caller's (a signalfd, say), to what sonde_service__poll waits for. The
+ * service never reads or closes it; the caller keeps it open until sonde_service__free.
+ * 0 or -errno. */
+SONDE_API int sonde_service__watch_fd(struct sonde_service *s, int fd);
 /* The socket names in use (valid until sonde_service__free). which: an enum
  * sonde_service__socket; NULL for a disabled connector. The producer's is a
  * comma-separated list when it listens on several, Unix names first. */

@@ -1,11 +1,10 @@
 /* sonded: the Perfetto-compatible system tracing service daemon. It owns the event loop:
- * one poll() over the service's fd and a signalfd (SIGINT, SIGTERM and, for its
- * `sonde probes` child, SIGCHLD); everything else is the library. */
+ * the service's wait, with its signalfd (SIGINT, SIGTERM and, for its `sonde probes`
+ * child, SIGCHLD) watched alongside; everything else is the library. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -280,37 +279,31 @@ static int security_opt(struct sonde_service_opts *o, int c, char *arg)
 	}
 }
 
-static int min_timeout(int a, int b)
-{
-	return a < 0 ? b : b < 0 ? a : a < b ? a : b;
-}
-
 /* The loop of a service (svc) or of a relay (relay, svc NULL), with the probes it
- * supervises, until a signal other than SIGCHLD. */
+ * supervises, until a signal other than SIGCHLD. The signalfd is waited for in the
+ * service's own epoll_wait, so that a wakeup costs one system call, not a poll() and
+ * then the service's look at what is ready. */
 static int run(struct sonde_service *svc, struct sonde_relay *relay, int sfd,
 	       struct probes_child *pc)
 {
-	for (;;) {
-		int fd = svc ? sonde_service__fd(svc) : sonde_relay__fd(relay);
-		int ms = svc ? sonde_service__timeout_ms(svc) : sonde_relay__timeout_ms(relay);
-		struct pollfd p[2] = {{fd, POLLIN, 0}, {sfd, POLLIN, 0}};
-		int rc = poll(p, 2, min_timeout(ms, probes_child_timeout_ms(pc)));
-		if (rc < 0 && errno != EINTR)
-			return -errno;
-		if (p[1].revents & POLLIN) {
+	int rc = svc ? sonde_service__watch_fd(svc, sfd) : sonde_relay__watch_fd(relay, sfd);
+
+	while (rc >= 0) {
+		int ms = probes_child_timeout_ms(pc);
+		rc = svc ? sonde_service__poll(svc, ms) : sonde_relay__poll(relay, ms);
+		if (rc > 0) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGCHLD) {
 				sonde_info("signal %u: shutting down", si.ssi_signo);
 				return 0;
 			}
-			/* before the service runs: a reaped child's pid is no longer trusted */
+			/* the child's pid stays its own until it is reaped, which ends the trust
+			 * of its connections before the service's next turn */
 			probes_child_reap(pc);
 		}
 		probes_child_tick(pc);
-		rc = svc ? sonde_service__process(svc) : sonde_relay__process(relay);
-		if (rc < 0)
-			return rc;
 	}
+	return rc;
 }
 
 /* sonded --relay: the producer socket's options apply to the relay's local socket. */

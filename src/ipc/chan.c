@@ -157,6 +157,11 @@ int sonde__ipc_chan_read(struct ipc_chan *c)
 		c->rx.len += (size_t)n;
 		if (in.n)
 			break; /* let the caller take the frame that claims this fd */
+		/* a short read took all the socket had: a read more would only say EAGAIN
+		 * (one system call in three of a service's wakeup), and what comes later
+		 * makes the socket readable again for the caller's level-triggered wait */
+		if ((size_t)n < room)
+			break;
 	}
 	return 0;
 }

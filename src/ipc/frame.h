@@ -152,10 +152,11 @@ int sonde__ipc_chan_init(struct ipc_chan *c, int fd);
  * (even a failed one) and when called twice. */
 void sonde__ipc_chan_close(struct ipc_chan *c);
 
-/* Reads everything the socket has. Returns 0 (possibly with no data), -ECONNRESET at
- * EOF (frames already received can still be taken with sonde__ipc_chan_next), -SONDE_E_PROTOCOL
- * if more than one fd arrived with one read or ancillary data was truncated (every fd
- * that arrived is closed then), or -errno. */
+/* Reads what the socket has, up to a read that comes back short (what arrives later
+ * leaves the socket readable for the caller's next poll). Returns 0 (possibly with no
+ * data), -ECONNRESET at EOF (frames already received can still be taken with
+ * sonde__ipc_chan_next), -SONDE_E_PROTOCOL if more than one fd arrived with one read or
+ * ancillary data was truncated (every fd that arrived is closed then), or -errno. */
 int sonde__ipc_chan_read(struct ipc_chan *c);
 /* Takes the next complete frame. Returns 1 with *f filled (pointers valid until the next
  * sonde__ipc_chan_read or sonde__ipc_chan_next), 0 when no complete frame is buffered, or

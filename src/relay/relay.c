@@ -772,9 +772,18 @@ int sonde_relay__timeout_ms(const struct sonde_relay *r)
 	return t;
 }
 
-int sonde_relay__process(struct sonde_relay *r)
+int sonde_relay__watch_fd(struct sonde_relay *r, int fd)
 {
-	int rc = sonde__loop_process(&r->loop, 0);
+	return sonde__loop_watch(&r->loop, fd);
+}
+
+int sonde_relay__poll(struct sonde_relay *r, int timeout_ms)
+{
+	int t = sonde_relay__timeout_ms(r);
+
+	if (t >= 0 && (timeout_ms < 0 || t < timeout_ms))
+		timeout_ms = t;
+	int rc = sonde__loop_process(&r->loop, timeout_ms);
 
 	for (size_t i = r->npairs; i-- > 0;) {
 		struct pair *p = r->pairs[i];
@@ -785,7 +794,14 @@ int sonde_relay__process(struct sonde_relay *r)
 			settle(r, p);
 		}
 	}
-	return rc < 0 && rc != -EINTR ? rc : 0;
+	return rc < 0 ? rc : r->loop.watch_ready;
+}
+
+int sonde_relay__process(struct sonde_relay *r)
+{
+	int rc = sonde_relay__poll(r, 0);
+
+	return rc < 0 ? rc : 0;
 }
 
 const char *sonde_relay__socket(const struct sonde_relay *r)

@@ -764,25 +764,43 @@ int sonde_service__fd(const struct sonde_service *ss)
 	return ss->s.loop.epfd;
 }
 
-int sonde_service__timeout_ms(const struct sonde_service *ss)
+/* Requests left over from a turn: the next round comes at once. */
+static bool has_backlog(const struct svc *s)
 {
-	/* requests left over from a turn: the next round comes at once */
-	for (size_t i = 0; i < ss->s.nconns; i++) {
-		const struct conn *c = ss->s.conns[i];
+	for (size_t i = 0; i < s->nconns; i++) {
+		const struct conn *c = s->conns[i];
 		if (!c->dead && !c->held && (c->backlog || c->eof))
-			return 0;
+			return true;
 	}
-	return sonde__loop_timeout_ms(&ss->s.loop);
+	return false;
 }
 
-int sonde_service__process(struct sonde_service *ss)
+int sonde_service__timeout_ms(const struct sonde_service *ss)
+{
+	return has_backlog(&ss->s) ? 0 : sonde__loop_timeout_ms(&ss->s.loop);
+}
+
+int sonde_service__watch_fd(struct sonde_service *ss, int fd)
+{
+	return sonde__loop_watch(&ss->s.loop, fd);
+}
+
+int sonde_service__poll(struct sonde_service *ss, int timeout_ms)
 {
 	struct svc *s = &ss->s;
 
 	s->turn++;
-	int rc = sonde__loop_process(&s->loop, 0);
+	/* the loop itself waits no longer than its next timer */
+	int rc = sonde__loop_process(&s->loop, has_backlog(s) ? 0 : timeout_ms);
 	serve_waiting(s);
 	reap(s);
+	return rc < 0 ? rc : s->loop.watch_ready;
+}
+
+int sonde_service__process(struct sonde_service *ss)
+{
+	int rc = sonde_service__poll(ss, 0);
+
 	return rc < 0 ? rc : 0;
 }
 

@@ -138,17 +138,27 @@ static int run_timers(struct loop *l)
 	}
 }
 
+int sonde__loop_watch(struct loop *l, int fd)
+{
+	return sonde__loop_add(l, fd, EPOLLIN, LOOP_COOKIE_WATCH);
+}
+
 int sonde__loop_process(struct loop *l, int wait_ms)
 {
 	struct epoll_event ev[64];
 	int t = sonde__loop_timeout_ms(l), n;
 
+	l->watch_ready = false;
 	if (t >= 0 && (wait_ms < 0 || t < wait_ms))
 		wait_ms = t;
 	n = epoll_wait(l->epfd, ev, 64, wait_ms);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
-	for (int i = 0; i < n; i++)
-		l->io_fn(l->ctx, ev[i].data.u64, ev[i].events);
+	for (int i = 0; i < n; i++) {
+		if (ev[i].data.u64 == LOOP_COOKIE_WATCH)
+			l->watch_ready = true;
+		else
+			l->io_fn(l->ctx, ev[i].data.u64, ev[i].events);
+	}
 	return n + run_timers(l);
 }

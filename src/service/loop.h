@@ -1,7 +1,8 @@
 /* A small epoll loop with one-shot timers (in the manner of redis' ae). Internal to the
  * service: the service registers its sockets and timers here, and the program that owns
- * the real event loop polls loop.epfd and calls sonde__loop_process() when it is readable or the
- * next timer is due.
+ * the owner of the real event loop either waits in sonde__loop_process() itself (one
+ * epoll_wait per wakeup, with the caller's own fd watched alongside) or polls loop.epfd and
+ * calls sonde__loop_process(l, 0) when it is readable or the next timer is due.
  *
  * IO registrations carry a 64-bit cookie, not a pointer, so an event for an object freed
  * earlier in the same batch resolves to nothing instead of to freed memory. Timers call
@@ -14,6 +15,7 @@
 #ifndef SONDE_SERVICE_LOOP_H
 #define SONDE_SERVICE_LOOP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,7 +38,11 @@ struct loop {
 	struct loop_timer *timers;
 	size_t ntimers, cap;
 	uint64_t next_id;
+	bool watch_ready; /* the watched fd was readable at the last sonde__loop_process */
 };
+
+/* The cookie of the loop owner's watched fd; never dispatched to io_fn. */
+#define LOOP_COOKIE_WATCH UINT64_MAX
 
 int sonde__loop_init(struct loop *l, loop_io_fn io_fn, void *ctx);
 void sonde__loop_free(struct loop *l);
@@ -48,9 +54,14 @@ uint64_t sonde__loop_timer_add(struct loop *l, uint64_t ms, loop_timer_fn fn, ui
 void sonde__loop_timer_del(struct loop *l, uint64_t id);
 /* Milliseconds until the next timer (0 if due), or -1 when there is none. */
 int sonde__loop_timeout_ms(const struct loop *l);
-/* Dispatches ready IO (waiting at most wait_ms) and then due timers. Returns events
- * handled or -errno. */
+/* Dispatches ready IO (waiting at most wait_ms, -1: until an fd is ready or the next
+ * timer is due) and then due timers: one epoll_wait. Returns events handled (the watched
+ * fd's included) or -errno; watch_ready tells whether the watched fd was among them. */
 int sonde__loop_process(struct loop *l, int wait_ms);
+/* Adds fd, the loop owner's (a signalfd, say), to what sonde__loop_process waits for, so
+ * that the owner needs no wait of its own around it. The loop never reads or closes it; a
+ * readable fd sets watch_ready instead of reaching io_fn. 0 or -errno. */
+int sonde__loop_watch(struct loop *l, int fd);
 uint64_t sonde__loop_now_ns(void);
 /* The loop's clock: now_ns(clock_ctx) gives nanoseconds that never go back; NULL restores
  * CLOCK_MONOTONIC. Timers already armed keep the time they had left, on the new clock. */

@@ -4,6 +4,7 @@
  * to end over real sockets stays in test_service.c's black-box tests. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -433,5 +434,34 @@ TEST_TIMEOUT(inproc_change_trace_config_honours_machine_name_filter, 30)
 	tc_close(&p.t);
 	tc_close(&c);
 	sonde__buf_free(&cfg);
+	inproc_down(&h);
+}
+
+/* sonded's wait: sonde_service__poll with its signalfd watched, one epoll_wait per wakeup.
+ * A request and the watched fd, ready together, are handled by one call: it returns 1 for
+ * the fd with the reply already on the consumer's socket. With the fd read and nothing
+ * else ready, a call that does not wait returns 0. */
+TEST_TIMEOUT(inproc_poll_serves_requests_and_reports_the_watched_fd_in_one_wait, 30)
+{
+	struct inproc h;
+	struct tc c;
+	int own[2];
+	char ch;
+
+	inproc_up(&h);
+	inproc_consumer(&h, &c);
+	ASSERT_OK(pipe(own));
+	ASSERT_OK(sonde_service__watch_fd(h.svc, own[0]));
+	uint64_t req = tc_call(&c, "QueryCapabilities", NULL, -1, false);
+	ASSERT_INT(write(own[1], "s", 1), ==, 1);
+	ASSERT_INT(sonde_service__poll(h.svc, -1), ==, 1);
+	struct pollfd p = {c.ch.fd, POLLIN, 0};
+	ASSERT_INT(poll(&p, 1, 0), ==, 1);
+	ASSERT_INT(read(own[0], &ch, 1), ==, 1);
+	ASSERT_INT(sonde_service__poll(h.svc, 0), ==, 0);
+	tc_msg_free(tc_ok(&c, req));
+	tc_close(&c);
+	close(own[0]);
+	close(own[1]);
 	inproc_down(&h);
 }

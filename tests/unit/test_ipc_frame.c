@@ -254,6 +254,47 @@ TEST(ipc_chan_large_frames_flow_through_a_full_socket)
 	sonde__ipc_chan_close(&b);
 }
 
+/* One read call takes what the socket holds: its reads go on while they come back full and
+ * end at the first that comes back short (it took everything; no read is made only to hear
+ * EAGAIN). A 100 KB frame, larger than a first read, between two small ones is taken
+ * whole; a frame written after the call waits for the next one, and the end of the
+ * stream for the one after. */
+TEST(ipc_chan_read_takes_what_the_socket_holds_in_one_call)
+{
+	static uint8_t payload[100000];
+	struct ipc_chan a, b;
+	struct ipc_frame f = {.msg = IPC_MSG_INVOKE_METHOD_REPLY, .success = true}, g;
+
+	for (size_t i = 0; i < sizeof(payload); i++)
+		payload[i] = (uint8_t)(i * 13);
+	chan_pair(&a, &b);
+	for (uint64_t id = 1; id <= 3; id++) {
+		f.request_id = id;
+		f.data = id == 2 ? payload : (const uint8_t *)"abc";
+		f.data_len = id == 2 ? sizeof(payload) : 3;
+		ASSERT_OK(sonde__ipc_chan_send(&a, &f, -1));
+	}
+	ASSERT_UINT(ipc_chan_tx_pending(&a), ==, 0);
+	ASSERT_OK(sonde__ipc_chan_read(&b));
+	for (uint64_t id = 1; id <= 3; id++) {
+		ASSERT_INT(sonde__ipc_chan_next(&b, &g, NULL), ==, 1);
+		ASSERT_UINT(g.request_id, ==, id);
+		ASSERT_UINT(g.data_len, ==, id == 2 ? sizeof(payload) : 3);
+		if (id == 2)
+			ASSERT_MEM_EQ(g.data, payload, sizeof(payload));
+	}
+	ASSERT_INT(sonde__ipc_chan_next(&b, &g, NULL), ==, 0);
+
+	f.request_id = 4;
+	ASSERT_OK(sonde__ipc_chan_send(&a, &f, -1));
+	ASSERT_OK(sonde__ipc_chan_read(&b));
+	ASSERT_INT(sonde__ipc_chan_next(&b, &g, NULL), ==, 1);
+	ASSERT_UINT(g.request_id, ==, 4);
+	sonde__ipc_chan_close(&a);
+	ASSERT_ERR(sonde__ipc_chan_read(&b), -ECONNRESET);
+	sonde__ipc_chan_close(&b);
+}
+
 /* An InvokeMethod sent in pieces (shared-memory emulation's inline chunks) is the same
  * bytes as one encoded whole, also when the socket takes only part of a frame and the rest
  * is queued behind it, and frames sent whole and in pieces keep their order. */
