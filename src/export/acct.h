@@ -37,7 +37,8 @@ struct sonde_acct_row {
 };
 
 /* One recorded task (a kernel thread: pid and tid, over however many spool thread ids a
- * rename gave it) and its life: from its first sight (the first record of it: a switch
+ * rename gave it, up to its exit: the ids defined again after that are another task's)
+ * and its life: from its first sight (the first record of it: a switch
  * that took it off or brought it in, a sample, an interval, its definition) to its exit
  * (EXIT record; on to its last switch-out, which follows, or to the end of a wait written
  * after it when the switches that followed went unseen) or the end of the window. Its
@@ -75,11 +76,15 @@ struct sonde_acct {
 	struct sonde_acct_cpu *cpus;
 	uint32_t n_cpus;
 	uint64_t window_start_ns, window_end_ns;
-	/* every task of the recording that passes the pid, tid and comm filters, by pid
-	 * then tid; with no time or CPU filter the rows are their sums, unseen time in the
+	/* every task of the recording that passes the pid, tid and comm filters, by pid,
+	 * tid, then start; with no time or CPU filter the rows are their sums, unseen time in the
 	 * unknown column, so that a row's total is its tasks' lives */
 	struct sonde_acct_task *tasks;
 	size_t n_tasks;
+	/* by spool thread id: 1 + the index in tasks of the task it is a part of (0: none,
+	 * filtered out); a pid and tid the kernel gave to another task after the first one's
+	 * exit are two tasks */
+	uint32_t *thread_task;
 	bool exact_on; /* on-CPU time by the switches (the recording kept them) */
 };
 
