@@ -111,7 +111,10 @@ void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *
 	uint64_t first = sonde_spool__first_switch_ns(s);
 
 	sonde_spool__get_info(s, &in);
-	*start = in.header.start_monotonic_ns;
+	/* with the CPUs' switches the machine was seen from its first switch or sample (the
+	 * recording's start is taken before the recorder sets up its events, up to seconds
+	 * earlier on a loaded machine) */
+	*start = sonde_spool__switch_cpus(s) ? first : in.header.start_monotonic_ns;
 	*end = sonde_spool__last_switch_ns(s);
 	if (first < *start)
 		*start = first;
@@ -119,9 +122,8 @@ void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *
 		*start = in.first_time_ns;
 	if (in.samples && in.last_time_ns > *end)
 		*end = in.last_time_ns;
-	/* with the CPUs' switches the machine was seen up to its last switch or sample: an
-	 * interval still open when the recorder finished (later, on a loaded machine, by
-	 * seconds) is clipped to that */
+	/* ... up to its last switch or sample: an interval still open when the recorder
+	 * finished (later, on a loaded machine, by seconds) is clipped to that */
 	if (sonde_spool__switch_cpus(s))
 		return;
 	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &o) == 0; i++)

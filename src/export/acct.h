@@ -71,8 +71,8 @@ struct sonde_acct {
 	 * cpu_max, the highest CPU sampled + 1 */
 	uint64_t *cpu_ns;
 	uint32_t cpu_max;
-	/* by the CPUs' switches (n_cpus 0: the recording kept none), over the window from
-	 * the recording's start (or its first switch or sample) to its last record */
+	/* by the CPUs' switches (n_cpus 0: the recording kept none), over the window
+	 * (sonde__acct_window) */
 	struct sonde_acct_cpu *cpus;
 	uint32_t n_cpus;
 	uint64_t window_start_ns, window_end_ns;
@@ -94,9 +94,10 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 		      struct sonde_acct *out);
 void sonde__acct_free(struct sonde_acct *a);
 
-/* The window the CPUs' time is given over: from the recording's start (or its first
- * switch or sample, if earlier) to its last switch or sample, or, in a recording without
- * switches, interval end. Intervals are clipped to it. */
+/* The window both tables are given over: in a recording with the CPUs' switches, from
+ * its first switch or sample to its last (the machine as the recording saw it); without
+ * them, from the recording's start (or its first sample, if earlier) to its last sample or
+ * interval end. Lives and intervals are clipped to it. */
 void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *end);
 
 /* What each on-CPU sample weighs under the wall metric. Where the recording kept the CPUs'
