@@ -28,6 +28,7 @@ points.
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -200,8 +201,16 @@ def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
     secs = float(sys.argv[2]) if len(sys.argv) > 2 else 5
     loaders = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-    sonde = os.path.join(build, "sonde")
     tmp = tempfile.mkdtemp(prefix="sonde-acct.")
+    # the workload, the spool and perf.data (hundreds of MB) go with it, however the
+    # run ends
+    try:
+        measure(os.path.join(build, "sonde"), secs, loaders, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(sonde, secs, loaders, tmp):
     wl = os.path.join(tmp, "wl")
     with open(wl + ".c", "w") as f:
         f.write(WL)
@@ -210,21 +219,23 @@ def main():
     load = [subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"]) for _ in range(loaders)]
     perf = subprocess.Popen(["perf", "sched", "record", "-a", "-o", data],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1)
-    st0 = proc_stat()
-    # the perf_event backend keeps the CPUs' switches (SWITCHES), which give the exact
-    # on-CPU time of every thread
-    rec = subprocess.run([sonde, "record", "-a", "--off-cpu", "--off-cpu-backend", "perf",
-                          "--off-cpu-min", "0",
-                          "--ring-pages", str(RING_PAGES), "-o", spool, "--", wl, str(secs), tmp],
-                         capture_output=True, text=True)
-    st1 = proc_stat()
-    time.sleep(0.5)
-    perf.send_signal(signal.SIGINT)
-    perf.wait()
-    for p in load:
-        p.kill()
-        p.wait()
+    try:
+        time.sleep(1)
+        st0 = proc_stat()
+        # the perf_event backend keeps the CPUs' switches (SWITCHES), which give the exact
+        # on-CPU time of every thread
+        rec = subprocess.run([sonde, "record", "-a", "--off-cpu", "--off-cpu-backend", "perf",
+                              "--off-cpu-min", "0", "--ring-pages", str(RING_PAGES), "-o",
+                              spool, "--", wl, str(secs), tmp],
+                             capture_output=True, text=True)
+        st1 = proc_stat()
+        time.sleep(0.5)
+    finally:
+        perf.send_signal(signal.SIGINT)
+        perf.wait()
+        for p in load:
+            p.kill()
+            p.wait()
     for line in rec.stderr.splitlines():
         if re.match(r"\s*(loss|off-CPU|time unknown)", line):
             print("sonde record: " + line.strip())

@@ -221,10 +221,12 @@ SONDE_API int sonde_spool__get_account(const struct sonde_spool *s,
 				       struct sonde_spool_account *out);
 /* One CPU's time by its switches (SWITCHES records: -a --off-cpu recordings of every
  * process) over [start_ns, end_ns]: busy (a task on it), idle (the idle task), unknown
- * (between the switches either side of a loss, and up to a switch the recorder inferred,
- * whose time it could only estimate). The task a CPU's first switch takes off
- * it ran from start_ns; its last switch's next ran to end_ns. The three add up to
- * end_ns - start_ns exactly. */
+ * (between the switches either side of a loss, up to a switch the recorder inferred,
+ * whose time it could only estimate, and before the CPU was first seen). Before a CPU's
+ * first switch, the task that switch takes off ran from the CPU's first sample (busy),
+ * and before that (from start_ns) the CPU is unknown: its events may have started later
+ * than the window. Its last switch's next ran to end_ns. The three add up to end_ns -
+ * start_ns exactly. */
 struct sonde_spool_cpu_time {
 	uint64_t busy_ns, idle_ns, unknown_ns;
 	uint64_t switches, inferred; /* switches, those of them the recorder inferred */

@@ -385,7 +385,8 @@ static int print_summary(const struct report *r, bool title)
 	if (err < 0)
 		return err;
 
-	double span = recording_span(r);
+	/* with the CPUs' switches, every table over the window they are given over */
+	double span = a.n_cpus ? (a.window_end_ns - a.window_start_ns) / 1e9 : recording_span(r);
 	if (title) {
 		printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples "
 		       "of %.3f ms; the states are how threads left the CPU)\n",

@@ -111,7 +111,10 @@ void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *
 	uint64_t first = sonde_spool__first_switch_ns(s);
 
 	sonde_spool__get_info(s, &in);
-	*start = in.header.start_monotonic_ns;
+	/* with the CPUs' switches the machine was seen from its first switch or sample (the
+	 * recording's start is taken before the recorder sets up its events, up to seconds
+	 * earlier on a loaded machine) */
+	*start = sonde_spool__switch_cpus(s) ? first : in.header.start_monotonic_ns;
 	*end = sonde_spool__last_switch_ns(s);
 	if (first < *start)
 		*start = first;
@@ -119,9 +122,8 @@ void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *
 		*start = in.first_time_ns;
 	if (in.samples && in.last_time_ns > *end)
 		*end = in.last_time_ns;
-	/* with the CPUs' switches the machine was seen up to its last switch or sample: an
-	 * interval still open when the recorder finished (later, on a loaded machine, by
-	 * seconds) is clipped to that */
+	/* ... up to its last switch or sample: an interval still open when the recorder
+	 * finished (later, on a loaded machine, by seconds) is clipped to that */
 	if (sonde_spool__switch_cpus(s))
 		return;
 	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &o) == 0; i++)
@@ -152,66 +154,105 @@ static int by_pid_tid(const void *x, const void *y)
 
 	if (p->pid != q->pid)
 		return p->pid < q->pid ? -1 : 1;
-	return p->tid < q->tid ? -1 : p->tid > q->tid;
+	if (p->tid != q->tid)
+		return p->tid < q->tid ? -1 : 1;
+	return p->start_ns < q->start_ns ? -1 : p->start_ns > q->start_ns;
 }
 
-/* One task per (pid, tid) of the threads that pass the thread filters: named by its last
- * definition, started at its first, ended by its last EXIT. */
+/* When task k (first defined at k->start_ns) ended, if it had by time t: its EXIT, or,
+ * its exit record lost, its last switch-out (the kernel reports an exited task's state in
+ * it) that the switches saw in between. UINT64_MAX: not by then. */
+static uint64_t ended_at(const struct build *b, const struct sonde_acct_task *k, uint64_t t)
+{
+	struct sonde_spool_run run;
+
+	if (k->exited)
+		return k->end_ns <= t ? k->end_ns : UINT64_MAX;
+	for (uint64_t i = 0; sonde_spool__get_tid_run(b->s, k->tid, i, &run) == 0; i++) {
+		if (run.start_ns > t)
+			break; /* in the order of their starts */
+		if ((run.state & ~(uint32_t)SONDE_SWITCH_INFERRED) == SONDE_SWITCH_EXITED &&
+		    run.end_ns >= k->start_ns && run.end_ns <= t)
+			return run.end_ns;
+	}
+	return UINT64_MAX;
+}
+
+/* Whether spool thread t (its EXIT at *exit_ns, when has_exit) is another task than k,
+ * which has the same pid and tid: one the kernel gave the ids to after k ended (on a
+ * machine forking thousands of tasks a second, pid_max comes round within seconds, and
+ * taking both for one task counted the time between them as life no record covers: 29-45
+ * % of the lives of loaded CI runs). A definition of k itself after its end (the recorder
+ * writes one for a task it meets after its exit record, with that exit) has its EXIT by
+ * then. */
+static bool another_task(const struct build *b, const struct sonde_acct_task *k,
+			 const struct sonde_spool_thread *t, bool has_exit, uint64_t exit_ns)
+{
+	uint64_t end = ended_at(b, k, t->time_ns);
+
+	return end != UINT64_MAX && !(has_exit && exit_ns <= end);
+}
+
+/* One task per kernel task of the threads that pass the thread filters: the spool threads
+ * of one pid and tid (a rename defines the thread again) up to another task's
+ * (another_task); named by its last definition, started at its first, ended by its last
+ * EXIT. */
 static int make_tasks(struct build *b)
 {
 	struct sonde_acct *a = b->a;
 	struct sonde_spool_thread t;
 	uint32_t n = b->info.threads;
+	struct u64map latest = U64MAP_INIT; /* pid << 32 | tid -> its latest task's index */
+	int err = -ENOMEM;
 
 	b->by_thread = calloc(n ? n : 1, sizeof(*b->by_thread));
 	a->tasks = calloc(n ? n : 1, sizeof(*a->tasks));
 	uint32_t *idx = calloc(n ? n : 1, sizeof(*idx)); /* thread id - 1 -> task index */
-	if (!b->by_thread || !a->tasks || !idx) {
-		free(idx);
-		return -ENOMEM;
-	}
+	uint32_t *moved = calloc(n ? n : 1, sizeof(*moved));
+	if (!b->by_thread || !a->tasks || !idx || !moved)
+		goto out;
 	for (uint32_t i = 1; i <= n; i++) {
 		if (sonde_spool__get_thread(b->s, i, &t) < 0 || !thread_kept(b, &t)) {
 			idx[i - 1] = UINT32_MAX;
 			continue;
 		}
-		size_t k = 0;
-		while (k < a->n_tasks && (a->tasks[k].pid != t.pid || a->tasks[k].tid != t.tid))
-			k++; /* threads are few next to records; a scan is fine */
-		if (k == a->n_tasks)
-			a->tasks[a->n_tasks++] = (struct sonde_acct_task){
+		uint64_t key = (uint64_t)t.pid << 32 | t.tid;
+		uint64_t *k = sonde__u64map_get(&latest, key), exit_ns;
+		bool has_exit = sonde_spool__get_thread_exit(b->s, i, &exit_ns) == 0;
+		if (!k || another_task(b, &a->tasks[*k], &t, has_exit, exit_ns)) {
+			a->tasks[a->n_tasks] = (struct sonde_acct_task){
 				.pid = t.pid, .tid = t.tid, .start_ns = UINT64_MAX};
-		struct sonde_acct_task *task = &a->tasks[k];
-		uint64_t exit_ns;
+			if (sonde__u64map_put(&latest, key, a->n_tasks++) < 0)
+				goto out;
+			k = sonde__u64map_get(&latest, key);
+		}
+		struct sonde_acct_task *task = &a->tasks[*k];
 		if (!task->comm || !bare_id(t.comm, t.tid))
 			task->comm = t.comm; /* never a name seen before for the bare id */
 		seen_at(task, t.time_ns);
-		if (sonde_spool__get_thread_exit(b->s, i, &exit_ns) == 0 &&
-		    (!task->exited || exit_ns > task->end_ns)) {
+		if (has_exit && (!task->exited || exit_ns > task->end_ns)) {
 			task->exited = true;
 			task->end_ns = exit_ns;
 		}
-		idx[i - 1] = (uint32_t)k;
+		idx[i - 1] = (uint32_t)*k;
 	}
 	/* sorted, then each thread pointed at its task */
 	for (size_t k = 0; k < a->n_tasks; k++)
 		a->tasks[k].over_ns = k; /* the index before sorting, for a moment */
 	if (a->n_tasks)
 		qsort(a->tasks, a->n_tasks, sizeof(*a->tasks), by_pid_tid);
-	uint32_t *moved = calloc(a->n_tasks ? a->n_tasks : 1, sizeof(*moved));
-	if (!moved) {
-		free(idx);
-		return -ENOMEM;
-	}
 	for (size_t k = 0; k < a->n_tasks; k++) {
 		moved[a->tasks[k].over_ns] = (uint32_t)k;
 		a->tasks[k].over_ns = 0;
 	}
 	for (uint32_t i = 0; i < n; i++)
 		b->by_thread[i] = idx[i] == UINT32_MAX ? NULL : &a->tasks[moved[idx[i]]];
+	err = 0;
+out:
+	sonde__u64map_free(&latest);
 	free(moved);
 	free(idx);
-	return 0;
+	return err;
 }
 
 /* Each on-CPU sample weighs the sample period, on its process's row and its CPU. */
@@ -514,6 +555,14 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 	    (err = add_intervals(&b, true)) < 0 || (err = add_shorts(&b)) < 0 ||
 	    (err = add_runs(&b)) < 0 || (err = close_tasks(&b)) < 0 || (err = add_cpus(&b)) < 0)
 		goto fail;
+	out->thread_task = calloc((size_t)b.info.threads + 1, sizeof(*out->thread_task));
+	if (!out->thread_task) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t i = 1; i <= b.info.threads; i++)
+		if (b.by_thread[i - 1])
+			out->thread_task[i] = (uint32_t)(b.by_thread[i - 1] - out->tasks) + 1;
 	free(b.by_thread);
 	free(b.last_in);
 	for (size_t k = 0; k < out->n_tasks; k++)
@@ -540,30 +589,8 @@ void sonde__acct_free(struct sonde_acct *a)
 	free(a->cpu_ns);
 	free(a->cpus);
 	free(a->tasks);
+	free(a->thread_task);
 	*a = (struct sonde_acct){0};
-}
-
-/* The task of (pid, tid) in a's tasks, sorted by pid then tid; NULL if none. */
-static struct sonde_acct_task *find_task(const struct sonde_acct *a, uint32_t pid, uint32_t tid)
-{
-	struct sonde_acct_task key = {.pid = pid, .tid = tid};
-
-	return a->n_tasks ? bsearch(&key, a->tasks, a->n_tasks, sizeof(key), by_pid_tid) : NULL;
-}
-
-/* Each spool thread's task index + 1 (0: none). */
-static uint32_t *thread_tasks(const struct sonde_spool *s, const struct sonde_acct *a,
-			      uint32_t threads)
-{
-	uint32_t *v = calloc((size_t)threads + 1, sizeof(*v));
-	struct sonde_spool_thread t;
-
-	for (uint32_t i = 1; v && i <= threads; i++) {
-		struct sonde_acct_task *k;
-		if (sonde_spool__get_thread(s, i, &t) == 0 && (k = find_task(a, t.pid, t.tid)))
-			v[i] = (uint32_t)(k - a->tasks) + 1;
-	}
-	return v;
 }
 
 int sonde__acct_weights(const struct sonde_spool *s, struct sonde_acct_weights *out)
@@ -571,7 +598,7 @@ int sonde__acct_weights(const struct sonde_spool *s, struct sonde_acct_weights *
 	struct sonde_spool_info in;
 	struct sonde_spool_sample smp;
 	struct sonde_acct a;
-	uint32_t *task_of_thread = NULL, *first_thread = NULL;
+	uint32_t *first_thread = NULL;
 	uint64_t *n = NULL, *k = NULL;
 	int err;
 
@@ -582,11 +609,11 @@ int sonde__acct_weights(const struct sonde_spool *s, struct sonde_acct_weights *
 	err = -ENOMEM;
 	out->n_samples = in.samples;
 	out->sample_ns = calloc(in.samples ? in.samples : 1, sizeof(*out->sample_ns));
-	task_of_thread = thread_tasks(s, &a, in.threads);
+	const uint32_t *task_of_thread = a.thread_task;
 	n = calloc(a.n_tasks + 1, sizeof(*n)); /* samples per task */
 	k = calloc(a.n_tasks + 1, sizeof(*k)); /* of those, weighed so far */
 	first_thread = calloc(a.n_tasks + 1, sizeof(*first_thread));
-	if (!out->sample_ns || !task_of_thread || !n || !k || !first_thread)
+	if (!out->sample_ns || !n || !k || !first_thread)
 		goto out;
 	for (uint32_t i = in.threads; i >= 1; i--)
 		if (task_of_thread[i])
@@ -620,7 +647,6 @@ int sonde__acct_weights(const struct sonde_spool *s, struct sonde_acct_weights *
 	}
 	err = 0;
 out:
-	free(task_of_thread);
 	free(first_thread);
 	free(n);
 	free(k);

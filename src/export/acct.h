@@ -37,7 +37,8 @@ struct sonde_acct_row {
 };
 
 /* One recorded task (a kernel thread: pid and tid, over however many spool thread ids a
- * rename gave it) and its life: from its first sight (the first record of it: a switch
+ * rename gave it, up to its exit: the ids defined again after that are another task's)
+ * and its life: from its first sight (the first record of it: a switch
  * that took it off or brought it in, a sample, an interval, its definition) to its exit
  * (EXIT record; on to its last switch-out, which follows, or to the end of a wait written
  * after it when the switches that followed went unseen) or the end of the window. Its
@@ -70,16 +71,20 @@ struct sonde_acct {
 	 * cpu_max, the highest CPU sampled + 1 */
 	uint64_t *cpu_ns;
 	uint32_t cpu_max;
-	/* by the CPUs' switches (n_cpus 0: the recording kept none), over the window from
-	 * the recording's start (or its first switch or sample) to its last record */
+	/* by the CPUs' switches (n_cpus 0: the recording kept none), over the window
+	 * (sonde__acct_window) */
 	struct sonde_acct_cpu *cpus;
 	uint32_t n_cpus;
 	uint64_t window_start_ns, window_end_ns;
-	/* every task of the recording that passes the pid, tid and comm filters, by pid
-	 * then tid; with no time or CPU filter the rows are their sums, unseen time in the
+	/* every task of the recording that passes the pid, tid and comm filters, by pid,
+	 * tid, then start; with no time or CPU filter the rows are their sums, unseen time in the
 	 * unknown column, so that a row's total is its tasks' lives */
 	struct sonde_acct_task *tasks;
 	size_t n_tasks;
+	/* by spool thread id: 1 + the index in tasks of the task it is a part of (0: none,
+	 * filtered out); a pid and tid the kernel gave to another task after the first one's
+	 * exit are two tasks */
+	uint32_t *thread_task;
 	bool exact_on; /* on-CPU time by the switches (the recording kept them) */
 };
 
@@ -89,9 +94,10 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 		      struct sonde_acct *out);
 void sonde__acct_free(struct sonde_acct *a);
 
-/* The window the CPUs' time is given over: from the recording's start (or its first
- * switch or sample, if earlier) to its last switch or sample, or, in a recording without
- * switches, interval end. Intervals are clipped to it. */
+/* The window both tables are given over: in a recording with the CPUs' switches, from
+ * its first switch or sample to its last (the machine as the recording saw it); without
+ * them, from the recording's start (or its first sample, if earlier) to its last sample or
+ * interval end. Lives and intervals are clipped to it. */
 void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *end);
 
 /* What each on-CPU sample weighs under the wall metric. Where the recording kept the CPUs'

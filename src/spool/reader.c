@@ -14,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "base/array.h"
+#include "base/u64map.h"
 #include "spool/format.h"
 #include "spool/keep.h"
 
@@ -55,6 +56,7 @@ struct sonde_spool {
 	struct rcpu *cpus; /* by CPU number: the switches, added up as they come */
 	size_t cpus_cap;
 	uint32_t n_cpus;
+	struct u64map first_sample; /* CPU number -> the time of its first sample */
 	uint64_t last_switch_ns;
 	/* each task's stays on a CPU by the switches, sorted by tid then start once the
 	 * input ends */
@@ -207,7 +209,17 @@ int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cpu, uint64_
 	if (start_ns > c->first_ns || end_ns < c->last_ns)
 		return -ERANGE;
 	*out = c->t;
-	*(c->first_prev ? &out->busy_ns : &out->idle_ns) += c->first_ns - start_ns;
+	/* Before the CPU's first switch the task it takes off ran, but since when is not
+	 * known: the CPU's events may have started after the window's (the recorder enables
+	 * them one by one; the recording's start is taken before it sets them up). From its
+	 * first sample (a task on it, since the idle task's are not kept) on, that task ran;
+	 * before, the CPU is unknown (an idle CPU's time to its first switch with it). */
+	const uint64_t *sampled = sonde__u64map_get(&s->first_sample, cpu);
+	uint64_t seen = sampled && *sampled < c->first_ns && c->first_prev ? *sampled : c->first_ns;
+	if (seen < start_ns)
+		seen = start_ns;
+	out->unknown_ns += seen - start_ns;
+	out->busy_ns += c->first_ns - seen;
 	*(c->last_next ? &out->busy_ns : &out->idle_ns) += end_ns - c->last_ns;
 	return 0;
 }
@@ -281,6 +293,10 @@ static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *r
 	s->samples[in->samples++] =
 		(struct sonde_spool_sample){rec->sample.time_ns, rec->sample.thread,
 					    rec->sample.stack, rec->sample.flags, rec->sample.cpu};
+	if (rec->sample.cpu != SONDE_SPOOL_CPU_NONE &&
+	    !sonde__u64map_get(&s->first_sample, rec->sample.cpu) &&
+	    sonde__u64map_put(&s->first_sample, rec->sample.cpu, rec->sample.time_ns) < 0)
+		return -ENOMEM;
 	if (in->samples == 1)
 		in->first_time_ns = rec->sample.time_ns;
 	in->last_time_ns = rec->sample.time_ns;
@@ -509,6 +525,7 @@ void sonde_spool__close(struct sonde_spool *s)
 	sonde__free(s->exit_ns);
 	sonde__free(s->runs);
 	sonde__free(s->cpus);
+	sonde__u64map_free(&s->first_sample);
 	sonde__free(s->shorts);
 	sonde_spool_decoder__free(s->dec);
 	sonde__free(s);
