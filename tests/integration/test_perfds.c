@@ -3,6 +3,7 @@
  * PerfSample's stack from the sequence's interned callstacks, frames and names). */
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -721,9 +722,12 @@ TEST_EXCLUSIVE(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
 	struct rig r;
 	struct test_output o;
 	struct pft_trace t;
-	char cfg[1024], sh[1024];
-	const char *out = test_path("offcpu.pftrace"), *truth = test_path("offcpu.truth");
+	char cfg[1024], sh[2 * PATH_MAX], out[PATH_MAX], truth[PATH_MAX];
 	struct offcpu_seen s = {0};
+
+	/* copies: test_path's eight buffers come round again in a run of several rounds */
+	snprintf(out, sizeof(out), "%s", test_path("offcpu.pftrace"));
+	snprintf(truth, sizeof(truth), "%s", test_path("offcpu.truth"));
 
 	test_require_perf();
 	if (access("/sys/kernel/tracing/events/sched/sched_switch/id", R_OK) != 0 &&
