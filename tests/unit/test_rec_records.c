@@ -181,14 +181,21 @@ TEST(record_lost_exit_leaves_unseen_threads)
 	free(r);
 }
 
-/* An on-CPU sample of tid in the kernel at time (one [kernel] frame: no callchain). */
-static void kernel_sample(struct sonde_recorder *r, uint32_t tid, uint64_t time)
+/* An on-CPU sample of thread tid of pid in the kernel at time (one [kernel] frame: no
+ * callchain). */
+static void thread_sample(struct sonde_recorder *r, uint32_t pid, uint32_t tid, uint64_t time)
 {
 	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time,
-			       .pid = tid, .tid = tid};
+			       .pid = pid, .tid = tid};
 
 	rec.sample.ip = REC_KERNEL_START + 0x1000;
 	ASSERT_OK(sonde__rec_process_record(r, &rec));
+}
+
+/* The same, of a main thread. */
+static void kernel_sample(struct sonde_recorder *r, uint32_t tid, uint64_t time)
+{
+	thread_sample(r, tid, tid, time);
 }
 
 /* A process whose fork the recording never saw (before the /proc scan, or lost) is first
@@ -361,16 +368,6 @@ TEST(record_records_after_an_exit_are_the_exited_task_s)
 	sonde__tasks_free(&r->tasks);
 	sonde__buf_free(&b);
 	free(r);
-}
-
-/* An on-CPU sample of thread tid of pid in the kernel at time. */
-static void thread_sample(struct sonde_recorder *r, uint32_t pid, uint32_t tid, uint64_t time)
-{
-	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time,
-			       .pid = pid, .tid = tid};
-
-	rec.sample.ip = REC_KERNEL_START + 0x1000;
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
 }
 
 /* A process nothing named (its fork came between the /proc scan and the enable, and it
