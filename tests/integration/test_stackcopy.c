@@ -136,6 +136,20 @@ TEST_TIMEOUT(stackcopy_shallow_stack_copy_shrinks, 150)
 	life_close(&ls);
 }
 
+/* The machine's steal time so far, in seconds (/proc/stat's cpu line, USER_HZ ticks): the
+ * time a hypervisor ran something else while a guest's task was on its CPU. */
+static double steal_s(void)
+{
+	char *stat = ASSERT_NOT_NULL(test_read_file("/proc/stat", NULL));
+	unsigned long long v[8] = {0};
+
+	ASSERT_INT(sscanf(stat, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			  &v[3], &v[4], &v[5], &v[6], &v[7]),
+		   ==, 8);
+	free(stat);
+	return (double)v[7] / sysconf(_SC_CLK_TCK);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -157,7 +171,9 @@ TEST_EXCLUSIVE(stackcopy_switch_loses_and_duplicates_no_sample, 150)
 	double cpu = 0;
 
 	test_require_perf();
+	double steal = steal_s();
 	record_depths(&o, spool, "-c 1000000", "3", "4", "3");
+	steal = steal_s() - steal;
 	ASSERT(stack_line(o.err, &min, &max, &switches, &grown));
 	ASSERT_UINT(switches, >=, 1);
 	const char *p = strstr(o.out, "stack_depths: ");
@@ -206,12 +222,15 @@ TEST_EXCLUSIVE(stackcopy_switch_loses_and_duplicates_no_sample, 150)
 	}
 	ASSERT_INT(busy, ==, 4);
 	/* user-only sampling misses the program's (little) kernel time, and a period is
-	 * counted only once complete: a few percent under CPU / period */
-	double expect = cpu * 1000;
+	 * counted only once complete: a few percent under CPU / period. cpu-clock's periods
+	 * run on while a hypervisor steals the CPU from the thread on it, which the process's
+	 * CPU time leaves out (paravirt steal accounting): at most the machine's steal over
+	 * the run is added (a loaded guest's run had 6 % more samples than CPU time) */
+	double expect = cpu * 1000, most = (cpu + steal) * 1000;
 	ASSERT_UINT(n, >=, 500);
-	if (n < expect * 0.85 || n > expect * 1.03)
-		FAIL("%llu samples for %.3f s of CPU (%.0f expected)", (unsigned long long)n, cpu,
-		     expect);
+	if (n < expect * 0.85 || n > most * 1.03)
+		FAIL("%llu samples for %.3f s of CPU and %.3f s stolen (%.0f to %.0f expected)",
+		     (unsigned long long)n, cpu, steal, expect * 0.85, most * 1.03);
 }
 
 struct membuf {
