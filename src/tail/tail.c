@@ -67,10 +67,8 @@ struct sonde_tail {
 
 	struct sonde_spool_sample *samples; /* the current batch */
 	size_t n_samples, samples_cap;
-	struct sonde_spool_offcpu *offcpu, *unknown; /* its intervals */
-	size_t n_offcpu, offcpu_cap, n_unknown, unknown_cap;
-	struct sonde_spool_offcpu_short *shorts;
-	size_t n_shorts, shorts_cap;
+	ARR(struct sonde_spool_offcpu) offcpu, unknown; /* its intervals */
+	ARR(struct sonde_spool_offcpu_short) shorts;
 	uint32_t *invalid; /* pids invalidated by the current batch */
 	size_t n_invalid, invalid_cap;
 
@@ -160,9 +158,9 @@ void sonde_tail__free(struct sonde_tail *t)
 	sonde__free(t->nodes);
 	sonde__free(t->threads);
 	sonde__free(t->samples);
-	sonde__free(t->offcpu);
-	sonde__free(t->unknown);
-	sonde__free(t->shorts);
+	ARR_FREE(t->offcpu);
+	ARR_FREE(t->unknown);
+	ARR_FREE(t->shorts);
 	sonde__free(t->invalid);
 	sonde__free(t->buf);
 	sonde_symbolizer__free(t->sym);
@@ -318,15 +316,8 @@ static int keep_sample(struct sonde_tail *t, const struct sonde_spool_record *re
 	return 0;
 }
 
-/* Appends *x (of size sz) to the batch's array *v of *n (capacity *cap). */
-static int keep_in(void *v, size_t *n, size_t *cap, const void *x, size_t sz)
-{
-	if (sonde__array_grow(v, cap, *n + 1, sz, 64) < 0)
-		return -ENOMEM;
-	memcpy(*(char **)v + *n * sz, x, sz);
-	(*n)++;
-	return 0;
-}
+/* Appends record x to the batch's array a (an ARR of its type): 0, or -ENOMEM. */
+#define KEEP_IN(a, x) (ARR_PUSH(a) ? ((a).v[(a).n - 1] = (x)), 0 : -ENOMEM)
 
 static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		struct sonde_tail_batch *b)
@@ -362,14 +353,11 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		t->ended = true;
 		return 0;
 	case SONDE_SPOOL_REC_OFFCPU:
-		return keep_in(&t->offcpu, &t->n_offcpu, &t->offcpu_cap, &rec->offcpu,
-			       sizeof(rec->offcpu));
+		return KEEP_IN(t->offcpu, rec->offcpu);
 	case SONDE_SPOOL_REC_UNKNOWN:
-		return keep_in(&t->unknown, &t->n_unknown, &t->unknown_cap, &rec->offcpu,
-			       sizeof(rec->offcpu));
+		return KEEP_IN(t->unknown, rec->offcpu);
 	case SONDE_SPOOL_REC_OFFCPU_SHORT:
-		return keep_in(&t->shorts, &t->n_shorts, &t->shorts_cap, &rec->offcpu_short,
-			       sizeof(rec->offcpu_short));
+		return KEEP_IN(t->shorts, rec->offcpu_short);
 	case SONDE_SPOOL_REC_OPTIONAL:
 	case SONDE_SPOOL_REC_ACCOUNT:
 	case SONDE_SPOOL_REC_SWITCHES:
@@ -468,7 +456,8 @@ int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 		return -EINVAL;
 	if (err)
 		return err;
-	t->n_samples = t->n_offcpu = t->n_unknown = t->n_shorts = 0;
+	t->n_samples = 0;
+	t->offcpu.n = t->unknown.n = t->shorts.n = 0;
 	t->n_invalid = 0;
 	for (;;) {
 		err = decode_buffered(t, &left, &b);
@@ -488,12 +477,12 @@ int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 	b.n_samples = t->n_samples;
 	b.invalidated_pids = t->invalid;
 	b.n_invalidated = t->n_invalid;
-	b.offcpu = t->offcpu;
-	b.n_offcpu = t->n_offcpu;
-	b.unknown = t->unknown;
-	b.n_unknown = t->n_unknown;
-	b.shorts = t->shorts;
-	b.n_shorts = t->n_shorts;
+	b.offcpu = t->offcpu.v;
+	b.n_offcpu = t->offcpu.n;
+	b.unknown = t->unknown.v;
+	b.n_unknown = t->unknown.n;
+	b.shorts = t->shorts.v;
+	b.n_shorts = t->shorts.n;
 	b.offset = sonde_spool_decoder__offset(t->dec);
 	b.pending = t->len - t->pos;
 	b.ended = t->ended;
