@@ -327,8 +327,9 @@ static bool stacked_exiting(const struct sonde_spool *s, struct sonde_symbolizer
 /* Processes that wait on their way out, after their memory is released (offcpu_exiting:
  * each child's teardown of its address space waits in exit_aio), have no user stack to
  * record: each child's last wait is stacked under an [exiting] frame where its user frames
- * would be, its kernel frames (the exit path) inside it; the parent, which waits for each
- * child's exit, has none. */
+ * would be, its kernel frames (the exit path) inside it; the parent's waits for each
+ * child's exit are stacked with its memory, and no thread's [exiting] wait comes before
+ * one with its memory. */
 TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
 {
 	const char *spool = test_path("exiting.spool"), *tpath = test_path("exiting.truth");
@@ -349,6 +350,7 @@ TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
 	for (const char *l = t; (l = strstr(l, "child ")) && n < 8; l++)
 		pids[n++] = atoi(l + 6);
 	ASSERT_CONTAINS(t, "done\n");
+	int main_pid = atoi(ASSERT_NOT_NULL(strstr(t, "main ")) + 5);
 	free(t);
 	ASSERT_INT(n, ==, 8);
 	struct sonde_spool *s = sonde_spool__open(spool, NULL);
@@ -371,14 +373,43 @@ TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
 			FAIL("child %d: its last wait (%llu ns) lacks [exiting] or do_exit",
 			     pids[c], (unsigned long long)(last.switch_in_ns - last.switch_out_ns));
 	}
+	/* main exits too and may be preempted on its way out (a loaded machine): a wait under
+	 * [exiting] is a thread's last, never followed by one with its memory, and main's
+	 * waits for its children are not among them */
+	struct {
+		uint32_t tid;
+		uint64_t last_with_mm, first_exiting;
+		int with_mm;
+	} seen[64] = {0};
+	int nseen = 0;
 	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
 		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
-		bool child = false;
-		for (int c = 0; c < n; c++)
-			child |= (int)th.tid == pids[c];
-		if (!child && stacked_exiting(s, sym, &iv))
-			FAIL("thread %u, not exiting, has a wait under [exiting]", th.tid);
+		int k = 0;
+		while (k < nseen && seen[k].tid != th.tid)
+			k++;
+		if (k == nseen) {
+			ASSERT(nseen < 64);
+			seen[nseen++].tid = th.tid;
+			seen[k].first_exiting = UINT64_MAX;
+		}
+		if (!stacked_exiting(s, sym, &iv)) {
+			seen[k].with_mm++;
+			if (iv.switch_out_ns > seen[k].last_with_mm)
+				seen[k].last_with_mm = iv.switch_out_ns;
+		} else if (iv.switch_out_ns < seen[k].first_exiting) {
+			seen[k].first_exiting = iv.switch_out_ns;
+		}
 	}
+	bool main_seen = false;
+	for (int k = 0; k < nseen; k++) {
+		if (seen[k].first_exiting != UINT64_MAX &&
+		    seen[k].first_exiting < seen[k].last_with_mm)
+			FAIL("thread %u has a wait under [exiting] before one with its memory",
+			     seen[k].tid);
+		main_seen |= (int)seen[k].tid == main_pid && seen[k].with_mm > 0;
+	}
+	if (!main_seen)
+		FAIL("main (%d): no wait with its memory", main_pid);
 	sonde_symbolizer__free(sym);
 	sonde_spool__close(s);
 }

@@ -5,7 +5,7 @@
  * kills the AIO context and waits until the kernel has freed it (exit_aio,
  * wait_for_completion across RCU grace periods): every child blocks there, in state D,
  * exiting with no memory. main waits for each child's exit and writes its pid to TRUTH
- * ("child PID"), then "done".
+ * ("child PID"), then "main PID" and "done".
  *
  * usage: offcpu_exiting N TRUTH
  */
@@ -51,6 +51,6 @@ int main(int argc, char **argv)
 		}
 		fprintf(f, "child %d\n", (int)pid);
 	}
-	fprintf(f, "done\n");
+	fprintf(f, "main %d\ndone\n", (int)getpid());
 	return fclose(f) ? 1 : 0;
 }
