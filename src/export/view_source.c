@@ -19,6 +19,7 @@
 #include "base/array.h"
 #include "base/buf.h"
 #include "base/opts.h"
+#include "base/u64map.h"
 #include "export/acct.h"
 
 enum { MAX_INLINE = 16 };
@@ -40,18 +41,37 @@ struct frame_res {
 	uint32_t first;	    /* index into names.frame_funcs */
 	uint8_t n;	    /* 0: not resolved yet */
 	uint8_t unresolved; /* the symbolizer could not name it */
+	uint32_t pid;	    /* whose invalidation renames it: its module's process (0: none) */
 };
 
-/* The reader's ids resolved into the view's: frames, stack nodes, threads' processes. */
+/* A node's pid when its names came through two processes: any invalidation renames it. */
+#define ANY_PID UINT32_MAX
+/* node_res.stack's mark of a node that has a frame of no module: its stack is by process. */
+#define PER_PROCESS UINT32_MAX
+
+struct node_res {
+	uint32_t stack; /* its view stack id + 1 (0 until resolved), or PER_PROCESS */
+	uint32_t pid;	/* whose invalidation renames it (ANY_PID: any) */
+};
+
+/* The reader's ids resolved into the view's: frames, stack nodes, threads' processes.
+ * A frame of no module is a raw address, which only a process's address space names (a
+ * JIT's perf map): two processes may name one frame two ways, so such frames, and the
+ * nodes whose path holds one, are resolved per process. */
 struct names {
 	struct reader rd;
 	struct sonde_view *v;
 	int lines, no_inline, no_symbolize;
-	struct frame_res *frames; /* by frame id */
+	struct frame_res *frames; /* by frame id, frames of a module */
 	size_t frames_cap;
+	/* frame << 32 | pid -> a frame of no module as that process names it (raw_pack) */
+	struct u64map raw_frames;
 	struct buf frame_funcs; /* uint32_t view function ids, innermost first, per frame */
-	uint32_t *node_stack;	/* by stack node: its view stack id + 1, 0 until resolved */
+	struct node_res *nodes; /* by stack node */
 	size_t nodes_cap;
+	/* node << 32 | pid -> pid renaming it << 32 | view stack id + 1: the nodes whose path
+	 * holds a frame of no module, by process */
+	struct u64map proc_nodes;
 	const char **proc; /* by thread id: its process's name, NULL until known */
 	size_t threads_cap;
 	struct buf stack; /* uint32_t function ids of the stack being resolved */
@@ -77,8 +97,10 @@ static int grow(void *pp, size_t *cap, size_t need, size_t elem)
 static void names_free(struct names *n)
 {
 	free(n->frames);
-	free(n->node_stack);
+	free(n->nodes);
 	free(n->proc);
+	sonde__u64map_free(&n->raw_frames);
+	sonde__u64map_free(&n->proc_nodes);
 	sonde__buf_free(&n->frame_funcs);
 	sonde__buf_free(&n->stack);
 }
@@ -119,8 +141,8 @@ static int unsymbolized(const struct names *n, uint32_t frame_id, struct sonde_s
 	return 1;
 }
 
-/* Resolves frame_id (of a stack of process pid) into view function ids. 0 or -errno. */
-static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
+/* Resolves frame_id (of a stack of process pid) into view function ids, *fr. 0 or -errno. */
+static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid, struct frame_res *fr)
 {
 	struct sonde_sym_frame out[MAX_INLINE];
 	const char *module = frame_module(n, frame_id);
@@ -134,7 +156,6 @@ static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
 		out[0] = (struct sonde_sym_frame){.name = fallback};
 		k = 1;
 	}
-	struct frame_res *fr = &n->frames[frame_id];
 	n->resolved++;
 	fr->unresolved = out[0].origin == SONDE_SYM_ORIGIN_NONE;
 	n->unresolved += fr->unresolved;
@@ -160,38 +181,96 @@ static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
 	return buf_error(&n->frame_funcs);
 }
 
-/* The view stack of stack node `node` (its events are of process pid), resolved once. */
+/* A frame of no module's resolution as raw_frames holds it, and back. */
+static uint64_t raw_pack(const struct frame_res *fr)
+{
+	return fr->first | (uint64_t)fr->n << 32 | (uint64_t)fr->unresolved << 40;
+}
+
+static struct frame_res raw_unpack(uint64_t v, uint32_t pid)
+{
+	return (struct frame_res){(uint32_t)v, (uint8_t)(v >> 32), (uint8_t)(v >> 40), pid};
+}
+
+/* Frame frame_id of a stack of process pid, resolved once (a frame of no module once per
+ * process), into *fr; *raw whether it has no module. 0 or -errno. */
+static int frame_of(struct names *n, uint32_t frame_id, uint32_t pid, struct frame_res *fr,
+		    bool *raw)
+{
+	struct sonde_spool_frame f;
+	struct sonde_spool_module m;
+	bool defined = n->rd.frame(n->rd.src, frame_id, &f) == 0;
+
+	*raw = defined && !f.module;
+	if (*raw) {
+		uint64_t key = (uint64_t)frame_id << 32 | pid, *v;
+		if ((v = sonde__u64map_get(&n->raw_frames, key))) {
+			*fr = raw_unpack(*v, pid);
+			return 0;
+		}
+		int err = resolve_frame(n, frame_id, pid, fr);
+		fr->pid = pid;
+		return err ?: sonde__u64map_put(&n->raw_frames, key, raw_pack(fr));
+	}
+	if (grow(&n->frames, &n->frames_cap, (size_t)frame_id + 1, sizeof(*n->frames)) < 0)
+		return -ENOMEM;
+	if (!n->frames[frame_id].n) {
+		int err = resolve_frame(n, frame_id, pid, &n->frames[frame_id]);
+		if (err)
+			return err;
+		n->frames[frame_id].pid = defined && n->rd.module(n->rd.src, f.module, &m) == 0
+						  ? m.def.pid
+						  : 0;
+	}
+	*fr = n->frames[frame_id];
+	return 0;
+}
+
+/* The view stack of stack node `node` (its events are of process pid), resolved once (a
+ * node whose path holds a frame of no module once per process). */
 static int64_t node_stack(struct names *n, uint32_t node, uint32_t pid)
 {
-	uint32_t parent, frame;
+	uint32_t parent, frame, renamed_by = 0;
+	uint64_t key = (uint64_t)node << 32 | pid, *at;
+	bool by_process = false, raw;
+	struct frame_res fr;
 
 	if (!node)
 		return 0;
-	if (grow(&n->node_stack, &n->nodes_cap, (size_t)node + 1, sizeof(*n->node_stack)) < 0)
+	if (grow(&n->nodes, &n->nodes_cap, (size_t)node + 1, sizeof(*n->nodes)) < 0)
 		return -ENOMEM;
-	if (n->node_stack[node])
-		return n->node_stack[node] - 1;
+	uint32_t s = n->nodes[node].stack;
+	if (s && s != PER_PROCESS)
+		return s - 1;
+	if (s == PER_PROCESS && (at = sonde__u64map_get(&n->proc_nodes, key)))
+		return (uint32_t)*at - 1;
 	n->stack.len = 0;
 	for (uint32_t k = node; k; k = parent) {
 		if (n->rd.node(n->rd.src, k, &parent, &frame) < 0)
 			return -SONDE_E_REFERENCE;
-		if (grow(&n->frames, &n->frames_cap, (size_t)frame + 1, sizeof(*n->frames)) < 0)
-			return -ENOMEM;
-		if (!n->frames[frame].n) {
-			int e = resolve_frame(n, frame, pid);
-			if (e < 0)
-				return e;
-		}
-		const uint32_t *ids =
-			(const uint32_t *)n->frame_funcs.data + n->frames[frame].first;
-		sonde__buf_append(&n->stack, ids, n->frames[frame].n * sizeof(uint32_t));
+		int e = frame_of(n, frame, pid, &fr, &raw);
+		if (e < 0)
+			return e;
+		by_process |= raw;
+		if (fr.pid)
+			renamed_by = !renamed_by || renamed_by == fr.pid ? fr.pid : ANY_PID;
+		const uint32_t *ids = (const uint32_t *)n->frame_funcs.data + fr.first;
+		sonde__buf_append(&n->stack, ids, fr.n * sizeof(uint32_t));
 	}
 	if (buf_error(&n->stack))
 		return -ENOMEM;
 	int64_t id = sonde_view__stack(n->v, (const uint32_t *)n->stack.data,
 				       n->stack.len / sizeof(uint32_t));
-	if (id >= 0)
-		n->node_stack[node] = (uint32_t)id + 1;
+	if (id < 0)
+		return id;
+	if (by_process) {
+		n->nodes[node].stack = PER_PROCESS;
+		if (sonde__u64map_put(&n->proc_nodes, key,
+				      (uint64_t)renamed_by << 32 | ((uint64_t)id + 1)) < 0)
+			return -ENOMEM;
+	} else {
+		n->nodes[node] = (struct node_res){(uint32_t)id + 1, renamed_by};
+	}
 	return id;
 }
 
@@ -266,21 +345,44 @@ static uint32_t interval_state(const struct sonde_spool_offcpu *o)
 	return o->state < SONDE_OFFCPU_STATES ? 1 + o->state : SONDE_VIEW_OTHER;
 }
 
-/* Forgets the names of the frames of process pid (frames outside modules were named with
- * some sample's pid: all of them), and every stack resolved. */
+/* Whether a resolution renamed by `by` (ANY_PID: any) is renamed by pid's invalidation. */
+static bool renamed(uint32_t by, uint32_t pid)
+{
+	return by == pid || by == ANY_PID;
+}
+
+/* Removes the entries of m whose key's low half (a pid), or whose value's high half (a
+ * pid renaming it) when by_value, is renamed by pid. A cache: when the keys to remove
+ * cannot be listed, it is emptied (they are resolved again). */
+static void drop_pid(struct u64map *m, uint32_t pid, bool by_value)
+{
+	struct buf keys = BUF_INIT;
+	uint64_t key, val;
+	size_t pos = 0;
+
+	while (sonde__u64map_next(m, &pos, &key, &val))
+		if ((uint32_t)key == pid || (by_value && renamed((uint32_t)(val >> 32), pid)))
+			sonde__buf_append(&keys, &key, sizeof(key));
+	if (buf_error(&keys))
+		sonde__u64map_clear(m);
+	for (size_t i = 0; !buf_error(&keys) && i < keys.len / sizeof(key); i++)
+		sonde__u64map_del(m, ((const uint64_t *)keys.data)[i]);
+	sonde__buf_free(&keys);
+}
+
+/* Forgets what process pid's invalidation (an exec, new JIT code) renames: the frames of
+ * its modules and those of no module it named, and the stacks that hold one. Other
+ * processes' names stay. */
 static void names_invalidate(struct names *n, uint32_t pid)
 {
-	struct sonde_spool_frame f;
-	struct sonde_spool_module m;
-
-	if (n->node_stack)
-		memset(n->node_stack, 0, n->nodes_cap * sizeof(*n->node_stack));
-	for (uint32_t id = 1; id < n->frames_cap; id++) {
-		if (!n->frames[id].n || n->rd.frame(n->rd.src, id, &f) < 0)
-			continue;
-		if (!f.module || (n->rd.module(n->rd.src, f.module, &m) == 0 && m.def.pid == pid))
+	for (size_t id = 1; id < n->nodes_cap; id++)
+		if (n->nodes[id].stack != PER_PROCESS && renamed(n->nodes[id].pid, pid))
+			n->nodes[id].stack = 0;
+	drop_pid(&n->proc_nodes, pid, true);
+	for (size_t id = 1; id < n->frames_cap; id++)
+		if (n->frames[id].pid == pid)
 			n->frames[id].n = 0;
-	}
+	drop_pid(&n->raw_frames, pid, false);
 }
 
 uint32_t sonde_view_metric_states(enum sonde_profile_metric m)
@@ -506,10 +608,17 @@ static int add_events(struct build *b)
 	for (i = 0; next_event(b, i, &e, &node) == 0; i++) {
 		if ((i & 0xfff) == 0)
 			progress(b, "adding up samples", i, b->events);
-		if (node && (node >= b->names.nodes_cap || !b->names.node_stack[node]))
+		if (!b->node_kept[node])
 			continue;
-		int err = sonde_view__add_stack(b->names.v, &e,
-						node ? b->names.node_stack[node] - 1 : 0);
+		int64_t stack = node ? b->names.nodes[node].stack - 1 : 0;
+		/* a path through a frame of no module is the process's: resolved for the
+		 * first process kept, for another here */
+		if (node && b->names.nodes[node].stack == PER_PROCESS) {
+			if (sonde_view_filter__match(&b->filter, &e) != 1)
+				continue;
+			stack = node_stack(&b->names, node, e.pid);
+		}
+		int err = stack < 0 ? (int)stack : sonde_view__add_stack(b->names.v, &e, (uint32_t)stack);
 		if (err < 0)
 			return err;
 	}

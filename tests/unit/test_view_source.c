@@ -629,3 +629,120 @@ TEST(top_filters_a_written_spool_by_comm_and_cpu)
 	test_output_free(&o);
 	sonde__buf_free(&b);
 }
+
+/* Two processes, 50 and 60, run JIT code at the same raw addresses (no module covers
+ * them), each named by its own perf map: one frame id, and one stack node, for both. */
+static struct sonde_spool_writer *two_jits(struct buf *b, const char *path, uint32_t th[2])
+{
+	struct sonde_spool_header h = {1, 0, 1000};
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, b, &h));
+	struct sonde_spool_frame st[2] = {{0, 0x9100}, {0, 0x9200}};
+	char map[512];
+
+	snprintf(map, sizeof(map), "%s/perf-50.map", test_tmpdir());
+	test_write_file(map, "9100 10 fifty_fn\n9200 10 fifty_main\n", 36);
+	snprintf(map, sizeof(map), "%s/perf-60.map", test_tmpdir());
+	test_write_file(map, "9100 10 sixty_fn\n9200 10 sixty_main\n", 36);
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 10, 50, 50, "fifty", &th[0]));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 10, 60, 60, "sixty", &th[1]));
+	/* 60 first: the spool view resolves the shared node for it, then for 50 */
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 20, th[1], st, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 21, th[0], st, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 22, th[0], st, 1, 0));
+	ASSERT_OK(sonde_spool_writer__flush(w));
+	test_write_file(path, b->data, b->len);
+	return w;
+}
+
+/* The JIT names of a frame of no module are each process's own, in a spool's view and a
+ * tail's: they used to be one frame's, the first process's names shown for both. */
+TEST(view_frames_of_no_module_are_named_by_each_process)
+{
+	struct buf b = {0};
+	const char *path = test_path("two_jits.spool");
+	uint32_t th[2];
+	struct sonde_spool_writer *w = two_jits(&b, path, th);
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .perf_map_dir = test_tmpdir()};
+	struct sonde_symbolizer *sym = ASSERT_NOT_NULL(sonde_symbolizer__new(&so));
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .symbolizer = sym};
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(path, NULL));
+	struct sonde_view *v = NULL;
+	const char *want = "fifty_fn [perf-50.map] 2 2\n"
+			   "sixty_fn [perf-60.map] 1 1\n"
+			   "fifty_main [perf-50.map] 0 1\n"
+			   "sixty_main [perf-60.map] 0 1\n";
+
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	char *x = rows_text(v);
+	ASSERT_STR_EQ(x, want);
+	free(x);
+
+	struct sonde_tail_opts to = {.sz = sizeof(to), .symbolizer = &so};
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, &to));
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 0, NULL));
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+	ASSERT_OK(sonde_view_live__add(l, &batch));
+	x = rows_text(ASSERT_NOT_NULL(sonde_view_live__view(l)));
+	ASSERT_STR_EQ(x, want);
+	free(x);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_view__free(v);
+	sonde_spool__close(s);
+	sonde_symbolizer__free(sym);
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&b);
+}
+
+/* Process 50 execs and its perf map names its code anew; process 60's map changes too,
+ * but nothing told the view: 50's frames are named again, 60's keep the names they had
+ * and are not symbolized again (an invalidation used to forget every process's). */
+TEST(view_live_invalidation_renames_only_its_process)
+{
+	struct buf b = {0};
+	const char *path = test_path("two_jits.spool");
+	uint32_t th[2];
+	struct sonde_spool_writer *w = two_jits(&b, path, th);
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .perf_map_dir = test_tmpdir()};
+	struct sonde_tail_opts to = {.sz = sizeof(to), .symbolizer = &so};
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, &to));
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 0, NULL));
+	struct sonde_view_source_stats st = {.sz = sizeof(st)};
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	struct sonde_spool_frame fr[2] = {{0, 0x9100}, {0, 0x9200}};
+	char map[512];
+
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+	ASSERT_OK(sonde_view_live__add(l, &batch));
+	ASSERT_OK(sonde_view_live__stats(l, &st));
+	ASSERT_INT(st.frames, ==, 4); /* two frames, named by each process */
+
+	ASSERT_OK(sonde_spool_writer__retire_process(w, 30, 50));
+	snprintf(map, sizeof(map), "%s/perf-50.map", test_tmpdir());
+	test_write_file(map, "9100 10 fifty_new\n9200 10 fifty_main\n", 37);
+	snprintf(map, sizeof(map), "%s/perf-60.map", test_tmpdir());
+	test_write_file(map, "9100 10 sixty_new\n9200 10 sixty_main\n", 37);
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 40, th[0], fr, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 41, th[1], fr, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 42, th[1], fr, 1, 0));
+	ASSERT_OK(sonde_spool_writer__flush(w));
+	test_write_file(path, b.data, b.len);
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+	ASSERT_INT(batch.n_invalidated, ==, 1);
+	ASSERT_OK(sonde_view_live__add(l, &batch));
+	ASSERT_OK(sonde_view_live__stats(l, &st));
+	ASSERT_INT(st.frames, ==, 6); /* 50's two again, 60's none */
+	char *x = rows_text(ASSERT_NOT_NULL(sonde_view_live__view(l)));
+	ASSERT_STR_EQ(x, "sixty_fn [perf-60.map] 3 3\n"
+			 "fifty_fn [perf-50.map] 2 2\n"
+			 "fifty_new [perf-50.map] 1 1\n"
+			 "fifty_main [perf-50.map] 0 2\n"
+			 "sixty_main [perf-60.map] 0 2\n");
+	free(x);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&b);
+}
