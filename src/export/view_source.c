@@ -21,6 +21,7 @@
 #include "base/opts.h"
 #include "base/u64map.h"
 #include "export/acct.h"
+#include "view/view.h"
 
 enum { MAX_INLINE = 16 };
 
@@ -776,11 +777,119 @@ struct live_short {
 struct sonde_view_live {
 	struct sonde_tail *t;
 	enum sonde_profile_metric metric;
+	int state_frames;
 	uint64_t window_ns, last_time;
 	struct names names;
 	ARR(struct live_event) events;
 	ARR(struct live_short) shorts;
+	uint32_t swept_funcs; /* the view's function ids after its last sweep */
 };
+
+/* A sweep once the view's functions are more than twice what the last one kept, and
+ * this many more: each function is moved a bounded number of times on average. */
+enum { SWEEP_SLACK = 256 };
+
+/* Frame resolution fr's function ids (in old) moved from view `from` into the names'
+ * view, appended to funcs, fr pointed at them. 0 or -errno. */
+static int move_frame(struct names *n, const struct sonde_view *from, uint32_t *map,
+		      const uint32_t *old, struct buf *funcs, struct frame_res *fr)
+{
+	uint32_t first = (uint32_t)(funcs->len / sizeof(uint32_t));
+
+	for (uint32_t k = 0; k < fr->n; k++) {
+		int64_t c = sonde__view_copy_func(n->v, from, old[fr->first + k], map);
+		if (c < 0)
+			return (int)c;
+		uint32_t v = (uint32_t)c;
+		sonde__buf_append(funcs, &v, sizeof(v));
+	}
+	fr->first = first;
+	return buf_error(funcs);
+}
+
+/* The frame caches moved from view `from` into the names' view, into a compact
+ * frame_funcs: the frames of a module, then those of no module. 0 or -errno. */
+static int sweep_frames(struct names *n, const struct sonde_view *from, uint32_t *map)
+{
+	struct buf funcs = BUF_INIT;
+	const uint32_t *old = (const uint32_t *)n->frame_funcs.data;
+	uint64_t key, val;
+	size_t pos = 0;
+	int err = 0;
+
+	for (size_t id = 1; id < n->frames_cap && !err; id++)
+		err = move_frame(n, from, map, old, &funcs, &n->frames[id]);
+	while (!err && sonde__u64map_next(&n->raw_frames, &pos, &key, &val)) {
+		struct frame_res fr = raw_unpack(val, (uint32_t)key);
+		err = move_frame(n, from, map, old, &funcs, &fr);
+		*sonde__u64map_get(&n->raw_frames, key) = raw_pack(&fr);
+	}
+	if (err) {
+		/* some frames point into funcs already: forget them all, to be named again */
+		for (size_t id = 1; id < n->frames_cap; id++)
+			n->frames[id].n = 0;
+		sonde__u64map_clear(&n->raw_frames);
+		sonde__buf_free(&funcs);
+		return err;
+	}
+	sonde__buf_free(&n->frame_funcs);
+	n->frame_funcs = funcs;
+	return 0;
+}
+
+/* Moves what the window's events and the names of the processes still running hold into
+ * a fresh view, leaving behind the functions, stacks and labels of what left the window
+ * (names changed by an exec or new JIT code, processes gone): a long `sonde top` keeps a
+ * bounded table. The stack nodes are resolved again as events come (from the frames
+ * kept: nothing is symbolized again). 0, or -errno with the live view unchanged. */
+static int live_sweep(struct sonde_view_live *l)
+{
+	struct sonde_view *from = l->names.v;
+	struct sonde_view_opts vo = {.sz = sizeof(vo),
+				     .filter = sonde_view__filter(from),
+				     .state_frames = l->state_frames};
+	struct sonde_view *to = sonde_view__new(&vo);
+	uint32_t *map = calloc(sonde__view_func_ids(from), sizeof(*map));
+	/* the window's stacks, each moved once, then written back when all could be */
+	uint32_t *stacks = malloc((l->events.n ? l->events.n : 1) * sizeof(*stacks));
+	struct u64map moved = U64MAP_INIT; /* old stack id -> new */
+	int err = -ENOMEM;
+
+	if (!to || !map || !stacks)
+		goto out;
+	err = 0;
+	for (size_t i = 0; i < l->events.n && !err; i++) {
+		uint32_t old = l->events.v[i].stack;
+		uint64_t *at = sonde__u64map_get(&moved, old);
+		if (at) {
+			stacks[i] = (uint32_t)*at;
+			continue;
+		}
+		int64_t id = sonde__view_copy_stack(to, from, old, map);
+		err = id < 0 ? (int)id : sonde__u64map_put(&moved, old, (uint64_t)id);
+		stacks[i] = (uint32_t)id;
+	}
+	sonde__u64map_free(&moved);
+	l->names.v = to;
+	if (!err)
+		err = sweep_frames(&l->names, from, map);
+	if (err) {
+		l->names.v = from;
+		goto out;
+	}
+	for (size_t i = 0; i < l->events.n; i++)
+		l->events.v[i].stack = stacks[i];
+	for (size_t id = 1; id < l->names.nodes_cap; id++)
+		l->names.nodes[id].stack = 0;
+	sonde__u64map_clear(&l->names.proc_nodes);
+	l->swept_funcs = sonde__view_func_ids(to);
+	to = from; /* the old view goes */
+out:
+	sonde_view__free(to);
+	free(map);
+	free(stacks);
+	return err;
+}
 
 struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t window_ns,
 					     const struct sonde_view_source_opts *opts)
@@ -799,6 +908,7 @@ struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t wind
 		return NULL;
 	l->t = t;
 	l->metric = OPTS_GET(opts, metric, SONDE_PROFILE_METRIC_CPU);
+	l->state_frames = OPTS_GET(opts, state_frames, 0);
 	l->window_ns = window_ns;
 	l->names.rd = (struct reader){.src = t,
 				      .node = tail_node,
@@ -937,6 +1047,11 @@ struct sonde_view *sonde_view_live__view(struct sonde_view_live *l)
 
 	if (!l) {
 		errno = EINVAL;
+		return NULL;
+	}
+	if (sonde__view_func_ids(l->names.v) > 2 * (uint64_t)l->swept_funcs + SWEEP_SLACK &&
+	    (err = live_sweep(l)) < 0) {
+		errno = -err;
 		return NULL;
 	}
 	sonde_view__clear(l->names.v);

@@ -746,3 +746,67 @@ TEST(view_live_invalidation_renames_only_its_process)
 	sonde_spool_writer__free(w);
 	sonde__buf_free(&b);
 }
+
+/* A spool writer's output appended to a file (ctx: its descriptor, O_APPEND). */
+static int append_fd(void *ctx, const void *p, size_t n)
+{
+	return write(*(int *)ctx, p, n) == (ssize_t)n ? 0 : -EIO;
+}
+
+/* A long `sonde top` of a program whose JIT names its code anew again and again (an exec
+ * each time, its perf map grown): 1000 names go through a window that holds two
+ * samples, and the view's function table stays bounded (it used to keep every name it
+ * had met), while the window's samples keep the names they were taken in with. */
+TEST(view_live_table_stays_bounded_as_names_change)
+{
+	const char *path = test_path("renames.spool");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	struct sonde_spool_header h = {1, 0, 1000};
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(sonde_spool_writer__new(append_fd, &fd, &h));
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .perf_map_dir = test_tmpdir()};
+	struct sonde_tail_opts to = {.sz = sizeof(to), .symbolizer = &so};
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, &to));
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 1500, NULL));
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	struct sonde_spool_frame fr[1] = {{0, 0x9100}};
+	struct sonde_view_stats st = {.sz = sizeof(st)};
+	struct sonde_view *v = NULL;
+	uint64_t most = 0;
+	char map[512], line[64];
+	uint32_t th;
+
+	ASSERT(fd >= 0);
+	snprintf(map, sizeof(map), "%s/perf-50.map", test_tmpdir());
+	/* appended to, as a JIT does: its latest line for an address names it */
+	int mfd = open(map, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	ASSERT(mfd >= 0);
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 10, 50, 50, "jit", &th));
+	for (int i = 0; i < 1000; i++) {
+		uint64_t now = 1000 * (uint64_t)(i + 1);
+		int k = snprintf(line, sizeof(line), "9100 10 fn_%d\n", i);
+		ASSERT_INT(write(mfd, line, (size_t)k), ==, k);
+		if (i)
+			ASSERT_OK(sonde_spool_writer__retire_process(w, now - 1, 50));
+		ASSERT_OK(sonde_spool_writer__add_sample(w, now, th, fr, 1, 0));
+		ASSERT_OK(sonde_spool_writer__flush(w));
+		ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+		ASSERT_OK(sonde_view_live__add(l, &batch));
+		sonde_view_live__expire(l, now);
+		v = ASSERT_NOT_NULL(sonde_view_live__view(l));
+		ASSERT_OK(sonde_view__stats(v, &st));
+		ASSERT_INT(st.events, ==, i ? 2 : 1);
+		if (st.functions > most)
+			most = st.functions;
+	}
+	/* a sweep once the table is twice what the last one kept (a few names) and 256 more */
+	ASSERT_INT(most, <=, 300);
+	ASSERT_INT(st.functions, <, most);
+	char *x = rows_text(v);
+	ASSERT_STR_EQ(x, "fn_998 [perf-50.map] 1 1\nfn_999 [perf-50.map] 1 1\n");
+	free(x);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_spool_writer__free(w);
+	close(fd);
+	close(mfd);
+}
