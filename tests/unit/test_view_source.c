@@ -677,6 +677,18 @@ TEST(view_frames_of_no_module_are_named_by_each_process)
 	char *x = rows_text(v);
 	ASSERT_STR_EQ(x, want);
 	free(x);
+	sonde_view__free(v);
+	/* 50's samples come after 60's: kept alone, only they are named (for 50) */
+	uint32_t pid = 50;
+	struct sonde_view_filter f = {.sz = sizeof(f), .pids = &pid, .n_pids = 1};
+	struct sonde_view_source_stats vst = {.sz = sizeof(vst)};
+	o.filter = &f;
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, &vst));
+	x = rows_text(v);
+	ASSERT_STR_EQ(x, "fifty_fn [perf-50.map] 2 2\nfifty_main [perf-50.map] 0 1\n");
+	ASSERT_INT(vst.frames, ==, 2);
+	free(x);
+	o.filter = NULL;
 
 	struct sonde_tail_opts to = {.sz = sizeof(to), .symbolizer = &so};
 	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, &to));
