@@ -165,6 +165,9 @@ struct sonde_view_stats {
 	uint64_t unresolved; /* weight of the events with an unresolved function on the stack */
 	/* the short off-CPU intervals kept (sonde_view__add_short): how many, how long */
 	uint64_t short_count, short_ns;
+	/* functions the view has interned, whether or not an event holds one: what its
+	 * function table costs (a live view's stays bounded, docs/view.md) */
+	uint64_t functions;
 };
 
 /* Fills *st. 0 or -errno (-EINVAL: no sz). */

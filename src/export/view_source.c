@@ -19,7 +19,9 @@
 #include "base/array.h"
 #include "base/buf.h"
 #include "base/opts.h"
+#include "base/u64map.h"
 #include "export/acct.h"
+#include "view/view.h"
 
 enum { MAX_INLINE = 16 };
 
@@ -40,18 +42,37 @@ struct frame_res {
 	uint32_t first;	    /* index into names.frame_funcs */
 	uint8_t n;	    /* 0: not resolved yet */
 	uint8_t unresolved; /* the symbolizer could not name it */
+	uint32_t pid;	    /* whose invalidation renames it: its module's process (0: none) */
 };
 
-/* The reader's ids resolved into the view's: frames, stack nodes, threads' processes. */
+/* A node's pid when its names came through two processes: any invalidation renames it. */
+#define ANY_PID UINT32_MAX
+/* node_res.stack's mark of a node that has a frame of no module: its stack is by process. */
+#define PER_PROCESS UINT32_MAX
+
+struct node_res {
+	uint32_t stack; /* its view stack id + 1 (0 until resolved), or PER_PROCESS */
+	uint32_t pid;	/* whose invalidation renames it (ANY_PID: any) */
+};
+
+/* The reader's ids resolved into the view's: frames, stack nodes, threads' processes.
+ * A frame of no module is a raw address, which only a process's address space names (a
+ * JIT's perf map): two processes may name one frame two ways, so such frames, and the
+ * nodes whose path holds one, are resolved per process. */
 struct names {
 	struct reader rd;
 	struct sonde_view *v;
 	int lines, no_inline, no_symbolize;
-	struct frame_res *frames; /* by frame id */
+	struct frame_res *frames; /* by frame id, frames of a module */
 	size_t frames_cap;
+	/* frame << 32 | pid -> a frame of no module as that process names it (raw_pack) */
+	struct u64map raw_frames;
 	struct buf frame_funcs; /* uint32_t view function ids, innermost first, per frame */
-	uint32_t *node_stack;	/* by stack node: its view stack id + 1, 0 until resolved */
+	struct node_res *nodes; /* by stack node */
 	size_t nodes_cap;
+	/* node << 32 | pid -> pid renaming it << 32 | view stack id + 1: the nodes whose path
+	 * holds a frame of no module, by process */
+	struct u64map proc_nodes;
 	const char **proc; /* by thread id: its process's name, NULL until known */
 	size_t threads_cap;
 	struct buf stack; /* uint32_t function ids of the stack being resolved */
@@ -77,8 +98,10 @@ static int grow(void *pp, size_t *cap, size_t need, size_t elem)
 static void names_free(struct names *n)
 {
 	free(n->frames);
-	free(n->node_stack);
+	free(n->nodes);
 	free(n->proc);
+	sonde__u64map_free(&n->raw_frames);
+	sonde__u64map_free(&n->proc_nodes);
 	sonde__buf_free(&n->frame_funcs);
 	sonde__buf_free(&n->stack);
 }
@@ -119,8 +142,8 @@ static int unsymbolized(const struct names *n, uint32_t frame_id, struct sonde_s
 	return 1;
 }
 
-/* Resolves frame_id (of a stack of process pid) into view function ids. 0 or -errno. */
-static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
+/* Resolves frame_id (of a stack of process pid) into view function ids, *fr. 0 or -errno. */
+static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid, struct frame_res *fr)
 {
 	struct sonde_sym_frame out[MAX_INLINE];
 	const char *module = frame_module(n, frame_id);
@@ -134,7 +157,6 @@ static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
 		out[0] = (struct sonde_sym_frame){.name = fallback};
 		k = 1;
 	}
-	struct frame_res *fr = &n->frames[frame_id];
 	n->resolved++;
 	fr->unresolved = out[0].origin == SONDE_SYM_ORIGIN_NONE;
 	n->unresolved += fr->unresolved;
@@ -160,38 +182,96 @@ static int resolve_frame(struct names *n, uint32_t frame_id, uint32_t pid)
 	return buf_error(&n->frame_funcs);
 }
 
-/* The view stack of stack node `node` (its events are of process pid), resolved once. */
+/* A frame of no module's resolution as raw_frames holds it, and back. */
+static uint64_t raw_pack(const struct frame_res *fr)
+{
+	return fr->first | (uint64_t)fr->n << 32 | (uint64_t)fr->unresolved << 40;
+}
+
+static struct frame_res raw_unpack(uint64_t v, uint32_t pid)
+{
+	return (struct frame_res){(uint32_t)v, (uint8_t)(v >> 32), (uint8_t)(v >> 40), pid};
+}
+
+/* Frame frame_id of a stack of process pid, resolved once (a frame of no module once per
+ * process), into *fr; *raw whether it has no module. 0 or -errno. */
+static int frame_of(struct names *n, uint32_t frame_id, uint32_t pid, struct frame_res *fr,
+		    bool *raw)
+{
+	struct sonde_spool_frame f;
+	struct sonde_spool_module m;
+	bool defined = n->rd.frame(n->rd.src, frame_id, &f) == 0;
+
+	*raw = defined && !f.module;
+	if (*raw) {
+		uint64_t key = (uint64_t)frame_id << 32 | pid, *v;
+		if ((v = sonde__u64map_get(&n->raw_frames, key))) {
+			*fr = raw_unpack(*v, pid);
+			return 0;
+		}
+		int err = resolve_frame(n, frame_id, pid, fr);
+		fr->pid = pid;
+		return err ?: sonde__u64map_put(&n->raw_frames, key, raw_pack(fr));
+	}
+	if (grow(&n->frames, &n->frames_cap, (size_t)frame_id + 1, sizeof(*n->frames)) < 0)
+		return -ENOMEM;
+	if (!n->frames[frame_id].n) {
+		int err = resolve_frame(n, frame_id, pid, &n->frames[frame_id]);
+		if (err)
+			return err;
+		n->frames[frame_id].pid = defined && n->rd.module(n->rd.src, f.module, &m) == 0
+						  ? m.def.pid
+						  : 0;
+	}
+	*fr = n->frames[frame_id];
+	return 0;
+}
+
+/* The view stack of stack node `node` (its events are of process pid), resolved once (a
+ * node whose path holds a frame of no module once per process). */
 static int64_t node_stack(struct names *n, uint32_t node, uint32_t pid)
 {
-	uint32_t parent, frame;
+	uint32_t parent, frame, renamed_by = 0;
+	uint64_t key = (uint64_t)node << 32 | pid, *at;
+	bool by_process = false, raw;
+	struct frame_res fr;
 
 	if (!node)
 		return 0;
-	if (grow(&n->node_stack, &n->nodes_cap, (size_t)node + 1, sizeof(*n->node_stack)) < 0)
+	if (grow(&n->nodes, &n->nodes_cap, (size_t)node + 1, sizeof(*n->nodes)) < 0)
 		return -ENOMEM;
-	if (n->node_stack[node])
-		return n->node_stack[node] - 1;
+	uint32_t s = n->nodes[node].stack;
+	if (s && s != PER_PROCESS)
+		return s - 1;
+	if (s == PER_PROCESS && (at = sonde__u64map_get(&n->proc_nodes, key)))
+		return (uint32_t)*at - 1;
 	n->stack.len = 0;
 	for (uint32_t k = node; k; k = parent) {
 		if (n->rd.node(n->rd.src, k, &parent, &frame) < 0)
 			return -SONDE_E_REFERENCE;
-		if (grow(&n->frames, &n->frames_cap, (size_t)frame + 1, sizeof(*n->frames)) < 0)
-			return -ENOMEM;
-		if (!n->frames[frame].n) {
-			int e = resolve_frame(n, frame, pid);
-			if (e < 0)
-				return e;
-		}
-		const uint32_t *ids =
-			(const uint32_t *)n->frame_funcs.data + n->frames[frame].first;
-		sonde__buf_append(&n->stack, ids, n->frames[frame].n * sizeof(uint32_t));
+		int e = frame_of(n, frame, pid, &fr, &raw);
+		if (e < 0)
+			return e;
+		by_process |= raw;
+		if (fr.pid)
+			renamed_by = !renamed_by || renamed_by == fr.pid ? fr.pid : ANY_PID;
+		const uint32_t *ids = (const uint32_t *)n->frame_funcs.data + fr.first;
+		sonde__buf_append(&n->stack, ids, fr.n * sizeof(uint32_t));
 	}
 	if (buf_error(&n->stack))
 		return -ENOMEM;
 	int64_t id = sonde_view__stack(n->v, (const uint32_t *)n->stack.data,
 				       n->stack.len / sizeof(uint32_t));
-	if (id >= 0)
-		n->node_stack[node] = (uint32_t)id + 1;
+	if (id < 0)
+		return id;
+	if (by_process) {
+		n->nodes[node].stack = PER_PROCESS;
+		if (sonde__u64map_put(&n->proc_nodes, key,
+				      (uint64_t)renamed_by << 32 | ((uint64_t)id + 1)) < 0)
+			return -ENOMEM;
+	} else {
+		n->nodes[node] = (struct node_res){(uint32_t)id + 1, renamed_by};
+	}
 	return id;
 }
 
@@ -266,21 +346,44 @@ static uint32_t interval_state(const struct sonde_spool_offcpu *o)
 	return o->state < SONDE_OFFCPU_STATES ? 1 + o->state : SONDE_VIEW_OTHER;
 }
 
-/* Forgets the names of the frames of process pid (frames outside modules were named with
- * some sample's pid: all of them), and every stack resolved. */
+/* Whether a resolution renamed by `by` (ANY_PID: any) is renamed by pid's invalidation. */
+static bool renamed(uint32_t by, uint32_t pid)
+{
+	return by == pid || by == ANY_PID;
+}
+
+/* Removes the entries of m whose key's low half (a pid), or whose value's high half (a
+ * pid renaming it) when by_value, is renamed by pid. A cache: when the keys to remove
+ * cannot be listed, it is emptied (they are resolved again). */
+static void drop_pid(struct u64map *m, uint32_t pid, bool by_value)
+{
+	struct buf keys = BUF_INIT;
+	uint64_t key, val;
+	size_t pos = 0;
+
+	while (sonde__u64map_next(m, &pos, &key, &val))
+		if ((uint32_t)key == pid || (by_value && renamed((uint32_t)(val >> 32), pid)))
+			sonde__buf_append(&keys, &key, sizeof(key));
+	if (buf_error(&keys))
+		sonde__u64map_clear(m);
+	for (size_t i = 0; !buf_error(&keys) && i < keys.len / sizeof(key); i++)
+		sonde__u64map_del(m, ((const uint64_t *)keys.data)[i]);
+	sonde__buf_free(&keys);
+}
+
+/* Forgets what process pid's invalidation (an exec, new JIT code) renames: the frames of
+ * its modules and those of no module it named, and the stacks that hold one. Other
+ * processes' names stay. */
 static void names_invalidate(struct names *n, uint32_t pid)
 {
-	struct sonde_spool_frame f;
-	struct sonde_spool_module m;
-
-	if (n->node_stack)
-		memset(n->node_stack, 0, n->nodes_cap * sizeof(*n->node_stack));
-	for (uint32_t id = 1; id < n->frames_cap; id++) {
-		if (!n->frames[id].n || n->rd.frame(n->rd.src, id, &f) < 0)
-			continue;
-		if (!f.module || (n->rd.module(n->rd.src, f.module, &m) == 0 && m.def.pid == pid))
+	for (size_t id = 1; id < n->nodes_cap; id++)
+		if (n->nodes[id].stack != PER_PROCESS && renamed(n->nodes[id].pid, pid))
+			n->nodes[id].stack = 0;
+	drop_pid(&n->proc_nodes, pid, true);
+	for (size_t id = 1; id < n->frames_cap; id++)
+		if (n->frames[id].pid == pid)
 			n->frames[id].n = 0;
-	}
+	drop_pid(&n->raw_frames, pid, false);
 }
 
 uint32_t sonde_view_metric_states(enum sonde_profile_metric m)
@@ -506,10 +609,17 @@ static int add_events(struct build *b)
 	for (i = 0; next_event(b, i, &e, &node) == 0; i++) {
 		if ((i & 0xfff) == 0)
 			progress(b, "adding up samples", i, b->events);
-		if (node && (node >= b->names.nodes_cap || !b->names.node_stack[node]))
+		if (!b->node_kept[node])
 			continue;
-		int err = sonde_view__add_stack(b->names.v, &e,
-						node ? b->names.node_stack[node] - 1 : 0);
+		int64_t stack = node ? b->names.nodes[node].stack - 1 : 0;
+		/* a path through a frame of no module is the process's: resolved for the
+		 * first process kept, for another here */
+		if (node && b->names.nodes[node].stack == PER_PROCESS) {
+			if (sonde_view_filter__match(&b->filter, &e) != 1)
+				continue;
+			stack = node_stack(&b->names, node, e.pid);
+		}
+		int err = stack < 0 ? (int)stack : sonde_view__add_stack(b->names.v, &e, (uint32_t)stack);
 		if (err < 0)
 			return err;
 	}
@@ -667,11 +777,119 @@ struct live_short {
 struct sonde_view_live {
 	struct sonde_tail *t;
 	enum sonde_profile_metric metric;
+	int state_frames;
 	uint64_t window_ns, last_time;
 	struct names names;
 	ARR(struct live_event) events;
 	ARR(struct live_short) shorts;
+	uint32_t swept_funcs; /* the view's function ids after its last sweep */
 };
+
+/* A sweep once the view's functions are more than twice what the last one kept, and
+ * this many more: each function is moved a bounded number of times on average. */
+enum { SWEEP_SLACK = 256 };
+
+/* Frame resolution fr's function ids (in old) moved from view `from` into the names'
+ * view, appended to funcs, fr pointed at them. 0 or -errno. */
+static int move_frame(struct names *n, const struct sonde_view *from, uint32_t *map,
+		      const uint32_t *old, struct buf *funcs, struct frame_res *fr)
+{
+	uint32_t first = (uint32_t)(funcs->len / sizeof(uint32_t));
+
+	for (uint32_t k = 0; k < fr->n; k++) {
+		int64_t c = sonde__view_copy_func(n->v, from, old[fr->first + k], map);
+		if (c < 0)
+			return (int)c;
+		uint32_t v = (uint32_t)c;
+		sonde__buf_append(funcs, &v, sizeof(v));
+	}
+	fr->first = first;
+	return buf_error(funcs);
+}
+
+/* The frame caches moved from view `from` into the names' view, into a compact
+ * frame_funcs: the frames of a module, then those of no module. 0 or -errno. */
+static int sweep_frames(struct names *n, const struct sonde_view *from, uint32_t *map)
+{
+	struct buf funcs = BUF_INIT;
+	const uint32_t *old = (const uint32_t *)n->frame_funcs.data;
+	uint64_t key, val;
+	size_t pos = 0;
+	int err = 0;
+
+	for (size_t id = 1; id < n->frames_cap && !err; id++)
+		err = move_frame(n, from, map, old, &funcs, &n->frames[id]);
+	while (!err && sonde__u64map_next(&n->raw_frames, &pos, &key, &val)) {
+		struct frame_res fr = raw_unpack(val, (uint32_t)key);
+		err = move_frame(n, from, map, old, &funcs, &fr);
+		*sonde__u64map_get(&n->raw_frames, key) = raw_pack(&fr);
+	}
+	if (err) {
+		/* some frames point into funcs already: forget them all, to be named again */
+		for (size_t id = 1; id < n->frames_cap; id++)
+			n->frames[id].n = 0;
+		sonde__u64map_clear(&n->raw_frames);
+		sonde__buf_free(&funcs);
+		return err;
+	}
+	sonde__buf_free(&n->frame_funcs);
+	n->frame_funcs = funcs;
+	return 0;
+}
+
+/* Moves what the window's events and the names of the processes still running hold into
+ * a fresh view, leaving behind the functions, stacks and labels of what left the window
+ * (names changed by an exec or new JIT code, processes gone): a long `sonde top` keeps a
+ * bounded table. The stack nodes are resolved again as events come (from the frames
+ * kept: nothing is symbolized again). 0, or -errno with the live view unchanged. */
+static int live_sweep(struct sonde_view_live *l)
+{
+	struct sonde_view *from = l->names.v;
+	struct sonde_view_opts vo = {.sz = sizeof(vo),
+				     .filter = sonde_view__filter(from),
+				     .state_frames = l->state_frames};
+	struct sonde_view *to = sonde_view__new(&vo);
+	uint32_t *map = calloc(sonde__view_func_ids(from), sizeof(*map));
+	/* the window's stacks, each moved once, then written back when all could be */
+	uint32_t *stacks = malloc((l->events.n ? l->events.n : 1) * sizeof(*stacks));
+	struct u64map moved = U64MAP_INIT; /* old stack id -> new */
+	int err = -ENOMEM;
+
+	if (!to || !map || !stacks)
+		goto out;
+	err = 0;
+	for (size_t i = 0; i < l->events.n && !err; i++) {
+		uint32_t old = l->events.v[i].stack;
+		uint64_t *at = sonde__u64map_get(&moved, old);
+		if (at) {
+			stacks[i] = (uint32_t)*at;
+			continue;
+		}
+		int64_t id = sonde__view_copy_stack(to, from, old, map);
+		err = id < 0 ? (int)id : sonde__u64map_put(&moved, old, (uint64_t)id);
+		stacks[i] = (uint32_t)id;
+	}
+	sonde__u64map_free(&moved);
+	l->names.v = to;
+	if (!err)
+		err = sweep_frames(&l->names, from, map);
+	if (err) {
+		l->names.v = from;
+		goto out;
+	}
+	for (size_t i = 0; i < l->events.n; i++)
+		l->events.v[i].stack = stacks[i];
+	for (size_t id = 1; id < l->names.nodes_cap; id++)
+		l->names.nodes[id].stack = 0;
+	sonde__u64map_clear(&l->names.proc_nodes);
+	l->swept_funcs = sonde__view_func_ids(to);
+	to = from; /* the old view goes */
+out:
+	sonde_view__free(to);
+	free(map);
+	free(stacks);
+	return err;
+}
 
 struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t window_ns,
 					     const struct sonde_view_source_opts *opts)
@@ -690,6 +908,7 @@ struct sonde_view_live *sonde_view_live__new(struct sonde_tail *t, uint64_t wind
 		return NULL;
 	l->t = t;
 	l->metric = OPTS_GET(opts, metric, SONDE_PROFILE_METRIC_CPU);
+	l->state_frames = OPTS_GET(opts, state_frames, 0);
 	l->window_ns = window_ns;
 	l->names.rd = (struct reader){.src = t,
 				      .node = tail_node,
@@ -828,6 +1047,11 @@ struct sonde_view *sonde_view_live__view(struct sonde_view_live *l)
 
 	if (!l) {
 		errno = EINVAL;
+		return NULL;
+	}
+	if (sonde__view_func_ids(l->names.v) > 2 * (uint64_t)l->swept_funcs + SWEEP_SLACK &&
+	    (err = live_sweep(l)) < 0) {
+		errno = -err;
 		return NULL;
 	}
 	sonde_view__clear(l->names.v);

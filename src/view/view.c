@@ -23,6 +23,7 @@
 #include "base/strtab.h"
 #include "base/u64map.h"
 #include "base/out.h"
+#include "view/view.h"
 
 struct view_stack {
 	uint32_t first, n; /* function ids at stack_ids.v[first..first + n), innermost first */
@@ -499,6 +500,7 @@ int sonde_view__stats(const struct sonde_view *v, struct sonde_view_stats *st)
 	r.events = v->events;
 	r.short_count = v->short_count;
 	r.short_ns = v->short_ns;
+	r.functions = v->funcs.n - 1;
 	for (uint32_t i = 0; i < v->entries.n && err >= 0; i++) {
 		const struct view_entry *e = &v->entries.v[i];
 		uint32_t sf = state_func_of(v, e);
@@ -781,6 +783,51 @@ out:
 	sonde__free(mapped);
 	sonde__free(to);
 	return err;
+}
+
+/* ---- moving stacks into another view ---- */
+
+uint32_t sonde__view_func_ids(const struct sonde_view *v)
+{
+	return v->funcs.n;
+}
+
+int64_t sonde__view_copy_func(struct sonde_view *to, const struct sonde_view *from, uint32_t id,
+			      uint32_t *map)
+{
+	if (!id || id >= from->funcs.n)
+		return -EINVAL;
+	if (map[id])
+		return map[id];
+	const struct tab_func *f = &from->funcs.v[id];
+	int64_t c = sonde_view__func(to, str_of(from, f->name), str_of(from, f->module));
+	if (c < 0)
+		return c;
+	to->funcs.v[c].origin |= f->origin & FUNC_UNRESOLVED;
+	map[id] = (uint32_t)c;
+	return c;
+}
+
+int64_t sonde__view_copy_stack(struct sonde_view *to, const struct sonde_view *from,
+			       uint32_t stack, uint32_t *map)
+{
+	if (stack >= from->stacks.n)
+		return -EINVAL;
+	const struct view_stack *s = &from->stacks.v[stack];
+	uint32_t ids[256], *v = s->n <= 256 ? ids : sonde__malloc(s->n * sizeof(*v));
+	int64_t r = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < s->n && r >= 0; j++) {
+		r = sonde__view_copy_func(to, from, from->stack_ids.v[s->first + j], map);
+		v[j] = (uint32_t)r;
+	}
+	if (r >= 0)
+		r = stack_intern(to, v, s->n);
+	if (v != ids)
+		sonde__free(v);
+	return r;
 }
 
 /* ---- folded stacks ---- */

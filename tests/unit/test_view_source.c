@@ -629,3 +629,196 @@ TEST(top_filters_a_written_spool_by_comm_and_cpu)
 	test_output_free(&o);
 	sonde__buf_free(&b);
 }
+
+/* Two processes, 50 and 60, run JIT code at the same raw addresses (no module covers
+ * them), each named by its own perf map: one frame id, and one stack node, for both. */
+static struct sonde_spool_writer *two_jits(struct buf *b, const char *path, uint32_t th[2])
+{
+	struct sonde_spool_header h = {1, 0, 1000};
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, b, &h));
+	struct sonde_spool_frame st[2] = {{0, 0x9100}, {0, 0x9200}};
+	char map[512];
+
+	snprintf(map, sizeof(map), "%s/perf-50.map", test_tmpdir());
+	test_write_file(map, "9100 10 fifty_fn\n9200 10 fifty_main\n", 36);
+	snprintf(map, sizeof(map), "%s/perf-60.map", test_tmpdir());
+	test_write_file(map, "9100 10 sixty_fn\n9200 10 sixty_main\n", 36);
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 10, 50, 50, "fifty", &th[0]));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 10, 60, 60, "sixty", &th[1]));
+	/* 60 first: the spool view resolves the shared node for it, then for 50 */
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 20, th[1], st, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 21, th[0], st, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 22, th[0], st, 1, 0));
+	ASSERT_OK(sonde_spool_writer__flush(w));
+	test_write_file(path, b->data, b->len);
+	return w;
+}
+
+/* The JIT names of a frame of no module are each process's own, in a spool's view and a
+ * tail's: they used to be one frame's, the first process's names shown for both. */
+TEST(view_frames_of_no_module_are_named_by_each_process)
+{
+	struct buf b = {0};
+	const char *path = test_path("two_jits.spool");
+	uint32_t th[2];
+	struct sonde_spool_writer *w = two_jits(&b, path, th);
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .perf_map_dir = test_tmpdir()};
+	struct sonde_symbolizer *sym = ASSERT_NOT_NULL(sonde_symbolizer__new(&so));
+	struct sonde_view_source_opts o = {.sz = sizeof(o), .symbolizer = sym};
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(path, NULL));
+	struct sonde_view *v = NULL;
+	const char *want = "fifty_fn [perf-50.map] 2 2\n"
+			   "sixty_fn [perf-60.map] 1 1\n"
+			   "fifty_main [perf-50.map] 0 1\n"
+			   "sixty_main [perf-60.map] 0 1\n";
+
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	char *x = rows_text(v);
+	ASSERT_STR_EQ(x, want);
+	free(x);
+	sonde_view__free(v);
+	/* 50's samples come after 60's: kept alone, only they are named (for 50) */
+	uint32_t pid = 50;
+	struct sonde_view_filter f = {.sz = sizeof(f), .pids = &pid, .n_pids = 1};
+	struct sonde_view_source_stats vst = {.sz = sizeof(vst)};
+	o.filter = &f;
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, &vst));
+	x = rows_text(v);
+	ASSERT_STR_EQ(x, "fifty_fn [perf-50.map] 2 2\nfifty_main [perf-50.map] 0 1\n");
+	ASSERT_INT(vst.frames, ==, 2);
+	free(x);
+	o.filter = NULL;
+
+	struct sonde_tail_opts to = {.sz = sizeof(to), .symbolizer = &so};
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, &to));
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 0, NULL));
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+	ASSERT_OK(sonde_view_live__add(l, &batch));
+	x = rows_text(ASSERT_NOT_NULL(sonde_view_live__view(l)));
+	ASSERT_STR_EQ(x, want);
+	free(x);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_view__free(v);
+	sonde_spool__close(s);
+	sonde_symbolizer__free(sym);
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&b);
+}
+
+/* Process 50 execs and its perf map names its code anew; process 60's map changes too,
+ * but nothing told the view: 50's frames are named again, 60's keep the names they had
+ * and are not symbolized again (an invalidation used to forget every process's). */
+TEST(view_live_invalidation_renames_only_its_process)
+{
+	struct buf b = {0};
+	const char *path = test_path("two_jits.spool");
+	uint32_t th[2];
+	struct sonde_spool_writer *w = two_jits(&b, path, th);
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .perf_map_dir = test_tmpdir()};
+	struct sonde_tail_opts to = {.sz = sizeof(to), .symbolizer = &so};
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, &to));
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 0, NULL));
+	struct sonde_view_source_stats st = {.sz = sizeof(st)};
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	struct sonde_spool_frame fr[2] = {{0, 0x9100}, {0, 0x9200}};
+	char map[512];
+
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+	ASSERT_OK(sonde_view_live__add(l, &batch));
+	ASSERT_OK(sonde_view_live__stats(l, &st));
+	ASSERT_INT(st.frames, ==, 4); /* two frames, named by each process */
+
+	ASSERT_OK(sonde_spool_writer__retire_process(w, 30, 50));
+	snprintf(map, sizeof(map), "%s/perf-50.map", test_tmpdir());
+	test_write_file(map, "9100 10 fifty_new\n9200 10 fifty_main\n", 37);
+	snprintf(map, sizeof(map), "%s/perf-60.map", test_tmpdir());
+	test_write_file(map, "9100 10 sixty_new\n9200 10 sixty_main\n", 37);
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 40, th[0], fr, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 41, th[1], fr, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample(w, 42, th[1], fr, 1, 0));
+	ASSERT_OK(sonde_spool_writer__flush(w));
+	test_write_file(path, b.data, b.len);
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+	ASSERT_INT(batch.n_invalidated, ==, 1);
+	ASSERT_OK(sonde_view_live__add(l, &batch));
+	ASSERT_OK(sonde_view_live__stats(l, &st));
+	ASSERT_INT(st.frames, ==, 6); /* 50's two again, 60's none */
+	char *x = rows_text(ASSERT_NOT_NULL(sonde_view_live__view(l)));
+	ASSERT_STR_EQ(x, "sixty_fn [perf-60.map] 3 3\n"
+			 "fifty_fn [perf-50.map] 2 2\n"
+			 "fifty_new [perf-50.map] 1 1\n"
+			 "fifty_main [perf-50.map] 0 2\n"
+			 "sixty_main [perf-60.map] 0 2\n");
+	free(x);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&b);
+}
+
+/* A spool writer's output appended to a file (ctx: its descriptor, O_APPEND). */
+static int append_fd(void *ctx, const void *p, size_t n)
+{
+	return write(*(int *)ctx, p, n) == (ssize_t)n ? 0 : -EIO;
+}
+
+/* A long `sonde top` of a program whose JIT names its code anew again and again (an exec
+ * each time, its perf map grown): 1000 names go through a window that holds two
+ * samples, and the view's function table stays bounded (it used to keep every name it
+ * had met), while the window's samples keep the names they were taken in with. */
+TEST(view_live_table_stays_bounded_as_names_change)
+{
+	const char *path = test_path("renames.spool");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	struct sonde_spool_header h = {1, 0, 1000};
+	struct sonde_spool_writer *w = ASSERT_NOT_NULL(sonde_spool_writer__new(append_fd, &fd, &h));
+	struct sonde_symbolizer_opts so = {.sz = sizeof(so), .perf_map_dir = test_tmpdir()};
+	struct sonde_tail_opts to = {.sz = sizeof(to), .symbolizer = &so};
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, &to));
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 1500, NULL));
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	struct sonde_spool_frame fr[1] = {{0, 0x9100}};
+	struct sonde_view_stats st = {.sz = sizeof(st)};
+	struct sonde_view *v = NULL;
+	uint64_t most = 0;
+	char map[512], line[64];
+	uint32_t th;
+
+	ASSERT(fd >= 0);
+	snprintf(map, sizeof(map), "%s/perf-50.map", test_tmpdir());
+	/* appended to, as a JIT does: its latest line for an address names it */
+	int mfd = open(map, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	ASSERT(mfd >= 0);
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 10, 50, 50, "jit", &th));
+	for (int i = 0; i < 1000; i++) {
+		uint64_t now = 1000 * (uint64_t)(i + 1);
+		int k = snprintf(line, sizeof(line), "9100 10 fn_%d\n", i);
+		ASSERT_INT(write(mfd, line, (size_t)k), ==, k);
+		if (i)
+			ASSERT_OK(sonde_spool_writer__retire_process(w, now - 1, 50));
+		ASSERT_OK(sonde_spool_writer__add_sample(w, now, th, fr, 1, 0));
+		ASSERT_OK(sonde_spool_writer__flush(w));
+		ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+		ASSERT_OK(sonde_view_live__add(l, &batch));
+		sonde_view_live__expire(l, now);
+		v = ASSERT_NOT_NULL(sonde_view_live__view(l));
+		ASSERT_OK(sonde_view__stats(v, &st));
+		ASSERT_INT(st.events, ==, i ? 2 : 1);
+		if (st.functions > most)
+			most = st.functions;
+	}
+	/* a sweep once the table is twice what the last one kept (a few names) and 256 more */
+	ASSERT_INT(most, <=, 300);
+	ASSERT_INT(st.functions, <, most);
+	char *x = rows_text(v);
+	ASSERT_STR_EQ(x, "fn_998 [perf-50.map] 1 1\nfn_999 [perf-50.map] 1 1\n");
+	free(x);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_spool_writer__free(w);
+	close(fd);
+	close(mfd);
+}
