@@ -39,7 +39,8 @@ struct intern {
 struct wmodule {
 	uint32_t pid;
 	bool live;
-	uint64_t lo, hi; /* valid frame offsets [lo, hi) */
+	uint32_t next_live; /* 1 + index of the next older live module of pid; 0: none */
+	uint64_t lo, hi;    /* valid frame offsets [lo, hi) */
 };
 
 struct sonde_spool_writer {
@@ -60,6 +61,10 @@ struct sonde_spool_writer {
 	struct wmodule *modules; /* modules[id - 1] */
 	uint32_t n_modules;
 	size_t modules_cap;
+	/* pid -> 1 + index of its newest live module, the head of its next_live list: a
+	 * retirement visits the modules it retires, not every module of the recording (a
+	 * system-wide one defines every process's modules, and retires them at each exit). */
+	struct u64map live_modules;
 
 	struct intern frames; /* (module, addr) */
 	struct intern nodes;  /* (parent node << 32 | module, addr) */
@@ -258,8 +263,14 @@ int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_n
 	if (sonde__array_grow(&w->modules, &w->modules_cap, w->n_modules + 1, sizeof(*w->modules),
 			      64) < 0)
 		return -ENOMEM;
-	w->modules[w->n_modules] = (struct wmodule){
-		.pid = m->pid, .live = true, .lo = m->pgoff, .hi = m->pgoff + (m->end - m->start)};
+	const uint64_t *older = sonde__u64map_get(&w->live_modules, m->pid);
+	w->modules[w->n_modules] = (struct wmodule){.pid = m->pid,
+						    .live = true,
+						    .next_live = older ? (uint32_t)*older : 0,
+						    .lo = m->pgoff,
+						    .hi = m->pgoff + (m->end - m->start)};
+	if (sonde__u64map_put(&w->live_modules, m->pid, w->n_modules + 1) < 0)
+		return -ENOMEM;
 
 	size_t rec = begin_record(&w->out, SPOOL_TAG_MODULE);
 	put_varint(&w->out, time_ns);
@@ -311,10 +322,10 @@ int sonde_spool_writer__retire_process(struct sonde_spool_writer *w, uint64_t ti
 	if (r < 0)
 		return r;
 	w->retired++; /* the stack memos hold frames that may be of these modules */
-	/* Rare (exec and exit only), so a scan of the module table is fine. */
-	for (uint32_t i = 0; i < w->n_modules; i++)
-		if (w->modules[i].pid == pid)
-			w->modules[i].live = false;
+	const uint64_t *newest = sonde__u64map_get(&w->live_modules, pid);
+	for (uint32_t i = newest ? (uint32_t)*newest : 0; i; i = w->modules[i - 1].next_live)
+		w->modules[i - 1].live = false;
+	sonde__u64map_del(&w->live_modules, pid);
 	size_t rec = begin_record(&w->out, SPOOL_TAG_RETIRE);
 	put_varint(&w->out, time_ns);
 	put_varint(&w->out, pid);
@@ -649,6 +660,7 @@ void sonde_spool_writer__free(struct sonde_spool_writer *w)
 		return;
 	sonde__buf_free(&w->out);
 	sonde__free(w->modules);
+	sonde__u64map_free(&w->live_modules);
 	intern_free(&w->frames);
 	intern_free(&w->nodes);
 	for (size_t i = 0; i < STACK_MEMOS; i++) {

@@ -134,6 +134,42 @@ TEST(spool_writer_rejects_invalid_calls)
 	sonde__buf_free(&s.b);
 }
 
+/* A retirement ends every module of its process, however many and however interleaved
+ * with other processes' they were defined, and no other's; modules defined later for the
+ * same pid (the process exec'd) are live until its next retirement. */
+TEST(spool_writer_retires_exactly_the_process_modules)
+{
+	enum { PIDS = 5, EACH = 40 };
+	struct sink s;
+	struct sonde_spool_writer *w = new_writer(&s);
+	uint32_t thread, mod[PIDS][EACH];
+	uint64_t time = 10;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 0, 1, 1, "t", &thread));
+	for (int k = 0; k < EACH; k++)
+		for (uint32_t p = 0; p < PIDS; p++)
+			mod[p][k] = add_test_module(w, 100 + p);
+	ASSERT_OK(sonde_spool_writer__retire_process(w, time, 102));
+	ASSERT_OK(sonde_spool_writer__retire_process(w, time, 999)); /* none: nothing ends */
+	for (uint32_t p = 0; p < PIDS; p++)
+		for (int k = 0; k < EACH; k++) {
+			struct sonde_spool_frame f = {mod[p][k], 0x10};
+			int r = sonde_spool_writer__add_sample(w, time++, thread, &f, 1, 0);
+			if (r != (p == 2 ? -EINVAL : 0))
+				FAIL("module %d of pid %u: %d after pid 102 retired", k, 100 + p,
+				     r);
+		}
+	uint32_t after = add_test_module(w, 102);
+	struct sonde_spool_frame f = {after, 0x10};
+	ASSERT_OK(sonde_spool_writer__add_sample(w, time++, thread, &f, 1, 0));
+	ASSERT_OK(sonde_spool_writer__retire_process(w, time, 102));
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, time++, thread, &f, 1, 0), -EINVAL);
+	f.module = mod[3][EACH - 1];
+	ASSERT_OK(sonde_spool_writer__add_sample(w, time++, thread, &f, 1, 0));
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&s.b);
+}
+
 /* Each (module, offset) is one frame and each call path one node, however the stacks
  * reach them: a frame under two callers is one frame in two nodes, and a stack written
  * again by another thread (which the writer has no last stack of) defines nothing new. */
