@@ -7,15 +7,7 @@
 int64_t sonde__idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
 		   const void *key)
 {
-	if (!m->slots)
-		return -1;
-	for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
-		uint64_t s = m->slots[i];
-		if (!s)
-			return -1;
-		if ((uint32_t)(s >> 32) == h && eq(ctx, (uint32_t)s - 1, key))
-			return (uint32_t)s - 1;
-	}
+	return idmap_find(m, h, eq, ctx, key);
 }
 
 static void place(uint64_t *slots, size_t mask, uint64_t s)

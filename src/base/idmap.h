@@ -33,6 +33,22 @@ typedef bool (*idmap_eq_fn)(const void *ctx, uint32_t id, const void *key);
 /* The id stored under hash h whose entry equals key, or -1. */
 int64_t sonde__idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
 		   const void *key);
+/* The same, inline: where eq is a function the caller's file defines, the compiler inlines
+ * it too, leaving no call per probe (the spool writer's interning, once per frame of a
+ * sample). */
+static inline int64_t idmap_find(const struct idmap *m, uint32_t h, idmap_eq_fn eq, const void *ctx,
+				 const void *key)
+{
+	if (!m->slots)
+		return -1;
+	for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
+		uint64_t s = m->slots[i];
+		if (!s)
+			return -1;
+		if ((uint32_t)(s >> 32) == h && eq(ctx, (uint32_t)s - 1, key))
+			return (uint32_t)s - 1;
+	}
+}
 /* Adds id under hash h (the caller checked it is absent). 0 or -ENOMEM. */
 int sonde__idmap_insert(struct idmap *m, uint32_t h, uint32_t id);
 void sonde__idmap_free(struct idmap *m);

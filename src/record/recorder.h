@@ -386,8 +386,10 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
 int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 /* Process p is gone and its exit record was lost (a recovery sweep found it so): each of
  * its threads still known ends where it was last seen (thread.seen_ns), an EXIT written
- * there. 0 or -errno. */
-int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p);
+ * there. by_pid lists the threads (sonde__tasks_tids_by_pid, any time since the sweep's
+ * drain). 0 or -errno. */
+int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p,
+			    const struct rec_tids_by_pid *by_pid);
 
 /* recover.c: the lifecycle part (r->life) */
 /* Reads the clocks' offset for /proc start times. */

@@ -399,31 +399,48 @@ static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 	return first;
 }
 
+/* Process p, found dead by a sweep: its modules retire and its threads' lives end (a
+ * process attached by thread runs on). by_pid lists the threads from the first dead
+ * process of the sweep on (listed then: *listed). */
+static int sweep_dead(struct sonde_recorder *r, struct rec_process *p, uint64_t time,
+		      struct rec_tids_by_pid *by_pid, bool *listed)
+{
+	int first = 0;
+
+	/* Dead with its modules still live: its exit record was lost. */
+	r->sum.recovered_exits += p->has_spool_modules;
+	keep(&first, sonde__rec_retire(r, p, time));
+	if (p->thread_only)
+		return first;
+	if (!*listed) {
+		int err = sonde__tasks_tids_by_pid(&r->tasks, by_pid);
+		if (err)
+			return err;
+		*listed = true;
+	}
+	keep(&first, sonde__rec_process_gone(r, p, by_pid));
+	return first;
+}
+
 static int sweep(struct sonde_recorder *r)
 {
 	int first = sonde__rec_drain(r, true);
 	uint64_t gaps = r->life.gaps_open, time = sonde__rec_time(r, sonde__rec_now(r));
+	struct rec_tids_by_pid by_pid = {0};
+	bool listed = false;
 
 	r->sum.recovery_sweeps++;
 	for (size_t i = 0; i < sonde__tasks_n_procs(&r->tasks); i++) {
 		struct rec_process *p = sonde__tasks_proc_at(&r->tasks, i);
-		bool had_modules = p->has_spool_modules;
 		int alive = sonde__rec_process_alive(r, p);
-		if (alive < 0) {
+		if (alive < 0)
 			keep(&first, alive);
-			continue;
-		}
-		if (!alive) {
-			/* Dead with its modules still live: its exit record was lost. */
-			r->sum.recovered_exits += had_modules;
-			keep(&first, sonde__rec_retire(r, p, time));
-			/* and its threads' lives end (a process attached by thread runs on) */
-			if (!p->thread_only)
-				keep(&first, sonde__rec_process_gone(r, p));
-			continue;
-		}
-		keep(&first, reconcile_process(r, i, time));
+		else if (!alive)
+			keep(&first, sweep_dead(r, p, time, &by_pid, &listed));
+		else
+			keep(&first, reconcile_process(r, i, time));
 	}
+	sonde__tids_by_pid_free(&by_pid);
 	if (r->system_wide) {
 		/* Processes whose fork was lost: every one /proc lists that the table lacks. */
 		keep(&first, sonde__rec_system_scan(r, 0));

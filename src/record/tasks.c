@@ -2,6 +2,7 @@
  * threads in an open-addressing hash on tid, what the threads that exited left, by tid. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -180,6 +181,52 @@ struct rec_thread *sonde__tasks_next_thread(struct rec_tasks *ts, struct rec_thr
 		if (ts->threads[i].tid)
 			return &ts->threads[i];
 	return NULL;
+}
+
+static int pid_tid_cmp(const void *a, const void *b)
+{
+	const struct rec_pid_tid *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+int sonde__tasks_tids_by_pid(struct rec_tasks *ts, struct rec_tids_by_pid *x)
+{
+	x->n = 0;
+	if (sonde__array_grow(&x->v, &x->cap, ts->n_threads, sizeof(*x->v), 64) < 0)
+		return -ENOMEM;
+	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(ts, t));)
+		x->v[x->n++] = (struct rec_pid_tid){t->pid, t->tid};
+	if (x->n) /* v is NULL until a thread was listed */
+		qsort(x->v, x->n, sizeof(*x->v), pid_tid_cmp);
+	return 0;
+}
+
+const struct rec_pid_tid *sonde__tids_of(const struct rec_tids_by_pid *x, pid_t pid, size_t *n)
+{
+	size_t lo = 0, hi = x->n;
+
+	while (lo < hi) { /* the first entry of pid or above */
+		size_t mid = lo + (hi - lo) / 2;
+		if (x->v[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (hi = lo; hi < x->n && x->v[hi].pid == pid; hi++)
+		;
+	*n = hi - lo;
+	return *n ? &x->v[lo] : NULL;
+}
+
+void sonde__tids_by_pid_free(struct rec_tids_by_pid *x)
+{
+	if (!x)
+		return;
+	sonde__free(x->v);
+	*x = (struct rec_tids_by_pid){0};
 }
 
 struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const struct rec_process *p,

@@ -151,6 +151,22 @@ struct rec_thread *sonde__tasks_thread(struct rec_tasks *ts, pid_t tid, bool cre
 /* Walks the threads: the first with prev NULL, then the one after prev; NULL at the end.
  * Nothing may be created or removed during the walk. */
 struct rec_thread *sonde__tasks_next_thread(struct rec_tasks *ts, struct rec_thread *prev);
+
+/* The tids of every process's threads at one moment, by pid: a recovery sweep ends the
+ * threads of each process it finds dead through one walk of the threads, not one walk per
+ * dead process. It goes stale as threads are created, removed or change process: a tid
+ * it lists is looked up again, and is of the pid only if its thread still says so. */
+struct rec_tids_by_pid {
+	struct rec_pid_tid {
+		pid_t pid, tid;
+	} * v; /* sorted by pid */
+	size_t n, cap;
+};
+/* Lists the threads now, into x (emptied first). 0 or -ENOMEM. */
+int sonde__tasks_tids_by_pid(struct rec_tasks *ts, struct rec_tids_by_pid *x);
+/* The entries of pid's threads in x, *n of them (none: NULL). */
+const struct rec_pid_tid *sonde__tids_of(const struct rec_tids_by_pid *x, pid_t pid, size_t *n);
+void sonde__tids_by_pid_free(struct rec_tids_by_pid *x);
 /* The one way a thread found in /proc is defined: whatever tid was before, it is now a
  * thread of p whose records count from `since`, named as /proc names it (empty if it
  * cannot be read), to be defined in the spool at its next sample. NULL: no memory. */

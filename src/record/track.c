@@ -14,7 +14,6 @@
 #include <sonde/log.h>
 
 #include "base/alloc.h"
-#include "base/array.h"
 #include "proc/maps.h"
 #include "record/recorder.h"
 #include "record/stack.h"
@@ -42,10 +41,12 @@ static int thread_exit(struct sonde_recorder *r, pid_t tid, pid_t pid, uint64_t 
 	return err ? sonde__rec_error(r, err) : 0;
 }
 
-int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p)
+int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p,
+			    const struct rec_tids_by_pid *by_pid)
 {
-	pid_t *tids = NULL, pid = p->pid;
-	size_t n = 0, cap = 0;
+	pid_t pid = p->pid;
+	size_t n;
+	const struct rec_pid_tid *tids = sonde__tids_of(by_pid, pid, &n);
 	int err = 0;
 
 	/* Its threads' lives end at their last sighting, not at the sweep: its exit came
@@ -53,22 +54,14 @@ int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *
 	 * ending it, at the end of the recording) would be longer than the task lived: a
 	 * loaded recording that lost the exits of a workload's processes counted them 0.4 to
 	 * 1.6 s longer than their wall time. A thread never seen is left as it was. */
-	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));) {
-		if (t->pid != pid || !t->seen_ns)
-			continue;
-		if (sonde__array_grow(&tids, &cap, n + 1, sizeof(*tids), 8) < 0) {
-			sonde__free(tids);
-			return sonde__rec_error(r, -ENOMEM);
-		}
-		tids[n++] = t->tid;
-	}
 	for (size_t i = 0; i < n && !err; i++) {
-		struct rec_thread *t = sonde__tasks_thread(&r->tasks, tids[i], false);
+		struct rec_thread *t = sonde__tasks_thread(&r->tasks, tids[i].tid, false);
+		if (!t || t->pid != pid || !t->seen_ns)
+			continue;
 		uint64_t end = t->seen_ns;
-		sonde__rec_close_thread_events(r, tids[i]);
-		err = thread_exit(r, tids[i], pid, end, end);
+		sonde__rec_close_thread_events(r, tids[i].tid);
+		err = thread_exit(r, tids[i].tid, pid, end, end);
 	}
-	sonde__free(tids);
 	return err;
 }
 

@@ -1,7 +1,8 @@
 /* The spool writer: encodes records into a large output buffer and hands it to the
  * caller's write function in big chunks. Frames and stack nodes are interned in open
  * addressing hash tables (base/idmap.h), so once every frame and call path of a workload has been
- * seen, add_sample touches only memory it already owns. */
+ * seen, add_sample touches only memory it already owns. A known node is found by its
+ * parent and its frame's (module, offset) in one lookup; only a new node looks up its frame. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -23,7 +24,9 @@
 enum { FLUSH_AT = 256 * 1024 };
 
 /* An interning table: keys[id - 1] holds the (a, b) pair of id, and index (base/idmap.h)
- * finds the id of a pair. */
+ * finds the id of a pair. The frames' pairs are (module, offset), the nodes' (parent node
+ * << 32 | module, offset): a node is its parent and its frame, and a frame is its (module,
+ * offset), so a node's key names it as (parent, frame) would, without the frame's id. */
 struct intern {
 	struct intern_key {
 		uint64_t a, b;
@@ -36,7 +39,8 @@ struct intern {
 struct wmodule {
 	uint32_t pid;
 	bool live;
-	uint64_t lo, hi; /* valid frame offsets [lo, hi) */
+	uint32_t next_live; /* 1 + index of the next older live module of pid; 0: none */
+	uint64_t lo, hi;    /* valid frame offsets [lo, hi) */
 };
 
 struct sonde_spool_writer {
@@ -57,9 +61,13 @@ struct sonde_spool_writer {
 	struct wmodule *modules; /* modules[id - 1] */
 	uint32_t n_modules;
 	size_t modules_cap;
+	/* pid -> 1 + index of its newest live module, the head of its next_live list: a
+	 * retirement visits the modules it retires, not every module of the recording (a
+	 * system-wide one defines every process's modules, and retires them at each exit). */
+	struct u64map live_modules;
 
 	struct intern frames; /* (module, addr) */
-	struct intern nodes;  /* (parent node, frame) */
+	struct intern nodes;  /* (parent node << 32 | module, addr) */
 
 	/* The last stack interned for a few threads (by thread & (STACK_MEMOS - 1)): a thread's
 	 * next stack shares its outer frames with it most of the time, and their nodes are
@@ -92,25 +100,25 @@ static bool intern_eq(const void *ctx, uint32_t i, const void *key)
 	return k->a == q->a && k->b == q->b;
 }
 
-/* Finds (a, b) or adds it. Returns 1 if it was added (a new id), 0 if found, or -errno. */
-static int intern_get(struct intern *t, uint64_t a, uint64_t b, uint32_t *id)
+/* The id of (a, b), or 0 when it has none. */
+static uint32_t intern_find(const struct intern *t, uint64_t a, uint64_t b)
 {
 	struct intern_key q = {a, b};
-	uint32_t h = (uint32_t)mix(a, b);
-	int64_t i = sonde__idmap_find(&t->index, h, intern_eq, t, &q);
 
-	if (i >= 0) {
-		*id = (uint32_t)i + 1;
-		return 0;
-	}
+	return (uint32_t)(idmap_find(&t->index, (uint32_t)mix(a, b), intern_eq, t, &q) + 1);
+}
+
+/* Adds (a, b), which has no id yet, as the next id, into *id. 0 or -errno. */
+static int intern_add(struct intern *t, uint64_t a, uint64_t b, uint32_t *id)
+{
 	if (t->n >= SPOOL_MAX_ID)
 		return -ERANGE;
 	if (sonde__array_grow(&t->keys, &t->keys_cap, t->n + 1, sizeof(*t->keys), 512) < 0 ||
-	    sonde__idmap_insert(&t->index, h, t->n) < 0)
+	    sonde__idmap_insert(&t->index, (uint32_t)mix(a, b), t->n) < 0)
 		return -ENOMEM;
-	t->keys[t->n] = q;
+	t->keys[t->n] = (struct intern_key){a, b};
 	*id = ++t->n;
-	return 1;
+	return 0;
 }
 
 static void intern_free(struct intern *t)
@@ -255,8 +263,14 @@ int sonde_spool_writer__add_module(struct sonde_spool_writer *w, uint64_t time_n
 	if (sonde__array_grow(&w->modules, &w->modules_cap, w->n_modules + 1, sizeof(*w->modules),
 			      64) < 0)
 		return -ENOMEM;
-	w->modules[w->n_modules] = (struct wmodule){
-		.pid = m->pid, .live = true, .lo = m->pgoff, .hi = m->pgoff + (m->end - m->start)};
+	const uint64_t *older = sonde__u64map_get(&w->live_modules, m->pid);
+	w->modules[w->n_modules] = (struct wmodule){.pid = m->pid,
+						    .live = true,
+						    .next_live = older ? (uint32_t)*older : 0,
+						    .lo = m->pgoff,
+						    .hi = m->pgoff + (m->end - m->start)};
+	if (sonde__u64map_put(&w->live_modules, m->pid, w->n_modules + 1) < 0)
+		return -ENOMEM;
 
 	size_t rec = begin_record(&w->out, SPOOL_TAG_MODULE);
 	put_varint(&w->out, time_ns);
@@ -308,10 +322,10 @@ int sonde_spool_writer__retire_process(struct sonde_spool_writer *w, uint64_t ti
 	if (r < 0)
 		return r;
 	w->retired++; /* the stack memos hold frames that may be of these modules */
-	/* Rare (exec and exit only), so a scan of the module table is fine. */
-	for (uint32_t i = 0; i < w->n_modules; i++)
-		if (w->modules[i].pid == pid)
-			w->modules[i].live = false;
+	const uint64_t *newest = sonde__u64map_get(&w->live_modules, pid);
+	for (uint32_t i = newest ? (uint32_t)*newest : 0; i; i = w->modules[i - 1].next_live)
+		w->modules[i - 1].live = false;
+	sonde__u64map_del(&w->live_modules, pid);
 	size_t rec = begin_record(&w->out, SPOOL_TAG_RETIRE);
 	put_varint(&w->out, time_ns);
 	put_varint(&w->out, pid);
@@ -336,6 +350,31 @@ static int check_frame(const struct sonde_spool_writer *w, const struct sonde_sp
 			    (unsigned long long)m->hi);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* Defines the node of frame f below parent (which has no such child yet), and f's frame
+ * first if it is new: *child receives the node. 0 or -errno. */
+static int add_node(struct sonde_spool_writer *w, uint32_t parent,
+		    const struct sonde_spool_frame *f, uint32_t *child)
+{
+	uint32_t frame = intern_find(&w->frames, f->module, f->addr);
+	int r;
+
+	if (!frame) {
+		if ((r = intern_add(&w->frames, f->module, f->addr, &frame)) < 0)
+			return r;
+		size_t rec = begin_record(&w->out, SPOOL_TAG_FRAME);
+		put_varint(&w->out, f->module);
+		put_varint(&w->out, f->addr);
+		end_record(&w->out, rec);
+	}
+	if ((r = intern_add(&w->nodes, (uint64_t)parent << 32 | f->module, f->addr, child)) < 0)
+		return r;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_NODE);
+	put_varint(&w->out, parent);
+	put_varint(&w->out, frame);
+	end_record(&w->out, rec);
 	return 0;
 }
 
@@ -372,28 +411,13 @@ static int intern_stack(struct sonde_spool_writer *w, uint32_t thread,
 	m->thread = 0; /* valid again only when the whole stack is interned */
 	for (size_t i = n - same; i-- > 0;) {
 		const struct sonde_spool_frame *f = &frames[i];
-		uint32_t frame, child;
 		int r = check_frame(w, f);
 		if (r < 0)
 			return r;
-		r = intern_get(&w->frames, f->module, f->addr, &frame);
-		if (r < 0)
+		uint64_t path = (uint64_t)parent << 32 | f->module;
+		uint32_t child = intern_find(&w->nodes, path, f->addr);
+		if (!child && (r = add_node(w, parent, f, &child)) < 0)
 			return r;
-		if (r > 0) {
-			size_t rec = begin_record(&w->out, SPOOL_TAG_FRAME);
-			put_varint(&w->out, f->module);
-			put_varint(&w->out, f->addr);
-			end_record(&w->out, rec);
-		}
-		r = intern_get(&w->nodes, parent, frame, &child);
-		if (r < 0)
-			return r;
-		if (r > 0) {
-			size_t rec = begin_record(&w->out, SPOOL_TAG_NODE);
-			put_varint(&w->out, parent);
-			put_varint(&w->out, frame);
-			end_record(&w->out, rec);
-		}
 		parent = child;
 		if (keep)
 			m->nodes[i] = child;
@@ -636,6 +660,7 @@ void sonde_spool_writer__free(struct sonde_spool_writer *w)
 		return;
 	sonde__buf_free(&w->out);
 	sonde__free(w->modules);
+	sonde__u64map_free(&w->live_modules);
 	intern_free(&w->frames);
 	intern_free(&w->nodes);
 	for (size_t i = 0; i < STACK_MEMOS; i++) {

@@ -104,6 +104,18 @@ static const struct sonde_acct_task *task_of(const struct sonde_acct *a, uint32_
 	return NULL;
 }
 
+/* What a sweep does with pid when it finds it dead: its threads, listed then, end. */
+static int process_gone(struct sonde_recorder *r, pid_t pid)
+{
+	struct rec_tids_by_pid by_pid = {0};
+	int err = sonde__tasks_tids_by_pid(&r->tasks, &by_pid);
+
+	if (!err)
+		err = sonde__rec_process_gone(r, sonde__tasks_process(&r->tasks, pid, false), &by_pid);
+	sonde__tids_by_pid_free(&by_pid);
+	return err;
+}
+
 /* P sleeps 3000..5000, runs, sleeps again from 6000; records are lost at 7000 (its
  * switch-in with them); a sample at 8000 sees it running; it exits at about 9000, that
  * record lost too, and a recovery sweep finds it gone. Its life ends at 8000, its last
@@ -125,7 +137,7 @@ TEST(record_lost_exit_ends_the_life_at_the_last_sighting)
 	sample_rec(r, P, 8000);
 	ASSERT_UINT(sonde__tasks_thread(&r->tasks, P, false)->seen_ns, ==, 8000);
 	/* the sweep: P is gone, its exit unseen */
-	ASSERT_OK(sonde__rec_process_gone(r, sonde__tasks_process(&r->tasks, P, false)));
+	ASSERT_OK(process_gone(r, P));
 	ASSERT(!sonde__tasks_thread(&r->tasks, P, false));
 	/* the machine goes on to WINDOW_END: another task's sample there */
 	ASSERT_OK(sonde_spool_writer__add_thread(r->spool, WINDOW_END, Q, Q, "other", &q));
@@ -167,7 +179,7 @@ TEST(record_lost_exit_leaves_unseen_threads)
 
 	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, P, P, P + 1, P, 1500));
 	sample_rec(r, P, 2000);
-	ASSERT_OK(sonde__rec_process_gone(r, sonde__tasks_process(&r->tasks, P, false)));
+	ASSERT_OK(process_gone(r, P));
 	ASSERT(!sonde__tasks_thread(&r->tasks, P, false));
 	ASSERT_NOT_NULL(sonde__tasks_thread(&r->tasks, P + 1, false));
 	struct perf_rec exit_rec = {.type = PERF_RECORD_EXIT, .time = 2500,

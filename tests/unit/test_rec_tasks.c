@@ -262,3 +262,48 @@ TEST(record_tasks_processes_found_by_pid_after_compaction)
 	ASSERT(sonde__tasks_process(&ts, 7, false) == again);
 	sonde__tasks_free(&ts);
 }
+
+/* The threads listed by process: each pid's tids exactly (its main thread, the threads it
+ * forked, one that a COMM moved to it from another process), none of another pid's, and
+ * nothing for a pid with no threads, or from a table with none. */
+TEST(record_tasks_threads_listed_by_process)
+{
+	enum { PIDS = 50, EACH = 7 };
+	struct rec_tasks ts = {0};
+	struct rec_tids_by_pid by_pid = {0};
+	pid_t moved = P + PIDS * 100 + 1; /* forked by the last pid, renamed into the first */
+	size_t n = 1;
+
+	/* no threads yet: nothing listed */
+	ASSERT_OK(sonde__tasks_tids_by_pid(&ts, &by_pid));
+	ASSERT(!sonde__tids_of(&by_pid, P, &n));
+	ASSERT_UINT(n, ==, 0);
+	for (pid_t p = 0; p < PIDS; p++)
+		for (pid_t k = 0; k < EACH; k++)
+			ASSERT_NOT_NULL(sonde__tasks_fork(&ts, P + p * 100, P + p * 100,
+							  P + p * 100 + k, P + p * 100, 1));
+	ASSERT_NOT_NULL(sonde__tasks_fork(&ts, P + (PIDS - 1) * 100, P + (PIDS - 1) * 100, moved,
+					  P + (PIDS - 1) * 100, 1));
+	ASSERT_NOT_NULL(comm_rec(&ts, P, moved, "moved", 2));
+	sonde__tasks_thread_remove(&ts, P + 100 + 3, 3);
+	ASSERT_OK(sonde__tasks_tids_by_pid(&ts, &by_pid));
+	for (pid_t p = 0; p < PIDS; p++) {
+		const struct rec_pid_tid *v = sonde__tids_of(&by_pid, P + p * 100, &n);
+		ASSERT_UINT(n, ==, EACH + (p == 0) - (p == 1));
+		for (size_t i = 0; i < n; i++) {
+			ASSERT_INT(v[i].pid, ==, P + p * 100);
+			pid_t k = v[i].tid - (P + p * 100);
+			if (v[i].tid != moved && (k < 0 || k >= EACH || (p == 1 && k == 3)))
+				FAIL("pid %d lists tid %d", P + p * 100, v[i].tid);
+			ASSERT_INT(sonde__tasks_thread(&ts, v[i].tid, false)->pid, ==, P + p * 100);
+		}
+	}
+	n = 1;
+	ASSERT(!sonde__tids_of(&by_pid, P + 50, &n));
+	ASSERT_UINT(n, ==, 0);
+	ASSERT(!sonde__tids_of(&by_pid, P + PIDS * 100, &n));
+	ASSERT_UINT(n, ==, 0);
+	sonde__tids_by_pid_free(&by_pid);
+	sonde__tids_by_pid_free(&by_pid);
+	sonde__tasks_free(&ts);
+}

@@ -134,6 +134,87 @@ TEST(spool_writer_rejects_invalid_calls)
 	sonde__buf_free(&s.b);
 }
 
+/* A retirement ends every module of its process, however many and however interleaved
+ * with other processes' they were defined, and no other's; modules defined later for the
+ * same pid (the process exec'd) are live until its next retirement. */
+TEST(spool_writer_retires_exactly_the_process_modules)
+{
+	enum { PIDS = 5, EACH = 40 };
+	struct sink s;
+	struct sonde_spool_writer *w = new_writer(&s);
+	uint32_t thread, mod[PIDS][EACH];
+	uint64_t time = 10;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 0, 1, 1, "t", &thread));
+	for (int k = 0; k < EACH; k++)
+		for (uint32_t p = 0; p < PIDS; p++)
+			mod[p][k] = add_test_module(w, 100 + p);
+	ASSERT_OK(sonde_spool_writer__retire_process(w, time, 102));
+	ASSERT_OK(sonde_spool_writer__retire_process(w, time, 999)); /* none: nothing ends */
+	for (uint32_t p = 0; p < PIDS; p++)
+		for (int k = 0; k < EACH; k++) {
+			struct sonde_spool_frame f = {mod[p][k], 0x10};
+			int r = sonde_spool_writer__add_sample(w, time++, thread, &f, 1, 0);
+			if (r != (p == 2 ? -EINVAL : 0))
+				FAIL("module %d of pid %u: %d after pid 102 retired", k, 100 + p,
+				     r);
+		}
+	uint32_t after = add_test_module(w, 102);
+	struct sonde_spool_frame f = {after, 0x10};
+	ASSERT_OK(sonde_spool_writer__add_sample(w, time++, thread, &f, 1, 0));
+	ASSERT_OK(sonde_spool_writer__retire_process(w, time, 102));
+	ASSERT_ERR(sonde_spool_writer__add_sample(w, time++, thread, &f, 1, 0), -EINVAL);
+	f.module = mod[3][EACH - 1];
+	ASSERT_OK(sonde_spool_writer__add_sample(w, time++, thread, &f, 1, 0));
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&s.b);
+}
+
+/* Each (module, offset) is one frame and each call path one node, however the stacks
+ * reach them: a frame under two callers is one frame in two nodes, and a stack written
+ * again by another thread (which the writer has no last stack of) defines nothing new. */
+TEST(spool_writer_interns_each_frame_and_path_once)
+{
+	enum { THREADS = 20 };
+	struct sink s;
+	struct sonde_spool_writer *w = new_writer(&s);
+	uint32_t tid[THREADS], mod = 0;
+	uint64_t time = 10;
+
+	for (int t = 0; t < THREADS; t++)
+		ASSERT_OK(
+			sonde_spool_writer__add_thread(w, 0, 1, (uint32_t)(10 + t), "t", &tid[t]));
+	mod = add_test_module(w, 1);
+	/* innermost first: a leaf 0x10 under callers 0x20 and 0x30, both under 0x40 */
+	const struct sonde_spool_frame a[] = {{mod, 0x10}, {mod, 0x20}, {mod, 0x40}};
+	const struct sonde_spool_frame b[] = {{mod, 0x10}, {mod, 0x30}, {mod, 0x40}};
+	for (int t = 0; t < THREADS; t++) {
+		ASSERT_OK(sonde_spool_writer__add_sample(w, time++, tid[t], a, 3, 0));
+		ASSERT_OK(sonde_spool_writer__add_sample(w, time++, tid[t], b, 3, 0));
+		ASSERT_OK(
+			sonde_spool_writer__add_sample(w, time++, tid[(t * 7) % THREADS], a, 3, 0));
+	}
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	struct sonde_spool *sp = ASSERT_NOT_NULL(sonde_spool__open_mem(s.b.data, s.b.len, NULL));
+	struct sonde_spool_info info;
+	sonde_spool__get_info(sp, &info);
+	ASSERT_UINT(info.frames, ==, 4);
+	ASSERT_UINT(info.stacks, ==, 5); /* 0x40, 0x40>0x20, 0x40>0x20>0x10, and the two via 0x30 */
+	ASSERT_UINT(info.samples, ==, 3 * THREADS);
+	struct sonde_spool_sample first, second;
+	ASSERT_OK(sonde_spool__get_sample(sp, 0, &first));
+	ASSERT_OK(sonde_spool__get_sample(sp, 1, &second));
+	ASSERT_UINT(first.stack, !=, second.stack);
+	for (uint64_t i = 0; i < info.samples; i++) {
+		struct sonde_spool_sample smp;
+		ASSERT_OK(sonde_spool__get_sample(sp, i, &smp));
+		ASSERT_UINT(smp.stack, ==, i % 3 == 1 ? second.stack : first.stack);
+	}
+	sonde_spool__close(sp);
+	sonde_spool_writer__free(w);
+	sonde__buf_free(&s.b);
+}
+
 TEST(spool_writer_write_errors_are_sticky)
 {
 	struct sink s;
