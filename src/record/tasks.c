@@ -63,6 +63,7 @@ void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p)
 		t->own_events = false;
 		t->root_gen = 0;
 		t->announced = false;
+		t->born_ns = 0;
 		t->selected = false;
 		t->comm[0] = 0;
 		t->seen_ns = 0;
@@ -193,6 +194,7 @@ struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const str
 	t->defined = false;
 	t->announced = false;
 	t->since = since;
+	t->born_ns = 0;
 	t->seen_ns = 0;
 	if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
 		t->comm[0] = 0;
@@ -211,6 +213,7 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
 	t->announced = true;
 	t->own_events = false;
 	t->since = time;
+	t->born_ns = time;
 	t->seen_ns = 0;
 	/* Looked up after the insertion, which may have moved the table. */
 	const struct rec_thread *parent = sonde__tasks_thread(ts, ptid, false);

@@ -69,6 +69,10 @@ struct rec_thread {
 	bool announced;	 /* a fork record created it: it inherited the events */
 	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
+	/* Its fork record's time until its first definition, which is given that time: its
+	 * life starts at its creation, not at its first switch-in (docs/record.md,
+	 * "Accounting"). 0: defined since, or not created by a fork the recorder saw. */
+	uint64_t born_ns;
 	/* Its latest record of its own (a sample, a switch-out or switch-in of it): how far
 	 * its life is known to reach when its exit record is lost. 0: none yet. */
 	uint64_t seen_ns;

@@ -188,8 +188,12 @@ int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid
 		return 0;
 	}
 	sonde__tasks_name(&r->tasks, t, pid);
-	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
-						 (uint32_t)tid, t->comm, &t->spool_id);
+	/* a task forked in the recording is defined at its creation, where its life starts
+	 * (the run queue it waits in before its first switch-in is part of it) */
+	uint64_t at = t->born_ns ? t->born_ns : sonde__rec_time(r, time);
+	t->born_ns = 0;
+	int err = sonde_spool_writer__add_thread(r->spool, at, (uint32_t)pid, (uint32_t)tid,
+						 t->comm, &t->spool_id);
 	if (!err && g) {
 		/* not through sonde__rec_time: it exited before this record */
 		err = sonde_spool_writer__add_exit(r->spool, g->exit_ns, t->spool_id);

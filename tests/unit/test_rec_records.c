@@ -141,7 +141,7 @@ TEST(record_lost_exit_ends_the_life_at_the_last_sighting)
 	const struct sonde_acct_task *t = task_of(&a, P);
 	ASSERT_STR_EQ(t->comm, "worker");
 	ASSERT(t->exited);
-	ASSERT_UINT(t->start_ns, ==, 3000); /* defined at its first interval */
+	ASSERT_UINT(t->start_ns, ==, START); /* its fork: defined at its creation */
 	ASSERT_UINT(t->end_ns, ==, 8000);
 	/* within what it lived (START to about 9000) */
 	ASSERT_UINT(t->end_ns - t->start_ns, <=, 9000 - START);
@@ -356,7 +356,7 @@ TEST(record_records_after_an_exit_are_the_exited_task_s)
 	const struct sonde_acct_task *k = task_of(&a, Q);
 	ASSERT_STR_EQ(k->comm, "true");
 	ASSERT(k->exited);
-	ASSERT_UINT(k->start_ns, ==, 2000);
+	ASSERT_UINT(k->start_ns, ==, 1500); /* its fork */
 	ASSERT_UINT(k->end_ns, ==, 4150); /* the wait after its exit ends inside its life */
 	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
 	ASSERT_UINT(k->ns[SONDE_ACCT_R], ==, 100);
@@ -466,20 +466,21 @@ TEST(record_reused_ids_are_two_tasks)
 		if (a.tasks[i].tid == Q && n < 2)
 			k[n++] = &a.tasks[i];
 	ASSERT_UINT(n, ==, 2);
-	/* by start: the first lives 2000..3000, its sample's period */
+	/* by start: the first lives from its fork, 1500..3000, its sample's period and 500
+	 * before it that no record covers (this recording kept no CPU switches) */
 	ASSERT(k[0]->exited && k[1]->exited);
-	ASSERT_UINT(k[0]->start_ns, ==, 2000);
+	ASSERT_UINT(k[0]->start_ns, ==, 1500);
 	ASSERT_UINT(k[0]->end_ns, ==, 3000);
 	ASSERT_UINT(k[0]->ns[SONDE_ACCT_ON], ==, 1000);
-	/* the second 7000..8500: its sample's period and its sleep */
-	ASSERT_UINT(k[1]->start_ns, ==, 7000);
+	/* the second 6900..8500: its sample's period and its sleep, and 100 unseen */
+	ASSERT_UINT(k[1]->start_ns, ==, 6900);
 	ASSERT_UINT(k[1]->end_ns, ==, 8500);
 	ASSERT_UINT(k[1]->ns[SONDE_ACCT_ON], ==, 1000);
 	ASSERT_UINT(k[1]->ns[SONDE_ACCT_S], ==, 500);
-	for (int i = 0; i < 2; i++) {
-		ASSERT_UINT(k[i]->unseen_ns, ==, 0);
+	ASSERT_UINT(k[0]->unseen_ns, ==, 500);
+	ASSERT_UINT(k[1]->unseen_ns, ==, 100);
+	for (int i = 0; i < 2; i++)
 		ASSERT_UINT(k[i]->over_ns, ==, 0);
-	}
 	/* each spool thread maps to its own task: Q's two samples, one in each life */
 	struct sonde_spool_sample smp;
 	for (uint64_t i = 0; i < 2; i++) {
@@ -491,6 +492,65 @@ TEST(record_reused_ids_are_two_tasks)
 	sonde_spool_writer__free(r->spool);
 	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
 		sonde__rec_offcpu_free(th->off);
+	sonde__tasks_free(&r->tasks);
+	sonde__buf_free(&b);
+	free(r);
+}
+
+/* A thread forked in the recording is defined at its fork, where its life starts: the run
+ * queue it waits in before its first switch-in is part of its life (runnable), and was in
+ * none when the definition came with its first record. P creates thread P + 1 at 2500,
+ * which is renamed at 2700, sampled at 3000, renamed again at 3200 and sampled at 3300:
+ * its first definition is at 2500 under its name then, the second at its record, 3300. */
+TEST(record_a_forked_thread_is_defined_at_its_fork)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	const uint32_t T = P + 1;
+	struct perf_rec fork_rec = {.type = PERF_RECORD_FORK, .time = 2500,
+				    .task = {.pid = P, .ppid = P, .tid = T, .ptid = P}};
+	struct perf_rec comm = {.type = PERF_RECORD_COMM, .time = 2700,
+				.comm = {.pid = P, .tid = T, .comm = "pool-1"}};
+
+	ASSERT_OK(sonde__rec_process_record(r, &fork_rec));
+	ASSERT_OK(sonde__rec_process_record(r, &comm));
+	thread_sample(r, P, T, 3000);
+	comm.time = 3200;
+	comm.comm.comm = "pool-2";
+	ASSERT_OK(sonde__rec_process_record(r, &comm));
+	thread_sample(r, P, T, 3300);
+	ASSERT_UINT(r->sum.samples_written, ==, 2);
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_thread t;
+	uint64_t at[2];
+	const char *names[2];
+	uint32_t defs = 0;
+	sonde_spool__get_info(s, &in);
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &t));
+		if (t.tid != T)
+			continue;
+		ASSERT_UINT(defs, <, 2);
+		at[defs] = t.time_ns;
+		names[defs++] = t.comm;
+	}
+	ASSERT_UINT(defs, ==, 2);
+	ASSERT_UINT(at[0], ==, 2500);
+	ASSERT_STR_EQ(names[0], "pool-1");
+	ASSERT_UINT(at[1], ==, 3300);
+	ASSERT_STR_EQ(names[1], "pool-2");
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	const struct sonde_acct_task *k = task_of(&a, T);
+	ASSERT_UINT(k->start_ns, ==, 2500);
+	ASSERT_STR_EQ(k->comm, "pool-2");
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde_spool_writer__free(r->spool);
 	sonde__tasks_free(&r->tasks);
 	sonde__buf_free(&b);
 	free(r);
