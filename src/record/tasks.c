@@ -267,6 +267,7 @@ void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid, uint64_t exit_n
 		g->pid = t->pid;
 		g->spool_id = t->defined ? t->spool_id : 0;
 		g->exit_ns = exit_ns;
+		g->dead = false;
 		memcpy(g->comm, t->comm, sizeof(g->comm));
 	}
 	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
@@ -292,7 +293,7 @@ struct rec_gone_name *sonde__tasks_gone(struct rec_tasks *ts, const struct rec_t
 {
 	struct rec_gone_name *g = ts->gone ? &ts->gone[(uint32_t)tid % REC_GONE_NAMES] : NULL;
 
-	if (!g || g->tid != tid || g->pid != pid || (t && t->since > g->exit_ns))
+	if (!g || g->tid != tid || g->pid != pid || g->dead || (t && t->since > g->exit_ns))
 		return NULL;
 	return g;
 }

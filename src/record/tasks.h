@@ -39,6 +39,7 @@ struct rec_gone_name {
 	pid_t tid, pid;
 	uint32_t spool_id; /* its spool thread; 0: never defined (yet) */
 	uint64_t exit_ns;  /* its EXIT's time (the kernel's exit record, or its last sighting) */
+	bool dead;	   /* its last switch-out seen: no later record is its */
 	char comm[16];
 };
 
@@ -177,7 +178,8 @@ void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid, uint64_t exit_n
 /* What thread tid of pid left when it exited, if it is kept and t (the thread table's
  * entry for tid now, or NULL) is still that task: t was created by a record that came
  * after the exit (since 0), not by a fork or a /proc scan of a new task with that tid
- * (since after the exit). NULL otherwise. */
+ * (since after the exit), and the task's last switch-out has not come (dead). NULL
+ * otherwise. */
 struct rec_gone_name *sonde__tasks_gone(struct rec_tasks *ts, const struct rec_thread *t, pid_t tid,
 					pid_t pid);
 /* The name a sample of tid of pid is written with: t's name (t->pid is set to pid, its

@@ -42,6 +42,27 @@ static int thread_exit(struct sonde_recorder *r, pid_t tid, pid_t pid, uint64_t 
 	return err ? sonde__rec_error(r, err) : 0;
 }
 
+int sonde__rec_thread_dead(struct sonde_recorder *r, pid_t tid, pid_t pid, uint64_t time)
+{
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
+	struct rec_gone_name *g = sonde__tasks_gone(&r->tasks, t, tid, pid);
+	int err = 0;
+
+	if (t && t->pid == pid && time >= t->since) {
+		sonde__rec_close_thread_events(r, tid);
+		if (g) {
+			/* its records after its exit record: it has its EXIT */
+			err = sonde__rec_offcpu_forget(r, t, time);
+			sonde__tasks_thread_remove(&r->tasks, tid, g->exit_ns);
+		} else {
+			err = thread_exit(r, tid, pid, time, time); /* that record lost */
+		}
+	}
+	if ((g = sonde__tasks_gone(&r->tasks, NULL, tid, pid)))
+		g->dead = true;
+	return err ? sonde__rec_error(r, err) : 0;
+}
+
 int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p)
 {
 	pid_t *tids = NULL, pid = p->pid;
