@@ -88,6 +88,12 @@ int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *
 		uint64_t end = t->seen_ns;
 		sonde__rec_close_thread_events(r, tids[i]);
 		err = thread_exit(r, tids[i], pid, end, end);
+		/* Gone by the sweep (which drained every ring first): a record of the tid
+		 * from now on is another task's, the pid given again with its fork lost (the
+		 * threads the sweep reads from /proc for it hold no spool thread). */
+		struct rec_gone_name *g = sonde__tasks_gone(&r->tasks, NULL, tids[i], pid);
+		if (g)
+			g->dead = true;
 	}
 	sonde__free(tids);
 	return err;

@@ -645,3 +645,57 @@ TEST(record_a_task_s_last_switch_out_ends_its_spool_thread)
 	sonde__buf_free(&b);
 	free(r);
 }
+
+/* A process a recovery sweep finds gone (its exit record lost) is another process's pid
+ * from then on: the one /proc holds under it now, forked unseen (pid_max comes round
+ * within seconds on a busy machine). Q is sampled at 2000 and the sweep ends it there;
+ * the next Q is sampled at 4000 and 4100 and sleeps 4500..5000. Its records were written
+ * under the first Q's spool thread (taken for an exited task's records on its way out),
+ * the rest of the recording long. */
+TEST(record_a_pid_a_sweep_found_gone_is_another_task_s_after)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	bool stale;
+
+	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, Q, true));
+	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q, P, Q, P, 1500));
+	ASSERT_NOT_NULL(sonde__tasks_rename(&r->tasks, Q, Q, "true", 1600, &stale));
+	kernel_sample(r, Q, 2000);
+	ASSERT_OK(sonde__rec_process_gone(r, sonde__tasks_process(&r->tasks, Q, false)));
+	kernel_sample(r, Q, 4000);
+	kernel_sample(r, Q, 4100);
+	switch_rec(r, Q, Q, 1, 0, 4500); /* S */
+	switch_rec(r, 0, 0, 0, Q, 5000);
+	ASSERT_OK(sonde__rec_offcpu_finish(r));
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	uint32_t q[4];
+	uint64_t exit_ns;
+	ASSERT_UINT(threads_of(s, Q, q), ==, 2);
+	ASSERT_OK(sonde_spool__get_thread_exit(s, q[0], &exit_ns));
+	ASSERT_UINT(exit_ns, ==, 2000);
+	struct sonde_spool_sample smp;
+	for (uint64_t i = 0; i < 3; i++) {
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		ASSERT_UINT(smp.thread, ==, q[i ? 1 : 0]);
+	}
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	ASSERT(a.thread_task[q[0]] != a.thread_task[q[1]]);
+	const struct sonde_acct_task *k = &a.tasks[a.thread_task[q[0]] - 1];
+	ASSERT_UINT(k->end_ns, ==, 2000);
+	k = &a.tasks[a.thread_task[q[1]] - 1];
+	ASSERT_UINT(k->start_ns, ==, 4000);
+	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde_spool_writer__free(r->spool);
+	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
+		sonde__rec_offcpu_free(th->off);
+	sonde__tasks_free(&r->tasks);
+	sonde__buf_free(&b);
+	free(r);
+}
