@@ -347,7 +347,7 @@ static void print_sum_row(const char *name, const uint64_t *ns, uint64_t total)
 	printf(" %9.3f\n", total / 1e9);
 }
 
-static double recording_span(const struct report *r);
+static double report_window(const struct report *r);
 static void print_account(const struct report *r, FILE *f, const char *prefix);
 
 /* Each CPU's time by the switches the recording kept (-a --off-cpu of every process):
@@ -385,8 +385,7 @@ static int print_summary(const struct report *r, bool title)
 	if (err < 0)
 		return err;
 
-	/* with the CPUs' switches, every table over the window they are given over */
-	double span = a.n_cpus ? (a.window_end_ns - a.window_start_ns) / 1e9 : recording_span(r);
+	double span = report_window(r);
 	if (title) {
 		printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples "
 		       "of %.3f ms; the states are how threads left the CPU)\n",
@@ -457,6 +456,19 @@ static double recording_span(const struct report *r)
 	return last > first ? (last - first) / 1e9 : 0;
 }
 
+/* The seconds the report's header and --summary's tables are given over, one figure: with
+ * the CPUs' switches, the accounting's window (sonde__acct_window: where the machine was
+ * first and last seen, over which the tables add up), else the recording's span. */
+static double report_window(const struct report *r)
+{
+	uint64_t start, end;
+
+	if (!sonde_spool__switch_cpus(r->spool))
+		return recording_span(r);
+	sonde__acct_window(r->spool, &start, &end);
+	return end > start ? (end - start) / 1e9 : 0;
+}
+
 /* The footer on unresolved frames, in the metric's unit: samples, or time. */
 static void print_unresolved(const struct report *r)
 {
@@ -516,7 +528,7 @@ static void print_account(const struct report *r, FILE *f, const char *prefix)
 static int print_report(const struct report *r)
 {
 	const struct sonde_spool_info *in = &r->info;
-	double secs = recording_span(r);
+	double secs = report_window(r);
 
 	printf("%s: %" PRIu64 " samples", r->path, r->on_samples);
 	if (r->on_samples != in->samples && r->metric != SONDE_PROFILE_METRIC_OFF_CPU)

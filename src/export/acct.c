@@ -20,7 +20,12 @@ struct build {
 	/* f as the readers' filters (include/sonde/view.h): by thread, by CPU and time */
 	struct sonde_view_filter who, when;
 	struct sonde_acct_task **by_thread; /* by spool thread id - 1; NULL: filtered out */
-	uint64_t *last_in; /* by task index: the latest switch-in of its intervals */
+	/* by task index: */
+	uint64_t *last_in;   /* the latest switch-in of its intervals */
+	uint64_t *defined;   /* its first definition (the recorder's: at its fork, when seen) */
+	uint64_t *first_rec; /* its first sample or switch-out (UINT64_MAX: none) */
+	uint64_t *first_in;  /* its first stay's start by the switches (UINT64_MAX: none) */
+	uint32_t *first_cpu; /* that stay's CPU */
 	size_t cap;
 	struct sonde_acct *a;
 };
@@ -148,6 +153,16 @@ static void seen_at(struct sonde_acct_task *k, uint64_t t)
 		k->start_ns = t;
 }
 
+/* Task k seen at t by a record of its own (a sample, a switch-out). */
+static void record_at(struct build *b, struct sonde_acct_task *k, uint64_t t)
+{
+	uint64_t *first = &b->first_rec[k - b->a->tasks];
+
+	seen_at(k, t);
+	if (t < *first)
+		*first = t;
+}
+
 static int by_pid_tid(const void *x, const void *y)
 {
 	const struct sonde_acct_task *p = x, *q = y;
@@ -266,7 +281,7 @@ static int add_samples(struct build *b)
 		struct sonde_acct_task *task = task_of(b, smp.thread);
 		if (!task)
 			continue;
-		seen_at(task, smp.time_ns);
+		record_at(b, task, smp.time_ns);
 		if (sonde_spool__get_thread(b->s, smp.thread, &t) < 0 ||
 		    !kept(b, &t, smp.time_ns, smp.cpu))
 			continue;
@@ -299,7 +314,7 @@ static int add_intervals(struct build *b, bool unknown)
 		struct sonde_acct_task *task = task_of(b, o.thread);
 		if (!task)
 			continue;
-		seen_at(task, o.switch_out_ns);
+		record_at(b, task, o.switch_out_ns);
 		uint64_t *last = &b->last_in[task - b->a->tasks]; /* clipped below */
 		if (o.switch_in_ns > *last)
 			*last = o.switch_in_ns;
@@ -408,6 +423,10 @@ static int add_runs(struct build *b)
 			if (task->exited && from > task->end_ns && done)
 				break; /* a later task with the same tid */
 			seen_at(task, from);
+			if (b->first_in[task - a->tasks] == UINT64_MAX) {
+				b->first_in[task - a->tasks] = from;
+				b->first_cpu[task - a->tasks] = run.cpu;
+			}
 			bool last = (run.state & ~(uint32_t)SONDE_SWITCH_INFERRED) ==
 				    SONDE_SWITCH_EXITED;
 			if (!task->exited && last) {
@@ -459,6 +478,37 @@ static int add_runs(struct build *b)
 			return -ENOMEM;
 		row->ns[SONDE_ACCT_ON] += kept_on - task->sampled_ns;
 		task->ns[SONDE_ACCT_ON] = on;
+	}
+	return 0;
+}
+
+/* A task the recording saw created (defined at its fork, before any record of it) waited
+ * in a run queue from there to its first switch-in: runnable, as the scheduler has a new
+ * task (wake_up_new_task), where its life started at that switch-in and the wait was in
+ * none. Only where that switch-in is its first record: a sample or switch-out before it
+ * means its first stays went unseen (lost), and the time stays unknown. */
+static int add_queued(struct build *b)
+{
+	struct sonde_acct *a = b->a;
+
+	for (size_t k = 0; k < a->n_tasks; k++) {
+		struct sonde_acct_task *task = &a->tasks[k];
+		uint64_t from = b->defined[k], to = b->first_in[k];
+		if (!task->exact_on || to == UINT64_MAX || from >= to || to > b->first_rec[k])
+			continue;
+		if (from < a->window_start_ns)
+			from = a->window_start_ns;
+		if (to > a->window_end_ns)
+			to = a->window_end_ns;
+		if (from >= to)
+			continue;
+		task->ns[SONDE_ACCT_R] += to - from;
+		if (!clip_kept(b, b->first_cpu[k], &from, &to))
+			continue;
+		struct sonde_acct_row *row = task_row(b, task);
+		if (!row)
+			return -ENOMEM;
+		row->ns[SONDE_ACCT_R] += to - from;
 	}
 	return 0;
 }
@@ -529,6 +579,16 @@ static int add_cpus(struct build *b)
 	return 0;
 }
 
+static void build_free(struct build *b)
+{
+	free(b->by_thread);
+	free(b->last_in);
+	free(b->defined);
+	free(b->first_rec);
+	free(b->first_in);
+	free(b->first_cpu);
+}
+
 int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_spool_opts *f,
 		      struct sonde_acct *out)
 {
@@ -546,14 +606,24 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 	sonde__acct_window(s, &out->window_start_ns, &out->window_end_ns);
 	if ((err = make_tasks(&b)) < 0)
 		goto fail;
-	b.last_in = calloc(out->n_tasks + 1, sizeof(*b.last_in));
-	if (!b.last_in) {
+	size_t n = out->n_tasks + 1;
+	b.last_in = calloc(n, sizeof(*b.last_in));
+	b.defined = malloc(n * sizeof(*b.defined));
+	b.first_rec = malloc(n * sizeof(*b.first_rec));
+	b.first_in = malloc(n * sizeof(*b.first_in));
+	b.first_cpu = calloc(n, sizeof(*b.first_cpu));
+	if (!b.last_in || !b.defined || !b.first_rec || !b.first_in || !b.first_cpu) {
 		err = -ENOMEM;
 		goto fail;
 	}
+	for (size_t k = 0; k < out->n_tasks; k++) {
+		b.defined[k] = out->tasks[k].start_ns; /* by its definitions alone so far */
+		b.first_rec[k] = b.first_in[k] = UINT64_MAX;
+	}
 	if ((err = add_samples(&b)) < 0 || (err = add_intervals(&b, false)) < 0 ||
 	    (err = add_intervals(&b, true)) < 0 || (err = add_shorts(&b)) < 0 ||
-	    (err = add_runs(&b)) < 0 || (err = close_tasks(&b)) < 0 || (err = add_cpus(&b)) < 0)
+	    (err = add_runs(&b)) < 0 || (err = add_queued(&b)) < 0 || (err = close_tasks(&b)) < 0 ||
+	    (err = add_cpus(&b)) < 0)
 		goto fail;
 	out->thread_task = calloc((size_t)b.info.threads + 1, sizeof(*out->thread_task));
 	if (!out->thread_task) {
@@ -563,8 +633,7 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 	for (uint32_t i = 1; i <= b.info.threads; i++)
 		if (b.by_thread[i - 1])
 			out->thread_task[i] = (uint32_t)(b.by_thread[i - 1] - out->tasks) + 1;
-	free(b.by_thread);
-	free(b.last_in);
+	build_free(&b);
 	for (size_t k = 0; k < out->n_tasks; k++)
 		out->exact_on |= out->tasks[k].exact_on;
 	for (size_t i = 0; i < out->n_rows; i++)
@@ -577,8 +646,7 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 		qsort(out->rows, out->n_rows, sizeof(*out->rows), by_total);
 	return 0;
 fail:
-	free(b.by_thread);
-	free(b.last_in);
+	build_free(&b);
 	sonde__acct_free(out);
 	return err;
 }

@@ -38,8 +38,9 @@ struct sonde_acct_row {
 
 /* One recorded task (a kernel thread: pid and tid, over however many spool thread ids a
  * rename gave it, up to its exit: the ids defined again after that are another task's)
- * and its life: from its first sight (the first record of it: a switch
- * that took it off or brought it in, a sample, an interval, its definition) to its exit
+ * and its life: from its creation (its first definition, when the recorder saw its fork)
+ * or first sight (the first record of it: a switch that took it off or brought it in, a
+ * sample, an interval, its definition) to its exit
  * (EXIT record; on to its last switch-out, which follows, or to the end of a wait written
  * after it when the switches that followed went unseen) or the end of the window. Its
  * parts add up to its life exactly: ns[] (on-CPU by the switches when the recording kept

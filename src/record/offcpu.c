@@ -623,11 +623,12 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 	if (rec->pid == 0 || !sonde__rec_sample_process(r, rec))
 		return 1;
 	/* A task's last switch-out, from do_task_dead once it has exited (its exit record is
-	 * processed already): it never runs again, so this is no wait. The kernel reports
-	 * its exit state there, EXIT_ZOMBIE or EXIT_DEAD. */
+	 * processed already, unless it was lost): it never runs again, so this is no wait.
+	 * The kernel reports its exit state there, EXIT_ZOMBIE or EXIT_DEAD. */
 	if ((uint64_t)prev & (TASK_EXIT_DEAD | TASK_EXIT_ZOMBIE)) {
 		r->sum.offcpu_exits++;
-		return 1;
+		err = sonde__rec_thread_dead(r, (pid_t)rec->tid, (pid_t)rec->pid, rec->time);
+		return err ? err : 1;
 	}
 	err = keep_switch_out(r, rec, prev);
 	return err ? err : 1;

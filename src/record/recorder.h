@@ -390,6 +390,11 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
  * drain). 0 or -errno. */
 int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p,
 			    const struct rec_tids_by_pid *by_pid);
+/* Thread tid of pid left the CPU for the last time at time (a switch-out in an exit
+ * state): nothing of it comes after, so a later record of its tid is another task's (its
+ * pid given again, that fork record lost), defined anew; with its exit record lost too,
+ * it ends here. 0 or -errno. */
+int sonde__rec_thread_dead(struct sonde_recorder *r, pid_t tid, pid_t pid, uint64_t time);
 
 /* recover.c: the lifecycle part (r->life) */
 /* Reads the clocks' offset for /proc start times. */

@@ -64,6 +64,7 @@ void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p)
 		t->own_events = false;
 		t->root_gen = 0;
 		t->announced = false;
+		t->born_ns = 0;
 		t->selected = false;
 		t->comm[0] = 0;
 		t->seen_ns = 0;
@@ -240,6 +241,7 @@ struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const str
 	t->defined = false;
 	t->announced = false;
 	t->since = since;
+	t->born_ns = 0;
 	t->seen_ns = 0;
 	if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
 		t->comm[0] = 0;
@@ -258,6 +260,7 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
 	t->announced = true;
 	t->own_events = false;
 	t->since = time;
+	t->born_ns = time;
 	t->seen_ns = 0;
 	/* Looked up after the insertion, which may have moved the table. */
 	const struct rec_thread *parent = sonde__tasks_thread(ts, ptid, false);
@@ -311,6 +314,7 @@ void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid, uint64_t exit_n
 		g->pid = t->pid;
 		g->spool_id = t->defined ? t->spool_id : 0;
 		g->exit_ns = exit_ns;
+		g->dead = false;
 		memcpy(g->comm, t->comm, sizeof(g->comm));
 	}
 	/* Backward-shift deletion keeps every probe chain unbroken without tombstones. */
@@ -336,7 +340,7 @@ struct rec_gone_name *sonde__tasks_gone(struct rec_tasks *ts, const struct rec_t
 {
 	struct rec_gone_name *g = ts->gone ? &ts->gone[(uint32_t)tid % REC_GONE_NAMES] : NULL;
 
-	if (!g || g->tid != tid || g->pid != pid || (t && t->since > g->exit_ns))
+	if (!g || g->tid != tid || g->pid != pid || g->dead || (t && t->since > g->exit_ns))
 		return NULL;
 	return g;
 }

@@ -39,6 +39,7 @@ struct rec_gone_name {
 	pid_t tid, pid;
 	uint32_t spool_id; /* its spool thread; 0: never defined (yet) */
 	uint64_t exit_ns;  /* its EXIT's time (the kernel's exit record, or its last sighting) */
+	bool dead;	   /* its last switch-out seen: no later record is its */
 	char comm[16];
 };
 
@@ -69,6 +70,10 @@ struct rec_thread {
 	bool announced;	 /* a fork record created it: it inherited the events */
 	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
+	/* Its fork record's time until its first definition, which is given that time: its
+	 * life starts at its creation, not at its first switch-in (docs/record.md,
+	 * "Accounting"). 0: defined since, or not created by a fork the recorder saw. */
+	uint64_t born_ns;
 	/* Its latest record of its own (a sample, a switch-out or switch-in of it): how far
 	 * its life is known to reach when its exit record is lost. 0: none yet. */
 	uint64_t seen_ns;
@@ -189,7 +194,8 @@ void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid, uint64_t exit_n
 /* What thread tid of pid left when it exited, if it is kept and t (the thread table's
  * entry for tid now, or NULL) is still that task: t was created by a record that came
  * after the exit (since 0), not by a fork or a /proc scan of a new task with that tid
- * (since after the exit). NULL otherwise. */
+ * (since after the exit), and the task's last switch-out has not come (dead). NULL
+ * otherwise. */
 struct rec_gone_name *sonde__tasks_gone(struct rec_tasks *ts, const struct rec_thread *t, pid_t tid,
 					pid_t pid);
 /* The name a sample of tid of pid is written with: t's name (t->pid is set to pid, its

@@ -41,6 +41,27 @@ static int thread_exit(struct sonde_recorder *r, pid_t tid, pid_t pid, uint64_t 
 	return err ? sonde__rec_error(r, err) : 0;
 }
 
+int sonde__rec_thread_dead(struct sonde_recorder *r, pid_t tid, pid_t pid, uint64_t time)
+{
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
+	struct rec_gone_name *g = sonde__tasks_gone(&r->tasks, t, tid, pid);
+	int err = 0;
+
+	if (t && t->pid == pid && time >= t->since) {
+		sonde__rec_close_thread_events(r, tid);
+		if (g) {
+			/* its records after its exit record: it has its EXIT */
+			err = sonde__rec_offcpu_forget(r, t, time);
+			sonde__tasks_thread_remove(&r->tasks, tid, g->exit_ns);
+		} else {
+			err = thread_exit(r, tid, pid, time, time); /* that record lost */
+		}
+	}
+	if ((g = sonde__tasks_gone(&r->tasks, NULL, tid, pid)))
+		g->dead = true;
+	return err ? sonde__rec_error(r, err) : 0;
+}
+
 int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p,
 			    const struct rec_tids_by_pid *by_pid)
 {
@@ -61,6 +82,12 @@ int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *
 		uint64_t end = t->seen_ns;
 		sonde__rec_close_thread_events(r, tids[i].tid);
 		err = thread_exit(r, tids[i].tid, pid, end, end);
+		/* Gone by the sweep (which drained every ring first): a record of the tid
+		 * from now on is another task's, the pid given again with its fork lost (the
+		 * threads the sweep reads from /proc for it hold no spool thread). */
+		struct rec_gone_name *g = sonde__tasks_gone(&r->tasks, NULL, tids[i].tid, pid);
+		if (g)
+			g->dead = true;
 	}
 	return err;
 }
@@ -181,8 +208,12 @@ int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid
 		return 0;
 	}
 	sonde__tasks_name(&r->tasks, t, pid);
-	int err = sonde_spool_writer__add_thread(r->spool, sonde__rec_time(r, time), (uint32_t)pid,
-						 (uint32_t)tid, t->comm, &t->spool_id);
+	/* a task forked in the recording is defined at its creation, where its life starts
+	 * (the run queue it waits in before its first switch-in is part of it) */
+	uint64_t at = t->born_ns ? t->born_ns : sonde__rec_time(r, time);
+	t->born_ns = 0;
+	int err = sonde_spool_writer__add_thread(r->spool, at, (uint32_t)pid, (uint32_t)tid,
+						 t->comm, &t->spool_id);
 	if (!err && g) {
 		/* not through sonde__rec_time: it exited before this record */
 		err = sonde_spool_writer__add_exit(r->spool, g->exit_ns, t->spool_id);

@@ -384,6 +384,51 @@ TEST(report_header_counts_say_what_they_count)
 	test_output_free(&o);
 }
 
+/* With the CPUs' switches, the header's span is the accounting's window, the one
+ * --summary's tables add up over (from where the machine was first seen to where it was
+ * last): it used to be the samples' span, here 0.19 s of a 0.49 s window. Spinner 90 is
+ * sampled at 510 and 700 ms on CPU 0, sleeps 520..600 and leaves it at 1000. */
+TEST(report_header_span_is_the_accounting_window)
+{
+	enum { MS = 1000000 };
+	static const uint64_t S0 = 1000000000;
+	static const struct sonde_spool_header h = {1700000000000000000ULL, S0, MS};
+	const struct sonde_spool_switch cpu0[] = {
+		{S0 + 520 * MS, 90, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 600 * MS, 0, 90, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 1000 * MS, 90, 0, SONDE_OFFCPU_SLEEPING},
+	};
+	const struct sonde_spool_frame f = {0, 0x1234};
+	struct buf b = BUF_INIT;
+	struct test_output o;
+	uint32_t spinner;
+
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, NULL, 0));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 510 * MS, 90, 90, "spinner", &spinner));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + 510 * MS, spinner, 0, &f, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + 700 * MS, spinner, 0, &f, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 3));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *path = test_path("window.spool");
+	test_write_file(path, b.data, b.len);
+	sonde__buf_free(&b);
+
+	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, " over 0.49 s at 1000 Hz");
+	/* the tables printed under it, over the same window */
+	ASSERT_CONTAINS(o.out, "(seconds over 0.490 s, by the CPUs' switches)");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "where the wall-clock time went, over 0.490 s");
+	test_output_free(&o);
+}
+
 TEST(report_filters_pid_tid_comm_time)
 {
 	struct test_output o;

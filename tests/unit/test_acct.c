@@ -135,3 +135,60 @@ TEST(acct_an_exit_seen_in_the_switches_ends_the_task)
 	sonde_spool__close(s);
 	sonde__buf_free(&b);
 }
+
+/* A task is runnable from its creation to its first switch-in (the scheduler puts a new
+ * task on a run queue at once), and its life starts at its creation: the recorder defines
+ * a task it saw forked at its fork. Threads of P (90): C (91), created at 100, waits
+ * while P runs, comes in at 130 and leaves dead at 150: 30 runnable, 20 on CPU, nothing
+ * unseen (the wait was 30 unseen, or, with C defined at its first record, in no life).
+ * D (92), created at 200, is first seen by a sample at 210 on CPU 1, where no switch
+ * brought it in (lost): its first stays went unseen, and 200..210 is not called
+ * runnable. */
+TEST(acct_a_new_task_is_runnable_from_its_creation_to_its_first_switch_in)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = writer(&b);
+	uint32_t p, c, d;
+	const struct sonde_spool_frame f = {0, 0x1234};
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 10 * MS, 90, 90, "sh", &p));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + 10 * MS, p, 0, &f, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 100 * MS, 90, 91, "sh", &c));
+	ASSERT_OK(sonde_spool_writer__add_exit(w, S0 + 149 * MS, c));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 200 * MS, 90, 92, "sh", &d));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + 210 * MS, d, 1, &f, 1, 0));
+	const struct sonde_spool_switch cpu0[] = {
+		{S0 + 130 * MS, 90, 91, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 150 * MS, 91, 90, SONDE_SWITCH_EXITED},
+		{S0 + 300 * MS, 90, 0, SONDE_OFFCPU_SLEEPING},
+	};
+	const struct sonde_spool_switch cpu1[] = {
+		{S0 + 10 * MS, 93, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 220 * MS, 92, 0, SONDE_OFFCPU_SLEEPING}, /* after lost records */
+	};
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 3));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, cpu1, 1));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, SONDE_SWITCHES_GAP, cpu1 + 1, 1));
+	struct sonde_spool *s = finish(w, &b);
+
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	const struct sonde_acct_task *k = &a.tasks[a.thread_task[c] - 1];
+	ASSERT(k->exact_on && k->exited);
+	ASSERT_UINT(k->start_ns, ==, S0 + 100 * MS);
+	ASSERT_UINT(k->end_ns, ==, S0 + 150 * MS);
+	ASSERT_UINT(k->ns[SONDE_ACCT_R], ==, 30 * MS);
+	ASSERT_UINT(k->ns[SONDE_ACCT_ON], ==, 20 * MS);
+	ASSERT_UINT(k->unseen_ns, ==, 0);
+	ASSERT_UINT(k->over_ns, ==, 0);
+	k = &a.tasks[a.thread_task[d] - 1];
+	ASSERT_UINT(k->start_ns, ==, S0 + 200 * MS);
+	ASSERT_UINT(k->ns[SONDE_ACCT_R], ==, 0);
+	ASSERT_UINT(k->unseen_ns, >=, 10 * MS);
+	/* the process's row: C's wait is runnable there too */
+	ASSERT_UINT(a.n_rows, ==, 1);
+	ASSERT_UINT(a.rows[0].ns[SONDE_ACCT_R], ==, 30 * MS);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}

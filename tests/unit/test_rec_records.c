@@ -3,6 +3,7 @@
  * life when records are lost in the middle of it and its exit with them; the name of a
  * thread whose fork was never seen, and of the threads of a process nothing named. The
  * pids are above any pid_max, so /proc knows nothing of them. */
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +154,7 @@ TEST(record_lost_exit_ends_the_life_at_the_last_sighting)
 	const struct sonde_acct_task *t = task_of(&a, P);
 	ASSERT_STR_EQ(t->comm, "worker");
 	ASSERT(t->exited);
-	ASSERT_UINT(t->start_ns, ==, 3000); /* defined at its first interval */
+	ASSERT_UINT(t->start_ns, ==, START); /* its fork: defined at its creation */
 	ASSERT_UINT(t->end_ns, ==, 8000);
 	/* within what it lived (START to about 9000) */
 	ASSERT_UINT(t->end_ns - t->start_ns, <=, 9000 - START);
@@ -368,7 +369,7 @@ TEST(record_records_after_an_exit_are_the_exited_task_s)
 	const struct sonde_acct_task *k = task_of(&a, Q);
 	ASSERT_STR_EQ(k->comm, "true");
 	ASSERT(k->exited);
-	ASSERT_UINT(k->start_ns, ==, 2000);
+	ASSERT_UINT(k->start_ns, ==, 1500); /* its fork */
 	ASSERT_UINT(k->end_ns, ==, 4150); /* the wait after its exit ends inside its life */
 	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
 	ASSERT_UINT(k->ns[SONDE_ACCT_R], ==, 100);
@@ -478,26 +479,229 @@ TEST(record_reused_ids_are_two_tasks)
 		if (a.tasks[i].tid == Q && n < 2)
 			k[n++] = &a.tasks[i];
 	ASSERT_UINT(n, ==, 2);
-	/* by start: the first lives 2000..3000, its sample's period */
+	/* by start: the first lives from its fork, 1500..3000, its sample's period and 500
+	 * before it that no record covers (this recording kept no CPU switches) */
 	ASSERT(k[0]->exited && k[1]->exited);
-	ASSERT_UINT(k[0]->start_ns, ==, 2000);
+	ASSERT_UINT(k[0]->start_ns, ==, 1500);
 	ASSERT_UINT(k[0]->end_ns, ==, 3000);
 	ASSERT_UINT(k[0]->ns[SONDE_ACCT_ON], ==, 1000);
-	/* the second 7000..8500: its sample's period and its sleep */
-	ASSERT_UINT(k[1]->start_ns, ==, 7000);
+	/* the second 6900..8500: its sample's period and its sleep, and 100 unseen */
+	ASSERT_UINT(k[1]->start_ns, ==, 6900);
 	ASSERT_UINT(k[1]->end_ns, ==, 8500);
 	ASSERT_UINT(k[1]->ns[SONDE_ACCT_ON], ==, 1000);
 	ASSERT_UINT(k[1]->ns[SONDE_ACCT_S], ==, 500);
-	for (int i = 0; i < 2; i++) {
-		ASSERT_UINT(k[i]->unseen_ns, ==, 0);
+	ASSERT_UINT(k[0]->unseen_ns, ==, 500);
+	ASSERT_UINT(k[1]->unseen_ns, ==, 100);
+	for (int i = 0; i < 2; i++)
 		ASSERT_UINT(k[i]->over_ns, ==, 0);
-	}
 	/* each spool thread maps to its own task: Q's two samples, one in each life */
 	struct sonde_spool_sample smp;
 	for (uint64_t i = 0; i < 2; i++) {
 		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
 		ASSERT(&a.tasks[a.thread_task[smp.thread] - 1] == k[i]);
 	}
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde_spool_writer__free(r->spool);
+	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
+		sonde__rec_offcpu_free(th->off);
+	sonde__tasks_free(&r->tasks);
+	sonde__buf_free(&b);
+	free(r);
+}
+
+/* A thread forked in the recording is defined at its fork, where its life starts: the run
+ * queue it waits in before its first switch-in is part of its life (runnable), and was in
+ * none when the definition came with its first record. P creates thread P + 1 at 2500,
+ * which is renamed at 2700, sampled at 3000, renamed again at 3200 and sampled at 3300:
+ * its first definition is at 2500 under its name then, the second at its record, 3300. */
+TEST(record_a_forked_thread_is_defined_at_its_fork)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	const uint32_t T = P + 1;
+	struct perf_rec fork_rec = {.type = PERF_RECORD_FORK, .time = 2500,
+				    .task = {.pid = P, .ppid = P, .tid = T, .ptid = P}};
+	struct perf_rec comm = {.type = PERF_RECORD_COMM, .time = 2700,
+				.comm = {.pid = P, .tid = T, .comm = "pool-1"}};
+
+	ASSERT_OK(sonde__rec_process_record(r, &fork_rec));
+	ASSERT_OK(sonde__rec_process_record(r, &comm));
+	thread_sample(r, P, T, 3000);
+	comm.time = 3200;
+	comm.comm.comm = "pool-2";
+	ASSERT_OK(sonde__rec_process_record(r, &comm));
+	thread_sample(r, P, T, 3300);
+	ASSERT_UINT(r->sum.samples_written, ==, 2);
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_thread t;
+	uint64_t at[2];
+	const char *names[2];
+	uint32_t defs = 0;
+	sonde_spool__get_info(s, &in);
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &t));
+		if (t.tid != T)
+			continue;
+		ASSERT_UINT(defs, <, 2);
+		at[defs] = t.time_ns;
+		names[defs++] = t.comm;
+	}
+	ASSERT_UINT(defs, ==, 2);
+	ASSERT_UINT(at[0], ==, 2500);
+	ASSERT_STR_EQ(names[0], "pool-1");
+	ASSERT_UINT(at[1], ==, 3300);
+	ASSERT_STR_EQ(names[1], "pool-2");
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	const struct sonde_acct_task *k = task_of(&a, T);
+	ASSERT_UINT(k->start_ns, ==, 2500);
+	ASSERT_STR_EQ(k->comm, "pool-2");
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde_spool_writer__free(r->spool);
+	sonde__tasks_free(&r->tasks);
+	sonde__buf_free(&b);
+	free(r);
+}
+
+/* The spool threads of tid, in order: their count, ids into ids[] (at most 4). */
+static uint32_t threads_of(const struct sonde_spool *s, uint32_t tid, uint32_t *ids)
+{
+	struct sonde_spool_info in;
+	struct sonde_spool_thread t;
+	uint32_t n = 0;
+
+	sonde_spool__get_info(s, &in);
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &t));
+		if (t.tid == tid && n < 4)
+			ids[n++] = i;
+	}
+	return n;
+}
+
+/* A task's last switch-out (in an exit state) is the last of it: a later record of its tid
+ * is another task's, one the kernel gave the pid to with its fork record lost. Q is
+ * sampled at 2000; records are lost at 2500 (its exit record with them, and the fork of
+ * the next Q); Q leaves the CPU dead at 3000, and the next Q is sampled at 4000 and
+ * sleeps 4500..5000. Q + 1 exits at 2800 (that record seen), leaves the CPU dead at 3000,
+ * and its tid's next owner, forked unseen, is sampled at 4100. Each was written under the
+ * first task's spool thread (for Q + 1, as records of an exited task on its way out),
+ * one life over both processes. */
+TEST(record_a_task_s_last_switch_out_ends_its_spool_thread)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	const uint32_t Q1 = Q + 1;
+	struct perf_rec lost = {.type = PERF_RECORD_LOST, .time = 2500, .lost = {.lost = 40}};
+	struct perf_rec exit_q1 = {.type = PERF_RECORD_EXIT,
+				   .time = 2800,
+				   .task = {.pid = Q1, .ppid = P, .tid = Q1, .ptid = P}};
+	bool stale;
+
+	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, Q, true));
+	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q, P, Q, P, 1500));
+	ASSERT_NOT_NULL(sonde__tasks_rename(&r->tasks, Q, Q, "true", 1600, &stale));
+	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, Q1, true));
+	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q1, P, Q1, P, 1500));
+	ASSERT_NOT_NULL(sonde__tasks_rename(&r->tasks, Q1, Q1, "true", 1600, &stale));
+	kernel_sample(r, Q, 2000);
+	kernel_sample(r, Q1, 2100);
+	ASSERT_OK(sonde__rec_process_record(r, &lost));
+	ASSERT_OK(sonde__rec_process_record(r, &exit_q1));
+	switch_rec(r, Q1, Q1, 0x10, 0, 2900); /* EXIT_DEAD */
+	switch_rec(r, Q, Q, 0x20, 0, 3000);   /* EXIT_ZOMBIE */
+	kernel_sample(r, Q, 4000);
+	kernel_sample(r, Q1, 4100);
+	switch_rec(r, Q, Q, 1, 0, 4500); /* S */
+	switch_rec(r, 0, 0, 0, Q, 5000);
+	ASSERT_OK(sonde__rec_offcpu_finish(r));
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	uint32_t q[4], q1[4];
+	uint64_t exit_ns;
+	ASSERT_UINT(threads_of(s, Q, q), ==, 2);
+	ASSERT_OK(sonde_spool__get_thread_exit(s, q[0], &exit_ns));
+	ASSERT_UINT(exit_ns, ==, 3000); /* its last switch-out, the exit record lost */
+	ASSERT_INT(sonde_spool__get_thread_exit(s, q[1], &exit_ns), ==, -ENOENT);
+	ASSERT_UINT(threads_of(s, Q1, q1), ==, 2);
+	ASSERT_OK(sonde_spool__get_thread_exit(s, q1[0], &exit_ns));
+	ASSERT_UINT(exit_ns, ==, 2800);
+	/* the samples: the first tasks' before the exits, the next ones' after */
+	const uint32_t want[] = {q[0], q1[0], q[1], q1[1]};
+	struct sonde_spool_sample smp;
+	for (uint64_t i = 0; i < 4; i++) {
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		ASSERT_UINT(smp.thread, ==, want[i]);
+	}
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	ASSERT(a.thread_task[q[0]] != a.thread_task[q[1]]);
+	ASSERT(a.thread_task[q1[0]] != a.thread_task[q1[1]]);
+	const struct sonde_acct_task *k = &a.tasks[a.thread_task[q[1]] - 1];
+	ASSERT_UINT(k->start_ns, ==, 4000);
+	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde_spool_writer__free(r->spool);
+	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
+		sonde__rec_offcpu_free(th->off);
+	sonde__tasks_free(&r->tasks);
+	sonde__buf_free(&b);
+	free(r);
+}
+
+/* A process a recovery sweep finds gone (its exit record lost) is another process's pid
+ * from then on: the one /proc holds under it now, forked unseen (pid_max comes round
+ * within seconds on a busy machine). Q is sampled at 2000 and the sweep ends it there;
+ * the next Q is sampled at 4000 and 4100 and sleeps 4500..5000. Its records were written
+ * under the first Q's spool thread (taken for an exited task's records on its way out),
+ * the rest of the recording long. */
+TEST(record_a_pid_a_sweep_found_gone_is_another_task_s_after)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	bool stale;
+
+	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, Q, true));
+	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q, P, Q, P, 1500));
+	ASSERT_NOT_NULL(sonde__tasks_rename(&r->tasks, Q, Q, "true", 1600, &stale));
+	kernel_sample(r, Q, 2000);
+	ASSERT_OK(sonde__rec_process_gone(r, sonde__tasks_process(&r->tasks, Q, false)));
+	kernel_sample(r, Q, 4000);
+	kernel_sample(r, Q, 4100);
+	switch_rec(r, Q, Q, 1, 0, 4500); /* S */
+	switch_rec(r, 0, 0, 0, Q, 5000);
+	ASSERT_OK(sonde__rec_offcpu_finish(r));
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	uint32_t q[4];
+	uint64_t exit_ns;
+	ASSERT_UINT(threads_of(s, Q, q), ==, 2);
+	ASSERT_OK(sonde_spool__get_thread_exit(s, q[0], &exit_ns));
+	ASSERT_UINT(exit_ns, ==, 2000);
+	struct sonde_spool_sample smp;
+	for (uint64_t i = 0; i < 3; i++) {
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		ASSERT_UINT(smp.thread, ==, q[i ? 1 : 0]);
+	}
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	ASSERT(a.thread_task[q[0]] != a.thread_task[q[1]]);
+	const struct sonde_acct_task *k = &a.tasks[a.thread_task[q[0]] - 1];
+	ASSERT_UINT(k->end_ns, ==, 2000);
+	k = &a.tasks[a.thread_task[q[1]] - 1];
+	ASSERT_UINT(k->start_ns, ==, 4000);
+	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
 	sonde__acct_free(&a);
 	sonde_spool__close(s);
 	sonde_spool_writer__free(r->spool);
