@@ -96,8 +96,9 @@ void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
 #include "offcpu.h"
 #include "offcpu.skel.h"
 
-/* The stream event type of a wait: one no perf record has. */
-enum { REC_BPF_WAIT = 0x5e01 };
+/* The stream event types of a wait and of an exiting thread's short totals: ones no perf
+ * record has. */
+enum { REC_BPF_WAIT = 0x5e01, REC_BPF_SHORTS = 0x5e02 };
 /* The rings with -a, sized by the number of CPUs (a power of two, at least and at most
  * these). Waits: a long wait is its registers and the used part of its stack, a few KiB
  * (bench/offcpu.py -a: about 1500 a second on 2 CPUs). Switches: 16 bytes each, a 2-CPU
@@ -374,23 +375,37 @@ int sonde__rec_offcpu_bpf_thread(struct sonde_recorder *r, pid_t tid)
 	return 0;
 }
 
-/* The ring buffer's callback: the wait into the stream, at its switch-in. */
+/* The ring buffer's callback: a wait into the stream at its switch-in, an exiting thread's
+ * short totals at its exit. */
 static int on_wait(void *ctx, void *data, size_t size)
 {
 	struct sonde_recorder *r = ctx;
 	struct rec_offcpu_bpf *b = r->offcpu.bpf;
 	const struct sonde_bpf_wait *w = data;
+	const struct sonde_bpf_exit_shorts *e = data;
 	size_t head = offsetof(struct sonde_bpf_wait, stack);
+	uint32_t kind = 0, type, len;
+	uint64_t time;
 
-	if (size < head || size - head < w->stack_len || w->stack_len > SONDE_BPF_STACK_MAX) {
+	if (size >= sizeof(kind))
+		memcpy(&kind, data, sizeof(kind));
+	if (kind == SONDE_BPF_REC_WAIT && size >= head && size - head >= w->stack_len &&
+	    w->stack_len <= SONDE_BPF_STACK_MAX) {
+		type = REC_BPF_WAIT;
+		time = w->in_ns;
+		len = (uint32_t)(head + w->stack_len);
+	} else if (kind == SONDE_BPF_REC_SHORTS && size >= sizeof(*e)) {
+		type = REC_BPF_SHORTS;
+		time = e->time_ns;
+		len = sizeof(*e);
+	} else {
 		r->sum.bad_records++;
 		return 0;
 	}
 	if (b->src < 0)
 		b->src = sonde__perf_stream_add_source(r->stream);
 	int err = b->src < 0 ? b->src
-			     : sonde__perf_stream_push(r->stream, b->src, REC_BPF_WAIT, w->in_ns,
-						       w, (uint32_t)(head + w->stack_len));
+			     : sonde__perf_stream_push(r->stream, b->src, type, time, data, len);
 	if (err && !b->rb_err)
 		b->rb_err = err;
 	return err;
@@ -564,17 +579,46 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 	return sonde__rec_offcpu_put(r, &iv, n, unknown, (pid_t)w->tid);
 }
 
+/* Writes the short totals v of thread tid, at time: under the task that had the tid then.
+ * 0 or the recorder's error. */
+static int write_short(struct sonde_recorder *r, uint64_t time, uint32_t tid,
+		       const struct sonde_bpf_short *v)
+{
+	struct perf_rec rec = {
+		.type = PERF_RECORD_SAMPLE, .time = time, .pid = v->pid, .tid = tid, .has_id = true};
+	uint32_t id;
+
+	if (!v->count || !sonde__rec_sample_process(r, &rec))
+		return 0;
+	r->sum.offcpu_short += v->count;
+	r->sum.offcpu_short_ns += v->ns;
+	int err = sonde__rec_thread_id(r, time, (pid_t)v->pid, (pid_t)tid, &id);
+	if (!err) {
+		struct sonde_spool_offcpu_short sh = {id, r->offcpu.min_ns, v->count, v->ns};
+		err = sonde_spool_writer__add_offcpu_short(r->spool, &sh);
+	}
+	return err ? sonde__rec_error(r, err) : 0;
+}
+
 int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	size_t head = offsetof(struct sonde_bpf_wait, stack);
 
-	if (!r->offcpu.bpf || rec->type != REC_BPF_WAIT)
+	if (!r->offcpu.bpf || (rec->type != REC_BPF_WAIT && rec->type != REC_BPF_SHORTS))
 		return 0;
+	/* the stream's copy is 8-aligned, as the records' 64-bit fields need */
+	if (rec->type == REC_BPF_SHORTS) {
+		const struct sonde_bpf_exit_shorts *e = (const void *)rec->sample.raw;
+		if (rec->sample.raw_size < sizeof(*e))
+			r->sum.bad_records++;
+		else
+			write_short(r, e->time_ns, e->tid, &e->v);
+		return 1;
+	}
 	if (rec->sample.raw_size < head) {
 		r->sum.bad_records++;
 		return 1;
 	}
-	/* the stream's copy is 8-aligned, as the wait's 64-bit fields need */
 	const struct sonde_bpf_wait *w = (const void *)rec->sample.raw;
 	size_t stack_len = rec->sample.raw_size - head;
 	if (stack_len > w->stack_len)
@@ -674,6 +718,7 @@ static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64
 	return first;
 }
 
+/* The short totals of the threads alive at the end. */
 static int write_shorts(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 {
 	struct bpf_map *m = b->skel->maps.shorts;
@@ -682,27 +727,13 @@ static int write_shorts(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 	int first = 0;
 
 	while (!bpf_map__get_next_key(m, prev, &next, sizeof(next))) {
-		uint32_t id;
 		key = next;
 		prev = &key;
-		if (bpf_map__lookup_elem(m, &key, sizeof(key), &v, sizeof(v), 0) || !v.count)
+		if (bpf_map__lookup_elem(m, &key, sizeof(key), &v, sizeof(v), 0))
 			continue;
-		struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
-				       .time = r->last_time,
-				       .pid = v.pid,
-				       .tid = key,
-				       .has_id = true};
-		if (!sonde__rec_sample_process(r, &rec))
-			continue;
-		r->sum.offcpu_short += v.count;
-		r->sum.offcpu_short_ns += v.ns;
-		int err = sonde__rec_thread_id(r, r->last_time, (pid_t)v.pid, (pid_t)key, &id);
-		if (!err) {
-			struct sonde_spool_offcpu_short sh = {id, r->offcpu.min_ns, v.count, v.ns};
-			err = sonde_spool_writer__add_offcpu_short(r->spool, &sh);
-		}
+		int err = write_short(r, r->last_time, key, &v);
 		if (err && !first)
-			first = sonde__rec_error(r, err);
+			first = err;
 	}
 	return first;
 }
