@@ -134,9 +134,10 @@ struct {
 	__type(value, struct kframes);
 } kframes SEC(".maps");
 
+/* Long waits and exiting threads' short totals (user space sizes it: RING_WAITS_*). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, 4 << 20);
 } waits SEC(".maps");
 
 /* Each CPU's switches, in batches (keep_switches; a page otherwise). */
@@ -236,11 +237,16 @@ static __always_inline __u32 state_of(bool preempt, unsigned int st)
 	return SONDE_BPF_OTHER;
 }
 
-/* The flags of a write to ring: user space is woken once wake_at bytes are queued. */
-static __always_inline __u64 ring_flags(void *ring, __u64 wake_at)
+/* The flags of a write of size bytes to ring: user space is woken once wake_at bytes are
+ * queued. What the ring holds with it goes into the high-water counter `high`. */
+static __always_inline __u64 ring_flags(void *ring, __u64 size, __u64 wake_at, __u32 high)
 {
-	return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= wake_at ? BPF_RB_FORCE_WAKEUP
-								     : BPF_RB_NO_WAKEUP;
+	__u64 held = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
+	__u64 *v = bpf_map_lookup_elem(&stats, &high);
+
+	if (v && held + size > *v)
+		*v = held + size;
+	return held >= wake_at ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* Adds a switch to this CPU's batch, and writes the batch when it is full. sched_switch
@@ -260,7 +266,7 @@ static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32
 	if (n < SONDE_BPF_SWITCH_BATCH)
 		return;
 	b->cpu = bpf_get_smp_processor_id();
-	__u64 flags = ring_flags(&switches, switch_wake_bytes);
+	__u64 flags = ring_flags(&switches, sizeof(*b), switch_wake_bytes, SONDE_BPF_SWITCHES_HIGH);
 	if (bpf_ringbuf_output(&switches, b, sizeof(*b), flags))
 		count(SONDE_BPF_SWITCHES_LOST, 1);
 	b->seq++;
@@ -295,7 +301,7 @@ static __always_inline void exit_shorts(struct tstate *t, __u32 tid, __u64 now)
 						.count = t->short_count,
 						.ns = t->short_ns,
 						.runnable_ns = t->short_runnable_ns}};
-	__u64 flags = ring_flags(&waits, wake_bytes);
+	__u64 flags = ring_flags(&waits, sizeof(e), wake_bytes, SONDE_BPF_WAITS_HIGH);
 	if (bpf_ringbuf_output(&waits, &e, sizeof(e), flags)) {
 		count(SONDE_BPF_SHORT_FULL, t->short_count);
 		count(SONDE_BPF_SHORT_LOST_NS, t->short_ns);
@@ -487,7 +493,7 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	__u64 size = __builtin_offsetof(struct sonde_bpf_wait, stack) + w->stack_len;
 	if (size > sizeof(*w))
 		return;
-	__u64 flags = ring_flags(&waits, wake_bytes);
+	__u64 flags = ring_flags(&waits, size, wake_bytes, SONDE_BPF_WAITS_HIGH);
 	if (bpf_ringbuf_output(&waits, w, size, flags))
 		count(SONDE_BPF_LOST, 1);
 	else

@@ -127,6 +127,10 @@ enum {
 	SONDE_BPF_SHORT_LOST_NS, /* their time */
 	SONDE_BPF_SWITCHES_LOST, /* batches of switches the ring buffer had no room for */
 	SONDE_BPF_UNSEEN_IN,	 /* waits whose switch-in was not traced: written unknown */
+	/* the most bytes a CPU saw waiting in each ring when it wrote to it (a max, not a
+	 * sum: what the rings' sizes must hold) */
+	SONDE_BPF_WAITS_HIGH,
+	SONDE_BPF_SWITCHES_HIGH,
 	SONDE_BPF_NSTATS,
 };
 

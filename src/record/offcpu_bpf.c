@@ -99,17 +99,24 @@ void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
 /* The stream event types of a wait and of an exiting thread's short totals: ones no perf
  * record has. */
 enum { REC_BPF_WAIT = 0x5e01, REC_BPF_SHORTS = 0x5e02 };
-/* The rings with -a, sized by the number of CPUs (a power of two, at least and at most
- * these). Waits: a long wait is its registers and the used part of its stack, a few KiB
- * (bench/offcpu.py -a: about 1500 a second on 2 CPUs). Switches: 16 bytes each, a 2-CPU
- * machine switching 100k times a second fills 1.6 MB/s; user space is woken at a quarter,
- * a CPU's share then leaves it over a second of delay before a batch is lost. */
+/* The rings, sized by the number of CPUs with -a (a power of two, at least and at most
+ * these), at their least otherwise. The kernel maps every page of a ring into user space
+ * when it is mapped, twice over (the data pages once more after the end, so that a record
+ * that wraps reads whole): each byte of ring is two of RSS, used or not. User space is
+ * woken at a quarter, and reads the rings at every poll and every 5 ms of a long batch,
+ * but one record can hold it longer (the first unwind through a large binary builds its
+ * CFI table): -a over pingpong on 2 CPUs beside a build, the summary's "at most ... held"
+ * was 1.2 to 2.3 MiB of the 4 MiB waits ring and 0.2 to 0.3 of the 2 MiB switches ring.
+ * Waits: a long wait is its registers and the used part of its stack, a few KiB, at most
+ * 33 (about 1500 a second there, 4.5 MB/s); the least ring holds 120 of the largest.
+ * Switches: 16 bytes each, a 2-CPU machine switching 100k times a second fills 1.6 MB/s;
+ * above the quarter that lasts 0.9 s of delay before a batch is lost. */
 enum {
-	RING_WAITS_PER_CPU = 4 << 20,
-	RING_WAITS_MIN = 8 << 20,
+	RING_WAITS_PER_CPU = 2 << 20,
+	RING_WAITS_MIN = 4 << 20,
 	RING_WAITS_MAX = 64 << 20,
-	RING_SWITCHES_PER_CPU = 2 << 20,
-	RING_SWITCHES_MIN = 4 << 20,
+	RING_SWITCHES_PER_CPU = 1 << 20,
+	RING_SWITCHES_MIN = 2 << 20,
 	RING_SWITCHES_MAX = 64 << 20,
 };
 /* Entries of the snaps map per CPU (33 KiB each, preallocated): the user states read at
@@ -243,11 +250,10 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 		return ncpu ? ncpu : -EINVAL;
 	b->ncpu = (uint32_t)ncpu;
 	/* -a: every process's long waits, while the recorder unwinds a batch */
-	int err = r->system_wide
-			  ? bpf_map__set_max_entries(s->maps.waits,
-						     ring_bytes(b->ncpu, RING_WAITS_PER_CPU,
-								RING_WAITS_MIN, RING_WAITS_MAX))
-			  : 0;
+	int err = bpf_map__set_max_entries(
+		s->maps.waits, r->system_wide ? ring_bytes(b->ncpu, RING_WAITS_PER_CPU,
+							   RING_WAITS_MIN, RING_WAITS_MAX)
+					      : RING_WAITS_MIN);
 	if (!err && b->switches)
 		err = bpf_map__set_max_entries(s->maps.switches,
 					       ring_bytes(b->ncpu, RING_SWITCHES_PER_CPU,
@@ -753,9 +759,16 @@ static void read_stats(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 					 (size_t)ncpu * sizeof(*v), 0))
 			continue;
 		for (int c = 0; c < ncpu; c++)
-			sum[k] += v[c];
+			if (k == SONDE_BPF_WAITS_HIGH || k == SONDE_BPF_SWITCHES_HIGH)
+				sum[k] = v[c] > sum[k] ? v[c] : sum[k];
+			else
+				sum[k] += v[c];
 	}
 	sonde__free(v);
+	r->sum.offcpu_ring_waits_bytes = bpf_map__max_entries(b->skel->maps.waits);
+	r->sum.offcpu_ring_waits_high = sum[SONDE_BPF_WAITS_HIGH];
+	r->sum.offcpu_ring_switches_bytes = bpf_map__max_entries(b->skel->maps.switches);
+	r->sum.offcpu_ring_switches_high = sum[SONDE_BPF_SWITCHES_HIGH];
 	r->sum.offcpu_switches += sum[SONDE_BPF_SWITCHES];
 	r->sum.offcpu_wakeups += sum[SONDE_BPF_WAKEUPS];
 	/* lost to full maps or a full ring buffer: as the perf backend's losses */

@@ -542,7 +542,7 @@ TEST_TIMEOUT(offcpu_bpf_reused_tid_keeps_each_life_s_short_waits, 120)
 }
 
 /* -a: three sleep_loop processes started before the recording, each with its sleeps
- * stacked through main. */
+ * stacked through main; the summary gives the rings' sizes and the most each held. */
 TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 {
 	const char *spool = test_path("sys.spool");
@@ -562,6 +562,20 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	ASSERT_CONTAINS(o.err, "off-CPU backend: bpf");
+	/* the rings' sizes, and what of them the recording used: some, within them */
+	unsigned long long waits, wheld, sw, swheld;
+	const char *rings = strstr(o.err, "off-CPU rings: ");
+	if (!rings || sscanf(rings,
+			     "off-CPU rings: waits %llu KiB (at most %llu KiB held), switches %llu "
+			     "KiB (at most %llu KiB held)",
+			     &waits, &wheld, &sw, &swheld) != 4)
+		FAIL("no off-CPU rings line:\n%s", o.err);
+	ASSERT_UINT(waits, >=, 4096);
+	ASSERT_UINT(sw, >=, 2048);
+	ASSERT_UINT(wheld, >, 0);
+	ASSERT_UINT(wheld, <=, waits);
+	ASSERT_UINT(swheld, >, 0);
+	ASSERT_UINT(swheld, <=, sw);
 	test_output_free(&o);
 	for (int i = 0; i < 3; i++) {
 		double all, with;
