@@ -329,11 +329,11 @@ static bool stacked_exiting(const struct sonde_spool *s, struct sonde_symbolizer
 
 /* Processes that wait on their way out, after their memory is released (offcpu_exiting:
  * each child's teardown of its address space waits in exit_aio), have no user stack to
- * record: each child's last wait is stacked under an [exiting] frame where its user frames
- * would be, its kernel frames (the exit path) inside it; the parent's waits for each
- * child's exit are stacked with its memory, and no thread's [exiting] wait comes before
- * one with its memory. */
-TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
+ * record: recorded with `flags`, each child's last wait is stacked under an [exiting] frame
+ * where its user frames would be, its kernel frames (the exit path) inside it; the
+ * parent's waits for each child's exit are stacked with its memory, and no thread's
+ * [exiting] wait comes before one with its memory. */
+static void exiting_waits_named_exiting(const char *flags)
 {
 	const char *spool = test_path("exiting.spool"), *tpath = test_path("exiting.truth");
 	struct sonde_spool_offcpu iv, last = {0};
@@ -341,11 +341,8 @@ TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
 	struct test_output o;
 	int pids[8], n = 0;
 
-	offcpu_require_bpf();
-	test_runf(&o, 60,
-		  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 --kernel -o %s "
-		  "-- %s 8 %s",
-		  test_bin("sonde"), spool, test_prog("offcpu_exiting"), tpath);
+	test_runf(&o, 60, "%s record --off-cpu %s --off-cpu-min 0 --kernel -o %s -- %s 8 %s",
+		  test_bin("sonde"), flags, spool, test_prog("offcpu_exiting"), tpath);
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	test_output_free(&o);
@@ -387,6 +384,11 @@ TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
 	int nseen = 0;
 	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
 		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
+		bool ours = (int)th.pid == main_pid;
+		for (int c = 0; c < n; c++)
+			ours |= (int)th.pid == pids[c];
+		if (!ours)
+			continue; /* -a: the other processes' */
 		int k = 0;
 		while (k < nseen && seen[k].tid != th.tid)
 			k++;
@@ -415,6 +417,23 @@ TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
 		FAIL("main (%d): no wait with its memory", main_pid);
 	sonde_symbolizer__free(sym);
 	sonde_spool__close(s);
+}
+
+TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
+{
+	offcpu_require_bpf();
+	exiting_waits_named_exiting("--off-cpu-backend bpf");
+}
+
+/* The perf backend tells them too, system-wide: a switch-out with no user registers after
+ * the thread's exit record (the kernel writes it before the exit releases the memory). A
+ * launched recording sees none of those waits: the kernel ends a thread's own events with
+ * its exit record (docs/record.md, "Off-CPU backends"). */
+TEST_TIMEOUT(offcpu_perf_system_wide_exiting_waits_are_named_exiting, 120)
+{
+	if (geteuid() != 0)
+		SKIP("-a needs root here");
+	exiting_waits_named_exiting("--off-cpu-backend perf -a");
 }
 
 /* n naps of 20 us: each a short wait, woken by its timer. */
