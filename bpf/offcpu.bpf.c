@@ -5,15 +5,15 @@
  * time and its state when it is recorded (and, for an uninterruptible wait, the innermost
  * kernel frames) in its task's storage. The same hit is the switch-in of next: its wait is
  * measured there. A wait shorter than min_ns is only added to next's totals in its
- * storage, which go into the ring buffer at its exit (a tid the kernel gives to another
- * thread afterwards has totals of its own) and, for the threads still alive, to the shorts
- * map by a task iterator at the end, when user space reads them. A longer one gets its kernel stack there, read from next (off
- * the CPU since, its stack is the one it left with), and needs next's user registers and
- * the used part of its user stack, which only next's own context can read
- * (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev). The wait
- * is marked for capture, and read at the first traceable point of next's own context on its way
- * back to user space, where its user registers (saved on entry to the kernel, task_pt_regs) and its
- * user stack are still those it left with:
+ * storage, which go into the ring buffer at its exit (a tid the kernel gives to another thread
+ * afterwards has totals of its own) and, for the threads still alive, to the shorts map by a
+ * task iterator at the end, when user space reads them. A longer one gets its kernel stack
+ * there, read from next (off the CPU since, its stack is the one it left with), and needs
+ * next's user registers and the used part of its user stack, which only next's own context can
+ * read (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev).
+ * The wait is marked for capture, and read at the first traceable point of next's own context
+ * on its way back to user space, where its user registers (saved on entry to the kernel,
+ * task_pt_regs) and its user stack are still those it left with:
  *  - blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the call's
  *    exit (sys_exit);
  *  - anywhere else (preempted in user mode, or on its way back from a call, or in a fault):
