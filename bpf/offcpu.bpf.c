@@ -237,16 +237,22 @@ static __always_inline __u32 state_of(bool preempt, unsigned int st)
 	return SONDE_BPF_OTHER;
 }
 
-/* The flags of a write of size bytes to ring: user space is woken once wake_at bytes are
- * queued. What the ring holds with it goes into the high-water counter `high`. */
-static __always_inline __u64 ring_flags(void *ring, __u64 size, __u64 wake_at, __u32 high)
+/* The flags of a write to ring: user space is woken once wake_at bytes are queued (what
+ * it held before the write, into *held). */
+static __always_inline __u64 ring_flags(void *ring, __u64 wake_at, __u64 *held)
 {
-	__u64 held = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
+	*held = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
+	return *held >= wake_at ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/* A write went into a ring that held `held` bytes before it: the most it held, into the
+ * counter `high` (a write the ring had no room for is counted lost instead). */
+static __always_inline void note_held(__u32 high, __u64 held)
+{
 	__u64 *v = bpf_map_lookup_elem(&stats, &high);
 
-	if (v && held + size > *v)
-		*v = held + size;
-	return held >= wake_at ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (v && held > *v)
+		*v = held;
 }
 
 /* Adds a switch to this CPU's batch, and writes the batch when it is full. sched_switch
@@ -266,9 +272,11 @@ static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32
 	if (n < SONDE_BPF_SWITCH_BATCH)
 		return;
 	b->cpu = bpf_get_smp_processor_id();
-	__u64 flags = ring_flags(&switches, sizeof(*b), switch_wake_bytes, SONDE_BPF_SWITCHES_HIGH);
+	__u64 held, flags = ring_flags(&switches, switch_wake_bytes, &held);
 	if (bpf_ringbuf_output(&switches, b, sizeof(*b), flags))
 		count(SONDE_BPF_SWITCHES_LOST, 1);
+	else
+		note_held(SONDE_BPF_SWITCHES_HIGH, held + sizeof(*b));
 	b->seq++;
 	b->n = 0;
 }
@@ -301,10 +309,12 @@ static __always_inline void exit_shorts(struct tstate *t, __u32 tid, __u64 now)
 						.count = t->short_count,
 						.ns = t->short_ns,
 						.runnable_ns = t->short_runnable_ns}};
-	__u64 flags = ring_flags(&waits, sizeof(e), wake_bytes, SONDE_BPF_WAITS_HIGH);
+	__u64 held, flags = ring_flags(&waits, wake_bytes, &held);
 	if (bpf_ringbuf_output(&waits, &e, sizeof(e), flags)) {
 		count(SONDE_BPF_SHORT_FULL, t->short_count);
 		count(SONDE_BPF_SHORT_LOST_NS, t->short_ns);
+	} else {
+		note_held(SONDE_BPF_WAITS_HIGH, held + sizeof(e));
 	}
 	t->short_count = t->short_ns = t->short_runnable_ns = 0;
 }
@@ -493,11 +503,13 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	__u64 size = __builtin_offsetof(struct sonde_bpf_wait, stack) + w->stack_len;
 	if (size > sizeof(*w))
 		return;
-	__u64 flags = ring_flags(&waits, size, wake_bytes, SONDE_BPF_WAITS_HIGH);
-	if (bpf_ringbuf_output(&waits, w, size, flags))
+	__u64 held, flags = ring_flags(&waits, wake_bytes, &held);
+	if (bpf_ringbuf_output(&waits, w, size, flags)) {
 		count(SONDE_BPF_LOST, 1);
-	else
+	} else {
 		count(SONDE_BPF_LONG, 1);
+		note_held(SONDE_BPF_WAITS_HIGH, held + size);
+	}
 }
 
 /* A thread leaves the CPU (or exits) at `now` with a wait still open: the kernel did not

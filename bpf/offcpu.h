@@ -127,8 +127,8 @@ enum {
 	SONDE_BPF_SHORT_LOST_NS, /* their time */
 	SONDE_BPF_SWITCHES_LOST, /* batches of switches the ring buffer had no room for */
 	SONDE_BPF_UNSEEN_IN,	 /* waits whose switch-in was not traced: written unknown */
-	/* the most bytes a CPU saw waiting in each ring when it wrote to it (a max, not a
-	 * sum: what the rings' sizes must hold) */
+	/* the most bytes each ring held, a record just written into it (a max over the CPUs,
+	 * not a sum: how near a loss it came) */
 	SONDE_BPF_WAITS_HIGH,
 	SONDE_BPF_SWITCHES_HIGH,
 	SONDE_BPF_NSTATS,

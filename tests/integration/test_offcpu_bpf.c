@@ -602,6 +602,7 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	ASSERT_CONTAINS(o.err, "off-CPU backend: bpf");
+	printf("%s", o.err);
 	/* the rings' sizes, and what of them the recording used: some, within them */
 	unsigned long long waits, wheld, sw, swheld;
 	const char *rings = strstr(o.err, "off-CPU rings: ");
