@@ -52,7 +52,8 @@ usage: bench/offcpu.py [BUILD_DIR] [REPS] [SECONDS] [PEER_BUILD_DIR]
 
     Figures, medians over the repetitions: throughput; slowdown = unprofiled / profiled,
     paired by repetition; added = slowdown - 1; ratios of slowdowns to the peers', paired by
-    repetition; the same for the program's CPU time per round trip (pingpong's getrusage:
+    repetition, with their range (the launched bpf-only recording's is set against
+    offcputime's -a too, the issue's goal for both); the same for the program's CPU time per round trip (pingpong's getrusage:
     what the profiler adds in the program's own context, BPF programs and perf samples
     alike), which the load of other users of the machine sways far less than throughput
     (a round trip waits for a CPU, or for its partner woken on the other one); the share each profiler lost (sonde: its summary's lost records over those
@@ -225,14 +226,19 @@ def main():
 
     def ratio(a, b):
         if a in slow and b in slow:
-            print("  slowdown %s / %s: %.3f, CPU per round trip %.3f (medians of paired "
-                  "ratios)" % (a, b, statistics.median(x / y for x, y in zip(slow[a], slow[b])),
-                               statistics.median(x / y for x, y in zip(cslow[a], cslow[b]))))
+            r = [x / y for x, y in zip(slow[a], slow[b])]
+            c = [x / y for x, y in zip(cslow[a], cslow[b])]
+            print("  slowdown %s / %s: %.3f (%.3f-%.3f), CPU per round trip %.3f "
+                  "(%.3f-%.3f) (medians and ranges of paired ratios)" % (
+                      a, b, statistics.median(r), min(r), max(r), statistics.median(c),
+                      min(c), max(c)))
 
     ratio("sonde-bpf-only", "sonde-perf-only")
     ratio("sonde-bpf-only", "perf-fp")
     ratio("sonde-bpf-only", "perf-dwarf")
     ratio("sonde-bpf-only", "peer-bpf-only")
+    # the issue's goal for a launched recording is set against offcputime, which runs -a
+    ratio("sonde-bpf-only", "a:offcputime")
     ratio("peer-bpf-only", "perf-fp")
     ratio("a:sonde-bpf-only", "a:sonde-bpf-nosw")
     ratio("a:sonde-bpf-only", "a:offcputime")

@@ -5,14 +5,15 @@
  * time and its state when it is recorded (and, for an uninterruptible wait, the innermost
  * kernel frames) in its task's storage. The same hit is the switch-in of next: its wait is
  * measured there. A wait shorter than min_ns is only added to next's totals in its
- * storage, which go to the shorts map at its exit and, by a task iterator, at the end,
- * when user space reads them. A longer one gets its kernel stack there, read from next (off
- * the CPU since, its stack is the one it left with), and needs next's user registers and
- * the used part of its user stack, which only next's own context can read
- * (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev). The wait
- * is marked for capture, and read at the first traceable point of next's own context on its way
- * back to user space, where its user registers (saved on entry to the kernel, task_pt_regs) and its
- * user stack are still those it left with:
+ * storage, which go into the ring buffer at its exit (a tid the kernel gives to another thread
+ * afterwards has totals of its own) and, for the threads still alive, to the shorts map by a
+ * task iterator at the end, when user space reads them. A longer one gets its kernel stack
+ * there, read from next (off the CPU since, its stack is the one it left with), and needs
+ * next's user registers and the used part of its user stack, which only next's own context can
+ * read (bpf_probe_read_user reads current's memory, and at sched_switch current is still prev).
+ * The wait is marked for capture, and read at the first traceable point of next's own context
+ * on its way back to user space, where its user registers (saved on entry to the kernel,
+ * task_pt_regs) and its user stack are still those it left with:
  *  - blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the call's
  *    exit (sys_exit);
  *  - anywhere else (preempted in user mode, or on its way back from a call, or in a fault):
@@ -67,7 +68,8 @@ bool armed;
 
 /* A recorded thread's state, in its task's local storage (no map update or delete per
  * switch, and freed with the task): its open wait, and its short waits' totals not yet
- * added to the shorts map (that is done at its exit and at the end, by the task iterator). */
+ * written (into the ring buffer at its exit, into the shorts map at the end by the task
+ * iterator). */
 struct tstate {
 	struct sonde_bpf_start s; /* the wait open since s.out_ns, when open */
 	__u32 open;
@@ -108,8 +110,8 @@ struct {
 	__type(value, __u8);
 } threads SEC(".maps");
 
-/* The short waits' totals of threads (key: tid), added from their task storage at their
- * exit and at the end. */
+/* The short waits' totals of the threads alive at the end (key: tid), added from their
+ * task storage by the iterator, and of the waits open then by user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -132,9 +134,10 @@ struct {
 	__type(value, struct kframes);
 } kframes SEC(".maps");
 
+/* Long waits and exiting threads' short totals (user space sizes it: RING_WAITS_*). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, 4 << 20);
 } waits SEC(".maps");
 
 /* Each CPU's switches, in batches (keep_switches; a page otherwise). */
@@ -234,6 +237,24 @@ static __always_inline __u32 state_of(bool preempt, unsigned int st)
 	return SONDE_BPF_OTHER;
 }
 
+/* The flags of a write to ring: user space is woken once wake_at bytes are queued (what
+ * it held before the write, into *held). */
+static __always_inline __u64 ring_flags(void *ring, __u64 wake_at, __u64 *held)
+{
+	*held = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
+	return *held >= wake_at ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/* A write went into a ring that held `held` bytes before it: the most it held, into the
+ * counter `high` (a write the ring had no room for is counted lost instead). */
+static __always_inline void note_held(__u32 high, __u64 held)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &high);
+
+	if (v && held > *v)
+		*v = held;
+}
+
 /* Adds a switch to this CPU's batch, and writes the batch when it is full. sched_switch
  * runs with interrupts off: nothing else touches the CPU's batch meanwhile. */
 static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32 state)
@@ -251,11 +272,11 @@ static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32
 	if (n < SONDE_BPF_SWITCH_BATCH)
 		return;
 	b->cpu = bpf_get_smp_processor_id();
-	__u64 flags = bpf_ringbuf_query(&switches, BPF_RB_AVAIL_DATA) >= switch_wake_bytes
-			      ? BPF_RB_FORCE_WAKEUP
-			      : BPF_RB_NO_WAKEUP;
+	__u64 held, flags = ring_flags(&switches, switch_wake_bytes, &held);
 	if (bpf_ringbuf_output(&switches, b, sizeof(*b), flags))
 		count(SONDE_BPF_SWITCHES_LOST, 1);
+	else
+		note_held(SONDE_BPF_SWITCHES_HIGH, held + sizeof(*b));
 	b->seq++;
 	b->n = 0;
 }
@@ -275,7 +296,30 @@ static __always_inline void add_short(struct tstate *t, __u64 wait, __u64 now)
 	t->short_runnable_ns += runnable;
 }
 
-/* Adds t's short totals to tid's in the shorts map (at its exit and at the end). */
+/* Writes t's short totals into the waits ring as its thread tid exits, at now: a later
+ * thread given its tid has totals of its own (struct sonde_bpf_exit_shorts). */
+static __always_inline void exit_shorts(struct tstate *t, __u32 tid, __u64 now)
+{
+	if (!t->short_count)
+		return;
+	struct sonde_bpf_exit_shorts e = {.kind = SONDE_BPF_REC_SHORTS,
+					  .tid = tid,
+					  .time_ns = now,
+					  .v = {.pid = t->short_pid,
+						.count = t->short_count,
+						.ns = t->short_ns,
+						.runnable_ns = t->short_runnable_ns}};
+	__u64 held, flags = ring_flags(&waits, wake_bytes, &held);
+	if (bpf_ringbuf_output(&waits, &e, sizeof(e), flags)) {
+		count(SONDE_BPF_SHORT_FULL, t->short_count);
+		count(SONDE_BPF_SHORT_LOST_NS, t->short_ns);
+	} else {
+		note_held(SONDE_BPF_WAITS_HIGH, held + sizeof(e));
+	}
+	t->short_count = t->short_ns = t->short_runnable_ns = 0;
+}
+
+/* Adds t's short totals to tid's in the shorts map (at the end, for the live threads). */
 static __always_inline void flush_shorts(struct tstate *t, __u32 tid)
 {
 	if (!t->short_count)
@@ -412,6 +456,7 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 
 	if (!w)
 		return;
+	w->kind = SONDE_BPF_REC_WAIT;
 	w->out_ns = s->out_ns;
 	w->in_ns = s->in_ns;
 	w->wake_ns = s->wake_ns;
@@ -458,13 +503,13 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	__u64 size = __builtin_offsetof(struct sonde_bpf_wait, stack) + w->stack_len;
 	if (size > sizeof(*w))
 		return;
-	__u64 flags = bpf_ringbuf_query(&waits, BPF_RB_AVAIL_DATA) >= wake_bytes
-			      ? BPF_RB_FORCE_WAKEUP
-			      : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&waits, w, size, flags))
+	__u64 held, flags = ring_flags(&waits, wake_bytes, &held);
+	if (bpf_ringbuf_output(&waits, w, size, flags)) {
 		count(SONDE_BPF_LOST, 1);
-	else
+	} else {
 		count(SONDE_BPF_LONG, 1);
+		note_held(SONDE_BPF_WAITS_HIGH, held + size);
+	}
 }
 
 /* A thread leaves the CPU (or exits) at `now` with a wait still open: the kernel did not
@@ -560,13 +605,13 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 		/* an exiting thread's last switch-out (TASK_DEAD) opens no wait; one it was
 		 * preempted in on its way out (after sched_process_exit) ended at its switch-in
 		 * and waits for a capture point that never comes: written now, and the short
-		 * waits since its exit added to the map, its storage going with it */
+		 * waits since its exit with it, its storage going with it */
 		struct tstate *o = bpf_task_storage_get(&tasks, prev, 0, 0);
 		if (o) {
 			if (o->open)
 				write_open(ctx, &o->s, ptid, prev, now);
 			o->open = 0;
-			flush_shorts(o, ptid);
+			exit_shorts(o, ptid, now);
 		}
 	} else if (ptid && tracked(ptgid, ptid)) {
 		struct tstate *o =
@@ -665,10 +710,11 @@ int BPF_PROG(sonde_exit, struct task_struct *p)
 		return 0;
 	/* a wait that ended but whose capture point never came (exiting, the thread goes
 	 * back to user space no more): written now, p being current */
+	__u64 now = bpf_ktime_get_ns();
 	if (t->open)
-		write_open(ctx, &t->s, tid, p, bpf_ktime_get_ns());
+		write_open(ctx, &t->s, tid, p, now);
 	t->open = 0;
-	flush_shorts(t, tid);
+	exit_shorts(t, tid, now);
 	return 0;
 }
 

@@ -22,9 +22,16 @@ enum { SONDE_BPF_RUNNABLE = 0, SONDE_BPF_SLEEPING = 1, SONDE_BPF_BLOCKED = 2, SO
  * r8..r15 rip. */
 #define SONDE_BPF_NREGS 17
 
+/* What a record of the waits ring is: its first field. */
+enum { SONDE_BPF_REC_WAIT = 1, SONDE_BPF_REC_SHORTS = 2 };
+
 /* One wait at or above the threshold, written to the ring buffer when its thread runs
  * again: stack_len bytes of its user stack (from regs[7], the stack pointer) follow. */
 struct sonde_bpf_wait {
+	__u32 kind; /* SONDE_BPF_REC_WAIT */
+	/* 1: the thread had released its memory on its way out when the wait began (struct
+	 * sonde_bpf_start.exiting): it has no user state, none is read */
+	__u32 exiting;
 	__u64 out_ns, in_ns, wake_ns; /* CLOCK_MONOTONIC; wake_ns 0 when no wakeup was seen */
 	__u32 pid, tid, waker, state, cpu;
 	__u32 knr; /* kernel frames in kips */
@@ -34,9 +41,6 @@ struct sonde_bpf_wait {
 	 * point on its way back to user space and the wait ended somewhere before,
 	 * SONDE_BPF_UNSEEN_WOKEN in_ns is its wakeup (an idle CPU runs it at once) */
 	__u32 unknown, nsched;
-	/* 1: the thread had released its memory on its way out when the wait began (struct
-	 * sonde_bpf_start.exiting): it has no user state, none is read */
-	__u32 exiting, pad;
 	/* the kernel stack it waited in, innermost first: its innermost frames at the
 	 * switch-out (nsched), and the stack without the scheduler's frames (knr) */
 	__u64 sched[SONDE_BPF_SCHED_FRAMES];
@@ -80,6 +84,17 @@ struct sonde_bpf_short {
 	__u64 runnable_ns; /* of them, from the wakeup to the switch-in */
 };
 
+/* The short waits of an exiting thread not yet written, into the waits ring at its exit
+ * (and at its last switch-out, for those of its way out): written by the recorder in
+ * time order, under the task that had the tid then, before the kernel can give the tid
+ * to another (the shorts map, keyed by tid, holds only live threads' totals). */
+struct sonde_bpf_exit_shorts {
+	__u32 kind; /* SONDE_BPF_REC_SHORTS */
+	__u32 tid;
+	__u64 time_ns;
+	struct sonde_bpf_short v;
+};
+
 /* One context switch of a CPU (-a without filters: the exports replay each CPU's real
  * timeline from them). */
 struct sonde_bpf_switch {
@@ -107,11 +122,15 @@ enum {
 	SONDE_BPF_WAKEUPS,	/* wakeups matched to a wait */
 	SONDE_BPF_LONG,		/* long waits written */
 	SONDE_BPF_LOST,		/* long waits the ring buffer had no room for */
-	SONDE_BPF_SHORT_FULL,	/* short waits the shorts map had no room for */
+	SONDE_BPF_SHORT_FULL,	/* short waits the shorts map or the waits ring had no room for */
 	SONDE_BPF_START_FULL,	/* switch-outs the starts map had no room for */
 	SONDE_BPF_SHORT_LOST_NS, /* their time */
 	SONDE_BPF_SWITCHES_LOST, /* batches of switches the ring buffer had no room for */
 	SONDE_BPF_UNSEEN_IN,	 /* waits whose switch-in was not traced: written unknown */
+	/* the most bytes each ring held, a record just written into it (a max over the CPUs,
+	 * not a sum: how near a loss it came) */
+	SONDE_BPF_WAITS_HIGH,
+	SONDE_BPF_SWITCHES_HIGH,
 	SONDE_BPF_NSTATS,
 };
 

@@ -327,6 +327,11 @@ struct sonde_record_summary {
 	/* -a: switch-outs the kernel did not deliver (the idle task's on some CPUs of some
 	 * kernels), inferred where the next task came in (SONDE_SWITCH_INFERRED) */
 	uint64_t offcpu_switches_inferred;
+	/* The BPF off-CPU backend's ring buffers: the size of the waits ring and of the
+	 * switches ring, and the most bytes each held (what a CPU found queued in it when it
+	 * wrote a record, with that record): how much of their size the recording used. */
+	uint64_t offcpu_ring_waits_bytes, offcpu_ring_waits_high;
+	uint64_t offcpu_ring_switches_bytes, offcpu_ring_switches_high;
 };
 
 /* Name of unwind fallback reason i (< SONDE_UNWIND_FALLBACKS): "no-module" (the pc is in

@@ -588,6 +588,14 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 		fprintf(stderr, "  off-CPU backend: %s%s%s%s\n", s->offcpu_backend,
 			s->offcpu_backend_why[0] ? " (" : "", s->offcpu_backend_why,
 			s->offcpu_backend_why[0] ? ")" : "");
+	if (s->offcpu_ring_waits_bytes)
+		fprintf(stderr,
+			"  off-CPU rings: waits %llu KiB (at most %llu KiB held), switches %llu KiB "
+			"(at most %llu KiB held)\n",
+			(unsigned long long)s->offcpu_ring_waits_bytes >> 10,
+			(unsigned long long)s->offcpu_ring_waits_high >> 10,
+			(unsigned long long)s->offcpu_ring_switches_bytes >> 10,
+			(unsigned long long)s->offcpu_ring_switches_high >> 10);
 	if (s->stack_switches)
 		fprintf(stderr,
 			"  stack copies: %u-%u bytes per thread after %u switch%s (%u grown after "

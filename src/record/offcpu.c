@@ -42,6 +42,8 @@
 struct rec_offcpu {
 	bool pending;
 	bool lost; /* a loss since the switch-out: its end is unknown */
+	/* switched out in its exit after it released its memory: stacked under [exiting] */
+	bool exiting;
 	uint32_t state;
 	uint32_t cpu;
 	uint32_t waker;
@@ -240,10 +242,30 @@ static uint32_t state_from(int64_t prev_state)
 	return SONDE_OFFCPU_OTHER;
 }
 
+/* Whether the switch-out sample rec is of a thread in its exit that has released its
+ * memory: one without user registers, after the thread's exit record. The kernel writes
+ * the exit record (perf_event_exit_task) before the exit tears the address space down
+ * (Linux 6.18: right after sched_process_exit, before exit_mm), and a sample of a task
+ * without memory carries no user registers. Only per-CPU events (-a) see such a switch:
+ * a thread's own events end with its exit record. The thread may be back in the table
+ * meanwhile (a sample of it on its way out defines it again, under the spool thread it
+ * had); a thread whose exit was not seen (a kernel thread, say) is never taken for one. */
+static bool released(struct sonde_recorder *r, const struct perf_rec *rec)
+{
+	const struct rec_gone_name *g;
+
+	if (rec->sample.regs_abi != PERF_SAMPLE_REGS_ABI_NONE)
+		return false;
+	g = sonde__tasks_gone(&r->tasks, sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false),
+			      (pid_t)rec->tid, (pid_t)rec->pid);
+	return g && g->exit_ns <= rec->time;
+}
+
 /* Keeps the switch-out sample of a recorded thread until its switch-in. */
 static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec, int64_t prev)
 {
 	const struct perf_sample *s = &rec->sample;
+	bool exiting = released(r, rec);
 	struct rec_offcpu *o = state_of(r, (pid_t)rec->pid, (pid_t)rec->tid, true);
 
 	if (!o)
@@ -265,6 +287,7 @@ static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec,
 	if (s->callchain_nr)
 		memcpy(o->data + s->stack_len, s->callchain, s->callchain_nr * 8);
 	o->pending = true;
+	o->exiting = exiting;
 	o->state = state_from(prev);
 	o->cpu = (r->layout.sample_type & PERF_SAMPLE_CPU) ? rec->cpu : SONDE_SPOOL_CPU_NONE;
 	o->out_ns = rec->time;
@@ -466,6 +489,9 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 					  .callchain_nr = o->callchain_nr};
 	/* a long interval's stack sizes the thread's copy as a sample's does */
 	int err = sonde__rec_sample_stack(r, p, &rec, o->copy, false, &n, &flags);
+	/* one frame stands for the user state it no longer has, as the BPF backend's */
+	if (!err && o->exiting)
+		err = sonde__rec_exiting_frame(r, o->out_ns, &sonde__rec_frames(r)[n++]);
 	if (!err)
 		err = sonde__rec_thread_id(r, o->out_ns, pid, tid, &id);
 	if (err)

@@ -96,19 +96,27 @@ void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
 #include "offcpu.h"
 #include "offcpu.skel.h"
 
-/* The stream event type of a wait: one no perf record has. */
-enum { REC_BPF_WAIT = 0x5e01 };
-/* The rings with -a, sized by the number of CPUs (a power of two, at least and at most
- * these). Waits: a long wait is its registers and the used part of its stack, a few KiB
- * (bench/offcpu.py -a: about 1500 a second on 2 CPUs). Switches: 16 bytes each, a 2-CPU
- * machine switching 100k times a second fills 1.6 MB/s; user space is woken at a quarter,
- * a CPU's share then leaves it over a second of delay before a batch is lost. */
+/* The stream event types of a wait and of an exiting thread's short totals: ones no perf
+ * record has. */
+enum { REC_BPF_WAIT = 0x5e01, REC_BPF_SHORTS = 0x5e02 };
+/* The rings, sized by the number of CPUs with -a (a power of two, at least and at most
+ * these), at their least otherwise. The kernel maps every page of a ring into user space
+ * when it is mapped, twice over (the data pages once more after the end, so that a record
+ * that wraps reads whole): each byte of ring is two of RSS, used or not. User space is
+ * woken at a quarter, and reads the rings at every poll and every 5 ms of a long batch,
+ * but one record can hold it longer (the first unwind through a large binary builds its
+ * CFI table): -a over pingpong on 2 CPUs beside a build, the summary's "at most ... held"
+ * was 1.2 to 2.3 MiB of the 4 MiB waits ring and 0.2 to 0.3 of the 2 MiB switches ring.
+ * Waits: a long wait is its registers and the used part of its stack, a few KiB, at most
+ * 33 (about 1500 a second there, 4.5 MB/s); the least ring holds 120 of the largest.
+ * Switches: 16 bytes each, a 2-CPU machine switching 100k times a second fills 1.6 MB/s;
+ * above the quarter that lasts 0.9 s of delay before a batch is lost. */
 enum {
-	RING_WAITS_PER_CPU = 4 << 20,
-	RING_WAITS_MIN = 8 << 20,
+	RING_WAITS_PER_CPU = 2 << 20,
+	RING_WAITS_MIN = 4 << 20,
 	RING_WAITS_MAX = 64 << 20,
-	RING_SWITCHES_PER_CPU = 2 << 20,
-	RING_SWITCHES_MIN = 4 << 20,
+	RING_SWITCHES_PER_CPU = 1 << 20,
+	RING_SWITCHES_MIN = 2 << 20,
 	RING_SWITCHES_MAX = 64 << 20,
 };
 /* Entries of the snaps map per CPU (33 KiB each, preallocated): the user states read at
@@ -242,11 +250,10 @@ static int load(struct sonde_recorder *r, const struct sonde_record_opts *o,
 		return ncpu ? ncpu : -EINVAL;
 	b->ncpu = (uint32_t)ncpu;
 	/* -a: every process's long waits, while the recorder unwinds a batch */
-	int err = r->system_wide
-			  ? bpf_map__set_max_entries(s->maps.waits,
-						     ring_bytes(b->ncpu, RING_WAITS_PER_CPU,
-								RING_WAITS_MIN, RING_WAITS_MAX))
-			  : 0;
+	int err = bpf_map__set_max_entries(
+		s->maps.waits, r->system_wide ? ring_bytes(b->ncpu, RING_WAITS_PER_CPU,
+							   RING_WAITS_MIN, RING_WAITS_MAX)
+					      : RING_WAITS_MIN);
 	if (!err && b->switches)
 		err = bpf_map__set_max_entries(s->maps.switches,
 					       ring_bytes(b->ncpu, RING_SWITCHES_PER_CPU,
@@ -374,23 +381,37 @@ int sonde__rec_offcpu_bpf_thread(struct sonde_recorder *r, pid_t tid)
 	return 0;
 }
 
-/* The ring buffer's callback: the wait into the stream, at its switch-in. */
+/* The ring buffer's callback: a wait into the stream at its switch-in, an exiting thread's
+ * short totals at its exit. */
 static int on_wait(void *ctx, void *data, size_t size)
 {
 	struct sonde_recorder *r = ctx;
 	struct rec_offcpu_bpf *b = r->offcpu.bpf;
 	const struct sonde_bpf_wait *w = data;
+	const struct sonde_bpf_exit_shorts *e = data;
 	size_t head = offsetof(struct sonde_bpf_wait, stack);
+	uint32_t kind = 0, type, len;
+	uint64_t time;
 
-	if (size < head || size - head < w->stack_len || w->stack_len > SONDE_BPF_STACK_MAX) {
+	if (size >= sizeof(kind))
+		memcpy(&kind, data, sizeof(kind));
+	if (kind == SONDE_BPF_REC_WAIT && size >= head && size - head >= w->stack_len &&
+	    w->stack_len <= SONDE_BPF_STACK_MAX) {
+		type = REC_BPF_WAIT;
+		time = w->in_ns;
+		len = (uint32_t)(head + w->stack_len);
+	} else if (kind == SONDE_BPF_REC_SHORTS && size >= sizeof(*e)) {
+		type = REC_BPF_SHORTS;
+		time = e->time_ns;
+		len = sizeof(*e);
+	} else {
 		r->sum.bad_records++;
 		return 0;
 	}
 	if (b->src < 0)
 		b->src = sonde__perf_stream_add_source(r->stream);
 	int err = b->src < 0 ? b->src
-			     : sonde__perf_stream_push(r->stream, b->src, REC_BPF_WAIT, w->in_ns,
-						       w, (uint32_t)(head + w->stack_len));
+			     : sonde__perf_stream_push(r->stream, b->src, type, time, data, len);
 	if (err && !b->rb_err)
 		b->rb_err = err;
 	return err;
@@ -564,17 +585,46 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 	return sonde__rec_offcpu_put(r, &iv, n, unknown, (pid_t)w->tid);
 }
 
+/* Writes the short totals v of thread tid, at time: under the task that had the tid then.
+ * 0 or the recorder's error. */
+static int write_short(struct sonde_recorder *r, uint64_t time, uint32_t tid,
+		       const struct sonde_bpf_short *v)
+{
+	struct perf_rec rec = {
+		.type = PERF_RECORD_SAMPLE, .time = time, .pid = v->pid, .tid = tid, .has_id = true};
+	uint32_t id;
+
+	if (!v->count || !sonde__rec_sample_process(r, &rec))
+		return 0;
+	r->sum.offcpu_short += v->count;
+	r->sum.offcpu_short_ns += v->ns;
+	int err = sonde__rec_thread_id(r, time, (pid_t)v->pid, (pid_t)tid, &id);
+	if (!err) {
+		struct sonde_spool_offcpu_short sh = {id, r->offcpu.min_ns, v->count, v->ns};
+		err = sonde_spool_writer__add_offcpu_short(r->spool, &sh);
+	}
+	return err ? sonde__rec_error(r, err) : 0;
+}
+
 int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	size_t head = offsetof(struct sonde_bpf_wait, stack);
 
-	if (!r->offcpu.bpf || rec->type != REC_BPF_WAIT)
+	if (!r->offcpu.bpf || (rec->type != REC_BPF_WAIT && rec->type != REC_BPF_SHORTS))
 		return 0;
+	/* the stream's copy is 8-aligned, as the records' 64-bit fields need */
+	if (rec->type == REC_BPF_SHORTS) {
+		const struct sonde_bpf_exit_shorts *e = (const void *)rec->sample.raw;
+		if (rec->sample.raw_size < sizeof(*e))
+			r->sum.bad_records++;
+		else
+			write_short(r, e->time_ns, e->tid, &e->v);
+		return 1;
+	}
 	if (rec->sample.raw_size < head) {
 		r->sum.bad_records++;
 		return 1;
 	}
-	/* the stream's copy is 8-aligned, as the wait's 64-bit fields need */
 	const struct sonde_bpf_wait *w = (const void *)rec->sample.raw;
 	size_t stack_len = rec->sample.raw_size - head;
 	if (stack_len > w->stack_len)
@@ -674,6 +724,7 @@ static int write_open(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint64
 	return first;
 }
 
+/* The short totals of the threads alive at the end. */
 static int write_shorts(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 {
 	struct bpf_map *m = b->skel->maps.shorts;
@@ -682,27 +733,13 @@ static int write_shorts(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 	int first = 0;
 
 	while (!bpf_map__get_next_key(m, prev, &next, sizeof(next))) {
-		uint32_t id;
 		key = next;
 		prev = &key;
-		if (bpf_map__lookup_elem(m, &key, sizeof(key), &v, sizeof(v), 0) || !v.count)
+		if (bpf_map__lookup_elem(m, &key, sizeof(key), &v, sizeof(v), 0))
 			continue;
-		struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
-				       .time = r->last_time,
-				       .pid = v.pid,
-				       .tid = key,
-				       .has_id = true};
-		if (!sonde__rec_sample_process(r, &rec))
-			continue;
-		r->sum.offcpu_short += v.count;
-		r->sum.offcpu_short_ns += v.ns;
-		int err = sonde__rec_thread_id(r, r->last_time, (pid_t)v.pid, (pid_t)key, &id);
-		if (!err) {
-			struct sonde_spool_offcpu_short sh = {id, r->offcpu.min_ns, v.count, v.ns};
-			err = sonde_spool_writer__add_offcpu_short(r->spool, &sh);
-		}
+		int err = write_short(r, r->last_time, key, &v);
 		if (err && !first)
-			first = sonde__rec_error(r, err);
+			first = err;
 	}
 	return first;
 }
@@ -722,9 +759,16 @@ static void read_stats(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 					 (size_t)ncpu * sizeof(*v), 0))
 			continue;
 		for (int c = 0; c < ncpu; c++)
-			sum[k] += v[c];
+			if (k == SONDE_BPF_WAITS_HIGH || k == SONDE_BPF_SWITCHES_HIGH)
+				sum[k] = v[c] > sum[k] ? v[c] : sum[k];
+			else
+				sum[k] += v[c];
 	}
 	sonde__free(v);
+	r->sum.offcpu_ring_waits_bytes = bpf_map__max_entries(b->skel->maps.waits);
+	r->sum.offcpu_ring_waits_high = sum[SONDE_BPF_WAITS_HIGH];
+	r->sum.offcpu_ring_switches_bytes = bpf_map__max_entries(b->skel->maps.switches);
+	r->sum.offcpu_ring_switches_high = sum[SONDE_BPF_SWITCHES_HIGH];
 	r->sum.offcpu_switches += sum[SONDE_BPF_SWITCHES];
 	r->sum.offcpu_wakeups += sum[SONDE_BPF_WAKEUPS];
 	/* lost to full maps or a full ring buffer: as the perf backend's losses */
