@@ -674,7 +674,7 @@ TEST(record_a_pid_a_sweep_found_gone_is_another_task_s_after)
 	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q, P, Q, P, 1500));
 	ASSERT_NOT_NULL(sonde__tasks_rename(&r->tasks, Q, Q, "true", 1600, &stale));
 	kernel_sample(r, Q, 2000);
-	ASSERT_OK(sonde__rec_process_gone(r, sonde__tasks_process(&r->tasks, Q, false)));
+	ASSERT_OK(process_gone(r, Q));
 	kernel_sample(r, Q, 4000);
 	kernel_sample(r, Q, 4100);
 	switch_rec(r, Q, Q, 1, 0, 4500); /* S */
