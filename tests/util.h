@@ -61,7 +61,8 @@ int test_wait(pid_t pid, int timeout_s);
  * machine runs either of them. The program waits with `read go <PATH` in sh (TEST_HELD);
  * test_gate_open() makes the fifo test_path(name) and keeps it open read-write, so that the
  * program's open returns at once and only its read waits, for the line test_gate_pass()
- * writes (one per read). */
+ * writes (one per read). A test that fails lets it go too: its end closes the fifo's last
+ * writer, and the read ends. */
 struct test_gate {
 	char path[PATH_MAX];
 	int fd;
