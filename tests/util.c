@@ -362,6 +362,28 @@ int test_wait(pid_t pid, int timeout_s)
 	return reap(pid, test_now() + timeout_s);
 }
 
+void test_gate_open(struct test_gate *g, const char *name)
+{
+	snprintf(g->path, sizeof(g->path), "%s", test_path(name));
+	if (mkfifo(g->path, 0600) < 0)
+		FAIL("mkfifo %s: %s", g->path, strerror(errno));
+	g->fd = open(g->path, O_RDWR | O_CLOEXEC);
+	if (g->fd < 0)
+		FAIL("open %s: %s", g->path, strerror(errno));
+}
+
+void test_gate_pass(struct test_gate *g)
+{
+	if (write(g->fd, "go\n", 3) != 3)
+		FAIL("writing to %s: %s", g->path, strerror(errno));
+}
+
+void test_gate_close(struct test_gate *g)
+{
+	close(g->fd);
+	g->fd = -1;
+}
+
 const char *test_copy_for_anyone(const char *path)
 {
 	const char *base = strrchr(path, '/');

@@ -3,6 +3,7 @@
 #ifndef SONDE_TEST_UTIL_H
 #define SONDE_TEST_UTIL_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -54,6 +55,23 @@ pid_t test_spawn_fed(int *in, const char *const argv[]);
 pid_t test_spawn_as(uid_t uid, gid_t gid, const char *errfile, const char *const argv[]);
 /* Wait for a background program, killing it after timeout_s; returns as test_output.status. */
 int test_wait(pid_t pid, int timeout_s);
+
+/* A gate a program started by a test waits at until the test lets it through: what holds a
+ * program's end (or start) until the test has seen what it awaits, however slowly a loaded
+ * machine runs either of them. The program waits with `read go <PATH` in sh (TEST_HELD);
+ * test_gate_open() makes the fifo test_path(name) and keeps it open read-write, so that the
+ * program's open returns at once and only its read waits, for the line test_gate_pass()
+ * writes (one per read). A test that fails lets it go too: its end closes the fifo's last
+ * writer, and the read ends. */
+struct test_gate {
+	char path[PATH_MAX];
+	int fd;
+};
+void test_gate_open(struct test_gate *g, const char *name);
+void test_gate_pass(struct test_gate *g);
+void test_gate_close(struct test_gate *g);
+/* sh -c TEST_HELD PROG ARG GATE: runs PROG ARG, then waits at the gate before it ends. */
+#define TEST_HELD "\"$0\" \"$1\"; read go <\"$2\""
 
 /* Machine-wide settings under /proc/sys, NAME written as there: "kernel/perf_event_paranoid".
  * They are shared by every test of this suite and of any other suite on the machine, so

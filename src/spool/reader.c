@@ -14,11 +14,12 @@
 
 #include "base/alloc.h"
 #include "base/array.h"
-#include "base/u64map.h"
 #include "spool/format.h"
 #include "spool/keep.h"
 
 enum { CHUNK = 1 << 20 };
+/* CPU numbers a file's switches may name: no machine has more CPUs. */
+enum { MAX_CPUS = 1 << 20 };
 
 struct rnode {
 	uint32_t parent, frame;
@@ -56,7 +57,10 @@ struct sonde_spool {
 	struct rcpu *cpus; /* by CPU number: the switches, added up as they come */
 	size_t cpus_cap;
 	uint32_t n_cpus;
-	struct u64map first_sample; /* CPU number -> the time of its first sample */
+	/* by CPU number below MAX_CPUS, those that can have switches: the time of its first
+	 * sample + 1, 0 for none */
+	uint64_t *first_sample;
+	size_t first_sample_cap;
 	uint64_t last_switch_ns;
 	/* each task's stays on a CPU by the switches, sorted by tid then start once the
 	 * input ends */
@@ -129,7 +133,7 @@ static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record 
 	if (!rec->switches.n)
 		return 0;
 	if (cpu >= s->n_cpus) {
-		if (cpu >= (1u << 20))
+		if (cpu >= MAX_CPUS)
 			return -SONDE_E_RANGE; /* no machine has that many: a bad file */
 		if (sonde__array_grow(&s->cpus, &s->cpus_cap, (size_t)cpu + 1, sizeof(*s->cpus),
 				      16) < 0)
@@ -214,8 +218,9 @@ int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cpu, uint64_
 	 * them one by one; the recording's start is taken before it sets them up). From its
 	 * first sample (a task on it, since the idle task's are not kept) on, that task ran;
 	 * before, the CPU is unknown (an idle CPU's time to its first switch with it). */
-	const uint64_t *sampled = sonde__u64map_get(&s->first_sample, cpu);
-	uint64_t seen = sampled && *sampled < c->first_ns && c->first_prev ? *sampled : c->first_ns;
+	uint64_t sampled = cpu < s->first_sample_cap ? s->first_sample[cpu] : 0, seen = c->first_ns;
+	if (sampled && sampled - 1 < c->first_ns && c->first_prev)
+		seen = sampled - 1;
 	if (seen < start_ns)
 		seen = start_ns;
 	out->unknown_ns += seen - start_ns;
@@ -283,6 +288,25 @@ static int keep_thread(struct sonde_spool *s, const struct sonde_spool_record *r
 	return 0;
 }
 
+/* A CPU's first sample, for sonde_spool__get_cpu_time (a sample names any CPU number; the
+ * others cannot have switches, whose time it is needed for). */
+static int note_first_sample(struct sonde_spool *s, uint32_t cpu, uint64_t time_ns)
+{
+	size_t had = s->first_sample_cap;
+
+	if (cpu >= MAX_CPUS || time_ns == UINT64_MAX)
+		return 0;
+	if (cpu >= had) {
+		if (sonde__array_grow(&s->first_sample, &s->first_sample_cap, (size_t)cpu + 1,
+				      sizeof(*s->first_sample), 16) < 0)
+			return -ENOMEM;
+		memset(s->first_sample + had, 0, (s->first_sample_cap - had) * sizeof(uint64_t));
+	}
+	if (!s->first_sample[cpu])
+		s->first_sample[cpu] = time_ns + 1;
+	return 0;
+}
+
 static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *rec)
 {
 	struct sonde_spool_info *in = &s->info;
@@ -293,9 +317,7 @@ static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *r
 	s->samples[in->samples++] =
 		(struct sonde_spool_sample){rec->sample.time_ns, rec->sample.thread,
 					    rec->sample.stack, rec->sample.flags, rec->sample.cpu};
-	if (rec->sample.cpu != SONDE_SPOOL_CPU_NONE &&
-	    !sonde__u64map_get(&s->first_sample, rec->sample.cpu) &&
-	    sonde__u64map_put(&s->first_sample, rec->sample.cpu, rec->sample.time_ns) < 0)
+	if (note_first_sample(s, rec->sample.cpu, rec->sample.time_ns) < 0)
 		return -ENOMEM;
 	if (in->samples == 1)
 		in->first_time_ns = rec->sample.time_ns;
@@ -525,7 +547,7 @@ void sonde_spool__close(struct sonde_spool *s)
 	sonde__free(s->exit_ns);
 	sonde__free(s->runs);
 	sonde__free(s->cpus);
-	sonde__u64map_free(&s->first_sample);
+	sonde__free(s->first_sample);
 	sonde__free(s->shorts);
 	sonde_spool_decoder__free(s->dec);
 	sonde__free(s);

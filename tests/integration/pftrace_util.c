@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/array.h"
 #include "base/buf.h"
 #include "base/pb.h"
 #include "base/u64map.h"
@@ -9,20 +11,23 @@
 #include "../test.h"
 #include "pftrace_util.h"
 
+/* An interned frame: the iids of its function name and mapping, and its pc. */
+struct pframe {
+	uint64_t fn, map, pc;
+};
+
 /* Interned state of one sequence: iid -> index into the arrays. */
 struct seqstate {
 	uint32_t id;
 	struct u64map fn, frames, stacks, maps, paths;
 	char **strs; /* function names and mapping path components */
-	size_t n_strs;
-	uint64_t *frame_fn;  /* function name iid, per frame index */
-	uint64_t *frame_map; /* mapping iid */
-	uint64_t *frame_pc;
-	size_t n_frames;
+	size_t n_strs, strs_cap;
+	struct pframe *frames_v;
+	size_t n_frames, frames_cap;
 	uint64_t **stack_frames; /* frame iids, [0] = count */
-	size_t n_stacks;
+	size_t n_stacks, stacks_cap;
 	char **map_path;
-	size_t n_maps;
+	size_t n_maps, maps_cap;
 };
 
 struct dec {
@@ -45,12 +50,10 @@ static void seq_reset(struct seqstate *s)
 		free(s->stack_frames[i]);
 	for (size_t i = 0; i < s->n_maps; i++)
 		free(s->map_path[i]);
-	free(s->strs);
-	free(s->frame_fn);
-	free(s->frame_map);
-	free(s->frame_pc);
-	free(s->stack_frames);
-	free(s->map_path);
+	sonde__free(s->strs);
+	sonde__free(s->frames_v);
+	sonde__free(s->stack_frames);
+	sonde__free(s->map_path);
 	uint32_t id = s->id;
 	memset(s, 0, sizeof(*s));
 	s->id = id;
@@ -66,18 +69,11 @@ static struct seqstate *seq_get(struct dec *d, uint32_t id)
 	return &d->seqs[d->nseqs++];
 }
 
-/* Room for element n of an array of n elements of size bytes: its capacity is the power of
- * two at or above n, doubled as n reaches it. A realloc per element made decoding
- * quadratic, and under ASan, whose realloc always moves, the 25,000 switches of a
- * system-wide trace took minutes. */
-static void *grow(void *arr, size_t n, size_t size)
-{
-	if (n & (n - 1))
-		return arr;
-	return ASSERT_NOT_NULL(realloc(arr, (n ? 2 * n : 1) * size));
-}
-
-#define GROW(arr, n) ((arr) = grow((arr), (n), sizeof(*(arr))))
+/* Room for one more element after the n of arr, whose capacity is cap: the library's
+ * growth, doubling (a realloc per element made decoding quadratic, and under ASan, whose
+ * realloc always moves, the 25,000 switches of a system-wide trace took minutes). The
+ * arrays are freed with sonde__free. */
+#define GROW(arr, n, cap) ASSERT_OK(sonde__array_grow(&(arr), &(cap), (n) + 1, sizeof(*(arr)), 16))
 
 static void intern_str(struct seqstate *s, struct u64map *m, struct pb_reader r)
 {
@@ -93,7 +89,7 @@ static void intern_str(struct seqstate *s, struct u64map *m, struct pb_reader r)
 			str = ASSERT_NOT_NULL(strndup((const char *)f.ptr, f.len));
 		}
 	}
-	GROW(s->strs, s->n_strs);
+	GROW(s->strs, s->n_strs, s->strs_cap);
 	s->strs[s->n_strs] = str;
 	ASSERT_INT(sonde__u64map_put(m, iid, s->n_strs++), ==, 0);
 }
@@ -125,7 +121,7 @@ static void intern_mapping(struct dec *d, struct seqstate *s, struct pb_reader r
 		}
 	}
 	sonde__buf_append(&p, "", 1);
-	GROW(s->map_path, s->n_maps);
+	GROW(s->map_path, s->n_maps, s->maps_cap);
 	s->map_path[s->n_maps] = (char *)p.data;
 	ASSERT_INT(sonde__u64map_put(&s->maps, iid, s->n_maps++), ==, 0);
 }
@@ -145,12 +141,8 @@ static void intern_frame(struct seqstate *s, struct pb_reader r)
 		else if (f.num == 4)
 			pc = f.u;
 	}
-	GROW(s->frame_fn, s->n_frames);
-	GROW(s->frame_map, s->n_frames);
-	GROW(s->frame_pc, s->n_frames);
-	s->frame_fn[s->n_frames] = fn;
-	s->frame_map[s->n_frames] = map;
-	s->frame_pc[s->n_frames] = pc;
+	GROW(s->frames_v, s->n_frames, s->frames_cap);
+	s->frames_v[s->n_frames] = (struct pframe){fn, map, pc};
 	ASSERT_INT(sonde__u64map_put(&s->frames, iid, s->n_frames++), ==, 0);
 }
 
@@ -167,7 +159,7 @@ static void intern_stack(struct seqstate *s, struct pb_reader r)
 			fr[++fr[0]] = f.u;
 		}
 	}
-	GROW(s->stack_frames, s->n_stacks);
+	GROW(s->stack_frames, s->n_stacks, s->stacks_cap);
 	s->stack_frames[s->n_stacks] = fr;
 	ASSERT_INT(sonde__u64map_put(&s->stacks, iid, s->n_stacks++), ==, 0);
 }
@@ -211,20 +203,20 @@ static void resolve_stack(struct dec *d, struct seqstate *s, uint64_t iid, struc
 			d->t->missing_interned++;
 			continue;
 		}
-		const char *name = s->frame_fn[*fi] ? str_of(s, &s->fn, s->frame_fn[*fi],
-							     &d->t->missing_interned)
-						    : NULL;
+		const struct pframe *pf = &s->frames_v[*fi];
+		const char *name =
+			pf->fn ? str_of(s, &s->fn, pf->fn, &d->t->missing_interned) : NULL;
 		if (b.len)
 			sonde__buf_append(&b, ";", 1);
 		name = name && *name ? name : "?";
 		sonde__buf_append(&b, name, strlen(name));
 		if (i == fr[0]) {
-			uint64_t *mi = sonde__u64map_get(&s->maps, s->frame_map[*fi]);
+			uint64_t *mi = sonde__u64map_get(&s->maps, pf->map);
 			if (!mi)
 				d->t->missing_interned++;
 			else
 				out->leaf_mapping = strdup(s->map_path[*mi]);
-			out->leaf_rel_pc = s->frame_pc[*fi];
+			out->leaf_rel_pc = pf->pc;
 		}
 	}
 	sonde__buf_append(&b, "", 1);
@@ -274,7 +266,7 @@ static void perf_sample(struct dec *d, struct seqstate *s, uint64_t ts, struct p
 	if (stack)
 		resolve_stack(d, s, stack, &smp);
 	struct pft_trace *t = d->t;
-	GROW(t->samples, t->n_samples);
+	GROW(t->samples, t->n_samples, t->samples_cap);
 	t->samples[t->n_samples++] = smp;
 }
 
@@ -380,7 +372,7 @@ static void ftrace_bundle(struct dec *d, struct pb_reader r)
 		}
 		if (!known)
 			continue;
-		GROW(t->sched, t->n_sched);
+		GROW(t->sched, t->n_sched, t->sched_cap);
 		t->sched[t->n_sched++] = ev;
 	}
 	/* the cpu field may follow the events */
@@ -483,7 +475,7 @@ static void track_descriptor(struct dec *d, struct pb_reader r)
 			}
 	}
 	struct pft_trace *t = d->t;
-	GROW(t->tracks, t->n_tracks);
+	GROW(t->tracks, t->n_tracks, t->tracks_cap);
 	t->tracks[t->n_tracks++] = tr;
 }
 
@@ -502,7 +494,7 @@ static void track_event(struct dec *d, uint64_t ts, struct pb_reader r)
 			copy_str(ev.name, sizeof(ev.name), &f);
 	}
 	struct pft_trace *t = d->t;
-	GROW(t->events, t->n_events);
+	GROW(t->events, t->n_events, t->events_cap);
 	t->events[t->n_events++] = ev;
 }
 
@@ -585,10 +577,10 @@ void pft_free(struct pft_trace *t)
 		free(t->samples[i].stack);
 		free(t->samples[i].leaf_mapping);
 	}
-	free(t->samples);
-	free(t->sched);
-	free(t->tracks);
-	free(t->events);
+	sonde__free(t->samples);
+	sonde__free(t->sched);
+	sonde__free(t->tracks);
+	sonde__free(t->events);
 	free(t->process_names);
 	free(t->thread_names);
 	free(t->errors);

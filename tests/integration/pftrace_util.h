@@ -48,9 +48,9 @@ struct pft_event {
 
 struct pft_trace {
 	struct pft_sample *samples;
-	size_t n_samples;
+	size_t n_samples, samples_cap;
 	struct pft_sched *sched;
-	size_t n_sched;
+	size_t n_sched, sched_cap;
 	int bundles;	      /* FtraceEventBundle packets */
 	uint64_t lost;	      /* sum of kernel_records_lost */
 	int guardrail_stops;  /* producer_event{source_stop_reason=GUARDRAIL} */
@@ -65,9 +65,9 @@ struct pft_trace {
 	int n_seq_ids;
 	int missing_interned; /* references to iids the sequence never defined */
 	struct pft_track *tracks;
-	size_t n_tracks;
+	size_t n_tracks, tracks_cap;
 	struct pft_event *events;
-	size_t n_events;
+	size_t n_events, events_cap;
 };
 
 /* Decodes a whole trace (fails the test on malformed bytes). */

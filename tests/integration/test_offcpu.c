@@ -278,6 +278,24 @@ static void check_spool(const char *path, uint64_t min_intervals)
 	ASSERT_UINT(n, >=, min_intervals);
 }
 
+/* Ends sonde record (pid r) with SIGINT once the spool it is writing holds n off-CPU
+ * intervals: not after a fixed time, in which a loaded machine may not even have started
+ * the recording. */
+static void interrupt_at(pid_t r, const char *spool, uint64_t n)
+{
+	for (double end = test_now() + 60;; usleep(20000)) {
+		struct sonde_spool *s = sonde_spool__open(spool, NULL);
+		uint64_t got = s ? sonde_spool__offcpu_count(s) : 0;
+		sonde_spool__close(s);
+		if (got >= n)
+			break;
+		if (test_now() > end)
+			FAIL("%s held %llu off-CPU intervals after 60 s", spool,
+			     (unsigned long long)got);
+	}
+	kill(r, SIGINT);
+}
+
 /* Whether the off-CPU stacks of pid (a --tid or --pid filter) reach nap through main. */
 static bool nap_reached(const char *spool, int pid, const char *flags)
 {
@@ -312,8 +330,7 @@ TEST_TIMEOUT(offcpu_attach_and_ctrl_c, 120)
 	const char *rec[] = {
 		test_bin("sonde"), "record", "--off-cpu", "-q", "-p", pid, "-o", spool, NULL};
 	pid_t r = test_spawn(rec);
-	sleep(2);
-	kill(r, SIGINT);
+	interrupt_at(r, spool, 20);
 	ASSERT_INT(test_wait(r, 30), ==, 0);
 	check_spool(spool, 20);
 	check_nap_reached(spool, (int)p, "--tid");
@@ -352,8 +369,7 @@ TEST_EXCLUSIVE(offcpu_system_wide_ctrl_c, 120)
 	const char *rec[] = {
 		test_bin("sonde"), "record", "-a", "--off-cpu", "-q", "-p", pid, "-o", spool, NULL};
 	pid_t r = test_spawn(rec);
-	sleep(2);
-	kill(r, SIGINT);
+	interrupt_at(r, spool, 20);
 	ASSERT_INT(test_wait(r, 30), ==, 0);
 	check_spool(spool, 20);
 	/* a -p filter: the other processes' switches are not kept */

@@ -143,24 +143,55 @@ TEST_TIMEOUT(record_launched_split_unwinds_to_main, 120)
 	test_output_free(&o);
 }
 
+/* A process that waits at a gate, then exec's split for 0.5 s of its CPU time: the test lets
+ * it through once sonde record has attached it, so that the recording holds its whole run
+ * however slowly a loaded machine starts either (a split of 2 s of wall time, attached
+ * 200 ms after its start, could be over before a loaded recorder had attached it). */
+static pid_t spawn_held_split(struct test_gate *g, const char *name)
+{
+	test_gate_open(g, name);
+	const char *argv[] = {"/bin/sh",
+			      "-c",
+			      "read go <\"$2\"; exec \"$0\" \"$1\"",
+			      test_prog("split"),
+			      "0.5cpu",
+			      g->path,
+			      NULL};
+	return test_spawn(argv);
+}
+
+/* Waits for sonde record to publish its spool under its name, which it does once it has
+ * attached every process it was given. */
+static void await_published(const char *spool)
+{
+	for (double end = test_now() + 60; access(spool, F_OK) != 0; usleep(10000))
+		if (test_now() > end)
+			FAIL("sonde record did not start recording into %s in 60 s", spool);
+}
+
 TEST_TIMEOUT(record_attach_by_pid_until_exit, 120)
 {
-	struct test_output o;
 	struct split_stats st;
-	const char *out = test_path("pid.spool");
-	const char *argv[] = {test_prog("split"), "2", NULL};
+	struct test_gate g;
+	char out[PATH_MAX], pid_arg[16];
 
 	test_require_perf();
-	pid_t pid = test_spawn(argv);
-	usleep(200000);
-	test_runf(&o, 100, "%s record -F 999 -o %s -p %d", test_bin("sonde"), out, (int)pid);
-	ASSERT_INT(o.status, ==, 0);
-	/* It was stopped for attaching, and resumed: it ran to its normal end. */
-	ASSERT_INT(test_wait(pid, 30), ==, 0);
+	snprintf(out, sizeof(out), "%s", test_path("pid.spool"));
+	pid_t pid = spawn_held_split(&g, "gate");
+	snprintf(pid_arg, sizeof(pid_arg), "%d", (int)pid);
+	const char *rec[] = {test_bin("sonde"), "record", "-q", "-F", "999", "-o", out, "-p",
+			     pid_arg,		NULL};
+	pid_t sonde = test_spawn(rec);
+	await_published(out);
+	test_gate_pass(&g);
+	/* It was stopped for attaching, and resumed: it ran to its normal end, and so did the
+	 * recording. */
+	ASSERT_INT(test_wait(pid, 60), ==, 0);
+	ASSERT_INT(test_wait(sonde, 60), ==, 0);
 	analyze_file(out, &st);
 	ASSERT_UINT(st.samples, >=, 20);
 	ASSERT_UINT(st.deep * 10, >=, st.samples * 9);
-	test_output_free(&o);
+	test_gate_close(&g);
 }
 
 TEST_TIMEOUT(record_on_exec_samples_from_the_start, 120)
@@ -941,8 +972,10 @@ TEST_TIMEOUT(record_api_running_mode_and_max_frequency, 60)
 		   SONDE_ATTACH_ALREADY);
 	ASSERT_INT(sonde_recorder__attach_process(r, 2147483000, SONDE_ATTACH_RUNNING), ==,
 		   SONDE_ATTACH_EXITED);
-	usleep(300000);
-	ASSERT(sonde_recorder__has_pending_events(r)); /* nothing drains in the background */
+	/* Samples come as the target gets the CPU, and stay in the rings: nothing drains in
+	 * the background. */
+	for (double end = test_now() + 30; !sonde_recorder__has_pending_events(r); usleep(10000))
+		ASSERT(test_now() < end);
 	ASSERT_OK(sonde_recorder__flush(r));
 	/* Flushed: the file already holds a readable recording (without its end record). */
 	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(test_path("run.spool"), NULL));
@@ -1161,24 +1194,32 @@ TEST_TIMEOUT(record_steady_state_retains_nothing_per_sample, 60)
 #endif
 }
 
-/* Several -p: every process is recorded, and the recording ends when the last one exits. */
+/* Several -p: every process is recorded, and the recording ends when the last one exits:
+ * the second runs only once the first has ended, and its samples are in the recording. */
 TEST_TIMEOUT(record_several_pids, 120)
 {
-	struct test_output o;
-	const char *out = test_path("two.spool");
-	const char *a1[] = {test_prog("split"), "1", NULL};
-	const char *a2[] = {test_prog("split"), "2", NULL};
+	char out[PATH_MAX], err[PATH_MAX], a1[16], a2[16];
+	struct test_gate g1, g2;
+	int status;
 
 	test_require_perf();
-	pid_t p1 = test_spawn(a1), p2 = test_spawn(a2);
-	usleep(200000);
-	double t0 = test_now();
-	test_runf(&o, 100, "%s record -o %s -p %d -p %d", test_bin("sonde"), out, (int)p1, (int)p2);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT(test_now() - t0 > 1.2); /* it waited for the longer one */
-	ASSERT_CONTAINS(o.err, "2 processes");
-	ASSERT_INT(test_wait(p1, 30), ==, 0);
-	ASSERT_INT(test_wait(p2, 30), ==, 0);
+	snprintf(out, sizeof(out), "%s", test_path("two.spool"));
+	snprintf(err, sizeof(err), "%s", test_path("record.err"));
+	pid_t p1 = spawn_held_split(&g1, "gate1"), p2 = spawn_held_split(&g2, "gate2");
+	snprintf(a1, sizeof(a1), "%d", (int)p1);
+	snprintf(a2, sizeof(a2), "%d", (int)p2);
+	const char *rec[] = {test_bin("sonde"), "record", "-o", out, "-p", a1, "-p", a2, NULL};
+	pid_t sonde = test_spawn_as(geteuid(), getegid(), err, rec);
+	await_published(out);
+	test_gate_pass(&g1);
+	ASSERT_INT(test_wait(p1, 60), ==, 0);
+	ASSERT_INT(waitpid(sonde, &status, WNOHANG), ==, 0);
+	test_gate_pass(&g2);
+	ASSERT_INT(test_wait(p2, 60), ==, 0);
+	ASSERT_INT(test_wait(sonde, 60), ==, 0);
+	char *text = ASSERT_NOT_NULL(test_read_file(err, NULL));
+	ASSERT_CONTAINS(text, "2 processes");
+	free(text);
 	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(out, NULL));
 	struct sonde_spool_info info;
 	sonde_spool__get_info(s, &info);
@@ -1193,7 +1234,8 @@ TEST_TIMEOUT(record_several_pids, 120)
 	}
 	ASSERT(seen1 && seen2);
 	sonde_spool__close(s);
-	test_output_free(&o);
+	test_gate_close(&g1);
+	test_gate_close(&g2);
 }
 
 /* frame_pointers_only (linux.perf's FRAME_POINTER mode): no frame is walked by CFI, and split,

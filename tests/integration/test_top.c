@@ -31,15 +31,6 @@ static const char *last_table(const char *out)
 	return t;
 }
 
-static int count_tables(const char *out)
-{
-	int n = 0;
-
-	for (const char *p = out; (p = strstr(p, "sonde top:")); p++)
-		n++;
-	return n;
-}
-
 /* The SELF% and TOTAL% of function `name` in the table starting at t (up to the next
  * blank line); false when it is not listed. */
 static bool row_of(const char *t, const char *name, double *self, double *total)
@@ -87,52 +78,132 @@ static void check_split_table(const char *t)
 	ASSERT_DOUBLE_NEAR(self, 0, 2);
 }
 
-TEST_TIMEOUT(top_plain_mode_on_split, 120)
+/* sonde top in the background, its standard output in the file out, where the test reads
+ * its tables as they come. */
+static pid_t top_spawn(const char *out, const char *const argv[])
 {
-	struct test_output o;
+	fflush(NULL);
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, STDOUT_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
 
-	test_require_perf();
-	test_runf(&o, 90, "%s top --interval 0.5 --command-output %s -- %s 3", test_bin("sonde"),
-		  test_path("split.out"), test_prog("split"));
-	ASSERT_INT(o.status, ==, 0);
-	/* A table every half second while it ran, then the final one. */
-	ASSERT_INT(count_tables(o.out), >=, 3);
-	const char *t = last_table(o.out);
+/* Whether text has a whole table (its blank line written) that is not the final one and
+ * lists function fn (NULL: any table). */
+static bool has_live_table(const char *text, const char *fn)
+{
+	double self, total;
+
+	for (const char *t = text; (t = strstr(t, "sonde top:")); t++) {
+		const char *eol = strchr(t, '\n');
+		const char *final = strstr(t, "| final");
+		if (!eol || !strstr(t, "\n\n"))
+			return false;
+		if ((!final || final > eol) && (!fn || row_of(t, fn, &self, &total)))
+			return true;
+	}
+	return false;
+}
+
+/* Waits until top's output in the file out has a table has_live_table() finds: 60 s at most,
+ * a loaded machine being slow rather than stuck. Returns the output (free it). */
+static char *await_live_table(const char *out, const char *fn)
+{
+	double deadline = test_now() + 60;
+
+	for (;;) {
+		char *text = test_read_file(out, NULL);
+		if (text && has_live_table(text, fn))
+			return text;
+		free(text);
+		if (test_now() > deadline)
+			FAIL("top showed no table%s%s while its source ran", fn ? " listing " : "",
+			     fn ? fn : "");
+		usleep(20000);
+	}
+}
+
+/* Waits for top's end, which must be a success, and checks its last table: the final one,
+ * over the whole recording (-w 3600), of split's samples. Returns the output (free it). */
+static char *top_final(pid_t top, const char *out)
+{
+	ASSERT_INT(test_wait(top, 60), ==, 0);
+	char *text = ASSERT_NOT_NULL(test_read_file(out, NULL));
+	const char *t = last_table(text);
 	ASSERT_CONTAINS(t, "| final");
 	check_split_table(t);
-	test_output_free(&o);
+	return text;
+}
+
+/* The tests of what top shows while its source runs hold that source's end at a gate
+ * (TEST_HELD) until the test has seen it: a command on a loaded machine can be over before
+ * a starved top drew its second table. split works for 0.5 s of its own CPU time, as many
+ * samples however loaded the machine is, and the final tables count them all (-w 3600). */
+TEST_TIMEOUT(top_plain_mode_on_split, 120)
+{
+	char out[PATH_MAX];
+	struct test_gate g;
+
+	test_require_perf();
+	snprintf(out, sizeof(out), "%s", test_path("top.out"));
+	test_gate_open(&g, "gate");
+	const char *argv[] = {test_bin("sonde"),
+			      "top",
+			      "--interval",
+			      "0.5",
+			      "-w",
+			      "3600",
+			      "--command-output",
+			      test_path("split.out"),
+			      "--",
+			      "sh",
+			      "-c",
+			      TEST_HELD,
+			      test_prog("split"),
+			      "0.5cpu",
+			      g.path,
+			      NULL};
+	pid_t top = top_spawn(out, argv);
+	/* A table while the command ran, then the final one once it ended. */
+	free(await_live_table(out, "compute_hot"));
+	test_gate_pass(&g);
+	free(top_final(top, out));
+	test_gate_close(&g);
 }
 
 TEST_TIMEOUT(top_follows_a_file_sonde_record_is_writing, 120)
 {
-	const char *spool = test_path("rec.spool");
-	const char *rec[] = {test_bin("sonde"),	 "record", "-q", "-o", spool, "--",
-			     test_prog("split"), "4",	   NULL};
-	struct test_output o;
+	char spool[PATH_MAX], out[PATH_MAX];
+	struct test_gate g;
 	struct stat st;
 
 	test_require_perf();
+	snprintf(spool, sizeof(spool), "%s", test_path("rec.spool"));
+	snprintf(out, sizeof(out), "%s", test_path("top.out"));
+	test_gate_open(&g, "gate");
+	const char *rec[] = {
+		test_bin("sonde"), "record",	       "-q",   "-o",   spool, "--", "sh", "-c",
+		TEST_HELD,	   test_prog("split"), "0.5cpu", g.path, NULL};
 	pid_t recorder = test_spawn(rec);
 	double deadline = test_now() + 30;
 	while ((stat(spool, &st) < 0 || st.st_size == 0) && test_now() < deadline)
 		usleep(10000);
 	ASSERT_INT(st.st_size, >, 0);
-	const char *top[] = {test_bin("sonde"), "top", "--interval", "0.5", spool, NULL};
-	test_run(&o, 90, top);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT_INT(test_wait(recorder, 30), ==, 0);
-	/* It showed the recording while it was being written, not only at its end. */
-	ASSERT_INT(count_tables(o.out), >=, 4);
-	const char *first = strstr(o.out, "sonde top:");
-	const char *second = strstr(first + 1, "sonde top:");
-	double self, total;
-	ASSERT(row_of(second, "compute_hot", &self, &total));
-	ASSERT(strstr(second, "| final") == NULL ||
-	       strstr(second, "| final") > strchr(second, '\n'));
-	const char *t = last_table(o.out);
-	ASSERT_CONTAINS(t, "| final");
-	check_split_table(t);
-	test_output_free(&o);
+	const char *argv[] = {
+		test_bin("sonde"), "top", "--interval", "0.5", "-w", "3600", spool, NULL};
+	pid_t top = top_spawn(out, argv);
+	/* It shows the recording while it is being written, not only at its end. */
+	free(await_live_table(out, "compute_hot"));
+	test_gate_pass(&g);
+	ASSERT_INT(test_wait(recorder, 60), ==, 0);
+	free(top_final(top, out));
+	test_gate_close(&g);
 }
 
 /* Threads of a record_family recording: the main thread, a worker, and the child. */
@@ -207,42 +278,26 @@ TEST_TIMEOUT(top_filters_by_pid_and_tid, 120)
 TEST_TIMEOUT(top_exits_cleanly_on_sigint, 120)
 {
 	const char *out = test_path("top.out");
-	char *text = NULL;
 
 	test_require_perf();
-	fflush(NULL);
-	pid_t pid = fork();
-	ASSERT(pid >= 0);
-	if (pid == 0) {
-		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, STDOUT_FILENO);
-		execl(test_bin("sonde"), "sonde", "top", "--interval", "0.3", "--command-output",
-		      test_path("split.out"), "--", test_prog("split"), "60", (char *)NULL);
-		_exit(127);
-	}
+	const char *argv[] = {
+		test_bin("sonde"),	"top", "--interval",	   "0.3", "--command-output",
+		test_path("split.out"), "--",  test_prog("split"), "60",  NULL};
+	pid_t pid = top_spawn(out, argv);
 	/* Wait for a first table that has samples. */
-	double deadline = test_now() + 30;
-	while (test_now() < deadline) {
-		free(text);
-		text = test_read_file(out, NULL);
-		if (text && strstr(text, "compute_hot"))
-			break;
-		usleep(50000);
-	}
-	ASSERT_CONTAINS(text, "compute_hot");
+	free(await_live_table(out, "compute_hot"));
 	double sent = test_now();
 	ASSERT_OK(kill(pid, SIGINT));
 	ASSERT_INT(test_wait(pid, 20), ==, 0);
 	ASSERT_DOUBLE_NEAR(test_now() - sent, 0, 5);
-	free(text);
-	text = test_read_file(out, NULL);
+	char *text = test_read_file(out, NULL);
 	ASSERT_CONTAINS(last_table(text), "| final");
 	/* The command it launched was ended too. */
 	int child;
 	const char *p = strstr(text, "(pid ");
 	ASSERT_NOT_NULL(p);
 	ASSERT_INT(sscanf(p, "(pid %d)", &child), ==, 1);
-	deadline = test_now() + 10;
+	double deadline = test_now() + 10;
 	while (kill(child, 0) == 0 && test_now() < deadline)
 		usleep(20000);
 	ASSERT_INT(kill(child, 0), ==, -1);
@@ -368,25 +423,35 @@ TEST(top_usage_and_errors)
 	test_output_free(&o);
 }
 
+/* The process waits at the gate twice: it starts split once top has attached (top's first
+ * table says so) and ends once top has shown split's samples. */
 TEST_TIMEOUT(top_attaches_to_a_running_pid_until_it_exits, 120)
 {
-	const char *split[] = {test_prog("split"), "4", NULL};
-	struct test_output o;
+	char out[PATH_MAX], pid_arg[16], src[64];
+	struct test_gate g;
 
 	test_require_perf();
-	pid_t pid = test_spawn(split);
-	test_runf(&o, 90, "%s top --interval 0.5 --pid %d", test_bin("sonde"), (int)pid);
+	snprintf(out, sizeof(out), "%s", test_path("top.out"));
+	test_gate_open(&g, "gate");
+	const char *held[] = {
+		"/bin/sh", "-c", "read go <\"$2\"; " TEST_HELD, test_prog("split"), "0.5cpu",
+		g.path,	   NULL};
+	pid_t pid = test_spawn(held);
+	snprintf(pid_arg, sizeof(pid_arg), "%d", (int)pid);
+	const char *argv[] = {test_bin("sonde"), "top",	  "--interval", "0.5", "-w", "3600",
+			      "--pid",		 pid_arg, NULL};
+	pid_t top = top_spawn(out, argv);
+	free(await_live_table(out, NULL));
+	test_gate_pass(&g);
+	free(await_live_table(out, "compute_hot"));
+	test_gate_pass(&g);
 	/* The process was resumed after attaching and ran to its normal end. */
-	ASSERT_INT(test_wait(pid, 30), ==, 0);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT_INT(count_tables(o.out), >=, 3);
-	const char *t = last_table(o.out);
-	ASSERT_CONTAINS(t, "| final");
-	char src[64];
+	ASSERT_INT(test_wait(pid, 60), ==, 0);
+	char *text = top_final(top, out);
 	snprintf(src, sizeof(src), "sonde top: pid %d |", (int)pid);
-	ASSERT_CONTAINS(t, src);
-	check_split_table(t);
-	test_output_free(&o);
+	ASSERT_CONTAINS(last_table(text), src);
+	free(text);
+	test_gate_close(&g);
 }
 
 /* A finished spool of one raw-address stack of a process with no binary, named by a perf
