@@ -73,6 +73,16 @@ static struct sonde_recorder *recorder(struct buf *b)
 	return r;
 }
 
+static void recorder_free(struct sonde_recorder *r, struct buf *b)
+{
+	sonde_spool_writer__free(r->spool);
+	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
+		sonde__rec_offcpu_free(th->off);
+	sonde__tasks_free(&r->tasks);
+	sonde__buf_free(b);
+	free(r);
+}
+
 /* A sched_switch of `prev` (of pid `pid`, 0 for the idle task) to `next` at time. */
 static void switch_rec(struct sonde_recorder *r, uint32_t pid, int32_t prev, int64_t state,
 		       int32_t next, uint64_t time)
@@ -164,10 +174,7 @@ TEST(record_lost_exit_ends_the_life_at_the_last_sighting)
 	sonde__acct_free(&a);
 	sonde_spool__close(s);
 
-	sonde_spool_writer__free(r->spool);
-	sonde__tasks_free(&r->tasks);
-	sonde__buf_free(&b);
-	free(r);
+	recorder_free(r, &b);
 }
 
 /* A sweep that finds a process gone ends only the threads it saw: one never seen has no
@@ -188,10 +195,7 @@ TEST(record_lost_exit_leaves_unseen_threads)
 	ASSERT_OK(sonde__rec_process_record(r, &exit_rec));
 	ASSERT_OK(sonde_spool_writer__finish(r->spool));
 	ASSERT_INT(r->first_error, ==, 0);
-	sonde_spool_writer__free(r->spool);
-	sonde__tasks_free(&r->tasks);
-	sonde__buf_free(&b);
-	free(r);
+	recorder_free(r, &b);
 }
 
 /* An on-CPU sample of thread tid of pid in the kernel at time (one [kernel] frame: no
@@ -251,10 +255,7 @@ TEST(record_exec_of_an_unseen_fork_is_written_under_its_name)
 	/* one definition, the EXIT's: the sample after the exit is the same spool thread's */
 	ASSERT_UINT(defs, ==, 1);
 	sonde_spool__close(s);
-	sonde_spool_writer__free(r->spool);
-	sonde__tasks_free(&r->tasks);
-	sonde__buf_free(&b);
-	free(r);
+	recorder_free(r, &b);
 }
 
 /* The definitions of tid in the spool: their count; how many have an EXIT into *exits,
@@ -375,12 +376,7 @@ TEST(record_records_after_an_exit_are_the_exited_task_s)
 	ASSERT_UINT(k->ns[SONDE_ACCT_R], ==, 100);
 	sonde__acct_free(&a);
 	sonde_spool__close(s);
-	sonde_spool_writer__free(r->spool);
-	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
-		sonde__rec_offcpu_free(th->off);
-	sonde__tasks_free(&r->tasks);
-	sonde__buf_free(&b);
-	free(r);
+	recorder_free(r, &b);
 }
 
 /* A process nothing named (its fork came between the /proc scan and the enable, and it
@@ -427,10 +423,7 @@ TEST(record_an_unnamed_process_lends_its_id_to_no_thread)
 	ASSERT_STR_EQ(a.rows[0].comm, dec);
 	sonde__acct_free(&a);
 	sonde_spool__close(s);
-	sonde_spool_writer__free(r->spool);
-	sonde__tasks_free(&r->tasks);
-	sonde__buf_free(&b);
-	free(r);
+	recorder_free(r, &b);
 }
 
 /* A pid and tid the kernel gives to a new task after the first one's exit (pid_max comes
@@ -502,12 +495,7 @@ TEST(record_reused_ids_are_two_tasks)
 	}
 	sonde__acct_free(&a);
 	sonde_spool__close(s);
-	sonde_spool_writer__free(r->spool);
-	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
-		sonde__rec_offcpu_free(th->off);
-	sonde__tasks_free(&r->tasks);
-	sonde__buf_free(&b);
-	free(r);
+	recorder_free(r, &b);
 }
 
 /* A thread forked in the recording is defined at its fork, where its life starts: the run
@@ -563,10 +551,7 @@ TEST(record_a_forked_thread_is_defined_at_its_fork)
 	ASSERT_STR_EQ(k->comm, "pool-2");
 	sonde__acct_free(&a);
 	sonde_spool__close(s);
-	sonde_spool_writer__free(r->spool);
-	sonde__tasks_free(&r->tasks);
-	sonde__buf_free(&b);
-	free(r);
+	recorder_free(r, &b);
 }
 
 /* The spool threads of tid, in order: their count, ids into ids[] (at most 4). */
@@ -650,12 +635,7 @@ TEST(record_a_task_s_last_switch_out_ends_its_spool_thread)
 	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
 	sonde__acct_free(&a);
 	sonde_spool__close(s);
-	sonde_spool_writer__free(r->spool);
-	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
-		sonde__rec_offcpu_free(th->off);
-	sonde__tasks_free(&r->tasks);
-	sonde__buf_free(&b);
-	free(r);
+	recorder_free(r, &b);
 }
 
 /* A process a recovery sweep finds gone (its exit record lost) is another process's pid
@@ -704,10 +684,5 @@ TEST(record_a_pid_a_sweep_found_gone_is_another_task_s_after)
 	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
 	sonde__acct_free(&a);
 	sonde_spool__close(s);
-	sonde_spool_writer__free(r->spool);
-	for (struct rec_thread *th = NULL; (th = sonde__tasks_next_thread(&r->tasks, th));)
-		sonde__rec_offcpu_free(th->off);
-	sonde__tasks_free(&r->tasks);
-	sonde__buf_free(&b);
-	free(r);
+	recorder_free(r, &b);
 }
