@@ -629,18 +629,24 @@ static int64_t boot_offset_ns(void)
 }
 
 /* The time sched events say tid ran again after the switch-out at index i (its next
- * switch-in, on any CPU), or 0 when none does. */
+ * switch-in, on any CPU), or 0 when none does or when the trace lacks it: a later
+ * switch-out of tid before any switch-in of it says it ran again unseen (this guest's
+ * kernel delivers no sched_switch event for some switches from its idle task), and the
+ * next switch-in would end the wait a whole run of it late. */
 static uint64_t switch_in_after(const struct pft_trace *t, size_t i, uint32_t tid)
 {
-	uint64_t in = 0;
+	uint64_t in = 0, out = 0, from = t->sched[i].ts;
 
 	for (size_t k = 0; k < t->n_sched; k++) {
 		const struct pft_sched *e = &t->sched[k];
-		if (!e->waking && e->next_pid == tid && e->ts > t->sched[i].ts &&
-		    (!in || e->ts < in))
+		if (e->waking || e->ts <= from)
+			continue;
+		if (e->next_pid == tid && (!in || e->ts < in))
 			in = e->ts;
+		if (e->prev_pid == tid && (!out || e->ts < out))
+			out = e->ts;
 	}
-	return in;
+	return out && (!in || out < in) ? 0 : in;
 }
 
 /* The truth file of offcpu_split: its pid and the nanoseconds its rounds spent in fn. */
