@@ -834,7 +834,7 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 		if (err)
 			return err;
 		/* rec is not used past this point: a drain may reuse its place. Not when
-		 * everything is being released (a sweep, finish): what is drained would be
+		 * everything is being released (the final drain): what is drained would be
 		 * released in the same loop, which a busy machine could then keep going. */
 		if ((++n & 31) == 0 && limit != UINT64_MAX)
 			drain_meanwhile(r, &last_drain);
@@ -852,11 +852,31 @@ static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_
 	return err ? err : perr;
 }
 
-int sonde__rec_drain(struct sonde_recorder *r, bool final)
+/* Everything stamped before now, processed in order. While the events run, the rings are
+ * read one after another, and a record written into a ring after its read can be older
+ * than what a ring read later holds (a child's fork, a sample before an exec, against the
+ * exec's comm): what the reorder floor allows goes first, then, once a record stamped
+ * at the start can no longer be on its way (a short wait at most: processing usually
+ * outlasts the slack), the rings are read again and everything up to the start goes.
+ * Once the events are disabled, everything queued goes. */
+int sonde__rec_drain(struct sonde_recorder *r, uint64_t *done)
 {
 	struct sonde_record_poll pr = {0};
+	uint64_t start = sonde__rec_now(r);
 
-	return drain_and_process(r, final, &pr);
+	if (done)
+		*done = r->enabled ? start : UINT64_MAX;
+	if (!r->enabled)
+		return drain_and_process(r, true, &pr);
+	int err = drain_and_process(r, false, &pr);
+	uint64_t now = sonde__rec_now(r);
+	if (now < start + REC_REORDER_SLACK_NS) {
+		uint64_t ns = start + REC_REORDER_SLACK_NS - now;
+		nanosleep(&(struct timespec){0, (long)ns}, NULL);
+	}
+	int again = sonde__rec_error(r, drain_rings(r));
+	int perr = process_until(r, start, &pr);
+	return err ? err : again ? again : perr;
 }
 
 static void drop_hung_up(struct sonde_recorder *r, const struct epoll_event *ev, int n)

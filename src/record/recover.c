@@ -5,8 +5,9 @@
  * modules, a lost FORK hides a child, a lost EXIT keeps a dead process alive. Every report
  * of loss opens a gap; a sweep closes the open gaps by reconciling the tables with /proc:
  *
- *   1. drain    every ring and process everything queued, so that no sample taken before
- *               the sweep is resolved against the table the sweep is about to change
+ *   1. drain    every ring and process, in order, every record stamped before the sweep,
+ *               so that no sample taken before it is resolved against the table the
+ *               sweep is about to change
  *   2. for each tracked process (processes the sweep adds are visited too):
  *        dead?     (/proc start time, or fork time for a child) -> retire its modules
  *        exec?     /proc/PID/exe changed -> retire, the maps below redefine everything
@@ -424,7 +425,7 @@ static int sweep_dead(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 
 static int sweep(struct sonde_recorder *r)
 {
-	int first = sonde__rec_drain(r, true);
+	int first = sonde__rec_drain(r, NULL);
 	uint64_t gaps = r->life.gaps_open, time = sonde__rec_time(r, sonde__rec_now(r));
 	struct rec_tids_by_pid by_pid = {0};
 	bool listed = false;

@@ -7,8 +7,9 @@
  * event means disabling its parent, which stops it on every thread that inherited it, so
  * a switch replaces the events of every thread of the recording at once:
  *
- *   1. drain   every ring and process everything queued (the sizes are decided on every
- *              sample taken so far, and the older generations' records are all read)
+ *   1. drain   every ring and process, in order, every record stamped before the switch
+ *              (the sizes are decided on every sample taken so far, and the older
+ *              generations' records are all read)
  *   2. open    for each live thread (/proc/PID/task of every tracked process), events of
  *              its own with its size (the next generation), disabled; then enable them
  *              all, and list the threads again: one created meanwhile by a thread that had
@@ -93,16 +94,22 @@ const struct rec_event_id *sonde__rec_event_id(const struct sonde_recorder *r, u
 	return lo < r->ev.n_ids && r->ev.ids[lo].id == id ? &r->ev.ids[lo] : NULL;
 }
 
-/* Forgets the ids whose records were all processed: generations before the current one
- * (their events were disabled before the current one's cut, and everything was drained
- * since) and those of abandoned switches. Called right after the drain of a switch. */
-static void prune_ids(struct sonde_recorder *r)
+/* Forgets the ids whose records were all processed, everything up to `done` having been:
+ * generations before the current one (their events were disabled before the current
+ * one's cut) and those of abandoned switches (closed by dead_until). Called right after
+ * the drain of a switch. An id whose records may still be queued is kept, whose drop
+ * rule they still need. */
+static void prune_ids(struct sonde_recorder *r, uint64_t done)
 {
 	size_t k = 0;
 
-	for (size_t i = 0; i < r->ev.n_ids; i++)
-		if (!r->ev.ids[i].dead && r->ev.ids[i].gen >= r->ev.gen)
-			r->ev.ids[k++] = r->ev.ids[i];
+	for (size_t i = 0; i < r->ev.n_ids; i++) {
+		const struct rec_event_id *e = &r->ev.ids[i];
+		bool processed = e->dead ? done >= r->ev.dead_until
+					 : e->gen < r->ev.gen && done >= r->ev.gen_cut;
+		if (!processed)
+			r->ev.ids[k++] = *e;
+	}
 	r->ev.n_ids = k;
 }
 
@@ -372,6 +379,7 @@ static void abandon(struct sonde_recorder *r, uint32_t gen, size_t first)
 	for (size_t i = first; i < r->ev.n_events; i++)
 		close(r->ev.events[i].fd);
 	r->ev.n_events = first;
+	r->ev.dead_until = sonde__rec_now(r);
 	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));)
 		if (t->regen_mark == gen)
 			t->regen_mark = 0;
@@ -484,13 +492,14 @@ static bool plan_rings(struct sonde_recorder *r)
 static int regen(struct sonde_recorder *r)
 {
 	uint32_t gen = r->ev.gen + 1;
-	int err = sonde__rec_drain(r, true);
+	uint64_t done;
+	int err = sonde__rec_drain(r, &done);
 
 	r->ev.last_regen = sonde__rec_now(r);
 	r->ev.regen_grow = false;
 	if (err)
 		return err;
-	prune_ids(r);
+	prune_ids(r, done);
 	plan_rings(r);
 	size_t first = r->ev.n_events;
 	r->ev.switching = true;
