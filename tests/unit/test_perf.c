@@ -23,6 +23,7 @@
 #include "perf/ring.h"
 #include "perf/stream.h"
 #include "../failalloc.h"
+#include "perf_fixture.h"
 
 /* Writes a record of type/size filled with a byte pattern at ring position pos. */
 static void put_record(uint8_t *data, uint64_t size, uint64_t pos, uint32_t type, uint16_t len,
@@ -107,42 +108,6 @@ TEST(perf_ring_never_reads_past_a_bad_header)
 	ASSERT_ERR(sonde__perf_ring_next(&r, &rec, &len), -SONDE_E_FORMAT);
 	sonde__perf_ring_end(&r);
 	sonde__perf_ring_unmap(&r);
-}
-
-/* A little record builder. */
-struct rb {
-	uint8_t b[4096];
-	size_t n;
-};
-
-static void rb_u64(struct rb *r, uint64_t v)
-{
-	memcpy(r->b + r->n, &v, 8);
-	r->n += 8;
-}
-
-static void rb_u32x2(struct rb *r, uint32_t a, uint32_t b)
-{
-	rb_u64(r, (uint64_t)b << 32 | a);
-}
-
-static void rb_bytes(struct rb *r, const void *p, size_t n)
-{
-	memcpy(r->b + r->n, p, n);
-	r->n += n;
-}
-
-static void rb_begin(struct rb *r, uint32_t type, uint16_t misc)
-{
-	r->n = 0;
-	struct perf_event_header h = {.type = type, .misc = misc};
-	rb_bytes(r, &h, sizeof(h));
-}
-
-static void rb_end(struct rb *r)
-{
-	uint16_t sz = (uint16_t)r->n;
-	memcpy(r->b + 6, &sz, 2);
 }
 
 /* The sample_id trailer for our layout: pid/tid, time, id, cpu. */
@@ -579,78 +544,6 @@ TEST(perf_tracepoint_id_finds_the_mount_and_opens_the_event)
 		SKIP("perf_event_open of a tracepoint refused (kernel.perf_event_paranoid)");
 	ASSERT_OK(fd);
 	close(fd);
-}
-
-/* The stream layer over synthetic rings: the recorder's layout, records written where the
- * kernel would write them. */
-struct sring {
-	struct perf_event_mmap_page meta;
-	uint8_t *data;
-	uint64_t size;
-	struct perf_ring ring;
-};
-
-static void sring_init(struct sring *s, uint64_t size, uint64_t start)
-{
-	memset(&s->meta, 0, sizeof(s->meta));
-	s->data = calloc(1, size);
-	s->size = size;
-	s->meta.data_tail = s->meta.data_head = start;
-	sonde__perf_ring_init_mem(&s->ring, &s->meta, s->data, size);
-}
-
-static void sring_free(struct sring *s)
-{
-	sonde__perf_ring_unmap(&s->ring);
-	free(s->data);
-}
-
-/* Publishes r at the head, across the end of the data area if it falls there. */
-static void sring_put(struct sring *s, const struct rb *r)
-{
-	for (size_t i = 0; i < r->n; i++)
-		s->data[(s->meta.data_head + i) & (s->size - 1)] = r->b[i];
-	s->meta.data_head += r->n;
-}
-
-/* A sample of tid at time t: a 3-entry callchain, a 64-byte stack copy of which `used`
- * bytes are valid, each byte (seed + i). */
-static void stream_sample(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint64_t used,
-			  uint8_t seed)
-{
-	const struct perf_event_cfg kcfg = {.kernel = true};
-	struct perf_layout l;
-
-	sonde__perf_event_layout_cfg(&l, &kcfg);
-	rb_begin(r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
-	if (l.sample_type & PERF_SAMPLE_IDENTIFIER)
-		rb_u64(r, 76);
-	rb_u64(r, 0x401234);
-	rb_u32x2(r, pid, tid);
-	rb_u64(r, t);
-	if (l.sample_type & PERF_SAMPLE_ID)
-		rb_u64(r, 76);
-	if (l.sample_type & PERF_SAMPLE_CPU)
-		rb_u32x2(r, 1, 0);
-	if (l.sample_type & PERF_SAMPLE_PERIOD)
-		rb_u64(r, 1000);
-	if (l.sample_type & PERF_SAMPLE_CALLCHAIN) {
-		rb_u64(r, 3);
-		rb_u64(r, PERF_CONTEXT_KERNEL);
-		rb_u64(r, 0xffffffff81000000ull + t);
-		rb_u64(r, 0xffffffff81000010ull);
-	}
-	if (l.sample_type & PERF_SAMPLE_REGS_USER) {
-		rb_u64(r, PERF_SAMPLE_REGS_ABI_64);
-		for (int i = 0; i < 24; i++)
-			if (l.regs_mask & (1ull << i))
-				rb_u64(r, 0x1000 + (uint64_t)i);
-	}
-	rb_u64(r, 64);
-	for (int i = 0; i < 64; i++)
-		r->b[r->n++] = (uint8_t)(seed + i);
-	rb_u64(r, used);
-	rb_end(r);
 }
 
 static struct perf_stream *stream_new(perf_stream_filter f, void *ctx)

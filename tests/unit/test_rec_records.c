@@ -17,6 +17,7 @@
 #include "base/buf.h"
 #include "export/acct.h"
 #include "record/recorder.h"
+#include "perf_fixture.h"
 
 enum { P = 5000101, Q = 5000102, SWITCH_ID = 7, START = 1000, WINDOW_END = 20000 };
 
@@ -684,5 +685,76 @@ TEST(record_a_pid_a_sweep_found_gone_is_another_task_s_after)
 	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
 	sonde__acct_free(&a);
 	sonde_spool__close(s);
+	recorder_free(r, &b);
+}
+
+/* Rings read one after another: a record the kernel writes into ring 0 after its read can
+ * be older than one ring 1 holds. A sweep or a generation switch processes every record
+ * stamped before it, in order: ring 1 holds P's sample at 9 ms, and P's sample at 8.5 ms
+ * reaches ring 0 once ring 0 has been read (on the clock's first look after that). All
+ * three samples are processed by the time the drain returns, each at its own time (one
+ * processed after a newer one is written at the newer one's: the spool never goes back). */
+struct late_ring {
+	struct sring ring[2];
+	bool written;
+};
+
+static uint64_t late_clock(void *ctx)
+{
+	struct late_ring *l = ctx;
+	struct rb rec;
+
+	if (!l->written && l->ring[0].meta.data_tail == l->ring[0].meta.data_head) {
+		stream_sample(&rec, P, P, 8500000, 16, 0);
+		sring_put(&l->ring[0], &rec);
+		l->written = true;
+	}
+	return 10000000;
+}
+
+TEST(record_a_drain_orders_what_a_ring_read_first_receives_late)
+{
+	const struct perf_event_cfg kcfg = {.kernel = true};
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	struct late_ring l = {0};
+	struct rb rec;
+	uint64_t done;
+
+	sonde__perf_event_layout_cfg(&r->layout, &kcfg);
+	r->stream = ASSERT_NOT_NULL(sonde__perf_stream_new(&r->layout, NULL, NULL));
+	r->ev.n_cpus = 2;
+	r->ev.rings = ASSERT_NOT_NULL(calloc(2, sizeof(*r->ev.rings)));
+	for (int k = 0; k < 2; k++) {
+		sring_init(&l.ring[k], 1 << 16, 0);
+		r->ev.rings[k].ring = l.ring[k].ring;
+		r->ev.rings[k].src = sonde__perf_stream_add_source(r->stream);
+		r->ev.rings[k].mapped = true;
+	}
+	stream_sample(&rec, P, P, 1000000, 16, 0);
+	sring_put(&l.ring[0], &rec);
+	stream_sample(&rec, P, P, 9000000, 16, 0);
+	sring_put(&l.ring[1], &rec);
+	r->enabled = true;
+	sonde__rec_set_clock(r, late_clock, &l);
+
+	ASSERT_OK(sonde__rec_drain(r, &done));
+	ASSERT(l.written);
+	ASSERT_UINT(done, ==, 10000000);
+	ASSERT_UINT(r->sum.samples_written, ==, 3);
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	static const uint64_t want[] = {1000000, 8500000, 9000000};
+	for (uint64_t i = 0; i < 3; i++) {
+		struct sonde_spool_sample smp;
+		ASSERT_OK(sonde_spool__get_sample(s, i, &smp));
+		ASSERT_UINT(smp.time_ns, ==, want[i]);
+	}
+	sonde_spool__close(s);
+	sonde__perf_stream_free(r->stream);
+	free(r->ev.rings);
+	for (int k = 0; k < 2; k++)
+		free(l.ring[k].data);
 	recorder_free(r, &b);
 }
