@@ -609,7 +609,9 @@ TEST_TIMEOUT(life_api_refresh_and_liveness, 120)
 	test_require_perf();
 	sonde_log__set_level(SONDE_LOG_OFF);
 	pid_t fam = test_spawn(argv);
-	usleep(300000); /* its threads and its child are started */
+	/* its two workers and its child are started: refresh then has nothing to add */
+	test_await_threads(fam, 3);
+	ASSERT_INT(child_of(fam), >, 0);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
 		sonde_recorder__attach(fam, test_path("api.spool"), SONDE_ATTACH_RUNNING, &opts));
 	ASSERT_OK(sonde_recorder__poll(r, 100, NULL));
