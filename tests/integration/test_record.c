@@ -1049,7 +1049,7 @@ TEST_TIMEOUT(record_follows_threads_and_children, 120)
 /* A ring nobody drains overflows: the kernel's loss reports are counted, not hidden. */
 TEST_TIMEOUT(record_counts_lost_events, 60)
 {
-	const char *argv[] = {test_prog("split"), "2", NULL};
+	const char *argv[] = {test_prog("split"), "30", NULL};
 	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 4000, .ring_pages = 1};
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 
@@ -1058,7 +1058,8 @@ TEST_TIMEOUT(record_counts_lost_events, 60)
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
 		sonde_recorder__attach(pid, test_path("lost.spool"), SONDE_ATTACH_STOP, &opts));
-	usleep(1000000);
+	/* 0.2 s of its CPU time undrained: 800 samples for a ring of two */
+	test_await_cpu(pid, 0.2);
 	/* The kernel reports a loss with the first record it can write after the ring has
 	 * room again: drain while the target still runs. */
 	for (int i = 0; i < 10; i++)
@@ -1075,7 +1076,7 @@ TEST_TIMEOUT(record_counts_lost_events, 60)
  * counted at finish, from the events' own lost counters. */
 TEST_TIMEOUT(record_counts_unreported_losses, 60)
 {
-	const char *argv[] = {test_prog("split"), "2", NULL};
+	const char *argv[] = {test_prog("split"), "30", NULL};
 	struct sonde_record_opts opts = {.sz = sizeof(opts), .frequency = 4000, .ring_pages = 1};
 	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 
@@ -1084,7 +1085,7 @@ TEST_TIMEOUT(record_counts_unreported_losses, 60)
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
 		sonde_recorder__attach(pid, test_path("lost.spool"), SONDE_ATTACH_STOP, &opts));
-	usleep(1000000);
+	test_await_cpu(pid, 0.2);
 	ASSERT_OK(sonde_recorder__finish(r, &sum));
 	sonde_recorder__free(r);
 	kill(pid, SIGKILL);
