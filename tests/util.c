@@ -606,8 +606,7 @@ void test_await_threads(pid_t pid, int n)
 	}
 }
 
-/* CPU time of pid in clock ticks, -1 once it is gone (a zombie has none to add). */
-static long cpu_ticks(pid_t pid)
+double test_cpu_s(pid_t pid)
 {
 	char path[64];
 	unsigned long ut, st;
@@ -621,20 +620,20 @@ static long cpu_ticks(pid_t pid)
 			&st) == 3 &&
 		 state != 'Z' && state != 'X';
 	free(s);
-	return ok ? (long)(ut + st) : -1;
+	return ok ? (double)(ut + st) / (double)sysconf(_SC_CLK_TCK) : -1;
 }
 
 void test_await_cpu(pid_t pid, double seconds)
 {
-	long t0 = cpu_ticks(pid), want = (long)(seconds * sysconf(_SC_CLK_TCK) + 0.5), t = t0;
+	double c0 = test_cpu_s(pid), c = c0;
 
-	for (double end = test_now() + 120; t >= 0 && t - t0 < want; usleep(10000)) {
+	for (double end = test_now() + 120; c >= 0 && c - c0 < seconds; usleep(10000)) {
 		if (test_now() > end)
-			FAIL("pid %d ran %.2f s of CPU time in 120 s, not %.2f", (int)pid,
-			     (double)(t - t0) / sysconf(_SC_CLK_TCK), seconds);
-		t = cpu_ticks(pid);
+			FAIL("pid %d ran %.2f s of CPU time in 120 s, not %.2f", (int)pid, c - c0,
+			     seconds);
+		c = test_cpu_s(pid);
 	}
-	if (t0 < 0 || t < 0)
+	if (c0 < 0 || c < 0)
 		FAIL("pid %d ended before it ran %.2f s of CPU time", (int)pid, seconds);
 }
 

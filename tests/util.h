@@ -106,6 +106,9 @@ unsigned test_free_tcp_port(void);
  * threads is ready for what a test does with them only once they exist, which on a loaded
  * machine may be long after its exec. Fails the test if pid ends or 60 s pass first. */
 void test_await_threads(pid_t pid, int n);
+/* CPU time process pid has run for (user and system, all its threads), in seconds; -1 once
+ * it has ended (a zombie included). */
+double test_cpu_s(pid_t pid);
 /* Waits until process pid has run for seconds of CPU time (user and system, all its threads)
  * more than when called: what a test leaves a target to do (overflow a ring, be sampled) is
  * an amount of its CPU time, which a loaded machine gives it in more wall time. Fails the

@@ -345,7 +345,7 @@ static void check_split_stack(const struct life_sample *s, uint64_t *checked)
  * and what was recorded is still attributed right. */
 TEST_TIMEOUT(life_tiny_ring_loss_is_recovered, 120)
 {
-	const char *argv[] = {test_prog("split"), "6", NULL};
+	const char *argv[] = {test_prog("split"), "300", NULL};
 	struct sonde_record_opts opts = {.sz = sizeof(opts),
 					 .frequency = 4000,
 					 .ring_pages = 1,
@@ -360,13 +360,16 @@ TEST_TIMEOUT(life_tiny_ring_loss_is_recovered, 120)
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
 		sonde_recorder__attach_writer(pid, mem_write, &mem, SONDE_ATTACH_STOP, &opts));
-	double t0 = test_now();
-	while (test_now() - t0 < 2.5) {
+	/* drained every 30 ms while split runs 2.5 s of its CPU time (as long as it takes a
+	 * loaded machine to give it that) */
+	double c0 = test_cpu_s(pid);
+	for (double end = test_now() + 90; test_cpu_s(pid) - c0 < 2.5; usleep(30000)) {
+		ASSERT(test_now() < end);
 		ASSERT_OK(sonde_recorder__poll(r, 0, NULL));
-		usleep(30000);
 	}
 	ASSERT_OK(sonde_recorder__summary(r, &mid));
-	usleep(100000);
+	/* undrained for 0.1 s of its CPU time, 400 samples: a gap open for flush to close */
+	test_await_cpu(pid, 0.1);
 	/* flush settles the books now: counters read, a sweep for any open gap. */
 	ASSERT_OK(sonde_recorder__flush(r));
 	ASSERT_OK(sonde_recorder__summary(r, &sum));
