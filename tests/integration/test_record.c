@@ -274,26 +274,50 @@ static pid_t read_pid_file(const char *path)
 	FAIL("%s was never written", path);
 }
 
+/* watch_child's child, spinning until told, recorded with `sonde record -F 999 -o out
+ * FLAG CHILD` until the spool holds 10 samples (not for a -d, which a loaded recorder may
+ * spend starting), then interrupted; the child is let end once the recorder has. Returns
+ * what the recorder wrote on stderr, and the watcher's report in *seen (both malloc'd). */
+static char *record_watched_child(const char *flag, const char *out, char **seen)
+{
+	const char *pidfile = test_path("child.pid"), *report = test_path("watch.txt"),
+		   *errf = test_path("watch.err");
+	const char *argv[] = {test_prog("watch_child"), pidfile, report, "-", NULL};
+	char cmd[8400];
+	int in;
+
+	pid_t watcher = test_spawn_fed(&in, argv);
+	pid_t child = read_pid_file(pidfile);
+	snprintf(cmd, sizeof(cmd), "exec %s record -F 999 -o %s %s %d 2>%s", test_bin("sonde"),
+		 out, flag, (int)child, errf);
+	const char *rec[] = {"/bin/sh", "-c", cmd, NULL};
+	pid_t r = test_spawn(rec);
+	for (double end = test_now() + 60; test_spool_samples(out) < 10; usleep(20 * 1000))
+		ASSERT(test_now() < end);
+	kill(r, SIGINT);
+	int status = test_wait(r, 30);
+	char *err = ASSERT_NOT_NULL(test_read_file(errf, NULL));
+	if (status != 0)
+		FAIL("sonde record %s exited %d:\n%s", flag, status, err);
+	close(in); /* the child's word to end */
+	ASSERT_INT(test_wait(watcher, 30), ==, 0);
+	*seen = ASSERT_NOT_NULL(test_read_file(report, NULL));
+	return err;
+}
+
 /* Attaching stops the target (nothing runs unobserved meanwhile) with ptrace-stops, which
  * its parent's waitpid does not see: a shell would otherwise print "Stopped" and take
  * the terminal back. */
 TEST_TIMEOUT(record_pid_stop_is_invisible_to_the_parent, 120)
 {
-	struct test_output o;
 	struct split_stats st;
-	const char *pidfile = test_path("child.pid"), *report = test_path("watch.txt");
 	const char *out = test_path("watched.spool");
-	const char *argv[] = {test_prog("watch_child"), pidfile, report, "2.5", NULL};
+	char *seen;
 
 	test_require_perf();
-	pid_t watcher = test_spawn(argv);
-	pid_t child = read_pid_file(pidfile);
-	test_runf(&o, 60, "%s record -F 999 -o %s -p %d -d 1", test_bin("sonde"), out, (int)child);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT(!strstr(o.err, "cannot stop")); /* the stop was not skipped */
-	test_output_free(&o);
-	ASSERT_INT(test_wait(watcher, 30), ==, 0);
-	char *seen = ASSERT_NOT_NULL(test_read_file(report, NULL));
+	char *err = record_watched_child("-p", out, &seen);
+	ASSERT(!strstr(err, "cannot stop")); /* the stop was not skipped */
+	free(err);
 	ASSERT_STR_EQ(seen, "stopped 0 continued 0 exit 0\n");
 	free(seen);
 	analyze_file(out, &st);
@@ -303,21 +327,14 @@ TEST_TIMEOUT(record_pid_stop_is_invisible_to_the_parent, 120)
 /* The same for a thread attached alone (-t): it alone is seized and interrupted. */
 TEST_TIMEOUT(record_tid_stop_is_invisible_to_the_parent, 120)
 {
-	struct test_output o;
 	struct split_stats st;
-	const char *pidfile = test_path("child.pid"), *report = test_path("watch.txt");
 	const char *out = test_path("watched_tid.spool");
-	const char *argv[] = {test_prog("watch_child"), pidfile, report, "2.5", NULL};
+	char *seen;
 
 	test_require_perf();
-	pid_t watcher = test_spawn(argv);
-	pid_t child = read_pid_file(pidfile);
-	test_runf(&o, 60, "%s record -F 999 -o %s -t %d -d 1", test_bin("sonde"), out, (int)child);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT(!strstr(o.err, "cannot stop")); /* the stop was not skipped */
-	test_output_free(&o);
-	ASSERT_INT(test_wait(watcher, 30), ==, 0);
-	char *seen = ASSERT_NOT_NULL(test_read_file(report, NULL));
+	char *err = record_watched_child("-t", out, &seen);
+	ASSERT(!strstr(err, "cannot stop")); /* the stop was not skipped */
+	free(err);
 	ASSERT_STR_EQ(seen, "stopped 0 continued 0 exit 0\n");
 	free(seen);
 	analyze_file(out, &st);
