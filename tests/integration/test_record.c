@@ -979,7 +979,9 @@ TEST(record_api_rejects_bad_options)
  * `split 1` from finishing for up to 100 s (docs/record.md, "Kernel time"). */
 TEST_TIMEOUT(record_api_running_mode_and_max_frequency, 60)
 {
-	const char *argv[] = {test_prog("split"), "1", NULL};
+	/* 0.5 s of its CPU time: a split of 1 s of wall time could end, unsampled, before a
+	 * loaded machine ran it after the attach */
+	const char *argv[] = {test_prog("split"), "0.5cpu", NULL};
 	struct sonde_record_opts opts = {.sz = sizeof(opts),
 					 .frequency = SONDE_RECORD_FREQ_MAX,
 					 .ring_pages = 8,
