@@ -701,8 +701,8 @@ TEST_TIMEOUT(life_duration_stops_the_recording, 120)
  * included (the rings double after each loss, from two samples: each pause still
  * overflows them). The recovery sweep that follows each pause finds the module table out
  * of step with /proc/PID/maps and repairs it. */
-/* One recording of the library swapper with the recorder left alone for 400 ms at a time;
- * its summary in *sum, its spool in *mem. */
+/* One recording of the library swapper with the recorder left alone for 0.4 s of its CPU
+ * time at a time; its summary in *sum, its spool in *mem. */
 static void record_dlswap_with_pauses(struct sonde_record_summary *sum, struct membuf *mem)
 {
 	char cmd[4096];
@@ -729,8 +729,15 @@ static void record_dlswap_with_pauses(struct sonde_record_summary *sum, struct m
 			continue;
 		}
 		/* the table is as it was when the ring filled; the sweep compares it with
-		 * /proc now, a few hundred library swaps later */
-		usleep(400000);
+		 * /proc now, a few hundred library swaps later: 0.4 s of the swapper's CPU
+		 * time (a round spins 1 ms), not of wall time, which a loaded machine may give
+		 * it little of (or until it ends: a zombie has no CPU time to read) */
+		pid_t pid = sonde_launch__pid(l);
+		double c0 = test_cpu_s(pid), c = c0;
+		for (double end = test_now() + 60; c >= 0 && c - c0 < 0.4; usleep(10000)) {
+			ASSERT(test_now() < end);
+			c = test_cpu_s(pid);
+		}
 		ASSERT_OK(sonde_recorder__flush(r));
 	}
 	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
