@@ -593,9 +593,10 @@ TEST_TIMEOUT(record_killed_trace_recording_is_recoverable, 120)
 		test_bin("sonde"), "record", "-o", trace, "--", "sh", "-c", script, NULL};
 	pid_t sonde = test_spawn(argv);
 	pid_t cmd = read_pid_file(pidfile);
-	for (int i = 0; i < 200 && (stat(spool, &st) < 0 || st.st_size < 4096); i++)
-		usleep(50000);
-	usleep(300000);
+	/* killed once the spool holds samples of split (it names compute_hot below), not
+	 * 300 ms after its first 4 KiB, which a loaded machine may give split no CPU in */
+	for (double end = test_now() + 60; test_spool_samples(spool) < 20; usleep(20 * 1000))
+		ASSERT(test_now() < end);
 	kill(sonde, SIGKILL);
 	test_wait(sonde, 10);
 	kill(cmd, SIGKILL); /* sonde's child, orphaned by the kill: reaped by init */
