@@ -585,6 +585,58 @@ int test_count_fds(void)
 	return n - 1; /* the directory stream's own fd */
 }
 
+void test_await_threads(pid_t pid, int n)
+{
+	char path[64];
+	int have = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	for (double end = test_now() + 60;; usleep(10000)) {
+		DIR *d = opendir(path);
+		if (!d)
+			FAIL("pid %d ended with %d of its %d threads seen", (int)pid, have, n);
+		have = 0;
+		for (struct dirent *e; (e = readdir(d));)
+			have += e->d_name[0] != '.';
+		closedir(d);
+		if (have >= n)
+			return;
+		if (test_now() > end)
+			FAIL("pid %d has %d threads after 60 s, not %d", (int)pid, have, n);
+	}
+}
+
+double test_cpu_s(pid_t pid)
+{
+	char path[64];
+	unsigned long ut, st;
+	char state;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char *s = test_read_file(path, NULL);
+	const char *p = s ? strrchr(s, ')') : NULL; /* the command name may hold spaces */
+	int ok = p &&
+		 sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &state, &ut,
+			&st) == 3 &&
+		 state != 'Z' && state != 'X';
+	free(s);
+	return ok ? (double)(ut + st) / (double)sysconf(_SC_CLK_TCK) : -1;
+}
+
+void test_await_cpu(pid_t pid, double seconds)
+{
+	double c0 = test_cpu_s(pid), c = c0;
+
+	for (double end = test_now() + 120; c >= 0 && c - c0 < seconds; usleep(10000)) {
+		if (test_now() > end)
+			FAIL("pid %d ran %.2f s of CPU time in 120 s, not %.2f", (int)pid, c - c0,
+			     seconds);
+		c = test_cpu_s(pid);
+	}
+	if (c0 < 0 || c < 0)
+		FAIL("pid %d ended before it ran %.2f s of CPU time", (int)pid, seconds);
+}
+
 unsigned test_free_tcp_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

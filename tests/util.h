@@ -102,6 +102,18 @@ void test_require_perf(void);
 /* A loopback TCP port nothing listens on at the moment (the kernel's pick; another
  * process may take it before the caller binds it, which on a test machine it does not). */
 unsigned test_free_tcp_port(void);
+/* Waits until process pid has at least n threads (its /proc/PID/task): a program that starts
+ * threads is ready for what a test does with them only once they exist, which on a loaded
+ * machine may be long after its exec. Fails the test if pid ends or 60 s pass first. */
+void test_await_threads(pid_t pid, int n);
+/* CPU time process pid has run for (user and system, all its threads), in seconds; -1 once
+ * it has ended (a zombie included). */
+double test_cpu_s(pid_t pid);
+/* Waits until process pid has run for seconds of CPU time (user and system, all its threads)
+ * more than when called: what a test leaves a target to do (overflow a ring, be sampled) is
+ * an amount of its CPU time, which a loaded machine gives it in more wall time. Fails the
+ * test if pid ends or 120 s pass first. */
+void test_await_cpu(pid_t pid, double seconds);
 /* Number of open file descriptors of this process. */
 int test_count_fds(void);
 /* Monotonic time in seconds. */

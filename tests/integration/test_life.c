@@ -371,7 +371,7 @@ static void check_split_stack(const struct life_sample *s, uint64_t *checked)
  * and what was recorded is still attributed right. */
 TEST_TIMEOUT(life_tiny_ring_loss_is_recovered, 120)
 {
-	const char *argv[] = {test_prog("split"), "6", NULL};
+	const char *argv[] = {test_prog("split"), "300", NULL};
 	struct sonde_record_opts opts = {.sz = sizeof(opts),
 					 .frequency = 4000,
 					 .ring_pages = 1,
@@ -386,13 +386,16 @@ TEST_TIMEOUT(life_tiny_ring_loss_is_recovered, 120)
 	usleep(100000);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
 		sonde_recorder__attach_writer(pid, mem_write, &mem, SONDE_ATTACH_STOP, &opts));
-	double t0 = test_now();
-	while (test_now() - t0 < 2.5) {
+	/* drained every 30 ms while split runs 2.5 s of its CPU time (as long as it takes a
+	 * loaded machine to give it that) */
+	double c0 = test_cpu_s(pid);
+	for (double end = test_now() + 90; test_cpu_s(pid) - c0 < 2.5; usleep(30000)) {
+		ASSERT(test_now() < end);
 		ASSERT_OK(sonde_recorder__poll(r, 0, NULL));
-		usleep(30000);
 	}
 	ASSERT_OK(sonde_recorder__summary(r, &mid));
-	usleep(100000);
+	/* undrained for 0.1 s of its CPU time, 400 samples: a gap open for flush to close */
+	test_await_cpu(pid, 0.1);
 	/* flush settles the books now: counters read, a sweep for any open gap. */
 	ASSERT_OK(sonde_recorder__flush(r));
 	ASSERT_OK(sonde_recorder__summary(r, &sum));
@@ -635,7 +638,9 @@ TEST_TIMEOUT(life_api_refresh_and_liveness, 120)
 	test_require_perf();
 	sonde_log__set_level(SONDE_LOG_OFF);
 	pid_t fam = test_spawn(argv);
-	usleep(300000); /* its threads and its child are started */
+	/* its two workers and its child are started: refresh then has nothing to add */
+	test_await_threads(fam, 3);
+	ASSERT_INT(child_of(fam), >, 0);
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
 		sonde_recorder__attach(fam, test_path("api.spool"), SONDE_ATTACH_RUNNING, &opts));
 	ASSERT_OK(sonde_recorder__poll(r, 100, NULL));
@@ -722,8 +727,8 @@ TEST_TIMEOUT(life_duration_stops_the_recording, 120)
  * included (the rings double after each loss, from two samples: each pause still
  * overflows them). The recovery sweep that follows each pause finds the module table out
  * of step with /proc/PID/maps and repairs it. */
-/* One recording of the library swapper with the recorder left alone for 400 ms at a time;
- * its summary in *sum, its spool in *mem. */
+/* One recording of the library swapper with the recorder left alone for 0.4 s of its CPU
+ * time at a time; its summary in *sum, its spool in *mem. */
 static void record_dlswap_with_pauses(struct sonde_record_summary *sum, struct membuf *mem)
 {
 	char cmd[4096];
@@ -750,8 +755,15 @@ static void record_dlswap_with_pauses(struct sonde_record_summary *sum, struct m
 			continue;
 		}
 		/* the table is as it was when the ring filled; the sweep compares it with
-		 * /proc now, a few hundred library swaps later */
-		usleep(400000);
+		 * /proc now, a few hundred library swaps later: 0.4 s of the swapper's CPU
+		 * time (a round spins 1 ms), not of wall time, which a loaded machine may give
+		 * it little of (or until it ends: a zombie has no CPU time to read) */
+		pid_t pid = sonde_launch__pid(l);
+		double c0 = test_cpu_s(pid), c = c0;
+		for (double end = test_now() + 60; c >= 0 && c - c0 < 0.4; usleep(10000)) {
+			ASSERT(test_now() < end);
+			c = test_cpu_s(pid);
+		}
 		ASSERT_OK(sonde_recorder__flush(r));
 	}
 	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -835,7 +847,7 @@ static pid_t spawn_at_pid(pid_t want, const char *const argv[])
  * other. */
 TEST_TIMEOUT(life_pid_reuse_never_mixes_processes, 180)
 {
-	const char *argv_a[] = {test_prog("split"), "30", NULL};
+	const char *argv_a[] = {test_prog("split"), "300", NULL};
 	const char *argv_b[] = {test_prog("life_spin"), "400", NULL};
 	const char *out = test_path("reuse.spool");
 	struct life_spool ls;
@@ -845,8 +857,13 @@ TEST_TIMEOUT(life_pid_reuse_never_mixes_processes, 180)
 	pid_t a = test_spawn(argv_a);
 	struct sonde_recorder *r =
 		ASSERT_NOT_NULL(sonde_recorder__attach(a, out, SONDE_ATTACH_STOP, NULL));
-	for (double t0 = test_now(); test_now() - t0 < 0.5;)
+	/* A recorded for 0.5 s of its CPU time (as B spins for its own), not of wall time,
+	 * which a loaded machine may give it little of */
+	double c0 = test_cpu_s(a);
+	for (double end = test_now() + 60; test_cpu_s(a) - c0 < 0.5;) {
+		ASSERT(test_now() < end);
 		ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+	}
 	kill(a, SIGKILL);
 	test_wait(a, 10);
 	pid_t b = spawn_at_pid(a, argv_b);

@@ -414,31 +414,36 @@ TEST_TIMEOUT(perfauth_kernel_frames_carry_names_not_addresses, 120)
 	struct sonded d;
 	struct run r;
 	char scope[64];
-	size_t kf, ka;
+	size_t kf = 0, ka = 0, named = 0;
 
 	rig_start(&d);
-	const char *argv[] = {test_prog("kernel_syscalls"), "30", NULL};
+	const char *argv[] = {test_prog("kernel_syscalls"), "300", NULL};
 	pid_t pid = test_spawn_as(0, 0, NULL, argv);
-	usleep(200000);
 	snprintf(scope, sizeof(scope), "target_pid: %d", (int)pid);
-	trace_as(0, &d, scope, "kernel_frames: true", 1000, &r);
-	if (r.status != 0)
-		FAIL("sonde trace exited %d:\n%s", r.status, r.err);
-	kernel_frames_of(&r.t, &kf, &ka);
-	printf("%zu samples, %zu with a kernel leaf, %zu of them with an address\n", r.t.n_samples,
-	       kf, ka);
+	/* sessions until 5 kernel leaves accumulated, up to a deadline: a loaded machine
+	 * leaves the target a part of a CPU, so one window may hold fewer */
+	for (double end = test_now() + 60; kf < 5 && test_now() < end;) {
+		size_t k1, a1;
+		trace_as(0, &d, scope, "kernel_frames: true", 1000, &r);
+		if (r.status != 0)
+			FAIL("sonde trace exited %d:\n%s", r.status, r.err);
+		kernel_frames_of(&r.t, &k1, &a1);
+		printf("%zu samples, %zu with a kernel leaf, %zu of them with an address\n",
+		       r.t.n_samples, k1, a1);
+		kf += k1;
+		ka += a1;
+		/* named from kallsyms: the leaf has a name */
+		for (size_t i = 0; i < r.t.n_samples; i++) {
+			const struct pft_sample *s = &r.t.samples[i];
+			const char *leaf = s->stack ? strrchr(s->stack, ';') : NULL;
+			if (s->leaf_mapping && !strcmp(s->leaf_mapping, "/kernel") && leaf)
+				named += strcmp(leaf, ";?") != 0;
+		}
+		run_free(&r);
+	}
 	ASSERT_UINT(kf, >=, 5);
 	ASSERT_UINT(ka, ==, 0);
-	/* named from kallsyms: the leaf has a name */
-	size_t named = 0;
-	for (size_t i = 0; i < r.t.n_samples; i++) {
-		const struct pft_sample *s = &r.t.samples[i];
-		const char *leaf = s->stack ? strrchr(s->stack, ';') : NULL;
-		if (s->leaf_mapping && !strcmp(s->leaf_mapping, "/kernel") && leaf)
-			named += strcmp(leaf, ";?") != 0;
-	}
 	ASSERT_UINT(named, >=, kf / 2);
-	run_free(&r);
 	stop_target(pid);
 	sonded_stop(&d);
 }

@@ -131,11 +131,9 @@ static size_t kernel_frames(const struct pft_trace *t)
 /* A syscall-heavy root process (most of its samples would have kernel frames). */
 static pid_t root_target(void)
 {
-	const char *argv[] = {test_prog("kernel_syscalls"), "60", NULL};
-	pid_t pid = test_spawn_as(0, 0, NULL, argv);
+	const char *argv[] = {test_prog("kernel_syscalls"), "300", NULL};
 
-	usleep(200000);
-	return pid;
+	return test_spawn_as(0, 0, NULL, argv);
 }
 
 static void stop_target(pid_t pid)
@@ -163,19 +161,26 @@ static void expect_nobody_refused(const struct sonded *d, pid_t root)
 }
 
 /* The control, so that nobody's zero means something: root gets root's process, with
- * kernel frames, through the same probes. */
+ * kernel frames, through the same probes. Sessions until 5 samples and a kernel frame
+ * accumulated, up to a deadline: a loaded machine leaves the target a part of a CPU, so
+ * one window may hold fewer. */
 static void expect_root_profiles(const struct sonded *d, pid_t root)
 {
 	struct trun r;
+	size_t samples = 0, kframes = 0;
 
-	trace_pid_as(0, d->csock, root, 1000, &r);
-	if (r.status != 0)
-		FAIL("sonde trace as root exited %d:\n%s", r.status, r.err);
-	printf("root: %zu samples, %zu kernel frames\n", pft_samples_of(&r.t, (uint32_t)root),
-	       kernel_frames(&r.t));
-	ASSERT_UINT(pft_samples_of(&r.t, (uint32_t)root), >=, 5);
-	ASSERT_UINT(kernel_frames(&r.t), >=, 1);
-	trun_free(&r);
+	for (double end = test_now() + 60; (samples < 5 || kframes < 1) && test_now() < end;) {
+		trace_pid_as(0, d->csock, root, 1000, &r);
+		if (r.status != 0)
+			FAIL("sonde trace as root exited %d:\n%s", r.status, r.err);
+		printf("root: %zu samples, %zu kernel frames\n",
+		       pft_samples_of(&r.t, (uint32_t)root), kernel_frames(&r.t));
+		samples += pft_samples_of(&r.t, (uint32_t)root);
+		kframes += kernel_frames(&r.t);
+		trun_free(&r);
+	}
+	ASSERT_UINT(samples, >=, 5);
+	ASSERT_UINT(kframes, >=, 1);
 }
 
 static void rig_require(void)

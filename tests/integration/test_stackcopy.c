@@ -272,12 +272,13 @@ TEST_TIMEOUT(stackcopy_process_rings_grow_after_loss, 150)
 
 	test_require_perf();
 	pid_t pid = test_spawn(argv);
-	usleep(200000); /* its threads started */
+	test_await_threads(pid, 17); /* its threads started */
 	struct sonde_recorder *r = ASSERT_NOT_NULL(
 		sonde_recorder__attach_writer(pid, mem_write, &mem, SONDE_ATTACH_STOP, &opts));
-	/* away for 300 ms: rings of a few samples overflow. The kernel reports the loss with
-	 * the first record it writes once there is room again: drain a few times. */
-	usleep(300000);
+	/* away for 0.3 s of its CPU time: rings of a few samples overflow. The kernel reports
+	 * the loss with the first record it writes once there is room again: drain a few
+	 * times. */
+	test_await_cpu(pid, 0.3);
 	for (int i = 0; i < 5; i++)
 		ASSERT_INT(sonde_recorder__poll(r, 20, NULL), >=, 0);
 	ASSERT_OK(sonde_recorder__flush(r));

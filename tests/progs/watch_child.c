@@ -2,14 +2,17 @@
  * waits for it with WUNTRACED | WCONTINUED, so a stop or continue of the child (such as
  * SIGSTOP/SIGCONT sent by a profiler attaching to it) is reported.
  *
- * usage: watch_child PIDFILE REPORT SECONDS
- *   writes the child's pid to PIDFILE, lets the child spin for SECONDS, then writes
+ * usage: watch_child PIDFILE REPORT SECONDS|-
+ *   writes the child's pid to PIDFILE, lets the child spin for SECONDS (with "-": until
+ *   its stdin has something to read, or is closed), then writes
  *   "stopped N continued M exit S" to REPORT (S: the child's exit status).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,11 +27,20 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Whether stdin has something to read, or is closed: the caller's word to stop. */
+static int told(void)
+{
+	struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+
+	return poll(&p, 1, 0) != 0;
+}
+
+/* seconds < 0: until told */
 __attribute__((noinline)) static void spin(double seconds)
 {
 	double end = now_s() + seconds;
 
-	while (now_s() < end)
+	while (seconds < 0 ? !told() : now_s() < end)
 		for (int i = 0; i < 100000; i++)
 			sink = sink * 6364136223846793005ULL + 1;
 }
@@ -57,7 +69,7 @@ int main(int argc, char **argv)
 	if (child < 0)
 		return 1;
 	if (child == 0) {
-		spin(atof(argv[3]));
+		spin(strcmp(argv[3], "-") ? atof(argv[3]) : -1);
 		_exit(0);
 	}
 	snprintf(text, sizeof(text), "%d\n", (int)child);
