@@ -252,12 +252,22 @@ TEST_TIMEOUT(probes_system_sonde_trace_sleeper_switches_tree_and_meminfo, 240)
 	pid_t t = trace_recording(&d, root, cfg, out);
 	char count[16];
 	snprintf(count, sizeof(count), "%d", SLEEPS);
-	const char *argv[] = {test_prog("ftrace_sleeper"), count, probes_sleeper_name(), NULL};
-	pid_t sleeper = test_spawn(argv);
-	ASSERT_INT(test_wait(sleeper, 120), ==, 0);
+	/* The thread lives until the recording ends: it is named from /proc when the probes
+	 * get to its events, which a loaded machine delays past a thread that ended (a CI
+	 * run's trace had its switches and no name for it). */
+	const char *done = test_path("sleeper.done");
+	const char *argv[] = {test_prog("ftrace_sleeper"), count, probes_sleeper_name(), done,
+			      NULL};
+	int in;
+	pid_t sleeper = test_spawn_fed(&in, argv);
+	for (double end = test_now() + 120; access(done, F_OK) != 0; usleep(10000))
+		if (test_now() > end)
+			FAIL("ftrace_sleeper did not finish its %d sleeps in 120 s", SLEEPS);
 	usleep(4 * MEMINFO_MS * 1000); /* a few more meminfo samples */
 	kill(t, SIGINT);
 	int status = test_wait(t, 120);
+	close(in);
+	ASSERT_INT(test_wait(sleeper, 120), ==, 0);
 	char *err = trace_err(out);
 	sonded_stop(&d);
 	ASSERT_INT(status, ==, 0);
