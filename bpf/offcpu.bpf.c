@@ -187,10 +187,11 @@ struct {
 enum { CAPTURE_SYSCALL = 1, CAPTURE_FPU = 2 };
 
 /* Per CPU: the tid marked for capture by its last switch (0: none), and the tid its last
- * traced switch put on it: a capture point of another thread follows a switch the kernel
- * did not trace, and only then is that thread's storage looked up. */
+ * traced switch put on it and when: a capture point of another thread follows a switch the
+ * kernel did not trace, and only then is that thread's storage looked up. */
 struct cpu_state {
 	__u32 pending, cur;
+	__u64 last_ns; /* 0: no switch since the recording began */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -256,7 +257,8 @@ static __always_inline void note_held(__u32 high, __u64 held)
 }
 
 /* Adds a switch to this CPU's batch, and writes the batch when it is full. sched_switch
- * runs with interrupts off: nothing else touches the CPU's batch meanwhile. */
+ * runs with interrupts off, a capture point (unseen_capture) with preemption off: nothing
+ * else touches the CPU's batch meanwhile. */
 static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32 state)
 {
 	__u32 zero = 0;
@@ -596,8 +598,10 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 		return 0;
 	__u32 zero = 0;
 	struct cpu_state *c = bpf_map_lookup_elem(&pending, &zero);
-	if (c)
+	if (c) {
 		c->cur = ntid;
+		c->last_ns = now;
+	}
 	if (keep_switches)
 		keep_switch(now, ptid, ntid,
 			    (prev_state & 0x80) ? SONDE_BPF_EXITED : state_of(preempt, prev_state));
@@ -743,21 +747,34 @@ int BPF_PROG(sonde_exec, struct task_struct *p)
 	return 0;
 }
 
-/* The current thread tid (task) runs with its wait t still open and not marked for
- * capture: its switch-in was not traced (the switches from the idle task on some guest
- * kernels), and this is its first point on the way back to user space, where its user
- * state is still the wait's. The wait ended at its wakeup when one was seen (an idle CPU
- * runs the thread it wakes at once), as the perf backend ends such a wait, else somewhere
- * before now: written unknown up to now. Either way with the user stack it waited in,
- * where before its next switch-out would have closed it with the stack it was in then. */
-static __always_inline void unseen_capture(struct tstate *t, __u32 tid, struct task_struct *task)
+/* The current thread tid (task) runs on c's CPU with its wait t still open and not marked
+ * for capture: its switch-in was not traced (the switches from the idle task, or from
+ * some kernel threads, on some guest kernels), and this is its first point on the way back
+ * to user space, where its user state is still the wait's. The wait ended at its wakeup
+ * when one was seen while the CPU was idle from before it (an idle CPU runs the thread it
+ * wakes at once), as the perf backend ends such a wait, else somewhere before now (a task
+ * the CPU ran after the wakeup, or across it, kept the thread off it): written unknown up
+ * to now. Either way with the user stack it waited in, where before its next switch-out
+ * would have closed it with the stack it was in then; a known wait without kernel frames
+ * thus ends at its wakeup. The CPU's switches get the one not traced where the wait ends,
+ * so that they say what the wait says (user space would put it at the thread's next
+ * switch-out, its whole run in the wait). */
+static __always_inline void unseen_capture(struct cpu_state *c, struct tstate *t, __u32 tid,
+					   struct task_struct *task)
 {
 	struct sonde_bpf_start *s = &t->s;
 	__u64 now = bpf_ktime_get_ns();
-	bool woke = s->wake_ns && s->wake_ns >= s->out_ns && s->wake_ns <= now;
+	bool woke = s->wake_ns && s->wake_ns >= s->out_ns && s->wake_ns <= now && !c->cur &&
+		    c->last_ns < s->wake_ns;
 
 	count(SONDE_BPF_UNSEEN_IN, 1);
 	s->in_ns = woke ? s->wake_ns : now;
+	/* after the CPU's last traced switch, so its switches stay in time order */
+	if (keep_switches && c->last_ns && c->last_ns <= s->in_ns) {
+		keep_switch(s->in_ns, c->cur, tid, SONDE_BPF_INFERRED);
+		c->cur = tid;
+		c->last_ns = s->in_ns;
+	}
 	s->knr = 0;
 	if (woke && s->in_ns - s->out_ns < min_ns)
 		add_short(t, s->in_ns - s->out_ns, s->in_ns);
@@ -782,7 +799,7 @@ static __always_inline int capture(__u32 how)
 	if (!t || !t->open)
 		return 0;
 	if (!t->s.capture) {
-		unseen_capture(t, tid, task);
+		unseen_capture(c, t, tid, task);
 		return 0;
 	}
 	if (c->pending != tid || t->s.capture != how)

@@ -39,7 +39,8 @@ struct sonde_bpf_wait {
 	/* its switch-in was not seen (some kernels do not trace every switch): 0 it was,
 	 * SONDE_BPF_UNSEEN_UNKNOWN in_ns is the thread's next switch-out, exit or first
 	 * point on its way back to user space and the wait ended somewhere before,
-	 * SONDE_BPF_UNSEEN_WOKEN in_ns is its wakeup (an idle CPU runs it at once) */
+	 * SONDE_BPF_UNSEEN_WOKEN in_ns is its wakeup (woken while the CPU was idle, which
+	 * runs it at once) */
 	__u32 unknown, nsched;
 	/* the kernel stack it waited in, innermost first: its innermost frames at the
 	 * switch-out (nsched), and the stack without the scheduler's frames (knr) */
@@ -108,7 +109,12 @@ struct sonde_bpf_switch {
 
 /* A CPU's switches go out in batches (one ring buffer write per batch, not per switch). */
 #define SONDE_BPF_SWITCH_BATCH 64 /* a power of two: the index is masked with it */
-enum { SONDE_BPF_EXITED = 4 };	  /* prev_state of a thread's last switch-out */
+enum {
+	SONDE_BPF_EXITED = 4, /* prev_state of a thread's last switch-out */
+	/* a switch the kernel did not trace, put where the wait of the task it brought in
+	 * ended (the programs' unseen_capture): prev's state is not known */
+	SONDE_BPF_INFERRED = 5,
+};
 
 struct sonde_bpf_switches {
 	__u64 seq; /* the CPU's batch number: a gap in them is a batch the ring had no room for */

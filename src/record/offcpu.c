@@ -572,10 +572,25 @@ static int switch_in_unknown(struct sonde_recorder *r, pid_t tid, uint32_t cpu, 
 	return close_interval(r, t, time, false);
 }
 
+/* Whether the wakeup at wake_ns put tid on `cpu` at once, as far as the CPU's switches
+ * say: with them kept, only when the CPU was idle from before the wakeup (an idle CPU runs
+ * the thread it wakes at once); a task that came in after the wakeup, or one running
+ * across it, kept tid off the CPU for a time not known (seen: a guest kernel that traces
+ * no switch-out of some kernel threads, the switch to tid among them). */
+static bool woken_in(const struct sonde_recorder *r, uint32_t cpu, uint64_t wake_ns)
+{
+	if (!keeps_switches(r) || !r->offcpu.sw || cpu >= r->offcpu.n_sw)
+		return true;
+	const struct rec_switches *b = &r->offcpu.sw[cpu];
+
+	return !b->known || (!b->next && b->last_ns < wake_ns);
+}
+
 /* tid is seen on the CPU at `time`: an interval still open lost its switch-in. It ends
- * at its wakeup when that was seen; else at `time`, late by no more than the gap between
- * the thread's records, unless `time` is the thread leaving the CPU again, when the gap
- * is all of its run: its end is unknown then. */
+ * at its wakeup when that was seen and put it on the CPU (woken_in); else at `time`, late
+ * by no more than the gap between the thread's records, unless `time` is the thread
+ * leaving the CPU again, when the gap is all of its run: its end is unknown then. Either
+ * way where the switch the recorder infers for the CPU puts it (switches_add). */
 static int seen_running(struct sonde_recorder *r, pid_t tid, uint32_t cpu, uint64_t time,
 			bool leaving)
 {
@@ -588,7 +603,9 @@ static int seen_running(struct sonde_recorder *r, pid_t tid, uint32_t cpu, uint6
 	struct rec_offcpu *o = t->off;
 	if (o->lost) /* unknown from its switch-out to now */
 		return close_interval(r, t, time, false);
-	uint64_t in = o->wake_ns > o->out_ns && o->wake_ns <= time ? o->wake_ns : time;
+	uint64_t in = o->wake_ns > o->out_ns && o->wake_ns <= time && woken_in(r, cpu, o->wake_ns)
+			      ? o->wake_ns
+			      : time;
 	if (in == time && leaving)
 		return switch_in_unknown(r, tid, cpu, time);
 	r->sum.offcpu_unseen_switch_ins++;

@@ -435,6 +435,12 @@ static int keep_batch(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint32
 		uint32_t st = ps == SONDE_BPF_EXITED	 ? SONDE_SWITCH_EXITED
 			      : ps < SONDE_OFFCPU_STATES ? ps
 							 : SONDE_OFFCPU_OTHER;
+		/* as the recorder infers one: the idle task runnable, another's state unknown */
+		if (ps == SONDE_BPF_INFERRED) {
+			st = (prev ? SONDE_OFFCPU_OTHER : SONDE_OFFCPU_RUNNABLE) |
+			     SONDE_SWITCH_INFERRED;
+			r->sum.offcpu_switches_inferred++;
+		}
 		int err = sonde__rec_offcpu_switch_seen(r, cpu, v[i].time_ns, prev, v[i].next_tid,
 							st);
 		if (err)

@@ -136,6 +136,9 @@ TEST_TIMEOUT(record_launched_split_unwinds_to_main, 120)
 	ASSERT_CONTAINS(o.err, "samples");
 	ASSERT_CONTAINS(o.err, "event ");
 	analyze_file(out, &st);
+	printf("samples %llu, leaf in split %llu, main reached %llu\n",
+	       (unsigned long long)st.samples, (unsigned long long)st.in_split,
+	       (unsigned long long)st.deep);
 	ASSERT_UINT(st.samples, >=, 20);
 	ASSERT(st.split_has_build_id);
 	/* Nearly every sample is in compute_* with path_*, run and main above it. */
