@@ -238,18 +238,20 @@ static __always_inline __u32 state_of(bool preempt, unsigned int st)
 	return SONDE_BPF_OTHER;
 }
 
-/* The flags of a write to ring: user space is woken once wake_at bytes are queued (what
- * it held before the write, into *held). */
-static __always_inline __u64 ring_flags(void *ring, __u64 wake_at, __u64 *held)
+/* The flags of a write to ring: user space is woken once wake_at bytes are queued. */
+static __always_inline __u64 ring_flags(void *ring, __u64 wake_at)
 {
-	*held = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
-	return *held >= wake_at ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= wake_at ? BPF_RB_FORCE_WAKEUP
+								       : BPF_RB_NO_WAKEUP;
 }
 
-/* A write went into a ring that held `held` bytes before it: the most it held, into the
- * counter `high` (a write the ring had no room for is counted lost instead). */
-static __always_inline void note_held(__u32 high, __u64 held)
+/* A write went into ring: what it holds now, the most it held, into the counter `high`
+ * (a write the ring had no room for is counted lost instead). Read after the write, not
+ * taken as what it held before plus the record: user space may have read records in
+ * between, and that sum once said 4099 KiB held of a 4096 KiB ring. */
+static __always_inline void note_held(void *ring, __u32 high)
 {
+	__u64 held = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
 	__u64 *v = bpf_map_lookup_elem(&stats, &high);
 
 	if (v && held > *v)
@@ -274,11 +276,11 @@ static __always_inline void keep_switch(__u64 now, __u32 prev, __u32 next, __u32
 	if (n < SONDE_BPF_SWITCH_BATCH)
 		return;
 	b->cpu = bpf_get_smp_processor_id();
-	__u64 held, flags = ring_flags(&switches, switch_wake_bytes, &held);
+	__u64 flags = ring_flags(&switches, switch_wake_bytes);
 	if (bpf_ringbuf_output(&switches, b, sizeof(*b), flags))
 		count(SONDE_BPF_SWITCHES_LOST, 1);
 	else
-		note_held(SONDE_BPF_SWITCHES_HIGH, held + sizeof(*b));
+		note_held(&switches, SONDE_BPF_SWITCHES_HIGH);
 	b->seq++;
 	b->n = 0;
 }
@@ -311,12 +313,12 @@ static __always_inline void exit_shorts(struct tstate *t, __u32 tid, __u64 now)
 						.count = t->short_count,
 						.ns = t->short_ns,
 						.runnable_ns = t->short_runnable_ns}};
-	__u64 held, flags = ring_flags(&waits, wake_bytes, &held);
+	__u64 flags = ring_flags(&waits, wake_bytes);
 	if (bpf_ringbuf_output(&waits, &e, sizeof(e), flags)) {
 		count(SONDE_BPF_SHORT_FULL, t->short_count);
 		count(SONDE_BPF_SHORT_LOST_NS, t->short_ns);
 	} else {
-		note_held(SONDE_BPF_WAITS_HIGH, held + sizeof(e));
+		note_held(&waits, SONDE_BPF_WAITS_HIGH);
 	}
 	t->short_count = t->short_ns = t->short_runnable_ns = 0;
 }
@@ -505,12 +507,12 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	__u64 size = __builtin_offsetof(struct sonde_bpf_wait, stack) + w->stack_len;
 	if (size > sizeof(*w))
 		return;
-	__u64 held, flags = ring_flags(&waits, wake_bytes, &held);
+	__u64 flags = ring_flags(&waits, wake_bytes);
 	if (bpf_ringbuf_output(&waits, w, size, flags)) {
 		count(SONDE_BPF_LOST, 1);
 	} else {
 		count(SONDE_BPF_LONG, 1);
-		note_held(SONDE_BPF_WAITS_HIGH, held + size);
+		note_held(&waits, SONDE_BPF_WAITS_HIGH);
 	}
 }
 

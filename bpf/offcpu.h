@@ -133,8 +133,8 @@ enum {
 	SONDE_BPF_SHORT_LOST_NS, /* their time */
 	SONDE_BPF_SWITCHES_LOST, /* batches of switches the ring buffer had no room for */
 	SONDE_BPF_UNSEEN_IN,	 /* waits whose switch-in was not traced: written unknown */
-	/* the most bytes each ring held, a record just written into it (a max over the CPUs,
-	 * not a sum: how near a loss it came) */
+	/* the most bytes each ring held right after a write into it, read from the ring (a
+	 * max over the CPUs, not a sum: how near a loss it came; at most the ring's size) */
 	SONDE_BPF_WAITS_HIGH,
 	SONDE_BPF_SWITCHES_HIGH,
 	SONDE_BPF_NSTATS,
