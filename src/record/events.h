@@ -65,7 +65,6 @@ struct rec_events {
 	bool switching;	     /* a switch is opening the next generation's events */
 	bool regen_grow;     /* a thread's stack was cut: switch at the next poll */
 	bool any_dead;	     /* a switch was abandoned: some ids are dead */
-	uint64_t dead_until; /* sonde__rec_now() when the last abandoned switch closed them */
 	struct rec_event_id *ids;
 	size_t n_ids, cap_ids;
 };

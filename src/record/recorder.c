@@ -859,13 +859,11 @@ static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_
  * at the start can no longer be on its way (a short wait at most: processing usually
  * outlasts the slack), the rings are read again and everything up to the start goes.
  * Once the events are disabled, everything queued goes. */
-int sonde__rec_drain(struct sonde_recorder *r, uint64_t *done)
+int sonde__rec_drain(struct sonde_recorder *r)
 {
 	struct sonde_record_poll pr = {0};
 	uint64_t start = sonde__rec_now(r);
 
-	if (done)
-		*done = r->enabled ? start : UINT64_MAX;
 	if (!r->enabled)
 		return drain_and_process(r, true, &pr);
 	int err = drain_and_process(r, false, &pr);

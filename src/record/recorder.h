@@ -151,9 +151,8 @@ void sonde__rec_set_clock(struct sonde_recorder *r, rec_clock_fn now, void *ctx)
 /* Every published record of one ring into the stream. 0 or the first error. */
 int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring);
 /* Drains every ring and processes, in order, every record stamped before the call
- * (everything queued once the events are disabled); *done (if not NULL) receives the
- * time up to which all is processed. */
-int sonde__rec_drain(struct sonde_recorder *r, uint64_t *done);
+ * (everything queued once the events are disabled). */
+int sonde__rec_drain(struct sonde_recorder *r);
 /* Clamps a record time so that spool writes never go back in time. */
 uint64_t sonde__rec_time(struct sonde_recorder *r, uint64_t t);
 

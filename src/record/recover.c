@@ -425,7 +425,7 @@ static int sweep_dead(struct sonde_recorder *r, struct rec_process *p, uint64_t 
 
 static int sweep(struct sonde_recorder *r)
 {
-	int first = sonde__rec_drain(r, NULL);
+	int first = sonde__rec_drain(r);
 	uint64_t gaps = r->life.gaps_open, time = sonde__rec_time(r, sonde__rec_now(r));
 	struct rec_tids_by_pid by_pid = {0};
 	bool listed = false;

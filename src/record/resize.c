@@ -94,22 +94,17 @@ const struct rec_event_id *sonde__rec_event_id(const struct sonde_recorder *r, u
 	return lo < r->ev.n_ids && r->ev.ids[lo].id == id ? &r->ev.ids[lo] : NULL;
 }
 
-/* Forgets the ids whose records were all processed, everything up to `done` having been:
- * generations before the current one (their events were disabled before the current
- * one's cut) and those of abandoned switches (closed by dead_until). Called right after
- * the drain of a switch. An id whose records may still be queued is kept, whose drop
- * rule they still need. */
-static void prune_ids(struct sonde_recorder *r, uint64_t done)
+/* Forgets the ids whose records were all processed: generations before the current one
+ * (their events were disabled before the current one's cut, and everything stamped since
+ * the cut up to the switch's drain was processed by it) and those of abandoned switches
+ * (closed in an earlier switch). Called right after the drain of a switch. */
+static void prune_ids(struct sonde_recorder *r)
 {
 	size_t k = 0;
 
-	for (size_t i = 0; i < r->ev.n_ids; i++) {
-		const struct rec_event_id *e = &r->ev.ids[i];
-		bool processed = e->dead ? done >= r->ev.dead_until
-					 : e->gen < r->ev.gen && done >= r->ev.gen_cut;
-		if (!processed)
-			r->ev.ids[k++] = *e;
-	}
+	for (size_t i = 0; i < r->ev.n_ids; i++)
+		if (!r->ev.ids[i].dead && r->ev.ids[i].gen >= r->ev.gen)
+			r->ev.ids[k++] = r->ev.ids[i];
 	r->ev.n_ids = k;
 }
 
@@ -379,7 +374,6 @@ static void abandon(struct sonde_recorder *r, uint32_t gen, size_t first)
 	for (size_t i = first; i < r->ev.n_events; i++)
 		close(r->ev.events[i].fd);
 	r->ev.n_events = first;
-	r->ev.dead_until = sonde__rec_now(r);
 	for (struct rec_thread *t = NULL; (t = sonde__tasks_next_thread(&r->tasks, t));)
 		if (t->regen_mark == gen)
 			t->regen_mark = 0;
@@ -492,14 +486,13 @@ static bool plan_rings(struct sonde_recorder *r)
 static int regen(struct sonde_recorder *r)
 {
 	uint32_t gen = r->ev.gen + 1;
-	uint64_t done;
-	int err = sonde__rec_drain(r, &done);
+	int err = sonde__rec_drain(r);
 
 	r->ev.last_regen = sonde__rec_now(r);
 	r->ev.regen_grow = false;
 	if (err)
 		return err;
-	prune_ids(r, done);
+	prune_ids(r);
 	plan_rings(r);
 	size_t first = r->ev.n_events;
 	r->ev.switching = true;

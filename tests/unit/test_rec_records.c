@@ -740,7 +740,6 @@ TEST(record_a_drain_orders_what_a_ring_read_first_receives_late)
 	struct sonde_recorder *r = recorder(&b);
 	struct late_ring l = {0};
 	struct rb rec;
-	uint64_t done;
 
 	sonde__perf_event_layout_cfg(&r->layout, &kcfg);
 	r->stream = ASSERT_NOT_NULL(sonde__perf_stream_new(&r->layout, NULL, NULL));
@@ -759,9 +758,8 @@ TEST(record_a_drain_orders_what_a_ring_read_first_receives_late)
 	r->enabled = true;
 	sonde__rec_set_clock(r, late_clock, &l);
 
-	ASSERT_OK(sonde__rec_drain(r, &done));
+	ASSERT_OK(sonde__rec_drain(r));
 	ASSERT(l.written);
-	ASSERT_UINT(done, ==, 10000000);
 	ASSERT_UINT(r->sum.samples_written, ==, 3);
 	ASSERT_OK(sonde_spool_writer__finish(r->spool));
 	ASSERT_INT(r->first_error, ==, 0);
