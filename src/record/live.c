@@ -27,7 +27,8 @@ int sonde__rec_live_push(struct sonde_recorder *r)
 	if (now - r->live.last_push_ns < REC_PUSH_INTERVAL_NS)
 		return 0;
 	r->live.last_push_ns = now;
-	return sonde_spool_writer__flush(r->spool);
+	int err = sonde__rec_offcpu_switches_push(r);
+	return err ? err : sonde_spool_writer__flush(r->spool);
 }
 
 /* The tail's image provider: a descriptor of the exact image of the file (dev, inode) that

@@ -750,6 +750,25 @@ void sonde__rec_offcpu_release(struct sonde_recorder *r)
 	r->offcpu.n_sw = 0;
 }
 
+int sonde__rec_offcpu_switches_push(struct sonde_recorder *r)
+{
+	for (uint32_t cpu = 0; cpu < r->offcpu.n_sw; cpu++) {
+		int err = switches_flush(r, cpu);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+uint64_t sonde__rec_offcpu_switches_pending(const struct sonde_recorder *r)
+{
+	uint64_t n = 0;
+
+	for (uint32_t cpu = 0; cpu < r->offcpu.n_sw; cpu++)
+		n += r->offcpu.sw[cpu].n;
+	return n;
+}
+
 int sonde__rec_offcpu_finish(struct sonde_recorder *r)
 {
 	int first = 0;

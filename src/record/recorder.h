@@ -313,6 +313,11 @@ int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t, uin
 void sonde__rec_offcpu_free(struct rec_offcpu *o);
 /* Frees the recorder's off-CPU state that is not per thread. */
 void sonde__rec_offcpu_release(struct sonde_recorder *r);
+/* Writes each CPU's pending switches (a push: a tail weighs samples by the stays they
+ * give, docs/tail.md). 0 or the recorder's error. */
+int sonde__rec_offcpu_switches_push(struct sonde_recorder *r);
+/* Switches taken and not yet written, over every CPU. */
+uint64_t sonde__rec_offcpu_switches_pending(const struct sonde_recorder *r);
 /* The recording ends: open intervals end now, short counts are written. */
 int sonde__rec_offcpu_finish(struct sonde_recorder *r);
 

@@ -7,17 +7,20 @@
  *  - records newer than the held clock stay queued whatever the polls, and are released
  *    once it has moved past them;
  *  - buffered spool bytes reach the writer when the last push is REC_PUSH_INTERVAL_NS old
- *    by that clock, not before.
+ *    by that clock, not before, and each CPU's pending switches with them.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <sonde/record.h>
+#include <sonde/spool_reader.h>
 
 #include "../test.h"
 #include "../util.h"
+#include "base/buf.h"
 #include "record/recorder.h"
 
 struct held_clock {
@@ -187,4 +190,78 @@ TEST_TIMEOUT(record_clock_times_live_pushes, 60)
 	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
 	ASSERT_UINT(writes, ==, pushed + 1);
 	held_stop(&h);
+}
+
+/* Appends what the recorder writes to a buffer. */
+static int buf_write(void *ctx, const void *buf, size_t len)
+{
+	sonde__buf_append(ctx, buf, len);
+	return buf_error(ctx);
+}
+
+/* Switches in the SWITCHES records of the spool bytes b holds (a prefix of a spool). */
+static uint64_t written_switches(const struct buf *b)
+{
+	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder__new());
+	struct sonde_spool_record rec;
+	uint64_t n = 0;
+	size_t pos = 0;
+	int k;
+
+	while (pos < b->len && (k = sonde_spool_decoder__decode(d, b->data + pos, b->len - pos,
+								&rec)) > 0) {
+		if (rec.type == SONDE_SPOOL_REC_SWITCHES)
+			n += rec.switches.n;
+		pos += (size_t)k;
+	}
+	sonde_spool_decoder__free(d);
+	return n;
+}
+
+/* A system-wide off-CPU recording keeps the CPUs' switches in runs of up to 1024 per CPU;
+ * a push writes every CPU's pending ones, so that a live reader sees the stays end (the
+ * live wall view weighs samples by them): after the poll that pushes, no switch is left
+ * pending, and the bytes pushed hold the switches of the records it released. */
+TEST_TIMEOUT(record_clock_push_writes_the_pending_switches, 60)
+{
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = 999,
+					 .event = SONDE_RECORD_EVENT_CPU_CLOCK,
+					 .off_cpu = true};
+	struct held_clock c;
+	struct buf b = {0};
+
+	test_require_perf();
+	if (geteuid() != 0)
+		SKIP("a system-wide recording needs root here");
+	struct sonde_recorder *r =
+		ASSERT_NOT_NULL(sonde_recorder__attach_system_writer(buf_write, &b, &opts));
+	c.ns = sonde__rec_mono_now();
+	sonde__rec_set_clock(r, held_now, &c);
+	uint64_t t0 = c.ns;
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	/* the CPUs switch (this test's own waits do) while the clock is held, nothing pushed,
+	 * until the recorder holds switches not yet written (the BPF backend hands them over
+	 * in batches of 64 per CPU, the perf backend's wait for the clock) */
+	double end = test_now() + 30;
+	while (!sonde__rec_offcpu_switches_pending(r)) {
+		ASSERT(test_now() < end);
+		c.ns = sonde__rec_mono_now();
+		if (c.ns >= t0 + REC_PUSH_INTERVAL_NS)
+			c.ns = t0 + REC_PUSH_INTERVAL_NS - 1;
+		ASSERT_INT(sonde_recorder__poll(r, 20, NULL), >=, 0);
+	}
+	size_t pushed = b.len;
+	/* released and pushed in one poll: the switches with them */
+	c.ns = sonde__rec_mono_now() + REC_REORDER_SLACK_NS;
+	if (c.ns < t0 + REC_PUSH_INTERVAL_NS)
+		c.ns = t0 + REC_PUSH_INTERVAL_NS;
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	ASSERT_UINT(b.len, >, pushed);
+	ASSERT_UINT(sonde__rec_offcpu_switches_pending(r), ==, 0);
+	ASSERT_UINT(written_switches(&b), >, 0);
+	sonde__rec_set_clock(r, NULL, NULL);
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	sonde__buf_free(&b);
 }
