@@ -80,6 +80,18 @@ struct sonde_tail_batch {
 	/* threads' intervals too short to stack, in aggregate (sonde_spool__get_offcpu_short) */
 	const struct sonde_spool_offcpu_short *shorts;
 	size_t n_shorts;
+	/* The CPUs' switches, in a recording that keeps them (`-a --off-cpu` of every
+	 * process; switches is then set from its first SWITCHES record on): the stays on a
+	 * CPU that this batch's switches ended, as sonde_spool__get_tid_run presents them
+	 * (tid the kernel's, start_ns 0 for a stay that began before the CPU's first
+	 * switch), CPU by CPU; at the END record, each CPU's last stay, end_ns UINT64_MAX */
+	const struct sonde_spool_run *runs;
+	size_t n_runs;
+	/* by CPU number below n_switched: the time of its latest switch so far, 0 for none
+	 * (who ran on it is known up to there) */
+	const uint64_t *switched;
+	uint32_t n_switched;
+	int switches;
 };
 
 /* Opens the spool at path for tailing from its start. opts may be NULL. Returns a tail owned

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -774,6 +775,13 @@ struct live_short {
 	uint64_t count, total_ns;
 };
 
+/* A task's stay on a CPU by the switches (the wall metric of a recording that keeps them). */
+struct live_run {
+	uint64_t start_ns, end_ns; /* start 0: before the CPU's first switch; end UINT64_MAX:
+				    * to the end of the recording */
+	uint32_t tid;		   /* the kernel's */
+};
+
 struct sonde_view_live {
 	struct sonde_tail *t;
 	enum sonde_profile_metric metric;
@@ -783,6 +791,15 @@ struct sonde_view_live {
 	ARR(struct live_event) events;
 	ARR(struct live_short) shorts;
 	uint32_t swept_funcs; /* the view's function ids after its last sweep */
+	/* The wall metric by the CPUs' switches: the stays in the window, each CPU's last
+	 * switch (its samples up to there fall in known stays), the window's floor, the
+	 * first time seen, and each kernel tid's latest thread (tid + 1 -> thread id). */
+	bool switches, ended;
+	ARR(struct live_run) runs;
+	ARR(uint64_t) switched;
+	uint64_t floor, first_ns;
+	struct u64map tid_thread;
+	uint32_t threads_known;
 };
 
 /* A sweep once the view's functions are more than twice what the last one kept, and
@@ -938,6 +955,9 @@ void sonde_view_live__free(struct sonde_view_live *l)
 	names_free(&l->names);
 	ARR_FREE(l->events);
 	ARR_FREE(l->shorts);
+	ARR_FREE(l->runs);
+	ARR_FREE(l->switched);
+	sonde__u64map_free(&l->tid_thread);
 	free(l);
 }
 
@@ -970,6 +990,50 @@ static int live_take(struct sonde_view_live *l, const struct sonde_spool_sample 
 	return 0;
 }
 
+static void seen_at(struct sonde_view_live *l, uint64_t t)
+{
+	if (t && (!l->first_ns || t < l->first_ns))
+		l->first_ns = t;
+}
+
+/* Takes the batch's stays and its CPUs' latest switches (a recording that keeps the
+ * CPUs' switches), and each new thread as its tid's latest. 0 or -ENOMEM. */
+static int live_take_switches(struct sonde_view_live *l, const struct sonde_tail_batch *b)
+{
+	struct sonde_spool_thread th;
+
+	if (b->sz < offsetof(struct sonde_tail_batch, switches) + sizeof(b->switches) ||
+	    !b->switches)
+		return 0;
+	l->switches = true;
+	l->ended = b->ended;
+	for (uint32_t id = l->threads_known + 1; sonde_tail__get_thread(l->t, id, &th) == 0;
+	     id++) {
+		if (sonde__u64map_put(&l->tid_thread, (uint64_t)th.tid + 1, id) < 0)
+			return -ENOMEM;
+		l->threads_known = id;
+	}
+	for (size_t i = 0; i < b->n_runs; i++) {
+		const struct sonde_spool_run *r = &b->runs[i];
+		struct live_run *q = ARR_PUSH(l->runs);
+		if (!q)
+			return -ENOMEM;
+		*q = (struct live_run){r->start_ns, r->end_ns, r->tid};
+		seen_at(l, r->start_ns);
+		if (r->end_ns != UINT64_MAX) {
+			seen_at(l, r->end_ns);
+			if (r->end_ns > l->last_time)
+				l->last_time = r->end_ns;
+		}
+	}
+	while (l->switched.n < b->n_switched)
+		if (!ARR_PUSH(l->switched))
+			return -ENOMEM;
+	for (uint32_t c = 0; c < b->n_switched; c++)
+		l->switched.v[c] = b->switched[c];
+	return 0;
+}
+
 int sonde_view_live__add(struct sonde_view_live *l, const struct sonde_tail_batch *b)
 {
 	struct sonde_spool_header h = {0};
@@ -986,9 +1050,11 @@ int sonde_view_live__add(struct sonde_view_live *l, const struct sonde_tail_batc
 	 * switches to weigh it by); the metric's states leave out what it does not count */
 	sonde_tail__header(l->t, &h);
 	uint64_t weight = l->metric == SONDE_PROFILE_METRIC_WALL ? h.sample_period_ns : 1, w;
-	for (size_t i = 0; i < b->n_samples && !err; i++)
+	for (size_t i = 0; i < b->n_samples && !err; i++) {
+		seen_at(l, b->samples[i].time_ns);
 		err = live_take(l, &b->samples[i], b->samples[i].time_ns, SONDE_VIEW_ON_CPU,
 				weight);
+	}
 	if (l->metric == SONDE_PROFILE_METRIC_CPU)
 		return err;
 	for (size_t i = 0; i < b->n_offcpu && !err; i++) {
@@ -1007,6 +1073,8 @@ int sonde_view_live__add(struct sonde_view_live *l, const struct sonde_tail_batc
 			return -ENOMEM;
 		*q = (struct live_short){l->last_time, sh->thread, sh->count, sh->total_ns};
 	}
+	if (!err && l->metric == SONDE_PROFILE_METRIC_WALL)
+		err = live_take_switches(l, b);
 	return err;
 }
 
@@ -1028,6 +1096,12 @@ void sonde_view_live__expire(struct sonde_view_live *l, uint64_t now_ns)
 		if (l->shorts.v[i].end_ns >= floor)
 			l->shorts.v[k++] = l->shorts.v[i];
 	l->shorts.n = k;
+	k = 0;
+	for (size_t i = 0; i < l->runs.n; i++)
+		if (l->runs.v[i].end_ns >= floor)
+			l->runs.v[k++] = l->runs.v[i];
+	l->runs.n = k;
+	l->floor = floor;
 }
 
 uint64_t sonde_view_live__samples(const struct sonde_view_live *l)
@@ -1038,6 +1112,126 @@ uint64_t sonde_view_live__samples(const struct sonde_view_live *l)
 uint64_t sonde_view_live__last_time(const struct sonde_view_live *l)
 {
 	return l ? l->last_time : 0;
+}
+
+/* The wall metric of a window by the CPUs' switches, as `sonde report --metric wall`
+ * weighs a whole recording (sonde__acct_weights): each task's on-CPU time in the window,
+ * its stays clipped to it, spread over its samples there to the nanosecond; a task that
+ * ran unsampled shows as `[on-cpu: not sampled]`. A sample after its CPU's latest switch
+ * read so far falls in a stay still open (or not yet written): it weighs its period, as
+ * without switches, until the switch that ends the stay comes. */
+struct live_task {
+	uint64_t on_ns, from_ns; /* on-CPU time in the window, from its first stay there */
+	uint64_t n, k;		 /* samples in its stays, of them weighed so far */
+};
+
+struct live_wall {
+	struct u64map by_tid; /* tid + 1 -> index in tasks */
+	ARR(struct live_task) tasks;
+};
+
+static void wall_free(struct live_wall *w)
+{
+	sonde__u64map_free(&w->by_tid);
+	ARR_FREE(w->tasks);
+}
+
+/* Thread id's kernel tid, 0 when unknown. */
+static uint32_t thread_tid(const struct sonde_view_live *l, uint32_t id)
+{
+	struct sonde_spool_thread th;
+
+	return sonde_tail__get_thread(l->t, id, &th) == 0 ? th.tid : 0;
+}
+
+static struct live_task *wall_task(struct live_wall *w, uint32_t tid)
+{
+	uint64_t *i = sonde__u64map_get(&w->by_tid, (uint64_t)tid + 1);
+
+	if (i)
+		return &w->tasks.v[*i];
+	if (!ARR_PUSH(w->tasks) ||
+	    sonde__u64map_put(&w->by_tid, (uint64_t)tid + 1, w->tasks.n - 1) < 0)
+		return NULL;
+	w->tasks.v[w->tasks.n - 1] = (struct live_task){.from_ns = UINT64_MAX};
+	return &w->tasks.v[w->tasks.n - 1];
+}
+
+/* A sample that falls in a stay the switches read so far give. */
+static bool in_known_stay(const struct sonde_view_live *l, const struct live_event *q)
+{
+	return q->state == SONDE_VIEW_ON_CPU &&
+	       (l->ended || (q->cpu < l->switched.n && q->time_ns <= l->switched.v[q->cpu]));
+}
+
+static int wall_build(struct sonde_view_live *l, struct live_wall *w)
+{
+	/* the window's end: the last event or switch seen (the end of the recording) */
+	uint64_t end = l->last_time;
+
+	for (size_t i = 0; i < l->runs.n; i++) {
+		const struct live_run *r = &l->runs.v[i];
+		uint64_t from = r->start_ns ? r->start_ns : l->first_ns;
+		uint64_t to = r->end_ns < end ? r->end_ns : end;
+		if (from < l->floor)
+			from = l->floor;
+		if (from >= to)
+			continue;
+		struct live_task *k = wall_task(w, r->tid);
+		if (!k)
+			return -ENOMEM;
+		k->on_ns += to - from;
+		if (from < k->from_ns)
+			k->from_ns = from;
+	}
+	for (size_t i = 0; i < l->events.n; i++) {
+		const struct live_event *q = &l->events.v[i];
+		if (!in_known_stay(l, q))
+			continue;
+		struct live_task *k = wall_task(w, thread_tid(l, q->thread));
+		if (!k)
+			return -ENOMEM;
+		k->n++;
+	}
+	return 0;
+}
+
+static uint64_t wall_weight(const struct sonde_view_live *l, struct live_wall *w,
+			    const struct live_event *q)
+{
+	if (!l->switches || !in_known_stay(l, q))
+		return q->weight;
+	uint64_t *i = sonde__u64map_get(&w->by_tid, (uint64_t)thread_tid(l, q->thread) + 1);
+	struct live_task *k = &w->tasks.v[*i]; /* wall_build counted it */
+	return k->on_ns / k->n + (k->k++ < k->on_ns % k->n);
+}
+
+/* Each task that ran in the window, unsampled, and that the recording named. 0 or -errno. */
+static int wall_unsampled(struct sonde_view_live *l, struct live_wall *w)
+{
+	struct sonde_view_event e;
+	size_t pos = 0;
+	uint64_t key, i;
+
+	while (sonde__u64map_next(&w->by_tid, &pos, &key, &i)) {
+		const struct live_task *k = &w->tasks.v[i];
+		uint64_t *thread = sonde__u64map_get(&l->tid_thread, key);
+		if (k->n || !k->on_ns || key == 1 || !thread)
+			continue;
+		struct sonde_spool_sample smp = {.time_ns = k->from_ns,
+						 .thread = (uint32_t)*thread,
+						 .cpu = SONDE_SPOOL_CPU_NONE};
+		event_of(&l->names, &smp, SONDE_VIEW_UNSAMPLED, k->on_ns, &e);
+		if (sonde_view_filter__match(sonde_view__filter(l->names.v), &e) != 1)
+			continue;
+		int64_t stack = node_stack(&l->names, 0, e.pid);
+		if (stack < 0)
+			return (int)stack;
+		int err = sonde_view__add_stack(l->names.v, &e, (uint32_t)stack);
+		if (err < 0)
+			return err;
+	}
+	return 0;
 }
 
 struct sonde_view *sonde_view_live__view(struct sonde_view_live *l)
@@ -1055,13 +1249,21 @@ struct sonde_view *sonde_view_live__view(struct sonde_view_live *l)
 		return NULL;
 	}
 	sonde_view__clear(l->names.v);
+	struct live_wall w = {0};
+	if (l->switches && (err = wall_build(l, &w)) < 0) {
+		errno = -err;
+		return NULL;
+	}
 	for (size_t i = 0; i < l->events.n && err >= 0; i++) {
 		const struct live_event *q = &l->events.v[i];
 		struct sonde_spool_sample smp = {
 			.time_ns = q->time_ns, .thread = q->thread, .cpu = q->cpu};
-		event_of(&l->names, &smp, q->state, q->weight, &e);
+		event_of(&l->names, &smp, q->state, wall_weight(l, &w, q), &e);
 		err = sonde_view__add_stack(l->names.v, &e, q->stack);
 	}
+	if (err >= 0 && l->switches)
+		err = wall_unsampled(l, &w);
+	wall_free(&w);
 	for (size_t i = 0; i < l->shorts.n && err >= 0; i++) {
 		const struct live_short *q = &l->shorts.v[i];
 		e = (struct sonde_view_event){.sz = sizeof(e)};
@@ -1081,7 +1283,7 @@ int sonde_view_live__stats(const struct sonde_view_live *l, struct sonde_view_so
 		return -EINVAL;
 	st->frames = l->names.resolved;
 	st->unresolved_frames = l->names.unresolved;
-	st->wall_by_switches = 0;
+	st->wall_by_switches = l->switches;
 	st->events = l->events.n;
 	return 0;
 }

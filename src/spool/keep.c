@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sonde/error.h>
+
 #include "base/alloc.h"
 #include "spool/keep.h"
 
@@ -35,4 +37,20 @@ int sonde__spool_keep_module(const struct sonde_spool_record *rec, struct sonde_
 	m.def.build_id = bid;
 	*out = m;
 	return 0;
+}
+
+int sonde__spool_chain_step(struct sonde_spool_chain *c, uint32_t cpu,
+			    const struct sonde_spool_switch *sw, bool gap,
+			    struct sonde_spool_run *run)
+{
+	if (c->seen && sw->time_ns < c->last_ns)
+		return -SONDE_E_RANGE; /* a CPU's switches go forward */
+	bool ends = sw->prev_tid && !(c->seen && gap);
+	if (ends)
+		*run = (struct sonde_spool_run){sw->prev_tid, cpu, c->seen ? c->last_ns : 0,
+						sw->time_ns, sw->prev_state};
+	c->seen = true;
+	c->last_ns = sw->time_ns;
+	c->last_next = sw->next_tid;
+	return ends;
 }

@@ -18,8 +18,6 @@
 #include "spool/keep.h"
 
 enum { CHUNK = 1 << 20 };
-/* CPU numbers a file's switches may name: no machine has more CPUs. */
-enum { MAX_CPUS = 1 << 20 };
 
 struct rnode {
 	uint32_t parent, frame;
@@ -27,9 +25,9 @@ struct rnode {
 
 /* One CPU's switches so far: its time between its first and its last switch. */
 struct rcpu {
-	bool seen;
-	uint32_t first_prev, last_next;
-	uint64_t first_ns, last_ns;
+	struct sonde_spool_chain ch;
+	uint32_t first_prev;
+	uint64_t first_ns;
 	struct sonde_spool_cpu_time t;
 };
 
@@ -57,7 +55,7 @@ struct sonde_spool {
 	struct rcpu *cpus; /* by CPU number: the switches, added up as they come */
 	size_t cpus_cap;
 	uint32_t n_cpus;
-	/* by CPU number below MAX_CPUS, those that can have switches: the time of its first
+	/* by CPU number below SONDE_SPOOL_MAX_CPUS, those that can have switches: the time of its first
 	 * sample + 1, 0 for none */
 	uint64_t *first_sample;
 	size_t first_sample_cap;
@@ -93,9 +91,10 @@ static int by_tid_start(const void *a, const void *b)
 static int finish_runs(struct sonde_spool *s)
 {
 	for (uint32_t c = 0; c < s->n_cpus; c++) {
-		if (!s->cpus[c].seen || !s->cpus[c].last_next)
+		const struct sonde_spool_chain *ch = &s->cpus[c].ch;
+		if (!ch->seen || !ch->last_next)
 			continue;
-		int err = add_run(s, s->cpus[c].last_next, c, s->cpus[c].last_ns, UINT64_MAX,
+		int err = add_run(s, ch->last_next, c, ch->last_ns, UINT64_MAX,
 				  SONDE_OFFCPU_RUNNABLE);
 		if (err)
 			return err;
@@ -133,7 +132,7 @@ static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record 
 	if (!rec->switches.n)
 		return 0;
 	if (cpu >= s->n_cpus) {
-		if (cpu >= MAX_CPUS)
+		if (cpu >= SONDE_SPOOL_MAX_CPUS)
 			return -SONDE_E_RANGE; /* no machine has that many: a bad file */
 		if (sonde__array_grow(&s->cpus, &s->cpus_cap, (size_t)cpu + 1, sizeof(*s->cpus),
 				      16) < 0)
@@ -144,36 +143,30 @@ static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record 
 	struct rcpu *c = &s->cpus[cpu];
 	for (size_t i = 0; i < rec->switches.n; i++) {
 		const struct sonde_spool_switch *sw = &rec->switches.v[i];
-		/* prev's stay on the CPU ends here: from the CPU's previous switch (from the
-		 * start when this is its first), unless records were lost in between */
-		bool gap = c->seen && i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP);
-		if (sw->prev_tid && !gap) {
-			int err = add_run(s, sw->prev_tid, cpu, c->seen ? c->last_ns : 0, sw->time_ns,
-					  sw->prev_state);
-			if (err)
-				return err;
-		}
-		if (!c->seen) {
-			c->seen = true;
+		bool gap = i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP);
+		if (!c->ch.seen) {
 			c->first_ns = sw->time_ns;
 			c->first_prev = sw->prev_tid;
-		} else if (sw->time_ns < c->last_ns) {
-			return -SONDE_E_RANGE; /* a CPU's switches go forward */
-		} else {
-			uint64_t d = sw->time_ns - c->last_ns;
+		} else if (sw->time_ns >= c->ch.last_ns) {
+			uint64_t d = sw->time_ns - c->ch.last_ns;
 			/* after lost records, or before a switch the kernel did not trace (the
 			 * recorder inferred it, at a time it could only estimate), who ran is
 			 * not known: unknown, neither idle nor busy */
-			if ((i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP)) ||
-			    (sw->prev_state & SONDE_SWITCH_INFERRED))
+			if (gap || (sw->prev_state & SONDE_SWITCH_INFERRED))
 				c->t.unknown_ns += d;
-			else if (c->last_next)
+			else if (c->ch.last_next)
 				c->t.busy_ns += d;
 			else
 				c->t.idle_ns += d;
 		}
-		c->last_ns = sw->time_ns;
-		c->last_next = sw->next_tid;
+		/* prev's stay on the CPU ends here: from the CPU's previous switch (from the
+		 * start when this is its first), unless records were lost in between */
+		struct sonde_spool_run run;
+		int ends = sonde__spool_chain_step(&c->ch, cpu, sw, gap, &run);
+		if (ends < 0)
+			return ends;
+		if (ends && (ends = add_run(s, run.tid, cpu, run.start_ns, run.end_ns, run.state)))
+			return ends;
 		c->t.switches++;
 		c->t.inferred += !!(sw->prev_state & SONDE_SWITCH_INFERRED);
 		if (sw->time_ns > s->last_switch_ns)
@@ -192,7 +185,7 @@ uint64_t sonde_spool__first_switch_ns(const struct sonde_spool *s)
 	uint64_t first = UINT64_MAX;
 
 	for (uint32_t i = 0; s && i < s->n_cpus; i++)
-		if (s->cpus[i].seen && s->cpus[i].first_ns < first)
+		if (s->cpus[i].ch.seen && s->cpus[i].first_ns < first)
 			first = s->cpus[i].first_ns;
 	return first;
 }
@@ -207,10 +200,10 @@ int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cpu, uint64_
 {
 	if (!s || !out)
 		return -EINVAL;
-	if (cpu >= s->n_cpus || !s->cpus[cpu].seen)
+	if (cpu >= s->n_cpus || !s->cpus[cpu].ch.seen)
 		return -ENOENT;
 	const struct rcpu *c = &s->cpus[cpu];
-	if (start_ns > c->first_ns || end_ns < c->last_ns)
+	if (start_ns > c->first_ns || end_ns < c->ch.last_ns)
 		return -ERANGE;
 	*out = c->t;
 	/* Before the CPU's first switch the task it takes off ran, but since when is not
@@ -225,7 +218,7 @@ int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cpu, uint64_
 		seen = start_ns;
 	out->unknown_ns += seen - start_ns;
 	out->busy_ns += c->first_ns - seen;
-	*(c->last_next ? &out->busy_ns : &out->idle_ns) += end_ns - c->last_ns;
+	*(c->ch.last_next ? &out->busy_ns : &out->idle_ns) += end_ns - c->ch.last_ns;
 	return 0;
 }
 
@@ -294,7 +287,7 @@ static int note_first_sample(struct sonde_spool *s, uint32_t cpu, uint64_t time_
 {
 	size_t had = s->first_sample_cap;
 
-	if (cpu >= MAX_CPUS || time_ns == UINT64_MAX)
+	if (cpu >= SONDE_SPOOL_MAX_CPUS || time_ns == UINT64_MAX)
 		return 0;
 	if (cpu >= had) {
 		if (sonde__array_grow(&s->first_sample, &s->first_sample_cap, (size_t)cpu + 1,

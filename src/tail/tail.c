@@ -69,6 +69,12 @@ struct sonde_tail {
 	size_t n_samples, samples_cap;
 	ARR(struct sonde_spool_offcpu) offcpu, unknown; /* its intervals */
 	ARR(struct sonde_spool_offcpu_short) shorts;
+	ARR(struct sonde_spool_run) runs; /* the stays its switches ended */
+	/* the CPUs' switches followed so far, and each one's last switch time, by CPU */
+	struct sonde_spool_chain *chains;
+	uint64_t *switched;
+	size_t n_cpus, chains_cap, switched_cap;
+	bool switches; /* a SWITCHES record was read: the recording keeps them */
 	uint32_t *invalid; /* pids invalidated by the current batch */
 	size_t n_invalid, invalid_cap;
 
@@ -161,6 +167,9 @@ void sonde_tail__free(struct sonde_tail *t)
 	ARR_FREE(t->offcpu);
 	ARR_FREE(t->unknown);
 	ARR_FREE(t->shorts);
+	ARR_FREE(t->runs);
+	sonde__free(t->chains);
+	sonde__free(t->switched);
 	sonde__free(t->invalid);
 	sonde__free(t->buf);
 	sonde_symbolizer__free(t->sym);
@@ -316,6 +325,63 @@ static int keep_sample(struct sonde_tail *t, const struct sonde_spool_record *re
 	return 0;
 }
 
+/* Follows the CPU's chain over a run of its switches: the stays they end go into the
+ * batch. 0 or -errno / -SONDE_E_*. */
+static int keep_switches(struct sonde_tail *t, const struct sonde_spool_record *rec)
+{
+	uint32_t cpu = rec->switches.cpu;
+
+	t->switches = true;
+	if (!rec->switches.n)
+		return 0;
+	if (cpu >= t->n_cpus) {
+		if (cpu >= SONDE_SPOOL_MAX_CPUS)
+			return -SONDE_E_RANGE;
+		if (sonde__array_grow(&t->chains, &t->chains_cap, (size_t)cpu + 1,
+				      sizeof(*t->chains), 16) < 0 ||
+		    sonde__array_grow(&t->switched, &t->switched_cap, (size_t)cpu + 1,
+				      sizeof(*t->switched), 16) < 0)
+			return -ENOMEM;
+		memset(t->chains + t->n_cpus, 0, (cpu + 1 - t->n_cpus) * sizeof(*t->chains));
+		memset(t->switched + t->n_cpus, 0, (cpu + 1 - t->n_cpus) * sizeof(*t->switched));
+		t->n_cpus = cpu + 1;
+	}
+	for (size_t i = 0; i < rec->switches.n; i++) {
+		const struct sonde_spool_switch *sw = &rec->switches.v[i];
+		struct sonde_spool_run run;
+		int ends = sonde__spool_chain_step(&t->chains[cpu], cpu, sw,
+						   i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP),
+						   &run);
+		if (ends < 0)
+			return ends;
+		if (ends) {
+			struct sonde_spool_run *q = ARR_PUSH(t->runs);
+			if (!q)
+				return -ENOMEM;
+			*q = run;
+		}
+	}
+	t->switched[cpu] = t->chains[cpu].last_ns;
+	return 0;
+}
+
+/* The END record: the task each CPU's last switch brought in stays to the end. */
+static int keep_end(struct sonde_tail *t)
+{
+	t->ended = true;
+	for (uint32_t cpu = 0; cpu < t->n_cpus; cpu++) {
+		const struct sonde_spool_chain *c = &t->chains[cpu];
+		if (!c->seen || !c->last_next)
+			continue;
+		struct sonde_spool_run *q = ARR_PUSH(t->runs);
+		if (!q)
+			return -ENOMEM;
+		*q = (struct sonde_spool_run){c->last_next, cpu, c->last_ns, UINT64_MAX,
+					      SONDE_OFFCPU_RUNNABLE};
+	}
+	return 0;
+}
+
 /* Appends record x to the batch's array a (an ARR of its type): 0, or -ENOMEM. */
 #define KEEP_IN(a, x) (ARR_PUSH(a) ? ((a).v[(a).n - 1] = (x)), 0 : -ENOMEM)
 
@@ -350,8 +416,9 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 	case SONDE_SPOOL_REC_SAMPLE:
 		return keep_sample(t, rec);
 	case SONDE_SPOOL_REC_END:
-		t->ended = true;
-		return 0;
+		return t->ended ? 0 : keep_end(t);
+	case SONDE_SPOOL_REC_SWITCHES:
+		return keep_switches(t, rec);
 	case SONDE_SPOOL_REC_OFFCPU:
 		return KEEP_IN(t->offcpu, rec->offcpu);
 	case SONDE_SPOOL_REC_UNKNOWN:
@@ -360,7 +427,6 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 		return KEEP_IN(t->shorts, rec->offcpu_short);
 	case SONDE_SPOOL_REC_OPTIONAL:
 	case SONDE_SPOOL_REC_ACCOUNT:
-	case SONDE_SPOOL_REC_SWITCHES:
 	case SONDE_SPOOL_REC_EXIT:
 		return 0;
 	}
@@ -457,7 +523,7 @@ int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 	if (err)
 		return err;
 	t->n_samples = 0;
-	t->offcpu.n = t->unknown.n = t->shorts.n = 0;
+	t->offcpu.n = t->unknown.n = t->shorts.n = t->runs.n = 0;
 	t->n_invalid = 0;
 	for (;;) {
 		err = decode_buffered(t, &left, &b);
@@ -483,6 +549,11 @@ int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 	b.n_unknown = t->unknown.n;
 	b.shorts = t->shorts.v;
 	b.n_shorts = t->shorts.n;
+	b.runs = t->runs.v;
+	b.n_runs = t->runs.n;
+	b.switched = t->switched;
+	b.n_switched = (uint32_t)t->n_cpus;
+	b.switches = t->switches;
 	b.offset = sonde_spool_decoder__offset(t->dec);
 	b.pending = t->len - t->pos;
 	b.ended = t->ended;

@@ -401,6 +401,170 @@ TEST(view_live_of_a_tail_weighs_intervals_as_the_spool_view)
 	sonde__buf_free(&b);
 }
 
+/* A recording that keeps the CPUs' switches, written up to `upto` (its first part, or the
+ * whole with its END): pid 10's threads 11 (ab), 12 (cd) and 13 (ef, never sampled), each
+ * sample weighing 1000 ns by the period. CPU 0: idle, 11 from 100 (samples at 1000, 2000,
+ * 3000) to 3100 (asleep to 8000, an interval), 13 from 3100 to 3600, idle, 11 from 8000
+ * to the end (a sample at 9000, the last event). CPU 1: 12 from 150 (a sample at 1150)
+ * to 2150, idle. */
+static const char *switches_file(struct buf *b, bool whole)
+{
+	struct sonde_spool_header h = {1, 0, 1000};
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, b, &h));
+	struct sonde_spool_frame a[2] = {{0, 0x1234}, {0, 0x9000}}, c[1] = {{0, 0x5678}};
+	struct sonde_spool_switch cpu0[] = {{100, 0, 11, 0},
+					    {3100, 11, 13, SONDE_OFFCPU_SLEEPING},
+					    {3600, 13, 0, SONDE_OFFCPU_SLEEPING},
+					    {8000, 0, 11, SONDE_OFFCPU_RUNNABLE}},
+				  cpu1[] = {{150, 0, 12, 0}, {2150, 12, 0, SONDE_OFFCPU_RUNNABLE}};
+	uint32_t t1, t2, t3;
+
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, NULL, 0));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, NULL, 0));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &t1));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 12, "cd", &t2));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 13, "ef", &t3));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 1));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, cpu1, 1));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 1000, t1, 0, a, 2, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 1150, t2, 1, c, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 2000, t1, 0, a, 2, 0));
+	if (whole) {
+		ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 3000, t1, 0, a, 2, 0));
+		ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, cpu1 + 1, 1));
+		ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0 + 1, 3));
+		struct sonde_spool_offcpu iv = {.switch_out_ns = 3100,
+						.switch_in_ns = 8000,
+						.thread = t1,
+						.cpu = 0,
+						.state = SONDE_OFFCPU_SLEEPING};
+		ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, a, 2));
+		ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 9000, t1, 0, a, 2, 0));
+		ASSERT_OK(sonde_spool_writer__finish(w));
+	} else {
+		ASSERT_OK(sonde_spool_writer__flush(w));
+	}
+	sonde_spool_writer__free(w);
+	const char *path = test_path(whole ? "switches.spool" : "switches-part.spool");
+	test_write_file(path, b->data, b->len);
+	return path;
+}
+
+/* Under wall, a recording that keeps the CPUs' switches weighs each sample by its
+ * thread's on-CPU time by them, and a thread that ran unsampled shows as such: the live
+ * view of the whole recording (no window) gives the spool view's figures, rows and
+ * folded stacks, with and without a filter. */
+TEST(view_live_wall_weighs_samples_by_the_switches_as_the_spool_view)
+{
+	struct buf b = {0};
+	const char *path = switches_file(&b, true);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(path, NULL));
+	uint32_t tid = 11;
+	struct sonde_view_filter f = {.sz = sizeof(f), .tids = &tid, .n_tids = 1};
+
+	for (int filtered = 0; filtered < 2; filtered++) {
+		struct sonde_view_source_opts o = {.sz = sizeof(o),
+						   .metric = SONDE_PROFILE_METRIC_WALL,
+						   .filter = filtered ? &f : NULL,
+						   .state_frames = 1};
+		struct sonde_view_stats a = {.sz = sizeof(a)}, c = {.sz = sizeof(c)};
+		struct sonde_view_source_stats st = {.sz = sizeof(st)};
+		struct sonde_view *v = NULL;
+		struct sonde_tail *t;
+
+		ASSERT_OK(sonde_view__from_spool(s, &o, &v, &st));
+		ASSERT_INT(st.wall_by_switches, ==, 1);
+		struct sonde_view_live *l = live_of(path, &t, &o);
+		struct sonde_view *lv = ASSERT_NOT_NULL(sonde_view_live__view(l));
+		ASSERT_OK(sonde_view_live__stats(l, &st));
+		ASSERT_INT(st.wall_by_switches, ==, 1);
+		ASSERT_OK(sonde_view__stats(v, &a));
+		ASSERT_OK(sonde_view__stats(lv, &c));
+		/* 11: 3000 + 1000 on the CPU over its 4 samples, 4900 asleep; 12: 2000 over
+		 * its one sample; 13: 500 unsampled */
+		ASSERT_INT(a.total, ==, filtered ? 8900 : 11400);
+		ASSERT_INT(c.total, ==, a.total);
+		ASSERT_INT(c.events, ==, a.events);
+		ASSERT_INT(memcmp(c.weight, a.weight, sizeof(a.weight)), ==, 0);
+		char *x = rows_text(v), *y = rows_text(lv);
+		ASSERT_STR_EQ(y, x);
+		free(x);
+		free(y);
+		x = folded_of(v, SONDE_VIEW_ROOTS_THREAD);
+		y = folded_of(lv, SONDE_VIEW_ROOTS_THREAD);
+		ASSERT_STR_EQ(y, x);
+		if (!filtered)
+			ASSERT_CONTAINS(x, "ef-10/13;[on-cpu: not sampled] 500\n");
+		free(x);
+		free(y);
+		sonde_view_live__free(l);
+		sonde_tail__free(t);
+		sonde_view__free(v);
+	}
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+/* A window weighs a thread's samples in it by its stays clipped to it; a sample after its
+ * CPU's latest switch read so far (its stay still open) weighs its period until the
+ * switch that ends the stay comes. */
+TEST(view_live_wall_by_switches_clips_stays_to_the_window)
+{
+	struct buf b = {0}, part = {0};
+	struct sonde_view_source_opts o = {
+		.sz = sizeof(o), .metric = SONDE_PROFILE_METRIC_WALL, .state_frames = 1};
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	const char *path = switches_file(&part, false);
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	struct sonde_view_live *l = ASSERT_NOT_NULL(sonde_view_live__new(t, 0, &o));
+
+	/* the first part: 11 came in at 100 and 12 at 150, neither left yet: their three
+	 * samples weigh their periods */
+	ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >, 0);
+	ASSERT(!batch.ended && batch.switches);
+	ASSERT_OK(sonde_view_live__add(l, &batch));
+	ASSERT_INT(sonde_view__total(ASSERT_NOT_NULL(sonde_view_live__view(l)), NULL), ==, 3000);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+
+	path = switches_file(&b, true);
+	t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	l = ASSERT_NOT_NULL(sonde_view_live__new(t, 2000, &o));
+	do {
+		ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >=, 0);
+		ASSERT_OK(sonde_view_live__add(l, &batch));
+	} while (!batch.ended);
+	/* from 7000: 11's stay from 8000 to the end (9000) over its sample at 9000, and the
+	 * interval that ended at 8000, whole; 13's stay and 12's ended before */
+	sonde_view_live__expire(l, 9000);
+	struct sonde_view *v = ASSERT_NOT_NULL(sonde_view_live__view(l));
+	ASSERT_INT(sonde_view__total(v, NULL), ==, 1000 + 4900);
+	/* from 2500: 11's stay clipped to 2500-3100 and 8000-9000 over its samples at
+	 * 3000 and 9000, 13's 500 unsampled, 12 none (its sample at 1150 is out, its stay
+	 * ended at 2150) */
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	l = ASSERT_NOT_NULL(sonde_view_live__new(t, 6500, &o));
+	do {
+		ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >=, 0);
+		ASSERT_OK(sonde_view_live__add(l, &batch));
+	} while (!batch.ended);
+	sonde_view_live__expire(l, 9000);
+	v = ASSERT_NOT_NULL(sonde_view_live__view(l));
+	char *x = folded_of(v, SONDE_VIEW_ROOTS_THREAD);
+	ASSERT_STR_EQ(x, "ab-10/11;0x9000;0x1234 1600\n"
+			 "ab-10/11;0x9000;0x1234;[off-cpu: S] 4900\n"
+			 "ef-10/13;[on-cpu: not sampled] 500\n");
+	free(x);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde__buf_free(&b);
+	sonde__buf_free(&part);
+}
+
 /* An interval enters the window when it is written, at its end, and stays a window after
  * its end, however long before its switch-out was. */
 TEST(view_live_window_keeps_an_interval_until_a_window_after_its_end)
