@@ -65,14 +65,16 @@ static const char *process_label(struct sonde_view *v, uint32_t pid, uint64_t *w
 }
 
 /* A tail polled to the END of path, its samples taken into a live view with no window. */
-static struct sonde_view_live *live_of(const char *path, struct sonde_tail **t,
-				       const struct sonde_view_source_opts *o)
+/* The live view, window window_ns, of the whole of the spool at path, tailed into it. */
+static struct sonde_view_live *live_window_of(const char *path, uint64_t window_ns,
+					      struct sonde_tail **t,
+					      const struct sonde_view_source_opts *o)
 {
 	struct sonde_tail_batch b = {.sz = sizeof(b)};
 	struct sonde_view_live *l;
 
 	*t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
-	l = ASSERT_NOT_NULL(sonde_view_live__new(*t, 0, o));
+	l = ASSERT_NOT_NULL(sonde_view_live__new(*t, window_ns, o));
 	/* small batches, so that threads and stacks arrive over several */
 	while (!b.ended) {
 		int n = sonde_tail__poll(*t, 7, 0, &b);
@@ -81,6 +83,12 @@ static struct sonde_view_live *live_of(const char *path, struct sonde_tail **t,
 		ASSERT_OK(sonde_view_live__add(l, &b));
 	}
 	return l;
+}
+
+static struct sonde_view_live *live_of(const char *path, struct sonde_tail **t,
+				       const struct sonde_view_source_opts *o)
+{
+	return live_window_of(path, 0, t, o);
 }
 
 TEST(view_from_a_spool_and_from_its_tail_are_the_same)
@@ -342,6 +350,32 @@ static const char *offcpu_file(struct buf *b)
 	return path;
 }
 
+/* The live view lv has spool view v's figures, rows and folded stacks: the latter
+ * returned (thread roots; the caller frees it), and the total in *total. */
+static char *live_as_spool(struct sonde_view *v, struct sonde_view *lv,
+			   uint64_t *total)
+{
+	struct sonde_view_stats a = {.sz = sizeof(a)}, c = {.sz = sizeof(c)};
+
+	ASSERT_OK(sonde_view__stats(v, &a));
+	ASSERT_OK(sonde_view__stats(lv, &c));
+	ASSERT_INT(c.total, ==, a.total);
+	ASSERT_INT(c.events, ==, a.events);
+	ASSERT_INT(c.short_count, ==, a.short_count);
+	ASSERT_INT(c.short_ns, ==, a.short_ns);
+	ASSERT_INT(memcmp(c.weight, a.weight, sizeof(a.weight)), ==, 0);
+	char *x = rows_text(v), *y = rows_text(lv);
+	ASSERT_STR_EQ(y, x);
+	free(x);
+	free(y);
+	x = folded_of(v, SONDE_VIEW_ROOTS_THREAD);
+	y = folded_of(lv, SONDE_VIEW_ROOTS_THREAD);
+	ASSERT_STR_EQ(y, x);
+	free(y);
+	*total = a.total;
+	return x;
+}
+
 /* The tail hands out intervals as the spool reader does: under every metric, with and
  * without a filter, the live view of the tail has the spool view's rows, folded stacks
  * and figures (the sample weighing its period under wall, the recording having no
@@ -363,36 +397,25 @@ TEST(view_live_of_a_tail_weighs_intervals_as_the_spool_view)
 							   .metric = (enum sonde_profile_metric)m,
 							   .filter = filtered ? &f : NULL,
 							   .state_frames = 1};
-			struct sonde_view_stats a = {.sz = sizeof(a)}, c = {.sz = sizeof(c)};
 			struct sonde_view *v = NULL;
 			struct sonde_tail *t;
+			uint64_t total;
 
 			ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
 			struct sonde_view_live *l = live_of(path, &t, &o);
 			struct sonde_view *lv = ASSERT_NOT_NULL(sonde_view_live__view(l));
-			ASSERT_OK(sonde_view__stats(v, &a));
-			ASSERT_OK(sonde_view__stats(lv, &c));
+			char *x = live_as_spool(v, lv, &total);
 			if (!filtered)
-				ASSERT_INT(a.total, ==, want[m]);
-			ASSERT_INT(c.total, ==, a.total);
-			ASSERT_INT(c.events, ==, a.events);
-			ASSERT_INT(c.short_count, ==, a.short_count);
-			ASSERT_INT(c.short_ns, ==, a.short_ns);
-			ASSERT_INT(memcmp(c.weight, a.weight, sizeof(a.weight)), ==, 0);
-			char *x = rows_text(v), *y = rows_text(lv);
-			ASSERT_STR_EQ(y, x);
-			if (m == SONDE_PROFILE_METRIC_OFF_CPU && !filtered)
-				ASSERT_CONTAINS(x, "[off-cpu: S] [[sched]] 5000 5000\n");
-			free(x);
-			free(y);
-			x = folded_of(v, SONDE_VIEW_ROOTS_THREAD);
-			y = folded_of(lv, SONDE_VIEW_ROOTS_THREAD);
-			ASSERT_STR_EQ(y, x);
+				ASSERT_INT(total, ==, want[m]);
+			if (m == SONDE_PROFILE_METRIC_OFF_CPU && !filtered) {
+				char *rows = rows_text(v);
+				ASSERT_CONTAINS(rows, "[off-cpu: S] [[sched]] 5000 5000\n");
+				free(rows);
+			}
 			if (m == SONDE_PROFILE_METRIC_WALL && filtered)
 				ASSERT_STR_EQ(x, "cd-10/12;0x5678 2000\n"
 						 "cd-10/12;0x5678;[off-cpu: D] 3000\n");
 			free(x);
-			free(y);
 			sonde_view_live__free(l);
 			sonde_tail__free(t);
 			sonde_view__free(v);
@@ -469,10 +492,10 @@ TEST(view_live_wall_weighs_samples_by_the_switches_as_the_spool_view)
 						   .metric = SONDE_PROFILE_METRIC_WALL,
 						   .filter = filtered ? &f : NULL,
 						   .state_frames = 1};
-		struct sonde_view_stats a = {.sz = sizeof(a)}, c = {.sz = sizeof(c)};
 		struct sonde_view_source_stats st = {.sz = sizeof(st)};
 		struct sonde_view *v = NULL;
 		struct sonde_tail *t;
+		uint64_t total;
 
 		ASSERT_OK(sonde_view__from_spool(s, &o, &v, &st));
 		ASSERT_INT(st.wall_by_switches, ==, 1);
@@ -480,25 +503,13 @@ TEST(view_live_wall_weighs_samples_by_the_switches_as_the_spool_view)
 		struct sonde_view *lv = ASSERT_NOT_NULL(sonde_view_live__view(l));
 		ASSERT_OK(sonde_view_live__stats(l, &st));
 		ASSERT_INT(st.wall_by_switches, ==, 1);
-		ASSERT_OK(sonde_view__stats(v, &a));
-		ASSERT_OK(sonde_view__stats(lv, &c));
+		char *x = live_as_spool(v, lv, &total);
 		/* 11: 3000 + 1000 on the CPU over its 4 samples, 4900 asleep; 12: 2000 over
 		 * its one sample; 13: 500 unsampled */
-		ASSERT_INT(a.total, ==, filtered ? 8900 : 11400);
-		ASSERT_INT(c.total, ==, a.total);
-		ASSERT_INT(c.events, ==, a.events);
-		ASSERT_INT(memcmp(c.weight, a.weight, sizeof(a.weight)), ==, 0);
-		char *x = rows_text(v), *y = rows_text(lv);
-		ASSERT_STR_EQ(y, x);
-		free(x);
-		free(y);
-		x = folded_of(v, SONDE_VIEW_ROOTS_THREAD);
-		y = folded_of(lv, SONDE_VIEW_ROOTS_THREAD);
-		ASSERT_STR_EQ(y, x);
+		ASSERT_INT(total, ==, filtered ? 8900 : 11400);
 		if (!filtered)
 			ASSERT_CONTAINS(x, "ef-10/13;[on-cpu: not sampled] 500\n");
 		free(x);
-		free(y);
 		sonde_view_live__free(l);
 		sonde_tail__free(t);
 		sonde_view__free(v);
@@ -530,12 +541,7 @@ TEST(view_live_wall_by_switches_clips_stays_to_the_window)
 	sonde_tail__free(t);
 
 	path = switches_file(&b, true);
-	t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
-	l = ASSERT_NOT_NULL(sonde_view_live__new(t, 2000, &o));
-	do {
-		ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >=, 0);
-		ASSERT_OK(sonde_view_live__add(l, &batch));
-	} while (!batch.ended);
+	l = live_window_of(path, 2000, &t, &o);
 	/* from 7000: 11's stay from 8000 to the end (9000) over its sample at 9000, and the
 	 * interval that ended at 8000, whole; 13's stay and 12's ended before */
 	sonde_view_live__expire(l, 9000);
@@ -546,12 +552,7 @@ TEST(view_live_wall_by_switches_clips_stays_to_the_window)
 	 * ended at 2150) */
 	sonde_view_live__free(l);
 	sonde_tail__free(t);
-	t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
-	l = ASSERT_NOT_NULL(sonde_view_live__new(t, 6500, &o));
-	do {
-		ASSERT_INT(sonde_tail__poll(t, 0, 0, &batch), >=, 0);
-		ASSERT_OK(sonde_view_live__add(l, &batch));
-	} while (!batch.ended);
+	l = live_window_of(path, 6500, &t, &o);
 	sonde_view_live__expire(l, 9000);
 	v = ASSERT_NOT_NULL(sonde_view_live__view(l));
 	char *x = folded_of(v, SONDE_VIEW_ROOTS_THREAD);
