@@ -880,6 +880,35 @@ TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
 	ASSERT_UINT(exited, ==, named);
 }
 
+/* A process lives until its last thread ends, not its main one: offcpu_leader_exit's main
+ * thread ends with pthread_exit() and its napper naps 8 times after it, then exits. Every
+ * one of those waits is in the spool, stacked through nap, and the napper's exit after
+ * them (offcpu_check_leader_exit), launched, with -a (whose accounting adds up) and with
+ * -p, where the recording ends with the napper. The main thread's exit used to end the
+ * process: its modules retired (the napper's stacks unresolved), with -a its entry
+ * dropped, and `record -p` ended there (/proc names the process a zombie while its other
+ * threads run on), without the napper's waits and exit. */
+TEST_TIMEOUT(offcpu_process_lives_until_its_last_thread, 120)
+{
+	const char *spool = test_path("leader.spool"), *truth = test_path("leader.truth");
+
+	require_offcpu();
+	offcpu_record_leader_exit("perf", "", spool, truth);
+	offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
+	offcpu_record_leader_exit("perf", "-p", spool, truth);
+	offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
+}
+
+TEST_TIMEOUT(offcpu_system_wide_process_lives_until_its_last_thread, 120)
+{
+	const char *spool = test_path("leader.spool"), *truth = test_path("leader.truth");
+
+	require_offcpu();
+	offcpu_record_leader_exit("perf", "-a", spool, truth);
+	offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
+	acct_check_spool(spool, true);
+}
+
 /* Runs `sonde report --summary ARGS SPOOL` into *o, printed; fails unless it succeeds. */
 static void run_summary(struct test_output *o, const char *args, const char *spool)
 {
