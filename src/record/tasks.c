@@ -87,6 +87,13 @@ void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p)
 	memset(&p->stop, 0, sizeof(p->stop));
 }
 
+void sonde__tasks_process_exec(struct rec_tasks *ts, struct rec_process *p)
+{
+	p->threads = 0;
+	p->main_exited = false;
+	p->serial = ++ts->serials; /* the threads counted before count no more */
+}
+
 struct rec_process *sonde__tasks_process_exit(struct rec_tasks *ts, pid_t pid, uint64_t time)
 {
 	struct rec_process *p = sonde__tasks_process_at(ts, pid, time, false);

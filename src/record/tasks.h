@@ -152,6 +152,10 @@ static inline struct rec_process *sonde__tasks_proc_at(struct rec_tasks *ts, siz
  * attached again): its identity is cleared and the threads of the old one lose their
  * names and spool definitions. Its modules are the caller's to retire first. */
 void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p);
+/* p exec'd: it has one thread now, its main one (an exec in another thread ends the
+ * others, and the main one too, whose tid the exec'ing thread takes, with no exit
+ * record of its own), and its main thread has not exited. */
+void sonde__tasks_process_exec(struct rec_tasks *ts, struct rec_process *p);
 /* EXIT of p's main thread at time: p is marked exited. p, or NULL when unknown or the
  * record is of a predecessor. */
 struct rec_process *sonde__tasks_process_exit(struct rec_tasks *ts, pid_t pid, uint64_t time);

@@ -497,6 +497,7 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 			return sonde__rec_error(r, -ENOMEM);
 		if (rec->time < p->since)
 			return 0;
+		sonde__tasks_process_exec(&r->tasks, p);
 		/* Another executable from now on: the next sweep learns which. */
 		p->exe_dev = p->exe_ino = 0;
 		int err = sonde__rec_retire(r, p, rec->time);

@@ -840,7 +840,8 @@ TEST(record_a_wait_whose_switch_in_went_untraced_ends_at_the_switch_inferred)
  * fork at 2500); P's main thread exits first, at 3000 (pthread_exit), and T at 5000: P
  * ends there, its modules kept until then for T's stacks (it used to end at 3000, its
  * modules retired under T's last waits). Q, one thread, ends with it; R's thread exits
- * before its main one, which ends R. */
+ * before its main one, which ends R; S's second thread exec's, and S ends with the one
+ * thread that leaves. */
 TEST(record_a_process_lives_until_its_last_thread)
 {
 	struct buf b = BUF_INIT;
@@ -894,6 +895,31 @@ TEST(record_a_process_lives_until_its_last_thread)
 	rec.task = (struct perf_task){.pid = R, .ppid = Q, .tid = R, .ptid = Q};
 	ASSERT_OK(sonde__rec_process_record(r, &rec));
 	ASSERT(sonde__tasks_process(&r->tasks, R, false)->exited);
+
+	/* an exec in another thread than the main one: the kernel ends the main one (its
+	 * EXIT) and every other, and the exec'ing thread takes the main one's tid (no EXIT
+	 * of its old tid): the process is one thread, which ends it */
+	const uint32_t S = P + 20;
+	rec = (struct perf_rec){.type = PERF_RECORD_FORK, .time = 8000,
+				.task = {.pid = S, .ppid = R, .tid = S, .ptid = R}};
+	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	rec.time = 8100;
+	rec.task = (struct perf_task){.pid = S, .ppid = S, .tid = S + 1, .ptid = S};
+	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	rec = (struct perf_rec){.type = PERF_RECORD_EXIT, .time = 8500,
+				.task = {.pid = S, .ppid = R, .tid = S, .ptid = R}};
+	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	ASSERT(sonde__tasks_process(&r->tasks, S, false)->main_exited);
+	struct perf_rec exec = {.type = PERF_RECORD_COMM, .misc = PERF_RECORD_MISC_COMM_EXEC,
+				.time = 8600,
+				.comm = {.pid = S, .tid = S, .comm = "newprog", .exec = true}};
+	ASSERT_OK(sonde__rec_process_record(r, &exec));
+	q = sonde__tasks_process(&r->tasks, S, false);
+	ASSERT(!q->exited && !q->main_exited);
+	ASSERT_UINT(q->threads, ==, 0);
+	rec.time = 9000;
+	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	ASSERT(sonde__tasks_process(&r->tasks, S, false)->exited);
 	ASSERT_INT(r->first_error, ==, 0);
 	recorder_free(r, &b);
 }
