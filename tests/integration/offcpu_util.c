@@ -207,19 +207,20 @@ int offcpu_check_leader_exit(const char *spool, const char *truth_path, int nap_
 		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &th));
 		if (th.tid != napper || th.pid != leader)
 			continue;
-		if (iv.switch_in_ns > last_in)
-			last_in = iv.switch_in_ns;
 		if (iv.switch_out_ns < main_exit || iv.state != SONDE_OFFCPU_SLEEPING ||
 		    iv.switch_in_ns - iv.switch_out_ns < (uint64_t)nap_ms * 1000000 * 9 / 10)
 			continue;
 		ASSERT_UINT(iv.flags & SONDE_OFFCPU_OPEN, ==, 0);
+		/* (a wait on its way out, after its exit record, may end after its EXIT) */
+		if (iv.switch_in_ns > last_in)
+			last_in = iv.switch_in_ns;
 		after++;
 		stacked += stacked_through(s, sym, &iv, "nap");
 	}
 	sonde_symbolizer__free(sym);
 	sonde_spool__close(s);
 	printf("napper %u of %u: %d naps of %d after the main thread's exit at %.3f s, %d of "
-	       "them through nap; its last wait to %.3f s, its exit at %.3f s\n",
+	       "them through nap; its last nap to %.3f s, its exit at %.3f s\n",
 	       napper, leader, after, naps, main_exit ? (main_exit - s0) / 1e9 : 0.0, stacked,
 	       last_in ? (last_in - s0) / 1e9 : 0.0, napper_exit ? (napper_exit - s0) / 1e9 : 0.0);
 	ASSERT_INT(after, >=, naps);
