@@ -74,7 +74,7 @@ int sonde__proc_stat_parse(const char *buf, size_t len, struct proc_stat *st)
 	const char *end = buf + len;
 	const char *open_paren = memchr(buf, '(', len);
 	const char *close_paren = NULL;
-	uint64_t ppid, flags;
+	uint64_t ppid, flags, threads;
 
 	memset(st, 0, sizeof(*st));
 	/* comm may itself contain ')' and spaces: the last ')' ends it. */
@@ -101,7 +101,11 @@ int sonde__proc_stat_parse(const char *buf, size_t len, struct proc_stat *st)
 	if (!parse_u64(p, end, &flags) || flags > UINT32_MAX)
 		return -SONDE_E_FORMAT;
 	st->flags = (unsigned)flags;
-	p = skip_fields(p, end, 22 - 9); /* -> field 22 (starttime) */
+	p = skip_fields(p, end, 20 - 9); /* -> field 20 (num_threads) */
+	if (!parse_u64(p, end, &threads) || threads > UINT32_MAX)
+		return -SONDE_E_FORMAT;
+	st->threads = (unsigned)threads;
+	p = skip_fields(p, end, 22 - 20); /* -> field 22 (starttime) */
 	if (!parse_u64(p, end, &st->start_time))
 		return -SONDE_E_FORMAT;
 	return 0;
@@ -340,7 +344,7 @@ int sonde__proc_is_alive(pid_t pid, uint64_t start_time)
 		return 0;
 	if (err)
 		return err;
-	if (st.state == 'Z' || st.state == 'X')
+	if (sonde__proc_stat_ended(&st))
 		return 0;
 	return start_time == 0 || st.start_time == start_time;
 }
@@ -532,7 +536,7 @@ int sonde__proc_stop(pid_t pid, uint64_t start_time, int timeout_ms, struct proc
 	memset(out, 0, sizeof(*out));
 	if (err)
 		return err;
-	if ((start_time && st.start_time != start_time) || st.state == 'Z' || st.state == 'X')
+	if ((start_time && st.start_time != start_time) || sonde__proc_stat_ended(&st))
 		return -ESRCH;
 	out->pid = pid;
 	out->start_time = st.start_time;
@@ -569,7 +573,7 @@ int sonde__proc_stop_thread(pid_t pid, pid_t tid, uint64_t start_time, int timeo
 
 	if (err)
 		return err;
-	if ((start_time && ps.start_time != start_time) || ps.state == 'Z' || ps.state == 'X')
+	if ((start_time && ps.start_time != start_time) || sonde__proc_stat_ended(&ps))
 		return -ESRCH;
 	if ((err = sonde__proc_stat_read(pid, tid, &ts)) < 0)
 		return err;

@@ -18,6 +18,9 @@ struct proc_stat {
 	char state; /* R, S, D, T (stopped), t (traced), Z, X, ... */
 	int ppid;
 	unsigned flags; /* the kernel's PF_* flags (field 9) */
+	/* its process's threads (field 20), a zombie main thread included until the
+	 * process is reaped */
+	unsigned threads;
 	uint64_t start_time;
 	char comm[64];
 };
@@ -28,6 +31,16 @@ int sonde__proc_read_file(const char *path, struct buf *b);
 
 /* PF_KTHREAD in proc_stat.flags: a kernel thread, which has no user space. */
 #define PROC_PF_KTHREAD 0x00200000u
+
+/* Whether st, read from /proc/PID/stat, is of a process that has ended: dead, or a zombie
+ * with no thread but its main one. A main thread that ended first (pthread_exit) stays a
+ * zombie, and names the process's state 'Z', while the other threads run on: the process
+ * lives until its last thread ends. (A thread's own stat, /proc/PID/task/TID/stat, says
+ * whether that thread ended.) */
+static inline bool sonde__proc_stat_ended(const struct proc_stat *st)
+{
+	return st->state == 'X' || (st->state == 'Z' && st->threads <= 1);
+}
 
 /* Parses the text of /proc/PID[/task/TID]/stat. 0 or -SONDE_E_FORMAT. */
 int sonde__proc_stat_parse(const char *buf, size_t len, struct proc_stat *st);
@@ -47,7 +60,7 @@ int sonde__proc_status_parse_tgid(const char *buf, size_t len, pid_t *tgid);
  * such thread). */
 int sonde__proc_read_tgid(pid_t tid, pid_t *tgid);
 
-/* 1 when (pid, start_time) is alive (not a zombie), 0 when it exited or the pid was reused,
+/* 1 when (pid, start_time) is alive (a thread of it runs on), 0 when it exited or the pid was reused,
  * -errno when it cannot be determined (never guessed). start_time 0 skips the identity check. */
 int sonde__proc_is_alive(pid_t pid, uint64_t start_time);
 

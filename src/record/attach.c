@@ -482,7 +482,7 @@ int sonde__rec_check_target(pid_t pid)
 	struct proc_stat st;
 	int err = sonde__proc_stat_read(pid, 0, &st);
 
-	if (err == -ESRCH || (!err && (st.state == 'Z' || st.state == 'X'))) {
+	if (err == -ESRCH || (!err && sonde__proc_stat_ended(&st))) {
 		sonde_error("no such process: %d", (int)pid);
 		return -ESRCH;
 	}
@@ -515,7 +515,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 
 	if (err)
 		return err;
-	if (st.state == 'Z' || st.state == 'X')
+	if (sonde__proc_stat_ended(&st))
 		return -ESRCH;
 	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, true);
 	if (!p)
@@ -599,7 +599,7 @@ static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec
 
 	if (err)
 		return err;
-	if (st.state == 'Z' || st.state == 'X')
+	if (sonde__proc_stat_ended(&st))
 		return -ESRCH;
 	if (p && !p->exited && p->start_time == st.start_time) {
 		*out = p;

@@ -129,7 +129,7 @@ int sonde__rec_process_alive(struct sonde_recorder *r, struct rec_process *p)
 	int err = sonde__proc_stat_read(p->pid, 0, &st);
 	if (err && err != -ESRCH)
 		return err;
-	if (err || st.state == 'Z' || st.state == 'X') {
+	if (err || sonde__proc_stat_ended(&st)) {
 		same = false;
 	} else if (p->start_time) {
 		same = st.start_time == p->start_time;

@@ -41,6 +41,7 @@ struct rec_process *sonde__tasks_process(struct rec_tasks *ts, pid_t pid, bool c
 	struct rec_process *p = &ts->procs[ts->n_procs++];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
+	p->serial = ++ts->serials;
 	ts->procs_created++;
 	return p;
 }
@@ -68,7 +69,11 @@ void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p)
 		t->selected = false;
 		t->comm[0] = 0;
 		t->seen_ns = 0;
+		t->counted_in = 0;
 	}
+	p->threads = 0;
+	p->main_exited = false;
+	p->serial = ++ts->serials; /* what counted in the old one counts in it no more */
 	p->exited = false;
 	p->attached = false;
 	p->thread_only = false;
@@ -80,6 +85,13 @@ void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p)
 	p->since = 0;
 	sonde__proc_resume(&p->stop); /* holds nothing by now; frees what it would */
 	memset(&p->stop, 0, sizeof(p->stop));
+}
+
+void sonde__tasks_process_exec(struct rec_tasks *ts, struct rec_process *p)
+{
+	p->threads = 0;
+	p->main_exited = false;
+	p->serial = ++ts->serials; /* the threads counted before count no more */
 }
 
 struct rec_process *sonde__tasks_process_exit(struct rec_tasks *ts, pid_t pid, uint64_t time)
@@ -122,6 +134,29 @@ static bool bare_id(const char *comm, pid_t tid)
 
 	snprintf(dec, sizeof(dec), "%d", (int)tid);
 	return !strcmp(comm, dec);
+}
+
+/* t no longer counts in the threads of the process entry it counted in (if that is still
+ * the entry of its pid). */
+static void uncount(struct rec_tasks *ts, struct rec_thread *t)
+{
+	struct rec_process *p = t->counted_in ? sonde__tasks_process(ts, t->pid, false) : NULL;
+
+	if (p && p->serial == t->counted_in && p->threads)
+		p->threads--;
+	t->counted_in = 0;
+}
+
+/* t, a thread of p from now on, counts in p's threads unless it is the main one. */
+static void count(struct rec_tasks *ts, struct rec_thread *t, struct rec_process *p)
+{
+	if (t->counted_in == p->serial && t->pid == p->pid)
+		return;
+	uncount(ts, t);
+	if (t->tid == p->pid)
+		return;
+	t->counted_in = p->serial;
+	p->threads++;
 }
 
 static size_t slot_of(const struct rec_tasks *ts, pid_t tid)
@@ -230,13 +265,14 @@ void sonde__tids_by_pid_free(struct rec_tids_by_pid *x)
 	*x = (struct rec_tids_by_pid){0};
 }
 
-struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const struct rec_process *p,
+struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, struct rec_process *p,
 						 pid_t tid, uint64_t since)
 {
 	struct rec_thread *t = sonde__tasks_thread(ts, tid, true);
 
 	if (!t)
 		return NULL;
+	count(ts, t, p);
 	t->pid = p->pid;
 	t->defined = false;
 	t->announced = false;
@@ -255,6 +291,11 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
 
 	if (!t)
 		return NULL;
+	struct rec_process *p = sonde__tasks_process_at(ts, pid, time, false);
+	if (p)
+		count(ts, t, p);
+	else
+		uncount(ts, t);
 	t->pid = pid;
 	t->defined = false;
 	t->announced = true;
@@ -291,6 +332,7 @@ struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t ti
 	if (t->pid != pid) {
 		if (t->pid)
 			t->selected = false;
+		uncount(ts, t);
 		t->pid = pid;
 	}
 	/* A new name is a new spool thread from the next sample on. */
@@ -305,6 +347,7 @@ void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid, uint64_t exit_n
 
 	if (!t)
 		return;
+	uncount(ts, t);
 	bool keep = t->comm[0] || t->defined;
 	if (keep && !ts->gone)
 		ts->gone = sonde__calloc(REC_GONE_NAMES, sizeof(*ts->gone));
@@ -377,6 +420,7 @@ void sonde__tasks_name(struct rec_tasks *ts, struct rec_thread *t, pid_t pid)
 {
 	if (t->pid != pid) {
 		/* The tid was another process's thread (its exit lost): not its name either. */
+		uncount(ts, t);
 		t->pid = pid;
 		t->comm[0] = 0;
 	}

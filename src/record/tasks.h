@@ -59,6 +59,12 @@ struct rec_process {
 	/* Monotonic ns from which records of this pid belong to this process: older ones
 	 * (still queued when the pid was reused) are of its predecessor and are ignored. */
 	uint64_t since;
+	/* A process lives until its last thread ends, not its main one (which may end first,
+	 * with pthread_exit): its threads other than the main one that the recorder saw start
+	 * (their fork, or /proc) and not end, and whether the main one ended. */
+	uint32_t threads;
+	bool main_exited;
+	uint64_t serial; /* this process's entry: a new one for a reused pid (reset) */
 };
 
 struct rec_thread {
@@ -70,6 +76,8 @@ struct rec_thread {
 	bool announced;	 /* a fork record created it: it inherited the events */
 	bool selected;	 /* system-wide filters: a filtered thread, or one it created */
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
+	/* The process entry (its serial) that counts it in its threads; 0: none. */
+	uint64_t counted_in;
 	/* Its fork record's time until its first definition, which is given that time: its
 	 * life starts at its creation, not at its first switch-in (docs/record.md,
 	 * "Accounting"). 0: defined since, or not created by a fork the recorder saw. */
@@ -107,6 +115,7 @@ struct rec_tasks {
 	 * names are then only lost). */
 	struct rec_gone_name *gone;
 	uint64_t procs_created, threads_created; /* entries ever made (the summary's counts) */
+	uint64_t serials; /* the last rec_process.serial given */
 };
 
 /* Frees both tables (the entries' modules too; their off-CPU state is the caller's). */
@@ -143,6 +152,10 @@ static inline struct rec_process *sonde__tasks_proc_at(struct rec_tasks *ts, siz
  * attached again): its identity is cleared and the threads of the old one lose their
  * names and spool definitions. Its modules are the caller's to retire first. */
 void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p);
+/* p exec'd: it has one thread now, its main one (an exec in another thread ends the
+ * others, and the main one too, whose tid the exec'ing thread takes, with no exit
+ * record of its own), and its main thread has not exited. */
+void sonde__tasks_process_exec(struct rec_tasks *ts, struct rec_process *p);
 /* EXIT of p's main thread at time: p is marked exited. p, or NULL when unknown or the
  * record is of a predecessor. */
 struct rec_process *sonde__tasks_process_exit(struct rec_tasks *ts, pid_t pid, uint64_t time);
@@ -173,12 +186,13 @@ int sonde__tasks_tids_by_pid(struct rec_tasks *ts, struct rec_tids_by_pid *x);
 const struct rec_pid_tid *sonde__tids_of(const struct rec_tids_by_pid *x, pid_t pid, size_t *n);
 void sonde__tids_by_pid_free(struct rec_tids_by_pid *x);
 /* The one way a thread found in /proc is defined: whatever tid was before, it is now a
- * thread of p whose records count from `since`, named as /proc names it (empty if it
+ * thread of p (counted in its threads when it is not the main one) whose records count
+ * from `since`, named as /proc names it (empty if it
  * cannot be read), to be defined in the spool at its next sample. NULL: no memory. */
-struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, const struct rec_process *p,
+struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, struct rec_process *p,
 						 pid_t tid, uint64_t since);
 /* FORK of thread tid of pid by ptid of ppid at time: tid is a new thread of pid from time
- * on, named as its creator (not by its creator's bare id: then as sonde__tasks_name finds
+ * on (counted in its threads when it is not the main one), named as its creator (not by its creator's bare id: then as sonde__tasks_name finds
  * it), inheriting its creator's events (announced) and selection.
  * Its own_events are cleared (the caller decides). NULL: no memory. */
 struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid, pid_t tid,
@@ -189,7 +203,8 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
 struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t tid,
 				       const char *comm, uint64_t time, bool *stale);
 /* Removes tid, which exited at exit_ns: its name, spool thread (when defined) and exit
- * time are kept for the records of it that come after its exit record. */
+ * time are kept for the records of it that come after its exit record. It no longer counts
+ * in its process's threads. */
 void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid, uint64_t exit_ns);
 /* What thread tid of pid left when it exited, if it is kept and t (the thread table's
  * entry for tid now, or NULL) is still that task: t was created by a record that came

@@ -497,6 +497,7 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 			return sonde__rec_error(r, -ENOMEM);
 		if (rec->time < p->since)
 			return 0;
+		sonde__tasks_process_exec(&r->tasks, p);
 		/* Another executable from now on: the next sweep learns which. */
 		p->exe_dev = p->exe_ino = 0;
 		int err = sonde__rec_retire(r, p, rec->time);
@@ -520,7 +521,7 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
 	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
 	*out = NULL;
-	if (sonde__proc_stat_read(pid, 0, st) < 0 || st->state == 'Z' || st->state == 'X')
+	if (sonde__proc_stat_read(pid, 0, st) < 0 || sonde__proc_stat_ended(st))
 		return 0; /* gone already */
 	if (p && same(r, p, st))
 		return 0;
@@ -617,6 +618,22 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	return 0;
 }
 
+/* Process pid ends at time (the exit record of its last thread). */
+static int process_exit(struct sonde_recorder *r, pid_t pid, uint64_t time)
+{
+	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
+
+	if (r->system_wide && (!p || time >= p->since))
+		sonde__rec_system_forget(r, pid);
+	if (!(p = sonde__tasks_process_exit(&r->tasks, pid, time)))
+		return 0;
+	/* Retiring is idempotent: a liveness check may have marked it exited already. */
+	int err = sonde__rec_retire(r, p, time);
+	if (r->system_wide)
+		sonde__rec_forget_exited(r);
+	return err;
+}
+
 static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_task *e = &rec->task;
@@ -633,18 +650,20 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 	int err = thread_exit(r, (pid_t)e->tid, (pid_t)e->pid, exit_ns, r->last_time);
 	if (err)
 		return err;
-	if (e->pid != e->tid)
+	/* A process ends with its last thread, which need not be its main one: a main thread
+	 * that ends first (pthread_exit) leaves the others running, their waits and exits to
+	 * come, stacked with the process's modules (it used to end the process there: its
+	 * modules retired, its entry dropped with -a, the rest of its threads' stacks left
+	 * unresolved; a sweep took it for gone, and `record -p` stopped). */
+	struct rec_process *p = sonde__tasks_process_at(&r->tasks, (pid_t)e->pid, rec->time, false);
+	if (e->pid != e->tid) {
+		if (!p || !p->main_exited || p->threads)
+			return 0;
+	} else if (p && p->threads) {
+		p->main_exited = true;
 		return 0;
-	struct rec_process *p = sonde__tasks_process(&r->tasks, (pid_t)e->pid, false);
-	if (r->system_wide && (!p || rec->time >= p->since))
-		sonde__rec_system_forget(r, (pid_t)e->pid);
-	if (!(p = sonde__tasks_process_exit(&r->tasks, (pid_t)e->pid, rec->time)))
-		return 0;
-	/* Retiring is idempotent: a liveness check may have marked it exited already. */
-	err = sonde__rec_retire(r, p, rec->time);
-	if (r->system_wide)
-		sonde__rec_forget_exited(r);
-	return err;
+	}
+	return process_exit(r, (pid_t)e->pid, rec->time);
 }
 
 int sonde__rec_process_record(struct sonde_recorder *r, const struct perf_rec *rec)

@@ -1,9 +1,15 @@
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <sonde/error.h>
+#include <sonde/spool_reader.h>
+#include <sonde/symbolize.h>
+#include <sonde/view_source.h>
 
 #include "../test.h"
 #include "../util.h"
@@ -97,6 +103,131 @@ bool offcpu_wall_within(const struct offcpu_wall *w, double tol)
 		    offcpu_share(w->truth, k) - offcpu_share(w->got, k) > tol)
 			return false;
 	return true;
+}
+
+void offcpu_record_leader_exit(const char *backend, const char *how, const char *spool,
+			       const char *truth_path)
+{
+	char naps[16], nap_ms[16], pid[16];
+	struct test_output o;
+
+	snprintf(naps, sizeof(naps), "%d", LEADER_EXIT_NAPS);
+	snprintf(nap_ms, sizeof(nap_ms), "%d", LEADER_EXIT_NAP_MS);
+	unlink(truth_path);
+	unlink(spool); /* the waits awaited below are this recording's */
+	if (strcmp(how, "-p")) {
+		test_runf(&o, 60, "%s record %s --off-cpu --off-cpu-backend %s -q -o %s -- %s %s %s %s",
+			  test_bin("sonde"), how, backend, spool, test_prog("offcpu_leader_exit"),
+			  naps, nap_ms, truth_path);
+		if (o.status != 0)
+			FAIL("record exited %d:\n%s", o.status, o.err);
+		test_output_free(&o);
+		return;
+	}
+	int in;
+	const char *prog[] = {test_prog("offcpu_leader_exit"), naps, nap_ms, truth_path, "held",
+			      NULL};
+	pid_t p = test_spawn_fed(&in, prog);
+	snprintf(pid, sizeof(pid), "%d", (int)p);
+	const char *err_path = test_path("leader.err");
+	const char *rec[] = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$ERR\"", test_bin("sonde"),
+			     "record", "--off-cpu", "--off-cpu-backend", backend, "-q", "-p", pid,
+			     "-o", spool, NULL};
+	setenv("ERR", err_path, 1);
+	pid_t r = test_spawn(rec);
+	/* attached once the napper's waits are in the spool: then its main thread may go */
+	for (double end = test_now() + 60;; usleep(20000)) {
+		struct sonde_spool *s = sonde_spool__open(spool, NULL);
+		uint64_t got = s ? sonde_spool__offcpu_count(s) : 0;
+		sonde_spool__close(s);
+		if (got >= 2)
+			break;
+		if (test_now() > end)
+			FAIL("%s held %llu off-CPU intervals after 60 s", spool,
+			     (unsigned long long)got);
+	}
+	ASSERT_INT(write(in, "go\n", 3), ==, 3);
+	close(in);
+	/* the recording ends with the process: with its last thread, not its main one */
+	int status = test_wait(r, 60);
+	if (status != 0) {
+		char *err = test_read_file(err_path, NULL);
+		FAIL("record exited %d:\n%s", status, err ? err : "");
+	}
+	ASSERT_INT(test_wait(p, 30), ==, 0);
+}
+
+/* Whether the stack of interval iv has a frame named fn. */
+static bool stacked_through(const struct sonde_spool *s, struct sonde_symbolizer *sym,
+			    const struct sonde_spool_offcpu *iv, const char *fn)
+{
+	uint32_t frames[256];
+	int n = sonde_spool__get_stack(s, iv->stack, frames, 256);
+
+	ASSERT(n >= 0 && n <= 256);
+	for (int k = 0; k < n; k++) {
+		struct sonde_sym_frame f[8];
+		int m = sonde_spool__symbolize_frame(s, sym, frames[k], 0, f, 8);
+		for (int j = 0; j < m; j++)
+			if (f[j].name && !strcmp(f[j].name, fn))
+				return true;
+	}
+	return false;
+}
+
+int offcpu_check_leader_exit(const char *spool, const char *truth_path, int nap_ms)
+{
+	char *t = ASSERT_NOT_NULL(test_read_file(truth_path, NULL));
+	uint32_t leader = (uint32_t)offcpu_truth_value(t, "leader");
+	uint32_t napper = (uint32_t)offcpu_truth_value(t, "napper");
+	int naps = (int)offcpu_truth_value(t, "naps");
+	free(t);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	struct sonde_symbolizer *sym = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_thread th;
+	struct sonde_spool_offcpu iv;
+	uint64_t main_exit = 0, napper_exit = 0, last_in = 0, x;
+	int after = 0, stacked = 0;
+
+	sonde_spool__get_info(s, &in);
+	const uint64_t s0 = in.header.start_monotonic_ns;
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &th));
+		if (th.pid != leader || sonde_spool__get_thread_exit(s, i, &x))
+			continue;
+		if (th.tid == leader)
+			main_exit = x;
+		else if (th.tid == napper)
+			napper_exit = x;
+	}
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &th));
+		if (th.tid != napper || th.pid != leader)
+			continue;
+		if (iv.switch_out_ns < main_exit || iv.state != SONDE_OFFCPU_SLEEPING ||
+		    iv.switch_in_ns - iv.switch_out_ns < (uint64_t)nap_ms * 1000000 * 9 / 10)
+			continue;
+		ASSERT_UINT(iv.flags & SONDE_OFFCPU_OPEN, ==, 0);
+		/* (a wait on its way out, after its exit record, may end after its EXIT) */
+		if (iv.switch_in_ns > last_in)
+			last_in = iv.switch_in_ns;
+		after++;
+		stacked += stacked_through(s, sym, &iv, "nap");
+	}
+	sonde_symbolizer__free(sym);
+	sonde_spool__close(s);
+	printf("napper %u of %u: %d naps of %d after the main thread's exit at %.3f s, %d of "
+	       "them through nap; its last nap to %.3f s, its exit at %.3f s\n",
+	       napper, leader, after, naps, main_exit ? (main_exit - s0) / 1e9 : 0.0, stacked,
+	       last_in ? (last_in - s0) / 1e9 : 0.0, napper_exit ? (napper_exit - s0) / 1e9 : 0.0);
+	ASSERT_INT(after, >=, naps);
+	ASSERT_INT(stacked, ==, after);
+	ASSERT_UINT(napper_exit, !=, 0);
+	ASSERT_UINT(napper_exit, >=, last_in);
+	return (int)napper;
 }
 
 uint64_t offcpu_write_napper_spool(const char *path, uint32_t tid,

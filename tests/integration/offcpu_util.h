@@ -40,6 +40,26 @@ double offcpu_share(const double *v, int k);
 /* Whether every phase's share in w is within tol points of the truth's. */
 bool offcpu_wall_within(const struct offcpu_wall *w, double tol);
 
+/* offcpu_leader_exit's naps: LEADER_EXIT_NAPS of LEADER_EXIT_NAP_MS after its main
+ * thread's exit. */
+enum { LEADER_EXIT_NAPS = 8, LEADER_EXIT_NAP_MS = 30 };
+
+/* Records tests/progs/offcpu_leader_exit (its truth file truth_path) with `--off-cpu
+ * --off-cpu-backend backend` into spool: launched (how ""), with -a (how "-a", the
+ * command launched), or attached (how "-p": the recorder attached to it while its main
+ * thread is held, which the test lets go once the spool holds the napper's first waits;
+ * the recording ends by itself, with the process). Fails unless the recorder exits 0. */
+void offcpu_record_leader_exit(const char *backend, const char *how, const char *spool,
+			       const char *truth_path);
+
+/* Checks a recording of tests/progs/offcpu_leader_exit (truth file truth_path, NAP_MS
+ * nap_ms), whose main thread ends before its napper: the process lives until its last
+ * thread ends. Each of the napper's naps after the main thread's exit (its EXIT in the
+ * spool, or from the start when it was never defined) is there, a closed sleep of nap_ms
+ * at least, stacked through nap (the process's modules are kept after its main thread's
+ * exit), and the napper's EXIT comes after its last one. Returns the napper's tid. */
+int offcpu_check_leader_exit(const char *spool, const char *truth_path, int nap_ms);
+
 /* Writes a spool to path whose thread "napper" (pid 77, tid `tid`) slept 100 ms from the
  * recording's start (its one off-CPU interval, at frame 0x1234), then had the n intervals
  * `lost` cut by losses (UNKNOWN records: their times from the start, their thread set

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sonde/error.h>
@@ -834,19 +835,39 @@ TEST_TIMEOUT(offcpu_system_wide_exited_tasks_end_and_keep_their_names, 120)
  * whose last wait was written after that was defined again by its id) however slowly a
  * loaded machine forks, and no task or process of the accounting tables is labelled by its
  * id when the spool names it anywhere (acct_check_spool). At least 300 must be in the
- * spool under their name (a task that left no sample and no switch is not in it). */
+ * spool under their name (a task that left no sample and no switch is not in it).
+ *
+ * The shell's own trues: a copy of /bin/true named after this test process, since the
+ * recording sees the whole machine, where other tests (another run of this one among
+ * them) run programs named true that may outlive the recording (one such beside it gave
+ * "538 named, 537 with an exit" with no record lost). And a tid defined twice is one task
+ * defined twice only when the first had not ended by the second's definition: pid_max is
+ * 32768 here, and a machine forking thousands of tasks a second gives a pid again within
+ * seconds, to another true ("true 30765 defined twice"; two trues given one pid through
+ * ns_last_pid are defined so, each with its exit before the other's definition). */
 TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
 {
 	const char *spool = test_path("storm.spool");
-	const char *argv[] = {test_bin("sonde"), "record", "-a", "--off-cpu",
-			      "--off-cpu-backend", "perf", "-q", "-o", spool, "--", "/bin/sh", "-c",
-			      "i=0; end=$(($(date +%s) + 3)); "
-			      "while [ $i -lt 600 ] || [ $(date +%s) -lt $end ]; do "
-			      "/bin/true; i=$((i+1)); done",
-			      NULL};
-	struct test_output o;
+	char name[16], script[512];
+	size_t len;
 
 	require_offcpu();
+	snprintf(name, sizeof(name), "true-%d", (int)getpid());
+	const char *prog = test_path(name);
+	char *bin = ASSERT_NOT_NULL(test_read_file("/bin/true", &len));
+	test_write_file(prog, bin, len);
+	free(bin);
+	ASSERT_OK(chmod(prog, 0755));
+	snprintf(script, sizeof(script),
+		 "i=0; end=$(($(date +%%s) + 3)); "
+		 "while [ $i -lt 600 ] || [ $(date +%%s) -lt $end ]; do "
+		 "'%s'; i=$((i+1)); done",
+		 prog);
+	const char *argv[] = {test_bin("sonde"), "record", "-a", "--off-cpu",
+			      "--off-cpu-backend", "perf", "-q", "-o", spool, "--", "/bin/sh", "-c",
+			      script, NULL};
+	struct test_output o;
+
 	test_run(&o, 100, argv);
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
@@ -855,29 +876,68 @@ TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
 
 	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
 	struct sonde_spool_info in;
-	struct sonde_spool_thread t;
-	uint32_t named = 0, exited = 0;
-	uint64_t exit_ns;
+	struct sonde_spool_thread t, prev;
+	uint32_t named = 0, exited = 0, again = 0;
+	uint64_t exit_ns, prev_exit;
 	struct u64map seen = U64MAP_INIT;
 
 	sonde_spool__get_info(s, &in);
 	for (uint32_t i = 1; i <= in.threads; i++) {
-		if (sonde_spool__get_thread(s, i, &t) < 0 || strcmp(t.comm, "true"))
+		if (sonde_spool__get_thread(s, i, &t) < 0 || strcmp(t.comm, name))
 			continue;
-		/* one definition each: a record after its exit record is the same thread's */
-		if (sonde__u64map_get(&seen, t.tid))
-			FAIL("true %u defined twice", t.tid);
+		/* one definition each: a record after its exit record is the same thread's; a
+		 * later one is another task's once the first has ended */
+		uint64_t *was = sonde__u64map_get(&seen, t.tid);
+		if (was) {
+			ASSERT_OK(sonde_spool__get_thread(s, (uint32_t)*was, &prev));
+			if (sonde_spool__get_thread_exit(s, (uint32_t)*was, &prev_exit) ||
+			    prev_exit > t.time_ns)
+				FAIL("%s %u defined twice, at %llu and %llu ns, with no exit between",
+				     name, t.tid, (unsigned long long)prev.time_ns,
+				     (unsigned long long)t.time_ns);
+			again++;
+		}
 		ASSERT_OK(sonde__u64map_put(&seen, t.tid, i));
 		named++;
 		exited += sonde_spool__get_thread_exit(s, i, &exit_ns) == 0;
 	}
 	sonde__u64map_free(&seen);
 	sonde_spool__close(s);
-	printf("%u tasks of true in the spool under their name, %u with an exit\n", named,
-	       exited);
+	printf("%u tasks of %s in the spool under their name (%u given a pid again), %u with "
+	       "an exit\n",
+	       named, name, again, exited);
 	ASSERT_UINT(named, >=, 300);
 	/* each ends: it exited before the recording did (it had 320 exits of 591) */
 	ASSERT_UINT(exited, ==, named);
+}
+
+/* A process lives until its last thread ends, not its main one: offcpu_leader_exit's main
+ * thread ends with pthread_exit() and its napper naps 8 times after it, then exits. Every
+ * one of those waits is in the spool, stacked through nap, and the napper's exit after
+ * them (offcpu_check_leader_exit), launched, with -a (whose accounting adds up) and with
+ * -p, where the recording ends with the napper. The main thread's exit used to end the
+ * process: its modules retired (the napper's stacks unresolved), with -a its entry
+ * dropped, and `record -p` ended there (/proc names the process a zombie while its other
+ * threads run on), without the napper's waits and exit. */
+TEST_TIMEOUT(offcpu_process_lives_until_its_last_thread, 120)
+{
+	const char *spool = test_path("leader.spool"), *truth = test_path("leader.truth");
+
+	require_offcpu();
+	offcpu_record_leader_exit("perf", "", spool, truth);
+	offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
+	offcpu_record_leader_exit("perf", "-p", spool, truth);
+	offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
+}
+
+TEST_TIMEOUT(offcpu_system_wide_process_lives_until_its_last_thread, 120)
+{
+	const char *spool = test_path("leader.spool"), *truth = test_path("leader.truth");
+
+	require_offcpu();
+	offcpu_record_leader_exit("perf", "-a", spool, truth);
+	offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
+	acct_check_spool(spool, true);
 }
 
 /* Runs `sonde report --summary ARGS SPOOL` into *o, printed; fails unless it succeeds. */

@@ -275,7 +275,9 @@ TEST_TIMEOUT(offcpu_bpf_kernel_stacks_of_ended_and_open_waits, 120)
 }
 
 /* offcpu_exit's reader blocks in read() until the process exits under it: its wait ends
- * there, once, closed (not left open to the end of the recording). */
+ * there, once, closed (not left open to the end of the recording), stacked through
+ * wait_forever: the process ends with its last thread, the reader, and its modules with
+ * it (its main thread's exit, which may come first, used to retire them). */
 TEST_TIMEOUT(offcpu_bpf_thread_exiting_while_blocked, 120)
 {
 	const char *spool = test_path("exit.spool"), *tpath = test_path("exit.truth");
@@ -305,9 +307,29 @@ TEST_TIMEOUT(offcpu_bpf_thread_exiting_while_blocked, 120)
 		found++;
 	}
 	sonde_spool__close(s);
-	/* (its stack is not checked: the recorder retires a process's modules at its main
-	 * thread's exit, which comes first, with either backend) */
 	ASSERT_INT(found, ==, 1);
+	test_runf(&o, 60, "%s report --folded --metric off-cpu --tid %d %s", test_bin("sonde"),
+		  reader, spool);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, ";reader;wait_forever;");
+	test_output_free(&o);
+}
+
+/* A process lives until its last thread ends, with the BPF backend too: offcpu_leader_exit's
+ * napper naps 8 times after its main thread's exit (pthread_exit), launched, attached
+ * (-p, the recording ending with the napper) and with -a; each wait is there, stacked
+ * through nap, and the napper's exit after them (offcpu_check_leader_exit). The main
+ * thread's exit used to retire the process's modules under the napper's waits. */
+TEST_TIMEOUT(offcpu_bpf_process_lives_until_its_last_thread, 120)
+{
+	const char *spool = test_path("leader.spool"), *truth = test_path("leader.truth");
+	const char *how[] = {"", "-p", "-a"};
+
+	offcpu_require_bpf();
+	for (size_t i = 0; i < sizeof(how) / sizeof(how[0]); i++) {
+		offcpu_record_leader_exit("bpf", how[i], spool, truth);
+		offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
+	}
 }
 
 /* Whether the stack of interval iv reads [exiting] outermost, with do_exit (the kernel's

@@ -127,8 +127,56 @@ TEST(proc_stat_parse_handles_odd_comm)
 	ASSERT_INT(st.ppid, ==, 17);
 	ASSERT_UINT(st.flags, ==, 4194304);
 	ASSERT_UINT(st.start_time, ==, 987654);
+	ASSERT_UINT(st.threads, ==, 1);
 	ASSERT_ERR(sonde__proc_stat_parse("4242 (x) S 1 2", 14, &st), -SONDE_E_FORMAT);
 	ASSERT_ERR(sonde__proc_stat_parse("4242 x", 6, &st), -SONDE_E_FORMAT);
+}
+
+/* A process lives until its last thread ends: its main thread ended first (pthread_exit)
+ * stays a zombie, 'Z' in /proc/PID/stat, while its other threads run on. */
+TEST(proc_stat_a_zombie_main_thread_with_threads_is_a_live_process)
+{
+	static const char zombie_main[] =
+		"4242 (a) Z 17 4242 4242 0 -1 4194308 100 0 0 0 1 2 0 0 20 0 2 0 987654 0 0\n";
+	static const char zombie[] =
+		"4242 (a) Z 17 4242 4242 0 -1 4194308 100 0 0 0 1 2 0 0 20 0 1 0 987654 0 0\n";
+	struct proc_stat st;
+
+	ASSERT_OK(sonde__proc_stat_parse(zombie_main, sizeof(zombie_main) - 1, &st));
+	ASSERT_UINT(st.threads, ==, 2);
+	ASSERT(!sonde__proc_stat_ended(&st));
+	ASSERT_OK(sonde__proc_stat_parse(zombie, sizeof(zombie) - 1, &st));
+	ASSERT(sonde__proc_stat_ended(&st));
+	st.state = 'X';
+	ASSERT(sonde__proc_stat_ended(&st));
+	st.state = 'S';
+	ASSERT(!sonde__proc_stat_ended(&st));
+}
+
+/* The same on a live process: offcpu_leader_exit's main thread ends at once, and the
+ * process lives on in its napper until it has napped (sonde__proc_is_alive: 1), then
+ * ends (0). The napper's first naps are awaited: pthread_join returns once the kernel
+ * has cleared the main thread's tid. */
+TEST(proc_process_whose_main_thread_ended_is_alive)
+{
+	const char *truth = test_path("leader.truth");
+	const char *argv[] = {test_prog("offcpu_leader_exit"), "20", "20", truth, NULL};
+	pid_t pid = test_spawn(argv);
+	struct proc_stat st;
+
+	for (double end = test_now() + 60;; usleep(2000)) {
+		ASSERT_OK(sonde__proc_stat_read(pid, 0, &st));
+		if (st.state == 'Z')
+			break;
+		if (test_now() > end)
+			FAIL("the main thread of %d did not end in 60 s", (int)pid);
+	}
+	int alive = sonde__proc_is_alive(pid, st.start_time);
+	bool done = access(truth, F_OK) == 0; /* the napper may be done already */
+	ASSERT_INT(test_wait(pid, 60), ==, 0);
+	if (!done)
+		ASSERT_INT(alive, ==, 1);
+	ASSERT_INT(sonde__proc_is_alive(pid, st.start_time), ==, 0);
 }
 
 TEST(proc_status_parse_uids)
