@@ -982,8 +982,11 @@ TEST_TIMEOUT(offcpu_bpf_preempted_by_kernel_threads_stacked_to_main, 120)
 		SKIP("kworker_spin needs two CPUs");
 	/* glibc registers no restartable sequence: no rseq_update on the way back */
 	setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);
+	/* 1000 writes, and on until main was switched out 40 times while it spun: a loaded
+	 * machine's other tasks keep main off its CPU while several writes' kworkers run (a
+	 * CI run had 16 R waits of main in 1000 writes) */
 	test_runf(&o, 60,
-		  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 -o %s -- %s 1000",
+		  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 -o %s -- %s 1000 40",
 		  test_bin("sonde"), spool, test_prog("kworker_spin"));
 	unsetenv("GLIBC_TUNABLES");
 	if (o.status != 0)
