@@ -1,6 +1,7 @@
 /* sonded's linux.perf data source over the real sockets: `sonde trace --txt` with a
  * PerfEventConfig, the trace decoded packet by packet (pftrace_util.c rebuilds each
  * PerfSample's stack from the sequence's interned callstacks, frames and names). */
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
@@ -547,6 +548,41 @@ static void await_session_started(const struct rig *r, size_t k)
 	}
 }
 
+/* The perf events sonded's children (its `sonde probes`) hold open: their descriptors. */
+static size_t probes_perf_events(const struct rig *r)
+{
+	char path[128], link[64];
+	size_t n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)r->sonded, (int)r->sonded);
+	char *kids = test_read_file(path, NULL);
+	for (char *save = NULL, *k = kids ? strtok_r(kids, " \n", &save) : NULL; k;
+	     k = strtok_r(NULL, " \n", &save)) {
+		snprintf(path, sizeof(path), "/proc/%s/fd", k);
+		DIR *d = opendir(path);
+		for (struct dirent *e; d && (e = readdir(d));) {
+			ssize_t len = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
+			if (len > 0) {
+				link[len] = 0;
+				n += strcmp(link, "anon_inode:[perf_event]") == 0;
+			}
+		}
+		if (d)
+			closedir(d);
+	}
+	free(kids);
+	return n;
+}
+
+/* Awaits linux.perf's events on the target: more perf events open in sonded's probes than
+ * the `before` there were before the session (the service's start is only a request). */
+static void await_perf_events(const struct rig *r, size_t before)
+{
+	for (double end = test_now() + 120; probes_perf_events(r) <= before; usleep(20000))
+		if (test_now() > end)
+			FAIL("linux.perf opened no perf events within 120 s");
+}
+
 /* timebase.period reaches the kernel as a period: the samples of one busy thread (kept on
  * one CPU, so that one event samples it) are PERIOD ns of its CPU time apart. Through a
  * frequency, 35 ms would come back as 1e9 / 28 Hz = 35.71 ms. The target logs its own
@@ -731,7 +767,6 @@ static void offcpu_trace_check(const struct pft_trace *t, uint32_t pid, struct o
 TEST_EXCLUSIVE(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
 {
 	struct rig r;
-	struct test_output o;
 	struct pft_trace t;
 	char cfg[1024], sh[2 * PATH_MAX], out[PATH_MAX], truth[PATH_MAX];
 	struct offcpu_seen s = {0};
@@ -746,30 +781,49 @@ TEST_EXCLUSIVE(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
 		SKIP("no readable tracefs with sched:sched_switch");
 	rig_start(&r);
 	/* rounds of sessions, adding up, until 30 sleeps of the main thread and while its
-	 * off-CPU time is off (a session that started late or lost records on a loaded
-	 * machine) */
+	 * off-CPU time is off (the data source starts a moment after the service says so, or
+	 * lost records on a loaded machine) */
 	for (int round = 0; round < 6 && (s.sleeps < 30 || s.nap_ns * 10 < s.nap_truth * 9 ||
 					  s.pipe_ns * 10 < s.pipe_truth * 9);
 	     round++) {
+		int go;
 		unlink(truth);
-		/* the session attaches to the shell, which execs offcpu_split 2 s later */
-		snprintf(sh, sizeof(sh), "sleep 2; exec %s 2 %s", test_prog("offcpu_split"), truth);
+		/* the session attaches to the shell, which execs offcpu_split once the session
+		 * has started, and ends once it has exited: not a shell asleep for 2 s and a
+		 * session of 6 s, which a loaded machine ended before the program (a CI run's
+		 * trace had 15.89 s of its 21.81 s of pipe waits) */
+		snprintf(sh, sizeof(sh), "read go; exec %s 2 %s", test_prog("offcpu_split"), truth);
 		const char *argv[] = {"/bin/sh", "-c", sh, NULL};
-		pid_t pid = test_spawn(argv);
+		pid_t pid = test_spawn_fed(&go, argv);
 		snprintf(cfg, sizeof(cfg),
 			 "buffers { size_kb: 65536 fill_policy: DISCARD }\n"
-			 "duration_ms: 6000\n"
+			 "duration_ms: 240000\n"
 			 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
 			 "  timebase { tracepoint { name: \"sched/sched_switch\" } }\n"
 			 "  callstack_sampling { scope { target_pid: %d } }\n"
 			 "  ring_buffer_read_period_ms: 50 } } }\n",
 			 (int)pid);
-		trace(&r, cfg, out, &o);
-		if (o.status != 0)
-			FAIL("sonde trace exited %d:\n%s", o.status, o.err);
-		ASSERT_NOT_CONTAINS(o.err, "linux.perf:");
-		test_output_free(&o);
-		ASSERT_INT(test_wait(pid, 60), ==, 0);
+		const char *cfgf = test_path("cfg.txt");
+		test_write_file(cfgf, cfg, strlen(cfg));
+		char errf[PATH_MAX + 8];
+		snprintf(errf, sizeof(errf), "%s.err", out);
+		char cmd[4 * PATH_MAX];
+		snprintf(cmd, sizeof(cmd), "exec %s trace --socket %s --txt -c %s -o %s 2>%s",
+			 test_bin("sonde"), r.csock, cfgf, out, errf);
+		const char *trace_argv[] = {"/bin/sh", "-c", cmd, NULL};
+		size_t perf_before = probes_perf_events(&r);
+		pid_t tr = test_spawn(trace_argv);
+		await_session_started(&r, (size_t)round + 1);
+		await_perf_events(&r, perf_before);
+		close(go);
+		ASSERT_INT(test_wait(pid, 120), ==, 0);
+		kill(tr, SIGINT);
+		int status = test_wait(tr, 120);
+		char *err = ASSERT_NOT_NULL(test_read_file(errf, NULL));
+		if (status != 0)
+			FAIL("sonde trace exited %d:\n%s", status, err);
+		ASSERT_NOT_CONTAINS(err, "linux.perf:");
+		free(err);
 		decode(out, &t);
 		struct offcpu_seen one = {0};
 		offcpu_trace_check(&t, (uint32_t)pid, &one);
