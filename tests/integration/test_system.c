@@ -121,9 +121,9 @@ static void check_protoc_cpu(const char *trace)
 TEST_EXCLUSIVE(system_splits_processes_it_was_never_named, 300)
 {
 	const char *spool = test_path("sys.spool");
-	const char *before[] = {test_prog("split"), "9", NULL};
-	const char *during[] = {test_prog("split"), "3", NULL};
-	const char *rec[] = {test_bin("sonde"), "record", "-a", "-d", "5", "-q", "-o", spool, NULL};
+	const char *before[] = {test_prog("split"), "300", NULL};
+	const char *during[] = {test_prog("split"), "0.5cpu", NULL};
+	const char *rec[] = {test_bin("sonde"), "record", "-a", "-q", "-o", spool, NULL};
 	struct sonde_spool_info in;
 	struct pft_trace t;
 	size_t n, with_cpu;
@@ -131,15 +131,21 @@ TEST_EXCLUSIVE(system_splits_processes_it_was_never_named, 300)
 
 	require_system_wide();
 	pid_t a = test_spawn(before);
-	usleep(300000);
+	/* running before the recording: split itself, not the fork that is to exec it */
+	test_await_cpu(a, 0.05);
 	pid_t r = test_spawn(rec);
 	/* started during the recording: once it samples (a sanitized recorder on a loaded
 	 * machine reads every process first, which took more than the 1 s once waited here),
 	 * so that the recording holds enough of it */
 	for (double end = test_now() + 60; test_spool_samples(spool) == 0; usleep(20 * 1000))
 		ASSERT(test_now() < end);
+	double a_from = test_cpu_s(a);
 	pid_t b = test_spawn(during);
-	ASSERT_INT(test_wait(b, 30), ==, 0);
+	/* 0.5 s of CPU time of each under the recording, not a -d 5 in which a loaded machine
+	 * gave a sanitized run 46 samples of one where 100 are checked */
+	ASSERT_INT(test_wait(b, 120), ==, 0);
+	test_await_cpu(a, 0.5 - (test_cpu_s(a) - a_from));
+	kill(r, SIGINT);
 	ASSERT_INT(test_wait(r, 60), ==, 0);
 	kill(a, SIGKILL);
 	test_wait(a, 10);
