@@ -1,7 +1,6 @@
 /* sonded's linux.perf data source over the real sockets: `sonde trace --txt` with a
  * PerfEventConfig, the trace decoded packet by packet (pftrace_util.c rebuilds each
  * PerfSample's stack from the sequence's interned callstacks, frames and names). */
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
@@ -548,39 +547,22 @@ static void await_session_started(const struct rig *r, size_t k)
 	}
 }
 
-/* The perf events sonded's children (its `sonde probes`) hold open: their descriptors. */
-static size_t probes_perf_events(const struct rig *r)
+/* Awaits linux.perf's events on pid: the probes log that they record it once its events
+ * are open and enabled (the service's start is only a request to them). */
+static void await_recording(const struct rig *r, pid_t pid)
 {
-	char path[128], link[64];
-	size_t n = 0;
+	char want[64];
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)r->sonded, (int)r->sonded);
-	char *kids = test_read_file(path, NULL);
-	for (char *save = NULL, *k = kids ? strtok_r(kids, " \n", &save) : NULL; k;
-	     k = strtok_r(NULL, " \n", &save)) {
-		snprintf(path, sizeof(path), "/proc/%s/fd", k);
-		DIR *d = opendir(path);
-		for (struct dirent *e; d && (e = readdir(d));) {
-			ssize_t len = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
-			if (len > 0) {
-				link[len] = 0;
-				n += strcmp(link, "anon_inode:[perf_event]") == 0;
-			}
-		}
-		if (d)
-			closedir(d);
-	}
-	free(kids);
-	return n;
-}
-
-/* Awaits linux.perf's events on the target: more perf events open in sonded's probes than
- * the `before` there were before the session (the service's start is only a request). */
-static void await_perf_events(const struct rig *r, size_t before)
-{
-	for (double end = test_now() + 120; probes_perf_events(r) <= before; usleep(20000))
+	snprintf(want, sizeof(want), "linux.perf: recording pid %d\n", (int)pid);
+	for (double end = test_now() + 120;; usleep(20000)) {
+		char *log = test_read_file(r->log, NULL);
+		bool found = log && strstr(log, want);
+		free(log);
+		if (found)
+			return;
 		if (test_now() > end)
-			FAIL("linux.perf opened no perf events within 120 s");
+			FAIL("linux.perf did not record pid %d within 120 s", (int)pid);
+	}
 }
 
 /* timebase.period reaches the kernel as a period: the samples of one busy thread (kept on
@@ -811,10 +793,9 @@ TEST_EXCLUSIVE(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
 		snprintf(cmd, sizeof(cmd), "exec %s trace --socket %s --txt -c %s -o %s 2>%s",
 			 test_bin("sonde"), r.csock, cfgf, out, errf);
 		const char *trace_argv[] = {"/bin/sh", "-c", cmd, NULL};
-		size_t perf_before = probes_perf_events(&r);
 		pid_t tr = test_spawn(trace_argv);
 		await_session_started(&r, (size_t)round + 1);
-		await_perf_events(&r, perf_before);
+		await_recording(&r, pid);
 		close(go);
 		ASSERT_INT(test_wait(pid, 120), ==, 0);
 		kill(tr, SIGINT);
