@@ -409,6 +409,8 @@ static void attach_checked(struct inst *in, pid_t pid, int pidfd, bool listed)
 		return;
 	}
 	in->ever_attached = true;
+	/* its events are open and enabled: from here on it is sampled */
+	sonde_info("linux.perf: recording pid %d", (int)pid);
 }
 
 static void consider(struct inst *in, pid_t pid, bool listed)

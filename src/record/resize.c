@@ -15,16 +15,17 @@
  *              all, and list the threads again: one created meanwhile by a thread that had
  *              no new events yet gets its own (enabled at once), until a pass finds none
  *              (a thread created later inherited the new events of its creator)
- *   3. disable the older generation's events; the cut is the clock read after that
+ *   3. disable the older generation's events; the cut is the clock read right before
  *   4. swap    grown rings: the old one is drained once more and unmapped
  *   5. close   the older generation's events (those that own a ring stay, disabled)
  *
  * Between 2 and 3 both generations sample every thread; records tell their generation by
  * their event id (PERF_SAMPLE_ID, an inherited event's being its parent's), so the new
  * generation's records older than the cut are dropped: the old one covers up to the cut
- * and the new one from it, no sample is lost or counted twice. A thread that got its own
- * new events in a later pass of 2 may also have inherited its creator's: its records from
- * another thread's events of the generation it has its own events in are dropped too.
+ * (it is disabled only after) and the new one from it (enabled before), no sample is lost
+ * or counted twice. A thread that got its own new events in a later pass of 2 may also
+ * have inherited its creator's: its records from another thread's events of the
+ * generation it has its own events in are dropped too.
  */
 #include <errno.h>
 #include <string.h>
@@ -504,10 +505,14 @@ static int regen(struct sonde_recorder *r)
 			return 0; /* the current events go on; tried again later */
 		return sonde__rec_error(r, err);
 	}
+	/* The cut is read before the older generation is disabled, not after: a thread whose
+	 * old events the loop below has disabled is seen by the new ones alone, and their
+	 * records older than the cut are dropped (a recorder preempted in the loop lost a
+	 * thread's switch-out there, and with it a whole off-CPU interval). */
+	r->ev.gen_cut = sonde__rec_now(r);
 	for (size_t i = 0; i < first; i++)
 		if (!r->ev.events[i].retired)
 			sonde__perf_disable(r->ev.events[i].fd);
-	r->ev.gen_cut = sonde__rec_now(r);
 	r->ev.gen = gen;
 	swap_rings(r);
 	close_older(r, gen);

@@ -338,20 +338,26 @@ TEST_TIMEOUT(offcpu_attach_and_ctrl_c, 120)
 	ASSERT_INT(test_wait(p, 30), ==, 0);
 }
 
-/* -d ends a launched command's recording: status 0, a complete spool. */
+/* -d ends a launched command's recording: status 0, the command stopped before its own
+ * end (it writes its truth file last), a complete spool with its intervals. How many
+ * there are in the 2 s is the machine's load (a loaded one runs fewer rounds), not -d's:
+ * printed, not judged. */
 TEST_TIMEOUT(offcpu_duration_ends_the_recording, 120)
 {
 	struct test_output o;
-	const char *spool = test_path("d.spool");
+	const char *spool = test_path("d.spool"), *truth = test_path("d.truth");
 
 	require_offcpu();
-	test_runf(&o, 60, "%s record --off-cpu -d 2 -o %s -- %s 10 %s", test_bin("sonde"), spool,
-		  test_prog("offcpu_split"), test_path("d.truth"));
+	test_runf(&o, 60, "%s record --off-cpu -d 2 -o %s -- %s 60 %s", test_bin("sonde"), spool,
+		  test_prog("offcpu_split"), truth);
 	if (o.status != 0)
 		FAIL("record exited %d:\n%s", o.status, o.err);
+	printf("%s", o.err);
 	ASSERT_CONTAINS(o.err, "off-CPU: ");
+	ASSERT_CONTAINS(o.err, "command: killed by signal 15 (Terminated) at the end of --duration");
 	test_output_free(&o);
-	check_spool(spool, 20);
+	ASSERT(access(truth, F_OK) != 0);
+	check_spool(spool, 1);
 }
 
 /* -a --off-cpu with a -p filter, ended by SIGINT: per-CPU switch events, switch-ins from

@@ -547,6 +547,24 @@ static void await_session_started(const struct rig *r, size_t k)
 	}
 }
 
+/* Awaits linux.perf's events on pid: the probes log that they record it once its events
+ * are open and enabled (the service's start is only a request to them). */
+static void await_recording(const struct rig *r, pid_t pid)
+{
+	char want[64];
+
+	snprintf(want, sizeof(want), "linux.perf: recording pid %d\n", (int)pid);
+	for (double end = test_now() + 120;; usleep(20000)) {
+		char *log = test_read_file(r->log, NULL);
+		bool found = log && strstr(log, want);
+		free(log);
+		if (found)
+			return;
+		if (test_now() > end)
+			FAIL("linux.perf did not record pid %d within 120 s", (int)pid);
+	}
+}
+
 /* timebase.period reaches the kernel as a period: the samples of one busy thread (kept on
  * one CPU, so that one event samples it) are PERIOD ns of its CPU time apart. Through a
  * frequency, 35 ms would come back as 1e9 / 28 Hz = 35.71 ms. The target logs its own
@@ -731,7 +749,6 @@ static void offcpu_trace_check(const struct pft_trace *t, uint32_t pid, struct o
 TEST_EXCLUSIVE(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
 {
 	struct rig r;
-	struct test_output o;
 	struct pft_trace t;
 	char cfg[1024], sh[2 * PATH_MAX], out[PATH_MAX], truth[PATH_MAX];
 	struct offcpu_seen s = {0};
@@ -746,30 +763,48 @@ TEST_EXCLUSIVE(perfds_offcpu_profile_puts_sleeps_on_the_timeline, 300)
 		SKIP("no readable tracefs with sched:sched_switch");
 	rig_start(&r);
 	/* rounds of sessions, adding up, until 30 sleeps of the main thread and while its
-	 * off-CPU time is off (a session that started late or lost records on a loaded
-	 * machine) */
+	 * off-CPU time is off (the data source starts a moment after the service says so, or
+	 * lost records on a loaded machine) */
 	for (int round = 0; round < 6 && (s.sleeps < 30 || s.nap_ns * 10 < s.nap_truth * 9 ||
 					  s.pipe_ns * 10 < s.pipe_truth * 9);
 	     round++) {
+		int go;
 		unlink(truth);
-		/* the session attaches to the shell, which execs offcpu_split 2 s later */
-		snprintf(sh, sizeof(sh), "sleep 2; exec %s 2 %s", test_prog("offcpu_split"), truth);
+		/* the session attaches to the shell, which execs offcpu_split once the session
+		 * has started, and ends once it has exited: not a shell asleep for 2 s and a
+		 * session of 6 s, which a loaded machine ended before the program (a CI run's
+		 * trace had 15.89 s of its 21.81 s of pipe waits) */
+		snprintf(sh, sizeof(sh), "read go; exec %s 2 %s", test_prog("offcpu_split"), truth);
 		const char *argv[] = {"/bin/sh", "-c", sh, NULL};
-		pid_t pid = test_spawn(argv);
+		pid_t pid = test_spawn_fed(&go, argv);
 		snprintf(cfg, sizeof(cfg),
 			 "buffers { size_kb: 65536 fill_policy: DISCARD }\n"
-			 "duration_ms: 6000\n"
+			 "duration_ms: 240000\n"
 			 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
 			 "  timebase { tracepoint { name: \"sched/sched_switch\" } }\n"
 			 "  callstack_sampling { scope { target_pid: %d } }\n"
 			 "  ring_buffer_read_period_ms: 50 } } }\n",
 			 (int)pid);
-		trace(&r, cfg, out, &o);
-		if (o.status != 0)
-			FAIL("sonde trace exited %d:\n%s", o.status, o.err);
-		ASSERT_NOT_CONTAINS(o.err, "linux.perf:");
-		test_output_free(&o);
-		ASSERT_INT(test_wait(pid, 60), ==, 0);
+		const char *cfgf = test_path("cfg.txt");
+		test_write_file(cfgf, cfg, strlen(cfg));
+		char errf[PATH_MAX + 8];
+		snprintf(errf, sizeof(errf), "%s.err", out);
+		char cmd[4 * PATH_MAX];
+		snprintf(cmd, sizeof(cmd), "exec %s trace --socket %s --txt -c %s -o %s 2>%s",
+			 test_bin("sonde"), r.csock, cfgf, out, errf);
+		const char *trace_argv[] = {"/bin/sh", "-c", cmd, NULL};
+		pid_t tr = test_spawn(trace_argv);
+		await_session_started(&r, (size_t)round + 1);
+		await_recording(&r, pid);
+		close(go);
+		ASSERT_INT(test_wait(pid, 120), ==, 0);
+		kill(tr, SIGINT);
+		int status = test_wait(tr, 120);
+		char *err = ASSERT_NOT_NULL(test_read_file(errf, NULL));
+		if (status != 0)
+			FAIL("sonde trace exited %d:\n%s", status, err);
+		ASSERT_NOT_CONTAINS(err, "linux.perf:");
+		free(err);
 		decode(out, &t);
 		struct offcpu_seen one = {0};
 		offcpu_trace_check(&t, (uint32_t)pid, &one);

@@ -7,12 +7,15 @@
  *  - records newer than the held clock stay queued whatever the polls, and are released
  *    once it has moved past them;
  *  - buffered spool bytes reach the writer when the last push is REC_PUSH_INTERVAL_NS old
- *    by that clock, not before, and each CPU's pending switches with them.
+ *    by that clock, not before, and each CPU's pending switches with them;
+ *  - the cut of a generation switch is read from it while the older generation still
+ *    records (a clock that makes the target act at that read finds its act recorded).
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <sonde/record.h>
@@ -264,4 +267,81 @@ TEST_TIMEOUT(record_clock_push_writes_the_pending_switches, 60)
 	ASSERT_OK(sonde_recorder__finish(r, NULL));
 	sonde_recorder__free(r);
 	sonde__buf_free(&b);
+}
+
+/* The clock the cut of a generation switch is read from: at that read, the first one after
+ * the next generation's events are open (their ids are known, the switch not yet made),
+ * the target renames itself, and the clock says so once it has. */
+struct cut_clock {
+	struct sonde_recorder *r;
+	pid_t pid;
+	const char *ack;
+	bool renamed;
+};
+
+static uint64_t cut_now(void *ctx)
+{
+	struct cut_clock *c = ctx;
+	const struct rec_events *ev = &c->r->ev;
+	bool next_open = false;
+
+	for (size_t i = 0; i < ev->n_ids && !c->renamed && !ev->switching; i++)
+		next_open |= ev->ids[i].gen > ev->gen;
+	if (next_open) {
+		c->renamed = true;
+		kill(c->pid, SIGUSR1);
+		for (double end = test_now() + 60; access(c->ack, F_OK) != 0; usleep(1000))
+			if (test_now() > end)
+				FAIL("the target did not rename itself in 60 s");
+	}
+	return sonde__rec_mono_now();
+}
+
+/* The cut of a generation switch is read before the older generation is disabled: what a
+ * thread does between the two is the older generation's to record (the newer one's records
+ * older than the cut are dropped as the overlap). A busy shell, whose shallow stack shrinks
+ * its copy, renames itself at the moment the cut is read: its COMM record, the only sign
+ * of the new name, is in the recording. With the cut read after the disable, the thread
+ * kept its old name (the rename, seen by the newer generation alone, was dropped). */
+TEST_TIMEOUT(record_clock_switch_cut_loses_nothing_before_the_disable, 60)
+{
+	const char *ack = test_path("renamed"), *spool = test_path("cut.spool");
+	char sh[1200];
+	snprintf(sh, sizeof(sh),
+		 "trap 'printf cut-renamed >/proc/$$/comm; : >%s' USR1; while :; do :; done", ack);
+	const char *argv[] = {"/bin/sh", "-c", sh, NULL};
+	struct sonde_record_opts opts = {
+		.sz = sizeof(opts), .frequency = 999, .event = SONDE_RECORD_EVENT_CPU_CLOCK};
+	struct sonde_spool_thread th;
+	struct sonde_spool_info info;
+	bool named = false;
+
+	test_require_perf();
+	pid_t pid = test_spawn(argv);
+	struct sonde_recorder *r =
+		ASSERT_NOT_NULL(sonde_recorder__attach(pid, spool, SONDE_ATTACH_STOP, &opts));
+	struct cut_clock c = {r, pid, ack, false};
+	sonde__rec_set_clock(r, cut_now, &c);
+	for (double end = test_now() + 40; !c.renamed || summary(r).stack_switches == 0;) {
+		ASSERT(test_now() < end);
+		ASSERT_INT(sonde_recorder__poll(r, 50, NULL), >=, 0);
+	}
+	/* samples of it under its new name: a thread is written as its samples define it */
+	for (double from = test_cpu_s(pid), end = test_now() + 40; test_cpu_s(pid) < from + 0.1;) {
+		ASSERT(test_now() < end);
+		ASSERT_INT(sonde_recorder__poll(r, 50, NULL), >=, 0);
+	}
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	sonde_spool__get_info(s, &info);
+	for (uint32_t t = 1; t <= info.threads; t++)
+		if (sonde_spool__get_thread(s, t, &th) == 0 && (int)th.tid == pid) {
+			printf("thread %u: %s\n", t, th.comm);
+			named |= strcmp(th.comm, "cut-renamed") == 0;
+		}
+	sonde_spool__close(s);
+	ASSERT(named);
 }

@@ -105,17 +105,48 @@ static void fold(const char *spool, const char *const *allowed, bool by_prefix, 
 	test_output_free(&o);
 }
 
+/* `sonde record FLAGS -o SPOOL` (its stderr in o->err, its status in o->status), interrupted
+ * once it has published its spool (its events are open) and pid has then run `cpu` s of
+ * its CPU time, after it has `threads` threads (0: whatever it has), and pid2 (unless 0)
+ * 0.3 s of its own: not after a -d, of which a loaded machine may give the targets little
+ * (the thread counts checked are samples of their CPU time) and a loaded recorder may
+ * spend some starting. */
+static void record_while(struct test_output *o, const char *flags, const char *spool, pid_t pid,
+			 int threads, double cpu, pid_t pid2)
+{
+	char cmd[8400], errf[600];
+
+	snprintf(errf, sizeof(errf), "%s.err", spool);
+	unlink(spool);
+	snprintf(cmd, sizeof(cmd), "exec %s record %s -o %s 2>%s", test_bin("sonde"), flags, spool,
+		 errf);
+	pid_t r = test_spawn((const char *const[]){"/bin/sh", "-c", cmd, NULL});
+	for (double end = test_now() + 60; access(spool, F_OK) != 0; usleep(10 * 1000))
+		if (test_now() > end)
+			FAIL("sonde record did not start recording into %s in 60 s", spool);
+	if (threads)
+		test_await_threads(pid, threads);
+	test_await_cpu(pid, cpu);
+	if (pid2)
+		test_await_cpu(pid2, 0.3);
+	kill(r, SIGINT);
+	memset(o, 0, sizeof(*o));
+	o->status = test_wait(r, 60);
+	o->err = ASSERT_NOT_NULL(test_read_file(errf, &o->err_len));
+}
+
 TEST_TIMEOUT(record_tid_records_that_thread_only, 120)
 {
 	struct two t;
 	struct test_output o;
 	struct folded f;
-	char suffix[32];
+	char suffix[32], flags[128];
 	const char *spool = test_path("tid.spool");
 
 	test_require_perf();
 	two_start(&t, "60");
-	test_runf(&o, 60, "%s record -q -t %d -d 3 -o %s", test_bin("sonde"), t.tid[0], spool);
+	snprintf(flags, sizeof(flags), "-q -t %d", t.tid[0]);
+	record_while(&o, flags, spool, t.pid, 0, 1.0, 0);
 	two_stop(&t);
 	if (o.status != 0)
 		FAIL("sonde record -t exited %d:\n%s", o.status, o.err);
@@ -137,12 +168,13 @@ TEST_TIMEOUT(record_tid_records_that_thread_only, 120)
 static void late_thread(bool inherit, struct folded *f, struct two *t)
 {
 	struct test_output o;
-	char suffix[32];
+	char suffix[32], flags[128];
 	const char *spool = test_path("late.spool");
 
 	two_start_args(t, "60", "late");
-	test_runf(&o, 60, "%s record -q -t %d %s -d 3 -o %s", test_bin("sonde"), t->tid[0],
-		  inherit ? "" : "--no-inherit", spool);
+	snprintf(flags, sizeof(flags), "-q -t %d %s", t->tid[0], inherit ? "" : "--no-inherit");
+	/* its three busy threads, the late one started: 0.5 s of the CPU time of each */
+	record_while(&o, flags, spool, t->pid, 3, 1.5, 0);
 	two_stop(t);
 	if (o.status != 0)
 		FAIL("sonde record -t exited %d:\n%s", o.status, o.err);
@@ -178,15 +210,15 @@ TEST_TIMEOUT(record_tid_and_pid_together, 120)
 	struct two t;
 	struct test_output o;
 	struct folded f;
-	char suffix[32], pidpart[32];
+	char suffix[32], pidpart[32], flags[128];
 	const char *spool = test_path("tidpid.spool");
 
 	test_require_perf();
 	two_start(&t, "60");
 	const char *argv[] = {test_prog("split"), "60", NULL};
 	pid_t split = test_spawn(argv);
-	test_runf(&o, 60, "%s record -q -t %d -p %d -d 3 -o %s", test_bin("sonde"), t.tid[1],
-		  (int)split, spool);
+	snprintf(flags, sizeof(flags), "-q -t %d -p %d", t.tid[1], (int)split);
+	record_while(&o, flags, spool, t.pid, 0, 1.0, split);
 	two_stop(&t);
 	kill(split, SIGKILL);
 	test_wait(split, 10);
@@ -258,13 +290,13 @@ TEST_TIMEOUT(record_all_cpus_tid_filter, 120)
 	struct two t;
 	struct test_output o;
 	struct folded f;
-	char suffix[32];
+	char suffix[32], flags[128];
 	const char *spool = test_path("atid.spool");
 
 	require_system_wide();
 	two_start(&t, "60");
-	test_runf(&o, 60, "%s record -q -a --no-kernel -t %d -d 3 -o %s", test_bin("sonde"),
-		  t.tid[0], spool);
+	snprintf(flags, sizeof(flags), "-q -a --no-kernel -t %d", t.tid[0]);
+	record_while(&o, flags, spool, t.pid, 0, 1.0, 0);
 	two_stop(&t);
 	if (o.status != 0)
 		FAIL("sonde record -a -t exited %d:\n%s", o.status, o.err);
@@ -320,13 +352,15 @@ TEST_TIMEOUT(record_all_cpus_comm_filter_started_during, 120)
 static void late_thread_switched(bool inherit, struct folded *f, struct two *t)
 {
 	struct test_output o;
-	char suffix[32];
+	char suffix[32], flags[128];
 	unsigned lo, hi, switches = 0;
 	const char *spool = test_path("late-switch.spool");
 
 	two_start_args(t, "60", "late");
-	test_runf(&o, 60, "%s record -t %d %s -d 4 -o %s", test_bin("sonde"), t->tid[0],
-		  inherit ? "" : "--no-inherit", spool);
+	snprintf(flags, sizeof(flags), "-t %d %s", t->tid[0], inherit ? "" : "--no-inherit");
+	/* its three busy threads, the late one started: 0.7 s of the CPU time of each, time
+	 * for hot_a's copy to shrink after its first samples */
+	record_while(&o, flags, spool, t->pid, 3, 2.0, 0);
 	two_stop(t);
 	if (o.status != 0)
 		FAIL("sonde record -t exited %d:\n%s", o.status, o.err);

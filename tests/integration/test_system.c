@@ -121,9 +121,9 @@ static void check_protoc_cpu(const char *trace)
 TEST_EXCLUSIVE(system_splits_processes_it_was_never_named, 300)
 {
 	const char *spool = test_path("sys.spool");
-	const char *before[] = {test_prog("split"), "9", NULL};
-	const char *during[] = {test_prog("split"), "3", NULL};
-	const char *rec[] = {test_bin("sonde"), "record", "-a", "-d", "5", "-q", "-o", spool, NULL};
+	const char *before[] = {test_prog("split"), "300", NULL};
+	const char *during[] = {test_prog("split"), "0.5cpu", NULL};
+	const char *rec[] = {test_bin("sonde"), "record", "-a", "-q", "-o", spool, NULL};
 	struct sonde_spool_info in;
 	struct pft_trace t;
 	size_t n, with_cpu;
@@ -131,15 +131,21 @@ TEST_EXCLUSIVE(system_splits_processes_it_was_never_named, 300)
 
 	require_system_wide();
 	pid_t a = test_spawn(before);
-	usleep(300000);
+	/* running before the recording: split itself, not the fork that is to exec it */
+	test_await_cpu(a, 0.05);
 	pid_t r = test_spawn(rec);
 	/* started during the recording: once it samples (a sanitized recorder on a loaded
 	 * machine reads every process first, which took more than the 1 s once waited here),
 	 * so that the recording holds enough of it */
 	for (double end = test_now() + 60; test_spool_samples(spool) == 0; usleep(20 * 1000))
 		ASSERT(test_now() < end);
+	double a_from = test_cpu_s(a);
 	pid_t b = test_spawn(during);
-	ASSERT_INT(test_wait(b, 30), ==, 0);
+	/* 0.5 s of CPU time of each under the recording, not a -d 5 in which a loaded machine
+	 * gave a sanitized run 46 samples of one where 100 are checked */
+	ASSERT_INT(test_wait(b, 120), ==, 0);
+	test_await_cpu(a, 0.5 - (test_cpu_s(a) - a_from));
+	kill(r, SIGINT);
 	ASSERT_INT(test_wait(r, 60), ==, 0);
 	kill(a, SIGKILL);
 	test_wait(a, 10);
@@ -164,19 +170,31 @@ TEST_EXCLUSIVE(system_splits_processes_it_was_never_named, 300)
 	check_pprof_cpu_label(spool);
 }
 
-/* Samples of pid in a -a -C cpus recording of 2 s, and how many were on CPU `on`. */
+/* Samples of pid in a -a -C cpus recording while pid runs 0.5 s of its CPU time once the
+ * recording has published its spool (which it does once its events are open): not 2 s of
+ * wall time, of which a loaded machine may give it little. And how many were on CPU
+ * `on`. */
 static size_t samples_on(const char *cpus, pid_t pid, uint32_t on, size_t *on_cpu)
 {
-	const char *spool = test_path("cpus.spool");
-	struct test_output o;
+	const char *spool = test_path("cpus.spool"), *errf = test_path("cpus.err");
 	struct pft_trace t;
+	char cmd[8400];
 	size_t n = 0;
 
-	test_runf(&o, 60, "%s record -a -C %s -d 2 -o %s", test_bin("sonde"), cpus, spool);
-	if (o.status != 0)
-		FAIL("sonde record -a -C %s exited %d:\n%s%s", cpus, o.status, o.out, o.err);
-	printf("%s", o.err);
-	test_output_free(&o);
+	unlink(spool);
+	snprintf(cmd, sizeof(cmd), "exec %s record -a -C %s -o %s 2>%s", test_bin("sonde"), cpus,
+		 spool, errf);
+	pid_t r = test_spawn((const char *const[]){"/bin/sh", "-c", cmd, NULL});
+	for (double end = test_now() + 60; access(spool, F_OK) != 0; usleep(10 * 1000))
+		ASSERT(test_now() < end);
+	test_await_cpu(pid, 0.5);
+	kill(r, SIGINT);
+	int status = test_wait(r, 60);
+	char *err = ASSERT_NOT_NULL(test_read_file(errf, NULL));
+	if (status != 0)
+		FAIL("sonde record -a -C %s exited %d:\n%s", cpus, status, err);
+	printf("%s", err);
+	free(err);
 	decode_trace(spool, &t);
 	*on_cpu = 0;
 	for (size_t i = 0; i < t.n_samples; i++) {

@@ -186,7 +186,7 @@ static void reader_process(const char *path, int wfd)
 	struct sonde_tail *t = sonde_tail__open(path, NULL);
 	struct sonde_tail_batch b = {.sz = sizeof(b)};
 	struct seen s = {0};
-	uint64_t deadline = mono_ns() + 60ull * 1000000000ull;
+	uint64_t deadline = mono_ns() + 110ull * 1000000000ull; /* the test's 120 s, less its end */
 
 	if (!t)
 		_exit(2);
@@ -208,33 +208,40 @@ static void reader_process(const char *path, int wfd)
 	_exit(5);
 }
 
-/* Polls the recorder while waiting for the reader to report at least `want` samples;
- * returns when it did. */
-static uint64_t wait_for_reader(struct sonde_recorder *r, int rfd, uint64_t want)
+/* Waits for the reader to report at least `want` samples, the recorder left alone: what
+ * its flush pushed to the file is all the reader can see. Returns when it saw them. */
+static uint64_t wait_for_reader(int rfd, uint64_t want)
 {
 	struct seen s = {0};
-	uint64_t deadline = mono_ns() + 30ull * 1000000000ull;
+	uint64_t deadline = mono_ns() + 60ull * 1000000000ull;
 
 	while (s.samples < want) {
 		struct pollfd p = {.fd = rfd, .events = POLLIN};
-		ASSERT(mono_ns() < deadline);
-		if (poll(&p, 1, 5) == 1)
+		uint64_t now = mono_ns();
+		if (now > deadline)
+			FAIL("the reader saw %llu samples of %llu flushed, 60 s after the flush",
+			     (unsigned long long)s.samples, (unsigned long long)want);
+		if (poll(&p, 1, 100) == 1)
 			ASSERT_INT(read(rfd, &s, sizeof(s)), ==, (long)sizeof(s));
-		else
-			ASSERT_OK(sonde_recorder__poll(r, 0, NULL));
 	}
 	return s.at_ns;
 }
 
-TEST_TIMEOUT(tail_second_process_sees_flushed_samples_within_a_second, 120)
+/* A flush makes every sample written so far visible to a tail in another process: after
+ * it the recorder is not polled again (a poll also pushes its buffer), so what the reader
+ * sees, it sees by the flush. Five rounds, each of 10 more samples (not of a time, in
+ * which a loaded machine may give split none). How soon the reader sees them is printed,
+ * not judged: it is the machine's scheduling of the reader. */
+TEST_TIMEOUT(tail_second_process_sees_every_flushed_sample, 120)
 {
 	const char *out = test_path("xproc.spool");
 	struct sonde_launch *l;
 	int pfd[2], status;
-	uint64_t worst = 0;
+	uint64_t worst = 0, written = 0;
 
 	test_require_perf();
-	const char *argv[] = {test_prog("split"), "5", NULL};
+	/* killed at the end: it runs as long as the rounds take */
+	const char *argv[] = {test_prog("split"), "300", NULL};
 	struct sonde_recorder *r = record_launched(&l, argv, out);
 	ASSERT_OK(pipe(pfd));
 	pid_t reader = fork();
@@ -245,22 +252,24 @@ TEST_TIMEOUT(tail_second_process_sees_flushed_samples_within_a_second, 120)
 	}
 	close(pfd[1]);
 	for (int round = 0; round < 5; round++) {
-		/* Let samples accumulate, then flush and time until the reader has them. */
-		uint64_t until = mono_ns() + 300ull * 1000000;
-		while (mono_ns() < until)
-			ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
-		ASSERT_OK(sonde_recorder__flush(r));
 		struct sonde_record_summary s = {.sz = sizeof(s)};
+		uint64_t deadline = mono_ns() + 60ull * 1000000000ull;
+		do {
+			ASSERT(mono_ns() < deadline);
+			ASSERT_OK(sonde_recorder__poll(r, 50, NULL));
+			ASSERT_OK(sonde_recorder__summary(r, &s));
+		} while (s.samples_written < written + 10);
+		ASSERT_OK(sonde_recorder__flush(r));
 		ASSERT_OK(sonde_recorder__summary(r, &s));
+		written = s.samples_written;
 		uint64_t flushed = mono_ns();
-		if (s.samples_written == 0)
-			continue;
-		uint64_t seen = wait_for_reader(r, pfd[0], s.samples_written);
+		uint64_t seen = wait_for_reader(pfd[0], written);
 		uint64_t latency = seen > flushed ? seen - flushed : 0;
 		if (latency > worst)
 			worst = latency;
 	}
-	ASSERT_UINT(worst, <, 1000000000ull);
+	printf("%llu samples in 5 flushes, each seen by the reader at most %.1f ms after it\n",
+	       (unsigned long long)written, worst / 1e6);
 	ASSERT_OK(sonde_recorder__finish(r, NULL));
 	ASSERT_INT(test_wait(reader, 30), ==, 0);
 	sonde_recorder__free(r);

@@ -9,7 +9,12 @@
  * changes no setting. Needs root and two CPUs. Prints "spin START END", the CLOCK_MONOTONIC
  * nanoseconds between which main spun.
  *
- * usage: kworker_spin [COUNT]   (default 200); exit 2 when it cannot pin or write
+ * With PREEMPTS, the writes go on past COUNT until main has been switched out PREEMPTS
+ * times while it spun (its nonvoluntary_ctxt_switches): on a loaded machine main is often
+ * off its CPU already when the kworker comes, and one wait of it covers several writes'.
+ *
+ * usage: kworker_spin [COUNT [PREEMPTS]]   (default 200, 0); exit 2 when it cannot pin or
+ *        write
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,7 +28,24 @@
 
 static atomic_int done;
 static volatile uint64_t sink;
-static int count = 200, failed;
+static int count = 200, preempts, failed;
+static pid_t main_tid;
+
+/* Main's nonvoluntary context switches so far, from its /proc status (-1: unreadable). */
+static long main_preempted(void)
+{
+	char path[64], line[128];
+	long n = -1;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)main_tid);
+	FILE *f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "nonvoluntary_ctxt_switches: %ld", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
 
 static int pin(int cpu)
 {
@@ -41,7 +63,9 @@ static void *refresher(void *arg)
 		perror("kworker_spin: pin to CPU 0");
 		failed = 1;
 	}
-	for (int i = 0; i < count && !failed; i++) {
+	long from = main_preempted();
+	for (int i = 0; !failed && (i < count || (preempts && main_preempted() - from < preempts));
+	     i++) {
 		int fd = open("/proc/sys/vm/stat_refresh", O_WRONLY);
 		if (fd < 0 || write(fd, "1", 1) != 1) {
 			perror("kworker_spin: /proc/sys/vm/stat_refresh");
@@ -79,7 +103,10 @@ int main(int argc, char **argv)
 
 	if (argc > 1)
 		count = atoi(argv[1]);
-	if (count < 1 || pin(1) != 0) {
+	if (argc > 2)
+		preempts = atoi(argv[2]);
+	main_tid = gettid();
+	if (count < 1 || preempts < 0 || pin(1) != 0) {
 		fprintf(stderr, "kworker_spin: bad count or cannot pin to CPU 1\n");
 		return 2;
 	}
