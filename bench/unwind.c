@@ -2,11 +2,20 @@
  *
  * Records a -O2 -fomit-frame-pointer program (default: progs/split-nofp) with perf_event
  * (registers + user stack copies, as the recorder does), keeps the samples in memory, then
- * replays the unwinding of all of them on one thread with warm tables and reports frames
- * per second, plus how the stacks ended and any fallbacks. bench/unwind.sh runs it next to
- * `perf report` on a `perf record --call-graph dwarf` recording of the same program.
+ * replays the unwinding of all of them on one thread with warm tables, each through the
+ * recorder's own call (sonde__record_unwind: module lookups, CFI, frames translated to
+ * module offsets), and reports frames per second, plus how the stacks ended and any
+ * fallbacks. bench/unwind.sh runs it next to `perf report` on a `perf record --call-graph
+ * dwarf` recording of the same program.
  *
- * usage: bench-unwind PROGRAM SECONDS [FREQ]
+ * With SAVE, the samples and the program's module table are also written to that file;
+ * --replay FILE unwinds a saved file's samples instead of recording: two builds (an old
+ * unwinder and a new one) then unwind the very same stacks, where two recordings differ
+ * by more than the change measured. The files are read back through their paths (the
+ * process is gone; its vDSO is not read), so the replay is for the machine that saved it.
+ *
+ * usage: bench-unwind PROGRAM SECONDS [FREQ [SAVE]]
+ *        bench-unwind --replay FILE
  */
 #include <errno.h>
 #include <poll.h>
@@ -147,7 +156,82 @@ static int record(char *const argv[], uint64_t freq, struct samples *s, struct s
 	return rc;
 }
 
-static uint64_t frames[UNWIND_MAX_FRAMES];
+/* The saved file: a header, the modules (each with its path's length and bytes), the
+ * samples (each with its stack's bytes). Native layout: read back by the same machine. */
+struct saved_header {
+	char magic[8];
+	uint32_t n_mods, n_samples;
+	int32_t pid;
+};
+static const char SAVED_MAGIC[8] = "sondeuw1";
+
+static int save(const char *path, const struct samples *s, const struct self_maps *m)
+{
+	FILE *f = fopen(path, "wb");
+	struct saved_header h = {.n_mods = (uint32_t)m->mods.n, .n_samples = (uint32_t)s->n,
+				 .pid = m->find.pid};
+	bool ok = f != NULL;
+
+	memcpy(h.magic, SAVED_MAGIC, sizeof(h.magic));
+	ok = ok && fwrite(&h, sizeof(h), 1, f) == 1;
+	for (size_t i = 0; ok && i < m->mods.n; i++) {
+		const struct rec_module *e = &m->mods.m[i];
+		uint32_t len = e->path ? (uint32_t)strlen(e->path) : 0;
+		ok = fwrite(e, sizeof(*e), 1, f) == 1 && fwrite(&len, sizeof(len), 1, f) == 1 &&
+		     fwrite(e->path ? e->path : "", 1, len, f) == len;
+	}
+	for (size_t i = 0; ok && i < s->n; i++) {
+		const struct sample *e = &s->v[i];
+		ok = fwrite(e, sizeof(*e), 1, f) == 1 && fwrite(e->data, 1, e->len, f) == e->len;
+	}
+	if (f && fclose(f))
+		ok = false;
+	if (!ok)
+		fprintf(stderr, "cannot write %s: %s\n", path, strerror(errno));
+	return ok ? 0 : -1;
+}
+
+static int load(const char *path, struct samples *s, struct self_maps *m)
+{
+	FILE *f = fopen(path, "rb");
+	struct saved_header h;
+	bool ok = f && fread(&h, sizeof(h), 1, f) == 1 &&
+		  !memcmp(h.magic, SAVED_MAGIC, sizeof(h.magic));
+
+	for (uint32_t i = 0; ok && i < h.n_mods; i++) {
+		struct rec_module e;
+		uint32_t len;
+		char p[4096];
+		ok = fread(&e, sizeof(e), 1, f) == 1 && fread(&len, sizeof(len), 1, f) == 1 &&
+		     len < sizeof(p) && fread(p, 1, len, f) == len;
+		if (ok) {
+			p[len] = 0;
+			e.path = p;
+			ok = sonde__modtable_insert(&m->mods, &e) == 0;
+		}
+	}
+	if (ok && !(s->v = calloc(h.n_samples ? h.n_samples : 1, sizeof(*s->v))))
+		ok = false;
+	for (uint32_t i = 0; ok && i < h.n_samples; i++) {
+		struct sample *e = &s->v[i];
+		ok = fread(e, sizeof(*e), 1, f) == 1 && (e->data = malloc(e->len ? e->len : 1)) &&
+		     fread(e->data, 1, e->len, f) == e->len;
+		if (ok)
+			s->n = s->cap = i + 1;
+		else if (e->data)
+			free(e->data);
+	}
+	if (f)
+		fclose(f);
+	if (!ok) {
+		fprintf(stderr, "cannot read %s\n", path);
+		return -1;
+	}
+	m->find = (struct rec_find_ctx){.mods = &m->mods, .cache = m->cache, .pid = h.pid};
+	return 0;
+}
+
+static struct sonde_spool_frame frames[UNWIND_MAX_FRAMES];
 
 static uint64_t unwind_all(const struct samples *s, struct self_maps *m, struct unwind_stats *st)
 {
@@ -155,10 +239,9 @@ static uint64_t unwind_all(const struct samples *s, struct self_maps *m, struct 
 
 	for (size_t i = 0; i < s->n; i++) {
 		struct unwind_stack stack = {s->v[i].data, s->v[i].len, s->v[i].sp};
-		size_t n;
-		sonde__unwind_dwarf(&s->v[i].regs, &stack, sonde__record_find_module, &m->find, frames,
-				    UNWIND_MAX_FRAMES, &n, st);
-		total += n;
+		enum unwind_end end;
+		total += sonde__record_unwind(&s->v[i].regs, &stack, &m->mods, m->cache,
+					      m->find.pid, st, frames, UNWIND_MAX_FRAMES, &end);
 	}
 	return total;
 }
@@ -171,13 +254,21 @@ int main(int argc, char **argv)
 	uint64_t freq = argc > 3 ? strtoull(argv[3], NULL, 10) : 4000;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: bench-unwind PROGRAM SECONDS [FREQ]\n");
+		fprintf(stderr, "usage: bench-unwind PROGRAM SECONDS [FREQ [SAVE]]\n"
+				"       bench-unwind --replay FILE\n");
 		return 2;
 	}
-	char *child[] = {argv[1], argv[2], NULL};
-	if (!maps.cache || record(child, freq, &s, m) < 0 || !s.n) {
-		fprintf(stderr, "no samples recorded\n");
-		return 1;
+	if (!strcmp(argv[1], "--replay")) {
+		if (!maps.cache || load(argv[2], &s, m) < 0 || !s.n)
+			return 1;
+	} else {
+		char *child[] = {argv[1], argv[2], NULL};
+		if (!maps.cache || record(child, freq, &s, m) < 0 || !s.n) {
+			fprintf(stderr, "no samples recorded\n");
+			return 1;
+		}
+		if (argc > 4 && save(argv[4], &s, m) < 0)
+			return 1;
 	}
 	uint64_t per_pass = unwind_all(&s, m, &warm); /* builds the tables */
 	double t0 = now(), t;

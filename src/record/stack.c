@@ -77,7 +77,10 @@ struct unwind_mapping sonde__record_unwind_mapping(pid_t pid, const struct rec_m
 bool sonde__record_find_module(void *vctx, uint64_t pc, struct unwind_module *out)
 {
 	struct rec_find_ctx *c = vctx;
-	const struct rec_module *m = sonde__modtable_find(c->mods, pc);
+	/* modules do not overlap: the last one found, when it holds pc, is the one */
+	const struct rec_module *m = c->last && pc >= c->last->start && pc < c->last->end
+					     ? c->last
+					     : sonde__modtable_find(c->mods, pc);
 
 	if (!m)
 		return false;
@@ -106,9 +109,12 @@ size_t sonde__record_unwind(const struct unwind_regs *regs, const struct unwind_
 		max = UNWIND_MAX_FRAMES;
 	*end = sonde__unwind_dwarf(regs, stack, sonde__record_find_module, &ctx, pcs, max, &n,
 				   stats);
+	const struct rec_module *m = NULL;
 	for (size_t i = 0; i < n; i++) {
-		/* Callers hold return address - 1: still inside the call's module. */
-		const struct rec_module *m = sonde__modtable_find(mods, pcs[i]);
+		/* Callers hold return address - 1: still inside the call's module. Consecutive
+		 * frames are mostly in one module. */
+		if (!m || pcs[i] < m->start || pcs[i] >= m->end)
+			m = sonde__modtable_find(mods, pcs[i]);
 		if (m) {
 			frames[i].module = m->id;
 			frames[i].addr = pcs[i] - m->start + m->pgoff;

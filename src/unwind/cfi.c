@@ -37,7 +37,19 @@ struct cfi_table {
 	struct cfi_sec secs[CFI_LAZY_SECS];
 	struct cfi_image img;
 	void *owned; /* the image's bytes, freed with the table */
+	/* A lazy table's memo of the rows its lookups found, direct-mapped by a hash of the
+	 * pc: a recording unwinds the same return addresses over and over, and a hit reads
+	 * one slot where the search read the bucket index, the FDEs and the FDE's rows, cache
+	 * misses one after the other. Allocated at the first lookup; NULL without memory. */
+	struct memo *memo;
 };
+
+/* A pc a lookup found a row for (row NULL: an empty slot). */
+struct memo {
+	uint32_t pc;
+	const struct cfi_row *row;
+};
+enum { MEMO_BITS = 10 };
 
 /* An FDE of a lazy table: its code's range (relative to the table's base), where it is,
  * and once run, its rows (the last one the end marker at pc_end). */
@@ -1007,6 +1019,7 @@ void sonde__cfi_table_free(struct cfi_table *t)
 	sonde__free(t->owned);
 	sonde__free(t->rows);
 	sonde__free(t->bucket);
+	sonde__free(t->memo);
 	sonde__free(t);
 }
 
@@ -1037,8 +1050,23 @@ static bool lazy_run(const struct cfi_table *t, struct lazy_fde *f)
 	return true;
 }
 
+/* The memo slot of pc; NULL when there is no memo (without memory for it). */
+static struct memo *memo_slot(const struct cfi_table *t, uint32_t pc)
+{
+	/* the table is logically const: the memo only remembers what lookups found */
+	struct cfi_table *mt = (struct cfi_table *)t;
+
+	if (!t->memo && !(mt->memo = sonde__calloc(1u << MEMO_BITS, sizeof(*t->memo))))
+		return NULL;
+	return &t->memo[(pc * 0x9e3779b1u) >> (32 - MEMO_BITS)];
+}
+
 static const struct cfi_row *lazy_lookup(const struct cfi_table *t, uint32_t pc)
 {
+	struct memo *m = memo_slot(t, pc);
+
+	if (m && m->row && m->pc == pc)
+		return m->row;
 	size_t i = search_pcs(t, (const uint8_t *)&t->fdes[0].pc, sizeof(*t->fdes), t->n_fdes, pc);
 	/* the table is logically const: running an FDE only memoizes what it says */
 	struct lazy_fde *f = &t->fdes[i];
@@ -1058,6 +1086,9 @@ static const struct cfi_row *lazy_lookup(const struct cfi_table *t, uint32_t pc)
 	const struct cfi_row *r = &f->rows[lo];
 	if (r->pc > pc || (r->cfa_kind & CFI_CFA_KIND_MASK) == CFI_CFA_NONE)
 		return NULL;
+	/* an FDE's rows stay where they are until the table is freed */
+	if (m)
+		*m = (struct memo){.pc = pc, .row = r};
 	return r;
 }
 

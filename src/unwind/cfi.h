@@ -103,8 +103,9 @@ struct cfi_table *sonde__cfi_table_from_section(const void *buf, size_t len, uin
 void sonde__cfi_table_free(struct cfi_table *t);
 
 /* The row covering ELF virtual address vaddr, or NULL when no CFI covers it. O(log n); no
- * allocation, but for a lazy table's first lookup within an FDE (not thread-safe on a lazy
- * table); the pointer stays valid until the table is freed. */
+ * allocation, but for a lazy table's first lookup (its memo of found rows) and its first
+ * lookup within an FDE (not thread-safe on a lazy table: it memoizes); the pointer stays
+ * valid until the table is freed. */
 const struct cfi_row *sonde__cfi_table_lookup(const struct cfi_table *t, uint64_t vaddr);
 
 /* The table's base address (rows' pcs are relative to it), its row count and row i

@@ -132,12 +132,17 @@ static enum step_result eval_rule(const struct cfi_row *row, unsigned col, const
 	}
 }
 
-static enum step_result cfi_step(const struct cfi_row *row, struct frame *f,
-				 const struct unwind_stack *s, enum unwind_fallback *why)
+/* The caller of frame f by the row, into *out (another frame than f). Only registers a
+ * call preserves are carried over: the others are invalid in *out, whatever it held. No
+ * frame is copied whole: the unwinder spent most of its own time doing so, in stores its
+ * loads then had to wait for. */
+static enum step_result cfi_step(const struct cfi_row *row, const struct frame *f,
+				 struct frame *out, const struct unwind_stack *s,
+				 enum unwind_fallback *why)
 {
 	uint64_t cfa, ra, v;
 	enum step_result r = eval_cfa(row, f, s, &cfa, why);
-	struct frame out;
+	uint32_t valid;
 
 	if (r != STEP_OK)
 		return r;
@@ -148,22 +153,22 @@ static enum step_result cfi_step(const struct cfi_row *row, struct frame *f,
 			       : UNWIND_FB_RA_UNRECOVERABLE;
 		return r;
 	}
-	out.valid = f->valid & CALLEE_SAVED & ~(((uint32_t)row->rules >> CFI_CLOBBER_SHIFT) << 12);
-	memcpy(out.r, f->r, sizeof(out.r));
-	out.valid &= ~(BIT(UREG_RBP) | BIT(UREG_RBX));
+	valid = f->valid & CALLEE_SAVED & ~(((uint32_t)row->rules >> CFI_CLOBBER_SHIFT) << 12);
+	valid &= ~(BIT(UREG_RBP) | BIT(UREG_RBX));
+	for (unsigned i = 12; i <= UREG_R15; i++)
+		out->r[i] = f->r[i];
 	if (eval_rule(row, CFI_COL_RBP, f, s, cfa, &v) == STEP_OK) {
-		out.r[UREG_RBP] = v;
-		out.valid |= BIT(UREG_RBP);
+		out->r[UREG_RBP] = v;
+		valid |= BIT(UREG_RBP);
 	}
 	if (eval_rule(row, CFI_COL_RBX, f, s, cfa, &v) == STEP_OK) {
-		out.r[UREG_RBX] = v;
-		out.valid |= BIT(UREG_RBX);
+		out->r[UREG_RBX] = v;
+		valid |= BIT(UREG_RBX);
 	}
-	out.r[UREG_RSP] = cfa;
-	out.r[UREG_RIP] = ra;
-	out.valid |= BIT(UREG_RSP) | BIT(UREG_RIP);
-	out.exact = (row->cfa_kind & CFI_ROW_SIGNAL) != 0;
-	*f = out;
+	out->r[UREG_RSP] = cfa;
+	out->r[UREG_RIP] = ra;
+	out->valid = valid | BIT(UREG_RSP) | BIT(UREG_RIP);
+	out->exact = (row->cfa_kind & CFI_ROW_SIGNAL) != 0;
 	return STEP_OK;
 }
 
@@ -187,8 +192,9 @@ static bool fp_plausible(void *vctx, uint64_t pc)
 	return c->find(c->ctx, pc - 1, &m);
 }
 
-static enum step_result fp_step(struct frame *f, const struct unwind_stack *s,
-				unwind_find_module_fn find, void *ctx)
+/* The caller of frame f by its frame pointer, into *out (another frame than f). */
+static enum step_result fp_step(const struct frame *f, struct frame *out,
+				const struct unwind_stack *s, unwind_find_module_fn find, void *ctx)
 {
 	struct fp_check check = {find, ctx};
 	struct unwind_regs regs;
@@ -199,11 +205,11 @@ static enum step_result fp_step(struct frame *f, const struct unwind_stack *s,
 	regs.valid = f->valid;
 	if (sonde__unwind_fp(&regs, s, fp_plausible, &check, pcs, 2, &end) == 2 &&
 	    unwind_stack_read(s, f->r[UREG_RBP], &saved_rbp)) {
-		f->valid &= BIT(UREG_RSP) | BIT(UREG_RIP) | BIT(UREG_RBP);
-		f->r[UREG_RSP] = f->r[UREG_RBP] + 16;
-		f->r[UREG_RBP] = saved_rbp;
-		f->r[UREG_RIP] = pcs[1] + 1;
-		f->exact = false;
+		out->valid = f->valid & (BIT(UREG_RSP) | BIT(UREG_RIP) | BIT(UREG_RBP));
+		out->r[UREG_RSP] = f->r[UREG_RBP] + 16;
+		out->r[UREG_RBP] = saved_rbp;
+		out->r[UREG_RIP] = pcs[1] + 1;
+		out->exact = false;
 		return STEP_OK;
 	}
 	return end == UNWIND_END_COMPLETE      ? STEP_COMPLETE
@@ -249,33 +255,31 @@ static bool sane(const struct frame *prev, const struct frame *next, bool signal
 	return true;
 }
 
-/* One step from *f to its caller: CFI first, frame pointers when CFI fails. */
-static enum step_result step(struct frame *f, const struct unwind_stack *s,
-			     unwind_find_module_fn find, void *ctx, struct unwind_stats *st)
+/* One step from *f to its caller, written to *next (another frame than f): CFI first,
+ * frame pointers when CFI fails. */
+static enum step_result step(const struct frame *f, struct frame *next,
+			     const struct unwind_stack *s, unwind_find_module_fn find, void *ctx,
+			     struct unwind_stats *st)
 {
 	enum unwind_fallback why;
 	const struct cfi_row *row = find_row(f, find, ctx, &why);
-	struct frame next = *f;
 	enum step_result r;
 
 	if (row) {
-		r = cfi_step(row, &next, s, &why);
+		r = cfi_step(row, f, next, s, &why);
 		if (r == STEP_COMPLETE || r == STEP_COPY_WINDOW)
 			return r;
-		if (r == STEP_OK && sane(f, &next, (row->cfa_kind & CFI_ROW_SIGNAL) != 0, &why)) {
-			*f = next;
+		if (r == STEP_OK && sane(f, next, (row->cfa_kind & CFI_ROW_SIGNAL) != 0, &why)) {
 			st->cfi_steps++;
 			return STEP_OK;
 		}
 	}
 	st->fallbacks[why]++;
-	next = *f;
-	r = fp_step(&next, s, find, ctx);
+	r = fp_step(f, next, s, find, ctx);
 	if (r != STEP_OK)
 		return r;
-	if (!sane(f, &next, false, &why))
+	if (!sane(f, next, false, &why))
 		return STEP_FAIL;
-	*f = next;
 	st->fp_steps++;
 	return STEP_OK;
 }
@@ -285,7 +289,8 @@ enum unwind_end sonde__unwind_dwarf(const struct unwind_regs *regs, const struct
 			     size_t *n, struct unwind_stats *stats)
 {
 	struct unwind_stats dummy = {0};
-	struct frame f;
+	/* the frame being unwound and its caller, which trade places at each step */
+	struct frame two[2], *f = &two[0], *caller = &two[1], *t;
 	enum unwind_end end = UNWIND_END_COMPLETE;
 	size_t k = 0;
 
@@ -294,17 +299,23 @@ enum unwind_end sonde__unwind_dwarf(const struct unwind_regs *regs, const struct
 	if (max > UNWIND_MAX_FRAMES)
 		max = UNWIND_MAX_FRAMES;
 	stats->stacks++;
-	memcpy(f.r, regs->r, sizeof(f.r));
-	f.valid = regs->valid & ((1u << UREG_COUNT) - 1);
-	f.exact = true;
-	if (!(f.valid & BIT(UREG_RIP)) || max == 0) {
+	memcpy(f->r, regs->r, sizeof(f->r));
+	f->valid = regs->valid & ((1u << UREG_COUNT) - 1);
+	f->exact = true;
+	memset(caller, 0, sizeof(*caller));
+	if (!(f->valid & BIT(UREG_RIP)) || max == 0) {
 		end = max == 0 ? UNWIND_END_MAX_FRAMES : UNWIND_END_ERROR;
 		goto out;
 	}
-	frames[k++] = f.r[UREG_RIP];
+	frames[k++] = f->r[UREG_RIP];
 	for (;;) {
-		enum step_result r = step(&f, stack, find, ctx, stats);
-		if (r == STEP_OK && f.r[UREG_RIP] == 0)
+		enum step_result r = step(f, caller, stack, find, ctx, stats);
+		if (r == STEP_OK) {
+			t = f;
+			f = caller;
+			caller = t;
+		}
+		if (r == STEP_OK && f->r[UREG_RIP] == 0)
 			r = STEP_COMPLETE; /* a zero return address ends the chain */
 		if (r != STEP_OK) {
 			end = r == STEP_COMPLETE      ? UNWIND_END_COMPLETE
@@ -316,7 +327,7 @@ enum unwind_end sonde__unwind_dwarf(const struct unwind_regs *regs, const struct
 			end = UNWIND_END_MAX_FRAMES;
 			break;
 		}
-		frames[k++] = f.r[UREG_RIP] - (f.exact ? 0 : 1);
+		frames[k++] = f->r[UREG_RIP] - (f->exact ? 0 : 1);
 	}
 out:
 	*n = k;

@@ -382,7 +382,8 @@ static bool same_rules_row(const struct cfi_row *a, const struct cfi_row *b)
 
 /* A lazy table (each FDE run at its first lookup) finds the rules the eager table finds
  * at every row's pc and its neighbours, and beyond both ends; a second lookup of a pc finds
- * the very row the first did (the FDE is run once). */
+ * the very row the first did (the FDE is run once), and so does every pc looked up again
+ * after all the others (through the memo of found rows and past it). */
 TEST(cfi_lazy_table_finds_what_the_eager_one_finds)
 {
 	char libc[512], self[512];
@@ -429,9 +430,25 @@ TEST(cfi_lazy_table_finds_what_the_eager_one_finds)
 					none++;
 			}
 		}
+		/* again forwards: the lookups' memo of found rows, now full of pcs that share its
+		 * slots (a thousand of them for tens of thousands of pcs), finds what the rows say */
+		size_t again = 0;
+		for (size_t r = 0; r < rows; r++) {
+			uint64_t pc = base + sonde__cfi_table_row(t, r)->pc;
+			for (int d = -1; d <= 1; d++) {
+				uint64_t v = pc + (uint64_t)(int64_t)d;
+				const struct cfi_row *want = sonde__cfi_table_lookup(t, v);
+				const struct cfi_row *got = sonde__cfi_table_lookup(lz, v);
+				if (!want != !got || (want && !same_rules_row(want, got)))
+					FAIL("%s: lazy lookup of %#lx, again, gives %p, the eager table %p",
+					     paths[i], (unsigned long)v, (void *)got, (void *)want);
+				again += got != NULL;
+			}
+		}
 		printf("%s: %zu rows; %zu lookups found the same rules, %zu found none in both\n",
 		       paths[i], rows, found, none);
 		ASSERT_UINT(found, >, rows);
+		ASSERT_UINT(again, ==, found);
 		sonde__cfi_table_free(lz);
 		sonde__cfi_table_free(t);
 		free(im.buf);
