@@ -603,19 +603,33 @@ TEST_TIMEOUT(offcpu_bpf_reused_tid_keeps_each_life_s_short_waits, 120)
 	ASSERT_UINT(waits[1], >=, NB);
 }
 
-/* The time process pid slept (S) in the spool being written at path so far, in seconds. */
-static double slept_s(const char *path, pid_t pid)
+/* The sleeps (S) in the spool being written at path so far of process pid (tid 0) or
+ * thread tid: how many, and *ns their time. */
+static uint64_t sleeps_in(const char *path, pid_t pid, pid_t tid, uint64_t *ns)
 {
 	struct sonde_spool *s = sonde_spool__open(path, NULL);
 	struct sonde_spool_offcpu iv;
 	struct sonde_spool_thread th;
-	uint64_t ns = 0;
+	uint64_t n = 0;
 
+	*ns = 0;
 	for (uint64_t i = 0; s && sonde_spool__get_offcpu(s, i, &iv) == 0; i++)
-		if (sonde_spool__get_thread(s, iv.thread, &th) == 0 && th.pid == (uint32_t)pid &&
-		    iv.state == SONDE_OFFCPU_SLEEPING)
-			ns += iv.switch_in_ns - iv.switch_out_ns;
+		if (sonde_spool__get_thread(s, iv.thread, &th) == 0 &&
+		    (tid ? th.tid == (uint32_t)tid : th.pid == (uint32_t)pid) &&
+		    iv.state == SONDE_OFFCPU_SLEEPING) {
+			n++;
+			*ns += iv.switch_in_ns - iv.switch_out_ns;
+		}
 	sonde_spool__close(s);
+	return n;
+}
+
+/* The time process pid slept (S) in the spool being written at path so far, in seconds. */
+static double slept_s(const char *path, pid_t pid)
+{
+	uint64_t ns;
+
+	sleeps_in(path, pid, 0, &ns);
 	return ns / 1e9;
 }
 
@@ -835,21 +849,6 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 	test_wait(pid, 10);
 }
 
-/* The sleeps (S) of thread tid in the spool being written at path so far. */
-static uint64_t sleeps_of(const char *path, pid_t tid)
-{
-	struct sonde_spool *s = sonde_spool__open(path, NULL);
-	struct sonde_spool_offcpu iv;
-	struct sonde_spool_thread th;
-	uint64_t n = 0;
-
-	for (uint64_t i = 0; s && sonde_spool__get_offcpu(s, i, &iv) == 0; i++)
-		n += sonde_spool__get_thread(s, iv.thread, &th) == 0 && th.tid == (uint32_t)tid &&
-		     iv.state == SONDE_OFFCPU_SLEEPING;
-	sonde_spool__close(s);
-	return n;
-}
-
 /* The off-CPU intervals of a `-t TID --off-cpu` recording, per backend: how many are of
  * tid, how many of other threads, and whether one is stacked through main and nap. */
 static void single_thread(const char *backend, pid_t tid, size_t *own, size_t *others, bool *nap)
@@ -871,7 +870,7 @@ static void single_thread(const char *backend, pid_t tid, size_t *own, size_t *o
 	 * (a CI run had 13 of the thread and none through nap), nor -d 1, which a loaded
 	 * recorder may spend loading its programs */
 	for (double end = test_now() + 60;; usleep(20000)) {
-		uint64_t got = sleeps_of(spool, tid);
+		uint64_t ns, got = sleeps_in(spool, 0, tid, &ns);
 		if (got >= 8)
 			break;
 		if (test_now() > end)
