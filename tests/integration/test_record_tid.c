@@ -23,6 +23,12 @@ struct two {
 	int tid[2];
 };
 
+/* The file whose creation starts two_threads' late thread. */
+static const char *late_gate(void)
+{
+	return test_path("tids.late");
+}
+
 /* two_threads running for `seconds`, once it has written its threads' ids. */
 static void two_start_args(struct two *t, const char *seconds, const char *late)
 {
@@ -31,6 +37,7 @@ static void two_start_args(struct two *t, const char *seconds, const char *late)
 
 	snprintf(path, sizeof(path), "%s", file);
 	unlink(path);
+	unlink(late_gate());
 	const char *argv[] = {test_prog("two_threads"), seconds, path, late, NULL};
 	t->pid = test_spawn(argv);
 	double end = test_now() + 20;
@@ -106,13 +113,14 @@ static void fold(const char *spool, const char *const *allowed, bool by_prefix, 
 }
 
 /* `sonde record FLAGS -o SPOOL` (its stderr in o->err, its status in o->status), interrupted
- * once it has published its spool (its events are open) and pid has then run `cpu` s of
- * its CPU time, after it has `threads` threads (0: whatever it has), and pid2 (unless 0)
+ * once it has published its spool (its events are open), and then (late, unless NULL,
+ * created: two_threads starts its late thread) pid has `threads` threads (0: whatever it
+ * has) and has run `cpu` s more of its CPU time, and pid2 (unless 0)
  * 0.3 s of its own: not after a -d, of which a loaded machine may give the targets little
  * (the thread counts checked are samples of their CPU time) and a loaded recorder may
  * spend some starting. */
 static void record_while(struct test_output *o, const char *flags, const char *spool, pid_t pid,
-			 int threads, double cpu, pid_t pid2)
+			 const char *late, int threads, double cpu, pid_t pid2)
 {
 	char cmd[8400], errf[600];
 
@@ -124,6 +132,8 @@ static void record_while(struct test_output *o, const char *flags, const char *s
 	for (double end = test_now() + 60; access(spool, F_OK) != 0; usleep(10 * 1000))
 		if (test_now() > end)
 			FAIL("sonde record did not start recording into %s in 60 s", spool);
+	if (late)
+		test_write_file(late, "", 0);
 	if (threads)
 		test_await_threads(pid, threads);
 	test_await_cpu(pid, cpu);
@@ -146,7 +156,7 @@ TEST_TIMEOUT(record_tid_records_that_thread_only, 120)
 	test_require_perf();
 	two_start(&t, "60");
 	snprintf(flags, sizeof(flags), "-q -t %d", t.tid[0]);
-	record_while(&o, flags, spool, t.pid, 0, 1.0, 0);
+	record_while(&o, flags, spool, t.pid, NULL, 0, 1.0, 0);
 	two_stop(&t);
 	if (o.status != 0)
 		FAIL("sonde record -t exited %d:\n%s", o.status, o.err);
@@ -173,8 +183,9 @@ static void late_thread(bool inherit, struct folded *f, struct two *t)
 
 	two_start_args(t, "60", "late");
 	snprintf(flags, sizeof(flags), "-q -t %d %s", t->tid[0], inherit ? "" : "--no-inherit");
-	/* its three busy threads, the late one started: 0.5 s of the CPU time of each */
-	record_while(&o, flags, spool, t->pid, 3, 1.5, 0);
+	/* the late one started once the recording has: 0.5 s of the CPU time of each of the
+	 * three busy threads */
+	record_while(&o, flags, spool, t->pid, late_gate(), 3, 1.5, 0);
 	two_stop(t);
 	if (o.status != 0)
 		FAIL("sonde record -t exited %d:\n%s", o.status, o.err);
@@ -218,7 +229,7 @@ TEST_TIMEOUT(record_tid_and_pid_together, 120)
 	const char *argv[] = {test_prog("split"), "60", NULL};
 	pid_t split = test_spawn(argv);
 	snprintf(flags, sizeof(flags), "-q -t %d -p %d", t.tid[1], (int)split);
-	record_while(&o, flags, spool, t.pid, 0, 1.0, split);
+	record_while(&o, flags, spool, t.pid, NULL, 0, 1.0, split);
 	two_stop(&t);
 	kill(split, SIGKILL);
 	test_wait(split, 10);
@@ -296,7 +307,7 @@ TEST_TIMEOUT(record_all_cpus_tid_filter, 120)
 	require_system_wide();
 	two_start(&t, "60");
 	snprintf(flags, sizeof(flags), "-q -a --no-kernel -t %d", t.tid[0]);
-	record_while(&o, flags, spool, t.pid, 0, 1.0, 0);
+	record_while(&o, flags, spool, t.pid, NULL, 0, 1.0, 0);
 	two_stop(&t);
 	if (o.status != 0)
 		FAIL("sonde record -a -t exited %d:\n%s", o.status, o.err);
@@ -358,9 +369,9 @@ static void late_thread_switched(bool inherit, struct folded *f, struct two *t)
 
 	two_start_args(t, "60", "late");
 	snprintf(flags, sizeof(flags), "-t %d %s", t->tid[0], inherit ? "" : "--no-inherit");
-	/* its three busy threads, the late one started: 0.7 s of the CPU time of each, time
-	 * for hot_a's copy to shrink after its first samples */
-	record_while(&o, flags, spool, t->pid, 3, 2.0, 0);
+	/* the late one started once the recording has: 0.7 s of the CPU time of each of the
+	 * three busy threads, time for hot_a's copy to shrink after its first samples */
+	record_while(&o, flags, spool, t->pid, late_gate(), 3, 2.0, 0);
 	two_stop(t);
 	if (o.status != 0)
 		FAIL("sonde record -t exited %d:\n%s", o.status, o.err);

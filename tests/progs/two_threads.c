@@ -1,8 +1,9 @@
 /* Two busy threads with hot functions of their own, named hot_a and hot_b (their comm),
  * for recordings of one thread (-t) and of a command name (--comm). Writes "TID_A TID_B\n"
  * to FILE once both run (renamed into place: a reader never sees half of it), then runs
- * for SECONDS. With "late", hot_a starts a third busy thread, hot_c in hot_c_work, a second
- * after the file was written: a thread created after a recording of hot_a began.
+ * for SECONDS. With "late", hot_a starts a third busy thread, hot_c in hot_c_work, once a
+ * file FILE.late exists (looked for every 10 ms): a thread created after a recording of
+ * hot_a began, when the test has seen the recording start.
  *
  * usage: two_threads SECONDS FILE [late]
  */
@@ -20,7 +21,7 @@
 static volatile uint64_t sink;
 static volatile pid_t tids[2];
 static double until;
-static volatile double late_at;
+static char late_path[4096]; /* "": no late thread */
 
 static double now(void)
 {
@@ -69,13 +70,17 @@ __attribute__((noinline)) void *thread_a(void *arg)
 {
 	pthread_t c;
 	bool started = false;
+	double look = 0;
 
 	prctl(PR_SET_NAME, "hot_a");
 	tids[0] = (pid_t)syscall(SYS_gettid);
 	while (now() < until) {
 		hot_a_work();
-		if (late_at && !started && now() >= late_at)
-			started = pthread_create(&c, NULL, thread_c, NULL) == 0;
+		if (late_path[0] && !started && now() >= look) {
+			look = now() + 0.01;
+			if (access(late_path, F_OK) == 0)
+				started = pthread_create(&c, NULL, thread_c, NULL) == 0;
+		}
 	}
 	if (started)
 		pthread_join(c, NULL);
@@ -99,6 +104,8 @@ int main(int argc, char **argv)
 	if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "late")))
 		return 2;
 	until = now() + atof(argv[1]);
+	if (argc == 4)
+		snprintf(late_path, sizeof(late_path), "%s.late", argv[2]);
 	if (pthread_create(&a, NULL, thread_a, NULL) || pthread_create(&b, NULL, thread_b, NULL))
 		return 1;
 	while (!tids[0] || !tids[1])
@@ -108,8 +115,6 @@ int main(int argc, char **argv)
 	if (!f || fprintf(f, "%d %d\n", (int)tids[0], (int)tids[1]) < 0 || fclose(f) ||
 	    rename(tmp, argv[2]))
 		return 1;
-	if (argc == 4)
-		late_at = now() + 1;
 	pthread_join(a, NULL);
 	pthread_join(b, NULL);
 	return 0;
