@@ -719,12 +719,19 @@ static int write_short(struct sonde_recorder *r, struct rec_thread *t)
 	return 0;
 }
 
-int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t, uint64_t end)
+int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t, uint64_t end,
+			     uint64_t exit_ns)
 {
 	if (!t->off)
 		return 0;
 	int err = 0;
-	if (t->off->pending && t->off->lost && t->pid && end > t->off->out_ns)
+	if (t->off->pending && !t->off->lost && t->pid && exit_ns > t->off->out_ns) {
+		/* it came back unseen (a switch-in the kernel did not trace) and ran to its
+		 * exit: the wait ended before, when is not known */
+		t->off->lost = true;
+		r->sum.offcpu_unseen_switch_ins++;
+		err = close_interval(r, t, exit_ns, false);
+	} else if (t->off->pending && t->off->lost && t->pid && end > t->off->out_ns)
 		err = close_interval(r, t, end, false); /* unknown up to its exit */
 	else if (t->off->pending)
 		r->sum.offcpu_dropped++; /* its last switch-out: it exited */

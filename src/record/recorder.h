@@ -307,8 +307,12 @@ int sonde__rec_offcpu_keep(const struct sonde_recorder *r, const struct perf_rec
 /* A loss: every interval waiting for its end may have lost it. */
 void sonde__rec_offcpu_loss(struct sonde_recorder *r);
 /* Thread t is going away, its life ending at `end`: an interval a loss left open is
- * unknown up to there, its short counts are written, its state freed. */
-int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t, uint64_t end);
+ * unknown up to there, its short counts are written, its state freed. exit_ns (0: none)
+ * is the time of its exit record, which the kernel writes before the thread's last
+ * switch-out: a wait still open then ended, its switch-in unseen, and is unknown up to
+ * there. */
+int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t, uint64_t end,
+			     uint64_t exit_ns);
 /* Frees a thread's off-CPU state (NULL is fine), writing nothing. */
 void sonde__rec_offcpu_free(struct rec_offcpu *o);
 /* Frees the recorder's off-CPU state that is not per thread. */

@@ -24,7 +24,7 @@
  * it is defined in the spool), and what it left is kept for the records of it that come
  * after its exit record (sonde__rec_thread_id writes them under the same spool thread). */
 static int thread_exit(struct sonde_recorder *r, pid_t tid, pid_t pid, uint64_t exit_ns,
-		       uint64_t end)
+		       uint64_t end, bool exit_record)
 {
 	struct rec_thread *t = sonde__tasks_thread(&r->tasks, tid, false);
 	int err;
@@ -32,7 +32,7 @@ static int thread_exit(struct sonde_recorder *r, pid_t tid, pid_t pid, uint64_t 
 	if (!t)
 		return 0;
 	/* not through sonde__rec_time: an EXIT's time need not follow the records' */
-	err = sonde__rec_offcpu_forget(r, t, end);
+	err = sonde__rec_offcpu_forget(r, t, end, exit_record ? exit_ns : 0);
 	if (!err && t->defined && t->pid == pid)
 		err = sonde_spool_writer__add_exit(r->spool, exit_ns, t->spool_id);
 	if (t->pid != pid)
@@ -51,10 +51,10 @@ int sonde__rec_thread_dead(struct sonde_recorder *r, pid_t tid, pid_t pid, uint6
 		sonde__rec_close_thread_events(r, tid);
 		if (g) {
 			/* its records after its exit record: it has its EXIT */
-			err = sonde__rec_offcpu_forget(r, t, time);
+			err = sonde__rec_offcpu_forget(r, t, time, 0);
 			sonde__tasks_thread_remove(&r->tasks, tid, g->exit_ns);
 		} else {
-			err = thread_exit(r, tid, pid, time, time); /* that record lost */
+			err = thread_exit(r, tid, pid, time, time, false); /* that record lost */
 		}
 	}
 	if ((g = sonde__tasks_gone(&r->tasks, NULL, tid, pid)))
@@ -81,7 +81,7 @@ int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *
 			continue;
 		uint64_t end = t->seen_ns;
 		sonde__rec_close_thread_events(r, tids[i].tid);
-		err = thread_exit(r, tids[i].tid, pid, end, end);
+		err = thread_exit(r, tids[i].tid, pid, end, end, false);
 		/* Gone by the sweep (which drained every ring first): a record of the tid
 		 * from now on is another task's, the pid given again with its fork lost (the
 		 * threads the sweep reads from /proc for it hold no spool thread). */
@@ -647,7 +647,7 @@ static int on_exit_rec(struct sonde_recorder *r, const struct perf_rec *rec)
 	 * for the records of it that follow (written under the same spool thread) */
 	uint64_t exit_ns = sonde__rec_time(r, rec->time);
 	sonde__rec_close_thread_events(r, (pid_t)e->tid);
-	int err = thread_exit(r, (pid_t)e->tid, (pid_t)e->pid, exit_ns, r->last_time);
+	int err = thread_exit(r, (pid_t)e->tid, (pid_t)e->pid, exit_ns, r->last_time, true);
 	if (err)
 		return err;
 	/* A process ends with its last thread, which need not be its main one: a main thread
