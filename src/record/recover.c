@@ -381,12 +381,28 @@ static void keep(int *first, int err)
 		*first = err;
 }
 
+/* A process the sweep found (its fork lost) has its main thread named now, before its
+ * maps are read, not when its first sample is processed: by then it may have exec'd, and a
+ * shell's child adopted before its exec, its samples stacked with the shell's modules read
+ * here, was named after the program it went on to run. An exec between the two reads
+ * comes as a COMM record, which renames it and retires the maps read here. */
+static int name_with_its_maps(struct sonde_recorder *r, const struct rec_process *p)
+{
+	struct rec_thread *t = sonde__tasks_thread(&r->tasks, p->pid, true);
+
+	if (!t)
+		return -ENOMEM;
+	sonde__tasks_name(&r->tasks, t, p->pid); /* unless it has one */
+	return 0;
+}
+
 /* Steps of the sweep for the live process at index i. */
 static int reconcile_process(struct sonde_recorder *r, size_t i, uint64_t time)
 {
 	int first = 0;
 
 	keep(&first, reconcile_exe(r, sonde__tasks_proc_at(&r->tasks, i), time));
+	keep(&first, name_with_its_maps(r, sonde__tasks_proc_at(&r->tasks, i)));
 	keep(&first, reconcile_maps(r, i, time));
 	/* A process attached by thread: only the children of its recorded threads have
 	 * events, and /proc does not say which thread forked a child. */
