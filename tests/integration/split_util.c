@@ -136,3 +136,56 @@ void split_settle(const struct split_judge *j,
 			ASSERT_DOUBLE_NEAR(split_pct(&acc[i], k, j->of_compute), split_want[k],
 					   j->tolerance);
 }
+
+/* Functions of a program's C runtime objects that carry no CFI. */
+static bool without_cfi(const char *fn, size_t len)
+{
+	static const char *const names[] = {"_init",	    "_fini",
+					    "frame_dummy", "__do_global_dtors_aux",
+					    "register_tm_clones", "deregister_tm_clones"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == len && strncmp(fn, names[i], len) == 0)
+			return true;
+	return false;
+}
+
+void split_assert_cfi_only(const char *record_err, const char *folded)
+{
+	unsigned long long cfi = 0, fp = 0, no_row = 0, crt = 0;
+	const char *p = strstr(record_err, " frames by DWARF CFI, ");
+
+	ASSERT(p != NULL);
+	while (p > record_err && p[-1] != ' ')
+		p--;
+	ASSERT(sscanf(p, "%llu frames by DWARF CFI, %llu by frame pointers", &cfi, &fp) == 2);
+	ASSERT_UINT(cfi, >, 0);
+	if (!fp)
+		return;
+	/* the fallbacks, when there were any: "CFI fallbacks: no-row N" and nothing else */
+	const char *fb = strstr(p, "CFI fallbacks: ");
+	ASSERT(fb != NULL);
+	ASSERT(sscanf(fb, "CFI fallbacks: no-row %llu", &no_row) == 1);
+	const char *eol = strchr(fb, '\n');
+	ASSERT_UINT(no_row, >=, fp); /* a fallback whose frame-pointer step failed ended its stack */
+	ASSERT(!memchr(fb, ',', eol ? (size_t)(eol - fb) : strlen(fb)));
+	for (const char *l = folded; *l;) {
+		const char *end = strchr(l, '\n'), *sp;
+		if (!end)
+			end = l + strlen(l);
+		for (sp = end; sp > l && sp[-1] != ' '; sp--)
+			;
+		unsigned long long n = strtoull(sp, NULL, 10);
+		for (const char *f = l; f < sp;) {
+			const char *semi = memchr(f, ';', (size_t)(sp - 1 - f));
+			const char *fe = semi ? semi : sp - 1;
+			crt += without_cfi(f, (size_t)(fe - f)) ? n : 0;
+			f = fe + 1;
+		}
+		l = *end ? end + 1 : end;
+	}
+	if (fp > crt)
+		FAIL("%llu frames unwound by frame pointers, %llu frames of code without CFI in the "
+		     "stacks: CFI missed a row it has",
+		     fp, crt);
+}

@@ -38,6 +38,16 @@ double split_pct(const struct split_counts *c, int k, bool of_compute);
 /* "N samples: hot H%, warm W%, cool C%" (a static buffer). */
 const char *split_str(const struct split_counts *c, bool of_compute);
 
+/* split-nofp unwinds by CFI alone but where its binary has none: the C runtime's start-up
+ * and exit code linked into it (crti's _init and _fini, crtstuff's frame_dummy,
+ * __do_global_dtors_aux and the tm_clones helpers) has no FDE, and a sample taken under it
+ * (libc's exit handlers called from __do_global_dtors_aux, in the kernel) is walked past it
+ * by frame pointers. Asserts, from `sonde record`'s summary (record_err) and the folded
+ * stacks of its recording, that every frame-pointer step is one of those: no more of them
+ * than frames of those functions in the stacks, each one a CFI fallback for a missing
+ * row. */
+void split_assert_cfi_only(const char *record_err, const char *folded);
+
 struct split_judge {
 	double tolerance;     /* points each share may be off 60/30/10 */
 	bool of_compute;      /* shares among the compute_* samples, not among all samples */

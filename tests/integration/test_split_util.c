@@ -83,3 +83,44 @@ TEST(split_util_too_few_samples_lengthen_the_recordings)
 	ASSERT_INT(f.last_seconds, ==, 30);
 	ASSERT_UINT(acc.all, ==, 1200);
 }
+
+/* Exit status of split_assert_cfi_only in a child (0: it held). */
+static int cfi_only_status(const char *summary, const char *folded)
+{
+	int status;
+	pid_t child = fork();
+
+	ASSERT(child >= 0);
+	if (child == 0) {
+		split_assert_cfi_only(summary, folded);
+		_exit(0);
+	}
+	ASSERT_INT(waitpid(child, &status, 0), ==, child);
+	ASSERT(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* A frame-pointer step is allowed where the C runtime's code has no CFI, and nowhere else:
+ * the summary and folded stacks of a recording whose exit handlers ran under
+ * __do_global_dtors_aux, and the same stacks without that frame. */
+TEST(split_util_frame_pointer_steps_only_under_code_without_cfi)
+{
+	const char *none = "  unwind: 8 frames by DWARF CFI, 0 by frame pointers\n",
+		   *one = "  unwind: 8 frames by DWARF CFI, 1 by frame pointers; CFI fallbacks: "
+			  "no-row 1\n",
+		   *other = "  unwind: 8 frames by DWARF CFI, 1 by frame pointers; CFI fallbacks: "
+			    "no-row 1, sp-backwards 1\n",
+		   *exit_stack = "_start;main;run;path_hot;compute_hot 5\n"
+				 "_start;__libc_start_main_impl;__GI_exit;_dl_fini;"
+				 "__do_global_dtors_aux;__cxa_finalize;[kernel] 1\n",
+		   *plain = "_start;main;run;path_hot;compute_hot 5\n"
+			    "_start;__libc_start_main_impl;__GI_exit;_dl_fini;"
+			    "__do_global_dtors_auxiliary;__cxa_finalize;[kernel] 1\n";
+
+	ASSERT_INT(cfi_only_status(none, plain), ==, 0);
+	ASSERT_INT(cfi_only_status(one, exit_stack), ==, 0);
+	ASSERT_INT(cfi_only_status(one, plain), !=, 0);
+	ASSERT_INT(cfi_only_status(other, exit_stack), !=, 0);
+	ASSERT_INT(cfi_only_status("  unwind: 0 frames by DWARF CFI, 0 by frame pointers\n",
+				   plain), !=, 0);
+}
