@@ -254,18 +254,33 @@ TEST_TIMEOUT(offcpu_bpf_kernel_stacks_of_ended_and_open_waits, 120)
 	ASSERT_UINT(through, >=, 250);
 	ASSERT_UINT(untraced, <=, not_traced);
 
-	/* a process attached (it is not stopped at the end): its 30 s sleep starts 1 s in
-	 * and is still on when the recording ends, 3 s in; its wait is written open, with
-	 * the kernel stack the iterator read */
-	const char *argv[] = {"/bin/sh", "-c", "sleep 1; exec sleep 30", NULL};
-	pid_t pid = test_spawn(argv);
-	test_runf(&o, 60, "%s record --kernel --off-cpu --off-cpu-backend bpf -d 3 -o %s -p %d",
-		  test_bin("sonde"), spool, (int)pid);
+	/* a process attached (it is not stopped at the end): its 30 s sleep starts once the
+	 * recording has (the spool is published after the attach; a sleep begun before it
+	 * is a wait the programs never saw start, under three CI runs at once sonde's start
+	 * took longer than a fixed second) and is still on when the recording ends, 3 s
+	 * in; its wait is written open, with the kernel stack the iterator read */
+	const char *gate = test_path("kernel.gate"), *errf = test_path("kernel.err");
+	char script[1024], cmd[2048];
+	unlink(gate);
+	unlink(spool);
+	snprintf(script, sizeof(script),
+		 "while [ ! -e %s ]; do sleep 0.01; done; exec sleep 30", gate);
+	pid_t pid = test_spawn((const char *const[]){"/bin/sh", "-c", script, NULL});
+	snprintf(cmd, sizeof(cmd),
+		 "exec %s record --kernel --off-cpu --off-cpu-backend bpf -d 3 -o %s -p %d 2>%s",
+		 test_bin("sonde"), spool, (int)pid, errf);
+	pid_t rec = test_spawn((const char *const[]){"/bin/sh", "-c", cmd, NULL});
+	for (double end = test_now() + 60; access(spool, F_OK) != 0; usleep(10 * 1000))
+		if (test_now() > end)
+			FAIL("sonde record did not start recording into %s in 60 s", spool);
+	test_write_file(gate, "", 0);
+	int status = test_wait(rec, 60);
 	kill(pid, SIGKILL);
 	test_wait(pid, 10);
-	if (o.status != 0)
-		FAIL("record exited %d:\n%s", o.status, o.err);
-	test_output_free(&o);
+	if (status != 0) {
+		size_t len;
+		FAIL("record exited %d:\n%s", status, test_read_file(errf, &len));
+	}
 	wall_folded(spool, &o);
 	sleeping_time(o.out, ";hrtimer_nanosleep;", &all, &with);
 	test_output_free(&o);
