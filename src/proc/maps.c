@@ -121,9 +121,16 @@ int sonde__proc_maps_read(pid_t pid, proc_map_fn fn, void *ctx)
 {
 	char path[64];
 	struct buf b = BUF_INIT;
+	pid_t tid;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	int err = sonde__proc_read_file(path, &b);
+	/* Empty: a main thread that ended first has no memory left to show; a live thread of
+	 * the process shows its maps. */
+	if (!err && b.len == 0 && sonde__proc_live_task(pid, &tid) == 0 && tid != pid) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/maps", (int)pid, (int)tid);
+		err = sonde__proc_read_file(path, &b);
+	}
 	if (!err)
 		err = sonde__proc_maps_parse((const char *)b.data, b.len, fn, ctx);
 	sonde__buf_free(&b);

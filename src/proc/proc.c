@@ -162,6 +162,35 @@ int sonde__proc_list_tasks(pid_t pid, pid_t **tids, size_t *n)
 	return 0;
 }
 
+static bool task_ended(pid_t pid, pid_t tid)
+{
+	struct proc_stat st;
+
+	return sonde__proc_stat_read(pid, tid, &st) < 0 || st.state == 'Z' || st.state == 'X';
+}
+
+int sonde__proc_live_task(pid_t pid, pid_t *tid)
+{
+	pid_t *tids;
+	size_t n;
+
+	if (!task_ended(pid, pid)) {
+		*tid = pid;
+		return 0;
+	}
+	int err = sonde__proc_list_tasks(pid, &tids, &n);
+	if (err)
+		return err;
+	err = -ESRCH;
+	for (size_t i = 0; i < n && err; i++)
+		if (tids[i] != pid && !task_ended(pid, tids[i])) {
+			*tid = tids[i];
+			err = 0;
+		}
+	sonde__free(tids);
+	return err;
+}
+
 int sonde__proc_parse_pid_list(const char *buf, size_t len, pid_t *out, size_t max)
 {
 	const char *p = buf, *end = buf + len;

@@ -48,6 +48,11 @@ int sonde__proc_stat_parse(const char *buf, size_t len, struct proc_stat *st);
 int sonde__proc_stat_read(pid_t pid, pid_t tid, struct proc_stat *st);
 /* The thread ids of pid (malloc'd array, caller frees). 0 or -errno (-ESRCH: no process). */
 int sonde__proc_list_tasks(pid_t pid, pid_t **tids, size_t *n);
+/* A thread of pid that has not ended, into *tid: pid itself unless its main thread ended
+ * first (a zombie whose other threads run on), then another one. What /proc says of the
+ * process's memory (maps, exe) and what perf_event_open and ptrace accept go through a
+ * live thread: a zombie main thread has none of it. 0 or -ESRCH (none), -ENOMEM. */
+int sonde__proc_live_task(pid_t pid, pid_t *tid);
 /* /proc/PID/task/TID/comm without the newline; out has 16 bytes at least. 0 or -errno. */
 int sonde__proc_read_comm(pid_t pid, pid_t tid, char *out, size_t cap);
 /* Real and effective uid from the text of /proc/PID/status. 0 or -SONDE_E_FORMAT. */

@@ -513,7 +513,10 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		err = sonde__rec_offcpu_setup(r, &o);
 	if (err)
 		return err;
-	err = sonde__rec_choose_event(r, pid, want);
+	/* probed on a live thread: a main thread that ended first takes no event */
+	pid_t probe = pid;
+	sonde__proc_live_task(pid, &probe);
+	err = sonde__rec_choose_event(r, probe, want);
 	if (err) {
 		if (err == -ESRCH)
 			sonde_error("no such process: %d", (int)pid);

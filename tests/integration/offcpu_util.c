@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sonde/error.h>
@@ -105,6 +106,52 @@ bool offcpu_wall_within(const struct offcpu_wall *w, double tol)
 	return true;
 }
 
+/* `record -p` of offcpu_leader_exit once its main thread has ended ("late"): the napper
+ * naps its N times once the recording has started, and the recording ends with it. */
+static void record_after_leader_exit(const char *backend, const char *spool,
+				     const char *truth_path, const char *naps, const char *nap_ms)
+{
+	char gate[4200], stat[64], pid[16];
+	const char *prog[] = {test_prog("offcpu_leader_exit"), naps, nap_ms, truth_path, "late",
+			      NULL};
+
+	snprintf(gate, sizeof(gate), "%s.go", truth_path);
+	unlink(gate);
+	pid_t p = test_spawn(prog);
+	snprintf(pid, sizeof(pid), "%d", (int)p);
+	/* its main thread gone: /proc names the process a zombie, its napper running on */
+	snprintf(stat, sizeof(stat), "/proc/%d/stat", (int)p);
+	for (double end = test_now() + 60;; usleep(10000)) {
+		char *st = test_read_file(stat, NULL), *paren = st ? strrchr(st, ')') : NULL;
+		bool zombie = paren && paren[1] == ' ' && paren[2] == 'Z';
+		free(st);
+		if (zombie)
+			break;
+		if (test_now() > end)
+			FAIL("offcpu_leader_exit's main thread did not end in 60 s");
+	}
+	const char *err_path = test_path("leader.err");
+	const char *rec[] = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$ERR\"", test_bin("sonde"),
+			     "record", "--off-cpu", "--off-cpu-backend", backend, "-q", "-p", pid,
+			     "-o", spool, NULL};
+	setenv("ERR", err_path, 1);
+	pid_t r = test_spawn(rec);
+	/* attached once the spool is published: then the napper's naps may start */
+	for (double end = test_now() + 60; access(spool, F_OK) != 0; usleep(10000))
+		if (test_now() > end || waitpid(r, NULL, WNOHANG) == r) {
+			char *err = test_read_file(err_path, NULL);
+			FAIL("sonde record -p of a process whose main thread ended did not start:\n%s",
+			     err ? err : "");
+		}
+	test_write_file(gate, "", 0);
+	int status = test_wait(r, 60);
+	if (status != 0) {
+		char *err = test_read_file(err_path, NULL);
+		FAIL("record exited %d:\n%s", status, err ? err : "");
+	}
+	ASSERT_INT(test_wait(p, 30), ==, 0);
+}
+
 void offcpu_record_leader_exit(const char *backend, const char *how, const char *spool,
 			       const char *truth_path)
 {
@@ -115,6 +162,10 @@ void offcpu_record_leader_exit(const char *backend, const char *how, const char 
 	snprintf(nap_ms, sizeof(nap_ms), "%d", LEADER_EXIT_NAP_MS);
 	unlink(truth_path);
 	unlink(spool); /* the waits awaited below are this recording's */
+	if (!strcmp(how, "-p-late")) {
+		record_after_leader_exit(backend, spool, truth_path, naps, nap_ms);
+		return;
+	}
 	if (strcmp(how, "-p")) {
 		test_runf(&o, 60, "%s record %s --off-cpu --off-cpu-backend %s -q -o %s -- %s %s %s %s",
 			  test_bin("sonde"), how, backend, spool, test_prog("offcpu_leader_exit"),

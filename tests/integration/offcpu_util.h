@@ -48,7 +48,8 @@ enum { LEADER_EXIT_NAPS = 8, LEADER_EXIT_NAP_MS = 30 };
  * --off-cpu-backend backend` into spool: launched (how ""), with -a (how "-a", the
  * command launched), or attached (how "-p": the recorder attached to it while its main
  * thread is held, which the test lets go once the spool holds the napper's first waits;
- * the recording ends by itself, with the process). Fails unless the recorder exits 0. */
+ * the recording ends by itself, with the process), or attached once its main thread has
+ * ended (how "-p-late"). Fails unless the recorder exits 0. */
 void offcpu_record_leader_exit(const char *backend, const char *how, const char *spool,
 			       const char *truth_path);
 

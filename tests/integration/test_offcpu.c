@@ -921,7 +921,8 @@ TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
  * thread ends with pthread_exit() and its napper naps 8 times after it, then exits. Every
  * one of those waits is in the spool, stacked through nap, and the napper's exit after
  * them (offcpu_check_leader_exit), launched, with -a (whose accounting adds up) and with
- * -p, where the recording ends with the napper. The main thread's exit used to end the
+ * -p, where the recording ends with the napper, also when it attaches after the main thread
+ * ended. The main thread's exit used to end the
  * process: its modules retired (the napper's stacks unresolved), with -a its entry
  * dropped, and `record -p` ended there (/proc names the process a zombie while its other
  * threads run on), without the napper's waits and exit. */
@@ -933,6 +934,10 @@ TEST_TIMEOUT(offcpu_process_lives_until_its_last_thread, 120)
 	offcpu_record_leader_exit("perf", "", spool, truth);
 	offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
 	offcpu_record_leader_exit("perf", "-p", spool, truth);
+	offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
+	/* attached once the main thread has ended: the probe event, the maps and the exe go
+	 * through the napper (the zombie main thread has none; -p was refused) */
+	offcpu_record_leader_exit("perf", "-p-late", spool, truth);
 	offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
 }
 

@@ -332,13 +332,14 @@ TEST_TIMEOUT(offcpu_bpf_thread_exiting_while_blocked, 120)
 
 /* A process lives until its last thread ends, with the BPF backend too: offcpu_leader_exit's
  * napper naps 8 times after its main thread's exit (pthread_exit), launched, attached
- * (-p, the recording ending with the napper) and with -a; each wait is there, stacked
+ * (-p, the recording ending with the napper; also once the main thread has ended) and
+ * with -a; each wait is there, stacked
  * through nap, and the napper's exit after them (offcpu_check_leader_exit). The main
  * thread's exit used to retire the process's modules under the napper's waits. */
 TEST_TIMEOUT(offcpu_bpf_process_lives_until_its_last_thread, 120)
 {
 	const char *spool = test_path("leader.spool"), *truth = test_path("leader.truth");
-	const char *how[] = {"", "-p", "-a"};
+	const char *how[] = {"", "-p", "-p-late", "-a"};
 
 	offcpu_require_bpf();
 	for (size_t i = 0; i < sizeof(how) / sizeof(how[0]); i++) {

@@ -6,9 +6,12 @@
  * joins main, whose tid the kernel clears as it exits), naps N times NAP_MS in nap(),
  * writes "leader PID\nnapper TID\nnaps N\n" to TRUTH (renamed into place: a reader never
  * sees half of it) and returns: the process ends with it, its last thread. Those N naps
- * all come after the main thread's exit, the last ones long after it.
+ * all come after the main thread's exit, the last ones long after it. With "late", main
+ * ends at once and the napper naps on after it until the file TRUTH.go exists (a recorder
+ * attached to a process whose main thread is gone: the test creates it once attached),
+ * then naps its N times.
  *
- * usage: offcpu_leader_exit N NAP_MS TRUTH [held]
+ * usage: offcpu_leader_exit N NAP_MS TRUTH [held|late]
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@ static pthread_t leader;
 static int naps, nap_ms;
 static const char *truth;
 static volatile int go;
+static int late;
 
 __attribute__((noinline)) static void nap(void)
 {
@@ -44,6 +48,9 @@ static void *napper(void *arg)
 		fprintf(stderr, "offcpu_leader_exit: cannot join the main thread\n");
 		exit(1);
 	}
+	snprintf(tmp, sizeof(tmp), "%s.go", truth);
+	while (late && access(tmp, F_OK) != 0)
+		nap();
 	for (int i = 0; i < naps; i++)
 		nap();
 	snprintf(tmp, sizeof(tmp), "%s.tmp", truth);
@@ -65,15 +72,17 @@ int main(int argc, char **argv)
 {
 	pthread_t t;
 
-	if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "held"))) {
-		fprintf(stderr, "usage: offcpu_leader_exit N NAP_MS TRUTH [held]\n");
+	if (argc < 4 || argc > 5 ||
+	    (argc == 5 && strcmp(argv[4], "held") && strcmp(argv[4], "late"))) {
+		fprintf(stderr, "usage: offcpu_leader_exit N NAP_MS TRUTH [held|late]\n");
 		return 2;
 	}
 	naps = atoi(argv[1]);
 	nap_ms = atoi(argv[2]);
 	truth = argv[3];
 	leader = pthread_self();
-	go = argc == 4;
+	late = argc == 5 && !strcmp(argv[4], "late");
+	go = argc == 4 || late;
 	if (pthread_create(&t, NULL, napper, NULL) != 0)
 		return 1;
 	if (!go) {
