@@ -106,6 +106,29 @@ bool offcpu_wall_within(const struct offcpu_wall *w, double tol)
 	return true;
 }
 
+/* `sonde record --off-cpu --off-cpu-backend backend -q -p pid -o spool`, its standard
+ * error into leader.err: the recorder's pid. */
+static pid_t spawn_attached_recorder(const char *backend, const char *pid, const char *spool)
+{
+	const char *rec[] = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$ERR\"", test_bin("sonde"),
+			     "record", "--off-cpu", "--off-cpu-backend", backend, "-q", "-p", pid,
+			     "-o", spool, NULL};
+
+	setenv("ERR", test_path("leader.err"), 1);
+	return test_spawn(rec);
+}
+
+/* Fails unless spawn_attached_recorder's recorder r exits 0 (its error said). */
+static void recorder_ends_well(pid_t r)
+{
+	int status = test_wait(r, 60);
+
+	if (status != 0) {
+		char *err = test_read_file(test_path("leader.err"), NULL);
+		FAIL("record exited %d:\n%s", status, err ? err : "");
+	}
+}
+
 /* `record -p` of offcpu_leader_exit once its main thread has ended ("late"): the napper
  * naps its N times once the recording has started, and the recording ends with it. */
 static void record_after_leader_exit(const char *backend, const char *spool,
@@ -130,25 +153,16 @@ static void record_after_leader_exit(const char *backend, const char *spool,
 		if (test_now() > end)
 			FAIL("offcpu_leader_exit's main thread did not end in 60 s");
 	}
-	const char *err_path = test_path("leader.err");
-	const char *rec[] = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$ERR\"", test_bin("sonde"),
-			     "record", "--off-cpu", "--off-cpu-backend", backend, "-q", "-p", pid,
-			     "-o", spool, NULL};
-	setenv("ERR", err_path, 1);
-	pid_t r = test_spawn(rec);
+	pid_t r = spawn_attached_recorder(backend, pid, spool);
 	/* attached once the spool is published: then the napper's naps may start */
 	for (double end = test_now() + 60; access(spool, F_OK) != 0; usleep(10000))
 		if (test_now() > end || waitpid(r, NULL, WNOHANG) == r) {
-			char *err = test_read_file(err_path, NULL);
+			char *err = test_read_file(test_path("leader.err"), NULL);
 			FAIL("sonde record -p of a process whose main thread ended did not start:\n%s",
 			     err ? err : "");
 		}
 	test_write_file(gate, "", 0);
-	int status = test_wait(r, 60);
-	if (status != 0) {
-		char *err = test_read_file(err_path, NULL);
-		FAIL("record exited %d:\n%s", status, err ? err : "");
-	}
+	recorder_ends_well(r);
 	ASSERT_INT(test_wait(p, 30), ==, 0);
 }
 
@@ -180,12 +194,7 @@ void offcpu_record_leader_exit(const char *backend, const char *how, const char 
 			      NULL};
 	pid_t p = test_spawn_fed(&in, prog);
 	snprintf(pid, sizeof(pid), "%d", (int)p);
-	const char *err_path = test_path("leader.err");
-	const char *rec[] = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$ERR\"", test_bin("sonde"),
-			     "record", "--off-cpu", "--off-cpu-backend", backend, "-q", "-p", pid,
-			     "-o", spool, NULL};
-	setenv("ERR", err_path, 1);
-	pid_t r = test_spawn(rec);
+	pid_t r = spawn_attached_recorder(backend, pid, spool);
 	/* attached once the napper's waits are in the spool: then its main thread may go */
 	for (double end = test_now() + 60;; usleep(20000)) {
 		struct sonde_spool *s = sonde_spool__open(spool, NULL);
@@ -200,11 +209,7 @@ void offcpu_record_leader_exit(const char *backend, const char *how, const char 
 	ASSERT_INT(write(in, "go\n", 3), ==, 3);
 	close(in);
 	/* the recording ends with the process: with its last thread, not its main one */
-	int status = test_wait(r, 60);
-	if (status != 0) {
-		char *err = test_read_file(err_path, NULL);
-		FAIL("record exited %d:\n%s", status, err ? err : "");
-	}
+	recorder_ends_well(r);
 	ASSERT_INT(test_wait(p, 30), ==, 0);
 }
 
