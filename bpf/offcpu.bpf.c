@@ -120,6 +120,16 @@ struct {
 	__type(value, struct sonde_bpf_short);
 } shorts SEC(".maps");
 
+/* Long waits the waits ring had no room for, per thread (key: tid), until user space
+ * takes them out at its next drain. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct sonde_bpf_lost);
+} lost SEC(".maps");
+
 /* The kernel stacks of the long waits ended but not written yet (key: tid): read at the
  * switch-in, from the thread's kernel stack as it left it (it did not run since), so that
  * only the waits at or above min_ns pay for a stack walk. Allocated as they come. */
@@ -450,6 +460,26 @@ static __always_inline __u32 snapshot(struct task_struct *task, __u32 tid, __u32
 	return n >= 0 ? SONDE_BPF_SNAP | (__u32)n : 0;
 }
 
+/* The long wait w, which the ring had no room for, joins its thread's lost span. */
+static __always_inline void note_lost(const struct sonde_bpf_wait *w)
+{
+	__u32 tid = w->tid;
+	struct sonde_bpf_lost *l = bpf_map_lookup_elem(&lost, &tid);
+
+	if (l) {
+		/* the thread's own waits, written in its own context: one at a time */
+		if (w->out_ns < l->from_ns)
+			l->from_ns = w->out_ns;
+		if (w->in_ns > l->to_ns)
+			l->to_ns = w->in_ns;
+		l->n++;
+		return;
+	}
+	struct sonde_bpf_lost v = {.pid = w->pid, .n = 1, .from_ns = w->out_ns, .to_ns = w->in_ns};
+	if (bpf_map_update_elem(&lost, &tid, &v, BPF_NOEXIST))
+		count(SONDE_BPF_LOST_UNSPANNED, 1);
+}
+
 /* Writes the long wait s of thread tid to the ring buffer, with its user registers and
  * stack when `user` (task is current, back from its wait and not yet in user space). */
 static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct task_struct *task,
@@ -508,8 +538,12 @@ static __always_inline void emit(struct sonde_bpf_start *s, __u32 tid, struct ta
 	if (size > sizeof(*w))
 		return;
 	__u64 flags = ring_flags(&waits, wake_bytes);
-	if (bpf_ringbuf_output(&waits, w, size, flags)) {
+	/* once one of its waits is lost, a thread's next ones join the span until user space
+	 * takes it (a smaller record may fit where a larger did not): its waits written and
+	 * its unknown span never overlap */
+	if (bpf_map_lookup_elem(&lost, &tid) || bpf_ringbuf_output(&waits, w, size, flags)) {
 		count(SONDE_BPF_LOST, 1);
+		note_lost(w);
 	} else {
 		count(SONDE_BPF_LONG, 1);
 		note_held(&waits, SONDE_BPF_WAITS_HIGH);

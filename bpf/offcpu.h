@@ -78,6 +78,15 @@ struct sonde_bpf_snap {
 	__u8 stack[SONDE_BPF_STACK_MAX];
 };
 
+/* The long waits of a thread the waits ring had no room for: value of the lost map (key:
+ * tid), from the first one's switch-out to the last one's switch-in. The recorder takes
+ * each entry out at every drain and writes its span as the thread's unknown time (a lost
+ * record's time is unknown, never dropped). */
+struct sonde_bpf_lost {
+	__u32 pid, n; /* n: the waits lost in the span */
+	__u64 from_ns, to_ns;
+};
+
 /* Waits below the threshold, per thread: value of the shorts map (key: tid). */
 struct sonde_bpf_short {
 	__u32 pid, pad;
@@ -137,6 +146,9 @@ enum {
 	 * max over the CPUs, not a sum: how near a loss it came; at most the ring's size) */
 	SONDE_BPF_WAITS_HIGH,
 	SONDE_BPF_SWITCHES_HIGH,
+	/* long waits lost (SONDE_BPF_LOST) whose thread the lost map had no room for: their
+	 * time is not written as unknown */
+	SONDE_BPF_LOST_UNSPANNED,
 	SONDE_BPF_NSTATS,
 };
 

@@ -98,7 +98,13 @@ void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
 
 /* The stream event types of a wait and of an exiting thread's short totals: ones no perf
  * record has. */
-enum { REC_BPF_WAIT = 0x5e01, REC_BPF_SHORTS = 0x5e02 };
+enum { REC_BPF_WAIT = 0x5e01, REC_BPF_SHORTS = 0x5e02, REC_BPF_LOST = 0x5e03 };
+
+/* A thread's span of long waits the ring had no room for, as the stream carries it. */
+struct rec_bpf_lost {
+	uint32_t tid, pad;
+	struct sonde_bpf_lost v;
+};
 /* The rings, sized by the number of CPUs with -a (a power of two, at least and at most
  * these), at their least otherwise. The kernel maps every page of a ring into user space
  * when it is mapped, twice over (the data pages once more after the end, so that a record
@@ -486,14 +492,42 @@ static int keep_last_batches(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 	return first;
 }
 
+/* The lost map's spans into the stream, at their ends, each taken out of the map: before
+ * the ring is read, so that a span lost before this drain is in the stream with the
+ * records read in it (a span ends where its last wait did, as those records do). */
+static int take_lost(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
+{
+	struct bpf_map *m = b->skel->maps.lost;
+	uint32_t keys[256], key, n = 0;
+	int err = 0;
+
+	/* keys first: deleting while walking would restart the walk */
+	for (void *prev = NULL; n < 256 && !bpf_map__get_next_key(m, prev, &key, sizeof(key));
+	     prev = &keys[n - 1])
+		keys[n++] = key;
+	for (uint32_t i = 0; i < n && !err; i++) {
+		struct rec_bpf_lost l = {.tid = keys[i]};
+		if (bpf_map__lookup_and_delete_elem(m, &l.tid, sizeof(l.tid), &l.v, sizeof(l.v),
+						    0))
+			continue;
+		if (b->src < 0)
+			b->src = sonde__perf_stream_add_source(r->stream);
+		err = b->src < 0 ? b->src
+				 : sonde__perf_stream_push(r->stream, b->src, REC_BPF_LOST,
+							   l.v.to_ns, &l, sizeof(l));
+	}
+	return err;
+}
+
 int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
 {
 	struct rec_offcpu_bpf *b = r->offcpu.bpf;
 
 	if (!b || !b->rb)
 		return 0;
+	int lerr = take_lost(r, b);
 	int n = ring_buffer__consume(b->rb);
-	int err = b->rb_err;
+	int err = lerr ? lerr : b->rb_err;
 	b->rb_err = 0;
 	return err ? err : n < 0 ? n : 0;
 }
@@ -612,12 +646,52 @@ static int write_short(struct sonde_recorder *r, uint64_t time, uint32_t tid,
 	return err ? sonde__rec_error(r, err) : 0;
 }
 
+/* The span of long waits of one thread that the ring had no room for: written as its
+ * unknown time, with no stack (docs/record.md, "Accounting"). 0 or the recorder's error. */
+static int write_lost(struct sonde_recorder *r, const struct rec_bpf_lost *l)
+{
+	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
+			       .time = l->v.from_ns,
+			       .pid = l->v.pid,
+			       .tid = l->tid,
+			       .has_id = true};
+	uint32_t id;
+
+	if (l->v.to_ns < l->v.from_ns || !sonde__rec_sample_process(r, &rec)) {
+		r->sum.offcpu_dropped += l->v.n;
+		return 0;
+	}
+	int err = sonde__rec_thread_id(r, l->v.from_ns, (pid_t)l->v.pid, (pid_t)l->tid, &id);
+	if (!err && r->offcpu.bpf->switches)
+		err = sonde__rec_offcpu_switches_begin(r);
+	if (err)
+		return err;
+	struct sonde_spool_offcpu iv = {.switch_out_ns = l->v.from_ns,
+					.switch_in_ns = l->v.to_ns,
+					.thread = id,
+					.state = SONDE_OFFCPU_OTHER};
+	r->sum.offcpu_unknown++;
+	r->sum.offcpu_unknown_ns += l->v.to_ns - l->v.from_ns;
+	return sonde__rec_offcpu_put(r, &iv, 0, true, (pid_t)l->tid);
+}
+
 int sonde__rec_offcpu_bpf_record(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	size_t head = offsetof(struct sonde_bpf_wait, stack);
 
-	if (!r->offcpu.bpf || (rec->type != REC_BPF_WAIT && rec->type != REC_BPF_SHORTS))
+	if (!r->offcpu.bpf ||
+	    (rec->type != REC_BPF_WAIT && rec->type != REC_BPF_SHORTS && rec->type != REC_BPF_LOST))
 		return 0;
+	if (rec->type == REC_BPF_LOST) {
+		struct rec_bpf_lost l;
+		if (rec->sample.raw_size < sizeof(l)) {
+			r->sum.bad_records++;
+		} else {
+			memcpy(&l, rec->sample.raw, sizeof(l));
+			sonde__rec_error(r, write_lost(r, &l));
+		}
+		return 1;
+	}
 	/* the stream's copy is 8-aligned, as the records' 64-bit fields need */
 	if (rec->type == REC_BPF_SHORTS) {
 		const struct sonde_bpf_exit_shorts *e = (const void *)rec->sample.raw;
@@ -777,9 +851,10 @@ static void read_stats(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 	r->sum.offcpu_ring_switches_high = sum[SONDE_BPF_SWITCHES_HIGH];
 	r->sum.offcpu_switches += sum[SONDE_BPF_SWITCHES];
 	r->sum.offcpu_wakeups += sum[SONDE_BPF_WAKEUPS];
-	/* lost to full maps or a full ring buffer: as the perf backend's losses */
-	r->sum.offcpu_dropped +=
-		sum[SONDE_BPF_LOST] + sum[SONDE_BPF_SHORT_FULL] + sum[SONDE_BPF_START_FULL];
+	/* lost to full maps, or to a full ring buffer with no room in the lost map to keep
+	 * their span (the others are written as unknown time): as the perf backend's losses */
+	r->sum.offcpu_dropped += sum[SONDE_BPF_LOST_UNSPANNED] + sum[SONDE_BPF_SHORT_FULL] +
+				 sum[SONDE_BPF_START_FULL];
 	if (sum[SONDE_BPF_LOST])
 		r->sum.lost_events += sum[SONDE_BPF_LOST];
 	/* switches the ring had no room for: a gap in their CPU's sequence */

@@ -1076,3 +1076,81 @@ TEST_TIMEOUT(offcpu_bpf_preempted_by_kernel_threads_stacked_to_main, 120)
 		     "main;kworker_spin_work; its other lines:%s",
 		     waited / 1e3 - spun, others);
 }
+
+struct span {
+	uint64_t from, to;
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	return x->from < y->from ? -1 : x->from > y->from;
+}
+
+/* A waits ring that fills: the recorder is not polled while sleep_loop naps 6000 times,
+ * each nap's record a KiB or more in a 4 MiB ring. The waits it had no room for are lost
+ * records, counted, and their time stays the thread's, as unknown: the thread's waits and
+ * unknown spans cover its time in the recording but its few microseconds a nap on the CPU,
+ * and never overlap. Before, a lost wait's time was gone (a nap missing from
+ * offcpu_bpf_process_lives_until_its_last_thread with -a under three CI runs at once). */
+TEST_TIMEOUT(offcpu_bpf_lost_waits_are_unknown_time, 120)
+{
+	const char *spool = test_path("lostwaits.spool");
+	const char *argv[] = {test_prog("sleep_loop"), "6000", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = 99,
+					 .off_cpu = true,
+					 .off_cpu_min_ns = 1,
+					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+
+	offcpu_require_bpf();
+	pid_t pid = test_spawn(argv);
+	struct sonde_recorder *r = sonde_recorder__attach(pid, spool, SONDE_ATTACH_STOP, &opts);
+	if (!r)
+		FAIL("attach: %s", strerror(errno));
+	/* not polled: the ring fills while it naps */
+	ASSERT_INT(test_wait(pid, 100), ==, 0);
+	ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
+	sonde_recorder__free(r);
+	printf("%llu records lost, %llu intervals, %llu unknown (%.3f s), %llu dropped\n",
+	       (unsigned long long)sum.lost_events, (unsigned long long)sum.offcpu_intervals,
+	       (unsigned long long)sum.offcpu_unknown, sum.offcpu_unknown_ns / 1e9,
+	       (unsigned long long)sum.offcpu_dropped);
+	if (!sum.lost_events)
+		FAIL("the waits ring never filled: nothing was lost to check");
+	ASSERT_UINT(sum.offcpu_unknown, >, 0);
+	ASSERT_UINT(sum.offcpu_dropped, ==, 0);
+
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	uint64_t n_off = sonde_spool__offcpu_count(s), n = 0;
+	struct span *v = ASSERT_NOT_NULL(calloc(n_off + sonde_spool__unknown_count(s), sizeof(*v)));
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	for (uint64_t i = 0; i < n_off + sonde_spool__unknown_count(s); i++) {
+		ASSERT_OK(i < n_off ? sonde_spool__get_offcpu(s, i, &iv)
+				    : sonde_spool__get_unknown(s, i - n_off, &iv));
+		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &th));
+		if (th.tid == (uint32_t)pid)
+			v[n++] = (struct span){iv.switch_out_ns, iv.switch_in_ns};
+	}
+	sonde_spool__close(s);
+	ASSERT_UINT(n, >, 100);
+	qsort(v, n, sizeof(*v), span_cmp);
+	uint64_t off = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		if (i && v[i].from < v[i - 1].to)
+			FAIL("waits of main overlap: %llu-%llu and %llu-%llu ns",
+			     (unsigned long long)v[i - 1].from, (unsigned long long)v[i - 1].to,
+			     (unsigned long long)v[i].from, (unsigned long long)v[i].to);
+		off += v[i].to - v[i].from;
+	}
+	uint64_t life = v[n - 1].to - v[0].from;
+	printf("main: %llu waits and spans, %.3f s of %.3f s off the CPU\n",
+	       (unsigned long long)n, off / 1e9, life / 1e9);
+	free(v);
+	ASSERT_UINT(off * 100, >=, life * 95);
+}
