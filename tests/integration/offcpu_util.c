@@ -213,8 +213,7 @@ void offcpu_record_leader_exit(const char *backend, const char *how, const char 
 	ASSERT_INT(test_wait(p, 30), ==, 0);
 }
 
-/* Whether the stack of interval iv has a frame named fn. */
-static bool stacked_through(const struct sonde_spool *s, struct sonde_symbolizer *sym,
+bool offcpu_stacked_through(const struct sonde_spool *s, struct sonde_symbolizer *sym,
 			    const struct sonde_spool_offcpu *iv, const char *fn)
 {
 	uint32_t frames[256];
@@ -315,7 +314,7 @@ int offcpu_check_leader_exit(const char *spool, const char *truth_path, int nap_
 		if (iv.switch_in_ns > last_in)
 			last_in = iv.switch_in_ns;
 		after++;
-		stacked += stacked_through(s, sym, &iv, "nap");
+		stacked += offcpu_stacked_through(s, sym, &iv, "nap");
 	}
 	sonde_symbolizer__free(sym);
 	sonde_spool__close(s);

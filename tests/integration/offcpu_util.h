@@ -10,6 +10,9 @@
 
 #include <sonde/spool.h>
 
+struct sonde_spool;
+struct sonde_symbolizer;
+
 /* Skips the test where the BPF off-CPU backend cannot run: not built, not root, no BTF,
  * or refused by the kernel. */
 void offcpu_require_bpf(void);
@@ -43,6 +46,11 @@ bool offcpu_wall_within(const struct offcpu_wall *w, double tol);
 /* offcpu_leader_exit's naps: LEADER_EXIT_NAPS of LEADER_EXIT_NAP_MS after its main
  * thread's exit. */
 enum { LEADER_EXIT_NAPS = 8, LEADER_EXIT_NAP_MS = 30 };
+
+/* Whether the stack of interval iv of spool s has a frame (inlined ones included) of
+ * function fn. */
+bool offcpu_stacked_through(const struct sonde_spool *s, struct sonde_symbolizer *sym,
+			    const struct sonde_spool_offcpu *iv, const char *fn);
 
 /* Records tests/progs/offcpu_leader_exit (its truth file truth_path) with `--off-cpu
  * --off-cpu-backend backend` into spool: launched (how ""), with -a (how "-a", the
