@@ -66,7 +66,9 @@ void offcpu_record_leader_exit(const char *backend, const char *how, const char 
  * thread ends. Each of the napper's naps after the main thread's exit (its EXIT in the
  * spool, or from the start when it was never defined) is there, a closed sleep of nap_ms
  * at least, stacked through nap (the process's modules are kept after its main thread's
- * exit), and the napper's EXIT comes after its last one. Returns the napper's tid. */
+ * exit), but for those in an unstacked unknown span (the BPF backend's waits a full ring
+ * took: each nap_ms of it counts as a nap) when the spool accounts lost records; and the
+ * napper's EXIT comes after its last one. Returns the napper's tid. */
 int offcpu_check_leader_exit(const char *spool, const char *truth_path, int nap_ms);
 
 /* Writes a spool to path whose thread "napper" (pid 77, tid `tid`) slept 100 ms from the
