@@ -836,6 +836,17 @@ TEST(record_a_wait_whose_switch_in_went_untraced_ends_at_the_switch_inferred)
 	recorder_free(r, &b);
 }
 
+/* Processes a FORK or EXIT record of tid (of pid; its parent ppid/ptid) at time. */
+static void task_record(struct sonde_recorder *r, uint32_t type, uint64_t time, uint32_t pid,
+			uint32_t ppid, uint32_t tid, uint32_t ptid)
+{
+	struct perf_rec rec = {.type = type,
+			       .time = time,
+			       .task = {.pid = pid, .ppid = ppid, .tid = tid, .ptid = ptid}};
+
+	ASSERT_OK(sonde__rec_process_record(r, &rec));
+}
+
 /* A process lives until its last thread ends, not its main one. P starts thread T (its
  * fork at 2500); P's main thread exits first, at 3000 (pthread_exit), and T at 5000: P
  * ends there, its modules kept until then for T's stacks (it used to end at 3000, its
@@ -849,66 +860,40 @@ TEST(record_a_process_lives_until_its_last_thread)
 	const uint32_t T = P + 1, R = P + 10;
 
 	sonde__rec_life_follow_all(r); /* Q and R are P's descendants */
-	struct perf_rec rec = {.type = PERF_RECORD_FORK, .time = 2500,
-			       .task = {.pid = P, .ppid = P, .tid = T, .ptid = P}};
-
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_FORK, 2500, P, P, T, P);
 	ASSERT_UINT(sonde__tasks_process(&r->tasks, P, false)->threads, ==, 1);
-	rec = (struct perf_rec){.type = PERF_RECORD_EXIT, .time = 3000,
-				.task = {.pid = P, .ppid = 1, .tid = P, .ptid = 1}};
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_EXIT, 3000, P, 1, P, 1);
 	struct rec_process *p = sonde__tasks_process(&r->tasks, P, false);
 	ASSERT(!p->exited && p->main_exited);
-	rec.time = 5000;
-	rec.task.tid = T;
-	rec.task.ptid = P;
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_EXIT, 5000, P, 1, T, P);
 	p = sonde__tasks_process(&r->tasks, P, false);
 	ASSERT(p->exited);
 	ASSERT_UINT(p->threads, ==, 0);
 
 	/* one thread: its exit ends the process */
-	rec = (struct perf_rec){.type = PERF_RECORD_FORK, .time = 5500,
-				.task = {.pid = Q, .ppid = P, .tid = Q, .ptid = T}};
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_FORK, 5500, Q, P, Q, T);
 	ASSERT_UINT(sonde__tasks_process(&r->tasks, Q, false)->threads, ==, 0);
-	rec = (struct perf_rec){.type = PERF_RECORD_EXIT, .time = 6000,
-				.task = {.pid = Q, .ppid = P, .tid = Q, .ptid = T}};
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_EXIT, 6000, Q, P, Q, T);
 	ASSERT(sonde__tasks_process(&r->tasks, Q, false)->exited);
 
 	/* a thread that ends before the main one: the main one ends the process */
-	rec = (struct perf_rec){.type = PERF_RECORD_FORK, .time = 6500,
-				.task = {.pid = R, .ppid = Q, .tid = R, .ptid = Q}};
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
-	rec.time = 6600;
-	rec.task = (struct perf_task){.pid = R, .ppid = R, .tid = R + 1, .ptid = R};
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_FORK, 6500, R, Q, R, Q);
+	task_record(r, PERF_RECORD_FORK, 6600, R, R, R + 1, R);
 	ASSERT_UINT(sonde__tasks_process(&r->tasks, R, false)->threads, ==, 1);
-	rec.type = PERF_RECORD_EXIT;
-	rec.time = 7000;
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_EXIT, 7000, R, R, R + 1, R);
 	struct rec_process *q = sonde__tasks_process(&r->tasks, R, false);
 	ASSERT(!q->exited && !q->main_exited);
 	ASSERT_UINT(q->threads, ==, 0);
-	rec.time = 7500;
-	rec.task = (struct perf_task){.pid = R, .ppid = Q, .tid = R, .ptid = Q};
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_EXIT, 7500, R, Q, R, Q);
 	ASSERT(sonde__tasks_process(&r->tasks, R, false)->exited);
 
 	/* an exec in another thread than the main one: the kernel ends the main one (its
 	 * EXIT) and every other, and the exec'ing thread takes the main one's tid (no EXIT
 	 * of its old tid): the process is one thread, which ends it */
 	const uint32_t S = P + 20;
-	rec = (struct perf_rec){.type = PERF_RECORD_FORK, .time = 8000,
-				.task = {.pid = S, .ppid = R, .tid = S, .ptid = R}};
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
-	rec.time = 8100;
-	rec.task = (struct perf_task){.pid = S, .ppid = S, .tid = S + 1, .ptid = S};
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
-	rec = (struct perf_rec){.type = PERF_RECORD_EXIT, .time = 8500,
-				.task = {.pid = S, .ppid = R, .tid = S, .ptid = R}};
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_FORK, 8000, S, R, S, R);
+	task_record(r, PERF_RECORD_FORK, 8100, S, S, S + 1, S);
+	task_record(r, PERF_RECORD_EXIT, 8500, S, R, S, R);
 	ASSERT(sonde__tasks_process(&r->tasks, S, false)->main_exited);
 	struct perf_rec exec = {.type = PERF_RECORD_COMM, .misc = PERF_RECORD_MISC_COMM_EXEC,
 				.time = 8600,
@@ -917,8 +902,7 @@ TEST(record_a_process_lives_until_its_last_thread)
 	q = sonde__tasks_process(&r->tasks, S, false);
 	ASSERT(!q->exited && !q->main_exited);
 	ASSERT_UINT(q->threads, ==, 0);
-	rec.time = 9000;
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
+	task_record(r, PERF_RECORD_EXIT, 9000, S, R, S, R);
 	ASSERT(sonde__tasks_process(&r->tasks, S, false)->exited);
 	ASSERT_INT(r->first_error, ==, 0);
 	recorder_free(r, &b);
