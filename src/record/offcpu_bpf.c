@@ -564,6 +564,19 @@ static uint32_t kernel_stack(const struct sonde_bpf_wait *w, uint64_t *ips)
 	return n;
 }
 
+/* The spool thread an interval of tid (of pid) from `time` goes under, into *id; with -a
+ * over every process, the switch sequence announced first (sonde__rec_offcpu_switches_begin),
+ * so that readers take the switches from it. 0 or the recorder's error. */
+static int interval_thread(struct sonde_recorder *r, uint64_t time, uint32_t pid, uint32_t tid,
+			   uint32_t *id)
+{
+	int err = sonde__rec_thread_id(r, time, (pid_t)pid, (pid_t)tid, id);
+
+	if (!err && r->offcpu.bpf->switches)
+		err = sonde__rec_offcpu_switches_begin(r);
+	return err;
+}
+
 /* Writes one wait: its stack unwound as the perf backend's switch-out samples are; a wait of
  * a thread exiting with its memory released has an [exiting] frame for its user part. */
 static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, size_t stack_len,
@@ -600,9 +613,7 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 	if (!err && w->exiting)
 		err = sonde__rec_exiting_frame(r, w->out_ns, &sonde__rec_frames(r)[n++]);
 	if (!err)
-		err = sonde__rec_thread_id(r, w->out_ns, (pid_t)w->pid, (pid_t)w->tid, &id);
-	if (!err && r->offcpu.bpf->switches)
-		err = sonde__rec_offcpu_switches_begin(r);
+		err = interval_thread(r, w->out_ns, w->pid, w->tid, &id);
 	if (err)
 		return err;
 	struct sonde_spool_offcpu iv = {
@@ -661,9 +672,7 @@ static int write_lost(struct sonde_recorder *r, const struct rec_bpf_lost *l)
 		r->sum.offcpu_dropped += l->v.n;
 		return 0;
 	}
-	int err = sonde__rec_thread_id(r, l->v.from_ns, (pid_t)l->v.pid, (pid_t)l->tid, &id);
-	if (!err && r->offcpu.bpf->switches)
-		err = sonde__rec_offcpu_switches_begin(r);
+	int err = interval_thread(r, l->v.from_ns, l->v.pid, l->tid, &id);
 	if (err)
 		return err;
 	struct sonde_spool_offcpu iv = {.switch_out_ns = l->v.from_ns,

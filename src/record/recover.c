@@ -61,15 +61,16 @@ void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino)
 {
 	char path[64];
 	struct stat st;
-
 	pid_t tid;
 
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	int err = stat(path, &st) < 0 ? -errno : 0;
 	/* a main thread that ended first has none; a live thread of the process shows it */
-	if (stat(path, &st) < 0 && errno == ENOENT && sonde__proc_live_task(pid, &tid) == 0 &&
-	    tid != pid)
+	if (err == -ENOENT && sonde__proc_live_task(pid, &tid) == 0 && tid != pid) {
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/exe", (int)pid, (int)tid);
-	if (stat(path, &st) < 0) {
+		err = stat(path, &st) < 0 ? -errno : 0;
+	}
+	if (err) {
 		*dev = *ino = 0;
 		return;
 	}

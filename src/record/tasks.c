@@ -71,9 +71,7 @@ void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p)
 		t->seen_ns = 0;
 		t->counted_in = 0;
 	}
-	p->threads = 0;
-	p->main_exited = false;
-	p->serial = ++ts->serials; /* what counted in the old one counts in it no more */
+	sonde__tasks_process_exec(ts, p); /* what counted in the old one counts no more */
 	p->exited = false;
 	p->attached = false;
 	p->thread_only = false;
