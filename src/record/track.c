@@ -568,6 +568,22 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 		return 0;
 	if (r->system_wide && !sonde__rec_system_tracks(r, (pid_t)f->pid, (pid_t)f->ppid))
 		return 0;
+	/* A new process: an entry of its pid is either the process itself, found by a
+	 * recovery sweep before this record was processed, or an earlier process whose exit
+	 * went unseen (lost), which must lend it neither modules nor threads. That one is
+	 * reset before the new thread exists: reset after, it took the thread's name (which
+	 * its first sample, processed after its exec, then read from /proc: a shell's child
+	 * sampled in the shell's code named after the program it went on to run), its birth
+	 * and its selection with the old process's threads. */
+	struct rec_process *child =
+		new_process ? sonde__tasks_process(&r->tasks, (pid_t)f->pid, false) : NULL;
+	bool swept = child && !child->exited && child->start_time &&
+		     sonde__rec_is_forked_at(r, rec->time, child->start_time);
+	if (child && !swept) {
+		int err = sonde__rec_process_reset(r, child, rec->time);
+		if (err)
+			return err;
+	}
 	/* A switch may have given it events of its own before this record was processed. */
 	const struct rec_thread *was = sonde__tasks_thread(&r->tasks, (pid_t)f->tid, false);
 	bool own = was && was->own_events && was->pid == (pid_t)f->pid &&
@@ -583,23 +599,15 @@ static int on_fork(struct sonde_recorder *r, const struct perf_rec *rec)
 	if (!new_process) /* a new thread of a known process */
 		return adopt_switch_child(r, owner, (pid_t)f->tid, rec->time, own);
 
-	/* A new process: it starts with a copy of its parent's mappings. A record of the same
-	 * pid is an earlier process whose exit went unseen (lost): it must not lend its
-	 * modules to this one. */
-	struct rec_process *child = sonde__tasks_process(&r->tasks, (pid_t)f->pid, false);
-	if (child && !child->exited && child->start_time &&
-	    sonde__rec_is_forked_at(r, rec->time, child->start_time)) {
-		/* A recovery sweep found it before this record was processed. */
+	/* Looked up again: the table may have moved since. */
+	child = sonde__tasks_process(&r->tasks, (pid_t)f->pid, !swept);
+	if (!child)
+		return sonde__rec_error(r, -ENOMEM);
+	if (swept) {
 		child->fork_time = rec->time;
 		return 0;
 	}
-	if (child) {
-		int err = sonde__rec_process_reset(r, child, rec->time);
-		if (err)
-			return err;
-	} else if (!(child = sonde__tasks_process(&r->tasks, (pid_t)f->pid, true))) {
-		return sonde__rec_error(r, -ENOMEM);
-	}
+	/* It starts with a copy of its parent's mappings. */
 	child->fork_time = rec->time;
 	child->since = rec->time;
 	struct rec_process *pp = sonde__tasks_process(&r->tasks, (pid_t)f->ppid, false);

@@ -576,6 +576,54 @@ TEST(record_a_forked_thread_is_defined_at_its_fork)
 	recorder_free(r, &b);
 }
 
+/* Processes a FORK or EXIT record of tid (of pid; its parent ppid/ptid) at time. */
+static void task_record(struct sonde_recorder *r, uint32_t type, uint64_t time, uint32_t pid,
+			uint32_t ppid, uint32_t tid, uint32_t ptid)
+{
+	struct perf_rec rec = {.type = type,
+			       .time = time,
+			       .task = {.pid = pid, .ppid = ppid, .tid = tid, .ptid = ptid}};
+
+	ASSERT_OK(sonde__rec_process_record(r, &rec));
+}
+
+/* P forks process Q at 2000, where an earlier process Q is still in the table (its exit
+ * lost). The old one is reset; the new one's thread keeps what its fork gave it: P's name
+ * and its birth. (The reset came after the thread was created, and took both: its first
+ * sample read the name from /proc, which by then named the program the child had exec'd,
+ * a shell's child sampled in the shell's code.) */
+TEST(record_a_fork_over_a_stale_pid_keeps_its_name)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	bool stale;
+
+	r->life.follow_children = true;
+	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, Q, true));
+	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q, P, Q, P, 1100));
+	ASSERT_NOT_NULL(sonde__tasks_rename(&r->tasks, Q, Q, "old", 1200, &stale));
+	kernel_sample(r, Q, 1500);
+	task_record(r, PERF_RECORD_FORK, 2000, Q, P, Q, P);
+	kernel_sample(r, Q, 2500);
+	ASSERT_UINT(r->sum.samples_written, ==, 2);
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread t;
+	ASSERT_OK(sonde_spool__get_sample(s, 1, &smp));
+	ASSERT_OK(sonde_spool__get_thread(s, smp.thread, &t));
+	ASSERT_UINT(t.tid, ==, Q);
+	ASSERT_STR_EQ(t.comm, "worker");
+	ASSERT_UINT(t.time_ns, ==, 2000);
+	ASSERT_OK(sonde_spool__get_sample(s, 0, &smp));
+	ASSERT_OK(sonde_spool__get_thread(s, smp.thread, &t));
+	ASSERT_STR_EQ(t.comm, "old");
+	sonde_spool__close(s);
+	recorder_free(r, &b);
+}
+
 /* The spool threads of tid, in order: their count, ids into ids[] (at most 4). */
 static uint32_t threads_of(const struct sonde_spool *s, uint32_t tid, uint32_t *ids)
 {
@@ -834,17 +882,6 @@ TEST(record_a_wait_whose_switch_in_went_untraced_ends_at_the_switch_inferred)
 	}
 	sonde_spool__close(s);
 	recorder_free(r, &b);
-}
-
-/* Processes a FORK or EXIT record of tid (of pid; its parent ppid/ptid) at time. */
-static void task_record(struct sonde_recorder *r, uint32_t type, uint64_t time, uint32_t pid,
-			uint32_t ppid, uint32_t tid, uint32_t ptid)
-{
-	struct perf_rec rec = {.type = type,
-			       .time = time,
-			       .task = {.pid = pid, .ppid = ppid, .tid = tid, .ptid = ptid}};
-
-	ASSERT_OK(sonde__rec_process_record(r, &rec));
 }
 
 /* A process lives until its last thread ends, not its main one. P starts thread T (its
