@@ -130,6 +130,17 @@ struct {
 	__type(value, struct sonde_bpf_lost);
 } lost SEC(".maps");
 
+/* An exiting thread's short totals the waits ring had no room for (key: tid), until user
+ * space takes them out at its next drain and writes them as the ring's record would have
+ * been: a later thread given the tid before that drain has its totals counted dropped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct sonde_bpf_exit_shorts);
+} exit_lost SEC(".maps");
+
 /* The kernel stacks of the long waits ended but not written yet (key: tid): read at the
  * switch-in, from the thread's kernel stack as it left it (it did not run since), so that
  * only the waits at or above min_ns pay for a stack walk. Allocated as they come. */
@@ -324,11 +335,13 @@ static __always_inline void exit_shorts(struct tstate *t, __u32 tid, __u64 now)
 						.ns = t->short_ns,
 						.runnable_ns = t->short_runnable_ns}};
 	__u64 flags = ring_flags(&waits, wake_bytes);
-	if (bpf_ringbuf_output(&waits, &e, sizeof(e), flags)) {
+	if (!bpf_ringbuf_output(&waits, &e, sizeof(e), flags)) {
+		note_held(&waits, SONDE_BPF_WAITS_HIGH);
+	} else if (!bpf_map_update_elem(&exit_lost, &tid, &e, BPF_NOEXIST)) {
+		count(SONDE_BPF_SHORT_HELD, 1);
+	} else {
 		count(SONDE_BPF_SHORT_FULL, t->short_count);
 		count(SONDE_BPF_SHORT_LOST_NS, t->short_ns);
-	} else {
-		note_held(&waits, SONDE_BPF_WAITS_HIGH);
 	}
 	t->short_count = t->short_ns = t->short_runnable_ns = 0;
 }

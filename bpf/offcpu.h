@@ -149,6 +149,9 @@ enum {
 	/* long waits lost (SONDE_BPF_LOST) whose thread the lost map had no room for: their
 	 * time is not written as unknown */
 	SONDE_BPF_LOST_UNSPANNED,
+	/* exiting threads' short totals the ring had no room for, kept in the exit_lost map
+	 * until user space writes them */
+	SONDE_BPF_SHORT_HELD,
 	SONDE_BPF_NSTATS,
 };
 

@@ -492,31 +492,63 @@ static int keep_last_batches(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 	return first;
 }
 
-/* The lost map's spans into the stream, at their ends, each taken out of the map: before
- * the ring is read, so that a span lost before this drain is in the stream with the
- * records read in it (a span ends where its last wait did, as those records do). */
-static int take_lost(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
+/* Takes every entry out of map m (key: tid; values of vsize bytes) into take(r, b, tid,
+ * value), in batches: the keys of a batch first, since deleting while walking restarts the
+ * walk. Stops at take's first error. */
+typedef int take_fn(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint32_t tid,
+		    const void *v);
+
+static int take_map(struct sonde_recorder *r, struct rec_offcpu_bpf *b, struct bpf_map *m,
+		    size_t vsize, take_fn *take)
 {
-	struct bpf_map *m = b->skel->maps.lost;
-	uint32_t keys[256], key, n = 0;
+	uint32_t keys[256], key;
+	uint64_t v[8];
+	size_t n;
 	int err = 0;
 
-	/* keys first: deleting while walking would restart the walk */
-	for (void *prev = NULL; n < 256 && !bpf_map__get_next_key(m, prev, &key, sizeof(key));
-	     prev = &keys[n - 1])
-		keys[n++] = key;
-	for (uint32_t i = 0; i < n && !err; i++) {
-		struct rec_bpf_lost l = {.tid = keys[i]};
-		if (bpf_map__lookup_and_delete_elem(m, &l.tid, sizeof(l.tid), &l.v, sizeof(l.v),
-						    0))
-			continue;
-		if (b->src < 0)
-			b->src = sonde__perf_stream_add_source(r->stream);
-		err = b->src < 0 ? b->src
-				 : sonde__perf_stream_push(r->stream, b->src, REC_BPF_LOST,
-							   l.v.to_ns, &l, sizeof(l));
-	}
+	if (vsize > sizeof(v))
+		return -EINVAL;
+	do {
+		n = 0;
+		for (void *prev = NULL;
+		     n < 256 && !bpf_map__get_next_key(m, prev, &key, sizeof(key));
+		     prev = &keys[n - 1])
+			keys[n++] = key;
+		for (size_t i = 0; i < n && !err; i++)
+			if (!bpf_map__lookup_and_delete_elem(m, &keys[i], sizeof(keys[i]), v, vsize,
+							     0))
+				err = take(r, b, keys[i], v);
+	} while (!err && n == 256);
 	return err;
+}
+
+/* A lost span into the stream, at its end: taken before the ring is read, so that a span
+ * lost before this drain is in the stream with the records read in it (a span ends where
+ * its last wait did, as those records do). */
+static int take_lost(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint32_t tid,
+		     const void *v)
+{
+	struct rec_bpf_lost l = {.tid = tid};
+
+	memcpy(&l.v, v, sizeof(l.v));
+	if (b->src < 0)
+		b->src = sonde__perf_stream_add_source(r->stream);
+	return b->src < 0 ? b->src
+			  : sonde__perf_stream_push(r->stream, b->src, REC_BPF_LOST, l.v.to_ns, &l,
+						    sizeof(l));
+}
+
+/* An exited thread's short totals the ring had no room for into the stream, at its exit:
+ * the ring's record, as it would have come. */
+static int take_exit_shorts(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint32_t tid,
+			    const void *v)
+{
+	struct sonde_bpf_exit_shorts e;
+
+	(void)b;
+	(void)tid;
+	memcpy(&e, v, sizeof(e));
+	return on_wait(r, &e, sizeof(e));
 }
 
 int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
@@ -525,7 +557,10 @@ int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
 
 	if (!b || !b->rb)
 		return 0;
-	int lerr = take_lost(r, b);
+	int lerr = take_map(r, b, b->skel->maps.lost, sizeof(struct sonde_bpf_lost), take_lost);
+	if (!lerr)
+		lerr = take_map(r, b, b->skel->maps.exit_lost, sizeof(struct sonde_bpf_exit_shorts),
+				take_exit_shorts);
 	int n = ring_buffer__consume(b->rb);
 	int err = lerr ? lerr : b->rb_err;
 	b->rb_err = 0;

@@ -1163,3 +1163,67 @@ TEST_TIMEOUT(offcpu_bpf_lost_waits_are_unknown_time, 120)
 	free(v);
 	ASSERT_UINT(off * 100, >=, life * 95);
 }
+
+/* An exiting thread's short totals when the waits ring is full: the recorder is not polled
+ * while short_threads' main naps 6000 times (the ring fills with their records, as in
+ * offcpu_bpf_lost_waits_are_unknown_time), then runs 100 threads one after another that
+ * sleep 1 us 50 times each and exit. Their totals, which go into the ring at each thread's
+ * exit, are kept aside in the kernel and written at the next drain: none is dropped, and
+ * every worker has its short waits in the spool (before, those the ring had no room for
+ * were counted dropped and the threads' waits were gone). */
+TEST_TIMEOUT(offcpu_bpf_exit_shorts_survive_a_full_ring, 120)
+{
+	const char *spool = test_path("exitshorts.spool"), *truth = test_path("exitshorts.txt");
+	const char *argv[] = {test_prog("short_threads"), "6000", "100", "50", truth, NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = 99,
+					 .off_cpu = true,
+					 .off_cpu_min_ns = 500000,
+					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+
+	offcpu_require_bpf();
+	pid_t pid = test_spawn(argv);
+	struct sonde_recorder *r = sonde_recorder__attach(pid, spool, SONDE_ATTACH_STOP, &opts);
+	if (!r)
+		FAIL("attach: %s", strerror(errno));
+	/* not polled: the ring fills while main naps, and stays full */
+	ASSERT_INT(test_wait(pid, 100), ==, 0);
+	ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
+	sonde_recorder__free(r);
+	printf("%llu records lost, %llu short waits, %llu dropped\n",
+	       (unsigned long long)sum.lost_events, (unsigned long long)sum.offcpu_short,
+	       (unsigned long long)sum.offcpu_dropped);
+	if (!sum.lost_events)
+		FAIL("the waits ring never filled: nothing was lost to check");
+	ASSERT_UINT(sum.offcpu_dropped, ==, 0);
+
+	uint32_t workers[100];
+	size_t n_workers = 0;
+	char *text = ASSERT_NOT_NULL(test_read_file(truth, NULL));
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		int tid;
+		if (sscanf(line, "worker %d", &tid) == 1 && n_workers < 100)
+			workers[n_workers++] = (uint32_t)tid;
+	}
+	free(text);
+	ASSERT_UINT(n_workers, ==, 100);
+
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	uint64_t shorts[100] = {0};
+	struct sonde_spool_offcpu_short sh;
+	struct sonde_spool_thread th;
+	for (uint64_t i = 0; i < sonde_spool__offcpu_short_count(s); i++) {
+		ASSERT_OK(sonde_spool__get_offcpu_short(s, i, &sh));
+		ASSERT_OK(sonde_spool__get_thread(s, sh.thread, &th));
+		for (size_t k = 0; k < n_workers; k++)
+			if (th.tid == workers[k])
+				shorts[k] += sh.count;
+	}
+	sonde_spool__close(s);
+	for (size_t k = 0; k < n_workers; k++)
+		if (!shorts[k])
+			FAIL("worker %zu (tid %u) has no short waits in the spool", k, workers[k]);
+}
