@@ -132,11 +132,12 @@ struct {
 
 /* An exiting thread's short totals the waits ring had no room for (key: tid), until user
  * space takes them out at its next drain and writes them as the ring's record would have
- * been: a later thread given the tid before that drain has its totals counted dropped. */
+ * been: a later thread given the tid before that drain has its totals counted dropped.
+ * Preallocated: an element allocated as it comes can fail where the ring just did (a
+ * burst of exits empties the per-CPU cache faster than it is refilled). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, struct sonde_bpf_exit_shorts);
 } exit_lost SEC(".maps");
@@ -321,6 +322,29 @@ static __always_inline void add_short(struct tstate *t, __u64 wait, __u64 now)
 	t->short_runnable_ns += runnable;
 }
 
+/* Keeps an exiting thread's short totals e, which the ring had no room for, in the
+ * exit_lost map until user space takes them: added to those the same thread left there
+ * already (its exit, then its last switch-out, each write some), else a new entry. The
+ * update of an entry user space took meanwhile fails, and the totals go in anew. False
+ * when there is no room, or the tid is another process's there (given again before the
+ * drain). */
+static __always_inline bool hold_exit_shorts(const struct sonde_bpf_exit_shorts *e)
+{
+	__u32 tid = e->tid;
+	struct sonde_bpf_exit_shorts *had = bpf_map_lookup_elem(&exit_lost, &tid);
+
+	if (had && had->v.pid == e->v.pid) {
+		struct sonde_bpf_exit_shorts m = *had;
+		m.time_ns = e->time_ns;
+		m.v.count += e->v.count;
+		m.v.ns += e->v.ns;
+		m.v.runnable_ns += e->v.runnable_ns;
+		if (!bpf_map_update_elem(&exit_lost, &tid, &m, BPF_EXIST))
+			return true;
+	}
+	return !bpf_map_update_elem(&exit_lost, &tid, e, BPF_NOEXIST);
+}
+
 /* Writes t's short totals into the waits ring as its thread tid exits, at now: a later
  * thread given its tid has totals of its own (struct sonde_bpf_exit_shorts). */
 static __always_inline void exit_shorts(struct tstate *t, __u32 tid, __u64 now)
@@ -337,7 +361,7 @@ static __always_inline void exit_shorts(struct tstate *t, __u32 tid, __u64 now)
 	__u64 flags = ring_flags(&waits, wake_bytes);
 	if (!bpf_ringbuf_output(&waits, &e, sizeof(e), flags)) {
 		note_held(&waits, SONDE_BPF_WAITS_HIGH);
-	} else if (!bpf_map_update_elem(&exit_lost, &tid, &e, BPF_NOEXIST)) {
+	} else if (hold_exit_shorts(&e)) {
 		count(SONDE_BPF_SHORT_HELD, 1);
 	} else {
 		count(SONDE_BPF_SHORT_FULL, t->short_count);
