@@ -194,6 +194,18 @@ SONDE_API int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
 SONDE_API int sonde_spool_writer__add_switches(struct sonde_spool_writer *w, uint32_t cpu,
 					       uint32_t flags,
 					       const struct sonde_spool_switch *sw, size_t n);
+/* What an off-CPU recording tracked (COVERAGE record), flags of
+ * enum sonde_spool_offcpu_coverage. */
+enum sonde_spool_offcpu_coverage {
+	/* every switch-out of each recorded thread over its life in the recording was
+	 * tracked: its waits are all in the file (intervals, short totals, unknown spans), so
+	 * the time of its life that none covers it spent on the CPU, sampled or not */
+	SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT = 1u << 0,
+};
+/* The off-CPU recording's coverage (flags of enum sonde_spool_offcpu_coverage), at most
+ * once, before finish. Needs declare_offcpu first. */
+SONDE_API int sonde_spool_writer__add_offcpu_coverage(struct sonde_spool_writer *w,
+						      uint32_t flags);
 /* Thread thread (a defined id) exited at time_ns: its life ends there (optional; written
  * at most once per thread, as the recorder sees the exit). */
 SONDE_API int sonde_spool_writer__add_exit(struct sonde_spool_writer *w, uint64_t time_ns,

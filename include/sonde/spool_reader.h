@@ -46,6 +46,7 @@ enum sonde_spool_record_type {
 	SONDE_SPOOL_REC_UNKNOWN,      /* 2.1: an off-CPU interval a loss cut (in .offcpu) */
 	SONDE_SPOOL_REC_SWITCHES,     /* 2.1: a run of one CPU's context switches */
 	SONDE_SPOOL_REC_EXIT,	      /* any 2.x: a thread exited (in .exit) */
+	SONDE_SPOOL_REC_COVERAGE,     /* 2.1: what the off-CPU recording tracked (.coverage) */
 };
 
 /* One decoded record. Pointers (path, comm, build_id, payload, retired) point into the
@@ -114,6 +115,9 @@ struct sonde_spool_record {
 			uint32_t thread; /* a defined thread id */
 			uint64_t time_ns;
 		} exit;
+		struct {
+			uint32_t flags; /* enum sonde_spool_offcpu_coverage */
+		} coverage;
 	};
 };
 
@@ -215,6 +219,10 @@ SONDE_API uint64_t sonde_spool__offcpu_short_count(const struct sonde_spool *s);
 SONDE_API uint64_t sonde_spool__unknown_count(const struct sonde_spool *s);
 SONDE_API int sonde_spool__get_unknown(const struct sonde_spool *s, uint64_t i,
 				       struct sonde_spool_offcpu *out);
+/* What the off-CPU recording tracked: flags of enum sonde_spool_offcpu_coverage (0 when the
+ * file says nothing: a recording without off-CPU, by a recorder before the record, or cut
+ * before its end). */
+SONDE_API uint32_t sonde_spool__offcpu_coverage(const struct sonde_spool *s);
 /* The recording's account (what it could not see): 0, or -ENOENT when the file has none
  * (written by a recorder before it, or cut before its end). */
 SONDE_API int sonde_spool__get_account(const struct sonde_spool *s,

@@ -387,9 +387,15 @@ static int print_summary(const struct report *r, bool title)
 
 	double span = report_window(r);
 	if (title) {
-		printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: samples "
-		       "of %.3f ms; the states are how threads left the CPU)\n",
-		       r->path, span, a.period_ns / 1e6);
+		char on[64];
+		/* exact: the stays on the CPUs, by the switches, or by every wait being known */
+		if (a.exact_on)
+			snprintf(on, sizeof(on), "the threads' time on the CPUs");
+		else
+			snprintf(on, sizeof(on), "samples of %.3f ms", a.period_ns / 1e6);
+		printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: %s; the "
+		       "states are how threads left the CPU)\n",
+		       r->path, span, on);
 		print_account(r, stdout, "");
 	}
 	printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s\n", "process", "on-CPU", "runnable",

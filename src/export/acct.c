@@ -137,6 +137,12 @@ void sonde__acct_window(const struct sonde_spool *s, uint64_t *start, uint64_t *
 	for (uint64_t i = 0; sonde_spool__get_unknown(s, i, &o) == 0; i++)
 		if (o.switch_in_ns > *end)
 			*end = o.switch_in_ns;
+	/* ... and its threads' exits: a thread ran from its last wait or sample to there */
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		uint64_t exit_ns;
+		if (sonde_spool__get_thread_exit(s, i, &exit_ns) == 0 && exit_ns > *end)
+			*end = exit_ns;
+	}
 }
 
 static struct sonde_acct_row *task_row(struct build *b, const struct sonde_acct_task *task);
@@ -521,10 +527,31 @@ static struct sonde_acct_row *task_row(struct build *b, const struct sonde_acct_
 	return row_of(b, &t);
 }
 
-/* Each task's life less its parts: unseen, or over when the parts exceed it. */
+/* Whether every switch-out of the recorded threads is in the spool (the off-CPU
+ * coverage, with nothing dropped): a task's life that no wait covers was on the CPU. */
+static bool waits_complete(const struct sonde_spool *s)
+{
+	struct sonde_spool_account acct;
+
+	if (!(sonde_spool__offcpu_coverage(s) & SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT))
+		return false;
+	return sonde_spool__get_account(s, &acct) < 0 || acct.offcpu_dropped == 0;
+}
+
+bool sonde__acct_weights_known(const struct sonde_spool *s)
+{
+	return sonde_spool__switch_cpus(s) || waits_complete(s);
+}
+
+/* Each task's life less its parts: unseen, or over when the parts exceed it. Where every
+ * wait is known, the unseen part is on-CPU time: a thread is on the CPU, or waiting, or
+ * unknown (a loss), so what the samples did not count (the ones a late timer skipped: a
+ * vCPU the host did not run, one in six of a CPU burner's samples on a loaded guest) is
+ * its stays less their samples. Its on-CPU time is then exact, as with the switches. */
 static int close_tasks(struct build *b)
 {
 	struct sonde_acct *a = b->a;
+	bool complete = waits_complete(b->s);
 
 	for (size_t k = 0; k < a->n_tasks; k++) {
 		struct sonde_acct_task *task = &a->tasks[k];
@@ -547,6 +574,15 @@ static int close_tasks(struct build *b)
 		uint64_t life = task->end_ns - task->start_ns;
 		task->unseen_ns = life > sum ? life - sum : 0;
 		task->over_ns = sum > life ? sum - life : 0;
+		if (complete && !task->exact_on && !b->narrowed) {
+			struct sonde_acct_row *row = task_row(b, task);
+			if (!row)
+				return -ENOMEM;
+			row->ns[SONDE_ACCT_ON] += task->unseen_ns;
+			task->ns[SONDE_ACCT_ON] += task->unseen_ns;
+			task->unseen_ns = 0;
+			task->exact_on = true;
+		}
 		if (!task->exact_on || !task->unseen_ns || b->narrowed)
 			continue;
 		struct sonde_acct_row *row = task_row(b, task);

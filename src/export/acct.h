@@ -122,6 +122,9 @@ struct sonde_acct_weights {
 	bool exact; /* some weights are by the switches */
 };
 
+/* Whether spool s says its tasks' on-CPU time exactly, for sonde__acct_weights: it kept the
+ * CPUs' switches, or every switch-out of its threads with none dropped. */
+bool sonde__acct_weights_known(const struct sonde_spool *s);
 /* Fills *out for every sample of spool s. 0 or -ENOMEM. Free with sonde__acct_weights_free. */
 int sonde__acct_weights(const struct sonde_spool *s, struct sonde_acct_weights *out);
 void sonde__acct_weights_free(struct sonde_acct_weights *w);

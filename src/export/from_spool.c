@@ -71,7 +71,8 @@ struct conv {
 	ARR(uint32_t) root_of;
 	struct u64map proc_root, main_comm, rooted;
 	/* sample records decoded (each kept sample's wall_ns holds its index until the
-	 * weights are known), and whether the recording kept the CPUs' switches */
+	 * weights are known), and whether the recording kept the CPUs' switches or every
+	 * switch-out of its threads (sonde__acct_weights_known) */
 	uint64_t spool_samples;
 	bool switches;
 };
@@ -312,8 +313,9 @@ static int on_sample(struct conv *c, const struct sonde_spool_record *r)
 	return err;
 }
 
-/* Where the recording kept the CPUs' switches, the wall metric weighs each sample by its
- * task's on-CPU time by them (sonde__acct_weights, as `sonde report --metric wall`), and
+/* Where the recording kept the CPUs' switches or every switch-out of its threads, the wall
+ * metric weighs each sample by its task's on-CPU time (sonde__acct_weights, as `sonde
+ * report --metric wall`), and
  * the tasks that ran unsampled weigh under [on-cpu: not sampled]: the spool at path is
  * read again, whole, for that. Otherwise each sample weighs the period. */
 static int weigh_wall(struct conv *c, const char *path)
@@ -430,6 +432,7 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 	case SONDE_SPOOL_REC_SAMPLE:
 		return on_sample(c, r);
 	case SONDE_SPOOL_REC_SWITCHES:
+	case SONDE_SPOOL_REC_COVERAGE:
 		c->switches = true;
 		return 0;
 	case SONDE_SPOOL_REC_OFFCPU:

@@ -654,7 +654,7 @@ static int build_run(struct build *b, const struct sonde_view_source_opts *opts)
 	sonde_spool__get_info(b->s, &b->info);
 	b->n_off = sonde_spool__offcpu_count(b->s);
 	b->n_unknown = sonde_spool__unknown_count(b->s);
-	if (b->metric == SONDE_PROFILE_METRIC_WALL && sonde_spool__switch_cpus(b->s) &&
+	if (b->metric == SONDE_PROFILE_METRIC_WALL && sonde__acct_weights_known(b->s) &&
 	    (err = sonde__acct_weights(b->s, &b->weights)) < 0)
 		return err;
 	b->events = b->info.samples + b->n_off + b->n_unknown + b->weights.n_unsampled;

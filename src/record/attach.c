@@ -539,10 +539,12 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 		goto out;
 	}
 	sonde__rec_read_exe(p->pid, &p->exe_dev, &p->exe_ino);
+	r->offcpu.attached_running |= mode != SONDE_ATTACH_STOP;
 	if (mode == SONDE_ATTACH_STOP) {
 		err = sonde__proc_stop(pid, st.start_time, STOP_TIMEOUT_MS, &p->stop);
 		if (err == -EPERM || err == -EACCES) {
 			stop_denied(pid, err);
+			r->offcpu.attached_running = true;
 			err = 0;
 		}
 		if (err)
@@ -623,13 +625,16 @@ static int thread_target_process(struct sonde_recorder *r, pid_t pid, struct rec
 static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, pid_t tid,
 			      enum sonde_attach_mode mode)
 {
+	r->offcpu.attached_running |= mode != SONDE_ATTACH_STOP;
 	if (mode == SONDE_ATTACH_STOP) {
 		int err = sonde__proc_stop_thread(p->pid, tid, p->start_time, STOP_TIMEOUT_MS,
 						  &p->stop);
-		if (err == -EPERM || err == -EACCES)
+		if (err == -EPERM || err == -EACCES) {
 			stop_denied(tid, err);
-		else if (err)
+			r->offcpu.attached_running = true;
+		} else if (err) {
 			return err;
+		}
 	}
 	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now(r)))
 		return -ENOMEM;

@@ -1096,6 +1096,17 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	keep_first(r, &first, sonde__rec_offcpu_finish(r), "ending the off-CPU intervals");
 	sonde__rec_reconcile_lost(r);
 	sonde__rec_images_save(r);
+	/* The off-CPU recording tracks every switch-out of the threads it records from their
+	 * start (a launched command's exec, a stopped process's attach): a thread's time no
+	 * wait covers was on the CPU. Not with -a (threads asleep when it started), nor for a
+	 * process attached running; with the perf backend, only when no record was lost (a
+	 * lost switch-out is a wait nobody knows of; the BPF backend's are unknown spans). */
+	bool every_switch_out = r->offcpu.bpf || (!r->sum.lost_events && !r->sum.lost_samples);
+	if (r->offcpu.on && every_switch_out && !r->system_wide && !r->offcpu.attached_running)
+		keep_first(r, &first,
+			   sonde_spool_writer__add_offcpu_coverage(r->spool,
+								   SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT),
+			   "writing the off-CPU coverage");
 	/* What the recording could not see, for the readers to say (after the losses the
 	 * kernel never reported are counted). */
 	struct sonde_spool_account acct = {

@@ -50,6 +50,9 @@ struct rec_offcpu_cfg {
 	struct rec_switches *sw;
 	uint32_t n_sw;
 	bool sw_started; /* the empty runs that announce them are written */
+	/* a target was attached running (not stopped, not launched): a wait it was in then
+	 * began unseen, so the spool cannot say every switch-out was tracked */
+	bool attached_running;
 };
 
 enum {

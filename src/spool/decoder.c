@@ -472,6 +472,19 @@ static int dec_exit(struct sonde_spool_decoder *d, struct cur *c, struct sonde_s
 	return 0;
 }
 
+static int dec_coverage(struct cur *c, struct sonde_spool_record *rec)
+{
+	uint64_t flags = get(c);
+
+	if (c->err)
+		return c->err;
+	if (flags & ~(uint64_t)SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT)
+		return -SONDE_E_RANGE;
+	rec->type = SONDE_SPOOL_REC_COVERAGE;
+	rec->coverage.flags = (uint32_t)flags;
+	return 0;
+}
+
 static int dec_switches(struct sonde_spool_decoder *d, struct cur *c,
 			struct sonde_spool_record *rec)
 {
@@ -565,6 +578,11 @@ static int decode_framed(struct sonde_spool_decoder *d, const uint8_t *buf, size
 		}
 		if (tag == SPOOL_TAG_ACCOUNT && d->major == 2) {
 			r = dec_account(&c, rec);
+			break;
+		}
+		if (tag == SPOOL_TAG_COVERAGE && d->major == 2 &&
+		    d->minor >= SPOOL_VERSION_MINOR_OFFCPU) {
+			r = dec_coverage(&c, rec);
 			break;
 		}
 		if (tag == SPOOL_TAG_EXIT && d->major == 2) {

@@ -50,6 +50,9 @@ enum spool_tag {
 	/* any 2.x, optional: a thread's exit, so that its life has an end (a reader that does
 	 * not know it skips it) */
 	SPOOL_TAG_EXIT = 0x45,
+	/* 2.1 and later, optional: what the off-CPU recording tracked (a reader that does not
+	 * know it skips it) */
+	SPOOL_TAG_COVERAGE = 0x46,
 	SPOOL_TAG_SKIP_LAST = 0x7f,
 	/* Samples: no length prefix, to keep them a few bytes. Tag bits: */
 	SPOOL_TAG_SAMPLE = 0x80,

@@ -50,6 +50,7 @@ struct sonde_spool {
 	size_t n_shorts, shorts_cap;
 	struct sonde_spool_account account;
 	bool has_account;
+	uint32_t coverage; /* enum sonde_spool_offcpu_coverage */
 	struct sonde_spool_offcpu *unknown;
 	size_t n_unknown, unknown_cap;
 	struct rcpu *cpus; /* by CPU number: the switches, added up as they come */
@@ -384,6 +385,9 @@ static int keep(struct sonde_spool *s, const struct sonde_spool_record *rec)
 		return keep_switches(s, rec);
 	case SONDE_SPOOL_REC_EXIT:
 		return keep_exit(s, rec);
+	case SONDE_SPOOL_REC_COVERAGE:
+		s->coverage = rec->coverage.flags;
+		return 0;
 	case SONDE_SPOOL_REC_OPTIONAL:
 		return 0;
 	}
@@ -637,6 +641,11 @@ int sonde_spool__get_unknown(const struct sonde_spool *s, uint64_t i, struct son
 		return -ERANGE;
 	*out = s->unknown[i];
 	return 0;
+}
+
+uint32_t sonde_spool__offcpu_coverage(const struct sonde_spool *s)
+{
+	return s->coverage;
 }
 
 int sonde_spool__get_account(const struct sonde_spool *s, struct sonde_spool_account *out)

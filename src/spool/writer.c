@@ -615,6 +615,22 @@ int sonde_spool_writer__add_exit(struct sonde_spool_writer *w, uint64_t time_ns,
 	return push(w, FLUSH_AT);
 }
 
+int sonde_spool_writer__add_offcpu_coverage(struct sonde_spool_writer *w, uint32_t flags)
+{
+	int r = check_open(w);
+
+	if (r < 0)
+		return r;
+	if (!w->offcpu)
+		return -SONDE_E_STATE;
+	if (flags & ~(uint32_t)SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT)
+		return -EINVAL;
+	size_t rec = begin_record(&w->out, SPOOL_TAG_COVERAGE);
+	put_varint(&w->out, flags);
+	end_record(&w->out, rec);
+	return push(w, FLUSH_AT);
+}
+
 int sonde_spool_writer__add_account(struct sonde_spool_writer *w,
 				    const struct sonde_spool_account *a)
 {

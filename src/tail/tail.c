@@ -428,6 +428,7 @@ static int keep(struct sonde_tail *t, const struct sonde_spool_record *rec,
 	case SONDE_SPOOL_REC_OPTIONAL:
 	case SONDE_SPOOL_REC_ACCOUNT:
 	case SONDE_SPOOL_REC_EXIT:
+	case SONDE_SPOOL_REC_COVERAGE:
 		return 0;
 	}
 	return -SONDE_E_FORMAT;

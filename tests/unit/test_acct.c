@@ -192,3 +192,73 @@ TEST(acct_a_new_task_is_runnable_from_its_creation_to_its_first_switch_in)
 	sonde_spool__close(s);
 	sonde__buf_free(&b);
 }
+
+/* A recording of one thread without the CPUs' switches (the BPF backend launched): T lives
+ * 0..100 ms, is sampled twice (a timer the host delayed skipped the rest of its 50 ms on
+ * the CPU) and sleeps 30..80 ms. Where the spool says every switch-out was tracked and
+ * nothing dropped, T's life that no wait covers was on the CPU: 50 ms, spread over its two
+ * samples (25 ms each); otherwise only the samples' 2 ms are on-CPU and 48 ms unknown. */
+static struct sonde_spool *one_sleeper(struct buf *b, uint32_t coverage, uint64_t dropped,
+				       uint32_t *t)
+{
+	static const struct sonde_spool_header h = {1700000000000000000ULL, S0, MS};
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, b, &h));
+	const struct sonde_spool_frame f = {0, 0x1234};
+
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 90, 90, "sleeper", t));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + 10 * MS, *t, 0, &f, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + 20 * MS, *t, 0, &f, 1, 0));
+	const struct sonde_spool_offcpu iv = {.switch_out_ns = S0 + 30 * MS,
+					      .switch_in_ns = S0 + 80 * MS,
+					      .thread = *t,
+					      .cpu = 0,
+					      .state = SONDE_OFFCPU_SLEEPING};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, &f, 1));
+	ASSERT_OK(sonde_spool_writer__add_exit(w, S0 + 100 * MS, *t));
+	if (coverage)
+		ASSERT_OK(sonde_spool_writer__add_offcpu_coverage(w, coverage));
+	const struct sonde_spool_account acct = {.kernel_time = 1, .offcpu_dropped = dropped};
+	ASSERT_OK(sonde_spool_writer__add_account(w, &acct));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	return ASSERT_NOT_NULL(sonde_spool__open_mem(b->data, b->len, NULL));
+}
+
+TEST(acct_every_switch_out_tracked_makes_the_rest_on_cpu)
+{
+	for (int c = 0; c < 3; c++) {
+		struct buf b = BUF_INIT;
+		uint32_t t;
+		/* 0: tracked; 1: no coverage record; 2: tracked, but a wait was dropped */
+		struct sonde_spool *s = one_sleeper(
+			&b, c == 1 ? 0 : SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT, c == 2, &t);
+		bool complete = c == 0;
+		ASSERT_UINT(sonde_spool__offcpu_coverage(s), ==,
+			    c == 1 ? 0 : SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT);
+		ASSERT(sonde__acct_weights_known(s) == complete);
+
+		struct sonde_acct a;
+		ASSERT_OK(sonde__acct_build(s, NULL, &a));
+		const struct sonde_acct_task *k = &a.tasks[a.thread_task[t] - 1];
+		ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 50 * MS);
+		ASSERT_UINT(k->ns[SONDE_ACCT_ON], ==, complete ? 50 * MS : 2 * MS);
+		ASSERT_UINT(k->unseen_ns, ==, complete ? 0 : 48 * MS);
+		ASSERT(k->exact_on == complete);
+		ASSERT_UINT(a.rows[0].ns[SONDE_ACCT_ON], ==, k->ns[SONDE_ACCT_ON]);
+		/* a row counts a task's unseen time as unknown only where its on-CPU time is
+		 * exact: otherwise the samples' estimate and the waits */
+		ASSERT_UINT(a.rows[0].total, ==, complete ? 100 * MS : 52 * MS);
+		sonde__acct_free(&a);
+
+		struct sonde_acct_weights wt;
+		ASSERT_OK(sonde__acct_weights(s, &wt));
+		ASSERT_UINT(wt.n_samples, ==, 2);
+		for (int i = 0; i < 2; i++)
+			ASSERT_UINT(wt.sample_ns[i], ==, complete ? 25 * MS : MS);
+		sonde__acct_weights_free(&wt);
+		sonde_spool__close(s);
+		sonde__buf_free(&b);
+	}
+}
