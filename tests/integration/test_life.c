@@ -115,15 +115,27 @@ static void count_spin_samples(struct life_spool *ls, struct spin_stats *st)
 	}
 }
 
-/* Sample i, its thread and frames, for a failure message. */
+/* Sample i, its thread (with when the spool defined it, and the other definitions of its
+ * tid: a fork's, an exec's) and frames, for a failure message. */
 static void describe_sample(struct life_spool *ls, uint64_t i, char *out, size_t size)
 {
 	struct life_sample s;
+	struct sonde_spool_sample smp;
+	struct sonde_spool_thread th;
 	size_t n;
 
 	life_sample(ls, i, &s);
-	n = (size_t)snprintf(out, size, "sample %llu of %s pid %u tid %u:", (unsigned long long)i,
-			     s.comm, s.pid, s.tid);
+	ASSERT_OK(sonde_spool__get_sample(ls->s, i, &smp));
+	n = (size_t)snprintf(out, size,
+			     "sample %llu at %llu ns of %s pid %u tid %u (spool thread %u;",
+			     (unsigned long long)i, (unsigned long long)smp.time_ns, s.comm, s.pid,
+			     s.tid, smp.thread);
+	for (uint32_t t = 1; t <= ls->info.threads && n < size; t++)
+		if (sonde_spool__get_thread(ls->s, t, &th) == 0 && th.tid == s.tid)
+			n += (size_t)snprintf(out + n, size - n, " %u: %s defined at %llu ns;", t,
+					      th.comm, (unsigned long long)th.time_ns);
+	if (n < size)
+		n += (size_t)snprintf(out + n, size - n, ")");
 	for (int f = 0; f < s.depth && n < size; f++)
 		n += (size_t)snprintf(out + n, size - n, " %s@%s", s.fn[f] ? s.fn[f] : "?",
 				      s.mod[f][0] ? s.mod[f] : "-");
