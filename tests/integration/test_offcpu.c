@@ -16,6 +16,7 @@
 
 #include <sonde/error.h>
 #include <sonde/spool_reader.h>
+#include <sonde/symbolize.h>
 
 #include "../test.h"
 #include "../util.h"
@@ -85,13 +86,15 @@ static unsigned stack_switches(const char *err)
 /* The main thread's off-CPU intervals of a recording of offcpu_split, by the phase of a
  * round they belong to. Told apart by what ended them, not by their length, which a
  * loaded machine stretches and cuts: a nap is a sleep of at least its 40 ms (the kernel
- * never ends a nanosleep early) that the writer thread did not end; a pipe wait is a
- * sleep the writer ended, however short (a preemption of main between its request and its
- * read leaves the read less of the writer's 20 ms to wait: judged by length, as "15 ms or
- * more", such a wait would go uncounted). A read that found the byte already there did
- * not block: main was then preempted, between its nap and its next nap, at least as long
- * as the writer's nap, in an R interval of 15 ms or more with no pipe wait after it
- * (unblocked). Intervals a loss cut (kept as unknown) may be either. */
+ * never ends a nanosleep early) stacked through nap, or, its stack lost, that the writer
+ * thread did not end (the nap's timer fires in an interrupt, whose "waker" is whichever
+ * task it interrupted: the writer, now and then, and a nap was taken for a pipe wait); a
+ * pipe wait is any other sleep the writer ended, however short (a preemption of main between its
+ * request and its read leaves the read less of the writer's 20 ms to wait: judged by length, as "15
+ * ms or more", such a wait would go uncounted). A read that found the byte already there did not
+ * block: main was then preempted, between its nap and its next nap, at least as long as the
+ * writer's nap, in an R interval of 15 ms or more with no pipe wait after it (unblocked). Intervals
+ * a loss cut (kept as unknown) may be either. */
 struct phases {
 	uint64_t naps, pipe_waits, unblocked, unknown;
 	bool overlap; /* two intervals of main overlap: one counted twice */
@@ -109,6 +112,7 @@ static void main_thread_phases(const char *spool, int pid, struct phases *ph)
 
 	if (!s)
 		FAIL("%s: %s", spool, sonde_strerror(errno));
+	struct sonde_symbolizer *sym = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
 	memset(ph, 0, sizeof(*ph));
 	sonde_spool__get_info(s, &info);
 	for (uint32_t t = 1; t <= info.threads; t++) /* spool thread ids start at 1 */
@@ -125,10 +129,13 @@ static void main_thread_phases(const char *spool, int pid, struct phases *ph)
 		ph->overlap |= iv.switch_out_ns < last_in;
 		last_in = iv.switch_in_ns;
 		uint64_t len = iv.switch_in_ns - iv.switch_out_ns;
-		if (iv.state == SONDE_OFFCPU_SLEEPING && iv.waker_tid == writer) {
+		bool nap = iv.state == SONDE_OFFCPU_SLEEPING && len >= 40000000 &&
+			   (iv.waker_tid != writer ||
+			    (iv.stack && offcpu_stacked_through(s, sym, &iv, "nap")));
+		if (iv.state == SONDE_OFFCPU_SLEEPING && iv.waker_tid == writer && !nap) {
 			ph->pipe_waits++;
 			after_nap = preempted = false;
-		} else if (iv.state == SONDE_OFFCPU_SLEEPING && len >= 40000000) {
+		} else if (nap) {
 			ph->naps++;
 			ph->unblocked += after_nap && preempted;
 			after_nap = true;
@@ -138,6 +145,7 @@ static void main_thread_phases(const char *spool, int pid, struct phases *ph)
 		}
 	}
 	ph->unblocked += after_nap && preempted;
+	sonde_symbolizer__free(sym);
 	for (uint64_t i = 0; sonde_spool__get_unknown(s, i, &iv) == 0; i++) {
 		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
 		if ((int)th.tid == pid) {
@@ -354,7 +362,8 @@ TEST_TIMEOUT(offcpu_duration_ends_the_recording, 120)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	printf("%s", o.err);
 	ASSERT_CONTAINS(o.err, "off-CPU: ");
-	ASSERT_CONTAINS(o.err, "command: killed by signal 15 (Terminated) at the end of --duration");
+	ASSERT_CONTAINS(o.err,
+			"command: killed by signal 15 (Terminated) at the end of --duration");
 	test_output_free(&o);
 	ASSERT(access(truth, F_OK) != 0);
 	check_spool(spool, 1);
@@ -869,9 +878,20 @@ TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
 		 "while [ $i -lt 600 ] || [ $(date +%%s) -lt $end ]; do "
 		 "'%s'; i=$((i+1)); done",
 		 prog);
-	const char *argv[] = {test_bin("sonde"), "record", "-a", "--off-cpu",
-			      "--off-cpu-backend", "perf", "-q", "-o", spool, "--", "/bin/sh", "-c",
-			      script, NULL};
+	const char *argv[] = {test_bin("sonde"),
+			      "record",
+			      "-a",
+			      "--off-cpu",
+			      "--off-cpu-backend",
+			      "perf",
+			      "-q",
+			      "-o",
+			      spool,
+			      "--",
+			      "/bin/sh",
+			      "-c",
+			      script,
+			      NULL};
 	struct test_output o;
 
 	test_run(&o, 100, argv);
@@ -898,7 +918,8 @@ TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
 			ASSERT_OK(sonde_spool__get_thread(s, (uint32_t)*was, &prev));
 			if (sonde_spool__get_thread_exit(s, (uint32_t)*was, &prev_exit) ||
 			    prev_exit > t.time_ns)
-				FAIL("%s %u defined twice, at %llu and %llu ns, with no exit between",
+				FAIL("%s %u defined twice, at %llu and %llu ns, with no exit "
+				     "between",
 				     name, t.tid, (unsigned long long)prev.time_ns,
 				     (unsigned long long)t.time_ns);
 			again++;
@@ -1176,9 +1197,15 @@ static void write_life_spool(const char *spool)
 	ASSERT_OK(sonde_spool_writer__add_thread(w, s0 + 2 * ms, 90, 90, "spinner", &spinner));
 	const struct sonde_spool_frame f = {0, 0x1234};
 	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, s0 + 150 * ms, spinner, 1, &f, 1, 0));
-	const struct sonde_spool_offcpu nap = {
-		s0 + 4 * ms, s0 + 104 * ms, s0 + 104 * ms, worker, 0, SONDE_OFFCPU_SLEEPING, 0,
-		0, 0};
+	const struct sonde_spool_offcpu nap = {s0 + 4 * ms,
+					       s0 + 104 * ms,
+					       s0 + 104 * ms,
+					       worker,
+					       0,
+					       SONDE_OFFCPU_SLEEPING,
+					       0,
+					       0,
+					       0};
 	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &nap, NULL, 0));
 	ASSERT_OK(sonde_spool_writer__add_exit(w, s0 + 105 * ms, worker));
 	const struct sonde_spool_switch cpu0[] = {
@@ -1371,10 +1398,13 @@ TEST_TIMEOUT(offcpu_process_names_follow_exec, 120)
 
 	for (int conv = 0; conv < 2; conv++) {
 		if (conv)
-			test_runf(&o, 60, "%s convert --folded-roots process --metric wall -f folded -o - %s",
-				  test_bin("sonde"), spool);
+			test_runf(
+				&o, 60,
+				"%s convert --folded-roots process --metric wall -f folded -o - %s",
+				test_bin("sonde"), spool);
 		else
-			test_runf(&o, 60, "%s report --folded --folded-roots process --metric wall %s",
+			test_runf(&o, 60,
+				  "%s report --folded --folded-roots process --metric wall %s",
 				  test_bin("sonde"), spool);
 		if (o.status != 0)
 			FAIL("exited %d:\n%s", o.status, o.err);
@@ -1409,7 +1439,7 @@ TEST(offcpu_unknown_frame_in_pprof_and_speedscope)
 	const char *pb = test_path("unk.pb.gz");
 	const uint64_t ms = 1000000;
 	const struct sonde_spool_offcpu lost = {101 * ms, 151 * ms, 0, 0, 0, SONDE_OFFCPU_SLEEPING,
-						0, 0, 0};
+						0,	  0,	    0};
 	offcpu_write_napper_spool(spool, 77, &lost, 1);
 
 	struct test_output o;
