@@ -547,7 +547,7 @@ bool sonde__acct_weights_known(const struct sonde_spool *s)
 /* Each task's life less its parts: unseen, or over when the parts exceed it. Where every
  * wait is known, the unseen part is on-CPU time: a thread is on the CPU, or waiting, or
  * unknown (a loss), so what the samples did not count (the ones a late timer skipped: a
- * vCPU the host did not run, one in six of a CPU burner's samples on a loaded guest) is
+ * vCPU the host did not run, one in ten of a CPU burner's samples on a loaded guest) is
  * its stays less their samples. Its on-CPU time is then exact, as with the switches. */
 static int close_tasks(struct build *b)
 {
