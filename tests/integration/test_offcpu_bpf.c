@@ -1103,32 +1103,45 @@ static int span_cmp(const void *a, const void *b)
  * unknown spans cover its time in the recording but its few microseconds a nap on the CPU,
  * and never overlap. Before, a lost wait's time was gone (a nap missing from
  * offcpu_bpf_process_lives_until_its_last_thread with -a under three CI runs at once). */
-TEST_TIMEOUT(offcpu_bpf_lost_waits_are_unknown_time, 120)
+/* Records argv, spawned and attached stopped, with the BPF backend (threshold min_ns) and
+ * never polled, so that its waits ring fills: the summary into *sum, and the test fails
+ * unless records were lost (nothing to check otherwise). Returns its pid. */
+static pid_t record_unpolled(const char *const *argv, const char *spool, uint64_t min_ns,
+			     struct sonde_record_summary *sum)
 {
-	const char *spool = test_path("lostwaits.spool");
-	const char *argv[] = {test_prog("sleep_loop"), "6000", NULL};
 	struct sonde_record_opts opts = {.sz = sizeof(opts),
 					 .frequency = 99,
 					 .off_cpu = true,
-					 .off_cpu_min_ns = 1,
+					 .off_cpu_min_ns = min_ns,
 					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
-	struct sonde_record_summary sum = {.sz = sizeof(sum)};
 
 	offcpu_require_bpf();
+	*sum = (struct sonde_record_summary){.sz = sizeof(*sum)};
 	pid_t pid = test_spawn(argv);
 	struct sonde_recorder *r = sonde_recorder__attach(pid, spool, SONDE_ATTACH_STOP, &opts);
 	if (!r)
 		FAIL("attach: %s", strerror(errno));
-	/* not polled: the ring fills while it naps */
 	ASSERT_INT(test_wait(pid, 100), ==, 0);
-	ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
+	ASSERT_INT(sonde_recorder__finish(r, sum), ==, 0);
 	sonde_recorder__free(r);
-	printf("%llu records lost, %llu intervals, %llu unknown (%.3f s), %llu dropped\n",
-	       (unsigned long long)sum.lost_events, (unsigned long long)sum.offcpu_intervals,
-	       (unsigned long long)sum.offcpu_unknown, sum.offcpu_unknown_ns / 1e9,
-	       (unsigned long long)sum.offcpu_dropped);
-	if (!sum.lost_events)
+	printf("%llu records lost, %llu intervals, %llu short, %llu unknown (%.3f s), %llu "
+	       "dropped\n",
+	       (unsigned long long)sum->lost_events, (unsigned long long)sum->offcpu_intervals,
+	       (unsigned long long)sum->offcpu_short, (unsigned long long)sum->offcpu_unknown,
+	       sum->offcpu_unknown_ns / 1e9, (unsigned long long)sum->offcpu_dropped);
+	if (!sum->lost_events)
 		FAIL("the waits ring never filled: nothing was lost to check");
+	return pid;
+}
+
+TEST_TIMEOUT(offcpu_bpf_lost_waits_are_unknown_time, 120)
+{
+	const char *spool = test_path("lostwaits.spool");
+	const char *argv[] = {test_prog("sleep_loop"), "6000", NULL};
+	struct sonde_record_summary sum;
+
+	/* not polled: the ring fills while it naps */
+	pid_t pid = record_unpolled(argv, spool, 1, &sum);
 	ASSERT_UINT(sum.offcpu_unknown, >, 0);
 	ASSERT_UINT(sum.offcpu_dropped, ==, 0);
 
@@ -1175,27 +1188,10 @@ TEST_TIMEOUT(offcpu_bpf_exit_shorts_survive_a_full_ring, 120)
 {
 	const char *spool = test_path("exitshorts.spool"), *truth = test_path("exitshorts.txt");
 	const char *argv[] = {test_prog("short_threads"), "6000", "100", "50", truth, NULL};
-	struct sonde_record_opts opts = {.sz = sizeof(opts),
-					 .frequency = 99,
-					 .off_cpu = true,
-					 .off_cpu_min_ns = 500000,
-					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
-	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	struct sonde_record_summary sum;
 
-	offcpu_require_bpf();
-	pid_t pid = test_spawn(argv);
-	struct sonde_recorder *r = sonde_recorder__attach(pid, spool, SONDE_ATTACH_STOP, &opts);
-	if (!r)
-		FAIL("attach: %s", strerror(errno));
 	/* not polled: the ring fills while main naps, and stays full */
-	ASSERT_INT(test_wait(pid, 100), ==, 0);
-	ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
-	sonde_recorder__free(r);
-	printf("%llu records lost, %llu short waits, %llu dropped\n",
-	       (unsigned long long)sum.lost_events, (unsigned long long)sum.offcpu_short,
-	       (unsigned long long)sum.offcpu_dropped);
-	if (!sum.lost_events)
-		FAIL("the waits ring never filled: nothing was lost to check");
+	record_unpolled(argv, spool, 500000, &sum);
 	ASSERT_UINT(sum.offcpu_dropped, ==, 0);
 
 	uint32_t workers[100];
