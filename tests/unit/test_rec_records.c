@@ -85,6 +85,14 @@ static void recorder_free(struct sonde_recorder *r, struct buf *b)
 	free(r);
 }
 
+/* The spool r wrote into b, finished (the recorder without an error), open. */
+static struct sonde_spool *finished_spool(struct sonde_recorder *r, struct buf *b)
+{
+	ASSERT_OK(sonde_spool_writer__finish(r->spool));
+	ASSERT_INT(r->first_error, ==, 0);
+	return ASSERT_NOT_NULL(sonde_spool__open_mem(b->data, b->len, NULL));
+}
+
 /* A sched_switch of `prev` (of pid `pid`, 0 for the idle task) to `next` at time. */
 static void switch_rec(struct sonde_recorder *r, uint32_t pid, int32_t prev, int64_t state,
 		       int32_t next, uint64_t time)
@@ -183,10 +191,7 @@ TEST(record_lost_exit_ends_the_life_at_the_last_sighting)
 	ASSERT_OK(sonde_spool_writer__add_thread(r->spool, WINDOW_END, Q, Q, "other", &q));
 	ASSERT_OK(sonde_spool_writer__add_sample(r->spool, WINDOW_END, q, NULL, 0, 0));
 	ASSERT_OK(sonde__rec_offcpu_finish(r));
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	struct sonde_acct a;
 	ASSERT_OK(sonde__acct_build(s, NULL, &a));
 	ASSERT_UINT(a.window_end_ns, ==, WINDOW_END);
@@ -268,10 +273,7 @@ TEST(record_exec_of_an_unseen_fork_is_written_under_its_name)
 	/* sampled on its way out, after its exit record */
 	kernel_sample(r, Q, 6500);
 	ASSERT_UINT(r->sum.samples_written, ==, 2);
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	struct sonde_spool_info in;
 	struct sonde_spool_thread t;
 	uint32_t defs = 0;
@@ -359,10 +361,7 @@ TEST(record_records_after_an_exit_are_the_exited_task_s)
 	ASSERT_NOT_NULL(sonde__tasks_fork(&r->tasks, Q1, P, Q1, P, 6000));
 	kernel_sample(r, Q1, 6100);
 	ASSERT_UINT(r->sum.samples_written, ==, 5);
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	uint64_t exit_ns;
 	uint32_t exits;
 	ASSERT_UINT(definitions(s, Q, &exit_ns, &exits), ==, 1);
@@ -432,10 +431,7 @@ TEST(record_an_unnamed_process_lends_its_id_to_no_thread)
 	thread_sample(r, Q, Q + 1, 3000);
 	thread_sample(r, Q, Q + 2, 3500); /* its fork unseen too */
 	ASSERT_UINT(r->sum.samples_written, ==, 3);
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	struct sonde_spool_info in;
 	struct sonde_spool_thread t;
 	char dec[16];
@@ -489,10 +485,7 @@ TEST(record_reused_ids_are_two_tasks)
 	ASSERT_OK(sonde__rec_process_record(r, &exit_again));
 	kernel_sample(r, P, 9000); /* the machine goes on */
 	ASSERT_OK(sonde__rec_offcpu_finish(r));
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	uint64_t exit_ns;
 	uint32_t exits;
 	ASSERT_UINT(definitions(s, Q, &exit_ns, &exits), ==, 2);
@@ -556,10 +549,7 @@ TEST(record_a_forked_thread_is_defined_at_its_fork)
 	ASSERT_OK(sonde__rec_process_record(r, &comm));
 	thread_sample(r, P, T, 3300);
 	ASSERT_UINT(r->sum.samples_written, ==, 2);
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	struct sonde_spool_info in;
 	struct sonde_spool_thread t;
 	uint64_t at[2];
@@ -619,10 +609,7 @@ TEST(record_a_fork_over_a_stale_pid_keeps_its_name)
 	task_record(r, PERF_RECORD_FORK, 2000, Q, P, Q, P);
 	kernel_sample(r, Q, 2500);
 	ASSERT_UINT(r->sum.samples_written, ==, 2);
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	struct sonde_spool_sample smp;
 	struct sonde_spool_thread t;
 	ASSERT_OK(sonde_spool__get_sample(s, 1, &smp));
@@ -689,10 +676,7 @@ TEST(record_a_task_s_last_switch_out_ends_its_spool_thread)
 	switch_rec(r, Q, Q, 1, 0, 4500); /* S */
 	switch_rec(r, 0, 0, 0, Q, 5000);
 	ASSERT_OK(sonde__rec_offcpu_finish(r));
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	uint32_t q[4], q1[4];
 	uint64_t exit_ns;
 	ASSERT_UINT(threads_of(s, Q, q), ==, 2);
@@ -743,10 +727,7 @@ TEST(record_a_pid_a_sweep_found_gone_is_another_task_s_after)
 	switch_rec(r, Q, Q, 1, 0, 4500); /* S */
 	switch_rec(r, 0, 0, 0, Q, 5000);
 	ASSERT_OK(sonde__rec_offcpu_finish(r));
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	uint32_t q[4];
 	uint64_t exit_ns;
 	ASSERT_UINT(threads_of(s, Q, q), ==, 2);
@@ -822,9 +803,7 @@ TEST(record_a_drain_orders_what_a_ring_read_first_receives_late)
 	ASSERT_OK(sonde__rec_drain(r));
 	ASSERT(l.written);
 	ASSERT_UINT(r->sum.samples_written, ==, 3);
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	static const uint64_t want[] = {1000000, 8500000, 9000000};
 	for (uint64_t i = 0; i < 3; i++) {
 		struct sonde_spool_sample smp;
@@ -869,11 +848,8 @@ TEST(record_a_wait_whose_switch_in_went_untraced_ends_at_the_switch_inferred)
 	sample_rec(r, P, 7000);
 	switch_rec(r, P, P, 1, A, 8000); /* S */
 	ASSERT_OK(sonde__rec_offcpu_finish(r));
-	ASSERT_OK(sonde_spool_writer__finish(r->spool));
-	ASSERT_INT(r->first_error, ==, 0);
 	ASSERT_UINT(r->sum.offcpu_switches_inferred, ==, 2);
-
-	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	struct sonde_spool *s = finished_spool(r, &b);
 	const uint64_t out[] = {2000, 4000}, in[] = {3000, 7000}, woke[] = {3000, 5000};
 	const uint64_t left[] = {4000, 8000};
 	/* P's, and A's preemption, and P's wait open at the end */
