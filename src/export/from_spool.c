@@ -71,10 +71,11 @@ struct conv {
 	ARR(uint32_t) root_of;
 	struct u64map proc_root, main_comm, rooted;
 	/* sample records decoded (each kept sample's wall_ns holds its index until the
-	 * weights are known), and whether the recording kept the CPUs' switches or every
-	 * switch-out of its threads (sonde__acct_weights_known) */
+	 * weights are known), and whether the recording may say its tasks' on-CPU time exactly:
+	 * it kept the CPUs' switches, or every switch-out of its threads (a COVERAGE record;
+	 * sonde__acct_weights decides) */
 	uint64_t spool_samples;
-	bool switches;
+	bool exact_on;
 };
 
 int sonde__prof_sym_module_from_spool(const struct sonde_spool_record *r, char **path,
@@ -322,7 +323,7 @@ static int weigh_wall(struct conv *c, const char *path)
 {
 	struct sonde_profile *p = c->p;
 	struct sonde_acct_weights w = {0};
-	struct sonde_spool *s = c->switches && path ? sonde_spool__open(path, NULL) : NULL;
+	struct sonde_spool *s = c->exact_on && path ? sonde_spool__open(path, NULL) : NULL;
 	int err = s ? sonde__acct_weights(s, &w) : 0;
 
 	sonde_spool__close(s);
@@ -434,7 +435,7 @@ static int on_record(struct conv *c, const struct sonde_spool_record *r)
 		return on_sample(c, r);
 	case SONDE_SPOOL_REC_SWITCHES:
 	case SONDE_SPOOL_REC_COVERAGE:
-		c->switches = true;
+		c->exact_on = true;
 		return 0;
 	case SONDE_SPOOL_REC_OFFCPU:
 		return on_offcpu(c, r, r->offcpu.state);

@@ -495,10 +495,13 @@ int sonde__rec_check_target(pid_t pid)
 }
 
 /* ptrace is refused (Yama ptrace_scope, no CAP_SYS_PTRACE, traced already): the process
- * is attached while it runs, which may miss a thread or mapping created meanwhile. */
-static void stop_denied(pid_t pid, int err)
+ * is attached while it runs, which may miss a thread or mapping created meanwhile (and a
+ * wait it is in: offcpu.attached_running). */
+static void stop_denied(struct sonde_recorder *r, pid_t pid, int err)
 {
 	long scope = 0;
+
+	r->offcpu.attached_running = true;
 
 	if (read_int_file("/proc/sys/kernel/yama/ptrace_scope", &scope) < 0)
 		scope = 0;
@@ -542,8 +545,7 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 	if (mode == SONDE_ATTACH_STOP) {
 		err = sonde__proc_stop(pid, st.start_time, STOP_TIMEOUT_MS, &p->stop);
 		if (err == -EPERM || err == -EACCES) {
-			stop_denied(pid, err);
-			r->offcpu.attached_running = true;
+			stop_denied(r, pid, err);
 			err = 0;
 		}
 		if (err)
@@ -628,12 +630,10 @@ static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, p
 	if (mode == SONDE_ATTACH_STOP) {
 		int err = sonde__proc_stop_thread(p->pid, tid, p->start_time, STOP_TIMEOUT_MS,
 						  &p->stop);
-		if (err == -EPERM || err == -EACCES) {
-			stop_denied(tid, err);
-			r->offcpu.attached_running = true;
-		} else if (err) {
+		if (err == -EPERM || err == -EACCES)
+			stop_denied(r, tid, err);
+		else if (err)
 			return err;
-		}
 	}
 	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now(r)))
 		return -ENOMEM;

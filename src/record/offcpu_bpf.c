@@ -543,12 +543,9 @@ static int take_lost(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint32_
 static int take_exit_shorts(struct sonde_recorder *r, struct rec_offcpu_bpf *b, uint32_t tid,
 			    const void *v)
 {
-	struct sonde_bpf_exit_shorts e;
-
 	(void)b;
 	(void)tid;
-	memcpy(&e, v, sizeof(e));
-	return on_wait(r, &e, sizeof(e));
+	return on_wait(r, (void *)v, sizeof(struct sonde_bpf_exit_shorts));
 }
 
 int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
