@@ -89,12 +89,12 @@ static unsigned stack_switches(const char *err)
  * never ends a nanosleep early) stacked through nap, or, its stack lost, that the writer
  * thread did not end (the nap's timer fires in an interrupt, whose "waker" is whichever
  * task it interrupted: the writer, now and then, and a nap was taken for a pipe wait); a
- * pipe wait is any other sleep the writer ended, however short (a preemption of main between its
- * request and its read leaves the read less of the writer's 20 ms to wait: judged by length, as "15
- * ms or more", such a wait would go uncounted). A read that found the byte already there did not
- * block: main was then preempted, between its nap and its next nap, at least as long as the
- * writer's nap, in an R interval of 15 ms or more with no pipe wait after it (unblocked). Intervals
- * a loss cut (kept as unknown) may be either. */
+ * pipe wait is any other sleep the writer ended, however short (a preemption of main
+ * between its request and its read leaves the read less of the writer's 20 ms to wait:
+ * judged by length, as "15 ms or more", such a wait would go uncounted). A read that found
+ * the byte already there did not block: main was then preempted, between its nap and its
+ * next nap, at least as long as the writer's nap, in an R interval of 15 ms or more with
+ * no pipe wait after it (unblocked). Intervals a loss cut (kept as unknown) may be either. */
 struct phases {
 	uint64_t naps, pipe_waits, unblocked, unknown;
 	bool overlap; /* two intervals of main overlap: one counted twice */
@@ -362,8 +362,7 @@ TEST_TIMEOUT(offcpu_duration_ends_the_recording, 120)
 		FAIL("record exited %d:\n%s", o.status, o.err);
 	printf("%s", o.err);
 	ASSERT_CONTAINS(o.err, "off-CPU: ");
-	ASSERT_CONTAINS(o.err,
-			"command: killed by signal 15 (Terminated) at the end of --duration");
+	ASSERT_CONTAINS(o.err, "command: killed by signal 15 (Terminated) at the end of --duration");
 	test_output_free(&o);
 	ASSERT(access(truth, F_OK) != 0);
 	check_spool(spool, 1);
@@ -878,20 +877,9 @@ TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
 		 "while [ $i -lt 600 ] || [ $(date +%%s) -lt $end ]; do "
 		 "'%s'; i=$((i+1)); done",
 		 prog);
-	const char *argv[] = {test_bin("sonde"),
-			      "record",
-			      "-a",
-			      "--off-cpu",
-			      "--off-cpu-backend",
-			      "perf",
-			      "-q",
-			      "-o",
-			      spool,
-			      "--",
-			      "/bin/sh",
-			      "-c",
-			      script,
-			      NULL};
+	const char *argv[] = {test_bin("sonde"), "record", "-a", "--off-cpu",
+			      "--off-cpu-backend", "perf", "-q", "-o", spool, "--", "/bin/sh", "-c",
+			      script, NULL};
 	struct test_output o;
 
 	test_run(&o, 100, argv);
@@ -918,8 +906,7 @@ TEST_TIMEOUT(offcpu_system_wide_fork_storm_keeps_every_name, 120)
 			ASSERT_OK(sonde_spool__get_thread(s, (uint32_t)*was, &prev));
 			if (sonde_spool__get_thread_exit(s, (uint32_t)*was, &prev_exit) ||
 			    prev_exit > t.time_ns)
-				FAIL("%s %u defined twice, at %llu and %llu ns, with no exit "
-				     "between",
+				FAIL("%s %u defined twice, at %llu and %llu ns, with no exit between",
 				     name, t.tid, (unsigned long long)prev.time_ns,
 				     (unsigned long long)t.time_ns);
 			again++;
@@ -1197,15 +1184,9 @@ static void write_life_spool(const char *spool)
 	ASSERT_OK(sonde_spool_writer__add_thread(w, s0 + 2 * ms, 90, 90, "spinner", &spinner));
 	const struct sonde_spool_frame f = {0, 0x1234};
 	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, s0 + 150 * ms, spinner, 1, &f, 1, 0));
-	const struct sonde_spool_offcpu nap = {s0 + 4 * ms,
-					       s0 + 104 * ms,
-					       s0 + 104 * ms,
-					       worker,
-					       0,
-					       SONDE_OFFCPU_SLEEPING,
-					       0,
-					       0,
-					       0};
+	const struct sonde_spool_offcpu nap = {
+		s0 + 4 * ms, s0 + 104 * ms, s0 + 104 * ms, worker, 0, SONDE_OFFCPU_SLEEPING, 0,
+		0, 0};
 	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &nap, NULL, 0));
 	ASSERT_OK(sonde_spool_writer__add_exit(w, s0 + 105 * ms, worker));
 	const struct sonde_spool_switch cpu0[] = {
@@ -1398,13 +1379,10 @@ TEST_TIMEOUT(offcpu_process_names_follow_exec, 120)
 
 	for (int conv = 0; conv < 2; conv++) {
 		if (conv)
-			test_runf(
-				&o, 60,
-				"%s convert --folded-roots process --metric wall -f folded -o - %s",
-				test_bin("sonde"), spool);
+			test_runf(&o, 60, "%s convert --folded-roots process --metric wall -f folded -o - %s",
+				  test_bin("sonde"), spool);
 		else
-			test_runf(&o, 60,
-				  "%s report --folded --folded-roots process --metric wall %s",
+			test_runf(&o, 60, "%s report --folded --folded-roots process --metric wall %s",
 				  test_bin("sonde"), spool);
 		if (o.status != 0)
 			FAIL("exited %d:\n%s", o.status, o.err);
@@ -1439,7 +1417,7 @@ TEST(offcpu_unknown_frame_in_pprof_and_speedscope)
 	const char *pb = test_path("unk.pb.gz");
 	const uint64_t ms = 1000000;
 	const struct sonde_spool_offcpu lost = {101 * ms, 151 * ms, 0, 0, 0, SONDE_OFFCPU_SLEEPING,
-						0,	  0,	    0};
+						0, 0, 0};
 	offcpu_write_napper_spool(spool, 77, &lost, 1);
 
 	struct test_output o;
