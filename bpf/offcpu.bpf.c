@@ -51,14 +51,14 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-const volatile bool all_tasks; /* -a without filters: every process but self_pid */
-const volatile __u32 self_pid; /* the recorder's own process: never recorded */
+const volatile bool all_tasks;	    /* -a without filters: every process but self_pid */
+const volatile __u32 self_pid;	    /* the recorder's own process: never recorded */
 const volatile __u64 min_ns = 1000000;
 const volatile __u32 copy_bytes = SONDE_BPF_STACK_MAX;
-const volatile bool kernel_stacks; /* capture the switch-out's kernel stack */
-const volatile bool follow;	   /* children of recorded processes are recorded */
-const volatile __u64 wake_bytes;   /* wake user space once this much is queued */
-const volatile bool keep_switches; /* every switch of every CPU into the switches ring */
+const volatile bool kernel_stacks;  /* capture the switch-out's kernel stack */
+const volatile bool follow;	    /* children of recorded processes are recorded */
+const volatile __u64 wake_bytes;    /* wake user space once this much is queued */
+const volatile bool keep_switches;  /* every switch of every CPU into the switches ring */
 const volatile __u64 switch_wake_bytes;
 /* -a: nothing is tracked until the recording is enabled (armed by user space), as the perf
  * events see nothing before: a wait in progress then is in neither backend's recording,
@@ -264,7 +264,7 @@ static __always_inline __u32 state_of(bool preempt, unsigned int st)
 static __always_inline __u64 ring_flags(void *ring, __u64 wake_at)
 {
 	return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= wake_at ? BPF_RB_FORCE_WAKEUP
-								     : BPF_RB_NO_WAKEUP;
+								       : BPF_RB_NO_WAKEUP;
 }
 
 /* A write went into ring: what it holds now, the most it held, into the counter `high`

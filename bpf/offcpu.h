@@ -133,12 +133,12 @@ struct sonde_bpf_switches {
 
 /* Counters, one slot each in the per-CPU stats map. */
 enum {
-	SONDE_BPF_SWITCHES,	 /* switch-outs of recorded threads */
-	SONDE_BPF_WAKEUPS,	 /* wakeups matched to a wait */
-	SONDE_BPF_LONG,		 /* long waits written */
-	SONDE_BPF_LOST,		 /* long waits the ring buffer had no room for */
-	SONDE_BPF_SHORT_FULL,	 /* short waits the shorts map or the waits ring had no room for */
-	SONDE_BPF_START_FULL,	 /* switch-outs the starts map had no room for */
+	SONDE_BPF_SWITCHES,	/* switch-outs of recorded threads */
+	SONDE_BPF_WAKEUPS,	/* wakeups matched to a wait */
+	SONDE_BPF_LONG,		/* long waits written */
+	SONDE_BPF_LOST,		/* long waits the ring buffer had no room for */
+	SONDE_BPF_SHORT_FULL,	/* short waits the shorts map or the waits ring had no room for */
+	SONDE_BPF_START_FULL,	/* switch-outs the starts map had no room for */
 	SONDE_BPF_SHORT_LOST_NS, /* their time */
 	SONDE_BPF_SWITCHES_LOST, /* batches of switches the ring buffer had no room for */
 	SONDE_BPF_UNSEEN_IN,	 /* waits whose switch-in was not traced: written unknown */

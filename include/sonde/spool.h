@@ -130,9 +130,9 @@ enum sonde_spool_switches_flags {
 	SONDE_SWITCHES_GAP = 1u << 0, /* records were lost before the first switch */
 };
 struct sonde_spool_switch {
-	uint64_t time_ns;    /* sample clock */
-	uint32_t prev_tid;   /* the task leaving the CPU (0: the idle task) */
-	uint32_t next_tid;   /* the task taking it (0: the idle task) */
+	uint64_t time_ns;	   /* sample clock */
+	uint32_t prev_tid;	   /* the task leaving the CPU (0: the idle task) */
+	uint32_t next_tid;	   /* the task taking it (0: the idle task) */
 	uint32_t prev_state; /* enum sonde_offcpu_state or SONDE_SWITCH_EXITED, maybe with
 			      * SONDE_SWITCH_INFERRED */
 };
@@ -192,8 +192,8 @@ SONDE_API int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
  * every CPU's switches (-a --off-cpu) writes an empty run per CPU before any off-CPU
  * interval, so that a reader knows it from the start. Needs declare_offcpu first. */
 SONDE_API int sonde_spool_writer__add_switches(struct sonde_spool_writer *w, uint32_t cpu,
-					       uint32_t flags, const struct sonde_spool_switch *sw,
-					       size_t n);
+					       uint32_t flags,
+					       const struct sonde_spool_switch *sw, size_t n);
 /* What an off-CPU recording tracked (COVERAGE record), flags of
  * enum sonde_spool_offcpu_coverage. */
 enum sonde_spool_offcpu_coverage {
@@ -204,7 +204,8 @@ enum sonde_spool_offcpu_coverage {
 };
 /* The off-CPU recording's coverage (flags of enum sonde_spool_offcpu_coverage), at most
  * once, before finish. Needs declare_offcpu first. */
-SONDE_API int sonde_spool_writer__add_offcpu_coverage(struct sonde_spool_writer *w, uint32_t flags);
+SONDE_API int sonde_spool_writer__add_offcpu_coverage(struct sonde_spool_writer *w,
+						      uint32_t flags);
 /* Thread thread (a defined id) exited at time_ns: its life ends there (optional; written
  * at most once per thread, as the recorder sees the exit). */
 SONDE_API int sonde_spool_writer__add_exit(struct sonde_spool_writer *w, uint64_t time_ns,

@@ -107,7 +107,7 @@ struct sonde_spool_record {
 		struct sonde_spool_account account;
 		struct {
 			uint32_t cpu;
-			uint32_t flags;			    /* enum sonde_spool_switches_flags */
+			uint32_t flags; /* enum sonde_spool_switches_flags */
 			const struct sonde_spool_switch *v; /* in the decoder */
 			size_t n;
 		} switches;

@@ -331,9 +331,8 @@ static int add_intervals(struct build *b, bool unknown)
 		if (!row)
 			return -ENOMEM;
 		if (o.switch_in_ns > b->a->window_end_ns) /* clipped to the window */
-			o.switch_in_ns = o.switch_out_ns > b->a->window_end_ns
-						 ? o.switch_out_ns
-						 : b->a->window_end_ns;
+			o.switch_in_ns = o.switch_out_ns > b->a->window_end_ns ? o.switch_out_ns
+									   : b->a->window_end_ns;
 		uint64_t until = o.switch_in_ns;
 		if (!unknown && o.state != SONDE_OFFCPU_RUNNABLE && o.wakeup_ns &&
 		    o.wakeup_ns >= o.switch_out_ns && o.wakeup_ns <= o.switch_in_ns) {
@@ -610,8 +609,8 @@ static int add_cpus(struct build *b)
 		if (sonde_spool__get_cpu_time(b->s, c, a->window_start_ns, a->window_end_ns, &t) <
 		    0)
 			continue;
-		a->cpus[a->n_cpus++] =
-			(struct sonde_acct_cpu){c, t.busy_ns, t.idle_ns, t.unknown_ns};
+		a->cpus[a->n_cpus++] = (struct sonde_acct_cpu){c, t.busy_ns, t.idle_ns,
+							       t.unknown_ns};
 	}
 	return 0;
 }

@@ -53,8 +53,8 @@ struct sonde_acct_task {
 	bool exact_on; /* on-CPU time from the switches */
 	uint64_t ns[SONDE_ACCT_COLS];
 	uint64_t sampled_ns; /* its samples x period that pass every filter */
-	uint64_t unseen_ns;  /* life no record covers (records lost, intervals dropped) */
-	uint64_t over_ns;    /* parts beyond the life: counted twice (0 when consistent) */
+	uint64_t unseen_ns; /* life no record covers (records lost, intervals dropped) */
+	uint64_t over_ns;   /* parts beyond the life: counted twice (0 when consistent) */
 };
 
 /* One CPU's time by its switches over the window. */

@@ -376,8 +376,7 @@ static int on_offcpu(struct conv *c, const struct sonde_spool_record *r, uint32_
 	if (node < 0)
 		return (int)node;
 	return sonde__prof_add_offcpu_node(c->p, o->switch_out_ns, c->threads.v[o->thread], o->cpu,
-					   (uint32_t)node, o->switch_in_ns - o->switch_out_ns,
-					   state);
+					   (uint32_t)node, o->switch_in_ns - o->switch_out_ns, state);
 }
 
 static int on_record(struct conv *c, const struct sonde_spool_record *r)
@@ -510,10 +509,9 @@ static int decode_file(struct conv *c, int fd, const char *path)
 		err = -SONDE_E_EMPTY;
 	else if (!err && (len || !sonde_spool_decoder__ended(d)))
 		/* the words of `sonde report`, so that every reader says it alike */
-		sonde_warn(
-			"%s: truncated at byte %llu, recovered %llu samples", path,
-			(unsigned long long)sonde_spool_decoder__offset(d),
-			(unsigned long long)sonde_profile__total(c->p, SONDE_PROFILE_METRIC_CPU));
+		sonde_warn("%s: truncated at byte %llu, recovered %llu samples", path,
+			   (unsigned long long)sonde_spool_decoder__offset(d),
+			   (unsigned long long)sonde_profile__total(c->p, SONDE_PROFILE_METRIC_CPU));
 	if (err)
 		sonde_debug("%s: error at byte %llu", path,
 			    (unsigned long long)sonde_spool_decoder__offset(d));
@@ -557,8 +555,8 @@ static struct sonde_profile *from_fd(int fd, const char *name,
 	}
 	if (opts)
 		OPTS_COPY(&c.o, opts);
-	if ((c.o.n_pids && !c.o.pids) || (c.o.n_tids && !c.o.tids) || (c.o.n_comms && !c.o.comms) ||
-	    (c.o.n_cpus && !c.o.cpus)) {
+	if ((c.o.n_pids && !c.o.pids) || (c.o.n_tids && !c.o.tids) ||
+	    (c.o.n_comms && !c.o.comms) || (c.o.n_cpus && !c.o.cpus)) {
 		errno = EINVAL;
 		return NULL;
 	}

@@ -220,8 +220,9 @@ static int frame_of(struct names *n, uint32_t frame_id, uint32_t pid, struct fra
 		int err = resolve_frame(n, frame_id, pid, &n->frames[frame_id]);
 		if (err)
 			return err;
-		n->frames[frame_id].pid =
-			defined && n->rd.module(n->rd.src, f.module, &m) == 0 ? m.def.pid : 0;
+		n->frames[frame_id].pid = defined && n->rd.module(n->rd.src, f.module, &m) == 0
+						  ? m.def.pid
+						  : 0;
 	}
 	*fr = n->frames[frame_id];
 	return 0;
@@ -453,8 +454,7 @@ struct spool_src {
 };
 
 int sonde_spool__symbolize_frame(const struct sonde_spool *s, struct sonde_symbolizer *sym,
-				 uint32_t frame, uint32_t pid, struct sonde_sym_frame *out,
-				 size_t max)
+				 uint32_t frame, uint32_t pid, struct sonde_sym_frame *out, size_t max)
 {
 	struct sonde_spool_frame f;
 	struct sonde_spool_module m;
@@ -620,8 +620,7 @@ static int add_events(struct build *b)
 				continue;
 			stack = node_stack(&b->names, node, e.pid);
 		}
-		int err = stack < 0 ? (int)stack
-				    : sonde_view__add_stack(b->names.v, &e, (uint32_t)stack);
+		int err = stack < 0 ? (int)stack : sonde_view__add_stack(b->names.v, &e, (uint32_t)stack);
 		if (err < 0)
 			return err;
 	}
@@ -1008,7 +1007,8 @@ static int live_take_switches(struct sonde_view_live *l, const struct sonde_tail
 		return 0;
 	l->switches = true;
 	l->ended = b->ended;
-	for (uint32_t id = l->threads_known + 1; sonde_tail__get_thread(l->t, id, &th) == 0; id++) {
+	for (uint32_t id = l->threads_known + 1; sonde_tail__get_thread(l->t, id, &th) == 0;
+	     id++) {
 		if (sonde__u64map_put(&l->tid_thread, (uint64_t)th.tid + 1, id) < 0)
 			return -ENOMEM;
 		l->threads_known = id;

@@ -156,7 +156,8 @@ int sonde__rec_choose_event(struct sonde_recorder *r, pid_t pid, enum sonde_reco
 			if (err) {
 				sonde_error(
 					"tracepoint %s: the kernel refused the filter \"%s\": %s",
-					r->sum.tracepoint, filter, sonde_strerror(err));
+					r->sum.tracepoint, filter,
+					sonde_strerror(err));
 				r->ev.event_error_said = true;
 			}
 			return err;
@@ -313,8 +314,8 @@ static int attach_to_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 int sonde__rec_add_event(struct sonde_recorder *r, int fd, size_t cpu_idx, pid_t tid, bool on_exec,
 			 uint32_t gen, uint32_t stack_bytes)
 {
-	if (sonde__array_grow(&r->ev.events, &r->ev.cap_events, r->ev.n_events + 1,
-			      sizeof(*r->ev.events), 64) < 0)
+	if (sonde__array_grow(&r->ev.events, &r->ev.cap_events, r->ev.n_events + 1, sizeof(*r->ev.events), 64) <
+	    0)
 		return -ENOMEM;
 	int err = sonde__rec_note_event_id(r, fd, tid, gen, stack_bytes);
 	if (!err)
@@ -707,6 +708,7 @@ int sonde__rec_stop_process(struct sonde_recorder *r, struct rec_process *p)
 	p->since = UINT64_MAX;
 	return err;
 }
+
 
 void sonde__rec_exec_seen(struct sonde_recorder *r, pid_t pid)
 {

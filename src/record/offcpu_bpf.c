@@ -6,8 +6,8 @@
  * registers, the used part of its user stack and the id of its switch-out's kernel stack;
  * it is queued in the recorder's perf stream (a source of its own) at its switch-in time,
  * as an event type no perf record has, so that it is unwound with the mappings its process
- * had then, between the perf records (an exit processed first would have retired them). Short waits
- * stay in the kernel, summed per thread, until the recording ends.
+ * had then, between the perf records (an exit processed first would have retired them). Short waits stay in
+ * the kernel, summed per thread, until the recording ends.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -136,7 +136,7 @@ struct rec_offcpu_bpf {
 	struct offcpu_bpf *skel;
 	struct ring_buffer *rb;
 	int rb_err; /* the first error of the ring buffer's callback */
-	int src;    /* its source in the recorder's perf stream, -1 before the first wait */
+	int src; /* its source in the recorder's perf stream, -1 before the first wait */
 	bool stopped;
 	/* -a over every process: each CPU's switches come in batches, numbered per CPU */
 	bool switches;
@@ -367,8 +367,8 @@ int sonde__rec_offcpu_bpf_target(struct sonde_recorder *r, pid_t pid, bool on_ex
 
 	if (!b)
 		return 0;
-	if (bpf_map__update_elem(b->skel->maps.targets, &key, sizeof(key), &v, sizeof(v), BPF_ANY) <
-	    0)
+	if (bpf_map__update_elem(b->skel->maps.targets, &key, sizeof(key), &v, sizeof(v),
+				 BPF_ANY) < 0)
 		return -errno;
 	return 0;
 }
@@ -381,8 +381,8 @@ int sonde__rec_offcpu_bpf_thread(struct sonde_recorder *r, pid_t tid)
 
 	if (!b)
 		return 0;
-	if (bpf_map__update_elem(b->skel->maps.threads, &key, sizeof(key), &v, sizeof(v), BPF_ANY) <
-	    0)
+	if (bpf_map__update_elem(b->skel->maps.threads, &key, sizeof(key), &v, sizeof(v),
+				 BPF_ANY) < 0)
 		return -errno;
 	return 0;
 }
@@ -484,8 +484,8 @@ static int keep_last_batches(struct sonde_recorder *r, struct rec_offcpu_bpf *b)
 	struct sonde_bpf_switches *v = sonde__calloc(b->ncpu, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	if (!bpf_map__lookup_elem(b->skel->maps.batch, &zero, sizeof(zero), v, b->ncpu * sizeof(*v),
-				  0))
+	if (!bpf_map__lookup_elem(b->skel->maps.batch, &zero, sizeof(zero), v,
+				  b->ncpu * sizeof(*v), 0))
 		for (uint32_t c = 0; c < b->ncpu && !first; c++)
 			first = v[c].n ? keep_batch(r, b, c, v[c].seq, v[c].v, v[c].n) : 0;
 	sonde__free(v);
@@ -673,11 +673,8 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 static int write_short(struct sonde_recorder *r, uint64_t time, uint32_t tid,
 		       const struct sonde_bpf_short *v)
 {
-	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
-			       .time = time,
-			       .pid = v->pid,
-			       .tid = tid,
-			       .has_id = true};
+	struct perf_rec rec = {
+		.type = PERF_RECORD_SAMPLE, .time = time, .pid = v->pid, .tid = tid, .has_id = true};
 	uint32_t id;
 
 	if (!v->count || !sonde__rec_sample_process(r, &rec))

@@ -178,7 +178,7 @@ static void kernel_time_rate(struct sonde_recorder *r, const struct sonde_record
 		return;
 	if (o->sample_period)
 		rate = o->event == SONDE_RECORD_EVENT_CPU_CLOCK ? 1000000000ull / o->sample_period
-								: 0;
+								 : 0;
 	if (rate <= KERNEL_TIME_MAX_HZ)
 		return;
 	sonde_info("kernel time not sampled at %llu Hz (above %u Hz the samples' own cost would "
@@ -965,8 +965,8 @@ int sonde_recorder__enable(struct sonde_recorder *r)
 			sonde__rec_context_error(r, rerr,
 						 "resuming a process stopped for attaching");
 		} else {
-			sonde_error("cannot resume pid %d: %s",
-				    (int)sonde__tasks_proc_at(&r->tasks, i)->pid, strerror(-rerr));
+			sonde_error("cannot resume pid %d: %s", (int)sonde__tasks_proc_at(&r->tasks, i)->pid,
+				    strerror(-rerr));
 			err = rerr;
 		}
 	}
@@ -1102,10 +1102,9 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	 * process attached running; with the perf backend, only when no record was lost (a
 	 * lost switch-out is a wait nobody knows of; the BPF backend's are unknown spans). */
 	bool every_switch_out = r->offcpu.bpf || (!r->sum.lost_events && !r->sum.lost_samples);
+	uint32_t coverage = SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT;
 	if (r->offcpu.on && every_switch_out && !r->system_wide && !r->offcpu.attached_running)
-		keep_first(r, &first,
-			   sonde_spool_writer__add_offcpu_coverage(
-				   r->spool, SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT),
+		keep_first(r, &first, sonde_spool_writer__add_offcpu_coverage(r->spool, coverage),
 			   "writing the off-CPU coverage");
 	/* What the recording could not see, for the readers to say (after the losses the
 	 * kernel never reported are counted). */

@@ -123,12 +123,12 @@ struct sonde_recorder {
 	struct rec_events ev;	    /* events, rings, ids, generations (events.h) */
 	struct perf_stream *stream; /* every ring's records, decoded, in time order */
 	struct sonde_spool_writer *spool;
-	int out_fd;		      /* owned when recording to a path, else -1 */
-	struct rec_tasks tasks;	      /* processes and threads (tasks.h) */
-	struct rec_images img;	      /* build ids, held images, the build-id cache (images.h) */
-	struct rec_filters filt;      /* system-wide filters, the tracepoint filter (filters.h) */
+	int out_fd;		  /* owned when recording to a path, else -1 */
+	struct rec_tasks tasks;	  /* processes and threads (tasks.h) */
+	struct rec_images img;	  /* build ids, held images, the build-id cache (images.h) */
+	struct rec_filters filt;  /* system-wide filters, the tracepoint filter (filters.h) */
 	struct rec_offcpu_cfg offcpu; /* off-CPU state not per thread (offcpu.c) */
-	struct rec_life life;	      /* lifecycle and loss recovery (recover.c) */
+	struct rec_life life;	  /* lifecycle and loss recovery (recover.c) */
 	struct rec_unwind unw;
 	struct rec_live live; /* periodic pushes, the tail (live.c) */
 	struct sonde_record_summary sum;

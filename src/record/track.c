@@ -396,8 +396,8 @@ int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 	 * far shallower than its code's, and a thousand short-lived threads would each be
 	 * given a smaller copy, their events reopened for it. */
 	if (sonde__rec_adaptive(r) && s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE && !leaf)
-		sonde__rec_stack_learn(r, sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false),
-				       copy, s->stack_len, end, reach);
+		sonde__rec_stack_learn(r, sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false), copy,
+				       s->stack_len, end, reach);
 	if (end == UNWIND_END_COPY_WINDOW || end == UNWIND_END_MAX_FRAMES) {
 		*flags |= SONDE_SAMPLE_TRUNCATED;
 		r->sum.truncated_stacks++;
@@ -488,7 +488,7 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 		return 0;
 	bool stale;
 	if (!sonde__tasks_rename(&r->tasks, (pid_t)c->pid, (pid_t)c->tid, c->comm, rec->time,
-				 &stale))
+				  &stale))
 		return stale ? 0 : sonde__rec_error(r, -ENOMEM);
 	if (c->exec) {
 		sonde__rec_exec_seen(r, (pid_t)c->pid);
@@ -542,8 +542,8 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
  * generation switch was under way (its fork is older than the cut): the switch, which
  * did not know it, gave it nothing, and the events it inherited may be the old
  * generation's, closed since. It gets its own now. */
-static int adopt_switch_child(struct sonde_recorder *r, const struct rec_process *owner, pid_t tid,
-			      uint64_t time, bool own)
+static int adopt_switch_child(struct sonde_recorder *r, const struct rec_process *owner,
+			      pid_t tid, uint64_t time, bool own)
 {
 	if (own || !owner || !owner->thread_only || !sonde__rec_before_cut(r, time))
 		return 0;

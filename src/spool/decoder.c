@@ -495,8 +495,8 @@ static int dec_switches(struct sonde_spool_decoder *d, struct cur *c,
 	if (cpu >= SONDE_SPOOL_CPU_NONE || (flags & ~(uint64_t)SONDE_SWITCHES_GAP) ||
 	    n > SONDE_SPOOL_SWITCHES_MAX)
 		return -SONDE_E_RANGE;
-	if (n && sonde__array_grow(&d->switches, &d->switches_cap, (size_t)n, sizeof(*d->switches),
-				   64) < 0)
+	if (n && sonde__array_grow(&d->switches, &d->switches_cap, (size_t)n,
+				   sizeof(*d->switches), 64) < 0)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < n; i++) {
 		struct sonde_spool_switch *sw = &d->switches[i];
@@ -506,8 +506,7 @@ static int dec_switches(struct sonde_spool_decoder *d, struct cur *c,
 		sw->prev_state = get_u32(c);
 		if (c->err)
 			return c->err;
-		if (dt > UINT64_MAX - t ||
-		    (sw->prev_state & ~(uint32_t)SONDE_SWITCH_INFERRED) > SONDE_SWITCH_EXITED)
+		if (dt > UINT64_MAX - t || (sw->prev_state & ~(uint32_t)SONDE_SWITCH_INFERRED) > SONDE_SWITCH_EXITED)
 			return -SONDE_E_RANGE;
 		t += dt;
 		sw->time_ns = t;

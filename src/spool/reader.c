@@ -56,8 +56,8 @@ struct sonde_spool {
 	struct rcpu *cpus; /* by CPU number: the switches, added up as they come */
 	size_t cpus_cap;
 	uint32_t n_cpus;
-	/* by CPU number below SONDE_SPOOL_MAX_CPUS, those that can have switches: the time of its
-	 * first sample + 1, 0 for none */
+	/* by CPU number below SONDE_SPOOL_MAX_CPUS, those that can have switches: the time of its first
+	 * sample + 1, 0 for none */
 	uint64_t *first_sample;
 	size_t first_sample_cap;
 	uint64_t last_switch_ns;
@@ -69,8 +69,8 @@ struct sonde_spool {
 	size_t exit_cap;
 };
 
-static int add_run(struct sonde_spool *s, uint32_t tid, uint32_t cpu, uint64_t start, uint64_t end,
-		   uint32_t state)
+static int add_run(struct sonde_spool *s, uint32_t tid, uint32_t cpu, uint64_t start,
+		   uint64_t end, uint32_t state)
 {
 	if (sonde__array_grow(&s->runs, &s->runs_cap, s->n_runs + 1, sizeof(*s->runs), 256) < 0)
 		return -ENOMEM;
@@ -635,8 +635,7 @@ uint64_t sonde_spool__unknown_count(const struct sonde_spool *s)
 	return s->n_unknown;
 }
 
-int sonde_spool__get_unknown(const struct sonde_spool *s, uint64_t i,
-			     struct sonde_spool_offcpu *out)
+int sonde_spool__get_unknown(const struct sonde_spool *s, uint64_t i, struct sonde_spool_offcpu *out)
 {
 	if (i >= s->n_unknown)
 		return -ERANGE;

@@ -74,7 +74,7 @@ struct sonde_tail {
 	struct sonde_spool_chain *chains;
 	uint64_t *switched;
 	size_t n_cpus, chains_cap, switched_cap;
-	bool switches;	   /* a SWITCHES record was read: the recording keeps them */
+	bool switches; /* a SWITCHES record was read: the recording keeps them */
 	uint32_t *invalid; /* pids invalidated by the current batch */
 	size_t n_invalid, invalid_cap;
 
@@ -349,9 +349,9 @@ static int keep_switches(struct sonde_tail *t, const struct sonde_spool_record *
 	for (size_t i = 0; i < rec->switches.n; i++) {
 		const struct sonde_spool_switch *sw = &rec->switches.v[i];
 		struct sonde_spool_run run;
-		int ends = sonde__spool_chain_step(
-			&t->chains[cpu], cpu, sw,
-			i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP), &run);
+		int ends = sonde__spool_chain_step(&t->chains[cpu], cpu, sw,
+						   i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP),
+						   &run);
 		if (ends < 0)
 			return ends;
 		if (ends) {

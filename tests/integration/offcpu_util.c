@@ -298,16 +298,16 @@ int offcpu_check_leader_exit(const char *spool, const char *truth_path, int nap_
 			continue;
 		uint64_t rest = unknown ? 0 : unknown_after(s, &iv);
 		bool through = iv.stack && offcpu_stacked_through(s, sym, &iv, "nap");
+		const char *stack = !iv.stack ? "none" : through ? "nap" : "other";
 		/* every wait of the napper, said when a nap is missing or not stacked */
 		if (wl < sizeof(waits) - 100)
 			wl += (size_t)snprintf(waits + wl, sizeof(waits) - wl,
-					       " %.4f-%.4f s state %s flags %#x stack %s, then %.4f s "
-					       "unknown;",
+					       " %.4f-%.4f s state %s flags %#x stack %s, then "
+					       "%.4f s unknown;",
 					       (iv.switch_out_ns - s0) / 1e9,
 					       (iv.switch_in_ns - s0) / 1e9,
 					       unknown ? "unknown" : iv.state == SONDE_OFFCPU_SLEEPING ? "S" : "other",
-					       iv.flags, !iv.stack ? "none" : through ? "nap" : "other",
-					       rest / 1e9);
+					       iv.flags, stack, rest / 1e9);
 		if (iv.switch_out_ns < main_exit ||
 		    (!unknown && iv.state != SONDE_OFFCPU_SLEEPING) ||
 		    iv.switch_in_ns + rest - iv.switch_out_ns < (uint64_t)nap_ms * 1000000 * 9 / 10)
@@ -319,7 +319,8 @@ int offcpu_check_leader_exit(const char *spool, const char *truth_path, int nap_
 		if (unknown && !iv.stack) {
 			/* waits a full ring took (BPF: one span of the thread's lost waits, each
 			 * at least a nap long), their time unknown and unstacked */
-			int k = (int)((iv.switch_in_ns - iv.switch_out_ns) / ((uint64_t)nap_ms * 1000000));
+			uint64_t nap_ns = (uint64_t)nap_ms * 1000000;
+			int k = (int)((iv.switch_in_ns - iv.switch_out_ns) / nap_ns);
 			lost += k;
 			after += k;
 			continue;

@@ -189,7 +189,8 @@ static const char *frame_name(const struct sonde_spool *s, struct sonde_symboliz
  * space with its user stack and no kernel frames: the wait left the kernel stack it was
  * in. Such a wait ends at its wakeup (an idle CPU runs the thread it wakes at once), which
  * tells it from one that lost its kernel frames. */
-static void sleeps_through(const char *spool, const char *fn, uint64_t *through, uint64_t *untraced)
+static void sleeps_through(const char *spool, const char *fn, uint64_t *through,
+			   uint64_t *untraced)
 {
 	struct sonde_spool *s = sonde_spool__open(spool, NULL);
 	struct sonde_symbolizer *sym = ASSERT_NOT_NULL(sonde_symbolizer__new(NULL));
@@ -262,8 +263,8 @@ TEST_TIMEOUT(offcpu_bpf_kernel_stacks_of_ended_and_open_waits, 120)
 	char script[1024], cmd[2048];
 	unlink(gate);
 	unlink(spool);
-	snprintf(script, sizeof(script), "while [ ! -e %s ]; do sleep 0.01; done; exec sleep 30",
-		 gate);
+	snprintf(script, sizeof(script),
+		 "while [ ! -e %s ]; do sleep 0.01; done; exec sleep 30", gate);
 	pid_t pid = test_spawn((const char *const[]){"/bin/sh", "-c", script, NULL});
 	snprintf(cmd, sizeof(cmd),
 		 "exec %s record --kernel --off-cpu --off-cpu-backend bpf -d 3 -o %s -p %d 2>%s",
@@ -419,8 +420,7 @@ static void exiting_waits_named_exiting(const char *flags)
 			}
 		bool named = seen && stacked_exiting(s, sym, &last);
 		if (!named && !complete) {
-			printf("child %d: its last wait lost (%llu records and %llu samples "
-			       "lost)\n",
+			printf("child %d: its last wait lost (%llu records and %llu samples lost)\n",
 			       pids[c], lost_records, lost_samples);
 			continue;
 		}
@@ -876,8 +876,8 @@ static void single_thread(const char *backend, pid_t tid, size_t *own, size_t *o
 	char cmd[8400];
 
 	unlink(spool);
-	snprintf(cmd, sizeof(cmd), "exec %s record -t %d --off-cpu %s -o %s 2>%s",
-		 test_bin("sonde"), (int)tid, backend, spool, errf);
+	snprintf(cmd, sizeof(cmd), "exec %s record -t %d --off-cpu %s -o %s 2>%s", test_bin("sonde"),
+		 (int)tid, backend, spool, errf);
 	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
 	pid_t rec = test_spawn(argv);
 	/* interrupted once it holds 8 sleeps of the thread, of which at least 4 are naps (a
@@ -1171,8 +1171,8 @@ TEST_TIMEOUT(offcpu_bpf_lost_waits_are_unknown_time, 120)
 		off += v[i].to - v[i].from;
 	}
 	uint64_t life = v[n - 1].to - v[0].from;
-	printf("main: %llu waits and spans, %.3f s of %.3f s off the CPU\n", (unsigned long long)n,
-	       off / 1e9, life / 1e9);
+	printf("main: %llu waits and spans, %.3f s of %.3f s off the CPU\n",
+	       (unsigned long long)n, off / 1e9, life / 1e9);
 	free(v);
 	ASSERT_UINT(off * 100, >=, life * 95);
 }

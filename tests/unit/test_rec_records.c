@@ -48,8 +48,8 @@ struct raw_switch {
 
 static struct ftrace_field field(uint16_t offset, uint16_t size)
 {
-	return (struct ftrace_field){
-		.offset = offset, .size = size, .is_signed = true, .kind = FTRACE_FIELD_INT};
+	return (struct ftrace_field){.offset = offset, .size = size, .is_signed = true,
+				     .kind = FTRACE_FIELD_INT};
 }
 
 /* A recorder of one process, P (its thread P forked at START), off-CPU on, writing into b. */
@@ -97,13 +97,10 @@ static struct sonde_spool *finished_spool(struct sonde_recorder *r, struct buf *
 static void switch_rec(struct sonde_recorder *r, uint32_t pid, int32_t prev, int64_t state,
 		       int32_t next, uint64_t time)
 {
-	struct raw_switch raw = {
-		.type = SWITCH_ID, .prev_pid = prev, .prev_state = state, .next_pid = next};
-	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
-			       .has_id = true,
-			       .time = time,
-			       .pid = pid,
-			       .tid = (uint32_t)prev};
+	struct raw_switch raw = {.type = SWITCH_ID, .prev_pid = prev, .prev_state = state,
+				 .next_pid = next};
+	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time,
+			       .pid = pid, .tid = (uint32_t)prev};
 
 	rec.sample.raw = (const uint8_t *)&raw;
 	rec.sample.raw_size = sizeof(raw);
@@ -121,11 +118,8 @@ struct raw_waking {
 static void waking_rec(struct sonde_recorder *r, int32_t waker, int32_t wakee, uint64_t time)
 {
 	struct raw_waking raw = {.type = SWITCH_ID + 1, .pid = wakee};
-	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
-			       .has_id = true,
-			       .time = time,
-			       .pid = (uint32_t)waker,
-			       .tid = (uint32_t)waker};
+	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time,
+			       .pid = (uint32_t)waker, .tid = (uint32_t)waker};
 
 	r->offcpu.waking_pid = field(offsetof(struct raw_waking, pid), 4);
 	rec.sample.raw = (const uint8_t *)&raw;
@@ -136,8 +130,8 @@ static void waking_rec(struct sonde_recorder *r, int32_t waker, int32_t wakee, u
 /* A record in tid's context at time that is no switch (an on-CPU sample). */
 static void sample_rec(struct sonde_recorder *r, uint32_t tid, uint64_t time)
 {
-	struct perf_rec rec = {
-		.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time, .pid = tid, .tid = tid};
+	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time,
+			       .pid = tid, .tid = tid};
 
 	ASSERT_OK(sonde__rec_offcpu_sample(r, &rec));
 }
@@ -158,8 +152,7 @@ static int process_gone(struct sonde_recorder *r, pid_t pid)
 	int err = sonde__tasks_tids_by_pid(&r->tasks, &by_pid);
 
 	if (!err)
-		err = sonde__rec_process_gone(r, sonde__tasks_process(&r->tasks, pid, false),
-					      &by_pid);
+		err = sonde__rec_process_gone(r, sonde__tasks_process(&r->tasks, pid, false), &by_pid);
 	sonde__tids_by_pid_free(&by_pid);
 	return err;
 }
@@ -224,8 +217,7 @@ TEST(record_lost_exit_leaves_unseen_threads)
 	ASSERT_OK(process_gone(r, P));
 	ASSERT(!sonde__tasks_thread(&r->tasks, P, false));
 	ASSERT_NOT_NULL(sonde__tasks_thread(&r->tasks, P + 1, false));
-	struct perf_rec exit_rec = {.type = PERF_RECORD_EXIT,
-				    .time = 2500,
+	struct perf_rec exit_rec = {.type = PERF_RECORD_EXIT, .time = 2500,
 				    .task = {.pid = P, .ppid = 1, .tid = P, .ptid = 1}};
 	ASSERT_OK(sonde__rec_process_record(r, &exit_rec));
 	ASSERT_OK(sonde_spool_writer__finish(r->spool));
@@ -237,8 +229,8 @@ TEST(record_lost_exit_leaves_unseen_threads)
  * callchain). */
 static void thread_sample(struct sonde_recorder *r, uint32_t pid, uint32_t tid, uint64_t time)
 {
-	struct perf_rec rec = {
-		.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time, .pid = pid, .tid = tid};
+	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE, .has_id = true, .time = time,
+			       .pid = pid, .tid = tid};
 
 	rec.sample.ip = REC_KERNEL_START + 0x1000;
 	ASSERT_OK(sonde__rec_process_record(r, &rec));
@@ -260,11 +252,9 @@ TEST(record_exec_of_an_unseen_fork_is_written_under_its_name)
 {
 	struct buf b = BUF_INIT;
 	struct sonde_recorder *r = recorder(&b);
-	struct perf_rec comm = {.type = PERF_RECORD_COMM,
-				.time = 2000,
+	struct perf_rec comm = {.type = PERF_RECORD_COMM, .time = 2000,
 				.comm = {.pid = Q, .tid = Q, .comm = "sleep", .exec = true}};
-	struct perf_rec exit_rec = {.type = PERF_RECORD_EXIT,
-				    .time = 6000,
+	struct perf_rec exit_rec = {.type = PERF_RECORD_EXIT, .time = 6000,
 				    .task = {.pid = Q, .ppid = 1, .tid = Q, .ptid = 1}};
 
 	ASSERT_OK(sonde__rec_process_record(r, &comm));
@@ -402,7 +392,7 @@ TEST(record_records_after_an_exit_are_the_exited_task_s)
 	ASSERT_STR_EQ(k->comm, "true");
 	ASSERT(k->exited);
 	ASSERT_UINT(k->start_ns, ==, 1500); /* its fork */
-	ASSERT_UINT(k->end_ns, ==, 4150);   /* the wait after its exit ends inside its life */
+	ASSERT_UINT(k->end_ns, ==, 4150); /* the wait after its exit ends inside its life */
 	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 500);
 	ASSERT_UINT(k->ns[SONDE_ACCT_R], ==, 100);
 	sonde__acct_free(&a);
@@ -421,8 +411,7 @@ TEST(record_an_unnamed_process_lends_its_id_to_no_thread)
 {
 	struct buf b = BUF_INIT;
 	struct sonde_recorder *r = recorder(&b);
-	struct perf_rec fork_rec = {.type = PERF_RECORD_FORK,
-				    .time = 2500,
+	struct perf_rec fork_rec = {.type = PERF_RECORD_FORK, .time = 2500,
 				    .task = {.pid = Q, .ppid = Q, .tid = Q + 1, .ptid = Q}};
 
 	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, Q, true));
@@ -534,11 +523,9 @@ TEST(record_a_forked_thread_is_defined_at_its_fork)
 	struct buf b = BUF_INIT;
 	struct sonde_recorder *r = recorder(&b);
 	const uint32_t T = P + 1;
-	struct perf_rec fork_rec = {.type = PERF_RECORD_FORK,
-				    .time = 2500,
+	struct perf_rec fork_rec = {.type = PERF_RECORD_FORK, .time = 2500,
 				    .task = {.pid = P, .ppid = P, .tid = T, .ptid = P}};
-	struct perf_rec comm = {.type = PERF_RECORD_COMM,
-				.time = 2700,
+	struct perf_rec comm = {.type = PERF_RECORD_COMM, .time = 2700,
 				.comm = {.pid = P, .tid = T, .comm = "pool-1"}};
 
 	ASSERT_OK(sonde__rec_process_record(r, &fork_rec));
@@ -921,8 +908,7 @@ TEST(record_a_process_lives_until_its_last_thread)
 	task_record(r, PERF_RECORD_FORK, 8100, S, S, S + 1, S);
 	task_record(r, PERF_RECORD_EXIT, 8500, S, R, S, R);
 	ASSERT(sonde__tasks_process(&r->tasks, S, false)->main_exited);
-	struct perf_rec exec = {.type = PERF_RECORD_COMM,
-				.misc = PERF_RECORD_MISC_COMM_EXEC,
+	struct perf_rec exec = {.type = PERF_RECORD_COMM, .misc = PERF_RECORD_MISC_COMM_EXEC,
 				.time = 8600,
 				.comm = {.pid = S, .tid = S, .comm = "newprog", .exec = true}};
 	ASSERT_OK(sonde__rec_process_record(r, &exec));
