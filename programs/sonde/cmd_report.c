@@ -333,8 +333,7 @@ static void print_metric(const struct report *r)
 	if (r->short_count)
 		printf("; %" PRIu64 " shorter intervals not stacked, %.3f s", r->short_count,
 		       r->short_ns / 1e9);
-	if (!sonde_spool__offcpu_count(r->spool) && !sonde_spool__unknown_count(r->spool) &&
-	    !r->short_count)
+	if (!sonde__acct_offcpu_recorded(r->spool))
 		printf("; the recording has no off-CPU intervals (record with --off-cpu)");
 	printf("\n");
 }
@@ -396,6 +395,9 @@ static int print_summary(const struct report *r, bool title)
 		printf("%s: where the wall-clock time went, over %.3f s (seconds; on-CPU: %s; the "
 		       "states are how threads left the CPU)\n",
 		       r->path, span, on);
+		if (!a.offcpu)
+			printf("recorded without --off-cpu: the time threads spent off the CPUs is "
+			       "not in the recording, so a row holds its on-CPU samples alone\n");
 		print_account(r, stdout, "");
 	}
 	printf("%-24s %9s %9s %9s %9s %9s %9s %9s %9s\n", "process", "on-CPU", "runnable",

@@ -538,6 +538,16 @@ static bool waits_complete(const struct sonde_spool *s)
 	return sonde_spool__get_account(s, &acct) < 0 || acct.offcpu_dropped == 0;
 }
 
+bool sonde__acct_offcpu_recorded(const struct sonde_spool *s)
+{
+	struct sonde_spool_info in;
+
+	/* the writer declares off-CPU recording in the header's version, 2.1 (docs/spool.md),
+	 * before the first record: a recording whose threads never waited says so too */
+	sonde_spool__get_info(s, &in);
+	return in.version_major > 2 || (in.version_major == 2 && in.version_minor >= 1);
+}
+
 bool sonde__acct_weights_known(const struct sonde_spool *s)
 {
 	return sonde_spool__switch_cpus(s) || waits_complete(s);
@@ -583,7 +593,11 @@ static int close_tasks(struct build *b)
 			task->unseen_ns = 0;
 			task->exact_on = true;
 		}
-		if (!task->exact_on || !task->unseen_ns || b->narrowed)
+		/* what no record covers is unknown, however the rest was measured (samples x
+		 * period miss what a late timer skipped, a loss what it took); in a recording
+		 * without off-CPU data it is the thread's every wait, which a row of samples
+		 * alone leaves out (the report says so) */
+		if (!task->unseen_ns || b->narrowed || (!task->exact_on && !a->offcpu))
 			continue;
 		struct sonde_acct_row *row = task_row(b, task);
 		if (!row)
@@ -639,6 +653,7 @@ int sonde__acct_build(const struct sonde_spool *s, const struct sonde_profile_sp
 	if (!out->cpu_ns)
 		return -ENOMEM;
 	b.narrowed = f && (f->n_cpus || f->time_range);
+	out->offcpu = sonde__acct_offcpu_recorded(s);
 	sonde__acct_window(s, &out->window_start_ns, &out->window_end_ns);
 	if ((err = make_tasks(&b)) < 0)
 		goto fail;

@@ -79,7 +79,8 @@ struct sonde_acct {
 	uint64_t window_start_ns, window_end_ns;
 	/* every task of the recording that passes the pid, tid and comm filters, by pid,
 	 * tid, then start; with no time or CPU filter the rows are their sums, unseen time in the
-	 * unknown column, so that a row's total is its tasks' lives */
+	 * unknown column, so that a row's total is its tasks' lives (in a recording with
+	 * off-CPU data; without, a task measured by its samples is its samples) */
 	struct sonde_acct_task *tasks;
 	size_t n_tasks;
 	/* by spool thread id: 1 + the index in tasks of the task it is a part of (0: none,
@@ -87,6 +88,9 @@ struct sonde_acct {
 	 * exit are two tasks */
 	uint32_t *thread_task;
 	bool exact_on; /* on-CPU time by the switches (the recording kept them) */
+	/* the recording has off-CPU data (sonde__acct_offcpu_recorded); without it a row is
+	 * its samples alone, its waits in no column */
+	bool offcpu;
 };
 
 /* Builds the tables of spool s, counting what passes f's filters (NULL: everything; the
@@ -122,6 +126,9 @@ struct sonde_acct_weights {
 	bool exact; /* some weights are by the switches */
 };
 
+/* Whether spool s was recorded with off-CPU data (--off-cpu: its header's version 2.1), even
+ * if none of its threads waited. */
+bool sonde__acct_offcpu_recorded(const struct sonde_spool *s);
 /* Whether spool s says its tasks' on-CPU time exactly, for sonde__acct_weights: it kept the
  * CPUs' switches, or every switch-out of its threads with none dropped. */
 bool sonde__acct_weights_known(const struct sonde_spool *s);

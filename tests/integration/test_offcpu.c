@@ -1152,11 +1152,14 @@ TEST(offcpu_report_summary_runnable_from_the_wakeup)
 	double v[8];
 	run_summary(&o, "", spool);
 	summary_row(o.out, "\nwaiter-77 ", v);
-	/* runnable 30 + 30 + 30 ms; sleeping 70 + 40; blocked 20; in all 220 */
+	/* runnable 30 + 30 + 30 ms; sleeping 70 + 40; blocked 20; the 220 ms between the
+	 * waits, which no sample covers (and no record says every switch-out is here),
+	 * unknown; in all its life, 440 */
 	ASSERT(v[1] > 0.0895 && v[1] < 0.0905);
 	ASSERT(v[2] > 0.1095 && v[2] < 0.1105);
 	ASSERT(v[3] > 0.0195 && v[3] < 0.0205);
-	ASSERT(v[7] > 0.2195 && v[7] < 0.2205);
+	ASSERT(v[5] > 0.2195 && v[5] < 0.2205);
+	ASSERT(v[7] > 0.4395 && v[7] < 0.4405);
 	test_output_free(&o);
 }
 

@@ -429,6 +429,43 @@ TEST(report_header_span_is_the_accounting_window)
 	test_output_free(&o);
 }
 
+/* --summary of a recording made without --off-cpu says that its rows are their samples
+ * alone (the waits were not recorded), and `report` says how to get them. */
+TEST(report_summary_without_off_cpu_says_rows_are_samples)
+{
+	enum { MS = 1000000 };
+	static const uint64_t S0 = 1000000000;
+	static const struct sonde_spool_header h = {1700000000000000000ULL, S0, MS};
+	const struct sonde_spool_frame f = {0, 0x1234};
+	struct buf b = BUF_INIT;
+	struct test_output o;
+	uint32_t t;
+
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 90, 90, "spinner", &t));
+	for (int i = 0; i < 3; i++)
+		ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + (10 + i) * MS, t, 0, &f, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_exit(w, S0 + 100 * MS, t));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *path = test_path("oncpu.spool");
+	test_write_file(path, b.data, b.len);
+	sonde__buf_free(&b);
+
+	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "recorded without --off-cpu: the time threads spent off the CPUs "
+			       "is not in the recording, so a row holds its on-CPU samples alone");
+	ASSERT_CONTAINS(o.out, "\nspinner-90                   0.003     0.000     0.000     "
+			       "0.000     0.000     0.000     0.000     0.003\n");
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, "the recording has no off-CPU intervals (record with --off-cpu)");
+	test_output_free(&o);
+}
+
 TEST(report_filters_pid_tid_comm_time)
 {
 	struct test_output o;

@@ -247,9 +247,10 @@ TEST(acct_every_switch_out_tracked_makes_the_rest_on_cpu)
 		ASSERT_UINT(k->unseen_ns, ==, complete ? 0 : 48 * MS);
 		ASSERT(k->exact_on == complete);
 		ASSERT_UINT(a.rows[0].ns[SONDE_ACCT_ON], ==, k->ns[SONDE_ACCT_ON]);
-		/* a row counts a task's unseen time as unknown only where its on-CPU time is
-		 * exact: otherwise the samples' estimate and the waits */
-		ASSERT_UINT(a.rows[0].total, ==, complete ? 100 * MS : 52 * MS);
+		/* a row is its task's life: what neither the samples nor the waits cover is
+		 * unknown (the on-CPU time a late timer skipped, or a wait lost) */
+		ASSERT_UINT(a.rows[0].ns[SONDE_ACCT_UNKNOWN], ==, complete ? 0 : 48 * MS);
+		ASSERT_UINT(a.rows[0].total, ==, 100 * MS);
 		sonde__acct_free(&a);
 
 		struct sonde_acct_weights wt;
@@ -258,6 +259,46 @@ TEST(acct_every_switch_out_tracked_makes_the_rest_on_cpu)
 		for (int i = 0; i < 2; i++)
 			ASSERT_UINT(wt.sample_ns[i], ==, complete ? 25 * MS : MS);
 		sonde__acct_weights_free(&wt);
+		sonde_spool__close(s);
+		sonde__buf_free(&b);
+	}
+}
+
+/* A recording without --off-cpu holds no waits at all: a row there is its task's samples
+ * (4 ms of a 100 ms life), not 96 ms unknown, and the tables say the recording has no
+ * off-CPU data. The same samples in a recording made with --off-cpu whose thread never
+ * waited long enough to be written leave the rest of its life unknown: there, time no
+ * record covers is time the recording did not see. */
+TEST(acct_a_recording_without_off_cpu_is_its_samples)
+{
+	static const struct sonde_spool_header h = {1700000000000000000ULL, S0, MS};
+	const struct sonde_spool_frame f = {0, 0x1234};
+
+	for (int declared = 0; declared < 2; declared++) {
+		struct buf b = BUF_INIT;
+		struct sonde_spool_writer *w =
+			ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+		uint32_t t;
+		if (declared)
+			ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+		ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 90, 90, "spinner", &t));
+		for (int i = 0; i < 4; i++)
+			ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + (10 + i) * MS, t, 0,
+								     &f, 1, 0));
+		ASSERT_OK(sonde_spool_writer__add_exit(w, S0 + 100 * MS, t));
+		struct sonde_spool *s = finish(w, &b);
+
+		ASSERT(sonde__acct_offcpu_recorded(s) == declared);
+		struct sonde_acct a;
+		ASSERT_OK(sonde__acct_build(s, NULL, &a));
+		ASSERT(a.offcpu == declared);
+		ASSERT_UINT(a.n_rows, ==, 1);
+		ASSERT_UINT(a.rows[0].ns[SONDE_ACCT_ON], ==, 4 * MS);
+		ASSERT_UINT(a.rows[0].ns[SONDE_ACCT_UNKNOWN], ==, declared ? 96 * MS : 0);
+		ASSERT_UINT(a.rows[0].total, ==, declared ? 100 * MS : 4 * MS);
+		/* the task's own figures say what is unseen either way */
+		ASSERT_UINT(a.tasks[0].unseen_ns, ==, 96 * MS);
+		sonde__acct_free(&a);
 		sonde_spool__close(s);
 		sonde__buf_free(&b);
 	}
