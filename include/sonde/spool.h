@@ -173,9 +173,10 @@ SONDE_API int sonde_spool_writer__add_offcpu(struct sonde_spool_writer *w,
 					     const struct sonde_spool_offcpu *iv,
 					     const struct sonde_spool_frame *frames,
 					     size_t n_frames);
-/* An off-CPU interval whose end a loss took: the thread left the CPU at switch_out_ns (in
- * state, with the stack given) and was next seen at switch_in_ns; what it did meanwhile is
- * unknown (its switch-in, and maybe samples, were lost). As add_offcpu otherwise. */
+/* An off-CPU interval whose end a loss took (or the kernel did not trace): the thread left
+ * the CPU at switch_out_ns (in state, with the stack given) and was next seen at
+ * switch_in_ns; what it did meanwhile is unknown (its switch-in, and maybe samples, were
+ * lost or never traced). As add_offcpu otherwise. */
 SONDE_API int sonde_spool_writer__add_unknown(struct sonde_spool_writer *w,
 					      const struct sonde_spool_offcpu *iv,
 					      const struct sonde_spool_frame *frames,

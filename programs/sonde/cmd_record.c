@@ -572,7 +572,8 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 			"%.3f ms counted (%.3f s in all), %llu dropped (loss or exit), %llu "
 			"wakeups seen, %llu switch-ins not traced (ended at the wakeup or next "
 			"sample), %llu exits (a task's last switch-out: no interval), %llu "
-			"unknown (open when records were lost, %.3f s)\n",
+			"unknown (open when records were lost or a switch-in went untraced, %.3f "
+			"s)\n",
 			(unsigned long long)s->offcpu_switches,
 			(unsigned long long)s->offcpu_intervals,
 			(unsigned long long)s->offcpu_short,

@@ -518,13 +518,17 @@ static void print_account(const struct report *r, FILE *f, const char *prefix)
 			"%skernel time not visible: recorded with --no-kernel, so time in system "
 			"calls has no samples\n",
 			prefix);
+	/* without a loss, unknown spans are waits whose switch-in the kernel did not trace
+	 * (the thread seen running again later: docs/record.md, "Off-CPU backends") */
 	if (r->unknowns && time_metric(r))
 		fprintf(f,
 			"%s%.1f %% of thread time unknown: %" PRIu64
-			" records lost (%.3f s, in %" PRIu64
+			" records lost%s (%.3f s, in %" PRIu64
 			" intervals under [unknown: lost records])\n",
 			prefix, r->total ? 100.0 * r->unknown_ns / (double)r->total : 0.0,
-			a.lost_records, r->unknown_ns / 1e9, r->unknowns);
+			a.lost_records,
+			a.lost_records ? "" : ", waits whose switch-in the kernel did not trace",
+			r->unknown_ns / 1e9, r->unknowns);
 	if (a.lost_records || a.lost_samples)
 		fprintf(f,
 			"%stime unknown: %" PRIu64 " records and %" PRIu64

@@ -347,7 +347,7 @@ int sonde__rec_offcpu_bpf_choose(struct sonde_recorder *r, const struct sonde_re
 	r->offcpu.bpf = b;
 	snprintf(r->sum.offcpu_backend, sizeof(r->sum.offcpu_backend), "bpf");
 	if (!forced)
-		snprintf(why, wsize, "perf: the BPF backend was allowed");
+		snprintf(why, wsize, "perf: only where BPF is refused, or asked for");
 	return 1;
 }
 

@@ -453,7 +453,8 @@ static bool loss_run(const char *mode, const char *name)
 		 samples);
 	ASSERT_CONTAINS(o.out, said);
 	/* the intervals a loss cut are unknown time, under their own frame, and stated */
-	const char *u = strstr(err_unknown, " unknown (open when records were lost, ");
+	const char *u = strstr(err_unknown, " unknown (open when records were lost or a "
+					    "switch-in went untraced, ");
 	ASSERT_NOT_NULL(u);
 	while (u > err_unknown && u[-1] != ' ')
 		u--;

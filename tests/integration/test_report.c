@@ -466,6 +466,50 @@ TEST(report_summary_without_off_cpu_says_rows_are_samples)
 	test_output_free(&o);
 }
 
+/* Unknown time in a recording that lost no record is a wait whose switch-in the kernel did
+ * not trace: the report's line on it says that, not only "0 records lost"; with a loss it
+ * names the loss. */
+TEST(report_unknown_time_without_a_loss_names_its_cause)
+{
+	enum { MS = 1000000 };
+	static const uint64_t S0 = 1000000000;
+	static const struct sonde_spool_header h = {1700000000000000000ULL, S0, MS};
+
+	for (int lost = 0; lost < 2; lost++) {
+		struct buf b = BUF_INIT;
+		struct test_output o;
+		uint32_t t;
+		struct sonde_spool_writer *w =
+			ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+		ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+		ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 90, 90, "waiter", &t));
+		const struct sonde_spool_offcpu iv = {.switch_out_ns = S0 + 10 * MS,
+						      .switch_in_ns = S0 + 30 * MS,
+						      .thread = t,
+						      .state = SONDE_OFFCPU_OTHER};
+		ASSERT_OK(sonde_spool_writer__add_unknown(w, &iv, NULL, 0));
+		const struct sonde_spool_account acct = {.kernel_time = 1,
+							 .lost_records = lost ? 428 : 0};
+		ASSERT_OK(sonde_spool_writer__add_account(w, &acct));
+		ASSERT_OK(sonde_spool_writer__finish(w));
+		sonde_spool_writer__free(w);
+		const char *path = test_path("unknown.spool");
+		test_write_file(path, b.data, b.len);
+		sonde__buf_free(&b);
+
+		test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), path);
+		ASSERT_INT(o.status, ==, 0);
+		if (lost)
+			ASSERT_CONTAINS(o.out, "% of thread time unknown: 428 records lost (0.020 s, "
+					       "in 1 intervals under [unknown: lost records])");
+		else
+			ASSERT_CONTAINS(o.out, "% of thread time unknown: 0 records lost, waits whose "
+					       "switch-in the kernel did not trace (0.020 s, in 1 "
+					       "intervals under [unknown: lost records])");
+		test_output_free(&o);
+	}
+}
+
 TEST(report_filters_pid_tid_comm_time)
 {
 	struct test_output o;
