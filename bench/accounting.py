@@ -13,9 +13,10 @@ and an fsync writer (4 KiB written and fsync'd in a loop). Each prints its own C
 (getrusage) and wall time. LOADERS busy loops run beside it, so that the machine is
 loaded and the workload's threads wait for a CPU (runnable time).
 
-perf sched record -a runs from before sonde's start to after its end; sonde records
-`-a --off-cpu --off-cpu-backend BACKEND --off-cpu-min 0 --ring-pages 4096 -- workload SECONDS`.
-Per workload process:
+sonde records `-a --off-cpu --off-cpu-backend BACKEND --off-cpu-min 0 --ring-pages 4096`
+from before the workload starts to after it ends, and so does `perf sched record -a`, started
+once sonde's events are open (so that perf stamps each switch before sonde's perf backend
+copies the switching thread's stack). Per workload process:
 
   sonde   `sonde report --summary --pid PID`: on-CPU (by the CPUs' switches), runnable, S, D
   perf    `perf sched timehist --state`: run time; sch delay (runnable); wait time (switch-out
@@ -27,7 +28,7 @@ Per workload process:
 
 per CPU: busy from sonde's per-CPU table (by the CPUs' switches, as a share of the time
 that is not unknown) against /proc/stat
-(user + nice + system + irq + softirq + steal, read before and after sonde's recording).
+(user + nice + system + irq + softirq + steal, read before sonde starts and after it ends).
 Differences are printed; the goal is every figure within 2 % or 5 ms, CPU busy within 2
 points. A figure short of the goal by no more than its thread's unknown time (lost
 records) is marked ? and not judged: where that time went is not known.
@@ -146,6 +147,17 @@ def proc_stat():
     return out
 
 
+def wait_for_spool(spool, rec):
+    """Until sonde's spool holds records past its header: its events are open."""
+    for _ in range(300):
+        if rec.poll() is not None:
+            sys.exit("sonde record ended before the workload ran")
+        if os.path.exists(spool) and os.path.getsize(spool) > 4096:
+            return
+        time.sleep(0.05)
+    sys.exit("sonde record wrote nothing in 15 s")
+
+
 def sonde_rows(sonde, spool, pid):
     out = subprocess.run([sonde, "report", "--summary", "--pid", str(pid), spool],
                          capture_output=True, text=True).stdout
@@ -232,36 +244,49 @@ def measure(sonde, secs, loaders, backend, tmp):
         f.write(WL)
     subprocess.run(["cc", "-O1", "-o", wl, wl + ".c"], check=True)
     spool, data = os.path.join(tmp, "x.spool"), os.path.join(tmp, "perf.data")
+    err = os.path.join(tmp, "record.err")
     load = [subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"]) for _ in range(loaders)]
-    perf = subprocess.Popen(["perf", "sched", "record", "-a", "-o", data],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rec = perf = None
     try:
-        time.sleep(1)
         st0 = proc_stat()
         # either backend keeps the CPUs' switches (SWITCHES) with -a, which give the exact
         # on-CPU time of every thread
-        rec = subprocess.run([sonde, "record", "-a", "--off-cpu", "--off-cpu-backend", backend,
-                              "--off-cpu-min", "0", "--ring-pages", str(RING_PAGES), "-o",
-                              spool, "--", wl, str(secs), tmp],
-                             capture_output=True, text=True)
-        st1 = proc_stat()
+        with open(err, "w") as ef:
+            rec = subprocess.Popen([sonde, "record", "-a", "--off-cpu", "--off-cpu-backend",
+                                    backend, "--off-cpu-min", "0", "--ring-pages",
+                                    str(RING_PAGES), "-o", spool],
+                                   stdout=subprocess.DEVNULL, stderr=ef)
+        # perf's events are opened after sonde's: a tracepoint's perf events write their
+        # samples newest first, so perf stamps each switch before sonde's perf backend
+        # copies the thread's stack (about 9 us here, which perf would otherwise count
+        # in the thread's wait)
+        wait_for_spool(spool, rec)
+        perf = subprocess.Popen(["perf", "sched", "record", "-a", "-o", data],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)
+        wl_out = subprocess.run([wl, str(secs), tmp], capture_output=True, text=True).stdout
         time.sleep(0.5)
     finally:
-        perf.send_signal(signal.SIGINT)
-        perf.wait()
+        for p in (perf, rec):
+            if p:
+                p.send_signal(signal.SIGINT)
+                p.wait()
+        st1 = proc_stat()
         for p in load:
             p.kill()
             p.wait()
-    for line in rec.stderr.splitlines():
+    with open(err) as ef:
+        rec_err = ef.read()
+    for line in rec_err.splitlines():
         if re.match(r"\s*(loss|off-CPU|time unknown)", line):
             print("sonde record: " + line.strip())
     own = {}
-    for line in rec.stdout.splitlines():
+    for line in wl_out.splitlines():
         m = re.match(r"wl (\S+) (\d+) cpu ([\d.]+) wall ([\d.]+)", line)
         if m:
             own[int(m.group(2))] = (m.group(1), float(m.group(3)), float(m.group(4)))
     if len(own) != 4:
-        sys.exit("the workload did not report its four processes:\n" + rec.stdout + rec.stderr)
+        sys.exit("the workload did not report its four processes:\n" + wl_out + rec_err)
     ptot = perf_states(data, list(own))
     worst, misses, unjudged = 0.0, 0, 0
     print(f"{'thread':<10} {'state':<6} {'sonde':>9} {'perf':>9} {'diff':>9}  (seconds)")
