@@ -14,9 +14,13 @@ and an fsync writer (4 KiB written and fsync'd in a loop). Each prints its own C
 loaded and the workload's threads wait for a CPU (runnable time).
 
 sonde records `-a --off-cpu --off-cpu-backend BACKEND --off-cpu-min 0 --ring-pages 4096`
-from before the workload starts to after it ends, and so does `perf sched record -a`, started
-once sonde's events are open (so that perf stamps each switch before sonde's perf backend
-copies the switching thread's stack). Per workload process:
+from before the workload starts to after it ends, and so does `perf sched record -a`. Two
+tracers on one tracepoint delay each other's time stamps by what the first one does with a
+hit (sonde's perf backend copies 32 KiB of stack, 9 us here; its BPF backend reads stacks:
+0.1-0.3 s of a thread's 5 s moved between states when sonde went first), so perf is made to
+go first: perf's probe on sched_switch is registered before sonde's BPF programs attach
+(by a counting event held from the start), and perf sched's events are opened after
+sonde's (newest first). Per workload process:
 
   sonde   `sonde report --summary --pid PID`: on-CPU (by the CPUs' switches), runnable, S, D
   perf    `perf sched timehist --state`: run time; sch delay (runnable); wait time (switch-out
@@ -246,8 +250,19 @@ def measure(sonde, secs, loaders, backend, tmp):
     spool, data = os.path.join(tmp, "x.spool"), os.path.join(tmp, "perf.data")
     err = os.path.join(tmp, "record.err")
     load = [subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"]) for _ in range(loaders)]
-    rec = perf = None
+    rec = perf = hold = None
     try:
+        # Two tracers on one tracepoint delay each other's time stamps by what the first
+        # does with a hit: the 32 KiB stack copy of sonde's perf backend (9 us here) or
+        # the stack reads of its BPF backend. perf goes first in both: this counting event
+        # registers perf's probe on sched_switch before sonde attaches its BPF programs
+        # (a tracepoint calls its probes in that order), and perf sched's own events, opened
+        # after sonde's, come first among perf's (a tracepoint's perf events write newest
+        # first).
+        hold = subprocess.Popen(["perf", "stat", "-a", "-e", "sched:sched_switch", "-x,", "-o",
+                                 os.devnull], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(1)
         st0 = proc_stat()
         # either backend keeps the CPUs' switches (SWITCHES) with -a, which give the exact
         # on-CPU time of every thread
@@ -256,10 +271,6 @@ def measure(sonde, secs, loaders, backend, tmp):
                                     backend, "--off-cpu-min", "0", "--ring-pages",
                                     str(RING_PAGES), "-o", spool],
                                    stdout=subprocess.DEVNULL, stderr=ef)
-        # perf's events are opened after sonde's: a tracepoint's perf events write their
-        # samples newest first, so perf stamps each switch before sonde's perf backend
-        # copies the thread's stack (about 9 us here, which perf would otherwise count
-        # in the thread's wait)
         wait_for_spool(spool, rec)
         perf = subprocess.Popen(["perf", "sched", "record", "-a", "-o", data],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -272,6 +283,9 @@ def measure(sonde, secs, loaders, backend, tmp):
                 p.send_signal(signal.SIGINT)
                 p.wait()
         st1 = proc_stat()
+        if hold:
+            hold.send_signal(signal.SIGINT)
+            hold.wait()
         for p in load:
             p.kill()
             p.wait()
