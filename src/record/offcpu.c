@@ -695,7 +695,11 @@ void sonde__rec_offcpu_loss(struct sonde_recorder *r)
 		if (o && o->pending)
 			o->lost = true;
 	}
-	/* each CPU's run so far is written; the next one starts after a gap */
+	/* each CPU's run so far is written; the next one starts after a gap, unless the BPF
+	 * backend delivers the switches: they come through its own ring, numbered, which
+	 * says where it lost any (keep_batch), and none went through the perf ring that lost */
+	if (r->offcpu.bpf)
+		return;
 	for (uint32_t cpu = 0; cpu < r->offcpu.n_sw; cpu++)
 		sonde__rec_offcpu_switches_gap(r, cpu);
 }

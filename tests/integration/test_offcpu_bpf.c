@@ -1223,3 +1223,57 @@ TEST_TIMEOUT(offcpu_bpf_exit_shorts_survive_a_full_ring, 120)
 		if (!shorts[k])
 			FAIL("worker %zu (tid %u) has no short waits in the spool", k, workers[k]);
 }
+
+/* A perf ring's loss takes none of the switches the BPF backend keeps with -a: they come
+ * through its own ring, numbered. The recorder is left unpolled, on perf rings of one page,
+ * while a shell runs /bin/true 100 times (the mappings, comms, forks and exits of every
+ * exec go through those rings, which lose), then finished: records were lost, and no run
+ * of a CPU's switches is marked as following a gap (before, each perf loss marked every
+ * CPU's run so, and its time around the loss became unknown: 0.05 s of each of a loaded
+ * workload's threads, with every switch in the spool). */
+TEST_TIMEOUT(offcpu_bpf_system_wide_perf_loss_leaves_the_switches_whole, 120)
+{
+	const char *spool = test_path("swloss.spool");
+	const char *argv[] = {"/bin/sh", "-c", "for i in $(seq 100); do /bin/true; done", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = 99,
+					 .ring_pages = 1,
+					 .off_cpu = true,
+					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+
+	offcpu_require_bpf();
+	struct sonde_recorder *r = sonde_recorder__attach_system(spool, &opts);
+	if (!r)
+		FAIL("attach_system: %s", strerror(errno));
+	ASSERT_INT(test_wait(test_spawn(argv), 100), ==, 0);
+	ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
+	sonde_recorder__free(r);
+	printf("%llu records lost, %llu switches\n", (unsigned long long)sum.lost_events,
+	       (unsigned long long)sum.offcpu_switches);
+	if (!sum.lost_events)
+		FAIL("the perf rings never filled: nothing was lost to check");
+
+	size_t len;
+	char *bytes = ASSERT_NOT_NULL(test_read_file(spool, &len));
+	struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder__new());
+	struct sonde_spool_record rec;
+	uint64_t runs = 0, switches = 0;
+	size_t pos = 0;
+	int k;
+	while (pos < len &&
+	       (k = sonde_spool_decoder__decode(d, bytes + pos, len - pos, &rec)) > 0) {
+		if (rec.type == SONDE_SPOOL_REC_SWITCHES) {
+			runs++;
+			switches += rec.switches.n;
+			if (rec.switches.flags & SONDE_SWITCHES_GAP)
+				FAIL("CPU %u's run of %zu switches at byte %zu follows a gap",
+				     rec.switches.cpu, rec.switches.n, pos);
+		}
+		pos += (size_t)k;
+	}
+	sonde_spool_decoder__free(d);
+	free(bytes);
+	ASSERT_UINT(runs, >, 0);
+	ASSERT_UINT(switches, >, 100);
+}
