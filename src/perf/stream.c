@@ -31,7 +31,13 @@ struct source {
 	size_t cap, head, n;
 	uint64_t latest;    /* newest time read */
 	uint32_t chunk;	    /* the arena chunk being filled, NO_CHUNK: none yet */
+	bool partial;	    /* its last drain left published records in the ring */
 };
+
+/* How much older than the newest record read a record still in the ring can be: one written
+ * by a context another interrupted on the same CPU (the interrupting one stamped later but
+ * published first), a matter of microseconds. */
+enum { PARTIAL_SLACK_NS = 1000000 };
 
 struct perf_stream {
 	struct perf_layout layout;
@@ -329,15 +335,22 @@ int sonde__perf_stream_push(struct perf_stream *s, int si, uint32_t type, uint64
 int sonde__perf_stream_drain(struct perf_stream *s, int si, struct perf_ring *ring,
 			     struct perf_stream_drained *out)
 {
+	return sonde__perf_stream_drain_some(s, si, ring, SIZE_MAX, NULL, out);
+}
+
+int sonde__perf_stream_drain_some(struct perf_stream *s, int si, struct perf_ring *ring,
+				  size_t max_bytes, bool *more, struct perf_stream_drained *out)
+{
 	struct perf_stream_drained d = {0};
 	struct source *src = &s->src[si];
 	const void *buf;
-	size_t len;
+	size_t len, read = 0;
 	int got, err = 0;
 
 	release_held(s);
 	sonde__perf_ring_begin(ring);
-	while ((got = sonde__perf_ring_next(ring, &buf, &len)) != 0) {
+	while (read < max_bytes && (got = sonde__perf_ring_next(ring, &buf, &len)) != 0) {
+		read += len;
 		if (got == -ENOMEM) {
 			err = got;
 			break;
@@ -372,6 +385,9 @@ int sonde__perf_stream_drain(struct perf_stream *s, int si, struct perf_ring *ri
 			d.lost++;
 		d.records++;
 	}
+	src->partial = ring->tail != ring->head;
+	if (more)
+		*more = src->partial;
 	sonde__perf_ring_end(ring);
 	if (d.records)
 		s->dirty = true;
@@ -452,7 +468,12 @@ uint64_t sonde__perf_stream_limit(const struct perf_stream *s, uint64_t floor)
 	uint64_t limit = UINT64_MAX;
 
 	for (size_t i = 0; i < s->n_src; i++) {
-		uint64_t t = s->src[i].latest > floor ? s->src[i].latest : floor;
+		const struct source *src = &s->src[i];
+		uint64_t t = src->latest > floor ? src->latest : floor;
+		/* a ring read in part still holds records from its newest read on (a little
+		 * older, some): it holds the others back, however old that is */
+		if (src->partial)
+			t = src->latest > PARTIAL_SLACK_NS ? src->latest - PARTIAL_SLACK_NS : 0;
 		if (t < limit)
 			limit = t;
 	}

@@ -62,6 +62,13 @@ int sonde__perf_stream_add_source(struct perf_stream *s);
 int sonde__perf_stream_drain(struct perf_stream *s, int src, struct perf_ring *ring,
 			     struct perf_stream_drained *out);
 
+/* The same, reading no more than max_bytes of the ring's records (at least one, when it
+ * has any): *more (may be NULL) says whether it holds published records still. Drained a
+ * batch at a time, and each batch processed before the next is read, the bytes copied
+ * into the arena are still in the caches when they are used. */
+int sonde__perf_stream_drain_some(struct perf_stream *s, int src, struct perf_ring *ring,
+				  size_t max_bytes, bool *more, struct perf_stream_drained *out);
+
 /* Queues an event that no ring delivered, into source si: type is the caller's (no perf
  * record type), time its place in the merge, and the len bytes at data are copied into the
  * arena, 8-aligned, as rec.sample.raw / raw_size (at most 256 KiB). 0, -EINVAL or -ENOMEM.
@@ -75,7 +82,9 @@ const struct perf_rec *sonde__perf_stream_pop(struct perf_stream *s, uint64_t li
 
 /* The release limit: every source is represented by the newest time read from it, or by
  * floor (a time before which no ring can still publish a record) when that is older or it
- * has read nothing, so an idle ring does not hold the others back. */
+ * has read nothing, so an idle ring does not hold the others back; a source whose last
+ * drain left records in its ring, by its newest time read less a millisecond, however old
+ * (what it left is older than floor, some a little older than what it read). */
 uint64_t sonde__perf_stream_limit(const struct perf_stream *s, uint64_t floor);
 
 /* Events queued, and bytes held by them (the events and what they copied). */

@@ -773,10 +773,13 @@ int sonde_recorder__epoll_fd(const struct sonde_recorder *r)
 	return r->ev.epfd;
 }
 
-int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
+/* At most max_bytes of ring into the stream; *more (may be NULL): it holds more. */
+static int drain_ring_some(struct sonde_recorder *r, struct rec_ring *ring, size_t max_bytes,
+			   bool *more)
 {
 	struct perf_stream_drained d;
-	int err = sonde__perf_stream_drain(r->stream, ring->src, &ring->ring, &d);
+	int err = sonde__perf_stream_drain_some(r->stream, ring->src, &ring->ring, max_bytes, more,
+						&d);
 
 	r->sum.bad_records += d.bad;
 	/* a full ring: the recorder may grow it (system.c) */
@@ -785,19 +788,33 @@ int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
 	return err;
 }
 
-/* Step 1: every published record of every ring into the stream. */
-static int drain_rings(struct sonde_recorder *r)
+int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
+{
+	return drain_ring_some(r, ring, SIZE_MAX, NULL);
+}
+
+/* Step 1: the published records of every ring into the stream, at most max_bytes of each
+ * (SIZE_MAX: all); *more (may be NULL): a ring holds more. */
+static int drain_rings_some(struct sonde_recorder *r, size_t max_bytes, bool *more)
 {
 	int first = sonde__rec_offcpu_bpf_drain(r);
 
 	for (size_t i = 0; i < r->ev.n_cpus; i++) {
+		bool left = false;
 		if (!r->ev.rings[i].mapped)
 			continue;
-		int err = sonde__rec_drain_ring(r, &r->ev.rings[i]);
+		int err = drain_ring_some(r, &r->ev.rings[i], max_bytes, &left);
 		if (err && !first)
 			first = err;
+		if (more)
+			*more |= left;
 	}
 	return first;
+}
+
+static int drain_rings(struct sonde_recorder *r)
+{
+	return drain_rings_some(r, SIZE_MAX, NULL);
 }
 
 /* While a long batch is processed (unwinding, the first look at a large binary), the rings
@@ -845,13 +862,36 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 	return 0;
 }
 
+/* What a drain reads of each ring before it processes what that released: the copies of
+ * the samples' stacks are still in the caches when they are unwound (drained whole, the
+ * unwinder's reads of a 10 kHz -a recording's stacks missed them: a fifth of its CPU). */
+enum { DRAIN_BATCH_BYTES = 256u << 10 };
+
 static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_record_poll *pr)
 {
 	uint64_t floor = sonde__rec_now(r) - REC_REORDER_SLACK_NS;
-	int err = sonde__rec_error(r, drain_rings(r));
-	uint64_t limit = final ? UINT64_MAX : sonde__perf_stream_limit(r->stream, floor);
-	int perr = process_until(r, limit, pr);
+	int err = 0, perr = 0;
+	bool more;
 
+	if (final) {
+		/* everything goes: nothing may stay behind in a ring */
+		err = sonde__rec_error(r, drain_rings(r));
+		perr = process_until(r, UINT64_MAX, pr);
+		return err ? err : perr;
+	}
+	/* a batch of each ring, then what it released, until the rings hold no more than
+	 * they did at the start (a ring read in part stands for its newest record read in the
+	 * release limit, so the order is kept) */
+	uint64_t budget = 0; /* the most a ring held */
+	for (size_t i = 0; i < r->ev.n_cpus; i++)
+		if (r->ev.rings[i].mapped && sonde__perf_ring_pending(&r->ev.rings[i].ring) > budget)
+			budget = sonde__perf_ring_pending(&r->ev.rings[i].ring);
+	do {
+		more = false;
+		err = sonde__rec_error(r, drain_rings_some(r, DRAIN_BATCH_BYTES, &more));
+		perr = process_until(r, sonde__perf_stream_limit(r->stream, floor), pr);
+		budget = budget > DRAIN_BATCH_BYTES ? budget - DRAIN_BATCH_BYTES : 0;
+	} while (more && budget && !err && !perr);
 	return err ? err : perr;
 }
 

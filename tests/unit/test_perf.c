@@ -624,6 +624,63 @@ TEST(perf_stream_merges_rings_in_time_order)
 	sonde__perf_stream_free(s);
 }
 
+/* Drained a batch at a time, a ring read in part holds the release back to a millisecond
+ * before its newest record read, however old, while one read whole is represented by the
+ * floor: ring 0 holds times 1 ms apart (1..40 ms), ring 1 one record at 100 ms. Batches of
+ * 10 records' bytes, each popped up to the limit before the next, give every event once,
+ * in time order, with its stack bytes; no event newer than a ring's unread records goes
+ * before them. */
+TEST(perf_stream_drains_a_batch_at_a_time_in_order)
+{
+	enum { PER = 40, MS = 1000000 };
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct sring rings[2];
+	struct rb r;
+	size_t one = 0;
+
+	for (int k = 0; k < 2; k++) {
+		sring_init(&rings[k], 1 << 16, 0);
+		ASSERT_INT(sonde__perf_stream_add_source(s), ==, k);
+	}
+	for (int i = 0; i < PER; i++) {
+		stream_sample(&r, 100, 200, (uint64_t)(i + 1) * MS, 16, (uint8_t)i);
+		one = r.n;
+		sring_put(&rings[0], &r);
+	}
+	stream_sample(&r, 100, 201, 100 * (uint64_t)MS, 16, 0xaa);
+	sring_put(&rings[1], &r);
+
+	uint64_t floor = 1000 * (uint64_t)MS, last = 0, n = 0;
+	bool more = true;
+	for (int round = 0; more; round++) {
+		bool more1 = false;
+		ASSERT_OK(sonde__perf_stream_drain_some(s, 0, &rings[0].ring, 10 * one, &more, NULL));
+		ASSERT_OK(sonde__perf_stream_drain_some(s, 1, &rings[1].ring, 10 * one, &more1,
+							  NULL));
+		ASSERT(!more1);
+		ASSERT(more == (round < 3));
+		uint64_t limit = sonde__perf_stream_limit(s, floor);
+		/* read up to (round + 1) * 10 ms of ring 0: the limit a ms before, while it
+		 * holds more; the floor once it is read whole */
+		ASSERT_UINT(limit, ==, more ? (uint64_t)(round + 1) * 10 * MS - MS : floor);
+		const struct perf_rec *e;
+		while ((e = sonde__perf_stream_pop(s, limit))) {
+			ASSERT(e->time >= last);
+			if (e->tid == 200)
+				ASSERT_UINT(e->sample.stack[0], ==, (uint8_t)(e->time / MS - 1));
+			else
+				ASSERT_UINT(e->sample.stack[0], ==, 0xaa);
+			last = e->time;
+			n++;
+		}
+	}
+	ASSERT_UINT(n, ==, PER + 1);
+	ASSERT_UINT(last, ==, 100 * (uint64_t)MS);
+	for (int k = 0; k < 2; k++)
+		sring_free(&rings[k]);
+	sonde__perf_stream_free(s);
+}
+
 TEST(perf_stream_has_no_cap_on_rings_and_reorders_within_one)
 {
 	enum { RINGS = 300 };
