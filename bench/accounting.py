@@ -18,9 +18,9 @@ from before the workload starts to after it ends, and so does `perf sched record
 tracers on one tracepoint delay each other's time stamps by what the first one does with a
 hit (sonde's perf backend copies 32 KiB of stack, 9 us here; its BPF backend reads stacks:
 0.1-0.3 s of a thread's 5 s moved between states when sonde went first), so perf is made to
-go first: perf's probe on sched_switch is registered before sonde's BPF programs attach
-(by a counting event held from the start), and perf sched's events are opened after
-sonde's (newest first). Per workload process:
+go first: perf's probes on sched_switch, sched_waking and sched_wakeup_new are registered
+before sonde's BPF programs attach (by counting events held from the start), and perf
+sched's events are opened after sonde's (newest first). Per workload process:
 
   sonde   `sonde report --summary --pid PID`: on-CPU (by the CPUs' switches), runnable, S, D
   perf    `perf sched timehist --state`: run time; sch delay (runnable); wait time (switch-out
@@ -254,13 +254,15 @@ def measure(sonde, secs, loaders, backend, tmp):
     try:
         # Two tracers on one tracepoint delay each other's time stamps by what the first
         # does with a hit: the 32 KiB stack copy of sonde's perf backend (9 us here) or
-        # the stack reads of its BPF backend. perf goes first in both: this counting event
-        # registers perf's probe on sched_switch before sonde attaches its BPF programs
+        # the stack reads of its BPF backend. perf goes first in both: these counting events
+        # register perf's probes on the switch and wakeup tracepoints before sonde attaches
+        # its BPF programs
         # (a tracepoint calls its probes in that order), and perf sched's own events, opened
         # after sonde's, come first among perf's (a tracepoint's perf events write newest
         # first).
-        hold = subprocess.Popen(["perf", "stat", "-a", "-e", "sched:sched_switch", "-x,", "-o",
-                                 os.devnull], stdout=subprocess.DEVNULL,
+        hold = subprocess.Popen(["perf", "stat", "-a", "-e",
+                                 "sched:sched_switch,sched:sched_waking,sched:sched_wakeup_new",
+                                 "-x,", "-o", os.devnull], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         time.sleep(1)
         st0 = proc_stat()
