@@ -384,6 +384,29 @@ TEST(report_header_counts_say_what_they_count)
 	test_output_free(&o);
 }
 
+/* `sonde report ARGS PATH` succeeds and prints text. */
+static void report_says(const char *args, const char *path, const char *text)
+{
+	struct test_output o;
+
+	test_runf(&o, 60, "%s report %s %s", test_bin("sonde"), args, path);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.out, text);
+	test_output_free(&o);
+}
+
+/* Finishes writer w, whose bytes b holds, into the test file name: its path. */
+static const char *finished_spool(struct sonde_spool_writer *w, struct buf *b, const char *name)
+{
+	const char *path = test_path(name);
+
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	test_write_file(path, b->data, b->len);
+	sonde__buf_free(b);
+	return path;
+}
+
 /* With the CPUs' switches, the header's span is the accounting's window, the one
  * --summary's tables add up over (from where the machine was first seen to where it was
  * last): it used to be the samples' span, here 0.19 s of a 0.49 s window. Spinner 90 is
@@ -411,11 +434,7 @@ TEST(report_header_span_is_the_accounting_window)
 	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + 510 * MS, spinner, 0, &f, 1, 0));
 	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + 700 * MS, spinner, 0, &f, 1, 0));
 	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 3));
-	ASSERT_OK(sonde_spool_writer__finish(w));
-	sonde_spool_writer__free(w);
-	const char *path = test_path("window.spool");
-	test_write_file(path, b.data, b.len);
-	sonde__buf_free(&b);
+	const char *path = finished_spool(w, &b, "window.spool");
 
 	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), path);
 	ASSERT_INT(o.status, ==, 0);
@@ -423,10 +442,7 @@ TEST(report_header_span_is_the_accounting_window)
 	/* the tables printed under it, over the same window */
 	ASSERT_CONTAINS(o.out, "(seconds over 0.490 s, by the CPUs' switches)");
 	test_output_free(&o);
-	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), path);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.out, "where the wall-clock time went, over 0.490 s");
-	test_output_free(&o);
+	report_says("--summary", path, "where the wall-clock time went, over 0.490 s");
 }
 
 /* --summary of a recording made without --off-cpu says that its rows are their samples
@@ -438,7 +454,6 @@ TEST(report_summary_without_off_cpu_says_rows_are_samples)
 	static const struct sonde_spool_header h = {1700000000000000000ULL, S0, MS};
 	const struct sonde_spool_frame f = {0, 0x1234};
 	struct buf b = BUF_INIT;
-	struct test_output o;
 	uint32_t t;
 
 	struct sonde_spool_writer *w =
@@ -447,23 +462,16 @@ TEST(report_summary_without_off_cpu_says_rows_are_samples)
 	for (int i = 0; i < 3; i++)
 		ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + (10 + i) * MS, t, 0, &f, 1, 0));
 	ASSERT_OK(sonde_spool_writer__add_exit(w, S0 + 100 * MS, t));
-	ASSERT_OK(sonde_spool_writer__finish(w));
-	sonde_spool_writer__free(w);
-	const char *path = test_path("oncpu.spool");
-	test_write_file(path, b.data, b.len);
-	sonde__buf_free(&b);
+	const char *path = finished_spool(w, &b, "oncpu.spool");
 
-	test_runf(&o, 60, "%s report --summary %s", test_bin("sonde"), path);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.out, "recorded without --off-cpu: the time threads spent off the CPUs "
-			       "is not in the recording, so a row holds its on-CPU samples alone");
-	ASSERT_CONTAINS(o.out, "\nspinner-90                   0.003     0.000     0.000     "
-			       "0.000     0.000     0.000     0.000     0.003\n");
-	test_output_free(&o);
-	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), path);
-	ASSERT_INT(o.status, ==, 0);
-	ASSERT_CONTAINS(o.out, "the recording has no off-CPU intervals (record with --off-cpu)");
-	test_output_free(&o);
+	report_says("--summary", path,
+		    "recorded without --off-cpu: the time threads spent off the CPUs is not in the "
+		    "recording, so a row holds its on-CPU samples alone");
+	report_says("--summary", path,
+		    "\nspinner-90                   0.003     0.000     0.000     0.000     0.000     "
+		    "0.000     0.000     0.003\n");
+	report_says("--metric wall", path,
+		    "the recording has no off-CPU intervals (record with --off-cpu)");
 }
 
 /* Unknown time in a recording that lost no record is a wait whose switch-in the kernel did
@@ -477,7 +485,6 @@ TEST(report_unknown_time_without_a_loss_names_its_cause)
 
 	for (int lost = 0; lost < 2; lost++) {
 		struct buf b = BUF_INIT;
-		struct test_output o;
 		uint32_t t;
 		struct sonde_spool_writer *w =
 			ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
@@ -491,22 +498,14 @@ TEST(report_unknown_time_without_a_loss_names_its_cause)
 		const struct sonde_spool_account acct = {.kernel_time = 1,
 							 .lost_records = lost ? 428 : 0};
 		ASSERT_OK(sonde_spool_writer__add_account(w, &acct));
-		ASSERT_OK(sonde_spool_writer__finish(w));
-		sonde_spool_writer__free(w);
-		const char *path = test_path("unknown.spool");
-		test_write_file(path, b.data, b.len);
-		sonde__buf_free(&b);
+		const char *path = finished_spool(w, &b, "unknown.spool");
 
-		test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), path);
-		ASSERT_INT(o.status, ==, 0);
-		if (lost)
-			ASSERT_CONTAINS(o.out, "% of thread time unknown: 428 records lost (0.020 s, "
-					       "in 1 intervals under [unknown: lost records])");
-		else
-			ASSERT_CONTAINS(o.out, "% of thread time unknown: 0 records lost, waits whose "
-					       "switch-in the kernel did not trace (0.020 s, in 1 "
-					       "intervals under [unknown: lost records])");
-		test_output_free(&o);
+		report_says("--metric wall", path,
+			    lost ? "% of thread time unknown: 428 records lost (0.020 s, in 1 "
+				   "intervals under [unknown: lost records])"
+				 : "% of thread time unknown: 0 records lost, waits whose switch-in "
+				   "the kernel did not trace (0.020 s, in 1 intervals under [unknown: "
+				   "lost records])");
 	}
 }
 
