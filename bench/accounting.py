@@ -24,7 +24,8 @@ sched's events are opened after sonde's (newest first). Per workload process:
 
   sonde   `sonde report --summary --pid PID`: on-CPU (by the CPUs' switches), runnable, S, D
   perf    `perf sched timehist --state`: run time; sch delay (runnable); wait time (switch-out
-          to switch-in) less the sch delay, by the state the task left the CPU in (S, D)
+          to switch-in) less the sch delay, by the state the task left the CPU in (S, D);
+          a task's first wait, from its creation, runnable (as sonde counts it)
   self    the process's own getrusage CPU time, printed beside sonde's on-CPU time and not
           judged: perf measures that figure, and on a guest the process's own CPU time
           leaves out the time the host stole while its thread held the vCPU (the switches,
@@ -209,7 +210,10 @@ def perf_states(data, pids):
         # timehist's wait time runs from the switch-out to the switch-in and holds the sch
         # delay (wakeup to switch-in): the state the task left in is the rest
         tot[tid]["R"] += delay
-        prev = last_state.get(tid, "S")
+        # a task's first line: no switch-out before it, its wait runs from its creation
+        # (fork) to its first switch-in, which sonde counts as runnable (a new task waits
+        # for a CPU), not as sleeping
+        prev = last_state.get(tid, "R")
         key = "D" if prev.startswith("D") else "R" if prev.startswith("R") else "S"
         tot[tid][key] += max(0.0, wait - delay)
         last_state[tid] = state
