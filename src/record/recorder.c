@@ -879,9 +879,10 @@ static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_
 		perr = process_until(r, UINT64_MAX, pr);
 		return err ? err : perr;
 	}
-	/* a batch of each ring, then what it released, until the rings hold no more than
-	 * they did at the start (a ring read in part stands for its newest record read in the
-	 * release limit, so the order is kept) */
+	/* a batch of each ring, then what it released, until every ring is read or as many
+	 * batches have gone as the fullest ring held at the start (rings a busy machine keeps
+	 * refilling do not keep the poll here); a ring read in part stands for its newest
+	 * record read in the release limit, so the order is kept */
 	uint64_t budget = 0; /* the most a ring held */
 	for (size_t i = 0; i < r->ev.n_cpus; i++)
 		if (r->ev.rings[i].mapped && sonde__perf_ring_pending(&r->ev.rings[i].ring) > budget)
