@@ -884,9 +884,12 @@ static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_
 	 * refilling do not keep the poll here); a ring read in part stands for its newest
 	 * record read in the release limit, so the order is kept */
 	uint64_t budget = 0; /* the most a ring held */
-	for (size_t i = 0; i < r->ev.n_cpus; i++)
-		if (r->ev.rings[i].mapped && sonde__perf_ring_pending(&r->ev.rings[i].ring) > budget)
-			budget = sonde__perf_ring_pending(&r->ev.rings[i].ring);
+	for (size_t i = 0; i < r->ev.n_cpus; i++) {
+		uint64_t held = r->ev.rings[i].mapped ? sonde__perf_ring_pending(&r->ev.rings[i].ring)
+						      : 0;
+		if (held > budget)
+			budget = held;
+	}
 	do {
 		more = false;
 		err = sonde__rec_error(r, drain_rings_some(r, DRAIN_BATCH_BYTES, &more));
