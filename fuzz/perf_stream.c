@@ -4,9 +4,10 @@
  * --kernel or --off-cpu one) and what the filter does; the rest is dealt out to the rings
  * in pieces whose lengths come from the input, each ring starting near the end of its data
  * area so records wrap. Every ring is drained in two passes with events popped between
- * them up to a limit; every event popped must come in time order and every byte it
- * borrows must be readable (the sanitizers check), and once everything is popped the
- * stream holds nothing.
+ * them up to a limit; every event popped must come in time order, every byte it
+ * borrows must be readable (the sanitizers check), a stack it reads in its ring must lie
+ * in space not handed back to the kernel, and once everything is popped the stream holds
+ * nothing.
  */
 #include <linux/perf_event.h>
 #include <stdint.h>
@@ -56,14 +57,32 @@ static void touch(const uint8_t *p, uint64_t n)
 		sink ^= p[i];
 }
 
-static void check(const struct perf_rec *e, uint64_t *last)
+/* A stack read where it lies must be in a part of its ring not handed back to the kernel
+ * (feed writes only the rest, as the kernel does). */
+static void check_held(const struct fring *rings, unsigned n_rings, const uint8_t *p, uint64_t n)
+{
+	for (unsigned k = 0; k < n_rings; k++) {
+		const struct fring *r = &rings[k];
+		if (p < r->data || p >= r->data + RING_BYTES)
+			continue;
+		uint64_t off = (uint64_t)(p - r->data), tail = r->meta.data_tail & (RING_BYTES - 1);
+		uint64_t held = r->meta.data_head - r->meta.data_tail;
+		if (((off - tail) & (RING_BYTES - 1)) + n > held)
+			__builtin_trap(); /* borrowed from space the kernel may write */
+	}
+}
+
+static void check(const struct fring *rings, unsigned n_rings, const struct perf_rec *e,
+		  uint64_t *last)
 {
 	if (e->time < *last)
 		__builtin_trap(); /* out of order */
 	*last = e->time;
 	if (e->type == PERF_RECORD_SAMPLE) {
-		if (e->sample.stack)
+		if (e->sample.stack && e->sample.stack_len) {
 			touch(e->sample.stack, e->sample.stack_len);
+			check_held(rings, n_rings, e->sample.stack, e->sample.stack_len);
+		}
 		if (e->sample.callchain)
 			touch(e->sample.callchain, e->sample.callchain_nr * 8);
 		if (e->sample.raw)
@@ -132,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		last = 0;
 		uint64_t limit = pass == 0 ? sonde__perf_stream_limit(s, 0) : UINT64_MAX;
 		while ((e = sonde__perf_stream_pop(s, limit)))
-			check(e, &last);
+			check(rings, n_rings, e, &last);
 	}
 	if (sonde__perf_stream_count(s) != 0 || sonde__perf_stream_bytes(s) != 0)
 		__builtin_trap();

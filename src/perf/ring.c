@@ -126,3 +126,8 @@ void sonde__perf_ring_end(struct perf_ring *r)
 {
 	perf_ring_tail_release(r->meta, r->tail);
 }
+
+void sonde__perf_ring_release(struct perf_ring *r, uint64_t pos)
+{
+	perf_ring_tail_release(r->meta, pos);
+}

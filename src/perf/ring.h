@@ -1,10 +1,12 @@
 /* A perf mmap ring: the kernel writes records at data_head, we consume at data_tail.
  * Internal to libsonde.
  *
- * Call order for one read pass: sonde__perf_ring_begin (snapshot the head), sonde__perf_ring_next until it
- * returns 0, sonde__perf_ring_end (publish the new tail). Pointers returned by sonde__perf_ring_next stay
- * valid until the next sonde__perf_ring_next or sonde__perf_ring_end: they point into the ring, or into
- * the ring's scratch buffer when a record wraps around the end of the data area.
+ * Call order for one read pass: sonde__perf_ring_begin (snapshot the head),
+ * sonde__perf_ring_next until it returns 0, sonde__perf_ring_end (publish the new tail) or
+ * sonde__perf_ring_release (publish less of it). A pointer sonde__perf_ring_next returns
+ * points into the ring, valid until its space is handed back, or, for a record that wraps
+ * around the end of the data area, into the ring's scratch buffer, valid until the next
+ * sonde__perf_ring_next.
  */
 #ifndef SONDE_PERF_RING_H
 #define SONDE_PERF_RING_H
@@ -59,6 +61,9 @@ void sonde__perf_ring_begin(struct perf_ring *r);
  * at the head, and -ENOMEM when a wrapped record cannot be copied. */
 int sonde__perf_ring_next(struct perf_ring *r, const void **rec, size_t *len);
 void sonde__perf_ring_end(struct perf_ring *r);
+/* Hands the ring's space before pos back to the kernel, where a reader still uses records
+ * read since (pos is at most the read position, and never goes back). */
+void sonde__perf_ring_release(struct perf_ring *r, uint64_t pos);
 /* Bytes published but not yet consumed (for tests and flow control). */
 uint64_t sonde__perf_ring_pending(const struct perf_ring *r);
 

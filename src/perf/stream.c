@@ -11,6 +11,15 @@
 /* Arena chunks: a record is under 64 KiB, so whatever one event copies fits in a chunk. */
 enum { CHUNK_BYTES = 256u << 10, QUEUE_MIN = 64 };
 #define NO_CHUNK UINT32_MAX
+#define NO_PIN UINT64_MAX
+
+/* A sample's stack copy is read where it lies in the ring, not copied (the copy cost a third
+ * of the recorder's CPU at -a -F 999: the bytes are cold, and the unwinder reads a few lines
+ * of them), when it is at least BORROW_MIN bytes and the ring's space held from the oldest
+ * borrowed record on stays within 1/BORROW_SHARE of the ring: the kernel keeps the rest.
+ * A record that wraps around the ring's end is copied (its bytes are in the ring's scratch
+ * buffer). */
+enum { BORROW_MIN = 512, BORROW_SHARE = 8 };
 
 struct chunk {
 	uint8_t *data;
@@ -22,8 +31,16 @@ struct chunk {
 struct ev {
 	struct perf_rec rec;
 	uint64_t seq;	/* read order, across sources: ties of equal time */
+	uint64_t pin;	/* the pin of the record whose stack it borrows, NO_PIN: none */
 	uint32_t chunk; /* where its bytes are, NO_CHUNK: none */
 	uint32_t bytes; /* how many */
+};
+
+/* A record in the ring whose stack copy an event borrows: the ring's space from its start
+ * on is not handed back before the event is released. */
+struct pin {
+	uint64_t start; /* its ring position */
+	bool released;
 };
 
 struct source {
@@ -32,6 +49,11 @@ struct source {
 	uint64_t latest;    /* newest time read */
 	uint32_t chunk;	    /* the arena chunk being filled, NO_CHUNK: none yet */
 	bool partial;	    /* its last drain left published records in the ring */
+	struct perf_ring *ring; /* the ring its pins are in (drained last), NULL: none */
+	struct pin *pins;	/* in ring order, circular, cap a power of two */
+	size_t pin_cap, pin_head, pin_n;
+	uint64_t pin_seq;  /* the number of pins[pin_head]: pins are numbered as they come */
+	bool unpublished;  /* ring space released since it was last handed back */
 };
 
 /* How much older than the newest record read a record still in the ring can be: one written
@@ -54,6 +76,8 @@ struct perf_stream {
 	size_t n_free, cap_free;
 	size_t arena_bytes; /* of queued events */
 	uint32_t held; /* the chunk of the event popped last, released on the next call */
+	uint32_t held_src; /* and its source and pin */
+	uint64_t held_pin;
 	size_t count;
 	uint64_t seq;
 };
@@ -69,6 +93,7 @@ struct perf_stream *sonde__perf_stream_new(const struct perf_layout *l, perf_str
 	s->filter = filter;
 	s->ctx = ctx;
 	s->held = NO_CHUNK;
+	s->held_pin = NO_PIN;
 	return s;
 }
 
@@ -76,8 +101,10 @@ void sonde__perf_stream_free(struct perf_stream *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n_src; i++)
+	for (size_t i = 0; i < s->n_src; i++) {
 		sonde__free(s->src[i].q);
+		sonde__free(s->src[i].pins);
+	}
 	for (size_t i = 0; i < s->n_chunks; i++)
 		sonde__free(s->chunks[i].data);
 	sonde__free(s->src);
@@ -121,10 +148,70 @@ static void chunk_release(struct perf_stream *s, uint32_t c)
 	s->free_chunks[s->n_free++] = c;
 }
 
+/* The ring space of src up to its oldest pin still used (all it read, with none) goes back
+ * to the kernel. */
+static void hand_back(struct source *src)
+{
+	if (!src->ring)
+		return;
+	sonde__perf_ring_release(src->ring, src->pin_n ? src->pins[src->pin_head].start
+						       : src->ring->tail);
+	src->unpublished = false;
+}
+
+/* Pin number seq of src is no longer used: the space of the pins released in a row from the
+ * oldest can go back to the kernel (hand_back). */
+static void unpin(struct source *src, uint64_t seq)
+{
+	size_t mask = src->pin_cap - 1;
+
+	src->pins[(src->pin_head + (seq - src->pin_seq)) & mask].released = true;
+	while (src->pin_n && src->pins[src->pin_head].released) {
+		src->pin_head = (src->pin_head + 1) & mask;
+		src->pin_seq++;
+		src->pin_n--;
+		src->unpublished = true;
+	}
+}
+
 static void release_held(struct perf_stream *s)
 {
 	chunk_release(s, s->held);
 	s->held = NO_CHUNK;
+	if (s->held_pin != NO_PIN)
+		unpin(&s->src[s->held_src], s->held_pin);
+	s->held_pin = NO_PIN;
+}
+
+/* Room for one more pin in src: false when out of memory. */
+static bool pin_room(struct source *src)
+{
+	if (src->pin_n < src->pin_cap)
+		return true;
+	size_t cap = src->pin_cap ? src->pin_cap * 2 : QUEUE_MIN;
+	struct pin *p = sonde__malloc(cap * sizeof(*p));
+	if (!p)
+		return false;
+	for (size_t i = 0; i < src->pin_n; i++)
+		p[i] = src->pins[(src->pin_head + i) & (src->pin_cap - 1)];
+	sonde__free(src->pins);
+	src->pins = p;
+	src->pin_cap = cap;
+	src->pin_head = 0;
+	return true;
+}
+
+/* Whether the sample e, read from ring at position start (len bytes at rec), can borrow its
+ * stack copy from the ring (BORROW_MIN, BORROW_SHARE): then with room for its pin. */
+static bool can_borrow(struct source *src, const struct perf_ring *ring, const struct ev *e,
+		       const void *rec, uint64_t start)
+{
+	const uint8_t *p = rec;
+	uint64_t oldest = src->pin_n ? src->pins[src->pin_head].start : start;
+
+	return e->rec.sample.stack_len >= BORROW_MIN && p >= ring->data &&
+	       p < ring->data + ring->size && ring->tail - oldest <= ring->size / BORROW_SHARE &&
+	       pin_room(src);
 }
 
 /* need bytes in src's arena: the chunk they go to, NO_CHUNK when out of memory. */
@@ -196,9 +283,10 @@ static uint8_t *reserve(struct perf_stream *s, struct source *src, struct ev *e,
 	return at;
 }
 
-/* Copies what e borrows from the ring into src's arena. 0 or -ENOMEM. */
+/* Copies what e borrows from the ring into src's arena, but for its stack copy when it
+ * stays where it is (borrow). 0 or -ENOMEM. */
 static int keep_bytes(struct perf_stream *s, struct source *src, struct ev *e,
-		      enum perf_stream_keep keep)
+		      enum perf_stream_keep keep, bool borrow)
 {
 	struct perf_rec *r = &e->rec;
 	size_t need = 0, fname = 0, comm = 0;
@@ -213,11 +301,13 @@ static int keep_bytes(struct perf_stream *s, struct source *src, struct ev *e,
 			r->sample.callchain = NULL;
 			r->sample.callchain_nr = 0;
 		}
-		if (!r->sample.stack)
+		if (!r->sample.stack || !r->sample.stack_len) {
+			r->sample.stack = NULL; /* nothing of the ring is used after the drain */
 			r->sample.stack_len = 0;
+		}
 		if (!r->sample.raw)
 			r->sample.raw_size = 0;
-		need = pad8(r->sample.stack_len) + pad8(r->sample.callchain_nr * 8) +
+		need = (borrow ? 0 : pad8(r->sample.stack_len)) + pad8(r->sample.callchain_nr * 8) +
 		       pad8(r->sample.raw_size);
 		break;
 	case PERF_RECORD_MMAP2:
@@ -238,7 +328,7 @@ static int keep_bytes(struct perf_stream *s, struct source *src, struct ev *e,
 		return -ENOMEM;
 	switch (r->type) {
 	case PERF_RECORD_SAMPLE:
-		if (r->sample.stack_len)
+		if (r->sample.stack_len && !borrow)
 			r->sample.stack = put(&at, r->sample.stack, r->sample.stack_len);
 		if (r->sample.callchain_nr)
 			r->sample.callchain = put(&at, r->sample.callchain, r->sample.callchain_nr * 8);
@@ -318,6 +408,7 @@ int sonde__perf_stream_push(struct perf_stream *s, int si, uint32_t type, uint64
 	memset(&e->rec, 0, sizeof(e->rec));
 	e->rec.type = type;
 	e->rec.time = time;
+	e->pin = NO_PIN;
 	e->chunk = NO_CHUNK;
 	e->bytes = 0;
 	if (len) {
@@ -348,6 +439,9 @@ int sonde__perf_stream_drain_some(struct perf_stream *s, int si, struct perf_rin
 	int got, err = 0;
 
 	release_held(s);
+	if (src->ring && src->ring != ring)
+		return -EINVAL; /* its ring was not let go (sonde__perf_stream_unborrow) */
+	src->ring = ring;
 	sonde__perf_ring_begin(ring);
 	while (read < max_bytes && (got = sonde__perf_ring_next(ring, &buf, &len)) != 0) {
 		read += len;
@@ -375,10 +469,19 @@ int sonde__perf_stream_drain_some(struct perf_stream *s, int si, struct perf_rin
 			d.dropped++;
 			continue;
 		}
-		if (keep_bytes(s, src, e, keep) < 0) {
+		uint64_t start = ring->tail - len;
+		bool borrow = keep == PERF_STREAM_KEEP && e->rec.type == PERF_RECORD_SAMPLE &&
+			      can_borrow(src, ring, e, buf, start);
+		if (keep_bytes(s, src, e, keep, borrow) < 0) {
 			ring->tail -= len;
 			err = -ENOMEM;
 			break;
+		}
+		e->pin = NO_PIN;
+		if (borrow) {
+			e->pin = src->pin_seq + src->pin_n;
+			src->pins[(src->pin_head + src->pin_n++) & (src->pin_cap - 1)] =
+				(struct pin){.start = start};
 		}
 		queue(s, src, e);
 		if (e->rec.type == PERF_RECORD_LOST || e->rec.type == PERF_RECORD_LOST_SAMPLES)
@@ -388,11 +491,56 @@ int sonde__perf_stream_drain_some(struct perf_stream *s, int si, struct perf_rin
 	src->partial = ring->tail != ring->head;
 	if (more)
 		*more = src->partial;
-	sonde__perf_ring_end(ring);
+	hand_back(src);
 	if (d.records)
 		s->dirty = true;
 	if (out)
 		*out = d;
+	return err;
+}
+
+/* The event e of src, which borrows its stack copy from the ring, copies it into the arena
+ * with what it had there already. 0, or -ENOMEM: then it goes without its stack. */
+static int copy_out(struct perf_stream *s, struct source *src, struct ev *e)
+{
+	struct perf_rec *r = &e->rec;
+	uint32_t had = e->chunk, had_bytes = e->bytes;
+	size_t need = pad8(r->sample.stack_len) + pad8(r->sample.callchain_nr * 8) +
+		      pad8(r->sample.raw_size);
+	uint8_t *at = reserve(s, src, e, need);
+
+	e->pin = NO_PIN;
+	if (!at) {
+		e->chunk = had;
+		e->bytes = had_bytes;
+		r->sample.stack = NULL;
+		r->sample.stack_len = 0;
+		return -ENOMEM;
+	}
+	r->sample.stack = put(&at, r->sample.stack, r->sample.stack_len);
+	if (r->sample.callchain_nr)
+		r->sample.callchain = put(&at, r->sample.callchain, r->sample.callchain_nr * 8);
+	if (r->sample.raw_size)
+		r->sample.raw = put(&at, r->sample.raw, r->sample.raw_size);
+	chunk_release(s, had);
+	s->arena_bytes -= had_bytes;
+	return 0;
+}
+
+int sonde__perf_stream_unborrow(struct perf_stream *s, int si)
+{
+	struct source *src = &s->src[si];
+	int err = 0;
+
+	release_held(s);
+	for (size_t i = 0; src->pin_n && i < src->n; i++) {
+		struct ev *e = &src->q[(src->head + i) & (src->cap - 1)];
+		if (e->pin != NO_PIN && copy_out(s, src, e) < 0)
+			err = -ENOMEM;
+	}
+	src->pin_n = 0;
+	hand_back(src);
+	src->ring = NULL;
 	return err;
 }
 
@@ -440,22 +588,36 @@ static void rebuild(struct perf_stream *s)
 	s->dirty = false;
 }
 
+/* The caller has nothing more to pop for now: the ring space released goes back to the
+ * kernel (not at every pop: the tail shares a cache line with the head the kernel
+ * writes). */
+static const struct perf_rec *none_now(struct perf_stream *s)
+{
+	for (size_t i = 0; i < s->n_src; i++)
+		if (s->src[i].unpublished)
+			hand_back(&s->src[i]);
+	return NULL;
+}
+
 const struct perf_rec *sonde__perf_stream_pop(struct perf_stream *s, uint64_t limit)
 {
 	release_held(s);
 	if (s->dirty)
 		rebuild(s);
 	if (!s->n_heap)
-		return NULL;
-	struct source *src = &s->src[s->heap[0]];
+		return none_now(s);
+	uint32_t si = s->heap[0];
+	struct source *src = &s->src[si];
 	struct ev *e = &src->q[src->head];
 	if (e->rec.time > limit)
-		return NULL;
+		return none_now(s);
 	/* The slot stays as it is until a drain writes there: after this pop. */
 	src->head = (src->head + 1) & (src->cap - 1);
 	src->n--;
 	s->count--;
 	s->held = e->chunk;
+	s->held_src = si;
+	s->held_pin = e->pin;
 	s->arena_bytes -= e->bytes;
 	if (!src->n)
 		s->heap[0] = s->heap[--s->n_heap];

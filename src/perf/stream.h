@@ -4,10 +4,13 @@
  * A stream has sources, one per ring the caller reads (no fixed number). Draining a source
  * reads its ring: each record is decoded once, where it lies in the ring, into a fixed event
  * (struct perf_rec); a filter may drop it there or ask for its header fields only, before
- * anything is copied. What the event borrows from a kept record and must outlive the ring
- * (the used part of the stack copy, the callchain, raw tracepoint data, names) is copied
- * once into the source's arena, whose chunks are reused once every event in them has been
- * released. The ring's space goes back to the kernel at the end of the drain.
+ * anything is copied. A sample's stack copy, the bulk of its bytes, is read where it lies:
+ * the ring's space from that record on stays the stream's until the event is released (up
+ * to an eighth of the ring; past that, and for a record that wraps around the ring's end,
+ * it is copied). What else an event uses of a kept record (the callchain, raw tracepoint
+ * data, names) is copied once into the source's arena, whose chunks are reused once every
+ * event in them has been released. The ring's space goes back to the kernel at the end of a
+ * drain and when a pop finds nothing more to release, up to the oldest record still used.
  *
  * A ring is in time order on its own (nearly: a record older than the one before it is put
  * back in place within its source), so the sources are merged by a k-way merge over their
@@ -56,9 +59,11 @@ void sonde__perf_stream_set_layout(struct perf_stream *s, const struct perf_layo
 int sonde__perf_stream_add_source(struct perf_stream *s);
 
 /* Reads every record ring has published into source src, and hands the space back to the
- * kernel. Returns 0, or -ENOMEM when a record could not be queued (it and the rest of the
- * pass are then left in the ring for the next drain). *out (may be NULL) says what was
- * read. Events popped before are invalid afterwards. */
+ * kernel but for the records whose stacks queued events borrow. A source reads one ring
+ * until sonde__perf_stream_unborrow lets it go (-EINVAL otherwise). Returns 0, or -ENOMEM
+ * when a record could not be queued (it and the rest of the pass are then left in the ring
+ * for the next drain). *out (may be NULL) says what was read. Events popped before are
+ * invalid afterwards. */
 int sonde__perf_stream_drain(struct perf_stream *s, int src, struct perf_ring *ring,
 			     struct perf_stream_drained *out);
 
@@ -68,6 +73,12 @@ int sonde__perf_stream_drain(struct perf_stream *s, int src, struct perf_ring *r
  * into the arena are still in the caches when they are used. */
 int sonde__perf_stream_drain_some(struct perf_stream *s, int src, struct perf_ring *ring,
 				  size_t max_bytes, bool *more, struct perf_stream_drained *out);
+
+/* Lets go of source src's ring, before it is unmapped or replaced: the stacks its queued
+ * events borrow from it are copied into the arena, and all it read goes back to the kernel.
+ * 0, or -ENOMEM when some could not be copied (those events go without their stacks).
+ * Events popped before are invalid afterwards. */
+int sonde__perf_stream_unborrow(struct perf_stream *s, int src);
 
 /* Queues an event that no ring delivered, into source si: type is the caller's (no perf
  * record type), time its place in the merge, and the len bytes at data are copied into the
@@ -87,7 +98,8 @@ const struct perf_rec *sonde__perf_stream_pop(struct perf_stream *s, uint64_t li
  * (what it left is older than floor, some a little older than what it read). */
 uint64_t sonde__perf_stream_limit(const struct perf_stream *s, uint64_t floor);
 
-/* Events queued, and bytes held by them (the events and what they copied). */
+/* Events queued, and bytes held by them (the events and what they copied into the arena,
+ * not what they borrow from the rings). */
 size_t sonde__perf_stream_count(const struct perf_stream *s);
 size_t sonde__perf_stream_bytes(const struct perf_stream *s);
 

@@ -818,8 +818,8 @@ static int drain_rings(struct sonde_recorder *r)
 }
 
 /* While a long batch is processed (unwinding, the first look at a large binary), the rings
- * keep filling: every DRAIN_EVERY_NS they are emptied into the stream again, where samples
- * take only the bytes of stack they use. What is queued then is newer than the limit being
+ * keep filling: every DRAIN_EVERY_NS they are emptied into the stream again (a stack the
+ * stream reads in place holds no more than an eighth of its ring). What is queued then is newer than the limit being
  * processed (no ring can deliver anything older), so the order is kept. The queue is
  * bounded: past STREAM_CAP_BYTES the rings are left to the kernel (which then counts
  * losses). */
@@ -862,9 +862,10 @@ static int process_until(struct sonde_recorder *r, uint64_t limit, struct sonde_
 	return 0;
 }
 
-/* What a drain reads of each ring before it processes what that released: the copies of
- * the samples' stacks are still in the caches when they are unwound (drained whole, the
- * unwinder's reads of a 10 kHz -a recording's stacks missed them: a fifth of its CPU). */
+/* What a drain reads of each ring before it processes what that released: the records it
+ * decoded are still in the caches when they are unwound (drained whole, the unwinder's reads
+ * of a 10 kHz -a recording's stacks missed them: a fifth of its CPU), and the ring space the
+ * samples' stacks are read in goes back to the kernel a batch at a time. */
 enum { DRAIN_BATCH_BYTES = 256u << 10 };
 
 static int drain_and_process(struct sonde_recorder *r, bool final, struct sonde_record_poll *pr)

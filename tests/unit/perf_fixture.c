@@ -60,6 +60,12 @@ void sring_put(struct sring *s, const struct rb *r)
 void stream_sample(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint64_t used,
 		   uint8_t seed)
 {
+	stream_sample_copy(r, pid, tid, t, 64, used, seed);
+}
+
+void stream_sample_copy(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint32_t copy,
+			uint64_t used, uint8_t seed)
+{
 	const struct perf_event_cfg kcfg = {.kernel = true};
 	struct perf_layout l;
 
@@ -88,8 +94,8 @@ void stream_sample(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint64_
 			if (l.regs_mask & (1ull << i))
 				rb_u64(r, 0x1000 + (uint64_t)i);
 	}
-	rb_u64(r, 64);
-	for (int i = 0; i < 64; i++)
+	rb_u64(r, copy);
+	for (uint32_t i = 0; i < copy; i++)
 		r->b[r->n++] = (uint8_t)(seed + i);
 	rb_u64(r, used);
 	rb_end(r);

@@ -41,5 +41,8 @@ void sring_put(struct sring *s, const struct rb *r);
  * (seed + i). */
 void stream_sample(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint64_t used,
 		   uint8_t seed);
+/* The same with a stack copy of `copy` bytes (a multiple of 8, at most 3 KiB). */
+void stream_sample_copy(struct rb *r, uint32_t pid, uint32_t tid, uint64_t t, uint32_t copy,
+			uint64_t used, uint8_t seed);
 
 #endif

@@ -762,6 +762,150 @@ TEST(perf_stream_merges_pushed_events_with_ring_records)
 	sonde__perf_stream_free(s);
 }
 
+/* Whether p lies in ring's data area. */
+static bool in_ring(const struct sring *ring, const void *p)
+{
+	const uint8_t *b = p;
+
+	return b >= ring->data && b < ring->data + ring->size;
+}
+
+/* A popped sample whose stack copy (1 KiB, all used) holds bytes seed + i. */
+static void expect_stack(const struct perf_rec *e, uint64_t t, uint8_t seed)
+{
+	ASSERT_UINT(e->time, ==, t);
+	ASSERT_UINT(e->sample.stack_len, ==, 1024);
+	for (int b = 0; b < 1024; b++)
+		ASSERT_UINT(e->sample.stack[b], ==, (uint8_t)(seed + b));
+}
+
+/* A sample's stack copy is read where it lies in the ring, which the stream hands back to the
+ * kernel only up to the oldest record still used: a popped event's space goes back when a
+ * pop finds nothing more to release (the kernel may then write there), the rest stays. */
+TEST(perf_stream_reads_stacks_in_the_ring_until_released)
+{
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct sring ring;
+	uint64_t start[5];
+	struct rb r;
+
+	sring_init(&ring, 1 << 16, 0);
+	int src = sonde__perf_stream_add_source(s);
+	for (int i = 1; i <= 4; i++) {
+		start[i] = ring.meta.data_head;
+		stream_sample_copy(&r, 5, 6, (uint64_t)i, 1024, 1024, (uint8_t)(i * 16));
+		sring_put(&ring, &r);
+	}
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, NULL));
+	/* read whole, held from the first record on */
+	ASSERT_UINT(ring.ring.tail, ==, ring.meta.data_head);
+	ASSERT_UINT(ring.meta.data_tail, ==, start[1]);
+	ASSERT_UINT(sonde__perf_stream_bytes(s), <, 4 * 1024);
+
+	const struct perf_rec *e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, 2));
+	ASSERT(in_ring(&ring, e->sample.stack));
+	expect_stack(e, 1, 16);
+	expect_stack(ASSERT_NOT_NULL(sonde__perf_stream_pop(s, 2)), 2, 32);
+	ASSERT(!sonde__perf_stream_pop(s, 2));
+	ASSERT_UINT(ring.meta.data_tail, ==, start[3]);
+	/* the kernel writes where it was handed back */
+	memset(ring.data, 0xee, start[3]);
+	expect_stack(ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX)), 3, 48);
+	expect_stack(ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX)), 4, 64);
+	ASSERT(!sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(ring.meta.data_tail, ==, ring.meta.data_head);
+	sring_free(&ring);
+	sonde__perf_stream_free(s);
+}
+
+/* The stream holds no more than an eighth of a ring: past it, and for a record that wraps
+ * around the ring's end, the stack is copied, and what holds the ring is only what is
+ * borrowed. */
+TEST(perf_stream_copies_stacks_past_an_eighth_of_the_ring_or_wrapped)
+{
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct sring ring;
+	struct rb r;
+
+	/* 16 KiB: an eighth holds one sample of a 1 KiB copy, not two */
+	sring_init(&ring, 16384, 0);
+	int src = sonde__perf_stream_add_source(s);
+	uint64_t first = ring.meta.data_head;
+	for (int i = 1; i <= 3; i++) {
+		stream_sample_copy(&r, 5, 6, (uint64_t)i, 1024, 1024, (uint8_t)i);
+		sring_put(&ring, &r);
+	}
+	ASSERT_UINT(r.n, >, 16384 / 16);
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, NULL));
+	ASSERT_UINT(ring.meta.data_tail, ==, first);
+	const struct perf_rec *e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT(in_ring(&ring, e->sample.stack));
+	expect_stack(e, 1, 1);
+	e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT(!in_ring(&ring, e->sample.stack));
+	expect_stack(e, 2, 2);
+	/* the first is released: nothing holds the ring, the third is a copy */
+	ASSERT_NOT_NULL(e = sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT(!in_ring(&ring, e->sample.stack));
+	expect_stack(e, 3, 3);
+	ASSERT(!sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(ring.meta.data_tail, ==, ring.meta.data_head);
+
+	/* a record across the end of the data area is copied out of the ring's scratch */
+	uint64_t edge = ring.meta.data_head + (16384 - ring.meta.data_head % 16384) - 512;
+	ring.meta.data_head = ring.meta.data_tail = ring.ring.tail = edge;
+	stream_sample_copy(&r, 5, 6, 4, 1024, 1024, 4);
+	sring_put(&ring, &r);
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, NULL));
+	ASSERT_UINT(ring.meta.data_tail, ==, ring.meta.data_head);
+	memset(ring.data, 0xee, ring.size);
+	e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+	expect_stack(e, 4, 4);
+	sring_free(&ring);
+	sonde__perf_stream_free(s);
+}
+
+/* Before a ring is unmapped (or replaced by a larger one), its source lets it go: what is
+ * queued keeps its stacks, copied, and the whole ring is handed back; a source reading
+ * another ring without letting go of its own is refused. */
+TEST(perf_stream_unborrow_copies_queued_stacks_out_of_the_ring)
+{
+	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
+	struct sring ring, other;
+	struct rb r;
+
+	sring_init(&ring, 1 << 16, 0);
+	sring_init(&other, 1 << 16, 0);
+	int src = sonde__perf_stream_add_source(s);
+	for (int i = 1; i <= 3; i++) {
+		stream_sample_copy(&r, 5, 6, (uint64_t)i, 1024, 1024, (uint8_t)(i * 7));
+		sring_put(&ring, &r);
+	}
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, NULL));
+	const struct perf_rec *e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, 1));
+	ASSERT(in_ring(&ring, e->sample.stack));
+	ASSERT_INT(sonde__perf_stream_drain(s, src, &other.ring, NULL), ==, -EINVAL);
+	size_t bytes = sonde__perf_stream_bytes(s);
+	ASSERT_OK(sonde__perf_stream_unborrow(s, src));
+	ASSERT_UINT(sonde__perf_stream_bytes(s), >=, bytes + 2 * 1024);
+	ASSERT_UINT(ring.meta.data_tail, ==, ring.meta.data_head);
+	memset(ring.data, 0xee, ring.size);
+	stream_sample_copy(&r, 5, 6, 4, 1024, 1024, 4 * 7);
+	sring_put(&other, &r);
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &other.ring, NULL));
+	for (int i = 2; i <= 4; i++) {
+		e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+		expect_stack(e, (uint64_t)i, (uint8_t)(i * 7));
+		ASSERT(!in_ring(&ring, e->sample.stack));
+	}
+	ASSERT(!sonde__perf_stream_pop(s, UINT64_MAX));
+	ASSERT_UINT(other.meta.data_tail, ==, other.meta.data_head);
+	ASSERT_UINT(sonde__perf_stream_bytes(s), ==, 0);
+	sring_free(&ring);
+	sring_free(&other);
+	sonde__perf_stream_free(s);
+}
+
 TEST(perf_stream_reads_records_that_wrap)
 {
 	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
