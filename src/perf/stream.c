@@ -17,9 +17,11 @@ enum { CHUNK_BYTES = 256u << 10, QUEUE_MIN = 64 };
  * of the recorder's CPU at -a -F 999: the bytes are cold, and the unwinder reads a few lines
  * of them), when it is at least BORROW_MIN bytes and the ring's space held from the oldest
  * borrowed record on stays within 1/BORROW_SHARE of the ring: the kernel keeps the rest.
- * A record that wraps around the ring's end is copied (its bytes are in the ring's scratch
- * buffer). */
-enum { BORROW_MIN = 512, BORROW_SHARE = 8 };
+ * A ring that held more than 1/BEHIND_SHARE of its size when the drain began is behind (the
+ * reader was slow, or starved): its stacks are copied, and its whole space goes back at once,
+ * as the events may wait long. A record that wraps around the ring's end is copied (its bytes
+ * are in the ring's scratch buffer). */
+enum { BORROW_MIN = 512, BORROW_SHARE = 8, BEHIND_SHARE = 4 };
 
 struct chunk {
 	uint8_t *data;
@@ -54,6 +56,7 @@ struct source {
 	size_t pin_cap, pin_head, pin_n;
 	uint64_t pin_seq;  /* the number of pins[pin_head]: pins are numbered as they come */
 	bool unpublished;  /* ring space released since it was last handed back */
+	bool behind;	   /* the ring held more than 1/BEHIND_SHARE when its drain began */
 };
 
 /* How much older than the newest record read a record still in the ring can be: one written
@@ -209,7 +212,7 @@ static bool can_borrow(struct source *src, const struct perf_ring *ring, const s
 	const uint8_t *p = rec;
 	uint64_t oldest = src->pin_n ? src->pins[src->pin_head].start : start;
 
-	return e->rec.sample.stack_len >= BORROW_MIN && p >= ring->data &&
+	return !src->behind && e->rec.sample.stack_len >= BORROW_MIN && p >= ring->data &&
 	       p < ring->data + ring->size && ring->tail - oldest <= ring->size / BORROW_SHARE &&
 	       pin_room(src);
 }
@@ -443,6 +446,7 @@ int sonde__perf_stream_drain_some(struct perf_stream *s, int si, struct perf_rin
 		return -EINVAL; /* its ring was not let go (sonde__perf_stream_unborrow) */
 	src->ring = ring;
 	sonde__perf_ring_begin(ring);
+	src->behind = ring->head - ring->tail > ring->size / BEHIND_SHARE;
 	while (read < max_bytes && (got = sonde__perf_ring_next(ring, &buf, &len)) != 0) {
 		read += len;
 		if (got == -ENOMEM) {

@@ -818,24 +818,26 @@ TEST(perf_stream_reads_stacks_in_the_ring_until_released)
 	sonde__perf_stream_free(s);
 }
 
-/* The stream holds no more than an eighth of a ring: past it, and for a record that wraps
- * around the ring's end, the stack is copied, and what holds the ring is only what is
- * borrowed. */
-TEST(perf_stream_copies_stacks_past_an_eighth_of_the_ring_or_wrapped)
+/* The stream holds no more than an eighth of a ring: past it, for every record of a ring
+ * more than a quarter full when its drain begins (its reader is behind), and for a record
+ * that wraps around the ring's end, the stack is copied, and what holds the ring is only
+ * what is borrowed. */
+TEST(perf_stream_copies_stacks_past_an_eighth_of_the_ring_behind_or_wrapped)
 {
 	struct perf_stream *s = ASSERT_NOT_NULL(stream_new(NULL, NULL));
 	struct sring ring;
 	struct rb r;
 
-	/* 16 KiB: an eighth holds one sample of a 1 KiB copy, not two */
+	/* 16 KiB: an eighth holds one sample of a 1 KiB copy, not two; a quarter three */
 	sring_init(&ring, 16384, 0);
 	int src = sonde__perf_stream_add_source(s);
 	uint64_t first = ring.meta.data_head;
-	for (int i = 1; i <= 3; i++) {
+	for (int i = 1; i <= 2; i++) {
 		stream_sample_copy(&r, 5, 6, (uint64_t)i, 1024, 1024, (uint8_t)i);
 		sring_put(&ring, &r);
 	}
 	ASSERT_UINT(r.n, >, 16384 / 16);
+	ASSERT_UINT(r.n, <=, 16384 / 12);
 	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, NULL));
 	ASSERT_UINT(ring.meta.data_tail, ==, first);
 	const struct perf_rec *e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
@@ -844,12 +846,23 @@ TEST(perf_stream_copies_stacks_past_an_eighth_of_the_ring_or_wrapped)
 	e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
 	ASSERT(!in_ring(&ring, e->sample.stack));
 	expect_stack(e, 2, 2);
-	/* the first is released: nothing holds the ring, the third is a copy */
-	ASSERT_NOT_NULL(e = sonde__perf_stream_pop(s, UINT64_MAX));
-	ASSERT(!in_ring(&ring, e->sample.stack));
-	expect_stack(e, 3, 3);
 	ASSERT(!sonde__perf_stream_pop(s, UINT64_MAX));
 	ASSERT_UINT(ring.meta.data_tail, ==, ring.meta.data_head);
+
+	/* four samples: more than a quarter, all copied, the ring handed back whole */
+	for (int i = 3; i <= 6; i++) {
+		stream_sample_copy(&r, 5, 6, (uint64_t)i, 1024, 1024, (uint8_t)i);
+		sring_put(&ring, &r);
+	}
+	ASSERT_OK(sonde__perf_stream_drain(s, src, &ring.ring, NULL));
+	ASSERT_UINT(ring.meta.data_tail, ==, ring.meta.data_head);
+	memset(ring.data, 0xee, ring.size);
+	for (int i = 3; i <= 6; i++) {
+		e = ASSERT_NOT_NULL(sonde__perf_stream_pop(s, UINT64_MAX));
+		ASSERT(!in_ring(&ring, e->sample.stack));
+		expect_stack(e, (uint64_t)i, (uint8_t)i);
+	}
+	ASSERT(!sonde__perf_stream_pop(s, UINT64_MAX));
 
 	/* a record across the end of the data area is copied out of the ring's scratch */
 	uint64_t edge = ring.meta.data_head + (16384 - ring.meta.data_head % 16384) - 512;
