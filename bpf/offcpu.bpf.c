@@ -14,13 +14,18 @@
  * The wait is marked for capture, and read at the first traceable point of next's own context
  * on its way back to user space, where its user registers (saved on entry to the kernel,
  * task_pt_regs) and its user stack are still those it left with:
- *  - blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the call's
- *    exit (sys_exit);
+ *  - a thread that registered a restartable sequence (glibc's threads do): rseq_update,
+ *    where the kernel updates its restartable-sequence area on its way back to user space
+ *    after every switch-out, or x86_fpu_regs_activated (below), whichever comes first;
+ *  - another, blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the
+ *    call's exit (sys_exit). That hook slows every system call of the machine (the kernel
+ *    takes the slow path of each once a program is on it), so it is attached only once
+ *    such a thread blocks in one (want_sys_exit): until it is (sys_exit_on), the user state
+ *    of these is read at their switch-out, while they are current, and does not change
+ *    until the call returns;
  *  - anywhere else (preempted in user mode, or on its way back from a call, or in a fault):
  *    x86_fpu_regs_activated, where the kernel loads its FPU registers before it returns to
- *    user space, which it must whenever another user thread ran on that CPU meanwhile, or
- *    rseq_update, where it updates the thread's restartable-sequence area after a
- *    preemption (threads that registered one: glibc's do), whichever comes first.
+ *    user space, which it must whenever another user thread ran on that CPU meanwhile.
  * Should it leave the CPU again before that point, the wait is written at that switch-out:
  * with its user state when it was in a system call (it still is) or has a restartable
  * sequence (rseq_update would have come on any way back), else with the one read at the
@@ -65,6 +70,10 @@ const volatile __u64 switch_wake_bytes;
  * and each CPU's switches start with the recording's window */
 const volatile bool gated;
 bool armed;
+/* A recorded thread without a restartable sequence blocked in a system call: user space
+ * attaches sys_exit, then sets sys_exit_on. */
+bool want_sys_exit;
+bool sys_exit_on;
 
 /* A recorded thread's state, in its task's local storage (no map update or delete per
  * switch, and freed with the task): its open wait, and its short waits' totals not yet
@@ -205,8 +214,9 @@ struct {
  * starts at __schedule, as the perf backend's does. */
 #define KSTACK_SKIP 3
 
-/* How a long wait's user state is read (struct sonde_bpf_start.capture). */
-enum { CAPTURE_SYSCALL = 1, CAPTURE_FPU = 2 };
+/* How a long wait's user state is read (struct sonde_bpf_start.capture): at the exit of the
+ * system call it is in, or on the way back to user space (rseq_update, FPU registers). */
+enum { CAPTURE_SYSCALL = 1, CAPTURE_RETURN = 2 };
 
 /* Per CPU: the tid marked for capture by its last switch (0: none), and the tid its last
  * traced switch put on it and when: a capture point of another thread follows a switch the
@@ -714,14 +724,20 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 			long n = bpf_get_stack(ctx, sp->sched, sizeof(sp->sched), KSTACK_SKIP);
 			sp->nsched = n > 0 ? (__u32)n / sizeof(__u64) : 0;
 		}
-		/* not in a system call (preempted in user mode or on its way back to it, or in
-		 * a fault), no sys_exit comes for the wait; when only kernel threads or the
-		 * idle task run on this CPU before it returns to user space, its FPU registers
-		 * are still loaded and x86_fpu_regs_activated does not come either, nor
-		 * rseq_update without a restartable sequence: its user state, unchanged until
-		 * it runs again, is read now, while it is current, for that case */
-		if (prev->mm && !in_syscall(prev) && !rseq_registered(prev))
-			sp->snap = snapshot(prev, ptid, ptgid);
+		/* without a restartable sequence, no rseq_update comes for the wait. Not in a
+		 * system call (preempted in user mode or on its way back to it, or in a fault),
+		 * no sys_exit comes either; when only kernel threads or the idle task run on
+		 * this CPU before it returns to user space, its FPU registers are still loaded
+		 * and x86_fpu_regs_activated does not come: its user state, unchanged until it
+		 * runs again, is read now, while it is current, for that case. In a system call
+		 * while sys_exit is not attached, it is read now too, and sys_exit asked for. */
+		if (prev->mm && !rseq_registered(prev)) {
+			bool sys = in_syscall(prev);
+			if (!sys || !sys_exit_on)
+				sp->snap = snapshot(prev, ptid, ptgid);
+			if (sys && !sys_exit_on && !want_sys_exit)
+				want_sys_exit = true;
+		}
 		o->open = 1;
 		count(SONDE_BPF_SWITCHES, 1);
 	}
@@ -747,7 +763,16 @@ in:
 		t->open = 0;
 		return 0;
 	}
-	s->capture = in_syscall(next) ? CAPTURE_SYSCALL : CAPTURE_FPU;
+	if (rseq_registered(next) || !in_syscall(next)) {
+		s->capture = CAPTURE_RETURN;
+	} else if (s->snap) {
+		/* its user state read at its switch-out, in the call it is still in */
+		emit(s, ntid, next, false, 0);
+		t->open = 0;
+		return 0;
+	} else {
+		s->capture = CAPTURE_SYSCALL;
+	}
 	if (c)
 		c->pending = ntid;
 	return 0;
@@ -894,15 +919,15 @@ int BPF_PROG(sonde_sys_exit)
 SEC("tp_btf/x86_fpu_regs_activated")
 int BPF_PROG(sonde_fpu)
 {
-	return capture(CAPTURE_FPU);
+	return capture(CAPTURE_RETURN);
 }
 
 /* The thread switched in updates its restartable-sequence area on its way back to user
- * space, as it does after every preemption when it registered one (glibc does). */
+ * space, as it does after every switch-out when it registered one (glibc does). */
 SEC("tp_btf/rseq_update")
 int BPF_PROG(sonde_rseq)
 {
-	return capture(CAPTURE_FPU);
+	return capture(CAPTURE_RETURN);
 }
 
 /* At the end, the programs detached: each thread's short totals into the shorts map, and

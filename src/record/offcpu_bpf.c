@@ -85,6 +85,11 @@ void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r)
 {
 }
 
+bool sonde__rec_offcpu_bpf_sys_exit_attached(const struct sonde_recorder *r)
+{
+	return false;
+}
+
 #else /* SONDE_HAVE_BPF */
 
 #include <sys/epoll.h>
@@ -138,6 +143,7 @@ struct rec_offcpu_bpf {
 	int rb_err; /* the first error of the ring buffer's callback */
 	int src; /* its source in the recorder's perf stream, -1 before the first wait */
 	bool stopped;
+	bool sys_exit_refused; /* attaching sys_exit failed: snapshots stay (maybe_sys_exit) */
 	/* -a over every process: each CPU's switches come in batches, numbered per CPU */
 	bool switches;
 	uint32_t ncpu;
@@ -213,7 +219,6 @@ static int attach_all(struct rec_offcpu_bpf *b)
 	attach_link(&s->links.sonde_exit, bpf_program__attach(s->progs.sonde_exit), &err);
 	attach_link(&s->links.sonde_fork, bpf_program__attach(s->progs.sonde_fork), &err);
 	attach_link(&s->links.sonde_exec, bpf_program__attach(s->progs.sonde_exec), &err);
-	attach_link(&s->links.sonde_sys_exit, bpf_program__attach(s->progs.sonde_sys_exit), &err);
 	attach_link(&s->links.sonde_fpu, bpf_program__attach(s->progs.sonde_fpu), &err);
 	attach_link(&s->links.sonde_rseq, bpf_program__attach(s->progs.sonde_rseq), &err);
 	return err;
@@ -548,12 +553,41 @@ static int take_exit_shorts(struct sonde_recorder *r, struct rec_offcpu_bpf *b, 
 	return on_wait(r, (void *)v, sizeof(struct sonde_bpf_exit_shorts));
 }
 
+/* sys_exit, once a recorded thread without a restartable sequence blocked in a system call:
+ * not before, as a program there slows every system call of the machine, and glibc's threads
+ * have one (bpf/offcpu.bpf.c). Until it is attached, and should the kernel refuse it, the
+ * user state of such a thread is read at its switch-out. */
+static void maybe_sys_exit(struct rec_offcpu_bpf *b)
+{
+	struct offcpu_bpf *s = b->skel;
+
+	if (s->links.sonde_sys_exit || b->sys_exit_refused ||
+	    !__atomic_load_n(&s->bss->want_sys_exit, __ATOMIC_RELAXED))
+		return;
+	struct bpf_link *l = bpf_program__attach(s->progs.sonde_sys_exit);
+	if (!l) {
+		sonde_debug("off-CPU: sys_exit refused (%s): the waits of threads without a "
+			    "restartable sequence keep the user state of their switch-out",
+			    strerror(errno));
+		b->sys_exit_refused = true;
+		return;
+	}
+	s->links.sonde_sys_exit = l;
+	__atomic_store_n(&s->bss->sys_exit_on, true, __ATOMIC_RELEASE);
+}
+
+bool sonde__rec_offcpu_bpf_sys_exit_attached(const struct sonde_recorder *r)
+{
+	return r->offcpu.bpf && r->offcpu.bpf->skel->links.sonde_sys_exit;
+}
+
 int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)
 {
 	struct rec_offcpu_bpf *b = r->offcpu.bpf;
 
 	if (!b || !b->rb)
 		return 0;
+	maybe_sys_exit(b);
 	int lerr = take_map(r, b, b->skel->maps.lost, sizeof(struct sonde_bpf_lost), take_lost);
 	if (!lerr)
 		lerr = take_map(r, b, b->skel->maps.exit_lost, sizeof(struct sonde_bpf_exit_shorts),

@@ -44,6 +44,9 @@ void sonde__rec_offcpu_bpf_stop(struct sonde_recorder *r);
 int sonde__rec_offcpu_bpf_finish(struct sonde_recorder *r);
 /* Detaches and frees everything (NULL state is fine). */
 void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r);
+/* Whether the program on sys_exit is attached: only once a recorded thread without a
+ * restartable sequence blocked in a system call (a drain attaches it). */
+bool sonde__rec_offcpu_bpf_sys_exit_attached(const struct sonde_recorder *r);
 
 /* Each CPU's switch sequence (SWITCHES spool records), kept by offcpu.c for both backends.
  * Whether the recording keeps it: -a over every process (a recording limited to some

@@ -46,8 +46,9 @@ static unsigned long long summary_num(const char *err, const char *after)
 /* The split of the main thread's wall time over the phases, by the BPF backend, against
  * what offcpu_split measured itself, added up over recordings until each share is within
  * 3 points (a loaded machine's one recording may be skewed, as test_offcpu.c says); every
- * nap and pipe wait is stacked through main. */
-TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
+ * nap and pipe wait is stacked through main. env: a prefix to the command line (the
+ * environment it runs in), or "". */
+static void bpf_wall_split(const char *env)
 {
 	struct offcpu_wall w = {0};
 	const char *spool = test_path("wall.spool"), *tpath = test_path("wall.truth");
@@ -56,9 +57,9 @@ TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
 	offcpu_require_bpf();
 	for (int i = 0; i < 4 && (i == 0 || !offcpu_wall_within(&w, 3)); i++) {
 		test_runf(&o, 120,
-			  "%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 -o %s -- %s "
+			  "%s%s record --off-cpu --off-cpu-backend bpf --off-cpu-min 0 -o %s -- %s "
 			  "%d %s",
-			  test_bin("sonde"), spool, test_prog("offcpu_split"), 3 + i, tpath);
+			  env, test_bin("sonde"), spool, test_prog("offcpu_split"), 3 + i, tpath);
 		if (o.status != 0)
 			FAIL("record exited %d:\n%s", o.status, o.err);
 		ASSERT_CONTAINS(o.err, "off-CPU backend: bpf");
@@ -76,6 +77,86 @@ TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
 	double all_got = (w.got[OFFCPU_BURN] + w.got[OFFCPU_NAP] + w.got[OFFCPU_PIPE]) * 1e3;
 	double all_truth = w.truth[OFFCPU_BURN] + w.truth[OFFCPU_NAP] + w.truth[OFFCPU_PIPE];
 	ASSERT_DOUBLE_NEAR(all_got / all_truth, 1.0, 0.1);
+}
+
+TEST_TIMEOUT(offcpu_bpf_wall_split_matches_the_truth, 300)
+{
+	bpf_wall_split("");
+}
+
+/* The same for a thread without a restartable sequence (glibc told not to register one,
+ * as a static or musl program has none): its waits in system calls are captured at the
+ * call's exit, once sys_exit is attached for it, and by the user state read at their
+ * switch-out before; its nap and pipe waits alternate, so a wait given the next one's stack
+ * would shift the shares. */
+TEST_TIMEOUT(offcpu_bpf_wall_split_without_rseq_matches_the_truth, 300)
+{
+	bpf_wall_split("/usr/bin/env GLIBC_TUNABLES=glibc.pthread.rseq=0 ");
+}
+
+/* glibc registers a restartable sequence for each thread when the kernel and glibc support
+ * it (__rseq_size, glibc 2.35 on). */
+extern const unsigned int __rseq_size __attribute__((weak));
+
+/* Polls r until tid has left the CPU `waits` more times than at the start (its
+ * voluntary_ctxt_switches), then once more: its switch-outs have been seen by the programs,
+ * and the drain of that poll has acted on them. */
+static void poll_past_waits(struct sonde_recorder *r, pid_t tid, long waits)
+{
+	char path[64];
+	long start = -1, now = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	double deadline = test_now() + 30;
+	for (;;) {
+		char *status = test_read_file(path, NULL);
+		const char *v = status ? strstr(status, "voluntary_ctxt_switches:") : NULL;
+		now = v ? strtol(v + strlen("voluntary_ctxt_switches:"), NULL, 10) : -1;
+		free(status);
+		if (start < 0)
+			start = now;
+		if (now >= start + waits || test_now() > deadline)
+			break;
+		ASSERT_INT(sonde_recorder__poll(r, 20, NULL), >=, 0);
+	}
+	if (now < start + waits)
+		FAIL("pid %d left the CPU %ld times in 30 s, not %ld", (int)tid, now - start, waits);
+	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+}
+
+/* The program on sys_exit, which slows every system call of the machine, is attached only
+ * once a recorded thread without a restartable sequence blocks in one: never for a glibc
+ * thread that has one, at the first drain after such a thread's wait otherwise. */
+TEST_TIMEOUT(offcpu_bpf_sys_exit_hooked_only_for_threads_without_rseq, 120)
+{
+	const char *argv[] = {test_prog("sleep_loop"), "100000", NULL};
+
+	offcpu_require_bpf();
+	if (!&__rseq_size || !__rseq_size || getenv("GLIBC_TUNABLES"))
+		SKIP("glibc registers no restartable sequence here (glibc < 2.35, or the kernel "
+		     "lacks rseq, or GLIBC_TUNABLES is set)");
+	for (int rseq = 1; rseq >= 0; rseq--) {
+		if (!rseq)
+			setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);
+		pid_t pid = test_spawn(argv);
+		unsetenv("GLIBC_TUNABLES");
+		struct sonde_record_opts opts = {.sz = sizeof(opts),
+						 .frequency = 99,
+						 .off_cpu = true,
+						 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+		struct sonde_recorder *r = sonde_recorder__attach(pid, test_path("sysexit.spool"),
+								  SONDE_ATTACH_RUNNING, &opts);
+		if (!r)
+			FAIL("attach: %s", strerror(errno));
+		poll_past_waits(r, pid, 5);
+		ASSERT_INT(sonde__rec_offcpu_bpf_sys_exit_attached(r), ==, !rseq);
+		struct sonde_record_summary sum = {.sz = sizeof(sum)};
+		ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
+		ASSERT_STR_EQ(sum.offcpu_backend, "bpf");
+		sonde_recorder__free(r);
+		kill(pid, SIGKILL);
+		test_wait(pid, 10);
+	}
 }
 
 /* pingpong's waits are microseconds: under the default 1 ms they are summed in the kernel.
