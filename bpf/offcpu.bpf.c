@@ -14,9 +14,10 @@
  * The wait is marked for capture, and read at the first traceable point of next's own context
  * on its way back to user space, where its user registers (saved on entry to the kernel,
  * task_pt_regs) and its user stack are still those it left with:
- *  - a thread that registered a restartable sequence (glibc's threads do): rseq_update,
- *    where the kernel updates its restartable-sequence area on its way back to user space
- *    after every switch-out, or x86_fpu_regs_activated (below), whichever comes first;
+ *  - a thread that registered a restartable sequence (glibc's threads do), on a kernel
+ *    that updates it after every switch-out (Linux 4.18 to 6.18, rseq_registered):
+ *    rseq_update, where the kernel updates the area on its way back to user space, or
+ *    x86_fpu_regs_activated (below), whichever comes first;
  *  - another, blocked in a system call (nearly every sleep, pipe, futex or I/O wait): the
  *    call's exit (sys_exit). That hook slows every system call of the machine (the kernel
  *    takes the slow path of each once a program is on it), so it is attached only once
@@ -660,13 +661,25 @@ static __always_inline bool released(struct task_struct *task)
 	return !task->mm && (task->flags & (PF_EXITING | PF_KTHREAD)) == PF_EXITING;
 }
 
-/* Whether task registered a restartable sequence: then the kernel updates it (rseq_update)
- * on its way back to user space after every switch-out. Kernels whose task_struct keeps
- * it otherwise are taken as not registered. */
+/* task_struct's fields of the restartable-sequence code from Linux 4.18 to 6.18: the area
+ * registered (a pointer), and the events since its last update. Later kernels keep them
+ * otherwise, and update the area only when something changed. */
+struct task_struct___rseq_ptr {
+	void *rseq;
+	unsigned long rseq_event_mask;
+} __attribute__((preserve_access_index));
+
+/* Whether the kernel updates task's restartable-sequence area (rseq_update) on its way back
+ * to user space after every switch-out: on kernels with rseq_event_mask every switch-out of
+ * a thread that registered one (glibc's threads do) asks for the update (rseq_preempt),
+ * which the way back then makes, traced. Elsewhere taken as not: such a thread's waits are
+ * captured as those of a thread without one. */
 static __always_inline bool rseq_registered(struct task_struct *task)
 {
-	if (bpf_core_field_exists(task->rseq))
-		return BPF_CORE_READ(task, rseq) != NULL;
+	struct task_struct___rseq_ptr *t = (void *)task;
+
+	if (bpf_core_field_exists(t->rseq_event_mask) && bpf_core_field_exists(t->rseq))
+		return BPF_CORE_READ(t, rseq) != NULL;
 	return false;
 }
 
