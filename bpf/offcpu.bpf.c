@@ -778,8 +778,9 @@ in:
 	}
 	if (rseq_registered(next) || !in_syscall(next)) {
 		s->capture = CAPTURE_RETURN;
-	} else if (s->snap) {
-		/* its user state read at its switch-out, in the call it is still in */
+	} else if (s->snap || !sys_exit_on) {
+		/* its user state read at its switch-out, in the call it is still in (none when
+		 * that read failed, sys_exit not attached: no capture point would come) */
 		emit(s, ntid, next, false, 0);
 		t->open = 0;
 		return 0;

@@ -186,20 +186,33 @@ static void release_held(struct perf_stream *s)
 	s->held_pin = NO_PIN;
 }
 
+/* The n elements of `size` bytes of circular array a (cap slots, a power of two, from
+ * head), straightened into a new one of twice the slots (QUEUE_MIN at first), which
+ * replaces it: NULL when out of memory (a is kept). */
+static void *grow_circular(void *a, size_t size, size_t head, size_t n, size_t *cap)
+{
+	size_t to = *cap ? *cap * 2 : QUEUE_MIN;
+	uint8_t *b = sonde__malloc(to * size);
+
+	if (!b)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		memcpy(b + i * size, (const uint8_t *)a + ((head + i) & (*cap - 1)) * size, size);
+	sonde__free(a);
+	*cap = to;
+	return b;
+}
+
 /* Room for one more pin in src: false when out of memory. */
 static bool pin_room(struct source *src)
 {
 	if (src->pin_n < src->pin_cap)
 		return true;
-	size_t cap = src->pin_cap ? src->pin_cap * 2 : QUEUE_MIN;
-	struct pin *p = sonde__malloc(cap * sizeof(*p));
+	struct pin *p =
+		grow_circular(src->pins, sizeof(*p), src->pin_head, src->pin_n, &src->pin_cap);
 	if (!p)
 		return false;
-	for (size_t i = 0; i < src->pin_n; i++)
-		p[i] = src->pins[(src->pin_head + i) & (src->pin_cap - 1)];
-	sonde__free(src->pins);
 	src->pins = p;
-	src->pin_cap = cap;
 	src->pin_head = 0;
 	return true;
 }
@@ -355,16 +368,10 @@ static int keep_bytes(struct perf_stream *s, struct source *src, struct ev *e,
 static struct ev *slot(struct source *src)
 {
 	if (src->n == src->cap) {
-		size_t cap = src->cap ? src->cap * 2 : QUEUE_MIN;
-		struct ev *q = sonde__malloc(cap * sizeof(*q));
+		struct ev *q = grow_circular(src->q, sizeof(*q), src->head, src->n, &src->cap);
 		if (!q)
 			return NULL;
-		/* straightened: the oldest first */
-		for (size_t i = 0; i < src->n; i++)
-			q[i] = src->q[(src->head + i) & (src->cap - 1)];
-		sonde__free(src->q);
-		src->q = q;
-		src->cap = cap;
+		src->q = q; /* straightened: the oldest first */
 		src->head = 0;
 	}
 	return &src->q[(src->head + src->n) & (src->cap - 1)];

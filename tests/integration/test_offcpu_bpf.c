@@ -94,6 +94,22 @@ TEST_TIMEOUT(offcpu_bpf_wall_split_without_rseq_matches_the_truth, 300)
 	bpf_wall_split("/usr/bin/env GLIBC_TUNABLES=glibc.pthread.rseq=0 ");
 }
 
+/* A recorder attached to the running pid, off-CPU with the BPF backend, into the test's
+ * file name. */
+static struct sonde_recorder *attach_offcpu_bpf(pid_t pid, const char *name)
+{
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = 99,
+					 .off_cpu = true,
+					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+	struct sonde_recorder *r =
+		sonde_recorder__attach(pid, test_path(name), SONDE_ATTACH_RUNNING, &opts);
+
+	if (!r)
+		FAIL("attach: %s", strerror(errno));
+	return r;
+}
+
 /* glibc registers a restartable sequence for each thread when the kernel and glibc support
  * it (__rseq_size, glibc 2.35 on). */
 extern const unsigned int __rseq_size __attribute__((weak));
@@ -140,14 +156,7 @@ TEST_TIMEOUT(offcpu_bpf_sys_exit_hooked_only_for_threads_without_rseq, 120)
 			setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);
 		pid_t pid = test_spawn(argv);
 		unsetenv("GLIBC_TUNABLES");
-		struct sonde_record_opts opts = {.sz = sizeof(opts),
-						 .frequency = 99,
-						 .off_cpu = true,
-						 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
-		struct sonde_recorder *r = sonde_recorder__attach(pid, test_path("sysexit.spool"),
-								  SONDE_ATTACH_RUNNING, &opts);
-		if (!r)
-			FAIL("attach: %s", strerror(errno));
+		struct sonde_recorder *r = attach_offcpu_bpf(pid, "sysexit.spool");
 		poll_past_waits(r, pid, 5);
 		ASSERT_INT(sonde__rec_offcpu_bpf_sys_exit_attached(r), ==, !rseq);
 		struct sonde_record_summary sum = {.sz = sizeof(sum)};
@@ -907,14 +916,7 @@ TEST_TIMEOUT(offcpu_bpf_programs_detached_when_freed, 120)
 		SKIP("no bpftool to list programs and links with");
 	pid_t pid = test_spawn(argv);
 	for (int finish = 1; finish >= 0; finish--) {
-		struct sonde_record_opts opts = {.sz = sizeof(opts),
-						 .frequency = 99,
-						 .off_cpu = true,
-						 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
-		struct sonde_recorder *r = sonde_recorder__attach(pid, test_path("detach.spool"),
-								  SONDE_ATTACH_RUNNING, &opts);
-		if (!r)
-			FAIL("attach: %s", strerror(errno));
+		struct sonde_recorder *r = attach_offcpu_bpf(pid, "detach.spool");
 		size_t n = own_programs(ids, 16, &objects);
 		/* sched_switch, sched_waking, sched_wakeup_new, exit, fork, exec, sys_exit, fpu,
 		 * rseq, and the task iterator run at the end (the open waits' kernel stacks) */
