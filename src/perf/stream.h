@@ -7,9 +7,10 @@
  * anything is copied. A sample's stack copy, the bulk of its bytes, is read where it lies:
  * the ring's space from that record on stays the stream's until the event is released (up
  * to an eighth of the ring; past that, from a ring more than a quarter full when its drain
- * began, and for a record that wraps around the ring's end, it is copied). What else an event uses of a kept record (the callchain, raw tracepoint
- * data, names) is copied once into the source's arena, whose chunks are reused once every
- * event in them has been released. The ring's space goes back to the kernel at the end of a
+ * began, and for a record that wraps around the ring's end, it is copied). What else an
+ * event uses of a kept record (the callchain, raw tracepoint data, names) is copied once
+ * into the source's arena, whose chunks are reused once every event in them has been
+ * released. The ring's space goes back to the kernel at the end of a
  * drain and when a pop finds nothing more to release, up to the oldest record still used.
  *
  * A ring is in time order on its own (nearly: a record older than the one before it is put

@@ -819,10 +819,10 @@ static int drain_rings(struct sonde_recorder *r)
 
 /* While a long batch is processed (unwinding, the first look at a large binary), the rings
  * keep filling: every DRAIN_EVERY_NS they are emptied into the stream again (a stack the
- * stream reads in place holds no more than an eighth of its ring). What is queued then is newer than the limit being
- * processed (no ring can deliver anything older), so the order is kept. The queue is
- * bounded: past STREAM_CAP_BYTES the rings are left to the kernel (which then counts
- * losses). */
+ * stream reads in place holds no more than an eighth of its ring). What is queued then is
+ * newer than the limit being processed (no ring can deliver anything older), so the order
+ * is kept. The queue is bounded: past STREAM_CAP_BYTES the rings are left to the kernel
+ * (which then counts losses). */
 enum { DRAIN_EVERY_NS = 5000000, STREAM_CAP_BYTES = 256u << 20 };
 
 static int drain_rings(struct sonde_recorder *r);

@@ -136,7 +136,8 @@ static void poll_past_waits(struct sonde_recorder *r, pid_t tid, long waits)
 		ASSERT_INT(sonde_recorder__poll(r, 20, NULL), >=, 0);
 	}
 	if (now < start + waits)
-		FAIL("pid %d left the CPU %ld times in 30 s, not %ld", (int)tid, now - start, waits);
+		FAIL("pid %d left the CPU %ld times in 30 s, not %ld", (int)tid, now - start,
+		     waits);
 	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
 }
 
