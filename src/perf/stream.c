@@ -56,7 +56,6 @@ struct source {
 	size_t pin_cap, pin_head, pin_n;
 	uint64_t pin_seq;  /* the number of pins[pin_head]: pins are numbered as they come */
 	bool unpublished;  /* ring space released since it was last handed back */
-	bool behind;	   /* the ring held more than 1/BEHIND_SHARE when its drain began */
 };
 
 /* How much older than the newest record read a record still in the ring can be: one written
@@ -225,7 +224,7 @@ static bool can_borrow(struct source *src, const struct perf_ring *ring, const s
 	const uint8_t *p = rec;
 	uint64_t oldest = src->pin_n ? src->pins[src->pin_head].start : start;
 
-	return !src->behind && e->rec.sample.stack_len >= BORROW_MIN && p >= ring->data &&
+	return e->rec.sample.stack_len >= BORROW_MIN && p >= ring->data &&
 	       p < ring->data + ring->size && ring->tail - oldest <= ring->size / BORROW_SHARE &&
 	       pin_room(src);
 }
@@ -453,7 +452,7 @@ int sonde__perf_stream_drain_some(struct perf_stream *s, int si, struct perf_rin
 		return -EINVAL; /* its ring was not let go (sonde__perf_stream_unborrow) */
 	src->ring = ring;
 	sonde__perf_ring_begin(ring);
-	src->behind = ring->head - ring->tail > ring->size / BEHIND_SHARE;
+	bool behind = ring->head - ring->tail > ring->size / BEHIND_SHARE;
 	while (read < max_bytes && (got = sonde__perf_ring_next(ring, &buf, &len)) != 0) {
 		read += len;
 		if (got == -ENOMEM) {
@@ -481,8 +480,8 @@ int sonde__perf_stream_drain_some(struct perf_stream *s, int si, struct perf_rin
 			continue;
 		}
 		uint64_t start = ring->tail - len;
-		bool borrow = keep == PERF_STREAM_KEEP && e->rec.type == PERF_RECORD_SAMPLE &&
-			      can_borrow(src, ring, e, buf, start);
+		bool borrow = !behind && keep == PERF_STREAM_KEEP &&
+			      e->rec.type == PERF_RECORD_SAMPLE && can_borrow(src, ring, e, buf, start);
 		if (keep_bytes(s, src, e, keep, borrow) < 0) {
 			ring->tail -= len;
 			err = -ENOMEM;

@@ -10,8 +10,8 @@
  * began, and for a record that wraps around the ring's end, it is copied). What else an
  * event uses of a kept record (the callchain, raw tracepoint data, names) is copied once
  * into the source's arena, whose chunks are reused once every event in them has been
- * released. The ring's space goes back to the kernel at the end of a
- * drain and when a pop finds nothing more to release, up to the oldest record still used.
+ * released. The ring's space goes back to the kernel at the end of a drain and when a pop
+ * finds nothing more to release, up to the oldest record still used.
  *
  * A ring is in time order on its own (nearly: a record older than the one before it is put
  * back in place within its source), so the sources are merged by a k-way merge over their
@@ -70,8 +70,9 @@ int sonde__perf_stream_drain(struct perf_stream *s, int src, struct perf_ring *r
 
 /* The same, reading no more than max_bytes of the ring's records (at least one, when it
  * has any): *more (may be NULL) says whether it holds published records still. Drained a
- * batch at a time, and each batch processed before the next is read, the bytes copied
- * into the arena are still in the caches when they are used. */
+ * batch at a time, and each batch processed before the next is read, the records decoded
+ * are still in the caches when they are used, and the ring space their stacks hold goes
+ * back a batch at a time. */
 int sonde__perf_stream_drain_some(struct perf_stream *s, int src, struct perf_ring *ring,
 				  size_t max_bytes, bool *more, struct perf_stream_drained *out);
 

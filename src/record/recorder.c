@@ -788,9 +788,12 @@ static int drain_ring_some(struct sonde_recorder *r, struct rec_ring *ring, size
 	return err;
 }
 
-int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring)
+int sonde__rec_drain_ring_last(struct sonde_recorder *r, struct rec_ring *ring)
 {
-	return drain_ring_some(r, ring, SIZE_MAX, NULL);
+	int err = drain_ring_some(r, ring, SIZE_MAX, NULL);
+	int uerr = sonde__perf_stream_unborrow(r->stream, ring->src);
+
+	return err ? err : uerr;
 }
 
 /* Step 1: the published records of every ring into the stream, at most max_bytes of each

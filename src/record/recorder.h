@@ -151,8 +151,10 @@ uint64_t sonde__rec_now(const struct sonde_recorder *r);
 /* Replaces the recorder's clock (NULL: CLOCK_MONOTONIC again); see struct rec_clock. The
  * new clock must not read earlier than the old one did last. */
 void sonde__rec_set_clock(struct sonde_recorder *r, rec_clock_fn now, void *ctx);
-/* Every published record of one ring into the stream. 0 or the first error. */
-int sonde__rec_drain_ring(struct sonde_recorder *r, struct rec_ring *ring);
+/* The last records of one ring, before it is unmapped or replaced: every one it published
+ * into the stream, which then lets go of the ring (what is queued of it keeps its stacks,
+ * copied out). 0 or the first error. */
+int sonde__rec_drain_ring_last(struct sonde_recorder *r, struct rec_ring *ring);
 /* Drains every ring and processes, in order, every record stamped before the call
  * (everything queued once the events are disabled). */
 int sonde__rec_drain(struct sonde_recorder *r);

@@ -366,7 +366,6 @@ static void abandon(struct sonde_recorder *r, uint32_t gen, size_t first)
 		struct rec_ring *ring = &r->ev.rings[c];
 		if (ring->next_mapped) {
 			epoll_ctl(r->ev.epfd, EPOLL_CTL_DEL, ring->next.fd, NULL);
-			sonde__rec_error(r, sonde__perf_stream_unborrow(r->stream, ring->next_src));
 			r->sum.ring_bytes_total -= ring->next.map_len;
 			sonde__perf_ring_unmap(&ring->next);
 			ring->next_mapped = false;
@@ -388,9 +387,7 @@ static void swap_rings(struct sonde_recorder *r)
 		struct rec_ring *ring = &r->ev.rings[c];
 		if (!ring->next_mapped)
 			continue;
-		sonde__rec_error(r, sonde__rec_drain_ring(r, ring));
-		/* what is queued of it stays queued, with its stacks copied out */
-		sonde__rec_error(r, sonde__perf_stream_unborrow(r->stream, ring->src));
+		sonde__rec_error(r, sonde__rec_drain_ring_last(r, ring));
 		if (!ring->hup)
 			epoll_ctl(r->ev.epfd, EPOLL_CTL_DEL, ring->ring.fd, NULL);
 		r->sum.ring_bytes_total -= ring->ring.map_len;
@@ -639,8 +636,7 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 	if (r->enabled)
 		sonde__perf_enable(fd);
 	/* what the old ring got before it was disabled */
-	sonde__rec_error(r, sonde__rec_drain_ring(r, ring));
-	sonde__rec_error(r, sonde__perf_stream_unborrow(r->stream, ring->src));
+	sonde__rec_error(r, sonde__rec_drain_ring_last(r, ring));
 	uint64_t lost;
 	if (r->cfg.read_lost && sonde__perf_read_lost(ev->fd, &lost) == 0)
 		r->ev.closed_lost += lost;
