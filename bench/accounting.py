@@ -23,9 +23,14 @@ before sonde's BPF programs attach (by counting events held from the start), and
 sched's events are opened after sonde's (newest first). Per workload process:
 
   sonde   `sonde report --summary --pid PID`: on-CPU (by the CPUs' switches), runnable, S, D
-  perf    `perf sched timehist --state`: run time; sch delay (runnable); wait time (switch-out
-          to switch-in) less the sch delay, by the state the task left the CPU in (S, D);
-          a task's first wait, from its creation, runnable (as sonde counts it)
+  perf    `perf sched timehist --state`'s figures: run time; sch delay (runnable); wait time
+          (switch-out to switch-in) less the sch delay, by the state the task left the CPU
+          in (S, D; preempted, R); a task's first wait, from its creation, runnable (as
+          sonde counts it). Computed as timehist computes them from the events of the
+          recording (`perf script --ns`), not summed from its lines: those print
+          microseconds, truncated, half a microsecond short a figure on average (a thread
+          switching 20,000 times came out 12-21 ms short of its on-CPU time, its run time
+          and wait time 7.6 ms short of its life in 7,615 lines), and a preemption as W
   self    the process's own getrusage CPU time, printed beside sonde's on-CPU time and not
           judged: perf measures that figure, and on a guest the process's own CPU time
           leaves out the time the host stole while its thread held the vCPU (the switches,
@@ -190,34 +195,72 @@ def sonde_cpus(sonde, spool):
     return cpus, window
 
 
+# perf script's lines of perf sched record's events: "[CPU] SEC.NSEC: sched:EVENT: FIELDS"
+EVENT_RE = re.compile(r"\s*\[(\d+)\]\s+(\d+)\.(\d{9}):\s+sched:(\w+):\s+(.*)")
+SWITCH_RE = re.compile(r"prev_comm=.*? prev_pid=(-?\d+) prev_prio=-?\d+ prev_state=(\S+) ==> "
+                       r"next_comm=.*? next_pid=-?\d+")
+WAKE_RE = re.compile(r"comm=.*? pid=(\d+) prio=")
+
+
 def perf_states(data, pids):
-    """Per pid: run, runnable (sch delay), and wait time by the state left in."""
-    out = subprocess.run(["perf", "sched", "timehist", "--state", "-i", data],
-                         capture_output=True, text=True).stdout
-    tot = {p: {"on": 0.0, "R": 0.0, "S": 0.0, "D": 0.0} for p in pids}
-    last_state = {}
-    for line in out.splitlines():
-        m = re.match(r"\s*[\d.]+\s+\[\d+\]\s+(.+?)\[(\d+)(?:/\d+)?\]\s+([\d.]+)\s+([\d.]+)"
-                     r"\s+([\d.]+)\s+(\S+)", line)
+    """Per pid: run, runnable (sch delay), and wait time by the state left in, as `perf sched
+    timehist --state` computes them, from the recording's events to the nanosecond (its
+    printed columns are microseconds, truncated)."""
+    p = subprocess.Popen(["perf", "script", "--ns", "-i", data, "-F", "cpu,time,event,trace"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    tot = {pid: {"on": 0.0, "R": 0.0, "S": 0.0, "D": 0.0} for pid in pids}
+    # per CPU its last switch (a thread switched out ran since then); per thread its last
+    # switch-out, the state it left in, and its first wakeup since
+    tprev, last, state, ready = {}, {}, {}, {}
+    for line in p.stdout:
+        m = EVENT_RE.match(line)
         if not m:
             continue
-        tid = int(m.group(2))
+        cpu, t, event = int(m.group(1)), int(m.group(2)) * 10**9 + int(m.group(3)), m.group(4)
+        if event in ("sched_waking", "sched_wakeup", "sched_wakeup_new"):
+            w = WAKE_RE.match(m.group(5))
+            if w and int(w.group(1)) in tot:
+                ready.setdefault(int(w.group(1)), t)
+            continue
+        s = SWITCH_RE.match(m.group(5)) if event == "sched_switch" else None
+        if not s:
+            continue
+        tid, tp = int(s.group(1)), tprev.get(cpu)
+        tprev[cpu] = t
         if tid not in tot:
             continue
-        wait, delay, run, state = (float(m.group(3)) / 1e3, float(m.group(4)) / 1e3,
-                                   float(m.group(5)) / 1e3, m.group(6))
-        tot[tid]["on"] += run
-        # timehist's wait time runs from the switch-out to the switch-in and holds the sch
-        # delay (wakeup to switch-in): the state the task left in is the rest
-        tot[tid]["R"] += delay
-        # a task's first line: no switch-out before it, its wait runs from its creation
-        # (fork) to its first switch-in, which sonde counts as runnable (a new task waits
-        # for a CPU), not as sleeping
-        prev = last_state.get(tid, "R")
-        key = "D" if prev.startswith("D") else "R" if prev.startswith("R") else "S"
-        tot[tid][key] += max(0.0, wait - delay)
-        last_state[tid] = state
+        woke, out = ready.pop(tid, None), last.get(tid)
+        last[tid], left, state[tid] = t, state.get(tid, "R"), s.group(2)
+        if tp is None:
+            continue  # the CPU's first switch: timehist does not know when the thread came in
+        delay = tp - woke if woke is not None and woke <= tp else 0
+        wait = tp - out if out is not None and out <= tp else 0
+        tot[tid]["on"] += (t - tp) / 1e9
+        # the wait runs from the switch-out to the switch-in and holds the sch delay (wakeup
+        # to switch-in): the state the thread left in is the rest. A thread's first wait,
+        # from its creation (fork) to its first switch-in, is its delay, runnable as sonde
+        # counts it (a new task waits for a CPU); a preempted thread left runnable (R+)
+        tot[tid]["R"] += delay / 1e9
+        key = "D" if left.startswith("D") else "R" if left.startswith("R") else "S"
+        tot[tid][key] += max(0, wait - delay) / 1e9
+    p.wait()
     return tot
+
+
+def timehist_runs(data, pids):
+    """Per pid: timehist's printed run times, summed, and its number of lines: the check that
+    perf_states computes what timehist does (the two differ by its truncation, under a
+    microsecond a line)."""
+    out = subprocess.run(["perf", "sched", "timehist", "-i", data], capture_output=True,
+                         text=True).stdout
+    runs = {p: [0.0, 0] for p in pids}
+    for line in out.splitlines():
+        m = re.match(r"\s*[\d.]+\s+\[\d+\]\s+.+?\[(\d+)(?:/\d+)?\]\s+[\d.]+\s+[\d.]+"
+                     r"\s+([\d.]+)", line)
+        if m and int(m.group(1)) in runs:
+            runs[int(m.group(1))][0] += float(m.group(2)) / 1e3
+            runs[int(m.group(1))][1] += 1
+    return runs
 
 
 def close_enough(a, b):
@@ -307,7 +350,7 @@ def measure(sonde, secs, loaders, backend, tmp):
             own[int(m.group(2))] = (m.group(1), float(m.group(3)), float(m.group(4)))
     if len(own) != 4:
         sys.exit("the workload did not report its four processes:\n" + wl_out + rec_err)
-    ptot = perf_states(data, list(own))
+    ptot, truns = perf_states(data, list(own)), timehist_runs(data, list(own))
     worst, misses, unjudged = 0.0, 0, 0
     print(f"{'thread':<10} {'state':<6} {'sonde':>9} {'perf':>9} {'diff':>9}  (seconds)")
     for pid, (name, cpu, wall) in sorted(own.items()):
@@ -324,6 +367,11 @@ def measure(sonde, secs, loaders, backend, tmp):
             if mark != "?":
                 worst = max(worst, abs(a - b))
             print(f"{name:<10} {st:<6} {a:9.3f} {b:9.3f} {a - b:+9.3f}{'  ' + mark if mark else ''}")
+        run, lines = truns[pid]
+        if not 0 <= ptot[pid]["on"] - run <= lines * 1e-6 + 1e-6:
+            misses += 1
+            print(f"{name:<10} timehist's lines sum its run time to {run:.6f} s in {lines} lines,"
+                  f" not to within their truncation of {ptot[pid]['on']:.6f}  !")
         ssum = sum(s[st] for st in STATES) + s["unknown"] + s["short"]
         psum = sum(ptot[pid][st] for st in STATES)
         print(f"{name:<10} {'sum':<6} {ssum:9.3f} {psum:9.3f} {ssum - psum:+9.3f}"
