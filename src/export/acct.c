@@ -305,9 +305,55 @@ static int add_samples(struct build *b)
 	return 0;
 }
 
+/* Whether stay number i of tid ended by t (false past its last stay). */
+static bool stay_ended_by(const struct sonde_spool *s, uint32_t tid, uint64_t i, uint64_t t)
+{
+	struct sonde_spool_run run;
+
+	return sonde_spool__get_tid_run(s, tid, i, &run) == 0 && run.end_ns <= t;
+}
+
+/* The BPF backend's unknown interval spans the waits of a thread its ring had no room for
+ * and the stays between them, which the switches (a ring of their own) kept: counted
+ * twice, they made a thread's parts 1.3 s more than its 5 s life. Stays are in the order
+ * of their starts and one at a time, so in the order of their ends too: the first ending
+ * after from is found by doubling, then halving. */
+uint64_t sonde__acct_stays_within(const struct sonde_spool *s, uint32_t tid, uint64_t from,
+				  uint64_t to)
+{
+	struct sonde_spool_run run;
+	uint64_t lo = 0, hi = 1, on = 0;
+
+	if (!tid)
+		return 0;
+	if (!stay_ended_by(s, tid, 0, from))
+		hi = 0;
+	else
+		while (stay_ended_by(s, tid, hi, from)) {
+			lo = hi;
+			hi *= 2;
+		}
+	while (lo + 1 < hi) { /* stay lo ended by from; hi did not, or is past the last */
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (stay_ended_by(s, tid, mid, from))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	for (uint64_t i = hi; sonde_spool__get_tid_run(s, tid, i, &run) == 0; i++) {
+		if (run.start_ns >= to)
+			break;
+		uint64_t a = run.start_ns > from ? run.start_ns : from;
+		uint64_t z = run.end_ns < to ? run.end_ns : to;
+		on += z > a ? z - a : 0;
+	}
+	return on;
+}
+
 /* An interval weighs its length, in the state the thread left the CPU in up to its
  * wakeup and runnable from there (waiting for a CPU), as a scheduler's own accounting
- * has it; one a loss cut (unknown) is unknown throughout. */
+ * has it; one a loss cut (unknown) is unknown throughout, but for the thread's stays on
+ * the CPUs within it (sonde__acct_stays_within), which are on-CPU time. */
 static int add_intervals(struct build *b, bool unknown)
 {
 	struct sonde_spool_offcpu o;
@@ -341,8 +387,11 @@ static int add_intervals(struct build *b, bool unknown)
 			task->ns[SONDE_ACCT_R] += o.switch_in_ns - o.wakeup_ns;
 		}
 		int col = unknown ? SONDE_ACCT_UNKNOWN : SONDE_ACCT_R + (int)o.state;
-		row->ns[col] += until - o.switch_out_ns;
-		task->ns[col] += until - o.switch_out_ns;
+		uint64_t len = until - o.switch_out_ns;
+		if (unknown)
+			len -= sonde__acct_stays_within(b->s, task->tid, o.switch_out_ns, until);
+		row->ns[col] += len;
+		task->ns[col] += len;
 	}
 }
 
@@ -439,6 +488,14 @@ static int add_runs(struct build *b)
 				/* its exit record went unseen; its last switch-out ends it */
 				task->exited = done = true;
 				task->end_ns = to;
+				break;
+			}
+			if (task->exited && !done && last && to < task->end_ns) {
+				/* its last switch-out before its EXIT: a sweep wrote that one, its
+				 * exit record lost, at the latest the task can have ended (the
+				 * kernel writes an exit record before the task's last switch-out) */
+				task->end_ns = to;
+				done = true;
 				break;
 			}
 			/* after its exit record a task still runs to its last switch-out (and

@@ -129,6 +129,11 @@ struct sonde_acct_weights {
 /* Whether spool s was recorded with off-CPU data (--off-cpu: its header's version 2.1), even
  * if none of its threads waited. */
 bool sonde__acct_offcpu_recorded(const struct sonde_spool *s);
+/* The time kernel task tid spent on the CPUs within [from, to), by the spool's switches
+ * (0 without them): the part of an interval a loss cut (an unknown one) that is on-CPU
+ * time, the BPF backend's span of a thread's lost waits holding its stays between them. */
+uint64_t sonde__acct_stays_within(const struct sonde_spool *s, uint32_t tid, uint64_t from,
+				  uint64_t to);
 /* Whether spool s says its tasks' on-CPU time exactly, for sonde__acct_weights: it kept the
  * CPUs' switches, or every switch-out of its threads with none dropped. */
 bool sonde__acct_weights_known(const struct sonde_spool *s);

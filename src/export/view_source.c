@@ -516,9 +516,16 @@ static int interval(const struct build *b, uint64_t i, struct sonde_spool_sample
 			return -ERANGE;
 		*state = interval_state(&o);
 	} else if (i - b->n_off < b->n_unknown) {
+		struct sonde_spool_thread t;
 		if (sonde_spool__get_unknown(b->s, i - b->n_off, &o) < 0)
 			return -ERANGE;
 		*state = SONDE_VIEW_UNKNOWN;
+		*smp = interval_sample(&o, weight);
+		/* less the thread's stays on the CPUs within it, which its samples weigh */
+		if (sonde_spool__get_thread(b->s, o.thread, &t) == 0)
+			*weight -= sonde__acct_stays_within(b->s, t.tid, o.switch_out_ns,
+							    o.switch_in_ns);
+		return 0;
 	} else {
 		uint64_t u = i - b->n_off - b->n_unknown;
 		if (u >= b->weights.n_unsampled)

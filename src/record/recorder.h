@@ -71,6 +71,7 @@ struct rec_life {
 	bool (*exec_check)(void *ctx, pid_t pid); /* opts.exec_check */
 	void *exec_check_ctx;
 	uint64_t gaps_open;	/* losses reported since the last completed sweep */
+	uint64_t loss_end_ns;	/* when the latest of those ended (sonde__rec_loss_end) */
 	uint64_t last_sweep;	/* sonde__rec_now() when the last sweep ran */
 	int64_t boot_offset_ns; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC, for /proc start times */
 	uint64_t lost_counted;	/* sum of the events' own lost counters at the last check */
@@ -400,8 +401,9 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
  * attached again): retires its modules and resets its identity. */
 int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, uint64_t time);
 /* Process p is gone and its exit record was lost (a recovery sweep found it so): each of
- * its threads still known ends where it was last seen (thread.seen_ns), an EXIT written
- * there. by_pid lists the threads (sonde__tasks_tids_by_pid, any time since the sweep's
+ * its threads still known ends with the latest loss that ended after it was last seen
+ * (thread.seen_ns; sonde__rec_loss_end), the latest it can have exited, an EXIT written
+ * there; what it did since that sighting is unknown. by_pid lists the threads (sonde__tasks_tids_by_pid, any time since the sweep's
  * drain). 0 or -errno. */
 int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p,
 			    const struct rec_tids_by_pid *by_pid);
@@ -422,8 +424,14 @@ void sonde__rec_life_follow_all(struct sonde_recorder *r);
 bool sonde__rec_follows_children(const struct sonde_recorder *r);
 /* After p was seen running a new program: asks opts.exec_check whether to go on. */
 int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p);
-/* A loss was reported: one more open gap. */
-void sonde__rec_note_loss(struct sonde_recorder *r);
+/* A loss was reported: one more open gap, which ended at end_ns (the time of the kernel's
+ * LOST record: its first write after the loss; the recorder's clock when the loss is
+ * found in the events' counters, no record written yet). */
+void sonde__rec_note_loss(struct sonde_recorder *r, uint64_t end_ns);
+/* When the latest loss reported since the last sweep ended (0: none). A thread a sweep
+ * finds gone, its exit record lost, died in a loss after it was last seen: had it exited
+ * outside one, its exit record would be there. So by then at the latest. */
+uint64_t sonde__rec_loss_end(const struct sonde_recorder *r);
 /* Runs a recovery sweep when a gap is open and (unless forced) the last sweep is old
  * enough. Also reads the events' lost counters when forced. 0 or the first error. */
 int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force);

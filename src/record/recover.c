@@ -113,10 +113,17 @@ int sonde__rec_check_exec(struct sonde_recorder *r, struct rec_process *p)
 	return sonde__rec_stop_process(r, p);
 }
 
-void sonde__rec_note_loss(struct sonde_recorder *r)
+void sonde__rec_note_loss(struct sonde_recorder *r, uint64_t end_ns)
 {
 	r->sum.lifecycle_gaps++;
 	r->life.gaps_open++;
+	if (end_ns > r->life.loss_end_ns)
+		r->life.loss_end_ns = end_ns;
+}
+
+uint64_t sonde__rec_loss_end(const struct sonde_recorder *r)
+{
+	return r->life.loss_end_ns;
 }
 
 bool sonde__rec_is_forked_at(const struct sonde_recorder *r, uint64_t fork_ns, uint64_t ticks)
@@ -477,6 +484,7 @@ static int sweep(struct sonde_recorder *r)
 		return sonde__rec_error(r, first);
 	}
 	r->life.gaps_open -= gaps;
+	r->life.loss_end_ns = 0;
 	r->sum.gaps_recovered += gaps;
 	return 0;
 }
@@ -488,7 +496,7 @@ int sonde__rec_maybe_recover(struct sonde_recorder *r, bool force)
 		uint64_t lost = sonde__rec_read_lost_counters(r);
 		if (lost > r->life.lost_counted) {
 			r->life.lost_counted = lost;
-			sonde__rec_note_loss(r);
+			sonde__rec_note_loss(r, sonde__rec_now(r));
 		}
 	}
 	if (!r->life.gaps_open)

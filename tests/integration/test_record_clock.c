@@ -92,12 +92,12 @@ TEST_TIMEOUT(record_clock_drives_recovery_sweeps, 60)
 	struct held_rec h = held_start(argv, discard_write, NULL, &c);
 	struct sonde_recorder *r = h.r;
 
-	sonde__rec_note_loss(r); /* the first gap: no sweep ran yet, it is due at once */
+	sonde__rec_note_loss(r, c.ns); /* the first gap: no sweep ran yet, it is due at once */
 	ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
 	ASSERT_UINT(summary(r).recovery_sweeps, ==, 1);
 	ASSERT_UINT(summary(r).gaps_recovered, ==, 1);
 
-	sonde__rec_note_loss(r);
+	sonde__rec_note_loss(r, c.ns);
 	c.ns += REC_SWEEP_INTERVAL_NS - 1;
 	for (int i = 0; i < 3; i++)
 		ASSERT_INT(sonde_recorder__poll(r, 10, NULL), >=, 0);
@@ -115,7 +115,7 @@ TEST_TIMEOUT(record_clock_drives_recovery_sweeps, 60)
 	ASSERT_UINT(summary(r).recovery_sweeps, ==, 2);
 
 	/* flush sweeps an open gap whatever the clock says */
-	sonde__rec_note_loss(r);
+	sonde__rec_note_loss(r, c.ns);
 	ASSERT_OK(sonde_recorder__flush(r));
 	ASSERT_UINT(summary(r).recovery_sweeps, ==, 3);
 	ASSERT_UINT(summary(r).lifecycle_gaps, ==, 3);

@@ -136,6 +136,134 @@ TEST(acct_an_exit_seen_in_the_switches_ends_the_task)
 	sonde__buf_free(&b);
 }
 
+/* An EXIT after the task's last switch-out was written by a recovery sweep, at the latest
+ * the task can have ended (its exit record lost: the kernel writes one before the task's
+ * last switch-out): the switch-out ends it. Q (70) runs 10..20 and leaves dead; its EXIT,
+ * at the end of the loss that took the record, says 60. */
+TEST(acct_a_last_switch_out_before_the_exit_a_sweep_wrote_ends_the_task)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = writer(&b);
+	uint32_t q;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 10 * MS, 70, 70, "true", &q));
+	ASSERT_OK(sonde_spool_writer__add_exit(w, S0 + 60 * MS, q));
+	const struct sonde_spool_switch cpu0[] = {
+		{S0 + 10 * MS, 0, 70, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 20 * MS, 70, 0, SONDE_SWITCH_EXITED},
+		{S0 + 90 * MS, 0, 0, SONDE_OFFCPU_RUNNABLE},
+	};
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 3));
+	struct sonde_spool *s = finish(w, &b);
+
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	ASSERT_UINT(a.n_tasks, ==, 1);
+	const struct sonde_acct_task *k = &a.tasks[a.thread_task[q] - 1];
+	ASSERT(k->exited);
+	ASSERT_UINT(k->end_ns, ==, S0 + 20 * MS);
+	ASSERT_UINT(k->ns[SONDE_ACCT_ON], ==, 10 * MS);
+	ASSERT_UINT(k->unseen_ns, ==, 0);
+	ASSERT_UINT(k->over_ns, ==, 0);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+/* The BPF backend writes the waits its ring had no room for as one unknown span per
+ * thread, from the first one's switch-out to the last one's switch-in; the switches (a
+ * ring of their own) kept the stays in between, which are on-CPU time, not unknown. T
+ * (80), on CPU 0 from 10, leaves at 20; its waits 20..30, 40..50 and 70..90 were lost
+ * (unknown 20..90), its stays 30..40 on CPU 0 and 50..70 on CPU 1 kept; it runs from 90
+ * to 100, when it sleeps to the end (120). Its life, 10..120: on 10 + 10 + 20 + 10,
+ * unknown 40 (its 70 less 30 of stays), sleeping 20, nothing counted twice. */
+TEST(acct_stays_within_a_lost_span_are_on_cpu_not_unknown)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = writer(&b);
+	uint32_t t;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 10 * MS, 80, 80, "waiter", &t));
+	const struct sonde_spool_switch cpu0[] = {
+		{S0 + 10 * MS, 0, 80, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 20 * MS, 80, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 30 * MS, 0, 80, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 40 * MS, 80, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 90 * MS, 0, 80, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 100 * MS, 80, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 120 * MS, 0, 0, SONDE_OFFCPU_RUNNABLE},
+	};
+	const struct sonde_spool_switch cpu1[] = {
+		{S0 + 10 * MS, 0, 0, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 50 * MS, 0, 80, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 70 * MS, 80, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 120 * MS, 0, 0, SONDE_OFFCPU_RUNNABLE},
+	};
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 7));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, cpu1, 4));
+	struct sonde_spool_offcpu lost = {.switch_out_ns = S0 + 20 * MS,
+					  .switch_in_ns = S0 + 90 * MS,
+					  .thread = t,
+					  .cpu = 0,
+					  .state = SONDE_OFFCPU_OTHER};
+	ASSERT_OK(sonde_spool_writer__add_unknown(w, &lost, NULL, 0));
+	struct sonde_spool_offcpu nap = {.switch_out_ns = S0 + 100 * MS,
+					 .switch_in_ns = S0 + 120 * MS,
+					 .thread = t,
+					 .cpu = 0,
+					 .state = SONDE_OFFCPU_SLEEPING,
+					 .flags = SONDE_OFFCPU_OPEN};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &nap, NULL, 0));
+	struct sonde_spool *s = finish(w, &b);
+
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	const struct sonde_acct_task *k = &a.tasks[a.thread_task[t] - 1];
+	ASSERT_UINT(k->start_ns, ==, S0 + 10 * MS);
+	ASSERT_UINT(k->end_ns, ==, S0 + 120 * MS);
+	ASSERT_UINT(k->ns[SONDE_ACCT_ON], ==, 50 * MS);
+	ASSERT_UINT(k->ns[SONDE_ACCT_UNKNOWN], ==, 40 * MS);
+	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 20 * MS);
+	ASSERT_UINT(k->over_ns, ==, 0);
+	ASSERT_UINT(k->unseen_ns, ==, 0);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
+/* A task's stays within a span, found by the first to end after its start: T (81) runs
+ * 10..20, 30..40, ..., 110..120 on CPU 0. Each span's stays, at either end of the list and
+ * past it (a search that doubled past the last stay once found none within 105..130). */
+TEST(acct_stays_within_finds_each_stay_by_its_end)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = writer(&b);
+	struct sonde_spool_switch cpu0[13];
+	uint32_t t;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 10 * MS, 81, 81, "runner", &t));
+	for (int i = 0; i < 6; i++) {
+		cpu0[2 * i] = (struct sonde_spool_switch){S0 + (10 + 20 * i) * MS, 0, 81,
+							  SONDE_OFFCPU_RUNNABLE};
+		cpu0[2 * i + 1] = (struct sonde_spool_switch){S0 + (20 + 20 * i) * MS, 81, 0,
+							      SONDE_OFFCPU_SLEEPING};
+	}
+	cpu0[12] = (struct sonde_spool_switch){S0 + 200 * MS, 0, 0, SONDE_OFFCPU_RUNNABLE};
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 13));
+	struct sonde_spool *s = finish(w, &b);
+	static const struct {
+		uint64_t from, to, on;
+	} spans[] = {{0, 200, 60},   {105, 130, 10}, {119, 200, 1}, {125, 200, 0}, {0, 5, 0},
+		     {15, 35, 10},  {40, 50, 0},    {55, 95, 20},  {20, 30, 0},  {0, 11, 1}};
+	for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++)
+		ASSERT_UINT(sonde__acct_stays_within(s, 81, S0 + spans[i].from * MS,
+						     S0 + spans[i].to * MS),
+			    ==, spans[i].on * MS);
+	ASSERT_UINT(sonde__acct_stays_within(s, 82, S0, S0 + 200 * MS), ==, 0);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
 /* A task is runnable from its creation to its first switch-in (the scheduler puts a new
  * task on a run queue at once), and its life starts at its creation: the recorder defines
  * a task it saw forked at its fork. Threads of P (90): C (91), created at 100, waits
