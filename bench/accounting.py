@@ -42,6 +42,11 @@ that is not unknown) against /proc/stat
 Differences are printed; the goal is every figure within 2 % or 5 ms, CPU busy within 2
 points. A figure short of the goal by no more than its thread's unknown time (lost
 records) is marked ? and not judged: where that time went is not known.
+
+ACCT_BENCH_STOPS=AT:SECONDS,... stops the recorder (SIGSTOP) that many seconds into the
+workload for that long, so that its rings overflow whatever the load: the losses' time
+must come out unknown, each process's parts still summing to its life (e.g. 2:1,3.5:1,
+or 4.5:1.5 to lose the processes' exits).
 """
 import os
 import re
@@ -289,6 +294,15 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def stops():
+    """ACCT_BENCH_STOPS: AT:SECONDS,... (seconds into the workload, and for how long)."""
+    out = []
+    for item in filter(None, os.environ.get("ACCT_BENCH_STOPS", "").split(",")):
+        at, _, length = item.partition(":")
+        out.append((float(at), float(length or 1)))
+    return sorted(out)
+
+
 def measure(sonde, secs, loaders, backend, tmp):
     wl = os.path.join(tmp, "wl")
     with open(wl + ".c", "w") as f:
@@ -324,7 +338,14 @@ def measure(sonde, secs, loaders, backend, tmp):
         perf = subprocess.Popen(["perf", "sched", "record", "-a", "-o", data],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
-        wl_out = subprocess.run([wl, str(secs), tmp], capture_output=True, text=True).stdout
+        wlp = subprocess.Popen([wl, str(secs), tmp], stdout=subprocess.PIPE, text=True)
+        began = time.monotonic()
+        for at, length in stops():
+            time.sleep(max(0.0, began + at - time.monotonic()))
+            rec.send_signal(signal.SIGSTOP)
+            time.sleep(length)
+            rec.send_signal(signal.SIGCONT)
+        wl_out = wlp.communicate()[0]
         time.sleep(0.5)
     finally:
         for p in (perf, rec):
