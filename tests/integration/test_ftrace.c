@@ -223,7 +223,7 @@ static void record_while(struct ftrace_session *s, const char *const argv[])
 
 struct switch_count {
 	const char *comm;
-	int outs; /* typed sched_switch with prev_comm == comm */
+	int outs; /* typed sched_switch with prev_comm == comm, left sleeping (S) */
 	int events, bundles, stats, compact_switches;
 	int lost_bundles; /* bundles saying events were lost before them */
 };
@@ -236,10 +236,15 @@ static void count_switch(struct switch_count *c, struct pb_reader ev)
 		if (f.num != 4 || f.wire != PB_LEN)
 			continue;
 		struct pb_reader sw = pb_sub(&f);
-		while (sonde__pb_next(&sw, &g) > 0)
+		bool ours = false, sleeping = false;
+		while (sonde__pb_next(&sw, &g) > 0) {
 			if (g.num == 1 && g.len == strlen(c->comm) &&
 			    !memcmp(g.ptr, c->comm, g.len))
-				c->outs++;
+				ours = true;
+			if (g.num == 4 && g.wire == PB_VARINT) /* prev_state: TASK_INTERRUPTIBLE */
+				sleeping = g.u == 1;
+		}
+		c->outs += ours && sleeping;
 	}
 }
 
@@ -278,8 +283,9 @@ static void count_packet(void *ctx, const uint8_t *p, size_t n)
 }
 
 /* trace-cmd report's sched_switch lines name the previous task first:
- * "sched_switch: slp-99:1234 [120] S ==> ..." (or prev_comm=... without its
- * plugin); counts the lines whose previous task is comm. */
+ * "sched_switch: slp-99:1234 [120] S ==> ..." (or prev_comm=... prev_state=S ... without
+ * its plugin, as perf script prints them); counts the lines whose previous task is comm,
+ * left sleeping. */
 static int count_report(const char *report, const char *comm)
 {
 	int n = 0;
@@ -290,7 +296,8 @@ static int count_report(const char *report, const char *comm)
 	for (const char *line = report; line && *line;) {
 		const char *nl = strchr(line, '\n');
 		size_t len = nl ? (size_t)(nl - line) : strlen(line);
-		if (memmem(line, len, a, strlen(a)) || memmem(line, len, b, strlen(b)))
+		bool ours = memmem(line, len, a, strlen(a)) || memmem(line, len, b, strlen(b));
+		if (ours && (memmem(line, len, " S ==>", 6) || memmem(line, len, "prev_state=S ", 13)))
 			n++;
 		line = nl ? nl + 1 : NULL;
 	}
@@ -324,11 +331,14 @@ static enum peer find_peer(void)
 	return st == 0 ? PEER_PERF : PEER_NONE;
 }
 
-/* A thread blocking 200 times, its switch-outs counted by the session and by an
- * independent recorder of the same run. Whether the kernel's ring overflows is the
+/* A thread blocking 200 times, its switch-outs into a sleep counted by the session and by
+ * an independent recorder of the same run. Whether the kernel's ring overflows is the
  * machine's (bench/ftrace.c reports losses under load): a loss must be marked where it
  * happened, each lost page by a bundle with lost_events, and then the session may count
- * fewer switch-outs, never more. */
+ * fewer switch-outs, never more. Preemptions are not counted: how many there are is the
+ * load's, and perf's per-task events close at the thread's exit, before the preemptions
+ * of its way out that the session still sees (beside a busy job, 203 switch-outs against
+ * perf's 200). */
 TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 {
 	probes_require_tracefs();
@@ -399,8 +409,6 @@ TEST_TIMEOUT(ftrace_session_counts_switches_like_trace_cmd_or_perf, 180)
 	test_output_free(&rep);
 	printf("%s: %d switch-outs of %s; sonde: %d\n",
 	       peer == PEER_TRACE_CMD ? "trace-cmd" : "perf", theirs, c.comm, c.outs);
-	/* perf's per-task events close at exit before the thread's last switch-out, which a
-	 * system-wide recorder sees: perf counts 200 where sonde counts 201. */
 	ASSERT_INT(theirs, >=, 200);
 	if (n.lost_pages)
 		ASSERT_INT((c.outs - theirs) * 100, <=, theirs);
