@@ -335,7 +335,13 @@ def measure(sonde, secs, loaders, backend, tmp):
                                     str(RING_PAGES), "-o", spool],
                                    stdout=subprocess.DEVNULL, stderr=ef)
         wait_for_spool(spool, rec)
-        perf = subprocess.Popen(["perf", "sched", "record", "-a", "-o", data],
+        # 128 MiB a CPU: perf's reader is woken about a fifth as often (5 times in 1.5 s of
+        # a ping-pong where it was 24), a wakeup perf signals from within its handler,
+        # before sonde's stamp. With the default 4 MiB, half the BPF runs had one figure
+        # 7-10 ms off, each time one wait: once a wakeup sonde stamped 8.3 ms after perf,
+        # nothing switching on either CPU in between (the host had the vCPU); with 128
+        # MiB, 1 run of 10.
+        perf = subprocess.Popen(["perf", "sched", "record", "-m", "32768", "-a", "-o", data],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
         wlp = subprocess.Popen([wl, str(secs), tmp], stdout=subprocess.PIPE, text=True)
