@@ -25,6 +25,8 @@
 
 #include "../test.h"
 #include "../util.h"
+#include "acct_util.h"
+#include "export/acct.h"
 #include "offcpu_util.h"
 #include "record/offcpu_bpf.h"
 
@@ -436,6 +438,8 @@ TEST_TIMEOUT(offcpu_bpf_process_lives_until_its_last_thread, 120)
 	for (size_t i = 0; i < sizeof(how) / sizeof(how[0]); i++) {
 		offcpu_record_leader_exit("bpf", how[i], spool, truth);
 		offcpu_check_leader_exit(spool, truth, LEADER_EXIT_NAP_MS);
+		if (!strcmp(how[i], "-a"))
+			acct_check_spool(spool, true); /* whose accounting adds up */
 	}
 }
 
@@ -809,6 +813,7 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 		/* 0.6 s of 1 ms sleeps at least, nearly all of them through main */
 		ASSERT(with >= 500 * 1000.0);
 	}
+	acct_check_spool(spool, true);
 }
 
 /* Without CAP_SYS_ADMIN and CAP_BPF (dropped from the bounding set, so that root's exec
@@ -1360,4 +1365,72 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_perf_loss_leaves_the_switches_whole, 120)
 	free(bytes);
 	ASSERT_UINT(runs, >, 0);
 	ASSERT_UINT(switches, >, 100);
+}
+
+/* The waits ring fills, the switches' does not: the recorder is left unpolled system-wide
+ * while sleep_loop naps 6000 times, every wait long (a threshold of 1 ns), each a record of
+ * a KiB or more in the 4 MiB waits ring, the switches 16 bytes each in a ring of their own.
+ * A thread's waits the ring had no room for are one unknown span, from the first one's
+ * switch-out to the last one's switch-in, and its stays on the CPUs in between, which the
+ * switches kept, are on-CPU time: each task's parts sum to its life, nothing counted twice
+ * (acct_check_spool), and sleep_loop's unknown time is its span less its stays. Before,
+ * the stays were unknown as well: counted twice, they made a CPU burner's parts 6.35 s of
+ * its 5.0 s life in a recording stopped twice for a second. */
+TEST_TIMEOUT(offcpu_bpf_system_wide_lost_waits_count_no_stay_twice, 120)
+{
+	const char *spool = test_path("lostspan.spool");
+	const char *argv[] = {test_prog("sleep_loop"), "6000", NULL};
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .frequency = 99,
+					 .off_cpu = true,
+					 .off_cpu_min_ns = 1,
+					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+
+	offcpu_require_bpf();
+	struct sonde_recorder *r = sonde_recorder__attach_system(spool, &opts);
+	if (!r)
+		FAIL("attach_system: %s", strerror(errno));
+	pid_t pid = test_spawn(argv);
+	ASSERT_INT(test_wait(pid, 100), ==, 0);
+	ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
+	sonde_recorder__free(r);
+	printf("%llu records lost, %llu unknown (%.3f s), %llu switches\n",
+	       (unsigned long long)sum.lost_events, (unsigned long long)sum.offcpu_unknown,
+	       sum.offcpu_unknown_ns / 1e9, (unsigned long long)sum.offcpu_switches);
+	if (!sum.offcpu_unknown)
+		FAIL("the waits ring never filled: nothing was lost to check");
+	acct_check_spool(spool, true);
+
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	const struct sonde_acct_task *t = NULL;
+	for (size_t i = 0; i < a.n_tasks; i++)
+		if (a.tasks[i].tid == (uint32_t)pid)
+			t = &a.tasks[i];
+	if (!t)
+		FAIL("no task %d in the accounting", (int)pid);
+	uint64_t span = 0, stays = 0;
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	for (uint64_t i = 0; sonde_spool__get_unknown(s, i, &iv) == 0; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, iv.thread, &th));
+		if (th.tid != (uint32_t)pid)
+			continue;
+		span += iv.switch_in_ns - iv.switch_out_ns;
+		stays += sonde__acct_stays_within(s, th.tid, iv.switch_out_ns, iv.switch_in_ns);
+	}
+	printf("sleep_loop: unknown spans %.3f s, its stays within them %.3f s; unknown %.3f "
+	       "s, on-CPU %.3f s, counted twice %.6f s\n",
+	       span / 1e9, stays / 1e9, t->ns[SONDE_ACCT_UNKNOWN] / 1e9, t->ns[SONDE_ACCT_ON] / 1e9,
+	       t->over_ns / 1e9);
+	ASSERT_UINT(span, >, 0);
+	ASSERT_UINT(stays, >, 0);
+	ASSERT_UINT(t->ns[SONDE_ACCT_UNKNOWN], ==, span - stays);
+	ASSERT_UINT(t->over_ns, ==, 0);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
 }
