@@ -2,11 +2,14 @@
  * without a symbolizer, which would open whatever paths the input names) under every
  * metric, then every grouping, sort, figure, diff and folded writer of the view; and the
  * same bytes through a tail into a live view, which must add up to what the spool's view
- * does (under wall only where the recording kept no switches: with them, the live view
- * weighs a task's samples by its stays, the spool's view by its life, which a malformed
- * file can make differ: tids reused, exits, stays before a thread's definition; the live
- * view is still built and read). The first byte chooses a filter and the state frames;
- * the rest is the spool. */
+ * does (under wall and off-CPU only where the spool's view does not weigh samples by
+ * the tasks' time on the CPUs, sonde__acct_weights_known: with the switches, or every
+ * switch-out known, the live view weighs a task's samples by the sample period or its
+ * stays, the spool's view by its life, which a malformed file can make differ: tids
+ * reused, exits, stays before a thread's definition; and the spool's view weighs an
+ * interval a loss cut less the thread's stays within it, which the live view does not
+ * have; the live view is still built and read). The first byte chooses a filter and the
+ * state frames; the rest is the spool. */
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +22,8 @@
 #include <sonde/tail.h>
 #include <sonde/view.h>
 #include <sonde/view_source.h>
+
+#include "export/acct.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -115,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		read_view(views[m], null_fd);
 		check_live(data + 1, size - 1, &o, views[m],
-			   m != SONDE_PROFILE_METRIC_WALL || !sonde_spool__switch_cpus(s), null_fd);
+			   m == SONDE_PROFILE_METRIC_CPU || !sonde__acct_weights_known(s), null_fd);
 	}
 	const struct sonde_view_diff_row *diff;
 	size_t n;

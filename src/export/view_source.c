@@ -1210,6 +1210,10 @@ static uint64_t wall_weight(const struct sonde_view_live *l, struct live_wall *w
 		return q->weight;
 	uint64_t *i = sonde__u64map_get(&w->by_tid, (uint64_t)thread_tid(l, q->thread) + 1);
 	struct live_task *k = &w->tasks.v[*i]; /* wall_build counted it */
+	/* a task no stay was read for keeps its samples' period, as in the spool's view (a
+	 * recording whose CPUs were declared, none switched yet, weighed them 0) */
+	if (k->from_ns == UINT64_MAX)
+		return q->weight;
 	return k->on_ns / k->n + (k->k++ < k->on_ns % k->n);
 }
 
