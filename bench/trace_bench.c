@@ -21,7 +21,9 @@
  * --tcp: every producer connects over TCP on loopback (shared-memory emulation).
  * --tcp-vs-smb: SONDED's producers over TCP, PEER's (SONDED again if no PEER is given) over
  * its Unix socket with shared memory, so that "vs peer" is the TCP/SMB ratio of one
- * interleaved run.
+ * interleaved run; then what loopback TCP carries with no service at all (one process
+ * writing 96 KiB or 1 MiB buffers, another reading them: the two kernel copies every
+ * emulated byte costs), the ceiling of the TCP figures.
  *
  * Both services are started with PERFETTO_PRODUCER_SOCK_NAME / PERFETTO_CONSUMER_SOCK_NAME
  * pointing into a temporary directory and no arguments. The producers and consumer are
@@ -43,6 +45,7 @@
 #include <sys/syscall.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -835,6 +838,48 @@ rss:
 		printf("%-28s %12ld\n", "  peer", peer->rss_busy);
 }
 
+/* MB/s that a child writing `chunk`-byte buffers into a loopback TCP socket for secs
+ * seconds gets to a reader, with no service in between (0 on a socket error). */
+static double loopback_mbps(size_t chunk, double secs)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), c = -1;
+	char *b = malloc(chunk > (1u << 20) ? chunk : (1u << 20));
+	uint64_t total = 0;
+	double dt = 0;
+
+	if (l < 0 || !b || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &al) < 0)
+		goto out;
+	memset(b, 'x', chunk);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+		if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+			_exit(1);
+		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		for (double end = now_s() + secs; now_s() < end;)
+			if (write(s, b, chunk) < 0)
+				_exit(1);
+		_exit(0);
+	}
+	if (pid < 0 || (c = accept(l, NULL, NULL)) < 0)
+		goto out;
+	double t0 = now_s();
+	for (ssize_t n; (n = read(c, b, 1u << 20)) > 0;)
+		total += (uint64_t)n;
+	dt = now_s() - t0;
+	waitpid(pid, NULL, 0);
+out:
+	if (c >= 0)
+		close(c);
+	if (l >= 0)
+		close(l);
+	free(b);
+	return dt > 0 ? total / dt / 1e6 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *bins[2] = {NULL, NULL};
@@ -895,5 +940,11 @@ int main(int argc, char **argv)
 			    : "");
 	printf("service: %s%s%s\n", bins[0], nb > 1 ? ", peer: " : "", nb > 1 ? bins[1] : "");
 	report(&res[0], nb > 1 ? &res[1] : NULL, quick, rss_only);
+	if (tcp_vs_smb && !rss_only) {
+		double s = secs < 3 ? secs : 3;
+		printf("\nloopback TCP with no service: %.0f MB/s in 96 KiB writes, %.0f MB/s in 1 "
+		       "MiB writes\n",
+		       loopback_mbps(96 << 10, s), loopback_mbps(1 << 20, s));
+	}
 	return 0;
 }
