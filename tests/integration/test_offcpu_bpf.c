@@ -1313,6 +1313,24 @@ TEST_TIMEOUT(offcpu_bpf_exit_shorts_survive_a_full_ring, 120)
 			FAIL("worker %zu (tid %u) has no short waits in the spool", k, workers[k]);
 }
 
+/* Records every process with opts (the BPF backend), never polled, while argv runs to its
+ * end: the summary into *sum. Returns argv's pid. */
+static pid_t record_system_unpolled(const char *const *argv, const char *spool,
+				    const struct sonde_record_opts *opts,
+				    struct sonde_record_summary *sum)
+{
+	offcpu_require_bpf();
+	*sum = (struct sonde_record_summary){.sz = sizeof(*sum)};
+	struct sonde_recorder *r = sonde_recorder__attach_system(spool, opts);
+	if (!r)
+		FAIL("attach_system: %s", strerror(errno));
+	pid_t pid = test_spawn(argv);
+	ASSERT_INT(test_wait(pid, 100), ==, 0);
+	ASSERT_INT(sonde_recorder__finish(r, sum), ==, 0);
+	sonde_recorder__free(r);
+	return pid;
+}
+
 /* A perf ring's loss takes none of the switches the BPF backend keeps with -a: they come
  * through its own ring, numbered. The recorder is left unpolled, on perf rings of one page,
  * while a shell runs /bin/true 100 times (the mappings, comms, forks and exits of every
@@ -1329,15 +1347,9 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_perf_loss_leaves_the_switches_whole, 120)
 					 .ring_pages = 1,
 					 .off_cpu = true,
 					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
-	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	struct sonde_record_summary sum;
 
-	offcpu_require_bpf();
-	struct sonde_recorder *r = sonde_recorder__attach_system(spool, &opts);
-	if (!r)
-		FAIL("attach_system: %s", strerror(errno));
-	ASSERT_INT(test_wait(test_spawn(argv), 100), ==, 0);
-	ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
-	sonde_recorder__free(r);
+	record_system_unpolled(argv, spool, &opts, &sum);
 	printf("%llu records lost, %llu switches\n", (unsigned long long)sum.lost_events,
 	       (unsigned long long)sum.offcpu_switches);
 	if (!sum.lost_events)
@@ -1385,16 +1397,9 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_lost_waits_count_no_stay_twice, 120)
 					 .off_cpu = true,
 					 .off_cpu_min_ns = 1,
 					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
-	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	struct sonde_record_summary sum;
 
-	offcpu_require_bpf();
-	struct sonde_recorder *r = sonde_recorder__attach_system(spool, &opts);
-	if (!r)
-		FAIL("attach_system: %s", strerror(errno));
-	pid_t pid = test_spawn(argv);
-	ASSERT_INT(test_wait(pid, 100), ==, 0);
-	ASSERT_INT(sonde_recorder__finish(r, &sum), ==, 0);
-	sonde_recorder__free(r);
+	pid_t pid = record_system_unpolled(argv, spool, &opts, &sum);
 	printf("%llu records lost, %llu unknown (%.3f s), %llu switches\n",
 	       (unsigned long long)sum.lost_events, (unsigned long long)sum.offcpu_unknown,
 	       sum.offcpu_unknown_ns / 1e9, (unsigned long long)sum.offcpu_switches);

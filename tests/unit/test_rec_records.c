@@ -157,6 +157,37 @@ static int process_gone(struct sonde_recorder *r, pid_t pid)
 	return err;
 }
 
+/* P is sampled at 2000, sleeps 3000..5000, runs, and sleeps again from 6000; records are
+ * lost up to 7000 (the kernel's LOST record). */
+static void nap_run_nap_lost(struct sonde_recorder *r)
+{
+	struct perf_rec lost = {.type = PERF_RECORD_LOST, .time = 7000, .lost = {.lost = 40}};
+
+	sample_rec(r, P, 2000);
+	switch_rec(r, P, P, 1, 0, 3000); /* S */
+	switch_rec(r, 0, 0, 0, P, 5000); /* the idle task leaves: P runs */
+	switch_rec(r, P, P, 1, 0, 6000);
+	ASSERT_OK(sonde__rec_process_record(r, &lost));
+}
+
+/* The sweep finds P gone, its exit unseen, and the machine goes on to WINDOW_END (another
+ * task's sample there): the spool r wrote, accounted into *a. */
+static struct sonde_spool *gone_then_accounted(struct sonde_recorder *r, struct buf *b,
+					       struct sonde_acct *a)
+{
+	uint32_t q;
+
+	ASSERT_OK(process_gone(r, P));
+	ASSERT(!sonde__tasks_thread(&r->tasks, P, false));
+	ASSERT_OK(sonde_spool_writer__add_thread(r->spool, WINDOW_END, Q, Q, "other", &q));
+	ASSERT_OK(sonde_spool_writer__add_sample(r->spool, WINDOW_END, q, NULL, 0, 0));
+	ASSERT_OK(sonde__rec_offcpu_finish(r));
+	struct sonde_spool *s = finished_spool(r, b);
+	ASSERT_OK(sonde__acct_build(s, NULL, a));
+	ASSERT_UINT(a->window_end_ns, ==, WINDOW_END);
+	return s;
+}
+
 /* P sleeps 3000..5000, runs, sleeps again from 6000; records are lost up to 7000 (its
  * switch-in with them); a sample at 8000 sees it running; it exits at about 9000, that
  * record lost too, in a loss not reported by the sweep that finds it gone. Its life ends
@@ -168,27 +199,12 @@ TEST(record_lost_exit_ends_the_life_at_the_last_sighting)
 {
 	struct buf b = BUF_INIT;
 	struct sonde_recorder *r = recorder(&b);
-	struct perf_rec lost = {.type = PERF_RECORD_LOST, .time = 7000, .lost = {.lost = 40}};
-	uint32_t q;
+	struct sonde_acct a;
 
-	sample_rec(r, P, 2000);
-	switch_rec(r, P, P, 1, 0, 3000); /* S */
-	switch_rec(r, 0, 0, 0, P, 5000); /* the idle task leaves: P runs */
-	switch_rec(r, P, P, 1, 0, 6000);
-	ASSERT_OK(sonde__rec_process_record(r, &lost));
+	nap_run_nap_lost(r);
 	sample_rec(r, P, 8000);
 	ASSERT_UINT(sonde__tasks_thread(&r->tasks, P, false)->seen_ns, ==, 8000);
-	/* the sweep: P is gone, its exit unseen */
-	ASSERT_OK(process_gone(r, P));
-	ASSERT(!sonde__tasks_thread(&r->tasks, P, false));
-	/* the machine goes on to WINDOW_END: another task's sample there */
-	ASSERT_OK(sonde_spool_writer__add_thread(r->spool, WINDOW_END, Q, Q, "other", &q));
-	ASSERT_OK(sonde_spool_writer__add_sample(r->spool, WINDOW_END, q, NULL, 0, 0));
-	ASSERT_OK(sonde__rec_offcpu_finish(r));
-	struct sonde_spool *s = finished_spool(r, &b);
-	struct sonde_acct a;
-	ASSERT_OK(sonde__acct_build(s, NULL, &a));
-	ASSERT_UINT(a.window_end_ns, ==, WINDOW_END);
+	struct sonde_spool *s = gone_then_accounted(r, &b, &a);
 	const struct sonde_acct_task *t = task_of(&a, P);
 	ASSERT_STR_EQ(t->comm, "worker");
 	ASSERT(t->exited);
@@ -217,25 +233,13 @@ TEST(record_lost_exit_ends_the_life_with_the_latest_loss_after_its_last_sighting
 {
 	struct buf b = BUF_INIT;
 	struct sonde_recorder *r = recorder(&b);
-	struct perf_rec lost = {.type = PERF_RECORD_LOST, .time = 7000, .lost = {.lost = 40}};
-	uint32_t q;
+	struct perf_rec lost = {.type = PERF_RECORD_LOST, .time = 9000, .lost = {.lost = 40}};
+	struct sonde_acct a;
 
-	sample_rec(r, P, 2000);
-	switch_rec(r, P, P, 1, 0, 3000); /* S */
-	switch_rec(r, 0, 0, 0, P, 5000);
-	switch_rec(r, P, P, 1, 0, 6000);
-	ASSERT_OK(sonde__rec_process_record(r, &lost));
-	lost.time = 9000;
+	nap_run_nap_lost(r);
 	ASSERT_OK(sonde__rec_process_record(r, &lost));
 	ASSERT_UINT(sonde__rec_loss_end(r), ==, 9000);
-	ASSERT_OK(process_gone(r, P));
-	ASSERT(!sonde__tasks_thread(&r->tasks, P, false));
-	ASSERT_OK(sonde_spool_writer__add_thread(r->spool, WINDOW_END, Q, Q, "other", &q));
-	ASSERT_OK(sonde_spool_writer__add_sample(r->spool, WINDOW_END, q, NULL, 0, 0));
-	ASSERT_OK(sonde__rec_offcpu_finish(r));
-	struct sonde_spool *s = finished_spool(r, &b);
-	struct sonde_acct a;
-	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	struct sonde_spool *s = gone_then_accounted(r, &b, &a);
 	const struct sonde_acct_task *t = task_of(&a, P);
 	ASSERT(t->exited);
 	ASSERT_UINT(t->start_ns, ==, START);
