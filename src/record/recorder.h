@@ -403,8 +403,8 @@ int sonde__rec_process_reset(struct sonde_recorder *r, struct rec_process *p, ui
 /* Process p is gone and its exit record was lost (a recovery sweep found it so): each of
  * its threads still known ends with the latest loss that ended after it was last seen
  * (thread.seen_ns; sonde__rec_loss_end), the latest it can have exited, an EXIT written
- * there; what it did since that sighting is unknown. by_pid lists the threads (sonde__tasks_tids_by_pid, any time since the sweep's
- * drain). 0 or -errno. */
+ * there; what it did since that sighting is unknown. by_pid lists the threads
+ * (sonde__tasks_tids_by_pid, any time since the sweep's drain). 0 or -errno. */
 int sonde__rec_process_gone(struct sonde_recorder *r, const struct rec_process *p,
 			    const struct rec_tids_by_pid *by_pid);
 /* Thread tid of pid left the CPU for the last time at time (a switch-out in an exit
