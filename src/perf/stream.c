@@ -510,28 +510,20 @@ int sonde__perf_stream_drain_some(struct perf_stream *s, int si, struct perf_rin
 }
 
 /* The event e of src, which borrows its stack copy from the ring, copies it into the arena
- * with what it had there already. 0, or -ENOMEM: then it goes without its stack. */
+ * with what it had there already (keep_bytes, from where they are now). 0, or -ENOMEM:
+ * then it goes without its stack. */
 static int copy_out(struct perf_stream *s, struct source *src, struct ev *e)
 {
-	struct perf_rec *r = &e->rec;
 	uint32_t had = e->chunk, had_bytes = e->bytes;
-	size_t need = pad8(r->sample.stack_len) + pad8(r->sample.callchain_nr * 8) +
-		      pad8(r->sample.raw_size);
-	uint8_t *at = reserve(s, src, e, need);
 
 	e->pin = NO_PIN;
-	if (!at) {
+	if (keep_bytes(s, src, e, PERF_STREAM_KEEP, false) < 0) {
 		e->chunk = had;
 		e->bytes = had_bytes;
-		r->sample.stack = NULL;
-		r->sample.stack_len = 0;
+		e->rec.sample.stack = NULL;
+		e->rec.sample.stack_len = 0;
 		return -ENOMEM;
 	}
-	r->sample.stack = put(&at, r->sample.stack, r->sample.stack_len);
-	if (r->sample.callchain_nr)
-		r->sample.callchain = put(&at, r->sample.callchain, r->sample.callchain_nr * 8);
-	if (r->sample.raw_size)
-		r->sample.raw = put(&at, r->sample.raw, r->sample.raw_size);
 	chunk_release(s, had);
 	s->arena_bytes -= had_bytes;
 	return 0;
