@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "util.h"
 
 enum { EXIT_SKIP = 77, MAX_TESTS = 4096, MAX_CAPTURE = 1 << 20, MAX_JOBS = 64, SLOWEST = 10 };
 
@@ -74,6 +75,7 @@ void test_fail(const char *file, int line, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	test_keep_tmpdir();
 	exit(1);
 }
 

@@ -69,11 +69,21 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 
 static pid_t tmpdir_owner; /* a test's forked helpers exit without removing it */
+static bool keep_tmpdir;  /* the test failed: its files are what shows why */
 
 static void remove_tmpdir(void)
 {
-	if (tmpdir[0] && getpid() == tmpdir_owner)
+	if (!tmpdir[0] || getpid() != tmpdir_owner)
+		return;
+	if (keep_tmpdir)
+		fprintf(stderr, "the test's files are kept in %s\n", tmpdir);
+	else
 		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void test_keep_tmpdir(void)
+{
+	keep_tmpdir = true;
 }
 
 /* Images the recorder keeps for deleted or replaced binaries go to the test's own directory,

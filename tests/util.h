@@ -23,8 +23,11 @@ const char *test_prog(const char *name);
 const char *test_example(const char *name);
 /* Path of a file in the source tree, e.g. "fuzz/corpus". */
 const char *test_src_path(const char *rel);
-/* A fresh directory for this test, removed when the test process ends. */
+/* A fresh directory for this test, removed when the test process ends but for a failure. */
 const char *test_tmpdir(void);
+/* Keeps test_tmpdir() when the test ends and prints where it is: a failed test's spools and
+ * logs, for what its message does not say (test_fail calls it). */
+void test_keep_tmpdir(void);
 /* test_tmpdir()/name, in a static rotating buffer (valid for the next 8 calls). */
 const char *test_path(const char *name);
 

@@ -813,6 +813,7 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 		/* 0.6 s of 1 ms sleeps at least, nearly all of them through main */
 		ASSERT(with >= 500 * 1000.0);
 	}
+	acct_check_spool(spool, true); /* whose accounting adds up */
 }
 
 /* Without CAP_SYS_ADMIN and CAP_BPF (dropped from the bounding set, so that root's exec
