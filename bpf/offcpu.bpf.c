@@ -46,7 +46,8 @@
  *
  * sched_waking, in the waker's context, gives the wakeup time and the waker; the wait's
  * runnable part (wakeup to switch-in) follows. sched_process_exit writes a thread's open
- * wait; sched_process_fork adds the children of recorded processes to the targets.
+ * wait; sched_process_fork adds the children of recorded processes to the targets, and
+ * sched_process_exit removes a process with its last thread.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -104,7 +105,7 @@ struct {
 } open SEC(".maps");
 
 /* Recorded processes (key: tgid), unless all_tasks: 2, or 1 for a process recorded from
- * its exec on (a launched program still in its launcher). */
+ * its exec on (a launched program still in its launcher); until its last thread exits. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
@@ -713,7 +714,8 @@ int BPF_PROG(sonde_switch, bool preempt, struct task_struct *prev, struct task_s
 			o->open = 0;
 			exit_shorts(o, ptid, now);
 		}
-	} else if (ptid && tracked(ptgid, ptid)) {
+	} else if (ptid && (tracked(ptgid, ptid) ||
+			    ((prev->flags & PF_EXITING) && bpf_task_storage_get(&tasks, prev, 0, 0)))) {
 		struct tstate *o =
 			bpf_task_storage_get(&tasks, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!o) {
@@ -819,9 +821,18 @@ int BPF_PROG(sonde_wake_new, struct task_struct *p)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sonde_exit, struct task_struct *p)
 {
-	__u32 tid = p->pid;
-	struct tstate *t = bpf_task_storage_get(&tasks, p, 0, 0);
+	__u32 tid = p->pid, tgid = p->tgid;
+	/* a recorded thread keeps its storage to its last switch-out, for the waits it is
+	 * preempted in on its way out (sonde_switch: exiting and holding one) */
+	struct tstate *t = bpf_task_storage_get(&tasks, p, 0,
+						tracked(tgid, tid) ? BPF_LOCAL_STORAGE_GET_F_CREATE
+								   : 0);
 
+	/* the process's last thread (do_exit counts it out before this tracepoint): no
+	 * target any more, before its pid can name another process, which the entry would
+	 * have recorded (and a launched build's processes would fill the map) */
+	if (!p->signal->live.counter)
+		bpf_map_delete_elem(&targets, &tgid);
 	if (!t)
 		return 0;
 	/* a wait that ended but whose capture point never came (exiting, the thread goes

@@ -537,7 +537,8 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 		if (!t)
 			return -ENOMEM;
 		t->pid = pid;
-		err = open_thread(r, pid, true, false);
+		err = r->system_wide ? sonde__rec_system_take(r, p, false)
+				     : open_thread(r, pid, true, false);
 		p->attach_ticks = sonde__rec_boot_ticks();
 		goto out;
 	}
@@ -552,7 +553,9 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 		if (err)
 			goto out;
 	}
-	err = open_threads(r, p);
+	err = r->system_wide ? sonde__rec_system_take(r, p, true) : open_threads(r, p);
+	/* looked up again: taking its descendants may have moved the table */
+	p = sonde__tasks_process(&r->tasks, pid, false);
 	if (!err)
 		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 out:

@@ -14,6 +14,9 @@ struct rec_filters {
 	pid_t self_pid;	    /* the recorder's own process: never recorded */
 	pid_t *filter_pids; /* record only these and their descendants; NULL: every process */
 	size_t n_filter_pids;
+	/* the events are per CPU for a launched command's tree, filter_pids, and not for -a
+	 * (sonde__rec_system_launched) */
+	bool launched;
 	pid_t *filter_tids; /* and these threads, and what they create */
 	size_t n_filter_tids;
 	char (*filter_comms)[16]; /* and the tasks so named at their sample */

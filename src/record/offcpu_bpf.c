@@ -90,6 +90,11 @@ bool sonde__rec_offcpu_bpf_sys_exit_attached(const struct sonde_recorder *r)
 	return false;
 }
 
+size_t sonde__rec_offcpu_bpf_targets(const struct sonde_recorder *r)
+{
+	return 0;
+}
+
 #else /* SONDE_HAVE_BPF */
 
 #include <sys/epoll.h>
@@ -579,6 +584,22 @@ static void maybe_sys_exit(struct rec_offcpu_bpf *b)
 bool sonde__rec_offcpu_bpf_sys_exit_attached(const struct sonde_recorder *r)
 {
 	return r->offcpu.bpf && r->offcpu.bpf->skel->links.sonde_sys_exit;
+}
+
+size_t sonde__rec_offcpu_bpf_targets(const struct sonde_recorder *r)
+{
+	size_t n = 0;
+	__u32 key, next;
+
+	if (!r->offcpu.bpf)
+		return 0;
+	const struct bpf_map *m = r->offcpu.bpf->skel->maps.targets;
+	for (const void *at = NULL;
+	     bpf_map__get_next_key(m, at, &next, sizeof(next)) == 0 && n < SIZE_MAX; at = &key) {
+		key = next;
+		n++;
+	}
+	return n;
 }
 
 int sonde__rec_offcpu_bpf_drain(struct sonde_recorder *r)

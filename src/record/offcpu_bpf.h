@@ -47,6 +47,9 @@ void sonde__rec_offcpu_bpf_free(struct sonde_recorder *r);
 /* Whether the program on sys_exit is attached: only once a recorded thread without a
  * restartable sequence blocked in a system call (a drain attaches it). */
 bool sonde__rec_offcpu_bpf_sys_exit_attached(const struct sonde_recorder *r);
+/* The processes the programs track by pid (not with -a over every process): those alive
+ * of the targets and their descendants. */
+size_t sonde__rec_offcpu_bpf_targets(const struct sonde_recorder *r);
 
 /* Each CPU's switch sequence (SWITCHES spool records), kept by offcpu.c for both backends.
  * Whether the recording keeps it: -a over every process (a recording limited to some

@@ -281,6 +281,10 @@ enum {
 	RING_CAP_BYTES = 256u << 20,
 	/* Tracepoint hits a second a ring is sized for. */
 	TRACEPOINT_RATE = 1000,
+	/* The least a ring holds: the side band (a program's start maps a few dozen files;
+	 * with -a, every process's) is all an off-CPU-only recording by the BPF backend
+	 * writes there, its waits going through the programs' own ring. */
+	RING_SIDE_BAND_BYTES = 1u << 20,
 };
 
 /* The locked memory perf rings may take without CAP_IPC_LOCK: perf_event_mlock_kb per
@@ -328,12 +332,14 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	 * grows with -a; -ring-pages overrides). */
 	if (r->cfg.kind == PERF_KIND_TRACEPOINT)
 		rate = TRACEPOINT_RATE / (r->cfg.period ? r->cfg.period : 1) + 1;
-	/* switch-outs come on top of the clock's samples, at the rate threads block: a
-	 * guess of a thousand a second (the loss accounting and, with -a, growing rings
-	 * cover what a busier program does) */
-	if (sonde__rec_offcpu_on(r))
+	/* the perf backend's switch-outs come on top of the clock's samples, at the rate
+	 * threads block: a guess of a thousand a second (the loss accounting and, with -a,
+	 * growing rings cover what a busier program does) */
+	if (sonde__rec_offcpu_on(r) && !r->offcpu.bpf)
 		rate += 1000;
 	uint64_t want = rate * sample * budget / 1000;
+	if (want < RING_SIDE_BAND_BYTES)
+		want = RING_SIDE_BAND_BYTES;
 	/* the bound over all rings, each ring's meta page included */
 	uint64_t per_ring = r->sum.ring_bytes_cap / (r->ev.n_cpus ? r->ev.n_cpus : 1);
 	per_ring = per_ring > page ? per_ring - page : page;
@@ -511,12 +517,18 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 	int err = sonde__rec_check_target(pid);
 	if (!err)
 		err = sonde__rec_offcpu_setup(r, &o);
+	/* A launched command recorded off CPU only, its switches tracked by the BPF
+	 * programs: its side band comes from per-CPU events kept to its tree (system.c) */
+	bool tree = !err && mode == SONDE_ATTACH_ON_EXEC && r->cfg.dummy && r->offcpu.bpf &&
+		    sonde__rec_follows_children(r) && !o.exec_check;
+	if (tree)
+		err = sonde__rec_system_launched(r, pid);
 	if (err)
 		return err;
 	/* probed on a live thread: a main thread that ended first takes no event */
 	pid_t probe = pid;
 	sonde__proc_live_task(pid, &probe);
-	err = sonde__rec_choose_event(r, probe, want);
+	err = sonde__rec_choose_event(r, tree ? -1 : probe, want);
 	if (err) {
 		if (err == -ESRCH)
 			sonde_error("no such process: %d", (int)pid);
@@ -526,6 +538,8 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 	}
 	sonde__rec_size_rings(r, &o);
 	err = start_spool(r, write, ctx);
+	if (!err && tree)
+		err = sonde__rec_system_open(r);
 	if (err)
 		return err;
 	err = sonde__rec_open_process(r, pid, mode);
@@ -535,7 +549,9 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 		sonde_error("no such process: %d (it exited while attaching)", (int)pid);
 	else if (err)
 		sonde_error("cannot attach to pid %d: %s", (int)pid, sonde_strerror(err));
-	if (!err && mode != SONDE_ATTACH_ON_EXEC)
+	/* per-CPU events are enabled now: the command is still in its launcher, which records
+	 * nothing of it before its exec (the programs wait for it) */
+	if (!err && (mode != SONDE_ATTACH_ON_EXEC || tree))
 		err = sonde_recorder__enable(r);
 	else if (!err)
 		r->enabled = true; /* the kernel enables the events at exec */
@@ -703,7 +719,7 @@ int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum son
 
 	if (r->finished)
 		return -SONDE_E_STATE;
-	if (r->system_wide)
+	if (r->system_wide && !sonde__rec_system_launched_tree(r))
 		return -EINVAL; /* every process is recorded already */
 	if (mode > SONDE_ATTACH_RUNNING)
 		return -EINVAL;
@@ -741,8 +757,13 @@ int sonde_recorder__attach_thread(struct sonde_recorder *r, pid_t tid, enum sond
 {
 	if (r->finished)
 		return -SONDE_E_STATE;
-	if (r->system_wide || mode == SONDE_ATTACH_ON_EXEC || mode > SONDE_ATTACH_RUNNING)
+	if ((r->system_wide && !sonde__rec_system_launched_tree(r)) ||
+	    mode == SONDE_ATTACH_ON_EXEC || mode > SONDE_ATTACH_RUNNING)
 		return -EINVAL;
+	if (r->system_wide) {
+		int err = sonde__rec_system_take_thread(r, tid);
+		return err == -ESRCH ? SONDE_ATTACH_EXITED : err ? err : SONDE_ATTACH_ATTACHED;
+	}
 	int out = sonde__rec_open_thread_target(r, tid, mode);
 	if (out == -ESRCH)
 		return SONDE_ATTACH_EXITED;
@@ -1151,7 +1172,8 @@ int sonde_recorder__finish(struct sonde_recorder *r, struct sonde_record_summary
 	 * lost switch-out is a wait nobody knows of; the BPF backend's are unknown spans). */
 	bool every_switch_out = r->offcpu.bpf || (!r->sum.lost_events && !r->sum.lost_samples);
 	uint32_t coverage = SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT;
-	if (r->offcpu.on && every_switch_out && !r->system_wide && !r->offcpu.attached_running)
+	if (r->offcpu.on && every_switch_out &&
+	    (!r->system_wide || sonde__rec_system_launched_tree(r)) && !r->offcpu.attached_running)
 		keep_first(r, &first, sonde_spool_writer__add_offcpu_coverage(r->spool, coverage),
 			   "writing the off-CPU coverage");
 	/* What the recording could not see, for the readers to say (after the losses the

@@ -137,6 +137,8 @@ struct sonde_recorder {
 	uint64_t start_mono, last_time;
 	int first_error;
 	bool enabled, finished;
+	/* events per CPU over every task, kept to the filters in user space: -a, or a
+	 * launched command's tree (sonde__rec_system_launched; summary system_wide 0) */
 	bool system_wide;
 };
 
@@ -456,6 +458,21 @@ void sonde__rec_read_exe(pid_t pid, uint64_t *dev, uint64_t *ino);
 /* Options of a system-wide recording: the CPUs (validated against the online ones), the
  * process filter. 0 or -errno. */
 int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o);
+/* A launched command recorded off CPU only with the BPF backend: its side band (exec,
+ * mappings, forks, exits) from one event per CPU, kept to the process tree of pid as -a -p
+ * keeps it, rather than from events of its own on every thread, which a thread pays for at
+ * each of its switches (docs/record.md, "Off-CPU backends"). The events are opened and
+ * the process attached as for -a. 0 or -ENOMEM. */
+int sonde__rec_system_launched(struct sonde_recorder *r, pid_t pid);
+/* Whether the recording is a launched command's tree by per-CPU events. */
+bool sonde__rec_system_launched_tree(const struct sonde_recorder *r);
+/* Process p attached to such a recording (sonde__rec_open_process): its records kept from
+ * now on, its threads and its descendants read from /proc when it is running (not still
+ * in its launcher). 0 or -errno. */
+int sonde__rec_system_take(struct sonde_recorder *r, struct rec_process *p, bool running);
+/* Thread tid attached alone to such a recording, running: its records kept from now on
+ * (and what it creates). 0 or -errno, logged (-ESRCH: no such thread). */
+int sonde__rec_system_take_thread(struct sonde_recorder *r, pid_t tid);
 /* One disabled event per selected CPU, every task. 0 or -errno. */
 int sonde__rec_system_open(struct sonde_recorder *r);
 /* Reads the running processes from /proc (all, or the filtered ones and their

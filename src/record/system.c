@@ -73,10 +73,11 @@ static int configure_comms(struct sonde_recorder *r, const struct sonde_record_o
 	return 0;
 }
 
-int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
+/* Events per CPU over every task, kept to the filters here: -a, or a launched command's
+ * tree. */
+static void per_cpu_events(struct sonde_recorder *r)
 {
 	r->system_wide = true;
-	r->sum.system_wide = 1;
 	r->filt.self_pid = getpid();
 	/* Every process is followed, forks included (the events are not inherited: the
 	 * per-CPU events see every task anyway). */
@@ -85,6 +86,12 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 	r->cfg.cpu_wide = true;
 	/* one event per CPU samples every thread: one copy size for all */
 	sonde__rec_fixed_copy(r);
+}
+
+int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_record_opts *o)
+{
+	per_cpu_events(r);
+	r->sum.system_wide = 1;
 	if (o->n_cpus) {
 		int err = sonde__rec_select_cpus(r, o->cpus, o->n_cpus);
 		if (err)
@@ -107,6 +114,32 @@ int sonde__rec_system_configure(struct sonde_recorder *r, const struct sonde_rec
 		r->filt.n_filter_tids = o->n_filter_tids;
 	}
 	return configure_comms(r, o);
+}
+
+/* Adds id to a filter's list unless it is there. 0 or -ENOMEM. */
+static int filter_add(pid_t **ids, size_t *n, pid_t id)
+{
+	for (size_t i = 0; i < *n; i++)
+		if ((*ids)[i] == id)
+			return 0;
+	pid_t *more = sonde__realloc(*ids, (*n + 1) * sizeof(*more));
+	if (!more)
+		return -ENOMEM;
+	more[(*n)++] = id;
+	*ids = more;
+	return 0;
+}
+
+int sonde__rec_system_launched(struct sonde_recorder *r, pid_t pid)
+{
+	per_cpu_events(r);
+	r->filt.launched = true;
+	return filter_add(&r->filt.filter_pids, &r->filt.n_filter_pids, pid);
+}
+
+bool sonde__rec_system_launched_tree(const struct sonde_recorder *r)
+{
+	return r->filt.launched;
 }
 
 int sonde__rec_system_open(struct sonde_recorder *r)
@@ -280,13 +313,27 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 	return err;
 }
 
-/* A filtered process (or a descendant of one): every thread of it is recorded. */
-static void select_process(struct sonde_recorder *r, pid_t pid)
+/* A filtered process (or a descendant of one): every thread of it is recorded, and the
+ * BPF off-CPU programs track it (they add the children forked from now on themselves; one
+ * forked before, found in /proc, they would never see). 0 or -errno. */
+static int select_process(struct sonde_recorder *r, pid_t pid)
 {
 	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
 
-	if (p)
-		p->selected = true;
+	if (!p)
+		return 0;
+	p->selected = true;
+	return sonde__rec_offcpu_bpf_target(r, pid, false);
+}
+
+int sonde__rec_system_take(struct sonde_recorder *r, struct rec_process *p, bool running)
+{
+	int err = filter_add(&r->filt.filter_pids, &r->filt.n_filter_pids, p->pid);
+
+	if (err)
+		return err;
+	p->selected = true;
+	return running ? synthesize_threads(r, p) : 0;
 }
 
 /* Adds the filtered processes' descendants that exist already, depth first. */
@@ -301,7 +348,8 @@ static int adopt_descendants(struct sonde_recorder *r, pid_t pid, uint64_t since
 		return err == -ESRCH ? 0 : err;
 	for (size_t i = 0; i < n && !err; i++) {
 		err = sonde__rec_system_adopt(r, kids[i], since, time);
-		select_process(r, kids[i]);
+		if (!err)
+			err = select_process(r, kids[i]);
 		if (!err)
 			err = adopt_descendants(r, kids[i], since, time, depth + 1);
 	}
@@ -328,6 +376,20 @@ static int adopt_thread(struct sonde_recorder *r, pid_t tid, uint64_t since, uin
 	return 0;
 }
 
+int sonde__rec_system_take_thread(struct sonde_recorder *r, pid_t tid)
+{
+	uint64_t time = sonde__rec_time(r, sonde__rec_now(r));
+	int err = filter_add(&r->filt.filter_tids, &r->filt.n_filter_tids, tid);
+
+	if (!err)
+		err = adopt_thread(r, tid, time, time);
+	if (!err)
+		err = sonde__rec_offcpu_bpf_thread(r, tid);
+	/* adopted running: a wait it is in began unseen */
+	r->offcpu.attached_running = true;
+	return err;
+}
+
 int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 {
 	uint64_t time = sonde__rec_time(r, sonde__rec_now(r));
@@ -335,7 +397,8 @@ int sonde__rec_system_scan(struct sonde_recorder *r, uint64_t since)
 
 	for (size_t i = 0; i < r->filt.n_filter_pids && !err; i++) {
 		err = sonde__rec_system_adopt(r, r->filt.filter_pids[i], since, time);
-		select_process(r, r->filt.filter_pids[i]);
+		if (!err)
+			err = select_process(r, r->filt.filter_pids[i]);
 		if (!err)
 			err = adopt_descendants(r, r->filt.filter_pids[i], since, time, 0);
 	}

@@ -29,6 +29,7 @@
 #include "export/acct.h"
 #include "offcpu_util.h"
 #include "record/offcpu_bpf.h"
+#include "record/recorder.h"
 
 /* A summary number: the one just before `after` on the off-CPU line. */
 static unsigned long long summary_num(const char *err, const char *after)
@@ -814,6 +815,193 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 		ASSERT(with >= 500 * 1000.0);
 	}
 	acct_check_spool(spool, true); /* whose accounting adds up */
+}
+
+/* The first child of pid, awaited (30 s at most): a shell's background command. */
+static pid_t first_child(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	for (double end = test_now() + 30; test_now() < end; usleep(10000)) {
+		char *kids = test_read_file(path, NULL);
+		long kid = kids ? strtol(kids, NULL, 10) : 0;
+		free(kids);
+		if (kid > 0)
+			return (pid_t)kid;
+	}
+	FAIL("pid %d started no child in 30 s", (int)pid);
+}
+
+/* /bin/sh running `sleep_loop naps` in the background and waiting for it: argv for
+ * test_spawn or sonde_launch__new, in cmd (of size n). */
+static void shell_with_sleeper(char *cmd, size_t n, int naps, const char *argv[4])
+{
+	snprintf(cmd, n, "%s %d & wait", test_prog("sleep_loop"), naps);
+	argv[0] = "/bin/sh";
+	argv[1] = "-c";
+	argv[2] = cmd;
+	argv[3] = NULL;
+}
+
+/* Asserts that process pid slept at least `least` seconds in spool, through main. */
+static void slept_through_main(const char *spool, pid_t pid, double least)
+{
+	struct test_output o;
+	double all, with;
+
+	test_runf(&o, 60, "%s report --folded --metric wall --pid %d %s", test_bin("sonde"),
+		  (int)pid, spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	sleeping_time(o.out, ";main;sleep_caller;", &all, &with);
+	test_output_free(&o);
+	printf("pid %d: sleeping %.0f us, %.0f us through main\n", (int)pid, all, with);
+	ASSERT(with >= least * 1e6);
+}
+
+/* -a -p PID: a child PID had already when the recording started is recorded too, its
+ * sleeps stacked through main. The programs add the children forked from then on
+ * themselves; one found in /proc was left to user space alone, which had its side band
+ * and none of its waits ("0 switch-outs"). */
+TEST_TIMEOUT(offcpu_bpf_system_wide_pid_filter_takes_the_children_it_finds, 120)
+{
+	const char *spool = test_path("kids.spool"), *errf = test_path("kids.err");
+	const char *argv[4];
+	char sh_cmd[PATH_MAX + 32], cmd[3 * PATH_MAX];
+
+	offcpu_require_bpf();
+	shell_with_sleeper(sh_cmd, sizeof(sh_cmd), 100000, argv);
+	pid_t sh = test_spawn(argv), kid = first_child(sh);
+	snprintf(cmd, sizeof(cmd),
+		 "exec %s record -a -p %d --off-cpu --off-cpu-backend bpf -o %s 2>%s",
+		 test_bin("sonde"), (int)sh, spool, errf);
+	const char *rec_argv[] = {"/bin/sh", "-c", cmd, NULL};
+	pid_t rec = test_spawn(rec_argv);
+	/* until the spool holds 0.3 s of the child's sleeps (none ever, before) */
+	double end = test_now() + 30;
+	while (slept_s(spool, kid) < 0.3 && test_now() < end)
+		usleep(50000);
+	kill(rec, SIGINT);
+	int status = test_wait(rec, 60);
+	kill(kid, SIGKILL);
+	kill(sh, SIGKILL);
+	test_wait(sh, 10);
+	char *err = ASSERT_NOT_NULL(test_read_file(errf, NULL));
+	printf("%s", err);
+	if (status != 0)
+		FAIL("record exited %d:\n%s", status, err);
+	free(err);
+	slept_through_main(spool, kid, 0.25);
+}
+
+/* A launched command recorded off CPU only by the BPF backend takes its side band (exec,
+ * mappings, forks, exits) from one event per CPU kept to its tree, as -a -p, not from
+ * events of its own on each thread, which a thread pays for at each of its switches
+ * (docs/record.md, "Off-CPU backends"): every event the recorder holds is a CPU's while
+ * the shell and its child run; the child's sleeps are stacked through main (its exec and
+ * mappings came through those events), each process is named by its program, no other
+ * process is in the spool, and every switch-out of the tree is covered, as with events of
+ * its own. */
+TEST_TIMEOUT(offcpu_bpf_launched_off_cpu_only_takes_one_event_per_cpu, 120)
+{
+	const char *spool = test_path("tree.spool");
+	const char *argv[4];
+	char sh_cmd[PATH_MAX + 32];
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .off_cpu = true,
+					 .tracepoint = "sched:sched_switch",
+					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+	int status;
+
+	offcpu_require_bpf();
+	shell_with_sleeper(sh_cmd, sizeof(sh_cmd), 300, argv);
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new((char *const *)argv, NULL));
+	pid_t sh = sonde_launch__pid(l);
+	struct sonde_recorder *r = sonde_recorder__attach(sh, spool, SONDE_ATTACH_ON_EXEC, &opts);
+	if (!r)
+		FAIL("attach: %s", strerror(errno));
+	ASSERT_OK(sonde_launch__resume(l));
+	pid_t kid = first_child(sh);
+	while (sonde_launch__wait(l, WNOHANG, &status) == 0) {
+		ASSERT_INT(sonde_recorder__poll(r, 50, NULL), >=, 0);
+		ASSERT_UINT(sonde__rec_n_events(r), ==, sonde__rec_n_cpus(r));
+		for (size_t i = 0; i < r->ev.n_events; i++)
+			ASSERT_INT(r->ev.events[i].tid, ==, -1);
+	}
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	struct sonde_record_summary sum = {.sz = sizeof(sum)};
+	ASSERT_OK(sonde_recorder__finish(r, &sum));
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
+	ASSERT_STR_EQ(sum.offcpu_backend, "bpf");
+	ASSERT_UINT(sum.system_wide, ==, 0);
+	ASSERT_UINT(sum.lost_events, ==, 0);
+
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_thread th;
+	bool named_sh = false, named_kid = false;
+	sonde_spool__get_info(s, &in);
+	ASSERT(sonde_spool__offcpu_coverage(s) & SONDE_SPOOL_OFFCPU_EVERY_SWITCH_OUT);
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &th));
+		if (th.pid != (uint32_t)sh && th.pid != (uint32_t)kid)
+			FAIL("thread %u/%u (%s) of neither the shell nor its child", th.pid, th.tid,
+			     th.comm);
+		named_sh |= th.pid == (uint32_t)sh && !strcmp(th.comm, "sh");
+		named_kid |= th.pid == (uint32_t)kid && !strcmp(th.comm, "sleep_loop");
+	}
+	sonde_spool__close(s);
+	ASSERT(named_sh && named_kid);
+	slept_through_main(spool, kid, 0.25);
+}
+
+/* The programs track a recorded process by its pid until its last thread exits: a
+ * launched shell that ran 50 commands one after the other, then exec'd sleep_loop, is
+ * their one process left, where each command's pid used to stay (an unrelated process
+ * given one of those pids later was recorded as the shell's child, and a build's
+ * processes filled the map, those after unrecorded). */
+TEST_TIMEOUT(offcpu_bpf_exited_processes_leave_the_programs_targets, 120)
+{
+	const char *spool = test_path("gone.spool");
+	char cmd[PATH_MAX + 128], comm[64];
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .off_cpu = true,
+					 .tracepoint = "sched:sched_switch",
+					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+
+	offcpu_require_bpf();
+	snprintf(cmd, sizeof(cmd),
+		 "i=0; while [ $i -lt 50 ]; do /bin/true; i=$((i + 1)); done; exec %s 100000",
+		 test_prog("sleep_loop"));
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new((char *const *)argv, NULL));
+	pid_t sh = sonde_launch__pid(l);
+	struct sonde_recorder *r = sonde_recorder__attach(sh, spool, SONDE_ATTACH_ON_EXEC, &opts);
+	if (!r)
+		FAIL("attach: %s", strerror(errno));
+	ASSERT_OK(sonde_launch__resume(l));
+	/* the shell's exec of sleep_loop comes after the last command was reaped */
+	snprintf(comm, sizeof(comm), "/proc/%d/comm", (int)sh);
+	for (double end = test_now() + 60;; usleep(10000)) {
+		char *c = test_read_file(comm, NULL);
+		bool done = c && !strcmp(c, "sleep_loop\n");
+		free(c);
+		if (done)
+			break;
+		if (test_now() > end)
+			FAIL("the shell did not get to sleep_loop in 60 s");
+		ASSERT_INT(sonde_recorder__poll(r, 0, NULL), >=, 0);
+	}
+	size_t targets = sonde__rec_offcpu_bpf_targets(r);
+	kill(sh, SIGKILL);
+	int status;
+	sonde_launch__wait(l, 0, &status);
+	ASSERT_OK(sonde_recorder__finish(r, NULL));
+	sonde_recorder__free(r);
+	sonde_launch__free(l);
+	ASSERT_UINT(targets, ==, 1);
 }
 
 /* Without CAP_SYS_ADMIN and CAP_BPF (dropped from the bounding set, so that root's exec
