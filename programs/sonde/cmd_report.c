@@ -464,14 +464,16 @@ static double recording_span(const struct report *r)
 	return last > first ? (last - first) / 1e9 : 0;
 }
 
-/* The seconds the report's header and --summary's tables are given over, one figure: with
- * the CPUs' switches, the accounting's window (sonde__acct_window: where the machine was
- * first and last seen, over which the tables add up), else the recording's span. */
+/* The seconds the report's header and --summary's tables are given over, one figure: the
+ * accounting's window (sonde__acct_window: with the CPUs' switches, where the machine was
+ * first and last seen, over which the tables add up; else, off CPU, the recording's start
+ * to its last wait or exit, where a program whose waits are all short had only the span
+ * of its few long ones, 1.0 s of a 2.0 s ping-pong), else the span of the samples. */
 static double report_window(const struct report *r)
 {
 	uint64_t start, end;
 
-	if (!sonde_spool__switch_cpus(r->spool))
+	if (!sonde_spool__switch_cpus(r->spool) && !sonde__acct_offcpu_recorded(r->spool))
 		return recording_span(r);
 	sonde__acct_window(r->spool, &start, &end);
 	return end > start ? (end - start) / 1e9 : 0;

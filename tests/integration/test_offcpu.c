@@ -748,6 +748,41 @@ TEST_TIMEOUT(offcpu_report_of_a_sleep_spans_its_wait, 120)
 	ASSERT(in_time);
 	ASSERT(share >= 0 && share <= 100);
 	test_output_free(&o);
+
+	/* a ping-pong, off CPU only: its waits are short (counted, not stacked) but for a
+	 * few, and the header spans its run, not those few (1.0 s of 2.0 s) */
+	t0 = test_now();
+	test_runf(&o, 60, "%s record --off-cpu -e sched:sched_switch -q -o %s -- %s 1",
+		  test_bin("sonde"), spool, test_prog("pingpong"));
+	took = test_now() - t0;
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	over = ASSERT_NOT_NULL(strstr(o.out, " over "));
+	span = atof(over + 6);
+	printf("ping-pong: span %.2f s, record took %.2f s\n", span, took);
+	ASSERT(span >= 0.99);
+	ASSERT(span <= took + 0.01);
+	test_output_free(&o);
+	/* the main thread's life starts at its exec, where the recording first sees it,
+	 * before it starts the ponger (it was defined at its first long wait or sample) */
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(spool, NULL));
+	struct sonde_spool_info in;
+	struct sonde_spool_thread th;
+	uint64_t main_at = UINT64_MAX, ponger_at = UINT64_MAX;
+	sonde_spool__get_info(s, &in);
+	for (uint32_t i = 1; i <= in.threads; i++) {
+		ASSERT_OK(sonde_spool__get_thread(s, i, &th));
+		uint64_t *at = th.tid == th.pid ? &main_at : &ponger_at;
+		if (th.time_ns < *at)
+			*at = th.time_ns;
+	}
+	sonde_spool__close(s);
+	ASSERT(ponger_at != UINT64_MAX);
+	ASSERT_UINT(main_at, <=, ponger_at);
 }
 
 /* Whether a --folded-roots thread report names thread `id` somewhere ("NAME-PID/ID;"
