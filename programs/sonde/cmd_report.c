@@ -318,11 +318,15 @@ static void print_metric(const struct report *r)
 		return;
 	}
 	printf("metric %s: %.3f s in all", sonde_profile__metric_name(r->metric), r->total / 1e9);
+	/* on-CPU time measured: by the CPUs' switches, or, where every switch-out of the
+	 * threads was tracked from their start, as their lives less their waits */
 	if (r->metric == SONDE_PROFILE_METRIC_WALL && r->wall_by_switches)
-		printf(" = %.3f s on CPU (by the CPUs' switches, spread over %" PRIu64
+		printf(" = %.3f s on CPU (%s, spread over %" PRIu64
 		       " samples; %.3f s of it not sampled) + %.3f s off CPU",
-		       r->on_ns / 1e9, r->on_samples, r->unsampled_ns / 1e9,
-		       (r->off_ns - r->unknown_ns) / 1e9);
+		       r->on_ns / 1e9,
+		       sonde_spool__switch_cpus(r->spool) ? "by the CPUs' switches"
+							  : "the threads' lives less their waits",
+		       r->on_samples, r->unsampled_ns / 1e9, (r->off_ns - r->unknown_ns) / 1e9);
 	else if (r->metric == SONDE_PROFILE_METRIC_WALL)
 		printf(" = %.3f s on CPU (%" PRIu64 " samples of %.3f ms) + %.3f s off CPU",
 		       r->on_ns / 1e9, r->on_samples, r->info.header.sample_period_ns / 1e6,

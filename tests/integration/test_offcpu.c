@@ -766,6 +766,8 @@ TEST_TIMEOUT(offcpu_report_of_a_sleep_spans_its_wait, 120)
 	printf("ping-pong: span %.2f s, record took %.2f s\n", span, took);
 	ASSERT(span >= 0.99);
 	ASSERT(span <= took + 0.01);
+	/* its on-CPU time is measured without the CPUs' switches, and the header says how */
+	ASSERT_CONTAINS(o.out, "on CPU (the threads' lives less their waits, spread over");
 	test_output_free(&o);
 	/* the main thread's life starts at its exec, where the recording first sees it,
 	 * before it starts the ponger (it was defined at its first long wait or sample) */
