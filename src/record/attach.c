@@ -554,8 +554,6 @@ int sonde__rec_open_process(struct sonde_recorder *r, pid_t pid, enum sonde_atta
 			goto out;
 	}
 	err = r->system_wide ? sonde__rec_system_take(r, p, true) : open_threads(r, p);
-	/* looked up again: taking its descendants may have moved the table */
-	p = sonde__tasks_process(&r->tasks, pid, false);
 	if (!err)
 		err = sonde__rec_read_maps(r, p, sonde__rec_time(r, sonde__rec_now(r)));
 out:

@@ -315,7 +315,8 @@ int sonde__rec_system_adopt(struct sonde_recorder *r, pid_t pid, uint64_t since,
 
 /* A filtered process (or a descendant of one): every thread of it is recorded, and the
  * BPF off-CPU programs track it (they add the children forked from now on themselves; one
- * forked before, found in /proc, they would never see). 0 or -errno. */
+ * forked before, found in /proc, they would never see), unless it was attached, which
+ * made it their target (a launched command's from its exec on). 0 or -errno. */
 static int select_process(struct sonde_recorder *r, pid_t pid)
 {
 	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
@@ -323,7 +324,7 @@ static int select_process(struct sonde_recorder *r, pid_t pid)
 	if (!p)
 		return 0;
 	p->selected = true;
-	return sonde__rec_offcpu_bpf_target(r, pid, false);
+	return p->attached ? 0 : sonde__rec_offcpu_bpf_target(r, pid, false);
 }
 
 int sonde__rec_system_take(struct sonde_recorder *r, struct rec_process *p, bool running)
