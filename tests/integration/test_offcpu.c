@@ -713,6 +713,25 @@ static double unresolved_share(const char *out, bool *in_time)
 	return atof(p + 1);
 }
 
+/* Records `sonde record -o spool ARGS` (taking *took seconds), then reports it with
+ * --metric wall into o; the seconds its header says it is over. */
+static double recorded_span(struct test_output *o, const char *spool, const char *args,
+			    double *took)
+{
+	double t0 = test_now();
+
+	test_runf(o, 60, "%s record -o %s %s", test_bin("sonde"), spool, args);
+	*took = test_now() - t0;
+	if (o->status != 0)
+		FAIL("record exited %d:\n%s", o->status, o->err);
+	test_output_free(o);
+	test_runf(o, 60, "%s report --metric wall %s", test_bin("sonde"), spool);
+	if (o->status != 0)
+		FAIL("report exited %d:\n%s", o->status, o->err);
+	const char *over = ASSERT_NOT_NULL(strstr(o->out, " over "));
+	return atof(over + 6);
+}
+
 /* A program that only sleeps: `sleep 2` has no on-CPU time worth a sample, and its one
  * wait is the recording. The report's header spans that wait ("over 2.0x s", not 0.00),
  * the wall metric has it whole, and the unresolved-frames footer of --metric wall speaks
@@ -724,19 +743,7 @@ TEST_TIMEOUT(offcpu_report_of_a_sleep_spans_its_wait, 120)
 	bool in_time;
 
 	require_offcpu();
-	double t0 = test_now();
-	test_runf(&o, 60, "%s record --off-cpu -q -o %s -- sleep 2", test_bin("sonde"), spool);
-	double took = test_now() - t0;
-	if (o.status != 0)
-		FAIL("record exited %d:\n%s", o.status, o.err);
-	test_output_free(&o);
-
-	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), spool);
-	if (o.status != 0)
-		FAIL("report exited %d:\n%s", o.status, o.err);
-	const char *over = strstr(o.out, " over ");
-	ASSERT_NOT_NULL(over);
-	double span = atof(over + 6);
+	double took, span = recorded_span(&o, spool, "--off-cpu -q -- sleep 2", &took);
 	printf("span %.2f s, record took %.2f s\n", span, took);
 	/* sleep's 2 s (printed to 0.01 s), and no more than the whole run took */
 	ASSERT(span >= 1.99);
@@ -751,18 +758,10 @@ TEST_TIMEOUT(offcpu_report_of_a_sleep_spans_its_wait, 120)
 
 	/* a ping-pong, off CPU only: its waits are short (counted, not stacked) but for a
 	 * few, and the header spans its run, not those few (1.0 s of 2.0 s) */
-	t0 = test_now();
-	test_runf(&o, 60, "%s record --off-cpu -e sched:sched_switch -q -o %s -- %s 1",
-		  test_bin("sonde"), spool, test_prog("pingpong"));
-	took = test_now() - t0;
-	if (o.status != 0)
-		FAIL("record exited %d:\n%s", o.status, o.err);
-	test_output_free(&o);
-	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"), spool);
-	if (o.status != 0)
-		FAIL("report exited %d:\n%s", o.status, o.err);
-	over = ASSERT_NOT_NULL(strstr(o.out, " over "));
-	span = atof(over + 6);
+	char args[PATH_MAX + 64];
+	snprintf(args, sizeof(args), "--off-cpu -e sched:sched_switch -q -- %s 1",
+		 test_prog("pingpong"));
+	span = recorded_span(&o, spool, args, &took);
 	printf("ping-pong: span %.2f s, record took %.2f s\n", span, took);
 	ASSERT(span >= 0.99);
 	ASSERT(span <= took + 0.01);

@@ -895,6 +895,25 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_pid_filter_takes_the_children_it_finds, 120)
 	slept_through_main(spool, kid, 0.25);
 }
 
+/* argv launched and recorded into spool off CPU only by the BPF backend (the launch in
+ * *l), running: the recorder. */
+static struct sonde_recorder *launch_off_cpu_only(const char *const argv[], const char *spool,
+						 struct sonde_launch **l)
+{
+	struct sonde_record_opts opts = {.sz = sizeof(opts),
+					 .off_cpu = true,
+					 .tracepoint = "sched:sched_switch",
+					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+
+	*l = ASSERT_NOT_NULL(sonde_launch__new((char *const *)argv, NULL));
+	struct sonde_recorder *r =
+		sonde_recorder__attach(sonde_launch__pid(*l), spool, SONDE_ATTACH_ON_EXEC, &opts);
+	if (!r)
+		FAIL("attach: %s", strerror(errno));
+	ASSERT_OK(sonde_launch__resume(*l));
+	return r;
+}
+
 /* A launched command recorded off CPU only by the BPF backend takes its side band (exec,
  * mappings, forks, exits) from one event per CPU kept to its tree, as -a -p, not from
  * events of its own on each thread, which a thread pays for at each of its switches
@@ -908,20 +927,13 @@ TEST_TIMEOUT(offcpu_bpf_launched_off_cpu_only_takes_one_event_per_cpu, 120)
 	const char *spool = test_path("tree.spool");
 	const char *argv[4];
 	char sh_cmd[PATH_MAX + 32];
-	struct sonde_record_opts opts = {.sz = sizeof(opts),
-					 .off_cpu = true,
-					 .tracepoint = "sched:sched_switch",
-					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+	struct sonde_launch *l;
 	int status;
 
 	offcpu_require_bpf();
 	shell_with_sleeper(sh_cmd, sizeof(sh_cmd), 300, argv);
-	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new((char *const *)argv, NULL));
+	struct sonde_recorder *r = launch_off_cpu_only(argv, spool, &l);
 	pid_t sh = sonde_launch__pid(l);
-	struct sonde_recorder *r = sonde_recorder__attach(sh, spool, SONDE_ATTACH_ON_EXEC, &opts);
-	if (!r)
-		FAIL("attach: %s", strerror(errno));
-	ASSERT_OK(sonde_launch__resume(l));
 	pid_t kid = first_child(sh);
 	while (sonde_launch__wait(l, WNOHANG, &status) == 0) {
 		ASSERT_INT(sonde_recorder__poll(r, 50, NULL), >=, 0);
@@ -966,22 +978,15 @@ TEST_TIMEOUT(offcpu_bpf_exited_processes_leave_the_programs_targets, 120)
 {
 	const char *spool = test_path("gone.spool");
 	char cmd[PATH_MAX + 128], comm[64];
-	struct sonde_record_opts opts = {.sz = sizeof(opts),
-					 .off_cpu = true,
-					 .tracepoint = "sched:sched_switch",
-					 .off_cpu_backend = SONDE_OFFCPU_BACKEND_BPF};
+	struct sonde_launch *l;
 
 	offcpu_require_bpf();
 	snprintf(cmd, sizeof(cmd),
 		 "i=0; while [ $i -lt 50 ]; do /bin/true; i=$((i + 1)); done; exec %s 100000",
 		 test_prog("sleep_loop"));
 	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-	struct sonde_launch *l = ASSERT_NOT_NULL(sonde_launch__new((char *const *)argv, NULL));
+	struct sonde_recorder *r = launch_off_cpu_only(argv, spool, &l);
 	pid_t sh = sonde_launch__pid(l);
-	struct sonde_recorder *r = sonde_recorder__attach(sh, spool, SONDE_ATTACH_ON_EXEC, &opts);
-	if (!r)
-		FAIL("attach: %s", strerror(errno));
-	ASSERT_OK(sonde_launch__resume(l));
 	/* the shell's exec of sleep_loop comes after the last command was reaped */
 	snprintf(comm, sizeof(comm), "/proc/%d/comm", (int)sh);
 	for (double end = test_now() + 60;; usleep(10000)) {
