@@ -231,6 +231,66 @@ TEST(acct_stays_within_a_lost_span_are_on_cpu_not_unknown)
 	sonde__buf_free(&b);
 }
 
+/* A task whose switch-out the kernel did not trace: X (80) runs on CPU 0 from 10 and
+ * leaves it untraced at 20; Y (90) comes in untraced and leaves at 50, where the recorder
+ * infers X -> Y (who left, when, is not known) and the stay of X on CPU 0 reads 10..50.
+ * X meanwhile ran on CPU 1 from 30 to 40, slept to 60 (a wait) and ran to 100. Its stays
+ * overlap (CPU 0's to 50, CPU 1's from 30) and the one on CPU 0 its wait (from 40): X is on
+ * one CPU at a time and off all of them in a wait, so its on-CPU time is 10..40 and 60..100,
+ * 70 ms, and its parts add up to its life, 90 ms (before: 110, 20 ms counted twice). A
+ * second task Z (81) is the same without the wait: its stay ended by an inferred switch
+ * is cut where its next stay starts. */
+TEST(acct_a_stay_ended_by_an_inferred_switch_counts_no_time_twice)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = writer(&b);
+	uint32_t x, z;
+	const uint32_t inferred = SONDE_OFFCPU_OTHER | SONDE_SWITCH_INFERRED;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 10 * MS, 80, 80, "x", &x));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 10 * MS, 81, 81, "z", &z));
+	const struct sonde_spool_switch cpu0[] = {
+		{S0 + 10 * MS, 0, 80, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 50 * MS, 80, 90, inferred},
+		{S0 + 50 * MS, 90, 81, SONDE_OFFCPU_SLEEPING},
+		{S0 + 70 * MS, 81, 0, inferred},
+		{S0 + 100 * MS, 0, 0, SONDE_OFFCPU_RUNNABLE},
+	};
+	const struct sonde_spool_switch cpu1[] = {
+		{S0 + 10 * MS, 0, 0, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 30 * MS, 0, 80, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 40 * MS, 80, 81, SONDE_OFFCPU_SLEEPING},
+		{S0 + 60 * MS, 81, 80, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 100 * MS, 80, 0, SONDE_OFFCPU_SLEEPING},
+	};
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 5));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, cpu1, 5));
+	struct sonde_spool_offcpu nap = {.switch_out_ns = S0 + 40 * MS,
+					 .switch_in_ns = S0 + 60 * MS,
+					 .thread = x,
+					 .cpu = 1,
+					 .state = SONDE_OFFCPU_SLEEPING};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &nap, NULL, 0));
+	struct sonde_spool *s = finish(w, &b);
+
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	const struct sonde_acct_task *k = &a.tasks[a.thread_task[x] - 1];
+	ASSERT_UINT(k->start_ns, ==, S0 + 10 * MS);
+	ASSERT_UINT(k->end_ns, ==, S0 + 100 * MS);
+	ASSERT_UINT(k->ns[SONDE_ACCT_ON], ==, 70 * MS);
+	ASSERT_UINT(k->ns[SONDE_ACCT_S], ==, 20 * MS);
+	ASSERT_UINT(k->over_ns, ==, 0);
+	ASSERT_UINT(k->unseen_ns, ==, 0);
+	/* Z: CPU 0 50..70 (its end inferred), CPU 1 40..60: on 40..70 */
+	k = &a.tasks[a.thread_task[z] - 1];
+	ASSERT_UINT(k->ns[SONDE_ACCT_ON], ==, 30 * MS);
+	ASSERT_UINT(k->over_ns, ==, 0);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
 /* A task's stays within a span, found by the first to end after its start: T (81) runs
  * 10..20, 30..40, ..., 110..120 on CPU 0. Each span's stays, at either end of the list and
  * past it (a search that doubled past the last stay once found none within 105..130). */
