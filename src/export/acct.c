@@ -574,8 +574,9 @@ static int add_runs(struct build *b)
 			 * switch, while the task may have gone on elsewhere. It ended by the
 			 * task's next wait at the latest; and a task is on one CPU at a time, so
 			 * stays are counted once where they overlap (its next stay elsewhere, or
-			 * the time before the CPU's first switch). Counted twice, a task starting
-			 * on a saturated machine had 17.5 ms more parts than life. */
+			 * the time before the CPU's first switch). Counted as read, such a stay is
+			 * time counted twice (what a task on a saturated machine once showed,
+			 * 17.5 ms more parts than life, beside untraced switch-ins). */
 			if (run.state & SONDE_SWITCH_INFERRED) {
 				uint64_t next = next_wait(b, (uint32_t)k, from);
 				if (to > next)
