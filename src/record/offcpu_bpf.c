@@ -594,8 +594,8 @@ size_t sonde__rec_offcpu_bpf_targets(const struct sonde_recorder *r)
 	if (!r->offcpu.bpf)
 		return 0;
 	const struct bpf_map *m = r->offcpu.bpf->skel->maps.targets;
-	for (const void *at = NULL;
-	     bpf_map__get_next_key(m, at, &next, sizeof(next)) == 0 && n < SIZE_MAX; at = &key) {
+	for (const void *at = NULL; bpf_map__get_next_key(m, at, &next, sizeof(next)) == 0;
+	     at = &key) {
 		key = next;
 		n++;
 	}
