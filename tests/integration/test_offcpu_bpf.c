@@ -28,6 +28,8 @@
 #include "acct_util.h"
 #include "export/acct.h"
 #include "offcpu_util.h"
+#include "base/alloc.h"
+#include "proc/proc.h"
 #include "record/offcpu_bpf.h"
 #include "record/recorder.h"
 
@@ -745,6 +747,22 @@ static double slept_s(const char *path, pid_t pid)
 	return ns / 1e9;
 }
 
+/* Asserts that process pid slept at least `least` seconds in spool, through main. */
+static void slept_through_main(const char *spool, pid_t pid, double least)
+{
+	struct test_output o;
+	double all, with;
+
+	test_runf(&o, 60, "%s report --folded --metric wall --pid %d %s", test_bin("sonde"),
+		  (int)pid, spool);
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	sleeping_time(o.out, ";main;sleep_caller;", &all, &with);
+	test_output_free(&o);
+	printf("pid %d: sleeping %.0f us, %.0f us through main\n", (int)pid, all, with);
+	ASSERT(with >= least * 1e6);
+}
+
 /* -a: three sleep_loop processes started before the recording, each with its sleeps
  * stacked through main; the summary gives the rings' sizes and the most each held. */
 TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
@@ -752,7 +770,6 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 	const char *spool = test_path("sys.spool");
 	const char *argv[] = {test_prog("sleep_loop"), "100000", NULL};
 	pid_t pids[3];
-	struct test_output o;
 
 	offcpu_require_bpf();
 	for (int i = 0; i < 3; i++)
@@ -802,33 +819,24 @@ TEST_TIMEOUT(offcpu_bpf_system_wide_sees_every_process, 120)
 	ASSERT_UINT(swheld, >, 0);
 	ASSERT_UINT(swheld, <=, sw);
 	free(err);
-	for (int i = 0; i < 3; i++) {
-		double all, with;
-		test_runf(&o, 60, "%s report --folded --metric wall --pid %d %s", test_bin("sonde"),
-			  (int)pids[i], spool);
-		if (o.status != 0)
-			FAIL("report exited %d:\n%s", o.status, o.err);
-		sleeping_time(o.out, ";main;sleep_caller;", &all, &with);
-		test_output_free(&o);
-		printf("pid %d: sleeping %.0f us, %.0f us through main\n", (int)pids[i], all, with);
-		/* 0.6 s of 1 ms sleeps at least, nearly all of them through main */
-		ASSERT(with >= 500 * 1000.0);
-	}
+	/* 0.6 s of 1 ms sleeps at least, nearly all of them through main */
+	for (int i = 0; i < 3; i++)
+		slept_through_main(spool, pids[i], 0.5);
 	acct_check_spool(spool, true); /* whose accounting adds up */
 }
 
 /* The first child of pid, awaited (30 s at most): a shell's background command. */
 static pid_t first_child(pid_t pid)
 {
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
 	for (double end = test_now() + 30; test_now() < end; usleep(10000)) {
-		char *kids = test_read_file(path, NULL);
-		long kid = kids ? strtol(kids, NULL, 10) : 0;
-		free(kids);
+		pid_t *kids, kid = 0;
+		size_t n;
+		if (sonde__proc_list_children(pid, &kids, &n) == 0) {
+			kid = n ? kids[0] : 0;
+			sonde__free(kids);
+		}
 		if (kid > 0)
-			return (pid_t)kid;
+			return kid;
 	}
 	FAIL("pid %d started no child in 30 s", (int)pid);
 }
@@ -842,22 +850,6 @@ static void shell_with_sleeper(char *cmd, size_t n, int naps, const char *argv[4
 	argv[1] = "-c";
 	argv[2] = cmd;
 	argv[3] = NULL;
-}
-
-/* Asserts that process pid slept at least `least` seconds in spool, through main. */
-static void slept_through_main(const char *spool, pid_t pid, double least)
-{
-	struct test_output o;
-	double all, with;
-
-	test_runf(&o, 60, "%s report --folded --metric wall --pid %d %s", test_bin("sonde"),
-		  (int)pid, spool);
-	if (o.status != 0)
-		FAIL("report exited %d:\n%s", o.status, o.err);
-	sleeping_time(o.out, ";main;sleep_caller;", &all, &with);
-	test_output_free(&o);
-	printf("pid %d: sleeping %.0f us, %.0f us through main\n", (int)pid, all, with);
-	ASSERT(with >= least * 1e6);
 }
 
 /* -a -p PID: a child PID had already when the recording started is recorded too, its
