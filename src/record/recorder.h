@@ -467,7 +467,7 @@ int sonde__rec_system_launched(struct sonde_recorder *r, pid_t pid);
 /* Whether the recording is a launched command's tree by per-CPU events. */
 bool sonde__rec_system_launched_tree(const struct sonde_recorder *r);
 /* Process p attached to such a recording (sonde__rec_open_process): its records kept from
- * now on, its threads and its descendants read from /proc when it is running (not still
+ * now on (its children's too), its threads read from /proc when it is running (not still
  * in its launcher). 0 or -errno. */
 int sonde__rec_system_take(struct sonde_recorder *r, struct rec_process *p, bool running);
 /* Thread tid attached alone to such a recording, running: its records kept from now on

@@ -78,9 +78,9 @@ struct rec_thread {
 	uint64_t since;	 /* as rec_process.since, for a reused tid */
 	/* The process entry (its serial) that counts it in its threads; 0: none. */
 	uint64_t counted_in;
-	/* Its fork record's time until its first definition, which is given that time: its
-	 * life starts at its creation, not at its first switch-in (docs/record.md,
-	 * "Accounting"). 0: defined since, or not created by a fork the recorder saw. */
+	/* Its fork record's time (or its exec's, where it was first seen) until its next
+	 * definition, which is given that time: its life starts at its creation, not at its
+	 * first switch-in (docs/record.md, "Accounting"). 0: defined since, or neither seen. */
 	uint64_t born_ns;
 	/* Its latest record of its own (a sample, a switch-out or switch-in of it): how far
 	 * its life is known to reach when its exit record is lost. 0: none yet. */

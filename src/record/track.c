@@ -498,10 +498,13 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 						   c->comm, rec->time, &stale);
 	if (!t)
 		return stale ? 0 : sonde__rec_error(r, -ENOMEM);
-	/* the thread is seen here, under this name from now on: its next definition is dated
-	 * here (a launched program's main thread, seen first at its exec, was defined at its
-	 * first wait or sample, its life cut short by that much: 0.57 s of a ping-pong's 2) */
-	if (!t->born_ns)
+	/* an exec'ing thread is seen here, running: its next definition is dated here (a
+	 * launched program's main thread, seen first at its exec, was defined at its first
+	 * wait or sample, its life cut short by that much: 0.57 s of a ping-pong's 2). Not a
+	 * rename, which another thread may write (pthread_setname_np, /proc/TID/comm) while
+	 * this one sleeps: dated there, a first switch-in after it read as a run queue wait
+	 * from its creation (acct.c, add_queued). */
+	if (c->exec && !t->born_ns)
 		t->born_ns = rec->time;
 	if (c->exec) {
 		sonde__rec_exec_seen(r, (pid_t)c->pid);
