@@ -156,21 +156,17 @@ static void svc_stop(struct svc *s)
 }
 
 /* utime + stime of the service, in seconds. */
+/* The service's CPU time, all its threads (those that ended too), in seconds: its
+ * process CPU-time clock, to the nanosecond (/proc/PID/stat counts in 10 ms ticks, a
+ * tenth of a drain's CPU). */
 static double svc_cpu(const struct svc *s)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", s->pid);
-	FILE *f = fopen(path, "r");
-	if (!f || !fgets(buf, sizeof(buf), f))
-		die("cannot read the service's /proc/PID/stat");
-	fclose(f);
-	/* fields after the ')' of comm: state is field 3, utime 14, stime 15 */
-	const char *p = strrchr(buf, ')');
-	unsigned long ut = 0, st = 0;
-	if (!p ||
-	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-		die("cannot parse /proc/PID/stat");
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	clockid_t clk;
+	struct timespec ts;
+
+	if (clock_getcpuclockid(s->pid, &clk) != 0 || clock_gettime(clk, &ts) != 0)
+		die("cannot read the service's CPU-time clock");
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static long svc_rss_kb(const struct svc *s)

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/array.h"
+#include "base/buf.h"
 #include "base/pb.h"
 #include "ipc/protos.h"
 #include "service/tbuf.h"
@@ -92,7 +93,6 @@ void sonde__tbuf_free(struct tbuf *tb)
 	sonde__u64map_free(&tb->seqmap);
 	sonde__free(tb->seqs);
 	sonde__free(tb->iov);
-	sonde__buf_free(&tb->scratch);
 	memset(tb, 0, sizeof(*tb));
 }
 
@@ -118,7 +118,6 @@ int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 	dst->nseqs = 0; /* until the sequences and their windows are copied */
 	dst->iov = NULL;
 	dst->iov_cap = 0;
-	dst->scratch = (struct buf)BUF_INIT;
 	memset(&dst->chunks, 0, sizeof(dst->chunks));
 	memset(&dst->seqmap, 0, sizeof(dst->seqmap));
 	if (!dst->data || !dst->seqs || map_copy(&dst->chunks, &src->chunks) < 0 ||
@@ -590,20 +589,106 @@ static bool reserved(uint32_t num)
 	return num < 192 && (reserved_bits[num / 64] >> (num % 64) & 1);
 }
 
-bool sonde__tbuf_packet_valid(const uint8_t *p, size_t len)
-{
-	struct pb_reader r = pb_reader_init(p, len);
-	struct pb_field f;
-	int rc;
+/* A packet's bytes as its slices hold them (a packet that spans chunks is in pieces), read
+ * as one without joining them: the validator only reads tags and values, and skips each
+ * length-delimited body, so only a tag and value that straddle two slices are gathered,
+ * into a window of 2 x PB_VARINT_MAX bytes. */
+struct slice_rd {
+	const struct iovec *iov;
+	const uint8_t *p, *end; /* the unread bytes of slice *iov */
+	size_t left;		/* the packet's unread bytes, in all slices */
+};
 
-	while ((rc = sonde__pb_next(&r, &f)) > 0) {
+/* Up to 2 x PB_VARINT_MAX bytes from the read position on (fewer only at the packet's
+ * end), in place or gathered into tmp; *len is their count. */
+static const uint8_t *rd_window(struct slice_rd *r, uint8_t *tmp, size_t *len)
+{
+	size_t want = r->left < 2 * PB_VARINT_MAX ? r->left : 2 * PB_VARINT_MAX;
+	const struct iovec *v = r->iov;
+	const uint8_t *p = r->p, *end = r->end;
+
+	*len = want;
+	if ((size_t)(end - p) >= want)
+		return p;
+	for (size_t got = 0; got < want;) {
+		if (p == end) {
+			v++;
+			p = v->iov_base;
+			end = p + v->iov_len;
+			continue;
+		}
+		size_t t = (size_t)(end - p) < want - got ? (size_t)(end - p) : want - got;
+		memcpy(tmp + got, p, t);
+		got += t;
+		p += t;
+	}
+	return tmp;
+}
+
+/* Moves the read position k bytes on (k <= left). */
+static void rd_skip(struct slice_rd *r, size_t k)
+{
+	r->left -= k;
+	while (k > (size_t)(r->end - r->p)) {
+		k -= (size_t)(r->end - r->p);
+		r->iov++;
+		r->p = r->iov->iov_base;
+		r->end = r->p + r->iov->iov_len;
+	}
+	r->p += k;
+}
+
+/* Checks the packet of total bytes in the slices from iov on (§4.8): a sequence of whole
+ * top-level fields, none of them reserved to the service. */
+static bool packet_slices_valid(const struct iovec *iov, size_t total)
+{
+	struct slice_rd r = {iov, iov[0].iov_base, (const uint8_t *)iov[0].iov_base + iov[0].iov_len,
+			     total};
+	uint8_t tmp[2 * PB_VARINT_MAX];
+
+	while (r.left) {
+		size_t wlen, h, k;
+		const uint8_t *w = rd_window(&r, tmp, &wlen);
+		uint64_t tag, v, body;
+		if (!(h = sonde__pb_varint_decode(w, w + wlen, &tag)))
+			return false;
 		/* A tag of 2^32 or more has no field number in protobuf (1..2^29-1); readers
 		 * that truncate such a tag to 32 bits would see a reserved field in it. */
-		if (f.num > 0x1FFFFFFF || reserved(f.num) ||
-		    (f.wire == PB_LEN && f.len > 0x0FFFFFFF))
+		if (tag >> 3 == 0 || tag >> 3 > 0x1FFFFFFF || reserved((uint32_t)(tag >> 3)))
 			return false;
+		switch (tag & 7) {
+		case PB_VARINT:
+			if (!(k = sonde__pb_varint_decode(w + h, w + wlen, &v)))
+				return false;
+			h += k;
+			body = 0;
+			break;
+		case PB_FIXED64:
+			body = 8;
+			break;
+		case PB_FIXED32:
+			body = 4;
+			break;
+		case PB_LEN:
+			if (!(k = sonde__pb_varint_decode(w + h, w + wlen, &body)) || body > 0x0FFFFFFF)
+				return false;
+			h += k;
+			break;
+		default:
+			return false;
+		}
+		if (h > r.left || body > r.left - h)
+			return false;
+		rd_skip(&r, h + (size_t)body);
 	}
-	return rc == 0;
+	return true;
+}
+
+bool sonde__tbuf_packet_valid(const uint8_t *p, size_t len)
+{
+	struct iovec one = {(void *)p, len};
+
+	return packet_slices_valid(&one, len);
 }
 
 /* A fragment inside a record's payload. */
@@ -666,17 +751,6 @@ static void build_suffix(struct tbuf_seq *s)
 	s->suffix_len = (uint8_t)b.len;
 }
 
-/* Validates the slices [0, n) as one packet (copying only when it spans chunks). */
-static bool slices_valid(struct tbuf *tb, size_t n, size_t total)
-{
-	if (n == 1)
-		return sonde__tbuf_packet_valid(tb->iov[0].iov_base, total);
-	sonde__buf_reset(&tb->scratch);
-	for (size_t i = 0; i < n; i++)
-		sonde__buf_append(&tb->scratch, tb->iov[i].iov_base, tb->iov[i].iov_len);
-	return buf_error(&tb->scratch) == 0 && sonde__tbuf_packet_valid(tb->scratch.data, total);
-}
-
 struct rd_ctx {
 	tbuf_packet_fn fn;
 	void *ctx;
@@ -689,7 +763,7 @@ static void emit(struct tbuf *tb, struct rd_ctx *c, struct tbuf_seq *s, size_t n
 {
 	if (total == 0)
 		return; /* empty packets are skipped */
-	if (!slices_valid(tb, n, total)) {
+	if (!packet_slices_valid(tb->iov, total)) {
 		(*c->invalid)++;
 		return;
 	}

@@ -24,7 +24,6 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "base/buf.h"
 #include "base/u64map.h"
 #include "ipc/smb.h"
 
@@ -83,7 +82,6 @@ struct tbuf {
 	/* reader scratch, reused */
 	struct iovec *iov;
 	size_t iov_cap;
-	struct buf scratch;
 	uint8_t suffix[40];
 };
 

@@ -99,6 +99,66 @@ TEST(service_tbuf_drops_packets_with_reserved_fields)
 	sonde__tbuf_free(&tb);
 }
 
+/* Commits bytes [from, to) of pkt as chunk `id` of writer 1, one fragment continuing from
+ * the chunk before unless it is the first piece, and into the next unless the last. */
+static void commit_piece(struct tbuf *tb, const uint8_t *pkt, size_t from, size_t to, size_t len,
+			 uint32_t id)
+{
+	uint8_t chunk[64] = {0};
+	struct smb_chunk_info ci = {.chunk_id = id, .writer_id = 1, .count = 1};
+
+	if (from > 0)
+		ci.flags |= SMB_FLAG_FIRST_PACKET_CONTINUES;
+	if (to < len)
+		ci.flags |= SMB_FLAG_LAST_PACKET_CONTINUES;
+	sonde__pb_write_redundant_len(chunk, (uint32_t)(to - from));
+	memcpy(chunk + 4, pkt + from, to - from);
+	sonde__tbuf_copy_chunk(tb, 1, 0, 10, &ci, chunk, 4 + (to - from));
+}
+
+struct bytes {
+	struct buf b;
+	int n;
+};
+
+static int on_packet_bytes(void *ctx, const struct iovec *iov, size_t n, size_t total);
+
+TEST(service_tbuf_checks_a_packet_split_inside_its_fields)
+{
+	/* field 80 = 300, field 900 = "abcdef", then in the forged one the service's
+	 * trusted_pid (79), whose tag takes two bytes: every split into three chunks, inside a
+	 * tag, a value or a length, reads the valid packet whole and drops the forged one */
+	static const uint8_t valid[] = {0x80, 0x05, 0xAC, 0x02, 0xA2, 0x38, 6,
+					'a',  'b',  'c',  'd',  'e',  'f'};
+	uint8_t forged[sizeof(valid) + 3];
+
+	memcpy(forged, valid, sizeof(valid));
+	memcpy(forged + sizeof(valid), "\xF8\x04\x01", 3);
+	for (int f = 0; f < 2; f++) {
+		const uint8_t *pkt = f ? forged : valid;
+		size_t len = f ? sizeof(forged) : sizeof(valid);
+		for (size_t a = 1; a < len; a++)
+			for (size_t b = a + 1; b < len; b++) {
+				struct tbuf tb;
+				struct bytes o = {BUF_INIT, 0};
+				uint32_t seq = 2;
+				uint64_t invalid = 0;
+				ASSERT_OK(sonde__tbuf_init(&tb, 65536, false));
+				commit_piece(&tb, pkt, 0, a, len, 7);
+				commit_piece(&tb, pkt, a, b, len, 8);
+				commit_piece(&tb, pkt, b, len, len, 9);
+				ASSERT_INT(sonde__tbuf_read(&tb, on_packet_bytes, &o, &seq, &invalid),
+					   ==, 0);
+				ASSERT_INT(o.n, ==, f ? 0 : 1);
+				ASSERT_UINT(invalid, ==, f ? 1 : 0);
+				if (!f)
+					ASSERT(o.b.len > len && !memcmp(o.b.data, pkt, len));
+				sonde__buf_free(&o.b);
+				sonde__tbuf_free(&tb);
+			}
+	}
+}
+
 /* Commits one chunk of writer 1 holding the packet "c<id>", flagged as needing a patch. */
 static void commit_named(struct tbuf *tb, uint32_t chunk_id, uint8_t flags)
 {
@@ -191,11 +251,6 @@ TEST(service_tbuf_forgets_overwritten_chunks)
 		sonde__tbuf_free(&tb);
 	}
 }
-
-struct bytes {
-	struct buf b;
-	int n;
-};
 
 static int on_packet_bytes(void *ctx, const struct iovec *iov, size_t n, size_t total)
 {
