@@ -518,6 +518,81 @@ TEST(view_live_wall_weighs_samples_by_the_switches_as_the_spool_view)
 	sonde__buf_free(&b);
 }
 
+/* Thread 11 (ab) of pid 10 on CPU 0 from 100 to 3100 (asleep to 8000, an interval) and
+ * from 8000 to the end (9000), samples at 1000, 2000 and 9000; on CPU 1 from 150 to an
+ * inferred switch at 4000 (its switch-out from CPU 1 went untraced: the stay overlaps
+ * its stay on CPU 0 and reads on past its wait's start), then 12 (cd) to 5000, a sample
+ * at 4500. */
+static const char *inferred_file(struct buf *b)
+{
+	struct sonde_spool_header h = {1, 0, 1000};
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, b, &h));
+	struct sonde_spool_frame a[1] = {{0, 0x1234}};
+	struct sonde_spool_switch cpu0[] = {{100, 0, 11, 0},
+					    {3100, 11, 0, SONDE_OFFCPU_SLEEPING},
+					    {8000, 0, 11, SONDE_OFFCPU_RUNNABLE}},
+				  cpu1[] = {{150, 0, 11, 0},
+					    {4000, 11, 12, SONDE_OFFCPU_RUNNABLE | SONDE_SWITCH_INFERRED},
+					    {5000, 12, 0, SONDE_OFFCPU_RUNNABLE}};
+	struct sonde_spool_offcpu iv = {.switch_out_ns = 3100,
+					.switch_in_ns = 8000,
+					.cpu = 0,
+					.state = SONDE_OFFCPU_SLEEPING};
+	uint32_t t1, t2;
+
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, NULL, 0));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, NULL, 0));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 11, "ab", &t1));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 12, "cd", &t2));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 1));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, cpu1, 1));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 1000, t1, 0, a, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 2000, t1, 0, a, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0 + 1, 1));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, cpu1 + 1, 2));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 4500, t2, 1, a, 1, 0));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0 + 2, 1));
+	iv.thread = t1;
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, a, 1));
+	ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, 9000, t1, 0, a, 1, 0));
+	ASSERT_OK(sonde_spool_writer__finish(w));
+	sonde_spool_writer__free(w);
+	const char *path = test_path("inferred.spool");
+	test_write_file(path, b->data, b->len);
+	return path;
+}
+
+/* The live view counts a task's stays as the spool's view does where a switch-out went
+ * untraced: the stay an inferred switch ended reads only to the task's next wait, and
+ * stays that overlap count once. */
+TEST(view_live_wall_counts_a_task_s_overlapping_stays_once)
+{
+	struct buf b = {0};
+	const char *path = inferred_file(&b);
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(path, NULL));
+	struct sonde_view_source_opts o = {
+		.sz = sizeof(o), .metric = SONDE_PROFILE_METRIC_WALL, .state_frames = 1};
+	struct sonde_view *v = NULL;
+	struct sonde_tail *t;
+	uint64_t total;
+
+	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
+	struct sonde_view_live *l = live_of(path, &t, &o);
+	struct sonde_view *lv = ASSERT_NOT_NULL(sonde_view_live__view(l));
+	char *x = live_as_spool(v, lv, &total);
+	/* 11: 3000 + 1000 on the CPU over its 3 samples (its stay on CPU 1 adds nothing),
+	 * 4900 asleep; 12: 1000 over its sample */
+	ASSERT_INT(total, ==, 4000 + 4900 + 1000);
+	free(x);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	sonde_view__free(v);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
 /* A window weighs a thread's samples in it by its stays clipped to it; a sample after its
  * CPU's latest switch read so far (its stay still open) weighs its period until the
  * switch that ends the stay comes. */
