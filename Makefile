@@ -16,7 +16,8 @@
 ifeq ($(FUZZ),1)
   VARIANT := fuzz
   CC := clang
-  MODE_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
+  MODE_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+		 -fno-sanitize-recover=undefined
   MODE_LDFLAGS := -fsanitize=address,undefined
 else ifeq ($(SAN),1)
   VARIANT := san

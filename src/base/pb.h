@@ -80,7 +80,10 @@ struct pb_field {
 
 static inline struct pb_reader pb_reader_init(const void *p, size_t n)
 {
-	return (struct pb_reader){(const uint8_t *)p, (const uint8_t *)p + n};
+	const uint8_t *b = p;
+
+	/* an empty field may come as NULL, and NULL + 0 is undefined in C */
+	return (struct pb_reader){b, b ? b + n : b};
 }
 
 /* Reads the next field. Returns 1 with *f filled, 0 at the clean end of the buffer, or

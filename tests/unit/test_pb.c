@@ -85,4 +85,8 @@ TEST(pb_reader_rejects_malformed)
 	memcpy(&d, &f.u, 8);
 	ASSERT_DOUBLE_NEAR(d, 2.5, 0);
 	sonde__buf_free(&b);
+	/* an empty buffer that never had storage (an empty field's bytes) reads as empty
+	 * (under UBSan, NULL + 0 is undefined) */
+	r = pb_reader_init(NULL, 0);
+	ASSERT_INT(sonde__pb_next(&r, &f), ==, 0);
 }
