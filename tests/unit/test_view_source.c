@@ -376,6 +376,27 @@ static char *live_as_spool(struct sonde_view *v, struct sonde_view *lv,
 	return x;
 }
 
+/* live_as_spool for the spool at path, opened as s, and a live view of its whole tail
+ * under o: the spool's view in *v (the caller frees it) unless v is NULL. */
+static char *live_of_whole_as_spool(const char *path, struct sonde_spool *s,
+				    const struct sonde_view_source_opts *o, uint64_t *total,
+				    struct sonde_view **v)
+{
+	struct sonde_view *sv = NULL;
+	struct sonde_tail *t;
+
+	ASSERT_OK(sonde_view__from_spool(s, o, &sv, NULL));
+	struct sonde_view_live *l = live_of(path, &t, o);
+	char *x = live_as_spool(sv, ASSERT_NOT_NULL(sonde_view_live__view(l)), total);
+	sonde_view_live__free(l);
+	sonde_tail__free(t);
+	if (v)
+		*v = sv;
+	else
+		sonde_view__free(sv);
+	return x;
+}
+
 /* The tail hands out intervals as the spool reader does: under every metric, with and
  * without a filter, the live view of the tail has the spool view's rows, folded stacks
  * and figures (the sample weighing its period under wall, the recording having no
@@ -397,14 +418,10 @@ TEST(view_live_of_a_tail_weighs_intervals_as_the_spool_view)
 							   .metric = (enum sonde_profile_metric)m,
 							   .filter = filtered ? &f : NULL,
 							   .state_frames = 1};
-			struct sonde_view *v = NULL;
-			struct sonde_tail *t;
+			struct sonde_view *v;
 			uint64_t total;
+			char *x = live_of_whole_as_spool(path, s, &o, &total, &v);
 
-			ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
-			struct sonde_view_live *l = live_of(path, &t, &o);
-			struct sonde_view *lv = ASSERT_NOT_NULL(sonde_view_live__view(l));
-			char *x = live_as_spool(v, lv, &total);
 			if (!filtered)
 				ASSERT_INT(total, ==, want[m]);
 			if (m == SONDE_PROFILE_METRIC_OFF_CPU && !filtered) {
@@ -416,8 +433,6 @@ TEST(view_live_of_a_tail_weighs_intervals_as_the_spool_view)
 				ASSERT_STR_EQ(x, "cd-10/12;0x5678 2000\n"
 						 "cd-10/12;0x5678;[off-cpu: D] 3000\n");
 			free(x);
-			sonde_view_live__free(l);
-			sonde_tail__free(t);
 			sonde_view__free(v);
 		}
 	sonde_spool__close(s);
@@ -574,21 +589,12 @@ TEST(view_live_wall_counts_a_task_s_overlapping_stays_once)
 	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open(path, NULL));
 	struct sonde_view_source_opts o = {
 		.sz = sizeof(o), .metric = SONDE_PROFILE_METRIC_WALL, .state_frames = 1};
-	struct sonde_view *v = NULL;
-	struct sonde_tail *t;
 	uint64_t total;
 
-	ASSERT_OK(sonde_view__from_spool(s, &o, &v, NULL));
-	struct sonde_view_live *l = live_of(path, &t, &o);
-	struct sonde_view *lv = ASSERT_NOT_NULL(sonde_view_live__view(l));
-	char *x = live_as_spool(v, lv, &total);
+	free(live_of_whole_as_spool(path, s, &o, &total, NULL));
 	/* 11: 3000 + 1000 on the CPU over its 3 samples (its stay on CPU 1 adds nothing),
 	 * 4900 asleep; 12: 1000 over its sample */
 	ASSERT_INT(total, ==, 4000 + 4900 + 1000);
-	free(x);
-	sonde_view_live__free(l);
-	sonde_tail__free(t);
-	sonde_view__free(v);
 	sonde_spool__close(s);
 	sonde__buf_free(&b);
 }
