@@ -119,7 +119,7 @@ static void stream(const uint8_t *data, size_t size)
 	c.fd = -1;
 	sonde__buf_append(&c.rx, data, size);
 	g_lo = c.rx.data;
-	g_hi = c.rx.data + c.rx.len;
+	g_hi = c.rx.data ? c.rx.data + c.rx.len : NULL; /* empty input: no buffer */
 	while (sonde__ipc_chan_next(&c, &f, &fd) > 0) {
 		if (f.msg == IPC_MSG_SET_PEER_IDENTITY) {
 			peer_identity(&f);
