@@ -115,7 +115,7 @@ static void usage(FILE *f)
 		"                        per thread from what its stacks need, starting at 32768;\n"
 		"                        32768 with -a)\n"
 		"      --ring-pages N    data pages per CPU ring, a power of two (default: 250 ms of\n"
-		"                        samples, 500 ms with -a, 1 MiB at least; the summary says)\n"
+		"                        samples, 1 MiB at least; the summary says)\n"
 		"      --off-cpu         also where threads wait: each switch-out's stack, state (runnable,\n"
 		"                        sleeping, blocked) and time off the CPU (sched tracepoints; root)\n"
 		"                        (with -e sched:sched_switch: off CPU only, no on-CPU samples)\n"

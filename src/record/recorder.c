@@ -272,11 +272,11 @@ static int apply_opts(struct sonde_recorder *r, const struct sonde_record_opts *
 enum {
 	/* How long a ring must hold what its CPU samples while the recorder is not running:
 	 * on a loaded machine a woken recorder can wait for dozens of busy threads' time
-	 * slices before it drains (64 busy threads on 2 CPUs: about 150 ms). */
+	 * slices before it drains (64 busy threads on 2 CPUs: about 150 ms). A system-wide
+	 * recorder's first drains no longer meet every busy process's images at once (read
+	 * with /proc, before sampling starts), and its drains keep up with an exec storm
+	 * beside a busy machine in half of this (docs/record.md, "Ring sizing"). */
 	RING_BUDGET_MS = 250,
-	/* A system-wide recorder competes with everything the machine runs, and its first
-	 * drains meet every busy process at once. */
-	RING_BUDGET_MS_SYSTEM = 500,
 	/* Bound of all rings together when no locked-memory limit applies (CAP_IPC_LOCK). */
 	RING_CAP_BYTES = 256u << 20,
 	/* Tracepoint hits a second a ring is sized for. */
@@ -322,7 +322,6 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	 * `frequency` samples a second either way. A sample is its stack copy, the registers,
 	 * headers and, with kernel frames, the callchain. */
 	uint64_t sample = r->cfg.stack_bytes + 256 + (r->cfg.kernel ? 8 * 128 : 0);
-	uint64_t budget = r->system_wide ? RING_BUDGET_MS_SYSTEM : RING_BUDGET_MS;
 	/* samples a second: the frequency, or what a cpu-clock period (-c) amounts to */
 	uint64_t rate = r->cfg.dummy ? 0 : r->cfg.freq;
 	if (r->cfg.period && r->cfg.kind == PERF_KIND_CPU_CLOCK)
@@ -337,7 +336,7 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	 * growing rings cover what a busier program does) */
 	if (sonde__rec_offcpu_on(r) && !r->offcpu.bpf)
 		rate += 1000;
-	uint64_t want = rate * sample * budget / 1000;
+	uint64_t want = rate * sample * RING_BUDGET_MS / 1000;
 	if (want < RING_SIDE_BAND_BYTES)
 		want = RING_SIDE_BAND_BYTES;
 	/* the bound over all rings, each ring's meta page included */
