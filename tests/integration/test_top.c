@@ -332,12 +332,15 @@ TEST_TIMEOUT(top_terminal_mode_quits_on_q_and_restores_the_screen, 120)
 	size_t len = 0;
 
 	test_require_perf();
+	/* named before the fork: a path first asked for in the child would make the child a
+	 * temporary directory of its own, which nothing removes */
+	const char *out = test_path("split.out");
 	fflush(NULL);
 	pid_t pid = forkpty(&master, NULL, NULL, &ws);
 	ASSERT(pid >= 0);
 	if (pid == 0) {
 		execl(test_bin("sonde"), "sonde", "top", "--interval", "0.3", "--command-output",
-		      test_path("split.out"), "--", test_prog("split"), "60", (char *)NULL);
+		      out, "--", test_prog("split"), "60", (char *)NULL);
 		_exit(127);
 	}
 	acc = pty_read_until(master, acc, &len, "compute_hot", 30);
