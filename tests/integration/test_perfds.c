@@ -715,12 +715,23 @@ static void offcpu_trace_check(const struct pft_trace *t, uint32_t pid, struct o
 			if (e->waking || e->prev_pid != p->tid)
 				continue;
 			int64_t dk = (int64_t)(e->ts - p->ts);
-			if (have_d ? dk == d : llabs(dk - off) < 1000000) {
+			if (have_d) {
+				if (dk == d) {
+					at = k;
+					break;
+				}
+			} else if (llabs(dk - off) < 1000000 &&
+				   (at == t->n_sched ||
+				    llabs(dk - off) < llabs((int64_t)(t->sched[at].ts - p->ts) - off))) {
+				/* the first sample's offset: its nearest switch-out, not the first
+				 * in the file within 1 ms (the CPUs' bundles are not in time order,
+				 * and a thread's switch-outs can be under 1 ms apart) */
 				at = k;
-				d = dk;
-				have_d = true;
-				break;
 			}
+		}
+		if (!have_d && at < t->n_sched) {
+			d = (int64_t)(t->sched[at].ts - p->ts);
+			have_d = true;
 		}
 		if (at == t->n_sched)
 			FAIL("PerfSample of tid %u at %llu is at no switch-out of it: an on-CPU "
