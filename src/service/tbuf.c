@@ -642,6 +642,8 @@ static void rd_skip(struct slice_rd *r, size_t k)
  * top-level fields, none of them reserved to the service. */
 static bool packet_slices_valid(const struct iovec *iov, size_t total)
 {
+	if (!total)
+		return true; /* and the slice may be NULL, which takes no + 0 */
 	struct slice_rd r = {iov, iov[0].iov_base, (const uint8_t *)iov[0].iov_base + iov[0].iov_len,
 			     total};
 	uint8_t tmp[2 * PB_VARINT_MAX];

@@ -96,6 +96,7 @@ TEST(service_tbuf_drops_packets_with_reserved_fields)
 	ASSERT(!sonde__tbuf_packet_valid((const uint8_t *)"\x50\x01", 2)); /* sequence id */
 	ASSERT(sonde__tbuf_packet_valid((const uint8_t *)"\x40\x01", 2));  /* timestamp */
 	ASSERT(!sonde__tbuf_packet_valid((const uint8_t *)"\x42", 1));	    /* truncated */
+	ASSERT(sonde__tbuf_packet_valid(NULL, 0)); /* empty, with no storage */
 	sonde__tbuf_free(&tb);
 }
 
