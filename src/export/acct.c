@@ -28,10 +28,7 @@ struct build {
 	uint32_t *first_cpu; /* that stay's CPU */
 	/* every interval's task index and switch-out, by task and time (sorted after
 	 * add_intervals): where a stay whose switch-out went untraced ended at the latest */
-	struct wait_start {
-		uint32_t task;
-		uint64_t out_ns;
-	} *starts;
+	struct sonde_acct_wait *starts;
 	size_t n_starts, cap_starts;
 	size_t cap;
 	struct sonde_acct *a;
@@ -376,14 +373,14 @@ static int add_intervals(struct build *b, bool unknown)
 		record_at(b, task, o.switch_out_ns);
 		if (b->n_starts == b->cap_starts) {
 			size_t cap = b->cap_starts ? 2 * b->cap_starts : 256;
-			struct wait_start *v = realloc(b->starts, cap * sizeof(*v));
+			struct sonde_acct_wait *v = realloc(b->starts, cap * sizeof(*v));
 			if (!v)
 				return -ENOMEM;
 			b->starts = v;
 			b->cap_starts = cap;
 		}
 		b->starts[b->n_starts++] =
-			(struct wait_start){(uint32_t)(task - b->a->tasks), o.switch_out_ns};
+			(struct sonde_acct_wait){(uint32_t)(task - b->a->tasks), o.switch_out_ns};
 		uint64_t *last = &b->last_in[task - b->a->tasks]; /* clipped below */
 		if (o.switch_in_ns > *last)
 			*last = o.switch_in_ns;
@@ -464,27 +461,48 @@ static int by_start(const void *x, const void *y)
 
 static int by_task_then_time(const void *x, const void *y)
 {
-	const struct wait_start *p = x, *q = y;
+	const struct sonde_acct_wait *p = x, *q = y;
 
 	if (p->task != q->task)
 		return p->task < q->task ? -1 : 1;
 	return p->out_ns < q->out_ns ? -1 : p->out_ns > q->out_ns;
 }
 
-/* The first switch-out of task k's intervals at or after t (UINT64_MAX: none). */
-static uint64_t next_wait(const struct build *b, uint32_t k, uint64_t t)
+void sonde__acct_waits_sort(struct sonde_acct_wait *w, size_t n)
 {
-	size_t lo = 0, hi = b->n_starts; /* the first entry not before (k, t) */
+	if (n)
+		qsort(w, n, sizeof(*w), by_task_then_time);
+}
+
+/* The first switch-out of task's waits at or after t (UINT64_MAX: none). */
+static uint64_t next_wait(const struct sonde_acct_wait *w, size_t n, uint32_t task, uint64_t t)
+{
+	size_t lo = 0, hi = n; /* the first entry not before (task, t) */
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		const struct wait_start *e = &b->starts[mid];
-		if (e->task < k || (e->task == k && e->out_ns < t))
+		if (w[mid].task < task || (w[mid].task == task && w[mid].out_ns < t))
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < b->n_starts && b->starts[lo].task == k ? b->starts[lo].out_ns : UINT64_MAX;
+	return lo < n && w[lo].task == task ? w[lo].out_ns : UINT64_MAX;
+}
+
+bool sonde__acct_stay_once(const struct sonde_acct_wait *w, size_t n, uint32_t task, bool inferred,
+			   uint64_t *from, uint64_t *to, uint64_t *covered)
+{
+	if (inferred) {
+		uint64_t next = next_wait(w, n, task, *from);
+		if (*to > next)
+			*to = next;
+	}
+	if (*from < *covered)
+		*from = *covered;
+	if (*from >= *to)
+		return false;
+	*covered = *to;
+	return true;
 }
 
 static int add_runs(struct build *b)
@@ -558,8 +576,7 @@ static int add_runs(struct build *b)
 	}
 	sonde__u64map_free(&claimed);
 	free(order);
-	if (b->n_starts)
-		qsort(b->starts, b->n_starts, sizeof(*b->starts), by_task_then_time);
+	sonde__acct_waits_sort(b->starts, b->n_starts);
 	for (size_t k = 0; k < a->n_tasks; k++) {
 		struct sonde_acct_task *task = &a->tasks[k];
 		uint64_t on = 0, kept_on = 0, covered = 0;
@@ -569,28 +586,17 @@ static int add_runs(struct build *b)
 		for (uint64_t i = 0; sonde_spool__get_tid_run(b->s, task->tid, i, &run) == 0; i++) {
 			uint64_t from = run.start_ns ? run.start_ns : a->window_start_ns;
 			uint64_t to = run.end_ns == UINT64_MAX ? a->window_end_ns : run.end_ns;
-			/* A stay ended by an inferred switch: the kernel did not trace the task's
-			 * switch-out, and the recorder ended the stay at the CPU's next traced
-			 * switch, while the task may have gone on elsewhere. It ended by the
-			 * task's next wait at the latest; and a task is on one CPU at a time, so
-			 * stays are counted once where they overlap (its next stay elsewhere, or
-			 * the time before the CPU's first switch). Counted as read, such a stay is
-			 * time counted twice (what a task on a saturated machine once showed,
-			 * 17.5 ms more parts than life, beside untraced switch-ins). */
-			if (run.state & SONDE_SWITCH_INFERRED) {
-				uint64_t next = next_wait(b, (uint32_t)k, from);
-				if (to > next)
-					to = next;
-			}
-			if (from < covered)
-				from = covered;
+			/* counted once, an inferred end at the next wait (sonde__acct_stay_once):
+			 * its next stay elsewhere, or the time before the CPU's first switch */
+			if (!sonde__acct_stay_once(b->starts, b->n_starts, (uint32_t)k,
+						   run.state & SONDE_SWITCH_INFERRED, &from, &to, &covered))
+				continue;
 			if (from < task->start_ns)
 				from = task->start_ns;
 			if (to > end)
 				to = end;
 			if (from >= to)
 				continue;
-			covered = to;
 			on += to - from;
 			if (clip_kept(b, run.cpu, &from, &to))
 				kept_on += to - from;

@@ -136,6 +136,25 @@ uint64_t sonde__acct_stays_within(const struct sonde_spool *s, uint32_t tid, uin
 				  uint64_t to);
 /* Whether spool s says its tasks' on-CPU time exactly, for sonde__acct_weights: it kept the
  * CPUs' switches, or every switch-out of its threads with none dropped. */
+/* How a task's stays count (sonde__acct_build; the live view's window the same way): a
+ * stay ended by an inferred switch (the kernel did not trace the task's switch-out, and the
+ * recorder ended the stay at the CPU's next traced switch, while the task may have gone on
+ * elsewhere) ends by the task's next wait at the latest, and a task is on one CPU at a
+ * time, so its stays count once where they overlap. Counted as read, such a stay is time
+ * counted twice (a task on a saturated machine once showed 17.5 ms more parts than life,
+ * beside untraced switch-ins). */
+struct sonde_acct_wait {
+	uint32_t task; /* the caller's key for the task (an index, a tid) */
+	uint64_t out_ns;
+};
+/* Sorts waits by task, then switch-out: what sonde__acct_stay_once searches. */
+void sonde__acct_waits_sort(struct sonde_acct_wait *w, size_t n);
+/* Stay [*from, *to) of task, inferred if an inferred switch ended it, already clipped to
+ * what the caller counts, the task's stays given in the order of their starts with
+ * *covered 0 before the first: narrows it to what counts and returns whether any is left,
+ * moving *covered (the end of what was counted) past it. */
+bool sonde__acct_stay_once(const struct sonde_acct_wait *w, size_t n, uint32_t task, bool inferred,
+			   uint64_t *from, uint64_t *to, uint64_t *covered);
 bool sonde__acct_weights_known(const struct sonde_spool *s);
 /* Fills *out for every sample of spool s. 0 or -ENOMEM. Free with sonde__acct_weights_free. */
 int sonde__acct_weights(const struct sonde_spool *s, struct sonde_acct_weights *out);

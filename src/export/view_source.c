@@ -1173,47 +1173,31 @@ static bool in_known_stay(const struct sonde_view_live *l, const struct live_eve
 	       (l->ended || (q->cpu < l->switched.n && q->time_ns <= l->switched.v[q->cpu]));
 }
 
-/* A stay clipped to the window, or the start of a wait, of kernel task tid. */
-struct live_span {
+/* A stay of kernel task tid clipped to the window. */
+struct live_stay {
 	uint32_t tid;
-	bool inferred;
-	uint64_t from, to; /* a wait's: its switch-out, to 0 */
+	bool inferred; /* ended by an inferred switch */
+	uint64_t from, to;
 };
 
 static int by_tid_then_from(const void *a, const void *b)
 {
-	const struct live_span *x = a, *y = b;
+	const struct live_stay *x = a, *y = b;
 
 	if (x->tid != y->tid)
 		return x->tid < y->tid ? -1 : 1;
 	return x->from < y->from ? -1 : x->from > y->from;
 }
 
-/* The start of tid's first wait at or after t in waits (sorted), UINT64_MAX if none. */
-static uint64_t live_next_wait(const struct live_span *waits, size_t n, uint32_t tid, uint64_t t)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (waits[mid].tid < tid || (waits[mid].tid == tid && waits[mid].from < t))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && waits[lo].tid == tid ? waits[lo].from : UINT64_MAX;
-}
-
 /* Each task's stays in the window, counted as the spool's accounting counts them
- * (sonde__acct_weights): a stay ended by an inferred switch (its switch-out untraced)
- * ends by the task's next wait at the latest, and a task is on one CPU at a time, so its
- * stays count once where they overlap. */
+ * (sonde__acct_stay_once: an inferred end at the task's next wait, overlaps once). */
 static int wall_stays(struct sonde_view_live *l, struct live_wall *w)
 {
 	/* the window's end: the last event or switch seen (the end of the recording) */
 	uint64_t end = l->last_time;
 	size_t n = 0, nw = 0;
-	struct live_span *v = malloc((l->runs.n ? l->runs.n : 1) * sizeof(*v)), *waits = NULL;
+	struct live_stay *v = malloc((l->runs.n ? l->runs.n : 1) * sizeof(*v));
+	struct sonde_acct_wait *waits = NULL;
 
 	if (!v)
 		return -ENOMEM;
@@ -1224,7 +1208,7 @@ static int wall_stays(struct sonde_view_live *l, struct live_wall *w)
 		if (from < l->floor)
 			from = l->floor;
 		if (from < to)
-			v[n++] = (struct live_span){r->tid, r->inferred, from, to};
+			v[n++] = (struct live_stay){r->tid, r->inferred, from, to};
 	}
 	for (size_t i = 0; i < l->events.n; i++)
 		nw += l->events.v[i].state != SONDE_VIEW_ON_CPU;
@@ -1236,27 +1220,19 @@ static int wall_stays(struct sonde_view_live *l, struct live_wall *w)
 	for (size_t i = 0; i < l->events.n; i++) {
 		const struct live_event *q = &l->events.v[i];
 		if (q->state != SONDE_VIEW_ON_CPU)
-			waits[nw++] = (struct live_span){thread_tid(l, q->thread), false, q->time_ns, 0};
+			waits[nw++] = (struct sonde_acct_wait){thread_tid(l, q->thread), q->time_ns};
 	}
 	qsort(v, n, sizeof(*v), by_tid_then_from);
-	if (nw)
-		qsort(waits, nw, sizeof(*waits), by_tid_then_from);
+	sonde__acct_waits_sort(waits, nw);
 	uint64_t covered = 0;
 	int err = 0;
-	for (size_t i = 0; i < n && !err; i++) {
+	for (size_t i = 0; i < n; i++) {
 		uint64_t from = v[i].from, to = v[i].to;
 		if (i == 0 || v[i].tid != v[i - 1].tid)
 			covered = 0;
-		if (v[i].inferred) {
-			uint64_t next = live_next_wait(waits, nw, v[i].tid, from);
-			if (to > next)
-				to = next;
-		}
-		if (from < covered)
-			from = covered;
-		if (from >= to)
+		if (!sonde__acct_stay_once(waits, nw, v[i].tid, v[i].inferred, &from, &to,
+					   &covered))
 			continue;
-		covered = to;
 		struct live_task *k = wall_task(w, v[i].tid);
 		if (!k) {
 			err = -ENOMEM;
