@@ -22,8 +22,12 @@ own choice); a sonde without the option (a build from before the BPF backend) re
 perf events, the only backend it has. --perf-fp records perf with frame-pointer call graphs (`-g`) instead of DWARF
 copies: `perf record -a -g -F 10000` is the peer of `sonde record -a -F 10000`.
 
-The profiler's CPU time is its rusage (wait4) less that of the launched workload, which
-/usr/bin/time measures and writes to a file: both profilers count their reaped children.
+The profiler's CPU time is its rusage (getrusage of the reaped children, to the microsecond).
+In the offcpu case the profiler launches the workload, whose own time /usr/bin/time writes to
+a file and is taken off (to 10 ms, a few per cent of the profiler's there). In the system-wide
+cases the workload runs beside the profiler, which launches `sleep SECONDS` (under a
+millisecond of CPU, the same for every profiler): a recording's fixed cost is tens of
+milliseconds, too little to take from the 10 ms figures of a workload's CPU seconds.
 Records are what the profiler kept: sonde's samples, switch-outs and wakeups (its summary),
 perf's written samples ("Captured and wrote ... (N samples)"). Lost: sonde's lost records and
 samples, perf's lost share. Each run goes through every profiler in turn, so the machine's
@@ -34,11 +38,13 @@ of the profiler's whole CPU time.
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 SAMPLES_RE = re.compile(r"sonde record: (\d+) samples")
 LOSS_RE = re.compile(r"loss: (\d+) records and (\d+) samples lost")
@@ -50,10 +56,13 @@ PERF_CHUNKS_RE = re.compile(r"lost (\d+) chunks")
 
 
 def workload(build, case, seconds, timefile):
-    timed = ["/usr/bin/time", "-f", "%U %S", "-o", timefile]
+    """The profiled command and, for the system-wide cases, the load run beside it."""
     if case == "offcpu":
-        return timed + [os.path.join(build, "progs", "pingpong"), str(seconds)]
-    return timed + [os.path.join(build, "progs", "spin_threads"), "4", str(seconds)]
+        return (["/usr/bin/time", "-f", "%U %S", "-o", timefile,
+                 os.path.join(build, "progs", "pingpong"), str(seconds)], None)
+    # the load outlives the recording (killed after it), which runs `sleep`
+    load = [os.path.join(build, "progs", "spin_threads"), "4", str(seconds + 30)]
+    return ["sleep", str(seconds)], load
 
 
 HAS_BACKENDS = {}
@@ -84,21 +93,30 @@ def perf_argv(case, out, fp):
     return ["perf", "record", "-a", "-F", freq] + cg + ["-o", out, "--"]
 
 
+def children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def profiler_cpu(argv, timefile, limit):
-    before = os.times()
+    """The profiler's CPU seconds and its stderr; a launched workload's own time (timefile,
+    when it exists) is taken off."""
+    if os.path.exists(timefile):
+        os.unlink(timefile)
+    before = children_cpu()
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
         # e.g. perf -a blocked opening a /tmp/perf-PID.map that is a FIFO nobody writes
         sys.exit("%s did not end within %d s" % (" ".join(argv), limit))
-    after = os.times()
+    total = children_cpu() - before
     if p.returncode != 0:
         sys.exit("%s failed (%d):\n%s%s" % (" ".join(argv), p.returncode, p.stdout, p.stderr))
-    total = (after.children_user - before.children_user) + \
-        (after.children_system - before.children_system)
-    with open(timefile) as f:
-        u, s = f.read().split()[-2:]
-    return total - float(u) - float(s), p.stderr
+    if os.path.exists(timefile):
+        with open(timefile) as f:
+            u, s = f.read().split()[-2:]
+        total -= float(u) + float(s)
+    return total, p.stderr
 
 
 def sonde_counts(err):
@@ -154,17 +172,25 @@ def main():
             for c in cases:
                 line = []
                 for name, path in profilers:
-                    wl = workload(a.build, c, a.seconds, timefile)
+                    wl, load = workload(a.build, c, a.seconds, timefile)
                     argv = (perf_argv(c, out + ".data", a.perf_fp) if name == peer
                             else sonde_argv(path, c, out + ".spool", a.off_cpu_backend)) + wl
-                    cpu, err = profiler_cpu(argv, timefile, int(a.seconds) * 10 + 60)
+                    bg = subprocess.Popen(load) if load else None
+                    try:
+                        if bg:
+                            time.sleep(0.2)  # its threads started, as a busy machine's are
+                        cpu, err = profiler_cpu(argv, timefile, int(a.seconds) * 10 + 60)
+                    finally:
+                        if bg:
+                            bg.kill()
+                            bg.wait()
                     kept, lost = (perf_counts if name == peer else sonde_counts)(err)
                     r = res[c][name]
                     r["cpu"].append(cpu)
                     r["kept"].append(kept)
                     r["lost"].append(lost)
                     r["per"].append(1e6 * cpu / kept if kept else float("nan"))
-                    line.append("%s %.2fs %d kept %d lost" % (name, cpu, kept, lost))
+                    line.append("%s %.3fs %d kept %d lost" % (name, cpu, kept, lost))
                 print("run %d %s: %s" % (rep + 1, c, "; ".join(line)), file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -178,7 +204,7 @@ def main():
         for name, _ in profilers:
             r = res[c][name]
             print("  %-10s cpu %s s  records %s  lost %s  cpu/record %s us" % (
-                name, med_range(r["cpu"], "%.2f"), med_range(r["kept"], "%.0f"),
+                name, med_range(r["cpu"], "%.3f"), med_range(r["kept"], "%.0f"),
                 med_range(r["lost"], "%.0f"), med_range(r["per"], "%.2f")))
         def paired(name, other, what):
             return [x / y for x, y in zip(res[c][name][what], res[c][other][what]) if y > 0]
