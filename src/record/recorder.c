@@ -275,8 +275,9 @@ enum {
 	 * slices before it drains (64 busy threads on 2 CPUs: about 150 ms). A system-wide
 	 * recorder's first drains no longer meet every busy process's images at once (read
 	 * with /proc, before sampling starts), and its drains keep up with an exec storm
-	 * beside a busy machine in half of this (docs/record.md, "Ring sizing"). */
-	RING_BUDGET_MS = 250,
+	 * beside a busy machine in half of this (docs/record.md, "Ring sizing"). Rounded up
+	 * to a power of two, a ring holds 200 to 400 ms. */
+	RING_BUDGET_MS = 200,
 	/* Bound of all rings together when no locked-memory limit applies (CAP_IPC_LOCK). */
 	RING_CAP_BYTES = 256u << 20,
 	/* Tracepoint hits a second a ring is sized for. */
