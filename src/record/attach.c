@@ -459,7 +459,7 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 	if (err)
 		return err;
 	for (size_t i = 0; i < n && !err; i++) {
-		if (!sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since)) {
+		if (!sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since, NULL)) {
 			err = -ENOMEM;
 			break;
 		}
@@ -637,7 +637,7 @@ static int open_target_thread(struct sonde_recorder *r, struct rec_process *p, p
 		else if (err)
 			return err;
 	}
-	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now(r)))
+	if (!sonde__tasks_thread_from_proc(&r->tasks, p, tid, sonde__rec_now(r), NULL))
 		return -ENOMEM;
 	return open_thread(r, tid, false, !sonde__rec_follows_children(r));
 }

@@ -210,7 +210,7 @@ int sonde__rec_refresh_threads(struct sonde_recorder *r, struct rec_process *p)
 	for (size_t i = 0; i < n && err >= 0; i++) {
 		if (!thread_needs_events(r, p, tids[i]))
 			continue;
-		if (!sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since)) {
+		if (!sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since, NULL)) {
 			err = -ENOMEM;
 			break;
 		}

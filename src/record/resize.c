@@ -299,7 +299,7 @@ static int open_process(struct sonde_recorder *r, struct rec_process *p, uint32_
 		}
 		/* its fork record is still queued: it will keep these events */
 		if (!t->pid)
-			t = sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since);
+			t = sonde__tasks_thread_from_proc(&r->tasks, p, tids[i], p->since, NULL);
 		if (t->regen_mark == gen)
 			continue;
 		uint32_t bytes = sonde__rec_thread_stack_bytes(r, t);

@@ -264,7 +264,7 @@ void sonde__tids_by_pid_free(struct rec_tids_by_pid *x)
 }
 
 struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, struct rec_process *p,
-						 pid_t tid, uint64_t since)
+						 pid_t tid, uint64_t since, const char *comm)
 {
 	struct rec_thread *t = sonde__tasks_thread(ts, tid, true);
 
@@ -277,7 +277,9 @@ struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, struct re
 	t->since = since;
 	t->born_ns = 0;
 	t->seen_ns = 0;
-	if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
+	if (comm)
+		snprintf(t->comm, sizeof(t->comm), "%s", comm);
+	else if (sonde__proc_read_comm(p->pid, tid, t->comm, sizeof(t->comm)) < 0)
 		t->comm[0] = 0;
 	return t;
 }

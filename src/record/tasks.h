@@ -187,10 +187,10 @@ const struct rec_pid_tid *sonde__tids_of(const struct rec_tids_by_pid *x, pid_t 
 void sonde__tids_by_pid_free(struct rec_tids_by_pid *x);
 /* The one way a thread found in /proc is defined: whatever tid was before, it is now a
  * thread of p (counted in its threads when it is not the main one) whose records count
- * from `since`, named as /proc names it (empty if it
- * cannot be read), to be defined in the spool at its next sample. NULL: no memory. */
+ * from `since`, named comm, or with comm NULL as /proc names it (empty if it cannot be
+ * read), to be defined in the spool at its next sample. NULL: no memory. */
 struct rec_thread *sonde__tasks_thread_from_proc(struct rec_tasks *ts, struct rec_process *p,
-						 pid_t tid, uint64_t since);
+						 pid_t tid, uint64_t since, const char *comm);
 /* FORK of thread tid of pid by ptid of ppid at time: tid is a new thread of pid from time
  * on (counted in its threads when it is not the main one), named as its creator (not by its creator's bare id: then as sonde__tasks_name finds
  * it), inheriting its creator's events (announced) and selection.

@@ -549,7 +549,9 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
 		return -ENOMEM;
 	}
 	p->start_time = st->start_time;
-	sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
+	p->exe_dev = p->exe_ino = 0;
+	if (!(st->flags & PROC_PF_KTHREAD)) /* which has none */
+		sonde__rec_read_exe(pid, &p->exe_dev, &p->exe_ino);
 	*out = p;
 	return 1;
 }

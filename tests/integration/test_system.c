@@ -270,6 +270,71 @@ TEST_EXCLUSIVE(system_ctrl_c_ends_the_recording_cleanly, 120)
 	test_wait(sp, 30);
 }
 
+/* Whether pid is a kernel thread (PF_KTHREAD in field 9 of its stat), and its name; false
+ * when it is gone. */
+static bool kernel_thread(pid_t pid, char *comm, size_t cap)
+{
+	char path[64];
+	size_t len;
+	unsigned flags;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char *st = test_read_file(path, &len), *open_paren, *close_paren;
+	bool k = st && (open_paren = strchr(st, '(')) && (close_paren = strrchr(st, ')')) &&
+		 sscanf(close_paren + 1, " %*c %*d %*d %*d %*d %*d %u", &flags) == 1 &&
+		 (flags & 0x00200000u);
+	if (k)
+		snprintf(comm, cap, "%.*s", (int)(close_paren - open_paren - 1), open_paren + 1);
+	free(st);
+	return k;
+}
+
+/* The kernel threads running before an -a recording are named as /proc names them (the
+ * scan reads their stat alone). kworker_spin's writes run a kworker on each CPU; -a
+ * --off-cpu records every thread's waits, kernel threads' among them. A kworker renames
+ * itself after the work it runs, so only other kernel threads' names are compared with
+ * /proc's after the recording. */
+TEST_EXCLUSIVE(system_names_the_kernel_threads_it_found_running, 120)
+{
+	const char *spool = test_path("kthreads.spool");
+	struct sonde_spool_offcpu iv;
+	struct sonde_spool_thread th;
+	struct test_output o;
+	size_t kworkers = 0, compared = 0, waits = 0;
+	char comm[64];
+
+	require_system_wide();
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP("kworker_spin needs two CPUs");
+	test_runf(&o, 60, "%s record -a --off-cpu --off-cpu-min 0 -o %s -- %s 50",
+		  test_bin("sonde"), spool, test_prog("kworker_spin"));
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	test_output_free(&o);
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	if (!s)
+		FAIL("%s: %s", spool, sonde_strerror(errno));
+	for (uint64_t i = 0; sonde_spool__get_offcpu(s, i, &iv) == 0; i++) {
+		ASSERT_INT(sonde_spool__get_thread(s, iv.thread, &th), ==, 0);
+		waits++;
+		if (!th.comm[0])
+			FAIL("thread %u of process %u has no name", th.tid, th.pid);
+		if (th.tid != th.pid || !kernel_thread((pid_t)th.pid, comm, sizeof(comm)))
+			continue;
+		if (!strncmp(th.comm, "kworker/", 8)) {
+			kworkers++;
+			continue;
+		}
+		if (strcmp(th.comm, comm))
+			FAIL("kernel thread %u named '%s', in /proc '%s'", th.pid, th.comm, comm);
+		compared++;
+	}
+	sonde_spool__close(s);
+	printf("%zu waits: %zu of kworkers, %zu of other kernel threads\n", waits, kworkers,
+	       compared);
+	ASSERT_UINT(kworkers, >=, 1);
+}
+
 /* The record and sample counts of the summary's loss line. */
 static void summary_loss(const char *err, unsigned long long *records, unsigned long long *samples)
 {

@@ -217,7 +217,7 @@ TEST(record_tasks_a_thread_from_proc_is_defined_afresh)
 	t->pid = P;
 	t->defined = t->announced = true;
 	snprintf(t->comm, sizeof(t->comm), "stale");
-	t = sonde__tasks_thread_from_proc(&ts, p, tid, 42);
+	t = sonde__tasks_thread_from_proc(&ts, p, tid, 42, NULL);
 	ASSERT_NOT_NULL(t);
 	ASSERT_INT(t->pid, ==, getpid());
 	ASSERT(!t->defined && !t->announced);
