@@ -325,6 +325,10 @@ TEST_EXCLUSIVE(system_names_the_kernel_threads_it_found_running, 120)
 			kworkers++;
 			continue;
 		}
+		/* a thread's name is the kernel's 15 characters (TASK_COMM_LEN, as in COMM
+		 * records), where /proc gives a kernel thread's whole name
+		 * (rcu_tasks_trace_kthread) */
+		comm[15] = 0;
 		if (strcmp(th.comm, comm))
 			FAIL("kernel thread %u named '%s', in /proc '%s'", th.pid, th.comm, comm);
 		compared++;
