@@ -583,34 +583,55 @@ struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_writ
 	return attach_or_free(r, pid, write, ctx, mode, opts);
 }
 
+/* The spool file of the constructors that take a path: created or truncated, into
+ * r->out_fd. *created says whether this call made it: a failure after this removes only
+ * such a file, never a device, a FIFO, a symlink or a file the caller pointed it at.
+ * 0 or -errno (said, and r freed). */
+static int open_output(struct sonde_recorder *r, const char *path, bool *created)
+{
+	/* O_EXCL creates only where nothing is, not even a dangling symlink: what it made is
+	 * this call's to remove, with no window for another to put something there */
+	r->out_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	*created = r->out_fd >= 0;
+	if (r->out_fd < 0 && errno == EEXIST)
+		r->out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (r->out_fd >= 0)
+		return 0;
+	int err = errno;
+	sonde_error("cannot create %s: %s", path, strerror(err));
+	sonde_recorder__free(r);
+	return -err;
+}
+
+/* A constructor that opened path failed (errno says why): nothing was recorded, so no
+ * half-written file of its own is left behind. */
+static void drop_output(const char *path, bool created)
+{
+	int err = errno;
+
+	if (created)
+		unlink(path);
+	errno = err;
+}
+
 struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 					      enum sonde_attach_mode mode,
 					      const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
+	bool created;
+	int err;
 
 	if (!r)
 		return NULL;
-	/* Only a file this call creates is removed again on failure: never a device, a FIFO or
-	 * a symlink the caller pointed it at. */
-	bool existed = access(path, F_OK) == 0 || errno != ENOENT;
-	r->out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (r->out_fd < 0) {
-		int err = errno;
-		sonde_error("cannot create %s: %s", path, strerror(err));
-		sonde_recorder__free(r);
-		errno = err;
+	if ((err = open_output(r, path, &created)) < 0) {
+		errno = -err;
 		return NULL;
 	}
 	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode,
 			   opts);
-	if (!r) {
-		/* Nothing was recorded: leave no half-written file behind. */
-		int err = errno;
-		if (!existed)
-			unlink(path);
-		errno = err;
-	}
+	if (!r)
+		drop_output(path, created);
 	return r;
 }
 
@@ -693,23 +714,21 @@ struct sonde_recorder *sonde_recorder__attach_system(const char *path,
 						     const struct sonde_record_opts *opts)
 {
 	struct sonde_recorder *r = recorder_alloc();
+	bool created;
+	int err;
 
 	if (!r)
 		return NULL;
-	r->out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (r->out_fd < 0) {
-		int err = errno;
-		sonde_error("cannot create %s: %s", path, strerror(err));
-		sonde_recorder__free(r);
-		errno = err;
+	if ((err = open_output(r, path, &created)) < 0) {
+		errno = -err;
 		return NULL;
 	}
-	int err = attach_system(r, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, opts);
+	err = attach_system(r, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, opts);
 	if (!err)
 		return r;
 	sonde_recorder__free(r);
-	unlink(path);
 	errno = err == -SONDE_E_RANGE ? ERANGE : err <= -SONDE_E_BASE ? EIO : -err;
+	drop_output(path, created);
 	return NULL;
 }
 

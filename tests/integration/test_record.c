@@ -653,6 +653,32 @@ TEST(record_missing_pid_is_a_clean_error)
 	test_output_free(&o);
 }
 
+/* A recorder made with a path that then fails removes only a file it created itself:
+ * never a symlink (a device, a FIFO, a file) the caller pointed it at. The system-wide
+ * constructor removed whatever was there (a symlink given as its path was gone after). */
+TEST(record_constructor_failure_removes_only_its_own_file)
+{
+	const char *fresh = test_path("fresh.spool"), *target = test_path("target"),
+		   *link = test_path("link.spool");
+	int cpu = 1 << 20; /* no such CPU: refused before any event is opened */
+	struct sonde_record_opts opts = {.sz = sizeof(opts), .cpus = &cpu, .n_cpus = 1};
+	struct stat st;
+
+	test_write_file(target, "kept\n", 5);
+	ASSERT_OK(symlink(target, link));
+	ASSERT(sonde_recorder__attach_system(fresh, &opts) == NULL);
+	ASSERT(access(fresh, F_OK) != 0);
+	ASSERT(sonde_recorder__attach_system(link, &opts) == NULL);
+	ASSERT_OK(lstat(link, &st));
+	ASSERT(S_ISLNK(st.st_mode));
+	/* and the per-process one, for a process that does not exist */
+	ASSERT(sonde_recorder__attach(2147483000, fresh, SONDE_ATTACH_STOP, NULL) == NULL);
+	ASSERT(access(fresh, F_OK) != 0);
+	ASSERT(sonde_recorder__attach(2147483000, link, SONDE_ATTACH_STOP, NULL) == NULL);
+	ASSERT_OK(lstat(link, &st));
+	ASSERT(S_ISLNK(st.st_mode));
+}
+
 TEST(record_missing_command_exits_127)
 {
 	struct test_output o;
