@@ -434,6 +434,11 @@ bool sonde__service_writers_busy(struct sonde_service *ss);
 
 /* svcpkt.c */
 uint64_t sonde__svc_boottime_ns(void);
+/* A queue of whole packets the service wrote, for the next read pass: each a 4-byte length,
+ * then its bytes. Appends b's packet to q (nothing when building b ran out of memory). */
+void sonde__svcpkt_queue(struct buf *q, const struct buf *b);
+/* Emits q's packets into fn, in order, and empties it. */
+void sonde__svcpkt_emit_queue(struct buf *q, tbuf_packet_fn fn, void *ctx);
 /* Queues a service event (enum pf_service_event) with the current time. */
 void sonde__svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field);
 /* A message for the session's consumer, as the probes write theirs: an android_log event

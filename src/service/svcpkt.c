@@ -35,14 +35,26 @@ static void put_trusted(struct svc *s, struct buf *b)
 }
 
 /* Appends the packet in s->scratch to a queue as u32 length + bytes. */
-static void enqueue(struct svc *s, struct buf *q)
+void sonde__svcpkt_queue(struct buf *q, const struct buf *b)
 {
-	uint32_t n = (uint32_t)s->scratch.len;
+	uint32_t n = (uint32_t)b->len;
 
-	if (buf_error(&s->scratch) < 0)
+	if (buf_error(b) < 0)
 		return;
 	sonde__buf_append(q, &n, sizeof(n));
-	sonde__buf_append(q, s->scratch.data, n);
+	sonde__buf_append(q, b->data, n);
+}
+
+void sonde__svcpkt_emit_queue(struct buf *q, tbuf_packet_fn fn, void *ctx)
+{
+	for (size_t off = 0; off + 4 <= q->len;) {
+		uint32_t n;
+		memcpy(&n, q->data + off, 4);
+		struct iovec v = {q->data + off + 4, n};
+		fn(ctx, &v, 1, n);
+		off += 4 + n;
+	}
+	sonde__buf_reset(q);
 }
 
 void sonde__svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field)
@@ -57,7 +69,7 @@ void sonde__svcpkt_event(struct svc *s, struct session *ss, uint32_t event_field
 	sonde__pb_put_bool(b, event_field, true);
 	sonde__pb_end(b, m);
 	put_trusted(s, b);
-	enqueue(s, &ss->svc_pkts);
+	sonde__svcpkt_queue(&ss->svc_pkts, &s->scratch);
 }
 
 static const struct {
@@ -89,7 +101,7 @@ void sonde__svcpkt_log(struct svc *s, struct session *ss, const char *tag, int p
 	sonde__pb_end(b, e);
 	sonde__pb_end(b, a);
 	put_trusted(s, b);
-	enqueue(s, &ss->svc_pkts);
+	sonde__svcpkt_queue(&ss->svc_pkts, &s->scratch);
 }
 
 static void read_clocks(uint64_t v[6])
@@ -125,7 +137,7 @@ static void queue_machine_snapshot(struct svc *s, struct session *ss, const stru
 	sonde__pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
 	sonde__pb_put_varint(b, PF_PACKET_MACHINE_ID, m->id);
 	if (n)
-		enqueue(s, &ss->svc_clocks);
+		sonde__svcpkt_queue(&ss->svc_clocks, &s->scratch);
 }
 
 static void queue_snapshot(struct svc *s, struct session *ss, const uint64_t v[6])
@@ -147,7 +159,7 @@ static void queue_snapshot(struct svc *s, struct session *ss, const uint64_t v[6
 	sonde__pb_put_varint(b, PF_CLOCK_SNAPSHOT_PRIMARY_TRACE_CLOCK, PF_CLOCK_BOOTTIME);
 	sonde__pb_end(b, m);
 	put_trusted(s, b);
-	enqueue(s, &ss->svc_clocks);
+	sonde__svcpkt_queue(&ss->svc_clocks, &s->scratch);
 	for (size_t i = 0; i < s->nmachines; i++)
 		queue_machine_snapshot(s, ss, &s->machines[i], v);
 }
@@ -183,18 +195,6 @@ static int emit_scratch(struct svc *s, tbuf_packet_fn fn, void *ctx)
 	if (buf_error(&s->scratch) < 0)
 		return 0;
 	return fn(ctx, &v, 1, v.iov_len);
-}
-
-static void emit_queue(struct buf *q, tbuf_packet_fn fn, void *ctx)
-{
-	for (size_t off = 0; off + 4 <= q->len;) {
-		uint32_t n;
-		memcpy(&n, q->data + off, 4);
-		struct iovec v = {q->data + off + 4, n};
-		fn(ctx, &v, 1, n);
-		off += 4 + n;
-	}
-	sonde__buf_reset(q);
 }
 
 static void system_info(struct svc *s, struct buf *b)
@@ -275,7 +275,7 @@ void sonde__svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn f
 {
 	struct buf *b = &s->scratch;
 
-	emit_queue(&ss->svc_clocks, fn, ctx);
+	sonde__svcpkt_emit_queue(&ss->svc_clocks, fn, ctx);
 	if (ss->sync_due) {
 		/* the marker must be the last field: 18 <uid> 50 01 A2 02 10 <16 bytes> */
 		ss->sync_due = false;
@@ -303,14 +303,14 @@ void sonde__svcpkt_emit_head(struct svc *s, struct session *ss, tbuf_packet_fn f
 		emit_scratch(s, fn, ctx);
 	}
 	emit_machines(s, ss, fn, ctx);
-	emit_queue(&ss->svc_pkts, fn, ctx);
+	sonde__svcpkt_emit_queue(&ss->svc_pkts, fn, ctx);
 }
 
 void sonde__svcpkt_emit_tail(struct svc *s, struct session *ss, tbuf_packet_fn fn, void *ctx)
 {
 	struct buf *b = &s->scratch;
 
-	emit_queue(&ss->svc_pkts, fn, ctx);
+	sonde__svcpkt_emit_queue(&ss->svc_pkts, fn, ctx);
 	if (!ss->stats_due)
 		return;
 	ss->stats_due = false;

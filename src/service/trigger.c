@@ -297,7 +297,6 @@ static void record(struct svc *s, struct session *ss, const struct trig_def *d,
 		   const struct conn *c)
 {
 	struct buf *b = &s->scratch;
-	uint32_t n;
 
 	if (ss->trig.nreceived >= TRIG_MAX_RECORDED)
 		return;
@@ -315,11 +314,7 @@ static void record(struct svc *s, struct session *ss, const struct trig_def *d,
 	sonde__pb_put_varint(b, PF_PACKET_TRUSTED_UID, s->uid);
 	sonde__pb_put_varint(b, PF_PACKET_TRUSTED_PACKET_SEQUENCE_ID, 1);
 	sonde__pb_put_varint(b, PF_PACKET_TIMESTAMP_CLOCK_ID, PF_CLOCK_BOOTTIME);
-	if (buf_error(b) < 0)
-		return;
-	n = (uint32_t)b->len;
-	sonde__buf_append(&ss->trig.pkts, &n, sizeof(n));
-	sonde__buf_append(&ss->trig.pkts, b->data, n);
+	sonde__svcpkt_queue(&ss->trig.pkts, b);
 }
 
 /* Applies a matching trigger to one session; returns whether it changed the session. */
@@ -455,12 +450,5 @@ void sonde__trigger_emit(struct session *ss, tbuf_packet_fn fn, void *ctx)
 		sonde__buf_reset(q);
 		return;
 	}
-	for (size_t off = 0; off + 4 <= q->len;) {
-		uint32_t n;
-		memcpy(&n, q->data + off, 4);
-		struct iovec v = {q->data + off + 4, n};
-		fn(ctx, &v, 1, n);
-		off += 4 + n;
-	}
-	sonde__buf_reset(q);
+	sonde__svcpkt_emit_queue(q, fn, ctx);
 }
