@@ -327,6 +327,20 @@ static int queue_fd(struct ipc_chan *c, size_t frame_off, int fd)
 	return 0;
 }
 
+/* The frame queued at frame_off goes with fd (if any), then out as far as the socket
+ * takes it; a frame whose fd cannot go is taken back. 0 or -errno. */
+static int send_queued(struct ipc_chan *c, size_t frame_off, int fd)
+{
+	int rc = queue_fd(c, frame_off, fd);
+
+	if (rc < 0) {
+		c->tx.len = frame_off;
+		return rc;
+	}
+	rc = sonde__ipc_chan_flush(c);
+	return rc < 0 ? rc : 0;
+}
+
 int sonde__ipc_chan_send(struct ipc_chan *c, const struct ipc_frame *f, int fd)
 {
 	size_t off = c->tx.len;
@@ -335,21 +349,12 @@ int sonde__ipc_chan_send(struct ipc_chan *c, const struct ipc_frame *f, int fd)
 	if (c->fd < 0)
 		return -EPIPE;
 	rc = sonde__ipc_frame_encode(&c->tx, f);
-	if (rc < 0)
-		return rc;
-	rc = queue_fd(c, off, fd);
-	if (rc < 0) {
-		c->tx.len = off;
-		return rc;
-	}
-	rc = sonde__ipc_chan_flush(c);
-	return rc < 0 ? rc : 0;
+	return rc < 0 ? rc : send_queued(c, off, fd);
 }
 
 int sonde__ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, int fd)
 {
 	size_t off = c->tx.len;
-	int rc;
 
 	if (c->fd < 0)
 		return -EPIPE;
@@ -361,13 +366,7 @@ int sonde__ipc_chan_send_raw(struct ipc_chan *c, const void *frame, size_t len, 
 		c->tx.failed = false;
 		return -ENOMEM;
 	}
-	rc = queue_fd(c, off, fd);
-	if (rc < 0) {
-		c->tx.len = off;
-		return rc;
-	}
-	rc = sonde__ipc_chan_flush(c);
-	return rc < 0 ? rc : 0;
+	return send_queued(c, off, fd);
 }
 
 int sonde__ipc_chan_send_iov(struct ipc_chan *c, const struct ipc_frame *f,
