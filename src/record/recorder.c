@@ -558,18 +558,22 @@ static int attach(struct sonde_recorder *r, pid_t pid, sonde_spool_write_fn writ
 	return err;
 }
 
-static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid,
-					     sonde_spool_write_fn write, void *ctx,
-					     enum sonde_attach_mode mode,
-					     const struct sonde_record_opts *opts)
+/* A constructor's outcome: r, or NULL with r freed and errno set from err. */
+static struct sonde_recorder *made_or_free(struct sonde_recorder *r, int err)
 {
-	int err = attach(r, pid, write, ctx, mode, opts);
-
 	if (!err)
 		return r;
 	sonde_recorder__free(r);
 	errno = err == -SONDE_E_RANGE ? ERANGE : err <= -SONDE_E_BASE ? EIO : -err;
 	return NULL;
+}
+
+static struct sonde_recorder *attach_or_free(struct sonde_recorder *r, pid_t pid,
+					     sonde_spool_write_fn write, void *ctx,
+					     enum sonde_attach_mode mode,
+					     const struct sonde_record_opts *opts)
+{
+	return made_or_free(r, attach(r, pid, write, ctx, mode, opts));
 }
 
 struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_write_fn write,
@@ -583,12 +587,16 @@ struct sonde_recorder *sonde_recorder__attach_writer(pid_t pid, sonde_spool_writ
 	return attach_or_free(r, pid, write, ctx, mode, opts);
 }
 
-/* The spool file of the constructors that take a path: created or truncated, into
- * r->out_fd. *created says whether this call made it: a failure after this removes only
- * such a file, never a device, a FIFO, a symlink or a file the caller pointed it at.
- * 0 or -errno (said, and r freed). */
-static int open_output(struct sonde_recorder *r, const char *path, bool *created)
+/* A recorder for the constructors that take a path, its spool file created or truncated
+ * (r->out_fd). *created says whether this call made the file: a failure after this
+ * removes only such a file, never a device, a FIFO, a symlink or a file the caller
+ * pointed it at. NULL with errno set (said) on failure. */
+static struct sonde_recorder *recorder_with_output(const char *path, bool *created)
 {
+	struct sonde_recorder *r = recorder_alloc();
+
+	if (!r)
+		return NULL;
 	/* O_EXCL creates only where nothing is, not even a dangling symlink: what it made is
 	 * this call's to remove, with no window for another to put something there */
 	r->out_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -596,11 +604,12 @@ static int open_output(struct sonde_recorder *r, const char *path, bool *created
 	if (r->out_fd < 0 && errno == EEXIST)
 		r->out_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (r->out_fd >= 0)
-		return 0;
+		return r;
 	int err = errno;
 	sonde_error("cannot create %s: %s", path, strerror(err));
 	sonde_recorder__free(r);
-	return -err;
+	errno = err;
+	return NULL;
 }
 
 /* A constructor that opened path failed (errno says why): nothing was recorded, so no
@@ -618,16 +627,11 @@ struct sonde_recorder *sonde_recorder__attach(pid_t pid, const char *path,
 					      enum sonde_attach_mode mode,
 					      const struct sonde_record_opts *opts)
 {
-	struct sonde_recorder *r = recorder_alloc();
 	bool created;
-	int err;
+	struct sonde_recorder *r = recorder_with_output(path, &created);
 
 	if (!r)
 		return NULL;
-	if ((err = open_output(r, path, &created)) < 0) {
-		errno = -err;
-		return NULL;
-	}
 	r = attach_or_free(r, pid, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, mode,
 			   opts);
 	if (!r)
@@ -700,36 +704,22 @@ struct sonde_recorder *sonde_recorder__attach_system_writer(sonde_spool_write_fn
 {
 	struct sonde_recorder *r = recorder_alloc();
 
-	if (!r)
-		return NULL;
-	int err = attach_system(r, write, ctx, opts);
-	if (!err)
-		return r;
-	sonde_recorder__free(r);
-	errno = err == -SONDE_E_RANGE ? ERANGE : err <= -SONDE_E_BASE ? EIO : -err;
-	return NULL;
+	return r ? made_or_free(r, attach_system(r, write, ctx, opts)) : NULL;
 }
 
 struct sonde_recorder *sonde_recorder__attach_system(const char *path,
 						     const struct sonde_record_opts *opts)
 {
-	struct sonde_recorder *r = recorder_alloc();
 	bool created;
-	int err;
+	struct sonde_recorder *r = recorder_with_output(path, &created);
 
 	if (!r)
 		return NULL;
-	if ((err = open_output(r, path, &created)) < 0) {
-		errno = -err;
-		return NULL;
-	}
-	err = attach_system(r, sonde_spool_writer__write_fd, (void *)(intptr_t)r->out_fd, opts);
-	if (!err)
-		return r;
-	sonde_recorder__free(r);
-	errno = err == -SONDE_E_RANGE ? ERANGE : err <= -SONDE_E_BASE ? EIO : -err;
-	drop_output(path, created);
-	return NULL;
+	r = made_or_free(r, attach_system(r, sonde_spool_writer__write_fd,
+					  (void *)(intptr_t)r->out_fd, opts));
+	if (!r)
+		drop_output(path, created);
+	return r;
 }
 
 int sonde_recorder__attach_process(struct sonde_recorder *r, pid_t pid, enum sonde_attach_mode mode)
