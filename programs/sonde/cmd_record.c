@@ -32,10 +32,20 @@
 enum { MAX_PIDS = 64, POLL_MS = 100, CHILD_GRACE_MS = 2000 };
 
 static volatile sig_atomic_t stop_signal;
+/* A child may have exited since the last look (SIGCHLD): the launched command is reaped
+ * then, not polled with a wait4 at every wakeup of the recorder, and its exit interrupts
+ * the wait at once. Set at first, so that the first look is taken. */
+static volatile sig_atomic_t child_changed = 1;
 
 static void on_signal(int sig)
 {
 	stop_signal = sig;
+}
+
+static void on_child(int sig)
+{
+	(void)sig;
+	child_changed = 1;
 }
 
 struct record_args {
@@ -658,6 +668,12 @@ static int install_signals(void)
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
 		return -errno;
+	/* SA_RESTART for the calls it could interrupt elsewhere; epoll_wait, which it is
+	 * meant to, is never restarted */
+	sa.sa_handler = on_child;
+	sa.sa_flags = SA_NOCLDSTOP | SA_RESTART;
+	if (sigaction(SIGCHLD, &sa, NULL) < 0)
+		return -errno;
 	return 0;
 }
 
@@ -702,6 +718,9 @@ static bool child_done(struct child *c)
 {
 	if (!c->l || c->exited)
 		return true;
+	if (!child_changed)
+		return false;
+	child_changed = 0; /* before the wait: an exit after it sets it again */
 	if (sonde_launch__wait(c->l, WNOHANG, &c->status) == 1)
 		c->exited = true;
 	return c->exited;

@@ -950,8 +950,10 @@ int sonde__rec_drain(struct sonde_recorder *r)
 	int err = drain_and_process(r, false, &pr);
 	uint64_t now = sonde__rec_now(r);
 	if (now < start + REC_REORDER_SLACK_NS) {
-		uint64_t ns = start + REC_REORDER_SLACK_NS - now;
-		nanosleep(&(struct timespec){0, (long)ns}, NULL);
+		/* the whole slack, whatever signal comes meanwhile */
+		struct timespec left = {0, (long)(start + REC_REORDER_SLACK_NS - now)};
+		while (nanosleep(&left, &left) < 0 && errno == EINTR)
+			;
 	}
 	int again = sonde__rec_error(r, drain_rings(r));
 	int perr = process_until(r, start, &pr);
