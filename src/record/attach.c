@@ -276,7 +276,8 @@ static int map_ring(struct sonde_recorder *r, struct perf_ring *ring, int fd, si
 		sonde_error("cannot map a perf ring of %u pages: %s", pages, strerror(-err));
 		return err;
 	}
-	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = cpu_idx};
+	/* paced, a ring is watched for its hang-up alone (events.h) */
+	struct epoll_event ev = {.events = r->ev.fill_bps ? 0 : EPOLLIN, .data.u64 = cpu_idx};
 	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		err = -errno;
 		sonde__perf_ring_unmap(ring);

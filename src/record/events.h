@@ -54,6 +54,16 @@ struct rec_events {
 	size_t n_events, cap_events;
 	int epfd;
 	uint32_t ring_pages;
+	/* Paced drains, for events whose rate a clock bounds (a frequency, the cpu-clock's
+	 * period; not tracepoints, not the perf off-CPU backend's switch-outs): the bytes a
+	 * second a ring was sized for, 0 when unpaced. The kernel wakes a ring's reader at
+	 * every watermark's worth written, whatever was read meanwhile, so one wakeup a
+	 * ring made the wakeups grow with the CPUs. Paced, the rings wake nobody (watched
+	 * for hang-ups only): a timer (pace_fd, every pace_ns) drains them all at a quarter
+	 * of the time the smallest one holds at that rate, which leaves it the three
+	 * quarters the watermark did. */
+	uint64_t fill_bps, pace_ns;
+	int pace_fd;
 	bool event_error_said; /* sonde__rec_choose_event logged why it failed */
 	uint64_t closed_lost;  /* lost counts of event fds already closed */
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -314,10 +315,6 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), cap = ring_mlock_cap(r->ev.n_cpus);
 
 	r->sum.ring_bytes_cap = cap ? cap : RING_CAP_BYTES;
-	if (o->ring_pages) {
-		r->ev.ring_pages = o->ring_pages;
-		return;
-	}
 	/* A ring holds a CPU's samples for RING_BUDGET_MS: per-thread events sample each
 	 * thread only while it runs, and per-CPU events the CPU, so a CPU writes at most
 	 * `frequency` samples a second either way. A sample is its stack copy, the registers,
@@ -327,6 +324,10 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	uint64_t rate = r->cfg.dummy ? 0 : r->cfg.freq;
 	if (r->cfg.period && r->cfg.kind == PERF_KIND_CPU_CLOCK)
 		rate = 1000000000ull / r->cfg.period + 1;
+	bool clocked = rate && r->cfg.kind != PERF_KIND_TRACEPOINT &&
+		       (!r->cfg.period || r->cfg.kind == PERF_KIND_CPU_CLOCK) &&
+		       !(sonde__rec_offcpu_on(r) && !r->offcpu.bpf);
+	r->ev.fill_bps = clocked ? rate * sample : 0;
 	/* A tracepoint's rate is the workload's: sched_switch on a busy CPU runs to tens of
 	 * thousands a second, so size for TRACEPOINT_RATE hits per period (a ring that loses
 	 * grows with -a; -ring-pages overrides). */
@@ -337,6 +338,10 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	 * growing rings cover what a busier program does) */
 	if (sonde__rec_offcpu_on(r) && !r->offcpu.bpf)
 		rate += 1000;
+	if (o->ring_pages) {
+		r->ev.ring_pages = o->ring_pages;
+		return;
+	}
 	uint64_t want = rate * sample * RING_BUDGET_MS / 1000;
 	if (want < RING_SIDE_BAND_BYTES)
 		want = RING_SIDE_BAND_BYTES;
@@ -412,6 +417,7 @@ static struct sonde_recorder *recorder_alloc(void)
 	if (!r)
 		return NULL;
 	r->ev.epfd = -1;
+	r->ev.pace_fd = -1;
 	r->out_fd = -1;
 	r->ev.gen = 1;
 	sonde__perf_event_layout(&r->layout);
@@ -963,7 +969,8 @@ int sonde__rec_drain(struct sonde_recorder *r)
 static void drop_hung_up(struct sonde_recorder *r, const struct epoll_event *ev, int n)
 {
 	for (int i = 0; i < n; i++) {
-		if (sonde__rec_offcpu_bpf_is_ring(ev[i].data.u64))
+		if (sonde__rec_offcpu_bpf_is_ring(ev[i].data.u64) ||
+		    ev[i].data.u64 == REC_PACE_EPOLL_DATA)
 			continue;
 		struct rec_ring *ring = &r->ev.rings[ev[i].data.u64];
 		/* A ring whose events all ended stays readable forever: stop waiting on it (its
@@ -975,6 +982,46 @@ static void drop_hung_up(struct sonde_recorder *r, const struct epoll_event *ev,
 	}
 }
 
+/* Paced drains (events.h): the timer, made at the first poll, runs every quarter of what
+ * the smallest ring holds at the rate the rings were sized for (a ring grown or replaced
+ * changes it); its expirations are taken at each poll, so that a caller waiting on the
+ * recorder's epoll fd is not woken again for the same. 0 or -errno. */
+static int pace(struct sonde_recorder *r)
+{
+	uint64_t least = UINT64_MAX, x;
+
+	if (!r->ev.fill_bps)
+		return 0;
+	for (size_t i = 0; i < r->ev.n_cpus; i++) {
+		const struct rec_ring *ring = &r->ev.rings[i];
+		if (ring->mapped && ring->ring.size < least)
+			least = ring->ring.size;
+		if (ring->next_mapped && ring->next.size < least)
+			least = ring->next.size;
+	}
+	if (least == UINT64_MAX)
+		return 0;
+	uint64_t ns = least * 1000000000ull / r->ev.fill_bps / 4;
+	if (ns < 1000000)
+		ns = 1000000;
+	if (r->ev.pace_fd < 0) {
+		struct epoll_event e = {.events = EPOLLIN, .data.u64 = REC_PACE_EPOLL_DATA};
+		r->ev.pace_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (r->ev.pace_fd < 0 || epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, r->ev.pace_fd, &e) < 0)
+			return -errno;
+	} else if (read(r->ev.pace_fd, &x, sizeof(x)) < 0 && errno != EAGAIN) {
+		return -errno;
+	}
+	if (ns == r->ev.pace_ns)
+		return 0;
+	struct timespec every = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+	struct itimerspec its = {.it_interval = every, .it_value = every};
+	if (timerfd_settime(r->ev.pace_fd, 0, &its, NULL) < 0)
+		return -errno;
+	r->ev.pace_ns = ns;
+	return 0;
+}
+
 int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_record_poll *out)
 {
 	struct sonde_record_poll pr = {0};
@@ -984,6 +1031,9 @@ int sonde_recorder__poll(struct sonde_recorder *r, int timeout_ms, struct sonde_
 		return -SONDE_E_STATE;
 	if (!OPTS_OUT_VALID(out))
 		return -EINVAL;
+	int perr = sonde__rec_error(r, pace(r));
+	if (perr)
+		return perr;
 	if (timeout_ms != 0) {
 		int n = epoll_wait(r->ev.epfd, ev, 16, sonde__rec_regen_wait_ms(r, timeout_ms));
 		if (n < 0 && errno != EINTR)
@@ -1231,6 +1281,8 @@ void sonde_recorder__free(struct sonde_recorder *r)
 	for (size_t i = 0; i < r->ev.n_events; i++)
 		close(r->ev.events[i].fd);
 	sonde__rec_offcpu_bpf_free(r);
+	if (r->ev.pace_fd >= 0)
+		close(r->ev.pace_fd);
 	if (r->ev.epfd >= 0)
 		close(r->ev.epfd);
 	if (r->out_fd >= 0)

@@ -63,6 +63,9 @@ enum {
 	/* A poll runs a recovery sweep for an open gap at most this often (by the clock). */
 	REC_SWEEP_INTERVAL_NS = 250000000,
 };
+/* The epoll data of the paced drains' timer (events.h); the BPF off-CPU rings' is
+ * UINT64_MAX, a perf ring's its CPU's index. */
+#define REC_PACE_EPOLL_DATA (UINT64_MAX - 1)
 
 /* The lifecycle part: which children are followed, the exec check, losses and the sweeps
  * that recover from them (recover.c owns it; others call its functions). */

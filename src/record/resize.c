@@ -616,7 +616,7 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 		close(fd);
 		return err;
 	}
-	struct epoll_event e = {.events = EPOLLIN, .data.u64 = idx};
+	struct epoll_event e = {.events = r->ev.fill_bps ? 0 : EPOLLIN, .data.u64 = idx};
 	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
 		err = -errno;
 		sonde__perf_ring_unmap(&bigger);
