@@ -46,6 +46,14 @@ int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data)
 	return epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
 }
 
+int sonde__rec_watch_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
+{
+	/* paced, a ring is watched for its hang-up alone (events.h) */
+	struct epoll_event e = {.events = r->ev.fill_bps ? 0 : EPOLLIN, .data.u64 = cpu_idx};
+
+	return epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+}
+
 /* The kernel part's refusals (r->kern): attach.c records them as it chooses the event. */
 
 void sonde__rec_kernel_time_refused(struct sonde_recorder *r, int err)
@@ -276,10 +284,7 @@ static int map_ring(struct sonde_recorder *r, struct perf_ring *ring, int fd, si
 		sonde_error("cannot map a perf ring of %u pages: %s", pages, strerror(-err));
 		return err;
 	}
-	/* paced, a ring is watched for its hang-up alone (events.h) */
-	struct epoll_event ev = {.events = r->ev.fill_bps ? 0 : EPOLLIN, .data.u64 = cpu_idx};
-	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		err = -errno;
+	if ((err = sonde__rec_watch_ring(r, fd, cpu_idx)) < 0) {
 		sonde__perf_ring_unmap(ring);
 		return err;
 	}

@@ -324,9 +324,10 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	uint64_t rate = r->cfg.dummy ? 0 : r->cfg.freq;
 	if (r->cfg.period && r->cfg.kind == PERF_KIND_CPU_CLOCK)
 		rate = 1000000000ull / r->cfg.period + 1;
+	/* the perf off-CPU backend's switch-outs share the rings, at the workload's rate */
+	bool perf_offcpu = sonde__rec_offcpu_on(r) && !r->offcpu.bpf;
 	bool clocked = rate && r->cfg.kind != PERF_KIND_TRACEPOINT &&
-		       (!r->cfg.period || r->cfg.kind == PERF_KIND_CPU_CLOCK) &&
-		       !(sonde__rec_offcpu_on(r) && !r->offcpu.bpf);
+		       (!r->cfg.period || r->cfg.kind == PERF_KIND_CPU_CLOCK) && !perf_offcpu;
 	r->ev.fill_bps = clocked ? rate * sample : 0;
 	/* A tracepoint's rate is the workload's: sched_switch on a busy CPU runs to tens of
 	 * thousands a second, so size for TRACEPOINT_RATE hits per period (a ring that loses
@@ -336,7 +337,7 @@ void sonde__rec_size_rings(struct sonde_recorder *r, const struct sonde_record_o
 	/* the perf backend's switch-outs come on top of the clock's samples, at the rate
 	 * threads block: a guess of a thousand a second (the loss accounting and, with -a,
 	 * growing rings cover what a busier program does) */
-	if (sonde__rec_offcpu_on(r) && !r->offcpu.bpf)
+	if (perf_offcpu)
 		rate += 1000;
 	if (o->ring_pages) {
 		r->ev.ring_pages = o->ring_pages;

@@ -179,9 +179,12 @@ int sonde__rec_cpu(const struct sonde_recorder *r, size_t idx);
 size_t sonde__rec_n_events(const struct sonde_recorder *r);
 /* The current generation of events. */
 uint32_t sonde__rec_gen(const struct sonde_recorder *r);
-/* Wakes poll when fd is readable, telling it data (a ring index, or the BPF ring's mark).
- * 0 or -errno. */
+/* Wakes poll when fd is readable, telling it data (the BPF ring's mark; perf rings go
+ * through sonde__rec_watch_ring). 0 or -errno. */
 int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data);
+/* Adds the perf ring of CPU index cpu_idx to the recorder's epoll set: read when it holds
+ * a watermark's worth, or, paced (events.h), watched for its hang-up alone. 0 or -errno. */
+int sonde__rec_watch_ring(struct sonde_recorder *r, int fd, size_t cpu_idx);
 /* Kernel time is not sampled, for the reason err (-errno). */
 void sonde__rec_kernel_time_refused(struct sonde_recorder *r, int err);
 /* Why kernel time is not sampled (-errno), 0 when it is or was not asked for. */

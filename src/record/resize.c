@@ -616,9 +616,7 @@ static int grow_ring(struct sonde_recorder *r, size_t idx, unsigned pages)
 		close(fd);
 		return err;
 	}
-	struct epoll_event e = {.events = r->ev.fill_bps ? 0 : EPOLLIN, .data.u64 = idx};
-	if (epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
-		err = -errno;
+	if ((err = sonde__rec_watch_ring(r, fd, idx)) < 0) {
 		sonde__perf_ring_unmap(&bigger);
 		close(fd);
 		return err;
