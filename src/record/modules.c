@@ -63,6 +63,7 @@ static void punch(struct rec_modtable *t, uint64_t start, uint64_t end)
 			e->end = start;
 			right->pgoff += end - right->start;
 			right->start = end;
+			right->unw_cache = NULL;
 			return;
 		}
 		if (e->start < start) { /* keep the left part */
@@ -71,6 +72,7 @@ static void punch(struct rec_modtable *t, uint64_t start, uint64_t end)
 		} else if (e->end > end) { /* keep the right part */
 			e->pgoff += end - e->start;
 			e->start = end;
+			e->unw_cache = NULL;
 			return;
 		} else { /* fully covered */
 			memmove(e, e + 1, (t->n - i - 1) * sizeof(*e));
@@ -93,6 +95,7 @@ int sonde__modtable_insert(struct rec_modtable *t, const struct rec_module *m)
 	memmove(&t->m[i + 1], &t->m[i], (t->n - i) * sizeof(t->m[0]));
 	t->m[i] = *m;
 	t->m[i].path = path;
+	t->m[i].unw_cache = NULL;
 	t->n++;
 	return 0;
 }

@@ -13,6 +13,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "unwind/dwarf.h"
+
+struct unwind_cache;
+
 struct rec_module {
 	uint64_t start, end; /* [start, end) */
 	uint64_t pgoff;	     /* file offset of start */
@@ -20,6 +24,13 @@ struct rec_module {
 	uint32_t flags;	     /* enum sonde_spool_module_flags */
 	uint64_t dev, inode;
 	const char *path; /* owned by the table (shared between the pieces of a split) */
+	/* What unw_cache said of this entry (its CFI table and bias), remembered by
+	 * sonde__record_find_module: a sample's first frame asked it anew, a hash lookup and
+	 * a program-header walk, a twentieth of a -a recording's CPU per sample. A cache
+	 * never drops a table, and the entry's mapping (start, pgoff, file) does not change
+	 * while it is set: an insert or a trim that moves start clears it. */
+	const struct unwind_cache *unw_cache; /* NULL: not asked */
+	struct unwind_module unw;
 };
 
 struct rec_modtable {

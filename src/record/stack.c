@@ -84,15 +84,24 @@ bool sonde__record_find_module(void *vctx, uint64_t pc, struct unwind_module *ou
 
 	if (!m)
 		return false;
-	if (m != c->last) {
+	c->last = m;
+	/* without a cache (frame pointers only) no module has CFI: the unwinder walks frame
+	 * pointers through every frame */
+	out->table = NULL;
+	out->bias = 0;
+	if (!c->cache)
+		return true;
+	if (m->unw_cache != c->cache) {
 		struct unwind_mapping um = sonde__record_unwind_mapping(c->pid, m);
-		/* without a cache (frame pointers only) no module has CFI: the unwinder
-		 * walks frame pointers through every frame */
-		if (!c->cache || !sonde__unwind_cache_lookup(c->cache, &um, &c->last_mod))
-			c->last_mod.table = NULL;
-		c->last = m;
+		struct unwind_module u;
+		if (!sonde__unwind_cache_lookup(c->cache, &um, &u))
+			return true; /* out of memory: no CFI this time, asked again next time */
+		/* the table is logically const: the entry only remembers what the cache said */
+		struct rec_module *memo = (struct rec_module *)m;
+		memo->unw = u;
+		memo->unw_cache = c->cache;
 	}
-	*out = c->last_mod;
+	*out = m->unw;
 	return true;
 }
 

@@ -23,13 +23,14 @@
  * the recording's table cache (NULL: no module has CFI, frame pointers walk every frame);
  * ctx is a struct rec_find_ctx whose first three fields are set and the rest zero. The
  * last module found is remembered, consecutive frames being mostly in the same one, so
- * the table must not change while a ctx is in use. */
+ * the table must not change while a ctx is in use; each entry remembers what the cache
+ * said of it (rec_module.unw_cache), so a table must not outlive the cache it was used
+ * with. */
 struct rec_find_ctx {
 	const struct rec_modtable *mods;
 	struct unwind_cache *cache;
 	pid_t pid;
 	const struct rec_module *last;
-	struct unwind_module last_mod;
 };
 bool sonde__record_find_module(void *ctx, uint64_t pc, struct unwind_module *out);
 /* What the unwind cache knows module m of process pid by. Borrows m's path. */

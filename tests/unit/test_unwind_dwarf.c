@@ -508,3 +508,53 @@ TEST(unwind_no_allocation_when_warm)
 	ASSERT_INT(n, >=, 6);
 	self_maps_free(m);
 }
+
+/* A module table entry remembers what the cache said of it (its CFI table and bias), and
+ * forgets it when a trim moves its start: the part left is asked anew, and gets the same
+ * table and bias, the file and its load address being the same. */
+TEST(unwind_module_memo_follows_the_mapping)
+{
+	static struct capture c;
+	struct self_maps *m = self_maps();
+	struct unwind_module first, again;
+	uint64_t pc = (uint64_t)(uintptr_t)unwind_chain_b;
+
+	ASSERT(sonde__record_find_module(&m->find, pc, &first));
+	ASSERT(first.table != NULL);
+	const struct rec_module *e = sonde__modtable_find(&m->mods, pc);
+	ASSERT(e != NULL);
+	ASSERT(e->unw_cache == m->cache);
+	ASSERT(e->unw.table == first.table);
+
+	/* a trim that keeps the start keeps what it remembers */
+	uint64_t page = pc & ~0xfffull, start = e->start;
+	ASSERT_UINT(page, >, start); /* the text has more than a page before this function */
+	uint64_t end = e->end;
+	ASSERT_UINT(end - 0x1000, >, page); /* and more than a page after it */
+	ASSERT_OK(sonde__modtable_remove(&m->mods, end - 0x1000, end));
+	e = sonde__modtable_find(&m->mods, pc);
+	ASSERT_UINT(e->end, ==, end - 0x1000);
+	ASSERT(e->unw_cache == m->cache);
+
+	/* one that moves it forgets */
+	ASSERT_OK(sonde__modtable_remove(&m->mods, start, page));
+	e = sonde__modtable_find(&m->mods, pc);
+	ASSERT_UINT(e->start, ==, page);
+	ASSERT(e->unw_cache == NULL);
+	m->find = (struct rec_find_ctx){.mods = &m->mods, .cache = m->cache, .pid = getpid()};
+	ASSERT(sonde__record_find_module(&m->find, pc, &again));
+	ASSERT(again.table == first.table);
+	ASSERT_UINT(again.bias, ==, first.bias);
+	ASSERT(e->unw_cache == m->cache);
+
+	/* and the chain still unwinds through it */
+	size_t n;
+	unwind_chain_a(&c, 1);
+	m->find = (struct rec_find_ctx){.mods = &m->mods, .cache = m->cache, .pid = getpid()};
+	sonde__unwind_dwarf(&c.regs, &c.stack, sonde__record_find_module, &m->find, frames, 64, &n,
+			    NULL);
+	ASSERT_INT(n, >=, 4);
+	ASSERT(in(frames[2], "unwind_chain_b", (void *)unwind_chain_b));
+	ASSERT(in(frames[3], "unwind_chain_a", (void *)unwind_chain_a));
+	self_maps_free(m);
+}
