@@ -164,6 +164,15 @@ struct saved_header {
 	int32_t pid;
 };
 static const char SAVED_MAGIC[8] = "sondeuw1";
+/* A module as saved: the fields of the first struct rec_module, whose layout the files
+ * kept (the path's pointer as zeros), so that builds from before and after a change to the
+ * recorder's struct replay each other's files. */
+struct saved_module {
+	uint64_t start, end, pgoff;
+	uint32_t id, flags;
+	uint64_t dev, inode;
+	uint64_t unused; /* was the path's pointer */
+};
 
 static int save(const char *path, const struct samples *s, const struct self_maps *m)
 {
@@ -176,8 +185,10 @@ static int save(const char *path, const struct samples *s, const struct self_map
 	ok = ok && fwrite(&h, sizeof(h), 1, f) == 1;
 	for (size_t i = 0; ok && i < m->mods.n; i++) {
 		const struct rec_module *e = &m->mods.m[i];
+		struct saved_module sm = {e->start, e->end, e->pgoff, e->id, e->flags, e->dev,
+					  e->inode, 0};
 		uint32_t len = e->path ? (uint32_t)strlen(e->path) : 0;
-		ok = fwrite(e, sizeof(*e), 1, f) == 1 && fwrite(&len, sizeof(len), 1, f) == 1 &&
+		ok = fwrite(&sm, sizeof(sm), 1, f) == 1 && fwrite(&len, sizeof(len), 1, f) == 1 &&
 		     fwrite(e->path ? e->path : "", 1, len, f) == len;
 	}
 	for (size_t i = 0; ok && i < s->n; i++) {
@@ -199,14 +210,21 @@ static int load(const char *path, struct samples *s, struct self_maps *m)
 		  !memcmp(h.magic, SAVED_MAGIC, sizeof(h.magic));
 
 	for (uint32_t i = 0; ok && i < h.n_mods; i++) {
-		struct rec_module e;
+		struct saved_module sm;
 		uint32_t len;
 		char p[4096];
-		ok = fread(&e, sizeof(e), 1, f) == 1 && fread(&len, sizeof(len), 1, f) == 1 &&
+		ok = fread(&sm, sizeof(sm), 1, f) == 1 && fread(&len, sizeof(len), 1, f) == 1 &&
 		     len < sizeof(p) && fread(p, 1, len, f) == len;
 		if (ok) {
 			p[len] = 0;
-			e.path = p;
+			struct rec_module e = {.start = sm.start,
+					       .end = sm.end,
+					       .pgoff = sm.pgoff,
+					       .id = sm.id,
+					       .flags = sm.flags,
+					       .dev = sm.dev,
+					       .inode = sm.inode,
+					       .path = p};
 			ok = sonde__modtable_insert(&m->mods, &e) == 0;
 		}
 	}
