@@ -117,6 +117,15 @@ int sonde__proc_maps_parse(const char *buf, size_t len, proc_map_fn fn, void *ct
 	return 0;
 }
 
+bool sonde__proc_map_is_code(const struct proc_map *m)
+{
+	static const char vsyscall[] = "[vsyscall]";
+
+	/* the whole path: a prefix compare of an anonymous mapping's empty one matched */
+	return m->exec && !(m->path_len == sizeof(vsyscall) - 1 &&
+			    memcmp(m->path, vsyscall, sizeof(vsyscall) - 1) == 0);
+}
+
 int sonde__proc_maps_read(pid_t pid, proc_map_fn fn, void *ctx)
 {
 	char path[64];

@@ -20,6 +20,11 @@ struct proc_map {
 	size_t path_len;
 };
 
+/* Whether m is executable code a module table keeps: any executable mapping but the
+ * legacy [vsyscall] page (which no process runs code in and perf never reports). An
+ * anonymous one (JIT code) is kept. */
+bool sonde__proc_map_is_code(const struct proc_map *m);
+
 /* Called for each mapping; a nonzero return stops the walk and is returned. */
 typedef int (*proc_map_fn)(void *ctx, const struct proc_map *m);
 

@@ -273,7 +273,7 @@ static int on_current_map(void *ctx, const struct proc_map *pm)
 	 * compiler flips its code pages between writable and executable, and a page that is
 	 * writable at this moment still holds the code the table knows. Only executable ones
 	 * are added. */
-	if (!pm->exec || strncmp(pm->path, "[vsyscall]", pm->path_len) == 0)
+	if (!sonde__proc_map_is_code(pm))
 		return 0;
 	snprintf(path, sizeof(path), "%.*s", (int)pm->path_len, pm->path);
 	if (table_covers(&p->mods, pm, path))

@@ -158,7 +158,7 @@ static int on_map(void *ctx, const struct proc_map *pm)
 	struct maps_ctx *c = ctx;
 	char path[4096];
 
-	if (!pm->exec || strncmp(pm->path, "[vsyscall]", pm->path_len) == 0)
+	if (!sonde__proc_map_is_code(pm))
 		return 0;
 	snprintf(path, sizeof(path), "%.*s", (int)pm->path_len, pm->path);
 	struct rec_module m = {.start = pm->start,

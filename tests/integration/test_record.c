@@ -1356,3 +1356,67 @@ TEST_TIMEOUT(record_api_frame_pointers_only, 120)
 	sonde_spool__close(s);
 	free(mem.data);
 }
+
+/* The start of pid's anonymous executable mapping (its JIT code), once it has one. */
+static uint64_t await_anon_code(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	for (double end = test_now() + 60;; usleep(10000)) {
+		FILE *f = fopen(path, "re");
+		char line[512];
+		if (!f)
+			FAIL("pid %d ended before it mapped its code", (int)pid);
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long long lo, hi, ino;
+			char perms[8];
+			int n = 0;
+			if (sscanf(line, "%llx-%llx %7s %*x %*x:%*x %llu%n", &lo, &hi, perms, &ino,
+				   &n) == 4 &&
+			    perms[2] == 'x' && ino == 0 && line[n + strspn(line + n, " ")] == '\n') {
+				fclose(f);
+				return lo;
+			}
+		}
+		fclose(f);
+		if (test_now() > end)
+			FAIL("pid %d has no anonymous code after 60 s", (int)pid);
+	}
+}
+
+/* Anonymous executable memory (a JIT's code) that a process had before it was attached
+ * is a module of its own, read from /proc like its files: the /proc reader took every
+ * mapping without a path for [vsyscall] (a prefix compare of an empty path), so `-p`
+ * left JIT frames as bare addresses where a launched recording named them [anon]. */
+TEST(record_p_keeps_anonymous_code_read_from_proc)
+{
+	test_require_perf();
+	const char *spin[] = {test_prog("jit_spin"), "60", NULL};
+	pid_t pid = test_spawn(spin);
+	uint64_t code = await_anon_code(pid);
+	char pidarg[16];
+	const char *out = test_path("jit.spool");
+	struct test_output o;
+
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
+	const char *rec[] = {test_bin("sonde"), "record", "-p", pidarg, "-d", "0.1", "-o", out,
+			     NULL};
+	test_run(&o, 60, rec);
+	kill(pid, SIGKILL);
+	test_wait(pid, 10);
+	ASSERT_INT(o.status, ==, 0);
+	test_output_free(&o);
+
+	struct sonde_spool *s = sonde_spool__open(out, NULL);
+	struct sonde_spool_info info;
+	struct sonde_spool_module m;
+	bool found = false;
+	ASSERT(s != NULL);
+	sonde_spool__get_info(s, &info);
+	for (uint32_t id = 1; id <= info.modules && !found; id++)
+		found = sonde_spool__get_module(s, id, &m) == 0 && m.def.pid == (uint32_t)pid &&
+			(m.def.flags & SONDE_MODULE_JIT) && m.def.start <= code && code < m.def.end;
+	ASSERT(found);
+	sonde_spool__close(s);
+}
