@@ -11,6 +11,7 @@
 #include "base/u64map.h"
 #include "export/acct.h"
 #include "export/profile.h"
+#include "spool/runs.h"
 
 struct build {
 	const struct sonde_spool *s;
@@ -309,47 +310,30 @@ static int add_samples(struct build *b)
 	return 0;
 }
 
-/* Whether stay number i of tid ended by t (false past its last stay). */
-static bool stay_ended_by(const struct sonde_spool *s, uint32_t tid, uint64_t i, uint64_t t)
-{
-	struct sonde_spool_run run;
-
-	return sonde_spool__get_tid_run(s, tid, i, &run) == 0 && run.end_ns <= t;
-}
-
 /* The BPF backend's unknown interval spans the waits of a thread its ring had no room for
  * and the stays between them, which the switches (a ring of their own) kept: counted
  * twice, they made a thread's parts 1.3 s more than its 5 s life. Stays are in the order
- * of their starts and one at a time, so in the order of their ends too: the first ending
- * after from is found by doubling, then halving. */
+ * of their starts; a stay ended by an inferred switch can overlap the next ones, whose
+ * common time counts once (it was counted twice, and the interval's unknown part, its
+ * length less this, went below zero). */
 uint64_t sonde__acct_stays_within(const struct sonde_spool *s, uint32_t tid, uint64_t from,
 				  uint64_t to)
 {
 	struct sonde_spool_run run;
-	uint64_t lo = 0, hi = 1, on = 0;
+	uint64_t on = 0, covered = from;
 
 	if (!tid)
 		return 0;
-	if (!stay_ended_by(s, tid, 0, from))
-		hi = 0;
-	else
-		while (stay_ended_by(s, tid, hi, from)) {
-			lo = hi;
-			hi *= 2;
-		}
-	while (lo + 1 < hi) { /* stay lo ended by from; hi did not, or is past the last */
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (stay_ended_by(s, tid, mid, from))
-			lo = mid;
-		else
-			hi = mid;
-	}
-	for (uint64_t i = hi; sonde_spool__get_tid_run(s, tid, i, &run) == 0; i++) {
+	for (uint64_t i = sonde__spool_tid_runs_ended_by(s, tid, from);
+	     sonde_spool__get_tid_run(s, tid, i, &run) == 0; i++) {
 		if (run.start_ns >= to)
 			break;
-		uint64_t a = run.start_ns > from ? run.start_ns : from;
+		uint64_t a = run.start_ns > covered ? run.start_ns : covered;
 		uint64_t z = run.end_ns < to ? run.end_ns : to;
-		on += z > a ? z - a : 0;
+		if (z > a) {
+			on += z - a;
+			covered = z;
+		}
 	}
 	return on;
 }

@@ -16,6 +16,7 @@
 #include "base/array.h"
 #include "spool/format.h"
 #include "spool/keep.h"
+#include "spool/runs.h"
 
 enum { CHUNK = 1 << 20 };
 
@@ -65,6 +66,9 @@ struct sonde_spool {
 	 * input ends */
 	struct sonde_spool_run *runs;
 	size_t n_runs, runs_cap;
+	/* by run: the latest end of its task's runs up to it (a stay ended by an inferred
+	 * switch can outlast the next ones), so that a search by end is one by this */
+	uint64_t *runs_end_max;
 	uint64_t *exit_ns; /* by thread id - 1: its EXIT's time + 1, 0 for none */
 	size_t exit_cap;
 };
@@ -100,9 +104,48 @@ static int finish_runs(struct sonde_spool *s)
 		if (err)
 			return err;
 	}
-	if (s->n_runs)
-		qsort(s->runs, s->n_runs, sizeof(*s->runs), by_tid_start);
+	if (!s->n_runs)
+		return 0;
+	qsort(s->runs, s->n_runs, sizeof(*s->runs), by_tid_start);
+	if (!(s->runs_end_max = sonde__malloc(s->n_runs * sizeof(*s->runs_end_max))))
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_runs; i++) {
+		uint64_t end = s->runs[i].end_ns, before = s->runs_end_max[i ? i - 1 : 0];
+		s->runs_end_max[i] = i && s->runs[i - 1].tid == s->runs[i].tid && before > end
+					     ? before
+					     : end;
+	}
 	return 0;
+}
+
+/* The index of tid's first run, or n_runs. */
+static size_t first_run_of(const struct sonde_spool *s, uint32_t tid)
+{
+	size_t lo = 0, hi = s->n_runs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->runs[mid].tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+uint64_t sonde__spool_tid_runs_ended_by(const struct sonde_spool *s, uint32_t tid, uint64_t t)
+{
+	size_t first = first_run_of(s, tid), lo = first;
+	size_t hi = tid == UINT32_MAX ? s->n_runs : first_run_of(s, tid + 1);
+
+	while (lo < hi) { /* the first whose latest end so far is after t */
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->runs_end_max[mid] <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo - first;
 }
 
 int sonde_spool__get_tid_run(const struct sonde_spool *s, uint32_t tid, uint64_t i,
@@ -112,14 +155,7 @@ int sonde_spool__get_tid_run(const struct sonde_spool *s, uint32_t tid, uint64_t
 		return -EINVAL;
 	if (!s->n_cpus)
 		return -ENOENT;
-	size_t lo = 0, hi = s->n_runs;
-	while (lo < hi) { /* the first run of tid */
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->runs[mid].tid < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = first_run_of(s, tid);
 	if (i >= s->n_runs - lo || s->runs[lo + i].tid != tid)
 		return -ERANGE;
 	*out = s->runs[lo + i];
@@ -543,6 +579,7 @@ void sonde_spool__close(struct sonde_spool *s)
 	sonde__free(s->unknown);
 	sonde__free(s->exit_ns);
 	sonde__free(s->runs);
+	sonde__free(s->runs_end_max);
 	sonde__free(s->cpus);
 	sonde__free(s->first_sample);
 	sonde__free(s->shorts);

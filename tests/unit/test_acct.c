@@ -324,6 +324,51 @@ TEST(acct_stays_within_finds_each_stay_by_its_end)
 	sonde__buf_free(&b);
 }
 
+/* Stays that overlap (one ended by an inferred switch outlasts the next ones) count their
+ * common time once, and are found whatever their order by end: R (81) on CPU 0 1..2,
+ * 3..4, 5..6 and 10..50 (ended by an inferred switch), on CPU 1 30..40 and 60..100. Its
+ * stays within 0..100 are 83 ms (93 counted 30..40 twice, which made a lost span's
+ * unknown part wrap below zero), within 45..55 the end of the inferred one, 5 ms (a
+ * search by end started past it, after 30..40). */
+TEST(acct_stays_within_counts_overlapping_stays_once)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w = writer(&b);
+	const uint32_t inferred = SONDE_OFFCPU_OTHER | SONDE_SWITCH_INFERRED;
+	uint32_t t;
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 1 * MS, 81, 81, "r", &t));
+	const struct sonde_spool_switch cpu0[] = {
+		{S0 + 1 * MS, 0, 81, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 2 * MS, 81, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 3 * MS, 0, 81, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 4 * MS, 81, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 5 * MS, 0, 81, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 6 * MS, 81, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 10 * MS, 0, 81, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 50 * MS, 81, 90, inferred},
+		{S0 + 55 * MS, 90, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 100 * MS, 0, 0, SONDE_OFFCPU_RUNNABLE},
+	};
+	const struct sonde_spool_switch cpu1[] = {
+		{S0 + 1 * MS, 0, 0, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 30 * MS, 0, 81, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 40 * MS, 81, 0, SONDE_OFFCPU_SLEEPING},
+		{S0 + 60 * MS, 0, 81, SONDE_OFFCPU_RUNNABLE},
+		{S0 + 100 * MS, 81, 0, SONDE_OFFCPU_SLEEPING},
+	};
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 0, 0, cpu0, 10));
+	ASSERT_OK(sonde_spool_writer__add_switches(w, 1, 0, cpu1, 5));
+	struct sonde_spool *s = finish(w, &b);
+
+	ASSERT_UINT(sonde__acct_stays_within(s, 81, S0, S0 + 100 * MS), ==, 83 * MS);
+	ASSERT_UINT(sonde__acct_stays_within(s, 81, S0 + 45 * MS, S0 + 55 * MS), ==, 5 * MS);
+	ASSERT_UINT(sonde__acct_stays_within(s, 81, S0 + 35 * MS, S0 + 45 * MS), ==, 10 * MS);
+	ASSERT_UINT(sonde__acct_stays_within(s, 81, S0 + 50 * MS, S0 + 60 * MS), ==, 0);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
+}
+
 /* A task is runnable from its creation to its first switch-in (the scheduler puts a new
  * task on a run queue at once), and its life starts at its creation: the recorder defines
  * a task it saw forked at its fork. Threads of P (90): C (91), created at 100, waits
