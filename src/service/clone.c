@@ -135,13 +135,14 @@ static const char *clone_into_file(struct svc *s, struct session *ss, const stru
 				   const struct conn *c, int fd, char *err, size_t errlen)
 {
 	uint64_t copied = 0;
-	int rc = src->fw ? sonde__fwriter_copy_to(src->fw, fd, 1000, &copied) : -EBADF;
+	const char *why = NULL;
+	int rc = src->fw ? sonde__fwriter_copy_to(src->fw, fd, 1000, &copied, &why) : -EBADF;
 
 	if (rc == 0)
 		rc = sonde__outfile_open(ss, c, NULL, fd);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot copy the write_into_file session's file: %s",
-			 strerror(-rc));
+			 why ? why : strerror(-rc));
 		return err;
 	}
 	ss->cfg.write_into_file = true;

@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -446,12 +448,39 @@ static int copy_file(int from, int to, uint64_t *copied)
 	return rc;
 }
 
-int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *copied)
+/* Why the service's loop may not read or write fd (0: it may, 1: not a regular file, 2: on
+ * a FUSE mount): only a regular file's reads and writes end by themselves, and not on a
+ * FUSE mount, whose server may never answer (a pipe nobody reads, a socket, a tty whose
+ * output is stopped block forever). */
+static int uncopyable(int fd)
 {
+	struct stat st;
+	struct statfs sf;
+
+	if (fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0 || !S_ISREG(st.st_mode))
+		return 1;
+	return sf.f_type == FUSE_SUPER_MAGIC ? 2 : 0;
+}
+
+int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *copied,
+			   const char **why)
+{
+	static const char *const reasons[2][2] = {
+		{"the session's output is not a regular file",
+		 "the session's output is on a FUSE mount"},
+		{"the descriptor sent is not a regular file", "the descriptor sent is on a FUSE mount"},
+	};
 	struct timespec ts = deadline_in(CLOCK_MONOTONIC, timeout_ms);
 	uint64_t n = 0;
-	int rc = 0;
+	int rc = 0, bad;
 
+	*copied = 0;
+	/* the writer's fd does not change: no lock to read it */
+	if ((bad = uncopyable(w->fd)) || (bad = uncopyable(fd))) {
+		*why = reasons[!uncopyable(w->fd)][bad - 1];
+		return -EINVAL;
+	}
+	*why = NULL;
 	pthread_mutex_lock(&w->lock);
 	while (w->inflight && !w->err)
 		if (pthread_cond_timedwait(&w->idle, &w->lock, &ts) == ETIMEDOUT)

@@ -67,9 +67,13 @@ int sonde__fwriter_error(struct fwriter *w);
  * from the writer's file from offset 0, then those still queued; *copied is their count.
  * For cloning a write_into_file session, which Perfetto's service copies synchronously
  * too. Waits up to timeout_ms for a write in progress to end; the thread takes nothing new
- * while the copy runs. The file must be readable (-EBADF, -ESPIPE, ... otherwise), and
- * -ETIMEDOUT if the write in progress did not end. */
-int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *copied);
+ * while the copy runs. Since the caller's thread does the reads and writes, both files
+ * must be regular files off FUSE mounts, whose reads and writes end by themselves:
+ * otherwise -EINVAL and *why says which is not (NULL on any other error). The writer's
+ * file must be readable (-EBADF otherwise), and -ETIMEDOUT if the write in progress did
+ * not end. */
+int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *copied,
+			   const char **why);
 /* Stops the writer now: a write in progress is abandoned. Does not wait: the thread ends
  * on its own, sonde__fwriter_reap then frees it. */
 void sonde__fwriter_cancel(struct fwriter *w);

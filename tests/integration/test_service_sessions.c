@@ -1317,3 +1317,58 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 	sonde__buf_free(&trace);
 	rig_down(&r);
 }
+
+/* A caller whose fd for the clone is a pipe it never reads (or a socket, a tty) would hold
+ * the service's loop in the copy's write, every client waiting: the clone is refused at
+ * once, with which file is not a regular file, and the service goes on. */
+TEST_TIMEOUT(clone_write_into_file_session_into_a_pipe_is_refused, 60)
+{
+	struct rig r = {0};
+	struct buf cfg = BUF_INIT;
+	struct tcmd cmd;
+	struct tc k2, k3;
+	struct clone_resp cr;
+	const char *src_path = test_path("pipe-src.pftrace");
+	int src_fd = open(src_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int p[2];
+	static char fill[65536];
+
+	ASSERT(src_fd >= 0);
+	ASSERT_OK(pipe2(p, O_CLOEXEC | O_NONBLOCK));
+	/* full: any write into it blocks, as a caller that never reads makes it */
+	while (write(p[1], fill, sizeof(fill)) > 0)
+		;
+	ASSERT_OK(fcntl(p[1], F_SETFL, 0));
+	cfg_named(&cfg, "pipe-src");
+	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
+	r.in = true;
+	inproc_up(&r.h);
+	inproc_producer(&r.h, &r.p, "test-producer", false);
+	tprod_register(&r.p, "test.ds", false, false);
+	inproc_consumer(&r.h, &r.c);
+	r.enable_req = tcons_enable(&r.c, &cfg, src_fd);
+	close(src_fd);
+	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	r.target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	commit_tagged(&r.p, r.target, 0, "in-the-file-A");
+	inproc_advance(&r.h, 100); /* file_write_period_ms */
+	ASSERT_INT(inproc_file_count_when(src_path, "in-the-file-A", 1), ==, 1);
+
+	inproc_consumer(&r.h, &k2);
+	clone_inproc(&r, &k2, "pipe-src", p[1], &cr);
+	ASSERT(!cr.success);
+	ASSERT_CONTAINS(cr.error, "the descriptor sent is not a regular file");
+	/* the loop is free: another client is served */
+	inproc_consumer(&r.h, &k3);
+	clone_inproc(&r, &k3, "pipe-src", -1, &cr);
+	ASSERT(cr.success);
+	close(p[0]);
+	close(p[1]);
+	tc_close(&k2);
+	tc_close(&k3);
+	sonde__buf_free(&cfg);
+	rig_down(&r);
+}
