@@ -88,10 +88,15 @@ static int swap_config(struct session *ss, const uint8_t *cfg, size_t len)
 	if (!tmp.config)
 		return -ENOMEM;
 	memcpy(tmp.config, cfg, len);
-	if ((rc = sonde__session_parse_data_sources(&tmp)) < 0 || tmp.cfg.nds != ss->cfg.nds) {
+	const char *why = NULL;
+	if ((rc = sonde__session_parse_data_sources(&tmp)) < 0 || tmp.cfg.nds != ss->cfg.nds ||
+	    (why = sonde__tcfg_validate(&tmp.cfg, SIZE_MAX))) {
+		/* only the data sources were parsed: what validate finds is in their filters */
+		if (why)
+			sonde_info("ChangeTraceConfig refused: %s", why);
 		sonde__session_free_data_sources(&tmp);
 		sonde__free(tmp.config);
-		return rc < 0 ? rc : -SONDE_E_FORMAT;
+		return rc < 0 ? rc : why ? -SONDE_E_LIMIT : -SONDE_E_FORMAT;
 	}
 	sonde__session_free_data_sources(ss);
 	sonde__free(ss->config);

@@ -86,24 +86,6 @@ static const char *check_limits(struct svc *s, const struct session *ss)
 
 /* ------------------------------------------------------------------ instances */
 
-static bool regex_full_match(const char *re, const char *s)
-{
-	size_t n = strlen(re);
-	char *anchored = sonde__malloc(n + 5);
-	regex_t rx;
-	bool ok = false;
-
-	if (!anchored)
-		return false;
-	snprintf(anchored, n + 5, "^(%s)$", re);
-	if (regcomp(&rx, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
-		ok = regexec(&rx, s, 0, NULL, 0) == 0;
-		regfree(&rx);
-	}
-	sonde__free(anchored);
-	return ok;
-}
-
 /* machine_name_filter, as Perfetto's: the producer's machine name is one of the names, or
  * "host" stands for the host's producers */
 static bool machine_matches(struct svc *s, const struct ds_cfg *d, const struct conn *c)
@@ -134,7 +116,7 @@ static bool ds_matches(struct svc *s, const struct ds_cfg *d, const struct conn 
 		if (!strcmp(d->name_filter[i], c->p.name))
 			return true;
 	for (size_t i = 0; i < d->n_regex_filter; i++)
-		if (regex_full_match(d->regex_filter[i], c->p.name))
+		if (d->regex_rx[i] && regexec(d->regex_rx[i], c->p.name, 0, NULL, 0) == 0)
 			return true;
 	return false;
 }

@@ -1,5 +1,6 @@
 /* TraceConfig parsing (tcfg.h): the consumer's bytes into the fields the service acts on. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,74 @@ static int push_str(char ***v, size_t *n, const uint8_t *p, size_t len)
 	return 0;
 }
 
+/* The product of the bounds of re's interval expressions ({m}, {m,}, {m,n}), at most
+ * cap + 1. Escaped braces are literal; one in a bracket expression is counted too (the
+ * bound errs on the side of refusing). */
+static uint64_t repeat_product(const char *re, uint64_t cap)
+{
+	uint64_t product = 1;
+
+	for (const char *p = re; *p && product <= cap; p++) {
+		if (*p == '\\') {
+			p += p[1] != 0;
+			continue;
+		}
+		if (*p != '{')
+			continue;
+		uint64_t bound = 0, m = 0;
+		const char *q = p + 1;
+		for (; *q >= '0' && *q <= '9'; q++)
+			m = m > cap ? m : m * 10 + (uint64_t)(*q - '0');
+		bound = m;
+		if (*q == ',')
+			for (bound = 0, q++; *q >= '0' && *q <= '9'; q++)
+				bound = bound > cap ? bound : bound * 10 + (uint64_t)(*q - '0');
+		if (bound < m)
+			bound = m; /* {m,}: m copies and a star */
+		product *= bound > 1 ? bound : 1;
+	}
+	return product;
+}
+
+const char *sonde__tcfg_regex_refused(const char *re)
+{
+	if (strlen(re) > SVC_REGEX_MAX_LEN)
+		return "too long";
+	if (repeat_product(re, SVC_REGEX_MAX_REPEAT) > SVC_REGEX_MAX_REPEAT)
+		return "too complex";
+	return NULL;
+}
+
+regex_t *sonde__tcfg_regex(const char *re, const char **why)
+{
+	size_t n = strlen(re);
+
+	if ((*why = sonde__tcfg_regex_refused(re)))
+		return NULL;
+	char *anchored = sonde__malloc(n + 5);
+	regex_t *rx = sonde__malloc(sizeof(*rx));
+	int rc = REG_ESPACE;
+	if (anchored && rx) {
+		snprintf(anchored, n + 5, "^(%s)$", re);
+		rc = regcomp(rx, anchored, REG_EXTENDED | REG_NOSUB);
+	}
+	sonde__free(anchored);
+	if (rc) {
+		sonde__free(rx);
+		*why = rc == REG_ESPACE ? "out of memory" : "invalid";
+		return NULL;
+	}
+	return rx;
+}
+
+void sonde__tcfg_regex_free(regex_t *rx)
+{
+	if (!rx)
+		return;
+	regfree(rx);
+	sonde__free(rx);
+}
+
 static int parse_ds(struct trace_cfg *c, const struct pb_field *e)
 {
 	struct pb_reader r = pb_sub(e), cr;
@@ -59,8 +128,21 @@ static int parse_ds(struct trace_cfg *c, const struct pb_field *e)
 			if (push_str(&d->name_filter, &d->n_name_filter, f.ptr, f.len) < 0)
 				return -ENOMEM;
 		} else if (f.num == PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER) {
+			regex_t **rx = sonde__realloc(d->regex_rx, (d->n_regex_filter + 1) *
+								       sizeof(*d->regex_rx));
+			if (!rx)
+				return -ENOMEM;
+			d->regex_rx = rx;
 			if (push_str(&d->regex_filter, &d->n_regex_filter, f.ptr, f.len) < 0)
 				return -ENOMEM;
+			const char *why;
+			/* compiled once, here (each match compiled it again); past the bound,
+			 * not at all (the config is refused: sonde__tcfg_validate) */
+			rx[d->n_regex_filter - 1] =
+				++c->n_regex > SVC_REGEX_MAX_PER_CONFIG
+					? NULL
+					: sonde__tcfg_regex(d->regex_filter[d->n_regex_filter - 1],
+							    &why);
 		} else if (f.num == PF_TC_DATA_SOURCE_MACHINE_NAME_FILTER) {
 			if (push_str(&d->machine_filter, &d->n_machine_filter, f.ptr, f.len) < 0)
 				return -ENOMEM;
@@ -218,6 +300,18 @@ const char *sonde__tcfg_validate(const struct trace_cfg *c, size_t max_buffers)
 		return "too many buffers";
 	if (c->extra_guardrails && c->deferred_start)
 		return "deferred_start is not allowed with enable_extra_guardrails";
+	if (c->n_regex > SVC_REGEX_MAX_PER_CONFIG)
+		return "too many producer_name_regex_filter entries (at most 16 in a config)";
+	for (size_t i = 0; i < c->nds; i++)
+		for (size_t k = 0; k < c->ds[i].n_regex_filter; k++) {
+			const char *why = sonde__tcfg_regex_refused(c->ds[i].regex_filter[k]);
+			if (why)
+				return !strcmp(why, "too long") ? "producer_name_regex_filter is too long (at "
+						       "most 128 bytes)"
+						     : "producer_name_regex_filter is too complex "
+						       "(its interval bounds multiply to more than "
+						       "256)";
+		}
 	return NULL;
 }
 
@@ -246,6 +340,9 @@ void sonde__tcfg_free_data_sources(struct trace_cfg *c)
 {
 	for (size_t i = 0; i < c->nds; i++) {
 		free_strs(c->ds[i].name_filter, c->ds[i].n_name_filter);
+		for (size_t k = 0; c->ds[i].regex_rx && k < c->ds[i].n_regex_filter; k++)
+			sonde__tcfg_regex_free(c->ds[i].regex_rx[k]);
+		sonde__free(c->ds[i].regex_rx);
 		free_strs(c->ds[i].regex_filter, c->ds[i].n_regex_filter);
 		free_strs(c->ds[i].machine_filter, c->ds[i].n_machine_filter);
 		sonde__free(c->ds[i].name);
@@ -253,6 +350,7 @@ void sonde__tcfg_free_data_sources(struct trace_cfg *c)
 	sonde__free(c->ds);
 	c->ds = NULL;
 	c->nds = 0;
+	c->n_regex = 0;
 }
 
 void sonde__tcfg_free(struct trace_cfg *c)

@@ -27,7 +27,6 @@
 enum {
 	TRIG_MAX_DEFS = 64,	    /* triggers[] entries per config */
 	TRIG_MAX_NAME_LEN = 256,    /* longer names match nothing and are ignored */
-	TRIG_MAX_REGEX_LEN = 128,   /* bounds regcomp's work on a consumer's pattern */
 	TRIG_MAX_NAMES = 64,	    /* names looked at per ActivateTriggers */
 	TRIG_BURST = 128,	    /* token bucket per producer */
 	TRIG_RATE = 64,		    /* tokens per second */
@@ -77,25 +76,19 @@ static const char *parse_def(struct trig_def *d, const struct pb_field *e)
 		sonde__free(regex);
 		return "a trigger needs a name (at most 256 bytes)";
 	}
-	if (regex && strlen(regex) > TRIG_MAX_REGEX_LEN) {
-		sonde__free(regex);
-		return "trigger producer_name_regex is too long (at most 128 bytes)";
-	}
 	if (regex && regex[0]) {
 		/* Perfetto uses std::regex_match: the whole producer name must match */
-		size_t n = strlen(regex) + 5;
-		char *anchored = sonde__malloc(n);
-		d->rx = sonde__malloc(sizeof(*d->rx));
-		if (anchored)
-			snprintf(anchored, n, "^(%s)$", regex);
-		if (!anchored || !d->rx || regcomp(d->rx, anchored, REG_EXTENDED | REG_NOSUB)) {
-			sonde__free(d->rx);
-			d->rx = NULL;
-			sonde__free(anchored);
+		const char *why;
+		d->rx = sonde__tcfg_regex(regex, &why);
+		if (!d->rx) {
 			sonde__free(regex);
-			return "invalid trigger producer_name_regex";
+			return !strcmp(why, "too long") ? "trigger producer_name_regex is too long "
+							  "(at most 128 bytes)"
+			       : !strcmp(why, "too complex")
+				       ? "trigger producer_name_regex is too complex (its interval "
+					 "bounds multiply to more than 256)"
+				       : "invalid trigger producer_name_regex";
 		}
-		sonde__free(anchored);
 	}
 	sonde__free(regex);
 	return NULL;
@@ -206,10 +199,7 @@ void sonde__trigger_session_free(struct svc *s, struct session *ss)
 	cancel(s, t);
 	for (size_t i = 0; i < t->ndefs; i++) {
 		sonde__free(t->defs[i].name);
-		if (t->defs[i].rx) {
-			regfree(t->defs[i].rx);
-			sonde__free(t->defs[i].rx);
-		}
+		sonde__tcfg_regex_free(t->defs[i].rx);
 	}
 	sonde__free(t->defs);
 	sonde__buf_free(&t->pkts);

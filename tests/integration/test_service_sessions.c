@@ -427,6 +427,8 @@ TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 	struct buf cfg = BUF_INIT;
 	const struct trig_spec t[] = {{"a", NULL, 0, 0, 0}, {"a", NULL, 0, 0, 0}};
 	const struct trig_spec bad_re[] = {{"a", "(unclosed", 0, 0, 0}};
+	/* regcomp writes each interval out: ((a{1,255}){1,255}){1,255} took 17 s and 10 GB */
+	const struct trig_spec heavy_re[] = {{"a", "(a{1,40}){1,40}", 0, 0, 0}};
 	struct {
 		uint32_t mode, timeout;
 		const struct trig_spec *t;
@@ -437,6 +439,7 @@ TEST_TIMEOUT(trig_config_errors_are_reported, 60)
 		{0, 1000, t, 1, "trigger_mode"},
 		{PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 2, "unique"},
 		{PF_TRIGGER_MODE_STOP_TRACING, 1000, bad_re, 1, "regex"},
+		{PF_TRIGGER_MODE_STOP_TRACING, 1000, heavy_re, 1, "too complex"},
 		{PF_TRIGGER_MODE_STOP_TRACING, 1000, t, 0, "no triggers"},
 	};
 
@@ -1058,6 +1061,82 @@ TEST_TIMEOUT(sess_change_trace_config_updates_producer_filters, 60)
 	tc_close(&late.t);
 	tc_close(&x.t);
 	tc_close(&b.t);
+	tc_close(&a.t);
+	tc_close(&c);
+	sonde__buf_free(&cfg);
+	inproc_down(&h);
+}
+
+/* A consumer's producer_name_regex_filter is compiled once, and only within bounds: a
+ * pattern whose interval bounds multiply past 256 (regcomp writes each out: 29 bytes,
+ * ((a{1,255}){1,255}){1,255}, held the loop for 17 s and 10 GB, compiled again at every
+ * match), one over 128 bytes, or more than 16 in a config are refused, at EnableTracing
+ * and at ChangeTraceConfig, and an accepted one still matches. */
+TEST_TIMEOUT(sess_producer_regex_filters_are_bounded, 60)
+{
+	struct inproc h;
+	struct tprod a;
+	struct tc c;
+	struct tcmd cmd;
+	struct buf cfg = BUF_INIT;
+	struct tcfg_filter f = {.regex = "(a{1,40}){1,40}"};
+	char long_re[200];
+
+	inproc_up(&h);
+	inproc_producer(&h, &a, "prod-a", false);
+	tprod_register(&a, "test.ds", false, false);
+
+	tcfg_filtered(&cfg, &f);
+	inproc_consumer(&h, &c);
+	char *err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 0);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "producer_name_regex_filter is too complex");
+	free(err);
+	tc_close(&c);
+
+	memset(long_re, 'a', sizeof(long_re) - 1);
+	long_re[sizeof(long_re) - 1] = 0;
+	f.regex = long_re;
+	tcfg_filtered(&cfg, &f);
+	inproc_consumer(&h, &c);
+	err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 0);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "too long");
+	free(err);
+	tc_close(&c);
+
+	sonde__buf_reset(&cfg); /* a data source with 17 patterns */
+	size_t bm = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_BUFFERS);
+	sonde__pb_put_varint(&cfg, PF_BUFFER_CONFIG_SIZE_KB, 1024);
+	sonde__pb_end(&cfg, bm);
+	size_t dm = sonde__pb_begin(&cfg, PF_TRACE_CONFIG_DATA_SOURCES);
+	size_t cm = sonde__pb_begin(&cfg, PF_TC_DATA_SOURCE_CONFIG);
+	sonde__pb_put_string(&cfg, PF_DS_CONFIG_NAME, "test.ds");
+	sonde__pb_end(&cfg, cm);
+	for (int i = 0; i < 17; i++)
+		sonde__pb_put_string(&cfg, PF_TC_DATA_SOURCE_PRODUCER_NAME_REGEX_FILTER, "prod-.*");
+	sonde__pb_end(&cfg, dm);
+	inproc_consumer(&h, &c);
+	err = tcons_wait_disabled(&c, tcons_enable(&c, &cfg, -1), 0);
+	ASSERT(err != NULL);
+	ASSERT_CONTAINS(err, "too many producer_name_regex_filter");
+	free(err);
+	tc_close(&c);
+
+	/* within bounds: matched, and ChangeTraceConfig is held to the same */
+	sonde__buf_reset(&cfg);
+	f.regex = "prod-(a|b){1,2}";
+	tcfg_filtered(&cfg, &f);
+	inproc_consumer(&h, &c);
+	tcons_enable(&c, &cfg, -1);
+	expect_cmd(&a, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	expect_cmd(&a, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	sonde__buf_reset(&cfg);
+	f.regex = "(a{1,40}){1,40}";
+	tcfg_filtered(&cfg, &f);
+	struct tc_msg *m = tcons_change_config(&c, &cfg);
+	ASSERT(!m->f.success);
+	tc_msg_free(m);
 	tc_close(&a.t);
 	tc_close(&c);
 	sonde__buf_free(&cfg);
