@@ -320,24 +320,21 @@ static const char *state_name(const struct session *ss)
 	}
 }
 
-void sonde__clone_put_sessions(struct svc *s, const struct conn *caller, struct buf *b)
+void sonde__clone_put_session(const struct conn *caller, const struct session *ss,
+			      struct buf *b)
 {
-	for (size_t i = 0; i < s->nsessions; i++) {
-		const struct session *ss = s->sessions[i];
-		if (!may_clone(caller, ss))
-			continue;
-		size_t m = sonde__pb_begin(b, PF_TSS_TRACING_SESSIONS);
-		sonde__pb_put_varint(b, PF_TSS_SESSION_ID, ss->id);
-		sonde__pb_put_varint(b, PF_TSS_SESSION_CONSUMER_UID, (uint64_t)(int64_t)ss->consumer_uid);
-		sonde__pb_put_string(b, PF_TSS_SESSION_STATE, state_name(ss));
-		if (ss->cfg.unique_name)
-			sonde__pb_put_string(b, PF_TSS_SESSION_UNIQUE_SESSION_NAME, ss->cfg.unique_name);
-		for (size_t k = 0; k < ss->nbufs; k++)
-			sonde__pb_put_varint(b, PF_TSS_SESSION_BUFFER_SIZE_KB, ss->bufs[k]->size / 1024);
-		sonde__pb_put_varint(b, PF_TSS_SESSION_DURATION_MS, ss->cfg.duration_ms);
-		sonde__pb_put_varint(b, PF_TSS_SESSION_NUM_DATA_SOURCES, ss->cfg.nds);
-		sonde__pb_put_bool(b, PF_TSS_SESSION_IS_STARTED, ss->state != SESS_CONFIGURED);
-		sonde__pb_end(b, m);
-	}
-	sonde__pb_put_bool(b, PF_TSS_SUPPORTS_TRACING_SESSIONS, true);
+	if (!may_clone(caller, ss))
+		return;
+	size_t m = sonde__pb_begin(b, PF_TSS_TRACING_SESSIONS);
+	sonde__pb_put_varint(b, PF_TSS_SESSION_ID, ss->id);
+	sonde__pb_put_varint(b, PF_TSS_SESSION_CONSUMER_UID, (uint64_t)(int64_t)ss->consumer_uid);
+	sonde__pb_put_string(b, PF_TSS_SESSION_STATE, state_name(ss));
+	if (ss->cfg.unique_name)
+		sonde__pb_put_string(b, PF_TSS_SESSION_UNIQUE_SESSION_NAME, ss->cfg.unique_name);
+	for (size_t k = 0; k < ss->nbufs; k++)
+		sonde__pb_put_varint(b, PF_TSS_SESSION_BUFFER_SIZE_KB, ss->bufs[k]->size / 1024);
+	sonde__pb_put_varint(b, PF_TSS_SESSION_DURATION_MS, ss->cfg.duration_ms);
+	sonde__pb_put_varint(b, PF_TSS_SESSION_NUM_DATA_SOURCES, ss->cfg.nds);
+	sonde__pb_put_bool(b, PF_TSS_SESSION_IS_STARTED, ss->state != SESS_CONFIGURED);
+	sonde__pb_end(b, m);
 }

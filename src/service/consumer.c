@@ -332,41 +332,83 @@ static void put_producer(struct svc *s, struct buf *b, const struct conn *c)
 	sonde__pb_end(b, m);
 }
 
-/* Sends TracingServiceState in parts that each fit a frame; the concatenation of the
- * parts is the whole message. Data sources are the split unit. */
+/* TracingServiceState goes in parts that each fit a frame (has_more on all but the last);
+ * the concatenation of the parts is the whole message. Each entry (a producer, a data
+ * source, a session) is written out first, then added to the current part, which is sent
+ * first when the entry would not fit: producers and sessions were put in the first part
+ * unmeasured, and two producers with 70 KB names made a reply no frame could hold, which
+ * dropped the consumer (`sonde trace` asks it first: nobody could trace). An entry no
+ * frame could hold on its own is left out. */
+struct qss_parts {
+	struct req *r;
+	struct buf b;
+	size_t m;
+	uint32_t left_out;
+};
+
+enum { QSS_PART_LIMIT = IPC_BUFFER_SIZE - 1024 };
+
+/* Room for n more bytes in the current part: sent first when they would not fit. */
+static void qss_room(struct qss_parts *q, size_t n)
+{
+	if (q->b.len + n + 32 <= QSS_PART_LIMIT)
+		return;
+	sonde__pb_end(&q->b, q->m);
+	sonde__svc_send_reply(q->r->c, q->r->id, true, true, q->b.data, q->b.len, -1);
+	sonde__buf_reset(&q->b);
+	q->m = sonde__pb_begin(&q->b, PF_QUERY_SERVICE_STATE_RESP_SERVICE_STATE);
+}
+
+/* The entry e (whole fields) into the current part, and e emptied. */
+static void qss_put(struct qss_parts *q, struct buf *e)
+{
+	if (e->len + 64 > QSS_PART_LIMIT) {
+		q->left_out++;
+	} else if (e->len) {
+		qss_room(q, e->len);
+		sonde__buf_append(&q->b, e->data, e->len);
+	}
+	sonde__buf_reset(e);
+}
+
 static int query_service_state(struct svc *s, struct req *r)
 {
-	struct buf b = BUF_INIT;
-	const size_t limit = IPC_BUFFER_SIZE - 1024;
-	size_t m = sonde__pb_begin(&b, PF_QUERY_SERVICE_STATE_RESP_SERVICE_STATE), started = 0;
+	struct qss_parts q = {.r = r, .b = BUF_INIT};
+	struct buf e = BUF_INIT;
+	size_t started = 0;
 
+	q.m = sonde__pb_begin(&q.b, PF_QUERY_SERVICE_STATE_RESP_SERVICE_STATE);
 	for (size_t i = 0; i < s->nconns; i++)
-		if (s->conns[i]->is_producer && s->conns[i]->p.initialized && !s->conns[i]->dead)
-			put_producer(s, &b, s->conns[i]);
+		if (s->conns[i]->is_producer && s->conns[i]->p.initialized && !s->conns[i]->dead) {
+			put_producer(s, &e, s->conns[i]);
+			qss_put(&q, &e);
+		}
 	for (size_t i = 0; i < s->nds; i++) {
 		struct conn *pc = sonde__svc_conn(s, s->ds[i]->conn_id);
-		if (b.len + s->ds[i]->desc_len + 32 > limit) {
-			sonde__pb_end(&b, m);
-			sonde__svc_send_reply(r->c, r->id, true, true, b.data, b.len, -1);
-			sonde__buf_reset(&b);
-			m = sonde__pb_begin(&b, PF_QUERY_SERVICE_STATE_RESP_SERVICE_STATE);
-		}
-		if (s->ds[i]->desc_len + 64 > limit)
-			continue; /* cannot be expressed in one frame */
-		size_t d = sonde__pb_begin(&b, PF_TSS_DATA_SOURCES);
-		sonde__pb_put_bytes(&b, PF_TSS_DATA_SOURCE_DESCRIPTOR, s->ds[i]->desc, s->ds[i]->desc_len);
-		sonde__pb_put_varint(&b, PF_TSS_DATA_SOURCE_PRODUCER_ID, pc ? pc->p.id : 0);
-		sonde__pb_end(&b, d);
+		size_t d = sonde__pb_begin(&e, PF_TSS_DATA_SOURCES);
+		sonde__pb_put_bytes(&e, PF_TSS_DATA_SOURCE_DESCRIPTOR, s->ds[i]->desc,
+				    s->ds[i]->desc_len);
+		sonde__pb_put_varint(&e, PF_TSS_DATA_SOURCE_PRODUCER_ID, pc ? pc->p.id : 0);
+		sonde__pb_end(&e, d);
+		qss_put(&q, &e);
 	}
-	for (size_t i = 0; i < s->nsessions; i++)
+	for (size_t i = 0; i < s->nsessions; i++) {
 		started += s->sessions[i]->state == SESS_STARTED;
-	sonde__pb_put_varint(&b, PF_TSS_NUM_SESSIONS, s->nsessions);
-	sonde__pb_put_varint(&b, PF_TSS_NUM_SESSIONS_STARTED, started);
-	sonde__pb_put_string(&b, PF_TSS_TRACING_SERVICE_VERSION, "sonded");
-	sonde__clone_put_sessions(s, r->c, &b);
-	sonde__pb_end(&b, m);
-	int rc = sonde__svc_send_reply(r->c, r->id, true, false, b.data, b.len, -1);
-	sonde__buf_free(&b);
+		sonde__clone_put_session(r->c, s->sessions[i], &e);
+		qss_put(&q, &e);
+	}
+	qss_room(&q, 64);
+	sonde__pb_put_varint(&q.b, PF_TSS_NUM_SESSIONS, s->nsessions);
+	sonde__pb_put_varint(&q.b, PF_TSS_NUM_SESSIONS_STARTED, started);
+	sonde__pb_put_string(&q.b, PF_TSS_TRACING_SERVICE_VERSION, "sonded");
+	sonde__pb_put_bool(&q.b, PF_TSS_SUPPORTS_TRACING_SESSIONS, true);
+	sonde__pb_end(&q.b, q.m);
+	if (q.left_out)
+		sonde_info("QueryServiceState: %u entries too large for a frame left out",
+			   q.left_out);
+	int rc = sonde__svc_send_reply(r->c, r->id, true, false, q.b.data, q.b.len, -1);
+	sonde__buf_free(&q.b);
+	sonde__buf_free(&e);
 	return rc;
 }
 

@@ -121,6 +121,18 @@ int sonde__svc_send_reply(struct conn *c, uint64_t req_id, bool success, bool ha
 	if (!success)
 		f.data = NULL;
 	rc = sonde__ipc_chan_send(&c->ch, &f, fd);
+	if (rc == -SONDE_E_LIMIT) {
+		/* a reply no frame can hold (nothing was queued): the call fails, and the
+		 * connection, which did nothing wrong, stays */
+		sonde_warn("connection %llu: a reply of %zu bytes does not fit a frame; the "
+			   "call fails",
+			   (unsigned long long)c->id, len);
+		f.success = false;
+		f.has_more = false;
+		f.data = (const uint8_t *)"";
+		f.data_len = 0;
+		rc = sonde__ipc_chan_send(&c->ch, &f, -1);
+	}
 	if (rc < 0)
 		c->dead = true;
 	return rc;

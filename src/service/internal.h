@@ -33,6 +33,9 @@ enum {
 	SVC_MAX_SESSIONS = 15,
 	SVC_MAX_SESSIONS_PER_UID = 5,
 	SVC_MAX_BUFFERS_PER_SESSION = 128,
+	/* InitializeConnection's producer_name and sdk_version (real ones are a few dozen
+	 * bytes; each goes into every QueryServiceState reply and log line) */
+	SVC_MAX_PRODUCER_NAME = 1024,
 	SVC_DEFAULT_TIMEOUT_MS = 5000,
 	SVC_READ_PAUSE_BYTES = 4 << 20, /* ReadBuffers waits while this much is unsent */
 	SVC_ACCEPT_BATCH = 32,		/* connections accepted per wake-up of a listener */
@@ -408,8 +411,10 @@ int sonde__reconfig_change(struct svc *s, struct req *r);
 int sonde__clone_session(struct svc *s, struct req *r);
 /* A flush completed: a clone waiting for it proceeds. */
 void sonde__clone_flush_done(struct svc *s, uint64_t flush_id);
-/* TracingServiceState.tracing_sessions: the sessions caller may clone (HEAD, §8). */
-void sonde__clone_put_sessions(struct svc *s, const struct conn *caller, struct buf *b);
+/* A TracingServiceState.tracing_sessions entry for ss, when caller may clone it (HEAD, §8):
+ * nothing otherwise. */
+void sonde__clone_put_session(const struct conn *caller, const struct session *ss,
+			      struct buf *b);
 /* CLONE_SNAPSHOT: tells the session's consumer (ObserveEvents CLONE_TRIGGER_HIT). */
 void sonde__clone_trigger_hit(struct svc *s, struct session *ss, const char *name,
 		       const struct conn *producer, uint64_t now_ns, uint32_t delay_ms);

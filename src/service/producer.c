@@ -327,7 +327,14 @@ static int initialize(struct svc *s, struct req *r)
 	if ((rc = sonde__sec_check_producer(s, r)) < 0)
 		return rc;
 	while ((rc = sonde__pb_next(&rd, &f)) > 0) {
-		if (f.num == PF_INIT_CONN_REQ_PRODUCER_NAME && f.wire == PB_LEN) {
+		if ((f.num == PF_INIT_CONN_REQ_PRODUCER_NAME ||
+		     f.num == PF_INIT_CONN_REQ_SDK_VERSION) &&
+		    f.wire == PB_LEN && f.len > SVC_MAX_PRODUCER_NAME) {
+			sonde_info("connection %llu: InitializeConnection refused: a producer "
+				   "name or sdk_version over %d bytes",
+				   (unsigned long long)r->c->id, SVC_MAX_PRODUCER_NAME);
+			return -SONDE_E_LIMIT;
+		} else if (f.num == PF_INIT_CONN_REQ_PRODUCER_NAME && f.wire == PB_LEN) {
 			sonde__free(p->name);
 			p->name = sonde__svc_strndup(f.ptr, f.len);
 		} else if (f.num == PF_INIT_CONN_REQ_SDK_VERSION && f.wire == PB_LEN) {

@@ -465,3 +465,74 @@ TEST_TIMEOUT(inproc_poll_serves_requests_and_reports_the_watched_fd_in_one_wait,
 	close(own[1]);
 	inproc_down(&h);
 }
+
+/* The producer names of every part of a QueryServiceState reply on c: how many of the
+ * names[0..n) it lists, and how many parts it came in. */
+static size_t qss_names(struct tc *c, char names[][1100], size_t n, int *parts)
+{
+	uint64_t id = tc_call(c, "QueryServiceState", NULL, -1, false);
+	struct buf all = BUF_INIT;
+	size_t found = 0;
+
+	*parts = 0;
+	for (bool more = true; more;) {
+		struct tc_msg *m = tc_wait(c, id, 10000);
+		if (!m)
+			FAIL("QueryServiceState was not answered (part %d)", *parts + 1);
+		ASSERT(m->f.success);
+		sonde__buf_append(&all, m->f.data, m->f.data_len);
+		more = m->f.has_more;
+		(*parts)++;
+		tc_msg_free(m);
+	}
+	for (size_t i = 0; i < n; i++)
+		found += memmem(all.data, all.len, names[i], strlen(names[i])) != NULL;
+	sonde__buf_free(&all);
+	return found;
+}
+
+/* QueryServiceState comes in parts that each fit a frame, producers and sessions
+ * measured like data sources: 160 producers with 1000-byte names were put in one part
+ * past 128 KiB, which dropped the asking consumer (`sonde trace` asks first: nobody
+ * could trace). A name past 1024 bytes is refused at InitializeConnection, and the
+ * connection may try again. */
+TEST_TIMEOUT(inproc_query_service_state_parts_fit_frames_and_names_are_bounded, 60)
+{
+	enum { N = 160 };
+	static char names[N][1100];
+	static struct tprod p[N];
+	struct inproc h;
+	struct tc c, big;
+	struct buf a = BUF_INIT;
+	static char huge[70000];
+	int parts;
+
+	inproc_up(&h);
+	for (size_t i = 0; i < N; i++) {
+		memset(names[i], 'a' + i % 26, 1000);
+		snprintf(names[i] + 1000, 100, "-%zu", i);
+		inproc_producer(&h, &p[i], names[i], false);
+	}
+	inproc_consumer(&h, &c);
+	ASSERT_UINT(qss_names(&c, names, N, &parts), ==, N);
+	ASSERT_INT(parts, >=, 2);
+
+	tc_open_fd(&big, inproc_adopt(&h, true), "ProducerPort");
+	memset(huge, 'y', sizeof(huge) - 1);
+	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, huge);
+	struct tc_msg *m = tc_wait(&big, tc_call(&big, "InitializeConnection", &a, -1, false), 10000);
+	ASSERT(m != NULL);
+	ASSERT(!m->f.success);
+	tc_msg_free(m);
+	sonde__buf_reset(&a);
+	sonde__pb_put_string(&a, PF_INIT_CONN_REQ_PRODUCER_NAME, "small-again");
+	tc_msg_free(tc_ok(&big, tc_call(&big, "InitializeConnection", &a, -1, false)));
+	ASSERT_UINT(qss_names(&c, names, N, &parts), ==, N);
+
+	sonde__buf_free(&a);
+	tc_close(&big);
+	for (size_t i = 0; i < N; i++)
+		tc_close(&p[i].t);
+	tc_close(&c);
+	inproc_down(&h);
+}
