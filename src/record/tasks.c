@@ -341,6 +341,28 @@ struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t ti
 	return t;
 }
 
+int sonde__tasks_threads_of(const struct rec_tasks *ts, pid_t pid, pid_t except, pid_t **tids,
+			    size_t *n)
+{
+	size_t k = 0, cap = 0;
+
+	*tids = NULL;
+	*n = 0;
+	for (size_t i = 0; i < ts->cap_threads; i++) {
+		const struct rec_thread *t = &ts->threads[i];
+		if (!t->tid || t->pid != pid || t->tid == except)
+			continue;
+		if (sonde__array_grow(tids, &cap, k + 1, sizeof(**tids), 8) < 0) {
+			sonde__free(*tids);
+			*tids = NULL;
+			return -ENOMEM;
+		}
+		(*tids)[k++] = t->tid;
+	}
+	*n = k;
+	return 0;
+}
+
 void sonde__tasks_thread_remove(struct rec_tasks *ts, pid_t tid, uint64_t exit_ns)
 {
 	struct rec_thread *t = sonde__tasks_thread(ts, tid, false);

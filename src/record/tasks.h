@@ -202,6 +202,10 @@ struct rec_thread *sonde__tasks_fork(struct rec_tasks *ts, pid_t pid, pid_t ppid
  * record is of a predecessor of that tid (*stale set) or no memory. */
 struct rec_thread *sonde__tasks_rename(struct rec_tasks *ts, pid_t pid, pid_t tid,
 				       const char *comm, uint64_t time, bool *stale);
+/* The tids of pid's threads but except, into a new array (*n of them; NULL and 0 when
+ * there are none). -ENOMEM. */
+int sonde__tasks_threads_of(const struct rec_tasks *ts, pid_t pid, pid_t except, pid_t **tids,
+			    size_t *n);
 /* Removes tid, which exited at exit_ns: its name, spool thread (when defined) and exit
  * time are kept for the records of it that come after its exit record. It no longer counts
  * in its process's threads. */

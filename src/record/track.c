@@ -482,6 +482,32 @@ static int system_exec_check(struct sonde_recorder *r, const struct perf_rec *re
 	return 0;
 }
 
+/* An exec leaves its process one thread, under the process's id. A thread other than
+ * the main one that execs takes the main thread's id: the kernel writes the other
+ * threads' exits and the main one's, but none for the exec'ing thread's own id, which
+ * ends here, and the task under the main id from here on is not the main thread that
+ * exited, but a new definition (its samples went under the exited main thread's spool
+ * thread, its exit written twice, its new name lost, and its old id counted alive to the
+ * end). Threads whose exit record was lost end here too. */
+static int exec_ends_other_threads(struct sonde_recorder *r, struct rec_thread *t,
+				   const struct perf_rec *rec)
+{
+	const struct perf_comm *c = &rec->comm;
+	pid_t *tids;
+	size_t n;
+	int err = sonde__tasks_threads_of(&r->tasks, (pid_t)c->pid, (pid_t)c->tid, &tids, &n);
+
+	if (err)
+		return sonde__rec_error(r, err);
+	if (sonde__tasks_gone(&r->tasks, t, (pid_t)c->tid, (pid_t)c->pid))
+		t->since = rec->time; /* another task than the one that exited with this id */
+	uint64_t exit_ns = sonde__rec_time(r, rec->time);
+	for (size_t i = 0; i < n && !err; i++)
+		err = thread_exit(r, tids[i], (pid_t)c->pid, exit_ns, r->last_time, true);
+	sonde__free(tids);
+	return err;
+}
+
 static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 {
 	const struct perf_comm *c = &rec->comm;
@@ -513,10 +539,13 @@ static int on_comm(struct sonde_recorder *r, const struct perf_rec *rec)
 			return sonde__rec_error(r, -ENOMEM);
 		if (rec->time < p->since)
 			return 0;
+		int err = exec_ends_other_threads(r, t, rec);
+		if (err)
+			return err;
 		sonde__tasks_process_exec(&r->tasks, p);
 		/* Another executable from now on: the next sweep learns which. */
 		p->exe_dev = p->exe_ino = 0;
-		int err = sonde__rec_retire(r, p, rec->time);
+		err = sonde__rec_retire(r, p, rec->time);
 		return err ? err : sonde__rec_check_exec(r, p);
 	}
 	return 0;

@@ -1420,3 +1420,77 @@ TEST(record_p_keeps_anonymous_code_read_from_proc)
 	ASSERT(found);
 	sonde_spool__close(s);
 }
+
+/* A thread other than the main one execs: its own id ends at the exec (the kernel writes
+ * no exit for it), and the task under the process's id from there is a new definition,
+ * named as the new program names itself. Before, its samples went under the main thread
+ * that had exited (its spool thread, already ended, under its old name), that thread's
+ * exit was written twice, and the exec'ing thread's old id never ended. */
+TEST_TIMEOUT(record_exec_from_a_thread_ends_its_id_and_defines_the_new_task, 60)
+{
+	test_require_perf();
+	const char *out = test_path("exec.spool");
+	struct test_output o;
+	const char *argv[] = {test_bin("sonde"), "record", "-o", out, "--", test_prog("exec_thread"),
+			      NULL};
+
+	test_run(&o, 60, argv);
+	ASSERT_INT(o.status, ==, 0);
+	long execer = atol(o.out);
+	ASSERT_INT(execer, >, 0);
+	test_output_free(&o);
+
+	size_t len;
+	char *bytes = test_read_file(out, &len);
+	struct sonde_spool_decoder *d = sonde_spool_decoder__new();
+	struct sonde_spool_record rec;
+	enum { MAX_THREADS = 64 };
+	struct {
+		uint32_t tid, exits;
+		uint64_t born, exit_ns;
+		char comm[17];
+	} th[MAX_THREADS + 1] = {{0}};
+	uint32_t n_threads = 0, pid = 0, after_samples = 0;
+	size_t pos = 0;
+	int k;
+
+	ASSERT(bytes != NULL && d != NULL);
+	while (pos < len && (k = sonde_spool_decoder__decode(d, bytes + pos, len - pos, &rec)) > 0) {
+		pos += (size_t)k;
+		if (rec.type == SONDE_SPOOL_REC_THREAD) {
+			ASSERT_UINT(rec.thread.id, <=, MAX_THREADS);
+			n_threads = rec.thread.id > n_threads ? rec.thread.id : n_threads;
+			th[rec.thread.id].tid = rec.thread.tid;
+			th[rec.thread.id].born = rec.thread.time_ns;
+			snprintf(th[rec.thread.id].comm, sizeof(th[0].comm), "%.*s",
+				 (int)rec.thread.comm_len, rec.thread.comm);
+			if (!pid)
+				pid = rec.thread.pid;
+		} else if (rec.type == SONDE_SPOOL_REC_EXIT) {
+			th[rec.exit.thread].exits++;
+			th[rec.exit.thread].exit_ns = rec.exit.time_ns;
+		} else if (rec.type == SONDE_SPOOL_REC_SAMPLE &&
+			   !strcmp(th[rec.sample.thread].comm, "after-exec")) {
+			ASSERT_UINT(th[rec.sample.thread].tid, ==, pid);
+			after_samples++;
+		}
+	}
+	ASSERT(sonde_spool_decoder__ended(d));
+	sonde_spool_decoder__free(d);
+	free(bytes);
+
+	uint64_t exec_ns = 0;
+	for (uint32_t i = 1; i <= n_threads; i++) {
+		/* every thread definition ends once, none twice */
+		ASSERT_UINT(th[i].exits, <=, 1);
+		if (th[i].tid == (uint32_t)execer) {
+			ASSERT_UINT(th[i].exits, ==, 1); /* its old id ended, at the exec */
+			exec_ns = th[i].exit_ns;
+		}
+	}
+	ASSERT_UINT(exec_ns, >, 0);
+	ASSERT_UINT(after_samples, >, 0);
+	for (uint32_t i = 1; i <= n_threads; i++)
+		if (!strcmp(th[i].comm, "after-exec"))
+			ASSERT_UINT(th[i].born, >=, exec_ns); /* a definition of its own */
+}
