@@ -91,6 +91,7 @@ int sonde__perf_ring_next(struct perf_ring *r, const void **rec, size_t *len)
 	struct perf_event_header h;
 	uint64_t avail = r->head - r->tail;
 
+	*len = 0; /* what a skip or a failure consumed of the caller's byte budget */
 	if (avail == 0)
 		return 0;
 	/* The head can only be ahead of the tail by at most the ring size; anything else means
