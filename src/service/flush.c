@@ -16,6 +16,8 @@ static void complete_flush(struct svc *s, size_t idx, bool ok)
 	struct session *ss = sonde__svc_session(s, fl.session_id);
 
 	s->flushes[idx] = s->flushes[--s->nflushes];
+	if (ss)
+		ss->nflushes--;
 	if (fl.timer)
 		sonde__loop_timer_del(&s->loop, fl.timer);
 	sonde__free(fl.conns);
@@ -77,6 +79,29 @@ static void send_flush(struct svc *s, struct session *ss, struct conn *c, uint64
 	sonde__buf_free(&b);
 }
 
+/* A session with SVC_MAX_PENDING_FLUSHES flushes in progress takes no more, as Perfetto's
+ * service refuses one past 1000: each is a timer and a record that a producer never acking
+ * would otherwise keep until its timeout, however many a consumer pipelines or a short
+ * flush_period_ms starts. The refused flush ends at once as failed, asking nothing of the
+ * producers and scraping nothing (the flushes in progress will): its consumer gets a failed
+ * reply, which the limits on unread replies then hold like any other, and a flush that was to
+ * end the session ends it. */
+static void refuse_flush(struct svc *s, struct session *ss, uint64_t consumer_conn,
+			 uint64_t consumer_req, bool then_disable)
+{
+	sonde_debug("session %llu: flush refused, %zu in progress", (unsigned long long)ss->id,
+		    ss->nflushes);
+	if (consumer_req) {
+		struct conn *c = sonde__svc_conn(s, consumer_conn);
+		if (c) {
+			sonde__svc_send_reply(c, consumer_req, false, false, NULL, 0, -1);
+			sonde__svc_conn_update_events(s, c);
+		}
+	}
+	if (then_disable)
+		sonde__session_disable(s, ss, false);
+}
+
 uint64_t sonde__session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
 		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable)
 {
@@ -85,8 +110,13 @@ uint64_t sonde__session_flush(struct svc *s, struct session *ss, uint32_t timeou
 			   .consumer_conn = consumer_conn,
 			   .consumer_req = consumer_req,
 			   .then_disable = then_disable};
-	struct flush *v = sonde__realloc(s->flushes, (s->nflushes + 1) * sizeof(*v));
+	struct flush *v;
 
+	if (ss->nflushes >= SVC_MAX_PENDING_FLUSHES) {
+		refuse_flush(s, ss, consumer_conn, consumer_req, then_disable);
+		return 0;
+	}
+	v = sonde__realloc(s->flushes, (s->nflushes + 1) * sizeof(*v));
 	if (!v)
 		return 0;
 	s->flushes = v;
@@ -103,7 +133,10 @@ uint64_t sonde__session_flush(struct svc *s, struct session *ss, uint32_t timeou
 	}
 	if (!timeout_ms)
 		timeout_ms = ss->cfg.flush_timeout_ms;
+	if (timeout_ms > SVC_MAX_FLUSH_TIMEOUT_MS)
+		timeout_ms = SVC_MAX_FLUSH_TIMEOUT_MS;
 	s->flushes[s->nflushes++] = fl;
+	ss->nflushes++;
 	if (!fl.nconns) {
 		complete_flush(s, s->nflushes - 1, true);
 		return fl.id;

@@ -25,9 +25,11 @@ struct flush {
 	bool then_disable;
 };
 
-/* Flushes ss: timeout_ms 0 means the session's flush_timeout_ms; consumer_req (on
- * connection consumer_conn) is answered when it ends, unless 0; then_disable disables
- * the session afterwards. Returns the flush id, 0 when out of memory. */
+/* Flushes ss: timeout_ms 0 means the session's flush_timeout_ms (either at most
+ * SVC_MAX_FLUSH_TIMEOUT_MS); consumer_req (on connection consumer_conn) is answered when it
+ * ends, unless 0; then_disable disables the session afterwards. Returns the flush id, or 0
+ * when out of memory or refused: with SVC_MAX_PENDING_FLUSHES of ss in progress it ends
+ * at once as failed (consumer_req answered so, the session disabled if then_disable). */
 uint64_t sonde__session_flush(struct svc *s, struct session *ss, uint32_t timeout_ms,
 		       uint64_t consumer_conn, uint64_t consumer_req, bool then_disable);
 /* Producer c acked flush_id (and so every earlier one). */

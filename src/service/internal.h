@@ -37,6 +37,14 @@ enum {
 	 * bytes; each goes into every QueryServiceState reply and log line) */
 	SVC_MAX_PRODUCER_NAME = 1024,
 	SVC_DEFAULT_TIMEOUT_MS = 5000,
+	/* Flushes (flush.c): a session's flushes in progress, the shortest flush_period_ms
+	 * and the longest flush timeout. Perfetto's service refuses a flush past 1000 in
+	 * progress and takes any period and timeout; here a flush in progress is a timer the
+	 * loop scans at every turn (loop.c), and 1 ms periods with 49-day timeouts kept a
+	 * thousand a second */
+	SVC_MAX_PENDING_FLUSHES = 128,
+	SVC_MIN_FLUSH_PERIOD_MS = 100,
+	SVC_MAX_FLUSH_TIMEOUT_MS = 60000,
 	SVC_READ_PAUSE_BYTES = 4 << 20, /* ReadBuffers waits while this much is unsent */
 	SVC_ACCEPT_BATCH = 32,		/* connections accepted per wake-up of a listener */
 	/* Requests one connection may have handled per turn, before every other connection

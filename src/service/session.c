@@ -676,6 +676,10 @@ static void apply_defaults(struct session *ss)
 {
 	if (!ss->cfg.flush_timeout_ms)
 		ss->cfg.flush_timeout_ms = SVC_DEFAULT_TIMEOUT_MS;
+	if (ss->cfg.flush_timeout_ms > SVC_MAX_FLUSH_TIMEOUT_MS)
+		ss->cfg.flush_timeout_ms = SVC_MAX_FLUSH_TIMEOUT_MS;
+	if (ss->cfg.flush_period_ms && ss->cfg.flush_period_ms < SVC_MIN_FLUSH_PERIOD_MS)
+		ss->cfg.flush_period_ms = SVC_MIN_FLUSH_PERIOD_MS;
 	if (!ss->cfg.stop_timeout_ms)
 		ss->cfg.stop_timeout_ms = SVC_DEFAULT_TIMEOUT_MS;
 	if (!ss->cfg.snapshot_interval_ms)

@@ -58,6 +58,7 @@ struct session {
 	char *error;
 	/* timers */
 	uint64_t t_duration, t_flush_period, t_file, t_stop, t_snapshot, t_clear;
+	size_t nflushes; /* flushes in progress (flush.c), at most SVC_MAX_PENDING_FLUSHES */
 	/* write_into_file: the file is written by a thread of its own (fwriter.h), fed from
 	 * fbuf by sonde__session_drain_file; once DISABLED the EnableTracing reply waits until the
 	 * writer has finished (file_done) */

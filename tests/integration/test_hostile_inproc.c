@@ -1,0 +1,152 @@
+/* Hostile peers against the service in-process, on the clock the test advances
+ * (svc_inproc.h): limits that bite only after many requests or much time, asserted exactly
+ * and without sleeping. The peers are svc_util's raw-frame clients, pipelining requests as
+ * a hostile peer would and reading only what the test looks at. */
+#include <sonde/log.h>
+#include <sonde/service.h>
+
+#include "../test.h"
+#include "base/pb.h"
+#include "ipc/protos.h"
+#include "service/internal.h"
+#include "svc_inproc.h"
+#include "svc_util.h"
+
+static const char *const one_ds[] = {"test.ds"};
+
+/* A producer of test.ds that reads its commands and never acks a flush, started in the
+ * session of consumer c (its EnableTracing request in *enable) with config cfg. */
+static void never_acking_up(struct inproc *h, struct tprod *p, struct tc *c, const struct buf *cfg,
+			    uint64_t *enable)
+{
+	struct tcmd cmd;
+
+	inproc_up(h);
+	inproc_producer(h, p, "never-acks", false);
+	tprod_register(p, "test.ds", false, false);
+	inproc_consumer(h, c);
+	*enable = tcons_enable(c, cfg, -1);
+	tprod_expect(p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+	tprod_expect(p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+}
+
+/* The flush commands p got since the last call; the id of the last in *last. */
+static int flush_cmds(struct tprod *p, uint64_t *last)
+{
+	struct tcmd cmd;
+	int n = 0;
+
+	while (tprod_cmd(p, &cmd, 0)) {
+		ASSERT_UINT(cmd.kind, ==, PF_ASYNC_CMD_FLUSH);
+		if (last)
+			*last = cmd.flush_id;
+		tc_msg_free(cmd.m);
+		n++;
+	}
+	return n;
+}
+
+static uint64_t call_flush(struct tc *c, uint64_t timeout_ms)
+{
+	struct buf a = BUF_INIT;
+	uint64_t id;
+
+	sonde__pb_put_varint(&a, PF_FLUSH_REQ_TIMEOUT_MS, timeout_ms);
+	id = tc_call(c, "Flush", &a, -1, false);
+	sonde__buf_free(&a);
+	return id;
+}
+
+/* The reply to req, which must have come: its success. */
+static bool replied(struct tc *c, uint64_t req)
+{
+	struct tc_msg *m = tc_wait(c, req, 0);
+	bool ok;
+
+	ASSERT(m != NULL);
+	ok = m->f.success;
+	tc_msg_free(m);
+	return ok;
+}
+
+/* A consumer pipelining Flush requests while its producer never acks: the session takes
+ * SVC_MAX_PENDING_FLUSHES, each sent to the producer and answered at its timeout; every
+ * one past them is answered at once as failed and costs the producer nothing. Before the
+ * limit each one was kept, with a timer, until its timeout: the replies never came, so the
+ * limits on unread replies never held the consumer back. */
+TEST_TIMEOUT(hostile_pipelined_flushes_past_the_session_limit_fail_at_once, 60)
+{
+	enum { N = SVC_MAX_PENDING_FLUSHES + 200 };
+	static uint64_t req[N];
+	struct buf cfg = BUF_INIT;
+	struct inproc h;
+	struct tprod p;
+	struct tc c;
+	uint64_t enable, last = 0;
+
+	tcfg_basic(&cfg, 256, one_ds, 1);
+	never_acking_up(&h, &p, &c, &cfg, &enable);
+	for (int i = 0; i < N; i++)
+		req[i] = call_flush(&c, 0);
+	inproc_run(&h);
+	ASSERT_INT(flush_cmds(&p, NULL), ==, SVC_MAX_PENDING_FLUSHES);
+	for (int i = SVC_MAX_PENDING_FLUSHES; i < N; i++)
+		ASSERT(!replied(&c, req[i]));
+	for (int i = 0; i < SVC_MAX_PENDING_FLUSHES; i++)
+		ASSERT(tc_wait(&c, req[i], 0) == NULL);
+
+	/* they end at the session's flush timeout (5 s), failed; then flushes are taken again */
+	inproc_advance(&h, SVC_DEFAULT_TIMEOUT_MS);
+	for (int i = 0; i < SVC_MAX_PENDING_FLUSHES; i++)
+		ASSERT(!replied(&c, req[i]));
+	uint64_t again = call_flush(&c, 0);
+	ASSERT_INT(flush_cmds(&p, &last), ==, 1);
+	tprod_commit(&p, NULL, 0, 0, last, NULL);
+	ASSERT(replied(&c, again));
+
+	tc_msg_free(tc_ok(&c, tc_call(&c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&c, enable, 0));
+	sonde__buf_free(&cfg);
+	tc_close(&c);
+	tc_close(&p.t);
+	inproc_down(&h);
+}
+
+/* flush_period_ms 1 and flush_timeout_ms near 2^32 (49 days) from a consumer whose
+ * producer never acks: the period is taken as SVC_MIN_FLUSH_PERIOD_MS (10 flushes a
+ * second, not 1000) and a flush, the session's or a request's with its own timeout, ends
+ * after SVC_MAX_FLUSH_TIMEOUT_MS. */
+TEST_TIMEOUT(hostile_flush_period_and_timeout_are_clamped, 60)
+{
+	struct buf cfg = BUF_INIT;
+	struct inproc h;
+	struct tprod p;
+	struct tc c;
+	uint64_t enable;
+
+	tcfg_basic(&cfg, 256, one_ds, 1);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FLUSH_PERIOD_MS, 1);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FLUSH_TIMEOUT_MS, 4000000000u);
+	never_acking_up(&h, &p, &c, &cfg, &enable);
+	inproc_advance(&h, 1000);
+	ASSERT_INT(flush_cmds(&p, NULL), ==, 1000 / SVC_MIN_FLUSH_PERIOD_MS);
+
+	uint64_t req = call_flush(&c, 4000000000u);
+	inproc_run(&h);
+	ASSERT_INT(flush_cmds(&p, NULL), ==, 1);
+	inproc_advance(&h, SVC_MAX_FLUSH_TIMEOUT_MS - 1);
+	ASSERT(tc_wait(&c, req, 0) == NULL);
+	inproc_advance(&h, 1);
+	ASSERT(!replied(&c, req));
+	/* the periodic flushes stopped at the session's limit meanwhile */
+	ASSERT_INT(flush_cmds(&p, NULL), <=, SVC_MAX_PENDING_FLUSHES);
+
+	tc_msg_free(tc_ok(&c, tc_call(&c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&c, enable, 0));
+	sonde__buf_free(&cfg);
+	tc_close(&c);
+	tc_close(&p.t);
+	inproc_down(&h);
+}
