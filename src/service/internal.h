@@ -45,6 +45,11 @@ enum {
 	SVC_MAX_PENDING_FLUSHES = 128,
 	SVC_MIN_FLUSH_PERIOD_MS = 100,
 	SVC_MAX_FLUSH_TIMEOUT_MS = 60000,
+	/* data sources one producer may have registered, and their descriptors' bytes in all
+	 * (producer.c): the SDK registers at most 32 per process; one descriptor is at most
+	 * a frame (128 KiB) */
+	SVC_MAX_DS_PER_PRODUCER = 64,
+	SVC_MAX_DS_BYTES_PER_PRODUCER = 256 << 10,
 	SVC_READ_PAUSE_BYTES = 4 << 20, /* ReadBuffers waits while this much is unsent */
 	SVC_ACCEPT_BATCH = 32,		/* connections accepted per wake-up of a listener */
 	/* Requests one connection may have handled per turn, before every other connection

@@ -458,11 +458,46 @@ static struct ds_reg *request_descriptor(const struct req *r)
 	return d;
 }
 
+/* Why a producer's registration of d is refused, or NULL. A producer may have
+ * SVC_MAX_DS_PER_PRODUCER data sources and SVC_MAX_DS_BYTES_PER_PRODUCER of descriptors
+ * registered: each is kept until it unregisters or goes, and each matching session gets an
+ * instance of each. As in Perfetto, a name may be registered again under another id (each
+ * TrackEvent namespace of the SDK registers "track_event" under an id of its own), but not
+ * under an id the producer already registered it with; here that holds for id 0 too, which
+ * Perfetto lets repeat for producers older than ids: a second registration of the same name
+ * and id is the first one again, and UpdateDataSource could not tell them apart. */
+static const char *register_refusal(const struct svc *s, const struct conn *c,
+				    const struct ds_reg *d)
+{
+	size_t n = 0, bytes = d->desc_len;
+
+	for (size_t i = 0; i < s->nds; i++) {
+		const struct ds_reg *o = s->ds[i];
+		if (o->conn_id != c->id)
+			continue;
+		if (o->desc_id == d->desc_id && !strcmp(o->name, d->name))
+			return "a data source of this name and id is already registered by this "
+			       "producer";
+		n++;
+		bytes += o->desc_len;
+	}
+	if (n >= SVC_MAX_DS_PER_PRODUCER)
+		return "too many data sources registered by this producer (the per-producer "
+		       "limit)";
+	if (bytes > SVC_MAX_DS_BYTES_PER_PRODUCER)
+		return "the data source descriptors of this producer exceed the per-producer "
+		       "size limit";
+	return NULL;
+}
+
 static int register_ds(struct svc *s, struct req *r)
 {
 	struct ds_reg *d = request_descriptor(r);
+	const char *why = NULL;
+	struct buf b = BUF_INIT;
+	int rc;
 
-	if (d && d->name[0]) {
+	if (d && d->name[0] && !(why = register_refusal(s, r->c, d))) {
 		struct ds_reg **v = sonde__realloc(s->ds, (s->nds + 1) * sizeof(*v));
 		if (!v) {
 			free_reg(d);
@@ -472,12 +507,31 @@ static int register_ds(struct svc *s, struct req *r)
 		d->conn_id = r->c->id;
 		s->ds[s->nds++] = d;
 		s->data_sources_seen++;
-		sonde_debug("producer %s registered data source %s", r->c->p.name, d->name);
+		sonde_debug("producer %u \"%.64s\" registered data source \"%.64s\"", r->c->p.id,
+			    r->c->p.name, d->name);
 		sonde__session_setup_for_producer(s, r->c, d);
 	} else {
+		if (why)
+			sonde_debug("producer %u: data source \"%.64s\" refused: %s", r->c->p.id,
+				    d->name, why);
 		free_reg(d); /* an empty name is ignored (§2.1) */
 	}
-	return sonde__svc_reply(r, NULL, false);
+	if (why)
+		sonde__pb_put_string(&b, PF_REGISTER_DS_RESP_ERROR, why);
+	rc = sonde__svc_reply(r, &b, false);
+	sonde__buf_free(&b);
+	return rc;
+}
+
+/* The bytes of the descriptors producer c has registered. */
+static size_t desc_bytes(const struct svc *s, const struct conn *c)
+{
+	size_t bytes = 0;
+
+	for (size_t i = 0; i < s->nds; i++)
+		if (s->ds[i]->conn_id == c->id)
+			bytes += s->ds[i]->desc_len;
+	return bytes;
 }
 
 static int update_ds(struct svc *s, struct req *r)
@@ -488,6 +542,10 @@ static int update_ds(struct svc *s, struct req *r)
 		struct ds_reg *o = s->ds[i];
 		if (o->conn_id == r->c->id && o->desc_id == d->desc_id &&
 		    !strcmp(o->name, d->name)) {
+			/* a larger descriptor must stay within the producer's limit */
+			if (desc_bytes(s, r->c) - o->desc_len + d->desc_len >
+			    SVC_MAX_DS_BYTES_PER_PRODUCER)
+				break;
 			d->conn_id = o->conn_id;
 			s->ds[i] = d;
 			free_reg(o);

@@ -150,3 +150,111 @@ TEST_TIMEOUT(hostile_flush_period_and_timeout_are_clamped, 60)
 	tc_close(&p.t);
 	inproc_down(&h);
 }
+
+/* RegisterDataSource of a descriptor named name with id (0: none) and pad bytes in a field
+ * the service does not read; with update, UpdateDataSource instead. The reply's error,
+ * malloc'd ("" without one). */
+static char *register_ds(struct tprod *p, const char *name, uint64_t id, size_t pad, bool update)
+{
+	static uint8_t fill[IPC_BUFFER_SIZE];
+	struct buf a = BUF_INIT;
+	struct pb_field f;
+	char *err = strdup("");
+	size_t m = sonde__pb_begin(&a, PF_REGISTER_DS_REQ_DESCRIPTOR);
+
+	ASSERT(pad <= sizeof(fill));
+	sonde__pb_put_string(&a, PF_DS_DESCRIPTOR_NAME, name);
+	if (id)
+		sonde__pb_put_varint(&a, PF_DS_DESCRIPTOR_ID, id);
+	if (pad)
+		sonde__pb_put_bytes(&a, 1000, fill, pad);
+	sonde__pb_end(&a, m);
+	struct tc_msg *r = tc_ok(&p->t, tc_call(&p->t, update ? "UpdateDataSource" :
+								 "RegisterDataSource",
+						&a, -1, false));
+	struct pb_reader rd = pb_reader_init(r->f.data, r->f.data_len);
+	while (sonde__pb_next(&rd, &f) > 0) {
+		if (f.num == PF_REGISTER_DS_RESP_ERROR && f.wire == PB_LEN) {
+			free(err);
+			err = strndup((const char *)f.ptr, f.len);
+		}
+	}
+	tc_msg_free(r);
+	sonde__buf_free(&a);
+	return err;
+}
+
+/* Registered, or refused with a reply whose error contains why. */
+#define ASSERT_REGISTERED(p, name, id, pad, update, why)                                           \
+	do {                                                                                       \
+		char *e_ = register_ds(p, name, id, pad, update);                                  \
+		if (!strstr(e_, why) || (!*(why) && *e_))                                          \
+			FAIL("%s: error \"%s\", wanted \"%s\"", name, e_, why);                    \
+		free(e_);                                                                          \
+	} while (0)
+
+/* A producer may have SVC_MAX_DS_PER_PRODUCER data sources registered and
+ * SVC_MAX_DS_BYTES_PER_PRODUCER of descriptors; past either, and for a name it already
+ * registered under the same id, RegisterDataSource's reply carries an error and nothing is
+ * kept. Before, every descriptor was kept (a thousand of 120 KB took 121 MB) and each
+ * repeated name got an instance of its own in every session enabling it. */
+TEST_TIMEOUT(hostile_data_source_registrations_are_limited_per_producer, 60)
+{
+	static const char *const dup_ds[] = {"dup.ds"};
+	const size_t big = 120 << 10;
+	struct buf cfg = BUF_INIT;
+	struct inproc h;
+	struct tprod p, q, d;
+	struct tcmd cmd;
+	struct tc c;
+	char name[32];
+
+	inproc_up(&h);
+	inproc_producer(&h, &p, "many", false);
+	for (int i = 0; i < SVC_MAX_DS_PER_PRODUCER; i++) {
+		snprintf(name, sizeof(name), "ds%d", i);
+		ASSERT_REGISTERED(&p, name, 0, 0, false, "");
+	}
+	ASSERT_REGISTERED(&p, "one.more", 0, 0, false, "per-producer limit");
+	struct buf a = BUF_INIT;
+	sonde__pb_put_string(&a, PF_UNREGISTER_DS_REQ_NAME, "ds0");
+	tc_msg_free(tc_ok(&p.t, tc_call(&p.t, "UnregisterDataSource", &a, -1, false)));
+	ASSERT_REGISTERED(&p, "one.more", 0, 0, false, "");
+
+	/* descriptor bytes: two of 120 KiB and a small one fit in 256 KiB, a third big one
+	 * does not, nor an update making the small one big */
+	inproc_producer(&h, &q, "big", false);
+	ASSERT_REGISTERED(&q, "big0", 1, big, false, "");
+	ASSERT_REGISTERED(&q, "big1", 2, big, false, "");
+	ASSERT_REGISTERED(&q, "big2", 3, big, false, "size limit");
+	ASSERT_REGISTERED(&q, "small", 4, 1024, false, "");
+	ASSERT_REGISTERED(&q, "small", 4, big, true, "");
+	ASSERT_REGISTERED(&q, "small2", 5, 10 << 10, false, ""); /* the update was not taken */
+
+	/* the same name under another id is another data source (SDK namespaces); under the
+	 * same id, 0 included, it is refused */
+	inproc_producer(&h, &d, "dup", false);
+	ASSERT_REGISTERED(&d, "dup.ds", 0, 0, false, "");
+	ASSERT_REGISTERED(&d, "dup.ds", 0, 0, false, "already registered");
+	ASSERT_REGISTERED(&d, "dup.ds", 7, 0, false, "");
+	ASSERT_REGISTERED(&d, "dup.ds", 7, 0, false, "already registered");
+	inproc_consumer(&h, &c);
+	tcfg_basic(&cfg, 256, dup_ds, 1);
+	uint64_t enable = tcons_enable(&c, &cfg, -1);
+	int setups = 0;
+	while (tprod_cmd(&d, &cmd, 0)) {
+		setups += cmd.kind == PF_ASYNC_CMD_SETUP_DATA_SOURCE;
+		tc_msg_free(cmd.m);
+	}
+	ASSERT_INT(setups, ==, 2);
+
+	tc_msg_free(tc_ok(&c, tc_call(&c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(&c, enable, 0));
+	sonde__buf_free(&a);
+	sonde__buf_free(&cfg);
+	tc_close(&c);
+	tc_close(&d.t);
+	tc_close(&q.t);
+	tc_close(&p.t);
+	inproc_down(&h);
+}
