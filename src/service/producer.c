@@ -372,16 +372,18 @@ static int initialize(struct svc *s, struct req *r)
 		p->smb_adopted = true;
 		r->fd = -1; /* the mapping keeps it */
 	}
+	/* names are the peer's, up to a frame long: clamped, so that what follows them (the
+	 * peer's pid and uid) stays in the line */
 	if (p->emulated && r->c->machine_id)
-		sonde_info("producer %u \"%s\" on machine %u \"%s\", pid %d uid %s "
+		sonde_info("producer %u \"%.64s\" on machine %u \"%.64s\", pid %d uid %s "
 			   "(shared-memory emulation)",
 			   p->id, p->name, r->c->machine_id, sonde__machine_name_of(s, r->c),
 			   (int)r->c->ch.peer_pid, r->c->vouched ? "vouched" : "unknown");
 	else if (p->emulated)
-		sonde_info("producer %u \"%s\" remote, uid unknown (shared-memory emulation)",
+		sonde_info("producer %u \"%.64s\" remote, uid unknown (shared-memory emulation)",
 			   p->id, p->name);
 	else
-		sonde_info("producer %u \"%s\" pid %d uid %d%s", p->id, p->name,
+		sonde_info("producer %u \"%.64s\" pid %d uid %d%s", p->id, p->name,
 			   (int)r->c->ch.peer_pid, (int)r->c->ch.peer_uid,
 			   p->smb_adopted ? " (producer-provided SMB)" : "");
 	struct buf b = BUF_INIT;

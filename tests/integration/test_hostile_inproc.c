@@ -1,7 +1,9 @@
 /* Hostile peers against the service in-process, on the clock the test advances
  * (svc_inproc.h): limits that bite only after many requests or much time, asserted exactly
- * and without sleeping. The peers are svc_util's raw-frame clients, pipelining requests as
+ * and without sleeping, and a peer's long name in the service's log. The peers are svc_util's raw-frame clients, pipelining requests as
  * a hostile peer would and reading only what the test looks at. */
+#include <unistd.h>
+
 #include <sonde/log.h>
 #include <sonde/service.h>
 
@@ -257,4 +259,50 @@ TEST_TIMEOUT(hostile_data_source_registrations_are_limited_per_producer, 60)
 	tc_close(&q.t);
 	tc_close(&p.t);
 	inproc_down(&h);
+}
+
+struct log_seen {
+	char line[1024]; /* the service's line announcing the producer */
+	size_t len;
+};
+
+static void keep_producer_line(enum sonde_log_level level, const char *msg, void *ctx)
+{
+	struct log_seen *l = ctx;
+
+	if (level == SONDE_LOG_INFO && !strncmp(msg, "producer ", 9) && strstr(msg, "nnnn")) {
+		snprintf(l->line, sizeof(l->line), "%s", msg);
+		l->len = strlen(msg);
+	}
+}
+
+/* A producer named with 100 KB: the info line announcing it shows the name's start and
+ * still ends with the peer's pid and uid. Before, the name filled the service's 1 KiB log
+ * line and pushed them out of it. */
+TEST_TIMEOUT(hostile_long_producer_name_is_clamped_in_the_log, 30)
+{
+	const size_t n = 100 << 10;
+	char *name = malloc(n + 1);
+	struct log_seen l = {.len = 0};
+	struct inproc h;
+	struct tprod p;
+	char want[64];
+
+	ASSERT(name != NULL);
+	memset(name, 'n', n);
+	name[n] = '\0';
+	inproc_up(&h);
+	sonde_log__set_callback(keep_producer_line, &l);
+	sonde_log__set_level(SONDE_LOG_INFO);
+	inproc_producer(&h, &p, name, false);
+	sonde_log__set_level(SONDE_LOG_WARN);
+	sonde_log__set_callback(NULL, NULL);
+	printf("%s\n", l.line);
+	ASSERT_UINT(l.len, >, 0);
+	ASSERT_UINT(l.len, <, 200);
+	snprintf(want, sizeof(want), " pid %d uid %d", (int)getpid(), (int)getuid());
+	ASSERT(strstr(l.line, want) != NULL);
+	tc_close(&p.t);
+	inproc_down(&h);
+	free(name);
 }
