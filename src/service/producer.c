@@ -465,9 +465,9 @@ static struct ds_reg *request_descriptor(const struct req *r)
  * registered: each is kept until it unregisters or goes, and each matching session gets an
  * instance of each. As in Perfetto, a name may be registered again under another id (each
  * TrackEvent namespace of the SDK registers "track_event" under an id of its own), but not
- * under an id the producer already registered it with; here that holds for id 0 too, which
- * Perfetto lets repeat for producers older than ids: a second registration of the same name
- * and id is the first one again, and UpdateDataSource could not tell them apart. */
+ * under a nonzero id the producer already registered it with (UpdateDataSource could not
+ * tell the two apart). Id 0 may repeat, as in Perfetto: SDKs older than ids (v14) register
+ * "track_event" once per namespace, all under id 0, each wanting an instance. */
 static const char *register_refusal(const struct svc *s, const struct conn *c,
 				    const struct ds_reg *d)
 {
@@ -477,7 +477,7 @@ static const char *register_refusal(const struct svc *s, const struct conn *c,
 		const struct ds_reg *o = s->ds[i];
 		if (o->conn_id != c->id)
 			continue;
-		if (o->desc_id == d->desc_id && !strcmp(o->name, d->name))
+		if (d->desc_id && o->desc_id == d->desc_id && !strcmp(o->name, d->name))
 			return "a data source of this name and id is already registered by this "
 			       "producer";
 		n++;
