@@ -189,7 +189,8 @@ SONDE_API int sonde_spool_writer__add_account(struct sonde_spool_writer *w,
 SONDE_API int sonde_spool_writer__add_offcpu_short(struct sonde_spool_writer *w,
 						   const struct sonde_spool_offcpu_short *s);
 /* A run of one CPU's context switches (at most SONDE_SPOOL_SWITCHES_MAX, times not
- * decreasing; n may be 0), flags enum sonde_spool_switches_flags. A recording that keeps
+ * decreasing, not older than the CPU's previous run, cpu below 2^20; n may be 0), flags
+ * enum sonde_spool_switches_flags. A recording that keeps
  * every CPU's switches (-a --off-cpu) writes an empty run per CPU before any off-CPU
  * interval, so that a reader knows it from the start. Needs declare_offcpu first. */
 SONDE_API int sonde_spool_writer__add_switches(struct sonde_spool_writer *w, uint32_t cpu,
@@ -207,8 +208,8 @@ enum sonde_spool_offcpu_coverage {
  * once, before finish. Needs declare_offcpu first. */
 SONDE_API int sonde_spool_writer__add_offcpu_coverage(struct sonde_spool_writer *w,
 						      uint32_t flags);
-/* Thread thread (a defined id) exited at time_ns: its life ends there (optional; written
- * at most once per thread, as the recorder sees the exit). */
+/* Thread thread (a defined id) exited at time_ns (below UINT64_MAX): its life ends there
+ * (optional; written at most once per thread, as the recorder sees the exit). */
 SONDE_API int sonde_spool_writer__add_exit(struct sonde_spool_writer *w, uint64_t time_ns,
 					   uint32_t thread);
 /* Pushes buffered bytes to the write function. */

@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "base/array.h"
 #include "base/pb.h"
+#include "base/u64map.h"
 #include "spool/format.h"
 
 struct dmodule {
@@ -54,6 +55,9 @@ struct sonde_spool_decoder {
 	size_t retired_cap;
 	struct sonde_spool_switch *switches; /* scratch for SWITCHES records */
 	size_t switches_cap;
+	/* CPU -> its last switch so far, for the rule that a CPU's switches go forward
+	 * across its runs (within a run the deltas ensure it) */
+	struct u64map last_switch;
 
 	uint32_t n_frames, n_threads;
 	uint16_t *depth; /* depth[node id], depth[0] = 0 */
@@ -85,6 +89,7 @@ void sonde_spool_decoder__free(struct sonde_spool_decoder *d)
 	sonde__free(d->pids);
 	sonde__free(d->retired);
 	sonde__free(d->switches);
+	sonde__u64map_free(&d->last_switch);
 	sonde__free(d->depth);
 	sonde__free(d);
 }
@@ -468,6 +473,8 @@ static int dec_exit(struct sonde_spool_decoder *d, struct cur *c, struct sonde_s
 		return c->err;
 	if (rec->exit.thread == 0 || rec->exit.thread > d->n_threads)
 		return -SONDE_E_REFERENCE;
+	if (rec->exit.time_ns == UINT64_MAX) /* readers keep time + 1, 0 meaning none */
+		return -SONDE_E_RANGE;
 	rec->type = SONDE_SPOOL_REC_EXIT;
 	return 0;
 }
@@ -492,7 +499,7 @@ static int dec_switches(struct sonde_spool_decoder *d, struct cur *c,
 
 	if (c->err)
 		return c->err;
-	if (cpu >= SONDE_SPOOL_CPU_NONE || (flags & ~(uint64_t)SONDE_SWITCHES_GAP) ||
+	if (cpu >= SPOOL_MAX_CPUS || (flags & ~(uint64_t)SONDE_SWITCHES_GAP) ||
 	    n > SONDE_SPOOL_SWITCHES_MAX)
 		return -SONDE_E_RANGE;
 	if (n && sonde__array_grow(&d->switches, &d->switches_cap, (size_t)n,
@@ -511,6 +518,13 @@ static int dec_switches(struct sonde_spool_decoder *d, struct cur *c,
 		t += dt;
 		sw->time_ns = t;
 	}
+	uint64_t *last = sonde__u64map_get(&d->last_switch, cpu);
+	if (n && last && d->switches[0].time_ns < *last)
+		return -SONDE_E_RANGE; /* a CPU's switches go forward, gap or not */
+	if (n && last)
+		*last = t;
+	else if (n && sonde__u64map_put(&d->last_switch, cpu, t) < 0)
+		return -ENOMEM;
 	rec->type = SONDE_SPOOL_REC_SWITCHES;
 	rec->switches.cpu = (uint32_t)cpu;
 	rec->switches.flags = (uint32_t)flags;

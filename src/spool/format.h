@@ -22,6 +22,9 @@ enum {
 	SPOOL_MAX_COMM = 256,
 	SPOOL_MAX_BUILD_ID = 32,
 	SPOOL_MAX_DEPTH = 4096,
+	/* CPU numbers SWITCHES records may name: no machine has more CPUs, and a reader
+	 * follows each CPU's switches apart */
+	SPOOL_MAX_CPUS = 1 << 20,
 	/* ids are u32 and 0 is reserved, so at most this many of each kind */
 	SPOOL_MAX_ID = UINT32_MAX - 1,
 };

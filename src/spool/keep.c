@@ -39,12 +39,10 @@ int sonde__spool_keep_module(const struct sonde_spool_record *rec, struct sonde_
 	return 0;
 }
 
-int sonde__spool_chain_step(struct sonde_spool_chain *c, uint32_t cpu,
-			    const struct sonde_spool_switch *sw, bool gap,
-			    struct sonde_spool_run *run)
+bool sonde__spool_chain_step(struct sonde_spool_chain *c, uint32_t cpu,
+			     const struct sonde_spool_switch *sw, bool gap,
+			     struct sonde_spool_run *run)
 {
-	if (c->seen && sw->time_ns < c->last_ns)
-		return -SONDE_E_RANGE; /* a CPU's switches go forward */
 	bool ends = sw->prev_tid && !(c->seen && gap);
 	if (ends)
 		*run = (struct sonde_spool_run){sw->prev_tid, cpu, c->seen ? c->last_ns : 0,

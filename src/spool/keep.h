@@ -15,9 +15,6 @@ char *sonde__spool_dup_str(const char *s, size_t n);
  * the caller). 0 or -ENOMEM. */
 int sonde__spool_keep_module(const struct sonde_spool_record *rec, struct sonde_spool_module *out);
 
-/* CPU numbers a file's switches may name: no machine has more CPUs. */
-enum { SONDE_SPOOL_MAX_CPUS = 1 << 20 };
-
 /* One CPU's switches as a reader follows them (SWITCHES records, docs/spool.md): when its
  * last switch was and which task it brought in. Zero-initialized: no switch yet. */
 struct sonde_spool_chain {
@@ -27,13 +24,13 @@ struct sonde_spool_chain {
 };
 
 /* Follows c, CPU cpu's chain, over its next switch sw (gap: sw is the first of a run
- * flagged SONDE_SWITCHES_GAP). Returns 1 with *run the stay sw ends: its task, from the
- * CPU's previous switch (0 when sw is the CPU's first) to sw, and how it left; 0 when sw
- * ends none (the idle task leaves, or records were lost since the CPU's previous switch,
- * so who ran is not known); -SONDE_E_RANGE when sw is older than the CPU's previous
- * switch (c unchanged). */
-int sonde__spool_chain_step(struct sonde_spool_chain *c, uint32_t cpu,
-			    const struct sonde_spool_switch *sw, bool gap,
-			    struct sonde_spool_run *run);
+ * flagged SONDE_SWITCHES_GAP), which the decoder checked is not older than the CPU's
+ * previous one. Returns true with *run the stay sw ends: its task, from the CPU's previous
+ * switch (0 when sw is the CPU's first) to sw, and how it left; false when sw ends none
+ * (the idle task leaves, or records were lost since the CPU's previous switch, so who ran
+ * is not known). */
+bool sonde__spool_chain_step(struct sonde_spool_chain *c, uint32_t cpu,
+			     const struct sonde_spool_switch *sw, bool gap,
+			     struct sonde_spool_run *run);
 
 #endif

@@ -57,8 +57,8 @@ struct sonde_spool {
 	struct rcpu *cpus; /* by CPU number: the switches, added up as they come */
 	size_t cpus_cap;
 	uint32_t n_cpus;
-	/* by CPU number below SONDE_SPOOL_MAX_CPUS, those that can have switches: the time of its first
-	 * sample + 1, 0 for none */
+	/* by CPU number below SPOOL_MAX_CPUS, those that can have switches: the time of its
+	 * first sample + 1, 0 for none */
 	uint64_t *first_sample;
 	size_t first_sample_cap;
 	uint64_t last_switch_ns;
@@ -169,8 +169,6 @@ static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record 
 	if (!rec->switches.n)
 		return 0;
 	if (cpu >= s->n_cpus) {
-		if (cpu >= SONDE_SPOOL_MAX_CPUS)
-			return -SONDE_E_RANGE; /* no machine has that many: a bad file */
 		if (sonde__array_grow(&s->cpus, &s->cpus_cap, (size_t)cpu + 1, sizeof(*s->cpus),
 				      16) < 0)
 			return -ENOMEM;
@@ -199,11 +197,9 @@ static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record 
 		/* prev's stay on the CPU ends here: from the CPU's previous switch (from the
 		 * start when this is its first), unless records were lost in between */
 		struct sonde_spool_run run;
-		int ends = sonde__spool_chain_step(&c->ch, cpu, sw, gap, &run);
-		if (ends < 0)
-			return ends;
-		if (ends && (ends = add_run(s, run.tid, cpu, run.start_ns, run.end_ns, run.state)))
-			return ends;
+		if (sonde__spool_chain_step(&c->ch, cpu, sw, gap, &run) &&
+		    add_run(s, run.tid, cpu, run.start_ns, run.end_ns, run.state) < 0)
+			return -ENOMEM;
 		c->t.switches++;
 		c->t.inferred += !!(sw->prev_state & SONDE_SWITCH_INFERRED);
 		if (sw->time_ns > s->last_switch_ns)
@@ -269,8 +265,7 @@ static int keep_exit(struct sonde_spool *s, const struct sonde_spool_record *rec
 			return -ENOMEM;
 		memset(s->exit_ns + had, 0, (s->exit_cap - had) * sizeof(*s->exit_ns));
 	}
-	if (rec->exit.time_ns == UINT64_MAX)
-		return -SONDE_E_RANGE;
+	/* the decoder refused UINT64_MAX, so time + 1 is never the 0 of "none" */
 	s->exit_ns[i] = rec->exit.time_ns + 1;
 	return 0;
 }
@@ -324,7 +319,7 @@ static int note_first_sample(struct sonde_spool *s, uint32_t cpu, uint64_t time_
 {
 	size_t had = s->first_sample_cap;
 
-	if (cpu >= SONDE_SPOOL_MAX_CPUS || time_ns == UINT64_MAX)
+	if (cpu >= SPOOL_MAX_CPUS || time_ns == UINT64_MAX)
 		return 0;
 	if (cpu >= had) {
 		if (sonde__array_grow(&s->first_sample, &s->first_sample_cap, (size_t)cpu + 1,
@@ -477,8 +472,10 @@ static int finish_input(struct sonde_spool *s, size_t leftover)
 
 static struct sonde_spool *fail(struct sonde_spool *s, int err, uint64_t *err_offset)
 {
+	/* the end of the last record kept: the offset of the one that failed, whether the
+	 * decoder refused it or keeping it did (the decoder is then past it) */
 	if (err_offset)
-		*err_offset = s ? sonde_spool_decoder__offset(s->dec) : 0;
+		*err_offset = s ? s->info.valid_bytes : 0;
 	sonde_spool__close(s);
 	errno = -err;
 	return NULL;

@@ -577,7 +577,7 @@ int sonde_spool_writer__add_switches(struct sonde_spool_writer *w, uint32_t cpu,
 		return r;
 	if (!w->offcpu)
 		return -SONDE_E_STATE;
-	if (n > SONDE_SPOOL_SWITCHES_MAX || (n && !sw) || cpu == SONDE_SPOOL_CPU_NONE ||
+	if (n > SONDE_SPOOL_SWITCHES_MAX || (n && !sw) || cpu >= SPOOL_MAX_CPUS ||
 	    (flags & ~(uint32_t)SONDE_SWITCHES_GAP))
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
@@ -606,7 +606,7 @@ int sonde_spool_writer__add_exit(struct sonde_spool_writer *w, uint64_t time_ns,
 
 	if (r < 0)
 		return r;
-	if (thread == 0 || thread > w->n_threads)
+	if (thread == 0 || thread > w->n_threads || time_ns == UINT64_MAX)
 		return -EINVAL;
 	size_t rec = begin_record(&w->out, SPOOL_TAG_EXIT);
 	put_varint(&w->out, time_ns);

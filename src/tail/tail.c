@@ -335,8 +335,6 @@ static int keep_switches(struct sonde_tail *t, const struct sonde_spool_record *
 	if (!rec->switches.n)
 		return 0;
 	if (cpu >= t->n_cpus) {
-		if (cpu >= SONDE_SPOOL_MAX_CPUS)
-			return -SONDE_E_RANGE;
 		if (sonde__array_grow(&t->chains, &t->chains_cap, (size_t)cpu + 1,
 				      sizeof(*t->chains), 16) < 0 ||
 		    sonde__array_grow(&t->switched, &t->switched_cap, (size_t)cpu + 1,
@@ -349,12 +347,9 @@ static int keep_switches(struct sonde_tail *t, const struct sonde_spool_record *
 	for (size_t i = 0; i < rec->switches.n; i++) {
 		const struct sonde_spool_switch *sw = &rec->switches.v[i];
 		struct sonde_spool_run run;
-		int ends = sonde__spool_chain_step(&t->chains[cpu], cpu, sw,
-						   i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP),
-						   &run);
-		if (ends < 0)
-			return ends;
-		if (ends) {
+		if (sonde__spool_chain_step(&t->chains[cpu], cpu, sw,
+					    i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP),
+					    &run)) {
 			struct sonde_spool_run *q = ARR_PUSH(t->runs);
 			if (!q)
 				return -ENOMEM;

@@ -10,6 +10,8 @@
 #include <sonde/spool_reader.h>
 
 #include "base/buf.h"
+#include "base/pb.h"
+#include "spool/format.h"
 #include "../test.h"
 #include "../util.h"
 
@@ -514,5 +516,93 @@ TEST(spool_exit_round_trips_and_is_checked)
 	ASSERT(sonde_spool__open_mem(b.data, b.len, &off) == NULL);
 	ASSERT_INT(errno, ==, SONDE_E_REFERENCE);
 	ASSERT_UINT(off, ==, 30);
+	sonde__buf_free(&b);
+}
+
+/* A record of tag whose payload is the n varints v, appended to b. */
+static void put_record(struct buf *b, uint8_t tag, const uint64_t *v, size_t n)
+{
+	struct buf p = BUF_INIT;
+
+	for (size_t i = 0; i < n; i++)
+		sonde__pb_put_varint_raw(&p, v[i]);
+	sonde__buf_append(b, &tag, 1);
+	sonde__pb_put_varint_raw(b, p.len);
+	sonde__buf_append(b, p.data, p.len);
+	sonde__buf_free(&p);
+}
+
+/* Every reader refuses the same records, at the record's own offset: an exit at the last
+ * time a u64 holds, a CPU number no machine has, a CPU's run older than its previous one
+ * (GAP or not). The whole-file reader (report) refused them in its own keeping, after the
+ * decoder (convert, the tail) had let them pass and moved past them. */
+TEST(spool_readers_refuse_bad_switches_and_exits_alike)
+{
+	static const uint64_t thread[] = {5, 10, 10, 0};
+	static const uint64_t run[] = {7, 0, 1, 3000, 0, 10, 0};
+	const struct {
+		uint8_t tag;
+		uint64_t v[8];
+		size_t n;
+		int err; /* 0: the file is fine */
+	} cases[] = {
+		{SPOOL_TAG_EXIT, {UINT64_MAX - 1, 1}, 2, 0},
+		{SPOOL_TAG_EXIT, {UINT64_MAX, 1}, 2, -SONDE_E_RANGE},
+		{SPOOL_TAG_SWITCHES, {(1 << 20) - 1, 0, 1, 3000, 0, 10, 0}, 7, 0},
+		{SPOOL_TAG_SWITCHES, {1 << 20, 0, 1, 3000, 0, 10, 0}, 7, -SONDE_E_RANGE},
+		{SPOOL_TAG_SWITCHES, {7, 0, 1, 3000, 10, 0, 1}, 7, 0},
+		{SPOOL_TAG_SWITCHES, {7, 0, 1, 2999, 10, 0, 1}, 7, -SONDE_E_RANGE},
+		{SPOOL_TAG_SWITCHES, {7, SONDE_SWITCHES_GAP, 1, 2999, 10, 0, 1}, 7, -SONDE_E_RANGE},
+		{SPOOL_TAG_SWITCHES, {8, 0, 1, 2999, 10, 0, 1}, 7, 0}, /* another CPU */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct buf b = BUF_INIT;
+		static const uint8_t head[] = {0x89, 'S', 'O', 'N', 'D', 'E', '\r',
+					       '\n', 2,	  1,   3,   1,	 2,   3};
+		sonde__buf_append(&b, head, sizeof(head));
+		put_record(&b, SPOOL_TAG_THREAD, thread, 4);
+		put_record(&b, SPOOL_TAG_SWITCHES, run, 7);
+		size_t at = b.len;
+		put_record(&b, cases[i].tag, cases[i].v, cases[i].n);
+		static const uint8_t end[] = {SPOOL_TAG_END, 1, 0};
+		sonde__buf_append(&b, end, sizeof(end));
+
+		struct sonde_spool_decoder *d = ASSERT_NOT_NULL(sonde_spool_decoder__new());
+		struct sonde_spool_record rec;
+		size_t off = 0;
+		int r;
+		while ((r = sonde_spool_decoder__decode(d, (uint8_t *)b.data + off, b.len - off,
+							&rec)) > 0)
+			off += (size_t)r;
+		ASSERT_INT(r, ==, cases[i].err);
+		ASSERT_UINT(off, ==, cases[i].err ? at : b.len);
+		ASSERT_UINT(sonde_spool_decoder__offset(d), ==, off);
+		sonde_spool_decoder__free(d);
+
+		uint64_t err_at = 0;
+		struct sonde_spool *s = sonde_spool__open_mem(b.data, b.len, &err_at);
+		if (cases[i].err) {
+			ASSERT(s == NULL);
+			ASSERT_INT(-errno, ==, cases[i].err);
+			ASSERT_UINT(err_at, ==, at);
+		}
+		ASSERT_INT(s != NULL, ==, !cases[i].err);
+		sonde_spool__close(s);
+		sonde__buf_free(&b);
+	}
+
+	/* the writer writes neither */
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(sink_write, &b, &hdr));
+	const struct sonde_spool_switch sw = {3000, 0, 10, 0};
+	uint32_t t;
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, 5, 10, 10, "a", &t));
+	ASSERT_ERR(sonde_spool_writer__add_exit(w, UINT64_MAX, t), -EINVAL);
+	ASSERT_ERR(sonde_spool_writer__add_switches(w, 1 << 20, 0, &sw, 1), -EINVAL);
+	ASSERT_OK(sonde_spool_writer__add_switches(w, (1 << 20) - 1, 0, &sw, 1));
+	sonde_spool_writer__free(w);
 	sonde__buf_free(&b);
 }
