@@ -508,10 +508,11 @@ static int decode_file(struct conv *c, int fd, const char *path)
 	if (!err && sonde_spool_decoder__offset(d) == 0)
 		err = -SONDE_E_EMPTY;
 	else if (!err && (len || !sonde_spool_decoder__ended(d)))
-		/* the words of `sonde report`, so that every reader says it alike */
+		/* the words of `sonde report`, so that every reader says it alike: the samples
+		 * decoded, whatever the filters kept of them */
 		sonde_warn("%s: truncated at byte %llu, recovered %llu samples", path,
 			   (unsigned long long)sonde_spool_decoder__offset(d),
-			   (unsigned long long)sonde_profile__total(c->p, SONDE_PROFILE_METRIC_CPU));
+			   (unsigned long long)c->spool_samples);
 	if (err)
 		sonde_debug("%s: error at byte %llu", path,
 			    (unsigned long long)sonde_spool_decoder__offset(d));

@@ -769,5 +769,11 @@ TEST_TIMEOUT(readers_say_alike_that_a_spool_is_empty_or_truncated, 120)
 	ASSERT_INT(o.status, ==, 0);
 	ASSERT_CONTAINS(o.err, want);
 	test_output_free(&o);
+	/* the samples recovered, not those a filter kept: none of them here */
+	test_runf(&o, 60, "%s convert --pid 1 -o %s %s", test_bin("sonde"),
+		  test_path("cut1.folded"), cut);
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, want);
+	test_output_free(&o);
 	free(data);
 }
