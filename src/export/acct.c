@@ -32,6 +32,11 @@ struct build {
 	struct sonde_acct_wait *starts;
 	size_t n_starts, cap_starts;
 	size_t cap;
+	struct u64map row_at; /* pid -> 1 + index of its row in a->rows */
+	/* pid -> the last named definition of its main thread << 32 | of another of its
+	 * threads (thread ids, 0: none), of every thread once the first row needs it */
+	struct u64map named;
+	bool named_all;
 	struct sonde_acct *a;
 };
 
@@ -69,28 +74,43 @@ static bool bare_id(const char *comm, uint32_t id)
 static const char *process_comm(const struct build *b, const struct sonde_spool_thread *t)
 {
 	struct sonde_spool_thread m;
-	const char *other = NULL;
+	const uint64_t *ids = sonde__u64map_get(&b->named, t->pid);
+	uint32_t id = !ids ? 0 : *ids >> 32 ? (uint32_t)(*ids >> 32) : (uint32_t)*ids;
 
-	for (uint32_t i = b->info.threads; i >= 1; i--) {
-		if (sonde_spool__get_thread(b->s, i, &m) < 0 || m.pid != t->pid ||
-		    bare_id(m.comm, m.tid))
+	return id && sonde_spool__get_thread(b->s, id, &m) == 0 ? m.comm : t->comm;
+}
+
+/* Fills b->named in one pass over the threads: 0 or -ENOMEM. */
+static int name_processes(struct build *b)
+{
+	struct sonde_spool_thread m;
+
+	for (uint32_t i = 1; i <= b->info.threads; i++) {
+		if (sonde_spool__get_thread(b->s, i, &m) < 0 || bare_id(m.comm, m.tid))
 			continue;
-		if (m.tid == t->pid)
-			return m.comm;
-		if (!other)
-			other = m.comm;
+		uint64_t *ids = sonde__u64map_get(&b->named, m.pid);
+		uint64_t was = ids ? *ids : 0;
+		uint64_t now = m.tid == m.pid ? (uint64_t)i << 32 | (uint32_t)was
+					      : (was & ~(uint64_t)UINT32_MAX) | i;
+		if (ids)
+			*ids = now;
+		else if (sonde__u64map_put(&b->named, m.pid, now) < 0)
+			return -ENOMEM;
 	}
-	return other ? other : t->comm;
+	b->named_all = true;
+	return 0;
 }
 
 /* The row of process t->pid, added on first use; NULL when out of memory. */
 static struct sonde_acct_row *row_of(struct build *b, const struct sonde_spool_thread *t)
 {
 	struct sonde_acct *a = b->a;
+	const uint64_t *at = sonde__u64map_get(&b->row_at, t->pid);
 
-	for (size_t i = 0; i < a->n_rows; i++)
-		if (a->rows[i].pid == t->pid)
-			return &a->rows[i];
+	if (at)
+		return &a->rows[*at - 1];
+	if (!b->named_all && name_processes(b) < 0)
+		return NULL;
 	if (a->n_rows == b->cap) {
 		size_t cap = b->cap ? b->cap * 2 : 64;
 		struct sonde_acct_row *v = realloc(a->rows, cap * sizeof(*v));
@@ -99,6 +119,8 @@ static struct sonde_acct_row *row_of(struct build *b, const struct sonde_spool_t
 		a->rows = v;
 		b->cap = cap;
 	}
+	if (sonde__u64map_put(&b->row_at, t->pid, a->n_rows + 1) < 0)
+		return NULL;
 	struct sonde_acct_row *row = &a->rows[a->n_rows++];
 	*row = (struct sonde_acct_row){.pid = t->pid};
 	snprintf(row->comm, sizeof(row->comm), "%s", process_comm(b, t));
@@ -738,6 +760,8 @@ static int add_cpus(struct build *b)
 
 static void build_free(struct build *b)
 {
+	sonde__u64map_free(&b->row_at);
+	sonde__u64map_free(&b->named);
 	free(b->starts);
 	free(b->by_thread);
 	free(b->last_in);

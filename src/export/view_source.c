@@ -60,6 +60,11 @@ struct node_res {
  * A frame of no module is a raw address, which only a process's address space names (a
  * JIT's perf map): two processes may name one frame two ways, so such frames, and the
  * nodes whose path holds one, are resolved per process. */
+/* A definition of a process's main thread, and the one before it (see names.main_of). */
+struct main_def {
+	uint32_t thread, older;
+};
+
 struct names {
 	struct reader rd;
 	struct sonde_view *v;
@@ -76,6 +81,14 @@ struct names {
 	struct u64map proc_nodes;
 	const char **proc; /* by thread id: its process's name, NULL until known */
 	size_t threads_cap;
+	/* The definitions of main threads (tid = pid) among thread ids [1, indexed], each
+	 * process's newest first: pid -> 1 + index in main_defs of its newest, each one's
+	 * older = 1 + the index of the one before it (0: none). A process's name is then found
+	 * among its own main thread's definitions, not by a scan of every thread's. */
+	struct u64map main_of;
+	struct main_def *main_defs;
+	size_t n_main, main_cap;
+	uint32_t indexed;
 	struct buf stack; /* uint32_t function ids of the stack being resolved */
 	uint64_t resolved, unresolved;
 };
@@ -101,6 +114,8 @@ static void names_free(struct names *n)
 	free(n->frames);
 	free(n->nodes);
 	free(n->proc);
+	free(n->main_defs);
+	sonde__u64map_free(&n->main_of);
 	sonde__u64map_free(&n->raw_frames);
 	sonde__u64map_free(&n->proc_nodes);
 	sonde__buf_free(&n->frame_funcs);
@@ -276,20 +291,45 @@ static int64_t node_stack(struct names *n, uint32_t node, uint32_t pid)
 	return id;
 }
 
+/* Adds the main threads the reader defined since the last call to main_of (a live
+ * reader's threads grow): 0 or -ENOMEM. */
+static int index_main_threads(struct names *n)
+{
+	struct sonde_spool_thread m;
+
+	for (uint32_t i = n->indexed + 1; n->rd.thread(n->rd.src, i, &m) == 0; n->indexed = i++) {
+		if (m.tid != m.pid)
+			continue;
+		if (grow(&n->main_defs, &n->main_cap, n->n_main + 1, sizeof(*n->main_defs)) < 0)
+			return -ENOMEM;
+		uint64_t *newest = sonde__u64map_get(&n->main_of, m.pid);
+		n->main_defs[n->n_main] = (struct main_def){i, newest ? (uint32_t)*newest : 0};
+		if (newest)
+			*newest = n->n_main + 1;
+		else if (sonde__u64map_put(&n->main_of, m.pid, n->n_main + 1) < 0)
+			return -ENOMEM;
+		n->n_main++;
+	}
+	return 0;
+}
+
 /* The name of the process of thread t when t was defined: its main thread's name then (the
  * main thread's last definition up to t's; after an exec, the new program's), else its
- * first, else t's own. */
-static const char *process_comm(const struct names *n, const struct sonde_spool_thread *t)
+ * first, else t's own (also when memory for the index runs out). */
+static const char *process_comm(struct names *n, const struct sonde_spool_thread *t)
 {
 	struct sonde_spool_thread m;
 	const char *first = NULL, *then = NULL;
+	const uint64_t *newest;
 
-	for (uint32_t i = 1; n->rd.thread(n->rd.src, i, &m) == 0; i++) {
-		if (m.tid != t->pid || m.pid != t->pid)
+	if (index_main_threads(n) < 0 || !(newest = sonde__u64map_get(&n->main_of, t->pid)))
+		return t->comm;
+	/* newest first: the first up to t's time is the last one then, the last the first */
+	for (uint32_t k = (uint32_t)*newest; k; k = n->main_defs[k - 1].older) {
+		if (n->rd.thread(n->rd.src, n->main_defs[k - 1].thread, &m) < 0)
 			continue;
-		if (!first)
-			first = m.comm;
-		if (m.time_ns <= t->time_ns)
+		first = m.comm;
+		if (!then && m.time_ns <= t->time_ns)
 			then = m.comm;
 	}
 	return then ? then : first ? first : t->comm;

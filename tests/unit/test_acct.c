@@ -2,6 +2,7 @@
  * tables are given over, each CPU's time before it was first seen, and tasks whose pid
  * and tid the kernel gave again. Times in ms after the recording's start. */
 #include <stdint.h>
+#include <stdio.h>
 
 #include <sonde/spool.h>
 #include <sonde/spool_reader.h>
@@ -535,4 +536,57 @@ TEST(acct_a_recording_without_off_cpu_is_its_samples)
 		sonde_spool__close(s);
 		sonde__buf_free(&b);
 	}
+}
+
+/* A row per process, named after its main thread's last named definition, else another of
+ * its threads' last, never a bare id but for a process that has no other name; with many
+ * processes, whose rows and names are found by pid. */
+TEST(acct_rows_are_named_after_each_process)
+{
+	static const struct sonde_spool_header h = {1700000000000000000ULL, S0, MS};
+	const struct sonde_spool_frame f = {0, 0x1234};
+	enum { MANY = 300 };
+	struct buf b = BUF_INIT;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+	uint32_t t[MANY + 6], n = 0;
+	char comm[16];
+
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 10, 10, "a", &t[n++]));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 10, 11, "w1", &t[n++]));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 20, 21, "x", &t[n++]));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 20, 22, "y", &t[n++]));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 20, 20, "20", &t[n++]));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 30, 30, "30", &t[n++]));
+	for (uint32_t i = 0; i < MANY; i++) {
+		snprintf(comm, sizeof(comm), "p%u", i);
+		ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 1000 + i, 1000 + i, comm, &t[n]));
+		ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 1000 + i, 5000 + i, "w", &t[n]));
+		ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + MS, t[n], 0, &f, 1, 0));
+	}
+	uint32_t renamed;
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0 + 2 * MS, 10, 10, "a2", &renamed));
+	for (uint32_t i = 0; i < 6; i++)
+		ASSERT_OK(sonde_spool_writer__add_sample_cpu(w, S0 + 3 * MS, t[i], 0, &f, 1, 0));
+	struct sonde_spool *s = finish(w, &b);
+
+	struct sonde_acct a;
+	ASSERT_OK(sonde__acct_build(s, NULL, &a));
+	ASSERT_UINT(a.n_rows, ==, MANY + 3);
+	for (size_t i = 0; i < a.n_rows; i++) {
+		const struct sonde_acct_row *r = &a.rows[i];
+		uint64_t samples = 1;
+		snprintf(comm, sizeof(comm), "p%u", r->pid - 1000);
+		if (r->pid == 10)
+			snprintf(comm, sizeof(comm), "a2"), samples = 2;
+		else if (r->pid == 20)
+			snprintf(comm, sizeof(comm), "y"), samples = 3;
+		else if (r->pid == 30)
+			snprintf(comm, sizeof(comm), "30");
+		ASSERT_STR_EQ(r->comm, comm);
+		ASSERT_UINT(r->ns[SONDE_ACCT_ON], ==, samples * MS);
+	}
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	sonde__buf_free(&b);
 }
