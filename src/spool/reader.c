@@ -14,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "base/array.h"
+#include "base/u64map.h"
 #include "spool/format.h"
 #include "spool/keep.h"
 #include "spool/runs.h"
@@ -26,9 +27,11 @@ struct rnode {
 
 /* One CPU's switches so far: its time between its first and its last switch. */
 struct rcpu {
+	uint32_t cpu;
 	struct sonde_spool_chain ch;
 	uint32_t first_prev;
 	uint64_t first_ns;
+	uint64_t first_sample; /* the time of its first sample + 1, 0 for none */
 	struct sonde_spool_cpu_time t;
 };
 
@@ -54,13 +57,12 @@ struct sonde_spool {
 	uint32_t coverage; /* enum sonde_spool_offcpu_coverage */
 	struct sonde_spool_offcpu *unknown;
 	size_t n_unknown, unknown_cap;
-	struct rcpu *cpus; /* by CPU number: the switches, added up as they come */
-	size_t cpus_cap;
-	uint32_t n_cpus;
-	/* by CPU number below SPOOL_MAX_CPUS, those that can have switches: the time of its
-	 * first sample + 1, 0 for none */
-	uint64_t *first_sample;
-	size_t first_sample_cap;
+	/* the CPUs with switches, in the order of their first, added up as they come: kept
+	 * by the CPUs present, not by the largest number (a file names any below 2^20) */
+	struct rcpu *cpus;
+	size_t n_present, cpus_cap;
+	struct u64map cpu_at; /* CPU number -> 1 + its index in cpus */
+	uint32_t n_cpus;      /* 1 + the largest CPU number with switches */
 	uint64_t last_switch_ns;
 	/* each task's stays on a CPU by the switches, sorted by tid then start once the
 	 * input ends */
@@ -95,11 +97,11 @@ static int by_tid_start(const void *a, const void *b)
  * runs are sorted for lookups by tid. */
 static int finish_runs(struct sonde_spool *s)
 {
-	for (uint32_t c = 0; c < s->n_cpus; c++) {
+	for (size_t c = 0; c < s->n_present; c++) {
 		const struct sonde_spool_chain *ch = &s->cpus[c].ch;
 		if (!ch->seen || !ch->last_next)
 			continue;
-		int err = add_run(s, ch->last_next, c, ch->last_ns, UINT64_MAX,
+		int err = add_run(s, ch->last_next, s->cpus[c].cpu, ch->last_ns, UINT64_MAX,
 				  SONDE_OFFCPU_RUNNABLE);
 		if (err)
 			return err;
@@ -162,20 +164,39 @@ int sonde_spool__get_tid_run(const struct sonde_spool *s, uint32_t tid, uint64_t
 	return 0;
 }
 
+static struct rcpu *rcpu_of(const struct sonde_spool *s, uint32_t cpu)
+{
+	const uint64_t *at = sonde__u64map_get(&s->cpu_at, cpu);
+
+	return at ? &s->cpus[*at - 1] : NULL;
+}
+
+/* CPU cpu's switches so far, added on its first: NULL when out of memory. */
+static struct rcpu *rcpu_add(struct sonde_spool *s, uint32_t cpu)
+{
+	const uint64_t *at = sonde__u64map_get(&s->cpu_at, cpu);
+
+	if (at)
+		return &s->cpus[*at - 1];
+	if (sonde__array_grow(&s->cpus, &s->cpus_cap, s->n_present + 1, sizeof(*s->cpus), 16) < 0)
+		return NULL;
+	if (sonde__u64map_put(&s->cpu_at, cpu, s->n_present + 1) < 0)
+		return NULL;
+	s->cpus[s->n_present] = (struct rcpu){.cpu = cpu};
+	if (cpu >= s->n_cpus)
+		s->n_cpus = cpu + 1;
+	return &s->cpus[s->n_present++];
+}
+
 static int keep_switches(struct sonde_spool *s, const struct sonde_spool_record *rec)
 {
 	uint32_t cpu = rec->switches.cpu;
 
 	if (!rec->switches.n)
 		return 0;
-	if (cpu >= s->n_cpus) {
-		if (sonde__array_grow(&s->cpus, &s->cpus_cap, (size_t)cpu + 1, sizeof(*s->cpus),
-				      16) < 0)
-			return -ENOMEM;
-		memset(s->cpus + s->n_cpus, 0, (cpu + 1 - s->n_cpus) * sizeof(*s->cpus));
-		s->n_cpus = cpu + 1;
-	}
-	struct rcpu *c = &s->cpus[cpu];
+	struct rcpu *c = rcpu_add(s, cpu);
+	if (!c)
+		return -ENOMEM;
 	for (size_t i = 0; i < rec->switches.n; i++) {
 		const struct sonde_spool_switch *sw = &rec->switches.v[i];
 		bool gap = i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP);
@@ -217,7 +238,7 @@ uint64_t sonde_spool__first_switch_ns(const struct sonde_spool *s)
 {
 	uint64_t first = UINT64_MAX;
 
-	for (uint32_t i = 0; s && i < s->n_cpus; i++)
+	for (size_t i = 0; s && i < s->n_present; i++)
 		if (s->cpus[i].ch.seen && s->cpus[i].first_ns < first)
 			first = s->cpus[i].first_ns;
 	return first;
@@ -233,9 +254,9 @@ int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cpu, uint64_
 {
 	if (!s || !out)
 		return -EINVAL;
-	if (cpu >= s->n_cpus || !s->cpus[cpu].ch.seen)
+	const struct rcpu *c = rcpu_of(s, cpu);
+	if (!c || !c->ch.seen)
 		return -ENOENT;
-	const struct rcpu *c = &s->cpus[cpu];
 	if (start_ns > c->first_ns || end_ns < c->ch.last_ns)
 		return -ERANGE;
 	*out = c->t;
@@ -244,7 +265,7 @@ int sonde_spool__get_cpu_time(const struct sonde_spool *s, uint32_t cpu, uint64_
 	 * them one by one; the recording's start is taken before it sets them up). From its
 	 * first sample (a task on it, since the idle task's are not kept) on, that task ran;
 	 * before, the CPU is unknown (an idle CPU's time to its first switch with it). */
-	uint64_t sampled = cpu < s->first_sample_cap ? s->first_sample[cpu] : 0, seen = c->first_ns;
+	uint64_t sampled = c->first_sample, seen = c->first_ns;
 	if (sampled && sampled - 1 < c->first_ns && c->first_prev)
 		seen = sampled - 1;
 	if (seen < start_ns)
@@ -313,23 +334,22 @@ static int keep_thread(struct sonde_spool *s, const struct sonde_spool_record *r
 	return 0;
 }
 
-/* A CPU's first sample, for sonde_spool__get_cpu_time (a sample names any CPU number; the
- * others cannot have switches, whose time it is needed for). */
-static int note_first_sample(struct sonde_spool *s, uint32_t cpu, uint64_t time_ns)
+/* The end of input: each CPU with switches gets its first sample, for
+ * sonde_spool__get_cpu_time (samples name any CPU number; only those with switches need
+ * it). Samples are in time order, so the first found is the first. */
+static void note_first_samples(struct sonde_spool *s)
 {
-	size_t had = s->first_sample_cap;
+	uint32_t last = SONDE_SPOOL_CPU_NONE;
 
-	if (cpu >= SPOOL_MAX_CPUS || time_ns == UINT64_MAX)
-		return 0;
-	if (cpu >= had) {
-		if (sonde__array_grow(&s->first_sample, &s->first_sample_cap, (size_t)cpu + 1,
-				      sizeof(*s->first_sample), 16) < 0)
-			return -ENOMEM;
-		memset(s->first_sample + had, 0, (s->first_sample_cap - had) * sizeof(uint64_t));
+	for (uint64_t i = 0; s->n_present && i < s->info.samples; i++) {
+		const struct sonde_spool_sample *smp = &s->samples[i];
+		if (smp->cpu == last) /* most samples: this CPU's first is known */
+			continue;
+		last = smp->cpu;
+		struct rcpu *c = rcpu_of(s, smp->cpu);
+		if (c && !c->first_sample && smp->time_ns != UINT64_MAX)
+			c->first_sample = smp->time_ns + 1;
 	}
-	if (!s->first_sample[cpu])
-		s->first_sample[cpu] = time_ns + 1;
-	return 0;
 }
 
 static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *rec)
@@ -342,8 +362,6 @@ static int keep_sample(struct sonde_spool *s, const struct sonde_spool_record *r
 	s->samples[in->samples++] =
 		(struct sonde_spool_sample){rec->sample.time_ns, rec->sample.thread,
 					    rec->sample.stack, rec->sample.flags, rec->sample.cpu};
-	if (note_first_sample(s, rec->sample.cpu, rec->sample.time_ns) < 0)
-		return -ENOMEM;
 	if (in->samples == 1)
 		in->first_time_ns = rec->sample.time_ns;
 	in->last_time_ns = rec->sample.time_ns;
@@ -467,6 +485,7 @@ static int finish_input(struct sonde_spool *s, size_t leftover)
 	if (!s->info.version_major)
 		return -SONDE_E_EMPTY; /* not even a whole header: nothing was recorded */
 	s->info.dropped_bytes = leftover;
+	note_first_samples(s);
 	return finish_runs(s);
 }
 
@@ -578,7 +597,7 @@ void sonde_spool__close(struct sonde_spool *s)
 	sonde__free(s->runs);
 	sonde__free(s->runs_end_max);
 	sonde__free(s->cpus);
-	sonde__free(s->first_sample);
+	sonde__u64map_free(&s->cpu_at);
 	sonde__free(s->shorts);
 	sonde_spool_decoder__free(s->dec);
 	sonde__free(s);

@@ -27,6 +27,7 @@
 #include "base/alloc.h"
 #include "base/array.h"
 #include "base/opts.h"
+#include "base/u64map.h"
 #include "spool/keep.h"
 #include "tail/tail.h"
 
@@ -39,6 +40,12 @@ enum {
 
 struct tnode {
 	uint32_t parent, frame;
+};
+
+/* One CPU's switches followed so far. */
+struct tail_cpu {
+	uint32_t cpu;
+	struct sonde_spool_chain ch;
 };
 
 struct sonde_tail {
@@ -70,10 +77,14 @@ struct sonde_tail {
 	ARR(struct sonde_spool_offcpu) offcpu, unknown; /* its intervals */
 	ARR(struct sonde_spool_offcpu_short) shorts;
 	ARR(struct sonde_spool_run) runs; /* the stays its switches ended */
-	/* the CPUs' switches followed so far, and each one's last switch time, by CPU */
-	struct sonde_spool_chain *chains;
+	/* the CPUs' switches followed so far, in the order of their first: kept by the CPUs
+	 * present, not by the largest number (a file names any below 2^20) */
+	struct tail_cpu *chains;
+	size_t n_chains, chains_cap;
+	struct u64map chain_at; /* CPU number -> 1 + its index in chains */
+	/* each CPU's last switch time, by CPU number below n_cpus (sonde_tail_batch.switched) */
 	uint64_t *switched;
-	size_t n_cpus, chains_cap, switched_cap;
+	size_t n_cpus, switched_cap;
 	bool switches; /* a SWITCHES record was read: the recording keeps them */
 	uint32_t *invalid; /* pids invalidated by the current batch */
 	size_t n_invalid, invalid_cap;
@@ -169,6 +180,7 @@ void sonde_tail__free(struct sonde_tail *t)
 	ARR_FREE(t->shorts);
 	ARR_FREE(t->runs);
 	sonde__free(t->chains);
+	sonde__u64map_free(&t->chain_at);
 	sonde__free(t->switched);
 	sonde__free(t->invalid);
 	sonde__free(t->buf);
@@ -325,6 +337,30 @@ static int keep_sample(struct sonde_tail *t, const struct sonde_spool_record *re
 	return 0;
 }
 
+/* CPU cpu's chain, added on its first switch (with room for its last switch time): NULL
+ * when out of memory. */
+static struct sonde_spool_chain *chain_of(struct sonde_tail *t, uint32_t cpu)
+{
+	const uint64_t *at = sonde__u64map_get(&t->chain_at, cpu);
+
+	if (at)
+		return &t->chains[*at - 1].ch;
+	if (cpu >= t->n_cpus) {
+		if (sonde__array_grow(&t->switched, &t->switched_cap, (size_t)cpu + 1,
+				      sizeof(*t->switched), 16) < 0)
+			return NULL;
+		memset(t->switched + t->n_cpus, 0, (cpu + 1 - t->n_cpus) * sizeof(*t->switched));
+		t->n_cpus = cpu + 1;
+	}
+	if (sonde__array_grow(&t->chains, &t->chains_cap, t->n_chains + 1, sizeof(*t->chains),
+			      16) < 0)
+		return NULL;
+	if (sonde__u64map_put(&t->chain_at, cpu, t->n_chains + 1) < 0)
+		return NULL;
+	t->chains[t->n_chains] = (struct tail_cpu){.cpu = cpu};
+	return &t->chains[t->n_chains++].ch;
+}
+
 /* Follows the CPU's chain over a run of its switches: the stays they end go into the
  * batch. 0 or -errno / -SONDE_E_*. */
 static int keep_switches(struct sonde_tail *t, const struct sonde_spool_record *rec)
@@ -334,20 +370,13 @@ static int keep_switches(struct sonde_tail *t, const struct sonde_spool_record *
 	t->switches = true;
 	if (!rec->switches.n)
 		return 0;
-	if (cpu >= t->n_cpus) {
-		if (sonde__array_grow(&t->chains, &t->chains_cap, (size_t)cpu + 1,
-				      sizeof(*t->chains), 16) < 0 ||
-		    sonde__array_grow(&t->switched, &t->switched_cap, (size_t)cpu + 1,
-				      sizeof(*t->switched), 16) < 0)
-			return -ENOMEM;
-		memset(t->chains + t->n_cpus, 0, (cpu + 1 - t->n_cpus) * sizeof(*t->chains));
-		memset(t->switched + t->n_cpus, 0, (cpu + 1 - t->n_cpus) * sizeof(*t->switched));
-		t->n_cpus = cpu + 1;
-	}
+	struct sonde_spool_chain *ch = chain_of(t, cpu);
+	if (!ch)
+		return -ENOMEM;
 	for (size_t i = 0; i < rec->switches.n; i++) {
 		const struct sonde_spool_switch *sw = &rec->switches.v[i];
 		struct sonde_spool_run run;
-		if (sonde__spool_chain_step(&t->chains[cpu], cpu, sw,
+		if (sonde__spool_chain_step(ch, cpu, sw,
 					    i == 0 && (rec->switches.flags & SONDE_SWITCHES_GAP),
 					    &run)) {
 			struct sonde_spool_run *q = ARR_PUSH(t->runs);
@@ -356,24 +385,36 @@ static int keep_switches(struct sonde_tail *t, const struct sonde_spool_record *
 			*q = run;
 		}
 	}
-	t->switched[cpu] = t->chains[cpu].last_ns;
+	t->switched[cpu] = ch->last_ns;
 	return 0;
+}
+
+static int by_cpu(const void *a, const void *b)
+{
+	const struct sonde_spool_run *x = a, *y = b;
+
+	return x->cpu < y->cpu ? -1 : x->cpu > y->cpu;
 }
 
 /* The END record: the task each CPU's last switch brought in stays to the end. */
 static int keep_end(struct sonde_tail *t)
 {
+	size_t first = t->runs.n;
+
 	t->ended = true;
-	for (uint32_t cpu = 0; cpu < t->n_cpus; cpu++) {
-		const struct sonde_spool_chain *c = &t->chains[cpu];
+	for (size_t i = 0; i < t->n_chains; i++) {
+		const struct sonde_spool_chain *c = &t->chains[i].ch;
 		if (!c->seen || !c->last_next)
 			continue;
 		struct sonde_spool_run *q = ARR_PUSH(t->runs);
 		if (!q)
 			return -ENOMEM;
-		*q = (struct sonde_spool_run){c->last_next, cpu, c->last_ns, UINT64_MAX,
-					      SONDE_OFFCPU_RUNNABLE};
+		*q = (struct sonde_spool_run){c->last_next, t->chains[i].cpu, c->last_ns,
+					      UINT64_MAX, SONDE_OFFCPU_RUNNABLE};
 	}
+	/* CPU by CPU, as the batch says, where the chains are in the order of their first */
+	if (t->runs.n - first > 1)
+		qsort(t->runs.v + first, t->runs.n - first, sizeof(*t->runs.v), by_cpu);
 	return 0;
 }
 

@@ -2,12 +2,15 @@
  * reader, a 2.0 file whose 0x40 record stays an optional one, and the profile model's
  * metrics built from such a spool. */
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <sonde/alloc.h>
 #include <sonde/error.h>
 #include <sonde/profile.h>
 #include <sonde/spool.h>
 #include <sonde/spool_reader.h>
+#include <sonde/tail.h>
 
 #include "base/buf.h"
 #include "base/pb.h"
@@ -604,5 +607,84 @@ TEST(spool_readers_refuse_bad_switches_and_exits_alike)
 	ASSERT_ERR(sonde_spool_writer__add_switches(w, 1 << 20, 0, &sw, 1), -EINVAL);
 	ASSERT_OK(sonde_spool_writer__add_switches(w, (1 << 20) - 1, 0, &sw, 1));
 	sonde_spool_writer__free(w);
+	sonde__buf_free(&b);
+}
+
+static size_t biggest; /* the largest allocation since it was reset */
+
+static void *big_malloc(size_t n)
+{
+	biggest = n > biggest ? n : biggest;
+	return malloc(n);
+}
+
+static void *big_realloc(void *p, size_t n)
+{
+	biggest = n > biggest ? n : biggest;
+	return realloc(p, n);
+}
+
+static void *big_calloc(size_t count, size_t n)
+{
+	biggest = count * n > biggest ? count * n : biggest;
+	return calloc(count, n);
+}
+
+/* A file of 2^20 - 1 CPUs costs the readers what the CPUs present do: its switches of the
+ * highest CPU a file may name and samples of the highest any may. The whole-file reader
+ * and the tail kept each CPU's switches (and the reader each one's first sample) in an
+ * array by CPU number: 47 bytes took 85 MB. The tail's batch still gives each CPU's last
+ * switch by CPU number (sonde_tail_batch.switched), 8 bytes a CPU. */
+TEST(spool_readers_keep_the_cpus_present_not_the_largest_number)
+{
+	static const uint64_t thread[] = {5, 10, 10, 0};
+	static const uint64_t run[] = {(1 << 20) - 1, 0, 1, 3000, 10, 0, 1};
+	static const uint8_t head[] = {0x89, 'S', 'O', 'N', 'D', 'E', '\r', '\n', 2, 1, 3, 1, 2, 3};
+	struct buf b = BUF_INIT;
+	uint8_t smp[32];
+	size_t n = 0;
+
+	sonde__buf_append(&b, head, sizeof(head));
+	put_record(&b, SPOOL_TAG_THREAD, thread, 4);
+	/* a sample on CPU 2^32 - 2, then one on the CPU with switches */
+	smp[n++] = SPOOL_TAG_SAMPLE | SPOOL_SAMPLE_CPU;
+	n += sonde__pb_varint_encode(smp + n, 2000);
+	n += sonde__pb_varint_encode(smp + n, 1);
+	n += sonde__pb_varint_encode(smp + n, UINT32_MAX);
+	n += sonde__pb_varint_encode(smp + n, 0);
+	smp[n++] = SPOOL_TAG_SAMPLE | SPOOL_SAMPLE_CPU | SPOOL_SAMPLE_SAME_THREAD;
+	n += sonde__pb_varint_encode(smp + n, 500);
+	n += sonde__pb_varint_encode(smp + n, 1 << 20);
+	n += sonde__pb_varint_encode(smp + n, 0);
+	sonde__buf_append(&b, smp, n);
+	put_record(&b, SPOOL_TAG_SWITCHES, run, 7);
+	static const uint8_t end[] = {SPOOL_TAG_END, 1, 2};
+	sonde__buf_append(&b, end, sizeof(end));
+	const char *path = test_path("cpus.spool");
+	test_write_file(path, b.data, b.len);
+
+	ASSERT_OK(sonde_allocator__replace(big_malloc, big_realloc, big_calloc, free));
+	biggest = 0;
+	struct sonde_spool *s = ASSERT_NOT_NULL(sonde_spool__open_mem(b.data, b.len, NULL));
+	ASSERT_UINT(biggest, <, 64 * 1024);
+	ASSERT_UINT(sonde_spool__switch_cpus(s), ==, 1 << 20);
+	struct sonde_spool_cpu_time t;
+	ASSERT_ERR(sonde_spool__get_cpu_time(s, 0, 0, 3000, &t), -ENOENT);
+	ASSERT_OK(sonde_spool__get_cpu_time(s, (1 << 20) - 1, 0, 3000, &t));
+	/* its first sample (at 2500) ran a task: busy from there to the switch */
+	ASSERT_UINT(t.busy_ns, ==, 500);
+	ASSERT_UINT(t.unknown_ns, ==, 2500);
+	sonde_spool__close(s);
+
+	struct sonde_tail_batch tb = {.sz = sizeof(tb)};
+	biggest = 0;
+	struct sonde_tail *tl = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	ASSERT_INT(sonde_tail__poll(tl, 0, 0, &tb), >, 0);
+	ASSERT(tb.ended);
+	ASSERT_UINT(tb.n_switched, ==, 1 << 20);
+	ASSERT_UINT(tb.switched[(1 << 20) - 1], ==, 3000);
+	ASSERT_UINT(biggest, <=, (1 << 20) * sizeof(uint64_t));
+	sonde_tail__free(tl);
+	ASSERT_OK(sonde_allocator__replace(malloc, realloc, calloc, free));
 	sonde__buf_free(&b);
 }
