@@ -1,6 +1,8 @@
 /* Opening files at paths other users may control (regfile.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <sonde/error.h>
@@ -74,4 +76,18 @@ int sonde__regfile_open(const char *path, const struct regfile_rules *rules, str
 uint64_t sonde__regfile_refusals_total(const struct regfile_refusals *r)
 {
 	return r->symlink + r->not_regular + r->too_big + r->owner;
+}
+
+uint32_t sonde__regfile_generation(int fd)
+{
+	int gen = 0; /* the file systems that answer write an int */
+
+	return ioctl(fd, FS_IOC_GETVERSION, &gen) == 0 ? (uint32_t)gen : 0;
+}
+
+bool sonde__regfile_is_generation(int fd, uint32_t gen)
+{
+	uint32_t have = gen ? sonde__regfile_generation(fd) : 0;
+
+	return !gen || !have || have == gen;
 }

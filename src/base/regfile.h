@@ -46,6 +46,15 @@ struct regfile_rules {
  * -SONDE_E_OWNER, or the -errno of stat, open or fstat. */
 int sonde__regfile_open(const char *path, const struct regfile_rules *rules, struct stat *st);
 
+/* The generation of fd's inode (FS_IOC_GETVERSION, which ext4, xfs and btrfs answer), 0
+ * when the file system keeps none. perf's MMAP2 records carry it (ino_generation): with
+ * the inode number it tells a file from a later one that was given the same number once
+ * the first was deleted and freed. */
+uint32_t sonde__regfile_generation(int fd);
+/* Whether fd's file can be the one of generation gen: gen or fd's is unknown (0), or they
+ * are the same. */
+bool sonde__regfile_is_generation(int fd, uint32_t gen);
+
 /* Total of all reasons. */
 uint64_t sonde__regfile_refusals_total(const struct regfile_refusals *r);
 

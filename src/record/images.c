@@ -105,26 +105,41 @@ static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct re
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
 		 (unsigned long long)m->start, (unsigned long long)m->end);
 	fd = sonde__regfile_open(path, &rules, &st);
-	if (fd >= 0 && st.st_ino == m->inode)
+	if (fd >= 0 && st.st_ino == m->inode && sonde__regfile_is_generation(fd, m->gen))
 		return fd;
 	if (fd >= 0)
 		close(fd);
 	rules.follow = false;
 	fd = sonde__regfile_open(m->path, &rules, &st);
-	if (fd >= 0 && st.st_ino == m->inode)
+	if (fd >= 0 && st.st_ino == m->inode && sonde__regfile_is_generation(fd, m->gen))
 		return fd;
 	if (fd >= 0)
 		close(fd);
 	return -1;
 }
 
+/* Whether b is m's file: the same device and inode, and the same generation where both
+ * know it. A deleted file's inode number, once freed, goes to the next file created: a
+ * dlopen'd temporary library written again under its name took the first one's build id
+ * (and CFI). */
+static bool same_file(const struct rec_build_id *b, const struct rec_module *m)
+{
+	return b->dev == m->dev && b->inode == m->inode &&
+	       (!b->gen || !m->gen || b->gen == m->gen);
+}
+
 /* Build ids by file identity: every process mapping libc reads it once. */
 const struct rec_build_id *sonde__rec_build_id(struct sonde_recorder *r, pid_t pid,
-					       const struct rec_module *m)
+					       struct rec_module *m)
 {
-	for (size_t i = 0; i < r->img.n_build_ids; i++)
-		if (r->img.build_ids[i].dev == m->dev && r->img.build_ids[i].inode == m->inode)
-			return &r->img.build_ids[i];
+	for (size_t i = 0; i < r->img.n_build_ids; i++) {
+		struct rec_build_id *b = &r->img.build_ids[i];
+		if (same_file(b, m)) {
+			if (!m->gen)
+				m->gen = b->gen;
+			return b;
+		}
+	}
 	if (sonde__array_grow(&r->img.build_ids, &r->img.cap_build_ids, r->img.n_build_ids + 1,
 			      sizeof(*r->img.build_ids), 32) < 0)
 		return NULL;
@@ -133,9 +148,12 @@ const struct rec_build_id *sonde__rec_build_id(struct sonde_recorder *r, pid_t p
 	b->fd = -1;
 	b->dev = m->dev;
 	b->inode = m->inode;
+	b->gen = m->gen;
 
 	int fd = open_mapped_file(r, pid, m);
 	if (fd >= 0) {
+		if (!b->gen) /* a mapping read from /proc: the file's own */
+			m->gen = b->gen = sonde__regfile_generation(fd);
 		int n = sonde__read_build_id(fd, b->id, sizeof(b->id));
 		b->len = n > 0 ? (uint8_t)n : 0;
 		sonde__rec_image_hold(r, b, fd, m->path);
@@ -152,7 +170,7 @@ int sonde__rec_image_fd(const struct sonde_recorder *r, uint64_t dev, uint64_t i
 			continue;
 		if (build_id_len && b->len &&
 		    (build_id_len != b->len || memcmp(build_id, b->id, b->len) != 0))
-			return -1;
+			continue; /* another file that had this inode number (its generation) */
 		return b->fd;
 	}
 	return -1;

@@ -11,6 +11,7 @@
 
 struct rec_build_id {
 	uint64_t dev, inode;
+	uint32_t gen; /* the inode's generation, 0: unknown */
 	uint8_t len;
 	uint8_t id[32];
 	int fd;	    /* the image, held until finish (images.c), or -1 */

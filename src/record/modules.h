@@ -23,6 +23,7 @@ struct rec_module {
 	uint32_t id;	     /* spool module id */
 	uint32_t flags;	     /* enum sonde_spool_module_flags */
 	uint64_t dev, inode;
+	uint32_t gen;	  /* the inode's generation (sonde__regfile_generation), 0: unknown */
 	const char *path; /* owned by the table (shared between the pieces of a split) */
 	/* What unw_cache said of this entry (its CFI table and bias), remembered by
 	 * sonde__record_find_module: a sample's first frame asked it anew, a hash lookup and

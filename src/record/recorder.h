@@ -291,10 +291,12 @@ void sonde__rec_image_hold(struct sonde_recorder *r, struct rec_build_id *b, int
 void sonde__rec_images_save(struct sonde_recorder *r);
 /* Frees the build ids and what they hold (images.c owns r->img). */
 void sonde__rec_images_free(struct sonde_recorder *r);
-/* The build id of module m of pid, read once per file (by device and inode, through
- * /proc/PID/map_files first, as an untrusted path else), its image held. NULL: no memory. */
+/* The build id of module m of pid, read once per file (by device, inode and the inode's
+ * generation when both sides know it, through /proc/PID/map_files first, as an untrusted
+ * path else), its image held; m->gen, when unknown (a mapping read from /proc), becomes
+ * the file's. NULL: no memory. */
 const struct rec_build_id *sonde__rec_build_id(struct sonde_recorder *r, pid_t pid,
-					       const struct rec_module *m);
+					       struct rec_module *m);
 /* The held image of file (dev, inode), borrowed until the next call into the recorder, or
  * -1 (none, or its build id is not build_id when one is given). */
 int sonde__rec_image_fd(const struct sonde_recorder *r, uint64_t dev, uint64_t inode,

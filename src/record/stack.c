@@ -70,6 +70,7 @@ struct unwind_mapping sonde__record_unwind_mapping(pid_t pid, const struct rec_m
 				       .pgoff = m->pgoff,
 				       .dev = m->dev,
 				       .inode = m->inode,
+				       .gen = m->gen,
 				       .path = m->path,
 				       .vdso = (m->flags & SONDE_MODULE_VDSO) != 0};
 }

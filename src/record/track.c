@@ -125,7 +125,7 @@ int sonde__rec_add_mapping(struct sonde_recorder *r, struct rec_process *p, uint
 	mod.dev = m->inode ? makedev(maj, min) : 0;
 	/* A deleted file is still reachable through map_files while the process lives. */
 	if (m->inode)
-		b = sonde__rec_build_id(r, p->pid, &mod);
+		b = sonde__rec_build_id(r, p->pid, &mod); /* and the generation, when unknown */
 
 	struct sonde_spool_module_def def = {
 		.pid = (uint32_t)p->pid,
@@ -462,6 +462,7 @@ static int on_mmap2(struct sonde_recorder *r, const struct perf_rec *rec)
 				 .end = m->addr + m->len,
 				 .pgoff = m->pgoff,
 				 .inode = m->has_build_id ? 0 : m->ino,
+				 .gen = m->has_build_id ? 0 : (uint32_t)m->ino_generation,
 				 .path = m->filename};
 	return sonde__rec_add_mapping(r, p, rec->time, &mod, m->maj, m->min);
 }

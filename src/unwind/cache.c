@@ -25,6 +25,7 @@ enum { MAX_IMAGE = 1 << 30, MAX_VDSO = 1 << 20 };
 
 struct entry {
 	uint64_t dev, inode; /* inode 0 and dev 1: the vDSO; 0/0: empty slot */
+	uint32_t gen;	     /* the inode's generation, 0: unknown */
 	struct cfi_table *table;
 	struct cfi_load loads[CFI_MAX_LOADS]; /* for the bias of each mapping */
 	unsigned n_loads;
@@ -63,13 +64,24 @@ void sonde__unwind_cache_counts(const struct unwind_cache *c, uint32_t *tables, 
 	*without = c->without;
 }
 
-static size_t slot_of(const struct unwind_cache *c, uint64_t dev, uint64_t inode)
+static size_t home_of(const struct unwind_cache *c, uint64_t dev, uint64_t inode)
 {
 	uint64_t h = (inode * 0x9e3779b97f4a7c15ull) ^ (dev * 0xc2b2ae3d27d4eb4full);
-	size_t i = (size_t)(h >> 17) & (c->cap - 1);
 
-	while ((c->v[i].dev || c->v[i].inode) && (c->v[i].dev != dev || c->v[i].inode != inode))
-		i = (i + 1) & (c->cap - 1);
+	return (size_t)(h >> 17) & (c->cap - 1);
+}
+
+/* The slot of file (dev, inode, gen), or the empty one where it goes. Files that had the
+ * same inode number one after the other (the first deleted and freed) are told apart by
+ * their generation where both are known: a library written again under a temporary name
+ * took the first one's table. */
+static size_t slot_of(const struct unwind_cache *c, uint64_t dev, uint64_t inode, uint32_t gen)
+{
+	size_t i = home_of(c, dev, inode);
+
+	for (const struct entry *e; (e = &c->v[i])->dev || e->inode; i = (i + 1) & (c->cap - 1))
+		if (e->dev == dev && e->inode == inode && (!e->gen || !gen || e->gen == gen))
+			break;
 	return i;
 }
 
@@ -79,9 +91,14 @@ static int grow(struct unwind_cache *c)
 
 	if (!(bigger.v = sonde__calloc(bigger.cap, sizeof(*bigger.v))))
 		return -ENOMEM;
-	for (size_t i = 0; i < c->cap; i++)
-		if (c->v[i].dev || c->v[i].inode)
-			bigger.v[slot_of(&bigger, c->v[i].dev, c->v[i].inode)] = c->v[i];
+	for (size_t i = 0; i < c->cap; i++) {
+		if (!c->v[i].dev && !c->v[i].inode)
+			continue;
+		size_t k = home_of(&bigger, c->v[i].dev, c->v[i].inode);
+		while (bigger.v[k].dev || bigger.v[k].inode)
+			k = (k + 1) & (bigger.cap - 1);
+		bigger.v[k] = c->v[i];
+	}
 	sonde__free(c->v);
 	c->v = bigger.v;
 	c->cap = bigger.cap;
@@ -151,12 +168,14 @@ static bool read_cfi_parts(int fd, uint8_t *buf, size_t size)
 }
 
 /* fd was opened by sonde__regfile_open: a regular file within MAX_IMAGE. */
-static uint8_t *read_fd(int fd, const struct stat *st, uint64_t inode, size_t *len)
+static uint8_t *read_fd(int fd, const struct stat *st, const struct unwind_mapping *m,
+			size_t *len)
 {
 	size_t size = (size_t)st->st_size;
 	uint8_t *buf;
 
-	if (st->st_size <= 0 || (inode && st->st_ino != inode))
+	if (st->st_size <= 0 || (m->inode && st->st_ino != m->inode) ||
+	    !sonde__regfile_is_generation(fd, m->gen))
 		return NULL;
 	/* calloc: pages never written stay untouched (and unallocated) for large images */
 	if (!(buf = sonde__calloc(1, size)))
@@ -202,7 +221,7 @@ static uint8_t *read_image(const struct unwind_mapping *m, size_t *len)
 		struct stat st;
 		if (!p || (i == 0 && m->pid <= 0) || (fd = sonde__regfile_open(p, &rules, &st)) < 0)
 			continue;
-		img = read_fd(fd, &st, m->inode, len);
+		img = read_fd(fd, &st, m, len);
 		close(fd);
 	}
 	return img;
@@ -271,11 +290,12 @@ bool sonde__unwind_cache_lookup(struct unwind_cache *c, const struct unwind_mapp
 		return true; /* anonymous code (JIT): no file, no CFI */
 	if (2 * (c->n + 1) > c->cap && grow(c) < 0)
 		return false;
-	size_t i = slot_of(c, dev, inode);
+	size_t i = slot_of(c, dev, inode, m->vdso ? 0 : m->gen);
 	struct entry *e = &c->v[i];
 	if (!e->dev && !e->inode) {
 		e->dev = dev;
 		e->inode = inode;
+		e->gen = m->vdso ? 0 : m->gen;
 		c->n++;
 		build(e, m);
 		if (e->table)

@@ -17,6 +17,7 @@ struct unwind_mapping {
 	uint64_t start, end; /* [start, end) */
 	uint64_t pgoff;	     /* file offset of start */
 	uint64_t dev, inode; /* file identity; inode 0 for no file */
+	uint32_t gen;	     /* the inode's generation (sonde__regfile_generation), 0: unknown */
 	const char *path;    /* as in /proc/PID/maps */
 	bool vdso;	     /* [vdso]: the image is read from the process's memory */
 };

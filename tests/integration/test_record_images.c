@@ -2,13 +2,17 @@
  * `sonde record` keeps them in the build-id cache, and `sonde report` / `sonde convert`
  * (run after the target exited) find them there by build id. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sonde/spool_reader.h>
+
 #include "../test.h"
 #include "../util.h"
+#include "record/modules.h"
 
 /* Number of images in a build-id cache directory (DIR/xx/rest). */
 static int count_images(const char *dir)
@@ -159,4 +163,66 @@ TEST_TIMEOUT(kernel_report_and_convert_take_the_buildid_cache_option, 120)
 	char *text = ASSERT_NOT_NULL(test_read_file(folded, NULL));
 	ASSERT_CONTAINS(text, ";main;shlib_spin;shlib_exported");
 	free(text);
+}
+
+/* The build id of a module definition i of spool whose path ends in name, into id (its
+ * length, 0 when it has none); -1 when there is no such definition. */
+static int nth_def_build_id(const struct sonde_spool *s, const char *name, int i, uint8_t *id)
+{
+	struct sonde_spool_info info;
+	struct sonde_spool_module m;
+	size_t n = strlen(name);
+
+	sonde_spool__get_info(s, &info);
+	for (uint32_t k = 1; k <= info.modules; k++) {
+		if (sonde_spool__get_module(s, k, &m) < 0)
+			continue;
+		size_t len = strlen(m.def.path);
+		if (len < n || strcmp(m.def.path + len - n, name) != 0 || i-- > 0)
+			continue;
+		memcpy(id, m.def.build_id, m.def.build_id_len);
+		return (int)m.def.build_id_len;
+	}
+	return -1;
+}
+
+/* A library loaded from a temporary file, deleted, unloaded, then another written under
+ * the same name: on ext4 the second gets the first one's inode number, freed with it, and
+ * only the inode's generation (perf's ino_generation) tells them apart. Each definition
+ * has its own file's build id, or none; before, the second took the first one's (and its
+ * CFI), its samples symbolized in the wrong library. */
+TEST_TIMEOUT(kernel_a_reused_inode_number_is_another_file, 120)
+{
+	const char *dir = test_path("reuse"), *spool = test_path("reuse.spool");
+	uint8_t want[2][32], got[32];
+	int want_len[2];
+	struct test_output o;
+
+	test_require_perf();
+	mkdir(dir, 0755);
+	setenv("SONDE_BUILDID_CACHE", test_path("cache"), 1);
+	for (int k = 0; k < 2; k++) {
+		int fd = open(test_prog(k ? "liblife_b.so" : "liblife_a.so"), O_RDONLY | O_CLOEXEC);
+		ASSERT(fd >= 0);
+		want_len[k] = sonde__read_build_id(fd, want[k], sizeof(want[k]));
+		close(fd);
+		ASSERT_INT(want_len[k], >, 0);
+	}
+	ASSERT(want_len[0] != want_len[1] || memcmp(want[0], want[1], (size_t)want_len[0]));
+	test_runf(&o, 60, "%s record -o %s -- %s %s %s %s", test_bin("sonde"), spool,
+		  test_prog("record_inode_reuse"), test_prog("liblife_a.so"),
+		  test_prog("liblife_b.so"), dir);
+	ASSERT_INT(o.status, ==, 0);
+	printf("%s", o.out); /* the inode numbers: equal where the file system reused it */
+	test_output_free(&o);
+
+	struct sonde_spool *s = sonde_spool__open(spool, NULL);
+	ASSERT(s != NULL);
+	for (int k = 0; k < 2; k++) {
+		int len = nth_def_build_id(s, "/libreuse.so", k, got);
+		ASSERT_INT(len, >=, 0); /* both mappings were seen */
+		if (len)
+			ASSERT(len == want_len[k] && !memcmp(got, want[k], (size_t)len));
+	}
+	sonde_spool__close(s);
 }
