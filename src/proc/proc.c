@@ -274,9 +274,8 @@ int sonde__proc_read_comm(pid_t pid, pid_t tid, char *out, size_t cap)
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)(tid ? tid : pid));
 	int err = sonde__proc_read_file(path, &b);
 	if (!err) {
-		size_t n = b.len;
-		while (n && (b.data[n - 1] == '\n'))
-			n--;
+		/* the kernel ends the name with one newline; a name may end with its own */
+		size_t n = b.len && b.data[b.len - 1] == '\n' ? b.len - 1 : b.len;
 		if (n >= cap)
 			n = cap - 1;
 		memcpy(out, b.data, n);

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -395,4 +396,19 @@ TEST(proc_find_in_path_searches_like_execvp)
 	ASSERT_STR_EQ(out, "./relative");
 	ASSERT_ERR(sonde__proc_find_in_path("sonde-no-such-command", out, sizeof(out)), -ENOENT);
 	ASSERT_ERR(sonde__proc_find_in_path("", out, sizeof(out)), -ENOENT);
+}
+
+/* A thread name may end with a newline of its own: only the kernel's is taken off (every
+ * trailing one was, and the name no longer matched the COMM record of the same thread). */
+TEST(proc_comm_keeps_a_newline_of_the_name)
+{
+	char before[16], comm[16];
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+
+	ASSERT_OK(prctl(PR_GET_NAME, before));
+	ASSERT_OK(prctl(PR_SET_NAME, "ends-with\n"));
+	int rc = sonde__proc_read_comm(getpid(), tid, comm, sizeof(comm));
+	prctl(PR_SET_NAME, before);
+	ASSERT_OK(rc);
+	ASSERT_STR_EQ(comm, "ends-with\n");
 }
