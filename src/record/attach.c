@@ -471,7 +471,12 @@ static int open_threads(struct sonde_recorder *r, struct rec_process *p)
 		}
 		err = open_thread(r, tids[i], false, false);
 		if (err == -ESRCH) {
-			err = 0; /* exited meanwhile */
+			/* exited meanwhile: no exit record will come for it (it had no events),
+			 * so counted in its process, it kept the process from ending at the
+			 * last exit record (until a sweep) */
+			err = 0;
+			sonde__tasks_thread_remove(&r->tasks, tids[i],
+						   sonde__rec_time(r, sonde__rec_now(r)));
 			continue;
 		}
 		opened += err == 0;
