@@ -116,7 +116,8 @@ SONDE_API void sonde_tail__free(struct sonde_tail *t);
 
 /* Consumes what the writer has made visible since the last poll, at most max_records records
  * and max_bytes bytes of the file (0: 65536 records, 1 MiB), and describes it in *out (sz
- * set, else -EINVAL; may be NULL). A record larger than max_bytes is still consumed, over several polls.
+ * set, else -EINVAL; may be NULL). A poll that spends max_bytes inside a record reads on
+ * until that record is whole: it consumes a record whenever one is complete in the file.
  * Returns the number of records consumed (0: nothing new yet), or a negative error:
  * -SONDE_E_SHRUNK when the file became shorter, a format error at the offset
  * sonde_tail__offset gives, or -errno of reading. The cause is logged. */

@@ -566,14 +566,18 @@ int sonde_tail__poll(struct sonde_tail *t, size_t max_records, size_t max_bytes,
 		err = decode_buffered(t, &left, &b);
 		if (err)
 			return fail(t, err);
-		if (!left || !budget)
+		/* The byte bound holds once a record came: a poll that spent it inside one
+		 * reads on until that one is whole, so that 0 means nothing new (a caller
+		 * polling until 0, as at a recording's end, stopped inside a record larger
+		 * than the bound with the rest unread). */
+		if (!left || (!budget && b.records))
 			break;
-		ssize_t n = read_more(t, budget < CHUNK ? budget : CHUNK);
+		ssize_t n = read_more(t, budget && budget < CHUNK ? budget : CHUNK);
 		if (n < 0)
 			return fail(t, (int)n);
 		if (n == 0)
 			break;
-		budget -= (size_t)n;
+		budget -= (size_t)n < budget ? (size_t)n : budget;
 	}
 	punch_consumed(t);
 	b.samples = t->samples;

@@ -130,6 +130,33 @@ TEST(tail_batches_respect_byte_and_record_bounds)
 	sonde__buf_free(&b);
 }
 
+/* A byte bound smaller than a record: each poll reads on to finish the record it ends in,
+ * so a caller polling until 0 consumes the whole file. Before, such a poll returned 0 in
+ * the middle of the record ("nothing new"), and that caller stopped there. */
+TEST(tail_poll_until_nothing_new_reads_records_larger_than_the_byte_bound)
+{
+	struct buf b = {0};
+	const char *path = test_path("small-bound.spool");
+
+	spool_fixture_small(&b, 50, 1);
+	test_write_file(path, b.data, b.len);
+	struct sonde_tail *t = ASSERT_NOT_NULL(sonde_tail__open(path, NULL));
+	struct sonde_tail_batch batch = {.sz = sizeof(batch)};
+	uint64_t total = 0, samples = 0;
+	int n;
+
+	while ((n = sonde_tail__poll(t, 0, 8, &batch)) > 0) {
+		total += batch.bytes;
+		samples += batch.n_samples;
+	}
+	ASSERT_INT(n, ==, 0);
+	ASSERT_UINT(total, ==, b.len);
+	ASSERT_UINT(samples, ==, 50);
+	ASSERT(batch.ended);
+	sonde_tail__free(t);
+	sonde__buf_free(&b);
+}
+
 TEST(tail_shrinking_file_is_an_error)
 {
 	struct buf b = {0};
