@@ -65,9 +65,29 @@ static const char *str_of(const struct sonde_view *v, uint32_t id)
 	return strtab_str(&v->strs, id);
 }
 
+/* A string the readers print (a function, module, thread or process name) is interned
+ * with its control characters as '?', as ps shows them: they come from the recorded
+ * programs (a thread names itself, a binary's symbol table, a file name), and an escape
+ * sequence in one went to the terminal of whoever ran `sonde report` or `sonde top` on a
+ * system-wide recording; a newline split a table's row. */
 static int64_t intern(struct sonde_view *v, const char *s)
 {
-	return sonde__strtab_intern(&v->strs, s);
+	char small[256], *tmp = small;
+	size_t n = 0;
+	bool plain = true;
+
+	for (; s && s[n]; n++)
+		plain &= (unsigned char)s[n] >= 0x20 && s[n] != 0x7f;
+	if (plain)
+		return sonde__strtab_intern(&v->strs, s);
+	if (n >= sizeof(small) && !(tmp = sonde__malloc(n + 1)))
+		return -ENOMEM;
+	for (size_t i = 0; i <= n; i++)
+		tmp[i] = s[i] && ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+	int64_t id = sonde__strtab_intern(&v->strs, tmp);
+	if (tmp != small)
+		sonde__free(tmp);
+	return id;
 }
 
 static uint32_t *copy_ids(const uint32_t *ids, size_t n)

@@ -326,7 +326,7 @@ TEST(view_folded_escapes_sums_then_rounds_and_roots)
 	struct sonde_view *v = ASSERT_NOT_NULL(sonde_view__new(NULL));
 	uint32_t main_ = fn(v, "main", "prog");
 	uint32_t op = fn(v, "operator;x", "prog"); /* a ';' would split the frame */
-	uint32_t nl = fn(v, "two\nlines", "prog");
+	uint32_t nl = fn(v, "two\nlines", "prog"); /* a control character is shown as '?' */
 	uint32_t run1 = fn(v, "run", "libA.so"), run2 = fn(v, "run", "libB.so");
 	struct sonde_view_event e = ev(7, 8, "app", 0, 0, 300);
 	uint32_t s1[] = {run1, main_}, s2[] = {run2, main_}, s3[] = {op, main_};
@@ -344,10 +344,10 @@ TEST(view_folded_escapes_sums_then_rounds_and_roots)
 	sonde_view__add(v, &e, NULL, 0);
 
 	out = folded(v, SONDE_VIEW_ROOTS_NONE, 1000);
-	ASSERT_STR_EQ(out, "main;run 1\ntwo lines 2\n");
+	ASSERT_STR_EQ(out, "main;run 1\ntwo?lines 2\n");
 	free(out);
 	out = folded(v, SONDE_VIEW_ROOTS_NONE, 1);
-	ASSERT_STR_EQ(out, "main;operator:x 400\nmain;run 600\ntwo lines 1500\n");
+	ASSERT_STR_EQ(out, "main;operator:x 400\nmain;run 600\ntwo?lines 1500\n");
 	free(out);
 
 	e = ev(9, 10, "wkr", 0, 0, 5);
@@ -355,7 +355,7 @@ TEST(view_folded_escapes_sums_then_rounds_and_roots)
 	sonde_view__add(v, &e, &main_, 1);
 	out = folded(v, SONDE_VIEW_ROOTS_PROCESS, 0);
 	ASSERT_STR_EQ(out, "app-7 9\napp-7;main;operator:x 400\napp-7;main;run 600\n"
-			   "app-7;two lines 1500\nsrv-9;main 5\n");
+			   "app-7;two?lines 1500\nsrv-9;main 5\n");
 	free(out);
 	out = folded(v, SONDE_VIEW_ROOTS_THREAD, 0);
 	ASSERT_CONTAINS(out, "app-7/8;main;run 600\n");
@@ -620,5 +620,26 @@ TEST(view_short_intervals_kept_by_thread_and_summed)
 	ASSERT_OK(sonde_view__stats(v, &st));
 	ASSERT_UINT(st.short_count, ==, 0);
 	ASSERT_UINT(st.short_ns, ==, 0);
+	sonde_view__free(v);
+}
+
+/* What the readers print comes from the recorded programs (a thread's name, a binary's
+ * symbols, a file's path): its control characters are shown as '?', so that an escape
+ * sequence a process put in its name does not reach the terminal of whoever runs `sonde
+ * report` or `sonde top` on a system-wide recording. */
+TEST(view_names_show_control_characters_as_question_marks)
+{
+	struct sonde_view *v = ASSERT_NOT_NULL(sonde_view__new(NULL));
+	uint32_t f = fn(v, "evil\x1b]0;title\x07", "lib\x1b[2J.so");
+	struct sonde_view_event e = ev(7, 8, "x\x1b[31m", 0, 0, 5);
+	size_t n;
+
+	sonde_view__add(v, &e, &f, 1);
+	const struct sonde_view_row *r = rows_of(v, SONDE_VIEW_BY_FUNCTION_THREAD,
+						 SONDE_VIEW_SORT_SELF, 10, &n, NULL);
+	ASSERT_UINT(n, ==, 1);
+	ASSERT_STR_EQ(r[0].name, "evil?]0;title?");
+	ASSERT_STR_EQ(r[0].module, "lib?[2J.so");
+	ASSERT_STR_EQ(r[0].label, "x?[31m-7/8");
 	sonde_view__free(v);
 }
