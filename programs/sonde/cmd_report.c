@@ -412,6 +412,11 @@ static int print_summary(const struct report *r, bool title)
 		char name[48];
 		if (shown < (size_t)r->top) {
 			snprintf(name, sizeof(name), "%s-%" PRIu32, a.rows[i].comm, a.rows[i].pid);
+			/* a process's name is its own: its control characters shown as '?', as
+			 * the view shows every name (docs/view.md) */
+			for (char *c = name; *c; c++)
+				if ((unsigned char)*c < 0x20 || *c == 0x7f)
+					*c = '?';
 			print_sum_row(name, a.rows[i].ns, a.rows[i].total);
 			shown++;
 			continue;
