@@ -871,6 +871,31 @@ static void read_trace_file(const char *path, struct buf *trace)
 	free(data);
 }
 
+/* The rig up with a write_into_file session named name into src_fd (closed here), with
+ * file_write_period_ms period_ms (0: the default), its data source started. */
+static void wif_source(struct rig *r, const char *name, int src_fd, uint32_t period_ms)
+{
+	struct buf cfg = BUF_INIT;
+	struct tcmd cmd;
+
+	cfg_named(&cfg, name);
+	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
+	if (period_ms)
+		sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, period_ms);
+	r->in = true;
+	inproc_up(&r->h);
+	inproc_producer(&r->h, &r->p, "test-producer", false);
+	tprod_register(&r->p, "test.ds", false, false);
+	inproc_consumer(&r->h, &r->c);
+	r->enable_req = tcons_enable(&r->c, &cfg, src_fd);
+	close(src_fd);
+	tprod_expect(&r->p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	r->target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	expect_cmd(&r->p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	sonde__buf_free(&cfg);
+}
+
 /* A write_into_file session cloned by a caller that passes its output file, as `perfetto
  * --clone` always does: the caller's file gets what the source wrote into its own file so
  * far, then what it had not written yet, each packet once, and the reply says
@@ -879,8 +904,7 @@ static void read_trace_file(const char *path, struct buf *trace)
 TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 {
 	struct rig r = {0};
-	struct buf cfg = BUF_INIT, trace = BUF_INIT;
-	struct tcmd cmd;
+	struct buf trace = BUF_INIT;
 	struct tc k2, k3;
 	struct clone_resp cr;
 	const char *src_path = test_path("wif-src.pftrace"),
@@ -889,20 +913,7 @@ TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 	int out_fd = open(out_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
 	ASSERT(src_fd >= 0 && out_fd >= 0);
-	cfg_named(&cfg, "wif-src");
-	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
-	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
-	r.in = true;
-	inproc_up(&r.h);
-	inproc_producer(&r.h, &r.p, "test-producer", false);
-	tprod_register(&r.p, "test.ds", false, false);
-	inproc_consumer(&r.h, &r.c);
-	r.enable_req = tcons_enable(&r.c, &cfg, src_fd);
-	close(src_fd);
-	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
-	r.target = cmd.target_buffer;
-	tc_msg_free(cmd.m);
-	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	wif_source(&r, "wif-src", src_fd, 100);
 	commit_tagged(&r.p, r.target, 0, "in-the-file-A");
 	inproc_advance(&r.h, 100); /* file_write_period_ms */
 	ASSERT_INT(inproc_file_count_when(src_path, "in-the-file-A", 1), ==, 1);
@@ -946,7 +957,6 @@ TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 	ASSERT_INT(trace_count(&trace, "after-the-clone-C", 17, NULL), ==, 0);
 	tc_close(&k2);
 	tc_close(&k3);
-	sonde__buf_free(&cfg);
 	sonde__buf_free(&trace);
 	rig_down(&r);
 }
@@ -957,8 +967,6 @@ TEST_TIMEOUT(clone_write_into_file_session_goes_into_the_callers_file, 60)
 TEST_TIMEOUT(clone_write_into_file_session_unreadable_file_is_refused, 60)
 {
 	struct rig r = {0};
-	struct buf cfg = BUF_INIT;
-	struct tcmd cmd;
 	struct tc k2;
 	struct clone_resp cr;
 	const char *src_path = test_path("wronly-src.pftrace");
@@ -966,19 +974,7 @@ TEST_TIMEOUT(clone_write_into_file_session_unreadable_file_is_refused, 60)
 	int out_fd = open(test_path("wronly-clone.pftrace"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
 	ASSERT(src_fd >= 0 && out_fd >= 0);
-	cfg_named(&cfg, "wronly-src");
-	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
-	r.in = true;
-	inproc_up(&r.h);
-	inproc_producer(&r.h, &r.p, "test-producer", false);
-	tprod_register(&r.p, "test.ds", false, false);
-	inproc_consumer(&r.h, &r.c);
-	r.enable_req = tcons_enable(&r.c, &cfg, src_fd);
-	close(src_fd);
-	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
-	r.target = cmd.target_buffer;
-	tc_msg_free(cmd.m);
-	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	wif_source(&r, "wronly-src", src_fd, 0);
 	inproc_consumer(&r.h, &k2);
 	clone_inproc(&r, &k2, "wronly-src", out_fd, &cr);
 	close(out_fd);
@@ -996,7 +992,6 @@ TEST_TIMEOUT(clone_write_into_file_session_unreadable_file_is_refused, 60)
 	read_trace_file(src_path, &trace);
 	ASSERT_INT(trace_count(&trace, "still-written", 13, NULL), ==, 1);
 	tc_close(&k2);
-	sonde__buf_free(&cfg);
 	sonde__buf_free(&trace);
 	rig_down(&r);
 }
@@ -1403,8 +1398,6 @@ TEST_TIMEOUT(trig_clone_snapshot_notifies_the_consumer, 60)
 TEST_TIMEOUT(clone_write_into_file_session_into_a_pipe_is_refused, 60)
 {
 	struct rig r = {0};
-	struct buf cfg = BUF_INIT;
-	struct tcmd cmd;
 	struct tc k2, k3;
 	struct clone_resp cr;
 	const char *src_path = test_path("pipe-src.pftrace");
@@ -1418,20 +1411,7 @@ TEST_TIMEOUT(clone_write_into_file_session_into_a_pipe_is_refused, 60)
 	while (write(p[1], fill, sizeof(fill)) > 0)
 		;
 	ASSERT_OK(fcntl(p[1], F_SETFL, 0));
-	cfg_named(&cfg, "pipe-src");
-	sonde__pb_put_bool(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, true);
-	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
-	r.in = true;
-	inproc_up(&r.h);
-	inproc_producer(&r.h, &r.p, "test-producer", false);
-	tprod_register(&r.p, "test.ds", false, false);
-	inproc_consumer(&r.h, &r.c);
-	r.enable_req = tcons_enable(&r.c, &cfg, src_fd);
-	close(src_fd);
-	tprod_expect(&r.p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
-	r.target = cmd.target_buffer;
-	tc_msg_free(cmd.m);
-	expect_cmd(&r.p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	wif_source(&r, "pipe-src", src_fd, 100);
 	commit_tagged(&r.p, r.target, 0, "in-the-file-A");
 	inproc_advance(&r.h, 100); /* file_write_period_ms */
 	ASSERT_INT(inproc_file_count_when(src_path, "in-the-file-A", 1), ==, 1);
@@ -1448,6 +1428,5 @@ TEST_TIMEOUT(clone_write_into_file_session_into_a_pipe_is_refused, 60)
 	close(p[1]);
 	tc_close(&k2);
 	tc_close(&k3);
-	sonde__buf_free(&cfg);
 	rig_down(&r);
 }
