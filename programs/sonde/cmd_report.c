@@ -415,7 +415,7 @@ static int print_summary(const struct report *r, bool title)
 			/* a process's name is its own: its control characters shown as '?', as
 			 * the view shows every name (docs/view.md) */
 			for (char *c = name; *c; c++)
-				if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
 					*c = '?';
 			print_sum_row(name, a.rows[i].ns, a.rows[i].total);
 			shown++;

@@ -65,8 +65,14 @@ static const char *str_of(const struct sonde_view *v, uint32_t id)
 	return strtab_str(&v->strs, id);
 }
 
+/* A control character a printed name may not carry: a tab is only white space. */
+static bool control(char c)
+{
+	return ((unsigned char)c < 0x20 && c && c != '\t') || c == 0x7f;
+}
+
 /* A string the readers print (a function, module, thread or process name) is interned
- * with its control characters as '?', as ps shows them: they come from the recorded
+ * with its control characters (but tabs) as '?', as ps shows them: they come from the recorded
  * programs (a thread names itself, a binary's symbol table, a file name), and an escape
  * sequence in one went to the terminal of whoever ran `sonde report` or `sonde top` on a
  * system-wide recording; a newline split a table's row. */
@@ -77,13 +83,13 @@ static int64_t intern(struct sonde_view *v, const char *s)
 	bool plain = true;
 
 	for (; s && s[n]; n++)
-		plain &= (unsigned char)s[n] >= 0x20 && s[n] != 0x7f;
+		plain &= !control(s[n]);
 	if (plain)
 		return sonde__strtab_intern(&v->strs, s);
 	if (n >= sizeof(small) && !(tmp = sonde__malloc(n + 1)))
 		return -ENOMEM;
 	for (size_t i = 0; i <= n; i++)
-		tmp[i] = s[i] && ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+		tmp[i] = control(s[i]) ? '?' : s[i];
 	int64_t id = sonde__strtab_intern(&v->strs, tmp);
 	if (tmp != small)
 		sonde__free(tmp);

@@ -1,7 +1,8 @@
 /* Hostile peers against the service in-process, on the clock the test advances
  * (svc_inproc.h): limits that bite only after many requests or much time, asserted exactly
- * and without sleeping, and a peer's long name in the service's log. The peers are svc_util's raw-frame clients, pipelining requests as
- * a hostile peer would and reading only what the test looks at. */
+ * and without sleeping, and a peer's long name in the service's log. The peers are
+ * svc_util's raw-frame clients, pipelining requests as a hostile peer would and reading
+ * only what the test looks at. */
 #include <unistd.h>
 
 #include <sonde/log.h>
