@@ -116,11 +116,17 @@ static int write_out(const struct conv_job *j, const char *out)
 	return err ? err : cerr;
 }
 
-/* Why the profile is empty under the metric. */
+/* Why the profile is empty under the metric: the filters left nothing, or the recording
+ * had nothing of it. */
 static void empty_warning(const struct sonde_profile *p, enum sonde_profile_metric m,
-			  const char *spool, const char *out)
+			  const char *spool, const char *out, bool filtered)
 {
-	if (m == SONDE_PROFILE_METRIC_CPU || sonde_profile__offcpu_count(p, NULL, NULL))
+	if (filtered)
+		cli_error("convert",
+			  "%s: nothing matches --pid, --tid, --comm, --cpu or --time, so %s is an "
+			  "empty profile",
+			  spool, out);
+	else if (m == SONDE_PROFILE_METRIC_CPU || sonde_profile__offcpu_count(p, NULL, NULL))
 		cli_error("convert",
 			  "%s: no samples, so %s is an empty profile: the targets used no CPU "
 			  "while recorded (sonde samples CPU time), or ran too briefly",
@@ -412,7 +418,7 @@ static int convert(int argc, char **argv, struct cli_filter *filt)
 		return CLI_FAILURE;
 	}
 	if (!sonde_profile__total(job.p, wo.metric))
-		empty_warning(job.p, wo.metric, spool, out);
+		empty_warning(job.p, wo.metric, spool, out, cli_filter_any(filt));
 	err = write_out(&job, out);
 	sonde_profile__free((struct sonde_profile *)job.p);
 	if (err) {

@@ -1000,6 +1000,12 @@ TEST(convert_input_option_default_and_empty_profile)
 	ASSERT_CONTAINS(o.err, "no samples, so ");
 	ASSERT_CONTAINS(o.err, "is an empty profile: the targets used no CPU");
 	test_output_free(&o);
+	/* a recording with samples the filters all leave out: the filters are why */
+	test_runf(&o, 60, "%s convert --pid 1 %s -o %s", test_bin("sonde"), spool,
+		  test_path("f.folded"));
+	ASSERT_INT(o.status, ==, 0);
+	ASSERT_CONTAINS(o.err, "nothing matches --pid, --tid, --comm, --cpu or --time");
+	test_output_free(&o);
 	/* a difference of nothing is an empty graph, said */
 	test_runf(&o, 60, "%s convert --diff %s %s -o %s", test_bin("sonde"), empty, empty,
 		  test_path("e-diff.svg"));
