@@ -47,6 +47,12 @@ void sonde_log(enum sonde_log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* one line, whatever the peer names and paths in it hold: a control character (but a
+	 * tab) is a '?', so that a producer named with a newline cannot write a line of its
+	 * own into the service's log, nor an escape sequence reach a terminal */
+	for (char *c = msg; *c; c++)
+		if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
+			*c = '?';
 	if (log_fn)
 		log_fn(level, msg, log_ctx);
 	else

@@ -39,3 +39,18 @@ TEST(log_filters_by_level_and_reaches_callback)
 	ASSERT_ERR(sonde_log__parse_level("loud", &lvl), -EINVAL);
 	sonde_log__set_callback(NULL, NULL);
 }
+
+/* A log message is one line whatever its arguments hold (a peer's name, a path): a
+ * control character but a tab is a '?', so a producer named "x\nsonde: error: ..." writes
+ * no line of its own into the service's log, and no escape sequence reaches a terminal. */
+TEST(log_message_is_one_line_whatever_its_arguments)
+{
+	int calls = 0;
+
+	sonde_log__set_callback(capture_log, &calls);
+	sonde_log__set_level(SONDE_LOG_WARN);
+	sonde_warn("producer \"%s\"", "x\nsonde: error: forged\x1b[2J\tend");
+	sonde_log__set_callback(NULL, NULL);
+	ASSERT_INT(calls, ==, 1);
+	ASSERT_STR_EQ(last_msg, "producer \"x?sonde: error: forged?[2J\tend\"");
+}
