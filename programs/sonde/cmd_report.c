@@ -22,6 +22,7 @@
 #include <sonde/view.h>
 #include <sonde/view_source.h>
 
+#include "base/out.h"
 #include "export/acct.h"
 #include "cli.h"
 #include "output.h"
@@ -414,9 +415,7 @@ static int print_summary(const struct report *r, bool title)
 			snprintf(name, sizeof(name), "%s-%" PRIu32, a.rows[i].comm, a.rows[i].pid);
 			/* a process's name is its own: its control characters shown as '?', as
 			 * the view shows every name (docs/view.md) */
-			for (char *c = name; *c; c++)
-				if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
-					*c = '?';
+			sonde__out_unctrl(name);
 			print_sum_row(name, a.rows[i].ns, a.rows[i].total);
 			shown++;
 			continue;

@@ -3,6 +3,8 @@
 #include <string.h>
 #include <sonde/log.h>
 
+#include "base/out.h"
+
 /* The library's only mutable global state (house style): the log sink. */
 static sonde_log_fn log_fn;
 static void *log_ctx;
@@ -50,9 +52,7 @@ void sonde_log(enum sonde_log_level level, const char *fmt, ...)
 	/* one line, whatever the peer names and paths in it hold: a control character (but a
 	 * tab) is a '?', so that a producer named with a newline cannot write a line of its
 	 * own into the service's log, nor an escape sequence reach a terminal */
-	for (char *c = msg; *c; c++)
-		if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
-			*c = '?';
+	sonde__out_unctrl(msg);
 	if (log_fn)
 		log_fn(level, msg, log_ctx);
 	else

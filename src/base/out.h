@@ -7,6 +7,7 @@
 #ifndef SONDE_BASE_OUT_H
 #define SONDE_BASE_OUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,5 +36,21 @@ int sonde__out_close(struct out *o);
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if the bytes there are not one. */
 size_t sonde__utf8_seq_len(const unsigned char *s);
+
+/* Whether c may not be printed as it is in a name or a message line: a control character
+ * (but a tab, only white space) or DEL. Names come from the recorded programs and the
+ * service's peers: an escape sequence would reach a terminal, a newline forge a line. */
+static inline bool sonde__out_is_control(char c)
+{
+	return ((unsigned char)c < 0x20 && c && c != '\t') || c == 0x7f;
+}
+
+/* s with each such character as '?' (as ps shows them), in place. */
+static inline void sonde__out_unctrl(char *s)
+{
+	for (; *s; s++)
+		if (sonde__out_is_control(*s))
+			*s = '?';
+}
 
 #endif

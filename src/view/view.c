@@ -65,17 +65,11 @@ static const char *str_of(const struct sonde_view *v, uint32_t id)
 	return strtab_str(&v->strs, id);
 }
 
-/* A control character a printed name may not carry: a tab is only white space. */
-static bool control(char c)
-{
-	return ((unsigned char)c < 0x20 && c && c != '\t') || c == 0x7f;
-}
-
 /* A string the readers print (a function, module, thread or process name) is interned
- * with its control characters (but tabs) as '?', as ps shows them: they come from the recorded
- * programs (a thread names itself, a binary's symbol table, a file name), and an escape
- * sequence in one went to the terminal of whoever ran `sonde report` or `sonde top` on a
- * system-wide recording; a newline split a table's row. */
+ * with its control characters (sonde__out_is_control) as '?', as ps shows them: they come
+ * from the recorded programs (a thread names itself, a binary's symbol table, a file
+ * name), and an escape sequence in one went to the terminal of whoever ran `sonde report`
+ * or `sonde top` on a system-wide recording; a newline split a table's row. */
 static int64_t intern(struct sonde_view *v, const char *s)
 {
 	char small[256], *tmp = small;
@@ -83,13 +77,13 @@ static int64_t intern(struct sonde_view *v, const char *s)
 	bool plain = true;
 
 	for (; s && s[n]; n++)
-		plain &= !control(s[n]);
+		plain &= !sonde__out_is_control(s[n]);
 	if (plain)
 		return sonde__strtab_intern(&v->strs, s);
 	if (n >= sizeof(small) && !(tmp = sonde__malloc(n + 1)))
 		return -ENOMEM;
 	for (size_t i = 0; i <= n; i++)
-		tmp[i] = control(s[i]) ? '?' : s[i];
+		tmp[i] = sonde__out_is_control(s[i]) ? '?' : s[i];
 	int64_t id = sonde__strtab_intern(&v->strs, tmp);
 	if (tmp != small)
 		sonde__free(tmp);
