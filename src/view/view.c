@@ -82,8 +82,8 @@ static int64_t intern(struct sonde_view *v, const char *s)
 		return sonde__strtab_intern(&v->strs, s);
 	if (n >= sizeof(small) && !(tmp = sonde__malloc(n + 1)))
 		return -ENOMEM;
-	for (size_t i = 0; i <= n; i++)
-		tmp[i] = sonde__out_is_control(s[i]) ? '?' : s[i];
+	memcpy(tmp, s, n + 1);
+	sonde__out_unctrl(tmp);
 	int64_t id = sonde__strtab_intern(&v->strs, tmp);
 	if (tmp != small)
 		sonde__free(tmp);
