@@ -87,7 +87,5 @@ uint32_t sonde__regfile_generation(int fd)
 
 bool sonde__regfile_is_generation(int fd, uint32_t gen)
 {
-	uint32_t have = gen ? sonde__regfile_generation(fd) : 0;
-
-	return !gen || !have || have == gen;
+	return !gen || sonde__regfile_same_generation(sonde__regfile_generation(fd), gen);
 }

@@ -51,8 +51,13 @@ int sonde__regfile_open(const char *path, const struct regfile_rules *rules, str
  * the inode number it tells a file from a later one that was given the same number once
  * the first was deleted and freed. */
 uint32_t sonde__regfile_generation(int fd);
-/* Whether fd's file can be the one of generation gen: gen or fd's is unknown (0), or they
- * are the same. */
+/* Whether two files of the same device and inode number, of generations a and b, can be
+ * one: either generation is unknown (0), or they are the same. */
+static inline bool sonde__regfile_same_generation(uint32_t a, uint32_t b)
+{
+	return !a || !b || a == b;
+}
+/* Whether fd's file can be the one of generation gen (sonde__regfile_same_generation). */
 bool sonde__regfile_is_generation(int fd, uint32_t gen);
 
 /* Total of all reasons. */

@@ -125,7 +125,7 @@ static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct re
 static bool same_file(const struct rec_build_id *b, const struct rec_module *m)
 {
 	return b->dev == m->dev && b->inode == m->inode &&
-	       (!b->gen || !m->gen || b->gen == m->gen);
+	       sonde__regfile_same_generation(b->gen, m->gen);
 }
 
 /* Build ids by file identity: every process mapping libc reads it once. */

@@ -80,7 +80,8 @@ static size_t slot_of(const struct unwind_cache *c, uint64_t dev, uint64_t inode
 	size_t i = home_of(c, dev, inode);
 
 	for (const struct entry *e; (e = &c->v[i])->dev || e->inode; i = (i + 1) & (c->cap - 1))
-		if (e->dev == dev && e->inode == inode && (!e->gen || !gen || e->gen == gen))
+		if (e->dev == dev && e->inode == inode &&
+		    sonde__regfile_same_generation(e->gen, gen))
 			break;
 	return i;
 }
