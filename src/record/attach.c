@@ -39,19 +39,22 @@ uint32_t sonde__rec_gen(const struct sonde_recorder *r)
 	return r->ev.gen;
 }
 
-int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data)
+static int watch(struct sonde_recorder *r, int fd, uint32_t events, uint64_t data)
 {
-	struct epoll_event e = {.events = EPOLLIN, .data.u64 = data};
+	struct epoll_event e = {.events = events, .data.u64 = data};
 
 	return epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+}
+
+int sonde__rec_watch_fd(struct sonde_recorder *r, int fd, uint64_t data)
+{
+	return watch(r, fd, EPOLLIN, data);
 }
 
 int sonde__rec_watch_ring(struct sonde_recorder *r, int fd, size_t cpu_idx)
 {
 	/* paced, a ring is watched for its hang-up alone (events.h) */
-	struct epoll_event e = {.events = r->ev.fill_bps ? 0 : EPOLLIN, .data.u64 = cpu_idx};
-
-	return epoll_ctl(r->ev.epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+	return watch(r, fd, r->ev.fill_bps ? 0 : EPOLLIN, cpu_idx);
 }
 
 /* The kernel part's refusals (r->kern): attach.c records them as it chooses the event. */
