@@ -100,21 +100,17 @@ static int open_mapped_file(struct sonde_recorder *r, pid_t pid, const struct re
 	struct regfile_rules rules = sonde__elfimg_rules(true, &r->img.refused);
 	char path[64];
 	struct stat st;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
 		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = sonde__regfile_open(path, &rules, &st);
-	if (fd >= 0 && st.st_ino == m->inode && sonde__regfile_is_generation(fd, m->gen))
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	rules.follow = false;
-	fd = sonde__regfile_open(m->path, &rules, &st);
-	if (fd >= 0 && st.st_ino == m->inode && sonde__regfile_is_generation(fd, m->gen))
-		return fd;
-	if (fd >= 0)
-		close(fd);
+	for (int i = 0; i < 2; i++) {
+		rules.follow = i == 0; /* map_files, then the mapped path, not followed */
+		int fd = sonde__regfile_open(i == 0 ? path : m->path, &rules, &st);
+		if (fd >= 0 && st.st_ino == m->inode && sonde__regfile_is_generation(fd, m->gen))
+			return fd;
+		if (fd >= 0)
+			close(fd);
+	}
 	return -1;
 }
 
