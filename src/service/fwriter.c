@@ -472,12 +472,15 @@ int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *
 	};
 	struct timespec ts = deadline_in(CLOCK_MONOTONIC, timeout_ms);
 	uint64_t n = 0;
-	int rc = 0, bad;
+	int rc = 0, which = 0;
+	/* the writer's fd does not change: no lock to read it */
+	int bad = uncopyable(w->fd);
 
 	*copied = 0;
-	/* the writer's fd does not change: no lock to read it */
-	if ((bad = uncopyable(w->fd)) || (bad = uncopyable(fd))) {
-		*why = reasons[!uncopyable(w->fd)][bad - 1];
+	if (!bad)
+		bad = uncopyable(fd), which = 1;
+	if (bad) {
+		*why = reasons[which][bad - 1];
 		return -EINVAL;
 	}
 	*why = NULL;
