@@ -69,16 +69,16 @@ static uint64_t repeat_product(const char *re, uint64_t cap)
 	return product;
 }
 
-const char *sonde__tcfg_regex_refused(const char *re)
+enum tcfg_regex_refusal sonde__tcfg_regex_refused(const char *re)
 {
 	if (strlen(re) > SVC_REGEX_MAX_LEN)
-		return "too long";
+		return TCFG_REGEX_TOO_LONG;
 	if (repeat_product(re, SVC_REGEX_MAX_REPEAT) > SVC_REGEX_MAX_REPEAT)
-		return "too complex";
-	return NULL;
+		return TCFG_REGEX_TOO_COMPLEX;
+	return TCFG_REGEX_OK;
 }
 
-regex_t *sonde__tcfg_regex(const char *re, const char **why)
+regex_t *sonde__tcfg_regex(const char *re, enum tcfg_regex_refusal *why)
 {
 	size_t n = strlen(re);
 
@@ -94,7 +94,7 @@ regex_t *sonde__tcfg_regex(const char *re, const char **why)
 	sonde__free(anchored);
 	if (rc) {
 		sonde__free(rx);
-		*why = rc == REG_ESPACE ? "out of memory" : "invalid";
+		*why = rc == REG_ESPACE ? TCFG_REGEX_NO_MEMORY : TCFG_REGEX_INVALID;
 		return NULL;
 	}
 	return rx;
@@ -135,7 +135,7 @@ static int parse_ds(struct trace_cfg *c, const struct pb_field *e)
 			d->regex_rx = rx;
 			if (push_str(&d->regex_filter, &d->n_regex_filter, f.ptr, f.len) < 0)
 				return -ENOMEM;
-			const char *why;
+			enum tcfg_regex_refusal why;
 			/* compiled once, here (each match compiled it again); past the bound,
 			 * not at all (the config is refused: sonde__tcfg_validate) */
 			rx[d->n_regex_filter - 1] =
@@ -303,15 +303,16 @@ const char *sonde__tcfg_validate(const struct trace_cfg *c, size_t max_buffers)
 	if (c->n_regex > SVC_REGEX_MAX_PER_CONFIG)
 		return "too many producer_name_regex_filter entries (at most 16 in a config)";
 	for (size_t i = 0; i < c->nds; i++)
-		for (size_t k = 0; k < c->ds[i].n_regex_filter; k++) {
-			const char *why = sonde__tcfg_regex_refused(c->ds[i].regex_filter[k]);
-			if (why)
-				return !strcmp(why, "too long") ? "producer_name_regex_filter is too long (at "
-						       "most 128 bytes)"
-						     : "producer_name_regex_filter is too complex "
-						       "(its interval bounds multiply to more than "
-						       "256)";
-		}
+		for (size_t k = 0; k < c->ds[i].n_regex_filter; k++)
+			switch (sonde__tcfg_regex_refused(c->ds[i].regex_filter[k])) {
+			case TCFG_REGEX_TOO_LONG:
+				return "producer_name_regex_filter is too long (at most 128 bytes)";
+			case TCFG_REGEX_TOO_COMPLEX:
+				return "producer_name_regex_filter is too complex (its interval "
+				       "bounds multiply to more than 256)";
+			default: /* one that does not compile matches no producer */
+				break;
+			}
 	return NULL;
 }
 

@@ -39,7 +39,7 @@ struct trace_cfg {
 
 /* A consumer's producer name pattern (producer_name_regex_filter, a trigger's
  * producer_name_regex), compiled to match a whole name as Perfetto's std::regex_match
- * does, or NULL with *why ("too long", "too complex", "invalid", "out of memory"). glibc's
+ * does, or NULL with *why, a refusal of enum tcfg_regex_refusal. glibc's
  * regcomp writes an interval expression out as copies of what it repeats, so nested
  * intervals multiply: a 29-byte pattern, ((a{1,255}){1,255}){1,255}, held the service's
  * loop for 17 s and 10 GB. So a pattern has at most SVC_REGEX_MAX_LEN bytes, and the
@@ -49,9 +49,16 @@ enum { SVC_REGEX_MAX_LEN = 128, SVC_REGEX_MAX_REPEAT = 256 };
 /* The patterns of one config (its data sources' producer_name_regex_filter entries): the
  * worst pattern these bounds let through compiles in about 6 ms and matches a name in 2. */
 enum { SVC_REGEX_MAX_PER_CONFIG = 16 };
-regex_t *sonde__tcfg_regex(const char *re, const char **why);
-/* Why re would be refused before it is compiled ("too long", "too complex"), or NULL. */
-const char *sonde__tcfg_regex_refused(const char *re);
+enum tcfg_regex_refusal {
+	TCFG_REGEX_OK,
+	TCFG_REGEX_TOO_LONG,	/* over SVC_REGEX_MAX_LEN bytes */
+	TCFG_REGEX_TOO_COMPLEX, /* interval bounds multiplying past SVC_REGEX_MAX_REPEAT */
+	TCFG_REGEX_INVALID,	/* regcomp refused it */
+	TCFG_REGEX_NO_MEMORY,
+};
+regex_t *sonde__tcfg_regex(const char *re, enum tcfg_regex_refusal *why);
+/* Why re would be refused before it is compiled (TOO_LONG, TOO_COMPLEX), or OK. */
+enum tcfg_regex_refusal sonde__tcfg_regex_refused(const char *re);
 void sonde__tcfg_regex_free(regex_t *rx);
 
 /* Parses a TraceConfig into *c (zeroed first). NULL, or a message for the consumer

@@ -78,13 +78,13 @@ static const char *parse_def(struct trig_def *d, const struct pb_field *e)
 	}
 	if (regex && regex[0]) {
 		/* Perfetto uses std::regex_match: the whole producer name must match */
-		const char *why;
+		enum tcfg_regex_refusal why;
 		d->rx = sonde__tcfg_regex(regex, &why);
 		if (!d->rx) {
 			sonde__free(regex);
-			return !strcmp(why, "too long") ? "trigger producer_name_regex is too long "
-							  "(at most 128 bytes)"
-			       : !strcmp(why, "too complex")
+			return why == TCFG_REGEX_TOO_LONG
+				       ? "trigger producer_name_regex is too long (at most 128 bytes)"
+			       : why == TCFG_REGEX_TOO_COMPLEX
 				       ? "trigger producer_name_regex is too complex (its interval "
 					 "bounds multiply to more than 256)"
 				       : "invalid trigger producer_name_regex";
