@@ -164,6 +164,7 @@ int sonde_spool__get_tid_run(const struct sonde_spool *s, uint32_t tid, uint64_t
 	return 0;
 }
 
+/* CPU cpu's switches so far, or NULL when it has none. */
 static struct rcpu *rcpu_of(const struct sonde_spool *s, uint32_t cpu)
 {
 	const uint64_t *at = sonde__u64map_get(&s->cpu_at, cpu);
@@ -174,10 +175,10 @@ static struct rcpu *rcpu_of(const struct sonde_spool *s, uint32_t cpu)
 /* CPU cpu's switches so far, added on its first: NULL when out of memory. */
 static struct rcpu *rcpu_add(struct sonde_spool *s, uint32_t cpu)
 {
-	const uint64_t *at = sonde__u64map_get(&s->cpu_at, cpu);
+	struct rcpu *c = rcpu_of(s, cpu);
 
-	if (at)
-		return &s->cpus[*at - 1];
+	if (c)
+		return c;
 	if (sonde__array_grow(&s->cpus, &s->cpus_cap, s->n_present + 1, sizeof(*s->cpus), 16) < 0)
 		return NULL;
 	if (sonde__u64map_put(&s->cpu_at, cpu, s->n_present + 1) < 0)
