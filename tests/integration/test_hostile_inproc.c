@@ -35,6 +35,16 @@ static void never_acking_up(struct inproc *h, struct tprod *p, struct tc *c, con
 	tc_msg_free(cmd.m);
 }
 
+/* The session never_acking_up started disabled, and everything it made closed. */
+static void never_acking_down(struct inproc *h, struct tprod *p, struct tc *c, uint64_t enable)
+{
+	tc_msg_free(tc_ok(c, tc_call(c, "DisableTracing", NULL, -1, false)));
+	free(tcons_wait_disabled(c, enable, 0));
+	tc_close(c);
+	tc_close(&p->t);
+	inproc_down(h);
+}
+
 /* The flush commands p got since the last call; the id of the last in *last. */
 static int flush_cmds(struct tprod *p, uint64_t *last)
 {
@@ -109,12 +119,8 @@ TEST_TIMEOUT(hostile_pipelined_flushes_past_the_session_limit_fail_at_once, 60)
 	tprod_commit(&p, NULL, 0, 0, last, NULL);
 	ASSERT(replied(&c, again));
 
-	tc_msg_free(tc_ok(&c, tc_call(&c, "DisableTracing", NULL, -1, false)));
-	free(tcons_wait_disabled(&c, enable, 0));
+	never_acking_down(&h, &p, &c, enable);
 	sonde__buf_free(&cfg);
-	tc_close(&c);
-	tc_close(&p.t);
-	inproc_down(&h);
 }
 
 /* flush_period_ms 1 and flush_timeout_ms near 2^32 (49 days) from a consumer whose
@@ -146,12 +152,8 @@ TEST_TIMEOUT(hostile_flush_period_and_timeout_are_clamped, 60)
 	/* the periodic flushes stopped at the session's limit meanwhile */
 	ASSERT_INT(flush_cmds(&p, NULL), <=, SVC_MAX_PENDING_FLUSHES);
 
-	tc_msg_free(tc_ok(&c, tc_call(&c, "DisableTracing", NULL, -1, false)));
-	free(tcons_wait_disabled(&c, enable, 0));
+	never_acking_down(&h, &p, &c, enable);
 	sonde__buf_free(&cfg);
-	tc_close(&c);
-	tc_close(&p.t);
-	inproc_down(&h);
 }
 
 /* RegisterDataSource of a descriptor named name with id (0: none) and pad bytes in a field
