@@ -42,7 +42,7 @@
 struct rec_offcpu {
 	bool pending;
 	bool lost; /* a loss since the switch-out: its end is unknown */
-	/* switched out in its exit after it released its memory: stacked under [exiting] */
+	/* switched out on its way out, after its exit record: stacked under [exiting] */
 	bool exiting;
 	uint32_t state;
 	uint32_t cpu;
@@ -242,23 +242,16 @@ static uint32_t state_from(int64_t prev_state)
 	return SONDE_OFFCPU_OTHER;
 }
 
-/* Whether the switch-out sample rec is of a thread in its exit that has released its
- * memory: one without user registers, after the thread's exit record. The kernel writes
- * the exit record (perf_event_exit_task) before the exit tears the address space down
- * (Linux 6.18: right after sched_process_exit, before exit_mm), and a sample of a task
- * without memory carries no user registers. Only per-CPU events (-a) see such a switch:
- * a thread's own events end with its exit record. The thread may be back in the table
- * meanwhile (a sample of it on its way out defines it again, under the spool thread it
- * had); a thread whose exit was not seen (a kernel thread, say) is never taken for one. */
+/* Whether the switch-out sample rec is of a thread on its way out: after its exit record
+ * (the kernel writes it early in the exit, Linux 6.18: right after sched_process_exit,
+ * before exit_mm tears the address space down; a sample of a task without memory then
+ * carries no user registers). Only per-CPU events (-a) see such a switch: a thread's own
+ * events end with its exit record. The thread may be back in the table meanwhile (a
+ * sample of it on its way out defines it again, under the spool thread it had); a thread
+ * whose exit was not seen (a kernel thread, say) is never taken for one. */
 static bool released(struct sonde_recorder *r, const struct perf_rec *rec)
 {
-	const struct rec_gone_name *g;
-
-	if (rec->sample.regs_abi != PERF_SAMPLE_REGS_ABI_NONE)
-		return false;
-	g = sonde__tasks_gone(&r->tasks, sonde__tasks_thread(&r->tasks, (pid_t)rec->tid, false),
-			      (pid_t)rec->tid, (pid_t)rec->pid);
-	return g && g->exit_ns <= rec->time;
+	return sonde__rec_thread_exiting(r, (pid_t)rec->pid, (pid_t)rec->tid, rec->time);
 }
 
 /* Keeps the switch-out sample of a recorded thread until its switch-in. */
@@ -474,14 +467,17 @@ static int close_interval(struct sonde_recorder *r, struct rec_thread *t, uint64
 		r->sum.offcpu_short_ns += dur;
 		return 0;
 	}
+	/* a thread on its way out needs no process: nothing of its user part is unwound (its
+	 * process may be retired, its entry gone with -a, when it was the last thread) */
 	struct rec_process *p = sonde__tasks_process(&r->tasks, pid, false);
-	if (!p) {
+	if (!p && !o->exiting) {
 		r->sum.offcpu_dropped++;
 		return 0;
 	}
 	struct perf_rec rec = {
 		.type = PERF_RECORD_SAMPLE, .time = o->out_ns, .pid = pid, .tid = tid};
-	rec.sample = (struct perf_sample){.regs_abi = o->regs_abi,
+	rec.sample = (struct perf_sample){.regs_abi = o->exiting ? PERF_SAMPLE_REGS_ABI_NONE
+								 : o->regs_abi,
 					  .regs = o->regs,
 					  .stack = o->data,
 					  .stack_len = o->stack_len,
@@ -663,7 +659,7 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 		return err;
 	r->sum.offcpu_switches++;
 	/* the idle task leaving the CPU is no thread's interval (nor an idle sample) */
-	if (rec->pid == 0 || !sonde__rec_sample_process(r, rec))
+	if (rec->pid == 0 || (!released(r, rec) && !sonde__rec_sample_process(r, rec)))
 		return 1;
 	/* A task's last switch-out, from do_task_dead once it has exited (its exit record is
 	 * processed already, unless it was lost): it never runs again, so this is no wait.

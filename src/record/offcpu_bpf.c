@@ -664,31 +664,55 @@ static int interval_thread(struct sonde_recorder *r, uint64_t time, uint32_t pid
 	return err;
 }
 
+/* Whether what the programs wrote of thread tid of pid at `time` (n waits, or short ones)
+ * is the recording's: a recorded thread's on its way out (*exiting: after its exit record,
+ * its process retired by then when it was the last thread, the process entry gone with
+ * -a -p), or one of a process the recording takes (*p). Else those n are counted dropped
+ * where the programs record the recording's targets only; where they record every task
+ * and the recording's filters choose (by name, by a process check), they are another
+ * process's (sample_process counts them as such), none lost. */
+static bool wait_owner(struct sonde_recorder *r, uint64_t time, uint32_t pid, uint32_t tid,
+		       uint64_t n, struct rec_process **p, bool *exiting)
+{
+	struct perf_rec rec = {
+		.type = PERF_RECORD_SAMPLE, .time = time, .pid = pid, .tid = tid, .has_id = true};
+
+	*p = NULL;
+	*exiting = sonde__rec_thread_exiting(r, (pid_t)pid, (pid_t)tid, time);
+	if (*exiting || (*p = sonde__rec_sample_process(r, &rec)))
+		return true;
+	if (!r->system_wide || sonde__rec_system_pids_only(r) || sonde__rec_system_unfiltered(r))
+		r->sum.offcpu_dropped += n;
+	return false;
+}
+
 /* Writes one wait: its stack unwound as the perf backend's switch-out samples are; a wait of
- * a thread exiting with its memory released has an [exiting] frame for its user part. */
+ * a thread on its way out (after its exit record, or with its memory released) has an
+ * [exiting] frame for its user part. */
 static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, size_t stack_len,
 		      bool open)
 {
 	uint64_t ips[SONDE_BPF_KSTACK_MAX];
 	uint32_t nk = 0, flags, id;
+	struct rec_process *p;
+	bool gone;
 	size_t n;
 
+	if (!wait_owner(r, w->out_ns, w->pid, w->tid, 1, &p, &gone))
+		return 0;
 	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
 			       .time = w->out_ns,
 			       .pid = w->pid,
 			       .tid = w->tid,
 			       .has_id = true};
-	struct rec_process *p = sonde__rec_sample_process(r, &rec);
-	if (!p) {
-		r->sum.offcpu_dropped++;
-		return 0;
-	}
 	if (r->cfg.kernel)
 		nk = kernel_stack(w, ips);
 	rec.sample.callchain = (const uint8_t *)ips;
 	rec.sample.callchain_nr = nk;
-	/* an exiting thread has no user state: one frame stands for it, in the user frames' room */
-	bool user = w->regs_ok && !w->exiting;
+	/* an exiting thread's user state is never used again (with its memory released there
+	 * is none): one frame stands for it, in the user frames' room */
+	bool exiting = w->exiting || gone;
+	bool user = w->regs_ok && !exiting;
 	rec.sample.regs_abi = user ? PERF_SAMPLE_REGS_ABI_64 : PERF_SAMPLE_REGS_ABI_NONE;
 	for (unsigned i = 0; user && i < SONDE_BPF_NREGS && i < UREG_COUNT; i++) {
 		rec.sample.regs.r[i] = w->regs[i];
@@ -697,7 +721,7 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 	rec.sample.stack = w->stack;
 	rec.sample.stack_len = stack_len;
 	int err = sonde__rec_sample_stack(r, p, &rec, r->cfg.stack_bytes, false, &n, &flags);
-	if (!err && w->exiting)
+	if (!err && exiting)
 		err = sonde__rec_exiting_frame(r, w->out_ns, &sonde__rec_frames(r)[n++]);
 	if (!err)
 		err = interval_thread(r, w->out_ns, w->pid, w->tid, &id);
@@ -728,11 +752,11 @@ static int write_wait(struct sonde_recorder *r, const struct sonde_bpf_wait *w, 
 static int write_short(struct sonde_recorder *r, uint64_t time, uint32_t tid,
 		       const struct sonde_bpf_short *v)
 {
-	struct perf_rec rec = {
-		.type = PERF_RECORD_SAMPLE, .time = time, .pid = v->pid, .tid = tid, .has_id = true};
+	struct rec_process *p;
 	uint32_t id;
+	bool gone;
 
-	if (!v->count || !sonde__rec_sample_process(r, &rec))
+	if (!v->count || !wait_owner(r, time, v->pid, tid, v->count, &p, &gone))
 		return 0;
 	r->sum.offcpu_short += v->count;
 	r->sum.offcpu_short_ns += v->ns;
@@ -748,17 +772,16 @@ static int write_short(struct sonde_recorder *r, uint64_t time, uint32_t tid,
  * unknown time, with no stack (docs/record.md, "Accounting"). 0 or the recorder's error. */
 static int write_lost(struct sonde_recorder *r, const struct rec_bpf_lost *l)
 {
-	struct perf_rec rec = {.type = PERF_RECORD_SAMPLE,
-			       .time = l->v.from_ns,
-			       .pid = l->v.pid,
-			       .tid = l->tid,
-			       .has_id = true};
+	struct rec_process *p;
 	uint32_t id;
+	bool gone;
 
-	if (l->v.to_ns < l->v.from_ns || !sonde__rec_sample_process(r, &rec)) {
+	if (l->v.to_ns < l->v.from_ns) {
 		r->sum.offcpu_dropped += l->v.n;
 		return 0;
 	}
+	if (!wait_owner(r, l->v.from_ns, l->v.pid, l->tid, l->v.n, &p, &gone))
+		return 0;
 	int err = interval_thread(r, l->v.from_ns, l->v.pid, l->tid, &id);
 	if (err)
 		return err;

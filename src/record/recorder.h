@@ -374,15 +374,22 @@ struct rec_process *sonde__rec_sample_process(struct sonde_recorder *r, const st
 /* A sample's stack into r->frames (kernel frames, then the unwound user frames): *n frames,
  * *flags SONDE_SAMPLE_*; with per-thread copies, what the unwind needed sizes the copy of
  * rec->tid (the sample's copy was copy bytes). kernel_leaf: a sample taken in the kernel
- * without its kernel callchain gets one "[kernel]" frame below its user frames. 0 or
- * -errno. */
+ * without its kernel callchain gets one "[kernel]" frame below its user frames. p may be
+ * NULL for a sample without user registers (nothing is unwound). 0 or -errno. */
 int sonde__rec_sample_stack(struct sonde_recorder *r, struct rec_process *p,
 			    const struct perf_rec *rec, uint32_t copy, bool kernel_leaf, size_t *n,
 			    uint32_t *flags);
-/* The frame that stands for the user stack of a thread that waited on its way out after it
- * had released its memory (the BPF off-CPU backend tells those apart): one frame of a
- * module named "[exiting]", put outermost, where the user frames would be. 0 or -errno. */
+/* The frame that stands for the user stack of a thread that waited on its way out, after
+ * its exit record or after it had released its memory (the BPF off-CPU backend tells
+ * those apart): one frame of a module named "[exiting]", put outermost, where the user
+ * frames would be. 0 or -errno. */
 int sonde__rec_exiting_frame(struct sonde_recorder *r, uint64_t time, struct sonde_spool_frame *f);
+/* Whether a record of thread tid of pid at `time` is of a recorded thread on its way out:
+ * after its exit record (its process retired by then when it was the last thread, its
+ * entry gone with -a), before its last switch-out. Such a thread never runs user code
+ * again: its waits are written with the [exiting] frame for their user part (no module is
+ * needed), under the spool thread it had, whatever became of its process's entry. */
+bool sonde__rec_thread_exiting(struct sonde_recorder *r, pid_t pid, pid_t tid, uint64_t time);
 /* The spool id of thread tid of pid, defined on first use. */
 int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid_t tid,
 			 uint32_t *id);

@@ -233,6 +233,19 @@ int sonde__rec_thread_id(struct sonde_recorder *r, uint64_t time, pid_t pid, pid
 	return 0;
 }
 
+bool sonde__rec_thread_exiting(struct sonde_recorder *r, pid_t pid, pid_t tid, uint64_t time)
+{
+	const struct rec_gone_name *g = sonde__tasks_gone(
+		&r->tasks, sonde__tasks_thread(&r->tasks, tid, false), tid, pid);
+
+	if (!g || time < g->exit_ns)
+		return false;
+	/* recorded: written to the spool, or kept in the table only if recorded (with a
+	 * filter decided at each record, comm or process check, every task is kept) */
+	return g->spool_id || !r->system_wide || sonde__rec_system_unfiltered(r) ||
+	       (sonde__rec_system_pids_only(r) && !sonde__rec_system_checks_processes(r));
+}
+
 /* A module covering the kernel half of the address space, pid 0, with pgoff = start so
  * that frame offsets are the kernel addresses; defined in the spool on first use into
  * *id (0 until then). */

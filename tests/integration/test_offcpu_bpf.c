@@ -468,8 +468,8 @@ static bool stacked_exiting(const struct sonde_spool *s, struct sonde_symbolizer
  * record: recorded with `flags`, each child's last wait is stacked under an [exiting] frame
  * where its user frames would be, its kernel frames (the exit path) inside it; the
  * parent's waits for each child's exit are stacked with its memory, and no thread's
- * [exiting] wait comes before one with its memory. */
-static void exiting_waits_named_exiting(const char *flags)
+ * [exiting] wait comes before one with its memory. Whether the recording lost nothing. */
+static bool exiting_waits_named_exiting(const char *flags)
 {
 	const char *spool = test_path("exiting.spool"), *tpath = test_path("exiting.truth");
 	struct sonde_spool_offcpu iv, last = {0};
@@ -489,6 +489,10 @@ static void exiting_waits_named_exiting(const char *flags)
 			    &lost_samples) != 2)
 		FAIL("no loss line:\n%s", o.err);
 	bool complete = lost_records + lost_samples == 0;
+	/* where nothing was lost, nothing is dropped: a wait on the way out is the
+	 * recording's, however its process's entry ended */
+	if (complete)
+		ASSERT_UINT(summary_num(o.err, "dropped (loss or exit)"), ==, 0);
 	test_output_free(&o);
 	char *t = ASSERT_NOT_NULL(test_read_file(tpath, NULL));
 	for (const char *l = t; (l = strstr(l, "child ")) && n < 8; l++)
@@ -574,12 +578,33 @@ static void exiting_waits_named_exiting(const char *flags)
 		FAIL("main (%d): no wait with its memory", main_pid);
 	sonde_symbolizer__free(sym);
 	sonde_spool__close(s);
+	return complete;
 }
 
 TEST_TIMEOUT(offcpu_bpf_exiting_waits_are_named_exiting, 120)
 {
 	offcpu_require_bpf();
 	exiting_waits_named_exiting("--off-cpu-backend bpf");
+}
+
+/* Off CPU only, the BPF backend takes the side band from one event per CPU kept to the
+ * launched tree, as -a -p: each child's wait on its way out is written after its process
+ * ended (its last thread's exit record), the process's entry gone, and is the recording's
+ * all the same. With every wait kept and none lost, the threads' on-CPU time is their
+ * lives less their waits (a dropped wait left the wall metric with no on-CPU time). */
+TEST_TIMEOUT(offcpu_bpf_off_cpu_only_exiting_waits_are_named_exiting, 120)
+{
+	struct test_output o;
+
+	offcpu_require_bpf();
+	bool complete = exiting_waits_named_exiting("--off-cpu-backend bpf -e sched:sched_switch");
+	test_runf(&o, 60, "%s report --metric wall %s", test_bin("sonde"),
+		  test_path("exiting.spool"));
+	if (o.status != 0)
+		FAIL("report exited %d:\n%s", o.status, o.err);
+	if (complete)
+		ASSERT_CONTAINS(o.out, "on CPU (the threads' lives less their waits");
+	test_output_free(&o);
 }
 
 /* The perf backend tells them too, system-wide: a switch-out with no user registers after
@@ -761,6 +786,37 @@ static void slept_through_main(const char *spool, pid_t pid, double least)
 	test_output_free(&o);
 	printf("pid %d: sleeping %.0f us, %.0f us through main\n", (int)pid, all, with);
 	ASSERT(with >= least * 1e6);
+}
+
+/* -a filtered by name: the programs record every task's waits and the recorder keeps the
+ * named processes' (offcpu_exiting and its children). A sleep_loop beside is another
+ * process: its waits are not in the spool, and none of them counts as dropped (each one
+ * did, and a recording that lost nothing said it had dropped hundreds of waits). */
+TEST_TIMEOUT(offcpu_bpf_system_wide_name_filter_drops_no_wait, 120)
+{
+	const char *spool = test_path("comm.spool"), *tpath = test_path("comm.truth");
+	const char *argv[] = {test_prog("sleep_loop"), "100000", NULL};
+	struct test_output o;
+	uint64_t ns;
+
+	offcpu_require_bpf();
+	pid_t other = test_spawn(argv);
+	test_runf(&o, 60,
+		  "%s record -a --comm offcpu_exiting --off-cpu --off-cpu-backend bpf "
+		  "--off-cpu-min 0 -o %s -- %s 8 %s",
+		  test_bin("sonde"), spool, test_prog("offcpu_exiting"), tpath);
+	kill(other, SIGKILL);
+	test_wait(other, 10);
+	if (o.status != 0)
+		FAIL("record exited %d:\n%s", o.status, o.err);
+	printf("%s", o.err);
+	/* a loss may take a switch-out of the named ones: their wait is dropped then */
+	if (strstr(o.err, "loss: 0 records and 0 samples lost"))
+		ASSERT_UINT(summary_num(o.err, "dropped (loss or exit)"), ==, 0);
+	ASSERT_UINT(summary_num(o.err, "intervals stacked"), >, 0);
+	test_output_free(&o);
+	sleeps_in(spool, other, 0, &ns);
+	ASSERT_UINT(ns, ==, 0);
 }
 
 /* -a: three sleep_loop processes started before the recording, each with its sleeps
