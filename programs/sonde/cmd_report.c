@@ -545,6 +545,11 @@ static void print_account(const struct report *r, FILE *f, const char *prefix)
 			" samples lost (full rings); the samples they held are in no figure here "
 			"(%" PRIu64 " off-CPU intervals dropped)\n",
 			prefix, a.lost_records, a.lost_samples, a.offcpu_dropped);
+	else if (a.offcpu_dropped)
+		fprintf(f,
+			"%s%" PRIu64 " off-CPU intervals dropped with no record lost (waits the "
+			"recorder could not write): their time is in no figure here\n",
+			prefix, a.offcpu_dropped);
 }
 
 static int print_report(const struct report *r)

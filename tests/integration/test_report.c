@@ -509,6 +509,35 @@ TEST(report_unknown_time_without_a_loss_names_its_cause)
 	}
 }
 
+/* Off-CPU intervals the recorder dropped though no record was lost (a wait it could not
+ * write) are said too: a recording that lost nothing used to say nothing of them. */
+TEST(report_dropped_waits_without_a_loss_are_said)
+{
+	enum { MS = 1000000 };
+	static const uint64_t S0 = 1000000000;
+	static const struct sonde_spool_header h = {1700000000000000000ULL, S0, MS};
+	struct buf b = BUF_INIT;
+	uint32_t t;
+	struct sonde_spool_writer *w =
+		ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
+
+	ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
+	ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 90, 90, "waiter", &t));
+	const struct sonde_spool_offcpu iv = {.switch_out_ns = S0 + 10 * MS,
+					      .switch_in_ns = S0 + 30 * MS,
+					      .thread = t,
+					      .state = SONDE_OFFCPU_SLEEPING};
+	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, NULL, 0));
+	const struct sonde_spool_account acct = {.kernel_time = 1, .offcpu_dropped = 3};
+	ASSERT_OK(sonde_spool_writer__add_account(w, &acct));
+	const char *path = finished_spool(w, &b, "dropped.spool");
+
+	report_says("--metric wall", path,
+		    "3 off-CPU intervals dropped with no record lost (waits the recorder could "
+		    "not write): their time is in no figure here");
+	report_says("", path, "3 off-CPU intervals dropped with no record lost");
+}
+
 TEST(report_filters_pid_tid_comm_time)
 {
 	struct test_output o;
