@@ -165,8 +165,12 @@ int sonde__rec_process_alive(struct sonde_recorder *r, struct rec_process *p)
 			return alive;
 		same = alive;
 	}
-	if (!same)
-		p->exited = true; /* retired by its exit record, or by the next sweep */
+	if (!same) {
+		/* retired by its exit record, or by the next sweep; its records still queued
+		 * or in the rings were stamped before now */
+		p->exited = true;
+		p->exit_ns = sonde__rec_now(r);
+	}
 	return same;
 }
 

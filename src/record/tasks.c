@@ -81,6 +81,7 @@ void sonde__tasks_process_reset(struct rec_tasks *ts, struct rec_process *p)
 	p->attach_ticks = 0;
 	p->exe_dev = p->exe_ino = 0;
 	p->since = 0;
+	p->exit_ns = 0;
 	sonde__proc_resume(&p->stop); /* holds nothing by now; frees what it would */
 	memset(&p->stop, 0, sizeof(p->stop));
 }
@@ -96,7 +97,9 @@ struct rec_process *sonde__tasks_process_exit(struct rec_tasks *ts, pid_t pid, u
 {
 	struct rec_process *p = sonde__tasks_process_at(ts, pid, time, false);
 
-	/* Idempotent: a liveness check may have marked it exited already. */
+	/* Idempotent: a liveness check may have marked it exited already, later. */
+	if (p && (!p->exited || time < p->exit_ns))
+		p->exit_ns = time;
 	if (p)
 		p->exited = true;
 	return p;

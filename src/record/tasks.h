@@ -59,6 +59,10 @@ struct rec_process {
 	/* Monotonic ns from which records of this pid belong to this process: older ones
 	 * (still queued when the pid was reused) are of its predecessor and are ignored. */
 	uint64_t since;
+	/* When exited: its end, the exit record of its last thread, or when /proc showed it
+	 * gone (a liveness check, which comes after every record of it was stamped, not
+	 * after they were all processed). 0 when nothing of it was recorded. */
+	uint64_t exit_ns;
 	/* A process lives until its last thread ends, not its main one (which may end first,
 	 * with pthread_exit): its threads other than the main one that the recorder saw start
 	 * (their fork, or /proc) and not end, and whether the main one ended. */

@@ -358,7 +358,7 @@ static struct rec_process *system_sample_process(struct sonde_recorder *r,
 		if (!p && (p = sonde__tasks_process(&r->tasks, pid, true)))
 			p->exited = false; /* gone already: its samples keep raw addresses */
 	}
-	if (!p || rec->time < p->since || (limited && p->exited) ||
+	if (!p || rec->time < p->since || (limited && p->exited && rec->time > p->exit_ns) ||
 	    !sonde__rec_system_selects(r, p, (pid_t)rec->tid)) {
 		r->sum.unfollowed_samples++;
 		return NULL;

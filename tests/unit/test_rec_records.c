@@ -787,6 +787,36 @@ TEST(record_a_pid_a_sweep_found_gone_is_another_task_s_after)
 	recorder_free(r, &b);
 }
 
+/* -a -p P: the recording's liveness check (`record -p` asks it between polls) finds P gone
+ * from /proc while its last records are still to be processed: those were stamped before
+ * the check, and are P's. They were taken for another process's (counted as not recorded):
+ * a `record -a -p` lost the end of its process, up to a poll's worth of samples. A record
+ * stamped after the check is not P's. */
+TEST(record_a_pid_filter_keeps_what_came_before_the_liveness_check)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	pid_t pids[] = {P};
+
+	r->system_wide = true;
+	r->filt.filter_pids = pids;
+	r->filt.n_filter_pids = 1;
+	ASSERT_NOT_NULL(sonde__tasks_process(&r->tasks, P, false))->selected = true;
+	kernel_sample(r, P, 2000);
+	/* P, above any pid_max, is not in /proc: gone, as of the clock's now (WINDOW_END) */
+	ASSERT_INT(sonde_recorder__active_process_count(r), ==, 0);
+	kernel_sample(r, P, 3000);
+	kernel_sample(r, P, 4000);
+	ASSERT_UINT(r->sum.samples_written, ==, 3);
+	ASSERT_UINT(r->sum.unfollowed_samples, ==, 0);
+	kernel_sample(r, P, WINDOW_END + 1000);
+	ASSERT_UINT(r->sum.samples_written, ==, 3);
+	ASSERT_UINT(r->sum.unfollowed_samples, ==, 1);
+	r->filt.filter_pids = NULL;
+	r->filt.n_filter_pids = 0;
+	recorder_free(r, &b);
+}
+
 /* Rings read one after another: a record the kernel writes into ring 0 after its read can
  * be older than one ring 1 holds. A sweep or a generation switch processes every record
  * stamped before it, in order: ring 1 holds P's sample at 9 ms, and P's sample at 8.5 ms
