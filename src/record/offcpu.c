@@ -733,8 +733,10 @@ int sonde__rec_offcpu_forget(struct sonde_recorder *r, struct rec_thread *t, uin
 		err = close_interval(r, t, exit_ns, false);
 	} else if (t->off->pending && t->off->lost && t->pid && end > t->off->out_ns)
 		err = close_interval(r, t, end, false); /* unknown up to its exit */
-	else if (t->off->pending)
-		r->sum.offcpu_dropped++; /* its last switch-out: it exited */
+	else if (t->off->pending && (end > t->off->out_ns || !t->pid))
+		r->sum.offcpu_dropped++; /* some of its life, which no figure will have */
+	/* else its life ends where the wait began (a sweep found it gone, its last sighting
+	 * that switch-out): nothing of the life is missing */
 	if (!err && t->pid)
 		err = write_short(r, t);
 	sonde__rec_offcpu_free(t->off);

@@ -787,6 +787,31 @@ TEST(record_a_pid_a_sweep_found_gone_is_another_task_s_after)
 	recorder_free(r, &b);
 }
 
+/* Records are lost up to 2500; P, sampled at 2000, leaves the CPU at 3000 and is not seen
+ * again: a sweep finds it gone, its exit unseen. No loss came after its switch-out, so its
+ * life ends at that last sighting, and the wait it began there is no part of it: nothing
+ * of its life is missing, and no wait is counted dropped (one was, and the recording said
+ * it had dropped what no figure lacked). */
+TEST(record_a_wait_begun_where_a_swept_life_ends_is_not_dropped)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	struct perf_rec lost = {.type = PERF_RECORD_LOST, .time = 2500, .lost = {.lost = 4}};
+	struct sonde_acct a;
+
+	kernel_sample(r, P, 2000);
+	ASSERT_OK(sonde__rec_process_record(r, &lost));
+	switch_rec(r, P, P, 1, 0, 3000); /* S */
+	struct sonde_spool *s = gone_then_accounted(r, &b, &a);
+	ASSERT_UINT(r->sum.offcpu_dropped, ==, 0);
+	const struct sonde_acct_task *t = task_of(&a, P);
+	ASSERT(t->exited);
+	ASSERT_UINT(t->end_ns, ==, 3000);
+	sonde__acct_free(&a);
+	sonde_spool__close(s);
+	recorder_free(r, &b);
+}
+
 /* -a -p P: the recording's liveness check (`record -p` asks it between polls) finds P gone
  * from /proc while its last records are still to be processed: those were stamped before
  * the check, and are P's. They were taken for another process's (counted as not recorded):
