@@ -474,44 +474,10 @@ TEST(report_summary_without_off_cpu_says_rows_are_samples)
 		    "the recording has no off-CPU intervals (record with --off-cpu)");
 }
 
-/* Unknown time in a recording that lost no record is a wait whose switch-in the kernel did
- * not trace: the report's line on it says that, not only "0 records lost"; with a loss it
- * names the loss. */
-TEST(report_unknown_time_without_a_loss_names_its_cause)
-{
-	enum { MS = 1000000 };
-	static const uint64_t S0 = 1000000000;
-	static const struct sonde_spool_header h = {1700000000000000000ULL, S0, MS};
-
-	for (int lost = 0; lost < 2; lost++) {
-		struct buf b = BUF_INIT;
-		uint32_t t;
-		struct sonde_spool_writer *w =
-			ASSERT_NOT_NULL(sonde_spool_writer__new(spool_fixture_write, &b, &h));
-		ASSERT_OK(sonde_spool_writer__declare_offcpu(w));
-		ASSERT_OK(sonde_spool_writer__add_thread(w, S0, 90, 90, "waiter", &t));
-		const struct sonde_spool_offcpu iv = {.switch_out_ns = S0 + 10 * MS,
-						      .switch_in_ns = S0 + 30 * MS,
-						      .thread = t,
-						      .state = SONDE_OFFCPU_OTHER};
-		ASSERT_OK(sonde_spool_writer__add_unknown(w, &iv, NULL, 0));
-		const struct sonde_spool_account acct = {.kernel_time = 1,
-							 .lost_records = lost ? 428 : 0};
-		ASSERT_OK(sonde_spool_writer__add_account(w, &acct));
-		const char *path = finished_spool(w, &b, "unknown.spool");
-
-		report_says("--metric wall", path,
-			    lost ? "% of thread time unknown: 428 records lost (0.020 s, in 1 "
-				   "intervals under [unknown: lost records])"
-				 : "% of thread time unknown: 0 records lost, waits whose switch-in "
-				   "the kernel did not trace (0.020 s, in 1 intervals under [unknown: "
-				   "lost records])");
-	}
-}
-
-/* Off-CPU intervals the recorder dropped though no record was lost (a wait it could not
- * write) are said too: a recording that lost nothing used to say nothing of them. */
-TEST(report_dropped_waits_without_a_loss_are_said)
+/* A spool of one 20 ms wait of thread "waiter", a known one or unknown time, and the
+ * account acct, written to the test file name: its path. */
+static const char *one_wait_spool(const char *name, bool unknown,
+				  const struct sonde_spool_account *acct)
 {
 	enum { MS = 1000000 };
 	static const uint64_t S0 = 1000000000;
@@ -526,11 +492,39 @@ TEST(report_dropped_waits_without_a_loss_are_said)
 	const struct sonde_spool_offcpu iv = {.switch_out_ns = S0 + 10 * MS,
 					      .switch_in_ns = S0 + 30 * MS,
 					      .thread = t,
-					      .state = SONDE_OFFCPU_SLEEPING};
-	ASSERT_OK(sonde_spool_writer__add_offcpu(w, &iv, NULL, 0));
+					      .state = unknown ? SONDE_OFFCPU_OTHER
+							       : SONDE_OFFCPU_SLEEPING};
+	ASSERT_OK(unknown ? sonde_spool_writer__add_unknown(w, &iv, NULL, 0)
+			  : sonde_spool_writer__add_offcpu(w, &iv, NULL, 0));
+	ASSERT_OK(sonde_spool_writer__add_account(w, acct));
+	return finished_spool(w, &b, name);
+}
+
+/* Unknown time in a recording that lost no record is a wait whose switch-in the kernel did
+ * not trace: the report's line on it says that, not only "0 records lost"; with a loss it
+ * names the loss. */
+TEST(report_unknown_time_without_a_loss_names_its_cause)
+{
+	for (int lost = 0; lost < 2; lost++) {
+		const struct sonde_spool_account acct = {.kernel_time = 1,
+							 .lost_records = lost ? 428 : 0};
+		const char *path = one_wait_spool("unknown.spool", true, &acct);
+
+		report_says("--metric wall", path,
+			    lost ? "% of thread time unknown: 428 records lost (0.020 s, in 1 "
+				   "intervals under [unknown: lost records])"
+				 : "% of thread time unknown: 0 records lost, waits whose switch-in "
+				   "the kernel did not trace (0.020 s, in 1 intervals under [unknown: "
+				   "lost records])");
+	}
+}
+
+/* Off-CPU intervals the recorder dropped though no record was lost (a wait it could not
+ * write) are said too: a recording that lost nothing used to say nothing of them. */
+TEST(report_dropped_waits_without_a_loss_are_said)
+{
 	const struct sonde_spool_account acct = {.kernel_time = 1, .offcpu_dropped = 3};
-	ASSERT_OK(sonde_spool_writer__add_account(w, &acct));
-	const char *path = finished_spool(w, &b, "dropped.spool");
+	const char *path = one_wait_spool("dropped.spool", false, &acct);
 
 	report_says("--metric wall", path,
 		    "3 off-CPU intervals dropped with no record lost (waits the recorder could "
