@@ -580,7 +580,7 @@ static void print_summary(const struct record_args *a, const struct sonde_record
 	if (s->off_cpu)
 		fprintf(stderr,
 			"  off-CPU: %llu switch-outs, %llu intervals stacked, %llu shorter than "
-			"%.3f ms counted (%.3f s in all), %llu dropped (loss or exit), %llu "
+			"%.3f ms counted (%.3f s in all), %llu dropped (lost or not writable), %llu "
 			"wakeups seen, %llu switch-ins not traced (ended at the wakeup or next "
 			"sample), %llu exits (a task's last switch-out: no interval), %llu "
 			"unknown (open when records were lost or a switch-in went untraced, %.3f "
