@@ -254,11 +254,12 @@ static bool released(struct sonde_recorder *r, const struct perf_rec *rec)
 	return sonde__rec_thread_exiting(r, (pid_t)rec->pid, (pid_t)rec->tid, rec->time);
 }
 
-/* Keeps the switch-out sample of a recorded thread until its switch-in. */
-static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec, int64_t prev)
+/* Keeps the switch-out sample of a recorded thread until its switch-in (exiting: the
+ * thread is on its way out, released). */
+static int keep_switch_out(struct sonde_recorder *r, const struct perf_rec *rec, int64_t prev,
+			   bool exiting)
 {
 	const struct perf_sample *s = &rec->sample;
-	bool exiting = released(r, rec);
 	struct rec_offcpu *o = state_of(r, (pid_t)rec->pid, (pid_t)rec->tid, true);
 
 	if (!o)
@@ -659,7 +660,10 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 		return err;
 	r->sum.offcpu_switches++;
 	/* the idle task leaving the CPU is no thread's interval (nor an idle sample) */
-	if (rec->pid == 0 || (!released(r, rec) && !sonde__rec_sample_process(r, rec)))
+	if (rec->pid == 0)
+		return 1;
+	bool exiting = released(r, rec);
+	if (!exiting && !sonde__rec_sample_process(r, rec))
 		return 1;
 	/* A task's last switch-out, from do_task_dead once it has exited (its exit record is
 	 * processed already, unless it was lost): it never runs again, so this is no wait.
@@ -669,7 +673,7 @@ int sonde__rec_offcpu_sample(struct sonde_recorder *r, const struct perf_rec *re
 		err = sonde__rec_thread_dead(r, (pid_t)rec->tid, (pid_t)rec->pid, rec->time);
 		return err ? err : 1;
 	}
-	err = keep_switch_out(r, rec, prev);
+	err = keep_switch_out(r, rec, prev, exiting);
 	return err ? err : 1;
 }
 
