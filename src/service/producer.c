@@ -460,6 +460,17 @@ static struct ds_reg *request_descriptor(const struct req *r)
 	return d;
 }
 
+/* The bytes of the descriptors producer c has registered. */
+static size_t desc_bytes(const struct svc *s, const struct conn *c)
+{
+	size_t bytes = 0;
+
+	for (size_t i = 0; i < s->nds; i++)
+		if (s->ds[i]->conn_id == c->id)
+			bytes += s->ds[i]->desc_len;
+	return bytes;
+}
+
 /* Why a producer's registration of d is refused, or NULL. A producer may have
  * SVC_MAX_DS_PER_PRODUCER data sources and SVC_MAX_DS_BYTES_PER_PRODUCER of descriptors
  * registered: each is kept until it unregisters or goes, and each matching session gets an
@@ -471,7 +482,7 @@ static struct ds_reg *request_descriptor(const struct req *r)
 static const char *register_refusal(const struct svc *s, const struct conn *c,
 				    const struct ds_reg *d)
 {
-	size_t n = 0, bytes = d->desc_len;
+	size_t n = 0;
 
 	for (size_t i = 0; i < s->nds; i++) {
 		const struct ds_reg *o = s->ds[i];
@@ -481,12 +492,11 @@ static const char *register_refusal(const struct svc *s, const struct conn *c,
 			return "a data source of this name and id is already registered by this "
 			       "producer";
 		n++;
-		bytes += o->desc_len;
 	}
 	if (n >= SVC_MAX_DS_PER_PRODUCER)
 		return "too many data sources registered by this producer (the per-producer "
 		       "limit)";
-	if (bytes > SVC_MAX_DS_BYTES_PER_PRODUCER)
+	if (desc_bytes(s, c) + d->desc_len > SVC_MAX_DS_BYTES_PER_PRODUCER)
 		return "the data source descriptors of this producer exceed the per-producer "
 		       "size limit";
 	return NULL;
@@ -523,17 +533,6 @@ static int register_ds(struct svc *s, struct req *r)
 	rc = sonde__svc_reply(r, &b, false);
 	sonde__buf_free(&b);
 	return rc;
-}
-
-/* The bytes of the descriptors producer c has registered. */
-static size_t desc_bytes(const struct svc *s, const struct conn *c)
-{
-	size_t bytes = 0;
-
-	for (size_t i = 0; i < s->nds; i++)
-		if (s->ds[i]->conn_id == c->id)
-			bytes += s->ds[i]->desc_len;
-	return bytes;
 }
 
 static int update_ds(struct svc *s, struct req *r)
