@@ -15,22 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int copy(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY | O_CLOEXEC);
-	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	ssize_t n;
-	int ok = in >= 0 && out >= 0;
-
-	while (ok && (n = read(in, buf, sizeof(buf))) > 0)
-		ok = write(out, buf, (size_t)n) == n;
-	if (in >= 0)
-		close(in);
-	if (out >= 0 && close(out) < 0)
-		ok = 0;
-	return ok ? 0 : -1;
-}
+#include "copy_file.h"
 
 static double now(void)
 {
@@ -50,11 +35,11 @@ int main(int argc, char **argv)
 	}
 	snprintf(path, sizeof(path), "%s/libgone.so", argv[2]);
 	snprintf(tmp, sizeof(tmp), "%s/libgone.so.new", argv[2]);
-	if (copy(argv[1], path) < 0)
+	if (copy_file(argv[1], path, O_TRUNC) < 0)
 		return 1;
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (argc == 5) {
-		if (copy("/proc/self/exe", tmp) < 0 || rename(tmp, path) < 0)
+		if (copy_file("/proc/self/exe", tmp, O_TRUNC) < 0 || rename(tmp, path) < 0)
 			return 1;
 	} else if (unlink(path) < 0) {
 		return 1;

@@ -15,22 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int copy(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY | O_CLOEXEC);
-	int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-	ssize_t n;
-	int ok = in >= 0 && out >= 0;
-
-	while (ok && (n = read(in, buf, sizeof(buf))) > 0)
-		ok = write(out, buf, (size_t)n) == n;
-	if (in >= 0)
-		close(in);
-	if (out >= 0 && close(out) < 0)
-		ok = 0;
-	return ok ? 0 : -1;
-}
+#include "copy_file.h"
 
 static double cpu_s(void)
 {
@@ -51,7 +36,7 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/libreuse.so", argv[3]);
 	for (int k = 0; k < 2; k++) {
 		struct stat st;
-		if (copy(argv[1 + k], path) < 0 || stat(path, &st) < 0)
+		if (copy_file(argv[1 + k], path, O_EXCL) < 0 || stat(path, &st) < 0)
 			return 1;
 		inode[k] = (unsigned long)st.st_ino;
 		void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
