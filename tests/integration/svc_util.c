@@ -267,6 +267,16 @@ uint64_t tc_call(struct tc *t, const char *method, const struct buf *args, int f
 	return f.request_id;
 }
 
+uint64_t tc_flush(struct tc *t, uint32_t timeout_ms)
+{
+	struct buf a = BUF_INIT;
+
+	sonde__pb_put_varint(&a, PF_FLUSH_REQ_TIMEOUT_MS, timeout_ms);
+	uint64_t id = tc_call(t, "Flush", &a, -1, false);
+	sonde__buf_free(&a);
+	return id;
+}
+
 /* ------------------------------------------------------------------ producer */
 
 void tprod_open(struct tprod *p, const char *sock, const char *name, bool scraping)

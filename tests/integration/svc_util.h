@@ -52,6 +52,8 @@ void tc_open_fd(struct tc *t, int fd, const char *service);
 void tc_close(struct tc *t);
 uint32_t tc_method_id(const struct tc *t, const char *name);
 uint64_t tc_call(struct tc *t, const char *method, const struct buf *args, int fd, bool drop);
+/* Calls Flush with timeout_ms (0: the session's): the request's id. */
+uint64_t tc_flush(struct tc *t, uint32_t timeout_ms);
 /* Set by in-process tests (svc_inproc.h): runs the service until it is idle and returns
  * whether it did anything. While set, tc_wait returns NULL as soon as the service is idle
  * and the reply has not come, whatever timeout_ms: no wait is measured in real time. */

@@ -61,17 +61,6 @@ static int flush_cmds(struct tprod *p, uint64_t *last)
 	return n;
 }
 
-static uint64_t call_flush(struct tc *c, uint64_t timeout_ms)
-{
-	struct buf a = BUF_INIT;
-	uint64_t id;
-
-	sonde__pb_put_varint(&a, PF_FLUSH_REQ_TIMEOUT_MS, timeout_ms);
-	id = tc_call(c, "Flush", &a, -1, false);
-	sonde__buf_free(&a);
-	return id;
-}
-
 /* The reply to req, which must have come: its success. */
 static bool replied(struct tc *c, uint64_t req)
 {
@@ -102,7 +91,7 @@ TEST_TIMEOUT(hostile_pipelined_flushes_past_the_session_limit_fail_at_once, 60)
 	tcfg_basic(&cfg, 256, one_ds, 1);
 	never_acking_up(&h, &p, &c, &cfg, &enable);
 	for (int i = 0; i < N; i++)
-		req[i] = call_flush(&c, 0);
+		req[i] = tc_flush(&c, 0);
 	inproc_run(&h);
 	ASSERT_INT(flush_cmds(&p, NULL), ==, SVC_MAX_PENDING_FLUSHES);
 	for (int i = SVC_MAX_PENDING_FLUSHES; i < N; i++)
@@ -114,7 +103,7 @@ TEST_TIMEOUT(hostile_pipelined_flushes_past_the_session_limit_fail_at_once, 60)
 	inproc_advance(&h, SVC_DEFAULT_TIMEOUT_MS);
 	for (int i = 0; i < SVC_MAX_PENDING_FLUSHES; i++)
 		ASSERT(!replied(&c, req[i]));
-	uint64_t again = call_flush(&c, 0);
+	uint64_t again = tc_flush(&c, 0);
 	ASSERT_INT(flush_cmds(&p, &last), ==, 1);
 	tprod_commit(&p, NULL, 0, 0, last, NULL);
 	ASSERT(replied(&c, again));
@@ -142,7 +131,7 @@ TEST_TIMEOUT(hostile_flush_period_and_timeout_are_clamped, 60)
 	inproc_advance(&h, 1000);
 	ASSERT_INT(flush_cmds(&p, NULL), ==, 1000 / SVC_MIN_FLUSH_PERIOD_MS);
 
-	uint64_t req = call_flush(&c, 4000000000u);
+	uint64_t req = tc_flush(&c, 4000000000u);
 	inproc_run(&h);
 	ASSERT_INT(flush_cmds(&p, NULL), ==, 1);
 	inproc_advance(&h, SVC_MAX_FLUSH_TIMEOUT_MS - 1);

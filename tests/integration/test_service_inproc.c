@@ -63,17 +63,6 @@ static void irig_down(struct irig *r)
 	inproc_down(&r->h);
 }
 
-static uint64_t call_flush(struct tc *c, uint32_t timeout_ms)
-{
-	struct buf a = BUF_INIT;
-	uint64_t id;
-
-	sonde__pb_put_varint(&a, PF_FLUSH_REQ_TIMEOUT_MS, timeout_ms);
-	id = tc_call(c, "Flush", &a, -1, false);
-	sonde__buf_free(&a);
-	return id;
-}
-
 TEST_TIMEOUT(inproc_flush_is_acked_by_commit_or_fails_at_its_timeout, 30)
 {
 	struct irig r;
@@ -84,7 +73,7 @@ TEST_TIMEOUT(inproc_flush_is_acked_by_commit_or_fails_at_its_timeout, 30)
 	tcfg_basic(&cfg, 1024, one_ds, 1);
 	irig_up(&r, &cfg, false, false);
 	irig_start(&r);
-	uint64_t req = call_flush(&r.c, 5000);
+	uint64_t req = tc_flush(&r.c, 5000);
 	tprod_expect(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
 	ASSERT_UINT(cmd.flush_id, >, 0);
 	inproc_advance(&r.h, 4999);
@@ -96,7 +85,7 @@ TEST_TIMEOUT(inproc_flush_is_acked_by_commit_or_fails_at_its_timeout, 30)
 	tc_msg_free(tc_ok(&r.c, req));
 
 	/* a producer that never acks: the flush fails at its own timeout, not the default */
-	req = call_flush(&r.c, 300);
+	req = tc_flush(&r.c, 300);
 	tprod_expect(&r.p, PF_ASYNC_CMD_FLUSH, &cmd);
 	inproc_advance(&r.h, 299);
 	ASSERT(tc_wait(&r.c, req, 0) == NULL);
