@@ -6,7 +6,7 @@
  * alternating, so that a change in the machine's load falls on both.
  *
  * usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] [--quick] [--case 0-9]
- *                    [--repeat N] [--rss] [--tcp | --tcp-vs-smb]
+ *                    [--repeat N] [--rss] [--tcp | --tcp-vs-smb] [--no-page-reporting]
  *
  * --case 0-7 runs one ingest case only (for profiling); --case 8 the ReadBuffers drain only
  * and --case 9 the write_into_file drain only; each --repeat N times (default 1), the
@@ -25,6 +25,13 @@
  * writing 96 KiB or 1 MiB buffers, another reading them: the two kernel copies every
  * emulated byte costs), the ceiling of the TCP figures.
  *
+ * --no-page-reporting (root): turns the kernel's free page reporting off for the run
+ * (page_reporting_order 11; a child restores the old value once the bench is gone, however
+ * it ends, under a lock in /run/sonde-test, which it holds until then). On a VM whose balloon reports free memory to
+ * the host, the first touch of a reported page faults in the host: writing 256 MiB into
+ * the page cache then costs 3-5 times its CPU, at random for whichever service met such
+ * pages, which is most of the write_into_file drain's scatter (docs/service.md).
+ *
  * Both services are started with PERFETTO_PRODUCER_SOCK_NAME / PERFETTO_CONSUMER_SOCK_NAME
  * pointing into a temporary directory and no arguments. The producers and consumer are
  * sonde's client library in both cases, so the service is the only variable.
@@ -40,7 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/perf_event.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <arpa/inet.h>
@@ -876,6 +885,62 @@ out:
 	return dt > 0 ? total / dt / 1e6 : 0;
 }
 
+static int write_param(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : write(fd, v, strlen(v));
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(v) ? 0 : -1;
+}
+
+/* --no-page-reporting: off until this process and its children are gone. */
+static void page_reporting_off(void)
+{
+	static const char param[] = "/sys/module/page_reporting/parameters/page_reporting_order";
+	char old[32] = "";
+	pid_t bench = getpid();
+
+	mkdir("/run/sonde-test", 0755);
+	int lk = open("/run/sonde-test/page_reporting_order.lock", O_RDWR | O_CREAT | O_CLOEXEC,
+		      0644);
+	if (lk < 0 || flock(lk, LOCK_EX) < 0)
+		die("--no-page-reporting: cannot lock /run/sonde-test/page_reporting_order.lock");
+	FILE *f = fopen(param, "r");
+	if (!f || !fgets(old, sizeof(old), f))
+		die("--no-page-reporting: this kernel reports no free pages (no page_reporting "
+		    "module parameters)");
+	fclose(f);
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &usr1, NULL);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("--no-page-reporting: fork failed");
+	if (pid == 0) {
+		/* the restorer: told when the bench is gone, however it ended (a Ctrl-C to the
+		 * group reaches this process too, and is for the bench) */
+		signal(SIGINT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		prctl(PR_SET_PDEATHSIG, SIGUSR1);
+		int sig;
+		if (getppid() == bench)
+			sigwait(&usr1, &sig);
+		_exit(write_param(param, old) == 0 ? 0 : 1);
+	}
+	sigprocmask(SIG_UNBLOCK, &usr1, NULL);
+	if (write_param(param, "11\n") < 0)
+		die("--no-page-reporting: cannot write page_reporting_order");
+	old[strcspn(old, "\n")] = 0;
+	printf("trace_bench: free page reporting off for the run (page_reporting_order %s -> 11, "
+	       "restored at exit)\n",
+	       old);
+}
+
 int main(int argc, char **argv)
 {
 	const char *bins[2] = {NULL, NULL};
@@ -883,6 +948,7 @@ int main(int argc, char **argv)
 	uint32_t drain_kb = 256 * 1024;
 	bool quick = false, rss_only = false;
 	int nb = 0, only = -1, repeat = 1;
+	bool no_reporting = false;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
@@ -901,22 +967,27 @@ int main(int argc, char **argv)
 			only = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
 			repeat = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--no-page-reporting"))
+			no_reporting = true;
 		else if (argv[i][0] != '-' && nb < 2)
 			bins[nb++] = argv[i];
 		else {
 			fprintf(stderr,
 				"usage: trace_bench SONDED [PEER] [--seconds N] "
 				"[--drain-mb N] [--quick] [--case 0-9] [--repeat N] [--rss] "
-				"[--tcp | --tcp-vs-smb]\n");
+				"[--tcp | --tcp-vs-smb] [--no-page-reporting]\n");
 			return 2;
 		}
 	}
 	if (!nb) {
 		fprintf(stderr,
 			"usage: trace_bench SONDED [PEER] [--seconds N] [--drain-mb N] "
-			"[--quick] [--case 0-9] [--repeat N] [--rss] [--tcp | --tcp-vs-smb]\n");
+			"[--quick] [--case 0-9] [--repeat N] [--rss] [--tcp | --tcp-vs-smb] "
+			"[--no-page-reporting]\n");
 		return 2;
 	}
+	if (no_reporting)
+		page_reporting_off();
 	signal(SIGPIPE, SIG_IGN);
 	sonde_log__set_level(SONDE_LOG_ERROR);
 	static struct results res[2];
