@@ -20,10 +20,23 @@
  * over the buffer it filled and gets an empty one back (from `spare`, with its memory,
  * so that it does not grow again), and the thread writes the list with writev(). Before,
  * a buffer queued behind another was appended to it, one more copy of every byte on the
- * loop's side, which bound a file's drain more than the write() did. */
+ * loop's side, which bound a file's drain more than the write() did. A segment may also
+ * be borrowed bytes (sonde__fwriter_push_ref), written from where they lie. */
+struct seg {
+	const uint8_t *p; /* the bytes to write: own.data, or borrowed */
+	size_t len;
+	struct buf own;
+};
+
 struct segs {
-	struct buf *v;
+	struct seg *v;
 	size_t n, cap;
+};
+
+/* What sonde__fwriter_hold keeps alive until the writer is destroyed. */
+struct hold {
+	void (*release)(void *);
+	void *arg;
 };
 
 enum {
@@ -59,14 +72,38 @@ struct fwriter {
 	bool closing;	/* sonde__fwriter_closing: send each batch to the disk at once */
 	int wake_fd;	/* eventfd of sonde__fwriter_notify, or -1 */
 	bool want_room; /* the loop found the queue full: wake it when it empties */
+	struct hold *holds; /* the loop's alone */
+	size_t nholds;
 };
+
+static void segs_clear(struct segs *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		sonde__buf_free(&l->v[i].own);
+	l->n = 0;
+}
 
 static void segs_free(struct segs *l)
 {
-	for (size_t i = 0; i < l->n; i++)
-		sonde__buf_free(&l->v[i]);
+	segs_clear(l);
 	sonde__free(l->v);
 	*l = (struct segs){0};
+}
+
+/* Room for k more segments at the end of l. */
+static int segs_reserve(struct segs *l, size_t k)
+{
+	if (l->n + k > l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 8;
+		while (cap < l->n + k)
+			cap *= 2;
+		struct seg *v = sonde__realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	return 0;
 }
 
 /* Called with the lock held: the buffers of `out` are written; they become spares (their
@@ -74,11 +111,14 @@ static void segs_free(struct segs *l)
 static void recycle_out(struct fwriter *w)
 {
 	for (size_t i = 0; i < w->out.n; i++) {
+		struct buf *b = &w->out.v[i].own;
+		if (!b->data)
+			continue; /* borrowed */
 		if (w->nspare < MAX_SPARE) {
-			sonde__buf_reset(&w->out.v[i]);
-			w->spare[w->nspare++] = w->out.v[i];
+			sonde__buf_reset(b);
+			w->spare[w->nspare++] = *b;
 		} else {
-			sonde__buf_free(&w->out.v[i]);
+			sonde__buf_free(b);
 		}
 	}
 	w->out.n = 0;
@@ -97,17 +137,17 @@ static void wake_loop(struct fwriter *w, bool always)
 		w->want_room = true;
 }
 
-/* Writes the buffers of `out` in order, as few writev() calls as the kernel allows. */
+/* Writes the segments of `out` in order, as few writev() calls as the kernel allows. */
 static int write_out(struct fwriter *w)
 {
-	struct iovec iov[64];
+	struct iovec iov[256];
 	size_t seg = 0, off = 0; /* the first byte not written yet */
 
 	while (seg < w->out.n) {
 		int n = 0;
 		for (size_t i = seg; i < w->out.n && n < (int)(sizeof(iov) / sizeof(iov[0])); i++) {
 			size_t skip = i == seg ? off : 0;
-			iov[n++] = (struct iovec){w->out.v[i].data + skip, w->out.v[i].len - skip};
+			iov[n++] = (struct iovec){(void *)(w->out.v[i].p + skip), w->out.v[i].len - skip};
 		}
 		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 		ssize_t k = writev(w->fd, iov, n);
@@ -185,9 +225,7 @@ static void write_queue(struct fwriter *w)
 	w->inflight = 0;
 	if (rc < 0 && !w->err) {
 		w->err = rc;
-		for (size_t i = 0; i < w->q.n; i++)
-			sonde__buf_free(&w->q.v[i]);
-		w->q.n = 0;
+		segs_clear(&w->q);
 		w->qlen = 0;
 	}
 	pthread_cond_broadcast(&w->idle);
@@ -273,25 +311,21 @@ static int enqueue(struct fwriter *w, struct buf *b)
 {
 	size_t n = b->len;
 
-	if (w->q.n && n < SMALL_PUSH) {
-		struct buf *last = &w->q.v[w->q.n - 1];
-		if (sonde__buf_reserve(last, n) < 0) {
-			last->failed = false; /* nothing was taken: what it holds is whole */
+	struct seg *last = w->q.n ? &w->q.v[w->q.n - 1] : NULL;
+
+	if (last && last->own.data && n < SMALL_PUSH) {
+		if (sonde__buf_reserve(&last->own, n) < 0) {
+			last->own.failed = false; /* nothing was taken: what it holds is whole */
 			return -ENOMEM;
 		}
-		sonde__buf_append(last, b->data, n);
+		sonde__buf_append(&last->own, b->data, n);
+		*last = (struct seg){last->own.data, last->own.len, last->own};
 		sonde__buf_reset(b);
 	} else {
-		if (w->q.n == w->q.cap) {
-			size_t cap = w->q.cap ? 2 * w->q.cap : 8;
-			struct buf *v = sonde__realloc(w->q.v, cap * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			w->q.v = v;
-			w->q.cap = cap;
-		}
+		if (segs_reserve(&w->q, 1) < 0)
+			return -ENOMEM;
 		/* the bytes change hands, not places; b gets an emptied buffer back */
-		w->q.v[w->q.n++] = *b;
+		w->q.v[w->q.n++] = (struct seg){b->data, n, *b};
 		*b = w->nspare ? w->spare[--w->nspare] : (struct buf)BUF_INIT;
 	}
 	if (!w->qlen)
@@ -315,6 +349,40 @@ int sonde__fwriter_push_buf(struct fwriter *w, struct buf *b)
 		sonde__buf_reset(b);
 	pthread_mutex_unlock(&w->lock);
 	return rc;
+}
+
+int sonde__fwriter_push_ref(struct fwriter *w, struct buf *before, const void *p, size_t n)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&w->lock);
+	if (w->err)
+		rc = w->err;
+	else if (segs_reserve(&w->q, 2) < 0) /* enqueue's and ours: nothing fails after */
+		rc = -ENOMEM;
+	else if (before->len)
+		rc = enqueue(w, before);
+	if (rc == 0 && n) {
+		w->q.v[w->q.n++] = (struct seg){p, n, BUF_INIT};
+		if (!w->qlen)
+			queued(w);
+		w->qlen += n;
+	}
+	if (rc == 0 && !fits(w, 0))
+		rc = 1;
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+int sonde__fwriter_hold(struct fwriter *w, void (*release)(void *), void *arg)
+{
+	struct hold *v = sonde__realloc(w->holds, (w->nholds + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	w->holds = v;
+	w->holds[w->nholds++] = (struct hold){release, arg};
+	return 0;
 }
 
 bool sonde__fwriter_room(struct fwriter *w, size_t n)
@@ -494,7 +562,7 @@ int sonde__fwriter_copy_to(struct fwriter *w, int fd, int timeout_ms, uint64_t *
 		rc = -ETIMEDOUT;
 	else if ((rc = copy_file(w->fd, fd, &n)) == 0)
 		for (size_t i = 0; i < w->q.n && rc == 0; i++)
-			if ((rc = write_all(fd, w->q.v[i].data, w->q.v[i].len)) == 0)
+			if ((rc = write_all(fd, w->q.v[i].p, w->q.v[i].len)) == 0)
 				n += w->q.v[i].len;
 	pthread_mutex_unlock(&w->lock);
 	*copied = n;
@@ -508,6 +576,10 @@ static void destroy(struct fwriter *w)
 	segs_free(&w->out);
 	for (size_t i = 0; i < w->nspare; i++)
 		sonde__buf_free(&w->spare[i]);
+	/* the thread has ended: nothing borrowed is read any more */
+	for (size_t i = 0; i < w->nholds; i++)
+		w->holds[i].release(w->holds[i].arg);
+	sonde__free(w->holds);
 	pthread_cond_destroy(&w->idle);
 	pthread_cond_destroy(&w->work);
 	pthread_mutex_destroy(&w->lock);

@@ -39,6 +39,17 @@ struct fwriter *sonde__fwriter_new(int fd, size_t max_queued);
  * empty queue takes any amount), -ENOMEM, or the writer's error once a write failed
  * (-errno; everything queued is dropped then). */
 int sonde__fwriter_push_buf(struct fwriter *w, struct buf *b);
+/* Queues the bytes of `before` (taken as by sonde__fwriter_push_buf), then the n bytes at
+ * p, which are not copied: the thread writes them from where they lie, so they must stay
+ * as they are until the writer is destroyed (sonde__fwriter_hold keeps their memory
+ * alive that long). Both are taken whatever the bound, which counts them: 0 when the
+ * queue has room left, 1 when it is past its bound (a wake-up is asked for, as by a push
+ * refused for room), else -ENOMEM or the writer's error (nothing taken then). */
+int sonde__fwriter_push_ref(struct fwriter *w, struct buf *before, const void *p, size_t n);
+/* Calls release(arg) once the writer is destroyed (its thread ended: nothing it borrowed
+ * is read any more), from sonde__fwriter_reap or sonde__fwriter_free; never if the thread
+ * is left running to the process's exit. 0 or -ENOMEM (release not registered). */
+int sonde__fwriter_hold(struct fwriter *w, void (*release)(void *), void *arg);
 /* Whether a push of n bytes would be taken now. */
 bool sonde__fwriter_room(struct fwriter *w, size_t n);
 /* After a push or a room check found the queue full, the thread writes 1 to wake_fd (an

@@ -18,7 +18,12 @@
 #include "service/session.h"
 #include "service/outfile.h"
 
-enum { FILE_FLUSH_BYTES = 1 << 20 };
+enum {
+	FILE_FLUSH_BYTES = 1 << 20,
+	/* in the last drain, slices this large are written from the buffers, not copied:
+	 * below it a copy costs less than the writer's iovec and the queue's lock */
+	FILE_REF_MIN = 2048,
+};
 
 /* The file is written by its writer thread (fwriter.h): the loop moves packets from the
  * buffers into fbuf, and fbuf into the writer's bounded queue. While the queue is full
@@ -56,6 +61,17 @@ struct file_sink {
 	bool full, broken, backlog;
 };
 
+/* Whether the slice lies in one of the session's buffers, all lent to its writer. */
+static bool lent_slice(const struct session *ss, const struct iovec *v)
+{
+	if (!ss->file_refs || v->iov_len < FILE_REF_MIN)
+		return false;
+	for (size_t i = 0; i < ss->nbufs; i++)
+		if (sonde__tbuf_holds(ss->bufs[i], v->iov_base, v->iov_len))
+			return true;
+	return false;
+}
+
 /* Writes one Trace.packet record: 0x0A, varint length, the packet's slices. */
 static int file_packet(void *ctx, const struct iovec *iov, size_t n, size_t total)
 {
@@ -71,8 +87,20 @@ static int file_packet(void *ctx, const struct iovec *iov, size_t n, size_t tota
 		return 1;
 	}
 	sonde__buf_append(&ss->fbuf, hdr, h);
-	for (size_t i = 0; i < n; i++)
-		sonde__buf_append(&ss->fbuf, iov[i].iov_base, iov[i].iov_len);
+	for (size_t i = 0; i < n; i++) {
+		if (!lent_slice(ss, &iov[i])) {
+			sonde__buf_append(&ss->fbuf, iov[i].iov_base, iov[i].iov_len);
+			continue;
+		}
+		int rc = sonde__fwriter_push_ref(ss->fw, &ss->fbuf, iov[i].iov_base,
+						 iov[i].iov_len);
+		if (rc < 0) {
+			fs->broken = true;
+			return 1;
+		}
+		if (rc > 0)
+			fs->backlog = true;
+	}
 	ss->file_bytes += h + total;
 	/* this packet is taken; when the writer cannot take fbuf, the next ones wait in the
 	 * buffers for room (asked only per FILE_FLUSH_BYTES, not per packet: it locks) */
@@ -81,6 +109,32 @@ static int file_packet(void *ctx, const struct iovec *iov, size_t n, size_t tota
 	if (ss->fbuf.len >= FILE_FLUSH_BYTES)
 		fs->backlog = true;
 	return fs->full || fs->broken || fs->backlog;
+}
+
+static void release_ring(void *m)
+{
+	sonde__tbuf_mem_release(m);
+}
+
+/* The last drain: nothing more is written into the buffers (Perfetto's service reads them
+ * out at once), so the writer may write their packets from where they lie, the memory
+ * kept alive for it should the session go first. Where that cannot be set up, the
+ * packets are copied as before. */
+static void lend_buffers(struct session *ss)
+{
+	bool ok = true;
+
+	ss->file_sealed = true;
+	for (size_t i = 0; i < ss->nbufs; i++) {
+		sonde__tbuf_seal(ss->bufs[i]);
+		struct tbuf_mem *m = sonde__tbuf_lend(ss->bufs[i]);
+		if (!m || sonde__fwriter_hold(ss->fw, release_ring, m) < 0) {
+			if (m)
+				sonde__tbuf_mem_release(m);
+			ok = false;
+		}
+	}
+	ss->file_refs = ok;
 }
 
 /* Hands a writer over to the retired list; cancelled, it is stopped now (and freed here
@@ -161,8 +215,11 @@ void sonde__session_drain_file(struct svc *s, struct session *ss)
 		file_fail(s, ss, why);
 		return;
 	}
-	if (ss->file_closing)
+	if (ss->file_closing) {
 		sonde__fwriter_closing(ss->fw);
+		if (!ss->file_sealed)
+			lend_buffers(ss);
+	}
 	if (file_push(ss) < 0)
 		fs.broken = true;
 	fs.backlog = !sonde__fwriter_room(ss->fw, ss->fbuf.len);

@@ -65,6 +65,9 @@ struct session {
 	struct fwriter *fw;
 	bool out_created; /* output_path: the service created the file */
 	bool file_closing, file_done;
+	/* the last drain has sealed the buffers (file_sealed) and lent their rings to the
+	 * writer, which then writes large slices from them, not from copies (file_refs) */
+	bool file_sealed, file_refs;
 	uint64_t t_pump; /* a drain soon: the writer's queue was full, or the file closes */
 	uint64_t file_bytes;
 	struct buf fbuf;

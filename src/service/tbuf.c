@@ -84,11 +84,19 @@ int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard)
 	return 0;
 }
 
+struct tbuf_mem {
+	void *mem;
+	unsigned refs;
+};
+
 void sonde__tbuf_free(struct tbuf *tb)
 {
 	for (size_t i = 0; i < tb->nseqs; i++)
 		sonde__free(tb->seqs[i].win);
-	sonde__free(tb->mem);
+	if (tb->lent)
+		sonde__tbuf_mem_release(tb->lent);
+	else
+		sonde__free(tb->mem);
 	sonde__u64map_free(&tb->chunks);
 	sonde__u64map_free(&tb->seqmap);
 	sonde__free(tb->seqs);
@@ -110,9 +118,43 @@ static int map_copy(struct u64map *dst, const struct u64map *src)
 	return 0;
 }
 
+void sonde__tbuf_seal(struct tbuf *tb)
+{
+	tb->sealed = true;
+}
+
+struct tbuf_mem *sonde__tbuf_lend(struct tbuf *tb)
+{
+	if (!tb->lent) {
+		tb->lent = sonde__malloc(sizeof(*tb->lent));
+		if (!tb->lent)
+			return NULL;
+		*tb->lent = (struct tbuf_mem){tb->mem, 1}; /* the buffer's own */
+	}
+	tb->lent->refs++;
+	return tb->lent;
+}
+
+void sonde__tbuf_mem_release(struct tbuf_mem *m)
+{
+	if (--m->refs)
+		return;
+	sonde__free(m->mem);
+	sonde__free(m);
+}
+
+bool sonde__tbuf_holds(const struct tbuf *tb, const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p, d = (uintptr_t)tb->data;
+
+	return a >= d && a - d <= tb->size && n <= tb->size - (a - d);
+}
+
 int sonde__tbuf_clone(struct tbuf *dst, const struct tbuf *src)
 {
 	*dst = *src;
+	dst->sealed = false;
+	dst->lent = NULL;
 	dst->data = ring_alloc(src->size, &dst->mem);
 	dst->seqs = sonde__malloc((src->seqs_cap ? src->seqs_cap : 1) * sizeof(*src->seqs));
 	dst->nseqs = 0; /* until the sequences and their windows are copied */
@@ -500,6 +542,10 @@ void sonde__tbuf_copy_chunk_ident(struct tbuf *tb, uint32_t producer_id,
 	size_t off;
 	int seq;
 
+	if (tb->sealed) {
+		tb->st.chunks_discarded++;
+		return;
+	}
 	if (((REC_HDR + len + 15) & ~(size_t)15) > cap || ci->writer_id == 0 ||
 	    ci->writer_id > SMB_MAX_WRITER_ID) {
 		tb->st.abi_violations++;
@@ -547,7 +593,7 @@ static struct rec *find_rec(struct tbuf *tb, uint32_t producer_id, uint16_t writ
 int sonde__tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id,
 	       uint32_t off, const uint8_t data[4])
 {
-	struct rec *r = find_rec(tb, producer_id, writer_id, chunk_id);
+	struct rec *r = tb->sealed ? NULL : find_rec(tb, producer_id, writer_id, chunk_id);
 
 	if (!r) {
 		tb->st.patches_failed++;
@@ -564,7 +610,8 @@ int sonde__tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id,
 
 void sonde__tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id)
 {
-	struct rec *r = find_rec(tb, producer_id, writer_id, chunk_id);
+	/* sealed, its patches were refused: the chunk stays unreadable */
+	struct rec *r = tb->sealed ? NULL : find_rec(tb, producer_id, writer_id, chunk_id);
 
 	if (r)
 		r->flags &= (uint8_t)~SMB_FLAG_NEEDS_PATCHING;

@@ -79,6 +79,8 @@ struct tbuf {
 	int seq_cache_idx;
 	struct tbuf_stats st;
 	uint32_t pass;
+	bool sealed;		/* sonde__tbuf_seal: takes no chunk or patch any more */
+	struct tbuf_mem *lent; /* the ring's memory, once lent (sonde__tbuf_lend) */
 	/* reader scratch, reused */
 	struct iovec *iov;
 	size_t iov_cap;
@@ -88,6 +90,10 @@ struct tbuf {
 /* Receives each packet read: its slices (the last one is the trusted suffix) and total
  * length. Returns 0 to go on, or non-zero to stop reading after this packet. */
 typedef int (*tbuf_packet_fn)(void *ctx, const struct iovec *iov, size_t n, size_t total);
+
+/* The ring's memory, shared once lent: freed when the buffer and every borrower have let
+ * it go. */
+struct tbuf_mem;
 
 /* size is rounded down to a multiple of 16 (minimum 4096). Returns 0 or -ENOMEM. */
 int sonde__tbuf_init(struct tbuf *tb, size_t size, bool discard);
@@ -121,6 +127,20 @@ int sonde__tbuf_patch(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id,
 	       uint32_t off, const uint8_t data[4]);
 /* Clears the needs-patching flag of a stored chunk (its last patch arrived). */
 void sonde__tbuf_patch_done(struct tbuf *tb, uint32_t producer_id, uint16_t writer_id, uint32_t chunk_id);
+
+/* From now on the ring's bytes do not change: chunks and patches sent to it are dropped
+ * (counted in chunks_discarded and patches_failed), and what is read stays where it is.
+ * For the last drain of a write_into_file session, whose file is complete once the
+ * buffers are read out: Perfetto's service reads them out at once, so that nothing
+ * committed later reaches the file either. */
+void sonde__tbuf_seal(struct tbuf *tb);
+/* A reference to the ring's memory, for slices read from a sealed buffer that are used
+ * after the buffer is freed (a file writer thread writing them from where they lie):
+ * valid until sonde__tbuf_mem_release. NULL on -ENOMEM. Loop thread only. */
+struct tbuf_mem *sonde__tbuf_lend(struct tbuf *tb);
+void sonde__tbuf_mem_release(struct tbuf_mem *m);
+/* Whether the n bytes at p lie in the ring. */
+bool sonde__tbuf_holds(const struct tbuf *tb, const void *p, size_t n);
 
 /* Reads packets oldest first into fn. *next_seq_id hands out trusted sequence ids (the
  * session's counter); invalid packets are dropped and counted in *invalid. Returns 1 if

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -412,6 +413,99 @@ TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 60)
 	free(err);
 	tc_close(&nb);
 	tc_close(&p.t);
+	close(pfd[0]);
+	inproc_down(&h);
+}
+
+/* Packet i of the test below: tag "pkt%03u" then 3000 bytes of one letter, in field 900. */
+static void tagged_packet(struct buf *pk, unsigned i)
+{
+	uint8_t body[3008];
+
+	snprintf((char *)body, 8, "pkt%03u", i);
+	memset(body + 7, 'a' + (int)(i % 26), sizeof(body) - 7);
+	sonde__buf_reset(pk);
+	sonde__pb_put_bytes(pk, 900, body, sizeof(body));
+}
+
+/* The last drain of a write_into_file session hands large packets to the writer thread
+ * where they lie in the trace buffer, not copied. The consumer's output is a pipe it reads
+ * only after it left: the writer blocks in the middle of the packets, the session (and
+ * its buffer) is freed meanwhile, and the pipe still gets every packet whole, since the
+ * buffer's memory stays the writer's until its thread is gone. In-process; the real-time
+ * waits are for the writer to block and for the bytes it writes (events). */
+TEST_TIMEOUT(liveness_last_drain_from_the_buffers_outlives_its_session, 60)
+{
+	static const char *const ds[] = {"liveness.pipe"};
+	enum { N = 100 };
+	struct inproc h;
+	struct tprod p;
+	struct tcmd cmd;
+	struct tc nb;
+	struct buf cfg = BUF_INIT, pk = BUF_INIT, out = BUF_INIT;
+	int pfd[2];
+
+	signal(SIGPIPE, SIG_IGN);
+	inproc_up(&h);
+	h.writer_blocks = true;
+	inproc_producer(&h, &p, "pipe-producer", false);
+	tprod_register(&p, "liveness.pipe", false, false);
+	inproc_consumer(&h, &nb);
+	ASSERT_OK(pipe2(pfd, O_CLOEXEC));
+	/* no write period within the test: the last drain writes every packet */
+	tcfg_basic(&cfg, 4096, ds, 1);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, 1);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 3600000);
+	tcons_enable(&nb, &cfg, pfd[1]);
+	close(pfd[1]);
+	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+	for (unsigned i = 0; i < N; i++) {
+		tagged_packet(&pk, i);
+		struct iovec v = {pk.data, pk.len};
+		unsigned page = i % (unsigned)(p.smb_size / p.page);
+		unsigned moves[1][2] = {{page, 0}};
+		tprod_chunk(&p, page, SMB_LAYOUT_DIV1, 0, 1, i, 0, &v, 1, true);
+		tprod_commit(&p, moves, 1, target, 0, NULL);
+	}
+	tc_msg_free(tc_ok(&nb, tc_call(&nb, "DisableTracing", NULL, -1, false)));
+	/* 300 KB of packets, the pipe holds 64 KiB */
+	double end = test_now() + 20;
+	while (!a_thread_blocked_in_writev()) {
+		ASSERT(test_now() < end);
+		usleep(1000);
+	}
+	tc_close(&nb); /* the session and its buffer go */
+	inproc_run(&h);
+	tc_close(&p.t);
+	inproc_run(&h);
+	int found = 0;
+	while (found < N) {
+		struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
+		if (poll(&pf, 1, 20000) != 1)
+			FAIL("the pipe got %d of %d packets, then nothing for 20 s", found, N);
+		ASSERT_OK(sonde__buf_reserve(&out, 65536));
+		ssize_t k = read(pfd[0], out.data + out.len, 65536);
+		if (k <= 0)
+			FAIL("the pipe ended after %d of %d packets", found, N);
+		out.len += (size_t)k;
+		found = trace_count(&out, "pkt", 3, NULL);
+	}
+	for (unsigned i = 0; i < N; i++) {
+		struct tpkt last;
+		char tag[8];
+		snprintf(tag, sizeof(tag), "pkt%03u", i);
+		tagged_packet(&pk, i);
+		ASSERT_INT(trace_count(&out, tag, 7, &last), ==, 1);
+		if (!memmem(last.p, last.len, pk.data, pk.len))
+			FAIL("packet %u is not whole", i);
+	}
+	sonde__buf_free(&cfg);
+	sonde__buf_free(&pk);
+	sonde__buf_free(&out);
 	close(pfd[0]);
 	inproc_down(&h);
 }

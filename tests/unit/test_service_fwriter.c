@@ -162,3 +162,52 @@ TEST(service_fwriter_wakes_the_loop_when_the_finish_is_done)
 	close(rd);
 	close(efd);
 }
+
+static void count_release(void *arg)
+{
+	++*(int *)arg;
+}
+
+/* Borrowed bytes (the last drain's packets, written from the trace buffer) go between the
+ * owned ones in order, are counted against the bound, and what keeps their memory alive
+ * is let go only once the writer is destroyed, its thread gone: not when the queue is
+ * written, nor at the finish. */
+TEST(service_fwriter_writes_borrowed_bytes_in_order_and_holds_them_to_the_end)
+{
+	static const uint8_t tags[] = {'a', 'b', 'c'};
+	static uint8_t borrowed[MAX];
+	struct buf b = BUF_INIT;
+	int p[2], released = 0;
+
+	ASSERT_OK(pipe(p));
+	struct fwriter *w = sonde__fwriter_new(p[1], MAX);
+	ASSERT(w != NULL);
+	ASSERT_INT(sonde__fwriter_hold(w, count_release, &released), ==, 0);
+	memset(borrowed, 'b', sizeof(borrowed));
+	fill(&b, 'a');
+	/* 'a' then the borrowed 'b': taken past the bound, which says the queue is full */
+	ASSERT_INT(sonde__fwriter_push_ref(w, &b, borrowed, sizeof(borrowed)), ==, 1);
+	ASSERT_UINT(b.len, ==, 0);
+	ASSERT(!sonde__fwriter_room(w, 1));
+	fill(&b, 'c');
+	/* full or not, depending on whether the thread took 'a' and 'b' by now */
+	ASSERT_INT(sonde__fwriter_push_ref(w, &b, NULL, 0), >=, 0);
+	drain_pipe(p[0], 3 * MAX, tags);
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ASSERT_INT(efd, >=, 0);
+	sonde__fwriter_notify(w, efd);
+	sonde__fwriter_finish(w, 0);
+	for (int tries = 0; !sonde__fwriter_finished(w); tries++) {
+		ASSERT_INT(tries, <, 10);
+		struct pollfd pf = {.fd = efd, .events = POLLIN};
+		ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
+		uint64_t v;
+		ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
+	}
+	close(efd);
+	ASSERT_INT(released, ==, 0); /* finished, not destroyed: its thread may still read */
+	ASSERT(sonde__fwriter_free(w, 5000));
+	ASSERT_INT(released, ==, 1);
+	sonde__buf_free(&b);
+	close(p[0]);
+}

@@ -331,3 +331,63 @@ TEST(service_tbuf_streamed_ring_reads_as_a_copied_one)
 		sonde__buf_free(&out[t].b);
 	}
 }
+
+struct slices {
+	const uint8_t *p[8];
+	uint8_t copy[8][32];
+	size_t len[8], n;
+};
+
+/* Keeps where each packet's first slice lies, and what it holds. */
+static int on_packet_where(void *ctx, const struct iovec *iov, size_t n, size_t total)
+{
+	struct slices *s = ctx;
+
+	(void)n;
+	(void)total;
+	ASSERT_UINT(s->n, <, 8);
+	s->p[s->n] = iov[0].iov_base;
+	s->len[s->n] = iov[0].iov_len < 32 ? iov[0].iov_len : 32;
+	memcpy(s->copy[s->n], iov[0].iov_base, s->len[s->n]);
+	s->n++;
+	return 0;
+}
+
+/* The last drain of a write_into_file session: once sealed, a ring takes no chunk and no
+ * patch (each counted), a chunk still waiting for its patches stays unread, and what was
+ * read stays where it lies, in memory a borrower keeps after the buffer is freed. */
+TEST(service_tbuf_sealed_ring_keeps_what_was_read_for_its_borrowers)
+{
+	/* a 4 KiB ring holds 4 of these chunks: a fifth would overwrite the first */
+	struct tbuf tb;
+	struct slices s = {0};
+	uint32_t seq = 1;
+	uint64_t invalid = 0;
+
+	ASSERT_OK(sonde__tbuf_init(&tb, 4096, false));
+	for (uint32_t i = 0; i < 3; i++)
+		commit_named(&tb, i, 0);
+	commit_named(&tb, 3, SMB_FLAG_NEEDS_PATCHING);
+	ASSERT_INT(sonde__tbuf_read(&tb, on_packet_where, &s, &seq, &invalid), ==, 0);
+	ASSERT_UINT(s.n, ==, 3);
+	sonde__tbuf_seal(&tb);
+	struct tbuf_mem *m = sonde__tbuf_lend(&tb);
+	ASSERT(m != NULL);
+	for (uint32_t i = 4; i < 12; i++)
+		commit_named(&tb, i, 0);
+	ASSERT_UINT(tb.st.chunks_discarded, ==, 8);
+	ASSERT_UINT(tb.st.chunks_overwritten, ==, 0);
+	ASSERT_INT(patch_same(&tb, 3), ==, -ENOENT);
+	ASSERT_UINT(tb.st.patches_failed, ==, 1);
+	sonde__tbuf_patch_done(&tb, 1, 1, 3);
+	ASSERT_INT(sonde__tbuf_read(&tb, on_packet_where, &s, &seq, &invalid), ==, 0);
+	ASSERT_UINT(s.n, ==, 3); /* its patches were refused: not read */
+	for (size_t i = 0; i < s.n; i++)
+		ASSERT(sonde__tbuf_holds(&tb, s.p[i], s.len[i]));
+	ASSERT(!sonde__tbuf_holds(&tb, s.copy[0], 1));
+	sonde__tbuf_free(&tb);
+	/* the borrower's reference keeps the bytes (ASan would see a read of freed memory) */
+	for (size_t i = 0; i < s.n; i++)
+		ASSERT(memcmp(s.p[i], s.copy[i], s.len[i]) == 0);
+	sonde__tbuf_mem_release(m);
+}
