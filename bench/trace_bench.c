@@ -27,10 +27,11 @@
  *
  * --no-page-reporting (root): turns the kernel's free page reporting off for the run
  * (page_reporting_order 11; a child restores the old value once the bench is gone, however
- * it ends, under a lock in /run/sonde-test, which it holds until then). On a VM whose balloon reports free memory to
- * the host, the first touch of a reported page faults in the host: writing 256 MiB into
- * the page cache then costs 3-5 times its CPU, at random for whichever service met such
- * pages, which is most of the write_into_file drain's scatter (docs/service.md).
+ * it ends, under a lock in /run/sonde-test, which it holds until then), then touches and
+ * frees 2 GiB so that the run's pages are backed. On a VM whose balloon reports free
+ * memory to the host, the first touch of a reported page faults in the host: writing 256
+ * MiB into the page cache then costs 3-5 times its CPU, at random for whichever service
+ * met such pages, which is most of the write_into_file drain's scatter (docs/service.md).
  *
  * Both services are started with PERFETTO_PRODUCER_SOCK_NAME / PERFETTO_CONSUMER_SOCK_NAME
  * pointing into a temporary directory and no arguments. The producers and consumer are
@@ -49,6 +50,7 @@
 #include <linux/perf_event.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -935,6 +937,15 @@ static void page_reporting_off(void)
 	sigprocmask(SIG_UNBLOCK, &usr1, NULL);
 	if (write_param(param, "11\n") < 0)
 		die("--no-page-reporting: cannot write page_reporting_order");
+	/* what was reported before stays so until touched: 2 GiB touched and freed now puts
+	 * backed pages at the head of the free lists, where the run's allocations (the
+	 * buffers, the page cache of the drains) take theirs first; else the first drain
+	 * meets the reported ones */
+	size_t warm = (size_t)2 << 30;
+	void *m = mmap(NULL, warm, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (m != MAP_FAILED)
+		munmap(m, warm);
 	old[strcspn(old, "\n")] = 0;
 	printf("trace_bench: free page reporting off for the run (page_reporting_order %s -> 11, "
 	       "restored at exit)\n",
