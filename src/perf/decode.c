@@ -127,10 +127,9 @@ static int decode_stack(struct cur *c, struct perf_sample *s)
 
 static int decode_sample(struct cur c, const struct perf_layout *l, struct perf_rec *out)
 {
-	struct perf_sample *s = &out->sample;
+	struct perf_sample *s = &out->sample; /* zeroed by sonde__perf_decode */
 	uint64_t t = l->sample_type;
 
-	memset(s, 0, sizeof(*s));
 	if (t & PERF_SAMPLE_IDENTIFIER)
 		s->id = get_u64(&c);
 	if (t & PERF_SAMPLE_IP)
