@@ -327,8 +327,9 @@ static bool a_thread_blocked_in_writev(void)
 	return found;
 }
 
-/* A session writing into file `fd` through the service every 100 ms. */
-static uint64_t enable_into_fd(struct tc *t, int fd)
+/* A session of data source liveness.pipe writing into file `fd` through the service
+ * every period_ms. */
+static uint64_t enable_into_fd(struct tc *t, int fd, uint32_t period_ms)
 {
 	static const char *const ds[] = {"liveness.pipe"};
 	struct buf cfg = BUF_INIT;
@@ -336,10 +337,36 @@ static uint64_t enable_into_fd(struct tc *t, int fd)
 
 	tcfg_basic(&cfg, 4096, ds, 1);
 	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, 1);
-	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 100);
+	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, period_ms);
 	req = tcons_enable(t, &cfg, fd);
 	sonde__buf_free(&cfg);
 	return req;
+}
+
+/* On a service h with a blocking writer: producer p serving liveness.pipe, consumer nb
+ * whose session writes into a pipe every period_ms (*rd: the pipe's read end; *req: the
+ * EnableTracing request), started. Returns the target buffer. */
+static uint32_t pipe_session(struct inproc *h, struct tprod *p, struct tc *nb, uint32_t period_ms,
+			     int *rd, uint64_t *req)
+{
+	struct tcmd cmd;
+	int pfd[2];
+
+	signal(SIGPIPE, SIG_IGN); /* as sonded: the writer gets EPIPE once the pipe is closed */
+	h->writer_blocks = true;
+	inproc_producer(h, p, "pipe-producer", false);
+	tprod_register(p, "liveness.pipe", false, false);
+	inproc_consumer(h, nb);
+	ASSERT_OK(pipe2(pfd, O_CLOEXEC));
+	*req = enable_into_fd(nb, pfd[1], period_ms);
+	close(pfd[1]);
+	*rd = pfd[0];
+	tprod_expect(p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	uint32_t target = cmd.target_buffer;
+	tc_msg_free(cmd.m);
+	tprod_expect(p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tc_msg_free(cmd.m);
+	return target;
 }
 
 /* Commits n chunks holding one 3000-byte packet each into target. */
@@ -369,24 +396,12 @@ TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 60)
 	struct sonde_service_opts o = {.sz = sizeof(o), .stall_timeout_ms = 2000};
 	struct inproc h;
 	struct tprod p;
-	struct tcmd cmd;
 	struct tc nb, other;
-	int pfd[2];
+	uint64_t req;
+	int rd;
 
-	signal(SIGPIPE, SIG_IGN); /* as sonded: the writer gets EPIPE once the pipe is closed */
 	inproc_up_opts(&h, &o);
-	h.writer_blocks = true;
-	inproc_producer(&h, &p, "pipe-producer", false);
-	tprod_register(&p, "liveness.pipe", false, false);
-	inproc_consumer(&h, &nb);
-	ASSERT_OK(pipe2(pfd, O_CLOEXEC));
-	uint64_t req = enable_into_fd(&nb, pfd[1]);
-	close(pfd[1]);
-	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
-	uint32_t target = cmd.target_buffer;
-	tc_msg_free(cmd.m);
-	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	tc_msg_free(cmd.m);
+	uint32_t target = pipe_session(&h, &p, &nb, 100, &rd, &req);
 	uint64_t t0 = h.now_ns;	       /* no byte waits before */
 	write_chunks(&p, target, 100); /* 300 KB: the pipe holds 64 KiB */
 	inproc_advance(&h, 100);       /* the write period: the writer gets them */
@@ -413,7 +428,7 @@ TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 60)
 	free(err);
 	tc_close(&nb);
 	tc_close(&p.t);
-	close(pfd[0]);
+	close(rd);
 	inproc_down(&h);
 }
 
@@ -436,33 +451,17 @@ static void tagged_packet(struct buf *pk, unsigned i)
  * waits are for the writer to block and for the bytes it writes (events). */
 TEST_TIMEOUT(liveness_last_drain_from_the_buffers_outlives_its_session, 60)
 {
-	static const char *const ds[] = {"liveness.pipe"};
 	enum { N = 100 };
 	struct inproc h;
 	struct tprod p;
-	struct tcmd cmd;
 	struct tc nb;
-	struct buf cfg = BUF_INIT, pk = BUF_INIT, out = BUF_INIT;
-	int pfd[2];
+	struct buf pk = BUF_INIT, out = BUF_INIT;
+	uint64_t req;
+	int rd;
 
-	signal(SIGPIPE, SIG_IGN);
 	inproc_up(&h);
-	h.writer_blocks = true;
-	inproc_producer(&h, &p, "pipe-producer", false);
-	tprod_register(&p, "liveness.pipe", false, false);
-	inproc_consumer(&h, &nb);
-	ASSERT_OK(pipe2(pfd, O_CLOEXEC));
 	/* no write period within the test: the last drain writes every packet */
-	tcfg_basic(&cfg, 4096, ds, 1);
-	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_WRITE_INTO_FILE, 1);
-	sonde__pb_put_varint(&cfg, PF_TRACE_CONFIG_FILE_WRITE_PERIOD_MS, 3600000);
-	tcons_enable(&nb, &cfg, pfd[1]);
-	close(pfd[1]);
-	tprod_expect(&p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
-	uint32_t target = cmd.target_buffer;
-	tc_msg_free(cmd.m);
-	tprod_expect(&p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
-	tc_msg_free(cmd.m);
+	uint32_t target = pipe_session(&h, &p, &nb, 3600000, &rd, &req);
 	for (unsigned i = 0; i < N; i++) {
 		tagged_packet(&pk, i);
 		struct iovec v = {pk.data, pk.len};
@@ -484,11 +483,11 @@ TEST_TIMEOUT(liveness_last_drain_from_the_buffers_outlives_its_session, 60)
 	inproc_run(&h);
 	int found = 0;
 	while (found < N) {
-		struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
+		struct pollfd pf = {.fd = rd, .events = POLLIN};
 		if (poll(&pf, 1, 20000) != 1)
 			FAIL("the pipe got %d of %d packets, then nothing for 20 s", found, N);
 		ASSERT_OK(sonde__buf_reserve(&out, 65536));
-		ssize_t k = read(pfd[0], out.data + out.len, 65536);
+		ssize_t k = read(rd, out.data + out.len, 65536);
 		if (k <= 0)
 			FAIL("the pipe ended after %d of %d packets", found, N);
 		out.len += (size_t)k;
@@ -503,10 +502,9 @@ TEST_TIMEOUT(liveness_last_drain_from_the_buffers_outlives_its_session, 60)
 		if (!memmem(last.p, last.len, pk.data, pk.len))
 			FAIL("packet %u is not whole", i);
 	}
-	sonde__buf_free(&cfg);
 	sonde__buf_free(&pk);
 	sonde__buf_free(&out);
-	close(pfd[0]);
+	close(rd);
 	inproc_down(&h);
 }
 

@@ -37,6 +37,26 @@ static void drain_pipe(int fd, size_t n, const uint8_t *tags)
 			FAIL("byte %zu is %u, not %u", i, got[i], tags[i / MAX]);
 }
 
+/* Waits for the writer's next wake-up through eventfd efd. */
+static void wait_wake(int efd)
+{
+	struct pollfd pf = {.fd = efd, .events = POLLIN};
+	uint64_t v;
+
+	ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
+	ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
+}
+
+/* After sonde__fwriter_finish: the wake-ups of the queue's room may come first, so wakes
+ * are awaited until the finish is done. */
+static void wait_finished(struct fwriter *w, int efd)
+{
+	for (int tries = 0; !sonde__fwriter_finished(w); tries++) {
+		ASSERT_INT(tries, <, 10);
+		wait_wake(efd);
+	}
+}
+
 TEST(service_fwriter_wakes_the_loop_and_takes_the_next_batch_meanwhile)
 {
 	static const uint8_t tags[] = {'a', 'b', 'c'};
@@ -56,10 +76,7 @@ TEST(service_fwriter_wakes_the_loop_and_takes_the_next_batch_meanwhile)
 	int rc;
 	while ((rc = sonde__fwriter_push_buf(w, &b)) == -ENOBUFS) {
 		/* 'a' still queued: the thread says when it took it */
-		struct pollfd pf = {.fd = efd, .events = POLLIN};
-		ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
-		uint64_t v;
-		ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
+		wait_wake(efd);
 		ASSERT_UINT(b.len, ==, MAX); /* refused whole, nothing taken */
 	}
 	ASSERT_INT(rc, ==, 0);
@@ -68,12 +85,8 @@ TEST(service_fwriter_wakes_the_loop_and_takes_the_next_batch_meanwhile)
 	ASSERT_INT(sonde__fwriter_push_buf(w, &b), ==, -ENOBUFS);
 	ASSERT(!sonde__fwriter_room(w, 1));
 	drain_pipe(p[0], MAX, tags);
-	while ((rc = sonde__fwriter_push_buf(w, &b)) == -ENOBUFS) {
-		struct pollfd pf = {.fd = efd, .events = POLLIN};
-		ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
-		uint64_t v;
-		ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
-	}
+	while ((rc = sonde__fwriter_push_buf(w, &b)) == -ENOBUFS)
+		wait_wake(efd);
 	ASSERT_INT(rc, ==, 0);
 	drain_pipe(p[0], 2 * MAX, tags + 1);
 	ASSERT(sonde__fwriter_free(w, 5000));
@@ -132,23 +145,12 @@ TEST(service_fwriter_wakes_the_loop_when_the_finish_is_done)
 	for (int i = 0; i < 3; i++) {
 		fill(&b, (uint8_t)('a' + i));
 		int rc;
-		while ((rc = sonde__fwriter_push_buf(w, &b)) == -ENOBUFS) {
-			struct pollfd pf = {.fd = efd, .events = POLLIN};
-			ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
-			uint64_t v;
-			ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
-		}
+		while ((rc = sonde__fwriter_push_buf(w, &b)) == -ENOBUFS)
+			wait_wake(efd);
 		ASSERT_INT(rc, ==, 0);
 	}
 	sonde__fwriter_finish(w, 0);
-	/* the wake-ups of the queue's room may come first: wait for the one of the finish */
-	for (int tries = 0; !sonde__fwriter_finished(w); tries++) {
-		ASSERT_INT(tries, <, 10);
-		struct pollfd pf = {.fd = efd, .events = POLLIN};
-		ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
-		uint64_t v;
-		ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
-	}
+	wait_finished(w, efd);
 	struct stat st;
 	ASSERT_OK(fstat(rd, &st));
 	ASSERT_INT(st.st_size, ==, 3 * MAX);
@@ -188,7 +190,6 @@ TEST(service_fwriter_writes_borrowed_bytes_in_order_and_holds_them_to_the_end)
 	/* 'a' then the borrowed 'b': taken past the bound, which says the queue is full */
 	ASSERT_INT(sonde__fwriter_push_ref(w, &b, borrowed, sizeof(borrowed)), ==, 1);
 	ASSERT_UINT(b.len, ==, 0);
-	ASSERT(!sonde__fwriter_room(w, 1));
 	fill(&b, 'c');
 	/* full or not, depending on whether the thread took 'a' and 'b' by now */
 	ASSERT_INT(sonde__fwriter_push_ref(w, &b, NULL, 0), >=, 0);
@@ -197,13 +198,7 @@ TEST(service_fwriter_writes_borrowed_bytes_in_order_and_holds_them_to_the_end)
 	ASSERT_INT(efd, >=, 0);
 	sonde__fwriter_notify(w, efd);
 	sonde__fwriter_finish(w, 0);
-	for (int tries = 0; !sonde__fwriter_finished(w); tries++) {
-		ASSERT_INT(tries, <, 10);
-		struct pollfd pf = {.fd = efd, .events = POLLIN};
-		ASSERT_INT(poll(&pf, 1, 10000), ==, 1);
-		uint64_t v;
-		ASSERT_INT(read(efd, &v, sizeof(v)), ==, (ssize_t)sizeof(v));
-	}
+	wait_finished(w, efd);
 	close(efd);
 	ASSERT_INT(released, ==, 0); /* finished, not destroyed: its thread may still read */
 	ASSERT(sonde__fwriter_free(w, 5000));
