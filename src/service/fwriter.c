@@ -69,9 +69,9 @@ struct fwriter {
 	int err;
 	unsigned mode;
 	bool finish_req, finished, stop;
-	bool closing;	/* sonde__fwriter_closing: send each batch to the disk at once */
-	int wake_fd;	/* eventfd of sonde__fwriter_notify, or -1 */
-	bool want_room; /* the loop found the queue full: wake it when it empties */
+	bool closing;	    /* sonde__fwriter_closing: send each batch to the disk at once */
+	int wake_fd;	    /* eventfd of sonde__fwriter_notify, or -1 */
+	bool want_room;	    /* the loop found the queue full: wake it when it empties */
 	struct hold *holds; /* the loop's alone */
 	size_t nholds;
 };
@@ -147,7 +147,8 @@ static int write_out(struct fwriter *w)
 		int n = 0;
 		for (size_t i = seg; i < w->out.n && n < (int)(sizeof(iov) / sizeof(iov[0])); i++) {
 			size_t skip = i == seg ? off : 0;
-			iov[n++] = (struct iovec){(void *)(w->out.v[i].p + skip), w->out.v[i].len - skip};
+			iov[n++] = (struct iovec){(void *)(w->out.v[i].p + skip),
+						  w->out.v[i].len - skip};
 		}
 		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 		ssize_t k = writev(w->fd, iov, n);

@@ -92,8 +92,8 @@ static int file_packet(void *ctx, const struct iovec *iov, size_t n, size_t tota
 			sonde__buf_append(&ss->fbuf, iov[i].iov_base, iov[i].iov_len);
 			continue;
 		}
-		int rc = sonde__fwriter_push_ref(ss->fw, &ss->fbuf, iov[i].iov_base,
-						 iov[i].iov_len);
+		int rc =
+			sonde__fwriter_push_ref(ss->fw, &ss->fbuf, iov[i].iov_base, iov[i].iov_len);
 		if (rc < 0) {
 			fs->broken = true;
 			return 1;

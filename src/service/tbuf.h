@@ -79,7 +79,7 @@ struct tbuf {
 	int seq_cache_idx;
 	struct tbuf_stats st;
 	uint32_t pass;
-	bool sealed;		/* sonde__tbuf_seal: takes no chunk or patch any more */
+	bool sealed;	       /* sonde__tbuf_seal: takes no chunk or patch any more */
 	struct tbuf_mem *lent; /* the ring's memory, once lent (sonde__tbuf_lend) */
 	/* reader scratch, reused */
 	struct iovec *iov;

@@ -419,21 +419,9 @@ void hostile_read_attacker_session(struct hostile *h)
 
 uint64_t hostile_stat(struct tc *t, uint32_t field)
 {
-	struct tc_msg *m = tc_ok(t, tc_call(t, "GetTraceStats", NULL, -1, false));
-	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len), sr;
-	struct pb_field f, g;
-	uint64_t v = 0;
+	uint64_t v = tcons_stat(t, -1, field);
 
-	while (sonde__pb_next(&r, &f) > 0) {
-		if (f.num != PF_GET_TRACE_STATS_RESP_TRACE_STATS || f.wire != PB_LEN)
-			continue;
-		sr = pb_sub(&f);
-		while (sonde__pb_next(&sr, &g) > 0)
-			if (g.num == field && g.wire == PB_VARINT)
-				v = g.u;
-	}
-	tc_msg_free(m);
-	return v;
+	return v == UINT64_MAX ? 0 : v;
 }
 
 /* ------------------------------------------------------------------ attacker helpers */

@@ -565,6 +565,42 @@ char *tcons_disabled_reply(struct tc_msg *m)
 	return err;
 }
 
+/* The last value of varint field `field` in r, 0 without one. */
+static uint64_t varint_in(struct pb_reader r, uint32_t field)
+{
+	struct pb_field f;
+	uint64_t v = 0;
+
+	while (sonde__pb_next(&r, &f) > 0)
+		if (f.num == field && f.wire == PB_VARINT)
+			v = f.u;
+	return v;
+}
+
+uint64_t tcons_stat(struct tc *t, int buffer, uint32_t field)
+{
+	struct tc_msg *m = tc_ok(t, tc_call(t, "GetTraceStats", NULL, -1, false));
+	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
+	struct pb_field f, g;
+	uint64_t v = UINT64_MAX;
+
+	while (sonde__pb_next(&r, &f) > 0) {
+		if (f.num != PF_GET_TRACE_STATS_RESP_TRACE_STATS || f.wire != PB_LEN)
+			continue;
+		struct pb_reader sr = pb_sub(&f);
+		if (buffer < 0) {
+			v = varint_in(sr, field);
+			continue;
+		}
+		for (int i = 0; sonde__pb_next(&sr, &g) > 0;)
+			if (g.num == PF_TRACE_STATS_BUFFER_STATS && g.wire == PB_LEN &&
+			    i++ == buffer)
+				v = varint_in(pb_sub(&g), field);
+	}
+	tc_msg_free(m);
+	return v;
+}
+
 void tcons_read(struct tc *t, struct buf *trace)
 {
 	uint64_t id = tc_call(t, "ReadBuffers", NULL, -1, false);

@@ -129,6 +129,10 @@ char *tcons_wait_disabled(struct tc *t, uint64_t req, int timeout_ms);
 char *tcons_disabled_reply(struct tc_msg *m);
 /* ReadBuffers until has_more=false; appends packets in Trace file format to trace. */
 void tcons_read(struct tc *t, struct buf *trace);
+/* A varint field of the session's TraceStats (GetTraceStats): a top-level one with buffer
+ * -1, else one of the BufferStats of buffer number `buffer`. 0 when the stats leave it
+ * out, UINT64_MAX when there are no stats or no such buffer. */
+uint64_t tcons_stat(struct tc *t, int buffer, uint32_t field);
 
 /* A TracePacket (timestamp 1000) carrying tag in field 900 and, with pad, pad bytes of
  * a-z in field 901: recognizable in a trace. */

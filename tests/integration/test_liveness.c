@@ -343,30 +343,42 @@ static uint64_t enable_into_fd(struct tc *t, int fd, uint32_t period_ms)
 	return req;
 }
 
-/* On a service h with a blocking writer: producer p serving liveness.pipe, consumer nb
- * whose session writes into a pipe every period_ms (*rd: the pipe's read end; *req: the
- * EnableTracing request), started. Returns the target buffer. */
-static uint32_t pipe_session(struct inproc *h, struct tprod *p, struct tc *nb, uint32_t period_ms,
-			     int *rd, uint64_t *req)
+/* An in-process service whose file writer may block, a producer serving liveness.pipe
+ * and a consumer whose session writes into a pipe, started. */
+struct pipe_sess {
+	struct inproc h;
+	struct tprod p;
+	struct tc nb;
+	uint64_t req;	 /* the EnableTracing request */
+	int rd;		 /* the pipe's read end */
+	uint32_t target; /* the session's buffer */
+};
+
+/* The service with options o (NULL: the defaults), the session writing every period_ms. */
+static void pipe_session(struct pipe_sess *ps, const struct sonde_service_opts *o,
+			 uint32_t period_ms)
 {
 	struct tcmd cmd;
 	int pfd[2];
 
 	signal(SIGPIPE, SIG_IGN); /* as sonded: the writer gets EPIPE once the pipe is closed */
-	h->writer_blocks = true;
-	inproc_producer(h, p, "pipe-producer", false);
-	tprod_register(p, "liveness.pipe", false, false);
-	inproc_consumer(h, nb);
+	if (o)
+		inproc_up_opts(&ps->h, o);
+	else
+		inproc_up(&ps->h);
+	ps->h.writer_blocks = true;
+	inproc_producer(&ps->h, &ps->p, "pipe-producer", false);
+	tprod_register(&ps->p, "liveness.pipe", false, false);
+	inproc_consumer(&ps->h, &ps->nb);
 	ASSERT_OK(pipe2(pfd, O_CLOEXEC));
-	*req = enable_into_fd(nb, pfd[1], period_ms);
+	ps->req = enable_into_fd(&ps->nb, pfd[1], period_ms);
 	close(pfd[1]);
-	*rd = pfd[0];
-	tprod_expect(p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
-	uint32_t target = cmd.target_buffer;
+	ps->rd = pfd[0];
+	tprod_expect(&ps->p, PF_ASYNC_CMD_SETUP_DATA_SOURCE, &cmd);
+	ps->target = cmd.target_buffer;
 	tc_msg_free(cmd.m);
-	tprod_expect(p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
+	tprod_expect(&ps->p, PF_ASYNC_CMD_START_DATA_SOURCE, &cmd);
 	tc_msg_free(cmd.m);
-	return target;
 }
 
 /* Commits n chunks holding one 3000-byte packet each into target. */
@@ -394,42 +406,38 @@ static void write_chunks(struct tprod *p, uint32_t target, unsigned n)
 TEST_TIMEOUT(liveness_output_pipe_nobody_reads_freezes_nothing, 60)
 {
 	struct sonde_service_opts o = {.sz = sizeof(o), .stall_timeout_ms = 2000};
-	struct inproc h;
-	struct tprod p;
-	struct tc nb, other;
-	uint64_t req;
-	int rd;
+	struct pipe_sess ps;
+	struct tc other;
 
-	inproc_up_opts(&h, &o);
-	uint32_t target = pipe_session(&h, &p, &nb, 100, &rd, &req);
-	uint64_t t0 = h.now_ns;	       /* no byte waits before */
-	write_chunks(&p, target, 100); /* 300 KB: the pipe holds 64 KiB */
-	inproc_advance(&h, 100);       /* the write period: the writer gets them */
+	pipe_session(&ps, &o, 100);
+	uint64_t t0 = ps.h.now_ns;	     /* no byte waits before */
+	write_chunks(&ps.p, ps.target, 100); /* 300 KB: the pipe holds 64 KiB */
+	inproc_advance(&ps.h, 100);	     /* the write period: the writer gets them */
 	double end = test_now() + 20;
 	while (!a_thread_blocked_in_writev()) {
 		ASSERT(test_now() < end);
 		usleep(1000);
 	}
 	/* the loop runs on: a new client is answered at once */
-	inproc_consumer(&h, &other);
+	inproc_consumer(&ps.h, &other);
 	tc_msg_free(tc_ok(&other, tc_call(&other, "QueryServiceState", NULL, -1, false)));
 	tc_close(&other);
 	/* the writer took the bytes at t0 + 100 ms and blocked before the service's next
 	 * look at it (each write period, 100 ms): the file took nothing from then on, for
 	 * 2 s at t0 + 2100 ms, when the session still runs; the stall counts from the first
 	 * look that found it stuck, so the session ends within two looks after that */
-	inproc_advance(&h, 2100 - (h.now_ns - t0) / 1000000);
-	ASSERT(tc_wait(&nb, req, 0) == NULL);
-	inproc_advance(&h, 2 * 100);
-	struct tc_msg *m = tc_wait(&nb, req, 0);
+	inproc_advance(&ps.h, 2100 - (ps.h.now_ns - t0) / 1000000);
+	ASSERT(tc_wait(&ps.nb, ps.req, 0) == NULL);
+	inproc_advance(&ps.h, 2 * 100);
+	struct tc_msg *m = tc_wait(&ps.nb, ps.req, 0);
 	ASSERT(m != NULL);
 	char *err = tcons_disabled_reply(m);
 	ASSERT_CONTAINS(err, "the output file accepted nothing for 2 s");
 	free(err);
-	tc_close(&nb);
-	tc_close(&p.t);
-	close(rd);
-	inproc_down(&h);
+	tc_close(&ps.nb);
+	tc_close(&ps.p.t);
+	close(ps.rd);
+	inproc_down(&ps.h);
 }
 
 /* Packet i of the test below: tag "pkt%03u" then 3000 bytes of one letter, in field 900. */
@@ -443,6 +451,20 @@ static void tagged_packet(struct buf *pk, unsigned i)
 	sonde__pb_put_bytes(pk, 900, body, sizeof(body));
 }
 
+/* Commits packet i (tagged_packet) alone in chunk i of writer 1, into the session's buffer. */
+static void commit_tagged(struct pipe_sess *ps, unsigned i)
+{
+	struct buf pk = BUF_INIT;
+	unsigned page = i % (unsigned)(ps->p.smb_size / ps->p.page);
+	unsigned moves[1][2] = {{page, 0}};
+
+	tagged_packet(&pk, i);
+	struct iovec v = {pk.data, pk.len};
+	tprod_chunk(&ps->p, page, SMB_LAYOUT_DIV1, 0, 1, i, 0, &v, 1, true);
+	tprod_commit(&ps->p, moves, 1, ps->target, 0, NULL);
+	sonde__buf_free(&pk);
+}
+
 /* The last drain of a write_into_file session hands large packets to the writer thread
  * where they lie in the trace buffer, not copied. The consumer's output is a pipe it reads
  * only after it left: the writer blocks in the middle of the packets, the session (and
@@ -452,42 +474,31 @@ static void tagged_packet(struct buf *pk, unsigned i)
 TEST_TIMEOUT(liveness_last_drain_from_the_buffers_outlives_its_session, 60)
 {
 	enum { N = 100 };
-	struct inproc h;
-	struct tprod p;
-	struct tc nb;
+	struct pipe_sess ps;
 	struct buf pk = BUF_INIT, out = BUF_INIT;
-	uint64_t req;
-	int rd;
 
-	inproc_up(&h);
 	/* no write period within the test: the last drain writes every packet */
-	uint32_t target = pipe_session(&h, &p, &nb, 3600000, &rd, &req);
-	for (unsigned i = 0; i < N; i++) {
-		tagged_packet(&pk, i);
-		struct iovec v = {pk.data, pk.len};
-		unsigned page = i % (unsigned)(p.smb_size / p.page);
-		unsigned moves[1][2] = {{page, 0}};
-		tprod_chunk(&p, page, SMB_LAYOUT_DIV1, 0, 1, i, 0, &v, 1, true);
-		tprod_commit(&p, moves, 1, target, 0, NULL);
-	}
-	tc_msg_free(tc_ok(&nb, tc_call(&nb, "DisableTracing", NULL, -1, false)));
+	pipe_session(&ps, NULL, 3600000);
+	for (unsigned i = 0; i < N; i++)
+		commit_tagged(&ps, i);
+	tc_msg_free(tc_ok(&ps.nb, tc_call(&ps.nb, "DisableTracing", NULL, -1, false)));
 	/* 300 KB of packets, the pipe holds 64 KiB */
 	double end = test_now() + 20;
 	while (!a_thread_blocked_in_writev()) {
 		ASSERT(test_now() < end);
 		usleep(1000);
 	}
-	tc_close(&nb); /* the session and its buffer go */
-	inproc_run(&h);
-	tc_close(&p.t);
-	inproc_run(&h);
+	tc_close(&ps.nb); /* the session and its buffer go */
+	inproc_run(&ps.h);
+	tc_close(&ps.p.t);
+	inproc_run(&ps.h);
 	int found = 0;
 	while (found < N) {
-		struct pollfd pf = {.fd = rd, .events = POLLIN};
+		struct pollfd pf = {.fd = ps.rd, .events = POLLIN};
 		if (poll(&pf, 1, 20000) != 1)
 			FAIL("the pipe got %d of %d packets, then nothing for 20 s", found, N);
 		ASSERT_OK(sonde__buf_reserve(&out, 65536));
-		ssize_t k = read(rd, out.data + out.len, 65536);
+		ssize_t k = read(ps.rd, out.data + out.len, 65536);
 		if (k <= 0)
 			FAIL("the pipe ended after %d of %d packets", found, N);
 		out.len += (size_t)k;
@@ -504,8 +515,40 @@ TEST_TIMEOUT(liveness_last_drain_from_the_buffers_outlives_its_session, 60)
 	}
 	sonde__buf_free(&pk);
 	sonde__buf_free(&out);
-	close(rd);
-	inproc_down(&h);
+	close(ps.rd);
+	inproc_down(&ps.h);
+}
+
+/* A chunk committed once a write_into_file session's last drain has begun (an SDK writer
+ * committing after its session ended) is not written into the completed file, as with
+ * Perfetto's service, which reads the buffers out at DisableTracing: it is counted in the
+ * buffer's chunks_discarded, not left unsaid in the buffer. */
+TEST_TIMEOUT(liveness_chunk_committed_after_the_last_drain_is_counted, 60)
+{
+	struct pipe_sess ps;
+	struct buf out = BUF_INIT;
+
+	pipe_session(&ps, NULL, 3600000);
+	commit_tagged(&ps, 0);
+	/* the session ends, its buffer read out into the file; then a late commit */
+	tc_msg_free(tc_ok(&ps.nb, tc_call(&ps.nb, "DisableTracing", NULL, -1, false)));
+	commit_tagged(&ps, 1);
+	struct tc_msg *m = inproc_wait_writer_reply(&ps.h, &ps.nb, ps.req, 20);
+	ASSERT(m != NULL);
+	free(tcons_disabled_reply(m));
+	ASSERT_UINT(tcons_stat(&ps.nb, 0, PF_BUFFER_STATS_CHUNKS_DISCARDED), ==, 1);
+	ASSERT_OK(fcntl(ps.rd, F_SETFL, O_NONBLOCK));
+	for (ssize_t k = 1; k > 0; out.len += k > 0 ? (size_t)k : 0) {
+		ASSERT_OK(sonde__buf_reserve(&out, 65536));
+		k = read(ps.rd, out.data + out.len, 65536);
+	}
+	ASSERT_INT(trace_count(&out, "pkt000", 6, NULL), ==, 1);
+	ASSERT_INT(trace_count(&out, "pkt001", 6, NULL), ==, 0);
+	sonde__buf_free(&out);
+	close(ps.rd);
+	tc_close(&ps.nb);
+	tc_close(&ps.p.t);
+	inproc_down(&ps.h);
 }
 
 /* argv in the background with its stderr into the file errpath. */

@@ -473,27 +473,6 @@ TEST_TIMEOUT(sec_connections_per_uid_are_capped, 60)
 	down(&h);
 }
 
-/* TraceStats.invalid_packets of the consumer's session. */
-static uint64_t invalid_packets(struct tc *c)
-{
-	struct tc_msg *m = tc_ok(c, tc_call(c, "GetTraceStats", NULL, -1, false));
-	struct pb_reader r = pb_reader_init(m->f.data, m->f.data_len);
-	struct pb_field f, g;
-	uint64_t n = UINT64_MAX;
-
-	while (sonde__pb_next(&r, &f) > 0) {
-		if (f.num != PF_GET_TRACE_STATS_RESP_TRACE_STATS || f.wire != PB_LEN)
-			continue;
-		struct pb_reader s = pb_sub(&f);
-		n = 0;
-		while (sonde__pb_next(&s, &g) > 0)
-			if (g.num == PF_TRACE_STATS_INVALID_PACKETS && g.wire == PB_VARINT)
-				n = g.u;
-	}
-	tc_msg_free(m);
-	return n;
-}
-
 TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
 {
 	struct inproc h;
@@ -530,7 +509,7 @@ TEST_TIMEOUT(sec_packets_forging_service_fields_are_dropped_and_counted, 60)
 	ASSERT_INT(trace_count(&trace, "honest-packet", 13, NULL), ==, 1);
 	ASSERT_INT(trace_count(&trace, "forged-uid-packet", 17, NULL), ==, 0);
 	ASSERT_INT(trace_count(&trace, "forged-config-packet", 20, NULL), ==, 0);
-	ASSERT_UINT(invalid_packets(&c), ==, 2);
+	ASSERT_UINT(tcons_stat(&c, -1, PF_TRACE_STATS_INVALID_PACKETS), ==, 2);
 	for (int i = 0; i < 3; i++)
 		sonde__buf_free(&pk[i]);
 	sonde__buf_free(&cfg);
