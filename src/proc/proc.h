@@ -31,6 +31,9 @@ int sonde__proc_read_file(const char *path, struct buf *b);
 
 /* PF_KTHREAD in proc_stat.flags: a kernel thread, which has no user space. */
 #define PROC_PF_KTHREAD 0x00200000u
+/* PF_EXITING: the task is in its exit (set before its exit record is written; it runs on
+ * while its memory and files are torn down, tens of ms for a large process). */
+#define PROC_PF_EXITING 0x00000004u
 
 /* Whether st, read from /proc/PID/stat, is of a process that has ended: dead, or a zombie
  * with no thread but its main one. A main thread that ended first (pthread_exit) stays a

@@ -2,11 +2,16 @@
  * state built by hand, its spool read back (and accounted, src/export/acct.c): a thread's
  * life when records are lost in the middle of it and its exit with them; the name of a
  * thread whose fork was never seen, and of the threads of a process nothing named. The
- * pids are above any pid_max, so /proc knows nothing of them. */
+ * pids are above any pid_max, so /proc knows nothing of them; the one test of adopting a
+ * process from /proc uses real ones. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 
 #include <linux/perf_event.h>
 
@@ -14,10 +19,12 @@
 #include <sonde/spool_reader.h>
 
 #include "../test.h"
+#include "../util.h"
 #include "base/buf.h"
 #include "export/acct.h"
 #include "record/recorder.h"
 #include "perf_fixture.h"
+#include "proc/proc.h"
 
 enum { P = 5000101, Q = 5000102, SWITCH_ID = 7, START = 1000, WINDOW_END = 20000 };
 
@@ -1022,5 +1029,63 @@ TEST(record_a_process_lives_until_its_last_thread)
 	task_record(r, PERF_RECORD_EXIT, 9000, S, R, S, R);
 	ASSERT(sonde__tasks_process(&r->tasks, S, false)->exited);
 	ASSERT_INT(r->first_error, ==, 0);
+	recorder_free(r, &b);
+}
+
+static bool never_same(struct sonde_recorder *r, struct rec_process *p, const struct proc_stat *st)
+{
+	(void)r;
+	(void)p;
+	(void)st;
+	return false;
+}
+
+/* A child that exits with 2 GiB of memory to tear down: the kernel marks it exiting
+ * first, and /proc lists it until it is reaped. Returns its pid once /proc shows it in its
+ * exit (a tenth of a second or more of teardown here, on this machine and in CI). */
+static pid_t exiting_child(void)
+{
+	size_t size = (size_t)2 << 30;
+
+	fflush(NULL);
+	pid_t pid = fork();
+	ASSERT_INT(pid, >=, 0);
+	if (pid == 0) {
+		void *m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		_exit(m == MAP_FAILED ? 2 : 0);
+	}
+	struct proc_stat st;
+	for (double end = test_now() + 60;;) {
+		ASSERT(test_now() < end);
+		ASSERT_OK(sonde__proc_stat_read(pid, 0, &st));
+		if (sonde__proc_stat_ended(&st)) {
+			int status = 0;
+			waitpid(pid, &status, 0);
+			FAIL("the child ended with status %#x, never seen in its exit", status);
+		}
+		if (st.flags & PROC_PF_EXITING)
+			return pid;
+		sched_yield();
+	}
+}
+
+/* A process whose last thread is in its exit is not adopted (a sweep's scan of /proc lists
+ * it until it is reaped): adopted, it got a second life in the recorder's tables, its
+ * thread a second definition, and its waits during the exit counted twice once a later
+ * sweep ended that life. A live process is. */
+TEST_TIMEOUT(rec_adopt_skips_a_process_in_its_exit, 120)
+{
+	struct buf b = BUF_INIT;
+	struct sonde_recorder *r = recorder(&b);
+	struct rec_process *p;
+	struct proc_stat st;
+
+	pid_t pid = exiting_child();
+	ASSERT_INT(sonde__rec_adopt_process(r, pid, START, never_same, &st, &p), ==, 0);
+	ASSERT(sonde__tasks_process(&r->tasks, pid, false) == NULL);
+	ASSERT_INT(waitpid(pid, NULL, 0), ==, pid);
+	ASSERT_INT(sonde__rec_adopt_process(r, getpid(), START, never_same, &st, &p), ==, 1);
+	ASSERT(p != NULL && p->pid == getpid());
 	recorder_free(r, &b);
 }
