@@ -410,7 +410,8 @@ typedef bool rec_same_process_fn(struct sonde_recorder *r, struct rec_process *p
  * is that process already, an earlier process of that pid is forgotten (its modules
  * retired, its threads' names dropped) and pid is known afresh by its start time and
  * executable; the caller sets since and reads its threads and maps. 1 with *out (st: its
- * /proc stat), 0 when it is gone or known already, or -errno. */
+ * /proc stat), 0 when it is gone, in the exit of its last thread, or known already, or
+ * -errno. */
 int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
 			     rec_same_process_fn *same, struct proc_stat *st,
 			     struct rec_process **out);

@@ -584,9 +584,9 @@ int sonde__rec_adopt_process(struct sonde_recorder *r, pid_t pid, uint64_t time,
 		return 0; /* gone already */
 	/* Its last thread is in its exit, which the recorder has processed or will: adopted
 	 * now (a sweep's scan of /proc, which lists it until it is reaped), the process got
-	 * a second life in the tables, its thread a second spool definition whose records
-	 * after the exit record (its waits while its memory is torn down) then counted
-	 * twice once a later sweep ended that life. It never runs user code again. */
+	 * a second life in the tables, and its waits while its memory is torn down could go
+	 * under a second spool definition of its thread, counted twice. It never runs user
+	 * code again. */
 	if ((st->flags & PROC_PF_EXITING) && st->threads <= 1)
 		return 0;
 	if (p && same(r, p, st))
